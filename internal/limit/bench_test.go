@@ -1,0 +1,199 @@
+package limit
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const benchTeams = 100_000
+
+// zipfKeys returns n team keys drawn from a Zipf spread over teams distinct teams: a few
+// teams carry most records, as in real ingestion traffic.
+func zipfKeys(n, teams int) []string {
+	names := make([]string, teams)
+	for i := range names {
+		names[i] = fmt.Sprintf("team-%d", i)
+	}
+	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, uint64(teams-1))
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = names[z.Uint64()]
+	}
+	return keys
+}
+
+// bareMap is the floor the check is compared with: a sharded map lookup of the same keys,
+// with the same shard count, hash and lock.
+type bareMap struct {
+	seed   maphash.Seed
+	shards []bareShard
+	mask   uint64
+}
+
+type bareShard struct {
+	mu sync.RWMutex
+	m  map[string]*atomic.Int64
+	_  [64]byte
+}
+
+func newBareMap(keys []string) *bareMap {
+	b := &bareMap{seed: maphash.MakeSeed(), shards: make([]bareShard, DefaultShards), mask: DefaultShards - 1}
+	for i := range b.shards {
+		b.shards[i].m = map[string]*atomic.Int64{}
+	}
+	for _, k := range keys {
+		sh := &b.shards[maphash.String(b.seed, k)&b.mask]
+		if sh.m[k] == nil {
+			sh.m[k] = new(atomic.Int64)
+		}
+	}
+	return b
+}
+
+func (b *bareMap) get(k string) *atomic.Int64 {
+	sh := &b.shards[maphash.String(b.seed, k)&b.mask]
+	sh.mu.RLock()
+	v := sh.m[k]
+	sh.mu.RUnlock()
+	return v
+}
+
+var sinkBool atomic.Bool
+
+func benchLimiter(b *testing.B, mode Mode, keys []string) *Limiter {
+	b.Helper()
+	l, err := New(Config{Mode: mode, Threshold: 1 << 40}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range keys {
+		l.Check(k, 1)
+	}
+	return l
+}
+
+// BenchmarkCheck measures the per-record check beside the bare sharded-map lookup of the
+// same keys. "batchclock" reads the clock once per 64 records (clockEvery must be a power of two), as a worker routing a fetched
+// batch does; "clock" reads it on every check.
+func BenchmarkCheck(b *testing.B) {
+	const nkeys = 1 << 20
+	spreads := []struct {
+		name string
+		keys []string
+	}{
+		{"zipf100k", zipfKeys(nkeys, benchTeams)},
+		{"hot1", zipfKeys(nkeys, 1)[:1]},
+	}
+	for _, sp := range spreads {
+		keys := sp.keys
+		mask := len(keys) - 1
+		if len(keys)&mask != 0 {
+			b.Fatal("keys must be a power of two")
+		}
+		for _, par := range []bool{false, true} {
+			pname := "serial"
+			if par {
+				pname = "parallel"
+			}
+			run := func(name string, op func(i int, now time.Time) bool, clockEvery int) {
+				b.Run(fmt.Sprintf("%s/%s/%s", sp.name, pname, name), func(b *testing.B) {
+					b.ReportAllocs()
+					body := func(pb interface{ Next() bool }) {
+						i := rand.IntN(len(keys))
+						now := time.Now()
+						var any bool
+						for pb.Next() {
+							if clockEvery > 0 && i&(clockEvery-1) == 0 {
+								now = time.Now()
+							}
+							any = any != op(i&mask, now)
+							i++
+						}
+						sinkBool.Store(any)
+					}
+					if par {
+						b.RunParallel(func(pb *testing.PB) { body(pb) })
+					} else {
+						body(loopNext{b: b})
+					}
+				})
+			}
+			bare := newBareMap(keys)
+			run("baremap", func(i int, _ time.Time) bool { return bare.get(keys[i]) != nil }, 0)
+			run("baremap-value", func(i int, _ time.Time) bool { return bare.get(keys[i]).Load() > 0 }, 0)
+			for _, mode := range []Mode{Divert, Cap} {
+				l := benchLimiter(b, mode, keys)
+				run(mode.String()+"-batchclock", func(i int, now time.Time) bool { return l.CheckAt(now, keys[i], 1).Limited }, 64)
+				run(mode.String()+"-clock", func(i int, _ time.Time) bool { return l.Check(keys[i], 1).Limited }, 0)
+			}
+		}
+	}
+}
+
+type loopNext struct{ b *testing.B }
+
+func (l loopNext) Next() bool { return l.b.Loop() }
+
+// BenchmarkSweep measures one tick's sweep over 100k active teams.
+func BenchmarkSweep(b *testing.B) {
+	keys := zipfKeys(1<<20, benchTeams)
+	l := benchLimiter(b, Divert, keys)
+	var sw Sweep
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for _, k := range keys[:1<<16] {
+			l.CheckAt(now, k, 1)
+		}
+		b.StartTimer()
+		l.Sweep(now, &sw)
+	}
+	b.ReportMetric(float64(l.Len()), "teams")
+}
+
+// TestMemoryPerTeam is not a timing: it reports heap bytes per cached team at 300k teams
+// (goal ≤ 150) and fails if it is wildly off, which would mean a layout regression.
+func TestMemoryPerTeam(t *testing.T) {
+	per := memoryPerTeam(t, 300_000)
+	t.Logf("heap per cached team at 300k teams: %.1f bytes", per)
+	if per > 200 {
+		t.Errorf("heap per cached team = %.1f bytes, want ≤ 150 (goal) and certainly ≤ 200", per)
+	}
+}
+
+func memoryPerTeam(t testing.TB, teams int) float64 {
+	names := make([]string, teams)
+	for i := range names {
+		names[i] = fmt.Sprintf("team-%d", i)
+	}
+	before := heapInUse()
+	l, err := New(Config{Capacity: teams}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, k := range names {
+		l.CheckAt(now, k, 1)
+	}
+	after := heapInUse()
+	if l.Len() != teams {
+		t.Fatalf("cached %d teams, want %d", l.Len(), teams)
+	}
+	runtime.KeepAlive(l)
+	return float64(after-before) / float64(teams)
+}
+
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

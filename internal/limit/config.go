@@ -1,0 +1,203 @@
+package limit
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Mode says which records count toward a team's window.
+type Mode uint8
+
+const (
+	// Divert counts every record, allowed or not, so the window measures the team's offered
+	// rate: a team above its threshold goes wholly to overflow until its rate falls back
+	// under, which keeps each team in one lane (and in order) downstream. The default.
+	Divert Mode = iota
+	// Cap counts only allowed records, so each team gets up to its threshold per window and
+	// the excess overflows, as with a quota.
+	Cap
+)
+
+// String returns the mode's configuration name.
+func (m Mode) String() string {
+	switch m {
+	case Divert:
+		return "divert"
+	case Cap:
+		return "cap"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// ParseMode reads a mode's configuration name ("divert" or "cap").
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "divert", "":
+		return Divert, nil
+	case "cap":
+		return Cap, nil
+	}
+	return 0, fmt.Errorf("%w: %q (want divert or cap)", ErrBadMode, s)
+}
+
+// UnmarshalText lets configuration decoders read a Mode.
+func (m *Mode) UnmarshalText(b []byte) error {
+	v, err := ParseMode(string(b))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+// MaxThreshold is the largest threshold a team can have: thresholds share a word with a
+// generation number so that a check reads a team's threshold with one atomic load.
+const MaxThreshold = 1<<thresholdBits - 1
+
+// Errors a caller can test with errors.Is.
+var (
+	ErrBadMode      = errors.New("limit: unknown mode")
+	ErrBadThreshold = errors.New("limit: threshold out of range")
+	ErrBadConfig    = errors.New("limit: invalid configuration")
+)
+
+// Config holds the limiter's settings. The zero value of a field means its default.
+type Config struct {
+	// Window is the length of one epoch of the shared counter. Default 60 s.
+	Window time.Duration
+	// Threshold is the default limit per window for a team without an override.
+	// Default 1,000,000.
+	Threshold int64
+	// Overrides maps a team to its own threshold. It can be replaced later with
+	// SetOverrides.
+	Overrides map[string]int64
+	// Mode chooses which records count. Default Divert.
+	Mode Mode
+
+	// SyncInterval is the base read cadence: a normal-pressure team is read this often,
+	// low and idle ones every 4 × SyncInterval, hot ones every ½ × SyncInterval. Default
+	// 15 s. Shorter means fresher views and more Redis reads.
+	SyncInterval time.Duration
+	// HotEveryTick reads hot teams (pressure ≥ 80%) on every tick instead of every
+	// ½ × SyncInterval. Default on (see DefaultHotEveryTick): it cuts the time a fleet takes
+	// to divert a team that jumps over its limit from ~20 s to ~2 s for a few extra reads
+	// of busy teams only.
+	HotEveryTick *bool
+	// PendingReadShare reads a team on the next tick once the records counted locally
+	// since its last read reach this share of its threshold. Default 0.05; negative
+	// disables. Smaller catches a jump sooner and costs more reads.
+	PendingReadShare float64
+	// SyncFloor is the pressure below which an idle team is never read, so a flood of
+	// teams seen once does not become a flood of reads. Default 0.01 (1% of the threshold).
+	SyncFloor float64
+
+	// Capacity bounds how many teams are cached. Default 300,000.
+	Capacity int
+	// TTL is the longest a cached team's global view may go unread: past it, the team is
+	// read again from scratch on the next tick. Unlike deleting and re-creating the entry,
+	// this lets nothing through while the view is rebuilt. Default 600 s.
+	TTL time.Duration
+	// IdleTimeout expires a team not checked for this long. Default 300 s.
+	IdleTimeout time.Duration
+	// Shards is the number of independently locked parts of the cache, rounded up to a
+	// power of two. Default 256.
+	Shards int
+}
+
+// Defaults for Config.
+const (
+	DefaultWindow           = 60 * time.Second
+	DefaultThreshold        = 1_000_000
+	DefaultSyncInterval     = 15 * time.Second
+	DefaultHotEveryTick     = true
+	DefaultPendingReadShare = 0.05
+	DefaultSyncFloor        = 0.01
+	DefaultCapacity         = 300_000
+	DefaultTTL              = 600 * time.Second
+	DefaultIdleTimeout      = 300 * time.Second
+	DefaultShards           = 256
+)
+
+// withDefaults fills zero fields and checks the result.
+func (c Config) withDefaults() (Config, error) {
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Threshold == 0 {
+		c.Threshold = DefaultThreshold
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = DefaultSyncInterval
+	}
+	if c.HotEveryTick == nil {
+		v := DefaultHotEveryTick
+		c.HotEveryTick = &v
+	}
+	if c.PendingReadShare == 0 {
+		c.PendingReadShare = DefaultPendingReadShare
+	}
+	if c.SyncFloor == 0 {
+		c.SyncFloor = DefaultSyncFloor
+	}
+	if c.Capacity == 0 {
+		c.Capacity = DefaultCapacity
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.Shards == 0 {
+		c.Shards = DefaultShards
+	}
+	var errs []error
+	if c.Window < time.Millisecond {
+		errs = append(errs, fmt.Errorf("window %s: must be at least 1ms", c.Window))
+	}
+	if err := checkThreshold(c.Threshold); err != nil {
+		errs = append(errs, fmt.Errorf("default threshold: %w", err))
+	}
+	for team, t := range c.Overrides {
+		if err := checkThreshold(t); err != nil {
+			errs = append(errs, fmt.Errorf("override for team %q: %w", team, err))
+		}
+	}
+	if c.Mode != Divert && c.Mode != Cap {
+		errs = append(errs, fmt.Errorf("%w: %d", ErrBadMode, c.Mode))
+	}
+	if c.SyncInterval < 0 {
+		errs = append(errs, fmt.Errorf("sync interval %s: must be positive", c.SyncInterval))
+	}
+	if c.PendingReadShare > 1 {
+		errs = append(errs, fmt.Errorf("pending read share %g: must be at most 1", c.PendingReadShare))
+	}
+	if c.SyncFloor < 0 || c.SyncFloor >= tierLow {
+		errs = append(errs, fmt.Errorf("sync floor %g: must be in [0, %g)", c.SyncFloor, tierLow))
+	}
+	if c.Capacity < 1 {
+		errs = append(errs, fmt.Errorf("capacity %d: must be at least 1", c.Capacity))
+	}
+	if c.TTL < 0 || c.IdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("ttl %s, idle timeout %s: must be positive", c.TTL, c.IdleTimeout))
+	}
+	if c.Shards < 1 || c.Shards > 1<<16 {
+		errs = append(errs, fmt.Errorf("shards %d: must be in [1, 65536]", c.Shards))
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("%w: %w", ErrBadConfig, errors.Join(errs...))
+	}
+	for c.Shards&(c.Shards-1) != 0 {
+		c.Shards++
+	}
+	return c, nil
+}
+
+func checkThreshold(t int64) error {
+	if t < 1 || t > MaxThreshold {
+		return fmt.Errorf("%w: %d (want 1..%d)", ErrBadThreshold, t, int64(MaxThreshold))
+	}
+	return nil
+}

@@ -1,0 +1,24 @@
+// Package limit is the gate's per-record rate-limit check and the local state behind it.
+//
+// Guarantees:
+//
+//   - Check and CheckAt do no network or disk I/O, take no lock shared by every core, send
+//     on no channel and allocate nothing for a team already in the cache. A team seen for the
+//     first time costs one insert under its shard's lock.
+//   - First contact is allowed. A team is limited when its level reaches its threshold, where
+//     level = max(0, estimate − leak × elapsed) + pending and leak = threshold / window.
+//   - In Divert mode every record counts toward the team's window, allowed or not; in Cap mode
+//     only allowed records count. Every counted record is handed to the tick (Sweep) exactly
+//     once for writing to the shared store, except when its entry is evicted between a check
+//     and the next sweep under a race measured in nanoseconds, or when a whole window passes
+//     without a sweep (those counts are stale and reported as dropped).
+//   - Memory is bounded: at most Capacity teams are cached; the least recently seen of a
+//     small sample is evicted when a shard is full, and teams not seen for IdleTimeout are
+//     expired by the sweep.
+//   - Threshold overrides are swapped atomically: a check sees either the old set or the new
+//     one, never a mix.
+//
+// The package knows nothing of Kafka or Redis: internal/sync calls Sweep on every tick to
+// collect the counts to write and the teams due for a read, and ApplyRead to apply what the
+// shared store answered.
+package limit

@@ -1,0 +1,272 @@
+package limit
+
+import (
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capturegate/gate/internal/clock"
+)
+
+// evictionSample is how many entries a full shard looks at to choose the least recently
+// seen one to evict (sampled LRU, as Redis does): exact LRU would need a list touched
+// under a lock on every check.
+const evictionSample = 8
+
+// Decision is the answer to one check.
+type Decision struct {
+	// Limited is true when the team's level had reached its threshold.
+	Limited bool
+	// Tier is the team's pressure tier at this check.
+	Tier Tier
+	// Threshold is the team's limit per window (its override, or the default).
+	Threshold int64
+	// Level is the team's level the decision was made on, before this record counted.
+	Level float64
+}
+
+// Limiter answers, for each record, whether its team is over its limit, from local state
+// only. It is safe for concurrent use by any number of goroutines.
+type Limiter struct {
+	cfg       Config
+	clock     clock.Clock
+	seed      maphash.Seed
+	shards    []shard
+	mask      uint64
+	windowNs  int64
+	invWindow float64 // 1 / windowNs: the check multiplies rather than divides
+	base      int64   // unix ns; entry.seen counts seconds from here
+	span      atomic.Pointer[epochSpan]
+	count     atomic.Int64 // cached teams, against Capacity
+	overrides atomic.Pointer[overrides]
+	ovrMu     sync.Mutex // serialises SetOverrides
+
+	// Figures from the last sweep, for the metrics.
+	swept struct {
+		tiers   [numTiers]atomic.Int64
+		queued  atomic.Uint64 // reads planned, all sweeps
+		expired atomic.Uint64 // entries expired idle, all sweeps
+	}
+}
+
+// shard is one independently locked part of the cache. Its counters sit beside its lock:
+// a check writes the lock's reader count anyway, so they cost no extra cache line.
+type shard struct {
+	mu          sync.RWMutex
+	m           map[string]*entry
+	orphans     []Count // counts of entries evicted for capacity, for the next sweep
+	allowed     atomic.Uint64
+	limited     atomic.Uint64
+	misses      atomic.Uint64
+	evicted     atomic.Uint64
+	displaced   atomic.Uint64 // stale counts overwritten in an entry (no sweep for a window)
+	transitions [numTiers * numTiers]atomic.Uint32
+	_           [64]byte // keep neighbouring shards' hot words off this shard's lines
+}
+
+// epochSpan caches the current epoch and its bounds, so a check finds its epoch with two
+// comparisons instead of a 64-bit division.
+type epochSpan struct{ epoch, start, end int64 }
+
+type overrides struct {
+	gen uint64
+	m   map[string]int64
+}
+
+// New returns a Limiter. clk may be nil for the wall clock. reg may be nil; otherwise the
+// limiter's metrics (gate_limiter_*) are registered on it.
+func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	l := &Limiter{
+		cfg:      cfg,
+		clock:    clk,
+		seed:     maphash.MakeSeed(),
+		shards:   make([]shard, cfg.Shards),
+		mask:     uint64(cfg.Shards - 1),
+		windowNs: cfg.Window.Nanoseconds(),
+		base:     clk.Now().UnixNano(),
+	}
+	l.invWindow = 1 / float64(l.windowNs)
+	for i := range l.shards {
+		l.shards[i].m = make(map[string]*entry)
+	}
+	l.overrides.Store(&overrides{gen: 1, m: maps.Clone(cfg.Overrides)})
+	if reg != nil {
+		if err := reg.Register(newCollector(l)); err != nil {
+			return nil, fmt.Errorf("registering limiter metrics: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// Config returns the limiter's configuration with defaults filled in.
+func (l *Limiter) Config() Config { return l.cfg }
+
+// Clock returns the limiter's clock.
+func (l *Limiter) Clock() clock.Clock { return l.clock }
+
+// Check counts n records for team at the current time and says whether the team is
+// limited. It does no I/O and, for a cached team, allocates nothing.
+func (l *Limiter) Check(team string, n int64) Decision {
+	return l.CheckAt(l.clock.Now(), team, n)
+}
+
+// CheckAt is Check at a time the caller read, so a worker routing a batch of records can
+// read the clock once per batch.
+func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
+	ns := now.UnixNano()
+	sh := &l.shards[maphash.String(l.seed, team)&l.mask]
+	sh.mu.RLock()
+	e := sh.m[team]
+	sh.mu.RUnlock()
+	if e == nil {
+		e = l.insert(sh, team, ns)
+	}
+
+	thr := l.threshold(e)
+	fthr := float64(thr)
+	lvl := e.level(ns, fthr*l.invWindow)
+	d := Decision{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr), Threshold: thr, Level: lvl}
+	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
+		sp := l.span.Load()
+		if sp == nil || ns < sp.start || ns >= sp.end {
+			sp = l.spanAt(ns)
+		}
+		if lost := e.addUnsent(sp.epoch, n); lost > 0 {
+			sh.displaced.Add(uint64(lost))
+		}
+	}
+	if d.Limited {
+		sh.limited.Add(1)
+	} else {
+		sh.allowed.Add(1)
+	}
+	if s := l.seenAt(ns); e.seen.Load() != s {
+		e.seen.Store(s)
+	}
+	if old := Tier(e.tier.Load()); old != d.Tier && e.tier.CompareAndSwap(uint32(old), uint32(d.Tier)) {
+		sh.transitions[old*numTiers+d.Tier].Add(1)
+	}
+	return d
+}
+
+// spanAt returns the epoch span holding ns, and makes it the cached one.
+func (l *Limiter) spanAt(ns int64) *epochSpan {
+	ep := floorDiv(ns, l.windowNs)
+	sp := &epochSpan{epoch: ep, start: ep * l.windowNs, end: (ep + 1) * l.windowNs}
+	l.span.Store(sp)
+	return sp
+}
+
+// insert adds team to its shard. When the cache is full it first evicts the least
+// recently seen of a sample of the shard's teams; the evicted team's unsent counts go to
+// the shard's orphans, so the next sweep still writes them.
+func (l *Limiter) insert(sh *shard, team string, ns int64) *entry {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[team]; e != nil {
+		return e
+	}
+	sh.misses.Add(1)
+	if l.count.Add(1) > int64(l.cfg.Capacity) && len(sh.m) > 0 {
+		var victim *entry
+		i := 0
+		for _, e := range sh.m { // map iteration starts at a random place: a random sample
+			if victim == nil || e.seen.Load() < victim.seen.Load() {
+				victim = e
+			}
+			if i++; i == evictionSample {
+				break
+			}
+		}
+		delete(sh.m, victim.team)
+		l.count.Add(-1)
+		var stale int64
+		sh.orphans, stale = victim.drainUnsent(sh.orphans, floorDiv(ns, l.windowNs))
+		sh.displaced.Add(uint64(stale))
+		sh.evicted.Add(1)
+	}
+	e := newEntry(team)
+	e.seen.Store(l.seenAt(ns))
+	sh.m[e.team] = e
+	return e
+}
+
+// seenAt converts unix ns to the coarse seconds kept in entry.seen.
+func (l *Limiter) seenAt(ns int64) uint32 {
+	if ns <= l.base {
+		return 0
+	}
+	return uint32((ns - l.base) / int64(time.Second))
+}
+
+// threshold returns e's threshold under the current overrides, refreshing e's cached copy
+// when the overrides changed since it was taken.
+func (l *Limiter) threshold(e *entry) int64 {
+	o := l.overrides.Load()
+	v := e.thr.Load()
+	if v>>thresholdBits == o.gen {
+		return int64(v & thresholdMask)
+	}
+	t, ok := o.m[e.team]
+	if !ok {
+		t = l.cfg.Threshold
+	}
+	e.thr.Store(o.gen<<thresholdBits | uint64(t))
+	return t
+}
+
+// SetOverrides replaces every per-team threshold at once. Checks after it returns use the
+// new set; a check running during the swap uses one set or the other. A nil or empty map
+// clears the overrides. An invalid threshold rejects the whole set and keeps the old one.
+func (l *Limiter) SetOverrides(m map[string]int64) error {
+	for team, t := range m {
+		if err := checkThreshold(t); err != nil {
+			return fmt.Errorf("setting override for team %q: %w", team, err)
+		}
+	}
+	l.ovrMu.Lock()
+	defer l.ovrMu.Unlock()
+	gen := l.overrides.Load().gen + 1
+	if gen > genMask {
+		gen = 1 // 0 never matches: a new entry's thr word is 0
+	}
+	l.overrides.Store(&overrides{gen: gen, m: maps.Clone(m)})
+	return nil
+}
+
+// Overrides returns a copy of the current per-team thresholds.
+func (l *Limiter) Overrides() map[string]int64 { return maps.Clone(l.overrides.Load().m) }
+
+// Threshold returns team's threshold: its override, or the default.
+func (l *Limiter) Threshold(team string) int64 {
+	if t, ok := l.overrides.Load().m[team]; ok {
+		return t
+	}
+	return l.cfg.Threshold
+}
+
+// Epoch returns the epoch that t falls in: floor(unix time / window).
+func (l *Limiter) Epoch(t time.Time) int64 { return floorDiv(t.UnixNano(), l.windowNs) }
+
+// Len returns how many teams are cached.
+func (l *Limiter) Len() int { return int(l.count.Load()) }
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

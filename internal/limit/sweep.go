@@ -1,0 +1,208 @@
+package limit
+
+import (
+	"math"
+	"time"
+)
+
+// Count is a number of records counted for a team in one epoch, to be added to the
+// shared store.
+type Count struct {
+	Team  string
+	Epoch int64
+	N     int64
+}
+
+// ReadReason says why a team is due for a read.
+type ReadReason uint8
+
+// Why a team is read.
+const (
+	ReadFirst   ReadReason = iota // never read, and above the sync floor
+	ReadPending                   // counted PendingReadShare of its threshold since its last read
+	ReadHot                       // hot, and HotEveryTick is on
+	ReadCadence                   // its tier's interval has passed
+	ReadTTL                       // its view is older than TTL
+	numReadReasons
+)
+
+var readReasonNames = [numReadReasons]string{"first", "pending", "hot", "cadence", "ttl"}
+
+// String returns the reason's name as used in metrics.
+func (r ReadReason) String() string {
+	if r < numReadReasons {
+		return readReasonNames[r]
+	}
+	return "unknown"
+}
+
+// Read is a team due for a read of its global view: the shared counts of Epoch and
+// Epoch−1, handed back with ApplyRead.
+type Read struct {
+	Team     string
+	Epoch    int64
+	Pressure float64 // when planned; the tick reads higher pressure first when over budget
+	Tier     Tier
+	Reason   ReadReason
+
+	e       *entry
+	flushed int64 // e.flushed when planned: the counts the read will include
+}
+
+// Sweep is what one sweep found: the counts to write and the teams to read.
+type Sweep struct {
+	// Counts drained from every team since the last sweep, for the current and previous
+	// epochs only.
+	Counts []Count
+	// Reads due now, in no particular order.
+	Reads []Read
+	// Stale is how many counted records were dropped because their epoch was older than
+	// the previous one (no sweep ran for a whole window).
+	Stale int64
+	// Entries is how many teams are cached after the sweep; Tiers splits them by tier.
+	Entries int
+	Tiers   [numTiers]int
+	// Expired is how many teams the sweep expired for being idle.
+	Expired int
+}
+
+func (s *Sweep) reset() {
+	clear(s.Counts)
+	clear(s.Reads)
+	*s = Sweep{Counts: s.Counts[:0], Reads: s.Reads[:0]}
+}
+
+// Sweep drains every team's unsent counts, finds the teams due for a read and expires the
+// idle ones. The tick calls it once per tick; into is reused between calls to spare
+// allocations. A sweep visits every cached team, which costs a few milliseconds at
+// hundreds of thousands of teams and keeps all of this work off the per-record path.
+func (l *Limiter) Sweep(now time.Time, into *Sweep) {
+	into.reset()
+	ns := now.UnixNano()
+	cur := floorDiv(ns, l.windowNs)
+	nowSeen := l.seenAt(ns)
+	idleSecs := uint32(min(l.cfg.IdleTimeout/time.Second, math.MaxUint32))
+	ttl := l.cfg.TTL.Nanoseconds()
+	share := l.cfg.PendingReadShare
+	var cadence [numTiers]int64
+	for t := range numTiers {
+		cadence[t] = l.cfg.cadence(t).Nanoseconds()
+	}
+
+	var idle []*entry
+	for i := range l.shards {
+		sh := &l.shards[i]
+		idle = idle[:0]
+		sh.mu.RLock()
+		for _, e := range sh.m {
+			if l.cfg.IdleTimeout > 0 && nowSeen-min(e.seen.Load(), nowSeen) >= idleSecs {
+				idle = append(idle, e)
+				continue
+			}
+			thr := l.threshold(e)
+			fthr := float64(thr)
+			var stale int64
+			into.Counts, stale = e.drainUnsent(into.Counts, cur)
+			into.Stale += stale
+			// What a read planned now will account for: everything written this tick or
+			// before. Records counted from here on stay pending after it.
+			pend := e.flushed.Load()
+			lvl := e.level(ns, fthr/float64(l.windowNs))
+			p := lvl / fthr
+			tier := TierOf(p)
+			into.Tiers[tier]++
+			at := e.readAt.Load()
+			reason, due := ReadReason(0), false
+			switch {
+			case at == 0:
+				reason, due = ReadFirst, p >= l.cfg.SyncFloor
+			case share > 0 && float64(e.pending()) >= share*fthr:
+				reason, due = ReadPending, true
+			case tier == Hot && cadence[Hot] == 0:
+				reason, due = ReadHot, true
+			case ns-at >= ttl && ttl > 0:
+				reason, due = ReadTTL, true
+			case tier == Idle && p < l.cfg.SyncFloor:
+			default:
+				reason, due = ReadCadence, ns-at >= cadence[tier]
+			}
+			if due {
+				into.Reads = append(into.Reads, Read{
+					Team: e.team, Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
+					e: e, flushed: pend,
+				})
+			}
+		}
+		into.Entries += len(sh.m) - len(idle)
+		sh.mu.RUnlock()
+
+		if len(idle) > 0 || len(sh.orphans) > 0 {
+			sh.mu.Lock()
+			for _, e := range idle {
+				// Re-check under the write lock: a check may have revived it.
+				if sh.m[e.team] != e || nowSeen-min(e.seen.Load(), nowSeen) < idleSecs {
+					into.Entries++
+					continue
+				}
+				delete(sh.m, e.team)
+				l.count.Add(-1)
+				into.Expired++
+				var stale int64
+				into.Counts, stale = e.drainUnsent(into.Counts, cur)
+				into.Stale += stale
+			}
+			for _, c := range sh.orphans {
+				if c.Epoch < cur-1 {
+					into.Stale += c.N
+					continue
+				}
+				into.Counts = append(into.Counts, c)
+			}
+			clear(sh.orphans)
+			sh.orphans = sh.orphans[:0]
+			sh.mu.Unlock()
+		}
+	}
+	for t := range numTiers {
+		l.swept.tiers[t].Store(int64(into.Tiers[t]))
+	}
+	l.swept.queued.Add(uint64(len(into.Reads)))
+	l.swept.expired.Add(uint64(into.Expired))
+}
+
+// Applied is what one applied read changed, for the tick's metrics.
+type Applied struct {
+	// Drift is (local level − global estimate) / threshold just before the read: how far
+	// this instance's view had strayed from the fleet's. Negative when other instances
+	// counted traffic this one did not see.
+	Drift float64
+	// Staleness is how old the replaced view was (0 if the team had never been read).
+	Staleness time.Duration
+}
+
+// ApplyRead applies a read planned by Sweep: curr and prev are the team's shared counts in
+// r.Epoch and r.Epoch−1, as read at now. The team's estimate becomes
+// prev × (1 − progress) + curr, where progress is how far now is into r.Epoch, and its
+// pending count drops by what the shared counts now include (the counts the same tick
+// wrote before reading), keeping records counted while the read was in flight.
+func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
+	e := r.e
+	ns := now.UnixNano()
+	progress := float64(ns-r.Epoch*l.windowNs) / float64(l.windowNs)
+	progress = min(max(progress, 0), 1)
+	est := float64(prev)*(1-progress) + float64(curr)
+
+	thr := float64(l.threshold(e))
+	local := e.level(ns, thr/float64(l.windowNs))
+	var a Applied
+	a.Drift = (local - est) / thr
+	if at := e.readAt.Load(); at != 0 {
+		a.Staleness = time.Duration(ns - at)
+	}
+	// Estimate before readAt, pending last: a check racing this sees our writes twice for an
+	// instant rather than not at all.
+	e.estimate.Store(math.Float64bits(est))
+	e.readAt.Store(ns)
+	e.flushed.Add(-r.flushed)
+	return a
+}

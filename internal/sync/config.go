@@ -1,0 +1,91 @@
+package sync
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config holds the tick's settings. The zero value of a field means its default.
+type Config struct {
+	// TickInterval is how often counts are written and due reads are made. Default 1 s.
+	TickInterval time.Duration
+	// KeyPrefix starts every Redis key: {prefix}:{team}:{epoch}. Default "gate".
+	KeyPrefix string
+	// KeyTTL is the expiry set on each epoch key. It is clamped up to 2 × window, or the
+	// previous epoch would vanish while still in use and over-limit teams get free
+	// traffic. Default 2 × window.
+	KeyTTL time.Duration
+	// KeysPerCommand is how many keys one MGET carries. Default 200.
+	KeysPerCommand int
+	// KeysPerTick bounds the keys one tick touches across all instances (each write is
+	// one key, each read two); the rest waits for the next tick, writes first. Default
+	// 500,000.
+	KeysPerTick int
+	// MaxPendingWrites bounds the (team, epoch) counts kept waiting for Redis, for example
+	// while it is down. Past it new counts are dropped and counted. Default 1,000,000.
+	MaxPendingWrites int
+	// MaxReadsPerTick bounds the reads one tick makes; the hottest go first and the rest
+	// are planned again next tick. Default 100,000.
+	MaxReadsPerTick int
+	// FlushTimeout bounds the final flush when Run stops. Default 5 s.
+	FlushTimeout time.Duration
+}
+
+// Defaults for Config.
+const (
+	DefaultTickInterval     = time.Second
+	DefaultKeyPrefix        = "gate"
+	DefaultKeysPerCommand   = 200
+	DefaultKeysPerTick      = 500_000
+	DefaultMaxPendingWrites = 1_000_000
+	DefaultMaxReadsPerTick  = 100_000
+	DefaultFlushTimeout     = 5 * time.Second
+)
+
+// ErrBadConfig wraps every configuration error.
+var ErrBadConfig = errors.New("sync: invalid configuration")
+
+func (c Config) withDefaults(window time.Duration) (Config, error) {
+	if c.TickInterval == 0 {
+		c.TickInterval = DefaultTickInterval
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if c.KeyTTL < 2*window {
+		c.KeyTTL = 2 * window
+	}
+	if c.KeysPerCommand == 0 {
+		c.KeysPerCommand = DefaultKeysPerCommand
+	}
+	if c.KeysPerTick == 0 {
+		c.KeysPerTick = DefaultKeysPerTick
+	}
+	if c.MaxPendingWrites == 0 {
+		c.MaxPendingWrites = DefaultMaxPendingWrites
+	}
+	if c.MaxReadsPerTick == 0 {
+		c.MaxReadsPerTick = DefaultMaxReadsPerTick
+	}
+	if c.FlushTimeout == 0 {
+		c.FlushTimeout = DefaultFlushTimeout
+	}
+	var errs []error
+	if c.TickInterval < 0 {
+		errs = append(errs, fmt.Errorf("tick interval %s: must be positive", c.TickInterval))
+	}
+	if c.KeysPerCommand < 2 {
+		errs = append(errs, fmt.Errorf("keys per command %d: must be at least 2", c.KeysPerCommand))
+	}
+	if c.KeysPerTick < 2 {
+		errs = append(errs, fmt.Errorf("keys per tick %d: must be at least 2", c.KeysPerTick))
+	}
+	if c.MaxPendingWrites < 1 || c.MaxReadsPerTick < 1 {
+		errs = append(errs, fmt.Errorf("max pending writes %d, max reads per tick %d: must be at least 1", c.MaxPendingWrites, c.MaxReadsPerTick))
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("%w: %w", ErrBadConfig, errors.Join(errs...))
+	}
+	return c, nil
+}

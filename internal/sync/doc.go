@@ -1,0 +1,25 @@
+// Package sync is the gate's tick: the one goroutine per process that moves counts and
+// global views between the local limiter and Redis.
+//
+// Guarantees:
+//
+//   - The per-record path never waits on Redis: all Redis work happens here, on a timer.
+//   - Each tick sends at most one pipeline per Redis instance, writes (INCRBY + EXPIRE)
+//     before reads (MGET of the current and previous epoch), so a read includes this
+//     instance's own counts; instances run in parallel.
+//   - Counts are written at least once: a write that fails or does not fit in a tick's
+//     budget is kept and sent on a later tick, until its epoch is older than the previous
+//     one (then it no longer matters) or the pending-write cap is reached; both drops are
+//     counted. A write whose reply timed out after Redis applied it may be counted twice.
+//   - Work per tick is bounded (keys per tick, keys per command) and memory is bounded (a
+//     cap on pending writes; reads are planned afresh from the limiter each tick).
+//   - Redis errors and timeouts are counted and logged, never returned to a check: the
+//     limiter's views go stale and keep draining (fail-open), dead connections are replaced
+//     by the client's pool, and the next tick tries again.
+//   - A team is always sent to the same Redis instance, by a stable hash of its name that
+//     every gate in the fleet computes alike.
+//   - Run ends with a final flush of pending counts.
+//
+// The package name shadows the standard library's: import it under an alias
+// (gatesync "github.com/capturegate/gate/internal/sync") where both are needed.
+package sync

@@ -1,0 +1,74 @@
+package sync
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	tickDur       prometheus.Histogram
+	pipelineDur   *prometheus.HistogramVec
+	pipelineSize  *prometheus.HistogramVec
+	tickCommands  prometheus.Histogram
+	pendingSync   prometheus.Gauge
+	pendingWrites prometheus.Gauge
+	drift         prometheus.Histogram
+	staleness     prometheus.Histogram
+	errors        *prometheus.CounterVec
+	commands      *prometheus.CounterVec
+	dropped       *prometheus.CounterVec
+	reads         *prometheus.CounterVec
+	skippedReads  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
+	ms := prometheus.ExponentialBuckets(0.0005, 2, 14) // 0.5 ms .. 4 s
+	m := &metrics{
+		tickDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_tick_duration_seconds",
+			Help: "Time one tick takes: sweep, pipelines, applying reads.", Buckets: ms}),
+		pipelineDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gate_limiter_pipeline_duration_seconds",
+			Help: "Time one Redis pipeline takes, by instance.", Buckets: ms}, []string{"instance"}),
+		pipelineSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gate_limiter_pipeline_size",
+			Help: "Teams per pipeline, by kind (write, read).", Buckets: prometheus.ExponentialBuckets(1, 4, 10)}, []string{"kind"}),
+		tickCommands: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_tick_redis_commands",
+			Help: "Redis commands sent per tick.", Buckets: prometheus.ExponentialBuckets(1, 4, 10)}),
+		pendingSync: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_limiter_pending_sync",
+			Help: "Reads due but not made in the last tick (over budget): the backpressure signal."}),
+		pendingWrites: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_limiter_pending_writes",
+			Help: "(team, epoch) counts waiting for Redis after the last tick."}),
+		drift: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_estimate_drift",
+			Help:    "(local level - global estimate) / threshold at each read: how far this gate's view had strayed.",
+			Buckets: []float64{-1, -0.5, -0.2, -0.1, -0.05, -0.01, 0, 0.01, 0.05, 0.1, 0.2, 0.5, 1}}),
+		staleness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_sync_staleness_seconds",
+			Help: "Age of a team's view when a read replaced it.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_errors_total",
+			Help: "Redis failures, by cause (timeout, connection, redis, parse) and instance."}, []string{"cause", "instance"}),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_commands_total",
+			Help: "Redis commands issued, by command."}, []string{"command"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_dropped_counts_total",
+			Help: "Counted records never written to Redis, by reason (stale_epoch, write_cap)."}, []string{"reason"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_reads_total",
+			Help: "Team reads planned, by reason (first, pending, hot, cadence, ttl)."}, []string{"reason"}),
+		skippedReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "gate_limiter_reads_skipped_total",
+			Help: "Due reads put off to a later tick because a tick's budget was spent."}),
+	}
+	for _, r := range []string{"stale_epoch", "write_cap"} {
+		m.dropped.WithLabelValues(r)
+	}
+	for i := range instances {
+		for _, c := range []string{"timeout", "connection", "redis", "parse"} {
+			m.errors.WithLabelValues(c, fmt.Sprint(i))
+		}
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
+		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering tick metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,136 @@
+package sync
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisOptions are the connection settings shared by every instance.
+type RedisOptions struct {
+	// ReadTimeout and WriteTimeout bound each socket read and write. Default 250 ms.
+	ReadTimeout, WriteTimeout time.Duration
+	// DialTimeout bounds opening a connection. Default 1 s.
+	DialTimeout time.Duration
+	// PoolSize is the connections kept per instance. Default 4: the tick uses one.
+	PoolSize int
+}
+
+// Defaults for RedisOptions.
+const (
+	DefaultReadTimeout  = 250 * time.Millisecond
+	DefaultWriteTimeout = 250 * time.Millisecond
+	DefaultDialTimeout  = time.Second
+	DefaultPoolSize     = 4
+)
+
+// ErrBadURL wraps every Redis URL error.
+var ErrBadURL = errors.New("sync: bad redis URL")
+
+// Dial returns one client per URL (redis:// or rediss://, password and database in the
+// URL). The clients connect lazily: Dial succeeds while Redis is down, and the tick keeps
+// trying. Retries inside the client are off: a failed tick's counts are retried by the next
+// tick, and a silent retry of a timed-out INCRBY would count twice.
+func Dial(urls []string, o RedisOptions) ([]*redis.Client, error) {
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("%w: no URL given", ErrBadURL)
+	}
+	o = o.withDefaults()
+	clients := make([]*redis.Client, 0, len(urls))
+	for _, u := range urls {
+		opt, err := ParseURL(u)
+		if err != nil {
+			for _, c := range clients {
+				_ = c.Close()
+			}
+			return nil, err
+		}
+		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = o.ReadTimeout, o.WriteTimeout, o.DialTimeout
+		opt.PoolSize = o.PoolSize
+		opt.MaxRetries = -1
+		opt.ContextTimeoutEnabled = true
+		clients = append(clients, redis.NewClient(opt))
+	}
+	return clients, nil
+}
+
+// ParseURL checks and parses one Redis URL. The error never repeats a password.
+func ParseURL(u string) (*redis.Options, error) {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot parse %q (want redis://[:password@]host:port[/db] or rediss://...)", ErrBadURL, redact(u))
+	}
+	if pu.Scheme != "redis" && pu.Scheme != "rediss" {
+		return nil, fmt.Errorf("%w: %q: scheme must be redis or rediss", ErrBadURL, pu.Redacted())
+	}
+	if pu.Host == "" {
+		return nil, fmt.Errorf("%w: %q: no host", ErrBadURL, pu.Redacted())
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrBadURL, pu.Redacted(), err)
+	}
+	return opt, nil
+}
+
+func redact(u string) string {
+	if pu, err := url.Parse(u); err == nil {
+		return pu.Redacted()
+	}
+	return "(unparsable)"
+}
+
+func (o RedisOptions) withDefaults() RedisOptions {
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.PoolSize == 0 {
+		o.PoolSize = DefaultPoolSize
+	}
+	return o
+}
+
+// Key returns the Redis key of team's counter in epoch: {prefix}:{team}:{epoch}.
+func Key(prefix, team string, epoch int64) string {
+	b := make([]byte, 0, len(prefix)+len(team)+22)
+	b = append(b, prefix...)
+	b = append(b, ':')
+	b = append(b, team...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, epoch, 10)
+	return string(b)
+}
+
+// InstanceFor returns which of n instances holds team's keys: jump consistent hash of the
+// team's FNV-1a hash. Every gate computes the same answer, and going from n to n+1
+// instances moves only 1/(n+1) of the teams.
+func InstanceFor(team string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(team))
+	return int(jumpHash(h.Sum64(), n))
+}
+
+// jumpHash is Lamping and Veach's jump consistent hash.
+func jumpHash(key uint64, buckets int) int32 {
+	var b, j int64 = -1, 0
+	for j < int64(buckets) {
+		b = j
+		key = key*2862933555777941757 + 1
+		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
+	}
+	return int32(b)
+}

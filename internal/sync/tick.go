@@ -1,0 +1,331 @@
+package sync
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	gosync "sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/limit"
+)
+
+// Ticker runs the tick for one limiter against one or more Redis instances.
+type Ticker struct {
+	cfg       Config
+	l         *limit.Limiter
+	instances []redis.UniversalClient
+	log       *slog.Logger
+	m         *metrics
+
+	// Owned by the tick goroutine.
+	sweep   limit.Sweep
+	pending map[countKey]int64 // counts waiting for Redis
+	carried map[string]struct{}
+	plans   []plan
+}
+
+type countKey struct {
+	team  string
+	epoch int64
+}
+
+// plan is one instance's share of a tick.
+type plan struct {
+	writes []countKey
+	reads  []*limit.Read
+	cmds   int
+	err    error
+	dur    time.Duration
+	wcmds  []*redis.IntCmd
+	rcmds  []*redis.SliceCmd
+}
+
+// TickResult says what one tick did.
+type TickResult struct {
+	Writes        int // (team, epoch) counts written
+	Reads         int // teams read and applied
+	Commands      int // Redis commands sent
+	CarriedWrites int // counts left for a later tick (budget or failure)
+	SkippedReads  int // due reads not made this tick (budget)
+	Dropped       int64
+	Errors        int // instances whose pipeline failed
+}
+
+// New returns a Ticker. Every instance must be distinct; a team's keys live on
+// instances[InstanceFor(team, len(instances))]. reg may be nil.
+func New(l *limit.Limiter, instances []redis.UniversalClient, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Ticker, error) {
+	if len(instances) == 0 {
+		return nil, fmt.Errorf("%w: no Redis instance", ErrBadConfig)
+	}
+	cfg, err := cfg.withDefaults(l.Config().Window)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg, len(instances))
+	if err != nil {
+		return nil, err
+	}
+	return &Ticker{
+		cfg:       cfg,
+		l:         l,
+		instances: instances,
+		log:       log,
+		m:         m,
+		pending:   make(map[countKey]int64),
+		carried:   make(map[string]struct{}),
+		plans:     make([]plan, len(instances)),
+	}, nil
+}
+
+// Config returns the tick's configuration with defaults filled in.
+func (t *Ticker) Config() Config { return t.cfg }
+
+// Run ticks every TickInterval until ctx is done, then flushes pending counts (bounded by
+// FlushTimeout) and returns.
+func (t *Ticker) Run(ctx context.Context) {
+	tk := time.NewTicker(t.cfg.TickInterval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
+			defer cancel()
+			if err := t.Flush(fctx); err != nil {
+				t.log.Warn("final flush of pending counts incomplete", "err", err, "pending_writes", len(t.pending))
+			}
+			return
+		case <-tk.C:
+			t.Tick(ctx)
+		}
+	}
+}
+
+// Flush writes every pending count, tick after tick without reads, until none is left,
+// Redis fails, or ctx ends.
+func (t *Ticker) Flush(ctx context.Context) error {
+	for {
+		r := t.tick(ctx, false)
+		switch {
+		case r.Errors > 0:
+			return fmt.Errorf("flushing %d pending counts: Redis failed", len(t.pending))
+		case len(t.pending) == 0:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("flushing %d pending counts: %w", len(t.pending), ctx.Err())
+		}
+	}
+}
+
+// Tick runs one tick now: sweep the limiter, write counts, read due teams, apply reads.
+// Only one goroutine may call Tick, Flush or Run at a time.
+func (t *Ticker) Tick(ctx context.Context) TickResult { return t.tick(ctx, true) }
+
+func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
+	start := time.Now()
+	now := t.l.Clock().Now()
+	cur := t.l.Epoch(now)
+	var res TickResult
+
+	// 1. Take the limiter's counts and due reads.
+	t.l.Sweep(now, &t.sweep)
+	res.Dropped += t.sweep.Stale
+	t.m.dropped.WithLabelValues("stale_epoch").Add(float64(t.sweep.Stale))
+	for _, c := range t.sweep.Counts {
+		k := countKey{c.Team, c.Epoch}
+		if _, ok := t.pending[k]; !ok && len(t.pending) >= t.cfg.MaxPendingWrites {
+			res.Dropped += c.N
+			t.m.dropped.WithLabelValues("write_cap").Add(float64(c.N))
+			continue
+		}
+		t.pending[k] += c.N
+	}
+	for k, n := range t.pending {
+		if k.epoch < cur-1 {
+			delete(t.pending, k)
+			res.Dropped += n
+			t.m.dropped.WithLabelValues("stale_epoch").Add(float64(n))
+		}
+	}
+
+	// 2. Plan: writes first, then reads, within the key budget.
+	for i := range t.plans {
+		p := &t.plans[i]
+		clear(p.writes)
+		clear(p.reads)
+		*p = plan{writes: p.writes[:0], reads: p.reads[:0], wcmds: p.wcmds[:0], rcmds: p.rcmds[:0]}
+	}
+	clear(t.carried)
+	budget := t.cfg.KeysPerTick
+	for k := range t.pending {
+		if budget < 1 {
+			t.carried[k.team] = struct{}{}
+			res.CarriedWrites++
+			continue
+		}
+		budget--
+		p := &t.plans[t.instanceFor(k.team)]
+		p.writes = append(p.writes, k)
+	}
+	if withReads {
+		reads := t.sweep.Reads
+		maxReads := min(t.cfg.MaxReadsPerTick, budget/2)
+		if len(reads) > maxReads {
+			// Over budget: the hottest teams first; the rest are planned again next tick.
+			slices.SortFunc(reads, func(a, b limit.Read) int { return cmp.Compare(b.Pressure, a.Pressure) })
+		}
+		for i := range reads {
+			r := &reads[i]
+			if _, ok := t.carried[r.Team]; ok || res.Reads >= maxReads {
+				// A read must include all of this instance's writes for the team, or
+				// applying it would forget the ones still waiting.
+				res.SkippedReads++
+				continue
+			}
+			p := &t.plans[t.instanceFor(r.Team)]
+			p.reads = append(p.reads, r)
+			res.Reads++
+			t.m.reads.WithLabelValues(r.Reason.String()).Inc()
+		}
+		t.m.skippedReads.Add(float64(res.SkippedReads))
+	}
+	t.m.pendingSync.Set(float64(res.SkippedReads))
+
+	// 3. One pipeline per instance, in parallel.
+	var wg gosync.WaitGroup
+	for i := range t.plans {
+		if p := &t.plans[i]; len(p.writes)+len(p.reads) > 0 {
+			wg.Go(func() { t.execute(ctx, i, p, cur) })
+		}
+	}
+	wg.Wait()
+
+	// 4. Apply: forget written counts, apply reads.
+	res.Reads = 0
+	applyAt := t.l.Clock().Now()
+	for i := range t.plans {
+		p := &t.plans[i]
+		res.Commands += p.cmds
+		if p.err != nil {
+			res.Errors++
+		}
+		if len(p.writes)+len(p.reads) == 0 {
+			continue
+		}
+		t.m.pipelineDur.WithLabelValues(strconv.Itoa(i)).Observe(p.dur.Seconds())
+		t.m.pipelineSize.WithLabelValues("write").Observe(float64(len(p.writes)))
+		t.m.pipelineSize.WithLabelValues("read").Observe(float64(len(p.reads)))
+		for j, k := range p.writes {
+			if p.wcmds[j].Err() == nil {
+				delete(t.pending, k)
+				res.Writes++
+			} else {
+				res.CarriedWrites++
+			}
+		}
+		teamsPerCmd := t.cfg.KeysPerCommand / 2
+		for j, c := range p.rcmds {
+			if c.Err() != nil {
+				continue
+			}
+			vals := c.Val()
+			for x, r := range p.reads[j*teamsPerCmd : min(len(p.reads), (j+1)*teamsPerCmd)] {
+				curr, err1 := counterValue(vals[2*x])
+				prev, err2 := counterValue(vals[2*x+1])
+				if err := errors.Join(err1, err2); err != nil {
+					t.countError("parse", i, err)
+					continue
+				}
+				a := t.l.ApplyRead(r, curr, prev, applyAt)
+				t.m.drift.Observe(a.Drift)
+				if a.Staleness > 0 {
+					t.m.staleness.Observe(a.Staleness.Seconds())
+				}
+				res.Reads++
+			}
+		}
+	}
+	t.m.pendingWrites.Set(float64(len(t.pending)))
+	t.m.tickCommands.Observe(float64(res.Commands))
+	t.m.tickDur.Observe(time.Since(start).Seconds())
+	return res
+}
+
+func (t *Ticker) instanceFor(team string) int { return InstanceFor(team, len(t.instances)) }
+
+// execute sends one instance's pipeline: every write (INCRBY + EXPIRE), then the reads in
+// MGETs of up to KeysPerCommand keys.
+func (t *Ticker) execute(ctx context.Context, i int, p *plan, cur int64) {
+	start := time.Now()
+	ttl := t.cfg.KeyTTL
+	pipe := t.instances[i].Pipeline()
+	for _, k := range p.writes {
+		key := Key(t.cfg.KeyPrefix, k.team, k.epoch)
+		p.wcmds = append(p.wcmds, pipe.IncrBy(ctx, key, t.pending[k]))
+		pipe.Expire(ctx, key, ttl)
+	}
+	teamsPerCmd := t.cfg.KeysPerCommand / 2
+	for j := 0; j < len(p.reads); j += teamsPerCmd {
+		chunk := p.reads[j:min(len(p.reads), j+teamsPerCmd)]
+		keys := make([]string, 0, 2*len(chunk))
+		for _, r := range chunk {
+			keys = append(keys, Key(t.cfg.KeyPrefix, r.Team, r.Epoch), Key(t.cfg.KeyPrefix, r.Team, r.Epoch-1))
+		}
+		p.rcmds = append(p.rcmds, pipe.MGet(ctx, keys...))
+	}
+	p.cmds = pipe.Len()
+	_, p.err = pipe.Exec(ctx)
+	p.dur = time.Since(start)
+	label := strconv.Itoa(i)
+	t.m.commands.WithLabelValues("incrby").Add(float64(len(p.writes)))
+	t.m.commands.WithLabelValues("expire").Add(float64(len(p.writes)))
+	t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
+	if p.err != nil {
+		t.countError(classify(p.err), i, p.err)
+		t.log.Warn("redis pipeline failed; counts kept for the next tick, views go stale",
+			"instance", label, "writes", len(p.writes), "reads", len(p.reads), "err", p.err)
+	}
+}
+
+func (t *Ticker) countError(cause string, instance int, _ error) {
+	t.m.errors.WithLabelValues(cause, strconv.Itoa(instance)).Inc()
+}
+
+// classify names an error's cause for the errors metric.
+func classify(err error) string {
+	var ne net.Error
+	var re redis.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.As(err, &re):
+		return "redis"
+	}
+	return "connection"
+}
+
+// counterValue reads one MGET value: nil (no key) is 0.
+func counterValue(v any) (int64, error) {
+	switch x := v.(type) {
+	case nil:
+		return 0, nil
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("reading counter %q: %w", x, err)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("reading counter: unexpected %T", v)
+}
