@@ -91,7 +91,9 @@ func (e *entry) drainUnsent(counts []Count, cur int64) (_ []Count, stale int64) 
 		v := slot.And(epochTagMask) // keep the tag, take the count
 		n := int64(v >> epochTagBits)
 		e.flushed.Add(n - seen)
-		epoch := cur - int64((uint64(cur)-v)&epochTagMask)
+		// Signed distance: a check timed just after the sweep's clock read can be one
+		// epoch ahead of cur.
+		epoch := cur - int64(int16(uint16(uint64(cur)-v)))
 		if epoch < cur-1 {
 			e.flushed.Add(-n) // never written, so never part of a read
 			stale += n

@@ -126,12 +126,13 @@ func (l *Limiter) Check(team string, n int64) Decision {
 // read the clock once per batch.
 func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 	ns := now.UnixNano()
-	sh := &l.shards[maphash.String(l.seed, team)&l.mask]
+	idx := maphash.String(l.seed, team) & l.mask
+	sh := &l.shards[idx]
 	sh.mu.RLock()
 	e := sh.m[team]
 	sh.mu.RUnlock()
 	if e == nil {
-		e = l.insert(sh, team, ns)
+		e = l.insert(idx, team, ns)
 	}
 
 	thr := l.threshold(e)
@@ -172,35 +173,58 @@ func (l *Limiter) spanAt(ns int64) *epochSpan {
 // insert adds team to its shard. When the cache is full it first evicts the least
 // recently seen of a sample of the shard's teams; the evicted team's unsent counts go to
 // the shard's orphans, so the next sweep still writes them.
-func (l *Limiter) insert(sh *shard, team string, ns int64) *entry {
+func (l *Limiter) insert(idx uint64, team string, ns int64) *entry {
+	sh := &l.shards[idx]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.m[team]; e != nil {
 		return e
 	}
 	sh.misses.Add(1)
-	if l.count.Add(1) > int64(l.cfg.Capacity) && len(sh.m) > 0 {
-		var victim *entry
-		i := 0
-		for _, e := range sh.m { // map iteration starts at a random place: a random sample
-			if victim == nil || e.seen.Load() < victim.seen.Load() {
-				victim = e
-			}
-			if i++; i == evictionSample {
-				break
+	if l.count.Add(1) > int64(l.cfg.Capacity) {
+		if len(sh.m) > 0 {
+			l.evictOne(sh, ns)
+		} else {
+			// This shard is empty: evict from another. TryLock only, as we hold a shard
+			// lock: waiting could deadlock with an insert doing the same the other way.
+			for i := 1; i < len(l.shards); i++ {
+				other := &l.shards[(idx+uint64(i))&l.mask]
+				if other.mu.TryLock() {
+					if len(other.m) > 0 {
+						l.evictOne(other, ns)
+						other.mu.Unlock()
+						break
+					}
+					other.mu.Unlock()
+				}
 			}
 		}
-		delete(sh.m, victim.team)
-		l.count.Add(-1)
-		var stale int64
-		sh.orphans, stale = victim.drainUnsent(sh.orphans, floorDiv(ns, l.windowNs))
-		sh.displaced.Add(uint64(stale))
-		sh.evicted.Add(1)
 	}
 	e := newEntry(team)
 	e.seen.Store(l.seenAt(ns))
 	sh.m[e.team] = e
 	return e
+}
+
+// evictOne removes the least recently seen of a sample of sh's teams. The caller holds
+// sh.mu. The evicted team's unsent counts go to sh's orphans, for the next sweep.
+func (l *Limiter) evictOne(sh *shard, ns int64) {
+	var victim *entry
+	i := 0
+	for _, e := range sh.m { // map iteration starts at a random place: a random sample
+		if victim == nil || e.seen.Load() < victim.seen.Load() {
+			victim = e
+		}
+		if i++; i == evictionSample {
+			break
+		}
+	}
+	delete(sh.m, victim.team)
+	l.count.Add(-1)
+	var stale int64
+	sh.orphans, stale = victim.drainUnsent(sh.orphans, floorDiv(ns, l.windowNs))
+	sh.displaced.Add(uint64(stale))
+	sh.evicted.Add(1)
 }
 
 // seenAt converts unix ns to the coarse seconds kept in entry.seen.
@@ -240,7 +264,17 @@ func (l *Limiter) SetOverrides(m map[string]int64) error {
 	defer l.ovrMu.Unlock()
 	gen := l.overrides.Load().gen + 1
 	if gen > genMask {
+		// The generation wraps: clear every cached threshold so that none taken under an
+		// old generation of the same number is ever believed current. Once per ~1M swaps.
 		gen = 1 // 0 never matches: a new entry's thr word is 0
+		for i := range l.shards {
+			sh := &l.shards[i]
+			sh.mu.RLock()
+			for _, e := range sh.m {
+				e.thr.Store(0)
+			}
+			sh.mu.RUnlock()
+		}
 	}
 	l.overrides.Store(&overrides{gen: gen, m: maps.Clone(m)})
 	return nil

@@ -180,11 +180,30 @@ type Applied struct {
 	Staleness time.Duration
 }
 
+// ApplyLocal is what the tick calls instead of ApplyRead when a planned read failed (Redis
+// down, timed out): the team's view is rebuilt from this instance's own knowledge, its
+// current level, which then drains like any estimate. Without it, records counted during
+// an outage would pile up as pending and never drain, and a team well within its limit
+// would end up limited: the limiter must fail open. Once Redis answers again, the next
+// read replaces the view with the fleet's.
+func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
+	e := r.e
+	ns := now.UnixNano()
+	thr := float64(l.threshold(e))
+	// The level less what is still unsent: those records stay pending.
+	est := e.level(ns, thr/float64(l.windowNs)) - float64(e.pending()-e.flushed.Load())
+	e.estimate.Store(math.Float64bits(max(est, 0)))
+	e.readAt.Store(ns)
+	e.flushed.Add(-r.flushed)
+}
+
 // ApplyRead applies a read planned by Sweep: curr and prev are the team's shared counts in
 // r.Epoch and r.Epoch−1, as read at now. The team's estimate becomes
 // prev × (1 − progress) + curr, where progress is how far now is into r.Epoch, and its
 // pending count drops by what the shared counts now include (the counts the same tick
-// wrote before reading), keeping records counted while the read was in flight.
+// wrote before reading), keeping records counted while the read was in flight. Apply each
+// planned read at most once (ApplyRead or ApplyLocal), before the next Sweep: a read
+// accounts for the counts drained up to the sweep that planned it.
 func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	e := r.e
 	ns := now.UnixNano()

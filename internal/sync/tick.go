@@ -53,6 +53,7 @@ type plan struct {
 type TickResult struct {
 	Writes        int // (team, epoch) counts written
 	Reads         int // teams read and applied
+	FailedReads   int // planned reads that failed: views rebuilt locally (fail-open)
 	Commands      int // Redis commands sent
 	CarriedWrites int // counts left for a later tick (budget or failure)
 	SkippedReads  int // due reads not made this tick (budget)
@@ -236,15 +237,24 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 		}
 		teamsPerCmd := t.cfg.KeysPerCommand / 2
 		for j, c := range p.rcmds {
+			chunk := p.reads[j*teamsPerCmd : min(len(p.reads), (j+1)*teamsPerCmd)]
 			if c.Err() != nil {
+				// Fail open: rebuild these views from what this gate counted, so that
+				// they keep draining instead of piling up pending records.
+				for _, r := range chunk {
+					t.l.ApplyLocal(r, applyAt)
+				}
+				res.FailedReads += len(chunk)
 				continue
 			}
 			vals := c.Val()
-			for x, r := range p.reads[j*teamsPerCmd : min(len(p.reads), (j+1)*teamsPerCmd)] {
+			for x, r := range chunk {
 				curr, err1 := counterValue(vals[2*x])
 				prev, err2 := counterValue(vals[2*x+1])
 				if err := errors.Join(err1, err2); err != nil {
 					t.countError("parse", i, err)
+					t.l.ApplyLocal(r, applyAt)
+					res.FailedReads++
 					continue
 				}
 				a := t.l.ApplyRead(r, curr, prev, applyAt)

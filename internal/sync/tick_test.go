@@ -428,3 +428,36 @@ func toUniversal(cs []*redis.Client) []redis.UniversalClient {
 	}
 	return u
 }
+
+// TestOutageFailsOpen: while Redis is down, a team sending steadily below its limit is not
+// limited, however long the outage; its view is rebuilt from local counts and keeps draining.
+func TestOutageFailsOpen(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	const threshold = 600 // per minute: 10/s
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: threshold}, Config{}, srv)
+	srv.Stop(t)
+	for s := range 5 * 60 { // five windows at 0.8 × the limit
+		for j := range 8 {
+			if d := g.l.CheckAt(clk.Now().Add(time.Duration(j)*time.Second/8), "team", 1); d.Limited {
+				t.Fatalf("second %d: limited at 0.8 × its limit while Redis is down (level %.0f)", s, d.Level)
+			}
+		}
+		clk.Advance(time.Second)
+		g.tk.Tick(context.Background())
+	}
+	// A team over its limit is still limited from local counts alone.
+	limited := 0
+	for range 60 {
+		for j := range 20 {
+			if g.l.CheckAt(clk.Now().Add(time.Duration(j)*time.Second/20), "team", 1).Limited {
+				limited++
+			}
+		}
+		clk.Advance(time.Second)
+		g.tk.Tick(context.Background())
+	}
+	if limited == 0 {
+		t.Error("a team at 2 × its limit was never limited during the outage")
+	}
+}
