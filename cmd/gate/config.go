@@ -1,0 +1,615 @@
+package main
+
+import (
+	"encoding"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"net"
+	"net/url"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/capturegate/gate/internal/limit"
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+// envPrefix starts every variable the gate reads: GATE_WINDOW, GATE_THRESHOLD, ...
+const envPrefix = "GATE"
+
+// Config is everything the gate reads from its environment. Each field's tags are its
+// documentation: envconfig names the variable (after the GATE_ prefix), default is used
+// when the variable is unset or empty, desc is the user-facing description that
+// `gate env` prints (and the README's table is generated from).
+//
+// The tags follow envconfig's conventions, and envconfig itself renders the table and
+// is checked against this loader in the tests, but the values are read by loadConfig
+// below rather than envconfig.Process; see there for why.
+type Config struct {
+	// The limiter (internal/limit).
+	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
+	Window           time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s); a longer window smooths bursts but remembers an overrun for longer."`
+	Threshold        int64         `envconfig:"THRESHOLD" default:"1000000" desc:"Events per window a team may send across the whole fleet before it is limited, for teams without an override (default 1000000); lower protects downstream sooner, higher lets bigger bursts through."`
+	Overrides        overrides     `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is read once at start-up so its length costs nothing per record."`
+	SyncInterval     time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
+	HotEveryTick     bool          `envconfig:"HOT_EVERY_TICK" default:"true" desc:"Read teams at 80% of their threshold or more on every tick instead of every half GATE_SYNC_INTERVAL (default true); it cuts the time a fleet takes to divert a team that jumps over its limit from about 20s to about 2s, for a few extra reads of busy teams only."`
+	PendingReadShare float64       `envconfig:"PENDING_READ_SHARE" default:"0.05" desc:"Read a team on the next tick once the events this gate counted since its last read reach this share of the team's threshold, or never if negative (default 0.05); smaller catches a sudden jump sooner and costs more reads."`
+	SyncFloor        float64       `envconfig:"SYNC_FLOOR" default:"0.01" desc:"Pressure (level / threshold, above 0 and below 0.1) under which a team seen only in passing is never read from Redis (default 0.01); higher keeps a flood of one-off teams from becoming a flood of reads, at the cost of judging more small teams on local counts alone."`
+	CacheCapacity    int           `envconfig:"CACHE_CAPACITY" default:"300000" desc:"Most teams kept in memory, the least recently seen of a small sample being evicted past it (default 300000); larger keeps more teams' fleet-wide views for more memory, and an evicted team that comes back starts again from first contact."`
+	CacheTTL         time.Duration `envconfig:"CACHE_TTL" default:"600s" desc:"Longest a cached team's fleet-wide view may go without a read before it is read again (default 600s); shorter bounds how stale a quiet team's view gets, for more reads."`
+	CacheIdleTimeout time.Duration `envconfig:"CACHE_IDLE_TIMEOUT" default:"300s" desc:"A team not seen for this long is dropped from memory (default 300s); shorter frees memory sooner, but a team that returns is treated as first contact until its next read."`
+
+	// The tick (internal/sync) and Redis.
+	TickInterval      time.Duration `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, one pipeline per instance, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); shorter lets the fleet react sooner, longer batches more work into each round trip."`
+	RedisURLs         redisURLs     `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
+	RedisKeyPrefix    string        `envconfig:"REDIS_KEY_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
+	RedisKeyTTL       time.Duration `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry set on each counter key (default 0, meaning 2 x GATE_WINDOW, and shorter values are raised to that); the previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer."`
+	RedisReadTimeout  time.Duration `envconfig:"REDIS_READ_TIMEOUT" default:"250ms" desc:"Longest wait for a Redis reply (default 250ms); shorter gives up on a slow Redis sooner (views go stale, records are never held up), longer rides out pauses but delays the tick."`
+	RedisWriteTimeout time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" default:"250ms" desc:"Longest wait to send a command to Redis (default 250ms); shorter gives up on a stuck connection sooner, longer rides out pauses but delays the tick."`
+	RedisDialTimeout  time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"Longest wait to open a connection to Redis (default 1s); shorter notices a lost instance sooner, too short fails on a slow network."`
+	KeysPerCommand    int           `envconfig:"KEYS_PER_COMMAND" default:"200" desc:"Keys in one MGET, at least 2 (default 200); larger sends fewer commands per tick, but each one holds Redis a little longer."`
+	KeysPerTick       int           `envconfig:"KEYS_PER_TICK" default:"500000" desc:"Most keys one tick touches over all instances, a write being one key and a read two, the rest waiting for the next tick, writes first (default 500000); it bounds a tick's Redis work after an outage at the cost of a slower catch-up."`
+	MaxPendingWrites  int           `envconfig:"MAX_PENDING_WRITES" default:"1000000" desc:"Most (team, epoch) counts kept waiting for Redis, for example while it is down, new counts past it being dropped and counted in gate_limiter_dropped_counts_total (default 1000000); larger rides out longer outages for more memory."`
+	MaxReadsPerTick   int           `envconfig:"MAX_READS_PER_TICK" default:"100000" desc:"Most team reads one tick makes, hottest teams first and the rest planned again next tick (default 100000); it bounds Redis load in a read storm, at the cost of staler views for cooler teams."`
+
+	// The process.
+	HTTPAddr  string    `envconfig:"HTTP_ADDR" default:":8080" desc:"Address the HTTP server listens on for /metrics, /healthz and /readyz, as host:port, port 0 choosing a free one (default :8080); a 127.0.0.1 host keeps them off the network."`
+	LogLevel  logLevel  `envconfig:"LOG_LEVEL" default:"info" desc:"Least severe log level written to stderr: debug, info, warn or error (default info); debug is noisy, error hides the start-up line with the effective settings."`
+	LogFormat logFormat `envconfig:"LOG_FORMAT" default:"json" desc:"Log line format on stderr: json for log collectors or text for people (default json)."`
+}
+
+// loadConfig reads Config through getenv and checks every value, then the values against
+// each other. names lists the variables set in the environment (only their names); a GATE_
+// name among them that Config does not define is an error, since it is most likely a typo
+// whose value would otherwise be ignored in silence.
+//
+// Why not envconfig.Process: it reads the process environment (os.LookupEnv) and nothing
+// else, so testing it means os.Setenv, which is process-wide and rules out t.Parallel;
+// and its errors name Go types rather than what the operator should write. So this
+// loader walks the same tags itself through the injected getenv, which keeps run and its
+// tests free of global state, and says for each bad value what is wanted. Tests check
+// that envconfig derives the same variable names and defaults, so the struct stays a
+// valid envconfig specification.
+//
+// getenv cannot tell an empty variable from an unset one (os.Getenv cannot either):
+// an empty value means the default.
+//
+// Every error names the variable and what it wants, on one line; all problems are
+// reported at once, joined by "; ".
+func loadConfig(getenv func(string) string, names []string) (Config, error) {
+	var c Config
+	var p problems
+	fields := configFields()
+	known := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		known[f.key] = true
+	}
+	for _, n := range slices.Compact(slices.Sorted(slices.Values(names))) {
+		if strings.HasPrefix(n, envPrefix+"_") && !known[n] {
+			p.add(&unknownVarError{Name: n, Suggest: closest(n, slices.Collect(maps.Keys(known)))})
+		}
+	}
+
+	v := reflect.ValueOf(&c).Elem()
+	raw := make(map[string]string, len(fields)) // values as shown in errors
+	for _, f := range fields {
+		s := strings.TrimSpace(getenv(f.key))
+		if s == "" {
+			s = f.def
+		}
+		fv := v.FieldByIndex(f.index)
+		raw[f.key] = s
+		if r, ok := fv.Addr().Interface().(redacter); ok {
+			raw[f.key] = r.redact(s)
+		}
+		if s == "" {
+			continue // no value and no default: the zero value
+		}
+		if err := setField(fv, s); err != nil {
+			e := &varError{Key: f.key, Value: raw[f.key], Want: wantFor(fv, f.def), Err: err}
+			if _, ok := fv.Addr().Interface().(wanter); ok {
+				e.Detail = err.Error() // our own types' errors say which part is wrong
+			}
+			p.add(e)
+		}
+	}
+	c.check(&p, raw)
+	if len(p) > 0 {
+		return Config{}, p
+	}
+	return c, nil
+}
+
+// check holds the range and cross-field rules. The libraries check again (limit.New,
+// gatesync.New), but they read a zero as "the default", and their messages name struct
+// fields; here a zero is rejected where it would be silently replaced, and every message
+// names the variable to fix. A variable that already failed to parse is not reported
+// again (its field holds a zero, not the operator's value).
+func (c *Config) check(p *problems, raw map[string]string) {
+	failed := make(map[string]bool)
+	for _, err := range *p {
+		if ve, ok := err.(*varError); ok {
+			failed[ve.Key] = true
+		}
+	}
+	bad := func(key, want string) {
+		if key = envPrefix + "_" + key; !failed[key] {
+			p.add(&varError{Key: key, Value: raw[key], Want: want})
+		}
+	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			bad(key, "a duration above zero such as "+durationExample(key))
+		}
+	}
+	atLeast := func(key string, n, lo int) {
+		if n < lo {
+			bad(key, fmt.Sprintf("a whole number of at least %d", lo))
+		}
+	}
+
+	if c.Window < time.Millisecond {
+		bad("WINDOW", "a duration of at least 1ms such as 60s")
+	}
+	if c.Threshold < 1 || c.Threshold > limit.MaxThreshold {
+		bad("THRESHOLD", fmt.Sprintf("a whole number from 1 to %d", int64(limit.MaxThreshold)))
+	}
+	positive("SYNC_INTERVAL", c.SyncInterval)
+	if c.PendingReadShare == 0 || c.PendingReadShare > 1 {
+		bad("PENDING_READ_SHARE", "a share above 0 and at most 1 such as 0.05, or a negative number to disable")
+	}
+	if c.SyncFloor <= 0 || c.SyncFloor >= 0.1 {
+		bad("SYNC_FLOOR", "a share above 0 and below 0.1 such as 0.01")
+	}
+	atLeast("CACHE_CAPACITY", c.CacheCapacity, 1)
+	positive("CACHE_TTL", c.CacheTTL)
+	positive("CACHE_IDLE_TIMEOUT", c.CacheIdleTimeout)
+	positive("TICK_INTERVAL", c.TickInterval)
+	if c.RedisKeyTTL < 0 {
+		bad("REDIS_KEY_TTL", "0 (meaning 2 x GATE_WINDOW) or a positive duration such as 120s")
+	}
+	positive("REDIS_READ_TIMEOUT", c.RedisReadTimeout)
+	positive("REDIS_WRITE_TIMEOUT", c.RedisWriteTimeout)
+	positive("REDIS_DIAL_TIMEOUT", c.RedisDialTimeout)
+	atLeast("KEYS_PER_COMMAND", c.KeysPerCommand, 2)
+	atLeast("KEYS_PER_TICK", c.KeysPerTick, 2)
+	atLeast("MAX_PENDING_WRITES", c.MaxPendingWrites, 1)
+	atLeast("MAX_READS_PER_TICK", c.MaxReadsPerTick, 1)
+	if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil || !validPort(port) {
+		bad("HTTP_ADDR", "host:port such as :8080 or 127.0.0.1:8080")
+	}
+	for _, err := range *p {
+		if _, ok := err.(*varError); ok {
+			return // the cross-field rules below assume each value is sane
+		}
+	}
+
+	// A tick as long as the window would let a whole epoch pass between two writes.
+	if c.TickInterval >= c.Window {
+		bad("TICK_INTERVAL", fmt.Sprintf("a duration shorter than GATE_WINDOW (%s)", c.Window))
+	}
+	// Reads happen on ticks: a sync interval shorter than a tick could not be honoured.
+	if c.SyncInterval < c.TickInterval {
+		bad("SYNC_INTERVAL", fmt.Sprintf("a duration no shorter than GATE_TICK_INTERVAL (%s)", c.TickInterval))
+	}
+}
+
+// keyTTL returns the expiry to set on counter keys: GATE_REDIS_KEY_TTL raised to 2 × window
+// (0 means exactly that). clamped reports a non-zero setting that was raised, which the
+// caller logs: the operator asked for something else.
+func (c Config) keyTTL() (ttl time.Duration, clamped bool) {
+	floor := 2 * c.Window
+	if c.RedisKeyTTL >= floor {
+		return c.RedisKeyTTL, false
+	}
+	return floor, c.RedisKeyTTL != 0
+}
+
+// limitConfig maps Config to the limiter's settings. Every field is set explicitly, so
+// none falls back to a library default the operator did not see in `gate env`.
+func (c Config) limitConfig() limit.Config {
+	hot := c.HotEveryTick
+	return limit.Config{
+		Window:           c.Window,
+		Threshold:        c.Threshold,
+		Overrides:        maps.Clone(map[string]int64(c.Overrides)),
+		Mode:             c.LimitMode,
+		SyncInterval:     c.SyncInterval,
+		HotEveryTick:     &hot,
+		PendingReadShare: c.PendingReadShare,
+		SyncFloor:        c.SyncFloor,
+		Capacity:         c.CacheCapacity,
+		TTL:              c.CacheTTL,
+		IdleTimeout:      c.CacheIdleTimeout,
+	}
+}
+
+// syncConfig maps Config to the tick's settings.
+func (c Config) syncConfig() gatesync.Config {
+	ttl, _ := c.keyTTL()
+	return gatesync.Config{
+		TickInterval:     c.TickInterval,
+		KeyPrefix:        c.RedisKeyPrefix,
+		KeyTTL:           ttl,
+		KeysPerCommand:   c.KeysPerCommand,
+		KeysPerTick:      c.KeysPerTick,
+		MaxPendingWrites: c.MaxPendingWrites,
+		MaxReadsPerTick:  c.MaxReadsPerTick,
+	}
+}
+
+// redisOptions maps Config to the Redis connection settings.
+func (c Config) redisOptions() gatesync.RedisOptions {
+	return gatesync.RedisOptions{
+		ReadTimeout:  c.RedisReadTimeout,
+		WriteTimeout: c.RedisWriteTimeout,
+		DialTimeout:  c.RedisDialTimeout,
+	}
+}
+
+// --- Field types with their own syntax -------------------------------------------------
+
+// wanter is a field type that says what a valid value looks like. Its parse errors are
+// shown to the operator (they say which part is wrong); other types' are not (they are
+// strconv's, and "want a duration such as 60s" says more).
+type wanter interface{ want() string }
+
+// redacter is a field type whose raw value must not be repeated in errors as is.
+type redacter interface{ redact(string) string }
+
+// overrides is GATE_OVERRIDES: team=limit pairs separated by commas.
+type overrides map[string]int64
+
+func (overrides) want() string {
+	return fmt.Sprintf("team=limit pairs separated by commas such as team1=5000,team2=200000, each limit from 1 to %d", int64(limit.MaxThreshold))
+}
+
+// UnmarshalText parses the pairs strictly: a mistyped override silently ignored would give a
+// team the default threshold, so every malformed entry is an error.
+func (o *overrides) UnmarshalText(b []byte) error {
+	m := make(overrides)
+	for i, entry := range strings.Split(string(b), ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			return fmt.Errorf("entry %d is empty", i+1)
+		}
+		team, lim, ok := strings.Cut(entry, "=")
+		team, lim = strings.TrimSpace(team), strings.TrimSpace(lim)
+		switch {
+		case !ok:
+			return fmt.Errorf("entry %q has no '='", entry)
+		case team == "":
+			return fmt.Errorf("entry %q has no team", entry)
+		}
+		if _, dup := m[team]; dup {
+			return fmt.Errorf("team %q appears twice", team)
+		}
+		n, err := strconv.ParseInt(lim, 10, 64)
+		if err != nil || n < 1 || n > limit.MaxThreshold {
+			return fmt.Errorf("team %q: limit %q is not a whole number from 1 to %d", team, lim, int64(limit.MaxThreshold))
+		}
+		m[team] = n
+	}
+	*o = m
+	return nil
+}
+
+// redisURLs is GATE_REDIS_URLS. Its String redacts passwords, so a Config can be logged.
+type redisURLs []string
+
+func (redisURLs) want() string {
+	return "redis:// or rediss:// URLs separated by commas such as redis://127.0.0.1:6379/0"
+}
+
+// UnmarshalText checks every URL with the same parser Dial uses, and rejects an instance
+// listed twice: the tick needs distinct instances, and a duplicate would count a team's
+// events on two keys without either seeing the sum.
+func (u *redisURLs) UnmarshalText(b []byte) error {
+	var out redisURLs
+	seen := make(map[string]int)
+	for i, s := range strings.Split(string(b), ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return fmt.Errorf("entry %d is empty", i+1)
+		}
+		opt, err := gatesync.ParseURL(s)
+		if err != nil {
+			return err // names the URL with its password redacted
+		}
+		id := fmt.Sprintf("%s/%d", opt.Addr, opt.DB)
+		if j, dup := seen[id]; dup {
+			return fmt.Errorf("entries %d and %d are the same instance (%s)", j+1, i+1, id)
+		}
+		seen[id] = i
+		out = append(out, s)
+	}
+	*u = out
+	return nil
+}
+
+func (redisURLs) redact(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = redactURL(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
+}
+
+// String returns the URLs with passwords replaced by "xxxxx".
+func (u redisURLs) String() string { return u.redact(strings.Join(u, ",")) }
+
+func redactURL(s string) string {
+	pu, err := url.Parse(s)
+	if err != nil {
+		if strings.Contains(s, "@") {
+			return "(unparsable URL)" // it may hold a password
+		}
+		return s
+	}
+	return pu.Redacted()
+}
+
+// logLevel is GATE_LOG_LEVEL. slog.Level's own parser also takes forms such as "info+2";
+// the gate documents four words and accepts only those.
+type logLevel slog.Level
+
+func (logLevel) want() string { return "debug, info, warn or error" }
+
+func (l *logLevel) UnmarshalText(b []byte) error {
+	switch strings.ToLower(string(b)) {
+	case "debug":
+		*l = logLevel(slog.LevelDebug)
+	case "info":
+		*l = logLevel(slog.LevelInfo)
+	case "warn":
+		*l = logLevel(slog.LevelWarn)
+	case "error":
+		*l = logLevel(slog.LevelError)
+	default:
+		return fmt.Errorf("unknown level %q", b)
+	}
+	return nil
+}
+
+func (l logLevel) String() string { return strings.ToLower(slog.Level(l).String()) }
+
+// logFormat is GATE_LOG_FORMAT.
+type logFormat string
+
+func (logFormat) want() string { return "json or text" }
+
+func (f *logFormat) UnmarshalText(b []byte) error {
+	switch s := strings.ToLower(string(b)); s {
+	case "json", "text":
+		*f = logFormat(s)
+		return nil
+	}
+	return fmt.Errorf("unknown format %q", b)
+}
+
+// --- Reading fields by their tags ------------------------------------------------------
+
+// configField is one variable of Config, from its tags.
+type configField struct {
+	index []int
+	key   string // GATE_WINDOW
+	def   string
+	desc  string
+}
+
+// configFields lists Config's variables in declaration order. The key is built as
+// envconfig builds it for a field with an envconfig tag: prefix, "_", tag, upper-cased.
+func configFields() []configField {
+	t := reflect.TypeFor[Config]()
+	out := make([]configField, 0, t.NumField())
+	for _, sf := range reflect.VisibleFields(t) {
+		name := sf.Tag.Get("envconfig")
+		if name == "" {
+			panic(fmt.Sprintf("gate: Config.%s has no envconfig tag", sf.Name)) // caught by the tests
+		}
+		out = append(out, configField{
+			index: sf.Index,
+			key:   strings.ToUpper(envPrefix + "_" + name),
+			def:   sf.Tag.Get("default"),
+			desc:  sf.Tag.Get("desc"),
+		})
+	}
+	return out
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// setField parses s into v by v's type, as envconfig would, but with integers read in
+// base 10 only (envconfig's base 0 would read "010" as 8) and floats required finite.
+func setField(v reflect.Value, s string) error {
+	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		return u.UnmarshalText([]byte(s))
+	}
+	switch {
+	case v.Type() == durationType:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(d))
+	case v.CanInt():
+		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
+		if err != nil {
+			return err
+		}
+		v.SetInt(n)
+	case v.CanFloat():
+		f, err := strconv.ParseFloat(s, v.Type().Bits())
+		if err != nil {
+			return err
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return errors.New("not a finite number")
+		}
+		v.SetFloat(f)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		v.SetBool(b)
+	case v.Kind() == reflect.String:
+		v.SetString(s)
+	default:
+		panic(fmt.Sprintf("gate: no parser for config type %s", v.Type())) // caught by the tests
+	}
+	return nil
+}
+
+// wantFor says, for an error message, what a valid value of v's type looks like.
+func wantFor(v reflect.Value, def string) string {
+	if w, ok := v.Addr().Interface().(wanter); ok {
+		return w.want()
+	}
+	switch {
+	case v.Type() == reflect.TypeFor[limit.Mode]():
+		return "divert or cap"
+	case v.Type() == durationType:
+		if def == "" || def == "0" {
+			def = "120s"
+		}
+		return "a duration such as " + def
+	case v.CanInt():
+		return "a whole number such as " + def
+	case v.CanFloat():
+		return "a number such as " + def
+	case v.Kind() == reflect.Bool:
+		return "true or false"
+	}
+	return "a string"
+}
+
+func durationExample(key string) string {
+	for _, f := range configFields() {
+		if f.key == envPrefix+"_"+key && f.def != "0" && f.def != "" {
+			return f.def
+		}
+	}
+	return "1s"
+}
+
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n <= 65535
+}
+
+// --- Errors ----------------------------------------------------------------------------
+
+// varError is one bad value: GATE_WINDOW="abc": want a duration such as 60s.
+type varError struct {
+	Key, Value string
+	Detail     string // which part is wrong, when the type can tell
+	Want       string
+	Err        error // the parser's error, if any, for errors.Is/As
+}
+
+func (e *varError) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("%s=%q: %s; want %s", e.Key, e.Value, e.Detail, e.Want)
+	}
+	return fmt.Sprintf("%s=%q: want %s", e.Key, e.Value, e.Want)
+}
+
+func (e *varError) Unwrap() error { return e.Err }
+
+// unknownVarError is a GATE_ variable Config does not define.
+type unknownVarError struct{ Name, Suggest string }
+
+func (e *unknownVarError) Error() string {
+	if e.Suggest != "" {
+		return fmt.Sprintf("%s: unknown variable (did you mean %s?)", e.Name, e.Suggest)
+	}
+	return fmt.Sprintf("%s: unknown variable (`gate env` lists the known ones)", e.Name)
+}
+
+// problems collects every configuration error, so an operator fixes them in one round.
+// It prints on one line: start-up failures are read in log lines, where a second line
+// would come loose from the first.
+type problems []error
+
+func (p *problems) add(err error) { *p = append(*p, err) }
+
+func (p problems) Error() string {
+	s := make([]string, len(p))
+	for i, e := range p {
+		s[i] = e.Error()
+	}
+	return "configuration: " + strings.Join(s, "; ")
+}
+
+func (p problems) Unwrap() []error { return p }
+
+// closest returns the candidate nearest to name by edit distance, if it is near enough to
+// be a plausible typo.
+func closest(name string, candidates []string) string {
+	best, bestD := "", 4 // more than 3 edits away is not a typo
+	for _, c := range slices.Sorted(slices.Values(candidates)) {
+		if d := editDistance(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// --- The variable table ----------------------------------------------------------------
+
+// envTableTemplate renders Config's variables as a Markdown table. It runs on envconfig's
+// own view of the struct (envconfig.Usaget), so the table shows the names envconfig derives.
+const envTableTemplate = `| Variable | Default | Description |
+| --- | --- | --- |
+{{range .}}| ` + "`{{.Key}}`" + ` | {{default (.Tags.Get "default")}} | {{cell (.Tags.Get "desc")}} |
+{{end}}`
+
+// writeEnvTable writes the Markdown table of every variable: name, default, description.
+func writeEnvTable(w io.Writer) error {
+	tmpl, err := template.New("env").Funcs(template.FuncMap{
+		"default": func(s string) string {
+			if s == "" {
+				return "*(empty)*"
+			}
+			return "`" + s + "`"
+		},
+		"cell": func(s string) string { return strings.ReplaceAll(s, "|", `\|`) },
+	}).Parse(envTableTemplate)
+	if err != nil {
+		return fmt.Errorf("parsing the variable table template: %w", err)
+	}
+	if err := envconfig.Usaget(envPrefix, &Config{}, w, tmpl); err != nil {
+		return fmt.Errorf("writing the variable table: %w", err)
+	}
+	return nil
+}

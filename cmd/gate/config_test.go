@@ -1,0 +1,546 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/limit"
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+// getenvFrom is the injected environment of a test: a map, so tests run in parallel
+// without touching the process environment.
+func getenvFrom(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// loadMap loads a Config from env as if env were the whole environment.
+func loadMap(env map[string]string) (Config, error) {
+	return loadConfig(getenvFrom(env), slices.Collect(maps.Keys(env)))
+}
+
+// structKeys lists the variables of Config straight from its tags, independently of the
+// code under test, so that a new field cannot be forgotten by a test.
+func structKeys(t *testing.T) []string {
+	t.Helper()
+	var keys []string
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		name, ok := f.Tag.Lookup("envconfig")
+		if !ok || name == "" {
+			t.Fatalf("Config.%s has no envconfig tag", f.Name)
+		}
+		keys = append(keys, "GATE_"+name)
+	}
+	return keys
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	got, err := loadMap(nil)
+	if err != nil {
+		t.Fatalf("loading defaults: %v", err)
+	}
+	want := Config{
+		LimitMode:         limit.Divert,
+		Window:            60 * time.Second,
+		Threshold:         1_000_000,
+		SyncInterval:      15 * time.Second,
+		HotEveryTick:      true,
+		PendingReadShare:  0.05,
+		SyncFloor:         0.01,
+		CacheCapacity:     300_000,
+		CacheTTL:          600 * time.Second,
+		CacheIdleTimeout:  300 * time.Second,
+		TickInterval:      time.Second,
+		RedisURLs:         redisURLs{"redis://127.0.0.1:6379/0"},
+		RedisKeyPrefix:    "gate",
+		RedisReadTimeout:  250 * time.Millisecond,
+		RedisWriteTimeout: 250 * time.Millisecond,
+		RedisDialTimeout:  time.Second,
+		KeysPerCommand:    200,
+		KeysPerTick:       500_000,
+		MaxPendingWrites:  1_000_000,
+		MaxReadsPerTick:   100_000,
+		HTTPAddr:          ":8080",
+		LogLevel:          logLevel(0), // slog.LevelInfo
+		LogFormat:         "json",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)
+	}
+	// The library defaults agree with ours, so the README's defaults are the real ones.
+	if want.Window != limit.DefaultWindow || want.Threshold != limit.DefaultThreshold ||
+		want.SyncInterval != limit.DefaultSyncInterval || want.CacheCapacity != limit.DefaultCapacity ||
+		want.TickInterval != gatesync.DefaultTickInterval || want.KeysPerTick != gatesync.DefaultKeysPerTick ||
+		want.RedisReadTimeout != gatesync.DefaultReadTimeout || want.RedisDialTimeout != gatesync.DefaultDialTimeout {
+		t.Errorf("a default here differs from the library's")
+	}
+}
+
+// The struct must stay a valid envconfig specification with the same meaning: envconfig
+// derives the same names, and (when the process environment holds no GATE_ variable to
+// disturb it) envconfig.Process fills in the same defaults as loadConfig.
+func TestEnvconfigAgrees(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	tmpl := template.Must(template.New("keys").Parse("{{range .}}{{.Key}}\n{{end}}"))
+	if err := envconfig.Usaget(envPrefix, &Config{}, &buf, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	var ours []string
+	for _, f := range configFields() {
+		ours = append(ours, f.key)
+	}
+	if got := strings.Fields(buf.String()); !slices.Equal(got, ours) {
+		t.Errorf("envconfig names %v, loadConfig names %v", got, ours)
+	}
+
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "GATE_") {
+			t.Skipf("process environment has %s; cannot compare envconfig.Process defaults", strings.SplitN(kv, "=", 2)[0])
+		}
+	}
+	var viaEnvconfig Config
+	if err := envconfig.Process(envPrefix, &viaEnvconfig); err != nil {
+		t.Fatalf("envconfig.Process: %v", err)
+	}
+	ours2, err := loadMap(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(viaEnvconfig, ours2) {
+		t.Errorf("defaults differ:\nenvconfig  %+v\nloadConfig %+v", viaEnvconfig, ours2)
+	}
+}
+
+func TestEveryFieldDocumented(t *testing.T) {
+	t.Parallel()
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		def, ok := f.Tag.Lookup("default")
+		if !ok {
+			t.Errorf("Config.%s: no default tag", f.Name)
+		}
+		desc := f.Tag.Get("desc")
+		switch {
+		case desc == "":
+			t.Errorf("Config.%s: no desc tag", f.Name)
+		case def == "" && !strings.Contains(desc, "(default none)"):
+			t.Errorf("Config.%s: desc should say (default none): %q", f.Name, desc)
+		case def != "" && !strings.Contains(desc, "(default "+def):
+			t.Errorf("Config.%s: desc should state the default %q: %q", f.Name, def, desc)
+		case strings.ContainsAny(desc, "\n|"):
+			t.Errorf("Config.%s: desc must fit one Markdown table cell: %q", f.Name, desc)
+		}
+	}
+}
+
+func TestLoadConfigValid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		env   map[string]string
+		check func(t *testing.T, c Config)
+	}{
+		{"mode cap", map[string]string{"GATE_LIMIT_MODE": "cap"}, func(t *testing.T, c Config) {
+			if c.LimitMode != limit.Cap {
+				t.Errorf("mode %v", c.LimitMode)
+			}
+		}},
+		{"mode upper case", map[string]string{"GATE_LIMIT_MODE": "CAP"}, func(t *testing.T, c Config) {
+			if c.LimitMode != limit.Cap {
+				t.Errorf("mode %v", c.LimitMode)
+			}
+		}},
+		{"overrides", map[string]string{"GATE_OVERRIDES": "team-a=5000, team-b = 200000,c=1"}, func(t *testing.T, c Config) {
+			want := overrides{"team-a": 5000, "team-b": 200000, "c": 1}
+			if !maps.Equal(c.Overrides, want) {
+				t.Errorf("overrides %v, want %v", c.Overrides, want)
+			}
+			if got := c.limitConfig().Overrides; !maps.Equal(got, map[string]int64(want)) {
+				t.Errorf("limit overrides %v", got)
+			}
+		}},
+		{"override at the maximum", map[string]string{"GATE_OVERRIDES": "big=" + strconv.FormatInt(limit.MaxThreshold, 10)}, func(t *testing.T, c Config) {
+			if c.Overrides["big"] != limit.MaxThreshold {
+				t.Errorf("overrides %v", c.Overrides)
+			}
+		}},
+		{"several redis urls", map[string]string{"GATE_REDIS_URLS": "redis://a:6379/0, rediss://:pw@b:6380/2,redis://a:6379/1"}, func(t *testing.T, c Config) {
+			if len(c.RedisURLs) != 3 || c.RedisURLs[1] != "rediss://:pw@b:6380/2" {
+				t.Errorf("urls %q", []string(c.RedisURLs))
+			}
+			if s := c.RedisURLs.String(); strings.Contains(s, "pw") {
+				t.Errorf("String() leaks the password: %s", s)
+			}
+		}},
+		{"pending read share disabled", map[string]string{"GATE_PENDING_READ_SHARE": "-1"}, func(t *testing.T, c Config) {
+			if c.PendingReadShare != -1 {
+				t.Errorf("share %g", c.PendingReadShare)
+			}
+		}},
+		{"hot every tick off", map[string]string{"GATE_HOT_EVERY_TICK": "false"}, func(t *testing.T, c Config) {
+			if c.HotEveryTick || *c.limitConfig().HotEveryTick {
+				t.Error("hot every tick still on")
+			}
+		}},
+		{"empty value means default", map[string]string{"GATE_WINDOW": "", "GATE_REDIS_KEY_PREFIX": ""}, func(t *testing.T, c Config) {
+			if c.Window != time.Minute || c.RedisKeyPrefix != "gate" {
+				t.Errorf("window %s prefix %q", c.Window, c.RedisKeyPrefix)
+			}
+		}},
+		{"spaces trimmed", map[string]string{"GATE_WINDOW": " 30s ", "GATE_TICK_INTERVAL": "500ms"}, func(t *testing.T, c Config) {
+			if c.Window != 30*time.Second {
+				t.Errorf("window %s", c.Window)
+			}
+		}},
+		{"log level and format", map[string]string{"GATE_LOG_LEVEL": "Debug", "GATE_LOG_FORMAT": "TEXT"}, func(t *testing.T, c Config) {
+			if c.LogLevel.String() != "debug" || c.LogFormat != "text" {
+				t.Errorf("level %s format %s", c.LogLevel, c.LogFormat)
+			}
+		}},
+		{"sync interval equal to tick", map[string]string{"GATE_SYNC_INTERVAL": "2s", "GATE_TICK_INTERVAL": "2s"}, nil},
+		{"any port", map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:0"}, nil},
+		{"non-GATE variables ignored", map[string]string{"GATEWAY": "x", "HOME": "/root", "gate_window": "nonsense"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := loadMap(tt.env)
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if tt.check != nil {
+				tt.check(t, c)
+			}
+		})
+	}
+}
+
+func TestLoadConfigMalformed(t *testing.T) {
+	t.Parallel()
+	tooBig := strconv.FormatInt(limit.MaxThreshold+1, 10)
+	tests := []struct {
+		key, value string
+		want       string // in the message, besides the key
+		env        map[string]string
+	}{
+		{key: "GATE_WINDOW", value: "abc", want: `GATE_WINDOW="abc": want a duration such as 60s`},
+		{key: "GATE_WINDOW", value: "60", want: "want a duration"},
+		{key: "GATE_WINDOW", value: "0s", want: "at least 1ms"},
+		{key: "GATE_WINDOW", value: "-1m", want: "at least 1ms"},
+		{key: "GATE_THRESHOLD", value: "0", want: "from 1 to"},
+		{key: "GATE_THRESHOLD", value: "-5", want: "from 1 to"},
+		{key: "GATE_THRESHOLD", value: "1e6", want: "whole number"},
+		{key: "GATE_THRESHOLD", value: tooBig, want: "from 1 to"},
+		{key: "GATE_THRESHOLD", value: "99999999999999999999", want: "whole number"},
+		{key: "GATE_LIMIT_MODE", value: "drop", want: "want divert or cap"},
+		{key: "GATE_OVERRIDES", value: "team-a", want: "no '='"},
+		{key: "GATE_OVERRIDES", value: "=5", want: "no team"},
+		{key: "GATE_OVERRIDES", value: "a=many", want: "not a whole number"},
+		{key: "GATE_OVERRIDES", value: "a=0", want: "from 1 to"},
+		{key: "GATE_OVERRIDES", value: "a=-3", want: "from 1 to"},
+		{key: "GATE_OVERRIDES", value: "a=" + tooBig, want: "from 1 to"},
+		{key: "GATE_OVERRIDES", value: "a=1,a=2", want: "twice"},
+		{key: "GATE_OVERRIDES", value: "a=1,", want: "empty"},
+		{key: "GATE_SYNC_INTERVAL", value: "0s", want: "above zero"},
+		{key: "GATE_SYNC_INTERVAL", value: "500ms", want: "no shorter than GATE_TICK_INTERVAL"},
+		{key: "GATE_HOT_EVERY_TICK", value: "maybe", want: "want true or false"},
+		{key: "GATE_PENDING_READ_SHARE", value: "five percent", want: "want a number"},
+		{key: "GATE_PENDING_READ_SHARE", value: "NaN", want: "want a number"},
+		{key: "GATE_PENDING_READ_SHARE", value: "1.5", want: "at most 1"},
+		{key: "GATE_PENDING_READ_SHARE", value: "0", want: "negative number to disable"},
+		{key: "GATE_SYNC_FLOOR", value: "0.2", want: "below 0.1"},
+		{key: "GATE_SYNC_FLOOR", value: "0", want: "above 0"},
+		{key: "GATE_SYNC_FLOOR", value: "-0.01", want: "above 0"},
+		{key: "GATE_CACHE_CAPACITY", value: "0", want: "at least 1"},
+		{key: "GATE_CACHE_CAPACITY", value: "lots", want: "whole number"},
+		{key: "GATE_CACHE_TTL", value: "0s", want: "above zero"},
+		{key: "GATE_CACHE_IDLE_TIMEOUT", value: "-5m", want: "above zero"},
+		{key: "GATE_TICK_INTERVAL", value: "0s", want: "above zero"},
+		{key: "GATE_TICK_INTERVAL", value: "2m", want: "shorter than GATE_WINDOW", env: map[string]string{"GATE_SYNC_INTERVAL": "5m"}},
+		{key: "GATE_TICK_INTERVAL", value: "60s", want: "shorter than GATE_WINDOW", env: map[string]string{"GATE_SYNC_INTERVAL": "5m"}},
+		{key: "GATE_REDIS_URLS", value: "http://127.0.0.1:6379", want: "scheme must be redis or rediss"},
+		{key: "GATE_REDIS_URLS", value: "127.0.0.1:6379", want: "redis://"},
+		{key: "GATE_REDIS_URLS", value: "redis://", want: "no host"},
+		{key: "GATE_REDIS_URLS", value: "redis://a:1,,redis://b:1", want: "entry 2 is empty"},
+		{key: "GATE_REDIS_URLS", value: "redis://a:1/0,redis://:pw@a:1/0", want: "same instance"},
+		{key: "GATE_REDIS_URLS", value: "redis://a:1/notadb", want: "bad redis URL"},
+		{key: "GATE_REDIS_KEY_TTL", value: "-1s", want: "0 (meaning 2 x GATE_WINDOW)"},
+		{key: "GATE_REDIS_KEY_TTL", value: "forever", want: "want a duration such as 120s"},
+		{key: "GATE_REDIS_READ_TIMEOUT", value: "0s", want: "above zero"},
+		{key: "GATE_REDIS_WRITE_TIMEOUT", value: "-1ms", want: "above zero"},
+		{key: "GATE_REDIS_DIAL_TIMEOUT", value: "soon", want: "want a duration such as 1s"},
+		{key: "GATE_KEYS_PER_COMMAND", value: "1", want: "at least 2"},
+		{key: "GATE_KEYS_PER_TICK", value: "1", want: "at least 2"},
+		{key: "GATE_MAX_PENDING_WRITES", value: "0", want: "at least 1"},
+		{key: "GATE_MAX_READS_PER_TICK", value: "-1", want: "at least 1"},
+		{key: "GATE_HTTP_ADDR", value: "8080", want: "host:port"},
+		{key: "GATE_HTTP_ADDR", value: ":http-alt", want: "host:port"},
+		{key: "GATE_LOG_LEVEL", value: "verbose", want: "want debug, info, warn or error"},
+		{key: "GATE_LOG_LEVEL", value: "info+2", want: "want debug, info, warn or error"},
+		{key: "GATE_LOG_FORMAT", value: "xml", want: "want json or text"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
+			t.Parallel()
+			env := maps.Clone(tt.env)
+			if env == nil {
+				env = map[string]string{}
+			}
+			env[tt.key] = tt.value
+			_, err := loadMap(env)
+			if err == nil {
+				t.Fatal("loaded without error")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.key) || !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q\nwant it to name %s and contain %q", msg, tt.key, tt.want)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error spans lines: %q", msg)
+			}
+		})
+	}
+}
+
+func TestLoadConfigNeverRepeatsAPassword(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{
+		"http://:hunter2@127.0.0.1:6379",
+		"redis://:hunter2@a:1/0,redis://:hunter2@a:1/0",
+		"redis://:hunter2@a:1/notadb",
+		"redis://:hunter2@[::1/0",
+	} {
+		_, err := loadMap(map[string]string{"GATE_REDIS_URLS": v})
+		if err == nil {
+			t.Errorf("%s: loaded without error", v)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error repeats the password: %v", err)
+		}
+	}
+}
+
+func TestLoadConfigReportsEveryProblemOnOneLine(t *testing.T) {
+	t.Parallel()
+	_, err := loadMap(map[string]string{
+		"GATE_WINDOW": "abc", "GATE_THRESHOLD": "many", "GATE_LIMIT_MODE": "drop", "GATE_WINDWO": "1m",
+		"GATE_CACHE_CAPACITY": "0", // a range error beside parse errors
+	})
+	if err == nil {
+		t.Fatal("loaded without error")
+	}
+	msg := err.Error()
+	for _, want := range []string{"GATE_WINDOW=", "GATE_THRESHOLD=", "GATE_LIMIT_MODE=", "GATE_CACHE_CAPACITY=",
+		"GATE_WINDWO: unknown variable (did you mean GATE_WINDOW?)"} {
+		if n := strings.Count(msg, want); n != 1 {
+			t.Errorf("error %q contains %q %d times, want once", msg, want, n)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error spans lines: %q", msg)
+	}
+	if !errors.Is(err, limit.ErrBadMode) {
+		t.Errorf("errors.Is(err, limit.ErrBadMode) = false for %v", err)
+	}
+	var ve *varError
+	if !errors.As(err, &ve) {
+		t.Errorf("errors.As(err, *varError) = false")
+	}
+}
+
+func TestUnknownVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, want string
+	}{
+		{"GATE_FOO", "GATE_FOO: unknown variable (`gate env` lists the known ones)"},
+		{"GATE_TRESHOLD", "GATE_TRESHOLD: unknown variable (did you mean GATE_THRESHOLD?)"},
+		{"GATE_", "GATE_: unknown variable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadMap(map[string]string{tt.name: "1"})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEnvNames(t *testing.T) {
+	t.Parallel()
+	environ := []string{"GATE_WINDOW=30s", "GATE_TYPO=1", "GATE_EMPTY=", "HOME=/root", "GATEWAY=x"}
+	env := map[string]string{"GATE_WINDOW": "30s"} // the injected getenv decides what is set
+	got := envNames(environ, getenvFrom(env))
+	if !slices.Equal(got, []string{"GATE_WINDOW"}) {
+		t.Errorf("envNames = %v", got)
+	}
+}
+
+func TestKeyTTL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		window, set, want string
+		clamped           bool
+	}{
+		{"60s", "0", "2m", false},
+		{"60s", "30s", "2m", true},
+		{"60s", "2m", "2m", false},
+		{"60s", "10m", "10m", false},
+		{"10s", "0", "20s", false},
+	}
+	for _, tt := range tests {
+		c, err := loadMap(map[string]string{"GATE_WINDOW": tt.window, "GATE_REDIS_KEY_TTL": tt.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, clamped := c.keyTTL()
+		want, _ := time.ParseDuration(tt.want)
+		if got != want || clamped != tt.clamped {
+			t.Errorf("window %s ttl %s: got %s clamped=%v, want %s clamped=%v", tt.window, tt.set, got, clamped, want, tt.clamped)
+		}
+		if c.syncConfig().KeyTTL != want {
+			t.Errorf("syncConfig().KeyTTL = %s, want %s", c.syncConfig().KeyTTL, want)
+		}
+	}
+}
+
+// Config maps onto the libraries' configurations field for field, and they accept it.
+func TestConfigMapsThroughLibraries(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(map[string]string{
+		"GATE_LIMIT_MODE": "cap", "GATE_WINDOW": "30s", "GATE_THRESHOLD": "5000", "GATE_OVERRIDES": "a=7",
+		"GATE_SYNC_INTERVAL": "10s", "GATE_HOT_EVERY_TICK": "false", "GATE_PENDING_READ_SHARE": "-1",
+		"GATE_SYNC_FLOOR": "0.02", "GATE_CACHE_CAPACITY": "1000", "GATE_CACHE_TTL": "5m",
+		"GATE_CACHE_IDLE_TIMEOUT": "2m", "GATE_TICK_INTERVAL": "500ms", "GATE_REDIS_KEY_PREFIX": "test",
+		"GATE_REDIS_KEY_TTL": "90s", "GATE_KEYS_PER_COMMAND": "50", "GATE_KEYS_PER_TICK": "1000",
+		"GATE_MAX_PENDING_WRITES": "2000", "GATE_MAX_READS_PER_TICK": "300",
+		"GATE_REDIS_READ_TIMEOUT": "1s", "GATE_REDIS_WRITE_TIMEOUT": "2s", "GATE_REDIS_DIAL_TIMEOUT": "3s",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := limit.New(c.limitConfig(), nil, nil)
+	if err != nil {
+		t.Fatalf("limit.New: %v", err)
+	}
+	lc := lim.Config()
+	if lc.Mode != limit.Cap || lc.Window != 30*time.Second || lc.Threshold != 5000 || lc.Overrides["a"] != 7 ||
+		lc.SyncInterval != 10*time.Second || *lc.HotEveryTick || lc.PendingReadShare != -1 || lc.SyncFloor != 0.02 ||
+		lc.Capacity != 1000 || lc.TTL != 5*time.Minute || lc.IdleTimeout != 2*time.Minute {
+		t.Errorf("limit config %+v", lc)
+	}
+	// A client that never connects: gatesync.New only checks its configuration.
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = client.Close() })
+	tk, err := gatesync.New(lim, []redis.UniversalClient{client}, c.syncConfig(), nil, nil)
+	if err != nil {
+		t.Fatalf("gatesync.New: %v", err)
+	}
+	tc := tk.Config()
+	if tc.TickInterval != 500*time.Millisecond || tc.KeyPrefix != "test" || tc.KeyTTL != 90*time.Second ||
+		tc.KeysPerCommand != 50 || tc.KeysPerTick != 1000 || tc.MaxPendingWrites != 2000 || tc.MaxReadsPerTick != 300 {
+		t.Errorf("sync config %+v", tc)
+	}
+	if o := c.redisOptions(); o.ReadTimeout != time.Second || o.WriteTimeout != 2*time.Second || o.DialTimeout != 3*time.Second {
+		t.Errorf("redis options %+v", o)
+	}
+}
+
+// Every value loadConfig accepts, the libraries accept too: the defaults and the edges of
+// each range.
+func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
+	t.Parallel()
+	for _, env := range []map[string]string{
+		nil,
+		{"GATE_WINDOW": "1ms", "GATE_TICK_INTERVAL": "500us", "GATE_SYNC_INTERVAL": "500us"},
+		{"GATE_THRESHOLD": "1", "GATE_SYNC_FLOOR": "0.0999", "GATE_PENDING_READ_SHARE": "1"},
+		{"GATE_THRESHOLD": strconv.FormatInt(limit.MaxThreshold, 10), "GATE_CACHE_CAPACITY": "1"},
+		{"GATE_KEYS_PER_COMMAND": "2", "GATE_KEYS_PER_TICK": "2", "GATE_MAX_PENDING_WRITES": "1", "GATE_MAX_READS_PER_TICK": "1"},
+	} {
+		c, err := loadMap(env)
+		if err != nil {
+			t.Errorf("%v: %v", env, err)
+			continue
+		}
+		lim, err := limit.New(c.limitConfig(), nil, nil)
+		if err != nil {
+			t.Errorf("%v: limit.New: %v", env, err)
+			continue
+		}
+		client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+		if _, err := gatesync.New(lim, []redis.UniversalClient{client}, c.syncConfig(), nil, nil); err != nil {
+			t.Errorf("%v: gatesync.New: %v", env, err)
+		}
+		_ = client.Close()
+	}
+}
+
+func TestEnvTableListsEveryVariable(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"env"}, getenvFrom(nil), &stdout, &stderr); err != nil {
+		t.Fatalf("gate env: %v", err)
+	}
+	out := stdout.String()
+	if !strings.HasPrefix(out, "| Variable | Default | Description |\n| --- | --- | --- |\n") {
+		t.Errorf("no table header:\n%s", out)
+	}
+	keys := structKeys(t)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != len(keys)+2 {
+		t.Errorf("%d lines for %d variables", len(lines), len(keys))
+	}
+	for _, k := range keys {
+		if !strings.Contains(out, "| `"+k+"` |") {
+			t.Errorf("gate env does not list %s", k)
+		}
+	}
+	for _, l := range lines[2:] {
+		// Each row has exactly three cells: no unescaped '|' inside one.
+		if n := strings.Count(strings.ReplaceAll(l, `\|`, ""), "|"); n != 4 {
+			t.Errorf("row with %d separators: %s", n, l)
+		}
+	}
+	if !strings.Contains(out, "| `GATE_WINDOW` | `60s` | ") || !strings.Contains(out, "| `GATE_OVERRIDES` | *(empty)* | ") {
+		t.Errorf("defaults missing from the table:\n%s", out)
+	}
+}
+
+// TestREADMEEnvTable keeps the README's variable table equal to `gate env`: regenerate it
+// with `go run ./cmd/gate env` when a setting changes.
+func TestREADMEEnvTable(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- gate env: generated, kept in sync by cmd/gate TestREADMEEnvTable -->\n", "\n<!-- end gate env -->"
+	s := string(readme)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md has no generated variable table between %q and %q", begin, end)
+	}
+	var buf bytes.Buffer
+	if err := writeEnvTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s[i+len(begin):j], strings.TrimRight(buf.String(), "\n"); got != want {
+		t.Errorf("README.md variable table differs from `gate env`; regenerate it.\nREADME:\n%s\n\ngate env:\n%s", got, want)
+	}
+}

@@ -1,0 +1,421 @@
+// Command gate routes each team's events between an accepted and an overflow topic by a
+// fleet-wide rate limit (see DESIGN.md). This package is wiring only: configuration from
+// GATE_* environment variables, signals, the HTTP endpoints and the subcommands.
+//
+// Guarantees:
+//
+//   - A configuration error stops start-up before anything starts, with one line on
+//     stderr that names each bad variable and the value it wants; an unknown GATE_
+//     variable (a typo) is an error too. Exit status 1; 2 for a command-line usage error.
+//   - Nothing starts half-configured: every step that can fail (configuration, limiter,
+//     Redis clients, tick, HTTP listener) runs before the first goroutine starts.
+//   - Redis being down does not stop start-up or the process: /healthz answers 200 while
+//     the process runs; /readyz answers 503 until every Redis instance has answered a
+//     PING once, then 200 for good (readiness does not flap on a Redis blip; the tick
+//     fails open and its metrics show the outage).
+//   - SIGTERM or SIGINT stops the HTTP server, then the tick, whose final flush writes the
+//     counts still pending to Redis (bounded by the tick's flush timeout), then closes the
+//     Redis clients; the process exits 0. A second signal kills it at once.
+//
+// Subcommands: serve (the default), env (the variable table as Markdown), help.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/limit"
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+const (
+	// httpShutdownTimeout bounds waiting for in-flight scrapes and probes at shutdown;
+	// they are short, and the tick's final flush should not wait behind a stuck client.
+	httpShutdownTimeout = 5 * time.Second
+	// Readiness PINGs back off from probeMinDelay to probeMaxDelay between attempts.
+	probeMinDelay = 50 * time.Millisecond
+	probeMaxDelay = time.Second
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, restore the default handling, so a second one kills a
+	// shutdown that hangs instead of being swallowed.
+	go func() { <-ctx.Done(); stop() }()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gate: "+oneLine(err))
+		var ue *usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// oneLine flattens an error that spans lines (errors.Join does), because start-up errors
+// are read as log lines.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// usageError is a command-line mistake: exit status 2, as flag parsing does.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+const usage = `Usage: gate [command]
+
+Commands:
+  serve   run the gate (the default)
+  env     print the GATE_* environment variables as a Markdown table
+  help    print this help
+
+The gate is configured through GATE_* environment variables only; see "gate env".
+`
+
+// run is the whole program behind main, with the process's environment passed in, so
+// tests call it directly: getenv reads variables, stdout takes command output, stderr the
+// logs. It returns when ctx is cancelled (serve) or the command is done.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "help", "-h", "-help", "--help":
+		_, err := io.WriteString(stdout, usage)
+		return err
+	case "serve", "env":
+	default:
+		_, _ = io.WriteString(stderr, usage)
+		return &usageError{msg: fmt.Sprintf("unknown command %q (want serve, env or help)", cmd)}
+	}
+	if len(args) > 0 {
+		_, _ = io.WriteString(stderr, usage)
+		return &usageError{msg: fmt.Sprintf("%s takes no arguments, got %q (settings are GATE_* environment variables)", cmd, args)}
+	}
+	if cmd == "env" {
+		return writeEnvTable(stdout)
+	}
+	return serve(ctx, getenv, envNames(os.Environ(), getenv), stderr)
+}
+
+// envNames returns the GATE_ variable names to check for typos. The names come from the
+// process environment, since getenv cannot list what it holds; a name counts only when
+// getenv gives it a value. In production getenv is os.Getenv, so this is the process's
+// GATE_ names (less empty ones, which set nothing); under a test's getenv, a stray GATE_
+// variable in the developer's shell is ignored, as its value is. loadConfig's tests pass
+// names directly.
+func envNames(environ []string, getenv func(string) string) []string {
+	var names []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, envPrefix+"_") && getenv(name) != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// serve runs the gate until ctx is done.
+func serve(ctx context.Context, getenv func(string) string, names []string, stderr io.Writer) error {
+	// 1. Everything that can fail, before anything starts.
+	cfg, err := loadConfig(getenv, names)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	// go-redis logs a few events (failed dials) through a process-wide logger that
+	// writes plain lines to os.Stderr; send them through slog so every line keeps the
+	// format. One gate runs per process; in tests, where several do, a line may land in
+	// another run's log, which is harmless.
+	redis.SetLogger(redisLogger{log.With("component", "redis")})
+
+	reg := prometheus.NewRegistry()
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("registering runtime metrics: %w", err)
+		}
+	}
+	lim, err := limit.New(cfg.limitConfig(), nil, reg)
+	if err != nil {
+		return fmt.Errorf("building the limiter: %w", err)
+	}
+	clients, err := gatesync.Dial(cfg.RedisURLs, cfg.redisOptions())
+	if err != nil {
+		return fmt.Errorf("configuring Redis clients: %w", err)
+	}
+	// Closed last, after the tick's final flush has used them.
+	defer func() {
+		for i, c := range clients {
+			if err := c.Close(); err != nil {
+				log.Warn("closing redis client", "instance", i, "err", err)
+			}
+		}
+	}()
+	instances := make([]redis.UniversalClient, len(clients))
+	for i, c := range clients {
+		instances[i] = c
+	}
+	ticker, err := gatesync.New(lim, instances, cfg.syncConfig(), reg, log.With("component", "tick"))
+	if err != nil {
+		return fmt.Errorf("building the tick: %w", err)
+	}
+	// Listen before serving, so a taken port fails start-up, and so the log can give the
+	// actual address when GATE_HTTP_ADDR asks for port 0.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("GATE_HTTP_ADDR=%q: listening: %w", cfg.HTTPAddr, err)
+	}
+	ready := newReadiness(clients, cfg, log)
+	srv := &http.Server{
+		Handler:           newMux(reg, ready),
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	logStartup(log, cfg, lim, ticker, ln.Addr().String())
+
+	// 2. Start. The tick's context is not ctx: the tick must keep running until everything
+	// that counts has stopped, then flush, so it is cancelled explicitly below.
+	tickCtx, stopTick := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopTick()
+	tickDone := make(chan struct{})
+	go func() {
+		defer close(tickDone)
+		ticker.Run(tickCtx)
+	}()
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		ready.run(probeCtx)
+	}()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	// The Kafka consumer (internal/consume) starts here, checking records against lim,
+	// and stops first on shutdown, before the tick, so that the final flush carries
+	// the counts of the last records it routed.
+
+	// 3. Wait, then stop in order.
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "cause", context.Cause(ctx))
+	case err := <-served:
+		runErr = fmt.Errorf("HTTP server on %s: %w", ln.Addr(), err)
+		log.Error("HTTP server failed; shutting down", "err", err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("HTTP server shutdown incomplete", "err", err)
+	}
+	cancel()
+	stopProbe()
+	<-probeDone
+	stopTick()
+	<-tickDone // Run returns after its final flush
+	log.Info("stopped")
+	return runErr
+}
+
+// newLogger builds the process logger from GATE_LOG_LEVEL and GATE_LOG_FORMAT.
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.Level(cfg.LogLevel)}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// logStartup writes the one line that says how this process is set up. It reports the
+// settings the limiter and the tick actually use (with their defaults filled in), not
+// what was asked for, and Redis URLs without passwords. Durations are strings: slog's
+// JSON would print nanoseconds.
+func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ticker, addr string) {
+	lc, tc := lim.Config(), t.Config()
+	log.Info("gate started",
+		"http_addr", addr,
+		"limit_mode", lc.Mode.String(),
+		"window", lc.Window.String(),
+		"threshold", lc.Threshold,
+		"overrides", len(lc.Overrides),
+		"sync_interval", lc.SyncInterval.String(),
+		"hot_every_tick", *lc.HotEveryTick,
+		"pending_read_share", lc.PendingReadShare,
+		"sync_floor", lc.SyncFloor,
+		"cache_capacity", lc.Capacity,
+		"cache_ttl", lc.TTL.String(),
+		"cache_idle_timeout", lc.IdleTimeout.String(),
+		"cache_shards", lc.Shards,
+		"tick_interval", tc.TickInterval.String(),
+		"redis_urls", cfg.RedisURLs.String(),
+		"redis_key_prefix", tc.KeyPrefix,
+		"redis_key_ttl", tc.KeyTTL.String(),
+		"redis_read_timeout", cfg.RedisReadTimeout.String(),
+		"redis_write_timeout", cfg.RedisWriteTimeout.String(),
+		"redis_dial_timeout", cfg.RedisDialTimeout.String(),
+		"keys_per_command", tc.KeysPerCommand,
+		"keys_per_tick", tc.KeysPerTick,
+		"max_pending_writes", tc.MaxPendingWrites,
+		"max_reads_per_tick", tc.MaxReadsPerTick,
+		"flush_timeout", tc.FlushTimeout.String(),
+		"log_level", cfg.LogLevel.String(),
+		"log_format", string(cfg.LogFormat),
+	)
+	if ttl, clamped := cfg.keyTTL(); clamped {
+		log.Warn("GATE_REDIS_KEY_TTL raised to 2 x GATE_WINDOW: a shorter expiry would drop the previous epoch while it still counts",
+			"asked", cfg.RedisKeyTTL.String(), "using", ttl.String())
+	}
+}
+
+// newMux serves the operational endpoints.
+func newMux(reg *prometheus.Registry, ready *readiness) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// Liveness: the process answers. Redis state is deliberately not part of it: a
+	// restart cures no Redis outage, and the gate fails open through one.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if waiting := ready.waiting(); len(waiting) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: no PING reply yet from redis %s\n", strings.Join(waiting, ", "))
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return mux
+}
+
+// readiness records whether every Redis instance has answered a PING since start. It
+// latches: once ready, always ready. Readiness that followed Redis would take every gate
+// of a fleet out of service at the same moment on a Redis blip, when the gate is built to
+// keep routing (fail-open) through one.
+type readiness struct {
+	clients []*redis.Client
+	urls    []string // redacted, for logs and the 503 body
+	timeout time.Duration
+	log     *slog.Logger
+
+	mu sync.Mutex
+	up []bool
+	ok atomic.Bool // every instance has answered; the fast path of /readyz
+}
+
+func newReadiness(clients []*redis.Client, cfg Config, log *slog.Logger) *readiness {
+	r := &readiness{
+		clients: clients,
+		timeout: cfg.RedisDialTimeout + cfg.RedisWriteTimeout + cfg.RedisReadTimeout,
+		log:     log.With("component", "readiness"),
+		up:      make([]bool, len(clients)),
+	}
+	for _, u := range cfg.RedisURLs {
+		r.urls = append(r.urls, redactURL(u))
+	}
+	return r
+}
+
+// waiting returns the instances that have not answered yet.
+func (r *readiness) waiting() []string {
+	if r.ok.Load() {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var w []string
+	for i, up := range r.up {
+		if !up {
+			w = append(w, r.urls[i])
+		}
+	}
+	return w
+}
+
+// run PINGs every instance, in parallel, until each has answered once or ctx ends.
+func (r *readiness) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range r.clients {
+		wg.Go(func() { r.probe(ctx, i) })
+	}
+	wg.Wait()
+}
+
+func (r *readiness) probe(ctx context.Context, i int) {
+	delay := probeMinDelay
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, r.timeout)
+		err := r.clients[i].Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			r.markUp(i, attempt)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// Warn once, then keep quiet: the tick's error metrics and logs tell the rest.
+		lvl := slog.LevelDebug
+		if attempt == 1 {
+			lvl = slog.LevelWarn
+		}
+		r.log.Log(ctx, lvl, "redis not reachable yet; /readyz answers 503 until it is",
+			"instance", i, "url", r.urls[i], "attempt", attempt, "err", err)
+		timer.Reset(delay)
+		delay = min(2*delay, probeMaxDelay)
+	}
+}
+
+func (r *readiness) markUp(i, attempt int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.up[i] = true
+	r.log.Info("redis reachable", "instance", i, "url", r.urls[i], "attempts", attempt)
+	for _, up := range r.up {
+		if !up {
+			return
+		}
+	}
+	r.ok.Store(true)
+	r.log.Info("ready: every redis instance has answered")
+}
+
+// redisLogger adapts slog to go-redis's logger, at debug level: what go-redis logs
+// (chiefly failed dials, on every attempt) comes back as an error to the tick or the
+// readiness probe, which log it at their own pace and count it in
+// gate_limiter_errors_total; at warn it would repeat every second through an outage.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
+}

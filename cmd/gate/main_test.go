@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// syncBuffer is a bytes.Buffer that the gate's logger writes to while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// gate is one run of `gate serve` in the background.
+type gate struct {
+	addr   string // the HTTP listener, from the start-up log line
+	stderr *syncBuffer
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run has returned
+	err    error         // what run returned, once done is closed
+}
+
+// startGate runs `gate serve` with env and waits for its start-up line. It stops the gate
+// at cleanup if the test has not.
+func startGate(t *testing.T, env map[string]string) *gate {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	g := &gate{stderr: &syncBuffer{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		g.err = run(ctx, []string{"serve"}, getenvFrom(env), io.Discard, g.stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-g.done:
+		case <-time.After(15 * time.Second):
+			t.Errorf("gate did not stop at cleanup\n%s", g.stderr)
+		}
+	})
+	waitFor(t, 10*time.Second, "the start-up log line", func() bool {
+		select {
+		case <-g.done:
+			t.Fatalf("run returned before starting: %v\n%s", g.err, g.stderr)
+		default:
+		}
+		g.addr = startupAddr(g.stderr.String())
+		return g.addr != ""
+	})
+	return g
+}
+
+// stop cancels the gate's context, as SIGTERM does, and returns what run returned.
+func (g *gate) stop(t *testing.T) error {
+	t.Helper()
+	g.cancel()
+	select {
+	case <-g.done:
+		return g.err
+	case <-time.After(15 * time.Second):
+		t.Fatalf("run did not return within 15s of cancellation\n%s", g.stderr)
+		return nil
+	}
+}
+
+// startupAddr finds http_addr in the JSON start-up line, or "".
+func startupAddr(logs string) string {
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	for sc.Scan() {
+		var line struct {
+			Msg      string `json:"msg"`
+			HTTPAddr string `json:"http_addr"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "gate started" {
+			return line.HTTPAddr
+		}
+	}
+	return ""
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+// get returns the status and body of GET http://addr/path.
+func get(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := httpClient.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading body: %v", path, err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+var tickCount = regexp.MustCompile(`(?m)^gate_limiter_tick_duration_seconds_count (\d+)$`)
+
+func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	g := startGate(t, map[string]string{
+		"GATE_REDIS_URLS":    rs.URL(),
+		"GATE_HTTP_ADDR":     "127.0.0.1:0",
+		"GATE_TICK_INTERVAL": "50ms",
+		"GATE_REDIS_KEY_TTL": "1s", // below 2 x window: raised, with a warning
+	})
+
+	waitFor(t, 10*time.Second, "/readyz 200", func() bool {
+		code, _ := get(t, g.addr, "/readyz")
+		return code == http.StatusOK
+	})
+	if code, body := get(t, g.addr, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	// The tick runs: its duration histogram counts ticks.
+	var metrics string
+	waitFor(t, 10*time.Second, "a tick in /metrics", func() bool {
+		_, metrics = get(t, g.addr, "/metrics")
+		m := tickCount.FindStringSubmatch(metrics)
+		if m == nil {
+			return false
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n > 0
+	})
+	for _, name := range []string{"gate_limiter_tick_duration_seconds", "go_goroutines", "process_cpu_seconds_total", "gate_limiter_decisions_total"} {
+		if !strings.Contains(metrics, name) {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	if code, _ := get(t, g.addr, "/nope"); code != http.StatusNotFound {
+		t.Errorf("/nope: %d", code)
+	}
+
+	// Readiness latches: a Redis outage after start does not take the gate out of service.
+	rs.Stop(t)
+	if code, body := get(t, g.addr, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after Redis stopped: %d %q", code, body)
+	}
+
+	if err := g.stop(t); err != nil {
+		t.Fatalf("run returned %v after cancellation, want nil\n%s", err, g.stderr)
+	}
+	logs := g.stderr.String()
+	for _, want := range []string{`"msg":"gate started"`, `"redis_key_ttl":"2m0s"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"ready: every redis instance has answered"`, `"msg":"stopped"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %s:\n%s", want, logs)
+		}
+	}
+	if _, err := net.DialTimeout("tcp", g.addr, time.Second); err == nil {
+		t.Errorf("HTTP listener %s still open after run returned", g.addr)
+	}
+}
+
+func TestReadyzWithoutRedis(t *testing.T) {
+	t.Parallel()
+	redisAddr := closedPort(t)
+	g := startGate(t, map[string]string{
+		"GATE_REDIS_URLS":    "redis://:hunter2@" + redisAddr + "/0",
+		"GATE_HTTP_ADDR":     "127.0.0.1:0",
+		"GATE_TICK_INTERVAL": "50ms",
+	})
+	// Wait until a PING has failed, so the 503 below is an answer and not a head start.
+	waitFor(t, 10*time.Second, "a failed PING in the log", func() bool {
+		return strings.Contains(g.stderr.String(), "redis not reachable yet")
+	})
+	code, body := get(t, g.addr, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, redisAddr) {
+		t.Errorf("/readyz: %d %q, want 503 naming %s", code, body, redisAddr)
+	}
+	if code, body := get(t, g.addr, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if code, _ := get(t, g.addr, "/metrics"); code != http.StatusOK {
+		t.Errorf("/metrics: %d", code)
+	}
+	select {
+	case <-g.done:
+		t.Fatalf("run returned while Redis was down: %v", g.err)
+	default:
+	}
+	if err := g.stop(t); err != nil {
+		t.Fatalf("run returned %v, want nil", err)
+	}
+	if logs := g.stderr.String(); strings.Contains(logs, "hunter2") || strings.Contains(body, "hunter2") {
+		t.Errorf("a password reached the logs or /readyz:\n%s\n%s", logs, body)
+	}
+}
+
+// A configuration error returns before anything starts: no log line, no listener.
+func TestServeConfigErrorStartsNothing(t *testing.T) {
+	t.Parallel()
+	addr := closedPort(t)
+	var stdout, stderr syncBuffer
+	err := run(t.Context(), nil, getenvFrom(map[string]string{
+		"GATE_HTTP_ADDR": addr, "GATE_WINDOW": "abc", "GATE_REDIS_URLS": "redis://" + closedPort(t),
+	}), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `GATE_WINDOW="abc": want a duration such as 60s`) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("run: %v", err)
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		t.Errorf("a configuration error is not a usage error")
+	}
+	if stdout.String() != "" || stderr.String() != "" {
+		t.Errorf("output before failing: stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("something listens on %s", addr)
+	}
+}
+
+// A taken HTTP port fails start-up, naming the variable, and leaves nothing running.
+func TestServeListenError(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var stderr syncBuffer
+	err = run(t.Context(), []string{"serve"}, getenvFrom(map[string]string{
+		"GATE_HTTP_ADDR": ln.Addr().String(), "GATE_REDIS_URLS": "redis://" + closedPort(t),
+	}), io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "GATE_HTTP_ADDR=") {
+		t.Fatalf("run: %v, want a GATE_HTTP_ADDR error", err)
+	}
+	if strings.Contains(stderr.String(), "gate started") {
+		t.Errorf("logged a start before failing:\n%s", stderr.String())
+	}
+}
+
+func TestRunCommands(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args       []string
+		usageErr   bool
+		stdoutHas  string
+		stderrHas  string
+		errHas     string
+		wantNilErr bool
+	}{
+		{args: []string{"help"}, stdoutHas: "Usage: gate", wantNilErr: true},
+		{args: []string{"-h"}, stdoutHas: "Usage: gate", wantNilErr: true},
+		{args: []string{"--help"}, stdoutHas: "Usage: gate", wantNilErr: true},
+		{args: []string{"env"}, stdoutHas: "| `GATE_WINDOW` |", wantNilErr: true},
+		{args: []string{"bogus"}, usageErr: true, stderrHas: "Usage: gate", errHas: `unknown command "bogus"`},
+		{args: []string{"-x"}, usageErr: true, errHas: `unknown command "-x"`},
+		{args: []string{"serve", "extra"}, usageErr: true, errHas: "serve takes no arguments"},
+		{args: []string{"env", "--markdown"}, usageErr: true, errHas: "env takes no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), tt.args, getenvFrom(map[string]string{"GATE_WINDOW": "bad"}), &stdout, &stderr)
+			if tt.wantNilErr != (err == nil) {
+				t.Fatalf("run: %v", err)
+			}
+			var ue *usageError
+			if errors.As(err, &ue) != tt.usageErr {
+				t.Errorf("usage error = %v, want %v (%v)", !tt.usageErr, tt.usageErr, err)
+			}
+			if err != nil && (!strings.Contains(err.Error(), tt.errHas) || strings.Contains(err.Error(), "\n")) {
+				t.Errorf("error %q, want one line containing %q", err, tt.errHas)
+			}
+			if !strings.Contains(stdout.String(), tt.stdoutHas) || !strings.Contains(stderr.String(), tt.stderrHas) {
+				t.Errorf("stdout %q\nstderr %q", stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("building the limiter: %w", errors.Join(errors.New("a"), errors.New("b")))
+	if got := oneLine(err); got != "building the limiter: a; b" {
+		t.Errorf("oneLine = %q", got)
+	}
+}
