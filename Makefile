@@ -5,12 +5,16 @@ BIN       ?= bin/gate
 PKGS      ?= ./...
 BENCHTIME ?= 1s
 
-.PHONY: all build test test-short bench deps-test vet fmt tidy clean
+.PHONY: all build run test test-short bench deps-test vet fmt tidy clean
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/gate
+
+# Runs the gate with its GATE_* settings (default Redis: redis://127.0.0.1:6379/0).
+run: build
+	./$(BIN)
 
 # Everything the suite needs beyond Go, installed if missing.
 deps-test:
