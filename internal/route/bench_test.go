@@ -1,0 +1,136 @@
+package route
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
+)
+
+// Capture headers as a PostHog-like producer sets them.
+var benchHeaders = []kgo.RecordHeader{
+	{Key: "token", Value: []byte("phc_Fq3rT8xWm2LpZ9vB6nC1dK4hJ7gS0aE5yU3iO8tR2wQ")},
+	{Key: "distinct_id", Value: []byte("0190a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b")},
+	{Key: "team", Value: []byte("2")},
+	{Key: "event", Value: []byte("$pageview")},
+	{Key: "uuid", Value: []byte("0190a1b2-7c3d-7e4f-8a9b-cccccccccccc")},
+	{Key: "now", Value: []byte("2024-06-10T06:13:20.456Z")},
+}
+
+func readEvent(tb testing.TB, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(eventsDir, name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+type routeCase struct {
+	name, from string
+	value      []byte
+	key        string
+	force      []string
+	headers    []kgo.RecordHeader
+}
+
+func routeCases(tb testing.TB) []routeCase {
+	event := readEvent(tb, "team_id_int.json") // ~1 KB, team_id last
+	return []routeCase{
+		{"json", "json:team_id", event, "k", nil, benchHeaders},
+		{"json_small", "json:team_id", []byte(`{"team_id":2,"event":"$pageview","distinct_id":"u1"}`), "k", nil, benchHeaders},
+		{"json_large", "json:team_id", readEvent(tb, "large_team_id_last.json"), "k", nil, benchHeaders},
+		{"json_overflow", "json:team_id", event, "k", []string{"2"}, benchHeaders},
+		{"composite", "json:token+distinct_id", event, "k", nil, benchHeaders},
+		{"header", "header:team", event, "k", nil, benchHeaders},
+		{"key", "key", event, "2", nil, benchHeaders},
+	}
+}
+
+func (c routeCase) setup(tb testing.TB) (*Router, *kgo.Record) {
+	f := newFixture(tb, Config{KeyFrom: mustKeyFrom(tb, c.from), ForceOverflow: c.force}, limit.Config{Threshold: limit.MaxThreshold})
+	in := input("", c.key)
+	in.Value, in.Headers = c.value, c.headers
+	f.r.Route(t0, in, &Scratch{}) // cache the team
+	return f.r, in
+}
+
+// BenchmarkRoute is Route for a team already cached, by key source: the common path.
+func BenchmarkRoute(b *testing.B) {
+	for _, c := range routeCases(b) {
+		b.Run(c.name, func(b *testing.B) {
+			r, in := c.setup(b)
+			var s Scratch
+			b.ReportAllocs()
+			b.SetBytes(int64(len(in.Value)))
+			for b.Loop() {
+				r.Route(t0, in, &s)
+			}
+		})
+	}
+}
+
+// TestRouteAllocs checks what BenchmarkRoute shows: for a cached team, Route allocates the
+// output record and its header slice, nothing else.
+func TestRouteAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, c := range routeCases(t) {
+		r, in := c.setup(t)
+		var s Scratch
+		if n := testing.AllocsPerRun(200, func() { r.Route(t0, in, &s) }); n > 2 {
+			t.Errorf("%s: %v allocations per Route, want at most 2 (record, headers)", c.name, n)
+		}
+		if c.from == "header:team" {
+			continue // without headers it is a dead letter
+		}
+		in.Headers = nil
+		want := 1.0
+		if c.force != nil {
+			want = 2 // the overflow header needs a slice
+		}
+		if n := testing.AllocsPerRun(200, func() { r.Route(t0, in, &s) }); n != want {
+			t.Errorf("%s without headers: %v allocations per Route, want %v", c.name, n, want)
+		}
+	}
+}
+
+// BenchmarkValidate measures what validating a value costs next to reading its team:
+// get is gjson.Get of team_id alone, valid+get is gjson.Valid then gjson.Get, as Route
+// does. The numbers decide, and are quoted in, the comment on KeyFrom.jsonTeam.
+func BenchmarkValidate(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		value []byte
+	}{
+		{"small_team_first", []byte(`{"team_id":2,"event":"$pageview","distinct_id":"u1"}`)},
+		{"1KB_team_last", readEvent(b, "team_id_int.json")},
+		{"3.5KB_team_last", readEvent(b, "large_team_id_last.json")},
+		{"nested_team_first", readEvent(b, "nested_properties.json")},
+	} {
+		js := bytesString(c.value)
+		b.Run(c.name+"/get", func(b *testing.B) {
+			b.SetBytes(int64(len(js)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !gjson.Get(js, "team_id").Exists() {
+					b.Fatal("no team_id")
+				}
+			}
+		})
+		b.Run(c.name+"/valid+get", func(b *testing.B) {
+			b.SetBytes(int64(len(js)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !gjson.Valid(js) || !gjson.Get(js, "team_id").Exists() {
+					b.Fatal("invalid or no team_id")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,105 @@
+package route
+
+import "fmt"
+
+// Route is where a record goes.
+type Route uint8
+
+// The three destinations. Every record gets exactly one.
+const (
+	Accepted Route = iota
+	Overflow
+	DeadLetter
+	numRoutes
+)
+
+// String returns the route's name as used in metrics: accepted, overflow or dead_letter.
+func (r Route) String() string {
+	switch r {
+	case Accepted:
+		return "accepted"
+	case Overflow:
+		return "overflow"
+	case DeadLetter:
+		return "dead_letter"
+	}
+	return fmt.Sprintf("Route(%d)", uint8(r))
+}
+
+// Reasons, as given in Outcome.Reason, the reason label of the metrics and the gate's
+// headers. Each belongs to one route.
+const (
+	// Accepted.
+	ReasonAllowed = "allowed" // the team is under its threshold
+	ReasonDryRun  = "dry_run" // dry run: accepted although enforcement would have sent it elsewhere
+
+	// Overflow, also the value of the gate-overflow-reason header.
+	ReasonRateLimited = "rate_limited" // the team's level reached its threshold
+	ReasonForced      = "forced"       // the team is in Config.ForceOverflow
+
+	// Dead letter, also the value of the gate-error header.
+	ReasonNotJSON       = "not_json"       // json source: value empty, not valid JSON, or not an object
+	ReasonFieldMissing  = "field_missing"  // json source: field absent or null
+	ReasonFieldType     = "field_type"     // json source: field is a boolean, object or array
+	ReasonFieldEmpty    = "field_empty"    // json field is "", or the header is present but empty
+	ReasonKeyTooLong    = "key_too_long"   // team key longer than Config.MaxKeyBytes
+	ReasonHeaderMissing = "header_missing" // header source: no header of that name
+	ReasonKeyMissing    = "key_missing"    // key source: record key nil or empty
+	ReasonRejected      = "rejected"       // DeadLetter: the broker refused the routed record for good
+)
+
+// reasonCode is a reason as a small integer, to index the pre-resolved metrics and header
+// values without a map lookup.
+type reasonCode uint8
+
+const (
+	reasonNone reasonCode = iota // no failure
+	reasonAllowed
+	reasonDryRun
+	reasonRateLimited
+	reasonForced
+	reasonNotJSON
+	reasonFieldMissing
+	reasonFieldType
+	reasonFieldEmpty
+	reasonKeyTooLong
+	reasonHeaderMissing
+	reasonKeyMissing
+	reasonRejected
+	numReasons
+)
+
+// reasonNames is read-only.
+var reasonNames = [numReasons]string{
+	reasonNone:          "",
+	reasonAllowed:       ReasonAllowed,
+	reasonDryRun:        ReasonDryRun,
+	reasonRateLimited:   ReasonRateLimited,
+	reasonForced:        ReasonForced,
+	reasonNotJSON:       ReasonNotJSON,
+	reasonFieldMissing:  ReasonFieldMissing,
+	reasonFieldType:     ReasonFieldType,
+	reasonFieldEmpty:    ReasonFieldEmpty,
+	reasonKeyTooLong:    ReasonKeyTooLong,
+	reasonHeaderMissing: ReasonHeaderMissing,
+	reasonKeyMissing:    ReasonKeyMissing,
+	reasonRejected:      ReasonRejected,
+}
+
+func (c reasonCode) String() string {
+	if c < numReasons {
+		return reasonNames[c]
+	}
+	return fmt.Sprintf("reasonCode(%d)", uint8(c))
+}
+
+// route returns the route a reason belongs to.
+func (c reasonCode) route() Route {
+	switch c {
+	case reasonAllowed, reasonDryRun:
+		return Accepted
+	case reasonRateLimited, reasonForced:
+		return Overflow
+	}
+	return DeadLetter
+}

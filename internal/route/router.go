@@ -1,0 +1,343 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
+)
+
+// Headers the gate adds to the records it routes elsewhere than accepted.
+const (
+	// HeaderOverflowReason is added to overflow records: rate_limited or forced.
+	HeaderOverflowReason = "gate-overflow-reason"
+	// HeaderError is added to dead-letter records: the reason code, e.g. not_json.
+	HeaderError = "gate-error"
+	// HeaderErrorDetail is added to dead-letter records: a short sentence for a person.
+	HeaderErrorDetail = "gate-error-detail"
+	// HeaderSource is added to dead-letter records: topic/partition/offset of the input
+	// record, to trace it and replay it from.
+	HeaderSource = "gate-source"
+)
+
+// DefaultMaxKeyBytes is the longest team key accepted when Config.MaxKeyBytes is 0.
+const DefaultMaxKeyBytes = 256
+
+// ErrBadConfig is wrapped by every error New returns for an invalid Config.
+var ErrBadConfig = errors.New("route: invalid configuration")
+
+// Config holds the router's settings.
+type Config struct {
+	// KeyFrom says where the team key is read from. The zero value means DefaultKeyFrom
+	// (json:team_id).
+	KeyFrom KeyFrom
+	// AcceptedTopic, OverflowTopic and DeadLetterTopic are the three destinations. All are
+	// required and must differ.
+	AcceptedTopic, OverflowTopic, DeadLetterTopic string
+	// ForceOverflow lists teams always sent to overflow, whatever their level
+	// (GATE_FORCE_OVERFLOW). Matched byte for byte against the team key.
+	ForceOverflow []string
+	// DryRun sends every record to AcceptedTopic unchanged, dead letters included, while
+	// the limiter is checked exactly as if enforcing: to watch what the gate would do
+	// (gate_dry_run_diverted_total) before letting it. Default off.
+	DryRun bool
+	// OverflowKeepKey keeps the record key on overflow records. Default off: dropping it
+	// lets the producer spread a hot team over every overflow partition, at the cost of
+	// the team's order downstream.
+	OverflowKeepKey bool
+	// ValidateJSON checks that a json: key source's whole value is valid JSON before its
+	// team is read, dead-lettering (not_json) a corrupt event even when its team field is
+	// readable. Default off: a value whose team cannot be read is dead-lettered either way,
+	// and validating every event costs about 1 µs per KB.
+	ValidateJSON bool
+	// MaxKeyBytes is the longest team key routed; a longer one is dead-lettered
+	// (key_too_long), as no team id is that long and each one costs the limiter a cache
+	// entry. 0 means DefaultMaxKeyBytes (256).
+	MaxKeyBytes int
+}
+
+// Outcome says what Route did with a record.
+type Outcome struct {
+	// Route is where the output record goes.
+	Route Route
+	// Reason says why: one of the Reason constants belonging to Route.
+	Reason string
+	// Team is the team key the decision was made on; empty when none could be read. It
+	// aliases the input record or the Scratch (composite keys): copy it to keep it past
+	// the record or the next Route call with the same Scratch.
+	Team string
+	// Decision is the limiter's answer; zero when no team could be read.
+	Decision limit.Decision
+	// Enforced and EnforcedReason are where the record would go, and why, were the gate
+	// enforcing. They equal Route and Reason except in dry run, where Route is always
+	// Accepted and Reason is dry_run for a record enforcement would divert.
+	Enforced       Route
+	EnforcedReason string
+}
+
+// Scratch holds one goroutine's reusable buffers for Route. The zero value is ready to use;
+// a Scratch must not be used by two goroutines at once.
+type Scratch struct {
+	key []byte // a composite team key being joined
+}
+
+// Router reads each record's team key, asks the limiter, and builds the output record for
+// the chosen topic. It is safe for concurrent use: Route shares nothing mutable but the
+// limiter and the metrics, both safe.
+type Router struct {
+	cfg      Config
+	lim      *limit.Limiter
+	maxKey   int
+	forced   map[string]struct{}
+	forcedN  int64 // what a forced record counts: 1 in Divert mode, 0 in Cap mode
+	topics   [numRoutes]string
+	hdrValue [numReasons][]byte // reason names as header values, shared by every record
+
+	// Counters resolved once per label set, so Route does no label lookup.
+	records  [numReasons]prometheus.Counter
+	diverted [numReasons]prometheus.Counter // dry run: what enforcement would have done
+}
+
+// New returns a Router that checks teams against lim. reg may be nil; otherwise the
+// router's metrics (gate_records_total, gate_dry_run_diverted_total) are registered on it.
+func New(cfg Config, lim *limit.Limiter, reg prometheus.Registerer) (*Router, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if lim == nil {
+		return nil, fmt.Errorf("%w: no limiter", ErrBadConfig)
+	}
+	cfg.KeyFrom.lax = !cfg.ValidateJSON
+	r := &Router{
+		cfg:    cfg,
+		lim:    lim,
+		maxKey: cfg.MaxKeyBytes,
+		forced: make(map[string]struct{}, len(cfg.ForceOverflow)),
+		// Divert counts every record whatever its lane, so a forced team's offered rate
+		// keeps being measured; Cap counts accepted records only, and a forced one never is.
+		forcedN: 1,
+	}
+	if lim.Config().Mode == limit.Cap {
+		r.forcedN = 0
+	}
+	for _, team := range cfg.ForceOverflow {
+		r.forced[team] = struct{}{}
+	}
+	r.topics[Accepted] = cfg.AcceptedTopic
+	r.topics[Overflow] = cfg.OverflowTopic
+	r.topics[DeadLetter] = cfg.DeadLetterTopic
+	for c := reasonAllowed; c < numReasons; c++ {
+		r.hdrValue[c] = []byte(c.String())
+	}
+
+	records := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gate_records_total",
+		Help: "Records routed, by the topic they were sent to (route: accepted, overflow, dead_letter) " +
+			"and why (reason). In dry run every record is accepted, with reason allowed or dry_run. " +
+			"A record the broker refused and that was dead-lettered with reason rejected is counted " +
+			"twice: where it was first routed, and as dead_letter/rejected.",
+	}, []string{"route", "reason"})
+	diverted := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gate_dry_run_diverted_total",
+		Help: "Dry run only: records accepted that enforcement would have sent to overflow or " +
+			"dead letter, by that route and reason.",
+	}, []string{"route", "reason"})
+	for c := reasonAllowed; c < numReasons; c++ {
+		r.records[c] = records.WithLabelValues(c.route().String(), c.String())
+		if c.route() != Accepted && c != reasonRejected {
+			r.diverted[c] = diverted.WithLabelValues(c.route().String(), c.String())
+		}
+	}
+	if reg != nil {
+		for _, m := range []prometheus.Collector{records, diverted} {
+			if err := reg.Register(m); err != nil {
+				return nil, fmt.Errorf("registering route metrics: %w", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// withDefaults fills the zero fields and checks the result.
+func (c Config) withDefaults() (Config, error) {
+	if c.KeyFrom.IsZero() {
+		k, err := ParseKeyFrom(DefaultKeyFrom)
+		if err != nil {
+			return c, fmt.Errorf("parsing the default key source: %w", err)
+		}
+		c.KeyFrom = k
+	}
+	if c.MaxKeyBytes == 0 {
+		c.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	c.ForceOverflow = slices.Clone(c.ForceOverflow) // the caller's slice stays the caller's
+
+	var errs []error
+	topics := []struct{ name, topic string }{
+		{"accepted", c.AcceptedTopic}, {"overflow", c.OverflowTopic}, {"dead-letter", c.DeadLetterTopic},
+	}
+	for i, t := range topics {
+		if err := checkTopic(t.topic); err != nil {
+			errs = append(errs, fmt.Errorf("%s topic: %w", t.name, err))
+			continue
+		}
+		for _, u := range topics[:i] {
+			if t.topic == u.topic {
+				errs = append(errs, fmt.Errorf("%s and %s topics are both %q: they must differ", u.name, t.name, t.topic))
+			}
+		}
+	}
+	if c.MaxKeyBytes < 0 {
+		errs = append(errs, fmt.Errorf("max key bytes %d: must be positive", c.MaxKeyBytes))
+	}
+	for i, team := range c.ForceOverflow {
+		if team == "" {
+			errs = append(errs, fmt.Errorf("force overflow: team %d of %d is empty", i+1, len(c.ForceOverflow)))
+		}
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("%w: %w", ErrBadConfig, errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// checkTopic checks a topic name as Kafka does (1-249 of [a-zA-Z0-9._-], not . or ..), so
+// a typo fails at start rather than on every produce.
+func checkTopic(t string) error {
+	switch {
+	case t == "":
+		return errors.New("required")
+	case len(t) > 249:
+		return fmt.Errorf("%q: longer than 249 characters", t)
+	case t == "." || t == "..":
+		return fmt.Errorf("%q: not a legal topic name", t)
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%q: character %q not allowed (want a-z A-Z 0-9 . _ -)", t, c)
+		}
+	}
+	return nil
+}
+
+// Config returns the router's configuration, defaults filled in.
+func (r *Router) Config() Config {
+	c := r.cfg
+	c.ForceOverflow = slices.Clone(c.ForceOverflow)
+	return c
+}
+
+// Route decides where rec goes and returns the record to produce there, a new one: rec
+// stays the caller's. now is the time the decision is made at (a worker may read the
+// clock once per batch); s holds the calling goroutine's buffers and may be nil, at the
+// cost of an allocation per composite key.
+//
+// Route never fails and never panics on a record's contents: a record whose team cannot be
+// read goes to the dead-letter topic. rec itself must not be nil.
+func (r *Router) Route(now time.Time, rec *kgo.Record, s *Scratch) (*kgo.Record, Outcome) {
+	if s == nil {
+		s = new(Scratch)
+	}
+	var o Outcome
+	team, f := r.cfg.KeyFrom.team(rec, s, r.maxKey)
+	code := f.reason
+	if code == reasonNone {
+		o.Team = team
+		forced := false
+		if len(r.forced) > 0 {
+			_, forced = r.forced[team] // a string key: the lookup does not allocate
+		}
+		if forced {
+			o.Decision = r.lim.CheckAt(now, team, r.forcedN)
+			code = reasonForced
+		} else {
+			o.Decision = r.lim.CheckAt(now, team, 1)
+			code = reasonAllowed
+			if o.Decision.Limited {
+				code = reasonRateLimited
+			}
+		}
+	}
+	o.Enforced, o.EnforcedReason = code.route(), code.String()
+
+	if r.cfg.DryRun {
+		if code != reasonAllowed {
+			r.diverted[code].Inc()
+			code = reasonDryRun
+		}
+		r.records[code].Inc()
+		o.Route, o.Reason = Accepted, code.String()
+		return r.output(rec, Accepted, rec.Key, 0), o
+	}
+
+	r.records[code].Inc()
+	o.Route, o.Reason = code.route(), code.String()
+	var out *kgo.Record
+	switch o.Route {
+	case Accepted:
+		out = r.output(rec, Accepted, rec.Key, 0)
+	case Overflow:
+		var key []byte
+		if r.cfg.OverflowKeepKey {
+			key = rec.Key
+		}
+		out = r.output(rec, Overflow, key, 1)
+		out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]})
+	default:
+		out = r.deadLetter(rec, r.hdrValue[code], r.cfg.KeyFrom.detail(f, r.maxKey))
+	}
+	return out, o
+}
+
+// DeadLetter returns a dead-letter copy of rec, for a record the broker refused for good
+// on its output topic (a record too large for it, say). rec is the input record as
+// consumed, not the routed copy, so that gate-source names where to replay it from.
+// reason becomes the gate-error header (rejected when empty) and detail the
+// gate-error-detail header. The record is counted as dead_letter/rejected whatever the
+// reason, so callers cannot blow up the metric's label set. It goes to the dead-letter
+// topic in dry run too: a refused record has nowhere else to go.
+func (r *Router) DeadLetter(rec *kgo.Record, reason, detail string) *kgo.Record {
+	r.records[reasonRejected].Inc()
+	code := r.hdrValue[reasonRejected]
+	if reason != "" {
+		code = []byte(reason)
+	}
+	return r.deadLetter(rec, code, detail)
+}
+
+// deadLetter builds rec's dead-letter record: key kept, and the gate-error,
+// gate-error-detail and gate-source headers added.
+func (r *Router) deadLetter(rec *kgo.Record, code []byte, detail string) *kgo.Record {
+	out := r.output(rec, DeadLetter, rec.Key, 3)
+	src := make([]byte, 0, len(rec.Topic)+24)
+	src = append(src, rec.Topic...)
+	src = append(src, '/')
+	src = strconv.AppendInt(src, int64(rec.Partition), 10)
+	src = append(src, '/')
+	src = strconv.AppendInt(src, rec.Offset, 10)
+	out.Headers = append(out.Headers,
+		kgo.RecordHeader{Key: HeaderError, Value: code},
+		kgo.RecordHeader{Key: HeaderErrorDetail, Value: []byte(detail)},
+		kgo.RecordHeader{Key: HeaderSource, Value: src},
+	)
+	return out
+}
+
+// output returns a new record for route with rec's value (the same bytes, not a copy),
+// timestamp and headers (a new slice with room for extra more), and key. Partition is left
+// for the producer's partitioner to choose; Context is left nil.
+func (r *Router) output(rec *kgo.Record, route Route, key []byte, extra int) *kgo.Record {
+	out := &kgo.Record{Topic: r.topics[route], Key: key, Value: rec.Value, Timestamp: rec.Timestamp}
+	if n := len(rec.Headers) + extra; n > 0 {
+		out.Headers = append(make([]kgo.RecordHeader, 0, n), rec.Headers...)
+	}
+	return out
+}
