@@ -1,0 +1,169 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
+)
+
+const benchParts = 4
+
+// BenchmarkEndToEnd measures records per second through the in-process broker, from a
+// pre-filled input topic to every offset committed, for the whole gate and for a bare
+// franz-go consume→produce→commit pass-through with the same client settings. Run it
+// with a fixed count (-benchtime 200000x): each op is one record. Compare the two within
+// one run; the broker shares the machine with the client, so absolute rates are low.
+func BenchmarkEndToEnd(b *testing.B) {
+	for _, mode := range []string{"passthrough", "gate"} {
+		b.Run(mode, func(b *testing.B) {
+			env := newBenchEnv(b, b.N)
+			b.ResetTimer()
+			start := time.Now()
+			var elapsed time.Duration
+			if mode == "gate" {
+				elapsed = env.runGate(b, start)
+			} else {
+				env.runPassthrough(b)
+				elapsed = time.Since(start)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
+		})
+	}
+}
+
+type benchEnv struct {
+	cluster *kfake.Cluster
+	cfg     Config
+	n       int
+}
+
+// newBenchEnv starts a broker and fills the input topic with n JSON events over 10k
+// teams, Zipf-spread, about 200 bytes each.
+func newBenchEnv(b *testing.B, n int) *benchEnv {
+	b.Helper()
+	c := newCluster(b, benchParts)
+	prod := producer(b, c)
+	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, 9_999)
+	const chunk = 10_000
+	for lo := 0; lo < n; lo += chunk {
+		recs := make([]*kgo.Record, 0, chunk)
+		for i := lo; i < min(lo+chunk, n); i++ {
+			v := fmt.Appendf(nil, `{"team_id":"team-%d","event":"$pageview","distinct_id":"user-%d","properties":{"$current_url":"https://example.com/a/b","$browser":"Firefox","seq":%d}}`, z.Uint64(), i%5000, i)
+			recs = append(recs, &kgo.Record{Topic: inTopic, Key: fmt.Appendf(nil, "k%d", i), Value: v})
+		}
+		produceAll(b, prod, recs)
+	}
+	cfg, err := Config{
+		Brokers: c.ListenAddrs(), InputTopic: inTopic, GroupID: testGroup,
+		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond), kgo.MetadataMinAge(50 * time.Millisecond)},
+	}.withDefaults()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &benchEnv{cluster: c, cfg: cfg, n: n}
+}
+
+// done reports whether the group's commits reach the end of every input partition.
+func (e *benchEnv) done() bool { return len(committedBehind(e.cluster, benchParts)) == 0 }
+
+// ackedAll reports whether c has every input record acknowledged.
+func (e *benchEnv) ackedAll(c *Consumer) bool {
+	for p := range int32(benchParts) {
+		hwm := e.cluster.PartitionInfo(inTopic, p).HighWatermark
+		if hwm == 0 {
+			continue
+		}
+		c.partsMu.Lock()
+		st := c.parts[p]
+		c.partsMu.Unlock()
+		if st == nil {
+			return false
+		}
+		off, _ := st.advance()
+		if off.Offset != hwm {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *benchEnv) runGate(b *testing.B, start time.Time) time.Duration {
+	reg := prometheus.NewRegistry()
+	lim, err := limit.New(limit.Config{}, nil, reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kf, _ := route.ParseKeyFrom("json:team_id")
+	r, err := route.New(route.Config{KeyFrom: kf, AcceptedTopic: accTopic, OverflowTopic: ovfTopic, DeadLetterTopic: dlqTopic}, lim, reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := New(e.cfg, r, nil, reg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	// Done when every input record is acknowledged on its output: the gate commits
+	// asynchronously, every CommitInterval, off the records' path, and waiting for the
+	// next interval would time the interval, not the gate. The commits are checked after.
+	for !e.ackedAll(c) {
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	if !e.done() {
+		b.Fatalf("commits short of the end after a graceful stop: %v", committedBehind(e.cluster, benchParts))
+	}
+	return elapsed
+}
+
+// runPassthrough is what a careful user would write without the gate: poll, produce
+// every record to one topic keeping key, value, headers and timestamp, wait for the
+// acknowledgements, commit, allow rebalances — with the gate's client options.
+func (e *benchEnv) runPassthrough(b *testing.B) {
+	cl, err := kgo.NewClient(e.cfg.clientOpts()...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.CloseAllowingRebalance()
+	ctx := context.Background()
+	for !e.done() {
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		fs := cl.PollRecords(pctx, e.cfg.MaxPollRecords)
+		cancel()
+		var failed error
+		fs.EachRecord(func(in *kgo.Record) {
+			out := &kgo.Record{Topic: accTopic, Key: in.Key, Value: in.Value, Headers: in.Headers, Timestamp: in.Timestamp}
+			cl.Produce(ctx, out, func(_ *kgo.Record, err error) {
+				if err != nil {
+					failed = err
+				}
+			})
+		})
+		if err := cl.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if failed != nil {
+			b.Fatal(failed)
+		}
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cl.AllowRebalance()
+	}
+}

@@ -1,0 +1,375 @@
+package consume
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// TestEndToEnd runs one gate between real topics (kfake) with a real Redis: every input
+// record lands exactly once on one output, the heavy team is held to about its
+// threshold, light teams never overflow, records keep their value, headers, timestamp
+// (and key where documented), bad records go to dead letter with their reason, Redis
+// holds the counts, and the commits cover everything after a graceful stop.
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+	const parts, n, whaleLimit = 4, 3000, 200
+	env := newEnv(t, parts)
+	env.redis = redistest.Start(t)
+	env.lcfg.Overrides = map[string]int64{"whale": whaleLimit}
+
+	inputs := make([]*kgo.Record, n)
+	teams := make([]string, n)
+	for id := range n {
+		switch {
+		case id%100 == 1:
+			teams[id] = "" // unreadable
+		case id%2 == 0:
+			teams[id] = "whale"
+		default:
+			teams[id] = "team-" + strconv.Itoa(id%50)
+		}
+		inputs[id] = inputRecord(id, teams[id])
+	}
+
+	g := env.start(t, "a")
+	produceAll(t, producer(t, env.cluster), inputs)
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond)
+	g.stop(t)
+
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("conservation: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	if behind := committedBehind(env.cluster, parts); len(behind) > 0 {
+		t.Errorf("after a graceful stop, commits short of the end: %v", behind)
+	}
+
+	var whaleAccepted, whaleOverflow int
+	for _, r := range out.recs[accTopic] {
+		id := mustID(t, r)
+		in := inputs[id]
+		if teams[id] == "whale" {
+			whaleAccepted++
+		} else if teams[id] == "" {
+			t.Errorf("unreadable record %d was accepted", id)
+		}
+		if !bytes.Equal(r.Key, in.Key) {
+			t.Errorf("accepted %d: key %q, want %q", id, r.Key, in.Key)
+		}
+		checkPreserved(t, "accepted", in, r, 0)
+	}
+	for _, r := range out.recs[ovfTopic] {
+		id := mustID(t, r)
+		switch teams[id] {
+		case "whale":
+			whaleOverflow++
+		default:
+			t.Errorf("record %d of team %q overflowed; only the whale is over its limit", id, teams[id])
+		}
+		if r.Key != nil {
+			t.Errorf("overflow %d kept its key %q; overflow drops keys by default", id, r.Key)
+		}
+		if got := header(r, "gate-overflow-reason"); got != "rate_limited" {
+			t.Errorf("overflow %d: gate-overflow-reason %q, want rate_limited", id, got)
+		}
+		checkPreserved(t, "overflow", inputs[id], r, 1)
+	}
+	for _, r := range out.recs[dlqTopic] {
+		id := mustID(t, r)
+		if teams[id] != "" {
+			t.Errorf("readable record %d of team %q went to dead letter: %s", id, teams[id], header(r, "gate-error"))
+		}
+		if got := header(r, "gate-error"); got != "not_json" {
+			t.Errorf("dead letter %d: gate-error %q, want not_json", id, got)
+		}
+		if !bytes.Equal(r.Key, inputs[id].Key) {
+			t.Errorf("dead letter %d: key %q, want it kept", id, r.Key)
+		}
+		checkPreserved(t, "dead letter", inputs[id], r, -1)
+	}
+	if want := n / 100; len(out.recs[dlqTopic]) != want {
+		t.Errorf("%d dead letters, want %d", len(out.recs[dlqTopic]), want)
+	}
+	// Divert: the whale is let through until its level reaches its threshold; the
+	// window leaks a little (threshold/60 per second) while the test runs.
+	if whaleAccepted < whaleLimit || whaleAccepted > whaleLimit+whaleLimit/10 {
+		t.Errorf("whale: %d accepted, %d overflowed; want about its threshold %d accepted", whaleAccepted, whaleOverflow, whaleLimit)
+	}
+
+	// Every whale record counted in Redis (divert counts all), flushed by the final tick.
+	rc := env.redis.Client(t)
+	keys, err := rc.Keys(context.Background(), "gate:whale:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted int64
+	for _, k := range keys {
+		v, err := rc.Get(context.Background(), k).Int64()
+		if err != nil {
+			t.Fatalf("reading %s: %v", k, err)
+		}
+		counted += v
+	}
+	if counted != int64(n/2) {
+		t.Errorf("redis holds %d whale records over keys %v, want %d", counted, keys, n/2)
+	}
+	if got := testutil.ToFloat64(g.c.m.rebalances.WithLabelValues("assigned")); got < 1 {
+		t.Errorf("gate_rebalances_total{event=assigned} = %v", got)
+	}
+}
+
+// checkPreserved checks out carries in's value, timestamp and headers (in order, first),
+// plus extra gate headers (-1: any number).
+func checkPreserved(t *testing.T, what string, in, out *kgo.Record, extra int) {
+	t.Helper()
+	if !bytes.Equal(in.Value, out.Value) {
+		t.Errorf("%s: value %q, want %q", what, out.Value, in.Value)
+	}
+	if !in.Timestamp.Equal(out.Timestamp) {
+		t.Errorf("%s: timestamp %v, want %v", what, out.Timestamp, in.Timestamp)
+	}
+	if len(out.Headers) < len(in.Headers) || (extra >= 0 && len(out.Headers) != len(in.Headers)+extra) {
+		t.Errorf("%s: headers %v, want %v plus %d", what, out.Headers, in.Headers, extra)
+		return
+	}
+	for i, h := range in.Headers {
+		if out.Headers[i].Key != h.Key || !bytes.Equal(out.Headers[i].Value, h.Value) {
+			t.Errorf("%s: header %d is %v, want %v", what, i, out.Headers[i], h)
+		}
+	}
+}
+
+func mustID(t *testing.T, r *kgo.Record) int {
+	t.Helper()
+	id, err := strconv.Atoi(header(r, idHeader))
+	if err != nil {
+		t.Fatalf("record without id: %v", r.Headers)
+	}
+	return id
+}
+
+func head(ids []int) []int { return ids[:min(len(ids), 10)] }
+
+// TestRebalanceNeitherLosesNorDuplicates adds a second and a third gate to the group
+// and removes them again while records keep arriving: every record comes out exactly
+// once, and the commits end at the input's end.
+func TestRebalanceNeitherLosesNorDuplicates(t *testing.T) {
+	t.Parallel()
+	const parts = 6
+	env := newEnv(t, parts)
+	prod := producer(t, env.cluster)
+
+	var (
+		mu   sync.Mutex
+		sent int
+	)
+	stopProducing := make(chan struct{})
+	producing := make(chan struct{})
+	go func() {
+		defer close(producing)
+		for {
+			select {
+			case <-stopProducing:
+				return
+			default:
+			}
+			mu.Lock()
+			batch := make([]*kgo.Record, 50)
+			for i := range batch {
+				batch[i] = inputRecord(sent+i, "team-"+strconv.Itoa((sent+i)%20))
+			}
+			mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := prod.ProduceSync(ctx, batch...).FirstErr()
+			cancel()
+			if err != nil {
+				t.Errorf("producing: %v", err)
+				return
+			}
+			mu.Lock()
+			sent += len(batch)
+			mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+
+	a := env.start(t, "a")
+	step := func() { time.Sleep(700 * time.Millisecond) }
+	step()
+	b := env.start(t, "b")
+	step()
+	c := env.start(t, "c")
+	step()
+	b.stop(t)
+	step()
+	c.stop(t)
+	step()
+	close(stopProducing)
+	<-producing
+
+	mu.Lock()
+	n := sent
+	mu.Unlock()
+	out := collect(t, env.cluster, n, 30*time.Second, 500*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	a.stop(t)
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d records through 3 gates joining and leaving: %d lost %v, %d duplicated %v", n, len(lost), head(lost), len(dup), head(dup))
+	}
+	t.Logf("%d records, 3 gates, 0 lost, 0 duplicated", n)
+}
+
+// TestProduceFailureHoldsCommits fails every produce to the accepted topic for a while:
+// the gate retries, counts the errors, and commits nothing past a record that is not
+// acknowledged; once the broker recovers every record arrives exactly once and the
+// commits catch up.
+func TestProduceFailureHoldsCommits(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 200
+	env := newEnv(t, parts)
+	env.ccfg.ProduceRetries = 2
+	fault := env.cluster.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.Produce},
+		Topic: accTopic,
+		Err:   kerr.NotEnoughReplicas,
+		Count: -1,
+	})
+
+	g := env.start(t, "a")
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+
+	waitFor(t, 20*time.Second, "produce errors and gate retries", func() bool {
+		return counterSum(t, g.reg, "gate_produce_errors_total") > 0 && counterSum(t, g.reg, "gate_produce_retries_total") > 0
+	})
+	time.Sleep(500 * time.Millisecond) // several commit intervals
+	gi := env.cluster.GroupInfo(testGroup)
+	for p := range int32(parts) {
+		if gc, ok := gi.Commits[inTopic][p]; ok && gc.Offset > 0 {
+			t.Errorf("partition %d committed to %d while no record was acknowledged", p, gc.Offset)
+		}
+	}
+	if got := testutil.ToFloat64(g.c.m.produceErrors.WithLabelValues(accTopic, "NOT_ENOUGH_REPLICAS")) + testutil.ToFloat64(g.c.m.produceErrors.WithLabelValues(accTopic, "record_timeout")); got == 0 {
+		t.Errorf("gate_produce_errors_total{topic=accepted} not counted by error")
+	}
+
+	fault.Remove()
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("after the broker recovered: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	if len(out.recs[accTopic]) != n {
+		t.Errorf("%d accepted, want all %d", len(out.recs[accTopic]), n)
+	}
+}
+
+// TestRecordTooLargeGoesToDeadLetter: a record larger than the producer may send is
+// rejected for good on its topic, so it goes to dead letter, and since it is too large
+// for that too, without its value; the records around it are unaffected and the
+// partition commits past it.
+func TestRecordTooLargeGoesToDeadLetter(t *testing.T) {
+	t.Parallel()
+	const parts = 1
+	env := newEnv(t, parts)
+	env.ccfg.MaxMessageBytes = 4096
+	g := env.start(t, "a")
+
+	big := inputRecord(1, "team-big")
+	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-a"), big, inputRecord(2, "team-a")})
+
+	out := collect(t, env.cluster, 3, 20*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	g.stop(t)
+	lost, dup := out.conservation(3)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), lost, len(dup), dup)
+	}
+	if len(out.recs[dlqTopic]) != 1 {
+		t.Fatalf("dead letters: %d, want the one large record", len(out.recs[dlqTopic]))
+	}
+	r := out.recs[dlqTopic][0]
+	if got := header(r, "gate-error"); got != "rejected" {
+		t.Errorf("gate-error %q, want rejected", got)
+	}
+	if got := header(r, "gate-dropped"); !strings.Contains(got, "value_bytes="+strconv.Itoa(len(big.Value))) {
+		t.Errorf("gate-dropped %q, want the dropped value's size", got)
+	}
+	if len(r.Value) != 0 {
+		t.Errorf("the dead letter kept a %d-byte value the broker cannot take", len(r.Value))
+	}
+	if got := header(r, "gate-source"); got != inTopic+"/0/1" {
+		t.Errorf("gate-source %q, want %s/0/1", got, inTopic)
+	}
+	if got := testutil.ToFloat64(g.c.m.rerouted.WithLabelValues("dead_letter_stripped")); got != 1 {
+		t.Errorf("gate_records_rerouted_total{to=dead_letter_stripped} = %v, want 1", got)
+	}
+}
+
+// TestConfigDefaultsAndErrors checks the zero values take the defaults and that missing
+// settings are reported together.
+func TestConfigDefaultsAndErrors(t *testing.T) {
+	t.Parallel()
+	c, err := Config{Brokers: []string{"x:9092"}, InputTopic: "in", GroupID: "g"}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxPollRecords != DefaultMaxPollRecords || c.CommitInterval != DefaultCommitInterval || c.MaxMessageBytes != DefaultMaxMessageBytes {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+	_, err = Config{CommitInterval: -time.Second}.withDefaults()
+	for _, want := range []string{"no brokers", "no input topic", "no group id", "CommitInterval -1s is negative"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %s", what, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// counterSum adds up every series of a counter family on reg.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				s += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return s
+}

@@ -1,0 +1,472 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/plugin/kprom"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/route"
+)
+
+// Router decides each record's output. *route.Router is the gate's; it is an interface
+// here so the loop's commit and retry logic can be tested on its own.
+type Router interface {
+	// Route returns the record to produce for in, built at time now. s is scratch
+	// owned by the calling goroutine.
+	Route(now time.Time, in *kgo.Record, s *route.Scratch) (*kgo.Record, route.Outcome)
+	// DeadLetter returns a dead-letter record for in with the given reason.
+	DeadLetter(in *kgo.Record, reason, detail string) *kgo.Record
+}
+
+// clockRefresh is how many records a worker routes on one clock reading: time.Now costs
+// about as much as a check on these machines, and a few hundred records take
+// microseconds.
+const clockRefresh = 256
+
+// Consumer is the gate's Kafka loop. Build it with New, run it with Run, once.
+type Consumer struct {
+	cfg    Config
+	router Router
+	clock  clock.Clock
+	log    *slog.Logger
+	m      *metrics
+	cl     *kgo.Client
+
+	partsMu sync.Mutex
+	parts   map[int32]*partition
+
+	// commitMu orders issuing commits: an interval commit snapshotted before a revoke
+	// is issued (and so, by franz-go's ordering, completes) before the revoke's own.
+	commitMu sync.Mutex
+
+	retry   retryQueue
+	ready   atomic.Bool // has joined the group and holds an assignment (maybe empty)
+	closing atomic.Bool // shutting down: revokes do not wait for in-flight records
+
+	scratch []route.Scratch // one per routing goroutine
+}
+
+// New builds the consumer and its client; nothing connects until Run. reg receives the
+// gate_* consumer metrics and franz-go's own (gate_kafka_*); log takes lifecycle events.
+func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, log *slog.Logger) (*Consumer, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Consumer{
+		cfg:     cfg,
+		router:  router,
+		clock:   clk,
+		log:     log,
+		parts:   make(map[int32]*partition),
+		scratch: make([]route.Scratch, runtime.GOMAXPROCS(0)),
+	}
+	c.retry.init()
+	if c.m, err = newMetrics(reg, c); err != nil {
+		return nil, err
+	}
+	opts := append(cfg.clientOpts(),
+		kgo.OnPartitionsAssigned(c.onAssigned),
+		kgo.OnPartitionsRevoked(c.onRevoked),
+		kgo.OnPartitionsLost(c.onLost),
+	)
+	if reg != nil {
+		// kprom's gatherer is only used by its own HTTP handler, which the gate does not
+		// serve: the gate's registry is served with everything else.
+		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(reg))))
+	}
+	if c.cl, err = kgo.NewClient(opts...); err != nil {
+		return nil, fmt.Errorf("creating the Kafka client: %w", err)
+	}
+	return c, nil
+}
+
+// Ready reports whether the consumer has joined its group and holds an assignment.
+func (c *Consumer) Ready() bool { return c.ready.Load() }
+
+// Client returns the franz-go client, for metadata checks by the caller.
+func (c *Consumer) Client() *kgo.Client { return c.cl }
+
+// Run consumes until ctx ends, then shuts down gracefully (see the package doc) and
+// closes the client. It returns an error only when the loop stopped for another reason.
+func (c *Consumer) Run(ctx context.Context) error {
+	c.log.Info("consumer started", "brokers", c.cfg.Brokers, "input_topic", c.cfg.InputTopic, "group", c.cfg.GroupID)
+	bg := context.WithoutCancel(ctx)
+
+	// The retry and commit loops outlive ctx: at shutdown, retries go on until the
+	// in-flight records are acknowledged or the shutdown timeout passes.
+	retryCtx, stopRetry := context.WithCancel(bg)
+	commitCtx, stopCommit := context.WithCancel(bg)
+	var wg sync.WaitGroup
+	wg.Go(func() { c.retryLoop(retryCtx) })
+	wg.Go(func() { c.commitLoop(commitCtx) })
+
+	runErr := c.pollLoop(ctx)
+
+	c.closing.Store(true)
+	sctx, cancel := context.WithTimeout(bg, c.cfg.ShutdownTimeout)
+	defer cancel()
+	left := c.waitInFlight(sctx, nil)
+	stopRetry()
+	stopCommit()
+	wg.Wait()
+	committed, err := c.commit(sctx, true, nil)
+	if err != nil {
+		c.log.Error("final commit failed; the next owner replays from the last commit", "err", err)
+	}
+	// Leaving the group revokes everything: onRevoked commits again (a no-op when
+	// nothing moved) without waiting, as closing is set.
+	c.cl.CloseAllowingRebalance()
+	c.ready.Store(false)
+	c.log.Info("consumer stopped", "committed", committed, "abandoned_records", left)
+	return runErr
+}
+
+// pollLoop polls and routes until ctx ends or the client is closed.
+func (c *Consumer) pollLoop(ctx context.Context) error {
+	for {
+		// While records are being retried, poll nothing new: a failing broker must
+		// slow consumption, not grow the retry queue.
+		if err := c.retry.waitIdle(ctx); err != nil {
+			return nil
+		}
+		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+		if fetches.IsClientClosed() {
+			c.cl.AllowRebalance()
+			return errors.New("kafka client closed while consuming")
+		}
+		c.fetchErrors(fetches)
+		// Records polled together with a cancellation are routed too: they are
+		// produced and committed like any other before shutdown.
+		c.process(fetches)
+		c.cl.AllowRebalance()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (c *Consumer) fetchErrors(fetches kgo.Fetches) {
+	fetches.EachError(func(topic string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		c.m.fetchErrors.Inc()
+		// franz-go retries fetches itself; this is for the operator.
+		c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
+	})
+}
+
+// work is one partition's records from one poll.
+type work struct {
+	p    *partition
+	recs []*kgo.Record
+	hwm  int64
+}
+
+// process routes a poll's records: each partition's in order, partitions in parallel.
+// It returns when every record has been handed to the producer.
+func (c *Consumer) process(fetches kgo.Fetches) {
+	var ws []work
+	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if ftp.Topic != c.cfg.InputTopic {
+			return
+		}
+		if len(ftp.Records) == 0 {
+			c.m.setLag(ftp.Partition, ftp.HighWatermark, -1)
+			return
+		}
+		// A partition spread over several fetches comes back in fetch order, which is
+		// offset order: merge it into one work item so one goroutine routes it.
+		for i := range ws {
+			if ws[i].p.id == ftp.Partition {
+				ws[i].recs = append(ws[i].recs, ftp.Records...)
+				ws[i].hwm = max(ws[i].hwm, ftp.HighWatermark)
+				return
+			}
+		}
+		ws = append(ws, work{p: c.partition(ftp.Partition), recs: ftp.Records, hwm: ftp.HighWatermark})
+	})
+	switch n := min(len(ws), len(c.scratch)); n {
+	case 0:
+	case 1:
+		for _, w := range ws {
+			c.routeWork(w, &c.scratch[0])
+		}
+	default:
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for g := range n {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < int64(len(ws)); i = next.Add(1) - 1 {
+					c.routeWork(ws[i], &c.scratch[g])
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// partition returns the state of an owned partition. Polls return only assigned
+// partitions, and assignment creates the state, so the fallback is defensive.
+func (c *Consumer) partition(id int32) *partition {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	p := c.parts[id]
+	if p == nil {
+		p = newPartition(c.cfg.InputTopic, id)
+		c.parts[id] = p
+	}
+	return p
+}
+
+// routeWork routes one partition's records in offset order and hands them to the
+// producer; Produce blocks while the producer's buffer is full.
+func (c *Consumer) routeWork(w work, s *route.Scratch) {
+	last := w.recs[len(w.recs)-1]
+	b := w.p.add(last.Offset+1, last.LeaderEpoch, len(w.recs))
+	var now time.Time
+	for i, in := range w.recs {
+		if i%clockRefresh == 0 {
+			now = c.clock.Now()
+		}
+		out, _ := c.router.Route(now, in, s)
+		c.produce(&failed{b: b, in: in, out: out})
+	}
+	c.m.setLag(w.p.id, w.hwm, last.Offset+1)
+}
+
+// produce hands f.out to the producer; the promise acknowledges it in its batch or
+// queues it for a retry.
+func (c *Consumer) produce(f *failed) {
+	c.cl.Produce(context.Background(), f.out, func(r *kgo.Record, err error) {
+		if err == nil {
+			f.b.remaining.Add(-1)
+			if f.attempts > 0 {
+				c.retry.done()
+			}
+			return
+		}
+		if f.b.p.gone.Load() {
+			// Revoked or lost: the new owner replays from the last commit.
+			if f.attempts > 0 {
+				c.retry.done()
+			}
+			return
+		}
+		c.m.produceError(r.Topic, err)
+		f.err = err
+		c.retry.push(f)
+	})
+}
+
+// onAssigned creates state for new partitions.
+func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	ids := slices.Sorted(slices.Values(assigned[c.cfg.InputTopic]))
+	c.partsMu.Lock()
+	for _, id := range ids {
+		c.parts[id] = newPartition(c.cfg.InputTopic, id)
+	}
+	owned := len(c.parts)
+	c.partsMu.Unlock()
+	c.m.rebalances.WithLabelValues("assigned").Inc()
+	c.ready.Store(true)
+	c.log.Info("partitions assigned", "topic", c.cfg.InputTopic, "partitions", ids, "owned", owned)
+}
+
+// onRevoked waits (briefly) for the revoked partitions' in-flight records, commits what
+// is acknowledged, and drops their state. Rebalances are blocked while a poll's records
+// are routed, so nothing new is handed to the producer for them meanwhile.
+func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	ids := slices.Sorted(slices.Values(revoked[c.cfg.InputTopic]))
+	if len(ids) == 0 {
+		return
+	}
+	var left int64
+	if !c.closing.Load() {
+		wctx, cancel := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
+		left = c.waitInFlight(wctx, ids)
+		cancel()
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
+	committed, err := c.commit(cctx, true, ids)
+	cancel()
+	c.drop(ids)
+	c.m.rebalances.WithLabelValues("revoked").Inc()
+	lvl := slog.LevelInfo
+	if err != nil || left > 0 {
+		lvl = slog.LevelWarn
+	}
+	c.log.Log(ctx, lvl, "partitions revoked", "topic", c.cfg.InputTopic, "partitions", ids,
+		"committed", committed, "abandoned_records", left, "commit_err", err)
+}
+
+// onLost drops the partitions' state without committing: the group has already moved
+// on, and a commit would be refused or, worse, overwrite the new owner's.
+func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	ids := slices.Sorted(slices.Values(lost[c.cfg.InputTopic]))
+	var left int64
+	for _, p := range c.snapshot(ids) {
+		left += p.inFlight()
+	}
+	c.drop(ids)
+	c.m.rebalances.WithLabelValues("lost").Inc()
+	c.partsMu.Lock()
+	if len(c.parts) == 0 {
+		c.ready.Store(false)
+	}
+	c.partsMu.Unlock()
+	c.log.Log(ctx, slog.LevelWarn, "partitions lost; their uncommitted records will be replayed by the next owner",
+		"topic", c.cfg.InputTopic, "partitions", ids, "in_flight_records", left)
+}
+
+func (c *Consumer) drop(ids []int32) {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	for _, id := range ids {
+		if p := c.parts[id]; p != nil {
+			p.gone.Store(true)
+			delete(c.parts, id)
+		}
+		c.m.deleteLag(id)
+	}
+}
+
+// snapshot returns the owned partitions among ids, or all of them when ids is nil.
+func (c *Consumer) snapshot(ids []int32) []*partition {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	var ps []*partition
+	if ids == nil {
+		for _, p := range c.parts {
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	for _, id := range ids {
+		if p := c.parts[id]; p != nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// waitInFlight waits until the partitions (all when ids is nil) have no unacknowledged
+// record, or ctx ends; it returns how many were left.
+func (c *Consumer) waitInFlight(ctx context.Context, ids []int32) int64 {
+	const poll = 5 * time.Millisecond
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		var n int64
+		for _, p := range c.snapshot(ids) {
+			n += p.inFlight()
+		}
+		if n == 0 {
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			return n
+		case <-t.C:
+		}
+	}
+}
+
+// commitLoop commits acknowledged offsets every CommitInterval.
+func (c *Consumer) commitLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := c.commit(ctx, false, nil); err != nil && ctx.Err() == nil {
+				c.log.Warn("commit failed; retried next interval", "err", err)
+			}
+		}
+	}
+}
+
+// commit commits, for the partitions among ids (all when nil), the offsets up to which
+// everything is acknowledged, when past the last commit. Synchronous commits wait for
+// the answer; asynchronous ones report errors through the metrics and the next call.
+// It returns the offsets sent, by partition.
+func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int32]int64, error) {
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	offs := make(map[int32]kgo.EpochOffset)
+	byID := make(map[int32]*partition)
+	for _, p := range c.snapshot(ids) {
+		if off, ok := p.advance(); ok {
+			offs[p.id] = off
+			byID[p.id] = p
+		}
+	}
+	if len(offs) == 0 {
+		return nil, nil
+	}
+	sent := make(map[int32]int64, len(offs))
+	for id, off := range offs {
+		sent[id] = off.Offset
+	}
+	var result error
+	done := func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err == nil {
+			err = c.commitResponse(resp, byID, offs)
+		}
+		if err != nil {
+			c.m.commitErrors.Inc()
+			result = fmt.Errorf("committing offsets of %s: %w", c.cfg.InputTopic, err)
+		}
+	}
+	req := map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: offs}
+	if sync {
+		c.cl.CommitOffsetsSync(ctx, req, done)
+		return sent, result
+	}
+	c.cl.CommitOffsets(ctx, req, done)
+	return sent, nil
+}
+
+// commitResponse marks the partitions the broker accepted and returns the first
+// partition error.
+func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int32]*partition, offs map[int32]kgo.EpochOffset) error {
+	var first error
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			p := byID[rp.Partition]
+			if p == nil {
+				continue
+			}
+			if rp.ErrorCode != 0 {
+				if first == nil {
+					first = fmt.Errorf("partition %d: %w", rp.Partition, kerrErr(rp.ErrorCode))
+				}
+				continue
+			}
+			p.markCommitted(offs[rp.Partition].Offset)
+			c.m.committed.WithLabelValues(itoa(p.id)).Set(float64(offs[rp.Partition].Offset))
+		}
+	}
+	return first
+}

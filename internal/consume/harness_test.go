@@ -1,0 +1,318 @@
+package consume
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/route"
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+const (
+	inTopic   = "events"
+	accTopic  = "accepted"
+	ovfTopic  = "overflow"
+	dlqTopic  = "dead-letter"
+	testGroup = "gate-test"
+	idHeader  = "test-id"
+)
+
+// newCluster starts an in-process Kafka-protocol broker with the input topic at parts
+// partitions and the three output topics.
+func newCluster(t testing.TB, parts int32) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.SeedTopics(parts, inTopic),
+		kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond),
+	)
+	if err != nil {
+		t.Fatalf("starting kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// testClientOpts make franz-go react in milliseconds instead of seconds: rebalances and
+// metadata refreshes otherwise take 5 s each against kfake.
+func testClientOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.FetchMaxWait(50 * time.Millisecond),
+		kgo.MetadataMinAge(50 * time.Millisecond),
+		kgo.MetadataMaxAge(time.Second),
+		kgo.SessionTimeout(3 * time.Second),
+		kgo.HeartbeatInterval(100 * time.Millisecond),
+		kgo.RebalanceTimeout(10 * time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
+	}
+}
+
+// gateEnv is one shared limiter setup: the pieces a fleet of test gates need.
+type gateEnv struct {
+	cluster *kfake.Cluster
+	redis   *redistest.Server
+	lcfg    limit.Config
+	rcfg    route.Config
+	ccfg    Config
+}
+
+func newEnv(t testing.TB, parts int32) *gateEnv {
+	t.Helper()
+	c := newCluster(t, parts)
+	kf, err := route.ParseKeyFrom("json:team_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gateEnv{
+		cluster: c,
+		lcfg:    limit.Config{Window: time.Minute, Threshold: 1_000_000},
+		rcfg:    route.Config{KeyFrom: kf, AcceptedTopic: accTopic, OverflowTopic: ovfTopic, DeadLetterTopic: dlqTopic},
+		ccfg: Config{
+			Brokers: c.ListenAddrs(), InputTopic: inTopic, GroupID: testGroup,
+			CommitInterval: 100 * time.Millisecond, ProduceRetries: 3,
+			RevokeTimeout: 5 * time.Second, ShutdownTimeout: 10 * time.Second,
+			ClientOpts: testClientOpts(),
+		},
+	}
+}
+
+// testGate is one running gate process: limiter, optional tick, consumer.
+type testGate struct {
+	name   string
+	c      *Consumer
+	lim    *limit.Limiter
+	reg    *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (e *gateEnv) start(t testing.TB, name string) *testGate {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	lim, err := limit.New(e.lcfg, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := route.New(e.rcfg, lim, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := testLogger(t, name)
+	c, err := New(e.ccfg, r, nil, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &testGate{name: name, c: c, lim: lim, reg: reg, cancel: cancel, done: make(chan error, 1)}
+
+	var tickDone chan struct{}
+	if e.redis != nil {
+		cl := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+		t.Cleanup(func() { _ = cl.Close() })
+		tk, err := gatesync.New(lim, []redis.UniversalClient{cl}, gatesync.Config{TickInterval: 50 * time.Millisecond}, reg, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickCtx, stopTick := context.WithCancel(context.Background())
+		tickDone = make(chan struct{})
+		go func() { defer close(tickDone); tk.Run(tickCtx) }()
+		// The tick stops after the consumer, so its final flush has every count.
+		go func() {
+			err := c.Run(ctx)
+			stopTick()
+			<-tickDone
+			g.done <- err
+		}()
+	} else {
+		go func() { g.done <- c.Run(ctx) }()
+	}
+	t.Cleanup(func() { g.stop(t) })
+	return g
+}
+
+// stop shuts the gate down gracefully and waits for it.
+func (g *testGate) stop(t testing.TB) {
+	t.Helper()
+	if g.cancel == nil {
+		return
+	}
+	g.cancel()
+	g.cancel = nil
+	select {
+	case err := <-g.done:
+		if err != nil {
+			t.Errorf("gate %s: Run: %v", g.name, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("gate %s did not stop within 30s", g.name)
+	}
+}
+
+func testLogger(t testing.TB, name string) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("gate", name)
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// event is a test input record's value.
+type event struct {
+	TeamID string `json:"team_id"`
+	Seq    int    `json:"seq"`
+}
+
+// inputRecord builds input record id for team; a team of "" makes an unreadable value.
+func inputRecord(id int, team string) *kgo.Record {
+	v, _ := json.Marshal(event{TeamID: team, Seq: id})
+	if team == "" {
+		v = []byte("not json " + strconv.Itoa(id))
+	}
+	return &kgo.Record{
+		Topic:     inTopic,
+		Key:       []byte("key-" + strconv.Itoa(id)),
+		Value:     v,
+		Headers:   []kgo.RecordHeader{{Key: idHeader, Value: []byte(strconv.Itoa(id))}, {Key: "trace", Value: []byte("t" + strconv.Itoa(id))}},
+		Timestamp: time.UnixMilli(1_700_000_000_000 + int64(id)),
+	}
+}
+
+// producer writes input records.
+func producer(t testing.TB, c *kfake.Cluster) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func produceAll(t testing.TB, cl *kgo.Client, recs []*kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("producing input: %v", err)
+	}
+}
+
+// outputs reads the three output topics from the start.
+type outputs struct {
+	mu   sync.Mutex
+	recs map[string][]*kgo.Record // by topic
+	ids  map[int][]string         // test id -> topics it was seen on
+	n    int
+}
+
+// collect reads every output topic until want records arrived (or the timeout), then
+// keeps reading for settle to catch duplicates.
+func collect(t testing.TB, c *kfake.Cluster, want int, timeout, settle time.Duration) *outputs {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.ConsumeTopics(accTopic, ovfTopic, dlqTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	o := &outputs{recs: map[string][]*kgo.Record{}, ids: map[int][]string{}}
+	deadline := time.Now().Add(timeout)
+	var settleAt time.Time
+	for {
+		now := time.Now()
+		if o.n >= want && settleAt.IsZero() {
+			settleAt = now.Add(settle)
+		}
+		if (!settleAt.IsZero() && now.After(settleAt)) || now.After(deadline) {
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			o.recs[r.Topic] = append(o.recs[r.Topic], r)
+			id, err := strconv.Atoi(header(r, idHeader))
+			if err != nil {
+				t.Errorf("output record on %s without a test id header: %v", r.Topic, r.Headers)
+				return
+			}
+			o.ids[id] = append(o.ids[id], r.Topic)
+			o.n++
+		})
+	}
+	return o
+}
+
+// conservation reports input ids missing from the outputs and ids seen more than once.
+func (o *outputs) conservation(n int) (lost, dup []int) {
+	for id := range n {
+		switch len(o.ids[id]) {
+		case 0:
+			lost = append(lost, id)
+		case 1:
+		default:
+			dup = append(dup, id)
+		}
+	}
+	return lost, dup
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// waitCommitted waits until the group's commits cover every input record.
+func waitCommitted(t testing.TB, c *kfake.Cluster, parts int32, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		behind := committedBehind(c, parts)
+		if len(behind) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("commits behind the input's end after %s: %v", timeout, behind)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// committedBehind returns, for partitions whose commit is short of the end, "p:commit/end".
+func committedBehind(c *kfake.Cluster, parts int32) []string {
+	gi := c.GroupInfo(testGroup)
+	var behind []string
+	for p := range parts {
+		end := c.PartitionInfo(inTopic, p).HighWatermark
+		var got int64 = -1
+		if gi != nil {
+			if gc, ok := gi.Commits[inTopic][p]; ok {
+				got = gc.Offset
+			}
+		}
+		if got != end && end > 0 {
+			behind = append(behind, fmt.Sprintf("%d:%d/%d", p, got, end))
+		}
+	}
+	return behind
+}

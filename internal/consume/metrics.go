@@ -1,0 +1,136 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type metrics struct {
+	produceErrors *prometheus.CounterVec
+	retries       prometheus.Counter
+	rerouted      *prometheus.CounterVec
+	commitErrors  prometheus.Counter
+	committed     *prometheus.GaugeVec
+	rebalances    *prometheus.CounterVec
+	lag           *prometheus.GaugeVec
+	fetchErrors   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
+	m := &metrics{
+		produceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_produce_errors_total",
+			Help: "Output records whose produce failed after the client's retries, by output topic and error; each is produced again (never skipped).",
+		}, []string{"topic", "error"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gate_produce_retries_total",
+			Help: "Produces the gate retried itself after a failed one.",
+		}),
+		rerouted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_records_rerouted_total",
+			Help: "Records the broker rejected for good on their output topic, sent to the dead-letter topic (dead_letter) or, when that rejected them too, sent there without their value (dead_letter_stripped).",
+		}, []string{"to"}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gate_commit_errors_total",
+			Help: "Offset commits that failed; the next commit covers the same offsets.",
+		}),
+		committed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gate_committed_offset",
+			Help: "Last input offset committed by this gate, by partition it owns.",
+		}, []string{"partition"}),
+		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_rebalances_total",
+			Help: "Group rebalance events seen by this gate: assigned, revoked, lost.",
+		}, []string{"event"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gate_partition_lag_records",
+			Help: "Records in the input partition past the last one routed (high watermark - next offset), by partition this gate owns.",
+		}, []string{"partition"}),
+		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gate_fetch_errors_total",
+			Help: "Fetch errors reported by the client, which retries them.",
+		}),
+	}
+	for _, e := range []string{"assigned", "revoked", "lost"} {
+		m.rebalances.WithLabelValues(e)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	cs := []prometheus.Collector{m.produceErrors, m.retries, m.rerouted, m.commitErrors, m.committed, m.rebalances, m.lag, m.fetchErrors,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gate_retrying_records",
+			Help: "Records whose produce failed and is being retried; no new records are polled while it is above zero.",
+		}, func() float64 { return float64(c.retry.pending.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gate_inflight_records",
+			Help: "Output records handed to the producer and not yet acknowledged by the broker.",
+		}, func() float64 {
+			if c.cl == nil {
+				return 0
+			}
+			return float64(c.cl.BufferedProduceRecords())
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gate_owned_partitions",
+			Help: "Input partitions this gate owns.",
+		}, func() float64 {
+			c.partsMu.Lock()
+			defer c.partsMu.Unlock()
+			return float64(len(c.parts))
+		}),
+	}
+	for _, col := range cs {
+		if err := reg.Register(col); err != nil {
+			return nil, fmt.Errorf("registering consumer metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// setLag sets a partition's lag; next < 0 leaves it unchanged (an empty fetch says
+// nothing of what was routed).
+func (m *metrics) setLag(p int32, hwm, next int64) {
+	if next < 0 || hwm < 0 {
+		return
+	}
+	m.lag.WithLabelValues(itoa(p)).Set(float64(max(hwm-next, 0)))
+}
+
+func (m *metrics) deleteLag(p int32) {
+	m.lag.DeleteLabelValues(itoa(p))
+	m.committed.DeleteLabelValues(itoa(p))
+}
+
+func (m *metrics) produceError(topic string, err error) {
+	m.produceErrors.WithLabelValues(topic, errorName(err)).Inc()
+}
+
+// errorName is a bounded label for a produce error: Kafka's error name or one of a few
+// of the client's own.
+func errorName(err error) string {
+	var ke *kerr.Error
+	switch {
+	case errors.As(err, &ke):
+		return ke.Message
+	case errors.Is(err, kgo.ErrRecordTimeout):
+		return "record_timeout"
+	case errors.Is(err, kgo.ErrRecordRetries):
+		return "record_retries"
+	case errors.Is(err, kgo.ErrClientClosed):
+		return "client_closed"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	return "other"
+}
+
+func kerrErr(code int16) error { return kerr.ErrorForCode(code) }
+
+func itoa(p int32) string { return strconv.Itoa(int(p)) }

@@ -1,0 +1,88 @@
+package consume
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// partition tracks one owned input partition: the batches handed to the producer, in
+// offset order, and the offset up to which everything is acknowledged.
+//
+// Acknowledgements arrive out of order (one input partition's records go to several
+// output partitions), so each poll's records of a partition form a batch with a count
+// of records still unacknowledged; the committable offset is the end of the longest
+// prefix of batches whose count reached zero. One atomic decrement per record, and a
+// commit never passes an unacknowledged record.
+type partition struct {
+	topic string
+	id    int32
+
+	mu      sync.Mutex
+	batches []*batch // unacknowledged or not yet popped, in offset order
+	acked   kgo.EpochOffset
+	// committed is the offset last committed (or found committed at assignment: -1
+	// when unknown); a commit is sent only when acked is past it.
+	committed int64
+
+	gone atomic.Bool // revoked or lost: late acknowledgements and retries are dropped
+}
+
+// batch is one poll's records of one partition.
+type batch struct {
+	p         *partition
+	end       int64 // offset after the batch's last record
+	epoch     int32 // leader epoch of the last record, committed with the offset
+	remaining atomic.Int64
+}
+
+func newPartition(topic string, id int32) *partition {
+	return &partition{topic: topic, id: id, acked: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
+}
+
+// add registers a batch of n records ending (exclusive) at end, before any is produced.
+func (p *partition) add(end int64, epoch int32, n int) *batch {
+	b := &batch{p: p, end: end, epoch: epoch}
+	b.remaining.Store(int64(n))
+	p.mu.Lock()
+	p.batches = append(p.batches, b)
+	p.mu.Unlock()
+	return b
+}
+
+// advance pops the acknowledged prefix of batches and returns the offset up to which
+// everything is acknowledged, and whether it is past the last commit.
+func (p *partition) advance() (kgo.EpochOffset, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := 0
+	for ; i < len(p.batches) && p.batches[i].remaining.Load() == 0; i++ {
+		p.acked = kgo.EpochOffset{Epoch: p.batches[i].epoch, Offset: p.batches[i].end}
+	}
+	if i > 0 {
+		clear(p.batches[:i]) // let the popped batches go
+		p.batches = p.batches[i:]
+	}
+	return p.acked, p.acked.Offset > p.committed
+}
+
+// inFlight returns how many records are routed but not acknowledged.
+func (p *partition) inFlight() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for _, b := range p.batches {
+		n += b.remaining.Load()
+	}
+	return n
+}
+
+// markCommitted records a successful commit of off.
+func (p *partition) markCommitted(off int64) {
+	p.mu.Lock()
+	if off > p.committed {
+		p.committed = off
+	}
+	p.mu.Unlock()
+}
