@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -18,8 +21,14 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
@@ -35,6 +44,37 @@ const envPrefix = "GATE"
 // is checked against this loader in the tests, but the values are read by loadConfig
 // below rather than envconfig.Process; see there for why.
 type Config struct {
+	// Kafka and routing (internal/consume, internal/route).
+	KafkaBrokers         brokerList    `envconfig:"KAFKA_BROKERS" default:"127.0.0.1:9092" desc:"Comma-separated seed brokers as host:port (default 127.0.0.1:9092); the client finds the rest of the cluster from them."`
+	InputTopic           string        `envconfig:"INPUT_TOPIC" default:"events" desc:"Topic the raw events are read from (default events)."`
+	AcceptedTopic        string        `envconfig:"ACCEPTED_TOPIC" default:"events_accepted" desc:"Topic records of teams under their limit go to, key kept (default events_accepted)."`
+	OverflowTopic        string        `envconfig:"OVERFLOW_TOPIC" default:"events_overflow" desc:"Topic records of teams over their limit (or forced) go to, with header gate-overflow-reason and, unless GATE_OVERFLOW_KEEP_KEY, no key (default events_overflow)."`
+	DeadLetterTopic      string        `envconfig:"DEAD_LETTER_TOPIC" default:"events_dead_letter" desc:"Topic records whose team cannot be read go to, with headers gate-error (the reason), gate-error-detail and gate-source (topic/partition/offset) (default events_dead_letter)."`
+	GroupID              string        `envconfig:"GROUP_ID" default:"capture-gate" desc:"Consumer group shared by every gate of a fleet; the input's partitions are spread over its members (default capture-gate)."`
+	KeyFrom              keyFrom       `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':' (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
+	ValidateJSON         bool          `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
+	MaxKeyBytes          int           `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes; a longer one sends the record to dead letter with reason key_too_long (default 256)."`
+	ForceOverflow        teamList      `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate (default none)."`
+	DryRun               bool          `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
+	OverflowKeepKey      bool          `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one)."`
+	MaxPollRecords       int           `envconfig:"MAX_POLL_RECORDS" default:"10000" desc:"Most records routed per poll (default 10000); rebalances wait for a poll's records to be handed to the producer, so smaller lets a rebalance through sooner, larger batches more."`
+	CommitInterval       time.Duration `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"How often offsets acknowledged on the output topics are committed (default 1s); a crash replays at most about this much traffic, and shorter means more commit requests."`
+	ProduceRetries       int           `envconfig:"PRODUCE_RETRIES" default:"10" desc:"Tries the client makes for an output record before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it (default 10)."`
+	MaxBufferedRecords   int           `envconfig:"MAX_BUFFERED_RECORDS" default:"50000" desc:"Most output records waiting for the broker's acknowledgement; routing blocks when reached, so a slow broker slows consumption instead of growing memory (default 50000)."`
+	MaxBufferedBytes     int           `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB)."`
+	KafkaMaxMessageBytes int32         `envconfig:"KAFKA_MAX_MESSAGE_BYTES" default:"1048588" desc:"Largest record batch the producer sends, as the brokers' message.max.bytes (default 1048588); a record larger than the output topic takes goes to dead letter, without its value if it is too large for that topic too."`
+	RevokeTimeout        time.Duration `envconfig:"REVOKE_TIMEOUT" default:"10s" desc:"Longest a revoked partition's in-flight records are awaited before what is acknowledged is committed and the rest left to the next owner (default 10s); keep it well under the group's rebalance timeout (60s)."`
+	ShutdownTimeout      time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"Longest a shutdown waits for in-flight records before committing what is acknowledged and leaving the group (default 20s); keep the pod's terminationGracePeriodSeconds above it plus the final tick's flush (5s)."`
+	KafkaClientID        string        `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas (default capture-gate)."`
+	KafkaTLS             bool          `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any GATE_KAFKA_TLS_* file."`
+	KafkaTLSCAFile       string        `envconfig:"KAFKA_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the brokers' certificates (default none), the system's CA certificates being used without it."`
+	KafkaTLSCertFile     string        `envconfig:"KAFKA_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS, with GATE_KAFKA_TLS_KEY_FILE (default none)."`
+	KafkaTLSKeyFile      string        `envconfig:"KAFKA_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_KAFKA_TLS_CERT_FILE (default none)."`
+	KafkaTLSServerName   string        `envconfig:"KAFKA_TLS_SERVER_NAME" default:"" desc:"Name the brokers' certificates are checked against, when not their host names (default none), each broker's own host name being used without it."`
+	KafkaSASLMechanism   saslMechanism `envconfig:"KAFKA_SASL_MECHANISM" default:"none" desc:"SASL authentication: none, plain, scram-sha-256 or scram-sha-512 (default none); use it with TLS, as plain sends the password as is."`
+	KafkaSASLUsername    string        `envconfig:"KAFKA_SASL_USERNAME" default:"" desc:"SASL user name (default none)."`
+	KafkaSASLPassword    secret        `envconfig:"KAFKA_SASL_PASSWORD" default:"" desc:"SASL password (default none); set it from a Secret, it is never logged."`
+
 	// The limiter (internal/limit).
 	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
 	Window           time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s); a longer window smooths bursts but remembers an overrun for longer."`
@@ -51,7 +91,7 @@ type Config struct {
 	// The tick (internal/sync) and Redis.
 	TickInterval      time.Duration `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, one pipeline per instance, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); shorter lets the fleet react sooner, longer batches more work into each round trip."`
 	RedisURLs         redisURLs     `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
-	RedisKeyPrefix    string        `envconfig:"REDIS_KEY_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
+	RedisPrefix       string        `envconfig:"REDIS_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
 	RedisKeyTTL       time.Duration `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry set on each counter key (default 0, meaning 2 x GATE_WINDOW, and shorter values are raised to that); the previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer."`
 	RedisReadTimeout  time.Duration `envconfig:"REDIS_READ_TIMEOUT" default:"250ms" desc:"Longest wait for a Redis reply (default 250ms); shorter gives up on a slow Redis sooner (views go stale, records are never held up), longer rides out pauses but delays the tick."`
 	RedisWriteTimeout time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" default:"250ms" desc:"Longest wait to send a command to Redis (default 250ms); shorter gives up on a stuck connection sooner, longer rides out pauses but delays the tick."`
@@ -184,6 +224,31 @@ func (c *Config) check(p *problems, raw map[string]string) {
 	atLeast("KEYS_PER_TICK", c.KeysPerTick, 2)
 	atLeast("MAX_PENDING_WRITES", c.MaxPendingWrites, 1)
 	atLeast("MAX_READS_PER_TICK", c.MaxReadsPerTick, 1)
+	for _, k := range []struct{ key, v string }{{"INPUT_TOPIC", c.InputTopic}, {"ACCEPTED_TOPIC", c.AcceptedTopic}, {"OVERFLOW_TOPIC", c.OverflowTopic}, {"DEAD_LETTER_TOPIC", c.DeadLetterTopic}} {
+		if !validTopic(k.v) {
+			bad(k.key, "a Kafka topic name: 1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'")
+		}
+	}
+	if c.GroupID == "" {
+		bad("GROUP_ID", "a consumer group name such as capture-gate")
+	}
+	atLeast("MAX_KEY_BYTES", c.MaxKeyBytes, 1)
+	atLeast("MAX_POLL_RECORDS", c.MaxPollRecords, 1)
+	positive("COMMIT_INTERVAL", c.CommitInterval)
+	atLeast("PRODUCE_RETRIES", c.ProduceRetries, 1)
+	atLeast("MAX_BUFFERED_RECORDS", c.MaxBufferedRecords, 1)
+	atLeast("MAX_BUFFERED_BYTES", c.MaxBufferedBytes, 1<<20)
+	if c.KafkaMaxMessageBytes < 1024 {
+		bad("KAFKA_MAX_MESSAGE_BYTES", "a whole number of bytes from 1024 to 2147483647 such as 1048588")
+	}
+	positive("REVOKE_TIMEOUT", c.RevokeTimeout)
+	positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
+		bad("KAFKA_TLS_CERT_FILE", "a client certificate file together with GATE_KAFKA_TLS_KEY_FILE, or neither")
+	}
+	if c.KafkaSASLMechanism != "none" && (c.KafkaSASLUsername == "" || c.KafkaSASLPassword == "") {
+		bad("KAFKA_SASL_MECHANISM", "none, or a mechanism with GATE_KAFKA_SASL_USERNAME and GATE_KAFKA_SASL_PASSWORD set")
+	}
 	if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil || !validPort(port) {
 		bad("HTTP_ADDR", "host:port such as :8080 or 127.0.0.1:8080")
 	}
@@ -193,6 +258,14 @@ func (c *Config) check(p *problems, raw map[string]string) {
 		}
 	}
 
+	// A record routed to the topic it was read from would be read again, forever.
+	topics := map[string]string{}
+	for _, k := range []struct{ key, v string }{{"INPUT_TOPIC", c.InputTopic}, {"ACCEPTED_TOPIC", c.AcceptedTopic}, {"OVERFLOW_TOPIC", c.OverflowTopic}, {"DEAD_LETTER_TOPIC", c.DeadLetterTopic}} {
+		if other, dup := topics[k.v]; dup {
+			bad(k.key, fmt.Sprintf("a topic other than GATE_%s's (%s): the input and the three outputs must all differ", other, k.v))
+		}
+		topics[k.v] = k.key
+	}
 	// A tick as long as the window would let a whole epoch pass between two writes.
 	if c.TickInterval >= c.Window {
 		bad("TICK_INTERVAL", fmt.Sprintf("a duration shorter than GATE_WINDOW (%s)", c.Window))
@@ -238,13 +311,99 @@ func (c Config) syncConfig() gatesync.Config {
 	ttl, _ := c.keyTTL()
 	return gatesync.Config{
 		TickInterval:     c.TickInterval,
-		KeyPrefix:        c.RedisKeyPrefix,
+		KeyPrefix:        c.RedisPrefix,
 		KeyTTL:           ttl,
 		KeysPerCommand:   c.KeysPerCommand,
 		KeysPerTick:      c.KeysPerTick,
 		MaxPendingWrites: c.MaxPendingWrites,
 		MaxReadsPerTick:  c.MaxReadsPerTick,
 	}
+}
+
+// routeConfig maps Config to the router's settings.
+func (c Config) routeConfig() route.Config {
+	return route.Config{
+		KeyFrom:         c.KeyFrom.KeyFrom,
+		AcceptedTopic:   c.AcceptedTopic,
+		OverflowTopic:   c.OverflowTopic,
+		DeadLetterTopic: c.DeadLetterTopic,
+		ForceOverflow:   slices.Clone(c.ForceOverflow),
+		DryRun:          c.DryRun,
+		OverflowKeepKey: c.OverflowKeepKey,
+		MaxKeyBytes:     c.MaxKeyBytes,
+		ValidateJSON:    c.ValidateJSON,
+	}
+}
+
+// consumeConfig maps Config to the consumer's settings, with the TLS and SASL options
+// built from the files and credentials named. Its errors name the variable at fault.
+func (c Config) consumeConfig() (consume.Config, error) {
+	opts := []kgo.Opt{kgo.ClientID(c.KafkaClientID)}
+	tlsOpt, err := c.kafkaTLS()
+	if err != nil {
+		return consume.Config{}, err
+	}
+	if tlsOpt != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsOpt))
+	}
+	if m := c.kafkaSASL(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return consume.Config{
+		Brokers:            slices.Clone(c.KafkaBrokers),
+		InputTopic:         c.InputTopic,
+		GroupID:            c.GroupID,
+		MaxPollRecords:     c.MaxPollRecords,
+		CommitInterval:     c.CommitInterval,
+		ProduceRetries:     c.ProduceRetries,
+		MaxBufferedRecords: c.MaxBufferedRecords,
+		MaxBufferedBytes:   c.MaxBufferedBytes,
+		MaxMessageBytes:    c.KafkaMaxMessageBytes,
+		RevokeTimeout:      c.RevokeTimeout,
+		ShutdownTimeout:    c.ShutdownTimeout,
+		ClientOpts:         opts,
+	}, nil
+}
+
+// kafkaTLS returns the TLS configuration, or nil when TLS is off.
+func (c Config) kafkaTLS() (*tls.Config, error) {
+	if !c.KafkaTLS && c.KafkaTLSCAFile == "" && c.KafkaTLSCertFile == "" && c.KafkaTLSServerName == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}
+	if c.KafkaTLSCAFile != "" {
+		pem, err := os.ReadFile(c.KafkaTLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("GATE_KAFKA_TLS_CA_FILE=%q: reading the CA certificates: %w", c.KafkaTLSCAFile, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("GATE_KAFKA_TLS_CA_FILE=%q: want PEM certificates, found none", c.KafkaTLSCAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if c.KafkaTLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.KafkaTLSCertFile, c.KafkaTLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("GATE_KAFKA_TLS_CERT_FILE=%q, GATE_KAFKA_TLS_KEY_FILE=%q: loading the client certificate: %w", c.KafkaTLSCertFile, c.KafkaTLSKeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// kafkaSASL returns the SASL mechanism, or nil for none.
+func (c Config) kafkaSASL() sasl.Mechanism {
+	user, pass := c.KafkaSASLUsername, string(c.KafkaSASLPassword)
+	switch c.KafkaSASLMechanism {
+	case "plain":
+		return plain.Auth{User: user, Pass: pass}.AsMechanism()
+	case "scram-sha-256":
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
+	case "scram-sha-512":
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+	}
+	return nil
 }
 
 // redisOptions maps Config to the Redis connection settings.
@@ -301,6 +460,100 @@ func (o *overrides) UnmarshalText(b []byte) error {
 	}
 	*o = m
 	return nil
+}
+
+// brokerList is GATE_KAFKA_BROKERS: host:port entries separated by commas.
+type brokerList []string
+
+func (brokerList) want() string {
+	return "host:port entries separated by commas such as kafka-1:9092,kafka-2:9092"
+}
+
+func (b *brokerList) UnmarshalText(t []byte) error {
+	var out brokerList
+	for i, s := range strings.Split(string(t), ",") {
+		s = strings.TrimSpace(s)
+		host, port, err := net.SplitHostPort(s)
+		switch {
+		case s == "":
+			return fmt.Errorf("entry %d is empty", i+1)
+		case err != nil || host == "" || !validPort(port) || port == "0":
+			return fmt.Errorf("entry %q is not host:port", s)
+		}
+		out = append(out, s)
+	}
+	*b = out
+	return nil
+}
+
+// keyFrom is GATE_KEY_FROM.
+type keyFrom struct{ route.KeyFrom }
+
+func (keyFrom) want() string { return "json:FIELD, json:FIELD+FIELD, header:NAME or key" }
+
+// teamList is GATE_FORCE_OVERFLOW: team names separated by commas.
+type teamList []string
+
+func (teamList) want() string { return "team names separated by commas such as team1,team2" }
+
+func (l *teamList) UnmarshalText(t []byte) error {
+	var out teamList
+	seen := map[string]bool{}
+	for i, s := range strings.Split(string(t), ",") {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "":
+			return fmt.Errorf("entry %d is empty", i+1)
+		case seen[s]:
+			return fmt.Errorf("team %q appears twice", s)
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	*l = out
+	return nil
+}
+
+// saslMechanism is GATE_KAFKA_SASL_MECHANISM.
+type saslMechanism string
+
+func (saslMechanism) want() string { return "none, plain, scram-sha-256 or scram-sha-512" }
+
+func (m *saslMechanism) UnmarshalText(t []byte) error {
+	switch s := strings.ToLower(string(t)); s {
+	case "none", "plain", "scram-sha-256", "scram-sha-512":
+		*m = saslMechanism(s)
+		return nil
+	}
+	return fmt.Errorf("unknown mechanism %q", t)
+}
+
+// secret is a value never repeated in errors or logs.
+type secret string
+
+func (secret) redact(string) string { return "xxxxx" }
+
+func (s secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "xxxxx"
+}
+
+// LogValue keeps a secret out of structured logs too.
+func (s secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// validTopic reports a legal Kafka topic name.
+func validTopic(s string) bool {
+	if s == "" || len(s) > 249 || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // redisURLs is GATE_REDIS_URLS. Its String redacts passwords, so a Config can be logged.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"reflect"
@@ -16,7 +17,9 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
@@ -52,30 +55,52 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("loading defaults: %v", err)
 	}
+	kf, err := route.ParseKeyFrom("json:team_id")
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := Config{
-		LimitMode:         limit.Divert,
-		Window:            60 * time.Second,
-		Threshold:         1_000_000,
-		SyncInterval:      15 * time.Second,
-		HotEveryTick:      true,
-		PendingReadShare:  0.05,
-		SyncFloor:         0.01,
-		CacheCapacity:     300_000,
-		CacheTTL:          600 * time.Second,
-		CacheIdleTimeout:  300 * time.Second,
-		TickInterval:      time.Second,
-		RedisURLs:         redisURLs{"redis://127.0.0.1:6379/0"},
-		RedisKeyPrefix:    "gate",
-		RedisReadTimeout:  250 * time.Millisecond,
-		RedisWriteTimeout: 250 * time.Millisecond,
-		RedisDialTimeout:  time.Second,
-		KeysPerCommand:    200,
-		KeysPerTick:       500_000,
-		MaxPendingWrites:  1_000_000,
-		MaxReadsPerTick:   100_000,
-		HTTPAddr:          ":8080",
-		LogLevel:          logLevel(0), // slog.LevelInfo
-		LogFormat:         "json",
+		KafkaBrokers:         brokerList{"127.0.0.1:9092"},
+		InputTopic:           "events",
+		AcceptedTopic:        "events_accepted",
+		OverflowTopic:        "events_overflow",
+		DeadLetterTopic:      "events_dead_letter",
+		GroupID:              "capture-gate",
+		KeyFrom:              keyFrom{kf},
+		MaxKeyBytes:          256,
+		MaxPollRecords:       consume.DefaultMaxPollRecords,
+		CommitInterval:       consume.DefaultCommitInterval,
+		ProduceRetries:       consume.DefaultProduceRetries,
+		MaxBufferedRecords:   consume.DefaultMaxBufferedRecords,
+		MaxBufferedBytes:     consume.DefaultMaxBufferedBytes,
+		KafkaMaxMessageBytes: consume.DefaultMaxMessageBytes,
+		RevokeTimeout:        consume.DefaultRevokeTimeout,
+		ShutdownTimeout:      consume.DefaultShutdownTimeout,
+		KafkaClientID:        "capture-gate",
+		KafkaSASLMechanism:   "none",
+		LimitMode:            limit.Divert,
+		Window:               60 * time.Second,
+		Threshold:            1_000_000,
+		SyncInterval:         15 * time.Second,
+		HotEveryTick:         true,
+		PendingReadShare:     0.05,
+		SyncFloor:            0.01,
+		CacheCapacity:        300_000,
+		CacheTTL:             600 * time.Second,
+		CacheIdleTimeout:     300 * time.Second,
+		TickInterval:         time.Second,
+		RedisURLs:            redisURLs{"redis://127.0.0.1:6379/0"},
+		RedisPrefix:          "gate",
+		RedisReadTimeout:     250 * time.Millisecond,
+		RedisWriteTimeout:    250 * time.Millisecond,
+		RedisDialTimeout:     time.Second,
+		KeysPerCommand:       200,
+		KeysPerTick:          500_000,
+		MaxPendingWrites:     1_000_000,
+		MaxReadsPerTick:      100_000,
+		HTTPAddr:             ":8080",
+		LogLevel:             logLevel(0), // slog.LevelInfo
+		LogFormat:            "json",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)
@@ -195,9 +220,9 @@ func TestLoadConfigValid(t *testing.T) {
 				t.Error("hot every tick still on")
 			}
 		}},
-		{"empty value means default", map[string]string{"GATE_WINDOW": "", "GATE_REDIS_KEY_PREFIX": ""}, func(t *testing.T, c Config) {
-			if c.Window != time.Minute || c.RedisKeyPrefix != "gate" {
-				t.Errorf("window %s prefix %q", c.Window, c.RedisKeyPrefix)
+		{"empty value means default", map[string]string{"GATE_WINDOW": "", "GATE_REDIS_PREFIX": ""}, func(t *testing.T, c Config) {
+			if c.Window != time.Minute || c.RedisPrefix != "gate" {
+				t.Errorf("window %s prefix %q", c.Window, c.RedisPrefix)
 			}
 		}},
 		{"spaces trimmed", map[string]string{"GATE_WINDOW": " 30s ", "GATE_TICK_INTERVAL": "500ms"}, func(t *testing.T, c Config) {
@@ -236,6 +261,35 @@ func TestLoadConfigMalformed(t *testing.T) {
 		want       string // in the message, besides the key
 		env        map[string]string
 	}{
+		{key: "GATE_KAFKA_BROKERS", value: "kafka", want: `entry "kafka" is not host:port`},
+		{key: "GATE_KAFKA_BROKERS", value: "a:9092,,b:9092", want: "entry 2 is empty"},
+		{key: "GATE_KAFKA_BROKERS", value: "a:99999", want: "not host:port"},
+		{key: "GATE_INPUT_TOPIC", value: "events in", want: "a Kafka topic name"},
+		{key: "GATE_ACCEPTED_TOPIC", value: "events", want: "the input and the three outputs must all differ"},
+		{key: "GATE_OVERFLOW_TOPIC", value: "events_accepted", want: "must all differ"},
+		{key: "GATE_DEAD_LETTER_TOPIC", value: strings.Repeat("x", 250), want: "a Kafka topic name"},
+		{key: "GATE_KEY_FROM", value: "json:", want: "want json:FIELD, json:FIELD+FIELD, header:NAME or key"},
+		{key: "GATE_KEY_FROM", value: "body:team", want: "want json:FIELD"},
+		{key: "GATE_KEY_FROM", value: "header:", want: "want json:FIELD"},
+		{key: "GATE_MAX_KEY_BYTES", value: "0", want: "at least 1"},
+		{key: "GATE_VALIDATE_JSON", value: "strict", want: "true or false"},
+		{key: "GATE_FORCE_OVERFLOW", value: "a,,b", want: "entry 2 is empty"},
+		{key: "GATE_FORCE_OVERFLOW", value: "a,a", want: "twice"},
+		{key: "GATE_DRY_RUN", value: "yes please", want: "true or false"},
+		{key: "GATE_OVERFLOW_KEEP_KEY", value: "2", want: "true or false"},
+		{key: "GATE_MAX_POLL_RECORDS", value: "0", want: "at least 1"},
+		{key: "GATE_COMMIT_INTERVAL", value: "0s", want: "above zero"},
+		{key: "GATE_PRODUCE_RETRIES", value: "0", want: "at least 1"},
+		{key: "GATE_MAX_BUFFERED_RECORDS", value: "-1", want: "at least 1"},
+		{key: "GATE_MAX_BUFFERED_BYTES", value: "1000", want: "at least 1048576"},
+		{key: "GATE_KAFKA_MAX_MESSAGE_BYTES", value: "100", want: "from 1024"},
+		{key: "GATE_KAFKA_MAX_MESSAGE_BYTES", value: "3000000000", want: "whole number"},
+		{key: "GATE_REVOKE_TIMEOUT", value: "0s", want: "above zero"},
+		{key: "GATE_SHUTDOWN_TIMEOUT", value: "later", want: "want a duration such as 20s"},
+		{key: "GATE_KAFKA_TLS", value: "on", want: "true or false"},
+		{key: "GATE_KAFKA_TLS_CERT_FILE", value: "/tmp/cert.pem", want: "together with GATE_KAFKA_TLS_KEY_FILE"},
+		{key: "GATE_KAFKA_SASL_MECHANISM", value: "gssapi", want: "want none, plain, scram-sha-256 or scram-sha-512"},
+		{key: "GATE_KAFKA_SASL_MECHANISM", value: "plain", want: "GATE_KAFKA_SASL_USERNAME and GATE_KAFKA_SASL_PASSWORD"},
 		{key: "GATE_WINDOW", value: "abc", want: `GATE_WINDOW="abc": want a duration such as 60s`},
 		{key: "GATE_WINDOW", value: "60", want: "want a duration"},
 		{key: "GATE_WINDOW", value: "0s", want: "at least 1ms"},
@@ -427,7 +481,7 @@ func TestConfigMapsThroughLibraries(t *testing.T) {
 		"GATE_LIMIT_MODE": "cap", "GATE_WINDOW": "30s", "GATE_THRESHOLD": "5000", "GATE_OVERRIDES": "a=7",
 		"GATE_SYNC_INTERVAL": "10s", "GATE_HOT_EVERY_TICK": "false", "GATE_PENDING_READ_SHARE": "-1",
 		"GATE_SYNC_FLOOR": "0.02", "GATE_CACHE_CAPACITY": "1000", "GATE_CACHE_TTL": "5m",
-		"GATE_CACHE_IDLE_TIMEOUT": "2m", "GATE_TICK_INTERVAL": "500ms", "GATE_REDIS_KEY_PREFIX": "test",
+		"GATE_CACHE_IDLE_TIMEOUT": "2m", "GATE_TICK_INTERVAL": "500ms", "GATE_REDIS_PREFIX": "test",
 		"GATE_REDIS_KEY_TTL": "90s", "GATE_KEYS_PER_COMMAND": "50", "GATE_KEYS_PER_TICK": "1000",
 		"GATE_MAX_PENDING_WRITES": "2000", "GATE_MAX_READS_PER_TICK": "300",
 		"GATE_REDIS_READ_TIMEOUT": "1s", "GATE_REDIS_WRITE_TIMEOUT": "2s", "GATE_REDIS_DIAL_TIMEOUT": "3s",
@@ -459,6 +513,81 @@ func TestConfigMapsThroughLibraries(t *testing.T) {
 	}
 	if o := c.redisOptions(); o.ReadTimeout != time.Second || o.WriteTimeout != 2*time.Second || o.DialTimeout != 3*time.Second {
 		t.Errorf("redis options %+v", o)
+	}
+}
+
+// The Kafka and routing settings map onto the router and the consumer.
+func TestConfigMapsToRouterAndConsumer(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(map[string]string{
+		"GATE_KAFKA_BROKERS": "k1:9092, k2:9093", "GATE_INPUT_TOPIC": "raw", "GATE_ACCEPTED_TOPIC": "ok",
+		"GATE_OVERFLOW_TOPIC": "over", "GATE_DEAD_LETTER_TOPIC": "dlq", "GATE_GROUP_ID": "g1",
+		"GATE_KEY_FROM": "json:token+distinct_id", "GATE_MAX_KEY_BYTES": "64", "GATE_VALIDATE_JSON": "true", "GATE_FORCE_OVERFLOW": "t1, t2",
+		"GATE_DRY_RUN": "true", "GATE_OVERFLOW_KEEP_KEY": "true", "GATE_MAX_POLL_RECORDS": "500",
+		"GATE_COMMIT_INTERVAL": "2s", "GATE_PRODUCE_RETRIES": "3", "GATE_MAX_BUFFERED_RECORDS": "1000",
+		"GATE_MAX_BUFFERED_BYTES": "2097152", "GATE_KAFKA_MAX_MESSAGE_BYTES": "2048", "GATE_REVOKE_TIMEOUT": "3s",
+		"GATE_SHUTDOWN_TIMEOUT": "4s", "GATE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+		"GATE_KAFKA_SASL_USERNAME": "u", "GATE_KAFKA_SASL_PASSWORD": "hunter2",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := c.routeConfig()
+	if rc.KeyFrom.String() != "json:token+distinct_id" || rc.AcceptedTopic != "ok" || rc.OverflowTopic != "over" ||
+		rc.DeadLetterTopic != "dlq" || !slices.Equal(rc.ForceOverflow, []string{"t1", "t2"}) || !rc.DryRun ||
+		!rc.OverflowKeepKey || rc.MaxKeyBytes != 64 || !rc.ValidateJSON {
+		t.Errorf("route config %+v", rc)
+	}
+	lim, err := limit.New(c.limitConfig(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := route.New(rc, lim, nil); err != nil {
+		t.Errorf("route.New: %v", err)
+	}
+	cc, err := c.consumeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cc.Brokers, []string{"k1:9092", "k2:9093"}) || cc.InputTopic != "raw" || cc.GroupID != "g1" ||
+		cc.MaxPollRecords != 500 || cc.CommitInterval != 2*time.Second || cc.ProduceRetries != 3 ||
+		cc.MaxBufferedRecords != 1000 || cc.MaxBufferedBytes != 2<<20 || cc.MaxMessageBytes != 2048 ||
+		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 2 {
+		t.Errorf("consume config %+v", cc)
+	}
+	if c.kafkaSASL() == nil || c.kafkaSASL().Name() != "SCRAM-SHA-512" {
+		t.Errorf("SASL mechanism %v", c.kafkaSASL())
+	}
+	if _, err := consume.New(cc, nil, nil, nil, nil); err != nil {
+		t.Errorf("consume.New: %v", err)
+	}
+	// The password appears nowhere a config is printed.
+	if s := fmt.Sprintf("%v %+v", c, c); strings.Contains(s, "hunter2") {
+		t.Errorf("the SASL password shows when the config is printed")
+	}
+}
+
+// Missing TLS files fail start-up naming the variable.
+func TestKafkaTLSFiles(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(map[string]string{"GATE_KAFKA_TLS_CA_FILE": "/nonexistent/ca.pem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.consumeConfig(); err == nil || !strings.Contains(err.Error(), `GATE_KAFKA_TLS_CA_FILE="/nonexistent/ca.pem"`) {
+		t.Errorf("consumeConfig: %v", err)
+	}
+	notPEM := t.TempDir() + "/ca.pem"
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = loadMap(map[string]string{"GATE_KAFKA_TLS_CA_FILE": notPEM})
+	if _, err := c.consumeConfig(); err == nil || !strings.Contains(err.Error(), "want PEM certificates") {
+		t.Errorf("consumeConfig: %v", err)
+	}
+	c, _ = loadMap(map[string]string{"GATE_KAFKA_TLS": "true"})
+	if tc, err := c.kafkaTLS(); err != nil || tc == nil {
+		t.Errorf("GATE_KAFKA_TLS=true gives no TLS config: %v", err)
 	}
 }
 

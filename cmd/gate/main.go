@@ -6,18 +6,21 @@
 //
 //   - A configuration error stops start-up before anything starts, with one line on
 //     stderr that names each bad variable and the value it wants; an unknown GATE_
-//     variable (a typo) is an error too. Exit status 1; 2 for a command-line usage error.
+//     variable (a typo) is an error too. Exit status 2, as for a command-line usage
+//     error; 1 for any other failure.
 //   - Nothing starts half-configured: every step that can fail (configuration, limiter,
-//     Redis clients, tick, HTTP listener) runs before the first goroutine starts.
+//     Redis clients, tick, router, Kafka client, HTTP listener) runs before the first
+//     goroutine starts.
 //   - Redis being down does not stop start-up or the process: /healthz answers 200 while
-//     the process runs; /readyz answers 503 until every Redis instance has answered a
-//     PING once, then 200 for good (readiness does not flap on a Redis blip; the tick
-//     fails open and its metrics show the outage).
-//   - SIGTERM or SIGINT stops the HTTP server, then the tick, whose final flush writes the
-//     counts still pending to Redis (bounded by the tick's flush timeout), then closes the
-//     Redis clients; the process exits 0. A second signal kills it at once.
+//     the process runs; /readyz answers 503 until the gate has joined its consumer group
+//     and every Redis instance has answered a PING once (the Redis part latches:
+//     readiness does not flap on a Redis blip, through which the tick fails open).
+//   - SIGTERM or SIGINT stops the consumer first (no new poll; in-flight records
+//     awaited; acknowledged offsets committed; the group left), then the tick, whose
+//     final flush writes the counts of the last records routed to Redis, then the HTTP
+//     server and the Redis clients; the process exits 0. A second signal kills it.
 //
-// Subcommands: serve (the default), env (the variable table as Markdown), help.
+// Subcommands: serve or run (the default), env (the variable table as Markdown), help.
 package main
 
 import (
@@ -41,7 +44,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
@@ -63,12 +68,19 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gate: "+oneLine(err))
-		var ue *usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is 2 for a usage or configuration error (the operator must change how the
+// gate is started), 1 for anything else.
+func exitCode(err error) int {
+	var ue *usageError
+	var cfgErr problems
+	if errors.As(err, &ue) || errors.As(err, &cfgErr) {
+		return 2
+	}
+	return 1
 }
 
 // oneLine flattens an error that spans lines (errors.Join does), because start-up errors
@@ -83,7 +95,7 @@ func (e *usageError) Error() string { return e.msg }
 const usage = `Usage: gate [command]
 
 Commands:
-  serve   run the gate (the default)
+  serve   run the gate (the default; "run" is the same)
   env     print the GATE_* environment variables as a Markdown table
   help    print this help
 
@@ -102,6 +114,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "help", "-h", "-help", "--help":
 		_, err := io.WriteString(stdout, usage)
 		return err
+	case "run":
+		cmd = "serve"
 	case "serve", "env":
 	default:
 		_, _ = io.WriteString(stderr, usage)
@@ -181,13 +195,25 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	if err != nil {
 		return fmt.Errorf("building the tick: %w", err)
 	}
+	router, err := route.New(cfg.routeConfig(), lim, reg)
+	if err != nil {
+		return fmt.Errorf("building the router: %w", err)
+	}
+	ccfg, err := cfg.consumeConfig()
+	if err != nil {
+		return err
+	}
+	consumer, err := consume.New(ccfg, router, nil, reg, log.With("component", "consume"))
+	if err != nil {
+		return fmt.Errorf("building the Kafka consumer: %w", err)
+	}
 	// Listen before serving, so a taken port fails start-up, and so the log can give the
 	// actual address when GATE_HTTP_ADDR asks for port 0.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("GATE_HTTP_ADDR=%q: listening: %w", cfg.HTTPAddr, err)
 	}
-	ready := newReadiness(clients, cfg, log)
+	ready := newReadiness(clients, cfg, consumer.Ready, log)
 	srv := &http.Server{
 		Handler:           newMux(reg, ready),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -214,20 +240,34 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	}()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-
-	// The Kafka consumer (internal/consume) starts here, checking records against lim,
-	// and stops first on shutdown, before the tick, so that the final flush carries
-	// the counts of the last records it routed.
+	// The consumer checks records against lim; it stops first on shutdown, before the
+	// tick, so that the final flush carries the counts of the last records it routed.
+	consumeCtx, stopConsume := context.WithCancel(ctx)
+	defer stopConsume()
+	consumed := make(chan error, 1)
+	go func() { consumed <- consumer.Run(consumeCtx) }()
 
 	// 3. Wait, then stop in order.
 	var runErr error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down", "cause", context.Cause(ctx))
+		stopConsume()
+		if err := <-consumed; err != nil {
+			runErr = err
+		}
+	case err := <-consumed:
+		// The consumer stops on its own only when its client is closed under it.
+		runErr = fmt.Errorf("Kafka consumer stopped: %w", err)
+		log.Error("Kafka consumer stopped; shutting down", "err", err)
 	case err := <-served:
 		runErr = fmt.Errorf("HTTP server on %s: %w", ln.Addr(), err)
 		log.Error("HTTP server failed; shutting down", "err", err)
+		stopConsume()
+		<-consumed
 	}
+	stopTick()
+	<-tickDone // Run returns after its final flush
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("HTTP server shutdown incomplete", "err", err)
@@ -235,8 +275,6 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	cancel()
 	stopProbe()
 	<-probeDone
-	stopTick()
-	<-tickDone // Run returns after its final flush
 	log.Info("stopped")
 	return runErr
 }
@@ -258,6 +296,29 @@ func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ti
 	lc, tc := lim.Config(), t.Config()
 	log.Info("gate started",
 		"http_addr", addr,
+		"kafka_brokers", strings.Join(cfg.KafkaBrokers, ","),
+		"input_topic", cfg.InputTopic,
+		"accepted_topic", cfg.AcceptedTopic,
+		"overflow_topic", cfg.OverflowTopic,
+		"dead_letter_topic", cfg.DeadLetterTopic,
+		"group_id", cfg.GroupID,
+		"key_from", cfg.KeyFrom.String(),
+		"max_key_bytes", cfg.MaxKeyBytes,
+		"validate_json", cfg.ValidateJSON,
+		"force_overflow", len(cfg.ForceOverflow),
+		"dry_run", cfg.DryRun,
+		"overflow_keep_key", cfg.OverflowKeepKey,
+		"max_poll_records", cfg.MaxPollRecords,
+		"commit_interval", cfg.CommitInterval.String(),
+		"produce_retries", cfg.ProduceRetries,
+		"max_buffered_records", cfg.MaxBufferedRecords,
+		"max_buffered_bytes", cfg.MaxBufferedBytes,
+		"kafka_max_message_bytes", cfg.KafkaMaxMessageBytes,
+		"revoke_timeout", cfg.RevokeTimeout.String(),
+		"shutdown_timeout", cfg.ShutdownTimeout.String(),
+		"kafka_client_id", cfg.KafkaClientID,
+		"kafka_tls", cfg.KafkaTLS || cfg.KafkaTLSCAFile != "" || cfg.KafkaTLSCertFile != "",
+		"kafka_sasl_mechanism", string(cfg.KafkaSASLMechanism),
 		"limit_mode", lc.Mode.String(),
 		"window", lc.Window.String(),
 		"threshold", lc.Threshold,
@@ -272,7 +333,7 @@ func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ti
 		"cache_shards", lc.Shards,
 		"tick_interval", tc.TickInterval.String(),
 		"redis_urls", cfg.RedisURLs.String(),
-		"redis_key_prefix", tc.KeyPrefix,
+		"redis_prefix", tc.KeyPrefix,
 		"redis_key_ttl", tc.KeyTTL.String(),
 		"redis_read_timeout", cfg.RedisReadTimeout.String(),
 		"redis_write_timeout", cfg.RedisWriteTimeout.String(),
@@ -301,6 +362,11 @@ func newMux(reg *prometheus.Registry, ready *readiness) *http.ServeMux {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.joined() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready: not in the consumer group yet\n")
+			return
+		}
 		if waiting := ready.waiting(); len(waiting) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = fmt.Fprintf(w, "not ready: no PING reply yet from redis %s\n", strings.Join(waiting, ", "))
@@ -316,6 +382,7 @@ func newMux(reg *prometheus.Registry, ready *readiness) *http.ServeMux {
 // of a fleet out of service at the same moment on a Redis blip, when the gate is built to
 // keep routing (fail-open) through one.
 type readiness struct {
+	joined  func() bool // the consumer holds a group assignment
 	clients []*redis.Client
 	urls    []string // redacted, for logs and the 503 body
 	timeout time.Duration
@@ -326,8 +393,9 @@ type readiness struct {
 	ok atomic.Bool // every instance has answered; the fast path of /readyz
 }
 
-func newReadiness(clients []*redis.Client, cfg Config, log *slog.Logger) *readiness {
+func newReadiness(clients []*redis.Client, cfg Config, joined func() bool, log *slog.Logger) *readiness {
 	r := &readiness{
+		joined:  joined,
 		clients: clients,
 		timeout: cfg.RedisDialTimeout + cfg.RedisWriteTimeout + cfg.RedisReadTimeout,
 		log:     log.With("component", "readiness"),

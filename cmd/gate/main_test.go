@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
@@ -17,8 +18,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/capturegate/gate/internal/redistest"
 )
+
+// kafkaEnv starts an in-process broker with the gate's default topics and returns the
+// variables that point a gate at it.
+func kafkaEnv(t *testing.T) (*kfake.Cluster, map[string]string) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "events", "events_accepted", "events_overflow", "events_dead_letter"))
+	if err != nil {
+		t.Fatalf("starting kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, map[string]string{"GATE_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ",")}
+}
+
+func withEnv(base map[string]string, more map[string]string) map[string]string {
+	out := maps.Clone(base)
+	maps.Copy(out, more)
+	return out
+}
 
 // syncBuffer is a bytes.Buffer that the gate's logger writes to while the test reads it.
 type syncBuffer struct {
@@ -155,12 +177,14 @@ var tickCount = regexp.MustCompile(`(?m)^gate_limiter_tick_duration_seconds_coun
 func TestServeEndToEnd(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	g := startGate(t, map[string]string{
+	kc, kenv := kafkaEnv(t)
+	g := startGate(t, withEnv(kenv, map[string]string{
+		"GATE_OVERRIDES":     "whale=5",
 		"GATE_REDIS_URLS":    rs.URL(),
 		"GATE_HTTP_ADDR":     "127.0.0.1:0",
 		"GATE_TICK_INTERVAL": "50ms",
 		"GATE_REDIS_KEY_TTL": "1s", // below 2 x window: raised, with a warning
-	})
+	}))
 
 	waitFor(t, 10*time.Second, "/readyz 200", func() bool {
 		code, _ := get(t, g.addr, "/readyz")
@@ -189,6 +213,45 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("/nope: %d", code)
 	}
 
+	// Records flow: 10 of a team limited to 5 split between accepted and overflow, a
+	// record without a team goes to dead letter.
+	prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var in []*kgo.Record
+	for i := range 10 {
+		in = append(in, &kgo.Record{Topic: "events", Value: []byte(fmt.Sprintf(`{"team_id":"whale","i":%d}`, i))})
+	}
+	in = append(in, &kgo.Record{Topic: "events", Value: []byte(`{"i":99}`)})
+	if err := prod.ProduceSync(t.Context(), in...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ConsumeTopics("events_accepted", "events_overflow", "events_dead_letter"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	waitFor(t, 20*time.Second, "11 output records", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[r.Topic]++ })
+		return got["events_accepted"]+got["events_overflow"]+got["events_dead_letter"] >= 11
+	})
+	if got["events_accepted"] != 5 || got["events_overflow"] != 5 || got["events_dead_letter"] != 1 {
+		t.Errorf("outputs %v, want 5 accepted, 5 overflow, 1 dead letter", got)
+	}
+	_, metrics = get(t, g.addr, "/metrics")
+	for _, want := range []string{`gate_records_total{reason="allowed",route="accepted"} 5`, `gate_records_total{reason="rate_limited",route="overflow"} 5`,
+		`gate_records_total{reason="field_missing",route="dead_letter"} 1`, "gate_kafka_", "gate_rebalances_total"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	// Readiness latches: a Redis outage after start does not take the gate out of service.
 	rs.Stop(t)
 	if code, body := get(t, g.addr, "/readyz"); code != http.StatusOK {
@@ -199,7 +262,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("run returned %v after cancellation, want nil\n%s", err, g.stderr)
 	}
 	logs := g.stderr.String()
-	for _, want := range []string{`"msg":"gate started"`, `"redis_key_ttl":"2m0s"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"ready: every redis instance has answered"`, `"msg":"stopped"`} {
+	for _, want := range []string{`"msg":"gate started"`, `"msg":"partitions assigned"`, `"msg":"consumer stopped"`, `"redis_key_ttl":"2m0s"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"ready: every redis instance has answered"`, `"msg":"stopped"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %s:\n%s", want, logs)
 		}
@@ -212,11 +275,12 @@ func TestServeEndToEnd(t *testing.T) {
 func TestReadyzWithoutRedis(t *testing.T) {
 	t.Parallel()
 	redisAddr := closedPort(t)
-	g := startGate(t, map[string]string{
+	_, kenv := kafkaEnv(t)
+	g := startGate(t, withEnv(kenv, map[string]string{
 		"GATE_REDIS_URLS":    "redis://:hunter2@" + redisAddr + "/0",
 		"GATE_HTTP_ADDR":     "127.0.0.1:0",
 		"GATE_TICK_INTERVAL": "50ms",
-	})
+	}))
 	// Wait until a PING has failed, so the 503 below is an answer and not a head start.
 	waitFor(t, 10*time.Second, "a failed PING in the log", func() bool {
 		return strings.Contains(g.stderr.String(), "redis not reachable yet")
@@ -255,9 +319,8 @@ func TestServeConfigErrorStartsNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `GATE_WINDOW="abc": want a duration such as 60s`) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("run: %v", err)
 	}
-	var ue *usageError
-	if errors.As(err, &ue) {
-		t.Errorf("a configuration error is not a usage error")
+	if exitCode(err) != 2 {
+		t.Errorf("exit code %d for a configuration error, want 2", exitCode(err))
 	}
 	if stdout.String() != "" || stderr.String() != "" {
 		t.Errorf("output before failing: stdout %q stderr %q", stdout.String(), stderr.String())
@@ -326,6 +389,26 @@ func TestRunCommands(t *testing.T) {
 				t.Errorf("stdout %q\nstderr %q", stdout.String(), stderr.String())
 			}
 		})
+	}
+}
+
+// Without a broker the gate starts, stays unready (not in the group), and stops cleanly.
+func TestReadyzWithoutKafka(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	g := startGate(t, map[string]string{
+		"GATE_KAFKA_BROKERS": closedPort(t),
+		"GATE_REDIS_URLS":    rs.URL(),
+		"GATE_HTTP_ADDR":     "127.0.0.1:0",
+	})
+	waitFor(t, 10*time.Second, "the redis PING", func() bool {
+		return strings.Contains(g.stderr.String(), "ready: every redis instance has answered")
+	})
+	if code, body := get(t, g.addr, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "consumer group") {
+		t.Errorf("/readyz without a broker: %d %q, want 503 about the consumer group", code, body)
+	}
+	if err := g.stop(t); err != nil {
+		t.Fatalf("run returned %v, want nil", err)
 	}
 }
 
