@@ -362,14 +362,16 @@ func newMux(reg *prometheus.Registry, ready *readiness) *http.ServeMux {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		var why []string
 		if !ready.joined() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "not ready: not in the consumer group yet\n")
-			return
+			why = append(why, "not in the consumer group yet")
 		}
 		if waiting := ready.waiting(); len(waiting) > 0 {
+			why = append(why, "no PING reply yet from redis "+strings.Join(waiting, ", "))
+		}
+		if len(why) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, "not ready: no PING reply yet from redis %s\n", strings.Join(waiting, ", "))
+			_, _ = io.WriteString(w, "not ready: "+strings.Join(why, "; ")+"\n")
 			return
 		}
 		_, _ = io.WriteString(w, "ready\n")
