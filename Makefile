@@ -32,10 +32,12 @@ test-short: deps-test
 	$(GO) test -short -count=1 $(PKGS)
 
 # Benchmarks: the per-record check beside a bare sharded-map lookup, the tick against a
-# real Redis, memory per cached team. Compare figures within one run: these machines are noisy.
+# real Redis, memory per cached team, routing, and the whole gate beside a bare franz-go
+# pass-through through the in-process broker. Compare figures within one run: these machines are noisy.
 bench: deps-test
 	$(GO) test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count=1 ./internal/limit/ ./internal/sync/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count=1 ./internal/limit/ ./internal/sync/ ./internal/route/
+	$(GO) test -run '^$$' -bench BenchmarkEndToEnd -benchtime 200000x -count=3 ./internal/consume/
 
 vet:
 	$(GO) vet $(PKGS)
