@@ -198,7 +198,8 @@ func (c *Consumer) process(fetches kgo.Fetches) {
 		// offset order: merge it into one work item so one goroutine routes it.
 		for i := range ws {
 			if ws[i].p.id == ftp.Partition {
-				ws[i].recs = append(ws[i].recs, ftp.Records...)
+				// Clip: the first slice's spare capacity belongs to the client.
+				ws[i].recs = append(slices.Clip(ws[i].recs), ftp.Records...)
 				ws[i].hwm = max(ws[i].hwm, ftp.HighWatermark)
 				return
 			}
