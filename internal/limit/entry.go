@@ -9,11 +9,15 @@ import (
 
 // Bit layouts of the packed entry words.
 const (
-	// thr: generation << thresholdBits | threshold. One atomic load gives a threshold and
-	// whether it is current, so an override swap never shows a check a mix.
+	// thr: generation << genShift | tier << tierShift | threshold. One atomic load gives a
+	// threshold and whether it is current, so an override swap never shows a check a mix;
+	// the tier at the last check rides along, as it is read on the same path.
 	thresholdBits = 44
 	thresholdMask = 1<<thresholdBits - 1
-	genMask       = 1<<(64-thresholdBits) - 1
+	tierShift     = thresholdBits
+	tierMask      = 1<<2 - 1 // numTiers ≤ 4
+	genShift      = tierShift + 2
+	genMask       = 1<<(64-genShift) - 1
 
 	// unsent[i]: count << epochTagBits | epoch tag. The tag tells which epoch of this
 	// slot's parity the count belongs to, so counts never cross an epoch boundary.
@@ -21,18 +25,87 @@ const (
 	epochTagMask = 1<<epochTagBits - 1
 )
 
-// entry is one cached team. Every field is atomic: checks on many cores and the tick read
-// and write it without a lock. It is kept to 72 bytes (the 80-byte size class) because
-// there are hundreds of thousands of them.
+// inlineKey is how many bytes of its team an entry holds in its own 64 bytes.
+const inlineKey = 15
+
+// longKey in entry.klen says the team is too long for the bytes that follow the entry;
+// the entry is then the head of an entryLong.
+const longKey = 0xff
+
+// entry is one cached team. Every word a check reads or writes is atomic: checks on many
+// cores and the tick read and write it without a lock. It is exactly 64 bytes, a size
+// class whose objects start on a cache line, and holds teams of up to 15 bytes inline, so
+// a check's key compare and every word it then reads or writes are on one line. Longer
+// teams continue in the bytes allocated after it (entryKey*), or, beyond 127 bytes, in
+// a separately allocated string (entryLong). When the team was last seen is kept in its
+// index slot (index.go), which the sweep and eviction read without touching the entry.
 type entry struct {
-	team     string
 	estimate atomic.Uint64    // float64 bits: the global estimate at readAt
 	readAt   atomic.Int64     // unix ns of the last applied read; 0 = never read
 	flushed  atomic.Int64     // handed to the tick since the last read (tick writes only)
 	unsent   [2]atomic.Uint64 // by epoch parity: counted, not yet handed to the tick
-	thr      atomic.Uint64    // packed threshold and overrides generation
-	seen     atomic.Uint32    // last check, in seconds since the limiter's base
-	tier     atomic.Uint32    // tier at the last check
+	thr      atomic.Uint64    // packed threshold, tier at the last check, overrides generation
+	klen     uint8            // len(team), or longKey; set before the entry is published
+	key      [inlineKey]byte  // the team, continued past the entry when longer
+}
+
+type (
+	entryKey31 struct {
+		entry
+		_ [16]byte
+	} // teams of ≤ 31 bytes: 80-byte class
+	entryKey63 struct {
+		entry
+		_ [48]byte
+	} // ≤ 63 bytes: 112-byte class
+	entryKey127 struct {
+		entry
+		_ [112]byte
+	} // ≤ 127 bytes: 176-byte class
+	entryLong struct {
+		entry
+		team string
+	}
+)
+
+// newEntry returns an entry whose team is a copy of team: the caller's string may alias a
+// reused buffer (a record's bytes).
+func newEntry(team string) *entry {
+	var e *entry
+	switch n := len(team); {
+	case n <= inlineKey:
+		e = new(entry)
+	case n <= inlineKey+16:
+		e = &new(entryKey31).entry
+	case n <= inlineKey+48:
+		e = &new(entryKey63).entry
+	case n <= inlineKey+112:
+		e = &new(entryKey127).entry
+	default:
+		x := &entryLong{team: strings.Clone(team)}
+		x.klen = longKey
+		return &x.entry
+	}
+	e.klen = uint8(len(team))
+	// The entry heads an allocation large enough for its team (above).
+	copy(unsafe.Slice(&e.key[0], len(team)), team)
+	return e
+}
+
+// team returns the entry's team. The string aliases the entry.
+func (e *entry) team() string {
+	if e.klen == longKey {
+		return (*entryLong)(unsafe.Pointer(e)).team
+	}
+	return unsafe.String(&e.key[0], int(e.klen))
+}
+
+// is reports whether the entry is team's.
+func (e *entry) is(team string) bool {
+	if e.klen != longKey {
+		return int(e.klen) == len(team) && unsafe.String(&e.key[0], len(team)) == team
+	}
+	return (*entryLong)(unsafe.Pointer(e)).team == team
 }
 
 // pending is how many records were counted here since the last read: those handed to the
@@ -99,57 +172,7 @@ func (e *entry) drainUnsent(counts []Count, cur int64) (_ []Count, stale int64) 
 			stale += n
 			continue
 		}
-		counts = append(counts, Count{Team: e.team, Epoch: epoch, N: n})
+		counts = append(counts, Count{Team: e.team(), Epoch: epoch, N: n})
 	}
 	return counts, stale
-}
-
-// Entries carry their team's bytes inline when they fit, and the cache's map key points at
-// them: looking a team up then compares bytes on the same cache lines the check reads next,
-// one cache miss instead of two, at the same memory as a separately allocated key.
-type (
-	entryKey16 struct {
-		key [16]byte
-		entry
-	}
-	entryKey32 struct {
-		key [32]byte
-		entry
-	}
-	entryKey48 struct {
-		key [48]byte
-		entry
-	}
-	entryKey64 struct {
-		key [64]byte
-		entry
-	}
-)
-
-// newEntry returns an entry whose team is a copy of team: the caller's string may alias a
-// reused buffer (a record's bytes).
-func newEntry(team string) *entry {
-	var e *entry
-	var key []byte
-	switch n := len(team); {
-	case n <= 16:
-		x := new(entryKey16)
-		e, key = &x.entry, x.key[:n]
-	case n <= 32:
-		x := new(entryKey32)
-		e, key = &x.entry, x.key[:n]
-	case n <= 48:
-		x := new(entryKey48)
-		e, key = &x.entry, x.key[:n]
-	case n <= 64:
-		x := new(entryKey64)
-		e, key = &x.entry, x.key[:n]
-	default:
-		e = new(entry)
-		e.team = strings.Clone(team)
-		return e
-	}
-	copy(key, team)
-	e.team = unsafe.String(unsafe.SliceData(key), len(key))
-	return e
 }

@@ -129,11 +129,12 @@ func approxEqual(got, want float64) bool {
 
 // cached reports whether team is in the limiter's cache.
 func cached(l *Limiter, team string) bool {
-	sh := &l.shards[maphash.String(l.seed, team)&l.mask]
-	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	_, ok := sh.m[team]
-	return ok
+	h := maphash.String(l.seed, team)
+	sh := &l.shards[h&l.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, _, _ := sh.idx.tab.Load().lookup(h, team)
+	return e != nil
 }
 
 // metricValue returns the value of the sample of family name whose labels include want,

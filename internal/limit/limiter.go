@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,8 +40,9 @@ type Limiter struct {
 	shards    []shard
 	mask      uint64
 	windowNs  int64
-	invWindow float64 // 1 / windowNs: the check multiplies rather than divides
-	base      int64   // unix ns; entry.seen counts seconds from here
+	invWindow float64          // 1 / windowNs: the check multiplies rather than divides
+	base      int64            // unix ns; seen (index slots) counts seconds from here
+	decisions []decisionStripe // checks answered, striped (see stripe)
 	span      atomic.Pointer[epochSpan]
 	count     atomic.Int64 // cached teams, against Capacity
 	overrides atomic.Pointer[overrides]
@@ -54,19 +56,45 @@ type Limiter struct {
 	}
 }
 
-// shard is one independently locked part of the cache. Its counters sit beside its lock:
-// a check writes the lock's reader count anyway, so they cost no extra cache line.
+// shard is one independently locked part of the cache. A check reads its index without
+// the lock (index.go) and writes none of it, except rare counters on a line of their own,
+// so that the line every check reads stays shared between cores.
 type shard struct {
-	mu          sync.RWMutex
-	m           map[string]*entry
-	orphans     []Count // counts of entries evicted for capacity, for the next sweep
-	allowed     atomic.Uint64
-	limited     atomic.Uint64
-	misses      atomic.Uint64
-	evicted     atomic.Uint64
+	idx index
+	_   [64 - unsafe.Sizeof(index{})%64]byte
+
+	// Written by checks, rarely.
 	displaced   atomic.Uint64 // stale counts overwritten in an entry (no sweep for a window)
 	transitions [numTiers * numTiers]atomic.Uint32
-	_           [64]byte // keep neighbouring shards' hot words off this shard's lines
+
+	// Under mu: inserts, evictions, sweeps.
+	mu      sync.Mutex
+	orphans []Count // counts of entries evicted for capacity, for the next sweep
+	misses  atomic.Uint64
+	evicted atomic.Uint64
+	_       [64]byte // keep neighbouring shards' hot words off this shard's lines
+}
+
+// decisionStripes is how many lines the decision counters are spread over.
+const decisionStripes = 64
+
+// decisionStripe is one line of decision counters. Every check adds to one: counters per
+// shard would be written by every core checking any team of the shard, a line bouncing
+// between cores on every check; a goroutine keeps to its own stripe (stripe), whose line
+// then stays in its core's cache.
+type decisionStripe struct {
+	allowed atomic.Uint64
+	limited atomic.Uint64
+	_       [128 - 16]byte // a line pair: adjacent-line prefetch pairs lines
+}
+
+// stripe returns the calling goroutine's decision stripe, chosen by where its stack is: the
+// one cheap thing that tells goroutines apart. Goroutines sharing a stripe (or a goroutine
+// whose stack moved) cost contention, never a lost count.
+func (l *Limiter) stripe() *decisionStripe {
+	var b byte
+	sp := uint64(uintptr(unsafe.Pointer(&b))) >> 13 // stacks are ≥ 8 KiB
+	return &l.decisions[sp*0x9e3779b97f4a7c15>>58]
 }
 
 // epochSpan caches the current epoch and its bounds, so a check finds its epoch with two
@@ -96,10 +124,12 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 		mask:     uint64(cfg.Shards - 1),
 		windowNs: cfg.Window.Nanoseconds(),
 		base:     clk.Now().UnixNano(),
+		// A separate allocation: its own lines, off the limiter's read-mostly words.
+		decisions: make([]decisionStripe, decisionStripes),
 	}
 	l.invWindow = 1 / float64(l.windowNs)
 	for i := range l.shards {
-		l.shards[i].m = make(map[string]*entry)
+		l.shards[i].idx.init()
 	}
 	l.overrides.Store(&overrides{gen: 1, m: maps.Clone(cfg.Overrides)})
 	if reg != nil {
@@ -126,16 +156,17 @@ func (l *Limiter) Check(team string, n int64) Decision {
 // read the clock once per batch.
 func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 	ns := now.UnixNano()
-	idx := maphash.String(l.seed, team) & l.mask
-	sh := &l.shards[idx]
-	sh.mu.RLock()
-	e := sh.m[team]
-	sh.mu.RUnlock()
+	h := maphash.String(l.seed, team)
+	sh := &l.shards[h&l.mask]
+	t := sh.idx.tab.Load()
+	e, s, w := t.lookup(h, team)
 	if e == nil {
-		e = l.insert(idx, team, ns)
+		e = l.insert(h, team, ns)
+	} else if sn := l.seenAt(ns); uint32(w) != sn {
+		l.touch(sh, t, s, w, sn, h, team)
 	}
 
-	thr := l.threshold(e)
+	thr, tw := l.thresholdWord(e)
 	fthr := float64(thr)
 	lvl := e.level(ns, fthr*l.invWindow)
 	d := Decision{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr), Threshold: thr, Level: lvl}
@@ -148,18 +179,33 @@ func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 			sh.displaced.Add(uint64(lost))
 		}
 	}
-	if d.Limited {
-		sh.limited.Add(1)
+	if st := l.stripe(); d.Limited {
+		st.limited.Add(1)
 	} else {
-		sh.allowed.Add(1)
+		st.allowed.Add(1)
 	}
-	if s := l.seenAt(ns); e.seen.Load() != s {
-		e.seen.Store(s)
-	}
-	if old := Tier(e.tier.Load()); old != d.Tier && e.tier.CompareAndSwap(uint32(old), uint32(d.Tier)) {
+	if old := Tier(tw >> tierShift & tierMask); old != d.Tier &&
+		e.thr.CompareAndSwap(tw, tw&^(tierMask<<tierShift)|uint64(d.Tier)<<tierShift) {
 		sh.transitions[old*numTiers+d.Tier].Add(1)
 	}
 	return d
+}
+
+// touch records in team's slot s, whose tag word read w, that the team was seen at sn. t
+// is the table s is in: when the shard publishes a new table meanwhile, the slot in the
+// new one is updated too, so the update is not lost to the copy.
+func (l *Limiter) touch(sh *shard, t *table, s *slot, w uint64, sn uint32, h uint64, team string) {
+	for s.tag.CompareAndSwap(w, w&^seenMask|uint64(sn)) {
+		nt := sh.idx.tab.Load()
+		if nt == t {
+			return
+		}
+		t = nt
+		var e *entry
+		if e, s, w = t.lookup(h, team); e == nil || uint32(w) == sn {
+			return
+		}
+	}
 }
 
 // spanAt returns the epoch span holding ns, and makes it the cached one.
@@ -173,16 +219,17 @@ func (l *Limiter) spanAt(ns int64) *epochSpan {
 // insert adds team to its shard. When the cache is full it first evicts the least
 // recently seen of a sample of the shard's teams; the evicted team's unsent counts go to
 // the shard's orphans, so the next sweep still writes them.
-func (l *Limiter) insert(idx uint64, team string, ns int64) *entry {
+func (l *Limiter) insert(h uint64, team string, ns int64) *entry {
+	idx := h & l.mask
 	sh := &l.shards[idx]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[team]; e != nil {
+	if e, _, _ := sh.idx.tab.Load().lookup(h, team); e != nil {
 		return e
 	}
 	sh.misses.Add(1)
 	if l.count.Add(1) > int64(l.cfg.Capacity) {
-		if len(sh.m) > 0 {
+		if sh.idx.len() > 0 {
 			l.evictOne(sh, ns)
 		} else {
 			// This shard is empty: evict from another. TryLock only, as we hold a shard
@@ -190,7 +237,7 @@ func (l *Limiter) insert(idx uint64, team string, ns int64) *entry {
 			for i := 1; i < len(l.shards); i++ {
 				other := &l.shards[(idx+uint64(i))&l.mask]
 				if other.mu.TryLock() {
-					if len(other.m) > 0 {
+					if other.idx.len() > 0 {
 						l.evictOne(other, ns)
 						other.mu.Unlock()
 						break
@@ -201,8 +248,7 @@ func (l *Limiter) insert(idx uint64, team string, ns int64) *entry {
 		}
 	}
 	e := newEntry(team)
-	e.seen.Store(l.seenAt(ns))
-	sh.m[e.team] = e
+	sh.idx.insert(h, l.seenAt(ns), e)
 	return e
 }
 
@@ -210,16 +256,17 @@ func (l *Limiter) insert(idx uint64, team string, ns int64) *entry {
 // sh.mu. The evicted team's unsent counts go to sh's orphans, for the next sweep.
 func (l *Limiter) evictOne(sh *shard, ns int64) {
 	var victim *entry
+	var vh uint64
+	var vseen uint32
 	i := 0
-	for _, e := range sh.m { // map iteration starts at a random place: a random sample
-		if victim == nil || e.seen.Load() < victim.seen.Load() {
-			victim = e
+	sh.idx.all(func(h uint64, seen uint32, e *entry) bool { // from a random slot: a random sample
+		if victim == nil || seen < vseen {
+			victim, vh, vseen = e, h, seen
 		}
-		if i++; i == evictionSample {
-			break
-		}
-	}
-	delete(sh.m, victim.team)
+		i++
+		return i < evictionSample
+	})
+	sh.idx.remove(vh, victim)
 	l.count.Add(-1)
 	var stale int64
 	sh.orphans, stale = victim.drainUnsent(sh.orphans, floorDiv(ns, l.windowNs))
@@ -227,7 +274,7 @@ func (l *Limiter) evictOne(sh *shard, ns int64) {
 	sh.evicted.Add(1)
 }
 
-// seenAt converts unix ns to the coarse seconds kept in entry.seen.
+// seenAt converts unix ns to the coarse seconds kept in index slots.
 func (l *Limiter) seenAt(ns int64) uint32 {
 	if ns <= l.base {
 		return 0
@@ -238,17 +285,32 @@ func (l *Limiter) seenAt(ns int64) uint32 {
 // threshold returns e's threshold under the current overrides, refreshing e's cached copy
 // when the overrides changed since it was taken.
 func (l *Limiter) threshold(e *entry) int64 {
+	t, _ := l.thresholdWord(e)
+	return t
+}
+
+// thresholdWord is threshold, and e's thr word holding it.
+func (l *Limiter) thresholdWord(e *entry) (int64, uint64) {
 	o := l.overrides.Load()
 	v := e.thr.Load()
-	if v>>thresholdBits == o.gen {
-		return int64(v & thresholdMask)
+	if v>>genShift == o.gen {
+		return int64(v & thresholdMask), v
 	}
-	t, ok := o.m[e.team]
+	return l.refreshThreshold(e, o)
+}
+
+func (l *Limiter) refreshThreshold(e *entry, o *overrides) (int64, uint64) {
+	t, ok := o.m[e.team()]
 	if !ok {
 		t = l.cfg.Threshold
 	}
-	e.thr.Store(o.gen<<thresholdBits | uint64(t))
-	return t
+	for {
+		v := e.thr.Load()
+		nv := o.gen<<genShift | v&(tierMask<<tierShift) | uint64(t) // keeps the tier
+		if e.thr.CompareAndSwap(v, nv) {
+			return t, nv
+		}
+	}
 }
 
 // SetOverrides replaces every per-team threshold at once. Checks after it returns use the
@@ -269,11 +331,13 @@ func (l *Limiter) SetOverrides(m map[string]int64) error {
 		gen = 1 // 0 never matches: a new entry's thr word is 0
 		for i := range l.shards {
 			sh := &l.shards[i]
-			sh.mu.RLock()
-			for _, e := range sh.m {
-				e.thr.Store(0)
-			}
-			sh.mu.RUnlock()
+			sh.mu.Lock()
+			sh.idx.all(func(_ uint64, _ uint32, e *entry) bool {
+				for v := e.thr.Load(); !e.thr.CompareAndSwap(v, v&(tierMask<<tierShift)); v = e.thr.Load() {
+				} // keeps the tier
+				return true
+			})
+			sh.mu.Unlock()
 		}
 	}
 	l.overrides.Store(&overrides{gen: gen, m: maps.Clone(m)})

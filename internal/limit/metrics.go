@@ -2,9 +2,9 @@ package limit
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// collector exports the limiter's counters. They are kept in per-shard atomics rather than
-// prometheus counters because a counter shared by every core would be the one contended
-// cache line on the per-record path.
+// collector exports the limiter's counters. They are kept in per-shard atomics, and the
+// decisions in striped ones (limiter.go), rather than prometheus counters because a counter
+// shared by every core would be the one contended cache line on the per-record path.
 type collector struct {
 	l           *Limiter
 	decisions   *prometheus.Desc
@@ -48,14 +48,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var trans [numTiers * numTiers]uint64
 	for i := range l.shards {
 		sh := &l.shards[i]
-		allowed += sh.allowed.Load()
-		limited += sh.limited.Load()
 		misses += sh.misses.Load()
 		evicted += sh.evicted.Load()
 		displaced += sh.displaced.Load()
 		for j := range sh.transitions {
 			trans[j] += uint64(sh.transitions[j].Load())
 		}
+	}
+	for i := range l.decisions {
+		allowed += l.decisions[i].allowed.Load()
+		limited += l.decisions[i].limited.Load()
 	}
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)

@@ -89,15 +89,19 @@ func (l *Limiter) Sweep(now time.Time, into *Sweep) {
 		cadence[t] = l.cfg.cadence(t).Nanoseconds()
 	}
 
-	var idle []*entry
 	for i := range l.shards {
 		sh := &l.shards[i]
-		idle = idle[:0]
-		sh.mu.RLock()
-		for _, e := range sh.m {
-			if l.cfg.IdleTimeout > 0 && nowSeen-min(e.seen.Load(), nowSeen) >= idleSecs {
-				idle = append(idle, e)
-				continue
+		// Under the shard's mutex, which only inserts also take: checks go on.
+		sh.mu.Lock()
+		sh.idx.all(func(h uint64, seen uint32, e *entry) bool {
+			if l.cfg.IdleTimeout > 0 && nowSeen-min(seen, nowSeen) >= idleSecs {
+				sh.idx.remove(h, e)
+				l.count.Add(-1)
+				into.Expired++
+				var stale int64
+				into.Counts, stale = e.drainUnsent(into.Counts, cur)
+				into.Stale += stale
+				return true
 			}
 			thr := l.threshold(e)
 			fthr := float64(thr)
@@ -128,40 +132,23 @@ func (l *Limiter) Sweep(now time.Time, into *Sweep) {
 			}
 			if due {
 				into.Reads = append(into.Reads, Read{
-					Team: e.team, Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
+					Team: e.team(), Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
 					e: e, flushed: pend,
 				})
 			}
-		}
-		into.Entries += len(sh.m) - len(idle)
-		sh.mu.RUnlock()
-
-		if len(idle) > 0 || len(sh.orphans) > 0 {
-			sh.mu.Lock()
-			for _, e := range idle {
-				// Re-check under the write lock: a check may have revived it.
-				if sh.m[e.team] != e || nowSeen-min(e.seen.Load(), nowSeen) < idleSecs {
-					into.Entries++
-					continue
-				}
-				delete(sh.m, e.team)
-				l.count.Add(-1)
-				into.Expired++
-				var stale int64
-				into.Counts, stale = e.drainUnsent(into.Counts, cur)
-				into.Stale += stale
+			return true
+		})
+		into.Entries += sh.idx.len()
+		for _, c := range sh.orphans {
+			if c.Epoch < cur-1 {
+				into.Stale += c.N
+				continue
 			}
-			for _, c := range sh.orphans {
-				if c.Epoch < cur-1 {
-					into.Stale += c.N
-					continue
-				}
-				into.Counts = append(into.Counts, c)
-			}
-			clear(sh.orphans)
-			sh.orphans = sh.orphans[:0]
-			sh.mu.Unlock()
+			into.Counts = append(into.Counts, c)
 		}
+		clear(sh.orphans)
+		sh.orphans = sh.orphans[:0]
+		sh.mu.Unlock()
 	}
 	for t := range numTiers {
 		l.swept.tiers[t].Store(int64(into.Tiers[t]))

@@ -27,7 +27,7 @@ func BenchmarkTTLCacheGet(b *testing.B) {
 	c := newTTLCache(DefaultCapacity)
 	for _, k := range keys {
 		if !c.Has(k) {
-			c.Set(k, &entry{team: k}, ttlcache.DefaultTTL)
+			c.Set(k, newEntry(k), ttlcache.DefaultTTL)
 		}
 	}
 	mask := len(keys) - 1
