@@ -341,7 +341,7 @@ func (c Config) consumeConfig() (consume.Config, error) {
 	opts := []kgo.Opt{kgo.ClientID(c.KafkaClientID)}
 	tlsOpt, err := c.kafkaTLS()
 	if err != nil {
-		return consume.Config{}, err
+		return consume.Config{}, problems{err} // a configuration error: exit status 2
 	}
 	if tlsOpt != nil {
 		opts = append(opts, kgo.DialTLSConfig(tlsOpt))

@@ -1,0 +1,107 @@
+package faulttest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// CA is a certificate authority made for one test, with its certificate in a PEM file.
+type CA struct {
+	Cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	CAFile string // PEM certificate of the CA
+	Pool   *x509.CertPool
+	dir    string
+	serial int64
+}
+
+// KeyPair is a certificate signed by a CA, in PEM files and loaded.
+type KeyPair struct {
+	CertFile, KeyFile string
+	TLS               tls.Certificate
+}
+
+// NewCA makes a CA valid for the test's duration (an hour), in t.TempDir().
+func NewCA(t testing.TB) *CA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "gate test CA"},
+		NotBefore:             time.Now().Add(-time.Minute),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &CA{Cert: cert, key: key, dir: t.TempDir(), serial: 1, Pool: x509.NewCertPool()}
+	ca.Pool.AddCert(cert)
+	ca.CAFile = filepath.Join(ca.dir, "ca.pem")
+	writePEM(t, ca.CAFile, "CERTIFICATE", der)
+	return ca
+}
+
+// Issue signs a certificate for name, valid for server and client authentication on
+// 127.0.0.1, ::1 and localhost, and writes it and its key to PEM files.
+func (ca *CA) Issue(t testing.TB, name string) KeyPair {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.serial++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp := KeyPair{CertFile: filepath.Join(ca.dir, name+".pem"), KeyFile: filepath.Join(ca.dir, name+"-key.pem")}
+	writePEM(t, kp.CertFile, "CERTIFICATE", der)
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, kp.KeyFile, "PRIVATE KEY", kder)
+	if kp.TLS, err = tls.LoadX509KeyPair(kp.CertFile, kp.KeyFile); err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,142 @@
+package faulttest_test
+
+import (
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/faulttest"
+)
+
+// badConfig holds, for each GATE_ variable, a malformed value. freeForm lists the
+// variables that take any string, so have none.
+var badConfig = map[string]string{
+	"GATE_KAFKA_BROKERS":           "kafka-1",
+	"GATE_INPUT_TOPIC":             "bad topic",
+	"GATE_ACCEPTED_TOPIC":          "a/b",
+	"GATE_OVERFLOW_TOPIC":          "x y",
+	"GATE_DEAD_LETTER_TOPIC":       "..",
+	"GATE_KEY_FROM":                "body:team",
+	"GATE_VALIDATE_JSON":           "maybe",
+	"GATE_MAX_KEY_BYTES":           "0",
+	"GATE_FORCE_OVERFLOW":          "a,,b",
+	"GATE_DRY_RUN":                 "yes please",
+	"GATE_OVERFLOW_KEEP_KEY":       "2",
+	"GATE_MAX_POLL_RECORDS":        "-1",
+	"GATE_COMMIT_INTERVAL":         "10",
+	"GATE_PRODUCE_RETRIES":         "ten",
+	"GATE_MAX_BUFFERED_RECORDS":    "0",
+	"GATE_MAX_BUFFERED_BYTES":      "1KB",
+	"GATE_KAFKA_MAX_MESSAGE_BYTES": "100",
+	"GATE_REVOKE_TIMEOUT":          "-5s",
+	"GATE_SHUTDOWN_TIMEOUT":        "forever",
+	"GATE_KAFKA_TLS":               "on",
+	"GATE_KAFKA_TLS_CA_FILE":       "/nonexistent/ca.pem",
+	"GATE_KAFKA_TLS_CERT_FILE":     "/nonexistent/cert.pem", // without a key file
+	"GATE_KAFKA_TLS_KEY_FILE":      "/nonexistent/key.pem",  // without a cert file
+	"GATE_KAFKA_SASL_MECHANISM":    "gssapi",
+	"GATE_LIMIT_MODE":              "drop",
+	"GATE_WINDOW":                  "1 minute",
+	"GATE_THRESHOLD":               "-5",
+	"GATE_OVERRIDES":               "team1:5000",
+	"GATE_SYNC_INTERVAL":           "0",
+	"GATE_HOT_EVERY_TICK":          "sometimes",
+	"GATE_PENDING_READ_SHARE":      "NaN",
+	"GATE_SYNC_FLOOR":              "0.5",
+	"GATE_CACHE_CAPACITY":          "-1",
+	"GATE_CACHE_TTL":               "1d",
+	"GATE_CACHE_IDLE_TIMEOUT":      "-1s",
+	"GATE_TICK_INTERVAL":           "0s",
+	"GATE_REDIS_URLS":              "http://127.0.0.1:6379",
+	"GATE_REDIS_KEY_TTL":           "-1s",
+	"GATE_REDIS_READ_TIMEOUT":      "fast",
+	"GATE_REDIS_WRITE_TIMEOUT":     "-250ms",
+	"GATE_REDIS_DIAL_TIMEOUT":      "0",
+	"GATE_KEYS_PER_COMMAND":        "1",
+	"GATE_KEYS_PER_TICK":           "1",
+	"GATE_MAX_PENDING_WRITES":      "0",
+	"GATE_MAX_READS_PER_TICK":      "-3",
+	"GATE_HTTP_ADDR":               "8080",
+	"GATE_LOG_LEVEL":               "verbose",
+	"GATE_LOG_FORMAT":              "xml",
+}
+
+var freeForm = []string{
+	"GATE_GROUP_ID", "GATE_KAFKA_CLIENT_ID", "GATE_KAFKA_TLS_SERVER_NAME",
+	"GATE_KAFKA_SASL_USERNAME", "GATE_KAFKA_SASL_PASSWORD", "GATE_REDIS_PREFIX",
+}
+
+// TestConfigErrorsAtProcessLevel runs the built binary once per malformed variable:
+// it exits with status 2 at once, having written one line, which names the variable,
+// and nothing else: no log line, so nothing started (the HTTP listener, the consumer
+// and the tick all come after the "gate started" line).
+func TestConfigErrorsAtProcessLevel(t *testing.T) {
+	needGate(t)
+	t.Parallel()
+	out, err := exec.Command(gateBin, "env").Output()
+	if err != nil {
+		t.Fatalf("gate env: %v", err)
+	}
+	vars := regexp.MustCompile("(?m)^\\| `(GATE_[A-Z0-9_]+)`").FindAllStringSubmatch(string(out), -1)
+	if len(vars) < 40 {
+		t.Fatalf("gate env lists %d variables:\n%s", len(vars), out)
+	}
+	for _, v := range vars {
+		if _, ok := badConfig[v[1]]; !ok && !slices.Contains(freeForm, v[1]) {
+			t.Errorf("%s: no malformed value in this test's table", v[1])
+		}
+	}
+	cases := map[string]map[string]string{}
+	for k, v := range badConfig {
+		cases[k+"="+v] = map[string]string{k: v}
+	}
+	// A password in a URL that cannot be parsed is not repeated.
+	cases["GATE_REDIS_URLS=unparsable with password"] = map[string]string{"GATE_REDIS_URLS": "redis://:hunter2pw@[::1"}
+	cases["GATE_KAFKA_SASL_MECHANISM=plain without password"] = map[string]string{"GATE_KAFKA_SASL_MECHANISM": "plain", "GATE_KAFKA_SASL_USERNAME": "u"}
+	cases["GATE_WINDOWS (typo)"] = map[string]string{"GATE_WINDOWS": "60s"}
+	cases["GATE_TICK_INTERVAL >= GATE_WINDOW"] = map[string]string{"GATE_TICK_INTERVAL": "10s", "GATE_WINDOW": "5s"}
+	cases["GATE_ACCEPTED_TOPIC = GATE_INPUT_TOPIC"] = map[string]string{"GATE_ACCEPTED_TOPIC": "events"}
+	for name, env := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			vars := map[string]string{
+				// Were the gate to start anyway, it would reach nothing real.
+				"GATE_HTTP_ADDR":     "127.0.0.1:0",
+				"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+				"GATE_REDIS_URLS":    "redis://127.0.0.1:1/0",
+			}
+			var named string
+			for k, v := range env {
+				vars[k] = v
+				if named == "" || k < named {
+					named = k
+				}
+			}
+			if name == "GATE_KAFKA_TLS_KEY_FILE=/nonexistent/key.pem" {
+				named = "GATE_KAFKA_TLS_CERT_FILE" // the pair is reported under the certificate
+			}
+			g := faulttest.StartGate(t, gateBin, "bad-config", vars)
+			code := g.Wait(20 * time.Second)
+			logs := g.Logs()
+			if code != 2 {
+				t.Errorf("exit status %d, want 2; output:\n%s", code, logs)
+			}
+			lines := strings.Split(strings.TrimRight(logs, "\n"), "\n")
+			if len(lines) != 1 {
+				t.Errorf("%d lines of output, want one:\n%s", len(lines), logs)
+			}
+			if !strings.Contains(lines[0], named) {
+				t.Errorf("the line does not name %s: %s", named, lines[0])
+			}
+			if strings.Contains(logs, "gate started") || strings.Contains(logs, `"level"`) {
+				t.Errorf("something started: %s", logs)
+			}
+			if strings.Contains(logs, "hunter2pw") {
+				t.Errorf("the password is repeated: %s", logs)
+			}
+		})
+	}
+}
