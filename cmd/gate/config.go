@@ -45,35 +45,38 @@ const envPrefix = "GATE"
 // below rather than envconfig.Process; see there for why.
 type Config struct {
 	// Kafka and routing (internal/consume, internal/route).
-	KafkaBrokers         brokerList    `envconfig:"KAFKA_BROKERS" default:"127.0.0.1:9092" desc:"Comma-separated seed brokers as host:port (default 127.0.0.1:9092); the client finds the rest of the cluster from them."`
-	InputTopic           string        `envconfig:"INPUT_TOPIC" default:"events" desc:"Topic the raw events are read from (default events)."`
-	AcceptedTopic        string        `envconfig:"ACCEPTED_TOPIC" default:"events_accepted" desc:"Topic records of teams under their limit go to, key kept (default events_accepted)."`
-	OverflowTopic        string        `envconfig:"OVERFLOW_TOPIC" default:"events_overflow" desc:"Topic records of teams over their limit (or forced) go to, with header gate-overflow-reason and, unless GATE_OVERFLOW_KEEP_KEY, no key (default events_overflow)."`
-	DeadLetterTopic      string        `envconfig:"DEAD_LETTER_TOPIC" default:"events_dead_letter" desc:"Topic records whose team cannot be read go to, with headers gate-error (the reason), gate-error-detail and gate-source (topic/partition/offset) (default events_dead_letter)."`
-	GroupID              string        `envconfig:"GROUP_ID" default:"capture-gate" desc:"Consumer group shared by every gate of a fleet; the input's partitions are spread over its members (default capture-gate)."`
-	KeyFrom              keyFrom       `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':' (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
-	ValidateJSON         bool          `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
-	MaxKeyBytes          int           `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes; a longer one sends the record to dead letter with reason key_too_long (default 256)."`
-	ForceOverflow        teamList      `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate (default none)."`
-	DryRun               bool          `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
-	OverflowKeepKey      bool          `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one)."`
-	MaxPollRecords       int           `envconfig:"MAX_POLL_RECORDS" default:"10000" desc:"Most records routed per poll (default 10000); rebalances wait for a poll's records to be handed to the producer, so smaller lets a rebalance through sooner, larger batches more."`
-	CommitInterval       time.Duration `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"How often offsets acknowledged on the output topics are committed (default 1s); a crash replays at most about this much traffic, and shorter means more commit requests."`
-	ProduceRetries       int           `envconfig:"PRODUCE_RETRIES" default:"10" desc:"Tries the client makes for an output record before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it (default 10)."`
-	MaxBufferedRecords   int           `envconfig:"MAX_BUFFERED_RECORDS" default:"50000" desc:"Most output records waiting for the broker's acknowledgement; routing blocks when reached, so a slow broker slows consumption instead of growing memory (default 50000)."`
-	MaxBufferedBytes     int           `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB)."`
-	KafkaMaxMessageBytes int32         `envconfig:"KAFKA_MAX_MESSAGE_BYTES" default:"1048588" desc:"Largest record batch the producer sends, as the brokers' message.max.bytes (default 1048588); a record larger than the output topic takes goes to dead letter, without its value if it is too large for that topic too."`
-	RevokeTimeout        time.Duration `envconfig:"REVOKE_TIMEOUT" default:"10s" desc:"Longest a revoked partition's in-flight records are awaited before what is acknowledged is committed and the rest left to the next owner (default 10s); keep it well under the group's rebalance timeout (60s)."`
-	ShutdownTimeout      time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"Longest a shutdown waits for in-flight records before committing what is acknowledged and leaving the group (default 20s); keep the pod's terminationGracePeriodSeconds above it plus the final tick's flush (5s)."`
-	KafkaClientID        string        `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas (default capture-gate)."`
-	KafkaTLS             bool          `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any GATE_KAFKA_TLS_* file."`
-	KafkaTLSCAFile       string        `envconfig:"KAFKA_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the brokers' certificates (default none), the system's CA certificates being used without it."`
-	KafkaTLSCertFile     string        `envconfig:"KAFKA_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS, with GATE_KAFKA_TLS_KEY_FILE (default none)."`
-	KafkaTLSKeyFile      string        `envconfig:"KAFKA_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_KAFKA_TLS_CERT_FILE (default none)."`
-	KafkaTLSServerName   string        `envconfig:"KAFKA_TLS_SERVER_NAME" default:"" desc:"Name the brokers' certificates are checked against, when not their host names (default none), each broker's own host name being used without it."`
-	KafkaSASLMechanism   saslMechanism `envconfig:"KAFKA_SASL_MECHANISM" default:"none" desc:"SASL authentication: none, plain, scram-sha-256 or scram-sha-512 (default none); use it with TLS, as plain sends the password as is."`
-	KafkaSASLUsername    string        `envconfig:"KAFKA_SASL_USERNAME" default:"" desc:"SASL user name (default none)."`
-	KafkaSASLPassword    secret        `envconfig:"KAFKA_SASL_PASSWORD" default:"" desc:"SASL password (default none); set it from a Secret, it is never logged."`
+	KafkaBrokers          brokerList    `envconfig:"KAFKA_BROKERS" default:"127.0.0.1:9092" desc:"Comma-separated seed brokers as host:port (default 127.0.0.1:9092); the client finds the rest of the cluster from them."`
+	InputTopic            string        `envconfig:"INPUT_TOPIC" default:"events" desc:"Topic the raw events are read from (default events)."`
+	AcceptedTopic         string        `envconfig:"ACCEPTED_TOPIC" default:"events_accepted" desc:"Topic records of teams under their limit go to, key kept (default events_accepted)."`
+	OverflowTopic         string        `envconfig:"OVERFLOW_TOPIC" default:"events_overflow" desc:"Topic records of teams over their limit (or forced) go to, with header gate-overflow-reason and, unless GATE_OVERFLOW_KEEP_KEY, no key (default events_overflow)."`
+	DeadLetterTopic       string        `envconfig:"DEAD_LETTER_TOPIC" default:"events_dead_letter" desc:"Topic records whose team cannot be read go to, with headers gate-error (the reason), gate-error-detail and gate-source (topic/partition/offset) (default events_dead_letter)."`
+	GroupID               string        `envconfig:"GROUP_ID" default:"capture-gate" desc:"Consumer group shared by every gate of a fleet; the input's partitions are spread over its members (default capture-gate)."`
+	KeyFrom               keyFrom       `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':' (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
+	ValidateJSON          bool          `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
+	MaxKeyBytes           int           `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes; a longer one sends the record to dead letter with reason key_too_long (default 256)."`
+	ForceOverflow         teamList      `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate (default none)."`
+	DryRun                bool          `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
+	OverflowKeepKey       bool          `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one)."`
+	MaxPollRecords        int           `envconfig:"MAX_POLL_RECORDS" default:"10000" desc:"Most records routed per poll (default 10000); rebalances wait for a poll's records to be handed to the producer, so smaller lets a rebalance through sooner, larger batches more."`
+	CommitInterval        time.Duration `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"How often offsets acknowledged on the output topics are committed (default 1s); a crash replays at most about this much traffic, and shorter means more commit requests."`
+	ProduceRetries        int           `envconfig:"PRODUCE_RETRIES" default:"10" desc:"Tries the client makes for an output record before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it (default 10)."`
+	MaxBufferedRecords    int           `envconfig:"MAX_BUFFERED_RECORDS" default:"50000" desc:"Most output records waiting for the broker's acknowledgement; routing blocks when reached, so a slow broker slows consumption instead of growing memory (default 50000)."`
+	MaxBufferedBytes      int           `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB)."`
+	KafkaMaxMessageBytes  int32         `envconfig:"KAFKA_MAX_MESSAGE_BYTES" default:"1048588" desc:"Largest record batch the producer sends, as the brokers' message.max.bytes (default 1048588); a record larger than the output topic takes goes to dead letter, without its value if it is too large for that topic too."`
+	RevokeTimeout         time.Duration `envconfig:"REVOKE_TIMEOUT" default:"10s" desc:"Longest a revoked partition's in-flight records are awaited before what is acknowledged is committed and the rest left to the next owner (default 10s); keep it well under the group's rebalance timeout (60s)."`
+	ShutdownTimeout       time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"Longest a shutdown waits for in-flight records before committing what is acknowledged and leaving the group (default 20s); keep the pod's terminationGracePeriodSeconds above it plus the final tick's flush (5s)."`
+	KafkaSessionTimeout   time.Duration `envconfig:"KAFKA_SESSION_TIMEOUT" default:"45s" desc:"How long the group waits without a heartbeat before it gives a gate's partitions to the others (default 45s); shorter moves a crashed gate's partitions sooner, too short evicts gates that pause (GC, slow node)."`
+	KafkaRebalanceTimeout time.Duration `envconfig:"KAFKA_REBALANCE_TIMEOUT" default:"60s" desc:"How long a rebalance waits for every member to rejoin, which includes a revoked partition's drain (default 60s); keep it above GATE_REVOKE_TIMEOUT."`
+	KafkaFetchMaxWait     time.Duration `envconfig:"KAFKA_FETCH_MAX_WAIT" default:"500ms" desc:"Longest a fetch waits at the broker for new records when a partition is idle (default 500ms); it only matters for quiet topics, shorter lowering their latency for more fetch requests."`
+	KafkaClientID         string        `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas (default capture-gate)."`
+	KafkaTLS              bool          `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any GATE_KAFKA_TLS_* file."`
+	KafkaTLSCAFile        string        `envconfig:"KAFKA_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the brokers' certificates (default none), the system's CA certificates being used without it."`
+	KafkaTLSCertFile      string        `envconfig:"KAFKA_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS, with GATE_KAFKA_TLS_KEY_FILE (default none)."`
+	KafkaTLSKeyFile       string        `envconfig:"KAFKA_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_KAFKA_TLS_CERT_FILE (default none)."`
+	KafkaTLSServerName    string        `envconfig:"KAFKA_TLS_SERVER_NAME" default:"" desc:"Name the brokers' certificates are checked against, when not their host names (default none), each broker's own host name being used without it."`
+	KafkaSASLMechanism    saslMechanism `envconfig:"KAFKA_SASL_MECHANISM" default:"none" desc:"SASL authentication: none, plain, scram-sha-256 or scram-sha-512 (default none); use it with TLS, as plain sends the password as is."`
+	KafkaSASLUsername     string        `envconfig:"KAFKA_SASL_USERNAME" default:"" desc:"SASL user name (default none)."`
+	KafkaSASLPassword     secret        `envconfig:"KAFKA_SASL_PASSWORD" default:"" desc:"SASL password (default none); set it from a Secret, it is never logged."`
 
 	// The limiter (internal/limit).
 	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
@@ -242,6 +245,12 @@ func (c *Config) check(p *problems, raw map[string]string) {
 		bad("KAFKA_MAX_MESSAGE_BYTES", "a whole number of bytes from 1024 to 2147483647 such as 1048588")
 	}
 	positive("REVOKE_TIMEOUT", c.RevokeTimeout)
+	if c.KafkaSessionTimeout < time.Second {
+		bad("KAFKA_SESSION_TIMEOUT", "a duration of at least 1s such as 45s, within the brokers' group.min/max.session.timeout.ms")
+	}
+	if c.KafkaFetchMaxWait < time.Millisecond {
+		bad("KAFKA_FETCH_MAX_WAIT", "a duration of at least 1ms such as 500ms")
+	}
 	positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
 		bad("KAFKA_TLS_CERT_FILE", "a client certificate file together with GATE_KAFKA_TLS_KEY_FILE, or neither")
@@ -265,6 +274,10 @@ func (c *Config) check(p *problems, raw map[string]string) {
 			bad(k.key, fmt.Sprintf("a topic other than GATE_%s's (%s): the input and the three outputs must all differ", other, k.v))
 		}
 		topics[k.v] = k.key
+	}
+	// A drain longer than the rebalance would get the gate evicted while it drains.
+	if c.KafkaRebalanceTimeout <= c.RevokeTimeout {
+		bad("KAFKA_REBALANCE_TIMEOUT", fmt.Sprintf("a duration longer than GATE_REVOKE_TIMEOUT (%s)", c.RevokeTimeout))
 	}
 	// A tick as long as the window would let a whole epoch pass between two writes.
 	if c.TickInterval >= c.Window {
@@ -338,7 +351,12 @@ func (c Config) routeConfig() route.Config {
 // consumeConfig maps Config to the consumer's settings, with the TLS and SASL options
 // built from the files and credentials named. Its errors name the variable at fault.
 func (c Config) consumeConfig() (consume.Config, error) {
-	opts := []kgo.Opt{kgo.ClientID(c.KafkaClientID)}
+	opts := []kgo.Opt{
+		kgo.ClientID(c.KafkaClientID),
+		kgo.SessionTimeout(c.KafkaSessionTimeout),
+		kgo.RebalanceTimeout(c.KafkaRebalanceTimeout),
+		kgo.FetchMaxWait(c.KafkaFetchMaxWait),
+	}
 	tlsOpt, err := c.kafkaTLS()
 	if err != nil {
 		return consume.Config{}, problems{err} // a configuration error: exit status 2
