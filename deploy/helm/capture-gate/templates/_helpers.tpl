@@ -1,0 +1,399 @@
+{{/* Names and labels. */}}
+{{- define "capture-gate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "capture-gate.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "capture-gate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "capture-gate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "capture-gate.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "capture-gate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: gate
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "capture-gate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "capture-gate.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "capture-gate.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+capture-gate.seconds: a Go duration ("20s", "1m30s", "500ms") as whole seconds, rounded up.
+The schema has already checked the format.
+*/}}
+{{- define "capture-gate.seconds" -}}
+{{- include "capture-gate.exactSeconds" . | float64 | ceil | int64 -}}
+{{- end -}}
+
+{{- define "capture-gate.exactSeconds" -}}
+{{- $total := 0.0 -}}
+{{- range $part := regexFindAll "[0-9]+(\\.[0-9]*)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]*)?" $part -}}
+{{- $unit := trimPrefix $num $part -}}
+{{- $scale := get (dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001) $unit -}}
+{{- $total = addf $total (mulf (float64 $num) $scale) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/* Whether an autoscaler owns the replica count. */}}
+{{- define "capture-gate.autoscaled" -}}
+{{- if or .Values.autoscaling.keda.enabled .Values.autoscaling.hpa.enabled }}true{{ end -}}
+{{- end -}}
+
+{{- define "capture-gate.partitions" -}}
+{{- required "capture-gate: scaling.inputPartitions is required: the partition count of topics.input, from which the replica count is derived" .Values.scaling.inputPartitions | int64 -}}
+{{- end -}}
+
+{{/*
+capture-gate.replicas: replicaCount when set, else ceil(inputPartitions / partitionsPerPod).
+Fails when that exceeds the partition count, unless scaling.allowIdlePods.
+*/}}
+{{- define "capture-gate.replicas" -}}
+{{- $partitions := include "capture-gate.partitions" . | int64 -}}
+{{- $perPod := .Values.scaling.partitionsPerPod | int64 -}}
+{{- $replicas := div (sub (add $partitions $perPod) 1) $perPod -}}
+{{- if not (kindIs "invalid" .Values.replicaCount) -}}
+{{- $replicas = .Values.replicaCount | int64 -}}
+{{- end -}}
+{{- if and (gt $replicas $partitions) (not .Values.scaling.allowIdlePods) -}}
+{{- fail (printf "capture-gate: %d replicas for the %d partitions of topic %q would leave %d pod(s) idle (a partition is consumed by one pod at a time); lower replicaCount, or set scaling.allowIdlePods=true to keep idle standbys" $replicas $partitions .Values.topics.input (sub $replicas $partitions)) -}}
+{{- end -}}
+{{- $replicas -}}
+{{- end -}}
+
+{{- define "capture-gate.maxReplicas" -}}
+{{- $partitions := include "capture-gate.partitions" . | int64 -}}
+{{- if kindIs "invalid" .Values.autoscaling.maxReplicas -}}
+{{- $partitions -}}
+{{- else -}}
+{{- .Values.autoscaling.maxReplicas | int64 -}}
+{{- end -}}
+{{- end -}}
+
+{{/* terminationGracePeriodSeconds: derived from kafka.shutdownTimeout, or checked against it. */}}
+{{- define "capture-gate.terminationGracePeriodSeconds" -}}
+{{- $shutdown := include "capture-gate.seconds" .Values.kafka.shutdownTimeout | int64 -}}
+{{- if kindIs "invalid" .Values.terminationGracePeriodSeconds -}}
+{{- add $shutdown 25 -}}
+{{- else -}}
+{{- $grace := .Values.terminationGracePeriodSeconds | int64 -}}
+{{- if lt $grace (add $shutdown 10) -}}
+{{- fail (printf "capture-gate: terminationGracePeriodSeconds (%d) must be at least kafka.shutdownTimeout (%s) + 10s: the gate drains in-flight records for up to the shutdown timeout, then flushes its counts to Redis (up to 5s) and closes its HTTP server (up to 5s); Kubernetes kills it at the end of the grace period" $grace .Values.kafka.shutdownTimeout) -}}
+{{- end -}}
+{{- $grace -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Kafka TLS Secret's mount point. */}}
+{{- define "capture-gate.kafkaTLSDir" -}}/etc/capture-gate/kafka-tls{{- end -}}
+
+{{/* The env variable holding the Redis password (not GATE_: the gate refuses unknown GATE_ names). */}}
+{{- define "capture-gate.redisPasswordVar" -}}CAPTURE_GATE_REDIS_PASSWORD{{- end -}}
+
+{{/* GATE_REDIS_URLS as a plain value, the password (if any) as a $(VAR) reference. */}}
+{{- define "capture-gate.redisURLs" -}}
+{{- $urls := list -}}
+{{- range $u := .Values.redis.urls -}}
+{{- if regexMatch "^rediss?://[^/@]*:[^/@]*@" $u -}}
+{{- fail (printf "capture-gate: redis.urls entry %q holds a password; put it in a Secret (redis.passwordSecret or redis.urlsSecret), never in values" (regexReplaceAll ":[^/@:]*@" $u ":xxxxx@")) -}}
+{{- end -}}
+{{- if $.Values.redis.passwordSecret.name -}}
+{{- $ref := printf "$(%s)" (include "capture-gate.redisPasswordVar" $) -}}
+{{- if regexMatch "^rediss?://[^/@]+@" $u -}}
+{{- $u = regexReplaceAll "^(rediss?://[^/@]+)@" $u "${1}:GATEPASSWORDREF@" -}}
+{{- else -}}
+{{- $u = regexReplaceAll "^(rediss?://)" $u "${1}:GATEPASSWORDREF@" -}}
+{{- end -}}
+{{- $u = replace "GATEPASSWORDREF" $ref $u -}}
+{{- end -}}
+{{- $urls = append $urls $u -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- end -}}
+
+{{/*
+capture-gate.env: the container's environment, one GATE_ variable per gate setting, as a
+YAML list. Empty optional settings are left out (the gate's default is then empty too).
+*/}}
+{{- define "capture-gate.env" -}}
+{{- $v := .Values -}}
+{{- if not $v.kafka.brokers }}
+{{- fail "capture-gate: kafka.brokers is required: the seed brokers as host:port" }}
+{{- end }}
+- name: GATE_KAFKA_BROKERS
+  value: {{ join "," $v.kafka.brokers | quote }}
+- name: GATE_GROUP_ID
+  value: {{ $v.kafka.groupId | quote }}
+- name: GATE_KAFKA_CLIENT_ID
+  value: {{ $v.kafka.clientId | quote }}
+- name: GATE_MAX_POLL_RECORDS
+  value: {{ $v.kafka.maxPollRecords | int64 | quote }}
+- name: GATE_COMMIT_INTERVAL
+  value: {{ $v.kafka.commitInterval | quote }}
+- name: GATE_PRODUCE_RETRIES
+  value: {{ $v.kafka.produceRetries | int64 | quote }}
+- name: GATE_MAX_BUFFERED_RECORDS
+  value: {{ $v.kafka.maxBufferedRecords | int64 | quote }}
+- name: GATE_MAX_BUFFERED_BYTES
+  value: {{ $v.kafka.maxBufferedBytes | int64 | quote }}
+- name: GATE_KAFKA_MAX_MESSAGE_BYTES
+  value: {{ $v.kafka.maxMessageBytes | int64 | quote }}
+- name: GATE_REVOKE_TIMEOUT
+  value: {{ $v.kafka.revokeTimeout | quote }}
+- name: GATE_SHUTDOWN_TIMEOUT
+  value: {{ $v.kafka.shutdownTimeout | quote }}
+- name: GATE_KAFKA_SESSION_TIMEOUT
+  value: {{ $v.kafka.sessionTimeout | quote }}
+- name: GATE_KAFKA_REBALANCE_TIMEOUT
+  value: {{ $v.kafka.rebalanceTimeout | quote }}
+- name: GATE_KAFKA_FETCH_MAX_WAIT
+  value: {{ $v.kafka.fetchMaxWait | quote }}
+- name: GATE_KAFKA_TLS
+  value: {{ $v.kafka.tls.enabled | toString | quote }}
+{{- with $v.kafka.tls.serverName }}
+- name: GATE_KAFKA_TLS_SERVER_NAME
+  value: {{ . | quote }}
+{{- end }}
+{{- if $v.kafka.tls.secretName }}
+{{- $dir := include "capture-gate.kafkaTLSDir" . }}
+{{- with $v.kafka.tls.caKey }}
+- name: GATE_KAFKA_TLS_CA_FILE
+  value: {{ printf "%s/%s" $dir . | quote }}
+{{- end }}
+{{- with $v.kafka.tls.certKey }}
+- name: GATE_KAFKA_TLS_CERT_FILE
+  value: {{ printf "%s/%s" $dir . | quote }}
+{{- end }}
+{{- with $v.kafka.tls.keyKey }}
+- name: GATE_KAFKA_TLS_KEY_FILE
+  value: {{ printf "%s/%s" $dir . | quote }}
+{{- end }}
+{{- end }}
+- name: GATE_KAFKA_SASL_MECHANISM
+  value: {{ $v.kafka.sasl.mechanism | quote }}
+{{- if ne $v.kafka.sasl.mechanism "none" }}
+{{- if $v.kafka.sasl.usernameKey }}
+- name: GATE_KAFKA_SASL_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.kafka.sasl.existingSecret | quote }}
+      key: {{ $v.kafka.sasl.usernameKey | quote }}
+{{- else }}
+- name: GATE_KAFKA_SASL_USERNAME
+  value: {{ $v.kafka.sasl.username | quote }}
+{{- end }}
+- name: GATE_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.kafka.sasl.existingSecret | quote }}
+      key: {{ $v.kafka.sasl.passwordKey | quote }}
+{{- end }}
+- name: GATE_INPUT_TOPIC
+  value: {{ $v.topics.input | quote }}
+- name: GATE_ACCEPTED_TOPIC
+  value: {{ $v.topics.accepted | quote }}
+- name: GATE_OVERFLOW_TOPIC
+  value: {{ $v.topics.overflow | quote }}
+- name: GATE_DEAD_LETTER_TOPIC
+  value: {{ $v.topics.deadLetter | quote }}
+- name: GATE_KEY_FROM
+  value: {{ $v.routing.keyFrom | quote }}
+- name: GATE_VALIDATE_JSON
+  value: {{ $v.routing.validateJson | toString | quote }}
+- name: GATE_MAX_KEY_BYTES
+  value: {{ $v.routing.maxKeyBytes | int64 | quote }}
+{{- with $v.routing.forceOverflow }}
+- name: GATE_FORCE_OVERFLOW
+  value: {{ join "," . | quote }}
+{{- end }}
+- name: GATE_DRY_RUN
+  value: {{ $v.routing.dryRun | toString | quote }}
+- name: GATE_OVERFLOW_KEEP_KEY
+  value: {{ $v.routing.overflowKeepKey | toString | quote }}
+- name: GATE_LIMIT_MODE
+  value: {{ $v.limit.mode | quote }}
+- name: GATE_WINDOW
+  value: {{ $v.limit.window | quote }}
+- name: GATE_THRESHOLD
+  value: {{ $v.limit.threshold | int64 | quote }}
+{{- with $v.limit.overrides }}
+{{- $pairs := list }}
+{{- range $team := keys . | sortAlpha }}
+{{- $pairs = append $pairs (printf "%s=%d" $team (get $v.limit.overrides $team | int64)) }}
+{{- end }}
+- name: GATE_OVERRIDES
+  value: {{ join "," $pairs | quote }}
+{{- end }}
+- name: GATE_CACHE_CAPACITY
+  value: {{ $v.limit.cacheCapacity | int64 | quote }}
+- name: GATE_CACHE_TTL
+  value: {{ $v.limit.cacheTTL | quote }}
+- name: GATE_CACHE_IDLE_TIMEOUT
+  value: {{ $v.limit.cacheIdleTimeout | quote }}
+- name: GATE_TICK_INTERVAL
+  value: {{ $v.sync.tickInterval | quote }}
+- name: GATE_SYNC_INTERVAL
+  value: {{ $v.sync.interval | quote }}
+- name: GATE_HOT_EVERY_TICK
+  value: {{ $v.sync.hotEveryTick | toString | quote }}
+- name: GATE_PENDING_READ_SHARE
+  value: {{ $v.sync.pendingReadShare | toString | quote }}
+- name: GATE_SYNC_FLOOR
+  value: {{ $v.sync.floor | toString | quote }}
+- name: GATE_KEYS_PER_COMMAND
+  value: {{ $v.sync.keysPerCommand | int64 | quote }}
+- name: GATE_KEYS_PER_TICK
+  value: {{ $v.sync.keysPerTick | int64 | quote }}
+- name: GATE_MAX_PENDING_WRITES
+  value: {{ $v.sync.maxPendingWrites | int64 | quote }}
+- name: GATE_MAX_READS_PER_TICK
+  value: {{ $v.sync.maxReadsPerTick | int64 | quote }}
+{{- if $v.redis.urlsSecret.name }}
+{{- if or $v.redis.urls $v.redis.passwordSecret.name }}
+{{- fail "capture-gate: redis.urlsSecret replaces redis.urls and redis.passwordSecret; set one way only" }}
+{{- end }}
+- name: GATE_REDIS_URLS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.redis.urlsSecret.name | quote }}
+      key: {{ $v.redis.urlsSecret.key | quote }}
+{{- else }}
+{{- if not $v.redis.urls }}
+{{- fail "capture-gate: redis.urls (or redis.urlsSecret) is required: the Redis instances as redis:// or rediss:// URLs, the same list in the same order for the whole fleet" }}
+{{- end }}
+{{- with $v.redis.passwordSecret.name }}
+- name: {{ include "capture-gate.redisPasswordVar" $ }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $v.redis.passwordSecret.key | quote }}
+{{- end }}
+- name: GATE_REDIS_URLS
+  value: {{ include "capture-gate.redisURLs" . | quote }}
+{{- end }}
+- name: GATE_REDIS_PREFIX
+  value: {{ $v.redis.prefix | quote }}
+- name: GATE_REDIS_KEY_TTL
+  value: {{ $v.redis.keyTTL | quote }}
+- name: GATE_REDIS_READ_TIMEOUT
+  value: {{ $v.redis.readTimeout | quote }}
+- name: GATE_REDIS_WRITE_TIMEOUT
+  value: {{ $v.redis.writeTimeout | quote }}
+- name: GATE_REDIS_DIAL_TIMEOUT
+  value: {{ $v.redis.dialTimeout | quote }}
+- name: GATE_HTTP_ADDR
+  value: {{ printf ":%d" ($v.http.port | int64) | quote }}
+- name: GATE_LOG_LEVEL
+  value: {{ $v.log.level | quote }}
+- name: GATE_LOG_FORMAT
+  value: {{ $v.log.format | quote }}
+{{- end -}}
+
+{{/* Whether the PodMonitor / ServiceMonitor are rendered: enabled, and the API exists or is forced. */}}
+{{- define "capture-gate.podMonitor" -}}
+{{- $m := .Values.metrics.podMonitor -}}
+{{- if and $m.enabled (or $m.force (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PodMonitor")) }}true{{ end -}}
+{{- end -}}
+
+{{- define "capture-gate.serviceMonitor" -}}
+{{- $m := .Values.metrics.serviceMonitor -}}
+{{- if and $m.enabled (or $m.force (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+capture-gate.validate: the rules across values that the schema cannot state. Renders
+nothing; fails with a message naming the values to change.
+*/}}
+{{- define "capture-gate.validate" -}}
+{{- $v := .Values -}}
+{{- $partitions := include "capture-gate.partitions" . | int64 -}}
+{{- $a := $v.autoscaling -}}
+{{- if and $a.keda.enabled $a.hpa.enabled -}}
+{{- fail "capture-gate: autoscaling.keda.enabled and autoscaling.hpa.enabled are both true; enable one autoscaler at most" -}}
+{{- end -}}
+{{- if include "capture-gate.autoscaled" . -}}
+{{- $max := include "capture-gate.maxReplicas" . | int64 -}}
+{{- $min := $a.minReplicas | int64 -}}
+{{- if gt $max $partitions -}}
+{{- fail (printf "capture-gate: autoscaling.maxReplicas (%d) exceeds the %d partitions of topic %q: pods past the partition count sit idle" $max $partitions $v.topics.input) -}}
+{{- end -}}
+{{- if gt $min $max -}}
+{{- fail (printf "capture-gate: autoscaling.minReplicas (%d) exceeds autoscaling.maxReplicas (%d)" $min $max) -}}
+{{- end -}}
+{{- if and $a.hpa.enabled (lt $min 1) -}}
+{{- fail "capture-gate: autoscaling.minReplicas must be at least 1 with the HPA (only KEDA scales to zero)" -}}
+{{- end -}}
+{{- if and $a.keda.enabled (or $v.kafka.tls.enabled (ne $v.kafka.sasl.mechanism "none")) (not $a.keda.authenticationRef) -}}
+{{- fail "capture-gate: autoscaling.keda.authenticationRef is required with kafka.tls or kafka.sasl: KEDA reads the group's lag from the brokers itself and needs a TriggerAuthentication for them" -}}
+{{- end -}}
+{{- else -}}
+{{- $_ := include "capture-gate.replicas" . -}}
+{{- end -}}
+{{- if le (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64) (include "capture-gate.exactSeconds" $v.kafka.revokeTimeout | float64) -}}
+{{- fail (printf "capture-gate: kafka.rebalanceTimeout (%s) must be longer than kafka.revokeTimeout (%s): a rebalance waits for the revoked partitions' drain" $v.kafka.rebalanceTimeout $v.kafka.revokeTimeout) -}}
+{{- end -}}
+{{- if and $v.kafka.tls.secretName (not $v.kafka.tls.enabled) -}}
+{{- fail "capture-gate: kafka.tls.secretName is set but kafka.tls.enabled is false; enable TLS or drop the Secret" -}}
+{{- end -}}
+{{- if ne (empty $v.kafka.tls.certKey) (empty $v.kafka.tls.keyKey) -}}
+{{- fail "capture-gate: kafka.tls.certKey and kafka.tls.keyKey go together (mutual TLS), or neither" -}}
+{{- end -}}
+{{- if and $v.kafka.tls.certKey (not $v.kafka.tls.secretName) -}}
+{{- fail "capture-gate: kafka.tls.certKey needs kafka.tls.secretName, the Secret holding the client certificate" -}}
+{{- end -}}
+{{- if ne $v.kafka.sasl.mechanism "none" -}}
+{{- if not $v.kafka.sasl.existingSecret -}}
+{{- fail (printf "capture-gate: kafka.sasl.existingSecret is required with SASL mechanism %s: the password comes from a Secret, never from values" $v.kafka.sasl.mechanism) -}}
+{{- end -}}
+{{- if and (not $v.kafka.sasl.username) (not $v.kafka.sasl.usernameKey) -}}
+{{- fail "capture-gate: kafka.sasl.username or kafka.sasl.usernameKey is required with a SASL mechanism" -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.metrics.podMonitor.enabled $v.metrics.serviceMonitor.enabled -}}
+{{- fail "capture-gate: metrics.podMonitor and metrics.serviceMonitor are both enabled; each would scrape every pod, so enable one" -}}
+{{- end -}}
+{{- $chartEnv := dict -}}
+{{- range $e := include "capture-gate.env" . | fromYamlArray -}}
+{{- $_ := set $chartEnv $e.name true -}}
+{{- end -}}
+{{- range $e := $v.extraEnv -}}
+{{- if hasKey $chartEnv $e.name -}}
+{{- fail (printf "capture-gate: extraEnv sets %s, which the chart sets from its values; set that value instead (see the chart's README)" $e.name) -}}
+{{- end -}}
+{{- if and (has $e.name (list "GATE_KAFKA_SASL_PASSWORD" "GATE_REDIS_URLS")) (hasKey $e "value") -}}
+{{- fail (printf "capture-gate: extraEnv gives %s a plain value; it holds a secret, so take it from a Secret (valueFrom.secretKeyRef or envFrom)" $e.name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,741 @@
+package helm
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// requiredVars are the GATE_ variables every render must set: where to read and write
+// (brokers, the four topics), the consumer group the fleet shares, and the Redis
+// instances that hold the fleet-wide counters. The gate has defaults for all of them, but
+// its defaults (127.0.0.1, a group named capture-gate, ...) are those of a laptop; a
+// fleet must state them, and two fleets must not share them by accident.
+var requiredVars = []string{
+	"GATE_KAFKA_BROKERS",
+	"GATE_INPUT_TOPIC", "GATE_ACCEPTED_TOPIC", "GATE_OVERFLOW_TOPIC", "GATE_DEAD_LETTER_TOPIC",
+	"GATE_GROUP_ID",
+	"GATE_REDIS_URLS",
+}
+
+// secretVars may only be set from a Secret: never as a plain value (GATE_REDIS_URLS may
+// be a plain value when none of its URLs holds a password).
+var secretVars = []string{"GATE_KAFKA_SASL_PASSWORD"}
+
+// valueSet is one file of testdata/ and what its render must hold.
+type valueSet struct {
+	file     string
+	caps     []string // APIs the cluster serves beyond the built-in ones
+	kinds    []string // every object rendered, sorted
+	replicas *int32   // Deployment.spec.replicas; nil when an autoscaler owns it
+	grace    int64    // terminationGracePeriodSeconds
+}
+
+func ptr[T any](v T) *T { return &v }
+
+var valueSets = []valueSet{
+	{file: "defaults.yaml",
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](12), grace: 45},
+	{file: "keda.yaml",
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ScaledObject", "ServiceAccount"}, grace: 45},
+	{file: "hpa.yaml",
+		kinds: []string{"Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ServiceAccount"}, grace: 45},
+	{file: "monitoring.yaml", caps: prometheusOperator,
+		kinds: []string{"Deployment", "PodDisruptionBudget", "PodMonitor", "ServiceAccount"}, replicas: ptr[int32](3), grace: 45},
+	{file: "servicemonitor.yaml", // forced: no API
+		kinds: []string{"Deployment", "PodDisruptionBudget", "Service", "ServiceAccount", "ServiceMonitor"}, replicas: ptr[int32](2), grace: 45},
+	{file: "tls-sasl.yaml",
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ScaledObject", "ServiceAccount"}, grace: 90},
+}
+
+// TestValueSetsListed keeps the table above and testdata/ in step.
+func TestValueSetsListed(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !slices.ContainsFunc(valueSets, func(v valueSet) bool { return v.file == filepath.Base(f) }) {
+			t.Errorf("%s has no entry in valueSets", f)
+		}
+	}
+}
+
+// TestRender renders each value set, decodes every manifest strictly and checks the
+// objects the chart promises.
+func TestRender(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(strings.TrimSuffix(vs.file, ".yaml"), func(t *testing.T) {
+			vals := readValues(t, filepath.Join("testdata", vs.file))
+			r := mustRender(t, vals, capabilities(vs.caps...))
+			objs, err := decode(r)
+			if err != nil {
+				t.Fatalf("strict decode:\n%v", err)
+			}
+			if got := objs.kinds(); !slices.Equal(got, vs.kinds) {
+				t.Fatalf("rendered %v, want %v", got, vs.kinds)
+			}
+			if strings.TrimSpace(r.notes) == "" {
+				t.Error("NOTES.txt rendered empty")
+			}
+			d := objs.typed["Deployment"][0].(*appsv1.Deployment)
+			checkDeployment(t, d, vs)
+			checkSelectors(t, d, objs)
+			for _, o := range objs.typed["ServiceAccount"] {
+				sa := o.(*corev1.ServiceAccount)
+				if sa.Name != d.Spec.Template.Spec.ServiceAccountName {
+					t.Errorf("ServiceAccount %s is not the pod's (%s)", sa.Name, d.Spec.Template.Spec.ServiceAccountName)
+				}
+				if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+					t.Error("ServiceAccount automounts its token")
+				}
+			}
+			for _, o := range objs.typed["PodDisruptionBudget"] {
+				if mu := o.(*policyv1.PodDisruptionBudget).Spec.MaxUnavailable; mu == nil || *mu != intstr.FromInt32(1) {
+					t.Errorf("PodDisruptionBudget maxUnavailable = %v, want 1", mu)
+				}
+			}
+			partitions := int64(vals["scaling"].(map[string]any)["inputPartitions"].(float64))
+			for _, o := range objs.typed["HorizontalPodAutoscaler"] {
+				checkHPA(t, o.(*autoscalingv2.HorizontalPodAutoscaler), d.Name, partitions)
+			}
+			for _, u := range objs.custom["ScaledObject"] {
+				checkScaledObject(t, u, d, partitions)
+			}
+			for _, u := range objs.custom["PodMonitor"] {
+				checkMonitor(t, u, "podMetricsEndpoints", d.Spec.Selector.MatchLabels)
+			}
+			for _, u := range objs.custom["ServiceMonitor"] {
+				svc := objs.typed["Service"][0].(*corev1.Service)
+				checkMonitor(t, u, "endpoints", svc.Labels)
+			}
+		})
+	}
+}
+
+// TestStrictDecoderCatchesFieldErrors shows the decoder is strict: a misspelt or
+// misplaced field, which `helm lint` and a lenient decode let through, fails.
+func TestStrictDecoderCatchesFieldErrors(t *testing.T) {
+	r := mustRender(t, readValues(t, "testdata/defaults.yaml"), capabilities())
+	for _, typo := range []struct{ from, to string }{
+		{"  replicas: 12\n", "  replica: 12\n"},
+		{"readOnlyRootFilesystem: true", "readOnlyRootFileSystem: true"},
+		{"      automountServiceAccountToken: false\n", "      automountServiceAccountToken: false\n      automountServiceAccountToken: true\n"},
+		{"containerPort: 8080", "containerPort: \"8080\""},
+	} {
+		bad := rendered{files: map[string]string{}}
+		for n, s := range r.files {
+			bad.files[n] = strings.Replace(s, typo.from, typo.to, 1)
+		}
+		if _, err := decode(bad); err == nil {
+			t.Errorf("%q decoded without error", typo.to)
+		}
+	}
+}
+
+func checkDeployment(t *testing.T, d *appsv1.Deployment, vs valueSet) {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	switch {
+	case vs.replicas == nil && d.Spec.Replicas != nil:
+		t.Errorf("replicas = %d with an autoscaler; want it left to the autoscaler", *d.Spec.Replicas)
+	case vs.replicas != nil && (d.Spec.Replicas == nil || *d.Spec.Replicas != *vs.replicas):
+		t.Errorf("replicas = %v, want %d", d.Spec.Replicas, *vs.replicas)
+	}
+	if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != vs.grace {
+		t.Errorf("terminationGracePeriodSeconds = %v, want %d", spec.TerminationGracePeriodSeconds, vs.grace)
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("pod automounts the ServiceAccount token")
+	}
+	if psc := spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot ||
+		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext %+v: want runAsNonRoot and seccomp RuntimeDefault", psc)
+	}
+	if len(spec.TopologySpreadConstraints) == 0 {
+		t.Error("no topologySpreadConstraints")
+	}
+	for _, tsc := range spec.TopologySpreadConstraints {
+		if tsc.LabelSelector == nil || !subset(tsc.LabelSelector.MatchLabels, d.Spec.Template.Labels) {
+			t.Errorf("topology spread on %s does not select the pods", tsc.TopologyKey)
+		}
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil ||
+		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("container securityContext %+v: want runAsNonRoot, readOnlyRootFilesystem, no privilege escalation, drop ALL, seccomp RuntimeDefault", sc)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	for name, probe := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != name {
+			t.Errorf("probe %s missing: %+v", name, probe)
+			continue
+		}
+		if _, ok := ports[probe.HTTPGet.Port.StrVal]; !ok {
+			t.Errorf("probe %s on port %q, which the container does not name", name, probe.HTTPGet.Port.String())
+		}
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", c.Resources)
+	}
+	volumes := map[string]bool{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = true
+	}
+	for _, m := range c.VolumeMounts {
+		if !volumes[m.Name] {
+			t.Errorf("volumeMount %s has no volume", m.Name)
+		}
+	}
+	// The HTTP address the gate listens on is the port the probes use.
+	env := envOf(c)
+	if addr := env["GATE_HTTP_ADDR"].Value; addr != fmt.Sprintf(":%d", ports["http"]) {
+		t.Errorf("GATE_HTTP_ADDR = %q, container port http = %d", addr, ports["http"])
+	}
+	// terminationGracePeriodSeconds outlasts the drain, the Redis flush and the HTTP close.
+	shutdown, err := time.ParseDuration(env["GATE_SHUTDOWN_TIMEOUT"].Value)
+	if err != nil {
+		t.Fatalf("GATE_SHUTDOWN_TIMEOUT: %v", err)
+	}
+	if grace := time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second; grace < shutdown+10*time.Second {
+		t.Errorf("grace period %s < shutdown timeout %s + 10s", grace, shutdown)
+	}
+	// TLS files live on the mounted Secret.
+	for _, k := range []string{"GATE_KAFKA_TLS_CA_FILE", "GATE_KAFKA_TLS_CERT_FILE", "GATE_KAFKA_TLS_KEY_FILE"} {
+		if f, ok := env[k]; ok && !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return strings.HasPrefix(f.Value, m.MountPath+"/") && m.ReadOnly
+		}) {
+			t.Errorf("%s = %s is on no read-only mount", k, f.Value)
+		}
+	}
+}
+
+// checkSelectors: the Deployment's selector picks its pods, and every other selector of
+// the chart picks the same pods.
+func checkSelectors(t *testing.T, d *appsv1.Deployment, objs objects) {
+	t.Helper()
+	pods := d.Spec.Template.Labels
+	if !subset(d.Spec.Selector.MatchLabels, pods) {
+		t.Errorf("Deployment selector %v does not match its pod labels %v", d.Spec.Selector.MatchLabels, pods)
+	}
+	for _, o := range objs.typed["PodDisruptionBudget"] {
+		if sel := o.(*policyv1.PodDisruptionBudget).Spec.Selector; sel == nil || !subset(sel.MatchLabels, pods) {
+			t.Errorf("PodDisruptionBudget selector %v does not match the pods", sel)
+		}
+	}
+	for _, o := range objs.typed["Service"] {
+		svc := o.(*corev1.Service)
+		if !subset(svc.Spec.Selector, pods) {
+			t.Errorf("Service selector %v does not match the pods", svc.Spec.Selector)
+		}
+		for _, p := range svc.Spec.Ports {
+			if p.TargetPort.StrVal != "http" {
+				t.Errorf("Service port %s targets %s, want the named port http", p.Name, p.TargetPort.String())
+			}
+		}
+	}
+}
+
+func checkHPA(t *testing.T, h *autoscalingv2.HorizontalPodAutoscaler, deployment string, partitions int64) {
+	t.Helper()
+	if ref := h.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != deployment || ref.APIVersion != "apps/v1" {
+		t.Errorf("HPA scales %+v, want Deployment %s", ref, deployment)
+	}
+	if int64(h.Spec.MaxReplicas) > partitions || h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 1 || *h.Spec.MinReplicas > h.Spec.MaxReplicas {
+		t.Errorf("HPA replicas %v..%d for %d partitions", h.Spec.MinReplicas, h.Spec.MaxReplicas, partitions)
+	}
+	if len(h.Spec.Metrics) == 0 {
+		t.Error("HPA without metrics")
+	}
+}
+
+// checkScaledObject checks what KEDA's admission webhook and kafka scaler require.
+func checkScaledObject(t *testing.T, u *unstructured.Unstructured, d *appsv1.Deployment, partitions int64) {
+	t.Helper()
+	mustString(t, u, d.Name, "spec", "scaleTargetRef", "name")
+	mustString(t, u, "Deployment", "spec", "scaleTargetRef", "kind")
+	max := mustInt(t, u, "spec", "maxReplicaCount")
+	min := mustInt(t, u, "spec", "minReplicaCount")
+	if max < 1 || max > partitions || min < 0 || min > max {
+		t.Errorf("ScaledObject replicas %d..%d for %d partitions", min, max, partitions)
+	}
+	mustInt(t, u, "spec", "pollingInterval")
+	mustInt(t, u, "spec", "cooldownPeriod")
+	triggers, _, _ := unstructured.NestedSlice(u.Object, "spec", "triggers")
+	if len(triggers) != 1 {
+		t.Fatalf("ScaledObject has %d triggers, want 1", len(triggers))
+	}
+	tr := triggers[0].(map[string]any)
+	if tr["type"] != "kafka" {
+		t.Errorf("trigger type %v, want kafka", tr["type"])
+	}
+	md, ok := tr["metadata"].(map[string]any)
+	if !ok {
+		t.Fatal("kafka trigger without metadata")
+	}
+	for k, v := range md {
+		if _, ok := v.(string); !ok {
+			t.Errorf("trigger metadata %s = %v (%T): KEDA wants strings", k, v, v)
+		}
+	}
+	env := envOf(d.Spec.Template.Spec.Containers[0])
+	for key, envVar := range map[string]string{"bootstrapServers": "GATE_KAFKA_BROKERS", "consumerGroup": "GATE_GROUP_ID", "topic": "GATE_INPUT_TOPIC"} {
+		if md[key] != env[envVar].Value {
+			t.Errorf("trigger %s = %v, but the gate's %s = %q", key, md[key], envVar, env[envVar].Value)
+		}
+	}
+	if n, err := strconv.Atoi(fmt.Sprint(md["lagThreshold"])); err != nil || n < 1 {
+		t.Errorf("lagThreshold %v: want a positive whole number", md["lagThreshold"])
+	}
+	if env["GATE_KAFKA_TLS"].Value == "true" || env["GATE_KAFKA_SASL_MECHANISM"].Value != "none" {
+		if name, _, _ := unstructured.NestedString(tr, "authenticationRef", "name"); name == "" {
+			t.Error("brokers need TLS or SASL, but the kafka trigger has no authenticationRef")
+		}
+	}
+}
+
+func checkMonitor(t *testing.T, u *unstructured.Unstructured, endpointsField string, targetLabels map[string]string) {
+	t.Helper()
+	sel, _, _ := unstructured.NestedStringMap(u.Object, "spec", "selector", "matchLabels")
+	if len(sel) == 0 || !subset(sel, targetLabels) {
+		t.Errorf("%s selector %v does not match %v", u.GetKind(), sel, targetLabels)
+	}
+	eps, _, _ := unstructured.NestedSlice(u.Object, "spec", endpointsField)
+	if len(eps) == 0 {
+		t.Fatalf("%s has no spec.%s", u.GetKind(), endpointsField)
+	}
+	for _, e := range eps {
+		ep := e.(map[string]any)
+		if ep["port"] != "http" || ep["path"] != "/metrics" {
+			t.Errorf("%s endpoint %v: want port http, path /metrics", u.GetKind(), ep)
+		}
+	}
+}
+
+func mustString(t *testing.T, u *unstructured.Unstructured, want string, path ...string) {
+	t.Helper()
+	if got, _, _ := unstructured.NestedString(u.Object, path...); got != want {
+		t.Errorf("%s %s = %q, want %q", u.GetKind(), strings.Join(path, "."), got, want)
+	}
+}
+
+func mustInt(t *testing.T, u *unstructured.Unstructured, path ...string) int64 {
+	t.Helper()
+	v, ok, err := unstructured.NestedFieldNoCopy(u.Object, path...)
+	if !ok || err != nil {
+		t.Errorf("%s %s missing", u.GetKind(), strings.Join(path, "."))
+		return 0
+	}
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		if n == float64(int64(n)) {
+			return int64(n)
+		}
+	}
+	t.Errorf("%s %s = %v (%T), want a whole number", u.GetKind(), strings.Join(path, "."), v, v)
+	return 0
+}
+
+func subset(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func envOf(c corev1.Container) map[string]corev1.EnvVar {
+	m := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		m[e.Name] = e
+	}
+	return m
+}
+
+// renderDeployment renders vals and returns the Deployment, strictly decoded.
+func renderDeployment(t *testing.T, vals map[string]any, caps *chartutil.Capabilities) *appsv1.Deployment {
+	t.Helper()
+	objs, err := decode(mustRender(t, vals, caps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs.typed["Deployment"][0].(*appsv1.Deployment)
+}
+
+// TestGateVariables checks the chart's GATE_ variables against the gate's own list
+// (`go run ./cmd/gate env`): every one set is known to the gate (which refuses unknown
+// GATE_ names at start-up), the required ones are always set, secrets come from Secrets,
+// every gate setting is reachable from some value, and the chart's defaults are the gate's.
+func TestGateVariables(t *testing.T) {
+	known := map[string]string{}
+	for _, v := range mustGateEnv(t) {
+		known[v.name] = v.def
+	}
+	covered := map[string]bool{}
+	for _, vs := range valueSets {
+		t.Run(strings.TrimSuffix(vs.file, ".yaml"), func(t *testing.T) {
+			d := renderDeployment(t, readValues(t, filepath.Join("testdata", vs.file)), capabilities(vs.caps...))
+			c := d.Spec.Template.Spec.Containers[0]
+			seen := map[string]bool{}
+			for _, e := range c.Env {
+				if seen[e.Name] {
+					t.Errorf("%s set twice", e.Name)
+				}
+				seen[e.Name] = true
+				if !strings.HasPrefix(e.Name, "GATE_") {
+					continue
+				}
+				if _, ok := known[e.Name]; !ok {
+					t.Errorf("%s is not a variable the gate knows (it would refuse to start)", e.Name)
+				}
+				covered[e.Name] = true
+				if slices.Contains(secretVars, e.Name) && (e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
+					t.Errorf("%s is not taken from a Secret: %+v", e.Name, e)
+				}
+				if e.Name == "GATE_REDIS_URLS" && e.ValueFrom == nil {
+					checkRedisURLs(t, e.Value, seen)
+				}
+			}
+			for _, name := range requiredVars {
+				if !seen[name] {
+					t.Errorf("required %s is not set", name)
+				}
+			}
+		})
+	}
+	t.Run("every gate variable has a value", func(t *testing.T) {
+		for name := range known {
+			if !covered[name] {
+				t.Errorf("%s is set by none of the value sets: map it to a value (and cover it in testdata/)", name)
+			}
+		}
+	})
+	t.Run("defaults are the gate's", func(t *testing.T) {
+		// The chart has no default for these: a fleet must say where its brokers and
+		// Redis are (the gate's defaults point at 127.0.0.1).
+		noDefault := map[string]bool{"GATE_KAFKA_BROKERS": true, "GATE_REDIS_URLS": true}
+		d := renderDeployment(t, readValues(t, "testdata/defaults.yaml"), capabilities())
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			def, ok := known[e.Name]
+			if !ok || noDefault[e.Name] {
+				continue
+			}
+			if !sameSetting(e.Value, def) {
+				t.Errorf("%s: chart default %q, gate default %q", e.Name, e.Value, def)
+			}
+		}
+	})
+}
+
+// checkRedisURLs: a plain GATE_REDIS_URLS holds no password, only $(VAR) references to
+// variables set earlier from a Secret.
+func checkRedisURLs(t *testing.T, value string, setBefore map[string]bool) {
+	t.Helper()
+	ref := regexp.MustCompile(`^\$\(([A-Z0-9_]+)\)$`)
+	for _, raw := range strings.Split(value, ",") {
+		u, err := url.Parse(strings.NewReplacer("$(", "%24%28", ")", "%29").Replace(raw))
+		if err != nil {
+			t.Errorf("GATE_REDIS_URLS entry %q: %v", raw, err)
+			continue
+		}
+		pw, ok := u.User.Password()
+		if !ok {
+			continue
+		}
+		m := ref.FindStringSubmatch(pw)
+		if m == nil {
+			t.Errorf("GATE_REDIS_URLS entry %q holds a plain password", raw)
+		} else if !setBefore[m[1]] {
+			t.Errorf("GATE_REDIS_URLS refers to $(%s), which is not set before it", m[1])
+		}
+	}
+}
+
+// sameSetting compares a chart value with a gate default as the gate reads them.
+func sameSetting(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if da, err := time.ParseDuration(a); err == nil {
+		db, err := time.ParseDuration(b)
+		return err == nil && da == db
+	}
+	if fa, err := strconv.ParseFloat(a, 64); err == nil {
+		fb, err := strconv.ParseFloat(b, 64)
+		return err == nil && fa == fb
+	}
+	return false
+}
+
+// TestRedisSecrets: a password Secret is referenced from the URLs, a URLs Secret replaces them.
+func TestRedisSecrets(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	d := renderDeployment(t, mergeValues(base, mustParse(t, `
+redis:
+  urls: [redis://redis-0:6379/0, redis://user@redis-1:6379/2]
+  passwordSecret: {name: redis-auth, key: pw}`)), capabilities())
+	env := envOf(d.Spec.Template.Spec.Containers[0])
+	if got, want := env["GATE_REDIS_URLS"].Value, "redis://:$(CAPTURE_GATE_REDIS_PASSWORD)@redis-0:6379/0,redis://user:$(CAPTURE_GATE_REDIS_PASSWORD)@redis-1:6379/2"; got != want {
+		t.Errorf("GATE_REDIS_URLS = %q, want %q", got, want)
+	}
+	if ref := env["CAPTURE_GATE_REDIS_PASSWORD"].ValueFrom; ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "redis-auth" || ref.SecretKeyRef.Key != "pw" {
+		t.Errorf("CAPTURE_GATE_REDIS_PASSWORD not from Secret redis-auth/pw: %+v", ref)
+	}
+
+	d = renderDeployment(t, mergeValues(base, mustParse(t, `
+redis:
+  urls: []
+  urlsSecret: {name: redis-urls}`)), capabilities())
+	ref := envOf(d.Spec.Template.Spec.Containers[0])["GATE_REDIS_URLS"].ValueFrom
+	if ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "redis-urls" || ref.SecretKeyRef.Key != "urls" {
+		t.Errorf("GATE_REDIS_URLS not from Secret redis-urls/urls: %+v", ref)
+	}
+}
+
+// TestReplicas: replicas = ceil(partitions / perPod) unless replicaCount says otherwise.
+func TestReplicas(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	for _, tc := range []struct {
+		name       string
+		values     string
+		want       int32
+		wantErrSub string
+	}{
+		{name: "one per pod", values: "scaling: {inputPartitions: 12}", want: 12},
+		{name: "divides", values: "scaling: {inputPartitions: 12, partitionsPerPod: 4}", want: 3},
+		{name: "rounds up", values: "scaling: {inputPartitions: 10, partitionsPerPod: 4}", want: 3},
+		{name: "more per pod than partitions", values: "scaling: {inputPartitions: 3, partitionsPerPod: 8}", want: 1},
+		{name: "single partition", values: "scaling: {inputPartitions: 1}", want: 1},
+		{name: "explicit wins", values: "scaling: {inputPartitions: 12, partitionsPerPod: 4}\nreplicaCount: 5", want: 5},
+		{name: "explicit equal to partitions", values: "scaling: {inputPartitions: 6}\nreplicaCount: 6", want: 6},
+		{name: "explicit zero", values: "replicaCount: 0", want: 0},
+		{name: "explicit over partitions", values: "scaling: {inputPartitions: 4}\nreplicaCount: 6",
+			wantErrSub: "6 replicas for the 4 partitions of topic \"events\" would leave 2 pod(s) idle"},
+		{name: "idle pods allowed", values: "scaling: {inputPartitions: 4, allowIdlePods: true}\nreplicaCount: 6", want: 6},
+		{name: "perPod zero", values: "scaling: {inputPartitions: 4, partitionsPerPod: 0}", wantErrSub: "/scaling/partitionsPerPod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := mergeValues(base, mustParse(t, tc.values))
+			r, err := render(t, vals, capabilities())
+			if tc.wantErrSub != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErrSub) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErrSub)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := decode(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := objs.typed["Deployment"][0].(*appsv1.Deployment)
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != tc.want {
+				t.Errorf("replicas = %v, want %d", d.Spec.Replicas, tc.want)
+			}
+		})
+	}
+}
+
+// TestGracePeriod: terminationGracePeriodSeconds = shutdown timeout + 25s unless set.
+func TestGracePeriod(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	for _, tc := range []struct {
+		values string
+		want   int64
+	}{
+		{"kafka: {shutdownTimeout: 20s}", 45},
+		{"kafka: {shutdownTimeout: 1m30s}", 115},
+		{"kafka: {shutdownTimeout: 500ms}", 26},
+		{"kafka: {shutdownTimeout: 2.5s}", 28},
+		{"kafka: {shutdownTimeout: 1h}", 3625},
+		{"kafka: {shutdownTimeout: 20s}\nterminationGracePeriodSeconds: 30", 30},
+		{"kafka: {shutdownTimeout: 20s}\nterminationGracePeriodSeconds: 300", 300},
+	} {
+		d := renderDeployment(t, mergeValues(base, mustParse(t, tc.values)), capabilities())
+		if got := *d.Spec.Template.Spec.TerminationGracePeriodSeconds; got != tc.want {
+			t.Errorf("%q: terminationGracePeriodSeconds = %d, want %d", tc.values, got, tc.want)
+		}
+	}
+}
+
+// TestMonitorsNeedTheirAPI: a monitor is rendered when enabled and the API exists or it
+// is forced; otherwise NOTES.txt says why it is missing.
+func TestMonitorsNeedTheirAPI(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	for _, kind := range []string{"PodMonitor", "ServiceMonitor"} {
+		key := strings.ToLower(kind[:1]) + kind[1:]
+		for _, tc := range []struct {
+			name   string
+			values string
+			caps   []string
+			want   bool
+		}{
+			{"disabled", "", prometheusOperator, false},
+			{"enabled, API present", "{enabled: true}", prometheusOperator, true},
+			{"enabled, no API", "{enabled: true}", nil, false},
+			{"forced, no API", "{enabled: true, force: true}", nil, true},
+		} {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				vals := base
+				if tc.values != "" {
+					vals = mergeValues(base, mustParse(t, fmt.Sprintf("metrics:\n  %s: %s", key, tc.values)))
+				}
+				r := mustRender(t, vals, capabilities(tc.caps...))
+				objs, err := decode(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := len(objs.custom[kind]) == 1; got != tc.want {
+					t.Errorf("%s rendered: %v, want %v", kind, got, tc.want)
+				}
+				warned := strings.Contains(r.notes, "no "+kind+" was rendered")
+				if wantWarn := tc.values != "" && !tc.want; warned != wantWarn {
+					t.Errorf("NOTES warns: %v, want %v\n%s", warned, wantWarn, r.notes)
+				}
+			})
+		}
+	}
+}
+
+// TestInvalidValues: each file of testdata/invalid/, laid over testdata/defaults.yaml,
+// must fail to render with the message its first line names (`# want: ...`), from the
+// schema or from the templates' checks.
+func TestInvalidValues(t *testing.T) {
+	files, err := filepath.Glob("testdata/invalid/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata/invalid/*.yaml: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := strings.Cut(string(b), "\n")
+			want, ok := strings.CutPrefix(first, "# want: ")
+			if !ok {
+				t.Fatalf("first line %q is not '# want: <part of the error>'", first)
+			}
+			_, err = render(t, readValues(t, "testdata/defaults.yaml", f), capabilities(prometheusOperator...))
+			if err == nil {
+				t.Fatalf("rendered; want an error containing %q", want)
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %q\nwant it to contain %q", err, want)
+			}
+		})
+	}
+}
+
+// TestSchemaCoversValues: values.yaml and values.schema.json describe the same keys, and
+// the chart's README names every one of them.
+func TestSchemaCoversValues(t *testing.T) {
+	var schema map[string]any
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if schema["additionalProperties"] != false {
+		t.Error("the schema allows unknown top-level keys")
+	}
+	defaults := readValues(t, filepath.Join(chartDir, "values.yaml"))
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(string(readme)))
+	row := regexp.MustCompile("^\\| `([^`]+)` \\|")
+	for sc.Scan() {
+		if m := row.FindStringSubmatch(sc.Text()); m != nil {
+			documented[m[1]] = true
+		}
+	}
+	var walk func(prefix string, s map[string]any, vals map[string]any)
+	walk = func(prefix string, s map[string]any, vals map[string]any) {
+		props, _ := s["properties"].(map[string]any)
+		for k, sub := range props {
+			path := prefix + k
+			if path == "global" {
+				continue
+			}
+			v, inValues := vals[k]
+			if !inValues {
+				t.Errorf("%s is in the schema but not in values.yaml", path)
+			}
+			subSchema := sub.(map[string]any)
+			if _, nested := subSchema["properties"]; nested {
+				vm, _ := v.(map[string]any)
+				walk(path+".", subSchema, vm)
+				continue
+			}
+			if !documented[path] {
+				t.Errorf("README.md has no row for `%s`", path)
+			}
+		}
+	}
+	walk("", schema, defaults)
+}
+
+func mustParse(t *testing.T, s string) map[string]any {
+	t.Helper()
+	v, err := parseValues([]byte(s))
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return v
+}
+
+// TestTemplateChecksWithoutSchema: with --skip-schema-validation the templates still
+// refuse KEDA and the HPA together.
+func TestTemplateChecksWithoutSchema(t *testing.T) {
+	c := mustChart(t)
+	vals := readValues(t, "testdata/defaults.yaml", "testdata/invalid/keda-and-hpa.yaml")
+	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}
+	top, err := chartutil.ToRenderValuesWithSchemaValidation(c, vals, opts, capabilities(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = engine.Render(c, top)
+	if want := "autoscaling.keda.enabled and autoscaling.hpa.enabled are both true"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one containing %q", err, want)
+	}
+}
