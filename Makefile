@@ -12,9 +12,10 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/gate
 
-# Runs the gate with its GATE_* settings (default Redis: redis://127.0.0.1:6379/0).
+# Runs gate dev: an in-process Kafka broker on 127.0.0.1:19092, a Redis, two gates in one
+# group, a load generator and a live view, until Ctrl-C (flags: bin/gate dev -h).
 run: build
-	./$(BIN)
+	./$(BIN) dev
 
 # Everything the suite needs beyond Go, installed if missing.
 deps-test:
@@ -27,9 +28,21 @@ deps-test:
 test: deps-test
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+	cd deploy/compose && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
 test-short: deps-test
 	$(GO) test -short -count=1 $(PKGS)
+
+# The long fault scenarios (Redis stopped 30 s and hung 10 s, three SIGKILLs, three
+# scale rounds, a minute of steady traffic, more broker faults; internal/faulttest with
+# GATE_SOAK=1), then each route fuzz target for FUZZTIME.
+FUZZTIME ?= 60s
+.PHONY: soak
+soak: deps-test
+	GATE_SOAK=1 $(GO) test -race -count=1 -timeout 30m -v ./internal/faulttest/
+	$(GO) test -run '^$$' -fuzz '^FuzzTeam$$' -fuzztime $(FUZZTIME) ./internal/route/
+	$(GO) test -run '^$$' -fuzz '^FuzzRoute$$' -fuzztime $(FUZZTIME) ./internal/route/
 
 # Benchmarks: the per-record check beside a bare sharded-map lookup, the tick against a
 # real Redis, memory per cached team, routing, and the whole gate beside a bare franz-go
@@ -47,6 +60,8 @@ fmt:
 
 tidy:
 	$(GO) mod tidy
+	cd deploy/compose && $(GO) mod tidy
+	cd deploy/helm && $(GO) mod tidy
 
 clean:
 	rm -rf bin

@@ -20,12 +20,15 @@
 //     final flush writes the counts of the last records routed to Redis, then the HTTP
 //     server and the Redis clients; the process exits 0. A second signal kills it.
 //
-// Subcommands: serve or run (the default), env (the variable table as Markdown), help.
+// Subcommands: serve or run (the default), env (the variable table as Markdown), dev (the
+// whole pipeline in one process, with load and a live view), load (the dev load, to a
+// real broker), help.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,13 +43,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
-	"github.com/capturegate/gate/internal/route"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
@@ -97,6 +97,9 @@ const usage = `Usage: gate [command]
 Commands:
   serve   run the gate (the default; "run" is the same)
   env     print the GATE_* environment variables as a Markdown table
+  dev     run a whole demo in this process: Kafka broker, Redis, two gates, load, live view
+          (gate dev -h for its flags)
+  load    produce the demo load to GATE_KAFKA_BROKERS (gate load -h for its flags)
   help    print this help
 
 The gate is configured through GATE_* environment variables only; see "gate env".
@@ -117,9 +120,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "run":
 		cmd = "serve"
 	case "serve", "env":
+	case "dev", "load":
+		names := envNames(os.Environ(), getenv)
+		var err error
+		if cmd == "dev" {
+			err = dev(ctx, args, getenv, names, stdout, stderr, realDevDeps())
+		} else {
+			err = load(ctx, args, getenv, names, stdout, stderr)
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // the flags were printed
+		}
+		return err
 	default:
 		_, _ = io.WriteString(stderr, usage)
-		return &usageError{msg: fmt.Sprintf("unknown command %q (want serve, env or help)", cmd)}
+		return &usageError{msg: fmt.Sprintf("unknown command %q (want serve, env, dev, load or help)", cmd)}
 	}
 	if len(args) > 0 {
 		_, _ = io.WriteString(stderr, usage)
@@ -162,51 +177,13 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	// another run's log, which is harmless.
 	redis.SetLogger(redisLogger{log.With("component", "redis")})
 
-	reg := prometheus.NewRegistry()
-	for _, c := range []prometheus.Collector{
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("registering runtime metrics: %w", err)
-		}
-	}
-	lim, err := limit.New(cfg.limitConfig(), nil, reg)
-	if err != nil {
-		return fmt.Errorf("building the limiter: %w", err)
-	}
-	clients, err := gatesync.Dial(cfg.RedisURLs, cfg.redisOptions())
-	if err != nil {
-		return fmt.Errorf("configuring Redis clients: %w", err)
-	}
-	// Closed last, after the tick's final flush has used them.
-	defer func() {
-		for i, c := range clients {
-			if err := c.Close(); err != nil {
-				log.Warn("closing redis client", "instance", i, "err", err)
-			}
-		}
-	}()
-	instances := make([]redis.UniversalClient, len(clients))
-	for i, c := range clients {
-		instances[i] = c
-	}
-	ticker, err := gatesync.New(lim, instances, cfg.syncConfig(), reg, log.With("component", "tick"))
-	if err != nil {
-		return fmt.Errorf("building the tick: %w", err)
-	}
-	router, err := route.New(cfg.routeConfig(), lim, reg)
-	if err != nil {
-		return fmt.Errorf("building the router: %w", err)
-	}
-	ccfg, err := cfg.consumeConfig()
+	g, err := newGate(cfg, log, gateOptions{})
 	if err != nil {
 		return err
 	}
-	consumer, err := consume.New(ccfg, router, nil, reg, log.With("component", "consume"))
-	if err != nil {
-		return fmt.Errorf("building the Kafka consumer: %w", err)
-	}
+	// Closed last, after the tick's final flush has used them.
+	defer g.closeRedis(log)
+	reg, lim, clients, ticker, consumer := g.reg, g.lim, g.clients, g.ticker, g.consumer
 	// Listen before serving, so a taken port fails start-up, and so the log can give the
 	// actual address when GATE_HTTP_ADDR asks for port 0.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -369,6 +369,11 @@ func TestRunCommands(t *testing.T) {
 		{args: []string{"-x"}, usageErr: true, errHas: `unknown command "-x"`},
 		{args: []string{"serve", "extra"}, usageErr: true, errHas: "serve takes no arguments"},
 		{args: []string{"env", "--markdown"}, usageErr: true, errHas: "env takes no arguments"},
+		{args: []string{"dev", "-h"}, stderrHas: "Usage: gate dev", wantNilErr: true},
+		{args: []string{"load", "-h"}, stderrHas: "Usage: gate load", wantNilErr: true},
+		{args: []string{"dev", "extra"}, usageErr: true, errHas: "gate dev takes flags only"},
+		{args: []string{"load", "-rate", "0"}, usageErr: true, errHas: "gate load: -rate 0"},
+		{args: []string{"-help"}, stdoutHas: "dev     run a whole demo", wantNilErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

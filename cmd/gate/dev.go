@@ -1,0 +1,403 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/term"
+)
+
+const (
+	// devGates is how many gates gate dev runs in its consumer group.
+	devGates = 2
+	// devDrainTimeout bounds waiting, once the load has stopped, for the gates to route
+	// what it produced.
+	devDrainTimeout = 5 * time.Second
+	// devRetentionBytes is what the embedded broker keeps per partition, and
+	// devRetentionEvery how often it drops the rest: it holds every record in memory,
+	// so without a bound a long run grows by megabytes a second.
+	devRetentionBytes = 2 << 20
+	devRetentionEvery = 5 * time.Second
+)
+
+// devDefaults are the GATE_ settings gate dev uses when the environment does not set
+// them: a short window and a low threshold, so limiting shows within seconds; its own
+// Redis key prefix, so it never shares counters with a real fleet; quiet text logs, as
+// stdout is the view.
+func devDefaults() map[string]string {
+	return map[string]string{
+		"GATE_WINDOW":        "10s",
+		"GATE_THRESHOLD":     "2000",
+		"GATE_SYNC_INTERVAL": "5s",
+		"GATE_REDIS_PREFIX":  "gate-dev",
+		"GATE_LOG_FORMAT":    "text",
+		"GATE_LOG_LEVEL":     "warn",
+	}
+}
+
+// devDeps is what the tests replace.
+type devDeps struct {
+	// lookPath finds redis-server (exec.LookPath).
+	lookPath func(string) (string, error)
+	// isTerminal reports whether w is a terminal, to redraw a view rather than print lines.
+	isTerminal func(w io.Writer) bool
+}
+
+func realDevDeps() devDeps {
+	return devDeps{
+		lookPath: exec.LookPath,
+		isTerminal: func(w io.Writer) bool {
+			f, ok := w.(*os.File)
+			return ok && term.IsTerminal(int(f.Fd()))
+		},
+	}
+}
+
+// devOptions are gate dev's flags.
+type devOptions struct {
+	load       loadSpec
+	kafkaAddr  string
+	partitions int
+	top        int
+	threshold  int64
+	window     time.Duration
+}
+
+func parseDevFlags(args []string, stderr io.Writer) (devOptions, map[string]string, error) {
+	o := devOptions{load: defaultLoadSpec(), kafkaAddr: "127.0.0.1:19092", partitions: 6, top: 8, threshold: 2000, window: 10 * time.Second}
+	fs := flag.NewFlagSet("gate dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.load.addFlags(fs)
+	fs.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "loopback host:port the embedded Kafka broker listens on, for kcat -b; port 0 picks a free one")
+	fs.IntVar(&o.partitions, "partitions", o.partitions, "partitions of the input topic, shared by the two gates")
+	fs.IntVar(&o.top, "top", o.top, "teams shown in the top-by-overflow table")
+	fs.Int64Var(&o.threshold, "threshold", o.threshold, "records per window a team may send (GATE_THRESHOLD; this flag wins over it)")
+	fs.DurationVar(&o.window, "window", o.window, "length of the limit's window (GATE_WINDOW; this flag wins over it)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: gate dev [flags]
+
+Runs, in this process, an in-memory Kafka broker (kfake) on a fixed loopback port, a Redis
+(GATE_REDIS_URLS if set, else a redis-server started on a free port, else an embedded
+miniredis), two gates in one consumer group sharing the limit, and a load generator, and
+shows what they route, once a second, until the duration ends or Ctrl-C. Other GATE_*
+variables apply to both gates (gate dev defaults: GATE_WINDOW=10s, GATE_THRESHOLD=2000,
+GATE_SYNC_INTERVAL=5s, GATE_REDIS_PREFIX=gate-dev, GATE_LOG_LEVEL=warn, GATE_LOG_FORMAT=text).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return o, nil, err
+	}
+	if err := o.load.check(); err != nil {
+		return o, nil, &usageError{msg: "gate dev: " + oneLine(err)}
+	}
+	if o.partitions < 1 || o.top < 0 {
+		return o, nil, &usageError{msg: fmt.Sprintf("gate dev: -partitions %d, -top %d: want at least 1 partition and 0 or more teams", o.partitions, o.top)}
+	}
+	// Flags given on the command line win over the environment.
+	set := map[string]string{}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "threshold":
+			set["GATE_THRESHOLD"] = strconv.FormatInt(o.threshold, 10)
+		case "window":
+			set["GATE_WINDOW"] = o.window.String()
+		}
+	})
+	return o, set, nil
+}
+
+// dev is `gate dev`. names are the GATE_ variables set in the environment, checked for
+// typos as serve does.
+func dev(ctx context.Context, args []string, getenv func(string) string, names []string, stdout, stderr io.Writer, deps devDeps) (err error) {
+	o, flagEnv, err := parseDevFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	defaults := devDefaults()
+	// The broker and Redis are set below, once started; these stand in for the checks.
+	defaults["GATE_KAFKA_BROKERS"] = "127.0.0.1:9092"
+	defaults["GATE_REDIS_URLS"] = "redis://127.0.0.1:6379/0"
+	devGetenv := func(k string) string {
+		if v, ok := flagEnv[k]; ok {
+			return v
+		}
+		if k == "GATE_KAFKA_BROKERS" {
+			return defaults[k] // gate dev always uses its own broker
+		}
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return defaults[k]
+	}
+	cfg, err := loadConfig(devGetenv, names)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	redis.SetLogger(redisLogger{log.With("component", "redis")})
+
+	// 1. The broker, with the gate's topics.
+	cluster, err := startDevBroker(o.kafkaAddr, o.partitions, cfg)
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	retentionCtx, stopRetention := context.WithCancel(context.WithoutCancel(ctx))
+	retentionDone := make(chan struct{})
+	go func() {
+		defer close(retentionDone)
+		t := time.NewTicker(devRetentionEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-retentionCtx.Done():
+				return
+			case <-t.C:
+				cluster.ApplyRetention()
+			}
+		}
+	}()
+	defer func() { stopRetention(); <-retentionDone }() // before Close, deferred above
+	brokerAddr := cluster.ListenAddrs()[0]
+	cfg.KafkaBrokers = brokerList{brokerAddr}
+
+	// 2. Redis.
+	rd, err := startDevRedis(ctx, getenv("GATE_REDIS_URLS"), deps.lookPath, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := rd.stop(); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stopping Redis: %w", serr))
+		}
+	}()
+	cfg.RedisURLs = redisURLs(strings.Split(rd.url, ","))
+
+	// 3. Two gates, built as serve builds one, counting their outcomes in stats.
+	stats := newDevStats()
+	var gates []*gateParts
+	defer func() {
+		for _, g := range gates {
+			g.closeRedis(log)
+		}
+	}()
+	for i := 1; i <= devGates; i++ {
+		g, err := newGate(cfg, log.With("gate", i), gateOptions{
+			wrapRouter: stats.wrap,
+			clientOpts: devClientOpts(cfg, i),
+		})
+		if err != nil {
+			return fmt.Errorf("gate %d: %w", i, err)
+		}
+		gates = append(gates, g)
+	}
+
+	// 4. The load's producer.
+	producer, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr), kgo.ClientID(cfg.KafkaClientID+"-dev-load"),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MetadataMinAge(200*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("creating the load's Kafka client: %w", err)
+	}
+	defer producer.Close()
+
+	header := devHeader(o, cfg, brokerAddr, rd.what)
+	terminal := deps.isTerminal(stdout)
+	if !terminal {
+		if _, err := io.WriteString(stdout, header); err != nil {
+			return fmt.Errorf("writing output: %w", err)
+		}
+	}
+
+	// 5. Start: the gates, then the load.
+	runCtx := ctx
+	if o.load.Duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, o.load.Duration)
+		defer cancel()
+	}
+	gateCtx, stopGates := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopGates()
+	gateErrs := make(chan error, len(gates))
+	for i, g := range gates {
+		go func() { gateErrs <- runDevGate(gateCtx, g, i+1) }()
+	}
+	running := len(gates)
+	loadCtx, stopLoad := context.WithCancel(runCtx)
+	defer stopLoad()
+	var counts loadCounts
+	spec := o.load
+	spec.Duration = 0 // runCtx ends the load
+	loadDone := make(chan error, 1)
+	go func() { loadDone <- produceLoad(loadCtx, producer, cfg.InputTopic, spec, &counts, log) }()
+
+	// 6. The view, once a second.
+	start := time.Now()
+	regs := make([]*prometheus.Registry, len(gates))
+	for i, g := range gates {
+		regs[i] = g.reg
+	}
+	prev := stats.snapshot(start, 0, regs)
+	var last devRates
+	show := func(now time.Time) error {
+		cur := stats.snapshot(now, counts.produced.Load(), regs)
+		r := rates(prev, cur, last, start, o.top)
+		prev, last = cur, r
+		if terminal {
+			return r.writeScreen(stdout, header)
+		}
+		return r.writeLine(stdout)
+	}
+	var runErr error
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+view:
+	for {
+		select {
+		case <-runCtx.Done():
+			break view
+		case err := <-gateErrs:
+			running--
+			runErr = fmt.Errorf("a gate stopped early: %w", cmp.Or(err, errors.New("its consumer returned")))
+			break view
+		case err := <-loadDone:
+			loadDone <- err // read again below
+			runErr = fmt.Errorf("the load generator stopped: %w", err)
+			break view
+		case now := <-tick.C:
+			if err := show(now); err != nil {
+				runErr = fmt.Errorf("writing output: %w", err)
+				break view
+			}
+		}
+	}
+
+	// 7. Stop in order: the load, then (once they have routed it) the gates, whose
+	// consumers commit and leave the group and whose ticks flush; deferred, Redis and
+	// the broker.
+	stopLoad()
+	if err := <-loadDone; err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr == nil {
+		drainDeadline := time.Now().Add(devDrainTimeout)
+		for routedTotal(stats) < counts.produced.Load() && time.Now().Before(drainDeadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	stopGates()
+	for ; running > 0; running-- {
+		if err := <-gateErrs; err != nil && runErr == nil {
+			runErr = fmt.Errorf("a gate stopped: %w", err)
+		}
+	}
+	if err := show(time.Now()); err != nil && runErr == nil {
+		runErr = fmt.Errorf("writing output: %w", err)
+	}
+	s := stats.snapshot(time.Now(), counts.produced.Load(), nil)
+	if _, err := fmt.Fprintf(stdout, "gate dev stopped after %s: in=%d accepted=%d overflow=%d dead_letter=%d load_failed=%d\n",
+		time.Since(start).Round(time.Second), s.produced, s.routed[0], s.routed[1], s.routed[2], counts.failed.Load()); err != nil && runErr == nil {
+		runErr = fmt.Errorf("writing output: %w", err)
+	}
+	return runErr
+}
+
+func routedTotal(s *devStats) int64 {
+	var n int64
+	for i := range s.routed {
+		n += s.routed[i].Load()
+	}
+	return n
+}
+
+// runDevGate runs one gate's tick and consumer until ctx ends, and stops them as serve
+// does: the consumer first (commit, leave the group), then the tick with its final flush.
+func runDevGate(ctx context.Context, g *gateParts, i int) error {
+	tickCtx, stopTick := context.WithCancel(context.WithoutCancel(ctx))
+	tickDone := make(chan struct{})
+	go func() {
+		defer close(tickDone)
+		g.ticker.Run(tickCtx)
+	}()
+	err := g.consumer.Run(ctx)
+	stopTick()
+	<-tickDone
+	if err != nil {
+		return fmt.Errorf("gate %d: %w", i, err)
+	}
+	return nil
+}
+
+// startDevBroker starts kfake on addr with the input topic and the three outputs.
+func startDevBroker(addr string, partitions int, cfg Config) (*kfake.Cluster, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || !validPort(port) {
+		return nil, &usageError{msg: fmt.Sprintf("gate dev: -kafka-addr %q: want host:port such as 127.0.0.1:19092", addr)}
+	}
+	p, _ := strconv.Atoi(port)
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.Ports(p),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
+		kfake.SeedTopics(int32(partitions), cfg.InputTopic),
+		kfake.SeedTopics(3, cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond),
+		// Retention frees whole segments: small ones, so that it frees memory soon.
+		kfake.BrokerConfigs(map[string]string{
+			"log.retention.bytes": strconv.Itoa(devRetentionBytes),
+			"log.segment.bytes":   strconv.Itoa(devRetentionBytes / 4),
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("starting the embedded Kafka broker on %s (another gate dev running? try -kafka-addr 127.0.0.1:0): %w", addr, err)
+	}
+	return c, nil
+}
+
+// devClientOpts make a dev gate's group react in a fraction of a second against the
+// in-process broker (franz-go's defaults suit a real cluster: rebalances take seconds).
+func devClientOpts(cfg Config, i int) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ClientID(fmt.Sprintf("%s-dev-%d", cfg.KafkaClientID, i)),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.MetadataMinAge(200 * time.Millisecond),
+		kgo.SessionTimeout(3 * time.Second),
+		kgo.HeartbeatInterval(250 * time.Millisecond),
+	}
+}
+
+func devHeader(o devOptions, cfg Config, broker, redisWhat string) string {
+	lc := cfg.limitConfig()
+	hotRate := o.load.HotShare * float64(o.load.Rate)
+	perWindow := hotRate * lc.Window.Seconds()
+	var b strings.Builder
+	fmt.Fprintf(&b, "gate dev: %d gates in consumer group %s share one limit: %d records per %s window per team (%s mode)\n",
+		devGates, cfg.GroupID, lc.Threshold, lc.Window, lc.Mode)
+	fmt.Fprintf(&b, "kafka: kfake (in-process Kafka-protocol broker) on %s; %s (%d partitions) -> %s, %s, %s\n",
+		broker, cfg.InputTopic, o.partitions, cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic)
+	fmt.Fprintf(&b, "       keeps the last %d MiB of each partition; try: kcat -b %s -L   |   kcat -b %s -C -t %s -o -5 -e -f '%%h %%s\\n'\n", devRetentionBytes>>20, broker, broker, cfg.OverflowTopic)
+	fmt.Fprintf(&b, "redis: %s\n", redisWhat)
+	bad := "none malformed"
+	if o.load.BadEvery > 0 {
+		bad = fmt.Sprintf("1 in %d malformed", o.load.BadEvery)
+	}
+	fmt.Fprintf(&b, "load:  %d records/s over %d teams (team_id %d.. by Zipf s=%g); team_id %d sends %.0f%% (%.0f per window, %.1fx its limit); %s\n",
+		o.load.Rate, o.load.Teams, firstTailTeam, o.load.ZipfS, hotTeam, o.load.HotShare*100, perWindow, perWindow/float64(lc.Threshold), bad)
+	return b.String()
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/route"
+)
+
+// devArgs is a short gate dev run: a free broker port, a threshold low enough that the
+// hot team overflows within the first second, and a malformed record early on.
+func devArgs(more ...string) []string {
+	return append([]string{"-duration", "3s", "-kafka-addr", "127.0.0.1:0", "-rate", "2000", "-teams", "200",
+		"-threshold", "100", "-bad-every", "50"}, more...)
+}
+
+func noRedisServer(string) (string, error) { return "", exec.ErrNotFound }
+
+func notTerminal(io.Writer) bool { return false }
+
+// runDev runs gate dev to its end with getenv and deps, and returns its stdout.
+func runDev(t *testing.T, args []string, env map[string]string, deps devDeps) string {
+	t.Helper()
+	var stdout bytes.Buffer
+	stderr := &syncBuffer{}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := dev(ctx, args, getenvFrom(env), nil, &stdout, stderr, deps); err != nil {
+		t.Fatalf("gate dev: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr)
+	}
+	return stdout.String()
+}
+
+var devTotals = regexp.MustCompile(`(?m)^gate dev stopped after \S+: in=(\d+) accepted=(\d+) overflow=(\d+) dead_letter=(\d+) load_failed=(\d+)$`)
+
+// checkDevOutput checks the plain output of a whole run: the header, lines a second, and
+// totals with records on all three outputs, all of them routed.
+func checkDevOutput(t *testing.T, out, redisLine string) {
+	t.Helper()
+	for _, want := range []string{
+		"gate dev: 2 gates in consumer group capture-gate share one limit: 100 records per 10s window",
+		"kafka: kfake (in-process Kafka-protocol broker) on 127.0.0.1:",
+		"kcat -b 127.0.0.1:",
+		"redis: " + redisLine,
+		"events (6 partitions) -> events_accepted, events_overflow, events_dead_letter",
+		"\nt=",
+		" top_overflow=1:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("piped output has terminal escapes:\n%q", out)
+	}
+	m := devTotals.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no totals line:\n%s", out)
+	}
+	n := make([]int64, len(m)-1)
+	for i, s := range m[1:] {
+		n[i], _ = strconv.ParseInt(s, 10, 64)
+	}
+	in, accepted, overflow, dead, failed := n[0], n[1], n[2], n[3], n[4]
+	if accepted == 0 || overflow == 0 || dead == 0 || failed != 0 {
+		t.Errorf("want records on every output and no load failures: %s", m[0])
+	}
+	// Every record produced was routed before the gates stopped (a rebalance may route
+	// a few twice, never fewer).
+	if accepted+overflow+dead < in {
+		t.Errorf("routed %d of %d records: %s", accepted+overflow+dead, in, m[0])
+	}
+}
+
+func TestDevPipedWithMiniredis(t *testing.T) {
+	t.Parallel()
+	out := runDev(t, devArgs(), nil, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	checkDevOutput(t, out, "embedded miniredis (Go, in this process) on 127.0.0.1:")
+	if !strings.Contains(out, "no redis-server on PATH") {
+		t.Errorf("output does not say why miniredis:\n%s", out)
+	}
+}
+
+var startedOn = regexp.MustCompile(`redis: redis-server \S* ?started on (127\.0\.0\.1:\d+)`)
+
+func TestDevStartsAndStopsRedisServer(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server not on PATH")
+		}
+		t.Skip("redis-server not on PATH")
+	}
+	out := runDev(t, devArgs(), nil, devDeps{lookPath: exec.LookPath, isTerminal: notTerminal})
+	checkDevOutput(t, out, "redis-server")
+	m := startedOn.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no redis-server address in the output:\n%s", out)
+	}
+	// Stopped at exit: nothing listens there any more.
+	if c, err := net.DialTimeout("tcp", m[1], time.Second); err == nil {
+		c.Close()
+		t.Errorf("redis-server on %s still answers after gate dev returned", m[1])
+	}
+}
+
+// With GATE_REDIS_URLS, gate dev uses that Redis, and the gates' final tick leaves the
+// counts there under the dev prefix.
+func TestDevUsesGateRedisURLs(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	out := runDev(t, devArgs(), map[string]string{"GATE_REDIS_URLS": rs.URL()},
+		devDeps{lookPath: func(string) (string, error) { t.Error("looked for redis-server"); return "", exec.ErrNotFound }, isTerminal: notTerminal})
+	checkDevOutput(t, out, "GATE_REDIS_URLS "+rs.URL())
+	opt, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	keys, err := c.Keys(t.Context(), "gate-dev:1:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Errorf("keys of the hot team under gate-dev: %v, %v", keys, err)
+	}
+}
+
+func TestDevTerminalRedraws(t *testing.T) {
+	t.Parallel()
+	out := runDev(t, devArgs("-duration", "2s"), nil, devDeps{lookPath: noRedisServer, isTerminal: func(io.Writer) bool { return true }})
+	if !strings.Contains(out, "\x1b[H\x1b[2J") || !strings.Contains(out, "top teams by overflow") || !strings.Contains(out, "commands/tick") {
+		t.Errorf("terminal output is not the redrawn view:\n%s", out)
+	}
+	if strings.Contains(out, "\nt=") {
+		t.Errorf("terminal output has plain lines:\n%s", out)
+	}
+}
+
+func TestDevFlagsAndConfig(t *testing.T) {
+	t.Parallel()
+	deps := devDeps{lookPath: noRedisServer, isTerminal: notTerminal}
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		names    []string
+		usageErr bool
+		errHas   string
+	}{
+		{name: "help", args: []string{"-h"}, errHas: flag.ErrHelp.Error()},
+		{name: "unknown flag", args: []string{"-bogus"}, usageErr: true, errHas: "flag provided but not defined: -bogus"},
+		{name: "argument", args: []string{"extra"}, usageErr: true, errHas: `gate dev takes flags only, got ["extra"]`},
+		{name: "bad rate", args: []string{"-rate", "0"}, usageErr: true, errHas: "-rate 0"},
+		{name: "bad zipf", args: []string{"-zipf", "1"}, usageErr: true, errHas: "-zipf 1"},
+		{name: "bad address", args: []string{"-kafka-addr", "nowhere"}, usageErr: true, errHas: `-kafka-addr "nowhere"`},
+		{name: "typo in env", args: devArgs(), names: []string{"GATE_TRESHOLD"}, errHas: "GATE_TRESHOLD: unknown variable (did you mean GATE_THRESHOLD?)"},
+		{name: "bad env", args: []string{"-kafka-addr", "127.0.0.1:0"}, env: map[string]string{"GATE_WINDOW": "1s"}, errHas: "GATE_TICK_INTERVAL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			err := dev(t.Context(), tt.args, getenvFrom(tt.env), tt.names, &stdout, &stderr, deps)
+			if err == nil || !strings.Contains(err.Error(), tt.errHas) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.errHas)
+			}
+			var ue *usageError
+			if errors.As(err, &ue) != tt.usageErr {
+				t.Errorf("usage error = %v, want %v", !tt.usageErr, tt.usageErr)
+			}
+		})
+	}
+}
+
+func TestDevBrokerPortTaken(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var stdout, stderr bytes.Buffer
+	err = dev(t.Context(), []string{"-kafka-addr", ln.Addr().String()}, getenvFrom(nil), nil, &stdout, &stderr,
+		devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	if err == nil || !strings.Contains(err.Error(), "another gate dev running?") {
+		t.Fatalf("err = %v, want the port in use", err)
+	}
+}
+
+// The generator's records route as intended: teams by a power law with the hot team
+// first, and every malformed one, at its fixed cadence, to dead letter.
+func TestGeneratorRoutes(t *testing.T) {
+	t.Parallel()
+	spec := defaultLoadSpec()
+	spec.BadEvery = 10
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1 << 40}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := route.New(route.Config{AcceptedTopic: "a", OverflowTopic: "o", DeadLetterTopic: "d"}, lim, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return time.Unix(1718000000, 0) }
+	gen, again := newGenerator(spec, now), newGenerator(spec, now)
+	perTeam := map[string]int{}
+	reasons := map[string]int{}
+	const n = 4000
+	for i := 1; i <= n; i++ {
+		rec := gen.next()
+		if rec2 := again.next(); !bytes.Equal(rec.Value, rec2.Value) || !bytes.Equal(rec.Key, rec2.Key) {
+			t.Fatalf("record %d differs between two generators with one seed", i)
+		}
+		rec.Topic = "events"
+		_, o := r.Route(now(), rec, nil)
+		if bad := i%spec.BadEvery == 0; bad != (o.Route == route.DeadLetter) {
+			t.Fatalf("record %d: %+v (malformed: %v) %q", i, o, bad, rec.Value)
+		}
+		if o.Route == route.DeadLetter {
+			reasons[o.Reason]++
+			continue
+		}
+		perTeam[o.Team]++
+		if want := o.Team + ":user-"; !strings.HasPrefix(string(rec.Key), want) {
+			t.Errorf("record %d: key %q, want %s...", i, rec.Key, want)
+		}
+	}
+	for _, reason := range []string{route.ReasonNotJSON, route.ReasonFieldMissing, route.ReasonKeyTooLong} {
+		if reasons[reason] == 0 {
+			t.Errorf("no malformed record dead-lettered as %s: %v", reason, reasons)
+		}
+	}
+	// The hot team leads, then the tail's head; the tail is long.
+	if !(perTeam["1"] > perTeam["1000"] && perTeam["1000"] > perTeam["1001"] && perTeam["1001"] > 0) || len(perTeam) < 100 {
+		t.Errorf("teams 1, 1000, 1001: %d %d %d, %d teams", perTeam["1"], perTeam["1000"], perTeam["1001"], len(perTeam))
+	}
+}
+
+// gate load produces the load to a real (kfake) broker from GATE_KAFKA_BROKERS.
+func TestLoadCommand(t *testing.T) {
+	t.Parallel()
+	_, env := kafkaEnv(t)
+	var stdout bytes.Buffer
+	stderr := &syncBuffer{}
+	err := load(t.Context(), []string{"-duration", "1500ms", "-rate", "400"}, getenvFrom(env), nil, &stdout, stderr)
+	if err != nil {
+		t.Fatalf("gate load: %v\n%s", err, stderr)
+	}
+	m := regexp.MustCompile(`load: stopped; produced=(\d+) failed=0`).FindStringSubmatch(stdout.String())
+	if m == nil || m[1] == "0" {
+		t.Fatalf("output:\n%s", stdout.String())
+	}
+	want, _ := strconv.Atoi(m[1])
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env["GATE_KAFKA_BROKERS"]), kgo.ConsumeTopics("events"),
+		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := 0
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for got < want && ctx.Err() == nil {
+		got += cl.PollFetches(ctx).NumRecords()
+	}
+	if got != want {
+		t.Errorf("events holds %d records, gate load says it produced %d", got, want)
+	}
+}
+
+func TestLoadFlags(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	err := load(t.Context(), []string{"-hot-share", "1"}, getenvFrom(nil), nil, &stdout, &stderr)
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "-hot-share 1") {
+		t.Errorf("err = %v, want a usage error about -hot-share", err)
+	}
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+// gateParts is one gate: its limiter, the Redis clients and the tick that syncs it, the
+// router that asks it, and the Kafka consumer that routes through that router, with their
+// metrics on one registry. serve runs one; gate dev runs two in one process.
+type gateParts struct {
+	reg      *prometheus.Registry
+	lim      *limit.Limiter
+	clients  []*redis.Client
+	ticker   *gatesync.Ticker
+	router   *route.Router
+	consumer *consume.Consumer
+}
+
+// gateOptions are what gate dev changes in a gate; serve passes the zero value.
+type gateOptions struct {
+	// wrapRouter, if set, stands between the consumer and the router (gate dev counts
+	// outcomes per team through it).
+	wrapRouter func(*route.Router) consume.Router
+	// clientOpts are added after the consumer's own Kafka client options.
+	clientOpts []kgo.Opt
+}
+
+// newGate builds a gate from cfg. Nothing connects or starts: every step that can fail
+// runs here, before the caller starts anything. On success the caller owns the Redis
+// clients and closes them (closeRedis) after the tick's final flush; on failure they are
+// closed already.
+func newGate(cfg Config, log *slog.Logger, o gateOptions) (_ *gateParts, err error) {
+	g := &gateParts{reg: prometheus.NewRegistry()}
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := g.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering runtime metrics: %w", err)
+		}
+	}
+	if g.lim, err = limit.New(cfg.limitConfig(), nil, g.reg); err != nil {
+		return nil, fmt.Errorf("building the limiter: %w", err)
+	}
+	if g.clients, err = gatesync.Dial(cfg.RedisURLs, cfg.redisOptions()); err != nil {
+		return nil, fmt.Errorf("configuring Redis clients: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			g.closeRedis(log)
+		}
+	}()
+	instances := make([]redis.UniversalClient, len(g.clients))
+	for i, c := range g.clients {
+		instances[i] = c
+	}
+	if g.ticker, err = gatesync.New(g.lim, instances, cfg.syncConfig(), g.reg, log.With("component", "tick")); err != nil {
+		return nil, fmt.Errorf("building the tick: %w", err)
+	}
+	if g.router, err = route.New(cfg.routeConfig(), g.lim, g.reg); err != nil {
+		return nil, fmt.Errorf("building the router: %w", err)
+	}
+	ccfg, err := cfg.consumeConfig()
+	if err != nil {
+		return nil, err
+	}
+	ccfg.ClientOpts = append(ccfg.ClientOpts, o.clientOpts...)
+	var r consume.Router = g.router
+	if o.wrapRouter != nil {
+		r = o.wrapRouter(g.router)
+	}
+	if g.consumer, err = consume.New(ccfg, r, nil, g.reg, log.With("component", "consume")); err != nil {
+		return nil, fmt.Errorf("building the Kafka consumer: %w", err)
+	}
+	return g, nil
+}
+
+// closeRedis closes the Redis clients; call it after the tick's final flush.
+func (g *gateParts) closeRedis(log *slog.Logger) {
+	for i, c := range g.clients {
+		if err := c.Close(); err != nil {
+			log.Warn("closing redis client", "instance", i, "err", err)
+		}
+	}
+}

@@ -1,0 +1,377 @@
+package compose
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+// root is the gate's repository, where docker-compose.yml is.
+const root = "../.."
+
+func loadProject(t *testing.T) *types.Project {
+	t.Helper()
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := loader.LoadWithContext(t.Context(), types.ConfigDetails{
+		WorkingDir:  abs,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(abs, "docker-compose.yml")}},
+		Environment: types.Mapping{}, // nothing from the developer's shell
+	})
+	if err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	return p
+}
+
+// gateBinary builds cmd/gate into a temporary directory.
+func gateBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gate")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/gate")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building cmd/gate: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// The file holds the services the README promises, wired as they must be.
+func TestComposeServices(t *testing.T) {
+	t.Parallel()
+	p := loadProject(t)
+	want := []string{"grafana", "kafka", "kafka-init", "load", "gate", "prometheus", "redis"}
+	if got := p.ServiceNames(); !sameSet(got, want) {
+		t.Fatalf("services %v, want %v", got, want)
+	}
+	svc := func(name string) types.ServiceConfig {
+		s, err := p.GetService(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	// Kafka in KRaft mode, one node as broker and controller.
+	kafka := svc("kafka")
+	if !strings.HasPrefix(kafka.Image, "apache/kafka:") || env(kafka, "KAFKA_PROCESS_ROLES") != "broker,controller" {
+		t.Errorf("kafka: image %q, roles %q: want apache/kafka in KRaft mode", kafka.Image, env(kafka, "KAFKA_PROCESS_ROLES"))
+	}
+	// The topics are created before the gate or the load start.
+	for _, name := range []string{"gate", "load"} {
+		s := svc(name)
+		if d, ok := s.DependsOn["kafka-init"]; !ok || d.Condition != types.ServiceConditionCompletedSuccessfully {
+			t.Errorf("%s: want depends_on kafka-init: service_completed_successfully, got %+v", name, s.DependsOn)
+		}
+		if s.Build == nil || s.Build.Dockerfile != "Dockerfile" {
+			t.Errorf("%s: want built from the top-level Dockerfile, got %+v", name, s.Build)
+		}
+	}
+	init := strings.Join(svc("kafka-init").Command, " ")
+	for _, topic := range []string{"events:", "events_accepted:", "events_overflow:", "events_dead_letter:"} {
+		if !strings.Contains(init, topic) {
+			t.Errorf("kafka-init does not create %s: %s", strings.TrimSuffix(topic, ":"), init)
+		}
+	}
+	if g := svc("gate"); g.Deploy == nil || g.Deploy.Replicas == nil || *g.Deploy.Replicas < 2 {
+		t.Errorf("gate: want at least 2 replicas in one group, got %+v", g.Deploy)
+	}
+	// Every file mounted from the repository exists.
+	for _, s := range p.Services {
+		for _, v := range s.Volumes {
+			if v.Type != types.VolumeTypeBind {
+				continue
+			}
+			if _, err := os.Stat(v.Source); err != nil {
+				t.Errorf("%s mounts %s: %v", s.Name, v.Source, err)
+			}
+		}
+	}
+	// The Dockerfile: multi-stage, static, non-root, minimal base.
+	df, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{" AS build", "CGO_ENABLED=0", "FROM gcr.io/distroless/static:nonroot", "USER nonroot"} {
+		if !bytes.Contains(df, []byte(want)) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}
+
+// gateEnvTable matches a variable's row in `gate env`.
+var gateEnvTable = regexp.MustCompile("(?m)^\\| `(GATE_[A-Z0-9_]+)` \\|")
+
+// Every GATE_ variable the compose file sets is one the gate reads, and the gate
+// subcommands it runs parse.
+func TestComposeGateVariablesAndCommands(t *testing.T) {
+	t.Parallel()
+	p := loadProject(t)
+	bin := gateBinary(t)
+	out, err := exec.Command(bin, "env").Output()
+	if err != nil {
+		t.Fatalf("gate env: %v", err)
+	}
+	known := map[string]bool{}
+	for _, m := range gateEnvTable.FindAllStringSubmatch(string(out), -1) {
+		known[m[1]] = true
+	}
+	if len(known) < 40 {
+		t.Fatalf("gate env lists %d variables:\n%s", len(known), out)
+	}
+	set := 0
+	for _, s := range p.Services {
+		for k := range s.Environment {
+			if !strings.HasPrefix(k, "GATE_") {
+				continue
+			}
+			set++
+			if !known[k] {
+				t.Errorf("service %s sets %s, which the gate does not know", s.Name, k)
+			}
+		}
+	}
+	if set == 0 {
+		t.Error("no GATE_ variable set in docker-compose.yml")
+	}
+
+	for _, s := range p.Services {
+		if s.Image != "capture-gate:dev" {
+			continue
+		}
+		if len(s.Command) == 0 || !slices.Contains([]string{"serve", "load"}, s.Command[0]) {
+			t.Errorf("service %s runs %q: want serve or load", s.Name, s.Command)
+			continue
+		}
+		if s.Command[0] != "load" {
+			continue
+		}
+		// Flags parse up to -h, which then prints the usage and exits 0.
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		args := append(slices.Clone(s.Command), "-h")
+		if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+			t.Errorf("service %s: gate %s: %v\n%s", s.Name, strings.Join(args, " "), err, out)
+		}
+		cancel()
+	}
+}
+
+// Every metric the dashboard's queries name is one the gate exports.
+func TestDashboardMetricsExist(t *testing.T) {
+	t.Parallel()
+	exported := exportedMetrics(t)
+	b, err := os.ReadFile(filepath.Join(root, "deploy/grafana/gate-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		UID    string  `json:"uid"`
+		Panels []panel `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("gate-dashboard.json: %v", err)
+	}
+	if dash.UID == "" {
+		t.Error("the dashboard has no uid")
+	}
+	var panels []panel
+	for _, p := range dash.Panels {
+		panels = append(panels, p)
+		panels = append(panels, p.Panels...) // a collapsed row holds its panels
+	}
+	used := map[string]bool{}
+	for _, p := range panels {
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			names := metricNames(tg.Expr)
+			if len(names) == 0 {
+				t.Errorf("panel %q: query %q names no gate metric", p.Title, tg.Expr)
+			}
+			for _, n := range names {
+				used[n] = true
+				if !exported.has(n) {
+					t.Errorf("panel %q: %s is not a metric the gate exports", p.Title, n)
+				}
+			}
+		}
+	}
+	// The panels the issue asks for.
+	for _, want := range []string{"gate_records_total", "gate_limiter_decisions_total", "gate_limiter_tick_duration_seconds_bucket",
+		"gate_limiter_pipeline_duration_seconds_bucket", "gate_limiter_tick_redis_commands_sum", "gate_limiter_pending_writes",
+		"gate_limiter_errors_total", "gate_produce_errors_total", "gate_partition_lag_records", "gate_rebalances_total"} {
+		if !used[want] {
+			t.Errorf("no panel queries %s", want)
+		}
+	}
+}
+
+type panel struct {
+	Type    string  `json:"type"`
+	Title   string  `json:"title"`
+	Panels  []panel `json:"panels"`
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+}
+
+// metricName matches the gate's metric names in PromQL: its own (gate_), franz-go's
+// (gate_kafka_) and the runtime's (go_, process_). Label names and functions never start
+// so; quoted label values are removed first.
+var (
+	metricName  = regexp.MustCompile(`\b(?:gate|go|process)_[a-zA-Z0-9_]*[a-zA-Z0-9]\b`)
+	quotedValue = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+)
+
+func metricNames(expr string) []string {
+	return metricName.FindAllString(quotedValue.ReplaceAllString(expr, `""`), -1)
+}
+
+func TestMetricNames(t *testing.T) {
+	t.Parallel()
+	got := metricNames(`sum by (le, exported_instance) (rate(gate_limiter_pipeline_duration_seconds_bucket{reason="gate_x"}[$__rate_interval])) / go_goroutines`)
+	if want := []string{"gate_limiter_pipeline_duration_seconds_bucket", "go_goroutines"}; !slices.Equal(got, want) {
+		t.Errorf("metricNames = %v, want %v", got, want)
+	}
+}
+
+// metricSet is the names of the metrics a registry's collectors describe.
+type metricSet map[string]bool
+
+// has reports an exported name, or a histogram's or summary's series of one.
+func (s metricSet) has(name string) bool {
+	if s[name] {
+		return true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && s[base] {
+			return true
+		}
+	}
+	return false
+}
+
+// recorder is a registry that keeps the collectors registered on it, so that every
+// metric they can export is known, including vectors with no series yet (a lag gauge
+// before any partition is assigned, a produce error counter before any error).
+type recorder struct {
+	*prometheus.Registry
+	mu sync.Mutex
+	cs []prometheus.Collector
+}
+
+func (r *recorder) Register(c prometheus.Collector) error {
+	if err := r.Registry.Register(c); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cs = append(r.cs, c)
+	return nil
+}
+
+func (r *recorder) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// exportedMetrics builds the gate's parts as cmd/gate does (newGate: runtime collectors,
+// limiter, tick, router, consumer with franz-go's kprom metrics) on one registry, and
+// returns every metric name they describe. Nothing connects: the consumer is never run.
+func exportedMetrics(t *testing.T) metricSet {
+	t.Helper()
+	reg := &recorder{Registry: prometheus.NewRegistry()}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	log := slog.New(slog.DiscardHandler)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = rc.Close() })
+	if _, err := gatesync.New(lim, []redis.UniversalClient{rc}, gatesync.Config{}, reg, log); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := route.New(route.Config{AcceptedTopic: "a", OverflowTopic: "o", DeadLetterTopic: "d"}, lim, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := consume.New(consume.Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: "events", GroupID: "g"}, rt, nil, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Client().Close()
+
+	names := metricSet{}
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	for _, col := range reg.cs {
+		ch := make(chan *prometheus.Desc)
+		go func() {
+			col.Describe(ch)
+			close(ch)
+		}()
+		for d := range ch {
+			m := fqName.FindStringSubmatch(d.String())
+			if m == nil {
+				t.Fatalf("cannot read the name of %s", d)
+			}
+			names[m[1]] = true
+		}
+	}
+	for _, want := range []string{"gate_records_total", "gate_limiter_decisions_total", "gate_limiter_tick_duration_seconds",
+		"gate_partition_lag_records", "go_goroutines", "process_resident_memory_bytes"} {
+		if !names[want] {
+			t.Fatalf("the gate's registry does not describe %s; found %d names", want, len(names))
+		}
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(names)), func(n string) bool { return strings.HasPrefix(n, "gate_kafka_") }) {
+		t.Fatal("no gate_kafka_ (kprom) metric described")
+	}
+	return names
+}
+
+func env(s types.ServiceConfig, k string) string {
+	if v := s.Environment[k]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
+	return slices.Equal(a, b)
+}
