@@ -96,6 +96,7 @@ type Config struct {
 	RedisURLs         redisURLs     `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
 	RedisPrefix       string        `envconfig:"REDIS_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
 	RedisKeyTTL       time.Duration `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry set on each counter key (default 0, meaning 2 x GATE_WINDOW, and shorter values are raised to that); the previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer."`
+	RedisTLSCAFile    string        `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it."`
 	RedisReadTimeout  time.Duration `envconfig:"REDIS_READ_TIMEOUT" default:"250ms" desc:"Longest wait for a Redis reply (default 250ms); shorter gives up on a slow Redis sooner (views go stale, records are never held up), longer rides out pauses but delays the tick."`
 	RedisWriteTimeout time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" default:"250ms" desc:"Longest wait to send a command to Redis (default 250ms); shorter gives up on a stuck connection sooner, longer rides out pauses but delays the tick."`
 	RedisDialTimeout  time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"Longest wait to open a connection to Redis (default 1s); shorter notices a lost instance sooner, too short fails on a slow network."`
@@ -390,13 +391,9 @@ func (c Config) kafkaTLS() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}
 	if c.KafkaTLSCAFile != "" {
-		pem, err := os.ReadFile(c.KafkaTLSCAFile)
+		pool, err := loadCAs("KAFKA_TLS_CA_FILE", c.KafkaTLSCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("GATE_KAFKA_TLS_CA_FILE=%q: reading the CA certificates: %w", c.KafkaTLSCAFile, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("GATE_KAFKA_TLS_CA_FILE=%q: want PEM certificates, found none", c.KafkaTLSCAFile)
+			return nil, err
 		}
 		cfg.RootCAs = pool
 	}
@@ -424,13 +421,35 @@ func (c Config) kafkaSASL() sasl.Mechanism {
 	return nil
 }
 
-// redisOptions maps Config to the Redis connection settings.
-func (c Config) redisOptions() gatesync.RedisOptions {
-	return gatesync.RedisOptions{
+// redisOptions maps Config to the Redis connection settings. Its errors name the
+// variable at fault.
+func (c Config) redisOptions() (gatesync.RedisOptions, error) {
+	o := gatesync.RedisOptions{
 		ReadTimeout:  c.RedisReadTimeout,
 		WriteTimeout: c.RedisWriteTimeout,
 		DialTimeout:  c.RedisDialTimeout,
 	}
+	if c.RedisTLSCAFile != "" {
+		pool, err := loadCAs("REDIS_TLS_CA_FILE", c.RedisTLSCAFile)
+		if err != nil {
+			return o, problems{err} // a configuration error: exit status 2
+		}
+		o.RootCAs = pool
+	}
+	return o, nil
+}
+
+// loadCAs reads a PEM file of CA certificates named by GATE_<key>.
+func loadCAs(key, file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("GATE_%s=%q: reading the CA certificates: %w", key, file, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("GATE_%s=%q: want PEM certificates, found none", key, file)
+	}
+	return pool, nil
 }
 
 // --- Field types with their own syntax -------------------------------------------------

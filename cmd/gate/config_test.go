@@ -517,7 +517,7 @@ func TestConfigMapsThroughLibraries(t *testing.T) {
 		tc.KeysPerCommand != 50 || tc.KeysPerTick != 1000 || tc.MaxPendingWrites != 2000 || tc.MaxReadsPerTick != 300 {
 		t.Errorf("sync config %+v", tc)
 	}
-	if o := c.redisOptions(); o.ReadTimeout != time.Second || o.WriteTimeout != 2*time.Second || o.DialTimeout != 3*time.Second {
+	if o, err := c.redisOptions(); err != nil || o.ReadTimeout != time.Second || o.WriteTimeout != 2*time.Second || o.DialTimeout != 3*time.Second {
 		t.Errorf("redis options %+v", o)
 	}
 }
@@ -590,6 +590,10 @@ func TestKafkaTLSFiles(t *testing.T) {
 	c, _ = loadMap(map[string]string{"GATE_KAFKA_TLS_CA_FILE": notPEM})
 	if _, err := c.consumeConfig(); err == nil || !strings.Contains(err.Error(), "want PEM certificates") {
 		t.Errorf("consumeConfig: %v", err)
+	}
+	c, _ = loadMap(map[string]string{"GATE_REDIS_TLS_CA_FILE": notPEM})
+	if _, err := c.redisOptions(); err == nil || !strings.Contains(err.Error(), "GATE_REDIS_TLS_CA_FILE") || exitCode(err) != 2 {
+		t.Errorf("redisOptions: %v", err)
 	}
 	c, _ = loadMap(map[string]string{"GATE_KAFKA_TLS": "true"})
 	if tc, err := c.kafkaTLS(); err != nil || tc == nil {

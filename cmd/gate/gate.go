@@ -53,7 +53,11 @@ func newGate(cfg Config, log *slog.Logger, o gateOptions) (_ *gateParts, err err
 	if g.lim, err = limit.New(cfg.limitConfig(), nil, g.reg); err != nil {
 		return nil, fmt.Errorf("building the limiter: %w", err)
 	}
-	if g.clients, err = gatesync.Dial(cfg.RedisURLs, cfg.redisOptions()); err != nil {
+	ropts, err := cfg.redisOptions()
+	if err != nil {
+		return nil, err
+	}
+	if g.clients, err = gatesync.Dial(cfg.RedisURLs, ropts); err != nil {
 		return nil, fmt.Errorf("configuring Redis clients: %w", err)
 	}
 	defer func() {

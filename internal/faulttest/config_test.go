@@ -55,6 +55,7 @@ var badConfig = map[string]string{
 	"GATE_TICK_INTERVAL":           "0s",
 	"GATE_REDIS_URLS":              "http://127.0.0.1:6379",
 	"GATE_REDIS_KEY_TTL":           "-1s",
+	"GATE_REDIS_TLS_CA_FILE":       "/nonexistent/ca.pem",
 	"GATE_REDIS_READ_TIMEOUT":      "fast",
 	"GATE_REDIS_WRITE_TIMEOUT":     "-250ms",
 	"GATE_REDIS_DIAL_TIMEOUT":      "0",

@@ -155,9 +155,8 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 
 // TestRedisPasswordAndTLS: the gate writes its counts to a Redis that requires a
 // password (requirepass, or an ACL user) or TLS, given as redis://[user]:pass@ or
-// rediss:// URLs. The gate has no setting for a Redis CA file: rediss:// verifies the
-// server against the system's CA certificates, which the test points at its own CA
-// through SSL_CERT_FILE (honoured by Go's crypto/x509 on Linux).
+// rediss:// URLs, the server's certificate checked against the test's own CA through
+// GATE_REDIS_TLS_CA_FILE.
 func TestRedisPasswordAndTLS(t *testing.T) {
 	needGate(t)
 	t.Parallel()
@@ -189,7 +188,7 @@ func TestRedisPasswordAndTLS(t *testing.T) {
 			c := faulttest.NewCluster(t, kfake.SeedTopics(2, inTopic), kfake.SeedTopics(1, outTopics...))
 			vars := map[string]string{"GATE_REDIS_URLS": r.URL(user, urlPass)}
 			if tc.tls {
-				vars["SSL_CERT_FILE"] = ca.CAFile
+				vars["GATE_REDIS_TLS_CA_FILE"] = ca.CAFile
 			}
 			secureRun(t, c, nil, vars, pass, urlPass)
 			rc := r.Client(t)

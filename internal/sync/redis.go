@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -19,6 +20,8 @@ type RedisOptions struct {
 	DialTimeout time.Duration
 	// PoolSize is the connections kept per instance. Default 4: the tick uses one.
 	PoolSize int
+	// RootCAs, when set, replaces the system's CA certificates for rediss:// URLs.
+	RootCAs *x509.CertPool
 }
 
 // Defaults for RedisOptions.
@@ -52,6 +55,9 @@ func Dial(urls []string, o RedisOptions) ([]*redis.Client, error) {
 		}
 		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = o.ReadTimeout, o.WriteTimeout, o.DialTimeout
 		opt.PoolSize = o.PoolSize
+		if opt.TLSConfig != nil && o.RootCAs != nil {
+			opt.TLSConfig.RootCAs = o.RootCAs
+		}
 		opt.MaxRetries = -1
 		// One dial attempt: the client's default of five, 100 ms apart, would make every
 		// tick of an outage half a second late. The next tick is the retry.

@@ -118,6 +118,7 @@ Fails when that exceeds the partition count, unless scaling.allowIdlePods.
 
 {{/* The Kafka TLS Secret's mount point. */}}
 {{- define "capture-gate.kafkaTLSDir" -}}/etc/capture-gate/kafka-tls{{- end -}}
+{{- define "capture-gate.redisTLSDir" -}}/etc/capture-gate/redis-tls{{- end -}}
 
 {{/* The env variable holding the Redis password (not GATE_: the gate refuses unknown GATE_ names). */}}
 {{- define "capture-gate.redisPasswordVar" -}}CAPTURE_GATE_REDIS_PASSWORD{{- end -}}
@@ -302,6 +303,10 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- end }}
 - name: GATE_REDIS_URLS
   value: {{ include "capture-gate.redisURLs" . | quote }}
+{{- end }}
+{{- if and $v.redis.tls.secretName $v.redis.tls.caKey }}
+- name: GATE_REDIS_TLS_CA_FILE
+  value: {{ printf "%s/%s" (include "capture-gate.redisTLSDir" .) $v.redis.tls.caKey | quote }}
 {{- end }}
 - name: GATE_REDIS_PREFIX
   value: {{ $v.redis.prefix | quote }}
