@@ -82,7 +82,8 @@ type Config struct {
 	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
 	Window           time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s); a longer window smooths bursts but remembers an overrun for longer."`
 	Threshold        int64         `envconfig:"THRESHOLD" default:"1000000" desc:"Events per window a team may send across the whole fleet before it is limited, for teams without an override (default 1000000); lower protects downstream sooner, higher lets bigger bursts through."`
-	Overrides        overrides     `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is read once at start-up so its length costs nothing per record."`
+	Overrides        overrideList  `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is the base the live overrides (GATE_OVERRIDES_REFRESH) are laid over; its length costs nothing per record."`
+	OverridesRefresh time.Duration `envconfig:"OVERRIDES_REFRESH" default:"60s" desc:"How often every gate reads the live per-team limits from the hash {prefix}:overrides in the first Redis instance, managed with gate overrides set/delete (default 60s); the live set is laid over GATE_OVERRIDES (a team in it takes its live limit, one deleted from it falls back to GATE_OVERRIDES or GATE_THRESHOLD), and a Redis error or a missing hash keeps the current limits."`
 	SyncInterval     time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
 	HotEveryTick     bool          `envconfig:"HOT_EVERY_TICK" default:"true" desc:"Read teams at 80% of their threshold or more on every tick instead of every half GATE_SYNC_INTERVAL (default true); it cuts the time a fleet takes to divert a team that jumps over its limit from about 20s to about 2s, for a few extra reads of busy teams only."`
 	PendingReadShare float64       `envconfig:"PENDING_READ_SHARE" default:"0.05" desc:"Read a team on the next tick once the events this gate counted since its last read reach this share of the team's threshold, or never if negative (default 0.05); smaller catches a sudden jump sooner and costs more reads."`
@@ -208,6 +209,7 @@ func (c *Config) check(p *problems, raw map[string]string) {
 		bad("THRESHOLD", fmt.Sprintf("a whole number from 1 to %d", int64(limit.MaxThreshold)))
 	}
 	positive("SYNC_INTERVAL", c.SyncInterval)
+	positive("OVERRIDES_REFRESH", c.OverridesRefresh)
 	if c.PendingReadShare == 0 || c.PendingReadShare > 1 {
 		bad("PENDING_READ_SHARE", "a share above 0 and at most 1 such as 0.05, or a negative number to disable")
 	}
@@ -462,17 +464,17 @@ type wanter interface{ want() string }
 // redacter is a field type whose raw value must not be repeated in errors as is.
 type redacter interface{ redact(string) string }
 
-// overrides is GATE_OVERRIDES: team=limit pairs separated by commas.
-type overrides map[string]int64
+// overrideList is GATE_OVERRIDES: team=limit pairs separated by commas.
+type overrideList map[string]int64
 
-func (overrides) want() string {
+func (overrideList) want() string {
 	return fmt.Sprintf("team=limit pairs separated by commas such as team1=5000,team2=200000, each limit from 1 to %d", int64(limit.MaxThreshold))
 }
 
 // UnmarshalText parses the pairs strictly: a mistyped override silently ignored would give a
 // team the default threshold, so every malformed entry is an error.
-func (o *overrides) UnmarshalText(b []byte) error {
-	m := make(overrides)
+func (o *overrideList) UnmarshalText(b []byte) error {
+	m := make(overrideList)
 	for i, entry := range strings.Split(string(b), ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {

@@ -85,6 +85,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Window:                60 * time.Second,
 		Threshold:             1_000_000,
 		SyncInterval:          15 * time.Second,
+		OverridesRefresh:      time.Minute,
 		HotEveryTick:          true,
 		PendingReadShare:      0.05,
 		SyncFloor:             0.01,
@@ -192,7 +193,7 @@ func TestLoadConfigValid(t *testing.T) {
 			}
 		}},
 		{"overrides", map[string]string{"GATE_OVERRIDES": "team-a=5000, team-b = 200000,c=1"}, func(t *testing.T, c Config) {
-			want := overrides{"team-a": 5000, "team-b": 200000, "c": 1}
+			want := overrideList{"team-a": 5000, "team-b": 200000, "c": 1}
 			if !maps.Equal(c.Overrides, want) {
 				t.Errorf("overrides %v, want %v", c.Overrides, want)
 			}
@@ -315,6 +316,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_OVERRIDES", value: "a=1,a=2", want: "twice"},
 		{key: "GATE_OVERRIDES", value: "a=1,", want: "empty"},
 		{key: "GATE_SYNC_INTERVAL", value: "0s", want: "above zero"},
+		{key: "GATE_OVERRIDES_REFRESH", value: "-1m", want: "above zero"},
 		{key: "GATE_SYNC_INTERVAL", value: "500ms", want: "no shorter than GATE_TICK_INTERVAL"},
 		{key: "GATE_HOT_EVERY_TICK", value: "maybe", want: "want true or false"},
 		{key: "GATE_PENDING_READ_SHARE", value: "five percent", want: "want a number"},

@@ -278,7 +278,10 @@ view:
 			break view
 		case err := <-loadDone:
 			loadDone <- err // read again below
-			runErr = fmt.Errorf("the load generator stopped: %w", err)
+			// The load also stops when the run's duration ends; both can be ready at once.
+			if runCtx.Err() == nil {
+				runErr = fmt.Errorf("the load generator stopped: %w", cmp.Or(err, errors.New("it returned early")))
+			}
 			break view
 		case now := <-tick.C:
 			if err := show(now); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
@@ -25,6 +26,9 @@ type gateParts struct {
 	ticker   *gatesync.Ticker
 	router   *route.Router
 	consumer *consume.Consumer
+	// overrides keeps the limiter's per-team thresholds in step with the live hash in
+	// the first Redis instance; serve runs it.
+	overrides *overrides.Refresher
 }
 
 // gateOptions are what gate dev changes in a gate; serve passes the zero value.
@@ -71,6 +75,14 @@ func newGate(cfg Config, log *slog.Logger, o gateOptions) (_ *gateParts, err err
 	}
 	if g.ticker, err = gatesync.New(g.lim, instances, cfg.syncConfig(), g.reg, log.With("component", "tick")); err != nil {
 		return nil, fmt.Errorf("building the tick: %w", err)
+	}
+	if g.overrides, err = overrides.New(overrides.Config{
+		Key:      overrides.Key(cfg.RedisPrefix),
+		Base:     cfg.Overrides,
+		Interval: cfg.OverridesRefresh,
+		Timeout:  cfg.RedisDialTimeout + cfg.RedisWriteTimeout + cfg.RedisReadTimeout,
+	}, g.lim, instances[0], g.reg, log.With("component", "overrides")); err != nil {
+		return nil, fmt.Errorf("building the overrides refresher: %w", err)
 	}
 	if g.router, err = route.New(cfg.routeConfig(), g.lim, g.reg); err != nil {
 		return nil, fmt.Errorf("building the router: %w", err)

@@ -100,6 +100,8 @@ Commands:
   dev     run a whole demo in this process: Kafka broker, Redis, two gates, load, live view
           (gate dev -h for its flags)
   load    produce the demo load to GATE_KAFKA_BROKERS (gate load -h for its flags)
+  overrides list | set TEAM LIMIT | delete TEAM
+          show or change the live per-team limits every gate reads from Redis
   help    print this help
 
 The gate is configured through GATE_* environment variables only; see "gate env".
@@ -120,6 +122,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "run":
 		cmd = "serve"
 	case "serve", "env":
+	case "overrides":
+		return overridesCmd(ctx, args, getenv, envNames(os.Environ(), getenv), stdout, stderr)
 	case "dev", "load":
 		names := envNames(os.Environ(), getenv)
 		var err error
@@ -134,7 +138,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	default:
 		_, _ = io.WriteString(stderr, usage)
-		return &usageError{msg: fmt.Sprintf("unknown command %q (want serve, env, dev, load or help)", cmd)}
+		return &usageError{msg: fmt.Sprintf("unknown command %q (want serve, env, dev, load, overrides or help)", cmd)}
 	}
 	if len(args) > 0 {
 		_, _ = io.WriteString(stderr, usage)
@@ -215,6 +219,11 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 		defer close(probeDone)
 		ready.run(probeCtx)
 	}()
+	overridesDone := make(chan struct{})
+	go func() {
+		defer close(overridesDone)
+		g.overrides.Run(probeCtx)
+	}()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	// The consumer checks records against lim; it stops first on shutdown, before the
@@ -252,6 +261,7 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	cancel()
 	stopProbe()
 	<-probeDone
+	<-overridesDone
 	log.Info("stopped")
 	return runErr
 }

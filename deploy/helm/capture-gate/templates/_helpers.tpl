@@ -257,6 +257,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 - name: GATE_OVERRIDES
   value: {{ join "," $pairs | quote }}
 {{- end }}
+- name: GATE_OVERRIDES_REFRESH
+  value: {{ $v.limit.overridesRefresh | quote }}
 - name: GATE_CACHE_CAPACITY
   value: {{ $v.limit.cacheCapacity | int64 | quote }}
 - name: GATE_CACHE_TTL

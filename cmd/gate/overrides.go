@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/capturegate/gate/internal/overrides"
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+const overridesUsage = `Usage: gate overrides list | set TEAM LIMIT | delete TEAM
+
+Shows or changes the live per-team limits in the hash {GATE_REDIS_PREFIX}:overrides of the
+first instance in GATE_REDIS_URLS. Every gate reads it every GATE_OVERRIDES_REFRESH and lays
+it over its GATE_OVERRIDES.
+`
+
+// overridesCmd runs `gate overrides ...` against the Redis the environment names.
+func overridesCmd(ctx context.Context, args []string, getenv func(string) string, names []string, stdout, stderr io.Writer) error {
+	bad := func(msg string) error {
+		_, _ = io.WriteString(stderr, overridesUsage)
+		return &usageError{msg: "overrides: " + msg}
+	}
+	if len(args) == 0 {
+		return bad("want list, set TEAM LIMIT or delete TEAM")
+	}
+	verb, args := args[0], args[1:]
+	var team string
+	var lim int64
+	switch verb {
+	case "list":
+		if len(args) != 0 {
+			return bad(fmt.Sprintf("list takes no arguments, got %q", args))
+		}
+	case "set":
+		if len(args) != 2 {
+			return bad(fmt.Sprintf("set takes TEAM LIMIT, got %q", args))
+		}
+		team = args[0]
+		n, err := overrides.ParseLimit(args[1])
+		if err != nil {
+			return bad(fmt.Sprintf("set %s: %v", team, err))
+		}
+		lim = n
+	case "delete":
+		if len(args) != 1 {
+			return bad(fmt.Sprintf("delete takes TEAM, got %q", args))
+		}
+		team = args[0]
+	default:
+		return bad(fmt.Sprintf("unknown action %q (want list, set or delete)", verb))
+	}
+	if (verb == "set" || verb == "delete") && (team == "" || team == overrides.MarkerField) {
+		return bad(fmt.Sprintf("team %q cannot be overridden", team))
+	}
+
+	cfg, err := loadConfig(getenv, names)
+	if err != nil {
+		return err
+	}
+	ropts, err := cfg.redisOptions()
+	if err != nil {
+		return err
+	}
+	clients, err := gatesync.Dial(cfg.RedisURLs[:1], ropts)
+	if err != nil {
+		return fmt.Errorf("configuring the Redis client: %w", err)
+	}
+	defer clients[0].Close()
+	c := clients[0]
+	key := overrides.Key(cfg.RedisPrefix)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+
+	switch verb {
+	case "set":
+		if err := overrides.Set(ctx, c, key, team, lim, time.Now()); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, "set %s = %d in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s)\n", team, lim, key, cfg.OverridesRefresh)
+		return err
+	case "delete":
+		found, err := overrides.Delete(ctx, c, key, team, time.Now())
+		if err != nil {
+			return err
+		}
+		if !found {
+			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", team, key)
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to GATE_OVERRIDES or GATE_THRESHOLD within GATE_OVERRIDES_REFRESH (%s)\n", team, key, cfg.OverridesRefresh)
+		return err
+	}
+	live, updated, err := overrides.List(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	if updated == "" && len(live) == 0 {
+		_, err := fmt.Fprintf(stdout, "no live overrides in %s\n", key)
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "TEAM\tLIMIT\n")
+	for _, t := range slices.Sorted(maps.Keys(live)) {
+		fmt.Fprintf(tw, "%s\t%s\n", t, strconv.FormatInt(live[t], 10))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%d live overrides in %s, last changed %s\n", len(live), key, updated)
+	return err
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// gate overrides set/list/delete manage the live hash; errors are usage errors with a
+// clear message.
+func TestOverridesCommand(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	env := map[string]string{"GATE_REDIS_URLS": rs.URL(), "GATE_REDIS_PREFIX": "ops"}
+	do := func(args ...string) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"overrides"}, args...), getenvFrom(env), &stdout, &stderr)
+		return stdout.String(), stderr.String(), err
+	}
+	if out, _, err := do("list"); err != nil || !strings.Contains(out, "no live overrides in ops:overrides") {
+		t.Errorf("list of nothing: %q %v", out, err)
+	}
+	if out, _, err := do("set", "team-a", "5000"); err != nil || !strings.Contains(out, "set team-a = 5000") {
+		t.Errorf("set: %q %v", out, err)
+	}
+	if _, _, err := do("set", "team-b", "70"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := do("list")
+	if err != nil || !strings.Contains(out, "team-a  5000") || !strings.Contains(out, "team-b  70") || !strings.Contains(out, "2 live overrides") {
+		t.Errorf("list: %q %v", out, err)
+	}
+	if out, _, err := do("delete", "team-a"); err != nil || !strings.Contains(out, "deleted team-a") {
+		t.Errorf("delete: %q %v", out, err)
+	}
+	if out, _, err := do("delete", "team-a"); err != nil || !strings.Contains(out, "nothing changed") {
+		t.Errorf("second delete: %q %v", out, err)
+	}
+	if v, err := rs.Client(t).HGet(context.Background(), "ops:overrides", "team-b").Result(); err != nil || v != "70" {
+		t.Errorf("hash holds team-b=%q (%v)", v, err)
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "want list, set TEAM LIMIT or delete TEAM"},
+		{[]string{"set", "a"}, "set takes TEAM LIMIT"},
+		{[]string{"set", "a", "0"}, `limit "0" is not a whole number`},
+		{[]string{"set", "a", "lots"}, `limit "lots" is not a whole number`},
+		{[]string{"delete"}, "delete takes TEAM"},
+		{[]string{"list", "x"}, "list takes no arguments"},
+		{[]string{"purge"}, `unknown action "purge"`},
+		{[]string{"set", ".updated", "5"}, "cannot be overridden"},
+	} {
+		_, stderr, err := do(tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || exitCode(err) != 2 || !strings.Contains(stderr, "Usage: gate overrides") {
+			t.Errorf("overrides %q: %v (exit %d), want a usage error with %q", tt.args, err, exitCode(err), tt.want)
+		}
+	}
+	// Redis unreachable: a plain error naming what was being done.
+	env["GATE_REDIS_URLS"] = "redis://" + closedPort(t)
+	if _, _, err := do("set", "a", "5"); err == nil || !strings.Contains(err.Error(), "setting a in ops:overrides") || exitCode(err) != 1 {
+		t.Errorf("set with Redis down: %v", err)
+	}
+}
+
+// A running gate applies a live override without a restart.
+func TestServeAppliesLiveOverrides(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	_, kenv := kafkaEnv(t)
+	g := startGate(t, withEnv(kenv, map[string]string{
+		"GATE_REDIS_URLS":        rs.URL(),
+		"GATE_HTTP_ADDR":         "127.0.0.1:0",
+		"GATE_OVERRIDES":         "base=10",
+		"GATE_OVERRIDES_REFRESH": "50ms",
+		"GATE_TICK_INTERVAL":     "50ms",
+	}))
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"overrides", "set", "live", "42"}, getenvFrom(map[string]string{"GATE_REDIS_URLS": rs.URL()}), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the live override in the metrics", func() bool {
+		_, m := get(t, g.addr, "/metrics")
+		return strings.Contains(m, "gate_overrides_loaded 2") && strings.Contains(m, "gate_overrides_live 1")
+	})
+	if err := g.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(g.stderr.String(), `"msg":"live overrides applied"`) {
+		t.Errorf("no log line for the applied overrides:\n%s", g.stderr)
+	}
+}
