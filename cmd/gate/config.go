@@ -54,6 +54,7 @@ type Config struct {
 	KeyFrom               keyFrom       `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':' (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
 	ValidateJSON          bool          `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
 	MaxKeyBytes           int           `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes; a longer one sends the record to dead letter with reason key_too_long (default 256)."`
+	Cost                  cost          `envconfig:"COST" default:"events" desc:"What a record counts toward its team's window: events (1 per record) or bytes (its value's size), so that with bytes a team sending few huge events is limited too and every threshold is in bytes per window (default events)."`
 	ForceOverflow         teamList      `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate (default none)."`
 	DryRun                bool          `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
 	OverflowKeepKey       bool          `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one)."`
@@ -348,6 +349,7 @@ func (c Config) routeConfig() route.Config {
 		OverflowKeepKey: c.OverflowKeepKey,
 		MaxKeyBytes:     c.MaxKeyBytes,
 		ValidateJSON:    c.ValidateJSON,
+		Cost:            c.Cost.Cost,
 	}
 }
 
@@ -529,6 +531,11 @@ func (b *brokerList) UnmarshalText(t []byte) error {
 type keyFrom struct{ route.KeyFrom }
 
 func (keyFrom) want() string { return "json:FIELD, json:FIELD+FIELD, header:NAME or key" }
+
+// cost is GATE_COST.
+type cost struct{ route.Cost }
+
+func (cost) want() string { return "events or bytes" }
 
 // teamList is GATE_FORCE_OVERFLOW: team names separated by commas.
 type teamList []string

@@ -68,6 +68,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		GroupID:               "capture-gate",
 		KeyFrom:               keyFrom{kf},
 		MaxKeyBytes:           256,
+		Cost:                  cost{route.CostEvents},
 		MaxPollRecords:        consume.DefaultMaxPollRecords,
 		CommitInterval:        consume.DefaultCommitInterval,
 		ProduceRetries:        consume.DefaultProduceRetries,
@@ -277,6 +278,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_KEY_FROM", value: "header:", want: "want json:FIELD"},
 		{key: "GATE_MAX_KEY_BYTES", value: "0", want: "at least 1"},
 		{key: "GATE_VALIDATE_JSON", value: "strict", want: "true or false"},
+		{key: "GATE_COST", value: "records", want: "want events or bytes"},
 		{key: "GATE_FORCE_OVERFLOW", value: "a,,b", want: "entry 2 is empty"},
 		{key: "GATE_FORCE_OVERFLOW", value: "a,a", want: "twice"},
 		{key: "GATE_DRY_RUN", value: "yes please", want: "true or false"},
@@ -429,7 +431,7 @@ func TestUnknownVariable(t *testing.T) {
 	tests := []struct {
 		name, want string
 	}{
-		{"GATE_FOO", "GATE_FOO: unknown variable (`gate env` lists the known ones)"},
+		{"GATE_SOMETHING_ELSE", "GATE_SOMETHING_ELSE: unknown variable (`gate env` lists the known ones)"},
 		{"GATE_TRESHOLD", "GATE_TRESHOLD: unknown variable (did you mean GATE_THRESHOLD?)"},
 		{"GATE_", "GATE_: unknown variable"},
 	}
@@ -530,7 +532,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	c, err := loadMap(map[string]string{
 		"GATE_KAFKA_BROKERS": "k1:9092, k2:9093", "GATE_INPUT_TOPIC": "raw", "GATE_ACCEPTED_TOPIC": "ok",
 		"GATE_OVERFLOW_TOPIC": "over", "GATE_DEAD_LETTER_TOPIC": "dlq", "GATE_GROUP_ID": "g1",
-		"GATE_KEY_FROM": "json:token+distinct_id", "GATE_MAX_KEY_BYTES": "64", "GATE_VALIDATE_JSON": "true", "GATE_FORCE_OVERFLOW": "t1, t2",
+		"GATE_KEY_FROM": "json:token+distinct_id", "GATE_MAX_KEY_BYTES": "64", "GATE_VALIDATE_JSON": "true", "GATE_COST": "bytes", "GATE_FORCE_OVERFLOW": "t1, t2",
 		"GATE_DRY_RUN": "true", "GATE_OVERFLOW_KEEP_KEY": "true", "GATE_MAX_POLL_RECORDS": "500",
 		"GATE_COMMIT_INTERVAL": "2s", "GATE_PRODUCE_RETRIES": "3", "GATE_MAX_BUFFERED_RECORDS": "1000",
 		"GATE_MAX_BUFFERED_BYTES": "2097152", "GATE_KAFKA_MAX_MESSAGE_BYTES": "2048", "GATE_REVOKE_TIMEOUT": "3s",
@@ -543,7 +545,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	rc := c.routeConfig()
 	if rc.KeyFrom.String() != "json:token+distinct_id" || rc.AcceptedTopic != "ok" || rc.OverflowTopic != "over" ||
 		rc.DeadLetterTopic != "dlq" || !slices.Equal(rc.ForceOverflow, []string{"t1", "t2"}) || !rc.DryRun ||
-		!rc.OverflowKeepKey || rc.MaxKeyBytes != 64 || !rc.ValidateJSON {
+		!rc.OverflowKeepKey || rc.MaxKeyBytes != 64 || !rc.ValidateJSON || rc.Cost != route.CostBytes {
 		t.Errorf("route config %+v", rc)
 	}
 	lim, err := limit.New(c.limitConfig(), nil, nil)

@@ -292,6 +292,7 @@ func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ti
 		"key_from", cfg.KeyFrom.String(),
 		"max_key_bytes", cfg.MaxKeyBytes,
 		"validate_json", cfg.ValidateJSON,
+		"cost", cfg.Cost.String(),
 		"force_overflow", len(cfg.ForceOverflow),
 		"dry_run", cfg.DryRun,
 		"overflow_keep_key", cfg.OverflowKeepKey,

@@ -21,6 +21,7 @@ var badConfig = map[string]string{
 	"GATE_DEAD_LETTER_TOPIC":       "..",
 	"GATE_KEY_FROM":                "body:team",
 	"GATE_VALIDATE_JSON":           "maybe",
+	"GATE_COST":                    "records",
 	"GATE_MAX_KEY_BYTES":           "0",
 	"GATE_FORCE_OVERFLOW":          "a,,b",
 	"GATE_DRY_RUN":                 "yes please",

@@ -51,6 +51,10 @@ type Config struct {
 	// lets the producer spread a hot team over every overflow partition, at the cost of
 	// the team's order downstream.
 	OverflowKeepKey bool
+	// Cost is what one record counts toward its team's window: CostEvents (the default)
+	// counts 1 per record, CostBytes the record's value size in bytes (at least 1), so a
+	// team sending few huge events is limited too; thresholds are then bytes per window.
+	Cost Cost
 	// ValidateJSON checks that a json: key source's whole value is valid JSON before its
 	// team is read, dead-lettering (not_json) a corrupt event even when its team field is
 	// readable. Default off: a value whose team cannot be read is dead-lettered either way,
@@ -60,6 +64,45 @@ type Config struct {
 	// (key_too_long), as no team id is that long and each one costs the limiter a cache
 	// entry. 0 means DefaultMaxKeyBytes (256).
 	MaxKeyBytes int
+}
+
+// Cost says what a record counts toward its team's window (GATE_COST).
+type Cost uint8
+
+const (
+	// CostEvents counts every record as 1.
+	CostEvents Cost = iota
+	// CostBytes counts a record as its value's size in bytes (at least 1).
+	CostBytes
+)
+
+// String returns "events" or "bytes".
+func (c Cost) String() string {
+	if c == CostBytes {
+		return "bytes"
+	}
+	return "events"
+}
+
+// UnmarshalText reads "events" or "bytes".
+func (c *Cost) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "events":
+		*c = CostEvents
+	case "bytes":
+		*c = CostBytes
+	default:
+		return fmt.Errorf("%w: unknown cost %q (want events or bytes)", ErrBadConfig, b)
+	}
+	return nil
+}
+
+// cost is what rec counts toward its team's window.
+func (r *Router) cost(rec *kgo.Record) int64 {
+	if r.cfg.Cost == CostBytes {
+		return max(int64(len(rec.Value)), 1)
+	}
+	return 1
 }
 
 // Outcome says what Route did with a record.
@@ -95,7 +138,7 @@ type Router struct {
 	lim      *limit.Limiter
 	maxKey   int
 	forced   map[string]struct{}
-	forcedN  int64 // what a forced record counts: 1 in Divert mode, 0 in Cap mode
+	forcedN  int64 // what a forced record counts, per unit of cost: 1 in Divert mode, 0 in Cap mode
 	topics   [numRoutes]string
 	hdrValue [numReasons][]byte // reason names as header values, shared by every record
 
@@ -167,6 +210,9 @@ func New(cfg Config, lim *limit.Limiter, reg prometheus.Registerer) (*Router, er
 
 // withDefaults fills the zero fields and checks the result.
 func (c Config) withDefaults() (Config, error) {
+	if c.Cost > CostBytes {
+		return c, fmt.Errorf("%w: unknown cost %d", ErrBadConfig, c.Cost)
+	}
 	if c.KeyFrom.IsZero() {
 		k, err := ParseKeyFrom(DefaultKeyFrom)
 		if err != nil {
@@ -256,10 +302,10 @@ func (r *Router) Route(now time.Time, rec *kgo.Record, s *Scratch) (*kgo.Record,
 			_, forced = r.forced[team] // a string key: the lookup does not allocate
 		}
 		if forced {
-			o.Decision = r.lim.CheckAt(now, team, r.forcedN)
+			o.Decision = r.lim.CheckAt(now, team, r.forcedN*r.cost(rec))
 			code = reasonForced
 		} else {
-			o.Decision = r.lim.CheckAt(now, team, 1)
+			o.Decision = r.lim.CheckAt(now, team, r.cost(rec))
 			code = reasonAllowed
 			if o.Decision.Limited {
 				code = reasonRateLimited

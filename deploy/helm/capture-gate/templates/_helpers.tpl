@@ -233,6 +233,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.routing.keyFrom | quote }}
 - name: GATE_VALIDATE_JSON
   value: {{ $v.routing.validateJson | toString | quote }}
+- name: GATE_COST
+  value: {{ $v.routing.cost | quote }}
 - name: GATE_MAX_KEY_BYTES
   value: {{ $v.routing.maxKeyBytes | int64 | quote }}
 {{- with $v.routing.forceOverflow }}
