@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -1589,3 +1590,25 @@ func TestTeamKeyCopied(t *testing.T) {
 // unsafeString views b as a string without copying, as a consumer handing a record's bytes
 // to the check does.
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// TestStripeSpreadsNeighbouringStacks guards the decision counters' striping: goroutines
+// started together get stacks next to each other, as small as 2 KiB, and must land on
+// distinct stripes, or two cores write one line on every check.
+func TestStripeSpreadsNeighbouringStacks(t *testing.T) {
+	const unit = 2 << 10 // the smallest goroutine stack
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 10_000 {
+		base := uintptr(rng.Uint64N(1<<47)) &^ (unit - 1)
+		var seen [decisionStripes]bool
+		for k := range 32 { // 64 KiB of neighbouring 2 KiB stacks
+			s := stripeOf(base + uintptr(k)*unit + uintptr(rng.IntN(unit)))
+			if s >= decisionStripes {
+				t.Fatalf("stripeOf = %d, want < %d", s, decisionStripes)
+			}
+			if seen[s] {
+				t.Fatalf("stacks %d KiB apart from %#x share stripe %d", k*2, base, s)
+			}
+			seen[s] = true
+		}
+	}
+}

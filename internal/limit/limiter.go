@@ -91,10 +91,23 @@ type decisionStripe struct {
 // stripe returns the calling goroutine's decision stripe, chosen by where its stack is: the
 // one cheap thing that tells goroutines apart. Goroutines sharing a stripe (or a goroutine
 // whose stack moved) cost contention, never a lost count.
+//
+// The address is taken in units of 2 KiB, the smallest goroutine stack (runtime stackMin),
+// each stack being aligned to its power-of-two size: no two live goroutines share a unit,
+// and Fibonacci hashing spreads neighbouring units (stacks allocated one after the other,
+// as RunParallel's or a worker pool's are) over distinct stripes. Units of 8 KiB, as once
+// used here, put up to four fresh 2 KiB stacks on one stripe: two workers started together
+// then shared a line on every check, which doubled the check's cost on two cores. A
+// goroutine whose stack grew may use a few stripes by call depth: harmless, as the units
+// are still its own.
 func (l *Limiter) stripe() *decisionStripe {
 	var b byte
-	sp := uint64(uintptr(unsafe.Pointer(&b))) >> 13 // stacks are ≥ 8 KiB
-	return &l.decisions[sp*0x9e3779b97f4a7c15>>58]
+	return &l.decisions[stripeOf(uintptr(unsafe.Pointer(&b)))]
+}
+
+// stripeOf is the decision stripe of a goroutine whose stack holds address sp.
+func stripeOf(sp uintptr) uint64 {
+	return uint64(sp) >> 11 * 0x9e3779b97f4a7c15 >> 58 // 2 KiB units, Fibonacci-hashed
 }
 
 // epochSpan caches the current epoch and its bounds, so a check finds its epoch with two
