@@ -68,10 +68,10 @@ type statsRouter struct {
 	stats *devStats
 }
 
-func (r *statsRouter) Route(now time.Time, in *kgo.Record, s *route.Scratch) (*kgo.Record, route.Outcome) {
-	out, o := r.Router.Route(now, in, s)
+func (r *statsRouter) RouteInto(now time.Time, in *kgo.Record, s *route.Scratch, out *kgo.Record) route.Outcome {
+	o := r.Router.RouteInto(now, in, s, out)
 	r.stats.record(o)
-	return out, o
+	return o
 }
 
 // devSnapshot is everything the view shows, read once a second.

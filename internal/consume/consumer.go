@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,9 +24,9 @@ import (
 // Router decides each record's output. *route.Router is the gate's; it is an interface
 // here so the loop's commit and retry logic can be tested on its own.
 type Router interface {
-	// Route returns the record to produce for in, built at time now. s is scratch
-	// owned by the calling goroutine.
-	Route(now time.Time, in *kgo.Record, s *route.Scratch) (*kgo.Record, route.Outcome)
+	// RouteInto writes into *out the record to produce for in, decided at time now. s
+	// is scratch owned by the calling goroutine.
+	RouteInto(now time.Time, in *kgo.Record, s *route.Scratch, out *kgo.Record) route.Outcome
 	// DeadLetter returns a dead-letter record for in with the given reason.
 	DeadLetter(in *kgo.Record, reason, detail string) *kgo.Record
 }
@@ -55,7 +56,8 @@ type Consumer struct {
 	ready   atomic.Bool // has joined the group and holds an assignment (maybe empty)
 	closing atomic.Bool // shutting down: revokes do not wait for in-flight records
 
-	scratch []route.Scratch // one per routing goroutine
+	scratch []route.Scratch          // one per routing goroutine
+	promise func(*kgo.Record, error) // onProduced, made once rather than per record
 }
 
 // New builds the consumer and its client; nothing connects until Run. reg receives the
@@ -80,6 +82,7 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 		scratch: make([]route.Scratch, runtime.GOMAXPROCS(0)),
 	}
 	c.retry.init()
+	c.promise = c.onProduced
 	if c.m, err = newMetrics(reg, c); err != nil {
 		return nil, err
 	}
@@ -249,34 +252,41 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		if i%clockRefresh == 0 {
 			now = c.clock.Now()
 		}
-		out, _ := c.router.Route(now, in, s)
-		c.produce(&failed{b: b, in: in, out: out})
+		f := &failed{b: b, in: in}
+		c.router.RouteInto(now, in, s, &f.out)
+		c.produce(f)
 	}
 	c.m.setLag(w.p.id, w.hwm, last.Offset+1)
 }
 
-// produce hands f.out to the producer; the promise acknowledges it in its batch or
+// produce hands f.out to the producer; onProduced acknowledges it in its batch or
 // queues it for a retry.
 func (c *Consumer) produce(f *failed) {
-	c.cl.Produce(context.Background(), f.out, func(r *kgo.Record, err error) {
-		if err == nil {
-			f.b.remaining.Add(-1)
-			if f.attempts > 0 {
-				c.retry.done()
-			}
-			return
+	c.cl.Produce(context.Background(), &f.out, c.promise)
+}
+
+// onProduced is the promise of every record the consumer produces. Each is the out field
+// of a failed, its first field, so the pointer converts back (the unsafe.Pointer rule for
+// a struct and its first field).
+func (c *Consumer) onProduced(r *kgo.Record, err error) {
+	f := (*failed)(unsafe.Pointer(r))
+	if err == nil {
+		f.b.remaining.Add(-1)
+		if f.attempts > 0 {
+			c.retry.done()
 		}
-		if f.b.p.gone.Load() {
-			// Revoked or lost: the new owner replays from the last commit.
-			if f.attempts > 0 {
-				c.retry.done()
-			}
-			return
+		return
+	}
+	if f.b.p.gone.Load() {
+		// Revoked or lost: the new owner replays from the last commit.
+		if f.attempts > 0 {
+			c.retry.done()
 		}
-		c.m.produceError(r.Topic, err)
-		f.err = err
-		c.retry.push(f)
-	})
+		return
+	}
+	c.m.produceError(r.Topic, err)
+	f.err = err
+	c.retry.push(f)
 }
 
 // onAssigned creates state for new partitions.

@@ -289,6 +289,15 @@ func (r *Router) Config() Config {
 // Route never fails and never panics on a record's contents: a record whose team cannot be
 // read goes to the dead-letter topic. rec itself must not be nil.
 func (r *Router) Route(now time.Time, rec *kgo.Record, s *Scratch) (*kgo.Record, Outcome) {
+	out := new(kgo.Record)
+	o := r.RouteInto(now, rec, s, out)
+	return out, o
+}
+
+// RouteInto is Route writing the output record into *out, which the caller allocated
+// (the consumer embeds it in its own per-record state, saving an allocation per record).
+// *out is overwritten whole.
+func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.Record) Outcome {
 	if s == nil {
 		s = new(Scratch)
 	}
@@ -321,26 +330,26 @@ func (r *Router) Route(now time.Time, rec *kgo.Record, s *Scratch) (*kgo.Record,
 		}
 		r.records[code].Inc()
 		o.Route, o.Reason = Accepted, code.String()
-		return r.output(rec, Accepted, rec.Key, 0), o
+		r.fill(out, rec, Accepted, rec.Key, 0)
+		return o
 	}
 
 	r.records[code].Inc()
 	o.Route, o.Reason = code.route(), code.String()
-	var out *kgo.Record
 	switch o.Route {
 	case Accepted:
-		out = r.output(rec, Accepted, rec.Key, 0)
+		r.fill(out, rec, Accepted, rec.Key, 0)
 	case Overflow:
 		var key []byte
 		if r.cfg.OverflowKeepKey {
 			key = rec.Key
 		}
-		out = r.output(rec, Overflow, key, 1)
+		r.fill(out, rec, Overflow, key, 1)
 		out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]})
 	default:
-		out = r.deadLetter(rec, r.hdrValue[code], r.cfg.KeyFrom.detail(f, r.maxKey))
+		*out = *r.deadLetter(rec, r.hdrValue[code], r.cfg.KeyFrom.detail(f, r.maxKey))
 	}
-	return out, o
+	return o
 }
 
 // DeadLetter returns a dead-letter copy of rec, for a record the broker refused for good
@@ -381,9 +390,16 @@ func (r *Router) deadLetter(rec *kgo.Record, code []byte, detail string) *kgo.Re
 // timestamp and headers (a new slice with room for extra more), and key. Partition is left
 // for the producer's partitioner to choose; Context is left nil.
 func (r *Router) output(rec *kgo.Record, route Route, key []byte, extra int) *kgo.Record {
-	out := &kgo.Record{Topic: r.topics[route], Key: key, Value: rec.Value, Timestamp: rec.Timestamp}
+	out := new(kgo.Record)
+	r.fill(out, rec, route, key, extra)
+	return out
+}
+
+// fill writes into *out the output record for rec on route: value and timestamp shared,
+// headers copied with room for extra more.
+func (r *Router) fill(out, rec *kgo.Record, route Route, key []byte, extra int) {
+	*out = kgo.Record{Topic: r.topics[route], Key: key, Value: rec.Value, Timestamp: rec.Timestamp}
 	if n := len(rec.Headers) + extra; n > 0 {
 		out.Headers = append(make([]kgo.RecordHeader, 0, n), rec.Headers...)
 	}
-	return out
 }
