@@ -104,6 +104,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MaxPendingWrites:      1_000_000,
 		MaxReadsPerTick:       100_000,
 		HTTPAddr:              ":8080",
+		TeamAPI:               true,
 		LogLevel:              logLevel(0), // slog.LevelInfo
 		LogFormat:             "json",
 	}

@@ -196,7 +196,7 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	}
 	ready := newReadiness(clients, cfg, consumer.Ready, log)
 	srv := &http.Server{
-		Handler:           newMux(reg, ready),
+		Handler:           newMux(reg, ready, teamsFor(cfg, lim)),
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -331,6 +331,7 @@ func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ti
 		"max_pending_writes", tc.MaxPendingWrites,
 		"max_reads_per_tick", tc.MaxReadsPerTick,
 		"flush_timeout", tc.FlushTimeout.String(),
+		"team_api", cfg.TeamAPI,
 		"log_level", cfg.LogLevel.String(),
 		"log_format", string(cfg.LogFormat),
 	)
@@ -340,9 +341,20 @@ func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ti
 	}
 }
 
+// teamsFor returns the team view, or nil when GATE_TEAM_API turns it off.
+func teamsFor(cfg Config, lim *limit.Limiter) *teamAPI {
+	if !cfg.TeamAPI {
+		return nil
+	}
+	return &teamAPI{lim: lim}
+}
+
 // newMux serves the operational endpoints.
-func newMux(reg *prometheus.Registry, ready *readiness) *http.ServeMux {
+func newMux(reg *prometheus.Registry, ready *readiness, teams *teamAPI) *http.ServeMux {
 	mux := http.NewServeMux()
+	if teams != nil {
+		teams.register(mux)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	// Liveness: the process answers. Redis state is deliberately not part of it: a
 	// restart cures no Redis outage, and the gate fails open through one.

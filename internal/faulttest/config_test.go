@@ -66,6 +66,7 @@ var badConfig = map[string]string{
 	"GATE_MAX_PENDING_WRITES":      "0",
 	"GATE_MAX_READS_PER_TICK":      "-3",
 	"GATE_HTTP_ADDR":               "8080",
+	"GATE_TEAM_API":                "sure",
 	"GATE_LOG_LEVEL":               "verbose",
 	"GATE_LOG_FORMAT":              "xml",
 }

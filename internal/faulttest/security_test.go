@@ -3,6 +3,7 @@ package faulttest_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -201,22 +202,45 @@ func TestRedisPasswordAndTLS(t *testing.T) {
 	}
 }
 
-// TestHTTPExposesOnlyHealthAndMetrics: /metrics, /healthz and /readyz answer; any other
-// path is 404 (no pprof, no expvar, no index); other methods on the three are refused.
+// TestHTTPExposesOnlyHealthAndMetrics: /metrics, /healthz, /readyz and the read-only team
+// view answer; any other path is 404 (no pprof, no expvar, no index); other methods are
+// refused. With GATE_TEAM_API=false the team view is gone too.
 func TestHTTPExposesOnlyHealthAndMetrics(t *testing.T) {
 	needGate(t)
 	t.Parallel()
+	for _, teamAPI := range []bool{true, false} {
+		t.Run(fmt.Sprintf("team_api=%v", teamAPI), func(t *testing.T) {
+			t.Parallel()
+			httpExposure(t, teamAPI)
+		})
+	}
+}
+
+func httpExposure(t *testing.T, teamAPI bool) {
 	c := faulttest.NewCluster(t, kfake.SeedTopics(1, inTopic), kfake.SeedTopics(1, outTopics...))
 	rs := redistest.Start(t)
 	g := faulttest.StartGate(t, gateBin, "http", map[string]string{
 		"GATE_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","), "GATE_REDIS_URLS": rs.URL(), "GATE_HTTP_ADDR": "127.0.0.1:0",
+		"GATE_TEAM_API": strconv.FormatBool(teamAPI),
 	})
 	base := "http://" + g.HTTPAddr(t)
 	faulttest.WaitFor(t, 30*time.Second, "/readyz 200", func() bool {
 		code, _ := faulttest.HTTPDo(t, http.MethodGet, base+"/readyz")
 		return code == http.StatusOK
 	})
-	for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
+	get := []string{"/metrics", "/healthz", "/readyz"}
+	notFound := []string{"/", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline", "/debug/vars",
+		"/metrics/x", "/healthz/", "/admin", "/teams", "/config", "/env", "/%2e%2e/etc/passwd"}
+	if teamAPI {
+		get = append(get, "/v1/teams", "/v1/teams?top=5")
+		// A team this gate has not seen is a 404 with a JSON reason.
+		if code, body := faulttest.HTTPDo(t, http.MethodGet, base+"/v1/teams/nobody"); code != http.StatusNotFound || !strings.Contains(body, "not cached") {
+			t.Errorf("GET /v1/teams/nobody: %d %.200s", code, body)
+		}
+	} else {
+		notFound = append(notFound, "/v1/teams", "/v1/teams/nobody")
+	}
+	for _, p := range get {
 		if code, _ := faulttest.HTTPDo(t, http.MethodGet, base+p); code != http.StatusOK {
 			t.Errorf("GET %s: %d, want 200", p, code)
 		}
@@ -226,8 +250,7 @@ func TestHTTPExposesOnlyHealthAndMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []string{"/", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline", "/debug/vars",
-		"/metrics/x", "/healthz/", "/admin", "/teams", "/config", "/env", "/%2e%2e/etc/passwd"} {
+	for _, p := range notFound {
 		if code, body := faulttest.HTTPDo(t, http.MethodGet, base+p); code != http.StatusNotFound {
 			t.Errorf("GET %s: %d, want 404: %.200s", p, code, body)
 		}

@@ -324,6 +324,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.redis.dialTimeout | quote }}
 - name: GATE_HTTP_ADDR
   value: {{ printf ":%d" ($v.http.port | int64) | quote }}
+- name: GATE_TEAM_API
+  value: {{ $v.http.teamApi | toString | quote }}
 - name: GATE_LOG_LEVEL
   value: {{ $v.log.level | quote }}
 - name: GATE_LOG_FORMAT

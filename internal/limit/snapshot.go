@@ -1,0 +1,110 @@
+package limit
+
+import (
+	"cmp"
+	"hash/maphash"
+	"math"
+	"slices"
+	"time"
+)
+
+// TeamState is one cached team as this gate sees it, for operators: the per-team view
+// and the top-N list. Reading it changes nothing a check or the tick relies on.
+type TeamState struct {
+	Team string
+	// Threshold is the team's limit per window; Override says it comes from an override
+	// (GATE_OVERRIDES or the live set) rather than the default.
+	Threshold int64
+	Override  bool
+	// Level is the local level now: the last global estimate drained since it was read,
+	// plus the records counted here since then.
+	Level float64
+	// Estimate is the fleet-wide estimate at the last read, ReadAt when it was read (zero:
+	// never read, the level is local counts only).
+	Estimate float64
+	ReadAt   time.Time
+	// Pending is what this gate counted since the last read.
+	Pending int64
+	Tier    Tier
+	Limited bool
+	// UnderIn is how long, were the team to send nothing more, its level takes to drain
+	// under its threshold (0 when it is not limited).
+	UnderIn time.Duration
+}
+
+// Pressure is Level / Threshold.
+func (s TeamState) Pressure() float64 { return s.Level / float64(s.Threshold) }
+
+// Snapshot returns team's state at now, or false when the team is not cached on this
+// gate (never seen, evicted or expired). It does not add the team, count anything or mark
+// it seen.
+func (l *Limiter) Snapshot(now time.Time, team string) (TeamState, bool) {
+	h := maphash.String(l.seed, team)
+	e, _, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, team)
+	if e == nil {
+		return TeamState{}, false
+	}
+	return l.state(now, e), true
+}
+
+// Top returns the n cached teams with the highest pressure (level / threshold) at now,
+// highest first. It visits every cached team, taking each shard's mutex in turn: an
+// operator's query, not something to call per record.
+func (l *Limiter) Top(now time.Time, n int) []TeamState {
+	if n <= 0 {
+		return nil
+	}
+	var all []TeamState
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		var es []*entry
+		sh.idx.all(func(_ uint64, _ uint32, e *entry) bool {
+			es = append(es, e)
+			return true
+		})
+		sh.mu.Unlock()
+		for _, e := range es {
+			all = append(all, l.state(now, e))
+		}
+	}
+	slices.SortFunc(all, func(a, b TeamState) int {
+		if c := cmp.Compare(b.Pressure(), a.Pressure()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Team, b.Team)
+	})
+	return all[:min(n, len(all))]
+}
+
+func (l *Limiter) state(now time.Time, e *entry) TeamState {
+	ns := now.UnixNano()
+	team := e.team()
+	o := l.overrides.Load()
+	thr, ok := o.m[team]
+	if !ok {
+		thr = l.cfg.Threshold
+	}
+	fthr := float64(thr)
+	leak := fthr * l.invWindow // per ns
+	lvl := e.level(ns, leak)
+	s := TeamState{
+		Team:      team,
+		Threshold: thr,
+		Override:  ok,
+		Level:     lvl,
+		Estimate:  math.Float64frombits(e.estimate.Load()),
+		Pending:   e.pending(),
+		Tier:      tierOfLevel(lvl, fthr),
+		Limited:   lvl >= fthr,
+	}
+	if at := e.readAt.Load(); at != 0 {
+		s.ReadAt = time.Unix(0, at)
+	}
+	if s.Limited && leak > 0 {
+		// The whole level drains at leak once the tick has folded the pending counts into
+		// the estimate (its next read), so this is the least the wait can be.
+		s.UnderIn = time.Duration(math.Ceil((lvl - fthr) / leak))
+	}
+	return s
+}
