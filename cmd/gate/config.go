@@ -94,18 +94,21 @@ type Config struct {
 	CacheIdleTimeout time.Duration `envconfig:"CACHE_IDLE_TIMEOUT" default:"300s" desc:"A team not seen for this long is dropped from memory (default 300s); shorter frees memory sooner, but a team that returns is treated as first contact until its next read."`
 
 	// The tick (internal/sync) and Redis.
-	TickInterval      time.Duration `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, one pipeline per instance, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); shorter lets the fleet react sooner, longer batches more work into each round trip."`
-	RedisURLs         redisURLs     `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
-	RedisPrefix       string        `envconfig:"REDIS_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
-	RedisKeyTTL       time.Duration `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry set on each counter key (default 0, meaning 2 x GATE_WINDOW, and shorter values are raised to that); the previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer."`
-	RedisTLSCAFile    string        `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it."`
-	RedisReadTimeout  time.Duration `envconfig:"REDIS_READ_TIMEOUT" default:"250ms" desc:"Longest wait for a Redis reply (default 250ms); shorter gives up on a slow Redis sooner (views go stale, records are never held up), longer rides out pauses but delays the tick."`
-	RedisWriteTimeout time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" default:"250ms" desc:"Longest wait to send a command to Redis (default 250ms); shorter gives up on a stuck connection sooner, longer rides out pauses but delays the tick."`
-	RedisDialTimeout  time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"Longest wait to open a connection to Redis (default 1s); shorter notices a lost instance sooner, too short fails on a slow network."`
-	KeysPerCommand    int           `envconfig:"KEYS_PER_COMMAND" default:"200" desc:"Keys in one MGET, at least 2 (default 200); larger sends fewer commands per tick, but each one holds Redis a little longer."`
-	KeysPerTick       int           `envconfig:"KEYS_PER_TICK" default:"500000" desc:"Most keys one tick touches over all instances, a write being one key and a read two, the rest waiting for the next tick, writes first (default 500000); it bounds a tick's Redis work after an outage at the cost of a slower catch-up."`
-	MaxPendingWrites  int           `envconfig:"MAX_PENDING_WRITES" default:"1000000" desc:"Most (team, epoch) counts kept waiting for Redis, for example while it is down, new counts past it being dropped and counted in gate_limiter_dropped_counts_total (default 1000000); larger rides out longer outages for more memory."`
-	MaxReadsPerTick   int           `envconfig:"MAX_READS_PER_TICK" default:"100000" desc:"Most team reads one tick makes, hottest teams first and the rest planned again next tick (default 100000); it bounds Redis load in a read storm, at the cost of staler views for cooler teams."`
+	TickInterval        time.Duration  `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, one pipeline per instance, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); shorter lets the fleet react sooner, longer batches more work into each round trip."`
+	RedisMode           redisMode      `envconfig:"REDIS_MODE" default:"standalone" desc:"Redis topology: standalone (independent instances listed in GATE_REDIS_URLS, teams spread by a stable hash), cluster (a Redis Cluster whose seed nodes are GATE_REDIS_URLS, database 0 only, keys hash-tagged by team) or sentinel (the primary that GATE_REDIS_SENTINEL_ADDRS know as GATE_REDIS_SENTINEL_MASTER, followed through failovers, with password, database and TLS from the one URL in GATE_REDIS_URLS) (default standalone); cluster scales past one instance, sentinel survives losing the primary."`
+	RedisSentinelMaster sentinelMaster `envconfig:"REDIS_SENTINEL_MASTER" default:"" desc:"With GATE_REDIS_MODE=sentinel, the name the sentinels know the primary by, as in their sentinel monitor line (default none)."`
+	RedisSentinelAddrs  sentinelAddrs  `envconfig:"REDIS_SENTINEL_ADDRS" default:"" desc:"With GATE_REDIS_MODE=sentinel, comma-separated sentinels as host:port, asked for the current primary (default none); list several, so that losing one still finds the primary."`
+	RedisURLs           redisURLs      `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
+	RedisPrefix         string         `envconfig:"REDIS_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
+	RedisKeyTTL         time.Duration  `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry set on each counter key (default 0, meaning 2 x GATE_WINDOW, and shorter values are raised to that); the previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer."`
+	RedisTLSCAFile      string         `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it."`
+	RedisReadTimeout    time.Duration  `envconfig:"REDIS_READ_TIMEOUT" default:"250ms" desc:"Longest wait for a Redis reply (default 250ms); shorter gives up on a slow Redis sooner (views go stale, records are never held up), longer rides out pauses but delays the tick."`
+	RedisWriteTimeout   time.Duration  `envconfig:"REDIS_WRITE_TIMEOUT" default:"250ms" desc:"Longest wait to send a command to Redis (default 250ms); shorter gives up on a stuck connection sooner, longer rides out pauses but delays the tick."`
+	RedisDialTimeout    time.Duration  `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"Longest wait to open a connection to Redis (default 1s); shorter notices a lost instance sooner, too short fails on a slow network."`
+	KeysPerCommand      int            `envconfig:"KEYS_PER_COMMAND" default:"200" desc:"Keys in one MGET, at least 2 (default 200); larger sends fewer commands per tick, but each one holds Redis a little longer."`
+	KeysPerTick         int            `envconfig:"KEYS_PER_TICK" default:"500000" desc:"Most keys one tick touches over all instances, a write being one key and a read two, the rest waiting for the next tick, writes first (default 500000); it bounds a tick's Redis work after an outage at the cost of a slower catch-up."`
+	MaxPendingWrites    int            `envconfig:"MAX_PENDING_WRITES" default:"1000000" desc:"Most (team, epoch) counts kept waiting for Redis, for example while it is down, new counts past it being dropped and counted in gate_limiter_dropped_counts_total (default 1000000); larger rides out longer outages for more memory."`
+	MaxReadsPerTick     int            `envconfig:"MAX_READS_PER_TICK" default:"100000" desc:"Most team reads one tick makes, hottest teams first and the rest planned again next tick (default 100000); it bounds Redis load in a read storm, at the cost of staler views for cooler teams."`
 
 	// The process.
 	HTTPAddr  string    `envconfig:"HTTP_ADDR" default:":8080" desc:"Address the HTTP server listens on for /metrics, /healthz, /readyz and the team view, as host:port, port 0 choosing a free one (default :8080); a 127.0.0.1 host keeps them off the network."`
@@ -225,6 +228,37 @@ func (c *Config) check(p *problems, raw map[string]string) {
 	if c.RedisKeyTTL < 0 {
 		bad("REDIS_KEY_TTL", "0 (meaning 2 x GATE_WINDOW) or a positive duration such as 120s")
 	}
+	if c.RedisMode == "sentinel" {
+		if c.RedisSentinelMaster == "" {
+			bad("REDIS_SENTINEL_MASTER", "the master name the sentinels monitor, such as mymaster, with GATE_REDIS_MODE=sentinel")
+		}
+		if len(c.RedisSentinelAddrs) == 0 {
+			bad("REDIS_SENTINEL_ADDRS", "sentinel host:port entries such as sentinel-1:26379,sentinel-2:26379 with GATE_REDIS_MODE=sentinel")
+		}
+		if len(c.RedisURLs) > 1 {
+			bad("REDIS_URLS", "one URL with GATE_REDIS_MODE=sentinel (its password, database and TLS apply to the primary; its host is not used)")
+		}
+	} else {
+		// Set without sentinel mode, they would be ignored: most likely GATE_REDIS_MODE
+		// was forgotten.
+		if c.RedisSentinelMaster != "" {
+			bad("REDIS_SENTINEL_MASTER", "unset unless GATE_REDIS_MODE=sentinel")
+		}
+		if len(c.RedisSentinelAddrs) > 0 {
+			bad("REDIS_SENTINEL_ADDRS", "unset unless GATE_REDIS_MODE=sentinel")
+		}
+	}
+	if c.RedisMode == "cluster" {
+		for _, u := range c.RedisURLs {
+			if opt, err := gatesync.ParseURL(u); err == nil && opt.DB != 0 {
+				bad("REDIS_URLS", "URLs of database 0 with GATE_REDIS_MODE=cluster: Redis Cluster has no other")
+				break
+			}
+		}
+		if strings.ContainsAny(c.RedisPrefix, "{}") {
+			bad("REDIS_PREFIX", "a prefix without braces with GATE_REDIS_MODE=cluster: a brace would change the keys' hash tag")
+		}
+	}
 	positive("REDIS_READ_TIMEOUT", c.RedisReadTimeout)
 	positive("REDIS_WRITE_TIMEOUT", c.RedisWriteTimeout)
 	positive("REDIS_DIAL_TIMEOUT", c.RedisDialTimeout)
@@ -329,6 +363,7 @@ func (c Config) syncConfig() gatesync.Config {
 	ttl, _ := c.keyTTL()
 	return gatesync.Config{
 		TickInterval:     c.TickInterval,
+		Mode:             gatesync.Mode(c.RedisMode),
 		KeyPrefix:        c.RedisPrefix,
 		KeyTTL:           ttl,
 		KeysPerCommand:   c.KeysPerCommand,
@@ -601,6 +636,49 @@ func validTopic(s string) bool {
 		}
 	}
 	return true
+}
+
+// redisMode is GATE_REDIS_MODE.
+type redisMode string
+
+func (redisMode) want() string { return "standalone, cluster or sentinel" }
+
+func (m *redisMode) UnmarshalText(b []byte) error {
+	switch s := strings.ToLower(string(b)); s {
+	case "standalone", "cluster", "sentinel":
+		*m = redisMode(s)
+		return nil
+	}
+	return fmt.Errorf("unknown mode %q", b)
+}
+
+// sentinelAddrs is GATE_REDIS_SENTINEL_ADDRS: host:port entries, checked like brokers.
+type sentinelAddrs []string
+
+func (sentinelAddrs) want() string {
+	return "host:port entries separated by commas such as sentinel-1:26379,sentinel-2:26379"
+}
+
+func (a *sentinelAddrs) UnmarshalText(t []byte) error {
+	var b brokerList
+	if err := b.UnmarshalText(t); err != nil {
+		return err
+	}
+	*a = sentinelAddrs(b)
+	return nil
+}
+
+// sentinelMaster is GATE_REDIS_SENTINEL_MASTER: a name as sentinel.conf takes it, one word.
+type sentinelMaster string
+
+func (sentinelMaster) want() string { return "a master name without spaces or commas such as mymaster" }
+
+func (m *sentinelMaster) UnmarshalText(t []byte) error {
+	if strings.ContainsAny(string(t), " \t,") {
+		return fmt.Errorf("name %q has a space or comma", t)
+	}
+	*m = sentinelMaster(t)
+	return nil
 }
 
 // redisURLs is GATE_REDIS_URLS. Its String redacts passwords, so a Config can be logged.

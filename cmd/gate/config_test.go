@@ -94,6 +94,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 		CacheTTL:              600 * time.Second,
 		CacheIdleTimeout:      300 * time.Second,
 		TickInterval:          time.Second,
+		RedisMode:             "standalone",
+		RedisSentinelMaster:   "",
+		RedisSentinelAddrs:    nil,
 		RedisURLs:             redisURLs{"redis://127.0.0.1:6379/0"},
 		RedisPrefix:           "gate",
 		RedisReadTimeout:      250 * time.Millisecond,
@@ -343,6 +346,17 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_REDIS_URLS", value: "redis://a:1/0,redis://:pw@a:1/0", want: "same instance"},
 		{key: "GATE_REDIS_URLS", value: "redis://a:1/notadb", want: "bad redis URL"},
 		{key: "GATE_REDIS_KEY_TTL", value: "-1s", want: "0 (meaning 2 x GATE_WINDOW)"},
+		{key: "GATE_REDIS_MODE", value: "ring", want: "standalone, cluster or sentinel"},
+		{key: "GATE_REDIS_SENTINEL_MASTER", value: "my master", want: "without spaces"},
+		{key: "GATE_REDIS_SENTINEL_MASTER", value: "mymaster", want: "unset unless GATE_REDIS_MODE=sentinel"},
+		{key: "GATE_REDIS_SENTINEL_ADDRS", value: "sentinel-1", want: "not host:port"},
+		{key: "GATE_REDIS_SENTINEL_ADDRS", value: "s:26379", want: "unset unless GATE_REDIS_MODE=sentinel"},
+		{key: "GATE_REDIS_MODE", value: "sentinel", want: "the master name the sentinels monitor", env: map[string]string{"GATE_REDIS_SENTINEL_ADDRS": "s:26379"}},
+		{key: "GATE_REDIS_MODE", value: "sentinel", want: "sentinel host:port entries", env: map[string]string{"GATE_REDIS_SENTINEL_MASTER": "m"}},
+		{key: "GATE_REDIS_URLS", value: "redis://a:1/0,redis://b:1/0", want: "one URL with GATE_REDIS_MODE=sentinel",
+			env: map[string]string{"GATE_REDIS_MODE": "sentinel", "GATE_REDIS_SENTINEL_MASTER": "m", "GATE_REDIS_SENTINEL_ADDRS": "s:26379"}},
+		{key: "GATE_REDIS_URLS", value: "redis://a:1/2", want: "database 0", env: map[string]string{"GATE_REDIS_MODE": "cluster"}},
+		{key: "GATE_REDIS_PREFIX", value: "a{b}", want: "without braces", env: map[string]string{"GATE_REDIS_MODE": "cluster"}},
 		{key: "GATE_REDIS_KEY_TTL", value: "forever", want: "want a duration such as 120s"},
 		{key: "GATE_REDIS_READ_TIMEOUT", value: "0s", want: "above zero"},
 		{key: "GATE_REDIS_WRITE_TIMEOUT", value: "-1ms", want: "above zero"},
@@ -686,5 +700,45 @@ func TestREADMEEnvTable(t *testing.T) {
 	}
 	if got, want := s[i+len(begin):j], strings.TrimRight(buf.String(), "\n"); got != want {
 		t.Errorf("README.md variable table differs from `gate env`; regenerate it.\nREADME:\n%s\n\ngate env:\n%s", got, want)
+	}
+}
+
+// TestRedisModeClients: each GATE_REDIS_MODE gets the go-redis client it names, the tick
+// its mode, and readiness one label per client.
+func TestRedisModeClients(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env    map[string]string
+		n      int
+		label  string
+		isType func(redis.UniversalClient) bool
+	}{
+		{map[string]string{"GATE_REDIS_URLS": "redis://a:1/0,redis://b:1/0"}, 2, "redis://a:1/0",
+			func(c redis.UniversalClient) bool { _, ok := c.(*redis.Client); return ok }},
+		{map[string]string{"GATE_REDIS_MODE": "cluster", "GATE_REDIS_URLS": "redis://a:1/0,redis://b:1/0"}, 1, "cluster redis://a:1/0,redis://b:1/0",
+			func(c redis.UniversalClient) bool { _, ok := c.(*redis.ClusterClient); return ok }},
+		{map[string]string{"GATE_REDIS_MODE": "sentinel", "GATE_REDIS_SENTINEL_MASTER": "m", "GATE_REDIS_SENTINEL_ADDRS": "s1:26379,s2:26379"}, 1, "sentinel master m via s1:26379,s2:26379",
+			func(c redis.UniversalClient) bool { _, ok := c.(*redis.Client); return ok }},
+	} {
+		c, err := loadMap(tc.env)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		cs, err := c.dialRedis(gatesync.RedisOptions{})
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		if len(cs) != tc.n || !tc.isType(cs[0]) {
+			t.Errorf("%v: clients %T × %d, want %d", tc.env, cs[0], len(cs), tc.n)
+		}
+		if l := c.redisLabels(); len(l) != tc.n || l[0] != tc.label {
+			t.Errorf("%v: labels %q", tc.env, l)
+		}
+		if got, want := c.syncConfig().Mode, gatesync.Mode(c.RedisMode); got != want {
+			t.Errorf("syncConfig().Mode = %q, want %q", got, want)
+		}
+		for _, x := range cs {
+			_ = x.Close()
+		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -22,7 +23,7 @@ import (
 type gateParts struct {
 	reg      *prometheus.Registry
 	lim      *limit.Limiter
-	clients  []*redis.Client
+	clients  []redis.UniversalClient
 	ticker   *gatesync.Ticker
 	router   *route.Router
 	consumer *consume.Consumer
@@ -61,7 +62,7 @@ func newGate(cfg Config, log *slog.Logger, o gateOptions) (_ *gateParts, err err
 	if err != nil {
 		return nil, err
 	}
-	if g.clients, err = gatesync.Dial(cfg.RedisURLs, ropts); err != nil {
+	if g.clients, err = cfg.dialRedis(ropts); err != nil {
 		return nil, fmt.Errorf("configuring Redis clients: %w", err)
 	}
 	defer func() {
@@ -69,10 +70,7 @@ func newGate(cfg Config, log *slog.Logger, o gateOptions) (_ *gateParts, err err
 			g.closeRedis(log)
 		}
 	}()
-	instances := make([]redis.UniversalClient, len(g.clients))
-	for i, c := range g.clients {
-		instances[i] = c
-	}
+	instances := g.clients
 	if g.ticker, err = gatesync.New(g.lim, instances, cfg.syncConfig(), g.reg, log.With("component", "tick")); err != nil {
 		return nil, fmt.Errorf("building the tick: %w", err)
 	}
@@ -100,6 +98,49 @@ func newGate(cfg Config, log *slog.Logger, o gateOptions) (_ *gateParts, err err
 		return nil, fmt.Errorf("building the Kafka consumer: %w", err)
 	}
 	return g, nil
+}
+
+// dialRedis returns the clients GATE_REDIS_MODE calls for: one per URL in standalone
+// mode, else one cluster or failover client. None connects yet.
+func (c Config) dialRedis(o gatesync.RedisOptions) ([]redis.UniversalClient, error) {
+	switch c.RedisMode {
+	case "cluster":
+		cc, err := gatesync.DialCluster(c.RedisURLs, o)
+		if err != nil {
+			return nil, err
+		}
+		return []redis.UniversalClient{cc}, nil
+	case "sentinel":
+		fc, err := gatesync.DialSentinel(string(c.RedisSentinelMaster), c.RedisSentinelAddrs, c.RedisURLs[0], o)
+		if err != nil {
+			return nil, err
+		}
+		return []redis.UniversalClient{fc}, nil
+	}
+	cs, err := gatesync.Dial(c.RedisURLs, o)
+	if err != nil {
+		return nil, err
+	}
+	u := make([]redis.UniversalClient, len(cs))
+	for i, x := range cs {
+		u[i] = x
+	}
+	return u, nil
+}
+
+// redisLabels names dialRedis's clients, passwords redacted, for logs and readiness.
+func (c Config) redisLabels() []string {
+	var urls []string
+	for _, u := range c.RedisURLs {
+		urls = append(urls, redactURL(u))
+	}
+	switch c.RedisMode {
+	case "cluster":
+		return []string{"cluster " + strings.Join(urls, ",")}
+	case "sentinel":
+		return []string{"sentinel master " + string(c.RedisSentinelMaster) + " via " + strings.Join(c.RedisSentinelAddrs, ",")}
+	}
+	return urls
 }
 
 // closeRedis closes the Redis clients; call it after the tick's final flush.

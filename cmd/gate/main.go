@@ -385,7 +385,7 @@ func newMux(reg *prometheus.Registry, ready *readiness, teams *teamAPI) *http.Se
 // keep routing (fail-open) through one.
 type readiness struct {
 	joined  func() bool // the consumer holds a group assignment
-	clients []*redis.Client
+	clients []redis.UniversalClient
 	urls    []string // redacted, for logs and the 503 body
 	timeout time.Duration
 	log     *slog.Logger
@@ -395,7 +395,7 @@ type readiness struct {
 	ok atomic.Bool // every instance has answered; the fast path of /readyz
 }
 
-func newReadiness(clients []*redis.Client, cfg Config, joined func() bool, log *slog.Logger) *readiness {
+func newReadiness(clients []redis.UniversalClient, cfg Config, joined func() bool, log *slog.Logger) *readiness {
 	r := &readiness{
 		joined:  joined,
 		clients: clients,
@@ -403,9 +403,7 @@ func newReadiness(clients []*redis.Client, cfg Config, joined func() bool, log *
 		log:     log.With("component", "readiness"),
 		up:      make([]bool, len(clients)),
 	}
-	for _, u := range cfg.RedisURLs {
-		r.urls = append(r.urls, redactURL(u))
-	}
+	r.urls = cfg.redisLabels()
 	return r
 }
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/capturegate/gate/internal/overrides"
-	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
 const overridesUsage = `Usage: gate overrides list | set TEAM LIMIT | delete TEAM
@@ -68,7 +67,12 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	clients, err := gatesync.Dial(cfg.RedisURLs[:1], ropts)
+	// The overrides hash lives where the gates read it: the first instance in standalone
+	// mode, its slot's node in cluster mode, the primary in sentinel mode.
+	if cfg.RedisMode == "standalone" {
+		cfg.RedisURLs = cfg.RedisURLs[:1]
+	}
+	clients, err := cfg.dialRedis(ropts)
 	if err != nil {
 		return fmt.Errorf("configuring the Redis client: %w", err)
 	}

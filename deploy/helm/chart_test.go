@@ -62,6 +62,10 @@ var valueSets = []valueSet{
 		kinds: []string{"Deployment", "PodDisruptionBudget", "PodMonitor", "ServiceAccount"}, replicas: ptr[int32](3), grace: 45},
 	{file: "servicemonitor.yaml", // forced: no API
 		kinds: []string{"Deployment", "PodDisruptionBudget", "Service", "ServiceAccount", "ServiceMonitor"}, replicas: ptr[int32](2), grace: 45},
+	{file: "redis-cluster.yaml",
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](6), grace: 45},
+	{file: "redis-sentinel.yaml",
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](6), grace: 45},
 	{file: "tls-sasl.yaml",
 		kinds: []string{"Deployment", "PodDisruptionBudget", "ScaledObject", "ServiceAccount"}, grace: 90},
 }

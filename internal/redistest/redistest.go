@@ -84,6 +84,10 @@ type Server struct {
 	dir     string // t.TempDir(): working dir, --dir, and log location
 	logPath string
 	port    int // fixed after Start returns; reused by Restart
+	// conf and extra are a config file put before, and arguments put after, the
+	// standard ones (cluster and sentinel servers); kept for Restart.
+	conf  string
+	extra []string
 
 	mu   sync.Mutex
 	proc *process // nil while stopped
@@ -103,6 +107,13 @@ type process struct {
 // environment variable CI is true.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, nil, nil)
+}
+
+// start is Start with a config file written by conf (given the server's directory, it
+// returns the file's path; nil for none) and extra command-line arguments.
+func start(t testing.TB, conf func(dir string) string, extra []string) *Server {
+	t.Helper()
 
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -119,6 +130,10 @@ func Start(t testing.TB) *Server {
 		bin:     bin,
 		dir:     dir,
 		logPath: filepath.Join(dir, "redis-server.log"),
+		extra:   extra,
+	}
+	if conf != nil {
+		s.conf = conf(dir)
 	}
 	t.Cleanup(func() { s.cleanup(t) })
 
@@ -300,7 +315,11 @@ func (s *Server) launch(port int) (*process, error) {
 	}
 	defer logf.Close() // the child keeps its own copy
 
-	cmd := exec.Command(s.bin,
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -310,6 +329,8 @@ func (s *Server) launch(port int) (*process, error) {
 		"--loglevel", "warning",
 		"--logfile", s.logPath,
 	)
+	args = append(args, s.extra...)
+	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	// Anything redis-server prints before it opens --logfile (e.g. config
 	// errors) lands in the same file.

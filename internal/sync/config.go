@@ -3,11 +3,16 @@ package sync
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
 // Config holds the tick's settings. The zero value of a field means its default.
 type Config struct {
+	// Mode is the Redis topology: standalone (default: one pipeline per instance, teams
+	// spread by InstanceFor), cluster (one ClusterClient; hash-tagged keys, see
+	// ClusterKey) or sentinel (one FailoverClient that follows the primary).
+	Mode Mode
 	// TickInterval is how often counts are written and due reads are made. Default 1 s.
 	TickInterval time.Duration
 	// KeyPrefix starts every Redis key: {prefix}:{team}:{epoch}. Default "gate".
@@ -47,6 +52,9 @@ const (
 var ErrBadConfig = errors.New("sync: invalid configuration")
 
 func (c Config) withDefaults(window time.Duration) (Config, error) {
+	if c.Mode == "" {
+		c.Mode = ModeStandalone
+	}
 	if c.TickInterval == 0 {
 		c.TickInterval = DefaultTickInterval
 	}
@@ -72,6 +80,13 @@ func (c Config) withDefaults(window time.Duration) (Config, error) {
 		c.FlushTimeout = DefaultFlushTimeout
 	}
 	var errs []error
+	if err := c.Mode.valid(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Mode == ModeCluster && strings.ContainsAny(c.KeyPrefix, "{}") {
+		// A brace in the prefix would start the hash tag before the team's.
+		errs = append(errs, fmt.Errorf("key prefix %q: must not contain braces in cluster mode", c.KeyPrefix))
+	}
 	if c.TickInterval < 0 {
 		errs = append(errs, fmt.Errorf("tick interval %s: must be positive", c.TickInterval))
 	}

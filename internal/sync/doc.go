@@ -17,7 +17,13 @@
 //     limiter's views go stale and keep draining (fail-open), dead connections are replaced
 //     by the client's pool, and the next tick tries again.
 //   - A team is always sent to the same Redis instance, by a stable hash of its name that
-//     every gate in the fleet computes alike.
+//     every gate in the fleet computes alike (standalone mode).
+//   - In cluster mode (Config.Mode) there is one ClusterClient and one pipeline per tick,
+//     which the client splits per node and runs in parallel; keys are hash-tagged by team
+//     (ClusterKey) so a team's two epoch keys share a slot, and MOVED/ASK are followed by
+//     the client and counted. Writes are never re-sent after a network error there either.
+//   - In sentinel mode there is one failover client, which asks the sentinels for the
+//     primary and so follows a promotion without a restart; keys are those of standalone.
 //   - Run ends with a final flush of pending counts.
 //
 // The package name shadows the standard library's: import it under an alias

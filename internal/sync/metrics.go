@@ -20,6 +20,7 @@ type metrics struct {
 	dropped       *prometheus.CounterVec
 	reads         *prometheus.CounterVec
 	skippedReads  prometheus.Counter
+	redirects     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
@@ -52,6 +53,11 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 			Help: "Team reads planned, by reason (first, pending, hot, cadence, ttl)."}, []string{"reason"}),
 		skippedReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "gate_limiter_reads_skipped_total",
 			Help: "Due reads put off to a later tick because a tick's budget was spent."}),
+		redirects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_redirects_total",
+			Help: "MOVED and ASK replies from Redis Cluster (cluster mode), by kind (moved, ask); the client follows them."}, []string{"kind"}),
+	}
+	for _, k := range []string{"moved", "ask"} {
+		m.redirects.WithLabelValues(k)
 	}
 	for _, r := range []string{"stale_epoch", "write_cap"} {
 		m.dropped.WithLabelValues(r)
@@ -65,7 +71,7 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
-		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads} {
+		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering tick metrics: %w", err)
 		}

@@ -143,3 +143,87 @@ func jumpHash(key uint64, buckets int) int32 {
 	}
 	return int32(b)
 }
+
+// DialCluster returns one Redis Cluster client whose seed nodes are the URLs' hosts; the
+// client learns the rest of the cluster from them. Credentials and TLS come from the first
+// URL (a cluster has one set), and every URL must name database 0 (a cluster has no
+// other). Writes are never re-sent after a network error (see noRetryCmd), redirects are
+// followed up to three times per tick.
+func DialCluster(urls []string, o RedisOptions) (*redis.ClusterClient, error) {
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("%w: no URL given", ErrBadURL)
+	}
+	o = o.withDefaults()
+	var first *redis.Options
+	addrs := make([]string, 0, len(urls))
+	for _, u := range urls {
+		opt, err := ParseURL(u)
+		if err != nil {
+			return nil, err
+		}
+		if opt.DB != 0 {
+			return nil, fmt.Errorf("%w: %q: Redis Cluster has only database 0", ErrBadURL, redact(u))
+		}
+		if first == nil {
+			first = opt
+		}
+		addrs = append(addrs, opt.Addr)
+	}
+	copt := &redis.ClusterOptions{
+		Addrs:        addrs,
+		Username:     first.Username,
+		Password:     first.Password,
+		TLSConfig:    first.TLSConfig,
+		ReadTimeout:  o.ReadTimeout,
+		WriteTimeout: o.WriteTimeout,
+		DialTimeout:  o.DialTimeout,
+		PoolSize:     o.PoolSize,
+		MaxRedirects: 3,
+		// Per-node retries off for the same reason as Dial's: the next tick is the retry.
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		ContextTimeoutEnabled: true,
+	}
+	if copt.TLSConfig != nil && o.RootCAs != nil {
+		copt.TLSConfig.RootCAs = o.RootCAs
+	}
+	return redis.NewClusterClient(copt), nil
+}
+
+// DialSentinel returns a client of the primary that the sentinels at sentinelAddrs
+// (host:port) know as master. It asks the sentinels for the primary on every new
+// connection and drops its connections when they announce a failover, so the tick follows
+// a promotion without a restart. Credentials, database and TLS of the data nodes come from
+// url (its host is not used); the sentinels themselves are reached without a password.
+func DialSentinel(master string, sentinelAddrs []string, url string, o RedisOptions) (*redis.Client, error) {
+	if master == "" {
+		return nil, fmt.Errorf("%w: sentinel mode needs a master name", ErrBadURL)
+	}
+	if len(sentinelAddrs) == 0 {
+		return nil, fmt.Errorf("%w: sentinel mode needs sentinel addresses", ErrBadURL)
+	}
+	opt, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	fopt := &redis.FailoverOptions{
+		MasterName:            master,
+		SentinelAddrs:         sentinelAddrs,
+		Username:              opt.Username,
+		Password:              opt.Password,
+		DB:                    opt.DB,
+		TLSConfig:             opt.TLSConfig,
+		ReadTimeout:           o.ReadTimeout,
+		WriteTimeout:          o.WriteTimeout,
+		DialTimeout:           o.DialTimeout,
+		PoolSize:              o.PoolSize,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		ContextTimeoutEnabled: true,
+	}
+	if fopt.TLSConfig != nil && o.RootCAs != nil {
+		fopt.TLSConfig.RootCAs = o.RootCAs
+	}
+	return redis.NewFailoverClient(fopt), nil
+}

@@ -61,8 +61,10 @@ type TickResult struct {
 	Errors        int // instances whose pipeline failed
 }
 
-// New returns a Ticker. Every instance must be distinct; a team's keys live on
-// instances[InstanceFor(team, len(instances))]. reg may be nil.
+// New returns a Ticker. In standalone mode every instance must be distinct; a team's keys
+// live on instances[InstanceFor(team, len(instances))]. In cluster and sentinel mode there
+// is exactly one client (a *redis.ClusterClient, or a failover *redis.Client), which routes
+// each command itself. reg may be nil.
 func New(l *limit.Limiter, instances []redis.UniversalClient, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Ticker, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("%w: no Redis instance", ErrBadConfig)
@@ -71,12 +73,19 @@ func New(l *limit.Limiter, instances []redis.UniversalClient, cfg Config, reg pr
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Mode != ModeStandalone && len(instances) != 1 {
+		return nil, fmt.Errorf("%w: %s mode takes one client, got %d", ErrBadConfig, cfg.Mode, len(instances))
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m, err := newMetrics(reg, len(instances))
 	if err != nil {
 		return nil, err
+	}
+	if cc, ok := instances[0].(*redis.ClusterClient); ok {
+		// Node clients are created lazily, so a hook added now sees every node's pipelines.
+		cc.OnNewNode(func(nc *redis.Client) { nc.AddHook(redirectHook{m}) })
 	}
 	return &Ticker{
 		cfg:       cfg,
@@ -235,7 +244,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 				res.CarriedWrites++
 			}
 		}
-		teamsPerCmd := t.cfg.KeysPerCommand / 2
+		teamsPerCmd := t.teamsPerCmd()
 		for j, c := range p.rcmds {
 			chunk := p.reads[j*teamsPerCmd : min(len(p.reads), (j+1)*teamsPerCmd)]
 			if c.Err() != nil {
@@ -274,23 +283,44 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 
 func (t *Ticker) instanceFor(team string) int { return InstanceFor(team, len(t.instances)) }
 
+func (t *Ticker) key(team string, epoch int64) string {
+	return KeyFor(t.cfg.Mode, t.cfg.KeyPrefix, team, epoch)
+}
+
+// teamsPerCmd is how many teams one MGET reads. In cluster mode a command's keys must share
+// a slot, and only a team's own two keys are sure to: one MGET per team.
+func (t *Ticker) teamsPerCmd() int {
+	if t.cfg.Mode == ModeCluster {
+		return 1
+	}
+	return t.cfg.KeysPerCommand / 2
+}
+
 // execute sends one instance's pipeline: every write (INCRBY + EXPIRE), then the reads in
-// MGETs of up to KeysPerCommand keys.
+// MGETs of up to KeysPerCommand keys. In cluster mode the one pipeline goes to the
+// ClusterClient, which splits it by node and runs the parts in parallel.
 func (t *Ticker) execute(ctx context.Context, i int, p *plan, cur int64) {
 	start := time.Now()
 	ttl := t.cfg.KeyTTL
 	pipe := t.instances[i].Pipeline()
+	cluster := t.cfg.Mode == ModeCluster
 	for _, k := range p.writes {
-		key := Key(t.cfg.KeyPrefix, k.team, k.epoch)
-		p.wcmds = append(p.wcmds, pipe.IncrBy(ctx, key, t.pending[k]))
+		key := t.key(k.team, k.epoch)
+		if cluster {
+			c := redis.NewIntCmd(ctx, "incrby", key, t.pending[k])
+			_ = pipe.Process(ctx, noRetryCmd{c}) // queues; the error comes with Exec
+			p.wcmds = append(p.wcmds, c)
+		} else {
+			p.wcmds = append(p.wcmds, pipe.IncrBy(ctx, key, t.pending[k]))
+		}
 		pipe.Expire(ctx, key, ttl)
 	}
-	teamsPerCmd := t.cfg.KeysPerCommand / 2
+	teamsPerCmd := t.teamsPerCmd()
 	for j := 0; j < len(p.reads); j += teamsPerCmd {
 		chunk := p.reads[j:min(len(p.reads), j+teamsPerCmd)]
 		keys := make([]string, 0, 2*len(chunk))
 		for _, r := range chunk {
-			keys = append(keys, Key(t.cfg.KeyPrefix, r.Team, r.Epoch), Key(t.cfg.KeyPrefix, r.Team, r.Epoch-1))
+			keys = append(keys, t.key(r.Team, r.Epoch), t.key(r.Team, r.Epoch-1))
 		}
 		p.rcmds = append(p.rcmds, pipe.MGet(ctx, keys...))
 	}
@@ -302,6 +332,12 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, cur int64) {
 	t.m.commands.WithLabelValues("expire").Add(float64(len(p.writes)))
 	t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
 	if p.err != nil {
+		if cc, ok := t.instances[i].(*redis.ClusterClient); ok && classify(p.err) != "redis" {
+			// The cluster client refreshes its slot map on MOVED, or every minute, but
+			// not when a node stops answering: without this, writes for a dead primary's
+			// slots would keep failing for up to a minute after its replica took over.
+			cc.ReloadState(ctx)
+		}
 		t.countError(classify(p.err), i, p.err)
 		t.log.Warn("redis pipeline failed; counts kept for the next tick, views go stale",
 			"instance", label, "writes", len(p.writes), "reads", len(p.reads), "err", p.err)

@@ -285,6 +285,19 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.sync.maxPendingWrites | int64 | quote }}
 - name: GATE_MAX_READS_PER_TICK
   value: {{ $v.sync.maxReadsPerTick | int64 | quote }}
+- name: GATE_REDIS_MODE
+  value: {{ $v.redis.mode | quote }}
+{{- if eq $v.redis.mode "sentinel" }}
+{{- if not (and $v.redis.sentinel.master $v.redis.sentinel.addrs) }}
+{{- fail "capture-gate: redis.mode sentinel needs redis.sentinel.master and redis.sentinel.addrs" }}
+{{- end }}
+- name: GATE_REDIS_SENTINEL_MASTER
+  value: {{ $v.redis.sentinel.master | quote }}
+- name: GATE_REDIS_SENTINEL_ADDRS
+  value: {{ join "," $v.redis.sentinel.addrs | quote }}
+{{- else if or $v.redis.sentinel.master $v.redis.sentinel.addrs }}
+{{- fail "capture-gate: redis.sentinel is only read with redis.mode sentinel" }}
+{{- end }}
 {{- if $v.redis.urlsSecret.name }}
 {{- if or $v.redis.urls $v.redis.passwordSecret.name }}
 {{- fail "capture-gate: redis.urlsSecret replaces redis.urls and redis.passwordSecret; set one way only" }}

@@ -1,0 +1,259 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// topologyTimeout bounds how long a cluster or sentinel set may take to settle.
+const topologyTimeout = 30 * time.Second
+
+// ClusterNodeTimeout is the cluster-node-timeout of clusters started by StartCluster: small,
+// so that a killed primary's replica takes over within a few seconds.
+const ClusterNodeTimeout = time.Second
+
+// Cluster is a Redis Cluster of servers started by StartCluster.
+type Cluster struct {
+	// Primaries and Replicas as they were after creation, each a Server that can be
+	// stopped to simulate a lost node.
+	Primaries []*Server
+	Replicas  []*Server
+}
+
+// StartCluster starts primaries × (1 + replicasPer) redis-server processes with cluster
+// mode on, joins them with redis-cli --cluster create, and returns once every node reports
+// cluster_state:ok, knows every other node, and every replica is in sync with its primary.
+// Like Start, it skips (or fails under CI=true) without redis-server, and fails without
+// redis-cli.
+func StartCluster(t testing.TB, primaries, replicasPer int) *Cluster {
+	t.Helper()
+	if primaries < 3 {
+		t.Fatalf("redistest: StartCluster: Redis Cluster needs at least 3 primaries, got %d", primaries)
+	}
+	cli := lookCLI(t)
+	n := primaries * (1 + replicasPer)
+	nodes := make([]*Server, 0, n)
+	for range n {
+		nodes = append(nodes, start(t, nil, []string{
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout / time.Millisecond)),
+			// A replica takes over however long its link was down: a test kills primaries
+			// at arbitrary moments.
+			"--cluster-replica-validity-factor", "0",
+		}))
+	}
+	args := []string{"--cluster", "create"}
+	for _, s := range nodes {
+		args = append(args, s.Addr())
+	}
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicasPer), "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	c := &Cluster{}
+	deadline := time.Now().Add(topologyTimeout)
+	for _, s := range nodes {
+		waitFor(t, deadline, s, func(info string) bool {
+			return strings.Contains(info, "cluster_state:ok") &&
+				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)+"\r")
+		}, "CLUSTER", "INFO")
+	}
+	for _, s := range nodes {
+		var role string
+		waitFor(t, deadline, s, func(info string) bool {
+			role = field(info, "role")
+			return role == "master" || field(info, "master_link_status") == "up"
+		}, "INFO", "replication")
+		if role == "master" {
+			c.Primaries = append(c.Primaries, s)
+		} else {
+			c.Replicas = append(c.Replicas, s)
+		}
+	}
+	if len(c.Primaries) != primaries {
+		t.Fatalf("redistest: cluster has %d primaries, want %d", len(c.Primaries), primaries)
+	}
+	return c
+}
+
+// URLs returns every node's URL, to use as seed nodes.
+func (c *Cluster) URLs() []string {
+	var u []string
+	for _, s := range append(append([]*Server(nil), c.Primaries...), c.Replicas...) {
+		u = append(u, s.URL())
+	}
+	return u
+}
+
+// Owner returns the primary that serves key's slot now, asking each running primary for
+// its own slot ranges (CLUSTER SHARDS would do, but CLUSTER SLOTS is enough for 7.0).
+func (c *Cluster) Owner(t testing.TB, key string) *Server {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range append(append([]*Server(nil), c.Primaries...), c.Replicas...) {
+		if !s.running() {
+			continue
+		}
+		rc := s.Client(t)
+		slot, err := rc.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("redistest: CLUSTER KEYSLOT %q on %s: %v", key, s.Addr(), err)
+		}
+		ranges, err := rc.ClusterSlots(ctx).Result()
+		if err != nil {
+			t.Fatalf("redistest: CLUSTER SLOTS on %s: %v", s.Addr(), err)
+		}
+		for _, r := range ranges {
+			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+				for _, o := range append(append([]*Server(nil), c.Primaries...), c.Replicas...) {
+					if o.Addr() == r.Nodes[0].Addr {
+						return o
+					}
+				}
+			}
+		}
+	}
+	t.Fatalf("redistest: no node owns the slot of %q", key)
+	return nil
+}
+
+// SentinelSet is a primary, its replicas and the sentinels watching them.
+type SentinelSet struct {
+	Master    string // the name the sentinels know the primary by
+	Primary   *Server
+	Replicas  []*Server
+	Sentinels []*Server
+}
+
+// SentinelDownAfter is how long sentinels started by StartSentinel wait before they call a
+// silent primary down.
+const SentinelDownAfter = time.Second
+
+// StartSentinel starts a primary, replicas replicas of it and sentinels sentinels (quorum
+// a majority) watching it as master "gate-master", and returns once every replica is in
+// sync and every sentinel knows every replica and the other sentinels.
+func StartSentinel(t testing.TB, replicas, sentinels int) *SentinelSet {
+	t.Helper()
+	if sentinels < 1 {
+		t.Fatalf("redistest: StartSentinel: need at least one sentinel")
+	}
+	set := &SentinelSet{Master: "gate-master", Primary: Start(t)}
+	deadline := time.Now().Add(topologyTimeout)
+	for range replicas {
+		r := start(t, nil, []string{"--replicaof", "127.0.0.1", strconv.Itoa(set.Primary.port)})
+		waitFor(t, deadline, r, func(info string) bool { return field(info, "master_link_status") == "up" }, "INFO", "replication")
+		set.Replicas = append(set.Replicas, r)
+	}
+	quorum := sentinels/2 + 1
+	for range sentinels {
+		conf := func(dir string) string {
+			p := filepath.Join(dir, "sentinel.conf")
+			body := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d %[3]d\n"+
+				"sentinel down-after-milliseconds %[1]s %[4]d\n"+
+				"sentinel failover-timeout %[1]s 10000\n"+
+				"sentinel parallel-syncs %[1]s 1\n",
+				set.Master, set.Primary.port, quorum, SentinelDownAfter.Milliseconds())
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				t.Fatalf("redistest: writing %s: %v", p, err)
+			}
+			return p
+		}
+		set.Sentinels = append(set.Sentinels, start(t, conf, []string{"--sentinel"}))
+	}
+	for _, s := range set.Sentinels {
+		waitFor(t, deadline, s, func(info string) bool {
+			return strings.Contains(info, fmt.Sprintf("slaves=%d,sentinels=%d", replicas, sentinels))
+		}, "INFO", "sentinel")
+	}
+	return set
+}
+
+// SentinelAddrs returns the sentinels' host:port addresses.
+func (s *SentinelSet) SentinelAddrs() []string {
+	var a []string
+	for _, x := range s.Sentinels {
+		a = append(a, x.Addr())
+	}
+	return a
+}
+
+// CurrentPrimary returns the address the first running sentinel gives for the master.
+func (s *SentinelSet) CurrentPrimary(t testing.TB) string {
+	t.Helper()
+	for _, x := range s.Sentinels {
+		if !x.running() {
+			continue
+		}
+		sc := redis.NewSentinelClient(&redis.Options{Addr: x.Addr()})
+		addr, err := sc.GetMasterAddrByName(context.Background(), s.Master).Result()
+		_ = sc.Close()
+		if err == nil && len(addr) == 2 {
+			return addr[0] + ":" + addr[1]
+		}
+	}
+	t.Fatal("redistest: no sentinel answers for the master")
+	return ""
+}
+
+// running reports whether the server's process is up.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil
+}
+
+func lookCLI(t testing.TB) string {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		// redis-server was found (start has not skipped yet, but Start would), so a missing
+		// redis-cli is a broken installation rather than an absent one.
+		if _, serr := exec.LookPath("redis-server"); serr != nil {
+			Start(t) // skips, or fails under CI, with Start's message
+		}
+		t.Fatalf("redistest: redis-cli not found on PATH (%v): it is needed to create a cluster", err)
+	}
+	return cli
+}
+
+// waitFor runs the command on s until ok accepts its reply (as text) or deadline passes.
+func waitFor(t testing.TB, deadline time.Time, s *Server, ok func(string) bool, args ...any) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer c.Close()
+	var last string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		v, err := c.Do(ctx, args...).Text()
+		cancel()
+		if err == nil && ok(v) {
+			return
+		}
+		last = v
+		if err != nil {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("redistest: %s: %v never got the expected reply; last:\n%s\n%s", s.Addr(), args, last, s.logTail())
+}
+
+// field returns a "name:value" line's value from an INFO reply.
+func field(info, name string) string {
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}

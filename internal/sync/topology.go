@@ -1,0 +1,100 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Mode is the Redis topology the tick talks to.
+type Mode string
+
+// The topologies. Standalone is a list of independent instances over which teams are
+// spread by InstanceFor; cluster and sentinel are one go-redis client each, which finds
+// the right node (cluster) or the current primary (sentinel) itself.
+const (
+	ModeStandalone Mode = "standalone"
+	ModeCluster    Mode = "cluster"
+	ModeSentinel   Mode = "sentinel"
+)
+
+// KeyFor returns the Redis key of team's counter in epoch for the given topology: Key in
+// standalone and sentinel mode (unchanged keys, so switching between the two keeps the
+// counts), ClusterKey in cluster mode.
+func KeyFor(m Mode, prefix, team string, epoch int64) string {
+	if m == ModeCluster {
+		return ClusterKey(prefix, team, epoch)
+	}
+	return Key(prefix, team, epoch)
+}
+
+// ClusterKey returns {prefix}:{<tag>}:{epoch}, where <tag> is between literal braces so that
+// Redis Cluster hashes only it: both epoch keys of a team share a slot and one MGET reads
+// them. The tag is the team itself, except that '%', '{' and '}' are percent-escaped and an
+// empty team is "%": Redis ends a hash tag at the first '}', and an empty tag "{}" hashes
+// the whole key, so either would split a team's keys over slots. The escape is one-to-one,
+// so two teams never share a key. The prefix must not contain braces (Config checks), or
+// its own '{' would start the tag.
+func ClusterKey(prefix, team string, epoch int64) string {
+	tag := clusterTag(team)
+	b := make([]byte, 0, len(prefix)+len(tag)+24)
+	b = append(b, prefix...)
+	b = append(b, ":{"...)
+	b = append(b, tag...)
+	b = append(b, "}:"...)
+	b = strconv.AppendInt(b, epoch, 10)
+	return string(b)
+}
+
+func clusterTag(team string) string {
+	if team == "" {
+		return "%"
+	}
+	if !strings.ContainsAny(team, "%{}") {
+		return team
+	}
+	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(team)
+}
+
+// noRetryCmd marks a write so that the cluster client never re-sends it after a network
+// error or timeout (it may have been applied: a re-send would count twice). Redirects
+// (MOVED, ASK) are still followed, since a redirected command was not executed.
+type noRetryCmd struct{ *redis.IntCmd }
+
+func (noRetryCmd) NoRetry() bool { return true }
+
+// redirectHook counts MOVED and ASK replies in the cluster client's per-node pipelines.
+// go-redis follows them itself (up to MaxRedirects) and exposes no counter, but a node
+// client's pipeline hook sees each reply after it is read, before the redirect is retried.
+type redirectHook struct{ m *metrics }
+
+func (redirectHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (redirectHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h redirectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if e := c.Err(); e != nil {
+				switch msg := e.Error(); {
+				case strings.HasPrefix(msg, "MOVED "):
+					h.m.redirects.WithLabelValues("moved").Inc()
+				case strings.HasPrefix(msg, "ASK "):
+					h.m.redirects.WithLabelValues("ask").Inc()
+				}
+			}
+		}
+		return err
+	}
+}
+
+func (m Mode) valid() error {
+	switch m {
+	case ModeStandalone, ModeCluster, ModeSentinel:
+		return nil
+	}
+	return fmt.Errorf("mode %q: want standalone, cluster or sentinel", string(m))
+}
