@@ -28,6 +28,7 @@ import (
 
 	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
@@ -83,6 +84,7 @@ type Config struct {
 	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
 	Window           time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s); a longer window smooths bursts but remembers an overrun for longer."`
 	Threshold        int64         `envconfig:"THRESHOLD" default:"1000000" desc:"Events per window a team may send across the whole fleet before it is limited, for teams without an override (default 1000000); lower protects downstream sooner, higher lets bigger bursts through."`
+	Limits           limitList     `envconfig:"LIMITS" default:"" desc:"Further limits per team beyond GATE_WINDOW and GATE_THRESHOLD, as comma-separated window:threshold pairs such as 1h:20000000,24h:200000000 (default none), one limit then; each window is a whole number of seconds, distinct from the others and from GATE_WINDOW and longer than GATE_TICK_INTERVAL, has its own Redis keys {prefix}:w{seconds}:{team}:{epoch}, and a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's GATE_THRESHOLD limit and scales each further limit by the same factor, rounded, at least 1."`
 	Overrides        overrideList  `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is the base the live overrides (GATE_OVERRIDES_REFRESH) are laid over; its length costs nothing per record."`
 	OverridesRefresh time.Duration `envconfig:"OVERRIDES_REFRESH" default:"60s" desc:"How often every gate reads the live per-team limits from the hash {prefix}:overrides in the first Redis instance, managed with gate overrides set/delete (default 60s); the live set is laid over GATE_OVERRIDES (a team in it takes its live limit, one deleted from it falls back to GATE_OVERRIDES or GATE_THRESHOLD), and a Redis error or a missing hash keeps the current limits."`
 	SyncInterval     time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
@@ -322,6 +324,17 @@ func (c *Config) check(p *problems, raw map[string]string) {
 	if c.TickInterval >= c.Window {
 		bad("TICK_INTERVAL", fmt.Sprintf("a duration shorter than GATE_WINDOW (%s)", c.Window))
 	}
+	// Each further limit needs its own epochs, and a tick per epoch at least.
+	for _, e := range c.Limits {
+		if e.Window == c.Window {
+			bad("LIMITS", fmt.Sprintf("windows other than GATE_WINDOW (%s): each limit needs its own", c.Window))
+			break
+		}
+		if e.Window <= c.TickInterval {
+			bad("LIMITS", fmt.Sprintf("windows longer than GATE_TICK_INTERVAL (%s)", c.TickInterval))
+			break
+		}
+	}
 	// Reads happen on ticks: a sync interval shorter than a tick could not be honoured.
 	if c.SyncInterval < c.TickInterval {
 		bad("SYNC_INTERVAL", fmt.Sprintf("a duration no shorter than GATE_TICK_INTERVAL (%s)", c.TickInterval))
@@ -356,6 +369,31 @@ func (c Config) limitConfig() limit.Config {
 		TTL:              c.CacheTTL,
 		IdleTimeout:      c.CacheIdleTimeout,
 	}
+}
+
+// extraLimitConfigs returns one limiter configuration per GATE_LIMITS entry: the primary's
+// settings with the entry's window and threshold, and the overrides scaled by
+// threshold / GATE_THRESHOLD.
+func (c Config) extraLimitConfigs() []limit.Config {
+	out := make([]limit.Config, len(c.Limits))
+	for i, e := range c.Limits {
+		lc := c.limitConfig()
+		lc.Window, lc.Threshold = e.Window, e.Threshold
+		lc.Overrides = overrides.Scale(lc.Overrides, c.limitFactor(i))
+		out[i] = lc
+	}
+	return out
+}
+
+// limitFactor is GATE_LIMITS entry i's threshold over GATE_THRESHOLD: what an override
+// is multiplied by in that limit.
+func (c Config) limitFactor(i int) float64 {
+	return float64(c.Limits[i].Threshold) / float64(c.Threshold)
+}
+
+// limitKeyPrefix is the Redis key prefix of GATE_LIMITS entry i: {prefix}:w{seconds}.
+func (c Config) limitKeyPrefix(i int) string {
+	return c.RedisPrefix + ":w" + strconv.FormatInt(int64(c.Limits[i].Window/time.Second), 10)
 }
 
 // syncConfig maps Config to the tick's settings.
@@ -537,6 +575,60 @@ func (o *overrideList) UnmarshalText(b []byte) error {
 	}
 	*o = m
 	return nil
+}
+
+// extraLimit is one entry of GATE_LIMITS.
+type extraLimit struct {
+	Window    time.Duration
+	Threshold int64
+}
+
+// limitList is GATE_LIMITS: window:threshold pairs separated by commas.
+type limitList []extraLimit
+
+func (limitList) want() string {
+	return fmt.Sprintf("window:threshold pairs separated by commas such as 1h:20000000,24h:200000000, each window a whole number of seconds and each threshold from 1 to %d", int64(limit.MaxThreshold))
+}
+
+// UnmarshalText parses the pairs strictly; the rules between values (distinct windows,
+// longer than a tick) are checked with the other variables.
+func (l *limitList) UnmarshalText(b []byte) error {
+	var out limitList
+	for i, entry := range strings.Split(string(b), ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			return fmt.Errorf("entry %d is empty", i+1)
+		}
+		w, thr, ok := strings.Cut(entry, ":")
+		if !ok {
+			return fmt.Errorf("entry %q has no ':'", entry)
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(w))
+		if err != nil || d < time.Second || d%time.Second != 0 {
+			return fmt.Errorf("entry %q: window %q is not a whole number of seconds such as 1h", entry, w)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(thr), 10, 64)
+		if err != nil || n < 1 || n > limit.MaxThreshold {
+			return fmt.Errorf("entry %q: threshold %q is not a whole number from 1 to %d", entry, thr, int64(limit.MaxThreshold))
+		}
+		for _, e := range out {
+			if e.Window == d {
+				return fmt.Errorf("window %s appears twice", d)
+			}
+		}
+		out = append(out, extraLimit{Window: d, Threshold: n})
+	}
+	*l = out
+	return nil
+}
+
+// String is the list as GATE_LIMITS spells it.
+func (l limitList) String() string {
+	parts := make([]string, len(l))
+	for i, e := range l {
+		parts[i] = e.Window.String() + ":" + strconv.FormatInt(e.Threshold, 10)
+	}
+	return strings.Join(parts, ",")
 }
 
 // brokerList is GATE_KAFKA_BROKERS: host:port entries separated by commas.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -23,6 +24,7 @@ import (
 type gateParts struct {
 	reg      *prometheus.Registry
 	lim      *limit.Limiter
+	extra    []*limit.Limiter // one per GATE_LIMITS entry
 	clients  []redis.UniversalClient
 	ticker   *gatesync.Ticker
 	router   *route.Router
@@ -55,8 +57,23 @@ func newGate(cfg Config, log *slog.Logger, o gateOptions) (_ *gateParts, err err
 			return nil, fmt.Errorf("registering runtime metrics: %w", err)
 		}
 	}
-	if g.lim, err = limit.New(cfg.limitConfig(), nil, g.reg); err != nil {
+	// With further limits, each limiter's metrics carry its window as the label limit;
+	// with one, they stay as they always were.
+	limReg := func(w time.Duration) prometheus.Registerer {
+		if len(cfg.Limits) == 0 {
+			return g.reg
+		}
+		return prometheus.WrapRegistererWith(prometheus.Labels{"limit": w.String()}, g.reg)
+	}
+	if g.lim, err = limit.New(cfg.limitConfig(), nil, limReg(cfg.Window)); err != nil {
 		return nil, fmt.Errorf("building the limiter: %w", err)
+	}
+	for _, lc := range cfg.extraLimitConfigs() {
+		l, err := limit.New(lc, nil, limReg(lc.Window))
+		if err != nil {
+			return nil, fmt.Errorf("building the %s limiter: %w", lc.Window, err)
+		}
+		g.extra = append(g.extra, l)
 	}
 	ropts, err := cfg.redisOptions()
 	if err != nil {
@@ -71,18 +88,27 @@ func newGate(cfg Config, log *slog.Logger, o gateOptions) (_ *gateParts, err err
 		}
 	}()
 	instances := g.clients
-	if g.ticker, err = gatesync.New(g.lim, instances, cfg.syncConfig(), g.reg, log.With("component", "tick")); err != nil {
+	tlims := []gatesync.Limit{{Lim: g.lim}}
+	for i, l := range g.extra {
+		tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: cfg.limitKeyPrefix(i)})
+	}
+	if g.ticker, err = gatesync.NewMulti(tlims, instances, cfg.syncConfig(), g.reg, log.With("component", "tick")); err != nil {
 		return nil, fmt.Errorf("building the tick: %w", err)
+	}
+	var ovrExtra []overrides.Extra
+	for i, l := range g.extra {
+		ovrExtra = append(ovrExtra, overrides.Extra{Lim: l, Factor: cfg.limitFactor(i)})
 	}
 	if g.overrides, err = overrides.New(overrides.Config{
 		Key:      overrides.Key(cfg.RedisPrefix),
 		Base:     cfg.Overrides,
 		Interval: cfg.OverridesRefresh,
 		Timeout:  cfg.RedisDialTimeout + cfg.RedisWriteTimeout + cfg.RedisReadTimeout,
+		Extra:    ovrExtra,
 	}, g.lim, instances[0], g.reg, log.With("component", "overrides")); err != nil {
 		return nil, fmt.Errorf("building the overrides refresher: %w", err)
 	}
-	if g.router, err = route.New(cfg.routeConfig(), g.lim, g.reg); err != nil {
+	if g.router, err = route.NewMulti(cfg.routeConfig(), append([]*limit.Limiter{g.lim}, g.extra...), g.reg); err != nil {
 		return nil, fmt.Errorf("building the router: %w", err)
 	}
 	ccfg, err := cfg.consumeConfig()

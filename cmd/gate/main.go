@@ -196,7 +196,7 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	}
 	ready := newReadiness(clients, cfg, consumer.Ready, log)
 	srv := &http.Server{
-		Handler:           newMux(reg, ready, teamsFor(cfg, lim)),
+		Handler:           newMux(reg, ready, teamsFor(cfg, lim, g.extra)),
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -342,11 +342,11 @@ func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ti
 }
 
 // teamsFor returns the team view, or nil when GATE_TEAM_API turns it off.
-func teamsFor(cfg Config, lim *limit.Limiter) *teamAPI {
+func teamsFor(cfg Config, lim *limit.Limiter, extra []*limit.Limiter) *teamAPI {
 	if !cfg.TeamAPI {
 		return nil
 	}
-	return &teamAPI{lim: lim}
+	return &teamAPI{lim: lim, extra: extra}
 }
 
 // newMux serves the operational endpoints.

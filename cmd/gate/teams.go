@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,11 +21,12 @@ const (
 // GET /v1/teams?top=N. It reads the limiter only; nothing it does counts a record or
 // changes a decision.
 type teamAPI struct {
-	lim *limit.Limiter
+	lim   *limit.Limiter   // the primary limit
+	extra []*limit.Limiter // GATE_LIMITS
 }
 
-// teamJSON is one team on this gate. Limits is a list so that a gate with several limits
-// per team reports each; today there is one.
+// teamJSON is one team on this gate: one entry in Limits per limit (GATE_WINDOW's first,
+// then GATE_LIMITS' in order), and Limited when any of them is.
 type teamJSON struct {
 	Team    string      `json:"team"`
 	Limited bool        `json:"limited"`
@@ -48,9 +51,23 @@ type limitJSON struct {
 	SecondsUntilUnder float64 `json:"seconds_until_under"`
 }
 
+// view is team s's entry: s is its state in the primary limit, the others are looked up.
 func (a *teamAPI) view(now time.Time, s limit.TeamState) teamJSON {
+	v := teamJSON{Team: s.Team, Limited: s.Limited, Limits: []limitJSON{limitView(now, a.lim, s)}}
+	for _, l := range a.extra {
+		// A team is checked against every limit at once, so it is cached in each, but a
+		// limiter may have evicted or expired it on its own: then it is left out.
+		if es, ok := l.Snapshot(now, s.Team); ok {
+			v.Limits = append(v.Limits, limitView(now, l, es))
+			v.Limited = v.Limited || es.Limited
+		}
+	}
+	return v
+}
+
+func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) limitJSON {
 	l := limitJSON{
-		Window:            a.lim.Config().Window.String(),
+		Window:            lim.Config().Window.String(),
 		Threshold:         s.Threshold,
 		Override:          s.Override,
 		Level:             s.Level,
@@ -65,7 +82,7 @@ func (a *teamAPI) view(now time.Time, s limit.TeamState) teamJSON {
 		age := now.Sub(s.ReadAt).Seconds()
 		l.EstimateAgeSeconds = &age
 	}
-	return teamJSON{Team: s.Team, Limited: s.Limited, Limits: []limitJSON{l}}
+	return l
 }
 
 func (a *teamAPI) register(mux *http.ServeMux) {
@@ -98,9 +115,40 @@ func (a *teamAPI) top(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Teams []teamJSON `json:"teams"`
 	}{Teams: []teamJSON{}}
-	for _, s := range a.lim.Top(now, n) {
-		out.Teams = append(out.Teams, a.view(now, s))
+	if len(a.extra) == 0 {
+		for _, s := range a.lim.Top(now, n) {
+			out.Teams = append(out.Teams, a.view(now, s))
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
 	}
+	// Several limits: the top n of each, ranked by the highest pressure over the limits.
+	seen := make(map[string]bool)
+	for _, l := range append([]*limit.Limiter{a.lim}, a.extra...) {
+		for _, s := range l.Top(now, n) {
+			if seen[s.Team] {
+				continue
+			}
+			seen[s.Team] = true
+			if ps, ok := a.lim.Snapshot(now, s.Team); ok {
+				out.Teams = append(out.Teams, a.view(now, ps))
+			}
+		}
+	}
+	maxPressure := func(t teamJSON) float64 {
+		p := 0.0
+		for _, l := range t.Limits {
+			p = max(p, l.Pressure)
+		}
+		return p
+	}
+	slices.SortFunc(out.Teams, func(x, y teamJSON) int {
+		if c := cmp.Compare(maxPressure(y), maxPressure(x)); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Team, y.Team)
+	})
+	out.Teams = out.Teams[:min(n, len(out.Teams))]
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -74,3 +74,47 @@ func TestTeamAPI(t *testing.T) {
 		t.Errorf("the view cached a team: %d cached", lim.Len())
 	}
 }
+
+// With several limits, a team has one entry per limit, and is limited when any is.
+func TestTeamAPISeveralLimits(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	clk := clock.NewFake(t0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour, err := limit.New(limit.Config{Window: time.Hour, Threshold: 20}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		lim.CheckAt(t0, "whale", 1)
+		hour.CheckAt(t0, "whale", 1)
+	}
+	for range 50 {
+		lim.CheckAt(t0, "minnow", 1)
+		hour.CheckAt(t0, "minnow", 1)
+	}
+	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{lim: lim, extra: []*limit.Limiter{hour}})
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/whale", nil))
+	var whale teamJSON
+	if err := json.Unmarshal(rec.Body.Bytes(), &whale); err != nil {
+		t.Fatal(err)
+	}
+	if !whale.Limited || len(whale.Limits) != 2 || whale.Limits[0].Window != "1m0s" || whale.Limits[0].Threshold != 100 ||
+		whale.Limits[0].Limited || whale.Limits[1].Window != "1h0m0s" || whale.Limits[1].Threshold != 20 || !whale.Limits[1].Limited {
+		t.Errorf("whale: %+v", whale)
+	}
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams?top=1", nil))
+	var top struct{ Teams []teamJSON }
+	if err := json.Unmarshal(rec.Body.Bytes(), &top); err != nil {
+		t.Fatal(err)
+	}
+	// Ranked by the highest pressure over the limits: minnow 2.5 (hour), whale 2 (hour).
+	if len(top.Teams) != 1 || top.Teams[0].Team != "minnow" {
+		t.Errorf("top 1: %+v", top)
+	}
+}

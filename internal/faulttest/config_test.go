@@ -45,6 +45,7 @@ var badConfig = map[string]string{
 	"GATE_LIMIT_MODE":              "drop",
 	"GATE_WINDOW":                  "1 minute",
 	"GATE_THRESHOLD":               "-5",
+	"GATE_LIMITS":                  "1h",
 	"GATE_OVERRIDES":               "team1:5000",
 	"GATE_SYNC_INTERVAL":           "0",
 	"GATE_OVERRIDES_REFRESH":       "hourly",

@@ -15,6 +15,9 @@
 //   - Merge: the effective set is GATE_OVERRIDES with the live hash laid over it. A team
 //     in the hash takes the hash's limit; a team deleted from it falls back to its
 //     GATE_OVERRIDES limit, or the default threshold.
+//   - Several limits: an override sets a team's threshold in the primary limit; each
+//     further limit (Config.Extra) gets it scaled by that limit's factor (Scale), applied
+//     right after the primary's.
 package overrides
 
 import (
@@ -23,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -53,6 +57,28 @@ type Config struct {
 	Interval time.Duration
 	// Timeout bounds one read. Zero means 1 s.
 	Timeout time.Duration
+	// Extra are further limits (GATE_LIMITS) whose per-team thresholds follow the
+	// primary's overrides, scaled.
+	Extra []Extra
+}
+
+// Extra is a further limiter and the factor its overrides are the primary's times: its
+// default threshold over the primary's.
+type Extra struct {
+	Lim    *limit.Limiter
+	Factor float64
+}
+
+// Scale returns m's thresholds times f, rounded, clamped to 1..limit.MaxThreshold.
+func Scale(m map[string]int64, f float64) map[string]int64 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for team, t := range m {
+		out[team] = int64(min(max(math.Round(float64(t)*f), 1), limit.MaxThreshold))
+	}
+	return out
 }
 
 // Refresher reads the live overrides and applies them to a limiter.
@@ -178,6 +204,12 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 	if err := r.lim.SetOverrides(merged); err != nil {
 		r.errs.WithLabelValues("invalid").Inc()
 		return fmt.Errorf("applying %s: %w", r.cfg.Key, err)
+	}
+	for _, e := range r.cfg.Extra {
+		// Cannot fail: Scale keeps every threshold in range.
+		if err := e.Lim.SetOverrides(Scale(merged, e.Factor)); err != nil {
+			return fmt.Errorf("applying %s to the %s limit: %w", r.cfg.Key, e.Lim.Config().Window, err)
+		}
 	}
 	r.live = live
 	r.loaded.Set(float64(len(merged)))

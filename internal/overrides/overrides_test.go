@@ -167,3 +167,43 @@ func TestParseAndSetRejectBadInput(t *testing.T) {
 		t.Error("Set accepted a zero limit")
 	}
 }
+
+// With several limits, each further limit gets the primary's overrides scaled by its
+// factor, rounded and at least 1.
+func TestRefreshScalesExtraLimits(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	base := map[string]int64{"a": 10}
+	lim, err := limit.New(limit.Config{Threshold: 1000, Overrides: base}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour, err := limit.New(limit.Config{Window: time.Hour, Threshold: 20000, Overrides: Scale(base, 20)}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny, err := limit.New(limit.Config{Window: time.Second, Threshold: 10}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Key: key, Base: base, Timeout: 300 * time.Millisecond, Extra: []Extra{{hour, 20}, {tiny, 0.01}}}, lim, srv.Client(t), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Set(ctx, srv.Client(t), key, "b", 250, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hour.Overrides(), map[string]int64{"a": 200, "b": 5000}; !maps.Equal(got, want) {
+		t.Errorf("hour overrides %v, want %v", got, want)
+	}
+	if got, want := tiny.Overrides(), map[string]int64{"a": 1, "b": 3}; !maps.Equal(got, want) { // 0.1 → 1 (at least 1), 2.5 → 3
+		t.Errorf("second overrides %v, want %v", got, want)
+	}
+	if got := Scale(map[string]int64{"x": limit.MaxThreshold}, 2)["x"]; got != limit.MaxThreshold {
+		t.Errorf("Scale past the maximum = %d", got)
+	}
+}

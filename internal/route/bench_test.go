@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,23 +37,41 @@ type routeCase struct {
 	key        string
 	force      []string
 	headers    []kgo.RecordHeader
+	limits     int // 0 or 1: one limit; more: that many (a minute, an hour, a day...)
 }
 
 func routeCases(tb testing.TB) []routeCase {
 	event := readEvent(tb, "team_id_int.json") // ~1 KB, team_id last
 	return []routeCase{
-		{"json", "json:team_id", event, "k", nil, benchHeaders},
-		{"json_small", "json:team_id", []byte(`{"team_id":2,"event":"$pageview","distinct_id":"u1"}`), "k", nil, benchHeaders},
-		{"json_large", "json:team_id", readEvent(tb, "large_team_id_last.json"), "k", nil, benchHeaders},
-		{"json_overflow", "json:team_id", event, "k", []string{"2"}, benchHeaders},
-		{"composite", "json:token+distinct_id", event, "k", nil, benchHeaders},
-		{"header", "header:team", event, "k", nil, benchHeaders},
-		{"key", "key", event, "2", nil, benchHeaders},
+		{"json", "json:team_id", event, "k", nil, benchHeaders, 0},
+		{"json_1limit", "json:team_id", event, "k", nil, benchHeaders, 1},
+		{"json_3limits", "json:team_id", event, "k", nil, benchHeaders, 3},
+		{"json_small", "json:team_id", []byte(`{"team_id":2,"event":"$pageview","distinct_id":"u1"}`), "k", nil, benchHeaders, 0},
+		{"json_large", "json:team_id", readEvent(tb, "large_team_id_last.json"), "k", nil, benchHeaders, 0},
+		{"json_overflow", "json:team_id", event, "k", []string{"2"}, benchHeaders, 0},
+		{"composite", "json:token+distinct_id", event, "k", nil, benchHeaders, 0},
+		{"header", "header:team", event, "k", nil, benchHeaders, 0},
+		{"key", "key", event, "2", nil, benchHeaders, 0},
 	}
 }
 
 func (c routeCase) setup(tb testing.TB) (*Router, *kgo.Record) {
 	f := newFixture(tb, Config{KeyFrom: mustKeyFrom(tb, c.from), ForceOverflow: c.force}, limit.Config{Threshold: limit.MaxThreshold})
+	if c.limits > 1 {
+		lims := []*limit.Limiter{f.lim}
+		for i := 1; i < c.limits; i++ {
+			l, err := limit.New(limit.Config{Window: time.Duration(60*i) * time.Minute, Threshold: limit.MaxThreshold}, f.clk, nil)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			lims = append(lims, l)
+		}
+		r, err := NewMulti(Config{KeyFrom: mustKeyFrom(tb, c.from), AcceptedTopic: topicAccepted, OverflowTopic: topicOverflow, DeadLetterTopic: topicDead}, lims, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		f.r = r
+	}
 	in := input("", c.key)
 	in.Value, in.Headers = c.value, c.headers
 	f.r.Route(t0, in, &Scratch{}) // cache the team

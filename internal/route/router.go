@@ -17,6 +17,9 @@ import (
 const (
 	// HeaderOverflowReason is added to overflow records: rate_limited or forced.
 	HeaderOverflowReason = "gate-overflow-reason"
+	// HeaderOverflowLimit is added to rate_limited overflow records of a router with
+	// several limits: the window of the first limit the team was over, e.g. 1h0m0s.
+	HeaderOverflowLimit = "gate-overflow-limit"
 	// HeaderError is added to dead-letter records: the reason code, e.g. not_json.
 	HeaderError = "gate-error"
 	// HeaderErrorDetail is added to dead-letter records: a short sentence for a person.
@@ -115,7 +118,8 @@ type Outcome struct {
 	// aliases the input record or the Scratch (composite keys): copy it to keep it past
 	// the record or the next Route call with the same Scratch.
 	Team string
-	// Decision is the limiter's answer; zero when no team could be read.
+	// Decision is the limiter's answer; zero when no team could be read. With several
+	// limits it is the first limited limit's answer, else the primary's.
 	Decision limit.Decision
 	// Enforced and EnforcedReason are where the record would go, and why, were the gate
 	// enforcing. They equal Route and Reason except in dry run, where Route is always
@@ -135,7 +139,9 @@ type Scratch struct {
 // limiter and the metrics, both safe.
 type Router struct {
 	cfg      Config
-	lim      *limit.Limiter
+	lim      *limit.Limiter   // the primary limit
+	extra    []*limit.Limiter // further limits (GATE_LIMITS); nil for one limit
+	limHdr   [][]byte         // each limit's window as a header value: [0] the primary, [1+i] extra[i]
 	maxKey   int
 	forced   map[string]struct{}
 	forcedN  int64 // what a forced record counts, per unit of cost: 1 in Divert mode, 0 in Cap mode
@@ -150,12 +156,26 @@ type Router struct {
 // New returns a Router that checks teams against lim. reg may be nil; otherwise the
 // router's metrics (gate_records_total, gate_dry_run_diverted_total) are registered on it.
 func New(cfg Config, lim *limit.Limiter, reg prometheus.Registerer) (*Router, error) {
+	return NewMulti(cfg, []*limit.Limiter{lim}, reg)
+}
+
+// NewMulti is New for several limits per team: lims[0] is the primary, and a record
+// overflows when any limit is over. In divert mode every record counts in every limit; in
+// cap mode a record counts in all of them when none is over, and in none otherwise. Every
+// limiter must have the same mode.
+func NewMulti(cfg Config, lims []*limit.Limiter, reg prometheus.Registerer) (*Router, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if lim == nil {
+	if len(lims) == 0 || slices.Contains(lims, nil) {
 		return nil, fmt.Errorf("%w: no limiter", ErrBadConfig)
+	}
+	lim := lims[0]
+	for _, l := range lims[1:] {
+		if l.Config().Mode != lim.Config().Mode {
+			return nil, fmt.Errorf("%w: limits of different modes (%s, %s)", ErrBadConfig, lim.Config().Mode, l.Config().Mode)
+		}
 	}
 	cfg.KeyFrom.lax = !cfg.ValidateJSON
 	r := &Router{
@@ -169,6 +189,12 @@ func New(cfg Config, lim *limit.Limiter, reg prometheus.Registerer) (*Router, er
 	}
 	if lim.Config().Mode == limit.Cap {
 		r.forcedN = 0
+	}
+	if len(lims) > 1 {
+		r.extra = slices.Clone(lims[1:])
+		for _, l := range lims {
+			r.limHdr = append(r.limHdr, []byte(l.Config().Window.String()))
+		}
 	}
 	for _, team := range cfg.ForceOverflow {
 		r.forced[team] = struct{}{}
@@ -304,19 +330,32 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	var o Outcome
 	team, f := r.cfg.KeyFrom.team(rec, s, r.maxKey)
 	code := f.reason
+	over := 0 // with several limits, the index of the first limit over (into limHdr)
 	if code == reasonNone {
 		o.Team = team
 		forced := false
 		if len(r.forced) > 0 {
 			_, forced = r.forced[team] // a string key: the lookup does not allocate
 		}
-		if forced {
-			o.Decision = r.lim.CheckAt(now, team, r.forcedN*r.cost(rec))
+		switch {
+		case forced:
+			n := r.forcedN * r.cost(rec)
+			o.Decision = r.lim.CheckAt(now, team, n)
+			for _, l := range r.extra {
+				l.CheckAt(now, team, n)
+			}
 			code = reasonForced
-		} else {
+		case r.extra == nil:
+			// One limit: a direct call, the hot path as it always was.
 			o.Decision = r.lim.CheckAt(now, team, r.cost(rec))
 			code = reasonAllowed
 			if o.Decision.Limited {
+				code = reasonRateLimited
+			}
+		default:
+			o.Decision, over = r.checkAll(now, team, r.cost(rec))
+			code = reasonAllowed
+			if over >= 0 {
 				code = reasonRateLimited
 			}
 		}
@@ -344,12 +383,48 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		if r.cfg.OverflowKeepKey {
 			key = rec.Key
 		}
-		r.fill(out, rec, Overflow, key, 1)
-		out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]})
+		if code == reasonRateLimited && r.extra != nil {
+			r.fill(out, rec, Overflow, key, 2)
+			out.Headers = append(out.Headers,
+				kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]},
+				kgo.RecordHeader{Key: HeaderOverflowLimit, Value: r.limHdr[over]})
+		} else {
+			r.fill(out, rec, Overflow, key, 1)
+			out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]})
+		}
 	default:
 		*out = *r.deadLetter(rec, r.hdrValue[code], r.cfg.KeyFrom.detail(f, r.maxKey))
 	}
 	return o
+}
+
+// checkAll checks team against every limit, counting n as the mode says: in divert mode
+// every limit counts n; in cap mode the limits are first asked without counting, and n
+// counts in all of them only if none is over. It returns the first limit over's decision
+// and index (0 the primary, 1+i extra[i]), or the primary's decision and -1.
+func (r *Router) checkAll(now time.Time, team string, n int64) (limit.Decision, int) {
+	if r.forcedN == 0 { // cap mode
+		d := r.lim.CheckAt(now, team, 0)
+		if d.Limited {
+			return d, 0
+		}
+		for i, l := range r.extra {
+			if e := l.CheckAt(now, team, 0); e.Limited {
+				return e, i + 1
+			}
+		}
+	}
+	d := r.lim.CheckAt(now, team, n)
+	first, over := d, -1
+	if d.Limited {
+		over = 0
+	}
+	for i, l := range r.extra {
+		if e := l.CheckAt(now, team, n); e.Limited && over < 0 {
+			first, over = e, i+1
+		}
+	}
+	return first, over
 }
 
 // DeadLetter returns a dead-letter copy of rec, for a record the broker refused for good

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	gosync "sync"
 	"time"
 
@@ -18,30 +19,61 @@ import (
 	"github.com/capturegate/gate/internal/limit"
 )
 
-// Ticker runs the tick for one limiter against one or more Redis instances.
+// Ticker runs the tick for one or more limiters against one or more Redis instances: every
+// limiter's counts and reads go in the same pipeline per instance per tick, within one
+// shared key budget.
 type Ticker struct {
 	cfg       Config
-	l         *limit.Limiter
+	limits    []limitState // limits[0] is the primary
 	instances []redis.UniversalClient
 	log       *slog.Logger
 	m         *metrics
 
 	// Owned by the tick goroutine.
-	sweep   limit.Sweep
 	pending map[countKey]int64 // counts waiting for Redis
-	carried map[string]struct{}
+	carried map[teamKey]struct{}
 	plans   []plan
+	reads   []readRef // every limiter's due reads, reused
+}
+
+// Limit is one limiter the tick syncs, with the prefix of its Redis keys.
+type Limit struct {
+	Lim *limit.Limiter
+	// KeyPrefix starts the limiter's keys; empty means Config.KeyPrefix. Each limiter
+	// needs its own, as each has its own epochs.
+	KeyPrefix string
+}
+
+// limitState is one limiter's part of the tick.
+type limitState struct {
+	l      *limit.Limiter
+	prefix string
+	ttl    time.Duration // Config.KeyTTL raised to 2 × this limiter's window
+	sweep  limit.Sweep
+	cur    int64 // the current epoch, for this tick
 }
 
 type countKey struct {
+	lim   int // index in Ticker.limits
 	team  string
 	epoch int64
+}
+
+type teamKey struct {
+	lim  int
+	team string
+}
+
+// readRef is a planned read and the limiter it belongs to.
+type readRef struct {
+	lim int
+	r   *limit.Read
 }
 
 // plan is one instance's share of a tick.
 type plan struct {
 	writes []countKey
-	reads  []*limit.Read
+	reads  []readRef
 	cmds   int
 	err    error
 	dur    time.Duration
@@ -61,20 +93,49 @@ type TickResult struct {
 	Errors        int // instances whose pipeline failed
 }
 
-// New returns a Ticker. In standalone mode every instance must be distinct; a team's keys
-// live on instances[InstanceFor(team, len(instances))]. In cluster and sentinel mode there
-// is exactly one client (a *redis.ClusterClient, or a failover *redis.Client), which routes
-// each command itself. reg may be nil.
+// New returns a Ticker for one limiter. In standalone mode every instance must be
+// distinct; a team's keys live on instances[InstanceFor(team, len(instances))]. In cluster
+// and sentinel mode there is exactly one client (a *redis.ClusterClient, or a failover
+// *redis.Client), which routes each command itself. reg may be nil.
 func New(l *limit.Limiter, instances []redis.UniversalClient, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Ticker, error) {
+	return NewMulti([]Limit{{Lim: l}}, instances, cfg, reg, log)
+}
+
+// NewMulti is New for several limiters synced by one tick, in one pipeline per instance.
+// limits[0] is the primary: Config's defaults (KeyTTL's floor) follow its window. Each
+// limiter's keys use its own KeyPrefix and expire after KeyTTL raised to 2 × its window.
+func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Ticker, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("%w: no Redis instance", ErrBadConfig)
 	}
-	cfg, err := cfg.withDefaults(l.Config().Window)
+	if len(limits) == 0 || limits[0].Lim == nil {
+		return nil, fmt.Errorf("%w: no limiter", ErrBadConfig)
+	}
+	cfg, err := cfg.withDefaults(limits[0].Lim.Config().Window)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Mode != ModeStandalone && len(instances) != 1 {
 		return nil, fmt.Errorf("%w: %s mode takes one client, got %d", ErrBadConfig, cfg.Mode, len(instances))
+	}
+	states := make([]limitState, len(limits))
+	prefixes := make(map[string]bool, len(limits))
+	for i, lm := range limits {
+		if lm.Lim == nil {
+			return nil, fmt.Errorf("%w: limit %d has no limiter", ErrBadConfig, i)
+		}
+		p := lm.KeyPrefix
+		if p == "" {
+			p = cfg.KeyPrefix
+		}
+		if cfg.Mode == ModeCluster && strings.ContainsAny(p, "{}") {
+			return nil, fmt.Errorf("%w: key prefix %q: must not contain braces in cluster mode", ErrBadConfig, p)
+		}
+		if prefixes[p] {
+			return nil, fmt.Errorf("%w: key prefix %q used by two limits", ErrBadConfig, p)
+		}
+		prefixes[p] = true
+		states[i] = limitState{l: lm.Lim, prefix: p, ttl: max(cfg.KeyTTL, 2*lm.Lim.Config().Window)}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -89,12 +150,12 @@ func New(l *limit.Limiter, instances []redis.UniversalClient, cfg Config, reg pr
 	}
 	return &Ticker{
 		cfg:       cfg,
-		l:         l,
+		limits:    states,
 		instances: instances,
 		log:       log,
 		m:         m,
 		pending:   make(map[countKey]int64),
-		carried:   make(map[string]struct{}),
+		carried:   make(map[teamKey]struct{}),
 		plans:     make([]plan, len(instances)),
 	}, nil
 }
@@ -144,25 +205,28 @@ func (t *Ticker) Tick(ctx context.Context) TickResult { return t.tick(ctx, true)
 
 func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	start := time.Now()
-	now := t.l.Clock().Now()
-	cur := t.l.Epoch(now)
 	var res TickResult
 
-	// 1. Take the limiter's counts and due reads.
-	t.l.Sweep(now, &t.sweep)
-	res.Dropped += t.sweep.Stale
-	t.m.dropped.WithLabelValues("stale_epoch").Add(float64(t.sweep.Stale))
-	for _, c := range t.sweep.Counts {
-		k := countKey{c.Team, c.Epoch}
-		if _, ok := t.pending[k]; !ok && len(t.pending) >= t.cfg.MaxPendingWrites {
-			res.Dropped += c.N
-			t.m.dropped.WithLabelValues("write_cap").Add(float64(c.N))
-			continue
+	// 1. Take each limiter's counts and due reads.
+	for li := range t.limits {
+		ls := &t.limits[li]
+		now := ls.l.Clock().Now()
+		ls.cur = ls.l.Epoch(now)
+		ls.l.Sweep(now, &ls.sweep)
+		res.Dropped += ls.sweep.Stale
+		t.m.dropped.WithLabelValues("stale_epoch").Add(float64(ls.sweep.Stale))
+		for _, c := range ls.sweep.Counts {
+			k := countKey{li, c.Team, c.Epoch}
+			if _, ok := t.pending[k]; !ok && len(t.pending) >= t.cfg.MaxPendingWrites {
+				res.Dropped += c.N
+				t.m.dropped.WithLabelValues("write_cap").Add(float64(c.N))
+				continue
+			}
+			t.pending[k] += c.N
 		}
-		t.pending[k] += c.N
 	}
 	for k, n := range t.pending {
-		if k.epoch < cur-1 {
+		if k.epoch < t.limits[k.lim].cur-1 {
 			delete(t.pending, k)
 			res.Dropped += n
 			t.m.dropped.WithLabelValues("stale_epoch").Add(float64(n))
@@ -180,7 +244,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	budget := t.cfg.KeysPerTick
 	for k := range t.pending {
 		if budget < 1 {
-			t.carried[k.team] = struct{}{}
+			t.carried[teamKey{k.lim, k.team}] = struct{}{}
 			res.CarriedWrites++
 			continue
 		}
@@ -189,24 +253,30 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 		p.writes = append(p.writes, k)
 	}
 	if withReads {
-		reads := t.sweep.Reads
 		maxReads := min(t.cfg.MaxReadsPerTick, budget/2)
+		clear(t.reads)
+		reads := t.reads[:0]
+		for li := range t.limits {
+			for i := range t.limits[li].sweep.Reads {
+				reads = append(reads, readRef{li, &t.limits[li].sweep.Reads[i]})
+			}
+		}
+		t.reads = reads
 		if len(reads) > maxReads {
 			// Over budget: the hottest teams first; the rest are planned again next tick.
-			slices.SortFunc(reads, func(a, b limit.Read) int { return cmp.Compare(b.Pressure, a.Pressure) })
+			slices.SortFunc(reads, func(a, b readRef) int { return cmp.Compare(b.r.Pressure, a.r.Pressure) })
 		}
-		for i := range reads {
-			r := &reads[i]
-			if _, ok := t.carried[r.Team]; ok || res.Reads >= maxReads {
+		for _, rr := range reads {
+			if _, ok := t.carried[teamKey{rr.lim, rr.r.Team}]; ok || res.Reads >= maxReads {
 				// A read must include all of this instance's writes for the team, or
 				// applying it would forget the ones still waiting.
 				res.SkippedReads++
 				continue
 			}
-			p := &t.plans[t.instanceFor(r.Team)]
-			p.reads = append(p.reads, r)
+			p := &t.plans[t.instanceFor(rr.r.Team)]
+			p.reads = append(p.reads, rr)
 			res.Reads++
-			t.m.reads.WithLabelValues(r.Reason.String()).Inc()
+			t.m.reads.WithLabelValues(rr.r.Reason.String()).Inc()
 		}
 		t.m.skippedReads.Add(float64(res.SkippedReads))
 	}
@@ -216,14 +286,14 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	var wg gosync.WaitGroup
 	for i := range t.plans {
 		if p := &t.plans[i]; len(p.writes)+len(p.reads) > 0 {
-			wg.Go(func() { t.execute(ctx, i, p, cur) })
+			wg.Go(func() { t.execute(ctx, i, p) })
 		}
 	}
 	wg.Wait()
 
 	// 4. Apply: forget written counts, apply reads.
 	res.Reads = 0
-	applyAt := t.l.Clock().Now()
+	applyAt := t.limits[0].l.Clock().Now()
 	for i := range t.plans {
 		p := &t.plans[i]
 		res.Commands += p.cmds
@@ -250,23 +320,24 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 			if c.Err() != nil {
 				// Fail open: rebuild these views from what this gate counted, so that
 				// they keep draining instead of piling up pending records.
-				for _, r := range chunk {
-					t.l.ApplyLocal(r, applyAt)
+				for _, rr := range chunk {
+					t.limits[rr.lim].l.ApplyLocal(rr.r, applyAt)
 				}
 				res.FailedReads += len(chunk)
 				continue
 			}
 			vals := c.Val()
-			for x, r := range chunk {
+			for x, rr := range chunk {
+				l := t.limits[rr.lim].l
 				curr, err1 := counterValue(vals[2*x])
 				prev, err2 := counterValue(vals[2*x+1])
 				if err := errors.Join(err1, err2); err != nil {
 					t.countError("parse", i, err)
-					t.l.ApplyLocal(r, applyAt)
+					l.ApplyLocal(rr.r, applyAt)
 					res.FailedReads++
 					continue
 				}
-				a := t.l.ApplyRead(r, curr, prev, applyAt)
+				a := l.ApplyRead(rr.r, curr, prev, applyAt)
 				t.m.drift.Observe(a.Drift)
 				if a.Staleness > 0 {
 					t.m.staleness.Observe(a.Staleness.Seconds())
@@ -283,8 +354,8 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 
 func (t *Ticker) instanceFor(team string) int { return InstanceFor(team, len(t.instances)) }
 
-func (t *Ticker) key(team string, epoch int64) string {
-	return KeyFor(t.cfg.Mode, t.cfg.KeyPrefix, team, epoch)
+func (t *Ticker) key(lim int, team string, epoch int64) string {
+	return KeyFor(t.cfg.Mode, t.limits[lim].prefix, team, epoch)
 }
 
 // teamsPerCmd is how many teams one MGET reads. In cluster mode a command's keys must share
@@ -299,13 +370,12 @@ func (t *Ticker) teamsPerCmd() int {
 // execute sends one instance's pipeline: every write (INCRBY + EXPIRE), then the reads in
 // MGETs of up to KeysPerCommand keys. In cluster mode the one pipeline goes to the
 // ClusterClient, which splits it by node and runs the parts in parallel.
-func (t *Ticker) execute(ctx context.Context, i int, p *plan, cur int64) {
+func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 	start := time.Now()
-	ttl := t.cfg.KeyTTL
 	pipe := t.instances[i].Pipeline()
 	cluster := t.cfg.Mode == ModeCluster
 	for _, k := range p.writes {
-		key := t.key(k.team, k.epoch)
+		key := t.key(k.lim, k.team, k.epoch)
 		if cluster {
 			c := redis.NewIntCmd(ctx, "incrby", key, t.pending[k])
 			_ = pipe.Process(ctx, noRetryCmd{c}) // queues; the error comes with Exec
@@ -313,14 +383,14 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, cur int64) {
 		} else {
 			p.wcmds = append(p.wcmds, pipe.IncrBy(ctx, key, t.pending[k]))
 		}
-		pipe.Expire(ctx, key, ttl)
+		pipe.Expire(ctx, key, t.limits[k.lim].ttl)
 	}
 	teamsPerCmd := t.teamsPerCmd()
 	for j := 0; j < len(p.reads); j += teamsPerCmd {
 		chunk := p.reads[j:min(len(p.reads), j+teamsPerCmd)]
 		keys := make([]string, 0, 2*len(chunk))
-		for _, r := range chunk {
-			keys = append(keys, t.key(r.Team, r.Epoch), t.key(r.Team, r.Epoch-1))
+		for _, rr := range chunk {
+			keys = append(keys, t.key(rr.lim, rr.r.Team, rr.r.Epoch), t.key(rr.lim, rr.r.Team, rr.r.Epoch-1))
 		}
 		p.rcmds = append(p.rcmds, pipe.MGet(ctx, keys...))
 	}

@@ -259,6 +259,14 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 - name: GATE_OVERRIDES
   value: {{ join "," $pairs | quote }}
 {{- end }}
+{{- with $v.limit.extra }}
+{{- $pairs := list }}
+{{- range . }}
+{{- $pairs = append $pairs (printf "%s:%d" .window (.threshold | int64)) }}
+{{- end }}
+- name: GATE_LIMITS
+  value: {{ join "," $pairs | quote }}
+{{- end }}
 - name: GATE_OVERRIDES_REFRESH
   value: {{ $v.limit.overridesRefresh | quote }}
 - name: GATE_CACHE_CAPACITY
