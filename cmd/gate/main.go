@@ -102,6 +102,8 @@ Commands:
   load    produce the demo load to GATE_KAFKA_BROKERS (gate load -h for its flags)
   overrides list | set TEAM LIMIT | delete TEAM
           show or change the live per-team limits every gate reads from Redis
+  team [-addr HOST:PORT] TEAM
+          ask a running gate how it sees TEAM (its /v1/teams view, as a table)
   help    print this help
 
 The gate is configured through GATE_* environment variables only; see "gate env".
@@ -124,6 +126,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "serve", "env":
 	case "overrides":
 		return overridesCmd(ctx, args, getenv, envNames(os.Environ(), getenv), stdout, stderr)
+	case "team":
+		return teamCmd(ctx, args, getenv, stdout, stderr)
 	case "dev", "load":
 		names := envNames(os.Environ(), getenv)
 		var err error
@@ -138,7 +142,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	default:
 		_, _ = io.WriteString(stderr, usage)
-		return &usageError{msg: fmt.Sprintf("unknown command %q (want serve, env, dev, load, overrides or help)", cmd)}
+		return &usageError{msg: fmt.Sprintf("unknown command %q (want serve, env, dev, load, overrides, team or help)", cmd)}
 	}
 	if len(args) > 0 {
 		_, _ = io.WriteString(stderr, usage)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +118,47 @@ func TestTeamAPISeveralLimits(t *testing.T) {
 	// Ranked by the highest pressure over the limits: minnow 2.5 (hour), whale 2 (hour).
 	if len(top.Teams) != 1 || top.Teams[0].Team != "minnow" {
 		t.Errorf("top 1: %+v", top)
+	}
+}
+
+// gate team TEAM asks a gate's team view and prints it as a table.
+func TestTeamCommand(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, Overrides: map[string]int64{"whale": 10}}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		lim.CheckAt(t0, "whale", 1)
+	}
+	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{lim: lim}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	do := func(getenv map[string]string, args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"team"}, args...), getenvFrom(getenv), &stdout, &stderr)
+		return stdout.String(), err
+	}
+	out, err := do(nil, "-addr", addr, "whale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"team whale: LIMITED", "WINDOW", "1m0s", "10 (override)", "40", "400%", "hot", "3m0s", "never read"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// The address comes from GATE_HTTP_ADDR when -addr is not given.
+	if out, err := do(map[string]string{"GATE_HTTP_ADDR": addr}, "nobody"); err != nil || !strings.Contains(out, "nobody: team not cached on this gate") {
+		t.Errorf("unknown team: %q %v", out, err)
+	}
+	for _, args := range [][]string{nil, {"a", "b"}, {"-addr", "nocolon", "x"}, {"-bogus", "x"}} {
+		if _, err := do(nil, args...); err == nil || exitCode(err) != 2 {
+			t.Errorf("team %q: %v, want a usage error", args, err)
+		}
+	}
+	if _, err := do(nil, "-addr", closedPort(t), "whale"); err == nil || !strings.Contains(err.Error(), "asking the gate at") {
+		t.Errorf("no gate: %v", err)
 	}
 }

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const teamUsage = `Usage: gate team [-addr HOST:PORT] TEAM
+
+Asks a running gate (its GATE_HTTP_ADDR; -addr overrides) how it sees TEAM, from
+GET /v1/teams/TEAM, and prints it as a table. Each gate sees the teams of the partitions
+it owns: ask the gates that consume them.
+`
+
+// teamCmd runs `gate team TEAM`.
+func teamCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("team", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { _, _ = io.WriteString(stderr, teamUsage) }
+	addr := fs.String("addr", "", "the gate's HTTP address, host:port (default: from GATE_HTTP_ADDR, else 127.0.0.1:8080)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &usageError{msg: "team: " + err.Error()}
+	}
+	if fs.NArg() != 1 || fs.Arg(0) == "" {
+		_, _ = io.WriteString(stderr, teamUsage)
+		return &usageError{msg: fmt.Sprintf("team: want one TEAM, got %q", fs.Args())}
+	}
+	team := fs.Arg(0)
+	target := *addr
+	if target == "" {
+		target = cmpOr(getenv(envPrefix+"_HTTP_ADDR"), ":8080")
+	}
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return &usageError{msg: fmt.Sprintf("team: address %q is not host:port", target)}
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1" // a listen-anywhere address: ask the local gate
+	}
+	u := "http://" + net.JoinHostPort(host, port) + "/v1/teams/" + url.PathEscape(team)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("asking %s: %w", u, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("asking the gate at %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("reading the answer from %s: %w", u, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		var e struct{ Error string }
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			_, err := fmt.Fprintf(stdout, "%s: %s\n", team, e.Error)
+			return err
+		}
+		return fmt.Errorf("asking %s: 404 (is GATE_TEAM_API off on that gate?)", u)
+	default:
+		return fmt.Errorf("asking %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var t teamJSON
+	if err := json.Unmarshal(body, &t); err != nil {
+		return fmt.Errorf("reading the answer from %s: %w", u, err)
+	}
+	state := "under its limits"
+	if t.Limited {
+		state = "LIMITED"
+	}
+	if _, err := fmt.Fprintf(stdout, "team %s: %s\n", t.Team, state); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN\tGLOBAL EST.\tEST. AGE\tPENDING")
+	for _, l := range t.Limits {
+		thr := strconv.FormatInt(l.Threshold, 10)
+		if l.Override {
+			thr += " (override)"
+		}
+		age := "never read"
+		if l.EstimateAgeSeconds != nil {
+			age = (time.Duration(*l.EstimateAgeSeconds * float64(time.Second))).Round(100 * time.Millisecond).String()
+		}
+		under := "-"
+		if l.Limited {
+			under = (time.Duration(l.SecondsUntilUnder * float64(time.Second))).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\t%.0f\t%s\t%d\n",
+			l.Window, thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending)
+	}
+	return tw.Flush()
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
