@@ -84,7 +84,7 @@ type Config struct {
 	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
 	Window           time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s); a longer window smooths bursts but remembers an overrun for longer."`
 	Threshold        int64         `envconfig:"THRESHOLD" default:"1000000" desc:"Events per window a team may send across the whole fleet before it is limited, for teams without an override (default 1000000); lower protects downstream sooner, higher lets bigger bursts through."`
-	Limits           limitList     `envconfig:"LIMITS" default:"" desc:"Further limits per team beyond GATE_WINDOW and GATE_THRESHOLD, as comma-separated window:threshold pairs such as 1h:20000000,24h:200000000 (default none), one limit then; each window is a whole number of seconds, distinct from the others and from GATE_WINDOW and longer than GATE_TICK_INTERVAL, has its own Redis keys {prefix}:w{seconds}:{team}:{epoch}, and a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's GATE_THRESHOLD limit and scales each further limit by the same factor, rounded, at least 1."`
+	Limits           limitList     `envconfig:"LIMITS" default:"" desc:"Several limits per team, as comma-separated window:threshold pairs such as 1m:1000000,1h:20000000 (default none), GATE_WINDOW and GATE_THRESHOLD being the one limit without it; the first pair is the primary limit, in place of GATE_WINDOW and GATE_THRESHOLD (which must then be unset), keyed {prefix}:{team}:{epoch} as ever, and each further one, a whole number of seconds longer than GATE_TICK_INTERVAL and distinct from the others, has its own keys {prefix}:w{seconds}:{team}:{epoch}; a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's primary threshold and scales each further limit by the same factor, rounded, at least 1."`
 	Overrides        overrideList  `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is the base the live overrides (GATE_OVERRIDES_REFRESH) are laid over; its length costs nothing per record."`
 	OverridesRefresh time.Duration `envconfig:"OVERRIDES_REFRESH" default:"60s" desc:"How often every gate reads the live per-team limits from the hash {prefix}:overrides in the first Redis instance, managed with gate overrides set/delete (default 60s); the live set is laid over GATE_OVERRIDES (a team in it takes its live limit, one deleted from it falls back to GATE_OVERRIDES or GATE_THRESHOLD), and a Redis error or a missing hash keeps the current limits."`
 	SyncInterval     time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
@@ -172,6 +172,17 @@ func loadConfig(getenv func(string) string, names []string) (Config, error) {
 				e.Detail = err.Error() // our own types' errors say which part is wrong
 			}
 			p.add(e)
+		}
+	}
+	// GATE_LIMITS, when set, is every limit: its first is the primary, in place of
+	// GATE_WINDOW and GATE_THRESHOLD (setting those too would leave two primaries).
+	if len(c.Limits) > 0 {
+		if strings.TrimSpace(getenv(envPrefix+"_WINDOW")) != "" || strings.TrimSpace(getenv(envPrefix+"_THRESHOLD")) != "" {
+			p.add(&varError{Key: envPrefix + "_LIMITS", Value: raw[envPrefix+"_LIMITS"],
+				Want: "either GATE_LIMITS or GATE_WINDOW and GATE_THRESHOLD, not both (GATE_LIMITS's first window:threshold is the primary limit)"})
+		} else {
+			c.Window, c.Threshold = c.Limits[0].Window, c.Limits[0].Threshold
+			c.Limits = c.Limits[1:]
 		}
 	}
 	c.check(&p, raw)

@@ -291,7 +291,9 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_LIMITS", value: "1h:0", want: "threshold \"0\" is not a whole number from 1"},
 		{key: "GATE_LIMITS", value: "1h:" + tooBig, want: "is not a whole number from 1"},
 		{key: "GATE_LIMITS", value: "1h:100,60m:200", want: "window 1h0m0s appears twice"},
-		{key: "GATE_LIMITS", value: "60s:100", want: "windows other than GATE_WINDOW (1m0s)"},
+		{key: "GATE_LIMITS", value: "1m:100,60s:200", want: "window 1m0s appears twice"},
+		{key: "GATE_LIMITS", value: "1m:100,1h:1000", want: "not both", env: map[string]string{"GATE_THRESHOLD": "5"}},
+		{key: "GATE_LIMITS", value: "1m:100,1h:1000", want: "not both", env: map[string]string{"GATE_WINDOW": "30s"}},
 		{key: "GATE_LIMITS", value: "1h:100,1s:5", want: "windows longer than GATE_TICK_INTERVAL (1s)"},
 		{key: "GATE_FORCE_OVERFLOW", value: "a,,b", want: "entry 2 is empty"},
 		{key: "GATE_FORCE_OVERFLOW", value: "a,a", want: "twice"},
@@ -750,5 +752,28 @@ func TestRedisModeClients(t *testing.T) {
 		for _, x := range cs {
 			_ = x.Close()
 		}
+	}
+}
+
+// GATE_LIMITS's first pair is the primary limit; the rest are further limits.
+func TestLimitsFirstIsPrimary(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(map[string]string{"GATE_LIMITS": "1m:1000, 1h:20000", "GATE_OVERRIDES": "a=10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Window != time.Minute || c.Threshold != 1000 || len(c.Limits) != 1 || c.Limits[0].Window != time.Hour || c.Limits[0].Threshold != 20000 {
+		t.Errorf("window %s threshold %d limits %+v", c.Window, c.Threshold, c.Limits)
+	}
+	if got := c.limitFactor(0); got != 20 {
+		t.Errorf("the hour limit scales overrides by %v, want 20", got)
+	}
+	if got := c.limitKeyPrefix(0); got != "gate:w3600" {
+		t.Errorf("the hour limit's key prefix %q", got)
+	}
+	// One pair is the one limit, as GATE_WINDOW and GATE_THRESHOLD would give it.
+	c, err = loadMap(map[string]string{"GATE_LIMITS": "30s:500"})
+	if err != nil || c.Window != 30*time.Second || c.Threshold != 500 || len(c.Limits) != 0 {
+		t.Errorf("one pair: %v %s %d %+v", err, c.Window, c.Threshold, c.Limits)
 	}
 }

@@ -247,24 +247,27 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.routing.overflowKeepKey | toString | quote }}
 - name: GATE_LIMIT_MODE
   value: {{ $v.limit.mode | quote }}
+{{- if $v.limit.extra }}
+{{- /* Several limits: GATE_LIMITS holds them all, limit.window:limit.threshold first (the
+       gate refuses GATE_WINDOW and GATE_THRESHOLD beside it). */}}
+{{- $pairs := list (printf "%s:%d" $v.limit.window ($v.limit.threshold | int64)) }}
+{{- range $v.limit.extra }}
+{{- $pairs = append $pairs (printf "%s:%d" .window (.threshold | int64)) }}
+{{- end }}
+- name: GATE_LIMITS
+  value: {{ join "," $pairs | quote }}
+{{- else }}
 - name: GATE_WINDOW
   value: {{ $v.limit.window | quote }}
 - name: GATE_THRESHOLD
   value: {{ $v.limit.threshold | int64 | quote }}
+{{- end }}
 {{- with $v.limit.overrides }}
 {{- $pairs := list }}
 {{- range $team := keys . | sortAlpha }}
 {{- $pairs = append $pairs (printf "%s=%d" $team (get $v.limit.overrides $team | int64)) }}
 {{- end }}
 - name: GATE_OVERRIDES
-  value: {{ join "," $pairs | quote }}
-{{- end }}
-{{- with $v.limit.extra }}
-{{- $pairs := list }}
-{{- range . }}
-{{- $pairs = append $pairs (printf "%s:%d" .window (.threshold | int64)) }}
-{{- end }}
-- name: GATE_LIMITS
   value: {{ join "," $pairs | quote }}
 {{- end }}
 - name: GATE_OVERRIDES_REFRESH
