@@ -314,6 +314,7 @@ func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ti
 		"limit_mode", lc.Mode.String(),
 		"window", lc.Window.String(),
 		"threshold", lc.Threshold,
+		"further_limits", cfg.Limits.String(),
 		"overrides", len(lc.Overrides),
 		"sync_interval", lc.SyncInterval.String(),
 		"hot_every_tick", *lc.HotEveryTick,
