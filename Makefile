@@ -45,12 +45,22 @@ soak: deps-test
 	$(GO) test -run '^$$' -fuzz '^FuzzRoute$$' -fuzztime $(FUZZTIME) ./internal/route/
 
 # Benchmarks: the per-record check beside a bare sharded-map lookup, the tick against a
-# real Redis, memory per cached team, routing, and the whole gate beside a bare franz-go
-# pass-through through the in-process broker. Compare figures within one run: these machines are noisy.
+# real Redis, the synchronous sliding-log Lua limiter (BenchmarkSyncLua), memory per cached
+# team, routing, and the whole gate beside a bare franz-go pass-through through the
+# in-process broker (six runs of the test binary, each the pass-through then the gate, so a
+# drifting machine affects both alike). Compare figures within one run: these machines are noisy. All output
+# goes to bench/raw.txt; bench/report turns it into bench/results.json and bench/RESULTS.md.
 bench: deps-test
-	$(GO) test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count=1 ./internal/limit/ ./internal/sync/ ./internal/route/
-	$(GO) test -run '^$$' -bench BenchmarkEndToEnd -benchtime 200000x -count=3 ./internal/consume/
+	@mkdir -p bench && rm -f bench/status.tmp
+	{ set -e; \
+	$(GO) test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'; \
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count=1 ./internal/limit/ ./internal/sync/ ./internal/route/; \
+	$(GO) test -c -o bench/consume.test ./internal/consume/; \
+	for i in 1 2 3 4 5 6; do bench/consume.test -test.run '^$$' -test.bench BenchmarkEndToEnd -test.benchtime 200000x; done; \
+	echo 0 > bench/status.tmp; } 2>&1 | tee bench/raw.txt
+	@test "$$(cat bench/status.tmp 2>/dev/null)" = 0 || { rm -f bench/status.tmp; echo "a benchmark failed: see bench/raw.txt"; exit 1; }
+	@rm -f bench/status.tmp
+	$(GO) run ./bench/report < bench/raw.txt
 
 vet:
 	$(GO) vet $(PKGS)

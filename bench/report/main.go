@@ -1,0 +1,396 @@
+// Command report reads `go test -bench` output (the text `make bench` tees to
+// bench/raw.txt) from the files named on the command line, or stdin, extracts the
+// figures issue 6 asks for, and writes bench/results.json (a flat JSON object of numbers)
+// and bench/RESULTS.md (each figure beside its goal, plus the machine). It prints the
+// table to stdout too.
+//
+//	go run ./bench/report < bench/raw.txt
+//	go run ./bench/report -json out.json -md out.md raw1.txt raw2.txt
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Benchmark names the figures come from (without the -GOMAXPROCS suffix).
+const (
+	benchHotParallel  = "BenchmarkCheck/zipf100k/parallel/divert-batchclock"
+	benchHotSerial    = "BenchmarkCheck/zipf100k/serial/divert-batchclock"
+	benchMapParallel  = "BenchmarkCheck/zipf100k/parallel/baremap"
+	benchMapCopied    = "BenchmarkCheck/zipf100k/parallel/baremap-copied"
+	benchSyncLua      = "BenchmarkSyncLua"
+	benchE2EGate      = "BenchmarkEndToEnd/gate"
+	benchE2EPass      = "BenchmarkEndToEnd/passthrough"
+	benchReadOurs     = "BenchmarkReadReduction/ours"
+	benchReadRef      = "BenchmarkReadReduction/reference"
+	benchTickStandalo = "BenchmarkTick/standalone"
+)
+
+// Samples holds every value seen per benchmark and unit, in input order (-count=N gives N).
+type Samples map[string]map[string][]float64
+
+func (s Samples) add(name, unit string, v float64) {
+	if s[name] == nil {
+		s[name] = map[string][]float64{}
+	}
+	s[name][unit] = append(s[name][unit], v)
+}
+
+// Mean is the mean of the values for name and unit; ok is false when there are none.
+func (s Samples) Mean(name, unit string) (float64, bool) {
+	vs := s[name][unit]
+	if len(vs) == 0 {
+		return 0, false
+	}
+	var sum float64
+	for _, v := range vs {
+		sum += v
+	}
+	return sum / float64(len(vs)), true
+}
+
+// Parsed is what the report reads from the benchmark output.
+type Parsed struct {
+	Bench Samples
+	// BytesPerEntity is TestMemoryPerTeam's figure (NaN when absent).
+	BytesPerEntity float64
+	// CPU is the last "cpu:" header line's value.
+	CPU string
+}
+
+var (
+	procSuffix = regexp.MustCompile(`-\d+$`)
+	memLine    = regexp.MustCompile(`heap per cached team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
+)
+
+// Parse reads `go test -bench` text. A result line is the benchmark name, the iteration
+// count, then value–unit pairs. Go may print the name before the figures (a benchmark
+// that logs, or the streamed output of a slow one), so a name line without figures waits
+// for the next line that starts with an iteration count.
+func Parse(r io.Reader) (*Parsed, error) {
+	p := &Parsed{Bench: Samples{}, BytesPerEntity: math.NaN()}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	pending := ""
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if m := memLine.FindStringSubmatch(line); m != nil {
+			if v, err := strconv.ParseFloat(m[1], 64); err == nil {
+				p.BytesPerEntity = v
+			}
+			continue
+		}
+		if cpu, ok := strings.CutPrefix(line, "cpu:"); ok {
+			p.CPU = strings.TrimSpace(cpu)
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		name := ""
+		if strings.HasPrefix(f[0], "Benchmark") {
+			name = procSuffix.ReplaceAllString(f[0], "")
+			f = f[1:]
+			if !figures(f) {
+				pending = name
+				continue
+			}
+		} else if pending != "" && figures(f) {
+			name = pending
+		} else {
+			continue
+		}
+		pending = ""
+		for i := 1; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				break
+			}
+			p.Bench.add(name, f[i+1], v)
+		}
+	}
+	return p, sc.Err()
+}
+
+// figures reports whether f is an iteration count followed by at least one value and unit.
+func figures(f []string) bool {
+	if len(f) < 3 {
+		return false
+	}
+	if _, err := strconv.ParseUint(f[0], 10, 64); err != nil {
+		return false
+	}
+	_, err := strconv.ParseFloat(f[1], 64)
+	return err == nil
+}
+
+// Results computes the flat figures; a key is present only when its inputs were measured.
+func Results(p *Parsed) map[string]float64 {
+	out := map[string]float64{}
+	b := p.Bench
+	hot, okHot := b.Mean(benchHotParallel, "ns/op")
+	if okHot {
+		out["hotpath_ns_per_op"] = hot
+	}
+	if v, ok := b.Mean(benchHotParallel, "allocs/op"); ok {
+		out["hotpath_allocs_per_op"] = v
+	}
+	if m, ok := b.Mean(benchMapParallel, "ns/op"); ok && okHot && m > 0 {
+		out["hotpath_vs_map_ratio"] = hot / m
+	}
+	if m, ok := b.Mean(benchMapCopied, "ns/op"); ok && okHot && m > 0 {
+		out["hotpath_vs_map_copied_ratio"] = hot / m
+	}
+	serial, okSerial := b.Mean(benchHotSerial, "ns/op")
+	if okSerial {
+		out["hotpath_serial_ns_per_op"] = serial
+	}
+	lua, okLua := b.Mean(benchSyncLua, "checks/s")
+	if okLua {
+		out["sync_lua_checks_per_s"] = lua
+	}
+	// Serial against serial: the Lua call is one connection, one caller; the check is one
+	// goroutine with the clock read once per 64 records.
+	if okLua && okSerial && serial > 0 && lua > 0 {
+		out["hotpath_vs_sync_lua_speedup"] = (1e9 / serial) / lua
+	}
+	gate, okGate := b.Mean(benchE2EGate, "records/s")
+	pass, okPass := b.Mean(benchE2EPass, "records/s")
+	if okGate {
+		out["e2e_gate_records_per_s"] = gate
+	}
+	if okPass {
+		out["e2e_passthrough_records_per_s"] = pass
+	}
+	if okGate && okPass && pass > 0 {
+		out["e2e_vs_passthrough_ratio"] = gate / pass
+	}
+	if v, ok := b.Mean(benchReadOurs, "read_reduction"); ok {
+		out["sync_read_reduction"] = v
+	}
+	if v, ok := b.Mean(benchReadOurs, "cmds/tick"); ok {
+		out["redis_commands_per_tick"] = v
+	}
+	if v, ok := b.Mean(benchReadRef, "read_reduction"); ok {
+		out["sync_read_reduction_reference"] = v
+	}
+	if v, ok := b.Mean(benchTickStandalo, "cmds/tick"); ok {
+		out["tick_all_teams_commands_per_tick"] = v
+	}
+	if !math.IsNaN(p.BytesPerEntity) {
+		out["bytes_per_entity"] = p.BytesPerEntity
+	}
+	for k, v := range out {
+		out[k] = round(v)
+	}
+	return out
+}
+
+// round keeps four significant decimals for small figures and whole numbers for large ones.
+func round(v float64) float64 {
+	if math.Abs(v) >= 1000 {
+		return math.Round(v)
+	}
+	return math.Round(v*1e4) / 1e4
+}
+
+// goal is a figure's target from issue 6.
+type goal struct {
+	text string
+	met  func(float64) bool
+}
+
+func atMost(x float64) goal {
+	return goal{fmt.Sprintf("≤ %g", x), func(v float64) bool { return v <= x }}
+}
+
+func atLeast(x float64) goal {
+	return goal{fmt.Sprintf("≥ %g", x), func(v float64) bool { return v >= x }}
+}
+
+// rows lists the keys in table order, with their goals (nil: no goal, shown alongside).
+var rows = []struct {
+	key  string
+	goal *goal
+	note string
+}{
+	{"hotpath_ns_per_op", nil, "check, parallel, Zipf 100k teams, clock read per 64 records"},
+	{"hotpath_allocs_per_op", nil, ""},
+	{"hotpath_vs_map_ratio", ptr(atMost(1.5)), "÷ bare sharded map, caller's own key strings"},
+	{"hotpath_vs_map_copied_ratio", nil, "÷ bare sharded map holding copied keys, as a real cache must"},
+	{"hotpath_serial_ns_per_op", nil, "check, one goroutine"},
+	{"sync_lua_checks_per_s", nil, "one EVALSHA of the sliding-log script per record, one connection"},
+	{"hotpath_vs_sync_lua_speedup", ptr(atLeast(100)), "(1e9 ÷ hotpath_serial_ns_per_op) ÷ sync_lua_checks_per_s"},
+	{"e2e_gate_records_per_s", nil, "mean over the runs"},
+	{"e2e_passthrough_records_per_s", nil, "mean over the runs"},
+	{"e2e_vs_passthrough_ratio", ptr(atLeast(0.9)), "ratio of the means"},
+	{"sync_read_reduction", ptr(atLeast(0.95)), "100k teams, Zipf, 60 s window, 15 s sync"},
+	{"sync_read_reduction_reference", nil, "the reference design's cadence, same traffic"},
+	{"redis_commands_per_tick", nil, "same run as sync_read_reduction"},
+	{"tick_all_teams_commands_per_tick", nil, "a tick with all 100k teams dirty (BenchmarkTick/standalone)"},
+	{"bytes_per_entity", ptr(atMost(150)), "heap per cached team at 300k teams"},
+}
+
+func ptr(g goal) *goal { return &g }
+
+// notMeasured are the issue's fidelity figures, left for a later part.
+var notMeasured = []string{
+	"fleet_admitted_over_threshold", "fleet_admitted_worst_window",
+	"divert_detect_ticks", "divert_leak_over_threshold", "divert_share_steady",
+	"false_overflow_below_80pct",
+}
+
+// Machine describes where the figures were measured.
+type Machine struct {
+	GoVersion, CPU, Date, Load string
+	CPUs                       int
+}
+
+func machine(benchCPU string) Machine {
+	m := Machine{GoVersion: runtime.Version(), CPU: benchCPU, CPUs: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.Load = strings.Join(f[:3], " ")
+		}
+	}
+	return m
+}
+
+func format(v float64) string {
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// Table renders the figures as a Markdown table: key, value, goal, met.
+func Table(res map[string]float64) string {
+	var sb strings.Builder
+	sb.WriteString("| key | value | goal | met | note |\n|---|---:|---|---|---|\n")
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[r.key] = true
+		val, goalText, met := "not measured", "—", "—"
+		v, ok := res[r.key]
+		if ok {
+			val = format(v)
+		}
+		if r.goal != nil {
+			goalText = r.goal.text
+			if ok {
+				met = "no"
+				if r.goal.met(v) {
+					met = "yes"
+				}
+			}
+		}
+		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s |\n", r.key, val, goalText, met, r.note)
+	}
+	var extra []string
+	for k := range res {
+		if !seen[k] {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		fmt.Fprintf(&sb, "| `%s` | %s | — | — | |\n", k, format(res[k]))
+	}
+	return sb.String()
+}
+
+// Markdown is bench/RESULTS.md.
+func Markdown(res map[string]float64, m Machine) string {
+	var sb strings.Builder
+	sb.WriteString("# Benchmark results\n\nWritten by `make bench` (`go run ./bench/report < bench/raw.txt`); the figures are also in `results.json`.\n")
+	sb.WriteString("These machines are noisy: the ratios, measured side by side in one run, are the figures that count.\n\n")
+	fmt.Fprintf(&sb, "Machine: %s, %d CPUs, %s, %s", m.CPU, m.CPUs, m.GoVersion, m.Date)
+	if m.Load != "" {
+		fmt.Fprintf(&sb, ", load average at report time %s", m.Load)
+	}
+	sb.WriteString(".\n\n## Speed\n\n")
+	sb.WriteString(Table(res))
+	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 200000 records, 3 runs), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
+	sb.WriteString("`hotpath_vs_sync_lua_speedup` compares like with like: one caller each, the check's serial ns/op turned into checks/s, divided by the Lua limiter's checks/s.\n")
+	var missed []string
+	for _, r := range rows {
+		if v, ok := res[r.key]; ok && r.goal != nil && !r.goal.met(v) {
+			missed = append(missed, fmt.Sprintf("- `%s` = %s, goal %s.", r.key, format(v), r.goal.text))
+		}
+	}
+	if len(missed) > 0 {
+		sb.WriteString("\n### Goals missed\n\n" + strings.Join(missed, "\n") + "\n")
+	}
+	sb.WriteString("\n## Fidelity\n\nNot measured yet: ")
+	for i, k := range notMeasured {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		fmt.Fprintf(&sb, "`%s`", k)
+	}
+	sb.WriteString(", and the fidelity chart (admitted per window over time, gate vs baselines).\n")
+	return sb.String()
+}
+
+func main() {
+	jsonPath := flag.String("json", "bench/results.json", "where to write the flat JSON figures")
+	mdPath := flag.String("md", "bench/RESULTS.md", "where to write the Markdown report")
+	flag.Parse()
+	var in io.Reader = os.Stdin
+	if flag.NArg() > 0 {
+		var all bytes.Buffer
+		for _, f := range flag.Args() {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				fatal(err)
+			}
+			all.Write(b)
+			all.WriteByte('\n')
+		}
+		in = &all
+	}
+	p, err := Parse(in)
+	if err != nil {
+		fatal(err)
+	}
+	res := Results(p)
+	if len(res) == 0 {
+		fatal(fmt.Errorf("no benchmark figures found in the input"))
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		fatal(err)
+	}
+	if err := os.WriteFile(*jsonPath, append(js, '\n'), 0o644); err != nil {
+		fatal(err)
+	}
+	if err := os.WriteFile(*mdPath, []byte(Markdown(res, machine(p.CPU))), 0o644); err != nil {
+		fatal(err)
+	}
+	fmt.Print(Table(res))
+	fmt.Printf("wrote %s and %s\n", *jsonPath, *mdPath)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "report:", err)
+	os.Exit(1)
+}
