@@ -19,6 +19,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,7 +38,23 @@ const (
 	benchReadOurs     = "BenchmarkReadReduction/ours"
 	benchReadRef      = "BenchmarkReadReduction/reference"
 	benchTickStandalo = "BenchmarkTick/standalone"
+	// benchFidelity has one sub-benchmark per limiter: ours, then the baselines.
+	benchFidelity = "BenchmarkFidelity"
 )
+
+// fidelityBaselines are BenchmarkFidelity's sub-benchmarks besides ours; their figures go
+// under <key>_<baseline>.
+var fidelityBaselines = []string{"reference", "local", "lua"}
+
+// isFidelity reports whether key comes from BenchmarkFidelity.
+func isFidelity(key string) bool {
+	for _, p := range []string{"fleet_", "cap_", "divert_", "false_overflow_"} {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // Samples holds every value seen per benchmark and unit, in input order (-count=N gives N).
 type Samples map[string]map[string][]float64
@@ -191,6 +208,24 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean(benchTickStandalo, "cmds/tick"); ok {
 		out["tick_all_teams_commands_per_tick"] = v
 	}
+	// Fidelity: every metric of BenchmarkFidelity/ours under its own name, each baseline's
+	// under <name>_<baseline>.
+	for _, sub := range append([]string{"ours"}, fidelityBaselines...) {
+		for unit := range b[benchFidelity+"/"+sub] {
+			if unit == "ns/op" || unit == "B/op" || unit == "allocs/op" {
+				continue
+			}
+			v, _ := b.Mean(benchFidelity+"/"+sub, unit)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				continue // JSON holds finite numbers only
+			}
+			key := unit
+			if sub != "ours" {
+				key += "_" + sub
+			}
+			out[key] = v
+		}
+	}
 	if !math.IsNaN(p.BytesPerEntity) {
 		out["bytes_per_entity"] = p.BytesPerEntity
 	}
@@ -212,22 +247,44 @@ func round(v float64) float64 {
 type goal struct {
 	text string
 	met  func(float64) bool
+	// by says by how much v misses the goal.
+	by func(float64) string
 }
 
 func atMost(x float64) goal {
-	return goal{fmt.Sprintf("≤ %g", x), func(v float64) bool { return v <= x }}
+	return goal{fmt.Sprintf("≤ %g", x), func(v float64) bool { return v <= x },
+		func(v float64) string { return "over by " + format(round(v-x)) }}
 }
 
 func atLeast(x float64) goal {
-	return goal{fmt.Sprintf("≥ %g", x), func(v float64) bool { return v >= x }}
+	return goal{fmt.Sprintf("≥ %g", x), func(v float64) bool { return v >= x },
+		func(v float64) string { return "short by " + format(round(x-v)) }}
 }
 
-// rows lists the keys in table order, with their goals (nil: no goal, shown alongside).
-var rows = []struct {
+func within(lo, hi float64) goal {
+	return goal{fmt.Sprintf("within [%g, %g]", lo, hi), func(v float64) bool { return v >= lo && v <= hi },
+		func(v float64) string {
+			if v < lo {
+				return "below by " + format(round(lo-v))
+			}
+			return "above by " + format(round(v-hi))
+		}}
+}
+
+func exactly(x float64) goal {
+	return goal{fmt.Sprintf("= %g", x), func(v float64) bool { return v == x },
+		func(v float64) string { return "off by " + format(round(math.Abs(v-x))) }}
+}
+
+// row is one line of a table: a key, its goal (nil: none) and a note.
+type row struct {
 	key  string
 	goal *goal
 	note string
-}{
+}
+
+// rows lists the keys in table order, with their goals (nil: no goal, shown alongside).
+var rows = []row{
 	{"hotpath_ns_per_op", nil, "check, parallel, Zipf 100k teams, clock read per 64 records"},
 	{"hotpath_allocs_per_op", nil, ""},
 	{"hotpath_vs_map_ratio", ptr(atMost(1.5)), "÷ bare sharded map, caller's own key strings"},
@@ -247,11 +304,14 @@ var rows = []struct {
 
 func ptr(g goal) *goal { return &g }
 
-// notMeasured are the issue's fidelity figures, left for a later part.
-var notMeasured = []string{
-	"fleet_admitted_over_threshold", "fleet_admitted_worst_window",
-	"divert_detect_ticks", "divert_leak_over_threshold", "divert_share_steady",
-	"false_overflow_below_80pct",
+// fidelityRows are the issue's fidelity keys, ours; the baselines' are <key>_<baseline>.
+var fidelityRows = []row{
+	{"fleet_admitted_over_threshold", ptr(within(0.97, 1.03)), "cap, 4 instances, team at 2 ×: admitted per window ÷ threshold, mean of windows 3–8"},
+	{"fleet_admitted_worst_window", ptr(within(0.97, 1.03)), "same run, the window farthest from 1"},
+	{"divert_detect_ticks", ptr(atMost(3)), "divert, 4 instances, 0.5 → 5 ×: exact count over the threshold → ≥ 90% of the team diverted"},
+	{"divert_leak_over_threshold", ptr(atMost(0.2)), "same run, records accepted meanwhile ÷ threshold"},
+	{"divert_share_steady", ptr(atLeast(0.99)), "divert, 4 instances, team held at 1.2 ×: share diverted, windows 3–8"},
+	{"false_overflow_below_80pct", ptr(exactly(0)), "records limited of teams at 0.3, 0.6, 0.78 × beside the hot one, all scenarios, both modes"},
 }
 
 // Machine describes where the figures were measured.
@@ -282,12 +342,17 @@ func format(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// Table renders the figures as a Markdown table: key, value, goal, met.
+// Table renders every figure as a Markdown table: key, value, goal, met.
 func Table(res map[string]float64) string {
+	return table(append(slices.Clone(rows), fidelityRows...), res, func(string) bool { return true })
+}
+
+// table renders rs, then the keys of res that are in no row and that extra accepts.
+func table(rs []row, res map[string]float64, extraOK func(string) bool) string {
 	var sb strings.Builder
 	sb.WriteString("| key | value | goal | met | note |\n|---|---:|---|---|---|\n")
 	seen := map[string]bool{}
-	for _, r := range rows {
+	for _, r := range rs {
 		seen[r.key] = true
 		val, goalText, met := "not measured", "—", "—"
 		v, ok := res[r.key]
@@ -307,7 +372,7 @@ func Table(res map[string]float64) string {
 	}
 	var extra []string
 	for k := range res {
-		if !seen[k] {
+		if !seen[k] && extraOK(k) {
 			extra = append(extra, k)
 		}
 	}
@@ -328,26 +393,69 @@ func Markdown(res map[string]float64, m Machine) string {
 		fmt.Fprintf(&sb, ", load average at report time %s", m.Load)
 	}
 	sb.WriteString(".\n\n## Speed\n\n")
-	sb.WriteString(Table(res))
+	sb.WriteString(table(rows, res, func(k string) bool { return !isFidelity(k) }))
 	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 200000 records, 3 runs), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
 	sb.WriteString("`hotpath_vs_sync_lua_speedup` compares like with like: one caller each, the check's serial ns/op turned into checks/s, divided by the Lua limiter's checks/s.\n")
+	sb.WriteString(fidelity(res))
 	var missed []string
-	for _, r := range rows {
+	for _, r := range append(slices.Clone(rows), fidelityRows...) {
 		if v, ok := res[r.key]; ok && r.goal != nil && !r.goal.met(v) {
-			missed = append(missed, fmt.Sprintf("- `%s` = %s, goal %s.", r.key, format(v), r.goal.text))
+			missed = append(missed, fmt.Sprintf("- `%s` = %s, goal %s: %s.", r.key, format(v), r.goal.text, r.goal.by(v)))
 		}
 	}
 	if len(missed) > 0 {
-		sb.WriteString("\n### Goals missed\n\n" + strings.Join(missed, "\n") + "\n")
+		sb.WriteString("\n## Goals missed\n\n" + strings.Join(missed, "\n") + "\n")
 	}
-	sb.WriteString("\n## Fidelity\n\nNot measured yet: ")
-	for i, k := range notMeasured {
-		if i > 0 {
-			sb.WriteString(", ")
+	return sb.String()
+}
+
+// fidelity is RESULTS.md's Fidelity section: the issue's keys, ours beside the baselines,
+// then the extra scenarios the same way.
+func fidelity(res map[string]float64) string {
+	var sb strings.Builder
+	sb.WriteString("\n## Fidelity\n\n")
+	if _, ok := res["fleet_admitted_over_threshold"]; !ok {
+		sb.WriteString("Not measured in this run (`BenchmarkFidelity` missing from the input).\n")
+		return sb.String()
+	}
+	sb.WriteString("From `BenchmarkFidelity` (internal/sync, `-benchtime 1x`): a simulation on a fake clock, several limiter instances, each with its own tick, sharing one real redis-server; window 10 s, tick = window / 60, sync interval = window / 4, threshold 600 records per window, each team's records spread evenly over each tick and round robin over the instances, three teams at 0.3, 0.6 and 0.78 × their limit alongside the hot one. ")
+	sb.WriteString("Baselines, same scenarios, same run: `reference` is our limiter with the reference design's cadence (`HotEveryTick` off, `PendingReadShare` −1); `local` is each instance on its own (our limiter syncing with a Redis of its own, so it enforces the whole limit on what it alone sees); `lua` is the exact synchronous sliding-log limiter, one EVALSHA per record on the shared Redis, the fake clock's time as now (in divert mode every record enters the log, as the limiter counts every record). ")
+	sb.WriteString("Detection is measured from the first record offered with the exact sliding-window count already at the threshold, to the end of the first tick in which ≥ 90% of the team's records since then were diverted, so the exact limiter scores the rest of its crossing tick (< 1). When a limiter never gets there, the figure is the ticks from the crossing to the end of the run (240 ticks after the step): a lower bound.\n\n")
+	sb.WriteString("| key | goal | ours | met | reference | local | lua | scenario |\n|---|---|---:|---|---:|---:|---:|---|\n")
+	cell := func(k string) string {
+		if v, ok := res[k]; ok {
+			return format(v)
 		}
-		fmt.Fprintf(&sb, "`%s`", k)
+		return "—"
 	}
-	sb.WriteString(", and the fidelity chart (admitted per window over time, gate vs baselines).\n")
+	for _, r := range fidelityRows {
+		met := "—"
+		if v, ok := res[r.key]; ok {
+			met = "no"
+			if r.goal.met(v) {
+				met = "yes"
+			}
+		}
+		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.key, r.goal.text, cell(r.key), met,
+			cell(r.key+"_reference"), cell(r.key+"_local"), cell(r.key+"_lua"), r.note)
+	}
+	var extra []string
+	for k := range res {
+		if strings.HasPrefix(k, "cap_") || strings.HasPrefix(k, "divert_") && strings.Contains(k, "_n") {
+			if !slices.ContainsFunc(fidelityBaselines, func(b string) bool { return strings.HasSuffix(k, "_"+b) }) {
+				extra = append(extra, k)
+			}
+		}
+	}
+	sort.Strings(extra)
+	if len(extra) > 0 {
+		sb.WriteString("\nEvery scenario (`_n<instances>_x<rate × limit>`; the divert steps start from 0.5 ×):\n\n")
+		sb.WriteString("| metric | ours | reference | local | lua |\n|---|---:|---:|---:|---:|\n")
+		for _, k := range extra {
+			fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s |\n", k, cell(k), cell(k+"_reference"), cell(k+"_local"), cell(k+"_lua"))
+		}
+	}
+	sb.WriteString("\nNo chart yet (admitted per window over time, gate vs baselines).\n")
 	return sb.String()
 }
 

@@ -52,7 +52,7 @@ func TestParseSample(t *testing.T) {
 		t.Errorf("got %d keys, want %d: %v", len(res), len(want), res)
 	}
 	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"})
-	for _, s := range []string{"| `hotpath_vs_map_ratio` | 0.7361 | ≤ 1.5 | yes |", "| `e2e_vs_passthrough_ratio` | 1.0351 | ≥ 0.9 | yes |", "| `sync_read_reduction_reference` | not measured |", "Not measured yet: `fleet_admitted_over_threshold`"} {
+	for _, s := range []string{"| `hotpath_vs_map_ratio` | 0.7361 | ≤ 1.5 | yes |", "| `e2e_vs_passthrough_ratio` | 1.0351 | ≥ 0.9 | yes |", "| `sync_read_reduction_reference` | not measured |", "Not measured in this run (`BenchmarkFidelity` missing"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}
@@ -70,5 +70,63 @@ func TestParseMissing(t *testing.T) {
 	}
 	if _, ok := res["hotpath_vs_sync_lua_speedup"]; ok {
 		t.Error("speedup without the hot path")
+	}
+}
+
+func TestFidelity(t *testing.T) {
+	f, err := os.Open("testdata/fidelity.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Results(p)
+	want := map[string]float64{
+		"fleet_admitted_over_threshold":           1.01,
+		"fleet_admitted_worst_window":             1.04,
+		"divert_detect_ticks":                     2.32,
+		"divert_leak_over_threshold":              0.0667,
+		"divert_share_steady":                     1,
+		"false_overflow_below_80pct":              0,
+		"cap_admitted_over_threshold_n4_x2":       1.01,
+		"fleet_admitted_over_threshold_reference": 1.053,
+		"divert_detect_ticks_reference":           4.32,
+		"fleet_admitted_worst_window_local":       2,
+		"divert_share_steady_local":               0,
+		"divert_leak_over_threshold_local":        3.36,
+		"divert_detect_ticks_lua":                 0.32,
+		"cap_admitted_over_threshold_n4_x2_lua":   1,
+	}
+	for k, w := range want {
+		if g, ok := res[k]; !ok || math.Abs(g-w) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, w)
+		}
+	}
+	for _, k := range []string{"divert_detect_ticks_local", "ns/op", "ns/op_lua"} {
+		if v, ok := res[k]; ok {
+			t.Errorf("%s = %v, want absent (not finite, or not a fidelity figure)", k, v)
+		}
+	}
+	if len(res) != 4*7-1 { // the local +Inf left out
+		t.Errorf("got %d keys, want %d: %v", len(res), 4*7-1, res)
+	}
+	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"})
+	for _, s := range []string{
+		"| `fleet_admitted_over_threshold` | within [0.97, 1.03] | 1.01 | yes | 1.053 | 2 | 1 |",
+		"| `fleet_admitted_worst_window` | within [0.97, 1.03] | 1.04 | no | 1.085 | 2 | 1 |",
+		"| `divert_detect_ticks` | ≤ 3 | 2.32 | yes | 4.32 | — | 0.32 |",
+		"| `false_overflow_below_80pct` | = 0 | 0 | yes |",
+		"| `cap_admitted_over_threshold_n4_x2` | 1.01 | 1.053 | 2 | 1 |",
+		"## Goals missed\n\n- `fleet_admitted_worst_window` = 1.04, goal within [0.97, 1.03]: above by 0.01.",
+	} {
+		if !strings.Contains(md, s) {
+			t.Errorf("markdown lacks %q:\n%s", s, md)
+		}
+	}
+	if strings.Contains(md, "| `cap_admitted_over_threshold_n4_x2_lua`") {
+		t.Errorf("a baseline's figure listed as a scenario of its own:\n%s", md)
 	}
 }

@@ -26,7 +26,7 @@ type gate struct {
 }
 
 // newGate returns a limiter and its ticker against the given Redis servers.
-func newGate(t *testing.T, clk clock.Clock, lc limit.Config, sc Config, servers ...*redistest.Server) *gate {
+func newGate(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, servers ...*redistest.Server) *gate {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	l, err := limit.New(lc, clk, reg)
