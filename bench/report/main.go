@@ -86,6 +86,19 @@ type Parsed struct {
 	BytesPerEntity float64
 	// CPU is the last "cpu:" header line's value.
 	CPU string
+	// Series is, per limiter (ours and each baseline), the fidelity chart's points:
+	// admitted per window ÷ threshold in the main cap scenario. Filled by Results.
+	Series map[string][]point
+}
+
+// seriesPrefix starts the BenchmarkFidelity metrics that are chart points, window number
+// after it, rather than figures.
+const seriesPrefix = "series_cap_window_"
+
+// point is one window of a series.
+type point struct {
+	window int
+	value  float64
 }
 
 var (
@@ -98,7 +111,7 @@ var (
 // that logs, or the streamed output of a slow one), so a name line without figures waits
 // for the next line that starts with an iteration count.
 func Parse(r io.Reader) (*Parsed, error) {
-	p := &Parsed{Bench: Samples{}, BytesPerEntity: math.NaN()}
+	p := &Parsed{Bench: Samples{}, BytesPerEntity: math.NaN(), Series: map[string][]point{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	pending := ""
@@ -218,6 +231,13 @@ func Results(p *Parsed) map[string]float64 {
 			v, _ := b.Mean(benchFidelity+"/"+sub, unit)
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				continue // JSON holds finite numbers only
+			}
+			if w, ok := strings.CutPrefix(unit, seriesPrefix); ok {
+				// A point of the chart's series, not a figure of results.json.
+				if n, err := strconv.Atoi(w); err == nil {
+					p.Series[sub] = append(p.Series[sub], point{n, v})
+				}
+				continue
 			}
 			key := unit
 			if sub != "ours" {
@@ -421,6 +441,7 @@ func fidelity(res map[string]float64) string {
 	sb.WriteString("From `BenchmarkFidelity` (internal/sync, `-benchtime 1x`): a simulation on a fake clock, several limiter instances, each with its own tick, sharing one real redis-server; window 10 s, tick = window / 60, sync interval = window / 4, threshold 600 records per window, each team's records spread evenly over each tick and round robin over the instances, three teams at 0.3, 0.6 and 0.78 × their limit alongside the hot one. ")
 	sb.WriteString("Baselines, same scenarios, same run: `reference` is our limiter with the reference design's cadence (`HotEveryTick` off, `PendingReadShare` −1); `local` is each instance on its own (our limiter syncing with a Redis of its own, so it enforces the whole limit on what it alone sees); `lua` is the exact synchronous sliding-log limiter, one EVALSHA per record on the shared Redis, the fake clock's time as now (in divert mode every record enters the log, as the limiter counts every record). ")
 	sb.WriteString("Detection is measured from the first record offered with the exact sliding-window count already at the threshold, to the end of the first tick in which ≥ 90% of the team's records since then were diverted, so the exact limiter scores the rest of its crossing tick (< 1). When a limiter never gets there, the figure is the ticks from the crossing to the end of the run (240 ticks after the step): a lower bound.\n\n")
+	sb.WriteString("![Admitted per window over threshold, cap mode, 4 instances, one team at 2x its limit: the gate beside the baselines](fidelity.svg)\n\n")
 	sb.WriteString("| key | goal | ours | met | reference | local | lua | scenario |\n|---|---|---:|---|---:|---:|---:|---|\n")
 	cell := func(k string) string {
 		if v, ok := res[k]; ok {
@@ -462,6 +483,7 @@ func fidelity(res map[string]float64) string {
 func main() {
 	jsonPath := flag.String("json", "bench/results.json", "where to write the flat JSON figures")
 	mdPath := flag.String("md", "bench/RESULTS.md", "where to write the Markdown report")
+	svgPath := flag.String("svg", "bench/fidelity.svg", "where to draw the fidelity chart")
 	flag.Parse()
 	var in io.Reader = os.Stdin
 	if flag.NArg() > 0 {
@@ -493,6 +515,12 @@ func main() {
 	}
 	if err := os.WriteFile(*mdPath, []byte(Markdown(res, machine(p.CPU))), 0o644); err != nil {
 		fatal(err)
+	}
+	if len(p.Series) > 0 {
+		if err := drawFidelity(p.Series, *svgPath); err != nil {
+			fatal(err)
+		}
+		fmt.Printf("drew %s\n", *svgPath)
 	}
 	fmt.Print(Table(res))
 	fmt.Printf("wrote %s and %s\n", *jsonPath, *mdPath)

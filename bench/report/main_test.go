@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -128,5 +129,38 @@ func TestFidelity(t *testing.T) {
 	}
 	if strings.Contains(md, "| `cap_admitted_over_threshold_n4_x2_lua`") {
 		t.Errorf("a baseline's figure listed as a scenario of its own:\n%s", md)
+	}
+}
+
+// The fidelity chart's points stay out of results.json and are drawn.
+func TestFidelitySeriesDrawn(t *testing.T) {
+	in := strings.Join([]string{
+		"BenchmarkFidelity/ours-2 1 100 ns/op 1.01 fleet_admitted_over_threshold 0.99 series_cap_window_02 1.02 series_cap_window_03",
+		"BenchmarkFidelity/local-2 1 100 ns/op 2 fleet_admitted_over_threshold 2.01 series_cap_window_02 1.98 series_cap_window_03",
+	}, "\n")
+	p, err := Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Results(p)
+	for k := range res {
+		if strings.HasPrefix(k, "series_") {
+			t.Errorf("results.json would hold chart point %s", k)
+		}
+	}
+	if res["fleet_admitted_over_threshold"] != 1.01 || res["fleet_admitted_over_threshold_local"] != 2 {
+		t.Errorf("figures %v", res)
+	}
+	if len(p.Series["ours"]) != 2 || len(p.Series["local"]) != 2 {
+		t.Fatalf("series %v", p.Series)
+	}
+	for _, name := range []string{"f.svg", "f.png"} {
+		path := filepath.Join(t.TempDir(), name)
+		if err := drawFidelity(p.Series, path); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Size() < 1000 {
+			t.Errorf("%s: %v %v", name, fi, err)
+		}
 	}
 }

@@ -286,6 +286,10 @@ func (e *fidEnv) runFidelity(tb testing.TB, baseline string) map[string]float64 
 				continue
 			}
 			r := float64(s.hot().offered-s.hot().limited-before) / fidThreshold
+			if sc.n == 4 && sc.x == 2 {
+				// The series bench/report draws (bench/fidelity.svg), steady windows only.
+				m[fmt.Sprintf("series_cap_window_%02d", w)] = r
+			}
 			sum += r
 			if math.Abs(r-1) > math.Abs(worst-1) || w == 2 {
 				worst = r
