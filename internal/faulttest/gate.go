@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -65,14 +66,20 @@ func Env(vars map[string]string) []string {
 	return env
 }
 
-// StartGate starts bin as a gate process with vars as its whole environment (plus PATH
-// and HOME) and args as its arguments. The process is killed at cleanup, and its log is
+// StartGate starts bin as a gate process with vars as its whole environment (plus PATH,
+// HOME and the group timings above, unless vars sets them) and args as its arguments. The process is killed at cleanup, and its log is
 // printed if the test failed.
 func StartGate(t testing.TB, bin, name string, vars map[string]string, args ...string) *Gate {
 	t.Helper()
 	g := &Gate{Name: name, logs: &Buffer{}, done: make(chan struct{})}
 	g.cmd = exec.Command(bin, args...)
-	g.cmd.Env = Env(vars)
+	withTimings := map[string]string{
+		"GATE_KAFKA_SESSION_TIMEOUT":   SessionTimeout.String(),
+		"GATE_KAFKA_REBALANCE_TIMEOUT": RebalanceTimeout.String(),
+		"GATE_KAFKA_FETCH_MAX_WAIT":    FetchMaxWait.String(),
+	}
+	maps.Copy(withTimings, vars) // a test's own settings win
+	g.cmd.Env = Env(withTimings)
 	g.cmd.Stdout = g.logs
 	g.cmd.Stderr = g.logs
 	g.cmd.SysProcAttr = sysProcAttr()
