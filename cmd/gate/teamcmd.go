@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,7 +43,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	team := fs.Arg(0)
 	target := *addr
 	if target == "" {
-		target = cmpOr(getenv(envPrefix+"_HTTP_ADDR"), ":8080")
+		target = cmp.Or(getenv(envPrefix+"_HTTP_ADDR"), ":8080")
 	}
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {
@@ -109,11 +110,4 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 			l.Window, thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending)
 	}
 	return tw.Flush()
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

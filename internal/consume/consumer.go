@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kprom"
@@ -104,9 +105,6 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 
 // Ready reports whether the consumer has joined its group and holds an assignment.
 func (c *Consumer) Ready() bool { return c.ready.Load() }
-
-// Client returns the franz-go client, for metadata checks by the caller.
-func (c *Consumer) Client() *kgo.Client { return c.cl }
 
 // Run consumes until ctx ends, then shuts down gracefully (see the package doc) and
 // closes the client. It returns an error only when the loop stopped for another reason.
@@ -471,7 +469,7 @@ func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int3
 			}
 			if rp.ErrorCode != 0 {
 				if first == nil {
-					first = fmt.Errorf("partition %d: %w", rp.Partition, kerrErr(rp.ErrorCode))
+					first = fmt.Errorf("partition %d: %w", rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
 				}
 				continue
 			}

@@ -131,6 +131,4 @@ func errorName(err error) string {
 	return "other"
 }
 
-func kerrErr(code int16) error { return kerr.ErrorForCode(code) }
-
 func itoa(p int32) string { return strconv.Itoa(int(p)) }

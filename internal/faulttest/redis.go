@@ -3,7 +3,6 @@ package faulttest
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -132,4 +131,3 @@ func (r *Redis) URL(user, password string) string {
 }
 
 // String is the address, for logs.
-func (r *Redis) String() string { return fmt.Sprintf("redis-server on %s", r.Addr) }
