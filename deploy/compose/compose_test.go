@@ -333,7 +333,7 @@ func exportedMetrics(t *testing.T) metricSet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Client().Close()
+	c.Close()
 
 	names := metricSet{}
 	reg.mu.Lock()

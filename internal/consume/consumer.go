@@ -106,6 +106,10 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 // Ready reports whether the consumer has joined its group and holds an assignment.
 func (c *Consumer) Ready() bool { return c.ready.Load() }
 
+// Close releases the client of a Consumer whose Run is never called (Run closes it
+// itself when it returns).
+func (c *Consumer) Close() { c.cl.Close() }
+
 // Run consumes until ctx ends, then shuts down gracefully (see the package doc) and
 // closes the client. It returns an error only when the loop stopped for another reason.
 func (c *Consumer) Run(ctx context.Context) error {
