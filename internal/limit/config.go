@@ -52,6 +52,50 @@ func (m *Mode) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// Clock says which time a record is counted and judged at.
+type Clock uint8
+
+const (
+	// WallClock counts and judges every record at the time it is checked. The default.
+	WallClock Clock = iota
+	// EventClock counts and judges a record in the window of its own timestamp (see
+	// CheckEventAt): a gate replaying a backlog at ten times the normal rate sees each
+	// window's traffic in its own window, not ten windows' worth in one.
+	EventClock
+)
+
+// String returns the clock's configuration name.
+func (c Clock) String() string {
+	switch c {
+	case WallClock:
+		return "wall"
+	case EventClock:
+		return "event"
+	}
+	return fmt.Sprintf("Clock(%d)", uint8(c))
+}
+
+// ParseClock reads a clock's configuration name ("wall" or "event").
+func ParseClock(s string) (Clock, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "wall", "":
+		return WallClock, nil
+	case "event":
+		return EventClock, nil
+	}
+	return 0, fmt.Errorf("%w: %q (want wall or event)", ErrBadClock, s)
+}
+
+// UnmarshalText lets configuration decoders read a Clock.
+func (c *Clock) UnmarshalText(b []byte) error {
+	v, err := ParseClock(string(b))
+	if err != nil {
+		return err
+	}
+	*c = v
+	return nil
+}
+
 // MaxThreshold is the largest threshold a team can have: thresholds share a word with a
 // generation number so that a check reads a team's threshold with one atomic load.
 const MaxThreshold = 1<<thresholdBits - 1
@@ -59,6 +103,7 @@ const MaxThreshold = 1<<thresholdBits - 1
 // Errors a caller can test with errors.Is.
 var (
 	ErrBadMode      = errors.New("limit: unknown mode")
+	ErrBadClock     = errors.New("limit: unknown clock")
 	ErrBadThreshold = errors.New("limit: threshold out of range")
 	ErrBadConfig    = errors.New("limit: invalid configuration")
 )
@@ -75,6 +120,15 @@ type Config struct {
 	Overrides map[string]int64
 	// Mode chooses which records count. Default Divert.
 	Mode Mode
+	// Clock chooses the time a record is counted and judged at. Default WallClock; with
+	// EventClock, records are checked with CheckEventAt.
+	Clock Clock
+	// MaxEventAge bounds how old a record's timestamp may be under EventClock: an older
+	// one is counted and judged as if it were MaxEventAge old, and a timestamp more than
+	// MaxFutureSkew ahead of the wall clock as if it were now. Both are counted
+	// (gate_limiter_event_time_clamped_total). The bound also sets how many windows of
+	// state are kept, and how long Redis keeps each window's counts. Default 15 min.
+	MaxEventAge time.Duration
 
 	// SyncInterval is the base read cadence: a normal-pressure team is read this often,
 	// low and idle ones every 4 × SyncInterval, hot ones every ½ × SyncInterval. Default
@@ -118,6 +172,14 @@ const (
 	DefaultTTL              = 600 * time.Second
 	DefaultIdleTimeout      = 300 * time.Second
 	DefaultShards           = 256
+	DefaultMaxEventAge      = 15 * time.Minute
+
+	// MaxFutureSkew is how far ahead of the wall clock a record's timestamp may be before
+	// it is clamped to now: producers' clocks drift, and a record stamped a few seconds
+	// ahead is not an error worth counting.
+	MaxFutureSkew = 5 * time.Second
+	// maxEventWindows bounds MaxEventAge / Window: one slot of state per window is kept.
+	maxEventWindows = 1 << 20
 )
 
 // withDefaults fills zero fields and checks the result.
@@ -153,6 +215,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Shards == 0 {
 		c.Shards = DefaultShards
 	}
+	if c.MaxEventAge == 0 {
+		c.MaxEventAge = DefaultMaxEventAge
+	}
 	var errs []error
 	if c.Window < time.Millisecond {
 		errs = append(errs, fmt.Errorf("window %s: must be at least 1ms", c.Window))
@@ -167,6 +232,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Mode != Divert && c.Mode != Cap {
 		errs = append(errs, fmt.Errorf("%w: %d", ErrBadMode, c.Mode))
+	}
+	if c.Clock != WallClock && c.Clock != EventClock {
+		errs = append(errs, fmt.Errorf("%w: %d", ErrBadClock, c.Clock))
+	}
+	if c.MaxEventAge < 0 {
+		errs = append(errs, fmt.Errorf("max event age %s: must be positive", c.MaxEventAge))
+	} else if c.Window >= time.Millisecond && c.MaxEventAge/c.Window > maxEventWindows {
+		errs = append(errs, fmt.Errorf("max event age %s: at most %d windows of %s", c.MaxEventAge, maxEventWindows, c.Window))
 	}
 	if c.SyncInterval < 0 {
 		errs = append(errs, fmt.Errorf("sync interval %s: must be positive", c.SyncInterval))

@@ -48,6 +48,14 @@ type Limiter struct {
 	overrides atomic.Pointer[overrides]
 	ovrMu     sync.Mutex // serialises SetOverrides
 
+	// EventClock only (ring is nil otherwise): one cache per window, in a ring indexed by
+	// epoch modulo its length, which covers every window MaxEventAge reaches, and what
+	// tables already dropped had counted, for the metrics.
+	ring     []atomic.Pointer[epochTable]
+	ringMu   sync.Mutex // serialises creating and retiring tables
+	maxAgeNs int64
+	retired  retiredCounters
+
 	// Figures from the last sweep, for the metrics.
 	swept struct {
 		tiers   [numTiers]atomic.Int64
@@ -85,7 +93,10 @@ const decisionStripes = 64
 type decisionStripe struct {
 	allowed atomic.Uint64
 	limited atomic.Uint64
-	_       [128 - 16]byte // a line pair: adjacent-line prefetch pairs lines
+	// EventClock: timestamps clamped for being older than MaxEventAge, or too far ahead.
+	tooOld atomic.Uint64
+	future atomic.Uint64
+	_      [128 - 32]byte // a line pair: adjacent-line prefetch pairs lines
 }
 
 // stripe returns the calling goroutine's decision stripe, chosen by where its stack is: the
@@ -145,6 +156,12 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 		l.shards[i].idx.init()
 	}
 	l.overrides.Store(&overrides{gen: 1, m: maps.Clone(cfg.Overrides)})
+	if cfg.Clock == EventClock {
+		l.maxAgeNs = cfg.MaxEventAge.Nanoseconds()
+		// Windows a check may count in: MaxEventAge back, one ahead (future skew), one
+		// for a clock read late, and spare so a table is never replaced while in use.
+		l.ring = make([]atomic.Pointer[epochTable], (cfg.MaxEventAge+MaxFutureSkew)/cfg.Window+4)
+	}
 	if reg != nil {
 		if err := reg.Register(newCollector(l)); err != nil {
 			return nil, fmt.Errorf("registering limiter metrics: %w", err)
@@ -229,29 +246,45 @@ func (l *Limiter) spanAt(ns int64) *epochSpan {
 	return sp
 }
 
-// insert adds team to its shard. When the cache is full it first evicts the least
-// recently seen of a sample of the shard's teams; the evicted team's unsent counts go to
-// the shard's orphans, so the next sweep still writes them.
+// insert adds team to its shard of the wall-clock cache (see insertIn).
 func (l *Limiter) insert(h uint64, team string, ns int64) *entry {
+	return l.insertIn(l.shards, nil, h, team, ns)
+}
+
+// insertIn adds team to its shard of shards: the wall-clock cache, or under EventClock
+// the cache of window tbl (nil otherwise). When the cache is full it first evicts the
+// least recently seen of a sample of the shard's teams; the evicted team's unsent counts
+// go to the shard's orphans, so the next sweep still writes them. It returns nil when tbl
+// was retired meanwhile: the caller looks its window up again.
+func (l *Limiter) insertIn(shards []shard, tbl *epochTable, h uint64, team string, ns int64) *entry {
 	idx := h & l.mask
-	sh := &l.shards[idx]
+	sh := &shards[idx]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if tbl != nil && tbl.dead.Load() {
+		return nil // retired (empty) under this lock: an entry added now would never be swept
+	}
 	if e, _, _ := sh.idx.tab.Load().lookup(h, team); e != nil {
 		return e
 	}
 	sh.misses.Add(1)
-	if l.count.Add(1) > int64(l.cfg.Capacity) {
+	// Capacity bounds each window's cache under EventClock: a new window fills while the
+	// last one's entries are still cached, and must not evict its own.
+	n := l.count.Add(1)
+	if tbl != nil {
+		n = tbl.count.Add(1)
+	}
+	if n > int64(l.cfg.Capacity) {
 		if sh.idx.len() > 0 {
-			l.evictOne(sh, ns)
+			l.evictOne(sh, tbl, ns)
 		} else {
 			// This shard is empty: evict from another. TryLock only, as we hold a shard
 			// lock: waiting could deadlock with an insert doing the same the other way.
-			for i := 1; i < len(l.shards); i++ {
-				other := &l.shards[(idx+uint64(i))&l.mask]
+			for i := 1; i < len(shards); i++ {
+				other := &shards[(idx+uint64(i))&l.mask]
 				if other.mu.TryLock() {
 					if other.idx.len() > 0 {
-						l.evictOne(other, ns)
+						l.evictOne(other, tbl, ns)
 						other.mu.Unlock()
 						break
 					}
@@ -261,13 +294,17 @@ func (l *Limiter) insert(h uint64, team string, ns int64) *entry {
 		}
 	}
 	e := newEntry(team)
+	if tbl != nil {
+		l.seedPrev(e, tbl.epoch, h, team)
+	}
 	sh.idx.insert(h, l.seenAt(ns), e)
 	return e
 }
 
 // evictOne removes the least recently seen of a sample of sh's teams. The caller holds
-// sh.mu. The evicted team's unsent counts go to sh's orphans, for the next sweep.
-func (l *Limiter) evictOne(sh *shard, ns int64) {
+// sh.mu. The evicted team's unsent counts go to sh's orphans, for the next sweep. tbl is
+// the window sh belongs to under EventClock, nil otherwise.
+func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 	var victim *entry
 	var vh uint64
 	var vseen uint32
@@ -281,10 +318,17 @@ func (l *Limiter) evictOne(sh *shard, ns int64) {
 	})
 	sh.idx.remove(vh, victim)
 	l.count.Add(-1)
+	sh.evicted.Add(1)
+	if tbl != nil {
+		tbl.count.Add(-1)
+		if n := victim.evDrain(); n > 0 {
+			sh.orphans = append(sh.orphans, Count{Team: victim.team(), Epoch: tbl.epoch, N: n})
+		}
+		return
+	}
 	var stale int64
 	sh.orphans, stale = victim.drainUnsent(sh.orphans, floorDiv(ns, l.windowNs))
 	sh.displaced.Add(uint64(stale))
-	sh.evicted.Add(1)
 }
 
 // seenAt converts unix ns to the coarse seconds kept in index slots.

@@ -14,6 +14,7 @@ type collector struct {
 	transitions *prometheus.Desc
 	evictions   *prometheus.Desc
 	displaced   *prometheus.Desc
+	clamped     *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -33,11 +34,13 @@ func newCollector(l *Limiter) *collector {
 			"Teams removed from the cache, by reason (capacity, idle).", []string{"reason"}, nil),
 		displaced: prometheus.NewDesc("gate_limiter_displaced_counts_total",
 			"Counted records dropped because no tick collected them for a whole window.", nil, nil),
+		clamped: prometheus.NewDesc("gate_limiter_event_time_clamped_total",
+			"GATE_CLOCK=event: records whose timestamp was clamped, by reason: too_old (older than GATE_MAX_EVENT_AGE, counted as that old), future (more than 5 s ahead of the wall clock, counted as now).", []string{"reason"}, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced} {
+	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped} {
 		ch <- d
 	}
 }
@@ -55,9 +58,39 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			trans[j] += uint64(sh.transitions[j].Load())
 		}
 	}
+	if l.ring != nil {
+		// Tables are dropped under ringMu: holding it, each one's counters are counted
+		// once, live or retired.
+		l.ringMu.Lock()
+		defer l.ringMu.Unlock()
+		misses += l.retired.misses.Load()
+		evicted += l.retired.evicted.Load()
+		displaced += l.retired.displaced.Load()
+		for j := range trans {
+			trans[j] += l.retired.transitions[j].Load()
+		}
+		for i := range l.ring {
+			t := l.ring[i].Load()
+			if t == nil || t.dead.Load() {
+				continue // a dropped table's counters are in l.retired
+			}
+			for j := range t.shards {
+				sh := &t.shards[j]
+				misses += sh.misses.Load()
+				evicted += sh.evicted.Load()
+				displaced += sh.displaced.Load()
+				for k := range sh.transitions {
+					trans[k] += uint64(sh.transitions[k].Load())
+				}
+			}
+		}
+	}
+	var tooOld, future uint64
 	for i := range l.decisions {
 		allowed += l.decisions[i].allowed.Load()
 		limited += l.decisions[i].limited.Load()
+		tooOld += l.decisions[i].tooOld.Load()
+		future += l.decisions[i].future.Load()
 	}
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
@@ -70,6 +103,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.evictions, evicted, "capacity")
 	counter(c.evictions, l.swept.expired.Load(), "idle")
 	counter(c.displaced, displaced)
+	if l.ring != nil {
+		counter(c.clamped, tooOld, "too_old")
+		counter(c.clamped, future, "future")
+	}
 	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(l.Len()))
 	for t := range numTiers {
 		ch <- prometheus.MustNewConstMetric(c.tiers, prometheus.GaugeValue, float64(l.swept.tiers[t].Load()), t.String())

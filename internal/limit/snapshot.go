@@ -35,10 +35,22 @@ type TeamState struct {
 // Pressure is Level / Threshold.
 func (s TeamState) Pressure() float64 { return s.Level / float64(s.Threshold) }
 
+// Under EventClock the state is that of the newest window the team was seen in, at the
+// wall clock's progress through it (the end, for a window past), and UnderIn is 0: how
+// soon a team is under depends on its partitions' event time, not the wall clock.
+
 // Snapshot returns team's state at now, or false when the team is not cached on this
 // gate (never seen, evicted or expired). It does not add the team, count anything or mark
 // it seen.
 func (l *Limiter) Snapshot(now time.Time, team string) (TeamState, bool) {
+	if l.ring != nil {
+		var s TeamState
+		var ok bool
+		if team != "" {
+			l.eventEntries(now, team, func(e *entry, p float64) { s, ok = l.eventState(e, p), true })
+		}
+		return s, ok
+	}
 	h := maphash.String(l.seed, team)
 	e, _, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, team)
 	if e == nil {
@@ -55,6 +67,9 @@ func (l *Limiter) Top(now time.Time, n int) []TeamState {
 		return nil
 	}
 	var all []TeamState
+	if l.ring != nil {
+		l.eventEntries(now, "", func(e *entry, p float64) { all = append(all, l.eventState(e, p)) })
+	}
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
@@ -105,6 +120,29 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 		// The whole level drains at leak once the tick has folded the pending counts into
 		// the estimate (its next read), so this is the least the wait can be.
 		s.UnderIn = time.Duration(math.Ceil((lvl - fthr) / leak))
+	}
+	return s
+}
+
+func (l *Limiter) eventState(e *entry, progress float64) TeamState {
+	team := e.team()
+	thr, ok := l.overrides.Load().m[team]
+	if !ok {
+		thr = l.cfg.Threshold
+	}
+	lvl := e.evLevel(progress)
+	s := TeamState{
+		Team:      team,
+		Threshold: thr,
+		Override:  ok,
+		Level:     lvl,
+		Estimate:  math.Float64frombits(e.estimate.Load()),
+		Pending:   e.evPending(),
+		Tier:      tierOfLevel(lvl, float64(thr)),
+		Limited:   lvl >= float64(thr),
+	}
+	if at := e.readAt.Load(); at != 0 {
+		s.ReadAt = time.Unix(0, at)
 	}
 	return s
 }

@@ -37,7 +37,9 @@ func (r ReadReason) String() string {
 }
 
 // Read is a team due for a read of its global view: the shared counts of Epoch and
-// Epoch−1, handed back with ApplyRead.
+// Epoch−1, handed back with ApplyRead. Under EventClock, Epoch is the window of the
+// entry read: a team may be read in several windows at once when its partitions lag
+// differently.
 type Read struct {
 	Team     string
 	Epoch    int64
@@ -52,7 +54,7 @@ type Read struct {
 // Sweep is what one sweep found: the counts to write and the teams to read.
 type Sweep struct {
 	// Counts drained from every team since the last sweep, for the current and previous
-	// epochs only.
+	// epochs only (under EventClock, for every epoch from OldestEpoch on).
 	Counts []Count
 	// Reads due now, in no particular order.
 	Reads []Read
@@ -78,6 +80,19 @@ func (s *Sweep) reset() {
 // hundreds of thousands of teams and keeps all of this work off the per-record path.
 func (l *Limiter) Sweep(now time.Time, into *Sweep) {
 	into.reset()
+	if l.ring != nil {
+		l.sweepEvent(now, into)
+	} else {
+		l.sweepWall(now, into)
+	}
+	for t := range numTiers {
+		l.swept.tiers[t].Store(int64(into.Tiers[t]))
+	}
+	l.swept.queued.Add(uint64(len(into.Reads)))
+	l.swept.expired.Add(uint64(into.Expired))
+}
+
+func (l *Limiter) sweepWall(now time.Time, into *Sweep) {
 	ns := now.UnixNano()
 	cur := floorDiv(ns, l.windowNs)
 	nowSeen := l.seenAt(ns)
@@ -150,11 +165,6 @@ func (l *Limiter) Sweep(now time.Time, into *Sweep) {
 		sh.orphans = sh.orphans[:0]
 		sh.mu.Unlock()
 	}
-	for t := range numTiers {
-		l.swept.tiers[t].Store(int64(into.Tiers[t]))
-	}
-	l.swept.queued.Add(uint64(len(into.Reads)))
-	l.swept.expired.Add(uint64(into.Expired))
 }
 
 // Applied is what one applied read changed, for the tick's metrics.
@@ -174,6 +184,10 @@ type Applied struct {
 // would end up limited: the limiter must fail open. Once Redis answers again, the next
 // read replaces the view with the fleet's.
 func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
+	if l.ring != nil {
+		l.applyLocalEvent(r, now)
+		return
+	}
 	e := r.e
 	ns := now.UnixNano()
 	thr := float64(l.threshold(e))
@@ -192,6 +206,9 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 // planned read at most once (ApplyRead or ApplyLocal), before the next Sweep: a read
 // accounts for the counts drained up to the sweep that planned it.
 func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
+	if l.ring != nil {
+		return l.applyReadEvent(r, curr, prev, now)
+	}
 	e := r.e
 	ns := now.UnixNano()
 	progress := float64(ns-r.Epoch*l.windowNs) / float64(l.windowNs)

@@ -63,6 +63,12 @@ type Config struct {
 	// readable. Default off: a value whose team cannot be read is dead-lettered either way,
 	// and validating every event costs about 1 µs per KB.
 	ValidateJSON bool
+	// EventTimeFrom is where a record's event time is read when the limiters count in
+	// event time (limit.EventClock): the record timestamp by default, or a JSON field. A
+	// record whose field is missing or unreadable is judged at its record timestamp
+	// (gate_event_time_unreadable_total), not dead-lettered: its team is known, and a
+	// late or odd timestamp is no reason to drop an event. Unused under the wall clock.
+	EventTimeFrom EventTimeFrom
 	// MaxKeyBytes is the longest team key routed; a longer one is dead-lettered
 	// (key_too_long), as no team id is that long and each one costs the limiter a cache
 	// entry. 0 means DefaultMaxKeyBytes (256).
@@ -145,12 +151,14 @@ type Router struct {
 	maxKey   int
 	forced   map[string]struct{}
 	forcedN  int64 // what a forced record counts, per unit of cost: 1 in Divert mode, 0 in Cap mode
+	event    bool  // the limiters count in event time: checks take each record's time
 	topics   [numRoutes]string
 	hdrValue [numReasons][]byte // reason names as header values, shared by every record
 
 	// Counters resolved once per label set, so Route does no label lookup.
-	records  [numReasons]prometheus.Counter
-	diverted [numReasons]prometheus.Counter // dry run: what enforcement would have done
+	records    [numReasons]prometheus.Counter
+	diverted   [numReasons]prometheus.Counter // dry run: what enforcement would have done
+	unreadable prometheus.Counter             // event time field missing or unreadable
 }
 
 // New returns a Router that checks teams against lim. reg may be nil; otherwise the
@@ -176,6 +184,9 @@ func NewMulti(cfg Config, lims []*limit.Limiter, reg prometheus.Registerer) (*Ro
 		if l.Config().Mode != lim.Config().Mode {
 			return nil, fmt.Errorf("%w: limits of different modes (%s, %s)", ErrBadConfig, lim.Config().Mode, l.Config().Mode)
 		}
+		if l.Config().Clock != lim.Config().Clock {
+			return nil, fmt.Errorf("%w: limits on different clocks (%s, %s)", ErrBadConfig, lim.Config().Clock, l.Config().Clock)
+		}
 	}
 	cfg.KeyFrom.lax = !cfg.ValidateJSON
 	r := &Router{
@@ -186,6 +197,7 @@ func NewMulti(cfg Config, lims []*limit.Limiter, reg prometheus.Registerer) (*Ro
 		// Divert counts every record whatever its lane, so a forced team's offered rate
 		// keeps being measured; Cap counts accepted records only, and a forced one never is.
 		forcedN: 1,
+		event:   lim.Config().Clock == limit.EventClock,
 	}
 	if lim.Config().Mode == limit.Cap {
 		r.forcedN = 0
@@ -218,6 +230,12 @@ func NewMulti(cfg Config, lims []*limit.Limiter, reg prometheus.Registerer) (*Ro
 		Help: "Dry run only: records accepted that enforcement would have sent to overflow or " +
 			"dead letter, by that route and reason.",
 	}, []string{"route", "reason"})
+	unreadable := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gate_event_time_unreadable_total",
+		Help: "GATE_CLOCK=event: records whose event time field (GATE_EVENT_TIME_FROM) was missing " +
+			"or unreadable, judged at their record timestamp instead.",
+	})
+	r.unreadable = unreadable
 	for c := reasonAllowed; c < numReasons; c++ {
 		r.records[c] = records.WithLabelValues(c.route().String(), c.String())
 		if c.route() != Accepted && c != reasonRejected {
@@ -225,7 +243,7 @@ func NewMulti(cfg Config, lims []*limit.Limiter, reg prometheus.Registerer) (*Ro
 		}
 	}
 	if reg != nil {
-		for _, m := range []prometheus.Collector{records, diverted} {
+		for _, m := range []prometheus.Collector{records, diverted, unreadable} {
 			if err := reg.Register(m); err != nil {
 				return nil, fmt.Errorf("registering route metrics: %w", err)
 			}
@@ -333,6 +351,10 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	over := 0 // with several limits, the index of the first limit over (into limHdr)
 	if code == reasonNone {
 		o.Team = team
+		var at time.Time
+		if r.event {
+			at = r.eventTime(rec)
+		}
 		forced := false
 		if len(r.forced) > 0 {
 			_, forced = r.forced[team] // a string key: the lookup does not allocate
@@ -340,11 +362,17 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		switch {
 		case forced:
 			n := r.forcedN * r.cost(rec)
-			o.Decision = r.lim.CheckAt(now, team, n)
+			o.Decision = r.check(r.lim, now, at, team, n)
 			for _, l := range r.extra {
-				l.CheckAt(now, team, n)
+				r.check(l, now, at, team, n)
 			}
 			code = reasonForced
+		case r.event:
+			o.Decision, over = r.checkAll(now, at, team, r.cost(rec))
+			code = reasonAllowed
+			if over >= 0 {
+				code = reasonRateLimited
+			}
 		case r.extra == nil:
 			// One limit: a direct call, the hot path as it always was.
 			o.Decision = r.lim.CheckAt(now, team, r.cost(rec))
@@ -353,7 +381,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 				code = reasonRateLimited
 			}
 		default:
-			o.Decision, over = r.checkAll(now, team, r.cost(rec))
+			o.Decision, over = r.checkAll(now, at, team, r.cost(rec))
 			code = reasonAllowed
 			if over >= 0 {
 				code = reasonRateLimited
@@ -402,29 +430,47 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 // every limit counts n; in cap mode the limits are first asked without counting, and n
 // counts in all of them only if none is over. It returns the first limit over's decision
 // and index (0 the primary, 1+i extra[i]), or the primary's decision and -1.
-func (r *Router) checkAll(now time.Time, team string, n int64) (limit.Decision, int) {
+func (r *Router) checkAll(now, at time.Time, team string, n int64) (limit.Decision, int) {
 	if r.forcedN == 0 { // cap mode
-		d := r.lim.CheckAt(now, team, 0)
+		d := r.check(r.lim, now, at, team, 0)
 		if d.Limited {
 			return d, 0
 		}
 		for i, l := range r.extra {
-			if e := l.CheckAt(now, team, 0); e.Limited {
+			if e := r.check(l, now, at, team, 0); e.Limited {
 				return e, i + 1
 			}
 		}
 	}
-	d := r.lim.CheckAt(now, team, n)
+	d := r.check(r.lim, now, at, team, n)
 	first, over := d, -1
 	if d.Limited {
 		over = 0
 	}
 	for i, l := range r.extra {
-		if e := l.CheckAt(now, team, n); e.Limited && over < 0 {
+		if e := r.check(l, now, at, team, n); e.Limited && over < 0 {
 			first, over = e, i+1
 		}
 	}
 	return first, over
+}
+
+// check asks l about team: at the record's event time at under the event clock, else at
+// now.
+func (r *Router) check(l *limit.Limiter, now, at time.Time, team string, n int64) limit.Decision {
+	if r.event {
+		return l.CheckEventAt(now, at, team, n)
+	}
+	return l.CheckAt(now, team, n)
+}
+
+// eventTime is rec's event time: from its configured source, else its record timestamp.
+func (r *Router) eventTime(rec *kgo.Record) time.Time {
+	if t, ok := r.cfg.EventTimeFrom.time(rec); ok {
+		return t
+	}
+	r.unreadable.Inc()
+	return rec.Timestamp
 }
 
 // DeadLetter returns a dead-letter copy of rec, for a record the broker refused for good

@@ -17,7 +17,8 @@ type Config struct {
 	TickInterval time.Duration
 	// KeyPrefix starts every Redis key: {prefix}:{team}:{epoch}. Default "gate".
 	KeyPrefix string
-	// KeyTTL is the expiry set on each epoch key. It is clamped up to 2 × window, or the
+	// KeyTTL is the expiry set on each epoch key. It is clamped up to 2 × window (plus the
+	// limiter's MaxEventAge under the event clock: limit.Limiter.KeyLifetime), or the
 	// previous epoch would vanish while still in use and over-limit teams get free
 	// traffic. Default 2 × window.
 	KeyTTL time.Duration

@@ -9,8 +9,8 @@
 //     instance's own counts; instances run in parallel.
 //   - Counts are written at least once: a write that fails or does not fit in a tick's
 //     budget is kept and sent on a later tick, until its epoch is older than the previous
-//     one (then it no longer matters) or the pending-write cap is reached; both drops are
-//     counted. A write whose reply timed out after Redis applied it may be counted twice.
+//     one (then it no longer matters; under the event clock, older than GATE_MAX_EVENT_AGE)
+//     or the pending-write cap is reached; both drops are counted. A write whose reply timed out after Redis applied it may be counted twice.
 //   - Work per tick is bounded (keys per tick, keys per command) and memory is bounded (a
 //     cap on pending writes; reads are planned afresh from the limiter each tick).
 //   - Redis errors and timeouts are counted and logged, never returned to a check: the
@@ -24,6 +24,9 @@
 //     the client and counted. Writes are never re-sent after a network error there either.
 //   - In sentinel mode there is one failover client, which asks the sentinels for the
 //     primary and so follows a promotion without a restart; keys are those of standalone.
+//   - Under the event clock (limit.EventClock) counts go to the epoch of each record's
+//     timestamp and a read fetches the epoch of the entry read and the one before, so a
+//     team may be read in several epochs in one tick; keys live MaxEventAge longer.
 //   - Run ends with a final flush of pending counts.
 //
 // The package name shadows the standard library's: import it under an alias

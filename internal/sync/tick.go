@@ -48,9 +48,9 @@ type Limit struct {
 type limitState struct {
 	l      *limit.Limiter
 	prefix string
-	ttl    time.Duration // Config.KeyTTL raised to 2 × this limiter's window
+	ttl    time.Duration // Config.KeyTTL raised to the limiter's KeyLifetime
 	sweep  limit.Sweep
-	cur    int64 // the current epoch, for this tick
+	oldest int64 // the oldest epoch whose counts are still written, for this tick
 }
 
 type countKey struct {
@@ -103,7 +103,8 @@ func New(l *limit.Limiter, instances []redis.UniversalClient, cfg Config, reg pr
 
 // NewMulti is New for several limiters synced by one tick, in one pipeline per instance.
 // limits[0] is the primary: Config's defaults (KeyTTL's floor) follow its window. Each
-// limiter's keys use its own KeyPrefix and expire after KeyTTL raised to 2 × its window.
+// limiter's keys use its own KeyPrefix and expire after KeyTTL raised to its KeyLifetime
+// (2 × its window, plus GATE_MAX_EVENT_AGE under the event clock).
 func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Ticker, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("%w: no Redis instance", ErrBadConfig)
@@ -135,7 +136,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 			return nil, fmt.Errorf("%w: key prefix %q used by two limits", ErrBadConfig, p)
 		}
 		prefixes[p] = true
-		states[i] = limitState{l: lm.Lim, prefix: p, ttl: max(cfg.KeyTTL, 2*lm.Lim.Config().Window)}
+		states[i] = limitState{l: lm.Lim, prefix: p, ttl: max(cfg.KeyTTL, lm.Lim.KeyLifetime())}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -211,7 +212,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	for li := range t.limits {
 		ls := &t.limits[li]
 		now := ls.l.Clock().Now()
-		ls.cur = ls.l.Epoch(now)
+		ls.oldest = ls.l.OldestEpoch(now)
 		ls.l.Sweep(now, &ls.sweep)
 		res.Dropped += ls.sweep.Stale
 		t.m.dropped.WithLabelValues("stale_epoch").Add(float64(ls.sweep.Stale))
@@ -226,7 +227,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 		}
 	}
 	for k, n := range t.pending {
-		if k.epoch < t.limits[k.lim].cur-1 {
+		if k.epoch < t.limits[k.lim].oldest {
 			delete(t.pending, k)
 			res.Dropped += n
 			t.m.dropped.WithLabelValues("stale_epoch").Add(float64(n))

@@ -1,0 +1,453 @@
+package limit
+
+import (
+	"hash/maphash"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Under EventClock a record is counted and judged in the window (epoch) of its own
+// timestamp. Each window has its own cache of teams (an epochTable), so partitions read at
+// different lags never mix: a record stamped in window E is judged on E's and E−1's counts
+// only, however far ahead or behind the other partitions are.
+//
+// An entry of window E reuses the wall-clock entry's words:
+//
+//	estimate   the fleet's count of E at the last read (float64 bits)
+//	readAt     wall ns of that read; 0 = never read
+//	flushed    handed to the tick since that read
+//	unsent[0]  counted here, not yet handed to the tick (a plain count: one window per entry)
+//	unsent[1]  the fleet's count of E−1 (float64 bits): as read with E, or, before the
+//	           first read, this gate's view of E−1 when the entry was made
+//	thr        as under WallClock
+//
+// and the level at a time t in E is the sliding-window estimate of the reference design,
+// in event time: count(E−1) × (1 − progress(t)) + count(E), where count is the last read
+// plus what this gate counted since.
+
+// epochTable is the cache of one window under EventClock.
+type epochTable struct {
+	epoch  int64
+	shards []shard
+	count  atomic.Int64 // entries, against Capacity
+	// dead is set, under every shard lock, when the sweep drops the table for being
+	// empty: an insert that finds it set looks the window up again (see insertIn).
+	dead atomic.Bool
+}
+
+// retiredCounters keeps the counters of dropped tables, so the metrics never go back.
+type retiredCounters struct {
+	misses, evicted, displaced atomic.Uint64
+	transitions                [numTiers * numTiers]atomic.Uint64
+}
+
+func (e *entry) evPending() int64 { return e.flushed.Load() + int64(e.unsent[0].Load()) }
+
+// evCount is the entry's count of its own window: the last read plus what was counted here
+// since.
+func (e *entry) evCount() float64 {
+	var c float64
+	if e.readAt.Load() != 0 {
+		c = math.Float64frombits(e.estimate.Load())
+	}
+	return c + float64(e.evPending())
+}
+
+func (e *entry) evPrev() float64 { return math.Float64frombits(e.unsent[1].Load()) }
+
+// evLevel is the level at progress (0..1) through the entry's window.
+func (e *entry) evLevel(progress float64) float64 {
+	return e.evPrev()*(1-progress) + e.evCount()
+}
+
+// evDrain moves the unsent count to flushed and returns it. Only the tick calls it (or an
+// eviction, under the shard's lock).
+func (e *entry) evDrain() int64 {
+	seen := e.unsent[0].Load()
+	if seen == 0 {
+		return 0
+	}
+	// flushed first: a concurrent check sees these records twice for an instant rather
+	// than not at all.
+	e.flushed.Add(int64(seen))
+	v := e.unsent[0].Swap(0)
+	e.flushed.Add(int64(v) - int64(seen))
+	return int64(v)
+}
+
+// CheckEventAt counts n records for team at time at (a record's own timestamp) and says
+// whether the team is limited in at's window, under EventClock; now is the wall clock,
+// read by the caller. at is clamped into [now − MaxEventAge, now] when it is older than
+// that or more than MaxFutureSkew ahead (counted in gate_limiter_event_time_clamped_total);
+// a zero at counts as now. Under WallClock it is CheckAt(now, team, n): at is ignored.
+// Like CheckAt it does no I/O and, for a team already cached in at's window, allocates
+// nothing.
+func (l *Limiter) CheckEventAt(now, at time.Time, team string, n int64) Decision {
+	if l.ring == nil {
+		return l.CheckAt(now, team, n)
+	}
+	wall := now.UnixNano()
+	st := l.stripe()
+	var ns int64
+	switch {
+	case at.IsZero():
+		ns = wall
+	case at.Before(now.Add(-l.cfg.MaxEventAge)):
+		ns = wall - l.maxAgeNs
+		st.tooOld.Add(1)
+	case at.After(now.Add(MaxFutureSkew)):
+		ns = wall
+		st.future.Add(1)
+	default:
+		ns = at.UnixNano()
+	}
+	ep := floorDiv(ns, l.windowNs)
+	h := maphash.String(l.seed, team)
+	var e *entry
+	var sh *shard
+	for e == nil {
+		tbl := l.table(ep)
+		sh = &tbl.shards[h&l.mask]
+		t := sh.idx.tab.Load()
+		var s *slot
+		var w uint64
+		if e, s, w = t.lookup(h, team); e == nil {
+			e = l.insertIn(tbl.shards, tbl, h, team, wall) // nil: tbl was just dropped
+		} else if sn := l.seenAt(wall); uint32(w) != sn {
+			l.touch(sh, t, s, w, sn, h, team)
+		}
+	}
+
+	thr, tw := l.thresholdWord(e)
+	fthr := float64(thr)
+	lvl := e.evLevel(float64(ns-ep*l.windowNs) * l.invWindow)
+	d := Decision{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr), Threshold: thr, Level: lvl}
+	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
+		e.unsent[0].Add(uint64(n))
+	}
+	if d.Limited {
+		st.limited.Add(1)
+	} else {
+		st.allowed.Add(1)
+	}
+	if old := Tier(tw >> tierShift & tierMask); old != d.Tier &&
+		e.thr.CompareAndSwap(tw, tw&^(tierMask<<tierShift)|uint64(d.Tier)<<tierShift) {
+		sh.transitions[old*numTiers+d.Tier].Add(1)
+	}
+	return d
+}
+
+// table returns window ep's cache, making it if needed.
+func (l *Limiter) table(ep int64) *epochTable {
+	if t := l.ring[floorMod(ep, int64(len(l.ring)))].Load(); t != nil && t.epoch == ep && !t.dead.Load() {
+		return t
+	}
+	l.ringMu.Lock()
+	defer l.ringMu.Unlock()
+	slot := &l.ring[floorMod(ep, int64(len(l.ring)))]
+	old := slot.Load()
+	switch {
+	case old != nil && old.epoch == ep && !old.dead.Load():
+		return old
+	case old != nil && old.epoch > ep && !old.dead.Load():
+		// ep is a whole ring older than a window in use: only a check whose clock read
+		// is far behind the sweep's gets here. Count it in the newer window rather than
+		// drop a table in use.
+		return old
+	}
+	t := &epochTable{epoch: ep, shards: make([]shard, len(l.shards))}
+	for i := range t.shards {
+		t.shards[i].idx.init()
+	}
+	if old != nil && !old.dead.Load() {
+		l.retire(old) // older than any record may be: the sweep drops such tables first
+	}
+	slot.Store(t)
+	return t
+}
+
+// tableIfAny returns window ep's cache if there is one.
+func (l *Limiter) tableIfAny(ep int64) *epochTable {
+	if t := l.ring[floorMod(ep, int64(len(l.ring)))].Load(); t != nil && t.epoch == ep && !t.dead.Load() {
+		return t
+	}
+	return nil
+}
+
+// seedPrev sets a new entry's count of the window before its own from this gate's entry of
+// that window, if any, so a team over its limit at the end of a window is not let through
+// at the start of the next while its first read is on the way. The caller holds a lock of
+// window ep's table, never one of ep−1's: the lookup is lock-free.
+func (l *Limiter) seedPrev(e *entry, ep int64, h uint64, team string) {
+	pt := l.tableIfAny(ep - 1)
+	if pt == nil {
+		return
+	}
+	if pe, _, _ := pt.shards[h&l.mask].idx.tab.Load().lookup(h, team); pe != nil {
+		e.unsent[1].Store(math.Float64bits(pe.evCount()))
+	}
+}
+
+// retire drops table t: its counters go to l.retired, its entries leave the count of
+// cached teams, and their unsent counts are lost (t is older than any record may be, so
+// they would be stale anyway). The caller holds l.ringMu.
+func (l *Limiter) retire(t *epochTable) {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		t.dead.Store(true)
+		var lost uint64
+		sh.idx.all(func(h uint64, _ uint32, e *entry) bool {
+			lost += e.unsent[0].Load()
+			sh.idx.remove(h, e)
+			l.count.Add(-1)
+			t.count.Add(-1)
+			return true
+		})
+		for _, c := range sh.orphans {
+			lost += uint64(c.N)
+		}
+		sh.orphans = nil
+		l.retired.misses.Add(sh.misses.Load())
+		l.retired.evicted.Add(sh.evicted.Load())
+		l.retired.displaced.Add(sh.displaced.Load() + lost)
+		for j := range sh.transitions {
+			l.retired.transitions[j].Add(uint64(sh.transitions[j].Load()))
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// OldestEpoch is the oldest epoch whose counts the tick still writes at now: the previous
+// one under WallClock; under EventClock, the one MaxEventAge back, less one for checks
+// whose clock read lags the tick's.
+func (l *Limiter) OldestEpoch(now time.Time) int64 {
+	if l.ring == nil {
+		return l.Epoch(now) - 1
+	}
+	return floorDiv(now.UnixNano()-l.maxAgeNs, l.windowNs) - 1
+}
+
+// KeyLifetime is how long the shared store must keep a window's count after the window
+// starts: two windows under WallClock (a read needs the current and previous ones); under
+// EventClock, MaxEventAge more, as a record that old still reads its window.
+func (l *Limiter) KeyLifetime() time.Duration {
+	if l.ring == nil {
+		return 2 * l.cfg.Window
+	}
+	return 2*l.cfg.Window + l.cfg.MaxEventAge
+}
+
+// sweepEvent is Sweep under EventClock: every window's cache is swept in turn. An entry
+// is read only while checks still use it (seen within half a sync interval, at least 2 s):
+// once every partition has moved past its window, its view matters no more, except as the
+// seed of the next window's entries.
+func (l *Limiter) sweepEvent(now time.Time, into *Sweep) {
+	ns := now.UnixNano()
+	oldest := l.OldestEpoch(now)
+	nowSeen := l.seenAt(ns)
+	// A window's entry is needed while partitions are in that window, and as the seed of
+	// the next window's: two windows idle is plenty, and keeps at most a few windows of
+	// each team cached.
+	idleSecs := uint32(max(min(l.cfg.IdleTimeout, 2*l.cfg.Window)/time.Second, 2))
+	liveSecs := uint32(max(l.cfg.SyncInterval/2/time.Second, 2))
+	ttl := l.cfg.TTL.Nanoseconds()
+	share := l.cfg.PendingReadShare
+	var cadence [numTiers]int64
+	for t := range numTiers {
+		cadence[t] = l.cfg.cadence(t).Nanoseconds()
+	}
+	for i := range l.ring {
+		tbl := l.ring[i].Load()
+		if tbl == nil || tbl.dead.Load() {
+			continue
+		}
+		if tbl.epoch < oldest {
+			l.ringMu.Lock()
+			if l.ring[i].CompareAndSwap(tbl, nil) {
+				l.retire(tbl)
+			}
+			l.ringMu.Unlock()
+			continue
+		}
+		// How far the wall clock is through the window: 1 for windows past.
+		progress := min(max(float64(ns-tbl.epoch*l.windowNs)*l.invWindow, 0), 1)
+		entries := 0
+		for j := range tbl.shards {
+			sh := &tbl.shards[j]
+			sh.mu.Lock()
+			sh.idx.all(func(h uint64, seen uint32, e *entry) bool {
+				if n := e.evDrain(); n > 0 {
+					into.Counts = append(into.Counts, Count{Team: e.team(), Epoch: tbl.epoch, N: n})
+				}
+				idle := nowSeen - min(seen, nowSeen)
+				if idle >= idleSecs {
+					sh.idx.remove(h, e)
+					l.count.Add(-1)
+					tbl.count.Add(-1)
+					into.Expired++
+					return true
+				}
+				fthr := float64(l.threshold(e))
+				pend := e.flushed.Load()
+				p := e.evLevel(progress) / fthr
+				tier := max(TierOf(p), Tier(e.thr.Load()>>tierShift&tierMask))
+				into.Tiers[tier]++
+				if idle > liveSecs {
+					return true
+				}
+				at := e.readAt.Load()
+				reason, due := ReadReason(0), false
+				switch {
+				case at == 0:
+					reason, due = ReadFirst, p >= l.cfg.SyncFloor
+				case share > 0 && float64(e.evPending()) >= share*fthr:
+					reason, due = ReadPending, true
+				case tier == Hot && cadence[Hot] == 0:
+					reason, due = ReadHot, true
+				case ns-at >= ttl && ttl > 0:
+					reason, due = ReadTTL, true
+				case tier == Idle && p < l.cfg.SyncFloor:
+				default:
+					reason, due = ReadCadence, ns-at >= cadence[tier]
+				}
+				if due {
+					into.Reads = append(into.Reads, Read{
+						Team: e.team(), Epoch: tbl.epoch, Pressure: p, Tier: tier, Reason: reason,
+						e: e, flushed: pend,
+					})
+				}
+				return true
+			})
+			entries += sh.idx.len()
+			into.Counts = append(into.Counts, sh.orphans...)
+			clear(sh.orphans)
+			sh.orphans = sh.orphans[:0]
+			sh.mu.Unlock()
+		}
+		into.Entries += entries
+		if entries == 0 && tbl.epoch < floorDiv(ns, l.windowNs)-1 {
+			l.dropIfEmpty(i, tbl)
+		}
+	}
+}
+
+// dropIfEmpty drops table tbl, in ring slot i, if it is still empty once every shard lock
+// is held: an insert racing the drop either lands before it (and the table is kept) or
+// sees dead and looks its window up again.
+func (l *Limiter) dropIfEmpty(i int, tbl *epochTable) {
+	l.ringMu.Lock()
+	defer l.ringMu.Unlock()
+	for j := range tbl.shards {
+		tbl.shards[j].mu.Lock()
+	}
+	empty := true
+	for j := range tbl.shards {
+		if tbl.shards[j].idx.len() > 0 || len(tbl.shards[j].orphans) > 0 {
+			empty = false
+		}
+	}
+	if empty {
+		tbl.dead.Store(true)
+		l.ring[i].CompareAndSwap(tbl, nil)
+		for j := range tbl.shards {
+			sh := &tbl.shards[j]
+			l.retired.misses.Add(sh.misses.Load())
+			l.retired.evicted.Add(sh.evicted.Load())
+			l.retired.displaced.Add(sh.displaced.Load())
+			for k := range sh.transitions {
+				l.retired.transitions[k].Add(uint64(sh.transitions[k].Load()))
+			}
+		}
+	}
+	for j := range tbl.shards {
+		tbl.shards[j].mu.Unlock()
+	}
+}
+
+// applyReadEvent is ApplyRead under EventClock: curr and prev are the fleet's counts of
+// the read's window and the one before.
+func (l *Limiter) applyReadEvent(r *Read, curr, prev int64, now time.Time) Applied {
+	e := r.e
+	ns := now.UnixNano()
+	var a Applied
+	if at := e.readAt.Load(); at != 0 {
+		a.Staleness = time.Duration(ns - at)
+	}
+	old := e.evCount()
+	// This gate's count of the window, less what the read already includes, against the
+	// fleet's: negative when other gates counted traffic this one did not see.
+	a.Drift = (old - float64(curr) - float64(e.evPending()-r.flushed)) / float64(l.threshold(e))
+	// The fleet's count of E−1 only grows; a seed taken from this gate's own view may be
+	// ahead of a read by counts not yet written.
+	if p := float64(prev); p > e.evPrev() {
+		e.unsent[1].Store(math.Float64bits(p))
+	}
+	e.estimate.Store(math.Float64bits(float64(curr)))
+	e.readAt.Store(ns)
+	e.flushed.Add(-r.flushed)
+	return a
+}
+
+// applyLocalEvent is ApplyLocal under EventClock: what was handed to the tick joins the
+// window's count, as if the read had returned it.
+func (l *Limiter) applyLocalEvent(r *Read, now time.Time) {
+	e := r.e
+	var c float64
+	if e.readAt.Load() != 0 {
+		c = math.Float64frombits(e.estimate.Load())
+	}
+	e.estimate.Store(math.Float64bits(c + float64(r.flushed)))
+	e.readAt.Store(now.UnixNano())
+	e.flushed.Add(-r.flushed)
+}
+
+// eventEntries calls f for the newest window's entry of every cached team (all teams when
+// team is empty, else only that team), with the wall clock's progress through it.
+func (l *Limiter) eventEntries(now time.Time, team string, f func(e *entry, progress float64)) {
+	ns := now.UnixNano()
+	type found struct {
+		e  *entry
+		ep int64
+	}
+	newest := make(map[string]found)
+	var h uint64
+	if team != "" {
+		h = maphash.String(l.seed, team)
+	}
+	for i := range l.ring {
+		tbl := l.ring[i].Load()
+		if tbl == nil || tbl.dead.Load() {
+			continue
+		}
+		visit := func(e *entry) {
+			if f, ok := newest[e.team()]; !ok || f.ep < tbl.epoch {
+				newest[e.team()] = found{e, tbl.epoch}
+			}
+		}
+		if team != "" {
+			if e, _, _ := tbl.shards[h&l.mask].idx.tab.Load().lookup(h, team); e != nil {
+				visit(e)
+			}
+			continue
+		}
+		for j := range tbl.shards {
+			sh := &tbl.shards[j]
+			sh.mu.Lock()
+			sh.idx.all(func(_ uint64, _ uint32, e *entry) bool { visit(e); return true })
+			sh.mu.Unlock()
+		}
+	}
+	for _, fe := range newest {
+		f(fe.e, min(max(float64(ns-fe.ep*l.windowNs)*l.invWindow, 0), 1))
+	}
+}
+
+func floorMod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}

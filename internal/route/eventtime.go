@@ -1,0 +1,125 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrBadEventTimeFrom is returned for an unreadable GATE_EVENT_TIME_FROM.
+var ErrBadEventTimeFrom = errors.New("route: bad event time source")
+
+// EventTimeFrom says where a record's event time is read when the limiter counts in event
+// time (GATE_CLOCK=event): the Kafka record timestamp (the zero value, "timestamp"), or a
+// JSON field of the value ("json:FIELD", dotted for nested fields). A field holds an RFC
+// 3339 string or a Unix time as a number, in seconds, milliseconds, microseconds or
+// nanoseconds told apart by magnitude (below 10^11 seconds, 10^14 milliseconds, 10^17
+// microseconds: the ranges do not overlap for any date after 1973).
+type EventTimeFrom struct {
+	field string // gjson path; empty: the record timestamp
+	name  string
+}
+
+// ParseEventTimeFrom reads "timestamp" or "json:FIELD".
+func ParseEventTimeFrom(s string) (EventTimeFrom, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "timestamp" {
+		return EventTimeFrom{}, nil
+	}
+	kind, rest, ok := strings.Cut(s, ":")
+	if !ok || kind != "json" {
+		return EventTimeFrom{}, fmt.Errorf("%w %q (want timestamp or json:FIELD)", ErrBadEventTimeFrom, s)
+	}
+	fields, err := parseFields(rest)
+	if err != nil {
+		return EventTimeFrom{}, fmt.Errorf("%w %q: %w", ErrBadEventTimeFrom, s, err)
+	}
+	if len(fields) != 1 {
+		return EventTimeFrom{}, fmt.Errorf("%w %q: one field only", ErrBadEventTimeFrom, s)
+	}
+	return EventTimeFrom{field: fields[0].path, name: rest}, nil
+}
+
+// UnmarshalText lets configuration decoders read an EventTimeFrom.
+func (f *EventTimeFrom) UnmarshalText(b []byte) error {
+	v, err := ParseEventTimeFrom(string(b))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}
+
+// String returns the source as configured.
+func (f EventTimeFrom) String() string {
+	if f.field == "" {
+		return "timestamp"
+	}
+	return "json:" + f.name
+}
+
+// time returns rec's event time, or false when the field is missing or unreadable (or,
+// for the record timestamp, unset).
+func (f EventTimeFrom) time(rec *kgo.Record) (time.Time, bool) {
+	if f.field == "" {
+		return rec.Timestamp, !rec.Timestamp.IsZero()
+	}
+	if len(rec.Value) == 0 || tooDeep(rec.Value) {
+		return time.Time{}, false
+	}
+	r := gjson.Get(bytesString(rec.Value), f.field)
+	switch r.Type {
+	case gjson.String:
+		t, err := time.Parse(time.RFC3339Nano, r.Str)
+		return t, err == nil
+	case gjson.Number:
+		if n, err := strconv.ParseInt(r.Raw, 10, 64); err == nil {
+			return unixInt(n) // exact: a float64 loses nanoseconds past 2^53
+		}
+		return unixTime(r.Num)
+	}
+	return time.Time{}, false
+}
+
+// unixInt is unixTime for an integer, without rounding.
+func unixInt(v int64) (time.Time, bool) {
+	switch {
+	case v < 0:
+		return time.Time{}, false
+	case v < 1e11:
+		return time.Unix(v, 0), true
+	case v < 1e14:
+		return time.UnixMilli(v), true
+	case v < 1e17:
+		return time.UnixMicro(v), true
+	}
+	return time.Unix(0, v), true
+}
+
+// unixTime reads a Unix time whose unit is told by its magnitude.
+func unixTime(v float64) (time.Time, bool) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return time.Time{}, false
+	}
+	var ns float64
+	switch {
+	case v < 1e11:
+		ns = v * 1e9
+	case v < 1e14:
+		ns = v * 1e6
+	case v < 1e17:
+		ns = v * 1e3
+	default:
+		ns = v
+	}
+	if ns >= math.MaxInt64 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, int64(ns)), true
+}

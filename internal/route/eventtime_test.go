@@ -1,0 +1,108 @@
+package route
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
+)
+
+func TestEventTimeFrom(t *testing.T) {
+	ts := time.Date(2024, 6, 10, 5, 50, 0, 0, time.UTC)
+	rec := func(v string) *kgo.Record { return &kgo.Record{Value: []byte(v), Timestamp: ts} }
+	want := time.Date(2024, 6, 10, 5, 40, 0, 0, time.UTC)
+	cases := []struct {
+		from string
+		rec  *kgo.Record
+		want time.Time
+		ok   bool
+	}{
+		{"timestamp", rec(`{}`), ts, true},
+		{"", &kgo.Record{}, time.Time{}, false},
+		{"json:ts", rec(`{"ts":"2024-06-10T05:40:00Z"}`), want, true},
+		{"json:ts", rec(`{"ts":"2024-06-10T07:40:00.000+02:00"}`), want, true},
+		{"json:ts", rec(`{"ts":1717998000}`), want, true},
+		{"json:ts", rec(`{"ts":1717998000.5}`), want.Add(500 * time.Millisecond), true},
+		{"json:ts", rec(`{"ts":1717998000000}`), want, true},
+		{"json:ts", rec(`{"ts":1717998000000000}`), want, true},
+		{"json:ts", rec(`{"ts":1717998000000000000}`), want, true},
+		{"json:meta.at", rec(`{"meta":{"at":1717998000123}}`), want.Add(123 * time.Millisecond), true},
+		{"json:ts", rec(`{"team_id":"a"}`), time.Time{}, false},
+		{"json:ts", rec(`{"ts":"yesterday"}`), time.Time{}, false},
+		{"json:ts", rec(`{"ts":-5}`), time.Time{}, false},
+		{"json:ts", rec(`{"ts":true}`), time.Time{}, false},
+		{"json:ts", rec(``), time.Time{}, false},
+	}
+	for _, c := range cases {
+		f, err := ParseEventTimeFrom(c.from)
+		if err != nil {
+			t.Fatalf("ParseEventTimeFrom(%q): %v", c.from, err)
+		}
+		got, ok := f.time(c.rec)
+		if ok != c.ok || !got.Equal(c.want) {
+			t.Errorf("%s on %q: %v, %v; want %v, %v", c.from, c.rec.Value, got, ok, c.want, c.ok)
+		}
+	}
+	for _, bad := range []string{"json:", "header:ts", "json:a+b", "json:a..b", "now"} {
+		if _, err := ParseEventTimeFrom(bad); err == nil {
+			t.Errorf("ParseEventTimeFrom(%q): no error", bad)
+		}
+	}
+	if f, _ := ParseEventTimeFrom("json:meta.at"); f.String() != "json:meta.at" {
+		t.Errorf("String() = %q", f.String())
+	}
+}
+
+// Under the event clock a record is judged in its own window: a backlog from ten minutes
+// ago does not count against the team's current window, and a record whose time field is
+// unreadable is judged at its record timestamp and counted in the metric.
+func TestRouteEventClock(t *testing.T) {
+	from, _ := ParseEventTimeFrom("json:ts")
+	f := newFixture(t, Config{EventTimeFrom: from},
+		limit.Config{Window: time.Minute, Threshold: 100, Clock: limit.EventClock, MaxEventAge: time.Hour})
+	now := t0
+	old := now.Add(-10 * time.Minute).Unix()
+	for i := range 100 { // the whole limit, ten minutes ago
+		_, o := f.r.Route(now, input(`{"team_id":"acme","ts":`+itoa(old)+`}`, ""), nil)
+		if o.Route != Accepted {
+			t.Fatalf("backlog record %d: %s (%s)", i, o.Route, o.Reason)
+		}
+	}
+	_, o := f.r.Route(now, input(`{"team_id":"acme","ts":`+itoa(old+1)+`}`, ""), nil)
+	if o.Route != Overflow {
+		t.Errorf("101st record of the old window: %s, want overflow", o.Route)
+	}
+	_, o = f.r.Route(now, input(`{"team_id":"acme","ts":`+itoa(now.Unix())+`}`, ""), nil)
+	if o.Route != Accepted {
+		t.Errorf("a record of the current window: %s (level %.0f), want accepted", o.Route, o.Decision.Level)
+	}
+	// No ts field: judged at the record timestamp (two seconds before t0).
+	_, o = f.r.Route(now, input(`{"team_id":"acme"}`, ""), nil)
+	if o.Route != Accepted {
+		t.Errorf("a record without ts: %s, want accepted", o.Route)
+	}
+	var unreadable float64
+	fams, _ := f.reg.Gather()
+	for _, fam := range fams {
+		if fam.GetName() == "gate_event_time_unreadable_total" {
+			unreadable = fam.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if unreadable != 1 {
+		t.Errorf("gate_event_time_unreadable_total = %v, want 1", unreadable)
+	}
+	counts := map[int64]int64{}
+	var sw limit.Sweep
+	f.lim.Sweep(now, &sw)
+	for _, c := range sw.Counts {
+		counts[c.Epoch] += c.N
+	}
+	if counts[f.lim.Epoch(time.Unix(old, 0))] != 101 || counts[f.lim.Epoch(now)] != 1 || counts[f.lim.Epoch(now)-1] != 1 {
+		t.Errorf("counts by epoch %v, want 101 ten minutes back, 1 now and 1 the minute before", counts)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
