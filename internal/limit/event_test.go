@@ -324,3 +324,45 @@ func TestParseClock(t *testing.T) {
 		t.Error("negative max event age: no error")
 	}
 }
+
+// BenchmarkCheckEventClock compares the event-clock check with the wall-clock one on the
+// same Zipf keys, each record a few seconds old (one window), serial and parallel.
+func BenchmarkCheckEventClock(b *testing.B) {
+	const nkeys = 1 << 20
+	keys := zipfKeys(nkeys, benchTeams)
+	mask := len(keys) - 1
+	for _, clk := range []Clock{WallClock, EventClock} {
+		l, err := New(Config{Threshold: 1 << 40, Clock: clk}, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		now := time.Now()
+		at := now.Add(-3 * time.Second)
+		for _, k := range keys {
+			l.CheckEventAt(now, at, k, 1)
+		}
+		for _, par := range []bool{false, true} {
+			name := clk.String() + "/serial"
+			if par {
+				name = clk.String() + "/parallel"
+			}
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				body := func(pb interface{ Next() bool }) {
+					i := 0
+					var any bool
+					for pb.Next() {
+						any = any != l.CheckEventAt(now, at, keys[i&mask], 1).Limited
+						i++
+					}
+					sinkBool.Store(any)
+				}
+				if par {
+					b.RunParallel(func(pb *testing.PB) { body(pb) })
+				} else {
+					body(loopNext{b: b})
+				}
+			})
+		}
+	}
+}
