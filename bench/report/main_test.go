@@ -29,20 +29,23 @@ func TestParseSample(t *testing.T) {
 	}
 	res := Results(p)
 	want := map[string]float64{
-		"hotpath_ns_per_op":                38.74,
-		"hotpath_allocs_per_op":            0,
-		"hotpath_vs_map_ratio":             round(38.74 / 52.63),
-		"hotpath_vs_map_copied_ratio":      round(38.74 / 52.21),
-		"hotpath_serial_ns_per_op":         57.45,
-		"sync_lua_checks_per_s":            8132,
-		"hotpath_vs_sync_lua_speedup":      round(1e9 / 57.45 / 8132),
-		"e2e_gate_records_per_s":           math.Round((1073633.0 + 1076166 + 1137112) / 3),
-		"e2e_passthrough_records_per_s":    math.Round((957041.0 + 1118720 + 1099597) / 3),
-		"e2e_vs_passthrough_ratio":         round((1073633.0 + 1076166 + 1137112) / (957041.0 + 1118720 + 1099597)),
-		"sync_read_reduction":              0.9989,
-		"redis_commands_per_tick":          34193,
-		"tick_all_teams_commands_per_tick": 200283,
-		"bytes_per_entity":                 92.2,
+		"hotpath_ns_per_op":             38.74,
+		"hotpath_allocs_per_op":         0,
+		"hotpath_vs_map_ratio":          round(38.74 / 52.63),
+		"hotpath_vs_map_copied_ratio":   round(38.74 / 52.21),
+		"hotpath_serial_ns_per_op":      57.45,
+		"sync_lua_checks_per_s":         8132,
+		"hotpath_vs_sync_lua_speedup":   round(1e9 / 57.45 / 8132),
+		"e2e_gate_records_per_s":        math.Round((1073633.0 + 1076166 + 1137112) / 3),
+		"e2e_passthrough_records_per_s": math.Round((957041.0 + 1118720 + 1099597) / 3),
+		"e2e_vs_passthrough_ratio":      round((1073633.0 + 1076166 + 1137112) / (957041.0 + 1118720 + 1099597)),
+		// Two exactly-once runs against three at-least-once ones: a ratio of the means.
+		"e2e_exactly_once_records_per_s":    math.Round((987654.0 + 904977) / 2),
+		"e2e_exactly_once_vs_at_least_once": round((987654.0 + 904977) / 2 / ((1073633.0 + 1076166 + 1137112) / 3)),
+		"sync_read_reduction":               0.9989,
+		"redis_commands_per_tick":           34193,
+		"tick_all_teams_commands_per_tick":  200283,
+		"bytes_per_entity":                  92.2,
 	}
 	for k, w := range want {
 		if g, ok := res[k]; !ok || math.Abs(g-w) > 1e-9 {
@@ -53,7 +56,8 @@ func TestParseSample(t *testing.T) {
 		t.Errorf("got %d keys, want %d: %v", len(res), len(want), res)
 	}
 	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"})
-	for _, s := range []string{"| `hotpath_vs_map_ratio` | 0.7361 | ≤ 1.5 | yes |", "| `e2e_vs_passthrough_ratio` | 1.0351 | ≥ 0.9 | yes |", "| `sync_read_reduction_reference` | not measured |", "Not measured in this run (`BenchmarkFidelity` missing"} {
+	for _, s := range []string{"| `hotpath_vs_map_ratio` | 0.7361 | ≤ 1.5 | yes |", "| `e2e_vs_passthrough_ratio` | 1.0351 | ≥ 0.9 | yes |",
+		"| `e2e_exactly_once_records_per_s` | 946316 | — | — |", "| `e2e_exactly_once_vs_at_least_once` | 0.8637 | — | — |", "| `sync_read_reduction_reference` | not measured |", "Not measured in this run (`BenchmarkFidelity` missing"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}
@@ -71,6 +75,18 @@ func TestParseMissing(t *testing.T) {
 	}
 	if _, ok := res["hotpath_vs_sync_lua_speedup"]; ok {
 		t.Error("speedup without the hot path")
+	}
+}
+
+// The exactly-once figure is reported on its own; its ratio needs the at-least-once one.
+func TestExactlyOnceAlone(t *testing.T) {
+	p, err := Parse(strings.NewReader("BenchmarkEndToEnd/exactly-once-2 \t 200000 \t 2500 ns/op \t 400000 records/s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Results(p)
+	if len(res) != 1 || res["e2e_exactly_once_records_per_s"] != 400000 {
+		t.Errorf("results = %v, want only e2e_exactly_once_records_per_s", res)
 	}
 }
 
@@ -162,5 +178,24 @@ func TestFidelitySeriesDrawn(t *testing.T) {
 		if fi, err := os.Stat(path); err != nil || fi.Size() < 1000 {
 			t.Errorf("%s: %v %v", name, fi, err)
 		}
+	}
+}
+
+// The catch-up scenario's two shares are reported as measured; event must be 0.
+func TestCatchUp(t *testing.T) {
+	p, err := Parse(strings.NewReader("BenchmarkCatchUp-2 \t 1 \t 7000000000 ns/op \t 0 false_overflow_event \t 0.8286 false_overflow_wall \t 190800 records\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Results(p)
+	if v, ok := res["catchup_false_overflow_event"]; !ok || v != 0 {
+		t.Errorf("catchup_false_overflow_event = %v, %v; want 0", v, ok)
+	}
+	if res["catchup_false_overflow_wall"] != 0.8286 {
+		t.Errorf("catchup_false_overflow_wall = %v, want 0.8286", res["catchup_false_overflow_wall"])
+	}
+	md := Markdown(res, Machine{})
+	if !strings.Contains(md, "| `catchup_false_overflow_event` | 0 | ≤ 0 | yes |") {
+		t.Errorf("markdown lacks the catch-up row met:\n%s", md)
 	}
 }

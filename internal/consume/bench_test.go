@@ -18,20 +18,25 @@ import (
 const benchParts = 4
 
 // BenchmarkEndToEnd measures records per second through the in-process broker, from a
-// pre-filled input topic to every offset committed, for the whole gate and for a bare
-// franz-go consume→produce→commit pass-through with the same client settings. Run it
-// with a fixed count (-benchtime 200000x): each op is one record. Compare the two within
-// one run; the broker shares the machine with the client, so absolute rates are low.
+// pre-filled input topic to every offset committed, for the whole gate (at-least-once,
+// the default, and exactly-once) and for a bare franz-go consume→produce→commit
+// pass-through with the same client settings. Run it with a fixed count (-benchtime
+// 200000x): each op is one record. Compare the three within one run; the broker shares
+// the machine with the client, so absolute rates are low.
 func BenchmarkEndToEnd(b *testing.B) {
-	for _, mode := range []string{"passthrough", "gate"} {
+	for _, mode := range []string{"passthrough", "gate", "exactly-once"} {
 		b.Run(mode, func(b *testing.B) {
 			env := newBenchEnv(b, b.N)
 			b.ResetTimer()
 			start := time.Now()
 			var elapsed time.Duration
-			if mode == "gate" {
+			switch mode {
+			case "gate":
 				elapsed = env.runGate(b, start)
-			} else {
+			case "exactly-once":
+				env.cfg.Delivery, env.cfg.TransactionalID = ExactlyOnce, "bench-gate"
+				elapsed = env.runGate(b, start)
+			default:
 				env.runPassthrough(b)
 				elapsed = time.Since(start)
 			}
@@ -113,17 +118,23 @@ func (e *benchEnv) runGate(b *testing.B, start time.Time) time.Duration {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	// Done when every input record is acknowledged on its output: the gate commits
-	// asynchronously, every CommitInterval, off the records' path, and waiting for the
-	// next interval would time the interval, not the gate. The commits are checked after.
-	for !e.ackedAll(c) {
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Run(ctx) }()
+	// At-least-once: done when every input record is acknowledged on its output: the
+	// gate commits asynchronously, every CommitInterval, off the records' path, and
+	// waiting for the next interval would time the interval, not the gate. The commits
+	// are checked after. Exactly-once: done when the commits reach the end, as they are
+	// the records' path (each poll's transaction commits them with its output).
+	done := e.ackedAll
+	if e.cfg.Delivery == ExactlyOnce {
+		done = func(*Consumer) bool { return e.done() }
+	}
+	for !done(c) {
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(start)
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-stopped; err != nil {
 		b.Fatal(err)
 	}
 	if !e.done() {

@@ -3,6 +3,7 @@ package consume
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,6 +19,7 @@ const (
 	DefaultMaxMessageBytes    = 1_048_588 // Kafka's own default message.max.bytes
 	DefaultRevokeTimeout      = 10 * time.Second
 	DefaultShutdownTimeout    = 20 * time.Second
+	DefaultTransactionTimeout = 30 * time.Second
 
 	// Records whose produce failed are produced again after a backoff growing from
 	// retryMinBackoff to retryMaxBackoff: long enough not to hammer a failing broker,
@@ -25,6 +27,42 @@ const (
 	retryMinBackoff = 100 * time.Millisecond
 	retryMaxBackoff = 5 * time.Second
 )
+
+// Delivery is the guarantee the gate gives readers of its output topics.
+type Delivery int
+
+const (
+	// AtLeastOnce commits input offsets behind acknowledged output: a crash or a
+	// produce that fails ambiguously can write a record twice, never lose one.
+	AtLeastOnce Delivery = iota
+	// ExactlyOnce produces each poll's output and commits its input offsets in one
+	// Kafka transaction: consumers reading the output topics with read_committed see
+	// every input record once. It costs a transaction per poll and needs a
+	// transactional id per instance (Config.TransactionalID).
+	ExactlyOnce
+)
+
+// ParseDelivery reads a Delivery from its name: "at-least-once" or "exactly-once".
+func ParseDelivery(s string) (Delivery, error) {
+	switch s {
+	case "at-least-once":
+		return AtLeastOnce, nil
+	case "exactly-once":
+		return ExactlyOnce, nil
+	}
+	return AtLeastOnce, fmt.Errorf("delivery %q: want at-least-once or exactly-once", s)
+}
+
+// String returns the name ParseDelivery reads.
+func (d Delivery) String() string {
+	switch d {
+	case AtLeastOnce:
+		return "at-least-once"
+	case ExactlyOnce:
+		return "exactly-once"
+	}
+	return "Delivery(" + strconv.Itoa(int(d)) + ")"
+}
 
 // Config is the consumer's settings. Zero values take the defaults above.
 type Config struct {
@@ -58,8 +96,44 @@ type Config struct {
 	// before what is acknowledged is committed and the rest abandoned to the new owner
 	// (which replays them). It must stay well under the group's rebalance timeout.
 	RevokeTimeout time.Duration
-	// ShutdownTimeout bounds waiting for in-flight records at shutdown.
+	// ShutdownTimeout bounds waiting for in-flight records at shutdown (with
+	// ExactlyOnce: ending the open transaction).
 	ShutdownTimeout time.Duration
+
+	// Delivery chooses at-least-once (the default) or exactly-once output. With
+	// ExactlyOnce, CommitInterval, RevokeTimeout and the gate's own produce retries
+	// do not apply: offsets are committed in each poll's transaction, a rebalance
+	// aborts the open one, and a failed produce aborts it and replays the poll.
+	Delivery Delivery
+	// TransactionalID identifies this instance's transactions; required with
+	// ExactlyOnce, unused otherwise. It must be unique per instance, so that replicas
+	// do not fence each other: of two live instances with one id, the later fences
+	// the earlier, whose Run then stops with an error naming the id. (A fence that
+	// comes only after a transaction has been open for TransactionTimeout is taken for
+	// the broker's own abort of that transaction, and Run recovers from it instead;
+	// see TransactionTimeout.) It should also survive a
+	// restart (a StatefulSet pod name, not a random one): a restarted instance that
+	// keeps its id fences its predecessor's open transaction at once, whereas under
+	// a new id that transaction stays open until TransactionTimeout, holding back
+	// read_committed readers of the output partitions it wrote to and, if it died
+	// while committing, the input partitions' next owner.
+	TransactionalID string
+	// TransactionTimeout is how long the broker lets a transaction stay open before
+	// aborting it: the bound on how long a crashed instance's open transaction
+	// holds readers back (see TransactionalID). It should exceed the time one poll's
+	// records take to route and produce, client retries included, and the group's
+	// session timeout, better its rebalance timeout: ending a transaction waits for a
+	// rebalance in progress (franz-go holds the transaction's offset commit while the
+	// group joins and syncs), and a join waits for a dead member until its session
+	// times out, for a slow one up to the rebalance timeout. The broker aborts a
+	// transaction that outlives the timeout and fences its producer; Run then
+	// rebuilds its client under the same TransactionalID, as a restart would (the
+	// member leaves and rejoins the group, the aborted poll is replayed), and goes on.
+	// It does so at most 5 times in 10 minutes: the next such fence stops Run with an
+	// error, as a timeout too short for the gate's polls would otherwise loop for
+	// ever. It must stay within the brokers' transaction.max.timeout.ms (15 minutes
+	// by default).
+	TransactionTimeout time.Duration
 
 	// ClientOpts are added to the client's options after the gate's own: TLS, SASL, and
 	// in tests shorter fetch waits and session timeouts.
@@ -98,6 +172,16 @@ func (c Config) withDefaults() (Config, error) {
 	defDur(&c.CommitInterval, DefaultCommitInterval, "CommitInterval")
 	defDur(&c.RevokeTimeout, DefaultRevokeTimeout, "RevokeTimeout")
 	defDur(&c.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout")
+	defDur(&c.TransactionTimeout, DefaultTransactionTimeout, "TransactionTimeout")
+	switch c.Delivery {
+	case AtLeastOnce:
+	case ExactlyOnce:
+		if c.TransactionalID == "" {
+			errs = append(errs, errors.New("exactly-once delivery needs a transactional id"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown delivery %s", c.Delivery))
+	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
 	} else if c.MaxMessageBytes < 1024 {
@@ -116,11 +200,9 @@ func (c Config) clientOpts() []kgo.Opt {
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ConsumerGroup(c.GroupID),
 		kgo.ConsumeTopics(c.InputTopic),
-		// Commits are ours: only behind acknowledged output (see track.go).
+		// Commits are ours: only behind acknowledged output (see track.go), or in
+		// each poll's transaction.
 		kgo.DisableAutoCommit(),
-		// Rebalance callbacks never run while a poll's records are being routed, so a
-		// commit never covers a partition this member no longer owns.
-		kgo.BlockRebalanceOnPoll(),
 		kgo.RecordRetries(c.ProduceRetries),
 		kgo.MaxBufferedRecords(c.MaxBufferedRecords),
 		kgo.MaxBufferedBytes(c.MaxBufferedBytes),
@@ -128,6 +210,23 @@ func (c Config) clientOpts() []kgo.Opt {
 		// acks=all and the idempotent producer are franz-go's defaults: an acknowledged
 		// record is on every in-sync replica, and client retries write no duplicates.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+	}
+	switch c.Delivery {
+	case ExactlyOnce:
+		opts = append(opts,
+			// No BlockRebalanceOnPoll: the transact session lets a rebalance proceed
+			// and aborts the open transaction instead, as franz-go recommends, so a
+			// slow poll cannot get this member kicked out of the group.
+			kgo.TransactionalID(c.TransactionalID),
+			kgo.TransactionTimeout(c.TransactionTimeout),
+			// Input written in transactions is routed only once committed, and never
+			// when aborted.
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		)
+	default:
+		// Rebalance callbacks never run while a poll's records are being routed, so
+		// a commit never covers a partition this member no longer owns.
+		opts = append(opts, kgo.BlockRebalanceOnPoll())
 	}
 	return append(opts, c.ClientOpts...)
 }

@@ -44,7 +44,12 @@ type Consumer struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	m      *metrics
+	reg    prometheus.Registerer
 	cl     *kgo.Client
+	tx     *kgo.GroupTransactSession // exactly-once only: the session that owns cl
+	// live is cl, for the metrics' scrapes: with exactly-once delivery the loop
+	// replaces cl when it rebuilds a fenced session (see recoverFenced).
+	live atomic.Pointer[kgo.Client]
 
 	partsMu sync.Mutex
 	parts   map[int32]*partition
@@ -59,6 +64,16 @@ type Consumer struct {
 
 	scratch []route.Scratch          // one per routing goroutine
 	promise func(*kgo.Record, error) // onProduced, made once rather than per record
+
+	// Exactly-once only (see transact.go).
+	txn        txnState
+	txnPromise func(*kgo.Record, error) // onProducedTxn
+	// reroutes holds the records the broker rejected for good, for their replay.
+	// Written by the transaction loop between transactions only, read while routing.
+	reroutes map[rerouteKey]reroute
+	// recoveries are when the loop last rebuilt a fenced session (see recoverFenced);
+	// the loop's own.
+	recoveries []time.Time
 }
 
 // New builds the consumer and its client; nothing connects until Run. reg receives the
@@ -76,6 +91,7 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 	}
 	c := &Consumer{
 		cfg:     cfg,
+		reg:     reg,
 		router:  router,
 		clock:   clk,
 		log:     log,
@@ -84,24 +100,43 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 	}
 	c.retry.init()
 	c.promise = c.onProduced
+	c.txnPromise = c.onProducedTxn
 	if c.m, err = newMetrics(reg, c); err != nil {
 		return nil, err
 	}
-	opts := append(cfg.clientOpts(),
+	if cfg.Delivery == ExactlyOnce {
+		if err := c.newSession(); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	if c.cl, err = kgo.NewClient(c.clientOpts()...); err != nil {
+		return nil, fmt.Errorf("creating the Kafka client: %w", err)
+	}
+	c.live.Store(c.cl)
+	return c, nil
+}
+
+// clientOpts are the options of the consumer's client: the configuration's, its
+// rebalance callbacks and franz-go's metrics. Each client gets a kprom of its own: a
+// closed client unregisters its collectors, and a rebuilt one registers them anew.
+func (c *Consumer) clientOpts() []kgo.Opt {
+	opts := append(c.cfg.clientOpts(),
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
 	)
-	if reg != nil {
+	if c.reg != nil {
 		// kprom's gatherer is only used by its own HTTP handler, which the gate does not
 		// serve: the gate's registry is served with everything else.
-		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(reg))))
+		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(c.reg))))
 	}
-	if c.cl, err = kgo.NewClient(opts...); err != nil {
-		return nil, fmt.Errorf("creating the Kafka client: %w", err)
-	}
-	return c, nil
+	return opts
 }
+
+// exactlyOnce reports whether the consumer runs the transaction loop. Unlike c.tx,
+// which that loop may replace, it is safe to read from the client's callbacks.
+func (c *Consumer) exactlyOnce() bool { return c.cfg.Delivery == ExactlyOnce }
 
 // Ready reports whether the consumer has joined its group and holds an assignment.
 func (c *Consumer) Ready() bool { return c.ready.Load() }
@@ -113,7 +148,11 @@ func (c *Consumer) Close() { c.cl.Close() }
 // Run consumes until ctx ends, then shuts down gracefully (see the package doc) and
 // closes the client. It returns an error only when the loop stopped for another reason.
 func (c *Consumer) Run(ctx context.Context) error {
-	c.log.Info("consumer started", "brokers", c.cfg.Brokers, "input_topic", c.cfg.InputTopic, "group", c.cfg.GroupID)
+	if c.exactlyOnce() {
+		return c.runTxn(ctx)
+	}
+	c.log.Info("consumer started", "brokers", c.cfg.Brokers, "input_topic", c.cfg.InputTopic, "group", c.cfg.GroupID,
+		"delivery", c.cfg.Delivery.String())
 	bg := context.WithoutCancel(ctx)
 
 	// The retry and commit loops outlive ctx: at shutdown, retries go on until the
@@ -161,7 +200,7 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 		c.fetchErrors(fetches)
 		// Records polled together with a cancellation are routed too: they are
 		// produced and committed like any other before shutdown.
-		c.process(fetches)
+		c.process(c.works(fetches), c.routeWork)
 		c.cl.AllowRebalance()
 		if ctx.Err() != nil {
 			return nil
@@ -187,9 +226,8 @@ type work struct {
 	hwm  int64
 }
 
-// process routes a poll's records: each partition's in order, partitions in parallel.
-// It returns when every record has been handed to the producer.
-func (c *Consumer) process(fetches kgo.Fetches) {
+// works gathers a poll's records of the input topic, one work item per partition.
+func (c *Consumer) works(fetches kgo.Fetches) []work {
 	var ws []work
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if ftp.Topic != c.cfg.InputTopic {
@@ -211,11 +249,17 @@ func (c *Consumer) process(fetches kgo.Fetches) {
 		}
 		ws = append(ws, work{p: c.partition(ftp.Partition), recs: ftp.Records, hwm: ftp.HighWatermark})
 	})
+	return ws
+}
+
+// process routes ws with routeFn: each partition's records in order, by one goroutine,
+// partitions in parallel. It returns when every record has been handed to the producer.
+func (c *Consumer) process(ws []work, routeFn func(work, *route.Scratch)) {
 	switch n := min(len(ws), len(c.scratch)); n {
 	case 0:
 	case 1:
 		for _, w := range ws {
-			c.routeWork(w, &c.scratch[0])
+			routeFn(w, &c.scratch[0])
 		}
 	default:
 		var next atomic.Int64
@@ -223,7 +267,7 @@ func (c *Consumer) process(fetches kgo.Fetches) {
 		for g := range n {
 			wg.Go(func() {
 				for i := next.Add(1) - 1; i < int64(len(ws)); i = next.Add(1) - 1 {
-					c.routeWork(ws[i], &c.scratch[g])
+					routeFn(ws[i], &c.scratch[g])
 				}
 			})
 		}
@@ -232,16 +276,33 @@ func (c *Consumer) process(fetches kgo.Fetches) {
 }
 
 // partition returns the state of an owned partition. Polls return only assigned
-// partitions, and assignment creates the state, so the fallback is defensive.
+// partitions, and assignment creates the state, so the fallback is defensive; except
+// with exactly-once delivery, where a revoke can run between a poll and its routing:
+// the partition is then no longer ours, its records go into a transaction that aborts,
+// and it gets detached state, already gone.
 func (c *Consumer) partition(id int32) *partition {
 	c.partsMu.Lock()
 	defer c.partsMu.Unlock()
 	p := c.parts[id]
 	if p == nil {
 		p = newPartition(c.cfg.InputTopic, id)
+		if c.exactlyOnce() {
+			p.gone.Store(true)
+			return p
+		}
 		c.parts[id] = p
 	}
 	return p
+}
+
+// setLag sets the lag of p unless it was revoked or lost meanwhile, which would leave
+// a series for a partition this gate no longer owns.
+func (c *Consumer) setLag(p *partition, hwm, next int64) {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	if !p.gone.Load() {
+		c.m.setLag(p.id, hwm, next)
+	}
 }
 
 // routeWork routes one partition's records in offset order and hands them to the
@@ -258,7 +319,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		c.router.RouteInto(now, in, s, &f.out)
 		c.produce(f)
 	}
-	c.m.setLag(w.p.id, w.hwm, last.Offset+1)
+	c.setLag(w.p, w.hwm, last.Offset+1)
 }
 
 // produce hands f.out to the producer; onProduced acknowledges it in its batch or
@@ -307,10 +368,21 @@ func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 
 // onRevoked waits (briefly) for the revoked partitions' in-flight records, commits what
 // is acknowledged, and drops their state. Rebalances are blocked while a poll's records
-// are routed, so nothing new is handed to the producer for them meanwhile.
+// are routed, so nothing new is handed to the producer for them meanwhile. With
+// exactly-once delivery it only drops the state: the session aborts the open
+// transaction.
 func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	ids := slices.Sorted(slices.Values(revoked[c.cfg.InputTopic]))
 	if len(ids) == 0 {
+		return
+	}
+	if c.exactlyOnce() {
+		// The session aborts the open transaction, if any: nothing to await or
+		// commit, and the partitions' next owner replays from the last commit.
+		c.interruptTxn()
+		c.drop(ids)
+		c.m.rebalances.WithLabelValues("revoked").Inc()
+		c.log.Info("partitions revoked", "topic", c.cfg.InputTopic, "partitions", ids)
 		return
 	}
 	var left int64
@@ -336,6 +408,9 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 // on, and a commit would be refused or, worse, overwrite the new owner's.
 func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 	ids := slices.Sorted(slices.Values(lost[c.cfg.InputTopic]))
+	if c.exactlyOnce() {
+		c.interruptTxn() // the session aborts the open transaction
+	}
 	var left int64
 	for _, p := range c.snapshot(ids) {
 		left += p.inFlight()

@@ -69,6 +69,8 @@ type gateEnv struct {
 	lcfg    limit.Config
 	rcfg    route.Config
 	ccfg    Config
+	// wrap, when set, wraps the router of the gates started next.
+	wrap func(Router) Router
 }
 
 func newEnv(t testing.TB, parts int32) *gateEnv {
@@ -113,7 +115,15 @@ func (e *gateEnv) start(t testing.TB, name string) *testGate {
 		t.Fatal(err)
 	}
 	log := testLogger(t, name)
-	c, err := New(e.ccfg, r, nil, reg, log)
+	cfg := e.ccfg
+	if cfg.Delivery == ExactlyOnce && cfg.TransactionalID == "" {
+		cfg.TransactionalID = "gate-" + name // one per instance; a restart keeps its name
+	}
+	var rt Router = r
+	if e.wrap != nil {
+		rt = e.wrap(rt)
+	}
+	c, err := New(cfg, rt, nil, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,13 +230,14 @@ type outputs struct {
 }
 
 // collect reads every output topic until want records arrived (or the timeout), then
-// keeps reading for settle to catch duplicates.
-func collect(t testing.TB, c *kfake.Cluster, want int, timeout, settle time.Duration) *outputs {
+// keeps reading for settle to catch duplicates. It reads uncommitted records too unless
+// opts say otherwise (readCommitted).
+func collect(t testing.TB, c *kfake.Cluster, want int, timeout, settle time.Duration, opts ...kgo.Opt) *outputs {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...),
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...),
 		kgo.ConsumeTopics(accTopic, ovfTopic, dlqTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
+		kgo.FetchMaxWait(50 * time.Millisecond), kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +269,9 @@ func collect(t testing.TB, c *kfake.Cluster, want int, timeout, settle time.Dura
 	}
 	return o
 }
+
+// readCommitted is how downstream consumers of an exactly-once gate read.
+func readCommitted() kgo.Opt { return kgo.FetchIsolationLevel(kgo.ReadCommitted()) }
 
 // conservation reports input ids missing from the outputs and ids seen more than once.
 func (o *outputs) conservation(n int) (lost, dup []int) {

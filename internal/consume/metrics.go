@@ -20,6 +20,10 @@ type metrics struct {
 	rebalances    *prometheus.CounterVec
 	lag           *prometheus.GaugeVec
 	fetchErrors   prometheus.Counter
+	// Exactly-once only; exported in both modes, at zero in at-least-once, so the
+	// set of metric names does not depend on the mode.
+	transactions *prometheus.CounterVec
+	txnDuration  prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
@@ -30,7 +34,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		}, []string{"topic", "error"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gate_produce_retries_total",
-			Help: "Produces the gate retried itself after a failed one.",
+			Help: "Produces the gate retried itself after a failed one (at-least-once mode; exactly-once aborts the transaction and replays it instead).",
 		}),
 		rerouted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_records_rerouted_total",
@@ -38,7 +42,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		}, []string{"to"}),
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gate_commit_errors_total",
-			Help: "Offset commits that failed; the next commit covers the same offsets.",
+			Help: "Offset commits that failed; the next commit covers the same offsets (at-least-once mode; exactly-once commits in its transactions).",
 		}),
 		committed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gate_committed_offset",
@@ -56,14 +60,27 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			Name: "gate_fetch_errors_total",
 			Help: "Fetch errors reported by the client, which retries them.",
 		}),
+		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_transactions_total",
+			Help: "Exactly-once delivery: transactions ended, by result (committed; aborted: a rebalance or a failed produce, and the records are polled and routed again). Zero in at-least-once mode.",
+		}, []string{"result"}),
+		txnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "gate_transaction_duration_seconds",
+			Help:    "Exactly-once delivery: time from beginning a transaction to its end (commit or abort), routing and producing one poll's records. Empty in at-least-once mode.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1 ms to 16 s
+		}),
 	}
 	for _, e := range []string{"assigned", "revoked", "lost"} {
 		m.rebalances.WithLabelValues(e)
+	}
+	for _, r := range []string{"committed", "aborted"} {
+		m.transactions.WithLabelValues(r)
 	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{m.produceErrors, m.retries, m.rerouted, m.commitErrors, m.committed, m.rebalances, m.lag, m.fetchErrors,
+		m.transactions, m.txnDuration,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_retrying_records",
 			Help: "Records whose produce failed and is being retried; no new records are polled while it is above zero.",
@@ -72,10 +89,11 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			Name: "gate_inflight_records",
 			Help: "Output records handed to the producer and not yet acknowledged by the broker.",
 		}, func() float64 {
-			if c.cl == nil {
+			cl := c.live.Load()
+			if cl == nil {
 				return 0
 			}
-			return float64(c.cl.BufferedProduceRecords())
+			return float64(cl.BufferedProduceRecords())
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_owned_partitions",
@@ -106,6 +124,15 @@ func (m *metrics) setLag(p int32, hwm, next int64) {
 func (m *metrics) deleteLag(p int32) {
 	m.lag.DeleteLabelValues(itoa(p))
 	m.committed.DeleteLabelValues(itoa(p))
+}
+
+// countRerouted counts a record rerouted to the given stage (see deadLetterRecord).
+func (m *metrics) countRerouted(stage int) {
+	if stage == 1 {
+		m.rerouted.WithLabelValues("dead_letter").Inc()
+	} else {
+		m.rerouted.WithLabelValues("dead_letter_stripped").Inc()
+	}
 }
 
 func (m *metrics) produceError(topic string, err error) {

@@ -18,6 +18,9 @@ import (
 // its first field, so the one promise function the consumer hands franz-go finds the
 // failed from the *kgo.Record it is given (see onProduced): one allocation per record
 // for the record and its state, and none for a closure.
+//
+// With exactly-once delivery it carries a record produced in a transaction: b is nil,
+// and a failure aborts the transaction rather than being retried.
 type failed struct {
 	out      kgo.Record // must stay the first field
 	b        *batch
@@ -129,37 +132,43 @@ func backoff(attempts int) time.Duration {
 	return min(d, retryMaxBackoff)
 }
 
-// retryRecord returns the record to produce for f's next attempt. A record the broker
-// rejects for good on its topic goes to the dead-letter topic; if that rejects it too
-// (it is too large for any topic), it goes there without its value (and without its
-// headers if they are large), which stay readable in the input topic at the offset the gate-source header gives: a record
-// the broker can never accept must not stop its partition for good.
+// retryRecord returns the record to produce for f's next attempt: the same record, or,
+// when the broker rejected it for good, the next stage of deadLetterRecord.
 func (c *Consumer) retryRecord(f *failed) *kgo.Record {
 	if !rejected(f.err) || f.stage >= 2 {
 		return &kgo.Record{Topic: f.out.Topic, Key: f.out.Key, Value: f.out.Value, Headers: f.out.Headers, Timestamp: f.out.Timestamp}
 	}
 	f.stage++
-	detail := fmt.Sprintf("topic %s rejected the record: %v", f.out.Topic, f.err)
-	r := c.router.DeadLetter(f.in, "rejected", detail)
-	if f.stage == 1 {
-		c.m.rerouted.WithLabelValues("dead_letter").Inc()
+	c.m.countRerouted(f.stage)
+	return c.deadLetterRecord(f.in, f.out.Topic, f.err, f.stage)
+}
+
+// deadLetterRecord returns what to produce for in once topic has rejected it for good
+// with err. At stage 1 that is a dead letter with reason "rejected"; at stage 2 (the
+// dead-letter topic rejected it too: it is too large for any topic) the same without its
+// value (and without its headers if they are large), which stay readable in the input
+// topic at the offset the gate-source header gives: a record the broker can never accept
+// must not stop its partition for good.
+func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, stage int) *kgo.Record {
+	detail := fmt.Sprintf("topic %s rejected the record: %v", topic, err)
+	r := c.router.DeadLetter(in, "rejected", detail)
+	if stage < 2 {
 		return r
 	}
-	c.m.rerouted.WithLabelValues("dead_letter_stripped").Inc()
 	// The input's headers stay when they are small (ids and trace context are what an
 	// operator looks for); thousands of them, or huge ones, go with the value.
 	var hb int
-	for _, h := range f.in.Headers {
+	for _, h := range in.Headers {
 		hb += len(h.Key) + len(h.Value)
 	}
 	dropped := 0
-	if hb > int(c.cfg.MaxMessageBytes)/4 && len(r.Headers) >= len(f.in.Headers) {
-		r.Headers = r.Headers[len(f.in.Headers):] // DeadLetter appends its headers after the input's
-		dropped = len(f.in.Headers)
+	if hb > int(c.cfg.MaxMessageBytes)/4 && len(r.Headers) >= len(in.Headers) {
+		r.Headers = r.Headers[len(in.Headers):] // DeadLetter appends its headers after the input's
+		dropped = len(in.Headers)
 	}
 	r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], kgo.RecordHeader{
 		Key:   "gate-dropped",
-		Value: []byte("value_bytes=" + strconv.Itoa(len(f.in.Value)) + " headers=" + strconv.Itoa(dropped)),
+		Value: []byte("value_bytes=" + strconv.Itoa(len(in.Value)) + " headers=" + strconv.Itoa(dropped)),
 	})
 	r.Value = nil
 	if len(r.Key) > 1024 {

@@ -1,0 +1,693 @@
+package consume
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/route"
+)
+
+// newEOSEnv is newEnv with exactly-once delivery: each gate started gets the
+// transactional id gate-<name>.
+func newEOSEnv(t *testing.T, parts int32) *gateEnv {
+	env := newEnv(t, parts)
+	env.ccfg.Delivery = ExactlyOnce
+	return env
+}
+
+// TestExactlyOnceEndToEnd: one exactly-once gate; a read_committed reader sees every
+// input record once, on the output its routing chose, with its value, headers,
+// timestamp and (where kept) key; the group's commits reach the input's end; and the
+// gate counts its committed transactions.
+func TestExactlyOnceEndToEnd(t *testing.T) {
+	t.Parallel()
+	const parts, n, whaleLimit = 4, 2000, 100
+	env := newEOSEnv(t, parts)
+	env.lcfg.Overrides = map[string]int64{"whale": whaleLimit}
+	inputs := make([]*kgo.Record, n)
+	teams := make([]string, n)
+	for id := range n {
+		switch {
+		case id%100 == 1:
+			teams[id] = "" // unreadable
+		case id%2 == 0:
+			teams[id] = "whale"
+		default:
+			teams[id] = "team-" + strconv.Itoa(id%50)
+		}
+		inputs[id] = inputRecord(id, teams[id])
+	}
+
+	g := env.start(t, "a")
+	produceAll(t, producer(t, env.cluster), inputs)
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	if !g.c.Ready() {
+		t.Error("Ready() is false while the gate owns every partition")
+	}
+	g.stop(t)
+
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	for _, r := range out.recs[accTopic] {
+		id := mustID(t, r)
+		if !bytes.Equal(r.Key, inputs[id].Key) {
+			t.Errorf("accepted %d: key %q, want %q", id, r.Key, inputs[id].Key)
+		}
+		checkPreserved(t, "accepted", inputs[id], r, 0)
+	}
+	for _, r := range out.recs[ovfTopic] {
+		id := mustID(t, r)
+		if teams[id] != "whale" {
+			t.Errorf("record %d of team %q overflowed", id, teams[id])
+		}
+		if r.Key != nil {
+			t.Errorf("overflow %d kept its key %q", id, r.Key)
+		}
+		checkPreserved(t, "overflow", inputs[id], r, 1)
+	}
+	for _, r := range out.recs[dlqTopic] {
+		id := mustID(t, r)
+		if teams[id] != "" {
+			t.Errorf("readable record %d went to dead letter: %s", id, header(r, "gate-error"))
+		}
+		if !bytes.Equal(r.Key, inputs[id].Key) {
+			t.Errorf("dead letter %d: key %q, want it kept", id, r.Key)
+		}
+		checkPreserved(t, "dead letter", inputs[id], r, -1)
+	}
+	if len(out.recs[ovfTopic]) == 0 || len(out.recs[dlqTopic]) != n/100 {
+		t.Errorf("%d overflow, %d dead letters; want some overflow and %d dead letters", len(out.recs[ovfTopic]), len(out.recs[dlqTopic]), n/100)
+	}
+	if got := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")); got < 1 {
+		t.Errorf("gate_transactions_total{result=committed} = %v", got)
+	}
+	if got := testutil.CollectAndCount(g.c.m.txnDuration); got != 1 {
+		t.Errorf("gate_transaction_duration_seconds: %d series", got)
+	}
+	if g.c.Ready() {
+		t.Error("Ready() is still true after Run returned")
+	}
+}
+
+// TestExactlyOnceRebalance adds a second and a third exactly-once gate to the group and
+// removes them again while records keep arriving: read_committed sees every record
+// once, the commits end at the input's end, and a gate that left keeps no partition
+// state or lag series behind.
+func TestExactlyOnceRebalance(t *testing.T) {
+	t.Parallel()
+	const parts = 6
+	env := newEOSEnv(t, parts)
+	prod := producer(t, env.cluster)
+
+	var (
+		mu   sync.Mutex
+		sent int
+	)
+	stopProducing := make(chan struct{})
+	producing := make(chan struct{})
+	go func() {
+		defer close(producing)
+		for {
+			select {
+			case <-stopProducing:
+				return
+			default:
+			}
+			mu.Lock()
+			batch := make([]*kgo.Record, 50)
+			for i := range batch {
+				batch[i] = inputRecord(sent+i, "team-"+strconv.Itoa((sent+i)%20))
+			}
+			mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := prod.ProduceSync(ctx, batch...).FirstErr()
+			cancel()
+			if err != nil {
+				t.Errorf("producing: %v", err)
+				return
+			}
+			mu.Lock()
+			sent += len(batch)
+			mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+
+	a := env.start(t, "a")
+	step := func() { time.Sleep(700 * time.Millisecond) }
+	step()
+	b := env.start(t, "b")
+	step()
+	c := env.start(t, "c")
+	step()
+	b.stop(t)
+	step()
+	c.stop(t)
+	step()
+	close(stopProducing)
+	<-producing
+
+	mu.Lock()
+	n := sent
+	mu.Unlock()
+	out := collect(t, env.cluster, n, 30*time.Second, 500*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	a.stop(t)
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d records through 3 exactly-once gates joining and leaving, read_committed: %d lost %v, %d duplicated %v",
+			n, len(lost), head(lost), len(dup), head(dup))
+	}
+	var committed, aborted float64
+	for _, g := range []*testGate{a, b, c} {
+		committed += testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed"))
+		aborted += testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted"))
+		if got := testutil.ToFloat64(g.c.m.rebalances.WithLabelValues("revoked")); got < 1 {
+			t.Errorf("gate %s: gate_rebalances_total{event=revoked} = %v, want its leave at least", g.name, got)
+		}
+		g.c.partsMu.Lock()
+		owned := len(g.c.parts)
+		g.c.partsMu.Unlock()
+		if owned != 0 || testutil.CollectAndCount(g.c.m.lag) != 0 || testutil.CollectAndCount(g.c.m.committed) != 0 {
+			t.Errorf("gate %s after leaving: %d partitions, %d lag series, %d committed-offset series; want none",
+				g.name, owned, testutil.CollectAndCount(g.c.m.lag), testutil.CollectAndCount(g.c.m.committed))
+		}
+	}
+	if committed < 1 {
+		t.Errorf("gate_transactions_total{result=committed} summed over the gates = %v", committed)
+	}
+	t.Logf("%d records, 3 gates, 0 lost, 0 duplicated; %v transactions committed, %v aborted", n, committed, aborted)
+}
+
+// TestExactlyOnceProduceFailure fails every produce to the accepted topic for a while:
+// the gate aborts its transactions, commits nothing, and replays; once the broker
+// recovers, read_committed sees every record once and the commits catch up.
+func TestExactlyOnceProduceFailure(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 200
+	env := newEOSEnv(t, parts)
+	env.ccfg.ProduceRetries = 2
+	fault := env.cluster.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.Produce},
+		Topic: accTopic,
+		Err:   kerr.NotEnoughReplicas,
+		Count: -1,
+	})
+
+	g := env.start(t, "a")
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+
+	waitFor(t, 20*time.Second, "aborted transactions after produce errors", func() bool {
+		return counterSum(t, g.reg, "gate_produce_errors_total") > 0 &&
+			testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) >= 2
+	})
+	gi := env.cluster.GroupInfo(testGroup)
+	for p := range int32(parts) {
+		if gc, ok := gi.Commits[inTopic][p]; ok && gc.Offset > 0 {
+			t.Errorf("partition %d committed to %d while every transaction failed", p, gc.Offset)
+		}
+	}
+	if got := testutil.ToFloat64(g.c.m.retries); got != 0 {
+		t.Errorf("gate_produce_retries_total = %v; exactly-once replays transactions instead", got)
+	}
+
+	fault.Remove()
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	g.stop(t)
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("after the broker recovered, read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	if len(out.recs[accTopic]) != n {
+		t.Errorf("%d accepted, want all %d", len(out.recs[accTopic]), n)
+	}
+	if got := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")); got < 2 {
+		t.Errorf("gate_transactions_total{result=aborted} = %v", got)
+	}
+}
+
+// TestExactlyOnceRecordTooLarge: a record too large for any topic aborts its
+// transaction; replayed, it goes to dead letter, then (too large for that as well)
+// to dead letter without its value, once; the records around it are unaffected and
+// the partition commits past it.
+func TestExactlyOnceRecordTooLarge(t *testing.T) {
+	t.Parallel()
+	const parts = 1
+	env := newEOSEnv(t, parts)
+	env.ccfg.MaxMessageBytes = 4096
+	g := env.start(t, "a")
+
+	big := inputRecord(1, "team-big")
+	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-a"), big, inputRecord(2, "team-a")})
+
+	out := collect(t, env.cluster, 3, 20*time.Second, 300*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	// More input after it flows as usual.
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(3, "team-a")})
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	g.stop(t)
+	lost, dup := out.conservation(3)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), lost, len(dup), dup)
+	}
+	if len(out.recs[dlqTopic]) != 1 {
+		t.Fatalf("dead letters: %d, want the one large record", len(out.recs[dlqTopic]))
+	}
+	r := out.recs[dlqTopic][0]
+	if got := header(r, "gate-error"); got != "rejected" {
+		t.Errorf("gate-error %q, want rejected", got)
+	}
+	if got := header(r, "gate-dropped"); !strings.Contains(got, "value_bytes="+strconv.Itoa(len(big.Value))) {
+		t.Errorf("gate-dropped %q, want the dropped value's size", got)
+	}
+	if len(r.Value) != 0 {
+		t.Errorf("the dead letter kept a %d-byte value the broker cannot take", len(r.Value))
+	}
+	if got := header(r, "gate-source"); got != inTopic+"/0/1" {
+		t.Errorf("gate-source %q, want %s/0/1", got, inTopic)
+	}
+	for _, to := range []string{"dead_letter", "dead_letter_stripped"} {
+		if got := testutil.ToFloat64(g.c.m.rerouted.WithLabelValues(to)); got != 1 {
+			t.Errorf("gate_records_rerouted_total{to=%s} = %v, want 1", to, got)
+		}
+	}
+	// One abort for the accepted topic's rejection, one for the dead-letter topic's.
+	if got := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")); got < 2 {
+		t.Errorf("gate_transactions_total{result=aborted} = %v, want at least 2", got)
+	}
+	if len(g.c.reroutes) != 0 {
+		t.Errorf("reroutes still held after their records were committed: %v", g.c.reroutes)
+	}
+}
+
+// blockingRouter routes as its Router until it meets a record whose test id is at least
+// from; then every such call blocks until release is closed.
+type blockingRouter struct {
+	Router
+	from    int
+	once    sync.Once
+	blocked chan struct{} // closed when the first call blocks
+	release chan struct{}
+	routed  atomic.Int64
+}
+
+func (b *blockingRouter) RouteInto(now time.Time, in *kgo.Record, s *route.Scratch, out *kgo.Record) route.Outcome {
+	if id, _ := strconv.Atoi(header(in, idHeader)); id >= b.from {
+		b.once.Do(func() { close(b.blocked) })
+		<-b.release
+	}
+	b.routed.Add(1)
+	return b.Router.RouteInto(now, in, s, out)
+}
+
+// TestExactlyOnceCrash: a gate dies in the middle of a transaction, some of its records
+// already written, and another takes over. Under a new transactional id the dead
+// gate's transaction is aborted by the broker at its timeout; under the same id (the
+// instance restarted) it is fenced at once, long before its timeout. Either way
+// read_committed sees every record once, while read_uncommitted sees the dead gate's
+// records too.
+func TestExactlyOnceCrash(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, next string
+		timeout    time.Duration // the crashed gate's TransactionTimeout
+	}{
+		{"new id", "b", 3 * time.Second},
+		// Ten minutes: read_committed sees the records within collect's 30 s only if
+		// the restart fenced the transaction.
+		{"same id", "a", 10 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const parts, half = 2, 200
+			env := newEOSEnv(t, parts)
+			prod := producer(t, env.cluster)
+			var recs []*kgo.Record
+			for id := range 2 * half {
+				recs = append(recs, inputRecord(id, "team-"+strconv.Itoa(id%7)))
+			}
+
+			br := &blockingRouter{from: half + half/2, blocked: make(chan struct{}), release: make(chan struct{})}
+			env.wrap = func(r Router) Router { br.Router = r; return br }
+			env.ccfg.TransactionTimeout = tc.timeout
+			env.ccfg.ShutdownTimeout = time.Second // the crashed gate's wind-down
+			a := env.start(t, "a")
+			env.wrap = nil
+			env.ccfg.TransactionTimeout = 0
+			env.ccfg.ShutdownTimeout = 10 * time.Second
+
+			// The first half committed, then the second half polled at once and half
+			// routed (ids from 300 block) in an open transaction.
+			produceAll(t, prod, recs[:half])
+			waitCommitted(t, env.cluster, parts, 20*time.Second)
+			produceAll(t, prod, recs[half:])
+			select {
+			case <-br.blocked:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the gate never reached the second half's later records")
+			}
+			// Some of the open transaction's records are on the broker.
+			collect(t, env.cluster, half+1, 20*time.Second, 0)
+
+			// The crash: the client goes away without ending the transaction.
+			a.c.cl.Close()
+			close(br.release)
+			a.cancel()
+			a.cancel = nil
+			select {
+			case <-a.done: // an error or not: the client was closed under it
+			case <-time.After(30 * time.Second):
+				t.Fatal("the crashed gate's Run did not return")
+			}
+
+			b := env.start(t, tc.next)
+			out := collect(t, env.cluster, 2*half, 30*time.Second, 300*time.Millisecond, readCommitted())
+			waitCommitted(t, env.cluster, parts, 10*time.Second)
+			b.stop(t)
+			lost, dup := out.conservation(2 * half)
+			if len(lost) > 0 || len(dup) > 0 {
+				t.Fatalf("read_committed after a crash mid-transaction: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+			}
+			_, dup = collect(t, env.cluster, 2*half, 10*time.Second, 300*time.Millisecond).conservation(2 * half)
+			if len(dup) == 0 {
+				t.Error("read_uncommitted sees no record twice: the crashed transaction wrote nothing, the test tests nothing")
+			}
+			t.Logf("the crashed transaction had written %d records, replayed by %s", len(dup), tc.next)
+		})
+	}
+}
+
+// TestExactlyOnceConfig: the delivery names, the transactional id required, the
+// transaction timeout's default, and the client options of the mode.
+func TestExactlyOnceConfig(t *testing.T) {
+	t.Parallel()
+	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		got, err := ParseDelivery(d.String())
+		if err != nil || got != d {
+			t.Errorf("ParseDelivery(%q) = %v, %v", d.String(), got, err)
+		}
+	}
+	for _, s := range []string{"", "exactly_once", "Exactly-Once", "at-most-once"} {
+		if _, err := ParseDelivery(s); err == nil || !strings.Contains(err.Error(), "at-least-once or exactly-once") {
+			t.Errorf("ParseDelivery(%q): error %v, want one naming the choices", s, err)
+		}
+	}
+	if got := Delivery(7).String(); got != "Delivery(7)" {
+		t.Errorf("Delivery(7).String() = %q", got)
+	}
+
+	base := Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: "in", GroupID: "g"}
+	c, err := base.withDefaults()
+	if err != nil || c.Delivery != AtLeastOnce || c.TransactionTimeout != DefaultTransactionTimeout {
+		t.Errorf("defaults: %v, delivery %v, transaction timeout %v", err, c.Delivery, c.TransactionTimeout)
+	}
+	eos := base
+	eos.Delivery = ExactlyOnce
+	if _, err := eos.withDefaults(); err == nil || !strings.Contains(err.Error(), "transactional id") {
+		t.Errorf("exactly-once without a transactional id: error %v", err)
+	}
+	if _, err := New(eos, nil, nil, nil, nil); err == nil {
+		t.Error("New accepted exactly-once without a transactional id")
+	}
+	bad := eos
+	bad.TransactionalID, bad.TransactionTimeout = "x", -time.Second
+	if _, err := bad.withDefaults(); err == nil || !strings.Contains(err.Error(), "TransactionTimeout -1s is negative") {
+		t.Errorf("negative transaction timeout: error %v", err)
+	}
+	bad = base
+	bad.Delivery = 7
+	if _, err := bad.withDefaults(); err == nil || !strings.Contains(err.Error(), "unknown delivery Delivery(7)") {
+		t.Errorf("unknown delivery: error %v", err)
+	}
+
+	eos.TransactionalID = "gate-0"
+	cons, err := New(eos, nil, nil, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	if got := cons.cl.OptValue(kgo.TransactionalID); got != "gate-0" {
+		t.Errorf("transactional id option %v", got)
+	}
+	if got := cons.cl.OptValue(kgo.TransactionTimeout); got != DefaultTransactionTimeout {
+		t.Errorf("transaction timeout option %v", got)
+	}
+	if got := cons.cl.OptValue(kgo.BlockRebalanceOnPoll); got != false {
+		t.Errorf("BlockRebalanceOnPoll = %v with exactly-once; the session aborts on a rebalance instead", got)
+	}
+}
+
+// TestExactlyOnceIdleRebalance: with no input at all, gates join one by one. franz-go's
+// transact session passes only the first revoke between two transactions on to the
+// gate, so an idle gate must end an empty one after each revoke (rearm): then every
+// gate ends up owning exactly what the group gave it, and no partition twice.
+func TestExactlyOnceIdleRebalance(t *testing.T) {
+	t.Parallel()
+	const parts = 6
+	env := newEOSEnv(t, parts)
+	var gates []*testGate
+	owned := func() (total int, each []int, overlap bool) {
+		seen := map[int32]bool{}
+		for _, g := range gates {
+			g.c.partsMu.Lock()
+			for id := range g.c.parts {
+				overlap = overlap || seen[id]
+				seen[id] = true
+			}
+			each = append(each, len(g.c.parts))
+			total += len(g.c.parts)
+			g.c.partsMu.Unlock()
+		}
+		return total, each, overlap
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		gates = append(gates, env.start(t, name))
+		waitFor(t, 20*time.Second, "assignment with every partition owned once and every gate owning some", func() bool {
+			total, each, overlap := owned()
+			for _, n := range each {
+				if n == 0 {
+					return false
+				}
+			}
+			return total == parts && !overlap
+		})
+	}
+	// Settled: no further revoke is pending in the group.
+	time.Sleep(500 * time.Millisecond)
+	if total, each, overlap := owned(); total != parts || overlap {
+		t.Errorf("owned partitions by gate %v (overlap %v), want %d in all", each, overlap, parts)
+	}
+	for _, g := range gates {
+		if !g.c.Ready() {
+			t.Errorf("gate %s not ready", g.name)
+		}
+	}
+}
+
+// TestExactlyOnceGracefulStop: the gate is stopped while a transaction is open, in the
+// middle of routing a poll. The poll's records are still routed, the transaction
+// commits (ended with a context the cancellation does not reach) and Run returns nil:
+// with no other gate, read_committed sees every record and the commits reach the end.
+func TestExactlyOnceGracefulStop(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 100
+	env := newEOSEnv(t, parts)
+	br := &blockingRouter{from: n / 2, blocked: make(chan struct{}), release: make(chan struct{})}
+	env.wrap = func(r Router) Router { br.Router = r; return br }
+	g := env.start(t, "a")
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	select {
+	case <-br.blocked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the gate never routed the input")
+	}
+	g.cancel()
+	g.cancel = nil
+	time.Sleep(100 * time.Millisecond) // let the cancellation reach whatever it reaches
+	close(br.release)
+	select {
+	case err := <-g.done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if got := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")); got != 0 {
+		t.Errorf("gate_transactions_total{result=aborted} = %v: the last transaction was not committed", got)
+	}
+	out := collect(t, env.cluster, n, 20*time.Second, 300*time.Millisecond, readCommitted())
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed after a stop mid-transaction: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	if behind := committedBehind(env.cluster, parts); len(behind) > 0 {
+		t.Errorf("after a graceful stop, commits short of the end: %v", behind)
+	}
+}
+
+// TestExactlyOnceSharedIDFences: two live gates given one transactional id (a
+// misconfiguration). The later one's start fences the earlier, whose next transaction
+// cannot end: its Run stops with an error saying so, rather than going on, and the
+// other carries on alone: read_committed still sees every record once.
+func TestExactlyOnceSharedIDFences(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEOSEnv(t, parts)
+	env.ccfg.TransactionalID = "gate-shared"
+	prod := producer(t, env.cluster)
+	sent := 0
+	produce := func(n int) {
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = inputRecord(sent+i, "team-"+strconv.Itoa((sent+i)%7))
+		}
+		produceAll(t, prod, recs)
+		sent += n
+	}
+
+	a := env.start(t, "a")
+	produce(100)
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	b := env.start(t, "b")
+	var aErr error
+	deadline := time.After(20 * time.Second)
+wait:
+	for {
+		produce(50)
+		select {
+		case aErr = <-a.done:
+			a.cancel = nil
+			break wait
+		case <-deadline:
+			t.Fatal("the fenced gate is still running")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if aErr == nil || !strings.Contains(aErr.Error(), "transaction") {
+		t.Errorf("the fenced gate's Run returned %v, want an error ending or beginning a transaction", aErr)
+	}
+	produce(50)
+	out := collect(t, env.cluster, sent, 30*time.Second, 300*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	b.stop(t)
+	lost, dup := out.conservation(sent)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	t.Logf("fenced gate: %v", aErr)
+}
+
+// TestExactlyOnceTimeoutRecovers: a transaction outlives the transaction timeout (its
+// offset commit is held, as franz-go holds it while the group joins and syncs), so the
+// broker aborts it and fences the producer. The id is the gate's own: the gate rebuilds
+// its client under it and carries on, and read_committed still sees every record once.
+func TestExactlyOnceTimeoutRecovers(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 300
+	env := newEOSEnv(t, parts)
+	env.ccfg.TransactionTimeout = time.Second
+	var held atomic.Bool
+	env.cluster.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if held.CompareAndSwap(false, true) {
+			// kfake's transaction timer runs meanwhile: it aborts the transaction.
+			env.cluster.SleepControl(func() { time.Sleep(1500 * time.Millisecond) })
+		}
+		return nil, nil, false // then handled as usual: refused as fenced
+	})
+	prod := producer(t, env.cluster)
+	inputs := make([]*kgo.Record, n)
+	for id := range n {
+		inputs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	a := env.start(t, "a")
+	produceAll(t, prod, inputs[:n/2])
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	produceAll(t, prod, inputs[n/2:])
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 10*time.Second)
+	select {
+	case err := <-a.done:
+		a.cancel = nil
+		t.Fatalf("the gate stopped: %v", err)
+	default:
+	}
+	a.stop(t)
+	if !held.Load() {
+		t.Fatal("no transaction offset commit was held: the test tests nothing")
+	}
+	if len(a.c.recoveries) != 1 {
+		t.Errorf("%d recoveries, want 1", len(a.c.recoveries))
+	}
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+}
+
+// TestExactlyOnceRecoverBounds: which fences recoverFenced recovers from: only fencing
+// errors, only after a transaction as long as the transaction timeout (a sooner fence
+// is another instance's), and at most maxRecoveries times within recoveryWindow.
+func TestExactlyOnceRecoverBounds(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	cfg := env.ccfg
+	cfg.TransactionalID, cfg.TransactionTimeout = "gate-x", 2*time.Second
+	c, err := New(cfg, nil, nil, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Close() }()
+	other := kerr.CoordinatorNotAvailable
+	if err := c.recoverFenced(other, time.Minute); err != other {
+		t.Errorf("not a fence: %v, want it returned as is", err)
+	}
+	if err := c.recoverFenced(kerr.ProducerFenced, time.Second); err == nil || !strings.Contains(err.Error(), "another live instance") {
+		t.Errorf("fenced within the timeout: %v, want one naming another instance", err)
+	}
+	for i := range maxRecoveries {
+		before := c.cl
+		if err := c.recoverFenced(kerr.ProducerFenced, 2*time.Second); err != nil {
+			t.Fatalf("recovery %d: %v", i+1, err)
+		}
+		if c.cl == before || c.live.Load() != c.cl {
+			t.Fatalf("recovery %d did not replace the client", i+1)
+		}
+		if got := c.cl.OptValue(kgo.TransactionalID); got != "gate-x" {
+			t.Fatalf("recovery %d: transactional id %v", i+1, got)
+		}
+	}
+	if err := c.recoverFenced(kerr.InvalidProducerEpoch, time.Minute); err == nil || !strings.Contains(err.Error(), "times within") {
+		t.Errorf("one recovery too many: %v, want an error", err)
+	}
+	c.recoveries[0] = c.recoveries[0].Add(-recoveryWindow) // the oldest is out of the window
+	if err := c.recoverFenced(kerr.ProducerFenced, time.Minute); err != nil {
+		t.Errorf("after the window: %v", err)
+	}
+}

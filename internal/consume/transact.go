@@ -1,0 +1,461 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/route"
+)
+
+// The exactly-once loop: each poll's records are routed and produced in one transaction
+// of a kgo.GroupTransactSession, which commits the poll's input offsets with them. A
+// failed produce or a rebalance aborts the transaction, and the session rewinds the
+// client to the last committed offsets, so the poll is replayed: by this gate, or by the
+// partitions' next owner.
+
+// txnState is the exactly-once loop's state for its open transaction.
+type txnState struct {
+	// pending counts the records produced in the open transaction whose promise has not
+	// run. Flush does not cover all of them: franz-go fails a record too large to
+	// buffer on a goroutine of its own, after Flush may have returned.
+	pending sync.WaitGroup
+
+	mu       sync.Mutex
+	failures []*failed // records of the open transaction whose produce failed
+
+	// interrupted is set by a revoke or a loss since the last End: the session aborts
+	// the open transaction, so routing stops (skipped) and the poll is woken.
+	interrupted atomic.Bool
+	skipped     atomic.Bool
+
+	pollMu     sync.Mutex
+	cancelPoll context.CancelFunc // the running poll's, nil between polls
+}
+
+func (t *txnState) fail(f *failed) {
+	t.mu.Lock()
+	t.failures = append(t.failures, f)
+	t.mu.Unlock()
+}
+
+func (t *txnState) takeFailures() []*failed {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fs := t.failures
+	t.failures = nil
+	return fs
+}
+
+// rerouteKey is an input record: its partition and offset.
+type rerouteKey struct {
+	part   int32
+	offset int64
+}
+
+// reroute is how far an input record the broker rejected for good has been rerouted
+// (stage, as failed.stage), and the rejection that made it so.
+type reroute struct {
+	stage int
+	topic string // the topic that rejected it
+	err   error
+}
+
+// txnCounts are the transactions a run ended.
+type txnCounts struct{ committed, aborted int }
+
+// A transaction can outlive Config.TransactionTimeout without the gate being slow:
+// GroupTransactSession.End holds its TxnOffsetCommit while the group joins and syncs
+// (franz-go v1.22.2, kgo/txn.go commitTransactionOffsets: g.waitJoinSyncMu), and a
+// join waits for every member, a dead one until its session times out (up to the
+// rebalance timeout for a live but slow one). The broker then aborts the transaction
+// and bumps the producer's epoch, and the offset commit or the EndTxn that follows is
+// refused as fenced (kfake: txns.go, updateTimer then doTxnOffsetCommit). The id is
+// still this gate's own, so the loop does what a restart would: it closes the client,
+// leaving the group, and builds a new one under the same transactional id, whose
+// InitProducerID bumps the epoch; the aborted poll is replayed from the last commit.
+// A fence that comes sooner than the transaction timeout cannot be the broker's:
+// another live instance has the same id, and the loop stops (see
+// Config.TransactionalID). So does a sixth timeout within recoveryWindow: a timeout
+// too short for the gate's polls, or a fence misread, must not loop for ever.
+const (
+	maxRecoveries  = 5
+	recoveryWindow = 10 * time.Minute
+)
+
+// newSession builds the transactional client, and makes it the consumer's.
+func (c *Consumer) newSession() error {
+	tx, err := kgo.NewGroupTransactSession(c.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("creating the transactional Kafka client: %w", err)
+	}
+	c.tx, c.cl = tx, tx.Client()
+	c.live.Store(c.cl)
+	return nil
+}
+
+// fenced reports whether err says the producer's epoch is no longer the broker's:
+// another producer initialised the transactional id, or the broker aborted a
+// transaction that outlived its timeout. INVALID_TXN_STATE is kfake's answer to an
+// EndTxn commit after such an abort (txns.go, doEnd: the KIP-890 retry check).
+func fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidTxnState)
+}
+
+// recoverFenced is called after a transaction of open could not be ended with err.
+// If the broker may have fenced the producer itself, because the transaction
+// outlived the transaction timeout (see maxRecoveries), it replaces the session with
+// a new one under the same transactional id and returns nil. Otherwise it returns
+// the error to stop with.
+func (c *Consumer) recoverFenced(err error, open time.Duration) error {
+	if !fenced(err) {
+		return err
+	}
+	id, timeout := c.cfg.TransactionalID, c.cfg.TransactionTimeout
+	if open < timeout {
+		return fmt.Errorf("%w (fenced %s into a transaction, within the transaction timeout of %s: "+
+			"another live instance is using transactional id %q)", err, open.Round(time.Millisecond), timeout, id)
+	}
+	now := time.Now()
+	recent := c.recoveries[:0]
+	for _, t := range c.recoveries {
+		if now.Sub(t) < recoveryWindow {
+			recent = append(recent, t)
+		}
+	}
+	c.recoveries = recent
+	if len(recent) >= maxRecoveries {
+		return fmt.Errorf("%w (transactions outlived the transaction timeout of %s %d times within %s: "+
+			"raise it above the group's session and rebalance timeouts and the time a poll takes to produce, "+
+			"and check that no other instance uses transactional id %q)", err, timeout, len(recent)+1, recoveryWindow, id)
+	}
+	c.recoveries = append(c.recoveries, now)
+	c.log.Warn("the broker aborted a transaction that outlived the transaction timeout and fenced the producer; "+
+		"rebuilding the Kafka client under the same transactional id, the poll is replayed",
+		"transactional_id", id, "open", open.Round(time.Millisecond).String(), "transaction_timeout", timeout.String(),
+		"recovery", len(c.recoveries), "err", err)
+	// Leaving the group revokes everything: onRevoked drops the partitions' state, and
+	// the new member is assigned afresh.
+	c.tx.CloseAllowingRebalance()
+	c.ready.Store(false)
+	c.txn.interrupted.Store(false)
+	return c.newSession()
+}
+
+// runTxn is Run with exactly-once delivery.
+func (c *Consumer) runTxn(ctx context.Context) error {
+	c.log.Info("consumer started", "brokers", c.cfg.Brokers, "input_topic", c.cfg.InputTopic, "group", c.cfg.GroupID,
+		"delivery", c.cfg.Delivery.String(), "transactional_id", c.cfg.TransactionalID)
+	// Transactions end with endCtx, never ctx: an End cut short leaves the client unable
+	// to tell whether the transaction committed. Once ctx ends, the transaction still
+	// open gets ShutdownTimeout.
+	endCtx, stop := graceContext(ctx, c.cfg.ShutdownTimeout)
+	defer stop()
+	n, runErr := c.txnLoop(ctx, endCtx)
+	if runErr == nil {
+		// So that the session passes on the revoke of leaving (see rearm).
+		if err := c.rearm(endCtx); err != nil {
+			c.log.Warn("could not end the session's empty transaction before leaving the group", "err", err)
+		}
+	}
+	// Leaving the group revokes everything: onRevoked drops the partitions' state.
+	c.tx.CloseAllowingRebalance()
+	c.ready.Store(false)
+	c.log.Info("consumer stopped", "transactions_committed", n.committed, "transactions_aborted", n.aborted)
+	return runErr
+}
+
+// txnLoop polls and transacts until ctx ends, the client is closed or a transaction
+// cannot be ended (but for a fence recoverFenced recovers from).
+func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
+	var (
+		n        txnCounts
+		failures int // transactions in a row aborted by failed produces: the backoff's attempts
+		lastLog  time.Time
+	)
+	for {
+		fetches := c.pollTxn(ctx)
+		if fetches.IsClientClosed() {
+			return n, errors.New("kafka client closed while consuming")
+		}
+		c.fetchErrors(fetches)
+		ws := c.works(fetches)
+		if len(ws) == 0 {
+			if err := c.rearm(endCtx); err != nil || ctx.Err() != nil {
+				return n, c.stopped(ctx, err)
+			}
+			continue
+		}
+		// Records polled together with a cancellation are routed and committed too.
+		res, err := c.transact(endCtx, ws)
+		if err != nil {
+			if ctx.Err() != nil {
+				return n, c.stopped(ctx, err)
+			}
+			if err := c.recoverFenced(err, res.open); err != nil {
+				return n, err
+			}
+			n.aborted++
+			c.m.transactions.WithLabelValues("aborted").Inc()
+			continue
+		}
+		if res.committed {
+			n.committed++
+			failures = 0
+		} else {
+			n.aborted++
+		}
+		if c.rememberRejected(res.failures) {
+			// Something retrying may cure (the broker is failing): wait before the
+			// replay, as the at-least-once retries do.
+			first := res.failures[0]
+			if time.Since(lastLog) >= 10*time.Second {
+				lastLog = time.Now()
+				c.log.Warn("produce failed; transaction aborted, its records are replayed",
+					"records", res.records, "failed", len(res.failures), "topic", first.out.Topic, "attempt", failures+1, "err", first.err)
+			}
+			t := time.NewTimer(backoff(failures))
+			failures++
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			return n, nil
+		}
+	}
+}
+
+// stopped returns what the loop returns after err: err, unless ctx has ended, when an
+// error ending the last transaction is logged instead, as at-least-once mode logs a
+// failed final commit: the partitions' next owner replays what it did not commit.
+func (c *Consumer) stopped(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		c.log.Error("ending the last transaction failed; the broker aborts it and the partitions' next owner replays it", "err", err)
+		return nil
+	}
+	return err
+}
+
+// pollTxn polls; a revoke or a loss cuts the poll short (see rearm).
+func (c *Consumer) pollTxn(ctx context.Context) kgo.Fetches {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.txn.pollMu.Lock()
+	c.txn.cancelPoll = cancel
+	c.txn.pollMu.Unlock()
+	defer func() {
+		c.txn.pollMu.Lock()
+		c.txn.cancelPoll = nil
+		c.txn.pollMu.Unlock()
+	}()
+	if c.txn.interrupted.Load() {
+		cancel() // interrupted before the poll was registered
+	}
+	return c.tx.PollRecords(pctx, c.cfg.MaxPollRecords)
+}
+
+// interruptTxn is called on a revoke or a loss: the session aborts the open transaction.
+func (c *Consumer) interruptTxn() {
+	c.txn.interrupted.Store(true)
+	c.txn.pollMu.Lock()
+	if c.txn.cancelPoll != nil {
+		c.txn.cancelPoll()
+	}
+	c.txn.pollMu.Unlock()
+}
+
+// rearm ends the session's transaction, with nothing in it, after a revoke or a loss
+// seen while idle. The session passes only the first revoke and the first loss after
+// each End on to the consumer's callbacks; without an End, a later one would leave the
+// partitions' state, readiness and lag metrics stale. Nothing was polled since the last
+// End, so the rewind to the committed offsets that comes with it moves nothing.
+func (c *Consumer) rearm(ctx context.Context) error {
+	if !c.txn.interrupted.Load() {
+		return nil
+	}
+	_, err := c.tx.End(ctx, kgo.TryAbort)
+	c.txn.interrupted.Store(false)
+	if err != nil {
+		return fmt.Errorf("ending an empty transaction after a rebalance: %w", err)
+	}
+	return nil
+}
+
+// txnResult is what became of one transaction.
+type txnResult struct {
+	committed bool
+	records   int
+	failures  []*failed
+	open      time.Duration // from Begin to End's return
+}
+
+// transact routes and produces ws in one transaction and ends it: a commit, unless a
+// produce failed or a rebalance interrupted it. The error is End's (or Begin's), after
+// which franz-go says the client cannot go on.
+func (c *Consumer) transact(ctx context.Context, ws []work) (txnResult, error) {
+	var res txnResult
+	for _, w := range ws {
+		res.records += len(w.recs)
+	}
+	start := time.Now()
+	if err := c.tx.Begin(); err != nil {
+		return res, fmt.Errorf("beginning a transaction: %w", err)
+	}
+	c.txn.skipped.Store(false)
+	c.process(ws, c.routeTxnWork)
+	end, what := kgo.TryCommit, "committing"
+	if err := c.cl.Flush(ctx); err != nil {
+		// Only ctx ends a Flush: the shutdown timeout passed.
+		end, what = kgo.TryAbort, "aborting after "+err.Error()
+	} else {
+		c.txn.pending.Wait()
+	}
+	res.failures = c.txn.takeFailures()
+	switch {
+	case len(res.failures) > 0:
+		end, what = kgo.TryAbort, "aborting after failed produces"
+	case c.txn.skipped.Load():
+		// Routing stopped short: committing the poll's offsets would skip records.
+		end, what = kgo.TryAbort, "aborting after a rebalance"
+	}
+	var offs map[int32]kgo.EpochOffset
+	if end == kgo.TryCommit {
+		// What End commits: the client's position, past the poll.
+		offs = c.cl.UncommittedOffsets()[c.cfg.InputTopic]
+	}
+	committed, err := c.tx.End(ctx, end)
+	// A revoke or loss seen before End returned concerned this transaction; one seen
+	// after is seen by the session too, which aborts the next.
+	c.txn.interrupted.Store(false)
+	res.open = time.Since(start)
+	c.m.txnDuration.Observe(res.open.Seconds())
+	if err != nil {
+		return res, fmt.Errorf("ending a transaction of %d input records (%s): %w", res.records, what, err)
+	}
+	res.committed = committed
+	if committed {
+		c.m.transactions.WithLabelValues("committed").Inc()
+	} else {
+		c.m.transactions.WithLabelValues("aborted").Inc()
+		offs = nil
+	}
+	c.afterEnd(offs)
+	return res, nil
+}
+
+// routeTxnWork routes one partition's records in offset order and produces them in the
+// open transaction. A record the broker rejected for good when its poll was last
+// attempted goes to the dead-letter topic instead (see rememberRejected).
+func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
+	var now time.Time
+	next := w.recs[0].Offset
+	for i, in := range w.recs {
+		if i%clockRefresh == 0 {
+			if c.txn.interrupted.Load() {
+				// The transaction aborts: routing the rest would only count them in the
+				// limiter once more than needed.
+				c.txn.skipped.Store(true)
+				break
+			}
+			now = c.clock.Now()
+		}
+		f := &failed{in: in}
+		if r, ok := c.reroutes[rerouteKey{w.p.id, in.Offset}]; ok {
+			f.stage = r.stage
+			f.out = *c.deadLetterRecord(in, r.topic, r.err, r.stage)
+		} else {
+			c.router.RouteInto(now, in, s, &f.out)
+		}
+		c.txn.pending.Add(1)
+		c.cl.Produce(context.Background(), &f.out, c.txnPromise)
+		next = in.Offset + 1
+	}
+	c.setLag(w.p, w.hwm, next)
+}
+
+// onProducedTxn is the promise of every record produced in a transaction; the record
+// is the out field of a failed, as for onProduced.
+func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
+	if err != nil {
+		f := (*failed)(unsafe.Pointer(r))
+		f.err = err
+		c.m.produceError(r.Topic, err)
+		c.txn.fail(f)
+	}
+	c.txn.pending.Done()
+}
+
+// rememberRejected notes, among the failed records of an aborted transaction, those
+// the broker rejected for good, so that when they are polled again they go to the
+// dead-letter topic: the next stage of retryRecord's, so a record no topic accepts
+// cannot stop its partition. It reports whether any other failure remains, which only
+// time may cure.
+func (c *Consumer) rememberRejected(fs []*failed) (transient bool) {
+	for _, f := range fs {
+		if !rejected(f.err) || f.stage >= 2 {
+			transient = true
+			continue
+		}
+		if c.reroutes == nil {
+			c.reroutes = make(map[rerouteKey]reroute)
+		}
+		stage := f.stage + 1
+		c.reroutes[rerouteKey{f.in.Partition, f.in.Offset}] = reroute{stage: stage, topic: f.out.Topic, err: f.err}
+		c.m.countRerouted(stage)
+	}
+	return transient
+}
+
+// afterEnd updates the committed-offset gauges of the partitions a commit covered
+// (committed: nil after an abort) and forgets the reroutes of records committed or of
+// partitions no longer owned.
+func (c *Consumer) afterEnd(committed map[int32]kgo.EpochOffset) {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	for id, off := range committed {
+		if c.parts[id] != nil {
+			c.m.committed.WithLabelValues(itoa(id)).Set(float64(off.Offset))
+		}
+	}
+	for k := range c.reroutes {
+		off, ok := committed[k.part]
+		if c.parts[k.part] == nil || ok && k.offset < off.Offset {
+			delete(c.reroutes, k)
+		}
+	}
+}
+
+// graceContext returns a context that is not cancelled with ctx but ends grace after
+// ctx does, and a function releasing it.
+func graceContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		timer = time.AfterFunc(grace, cancel)
+		mu.Unlock()
+	})
+	return gctx, func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
