@@ -79,6 +79,9 @@ type Config struct {
 	KafkaSASLMechanism    saslMechanism `envconfig:"KAFKA_SASL_MECHANISM" default:"none" desc:"SASL authentication: none, plain, scram-sha-256 or scram-sha-512 (default none); use it with TLS, as plain sends the password as is."`
 	KafkaSASLUsername     string        `envconfig:"KAFKA_SASL_USERNAME" default:"" desc:"SASL user name (default none)."`
 	KafkaSASLPassword     secret        `envconfig:"KAFKA_SASL_PASSWORD" default:"" desc:"SASL password (default none); set it from a Secret, it is never logged."`
+	Delivery              delivery      `envconfig:"DELIVERY" default:"at-least-once" desc:"Delivery guarantee on the output topics: at-least-once (a crash or rebalance may write a record twice) or exactly-once (each poll's records are produced and their input offsets committed in one Kafka transaction, so consumers reading with isolation.level=read_committed see every input record once) (default at-least-once); exactly-once costs a transaction per poll and delays read-committed consumers until it commits."`
+	TransactionalID       string        `envconfig:"TRANSACTIONAL_ID" default:"" desc:"With GATE_DELIVERY=exactly-once, this gate's transactional id, which must differ between the gates of a fleet, GATE_GROUP_ID-hostname (unique per pod) being used without it (default none); a gate restarted with the same id aborts its predecessor's open transaction at once, one with a new id leaves it to time out (GATE_TRANSACTION_TIMEOUT)."`
+	TransactionTimeout    time.Duration `envconfig:"TRANSACTION_TIMEOUT" default:"30s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, at most the brokers' transaction.max.timeout.ms (default 30s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
 
 	// The limiter (internal/limit).
 	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
@@ -94,6 +97,9 @@ type Config struct {
 	CacheCapacity    int           `envconfig:"CACHE_CAPACITY" default:"300000" desc:"Most teams kept in memory, the least recently seen of a small sample being evicted past it (default 300000); larger keeps more teams' fleet-wide views for more memory, and an evicted team that comes back starts again from first contact."`
 	CacheTTL         time.Duration `envconfig:"CACHE_TTL" default:"600s" desc:"Longest a cached team's fleet-wide view may go without a read before it is read again (default 600s); shorter bounds how stale a quiet team's view gets, for more reads."`
 	CacheIdleTimeout time.Duration `envconfig:"CACHE_IDLE_TIMEOUT" default:"300s" desc:"A team not seen for this long is dropped from memory (default 300s); shorter frees memory sooner, but a team that returns is treated as first contact until its next read."`
+	Clock            clockSetting  `envconfig:"CLOCK" default:"wall" desc:"Which time a record is counted and judged at: wall (when the gate reads it) or event (its own timestamp, from GATE_EVENT_TIME_FROM), so that a gate catching up on a backlog at ten times the normal rate judges each window's traffic in its own window instead of sending well-behaved teams to overflow (default wall); with event, every gate keeps a window of state per window a team is seen in, and Redis keeps each window's counts GATE_MAX_EVENT_AGE longer."`
+	EventTimeFrom    eventTimeFrom `envconfig:"EVENT_TIME_FROM" default:"timestamp" desc:"With GATE_CLOCK=event, where a record's time is read: timestamp (the Kafka record timestamp) or json:FIELD (a top-level or dotted field holding an RFC 3339 string or a Unix time in seconds, milliseconds, microseconds or nanoseconds) (default timestamp); a record whose field is missing or unreadable is judged at its record timestamp and counted in gate_event_time_unreadable_total."`
+	MaxEventAge      time.Duration `envconfig:"MAX_EVENT_AGE" default:"15m" desc:"With GATE_CLOCK=event, the oldest a record's time may be: an older one is counted and judged as if it were this old, and one more than 5s ahead of the gate's clock as if it were now, both counted in gate_limiter_event_time_clamped_total (default 15m); longer lets a longer backlog replay in its own windows, for more Redis memory (each window's counts are kept this much longer)."`
 
 	// The tick (internal/sync) and Redis.
 	TickInterval        time.Duration  `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, one pipeline per instance, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); shorter lets the fleet react sooner, longer batches more work into each round trip."`
@@ -304,6 +310,13 @@ func (c *Config) check(p *problems, raw map[string]string) {
 		bad("KAFKA_FETCH_MAX_WAIT", "a duration of at least 1ms such as 500ms")
 	}
 	positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	if c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute {
+		bad("TRANSACTION_TIMEOUT", "a duration from 1s to 15m such as 30s, within the brokers' transaction.max.timeout.ms")
+	}
+	if c.TransactionalID != "" && !validTransactionalID(c.TransactionalID) {
+		bad("TRANSACTIONAL_ID", "1 to 200 of a-z, A-Z, 0-9, '.', '_' and '-' such as capture-gate-0")
+	}
+	positive("MAX_EVENT_AGE", c.MaxEventAge)
 	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
 		bad("KAFKA_TLS_CERT_FILE", "a client certificate file together with GATE_KAFKA_TLS_KEY_FILE, or neither")
 	}
@@ -346,6 +359,23 @@ func (c *Config) check(p *problems, raw map[string]string) {
 			break
 		}
 	}
+	// Set without exactly-once they would be ignored: most likely GATE_DELIVERY is missing.
+	if c.TransactionalID != "" && c.Delivery != "exactly-once" {
+		bad("TRANSACTIONAL_ID", "unset unless GATE_DELIVERY=exactly-once")
+	}
+	if c.EventTimeFrom.String() != "timestamp" && c.Clock.Clock != limit.EventClock {
+		bad("EVENT_TIME_FROM", "timestamp unless GATE_CLOCK=event")
+	}
+	// The event clock keeps a window of state per window back to GATE_MAX_EVENT_AGE.
+	if c.Clock.Clock == limit.EventClock {
+		shortest := c.Window
+		for _, e := range c.Limits {
+			shortest = min(shortest, e.Window)
+		}
+		if c.MaxEventAge/shortest > 1<<20 {
+			bad("MAX_EVENT_AGE", fmt.Sprintf("a duration of at most 1048576 of the shortest window (%s)", shortest))
+		}
+	}
 	// Reads happen on ticks: a sync interval shorter than a tick could not be honoured.
 	if c.SyncInterval < c.TickInterval {
 		bad("SYNC_INTERVAL", fmt.Sprintf("a duration no shorter than GATE_TICK_INTERVAL (%s)", c.TickInterval))
@@ -379,6 +409,8 @@ func (c Config) limitConfig() limit.Config {
 		Capacity:         c.CacheCapacity,
 		TTL:              c.CacheTTL,
 		IdleTimeout:      c.CacheIdleTimeout,
+		Clock:            c.Clock.Clock,
+		MaxEventAge:      c.MaxEventAge,
 	}
 }
 
@@ -435,6 +467,7 @@ func (c Config) routeConfig() route.Config {
 		MaxKeyBytes:     c.MaxKeyBytes,
 		ValidateJSON:    c.ValidateJSON,
 		Cost:            c.Cost.Cost,
+		EventTimeFrom:   c.EventTimeFrom.EventTimeFrom,
 	}
 }
 
@@ -469,9 +502,31 @@ func (c Config) consumeConfig() (consume.Config, error) {
 		MaxMessageBytes:    c.KafkaMaxMessageBytes,
 		RevokeTimeout:      c.RevokeTimeout,
 		ShutdownTimeout:    c.ShutdownTimeout,
+		Delivery:           c.Delivery.value(),
+		TransactionalID:    c.transactionalID(),
+		TransactionTimeout: c.TransactionTimeout,
 		ClientOpts:         opts,
 	}, nil
 }
+
+// transactionalID is GATE_TRANSACTIONAL_ID, or GATE_GROUP_ID-hostname: unique per pod,
+// as a pod's host name is its name. Empty unless exactly-once.
+func (c Config) transactionalID() string {
+	if c.Delivery != "exactly-once" {
+		return ""
+	}
+	if c.TransactionalID != "" {
+		return c.TransactionalID
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "pid" + strconv.Itoa(os.Getpid())
+	}
+	return c.GroupID + "-" + host
+}
+
+// validTransactionalID keeps ids to what shows plainly in broker logs and tools.
+func validTransactionalID(s string) bool { return len(s) <= 200 && validTopic(s) }
 
 // kafkaTLS returns the TLS configuration, or nil when TLS is off.
 func (c Config) kafkaTLS() (*tls.Config, error) {
@@ -670,6 +725,37 @@ func (b *brokerList) UnmarshalText(t []byte) error {
 type keyFrom struct{ route.KeyFrom }
 
 func (keyFrom) want() string { return "json:FIELD, json:FIELD+FIELD, header:NAME or key" }
+
+// delivery is GATE_DELIVERY.
+type delivery string
+
+func (delivery) want() string { return "at-least-once or exactly-once" }
+
+func (d *delivery) UnmarshalText(b []byte) error {
+	switch s := strings.ToLower(string(b)); s {
+	case "at-least-once", "exactly-once":
+		*d = delivery(s)
+		return nil
+	}
+	return fmt.Errorf("unknown delivery %q", b)
+}
+
+func (d delivery) value() consume.Delivery {
+	if d == "exactly-once" {
+		return consume.ExactlyOnce
+	}
+	return consume.AtLeastOnce
+}
+
+// clockSetting is GATE_CLOCK.
+type clockSetting struct{ limit.Clock }
+
+func (clockSetting) want() string { return "wall or event" }
+
+// eventTimeFrom is GATE_EVENT_TIME_FROM.
+type eventTimeFrom struct{ route.EventTimeFrom }
+
+func (eventTimeFrom) want() string { return "timestamp or json:FIELD" }
 
 // cost is GATE_COST.
 type cost struct{ route.Cost }

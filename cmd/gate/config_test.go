@@ -94,6 +94,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 		CacheCapacity:         300_000,
 		CacheTTL:              600 * time.Second,
 		CacheIdleTimeout:      300 * time.Second,
+		Delivery:              "at-least-once",
+		TransactionTimeout:    30 * time.Second,
+		Clock:                 clockSetting{limit.WallClock},
+		MaxEventAge:           limit.DefaultMaxEventAge,
 		TickInterval:          time.Second,
 		RedisMode:             "standalone",
 		RedisSentinelMaster:   "",
@@ -325,6 +329,16 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_THRESHOLD", value: tooBig, want: "from 1 to"},
 		{key: "GATE_THRESHOLD", value: "99999999999999999999", want: "whole number"},
 		{key: "GATE_LIMIT_MODE", value: "drop", want: "want divert or cap"},
+		{key: "GATE_CLOCK", value: "processing", want: "want wall or event"},
+		{key: "GATE_EVENT_TIME_FROM", value: "header:ts", want: "want timestamp or json:FIELD"},
+		{key: "GATE_EVENT_TIME_FROM", value: "json:ts", want: "timestamp unless GATE_CLOCK=event"},
+		{key: "GATE_MAX_EVENT_AGE", value: "0s", want: "above zero"},
+		{key: "GATE_MAX_EVENT_AGE", value: "10000h", want: "at most 1048576 of the shortest window", env: map[string]string{"GATE_CLOCK": "event", "GATE_WINDOW": "10ms", "GATE_TICK_INTERVAL": "5ms", "GATE_SYNC_INTERVAL": "5ms"}},
+		{key: "GATE_DELIVERY", value: "exactly-twice", want: "want at-least-once or exactly-once"},
+		{key: "GATE_TRANSACTIONAL_ID", value: "gate-0", want: "unset unless GATE_DELIVERY=exactly-once"},
+		{key: "GATE_TRANSACTIONAL_ID", value: "gate 0", want: "1 to 200 of a-z", env: map[string]string{"GATE_DELIVERY": "exactly-once"}},
+		{key: "GATE_TRANSACTION_TIMEOUT", value: "100ms", want: "from 1s to 15m"},
+		{key: "GATE_TRANSACTION_TIMEOUT", value: "1h", want: "from 1s to 15m"},
 		{key: "GATE_OVERRIDES", value: "team-a", want: "no '='"},
 		{key: "GATE_OVERRIDES", value: "=5", want: "no team"},
 		{key: "GATE_OVERRIDES", value: "a=many", want: "not a whole number"},
@@ -565,6 +579,8 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		"GATE_MAX_BUFFERED_BYTES": "2097152", "GATE_KAFKA_MAX_MESSAGE_BYTES": "2048", "GATE_REVOKE_TIMEOUT": "3s",
 		"GATE_SHUTDOWN_TIMEOUT": "4s", "GATE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
 		"GATE_KAFKA_SASL_USERNAME": "u", "GATE_KAFKA_SASL_PASSWORD": "hunter2",
+		"GATE_DELIVERY": "exactly-once", "GATE_TRANSACTIONAL_ID": "gate-7", "GATE_TRANSACTION_TIMEOUT": "12s",
+		"GATE_CLOCK": "event", "GATE_EVENT_TIME_FROM": "json:meta.ts", "GATE_MAX_EVENT_AGE": "2h",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -572,12 +588,16 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	rc := c.routeConfig()
 	if rc.KeyFrom.String() != "json:token+distinct_id" || rc.AcceptedTopic != "ok" || rc.OverflowTopic != "over" ||
 		rc.DeadLetterTopic != "dlq" || !slices.Equal(rc.ForceOverflow, []string{"t1", "t2"}) || !rc.DryRun ||
-		!rc.OverflowKeepKey || rc.MaxKeyBytes != 64 || !rc.ValidateJSON || rc.Cost != route.CostBytes {
+		!rc.OverflowKeepKey || rc.MaxKeyBytes != 64 || !rc.ValidateJSON || rc.Cost != route.CostBytes ||
+		rc.EventTimeFrom.String() != "json:meta.ts" {
 		t.Errorf("route config %+v", rc)
 	}
 	lim, err := limit.New(c.limitConfig(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if lc := lim.Config(); lc.Clock != limit.EventClock || lc.MaxEventAge != 2*time.Hour {
+		t.Errorf("limit config: clock %s, max event age %s", lc.Clock, lc.MaxEventAge)
 	}
 	if _, err := route.New(rc, lim, nil); err != nil {
 		t.Errorf("route.New: %v", err)
@@ -589,7 +609,8 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	if !slices.Equal(cc.Brokers, []string{"k1:9092", "k2:9093"}) || cc.InputTopic != "raw" || cc.GroupID != "g1" ||
 		cc.MaxPollRecords != 500 || cc.CommitInterval != 2*time.Second || cc.ProduceRetries != 3 ||
 		cc.MaxBufferedRecords != 1000 || cc.MaxBufferedBytes != 2<<20 || cc.MaxMessageBytes != 2048 ||
-		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 5 {
+		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 5 ||
+		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 12*time.Second {
 		t.Errorf("consume config %+v", cc)
 	}
 	if c.kafkaSASL() == nil || c.kafkaSASL().Name() != "SCRAM-SHA-512" {

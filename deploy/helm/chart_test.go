@@ -66,6 +66,8 @@ var valueSets = []valueSet{
 		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](6), grace: 45},
 	{file: "redis-sentinel.yaml",
 		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](6), grace: 45},
+	{file: "stream-semantics.yaml",
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](4), grace: 45},
 	{file: "tls-sasl.yaml",
 		kinds: []string{"Deployment", "PodDisruptionBudget", "ScaledObject", "ServiceAccount"}, grace: 90},
 }

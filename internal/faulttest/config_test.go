@@ -43,6 +43,12 @@ var badConfig = map[string]string{
 	"GATE_KAFKA_TLS_KEY_FILE":      "/nonexistent/key.pem",  // without a cert file
 	"GATE_KAFKA_SASL_MECHANISM":    "gssapi",
 	"GATE_LIMIT_MODE":              "drop",
+	"GATE_CLOCK":                   "processing",
+	"GATE_EVENT_TIME_FROM":         "header:ts",
+	"GATE_MAX_EVENT_AGE":           "-1h",
+	"GATE_DELIVERY":                "exactly-twice",
+	"GATE_TRANSACTIONAL_ID":        "gate 0",
+	"GATE_TRANSACTION_TIMEOUT":     "100ms",
 	"GATE_WINDOW":                  "1 minute",
 	"GATE_THRESHOLD":               "-5",
 	"GATE_LIMITS":                  "1h",

@@ -175,6 +175,19 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.kafka.revokeTimeout | quote }}
 - name: GATE_SHUTDOWN_TIMEOUT
   value: {{ $v.kafka.shutdownTimeout | quote }}
+- name: GATE_DELIVERY
+  value: {{ $v.kafka.delivery | quote }}
+- name: GATE_TRANSACTION_TIMEOUT
+  value: {{ $v.kafka.transactionTimeout | quote }}
+{{- if eq $v.kafka.delivery "exactly-once" }}
+{{- /* One transactional id per pod: pods sharing one would fence each other. */}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: GATE_TRANSACTIONAL_ID
+  value: {{ printf "%s-$(POD_NAME)" (default $v.kafka.groupId $v.kafka.transactionalIdPrefix) | quote }}
+{{- end }}
 - name: GATE_KAFKA_SESSION_TIMEOUT
   value: {{ $v.kafka.sessionTimeout | quote }}
 - name: GATE_KAFKA_REBALANCE_TIMEOUT
@@ -247,6 +260,16 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.routing.overflowKeepKey | toString | quote }}
 - name: GATE_LIMIT_MODE
   value: {{ $v.limit.mode | quote }}
+- name: GATE_CLOCK
+  value: {{ $v.limit.clock | quote }}
+{{- if eq $v.limit.clock "event" }}
+- name: GATE_EVENT_TIME_FROM
+  value: {{ $v.limit.eventTimeFrom | quote }}
+{{- else if ne $v.limit.eventTimeFrom "timestamp" }}
+{{- fail (printf "capture-gate: limit.eventTimeFrom (%s) is only read with limit.clock event" $v.limit.eventTimeFrom) }}
+{{- end }}
+- name: GATE_MAX_EVENT_AGE
+  value: {{ $v.limit.maxEventAge | quote }}
 {{- if $v.limit.extra }}
 {{- /* Several limits: GATE_LIMITS holds them all, limit.window:limit.threshold first (the
        gate refuses GATE_WINDOW and GATE_THRESHOLD beside it). */}}
