@@ -48,15 +48,15 @@ soak: deps-test
 # real Redis, the synchronous sliding-log Lua limiter (BenchmarkSyncLua), memory per cached
 # team, routing, the fleet fidelity simulation (BenchmarkFidelity, -benchtime 1x: ours beside
 # the reference cadence, local-only instances and the Lua limiter), and the whole gate beside a bare franz-go pass-through through the
-# in-process broker (six runs of the test binary, each the pass-through then the gate, so a
-# drifting machine affects both alike). Compare figures within one run: these machines are noisy. All output
+# in-process broker (six runs of the test binary, each the pass-through, the gate, then the gate
+# with exactly-once delivery, so a drifting machine affects all alike). Compare figures within one run: these machines are noisy. All output
 # goes to bench/raw.txt; bench/report turns it into bench/results.json and bench/RESULTS.md.
 bench: deps-test
 	@mkdir -p bench && rm -f bench/status.tmp
 	{ set -e; \
 	$(GO) test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'; \
-	$(GO) test -run '^$$' -bench . -skip '^BenchmarkFidelity$$' -benchmem -benchtime $(BENCHTIME) -count=1 ./internal/limit/ ./internal/sync/ ./internal/route/; \
-	$(GO) test -run '^$$' -bench '^BenchmarkFidelity$$' -benchtime 1x -count=1 -timeout 5m ./internal/sync/; \
+	$(GO) test -run '^$$' -bench . -skip '^Benchmark(Fidelity|CatchUp)$$' -benchmem -benchtime $(BENCHTIME) -count=1 ./internal/limit/ ./internal/sync/ ./internal/route/; \
+	$(GO) test -run '^$$' -bench '^Benchmark(Fidelity|CatchUp)$$' -benchtime 1x -count=1 -timeout 5m ./internal/sync/; \
 	$(GO) test -c -o bench/consume.test ./internal/consume/; \
 	for i in 1 2 3 4 5 6; do bench/consume.test -test.run '^$$' -test.bench BenchmarkEndToEnd -test.benchtime 200000x; done; \
 	echo 0 > bench/status.tmp; } 2>&1 | tee bench/raw.txt
