@@ -42,6 +42,16 @@ type retiredCounters struct {
 	transitions                [numTiers * numTiers]atomic.Uint64
 }
 
+// add keeps the counters of sh, a shard of a table being dropped.
+func (r *retiredCounters) add(sh *shard) {
+	r.misses.Add(sh.misses.Load())
+	r.evicted.Add(sh.evicted.Load())
+	r.displaced.Add(sh.displaced.Load())
+	for j := range sh.transitions {
+		r.transitions[j].Add(uint64(sh.transitions[j].Load()))
+	}
+}
+
 func (e *entry) evPending() int64 { return e.flushed.Load() + int64(e.unsent[0].Load()) }
 
 // evCount is the entry's count of its own window: the last read plus what was counted here
@@ -209,12 +219,8 @@ func (l *Limiter) retire(t *epochTable) {
 			lost += uint64(c.N)
 		}
 		sh.orphans = nil
-		l.retired.misses.Add(sh.misses.Load())
-		l.retired.evicted.Add(sh.evicted.Load())
-		l.retired.displaced.Add(sh.displaced.Load() + lost)
-		for j := range sh.transitions {
-			l.retired.transitions[j].Add(uint64(sh.transitions[j].Load()))
-		}
+		l.retired.add(sh)
+		l.retired.displaced.Add(lost)
 		sh.mu.Unlock()
 	}
 }
@@ -252,12 +258,7 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep) {
 	// each team cached.
 	idleSecs := uint32(max(min(l.cfg.IdleTimeout, 2*l.cfg.Window)/time.Second, 2))
 	liveSecs := uint32(max(l.cfg.SyncInterval/2/time.Second, 2))
-	ttl := l.cfg.TTL.Nanoseconds()
-	share := l.cfg.PendingReadShare
-	var cadence [numTiers]int64
-	for t := range numTiers {
-		cadence[t] = l.cfg.cadence(t).Nanoseconds()
-	}
+	rp := l.readPolicy()
 	for i := range l.ring {
 		tbl := l.ring[i].Load()
 		if tbl == nil || tbl.dead.Load() {
@@ -297,22 +298,7 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep) {
 				if idle > liveSecs {
 					return true
 				}
-				at := e.readAt.Load()
-				reason, due := ReadReason(0), false
-				switch {
-				case at == 0:
-					reason, due = ReadFirst, p >= l.cfg.SyncFloor
-				case share > 0 && float64(e.evPending()) >= share*fthr:
-					reason, due = ReadPending, true
-				case tier == Hot && cadence[Hot] == 0:
-					reason, due = ReadHot, true
-				case ns-at >= ttl && ttl > 0:
-					reason, due = ReadTTL, true
-				case tier == Idle && p < l.cfg.SyncFloor:
-				default:
-					reason, due = ReadCadence, ns-at >= cadence[tier]
-				}
-				if due {
+				if reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.evPending(), fthr); due {
 					into.Reads = append(into.Reads, Read{
 						Team: e.team(), Epoch: tbl.epoch, Pressure: p, Tier: tier, Reason: reason,
 						e: e, flushed: pend,
@@ -352,13 +338,7 @@ func (l *Limiter) dropIfEmpty(i int, tbl *epochTable) {
 		tbl.dead.Store(true)
 		l.ring[i].CompareAndSwap(tbl, nil)
 		for j := range tbl.shards {
-			sh := &tbl.shards[j]
-			l.retired.misses.Add(sh.misses.Load())
-			l.retired.evicted.Add(sh.evicted.Load())
-			l.retired.displaced.Add(sh.displaced.Load())
-			for k := range sh.transitions {
-				l.retired.transitions[k].Add(uint64(sh.transitions[k].Load()))
-			}
+			l.retired.add(&tbl.shards[j])
 		}
 	}
 	for j := range tbl.shards {

@@ -97,12 +97,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep) {
 	cur := floorDiv(ns, l.windowNs)
 	nowSeen := l.seenAt(ns)
 	idleSecs := uint32(min(l.cfg.IdleTimeout/time.Second, math.MaxUint32))
-	ttl := l.cfg.TTL.Nanoseconds()
-	share := l.cfg.PendingReadShare
-	var cadence [numTiers]int64
-	for t := range numTiers {
-		cadence[t] = l.cfg.cadence(t).Nanoseconds()
-	}
+	rp := l.readPolicy()
 
 	for i := range l.shards {
 		sh := &l.shards[i]
@@ -130,22 +125,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep) {
 			p := lvl / fthr
 			tier := TierOf(p)
 			into.Tiers[tier]++
-			at := e.readAt.Load()
-			reason, due := ReadReason(0), false
-			switch {
-			case at == 0:
-				reason, due = ReadFirst, p >= l.cfg.SyncFloor
-			case share > 0 && float64(e.pending()) >= share*fthr:
-				reason, due = ReadPending, true
-			case tier == Hot && cadence[Hot] == 0:
-				reason, due = ReadHot, true
-			case ns-at >= ttl && ttl > 0:
-				reason, due = ReadTTL, true
-			case tier == Idle && p < l.cfg.SyncFloor:
-			default:
-				reason, due = ReadCadence, ns-at >= cadence[tier]
-			}
-			if due {
+			if reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.pending(), fthr); due {
 				into.Reads = append(into.Reads, Read{
 					Team: e.team(), Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
 					e: e, flushed: pend,
@@ -165,6 +145,40 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep) {
 		sh.orphans = sh.orphans[:0]
 		sh.mu.Unlock()
 	}
+}
+
+// readPolicy is when a cached team is due for a read, as the configuration says; both
+// clocks' sweeps ask it.
+type readPolicy struct {
+	share, floor float64
+	ttl          int64
+	cadence      [numTiers]int64
+}
+
+func (l *Limiter) readPolicy() readPolicy {
+	rp := readPolicy{share: l.cfg.PendingReadShare, floor: l.cfg.SyncFloor, ttl: l.cfg.TTL.Nanoseconds()}
+	for t := range numTiers {
+		rp.cadence[t] = l.cfg.cadence(t).Nanoseconds()
+	}
+	return rp
+}
+
+// due says whether, and why, a team is read at ns: its view was read at at (0: never),
+// its pressure is p and tier tier, and pending records were counted here since.
+func (rp *readPolicy) due(ns, at int64, p float64, tier Tier, pending int64, thr float64) (ReadReason, bool) {
+	switch {
+	case at == 0:
+		return ReadFirst, p >= rp.floor
+	case rp.share > 0 && float64(pending) >= rp.share*thr:
+		return ReadPending, true
+	case tier == Hot && rp.cadence[Hot] == 0:
+		return ReadHot, true
+	case ns-at >= rp.ttl && rp.ttl > 0:
+		return ReadTTL, true
+	case tier == Idle && p < rp.floor:
+		return 0, false
+	}
+	return ReadCadence, ns-at >= rp.cadence[tier]
 }
 
 // Applied is what one applied read changed, for the tick's metrics.
