@@ -219,6 +219,11 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 // wrote before reading), keeping records counted while the read was in flight. Apply each
 // planned read at most once (ApplyRead or ApplyLocal), before the next Sweep: a read
 // accounts for the counts drained up to the sweep that planned it.
+//
+// When some of those counts were not written (the store refused the writes but answered
+// the read), the caller adds them to curr and prev, by epoch, as the store would hold
+// them: the read then keeps them in the level instead of dropping them, under either
+// clock.
 func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	if l.ring != nil {
 		return l.applyReadEvent(r, curr, prev, now)

@@ -89,8 +89,9 @@ type Server struct {
 	conf  string
 	extra []string
 
-	mu   sync.Mutex
-	proc *process // nil while stopped
+	mu      sync.Mutex
+	proc    *process // nil while stopped
+	refusal Refusal  // set by RefuseWrites, for AcceptWrites
 }
 
 // process is one running redis-server.

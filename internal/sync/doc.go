@@ -11,11 +11,23 @@
 //     budget is kept and sent on a later tick, until its epoch is older than the previous
 //     one (then it no longer matters; under the event clock, older than GATE_MAX_EVENT_AGE)
 //     or the pending-write cap is reached; both drops are counted. A write whose reply timed out after Redis applied it may be counted twice.
+//   - Counts Redis has not taken stay in the level until it takes them. A pipeline can
+//     partly fail, and every command's error is checked, not only the pipeline's: when
+//     writes fail while the same pipeline's reads succeed (Redis refusing writes: OOM
+//     under maxmemory with noeviction, READONLY from a demoted primary, MISCONF after a
+//     failed snapshot; or an error on one key), each read is applied as if this gate's
+//     counts still waiting for its keys had been written, so a team over its limit stays
+//     limited while Redis refuses writes. Those counts are sent again every tick until
+//     written, or dropped as above; as their epochs age they weigh in the level as they
+//     would in Redis, so a team within its limit is not limited by them.
 //   - Work per tick is bounded (keys per tick, keys per command) and memory is bounded (a
 //     cap on pending writes; reads are planned afresh from the limiter each tick).
-//   - Redis errors and timeouts are counted and logged, never returned to a check: the
-//     limiter's views go stale and keep draining (fail-open), dead connections are replaced
-//     by the client's pool, and the next tick tries again.
+//   - Redis errors and timeouts are counted by cause (timeout, connection, oom, readonly,
+//     misconf, redis, parse) and logged, never returned to a check: the limiter's views go
+//     stale and keep draining (fail-open), dead connections are replaced by the client's
+//     pool, and the next tick tries again. The log says when an instance starts failing,
+//     then at most once a minute while it goes on (or when the causes change), and when
+//     it works again: not a line per tick.
 //   - A team is always sent to the same Redis instance, by a stable hash of its name that
 //     every gate in the fleet computes alike (standalone mode).
 //   - In cluster mode (Config.Mode) there is one ClusterClient and one pipeline per tick,

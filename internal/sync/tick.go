@@ -28,6 +28,7 @@ type Ticker struct {
 	instances []redis.UniversalClient
 	log       *slog.Logger
 	m         *metrics
+	errLogs   []errLog // by instance; each written only by its instance's pipeline goroutine
 
 	// Owned by the tick goroutine.
 	pending map[countKey]int64 // counts waiting for Redis
@@ -75,10 +76,16 @@ type plan struct {
 	writes []countKey
 	reads  []readRef
 	cmds   int
-	err    error
+	err    error // the first command's error, as Exec returns it
 	dur    time.Duration
 	wcmds  []*redis.IntCmd
+	ecmds  []*redis.BoolCmd
 	rcmds  []*redis.SliceCmd
+	// What failed, command by command: a pipeline can partly fail, as when Redis
+	// refuses writes (OOM, READONLY, MISCONF) and still answers reads.
+	failedWrites int // INCRBYs that failed: their counts are still pending
+	failedReads  int // MGETs that failed
+	causes       causeSet
 }
 
 // TickResult says what one tick did.
@@ -155,6 +162,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		instances: instances,
 		log:       log,
 		m:         m,
+		errLogs:   make([]errLog, len(instances)),
 		pending:   make(map[countKey]int64),
 		carried:   make(map[teamKey]struct{}),
 		plans:     make([]plan, len(instances)),
@@ -239,7 +247,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 		p := &t.plans[i]
 		clear(p.writes)
 		clear(p.reads)
-		*p = plan{writes: p.writes[:0], reads: p.reads[:0], wcmds: p.wcmds[:0], rcmds: p.rcmds[:0]}
+		*p = plan{writes: p.writes[:0], reads: p.reads[:0], wcmds: p.wcmds[:0], ecmds: p.ecmds[:0], rcmds: p.rcmds[:0]}
 	}
 	clear(t.carried)
 	budget := t.cfg.KeysPerTick
@@ -292,7 +300,13 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	}
 	wg.Wait()
 
-	// 4. Apply: forget written counts, apply reads.
+	// 4. Apply: forget written counts, apply reads. A read that succeeded while some of
+	// the same pipeline's writes failed (Redis refusing writes: OOM, READONLY, MISCONF;
+	// or one key's error) does not hold the counts still pending: they are added to what
+	// it returned, as if written. Applying it as returned would drop them from the level,
+	// and a team over its limit would be let through for as long as Redis refuses writes.
+	// They stay in every read until they are written (and so in what Redis returns) or
+	// dropped (stale epoch).
 	res.Reads = 0
 	applyAt := t.limits[0].l.Clock().Now()
 	for i := range t.plans {
@@ -333,10 +347,14 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 				curr, err1 := counterValue(vals[2*x])
 				prev, err2 := counterValue(vals[2*x+1])
 				if err := errors.Join(err1, err2); err != nil {
-					t.countError("parse", i, err)
+					t.countError(causeParse, i)
 					l.ApplyLocal(rr.r, applyAt)
 					res.FailedReads++
 					continue
+				}
+				if p.failedWrites > 0 {
+					curr += t.pending[countKey{rr.lim, rr.r.Team, rr.r.Epoch}]
+					prev += t.pending[countKey{rr.lim, rr.r.Team, rr.r.Epoch - 1}]
 				}
 				a := l.ApplyRead(rr.r, curr, prev, applyAt)
 				t.m.drift.Observe(a.Drift)
@@ -384,7 +402,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 		} else {
 			p.wcmds = append(p.wcmds, pipe.IncrBy(ctx, key, t.pending[k]))
 		}
-		pipe.Expire(ctx, key, t.limits[k.lim].ttl)
+		p.ecmds = append(p.ecmds, pipe.Expire(ctx, key, t.limits[k.lim].ttl))
 	}
 	teamsPerCmd := t.teamsPerCmd()
 	for j := 0; j < len(p.reads); j += teamsPerCmd {
@@ -402,34 +420,172 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 	t.m.commands.WithLabelValues("incrby").Add(float64(len(p.writes)))
 	t.m.commands.WithLabelValues("expire").Add(float64(len(p.writes)))
 	t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
-	if p.err != nil {
-		if cc, ok := t.instances[i].(*redis.ClusterClient); ok && classify(p.err) != "redis" {
-			// The cluster client refreshes its slot map on MOVED, or every minute, but
-			// not when a node stops answering: without this, writes for a dead primary's
-			// slots would keep failing for up to a minute after its replica took over.
-			cc.ReloadState(ctx)
-		}
-		t.countError(classify(p.err), i, p.err)
-		t.log.Warn("redis pipeline failed; counts kept for the next tick, views go stale",
-			"instance", label, "writes", len(p.writes), "reads", len(p.reads), "err", p.err)
+	if p.err == nil {
+		t.errLogs[i].recovered(t.log, label, p.dur)
+		return
 	}
+	// Every command's error, not only the first: a pipeline can partly fail.
+	for _, c := range p.wcmds {
+		if err := c.Err(); err != nil {
+			p.failedWrites++
+			p.causes.add(classify(err))
+		}
+	}
+	for _, c := range p.ecmds {
+		if err := c.Err(); err != nil {
+			p.causes.add(classify(err))
+		}
+	}
+	for _, c := range p.rcmds {
+		if err := c.Err(); err != nil {
+			p.failedReads++
+			p.causes.add(classify(err))
+		}
+	}
+	if p.causes == 0 {
+		p.causes.add(classify(p.err)) // an error no command carries
+	}
+	if cc, ok := t.instances[i].(*redis.ClusterClient); ok && p.causes&^(1<<causeRedis|1<<causeOOM|1<<causeMisconf) != 0 {
+		// The cluster client refreshes its slot map on MOVED, or every minute, but
+		// not when a node stops answering, nor when a demoted primary answers READONLY:
+		// without this, writes for a dead primary's slots would keep failing for up to
+		// a minute after its replica took over.
+		cc.ReloadState(ctx)
+	}
+	for c := range numCauses {
+		if p.causes.has(c) {
+			t.countError(c, i)
+		}
+	}
+	t.errLogs[i].failed(t.log, label, p)
 }
 
-func (t *Ticker) countError(cause string, instance int, _ error) {
-	t.m.errors.WithLabelValues(cause, strconv.Itoa(instance)).Inc()
+func (t *Ticker) countError(c cause, instance int) {
+	t.m.errors.WithLabelValues(c.String(), strconv.Itoa(instance)).Inc()
+}
+
+// cause is why a Redis command failed, as the errors metric labels it.
+type cause uint8
+
+// The causes of Redis errors.
+const (
+	causeTimeout    cause = iota // no answer in time
+	causeConnection              // no connection, or it broke
+	causeRedis                   // an error reply not named below
+	causeOOM                     // write refused: used memory over maxmemory under noeviction
+	causeReadOnly                // write refused: a replica (a demoted primary)
+	causeMisconf                 // write refused: the last snapshot failed (stop-writes-on-bgsave-error)
+	causeParse                   // a counter that is not an integer
+	numCauses
+)
+
+func (c cause) String() string {
+	switch c {
+	case causeTimeout:
+		return "timeout"
+	case causeConnection:
+		return "connection"
+	case causeRedis:
+		return "redis"
+	case causeOOM:
+		return "oom"
+	case causeReadOnly:
+		return "readonly"
+	case causeMisconf:
+		return "misconf"
+	case causeParse:
+		return "parse"
+	}
+	return "unknown"
+}
+
+// causeSet is a set of causes, one bit each.
+type causeSet uint16
+
+// refusals are the causes of a Redis that refuses writes while it answers reads.
+const refusals causeSet = 1<<causeOOM | 1<<causeReadOnly | 1<<causeMisconf
+
+func (s *causeSet) add(c cause)     { *s |= 1 << c }
+func (s causeSet) has(c cause) bool { return s&(1<<c) != 0 }
+
+// String lists the causes, comma-separated.
+func (s causeSet) String() string {
+	var b strings.Builder
+	for c := range numCauses {
+		if s.has(c) {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(c.String())
+		}
+	}
+	return b.String()
 }
 
 // classify names an error's cause for the errors metric.
-func classify(err error) string {
+func classify(err error) cause {
 	var ne net.Error
 	var re redis.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
+		return causeTimeout
+	case redis.IsOOMError(err):
+		return causeOOM
+	case redis.IsReadOnlyError(err):
+		return causeReadOnly
+	case redis.HasErrorPrefix(err, "MISCONF"):
+		return causeMisconf
 	case errors.As(err, &re):
-		return "redis"
+		return causeRedis
 	}
-	return "connection"
+	return causeConnection
+}
+
+// errorLogInterval is how often, at most, the tick logs the failures of one Redis
+// instance while they go on: a tick a second must not log a line a second through an
+// outage or a stretch of refused writes.
+const errorLogInterval = time.Minute
+
+// errLog rate-limits one Redis instance's failure logs: the first failed pipeline is
+// logged at once, then one line per errorLogInterval, or sooner when the causes change,
+// each saying how many failed since the last; the first pipeline to succeed after them
+// is logged too. Wall time, not the limiter's clock: it paces a log.
+type errLog struct {
+	failing bool
+	causes  causeSet  // as last logged
+	last    time.Time // when last logged
+	since   time.Time // when the failures began
+	ticks   int       // failed pipelines since the failures began
+	quiet   int       // of which not logged
+}
+
+func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
+	now := time.Now()
+	if !e.failing {
+		e.since = now
+	}
+	e.ticks++
+	if e.failing && p.causes == e.causes && now.Sub(e.last) < errorLogInterval {
+		e.quiet++
+		return
+	}
+	msg := "redis pipeline failed; counts kept for the next tick, views go stale"
+	if p.causes&^refusals == 0 {
+		msg = "redis refused writes; counts kept in the level and for the next tick"
+	}
+	log.Warn(msg, "instance", instance, "cause", p.causes.String(),
+		"failed_writes", p.failedWrites, "writes", len(p.writes), "failed_reads", p.failedReads, "reads", len(p.reads),
+		"failed_unlogged", e.quiet, "failing_for", now.Sub(e.since).Round(time.Millisecond), "err", p.err)
+	e.failing, e.causes, e.last, e.quiet = true, p.causes, now, 0
+}
+
+func (e *errLog) recovered(log *slog.Logger, instance string, took time.Duration) {
+	if !e.failing {
+		return
+	}
+	log.Info("redis pipeline succeeds again; counts kept meanwhile are written from now on", "instance", instance,
+		"failed_ticks", e.ticks, "failing_for", time.Since(e.since).Round(time.Millisecond), "pipeline", took)
+	*e = errLog{}
 }
 
 // counterValue reads one MGET value: nil (no key) is 0.
