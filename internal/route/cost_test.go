@@ -62,7 +62,7 @@ func TestCostParse(t *testing.T) {
 	}
 	// An empty value costs 1 byte: every record counts for something.
 	f := newFixture(t, Config{Cost: CostBytes}, limit.Config{})
-	if got := f.r.cost(&kgo.Record{}); got != 1 {
+	if got := f.r.cost(&kgo.Record{}, &Scratch{}); got != 1 {
 		t.Errorf("cost of an empty value %d, want 1", got)
 	}
 }

@@ -107,7 +107,10 @@ func (c *Cost) UnmarshalText(b []byte) error {
 }
 
 // cost is what rec counts toward its team's window.
-func (r *Router) cost(rec *kgo.Record) int64 {
+func (r *Router) cost(rec *kgo.Record, s *Scratch) int64 {
+	if s.Replay {
+		return 0
+	}
 	if r.cfg.Cost == CostBytes {
 		return max(int64(len(rec.Value)), 1)
 	}
@@ -138,6 +141,11 @@ type Outcome struct {
 // a Scratch must not be used by two goroutines at once.
 type Scratch struct {
 	key []byte // a composite team key being joined
+
+	// Replay is set by the caller while it routes records the limiter has counted
+	// already (an aborted transaction's, routed again): they are judged, not counted
+	// again, so a retried transaction does not inflate its teams' levels.
+	Replay bool
 }
 
 // Router reads each record's team key, asks the limiter, and builds the output record for
@@ -361,27 +369,27 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		}
 		switch {
 		case forced:
-			n := r.forcedN * r.cost(rec)
+			n := r.forcedN * r.cost(rec, s)
 			o.Decision = r.check(r.lim, now, at, team, n)
 			for _, l := range r.extra {
 				r.check(l, now, at, team, n)
 			}
 			code = reasonForced
 		case r.event:
-			o.Decision, over = r.checkAll(now, at, team, r.cost(rec))
+			o.Decision, over = r.checkAll(now, at, team, r.cost(rec, s))
 			code = reasonAllowed
 			if over >= 0 {
 				code = reasonRateLimited
 			}
 		case r.extra == nil:
 			// One limit: a direct call, the hot path as it always was.
-			o.Decision = r.lim.CheckAt(now, team, r.cost(rec))
+			o.Decision = r.lim.CheckAt(now, team, r.cost(rec, s))
 			code = reasonAllowed
 			if o.Decision.Limited {
 				code = reasonRateLimited
 			}
 		default:
-			o.Decision, over = r.checkAll(now, at, team, r.cost(rec))
+			o.Decision, over = r.checkAll(now, at, team, r.cost(rec, s))
 			code = reasonAllowed
 			if over >= 0 {
 				code = reasonRateLimited
