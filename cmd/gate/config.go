@@ -46,42 +46,44 @@ const envPrefix = "GATE"
 // below rather than envconfig.Process; see there for why.
 type Config struct {
 	// Kafka and routing (internal/consume, internal/route).
-	KafkaBrokers          brokerList    `envconfig:"KAFKA_BROKERS" default:"127.0.0.1:9092" desc:"Comma-separated seed brokers as host:port (default 127.0.0.1:9092); the client finds the rest of the cluster from them."`
-	InputTopic            string        `envconfig:"INPUT_TOPIC" default:"events" desc:"Topic the raw events are read from (default events)."`
-	AcceptedTopic         string        `envconfig:"ACCEPTED_TOPIC" default:"events_accepted" desc:"Topic records of teams under their limit go to, key kept (default events_accepted)."`
-	OverflowTopic         string        `envconfig:"OVERFLOW_TOPIC" default:"events_overflow" desc:"Topic records of teams over their limit (or forced) go to, with header gate-overflow-reason and, unless GATE_OVERFLOW_KEEP_KEY, no key (default events_overflow)."`
-	DeadLetterTopic       string        `envconfig:"DEAD_LETTER_TOPIC" default:"events_dead_letter" desc:"Topic records whose team cannot be read go to, with headers gate-error (the reason), gate-error-detail and gate-source (topic/partition/offset) (default events_dead_letter)."`
-	GroupID               string        `envconfig:"GROUP_ID" default:"capture-gate" desc:"Consumer group shared by every gate of a fleet; the input's partitions are spread over its members (default capture-gate)."`
-	KeyFrom               keyFrom       `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':' (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
-	ValidateJSON          bool          `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
-	MaxKeyBytes           int           `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes; a longer one sends the record to dead letter with reason key_too_long (default 256)."`
-	Cost                  cost          `envconfig:"COST" default:"events" desc:"What a record counts toward its team's window: events (1 per record) or bytes (its value's size), so that with bytes a team sending few huge events is limited too and every threshold is in bytes per window (default events)."`
-	ForceOverflow         teamList      `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate (default none)."`
-	DryRun                bool          `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
-	OverflowKeepKey       bool          `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one)."`
-	MaxPollRecords        int           `envconfig:"MAX_POLL_RECORDS" default:"10000" desc:"Most records routed per poll (default 10000); rebalances wait for a poll's records to be handed to the producer, so smaller lets a rebalance through sooner, larger batches more."`
-	CommitInterval        time.Duration `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"How often offsets acknowledged on the output topics are committed (default 1s); a crash replays at most about this much traffic, and shorter means more commit requests."`
-	ProduceRetries        int           `envconfig:"PRODUCE_RETRIES" default:"10" desc:"Tries the client makes for an output record before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it (default 10)."`
-	MaxBufferedRecords    int           `envconfig:"MAX_BUFFERED_RECORDS" default:"50000" desc:"Most output records waiting for the broker's acknowledgement; routing blocks when reached, so a slow broker slows consumption instead of growing memory (default 50000)."`
-	MaxBufferedBytes      int           `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB)."`
-	KafkaMaxMessageBytes  int32         `envconfig:"KAFKA_MAX_MESSAGE_BYTES" default:"1048588" desc:"Largest record batch the producer sends, as the brokers' message.max.bytes (default 1048588); a record larger than the output topic takes goes to dead letter, without its value if it is too large for that topic too."`
-	RevokeTimeout         time.Duration `envconfig:"REVOKE_TIMEOUT" default:"10s" desc:"Longest a revoked partition's in-flight records are awaited before what is acknowledged is committed and the rest left to the next owner (default 10s); keep it well under the group's rebalance timeout (60s)."`
-	ShutdownTimeout       time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"Longest a shutdown waits for in-flight records before committing what is acknowledged and leaving the group (default 20s); keep the pod's terminationGracePeriodSeconds above it plus the final tick's flush (5s)."`
-	KafkaSessionTimeout   time.Duration `envconfig:"KAFKA_SESSION_TIMEOUT" default:"45s" desc:"How long the group waits without a heartbeat before it gives a gate's partitions to the others (default 45s); shorter moves a crashed gate's partitions sooner, too short evicts gates that pause (GC, slow node)."`
-	KafkaRebalanceTimeout time.Duration `envconfig:"KAFKA_REBALANCE_TIMEOUT" default:"60s" desc:"How long a rebalance waits for every member to rejoin, which includes a revoked partition's drain (default 60s); keep it above GATE_REVOKE_TIMEOUT."`
-	KafkaFetchMaxWait     time.Duration `envconfig:"KAFKA_FETCH_MAX_WAIT" default:"500ms" desc:"Longest a fetch waits at the broker for new records when a partition is idle (default 500ms); it only matters for quiet topics, shorter lowering their latency for more fetch requests."`
-	KafkaClientID         string        `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas (default capture-gate)."`
-	KafkaTLS              bool          `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any GATE_KAFKA_TLS_* file."`
-	KafkaTLSCAFile        string        `envconfig:"KAFKA_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the brokers' certificates (default none), the system's CA certificates being used without it."`
-	KafkaTLSCertFile      string        `envconfig:"KAFKA_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS, with GATE_KAFKA_TLS_KEY_FILE (default none)."`
-	KafkaTLSKeyFile       string        `envconfig:"KAFKA_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_KAFKA_TLS_CERT_FILE (default none)."`
-	KafkaTLSServerName    string        `envconfig:"KAFKA_TLS_SERVER_NAME" default:"" desc:"Name the brokers' certificates are checked against, when not their host names (default none), each broker's own host name being used without it."`
-	KafkaSASLMechanism    saslMechanism `envconfig:"KAFKA_SASL_MECHANISM" default:"none" desc:"SASL authentication: none, plain, scram-sha-256 or scram-sha-512 (default none); use it with TLS, as plain sends the password as is."`
-	KafkaSASLUsername     string        `envconfig:"KAFKA_SASL_USERNAME" default:"" desc:"SASL user name (default none)."`
-	KafkaSASLPassword     secret        `envconfig:"KAFKA_SASL_PASSWORD" default:"" desc:"SASL password (default none); set it from a Secret, it is never logged."`
-	Delivery              delivery      `envconfig:"DELIVERY" default:"at-least-once" desc:"Delivery guarantee on the output topics: at-least-once (a crash or rebalance may write a record twice) or exactly-once (each poll's records are produced and their input offsets committed in one Kafka transaction, so consumers reading with isolation.level=read_committed see every input record once) (default at-least-once); exactly-once costs a transaction per poll and delays read-committed consumers until it commits."`
-	TransactionalID       string        `envconfig:"TRANSACTIONAL_ID" default:"" desc:"With GATE_DELIVERY=exactly-once, this gate's transactional id, which must differ between the gates of a fleet, GATE_GROUP_ID-hostname (unique per pod) being used without it (default none); a gate restarted with the same id aborts its predecessor's open transaction at once, one with a new id leaves it to time out (GATE_TRANSACTION_TIMEOUT)."`
-	TransactionTimeout    time.Duration `envconfig:"TRANSACTION_TIMEOUT" default:"30s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, at most the brokers' transaction.max.timeout.ms (default 30s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
+	KafkaBrokers          brokerList      `envconfig:"KAFKA_BROKERS" default:"127.0.0.1:9092" desc:"Comma-separated seed brokers as host:port (default 127.0.0.1:9092); the client finds the rest of the cluster from them."`
+	InputTopic            string          `envconfig:"INPUT_TOPIC" default:"events" desc:"Topic the raw events are read from (default events)."`
+	AcceptedTopic         string          `envconfig:"ACCEPTED_TOPIC" default:"events_accepted" desc:"Topic records of teams under their limit go to, key kept (default events_accepted)."`
+	OverflowTopic         string          `envconfig:"OVERFLOW_TOPIC" default:"events_overflow" desc:"Topic records of teams over their limit (or forced) go to, with header gate-overflow-reason and, unless GATE_OVERFLOW_KEEP_KEY, no key (default events_overflow)."`
+	DeadLetterTopic       string          `envconfig:"DEAD_LETTER_TOPIC" default:"events_dead_letter" desc:"Topic records whose team cannot be read go to, with headers gate-error (the reason), gate-error-detail and gate-source (topic/partition/offset) (default events_dead_letter)."`
+	GroupID               string          `envconfig:"GROUP_ID" default:"capture-gate" desc:"Consumer group shared by every gate of a fleet; the input's partitions are spread over its members (default capture-gate)."`
+	KafkaStartOffset      startOffset     `envconfig:"KAFKA_START_OFFSET" default:"earliest" desc:"Where the group starts reading a partition it has no committed offset for, as when the group is new: earliest (the oldest record the partition still holds, so what was written before the group existed is routed too) or latest (only what is written from then on) (default earliest); it does not decide where a partition resumes when its committed offset is no longer in the log, and the chart gives the same value to KEDA as offsetResetPolicy."`
+	KeyFrom               keyFrom         `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':' (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
+	ValidateJSON          bool            `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
+	MaxKeyBytes           int             `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes; a longer one sends the record to dead letter with reason key_too_long (default 256)."`
+	Cost                  cost            `envconfig:"COST" default:"events" desc:"What a record counts toward its team's window: events (1 per record) or bytes (its value's size), so that with bytes a team sending few huge events is limited too and every threshold is in bytes per window (default events)."`
+	ForceOverflow         teamList        `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate (default none)."`
+	DryRun                bool            `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
+	OverflowKeepKey       bool            `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one)."`
+	MaxPollRecords        int             `envconfig:"MAX_POLL_RECORDS" default:"10000" desc:"Most records routed per poll (default 10000); rebalances wait for a poll's records to be handed to the producer, so smaller lets a rebalance through sooner, larger batches more."`
+	CommitInterval        time.Duration   `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"How often offsets acknowledged on the output topics are committed (default 1s); a crash replays at most about this much traffic, and shorter means more commit requests."`
+	ProduceRetries        int             `envconfig:"PRODUCE_RETRIES" default:"10" desc:"Tries the client makes for an output record before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it (default 10)."`
+	MaxBufferedRecords    int             `envconfig:"MAX_BUFFERED_RECORDS" default:"50000" desc:"Most output records waiting for the broker's acknowledgement; routing blocks when reached, so a slow broker slows consumption instead of growing memory (default 50000)."`
+	MaxBufferedBytes      int             `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB)."`
+	KafkaMaxMessageBytes  int32           `envconfig:"KAFKA_MAX_MESSAGE_BYTES" default:"1048588" desc:"Largest record batch the producer sends, as the brokers' message.max.bytes (default 1048588); a record larger than the output topic takes goes to dead letter, without its value if it is too large for that topic too."`
+	RevokeTimeout         time.Duration   `envconfig:"REVOKE_TIMEOUT" default:"10s" desc:"Longest a revoked partition's in-flight records are awaited before what is acknowledged is committed and the rest left to the next owner (default 10s); keep it well under the group's rebalance timeout (60s)."`
+	ShutdownTimeout       time.Duration   `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"Longest a shutdown waits for in-flight records before committing what is acknowledged and leaving the group (default 20s); keep the pod's terminationGracePeriodSeconds above it plus the final tick's flush (5s)."`
+	KafkaSessionTimeout   time.Duration   `envconfig:"KAFKA_SESSION_TIMEOUT" default:"45s" desc:"How long the group waits without a heartbeat before it gives a gate's partitions to the others (default 45s); shorter moves a crashed gate's partitions sooner, too short evicts gates that pause (GC, slow node)."`
+	KafkaRebalanceTimeout time.Duration   `envconfig:"KAFKA_REBALANCE_TIMEOUT" default:"60s" desc:"How long a rebalance waits for every member to rejoin, which includes a revoked partition's drain (default 60s); keep it above GATE_REVOKE_TIMEOUT."`
+	KafkaFetchMaxWait     time.Duration   `envconfig:"KAFKA_FETCH_MAX_WAIT" default:"500ms" desc:"Longest a fetch waits at the broker for new records when a partition is idle (default 500ms); it only matters for quiet topics, shorter lowering their latency for more fetch requests."`
+	KafkaClientID         string          `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas (default capture-gate)."`
+	KafkaTLS              bool            `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any GATE_KAFKA_TLS_* file."`
+	KafkaTLSCAFile        string          `envconfig:"KAFKA_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the brokers' certificates (default none), the system's CA certificates being used without it."`
+	KafkaTLSCertFile      string          `envconfig:"KAFKA_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS, with GATE_KAFKA_TLS_KEY_FILE (default none)."`
+	KafkaTLSKeyFile       string          `envconfig:"KAFKA_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_KAFKA_TLS_CERT_FILE (default none)."`
+	KafkaTLSServerName    string          `envconfig:"KAFKA_TLS_SERVER_NAME" default:"" desc:"Name the brokers' certificates are checked against, when not their host names (default none), each broker's own host name being used without it."`
+	KafkaSASLMechanism    saslMechanism   `envconfig:"KAFKA_SASL_MECHANISM" default:"none" desc:"SASL authentication: none, plain, scram-sha-256 or scram-sha-512 (default none); use it with TLS, as plain sends the password as is."`
+	KafkaSASLUsername     string          `envconfig:"KAFKA_SASL_USERNAME" default:"" desc:"SASL user name (default none)."`
+	KafkaSASLPassword     secret          `envconfig:"KAFKA_SASL_PASSWORD" default:"" desc:"SASL password (default none); set it from a Secret, it is never logged."`
+	Delivery              delivery        `envconfig:"DELIVERY" default:"at-least-once" desc:"Delivery guarantee on the output topics: at-least-once (a crash or rebalance may write a record twice) or exactly-once (each poll's records are produced and their input offsets committed in one Kafka transaction, so consumers reading with isolation.level=read_committed see every input record once) (default at-least-once); exactly-once costs a transaction per poll and delays read-committed consumers until it commits."`
+	TransactionalID       string          `envconfig:"TRANSACTIONAL_ID" default:"" desc:"With GATE_DELIVERY=exactly-once, this gate's transactional id, which must differ between the gates of a fleet, GATE_GROUP_ID-hostname (unique per pod) being used without it (default none); a gate restarted with the same id aborts its predecessor's open transaction at once, one with a new id leaves it to time out (GATE_TRANSACTION_TIMEOUT)."`
+	OnUndeliverable       onUndeliverable `envconfig:"ON_UNDELIVERABLE" default:"stop" desc:"What to do with a record refused by every topic (its output topic, then the dead-letter topic with and without its value, each tried with the record alone), as a broker validating timestamps or a small max.message.bytes can: stop (its partition stops there, nothing past it is committed, /readyz fails and an error line names the record) or skip (logged with its partition and offset, counted in gate_records_undeliverable_total, committed past) (default stop); skip keeps the pipeline moving at the cost of a gap an operator must replay by hand."`
+	TransactionTimeout    time.Duration   `envconfig:"TRANSACTION_TIMEOUT" default:"30s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, at most the brokers' transaction.max.timeout.ms (default 30s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
 
 	// The limiter (internal/limit).
 	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
@@ -128,7 +130,8 @@ type Config struct {
 // loadConfig reads Config through getenv and checks every value, then the values against
 // each other. names lists the variables set in the environment (only their names); a GATE_
 // name among them that Config does not define is an error, since it is most likely a typo
-// whose value would otherwise be ignored in silence.
+// whose value would otherwise be ignored in silence, unless it is one of the variables
+// Kubernetes sets for a Service named gate or gate-... (see isServiceLink).
 //
 // Why not envconfig.Process: it reads the process environment (os.LookupEnv) and nothing
 // else, so testing it means os.Setenv, which is process-wide and rules out t.Parallel;
@@ -152,7 +155,9 @@ func loadConfig(getenv func(string) string, names []string) (Config, error) {
 		known[f.key] = true
 	}
 	for _, n := range slices.Compact(slices.Sorted(slices.Values(names))) {
-		if strings.HasPrefix(n, envPrefix+"_") && !known[n] {
+		// A Kubernetes service link (GATE_SERVICE_HOST, ... of a Service named gate) is
+		// not a setting; serve logs the ones ignored (see servicelinks.go).
+		if strings.HasPrefix(n, envPrefix+"_") && !known[n] && !isServiceLink(n, getenv(n)) {
 			p.add(&unknownVarError{Name: n, Suggest: closest(n, slices.Collect(maps.Keys(known)))})
 		}
 	}
@@ -494,6 +499,7 @@ func (c Config) consumeConfig() (consume.Config, error) {
 		Brokers:            slices.Clone(c.KafkaBrokers),
 		InputTopic:         c.InputTopic,
 		GroupID:            c.GroupID,
+		StartOffset:        c.KafkaStartOffset.value(),
 		MaxPollRecords:     c.MaxPollRecords,
 		CommitInterval:     c.CommitInterval,
 		ProduceRetries:     c.ProduceRetries,
@@ -505,6 +511,8 @@ func (c Config) consumeConfig() (consume.Config, error) {
 		Delivery:           c.Delivery.value(),
 		TransactionalID:    c.transactionalID(),
 		TransactionTimeout: c.TransactionTimeout,
+		OnUndeliverable:    c.OnUndeliverable.value(),
+		OutputTopics:       []string{c.AcceptedTopic, c.OverflowTopic, c.DeadLetterTopic},
 		ClientOpts:         opts,
 	}, nil
 }
@@ -721,6 +729,27 @@ func (b *brokerList) UnmarshalText(t []byte) error {
 	return nil
 }
 
+// startOffset is GATE_KAFKA_START_OFFSET.
+type startOffset string
+
+func (startOffset) want() string { return "earliest or latest" }
+
+func (s *startOffset) UnmarshalText(b []byte) error {
+	switch v := strings.ToLower(string(b)); v {
+	case "earliest", "latest":
+		*s = startOffset(v)
+		return nil
+	}
+	return fmt.Errorf("unknown start offset %q", b)
+}
+
+func (s startOffset) value() consume.StartOffset {
+	if s == "latest" {
+		return consume.StartLatest
+	}
+	return consume.StartEarliest
+}
+
 // keyFrom is GATE_KEY_FROM.
 type keyFrom struct{ route.KeyFrom }
 
@@ -745,6 +774,25 @@ func (d delivery) value() consume.Delivery {
 		return consume.ExactlyOnce
 	}
 	return consume.AtLeastOnce
+}
+
+// onUndeliverable is GATE_ON_UNDELIVERABLE.
+type onUndeliverable string
+
+func (onUndeliverable) want() string { return "stop or skip" }
+
+func (u *onUndeliverable) UnmarshalText(b []byte) error {
+	v := strings.ToLower(string(b))
+	if _, err := consume.ParseUndeliverable(v); err != nil {
+		return fmt.Errorf("unknown policy %q", b)
+	}
+	*u = onUndeliverable(v)
+	return nil
+}
+
+func (u onUndeliverable) value() consume.Undeliverable {
+	p, _ := consume.ParseUndeliverable(string(u))
+	return p
 }
 
 // clockSetting is GATE_CLOCK.

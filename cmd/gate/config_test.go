@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +67,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		OverflowTopic:         "events_overflow",
 		DeadLetterTopic:       "events_dead_letter",
 		GroupID:               "capture-gate",
+		KafkaStartOffset:      "earliest",
 		KeyFrom:               keyFrom{kf},
 		MaxKeyBytes:           256,
 		Cost:                  cost{route.CostEvents},
@@ -95,6 +97,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		CacheTTL:              600 * time.Second,
 		CacheIdleTimeout:      300 * time.Second,
 		Delivery:              "at-least-once",
+		OnUndeliverable:       "stop",
 		TransactionTimeout:    30 * time.Second,
 		Clock:                 clockSetting{limit.WallClock},
 		MaxEventAge:           limit.DefaultMaxEventAge,
@@ -249,6 +252,16 @@ func TestLoadConfigValid(t *testing.T) {
 				t.Errorf("level %s format %s", c.LogLevel, c.LogFormat)
 			}
 		}},
+		{"start offset latest", map[string]string{"GATE_KAFKA_START_OFFSET": "Latest"}, func(t *testing.T, c Config) {
+			if cc, err := c.consumeConfig(); err != nil || c.KafkaStartOffset != "latest" || cc.StartOffset != consume.StartLatest {
+				t.Errorf("start offset %q, consumer's %v (%v), want latest", c.KafkaStartOffset, cc.StartOffset, err)
+			}
+		}},
+		{"start offset earliest", map[string]string{"GATE_KAFKA_START_OFFSET": "earliest"}, func(t *testing.T, c Config) {
+			if cc, err := c.consumeConfig(); err != nil || c.KafkaStartOffset != "earliest" || cc.StartOffset != consume.StartEarliest {
+				t.Errorf("start offset %q, consumer's %v (%v), want earliest", c.KafkaStartOffset, cc.StartOffset, err)
+			}
+		}},
 		{"sync interval equal to tick", map[string]string{"GATE_SYNC_INTERVAL": "2s", "GATE_TICK_INTERVAL": "2s"}, nil},
 		{"any port", map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:0"}, nil},
 		{"non-GATE variables ignored", map[string]string{"GATEWAY": "x", "HOME": "/root", "gate_window": "nonsense"}, nil},
@@ -282,6 +295,9 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_ACCEPTED_TOPIC", value: "events", want: "the input and the three outputs must all differ"},
 		{key: "GATE_OVERFLOW_TOPIC", value: "events_accepted", want: "must all differ"},
 		{key: "GATE_DEAD_LETTER_TOPIC", value: strings.Repeat("x", 250), want: "a Kafka topic name"},
+		{key: "GATE_KAFKA_START_OFFSET", value: "newest", want: `GATE_KAFKA_START_OFFSET="newest": unknown start offset "newest"; want earliest or latest`},
+		{key: "GATE_KAFKA_START_OFFSET", value: "none", want: "want earliest or latest"},
+		{key: "GATE_ON_UNDELIVERABLE", value: "drop", want: `GATE_ON_UNDELIVERABLE="drop": unknown policy "drop"; want stop or skip`},
 		{key: "GATE_KEY_FROM", value: "json:", want: "want json:FIELD, json:FIELD+FIELD, header:NAME or key"},
 		{key: "GATE_KEY_FROM", value: "body:team", want: "want json:FIELD"},
 		{key: "GATE_KEY_FROM", value: "header:", want: "want json:FIELD"},
@@ -572,7 +588,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	t.Parallel()
 	c, err := loadMap(map[string]string{
 		"GATE_KAFKA_BROKERS": "k1:9092, k2:9093", "GATE_INPUT_TOPIC": "raw", "GATE_ACCEPTED_TOPIC": "ok",
-		"GATE_OVERFLOW_TOPIC": "over", "GATE_DEAD_LETTER_TOPIC": "dlq", "GATE_GROUP_ID": "g1",
+		"GATE_OVERFLOW_TOPIC": "over", "GATE_DEAD_LETTER_TOPIC": "dlq", "GATE_GROUP_ID": "g1", "GATE_KAFKA_START_OFFSET": "latest",
 		"GATE_KEY_FROM": "json:token+distinct_id", "GATE_MAX_KEY_BYTES": "64", "GATE_VALIDATE_JSON": "true", "GATE_COST": "bytes", "GATE_FORCE_OVERFLOW": "t1, t2",
 		"GATE_DRY_RUN": "true", "GATE_OVERFLOW_KEEP_KEY": "true", "GATE_MAX_POLL_RECORDS": "500",
 		"GATE_COMMIT_INTERVAL": "2s", "GATE_PRODUCE_RETRIES": "3", "GATE_MAX_BUFFERED_RECORDS": "1000",
@@ -580,7 +596,8 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		"GATE_SHUTDOWN_TIMEOUT": "4s", "GATE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
 		"GATE_KAFKA_SASL_USERNAME": "u", "GATE_KAFKA_SASL_PASSWORD": "hunter2",
 		"GATE_DELIVERY": "exactly-once", "GATE_TRANSACTIONAL_ID": "gate-7", "GATE_TRANSACTION_TIMEOUT": "12s",
-		"GATE_CLOCK": "event", "GATE_EVENT_TIME_FROM": "json:meta.ts", "GATE_MAX_EVENT_AGE": "2h",
+		"GATE_ON_UNDELIVERABLE": "Skip",
+		"GATE_CLOCK":            "event", "GATE_EVENT_TIME_FROM": "json:meta.ts", "GATE_MAX_EVENT_AGE": "2h",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -610,7 +627,9 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		cc.MaxPollRecords != 500 || cc.CommitInterval != 2*time.Second || cc.ProduceRetries != 3 ||
 		cc.MaxBufferedRecords != 1000 || cc.MaxBufferedBytes != 2<<20 || cc.MaxMessageBytes != 2048 ||
 		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 5 ||
-		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 12*time.Second {
+		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 12*time.Second ||
+		cc.StartOffset != consume.StartLatest || cc.OnUndeliverable != consume.UndeliverableSkip ||
+		!slices.Equal(cc.OutputTopics, []string{"ok", "over", "dlq"}) {
 		t.Errorf("consume config %+v", cc)
 	}
 	if c.kafkaSASL() == nil || c.kafkaSASL().Name() != "SCRAM-SHA-512" {
@@ -796,5 +815,118 @@ func TestLimitsFirstIsPrimary(t *testing.T) {
 	c, err = loadMap(map[string]string{"GATE_LIMITS": "30s:500"})
 	if err != nil || c.Window != 30*time.Second || c.Threshold != 500 || len(c.Limits) != 0 {
 		t.Errorf("one pair: %v %s %d %+v", err, c.Window, c.Threshold, c.Limits)
+	}
+}
+
+// kubernetesServiceLinks are exactly the variables the kubelet sets in every pod of a
+// namespace holding a release named gate, unless the pod spec sets enableServiceLinks:
+// false: for a Service gate (port http, 8080) and a Service gate-metrics (port
+// metrics, 9090), the Service's name upper-cased with '-' as '_', then the simple
+// form (_SERVICE_HOST, _SERVICE_PORT, _SERVICE_PORT_<PORT NAME>) and the Docker-link
+// form (_PORT, _PORT_<port>_<PROTO>, and its _PROTO, _PORT and _ADDR).
+var kubernetesServiceLinks = map[string]string{
+	"GATE_SERVICE_HOST":        "10.0.0.1",
+	"GATE_SERVICE_PORT":        "8080",
+	"GATE_SERVICE_PORT_HTTP":   "8080",
+	"GATE_PORT":                "tcp://10.0.0.1:8080",
+	"GATE_PORT_8080_TCP":       "tcp://10.0.0.1:8080",
+	"GATE_PORT_8080_TCP_PROTO": "tcp",
+	"GATE_PORT_8080_TCP_PORT":  "8080",
+	"GATE_PORT_8080_TCP_ADDR":  "10.0.0.1",
+
+	"GATE_METRICS_SERVICE_HOST":         "10.0.0.2",
+	"GATE_METRICS_SERVICE_PORT":         "9090",
+	"GATE_METRICS_SERVICE_PORT_METRICS": "9090",
+	"GATE_METRICS_PORT":                 "tcp://10.0.0.2:9090",
+	"GATE_METRICS_PORT_9090_TCP":        "tcp://10.0.0.2:9090",
+	"GATE_METRICS_PORT_9090_TCP_PROTO":  "tcp",
+	"GATE_METRICS_PORT_9090_TCP_PORT":   "9090",
+	"GATE_METRICS_PORT_9090_TCP_ADDR":   "10.0.0.2",
+}
+
+// TestLoadConfigIgnoresServiceLinks: the variables Kubernetes injects for Services named
+// gate and gate-metrics do not stop the gate, and change nothing in its configuration.
+func TestLoadConfigIgnoresServiceLinks(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"GATE_KAFKA_BROKERS": "kafka-0.kafka:9092", "GATE_GROUP_ID": "capture-gate",
+		"GATE_HTTP_ADDR": ":8080", "GATE_REDIS_URLS": "redis://redis-0.redis:6379/0", "GATE_WINDOW": "30s",
+	}
+	want, err := loadMap(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadMap(withEnv(base, kubernetesServiceLinks))
+	if err != nil {
+		t.Fatalf("with the service links of Services gate and gate-metrics: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("service links changed the configuration:\n got %+v\nwant %+v", got, want)
+	}
+	// IPv6 cluster IPs, other protocols, a Service gate-1 with two named ports.
+	more := map[string]string{
+		"GATE_SERVICE_HOST": "fd00::1", "GATE_SERVICE_PORT": "8080", "GATE_PORT": "tcp://[fd00::1]:8080",
+		"GATE_PORT_8080_TCP": "tcp://[fd00::1]:8080", "GATE_PORT_8080_TCP_ADDR": "fd00::1",
+		"GATE_1_SERVICE_PORT_HTTP_ALT": "8081", "GATE_1_PORT_53_UDP": "udp://10.0.0.3:53",
+		"GATE_1_PORT_53_UDP_PROTO": "udp", "GATE_1_PORT_9_SCTP_PORT": "9",
+	}
+	if _, err := loadMap(withEnv(base, more)); err != nil {
+		t.Errorf("with more service links: %v", err)
+	}
+}
+
+// TestServiceLinkLookalikesRejected: a name of a service link's shape whose value is not
+// one Kubernetes would set, or a plain typo, is still an unknown variable.
+func TestServiceLinkLookalikesRejected(t *testing.T) {
+	t.Parallel()
+	for name, value := range map[string]string{
+		"GATE_KAFKA_BROKER":            "kafka:9092", // a typo
+		"GATE_HTTP_PORT":               "9090",       // an operator's guess, not tcp://ip:port
+		"GATE_METRICS_PORT":            "9090",
+		"GATE_REDIS_PORT":              "redis://redis:6379",
+		"GATE_SERVICE_HOST":            "gate.ingest.svc",
+		"GATE_SERVICE_PORT":            "http",
+		"GATE_SERVICE_PORT_HTTP":       "0",
+		"GATE_PORT_8080_TCP":           "tcp://10.0.0.1:9090", // port differs from the name's
+		"GATE_PORT_8080_TCP_PROTO":     "udp",
+		"GATE_PORT_8080_TCP_PORT":      "9090",
+		"GATE_PORT_8080_TCP_ADDR":      "localhost",
+		"GATE_PORT_8080_HTTP_PORT":     "8080", // not a protocol
+		"GATE_PORT_99999_TCP_PORT":     "99999",
+		"GATE_PORT_08080_TCP_PORT":     "08080",
+		"GATE_WINDOW_SERVICE_PORT_X_":  "8080",
+		"GATE_KAFKA_SERVICE_HOST_NAME": "10.0.0.1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadMap(map[string]string{name: value})
+			if want := name + ": unknown variable"; err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s=%s: error %v, want one containing %q", name, value, err, want)
+			}
+		})
+	}
+}
+
+// TestNoVariableLooksLikeAServiceLink: no name of Config has a service link's form, so a
+// Service can never set a setting by its name (the chart also turns service links off),
+// and a setting's own name can never be taken for a link whatever its value.
+func TestNoVariableLooksLikeAServiceLink(t *testing.T) {
+	t.Parallel()
+	for _, k := range structKeys(t) {
+		for _, re := range []*regexp.Regexp{linkServiceHost, linkServicePort, linkFirstPort, linkPortURL, linkPortPart} {
+			if re.MatchString(k) {
+				t.Errorf("%s has the form of a Kubernetes service link (%s): rename it", k, re)
+			}
+		}
+	}
+	// And the forms are the ones Kubernetes uses: every link of the test Services matches.
+	for name, value := range kubernetesServiceLinks {
+		if !isServiceLink(name, value) {
+			t.Errorf("%s=%s is not taken for a service link", name, value)
+		}
+	}
+	if got, want := serviceLinks(getenvFrom(kubernetesServiceLinks), append(slices.Collect(maps.Keys(kubernetesServiceLinks)), "GATE_WINDOW", "GATE_TYPO")),
+		slices.Sorted(maps.Keys(kubernetesServiceLinks)); !slices.Equal(got, want) {
+		t.Errorf("serviceLinks = %v, want %v", got, want)
 	}
 }

@@ -231,6 +231,7 @@ func load(ctx context.Context, args []string, getenv func(string) string, names 
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	logServiceLinks(log, getenv, names)
 	ccfg, err := cfg.consumeConfig() // TLS and SASL, as the gate connects
 	if err != nil {
 		return err

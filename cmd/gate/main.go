@@ -14,7 +14,9 @@
 //   - Redis being down does not stop start-up or the process: /healthz answers 200 while
 //     the process runs; /readyz answers 503 until the gate has joined its consumer group
 //     and every Redis instance has answered a PING once (the Redis part latches:
-//     readiness does not flap on a Redis blip, through which the tick fails open).
+//     readiness does not flap on a Redis blip, through which the tick fails open), and
+//     while a condition an operator must fix holds (a topic missing, a permission
+//     lacking, a partition stopped at an undeliverable record), each named in the body.
 //   - SIGTERM or SIGINT stops the consumer first (no new poll; in-flight records
 //     awaited; acknowledged offsets committed; the group left), then the tick, whose
 //     final flush writes the counts of the last records routed to Redis, then the HTTP
@@ -179,6 +181,7 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	logServiceLinks(log, getenv, names)
 	// go-redis logs a few events (failed dials) through a process-wide logger that
 	// writes plain lines to os.Stderr; send them through slog so every line keeps the
 	// format. One gate runs per process; in tests, where several do, a line may land in
@@ -198,7 +201,7 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	if err != nil {
 		return fmt.Errorf("GATE_HTTP_ADDR=%q: listening: %w", cfg.HTTPAddr, err)
 	}
-	ready := newReadiness(clients, cfg, consumer.Ready, log)
+	ready := newReadiness(clients, cfg, consumer.NotReady, log)
 	srv := &http.Server{
 		Handler:           newMux(reg, ready, teamsFor(cfg, lim, g.extra)),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -293,6 +296,7 @@ func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ti
 		"overflow_topic", cfg.OverflowTopic,
 		"dead_letter_topic", cfg.DeadLetterTopic,
 		"group_id", cfg.GroupID,
+		"kafka_start_offset", string(cfg.KafkaStartOffset),
 		"key_from", cfg.KeyFrom.String(),
 		"max_key_bytes", cfg.MaxKeyBytes,
 		"validate_json", cfg.ValidateJSON,
@@ -368,9 +372,7 @@ func newMux(reg *prometheus.Registry, ready *readiness, teams *teamAPI) *http.Se
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		var why []string
-		if !ready.joined() {
-			why = append(why, "not in the consumer group yet")
-		}
+		why = append(why, ready.kafka()...)
 		if waiting := ready.waiting(); len(waiting) > 0 {
 			why = append(why, "no PING reply yet from redis "+strings.Join(waiting, ", "))
 		}
@@ -389,7 +391,7 @@ func newMux(reg *prometheus.Registry, ready *readiness, teams *teamAPI) *http.Se
 // of a fleet out of service at the same moment on a Redis blip, when the gate is built to
 // keep routing (fail-open) through one.
 type readiness struct {
-	joined  func() bool // the consumer holds a group assignment
+	kafka   func() []string // why the consumer is not ready: not joined yet, or what an operator must fix
 	clients []redis.UniversalClient
 	urls    []string // redacted, for logs and the 503 body
 	timeout time.Duration
@@ -400,9 +402,9 @@ type readiness struct {
 	ok atomic.Bool // every instance has answered; the fast path of /readyz
 }
 
-func newReadiness(clients []redis.UniversalClient, cfg Config, joined func() bool, log *slog.Logger) *readiness {
+func newReadiness(clients []redis.UniversalClient, cfg Config, kafka func() []string, log *slog.Logger) *readiness {
 	r := &readiness{
-		joined:  joined,
+		kafka:   kafka,
 		clients: clients,
 		timeout: cfg.RedisDialTimeout + cfg.RedisWriteTimeout + cfg.RedisReadTimeout,
 		log:     log.With("component", "readiness"),

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,11 +74,20 @@ type gate struct {
 // at cleanup if the test has not.
 func startGate(t *testing.T, env map[string]string) *gate {
 	t.Helper()
+	return startGateFunc(t, func(ctx context.Context, stderr io.Writer) error {
+		return run(ctx, []string{"serve"}, getenvFrom(env), io.Discard, stderr)
+	})
+}
+
+// startGateFunc is startGate with the run given: serveFn runs the gate until ctx is done,
+// logging to stderr.
+func startGateFunc(t *testing.T, serveFn func(ctx context.Context, stderr io.Writer) error) *gate {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	g := &gate{stderr: &syncBuffer{}, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(g.done)
-		g.err = run(ctx, []string{"serve"}, getenvFrom(env), io.Discard, g.stderr)
+		g.err = serveFn(ctx, g.stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -422,5 +432,50 @@ func TestOneLine(t *testing.T) {
 	err := fmt.Errorf("building the limiter: %w", errors.Join(errors.New("a"), errors.New("b")))
 	if got := oneLine(err); got != "building the limiter: a; b" {
 		t.Errorf("oneLine = %q", got)
+	}
+}
+
+// TestServeWithServiceLinks: a pod of a release named gate, in a namespace whose Services
+// gate and gate-metrics Kubernetes announces to it, starts, and says at debug level which
+// variables it took for service links. (serve is called with the environment's names,
+// as run passes them from os.Environ: run itself would take them from this test
+// process's environment.)
+func TestServeWithServiceLinks(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	_, kenv := kafkaEnv(t)
+	env := withEnv(withEnv(kenv, kubernetesServiceLinks), map[string]string{
+		"GATE_REDIS_URLS": rs.URL(),
+		"GATE_HTTP_ADDR":  "127.0.0.1:0",
+		"GATE_LOG_LEVEL":  "debug",
+	})
+	g := startGateFunc(t, func(ctx context.Context, stderr io.Writer) error {
+		return serve(ctx, getenvFrom(env), slices.Collect(maps.Keys(env)), stderr)
+	})
+	if err := g.stop(t); err != nil {
+		t.Fatalf("run returned %v, want nil\n%s", err, g.stderr)
+	}
+	var found bool
+	sc := bufio.NewScanner(strings.NewReader(g.stderr.String()))
+	for sc.Scan() {
+		var line struct {
+			Level string   `json:"level"`
+			Msg   string   `json:"msg"`
+			Names []string `json:"names"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil || !strings.Contains(line.Msg, "service link") {
+			continue
+		}
+		found = true
+		if line.Level != "DEBUG" {
+			t.Errorf("service links logged at %s, want DEBUG: %s", line.Level, sc.Text())
+		}
+		want := slices.Sorted(maps.Keys(kubernetesServiceLinks))
+		if !slices.Equal(line.Names, want) {
+			t.Errorf("service links logged %v, want %v", line.Names, want)
+		}
+	}
+	if !found {
+		t.Errorf("no debug line names the service links:\n%s", g.stderr)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -312,7 +313,10 @@ func checkScaledObject(t *testing.T, u *unstructured.Unstructured, d *appsv1.Dep
 		}
 	}
 	env := envOf(d.Spec.Template.Spec.Containers[0])
-	for key, envVar := range map[string]string{"bootstrapServers": "GATE_KAFKA_BROKERS", "consumerGroup": "GATE_GROUP_ID", "topic": "GATE_INPUT_TOPIC"} {
+	// offsetResetPolicy is where KEDA takes a partition without a committed offset to
+	// start, to count its lag: where the gate starts it.
+	for key, envVar := range map[string]string{"bootstrapServers": "GATE_KAFKA_BROKERS", "consumerGroup": "GATE_GROUP_ID", "topic": "GATE_INPUT_TOPIC",
+		"offsetResetPolicy": "GATE_KAFKA_START_OFFSET"} {
 		if md[key] != env[envVar].Value {
 			t.Errorf("trigger %s = %v, but the gate's %s = %q", key, md[key], envVar, env[envVar].Value)
 		}
@@ -743,5 +747,94 @@ func TestTemplateChecksWithoutSchema(t *testing.T) {
 	_, err = engine.Render(c, top)
 	if want := "autoscaling.keda.enabled and autoscaling.hpa.enabled are both true"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %v, want one containing %q", err, want)
+	}
+}
+
+// TestServiceLinksDisabled: every pod the chart makes has enableServiceLinks: false. The
+// release here is named gate, as in the README's install line, so its own Service
+// (gate-capture-gate) and any other of the release's (gate-metrics, ...) would be
+// announced to its pods as GATE_CAPTURE_GATE_SERVICE_HOST, GATE_METRICS_PORT_9090_TCP,
+// ...: names in the gate's own GATE_ namespace.
+func TestServiceLinksDisabled(t *testing.T) {
+	if releaseName != "gate" {
+		t.Fatalf("release %q: this test needs the release named gate", releaseName)
+	}
+	for _, vs := range valueSets {
+		t.Run(strings.TrimSuffix(vs.file, ".yaml"), func(t *testing.T) {
+			objs, err := decode(mustRender(t, readValues(t, filepath.Join("testdata", vs.file)), capabilities(vs.caps...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			specs := podSpecs(objs)
+			if len(specs) == 0 {
+				t.Fatal("no workload rendered")
+			}
+			for name, spec := range specs {
+				if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+					t.Errorf("%s: enableServiceLinks = %v, want false", name, fmtBoolPtr(spec.EnableServiceLinks))
+				}
+			}
+		})
+	}
+}
+
+// podSpecs returns the pod template of every workload rendered, by kind/name.
+func podSpecs(objs objects) map[string]corev1.PodSpec {
+	out := map[string]corev1.PodSpec{}
+	for kind, list := range objs.typed {
+		for _, o := range list {
+			switch w := o.(type) {
+			case *appsv1.Deployment:
+				out[kind+"/"+w.Name] = w.Spec.Template.Spec
+			case *appsv1.StatefulSet:
+				out[kind+"/"+w.Name] = w.Spec.Template.Spec
+			case *appsv1.DaemonSet:
+				out[kind+"/"+w.Name] = w.Spec.Template.Spec
+			case *batchv1.Job:
+				out[kind+"/"+w.Name] = w.Spec.Template.Spec
+			case *batchv1.CronJob:
+				out[kind+"/"+w.Name] = w.Spec.JobTemplate.Spec.Template.Spec
+			case *corev1.Pod:
+				out[kind+"/"+w.Name] = w.Spec
+			}
+		}
+	}
+	return out
+}
+
+func fmtBoolPtr(b *bool) string {
+	if b == nil {
+		return "unset (Kubernetes' default: true)"
+	}
+	return strconv.FormatBool(*b)
+}
+
+// TestKEDAOffsetResetPolicy: the KEDA trigger's offsetResetPolicy follows
+// kafka.startOffset, as GATE_KAFKA_START_OFFSET does: KEDA counts a partition without a
+// committed offset as lagging from where the gate will start it.
+func TestKEDAOffsetResetPolicy(t *testing.T) {
+	base := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "autoscaling: {keda: {enabled: true}}"))
+	for _, tc := range []struct{ values, want string }{
+		{"kafka: {startOffset: earliest}", "earliest"},
+		{"kafka: {startOffset: latest}", "latest"},
+		{"", "earliest"}, // the chart's default, the gate's
+	} {
+		vals := base
+		if tc.values != "" {
+			vals = mergeValues(base, mustParse(t, tc.values))
+		}
+		objs, err := decode(mustRender(t, vals, capabilities()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs.custom["ScaledObject"]) != 1 {
+			t.Fatalf("%q: no ScaledObject rendered", tc.values)
+		}
+		triggers, _, _ := unstructured.NestedSlice(objs.custom["ScaledObject"][0].Object, "spec", "triggers")
+		got, _, _ := unstructured.NestedString(triggers[0].(map[string]any), "metadata", "offsetResetPolicy")
+		env := envOf(objs.typed["Deployment"][0].(*appsv1.Deployment).Spec.Template.Spec.Containers[0])
+		if got != tc.want || env["GATE_KAFKA_START_OFFSET"].Value != tc.want {
+			t.Errorf("%q: offsetResetPolicy %q, GATE_KAFKA_START_OFFSET %q, want both %q", tc.values, got, env["GATE_KAFKA_START_OFFSET"].Value, tc.want)
+		}
 	}
 }

@@ -64,6 +64,31 @@ func (d Delivery) String() string {
 	return "Delivery(" + strconv.Itoa(int(d)) + ")"
 }
 
+// StartOffset is where a consumer group starts reading a partition it has no committed
+// offset for.
+type StartOffset int
+
+const (
+	// StartEarliest starts at the oldest record the partition still holds: a new group
+	// routes what was written before it existed. franz-go's default.
+	StartEarliest StartOffset = iota
+	// StartLatest starts at the partition's end when the group first reads it: a new
+	// group routes only what is written from then on. So are skipped the records
+	// written to a partition added to the topic before the group sees it.
+	StartLatest
+)
+
+// String returns the name the gate's configuration uses: earliest or latest.
+func (s StartOffset) String() string {
+	switch s {
+	case StartEarliest:
+		return "earliest"
+	case StartLatest:
+		return "latest"
+	}
+	return "StartOffset(" + strconv.Itoa(int(s)) + ")"
+}
+
 // Config is the consumer's settings. Zero values take the defaults above.
 type Config struct {
 	// Brokers are the seed brokers, host:port.
@@ -71,6 +96,21 @@ type Config struct {
 	// InputTopic is the topic read; GroupID the consumer group shared by a fleet.
 	InputTopic string
 	GroupID    string
+	// StartOffset is where the group starts a partition it has no committed offset for
+	// (a new group, or a partition new to it): StartEarliest, the default, or
+	// StartLatest. It sets franz-go's ConsumeStartOffset and nothing else.
+	//
+	// Where a partition resumes on OFFSET_OUT_OF_RANGE is not decided here but by
+	// franz-go's ConsumeResetOffset, which the gate leaves at its default,
+	// RewindOffset(time.Minute): a committed offset that retention has deleted, or a
+	// consumer that fell below the log start, resumes at the log start; a broker that
+	// lost data resumes where the logs diverged when OffsetForLeaderEpoch can tell,
+	// else at the first record stamped a minute before the last one consumed (a
+	// *kgo.ErrDataLoss in the fetch errors). Kafka's auto.offset.reset sets both
+	// offsets at once, and so does ConsumeResetOffset when ConsumeStartOffset is not
+	// given (a rewind aside): the gate always gives ConsumeStartOffset, so a reset
+	// offset chosen for out-of-range handling never moves where a new group starts.
+	StartOffset StartOffset
 
 	// MaxPollRecords bounds the records routed per poll, and so how long a rebalance
 	// can be held waiting for a poll's records to be handed to the producer.
@@ -99,6 +139,21 @@ type Config struct {
 	// ShutdownTimeout bounds waiting for in-flight records at shutdown (with
 	// ExactlyOnce: ending the open transaction).
 	ShutdownTimeout time.Duration
+	// OnUndeliverable is what happens to a record refused by every topic: its output
+	// topic, and the dead-letter topic with and then without its value (each refusal
+	// tried with the record alone, so another record's fault in its batch does not
+	// count). UndeliverableStop, the default, stops its partition there and makes the
+	// gate not ready; UndeliverableSkip logs it with its offset and commits past it.
+	// Never a silent retry: a record can only be refused so by a topic's
+	// configuration, which retrying does not change.
+	OnUndeliverable Undeliverable
+	// OutputTopics are the topics the gate writes (accepted, overflow, dead letter):
+	// before consuming, the gate checks that they and InputTopic exist and that it may
+	// read and write them (see preflight.go). Empty checks the input topic only.
+	OutputTopics []string
+	// PreflightInterval is how often a failing preflight check is retried and logged
+	// (DefaultPreflightInterval).
+	PreflightInterval time.Duration
 
 	// Delivery chooses at-least-once (the default) or exactly-once output. With
 	// ExactlyOnce, CommitInterval, RevokeTimeout and the gate's own produce retries
@@ -151,6 +206,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.GroupID == "" {
 		errs = append(errs, errors.New("no group id"))
 	}
+	if c.StartOffset != StartEarliest && c.StartOffset != StartLatest {
+		errs = append(errs, fmt.Errorf("unknown start offset %s", c.StartOffset))
+	}
 	def := func(v *int, d int, name string) {
 		if *v == 0 {
 			*v = d
@@ -173,6 +231,7 @@ func (c Config) withDefaults() (Config, error) {
 	defDur(&c.RevokeTimeout, DefaultRevokeTimeout, "RevokeTimeout")
 	defDur(&c.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout")
 	defDur(&c.TransactionTimeout, DefaultTransactionTimeout, "TransactionTimeout")
+	defDur(&c.PreflightInterval, DefaultPreflightInterval, "PreflightInterval")
 	switch c.Delivery {
 	case AtLeastOnce:
 	case ExactlyOnce:
@@ -193,6 +252,14 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// offset is the franz-go start offset of s.
+func (s StartOffset) offset() kgo.Offset {
+	if s == StartLatest {
+		return kgo.NewOffset().AtEnd()
+	}
+	return kgo.NewOffset().AtStart()
+}
+
 // clientOpts are the franz-go options the gate runs with. The pass-through benchmark
 // uses the same ones, so the two are compared like for like.
 func (c Config) clientOpts() []kgo.Opt {
@@ -200,6 +267,7 @@ func (c Config) clientOpts() []kgo.Opt {
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ConsumerGroup(c.GroupID),
 		kgo.ConsumeTopics(c.InputTopic),
+		kgo.ConsumeStartOffset(c.StartOffset.offset()),
 		// Commits are ours: only behind acknowledged output (see track.go), or in
 		// each poll's transaction.
 		kgo.DisableAutoCommit(),

@@ -61,6 +61,17 @@ type Consumer struct {
 	retry   retryQueue
 	ready   atomic.Bool // has joined the group and holds an assignment (maybe empty)
 	closing atomic.Bool // shutting down: revokes do not wait for in-flight records
+	// outstanding counts the records handed to the client whose promise has not
+	// finished (at-least-once): zero means every failure is in the retry queue.
+	outstanding atomic.Int64
+	// halt ends when Run's context does: routing held behind a retry gives up.
+	halt context.Context
+	// problems are conditions an operator must fix; the consumer is not ready while
+	// any holds.
+	problems problems
+	// produceBlocked is set while a produce problem (see produceProblem) is recorded,
+	// so that an acknowledgement checks for one at the cost of an atomic load.
+	produceBlocked atomic.Bool
 
 	scratch []route.Scratch          // one per routing goroutine
 	promise func(*kgo.Record, error) // onProduced, made once rather than per record
@@ -95,6 +106,7 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 		router:  router,
 		clock:   clk,
 		log:     log,
+		halt:    context.Background(),
 		parts:   make(map[int32]*partition),
 		scratch: make([]route.Scratch, runtime.GOMAXPROCS(0)),
 	}
@@ -138,8 +150,9 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 // which that loop may replace, it is safe to read from the client's callbacks.
 func (c *Consumer) exactlyOnce() bool { return c.cfg.Delivery == ExactlyOnce }
 
-// Ready reports whether the consumer has joined its group and holds an assignment.
-func (c *Consumer) Ready() bool { return c.ready.Load() }
+// Ready reports whether the consumer has joined its group and holds an assignment, and
+// no condition an operator must fix holds (NotReady says which).
+func (c *Consumer) Ready() bool { return c.ready.Load() && c.problems.empty() }
 
 // Close releases the client of a Consumer whose Run is never called (Run closes it
 // itself when it returns).
@@ -163,7 +176,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	wg.Go(func() { c.retryLoop(retryCtx) })
 	wg.Go(func() { c.commitLoop(commitCtx) })
 
-	runErr := c.pollLoop(ctx)
+	c.halt = ctx
+	var runErr error
+	if c.awaitPreflight(ctx) == nil {
+		runErr = c.pollLoop(ctx)
+	}
 
 	c.closing.Store(true)
 	sctx, cancel := context.WithTimeout(bg, c.cfg.ShutdownTimeout)
@@ -247,7 +264,11 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 				return
 			}
 		}
-		ws = append(ws, work{p: c.partition(ftp.Partition), recs: ftp.Records, hwm: ftp.HighWatermark})
+		p := c.partition(ftp.Partition)
+		if p.stopped.Load() {
+			return // fetched before it was paused: nothing past the stop is routed
+		}
+		ws = append(ws, work{p: p, recs: ftp.Records, hwm: ftp.HighWatermark})
 	})
 	return ws
 }
@@ -315,6 +336,11 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		if i%clockRefresh == 0 {
 			now = c.clock.Now()
 		}
+		if c.retry.pending.Load() > 0 && !c.holdRouting(w.p) {
+			// Revoked, stopped or shutting down: the rest stays unacknowledged in b,
+			// so no commit passes it.
+			return
+		}
 		f := &failed{b: b, in: in}
 		c.router.RouteInto(now, in, s, &f.out)
 		c.produce(f)
@@ -325,6 +351,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 // produce hands f.out to the producer; onProduced acknowledges it in its batch or
 // queues it for a retry.
 func (c *Consumer) produce(f *failed) {
+	c.outstanding.Add(1)
 	c.cl.Produce(context.Background(), &f.out, c.promise)
 }
 
@@ -332,8 +359,13 @@ func (c *Consumer) produce(f *failed) {
 // of a failed, its first field, so the pointer converts back (the unsafe.Pointer rule for
 // a struct and its first field).
 func (c *Consumer) onProduced(r *kgo.Record, err error) {
+	// Last, so that a failure is queued before the retry loop can see quiescence.
+	defer c.outstanding.Add(-1)
 	f := (*failed)(unsafe.Pointer(r))
 	if err == nil {
+		if c.produceBlocked.Load() {
+			c.produceRecovered(r.Topic)
+		}
 		f.b.remaining.Add(-1)
 		if f.attempts > 0 {
 			c.retry.done()
@@ -348,7 +380,13 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 		return
 	}
 	c.m.produceError(r.Topic, err)
+	c.produceProblem(r.Topic, err)
 	f.err = err
+	if rejected(err) {
+		if stage, moved := f.advance(); moved && stage < stageUndeliverable {
+			c.m.countRerouted(stage)
+		}
+	}
 	c.retry.push(f)
 }
 
@@ -381,6 +419,7 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 		// commit, and the partitions' next owner replays from the last commit.
 		c.interruptTxn()
 		c.drop(ids)
+		c.releaseStopped(ids)
 		c.m.rebalances.WithLabelValues("revoked").Inc()
 		c.log.Info("partitions revoked", "topic", c.cfg.InputTopic, "partitions", ids)
 		return
@@ -395,6 +434,7 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	committed, err := c.commit(cctx, true, ids)
 	cancel()
 	c.drop(ids)
+	c.releaseStopped(ids)
 	c.m.rebalances.WithLabelValues("revoked").Inc()
 	lvl := slog.LevelInfo
 	if err != nil || left > 0 {
@@ -416,6 +456,7 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 		left += p.inFlight()
 	}
 	c.drop(ids)
+	c.releaseStopped(ids)
 	c.m.rebalances.WithLabelValues("lost").Inc()
 	c.partsMu.Lock()
 	if len(c.parts) == 0 {

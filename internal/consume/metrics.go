@@ -20,6 +20,7 @@ type metrics struct {
 	rebalances    *prometheus.CounterVec
 	lag           *prometheus.GaugeVec
 	fetchErrors   prometheus.Counter
+	undeliverable *prometheus.CounterVec
 	// Exactly-once only; exported in both modes, at zero in at-least-once, so the
 	// set of metric names does not depend on the mode.
 	transactions *prometheus.CounterVec
@@ -60,6 +61,10 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			Name: "gate_fetch_errors_total",
 			Help: "Fetch errors reported by the client, which retries them.",
 		}),
+		undeliverable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_records_undeliverable_total",
+			Help: "Records refused by every topic (their output topic, then the dead-letter topic with and without their value), by what GATE_ON_UNDELIVERABLE did: stopped (their partition stopped there, the gate not ready) or skipped (committed past, logged with their offset).",
+		}, []string{"action"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_transactions_total",
 			Help: "Exactly-once delivery: transactions ended, by result (committed; aborted: a rebalance or a failed produce, and the records are polled and routed again). Zero in at-least-once mode.",
@@ -76,11 +81,14 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 	for _, r := range []string{"committed", "aborted"} {
 		m.transactions.WithLabelValues(r)
 	}
+	for _, a := range []string{"stopped", "skipped"} {
+		m.undeliverable.WithLabelValues(a)
+	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{m.produceErrors, m.retries, m.rerouted, m.commitErrors, m.committed, m.rebalances, m.lag, m.fetchErrors,
-		m.transactions, m.txnDuration,
+		m.undeliverable, m.transactions, m.txnDuration,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_retrying_records",
 			Help: "Records whose produce failed and is being retried; no new records are polled while it is above zero.",

@@ -27,19 +27,53 @@ type failed struct {
 	in       *kgo.Record
 	err      error
 	attempts int // produces retried so far
-	// stage counts how far a record the broker rejects for good has been rerouted:
-	// 0 as routed, 1 to the dead-letter topic, 2 to it without its value.
+	// stage is how far a record the broker rejects for good has been rerouted: see
+	// stageRouted and the stages after it.
 	stage int
+	// alone is set when the produce in flight was sent with no other record of the
+	// gate's in flight, so that the broker's answer is about this record only;
+	// isolate when the next attempt must be (a rejection came back for the batch it
+	// was in, which may have been another record's fault).
+	alone, isolate bool
+	moved          bool // stage moved since the record was last built
 }
 
-// retryQueue holds failed records until the retry loop produces them again.
+// The stages of a record the broker rejects for good (too large, invalid, a timestamp
+// out of the broker's bounds). Brokers answer such errors for a whole produce batch,
+// and franz-go fails every record buffered behind it in the partition with the same
+// error: a record moves to the next stage only when it was rejected alone.
+const (
+	stageRouted        = iota // as the router routed it
+	stageDeadLetter           // to the dead-letter topic, reason rejected, stamped now
+	stageStripped             // the same without its value (and large headers)
+	stageUndeliverable        // refused everywhere: Config.OnUndeliverable decides
+)
+
+// advance updates f after the broker rejected it for good: the next attempt is
+// alone, and when this one already was, it is of the next stage. It returns the new
+// stage when f moved.
+func (f *failed) advance() (int, bool) {
+	moved := f.alone && f.stage < stageUndeliverable
+	if moved {
+		f.stage++
+		f.moved = true
+	}
+	f.isolate = true
+	return f.stage, moved
+}
+
+// retryQueue holds failed records until the retry loop produces them again, in the
+// order the client failed them: for one output partition, the order they were produced.
 type retryQueue struct {
 	mu    sync.Mutex
 	items []*failed
 	wake  chan struct{}
-	// pending counts records that failed and are not yet acknowledged: polling waits
-	// for it to reach zero.
+	// pending counts records that failed and are not yet acknowledged (or given up):
+	// polling waits for it to reach zero, and routing holds while it is above.
 	pending atomic.Int64
+	// pushes counts every push, so the retry loop can tell whether a produce of its
+	// own round failed meanwhile.
+	pushes atomic.Uint64
 }
 
 func (q *retryQueue) init() { q.wake = make(chan struct{}, 1) }
@@ -52,6 +86,19 @@ func (q *retryQueue) push(f *failed) {
 	q.mu.Lock()
 	q.items = append(q.items, f)
 	q.mu.Unlock()
+	q.pushes.Add(1)
+	q.signal()
+}
+
+// requeue puts back, behind what is queued, records taken but not produced.
+func (q *retryQueue) requeue(fs []*failed) {
+	q.mu.Lock()
+	q.items = append(q.items, fs...)
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *retryQueue) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -69,14 +116,33 @@ func (q *retryQueue) take() []*failed {
 	return items
 }
 
+func (q *retryQueue) peek() (first *failed, n int, transient bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, f := range q.items {
+		if !f.isolate {
+			transient = true
+		}
+	}
+	if len(q.items) == 0 {
+		return nil, 0, false
+	}
+	return q.items[0], len(q.items), transient
+}
+
 // waitIdle returns once no record is pending a retry, or with ctx's error.
 func (q *retryQueue) waitIdle(ctx context.Context) error {
-	if q.pending.Load() == 0 {
+	return waitUntil(ctx, func() bool { return q.pending.Load() == 0 })
+}
+
+// waitUntil polls cond until it holds (nil) or ctx ends (ctx's error).
+func waitUntil(ctx context.Context, cond func() bool) error {
+	if cond() {
 		return ctx.Err()
 	}
-	t := time.NewTicker(10 * time.Millisecond)
+	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
-	for q.pending.Load() > 0 {
+	for !cond() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -87,8 +153,16 @@ func (q *retryQueue) waitIdle(ctx context.Context) error {
 }
 
 // retryLoop produces failed records again, in the order they failed, after a backoff
-// that grows with their attempts. It stops when ctx ends; records still queued then are
-// abandoned uncommitted, so the partition's next owner replays them.
+// that grows with their attempts (none when every one only awaits a produce alone). It
+// stops when ctx ends; records still queued then are abandoned uncommitted, so the
+// partition's next owner replays them.
+//
+// Order: while a record awaits its retry, routing holds (see holdRouting), and the loop
+// waits until every produce handed to the client has been answered before it takes the
+// queue, so the queue holds every failure, in the order the client failed them, which
+// for one output partition is the order they were produced; the records are produced
+// again in that order. When a produce of its own fails meanwhile, the rest waits behind
+// it. So one key's records keep their input order on its output topic through retries.
 func (c *Consumer) retryLoop(ctx context.Context) {
 	var lastLog time.Time
 	for {
@@ -97,34 +171,79 @@ func (c *Consumer) retryLoop(ctx context.Context) {
 			return
 		case <-c.retry.wake:
 		}
-		items := c.retry.take()
-		if len(items) == 0 {
+		first, n, transient := c.retry.peek()
+		if n == 0 {
 			continue
 		}
-		first := items[0]
-		if time.Since(lastLog) >= 10*time.Second {
+		if transient && time.Since(lastLog) >= 10*time.Second {
 			lastLog = time.Now()
 			c.log.Warn("produce failed; retrying, and not committing past the failed records",
-				"records", len(items), "topic", first.out.Topic, "attempt", first.attempts+1, "err", first.err)
+				"records", n, "topic", first.out.Topic, "attempt", first.attempts+1, "err", first.err)
 		}
-		t := time.NewTimer(backoff(first.attempts))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		for _, f := range items {
-			if f.b.p.gone.Load() {
-				c.retry.done() // the partition's new owner replays it
-				continue
+		if transient {
+			t := time.NewTimer(backoff(first.attempts))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
 			}
-			f.out = *c.retryRecord(f)
-			f.attempts++
-			c.m.retries.Inc()
-			c.produce(f)
+		}
+		if c.quiesce(ctx) != nil {
+			return
+		}
+		c.redeliver(ctx, c.retry.take())
+	}
+}
+
+// quiesce waits until every record handed to the client has been answered.
+func (c *Consumer) quiesce(ctx context.Context) error {
+	return waitUntil(ctx, func() bool { return c.outstanding.Load() == 0 })
+}
+
+// redeliver produces items again, in order (see retryLoop).
+func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
+	mark := c.retry.pushes.Load()
+	for i, f := range items {
+		if f.b.p.gone.Load() {
+			c.retry.done() // the partition's new owner replays it
+			continue
+		}
+		if f.stage == stageUndeliverable {
+			c.undeliverable(f)
+			continue
+		}
+		if c.retry.pushes.Load() != mark {
+			// A record produced in this round failed: the rest follows it.
+			if c.quiesce(ctx) == nil {
+				c.retry.requeue(items[i:])
+			}
+			return
+		}
+		f.out = *c.retryRecord(f)
+		f.attempts++
+		f.alone = f.isolate
+		c.m.retries.Inc()
+		c.produce(f)
+		if f.alone {
+			// Nothing else is sent until the broker has answered for it alone.
+			if c.quiesce(ctx) != nil {
+				return
+			}
 		}
 	}
+}
+
+// holdRouting is called by a routing goroutine while records await a retry: it waits
+// until they are acknowledged, so that no record overtakes them on its output
+// partition. It returns false when routing must stop instead: p was revoked or
+// stopped, or the consumer is shutting down (the records not produced stay
+// unacknowledged, so nothing is committed past them).
+func (c *Consumer) holdRouting(p *partition) bool {
+	err := waitUntil(c.halt, func() bool {
+		return c.retry.pending.Load() == 0 || p.gone.Load() || p.stopped.Load()
+	})
+	return err == nil && !p.gone.Load() && !p.stopped.Load()
 }
 
 func backoff(attempts int) time.Duration {
@@ -132,15 +251,14 @@ func backoff(attempts int) time.Duration {
 	return min(d, retryMaxBackoff)
 }
 
-// retryRecord returns the record to produce for f's next attempt: the same record, or,
-// when the broker rejected it for good, the next stage of deadLetterRecord.
+// retryRecord returns the record to produce for f's next attempt: the same record, or
+// the dead letter of its new stage when it moved.
 func (c *Consumer) retryRecord(f *failed) *kgo.Record {
-	if !rejected(f.err) || f.stage >= 2 {
-		return &kgo.Record{Topic: f.out.Topic, Key: f.out.Key, Value: f.out.Value, Headers: f.out.Headers, Timestamp: f.out.Timestamp}
+	if f.moved {
+		f.moved = false
+		return c.deadLetterRecord(f.in, f.out.Topic, f.err, f.stage)
 	}
-	f.stage++
-	c.m.countRerouted(f.stage)
-	return c.deadLetterRecord(f.in, f.out.Topic, f.err, f.stage)
+	return &kgo.Record{Topic: f.out.Topic, Key: f.out.Key, Value: f.out.Value, Headers: f.out.Headers, Timestamp: f.out.Timestamp}
 }
 
 // deadLetterRecord returns what to produce for in once topic has rejected it for good
@@ -149,9 +267,15 @@ func (c *Consumer) retryRecord(f *failed) *kgo.Record {
 // value (and without its headers if they are large), which stay readable in the input
 // topic at the offset the gate-source header gives: a record the broker can never accept
 // must not stop its partition for good.
+//
+// Either way the dead letter is stamped with the current time, the input's timestamp
+// kept in the gate-original-timestamp header (Unix milliseconds): a broker that
+// validates timestamps (message.timestamp.after.max.ms and before.max.ms, Kafka 3.6)
+// may have refused the record for its timestamp, and would refuse a copy bearing it.
 func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, stage int) *kgo.Record {
 	detail := fmt.Sprintf("topic %s rejected the record: %v", topic, err)
 	r := c.router.DeadLetter(in, "rejected", detail)
+	stampNow(r, in, c.clock.Now())
 	if stage < 2 {
 		return r
 	}
@@ -175,6 +299,24 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 		r.Key = nil
 	}
 	return r
+}
+
+// HeaderOriginalTimestamp carries, on a dead letter stamped anew, the input record's
+// timestamp in Unix milliseconds.
+const HeaderOriginalTimestamp = "gate-original-timestamp"
+
+// stampNow gives r the timestamp now, keeping in's in a header (once).
+func stampNow(r, in *kgo.Record, now time.Time) {
+	for _, h := range r.Headers {
+		if h.Key == HeaderOriginalTimestamp {
+			r.Timestamp = now
+			return
+		}
+	}
+	r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], kgo.RecordHeader{
+		Key: HeaderOriginalTimestamp, Value: strconv.AppendInt(nil, in.Timestamp.UnixMilli(), 10),
+	})
+	r.Timestamp = now
 }
 
 // rejected reports a produce error that retrying the same record cannot cure.

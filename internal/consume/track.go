@@ -27,6 +27,9 @@ type partition struct {
 	committed int64
 
 	gone atomic.Bool // revoked or lost: late acknowledgements and retries are dropped
+	// stopped is set when a record of the partition is refused by every topic and
+	// Config.OnUndeliverable is stop: nothing more of it is routed or committed.
+	stopped atomic.Bool
 }
 
 // batch is one poll's records of one partition.

@@ -38,6 +38,36 @@ type txnState struct {
 
 	pollMu     sync.Mutex
 	cancelPoll context.CancelFunc // the running poll's, nil between polls
+
+	// ctx is the open transaction's: a record produced alone is flushed with it.
+	ctx context.Context
+
+	// countedMu guards counted: by input partition, the offset up to which the
+	// limiter has counted the records routed. An aborted transaction's records are
+	// polled again from the last commit; those below it are judged without being
+	// counted again. Kept across revokes: a partition that comes back with a commit
+	// below it was not committed by anyone since (or the commit would be above).
+	countedMu sync.Mutex
+	counted   map[int32]int64
+}
+
+// countedTo returns the offset up to which partition p's records were counted.
+func (t *txnState) countedTo(p int32) int64 {
+	t.countedMu.Lock()
+	defer t.countedMu.Unlock()
+	return t.counted[p]
+}
+
+// countTo notes that partition p's records were counted up to off.
+func (t *txnState) countTo(p int32, off int64) {
+	t.countedMu.Lock()
+	defer t.countedMu.Unlock()
+	if t.counted == nil {
+		t.counted = make(map[int32]int64)
+	}
+	if off > t.counted[p] {
+		t.counted[p] = off
+	}
 }
 
 func (t *txnState) fail(f *failed) {
@@ -61,11 +91,13 @@ type rerouteKey struct {
 }
 
 // reroute is how far an input record the broker rejected for good has been rerouted
-// (stage, as failed.stage), and the rejection that made it so.
+// (stage, as failed.stage), whether its next produce must be alone (see
+// failed.isolate), and the rejection that made it so.
 type reroute struct {
-	stage int
-	topic string // the topic that rejected it
-	err   error
+	stage   int
+	isolate bool
+	topic   string // the topic that rejected it
+	err     error
 }
 
 // txnCounts are the transactions a run ended.
@@ -159,7 +191,13 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 	// open gets ShutdownTimeout.
 	endCtx, stop := graceContext(ctx, c.cfg.ShutdownTimeout)
 	defer stop()
-	n, runErr := c.txnLoop(ctx, endCtx)
+	var (
+		n      txnCounts
+		runErr error
+	)
+	if c.awaitPreflight(ctx) == nil {
+		n, runErr = c.txnLoop(ctx, endCtx)
+	}
 	if runErr == nil {
 		// So that the session passes on the revoke of leaving (see rearm).
 		if err := c.rearm(endCtx); err != nil {
@@ -313,7 +351,16 @@ func (c *Consumer) transact(ctx context.Context, ws []work) (txnResult, error) {
 		return res, fmt.Errorf("beginning a transaction: %w", err)
 	}
 	c.txn.skipped.Store(false)
-	c.process(ws, c.routeTxnWork)
+	c.txn.ctx = ctx
+	if c.isolating(ws) {
+		// A record must be produced alone: one goroutine routes the poll, so that
+		// nothing else is in flight when it is.
+		for _, w := range ws {
+			c.routeTxnWork(w, &c.scratch[0])
+		}
+	} else {
+		c.process(ws, c.routeTxnWork)
+	}
 	end, what := kgo.TryCommit, "committing"
 	if err := c.cl.Flush(ctx); err != nil {
 		// Only ctx ends a Flush: the shutdown timeout passed.
@@ -356,13 +403,20 @@ func (c *Consumer) transact(ctx context.Context, ws []work) (txnResult, error) {
 
 // routeTxnWork routes one partition's records in offset order and produces them in the
 // open transaction. A record the broker rejected for good when its poll was last
-// attempted goes to the dead-letter topic instead (see rememberRejected).
+// attempted is produced alone, or goes to the dead-letter topic, or is skipped (see
+// rememberRejected). Records counted by the limiter in an aborted attempt are judged
+// without being counted again.
 func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 	var now time.Time
 	next := w.recs[0].Offset
+	counted := c.txn.countedTo(w.p.id)
+	defer func() {
+		s.Replay = false
+		c.txn.countTo(w.p.id, next)
+	}()
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
-			if c.txn.interrupted.Load() {
+			if c.txn.interrupted.Load() || w.p.stopped.Load() {
 				// The transaction aborts: routing the rest would only count them in the
 				// limiter once more than needed.
 				c.txn.skipped.Store(true)
@@ -371,17 +425,58 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 			now = c.clock.Now()
 		}
 		f := &failed{in: in}
-		if r, ok := c.reroutes[rerouteKey{w.p.id, in.Offset}]; ok {
+		r, rerouted := c.reroutes[rerouteKey{w.p.id, in.Offset}]
+		switch {
+		case rerouted && r.stage == stageUndeliverable:
+			// Skipped (GATE_ON_UNDELIVERABLE=skip): committed past, not produced.
+			next = in.Offset + 1
+			continue
+		case rerouted && r.stage > stageRouted:
 			f.stage = r.stage
 			f.out = *c.deadLetterRecord(in, r.topic, r.err, r.stage)
-		} else {
+		default:
+			s.Replay = in.Offset < counted
 			c.router.RouteInto(now, in, s, &f.out)
 		}
-		c.txn.pending.Add(1)
-		c.cl.Produce(context.Background(), &f.out, c.txnPromise)
+		if rerouted && r.isolate {
+			c.produceAlone(f)
+		} else {
+			c.txn.pending.Add(1)
+			c.cl.Produce(context.Background(), &f.out, c.txnPromise)
+		}
 		next = in.Offset + 1
 	}
 	c.setLag(w.p, w.hwm, next)
+}
+
+// isolating reports whether a record of ws must be produced alone.
+func (c *Consumer) isolating(ws []work) bool {
+	for k, r := range c.reroutes {
+		if !r.isolate {
+			continue
+		}
+		for _, w := range ws {
+			if w.p.id == k.part && k.offset >= w.recs[0].Offset && k.offset <= w.recs[len(w.recs)-1].Offset {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// produceAlone produces f in the open transaction with nothing else in flight, and
+// waits for the broker's answer, so that a rejection is about f alone. Only one
+// goroutine routes while a poll has such a record (see transact).
+func (c *Consumer) produceAlone(f *failed) {
+	if c.cl.Flush(c.txn.ctx) != nil {
+		return // the shutdown timeout passed: the transaction aborts
+	}
+	c.txn.pending.Wait()
+	f.alone = true
+	c.txn.pending.Add(1)
+	c.cl.Produce(context.Background(), &f.out, c.txnPromise)
+	_ = c.cl.Flush(c.txn.ctx)
+	c.txn.pending.Wait()
 }
 
 // onProducedTxn is the promise of every record produced in a transaction; the record
@@ -391,30 +486,60 @@ func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 		f := (*failed)(unsafe.Pointer(r))
 		f.err = err
 		c.m.produceError(r.Topic, err)
+		c.produceProblem(r.Topic, err)
 		c.txn.fail(f)
 	}
 	c.txn.pending.Done()
 }
 
 // rememberRejected notes, among the failed records of an aborted transaction, those
-// the broker rejected for good, so that when they are polled again they go to the
-// dead-letter topic: the next stage of retryRecord's, so a record no topic accepts
-// cannot stop its partition. It reports whether any other failure remains, which only
-// time may cure.
+// the broker rejected for good, so that when they are polled again they are produced
+// alone, and when they were, they go on to the next stage of failed.advance: the
+// dead-letter topic, the same stripped, then Config.OnUndeliverable. So a record no
+// topic accepts cannot stop its partition unless the operator asked it to, and one
+// rejected with others in a batch is not dead-lettered for their fault. It reports
+// whether any other failure remains, which only time may cure.
 func (c *Consumer) rememberRejected(fs []*failed) (transient bool) {
 	for _, f := range fs {
-		if !rejected(f.err) || f.stage >= 2 {
+		if !rejected(f.err) || f.stage >= stageUndeliverable {
 			transient = true
+			continue
+		}
+		key := rerouteKey{f.in.Partition, f.in.Offset}
+		prev, had := c.reroutes[key]
+		stage, moved := f.advance()
+		r := reroute{stage: stage, isolate: f.isolate, topic: f.out.Topic, err: f.err}
+		if !moved && had {
+			// Same stage: its dead letter keeps naming the rejection that led to it.
+			r.topic, r.err = prev.topic, prev.err
+		}
+		switch {
+		case stage < stageUndeliverable:
+			if moved {
+				c.m.countRerouted(stage)
+			}
+		case c.cfg.OnUndeliverable == UndeliverableSkip:
+			c.skipUndeliverable(f.in, f.out.Topic, f.err)
+		default:
+			if p := c.owned(f.in.Partition); p != nil {
+				c.stopPartition(p, f.in, f.out.Topic, f.err)
+			}
+			delete(c.reroutes, key)
 			continue
 		}
 		if c.reroutes == nil {
 			c.reroutes = make(map[rerouteKey]reroute)
 		}
-		stage := f.stage + 1
-		c.reroutes[rerouteKey{f.in.Partition, f.in.Offset}] = reroute{stage: stage, topic: f.out.Topic, err: f.err}
-		c.m.countRerouted(stage)
+		c.reroutes[key] = r
 	}
 	return transient
+}
+
+// owned returns the state of partition id if this consumer owns it.
+func (c *Consumer) owned(id int32) *partition {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	return c.parts[id]
 }
 
 // afterEnd updates the committed-offset gauges of the partitions a commit covered

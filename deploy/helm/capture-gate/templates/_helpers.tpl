@@ -157,6 +157,10 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ join "," $v.kafka.brokers | quote }}
 - name: GATE_GROUP_ID
   value: {{ $v.kafka.groupId | quote }}
+- name: GATE_KAFKA_START_OFFSET
+  value: {{ $v.kafka.startOffset | quote }}
+- name: GATE_ON_UNDELIVERABLE
+  value: {{ $v.kafka.onUndeliverable | quote }}
 - name: GATE_KAFKA_CLIENT_ID
   value: {{ $v.kafka.clientId | quote }}
 - name: GATE_MAX_POLL_RECORDS
@@ -412,6 +416,9 @@ nothing; fails with a message naming the values to change.
 {{- end -}}
 {{- if and $a.hpa.enabled (lt $min 1) -}}
 {{- fail "capture-gate: autoscaling.minReplicas must be at least 1 with the HPA (only KEDA scales to zero)" -}}
+{{- end -}}
+{{- if and $a.keda.enabled (hasKey $a.keda.extraMetadata "offsetResetPolicy") -}}
+{{- fail "capture-gate: autoscaling.keda.extraMetadata sets offsetResetPolicy, which the chart sets from kafka.startOffset (where the gate starts a partition without a committed offset); set kafka.startOffset instead" -}}
 {{- end -}}
 {{- if and $a.keda.enabled (or $v.kafka.tls.enabled (ne $v.kafka.sasl.mechanism "none")) (not $a.keda.authenticationRef) -}}
 {{- fail "capture-gate: autoscaling.keda.authenticationRef is required with kafka.tls or kafka.sasl: KEDA reads the group's lag from the brokers itself and needs a TriggerAuthentication for them" -}}

@@ -1,0 +1,460 @@
+package consume
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/capturegate/gate/internal/route"
+)
+
+// Behaviours of real brokers that the in-process one does not have by default, and
+// what the gate must do about them (see DESIGN.md, "Real brokers and servers").
+
+// validateTimestamps makes the broker refuse, as a Kafka 3.6+ broker with
+// message.timestamp.after.max.ms = maxAhead does (KIP-937), every produce batch holding a
+// record stamped more than maxAhead in the future: that partition's batch is answered
+// INVALID_TIMESTAMP, the request's other partitions NOT_ENOUGH_REPLICAS (not written,
+// retried by the client) so that the rest of the request is neither written nor lost.
+// It returns the count of batches refused.
+func validateTimestamps(t *testing.T, c *kfake.Cluster, maxAhead time.Duration) *atomic.Int64 {
+	t.Helper()
+	var refused atomic.Int64
+	c.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.ProduceRequest)
+		limit := time.Now().Add(maxAhead).UnixMilli()
+		bad := func(raw []byte) bool {
+			var b kmsg.RecordBatch
+			return b.ReadFrom(raw) == nil && b.MaxTimestamp > limit
+		}
+		any := false
+		for _, tp := range req.Topics {
+			for _, p := range tp.Partitions {
+				any = any || bad(p.Records)
+			}
+		}
+		if !any {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, tp := range req.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
+			for _, p := range tp.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = kerr.NotEnoughReplicas.Code
+				if bad(p.Records) {
+					rp.ErrorCode = kerr.InvalidTimestamp.Code
+					refused.Add(1)
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	return &refused
+}
+
+// futureInputs returns n input records over many keys, record bad stamped two days ahead.
+func futureInputs(n, bad int) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	recs[bad].Timestamp = time.Now().Add(48 * time.Hour)
+	return recs
+}
+
+func deliveries() []struct {
+	name string
+	d    Delivery
+	opts []kgo.Opt
+} {
+	return []struct {
+		name string
+		d    Delivery
+		opts []kgo.Opt
+	}{{"at-least-once", AtLeastOnce, nil}, {"exactly-once", ExactlyOnce, []kgo.Opt{readCommitted()}}}
+}
+
+// TestFutureTimestampGoesToDeadLetter: a broker that validates timestamps refuses a
+// record stamped two days ahead. The gate dead-letters it stamped now, the original
+// timestamp in a header, and only it: the records batched with it are retried alone
+// and delivered. Before, the dead letter kept the refused timestamp and the partition
+// retried it for ever, committing nothing past it.
+func TestFutureTimestampGoesToDeadLetter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const parts, n, bad = 3, 300, 150
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = tc.d
+			recs := futureInputs(n, bad)
+			produceAll(t, producer(t, env.cluster), recs)
+			refused := validateTimestamps(t, env.cluster, time.Hour)
+			start := time.Now()
+			g := env.start(t, "a")
+
+			out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, tc.opts...)
+			waitCommitted(t, env.cluster, parts, 20*time.Second)
+			g.stop(t)
+			lost, dup := out.conservation(n)
+			if len(lost) > 0 || len(dup) > 0 {
+				t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+			}
+			if refused.Load() == 0 {
+				t.Fatal("the broker refused nothing: the test did not test")
+			}
+			if got := len(out.recs[dlqTopic]); got != 1 {
+				t.Fatalf("%d dead letters, want only the refused record", got)
+			}
+			r := out.recs[dlqTopic][0]
+			if id := header(r, idHeader); id != strconv.Itoa(bad) {
+				t.Errorf("dead letter is record %s, want %d", id, bad)
+			}
+			if got, want := header(r, HeaderOriginalTimestamp), strconv.FormatInt(recs[bad].Timestamp.UnixMilli(), 10); got != want {
+				t.Errorf("%s = %q, want %s", HeaderOriginalTimestamp, got, want)
+			}
+			if r.Timestamp.Before(start.Add(-time.Second)) || r.Timestamp.After(time.Now().Add(time.Second)) {
+				t.Errorf("dead letter stamped %s, want the time it was sent", r.Timestamp)
+			}
+			if got := header(r, "gate-error"); got != "rejected" {
+				t.Errorf("gate-error %q, want rejected", got)
+			}
+			if got := testutil.ToFloat64(g.c.m.rerouted.WithLabelValues("dead_letter")); got != 1 {
+				t.Errorf("gate_records_rerouted_total{to=dead_letter} = %v, want 1", got)
+			}
+		})
+	}
+}
+
+// TestBatchRejectionRetriesRecordsAlone: the broker answers INVALID_RECORD once for a
+// whole batch of valid records. Each is retried alone, accepted, and none is
+// dead-lettered. Before, every record of the batch (and every one buffered behind it
+// in its partition) was dead-lettered.
+func TestBatchRejectionRetriesRecordsAlone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const parts, n = 3, 300
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = tc.d
+			recs := make([]*kgo.Record, n)
+			for id := range recs {
+				recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+			}
+			produceAll(t, producer(t, env.cluster), recs)
+			fault := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.InvalidRecord, Count: 1})
+			g := env.start(t, "a")
+
+			out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, tc.opts...)
+			waitCommitted(t, env.cluster, parts, 20*time.Second)
+			g.stop(t)
+			if fault.Hits() != 1 {
+				t.Fatalf("fault hit %d times, want 1", fault.Hits())
+			}
+			lost, dup := out.conservation(n)
+			if len(lost) > 0 || len(dup) > 0 {
+				t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+			}
+			if got := len(out.recs[dlqTopic]); got != 0 {
+				t.Errorf("%d valid records dead-lettered for one batch-level rejection, want 0", got)
+			}
+			if got := len(out.recs[accTopic]); got != n {
+				t.Errorf("%d accepted, want %d", got, n)
+			}
+		})
+	}
+}
+
+// TestUndeliverable: a record refused by its output topic (a future timestamp) and by
+// the dead-letter topic (which refuses every record) follows GATE_ON_UNDELIVERABLE.
+// skip: counted, committed past, everything else delivered. stop: its partition stops
+// there (nothing committed past it), the others go on, and the consumer is not ready,
+// saying which record. Before, the partition retried the record for ever, ready.
+func TestUndeliverable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		for _, policy := range []Undeliverable{UndeliverableSkip, UndeliverableStop} {
+			t.Run(tc.name+"/"+policy.String(), func(t *testing.T) {
+				t.Parallel()
+				const parts, n, bad = 3, 300, 150
+				env := newEnv(t, parts)
+				env.ccfg.Delivery = tc.d
+				env.ccfg.OnUndeliverable = policy
+				recs := futureInputs(n, bad)
+				produceAll(t, producer(t, env.cluster), recs)
+				badPart, badOff := partitionOf(t, env.cluster, bad)
+				validateTimestamps(t, env.cluster, time.Hour)
+				env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: dlqTopic, Err: kerr.InvalidRecord, Count: -1})
+				g := env.start(t, "a")
+
+				if policy == UndeliverableSkip {
+					out := collect(t, env.cluster, n-1, 30*time.Second, 300*time.Millisecond, tc.opts...)
+					waitCommitted(t, env.cluster, parts, 20*time.Second)
+					lost, dup := out.conservation(n)
+					if len(dup) > 0 || len(lost) != 1 || lost[0] != bad {
+						t.Fatalf("lost %v (want only %d), duplicated %v", head(lost), bad, head(dup))
+					}
+					if got := testutil.ToFloat64(g.c.m.undeliverable.WithLabelValues("skipped")); got != 1 {
+						t.Errorf("gate_records_undeliverable_total{action=skipped} = %v, want 1", got)
+					}
+					if !g.c.Ready() {
+						t.Errorf("not ready after skipping: %v", g.c.NotReady())
+					}
+					return
+				}
+				waitFor(t, 30*time.Second, "the partition stopped", func() bool {
+					return testutil.ToFloat64(g.c.m.undeliverable.WithLabelValues("stopped")) == 1
+				})
+				if g.c.Ready() {
+					t.Error("ready with a stopped partition")
+				}
+				why := strings.Join(g.c.NotReady(), "; ")
+				if want := fmt.Sprintf("partition %s/%d stopped at offset %d", inTopic, badPart, badOff); !strings.Contains(why, want) {
+					t.Errorf("not ready because %q, want it to say %q", why, want)
+				}
+				// The other partitions are routed and committed to their end; the stopped
+				// one is never committed past the record.
+				waitFor(t, 30*time.Second, "the other partitions committed", func() bool {
+					behind := committedBehind(env.cluster, parts)
+					return len(behind) == 1 && strings.HasPrefix(behind[0], strconv.Itoa(int(badPart))+":")
+				})
+				if gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][badPart]; ok && gc.Offset > badOff {
+					t.Errorf("partition %d committed to %d, past the undeliverable record at %d", badPart, gc.Offset, badOff)
+				}
+			})
+		}
+	}
+}
+
+// partitionOf finds where input record id was written.
+func partitionOf(t *testing.T, c *kfake.Cluster, id int) (int32, int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(inTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var p int32 = -1
+		var off int64
+		cl.PollFetches(t.Context()).EachRecord(func(r *kgo.Record) {
+			if header(r, idHeader) == strconv.Itoa(id) {
+				p, off = r.Partition, r.Offset
+			}
+		})
+		if p >= 0 {
+			return p, off
+		}
+	}
+	t.Fatalf("input record %d not found", id)
+	return 0, 0
+}
+
+// TestRetriesKeepKeyOrder: the broker fails two of every three produces to the accepted
+// topic for a while, so records fail after the client's retries and the gate produces
+// them again. Each key's records still appear on the accepted topic in input order.
+// Before, records routed after a failed one overtook it.
+func TestRetriesKeepKeyOrder(t *testing.T) {
+	t.Parallel()
+	const parts, n, keys = 2, 3000, 10
+	env := newEnv(t, parts)
+	env.ccfg.ProduceRetries = 1
+	// Routing as slow as a loaded gate's, so that records are still being routed when
+	// earlier ones fail, as they are in production, rather than all buffered at once.
+	env.wrap = func(r Router) Router { return slowRouter{r, 100 * time.Microsecond} }
+	var reqs atomic.Int64
+	fault := env.cluster.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1,
+		When: func(kmsg.Request) bool { return reqs.Add(1)%3 != 0 },
+	})
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+		recs[id].Key = []byte("k" + strconv.Itoa(id%keys))
+	}
+	g := env.start(t, "a")
+	produceAll(t, producer(t, env.cluster), recs)
+	waitFor(t, 30*time.Second, "gate retries", func() bool { return testutil.ToFloat64(g.c.m.retries) >= 20 })
+	fault.Remove()
+
+	out := collect(t, env.cluster, n, 60*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	g.stop(t)
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	last := map[string]int{}
+	var disorder []string
+	for _, r := range out.recs[accTopic] {
+		id, _ := strconv.Atoi(header(r, idHeader))
+		k := string(r.Key)
+		if prev, ok := last[k]; ok && id < prev {
+			disorder = append(disorder, fmt.Sprintf("%s: %d after %d", k, id, prev))
+		}
+		last[k] = max(last[k], id)
+	}
+	if len(disorder) > 0 {
+		t.Fatalf("%d records out of their key's input order after %v gate retries, e.g. %v",
+			len(disorder), testutil.ToFloat64(g.c.m.retries), disorder[:min(5, len(disorder))])
+	}
+	t.Logf("%d records, %v gate retries, every key in order", n, testutil.ToFloat64(g.c.m.retries))
+}
+
+// slowRouter routes as its Router, taking at least d per record.
+type slowRouter struct {
+	Router
+	d time.Duration
+}
+
+func (s slowRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratch, out *kgo.Record) route.Outcome {
+	for start := time.Now(); time.Since(start) < s.d; {
+	}
+	return s.Router.RouteInto(now, in, sc, out)
+}
+
+// TestExactlyOnceReplayCountsOnce: transactions abort several times on failed produces
+// and their poll is replayed; each record still counts once toward its team. Before,
+// every replay counted the poll again.
+func TestExactlyOnceReplayCountsOnce(t *testing.T) {
+	t.Parallel()
+	const parts, n = 1, 100
+	env := newEOSEnv(t, parts)
+	env.ccfg.ProduceRetries = 1
+	fault := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-once")
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	g := env.start(t, "a")
+	waitFor(t, 30*time.Second, "3 aborted transactions", func() bool {
+		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) >= 3
+	})
+	fault.Remove()
+	collect(t, env.cluster, n, 30*time.Second, 100*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	aborted := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted"))
+	st, ok := g.lim.Snapshot(time.Now(), "team-once")
+	if !ok {
+		t.Fatal("team-once not in the limiter")
+	}
+	if st.Pending != n {
+		t.Fatalf("team-once counted %d for %d records after %v aborted transactions, want %d", st.Pending, n, aborted, n)
+	}
+}
+
+// TestPreflightMissingTopic: an output topic that does not exist (auto-creation off, as
+// in production) keeps the gate not ready, saying which topic, and consuming nothing;
+// once the topic is created the gate starts. Before, it joined and retried produces
+// for ever, ready.
+func TestPreflightMissingTopic(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 50
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, inTopic), kfake.SeedTopics(3, accTopic, dlqTopic),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	env := newEnv(t, parts)
+	env.cluster = c
+	env.ccfg.Brokers = c.ListenAddrs()
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	env.ccfg.PreflightInterval = 100 * time.Millisecond
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, c), recs)
+	g := env.start(t, "a")
+
+	waitFor(t, 20*time.Second, "the missing topic reported", func() bool {
+		return strings.Contains(strings.Join(g.c.NotReady(), ";"), `topic "overflow" does not exist`)
+	})
+	if g.c.Ready() {
+		t.Fatal("ready while an output topic is missing")
+	}
+	if gi := c.GroupInfo(testGroup); gi != nil && len(gi.Commits[inTopic]) > 0 {
+		t.Errorf("committed %v before the topics were checked", gi.Commits[inTopic])
+	}
+	if err := c.CreateTopic(ovfTopic, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "ready once the topic exists", g.c.Ready)
+	out := collect(t, c, n, 30*time.Second, 200*time.Millisecond)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
+	}
+}
+
+// TestPreflightMissingACL: on a cluster with ACLs, a gate whose principal may not
+// write the overflow topic is not ready and says so, naming the topic and the ACL.
+func TestPreflightMissingACL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			allow := func(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
+				var acls []kfake.ACL
+				for _, op := range ops {
+					acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
+				}
+				return acls
+			}
+			var acls []kfake.ACL
+			acls = append(acls, allow(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, allow(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+			for _, tp := range []string{accTopic, dlqTopic} {
+				acls = append(acls, allow(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+			}
+			acls = append(acls, allow(kmsg.ACLResourceTypeTopic, ovfTopic, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, allow(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
+				kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
+				kfake.User("PLAIN", "gate", "gate-secret", acls...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			env := newEnv(t, 2)
+			env.cluster = c
+			env.ccfg.Delivery = tc.d
+			env.ccfg.Brokers = c.ListenAddrs()
+			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+			env.ccfg.PreflightInterval = 100 * time.Millisecond
+			env.ccfg.ClientOpts = append(testClientOpts(), kgo.SASL(plain.Auth{User: "gate", Pass: "gate-secret"}.AsMechanism()))
+			g := env.start(t, "a")
+			want := `topic "overflow": no permission to write it: grant the WRITE ACL`
+			waitFor(t, 20*time.Second, "the missing ACL reported", func() bool {
+				return strings.Contains(strings.Join(g.c.NotReady(), ";"), want)
+			})
+			why := strings.Join(g.c.NotReady(), ";")
+			for _, ok := range []string{accTopic, dlqTopic, inTopic, "consumer group"} {
+				if strings.Contains(why, `"`+ok+`"`) {
+					t.Errorf("reported a problem with %s, which is permitted: %s", ok, why)
+				}
+			}
+		})
+	}
+}

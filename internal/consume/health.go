@@ -1,0 +1,162 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// problems are the conditions an operator must fix, by a key naming what they concern:
+// while any is set the consumer is not ready (Consumer.NotReady lists them), and each
+// was logged as an error when it was set. A problem is cleared by whatever cures it.
+type problems struct {
+	mu sync.Mutex
+	m  map[string]string // key -> what is wrong and what to do
+}
+
+// set records the problem under key and reports whether it is new or changed.
+func (p *problems) set(key, msg string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = make(map[string]string)
+	}
+	if p.m[key] == msg {
+		return false
+	}
+	p.m[key] = msg
+	return true
+}
+
+// clear removes the problems whose key key matches, and reports whether any was set.
+func (p *problems) clear(match func(key string) bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.m)
+	maps.DeleteFunc(p.m, func(k, _ string) bool { return match(k) })
+	return len(p.m) != n
+}
+
+func (p *problems) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := slices.Sorted(maps.Keys(p.m))
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = p.m[k]
+	}
+	return out
+}
+
+func (p *problems) empty() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.m) == 0
+}
+
+// Undeliverable is what the gate does with a record that no topic accepts: not its
+// output topic, not the dead-letter topic, not even stripped of its value there.
+type Undeliverable int
+
+const (
+	// UndeliverableStop (the default) stops the record's partition: nothing past the
+	// record is committed or routed, the consumer is not ready, and an error line
+	// names the record and the broker's answer, until an operator fixes the topic's
+	// configuration (or skips the record by moving the group's offset) and restarts.
+	UndeliverableStop Undeliverable = iota
+	// UndeliverableSkip counts and logs the record with its coordinates (it stays
+	// readable in the input topic) and commits past it.
+	UndeliverableSkip
+)
+
+// ParseUndeliverable reads an Undeliverable from its name: "stop" or "skip".
+func ParseUndeliverable(s string) (Undeliverable, error) {
+	switch s {
+	case "stop":
+		return UndeliverableStop, nil
+	case "skip":
+		return UndeliverableSkip, nil
+	}
+	return UndeliverableStop, fmt.Errorf("%q: want stop or skip", s)
+}
+
+func (u Undeliverable) String() string {
+	if u == UndeliverableSkip {
+		return "skip"
+	}
+	return "stop"
+}
+
+// undeliverable applies Config.OnUndeliverable to f, a record no topic accepts,
+// retried in at-least-once mode (f.b is its batch).
+func (c *Consumer) undeliverable(f *failed) {
+	if c.cfg.OnUndeliverable == UndeliverableSkip {
+		c.skipUndeliverable(f.in, f.out.Topic, f.err)
+		f.b.remaining.Add(-1) // as if acknowledged: the commit may pass it
+		c.retry.done()
+		return
+	}
+	c.stopPartition(f.b.p, f.in, f.out.Topic, f.err)
+	c.retry.done() // given up: routing and polling go on for the other partitions
+}
+
+func (c *Consumer) skipUndeliverable(in *kgo.Record, topic string, err error) {
+	c.m.undeliverable.WithLabelValues("skipped").Inc()
+	c.log.Error("record refused by every topic, skipped (GATE_ON_UNDELIVERABLE=skip); it stays in the input topic at its offset",
+		"topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "refused_by", topic, "err", err)
+}
+
+// stopPartition stops p at in, a record no topic accepts: p is no longer fetched,
+// nothing past in is committed, and the consumer is not ready until p is revoked.
+func (c *Consumer) stopPartition(p *partition, in *kgo.Record, topic string, err error) {
+	if p.stopped.Swap(true) {
+		return
+	}
+	c.m.undeliverable.WithLabelValues("stopped").Inc()
+	c.cl.PauseFetchPartitions(map[string][]int32{c.cfg.InputTopic: {p.id}})
+	msg := fmt.Sprintf("partition %s/%d stopped at offset %d: the record is refused by every topic (last %s: %v); "+
+		"fix the topics' configuration, or move the group's offset past it (or set GATE_ON_UNDELIVERABLE=skip), then restart the gate",
+		in.Topic, in.Partition, in.Offset, topic, err)
+	c.problems.set(stoppedKey(p.id), msg)
+	c.log.Error("record refused by every topic; partition stopped (GATE_ON_UNDELIVERABLE=stop), not ready until it is fixed",
+		"topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "refused_by", topic, "err", err)
+}
+
+func stoppedKey(p int32) string { return fmt.Sprintf("stopped/%06d", p) }
+
+// releaseStopped forgets that the partitions among ids were stopped, as they are
+// revoked or lost: fetching them is resumed for whenever they come back, when the
+// record that stopped them stops them again unless it was fixed.
+func (c *Consumer) releaseStopped(ids []int32) {
+	var resume []int32
+	for _, id := range ids {
+		if c.problems.clear(func(k string) bool { return k == stoppedKey(id) }) {
+			resume = append(resume, id)
+		}
+	}
+	if len(resume) > 0 {
+		c.cl.ResumeFetchPartitions(map[string][]int32{c.cfg.InputTopic: resume})
+	}
+}
+
+// NotReady returns why the consumer is not ready, or nothing when it is: it has not
+// joined its group yet, or a condition an operator must fix holds (see problems).
+func (c *Consumer) NotReady() []string {
+	ps := c.problems.list()
+	if !c.ready.Load() {
+		ps = append([]string{"kafka: not joined to consumer group " + c.cfg.GroupID + " yet"}, ps...)
+	}
+	return ps
+}
+
+// logProblem logs msg as an error when it is new for key.
+func (c *Consumer) logProblem(ctx context.Context, key, msg string, attrs ...any) {
+	if c.problems.set(key, msg) {
+		c.log.Log(ctx, slog.LevelError, msg, attrs...)
+	}
+}

@@ -1,0 +1,174 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Preflight: before the loop starts, the gate checks that the topics it reads and
+// writes exist and that it may read and write them, as a real cluster (auto-creation
+// off, ACLs on) requires. A missing topic or permission otherwise shows only as
+// produces retried for ever. Until every check passes the consumer is not ready and
+// logs, every Config.PreflightInterval, one error line naming each problem.
+
+// DefaultPreflightInterval is how often a failing preflight is retried and logged.
+const DefaultPreflightInterval = 5 * time.Second
+
+// Kafka's ACL operations, as bits of an AuthorizedOperations field (KIP-430).
+const (
+	opRead     = 1 << kmsg.ACLOperationRead
+	opWrite    = 1 << kmsg.ACLOperationWrite
+	opDescribe = 1 << kmsg.ACLOperationDescribe
+	// opsUnknown is the field's value when the broker did not say (it predates
+	// KIP-430 or was not asked).
+	opsUnknown = math.MinInt32
+)
+
+// awaitPreflight runs preflight until it passes or ctx ends (ctx's error).
+func (c *Consumer) awaitPreflight(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		found, err := c.preflight(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			found = append(found, "checking topics and permissions: "+err.Error())
+		}
+		if len(found) == 0 {
+			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, "preflight/") }) || attempt > 1 {
+				c.log.Info("preflight passed: topics exist and permissions suffice", "attempts", attempt)
+			}
+			return nil
+		}
+		c.problems.clear(func(k string) bool { return strings.HasPrefix(k, "preflight/") })
+		for i, p := range found {
+			c.problems.set(fmt.Sprintf("preflight/%03d", i), p)
+		}
+		c.log.Error("kafka: the gate cannot start consuming until an operator fixes this; not ready",
+			"problems", strings.Join(found, "; "), "retry_in", c.cfg.PreflightInterval.String())
+		t.Reset(c.cfg.PreflightInterval)
+	}
+}
+
+// preflight returns what stops the gate from working: topics missing, permissions
+// lacking. The error is for a check that could not be made at all.
+func (c *Consumer) preflight(ctx context.Context) ([]string, error) {
+	var found []string
+	topics := append([]string{c.cfg.InputTopic}, c.cfg.OutputTopics...)
+	slices.Sort(topics[1:])
+	topics = slices.Compact(topics)
+
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.AllowAutoTopicCreation = false
+	meta.IncludeTopicAuthorizedOperations = true
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		meta.Topics = append(meta.Topics, rt)
+	}
+	resp, err := meta.RequestWith(ctx, c.cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	for _, t := range topics {
+		want, verb := int32(opWrite), "write to output"
+		if t == c.cfg.InputTopic {
+			want, verb = opRead, "read input"
+		}
+		i := slices.IndexFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == t })
+		if i < 0 {
+			found = append(found, fmt.Sprintf("topic %q: not in the broker's metadata answer", t))
+			continue
+		}
+		rt := resp.Topics[i]
+		switch err := kerr.ErrorForCode(rt.ErrorCode); {
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			found = append(found, fmt.Sprintf("topic %q does not exist: create it (the gate does not)", t))
+		case errors.Is(err, kerr.TopicAuthorizationFailed):
+			found = append(found, fmt.Sprintf("topic %q: not authorized to describe it: grant DESCRIBE and %s ACLs to the gate's principal", t, strings.ToUpper(strings.Fields(verb)[0])))
+		case err != nil:
+			found = append(found, fmt.Sprintf("topic %q: %v", t, err))
+		case rt.AuthorizedOperations != opsUnknown && rt.AuthorizedOperations&want == 0:
+			found = append(found, fmt.Sprintf("topic %q: no permission to %s it: grant the %s ACL on it to the gate's principal", t, strings.Fields(verb)[0], strings.ToUpper(strings.Fields(verb)[0])))
+		}
+	}
+
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{c.cfg.GroupID}
+	dg.IncludeAuthorizedOperations = true
+	gresp, err := dg.RequestWith(ctx, c.cl)
+	if err != nil {
+		return found, fmt.Errorf("describing group %q: %w", c.cfg.GroupID, err)
+	}
+	for _, g := range gresp.Groups {
+		switch err := kerr.ErrorForCode(g.ErrorCode); {
+		case errors.Is(err, kerr.GroupIDNotFound):
+			// A new group (newer brokers say so; older ones describe it as Dead): the
+			// first join creates it.
+		case errors.Is(err, kerr.GroupAuthorizationFailed):
+			found = append(found, fmt.Sprintf("consumer group %q: not authorized: grant the READ ACL on the group to the gate's principal", c.cfg.GroupID))
+		case err != nil:
+			found = append(found, fmt.Sprintf("consumer group %q: %v", c.cfg.GroupID, err))
+		case g.AuthorizedOperations != opsUnknown && g.AuthorizedOperations&opRead == 0:
+			found = append(found, fmt.Sprintf("consumer group %q: no permission to join it: grant the READ ACL on the group to the gate's principal", c.cfg.GroupID))
+		}
+	}
+
+	if c.exactlyOnce() {
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorType = 1 // transaction
+		fc.CoordinatorKeys = []string{c.cfg.TransactionalID}
+		fc.CoordinatorKey = c.cfg.TransactionalID
+		fresp, err := fc.RequestWith(ctx, c.cl)
+		if err != nil {
+			return found, fmt.Errorf("finding the coordinator of transactional id %q: %w", c.cfg.TransactionalID, err)
+		}
+		code := fresp.ErrorCode
+		for _, co := range fresp.Coordinators {
+			code = max(code, co.ErrorCode)
+		}
+		if errors.Is(kerr.ErrorForCode(code), kerr.TransactionalIDAuthorizationFailed) {
+			found = append(found, fmt.Sprintf("transactional id %q: not authorized: grant the WRITE and DESCRIBE ACLs on it to the gate's principal", c.cfg.TransactionalID))
+		}
+	}
+	return found, nil
+}
+
+// produceProblem marks the gate not ready when a produce failed for a reason only an
+// operator can fix (a topic deleted, an ACL revoked after start); the retries go on,
+// and the next record acknowledged on the topic clears it.
+func (c *Consumer) produceProblem(topic string, err error) {
+	for _, e := range []error{kerr.TopicAuthorizationFailed, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID,
+		kerr.ClusterAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed} {
+		if errors.Is(err, e) {
+			c.produceBlocked.Store(true)
+			c.logProblem(context.Background(), "produce/"+topic,
+				fmt.Sprintf("kafka: producing to topic %q fails with %v: create the topic or grant the gate's principal the WRITE ACL on it; records are retried, nothing is committed past them", topic, err),
+				"topic", topic)
+			return
+		}
+	}
+}
+
+// produceRecovered clears a produce problem on topic once a record is acknowledged there.
+func (c *Consumer) produceRecovered(topic string) {
+	if c.problems.clear(func(k string) bool { return k == "produce/"+topic }) {
+		c.log.Info("kafka: producing works again", "topic", topic)
+	}
+	c.produceBlocked.Store(!c.problems.empty())
+}

@@ -1,0 +1,121 @@
+package consume
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestStartOffset: a new consumer group with StartLatest routes only the records written
+// after it joined, one with StartEarliest (the default) those written before as well.
+func TestStartOffset(t *testing.T) {
+	t.Parallel()
+	const parts, before = 2, 20
+	for _, tc := range []struct {
+		name  string
+		start StartOffset
+	}{
+		{"earliest", StartEarliest},
+		{"latest", StartLatest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := newEnv(t, parts)
+			env.ccfg.StartOffset = tc.start
+			prod := producer(t, env.cluster)
+			var old []*kgo.Record
+			for id := range before {
+				old = append(old, inputRecord(id, "team-"+strconv.Itoa(id%3)))
+			}
+			produceAll(t, prod, old) // acknowledged: in the log before the group exists
+
+			g := env.start(t, tc.name)
+			waitFor(t, 20*time.Second, "the group's assignment", g.c.Ready)
+
+			// Write new records until one comes out: the consumer has then found its
+			// start offset on the partition written to, whenever it did.
+			seen := map[int]int{} // id -> times seen on any output
+			out, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...),
+				kgo.ConsumeTopics(accTopic, ovfTopic, dlqTopic),
+				kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			poll := func(d time.Duration) {
+				ctx, cancel := context.WithTimeout(context.Background(), d)
+				defer cancel()
+				out.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+					id, err := strconv.Atoi(header(r, idHeader))
+					if err != nil {
+						t.Errorf("output record without a test id: %v", r.Headers)
+						return
+					}
+					seen[id]++
+				})
+			}
+			newSeen := func() bool {
+				for id := range seen {
+					if id >= before {
+						return true
+					}
+				}
+				return false
+			}
+			next := before
+			deadline := time.Now().Add(20 * time.Second)
+			for !newSeen() {
+				if time.Now().After(deadline) {
+					t.Fatalf("no record written after the group joined was routed within 20s; seen %v", seen)
+				}
+				produceAll(t, prod, []*kgo.Record{inputRecord(next, "team-new")})
+				next++
+				poll(200 * time.Millisecond)
+			}
+			// Let the rest arrive: with earliest, the old records too.
+			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+				if tc.start == StartEarliest && len(seen) == next {
+					break
+				}
+				poll(100 * time.Millisecond)
+			}
+			g.stop(t)
+
+			var oldSeen int
+			for id := range before {
+				if seen[id] > 0 {
+					oldSeen++
+				}
+			}
+			switch tc.start {
+			case StartEarliest:
+				if oldSeen != before {
+					t.Errorf("earliest: %d of the %d records written before the group joined were routed, want all", oldSeen, before)
+				}
+			case StartLatest:
+				if oldSeen != 0 {
+					t.Errorf("latest: %d of the %d records written before the group joined were routed, want none", oldSeen, before)
+				}
+			}
+		})
+	}
+}
+
+// TestStartOffsetConfig: the zero value is StartEarliest, and a value that is neither is
+// refused.
+func TestStartOffsetConfig(t *testing.T) {
+	t.Parallel()
+	base := Config{Brokers: []string{"x:9092"}, InputTopic: "in", GroupID: "g"}
+	if c, err := base.withDefaults(); err != nil || c.StartOffset != StartEarliest || c.StartOffset.String() != "earliest" {
+		t.Errorf("default start offset %v (%v), want earliest", c.StartOffset, err)
+	}
+	base.StartOffset = 7
+	if _, err := base.withDefaults(); err == nil || !strings.Contains(err.Error(), "unknown start offset StartOffset(7)") {
+		t.Errorf("start offset 7: error %v", err)
+	}
+}
