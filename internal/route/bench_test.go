@@ -3,6 +3,7 @@ package route
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -155,4 +156,48 @@ func BenchmarkValidate(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkTeam is reading the team key alone, as Route does by default (without
+// validation), by key source and event: what duplicate detection and the composite key's
+// encoding cost shows here with less noise than in BenchmarkRoute.
+func BenchmarkTeam(b *testing.B) {
+	event := readEvent(b, "team_id_int.json")
+	for _, c := range []struct {
+		name, from string
+		value      []byte
+	}{
+		{"1KB_team_last", "json:team_id", event},
+		{"1KB_object_team_last", "json:team_id", embeddedAsObject(b, event)},
+		{"small_team_first", "json:team_id", []byte(`{"team_id":2,"event":"$pageview","distinct_id":"u1"}`)},
+		{"3.5KB_team_last", "json:team_id", readEvent(b, "large_team_id_last.json")},
+		{"composite", "json:token+distinct_id", event},
+		{"nested", "json:properties.team", readEvent(b, "nested_properties.json")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			k := mustKeyFrom(b, c.from)
+			k.lax = true
+			rec := &kgo.Record{Value: c.value}
+			var s Scratch
+			if _, f := k.team(rec, &s, DefaultMaxKeyBytes); f.reason != reasonNone {
+				b.Fatalf("%s: %s", c.name, f.reason)
+			}
+			b.SetBytes(int64(len(c.value)))
+			b.ReportAllocs()
+			for b.Loop() {
+				k.team(rec, &s, DefaultMaxKeyBytes)
+			}
+		})
+	}
+}
+
+// embeddedAsObject returns the sample event with its "data" string, JSON text, written as
+// the object it holds: an event whose bulk is a nested object rather than a string.
+func embeddedAsObject(tb testing.TB, event []byte) []byte {
+	tb.Helper()
+	r := gjson.GetBytes(event, "data")
+	if r.Type != gjson.String || !gjson.Valid(r.Str) {
+		tb.Fatal("no data string of JSON in the sample event")
+	}
+	return slices.Concat(event[:r.Index], []byte(r.Str), event[r.Index+len(r.Raw):])
 }

@@ -3,6 +3,11 @@ package route
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -42,13 +47,17 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 		[]byte(`{"team_id":"\ud800"}`),
 		[]byte(`{"team_id":"a\u0000b"}`),
 		[]byte(`{"properties":{"team":"t"},"distinct_id":"u","token":"x","team_id":1e400}`),
+		[]byte(`{"team_id":"a","x":{"team_id":1},"team\u005fid":"b"}`),
+		[]byte(`{"properties":{"team":"a"},"properties":{"team":"b"},"token":"t","distinct_id":1,"token":2}`),
+		[]byte(`{"p":[{"team":1,"team":2}],"properties":{"x":1,"team":"a","team":"b"}}`),
+		[]byte(`{"team_id":"a","event":"$pagev`),
 	)
 }
 
 // fuzzKeyFroms are the key sources FuzzTeam and FuzzRoute pick from.
 var fuzzKeyFroms = []string{
 	"json:team_id", "json:properties.team", "json:token+distinct_id", "json:properties.team+distinct_id",
-	"json:a*b", "json:0", "header:team", "key",
+	"json:a*b", "json:0", "json:p.0.team", "header:team", "key",
 }
 
 // FuzzTeam reads a team key from arbitrary value, key and header bytes with every kind of
@@ -90,6 +99,35 @@ func FuzzTeam(f *testing.F) {
 		object := json.Valid(value) && bytes.TrimLeft(value, " \t\r\n")[0] == '{'
 		if object != (fail.reason != reasonNotJSON) {
 			t.Fatalf("%s: json.Valid object %v, reason %q, value %q", from, object, fail.reason, value)
+		}
+		// Without validation, a JSON object gives the same answer; anything else must only
+		// not crash.
+		lax := k
+		lax.lax = true
+		laxTeam, laxFail := lax.team(rec, &Scratch{}, max)
+		if object && (laxTeam != team || laxFail != fail) {
+			t.Fatalf("%s: lax %q %+v, validated %q %+v, value %q", from, laxTeam, laxFail, team, fail, value)
+		}
+		if !object {
+			return
+		}
+		// A field that appears more than once where it is read, as encoding/json sees the
+		// value, makes it ambiguous_team. With several fields, read in order, the reason is
+		// ambiguous_team only if some field is ambiguous, and always if the first is.
+		ambiguous := make([]bool, len(k.fields))
+		for i, fl := range k.fields {
+			ambiguous[i] = refAmbiguous(t, value, strings.Split(fl.name, "."))
+		}
+		isAmbiguous := fail.reason == reasonAmbiguousTeam
+		if !slices.Contains(ambiguous, true) && isAmbiguous || ambiguous[0] && !isAmbiguous ||
+			len(ambiguous) == 1 && ambiguous[0] != isAmbiguous {
+			t.Fatalf("%s: ambiguous %v (encoding/json), reason %q, value %q", from, ambiguous, fail.reason, value)
+		}
+		// Where no field is ambiguous, the gate reads what gjson.Get reads.
+		if !slices.Contains(ambiguous, true) {
+			if refTeam, refReason := gjsonTeam(k, value, max); team != refTeam || fail.reason != refReason {
+				t.Fatalf("%s: team %q, %q; gjson.Get reads %q, %q; value %q", from, team, fail.reason, refTeam, refReason, value)
+			}
 		}
 		if from != "json:team_id" || fail.reason != reasonNone {
 			return
@@ -213,4 +251,169 @@ func reasonRoute(s string) (Route, bool) {
 		}
 	}
 	return 0, false
+}
+
+// gjsonTeam reads k's team from the JSON object value with gjson.Get, as the gate did
+// before it read fields itself: the reference for values without duplicate fields.
+func gjsonTeam(k KeyFrom, value []byte, maxKey int) (string, reasonCode) {
+	js := bytesString(value)
+	var key []byte
+	for i, f := range k.fields {
+		r := gjson.Get(js, f.path)
+		var val string
+		switch r.Type {
+		case gjson.String:
+			if r.Str == "" {
+				return "", reasonFieldEmpty
+			}
+			val = r.Str
+		case gjson.Number:
+			val = r.Raw
+		case gjson.Null:
+			return "", reasonFieldMissing
+		default:
+			return "", reasonFieldType
+		}
+		if len(k.fields) == 1 {
+			key = append(key, val...) // a single field is its value, not encoded
+		} else {
+			if i > 0 {
+				key = append(key, ':')
+			}
+			key = appendKeyPart(key, val)
+		}
+		if len(key) > maxKey {
+			return "", reasonKeyTooLong
+		}
+	}
+	return string(key), reasonNone
+}
+
+// jsonNode is a JSON value as encoding/json reads it, with an object's members in order,
+// duplicates kept: the reference FuzzTeam checks duplicate fields against.
+type jsonNode struct {
+	kind    json.Delim // '{', '[', or 0 for anything else
+	keys    []string   // an object's member names, in order
+	members []*jsonNode
+}
+
+// decodeNode reads the next value from d.
+func decodeNode(d *json.Decoder) (*jsonNode, error) {
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	delim, ok := tok.(json.Delim)
+	if !ok {
+		return &jsonNode{}, nil
+	}
+	n := &jsonNode{kind: delim}
+	for d.More() {
+		if delim == '{' {
+			key, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			n.keys = append(n.keys, key.(string))
+		}
+		m, err := decodeNode(d)
+		if err != nil {
+			return nil, err
+		}
+		n.members = append(n.members, m)
+	}
+	if _, err := d.Token(); err != nil { // the closing delimiter
+		return nil, err
+	}
+	return n, nil
+}
+
+// refAmbiguous reports whether, in the valid JSON value, a part of the path appears more
+// than once in the object holding it, following the path as gjson does (a part of digits
+// indexes an array).
+func refAmbiguous(t *testing.T, value []byte, path []string) bool {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(value))
+	d.UseNumber() // 1e400 is valid JSON, out of float64's range
+	n, err := decodeNode(d)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("decoding a valid value: %v", err)
+	}
+	for _, part := range path {
+		switch n.kind {
+		case '{':
+			found := -1
+			for i, key := range n.keys {
+				if key != part {
+					continue
+				}
+				if found >= 0 {
+					return true
+				}
+				found = i
+			}
+			if found < 0 {
+				return false
+			}
+			n = n.members[found]
+		case '[':
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(n.members) || strings.TrimLeft(part, "0123456789") != "" {
+				return false
+			}
+			n = n.members[i]
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// FuzzCompositeKey checks that a composite key is one-to-one: the key of two field values
+// splits at ':' into two parts that percent-decode back to the values, so two distinct
+// pairs never share a key.
+func FuzzCompositeKey(f *testing.F) {
+	f.Add("x:y", "z", "x", "y:z")
+	f.Add("x%3Ay", "z", "x:y", "z")
+	f.Add("%", "%25", "%25", "%")
+	f.Add("a:", ":b", "a::", "b")
+	f.Add("phc", "u1", "phc", "u1")
+	k := mustKeyFrom(f, "json:a+b")
+	f.Fuzz(func(t *testing.T, a1, a2, b1, b2 string) {
+		// key returns the team of {"a":x,"b":y}, and the values as a decoder reads them back
+		// (invalid UTF-8 becomes U+FFFD); ok is false when a value is empty (field_empty).
+		key := func(x, y string) (team string, vals [2]string, ok bool) {
+			v, err := json.Marshal(map[string]string{"a": x, "b": y})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back struct{ A, B string }
+			if err := json.Unmarshal(v, &back); err != nil {
+				t.Fatal(err)
+			}
+			vals = [2]string{back.A, back.B}
+			team, fail := k.team(&kgo.Record{Value: v}, &Scratch{}, 1<<20)
+			if fail.reason != reasonNone {
+				if back.A != "" && back.B != "" {
+					t.Fatalf("%s: %q", v, fail.reason)
+				}
+				return "", vals, false
+			}
+			parts := strings.Split(team, ":")
+			if len(parts) != 2 {
+				t.Fatalf("%s: team %q has %d parts", v, team, len(parts))
+			}
+			for i, p := range parts {
+				if got, err := url.PathUnescape(p); err != nil || got != vals[i] {
+					t.Fatalf("%s: team %q part %d decodes to %q (%v), want %q", v, team, i, got, err, vals[i])
+				}
+			}
+			return strings.Clone(team), vals, true
+		}
+		ta, va, okA := key(a1, a2)
+		tb, vb, okB := key(b1, b2)
+		if okA && okB && (ta == tb) != (va == vb) {
+			t.Fatalf("values %q and %q: teams %q and %q", va, vb, ta, tb)
+		}
+	})
 }

@@ -33,9 +33,13 @@ const (
 //     name or a dotted path into nested objects (json:properties.team). Only '.'
 //     separates path parts; every other character, gjson's wildcards and modifiers
 //     included, is taken literally. A part made of digits also indexes an array, as in
-//     gjson. Several fields joined with '+' (json:token+distinct_id) make a composite key,
-//     their values joined with ':', to limit per user within a team; a field name cannot
-//     contain '+'.
+//     gjson. A field that appears more than once where it is read (FIELD itself, or a part
+//     of its path in the object that holds it) makes the team ambiguous: the record is
+//     dead-lettered (ambiguous_team), since gjson would read the first and most decoders
+//     downstream the last. Several fields joined with '+' (json:token+distinct_id) make a
+//     composite key, to limit per user within a team: their values joined with ':', each
+//     with '%' written %25 and ':' written %3A, so that distinct values never make the
+//     same key (see appendKeyPart); a field name cannot contain '+'.
 //   - header:NAME reads the value of the first record header named NAME (case-sensitive,
 //     as Kafka headers are).
 //   - key reads the record key.
@@ -48,14 +52,16 @@ type KeyFrom struct {
 	src    source
 	header string      // sourceHeader: the header name
 	fields []jsonField // sourceJSON: one per '+'-separated field
+	top    []string    // sourceJSON: each field's top-level name, fields[i].parts[0]
 }
 
 // jsonField is one field of a json: key source.
 type jsonField struct {
 	name string // as written in the configuration, for messages
-	// path is the gjson path, each part escaped to match literally. A part holding a
-	// backslash costs one allocation per lookup (gjson copies it unescaped); plain names,
-	// the usual case, cost none.
+	// parts are the names along the path, split at '.': one for a top-level field.
+	parts []string
+	// path is the gjson path, each part escaped to match literally: how the field was read
+	// before the gate read fields itself (see members), kept to compare with in tests.
 	path string
 }
 
@@ -77,7 +83,11 @@ func ParseKeyFrom(s string) (KeyFrom, error) {
 		if err != nil {
 			return KeyFrom{}, fmt.Errorf("%w %q: %w", ErrBadKeyFrom, s, err)
 		}
-		return KeyFrom{src: sourceJSON, fields: fields}, nil
+		top := make([]string, len(fields))
+		for i, f := range fields {
+			top[i] = f.parts[0]
+		}
+		return KeyFrom{src: sourceJSON, fields: fields, top: top}, nil
 	case (kind == "header" || kind == "json") && !hasArg:
 		return KeyFrom{}, fmt.Errorf("%w %q: source %s needs an argument (want json:FIELD, header:NAME or key)",
 			ErrBadKeyFrom, s, kind)
@@ -97,15 +107,16 @@ func parseFields(list string) ([]jsonField, error) {
 			return nil, fmt.Errorf("field %d of %d is empty (fields are joined with +)", i+1, len(names))
 		}
 		parts := strings.Split(name, ".")
+		escaped := make([]string, len(parts))
 		for j, p := range parts {
 			if p == "" {
 				return nil, fmt.Errorf("field %q: path part %d of %d is empty (parts are joined with .)", name, j+1, len(parts))
 			}
 			// gjson.Escape backslash-escapes every character gjson would read as syntax
 			// (* ? | # @ ! [ { = < > …), so a field name means itself and nothing else.
-			parts[j] = gjson.Escape(p)
+			escaped[j] = gjson.Escape(p)
 		}
-		fields = append(fields, jsonField{name: name, path: strings.Join(parts, ".")})
+		fields = append(fields, jsonField{name: name, parts: parts, path: strings.Join(escaped, ".")})
 	}
 	return fields, nil
 }
@@ -152,9 +163,11 @@ func (k KeyFrom) IsZero() bool { return k.src == sourceNone }
 // dead-lettered.
 type failure struct {
 	reason reasonCode
-	field  int    // the json field that failed, an index into KeyFrom.fields
-	what   string // not_json: what the value is; field_type: what the field holds
-	size   int    // key_too_long: the key's length in bytes (a lower bound for a composite key)
+	field  int // the json field that failed, an index into KeyFrom.fields
+	// not_json: what the value is; field_type: what the field holds; ambiguous_team: the
+	// part of the field's path that appears more than once.
+	what string
+	size int // key_too_long: the key's length in bytes (a lower bound for a composite key)
 }
 
 // team reads rec's team key. The string returned aliases rec (its value, key or a header)
@@ -205,12 +218,19 @@ func (k *KeyFrom) team(rec *kgo.Record, s *Scratch, maxKey int) (string, failure
 // happens to be readable is dead-lettered (not_json), not passed on. The gate is the last place that can stop such garbage before every
 // downstream consumer has to cope with it. Validation runs at 0.7-1.1 GB/s and allocates
 // nothing (BenchmarkValidate, on a 2-core Xeon): about +1 µs for a 1 KB event and
-// +60-100 ns for a 50-byte one. That is up to half of Route's own cost when the team field
-// comes last (gjson.Get must then skip the whole value too). It is off by default: the
-// gate's job is to read the team, downstream decoders check syntax anyway, and through
-// the whole gate validation cost about a tenth of the throughput (BenchmarkEndToEnd).
-// Off, a value whose team cannot be read is still classified (not_json or the field's
-// failure) by validating it then: only bad records pay.
+// +60-100 ns for a 50-byte one. That is more than Route's own cost when the team field
+// comes last (reading the team then skips the whole value too, at 1.5-3 GB/s: BenchmarkTeam). It is off by
+// default: the gate's job is to read the team, downstream decoders check syntax anyway,
+// and through the whole gate validation cost about a tenth of the throughput
+// (BenchmarkEndToEnd). Off, a value whose team cannot be read is still classified
+// (not_json or the field's failure) by validating it then: only bad records pay.
+//
+// Off, reading the team still reads the object's members to its closing brace, and those
+// of each object on a dotted field's path (members), since a field can only be known to
+// appear once by reading them all; on a value valid as JSON the answer is the same as with
+// validation (FuzzTeam). An object that breaks off before its end is read as far as it
+// goes (see jsonFields). Nested values off the path are skipped by their brackets, and
+// nothing after the object's closing brace is read.
 //
 // gjson.Valid checks JSON syntax, not UTF-8: invalid UTF-8 inside a string is accepted, as
 // encoding/json.Valid accepts it, and a team key holding it is routed like any other (a
@@ -226,7 +246,8 @@ func (k *KeyFrom) jsonTeam(v []byte, s *Scratch, maxKey int) (string, failure) {
 	js := bytesString(v)
 	if k.lax {
 		// Without validation, the value is checked only where reading the team failed,
-		// to tell not_json from a missing field: bad records pay, good ones do not.
+		// to tell not_json from a missing or ambiguous field: bad records pay, good ones
+		// do not.
 		if i := firstNonSpace(js); i >= len(js) || js[i] != '{' {
 			return "", notObject(js)
 		}
@@ -254,16 +275,40 @@ func notObject(js string) failure {
 	return failure{reason: reasonNotJSON, what: "value is " + jsonKind(gjson.Parse(js)) + ", not a JSON object"}
 }
 
+// malformed is the failure for a value the scanner could not read: only an invalid one.
+func malformed() failure { return failure{reason: reasonNotJSON, what: "value is not valid JSON"} }
+
 // jsonFields reads the key's fields from the JSON object js.
+//
+// One pass over the object's members (members) finds each field's top-level name and
+// whether it appears more than once; a dotted field then reads each object on its path the
+// same way. The pass must go to the object's end, wherever the field is, to know it is
+// there only once: for a team field that comes last, as it usually does, that is what
+// finding it cost anyway.
+//
+// Without validation (lax), an object that breaks off (cut short, or not JSON between two
+// members) is read as far as it goes: a field found there once gives the team, as before
+// duplicates were looked for, and one found twice is ambiguous. No JSON decoder reads a
+// team from such a value at all, so none can read another one.
 func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, failure) {
+	start := firstNonSpace(js)
+	var one [1]int
+	at := one[:]
+	if len(k.fields) > 1 {
+		s.at = append(s.at[:0], make([]int, len(k.fields))...)
+		at = s.at
+	}
+	if members(js, start, k.top, at) < 0 && !k.lax {
+		return "", malformed() // not reached: the value is valid JSON
+	}
 	if len(k.fields) == 1 {
-		return fieldValue(js, 0, k.fields[0].path)
+		return k.fieldValue(js, 0, at[0])
 	}
 	// A composite key is joined in the caller's scratch buffer, so it costs no allocation
 	// once the buffer has grown to fit.
 	buf := s.key[:0]
 	for i := range k.fields {
-		val, f := fieldValue(js, i, k.fields[i].path)
+		val, f := k.fieldValue(js, i, at[i])
 		if f.reason != reasonNone {
 			s.key = buf
 			return "", f
@@ -276,32 +321,104 @@ func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, failure
 			s.key = buf
 			return "", failure{reason: reasonKeyTooLong, size: len(buf) + len(val)}
 		}
-		buf = append(buf, val...)
+		buf = appendKeyPart(buf, val)
+		if len(buf) > maxKey {
+			s.key = buf
+			return "", failure{reason: reasonKeyTooLong, size: len(buf)}
+		}
 	}
 	s.key = buf
 	return bytesString(buf), failure{}
 }
 
-// fieldValue reads one field, field number i, of the JSON object js at path. A string gives
-// its unescaped value (aliasing js unless it held escapes); a number gives its text as
-// written ({"team_id": 42} gives "42"; 42.0 would give "42.0"). Null counts as missing:
-// producers write null for a field they do not have. Booleans, objects and arrays are of
-// the wrong type.
-func fieldValue(js string, i int, path string) (string, failure) {
-	r := gjson.Get(js, path)
-	switch r.Type {
-	case gjson.String:
-		if r.Str == "" {
+// appendKeyPart appends one field's value to a composite key being joined: '%' as %25 and
+// ':' as %3A, everything else as is. The ':' between fields is then the only ':' of the
+// key, and each part decodes back to its value alone, so two distinct tuples of values
+// never share a key: the encoding is one-to-one (FuzzCompositeKey). A value holding neither
+// byte, the usual case, is appended unchanged in one copy.
+func appendKeyPart(buf []byte, v string) []byte {
+	if strings.IndexByte(v, ':') < 0 && strings.IndexByte(v, '%') < 0 {
+		return append(buf, v...)
+	}
+	for {
+		i := strings.IndexAny(v, ":%")
+		if i < 0 {
+			return append(buf, v...)
+		}
+		buf = append(buf, v[:i]...)
+		if v[i] == ':' {
+			buf = append(buf, "%3A"...)
+		} else {
+			buf = append(buf, "%25"...)
+		}
+		v = v[i+1:]
+	}
+}
+
+// fieldValue reads field number i of the JSON object js, whose top-level member is at
+// index at as members found it (0: absent, -1: more than once). A string gives its
+// unescaped value (aliasing js unless it held escapes); a number gives its text as written
+// ({"team_id": 42} gives "42"; 42.0 would give "42.0"). Null counts as missing: producers
+// write null for a field they do not have. Booleans, objects and arrays are of the wrong
+// type. These are gjson.Get's readings, which the gate used before it read fields itself.
+func (k *KeyFrom) fieldValue(js string, i, at int) (string, failure) {
+	parts := k.fields[i].parts
+	for p := 1; ; p++ {
+		switch at {
+		case 0:
+			return "", failure{reason: reasonFieldMissing, field: i}
+		case -1:
+			return "", failure{reason: reasonAmbiguousTeam, field: i, what: parts[p-1]}
+		}
+		if p == len(parts) {
+			break
+		}
+		// Go down to the next part: a member of an object, or an element of an array when
+		// the part is an index. Anything else has no such field.
+		switch js[at] {
+		case '{':
+			var next [1]int
+			if members(js, at, parts[p:p+1], next[:]) < 0 && !k.lax {
+				return "", malformed() // not reached: the value is valid JSON
+			}
+			at = next[0]
+		case '[':
+			n, ok := arrayIndex(parts[p])
+			if !ok {
+				return "", failure{reason: reasonFieldMissing, field: i}
+			}
+			if at = element(js, at, n); at < 0 {
+				return "", malformed()
+			}
+		default:
+			return "", failure{reason: reasonFieldMissing, field: i}
+		}
+	}
+	end := skipValue(js, at)
+	if end < 0 {
+		return "", malformed()
+	}
+	raw := js[at:end]
+	switch raw[0] {
+	case '"':
+		str := raw[1 : len(raw)-1]
+		if strings.IndexByte(str, '\\') >= 0 {
+			str = gjson.Parse(raw).Str // unescaped into a new string: one allocation
+		}
+		if str == "" {
 			return "", failure{reason: reasonFieldEmpty, field: i}
 		}
-		return r.Str, failure{}
-	case gjson.Number:
-		return r.Raw, failure{}
-	case gjson.Null:
-		// Also what gjson returns for a field that is not there.
+		return str, failure{}
+	case 'n':
 		return "", failure{reason: reasonFieldMissing, field: i}
+	case 't', 'f':
+		return "", failure{reason: reasonFieldType, field: i, what: "a boolean"}
+	case '{':
+		return "", failure{reason: reasonFieldType, field: i, what: "an object"}
+	case '[':
+		return "", failure{reason: reasonFieldType, field: i, what: "an array"}
 	}
-	return "", failure{reason: reasonFieldType, field: i, what: jsonKind(r)}
+	return raw, failure{} // a number
 }
 
 // jsonKind names the type of a JSON value, for messages.
@@ -343,6 +460,11 @@ func (k *KeyFrom) detail(f failure, maxKey int) string {
 		return fmt.Sprintf("json field %q is %s, want a string or a number", field(), f.what)
 	case reasonKeyTooLong:
 		return fmt.Sprintf("team key is longer than the %d bytes allowed (%d bytes or more)", maxKey, f.size)
+	case reasonAmbiguousTeam:
+		if name := field(); name != f.what {
+			return fmt.Sprintf("json field %q is ambiguous: %q appears more than once in its object", name, f.what)
+		}
+		return fmt.Sprintf("json field %q appears more than once", field())
 	case reasonHeaderMissing:
 		return fmt.Sprintf("header %q not found", k.header)
 	case reasonKeyMissing:

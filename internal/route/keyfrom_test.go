@@ -1,7 +1,9 @@
 package route
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -133,7 +135,6 @@ func TestTeamJSON(t *testing.T) {
 		{"literal bang", "json:!true", `{"!true":"lit"}`, "lit", 0, ""},
 		{"composite", "json:token+distinct_id", `{"distinct_id":"u1","token":"phc_x"}`, "phc_x:u1", 0, ""},
 		{"composite number and dotted", "json:team_id+p.user", `{"team_id":2,"p":{"user":"u"}}`, "2:u", 0, ""},
-		{"duplicate key: first wins", "json:team_id", `{"team_id":1,"team_id":2}`, "1", 0, ""},
 
 		{"empty value", "json:team_id", ``, "", reasonNotJSON, "value is empty"},
 		{"space only", "json:team_id", "  \n", "", reasonNotJSON, "value is not valid JSON"},
@@ -268,5 +269,153 @@ func TestCompositeScratchReuse(t *testing.T) {
 	b, _ := k.team(&kgo.Record{Value: []byte(`{"token":"t","distinct_id":"bbbb"}`)}, &s, 256)
 	if b != "t:bbbb" || keep != "t:aaaa" {
 		t.Fatalf("second key %q, first kept %q", b, keep)
+	}
+}
+
+// A field that appears more than once where the key is read (the field itself, or for a
+// dotted path any part of it in the object that holds that part) makes the team
+// ambiguous: gjson reads the first, most decoders downstream the last, so a client could
+// pick its team per reader. Such a record is dead-lettered (ambiguous_team), with or
+// without validation. Duplicates elsewhere do not matter.
+func TestTeamDuplicateField(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, from, value string
+		team              string
+		reason            string // "" for a team read
+		detail            string // dead letter only: a part of the detail sentence
+		laxTeam           string // if set, the team read instead without validation
+	}{
+		{"twice", "json:team_id", `{"team_id":"a","x":1,"team_id":"b"}`, "", "ambiguous_team", `json field "team_id" appears more than once`, ""},
+		{"twice, same value", "json:team_id", `{"team_id":1,"team_id":1}`, "", "ambiguous_team", "appears more than once", ""},
+		{"three times", "json:team_id", `{"team_id":1,"team_id":2,"team_id":3}`, "", "ambiguous_team", "appears more than once", ""},
+		{"white space", "json:team_id", "{ \"team_id\" : 1 ,\n\t\"team_id\"\r: 2 }", "", "ambiguous_team", "appears more than once", ""},
+		{"second escaped", "json:team_id", `{"team_id":"a","team\u005fid":"b"}`, "", "ambiguous_team", "appears more than once", ""},
+		{"first escaped", "json:team_id", `{"t\u0065am_id":"a","team_id":"b"}`, "", "ambiguous_team", "appears more than once", ""},
+		{"first null", "json:team_id", `{"team_id":null,"team_id":"b"}`, "", "ambiguous_team", "appears more than once", ""},
+		{"second an object", "json:team_id", `{"team_id":"a","team_id":{"x":1}}`, "", "ambiguous_team", "appears more than once", ""},
+		{"after nested and tricky strings", "json:team_id",
+			`{"team_id":"a","x":{"team_id":"y"},"s":"\",\"team_id\":\"","l":[{"team_id":1},"]}"],"team_id":"b"}`,
+			"", "ambiguous_team", "appears more than once", ""},
+		{"parent twice", "json:properties.team", `{"properties":{"team":"a"},"properties":{"team":"b"}}`,
+			"", "ambiguous_team", `json field "properties.team" is ambiguous: "properties" appears more than once`, ""},
+		{"parent twice, first without field", "json:properties.team", `{"properties":{},"properties":{"team":"b"}}`,
+			"", "ambiguous_team", `"properties" appears more than once`, ""},
+		{"parent twice, first not an object", "json:properties.team", `{"properties":1,"properties":{"team":"b"}}`,
+			"", "ambiguous_team", `"properties" appears more than once`, ""},
+		{"nested field twice", "json:properties.team", `{"properties":{"team":"a","x":[1],"team":"b"}}`,
+			"", "ambiguous_team", `"team" appears more than once`, ""},
+		{"deep middle twice", "json:a.b.c", `{"a":{"b":{"c":1},"b":{"c":2}}}`, "", "ambiguous_team", `"b" appears more than once`, ""},
+		{"in an array element", "json:a.0.b", `{"a":[{"b":1,"b":2}]}`, "", "ambiguous_team", `"b" appears more than once`, ""},
+		{"composite second twice", "json:token+distinct_id", `{"token":"t","distinct_id":"u1","distinct_id":"u2"}`,
+			"", "ambiguous_team", `json field "distinct_id" appears more than once`, ""},
+		{"composite first twice", "json:token+distinct_id", `{"token":"t","distinct_id":"u1","token":"t2"}`,
+			"", "ambiguous_team", `json field "token" appears more than once`, ""},
+
+		{"nested twice, not on the path", "json:team_id", `{"team_id":"a","x":{"team_id":"b","team_id":"c"}}`, "a", "", "", ""},
+		{"other field twice", "json:team_id", `{"x":1,"x":2,"team_id":"a","y":[],"y":{}}`, "a", "", "", ""},
+		{"field name in a string", "json:team_id", `{"team_id":"a","s":"\",\"team_id\":\"b"}`, "a", "", "", ""},
+		{"longer and shorter names", "json:team_id", `{"team_id":"a","team_id2":"b","team_i":"c","Team_id":"d"}`, "a", "", "", ""},
+		{"top field twice, dotted path", "json:properties.team", `{"team":"x","team":"y","properties":{"team":"a"}}`, "a", "", "", ""},
+		{"twice in another object", "json:properties.team", `{"properties":{"team":"a"},"other":{"team":"b","team":"c"}}`, "a", "", "", ""},
+		{"different array elements", "json:a.0.b", `{"a":[{"b":1},{"b":2}]}`, "1", "", "", ""},
+		{"composite, each once", "json:token+distinct_id", `{"distinct_id":"u1","x":{"token":1},"token":"t"}`, "t:u1", "", "", ""},
+
+		// A value that breaks off: not JSON when validated. Without validation the gate reads
+		// the object as far as it goes, and a field there once gives the team (no decoder
+		// reads any team from such a value), but a field there twice is still ambiguous,
+		// and so dead-lettered (not_json, as the value is checked when the team is not read).
+		{"twice, then garbage", "json:team_id", `{"team_id":"a","team_id":"b"}x`, "", "not_json", "value is not valid JSON", ""},
+		{"twice, then cut short", "json:team_id", `{"team_id":"a","team_id":"b","x":[1,`, "", "not_json", "value is not valid JSON", ""},
+		{"twice, then broken", "json:team_id", `{"team_id":"a","team_id":"b" "x":1}`, "", "not_json", "value is not valid JSON", ""},
+		{"dotted twice, then cut short", "json:p.team", `{"p":{"team":"a","team":"b","x":"`, "", "not_json", "value is not valid JSON", ""},
+		{"cut short in the field", "json:team_id", `{"team_id":"a`, "", "not_json", "value is not valid JSON", ""},
+		{"cut short after the field", "json:team_id", `{"team_id":"a","x":1,`, "", "not_json", "value is not valid JSON", "a"},
+		{"cut short in a later string", "json:team_id", `{"team_id":"a","event":"$pagev`, "", "not_json", "value is not valid JSON", "a"},
+		{"unquoted later key", "json:team_id", `{"team_id":"a", team_id:"b"}`, "", "not_json", "value is not valid JSON", "a"},
+		{"dotted, cut short in the parent", "json:properties.team", `{"properties":{"team":"a"},"x":`, "", "not_json", "value is not valid JSON", "a"},
+		{"dotted, cut short inside", "json:properties.team", `{"properties":{"team":"a","x":[`, "", "not_json", "value is not valid JSON", "a"},
+		{"cut short before the field", "json:team_id", `{"x":[1,2],"team_id":"a`, "", "not_json", "value is not valid JSON", ""},
+	}
+	for _, tt := range tests {
+		for _, lax := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/lax=%v", tt.name, lax), func(t *testing.T) {
+				t.Parallel()
+				k := mustKeyFrom(t, tt.from)
+				k.lax = lax
+				wantTeam, wantReason := tt.team, tt.reason
+				if lax && tt.laxTeam != "" {
+					wantTeam, wantReason = tt.laxTeam, ""
+				}
+				team, f := k.team(&kgo.Record{Value: []byte(tt.value)}, &Scratch{}, DefaultMaxKeyBytes)
+				if team != wantTeam || f.reason.String() != wantReason {
+					t.Fatalf("team(%s) = %q, %q; want %q, %q", tt.value, team, f.reason, wantTeam, wantReason)
+				}
+				if wantReason == "" {
+					return
+				}
+				if d := k.detail(f, DefaultMaxKeyBytes); !strings.Contains(d, tt.detail) {
+					t.Errorf("detail %q, want it to contain %q", d, tt.detail)
+				}
+			})
+		}
+	}
+}
+
+// A composite key (json:A+B) encodes each field so that distinct tuples of values never
+// share a key: ':' joins the fields, and within a field '%' is written %25 and ':' %3A.
+// A field holding neither, the usual case, appears as is, and a single-field key is never
+// encoded.
+func TestCompositeKeyEncoding(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		from, value string
+		team        string
+	}{
+		{"json:a+b", `{"a":"phc","b":"u1"}`, "phc:u1"},
+		{"json:a+b", `{"a":"x:y","b":"z"}`, "x%3Ay:z"},
+		{"json:a+b", `{"a":"x","b":"y:z"}`, "x:y%3Az"},
+		{"json:a+b", `{"a":"x%3Ay","b":"z"}`, "x%253Ay:z"},
+		{"json:a+b", `{"a":"x","b":"y%3Az"}`, "x:y%253Az"},
+		{"json:a+b", `{"a":"100%","b":"x"}`, "100%25:x"},
+		{"json:a+b", `{"a":":","b":":"}`, "%3A:%3A"},
+		{"json:a+b", `{"a":"x\u003ay","b":"z"}`, "x%3Ay:z"},
+		{"json:a+b", `{"a":2,"b":-1.5e3}`, "2:-1.5e3"},
+		{"json:a+b+c", `{"a":"x:","b":"y","c":"z"}`, "x%3A:y:z"},
+		{"json:a+b+c", `{"a":"x","b":":y","c":"z"}`, "x:%3Ay:z"},
+		{"json:a+b+c", `{"a":"x","b":"y","c":"z"}`, "x:y:z"},
+		{"json:a", `{"a":"x:y%3A"}`, "x:y%3A"},
+	}
+	seen := map[string]string{} // key source and team -> the values, as decoded
+	for _, tt := range tests {
+		k := mustKeyFrom(t, tt.from)
+		team, f := k.team(&kgo.Record{Value: []byte(tt.value)}, &Scratch{}, DefaultMaxKeyBytes)
+		if team != tt.team || f.reason != reasonNone {
+			t.Errorf("%s %s: team %q, %q; want %q", tt.from, tt.value, team, f.reason, tt.team)
+		}
+		var decoded map[string]any
+		if err := json.Unmarshal([]byte(tt.value), &decoded); err != nil {
+			t.Fatal(err)
+		}
+		values := fmt.Sprint(decoded)
+		if other, ok := seen[tt.from+" "+team]; ok && other != values {
+			t.Errorf("%s: %s and %s share the team %q", tt.from, other, values, team)
+		}
+		seen[tt.from+" "+team] = values
+	}
+}
+
+// MaxKeyBytes bounds the encoded key.
+func TestCompositeKeyEncodedLength(t *testing.T) {
+	t.Parallel()
+	k := mustKeyFrom(t, "json:a+b")
+	rec := &kgo.Record{Value: []byte(`{"a":"::","b":"x"}`)} // %3A%3A:x, 8 bytes
+	if team, f := k.team(rec, &Scratch{}, 8); team != "%3A%3A:x" || f.reason != reasonNone {
+		t.Errorf("at the limit: %q, %v", team, f.reason)
+	}
+	if _, f := k.team(rec, &Scratch{}, 7); f.reason != reasonKeyTooLong {
+		t.Errorf("over the limit: %v", f.reason)
+	} else if d := k.detail(f, 7); !strings.Contains(d, "8 bytes or more") {
+		t.Errorf("detail %q", d)
 	}
 }

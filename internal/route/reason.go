@@ -42,6 +42,7 @@ const (
 	ReasonFieldMissing  = "field_missing"  // json source: field absent or null
 	ReasonFieldType     = "field_type"     // json source: field is a boolean, object or array
 	ReasonFieldEmpty    = "field_empty"    // json field is "", or the header is present but empty
+	ReasonAmbiguousTeam = "ambiguous_team" // json source: the field, or a part of its path, appears more than once
 	ReasonKeyTooLong    = "key_too_long"   // team key longer than Config.MaxKeyBytes
 	ReasonHeaderMissing = "header_missing" // header source: no header of that name
 	ReasonKeyMissing    = "key_missing"    // key source: record key nil or empty
@@ -62,6 +63,7 @@ const (
 	reasonFieldMissing
 	reasonFieldType
 	reasonFieldEmpty
+	reasonAmbiguousTeam
 	reasonKeyTooLong
 	reasonHeaderMissing
 	reasonKeyMissing
@@ -80,6 +82,7 @@ var reasonNames = [numReasons]string{
 	reasonFieldMissing:  ReasonFieldMissing,
 	reasonFieldType:     ReasonFieldType,
 	reasonFieldEmpty:    ReasonFieldEmpty,
+	reasonAmbiguousTeam: ReasonAmbiguousTeam,
 	reasonKeyTooLong:    ReasonKeyTooLong,
 	reasonHeaderMissing: ReasonHeaderMissing,
 	reasonKeyMissing:    ReasonKeyMissing,

@@ -161,7 +161,7 @@ var eventCases = map[string]struct{ team, reason string }{
 	"team_id_unicode.json":    {"équipe-東京-🚀", ReasonAllowed},
 	"nested_properties.json":  {"7", ReasonAllowed},
 	"large_team_id_last.json": {"123456", ReasonAllowed},
-	"duplicate_team_id.json":  {"2", ReasonAllowed},
+	"duplicate_team_id.json":  {"", ReasonAmbiguousTeam},
 	"invalid_utf8.json":       {"t\xff\xfeam", ReasonAllowed},
 	"identify_team_1001.json": {"1001", ReasonAllowed},
 	"team_id_big_int.json":    {"9007199254740993", ReasonAllowed},
@@ -440,6 +440,58 @@ func TestForcedOverflow(t *testing.T) {
 	}
 }
 
+// A record whose team field appears twice is dead-lettered as ambiguous_team, counts
+// toward no team, and in dry run is accepted and counted as diverted.
+func TestAmbiguousTeam(t *testing.T) {
+	t.Parallel()
+	const value = `{"team_id":"a","event":"$pageview","team_id":"b"}`
+	for _, dry := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dry_run=%v", dry), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, Config{DryRun: dry}, limit.Config{})
+			in := input(value, "k", "h", "v")
+			out, o := f.r.Route(t0, in, &Scratch{})
+			if o.Enforced != DeadLetter || o.EnforcedReason != ReasonAmbiguousTeam || o.Team != "" {
+				t.Fatalf("outcome %+v", o)
+			}
+			if got := f.counts(); len(got) != 0 {
+				t.Errorf("limiter counted %v", got)
+			}
+			if dry {
+				checkOutput(t, in, out, topicAccepted)
+				if got := counter(t, f.reg, "gate_dry_run_diverted_total", "dead_letter", ReasonAmbiguousTeam); got != 1 {
+					t.Errorf("gate_dry_run_diverted_total dead_letter/ambiguous_team = %v, want 1", got)
+				}
+				return
+			}
+			checkOutput(t, in, out, topicDead, HeaderError, ReasonAmbiguousTeam,
+				HeaderErrorDetail, `json field "team_id" appears more than once`, HeaderSource, "events_raw/3/1234")
+			if got := counter(t, f.reg, "gate_records_total", "dead_letter", ReasonAmbiguousTeam); got != 1 {
+				t.Errorf("gate_records_total dead_letter/ambiguous_team = %v, want 1", got)
+			}
+		})
+	}
+}
+
+// Composite teams whose joined values would read the same are distinct teams: each
+// counts on its own, and GATE_FORCE_OVERFLOW names one by its encoded key.
+func TestCompositeTeamsDistinct(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{KeyFrom: mustKeyFrom(t, "json:token+distinct_id"), ForceOverflow: []string{"phc:user%3A1"}},
+		limit.Config{Threshold: 100})
+	var s Scratch
+	if _, o := f.r.Route(t0, input(`{"token":"phc","distinct_id":"user:1"}`, ""), &s); o.Reason != ReasonForced || o.Team != "phc:user%3A1" {
+		t.Errorf("forced composite team: %+v", o)
+	}
+	if _, o := f.r.Route(t0, input(`{"token":"phc:user","distinct_id":"1"}`, ""), &s); o.Reason != ReasonAllowed || o.Team != "phc%3Auser:1" {
+		t.Errorf("other composite team: %+v", o)
+	}
+	want := map[string]int64{"phc:user%3A1": 1, "phc%3Auser:1": 1}
+	if got := f.counts(); !mapsEqual(got, want) {
+		t.Errorf("limiter counts %v, want %v", got, want)
+	}
+}
+
 // Dry run: every record goes to accepted unchanged, the limiter is checked as when
 // enforcing, and what enforcement would have done shows in the outcome and the metrics.
 func TestDryRun(t *testing.T) {
@@ -534,7 +586,7 @@ func TestMetrics(t *testing.T) {
 	for _, fam := range fams {
 		series[fam.GetName()] = len(fam.GetMetric())
 	}
-	if series["gate_records_total"] != int(numReasons-1) || series["gate_dry_run_diverted_total"] != 9 {
+	if series["gate_records_total"] != int(numReasons-1) || series["gate_dry_run_diverted_total"] != 10 {
 		t.Errorf("series: %v", series)
 	}
 	for c := reasonAllowed; c < numReasons; c++ {

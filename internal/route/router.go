@@ -141,6 +141,7 @@ type Outcome struct {
 // a Scratch must not be used by two goroutines at once.
 type Scratch struct {
 	key []byte // a composite team key being joined
+	at  []int  // a composite key's fields: where each one's value is (see members)
 
 	// Replay is set by the caller while it routes records the limiter has counted
 	// already (an aborted transaction's, routed again): they are judged, not counted

@@ -1,0 +1,402 @@
+package route
+
+import (
+	"math/bits"
+	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// This file reads the members of a JSON object in one pass, to find where a key's fields
+// are and whether any of them appears more than once. It works on the value as a string,
+// never decodes it, and allocates nothing.
+//
+// The scanner reads an object's members strictly (a quoted name, ':', a value, then ',' or
+// '}') but skips a nested object or array by counting brackets outside strings, without
+// checking what is inside, as gjson.Get does: on a valid value it agrees with a JSON
+// decoder, and on an invalid one it either reports it malformed or reads it the way the
+// brackets say. Without validation (KeyFrom.lax) that is all the checking a value gets.
+
+// scanMalformed is what the scanning functions return for a value they cannot read.
+const scanMalformed = -1
+
+// members reads the members of the object whose '{' is at js[i]. For each member whose
+// name, unescaped, equals names[j], it sets at[j] to the index of the member's value the
+// first time and to -1 (appears more than once) after; at must hold zeros on entry and be
+// as long as names. It returns the index just past the object's closing '}', or
+// scanMalformed.
+func members(js string, i int, names []string, at []int) int {
+	i = skipSpace(js, i+1)
+	if i < len(js) && js[i] == '}' {
+		return i + 1
+	}
+	for {
+		if i >= len(js) || js[i] != '"' {
+			return scanMalformed
+		}
+		end, esc := keyEnd(js, i+1)
+		if end < 0 {
+			return scanMalformed
+		}
+		name := js[i+1 : end]
+		i = skipSpace(js, end+1)
+		if i >= len(js) || js[i] != ':' {
+			return scanMalformed
+		}
+		i = skipSpace(js, i+1)
+		for j, want := range names {
+			if nameIs(name, esc, want) {
+				if at[j] == 0 {
+					at[j] = i
+				} else {
+					at[j] = -1
+				}
+			}
+		}
+		if i = skipValue(js, i); i < 0 {
+			return scanMalformed
+		}
+		i = skipSpace(js, i)
+		if i >= len(js) {
+			return scanMalformed
+		}
+		switch js[i] {
+		case ',':
+			i = skipSpace(js, i+1)
+		case '}':
+			return i + 1
+		default:
+			return scanMalformed
+		}
+	}
+}
+
+// element returns the index of element n (counting from 0) of the array whose '[' is at
+// js[i], 0 if the array is shorter, or scanMalformed.
+func element(js string, i int, n uint64) int {
+	i = skipSpace(js, i+1)
+	if i < len(js) && js[i] == ']' {
+		return 0
+	}
+	for k := uint64(0); ; k++ {
+		if i >= len(js) {
+			return scanMalformed
+		}
+		if k == n {
+			return i
+		}
+		if i = skipValue(js, i); i < 0 {
+			return scanMalformed
+		}
+		i = skipSpace(js, i)
+		if i >= len(js) {
+			return scanMalformed
+		}
+		switch js[i] {
+		case ',':
+			i = skipSpace(js, i+1)
+		case ']':
+			return 0
+		default:
+			return scanMalformed
+		}
+	}
+}
+
+// arrayIndex reads a path part as an array index, as gjson does: digits only, leading
+// zeros allowed; an index too large for a uint64 matches no element.
+func arrayIndex(part string) (uint64, bool) {
+	if part == "" {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(part); i++ {
+		c := part[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > (1<<64-1-9)/10 {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
+}
+
+// skipValue returns the index just past the value that starts at js[i], or scanMalformed.
+// Numbers are read loosely (their characters, not their grammar), and nested objects and
+// arrays by their brackets only.
+func skipValue(js string, i int) int {
+	if i >= len(js) {
+		return scanMalformed
+	}
+	switch c := js[i]; c {
+	case '"':
+		if end := stringEnd(js, i+1); end >= 0 {
+			return end + 1
+		}
+		return scanMalformed
+	case '{', '[':
+		return skipNested(js, i)
+	case 't':
+		return skipLiteral(js, i, "true")
+	case 'f':
+		return skipLiteral(js, i, "false")
+	case 'n':
+		return skipLiteral(js, i, "null")
+	default:
+		if c == '-' || c >= '0' && c <= '9' {
+			return numberEnd(js, i)
+		}
+	}
+	return scanMalformed
+}
+
+func skipLiteral(js string, i int, lit string) int {
+	if strings.HasPrefix(js[i:], lit) {
+		return i + len(lit)
+	}
+	return scanMalformed
+}
+
+// numberEnd returns the index just past the number that starts at js[i].
+func numberEnd(js string, i int) int {
+	for i++; i < len(js); i++ {
+		switch c := js[i]; {
+		case c >= '0' && c <= '9', c == '.', c == 'e', c == 'E', c == '+', c == '-':
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipNested returns the index just past the object or array that starts at js[i], found
+// by counting brackets outside strings, or scanMalformed if it does not end. tooDeep has
+// bounded the nesting; this needs no stack anyway. It reads eight bytes at a time and
+// handles each quote or bracket among them in turn, in a string or not (see zeroBytes): a
+// nested value is mostly other bytes.
+func skipNested(js string, i int) int {
+	depth, inString, start := 0, false, 0 // start: where the current string's contents start
+	for ; i < len(js); i += 8 {
+		var w uint64
+		if i+8 <= len(js) {
+			w = load64(js, i)
+		} else {
+			w = partialWord(js, i)
+		}
+		// '[' and ']' are '{' and '}' less 0x20: one test finds both kinds.
+		wl := w | ones*0x20
+		for m := zeroBytes(w^(ones*'"')) | zeroBytes(wl^(ones*'{')) | zeroBytes(wl^(ones*'}')); m != 0; m &= m - 1 {
+			p := i + bits.TrailingZeros64(m)/8
+			c := js[p]
+			if inString {
+				if c == '"' && !escaped(js, start, p) {
+					inString = false
+				}
+				continue
+			}
+			switch c {
+			case '"':
+				inString, start = true, p+1
+			case '{', '[':
+				depth++
+			default: // '}', ']'
+				if depth--; depth == 0 {
+					return p + 1
+				}
+			}
+		}
+	}
+	return scanMalformed
+}
+
+// stringEnd returns the index of the '"' that closes the string whose contents start at
+// js[i], or scanMalformed: the first quote not escaped, that is not preceded by an odd
+// number of backslashes. It reads eight bytes at a time for quotes (see zeroBytes): on
+// strings full of escaped quotes, such as JSON embedded in a string, about twice as fast
+// as strings.IndexByte from quote to quote or gjson's byte loop (BenchmarkStringEnd).
+func stringEnd(js string, i int) int {
+	start := i
+	for ; i < len(js); i += 8 {
+		var w uint64
+		if i+8 <= len(js) {
+			w = load64(js, i)
+		} else {
+			w = partialWord(js, i)
+		}
+		for m := zeroBytes(w ^ (ones * '"')); m != 0; m &= m - 1 {
+			if q := i + bits.TrailingZeros64(m)/8; !escaped(js, start, q) {
+				return q
+			}
+		}
+	}
+	return scanMalformed
+}
+
+// escaped reports whether the quote at js[q] is escaped: preceded, back to start, by an
+// odd number of backslashes.
+func escaped(js string, start, q int) bool {
+	n := 0
+	for j := q - 1; j >= start && js[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+// ones has 1 in every byte: ones*c has c in every byte.
+const ones = 0x0101010101010101
+
+// partialWord is load64 for the last bytes of s, fewer than eight: the bytes past the end
+// of s read as zeros, and a zero byte is none of the bytes the scanner looks for.
+func partialWord(s string, i int) uint64 {
+	var w uint64
+	for k := len(s) - 1; k >= i; k-- {
+		w = w<<8 | uint64(s[k])
+	}
+	return w
+}
+
+// load64 reads the eight bytes at s[i:] as a little-endian word: one load where the
+// compiler can.
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// zeroBytes returns w with the top bit of each byte set where that byte of w is zero, and
+// every other bit clear. Exact (no carry crosses a byte), so each set bit is a match:
+// w^(ones*c) has zero bytes exactly where w has c.
+func zeroBytes(w uint64) uint64 {
+	const low7 = 0x7F7F7F7F7F7F7F7F
+	return ^((w&low7 + low7) | w | low7)
+}
+
+// keyEnd is stringEnd for a member name, short as names are: it also reports whether the
+// name holds a backslash escape.
+func keyEnd(js string, i int) (int, bool) {
+	esc := false
+	for ; i < len(js); i++ {
+		switch js[i] {
+		case '"':
+			return i, esc
+		case '\\':
+			esc = true
+			i++
+		}
+	}
+	return scanMalformed, esc
+}
+
+// skipSpace returns the index of the first byte at or after i that is not JSON white space.
+func skipSpace(js string, i int) int {
+	for ; i < len(js); i++ {
+		switch js[i] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// nameIs reports whether the raw member name (between its quotes; esc if it holds a
+// backslash) means want once unescaped. Without escapes that is plain equality, the usual
+// case; an escaped name ("team\u005fid") is decoded on the fly, as a JSON decoder would.
+func nameIs(raw string, esc bool, want string) bool {
+	if !esc {
+		return raw == want
+	}
+	if len(raw) <= len(want) { // every escape is longer than what it stands for
+		return false
+	}
+	return unescapedIs(raw, want)
+}
+
+// unescapedIs reports whether the JSON string contents raw, unescaped, equal want. It
+// decodes as encoding/json does: a lone or malformed UTF-16 surrogate becomes U+FFFD.
+func unescapedIs(raw, want string) bool {
+	var buf [utf8.UTFMax]byte
+	j := 0 // how much of want has matched
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			if j >= len(want) || want[j] != c {
+				return false
+			}
+			i++
+			j++
+			continue
+		}
+		if i+1 >= len(raw) {
+			return false
+		}
+		var r rune
+		switch raw[i+1] {
+		case '"', '\\', '/':
+			r = rune(raw[i+1])
+		case 'b':
+			r = '\b'
+		case 'f':
+			r = '\f'
+		case 'n':
+			r = '\n'
+		case 'r':
+			r = '\r'
+		case 't':
+			r = '\t'
+		case 'u':
+			var ok bool
+			if r, ok = hex4(raw, i+2); !ok {
+				return false
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if i+8 <= len(raw) && raw[i+2] == '\\' && raw[i+3] == 'u' {
+					r2, ok = hex4(raw, i+4)
+				}
+				if dec := utf16.DecodeRune(r, r2); ok && dec != unicode.ReplacementChar {
+					r = dec
+					i += 6
+				} else {
+					r = unicode.ReplacementChar
+				}
+			}
+		default:
+			return false
+		}
+		i += 2
+		n := utf8.EncodeRune(buf[:], r)
+		if j+n > len(want) || want[j:j+n] != string(buf[:n]) {
+			return false
+		}
+		j += n
+	}
+	return j == len(want)
+}
+
+// hex4 reads the four hexadecimal digits at s[i:].
+func hex4(s string, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	var r rune
+	for k := i; k < i+4; k++ {
+		c := s[k]
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}

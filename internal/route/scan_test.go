@@ -1,0 +1,128 @@
+package route
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// stringEndLoop is stringEnd as a plain byte loop (gjson's way): the reference for
+// TestStringEnd and BenchmarkStringEnd.
+func stringEndLoop(js string, i int) int {
+	for ; i < len(js); i++ {
+		switch js[i] {
+		case '"':
+			return i
+		case '\\':
+			i++
+		}
+	}
+	return scanMalformed
+}
+
+// stringEndIndexByte is stringEnd jumping from quote to quote with strings.IndexByte, for
+// BenchmarkStringEnd.
+func stringEndIndexByte(js string, i int) int {
+	start := i
+	for {
+		q := strings.IndexByte(js[i:], '"')
+		if q < 0 {
+			return scanMalformed
+		}
+		if q += i; !escaped(js, start, q) {
+			return q
+		}
+		i = q + 1
+	}
+}
+
+func TestStringEnd(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{
+		``, `"`, `\`, `\"`, `\\"`, `\\\"x"`, `abc"`, `a\"b"`, `日本語"`,
+		`0123456789abcdef\"ghijklmnop"`, `aaaaaaa\`, `aaaaaaaaaaaaa\"`, `aaaaaaa"`, `aaaaaaaa"`,
+		strings.Repeat(`\\`, 9) + `"`, strings.Repeat(`\`, 17) + `""`, strings.Repeat(`\"`, 20) + `x"y"`,
+		"\xff\x80\x22\x22", `{}[]"`, `#"`, `!"`,
+	} {
+		for _, prefix := range []string{"", `"`, `\`, `xx`} {
+			js := prefix + s
+			if got, want := stringEnd(js, len(prefix)), stringEndLoop(js, len(prefix)); got != want {
+				t.Errorf("stringEnd(%q, %d) = %d, want %d", js, len(prefix), got, want)
+			}
+		}
+	}
+}
+
+func TestSkipNested(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		js   string
+		want int
+	}{
+		{`{}`, 2},
+		{`[]x`, 2},
+		{`{"a":[1,{"b":"}"}],"c":"\"]"} tail`, 29},
+		{`[[[[[[[[[[1]]]]]]]]]]`, 21},
+		{`{"a":"` + strings.Repeat("x", 40) + `"}`, 48},
+		{`{"a":"{{{{{{{{[[[[[[[["}`, 24},
+		{`{"a":1`, scanMalformed},
+		{`{"a":"}`, scanMalformed},
+	} {
+		if got := skipNested(tt.js, 0); got != tt.want {
+			t.Errorf("skipNested(%q) = %d, want %d", tt.js, got, tt.want)
+		}
+	}
+}
+
+// unescapedIs agrees with encoding/json on what a member name means, escapes and broken
+// surrogates included.
+func TestUnescapedIs(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		`team\u005fid`, `\u0074eam_id`, `team_id\u0000`, `\"q\"`, `a\\b`, `a\/b`, `\b\f\n\r\t`,
+		`\u00e9quipe`, `\u00E9quipe`, `\ud83d\ude80`, `\ud83d`, `\ud83dx`, `\ude80\ud83d`, `\ud83d\u0041`,
+		`\ud83d\ud83d\ude80`, `\u12`, `\x`, `plain`, `\u`, `\`,
+	} {
+		var want string
+		if err := json.Unmarshal([]byte(`"`+raw+`"`), &want); err != nil {
+			for _, name := range []string{"", "x", raw} { // invalid: matches nothing with a backslash
+				if unescapedIs(raw, name) && strings.Contains(raw, `\`) {
+					t.Errorf("unescapedIs(%q, %q) on an invalid escape", raw, name)
+				}
+			}
+			continue
+		}
+		if !unescapedIs(raw, want) {
+			t.Errorf("unescapedIs(%q, %q) = false, encoding/json reads it so", raw, want)
+		}
+		for _, other := range []string{want + "x", strings.TrimSuffix(want, want[len(want)-1:]), "x" + want} {
+			if unescapedIs(raw, other) {
+				t.Errorf("unescapedIs(%q, %q) = true, encoding/json reads %q", raw, other, want)
+			}
+		}
+	}
+}
+
+// BenchmarkStringEnd finds the end of the long string of embedded JSON in the sample
+// events, full of escaped quotes, three ways: the numbers behind stringEnd's comment.
+func BenchmarkStringEnd(b *testing.B) {
+	for _, name := range []string{"team_id_int.json", "large_team_id_last.json"} {
+		v := string(readEvent(b, name))
+		start := strings.Index(v, `"data":"`) + len(`"data":"`)
+		want := stringEnd(v, start)
+		for _, f := range []struct {
+			name string
+			fn   func(string, int) int
+		}{{"swar", stringEnd}, {"indexbyte", stringEndIndexByte}, {"loop", stringEndLoop}} {
+			b.Run(name+"/"+f.name, func(b *testing.B) {
+				if f.fn(v, start) != want {
+					b.Fatal("disagrees with stringEnd")
+				}
+				b.SetBytes(int64(want - start))
+				for b.Loop() {
+					f.fn(v, start)
+				}
+			})
+		}
+	}
+}
