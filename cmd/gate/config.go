@@ -53,7 +53,7 @@ type Config struct {
 	DeadLetterTopic       string          `envconfig:"DEAD_LETTER_TOPIC" default:"events_dead_letter" desc:"Topic records whose team cannot be read go to, with headers gate-error (the reason), gate-error-detail and gate-source (topic/partition/offset) (default events_dead_letter)."`
 	GroupID               string          `envconfig:"GROUP_ID" default:"capture-gate" desc:"Consumer group shared by every gate of a fleet; the input's partitions are spread over its members (default capture-gate)."`
 	KafkaStartOffset      startOffset     `envconfig:"KAFKA_START_OFFSET" default:"earliest" desc:"Where the group starts reading a partition it has no committed offset for, as when the group is new: earliest (the oldest record the partition still holds, so what was written before the group existed is routed too) or latest (only what is written from then on) (default earliest); it does not decide where a partition resumes when its committed offset is no longer in the log, and the chart gives the same value to KEDA as offsetResetPolicy."`
-	KeyFrom               keyFrom         `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':' (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
+	KeyFrom               keyFrom         `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':', each value's ':' and '%' written %3A and %25 so that distinct values never make one team (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
 	ValidateJSON          bool            `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
 	MaxKeyBytes           int             `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes; a longer one sends the record to dead letter with reason key_too_long (default 256)."`
 	Cost                  cost            `envconfig:"COST" default:"events" desc:"What a record counts toward its team's window: events (1 per record) or bytes (its value's size), so that with bytes a team sending few huge events is limited too and every threshold is in bytes per window (default events)."`
@@ -83,7 +83,7 @@ type Config struct {
 	Delivery              delivery        `envconfig:"DELIVERY" default:"at-least-once" desc:"Delivery guarantee on the output topics: at-least-once (a crash or rebalance may write a record twice) or exactly-once (each poll's records are produced and their input offsets committed in one Kafka transaction, so consumers reading with isolation.level=read_committed see every input record once) (default at-least-once); exactly-once costs a transaction per poll and delays read-committed consumers until it commits."`
 	TransactionalID       string          `envconfig:"TRANSACTIONAL_ID" default:"" desc:"With GATE_DELIVERY=exactly-once, this gate's transactional id, which must differ between the gates of a fleet, GATE_GROUP_ID-hostname (unique per pod) being used without it (default none); a gate restarted with the same id aborts its predecessor's open transaction at once, one with a new id leaves it to time out (GATE_TRANSACTION_TIMEOUT)."`
 	OnUndeliverable       onUndeliverable `envconfig:"ON_UNDELIVERABLE" default:"stop" desc:"What to do with a record refused by every topic (its output topic, then the dead-letter topic with and without its value, each tried with the record alone), as a broker validating timestamps or a small max.message.bytes can: stop (its partition stops there, nothing past it is committed, /readyz fails and an error line names the record) or skip (logged with its partition and offset, counted in gate_records_undeliverable_total, committed past) (default stop); skip keeps the pipeline moving at the cost of a gap an operator must replay by hand."`
-	TransactionTimeout    time.Duration   `envconfig:"TRANSACTION_TIMEOUT" default:"30s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, at most the brokers' transaction.max.timeout.ms (default 30s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
+	TransactionTimeout    time.Duration   `envconfig:"TRANSACTION_TIMEOUT" default:"90s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, longer than GATE_KAFKA_REBALANCE_TIMEOUT and GATE_KAFKA_SESSION_TIMEOUT (a transaction's end waits out a rebalance, which waits out a dead member's session) and at most the brokers' transaction.max.timeout.ms (default 90s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
 
 	// The limiter (internal/limit).
 	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
@@ -316,7 +316,7 @@ func (c *Config) check(p *problems, raw map[string]string) {
 	}
 	positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 	if c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute {
-		bad("TRANSACTION_TIMEOUT", "a duration from 1s to 15m such as 30s, within the brokers' transaction.max.timeout.ms")
+		bad("TRANSACTION_TIMEOUT", "a duration from 1s to 15m such as 90s, within the brokers' transaction.max.timeout.ms")
 	}
 	if c.TransactionalID != "" && !validTransactionalID(c.TransactionalID) {
 		bad("TRANSACTIONAL_ID", "1 to 200 of a-z, A-Z, 0-9, '.', '_' and '-' such as capture-gate-0")
@@ -348,6 +348,14 @@ func (c *Config) check(p *problems, raw map[string]string) {
 	// A drain longer than the rebalance would get the gate evicted while it drains.
 	if c.KafkaRebalanceTimeout <= c.RevokeTimeout {
 		bad("KAFKA_REBALANCE_TIMEOUT", fmt.Sprintf("a duration longer than GATE_REVOKE_TIMEOUT (%s)", c.RevokeTimeout))
+	}
+	// Ending a transaction waits for a rebalance in progress, and a join waits for a
+	// dead member's session (a slow one's rebalance timeout): a transaction timeout
+	// shorter than either gets healthy gates' transactions aborted and their producers
+	// fenced whenever a peer crashes.
+	if c.Delivery == "exactly-once" && (c.TransactionTimeout <= c.KafkaRebalanceTimeout || c.TransactionTimeout <= c.KafkaSessionTimeout) {
+		bad("TRANSACTION_TIMEOUT", fmt.Sprintf("a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s) and GATE_KAFKA_SESSION_TIMEOUT (%s): "+
+			"a transaction's end waits out a rebalance, which waits out a dead member's session", c.KafkaRebalanceTimeout, c.KafkaSessionTimeout))
 	}
 	// A tick as long as the window would let a whole epoch pass between two writes.
 	if c.TickInterval >= c.Window {

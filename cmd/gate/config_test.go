@@ -98,7 +98,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		CacheIdleTimeout:      300 * time.Second,
 		Delivery:              "at-least-once",
 		OnUndeliverable:       "stop",
-		TransactionTimeout:    30 * time.Second,
+		TransactionTimeout:    90 * time.Second,
 		Clock:                 clockSetting{limit.WallClock},
 		MaxEventAge:           limit.DefaultMaxEventAge,
 		TickInterval:          time.Second,
@@ -297,6 +297,8 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_DEAD_LETTER_TOPIC", value: strings.Repeat("x", 250), want: "a Kafka topic name"},
 		{key: "GATE_KAFKA_START_OFFSET", value: "newest", want: `GATE_KAFKA_START_OFFSET="newest": unknown start offset "newest"; want earliest or latest`},
 		{key: "GATE_KAFKA_START_OFFSET", value: "none", want: "want earliest or latest"},
+		{key: "GATE_TRANSACTION_TIMEOUT", value: "30s", env: map[string]string{"GATE_DELIVERY": "exactly-once"},
+			want: "a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s) and GATE_KAFKA_SESSION_TIMEOUT (45s)"},
 		{key: "GATE_ON_UNDELIVERABLE", value: "drop", want: `GATE_ON_UNDELIVERABLE="drop": unknown policy "drop"; want stop or skip`},
 		{key: "GATE_KEY_FROM", value: "json:", want: "want json:FIELD, json:FIELD+FIELD, header:NAME or key"},
 		{key: "GATE_KEY_FROM", value: "body:team", want: "want json:FIELD"},
@@ -595,7 +597,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		"GATE_MAX_BUFFERED_BYTES": "2097152", "GATE_KAFKA_MAX_MESSAGE_BYTES": "2048", "GATE_REVOKE_TIMEOUT": "3s",
 		"GATE_SHUTDOWN_TIMEOUT": "4s", "GATE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
 		"GATE_KAFKA_SASL_USERNAME": "u", "GATE_KAFKA_SASL_PASSWORD": "hunter2",
-		"GATE_DELIVERY": "exactly-once", "GATE_TRANSACTIONAL_ID": "gate-7", "GATE_TRANSACTION_TIMEOUT": "12s",
+		"GATE_DELIVERY": "exactly-once", "GATE_TRANSACTIONAL_ID": "gate-7", "GATE_TRANSACTION_TIMEOUT": "75s",
 		"GATE_ON_UNDELIVERABLE": "Skip",
 		"GATE_CLOCK":            "event", "GATE_EVENT_TIME_FROM": "json:meta.ts", "GATE_MAX_EVENT_AGE": "2h",
 	})
@@ -627,7 +629,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		cc.MaxPollRecords != 500 || cc.CommitInterval != 2*time.Second || cc.ProduceRetries != 3 ||
 		cc.MaxBufferedRecords != 1000 || cc.MaxBufferedBytes != 2<<20 || cc.MaxMessageBytes != 2048 ||
 		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 5 ||
-		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 12*time.Second ||
+		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 75*time.Second ||
 		cc.StartOffset != consume.StartLatest || cc.OnUndeliverable != consume.UndeliverableSkip ||
 		!slices.Equal(cc.OutputTopics, []string{"ok", "over", "dlq"}) {
 		t.Errorf("consume config %+v", cc)

@@ -19,7 +19,7 @@ const (
 	DefaultMaxMessageBytes    = 1_048_588 // Kafka's own default message.max.bytes
 	DefaultRevokeTimeout      = 10 * time.Second
 	DefaultShutdownTimeout    = 20 * time.Second
-	DefaultTransactionTimeout = 30 * time.Second
+	DefaultTransactionTimeout = 90 * time.Second // above franz-go's and Kafka's default rebalance timeout, 60 s
 
 	// Records whose produce failed are produced again after a backoff growing from
 	// retryMinBackoff to retryMaxBackoff: long enough not to hammer a failing broker,

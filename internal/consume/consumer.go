@@ -400,6 +400,7 @@ func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 	owned := len(c.parts)
 	c.partsMu.Unlock()
 	c.m.rebalances.WithLabelValues("assigned").Inc()
+	c.txn.rebalanced.Store(true)
 	c.ready.Store(true)
 	c.log.Info("partitions assigned", "topic", c.cfg.InputTopic, "partitions", ids, "owned", owned)
 }
@@ -417,6 +418,7 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	if c.exactlyOnce() {
 		// The session aborts the open transaction, if any: nothing to await or
 		// commit, and the partitions' next owner replays from the last commit.
+		c.txn.rebalanced.Store(true)
 		c.interruptTxn()
 		c.drop(ids)
 		c.releaseStopped(ids)
@@ -449,6 +451,7 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 	ids := slices.Sorted(slices.Values(lost[c.cfg.InputTopic]))
 	if c.exactlyOnce() {
+		c.txn.rebalanced.Store(true)
 		c.interruptTxn() // the session aborts the open transaction
 	}
 	var left int64

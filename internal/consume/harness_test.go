@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -71,6 +72,8 @@ type gateEnv struct {
 	ccfg    Config
 	// wrap, when set, wraps the router of the gates started next.
 	wrap func(Router) Router
+	// logs, when set, receives the log lines (JSON) of the gates started next.
+	logs io.Writer
 }
 
 func newEnv(t testing.TB, parts int32) *gateEnv {
@@ -115,6 +118,9 @@ func (e *gateEnv) start(t testing.TB, name string) *testGate {
 		t.Fatal(err)
 	}
 	log := testLogger(t, name)
+	if e.logs != nil {
+		log = slog.New(slog.NewJSONHandler(e.logs, nil)).With("gate", name)
+	}
 	cfg := e.ccfg
 	if cfg.Delivery == ExactlyOnce && cfg.TransactionalID == "" {
 		cfg.TransactionalID = "gate-" + name // one per instance; a restart keeps its name

@@ -21,6 +21,7 @@ type metrics struct {
 	lag           *prometheus.GaugeVec
 	fetchErrors   prometheus.Counter
 	undeliverable *prometheus.CounterVec
+	recoveries    *prometheus.CounterVec
 	// Exactly-once only; exported in both modes, at zero in at-least-once, so the
 	// set of metric names does not depend on the mode.
 	transactions *prometheus.CounterVec
@@ -65,6 +66,10 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			Name: "gate_records_undeliverable_total",
 			Help: "Records refused by every topic (their output topic, then the dead-letter topic with and without their value), by what GATE_ON_UNDELIVERABLE did: stopped (their partition stopped there, the gate not ready) or skipped (committed past, logged with their offset).",
 		}, []string{"action"}),
+		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_transaction_recoveries_total",
+			Help: "Exactly-once delivery: Kafka clients rebuilt after the broker aborted a transaction that outlived GATE_TRANSACTION_TIMEOUT and fenced the producer, by cause: group_churn (the group rebalanced meanwhile; not counted toward the limit of 5 in 10 minutes) or slow_transaction (counted). Zero in at-least-once mode.",
+		}, []string{"cause"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_transactions_total",
 			Help: "Exactly-once delivery: transactions ended, by result (committed; aborted: a rebalance or a failed produce, and the records are polled and routed again). Zero in at-least-once mode.",
@@ -84,11 +89,14 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 	for _, a := range []string{"stopped", "skipped"} {
 		m.undeliverable.WithLabelValues(a)
 	}
+	for _, r := range []string{"group_churn", "slow_transaction"} {
+		m.recoveries.WithLabelValues(r)
+	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{m.produceErrors, m.retries, m.rerouted, m.commitErrors, m.committed, m.rebalances, m.lag, m.fetchErrors,
-		m.undeliverable, m.transactions, m.txnDuration,
+		m.undeliverable, m.recoveries, m.transactions, m.txnDuration,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_retrying_records",
 			Help: "Records whose produce failed and is being retried; no new records are polled while it is above zero.",

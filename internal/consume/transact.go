@@ -35,6 +35,9 @@ type txnState struct {
 	// the open transaction, so routing stops (skipped) and the poll is woken.
 	interrupted atomic.Bool
 	skipped     atomic.Bool
+	// rebalanced is set by every rebalance callback: with the generation, how a
+	// transaction tells that the group rebalanced while it was open.
+	rebalanced atomic.Bool
 
 	pollMu     sync.Mutex
 	cancelPoll context.CancelFunc // the running poll's, nil between polls
@@ -146,8 +149,12 @@ func fenced(err error) bool {
 // If the broker may have fenced the producer itself, because the transaction
 // outlived the transaction timeout (see maxRecoveries), it replaces the session with
 // a new one under the same transactional id and returns nil. Otherwise it returns
-// the error to stop with.
-func (c *Consumer) recoverFenced(err error, open time.Duration) error {
+// the error to stop with. churn says the group rebalanced while the transaction was
+// open: its end waited out the rebalance (a peer that died without leaving holds a
+// join until its session times out), which is the group's doing, not this gate's,
+// and does not count toward maxRecoveries: a crash-looping peer must not stop every
+// healthy gate.
+func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) error {
 	if !fenced(err) {
 		return err
 	}
@@ -164,16 +171,21 @@ func (c *Consumer) recoverFenced(err error, open time.Duration) error {
 		}
 	}
 	c.recoveries = recent
-	if len(recent) >= maxRecoveries {
+	if !churn && len(recent) >= maxRecoveries {
 		return fmt.Errorf("%w (transactions outlived the transaction timeout of %s %d times within %s: "+
 			"raise it above the group's session and rebalance timeouts and the time a poll takes to produce, "+
 			"and check that no other instance uses transactional id %q)", err, timeout, len(recent)+1, recoveryWindow, id)
 	}
-	c.recoveries = append(c.recoveries, now)
+	cause := "group_churn"
+	if !churn {
+		c.recoveries = append(c.recoveries, now)
+		cause = "slow_transaction"
+	}
+	c.m.recoveries.WithLabelValues(cause).Inc()
 	c.log.Warn("the broker aborted a transaction that outlived the transaction timeout and fenced the producer; "+
 		"rebuilding the Kafka client under the same transactional id, the poll is replayed",
 		"transactional_id", id, "open", open.Round(time.Millisecond).String(), "transaction_timeout", timeout.String(),
-		"recovery", len(c.recoveries), "err", err)
+		"cause", cause, "counted_recoveries", len(c.recoveries), "err", err)
 	// Leaving the group revokes everything: onRevoked drops the partitions' state, and
 	// the new member is assigned afresh.
 	c.tx.CloseAllowingRebalance()
@@ -238,7 +250,7 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 			if ctx.Err() != nil {
 				return n, c.stopped(ctx, err)
 			}
-			if err := c.recoverFenced(err, res.open); err != nil {
+			if err := c.recoverFenced(err, res.open, res.churn); err != nil {
 				return n, err
 			}
 			n.aborted++
@@ -336,6 +348,7 @@ type txnResult struct {
 	records   int
 	failures  []*failed
 	open      time.Duration // from Begin to End's return
+	churn     bool          // the group's generation moved meanwhile: a rebalance ran
 }
 
 // transact routes and produces ws in one transaction and ends it: a commit, unless a
@@ -347,6 +360,8 @@ func (c *Consumer) transact(ctx context.Context, ws []work) (txnResult, error) {
 		res.records += len(w.recs)
 	}
 	start := time.Now()
+	_, gen := c.cl.GroupMetadata()
+	c.txn.rebalanced.Store(false)
 	if err := c.tx.Begin(); err != nil {
 		return res, fmt.Errorf("beginning a transaction: %w", err)
 	}
@@ -386,6 +401,8 @@ func (c *Consumer) transact(ctx context.Context, ws []work) (txnResult, error) {
 	// after is seen by the session too, which aborts the next.
 	c.txn.interrupted.Store(false)
 	res.open = time.Since(start)
+	_, genAfter := c.cl.GroupMetadata()
+	res.churn = genAfter != gen || c.txn.rebalanced.Swap(false)
 	c.m.txnDuration.Observe(res.open.Seconds())
 	if err != nil {
 		return res, fmt.Errorf("ending a transaction of %d input records (%s): %w", res.records, what, err)

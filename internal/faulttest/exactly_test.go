@@ -18,12 +18,12 @@ func TestExactlyOnceUnderKillAndRebalance(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
 	f.vars["GATE_DELIVERY"] = "exactly-once"
-	// Below the group's session timeout (faulttest.SessionTimeout, 8s) on purpose: when b
-	// is restarted, the join waits for the dead b's session to time out, and franz-go
-	// holds every gate's transaction offset commit meanwhile, so a's and c's open
-	// transactions outlive this timeout, the broker aborts them and fences their
-	// producers. The gates must recover in-process (consume: recoverFenced), not stop.
-	f.vars["GATE_TRANSACTION_TIMEOUT"] = "5s"
+	// Above the group's rebalance timeout (faulttest.RebalanceTimeout, 20s), as the gate
+	// requires: when b is restarted, the join waits for the dead b's session to time out
+	// (8s), and franz-go holds every gate's transaction offset commit meanwhile; a
+	// shorter timeout would have the broker abort a's and c's open transactions and
+	// fence them whenever a peer dies.
+	f.vars["GATE_TRANSACTION_TIMEOUT"] = (faulttest.RebalanceTimeout + 5*time.Second).String()
 	start := func(name string) *faulttest.Gate {
 		// One id per gate: on one host the default (group-hostname) would be shared.
 		f.vars["GATE_TRANSACTIONAL_ID"] = "fleet-" + name

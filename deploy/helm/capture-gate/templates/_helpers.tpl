@@ -426,6 +426,12 @@ nothing; fails with a message naming the values to change.
 {{- else -}}
 {{- $_ := include "capture-gate.replicas" . -}}
 {{- end -}}
+{{- if eq $v.kafka.delivery "exactly-once" -}}
+{{- $txn := include "capture-gate.exactSeconds" $v.kafka.transactionTimeout | float64 -}}
+{{- if or (le $txn (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64)) (le $txn (include "capture-gate.exactSeconds" $v.kafka.sessionTimeout | float64)) -}}
+{{- fail (printf "capture-gate: kafka.transactionTimeout (%s) must be longer than kafka.rebalanceTimeout (%s) and kafka.sessionTimeout (%s): a transaction's end waits out a rebalance, which waits out a dead member's session" $v.kafka.transactionTimeout $v.kafka.rebalanceTimeout $v.kafka.sessionTimeout) -}}
+{{- end -}}
+{{- end -}}
 {{- if le (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64) (include "capture-gate.exactSeconds" $v.kafka.revokeTimeout | float64) -}}
 {{- fail (printf "capture-gate: kafka.rebalanceTimeout (%s) must be longer than kafka.revokeTimeout (%s): a rebalance waits for the revoked partitions' drain" $v.kafka.rebalanceTimeout $v.kafka.revokeTimeout) -}}
 {{- end -}}
