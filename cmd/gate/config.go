@@ -62,7 +62,7 @@ type Config struct {
 	OverflowKeepKey       bool            `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one)."`
 	MaxPollRecords        int             `envconfig:"MAX_POLL_RECORDS" default:"10000" desc:"Most records routed per poll (default 10000); rebalances wait for a poll's records to be handed to the producer, so smaller lets a rebalance through sooner, larger batches more."`
 	CommitInterval        time.Duration   `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"How often offsets acknowledged on the output topics are committed (default 1s); a crash replays at most about this much traffic, and shorter means more commit requests."`
-	ProduceRetries        int             `envconfig:"PRODUCE_RETRIES" default:"10" desc:"Tries the client makes for an output record before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it (default 10)."`
+	ProduceRetries        int             `envconfig:"PRODUCE_RETRIES" default:"0" desc:"Tries the client makes for an output record a broker failed with a retriable error before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it; 0 for no bound, the client retrying in order until the record is written (default 0); a bound shows broker errors sooner in gate_produce_errors_total but can reorder a key's records, a broker failing for long shows in gate_stalled_seconds either way."`
 	MaxBufferedRecords    int             `envconfig:"MAX_BUFFERED_RECORDS" default:"50000" desc:"Most output records waiting for the broker's acknowledgement; routing blocks when reached, so a slow broker slows consumption instead of growing memory (default 50000)."`
 	MaxBufferedBytes      int             `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB)."`
 	KafkaMaxMessageBytes  int32           `envconfig:"KAFKA_MAX_MESSAGE_BYTES" default:"1048588" desc:"Largest record batch the producer sends, as the brokers' message.max.bytes (default 1048588); a record larger than the output topic takes goes to dead letter, without its value if it is too large for that topic too."`
@@ -83,6 +83,7 @@ type Config struct {
 	Delivery              delivery        `envconfig:"DELIVERY" default:"at-least-once" desc:"Delivery guarantee on the output topics: at-least-once (a crash or rebalance may write a record twice) or exactly-once (each poll's records are produced and their input offsets committed in one Kafka transaction, so consumers reading with isolation.level=read_committed see every input record once) (default at-least-once); exactly-once costs a transaction per poll and delays read-committed consumers until it commits."`
 	TransactionalID       string          `envconfig:"TRANSACTIONAL_ID" default:"" desc:"With GATE_DELIVERY=exactly-once, this gate's transactional id, which must differ between the gates of a fleet, GATE_GROUP_ID-hostname (unique per pod) being used without it (default none); a gate restarted with the same id aborts its predecessor's open transaction at once, one with a new id leaves it to time out (GATE_TRANSACTION_TIMEOUT)."`
 	OnUndeliverable       onUndeliverable `envconfig:"ON_UNDELIVERABLE" default:"stop" desc:"What to do with a record refused by every topic (its output topic, then the dead-letter topic with and without its value, each tried with the record alone), as a broker validating timestamps or a small max.message.bytes can: stop (its partition stops there, nothing past it is committed, /readyz fails and an error line names the record) or skip (logged with its partition and offset, counted in gate_records_undeliverable_total, committed past) (default stop); skip keeps the pipeline moving at the cost of a gap an operator must replay by hand."`
+	OnDataLoss            onDataLoss      `envconfig:"ON_DATA_LOSS" default:"continue" desc:"What to do when input records are gone before the gate read them, deleted by the topic's retention below its position (a gate that fell behind, a group away longer than the retention) or lost by a broker (a log truncated by an unclean leader election): either way an error line names the partition and the offsets and gate_records_lost_total{cause} counts them, then continue (resume after them, committing past them) or stop (the partition stops there, nothing past it is routed or committed, /readyz fails naming it) (default continue); stop suits pipelines where a gap must stop the line until an operator replays it or accepts it."`
 	TransactionTimeout    time.Duration   `envconfig:"TRANSACTION_TIMEOUT" default:"90s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, longer than GATE_KAFKA_REBALANCE_TIMEOUT and GATE_KAFKA_SESSION_TIMEOUT (a transaction's end waits out a rebalance, which waits out a dead member's session) and at most the brokers' transaction.max.timeout.ms (default 90s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
 
 	// The limiter (internal/limit).
@@ -301,7 +302,7 @@ func (c *Config) check(p *problems, raw map[string]string) {
 	atLeast("MAX_KEY_BYTES", c.MaxKeyBytes, 1)
 	atLeast("MAX_POLL_RECORDS", c.MaxPollRecords, 1)
 	positive("COMMIT_INTERVAL", c.CommitInterval)
-	atLeast("PRODUCE_RETRIES", c.ProduceRetries, 1)
+	atLeast("PRODUCE_RETRIES", c.ProduceRetries, 0)
 	atLeast("MAX_BUFFERED_RECORDS", c.MaxBufferedRecords, 1)
 	atLeast("MAX_BUFFERED_BYTES", c.MaxBufferedBytes, 1<<20)
 	if c.KafkaMaxMessageBytes < 1024 {
@@ -520,6 +521,7 @@ func (c Config) consumeConfig() (consume.Config, error) {
 		TransactionalID:    c.transactionalID(),
 		TransactionTimeout: c.TransactionTimeout,
 		OnUndeliverable:    c.OnUndeliverable.value(),
+		OnDataLoss:         c.OnDataLoss.value(),
 		OutputTopics:       []string{c.AcceptedTopic, c.OverflowTopic, c.DeadLetterTopic},
 		ClientOpts:         opts,
 	}, nil
@@ -800,6 +802,25 @@ func (u *onUndeliverable) UnmarshalText(b []byte) error {
 
 func (u onUndeliverable) value() consume.Undeliverable {
 	p, _ := consume.ParseUndeliverable(string(u))
+	return p
+}
+
+// onDataLoss is GATE_ON_DATA_LOSS.
+type onDataLoss string
+
+func (onDataLoss) want() string { return "continue or stop" }
+
+func (d *onDataLoss) UnmarshalText(b []byte) error {
+	v := strings.ToLower(string(b))
+	if _, err := consume.ParseDataLoss(v); err != nil {
+		return fmt.Errorf("unknown policy %q", b)
+	}
+	*d = onDataLoss(v)
+	return nil
+}
+
+func (d onDataLoss) value() consume.DataLoss {
+	p, _ := consume.ParseDataLoss(string(d))
 	return p
 }
 

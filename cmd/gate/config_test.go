@@ -98,6 +98,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		CacheIdleTimeout:      300 * time.Second,
 		Delivery:              "at-least-once",
 		OnUndeliverable:       "stop",
+		OnDataLoss:            "continue",
 		TransactionTimeout:    90 * time.Second,
 		Clock:                 clockSetting{limit.WallClock},
 		MaxEventAge:           limit.DefaultMaxEventAge,
@@ -300,6 +301,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_TRANSACTION_TIMEOUT", value: "30s", env: map[string]string{"GATE_DELIVERY": "exactly-once"},
 			want: "a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s) and GATE_KAFKA_SESSION_TIMEOUT (45s)"},
 		{key: "GATE_ON_UNDELIVERABLE", value: "drop", want: `GATE_ON_UNDELIVERABLE="drop": unknown policy "drop"; want stop or skip`},
+		{key: "GATE_ON_DATA_LOSS", value: "skip", want: `GATE_ON_DATA_LOSS="skip": unknown policy "skip"; want continue or stop`},
 		{key: "GATE_KEY_FROM", value: "json:", want: "want json:FIELD, json:FIELD+FIELD, header:NAME or key"},
 		{key: "GATE_KEY_FROM", value: "body:team", want: "want json:FIELD"},
 		{key: "GATE_KEY_FROM", value: "header:", want: "want json:FIELD"},
@@ -323,7 +325,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_OVERFLOW_KEEP_KEY", value: "2", want: "true or false"},
 		{key: "GATE_MAX_POLL_RECORDS", value: "0", want: "at least 1"},
 		{key: "GATE_COMMIT_INTERVAL", value: "0s", want: "above zero"},
-		{key: "GATE_PRODUCE_RETRIES", value: "0", want: "at least 1"},
+		{key: "GATE_PRODUCE_RETRIES", value: "-1", want: "at least 0"},
 		{key: "GATE_MAX_BUFFERED_RECORDS", value: "-1", want: "at least 1"},
 		{key: "GATE_MAX_BUFFERED_BYTES", value: "1000", want: "at least 1048576"},
 		{key: "GATE_KAFKA_MAX_MESSAGE_BYTES", value: "100", want: "from 1024"},
@@ -598,8 +600,8 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		"GATE_SHUTDOWN_TIMEOUT": "4s", "GATE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
 		"GATE_KAFKA_SASL_USERNAME": "u", "GATE_KAFKA_SASL_PASSWORD": "hunter2",
 		"GATE_DELIVERY": "exactly-once", "GATE_TRANSACTIONAL_ID": "gate-7", "GATE_TRANSACTION_TIMEOUT": "75s",
-		"GATE_ON_UNDELIVERABLE": "Skip",
-		"GATE_CLOCK":            "event", "GATE_EVENT_TIME_FROM": "json:meta.ts", "GATE_MAX_EVENT_AGE": "2h",
+		"GATE_ON_UNDELIVERABLE": "Skip", "GATE_ON_DATA_LOSS": "STOP",
+		"GATE_CLOCK": "event", "GATE_EVENT_TIME_FROM": "json:meta.ts", "GATE_MAX_EVENT_AGE": "2h",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -630,7 +632,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		cc.MaxBufferedRecords != 1000 || cc.MaxBufferedBytes != 2<<20 || cc.MaxMessageBytes != 2048 ||
 		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 5 ||
 		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 75*time.Second ||
-		cc.StartOffset != consume.StartLatest || cc.OnUndeliverable != consume.UndeliverableSkip ||
+		cc.StartOffset != consume.StartLatest || cc.OnUndeliverable != consume.UndeliverableSkip || cc.OnDataLoss != consume.DataLossStop ||
 		!slices.Equal(cc.OutputTopics, []string{"ok", "over", "dlq"}) {
 		t.Errorf("consume config %+v", cc)
 	}

@@ -13,7 +13,7 @@ import (
 const (
 	DefaultMaxPollRecords     = 10_000
 	DefaultCommitInterval     = time.Second
-	DefaultProduceRetries     = 10
+	DefaultProduceRetries     = 0 // the client retries until the record is written: see ProduceRetries
 	DefaultMaxBufferedRecords = 50_000
 	DefaultMaxBufferedBytes   = 256 << 20
 	DefaultMaxMessageBytes    = 1_048_588 // Kafka's own default message.max.bytes
@@ -100,16 +100,13 @@ type Config struct {
 	// (a new group, or a partition new to it): StartEarliest, the default, or
 	// StartLatest. It sets franz-go's ConsumeStartOffset and nothing else.
 	//
-	// Where a partition resumes on OFFSET_OUT_OF_RANGE is not decided here but by
-	// franz-go's ConsumeResetOffset, which the gate leaves at its default,
-	// RewindOffset(time.Minute): a committed offset that retention has deleted, or a
-	// consumer that fell below the log start, resumes at the log start; a broker that
-	// lost data resumes where the logs diverged when OffsetForLeaderEpoch can tell,
-	// else at the first record stamped a minute before the last one consumed (a
-	// *kgo.ErrDataLoss in the fetch errors). Kafka's auto.offset.reset sets both
-	// offsets at once, and so does ConsumeResetOffset when ConsumeStartOffset is not
-	// given (a rewind aside): the gate always gives ConsumeStartOffset, so a reset
-	// offset chosen for out-of-range handling never moves where a new group starts.
+	// Where a partition resumes on OFFSET_OUT_OF_RANGE is not decided here, nor by
+	// franz-go: the gate sets ConsumeResetOffset(NoResetOffset()), so that an
+	// out-of-range fetch comes back as an error, and decides itself, counting what was
+	// lost (see loss.go and OnDataLoss). Kafka's auto.offset.reset sets both offsets
+	// at once, and so does ConsumeResetOffset when ConsumeStartOffset is not given:
+	// the gate always gives ConsumeStartOffset, so the reset offset never moves where
+	// a new group starts.
 	StartOffset StartOffset
 
 	// MaxPollRecords bounds the records routed per poll, and so how long a rebalance
@@ -119,8 +116,16 @@ type Config struct {
 	// most this much traffic (plus what was in flight). Commits also happen on revoke
 	// and at shutdown.
 	CommitInterval time.Duration
-	// ProduceRetries bounds how often the client retries a record before reporting it
-	// failed; the gate then logs and counts it and produces it again after a backoff.
+	// ProduceRetries bounds how often the client retries a record a broker failed with
+	// a retriable error before reporting it failed; the gate then logs and counts it
+	// and produces it again after a backoff. 0, the default, sets no bound: the
+	// idempotent producer retries in order until the record is written, which is the
+	// only way to keep one key's records in order through any run of broker errors
+	// (franz-go, failing a partition's batch after its retries, can write a later
+	// batch of the partition first: a bound can reorder a key's records). A broker
+	// failing that long shows as a stall (see watchdog.go), and shutdown still fails
+	// what is buffered once its timeout has passed. Errors no retry cures (a record
+	// refused, a topic missing, a permission lacking) are reported at once either way.
 	// (A time bound is not usable: franz-go measures a record's delivery timeout from
 	// the record's timestamp, which the gate keeps from the input, so an old record
 	// would time out at once.)
@@ -147,10 +152,24 @@ type Config struct {
 	// Never a silent retry: a record can only be refused so by a topic's
 	// configuration, which retrying does not change.
 	OnUndeliverable Undeliverable
+	// OnDataLoss is what happens when records of an input partition are gone before
+	// the gate read them: deleted by retention below its position (or below the
+	// group's committed offset), or lost by a broker (truncation). Either way the gate
+	// logs an error line naming the partition, the offsets and their count, and adds
+	// the count to gate_records_lost_total. DataLossContinue, the default, then
+	// resumes after the gap and commits past it; DataLossStop stops the partition
+	// there and makes the gate not ready. See loss.go.
+	OnDataLoss DataLoss
 	// OutputTopics are the topics the gate writes (accepted, overflow, dead letter):
 	// before consuming, the gate checks that they and InputTopic exist and that it may
 	// read and write them (see preflight.go). Empty checks the input topic only.
 	OutputTopics []string
+	// StallNotReady is how long the gate may make no progress (no poll, commit or
+	// transaction end) while it has work before it reports not ready
+	// (DefaultStallNotReady); StallRestart how long before Live fails, so that
+	// Kubernetes restarts it (DefaultStallRestart). Negative disables either. An idle
+	// gate, with no lag and nothing in flight, never stalls.
+	StallNotReady, StallRestart time.Duration
 	// PreflightInterval is how often a failing preflight check is retried and logged
 	// (DefaultPreflightInterval).
 	PreflightInterval time.Duration
@@ -209,6 +228,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.StartOffset != StartEarliest && c.StartOffset != StartLatest {
 		errs = append(errs, fmt.Errorf("unknown start offset %s", c.StartOffset))
 	}
+	if c.OnDataLoss != DataLossContinue && c.OnDataLoss != DataLossStop {
+		errs = append(errs, fmt.Errorf("unknown data loss policy %s", c.OnDataLoss))
+	}
 	def := func(v *int, d int, name string) {
 		if *v == 0 {
 			*v = d
@@ -232,6 +254,12 @@ func (c Config) withDefaults() (Config, error) {
 	defDur(&c.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout")
 	defDur(&c.TransactionTimeout, DefaultTransactionTimeout, "TransactionTimeout")
 	defDur(&c.PreflightInterval, DefaultPreflightInterval, "PreflightInterval")
+	if c.StallNotReady == 0 {
+		c.StallNotReady = DefaultStallNotReady
+	}
+	if c.StallRestart == 0 {
+		c.StallRestart = DefaultStallRestart
+	}
 	switch c.Delivery {
 	case AtLeastOnce:
 	case ExactlyOnce:
@@ -268,16 +296,21 @@ func (c Config) clientOpts() []kgo.Opt {
 		kgo.ConsumerGroup(c.GroupID),
 		kgo.ConsumeTopics(c.InputTopic),
 		kgo.ConsumeStartOffset(c.StartOffset.offset()),
+		// Out-of-range fetches come back as errors, for the gate to count and decide
+		// (loss.go) rather than the client to resume somewhere in silence.
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		// Commits are ours: only behind acknowledged output (see track.go), or in
 		// each poll's transaction.
 		kgo.DisableAutoCommit(),
-		kgo.RecordRetries(c.ProduceRetries),
 		kgo.MaxBufferedRecords(c.MaxBufferedRecords),
 		kgo.MaxBufferedBytes(c.MaxBufferedBytes),
 		kgo.ProducerBatchMaxBytes(c.MaxMessageBytes),
 		// acks=all and the idempotent producer are franz-go's defaults: an acknowledged
 		// record is on every in-sync replica, and client retries write no duplicates.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+	}
+	if c.ProduceRetries > 0 {
+		opts = append(opts, kgo.RecordRetries(c.ProduceRetries))
 	}
 	switch c.Delivery {
 	case ExactlyOnce:

@@ -57,6 +57,10 @@ type Consumer struct {
 	// commitMu orders issuing commits: an interval commit snapshotted before a revoke
 	// is issued (and so, by franz-go's ordering, completes) before the revoke's own.
 	commitMu sync.Mutex
+	// commitLogAt (Unix ns) and commitFails rate-limit the log of failed interval
+	// commits (see logCommitFailure).
+	commitLogAt atomic.Int64
+	commitFails atomic.Int64
 
 	retry   retryQueue
 	ready   atomic.Bool // has joined the group and holds an assignment (maybe empty)
@@ -64,11 +68,27 @@ type Consumer struct {
 	// outstanding counts the records handed to the client whose promise has not
 	// finished (at-least-once): zero means every failure is in the retry queue.
 	outstanding atomic.Int64
-	// halt ends when Run's context does: routing held behind a retry gives up.
-	halt context.Context
+	// route is what routed records are produced under (at-least-once): a child of
+	// produceCtx that onBlocked cancels when a rebalance waits for the poll being
+	// routed, so that a Produce blocked on a full buffer returns and routing stops.
+	// The poll loop makes a new one before routing when it was cancelled; runCtx is
+	// Run's, whose end also stops routing (but not the records handed over).
+	route     context.Context
+	routeMu   sync.Mutex
+	routeStop context.CancelFunc
+	runCtx    context.Context
+	// rewinds collects, for the running poll, where each partition's routing stopped
+	// short (see unroute); the poll loop moves the client back there.
+	rewinds map[int32]kgo.EpochOffset
+	// produceCtx is what records are produced under: it ends when the shutdown
+	// timeout has passed after Run's context ended, so that a broker that stopped
+	// answering cannot hold a full buffer, and so the shutdown, for ever.
+	produceCtx context.Context
 	// problems are conditions an operator must fix; the consumer is not ready while
 	// any holds.
 	problems problems
+	// progressAt is when the loop last made progress (Unix ns; see watchdog.go).
+	progressAt atomic.Int64
 	// produceBlocked is set while a produce problem (see produceProblem) is recorded,
 	// so that an acknowledgement checks for one at the cost of an atomic load.
 	produceBlocked atomic.Bool
@@ -106,11 +126,13 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 		router:  router,
 		clock:   clk,
 		log:     log,
-		halt:    context.Background(),
+		route:   context.Background(),
+		runCtx:  context.Background(),
 		parts:   make(map[int32]*partition),
 		scratch: make([]route.Scratch, runtime.GOMAXPROCS(0)),
 	}
 	c.retry.init()
+	c.produceCtx = context.Background()
 	c.promise = c.onProduced
 	c.txnPromise = c.onProducedTxn
 	if c.m, err = newMetrics(reg, c); err != nil {
@@ -137,6 +159,7 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
+		kgo.OnPartitionsCallbackBlocked(c.onBlocked),
 	)
 	if c.reg != nil {
 		// kprom's gatherer is only used by its own HTTP handler, which the gate does not
@@ -152,7 +175,9 @@ func (c *Consumer) exactlyOnce() bool { return c.cfg.Delivery == ExactlyOnce }
 
 // Ready reports whether the consumer has joined its group and holds an assignment, and
 // no condition an operator must fix holds (NotReady says which).
-func (c *Consumer) Ready() bool { return c.ready.Load() && c.problems.empty() }
+func (c *Consumer) Ready() bool {
+	return c.ready.Load() && c.problems.empty() && c.stallProblem() == ""
+}
 
 // Close releases the client of a Consumer whose Run is never called (Run closes it
 // itself when it returns).
@@ -168,6 +193,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		"delivery", c.cfg.Delivery.String())
 	bg := context.WithoutCancel(ctx)
 
+	// Records are produced until the shutdown timeout has passed after ctx ends.
+	grace, stopGrace := graceContext(ctx, c.cfg.ShutdownTimeout)
+	defer stopGrace()
+	c.produceCtx, c.runCtx = grace, ctx
 	// The retry and commit loops outlive ctx: at shutdown, retries go on until the
 	// in-flight records are acknowledged or the shutdown timeout passes.
 	retryCtx, stopRetry := context.WithCancel(bg)
@@ -176,26 +205,31 @@ func (c *Consumer) Run(ctx context.Context) error {
 	wg.Go(func() { c.retryLoop(retryCtx) })
 	wg.Go(func() { c.commitLoop(commitCtx) })
 
-	c.halt = ctx
+	c.progressed()
 	var runErr error
 	if c.awaitPreflight(ctx) == nil {
 		runErr = c.pollLoop(ctx)
 	}
 
 	c.closing.Store(true)
-	sctx, cancel := context.WithTimeout(bg, c.cfg.ShutdownTimeout)
-	defer cancel()
-	left := c.waitInFlight(sctx, nil)
+	left := c.waitInFlight(grace, nil)
+	// Whatever is still buffered is failed now: a broker that stopped answering does
+	// not hold the shutdown past its timeout. Nothing unacknowledged is committed.
+	stopGrace()
 	stopRetry()
 	stopCommit()
 	wg.Wait()
-	committed, err := c.commit(sctx, true, nil)
+	// The final commit has a bound of its own: the drain may have used up the
+	// shutdown timeout.
+	cctx, cancel := context.WithTimeout(bg, c.cfg.RevokeTimeout)
+	committed, err := c.commit(cctx, true, nil)
+	cancel()
 	if err != nil {
 		c.log.Error("final commit failed; the next owner replays from the last commit", "err", err)
 	}
 	// Leaving the group revokes everything: onRevoked commits again (a no-op when
 	// nothing moved) without waiting, as closing is set.
-	c.cl.CloseAllowingRebalance()
+	c.closeClient(c.cl.CloseAllowingRebalance)
 	c.ready.Store(false)
 	c.log.Info("consumer stopped", "committed", committed, "abandoned_records", left)
 	return runErr
@@ -210,14 +244,27 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 			return nil
 		}
 		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+		if fetches.NumRecords() > 0 {
+			c.progressed()
+		}
 		if fetches.IsClientClosed() {
 			c.cl.AllowRebalance()
 			return errors.New("kafka client closed while consuming")
 		}
 		c.fetchErrors(fetches)
-		// Records polled together with a cancellation are routed too: they are
-		// produced and committed like any other before shutdown.
+		// Routing stops when ctx ends or a rebalance wants to run (onBlocked); what
+		// it did not hand to the producer is neither committed nor skipped: the
+		// client is moved back to it (unroute).
+		c.routeMu.Lock()
+		if c.routeStop == nil || c.route.Err() != nil {
+			c.route, c.routeStop = context.WithCancel(c.produceCtx)
+		}
+		c.routeMu.Unlock()
 		c.process(c.works(fetches), c.routeWork)
+		if len(c.rewinds) > 0 {
+			c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: c.rewinds})
+			c.rewinds = nil
+		}
 		c.cl.AllowRebalance()
 		if ctx.Err() != nil {
 			return nil
@@ -225,10 +272,63 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 	}
 }
 
+// onBlocked is called (on a goroutine of its own) when a rebalance waits for the poll
+// being routed: routing stops, so that a joining member is not held for as long as a
+// full buffer in front of a hung broker would hold it.
+func (c *Consumer) onBlocked(context.Context, *kgo.Client) {
+	c.routeMu.Lock()
+	defer c.routeMu.Unlock()
+	if c.routeStop != nil {
+		c.routeStop()
+	}
+}
+
+// unroute records that routing w stopped before w.recs[i]: b no longer waits for the
+// records from there, and the client is to be moved back to it, so they are polled
+// again (or, if the partition is revoked, replayed by its next owner).
+func (c *Consumer) unroute(w work, b *batch, i int) {
+	from := w.recs[i]
+	w.p.mu.Lock()
+	b.end = from.Offset
+	if i > 0 {
+		b.epoch = w.recs[i-1].LeaderEpoch
+	}
+	w.p.mu.Unlock()
+	b.remaining.Add(-int64(len(w.recs) - i))
+	c.routeMu.Lock()
+	if c.rewinds == nil {
+		c.rewinds = make(map[int32]kgo.EpochOffset)
+	}
+	c.rewinds[w.p.id] = kgo.EpochOffset{Epoch: from.LeaderEpoch, Offset: from.Offset}
+	c.routeMu.Unlock()
+}
+
+// closeClient runs closeFn (the client's, which leaves the group and so revokes
+// everything, committing in onRevoked, a no-op after the final commit) for at most
+// RevokeTimeout: a coordinator that stopped answering must not hold the shutdown.
+func (c *Consumer) closeClient(closeFn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closeFn()
+	}()
+	t := time.NewTimer(c.cfg.RevokeTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		c.log.Warn("leaving the consumer group did not finish in time; the group times this member out instead",
+			"waited", c.cfg.RevokeTimeout.String())
+	}
+}
+
 func (c *Consumer) fetchErrors(fetches kgo.Fetches) {
 	fetches.EachError(func(topic string, p int32, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return
+		}
+		if c.dataLoss(fetches, topic, p, err) {
+			return // records gone before they were read: counted and reported (loss.go)
 		}
 		c.m.fetchErrors.Inc()
 		// franz-go retries fetches itself; this is for the operator.
@@ -323,6 +423,9 @@ func (c *Consumer) setLag(p *partition, hwm, next int64) {
 	defer c.partsMu.Unlock()
 	if !p.gone.Load() {
 		c.m.setLag(p.id, hwm, next)
+		if next >= 0 && hwm >= 0 {
+			p.lag.Store(max(hwm-next, 0))
+		}
 	}
 }
 
@@ -332,18 +435,21 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	last := w.recs[len(w.recs)-1]
 	b := w.p.add(last.Offset+1, last.LeaderEpoch, len(w.recs))
 	var now time.Time
+	rctx := c.route
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
 			now = c.clock.Now()
 		}
-		if c.retry.pending.Load() > 0 && !c.holdRouting(w.p) {
-			// Revoked, stopped or shutting down: the rest stays unacknowledged in b,
-			// so no commit passes it.
+		if rctx.Err() != nil || c.runCtx.Err() != nil || c.retry.pending.Load() > 0 && !c.holdRouting(rctx, w.p) {
+			// Shutting down, a rebalance waiting, or the partition revoked or
+			// stopped: the rest is not routed now.
+			c.unroute(w, b, i)
 			return
 		}
 		f := &failed{b: b, in: in}
 		c.router.RouteInto(now, in, s, &f.out)
-		c.produce(f)
+		c.outstanding.Add(1)
+		c.cl.Produce(rctx, &f.out, c.promise)
 	}
 	c.setLag(w.p, w.hwm, last.Offset+1)
 }
@@ -352,7 +458,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 // queues it for a retry.
 func (c *Consumer) produce(f *failed) {
 	c.outstanding.Add(1)
-	c.cl.Produce(context.Background(), &f.out, c.promise)
+	c.cl.Produce(c.produceCtx, &f.out, c.promise)
 }
 
 // onProduced is the promise of every record the consumer produces. Each is the out field
@@ -400,6 +506,7 @@ func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 	owned := len(c.parts)
 	c.partsMu.Unlock()
 	c.m.rebalances.WithLabelValues("assigned").Inc()
+	c.m.initLost(c.cfg.InputTopic, ids)
 	c.txn.rebalanced.Store(true)
 	c.ready.Store(true)
 	c.log.Info("partitions assigned", "topic", c.cfg.InputTopic, "partitions", ids, "owned", owned)
@@ -569,6 +676,9 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 		if err != nil {
 			c.m.commitErrors.Inc()
 			result = fmt.Errorf("committing offsets of %s: %w", c.cfg.InputTopic, err)
+			if !sync {
+				c.logCommitFailure(result)
+			}
 		}
 	}
 	req := map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: offs}
@@ -578,6 +688,24 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 	}
 	c.cl.CommitOffsets(ctx, req, done)
 	return sent, nil
+}
+
+// commitLogEvery bounds how often failed interval commits are logged: each failure
+// is counted (gate_commit_errors_total), and the next interval commits the same
+// offsets again, so a broken coordinator would otherwise log every second.
+const commitLogEvery = 10 * time.Second
+
+// logCommitFailure logs a failed asynchronous commit, at most once per commitLogEvery
+// (with how many failed since the last line).
+func (c *Consumer) logCommitFailure(err error) {
+	c.commitFails.Add(1)
+	now := time.Now().UnixNano()
+	last := c.commitLogAt.Load()
+	if last != 0 && now-last < int64(commitLogEvery) || !c.commitLogAt.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn("interval commit failed; the next interval commits the same offsets again",
+		"err", err, "failures_since_last_line", c.commitFails.Swap(0))
 }
 
 // commitResponse marks the partitions the broker accepted and returns the first
@@ -597,6 +725,7 @@ func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int3
 				continue
 			}
 			p.markCommitted(offs[rp.Partition].Offset)
+			c.progressed()
 			c.m.committed.WithLabelValues(itoa(p.id)).Set(float64(offs[rp.Partition].Offset))
 		}
 	}

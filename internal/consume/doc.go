@@ -13,6 +13,11 @@
 //     gate_produce_errors_total and produced again, with backoff, until it succeeds; a
 //     record the broker rejects for good on its topic (too large, invalid) goes to the
 //     dead-letter topic instead, with its reason.
+//   - A record gone from the input before it was polled (deleted by retention below the
+//     gate's position or the group's committed offset, or lost by a broker) cannot be
+//     routed, but is never skipped in silence: each gap is logged as an error with its
+//     offsets and counted in gate_records_lost_total, then the partition resumes after
+//     it or stops there (Config.OnDataLoss; see loss.go). So in exactly-once mode.
 //   - An input offset is committed only once every record before it in its partition has
 //     been acknowledged by the broker on its output topic, so a crash replays at most
 //     what was routed since the last commit (Config.CommitInterval).

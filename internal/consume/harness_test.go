@@ -72,6 +72,8 @@ type gateEnv struct {
 	ccfg    Config
 	// wrap, when set, wraps the router of the gates started next.
 	wrap func(Router) Router
+	// before, when set, is given each consumer started next before it runs.
+	before func(*Consumer)
 	// logs, when set, receives the log lines (JSON) of the gates started next.
 	logs io.Writer
 }
@@ -132,6 +134,9 @@ func (e *gateEnv) start(t testing.TB, name string) *testGate {
 	c, err := New(cfg, rt, nil, reg, log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if e.before != nil {
+		e.before(c)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &testGate{name: name, c: c, lim: lim, reg: reg, cancel: cancel, done: make(chan error, 1)}

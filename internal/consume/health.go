@@ -148,6 +148,9 @@ func (c *Consumer) releaseStopped(ids []int32) {
 // joined its group yet, or a condition an operator must fix holds (see problems).
 func (c *Consumer) NotReady() []string {
 	ps := c.problems.list()
+	if s := c.stallProblem(); s != "" {
+		ps = append(ps, s)
+	}
 	if !c.ready.Load() {
 		ps = append([]string{"kafka: not joined to consumer group " + c.cfg.GroupID + " yet"}, ps...)
 	}

@@ -2,13 +2,21 @@ package consume
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
+	"net"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // trickle produces input records, a few every 5 ms, until the test ends, so that the
@@ -118,4 +126,333 @@ func TestExactlyOnceSurvivesCrashLoopingPeer(t *testing.T) {
 	t.Logf("%d peer crashes, %v fences recovered (group churn), %v counted; %d records once each",
 		cycles, testutil.ToFloat64(g.c.m.recoveries.WithLabelValues("group_churn")),
 		testutil.ToFloat64(g.c.m.recoveries.WithLabelValues("slow_transaction")), n)
+}
+
+// TestExactlyOnceCommitAppliedButErrored: the broker applies an EndTxn commit but
+// answers it with UNKNOWN_SERVER_ERROR (franz-go's comments note brokers that do). The
+// client cannot tell the commit happened, retries it as an abort and rewinds to its own
+// pre-commit offsets; the gate must take the group's committed offsets instead, or it
+// routes the committed poll again. read_committed sees each record once. Before, all of
+// them twice.
+func TestExactlyOnceCommitAppliedButErrored(t *testing.T) {
+	t.Parallel()
+	const parts, n = 1, 100
+	env := newEOSEnv(t, parts)
+	var liar endTxnLiar
+	env.ccfg.ClientOpts = append(testClientOpts(), liar.opt())
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	g := env.start(t, "a")
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	out := collect(t, env.cluster, n, 30*time.Second, time.Second, readCommitted())
+	g.stop(t)
+	if liar.lied.Load() != 1 {
+		t.Fatalf("%d EndTxn answers rewritten, want 1: the test tests nothing", liar.lied.Load())
+	}
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+}
+
+// endTxnLiar wraps the gate's connections to the broker and answers the first EndTxn
+// commit the broker applied with UNKNOWN_SERVER_ERROR instead of its real answer, as a
+// broker that applied the commit and then failed to say so would. It parses just
+// enough of the Kafka protocol: request and response headers, and EndTxn's body.
+type endTxnLiar struct {
+	mu    sync.Mutex
+	pend  map[int32]int16 // correlation id of an EndTxn commit -> its version
+	lied  atomic.Int64
+	armed atomic.Bool
+}
+
+func (l *endTxnLiar) opt() kgo.Opt {
+	l.pend = make(map[int32]int16)
+	l.armed.Store(true)
+	return kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		return &liarConn{Conn: c, l: l}, nil
+	})
+}
+
+type liarConn struct {
+	net.Conn
+	l   *endTxnLiar
+	out []byte // a response frame being handed to the client
+}
+
+func (c *liarConn) Write(b []byte) (int, error) {
+	// franz-go writes each request whole: size, key, version, correlation id, ...
+	if len(b) >= 12 && binary.BigEndian.Uint16(b[4:]) == uint16(kmsg.EndTxn) && c.l.armed.Load() {
+		ver := int16(binary.BigEndian.Uint16(b[6:]))
+		corr := int32(binary.BigEndian.Uint32(b[8:]))
+		req := kmsg.NewPtrEndTxnRequest()
+		req.Version = ver
+		body := b[12:]
+		n := int(binary.BigEndian.Uint16(body)) // client id, a nullable string in every header version
+		body = body[2+max(n, 0):]
+		if ver >= 3 {
+			body = body[1:] // the header's empty tagged fields
+		}
+		if req.ReadFrom(body) == nil && req.Commit {
+			c.l.mu.Lock()
+			c.l.pend[corr] = ver
+			c.l.mu.Unlock()
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *liarConn) Read(b []byte) (int, error) {
+	if len(c.out) == 0 {
+		var size [4]byte
+		if _, err := io.ReadFull(c.Conn, size[:]); err != nil {
+			return 0, err
+		}
+		frame := make([]byte, 4+binary.BigEndian.Uint32(size[:]))
+		copy(frame, size[:])
+		if _, err := io.ReadFull(c.Conn, frame[4:]); err != nil {
+			return 0, err
+		}
+		corr := int32(binary.BigEndian.Uint32(frame[4:]))
+		c.l.mu.Lock()
+		ver, ok := c.l.pend[corr]
+		delete(c.l.pend, corr)
+		c.l.mu.Unlock()
+		if ok {
+			at := 8 + 4 // correlation id, throttle
+			if ver >= 3 {
+				at++ // the header's empty tagged fields
+			}
+			if binary.BigEndian.Uint16(frame[at:]) == 0 && c.l.armed.CompareAndSwap(true, false) {
+				binary.BigEndian.PutUint16(frame[at:], uint16(kerr.UnknownServerError.Code))
+				c.l.lied.Add(1)
+			}
+		}
+		c.out = frame
+	}
+	n := copy(b, c.out)
+	c.out = c.out[n:]
+	return n, nil
+}
+
+// TestExactlyOnceRevokeRightAfterEnd: a revoke that lands just after End has reset the
+// session (franz-go passes it on to the gate then) must not be forgotten: the gate
+// ends an empty transaction (rearm) so that the session passes on the next one. The
+// revoke is simulated at that very point. Before, the flag it set was cleared after
+// End returned, and the revoke was lost.
+func TestExactlyOnceRevokeRightAfterEnd(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 50
+	env := newEOSEnv(t, parts)
+	var once sync.Once
+	var fired atomic.Bool
+	env.before = func(c *Consumer) {
+		c.txn.afterEnd = func() {
+			once.Do(func() { c.interruptTxn(); fired.Store(true) })
+		}
+	}
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	g := env.start(t, "a")
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	waitFor(t, 20*time.Second, "the revoke seen after End handled", func() bool {
+		return fired.Load() && g.c.txn.rearms.Load() > 0
+	})
+}
+
+// logSink collects log lines, safe for concurrent writes.
+type logSink struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+func (s *logSink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b)
+}
+
+// TestIntervalCommitFailuresLogged: the broker refuses interval commits; each is
+// counted, and they are logged (rate-limited) with the partition and the error. Before,
+// the asynchronous commit path only counted them.
+func TestIntervalCommitFailuresLogged(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 100
+	env := newEnv(t, parts)
+	var logs logSink
+	env.logs = &logs
+	env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.OffsetMetadataTooLarge, Count: 5})
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "a failed interval commit logged", func() bool {
+		return strings.Contains(logs.String(), "interval commit failed")
+	})
+	line := logs.String()[strings.Index(logs.String(), "interval commit failed"):]
+	line = line[:strings.IndexByte(line, '\n')]
+	if !strings.Contains(line, "partition ") || !strings.Contains(line, "OFFSET_METADATA_TOO_LARGE") {
+		t.Errorf("log line %q does not name the partition and the error", line)
+	}
+	waitCommitted(t, env.cluster, parts, 20*time.Second) // and the commits recover
+	if got := testutil.ToFloat64(g.c.m.commitErrors); got == 0 {
+		t.Error("gate_commit_errors_total not counted")
+	}
+	if got := strings.Count(logs.String(), "interval commit failed"); got > 2 {
+		t.Errorf("%d log lines for 5 failures within seconds, want them rate-limited", got)
+	}
+}
+
+// hangProduce makes the broker stop answering produce requests (the input is produced
+// before) until the test ends; it returns how many requests it holds.
+func hangProduce(t *testing.T, c *kfake.Cluster) *atomic.Int64 {
+	t.Helper()
+	release := make(chan struct{})
+	var held atomic.Int64
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		held.Add(1)
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	t.Cleanup(func() { close(release) })
+	return &held
+}
+
+// TestHungBrokerBoundsShutdownAndRebalance: the broker stops answering produces while
+// the gate's producer buffer is full, so routing blocks handing records over. A member
+// joining the group is not held behind it, and shutdown returns within its bounds
+// (the shutdown timeout, then twice the revoke timeout for the final commit and the
+// leave), committing nothing unacknowledged. Before, Run had not returned 25 s after
+// cancel with a 1 s shutdown timeout, and the joining member waited the whole
+// rebalance timeout.
+func TestHungBrokerBoundsShutdownAndRebalance(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const parts, n = 4, 400
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = tc.d
+			env.ccfg.MaxBufferedRecords = 10
+			env.ccfg.ShutdownTimeout = time.Second
+			env.ccfg.RevokeTimeout = time.Second
+			env.ccfg.ClientOpts = append(testClientOpts(), kgo.RebalanceTimeout(60*time.Second))
+			recs := make([]*kgo.Record, n)
+			for id := range recs {
+				recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+			}
+			produceAll(t, producer(t, env.cluster), recs)
+			held := hangProduce(t, env.cluster)
+			a := env.start(t, "a")
+			waitFor(t, 20*time.Second, "the producer blocked on a full buffer", func() bool {
+				return held.Load() > 0 && a.c.live.Load().BufferedProduceRecords() >= 10
+			})
+			if tc.d == AtLeastOnce {
+				// A joining member gets its partitions long before the rebalance timeout.
+				b := env.start(t, "b")
+				waitFor(t, 30*time.Second, "the joining member assigned", b.c.ready.Load)
+			}
+			start := time.Now()
+			a.cancel()
+			a.cancel = nil
+			bound := env.ccfg.ShutdownTimeout + 2*env.ccfg.RevokeTimeout
+			select {
+			case err := <-a.done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(bound + 15*time.Second):
+				t.Fatalf("Run had not returned %s after cancel (bound %s plus slack)", time.Since(start).Round(time.Second), bound)
+			}
+			t.Logf("Run returned %s after cancel", time.Since(start).Round(10*time.Millisecond))
+			if gi := env.cluster.GroupInfo(testGroup); gi != nil {
+				for p, gc := range gi.Commits[inTopic] {
+					if gc.Offset > 0 {
+						t.Errorf("partition %d committed to %d with nothing acknowledged", p, gc.Offset)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestWatchdog: a gate whose broker stops answering while records wait is reported
+// not ready past StallNotReady and not live past StallRestart, with the stall in
+// gate_stalled_seconds; an idle gate (no lag) stays ready and live however long it
+// idles. Before, /readyz and /healthz never saw a stuck gate.
+func TestWatchdog(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 200
+	for _, stuck := range []bool{false, true} {
+		t.Run(map[bool]string{false: "idle", true: "stuck"}[stuck], func(t *testing.T) {
+			t.Parallel()
+			env := newEnv(t, parts)
+			env.ccfg.StallNotReady = 300 * time.Millisecond
+			env.ccfg.StallRestart = 600 * time.Millisecond
+			recs := make([]*kgo.Record, n)
+			for id := range recs {
+				recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+			}
+			produceAll(t, producer(t, env.cluster), recs)
+			if stuck {
+				hangProduce(t, env.cluster)
+			}
+			g := env.start(t, "a")
+			if !stuck {
+				waitCommitted(t, env.cluster, parts, 20*time.Second)
+				// Idle for several times StallRestart: still ready and live.
+				for deadline := time.Now().Add(4 * env.ccfg.StallRestart); time.Now().Before(deadline); {
+					if !g.c.Ready() || g.c.Live() != nil {
+						t.Fatalf("an idle gate: ready %v (%v), live %v", g.c.Ready(), g.c.NotReady(), g.c.Live())
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				return
+			}
+			waitFor(t, 20*time.Second, "not ready for want of progress", func() bool {
+				return strings.Contains(strings.Join(g.c.NotReady(), ";"), "no progress for")
+			})
+			waitFor(t, 20*time.Second, "not live", func() bool { return g.c.Live() != nil })
+			if g.c.Ready() {
+				t.Error("Ready while stuck")
+			}
+			if got := gaugeValue(t, g, "gate_stalled_seconds"); got < env.ccfg.StallRestart.Seconds() {
+				t.Errorf("gate_stalled_seconds = %v, want at least %v", got, env.ccfg.StallRestart.Seconds())
+			}
+		})
+	}
+}
+
+func gaugeValue(t *testing.T, g *testGate, name string) float64 {
+	t.Helper()
+	mfs, err := g.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
 }

@@ -21,6 +21,7 @@ type metrics struct {
 	lag           *prometheus.GaugeVec
 	fetchErrors   prometheus.Counter
 	undeliverable *prometheus.CounterVec
+	lost          *prometheus.CounterVec
 	recoveries    *prometheus.CounterVec
 	// Exactly-once only; exported in both modes, at zero in at-least-once, so the
 	// set of metric names does not depend on the mode.
@@ -66,9 +67,13 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			Name: "gate_records_undeliverable_total",
 			Help: "Records refused by every topic (their output topic, then the dead-letter topic with and without their value), by what GATE_ON_UNDELIVERABLE did: stopped (their partition stopped there, the gate not ready) or skipped (committed past, logged with their offset).",
 		}, []string{"action"}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_records_lost_total",
+			Help: "Input records gone before the gate read them, by partition and cause: retention (deleted below the gate's position or the group's committed offset) or broker (the broker lost records it had acknowledged: truncation). Each gap is also logged as an error with its offsets; GATE_ON_DATA_LOSS says whether the partition went on or stopped.",
+		}, []string{"topic", "partition", "cause"}),
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_transaction_recoveries_total",
-			Help: "Exactly-once delivery: Kafka clients rebuilt after the broker aborted a transaction that outlived GATE_TRANSACTION_TIMEOUT and fenced the producer, by cause: group_churn (the group rebalanced meanwhile; not counted toward the limit of 5 in 10 minutes) or slow_transaction (counted). Zero in at-least-once mode.",
+			Help: "Exactly-once delivery: Kafka clients rebuilt after the broker aborted a transaction that outlived GATE_TRANSACTION_TIMEOUT and fenced the producer, by cause: group_churn (the group rebalanced meanwhile; not counted toward the limit of 5 in 10 minutes), slow_transaction (counted), or end_error (ending a transaction failed otherwise, its outcome unknown; counted). Zero in at-least-once mode.",
 		}, []string{"cause"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_transactions_total",
@@ -89,14 +94,14 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 	for _, a := range []string{"stopped", "skipped"} {
 		m.undeliverable.WithLabelValues(a)
 	}
-	for _, r := range []string{"group_churn", "slow_transaction"} {
+	for _, r := range []string{"group_churn", "slow_transaction", "end_error"} {
 		m.recoveries.WithLabelValues(r)
 	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{m.produceErrors, m.retries, m.rerouted, m.commitErrors, m.committed, m.rebalances, m.lag, m.fetchErrors,
-		m.undeliverable, m.recoveries, m.transactions, m.txnDuration,
+		m.undeliverable, m.lost, m.recoveries, m.transactions, m.txnDuration,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_retrying_records",
 			Help: "Records whose produce failed and is being retried; no new records are polled while it is above zero.",
@@ -111,6 +116,10 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			}
 			return float64(cl.BufferedProduceRecords())
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gate_stalled_seconds",
+			Help: "How long the gate has had work (lag, records in flight or awaiting a retry) and made no progress (no poll, commit or transaction end); 0 when it progresses or is idle. /readyz fails past GATE_STALL_NOT_READY, /healthz past GATE_STALL_RESTART.",
+		}, func() float64 { return c.Stalled().Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_owned_partitions",
 			Help: "Input partitions this gate owns.",
@@ -135,6 +144,17 @@ func (m *metrics) setLag(p int32, hwm, next int64) {
 		return
 	}
 	m.lag.WithLabelValues(itoa(p)).Set(float64(max(hwm-next, 0)))
+}
+
+// initLost creates the gate_records_lost_total series of the partitions at zero when
+// they are assigned, so that a first loss shows as an increase (a series born at its
+// first value does not, to increase() or rate()). They stay after a revoke: counters.
+func (m *metrics) initLost(topic string, ids []int32) {
+	for _, id := range ids {
+		for _, cause := range []string{lossRetention, lossBroker} {
+			m.lost.WithLabelValues(topic, itoa(id), cause)
+		}
+	}
 }
 
 func (m *metrics) deleteLag(p int32) {

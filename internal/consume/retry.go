@@ -237,13 +237,12 @@ func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 // holdRouting is called by a routing goroutine while records await a retry: it waits
 // until they are acknowledged, so that no record overtakes them on its output
 // partition. It returns false when routing must stop instead: p was revoked or
-// stopped, or the consumer is shutting down (the records not produced stay
-// unacknowledged, so nothing is committed past them).
-func (c *Consumer) holdRouting(p *partition) bool {
-	err := waitUntil(c.halt, func() bool {
-		return c.retry.pending.Load() == 0 || p.gone.Load() || p.stopped.Load()
+// stopped, or ctx (the poll's routing) ended: shutdown, or a rebalance waiting.
+func (c *Consumer) holdRouting(ctx context.Context, p *partition) bool {
+	err := waitUntil(ctx, func() bool {
+		return c.retry.pending.Load() == 0 || p.gone.Load() || p.stopped.Load() || c.runCtx.Err() != nil
 	})
-	return err == nil && !p.gone.Load() && !p.stopped.Load()
+	return err == nil && !p.gone.Load() && !p.stopped.Load() && c.runCtx.Err() == nil
 }
 
 func backoff(attempts int) time.Duration {

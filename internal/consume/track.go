@@ -28,8 +28,12 @@ type partition struct {
 
 	gone atomic.Bool // revoked or lost: late acknowledgements and retries are dropped
 	// stopped is set when a record of the partition is refused by every topic and
-	// Config.OnUndeliverable is stop: nothing more of it is routed or committed.
+	// Config.OnUndeliverable is stop, or records of it were lost before the gate read
+	// them and Config.OnDataLoss is stop: nothing more of it is routed or committed.
 	stopped atomic.Bool
+	// lag is the partition's lag as last seen (see Consumer.setLag), for the
+	// progress watchdog.
+	lag atomic.Int64
 }
 
 // batch is one poll's records of one partition.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/route"
 )
@@ -38,12 +39,19 @@ type txnState struct {
 	// rebalanced is set by every rebalance callback: with the generation, how a
 	// transaction tells that the group rebalanced while it was open.
 	rebalanced atomic.Bool
+	// rearms counts the empty transactions rearm ended; afterEnd, when set (by tests),
+	// runs as soon as End returns, where a revoke can land.
+	rearms   atomic.Int64
+	afterEnd func()
 
 	pollMu     sync.Mutex
 	cancelPoll context.CancelFunc // the running poll's, nil between polls
 
-	// ctx is the open transaction's: a record produced alone is flushed with it.
-	ctx context.Context
+	// ctx is the open transaction's routing context: records are produced under it,
+	// so that a revoke (interruptTxn) or the end of the shutdown's grace stops a
+	// Produce blocked on a full buffer; routeStop (under pollMu) cancels it.
+	ctx       context.Context
+	routeStop context.CancelFunc
 
 	// countedMu guards counted: by input partition, the offset up to which the
 	// limiter has counted the records routed. An aborted transaction's records are
@@ -154,12 +162,18 @@ func fenced(err error) bool {
 // join until its session times out), which is the group's doing, not this gate's,
 // and does not count toward maxRecoveries: a crash-looping peer must not stop every
 // healthy gate.
+//
+// An error that is not a fence (the transaction's outcome is unknown: the broker may
+// have committed it, and franz-go says the client cannot go on) is recovered from the
+// same way, counted: the new session's member starts from the offsets the group has
+// committed, whatever became of the transaction, so nothing is routed twice.
 func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) error {
-	if !fenced(err) {
-		return err
-	}
 	id, timeout := c.cfg.TransactionalID, c.cfg.TransactionTimeout
-	if open < timeout {
+	isFence := fenced(err)
+	if !isFence {
+		churn = false
+	}
+	if isFence && open < timeout {
 		return fmt.Errorf("%w (fenced %s into a transaction, within the transaction timeout of %s: "+
 			"another live instance is using transactional id %q)", err, open.Round(time.Millisecond), timeout, id)
 	}
@@ -171,19 +185,31 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 		}
 	}
 	c.recoveries = recent
+	if !isFence && len(recent) >= maxRecoveries {
+		return fmt.Errorf("%w (ending transactions failed %d times within %s)", err, len(recent)+1, recoveryWindow)
+	}
 	if !churn && len(recent) >= maxRecoveries {
 		return fmt.Errorf("%w (transactions outlived the transaction timeout of %s %d times within %s: "+
 			"raise it above the group's session and rebalance timeouts and the time a poll takes to produce, "+
 			"and check that no other instance uses transactional id %q)", err, timeout, len(recent)+1, recoveryWindow, id)
 	}
 	cause := "group_churn"
-	if !churn {
+	switch {
+	case !isFence:
+		c.recoveries = append(c.recoveries, now)
+		cause = "end_error"
+	case !churn:
 		c.recoveries = append(c.recoveries, now)
 		cause = "slow_transaction"
 	}
 	c.m.recoveries.WithLabelValues(cause).Inc()
-	c.log.Warn("the broker aborted a transaction that outlived the transaction timeout and fenced the producer; "+
-		"rebuilding the Kafka client under the same transactional id, the poll is replayed",
+	msg := "the broker aborted a transaction that outlived the transaction timeout and fenced the producer; " +
+		"rebuilding the Kafka client under the same transactional id, the poll is replayed"
+	if !isFence {
+		msg = "ending a transaction failed and its outcome is unknown; rebuilding the Kafka client under the same " +
+			"transactional id, which resumes from the group's committed offsets"
+	}
+	c.log.Warn(msg,
 		"transactional_id", id, "open", open.Round(time.Millisecond).String(), "transaction_timeout", timeout.String(),
 		"cause", cause, "counted_recoveries", len(c.recoveries), "err", err)
 	// Leaving the group revokes everything: onRevoked drops the partitions' state, and
@@ -207,6 +233,7 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 		n      txnCounts
 		runErr error
 	)
+	c.progressed()
 	if c.awaitPreflight(ctx) == nil {
 		n, runErr = c.txnLoop(ctx, endCtx)
 	}
@@ -217,7 +244,7 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 		}
 	}
 	// Leaving the group revokes everything: onRevoked drops the partitions' state.
-	c.tx.CloseAllowingRebalance()
+	c.closeClient(c.tx.CloseAllowingRebalance)
 	c.ready.Store(false)
 	c.log.Info("consumer stopped", "transactions_committed", n.committed, "transactions_aborted", n.aborted)
 	return runErr
@@ -322,6 +349,9 @@ func (c *Consumer) interruptTxn() {
 	if c.txn.cancelPoll != nil {
 		c.txn.cancelPoll()
 	}
+	if c.txn.routeStop != nil {
+		c.txn.routeStop()
+	}
 	c.txn.pollMu.Unlock()
 }
 
@@ -334,8 +364,9 @@ func (c *Consumer) rearm(ctx context.Context) error {
 	if !c.txn.interrupted.Load() {
 		return nil
 	}
+	c.txn.interrupted.Store(false) // before End: see transact
 	_, err := c.tx.End(ctx, kgo.TryAbort)
-	c.txn.interrupted.Store(false)
+	c.txn.rearms.Add(1)
 	if err != nil {
 		return fmt.Errorf("ending an empty transaction after a rebalance: %w", err)
 	}
@@ -366,7 +397,14 @@ func (c *Consumer) transact(ctx context.Context, ws []work) (txnResult, error) {
 		return res, fmt.Errorf("beginning a transaction: %w", err)
 	}
 	c.txn.skipped.Store(false)
-	c.txn.ctx = ctx
+	tctx, stop := context.WithCancel(ctx)
+	defer stop()
+	c.txn.pollMu.Lock()
+	c.txn.ctx, c.txn.routeStop = tctx, stop
+	c.txn.pollMu.Unlock()
+	if c.txn.interrupted.Load() {
+		stop() // interrupted before the stop was registered
+	}
 	if c.isolating(ws) {
 		// A record must be produced alone: one goroutine routes the poll, so that
 		// nothing else is in flight when it is.
@@ -396,10 +434,15 @@ func (c *Consumer) transact(ctx context.Context, ws []work) (txnResult, error) {
 		// What End commits: the client's position, past the poll.
 		offs = c.cl.UncommittedOffsets()[c.cfg.InputTopic]
 	}
-	committed, err := c.tx.End(ctx, end)
-	// A revoke or loss seen before End returned concerned this transaction; one seen
-	// after is seen by the session too, which aborts the next.
+	// Cleared before End, not after: a revoke or loss that lands once End has reset the
+	// session (franz-go passes it on then) must stay seen, or the session would not
+	// pass on the next one until a transaction ends (see rearm).
 	c.txn.interrupted.Store(false)
+	committed, err := c.tx.End(ctx, end)
+	c.progressed()
+	if c.txn.afterEnd != nil {
+		c.txn.afterEnd()
+	}
 	res.open = time.Since(start)
 	_, genAfter := c.cl.GroupMetadata()
 	res.churn = genAfter != gen || c.txn.rebalanced.Swap(false)
@@ -413,9 +456,83 @@ func (c *Consumer) transact(ctx context.Context, ws []work) (txnResult, error) {
 	} else {
 		c.m.transactions.WithLabelValues("aborted").Inc()
 		offs = nil
+		if end == kgo.TryCommit {
+			// An abort the gate did not ask for: franz-go retries a commit that failed
+			// as an abort and rewinds to the offsets it last committed, but a broker can
+			// apply a commit and still answer it with an error. Polling again from
+			// franz-go's offsets would route a committed poll twice: take the group's.
+			if err := c.resyncOffsets(ctx); err != nil {
+				return res, fmt.Errorf("re-reading the committed offsets after a transaction the broker did not confirm: %w", err)
+			}
+		}
 	}
 	c.afterEnd(offs)
 	return res, nil
+}
+
+// resyncOffsets sets the client's position in every owned input partition to the
+// group's committed offset, as the coordinator has it (stable: no transaction's
+// offsets pending).
+func (c *Consumer) resyncOffsets(ctx context.Context) error {
+	var ids []int32
+	for _, p := range c.snapshot(nil) {
+		ids = append(ids, p.id)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.RequireStable = true
+	req.Group = c.cfg.GroupID // up to v7
+	t := kmsg.NewOffsetFetchRequestTopic()
+	t.Topic, t.Partitions = c.cfg.InputTopic, ids
+	req.Topics = []kmsg.OffsetFetchRequestTopic{t}
+	g := kmsg.NewOffsetFetchRequestGroup() // v8 on
+	g.Group = c.cfg.GroupID
+	gt := kmsg.NewOffsetFetchRequestGroupTopic()
+	gt.Topic, gt.Partitions = c.cfg.InputTopic, ids
+	g.Topics = []kmsg.OffsetFetchRequestGroupTopic{gt}
+	req.Groups = []kmsg.OffsetFetchRequestGroup{g}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return err
+	}
+	offs := make(map[int32]kgo.EpochOffset)
+	add := func(p int32, off int64, epoch int32, code int16) error {
+		if err := kerr.ErrorForCode(code); err != nil {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+		if off >= 0 {
+			offs[p] = kgo.EpochOffset{Epoch: epoch, Offset: off}
+		}
+		return nil
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := add(p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	for _, g := range resp.Groups {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return err
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if err := add(p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if len(offs) > 0 {
+		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: offs})
+	}
+	return nil
 }
 
 // routeTxnWork routes one partition's records in offset order and produces them in the
@@ -433,7 +550,7 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 	}()
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
-			if c.txn.interrupted.Load() || w.p.stopped.Load() {
+			if c.txn.interrupted.Load() || w.p.stopped.Load() || c.txn.ctx.Err() != nil {
 				// The transaction aborts: routing the rest would only count them in the
 				// limiter once more than needed.
 				c.txn.skipped.Store(true)
@@ -459,7 +576,7 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 			c.produceAlone(f)
 		} else {
 			c.txn.pending.Add(1)
-			c.cl.Produce(context.Background(), &f.out, c.txnPromise)
+			c.cl.Produce(c.txn.ctx, &f.out, c.txnPromise)
 		}
 		next = in.Offset + 1
 	}
@@ -491,7 +608,7 @@ func (c *Consumer) produceAlone(f *failed) {
 	c.txn.pending.Wait()
 	f.alone = true
 	c.txn.pending.Add(1)
-	c.cl.Produce(context.Background(), &f.out, c.txnPromise)
+	c.cl.Produce(c.txn.ctx, &f.out, c.txnPromise)
 	_ = c.cl.Flush(c.txn.ctx)
 	c.txn.pending.Wait()
 }

@@ -39,6 +39,7 @@ var badConfig = map[string]string{
 	"GATE_KAFKA_FETCH_MAX_WAIT":    "soon",
 	"GATE_KAFKA_START_OFFSET":      "newest",
 	"GATE_ON_UNDELIVERABLE":        "drop",
+	"GATE_ON_DATA_LOSS":            "ignore",
 	"GATE_KAFKA_TLS":               "on",
 	"GATE_KAFKA_TLS_CA_FILE":       "/nonexistent/ca.pem",
 	"GATE_KAFKA_TLS_CERT_FILE":     "/nonexistent/cert.pem", // without a key file

@@ -161,6 +161,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.kafka.startOffset | quote }}
 - name: GATE_ON_UNDELIVERABLE
   value: {{ $v.kafka.onUndeliverable | quote }}
+- name: GATE_ON_DATA_LOSS
+  value: {{ $v.kafka.onDataLoss | quote }}
 - name: GATE_KAFKA_CLIENT_ID
   value: {{ $v.kafka.clientId | quote }}
 - name: GATE_MAX_POLL_RECORDS

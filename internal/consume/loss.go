@@ -1,0 +1,469 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Records that vanish before the gate reads them. The gate loses nothing it has read,
+// but a record can be gone from its input partition before the gate gets to it:
+//
+//   - retention deletes the segments below a lagging gate's position, or below the
+//     committed offset of a group that was away longer than the retention;
+//   - a broker loses records it had acknowledged: a log truncated after an unclean
+//     leader election, a lost disk. The gate had read some of them; what producers
+//     wrote there after, it has not.
+//
+// The broker answers a fetch below its log start or past its log end with
+// OFFSET_OUT_OF_RANGE. The client is built with ConsumeResetOffset(NoResetOffset()),
+// so franz-go does not resume somewhere by itself: the partition's fetch returns the
+// error, and fetches again at the same offset, until the gate moves it (SetOffsets).
+// On each such error (outOfRange) the gate finds where it stood, the partition's log
+// start and end (ListOffsets) and, when its position is within the log or past its
+// end, where the leader epoch of the last record it read ended (OffsetForLeaderEpoch),
+// and judges (judgeOutOfRange):
+//
+//   - below the log start: the records in between were deleted by retention
+//     (cause "retention"); the gate resumes at the log start;
+//   - the epoch ended below its position: the broker lost the records from there
+//     (cause "broker"), which the gate read (and routed) but which the partition no
+//     longer holds as they were; the gate resumes there, reading what the log now
+//     holds at those offsets;
+//   - past the log end with no epoch to ask about (or the broker knows nothing of it):
+//     the broker lost at least the records from its log end (cause "broker"), and
+//     where the log diverged cannot be located: records below the log end may have
+//     been replaced too, and are not re-read; the gate resumes at the log end;
+//   - otherwise (within the log, the epoch going on past it: a new leader's high
+//     watermark that has not caught up yet) nothing is lost and the fetch is retried.
+//
+// franz-go itself reports a broker's loss it located while validating a leader epoch
+// (a fenced fetch after a leader change, a committed offset whose epoch the leader
+// ended sooner) as a *kgo.ErrDataLoss, having already resumed where the log diverged
+// (brokerLost); the gate treats it as the second case.
+//
+// Either way the gate logs one error line naming the topic, the partition, the cause,
+// the offsets [from, to) and their count, adds the count to
+// gate_records_lost_total{topic,partition,cause}, and then follows
+// Config.OnDataLoss: DataLossContinue resumes as above, and commits the offset it
+// resumes at, so that a restart does not meet (and count) the same gap again;
+// DataLossStop stops the partition at its position (paused, nothing committed past
+// it, the consumer not ready, saying what to do) until the partition is revoked.
+//
+// A partition the group has no committed offset for and the gate has read nothing of
+// loses nothing (its start offset, earliest or latest, is wherever the log starts or
+// ends). franz-go cannot be moved there (SetOffsets only moves a partition it has
+// read from or has a committed offset for), so the gate commits that start offset and
+// stops the partition: it resumes there once the gate restarts or the partition moves.
+// It only happens when retention deletes between the client's lookup of a start
+// offset and its first fetch.
+
+// DataLoss is what the gate does on finding that records of its input partition are
+// gone before it read them.
+type DataLoss int
+
+const (
+	// DataLossContinue (the default) counts and logs the records lost and goes on
+	// after them.
+	DataLossContinue DataLoss = iota
+	// DataLossStop counts and logs them and stops the partition there: nothing more of
+	// it is routed or committed and the consumer is not ready, naming the partition,
+	// until an operator accepts the loss (moves the group's offset past the gap, or
+	// sets DataLossContinue) and restarts the gate. For pipelines where a gap must
+	// stop the line.
+	DataLossStop
+)
+
+// ParseDataLoss reads a DataLoss from its name: "continue" or "stop".
+func ParseDataLoss(s string) (DataLoss, error) {
+	switch s {
+	case "continue":
+		return DataLossContinue, nil
+	case "stop":
+		return DataLossStop, nil
+	}
+	return DataLossContinue, fmt.Errorf("%q: want continue or stop", s)
+}
+
+// String returns the name ParseDataLoss reads.
+func (d DataLoss) String() string {
+	switch d {
+	case DataLossContinue:
+		return "continue"
+	case DataLossStop:
+		return "stop"
+	}
+	return "DataLoss(" + strconv.Itoa(int(d)) + ")"
+}
+
+// The causes of lost records, the cause label of gate_records_lost_total.
+const (
+	lossRetention = "retention"
+	lossBroker    = "broker"
+)
+
+// lossLookupTimeout bounds the broker requests made on an out-of-range fetch. In
+// at-least-once mode rebalances wait for them, as for a poll's routing.
+const lossLookupTimeout = 10 * time.Second
+
+// gap is records of an input partition the gate will not read.
+type gap struct {
+	cause    string
+	pos      int64           // where the gate stood
+	from, to int64           // the offsets lost, [from, to)
+	resume   kgo.EpochOffset // where the partition goes on
+	// unlocated is a broker loss whose start could not be located: records below
+	// from may have been replaced too.
+	unlocated bool
+}
+
+func (g gap) count() int64 { return max(g.to-g.from, 0) }
+
+func (g gap) offsets() string { return fmt.Sprintf("[%d, %d)", g.from, g.to) }
+
+// judgeOutOfRange decides what a fetch at pos answered OFFSET_OUT_OF_RANGE means (see
+// the top of this file): start and end are the partition's log start and end, and
+// epochEnd where the leader epoch of the last record read at pos ended (Offset -1 when
+// unknown). ok is false when nothing is lost: the fetch is to be retried at pos.
+func judgeOutOfRange(pos, start, end, epochEnd kgo.EpochOffset) (g gap, ok bool) {
+	switch {
+	case pos.Offset < start.Offset:
+		return gap{cause: lossRetention, pos: pos.Offset, from: pos.Offset, to: start.Offset, resume: start}, true
+	case epochEnd.Offset >= 0 && epochEnd.Offset < pos.Offset:
+		resume := epochEnd
+		if resume.Offset < start.Offset {
+			resume = start
+		}
+		return gap{cause: lossBroker, pos: pos.Offset, from: epochEnd.Offset, to: pos.Offset, resume: resume}, true
+	case epochEnd.Offset < 0 && pos.Offset > end.Offset:
+		return gap{cause: lossBroker, pos: pos.Offset, from: end.Offset, to: pos.Offset, resume: end, unlocated: true}, true
+	}
+	return gap{}, false
+}
+
+// dataLoss handles a fetch error of the input topic that says records are gone (an
+// out-of-range fetch, franz-go's ErrDataLoss) and reports whether it was one.
+func (c *Consumer) dataLoss(fetches kgo.Fetches, topic string, id int32, err error) bool {
+	if topic != c.cfg.InputTopic {
+		return false
+	}
+	if dl, ok := errors.AsType[*kgo.ErrDataLoss](err); ok {
+		c.brokerLost(fetches, dl)
+		return true
+	}
+	if errors.Is(err, kerr.OffsetOutOfRange) {
+		c.outOfRange(id)
+		return true
+	}
+	return false
+}
+
+// outOfRange handles a fetch of partition id answered OFFSET_OUT_OF_RANGE.
+func (c *Consumer) outOfRange(id int32) {
+	p := c.owned(id)
+	if p == nil || p.stopped.Load() {
+		return // revoked since, or stopped: fetched before it was paused
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lossLookupTimeout)
+	defer cancel()
+	warn := func(what string, err error) {
+		c.log.Warn("fetch out of range; "+what+" failed, tried again at the next poll",
+			"topic", c.cfg.InputTopic, "partition", id, "err", err)
+	}
+	pos, read, err := c.position(ctx, id)
+	if err != nil {
+		warn("looking up the group's committed offset", err)
+		return
+	}
+	start, err := c.listOffset(ctx, id, -2)
+	if err != nil {
+		warn("looking up the partition's log start", err)
+		return
+	}
+	end, err := c.listOffset(ctx, id, -1)
+	if err != nil {
+		warn("looking up the partition's log end", err)
+		return
+	}
+	if !read {
+		c.restart(ctx, p, start, end)
+		return
+	}
+	epochEnd := kgo.EpochOffset{Epoch: -1, Offset: -1}
+	if pos.Offset >= start.Offset && pos.Epoch >= 0 {
+		if epochEnd, err = c.epochEnd(ctx, id, pos.Epoch); err != nil {
+			warn("asking where leader epoch "+strconv.Itoa(int(pos.Epoch))+" ended", err)
+			return
+		}
+	}
+	g, lost := judgeOutOfRange(pos, start, end, epochEnd)
+	if !lost {
+		c.log.Warn("fetch out of range at an offset within the partition's log, whose leader epoch goes on past it: nothing lost, fetched again",
+			"topic", c.cfg.InputTopic, "partition", id, "offset", pos.Offset, "log_start", start.Offset, "log_end", end.Offset)
+		return
+	}
+	c.applyGap(ctx, p, g, true)
+}
+
+// brokerLost handles franz-go's report that the broker lost records the gate had
+// read; the client already resumes at dl.ResetTo.
+func (c *Consumer) brokerLost(fetches kgo.Fetches, dl *kgo.ErrDataLoss) {
+	p := c.owned(dl.Partition)
+	if p == nil || p.stopped.Load() {
+		return
+	}
+	g := gap{cause: lossBroker, pos: dl.ConsumedTo, from: dl.ResetTo, to: dl.ConsumedTo,
+		resume: kgo.EpochOffset{Epoch: dl.ResetToEpoch, Offset: dl.ResetTo}, unlocated: dl.ResetTo == dl.ConsumedTo}
+	ctx, cancel := context.WithTimeout(context.Background(), lossLookupTimeout)
+	defer cancel()
+	// The client's own record of the partition's position moves with the records
+	// polled: when this poll holds some of the partition's (read after the reset),
+	// it is already right, else it is still dl.ConsumedTo.
+	c.applyGap(ctx, p, g, !polled(fetches, c.cfg.InputTopic, dl.Partition))
+}
+
+// polled reports whether fetches hold records of the partition.
+func polled(fetches kgo.Fetches, topic string, id int32) bool {
+	found := false
+	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		found = found || ftp.Topic == topic && ftp.Partition == id && len(ftp.Records) > 0
+	})
+	return found
+}
+
+// applyGap counts and reports g, a gap in partition p, and resumes after it or stops
+// there (Config.OnDataLoss). move says whether the client is to be moved to the
+// gap's resume offset.
+func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool) {
+	topic := c.cfg.InputTopic
+	if n := g.count(); n > 0 {
+		c.m.lost.WithLabelValues(topic, itoa(p.id), g.cause).Add(float64(n))
+	}
+	var what string
+	switch {
+	case g.cause == lossRetention:
+		what = "deleted by the topic's retention before the gate read them"
+	case g.unlocated:
+		what = "lost by the broker (its log truncated: an unclean leader election, a lost disk) at or past where the gate had reached; " +
+			"where the log diverged is unknown, so records below may have been replaced too, and are not read again"
+	default:
+		what = "lost by the broker (its log truncated: an unclean leader election, a lost disk) after the gate read them; " +
+			"the partition holds other records at those offsets now, or none yet, and the gate reads them"
+	}
+	attrs := []any{"topic", topic, "partition", p.id, "cause", g.cause, "offsets", g.offsets(), "lost_records", g.count()}
+	if c.cfg.OnDataLoss == DataLossStop {
+		c.stopAtGap(p, g, what, attrs)
+		return
+	}
+	if move {
+		// Epoch -1: set the position as it is, without franz-go validating it again.
+		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p.id: {Epoch: -1, Offset: g.resume.Offset}}})
+	}
+	err := c.commitGap(ctx, p, g.resume)
+	c.log.Error("input records lost: "+what+"; the partition goes on at resumed_at (GATE_ON_DATA_LOSS=continue)",
+		append(attrs, "resumed_at", g.resume.Offset, "commit_err", err)...)
+}
+
+// commitGap makes g.resume the partition's committed offset, so that the next owner
+// (or this gate, restarted) does not meet the gap again. In at-least-once mode it
+// goes through the partition's tracking, behind the records routed before the gap;
+// in exactly-once mode nothing is in flight between transactions, and the offset is
+// committed at once (the next transaction's commit would leave it out, as the client
+// takes it for committed once moved there).
+func (c *Consumer) commitGap(ctx context.Context, p *partition, to kgo.EpochOffset) error {
+	if !c.exactlyOnce() {
+		p.resumeAt(to)
+		return nil
+	}
+	var result error
+	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: {p.id: to}},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err == nil {
+				for _, t := range resp.Topics {
+					for _, rp := range t.Partitions {
+						if e := kerr.ErrorForCode(rp.ErrorCode); e != nil && err == nil {
+							err = e
+						}
+					}
+				}
+			}
+			result = err
+		})
+	if result != nil {
+		c.m.commitErrors.Inc()
+		return fmt.Errorf("committing offset %d of partition %d after the lost records (the next owner meets them again): %w", to.Offset, p.id, result)
+	}
+	c.partsMu.Lock()
+	if !p.gone.Load() {
+		c.m.committed.WithLabelValues(itoa(p.id)).Set(float64(to.Offset))
+	}
+	c.partsMu.Unlock()
+	return nil
+}
+
+// resumeAt makes off the next offset committed for the partition once everything
+// routed before it is acknowledged: forward past a gap (a batch of no record), or
+// back to where a broker's log diverged, below what was routed (what was routed
+// from there on is no longer awaited: it is read again).
+func (p *partition) resumeAt(off kgo.EpochOffset) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last := p.acked.Offset
+	if n := len(p.batches); n > 0 {
+		last = p.batches[n-1].end
+	}
+	if off.Offset >= last {
+		p.batches = append(p.batches, &batch{p: p, end: off.Offset, epoch: off.Epoch})
+		return
+	}
+	p.batches = nil
+	p.acked = off
+	p.committed = -1 // below what was committed: commit it anyway
+}
+
+// stopAtGap stops p at its gap g (DataLossStop): it is no longer fetched, nothing
+// more of it is routed or committed, and the consumer is not ready until p is revoked.
+func (c *Consumer) stopAtGap(p *partition, g gap, what string, attrs []any) {
+	if p.stopped.Swap(true) {
+		return
+	}
+	topic := c.cfg.InputTopic
+	c.cl.PauseFetchPartitions(map[string][]int32{topic: {p.id}})
+	// Keep the client's position at the gate's, so that nothing read past the gap is
+	// committed with a transaction.
+	c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p.id: {Epoch: -1, Offset: g.pos}}})
+	msg := fmt.Sprintf("partition %s/%d stopped at offset %d: %d input records, offsets %s, %s (GATE_ON_DATA_LOSS=stop); "+
+		"to go on without them, replay them from elsewhere if they are kept, then set GATE_ON_DATA_LOSS=continue and restart the gate "+
+		"(it resumes at offset %d, counting them again), or move the group's offset there with every gate stopped",
+		topic, p.id, g.pos, g.count(), g.offsets(), what, g.resume.Offset)
+	c.problems.set(stoppedKey(p.id), msg)
+	c.log.Error("input records lost: "+what+"; partition stopped (GATE_ON_DATA_LOSS=stop), not ready until an operator acts",
+		append(attrs, "stopped_at", g.pos, "resume_offset", g.resume.Offset)...)
+}
+
+// restart handles an out-of-range fetch of a partition the gate has read nothing of
+// and its group has no committed offset for: nothing the group had reached is lost
+// (see the top of this file). The client cannot be moved, so the start offset is
+// committed and the partition stopped until it is assigned again.
+func (c *Consumer) restart(ctx context.Context, p *partition, start, end kgo.EpochOffset) {
+	if p.stopped.Swap(true) {
+		return
+	}
+	to := start
+	if c.cfg.StartOffset == StartLatest {
+		to = end
+	}
+	topic := c.cfg.InputTopic
+	c.cl.PauseFetchPartitions(map[string][]int32{topic: {p.id}})
+	var cerr error
+	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: {p.id: to}},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) { cerr = err })
+	msg := fmt.Sprintf("partition %s/%d stopped: records were deleted between the lookup of its start offset and its first fetch "+
+		"(it has no committed offset, so nothing the group had reached is lost); restart the gate, which resumes at offset %d", topic, p.id, to.Offset)
+	c.problems.set(stoppedKey(p.id), msg)
+	c.log.Error("fetch out of range before the gate read anything of the partition; partition stopped until the gate restarts",
+		"topic", topic, "partition", p.id, "log_start", start.Offset, "log_end", end.Offset, "committed", to.Offset, "commit_err", cerr)
+}
+
+// position returns where the gate stands in partition id: past its committed offset
+// when it read records since (the client's position), else the group's committed
+// offset, asked of the broker (the client takes a partition it has read but never
+// committed for committed at 0, and rewinds there when a transaction aborts). read is
+// false when the group has no committed offset and the gate read nothing.
+func (c *Consumer) position(ctx context.Context, id int32) (pos kgo.EpochOffset, read bool, err error) {
+	if off, ok := c.cl.UncommittedOffsets()[c.cfg.InputTopic][id]; ok {
+		return off, true, nil
+	}
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = c.cfg.GroupID
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic, rt.Partitions = c.cfg.InputTopic, []int32{id}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return pos, false, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return pos, false, err
+	}
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			if t.Topic != c.cfg.InputTopic || rp.Partition != id {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				return pos, false, err
+			}
+			if rp.Offset < 0 {
+				return pos, false, nil
+			}
+			return kgo.EpochOffset{Epoch: rp.LeaderEpoch, Offset: rp.Offset}, true, nil
+		}
+	}
+	return pos, false, fmt.Errorf("no answer for partition %d", id)
+}
+
+// listOffset returns the partition's log start (ts -2) or end (ts -1), with the
+// leader epoch of the record there.
+func (c *Consumer) listOffset(ctx context.Context, id int32, ts int64) (kgo.EpochOffset, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = c.cfg.InputTopic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = id, -1, ts
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return kgo.EpochOffset{}, err
+	}
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			if t.Topic == c.cfg.InputTopic && rp.Partition == id {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return kgo.EpochOffset{}, err
+				}
+				return kgo.EpochOffset{Epoch: rp.LeaderEpoch, Offset: rp.Offset}, nil
+			}
+		}
+	}
+	return kgo.EpochOffset{}, fmt.Errorf("no answer for partition %d", id)
+}
+
+// epochEnd asks the partition's leader where leader epoch ended in its log (KIP-320):
+// the first offset past the epoch, Offset -1 when the leader knows nothing of it.
+func (c *Consumer) epochEnd(ctx context.Context, id, epoch int32) (kgo.EpochOffset, error) {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = c.cfg.InputTopic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = id, -1, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return kgo.EpochOffset{}, err
+	}
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			if t.Topic == c.cfg.InputTopic && rp.Partition == id {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return kgo.EpochOffset{}, err
+				}
+				if rp.EndOffset < 0 {
+					return kgo.EpochOffset{Epoch: -1, Offset: -1}, nil
+				}
+				return kgo.EpochOffset{Epoch: rp.LeaderEpoch, Offset: rp.EndOffset}, nil
+			}
+		}
+	}
+	return kgo.EpochOffset{}, fmt.Errorf("no answer for partition %d", id)
+}

@@ -1,0 +1,658 @@
+package consume
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Records that vanish before the gate reads them (see DESIGN.md, "Records vanish before
+// they are read", and loss.go): retention deleting below a lagging gate's position, a
+// group away longer than the retention, a broker that lost records. The gate cannot
+// route them; it must say how many, from where, and go on or stop as told.
+
+// syncBuffer is a buffer a logger and a test can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lossLines returns the JSON log lines that report lost records (those with a
+// lost_records attribute).
+func lossLines(t *testing.T, logs *syncBuffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("log line not JSON: %v: %s", err, sc.Bytes())
+		}
+		if _, ok := line["lost_records"]; ok {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// checkLossLine checks that logs hold exactly one loss report, an error naming the
+// partition, the cause, the offsets [from, to) and their count.
+func checkLossLine(t *testing.T, logs *syncBuffer, part int32, cause string, from, to int64) map[string]any {
+	t.Helper()
+	lines := lossLines(t, logs)
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines report lost records, want 1: %v", len(lines), lines)
+	}
+	l := lines[0]
+	want := map[string]any{
+		"level": "ERROR", "topic": inTopic, "partition": float64(part), "cause": cause,
+		"offsets": fmt.Sprintf("[%d, %d)", from, to), "lost_records": float64(to - from),
+	}
+	for k, v := range want {
+		if l[k] != v {
+			t.Errorf("loss line: %s = %v, want %v (line %v)", k, l[k], v, l)
+		}
+	}
+	t.Logf("reported: %v", l)
+	return l
+}
+
+// lostMetric is gate_records_lost_total for the input topic's partition and cause, as
+// scraped from reg (0 when the series does not exist).
+func lostMetric(t *testing.T, reg *prometheus.Registry, part int32, cause string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "gate_records_lost_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["topic"] == inTopic && labels["partition"] == strconv.Itoa(int(part)) && labels["cause"] == cause {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// partProducer writes input records to the partition each names.
+func partProducer(t *testing.T, c *kfake.Cluster) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// produceTo writes input records ids from, from+1, ... from+n-1 to partition part, in
+// that order (so at consecutive offsets).
+func produceTo(t *testing.T, cl *kgo.Client, part int32, from, n int) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = inputRecord(from+i, "team-"+strconv.Itoa((from+i)%5))
+		recs[i].Partition = part
+	}
+	produceAll(t, cl, recs)
+}
+
+// idRange returns ids from, ..., to-1.
+func idRange(from, to int) []int {
+	var ids []int
+	for id := from; id < to; id++ {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// routed returns the ids among want seen on the outputs, and the ids seen more than once.
+func (o *outputs) routed(want []int) (seen, dup []int) {
+	for _, id := range want {
+		switch n := len(o.ids[id]); {
+		case n == 1:
+			seen = append(seen, id)
+		case n > 1:
+			seen = append(seen, id)
+			dup = append(dup, id)
+		}
+	}
+	return seen, dup
+}
+
+// TestRetentionDeletesBelowPosition: a running gate falls behind on partition 0 (its
+// fetches fail), records are written past its position, and retention deletes the
+// first 70 of them. The gate reports exactly those 70 (one error line with their
+// offsets, gate_records_lost_total{cause="retention"} = 70), resumes at the log start
+// and routes everything else once. Before: franz-go resumed at the log start in
+// silence.
+func TestRetentionDeletesBelowPosition(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const parts, first, more, deleted = 2, 50, 100, 70
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = tc.d
+			logs := &syncBuffer{}
+			env.logs = logs
+			prod := partProducer(t, env.cluster)
+			produceTo(t, prod, 0, 0, first)     // ids 0..49 at offsets 0..49
+			produceTo(t, prod, 1, first, first) // ids 50..99
+			g := env.start(t, "a")
+			waitCommitted(t, env.cluster, parts, 20*time.Second)
+
+			// Partition 0 falls behind at offset 50: its fetches fail until released.
+			pos := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
+			hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+				Err: kerr.NotLeaderForPartition, Count: -1})
+			// Two fetches refused: none started before the fault is still waiting at the
+			// broker for records to come.
+			waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
+			produceTo(t, prod, 0, 100, more) // ids 100..199 at offsets 50..149
+			produceTo(t, prod, 1, 200, more) // ids 200..299, routed meanwhile
+			if err := env.cluster.DeleteRecords(inTopic, 0, pos+deleted); err != nil {
+				t.Fatal(err)
+			}
+			hold.Remove()
+
+			total := 2*first + 2*more
+			out := collect(t, env.cluster, total-deleted, 30*time.Second, 300*time.Millisecond, tc.opts...)
+			waitCommitted(t, env.cluster, parts, 20*time.Second)
+			g.stop(t)
+
+			lost, dup := out.conservation(total)
+			if want := idRange(100, 100+deleted); !slices.Equal(lost, want) || len(dup) > 0 {
+				t.Errorf("not routed %v (want exactly the %d deleted, %v), duplicated %v", lost, deleted, head(want), head(dup))
+			}
+			if got := lostMetric(t, g.reg, 0, "retention"); got != deleted {
+				t.Errorf("gate_records_lost_total{partition=0,cause=retention} = %v, want %d", got, deleted)
+			}
+			if got := lostMetric(t, g.reg, 1, "retention") + lostMetric(t, g.reg, 0, "broker"); got != 0 {
+				t.Errorf("other gate_records_lost_total series sum to %v, want 0", got)
+			}
+			checkLossLine(t, logs, 0, "retention", pos, pos+deleted)
+			t.Logf("deleted %d records below the gate's position %d; counted %v", deleted, pos, lostMetric(t, g.reg, 0, "retention"))
+		})
+	}
+}
+
+// TestCommittedBelowLogStart: the group is away while records are written and retention
+// deletes all of partition 0's (its committed offset is then below the log start).
+// The gate that comes back reports those 60, commits past the gap although nothing
+// follows it, and a gate started after it reports nothing. Before: nothing reported,
+// and the commit stayed below the log start, so every restart met the gap again.
+func TestCommittedBelowLogStart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const parts, first, more = 2, 50, 60
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = tc.d
+			logs := &syncBuffer{}
+			env.logs = logs
+			prod := partProducer(t, env.cluster)
+			produceTo(t, prod, 0, 0, first)
+			produceTo(t, prod, 1, first, first)
+			a := env.start(t, "a")
+			waitCommitted(t, env.cluster, parts, 20*time.Second)
+			a.stop(t)
+
+			pos := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
+			produceTo(t, prod, 0, 100, more) // ids 100..159 at offsets 50..109: all deleted
+			produceTo(t, prod, 1, 200, more) // ids 200..259
+			end := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
+			if err := env.cluster.DeleteRecords(inTopic, 0, end); err != nil {
+				t.Fatal(err)
+			}
+
+			b := env.start(t, "a") // the same instance back (exactly-once: the same transactional id)
+			waitFor(t, 20*time.Second, "the loss counted", func() bool { return lostMetric(t, b.reg, 0, "retention") > 0 })
+			out := collect(t, env.cluster, 2*first+more, 30*time.Second, 300*time.Millisecond, tc.opts...)
+			waitCommitted(t, env.cluster, parts, 20*time.Second) // partition 0 at its log start, 110
+			b.stop(t)
+			kept := append(idRange(0, 2*first), idRange(200, 200+more)...)
+			if seen, dup := out.routed(kept); len(seen) != len(kept) || len(dup) > 0 {
+				t.Errorf("%d of the %d records kept routed, duplicated %v", len(seen), len(kept), head(dup))
+			}
+			if seen, _ := out.routed(idRange(100, 100+more)); len(seen) > 0 {
+				t.Errorf("deleted records routed: %v", head(seen))
+			}
+			if got := lostMetric(t, b.reg, 0, "retention"); got != more {
+				t.Errorf("gate_records_lost_total{partition=0,cause=retention} = %v, want %d", got, more)
+			}
+			checkLossLine(t, logs, 0, "retention", pos, end)
+
+			// The next gate starts past the gap: nothing lost to report.
+			logs2 := &syncBuffer{}
+			env.logs = logs2
+			c := env.start(t, "a")
+			produceTo(t, prod, 0, 300, 1) // routed only once the gate has fetched partition 0
+			out = collect(t, env.cluster, 2*first+more+1, 30*time.Second, 0, tc.opts...)
+			if len(out.ids[300]) != 1 {
+				t.Fatalf("record 300, written after the restart, routed %d times", len(out.ids[300]))
+			}
+			c.stop(t)
+			if got := lostMetric(t, c.reg, 0, "retention"); got != 0 {
+				t.Errorf("the next gate counted %v lost records again, want 0", got)
+			}
+			if lines := lossLines(t, logs2); len(lines) > 0 {
+				t.Errorf("the next gate reported a loss again: %v", lines)
+			}
+		})
+	}
+}
+
+// TestDataLossStop: with OnDataLoss = stop, the gate that meets the gap stops the
+// partition there: nothing of it is routed past the gap or committed, the consumer is
+// not ready and says which partition and what to do, the loss is still counted, and
+// the other partition goes on. Before: the gap was skipped in silence.
+func TestDataLossStop(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const parts, first, more, deleted = 2, 50, 100, 60
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = tc.d
+			env.ccfg.OnDataLoss = DataLossStop
+			logs := &syncBuffer{}
+			env.logs = logs
+			prod := partProducer(t, env.cluster)
+			produceTo(t, prod, 0, 0, first)
+			produceTo(t, prod, 1, first, first)
+			a := env.start(t, "a")
+			waitCommitted(t, env.cluster, parts, 20*time.Second)
+			a.stop(t)
+
+			pos := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
+			produceTo(t, prod, 0, 100, more) // ids 100..199 at offsets 50..149
+			produceTo(t, prod, 1, 200, more) // ids 200..299
+			if err := env.cluster.DeleteRecords(inTopic, 0, pos+deleted); err != nil {
+				t.Fatal(err) // ids 100..159 gone, 160..199 left behind the gap
+			}
+
+			b := env.start(t, "a")
+			want := fmt.Sprintf("partition %s/0 stopped at offset %d", inTopic, pos)
+			waitFor(t, 20*time.Second, "not ready, naming the partition", func() bool {
+				return strings.Contains(strings.Join(b.c.NotReady(), "; "), want)
+			})
+			if b.c.Ready() {
+				t.Error("ready with a partition stopped at a gap")
+			}
+			why := strings.Join(b.c.NotReady(), "; ")
+			for _, s := range []string{fmt.Sprintf("[%d, %d)", pos, pos+deleted), "GATE_ON_DATA_LOSS"} {
+				if !strings.Contains(why, s) {
+					t.Errorf("not ready because %q, want it to say %q", why, s)
+				}
+			}
+			out := collect(t, env.cluster, 2*first+more, 30*time.Second, 500*time.Millisecond, tc.opts...)
+			waitFor(t, 20*time.Second, "partition 1 committed", func() bool {
+				behind := committedBehind(env.cluster, parts)
+				return len(behind) == 1 && strings.HasPrefix(behind[0], "0:")
+			})
+			b.stop(t)
+			if seen, _ := out.routed(idRange(100+deleted, 100+more)); len(seen) > 0 {
+				t.Errorf("%d records of the stopped partition routed past the gap, e.g. %v", len(seen), head(seen))
+			}
+			if seen, dup := out.routed(idRange(200, 200+more)); len(seen) != more || len(dup) > 0 {
+				t.Errorf("partition 1: %d of %d routed, %d duplicated", len(seen), more, len(dup))
+			}
+			if gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; !ok || gc.Offset != pos {
+				t.Errorf("partition 0 committed at %v, want it left at %d", gc.Offset, pos)
+			}
+			if got := lostMetric(t, b.reg, 0, "retention"); got != deleted {
+				t.Errorf("gate_records_lost_total{partition=0,cause=retention} = %v, want %d", got, deleted)
+			}
+			l := checkLossLine(t, logs, 0, "retention", pos, pos+deleted)
+			if msg, _ := l["msg"].(string); !strings.Contains(msg, "GATE_ON_DATA_LOSS=stop") {
+				t.Errorf("loss line %q does not say the partition stopped (GATE_ON_DATA_LOSS=stop)", msg)
+			}
+		})
+	}
+}
+
+// commitOffset commits off for partition part of the input topic on behalf of the
+// (empty) test group, as an administrator would.
+func commitOffset(t *testing.T, c *kfake.Cluster, part int32, off kgo.EpochOffset) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group = testGroup
+	req.Generation = -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic, rt.TopicID = inTopic, c.TopicInfo(inTopic).TopicID // v10+ names topics by id
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = part, off.Offset, off.Epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				t.Fatalf("committing %v: %v", off, err)
+			}
+		}
+	}
+}
+
+// TestCommittedAboveLogEnd: the group's committed offset, 1000, is past partition 0's
+// end, 50, as after a broker lost the records the group had read (truncation, an
+// unclean leader election). With the commit's leader epoch franz-go finds where the
+// log ends and reports an *kgo.ErrDataLoss; without it the fetch is out of range above
+// the log end. Either way the gate reports offsets [50, 1000) lost by the broker,
+// resumes at the log end and routes what is written there, once, and nothing below it.
+// Before: the ErrDataLoss was a warning ("fetch failed"), and without the epoch
+// franz-go restarted at the log start and routed the partition again.
+func TestCommittedAboveLogEnd(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		for _, epoch := range []int32{-1, 0} {
+			t.Run(fmt.Sprintf("%s/epoch=%d", tc.name, epoch), func(t *testing.T) {
+				t.Parallel()
+				const parts, first, committed, after = 2, 50, 1000, 20
+				env := newEnv(t, parts)
+				env.ccfg.Delivery = tc.d
+				logs := &syncBuffer{}
+				env.logs = logs
+				prod := partProducer(t, env.cluster)
+				produceTo(t, prod, 0, 0, first) // offsets 0..49, below the commit: read before
+				commitOffset(t, env.cluster, 0, kgo.EpochOffset{Epoch: epoch, Offset: committed})
+				commitOffset(t, env.cluster, 1, kgo.EpochOffset{Epoch: -1, Offset: 0})
+
+				g := env.start(t, "a")
+				waitFor(t, 20*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "broker") > 0 })
+				produceTo(t, prod, 0, 100, after) // at the log end, 50..69: routed
+				out := collect(t, env.cluster, after, 30*time.Second, 300*time.Millisecond, tc.opts...)
+				waitCommitted(t, env.cluster, parts, 20*time.Second)
+				g.stop(t)
+
+				if seen, dup := out.routed(idRange(100, 100+after)); len(seen) != after || len(dup) > 0 {
+					t.Errorf("records written after the loss: %d of %d routed, duplicated %v", len(seen), after, dup)
+				}
+				if seen, _ := out.routed(idRange(0, first)); len(seen) > 0 {
+					t.Errorf("%d records below the committed offset routed again, e.g. %v", len(seen), head(seen))
+				}
+				if got := lostMetric(t, g.reg, 0, "broker"); got != committed-first {
+					t.Errorf("gate_records_lost_total{partition=0,cause=broker} = %v, want %d", got, committed-first)
+				}
+				checkLossLine(t, logs, 0, "broker", first, committed)
+			})
+		}
+	}
+}
+
+// TestOutOfRangeWithinLog: the broker answers one fetch at the gate's position with
+// OFFSET_OUT_OF_RANGE although the position is within its log, as a broker that lost
+// and rewrote records does. Asked where the leader epoch of the gate's last record
+// ended, it says: past the position (spurious: nothing lost, nothing routed twice), or
+// 30 records before it (diverged: those 30 are reported lost by the broker, and the
+// gate re-reads from there, routing what the log now holds at those offsets). Before:
+// franz-go rewound by time, replaying the partition, and reported nothing.
+func TestOutOfRangeWithinLog(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		for _, diverged := range []bool{false, true} {
+			name := tc.name + "/spurious"
+			if diverged {
+				name = tc.name + "/diverged"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				const parts, first, more, back = 1, 100, 50, 30
+				env := newEnv(t, parts)
+				env.ccfg.Delivery = tc.d
+				// Every fetch names the partition and its offset, for the fault to see: an
+				// incremental fetch session leaves an unchanged partition out.
+				env.ccfg.ClientOpts = append(testClientOpts(), kgo.DisableFetchSessions())
+				logs := &syncBuffer{}
+				env.logs = logs
+				prod := partProducer(t, env.cluster)
+				produceTo(t, prod, 0, 0, first)
+				g := env.start(t, "a")
+				waitCommitted(t, env.cluster, parts, 20*time.Second)
+
+				pos := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
+				var fired atomic.Bool
+				oor := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+					Err: kerr.OffsetOutOfRange, When: func(kreq kmsg.Request) bool {
+						for _, rt := range kreq.(*kmsg.FetchRequest).Topics {
+							for _, rp := range rt.Partitions {
+								if rp.FetchOffset == pos {
+									fired.Store(true)
+									return true
+								}
+							}
+						}
+						return false
+					}})
+				if diverged {
+					// Once the fault fired, the leader says epoch 0 ended 30 records back.
+					env.cluster.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+						if !fired.Load() {
+							env.cluster.KeepControl()
+							return nil, nil, false
+						}
+						req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+						resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+						for _, rt := range req.Topics {
+							st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+							st.Topic = rt.Topic
+							for _, rp := range rt.Partitions {
+								sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+								sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, rp.LeaderEpoch, pos-back
+								st.Partitions = append(st.Partitions, sp)
+							}
+							resp.Topics = append(resp.Topics, st)
+						}
+						return resp, nil, true
+					})
+				}
+				waitFor(t, 20*time.Second, "the fetch out of range", func() bool { return oor.Hits() > 0 })
+				produceTo(t, prod, 0, first, more)
+				total := first + more
+				out := collect(t, env.cluster, total, 30*time.Second, 300*time.Millisecond, tc.opts...)
+				waitCommitted(t, env.cluster, parts, 20*time.Second)
+				g.stop(t)
+
+				lost, dup := out.conservation(total)
+				if len(lost) > 0 {
+					t.Errorf("not routed: %v", head(lost))
+				}
+				if !diverged {
+					if len(dup) > 0 {
+						t.Errorf("%d records routed twice after a spurious out of range, e.g. %v", len(dup), head(dup))
+					}
+					if got := lostMetric(t, g.reg, 0, "broker") + lostMetric(t, g.reg, 0, "retention"); got != 0 {
+						t.Errorf("gate_records_lost_total = %v for a spurious out of range, want 0", got)
+					}
+					if lines := lossLines(t, logs); len(lines) > 0 {
+						t.Errorf("a loss reported for a spurious out of range: %v", lines)
+					}
+					return
+				}
+				// Re-read from where the log diverged: the records there (here the same ones)
+				// are routed again.
+				if want := idRange(first-back, first); !slices.Equal(dup, want) {
+					t.Errorf("routed again %v, want the %d records from where the log diverged, %v", head(dup), back, head(want))
+				}
+				if got := lostMetric(t, g.reg, 0, "broker"); got != back {
+					t.Errorf("gate_records_lost_total{partition=0,cause=broker} = %v, want %d", got, back)
+				}
+				checkLossLine(t, logs, 0, "broker", pos-back, pos)
+			})
+		}
+	}
+}
+
+// TestJudgeOutOfRange: what an out-of-range fetch at pos means, given the log's start
+// and end and where the leader epoch of the gate's last record ended.
+func TestJudgeOutOfRange(t *testing.T) {
+	t.Parallel()
+	eo := func(off int64) kgo.EpochOffset { return kgo.EpochOffset{Epoch: 3, Offset: off} }
+	unknown := kgo.EpochOffset{Epoch: -1, Offset: -1}
+	for _, tc := range []struct {
+		name                      string
+		pos, start, end, epochEnd kgo.EpochOffset
+		lost                      bool
+		want                      gap
+	}{
+		{"below the log start", eo(50), eo(120), eo(200), unknown, true,
+			gap{cause: lossRetention, pos: 50, from: 50, to: 120, resume: eo(120)}},
+		{"below the log start, whatever the epoch says", eo(50), eo(120), eo(200), eo(30), true,
+			gap{cause: lossRetention, pos: 50, from: 50, to: 120, resume: eo(120)}},
+		{"the epoch ended below the position", eo(100), eo(0), eo(80), eo(70), true,
+			gap{cause: lossBroker, pos: 100, from: 70, to: 100, resume: eo(70)}},
+		{"the epoch ended below the position and the log start", eo(100), eo(90), eo(120), eo(60), true,
+			gap{cause: lossBroker, pos: 100, from: 60, to: 100, resume: eo(90)}},
+		{"past the log end, no epoch", eo(1000), eo(0), eo(50), unknown, true,
+			gap{cause: lossBroker, pos: 1000, from: 50, to: 1000, resume: eo(50), unlocated: true}},
+		{"past the log end, the epoch going on", eo(100), eo(0), eo(90), eo(110), false, gap{}},
+		{"within the log, no epoch", eo(100), eo(0), eo(150), unknown, false, gap{}},
+		{"within the log, the epoch going on", eo(100), eo(0), eo(150), eo(150), false, gap{}},
+		{"at the log end", eo(100), eo(0), eo(100), eo(100), false, gap{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, lost := judgeOutOfRange(tc.pos, tc.start, tc.end, tc.epochEnd)
+			if lost != tc.lost || g != tc.want {
+				t.Errorf("got %+v, lost %v; want %+v, lost %v", g, lost, tc.want, tc.lost)
+			}
+		})
+	}
+}
+
+// TestDataLossConfig: continue is the default, the names round-trip, and a value that
+// is neither policy is refused.
+func TestDataLossConfig(t *testing.T) {
+	t.Parallel()
+	base := Config{Brokers: []string{"x:9092"}, InputTopic: "in", GroupID: "g"}
+	if c, err := base.withDefaults(); err != nil || c.OnDataLoss != DataLossContinue {
+		t.Errorf("default %v (%v), want continue", c.OnDataLoss, err)
+	}
+	for _, d := range []DataLoss{DataLossContinue, DataLossStop} {
+		if got, err := ParseDataLoss(d.String()); err != nil || got != d {
+			t.Errorf("ParseDataLoss(%q) = %v, %v", d.String(), got, err)
+		}
+	}
+	if _, err := ParseDataLoss("skip"); err == nil {
+		t.Error("ParseDataLoss(skip): no error")
+	}
+	base.OnDataLoss = 7
+	if _, err := base.withDefaults(); err == nil || !strings.Contains(err.Error(), "unknown data loss policy DataLoss(7)") {
+		t.Errorf("data loss policy 7: error %v", err)
+	}
+}
+
+// TestDeletedBeforeFirstFetch: a new group's start offset (the log start) is deleted
+// between the client's lookup of it and its first fetch. Nothing the group had reached
+// is lost, so nothing is counted; the client cannot be moved (it has neither read nor
+// a committed offset for the partition), so the gate commits the log start, stops the
+// partition and says to restart, and a restarted gate routes from the log start.
+func TestDeletedBeforeFirstFetch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const parts, n, deleted = 1, 60, 30
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = tc.d
+			logs := &syncBuffer{}
+			env.logs = logs
+			produceTo(t, partProducer(t, env.cluster), 0, 0, n)
+			if err := env.cluster.DeleteRecords(inTopic, 0, deleted); err != nil {
+				t.Fatal(err)
+			}
+			// The client's lookup of the log start answers 0: the start before the deletion.
+			env.cluster.ControlKey(kmsg.ListOffsets.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				req := kreq.(*kmsg.ListOffsetsRequest)
+				if len(req.Topics) != 1 || req.Topics[0].Topic != inTopic || len(req.Topics[0].Partitions) != 1 ||
+					req.Topics[0].Partitions[0].Timestamp != -2 {
+					env.cluster.KeepControl()
+					return nil, nil, false
+				}
+				resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+				st := kmsg.NewListOffsetsResponseTopic()
+				st.Topic = inTopic
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Timestamp = 0, 0, 0, -1
+				st.Partitions = append(st.Partitions, sp)
+				resp.Topics = append(resp.Topics, st)
+				return resp, nil, true
+			})
+
+			a := env.start(t, "a")
+			want := fmt.Sprintf("partition %s/0 stopped", inTopic)
+			waitFor(t, 20*time.Second, "not ready, naming the partition", func() bool {
+				return strings.Contains(strings.Join(a.c.NotReady(), "; "), want)
+			})
+			if why := strings.Join(a.c.NotReady(), "; "); !strings.Contains(why, fmt.Sprintf("restart the gate, which resumes at offset %d", deleted)) {
+				t.Errorf("not ready because %q, want it to say to restart", why)
+			}
+			if gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; !ok || gc.Offset != deleted {
+				t.Errorf("committed %v, want the log start %d", gc.Offset, deleted)
+			}
+			a.stop(t)
+			if got := lostMetric(t, a.reg, 0, "retention") + lostMetric(t, a.reg, 0, "broker"); got != 0 {
+				t.Errorf("gate_records_lost_total = %v, want 0: nothing the group had reached was lost", got)
+			}
+			if lines := lossLines(t, logs); len(lines) > 0 {
+				t.Errorf("a loss reported: %v", lines)
+			}
+
+			b := env.start(t, "a")
+			out := collect(t, env.cluster, n-deleted, 30*time.Second, 300*time.Millisecond, tc.opts...)
+			waitCommitted(t, env.cluster, parts, 20*time.Second)
+			b.stop(t)
+			if seen, dup := out.routed(idRange(deleted, n)); len(seen) != n-deleted || len(dup) > 0 {
+				t.Errorf("after the restart %d of %d routed, duplicated %v", len(seen), n-deleted, head(dup))
+			}
+		})
+	}
+}

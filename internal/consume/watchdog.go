@@ -1,0 +1,78 @@
+package consume
+
+import (
+	"fmt"
+	"time"
+)
+
+// The progress watchdog: a gate that makes no progress while it has work is stuck,
+// whatever the cause (a broker that stopped answering, a poll held behind a join, a
+// client wedged), and readiness and liveness must say so; a gate with nothing to do is
+// merely idle and must not be restarted.
+//
+// Progress is a poll returning records, a commit the broker accepted, or a transaction
+// ended.
+// Work is lag on an owned partition, or records handed to the producer and not yet
+// acknowledged, or awaiting a retry.
+
+// Defaults for Config.StallNotReady and Config.StallRestart.
+const (
+	// DefaultStallNotReady is above the group's default rebalance timeout (60 s), the
+	// longest a healthy poll or transaction end can wait behind a rebalance.
+	DefaultStallNotReady = 2 * time.Minute
+	// DefaultStallRestart leaves an operator time to see the gate not ready, and a
+	// broker time to come back, before Kubernetes restarts the pod.
+	DefaultStallRestart = 10 * time.Minute
+)
+
+// progressed notes progress now.
+func (c *Consumer) progressed() { c.progressAt.Store(time.Now().UnixNano()) }
+
+// hasWork reports whether the gate has records to route or to see acknowledged.
+func (c *Consumer) hasWork() bool {
+	if c.outstanding.Load() > 0 || c.retry.pending.Load() > 0 {
+		return true
+	}
+	if cl := c.live.Load(); cl != nil && cl.BufferedProduceRecords() > 0 {
+		return true
+	}
+	for _, p := range c.snapshot(nil) {
+		if p.lag.Load() > 0 && !p.stopped.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// Stalled returns how long the gate has had work and made no progress (0 when it
+// progresses or is idle).
+func (c *Consumer) Stalled() time.Duration {
+	at := c.progressAt.Load()
+	if at == 0 || !c.hasWork() {
+		return 0
+	}
+	return max(time.Since(time.Unix(0, at)), 0)
+}
+
+// stallProblem is NotReady's line about a stall past Config.StallNotReady, or "".
+func (c *Consumer) stallProblem() string {
+	if c.cfg.StallNotReady <= 0 {
+		return ""
+	}
+	if d := c.Stalled(); d >= c.cfg.StallNotReady {
+		return fmt.Sprintf("kafka: no progress for %s while records wait (no poll, commit or transaction end): the broker or the group is holding the gate", d.Round(time.Second))
+	}
+	return ""
+}
+
+// Live returns an error when the gate has made no progress for Config.StallRestart
+// while it had work: stuck for good, and a restart is the cure (/healthz fails).
+func (c *Consumer) Live() error {
+	if c.cfg.StallRestart <= 0 {
+		return nil
+	}
+	if d := c.Stalled(); d >= c.cfg.StallRestart {
+		return fmt.Errorf("kafka: no progress for %s while records wait (GATE_STALL_RESTART is %s)", d.Round(time.Second), c.cfg.StallRestart)
+	}
+	return nil
+}
