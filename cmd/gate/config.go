@@ -84,6 +84,8 @@ type Config struct {
 	TransactionalID       string          `envconfig:"TRANSACTIONAL_ID" default:"" desc:"With GATE_DELIVERY=exactly-once, this gate's transactional id, which must differ between the gates of a fleet, GATE_GROUP_ID-hostname (unique per pod) being used without it (default none); a gate restarted with the same id aborts its predecessor's open transaction at once, one with a new id leaves it to time out (GATE_TRANSACTION_TIMEOUT)."`
 	OnUndeliverable       onUndeliverable `envconfig:"ON_UNDELIVERABLE" default:"stop" desc:"What to do with a record refused by every topic (its output topic, then the dead-letter topic with and without its value, each tried with the record alone), as a broker validating timestamps or a small max.message.bytes can: stop (its partition stops there, nothing past it is committed, /readyz fails and an error line names the record) or skip (logged with its partition and offset, counted in gate_records_undeliverable_total, committed past) (default stop); skip keeps the pipeline moving at the cost of a gap an operator must replay by hand."`
 	OnDataLoss            onDataLoss      `envconfig:"ON_DATA_LOSS" default:"continue" desc:"What to do when input records are gone before the gate read them, deleted by the topic's retention below its position (a gate that fell behind, a group away longer than the retention) or lost by a broker (a log truncated by an unclean leader election): either way an error line names the partition and the offsets and gate_records_lost_total{cause} counts them, then continue (resume after them, committing past them) or stop (the partition stops there, nothing past it is routed or committed, /readyz fails naming it) (default continue); stop suits pipelines where a gap must stop the line until an operator replays it or accepts it."`
+	StallNotReady         time.Duration   `envconfig:"STALL_NOT_READY" default:"2m" desc:"How long the gate may make no progress (no poll returning records, no commit, no transaction end) while it has work (lag, records in flight or awaiting a retry) before /readyz fails, naming the stall (default 2m); keep it above GATE_KAFKA_REBALANCE_TIMEOUT, the longest a healthy gate waits behind a rebalance, and 0 turns it off. An idle gate never stalls."`
+	StallRestart          time.Duration   `envconfig:"STALL_RESTART" default:"10m" desc:"How long the gate may make no progress while it has work before /healthz fails, so that Kubernetes restarts it (default 10m); longer than GATE_STALL_NOT_READY, and 0 turns it off."`
 	TransactionTimeout    time.Duration   `envconfig:"TRANSACTION_TIMEOUT" default:"90s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, longer than GATE_KAFKA_REBALANCE_TIMEOUT and GATE_KAFKA_SESSION_TIMEOUT (a transaction's end waits out a rebalance, which waits out a dead member's session) and at most the brokers' transaction.max.timeout.ms (default 90s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
 
 	// The limiter (internal/limit).
@@ -316,6 +318,12 @@ func (c *Config) check(p *problems, raw map[string]string) {
 		bad("KAFKA_FETCH_MAX_WAIT", "a duration of at least 1ms such as 500ms")
 	}
 	positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	if c.StallNotReady < 0 {
+		bad("STALL_NOT_READY", "0 (off) or a duration such as 2m")
+	}
+	if c.StallRestart < 0 {
+		bad("STALL_RESTART", "0 (off) or a duration such as 10m")
+	}
 	if c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute {
 		bad("TRANSACTION_TIMEOUT", "a duration from 1s to 15m such as 90s, within the brokers' transaction.max.timeout.ms")
 	}
@@ -357,6 +365,13 @@ func (c *Config) check(p *problems, raw map[string]string) {
 	if c.Delivery == "exactly-once" && (c.TransactionTimeout <= c.KafkaRebalanceTimeout || c.TransactionTimeout <= c.KafkaSessionTimeout) {
 		bad("TRANSACTION_TIMEOUT", fmt.Sprintf("a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s) and GATE_KAFKA_SESSION_TIMEOUT (%s): "+
 			"a transaction's end waits out a rebalance, which waits out a dead member's session", c.KafkaRebalanceTimeout, c.KafkaSessionTimeout))
+	}
+	// A gate waiting behind a rebalance is not stuck; one not ready is restarted later.
+	if c.StallNotReady > 0 && c.StallNotReady <= c.KafkaRebalanceTimeout {
+		bad("STALL_NOT_READY", fmt.Sprintf("0 (off) or a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s), the longest a healthy gate waits behind a rebalance", c.KafkaRebalanceTimeout))
+	}
+	if c.StallRestart > 0 && c.StallRestart <= c.StallNotReady {
+		bad("STALL_RESTART", fmt.Sprintf("0 (off) or a duration longer than GATE_STALL_NOT_READY (%s)", c.StallNotReady))
 	}
 	// A tick as long as the window would let a whole epoch pass between two writes.
 	if c.TickInterval >= c.Window {
@@ -521,6 +536,8 @@ func (c Config) consumeConfig() (consume.Config, error) {
 		TransactionalID:    c.transactionalID(),
 		TransactionTimeout: c.TransactionTimeout,
 		OnUndeliverable:    c.OnUndeliverable.value(),
+		StallNotReady:      orDisabled(c.StallNotReady),
+		StallRestart:       orDisabled(c.StallRestart),
 		OnDataLoss:         c.OnDataLoss.value(),
 		OutputTopics:       []string{c.AcceptedTopic, c.OverflowTopic, c.DeadLetterTopic},
 		ClientOpts:         opts,
@@ -784,6 +801,15 @@ func (d delivery) value() consume.Delivery {
 		return consume.ExactlyOnce
 	}
 	return consume.AtLeastOnce
+}
+
+// orDisabled maps a setting's 0 (off) to the consumer's negative (disabled), its zero
+// meaning the default.
+func orDisabled(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // onUndeliverable is GATE_ON_UNDELIVERABLE.

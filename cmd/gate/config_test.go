@@ -98,6 +98,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		CacheIdleTimeout:      300 * time.Second,
 		Delivery:              "at-least-once",
 		OnUndeliverable:       "stop",
+		StallNotReady:         2 * time.Minute,
+		StallRestart:          10 * time.Minute,
 		OnDataLoss:            "continue",
 		TransactionTimeout:    90 * time.Second,
 		Clock:                 clockSetting{limit.WallClock},
@@ -300,6 +302,8 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_KAFKA_START_OFFSET", value: "none", want: "want earliest or latest"},
 		{key: "GATE_TRANSACTION_TIMEOUT", value: "30s", env: map[string]string{"GATE_DELIVERY": "exactly-once"},
 			want: "a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s) and GATE_KAFKA_SESSION_TIMEOUT (45s)"},
+		{key: "GATE_STALL_NOT_READY", value: "30s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s)"},
+		{key: "GATE_STALL_RESTART", value: "1m", want: "longer than GATE_STALL_NOT_READY (2m0s)"},
 		{key: "GATE_ON_UNDELIVERABLE", value: "drop", want: `GATE_ON_UNDELIVERABLE="drop": unknown policy "drop"; want stop or skip`},
 		{key: "GATE_ON_DATA_LOSS", value: "skip", want: `GATE_ON_DATA_LOSS="skip": unknown policy "skip"; want continue or stop`},
 		{key: "GATE_KEY_FROM", value: "json:", want: "want json:FIELD, json:FIELD+FIELD, header:NAME or key"},
@@ -932,5 +936,19 @@ func TestNoVariableLooksLikeAServiceLink(t *testing.T) {
 	if got, want := serviceLinks(getenvFrom(kubernetesServiceLinks), append(slices.Collect(maps.Keys(kubernetesServiceLinks)), "GATE_WINDOW", "GATE_TYPO")),
 		slices.Sorted(maps.Keys(kubernetesServiceLinks)); !slices.Equal(got, want) {
 		t.Errorf("serviceLinks = %v, want %v", got, want)
+	}
+}
+
+// TestShutdownBound: the gate's worst-case shutdown with the default settings is the
+// sum the chart derives the grace period from (deploy/helm TestGracePeriod: 55s, this
+// plus 5s).
+func TestShutdownBound(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := shutdownBound(c, gatesync.DefaultFlushTimeout), 50*time.Second; got != want {
+		t.Errorf("shutdown bound %s, want %s (20s drain + 2 × 10s revoke + 5s flush + 5s HTTP)", got, want)
 	}
 }

@@ -202,6 +202,7 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 		return fmt.Errorf("GATE_HTTP_ADDR=%q: listening: %w", cfg.HTTPAddr, err)
 	}
 	ready := newReadiness(clients, cfg, consumer.NotReady, log)
+	ready.live = consumer.Live
 	srv := &http.Server{
 		Handler:           newMux(reg, ready, teamsFor(cfg, lim, g.extra)),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -286,6 +287,15 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 // settings the limiter and the tick actually use (with their defaults filled in), not
 // what was asked for, and Redis URLs without passwords. Durations are strings: slog's
 // JSON would print nanoseconds.
+// shutdownBound is the longest a shutdown can take, whatever hangs: the consumer's
+// drain (GATE_SHUTDOWN_TIMEOUT), its final commit and its leave (GATE_REVOKE_TIMEOUT
+// each), the tick's final flush and the HTTP server's close. The chart derives the
+// pod's terminationGracePeriodSeconds from the same sum (deploy/helm: its
+// capture-gate.terminationGracePeriodSeconds, checked by TestGracePeriod).
+func shutdownBound(cfg Config, flush time.Duration) time.Duration {
+	return cfg.ShutdownTimeout + 2*cfg.RevokeTimeout + flush + httpShutdownTimeout
+}
+
 func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ticker, addr string) {
 	lc, tc := lim.Config(), t.Config()
 	log.Info("gate started",
@@ -340,6 +350,7 @@ func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ti
 		"max_pending_writes", tc.MaxPendingWrites,
 		"max_reads_per_tick", tc.MaxReadsPerTick,
 		"flush_timeout", tc.FlushTimeout.String(),
+		"shutdown_bound", shutdownBound(cfg, tc.FlushTimeout).String(),
 		"team_api", cfg.TeamAPI,
 		"log_level", cfg.LogLevel.String(),
 		"log_format", string(cfg.LogFormat),
@@ -365,9 +376,18 @@ func newMux(reg *prometheus.Registry, ready *readiness, teams *teamAPI) *http.Se
 		teams.register(mux)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	// Liveness: the process answers. Redis state is deliberately not part of it: a
-	// restart cures no Redis outage, and the gate fails open through one.
+	// Liveness: the process answers, and the consumer has not been stuck with work to
+	// do for GATE_STALL_RESTART (a restart is the cure for that). Redis state is
+	// deliberately not part of it: a restart cures no Redis outage, and the gate fails
+	// open through one.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil && ready.live != nil {
+			if err := ready.live(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, "not live: "+err.Error()+"\n")
+				return
+			}
+		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -392,6 +412,7 @@ func newMux(reg *prometheus.Registry, ready *readiness, teams *teamAPI) *http.Se
 // keep routing (fail-open) through one.
 type readiness struct {
 	kafka   func() []string // why the consumer is not ready: not joined yet, or what an operator must fix
+	live    func() error    // nil while the consumer is not stuck for good (see /healthz)
 	clients []redis.UniversalClient
 	urls    []string // redacted, for logs and the 503 body
 	timeout time.Duration

@@ -54,21 +54,21 @@ func ptr[T any](v T) *T { return &v }
 
 var valueSets = []valueSet{
 	{file: "defaults.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](12), grace: 45},
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](12), grace: 55},
 	{file: "keda.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ScaledObject", "ServiceAccount"}, grace: 45},
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ScaledObject", "ServiceAccount"}, grace: 55},
 	{file: "hpa.yaml",
-		kinds: []string{"Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ServiceAccount"}, grace: 45},
+		kinds: []string{"Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ServiceAccount"}, grace: 55},
 	{file: "monitoring.yaml", caps: prometheusOperator,
-		kinds: []string{"Deployment", "PodDisruptionBudget", "PodMonitor", "ServiceAccount"}, replicas: ptr[int32](3), grace: 45},
+		kinds: []string{"Deployment", "PodDisruptionBudget", "PodMonitor", "ServiceAccount"}, replicas: ptr[int32](3), grace: 55},
 	{file: "servicemonitor.yaml", // forced: no API
-		kinds: []string{"Deployment", "PodDisruptionBudget", "Service", "ServiceAccount", "ServiceMonitor"}, replicas: ptr[int32](2), grace: 45},
+		kinds: []string{"Deployment", "PodDisruptionBudget", "Service", "ServiceAccount", "ServiceMonitor"}, replicas: ptr[int32](2), grace: 55},
 	{file: "redis-cluster.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](6), grace: 45},
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](6), grace: 55},
 	{file: "redis-sentinel.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](6), grace: 45},
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](6), grace: 55},
 	{file: "stream-semantics.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](4), grace: 45},
+		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](4), grace: 55},
 	{file: "tls-sasl.yaml",
 		kinds: []string{"Deployment", "PodDisruptionBudget", "ScaledObject", "ServiceAccount"}, grace: 90},
 }
@@ -226,13 +226,23 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, vs valueSet) {
 	if addr := env["GATE_HTTP_ADDR"].Value; addr != fmt.Sprintf(":%d", ports["http"]) {
 		t.Errorf("GATE_HTTP_ADDR = %q, container port http = %d", addr, ports["http"])
 	}
-	// terminationGracePeriodSeconds outlasts the drain, the Redis flush and the HTTP close.
+	// terminationGracePeriodSeconds outlasts the gate's worst-case shutdown (cmd/gate's
+	// shutdownBound): the drain (GATE_SHUTDOWN_TIMEOUT), the final commit and the leave
+	// (GATE_REVOKE_TIMEOUT each), the tick's final Redis flush (5s) and the HTTP
+	// server's close (5s); derived, it leaves 5s more.
 	shutdown, err := time.ParseDuration(env["GATE_SHUTDOWN_TIMEOUT"].Value)
 	if err != nil {
 		t.Fatalf("GATE_SHUTDOWN_TIMEOUT: %v", err)
 	}
-	if grace := time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second; grace < shutdown+10*time.Second {
-		t.Errorf("grace period %s < shutdown timeout %s + 10s", grace, shutdown)
+	revoke, err := time.ParseDuration(env["GATE_REVOKE_TIMEOUT"].Value)
+	if err != nil {
+		t.Fatalf("GATE_REVOKE_TIMEOUT: %v", err)
+	}
+	worst := shutdown + 2*revoke + 10*time.Second
+	if grace := time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second; grace < worst {
+		t.Errorf("grace period %s < the gate's worst-case shutdown %s", grace, worst)
+	} else if vs.file != "tls-sasl.yaml" && grace != (worst+5*time.Second).Truncate(time.Second) {
+		t.Errorf("derived grace period %s, want the worst case %s + 5s", grace, worst)
 	}
 	// TLS files live on the mounted Secret.
 	for _, k := range []string{"GATE_KAFKA_TLS_CA_FILE", "GATE_KAFKA_TLS_CERT_FILE", "GATE_KAFKA_TLS_KEY_FILE"} {
@@ -581,19 +591,22 @@ func TestReplicas(t *testing.T) {
 	}
 }
 
-// TestGracePeriod: terminationGracePeriodSeconds = shutdown timeout + 25s unless set.
+// TestGracePeriod: terminationGracePeriodSeconds = the gate's worst-case shutdown
+// (shutdown timeout + 2 × revoke timeout + 10s) + 5s unless set, and a value set below
+// the worst case is refused.
 func TestGracePeriod(t *testing.T) {
 	base := readValues(t, "testdata/defaults.yaml")
 	for _, tc := range []struct {
 		values string
 		want   int64
 	}{
-		{"kafka: {shutdownTimeout: 20s}", 45},
-		{"kafka: {shutdownTimeout: 1m30s}", 115},
-		{"kafka: {shutdownTimeout: 500ms}", 26},
-		{"kafka: {shutdownTimeout: 2.5s}", 28},
-		{"kafka: {shutdownTimeout: 1h}", 3625},
-		{"kafka: {shutdownTimeout: 20s}\nterminationGracePeriodSeconds: 30", 30},
+		{"kafka: {shutdownTimeout: 20s}", 55},
+		{"kafka: {shutdownTimeout: 1m30s}", 125},
+		{"kafka: {shutdownTimeout: 500ms}", 36},
+		{"kafka: {shutdownTimeout: 2.5s}", 38},
+		{"kafka: {shutdownTimeout: 1h}", 3635},
+		{"kafka: {shutdownTimeout: 20s, revokeTimeout: 30s, rebalanceTimeout: 90s, stallNotReady: 3m}", 95},
+		{"kafka: {shutdownTimeout: 20s}\nterminationGracePeriodSeconds: 50", 50},
 		{"kafka: {shutdownTimeout: 20s}\nterminationGracePeriodSeconds: 300", 300},
 	} {
 		d := renderDeployment(t, mergeValues(base, mustParse(t, tc.values)), capabilities())

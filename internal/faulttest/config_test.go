@@ -39,6 +39,8 @@ var badConfig = map[string]string{
 	"GATE_KAFKA_FETCH_MAX_WAIT":    "soon",
 	"GATE_KAFKA_START_OFFSET":      "newest",
 	"GATE_ON_UNDELIVERABLE":        "drop",
+	"GATE_STALL_RESTART":           "-1s",
+	"GATE_STALL_NOT_READY":         "soon",
 	"GATE_ON_DATA_LOSS":            "ignore",
 	"GATE_KAFKA_TLS":               "on",
 	"GATE_KAFKA_TLS_CA_FILE":       "/nonexistent/ca.pem",

@@ -102,15 +102,19 @@ Fails when that exceeds the partition count, unless scaling.allowIdlePods.
 {{- end -}}
 {{- end -}}
 
-{{/* terminationGracePeriodSeconds: derived from kafka.shutdownTimeout, or checked against it. */}}
+{{/* terminationGracePeriodSeconds: derived from the gate's worst-case shutdown, or checked
+against it: the drain (kafka.shutdownTimeout), the final commit and leaving the group
+(kafka.revokeTimeout each), the final Redis flush (5s) and the HTTP server's close (5s). */}}
 {{- define "capture-gate.terminationGracePeriodSeconds" -}}
 {{- $shutdown := include "capture-gate.seconds" .Values.kafka.shutdownTimeout | int64 -}}
+{{- $revoke := include "capture-gate.seconds" .Values.kafka.revokeTimeout | int64 -}}
+{{- $worst := add $shutdown (mul 2 $revoke) 10 -}}
 {{- if kindIs "invalid" .Values.terminationGracePeriodSeconds -}}
-{{- add $shutdown 25 -}}
+{{- add $worst 5 -}}
 {{- else -}}
 {{- $grace := .Values.terminationGracePeriodSeconds | int64 -}}
-{{- if lt $grace (add $shutdown 10) -}}
-{{- fail (printf "capture-gate: terminationGracePeriodSeconds (%d) must be at least kafka.shutdownTimeout (%s) + 10s: the gate drains in-flight records for up to the shutdown timeout, then flushes its counts to Redis (up to 5s) and closes its HTTP server (up to 5s); Kubernetes kills it at the end of the grace period" $grace .Values.kafka.shutdownTimeout) -}}
+{{- if lt $grace $worst -}}
+{{- fail (printf "capture-gate: terminationGracePeriodSeconds (%d) must be at least kafka.shutdownTimeout (%s) + 2 × kafka.revokeTimeout (%s) + 10s: the gate drains in-flight records for up to the shutdown timeout, commits and leaves the group (up to the revoke timeout each), then flushes its counts to Redis (up to 5s) and closes its HTTP server (up to 5s); Kubernetes kills it at the end of the grace period" $grace .Values.kafka.shutdownTimeout .Values.kafka.revokeTimeout) -}}
 {{- end -}}
 {{- $grace -}}
 {{- end -}}
@@ -181,6 +185,10 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.kafka.revokeTimeout | quote }}
 - name: GATE_SHUTDOWN_TIMEOUT
   value: {{ $v.kafka.shutdownTimeout | quote }}
+- name: GATE_STALL_NOT_READY
+  value: {{ $v.kafka.stallNotReady | quote }}
+- name: GATE_STALL_RESTART
+  value: {{ $v.kafka.stallRestart | quote }}
 - name: GATE_DELIVERY
   value: {{ $v.kafka.delivery | quote }}
 - name: GATE_TRANSACTION_TIMEOUT
