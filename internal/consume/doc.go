@@ -8,11 +8,25 @@
 // Guarantees (at-least-once):
 //
 //   - Every polled record is produced to exactly one output topic, or is still being
-//     retried when the process stops; none is skipped. A produce that finally fails (after
-//     the client's own retries, bounded by Config.ProduceRetries) is logged, counted in
-//     gate_produce_errors_total and produced again, with backoff, until it succeeds; a
-//     record the broker rejects for good on its topic (too large, invalid) goes to the
-//     dead-letter topic instead, with its reason.
+//     retried when the process stops; none is skipped but by the operator's choice
+//     below. The client retries retriable broker errors in order (without a bound
+//     unless Config.ProduceRetries sets one); a produce that finally fails is logged,
+//     counted in gate_produce_errors_total and produced again, with backoff.
+//   - A record the broker refuses for good (too large, invalid, a timestamp out of the
+//     topic's bounds) is first produced again alone, as brokers refuse whole batches:
+//     only a record refused on its own moves on, to the dead-letter topic stamped now
+//     (reason rejected), then there without its value; one refused even so is
+//     undeliverable, and Config.OnUndeliverable stops its partition (not ready, named)
+//     or skips it (logged, counted). Never an endless retry.
+//   - One key's records keep their input order on their output topic through retries:
+//     routing holds while a record awaits its retry, and retries go out in the order the
+//     client failed them, once every produce in flight has been answered.
+//   - Before consuming, the input and output topics are checked to exist and to be
+//     readable and writable; until they are, and while a produce fails for want of a
+//     topic or an ACL, the consumer is not ready (NotReady names the problem).
+//   - A gate with work and no progress (no poll returning records, no commit, no
+//     transaction end) is reported not ready after Config.StallNotReady and not live
+//     after Config.StallRestart (watchdog.go); an idle one never is.
 //   - A record gone from the input before it was polled (deleted by retention below the
 //     gate's position or the group's committed offset, or lost by a broker) cannot be
 //     routed, but is never skipped in silence: each gap is logged as an error with its
@@ -27,12 +41,16 @@
 //   - Rebalances neither lose nor replay: rebalances are held while a poll's records are
 //     being routed, and before a partition is given up its in-flight records are awaited
 //     (up to Config.RevokeTimeout) and what is acknowledged is committed synchronously.
+//     A rebalance waiting for the poll stops its routing (the client is moved back to the
+//     first record not routed), so a full buffer before a hung broker cannot hold a
+//     joining member.
 //   - Memory is bounded: the producer buffers at most Config.MaxBufferedRecords records
 //     and Config.MaxBufferedBytes bytes, and blocks when full; while any record is being
 //     retried no new records are polled. A slow or failing broker slows consumption.
-//   - Run stops gracefully when its context ends: no new poll, in-flight produces
-//     awaited (up to Config.ShutdownTimeout), acknowledged offsets committed, the group
-//     left.
+//   - Run stops gracefully when its context ends, within Config.ShutdownTimeout + 2 ×
+//     Config.RevokeTimeout whatever hangs: no new poll, in-flight produces awaited (up to
+//     Config.ShutdownTimeout, after which what is buffered is failed), acknowledged
+//     offsets committed (up to Config.RevokeTimeout), the group left (the same).
 //
 // Guarantees (exactly-once, Config.Delivery = ExactlyOnce):
 //
@@ -45,12 +63,15 @@
 //   - A transaction aborts when a produce in it fails (the poll is replayed after a
 //     backoff, 100 ms growing to 5 s) or when the group rebalances before it ends (the
 //     records are replayed by whichever member owns their partition next). A record
-//     the broker rejects for good is replayed to the dead-letter topic with reason
-//     "rejected", without its value if it must, as in at-least-once mode: it cannot
-//     stop its partition. An error ending a transaction, which franz-go documents as
-//     not retryable, stops Run with the error (at shutdown it is logged: the broker
-//     aborts the transaction and the partitions' next owner replays it), with one
-//     exception below.
+//     the broker rejects for good is replayed alone, then to the dead-letter topic,
+//     then without its value, then Config.OnUndeliverable decides, as in at-least-once
+//     mode. After an abort the gate did not ask for (franz-go retries a commit that
+//     failed as an abort, and a broker can apply a commit and answer it with an error)
+//     the client is moved to the group's committed offsets, so a committed poll is not
+//     routed again. An error ending a transaction (its outcome unknown; franz-go says
+//     the client cannot go on) is recovered from as a fence is below, counted; at
+//     shutdown it is logged: the broker aborts the transaction and the partitions'
+//     next owner replays it.
 //   - A transaction that outlives Config.TransactionTimeout is aborted by the broker,
 //     which fences the producer. Ending a transaction waits for a rebalance in
 //     progress, and a join waits for a dead member until its session times out, so a
@@ -61,11 +82,14 @@
 //     replays the aborted poll, logging a warning. A fence that comes before the
 //     transaction was open for the timeout can only be another live instance with the
 //     same transactional id: Run stops with an error naming the id. So does a sixth
-//     timeout within 10 minutes, so that a timeout too short for the gate's polls
-//     stops the gate rather than aborting every transaction for ever.
-//   - Limiter counts stay at-least-once: an aborted transaction's records were counted
-//     by the limiter when routed and are counted again when replayed, so each abort
-//     over-counts at most one poll (Config.MaxPollRecords) of the partitions it held.
+//     timeout within 10 minutes that no rebalance explains, so that a timeout too short
+//     for the gate's polls stops the gate rather than aborting every transaction for
+//     ever; a fence behind a rebalance (a peer that died without leaving holds every
+//     join for its session) is the group's doing and never counts.
+//   - A record counts once toward its team however often its transaction is replayed
+//     by this gate: records below how far the limiter has counted a partition are
+//     judged without being counted again. A partition that moves to another gate
+//     mid-transaction is counted again there (at most one poll per rebalance).
 //   - A crashed instance's open transaction holds back read_committed readers of the
 //     partitions it wrote to until it ends: at once when the instance restarts with the
 //     same Config.TransactionalID (the restart fences it), else after
@@ -74,8 +98,9 @@
 //     rebalances are not held while a poll is routed (the open transaction aborts
 //     instead, so a slow poll cannot exceed the group's rebalance timeout).
 //   - Run stops gracefully when its context ends: the records polled are routed, the
-//     open transaction is committed (its End is given Config.ShutdownTimeout and is
-//     not cut short by the cancellation), the group left.
+//     open transaction is committed (routing, producing and End are given
+//     Config.ShutdownTimeout and are not cut short by the cancellation, but by its end),
+//     the group left (up to Config.RevokeTimeout).
 //
 // The package logs lifecycle events only (start, assigned, revoked, lost, shutdown),
 // never a line per record.
