@@ -94,7 +94,7 @@ func (e *benchEnv) ackedAll(c *Consumer) bool {
 		if st == nil {
 			return false
 		}
-		off, _ := st.advance()
+		off, _, _ := st.advance()
 		if off.Offset != hwm {
 			return false
 		}

@@ -243,6 +243,13 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 		if err := c.retry.waitIdle(ctx); err != nil {
 			return nil
 		}
+		// The routing context exists before the poll returns: a rebalance that starts
+		// waiting for this poll at once (onBlocked) must find it.
+		c.routeMu.Lock()
+		if c.routeStop == nil || c.route.Err() != nil {
+			c.route, c.routeStop = context.WithCancel(c.produceCtx)
+		}
+		c.routeMu.Unlock()
 		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
 		if fetches.NumRecords() > 0 {
 			c.progressed()
@@ -255,11 +262,6 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 		// Routing stops when ctx ends or a rebalance wants to run (onBlocked); what
 		// it did not hand to the producer is neither committed nor skipped: the
 		// client is moved back to it (unroute).
-		c.routeMu.Lock()
-		if c.routeStop == nil || c.route.Err() != nil {
-			c.route, c.routeStop = context.WithCancel(c.produceCtx)
-		}
-		c.routeMu.Unlock()
 		c.process(c.works(fetches), c.routeWork)
 		if len(c.rewinds) > 0 {
 			c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: c.rewinds})
@@ -290,6 +292,7 @@ func (c *Consumer) unroute(w work, b *batch, i int) {
 	from := w.recs[i]
 	w.p.mu.Lock()
 	b.end = from.Offset
+	b.epoch = from.LeaderEpoch
 	if i > 0 {
 		b.epoch = w.recs[i-1].LeaderEpoch
 	}
@@ -485,9 +488,13 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 		}
 		return
 	}
-	c.m.produceError(r.Topic, err)
-	c.produceProblem(r.Topic, err)
 	f.err = err
+	if !errors.Is(err, context.Canceled) {
+		// A record failed because its routing context ended (a rebalance waiting, or
+		// the end of the shutdown's grace) is no broker error: it is produced again.
+		c.m.produceError(r.Topic, err)
+		c.produceProblem(r.Topic, err)
+	}
 	if rejected(err) {
 		if stage, moved := f.advance(); moved && stage < stageUndeliverable {
 			c.m.countRerouted(stage)
@@ -617,7 +624,9 @@ func (c *Consumer) waitInFlight(ctx context.Context, ids []int32) int64 {
 	for {
 		var n int64
 		for _, p := range c.snapshot(ids) {
-			n += p.inFlight()
+			if !p.stopped.Load() { // a stopped partition's stuck record is never acknowledged
+				n += p.inFlight()
+			}
 		}
 		if n == 0 {
 			return 0
@@ -655,10 +664,12 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 	defer c.commitMu.Unlock()
 	offs := make(map[int32]kgo.EpochOffset)
 	byID := make(map[int32]*partition)
+	gens := make(map[int32]int)
 	for _, p := range c.snapshot(ids) {
-		if off, ok := p.advance(); ok {
+		if off, gen, ok := p.advance(); ok {
 			offs[p.id] = off
 			byID[p.id] = p
+			gens[p.id] = gen
 		}
 	}
 	if len(offs) == 0 {
@@ -671,7 +682,7 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 	var result error
 	done := func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err == nil {
-			err = c.commitResponse(resp, byID, offs)
+			err = c.commitResponse(resp, byID, offs, gens)
 		}
 		if err != nil {
 			c.m.commitErrors.Inc()
@@ -710,7 +721,7 @@ func (c *Consumer) logCommitFailure(err error) {
 
 // commitResponse marks the partitions the broker accepted and returns the first
 // partition error.
-func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int32]*partition, offs map[int32]kgo.EpochOffset) error {
+func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int32]*partition, offs map[int32]kgo.EpochOffset, gens map[int32]int) error {
 	var first error
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
@@ -724,7 +735,7 @@ func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int3
 				}
 				continue
 			}
-			p.markCommitted(offs[rp.Partition].Offset)
+			p.markCommitted(offs[rp.Partition].Offset, gens[rp.Partition])
 			c.progressed()
 			c.m.committed.WithLabelValues(itoa(p.id)).Set(float64(offs[rp.Partition].Offset))
 		}

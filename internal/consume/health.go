@@ -118,7 +118,7 @@ func (c *Consumer) stopPartition(p *partition, in *kgo.Record, topic string, err
 		return
 	}
 	c.m.undeliverable.WithLabelValues("stopped").Inc()
-	c.cl.PauseFetchPartitions(map[string][]int32{c.cfg.InputTopic: {p.id}})
+	c.live.Load().PauseFetchPartitions(map[string][]int32{c.cfg.InputTopic: {p.id}})
 	msg := fmt.Sprintf("partition %s/%d stopped at offset %d: the record is refused by every topic (last %s: %v); "+
 		"fix the topics' configuration, or move the group's offset past it (or set GATE_ON_UNDELIVERABLE=skip), then restart the gate",
 		in.Topic, in.Partition, in.Offset, topic, err)
@@ -140,7 +140,9 @@ func (c *Consumer) releaseStopped(ids []int32) {
 		}
 	}
 	if len(resume) > 0 {
-		c.cl.ResumeFetchPartitions(map[string][]int32{c.cfg.InputTopic: resume})
+		// c.live, not c.cl: a rebuilt session's client runs its callbacks while the
+		// transaction loop is still installing it.
+		c.live.Load().ResumeFetchPartitions(map[string][]int32{c.cfg.InputTopic: resume})
 	}
 }
 

@@ -322,9 +322,35 @@ func (p *partition) resumeAt(off kgo.EpochOffset) {
 		p.batches = append(p.batches, &batch{p: p, end: off.Offset, epoch: off.Epoch})
 		return
 	}
-	p.batches = nil
-	p.acked = off
-	p.committed = -1 // below what was committed: commit it anyway
+	// Back: the batches that end by off are still awaited as they are; the one that
+	// straddles off is cut there (it still awaits all its records, which were
+	// produced, so no commit passes one of them unacknowledged); the later ones are
+	// read again and no longer awaited.
+	keep := p.batches[:0]
+	cut := false
+	for _, b := range p.batches {
+		if b.end <= off.Offset {
+			keep = append(keep, b)
+			continue
+		}
+		if !cut {
+			b.end, b.epoch = off.Offset, off.Epoch
+			keep = append(keep, b)
+			cut = true
+		}
+	}
+	clear(p.batches[len(keep):])
+	p.batches = keep
+	if !cut {
+		p.batches = append(p.batches, &batch{p: p, end: off.Offset, epoch: off.Epoch})
+	}
+	if p.acked.Offset > off.Offset {
+		p.acked = kgo.EpochOffset{Epoch: -1, Offset: -1}
+	}
+	// Below what was committed: commit it anyway, and ignore the answers to commits
+	// sent before (a late one would put committed back above it).
+	p.committed = -1
+	p.gen++
 }
 
 // stopAtGap stops p at its gap g (DataLossStop): it is no longer fetched, nothing

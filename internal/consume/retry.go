@@ -120,7 +120,7 @@ func (q *retryQueue) peek() (first *failed, n int, transient bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, f := range q.items {
-		if !f.isolate {
+		if !f.isolate || !rejected(f.err) {
 			transient = true
 		}
 	}
@@ -205,8 +205,8 @@ func (c *Consumer) quiesce(ctx context.Context) error {
 func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 	mark := c.retry.pushes.Load()
 	for i, f := range items {
-		if f.b.p.gone.Load() {
-			c.retry.done() // the partition's new owner replays it
+		if f.b.p.gone.Load() || f.b.p.stopped.Load() {
+			c.retry.done() // the partition's new owner replays it, or it stopped before it
 			continue
 		}
 		if f.stage == stageUndeliverable {
@@ -223,6 +223,10 @@ func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 		f.out = *c.retryRecord(f)
 		f.attempts++
 		f.alone = f.isolate
+		if f.alone && c.quiesce(ctx) != nil {
+			// Alone: what this round produced before it must be answered first.
+			return
+		}
 		c.m.retries.Inc()
 		c.produce(f)
 		if f.alone {

@@ -77,8 +77,13 @@ func TestStartOffset(t *testing.T) {
 				next++
 				poll(200 * time.Millisecond)
 			}
-			// Let the rest arrive: with earliest, the old records too.
-			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+			// Let the rest arrive: with earliest, every old record (waited for, with a
+			// generous deadline); with latest, a while for one that should not come.
+			window := 2 * time.Second
+			if tc.start == StartEarliest {
+				window = 20 * time.Second
+			}
+			for end := time.Now().Add(window); time.Now().Before(end); {
 				if tc.start == StartEarliest && len(seen) == next {
 					break
 				}

@@ -26,6 +26,10 @@ type partition struct {
 	// when unknown); a commit is sent only when acked is past it.
 	committed int64
 
+	// gen counts the rewinds below what was committed (resumeAt): a commit's answer
+	// is applied only to the generation it was sent in.
+	gen int
+
 	gone atomic.Bool // revoked or lost: late acknowledgements and retries are dropped
 	// stopped is set when a record of the partition is refused by every topic and
 	// Config.OnUndeliverable is stop, or records of it were lost before the gate read
@@ -60,7 +64,7 @@ func (p *partition) add(end int64, epoch int32, n int) *batch {
 
 // advance pops the acknowledged prefix of batches and returns the offset up to which
 // everything is acknowledged, and whether it is past the last commit.
-func (p *partition) advance() (kgo.EpochOffset, bool) {
+func (p *partition) advance() (kgo.EpochOffset, int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i := 0
@@ -71,7 +75,7 @@ func (p *partition) advance() (kgo.EpochOffset, bool) {
 		clear(p.batches[:i]) // let the popped batches go
 		p.batches = p.batches[i:]
 	}
-	return p.acked, p.acked.Offset > p.committed
+	return p.acked, p.gen, p.acked.Offset > p.committed
 }
 
 // inFlight returns how many records are routed but not acknowledged.
@@ -86,9 +90,9 @@ func (p *partition) inFlight() int64 {
 }
 
 // markCommitted records a successful commit of off.
-func (p *partition) markCommitted(off int64) {
+func (p *partition) markCommitted(off int64, gen int) {
 	p.mu.Lock()
-	if off > p.committed {
+	if gen == p.gen && off > p.committed {
 		p.committed = off
 	}
 	p.mu.Unlock()

@@ -171,7 +171,7 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	id, timeout := c.cfg.TransactionalID, c.cfg.TransactionTimeout
 	isFence := fenced(err)
 	if !isFence {
-		churn = false
+		churn = errors.Is(err, errResync)
 	}
 	if isFence && open < timeout {
 		return fmt.Errorf("%w (fenced %s into a transaction, within the transaction timeout of %s: "+
@@ -185,7 +185,7 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 		}
 	}
 	c.recoveries = recent
-	if !isFence && len(recent) >= maxRecoveries {
+	if !isFence && !churn && len(recent) >= maxRecoveries {
 		return fmt.Errorf("%w (ending transactions failed %d times within %s)", err, len(recent)+1, recoveryWindow)
 	}
 	if !churn && len(recent) >= maxRecoveries {
@@ -195,7 +195,7 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	}
 	cause := "group_churn"
 	switch {
-	case !isFence:
+	case !isFence && !churn:
 		c.recoveries = append(c.recoveries, now)
 		cause = "end_error"
 	case !churn:
@@ -214,7 +214,7 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 		"cause", cause, "counted_recoveries", len(c.recoveries), "err", err)
 	// Leaving the group revokes everything: onRevoked drops the partitions' state, and
 	// the new member is assigned afresh.
-	c.tx.CloseAllowingRebalance()
+	c.closeClient(c.tx.CloseAllowingRebalance)
 	c.ready.Store(false)
 	c.txn.interrupted.Store(false)
 	return c.newSession()
@@ -461,13 +461,39 @@ func (c *Consumer) transact(ctx context.Context, ws []work) (txnResult, error) {
 			// as an abort and rewinds to the offsets it last committed, but a broker can
 			// apply a commit and still answer it with an error. Polling again from
 			// franz-go's offsets would route a committed poll twice: take the group's.
-			if err := c.resyncOffsets(ctx); err != nil {
-				return res, fmt.Errorf("re-reading the committed offsets after a transaction the broker did not confirm: %w", err)
+			if err := c.resyncOffsetsRetrying(ctx); err != nil {
+				return res, fmt.Errorf("re-reading the committed offsets after a transaction the broker did not confirm: %w: %w", errResync, err)
 			}
 		}
 	}
 	c.afterEnd(offs)
 	return res, nil
+}
+
+// errResync marks a failure to re-read the committed offsets after an abort: the
+// session is rebuilt (its new member starts from them), but it is not the gate's fault
+// and does not count toward maxRecoveries.
+var errResync = errors.New("offsets not re-read")
+
+// resyncOffsetsRetrying is resyncOffsets, retried with a backoff while the
+// coordinator answers with a retriable error: UNSTABLE_OFFSET_COMMIT in particular,
+// while the markers of the transaction just aborted are still being written.
+func (c *Consumer) resyncOffsetsRetrying(ctx context.Context) error {
+	delay := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := c.resyncOffsets(ctx)
+		if err == nil || attempt == 10 || !(errors.Is(err, kerr.UnstableOffsetCommit) || kerr.IsRetriable(err)) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, time.Second)
+	}
 }
 
 // resyncOffsets sets the client's position in every owned input partition to the
