@@ -6,233 +6,42 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"math/rand/v2"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/gate"
+	"github.com/capturegate/gate/internal/load"
 )
 
-// The load both gate dev and gate load produce: power-law (Zipf) traffic over many teams,
-// one hot team far above any sensible limit, and a trickle of malformed records.
-const (
-	// hotTeam is the team_id of the team that takes loadSpec.HotShare of the records.
-	hotTeam = 1
-	// firstTailTeam is the team_id of the Zipf tail's busiest team; the tail's teams are
-	// firstTailTeam, firstTailTeam+1, ... in falling order of traffic.
-	firstTailTeam = 1000
-	// loadStep is how often the generator tops up to its rate.
-	loadStep = 10 * time.Millisecond
-	// loadFlushTimeout bounds waiting for the last records' acknowledgements at stop.
-	loadFlushTimeout = 5 * time.Second
-)
-
-// loadSpec is the shape of the generated traffic.
-type loadSpec struct {
-	Duration time.Duration // how long to produce; 0 means until stopped
-	Teams    int           // teams in the Zipf tail
-	Rate     int           // records per second, all teams together
-	HotShare float64       // share of the records from hotTeam
-	ZipfS    float64       // Zipf exponent of the tail, above 1; larger is more skewed
-	BadEvery int           // one malformed record in this many; 0 for none
-	Seed     uint64        // the random sequence; the same seed makes the same records
-}
-
-// addFlags registers the spec's flags on fs, with the spec's current values as defaults.
-func (s *loadSpec) addFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&s.Duration, "duration", s.Duration, "how long to run, such as 30s; 0 runs until Ctrl-C or SIGTERM")
-	fs.IntVar(&s.Teams, "teams", s.Teams, "teams in the power-law tail (team_id 1000, 1001, ... in falling order of traffic)")
-	fs.IntVar(&s.Rate, "rate", s.Rate, "records per second produced to the input topic, all teams together")
-	fs.Float64Var(&s.HotShare, "hot-share", s.HotShare, "share of the records from the hot team (team_id 1), which runs far above its limit")
-	fs.Float64Var(&s.ZipfS, "zipf", s.ZipfS, "Zipf exponent of the tail, above 1 (larger: a few teams take more of the traffic)")
-	fs.IntVar(&s.BadEvery, "bad-every", s.BadEvery, "one malformed record (not JSON, no team_id, truncated, oversized team) in this many; 0 for none")
-	fs.Uint64Var(&s.Seed, "seed", s.Seed, "random seed; the same seed produces the same records")
-}
-
-func defaultLoadSpec() loadSpec {
-	return loadSpec{Teams: 1000, Rate: 5000, HotShare: 0.3, ZipfS: 1.1, BadEvery: 200, Seed: 1}
-}
-
-func (s loadSpec) check() error {
-	var errs []error
-	if s.Duration < 0 {
-		errs = append(errs, fmt.Errorf("-duration %s is negative", s.Duration))
-	}
-	if s.Teams < 1 {
-		errs = append(errs, fmt.Errorf("-teams %d: want at least 1", s.Teams))
-	}
-	if s.Rate < 1 {
-		errs = append(errs, fmt.Errorf("-rate %d: want at least 1 record per second", s.Rate))
-	}
-	if !(s.HotShare >= 0 && s.HotShare < 1) {
-		errs = append(errs, fmt.Errorf("-hot-share %g: want a share from 0 to below 1", s.HotShare))
-	}
-	if !(s.ZipfS > 1) {
-		errs = append(errs, fmt.Errorf("-zipf %g: want an exponent above 1", s.ZipfS))
-	}
-	if s.BadEvery < 0 {
-		errs = append(errs, fmt.Errorf("-bad-every %d is negative", s.BadEvery))
-	}
-	return errors.Join(errs...)
-}
-
-// generator makes the records of a loadSpec. It is not safe for concurrent use.
-type generator struct {
-	spec loadSpec
-	rng  *rand.Rand
-	zipf *rand.Zipf
-	n    uint64 // records made
-	bad  uint64 // malformed records made
-	now  func() time.Time
-}
-
-func newGenerator(spec loadSpec, now func() time.Time) *generator {
-	rng := rand.New(rand.NewPCG(spec.Seed, spec.Seed^0x9e3779b97f4a7c15))
-	return &generator{
-		spec: spec,
-		rng:  rng,
-		zipf: rand.NewZipf(rng, spec.ZipfS, 1, uint64(spec.Teams-1)),
-		now:  now,
-	}
-}
-
-// next returns the next record: a capture event keyed by team and user, as producers
-// write them, or a malformed one. Every BadEvery-th record is malformed, the first
-// being record BadEvery-1, so a short run always has some.
-func (g *generator) next() *kgo.Record {
-	g.n++
-	if g.spec.BadEvery > 0 && g.n%uint64(g.spec.BadEvery) == 0 {
-		g.bad++
-		return g.malformed()
-	}
-	team := firstTailTeam + int(g.zipf.Uint64())
-	if g.rng.Float64() < g.spec.HotShare {
-		team = hotTeam
-	}
-	user := g.rng.IntN(5000)
-	return &kgo.Record{
-		Key:   fmt.Appendf(nil, "%d:user-%d", team, user),
-		Value: g.event(team, user),
-	}
-}
-
-// event is a capture event, shaped as in testdata/events.
-func (g *generator) event(team, user int) []byte {
-	pages := [...]string{"/", "/pricing", "/docs/getting-started", "/dashboard/12", "/insights/new", "/settings/project"}
-	b := make([]byte, 0, 384)
-	b = append(b, `{"uuid":"`...)
-	b = fmt.Appendf(b, "%016x-%016x", g.rng.Uint64(), g.n)
-	b = append(b, `","event":"$pageview","distinct_id":"user-`...)
-	b = strconv.AppendInt(b, int64(user), 10)
-	b = append(b, `","properties":{"$current_url":"https://app.example.com`...)
-	b = append(b, pages[g.rng.IntN(len(pages))]...)
-	b = append(b, `","$browser":"Firefox","$lib":"web","$lib_version":"1.139.2"},"timestamp":"`...)
-	b = g.now().UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","team_id":`...)
-	b = strconv.AppendInt(b, int64(team), 10)
-	return append(b, '}')
-}
-
-// malformed cycles through the bad records a gate must dead-letter.
-func (g *generator) malformed() *kgo.Record {
-	var v string
-	switch g.bad % 4 {
-	case 0:
-		v = "event=$pageview team_id=7 distinct_id=user-1" // not JSON
-	case 1:
-		v = `{"uuid":"missing-team","event":"$pageview","distinct_id":"user-1","properties":{}}` // no team_id
-	case 2:
-		v = `{"uuid":"truncated","event":"$pagev` // cut short
-	default:
-		v = `{"event":"$pageview","team_id":"` + strings.Repeat("x", 300) + `"}` // team over 256 bytes
-	}
-	return &kgo.Record{Key: []byte("malformed"), Value: []byte(v)}
-}
-
-// loadCounts are the records a producer has had acknowledged or refused.
-type loadCounts struct {
-	produced atomic.Int64
-	failed   atomic.Int64
-}
-
-// produceLoad produces spec's records to topic through cl at spec.Rate until ctx ends or
-// spec.Duration passes, then waits (bounded) for the last acknowledgements. A refused
-// record is counted and logged once per reason; it stops nothing.
-func produceLoad(ctx context.Context, cl *kgo.Client, topic string, spec loadSpec, counts *loadCounts, log *slog.Logger) error {
-	if spec.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, spec.Duration)
-		defer cancel()
-	}
-	gen := newGenerator(spec, time.Now)
-	var warned atomic.Bool
-	done := func(_ *kgo.Record, err error) {
-		switch {
-		case err == nil:
-			counts.produced.Add(1)
-		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-			// stopping: the record was never sent
-		default:
-			counts.failed.Add(1)
-			if !warned.Swap(true) {
-				log.Warn("producing load failed; counting further failures quietly", "topic", topic, "err", err)
-			}
-		}
-	}
-	start := time.Now()
-	tick := time.NewTicker(loadStep)
-	defer tick.Stop()
-	var sent int64
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadFlushTimeout)
-			defer cancel()
-			if err := cl.Flush(fctx); err != nil {
-				return fmt.Errorf("waiting for the last load records: %w", err)
-			}
-			return nil
-		case now := <-tick.C:
-			due := int64(now.Sub(start).Seconds() * float64(spec.Rate))
-			// After a stall, catch up by at most a tenth of a second of records.
-			due = min(due, sent+int64(spec.Rate)/10+1)
-			for ; sent < due && ctx.Err() == nil; sent++ {
-				rec := gen.next()
-				rec.Topic = topic
-				cl.Produce(ctx, rec, done)
-			}
-		}
-	}
-}
-
-// load is `gate load`: it produces the gate dev load to the brokers of
-// GATE_KAFKA_BROKERS (with the GATE_KAFKA_TLS_* and GATE_KAFKA_SASL_* settings), on
-// GATE_INPUT_TOPIC, and prints one line a second.
-func load(ctx context.Context, args []string, getenv func(string) string, names []string, stdout, stderr io.Writer) error {
-	spec := defaultLoadSpec()
+// loadCmd is `gate load`: it produces the demo load (internal/load, as cmd/gate-dev
+// does) to the brokers of GATE_KAFKA_BROKERS (with the GATE_KAFKA_TLS_* and
+// GATE_KAFKA_SASL_* settings), on GATE_INPUT_TOPIC, and prints one line a second.
+func loadCmd(ctx context.Context, args []string, getenv func(string) string, names []string, stdout, stderr io.Writer) error {
+	spec := load.DefaultSpec()
 	fs := flag.NewFlagSet("gate load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	spec.addFlags(fs)
+	spec.AddFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: gate load [flags]\n\nProduces the gate dev load (power-law teams, one hot team, a trickle of malformed records)\nto GATE_KAFKA_BROKERS on GATE_INPUT_TOPIC.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: gate load [flags]\n\nProduces the demo load (power-law teams, one hot team, a trickle of malformed records)\nto GATE_KAFKA_BROKERS on GATE_INPUT_TOPIC.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := spec.check(); err != nil {
-		return &usageError{msg: "gate load: " + oneLine(err)}
+	if err := spec.Check(); err != nil {
+		return &cli.UsageError{Msg: "gate load: " + cli.OneLine(err)}
 	}
-	cfg, err := loadConfig(getenv, names)
+	cfg, err := config.Load(getenv, names)
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, stderr)
-	logServiceLinks(log, getenv, names)
-	ccfg, err := cfg.consumeConfig() // TLS and SASL, as the gate connects
+	log := gate.NewLogger(cfg, stderr)
+	config.LogServiceLinks(log, getenv, names)
+	ccfg, err := cfg.ConsumeConfig() // TLS and SASL, as the gate connects
 	if err != nil {
 		return err
 	}
@@ -246,38 +55,23 @@ func load(ctx context.Context, args []string, getenv func(string) string, names 
 	log.Info("producing load", "brokers", strings.Join(cfg.KafkaBrokers, ","), "topic", cfg.InputTopic,
 		"rate", spec.Rate, "teams", spec.Teams, "hot_share", spec.HotShare, "duration", spec.Duration.String())
 
-	var counts loadCounts
+	var counts load.Counts
 	done := make(chan error, 1)
-	go func() { done <- produceLoad(ctx, cl, cfg.InputTopic, spec, &counts, log) }()
+	go func() { done <- load.Produce(ctx, cl, cfg.InputTopic, spec, &counts, log) }()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var last int64
 	for {
 		select {
 		case err := <-done:
-			_, werr := fmt.Fprintf(stdout, "load: stopped; produced=%d failed=%d\n", counts.produced.Load(), counts.failed.Load())
+			_, werr := fmt.Fprintf(stdout, "load: stopped; produced=%d failed=%d\n", counts.Produced.Load(), counts.Failed.Load())
 			return errors.Join(err, werr)
 		case <-tick.C:
-			p := counts.produced.Load()
-			if _, err := fmt.Fprintf(stdout, "load: %d records/s to %s (produced=%d failed=%d)\n", p-last, cfg.InputTopic, p, counts.failed.Load()); err != nil {
+			p := counts.Produced.Load()
+			if _, err := fmt.Fprintf(stdout, "load: %d records/s to %s (produced=%d failed=%d)\n", p-last, cfg.InputTopic, p, counts.Failed.Load()); err != nil {
 				return fmt.Errorf("writing output: %w", err)
 			}
 			last = p
 		}
 	}
-}
-
-// parseFlags parses args into fs: -h prints the flags and returns flag.ErrHelp, which run
-// turns into a clean exit; a bad flag is a usage error.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return flag.ErrHelp
-	case err != nil:
-		return &usageError{msg: fs.Name() + ": " + err.Error()}
-	case fs.NArg() > 0:
-		return &usageError{msg: fmt.Sprintf("%s takes flags only, got %q", fs.Name(), fs.Args())}
-	}
-	return nil
 }

@@ -1,6 +1,10 @@
 // Command gate routes each team's events between an accepted and an overflow topic by a
-// fleet-wide rate limit (see DESIGN.md). This package is wiring only: configuration from
-// GATE_* environment variables, signals, the HTTP endpoints and the subcommands.
+// fleet-wide rate limit: the README's sections "What happens to a record", "How the limit
+// works" and "Guarantees" give the design. This package is wiring only: configuration
+// from GATE_* environment variables (internal/config), the gate's parts (internal/gate),
+// signals, the HTTP endpoints and the subcommands. The demo stack (in-process broker,
+// Redis, two gates, live view) is a binary of its own, cmd/gate-dev, so that none of its
+// code is linked into this one (TestProductionBinaryLinksNoDemoCode).
 //
 // Guarantees:
 //
@@ -22,9 +26,8 @@
 //     final flush writes the counts of the last records routed to Redis, then the HTTP
 //     server and the Redis clients; the process exits 0. A second signal kills it.
 //
-// Subcommands: serve or run (the default), env (the variable table as Markdown), dev (the
-// whole pipeline in one process, with load and a live view), load (the dev load, to a
-// real broker), help.
+// Subcommands: serve or run (the default), env (the variable table as Markdown), load (the
+// demo load, to a real broker), overrides, team, help.
 package main
 
 import (
@@ -48,6 +51,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
@@ -69,38 +75,16 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gate: "+oneLine(err))
-		os.Exit(exitCode(err))
+		fmt.Fprintln(os.Stderr, "gate: "+cli.OneLine(err))
+		os.Exit(cli.ExitCode(err))
 	}
 }
-
-// exitCode is 2 for a usage or configuration error (the operator must change how the
-// gate is started), 1 for anything else.
-func exitCode(err error) int {
-	var ue *usageError
-	var cfgErr problems
-	if errors.As(err, &ue) || errors.As(err, &cfgErr) {
-		return 2
-	}
-	return 1
-}
-
-// oneLine flattens an error that spans lines (errors.Join does), because start-up errors
-// are read as log lines.
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
-
-// usageError is a command-line mistake: exit status 2, as flag parsing does.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
 
 const usage = `Usage: gate [command]
 
 Commands:
   serve   run the gate (the default; "run" is the same)
   env     print the GATE_* environment variables as a Markdown table
-  dev     run a whole demo in this process: Kafka broker, Redis, two gates, load, live view
-          (gate dev -h for its flags)
   load    produce the demo load to GATE_KAFKA_BROKERS (gate load -h for its flags)
   overrides list | set TEAM LIMIT | delete TEAM
           show or change the live per-team limits every gate reads from Redis
@@ -109,6 +93,8 @@ Commands:
   help    print this help
 
 The gate is configured through GATE_* environment variables only; see "gate env".
+The demo (in-process broker, Redis, two gates, live view) is a separate binary,
+cmd/gate-dev: make run.
 `
 
 // run is the whole program behind main, with the process's environment passed in, so
@@ -127,74 +113,53 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd = "serve"
 	case "serve", "env":
 	case "overrides":
-		return overridesCmd(ctx, args, getenv, envNames(os.Environ(), getenv), stdout, stderr)
+		return overridesCmd(ctx, args, getenv, config.Names(os.Environ(), getenv), stdout, stderr)
 	case "team":
 		return teamCmd(ctx, args, getenv, stdout, stderr)
-	case "dev", "load":
-		names := envNames(os.Environ(), getenv)
-		var err error
-		if cmd == "dev" {
-			err = dev(ctx, args, getenv, names, stdout, stderr, realDevDeps())
-		} else {
-			err = load(ctx, args, getenv, names, stdout, stderr)
-		}
+	case "load":
+		err := loadCmd(ctx, args, getenv, config.Names(os.Environ(), getenv), stdout, stderr)
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // the flags were printed
 		}
 		return err
+	case "dev":
+		return &cli.UsageError{Msg: "the demo is a binary of its own: make run, or go run ./cmd/gate-dev (bin/gate-dev -h for its flags)"}
 	default:
 		_, _ = io.WriteString(stderr, usage)
-		return &usageError{msg: fmt.Sprintf("unknown command %q (want serve, env, dev, load, overrides, team or help)", cmd)}
+		return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q (want serve, env, load, overrides, team or help)", cmd)}
 	}
 	if len(args) > 0 {
 		_, _ = io.WriteString(stderr, usage)
-		return &usageError{msg: fmt.Sprintf("%s takes no arguments, got %q (settings are GATE_* environment variables)", cmd, args)}
+		return &cli.UsageError{Msg: fmt.Sprintf("%s takes no arguments, got %q (settings are GATE_* environment variables)", cmd, args)}
 	}
 	if cmd == "env" {
-		return writeEnvTable(stdout)
+		return config.WriteEnvTable(stdout)
 	}
-	return serve(ctx, getenv, envNames(os.Environ(), getenv), stderr)
-}
-
-// envNames returns the GATE_ variable names to check for typos. The names come from the
-// process environment, since getenv cannot list what it holds; a name counts only when
-// getenv gives it a value. In production getenv is os.Getenv, so this is the process's
-// GATE_ names (less empty ones, which set nothing); under a test's getenv, a stray GATE_
-// variable in the developer's shell is ignored, as its value is. loadConfig's tests pass
-// names directly.
-func envNames(environ []string, getenv func(string) string) []string {
-	var names []string
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, envPrefix+"_") && getenv(name) != "" {
-			names = append(names, name)
-		}
-	}
-	return names
+	return serve(ctx, getenv, config.Names(os.Environ(), getenv), stderr)
 }
 
 // serve runs the gate until ctx is done.
 func serve(ctx context.Context, getenv func(string) string, names []string, stderr io.Writer) error {
 	// 1. Everything that can fail, before anything starts.
-	cfg, err := loadConfig(getenv, names)
+	cfg, err := config.Load(getenv, names)
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, stderr)
-	logServiceLinks(log, getenv, names)
+	log := gate.NewLogger(cfg, stderr)
+	config.LogServiceLinks(log, getenv, names)
 	// go-redis logs a few events (failed dials) through a process-wide logger that
 	// writes plain lines to os.Stderr; send them through slog so every line keeps the
 	// format. One gate runs per process; in tests, where several do, a line may land in
 	// another run's log, which is harmless.
-	redis.SetLogger(redisLogger{log.With("component", "redis")})
+	redis.SetLogger(gate.RedisLogger{Log: log.With("component", "redis")})
 
-	g, err := newGate(cfg, log, gateOptions{})
+	g, err := gate.New(cfg, log, gate.Options{})
 	if err != nil {
 		return err
 	}
 	// Closed last, after the tick's final flush has used them.
-	defer g.closeRedis(log)
-	reg, lim, clients, ticker, consumer := g.reg, g.lim, g.clients, g.ticker, g.consumer
+	defer g.CloseRedis(log)
+	reg, lim, clients, ticker, consumer := g.Reg, g.Lim, g.Clients, g.Ticker, g.Consumer
 	// Listen before serving, so a taken port fails start-up, and so the log can give the
 	// actual address when GATE_HTTP_ADDR asks for port 0.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -204,7 +169,7 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	ready := newReadiness(clients, cfg, consumer.NotReady, log)
 	ready.live = consumer.Live
 	srv := &http.Server{
-		Handler:           newMux(reg, ready, teamsFor(cfg, lim, g.extra)),
+		Handler:           newMux(reg, ready, teamsFor(cfg, lim, g.Extra)),
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -230,7 +195,7 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	overridesDone := make(chan struct{})
 	go func() {
 		defer close(overridesDone)
-		g.overrides.Run(probeCtx)
+		g.Overrides.Run(probeCtx)
 	}()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -274,15 +239,6 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 	return runErr
 }
 
-// newLogger builds the process logger from GATE_LOG_LEVEL and GATE_LOG_FORMAT.
-func newLogger(cfg Config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: slog.Level(cfg.LogLevel)}
-	if cfg.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
-}
-
 // logStartup writes the one line that says how this process is set up. It reports the
 // settings the limiter and the tick actually use (with their defaults filled in), not
 // what was asked for, and Redis URLs without passwords. Durations are strings: slog's
@@ -292,11 +248,11 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 // each), the tick's final flush and the HTTP server's close. The chart derives the
 // pod's terminationGracePeriodSeconds from the same sum (deploy/helm: its
 // capture-gate.terminationGracePeriodSeconds, checked by TestGracePeriod).
-func shutdownBound(cfg Config, flush time.Duration) time.Duration {
+func shutdownBound(cfg config.Config, flush time.Duration) time.Duration {
 	return cfg.ShutdownTimeout + 2*cfg.RevokeTimeout + flush + httpShutdownTimeout
 }
 
-func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ticker, addr string) {
+func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *gatesync.Ticker, addr string) {
 	lc, tc := lim.Config(), t.Config()
 	log.Info("gate started",
 		"http_addr", addr,
@@ -355,14 +311,14 @@ func logStartup(log *slog.Logger, cfg Config, lim *limit.Limiter, t *gatesync.Ti
 		"log_level", cfg.LogLevel.String(),
 		"log_format", string(cfg.LogFormat),
 	)
-	if ttl, clamped := cfg.keyTTL(); clamped {
+	if ttl, clamped := cfg.KeyTTL(); clamped {
 		log.Warn("GATE_REDIS_KEY_TTL raised to 2 x GATE_WINDOW: a shorter expiry would drop the previous epoch while it still counts",
 			"asked", cfg.RedisKeyTTL.String(), "using", ttl.String())
 	}
 }
 
 // teamsFor returns the team view, or nil when GATE_TEAM_API turns it off.
-func teamsFor(cfg Config, lim *limit.Limiter, extra []*limit.Limiter) *teamAPI {
+func teamsFor(cfg config.Config, lim *limit.Limiter, extra []*limit.Limiter) *teamAPI {
 	if !cfg.TeamAPI {
 		return nil
 	}
@@ -423,7 +379,7 @@ type readiness struct {
 	ok atomic.Bool // every instance has answered; the fast path of /readyz
 }
 
-func newReadiness(clients []redis.UniversalClient, cfg Config, kafka func() []string, log *slog.Logger) *readiness {
+func newReadiness(clients []redis.UniversalClient, cfg config.Config, kafka func() []string, log *slog.Logger) *readiness {
 	r := &readiness{
 		kafka:   kafka,
 		clients: clients,
@@ -431,7 +387,7 @@ func newReadiness(clients []redis.UniversalClient, cfg Config, kafka func() []st
 		log:     log.With("component", "readiness"),
 		up:      make([]bool, len(clients)),
 	}
-	r.urls = cfg.redisLabels()
+	r.urls = cfg.RedisLabels()
 	return r
 }
 
@@ -504,14 +460,4 @@ func (r *readiness) markUp(i, attempt int) {
 	}
 	r.ok.Store(true)
 	r.log.Info("ready: every redis instance has answered")
-}
-
-// redisLogger adapts slog to go-redis's logger, at debug level: what go-redis logs
-// (chiefly failed dials, on every attempt) comes back as an error to the tick or the
-// readiness probe, which log it at their own pace and count it in
-// gate_limiter_errors_total; at warn it would repeat every second through an outage.
-type redisLogger struct{ log *slog.Logger }
-
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

@@ -24,7 +24,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/redistest"
+	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
 // kafkaEnv starts an in-process broker with the gate's default topics and returns the
@@ -37,6 +40,12 @@ func kafkaEnv(t *testing.T) (*kfake.Cluster, map[string]string) {
 	}
 	t.Cleanup(c.Close)
 	return c, map[string]string{"GATE_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ",")}
+}
+
+// getenvFrom is the injected environment of a test: a map, so tests run in parallel
+// without touching the process environment.
+func getenvFrom(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
 }
 
 func withEnv(base map[string]string, more map[string]string) map[string]string {
@@ -63,8 +72,8 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// gate is one run of `gate serve` in the background.
-type gate struct {
+// servedGate is one run of `gate serve` in the background.
+type servedGate struct {
 	addr   string // the HTTP listener, from the start-up log line
 	stderr *syncBuffer
 	cancel context.CancelFunc
@@ -74,7 +83,7 @@ type gate struct {
 
 // startGate runs `gate serve` with env and waits for its start-up line. It stops the gate
 // at cleanup if the test has not.
-func startGate(t *testing.T, env map[string]string) *gate {
+func startGate(t *testing.T, env map[string]string) *servedGate {
 	t.Helper()
 	return startGateFunc(t, func(ctx context.Context, stderr io.Writer) error {
 		return run(ctx, []string{"serve"}, getenvFrom(env), io.Discard, stderr)
@@ -83,10 +92,10 @@ func startGate(t *testing.T, env map[string]string) *gate {
 
 // startGateFunc is startGate with the run given: serveFn runs the gate until ctx is done,
 // logging to stderr.
-func startGateFunc(t *testing.T, serveFn func(ctx context.Context, stderr io.Writer) error) *gate {
+func startGateFunc(t *testing.T, serveFn func(ctx context.Context, stderr io.Writer) error) *servedGate {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	g := &gate{stderr: &syncBuffer{}, cancel: cancel, done: make(chan struct{})}
+	g := &servedGate{stderr: &syncBuffer{}, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(g.done)
 		g.err = serveFn(ctx, g.stderr)
@@ -112,7 +121,7 @@ func startGateFunc(t *testing.T, serveFn func(ctx context.Context, stderr io.Wri
 }
 
 // stop cancels the gate's context, as SIGTERM does, and returns what run returned.
-func (g *gate) stop(t *testing.T) error {
+func (g *servedGate) stop(t *testing.T) error {
 	t.Helper()
 	g.cancel()
 	select {
@@ -331,8 +340,8 @@ func TestServeConfigErrorStartsNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `GATE_WINDOW="abc": want a duration such as 60s`) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("run: %v", err)
 	}
-	if exitCode(err) != 2 {
-		t.Errorf("exit code %d for a configuration error, want 2", exitCode(err))
+	if cli.ExitCode(err) != 2 {
+		t.Errorf("exit code %d for a configuration error, want 2", cli.ExitCode(err))
 	}
 	if stdout.String() != "" || stderr.String() != "" {
 		t.Errorf("output before failing: stdout %q stderr %q", stdout.String(), stderr.String())
@@ -381,11 +390,12 @@ func TestRunCommands(t *testing.T) {
 		{args: []string{"-x"}, usageErr: true, errHas: `unknown command "-x"`},
 		{args: []string{"serve", "extra"}, usageErr: true, errHas: "serve takes no arguments"},
 		{args: []string{"env", "--markdown"}, usageErr: true, errHas: "env takes no arguments"},
-		{args: []string{"dev", "-h"}, stderrHas: "Usage: gate dev", wantNilErr: true},
 		{args: []string{"load", "-h"}, stderrHas: "Usage: gate load", wantNilErr: true},
-		{args: []string{"dev", "extra"}, usageErr: true, errHas: "gate dev takes flags only"},
 		{args: []string{"load", "-rate", "0"}, usageErr: true, errHas: "gate load: -rate 0"},
-		{args: []string{"-help"}, stdoutHas: "dev     run a whole demo", wantNilErr: true},
+		{args: []string{"load", "extra"}, usageErr: true, errHas: "gate load takes flags only"},
+		{args: []string{"-help"}, stdoutHas: "load    produce the demo load", wantNilErr: true},
+		// The demo is cmd/gate-dev; the old subcommand says where it went.
+		{args: []string{"dev"}, usageErr: true, errHas: "go run ./cmd/gate-dev"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -395,7 +405,7 @@ func TestRunCommands(t *testing.T) {
 			if tt.wantNilErr != (err == nil) {
 				t.Fatalf("run: %v", err)
 			}
-			var ue *usageError
+			var ue *cli.UsageError
 			if errors.As(err, &ue) != tt.usageErr {
 				t.Errorf("usage error = %v, want %v (%v)", !tt.usageErr, tt.usageErr, err)
 			}
@@ -429,12 +439,27 @@ func TestReadyzWithoutKafka(t *testing.T) {
 	}
 }
 
-func TestOneLine(t *testing.T) {
-	t.Parallel()
-	err := fmt.Errorf("building the limiter: %w", errors.Join(errors.New("a"), errors.New("b")))
-	if got := oneLine(err); got != "building the limiter: a; b" {
-		t.Errorf("oneLine = %q", got)
-	}
+// serviceLinks are the variables the kubelet sets for a Service gate (port http, 8080)
+// and a Service gate-metrics (port metrics, 9090), as internal/config's
+// kubernetesServiceLinks, which its tests check form by form.
+var serviceLinks = map[string]string{
+	"GATE_SERVICE_HOST":        "10.0.0.1",
+	"GATE_SERVICE_PORT":        "8080",
+	"GATE_SERVICE_PORT_HTTP":   "8080",
+	"GATE_PORT":                "tcp://10.0.0.1:8080",
+	"GATE_PORT_8080_TCP":       "tcp://10.0.0.1:8080",
+	"GATE_PORT_8080_TCP_PROTO": "tcp",
+	"GATE_PORT_8080_TCP_PORT":  "8080",
+	"GATE_PORT_8080_TCP_ADDR":  "10.0.0.1",
+
+	"GATE_METRICS_SERVICE_HOST":         "10.0.0.2",
+	"GATE_METRICS_SERVICE_PORT":         "9090",
+	"GATE_METRICS_SERVICE_PORT_METRICS": "9090",
+	"GATE_METRICS_PORT":                 "tcp://10.0.0.2:9090",
+	"GATE_METRICS_PORT_9090_TCP":        "tcp://10.0.0.2:9090",
+	"GATE_METRICS_PORT_9090_TCP_PROTO":  "tcp",
+	"GATE_METRICS_PORT_9090_TCP_PORT":   "9090",
+	"GATE_METRICS_PORT_9090_TCP_ADDR":   "10.0.0.2",
 }
 
 // TestServeWithServiceLinks: a pod of a release named gate, in a namespace whose Services
@@ -446,7 +471,7 @@ func TestServeWithServiceLinks(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	_, kenv := kafkaEnv(t)
-	env := withEnv(withEnv(kenv, kubernetesServiceLinks), map[string]string{
+	env := withEnv(withEnv(kenv, serviceLinks), map[string]string{
 		"GATE_REDIS_URLS": rs.URL(),
 		"GATE_HTTP_ADDR":  "127.0.0.1:0",
 		"GATE_LOG_LEVEL":  "debug",
@@ -472,7 +497,7 @@ func TestServeWithServiceLinks(t *testing.T) {
 		if line.Level != "DEBUG" {
 			t.Errorf("service links logged at %s, want DEBUG: %s", line.Level, sc.Text())
 		}
-		want := slices.Sorted(maps.Keys(kubernetesServiceLinks))
+		want := slices.Sorted(maps.Keys(serviceLinks))
 		if !slices.Equal(line.Names, want) {
 			t.Errorf("service links logged %v, want %v", line.Names, want)
 		}
@@ -527,5 +552,19 @@ func TestHealthzAndReadyzFollowTheConsumer(t *testing.T) {
 	mu.Unlock()
 	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no progress") {
 		t.Errorf("/healthz when stuck: %d %q", code, body)
+	}
+}
+
+// TestShutdownBound: the gate's worst-case shutdown with the default settings is the
+// sum the chart derives the grace period from (deploy/helm TestGracePeriod: 55s, this
+// plus 5s).
+func TestShutdownBound(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(getenvFrom(nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := shutdownBound(c, gatesync.DefaultFlushTimeout), 50*time.Second; got != want {
+		t.Errorf("shutdown bound %s, want %s (20s drain + 2 × 10s revoke + 5s flush + 5s HTTP)", got, want)
 	}
 }

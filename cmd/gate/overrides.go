@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/overrides"
 )
 
@@ -24,7 +26,7 @@ it over its GATE_OVERRIDES.
 func overridesCmd(ctx context.Context, args []string, getenv func(string) string, names []string, stdout, stderr io.Writer) error {
 	bad := func(msg string) error {
 		_, _ = io.WriteString(stderr, overridesUsage)
-		return &usageError{msg: "overrides: " + msg}
+		return &cli.UsageError{Msg: "overrides: " + msg}
 	}
 	if len(args) == 0 {
 		return bad("want list, set TEAM LIMIT or delete TEAM")
@@ -59,11 +61,11 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 		return bad(fmt.Sprintf("team %q cannot be overridden", team))
 	}
 
-	cfg, err := loadConfig(getenv, names)
+	cfg, err := config.Load(getenv, names)
 	if err != nil {
 		return err
 	}
-	ropts, err := cfg.redisOptions()
+	ropts, err := cfg.RedisOptions()
 	if err != nil {
 		return err
 	}
@@ -72,7 +74,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	if cfg.RedisMode == "standalone" {
 		cfg.RedisURLs = cfg.RedisURLs[:1]
 	}
-	clients, err := cfg.dialRedis(ropts)
+	clients, err := cfg.DialRedis(ropts)
 	if err != nil {
 		return fmt.Errorf("configuring the Redis client: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/redistest"
 )
 
@@ -58,13 +59,13 @@ func TestOverridesCommand(t *testing.T) {
 		{[]string{"set", ".updated", "5"}, "cannot be overridden"},
 	} {
 		_, stderr, err := do(tt.args...)
-		if err == nil || !strings.Contains(err.Error(), tt.want) || exitCode(err) != 2 || !strings.Contains(stderr, "Usage: gate overrides") {
-			t.Errorf("overrides %q: %v (exit %d), want a usage error with %q", tt.args, err, exitCode(err), tt.want)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || cli.ExitCode(err) != 2 || !strings.Contains(stderr, "Usage: gate overrides") {
+			t.Errorf("overrides %q: %v (exit %d), want a usage error with %q", tt.args, err, cli.ExitCode(err), tt.want)
 		}
 	}
 	// Redis unreachable: a plain error naming what was being done.
 	env["GATE_REDIS_URLS"] = "redis://" + closedPort(t)
-	if _, _, err := do("set", "a", "5"); err == nil || !strings.Contains(err.Error(), "setting a in ops:overrides") || exitCode(err) != 1 {
+	if _, _, err := do("set", "a", "5"); err == nil || !strings.Contains(err.Error(), "setting a in ops:overrides") || cli.ExitCode(err) != 1 {
 		t.Errorf("set with Redis down: %v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/capturegate/gate/internal/cli"
 )
 
 const teamUsage = `Usage: gate team [-addr HOST:PORT] TEAM
@@ -34,20 +36,20 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return &usageError{msg: "team: " + err.Error()}
+		return &cli.UsageError{Msg: "team: " + err.Error()}
 	}
 	if fs.NArg() != 1 || fs.Arg(0) == "" {
 		_, _ = io.WriteString(stderr, teamUsage)
-		return &usageError{msg: fmt.Sprintf("team: want one TEAM, got %q", fs.Args())}
+		return &cli.UsageError{Msg: fmt.Sprintf("team: want one TEAM, got %q", fs.Args())}
 	}
 	team := fs.Arg(0)
 	target := *addr
 	if target == "" {
-		target = cmp.Or(getenv(envPrefix+"_HTTP_ADDR"), ":8080")
+		target = cmp.Or(getenv("GATE_HTTP_ADDR"), ":8080")
 	}
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {
-		return &usageError{msg: fmt.Sprintf("team: address %q is not host:port", target)}
+		return &cli.UsageError{Msg: fmt.Sprintf("team: address %q is not host:port", target)}
 	}
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1" // a listen-anywhere address: ask the local gate

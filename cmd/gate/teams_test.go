@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 )
@@ -154,7 +155,7 @@ func TestTeamCommand(t *testing.T) {
 		t.Errorf("unknown team: %q %v", out, err)
 	}
 	for _, args := range [][]string{nil, {"a", "b"}, {"-addr", "nocolon", "x"}, {"-bogus", "x"}} {
-		if _, err := do(nil, args...); err == nil || exitCode(err) != 2 {
+		if _, err := do(nil, args...); err == nil || cli.ExitCode(err) != 2 {
 			t.Errorf("team %q: %v, want a usage error", args, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/route"
@@ -26,15 +27,15 @@ func TestServeRoutesSampleEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The expected topic of each file, from the router with the gate's default settings.
-	cfg, err := loadConfig(getenvFrom(nil), nil)
+	cfg, err := config.Load(getenvFrom(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := limit.New(cfg.limitConfig(), nil, nil)
+	lim, err := limit.New(cfg.LimitConfig(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := route.New(cfg.routeConfig(), lim, nil)
+	r, err := route.New(cfg.RouteConfig(), lim, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -308,7 +308,7 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-// exportedMetrics builds the gate's parts as cmd/gate does (newGate: runtime collectors,
+// exportedMetrics builds the gate's parts as internal/gate.New does (runtime collectors,
 // limiter, tick, router, consumer with franz-go's kprom metrics) on one registry, and
 // returns every metric name they describe. Nothing connects: the consumer is never run.
 func exportedMetrics(t *testing.T) metricSet {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"log/slog"
@@ -24,14 +24,14 @@ import (
 //	SVC_PORT_8080_TCP_ADDR=10.0.0.1
 //
 // A Service named gate or gate-anything (a release named gate makes them) so puts GATE_
-// names in every pod of the namespace, which loadConfig would refuse as unknown. It
+// names in every pod of the namespace, which Load would refuse as unknown. It
 // ignores them instead, and serve logs them at debug level.
 //
 // A name is taken for a service link only when both the name and the value are of a
 // form listed above, with the parts that must agree agreeing (the port in the name and
 // in the value, the protocol in the name and in _PROTO): a mistyped setting such as
 // GATE_HTTP_PORT=9090 or GATE_KAFKA_BROKER=kafka:9092 is still refused. A name of
-// Config is never one: loadConfig checks its own names first, and a test keeps every
+// Config is never one: Load checks its own names first, and a test keeps every
 // Config name out of these forms.
 
 // linkService is SVC for a GATE_ name: GATE, or GATE_ and more of a DNS label's
@@ -97,7 +97,7 @@ func isLinkPort(s string) bool {
 	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == s
 }
 
-// serviceLinks returns, sorted, the names among names that loadConfig ignores as
+// serviceLinks returns, sorted, the names among names that Load ignores as
 // Kubernetes service links.
 func serviceLinks(getenv func(string) string, names []string) []string {
 	known := make(map[string]bool)
@@ -113,8 +113,8 @@ func serviceLinks(getenv func(string) string, names []string) []string {
 	return out
 }
 
-// logServiceLinks says, at debug level, which variables were ignored as service links.
-func logServiceLinks(log *slog.Logger, getenv func(string) string, names []string) {
+// LogServiceLinks says, at debug level, which variables were ignored as service links.
+func LogServiceLinks(log *slog.Logger, getenv func(string) string, names []string) {
 	if links := serviceLinks(getenv, names); len(links) > 0 {
 		log.Debug("ignoring Kubernetes service link variables (set enableServiceLinks: false on the pod to leave them out)",
 			"names", links)

@@ -12,18 +12,41 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/redistest"
-	"github.com/capturegate/gate/internal/route"
 )
 
-// devArgs is a short gate dev run: a free broker port, a threshold low enough that the
+// getenvFrom is the injected environment of a test: a map, so tests run in parallel
+// without touching the process environment.
+func getenvFrom(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// syncBuffer is a bytes.Buffer that the gates' logger writes to while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// devArgs is a short gate-dev run: a free broker port, a threshold low enough that the
 // hot team overflows within the first second, and a malformed record early on.
 func devArgs(more ...string) []string {
 	return append([]string{"-duration", "3s", "-kafka-addr", "127.0.0.1:0", "-rate", "2000", "-teams", "200",
@@ -34,7 +57,7 @@ func noRedisServer(string) (string, error) { return "", exec.ErrNotFound }
 
 func notTerminal(io.Writer) bool { return false }
 
-// runDev runs gate dev to its end with getenv and deps, and returns its stdout.
+// runDev runs gate-dev to its end with getenv and deps, and returns its stdout.
 func runDev(t *testing.T, args []string, env map[string]string, deps devDeps) string {
 	t.Helper()
 	var stdout bytes.Buffer
@@ -42,19 +65,19 @@ func runDev(t *testing.T, args []string, env map[string]string, deps devDeps) st
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	if err := dev(ctx, args, getenvFrom(env), nil, &stdout, stderr, deps); err != nil {
-		t.Fatalf("gate dev: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr)
+		t.Fatalf("gate-dev: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr)
 	}
 	return stdout.String()
 }
 
-var devTotals = regexp.MustCompile(`(?m)^gate dev stopped after \S+: in=(\d+) accepted=(\d+) overflow=(\d+) dead_letter=(\d+) load_failed=(\d+)$`)
+var devTotals = regexp.MustCompile(`(?m)^gate-dev stopped after \S+: in=(\d+) accepted=(\d+) overflow=(\d+) dead_letter=(\d+) load_failed=(\d+)$`)
 
 // checkDevOutput checks the plain output of a whole run: the header, lines a second, and
 // totals with records on all three outputs, all of them routed.
 func checkDevOutput(t *testing.T, out, redisLine string) {
 	t.Helper()
 	for _, want := range []string{
-		"gate dev: 2 gates in consumer group capture-gate share one limit: 100 records per 10s window",
+		"gate-dev: 2 gates in consumer group capture-gate share one limit: 100 records per 10s window",
 		"kafka: kfake (in-process Kafka-protocol broker) on 127.0.0.1:",
 		"kcat -b 127.0.0.1:",
 		"redis: " + redisLine,
@@ -116,11 +139,11 @@ func TestDevStartsAndStopsRedisServer(t *testing.T) {
 	// Stopped at exit: nothing listens there any more.
 	if c, err := net.DialTimeout("tcp", m[1], time.Second); err == nil {
 		c.Close()
-		t.Errorf("redis-server on %s still answers after gate dev returned", m[1])
+		t.Errorf("redis-server on %s still answers after gate-dev returned", m[1])
 	}
 }
 
-// With GATE_REDIS_URLS, gate dev uses that Redis, and the gates' final tick leaves the
+// With GATE_REDIS_URLS, gate-dev uses that Redis, and the gates' final tick leaves the
 // counts there under the dev prefix.
 func TestDevUsesGateRedisURLs(t *testing.T) {
 	t.Parallel()
@@ -164,7 +187,7 @@ func TestDevFlagsAndConfig(t *testing.T) {
 	}{
 		{name: "help", args: []string{"-h"}, errHas: flag.ErrHelp.Error()},
 		{name: "unknown flag", args: []string{"-bogus"}, usageErr: true, errHas: "flag provided but not defined: -bogus"},
-		{name: "argument", args: []string{"extra"}, usageErr: true, errHas: `gate dev takes flags only, got ["extra"]`},
+		{name: "argument", args: []string{"extra"}, usageErr: true, errHas: `gate-dev takes flags only, got ["extra"]`},
 		{name: "bad rate", args: []string{"-rate", "0"}, usageErr: true, errHas: "-rate 0"},
 		{name: "bad zipf", args: []string{"-zipf", "1"}, usageErr: true, errHas: "-zipf 1"},
 		{name: "bad address", args: []string{"-kafka-addr", "nowhere"}, usageErr: true, errHas: `-kafka-addr "nowhere"`},
@@ -179,7 +202,7 @@ func TestDevFlagsAndConfig(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.errHas) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.errHas)
 			}
-			var ue *usageError
+			var ue *cli.UsageError
 			if errors.As(err, &ue) != tt.usageErr {
 				t.Errorf("usage error = %v, want %v", !tt.usageErr, tt.usageErr)
 			}
@@ -197,98 +220,7 @@ func TestDevBrokerPortTaken(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	err = dev(t.Context(), []string{"-kafka-addr", ln.Addr().String()}, getenvFrom(nil), nil, &stdout, &stderr,
 		devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
-	if err == nil || !strings.Contains(err.Error(), "another gate dev running?") {
+	if err == nil || !strings.Contains(err.Error(), "another gate-dev running?") {
 		t.Fatalf("err = %v, want the port in use", err)
-	}
-}
-
-// The generator's records route as intended: teams by a power law with the hot team
-// first, and every malformed one, at its fixed cadence, to dead letter.
-func TestGeneratorRoutes(t *testing.T) {
-	t.Parallel()
-	spec := defaultLoadSpec()
-	spec.BadEvery = 10
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1 << 40}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := route.New(route.Config{AcceptedTopic: "a", OverflowTopic: "o", DeadLetterTopic: "d"}, lim, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := func() time.Time { return time.Unix(1718000000, 0) }
-	gen, again := newGenerator(spec, now), newGenerator(spec, now)
-	perTeam := map[string]int{}
-	reasons := map[string]int{}
-	const n = 4000
-	for i := 1; i <= n; i++ {
-		rec := gen.next()
-		if rec2 := again.next(); !bytes.Equal(rec.Value, rec2.Value) || !bytes.Equal(rec.Key, rec2.Key) {
-			t.Fatalf("record %d differs between two generators with one seed", i)
-		}
-		rec.Topic = "events"
-		_, o := r.Route(now(), rec, nil)
-		if bad := i%spec.BadEvery == 0; bad != (o.Route == route.DeadLetter) {
-			t.Fatalf("record %d: %+v (malformed: %v) %q", i, o, bad, rec.Value)
-		}
-		if o.Route == route.DeadLetter {
-			reasons[o.Reason]++
-			continue
-		}
-		perTeam[o.Team]++
-		if want := o.Team + ":user-"; !strings.HasPrefix(string(rec.Key), want) {
-			t.Errorf("record %d: key %q, want %s...", i, rec.Key, want)
-		}
-	}
-	for _, reason := range []string{route.ReasonNotJSON, route.ReasonFieldMissing, route.ReasonKeyTooLong} {
-		if reasons[reason] == 0 {
-			t.Errorf("no malformed record dead-lettered as %s: %v", reason, reasons)
-		}
-	}
-	// The hot team leads, then the tail's head; the tail is long.
-	if !(perTeam["1"] > perTeam["1000"] && perTeam["1000"] > perTeam["1001"] && perTeam["1001"] > 0) || len(perTeam) < 100 {
-		t.Errorf("teams 1, 1000, 1001: %d %d %d, %d teams", perTeam["1"], perTeam["1000"], perTeam["1001"], len(perTeam))
-	}
-}
-
-// gate load produces the load to a real (kfake) broker from GATE_KAFKA_BROKERS.
-func TestLoadCommand(t *testing.T) {
-	t.Parallel()
-	_, env := kafkaEnv(t)
-	var stdout bytes.Buffer
-	stderr := &syncBuffer{}
-	err := load(t.Context(), []string{"-duration", "1500ms", "-rate", "400"}, getenvFrom(env), nil, &stdout, stderr)
-	if err != nil {
-		t.Fatalf("gate load: %v\n%s", err, stderr)
-	}
-	m := regexp.MustCompile(`load: stopped; produced=(\d+) failed=0`).FindStringSubmatch(stdout.String())
-	if m == nil || m[1] == "0" {
-		t.Fatalf("output:\n%s", stdout.String())
-	}
-	want, _ := strconv.Atoi(m[1])
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env["GATE_KAFKA_BROKERS"]), kgo.ConsumeTopics("events"),
-		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	got := 0
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	for got < want && ctx.Err() == nil {
-		got += cl.PollFetches(ctx).NumRecords()
-	}
-	if got != want {
-		t.Errorf("events holds %d records, gate load says it produced %d", got, want)
-	}
-}
-
-func TestLoadFlags(t *testing.T) {
-	t.Parallel()
-	var stdout, stderr bytes.Buffer
-	err := load(t.Context(), []string{"-hot-share", "1"}, getenvFrom(nil), nil, &stdout, &stderr)
-	var ue *usageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "-hot-share 1") {
-		t.Errorf("err = %v, want a usage error about -hot-share", err)
 	}
 }

@@ -19,10 +19,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/term"
+
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/gate"
+	"github.com/capturegate/gate/internal/load"
 )
 
 const (
-	// devGates is how many gates gate dev runs in its consumer group.
+	// devGates is how many gates gate-dev runs in its consumer group.
 	devGates = 2
 	// devDrainTimeout bounds waiting, once the load has stopped, for the gates to route
 	// what it produced.
@@ -34,7 +39,7 @@ const (
 	devRetentionEvery = 5 * time.Second
 )
 
-// devDefaults are the GATE_ settings gate dev uses when the environment does not set
+// devDefaults are the GATE_ settings gate-dev uses when the environment does not set
 // them: a short window and a low threshold, so limiting shows within seconds; its own
 // Redis key prefix, so it never shares counters with a real fleet; quiet text logs, as
 // stdout is the view.
@@ -67,9 +72,9 @@ func realDevDeps() devDeps {
 	}
 }
 
-// devOptions are gate dev's flags.
+// devOptions are gate-dev's flags.
 type devOptions struct {
-	load       loadSpec
+	spec       load.Spec // the load
 	kafkaAddr  string
 	partitions int
 	top        int
@@ -78,37 +83,39 @@ type devOptions struct {
 }
 
 func parseDevFlags(args []string, stderr io.Writer) (devOptions, map[string]string, error) {
-	o := devOptions{load: defaultLoadSpec(), kafkaAddr: "127.0.0.1:19092", partitions: 6, top: 8, threshold: 2000, window: 10 * time.Second}
-	fs := flag.NewFlagSet("gate dev", flag.ContinueOnError)
+	o := devOptions{spec: load.DefaultSpec(), kafkaAddr: "127.0.0.1:19092", partitions: 6, top: 8, threshold: 2000, window: 10 * time.Second}
+	fs := flag.NewFlagSet("gate-dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o.load.addFlags(fs)
+	o.spec.AddFlags(fs)
 	fs.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "loopback host:port the embedded Kafka broker listens on, for kcat -b; port 0 picks a free one")
 	fs.IntVar(&o.partitions, "partitions", o.partitions, "partitions of the input topic, shared by the two gates")
 	fs.IntVar(&o.top, "top", o.top, "teams shown in the top-by-overflow table")
 	fs.Int64Var(&o.threshold, "threshold", o.threshold, "records per window a team may send (GATE_THRESHOLD; this flag wins over it)")
 	fs.DurationVar(&o.window, "window", o.window, "length of the limit's window (GATE_WINDOW; this flag wins over it)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: gate dev [flags]
+		fmt.Fprint(fs.Output(), `Usage: gate-dev [flags]
 
 Runs, in this process, an in-memory Kafka broker (kfake) on a fixed loopback port, a Redis
 (GATE_REDIS_URLS if set, else a redis-server started on a free port, else an embedded
 miniredis), two gates in one consumer group sharing the limit, and a load generator, and
 shows what they route, once a second, until the duration ends or Ctrl-C. Other GATE_*
-variables apply to both gates (gate dev defaults: GATE_WINDOW=10s, GATE_THRESHOLD=2000,
+variables apply to both gates (gate-dev defaults: GATE_WINDOW=10s, GATE_THRESHOLD=2000,
 GATE_SYNC_INTERVAL=5s, GATE_REDIS_PREFIX=gate-dev, GATE_LOG_LEVEL=warn, GATE_LOG_FORMAT=text).
+This is the demo, not the production binary: that is gate (cmd/gate), which links none of
+this.
 
 Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return o, nil, err
 	}
-	if err := o.load.check(); err != nil {
-		return o, nil, &usageError{msg: "gate dev: " + oneLine(err)}
+	if err := o.spec.Check(); err != nil {
+		return o, nil, &cli.UsageError{Msg: "gate-dev: " + cli.OneLine(err)}
 	}
 	if o.partitions < 1 || o.top < 0 {
-		return o, nil, &usageError{msg: fmt.Sprintf("gate dev: -partitions %d, -top %d: want at least 1 partition and 0 or more teams", o.partitions, o.top)}
+		return o, nil, &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -partitions %d, -top %d: want at least 1 partition and 0 or more teams", o.partitions, o.top)}
 	}
 	// Flags given on the command line win over the environment.
 	set := map[string]string{}
@@ -123,8 +130,8 @@ Flags:
 	return o, set, nil
 }
 
-// dev is `gate dev`. names are the GATE_ variables set in the environment, checked for
-// typos as serve does.
+// dev is the whole of gate-dev. names are the GATE_ variables set in the environment,
+// checked for typos as gate serve does.
 func dev(ctx context.Context, args []string, getenv func(string) string, names []string, stdout, stderr io.Writer, deps devDeps) (err error) {
 	o, flagEnv, err := parseDevFlags(args, stderr)
 	if err != nil {
@@ -139,19 +146,19 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 			return v
 		}
 		if k == "GATE_KAFKA_BROKERS" {
-			return defaults[k] // gate dev always uses its own broker
+			return defaults[k] // gate-dev always uses its own broker
 		}
 		if v := getenv(k); v != "" {
 			return v
 		}
 		return defaults[k]
 	}
-	cfg, err := loadConfig(devGetenv, names)
+	cfg, err := config.Load(devGetenv, names)
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, stderr)
-	redis.SetLogger(redisLogger{log.With("component", "redis")})
+	log := gate.NewLogger(cfg, stderr)
+	redis.SetLogger(gate.RedisLogger{Log: log.With("component", "redis")})
 
 	// 1. The broker, with the gate's topics.
 	cluster, err := startDevBroker(o.kafkaAddr, o.partitions, cfg)
@@ -176,10 +183,10 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	}()
 	defer func() { stopRetention(); <-retentionDone }() // before Close, deferred above
 	brokerAddr := cluster.ListenAddrs()[0]
-	cfg.KafkaBrokers = brokerList{brokerAddr}
+	cfg.KafkaBrokers = []string{brokerAddr}
 
 	// 2. Redis.
-	rd, err := startDevRedis(ctx, getenv("GATE_REDIS_URLS"), deps.lookPath, log)
+	rd, err := startDevRedis(ctx, getenv("GATE_REDIS_URLS"), cfg.RedisURLs.String(), deps.lookPath, log)
 	if err != nil {
 		return err
 	}
@@ -188,20 +195,20 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 			err = errors.Join(err, fmt.Errorf("stopping Redis: %w", serr))
 		}
 	}()
-	cfg.RedisURLs = redisURLs(strings.Split(rd.url, ","))
+	cfg.RedisURLs = strings.Split(rd.url, ",")
 
-	// 3. Two gates, built as serve builds one, counting their outcomes in stats.
+	// 3. Two gates, built as gate serve builds one, counting their outcomes in stats.
 	stats := newDevStats()
-	var gates []*gateParts
+	var gates []*gate.Gate
 	defer func() {
 		for _, g := range gates {
-			g.closeRedis(log)
+			g.CloseRedis(log)
 		}
 	}()
 	for i := 1; i <= devGates; i++ {
-		g, err := newGate(cfg, log.With("gate", i), gateOptions{
-			wrapRouter: stats.wrap,
-			clientOpts: devClientOpts(cfg, i),
+		g, err := gate.New(cfg, log.With("gate", i), gate.Options{
+			WrapRouter: stats.wrap,
+			ClientOpts: devClientOpts(cfg, i),
 		})
 		if err != nil {
 			return fmt.Errorf("gate %d: %w", i, err)
@@ -227,9 +234,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 
 	// 5. Start: the gates, then the load.
 	runCtx := ctx
-	if o.load.Duration > 0 {
+	if o.spec.Duration > 0 {
 		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, o.load.Duration)
+		runCtx, cancel = context.WithTimeout(ctx, o.spec.Duration)
 		defer cancel()
 	}
 	gateCtx, stopGates := context.WithCancel(context.WithoutCancel(ctx))
@@ -241,22 +248,22 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	running := len(gates)
 	loadCtx, stopLoad := context.WithCancel(runCtx)
 	defer stopLoad()
-	var counts loadCounts
-	spec := o.load
+	var counts load.Counts
+	spec := o.spec
 	spec.Duration = 0 // runCtx ends the load
 	loadDone := make(chan error, 1)
-	go func() { loadDone <- produceLoad(loadCtx, producer, cfg.InputTopic, spec, &counts, log) }()
+	go func() { loadDone <- load.Produce(loadCtx, producer, cfg.InputTopic, spec, &counts, log) }()
 
 	// 6. The view, once a second.
 	start := time.Now()
 	regs := make([]*prometheus.Registry, len(gates))
 	for i, g := range gates {
-		regs[i] = g.reg
+		regs[i] = g.Reg
 	}
 	prev := stats.snapshot(start, 0, regs)
 	var last devRates
 	show := func(now time.Time) error {
-		cur := stats.snapshot(now, counts.produced.Load(), regs)
+		cur := stats.snapshot(now, counts.Produced.Load(), regs)
 		r := rates(prev, cur, last, start, o.top)
 		prev, last = cur, r
 		if terminal {
@@ -300,7 +307,7 @@ view:
 	}
 	if runErr == nil {
 		drainDeadline := time.Now().Add(devDrainTimeout)
-		for routedTotal(stats) < counts.produced.Load() && time.Now().Before(drainDeadline) {
+		for routedTotal(stats) < counts.Produced.Load() && time.Now().Before(drainDeadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
@@ -313,9 +320,9 @@ view:
 	if err := show(time.Now()); err != nil && runErr == nil {
 		runErr = fmt.Errorf("writing output: %w", err)
 	}
-	s := stats.snapshot(time.Now(), counts.produced.Load(), nil)
-	if _, err := fmt.Fprintf(stdout, "gate dev stopped after %s: in=%d accepted=%d overflow=%d dead_letter=%d load_failed=%d\n",
-		time.Since(start).Round(time.Second), s.produced, s.routed[0], s.routed[1], s.routed[2], counts.failed.Load()); err != nil && runErr == nil {
+	s := stats.snapshot(time.Now(), counts.Produced.Load(), nil)
+	if _, err := fmt.Fprintf(stdout, "gate-dev stopped after %s: in=%d accepted=%d overflow=%d dead_letter=%d load_failed=%d\n",
+		time.Since(start).Round(time.Second), s.produced, s.routed[0], s.routed[1], s.routed[2], counts.Failed.Load()); err != nil && runErr == nil {
 		runErr = fmt.Errorf("writing output: %w", err)
 	}
 	return runErr
@@ -329,16 +336,16 @@ func routedTotal(s *devStats) int64 {
 	return n
 }
 
-// runDevGate runs one gate's tick and consumer until ctx ends, and stops them as serve
-// does: the consumer first (commit, leave the group), then the tick with its final flush.
-func runDevGate(ctx context.Context, g *gateParts, i int) error {
+// runDevGate runs one gate's tick and consumer until ctx ends, and stops them as gate
+// serve does: the consumer first (commit, leave the group), then the tick with its final flush.
+func runDevGate(ctx context.Context, g *gate.Gate, i int) error {
 	tickCtx, stopTick := context.WithCancel(context.WithoutCancel(ctx))
 	tickDone := make(chan struct{})
 	go func() {
 		defer close(tickDone)
-		g.ticker.Run(tickCtx)
+		g.Ticker.Run(tickCtx)
 	}()
-	err := g.consumer.Run(ctx)
+	err := g.Consumer.Run(ctx)
 	stopTick()
 	<-tickDone
 	if err != nil {
@@ -348,15 +355,15 @@ func runDevGate(ctx context.Context, g *gateParts, i int) error {
 }
 
 // startDevBroker starts kfake on addr with the input topic and the three outputs.
-func startDevBroker(addr string, partitions int, cfg Config) (*kfake.Cluster, error) {
+func startDevBroker(addr string, partitions int, cfg config.Config) (*kfake.Cluster, error) {
 	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host == "" || !validPort(port) {
-		return nil, &usageError{msg: fmt.Sprintf("gate dev: -kafka-addr %q: want host:port such as 127.0.0.1:19092", addr)}
+	p, perr := strconv.ParseUint(port, 10, 16)
+	if err != nil || host == "" || perr != nil {
+		return nil, &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -kafka-addr %q: want host:port such as 127.0.0.1:19092", addr)}
 	}
-	p, _ := strconv.Atoi(port)
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
-		kfake.Ports(p),
+		kfake.Ports(int(p)),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
 		kfake.SeedTopics(int32(partitions), cfg.InputTopic),
 		kfake.SeedTopics(3, cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic),
@@ -368,14 +375,14 @@ func startDevBroker(addr string, partitions int, cfg Config) (*kfake.Cluster, er
 		}),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("starting the embedded Kafka broker on %s (another gate dev running? try -kafka-addr 127.0.0.1:0): %w", addr, err)
+		return nil, fmt.Errorf("starting the embedded Kafka broker on %s (another gate-dev running? try -kafka-addr 127.0.0.1:0): %w", addr, err)
 	}
 	return c, nil
 }
 
 // devClientOpts make a dev gate's group react in a fraction of a second against the
 // in-process broker (franz-go's defaults suit a real cluster: rebalances take seconds).
-func devClientOpts(cfg Config, i int) []kgo.Opt {
+func devClientOpts(cfg config.Config, i int) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ClientID(fmt.Sprintf("%s-dev-%d", cfg.KafkaClientID, i)),
 		kgo.FetchMaxWait(200 * time.Millisecond),
@@ -385,22 +392,22 @@ func devClientOpts(cfg Config, i int) []kgo.Opt {
 	}
 }
 
-func devHeader(o devOptions, cfg Config, broker, redisWhat string) string {
-	lc := cfg.limitConfig()
-	hotRate := o.load.HotShare * float64(o.load.Rate)
+func devHeader(o devOptions, cfg config.Config, broker, redisWhat string) string {
+	lc := cfg.LimitConfig()
+	hotRate := o.spec.HotShare * float64(o.spec.Rate)
 	perWindow := hotRate * lc.Window.Seconds()
 	var b strings.Builder
-	fmt.Fprintf(&b, "gate dev: %d gates in consumer group %s share one limit: %d records per %s window per team (%s mode)\n",
+	fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share one limit: %d records per %s window per team (%s mode)\n",
 		devGates, cfg.GroupID, lc.Threshold, lc.Window, lc.Mode)
 	fmt.Fprintf(&b, "kafka: kfake (in-process Kafka-protocol broker) on %s; %s (%d partitions) -> %s, %s, %s\n",
 		broker, cfg.InputTopic, o.partitions, cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic)
 	fmt.Fprintf(&b, "       keeps the last %d MiB of each partition; try: kcat -b %s -L   |   kcat -b %s -C -t %s -o -5 -e -f '%%h %%s\\n'\n", devRetentionBytes>>20, broker, broker, cfg.OverflowTopic)
 	fmt.Fprintf(&b, "redis: %s\n", redisWhat)
 	bad := "none malformed"
-	if o.load.BadEvery > 0 {
-		bad = fmt.Sprintf("1 in %d malformed", o.load.BadEvery)
+	if o.spec.BadEvery > 0 {
+		bad = fmt.Sprintf("1 in %d malformed", o.spec.BadEvery)
 	}
 	fmt.Fprintf(&b, "load:  %d records/s over %d teams (team_id %d.. by Zipf s=%g); team_id %d sends %.0f%% (%.0f per window, %.1fx its limit); %s\n",
-		o.load.Rate, o.load.Teams, firstTailTeam, o.load.ZipfS, hotTeam, o.load.HotShare*100, perWindow, perWindow/float64(lc.Threshold), bad)
+		o.spec.Rate, o.spec.Teams, load.FirstTailTeam, o.spec.ZipfS, load.HotTeam, o.spec.HotShare*100, perWindow, perWindow/float64(lc.Threshold), bad)
 	return b.String()
 }

@@ -1,4 +1,11 @@
-package main
+// Package config reads the gate's settings from GATE_* environment variables (Config,
+// Load) and maps them to each package's own settings (LimitConfig, SyncConfig,
+// RouteConfig, ConsumeConfig, RedisOptions). Both binaries read it: cmd/gate and the demo
+// stack in cmd/gate-dev.
+//
+// Every error names the variable at fault and what it wants, on one line; Load reports all
+// problems at once, as a Problems, which the commands turn into exit status 2.
+package config
 
 import (
 	"crypto/tls"
@@ -21,6 +28,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -42,7 +50,7 @@ const envPrefix = "GATE"
 // `gate env` prints (and the README's table is generated from).
 //
 // The tags follow envconfig's conventions, and envconfig itself renders the table and
-// is checked against this loader in the tests, but the values are read by loadConfig
+// is checked against this loader in the tests, but the values are read by Load
 // below rather than envconfig.Process; see there for why.
 type Config struct {
 	// Kafka and routing (internal/consume, internal/route).
@@ -130,7 +138,7 @@ type Config struct {
 	LogFormat logFormat `envconfig:"LOG_FORMAT" default:"json" desc:"Log line format on stderr: json for log collectors or text for people (default json)."`
 }
 
-// loadConfig reads Config through getenv and checks every value, then the values against
+// Load reads Config through getenv and checks every value, then the values against
 // each other. names lists the variables set in the environment (only their names); a GATE_
 // name among them that Config does not define is an error, since it is most likely a typo
 // whose value would otherwise be ignored in silence, unless it is one of the variables
@@ -149,9 +157,9 @@ type Config struct {
 //
 // Every error names the variable and what it wants, on one line; all problems are
 // reported at once, joined by "; ".
-func loadConfig(getenv func(string) string, names []string) (Config, error) {
+func Load(getenv func(string) string, names []string) (Config, error) {
 	var c Config
-	var p problems
+	var p Problems
 	fields := configFields()
 	known := make(map[string]bool, len(fields))
 	for _, f := range fields {
@@ -206,12 +214,29 @@ func loadConfig(getenv func(string) string, names []string) (Config, error) {
 	return c, nil
 }
 
+// Names returns the GATE_ variable names Load checks for typos, from environ (the
+// process environment, os.Environ), since getenv cannot list what it holds; a name counts
+// only when getenv gives it a value. In production getenv is os.Getenv, so this is the
+// process's GATE_ names (less empty ones, which set nothing); under a test's getenv, a
+// stray GATE_ variable in the developer's shell is ignored, as its value is. Load's tests
+// pass names directly.
+func Names(environ []string, getenv func(string) string) []string {
+	var names []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, envPrefix+"_") && getenv(name) != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // check holds the range and cross-field rules. The libraries check again (limit.New,
 // gatesync.New), but they read a zero as "the default", and their messages name struct
 // fields; here a zero is rejected where it would be silently replaced, and every message
 // names the variable to fix. A variable that already failed to parse is not reported
 // again (its field holds a zero, not the operator's value).
-func (c *Config) check(p *problems, raw map[string]string) {
+func (c *Config) check(p *Problems, raw map[string]string) {
 	failed := make(map[string]bool)
 	for _, err := range *p {
 		if ve, ok := err.(*varError); ok {
@@ -411,10 +436,10 @@ func (c *Config) check(p *problems, raw map[string]string) {
 	}
 }
 
-// keyTTL returns the expiry to set on counter keys: GATE_REDIS_KEY_TTL raised to 2 × window
+// KeyTTL returns the expiry to set on counter keys: GATE_REDIS_KEY_TTL raised to 2 × window
 // (0 means exactly that). clamped reports a non-zero setting that was raised, which the
 // caller logs: the operator asked for something else.
-func (c Config) keyTTL() (ttl time.Duration, clamped bool) {
+func (c Config) KeyTTL() (ttl time.Duration, clamped bool) {
 	floor := 2 * c.Window
 	if c.RedisKeyTTL >= floor {
 		return c.RedisKeyTTL, false
@@ -422,9 +447,9 @@ func (c Config) keyTTL() (ttl time.Duration, clamped bool) {
 	return floor, c.RedisKeyTTL != 0
 }
 
-// limitConfig maps Config to the limiter's settings. Every field is set explicitly, so
+// LimitConfig maps Config to the limiter's settings. Every field is set explicitly, so
 // none falls back to a library default the operator did not see in `gate env`.
-func (c Config) limitConfig() limit.Config {
+func (c Config) LimitConfig() limit.Config {
 	hot := c.HotEveryTick
 	return limit.Config{
 		Window:           c.Window,
@@ -443,34 +468,34 @@ func (c Config) limitConfig() limit.Config {
 	}
 }
 
-// extraLimitConfigs returns one limiter configuration per GATE_LIMITS entry: the primary's
+// ExtraLimitConfigs returns one limiter configuration per GATE_LIMITS entry: the primary's
 // settings with the entry's window and threshold, and the overrides scaled by
 // threshold / GATE_THRESHOLD.
-func (c Config) extraLimitConfigs() []limit.Config {
+func (c Config) ExtraLimitConfigs() []limit.Config {
 	out := make([]limit.Config, len(c.Limits))
 	for i, e := range c.Limits {
-		lc := c.limitConfig()
+		lc := c.LimitConfig()
 		lc.Window, lc.Threshold = e.Window, e.Threshold
-		lc.Overrides = overrides.Scale(lc.Overrides, c.limitFactor(i))
+		lc.Overrides = overrides.Scale(lc.Overrides, c.LimitFactor(i))
 		out[i] = lc
 	}
 	return out
 }
 
-// limitFactor is GATE_LIMITS entry i's threshold over GATE_THRESHOLD: what an override
+// LimitFactor is GATE_LIMITS entry i's threshold over GATE_THRESHOLD: what an override
 // is multiplied by in that limit.
-func (c Config) limitFactor(i int) float64 {
+func (c Config) LimitFactor(i int) float64 {
 	return float64(c.Limits[i].Threshold) / float64(c.Threshold)
 }
 
-// limitKeyPrefix is the Redis key prefix of GATE_LIMITS entry i: {prefix}:w{seconds}.
-func (c Config) limitKeyPrefix(i int) string {
+// LimitKeyPrefix is the Redis key prefix of GATE_LIMITS entry i: {prefix}:w{seconds}.
+func (c Config) LimitKeyPrefix(i int) string {
 	return c.RedisPrefix + ":w" + strconv.FormatInt(int64(c.Limits[i].Window/time.Second), 10)
 }
 
-// syncConfig maps Config to the tick's settings.
-func (c Config) syncConfig() gatesync.Config {
-	ttl, _ := c.keyTTL()
+// SyncConfig maps Config to the tick's settings.
+func (c Config) SyncConfig() gatesync.Config {
+	ttl, _ := c.KeyTTL()
 	return gatesync.Config{
 		TickInterval:     c.TickInterval,
 		Mode:             gatesync.Mode(c.RedisMode),
@@ -483,8 +508,8 @@ func (c Config) syncConfig() gatesync.Config {
 	}
 }
 
-// routeConfig maps Config to the router's settings.
-func (c Config) routeConfig() route.Config {
+// RouteConfig maps Config to the router's settings.
+func (c Config) RouteConfig() route.Config {
 	return route.Config{
 		KeyFrom:         c.KeyFrom.KeyFrom,
 		AcceptedTopic:   c.AcceptedTopic,
@@ -500,9 +525,9 @@ func (c Config) routeConfig() route.Config {
 	}
 }
 
-// consumeConfig maps Config to the consumer's settings, with the TLS and SASL options
+// ConsumeConfig maps Config to the consumer's settings, with the TLS and SASL options
 // built from the files and credentials named. Its errors name the variable at fault.
-func (c Config) consumeConfig() (consume.Config, error) {
+func (c Config) ConsumeConfig() (consume.Config, error) {
 	opts := []kgo.Opt{
 		kgo.ClientID(c.KafkaClientID),
 		kgo.SessionTimeout(c.KafkaSessionTimeout),
@@ -511,7 +536,7 @@ func (c Config) consumeConfig() (consume.Config, error) {
 	}
 	tlsOpt, err := c.kafkaTLS()
 	if err != nil {
-		return consume.Config{}, problems{err} // a configuration error: exit status 2
+		return consume.Config{}, Problems{err} // a configuration error: exit status 2
 	}
 	if tlsOpt != nil {
 		opts = append(opts, kgo.DialTLSConfig(tlsOpt))
@@ -600,9 +625,9 @@ func (c Config) kafkaSASL() sasl.Mechanism {
 	return nil
 }
 
-// redisOptions maps Config to the Redis connection settings. Its errors name the
+// RedisOptions maps Config to the Redis connection settings. Its errors name the
 // variable at fault.
-func (c Config) redisOptions() (gatesync.RedisOptions, error) {
+func (c Config) RedisOptions() (gatesync.RedisOptions, error) {
 	o := gatesync.RedisOptions{
 		ReadTimeout:  c.RedisReadTimeout,
 		WriteTimeout: c.RedisWriteTimeout,
@@ -611,11 +636,54 @@ func (c Config) redisOptions() (gatesync.RedisOptions, error) {
 	if c.RedisTLSCAFile != "" {
 		pool, err := loadCAs("REDIS_TLS_CA_FILE", c.RedisTLSCAFile)
 		if err != nil {
-			return o, problems{err} // a configuration error: exit status 2
+			return o, Problems{err} // a configuration error: exit status 2
 		}
 		o.RootCAs = pool
 	}
 	return o, nil
+}
+
+// DialRedis returns the clients GATE_REDIS_MODE calls for: one per URL in standalone
+// mode, else one cluster or failover client. None connects yet.
+func (c Config) DialRedis(o gatesync.RedisOptions) ([]redis.UniversalClient, error) {
+	switch c.RedisMode {
+	case "cluster":
+		cc, err := gatesync.DialCluster(c.RedisURLs, o)
+		if err != nil {
+			return nil, err
+		}
+		return []redis.UniversalClient{cc}, nil
+	case "sentinel":
+		fc, err := gatesync.DialSentinel(string(c.RedisSentinelMaster), c.RedisSentinelAddrs, c.RedisURLs[0], o)
+		if err != nil {
+			return nil, err
+		}
+		return []redis.UniversalClient{fc}, nil
+	}
+	cs, err := gatesync.Dial(c.RedisURLs, o)
+	if err != nil {
+		return nil, err
+	}
+	u := make([]redis.UniversalClient, len(cs))
+	for i, x := range cs {
+		u[i] = x
+	}
+	return u, nil
+}
+
+// RedisLabels names DialRedis's clients, passwords redacted, for logs and readiness.
+func (c Config) RedisLabels() []string {
+	var urls []string
+	for _, u := range c.RedisURLs {
+		urls = append(urls, redactURL(u))
+	}
+	switch c.RedisMode {
+	case "cluster":
+		return []string{"cluster " + strings.Join(urls, ",")}
+	case "sentinel":
+		return []string{"sentinel master " + string(c.RedisSentinelMaster) + " via " + strings.Join(c.RedisSentinelAddrs, ",")}
+	}
+	return urls
 }
 
 // loadCAs reads a PEM file of CA certificates named by GATE_<key>.
@@ -1209,11 +1277,11 @@ func (e *unknownVarError) Error() string {
 // problems collects every configuration error, so an operator fixes them in one round.
 // It prints on one line: start-up failures are read in log lines, where a second line
 // would come loose from the first.
-type problems []error
+type Problems []error
 
-func (p *problems) add(err error) { *p = append(*p, err) }
+func (p *Problems) add(err error) { *p = append(*p, err) }
 
-func (p problems) Error() string {
+func (p Problems) Error() string {
 	s := make([]string, len(p))
 	for i, e := range p {
 		s[i] = e.Error()
@@ -1221,7 +1289,7 @@ func (p problems) Error() string {
 	return "configuration: " + strings.Join(s, "; ")
 }
 
-func (p problems) Unwrap() []error { return p }
+func (p Problems) Unwrap() []error { return p }
 
 // closest returns the candidate nearest to name by edit distance, if it is near enough to
 // be a plausible typo.
@@ -1264,8 +1332,8 @@ const envTableTemplate = `| Variable | Default | Description |
 {{range .}}| ` + "`{{.Key}}`" + ` | {{default (.Tags.Get "default")}} | {{cell (.Tags.Get "desc")}} |
 {{end}}`
 
-// writeEnvTable writes the Markdown table of every variable: name, default, description.
-func writeEnvTable(w io.Writer) error {
+// WriteEnvTable writes the Markdown table of every variable: name, default, description.
+func WriteEnvTable(w io.Writer) error {
 	tmpl, err := template.New("env").Funcs(template.FuncMap{
 		"default": func(s string) string {
 			if s == "" {

@@ -24,21 +24,22 @@ const (
 	redisStartAttempts = 3
 )
 
-// devRedis is the Redis gate dev runs against: the one GATE_REDIS_URLS names, a
+// devRedis is the Redis gate-dev runs against: the one GATE_REDIS_URLS names, a
 // redis-server it started, or an embedded miniredis.
 type devRedis struct {
 	url  string       // for GATE_REDIS_URLS
 	what string       // one line for the header: which Redis, where
-	stop func() error // stops what gate dev started; nil error for GATE_REDIS_URLS
+	stop func() error // stops what gate-dev started; nil error for GATE_REDIS_URLS
 }
 
-// startDevRedis picks the Redis: GATE_REDIS_URLS if set, else a redis-server started on
-// a free loopback port if lookPath finds one, else miniredis in this process.
-func startDevRedis(ctx context.Context, urls string, lookPath func(string) (string, error), log *slog.Logger) (devRedis, error) {
+// startDevRedis picks the Redis: urls (GATE_REDIS_URLS) if set, else a redis-server
+// started on a free loopback port if lookPath finds one, else miniredis in this process.
+// shown is urls as the header shows them, passwords redacted.
+func startDevRedis(ctx context.Context, urls, shown string, lookPath func(string) (string, error), log *slog.Logger) (devRedis, error) {
 	if urls != "" {
 		return devRedis{
 			url:  urls,
-			what: "GATE_REDIS_URLS " + redisURLs(strings.Split(urls, ",")).String(),
+			what: "GATE_REDIS_URLS " + shown,
 			stop: func() error { return nil },
 		}, nil
 	}

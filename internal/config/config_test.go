@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -30,9 +30,16 @@ func getenvFrom(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+// withEnv is base with more laid over it.
+func withEnv(base map[string]string, more map[string]string) map[string]string {
+	out := maps.Clone(base)
+	maps.Copy(out, more)
+	return out
+}
+
 // loadMap loads a Config from env as if env were the whole environment.
 func loadMap(env map[string]string) (Config, error) {
-	return loadConfig(getenvFrom(env), slices.Collect(maps.Keys(env)))
+	return Load(getenvFrom(env), slices.Collect(maps.Keys(env)))
 }
 
 // structKeys lists the variables of Config straight from its tags, independently of the
@@ -136,7 +143,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 
 // The struct must stay a valid envconfig specification with the same meaning: envconfig
 // derives the same names, and (when the process environment holds no GATE_ variable to
-// disturb it) envconfig.Process fills in the same defaults as loadConfig.
+// disturb it) envconfig.Process fills in the same defaults as Load.
 func TestEnvconfigAgrees(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
@@ -149,7 +156,7 @@ func TestEnvconfigAgrees(t *testing.T) {
 		ours = append(ours, f.key)
 	}
 	if got := strings.Fields(buf.String()); !slices.Equal(got, ours) {
-		t.Errorf("envconfig names %v, loadConfig names %v", got, ours)
+		t.Errorf("envconfig names %v, Load names %v", got, ours)
 	}
 
 	for _, kv := range os.Environ() {
@@ -166,7 +173,7 @@ func TestEnvconfigAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(viaEnvconfig, ours2) {
-		t.Errorf("defaults differ:\nenvconfig  %+v\nloadConfig %+v", viaEnvconfig, ours2)
+		t.Errorf("defaults differ:\nenvconfig  %+v\nLoad       %+v", viaEnvconfig, ours2)
 	}
 }
 
@@ -213,7 +220,7 @@ func TestLoadConfigValid(t *testing.T) {
 			if !maps.Equal(c.Overrides, want) {
 				t.Errorf("overrides %v, want %v", c.Overrides, want)
 			}
-			if got := c.limitConfig().Overrides; !maps.Equal(got, map[string]int64(want)) {
+			if got := c.LimitConfig().Overrides; !maps.Equal(got, map[string]int64(want)) {
 				t.Errorf("limit overrides %v", got)
 			}
 		}},
@@ -236,7 +243,7 @@ func TestLoadConfigValid(t *testing.T) {
 			}
 		}},
 		{"hot every tick off", map[string]string{"GATE_HOT_EVERY_TICK": "false"}, func(t *testing.T, c Config) {
-			if c.HotEveryTick || *c.limitConfig().HotEveryTick {
+			if c.HotEveryTick || *c.LimitConfig().HotEveryTick {
 				t.Error("hot every tick still on")
 			}
 		}},
@@ -256,12 +263,12 @@ func TestLoadConfigValid(t *testing.T) {
 			}
 		}},
 		{"start offset latest", map[string]string{"GATE_KAFKA_START_OFFSET": "Latest"}, func(t *testing.T, c Config) {
-			if cc, err := c.consumeConfig(); err != nil || c.KafkaStartOffset != "latest" || cc.StartOffset != consume.StartLatest {
+			if cc, err := c.ConsumeConfig(); err != nil || c.KafkaStartOffset != "latest" || cc.StartOffset != consume.StartLatest {
 				t.Errorf("start offset %q, consumer's %v (%v), want latest", c.KafkaStartOffset, cc.StartOffset, err)
 			}
 		}},
 		{"start offset earliest", map[string]string{"GATE_KAFKA_START_OFFSET": "earliest"}, func(t *testing.T, c Config) {
-			if cc, err := c.consumeConfig(); err != nil || c.KafkaStartOffset != "earliest" || cc.StartOffset != consume.StartEarliest {
+			if cc, err := c.ConsumeConfig(); err != nil || c.KafkaStartOffset != "earliest" || cc.StartOffset != consume.StartEarliest {
 				t.Errorf("start offset %q, consumer's %v (%v), want earliest", c.KafkaStartOffset, cc.StartOffset, err)
 			}
 		}},
@@ -515,9 +522,9 @@ func TestEnvNames(t *testing.T) {
 	t.Parallel()
 	environ := []string{"GATE_WINDOW=30s", "GATE_TYPO=1", "GATE_EMPTY=", "HOME=/root", "GATEWAY=x"}
 	env := map[string]string{"GATE_WINDOW": "30s"} // the injected getenv decides what is set
-	got := envNames(environ, getenvFrom(env))
+	got := Names(environ, getenvFrom(env))
 	if !slices.Equal(got, []string{"GATE_WINDOW"}) {
-		t.Errorf("envNames = %v", got)
+		t.Errorf("Names = %v", got)
 	}
 }
 
@@ -538,13 +545,13 @@ func TestKeyTTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, clamped := c.keyTTL()
+		got, clamped := c.KeyTTL()
 		want, _ := time.ParseDuration(tt.want)
 		if got != want || clamped != tt.clamped {
 			t.Errorf("window %s ttl %s: got %s clamped=%v, want %s clamped=%v", tt.window, tt.set, got, clamped, want, tt.clamped)
 		}
-		if c.syncConfig().KeyTTL != want {
-			t.Errorf("syncConfig().KeyTTL = %s, want %s", c.syncConfig().KeyTTL, want)
+		if c.SyncConfig().KeyTTL != want {
+			t.Errorf("SyncConfig().KeyTTL = %s, want %s", c.SyncConfig().KeyTTL, want)
 		}
 	}
 }
@@ -564,7 +571,7 @@ func TestConfigMapsThroughLibraries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := limit.New(c.limitConfig(), nil, nil)
+	lim, err := limit.New(c.LimitConfig(), nil, nil)
 	if err != nil {
 		t.Fatalf("limit.New: %v", err)
 	}
@@ -577,7 +584,7 @@ func TestConfigMapsThroughLibraries(t *testing.T) {
 	// A client that never connects: gatesync.New only checks its configuration.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = client.Close() })
-	tk, err := gatesync.New(lim, []redis.UniversalClient{client}, c.syncConfig(), nil, nil)
+	tk, err := gatesync.New(lim, []redis.UniversalClient{client}, c.SyncConfig(), nil, nil)
 	if err != nil {
 		t.Fatalf("gatesync.New: %v", err)
 	}
@@ -586,7 +593,7 @@ func TestConfigMapsThroughLibraries(t *testing.T) {
 		tc.KeysPerCommand != 50 || tc.KeysPerTick != 1000 || tc.MaxPendingWrites != 2000 || tc.MaxReadsPerTick != 300 {
 		t.Errorf("sync config %+v", tc)
 	}
-	if o, err := c.redisOptions(); err != nil || o.ReadTimeout != time.Second || o.WriteTimeout != 2*time.Second || o.DialTimeout != 3*time.Second {
+	if o, err := c.RedisOptions(); err != nil || o.ReadTimeout != time.Second || o.WriteTimeout != 2*time.Second || o.DialTimeout != 3*time.Second {
 		t.Errorf("redis options %+v", o)
 	}
 }
@@ -610,14 +617,14 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := c.routeConfig()
+	rc := c.RouteConfig()
 	if rc.KeyFrom.String() != "json:token+distinct_id" || rc.AcceptedTopic != "ok" || rc.OverflowTopic != "over" ||
 		rc.DeadLetterTopic != "dlq" || !slices.Equal(rc.ForceOverflow, []string{"t1", "t2"}) || !rc.DryRun ||
 		!rc.OverflowKeepKey || rc.MaxKeyBytes != 64 || !rc.ValidateJSON || rc.Cost != route.CostBytes ||
 		rc.EventTimeFrom.String() != "json:meta.ts" {
 		t.Errorf("route config %+v", rc)
 	}
-	lim, err := limit.New(c.limitConfig(), nil, nil)
+	lim, err := limit.New(c.LimitConfig(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +634,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	if _, err := route.New(rc, lim, nil); err != nil {
 		t.Errorf("route.New: %v", err)
 	}
-	cc, err := c.consumeConfig()
+	cc, err := c.ConsumeConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -659,20 +666,20 @@ func TestKafkaTLSFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.consumeConfig(); err == nil || !strings.Contains(err.Error(), `GATE_KAFKA_TLS_CA_FILE="/nonexistent/ca.pem"`) {
-		t.Errorf("consumeConfig: %v", err)
+	if _, err := c.ConsumeConfig(); err == nil || !strings.Contains(err.Error(), `GATE_KAFKA_TLS_CA_FILE="/nonexistent/ca.pem"`) {
+		t.Errorf("ConsumeConfig: %v", err)
 	}
 	notPEM := t.TempDir() + "/ca.pem"
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c, _ = loadMap(map[string]string{"GATE_KAFKA_TLS_CA_FILE": notPEM})
-	if _, err := c.consumeConfig(); err == nil || !strings.Contains(err.Error(), "want PEM certificates") {
-		t.Errorf("consumeConfig: %v", err)
+	if _, err := c.ConsumeConfig(); err == nil || !strings.Contains(err.Error(), "want PEM certificates") {
+		t.Errorf("ConsumeConfig: %v", err)
 	}
 	c, _ = loadMap(map[string]string{"GATE_REDIS_TLS_CA_FILE": notPEM})
-	if _, err := c.redisOptions(); err == nil || !strings.Contains(err.Error(), "GATE_REDIS_TLS_CA_FILE") || exitCode(err) != 2 {
-		t.Errorf("redisOptions: %v", err)
+	if _, err := c.RedisOptions(); err == nil || !strings.Contains(err.Error(), "GATE_REDIS_TLS_CA_FILE") || !errors.As(err, new(Problems)) {
+		t.Errorf("RedisOptions: %v", err)
 	}
 	c, _ = loadMap(map[string]string{"GATE_KAFKA_TLS": "true"})
 	if tc, err := c.kafkaTLS(); err != nil || tc == nil {
@@ -680,7 +687,7 @@ func TestKafkaTLSFiles(t *testing.T) {
 	}
 }
 
-// Every value loadConfig accepts, the libraries accept too: the defaults and the edges of
+// Every value Load accepts, the libraries accept too: the defaults and the edges of
 // each range.
 func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
 	t.Parallel()
@@ -696,13 +703,13 @@ func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
 			t.Errorf("%v: %v", env, err)
 			continue
 		}
-		lim, err := limit.New(c.limitConfig(), nil, nil)
+		lim, err := limit.New(c.LimitConfig(), nil, nil)
 		if err != nil {
 			t.Errorf("%v: limit.New: %v", env, err)
 			continue
 		}
 		client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-		if _, err := gatesync.New(lim, []redis.UniversalClient{client}, c.syncConfig(), nil, nil); err != nil {
+		if _, err := gatesync.New(lim, []redis.UniversalClient{client}, c.SyncConfig(), nil, nil); err != nil {
 			t.Errorf("%v: gatesync.New: %v", env, err)
 		}
 		_ = client.Close()
@@ -711,8 +718,8 @@ func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
 
 func TestEnvTableListsEveryVariable(t *testing.T) {
 	t.Parallel()
-	var stdout, stderr bytes.Buffer
-	if err := run(t.Context(), []string{"env"}, getenvFrom(nil), &stdout, &stderr); err != nil {
+	var stdout bytes.Buffer
+	if err := WriteEnvTable(&stdout); err != nil {
 		t.Fatalf("gate env: %v", err)
 	}
 	out := stdout.String()
@@ -740,29 +747,6 @@ func TestEnvTableListsEveryVariable(t *testing.T) {
 	}
 }
 
-// TestREADMEEnvTable keeps the README's variable table equal to `gate env`: regenerate it
-// with `go run ./cmd/gate env` when a setting changes.
-func TestREADMEEnvTable(t *testing.T) {
-	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const begin, end = "<!-- gate env: generated, kept in sync by cmd/gate TestREADMEEnvTable -->\n", "\n<!-- end gate env -->"
-	s := string(readme)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("README.md has no generated variable table between %q and %q", begin, end)
-	}
-	var buf bytes.Buffer
-	if err := writeEnvTable(&buf); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := s[i+len(begin):j], strings.TrimRight(buf.String(), "\n"); got != want {
-		t.Errorf("README.md variable table differs from `gate env`; regenerate it.\nREADME:\n%s\n\ngate env:\n%s", got, want)
-	}
-}
-
 // TestRedisModeClients: each GATE_REDIS_MODE gets the go-redis client it names, the tick
 // its mode, and readiness one label per client.
 func TestRedisModeClients(t *testing.T) {
@@ -784,18 +768,18 @@ func TestRedisModeClients(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.env, err)
 		}
-		cs, err := c.dialRedis(gatesync.RedisOptions{})
+		cs, err := c.DialRedis(gatesync.RedisOptions{})
 		if err != nil {
 			t.Fatalf("%v: %v", tc.env, err)
 		}
 		if len(cs) != tc.n || !tc.isType(cs[0]) {
 			t.Errorf("%v: clients %T × %d, want %d", tc.env, cs[0], len(cs), tc.n)
 		}
-		if l := c.redisLabels(); len(l) != tc.n || l[0] != tc.label {
+		if l := c.RedisLabels(); len(l) != tc.n || l[0] != tc.label {
 			t.Errorf("%v: labels %q", tc.env, l)
 		}
-		if got, want := c.syncConfig().Mode, gatesync.Mode(c.RedisMode); got != want {
-			t.Errorf("syncConfig().Mode = %q, want %q", got, want)
+		if got, want := c.SyncConfig().Mode, gatesync.Mode(c.RedisMode); got != want {
+			t.Errorf("SyncConfig().Mode = %q, want %q", got, want)
 		}
 		for _, x := range cs {
 			_ = x.Close()
@@ -813,10 +797,10 @@ func TestLimitsFirstIsPrimary(t *testing.T) {
 	if c.Window != time.Minute || c.Threshold != 1000 || len(c.Limits) != 1 || c.Limits[0].Window != time.Hour || c.Limits[0].Threshold != 20000 {
 		t.Errorf("window %s threshold %d limits %+v", c.Window, c.Threshold, c.Limits)
 	}
-	if got := c.limitFactor(0); got != 20 {
+	if got := c.LimitFactor(0); got != 20 {
 		t.Errorf("the hour limit scales overrides by %v, want 20", got)
 	}
-	if got := c.limitKeyPrefix(0); got != "gate:w3600" {
+	if got := c.LimitKeyPrefix(0); got != "gate:w3600" {
 		t.Errorf("the hour limit's key prefix %q", got)
 	}
 	// One pair is the one limit, as GATE_WINDOW and GATE_THRESHOLD would give it.
@@ -936,19 +920,5 @@ func TestNoVariableLooksLikeAServiceLink(t *testing.T) {
 	if got, want := serviceLinks(getenvFrom(kubernetesServiceLinks), append(slices.Collect(maps.Keys(kubernetesServiceLinks)), "GATE_WINDOW", "GATE_TYPO")),
 		slices.Sorted(maps.Keys(kubernetesServiceLinks)); !slices.Equal(got, want) {
 		t.Errorf("serviceLinks = %v, want %v", got, want)
-	}
-}
-
-// TestShutdownBound: the gate's worst-case shutdown with the default settings is the
-// sum the chart derives the grace period from (deploy/helm TestGracePeriod: 55s, this
-// plus 5s).
-func TestShutdownBound(t *testing.T) {
-	t.Parallel()
-	c, err := loadMap(map[string]string{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := shutdownBound(c, gatesync.DefaultFlushTimeout), 50*time.Second; got != want {
-		t.Errorf("shutdown bound %s, want %s (20s drain + 2 × 10s revoke + 5s flush + 5s HTTP)", got, want)
 	}
 }

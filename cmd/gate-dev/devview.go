@@ -18,7 +18,7 @@ import (
 	"github.com/capturegate/gate/internal/route"
 )
 
-// devStats counts what gate dev's gates route, over both gates: records per route, and
+// devStats counts what gate-dev's gates route, over both gates: records per route, and
 // per team that has ever overflowed, its overflow and its last decision.
 type devStats struct {
 	routed [3]atomic.Int64 // by route.Route: accepted, overflow, dead letter

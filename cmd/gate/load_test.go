@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/cli"
+)
+
+// gate load produces the load to a real (kfake) broker from GATE_KAFKA_BROKERS.
+func TestLoadCommand(t *testing.T) {
+	t.Parallel()
+	_, env := kafkaEnv(t)
+	var stdout bytes.Buffer
+	stderr := &syncBuffer{}
+	err := loadCmd(t.Context(), []string{"-duration", "1500ms", "-rate", "400"}, getenvFrom(env), nil, &stdout, stderr)
+	if err != nil {
+		t.Fatalf("gate load: %v\n%s", err, stderr)
+	}
+	m := regexp.MustCompile(`load: stopped; produced=(\d+) failed=0`).FindStringSubmatch(stdout.String())
+	if m == nil || m[1] == "0" {
+		t.Fatalf("output:\n%s", stdout.String())
+	}
+	want, _ := strconv.Atoi(m[1])
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env["GATE_KAFKA_BROKERS"]), kgo.ConsumeTopics("events"),
+		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := 0
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for got < want && ctx.Err() == nil {
+		got += cl.PollFetches(ctx).NumRecords()
+	}
+	if got != want {
+		t.Errorf("events holds %d records, gate load says it produced %d", got, want)
+	}
+}
+
+func TestLoadFlags(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	err := loadCmd(t.Context(), []string{"-hot-share", "1"}, getenvFrom(nil), nil, &stdout, &stderr)
+	var ue *cli.UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "-hot-share 1") {
+		t.Errorf("err = %v, want a usage error about -hot-share", err)
+	}
+}

@@ -1,0 +1,164 @@
+// Package gate assembles a gate from its configuration: the limiter (and one per further
+// limit), the Redis clients and the tick that syncs them, the live overrides, the router
+// and the Kafka consumer, with their metrics on one registry. cmd/gate's serve runs one;
+// cmd/gate-dev runs two in one process. Nothing here starts a goroutine or connects:
+// the caller runs the parts, and stops them in order.
+package gate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/overrides"
+	"github.com/capturegate/gate/internal/route"
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+// Gate is one gate: its limiter, the Redis clients and the tick that syncs it, the
+// router that asks it, and the Kafka consumer that routes through that router, with their
+// metrics on one registry.
+type Gate struct {
+	Reg      *prometheus.Registry
+	Lim      *limit.Limiter
+	Extra    []*limit.Limiter // one per GATE_LIMITS entry
+	Clients  []redis.UniversalClient
+	Ticker   *gatesync.Ticker
+	Router   *route.Router
+	Consumer *consume.Consumer
+	// Overrides keeps the limiter's per-team thresholds in step with the live hash in
+	// the first Redis instance; serve runs it.
+	Overrides *overrides.Refresher
+}
+
+// Options are what the demo stack changes in a gate; serve passes the zero value.
+type Options struct {
+	// WrapRouter, if set, stands between the consumer and the router (the demo counts
+	// outcomes per team through it).
+	WrapRouter func(*route.Router) consume.Router
+	// ClientOpts are added after the consumer's own Kafka client options.
+	ClientOpts []kgo.Opt
+}
+
+// New builds a gate from cfg. Nothing connects or starts: every step that can fail
+// runs here, before the caller starts anything. On success the caller owns the Redis
+// clients and closes them (CloseRedis) after the tick's final flush; on failure they are
+// closed already.
+func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
+	g := &Gate{Reg: prometheus.NewRegistry()}
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := g.Reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering runtime metrics: %w", err)
+		}
+	}
+	// With further limits, each limiter's metrics carry its window as the label limit;
+	// with one, they stay as they always were.
+	limReg := func(w time.Duration) prometheus.Registerer {
+		if len(cfg.Limits) == 0 {
+			return g.Reg
+		}
+		return prometheus.WrapRegistererWith(prometheus.Labels{"limit": w.String()}, g.Reg)
+	}
+	if g.Lim, err = limit.New(cfg.LimitConfig(), nil, limReg(cfg.Window)); err != nil {
+		return nil, fmt.Errorf("building the limiter: %w", err)
+	}
+	for _, lc := range cfg.ExtraLimitConfigs() {
+		l, err := limit.New(lc, nil, limReg(lc.Window))
+		if err != nil {
+			return nil, fmt.Errorf("building the %s limiter: %w", lc.Window, err)
+		}
+		g.Extra = append(g.Extra, l)
+	}
+	ropts, err := cfg.RedisOptions()
+	if err != nil {
+		return nil, err
+	}
+	if g.Clients, err = cfg.DialRedis(ropts); err != nil {
+		return nil, fmt.Errorf("configuring Redis clients: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			g.CloseRedis(log)
+		}
+	}()
+	instances := g.Clients
+	tlims := []gatesync.Limit{{Lim: g.Lim}}
+	for i, l := range g.Extra {
+		tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: cfg.LimitKeyPrefix(i)})
+	}
+	if g.Ticker, err = gatesync.NewMulti(tlims, instances, cfg.SyncConfig(), g.Reg, log.With("component", "tick")); err != nil {
+		return nil, fmt.Errorf("building the tick: %w", err)
+	}
+	var ovrExtra []overrides.Extra
+	for i, l := range g.Extra {
+		ovrExtra = append(ovrExtra, overrides.Extra{Lim: l, Factor: cfg.LimitFactor(i)})
+	}
+	if g.Overrides, err = overrides.New(overrides.Config{
+		Key:      overrides.Key(cfg.RedisPrefix),
+		Base:     cfg.Overrides,
+		Interval: cfg.OverridesRefresh,
+		Timeout:  cfg.RedisDialTimeout + cfg.RedisWriteTimeout + cfg.RedisReadTimeout,
+		Extra:    ovrExtra,
+	}, g.Lim, instances[0], g.Reg, log.With("component", "overrides")); err != nil {
+		return nil, fmt.Errorf("building the overrides refresher: %w", err)
+	}
+	if g.Router, err = route.NewMulti(cfg.RouteConfig(), append([]*limit.Limiter{g.Lim}, g.Extra...), g.Reg); err != nil {
+		return nil, fmt.Errorf("building the router: %w", err)
+	}
+	ccfg, err := cfg.ConsumeConfig()
+	if err != nil {
+		return nil, err
+	}
+	ccfg.ClientOpts = append(ccfg.ClientOpts, o.ClientOpts...)
+	var r consume.Router = g.Router
+	if o.WrapRouter != nil {
+		r = o.WrapRouter(g.Router)
+	}
+	if g.Consumer, err = consume.New(ccfg, r, nil, g.Reg, log.With("component", "consume")); err != nil {
+		return nil, fmt.Errorf("building the Kafka consumer: %w", err)
+	}
+	return g, nil
+}
+
+// CloseRedis closes the Redis clients; call it after the tick's final flush.
+func (g *Gate) CloseRedis(log *slog.Logger) {
+	for i, c := range g.Clients {
+		if err := c.Close(); err != nil {
+			log.Warn("closing redis client", "instance", i, "err", err)
+		}
+	}
+}
+
+// NewLogger builds the process logger from GATE_LOG_LEVEL and GATE_LOG_FORMAT.
+func NewLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.Level(cfg.LogLevel)}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// RedisLogger adapts slog to go-redis's logger, at debug level: what go-redis logs
+// (chiefly failed dials, on every attempt) comes back as an error to the tick or the
+// readiness probe, which log it at their own pace and count it in
+// gate_limiter_errors_total; at warn it would repeat every second through an outage.
+// Install it with redis.SetLogger, which is process-wide.
+type RedisLogger struct{ Log *slog.Logger }
+
+func (l RedisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.Log.DebugContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
+}

@@ -1,0 +1,88 @@
+package gate
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/route"
+)
+
+func load(t *testing.T, env map[string]string) config.Config {
+	t.Helper()
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] }, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// New builds every part without connecting (nothing listens on the addresses), one
+// limiter per limit, on one registry, and passes the router through WrapRouter.
+func TestNewConnectsNothing(t *testing.T) {
+	t.Parallel()
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    "redis://127.0.0.1:1/0",
+		"GATE_LIMITS":        "1m:1000,1h:20000",
+	})
+	var wrapped bool
+	start := time.Now()
+	g, err := New(cfg, slog.New(slog.DiscardHandler), Options{
+		WrapRouter: func(r *route.Router) consume.Router { wrapped = true; return r },
+		ClientOpts: []kgo.Opt{kgo.ClientID("test")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.CloseRedis(slog.New(slog.DiscardHandler))
+	defer g.Consumer.Close()
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("New took %s: it should not wait for any server", time.Since(start))
+	}
+	if !wrapped {
+		t.Error("WrapRouter was not called")
+	}
+	if g.Lim == nil || len(g.Extra) != 1 || len(g.Clients) != 1 || g.Ticker == nil || g.Router == nil || g.Overrides == nil {
+		t.Errorf("parts missing: %+v", g)
+	}
+	mfs, err := g.Reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, want := range []string{"go_goroutines", "gate_owned_partitions"} {
+		if !names[want] {
+			t.Errorf("registry lacks %s", want)
+		}
+	}
+}
+
+// A file named by the configuration that cannot be read fails New with a configuration
+// error (exit status 2), naming the variable.
+func TestNewConfigurationError(t *testing.T) {
+	t.Parallel()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := load(t, map[string]string{"GATE_REDIS_TLS_CA_FILE": ca})
+	_, err := New(cfg, slog.New(slog.DiscardHandler), Options{})
+	if !errors.As(err, new(config.Problems)) {
+		t.Errorf("err = %v, want a config.Problems naming GATE_REDIS_TLS_CA_FILE", err)
+	}
+}
