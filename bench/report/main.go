@@ -6,6 +6,11 @@
 //
 //	go run ./bench/report < bench/raw.txt
 //	go run ./bench/report -json out.json -md out.md raw1.txt raw2.txt
+//
+// It also rewrites the headline table in README.md (-readme-file), between its markers;
+// -readme prints that table from bench/results.json without reading any benchmark output:
+//
+//	go run ./bench/report -readme
 package main
 
 import (
@@ -502,7 +507,17 @@ func main() {
 	jsonPath := flag.String("json", "bench/results.json", "where to write the flat JSON figures")
 	mdPath := flag.String("md", "bench/RESULTS.md", "where to write the Markdown report")
 	svgPath := flag.String("svg", "bench/fidelity.svg", "where to draw the fidelity chart")
+	readmePath := flag.String("readme-file", "README.md", "README whose headline table is rewritten from the new figures (if it has the markers)")
+	readme := flag.Bool("readme", false, "print the README's headline table from the -json file and exit; reads no benchmark output")
 	flag.Parse()
+	if *readme {
+		res, err := readResults(*jsonPath)
+		if err != nil {
+			fatal(err)
+		}
+		fmt.Print(ReadmeTable(res))
+		return
+	}
 	var in io.Reader = os.Stdin
 	if flag.NArg() > 0 {
 		var all bytes.Buffer
@@ -542,6 +557,11 @@ func main() {
 	}
 	fmt.Print(Table(res))
 	fmt.Printf("wrote %s and %s\n", *jsonPath, *mdPath)
+	if ok, err := updateReadme(*readmePath, res); err != nil {
+		fatal(err)
+	} else if ok {
+		fmt.Printf("updated the headline table in %s\n", *readmePath)
+	}
 }
 
 func fatal(err error) {

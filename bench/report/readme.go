@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// The README's headline figures sit between these markers. `make bench` rewrites what is
+// between them from the new results; `go run ./bench/report -readme` prints it from
+// bench/results.json; TestReadmeHeadlineTable fails when they differ.
+const (
+	readmeBegin = "<!-- bench headline: generated from bench/results.json by `go run ./bench/report -readme`, checked by bench/report TestReadmeHeadlineTable -->\n"
+	readmeEnd   = "<!-- end bench headline -->"
+)
+
+// headline is one row of the README's table: a key of results.json and what it means to
+// a reader. Its goal, if any, is the one rows or fidelityRows give the key.
+type headline struct{ key, label string }
+
+var headlines = []headline{
+	{"hotpath_serial_ns_per_op", "per-record check, one goroutine (ns)"},
+	{"hotpath_ns_per_op", "per-record check, two goroutines, Zipf over 100k teams (ns)"},
+	{"hotpath_vs_map_ratio", "check ÷ a bare sharded-map lookup of the same keys"},
+	{"hotpath_vs_sync_lua_speedup", "check speed ÷ one Redis Lua call per record (×)"},
+	{"e2e_gate_records_per_s", "whole gate, records/s (in-process broker)"},
+	{"e2e_vs_passthrough_ratio", "whole gate ÷ a bare consume→produce→commit pass-through"},
+	{"e2e_exactly_once_vs_at_least_once", "exactly-once ÷ at-least-once throughput"},
+	{"sync_read_reduction", "Redis reads saved by pressure tiers (100k teams)"},
+	{"bytes_per_entity", "heap per cached team (bytes)"},
+	{"fleet_admitted_over_threshold", "cap, 4 gates, a team at 2 × its limit: admitted ÷ threshold"},
+	{"divert_detect_ticks", "divert, 4 gates, a team jumps 0.5 → 5 ×: ticks to divert it"},
+	{"false_overflow_below_80pct", "records of teams under 80 % of their limit sent to overflow"},
+	{"catchup_false_overflow_event", "replaying 10 windows at 10 ×, event clock: share falsely limited"},
+	{"catchup_false_overflow_wall", "the same replay, wall clock: share falsely limited"},
+}
+
+// ReadmeTable is the README's table of headline figures from res, without the markers.
+func ReadmeTable(res map[string]float64) string {
+	goals := map[string]*goal{}
+	for _, r := range append(append([]row(nil), rows...), fidelityRows...) {
+		goals[r.key] = r.goal
+	}
+	var sb strings.Builder
+	sb.WriteString("| figure | latest | goal | met |\n|---|---:|---|---|\n")
+	for _, h := range headlines {
+		val, goalText, met := "not measured", "—", "—"
+		v, ok := res[h.key]
+		if ok {
+			val = format(v)
+		}
+		if g := goals[h.key]; g != nil {
+			goalText = g.text
+			if ok {
+				met = "no"
+				if g.met(v) {
+					met = "yes"
+				}
+			}
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", h.label, val, goalText, met)
+	}
+	return sb.String()
+}
+
+// readResults reads a results.json.
+func readResults(path string) (map[string]float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var res map[string]float64
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return res, nil
+}
+
+// readmeBlock returns what doc holds between the markers, and where it starts and ends.
+func readmeBlock(doc string) (block string, i, j int, err error) {
+	i, j = strings.Index(doc, readmeBegin), strings.Index(doc, readmeEnd)
+	if i < 0 || j < i+len(readmeBegin) {
+		return "", 0, 0, fmt.Errorf("no headline table between %q and %q", strings.TrimSpace(readmeBegin), readmeEnd)
+	}
+	i += len(readmeBegin)
+	return doc[i:j], i, j, nil
+}
+
+// spliceReadme puts table between the markers of doc.
+func spliceReadme(doc, table string) (string, error) {
+	_, i, j, err := readmeBlock(doc)
+	if err != nil {
+		return "", err
+	}
+	return doc[:i] + table + doc[j:], nil
+}
+
+// updateReadme rewrites the headline table of the README at path, if it has the markers;
+// it reports whether it did.
+func updateReadme(path string, res map[string]float64) (bool, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, _, _, err := readmeBlock(string(b)); err != nil {
+		return false, nil
+	}
+	doc, err := spliceReadme(string(b), ReadmeTable(res))
+	if err != nil || doc == string(b) {
+		return false, err
+	}
+	return true, os.WriteFile(path, []byte(doc), 0o644)
+}

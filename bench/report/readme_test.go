@@ -1,0 +1,76 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReadmeHeadlineTable keeps the README's headline figures equal to bench/results.json:
+// `make bench` rewrites both; after editing either by hand, paste the output of
+// `go run ./bench/report -readme` between the README's markers.
+func TestReadmeHeadlineTable(t *testing.T) {
+	res, err := readResults("../results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, _, err := readmeBlock(string(b))
+	if err != nil {
+		t.Fatalf("README.md: %v", err)
+	}
+	if want := ReadmeTable(res); got != want {
+		t.Errorf("README.md's headline table differs from bench/results.json; paste `go run ./bench/report -readme` between its markers.\nREADME:\n%s\nresults.json:\n%s", got, want)
+	}
+}
+
+func TestReadmeTableRows(t *testing.T) {
+	tab := ReadmeTable(map[string]float64{"hotpath_vs_map_ratio": 1.2, "bytes_per_entity": 200, "e2e_gate_records_per_s": 1e6})
+	for _, want := range []string{
+		"| check ÷ a bare sharded-map lookup of the same keys | 1.2 | ≤ 1.5 | yes |",
+		"| heap per cached team (bytes) | 200 | ≤ 150 | no |",
+		"| whole gate, records/s (in-process broker) | 1000000 | — | — |",
+		"| per-record check, one goroutine (ns) | not measured | — | — |",
+		"| divert, 4 gates, a team jumps 0.5 → 5 ×: ticks to divert it | not measured | ≤ 3 | — |",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	if n := strings.Count(tab, "\n"); n != len(headlines)+2 {
+		t.Errorf("%d lines, want %d", n, len(headlines)+2)
+	}
+}
+
+func TestUpdateReadme(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "README.md")
+	res := map[string]float64{"bytes_per_entity": 92.2}
+	doc := "# x\n\n" + readmeBegin + "| old |\n" + readmeEnd + "\n\nafter\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := updateReadme(path, res); err != nil || !ok {
+		t.Fatalf("updateReadme = %v, %v", ok, err)
+	}
+	b, _ := os.ReadFile(path)
+	if want := "# x\n\n" + readmeBegin + ReadmeTable(res) + readmeEnd + "\n\nafter\n"; string(b) != want {
+		t.Errorf("README after update:\n%s\nwant:\n%s", b, want)
+	}
+	if ok, err := updateReadme(path, res); err != nil || ok {
+		t.Errorf("second update = %v, %v; want no change", ok, err)
+	}
+	// A README without the markers, or none at all, is left alone.
+	if err := os.WriteFile(path, []byte("# no markers\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := updateReadme(path, res); err != nil || ok {
+		t.Errorf("update without markers = %v, %v", ok, err)
+	}
+	if ok, err := updateReadme(filepath.Join(t.TempDir(), "none.md"), res); err != nil || ok {
+		t.Errorf("update of a missing file = %v, %v", ok, err)
+	}
+}
