@@ -206,7 +206,12 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 		}
 	}()
 	for i := 1; i <= devGates; i++ {
-		g, err := gate.New(cfg, log.With("gate", i), gate.Options{
+		gcfg := cfg
+		if gcfg.TransactionalID == "" {
+			// One per gate: two gates of one process share a host name.
+			gcfg.TransactionalID = cfg.GroupID + "-dev-" + strconv.Itoa(i)
+		}
+		g, err := gate.New(gcfg, log.With("gate", i), gate.Options{
 			WrapRouter: stats.wrap,
 			ClientOpts: devClientOpts(cfg, i),
 		})

@@ -47,11 +47,10 @@ const envPrefix = "GATE"
 // Config is everything the gate reads from its environment. Each field's tags are its
 // documentation: envconfig names the variable (after the GATE_ prefix), default is used
 // when the variable is unset or empty, desc is the user-facing description that
-// `gate env` prints (and the README's table is generated from).
+// `gate env` prints (and docs/configuration.md's table is generated from).
 //
-// The tags follow envconfig's conventions, and envconfig itself renders the table and
-// is checked against this loader in the tests, but the values are read by Load
-// below rather than envconfig.Process; see there for why.
+// The tags follow envconfig's conventions: envconfig.Process parses the values (see
+// Load) and envconfig renders the table.
 type Config struct {
 	// Kafka and routing (internal/consume, internal/route).
 	KafkaBrokers          brokerList      `envconfig:"KAFKA_BROKERS" default:"127.0.0.1:9092" desc:"Comma-separated seed brokers as host:port (default 127.0.0.1:9092); the client finds the rest of the cluster from them."`
@@ -138,19 +137,17 @@ type Config struct {
 	LogFormat logFormat `envconfig:"LOG_FORMAT" default:"json" desc:"Log line format on stderr: json for log collectors or text for people (default json)."`
 }
 
-// Load reads Config through getenv and checks every value, then the values against
-// each other. names lists the variables set in the environment (only their names); a GATE_
-// name among them that Config does not define is an error, since it is most likely a typo
-// whose value would otherwise be ignored in silence, unless it is one of the variables
-// Kubernetes sets for a Service named gate or gate-... (see isServiceLink).
+// Load reads Config through getenv and checks it (Validate). names lists the variables
+// set in the environment (only their names); a GATE_ name among them that Config does not
+// define is an error, since it is most likely a typo whose value would otherwise be
+// ignored in silence, unless it is one of the variables Kubernetes sets for a Service
+// named gate or gate-... (see isServiceLink).
 //
-// Why not envconfig.Process: it reads the process environment (os.LookupEnv) and nothing
-// else, so testing it means os.Setenv, which is process-wide and rules out t.Parallel;
-// and its errors name Go types rather than what the operator should write. So this
-// loader walks the same tags itself through the injected getenv, which keeps run and its
-// tests free of global state, and says for each bad value what is wanted. Tests check
-// that envconfig derives the same variable names and defaults, so the struct stays a
-// valid envconfig specification.
+// Each value is parsed by envconfig.Process, by its field's type: the types below
+// implement envconfig.Decoder and say what they want. Process itself reads only the
+// process environment and stops at the first bad value, while the gate's environment is
+// injected (getenv: run and its tests hold no global state) and every bad value is
+// reported, so Load hands Process one variable at a time (see decode).
 //
 // getenv cannot tell an empty variable from an unset one (os.Getenv cannot either):
 // an empty value means the default.
@@ -175,6 +172,7 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 
 	v := reflect.ValueOf(&c).Elem()
 	raw := make(map[string]string, len(fields)) // values as shown in errors
+	failed := make(map[string]bool)             // reported once, not again by Validate
 	for _, f := range fields {
 		s := strings.TrimSpace(getenv(f.key))
 		if s == "" {
@@ -188,26 +186,36 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 		if s == "" {
 			continue // no value and no default: the zero value
 		}
-		if err := setField(fv, s); err != nil {
+		if err := decode(fv, s); err != nil {
 			e := &varError{Key: f.key, Value: raw[f.key], Want: wantFor(fv, f.def), Err: err}
 			if _, ok := fv.Addr().Interface().(wanter); ok {
 				e.Detail = err.Error() // our own types' errors say which part is wrong
 			}
 			p.add(e)
+			failed[f.key] = true
 		}
 	}
 	// GATE_LIMITS, when set, is every limit: its first is the primary, in place of
-	// GATE_WINDOW and GATE_THRESHOLD (setting those too would leave two primaries).
+	// GATE_WINDOW and GATE_THRESHOLD (setting those too would leave two primaries). Only
+	// the environment tells a value set from a default, so this rule is Load's.
 	if len(c.Limits) > 0 {
 		if strings.TrimSpace(getenv(envPrefix+"_WINDOW")) != "" || strings.TrimSpace(getenv(envPrefix+"_THRESHOLD")) != "" {
 			p.add(&varError{Key: envPrefix + "_LIMITS", Value: raw[envPrefix+"_LIMITS"],
 				Want: "either GATE_LIMITS or GATE_WINDOW and GATE_THRESHOLD, not both (GATE_LIMITS's first window:threshold is the primary limit)"})
+			failed[envPrefix+"_LIMITS"] = true
 		} else {
 			c.Window, c.Threshold = c.Limits[0].Window, c.Limits[0].Threshold
 			c.Limits = c.Limits[1:]
 		}
 	}
-	c.check(&p, raw)
+	// A value that failed holds a zero, not the operator's value: it is not reported
+	// again, and the rules between values wait until every value reads.
+	for _, e := range c.validate(len(failed) == 0) {
+		if ve, ok := e.(*varError); ok && !failed[ve.Key] {
+			ve.Value = raw[ve.Key] // as the operator wrote it
+			p.add(ve)
+		}
+	}
 	if len(p) > 0 {
 		return Config{}, p
 	}
@@ -231,22 +239,27 @@ func Names(environ []string, getenv func(string) string) []string {
 	return names
 }
 
-// check holds the range and cross-field rules. The libraries check again (limit.New,
-// gatesync.New), but they read a zero as "the default", and their messages name struct
-// fields; here a zero is rejected where it would be silently replaced, and every message
-// names the variable to fix. A variable that already failed to parse is not reported
-// again (its field holds a zero, not the operator's value).
-func (c *Config) check(p *Problems, raw map[string]string) {
-	failed := make(map[string]bool)
-	for _, err := range *p {
-		if ve, ok := err.(*varError); ok {
-			failed[ve.Key] = true
-		}
+// Validate checks each value's range and the rules between values: every rule on the
+// configuration lives here. The libraries check again (limit.New, gatesync.New, ...),
+// but they read a zero as "the default", and their messages name struct fields; here a
+// zero is rejected where it would be silently replaced, and every message names the
+// variable to fix. Where a rule is a package's own (a topic name, the cluster key
+// prefix, the event-age bound, the enums), that package's function decides and Validate
+// only words the message. The rules between values run once every value is sane. The
+// error is a Problems.
+func (c Config) Validate() error {
+	if p := c.validate(true); len(p) > 0 {
+		return p
 	}
+	return nil
+}
+
+// validate is Validate, the rules between values only if between.
+func (c Config) validate(between bool) Problems {
+	var p Problems
 	bad := func(key, want string) {
-		if key = envPrefix + "_" + key; !failed[key] {
-			p.add(&varError{Key: key, Value: raw[key], Want: want})
-		}
+		key = envPrefix + "_" + key
+		p.add(&varError{Key: key, Value: c.shown(key), Want: want})
 	}
 	positive := func(key string, d time.Duration) {
 		if d <= 0 {
@@ -280,7 +293,7 @@ func (c *Config) check(p *Problems, raw map[string]string) {
 	if c.RedisKeyTTL < 0 {
 		bad("REDIS_KEY_TTL", "0 (meaning 2 x GATE_WINDOW) or a positive duration such as 120s")
 	}
-	if c.RedisMode == "sentinel" {
+	if c.RedisMode.value() == gatesync.ModeSentinel {
 		if c.RedisSentinelMaster == "" {
 			bad("REDIS_SENTINEL_MASTER", "the master name the sentinels monitor, such as mymaster, with GATE_REDIS_MODE=sentinel")
 		}
@@ -300,16 +313,16 @@ func (c *Config) check(p *Problems, raw map[string]string) {
 			bad("REDIS_SENTINEL_ADDRS", "unset unless GATE_REDIS_MODE=sentinel")
 		}
 	}
-	if c.RedisMode == "cluster" {
+	if c.RedisMode.value() == gatesync.ModeCluster {
 		for _, u := range c.RedisURLs {
 			if opt, err := gatesync.ParseURL(u); err == nil && opt.DB != 0 {
 				bad("REDIS_URLS", "URLs of database 0 with GATE_REDIS_MODE=cluster: Redis Cluster has no other")
 				break
 			}
 		}
-		if strings.ContainsAny(c.RedisPrefix, "{}") {
-			bad("REDIS_PREFIX", "a prefix without braces with GATE_REDIS_MODE=cluster: a brace would change the keys' hash tag")
-		}
+	}
+	if gatesync.CheckKeyPrefix(c.RedisMode.value(), c.RedisPrefix) != nil {
+		bad("REDIS_PREFIX", "a prefix without braces with GATE_REDIS_MODE=cluster: a brace would change the keys' hash tag")
 	}
 	positive("REDIS_READ_TIMEOUT", c.RedisReadTimeout)
 	positive("REDIS_WRITE_TIMEOUT", c.RedisWriteTimeout)
@@ -319,7 +332,7 @@ func (c *Config) check(p *Problems, raw map[string]string) {
 	atLeast("MAX_PENDING_WRITES", c.MaxPendingWrites, 1)
 	atLeast("MAX_READS_PER_TICK", c.MaxReadsPerTick, 1)
 	for _, k := range []struct{ key, v string }{{"INPUT_TOPIC", c.InputTopic}, {"ACCEPTED_TOPIC", c.AcceptedTopic}, {"OVERFLOW_TOPIC", c.OverflowTopic}, {"DEAD_LETTER_TOPIC", c.DeadLetterTopic}} {
-		if !validTopic(k.v) {
+		if route.CheckTopic(k.v) != nil {
 			bad(k.key, "a Kafka topic name: 1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'")
 		}
 	}
@@ -365,10 +378,8 @@ func (c *Config) check(p *Problems, raw map[string]string) {
 	if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil || !validPort(port) {
 		bad("HTTP_ADDR", "host:port such as :8080 or 127.0.0.1:8080")
 	}
-	for _, err := range *p {
-		if _, ok := err.(*varError); ok {
-			return // the cross-field rules below assume each value is sane
-		}
+	if len(p) > 0 || !between {
+		return p // the rules between values below assume each value is sane
 	}
 
 	// A record routed to the topic it was read from would be read again, forever.
@@ -387,7 +398,7 @@ func (c *Config) check(p *Problems, raw map[string]string) {
 	// dead member's session (a slow one's rebalance timeout): a transaction timeout
 	// shorter than either gets healthy gates' transactions aborted and their producers
 	// fenced whenever a peer crashes.
-	if c.Delivery == "exactly-once" && (c.TransactionTimeout <= c.KafkaRebalanceTimeout || c.TransactionTimeout <= c.KafkaSessionTimeout) {
+	if c.Delivery.value() == consume.ExactlyOnce && (c.TransactionTimeout <= c.KafkaRebalanceTimeout || c.TransactionTimeout <= c.KafkaSessionTimeout) {
 		bad("TRANSACTION_TIMEOUT", fmt.Sprintf("a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s) and GATE_KAFKA_SESSION_TIMEOUT (%s): "+
 			"a transaction's end waits out a rebalance, which waits out a dead member's session", c.KafkaRebalanceTimeout, c.KafkaSessionTimeout))
 	}
@@ -414,7 +425,7 @@ func (c *Config) check(p *Problems, raw map[string]string) {
 		}
 	}
 	// Set without exactly-once they would be ignored: most likely GATE_DELIVERY is missing.
-	if c.TransactionalID != "" && c.Delivery != "exactly-once" {
+	if c.TransactionalID != "" && c.Delivery.value() != consume.ExactlyOnce {
 		bad("TRANSACTIONAL_ID", "unset unless GATE_DELIVERY=exactly-once")
 	}
 	if c.EventTimeFrom.String() != "timestamp" && c.Clock.Clock != limit.EventClock {
@@ -426,14 +437,26 @@ func (c *Config) check(p *Problems, raw map[string]string) {
 		for _, e := range c.Limits {
 			shortest = min(shortest, e.Window)
 		}
-		if c.MaxEventAge/shortest > 1<<20 {
-			bad("MAX_EVENT_AGE", fmt.Sprintf("a duration of at most 1048576 of the shortest window (%s)", shortest))
+		if limit.CheckEventAge(c.MaxEventAge, shortest) != nil {
+			bad("MAX_EVENT_AGE", fmt.Sprintf("a duration of at most %d of the shortest window (%s)", limit.MaxEventWindows, shortest))
 		}
 	}
 	// Reads happen on ticks: a sync interval shorter than a tick could not be honoured.
 	if c.SyncInterval < c.TickInterval {
 		bad("SYNC_INTERVAL", fmt.Sprintf("a duration no shorter than GATE_TICK_INTERVAL (%s)", c.TickInterval))
 	}
+	return p
+}
+
+// shown is the value of variable key as an error shows it: secrets and passwords
+// redacted by their types' String.
+func (c Config) shown(key string) string {
+	for _, f := range configFields() {
+		if f.key == key {
+			return fmt.Sprint(reflect.ValueOf(c).FieldByIndex(f.index).Interface())
+		}
+	}
+	return ""
 }
 
 // KeyTTL returns the expiry to set on counter keys: GATE_REDIS_KEY_TTL raised to 2 × window
@@ -498,7 +521,7 @@ func (c Config) SyncConfig() gatesync.Config {
 	ttl, _ := c.KeyTTL()
 	return gatesync.Config{
 		TickInterval:     c.TickInterval,
-		Mode:             gatesync.Mode(c.RedisMode),
+		Mode:             c.RedisMode.value(),
 		KeyPrefix:        c.RedisPrefix,
 		KeyTTL:           ttl,
 		KeysPerCommand:   c.KeysPerCommand,
@@ -569,24 +592,20 @@ func (c Config) ConsumeConfig() (consume.Config, error) {
 	}, nil
 }
 
-// transactionalID is GATE_TRANSACTIONAL_ID, or GATE_GROUP_ID-hostname: unique per pod,
-// as a pod's host name is its name. Empty unless exactly-once.
+// transactionalID is GATE_TRANSACTIONAL_ID; empty unless exactly-once. Its default,
+// GATE_GROUP_ID-hostname (unique per pod, as a pod's host name is its name), is set by
+// the caller, who knows the host (cmd/gate's serve): with none, the consumer refuses
+// exactly-once delivery with an error that says so.
 func (c Config) transactionalID() string {
-	if c.Delivery != "exactly-once" {
+	if c.Delivery.value() != consume.ExactlyOnce {
 		return ""
 	}
-	if c.TransactionalID != "" {
-		return c.TransactionalID
-	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "pid" + strconv.Itoa(os.Getpid())
-	}
-	return c.GroupID + "-" + host
+	return c.TransactionalID
 }
 
 // validTransactionalID keeps ids to what shows plainly in broker logs and tools.
-func validTransactionalID(s string) bool { return len(s) <= 200 && validTopic(s) }
+// Those are a topic name's characters, so the router's check decides.
+func validTransactionalID(s string) bool { return len(s) <= 200 && route.CheckTopic(s) == nil }
 
 // kafkaTLS returns the TLS configuration, or nil when TLS is off.
 func (c Config) kafkaTLS() (*tls.Config, error) {
@@ -646,14 +665,14 @@ func (c Config) RedisOptions() (gatesync.RedisOptions, error) {
 // DialRedis returns the clients GATE_REDIS_MODE calls for: one per URL in standalone
 // mode, else one cluster or failover client. None connects yet.
 func (c Config) DialRedis(o gatesync.RedisOptions) ([]redis.UniversalClient, error) {
-	switch c.RedisMode {
-	case "cluster":
+	switch c.RedisMode.value() {
+	case gatesync.ModeCluster:
 		cc, err := gatesync.DialCluster(c.RedisURLs, o)
 		if err != nil {
 			return nil, err
 		}
 		return []redis.UniversalClient{cc}, nil
-	case "sentinel":
+	case gatesync.ModeSentinel:
 		fc, err := gatesync.DialSentinel(string(c.RedisSentinelMaster), c.RedisSentinelAddrs, c.RedisURLs[0], o)
 		if err != nil {
 			return nil, err
@@ -677,10 +696,10 @@ func (c Config) RedisLabels() []string {
 	for _, u := range c.RedisURLs {
 		urls = append(urls, redactURL(u))
 	}
-	switch c.RedisMode {
-	case "cluster":
+	switch c.RedisMode.value() {
+	case gatesync.ModeCluster:
 		return []string{"cluster " + strings.Join(urls, ",")}
-	case "sentinel":
+	case gatesync.ModeSentinel:
 		return []string{"sentinel master " + string(c.RedisSentinelMaster) + " via " + strings.Join(c.RedisSentinelAddrs, ",")}
 	}
 	return urls
@@ -701,6 +720,16 @@ func loadCAs(key, file string) (*x509.CertPool, error) {
 
 // --- Field types with their own syntax -------------------------------------------------
 
+// The field types of this package are envconfig Decoders; keyFrom, cost, eventTimeFrom,
+// clockSetting and limit.Mode are read by their packages' UnmarshalText, which
+// envconfig.Process calls as well.
+var _ = []envconfig.Decoder{
+	(*overrideList)(nil), (*limitList)(nil), (*brokerList)(nil), (*startOffset)(nil),
+	(*delivery)(nil), (*onUndeliverable)(nil), (*onDataLoss)(nil), (*teamList)(nil),
+	(*saslMechanism)(nil), (*redisMode)(nil), (*sentinelAddrs)(nil), (*sentinelMaster)(nil),
+	(*redisURLs)(nil), (*logLevel)(nil), (*logFormat)(nil),
+}
+
 // wanter is a field type that says what a valid value looks like. Its parse errors are
 // shown to the operator (they say which part is wrong); other types' are not (they are
 // strconv's, and "want a duration such as 60s" says more).
@@ -716,11 +745,11 @@ func (overrideList) want() string {
 	return fmt.Sprintf("team=limit pairs separated by commas such as team1=5000,team2=200000, each limit from 1 to %d", int64(limit.MaxThreshold))
 }
 
-// UnmarshalText parses the pairs strictly: a mistyped override silently ignored would give a
+// Decode parses the pairs strictly: a mistyped override silently ignored would give a
 // team the default threshold, so every malformed entry is an error.
-func (o *overrideList) UnmarshalText(b []byte) error {
+func (o *overrideList) Decode(text string) error {
 	m := make(overrideList)
-	for i, entry := range strings.Split(string(b), ",") {
+	for i, entry := range strings.Split(text, ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
 			return fmt.Errorf("entry %d is empty", i+1)
@@ -759,11 +788,11 @@ func (limitList) want() string {
 	return fmt.Sprintf("window:threshold pairs separated by commas such as 1h:20000000,24h:200000000, each window a whole number of seconds and each threshold from 1 to %d", int64(limit.MaxThreshold))
 }
 
-// UnmarshalText parses the pairs strictly; the rules between values (distinct windows,
+// Decode parses the pairs strictly; the rules between values (distinct windows,
 // longer than a tick) are checked with the other variables.
-func (l *limitList) UnmarshalText(b []byte) error {
+func (l *limitList) Decode(text string) error {
 	var out limitList
-	for i, entry := range strings.Split(string(b), ",") {
+	for i, entry := range strings.Split(text, ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
 			return fmt.Errorf("entry %d is empty", i+1)
@@ -807,9 +836,9 @@ func (brokerList) want() string {
 	return "host:port entries separated by commas such as kafka-1:9092,kafka-2:9092"
 }
 
-func (b *brokerList) UnmarshalText(t []byte) error {
+func (b *brokerList) Decode(text string) error {
 	var out brokerList
-	for i, s := range strings.Split(string(t), ",") {
+	for i, s := range strings.Split(text, ",") {
 		s = strings.TrimSpace(s)
 		host, port, err := net.SplitHostPort(s)
 		switch {
@@ -829,13 +858,13 @@ type startOffset string
 
 func (startOffset) want() string { return "earliest or latest" }
 
-func (s *startOffset) UnmarshalText(b []byte) error {
-	switch v := strings.ToLower(string(b)); v {
+func (s *startOffset) Decode(text string) error {
+	switch v := strings.ToLower(text); v {
 	case "earliest", "latest":
 		*s = startOffset(v)
 		return nil
 	}
-	return fmt.Errorf("unknown start offset %q", b)
+	return fmt.Errorf("unknown start offset %q", text)
 }
 
 func (s startOffset) value() consume.StartOffset {
@@ -853,22 +882,23 @@ func (keyFrom) want() string { return "json:FIELD, json:FIELD+FIELD, header:NAME
 // delivery is GATE_DELIVERY.
 type delivery string
 
-func (delivery) want() string { return "at-least-once or exactly-once" }
+func (delivery) want() string {
+	return consume.AtLeastOnce.String() + " or " + consume.ExactlyOnce.String()
+}
 
-func (d *delivery) UnmarshalText(b []byte) error {
-	switch s := strings.ToLower(string(b)); s {
-	case "at-least-once", "exactly-once":
-		*d = delivery(s)
-		return nil
+// Decode takes the names consume.ParseDelivery reads, in any case.
+func (d *delivery) Decode(text string) error {
+	v, err := consume.ParseDelivery(strings.ToLower(text))
+	if err != nil {
+		return fmt.Errorf("unknown delivery %q", text)
 	}
-	return fmt.Errorf("unknown delivery %q", b)
+	*d = delivery(v.String())
+	return nil
 }
 
 func (d delivery) value() consume.Delivery {
-	if d == "exactly-once" {
-		return consume.ExactlyOnce
-	}
-	return consume.AtLeastOnce
+	v, _ := consume.ParseDelivery(string(d))
+	return v
 }
 
 // orDisabled maps a setting's 0 (off) to the consumer's negative (disabled), its zero
@@ -885,10 +915,10 @@ type onUndeliverable string
 
 func (onUndeliverable) want() string { return "stop or skip" }
 
-func (u *onUndeliverable) UnmarshalText(b []byte) error {
-	v := strings.ToLower(string(b))
+func (u *onUndeliverable) Decode(text string) error {
+	v := strings.ToLower(text)
 	if _, err := consume.ParseUndeliverable(v); err != nil {
-		return fmt.Errorf("unknown policy %q", b)
+		return fmt.Errorf("unknown policy %q", text)
 	}
 	*u = onUndeliverable(v)
 	return nil
@@ -904,10 +934,10 @@ type onDataLoss string
 
 func (onDataLoss) want() string { return "continue or stop" }
 
-func (d *onDataLoss) UnmarshalText(b []byte) error {
-	v := strings.ToLower(string(b))
+func (d *onDataLoss) Decode(text string) error {
+	v := strings.ToLower(text)
 	if _, err := consume.ParseDataLoss(v); err != nil {
-		return fmt.Errorf("unknown policy %q", b)
+		return fmt.Errorf("unknown policy %q", text)
 	}
 	*d = onDataLoss(v)
 	return nil
@@ -938,10 +968,10 @@ type teamList []string
 
 func (teamList) want() string { return "team names separated by commas such as team1,team2" }
 
-func (l *teamList) UnmarshalText(t []byte) error {
+func (l *teamList) Decode(text string) error {
 	var out teamList
 	seen := map[string]bool{}
-	for i, s := range strings.Split(string(t), ",") {
+	for i, s := range strings.Split(text, ",") {
 		s = strings.TrimSpace(s)
 		switch {
 		case s == "":
@@ -961,13 +991,13 @@ type saslMechanism string
 
 func (saslMechanism) want() string { return "none, plain, scram-sha-256 or scram-sha-512" }
 
-func (m *saslMechanism) UnmarshalText(t []byte) error {
-	switch s := strings.ToLower(string(t)); s {
+func (m *saslMechanism) Decode(text string) error {
+	switch s := strings.ToLower(text); s {
 	case "none", "plain", "scram-sha-256", "scram-sha-512":
 		*m = saslMechanism(s)
 		return nil
 	}
-	return fmt.Errorf("unknown mechanism %q", t)
+	return fmt.Errorf("unknown mechanism %q", text)
 }
 
 // secret is a value never repeated in errors or logs.
@@ -985,32 +1015,24 @@ func (s secret) String() string {
 // LogValue keeps a secret out of structured logs too.
 func (s secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
-// validTopic reports a legal Kafka topic name.
-func validTopic(s string) bool {
-	if s == "" || len(s) > 249 || s == "." || s == ".." {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // redisMode is GATE_REDIS_MODE.
 type redisMode string
 
-func (redisMode) want() string { return "standalone, cluster or sentinel" }
-
-func (m *redisMode) UnmarshalText(b []byte) error {
-	switch s := strings.ToLower(string(b)); s {
-	case "standalone", "cluster", "sentinel":
-		*m = redisMode(s)
-		return nil
-	}
-	return fmt.Errorf("unknown mode %q", b)
+func (redisMode) want() string {
+	return fmt.Sprintf("%s, %s or %s", gatesync.ModeStandalone, gatesync.ModeCluster, gatesync.ModeSentinel)
 }
+
+// Decode takes the names gatesync.ParseMode reads, in any case.
+func (m *redisMode) Decode(text string) error {
+	v, err := gatesync.ParseMode(strings.ToLower(text))
+	if err != nil {
+		return fmt.Errorf("unknown mode %q", text)
+	}
+	*m = redisMode(v)
+	return nil
+}
+
+func (m redisMode) value() gatesync.Mode { return gatesync.Mode(m) }
 
 // sentinelAddrs is GATE_REDIS_SENTINEL_ADDRS: host:port entries, checked like brokers.
 type sentinelAddrs []string
@@ -1019,9 +1041,9 @@ func (sentinelAddrs) want() string {
 	return "host:port entries separated by commas such as sentinel-1:26379,sentinel-2:26379"
 }
 
-func (a *sentinelAddrs) UnmarshalText(t []byte) error {
+func (a *sentinelAddrs) Decode(text string) error {
 	var b brokerList
-	if err := b.UnmarshalText(t); err != nil {
+	if err := b.Decode(text); err != nil {
 		return err
 	}
 	*a = sentinelAddrs(b)
@@ -1033,11 +1055,11 @@ type sentinelMaster string
 
 func (sentinelMaster) want() string { return "a master name without spaces or commas such as mymaster" }
 
-func (m *sentinelMaster) UnmarshalText(t []byte) error {
-	if strings.ContainsAny(string(t), " \t,") {
-		return fmt.Errorf("name %q has a space or comma", t)
+func (m *sentinelMaster) Decode(text string) error {
+	if strings.ContainsAny(text, " \t,") {
+		return fmt.Errorf("name %q has a space or comma", text)
 	}
-	*m = sentinelMaster(t)
+	*m = sentinelMaster(text)
 	return nil
 }
 
@@ -1048,13 +1070,13 @@ func (redisURLs) want() string {
 	return "redis:// or rediss:// URLs separated by commas such as redis://127.0.0.1:6379/0"
 }
 
-// UnmarshalText checks every URL with the same parser Dial uses, and rejects an instance
+// Decode checks every URL with the same parser Dial uses, and rejects an instance
 // listed twice: the tick needs distinct instances, and a duplicate would count a team's
 // events on two keys without either seeing the sum.
-func (u *redisURLs) UnmarshalText(b []byte) error {
+func (u *redisURLs) Decode(text string) error {
 	var out redisURLs
 	seen := make(map[string]int)
-	for i, s := range strings.Split(string(b), ",") {
+	for i, s := range strings.Split(text, ",") {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			return fmt.Errorf("entry %d is empty", i+1)
@@ -1102,8 +1124,8 @@ type logLevel slog.Level
 
 func (logLevel) want() string { return "debug, info, warn or error" }
 
-func (l *logLevel) UnmarshalText(b []byte) error {
-	switch strings.ToLower(string(b)) {
+func (l *logLevel) Decode(text string) error {
+	switch strings.ToLower(text) {
 	case "debug":
 		*l = logLevel(slog.LevelDebug)
 	case "info":
@@ -1113,7 +1135,7 @@ func (l *logLevel) UnmarshalText(b []byte) error {
 	case "error":
 		*l = logLevel(slog.LevelError)
 	default:
-		return fmt.Errorf("unknown level %q", b)
+		return fmt.Errorf("unknown level %q", text)
 	}
 	return nil
 }
@@ -1125,13 +1147,13 @@ type logFormat string
 
 func (logFormat) want() string { return "json or text" }
 
-func (f *logFormat) UnmarshalText(b []byte) error {
-	switch s := strings.ToLower(string(b)); s {
+func (f *logFormat) Decode(text string) error {
+	switch s := strings.ToLower(text); s {
 	case "json", "text":
 		*f = logFormat(s)
 		return nil
 	}
-	return fmt.Errorf("unknown format %q", b)
+	return fmt.Errorf("unknown format %q", text)
 }
 
 // --- Reading fields by their tags ------------------------------------------------------
@@ -1141,7 +1163,6 @@ type configField struct {
 	index []int
 	key   string // GATE_WINDOW
 	def   string
-	desc  string
 }
 
 // configFields lists Config's variables in declaration order. The key is built as
@@ -1158,7 +1179,6 @@ func configFields() []configField {
 			index: sf.Index,
 			key:   strings.ToUpper(envPrefix + "_" + name),
 			def:   sf.Tag.Get("default"),
-			desc:  sf.Tag.Get("desc"),
 		})
 	}
 	return out
@@ -1166,45 +1186,43 @@ func configFields() []configField {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// setField parses s into v by v's type, as envconfig would, but with integers read in
-// base 10 only (envconfig's base 0 would read "010" as 8) and floats required finite.
-func setField(v reflect.Value, s string) error {
-	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
-		return u.UnmarshalText([]byte(s))
-	}
-	switch {
-	case v.Type() == durationType:
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return err
-		}
-		v.SetInt(int64(d))
-	case v.CanInt():
+// noVariable is the name under which decode hands a value to envconfig.Process: no
+// environment variable can have it, as a name ends at its first '='.
+const noVariable = "="
+
+// decode parses s into v, a field of Config, with envconfig.Process: it calls the
+// field type's Decode (or UnmarshalText) or parses a duration, number or boolean. Process
+// reads the process environment only, so the value reaches it as the default of a
+// one-field spec whose variable cannot be set; and one field at a time, as Process stops
+// at the first error. Two rules are the gate's own: whole numbers are decimal (Process
+// would read "010" as 8 and "0x10" as 16), and numbers are finite.
+func decode(v reflect.Value, s string) error {
+	_, decoder := v.Addr().Interface().(envconfig.Decoder)
+	_, unmarshaler := v.Addr().Interface().(encoding.TextUnmarshaler)
+	if v.CanInt() && v.Type() != durationType && !decoder && !unmarshaler {
 		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
 		if err != nil {
 			return err
 		}
-		v.SetInt(n)
-	case v.CanFloat():
-		f, err := strconv.ParseFloat(s, v.Type().Bits())
-		if err != nil {
-			return err
-		}
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return errors.New("not a finite number")
-		}
-		v.SetFloat(f)
-	case v.Kind() == reflect.Bool:
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return err
-		}
-		v.SetBool(b)
-	case v.Kind() == reflect.String:
-		v.SetString(s)
-	default:
-		panic(fmt.Sprintf("gate: no parser for config type %s", v.Type())) // caught by the tests
+		s = strconv.FormatInt(n, 10) // "010" as 10, which base 0 reads as 10 too
 	}
+	spec := reflect.New(reflect.StructOf([]reflect.StructField{{
+		Name: "V",
+		Type: v.Type(),
+		Tag:  reflect.StructTag(`envconfig:"` + noVariable + `" default:` + strconv.Quote(s)),
+	}}))
+	if err := envconfig.Process("", spec.Interface()); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return pe.Err // the type's own words; Process's name Go types
+		}
+		return err
+	}
+	got := spec.Elem().Field(0)
+	if got.CanFloat() && (math.IsNaN(got.Float()) || math.IsInf(got.Float(), 0)) {
+		return errors.New("not a finite number")
+	}
+	v.Set(got)
 	return nil
 }
 

@@ -922,3 +922,42 @@ func TestNoVariableLooksLikeAServiceLink(t *testing.T) {
 		t.Errorf("serviceLinks = %v, want %v", got, want)
 	}
 }
+
+// Whole numbers are decimal, as the table documents them: envconfig.Process alone would
+// read "010" as 8 and take "0x10".
+func TestLoadConfigWholeNumbersAreDecimal(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(map[string]string{"GATE_THRESHOLD": "010", "GATE_MAX_KEY_BYTES": "+64"})
+	if err != nil || c.Threshold != 10 || c.MaxKeyBytes != 64 {
+		t.Errorf("threshold %d, max key bytes %d (%v), want 10 and 64", c.Threshold, c.MaxKeyBytes, err)
+	}
+	for _, v := range []string{"0x10", "1_000", "0b11", "1e3"} {
+		if _, err := loadMap(map[string]string{"GATE_THRESHOLD": v}); err == nil || !strings.Contains(err.Error(), "GATE_THRESHOLD") {
+			t.Errorf("GATE_THRESHOLD=%s: error %v", v, err)
+		}
+	}
+}
+
+// Validate holds every rule, so a Config built or changed in code is checked as Load
+// checks it, each message naming the variable.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+	c.RedisMode, c.RedisPrefix = "cluster", "a{b}"
+	c.TickInterval = 2 * c.Window
+	err = c.Validate()
+	var p Problems
+	if !errors.As(err, &p) || !strings.Contains(err.Error(), `GATE_REDIS_PREFIX="a{b}": want a prefix without braces`) {
+		t.Errorf("Validate: %v", err)
+	}
+	c.RedisPrefix = "gate"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "GATE_TICK_INTERVAL=") {
+		t.Errorf("Validate: %v", err)
+	}
+}

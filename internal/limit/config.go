@@ -178,9 +178,20 @@ const (
 	// it is clamped to now: producers' clocks drift, and a record stamped a few seconds
 	// ahead is not an error worth counting.
 	MaxFutureSkew = 5 * time.Second
-	// maxEventWindows bounds MaxEventAge / Window: one slot of state per window is kept.
-	maxEventWindows = 1 << 20
 )
+
+// MaxEventWindows bounds MaxEventAge / Window with the event clock: one slot of state
+// per window is kept. CheckEventAge applies it.
+const MaxEventWindows = 1 << 20
+
+// CheckEventAge reports a MaxEventAge too long for window: more than MaxEventWindows
+// windows of it.
+func CheckEventAge(maxEventAge, window time.Duration) error {
+	if window > 0 && maxEventAge/window > MaxEventWindows {
+		return fmt.Errorf("max event age %s: at most %d windows of %s", maxEventAge, MaxEventWindows, window)
+	}
+	return nil
+}
 
 // withDefaults fills zero fields and checks the result.
 func (c Config) withDefaults() (Config, error) {
@@ -238,8 +249,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxEventAge < 0 {
 		errs = append(errs, fmt.Errorf("max event age %s: must be positive", c.MaxEventAge))
-	} else if c.Window >= time.Millisecond && c.MaxEventAge/c.Window > maxEventWindows {
-		errs = append(errs, fmt.Errorf("max event age %s: at most %d windows of %s", c.MaxEventAge, maxEventWindows, c.Window))
+	} else if c.Window >= time.Millisecond {
+		if err := CheckEventAge(c.MaxEventAge, c.Window); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.SyncInterval < 0 {
 		errs = append(errs, fmt.Errorf("sync interval %s: must be positive", c.SyncInterval))

@@ -10,8 +10,8 @@ import (
 )
 
 // The stack names jellydator/ttlcache for the entity cache. These measure it doing that
-// job, beside the limiter's own sharded index, so the choice rests on figures (README,
-// "Why not ttlcache on the per-record path").
+// job, beside the limiter's own sharded index, so the choice rests on figures
+// (docs/benchmarks.md, "Why not ttlcache on the per-record path").
 
 func newTTLCache(capacity int) *ttlcache.Cache[string, *entry] {
 	return ttlcache.New(

@@ -283,7 +283,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"accepted", c.AcceptedTopic}, {"overflow", c.OverflowTopic}, {"dead-letter", c.DeadLetterTopic},
 	}
 	for i, t := range topics {
-		if err := checkTopic(t.topic); err != nil {
+		if err := CheckTopic(t.topic); err != nil {
 			errs = append(errs, fmt.Errorf("%s topic: %w", t.name, err))
 			continue
 		}
@@ -307,9 +307,10 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// checkTopic checks a topic name as Kafka does (1-249 of [a-zA-Z0-9._-], not . or ..), so
-// a typo fails at start rather than on every produce.
-func checkTopic(t string) error {
+// CheckTopic checks a topic name as Kafka does (1-249 of [a-zA-Z0-9._-], not . or ..), so
+// a typo fails at start rather than on every produce. The gate's configuration checks its
+// topics with it too.
+func CheckTopic(t string) error {
 	switch {
 	case t == "":
 		return errors.New("required")
