@@ -11,8 +11,11 @@ BIN       ?= bin/gate
 DEV_BIN   ?= bin/gate-dev
 PKGS      ?= ./...
 BENCHTIME ?= 1s
+# staticcheck, fetched and run through the Go toolchain (go run pkg@version), pinned to a
+# release that knows this module's Go version (go.mod); bump it with Go.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build build-dev run test test-short bench deps-test vet fmt tidy clean
+.PHONY: all build build-dev run check test test-short bench deps-test vet fmt tidy clean
 
 all: build
 
@@ -37,8 +40,17 @@ deps-test:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; }
 	@command -v redis-server >/dev/null 2>&1 || { echo "redis-server is still missing"; exit 1; }
 
-test: deps-test
+# Static checks, run first by make test: gofmt (no file may need formatting), go vet and
+# staticcheck with its default checks (a check turned off would go in a staticcheck.conf,
+# with why).
+check:
+	@unformatted=$$(git ls-files --cached --others --exclude-standard '*.go' | \
+		while read -r f; do if [ -e "$$f" ]; then echo "$$f"; fi; done | xargs -r gofmt -l); \
+	if [ -n "$$unformatted" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
+
+test: deps-test check
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
 	cd deploy/compose && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...

@@ -1,6 +1,6 @@
 // Command gate routes each team's events between an accepted and an overflow topic by a
-// fleet-wide rate limit: the README's sections "What happens to a record", "How the limit
-// works" and "Guarantees" give the design. This package is wiring only: configuration
+// fleet-wide rate limit: docs/design.md ("What happens to a record", "How the limit
+// works", "Guarantees") gives the design. This package is wiring only: configuration
 // from GATE_* environment variables (internal/config), the gate's parts (internal/gate),
 // signals, the HTTP endpoints and the subcommands. The demo stack (in-process broker,
 // Redis, two gates, live view) is a binary of its own, cmd/gate-dev, so that none of its
@@ -41,6 +41,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
@@ -72,7 +74,12 @@ func main() {
 	// After the first signal, restore the default handling, so a second one kills a
 	// shutdown that hangs instead of being swallowed.
 	go func() { <-ctx.Done(); stop() }()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], host{
+		environ:  os.Environ(),
+		getenv:   os.Getenv,
+		hostname: hostname,
+		clock:    clock.Real{},
+	}, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gate: "+cli.OneLine(err))
@@ -97,10 +104,32 @@ The demo (in-process broker, Redis, two gates, live view) is a separate binary,
 cmd/gate-dev: make run.
 `
 
-// run is the whole program behind main, with the process's environment passed in, so
-// tests call it directly: getenv reads variables, stdout takes command output, stderr the
-// logs. It returns when ctx is cancelled (serve) or the command is done.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// hostname is os.Hostname, or "pid" and the process id when there is none.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "pid" + strconv.Itoa(os.Getpid())
+	}
+	return h
+}
+
+// host is what run takes from the process besides its arguments and output: main passes
+// the real ones, tests fakes, so nothing below main reads the process's environment, host
+// name or clock itself.
+type host struct {
+	environ  []string            // os.Environ: lists the GATE_ names set, for the typo check
+	getenv   func(string) string // os.Getenv: reads a variable
+	hostname func() string       // this host's name: part of the default transactional id
+	clock    clock.Clock         // the wall clock: when `gate overrides` changed the hash
+}
+
+// names returns the GATE_ variables set (config.Names).
+func (h host) names() []string { return config.Names(h.environ, h.getenv) }
+
+// run is the whole program behind main, with the process's environment, host name and
+// clock passed in (h), so tests call it directly: stdout takes command output, stderr
+// the logs. It returns when ctx is cancelled (serve) or the command is done.
+func run(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
 	cmd := "serve"
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
@@ -113,11 +142,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd = "serve"
 	case "serve", "env":
 	case "overrides":
-		return overridesCmd(ctx, args, getenv, config.Names(os.Environ(), getenv), stdout, stderr)
+		return overridesCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
 	case "team":
-		return teamCmd(ctx, args, getenv, stdout, stderr)
+		return teamCmd(ctx, args, h.getenv, stdout, stderr)
 	case "load":
-		err := loadCmd(ctx, args, getenv, config.Names(os.Environ(), getenv), stdout, stderr)
+		err := loadCmd(ctx, args, h.getenv, h.names(), stdout, stderr)
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // the flags were printed
 		}
@@ -135,18 +164,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cmd == "env" {
 		return config.WriteEnvTable(stdout)
 	}
-	return serve(ctx, getenv, config.Names(os.Environ(), getenv), stderr)
+	return serve(ctx, h, stderr)
 }
 
 // serve runs the gate until ctx is done.
-func serve(ctx context.Context, getenv func(string) string, names []string, stderr io.Writer) error {
+func serve(ctx context.Context, h host, stderr io.Writer) error {
 	// 1. Everything that can fail, before anything starts.
-	cfg, err := config.Load(getenv, names)
+	names := h.names()
+	cfg, err := config.Load(h.getenv, names)
 	if err != nil {
 		return err
 	}
+	// Exactly-once without GATE_TRANSACTIONAL_ID: GATE_GROUP_ID-hostname, unique per pod,
+	// as a pod's host name is its name. Set here, so config never asks the process.
+	if cfg.Delivery == "exactly-once" && cfg.TransactionalID == "" {
+		cfg.TransactionalID = cfg.GroupID + "-" + h.hostname()
+	}
 	log := gate.NewLogger(cfg, stderr)
-	config.LogServiceLinks(log, getenv, names)
+	config.LogServiceLinks(log, h.getenv, names)
 	// go-redis logs a few events (failed dials) through a process-wide logger that
 	// writes plain lines to os.Stderr; send them through slog so every line keeps the
 	// format. One gate runs per process; in tests, where several do, a line may land in
@@ -217,7 +252,7 @@ func serve(ctx context.Context, getenv func(string) string, names []string, stde
 		}
 	case err := <-consumed:
 		// The consumer stops on its own only when its client is closed under it.
-		runErr = fmt.Errorf("Kafka consumer stopped: %w", err)
+		runErr = fmt.Errorf("the Kafka consumer stopped: %w", err)
 		log.Error("Kafka consumer stopped; shutting down", "err", err)
 	case err := <-served:
 		runErr = fmt.Errorf("HTTP server on %s: %w", ln.Addr(), err)
@@ -262,6 +297,8 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *gate
 		"overflow_topic", cfg.OverflowTopic,
 		"dead_letter_topic", cfg.DeadLetterTopic,
 		"group_id", cfg.GroupID,
+		"delivery", string(cfg.Delivery),
+		"transactional_id", cfg.TransactionalID,
 		"kafka_start_offset", string(cfg.KafkaStartOffset),
 		"key_from", cfg.KeyFrom.String(),
 		"max_key_bytes", cfg.MaxKeyBytes,

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/redistest"
 	gatesync "github.com/capturegate/gate/internal/sync"
@@ -47,6 +48,25 @@ func kafkaEnv(t *testing.T) (*kfake.Cluster, map[string]string) {
 func getenvFrom(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
+
+// testHost is the process a test's run sees: m as its whole environment, a fixed host
+// name (testHostname) and a fake clock at testNow.
+func testHost(m map[string]string) host {
+	environ := make([]string, 0, len(m))
+	for k, v := range m {
+		environ = append(environ, k+"="+v)
+	}
+	return host{
+		environ:  environ,
+		getenv:   getenvFrom(m),
+		hostname: func() string { return testHostname },
+		clock:    clock.NewFake(testNow),
+	}
+}
+
+const testHostname = "gate-test-host"
+
+var testNow = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
 
 func withEnv(base map[string]string, more map[string]string) map[string]string {
 	out := maps.Clone(base)
@@ -86,7 +106,7 @@ type servedGate struct {
 func startGate(t *testing.T, env map[string]string) *servedGate {
 	t.Helper()
 	return startGateFunc(t, func(ctx context.Context, stderr io.Writer) error {
-		return run(ctx, []string{"serve"}, getenvFrom(env), io.Discard, stderr)
+		return run(ctx, []string{"serve"}, testHost(env), io.Discard, stderr)
 	})
 }
 
@@ -334,7 +354,7 @@ func TestServeConfigErrorStartsNothing(t *testing.T) {
 	t.Parallel()
 	addr := closedPort(t)
 	var stdout, stderr syncBuffer
-	err := run(t.Context(), nil, getenvFrom(map[string]string{
+	err := run(t.Context(), nil, testHost(map[string]string{
 		"GATE_HTTP_ADDR": addr, "GATE_WINDOW": "abc", "GATE_REDIS_URLS": "redis://" + closedPort(t),
 	}), &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), `GATE_WINDOW="abc": want a duration such as 60s`) || strings.Contains(err.Error(), "\n") {
@@ -361,7 +381,7 @@ func TestServeListenError(t *testing.T) {
 	}
 	t.Cleanup(func() { ln.Close() })
 	var stderr syncBuffer
-	err = run(t.Context(), []string{"serve"}, getenvFrom(map[string]string{
+	err = run(t.Context(), []string{"serve"}, testHost(map[string]string{
 		"GATE_HTTP_ADDR": ln.Addr().String(), "GATE_REDIS_URLS": "redis://" + closedPort(t),
 	}), io.Discard, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "GATE_HTTP_ADDR=") {
@@ -401,7 +421,7 @@ func TestRunCommands(t *testing.T) {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			t.Parallel()
 			var stdout, stderr bytes.Buffer
-			err := run(t.Context(), tt.args, getenvFrom(map[string]string{"GATE_WINDOW": "bad"}), &stdout, &stderr)
+			err := run(t.Context(), tt.args, testHost(map[string]string{"GATE_WINDOW": "bad"}), &stdout, &stderr)
 			if tt.wantNilErr != (err == nil) {
 				t.Fatalf("run: %v", err)
 			}
@@ -477,7 +497,7 @@ func TestServeWithServiceLinks(t *testing.T) {
 		"GATE_LOG_LEVEL":  "debug",
 	})
 	g := startGateFunc(t, func(ctx context.Context, stderr io.Writer) error {
-		return serve(ctx, getenvFrom(env), slices.Collect(maps.Keys(env)), stderr)
+		return serve(ctx, testHost(env), stderr)
 	})
 	if err := g.stop(t); err != nil {
 		t.Fatalf("run returned %v, want nil\n%s", err, g.stderr)
@@ -566,5 +586,26 @@ func TestShutdownBound(t *testing.T) {
 	}
 	if got, want := shutdownBound(c, gatesync.DefaultFlushTimeout), 50*time.Second; got != want {
 		t.Errorf("shutdown bound %s, want %s (20s drain + 2 × 10s revoke + 5s flush + 5s HTTP)", got, want)
+	}
+}
+
+// TestServeTransactionalIDFromHostname: with exactly-once delivery and no
+// GATE_TRANSACTIONAL_ID, the id is GATE_GROUP_ID-hostname, the host name being the one
+// run was given, not the machine's.
+func TestServeTransactionalIDFromHostname(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	_, kenv := kafkaEnv(t)
+	g := startGate(t, withEnv(kenv, map[string]string{
+		"GATE_REDIS_URLS": rs.URL(),
+		"GATE_HTTP_ADDR":  "127.0.0.1:0",
+		"GATE_DELIVERY":   "exactly-once",
+		"GATE_GROUP_ID":   "fleet",
+	}))
+	if err := g.stop(t); err != nil {
+		t.Fatalf("run returned %v, want nil\n%s", err, g.stderr)
+	}
+	if want := `"transactional_id":"fleet-` + testHostname + `"`; !strings.Contains(g.stderr.String(), want) {
+		t.Errorf("start-up line lacks %s:\n%s", want, g.stderr)
 	}
 }

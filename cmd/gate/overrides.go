@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/overrides"
+	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
 const overridesUsage = `Usage: gate overrides list | set TEAM LIMIT | delete TEAM
@@ -23,7 +25,8 @@ it over its GATE_OVERRIDES.
 `
 
 // overridesCmd runs `gate overrides ...` against the Redis the environment names.
-func overridesCmd(ctx context.Context, args []string, getenv func(string) string, names []string, stdout, stderr io.Writer) error {
+// clk dates the change (the hash's marker field).
+func overridesCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
 	bad := func(msg string) error {
 		_, _ = io.WriteString(stderr, overridesUsage)
 		return &cli.UsageError{Msg: "overrides: " + msg}
@@ -71,7 +74,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	// The overrides hash lives where the gates read it: the first instance in standalone
 	// mode, its slot's node in cluster mode, the primary in sentinel mode.
-	if cfg.RedisMode == "standalone" {
+	if gatesync.Mode(cfg.RedisMode) == gatesync.ModeStandalone {
 		cfg.RedisURLs = cfg.RedisURLs[:1]
 	}
 	clients, err := cfg.DialRedis(ropts)
@@ -86,13 +89,13 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 
 	switch verb {
 	case "set":
-		if err := overrides.Set(ctx, c, key, team, lim, time.Now()); err != nil {
+		if err := overrides.Set(ctx, c, key, team, lim, clk.Now()); err != nil {
 			return err
 		}
 		_, err := fmt.Fprintf(stdout, "set %s = %d in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s)\n", team, lim, key, cfg.OverridesRefresh)
 		return err
 	case "delete":
-		found, err := overrides.Delete(ctx, c, key, team, time.Now())
+		found, err := overrides.Delete(ctx, c, key, team, clk.Now())
 		if err != nil {
 			return err
 		}

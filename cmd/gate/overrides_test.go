@@ -19,7 +19,7 @@ func TestOverridesCommand(t *testing.T) {
 	env := map[string]string{"GATE_REDIS_URLS": rs.URL(), "GATE_REDIS_PREFIX": "ops"}
 	do := func(args ...string) (string, string, error) {
 		var stdout, stderr bytes.Buffer
-		err := run(t.Context(), append([]string{"overrides"}, args...), getenvFrom(env), &stdout, &stderr)
+		err := run(t.Context(), append([]string{"overrides"}, args...), testHost(env), &stdout, &stderr)
 		return stdout.String(), stderr.String(), err
 	}
 	if out, _, err := do("list"); err != nil || !strings.Contains(out, "no live overrides in ops:overrides") {
@@ -83,7 +83,7 @@ func TestServeAppliesLiveOverrides(t *testing.T) {
 		"GATE_TICK_INTERVAL":     "50ms",
 	}))
 	var stdout, stderr bytes.Buffer
-	if err := run(t.Context(), []string{"overrides", "set", "live", "42"}, getenvFrom(map[string]string{"GATE_REDIS_URLS": rs.URL()}), &stdout, &stderr); err != nil {
+	if err := run(t.Context(), []string{"overrides", "set", "live", "42"}, testHost(map[string]string{"GATE_REDIS_URLS": rs.URL()}), &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the live override in the metrics", func() bool {

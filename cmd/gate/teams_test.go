@@ -138,7 +138,7 @@ func TestTeamCommand(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	do := func(getenv map[string]string, args ...string) (string, error) {
 		var stdout, stderr bytes.Buffer
-		err := run(t.Context(), append([]string{"team"}, args...), getenvFrom(getenv), &stdout, &stderr)
+		err := run(t.Context(), append([]string{"team"}, args...), testHost(getenv), &stdout, &stderr)
 		return stdout.String(), err
 	}
 	out, err := do(nil, "-addr", addr, "whale")

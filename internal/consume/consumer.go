@@ -20,6 +20,7 @@ import (
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 // Router decides each record's output. *route.Router is the gate's; it is an interface
@@ -57,10 +58,8 @@ type Consumer struct {
 	// commitMu orders issuing commits: an interval commit snapshotted before a revoke
 	// is issued (and so, by franz-go's ordering, completes) before the revoke's own.
 	commitMu sync.Mutex
-	// commitLogAt (Unix ns) and commitFails rate-limit the log of failed interval
-	// commits (see logCommitFailure).
-	commitLogAt atomic.Int64
-	commitFails atomic.Int64
+	// commitLog paces the log of failed interval commits (see logCommitFailure).
+	commitLog *throttle.Every
 
 	retry   retryQueue
 	ready   atomic.Bool // has joined the group and holds an assignment (maybe empty)
@@ -130,6 +129,8 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 		runCtx:  context.Background(),
 		parts:   make(map[int32]*partition),
 		scratch: make([]route.Scratch, runtime.GOMAXPROCS(0)),
+		// Wall time, not clk (which may be a routing clock a test drives): it paces a log.
+		commitLog: throttle.NewEvery(commitLogEvery, nil),
 	}
 	c.retry.init()
 	c.produceCtx = context.Background()
@@ -709,14 +710,12 @@ const commitLogEvery = 10 * time.Second
 // logCommitFailure logs a failed asynchronous commit, at most once per commitLogEvery
 // (with how many failed since the last line).
 func (c *Consumer) logCommitFailure(err error) {
-	c.commitFails.Add(1)
-	now := time.Now().UnixNano()
-	last := c.commitLogAt.Load()
-	if last != 0 && now-last < int64(commitLogEvery) || !c.commitLogAt.CompareAndSwap(last, now) {
+	ok, suppressed := c.commitLog.Allow()
+	if !ok {
 		return
 	}
 	c.log.Warn("interval commit failed; the next interval commits the same offsets again",
-		"err", err, "failures_since_last_line", c.commitFails.Swap(0))
+		"err", err, "failures_since_last_line", suppressed+1)
 }
 
 // commitResponse marks the partitions the broker accepted and returns the first

@@ -19,7 +19,7 @@ import (
 )
 
 // Behaviours of real brokers that the in-process one does not have by default, and
-// what the gate must do about them (see DESIGN.md, "Real brokers and servers").
+// what the gate must do about them (see docs/design.md, "Guarantees").
 
 // validateTimestamps makes the broker refuse, as a Kafka 3.6+ broker with
 // message.timestamp.after.max.ms = maxAhead does (KIP-937), every produce batch holding a

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -234,7 +233,6 @@ func produceAll(t testing.TB, cl *kgo.Client, recs []*kgo.Record) {
 
 // outputs reads the three output topics from the start.
 type outputs struct {
-	mu   sync.Mutex
 	recs map[string][]*kgo.Record // by topic
 	ids  map[int][]string         // test id -> topics it was seen on
 	n    int

@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Records that vanish before the gate reads them (see DESIGN.md, "Records vanish before
-// they are read", and loss.go): retention deleting below a lagging gate's position, a
+// Records that vanish before the gate reads them (see docs/design.md, "Guarantees", and
+// loss.go): retention deleting below a lagging gate's position, a
 // group away longer than the retention, a broker that lost records. The gate cannot
 // route them; it must say how many, from where, and go on or stop as told.
 

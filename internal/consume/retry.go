@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 // failed is one record on its way to the broker, with what the gate needs when the
@@ -152,6 +154,11 @@ func waitUntil(ctx context.Context, cond func() bool) error {
 	return nil
 }
 
+// retryLogEvery bounds how often failed produces that are retried are logged, and the
+// aborted transactions of exactly-once delivery (txnLoop): each is counted in the
+// metrics, and a broker that keeps failing would otherwise log every backoff.
+const retryLogEvery = 10 * time.Second
+
 // retryLoop produces failed records again, in the order they failed, after a backoff
 // that grows with their attempts (none when every one only awaits a produce alone). It
 // stops when ctx ends; records still queued then are abandoned uncommitted, so the
@@ -164,7 +171,8 @@ func waitUntil(ctx context.Context, cond func() bool) error {
 // again in that order. When a produce of its own fails meanwhile, the rest waits behind
 // it. So one key's records keep their input order on its output topic through retries.
 func (c *Consumer) retryLoop(ctx context.Context) {
-	var lastLog time.Time
+	// Wall time: it paces a log.
+	logs := throttle.NewEvery(retryLogEvery, nil)
 	for {
 		select {
 		case <-ctx.Done():
@@ -175,10 +183,12 @@ func (c *Consumer) retryLoop(ctx context.Context) {
 		if n == 0 {
 			continue
 		}
-		if transient && time.Since(lastLog) >= 10*time.Second {
-			lastLog = time.Now()
-			c.log.Warn("produce failed; retrying, and not committing past the failed records",
-				"records", n, "topic", first.out.Topic, "attempt", first.attempts+1, "err", first.err)
+		if transient {
+			if ok, unlogged := logs.Allow(); ok {
+				c.log.Warn("produce failed; retrying, and not committing past the failed records",
+					"records", n, "topic", first.out.Topic, "attempt", first.attempts+1, "err", first.err,
+					"retries_unlogged", unlogged)
+			}
 		}
 		if transient {
 			t := time.NewTimer(backoff(first.attempts))

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 // The exactly-once loop: each poll's records are routed and produced in one transaction
@@ -255,8 +256,8 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 	var (
 		n        txnCounts
-		failures int // transactions in a row aborted by failed produces: the backoff's attempts
-		lastLog  time.Time
+		failures int                                     // transactions in a row aborted by failed produces: the backoff's attempts
+		logs     = throttle.NewEvery(retryLogEvery, nil) // wall time: it paces a log
 	)
 	for {
 		fetches := c.pollTxn(ctx)
@@ -294,10 +295,10 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 			// Something retrying may cure (the broker is failing): wait before the
 			// replay, as the at-least-once retries do.
 			first := res.failures[0]
-			if time.Since(lastLog) >= 10*time.Second {
-				lastLog = time.Now()
+			if ok, unlogged := logs.Allow(); ok {
 				c.log.Warn("produce failed; transaction aborted, its records are replayed",
-					"records", res.records, "failed", len(res.failures), "topic", first.out.Topic, "attempt", failures+1, "err", first.err)
+					"records", res.records, "failed", len(res.failures), "topic", first.out.Topic, "attempt", failures+1, "err", first.err,
+					"aborts_unlogged", unlogged)
 			}
 			t := time.NewTimer(backoff(failures))
 			failures++

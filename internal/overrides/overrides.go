@@ -35,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 // MarkerField is the hash field that is not a team: the time of the last change, in
@@ -151,7 +152,7 @@ func New(cfg Config, lim *limit.Limiter, client redis.UniversalClient, reg prome
 func (r *Refresher) Run(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
-	var lastLog time.Time
+	logs := throttle.NewEvery(time.Minute, nil) // wall time: it paces a log
 	for {
 		if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
 			// No hash is the normal state of a fleet without live overrides: not worth a
@@ -159,9 +160,8 @@ func (r *Refresher) Run(ctx context.Context) {
 			// flood the log.
 			if errors.Is(err, ErrMissing) {
 				r.log.Debug("no live overrides hash; keeping the current overrides", "key", r.cfg.Key)
-			} else if time.Since(lastLog) >= time.Minute {
-				lastLog = time.Now()
-				r.log.Warn("live overrides not refreshed; keeping the current ones", "err", err)
+			} else if ok, unlogged := logs.Allow(); ok {
+				r.log.Warn("live overrides not refreshed; keeping the current ones", "err", err, "failures_unlogged", unlogged)
 			}
 		}
 		select {

@@ -29,10 +29,13 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +91,7 @@ type Server struct {
 	// standard ones (cluster and sentinel servers); kept for Restart.
 	conf  string
 	extra []string
+	opts  Options
 
 	mu      sync.Mutex
 	proc    *process // nil while stopped
@@ -101,6 +105,24 @@ type process struct {
 	waitErr error         // valid after done is closed
 }
 
+// Options protect a server started by StartWith; the zero value is Start's open server.
+type Options struct {
+	// Password is the default user's password (requirepass); empty for none.
+	Password string
+	// User and UserPassword add an ACL user with every right; empty for none.
+	User, UserPassword string
+	// TLS, when set, makes the server listen over TLS only, on its one port.
+	TLS *TLS
+}
+
+// TLS is the server's certificate, and the CA that signs it. Clients need not present
+// a certificate of their own.
+type TLS struct {
+	CertFile, KeyFile string
+	CAFile            string         // PEM certificate of the CA
+	RootCAs           *x509.CertPool // trusts the CA; Client and the readiness probe verify with it
+}
+
 // Start launches a fresh redis-server on a free loopback port and returns
 // once it answers PING. The server is killed at test cleanup.
 //
@@ -108,12 +130,19 @@ type process struct {
 // environment variable CI is true.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	return start(t, nil, nil)
+	return start(t, nil, nil, Options{})
+}
+
+// StartWith is Start with a password, an ACL user or TLS (opts). The readiness probe
+// logs in and speaks TLS as a client would; Client does too, and Restart keeps opts.
+func StartWith(t testing.TB, opts Options) *Server {
+	t.Helper()
+	return start(t, nil, nil, opts)
 }
 
 // start is Start with a config file written by conf (given the server's directory, it
-// returns the file's path; nil for none) and extra command-line arguments.
-func start(t testing.TB, conf func(dir string) string, extra []string) *Server {
+// returns the file's path; nil for none), extra command-line arguments and opts.
+func start(t testing.TB, conf func(dir string) string, extra []string, opts Options) *Server {
 	t.Helper()
 
 	bin, err := exec.LookPath("redis-server")
@@ -132,6 +161,7 @@ func start(t testing.TB, conf func(dir string) string, extra []string) *Server {
 		dir:     dir,
 		logPath: filepath.Join(dir, "redis-server.log"),
 		extra:   extra,
+		opts:    opts,
 	}
 	if conf != nil {
 		s.conf = conf(dir)
@@ -154,7 +184,7 @@ func start(t testing.TB, conf func(dir string) string, extra []string) *Server {
 			t.Fatalf("redistest: %v", err)
 			return nil
 		}
-		err = waitReady(p, port, deadline)
+		err = waitReady(p, port, deadline, s.opts)
 		if err == nil {
 			s.port = port
 			s.proc = p
@@ -178,9 +208,22 @@ func (s *Server) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 }
 
-// URL returns a redis URL for database 0, "redis://127.0.0.1:P/0".
+// URL returns a redis URL for database 0, "redis://127.0.0.1:P/0": rediss:// when the
+// server speaks TLS, with the default user's password when it has one.
 func (s *Server) URL() string {
-	return "redis://" + s.Addr() + "/0"
+	return s.URLAs("", s.opts.Password)
+}
+
+// URLAs is URL logged in as user (empty: the default user) with password.
+func (s *Server) URLAs(user, password string) string {
+	u := url.URL{Scheme: "redis", Host: s.Addr(), Path: "/0"}
+	if s.opts.TLS != nil {
+		u.Scheme = "rediss"
+	}
+	if user != "" || password != "" {
+		u.User = url.UserPassword(user, password)
+	}
+	return u.String()
 }
 
 // Client returns a go-redis client connected to the server. It is closed at
@@ -192,6 +235,8 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr:                  s.Addr(),
 		DB:                    0,
+		Password:              s.opts.Password,
+		TLSConfig:             s.opts.clientTLS(),
 		ContextTimeoutEnabled: true,
 	})
 	t.Cleanup(func() { _ = c.Close() })
@@ -240,7 +285,7 @@ func (s *Server) Restart(t testing.TB) {
 			t.Fatalf("redistest: Restart: %v", err)
 			return
 		}
-		err = waitReady(p, s.port, deadline)
+		err = waitReady(p, s.port, deadline, s.opts)
 		if err == nil {
 			s.proc = p
 			return
@@ -320,8 +365,20 @@ func (s *Server) launch(port int) (*process, error) {
 	if s.conf != "" {
 		args = append(args, s.conf)
 	}
+	if t := s.opts.TLS; t != nil {
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(port),
+			"--tls-cert-file", t.CertFile, "--tls-key-file", t.KeyFile,
+			"--tls-ca-cert-file", t.CAFile, "--tls-auth-clients", "no")
+	} else {
+		args = append(args, "--port", strconv.Itoa(port))
+	}
+	if s.opts.Password != "" {
+		args = append(args, "--requirepass", s.opts.Password)
+	}
+	if s.opts.User != "" {
+		args = append(args, "--user", s.opts.User, "on", ">"+s.opts.UserPassword, "~*", "&*", "+@all")
+	}
 	args = append(args,
-		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
@@ -372,7 +429,7 @@ func (p *process) kill() error {
 
 // waitReady polls until the process started as p answers on port, p exits
 // (*exitedError), or deadline passes.
-func waitReady(p *process, port int, deadline time.Time) error {
+func waitReady(p *process, port int, deadline time.Time, opts Options) error {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	want := p.cmd.Process.Pid
 	interval := minPoll
@@ -387,7 +444,7 @@ func waitReady(p *process, port int, deadline time.Time) error {
 		if remaining <= 0 {
 			return fmt.Errorf("redis-server (pid %d) not answering PING on %s within %v: last error: %v", want, addr, readyTimeout, last)
 		}
-		pid, err := probe(addr, min(probeTimeout, remaining))
+		pid, err := probe(addr, min(probeTimeout, remaining), opts)
 		switch {
 		case err == nil && pid == want:
 			return nil
@@ -408,9 +465,18 @@ func waitReady(p *process, port int, deadline time.Time) error {
 	}
 }
 
-// probe sends PING and INFO server over a fresh connection, checks for
-// +PONG and returns the server's process_id.
-func probe(addr string, timeout time.Duration) (int, error) {
+// clientTLS is the client side of o.TLS, nil without TLS.
+func (o Options) clientTLS() *tls.Config {
+	if o.TLS == nil {
+		return nil
+	}
+	return &tls.Config{RootCAs: o.TLS.RootCAs, MinVersion: tls.VersionTLS12}
+}
+
+// probe sends PING and INFO server over a fresh connection (over TLS and after AUTH
+// when opts ask for them), checks for +PONG and returns the server's process_id.
+func probe(addr string, timeout time.Duration, opts Options) (int, error) {
+	var conn net.Conn
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return 0, err
@@ -419,10 +485,27 @@ func probe(addr string, timeout time.Duration) (int, error) {
 	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return 0, err
 	}
-	if _, err := io.WriteString(conn, "PING\r\nINFO server\r\n"); err != nil {
+	if cfg := opts.clientTLS(); cfg != nil {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		conn = tls.Client(conn, cfg)
+	}
+	req := "PING\r\nINFO server\r\n"
+	if opts.Password != "" {
+		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(opts.Password), opts.Password) + req
+	}
+	if _, err := io.WriteString(conn, req); err != nil {
 		return 0, err
 	}
 	r := bufio.NewReader(conn)
+	if opts.Password != "" {
+		line, err := readLine(r)
+		if err != nil {
+			return 0, fmt.Errorf("reading AUTH reply: %w", err)
+		}
+		if line != "+OK" {
+			return 0, fmt.Errorf("AUTH: unexpected reply %q", line)
+		}
+	}
 
 	line, err := readLine(r)
 	if err != nil {

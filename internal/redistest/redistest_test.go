@@ -241,7 +241,7 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("GET while paused took %v; the %v context deadline was not honoured", elapsed, short)
 	}
 	// A raw connection is accepted by the kernel, but nothing answers.
-	if _, err := probe(s.Addr(), short); err == nil {
+	if _, err := probe(s.Addr(), short, Options{}); err == nil {
 		t.Fatalf("probe while paused succeeded; want a timeout")
 	}
 
@@ -408,5 +408,34 @@ func TestRestartFailsWhenPortStaysTaken(t *testing.T) {
 	}
 	if d := time.Since(start); d > 20*time.Second {
 		t.Fatalf("Restart took %v to give up", d)
+	}
+}
+
+// TestStartWithPassword: a server started with a password refuses a client without it,
+// answers Client, and keeps the password across Restart.
+func TestStartWithPassword(t *testing.T) {
+	t.Parallel()
+	s := StartWith(t, Options{Password: "s3cret", User: "gate", UserPassword: "gate-pw"})
+	ctx := t.Context()
+	if err := s.Client(t).Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING with the password: %v", err)
+	}
+	bare := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer bare.Close()
+	if err := bare.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING without the password answered")
+	}
+	opts, err := redis.ParseURL(s.URLAs("gate", "gate-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := redis.NewClient(opts)
+	defer user.Close()
+	if err := user.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING as the ACL user: %v", err)
+	}
+	s.Restart(t)
+	if err := s.Client(t).Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING with the password after Restart: %v", err)
 	}
 }

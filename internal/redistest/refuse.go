@@ -89,7 +89,7 @@ func (s *Server) RefuseWrites(t testing.TB, how Refusal) {
 		do("CONFIG", "SET", "maxmemory", "1") // any server uses more than one byte
 	case RefuseReadOnly:
 		// No wait for more replicas before the first sync (5 s by default).
-		primary := start(t, nil, []string{"--repl-diskless-sync-delay", "0"})
+		primary := start(t, nil, []string{"--repl-diskless-sync-delay", "0"}, Options{})
 		do("REPLICAOF", "127.0.0.1", strconv.Itoa(primary.port))
 		// Until the first sync is done, reads may answer LOADING: wait for the link.
 		waitFor(t, deadline, s, func(info string) bool { return field(info, "master_link_status") == "up" }, "INFO", "replication")

@@ -3,7 +3,6 @@ package sync
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -84,9 +83,8 @@ func (c Config) withDefaults(window time.Duration) (Config, error) {
 	if err := c.Mode.valid(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Mode == ModeCluster && strings.ContainsAny(c.KeyPrefix, "{}") {
-		// A brace in the prefix would start the hash tag before the team's.
-		errs = append(errs, fmt.Errorf("key prefix %q: must not contain braces in cluster mode", c.KeyPrefix))
+	if err := CheckKeyPrefix(c.Mode, c.KeyPrefix); err != nil {
+		errs = append(errs, err)
 	}
 	if c.TickInterval < 0 {
 		errs = append(errs, fmt.Errorf("tick interval %s: must be positive", c.TickInterval))

@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 // Ticker runs the tick for one or more limiters against one or more Redis instances: every
@@ -136,8 +138,8 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		if p == "" {
 			p = cfg.KeyPrefix
 		}
-		if cfg.Mode == ModeCluster && strings.ContainsAny(p, "{}") {
-			return nil, fmt.Errorf("%w: key prefix %q: must not contain braces in cluster mode", ErrBadConfig, p)
+		if err := CheckKeyPrefix(cfg.Mode, p); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 		if prefixes[p] {
 			return nil, fmt.Errorf("%w: key prefix %q used by two limits", ErrBadConfig, p)
@@ -547,26 +549,35 @@ func classify(err error) cause {
 const errorLogInterval = time.Minute
 
 // errLog rate-limits one Redis instance's failure logs: the first failed pipeline is
-// logged at once, then one line per errorLogInterval, or sooner when the causes change,
-// each saying how many failed since the last; the first pipeline to succeed after them
-// is logged too. Wall time, not the limiter's clock: it paces a log.
+// logged at once, then one line per errorLogInterval (its pace), or sooner when the
+// causes change, each saying how many failed since the last; the first pipeline to
+// succeed after them is logged too. Wall time, not the limiter's clock: it paces a log.
 type errLog struct {
+	pace    *throttle.Every // errorLogInterval; nil until the first failure
+	clock   clock.Clock     // wall time, for failing_for
 	failing bool
 	causes  causeSet  // as last logged
-	last    time.Time // when last logged
 	since   time.Time // when the failures began
 	ticks   int       // failed pipelines since the failures began
-	quiet   int       // of which not logged
 }
 
 func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
-	now := time.Now()
+	if e.clock == nil {
+		e.clock = clock.Real{}
+	}
+	if e.pace == nil {
+		e.pace = throttle.NewEvery(errorLogInterval, e.clock)
+	}
+	now := e.clock.Now()
 	if !e.failing {
 		e.since = now
 	}
 	e.ticks++
-	if e.failing && p.causes == e.causes && now.Sub(e.last) < errorLogInterval {
-		e.quiet++
+	if p.causes != e.causes {
+		e.pace.Reset() // a new cause is logged at once
+	}
+	ok, quiet := e.pace.Allow()
+	if !ok {
 		return
 	}
 	msg := "redis pipeline failed; counts kept for the next tick, views go stale"
@@ -575,8 +586,8 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 	}
 	log.Warn(msg, "instance", instance, "cause", p.causes.String(),
 		"failed_writes", p.failedWrites, "writes", len(p.writes), "failed_reads", p.failedReads, "reads", len(p.reads),
-		"failed_unlogged", e.quiet, "failing_for", now.Sub(e.since).Round(time.Millisecond), "err", p.err)
-	e.failing, e.causes, e.last, e.quiet = true, p.causes, now, 0
+		"failed_unlogged", quiet, "failing_for", now.Sub(e.since).Round(time.Millisecond), "err", p.err)
+	e.failing, e.causes = true, p.causes
 }
 
 func (e *errLog) recovered(log *slog.Logger, instance string, took time.Duration) {
@@ -584,8 +595,8 @@ func (e *errLog) recovered(log *slog.Logger, instance string, took time.Duration
 		return
 	}
 	log.Info("redis pipeline succeeds again; counts kept meanwhile are written from now on", "instance", instance,
-		"failed_ticks", e.ticks, "failing_for", time.Since(e.since).Round(time.Millisecond), "pipeline", took)
-	*e = errLog{}
+		"failed_ticks", e.ticks, "failing_for", e.clock.Now().Sub(e.since).Round(time.Millisecond), "pipeline", took)
+	*e = errLog{clock: e.clock} // the next failures start a fresh pace
 }
 
 // counterValue reads one MGET value: nil (no key) is 0.

@@ -98,3 +98,18 @@ func (m Mode) valid() error {
 	}
 	return fmt.Errorf("mode %q: want standalone, cluster or sentinel", string(m))
 }
+
+// ParseMode reads a Mode from its name: standalone, cluster or sentinel.
+func ParseMode(s string) (Mode, error) {
+	m := Mode(s)
+	return m, m.valid()
+}
+
+// CheckKeyPrefix reports a key prefix mode m cannot use: in cluster mode a brace in the
+// prefix would start the keys' hash tag before the team's (see ClusterKey).
+func CheckKeyPrefix(m Mode, prefix string) error {
+	if m == ModeCluster && strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("key prefix %q: must not contain braces in cluster mode", prefix)
+	}
+	return nil
+}
