@@ -406,33 +406,73 @@ func (c *Consumer) position(ctx context.Context, id int32) (pos kgo.EpochOffset,
 	if off, ok := c.cl.UncommittedOffsets()[c.cfg.InputTopic][id]; ok {
 		return off, true, nil
 	}
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = c.cfg.GroupID
-	rt := kmsg.NewOffsetFetchRequestTopic()
-	rt.Topic, rt.Partitions = c.cfg.InputTopic, []int32{id}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.cl)
+	offs, err := c.committedOffsets(ctx, []int32{id}, false)
 	if err != nil {
 		return pos, false, err
 	}
+	pos, read = offs[id]
+	return pos, read, nil
+}
+
+// committedOffsets returns the group's committed offsets of the input partitions ids,
+// as the coordinator has them; a partition with none is absent. stable asks the
+// coordinator to wait out a transaction's pending offsets (KIP-447: it answers
+// UNSTABLE_OFFSET_COMMIT meanwhile). The request is filled in both its forms, the
+// group's fields up to v7 and its Groups from v8 on, so that it reads the same
+// whatever version the broker and the client agree on.
+func (c *Consumer) committedOffsets(ctx context.Context, ids []int32, stable bool) (map[int32]kgo.EpochOffset, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.RequireStable = stable
+	req.Group = c.cfg.GroupID
+	t := kmsg.NewOffsetFetchRequestTopic()
+	t.Topic, t.Partitions = c.cfg.InputTopic, ids
+	req.Topics = []kmsg.OffsetFetchRequestTopic{t}
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group = c.cfg.GroupID
+	gt := kmsg.NewOffsetFetchRequestGroupTopic()
+	gt.Topic, gt.Partitions = c.cfg.InputTopic, ids
+	g.Topics = []kmsg.OffsetFetchRequestGroupTopic{gt}
+	req.Groups = []kmsg.OffsetFetchRequestGroup{g}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return nil, err
+	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return pos, false, err
+		return nil, err
+	}
+	offs := make(map[int32]kgo.EpochOffset)
+	add := func(topic string, p int32, off int64, epoch int32, code int16) error {
+		if topic != c.cfg.InputTopic {
+			return nil
+		}
+		if err := kerr.ErrorForCode(code); err != nil {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+		if off >= 0 {
+			offs[p] = kgo.EpochOffset{Epoch: epoch, Offset: off}
+		}
+		return nil
 	}
 	for _, t := range resp.Topics {
-		for _, rp := range t.Partitions {
-			if t.Topic != c.cfg.InputTopic || rp.Partition != id {
-				continue
+		for _, p := range t.Partitions {
+			if err := add(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode); err != nil {
+				return nil, err
 			}
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				return pos, false, err
-			}
-			if rp.Offset < 0 {
-				return pos, false, nil
-			}
-			return kgo.EpochOffset{Epoch: rp.LeaderEpoch, Offset: rp.Offset}, true, nil
 		}
 	}
-	return pos, false, fmt.Errorf("no answer for partition %d", id)
+	for _, g := range resp.Groups {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return nil, err
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if err := add(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return offs, nil
 }
 
 // listOffset returns the partition's log start (ts -2) or end (ts -1), with the

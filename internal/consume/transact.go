@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/throttle"
@@ -508,53 +507,9 @@ func (c *Consumer) resyncOffsets(ctx context.Context) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.RequireStable = true
-	req.Group = c.cfg.GroupID // up to v7
-	t := kmsg.NewOffsetFetchRequestTopic()
-	t.Topic, t.Partitions = c.cfg.InputTopic, ids
-	req.Topics = []kmsg.OffsetFetchRequestTopic{t}
-	g := kmsg.NewOffsetFetchRequestGroup() // v8 on
-	g.Group = c.cfg.GroupID
-	gt := kmsg.NewOffsetFetchRequestGroupTopic()
-	gt.Topic, gt.Partitions = c.cfg.InputTopic, ids
-	g.Topics = []kmsg.OffsetFetchRequestGroupTopic{gt}
-	req.Groups = []kmsg.OffsetFetchRequestGroup{g}
-	resp, err := req.RequestWith(ctx, c.cl)
+	offs, err := c.committedOffsets(ctx, ids, true)
 	if err != nil {
 		return err
-	}
-	offs := make(map[int32]kgo.EpochOffset)
-	add := func(p int32, off int64, epoch int32, code int16) error {
-		if err := kerr.ErrorForCode(code); err != nil {
-			return fmt.Errorf("partition %d: %w", p, err)
-		}
-		if off >= 0 {
-			offs[p] = kgo.EpochOffset{Epoch: epoch, Offset: off}
-		}
-		return nil
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return err
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := add(p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode); err != nil {
-				return err
-			}
-		}
-	}
-	for _, g := range resp.Groups {
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return err
-		}
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				if err := add(p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode); err != nil {
-					return err
-				}
-			}
-		}
 	}
 	if len(offs) > 0 {
 		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: offs})
