@@ -66,7 +66,7 @@ type Consumer struct {
 	closing atomic.Bool // shutting down: revokes do not wait for in-flight records
 	// outstanding counts the records handed to the client whose promise has not
 	// finished (at-least-once): zero means every failure is in the retry queue.
-	outstanding atomic.Int64
+	outstanding paddedCount
 	// route is what routed records are produced under (at-least-once): a child of
 	// produceCtx that onBlocked cancels when a rebalance waits for the poll being
 	// routed, so that a Produce blocked on a full buffer returns and routing stops.
@@ -104,6 +104,15 @@ type Consumer struct {
 	// recoveries are when the loop last rebuilt a fenced session (see recoverFenced);
 	// the loop's own.
 	recoveries []time.Time
+}
+
+// paddedCount is an atomic counter alone on its cache line(s): every routing goroutine
+// and the promise goroutine change it once per record, and the fields read per record
+// beside it must not share its line.
+type paddedCount struct {
+	_ [64]byte
+	atomic.Int64
+	_ [56]byte
 }
 
 // New builds the consumer and its client; nothing connects until Run. reg receives the

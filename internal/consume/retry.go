@@ -28,10 +28,11 @@ type failed struct {
 	b        *batch
 	in       *kgo.Record
 	err      error
-	attempts int // produces retried so far
+	attempts int32 // produces retried so far
 	// stage is how far a record the broker rejects for good has been rerouted: see
-	// stageRouted and the stages after it.
-	stage int
+	// stageRouted and the stages after it. Small types, so that a record in flight
+	// (allocated once per record) stays in the 208-byte size class.
+	stage int8
 	// alone is set when the produce in flight was sent with no other record of the
 	// gate's in flight, so that the broker's answer is about this record only;
 	// isolate when the next attempt must be (a rejection came back for the batch it
@@ -61,7 +62,7 @@ func (f *failed) advance() (int, bool) {
 		f.moved = true
 	}
 	f.isolate = true
-	return f.stage, moved
+	return int(f.stage), moved
 }
 
 // retryQueue holds failed records until the retry loop produces them again, in the
@@ -191,7 +192,7 @@ func (c *Consumer) retryLoop(ctx context.Context) {
 			}
 		}
 		if transient {
-			t := time.NewTimer(backoff(first.attempts))
+			t := time.NewTimer(backoff(int(first.attempts)))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -269,7 +270,7 @@ func backoff(attempts int) time.Duration {
 func (c *Consumer) retryRecord(f *failed) *kgo.Record {
 	if f.moved {
 		f.moved = false
-		return c.deadLetterRecord(f.in, f.out.Topic, f.err, f.stage)
+		return c.deadLetterRecord(f.in, f.out.Topic, f.err, int(f.stage))
 	}
 	return &kgo.Record{Topic: f.out.Topic, Key: f.out.Key, Value: f.out.Value, Headers: f.out.Headers, Timestamp: f.out.Timestamp}
 }

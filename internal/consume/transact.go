@@ -548,7 +548,7 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 			next = in.Offset + 1
 			continue
 		case rerouted && r.stage > stageRouted:
-			f.stage = r.stage
+			f.stage = int8(r.stage)
 			f.out = *c.deadLetterRecord(in, r.topic, r.err, r.stage)
 		default:
 			s.Replay = in.Offset < counted
