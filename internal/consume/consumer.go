@@ -79,6 +79,8 @@ type Consumer struct {
 	// rewinds collects, for the running poll, where each partition's routing stopped
 	// short (see unroute); the poll loop moves the client back there.
 	rewinds map[int32]kgo.EpochOffset
+	// unrouted counts the times routing stopped short (tests read it).
+	unrouted atomic.Int64
 	// produceCtx is what records are produced under: it ends when the shutdown
 	// timeout has passed after Run's context ended, so that a broker that stopped
 	// answering cannot hold a full buffer, and so the shutdown, for ever.
@@ -308,6 +310,7 @@ func (c *Consumer) unroute(w work, b *batch, i int) {
 	}
 	w.p.mu.Unlock()
 	b.remaining.Add(-int64(len(w.recs) - i))
+	c.unrouted.Add(1)
 	c.routeMu.Lock()
 	if c.rewinds == nil {
 		c.rewinds = make(map[int32]kgo.EpochOffset)

@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -237,6 +238,13 @@ func TestUndeliverable(t *testing.T) {
 				})
 				if gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][badPart]; ok && gc.Offset > badOff {
 					t.Errorf("partition %d committed to %d, past the undeliverable record at %d", badPart, gc.Offset, badOff)
+				}
+				// Its stuck record is not awaited: a revoke or a shutdown does not wait out
+				// its timeout for a record that will never be acknowledged.
+				expired, cancel := context.WithCancel(context.Background())
+				cancel()
+				if left := g.c.waitInFlight(expired, []int32{badPart}); left != 0 {
+					t.Errorf("a revoke of the stopped partition would wait for %d records", left)
 				}
 			})
 		}

@@ -456,3 +456,36 @@ func gaugeValue(t *testing.T, g *testGate, name string) float64 {
 	t.Fatalf("no gauge %s", name)
 	return 0
 }
+
+// TestRebalanceDuringSlowRoutingYields: polls take long to route, and gates join and
+// leave while they are routed. Each waiting rebalance stops the routing (the client is
+// moved back to the first record not routed), and still no record is lost or
+// duplicated: what was not routed is polled again, by this gate or the partition's
+// next owner.
+func TestRebalanceDuringSlowRoutingYields(t *testing.T) {
+	t.Parallel()
+	const parts, n = 4, 4000
+	env := newEnv(t, parts)
+	env.wrap = func(r Router) Router { return slowRouter{r, 200 * time.Microsecond} }
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "routing under way", func() bool { return a.c.outstanding.Load() > 0 || counterSum(t, a.reg, "gate_records_total") > 0 })
+	b := env.start(t, "b")
+	waitFor(t, 30*time.Second, "b assigned", b.c.ready.Load)
+	b.stop(t)
+	out := collect(t, env.cluster, n, 60*time.Second, 500*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 30*time.Second)
+	a.stop(t)
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	if a.c.unrouted.Load() == 0 {
+		t.Fatal("no rebalance stopped a's routing: the test tests nothing")
+	}
+	t.Logf("%d records, routing stopped short %d times (a) and %d (b), 0 lost, 0 duplicated", n, a.c.unrouted.Load(), b.c.unrouted.Load())
+}
