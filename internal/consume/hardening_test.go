@@ -471,3 +471,40 @@ func TestPreflightMissingACL(t *testing.T) {
 		})
 	}
 }
+
+// TestProduceProblemWhileRunning: an output topic deleted while the gate runs (as an
+// operator's mistake would) makes the gate not ready, naming the topic, with its records
+// retried and nothing committed past them; once the topic is back the gate recovers by
+// itself and every record routed meanwhile arrives.
+func TestProduceProblemWhileRunning(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 100
+	env := newEnv(t, parts)
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.UnknownTopicRetries(2))
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+	if err := env.cluster.DeleteTopic(accTopic); err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	want := `producing to topic "` + accTopic + `" fails`
+	waitFor(t, 30*time.Second, "not ready naming the topic", func() bool {
+		return strings.Contains(strings.Join(g.c.NotReady(), ";"), want)
+	})
+	if g.c.Ready() {
+		t.Error("ready while an output topic is gone")
+	}
+	if err := env.cluster.CreateTopic(accTopic, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := collect(t, env.cluster, n, 60*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 30*time.Second)
+	waitFor(t, 20*time.Second, "ready again", g.c.Ready)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+}
