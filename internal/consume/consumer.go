@@ -631,25 +631,17 @@ func (c *Consumer) snapshot(ids []int32) []*partition {
 // waitInFlight waits until the partitions (all when ids is nil) have no unacknowledged
 // record, or ctx ends; it returns how many were left.
 func (c *Consumer) waitInFlight(ctx context.Context, ids []int32) int64 {
-	const poll = 5 * time.Millisecond
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		var n int64
+	var n int64
+	_ = waitUntil(ctx, func() bool {
+		n = 0
 		for _, p := range c.snapshot(ids) {
 			if !p.stopped.Load() { // a stopped partition's stuck record is never acknowledged
 				n += p.inFlight()
 			}
 		}
-		if n == 0 {
-			return 0
-		}
-		select {
-		case <-ctx.Done():
-			return n
-		case <-t.C:
-		}
-	}
+		return n == 0
+	})
+	return n
 }
 
 // commitLoop commits acknowledged offsets every CommitInterval.

@@ -114,17 +114,29 @@ func (c *Consumer) skipUndeliverable(in *kgo.Record, topic string, err error) {
 // stopPartition stops p at in, a record no topic accepts: p is no longer fetched,
 // nothing past in is committed, and the consumer is not ready until p is revoked.
 func (c *Consumer) stopPartition(p *partition, in *kgo.Record, topic string, err error) {
-	if p.stopped.Swap(true) {
+	if !c.halt(p, fmt.Sprintf("partition %s/%d stopped at offset %d: the record is refused by every topic (last %s: %v); "+
+		"fix the topics' configuration, or move the group's offset past it (or set GATE_ON_UNDELIVERABLE=skip), then restart the gate",
+		in.Topic, in.Partition, in.Offset, topic, err)) {
 		return
 	}
 	c.m.undeliverable.WithLabelValues("stopped").Inc()
-	c.live.Load().PauseFetchPartitions(map[string][]int32{c.cfg.InputTopic: {p.id}})
-	msg := fmt.Sprintf("partition %s/%d stopped at offset %d: the record is refused by every topic (last %s: %v); "+
-		"fix the topics' configuration, or move the group's offset past it (or set GATE_ON_UNDELIVERABLE=skip), then restart the gate",
-		in.Topic, in.Partition, in.Offset, topic, err)
-	c.problems.set(stoppedKey(p.id), msg)
 	c.log.Error("record refused by every topic; partition stopped (GATE_ON_UNDELIVERABLE=stop), not ready until it is fixed",
 		"topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "refused_by", topic, "err", err)
+}
+
+// halt stops partition p, once, for the reason msg: it is no longer fetched, nothing
+// more of it is routed or committed (partition.stopped), and the consumer is not ready,
+// saying msg, until p is revoked or lost (releaseStopped). It reports whether p was
+// running.
+func (c *Consumer) halt(p *partition, msg string) bool {
+	if p.stopped.Swap(true) {
+		return false
+	}
+	// c.live, not c.cl: a rebuilt session's client runs its callbacks while the
+	// transaction loop is still installing it.
+	c.live.Load().PauseFetchPartitions(map[string][]int32{c.cfg.InputTopic: {p.id}})
+	c.problems.set(stoppedKey(p.id), msg)
+	return true
 }
 
 func stoppedKey(p int32) string { return fmt.Sprintf("stopped/%06d", p) }

@@ -356,19 +356,16 @@ func (p *partition) resumeAt(off kgo.EpochOffset) {
 // stopAtGap stops p at its gap g (DataLossStop): it is no longer fetched, nothing
 // more of it is routed or committed, and the consumer is not ready until p is revoked.
 func (c *Consumer) stopAtGap(p *partition, g gap, what string, attrs []any) {
-	if p.stopped.Swap(true) {
+	topic := c.cfg.InputTopic
+	if !c.halt(p, fmt.Sprintf("partition %s/%d stopped at offset %d: %d input records, offsets %s, %s (GATE_ON_DATA_LOSS=stop); "+
+		"to go on without them, replay them from elsewhere if they are kept, then set GATE_ON_DATA_LOSS=continue and restart the gate "+
+		"(it resumes at offset %d, counting them again), or move the group's offset there with every gate stopped",
+		topic, p.id, g.pos, g.count(), g.offsets(), what, g.resume.Offset)) {
 		return
 	}
-	topic := c.cfg.InputTopic
-	c.cl.PauseFetchPartitions(map[string][]int32{topic: {p.id}})
 	// Keep the client's position at the gate's, so that nothing read past the gap is
 	// committed with a transaction.
 	c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p.id: {Epoch: -1, Offset: g.pos}}})
-	msg := fmt.Sprintf("partition %s/%d stopped at offset %d: %d input records, offsets %s, %s (GATE_ON_DATA_LOSS=stop); "+
-		"to go on without them, replay them from elsewhere if they are kept, then set GATE_ON_DATA_LOSS=continue and restart the gate "+
-		"(it resumes at offset %d, counting them again), or move the group's offset there with every gate stopped",
-		topic, p.id, g.pos, g.count(), g.offsets(), what, g.resume.Offset)
-	c.problems.set(stoppedKey(p.id), msg)
 	c.log.Error("input records lost: "+what+"; partition stopped (GATE_ON_DATA_LOSS=stop), not ready until an operator acts",
 		append(attrs, "stopped_at", g.pos, "resume_offset", g.resume.Offset)...)
 }
@@ -378,21 +375,18 @@ func (c *Consumer) stopAtGap(p *partition, g gap, what string, attrs []any) {
 // (see the top of this file). The client cannot be moved, so the start offset is
 // committed and the partition stopped until it is assigned again.
 func (c *Consumer) restart(ctx context.Context, p *partition, start, end kgo.EpochOffset) {
-	if p.stopped.Swap(true) {
-		return
-	}
 	to := start
 	if c.cfg.StartOffset == StartLatest {
 		to = end
 	}
 	topic := c.cfg.InputTopic
-	c.cl.PauseFetchPartitions(map[string][]int32{topic: {p.id}})
+	if !c.halt(p, fmt.Sprintf("partition %s/%d stopped: records were deleted between the lookup of its start offset and its first fetch "+
+		"(it has no committed offset, so nothing the group had reached is lost); restart the gate, which resumes at offset %d", topic, p.id, to.Offset)) {
+		return
+	}
 	var cerr error
 	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: {p.id: to}},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) { cerr = err })
-	msg := fmt.Sprintf("partition %s/%d stopped: records were deleted between the lookup of its start offset and its first fetch "+
-		"(it has no committed offset, so nothing the group had reached is lost); restart the gate, which resumes at offset %d", topic, p.id, to.Offset)
-	c.problems.set(stoppedKey(p.id), msg)
 	c.log.Error("fetch out of range before the gate read anything of the partition; partition stopped until the gate restarts",
 		"topic", topic, "partition", p.id, "log_start", start.Offset, "log_end", end.Offset, "committed", to.Offset, "commit_err", cerr)
 }
