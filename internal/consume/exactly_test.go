@@ -670,6 +670,14 @@ func TestExactlyOnceRecoverBounds(t *testing.T) {
 		t.Errorf("not a fence: %v, want a recovery", err)
 	}
 	c.recoveries = nil
+	// A definite refusal is no unknown outcome: a rebuilt client would meet it again.
+	if err := c.recoverFenced(kerr.TransactionalIDAuthorizationFailed, time.Minute, false); err != kerr.TransactionalIDAuthorizationFailed {
+		t.Errorf("a refusal: %v, want it returned as is", err)
+	}
+	// The coordinator no longer maps the id to this producer: another instance has it.
+	if err := c.recoverFenced(kerr.InvalidProducerIDMapping, time.Second, false); err == nil || !strings.Contains(err.Error(), "another live instance") {
+		t.Errorf("an id mapped to another producer: %v, want one naming another instance", err)
+	}
 	if err := c.recoverFenced(kerr.ProducerFenced, time.Second, false); err == nil || !strings.Contains(err.Error(), "another live instance") {
 		t.Errorf("fenced within the timeout: %v, want one naming another instance", err)
 	}

@@ -147,10 +147,23 @@ func (c *Consumer) newSession() error {
 // fenced reports whether err says the producer's epoch is no longer the broker's:
 // another producer initialised the transactional id, or the broker aborted a
 // transaction that outlived its timeout. INVALID_TXN_STATE is kfake's answer to an
-// EndTxn commit after such an abort (txns.go, doEnd: the KIP-890 retry check).
+// EndTxn commit after such an abort (txns.go, doEnd: the KIP-890 retry check);
+// INVALID_PRODUCER_ID_MAPPING the coordinator's when the id's producer is another's now.
 func fenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.InvalidTxnState)
+		errors.Is(err, kerr.InvalidTxnState) || errors.Is(err, kerr.InvalidProducerIDMapping)
+}
+
+// outcomeUnknown reports whether err, ending a transaction, leaves its outcome
+// unknown (no answer, a broken connection, an error the broker may give after
+// applying the request), as opposed to a definite refusal that a new client under the
+// same id would meet again, or would win only by fencing another instance.
+func outcomeUnknown(err error) bool {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return true // the client's own: a timeout, a connection
+	}
+	return ke.Retriable || errors.Is(err, kerr.UnknownServerError) || errors.Is(err, kerr.RequestTimedOut)
 }
 
 // recoverFenced is called after a transaction of open could not be ended with err.
@@ -163,14 +176,19 @@ func fenced(err error) bool {
 // and does not count toward maxRecoveries: a crash-looping peer must not stop every
 // healthy gate.
 //
-// An error that is not a fence (the transaction's outcome is unknown: the broker may
-// have committed it, and franz-go says the client cannot go on) is recovered from the
-// same way, counted: the new session's member starts from the offsets the group has
-// committed, whatever became of the transaction, so nothing is routed twice.
+// An error that is not a fence but leaves the transaction's outcome unknown (the broker
+// may have committed it, and franz-go says the client cannot go on) is recovered from
+// the same way, counted: the new session's member starts from the offsets the group has
+// committed, whatever became of the transaction, so nothing is routed twice. A definite
+// refusal (an ACL, say) stops Run with the error, as a rebuilt client would meet it
+// again.
 func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) error {
 	id, timeout := c.cfg.TransactionalID, c.cfg.TransactionTimeout
 	isFence := fenced(err)
 	if !isFence {
+		if !errors.Is(err, errResync) && !outcomeUnknown(err) {
+			return err // a definite refusal: rebuilding would meet it again
+		}
 		churn = errors.Is(err, errResync)
 	}
 	if isFence && open < timeout {
