@@ -68,8 +68,10 @@
 //     mode. After an abort the gate did not ask for (franz-go retries a commit that
 //     failed as an abort, and a broker can apply a commit and answer it with an error)
 //     the client is moved to the group's committed offsets, so a committed poll is not
-//     routed again. An error ending a transaction (its outcome unknown; franz-go says
-//     the client cannot go on) is recovered from as a fence is below, counted; at
+//     routed again. An error ending a transaction that leaves its outcome unknown (no
+//     answer, a retriable or unknown-server error; franz-go says the client cannot go
+//     on) is recovered from as a fence is below, counted; a definite refusal stops Run
+//     with the error; at
 //     shutdown it is logged: the broker aborts the transaction and the partitions'
 //     next owner replays it.
 //   - A transaction that outlives Config.TransactionTimeout is aborted by the broker,
