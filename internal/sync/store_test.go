@@ -1,0 +1,25 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// stored returns what Redis holds as team's shared count in epoch under prefix, whatever
+// the key layout: tests that check what reached Redis read it through here, so that a
+// change of layout changes one function.
+func stored(t testing.TB, rc redis.Cmdable, mode Mode, prefix, team string, epoch int64) int64 {
+	t.Helper()
+	key := KeyFor(mode, prefix, team, epoch)
+	v, err := rc.Get(context.Background(), key).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("reading %s: %v", key, err)
+	}
+	return v
+}
