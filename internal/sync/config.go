@@ -1,8 +1,11 @@
 package sync
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -35,6 +38,16 @@ type Config struct {
 	MaxReadsPerTick int
 	// FlushTimeout bounds the final flush when Run stops. Default 5 s.
 	FlushTimeout time.Duration
+	// TickTimeout bounds one tick's wait for Redis. Default 3/4 of TickInterval: a
+	// server or node that hangs costs its own teams that tick's writes and reads (resent
+	// and read again next tick), never the next tick's start.
+	TickTimeout time.Duration
+	// Writer names this process in Redis: each lane's sequence key carries it, which is
+	// what makes a resent write harmless (writeScript). It must differ between every two
+	// processes writing at the same time, and a process must not reuse an earlier one's
+	// while that one's keys live. Default: 16 random hex digits. The gate passes its host
+	// name and start time.
+	Writer string
 }
 
 // Defaults for Config.
@@ -79,6 +92,14 @@ func (c Config) withDefaults(window time.Duration) (Config, error) {
 	if c.FlushTimeout == 0 {
 		c.FlushTimeout = DefaultFlushTimeout
 	}
+	if c.TickTimeout == 0 {
+		c.TickTimeout = c.TickInterval * 3 / 4
+	}
+	if c.Writer == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+		c.Writer = hex.EncodeToString(b[:])
+	}
 	var errs []error
 	if err := c.Mode.valid(); err != nil {
 		errs = append(errs, err)
@@ -88,6 +109,12 @@ func (c Config) withDefaults(window time.Duration) (Config, error) {
 	}
 	if c.TickInterval < 0 {
 		errs = append(errs, fmt.Errorf("tick interval %s: must be positive", c.TickInterval))
+	}
+	if c.TickTimeout < 0 {
+		errs = append(errs, fmt.Errorf("tick timeout %s: must be positive", c.TickTimeout))
+	}
+	if c.Mode == ModeCluster && strings.ContainsAny(c.Writer, "{}") {
+		errs = append(errs, fmt.Errorf("writer %q: must not contain braces in cluster mode", c.Writer))
 	}
 	if c.KeysPerCommand < 2 {
 		errs = append(errs, fmt.Errorf("keys per command %d: must be at least 2", c.KeysPerCommand))

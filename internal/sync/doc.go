@@ -4,13 +4,24 @@
 // Guarantees:
 //
 //   - The per-record path never waits on Redis: all Redis work happens here, on a timer.
-//   - Each tick sends at most one pipeline per Redis instance, writes (INCRBY + EXPIRE)
-//     before reads (MGET of the current and previous epoch), so a read includes this
-//     instance's own counts; instances run in parallel.
-//   - Counts are written at least once: a write that fails or does not fit in a tick's
-//     budget is kept and sent on a later tick, until its epoch is older than the previous
-//     one (then it no longer matters; under the event clock, older than GATE_MAX_EVENT_AGE)
-//     or the pending-write cap is reached; both drops are counted. A write whose reply timed out after Redis applied it may be counted twice.
+//   - Each tick sends at most one pipeline per Redis instance, writes before reads (MGET
+//     of the current and previous epoch), so a read includes this instance's own counts;
+//     instances run in parallel. Every tick is bounded by Config.TickTimeout (3/4 of the
+//     interval): a server or node that hangs costs its own teams that tick, never the
+//     next tick's start nor the other nodes' teams.
+//   - Counts are written exactly once while Redis keeps what it acknowledged. Writes go in
+//     batches run by a script (writeScript) under this process's sequence number on the
+//     batch's lane (an instance; a hash-tag shard in cluster mode), and a batch resent
+//     with its number changes nothing if it was applied before. A batch whose reply is
+//     lost (a timeout, a stall, a broken connection) is therefore resent as it is until
+//     answered, and no new batch is made for its lane meanwhile; a batch refused (an
+//     error reply) was not applied and its counts go in a new one. Counts are dropped
+//     only when their epoch is older than the previous one (then they no longer matter;
+//     under the event clock, older than GATE_MAX_EVENT_AGE) or at the pending-write cap;
+//     both drops are counted. A failover that promotes a replica which had not received
+//     the last writes loses those (docs/reliability.md).
+//   - A counter's TTL is set once, when a write creates it: KeyTTL (at least 2 windows)
+//     plus a margin for clock skew between gates.
 //   - Counts Redis has not taken stay in the level until it takes them. A pipeline can
 //     partly fail, and every command's error is checked, not only the pipeline's: when
 //     writes fail while the same pipeline's reads succeed (Redis refusing writes: OOM
@@ -31,9 +42,11 @@
 //   - A team is always sent to the same Redis instance, by a stable hash of its name that
 //     every gate in the fleet computes alike (standalone mode).
 //   - In cluster mode (Config.Mode) there is one ClusterClient and one pipeline per tick,
-//     which the client splits per node and runs in parallel; keys are hash-tagged by team
-//     (ClusterKey) so a team's two epoch keys share a slot, and MOVED/ASK are followed by
-//     the client and counted. Writes are never re-sent after a network error there either.
+//     which the client splits per node and runs in parallel; keys are hash-tagged by
+//     shard (ClusterKey: ClusterShards tags), so a shard's keys share a slot and one
+//     script writes, one MGET reads, many teams. MOVED and ASK are followed by the client
+//     and counted; TRYAGAIN (a multi-key command on a slot in migration) is counted too,
+//     and what it refused is written and read again next tick, without an error.
 //   - In sentinel mode there is one failover client, which asks the sentinels for the
 //     primary and so follows a promotion without a restart; keys are those of standalone.
 //   - Under the event clock (limit.EventClock) counts go to the epoch of each record's

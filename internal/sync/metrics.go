@@ -21,6 +21,7 @@ type metrics struct {
 	reads         *prometheus.CounterVec
 	skippedReads  prometheus.Counter
 	redirects     *prometheus.CounterVec
+	batches       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
@@ -55,9 +56,14 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 		skippedReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "gate_limiter_reads_skipped_total",
 			Help: "Due reads put off to a later tick because a tick's budget was spent."}),
 		redirects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_redirects_total",
-			Help: "MOVED and ASK replies from Redis Cluster (cluster mode), by kind (moved, ask); the client follows them."}, []string{"kind"}),
+			Help: "MOVED, ASK and TRYAGAIN replies from Redis Cluster (cluster mode), by kind (moved, ask, tryagain); the client follows MOVED and ASK, the next tick retries TRYAGAIN (a slot in migration)."}, []string{"kind"}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_write_batches_total",
+			Help: "Batches of counts sent to Redis, by outcome: applied; duplicate (a resend that found its batch applied: an earlier reply was lost); refused (an error reply: its counts go again in a new batch); unknown (no reply: resent as it is next tick)."}, []string{"outcome"}),
 	}
-	for _, k := range []string{"moved", "ask"} {
+	for o := range numOutcomes {
+		m.batches.WithLabelValues(o.String())
+	}
+	for _, k := range []string{"moved", "ask", "tryagain"} {
 		m.redirects.WithLabelValues(k)
 	}
 	for _, r := range []string{"stale_epoch", "write_cap"} {
@@ -72,7 +78,7 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
-		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects} {
+		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering tick metrics: %w", err)
 		}

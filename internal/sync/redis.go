@@ -4,8 +4,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"net/url"
+		"net/url"
 	"strconv"
 	"time"
 
@@ -37,8 +36,8 @@ var ErrBadURL = errors.New("sync: bad redis URL")
 
 // Dial returns one client per URL (redis:// or rediss://, password and database in the
 // URL). The clients connect lazily: Dial succeeds while Redis is down, and the tick keeps
-// trying. Retries inside the client are off: a failed tick's counts are retried by the next
-// tick, and a silent retry of a timed-out INCRBY would count twice.
+// trying. Retries inside the client are off: the next tick is the retry, and it resends a
+// write whose outcome is unknown with the number that makes a repeat harmless.
 func Dial(urls []string, o RedisOptions) ([]*redis.Client, error) {
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("%w: no URL given", ErrBadURL)
@@ -128,9 +127,17 @@ func InstanceFor(team string, n int) int {
 	if n <= 1 {
 		return 0
 	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(team))
-	return int(jumpHash(h.Sum64(), n))
+	return int(jumpHash(fnv64a(team), n))
+}
+
+// fnv64a is the FNV-1a hash of s, without the allocation of hash/fnv's interface.
+func fnv64a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // jumpHash is Lamping and Veach's jump consistent hash.
@@ -147,8 +154,8 @@ func jumpHash(key uint64, buckets int) int32 {
 // DialCluster returns one Redis Cluster client whose seed nodes are the URLs' hosts; the
 // client learns the rest of the cluster from them. Credentials and TLS come from the first
 // URL (a cluster has one set), and every URL must name database 0 (a cluster has no
-// other). Writes are never re-sent after a network error (see noRetryCmd), redirects are
-// followed up to three times per tick.
+// other). Redirects are followed up to three times per tick; writes may be re-sent by the
+// client, as every write is safe to repeat (writeScript).
 func DialCluster(urls []string, o RedisOptions) (*redis.ClusterClient, error) {
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("%w: no URL given", ErrBadURL)

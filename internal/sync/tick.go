@@ -33,10 +33,14 @@ type Ticker struct {
 	errLogs   []errLog // by instance; each written only by its instance's pipeline goroutine
 
 	// Owned by the tick goroutine.
-	pending map[countKey]int64 // counts waiting for Redis
-	carried map[teamKey]struct{}
-	plans   []plan
-	reads   []readRef // every limiter's due reads, reused
+	pending   map[countKey]int64 // counts Redis has not confirmed: unsent, refused or in doubt
+	doubt     map[countKey]int64 // the part of pending in batches sent without an answer
+	lanes     []lane
+	laneReads [][]readRef // by lane, this tick's reads
+	open      []*batch    // by lane, the batch being filled this tick
+	plans     []plan
+	reads     []readRef // every limiter's due reads, reused
+	sha       string    // writeScript's SHA-1, for EVALSHA
 }
 
 // Limit is one limiter the tick syncs, with the prefix of its Redis keys.
@@ -62,11 +66,6 @@ type countKey struct {
 	epoch int64
 }
 
-type teamKey struct {
-	lim  int
-	team string
-}
-
 // readRef is a planned read and the limiter it belongs to.
 type readRef struct {
 	lim int
@@ -75,24 +74,31 @@ type readRef struct {
 
 // plan is one instance's share of a tick.
 type plan struct {
-	writes []countKey
-	reads  []readRef
-	cmds   int
-	err    error // the first command's error, as Exec returns it
-	dur    time.Duration
-	wcmds  []*redis.IntCmd
-	ecmds  []*redis.BoolCmd
-	rcmds  []*redis.SliceCmd
+	batches []*batch // resends first (in order, by lane), then new batches
+	lanes   []int    // the instance's lanes, in order
+	writes  int      // counts in batches
+	reads   int      // teams read
+	cmds    int
+	err     error // the first command's error that makes the pipeline failed (not TRYAGAIN)
+	dur     time.Duration
+	rcmds   []readCmd
 	// What failed, command by command: a pipeline can partly fail, as when Redis
 	// refuses writes (OOM, READONLY, MISCONF) and still answers reads.
-	failedWrites int // INCRBYs that failed: their counts are still pending
+	failedWrites int // counts whose batch was refused or unanswered, or whose key failed
 	failedReads  int // MGETs that failed
+	tryAgain     int // commands answered TRYAGAIN (a slot in migration): retried next tick
 	causes       causeSet
+}
+
+// readCmd is one MGET and the teams it reads.
+type readCmd struct {
+	cmd   *redis.SliceCmd
+	teams []readRef
 }
 
 // TickResult says what one tick did.
 type TickResult struct {
-	Writes        int // (team, epoch) counts written
+	Writes        int // (team, epoch) counts written (or found written: a resend)
 	Reads         int // teams read and applied
 	FailedReads   int // planned reads that failed: views rebuilt locally (fail-open)
 	Commands      int // Redis commands sent
@@ -100,6 +106,9 @@ type TickResult struct {
 	SkippedReads  int // due reads not made this tick (budget)
 	Dropped       int64
 	Errors        int // instances whose pipeline failed
+	// Batches by outcome: applied, found applied already (a resend after a lost reply),
+	// refused (an error reply), unknown (no reply; resent next tick as they are).
+	Batches [numOutcomes]int
 }
 
 // New returns a Ticker for one limiter. In standalone mode every instance must be
@@ -158,7 +167,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		// Node clients are created lazily, so a hook added now sees every node's pipelines.
 		cc.OnNewNode(func(nc *redis.Client) { nc.AddHook(redirectHook{m}) })
 	}
-	return &Ticker{
+	t := &Ticker{
 		cfg:       cfg,
 		limits:    states,
 		instances: instances,
@@ -166,9 +175,26 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		m:         m,
 		errLogs:   make([]errLog, len(instances)),
 		pending:   make(map[countKey]int64),
-		carried:   make(map[teamKey]struct{}),
+		doubt:     make(map[countKey]int64),
 		plans:     make([]plan, len(instances)),
-	}, nil
+		sha:       redis.NewScript(writeScript).Hash(),
+	}
+	n := len(instances)
+	if cfg.Mode == ModeCluster {
+		n = ClusterShards
+	}
+	t.lanes = make([]lane, n)
+	for i := range t.lanes {
+		t.lanes[i] = lane{key: laneKey(cfg.Mode, cfg.KeyPrefix, cfg.Writer, i), eval: true}
+		if cfg.Mode != ModeCluster {
+			t.lanes[i].inst = i
+		}
+		p := &t.plans[t.lanes[i].inst]
+		p.lanes = append(p.lanes, i)
+	}
+	t.laneReads = make([][]readRef, n)
+	t.open = make([]*batch, n)
+	return t, nil
 }
 
 // Config returns the tick's configuration with defaults filled in.
@@ -217,6 +243,10 @@ func (t *Ticker) Tick(ctx context.Context) TickResult { return t.tick(ctx, true)
 func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	start := time.Now()
 	var res TickResult
+	// Every tick is bounded: one node that hangs must not hold the next tick back, nor the
+	// healthy nodes' teams, whose results are applied when the deadline ends the wait.
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+	defer cancel()
 
 	// 1. Take each limiter's counts and due reads.
 	for li := range t.limits {
@@ -239,32 +269,61 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	for k, n := range t.pending {
 		if k.epoch < t.limits[k.lim].oldest {
 			delete(t.pending, k)
+			delete(t.doubt, k)
 			res.Dropped += n
 			t.m.dropped.WithLabelValues("stale_epoch").Add(float64(n))
 		}
 	}
+	t.dropStaleDoubt()
 
-	// 2. Plan: writes first, then reads, within the key budget.
+	// 2. Plan: writes first, then reads, within the key budget. A lane with batches in
+	// doubt resends them as they are and gets no new batch until they are answered.
 	for i := range t.plans {
 		p := &t.plans[i]
-		clear(p.writes)
-		clear(p.reads)
-		*p = plan{writes: p.writes[:0], reads: p.reads[:0], wcmds: p.wcmds[:0], ecmds: p.ecmds[:0], rcmds: p.rcmds[:0]}
+		clear(p.batches)
+		clear(p.rcmds)
+		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], lanes: p.lanes}
 	}
-	clear(t.carried)
+	clear(t.open)
 	budget := t.cfg.KeysPerTick
-	for k := range t.pending {
-		if budget < 1 {
-			t.carried[teamKey{k.lim, k.team}] = struct{}{}
+	for li := range t.lanes {
+		ln := &t.lanes[li]
+		p := &t.plans[ln.inst]
+		for _, b := range ln.doubt {
+			p.batches = append(p.batches, b)
+			p.writes += len(b.items)
+			budget -= len(b.items)
+		}
+	}
+	for k, n := range t.pending {
+		n -= t.doubt[k]
+		if n <= 0 {
+			continue // all of it in doubt, resent above
+		}
+		li := t.laneFor(k.team)
+		if budget < 1 || len(t.lanes[li].doubt) > 0 {
 			res.CarriedWrites++
 			continue
 		}
 		budget--
-		p := &t.plans[t.instanceFor(k.team)]
-		p.writes = append(p.writes, k)
+		b := t.open[li]
+		if b == nil || len(b.items) == t.cfg.KeysPerCommand {
+			ln := &t.lanes[li]
+			ln.seq++
+			b = &batch{lane: li, seq: ln.seq, items: make([]item, 0, min(t.cfg.KeysPerCommand, len(t.pending)))}
+			t.open[li] = b
+			p := &t.plans[ln.inst]
+			p.batches = append(p.batches, b)
+		}
+		b.items = append(b.items, item{k, n})
+		t.plans[t.lanes[li].inst].writes++
+	}
+	for li := range t.laneReads {
+		clear(t.laneReads[li])
+		t.laneReads[li] = t.laneReads[li][:0]
 	}
 	if withReads {
-		maxReads := min(t.cfg.MaxReadsPerTick, budget/2)
+		maxReads := min(t.cfg.MaxReadsPerTick, max(budget, 0)/2)
 		clear(t.reads)
 		reads := t.reads[:0]
 		for li := range t.limits {
@@ -278,14 +337,15 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 			slices.SortFunc(reads, func(a, b readRef) int { return cmp.Compare(b.r.Pressure, a.r.Pressure) })
 		}
 		for _, rr := range reads {
-			if _, ok := t.carried[teamKey{rr.lim, rr.r.Team}]; ok || res.Reads >= maxReads {
-				// A read must include all of this instance's writes for the team, or
-				// applying it would forget the ones still waiting.
+			// A team whose counts were not all sent is read all the same: what Redis
+			// does not hold is added to the read (notInRedis), so none is forgotten.
+			if res.Reads >= maxReads {
 				res.SkippedReads++
 				continue
 			}
-			p := &t.plans[t.instanceFor(rr.r.Team)]
-			p.reads = append(p.reads, rr)
+			li := t.laneFor(rr.r.Team)
+			t.laneReads[li] = append(t.laneReads[li], rr)
+			t.plans[t.lanes[li].inst].reads++
 			res.Reads++
 			t.m.reads.WithLabelValues(rr.r.Reason.String()).Inc()
 		}
@@ -296,55 +356,61 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	// 3. One pipeline per instance, in parallel.
 	var wg gosync.WaitGroup
 	for i := range t.plans {
-		if p := &t.plans[i]; len(p.writes)+len(p.reads) > 0 {
+		if p := &t.plans[i]; len(p.batches)+p.reads > 0 {
 			wg.Go(func() { t.execute(ctx, i, p) })
 		}
 	}
 	wg.Wait()
 
-	// 4. Apply: forget written counts, apply reads. A read that succeeded while some of
-	// the same pipeline's writes failed (Redis refusing writes: OOM, READONLY, MISCONF;
-	// or one key's error) does not hold the counts still pending: they are added to what
-	// it returned, as if written. Applying it as returned would drop them from the level,
-	// and a team over its limit would be let through for as long as Redis refuses writes.
-	// They stay in every read until they are written (and so in what Redis returns) or
-	// dropped (stale epoch).
-	res.Reads = 0
-	applyAt := t.limits[0].l.Clock().Now()
+	// 4. Settle writes: a batch answered is confirmed (applied now, or found applied by an
+	// earlier send whose reply was lost); a batch refused keeps its counts pending, to go
+	// in a new batch; a batch unanswered stays in doubt and is resent as it is.
 	for i := range t.plans {
 		p := &t.plans[i]
 		res.Commands += p.cmds
 		if p.err != nil {
 			res.Errors++
 		}
-		if len(p.writes)+len(p.reads) == 0 {
+		for _, b := range p.batches {
+			o := t.settle(b, &res)
+			res.Batches[o]++
+			t.m.batches.WithLabelValues(o.String()).Inc()
+		}
+	}
+	for li := range t.lanes {
+		ln := &t.lanes[li]
+		ln.doubt = slices.DeleteFunc(ln.doubt, func(b *batch) bool { return !b.doubt })
+	}
+
+	// 5. Apply reads. A read that succeeded while some of this gate's counts for the team
+	// are not in Redis (refused: OOM, READONLY, MISCONF; or one key's error) does not hold
+	// them: they are added to what it returned, as if written. Applying it as returned
+	// would drop them from the level, and a team over its limit would be let through for
+	// as long as Redis refuses writes. They stay in every read until they are written (and
+	// so in what Redis returns) or dropped (stale epoch).
+	res.Reads = 0
+	applyAt := t.limits[0].l.Clock().Now()
+	for i := range t.plans {
+		p := &t.plans[i]
+		if len(p.batches)+p.reads == 0 {
 			continue
 		}
 		t.m.pipelineDur.WithLabelValues(strconv.Itoa(i)).Observe(p.dur.Seconds())
-		t.m.pipelineSize.WithLabelValues("write").Observe(float64(len(p.writes)))
-		t.m.pipelineSize.WithLabelValues("read").Observe(float64(len(p.reads)))
-		for j, k := range p.writes {
-			if p.wcmds[j].Err() == nil {
-				delete(t.pending, k)
-				res.Writes++
-			} else {
-				res.CarriedWrites++
-			}
-		}
-		teamsPerCmd := t.teamsPerCmd()
-		for j, c := range p.rcmds {
-			chunk := p.reads[j*teamsPerCmd : min(len(p.reads), (j+1)*teamsPerCmd)]
-			if c.Err() != nil {
+		t.m.pipelineSize.WithLabelValues("write").Observe(float64(p.writes))
+		t.m.pipelineSize.WithLabelValues("read").Observe(float64(p.reads))
+		for _, rc := range p.rcmds {
+			if rc.cmd.Err() != nil {
 				// Fail open: rebuild these views from what this gate counted, so that
-				// they keep draining instead of piling up pending records.
-				for _, rr := range chunk {
+				// they keep draining instead of piling up pending records; the limiter
+				// keeps them due, so they are read again next tick.
+				for _, rr := range rc.teams {
 					t.limits[rr.lim].l.ApplyLocal(rr.r, applyAt)
 				}
-				res.FailedReads += len(chunk)
+				res.FailedReads += len(rc.teams)
 				continue
 			}
-			vals := c.Val()
-			for x, rr := range chunk {
+			vals := rc.cmd.Val()
+			for x, rr := range rc.teams {
 				l := t.limits[rr.lim].l
 				curr, err1 := counterValue(vals[2*x])
 				prev, err2 := counterValue(vals[2*x+1])
@@ -354,10 +420,8 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 					res.FailedReads++
 					continue
 				}
-				if p.failedWrites > 0 {
-					curr += t.pending[countKey{rr.lim, rr.r.Team, rr.r.Epoch}]
-					prev += t.pending[countKey{rr.lim, rr.r.Team, rr.r.Epoch - 1}]
-				}
+				curr += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch})
+				prev += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch - 1})
 				a := l.ApplyRead(rr.r, curr, prev, applyAt)
 				t.m.drift.Observe(a.Drift)
 				if a.Staleness > 0 {
@@ -373,76 +437,179 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	return res
 }
 
+// settle applies one batch's outcome to the pending counts.
+func (t *Ticker) settle(b *batch, res *TickResult) outcome {
+	o, failed, err := b.out, b.failed, b.err
+	ln := &t.lanes[b.lane]
+	switch o {
+	case outApplied, outDuplicate:
+		ln.eval = false
+		for j, it := range b.items {
+			if b.doubt {
+				t.addTo(t.doubt, it.k, -it.n)
+			}
+			if slices.Contains(failed, int64(j+1)) {
+				// This key failed on its own: its count stays pending, to go in a new batch.
+				res.CarriedWrites++
+				continue
+			}
+			t.addTo(t.pending, it.k, -it.n)
+			res.Writes++
+		}
+		b.doubt = false
+	case outRefused:
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			ln.eval = true // a restarted or promoted server has an empty script cache
+		}
+		// Not applied. A batch in doubt stays in doubt, with its number: an earlier send
+		// may have been applied. Otherwise its counts stay pending for a new batch.
+		res.CarriedWrites += len(b.items)
+	case outUnknown:
+		if !b.doubt {
+			b.doubt = true
+			ln.doubt = append(ln.doubt, b)
+			for _, it := range b.items {
+				t.doubt[it.k] += it.n
+			}
+		}
+		res.CarriedWrites += len(b.items)
+	}
+	return o
+}
+
+// dropStaleDoubt forgets batches in doubt whose every count is of an epoch no longer
+// written (step 1 dropped those counts from pending and counted them).
+func (t *Ticker) dropStaleDoubt() {
+	for li := range t.lanes {
+		ln := &t.lanes[li]
+		ln.doubt = slices.DeleteFunc(ln.doubt, func(b *batch) bool {
+			for _, it := range b.items {
+				if it.k.epoch >= t.limits[it.k.lim].oldest {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// addTo adds n to m[k], deleting the key at zero or below.
+func (t *Ticker) addTo(m map[countKey]int64, k countKey, n int64) {
+	v, ok := m[k]
+	if !ok {
+		return
+	}
+	if v += n; v <= 0 {
+		delete(m, k)
+		return
+	}
+	m[k] = v
+}
+
+// notInRedis is what this gate counted for k that Redis surely does not hold: pending
+// counts not in doubt (not sent: over budget, or behind a lane's batches in doubt;
+// refused; or a key's own error). Counts in doubt are most likely in Redis (a reply lost
+// to a stall) and are not added.
+func (t *Ticker) notInRedis(k countKey) int64 {
+	return max(t.pending[k]-t.doubt[k], 0)
+}
+
+func (t *Ticker) laneFor(team string) int {
+	if t.cfg.Mode == ModeCluster {
+		return ClusterShard(team)
+	}
+	return t.instanceFor(team)
+}
+
 func (t *Ticker) instanceFor(team string) int { return InstanceFor(team, len(t.instances)) }
 
 func (t *Ticker) key(lim int, team string, epoch int64) string {
 	return KeyFor(t.cfg.Mode, t.limits[lim].prefix, team, epoch)
 }
 
-// teamsPerCmd is how many teams one MGET reads. In cluster mode a command's keys must share
-// a slot, and only a team's own two keys are sure to: one MGET per team.
-func (t *Ticker) teamsPerCmd() int {
-	if t.cfg.Mode == ModeCluster {
-		return 1
-	}
-	return t.cfg.KeysPerCommand / 2
-}
-
-// execute sends one instance's pipeline: every write (INCRBY + EXPIRE), then the reads in
-// MGETs of up to KeysPerCommand keys. In cluster mode the one pipeline goes to the
-// ClusterClient, which splits it by node and runs the parts in parallel.
+// execute sends one instance's pipeline: every batch of writes (writeScript: resends
+// first, in order), then the reads in MGETs of up to KeysPerCommand keys of one lane. In
+// cluster mode the one pipeline goes to the ClusterClient, which splits it by node and
+// runs the parts in parallel.
 func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 	start := time.Now()
 	pipe := t.instances[i].Pipeline()
-	cluster := t.cfg.Mode == ModeCluster
-	for _, k := range p.writes {
-		key := t.key(k.lim, k.team, k.epoch)
-		if cluster {
-			c := redis.NewIntCmd(ctx, "incrby", key, t.pending[k])
-			_ = pipe.Process(ctx, noRetryCmd{c}) // queues; the error comes with Exec
-			p.wcmds = append(p.wcmds, c)
+	seqTTL := t.seqTTL()
+	for _, b := range p.batches {
+		ln := &t.lanes[b.lane]
+		keys := make([]string, 1, 1+len(b.items))
+		keys[0] = ln.key
+		args := make([]any, 2, 2+2*len(b.items))
+		args[0], args[1] = b.seq, seqTTL
+		for _, it := range b.items {
+			ls := &t.limits[it.k.lim]
+			keys = append(keys, t.key(it.k.lim, it.k.team, it.k.epoch))
+			args = append(args, it.n, (ls.ttl + keyTTLMargin).Milliseconds())
+		}
+		if ln.eval {
+			b.cmd = pipe.Eval(ctx, writeScript, keys, args...)
 		} else {
-			p.wcmds = append(p.wcmds, pipe.IncrBy(ctx, key, t.pending[k]))
+			b.cmd = pipe.EvalSha(ctx, t.sha, keys, args...)
 		}
-		p.ecmds = append(p.ecmds, pipe.Expire(ctx, key, t.limits[k.lim].ttl))
 	}
-	teamsPerCmd := t.teamsPerCmd()
-	for j := 0; j < len(p.reads); j += teamsPerCmd {
-		chunk := p.reads[j:min(len(p.reads), j+teamsPerCmd)]
-		keys := make([]string, 0, 2*len(chunk))
-		for _, rr := range chunk {
-			keys = append(keys, t.key(rr.lim, rr.r.Team, rr.r.Epoch), t.key(rr.lim, rr.r.Team, rr.r.Epoch-1))
+	per := t.cfg.KeysPerCommand / 2
+	for _, li := range p.lanes {
+		reads := t.laneReads[li]
+		for j := 0; j < len(reads); j += per {
+			chunk := reads[j:min(len(reads), j+per)]
+			keys := make([]string, 0, 2*len(chunk))
+			for _, rr := range chunk {
+				keys = append(keys, t.key(rr.lim, rr.r.Team, rr.r.Epoch), t.key(rr.lim, rr.r.Team, rr.r.Epoch-1))
+			}
+			p.rcmds = append(p.rcmds, readCmd{pipe.MGet(ctx, keys...), chunk})
 		}
-		p.rcmds = append(p.rcmds, pipe.MGet(ctx, keys...))
 	}
 	p.cmds = pipe.Len()
 	_, p.err = pipe.Exec(ctx)
 	p.dur = time.Since(start)
+	for _, b := range p.batches {
+		b.out, b.failed, b.err = b.result()
+		if len(b.failed) > 0 && p.err == nil {
+			p.err = b.err // a key that failed on its own: the script's reply says which
+		}
+	}
 	label := strconv.Itoa(i)
-	t.m.commands.WithLabelValues("incrby").Add(float64(len(p.writes)))
-	t.m.commands.WithLabelValues("expire").Add(float64(len(p.writes)))
+	t.m.commands.WithLabelValues("evalsha").Add(float64(len(p.batches)))
 	t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
 	if p.err == nil {
 		t.errLogs[i].recovered(t.log, label, p.dur)
 		return
 	}
-	// Every command's error, not only the first: a pipeline can partly fail.
-	for _, c := range p.wcmds {
-		if err := c.Err(); err != nil {
-			p.failedWrites++
-			p.causes.add(classify(err))
+	// Every command's error, not only the first: a pipeline can partly fail. TRYAGAIN (a
+	// multi-key command on a slot in migration) is no failure of Redis: the command was not
+	// run, its writes stay pending and its reads are made again next tick.
+	note := func(err error) bool {
+		if redis.IsTryAgainError(err) {
+			p.tryAgain++
+			t.m.redirects.WithLabelValues("tryagain").Inc()
+			return false
+		}
+		p.causes.add(classify(err))
+		return true
+	}
+	for _, b := range p.batches {
+		switch {
+		case b.cmd.Err() != nil:
+			p.failedWrites += len(b.items)
+			note(b.cmd.Err())
+		case len(b.failed) > 0:
+			p.failedWrites += len(b.failed)
+			p.causes.add(causeRedis)
 		}
 	}
-	for _, c := range p.ecmds {
-		if err := c.Err(); err != nil {
-			p.causes.add(classify(err))
-		}
-	}
-	for _, c := range p.rcmds {
-		if err := c.Err(); err != nil {
+	for _, rc := range p.rcmds {
+		if err := rc.cmd.Err(); err != nil && note(err) {
 			p.failedReads++
-			p.causes.add(classify(err))
 		}
+	}
+	if p.causes == 0 && p.tryAgain > 0 {
+		p.err = nil // only TRYAGAIN: nothing to report
+		return
 	}
 	if p.causes == 0 {
 		p.causes.add(classify(p.err)) // an error no command carries
@@ -460,6 +627,16 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 		}
 	}
 	t.errLogs[i].failed(t.log, label, p)
+}
+
+// seqTTL is how long a lane's sequence key lives, in ms: as long as the longest-lived
+// counter, since a batch in doubt is resent until its epochs are no longer written.
+func (t *Ticker) seqTTL() int64 {
+	var d time.Duration
+	for _, ls := range t.limits {
+		d = max(d, ls.ttl)
+	}
+	return (d + keyTTLMargin).Milliseconds()
 }
 
 func (t *Ticker) countError(c cause, instance int) {
@@ -585,7 +762,7 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 		msg = "redis refused writes; counts kept in the level and for the next tick"
 	}
 	log.Warn(msg, "instance", instance, "cause", p.causes.String(),
-		"failed_writes", p.failedWrites, "writes", len(p.writes), "failed_reads", p.failedReads, "reads", len(p.reads),
+		"failed_writes", p.failedWrites, "writes", p.writes, "failed_reads", p.failedReads, "reads", p.reads,
 		"failed_unlogged", quiet, "failing_for", now.Sub(e.since).Round(time.Millisecond), "err", p.err)
 	e.failing, e.causes = true, p.causes
 }

@@ -31,40 +31,29 @@ func KeyFor(m Mode, prefix, team string, epoch int64) string {
 	return Key(prefix, team, epoch)
 }
 
-// ClusterKey returns {prefix}:{<tag>}:{epoch}, where <tag> is between literal braces so that
-// Redis Cluster hashes only it: both epoch keys of a team share a slot and one MGET reads
-// them. The tag is the team itself, except that '%', '{' and '}' are percent-escaped and an
-// empty team is "%": Redis ends a hash tag at the first '}', and an empty tag "{}" hashes
-// the whole key, so either would split a team's keys over slots. The escape is one-to-one,
-// so two teams never share a key. The prefix must not contain braces (Config checks), or
-// its own '{' would start the tag.
+// ClusterKey returns {prefix}:{sN}:{team}:{epoch}, where N is the team's shard
+// (ClusterShard) between literal braces, so that Redis Cluster hashes only it: all keys of
+// a shard share a slot, and one script writes, one MGET reads, many teams at once. The
+// team follows the tag as it is: Redis hashes only the first {...}, and the epoch, a
+// number, ends the key, so two teams never share a key. The prefix must not contain braces
+// (Config checks), or its own '{' would start the tag.
 func ClusterKey(prefix, team string, epoch int64) string {
-	tag := clusterTag(team)
-	b := make([]byte, 0, len(prefix)+len(tag)+24)
+	b := make([]byte, 0, len(prefix)+len(team)+32)
 	b = append(b, prefix...)
-	b = append(b, ":{"...)
-	b = append(b, tag...)
+	b = append(b, ":{s"...)
+	b = strconv.AppendInt(b, int64(ClusterShard(team)), 10)
 	b = append(b, "}:"...)
+	b = append(b, team...)
+	b = append(b, ':')
 	b = strconv.AppendInt(b, epoch, 10)
 	return string(b)
 }
 
-func clusterTag(team string) string {
-	if team == "" {
-		return "%"
-	}
-	if !strings.ContainsAny(team, "%{}") {
-		return team
-	}
-	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(team)
+// ClusterShard returns team's shard in cluster mode, 0..ClusterShards-1: its FNV-1a hash
+// modulo ClusterShards, which every gate computes alike.
+func ClusterShard(team string) int {
+	return int(fnv64a(team) % ClusterShards)
 }
-
-// noRetryCmd marks a write so that the cluster client never re-sends it after a network
-// error or timeout (it may have been applied: a re-send would count twice). Redirects
-// (MOVED, ASK) are still followed, since a redirected command was not executed.
-type noRetryCmd struct{ *redis.IntCmd }
-
-func (noRetryCmd) NoRetry() bool { return true }
 
 // redirectHook counts MOVED and ASK replies in the cluster client's per-node pipelines.
 // go-redis follows them itself (up to MaxRedirects) and exposes no counter, but a node

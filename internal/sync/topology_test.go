@@ -32,21 +32,24 @@ func newTopologyGate(t *testing.T, clk clock.Clock, lc limit.Config, sc Config, 
 	return &gate{l: l, tk: tk, reg: reg}
 }
 
-func TestClusterKeyTagIsTheTeam(t *testing.T) {
-	for team, want := range map[string]string{
-		"acme":  "gate:{acme}:7",
-		"a{b}c": "gate:{a%7Bb%7Dc}:7",
-		"}":     "gate:{%7D}:7",
-		"50%":   "gate:{50%25}:7",
-		"":      "gate:{%}:7",
-	} {
+func TestClusterKeyTagIsTheShard(t *testing.T) {
+	for _, team := range []string{"acme", "a{b}c", "}", "50%", "", "{s1}"} {
+		want := fmt.Sprintf("gate:{s%d}:%s:7", ClusterShard(team), team)
 		if got := ClusterKey("gate", team, 7); got != want {
 			t.Errorf("ClusterKey(%q) = %q, want %q", team, got, want)
 		}
 	}
-	// One-to-one: teams that differ only in what the escape produces keep distinct keys.
-	if ClusterKey("g", "}", 1) == ClusterKey("g", "%7D", 1) {
-		t.Error("teams } and %7D share a key")
+	// Shards spread teams evenly: 100,000 teams over 256 shards, none more than 20%
+	// off the mean.
+	var n [ClusterShards]int
+	for i := range 100_000 {
+		n[ClusterShard(fmt.Sprintf("team-%d", i))]++
+	}
+	mean := 100_000 / ClusterShards
+	for s, c := range n {
+		if c < mean*8/10 || c > mean*12/10 {
+			t.Errorf("shard %d holds %d teams, mean %d", s, c, mean)
+		}
 	}
 	if KeyFor(ModeStandalone, "g", "t", 1) != Key("g", "t", 1) || KeyFor(ModeSentinel, "g", "t", 1) != Key("g", "t", 1) {
 		t.Error("standalone and sentinel keys changed")
@@ -86,9 +89,13 @@ func TestClusterCountsAndReadsLandOnOwningNode(t *testing.T) {
 	if r.Errors != 0 || r.Writes != len(teams) || r.Reads != len(teams) {
 		t.Fatalf("tick = %+v, want %d writes and reads, no error", r, len(teams))
 	}
-	// One pipeline: a write is INCRBY + EXPIRE, a read one MGET per team.
-	if want := 3 * len(teams); r.Commands != want {
-		t.Errorf("commands = %d, want %d", r.Commands, want)
+	// One pipeline: one write script and one MGET per shard the teams fall in.
+	shards := map[int]bool{}
+	for _, team := range teams {
+		shards[ClusterShard(team)] = true
+	}
+	if want := 2 * len(shards); r.Commands != want {
+		t.Errorf("commands = %d, want %d (%d shards)", r.Commands, want, len(shards))
 	}
 	owners := map[*redistest.Server]int{}
 	for i, team := range teams {

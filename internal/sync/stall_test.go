@@ -1,0 +1,96 @@
+package sync
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// newGateOpts is newGate with the client's settings given: short timeouts make a stall
+// outlast a tick's wait.
+func newGateOpts(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, ro RedisOptions, srv *redistest.Server) *gate {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	l, err := limit.New(lc, clk, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URL()}, ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = clients[0].Close() })
+	tk, err := New(l, []redis.UniversalClient{clients[0]}, sc, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gate{l: l, tk: tk, reg: reg}
+}
+
+// TestStallCountsOnce: Redis stalls (a fork, an fsync, a slow command; here SIGSTOP) while
+// a tick's writes are in flight. The client times out and cannot know whether they were
+// applied; Redis applies them when it wakes, and the next tick sends them again. Redis must
+// hold what was counted, once. Before writes were made safe to repeat: 101 counted, 201
+// held.
+func TestStallCountsOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart.Add(10 * time.Second))
+	g := newGateOpts(t, clk, limit.Config{Window: time.Minute, Threshold: 1_000_000}, Config{},
+		RedisOptions{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, srv)
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+
+	g.l.Check("team", 1)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("first tick = %+v", r)
+	}
+	g.l.Check("team", 100)
+	srv.Pause(t)
+	r := g.tk.Tick(ctx)
+	srv.Resume(t)
+	if r.Errors != 1 || r.Batches[outUnknown] != 1 {
+		t.Fatalf("tick during the stall = %+v, want 1 error and 1 batch of unknown outcome", r)
+	}
+	// Redis runs what it received before the stall once it wakes.
+	deadline := time.Now().Add(20 * time.Second)
+	for stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team", ep) != 101 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis holds %d after waking, want the stalled write applied (101)", stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team", ep))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := 0; ; i++ {
+		clk.Advance(time.Second)
+		r = g.tk.Tick(ctx)
+		if r.Errors == 0 && r.CarriedWrites == 0 {
+			break
+		}
+		if i == 20 {
+			t.Fatalf("writes still not confirmed after %d ticks: %+v", i, r)
+		}
+	}
+	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team", ep); got != 101 {
+		t.Errorf("Redis holds %d, want the 101 counted", got)
+	}
+	if d := testutil.ToFloat64(g.tk.m.batches.WithLabelValues("duplicate")); d != 1 {
+		t.Errorf("duplicate batches = %v, want 1 (the resend found its batch applied)", d)
+	}
+	// New counts after the resend are written as usual.
+	g.l.Check("team", 5)
+	clk.Advance(time.Second)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick after recovery = %+v", r)
+	}
+	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team", ep); got != 106 {
+		t.Errorf("Redis holds %d, want 106", got)
+	}
+}
