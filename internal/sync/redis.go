@@ -4,7 +4,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-		"net/url"
+	"net/url"
 	"strconv"
 	"time"
 
