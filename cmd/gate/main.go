@@ -188,7 +188,10 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	// another run's log, which is harmless.
 	redis.SetLogger(gate.RedisLogger{Log: log.With("component", "redis")})
 
-	g, err := gate.New(cfg, log, gate.Options{})
+	// The writer name in Redis (sync.Config.Writer): host name and start time, unique per
+	// process, and readable to an operator looking at the sequence keys.
+	writer := h.hostname() + "-" + strconv.FormatInt(h.clock.Now().UnixMilli(), 36)
+	g, err := gate.New(cfg, log, gate.Options{Writer: writer})
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,8 @@ type Options struct {
 	WrapRouter func(*route.Router) consume.Router
 	// ClientOpts are added after the consumer's own Kafka client options.
 	ClientOpts []kgo.Opt
+	// Writer names this process in Redis (sync.Config.Writer); empty means a random name.
+	Writer string
 }
 
 // New builds a gate from cfg. Nothing connects or starts: every step that can fail
@@ -100,7 +102,9 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	for i, l := range g.Extra {
 		tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: cfg.LimitKeyPrefix(i)})
 	}
-	if g.Ticker, err = gatesync.NewMulti(tlims, instances, cfg.SyncConfig(), g.Reg, log.With("component", "tick")); err != nil {
+	scfg := cfg.SyncConfig()
+	scfg.Writer = o.Writer
+	if g.Ticker, err = gatesync.NewMulti(tlims, instances, scfg, g.Reg, log.With("component", "tick")); err != nil {
 		return nil, fmt.Errorf("building the tick: %w", err)
 	}
 	var ovrExtra []overrides.Extra

@@ -38,6 +38,7 @@ type Ticker struct {
 	lanes     []lane
 	laneReads [][]readRef // by lane, this tick's reads
 	open      []*batch    // by lane, the batch being filled this tick
+	partOf    []int       // by lane, its pipeline this tick (pipelines)
 	plans     []plan
 	reads     []readRef // every limiter's due reads, reused
 	sha       string    // writeScript's SHA-1, for EVALSHA
@@ -194,6 +195,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	}
 	t.laneReads = make([][]readRef, n)
 	t.open = make([]*batch, n)
+	t.partOf = make([]int, n)
 	return t, nil
 }
 
@@ -533,10 +535,11 @@ func (t *Ticker) key(lim int, team string, epoch int64) string {
 // runs the parts in parallel.
 func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 	start := time.Now()
-	pipe := t.instances[i].Pipeline()
+	pipes := t.pipelines(ctx, i, p)
 	seqTTL := t.seqTTL()
 	for _, b := range p.batches {
 		ln := &t.lanes[b.lane]
+		pipe := pipes[t.partOf[b.lane]]
 		keys := make([]string, 1, 1+len(b.items))
 		keys[0] = ln.key
 		args := make([]any, 2, 2+2*len(b.items))
@@ -555,6 +558,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 	per := t.cfg.KeysPerCommand / 2
 	for _, li := range p.lanes {
 		reads := t.laneReads[li]
+		pipe := pipes[t.partOf[li]]
 		for j := 0; j < len(reads); j += per {
 			chunk := reads[j:min(len(reads), j+per)]
 			keys := make([]string, 0, 2*len(chunk))
@@ -564,8 +568,21 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 			p.rcmds = append(p.rcmds, readCmd{pipe.MGet(ctx, keys...), chunk})
 		}
 	}
-	p.cmds = pipe.Len()
-	_, p.err = pipe.Exec(ctx)
+	errs := make([]error, len(pipes))
+	var wg gosync.WaitGroup
+	for j, pipe := range pipes {
+		if n := pipe.Len(); n > 0 {
+			p.cmds += n
+			wg.Go(func() { _, errs[j] = pipe.Exec(ctx) })
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			p.err = err
+			break
+		}
+	}
 	p.dur = time.Since(start)
 	for _, b := range p.batches {
 		b.out, b.failed, b.err = b.result()
@@ -627,6 +644,38 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 		}
 	}
 	t.errLogs[i].failed(t.log, label, p)
+}
+
+// pipelines returns the pipelines instance i's plan is sent in, and sets partOf for its
+// lanes. One, except in cluster mode: one per primary, each still a ClusterClient
+// pipeline (it follows MOVED and ASK) but holding one node's lanes only, so that a node
+// that hangs fails its own commands when the tick's deadline ends the wait, not every
+// node's: the cluster client's pipeline, once its deadline passes between retries, sets
+// the deadline's error on all of its commands, those already answered too.
+func (t *Ticker) pipelines(ctx context.Context, i int, p *plan) []redis.Pipeliner {
+	cc, ok := t.instances[i].(*redis.ClusterClient)
+	if !ok {
+		for _, li := range p.lanes {
+			t.partOf[li] = 0
+		}
+		return []redis.Pipeliner{t.instances[i].Pipeline()}
+	}
+	var pipes []redis.Pipeliner
+	byNode := make(map[*redis.Client]int)
+	for _, li := range p.lanes {
+		node, err := cc.MasterForKey(ctx, t.lanes[li].key)
+		if err != nil {
+			node = nil // no slot map: one pipeline, which reports the error
+		}
+		j, ok := byNode[node]
+		if !ok {
+			j = len(pipes)
+			byNode[node] = j
+			pipes = append(pipes, cc.Pipeline())
+		}
+		t.partOf[li] = j
+	}
+	return pipes
 }
 
 // seqTTL is how long a lane's sequence key lives, in ms: as long as the longest-lived
