@@ -41,7 +41,6 @@ type Ticker struct {
 	partOf    []int       // by lane, its pipeline this tick (pipelines)
 	plans     []plan
 	reads     []readRef // every limiter's due reads, reused
-	sha       string    // writeScript's SHA-1, for EVALSHA
 }
 
 // Limit is one limiter the tick syncs, with the prefix of its Redis keys.
@@ -178,7 +177,6 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		pending:   make(map[countKey]int64),
 		doubt:     make(map[countKey]int64),
 		plans:     make([]plan, len(instances)),
-		sha:       redis.NewScript(writeScript).Hash(),
 	}
 	n := len(instances)
 	if cfg.Mode == ModeCluster {
@@ -186,7 +184,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	}
 	t.lanes = make([]lane, n)
 	for i := range t.lanes {
-		t.lanes[i] = lane{key: laneKey(cfg.Mode, cfg.KeyPrefix, cfg.Writer, i), eval: true}
+		t.lanes[i] = lane{key: laneKey(cfg.Mode, cfg.KeyPrefix, cfg.Writer, i)}
 		if cfg.Mode != ModeCluster {
 			t.lanes[i].inst = i
 		}
@@ -441,11 +439,10 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 
 // settle applies one batch's outcome to the pending counts.
 func (t *Ticker) settle(b *batch, res *TickResult) outcome {
-	o, failed, err := b.out, b.failed, b.err
+	o, failed := b.out, b.failed
 	ln := &t.lanes[b.lane]
 	switch o {
 	case outApplied, outDuplicate:
-		ln.eval = false
 		for j, it := range b.items {
 			if b.doubt {
 				t.addTo(t.doubt, it.k, -it.n)
@@ -460,9 +457,6 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 		}
 		b.doubt = false
 	case outRefused:
-		if redis.HasErrorPrefix(err, "NOSCRIPT") {
-			ln.eval = true // a restarted or promoted server has an empty script cache
-		}
 		// Not applied. A batch in doubt stays in doubt, with its number: an earlier send
 		// may have been applied. Otherwise its counts stay pending for a new batch.
 		res.CarriedWrites += len(b.items)
@@ -549,11 +543,10 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 			keys = append(keys, t.key(it.k.lim, it.k.team, it.k.epoch))
 			args = append(args, it.n, (ls.ttl + keyTTLMargin).Milliseconds())
 		}
-		if ln.eval {
-			b.cmd = pipe.Eval(ctx, writeScript, keys, args...)
-		} else {
-			b.cmd = pipe.EvalSha(ctx, t.sha, keys, args...)
-		}
+		// EVAL, not EVALSHA: a node that has not seen the script (restarted, promoted, a
+		// slot's new owner, or its script cache evicted) runs it all the same, and the
+		// hash Redis computes per call costs nothing measurable (docs/benchmarks.md).
+		b.cmd = pipe.Eval(ctx, writeScript, keys, args...)
 	}
 	per := t.cfg.KeysPerCommand / 2
 	for _, li := range p.lanes {
@@ -591,7 +584,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 		}
 	}
 	label := strconv.Itoa(i)
-	t.m.commands.WithLabelValues("evalsha").Add(float64(len(p.batches)))
+	t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches)))
 	t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
 	if p.err == nil {
 		t.errLogs[i].recovered(t.log, label, p.dur)

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -303,5 +304,99 @@ func TestClusterMovedFollowedAndCounted(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(g.tk.m.redirects.WithLabelValues("moved")); got < 1 {
 		t.Errorf("redirects{kind=moved} = %v, want ≥ 1", got)
+	}
+}
+
+// TestClusterTryAgainDuringMigration: a slot in migration (MIGRATING on its owner,
+// IMPORTING on the next) with some of its keys moved already. A multi-key command whose
+// keys are split between the two nodes gets TRYAGAIN: Redis did not run it, and it is no
+// failure of Redis. The tick counts it as such (redirects{kind="tryagain"}), keeps the
+// writes for the next tick and reads the team again next tick, with no pipeline error; once
+// the migration ends the counts land, once. Before, the TRYAGAIN of the read made the
+// pipeline fail: counted as a Redis error and logged "counts kept for the next tick".
+func TestClusterTryAgainDuringMigration(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(epochStart.Add(30 * time.Second))
+	g := newTopologyGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100}, Config{Mode: ModeCluster}, cc)
+	ctx := context.Background()
+	prev := g.l.Epoch(clk.Now())
+	g.l.Check("mover", 10)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v", r)
+	}
+	clk.Advance(time.Minute)
+	ep := g.l.Epoch(clk.Now())
+	g.l.Check("mover", 20)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v", r)
+	}
+
+	key := ClusterKey(DefaultKeyPrefix, "mover", ep)
+	from := cl.Owner(t, key)
+	var to *redistest.Server
+	for _, p := range cl.Primaries {
+		if p != from {
+			to = p
+			break
+		}
+	}
+	fc, tc := from.Client(t), to.Client(t)
+	slot := fc.ClusterKeySlot(ctx, key).Val()
+	fromID, err1 := fc.Do(ctx, "CLUSTER", "MYID").Text()
+	toID, err2 := tc.Do(ctx, "CLUSTER", "MYID").Text()
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	mustDo := func(c *redis.Client, args ...any) {
+		t.Helper()
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, c.Options().Addr, err)
+		}
+	}
+	mustDo(tc, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
+	mustDo(fc, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
+	host, port, _ := strings.Cut(to.Addr(), ":")
+	mustDo(fc, "MIGRATE", host, port, key, 0, 5000) // the current epoch's key moves first
+
+	g.l.Check("mover", 5)
+	clk.Advance(time.Second)
+	r := g.tk.Tick(ctx)
+	if r.Errors != 0 || r.Writes != 0 || r.CarriedWrites != 1 || r.FailedReads != 1 {
+		t.Errorf("tick during the migration = %+v, want no error, the write kept and the read failed", r)
+	}
+	if got := testutil.ToFloat64(g.tk.m.redirects.WithLabelValues("tryagain")); got < 1 {
+		t.Errorf("redirects{kind=tryagain} = %v, want ≥ 1", got)
+	}
+	for c := range numCauses {
+		if got := testutil.ToFloat64(g.tk.m.errors.WithLabelValues(c.String(), "0")); got != 0 {
+			t.Errorf("errors{cause=%s} = %v, want 0", c, got)
+		}
+	}
+
+	// The migration ends: the remaining keys move, the slot is the new owner's.
+	keys, err := fc.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		mustDo(fc, "MIGRATE", host, port, k, 0, 5000)
+	}
+	for _, p := range cl.Primaries {
+		mustDo(p.Client(t), "CLUSTER", "SETSLOT", slot, "NODE", toID)
+	}
+	clk.Advance(time.Second)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 || r.Reads != 1 {
+		t.Fatalf("tick after the migration = %+v, want the kept write made and the team read again", r)
+	}
+	if got := stored(t, cc, ModeCluster, DefaultKeyPrefix, "mover", ep); got != 25 {
+		t.Errorf("current epoch holds %d, want 25", got)
+	}
+	if got := stored(t, cc, ModeCluster, DefaultKeyPrefix, "mover", prev); got != 10 {
+		t.Errorf("previous epoch holds %d, want 10", got)
 	}
 }

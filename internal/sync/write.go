@@ -65,7 +65,6 @@ type lane struct {
 	key   string   // this writer's sequence key on the lane
 	seq   uint64   // the last number given
 	doubt []*batch // sent, outcome unknown: resent as they are, in order, until answered
-	eval  bool     // send the script's body (EVAL): at start and after NOSCRIPT
 }
 
 // batch is one run of writeScript: up to KeysPerCommand counts of one lane.
