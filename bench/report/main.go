@@ -44,6 +44,7 @@ const (
 	benchCatchUp      = "BenchmarkCatchUp"
 	benchReadOurs     = "BenchmarkReadReduction/ours"
 	benchReadRef      = "BenchmarkReadReduction/reference"
+	benchReadBase     = "BenchmarkReadReduction/baseline"
 	benchTickStandalo = "BenchmarkTick/standalone"
 	// benchFidelity has one sub-benchmark per limiter: ours, then the baselines.
 	benchFidelity = "BenchmarkFidelity"
@@ -234,6 +235,15 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean(benchReadOurs, "cmds/tick"); ok {
 		out["redis_commands_per_tick"] = v
 	}
+	if v, ok := b.Mean(benchReadBase, "cmds/tick"); ok {
+		out["redis_commands_per_tick_baseline"] = v
+	}
+	if v, ok := b.Mean(benchReadOurs, "redis_cpu_s/Mevents"); ok {
+		out["redis_cpu_s_per_million_events"] = v
+	}
+	if v, ok := b.Mean(benchReadBase, "redis_cpu_s/Mevents"); ok {
+		out["redis_cpu_s_per_million_events_baseline"] = v
+	}
 	if v, ok := b.Mean(benchReadRef, "read_reduction"); ok {
 		out["sync_read_reduction_reference"] = v
 	}
@@ -341,6 +351,9 @@ var rows = []row{
 	{"sync_read_reduction", ptr(atLeast(0.95)), "100k teams, Zipf, 60 s window, 15 s sync"},
 	{"sync_read_reduction_reference", nil, "the reference design's cadence, same traffic"},
 	{"redis_commands_per_tick", nil, "same run as sync_read_reduction"},
+	{"redis_commands_per_tick_baseline", nil, "the same traffic written as before writes were made safe to repeat (INCRBY + EXPIRE per count)"},
+	{"redis_cpu_s_per_million_events", nil, "redis-server CPU (INFO cpu, user + sys) per million events, same run as sync_read_reduction"},
+	{"redis_cpu_s_per_million_events_baseline", nil, "the same, writes as before (INCRBY + EXPIRE per count)"},
 	{"tick_all_teams_commands_per_tick", nil, "a tick with all 100k teams dirty (BenchmarkTick/standalone)"},
 	{"bytes_per_entity", ptr(atMost(150)), "heap per cached team at 300k teams"},
 }

@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,8 +11,9 @@ import (
 )
 
 // writeScript adds one batch of counts to Redis at most once. KEYS[1] is the writer's
-// sequence key on the lane, KEYS[2..] the counters; ARGV is the batch's sequence number,
-// the sequence key's TTL in ms, then for each counter its increment and its TTL in ms.
+// sequence key on the lane, KEYS[2..] the counters, all of one limiter; ARGV is the
+// batch's sequence number, the sequence key's TTL and the counters' TTL in ms, then each
+// counter's increment.
 //
 // A batch whose number is not above the one the lane last took is a repeat of a batch
 // already applied (its first reply was lost: a timeout, a stall, a broken connection) and
@@ -20,8 +22,8 @@ import (
 // script before it changes anything. A counter that fails on its own (a key of the wrong
 // type) is skipped with redis.pcall and its position returned, so its count is kept and
 // sent again under a new number. A counter gets its TTL when this write created it (the
-// reply equals the increment): one PEXPIRE per key and epoch instead of one per write,
-// which is most of what writing cost before (docs/benchmarks.md).
+// reply equals the increment): one PEXPIRE per key and epoch instead of one per write.
+// What the script costs Redis, against INCRBY + EXPIRE per count: docs/benchmarks.md.
 //
 // Reply: {1, position, error, position, error...} when applied, for each counter that
 // failed; {0} when a repeat.
@@ -30,15 +32,17 @@ local seq = tonumber(ARGV[1])
 local last = tonumber(redis.call('GET', KEYS[1]) or '0')
 if seq <= last then return {0} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local ttl = ARGV[3]
+local pcall = redis.pcall
 local out = {1}
 for i = 2, #KEYS do
-  local n = tonumber(ARGV[2*i-1])
-  local v = redis.pcall('INCRBY', KEYS[i], n)
-  if type(v) == 'table' then
+  local n = tonumber(ARGV[i+2])
+  local v = pcall('INCRBY', KEYS[i], n)
+  if v == n then
+    pcall('PEXPIRE', KEYS[i], ttl)
+  elseif type(v) == 'table' then
     out[#out+1] = i-1
     out[#out+1] = v.err
-  elseif v == n then
-    redis.call('PEXPIRE', KEYS[i], ARGV[2*i])
   end
 end
 return out`
@@ -67,13 +71,15 @@ type lane struct {
 	doubt []*batch // sent, outcome unknown: resent as they are, in order, until answered
 }
 
-// batch is one run of writeScript: up to KeysPerCommand counts of one lane.
+// batch is one run of writeScript: up to KeysPerCommand counts of one lane and limiter.
 type batch struct {
 	lane  int
+	lim   int
 	seq   uint64
 	items []item
 	doubt bool // sent before without an answer
 	cmd   *redis.Cmd
+	incrs []*redis.IntCmd // Ticker.baseline only
 
 	// This tick's result (result).
 	out    outcome
@@ -139,4 +145,25 @@ func laneKey(m Mode, prefix, writer string, shard int) string {
 		return prefix + ":{s" + strconv.Itoa(shard) + "}:w:" + writer + ":seq"
 	}
 	return prefix + ":w:" + writer + ":seq"
+}
+
+// queueBaseline queues b as the gate wrote before writeScript: INCRBY and EXPIRE per count
+// (Ticker.baseline, for the benchmarks).
+func (t *Ticker) queueBaseline(ctx context.Context, pipe redis.Pipeliner, b *batch) {
+	b.incrs = b.incrs[:0]
+	for _, it := range b.items {
+		key := t.key(it.k.lim, it.k.team, it.k.epoch)
+		b.incrs = append(b.incrs, pipe.IncrBy(ctx, key, it.n))
+		pipe.Expire(ctx, key, t.limits[it.k.lim].ttl)
+	}
+}
+
+// baselineResult is result for a batch queued by queueBaseline.
+func (b *batch) baselineResult() (outcome, []int64, error) {
+	for _, c := range b.incrs {
+		if err := c.Err(); err != nil {
+			return outRefused, nil, err
+		}
+	}
+	return outApplied, nil, nil
 }
