@@ -44,8 +44,8 @@ type Ticker struct {
 	// safe to repeat), so that the benchmarks can measure the two side by side. Tests set
 	// it; nothing else does.
 	baseline bool
-	plans     []plan
-	reads     []readRef // every limiter's due reads, reused
+	plans    []plan
+	reads    []readRef // every limiter's due reads, reused
 }
 
 // Limit is one limiter the tick syncs, with the prefix of its Redis keys.
