@@ -98,6 +98,12 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		}
 	}()
 	instances := g.Clients
+	if fc, ok := g.Clients[0].(*redis.Client); ok && cfg.SyncConfig().Mode == gatesync.ModeSentinel {
+		// A dial hook, no goroutine: it logs and counts every switch of primary.
+		if _, err = gatesync.WatchPrimary(fc, string(cfg.RedisSentinelMaster), g.Reg, log.With("component", "redis"), nil); err != nil {
+			return nil, err
+		}
+	}
 	tlims := []gatesync.Limit{{Lim: g.Lim}}
 	for i, l := range g.Extra {
 		tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: cfg.LimitKeyPrefix(i)})

@@ -208,6 +208,37 @@ func (s *SentinelSet) CurrentPrimary(t testing.TB) string {
 	return ""
 }
 
+// Failover asks the first running sentinel to fail the master over now (SENTINEL
+// FAILOVER: a planned switch, the primary still up), retrying while the sentinel has no
+// replica it deems fit yet (NOGOODSLAVE). It returns once the sentinel has taken the
+// request, not once the switch is done: wait for that with CurrentPrimary.
+func (s *SentinelSet) Failover(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(topologyTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		for _, x := range s.Sentinels {
+			if !x.running() {
+				continue
+			}
+			sc := redis.NewSentinelClient(&redis.Options{Addr: x.Addr()})
+			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+			last = sc.Failover(ctx, s.Master).Err()
+			cancel()
+			_ = sc.Close()
+			if last == nil {
+				return
+			}
+			if !strings.HasPrefix(last.Error(), "NOGOODSLAVE") {
+				t.Fatalf("redistest: SENTINEL FAILOVER %s on %s: %v", s.Master, x.Addr(), last)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("redistest: SENTINEL FAILOVER %s: %v", s.Master, last)
+}
+
 // running reports whether the server's process is up.
 func (s *Server) running() bool {
 	s.mu.Lock()
