@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -21,7 +22,8 @@ const overridesUsage = `Usage: gate overrides list | set TEAM LIMIT | delete TEA
 
 Shows or changes the live per-team limits in the hash {GATE_REDIS_PREFIX}:overrides of the
 first instance in GATE_REDIS_URLS. Every gate reads it every GATE_OVERRIDES_REFRESH and lays
-it over its GATE_OVERRIDES.
+it over its GATE_OVERRIDES. list reads it as the gates do, in short commands, and refuses
+a hash of more than GATE_OVERRIDES_MAX_ENTRIES teams.
 `
 
 // overridesCmd runs `gate overrides ...` against the Redis the environment names.
@@ -83,19 +85,36 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	defer clients[0].Close()
 	c := clients[0]
-	key := overrides.Key(cfg.RedisPrefix)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ocfg := cfg.OverridesConfig()
+	key := ocfg.Key
+	timeout := 5 * time.Second
+	if verb == "list" {
+		timeout = ocfg.Timeout // a whole read, of up to GATE_OVERRIDES_MAX_ENTRIES teams
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	switch verb {
 	case "set":
+		// For the note below only: Set reports a Redis error itself.
+		existed, existsErr := c.Exists(ctx, key).Result()
 		if err := overrides.Set(ctx, c, key, team, lim, clk.Now()); err != nil {
 			return err
 		}
-		_, err := fmt.Fprintf(stdout, "set %s = %d in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s)\n", team, lim, key, cfg.OverridesRefresh)
-		return err
+		if _, err := fmt.Fprintf(stdout, "set %s = %d in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s)\n", team, lim, key, cfg.OverridesRefresh); err != nil {
+			return err
+		}
+		if existsErr == nil && existed == 0 {
+			_, err := fmt.Fprintf(stdout, "%s did not exist: the live set is now %s alone, in place of any set the gates kept from a lost hash (if it was lost, restore it: docs/operations.md, Overrides hash lost)\n", key, team)
+			return err
+		}
+		return nil
 	case "delete":
 		found, err := overrides.Delete(ctx, c, key, team, clk.Now())
+		if errors.Is(err, overrides.ErrMissing) {
+			_, err := fmt.Fprintf(stdout, "%s does not exist; nothing changed (gates that read it before keep the set they last read: docs/operations.md, Overrides hash lost)\n", key)
+			return err
+		}
 		if err != nil {
 			return err
 		}
@@ -106,7 +125,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to GATE_OVERRIDES or GATE_THRESHOLD within GATE_OVERRIDES_REFRESH (%s)\n", team, key, cfg.OverridesRefresh)
 		return err
 	}
-	live, updated, err := overrides.List(ctx, c, key)
+	live, updated, err := overrides.List(ctx, c, key, ocfg.MaxEntries)
 	if err != nil {
 		return err
 	}
@@ -121,6 +140,9 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if updated == "" {
+		updated = "at an unknown time (no " + overrides.MarkerField + " field)"
 	}
 	_, err = fmt.Fprintf(stdout, "%d live overrides in %s, last changed %s\n", len(live), key, updated)
 	return err

@@ -25,16 +25,24 @@ func TestOverridesCommand(t *testing.T) {
 	if out, _, err := do("list"); err != nil || !strings.Contains(out, "no live overrides in ops:overrides") {
 		t.Errorf("list of nothing: %q %v", out, err)
 	}
-	if out, _, err := do("set", "team-a", "5000"); err != nil || !strings.Contains(out, "set team-a = 5000") {
+	// The first set creates the hash, and says what that means for a lost one.
+	if out, _, err := do("set", "team-a", "5000"); err != nil || !strings.Contains(out, "set team-a = 5000") ||
+		!strings.Contains(out, "ops:overrides did not exist: the live set is now team-a alone") {
 		t.Errorf("set: %q %v", out, err)
 	}
-	if _, _, err := do("set", "team-b", "70"); err != nil {
-		t.Fatal(err)
+	if out, _, err := do("set", "team-b", "70"); err != nil || strings.Contains(out, "did not exist") {
+		t.Fatalf("second set: %q %v", out, err)
 	}
 	out, _, err := do("list")
 	if err != nil || !strings.Contains(out, "team-a  5000") || !strings.Contains(out, "team-b  70") || !strings.Contains(out, "2 live overrides") {
 		t.Errorf("list: %q %v", out, err)
 	}
+	// list reads as the gates do, and refuses a hash over the maximum.
+	env["GATE_OVERRIDES_MAX_ENTRIES"] = "1"
+	if _, _, err := do("list"); err == nil || !strings.Contains(err.Error(), "ops:overrides holds 2 teams, more than the 1 allowed (GATE_OVERRIDES_MAX_ENTRIES)") || cli.ExitCode(err) != 1 {
+		t.Errorf("list over the maximum: %v (exit %d)", err, cli.ExitCode(err))
+	}
+	delete(env, "GATE_OVERRIDES_MAX_ENTRIES")
 	if out, _, err := do("delete", "team-a"); err != nil || !strings.Contains(out, "deleted team-a") {
 		t.Errorf("delete: %q %v", out, err)
 	}
@@ -44,6 +52,16 @@ func TestOverridesCommand(t *testing.T) {
 	if v, err := rs.Client(t).HGet(context.Background(), "ops:overrides", "team-b").Result(); err != nil || v != "70" {
 		t.Errorf("hash holds team-b=%q (%v)", v, err)
 	}
+	// A delete leaves a missing hash missing: written, its marker would make an empty
+	// live set of it, and the gates would drop the set they kept.
+	env["GATE_REDIS_PREFIX"] = "lost"
+	if out, _, err := do("delete", "team-b"); err != nil || !strings.Contains(out, "lost:overrides does not exist; nothing changed") {
+		t.Errorf("delete from a missing hash: %q %v", out, err)
+	}
+	if n, err := rs.Client(t).Exists(context.Background(), "lost:overrides").Result(); err != nil || n != 0 {
+		t.Errorf("delete from a missing hash created it: %d %v", n, err)
+	}
+	env["GATE_REDIS_PREFIX"] = "ops"
 
 	for _, tt := range []struct {
 		args []string

@@ -102,6 +102,10 @@ type Config struct {
 	Limits           limitList     `envconfig:"LIMITS" default:"" desc:"Several limits per team, as comma-separated window:threshold pairs such as 1m:1000000,1h:20000000 (default none), GATE_WINDOW and GATE_THRESHOLD being the one limit without it; the first pair is the primary limit, in place of GATE_WINDOW and GATE_THRESHOLD (which must then be unset), keyed {prefix}:{team}:{epoch} as ever, and each further one, a whole number of seconds longer than GATE_TICK_INTERVAL and distinct from the others, has its own keys {prefix}:w{seconds}:{team}:{epoch}; a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's primary threshold and scales each further limit by the same factor, rounded, at least 1."`
 	Overrides        overrideList  `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is the base the live overrides (GATE_OVERRIDES_REFRESH) are laid over; its length costs nothing per record."`
 	OverridesRefresh time.Duration `envconfig:"OVERRIDES_REFRESH" default:"60s" desc:"How often every gate reads the live per-team limits from the hash {prefix}:overrides in the first Redis instance, managed with gate overrides set/delete (default 60s); the live set is laid over GATE_OVERRIDES (a team in it takes its live limit, one deleted from it falls back to GATE_OVERRIDES or GATE_THRESHOLD), and a Redis error or a missing hash keeps the current limits."`
+
+	// The live overrides' size (internal/overrides).
+	OverridesMaxEntries int `envconfig:"OVERRIDES_MAX_ENTRIES" default:"1000000" desc:"Most teams the live overrides hash may hold (default 1000000): a larger one is not read, every gate keeping the limits in force and counting gate_overrides_refresh_errors_total{cause=too_large}, and gate overrides list refusing it too; a million teams take each gate about a second to read, in commands of about a millisecond each, and a few hundred MB of memory."`
+
 	SyncInterval     time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
 	HotEveryTick     bool          `envconfig:"HOT_EVERY_TICK" default:"true" desc:"Read teams at 80% of their threshold or more on every tick instead of every half GATE_SYNC_INTERVAL (default true); it cuts the time a fleet takes to divert a team that jumps over its limit from about 20s to about 2s, for a few extra reads of busy teams only."`
 	PendingReadShare float64       `envconfig:"PENDING_READ_SHARE" default:"0.05" desc:"Read a team on the next tick once the events this gate counted since its last read reach this share of the team's threshold, or never if negative (default 0.05); smaller catches a sudden jump sooner and costs more reads."`
@@ -280,6 +284,7 @@ func (c Config) validate(between bool) Problems {
 	}
 	positive("SYNC_INTERVAL", c.SyncInterval)
 	positive("OVERRIDES_REFRESH", c.OverridesRefresh)
+	atLeast("OVERRIDES_MAX_ENTRIES", c.OverridesMaxEntries, 1)
 	if c.PendingReadShare == 0 || c.PendingReadShare > 1 {
 		bad("PENDING_READ_SHARE", "a share above 0 and at most 1 such as 0.05, or a negative number to disable")
 	}
@@ -488,6 +493,19 @@ func (c Config) LimitConfig() limit.Config {
 		IdleTimeout:      c.CacheIdleTimeout,
 		Clock:            c.Clock.Clock,
 		MaxEventAge:      c.MaxEventAge,
+	}
+}
+
+// OverridesConfig maps Config to the live overrides' settings; the caller adds Extra.
+// The timeout bounds a whole read of the hash, in many short commands (each also bounded
+// by GATE_REDIS_READ_TIMEOUT), so it is no shorter than overrides.DefaultTimeout.
+func (c Config) OverridesConfig() overrides.Config {
+	return overrides.Config{
+		Key:        overrides.Key(c.RedisPrefix),
+		Base:       maps.Clone(map[string]int64(c.Overrides)),
+		Interval:   c.OverridesRefresh,
+		Timeout:    max(overrides.DefaultTimeout, c.RedisDialTimeout+c.RedisWriteTimeout+c.RedisReadTimeout),
+		MaxEntries: c.OverridesMaxEntries,
 	}
 }
 

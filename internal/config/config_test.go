@@ -20,6 +20,7 @@ import (
 
 	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
@@ -97,6 +98,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Limits:                nil,
 		SyncInterval:          15 * time.Second,
 		OverridesRefresh:      time.Minute,
+		OverridesMaxEntries:   1_000_000,
 		HotEveryTick:          true,
 		PendingReadShare:      0.05,
 		SyncFloor:             0.01,
@@ -136,7 +138,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if want.Window != limit.DefaultWindow || want.Threshold != limit.DefaultThreshold ||
 		want.SyncInterval != limit.DefaultSyncInterval || want.CacheCapacity != limit.DefaultCapacity ||
 		want.TickInterval != gatesync.DefaultTickInterval || want.KeysPerTick != gatesync.DefaultKeysPerTick ||
-		want.RedisReadTimeout != gatesync.DefaultReadTimeout || want.RedisDialTimeout != gatesync.DefaultDialTimeout {
+		want.RedisReadTimeout != gatesync.DefaultReadTimeout || want.RedisDialTimeout != gatesync.DefaultDialTimeout ||
+		want.OverridesRefresh != overrides.DefaultInterval || want.OverridesMaxEntries != overrides.DefaultMaxEntries {
 		t.Errorf("a default here differs from the library's")
 	}
 }
@@ -380,6 +383,8 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_OVERRIDES", value: "a=1,", want: "empty"},
 		{key: "GATE_SYNC_INTERVAL", value: "0s", want: "above zero"},
 		{key: "GATE_OVERRIDES_REFRESH", value: "-1m", want: "above zero"},
+		{key: "GATE_OVERRIDES_MAX_ENTRIES", value: "0", want: "at least 1"},
+		{key: "GATE_OVERRIDES_MAX_ENTRIES", value: "1e6", want: "whole number"},
 		{key: "GATE_SYNC_INTERVAL", value: "500ms", want: "no shorter than GATE_TICK_INTERVAL"},
 		{key: "GATE_HOT_EVERY_TICK", value: "maybe", want: "want true or false"},
 		{key: "GATE_PENDING_READ_SHARE", value: "five percent", want: "want a number"},
@@ -567,6 +572,7 @@ func TestConfigMapsThroughLibraries(t *testing.T) {
 		"GATE_REDIS_KEY_TTL": "90s", "GATE_KEYS_PER_COMMAND": "50", "GATE_KEYS_PER_TICK": "1000",
 		"GATE_MAX_PENDING_WRITES": "2000", "GATE_MAX_READS_PER_TICK": "300",
 		"GATE_REDIS_READ_TIMEOUT": "1s", "GATE_REDIS_WRITE_TIMEOUT": "2s", "GATE_REDIS_DIAL_TIMEOUT": "3s",
+		"GATE_OVERRIDES_REFRESH": "30s", "GATE_OVERRIDES_MAX_ENTRIES": "5000",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -595,6 +601,19 @@ func TestConfigMapsThroughLibraries(t *testing.T) {
 	}
 	if o, err := c.RedisOptions(); err != nil || o.ReadTimeout != time.Second || o.WriteTimeout != 2*time.Second || o.DialTimeout != 3*time.Second {
 		t.Errorf("redis options %+v", o)
+	}
+	oc := c.OverridesConfig()
+	if oc.Key != "test:overrides" || !maps.Equal(oc.Base, map[string]int64{"a": 7}) || oc.Interval != 30*time.Second ||
+		oc.MaxEntries != 5000 || oc.Timeout != overrides.DefaultTimeout {
+		t.Errorf("overrides config %+v", oc)
+	}
+	if _, err := overrides.New(oc, lim, client, nil, nil); err != nil {
+		t.Errorf("overrides.New: %v", err)
+	}
+	// The timeout bounds a whole read: no shorter than one command may take.
+	c.RedisReadTimeout = time.Minute
+	if got := c.OverridesConfig().Timeout; got != time.Minute+5*time.Second {
+		t.Errorf("overrides timeout with a 1m read timeout: %v", got)
 	}
 }
 
@@ -696,7 +715,7 @@ func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
 		{"GATE_WINDOW": "1ms", "GATE_TICK_INTERVAL": "500us", "GATE_SYNC_INTERVAL": "500us"},
 		{"GATE_THRESHOLD": "1", "GATE_SYNC_FLOOR": "0.0999", "GATE_PENDING_READ_SHARE": "1"},
 		{"GATE_THRESHOLD": strconv.FormatInt(limit.MaxThreshold, 10), "GATE_CACHE_CAPACITY": "1"},
-		{"GATE_KEYS_PER_COMMAND": "2", "GATE_KEYS_PER_TICK": "2", "GATE_MAX_PENDING_WRITES": "1", "GATE_MAX_READS_PER_TICK": "1"},
+		{"GATE_KEYS_PER_COMMAND": "2", "GATE_KEYS_PER_TICK": "2", "GATE_MAX_PENDING_WRITES": "1", "GATE_MAX_READS_PER_TICK": "1", "GATE_OVERRIDES_MAX_ENTRIES": "1"},
 	} {
 		c, err := loadMap(env)
 		if err != nil {
@@ -711,6 +730,9 @@ func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 		if _, err := gatesync.New(lim, []redis.UniversalClient{client}, c.SyncConfig(), nil, nil); err != nil {
 			t.Errorf("%v: gatesync.New: %v", env, err)
+		}
+		if _, err := overrides.New(c.OverridesConfig(), lim, client, nil, nil); err != nil {
+			t.Errorf("%v: overrides.New: %v", env, err)
 		}
 		_ = client.Close()
 	}

@@ -60,6 +60,7 @@ var badConfig = map[string]string{
 	"GATE_OVERRIDES":               "team1:5000",
 	"GATE_SYNC_INTERVAL":           "0",
 	"GATE_OVERRIDES_REFRESH":       "hourly",
+	"GATE_OVERRIDES_MAX_ENTRIES":   "-1",
 	"GATE_HOT_EVERY_TICK":          "sometimes",
 	"GATE_PENDING_READ_SHARE":      "NaN",
 	"GATE_SYNC_FLOOR":              "0.5",

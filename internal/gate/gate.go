@@ -117,13 +117,9 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	for i, l := range g.Extra {
 		ovrExtra = append(ovrExtra, overrides.Extra{Lim: l, Factor: cfg.LimitFactor(i)})
 	}
-	if g.Overrides, err = overrides.New(overrides.Config{
-		Key:      overrides.Key(cfg.RedisPrefix),
-		Base:     cfg.Overrides,
-		Interval: cfg.OverridesRefresh,
-		Timeout:  cfg.RedisDialTimeout + cfg.RedisWriteTimeout + cfg.RedisReadTimeout,
-		Extra:    ovrExtra,
-	}, g.Lim, instances[0], g.Reg, log.With("component", "overrides")); err != nil {
+	ocfg := cfg.OverridesConfig()
+	ocfg.Extra = ovrExtra
+	if g.Overrides, err = overrides.New(ocfg, g.Lim, instances[0], g.Reg, log.With("component", "overrides")); err != nil {
 		return nil, fmt.Errorf("building the overrides refresher: %w", err)
 	}
 	if g.Router, err = route.NewMulti(cfg.RouteConfig(), append([]*limit.Limiter{g.Lim}, g.Extra...), g.Reg); err != nil {

@@ -4,10 +4,37 @@
 //
 // Guarantees:
 //
-//   - Atomic: each refresh swaps the whole effective set into the limiter at once
-//     (limit.SetOverrides); a check sees the old set or the new one, never a mix.
-//   - Fail-static: a Redis error, a missing hash or a hash holding any invalid entry keeps
-//     the current overrides; the failure is counted and logged, never applied half-way.
+//   - Atomic: a refresh that reads a new set swaps the whole effective set into the
+//     limiter at once (limit.SetOverrides); a check sees the old set or the new one,
+//     never a mix. A set equal to the one in force is not swapped again.
+//   - Short commands: the hash is read in chunks (HLEN, then HSCAN with COUNT ScanCount
+//     until the cursor is back to 0), never with one HGETALL, so no command holds Redis
+//     for more than about a millisecond, whatever the hash's size; a million teams read
+//     in about a second. The whole read is bounded by Config.Timeout, each command also
+//     by the client's own read timeout (GATE_REDIS_READ_TIMEOUT): a hung Redis fails the
+//     refresh within that, a large hash does not.
+//   - Bounded: a hash holding more than Config.MaxEntries teams (GATE_OVERRIDES_MAX_ENTRIES,
+//     DefaultMaxEntries) is not read at all: HLEN says so first, and the refresh fails
+//     with ErrTooLarge, naming the key, the count and the cap.
+//   - Consistent: a chunked read is not a snapshot, so the hash's length and its marker
+//     field are read before and after the scan, and the scan must have returned as many
+//     entries as the hash holds. If anything differs (Set or Delete ran meanwhile, the
+//     hash was deleted or grew), the hash is read once more, and a second change fails
+//     the refresh (ErrChanging) rather than apply a set that mixes the states before and
+//     after. Only an edit made by hand that changes neither the marker nor the length
+//     (HSET of an existing team) can go unseen: HSCAN returns every entry present for
+//     the whole scan, so it leaves that team at its old or new limit until the next
+//     refresh.
+//   - Fail-static: a Redis error, a missing hash, a hash over the cap, one changing
+//     under the read or holding any invalid entry keeps the current overrides; the
+//     failure is counted (gate_overrides_refresh_errors_total{cause}) and logged, never
+//     applied half-way.
+//   - A lost hash is reported: when the hash this gate read before is gone (Redis
+//     restarted empty, a failover to a replica that never had it), the gate keeps the
+//     last set it read, sets gate_overrides_hash_missing to 1 and logs a warning at
+//     once, then at most every MissingLogInterval while it lasts; both clear when the
+//     hash is back. A hash that never existed is the normal state of a fleet without
+//     live overrides: debug level only.
 //   - An empty live set is representable: the hash's marker field (MarkerField), kept by
 //     Set and Delete, makes a hash with no team in it exist, which clears the live set.
 //     (Redis deletes a hash whose last field goes, so without it "deleted the last
@@ -39,11 +66,31 @@ import (
 )
 
 // MarkerField is the hash field that is not a team: the time of the last change, in
-// RFC 3339. Its presence is what tells an empty live set from a missing hash.
+// RFC 3339 with nanoseconds. Its presence is what tells an empty live set from a missing
+// hash, and its change during a read what tells a read to be made again.
 const MarkerField = ".updated"
 
 // DefaultInterval is how often the hash is read when Config.Interval is zero.
 const DefaultInterval = 60 * time.Second
+
+// DefaultTimeout bounds one whole read of the hash when Config.Timeout is zero: a
+// million teams take about a second, so it leaves room for a slow network. A hung Redis
+// fails a read sooner, at the client's read timeout for one command.
+const DefaultTimeout = 30 * time.Second
+
+// DefaultMaxEntries is the most teams the hash may hold when Config.MaxEntries is zero.
+// A million live overrides take about a second of reading, in chunks, and a few hundred
+// MB of memory at a refresh; past it, the hash is not read.
+const DefaultMaxEntries = 1_000_000
+
+// ScanCount is the COUNT hint of each HSCAN: about this many entries per command. On a
+// hash of a million entries one such command takes Redis about 0.7 ms, under 1 ms on a
+// quiet machine (5000 would take 3 ms, for a whole read only 10% faster).
+const ScanCount = 1000
+
+// MissingLogInterval is how often, at most, the warning that the hash is gone is
+// repeated while it lasts; the first one is written at once.
+const MissingLogInterval = 10 * time.Minute
 
 // Key returns the hash's key for a Redis key prefix (GATE_REDIS_PREFIX).
 func Key(prefix string) string { return prefix + ":overrides" }
@@ -56,8 +103,12 @@ type Config struct {
 	Base map[string]int64
 	// Interval between reads. Zero means DefaultInterval.
 	Interval time.Duration
-	// Timeout bounds one read. Zero means 1 s.
+	// Timeout bounds one whole read, every chunk of it; each command is also bounded by
+	// the client's read timeout. Zero means DefaultTimeout.
 	Timeout time.Duration
+	// MaxEntries is the most teams the hash may hold (GATE_OVERRIDES_MAX_ENTRIES); a
+	// larger hash is not read and the current set is kept. Zero means DefaultMaxEntries.
+	MaxEntries int
 	// Extra are further limits (GATE_LIMITS) whose per-team thresholds follow the
 	// primary's overrides, scaled.
 	Extra []Extra
@@ -91,12 +142,28 @@ type Refresher struct {
 
 	mu   sync.Mutex // serialises refreshes
 	live map[string]int64
+	// missingSince is when the hash was first found gone after a read of it (zero: it
+	// is not gone, or was never read); missingLog paces the warning while it lasts.
+	missingSince time.Time
+	missingLog   *throttle.Every
+	// afterScan, when set (tests), runs after each scan, before the marker is read again.
+	afterScan func(attempt int)
 
 	loaded      prometheus.Gauge
 	liveTeams   prometheus.Gauge
 	lastSuccess prometheus.Gauge
+	hashMissing prometheus.Gauge
 	errs        *prometheus.CounterVec
 }
+
+// Causes of a failed refresh, the label of gate_overrides_refresh_errors_total.
+const (
+	CauseRedis    = "redis"     // unreachable, timed out
+	CauseMissing  = "missing"   // no hash
+	CauseInvalid  = "invalid"   // an entry is not a valid limit
+	CauseTooLarge = "too_large" // more teams than Config.MaxEntries
+	CauseChanging = "changing"  // changed under two reads in a row
+)
 
 // New returns a Refresher for lim reading from client. reg may be nil.
 func New(cfg Config, lim *limit.Limiter, client redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*Refresher, error) {
@@ -107,16 +174,20 @@ func New(cfg Config, lim *limit.Limiter, client redis.UniversalClient, reg prome
 		cfg.Interval = DefaultInterval
 	}
 	if cfg.Timeout == 0 {
-		cfg.Timeout = time.Second
+		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Interval < 0 || cfg.Timeout < 0 {
-		return nil, errors.New("overrides: negative interval or timeout")
+	if cfg.MaxEntries == 0 {
+		cfg.MaxEntries = DefaultMaxEntries
+	}
+	if cfg.Interval < 0 || cfg.Timeout < 0 || cfg.MaxEntries < 0 {
+		return nil, errors.New("overrides: negative interval, timeout or maximum")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Refresher{
 		cfg: cfg, lim: lim, client: client, log: log,
+		missingLog: throttle.NewEvery(MissingLogInterval, nil), // wall time: it paces a log
 		loaded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gate_overrides_loaded",
 			Help: "Per-team thresholds in force: GATE_OVERRIDES with the live hash laid over it.",
@@ -129,17 +200,21 @@ func New(cfg Config, lim *limit.Limiter, client redis.UniversalClient, reg prome
 			Name: "gate_overrides_last_refresh_timestamp_seconds",
 			Help: "Unix time of the last successful read of the live overrides hash (0: none yet).",
 		}),
+		hashMissing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gate_overrides_hash_missing",
+			Help: "Whether the live overrides hash this gate read before is gone (Redis restarted empty, a lossy failover), the gate keeping the last set it read: 1 while it is, else 0.",
+		}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_overrides_refresh_errors_total",
-			Help: "Refreshes that kept the current overrides, by cause: redis (unreachable, timeout), missing (no hash), invalid (an entry is not a valid limit).",
+			Help: "Refreshes that kept the current overrides, by cause: redis (unreachable, timeout), missing (no hash), invalid (an entry is not a valid limit), too_large (more teams than GATE_OVERRIDES_MAX_ENTRIES), changing (changed under two reads in a row).",
 		}, []string{"cause"}),
 	}
-	for _, c := range []string{"redis", "missing", "invalid"} {
+	for _, c := range []string{CauseRedis, CauseMissing, CauseInvalid, CauseTooLarge, CauseChanging} {
 		r.errs.WithLabelValues(c)
 	}
 	r.loaded.Set(float64(len(lim.Overrides())))
 	if reg != nil {
-		for _, c := range []prometheus.Collector{r.loaded, r.liveTeams, r.lastSuccess, r.errs} {
+		for _, c := range []prometheus.Collector{r.loaded, r.liveTeams, r.lastSuccess, r.hashMissing, r.errs} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering overrides metrics: %w", err)
 			}
@@ -155,13 +230,13 @@ func (r *Refresher) Run(ctx context.Context) {
 	logs := throttle.NewEvery(time.Minute, nil) // wall time: it paces a log
 	for {
 		if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
-			// No hash is the normal state of a fleet without live overrides: not worth a
-			// warning. Other failures are logged once a minute at most: an outage must not
-			// flood the log.
-			if errors.Is(err, ErrMissing) {
-				r.log.Debug("no live overrides hash; keeping the current overrides", "key", r.cfg.Key)
-			} else if ok, unlogged := logs.Allow(); ok {
-				r.log.Warn("live overrides not refreshed; keeping the current ones", "err", err, "failures_unlogged", unlogged)
+			// A missing hash is logged by Refresh, which knows whether it was there before.
+			// Other failures are logged once a minute at most: an outage must not flood the
+			// log.
+			if !errors.Is(err, ErrMissing) {
+				if ok, unlogged := logs.Allow(); ok {
+					r.log.Warn("live overrides not refreshed; keeping the current ones", "err", err, "failures_unlogged", unlogged)
+				}
 			}
 		}
 		select {
@@ -172,53 +247,210 @@ func (r *Refresher) Run(ctx context.Context) {
 	}
 }
 
-// ErrMissing is returned by Refresh when the hash does not exist.
-var ErrMissing = errors.New("overrides: no live overrides hash")
+// Errors of a read that Refresh, Read and List return, wrapped with the key.
+var (
+	// ErrMissing: the hash does not exist.
+	ErrMissing = errors.New("overrides: no live overrides hash")
+	// ErrTooLarge: the hash holds more teams than the maximum (GATE_OVERRIDES_MAX_ENTRIES).
+	ErrTooLarge = errors.New("overrides: live overrides hash too large")
+	// ErrChanging: the hash changed during two reads in a row.
+	ErrChanging = errors.New("overrides: live overrides hash changing while read")
+)
 
 // Refresh reads the hash once and, if it is readable and valid, applies the merged set.
 func (r *Refresher) Refresh(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
-	h, err := r.client.HGetAll(rctx, r.cfg.Key).Result()
+	h, err := read(rctx, r.client, r.cfg.Key, r.cfg.MaxEntries, r.afterScan)
 	cancel()
-	if err != nil {
-		r.errs.WithLabelValues("redis").Inc()
-		return fmt.Errorf("reading %s: %w", r.cfg.Key, err)
-	}
-	if len(h) == 0 {
-		r.errs.WithLabelValues("missing").Inc()
-		return fmt.Errorf("%w: %s", ErrMissing, r.cfg.Key)
+	switch {
+	case errors.Is(err, ErrMissing):
+		r.errs.WithLabelValues(CauseMissing).Inc()
+		r.missing()
+		return err
+	case errors.Is(err, ErrTooLarge):
+		r.errs.WithLabelValues(CauseTooLarge).Inc()
+		return err
+	case errors.Is(err, ErrChanging):
+		r.errs.WithLabelValues(CauseChanging).Inc()
+		return err
+	case err != nil:
+		r.errs.WithLabelValues(CauseRedis).Inc()
+		return err
 	}
 	live, err := Parse(h)
 	if err != nil {
-		r.errs.WithLabelValues("invalid").Inc()
+		r.errs.WithLabelValues(CauseInvalid).Inc()
 		return fmt.Errorf("reading %s: %w", r.cfg.Key, err)
 	}
-	merged := maps.Clone(r.cfg.Base)
-	if merged == nil {
-		merged = make(map[string]int64, len(live))
-	}
-	maps.Copy(merged, live)
+	// A set equal to the one in force is not applied again: at a million teams, that
+	// saves each gate two copies of it a minute, and the limiter's cached thresholds.
 	changed := !maps.Equal(live, r.live)
-	if err := r.lim.SetOverrides(merged); err != nil {
-		r.errs.WithLabelValues("invalid").Inc()
-		return fmt.Errorf("applying %s: %w", r.cfg.Key, err)
-	}
-	for _, e := range r.cfg.Extra {
-		// Cannot fail: Scale keeps every threshold in range.
-		if err := e.Lim.SetOverrides(Scale(merged, e.Factor)); err != nil {
-			return fmt.Errorf("applying %s to the %s limit: %w", r.cfg.Key, e.Lim.Config().Window, err)
+	if changed || r.live == nil {
+		merged := maps.Clone(r.cfg.Base)
+		if merged == nil {
+			merged = make(map[string]int64, len(live))
+		}
+		maps.Copy(merged, live)
+		if err := r.lim.SetOverrides(merged); err != nil {
+			r.errs.WithLabelValues(CauseInvalid).Inc()
+			return fmt.Errorf("applying %s: %w", r.cfg.Key, err)
+		}
+		for _, e := range r.cfg.Extra {
+			// Cannot fail: Scale keeps every threshold in range.
+			if err := e.Lim.SetOverrides(Scale(merged, e.Factor)); err != nil {
+				return fmt.Errorf("applying %s to the %s limit: %w", r.cfg.Key, e.Lim.Config().Window, err)
+			}
+		}
+		r.loaded.Set(float64(len(merged)))
+		if changed {
+			r.log.Info("live overrides applied", "key", r.cfg.Key, "live", len(live), "effective", len(merged))
 		}
 	}
 	r.live = live
-	r.loaded.Set(float64(len(merged)))
 	r.liveTeams.Set(float64(len(live)))
 	r.lastSuccess.Set(float64(time.Now().Unix()))
-	if changed {
-		r.log.Info("live overrides applied", "key", r.cfg.Key, "live", len(live), "effective", len(merged))
+	r.hashMissing.Set(0)
+	if !r.missingSince.IsZero() {
+		r.log.Info("live overrides hash is back", "key", r.cfg.Key, "live", len(live),
+			"missing_for", time.Since(r.missingSince).Round(time.Second).String())
+		r.missingSince = time.Time{}
+		r.missingLog.Reset() // the next loss is reported at once
 	}
 	return nil
+}
+
+// missing records a read that found no hash. One this gate read before is gone: the
+// last set read stays in force, and the loss is reported at warning level, at once and
+// then at most every MissingLogInterval, with the gauge. One never read is the normal
+// state of a fleet without live overrides.
+func (r *Refresher) missing() {
+	if r.live == nil {
+		r.log.Debug("no live overrides hash; keeping the current overrides", "key", r.cfg.Key)
+		return
+	}
+	r.hashMissing.Set(1)
+	if r.missingSince.IsZero() {
+		r.missingSince = time.Now()
+	}
+	if ok, unlogged := r.missingLog.Allow(); ok {
+		r.log.Warn("live overrides hash is gone; keeping the last set read until it is restored (runbook: Overrides hash lost)",
+			"key", r.cfg.Key, "live", len(r.live), "missing_for", time.Since(r.missingSince).Round(time.Second).String(),
+			"refreshes_unlogged", unlogged)
+	}
+}
+
+// Read reads the hash at key in short commands (see the package documentation): its
+// fields as they are, MarkerField included. A hash of more than maxEntries teams is not
+// read (ErrTooLarge; 0 means DefaultMaxEntries); a missing one is ErrMissing; one that
+// changed under two reads in a row is ErrChanging. ctx bounds the whole read.
+func Read(ctx context.Context, c redis.UniversalClient, key string, maxEntries int) (map[string]string, error) {
+	if maxEntries <= 0 {
+		maxEntries = DefaultMaxEntries
+	}
+	return read(ctx, c, key, maxEntries, nil)
+}
+
+func read(ctx context.Context, c redis.UniversalClient, key string, maxEntries int, afterScan func(int)) (map[string]string, error) {
+	for attempt := 1; ; attempt++ {
+		h, changed, err := readOnce(ctx, c, key, maxEntries, func() {
+			if afterScan != nil {
+				afterScan(attempt)
+			}
+		})
+		if err != nil || !changed {
+			return h, err
+		}
+		if attempt == 2 {
+			return nil, fmt.Errorf("%w: %s changed under two reads in a row (the next refresh tries again)", ErrChanging, key)
+		}
+	}
+}
+
+// readOnce makes one read: HLEN and the marker, HSCAN to the end, HLEN and the marker
+// again. changed reports that the hash changed under the scan, h then being unusable:
+// the marker differs between its two reads, or the length does, or the scan did not
+// return as many entries as the hash holds.
+func readOnce(ctx context.Context, c redis.UniversalClient, key string, maxEntries int, afterScan func()) (h map[string]string, changed bool, err error) {
+	before, err := readHead(ctx, c, key)
+	if err != nil {
+		return nil, false, err
+	}
+	if before.len == 0 {
+		return nil, false, fmt.Errorf("%w: %s", ErrMissing, key)
+	}
+	if teams := before.teams(before.len); teams > int64(maxEntries) {
+		return nil, false, tooLarge(key, teams, maxEntries)
+	}
+	// HSCAN returns every entry present for the whole scan, some possibly twice (the
+	// map keeps one). COUNT is a hint, and the hash may grow under the scan: the maximum
+	// is checked as it goes.
+	h = make(map[string]string, before.len)
+	var cursor uint64
+	for {
+		kv, next, err := c.HScan(ctx, key, cursor, "", ScanCount).Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("reading %s: %w", key, err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h[kv[i]] = kv[i+1]
+		}
+		if teams := before.teams(int64(len(h))); teams > int64(maxEntries) {
+			return nil, false, tooLarge(key, teams, maxEntries)
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	afterScan()
+	after, err := readHead(ctx, c, key)
+	if err != nil {
+		return nil, false, err
+	}
+	if after != before || int64(len(h)) != before.len {
+		return nil, true, nil
+	}
+	return h, false, nil
+}
+
+// head is what a read checks before and after its scan: the hash's length (0: no
+// hash) and its marker.
+type head struct {
+	len       int64
+	marker    string
+	hasMarker bool
+}
+
+// teams is how many of n fields are teams: all but the marker.
+func (hd head) teams(n int64) int64 {
+	if hd.hasMarker {
+		return n - 1
+	}
+	return n
+}
+
+// readHead reads HLEN and the marker in one round trip; a missing marker (redis.Nil)
+// is not an error.
+func readHead(ctx context.Context, c redis.UniversalClient, key string) (head, error) {
+	var n *redis.IntCmd
+	var m *redis.StringCmd
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		n = p.HLen(ctx, key)
+		m = p.HGet(ctx, key, MarkerField)
+		return nil
+	})
+	if err := n.Err(); err != nil {
+		return head{}, fmt.Errorf("reading %s: %w", key, err)
+	}
+	if err := m.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return head{}, fmt.Errorf("reading %s: %w", key, err)
+	}
+	return head{len: n.Val(), marker: m.Val(), hasMarker: m.Err() == nil}, nil
+}
+
+func tooLarge(key string, teams int64, maxEntries int) error {
+	return fmt.Errorf("%w: %s holds %d teams, more than the %d allowed (GATE_OVERRIDES_MAX_ENTRIES)", ErrTooLarge, key, teams, maxEntries)
 }
 
 // Parse reads a hash's fields into team limits, skipping MarkerField. Any entry that is
@@ -259,7 +491,7 @@ func Set(ctx context.Context, c redis.UniversalClient, key, team string, lim int
 		return err
 	}
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, key, team, lim, MarkerField, now.UTC().Format(time.RFC3339))
+		p.HSet(ctx, key, team, lim, MarkerField, now.UTC().Format(time.RFC3339Nano))
 		return nil
 	})
 	if err != nil {
@@ -268,26 +500,37 @@ func Set(ctx context.Context, c redis.UniversalClient, key, team string, lim int
 	return nil
 }
 
+// deleteScript is Delete: HDEL and the marker, in a hash that exists only.
+var deleteScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local n = redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+return n`)
+
 // Delete removes one team's live limit, keeping the marker so an empty set stays
-// readable as empty. It reports whether the team was there.
+// readable as empty. It reports whether the team was there. A missing hash is left
+// missing (ErrMissing): writing the marker would make it an empty live set, and every
+// gate that kept the set of a lost hash would drop it.
 func Delete(ctx context.Context, c redis.UniversalClient, key, team string, now time.Time) (bool, error) {
-	var del *redis.IntCmd
-	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		del = p.HDel(ctx, key, team)
-		p.HSet(ctx, key, MarkerField, now.UTC().Format(time.RFC3339))
-		return nil
-	})
+	n, err := deleteScript.Run(ctx, c, []string{key}, team, MarkerField, now.UTC().Format(time.RFC3339Nano)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("deleting %s from %s: %w", team, key, err)
 	}
-	return del.Val() > 0, nil
+	if n < 0 {
+		return false, fmt.Errorf("%w: %s", ErrMissing, key)
+	}
+	return n > 0, nil
 }
 
-// List returns the live limits and the marker's time ("" when the hash has none).
-func List(ctx context.Context, c redis.UniversalClient, key string) (map[string]int64, string, error) {
-	h, err := c.HGetAll(ctx, key).Result()
+// List returns the live limits and the marker's time ("" when the hash has none), read
+// as Read reads them; a missing hash is an empty set.
+func List(ctx context.Context, c redis.UniversalClient, key string, maxEntries int) (map[string]int64, string, error) {
+	h, err := Read(ctx, c, key, maxEntries)
+	if errors.Is(err, ErrMissing) {
+		return map[string]int64{}, "", nil
+	}
 	if err != nil {
-		return nil, "", fmt.Errorf("reading %s: %w", key, err)
+		return nil, "", err
 	}
 	m, err := Parse(h)
 	if err != nil {

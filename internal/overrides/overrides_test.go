@@ -1,18 +1,26 @@
 package overrides
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 const key = "gate:overrides"
@@ -205,5 +213,271 @@ func TestRefreshScalesExtraLimits(t *testing.T) {
 	}
 	if got := Scale(map[string]int64{"x": limit.MaxThreshold}, 2)["x"]; got != limit.MaxThreshold {
 		t.Errorf("Scale past the maximum = %d", got)
+	}
+}
+
+// lockedBuffer is a log destination the test reads while the refresher writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines returns the JSON log lines written so far whose msg starts with prefix.
+func (l *lockedBuffer) lines(t *testing.T, prefix string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if msg, _ := m["msg"].(string); strings.HasPrefix(msg, prefix) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// A hash that was read and is gone (Redis restarted empty) keeps the last set in force,
+// with the gauge at 1 and a warning: at once, then at most every MissingLogInterval
+// while it lasts. Both clear when the hash is back; the next loss warns at once again.
+func TestLostHashKeepsTheSetAndSaysSo(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	var logs lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	lim, err := limit.New(limit.Config{Threshold: 1000, Overrides: map[string]int64{"base": 10}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client(t)
+	r, err := New(Config{Key: key, Base: map[string]int64{"base": 10}}, lim, c, prometheus.NewRegistry(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Now())
+	r.missingLog = throttle.NewEvery(MissingLogInterval, clk)
+	const gone = "live overrides hash is gone"
+	want := map[string]int64{"base": 10, "x": 5, "y": 7}
+	check := func(when string, wantMissing float64, wantWarnings int) {
+		t.Helper()
+		if got := lim.Overrides(); !maps.Equal(got, want) {
+			t.Errorf("%s: overrides %v, want %v", when, got, want)
+		}
+		if got := testutil.ToFloat64(r.hashMissing); got != wantMissing {
+			t.Errorf("%s: gate_overrides_hash_missing = %v, want %v", when, got, wantMissing)
+		}
+		if got := logs.lines(t, gone); len(got) != wantWarnings {
+			t.Errorf("%s: %d warnings that the hash is gone, want %d: %v", when, len(got), wantWarnings, got)
+		}
+	}
+
+	// Never there: the normal state of a fleet without live overrides. Debug only.
+	if err := r.Refresh(ctx); !errors.Is(err, ErrMissing) {
+		t.Fatalf("refresh of a hash never written: %v", err)
+	}
+	if got := testutil.ToFloat64(r.hashMissing); got != 0 {
+		t.Errorf("gate_overrides_hash_missing = %v for a hash never read, want 0", got)
+	}
+	if got := logs.lines(t, "no live overrides hash"); len(got) != 1 || got[0]["level"] != "DEBUG" {
+		t.Errorf("log for a hash never read: %v", got)
+	}
+
+	for _, team := range []string{"x", "y"} {
+		if err := Set(ctx, c, key, team, want[team], time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("read", 0, 0)
+
+	// Redis restarts empty: the set read stays, the loss is said at once.
+	srv.Restart(t)
+	if err := r.Refresh(ctx); !errors.Is(err, ErrMissing) {
+		t.Fatalf("refresh after an empty restart: %v", err)
+	}
+	check("gone", 1, 1)
+	w := logs.lines(t, gone)[0]
+	if w["level"] != "WARN" || w["key"] != key || w["live"] != float64(2) {
+		t.Errorf("warning %v: want level WARN, key %s, live 2", w, key)
+	}
+	// Every refresh while it lasts fails the same way, and warns again only after
+	// MissingLogInterval.
+	clk.Advance(MissingLogInterval - time.Second)
+	if err := r.Refresh(ctx); !errors.Is(err, ErrMissing) {
+		t.Fatal(err)
+	}
+	check("still gone", 1, 1)
+	clk.Advance(time.Second)
+	if err := r.Refresh(ctx); !errors.Is(err, ErrMissing) {
+		t.Fatal(err)
+	}
+	check("gone for MissingLogInterval", 1, 2)
+	if w := logs.lines(t, gone)[1]; w["refreshes_unlogged"] != float64(1) {
+		t.Errorf("second warning %v: want refreshes_unlogged 1", w)
+	}
+	if got := testutil.ToFloat64(r.errs.WithLabelValues(CauseMissing)); got != 4 {
+		t.Errorf("gate_overrides_refresh_errors_total{cause=missing} = %v, want 4", got)
+	}
+	// A delete does not turn the lost hash into an empty live set.
+	if found, err := Delete(ctx, c, key, "x", time.Now()); !errors.Is(err, ErrMissing) || found {
+		t.Errorf("delete from a missing hash: %v %v, want ErrMissing", found, err)
+	}
+	if n, err := c.Exists(ctx, key).Result(); err != nil || n != 0 {
+		t.Errorf("delete from a missing hash made it exist: %d %v", n, err)
+	}
+
+	// Restored: the gauge clears, an info line says so.
+	for _, team := range []string{"x", "y"} {
+		if err := Set(ctx, c, key, team, want[team], time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("restored", 0, 2)
+	if got := logs.lines(t, "live overrides hash is back"); len(got) != 1 || got[0]["level"] != "INFO" {
+		t.Errorf("log when the hash is back: %v", got)
+	}
+
+	// Lost again, within MissingLogInterval of the last warning: said at once all the same.
+	if err := c.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); !errors.Is(err, ErrMissing) {
+		t.Fatal(err)
+	}
+	check("gone again", 1, 3)
+}
+
+// A hash of more teams than the maximum is not read (one HLEN, no scan): the refresh
+// fails naming the key, the count and the maximum, keeps the set in force and counts
+// the cause. At the maximum exactly, it is read.
+func TestHashOverTheMaximumIsNotRead(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c := srv.Client(t)
+	lim, err := limit.New(limit.Config{Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Key: key, MaxEntries: 10}, lim, c, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillHash(t, c, key, 10) // and the marker, which is not a team
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatalf("refresh of a hash at the maximum: %v", err)
+	}
+	kept := lim.Overrides()
+	if len(kept) != 10 {
+		t.Fatalf("%d overrides applied, want 10", len(kept))
+	}
+
+	if err := c.HSet(ctx, key, "team-11", 50).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]any{{"CONFIG", "SET", "slowlog-log-slower-than", "0"}, {"SLOWLOG", "RESET"}} {
+		if err := c.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = r.Refresh(ctx)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), key+" holds 11 teams, more than the 10 allowed (GATE_OVERRIDES_MAX_ENTRIES)") {
+		t.Errorf("refresh of a hash over the maximum: %v", err)
+	}
+	if n := len(commandTimes(t, c)["hscan"]); n != 0 {
+		t.Errorf("%d HSCANs of a hash over the maximum, want none", n)
+	}
+	if got := lim.Overrides(); !maps.Equal(got, kept) {
+		t.Errorf("overrides after a hash over the maximum: %d teams, want the %d kept", len(got), len(kept))
+	}
+	if got := testutil.ToFloat64(r.errs.WithLabelValues(CauseTooLarge)); got != 1 {
+		t.Errorf("gate_overrides_refresh_errors_total{cause=too_large} = %v, want 1", got)
+	}
+	if _, _, err := List(ctx, c, key, 10); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("List of a hash over the maximum: %v", err)
+	}
+}
+
+// A change made during the scan is seen (the marker or the length differs after it) and
+// the hash read again; a change during both reads fails the refresh and keeps the set.
+func TestChangeUnderTheScanIsReadAgain(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c := srv.Client(t)
+	lim, err := limit.New(limit.Config{Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Key: key}, lim, c, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillHash(t, c, key, 3000) // several chunks
+	var scans []int
+	r.afterScan = func(attempt int) {
+		scans = append(scans, attempt)
+		if attempt == 1 { // an update of a team: only the marker tells
+			if err := Set(ctx, c, key, "team-1", 7, time.Now()); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(scans, []int{1, 2}) || lim.Threshold("team-1") != 7 || len(lim.Overrides()) != 3000 {
+		t.Errorf("after a change under the first scan: scans %v, team-1 at %d, %d teams; want scans [1 2], 7, 3000",
+			scans, lim.Threshold("team-1"), len(lim.Overrides()))
+	}
+
+	// A team added by hand, without the marker: the length tells.
+	scans = nil
+	r.afterScan = func(attempt int) {
+		scans = append(scans, attempt)
+		if err := c.HSet(ctx, key, fmt.Sprintf("hand-%d", attempt), 9).Err(); err != nil {
+			t.Error(err)
+		}
+	}
+	err = r.Refresh(ctx)
+	if !errors.Is(err, ErrChanging) || !slices.Equal(scans, []int{1, 2}) {
+		t.Errorf("refresh under changes: %v after scans %v, want ErrChanging after [1 2]", err, scans)
+	}
+	if lim.Threshold("hand-1") != 1000 || len(lim.Overrides()) != 3000 {
+		t.Errorf("a refresh that failed changed the overrides: hand-1 at %d, %d teams", lim.Threshold("hand-1"), len(lim.Overrides()))
+	}
+	if got := testutil.ToFloat64(r.errs.WithLabelValues(CauseChanging)); got != 1 {
+		t.Errorf("gate_overrides_refresh_errors_total{cause=changing} = %v, want 1", got)
+	}
+
+	// Deleted under the scan: missing, not an empty or partial set.
+	r.afterScan = func(int) {
+		if err := c.Del(ctx, key).Err(); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := r.Refresh(ctx); !errors.Is(err, ErrMissing) {
+		t.Errorf("refresh of a hash deleted under the scan: %v", err)
+	}
+	if len(lim.Overrides()) != 3000 {
+		t.Errorf("%d teams after the hash was deleted under the scan, want the 3000 kept", len(lim.Overrides()))
 	}
 }

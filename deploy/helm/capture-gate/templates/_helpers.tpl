@@ -309,6 +309,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- end }}
 - name: GATE_OVERRIDES_REFRESH
   value: {{ $v.limit.overridesRefresh | quote }}
+- name: GATE_OVERRIDES_MAX_ENTRIES
+  value: {{ $v.limit.overridesMaxEntries | int64 | quote }}
 - name: GATE_CACHE_CAPACITY
   value: {{ $v.limit.cacheCapacity | int64 | quote }}
 - name: GATE_CACHE_TTL
