@@ -32,6 +32,10 @@ const (
 	// stop-writes-on-bgsave-error is yes. Writes fail with "MISCONF ... unable to persist
 	// to disk"; reads still run.
 	RefuseMisconf
+	// RefuseNoReplicas: min-replicas-to-write 1 on a server with no replica in sync, as a
+	// primary cut off from its replicas. Writes fail with "NOREPLICAS Not enough good
+	// replicas to write."; reads still run.
+	RefuseNoReplicas
 )
 
 func (r Refusal) String() string {
@@ -42,6 +46,8 @@ func (r Refusal) String() string {
 		return "readonly"
 	case RefuseMisconf:
 		return "misconf"
+	case RefuseNoReplicas:
+		return "noreplicas"
 	}
 	return "Refusal(" + strconv.Itoa(int(r)) + ")"
 }
@@ -55,6 +61,8 @@ func (r Refusal) errPrefix() string {
 		return "READONLY "
 	case RefuseMisconf:
 		return "MISCONF "
+	case RefuseNoReplicas:
+		return "NOREPLICAS "
 	}
 	return ""
 }
@@ -106,6 +114,9 @@ func (s *Server) RefuseWrites(t testing.TB, how Refusal) {
 		waitFor(t, deadline, s, func(info string) bool {
 			return field(info, "rdb_bgsave_in_progress") == "0" && field(info, "rdb_last_bgsave_status") == "err"
 		}, "INFO", "persistence")
+	case RefuseNoReplicas:
+		do("CONFIG", "SET", "min-replicas-max-lag", "10")
+		do("CONFIG", "SET", "min-replicas-to-write", "1")
 	default:
 		t.Fatalf("redistest: RefuseWrites: unknown refusal %d", how)
 	}
@@ -153,6 +164,8 @@ func (s *Server) AcceptWrites(t testing.TB) {
 		if err := os.Remove(snapshotBlocker(dir, configGet(ctx, t, c, "dbfilename"))); err != nil && !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("redistest: AcceptWrites (%s): %v", how, err)
 		}
+	case RefuseNoReplicas:
+		do("CONFIG", "SET", "min-replicas-to-write", "0")
 	}
 	if err := c.IncrBy(ctx, "redistest:probe", 1).Err(); err != nil {
 		t.Fatalf("redistest: AcceptWrites (%s) on %s: a write still fails: %v\n%s", how, s.Addr(), err, s.logTail())

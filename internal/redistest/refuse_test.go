@@ -9,7 +9,7 @@ import (
 // and AcceptWrites brings writes back.
 func TestRefuseWrites(t *testing.T) {
 	t.Parallel()
-	for _, how := range []Refusal{RefuseOOM, RefuseReadOnly, RefuseMisconf} {
+	for _, how := range []Refusal{RefuseOOM, RefuseReadOnly, RefuseMisconf, RefuseNoReplicas} {
 		t.Run(how.String(), func(t *testing.T) {
 			t.Parallel()
 			s := Start(t)

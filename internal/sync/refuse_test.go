@@ -82,7 +82,7 @@ func TestRedisRefusingWritesKeepsLimit(t *testing.T) {
 		perSecond = 100 // 900 records against a limit of 100 per window
 		sent      = seconds * perSecond
 	)
-	for _, how := range []redistest.Refusal{redistest.RefuseOOM, redistest.RefuseReadOnly, redistest.RefuseMisconf} {
+	for _, how := range []redistest.Refusal{redistest.RefuseOOM, redistest.RefuseReadOnly, redistest.RefuseMisconf, redistest.RefuseNoReplicas} {
 		for _, lc := range []limit.Clock{limit.WallClock, limit.EventClock} {
 			t.Run(how.String()+"/"+lc.String(), func(t *testing.T) {
 				srv := redistest.Start(t)

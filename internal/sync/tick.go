@@ -637,7 +637,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 	if p.causes == 0 {
 		p.causes.add(classify(p.err)) // an error no command carries
 	}
-	if cc, ok := t.instances[i].(*redis.ClusterClient); ok && p.causes&^(1<<causeRedis|1<<causeOOM|1<<causeMisconf) != 0 {
+	if cc, ok := t.instances[i].(*redis.ClusterClient); ok && p.causes&^(1<<causeRedis|1<<causeOOM|1<<causeMisconf|1<<causeNoReplicas) != 0 {
 		// The cluster client refreshes its slot map on MOVED, or every minute, but
 		// not when a node stops answering, nor when a demoted primary answers READONLY:
 		// without this, writes for a dead primary's slots would keep failing for up to
@@ -709,6 +709,7 @@ const (
 	causeOOM                     // write refused: used memory over maxmemory under noeviction
 	causeReadOnly                // write refused: a replica (a demoted primary)
 	causeMisconf                 // write refused: the last snapshot failed (stop-writes-on-bgsave-error)
+	causeNoReplicas              // write refused: too few replicas in sync (min-replicas-to-write)
 	causeParse                   // a counter that is not an integer
 	numCauses
 )
@@ -727,6 +728,8 @@ func (c cause) String() string {
 		return "readonly"
 	case causeMisconf:
 		return "misconf"
+	case causeNoReplicas:
+		return "noreplicas"
 	case causeParse:
 		return "parse"
 	}
@@ -737,7 +740,7 @@ func (c cause) String() string {
 type causeSet uint16
 
 // refusals are the causes of a Redis that refuses writes while it answers reads.
-const refusals causeSet = 1<<causeOOM | 1<<causeReadOnly | 1<<causeMisconf
+const refusals causeSet = 1<<causeOOM | 1<<causeReadOnly | 1<<causeMisconf | 1<<causeNoReplicas
 
 func (s *causeSet) add(c cause)     { *s |= 1 << c }
 func (s causeSet) has(c cause) bool { return s&(1<<c) != 0 }
@@ -769,6 +772,8 @@ func classify(err error) cause {
 		return causeReadOnly
 	case redis.HasErrorPrefix(err, "MISCONF"):
 		return causeMisconf
+	case redis.HasErrorPrefix(err, "NOREPLICAS"):
+		return causeNoReplicas
 	case errors.As(err, &re):
 		return causeRedis
 	}
