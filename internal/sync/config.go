@@ -42,6 +42,13 @@ type Config struct {
 	// server or node that hangs costs its own teams that tick's writes and reads (resent
 	// and read again next tick), never the next tick's start.
 	TickTimeout time.Duration
+	// KeepConfirmed is how long batches Redis confirmed are kept, to be sent again if
+	// Redis loses them: a Sentinel failover drops what the old primary acknowledged
+	// after its last replication, and the client learns of the switch 1-2 s after the
+	// promotion, and up to 4.6 s in the tests with 100 ms ticks (docs/design.md, "Redis
+	// failover and lost counts"). Default 10 s: ten ticks' writes in memory, about 48
+	// bytes per count written.
+	KeepConfirmed time.Duration
 	// Writer names this process in Redis: each lane's sequence key carries it, which is
 	// what makes a resent write harmless (writeScript). It must differ between every two
 	// processes writing at the same time, and a process must not reuse an earlier one's
@@ -59,6 +66,7 @@ const (
 	DefaultMaxPendingWrites = 1_000_000
 	DefaultMaxReadsPerTick  = 100_000
 	DefaultFlushTimeout     = 5 * time.Second
+	DefaultKeepConfirmed    = 10 * time.Second
 )
 
 // ErrBadConfig wraps every configuration error.
@@ -92,6 +100,9 @@ func (c Config) withDefaults(window time.Duration) (Config, error) {
 	if c.FlushTimeout == 0 {
 		c.FlushTimeout = DefaultFlushTimeout
 	}
+	if c.KeepConfirmed == 0 {
+		c.KeepConfirmed = DefaultKeepConfirmed
+	}
 	if c.TickTimeout == 0 {
 		c.TickTimeout = c.TickInterval * 3 / 4
 	}
@@ -109,6 +120,9 @@ func (c Config) withDefaults(window time.Duration) (Config, error) {
 	}
 	if c.TickInterval < 0 {
 		errs = append(errs, fmt.Errorf("tick interval %s: must be positive", c.TickInterval))
+	}
+	if c.KeepConfirmed < 0 {
+		errs = append(errs, fmt.Errorf("keep confirmed %s: must be positive", c.KeepConfirmed))
 	}
 	if c.TickTimeout < 0 {
 		errs = append(errs, fmt.Errorf("tick timeout %s: must be positive", c.TickTimeout))

@@ -18,8 +18,10 @@
 //     error reply) was not applied and its counts go in a new one. Counts are dropped
 //     only when their epoch is older than the previous one (then they no longer matter;
 //     under the event clock, older than GATE_MAX_EVENT_AGE) or at the pending-write cap;
-//     both drops are counted. A failover that promotes a replica which had not received
-//     the last writes loses those (docs/reliability.md).
+//     both drops are counted. When Redis loses writes it acknowledged (a failover to a
+//     replica that had not received them, a restart), the next write's reply shows the
+//     lane's number behind, and the batches confirmed in the last Config.KeepConfirmed
+//     are sent again; older ones are reported lost.
 //   - A counter's TTL is set once, when a write creates it: KeyTTL (at least 2 windows)
 //     plus a margin for clock skew between gates.
 //   - Counts Redis has not taken stay in the level until it takes them. A pipeline can

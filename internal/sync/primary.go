@@ -20,7 +20,8 @@ import (
 // A switch can lose counts without any error: the old primary acknowledges writes until
 // the client learns of the promotion, and those it had not replicated to the promoted
 // replica are gone when it is demoted (docs/design.md, "Redis failover and lost counts").
-// The tick cannot see that; this makes it visible.
+// The tick finds such a loss with the next write to the new primary and sends the lost
+// counts again (writeScript's reply); this says when and where the switch happened.
 //
 // It works by a dial hook on the client, which sees the address of every connection the
 // client opens. go-redis's failover client asks the sentinels for the primary on each new
@@ -103,7 +104,7 @@ func (w *PrimaryWatch) connected(addr string) {
 		return
 	}
 	w.switches.Inc()
-	w.log.Warn("redis primary switched: counts written to the old primary since its last replication to the new one may be lost",
+	w.log.Warn("redis primary switched: writes the old primary took after its last replication to the new one are lost there; the tick finds and resends them (batches kept 10 s)",
 		"master", w.master, "old_primary", old, "new_primary", addr,
 		"old_primary_for", now.Sub(since).Round(time.Millisecond).String())
 }

@@ -40,6 +40,8 @@ type Ticker struct {
 	open      []*batch    // by lane and limiter, the batch being filled this tick
 	partOf    []int       // by lane, its pipeline this tick (pipelines)
 
+	tickN uint64 // ticks so far
+
 	// baseline writes as the gate did before writeScript (INCRBY + EXPIRE per count, not
 	// safe to repeat), so that the benchmarks can measure the two side by side. Tests set
 	// it; nothing else does.
@@ -112,8 +114,12 @@ type TickResult struct {
 	Dropped       int64
 	Errors        int // instances whose pipeline failed
 	// Batches by outcome: applied, found applied already (a resend after a lost reply),
-	// refused (an error reply), unknown (no reply; resent next tick as they are).
+	// refused (an error reply), unknown (no reply; resent next tick as they are),
+	// replayed (confirmed before, found lost by Redis, counts sent again), lost (the same,
+	// confirmed too long ago to be kept: the lanes that lost such batches).
 	Batches [numOutcomes]int
+	// Replayed is the counts of replayed batches, pending again.
+	Replayed int64
 }
 
 // New returns a Ticker for one limiter. In standalone mode every instance must be
@@ -252,6 +258,8 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	// healthy nodes' teams, whose results are applied when the deadline ends the wait.
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
+	t.tickN++
+	t.forgetConfirmed()
 
 	// 1. Take each limiter's counts and due reads.
 	for li := range t.limits {
@@ -387,6 +395,11 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 		ln := &t.lanes[li]
 		ln.doubt = slices.DeleteFunc(ln.doubt, func(b *batch) bool { return !b.doubt })
 	}
+	if res.Batches[outReplayed]+res.Batches[outLost] > 0 {
+		t.log.Warn("redis lost writes it had acknowledged (a failover to a replica that had not received them, or a restart); this gate's are sent again",
+			"replayed_batches", res.Batches[outReplayed], "replayed_counts", res.Replayed,
+			"lost_batches", res.Batches[outLost], "keep_confirmed", t.cfg.KeepConfirmed)
+	}
 
 	// 5. Apply reads. A read that succeeded while some of this gate's counts for the team
 	// are not in Redis (refused: OOM, READONLY, MISCONF; or one key's error) does not hold
@@ -449,6 +462,8 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 	ln := &t.lanes[b.lane]
 	switch o {
 	case outApplied, outDuplicate:
+		t.recoverLost(ln, b.last, res)
+		applied := b.items[:0:0]
 		for j, it := range b.items {
 			if b.doubt {
 				t.addTo(t.doubt, it.k, -it.n)
@@ -460,8 +475,16 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 			}
 			t.addTo(t.pending, it.k, -it.n)
 			res.Writes++
+			if len(failed) > 0 {
+				applied = append(applied, it)
+			}
+		}
+		if len(failed) > 0 {
+			b.items = applied
 		}
 		b.doubt = false
+		b.tick = t.tickN
+		ln.kept = append(ln.kept, b)
 	case outRefused:
 		// Not applied. A batch in doubt stays in doubt, with its number: an earlier send
 		// may have been applied. Otherwise its counts stay pending for a new batch.
@@ -477,6 +500,55 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 		res.CarriedWrites += len(b.items)
 	}
 	return o
+}
+
+// recoverLost is called with each answer of the write script on a lane: last is the
+// number the lane held in Redis before the batch. Batches confirmed earlier with a higher
+// number are no longer in Redis: a failover promoted a replica that had not received them,
+// or Redis restarted without them. Their counts go back to pending and are sent again in
+// new batches; batches confirmed too long ago to be kept are reported as lost.
+func (t *Ticker) recoverLost(ln *lane, last int64, res *TickResult) {
+	i := len(ln.kept)
+	for i > 0 && int64(ln.kept[i-1].seq) > last {
+		i--
+	}
+	for _, b := range ln.kept[i:] {
+		for _, it := range b.items {
+			if it.k.epoch < t.limits[it.k.lim].oldest {
+				continue // no longer written: as if dropped
+			}
+			t.pending[it.k] += it.n
+			res.Replayed += it.n
+		}
+		res.Batches[outReplayed]++
+		t.m.batches.WithLabelValues(outReplayed.String()).Inc()
+	}
+	clear(ln.kept[i:])
+	ln.kept = ln.kept[:i]
+	// The sequence key lives as long as the counters (seqTTL); a lane idle for longer
+	// starts again from 0 without having lost anything that still counts.
+	if ln.forgot > 0 && int64(ln.forgot) > last && time.Duration(t.tickN-ln.forgotTick)*t.cfg.TickInterval < t.seqTTLDur() {
+		res.Batches[outLost]++
+		t.m.batches.WithLabelValues(outLost.String()).Inc()
+		ln.forgot = 0 // reported once
+	}
+}
+
+// forgetConfirmed stops keeping batches confirmed more than KeepConfirmed ago.
+func (t *Ticker) forgetConfirmed() {
+	keep := uint64(max(1, int64(t.cfg.KeepConfirmed/t.cfg.TickInterval)))
+	for li := range t.lanes {
+		ln := &t.lanes[li]
+		n := 0
+		for n < len(ln.kept) && ln.kept[n].tick+keep < t.tickN {
+			ln.forgot, ln.forgotTick = ln.kept[n].seq, ln.kept[n].tick
+			n++
+		}
+		if n > 0 {
+			clear(ln.kept[:n])
+			ln.kept = slices.Delete(ln.kept, 0, n)
+		}
+	}
 }
 
 // dropStaleDoubt forgets batches in doubt whose every count is of an epoch no longer
@@ -686,12 +758,14 @@ func (t *Ticker) pipelines(ctx context.Context, i int, p *plan) []redis.Pipeline
 
 // seqTTL is how long a lane's sequence key lives, in ms: as long as the longest-lived
 // counter, since a batch in doubt is resent until its epochs are no longer written.
-func (t *Ticker) seqTTL() int64 {
+func (t *Ticker) seqTTL() int64 { return t.seqTTLDur().Milliseconds() }
+
+func (t *Ticker) seqTTLDur() time.Duration {
 	var d time.Duration
 	for _, ls := range t.limits {
 		d = max(d, ls.ttl)
 	}
-	return (d + keyTTLMargin).Milliseconds()
+	return d + keyTTLMargin
 }
 
 func (t *Ticker) countError(c cause, instance int) {

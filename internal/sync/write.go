@@ -25,16 +25,19 @@ import (
 // reply equals the increment): one PEXPIRE per key and epoch instead of one per write.
 // What the script costs Redis, against INCRBY + EXPIRE per count: docs/benchmarks.md.
 //
-// Reply: {1, position, error, position, error...} when applied, for each counter that
-// failed; {0} when a repeat.
+// Reply: {1, last, position, error, position, error...} when applied, for each counter
+// that failed; {0, last} when a repeat; last is the number the lane held before. A last
+// below a number this writer saw applied means Redis lost batches it had acknowledged (a
+// failover promoted a replica that had not received them, or Redis restarted without
+// them): the tick sends those again from what it kept (Config.KeepConfirmed).
 const writeScript = `
 local seq = tonumber(ARGV[1])
 local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-if seq <= last then return {0} end
+if seq <= last then return {0, last} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local ttl = ARGV[3]
 local pcall = redis.pcall
-local out = {1}
+local out = {1, last}
 for i = 2, #KEYS do
   local n = tonumber(ARGV[i+2])
   local v = pcall('INCRBY', KEYS[i], n)
@@ -69,6 +72,11 @@ type lane struct {
 	key   string   // this writer's sequence key on the lane
 	seq   uint64   // the last number given
 	doubt []*batch // sent, outcome unknown: resent as they are, in order, until answered
+	kept  []*batch // confirmed in the last KeepConfirmed, in order: sent again if Redis loses them
+	// The newest batch no longer kept, and when it was confirmed: a loss reaching back to
+	// it is reported as beyond recovery.
+	forgot     uint64
+	forgotTick uint64
 }
 
 // batch is one run of writeScript: up to KeysPerCommand counts of one lane and limiter.
@@ -77,7 +85,8 @@ type batch struct {
 	lim   int
 	seq   uint64
 	items []item
-	doubt bool // sent before without an answer
+	doubt bool   // sent before without an answer
+	tick  uint64 // when confirmed: kept until KeepConfirmed has passed
 	cmd   *redis.Cmd
 	incrs []*redis.IntCmd // Ticker.baseline only
 
@@ -85,6 +94,7 @@ type batch struct {
 	out    outcome
 	failed []int64
 	err    error
+	last   int64 // the lane's number before this batch, as the script read it
 }
 
 type item struct {
@@ -100,11 +110,13 @@ const (
 	outDuplicate                // the script found it applied already: a resend after a lost reply
 	outRefused                  // an error reply: not applied
 	outUnknown                  // no reply: maybe applied; resent as it is
+	outReplayed                 // confirmed earlier, then lost by Redis: its counts sent again
+	outLost                     // confirmed earlier, then lost by Redis, no longer kept: gone
 	numOutcomes
 )
 
 func (o outcome) String() string {
-	return [...]string{"applied", "duplicate", "refused", "unknown"}[o]
+	return [...]string{"applied", "duplicate", "refused", "unknown", "replayed", "lost"}[o]
 }
 
 // result reads a batch's reply: its outcome and, when applied, the positions (from 1) of
@@ -121,11 +133,15 @@ func (b *batch) result() (outcome, []int64, error) {
 	if len(v) == 0 {
 		return outUnknown, nil, errors.New("sync: empty reply from the write script")
 	}
+	if len(v) < 2 {
+		return outUnknown, nil, fmt.Errorf("sync: short reply from the write script: %v", v)
+	}
+	b.last, _ = v[1].(int64)
 	if x, _ := v[0].(int64); x == 0 {
 		return outDuplicate, nil, nil
 	}
 	var failed []int64
-	for j := 1; j+1 < len(v); j += 2 {
+	for j := 2; j+1 < len(v); j += 2 {
 		if i, ok := v[j].(int64); ok {
 			failed = append(failed, i)
 			if args := b.cmd.Args(); err == nil && 3+int(i) < len(args) {
