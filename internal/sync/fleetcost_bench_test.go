@@ -1,0 +1,145 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	gosync "sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// BenchmarkFleetRedis runs N gates, each its own limiter, ticker and Redis connection,
+// against one real redis-server, and reports what the fleet costs that server. Each gate
+// routes 100k records a second of the workload of BenchmarkReadReduction (Zipf 1.1 over
+// 100k teams, 60 s window), as every gate of a fleet partitioned by anything but the team
+// sees every team; the fleet's load grows with N. One simulated minute (fake clock, one
+// epoch), ticks of all gates concurrent each second as in a real fleet.
+//
+// Reported: redis_cpu (the server's CPU seconds per simulated second: its utilisation),
+// redis_cpu_per_gate, gates_per_core (how many such gates one Redis core carries at 50%
+// CPU: 0.5 ÷ redis_cpu_per_gate) and tick_p50_ms / tick_p99_ms over every gate's ticks.
+// "baseline" writes as the gate did before its writes were made safe to repeat (INCRBY +
+// EXPIRE per count), for the fleet sizes it finishes in reasonable time.
+func BenchmarkFleetRedis(b *testing.B) {
+	for _, v := range []struct {
+		n        int
+		baseline bool
+	}{{1, false}, {4, false}, {16, false}, {64, false}, {1, true}, {4, true}} {
+		name := fmt.Sprintf("ours/n%d", v.n)
+		if v.baseline {
+			name = fmt.Sprintf("baseline/n%d", v.n)
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				r := fleetRedis(b, v.n, v.baseline)
+				b.ReportMetric(r.cpu, "redis_cpu")
+				b.ReportMetric(r.cpu/float64(v.n), "redis_cpu_per_gate")
+				b.ReportMetric(0.5/(r.cpu/float64(v.n)), "gates_per_core")
+				b.ReportMetric(r.p50.Seconds()*1000, "tick_p50_ms")
+				b.ReportMetric(r.p99.Seconds()*1000, "tick_p99_ms")
+				b.ReportMetric(r.cmds/float64(v.n), "cmds/tick")
+			}
+		})
+	}
+}
+
+type fleetRedisRun struct {
+	cpu      float64 // redis-server CPU seconds per simulated second
+	p50, p99 time.Duration
+	cmds     float64 // commands per tick, all gates
+}
+
+func fleetRedis(b *testing.B, n int, baseline bool) fleetRedisRun {
+	const (
+		teams         = 100_000
+		recordsPerSec = 100_000
+		secs          = 60
+	)
+	srv := redistest.Start(b)
+	clk := clock.NewFake(epochStart)
+	names := teamNames(teams)
+	// One Zipf stream, each gate reading it from its own offset.
+	stream := make([]int32, recordsPerSec*secs)
+	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
+	for i := range stream {
+		stream[i] = int32(z.Uint64())
+	}
+	type member struct {
+		l  *limit.Limiter
+		tk *Ticker
+		c  *redis.Client
+	}
+	gates := make([]member, n)
+	for i := range gates {
+		l, err := limit.New(limit.Config{Window: time.Minute, SyncInterval: 15 * time.Second, Threshold: 300_000}, clk, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, PoolSize: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute, Writer: fmt.Sprintf("g%d", i)}, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tk.baseline = baseline
+		gates[i] = member{l, tk, clients[0]}
+	}
+	defer func() {
+		for _, g := range gates {
+			_ = g.c.Close()
+		}
+	}()
+	var (
+		mu    gosync.Mutex
+		ticks []time.Duration
+		cmds  int
+	)
+	cpu0 := redisCPU(b, gates[0].c)
+	for s := range secs {
+		now := clk.Now()
+		var wg gosync.WaitGroup
+		for gi := range gates {
+			wg.Go(func() {
+				off := (gi*7919 + s*recordsPerSec) % len(stream)
+				for i := range recordsPerSec {
+					gates[gi].l.CheckAt(now, names[stream[(off+i)%len(stream)]], 1)
+				}
+			})
+		}
+		wg.Wait()
+		clk.Advance(time.Second)
+		for gi := range gates {
+			wg.Go(func() {
+				start := time.Now()
+				r := gates[gi].tk.Tick(context.Background())
+				took := time.Since(start)
+				if r.Errors != 0 {
+					b.Errorf("gate %d: tick failed: %+v", gi, r)
+				}
+				mu.Lock()
+				ticks = append(ticks, took)
+				cmds += r.Commands
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	cpu := redisCPU(b, gates[0].c) - cpu0
+	slices.Sort(ticks)
+	return fleetRedisRun{
+		cpu:  cpu / secs,
+		p50:  ticks[len(ticks)/2],
+		p99:  ticks[len(ticks)*99/100],
+		cmds: float64(cmds) / secs,
+	}
+}
