@@ -17,8 +17,11 @@
 //     expired by the sweep.
 //   - Threshold overrides are swapped atomically: a check sees either the old set or the new
 //     one, never a mix.
+//   - A read that failed is not counted as made: the team's view is rebuilt from local
+//     counts (ApplyLocal), so it keeps draining and the check fails open, and the team is due
+//     again on the next sweep, and on every one after, until a read of it is applied.
 //
 // The package knows nothing of Kafka or Redis: internal/sync calls Sweep on every tick to
-// collect the counts to write and the teams due for a read, and ApplyRead to apply what the
-// shared store answered.
+// collect the counts to write and the teams due for a read, ApplyRead to apply what the
+// shared store answered, and ApplyLocal for a read it did not answer.
 package limit

@@ -25,6 +25,24 @@ const (
 	epochTagMask = 1<<epochTagBits - 1
 )
 
+// readLocal is the low bit of entry.readAt, set when the last read applied was a local
+// rebuild (ApplyLocal: the read failed) rather than the shared store's answer: the team then
+// stays due for a read until one succeeds. The entry has no spare word for it, and taken
+// as a time the bit is at most 1 ns off, which nothing notices: the check path reads
+// readAt as it is.
+const readLocal = 1
+
+// readStamp is the readAt word of a read applied at unix ns ns, locally or not.
+func readStamp(ns int64, local bool) int64 {
+	if local {
+		return ns | readLocal
+	}
+	return ns &^ readLocal
+}
+
+// readTime is the time of the last read applied, from a readAt word: 0 when never read.
+func readTime(at int64) int64 { return at &^ readLocal }
+
 // inlineKey is how many bytes of its team an entry holds in its own 64 bytes.
 const inlineKey = 15
 
@@ -41,7 +59,7 @@ const longKey = 0xff
 // index slot (index.go), which the sweep and eviction read without touching the entry.
 type entry struct {
 	estimate atomic.Uint64    // float64 bits: the global estimate at readAt
-	readAt   atomic.Int64     // unix ns of the last applied read; 0 = never read
+	readAt   atomic.Int64     // unix ns of the last applied read; 0 = never read; see readLocal
 	flushed  atomic.Int64     // handed to the tick since the last read (tick writes only)
 	unsent   [2]atomic.Uint64 // by epoch parity: counted, not yet handed to the tick
 	thr      atomic.Uint64    // packed threshold, tier at the last check, overrides generation

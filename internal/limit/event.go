@@ -15,7 +15,7 @@ import (
 // An entry of window E reuses the wall-clock entry's words:
 //
 //	estimate   the fleet's count of E at the last read (float64 bits)
-//	readAt     wall ns of that read; 0 = never read
+//	readAt     wall ns of that read; 0 = never read; readLocal set: it failed (ApplyLocal)
 //	flushed    handed to the tick since that read
 //	unsent[0]  counted here, not yet handed to the tick (a plain count: one window per entry)
 //	unsent[1]  the fleet's count of E−1 (float64 bits): as read with E, or, before the
@@ -353,7 +353,7 @@ func (l *Limiter) applyReadEvent(r *Read, curr, prev int64, now time.Time) Appli
 	ns := now.UnixNano()
 	var a Applied
 	if at := e.readAt.Load(); at != 0 {
-		a.Staleness = time.Duration(ns - at)
+		a.Staleness = time.Duration(ns - readTime(at))
 	}
 	old := e.evCount()
 	// This gate's count of the window, less what the read already includes, against the
@@ -365,13 +365,13 @@ func (l *Limiter) applyReadEvent(r *Read, curr, prev int64, now time.Time) Appli
 		e.unsent[1].Store(math.Float64bits(p))
 	}
 	e.estimate.Store(math.Float64bits(float64(curr)))
-	e.readAt.Store(ns)
+	e.readAt.Store(readStamp(ns, false))
 	e.flushed.Add(-r.flushed)
 	return a
 }
 
 // applyLocalEvent is ApplyLocal under EventClock: what was handed to the tick joins the
-// window's count, as if the read had returned it.
+// window's count, as if the read had returned it, and the entry stays due for a read.
 func (l *Limiter) applyLocalEvent(r *Read, now time.Time) {
 	e := r.e
 	var c float64
@@ -379,7 +379,7 @@ func (l *Limiter) applyLocalEvent(r *Read, now time.Time) {
 		c = math.Float64frombits(e.estimate.Load())
 	}
 	e.estimate.Store(math.Float64bits(c + float64(r.flushed)))
-	e.readAt.Store(now.UnixNano())
+	e.readAt.Store(readStamp(now.UnixNano(), true))
 	e.flushed.Add(-r.flushed)
 }
 

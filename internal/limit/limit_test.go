@@ -570,6 +570,7 @@ func TestStrings(t *testing.T) {
 		{ReadHot.String(), "hot"},
 		{ReadCadence.String(), "cadence"},
 		{ReadTTL.String(), "ttl"},
+		{ReadRetry.String(), "retry"},
 		{ReadReason(9).String(), "unknown"},
 		{Divert.String(), "divert"},
 		{Cap.String(), "cap"},

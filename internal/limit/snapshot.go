@@ -114,7 +114,7 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 		Limited:   lvl >= fthr,
 	}
 	if at := e.readAt.Load(); at != 0 {
-		s.ReadAt = time.Unix(0, at)
+		s.ReadAt = time.Unix(0, readTime(at))
 	}
 	if s.Limited && leak > 0 {
 		// The whole level drains at leak once the tick has folded the pending counts into
@@ -142,7 +142,7 @@ func (l *Limiter) eventState(e *entry, progress float64) TeamState {
 		Limited:   lvl >= float64(thr),
 	}
 	if at := e.readAt.Load(); at != 0 {
-		s.ReadAt = time.Unix(0, at)
+		s.ReadAt = time.Unix(0, readTime(at))
 	}
 	return s
 }

@@ -23,10 +23,11 @@ const (
 	ReadHot                       // hot, and HotEveryTick is on
 	ReadCadence                   // its tier's interval has passed
 	ReadTTL                       // its view is older than TTL
+	ReadRetry                     // its last read failed (ApplyLocal): due until one succeeds
 	numReadReasons
 )
 
-var readReasonNames = [numReadReasons]string{"first", "pending", "hot", "cadence", "ttl"}
+var readReasonNames = [numReadReasons]string{"first", "pending", "hot", "cadence", "ttl", "retry"}
 
 // String returns the reason's name as used in metrics.
 func (r ReadReason) String() string {
@@ -163,12 +164,17 @@ func (l *Limiter) readPolicy() readPolicy {
 	return rp
 }
 
-// due says whether, and why, a team is read at ns: its view was read at at (0: never),
-// its pressure is p and tier tier, and pending records were counted here since.
+// due says whether, and why, a team is read at ns: its view was read at at (entry.readAt:
+// 0, never; readLocal set, the last read failed), its pressure is p and tier tier, and
+// pending records were counted here since. A team whose last read failed is due whatever
+// its pressure, as it was when that read was planned: it may have met the fleet's traffic
+// only then. Its first successful read clears that, and the cadence takes over.
 func (rp *readPolicy) due(ns, at int64, p float64, tier Tier, pending int64, thr float64) (ReadReason, bool) {
 	switch {
 	case at == 0:
 		return ReadFirst, p >= rp.floor
+	case at&readLocal != 0:
+		return ReadRetry, true
 	case rp.share > 0 && float64(pending) >= rp.share*thr:
 		return ReadPending, true
 	case tier == Hot && rp.cadence[Hot] == 0:
@@ -192,11 +198,17 @@ type Applied struct {
 }
 
 // ApplyLocal is what the tick calls instead of ApplyRead when a planned read failed (Redis
-// down, timed out): the team's view is rebuilt from this instance's own knowledge, its
-// current level, which then drains like any estimate. Without it, records counted during
-// an outage would pile up as pending and never drain, and a team well within its limit
-// would end up limited: the limiter must fail open. Once Redis answers again, the next
-// read replaces the view with the fleet's.
+// down, timed out, an error reply for the team): the team's view is rebuilt from this
+// instance's own knowledge, its current level, which then drains like any estimate.
+// Without it, records counted during an outage would pile up as pending and never drain,
+// and a team well within its limit would end up limited: the limiter must fail open.
+//
+// The read is not counted as made: the team stays due, and every Sweep plans it again
+// (reason ReadRetry) until a read of it is applied with ApplyRead, which replaces the view
+// with the fleet's and hands the team back to its tier's cadence. A gate that meets a team
+// during a blip of the shared store so learns of the fleet's traffic on the next tick, not
+// a cadence later. Through a long outage every team whose read failed is due on every
+// tick: the tick's read budget, hottest first, bounds that.
 func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 	if l.ring != nil {
 		l.applyLocalEvent(r, now)
@@ -208,7 +220,7 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 	// The level less what is still unsent: those records stay pending.
 	est := e.level(ns, thr/float64(l.windowNs)) - float64(e.pending()-e.flushed.Load())
 	e.estimate.Store(math.Float64bits(max(est, 0)))
-	e.readAt.Store(ns)
+	e.readAt.Store(readStamp(ns, true))
 	e.flushed.Add(-r.flushed)
 }
 
@@ -216,7 +228,8 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 // r.Epoch and r.Epoch−1, as read at now. The team's estimate becomes
 // prev × (1 − progress) + curr, where progress is how far now is into r.Epoch, and its
 // pending count drops by what the shared counts now include (the counts the same tick
-// wrote before reading), keeping records counted while the read was in flight. Apply each
+// wrote before reading), keeping records counted while the read was in flight. A team whose
+// last read failed (ApplyLocal) is no longer due for that once this is applied. Apply each
 // planned read at most once (ApplyRead or ApplyLocal), before the next Sweep: a read
 // accounts for the counts drained up to the sweep that planned it.
 //
@@ -239,12 +252,12 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	var a Applied
 	a.Drift = (local - est) / thr
 	if at := e.readAt.Load(); at != 0 {
-		a.Staleness = time.Duration(ns - at)
+		a.Staleness = time.Duration(ns - readTime(at))
 	}
 	// Estimate before readAt, pending last: a check racing this sees our writes twice for an
 	// instant rather than not at all.
 	e.estimate.Store(math.Float64bits(est))
-	e.readAt.Store(ns)
+	e.readAt.Store(readStamp(ns, false))
 	e.flushed.Add(-r.flushed)
 	return a
 }
