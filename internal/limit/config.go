@@ -146,6 +146,21 @@ type Config struct {
 	// SyncFloor is the pressure below which an idle team is never read, so a flood of
 	// teams seen once does not become a flood of reads. Default 0.01 (1% of the threshold).
 	SyncFloor float64
+	// ColdWriteInterval is how often a cold team's counts are handed to the tick to be
+	// written, instead of every tick. Cold: in the idle tier (pressure under 10%), not due
+	// for a read, and fewer counts waiting than ColdWriteShare of its threshold; any other
+	// team's counts go every tick. Most of a Zipf workload's teams are cold and send a
+	// record or two a second: writing each every 30 s instead of every second is most of
+	// what the fleet's Redis is spared (docs/benchmarks.md). The cost: other gates see a
+	// cold team's counts from here up to this late, which matters little below 10% of its
+	// threshold; the moment it warms up (or a read of it is due) its counts go at once.
+	// Teams are spread over the interval by their hash, so each tick writes a share.
+	// Default Window / 2; at most Window; negative writes every team every tick.
+	ColdWriteInterval time.Duration
+	// ColdWriteShare: a cold team whose waiting counts reach this share of its threshold
+	// is written on the next tick. It bounds what each gate holds back of a team that is
+	// rising but not yet read. Default 0.005.
+	ColdWriteShare float64
 
 	// Capacity bounds how many teams are cached. Default 300,000.
 	Capacity int
@@ -168,6 +183,7 @@ const (
 	DefaultHotEveryTick     = true
 	DefaultPendingReadShare = 0.05
 	DefaultSyncFloor        = 0.01
+	DefaultColdWriteShare   = 0.005
 	DefaultCapacity         = 300_000
 	DefaultTTL              = 600 * time.Second
 	DefaultIdleTimeout      = 300 * time.Second
@@ -214,6 +230,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SyncFloor == 0 {
 		c.SyncFloor = DefaultSyncFloor
 	}
+	if c.ColdWriteInterval == 0 {
+		c.ColdWriteInterval = c.Window
+	}
+	if c.ColdWriteShare == 0 {
+		c.ColdWriteShare = DefaultColdWriteShare
+	}
 	if c.Capacity == 0 {
 		c.Capacity = DefaultCapacity
 	}
@@ -256,6 +278,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SyncInterval < 0 {
 		errs = append(errs, fmt.Errorf("sync interval %s: must be positive", c.SyncInterval))
+	}
+	if c.ColdWriteInterval > c.Window {
+		// Past a window a cold count could be displaced by the next epoch's in its slot.
+		errs = append(errs, fmt.Errorf("cold write interval %s: must not exceed the window %s", c.ColdWriteInterval, c.Window))
+	}
+	if c.ColdWriteShare < 0 || c.ColdWriteShare > 1 {
+		errs = append(errs, fmt.Errorf("cold write share %v: must be within 0..1", c.ColdWriteShare))
 	}
 	if c.PendingReadShare > 1 {
 		errs = append(errs, fmt.Errorf("pending read share %g: must be at most 1", c.PendingReadShare))

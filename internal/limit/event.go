@@ -249,7 +249,7 @@ func (l *Limiter) KeyLifetime() time.Duration {
 // is read only while checks still use it (seen within half a sync interval, at least 2 s):
 // once every partition has moved past its window, its view matters no more, except as the
 // seed of the next window's entries.
-func (l *Limiter) sweepEvent(now time.Time, into *Sweep) {
+func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 	ns := now.UnixNano()
 	oldest := l.OldestEpoch(now)
 	nowSeen := l.seenAt(ns)
@@ -279,11 +279,14 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep) {
 			sh := &tbl.shards[j]
 			sh.mu.Lock()
 			sh.idx.all(func(h uint64, seen uint32, e *entry) bool {
-				if n := e.evDrain(); n > 0 {
-					into.Counts = append(into.Counts, Count{Team: e.team(), Epoch: tbl.epoch, N: n})
+				drain := func() {
+					if n := e.evDrain(); n > 0 {
+						into.Counts = append(into.Counts, Count{Team: e.team(), Epoch: tbl.epoch, N: n})
+					}
 				}
 				idle := nowSeen - min(seen, nowSeen)
 				if idle >= idleSecs {
+					drain()
 					sh.idx.remove(h, e)
 					l.count.Add(-1)
 					tbl.count.Add(-1)
@@ -291,14 +294,22 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep) {
 					return true
 				}
 				fthr := float64(l.threshold(e))
-				pend := e.flushed.Load()
 				p := e.evLevel(progress) / fthr
 				tier := max(TierOf(p), Tier(e.thr.Load()>>tierShift&tierMask))
 				into.Tiers[tier]++
+				reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.evPending(), fthr)
+				due = due && idle <= liveSecs
+				// A window that has ended gets no more counts here: write what it holds.
+				if cw.drain(h, p, int64(e.unsent[0].Load()), fthr, due) || progress >= 1 {
+					drain()
+				} else {
+					into.Held++
+				}
+				pend := e.flushed.Load()
 				if idle > liveSecs {
 					return true
 				}
-				if reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.evPending(), fthr); due {
+				if due {
 					into.Reads = append(into.Reads, Read{
 						Team: e.team(), Epoch: tbl.epoch, Pressure: p, Tier: tier, Reason: reason,
 						e: e, flushed: pend,

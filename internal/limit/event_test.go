@@ -284,7 +284,7 @@ func TestEventClockConcurrentConservation(t *testing.T) {
 	stop.Store(true)
 	sweeps.Wait()
 	sw := new(Sweep)
-	l.Sweep(now, sw)
+	l.SweepAll(now, sw)
 	collect(sw)
 	var total int64
 	got.Range(func(k, v any) bool {

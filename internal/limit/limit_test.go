@@ -1203,7 +1203,7 @@ func TestCapacityEvictsLeastRecentlySeen(t *testing.T) {
 }
 
 func TestIdleExpiry(t *testing.T) {
-	l, clk, reg := newTest(t, Config{Window: time.Minute, Threshold: 1000, IdleTimeout: 30 * time.Second})
+	l, clk, reg := newTest(t, Config{Window: time.Minute, Threshold: 1000, IdleTimeout: 30 * time.Second, ColdWriteInterval: -1})
 	e := l.Epoch(t0)
 	l.Check("old", 3)
 	l.Check("fresh", 1)
@@ -1570,7 +1570,7 @@ func TestCheckAllocatesNothingForCachedTeam(t *testing.T) {
 
 // The cache keeps its own copy of a team's name: the caller's bytes may be reused.
 func TestTeamKeyCopied(t *testing.T) {
-	l, _, _ := newTest(t, Config{Threshold: 1000})
+	l, _, _ := newTest(t, Config{Threshold: 1000, ColdWriteInterval: -1})
 	for _, n := range []int{1, 16, 17, 32, 48, 64, 65, 200} {
 		buf := []byte(strings.Repeat("x", n))
 		team := string(buf) // stays valid

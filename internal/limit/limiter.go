@@ -62,6 +62,9 @@ type Limiter struct {
 		queued  atomic.Uint64 // reads planned, all sweeps
 		expired atomic.Uint64 // entries expired idle, all sweeps
 	}
+	// lastSweep is the unix ns of the last Sweep (0: none yet), for ColdWriteInterval.
+	// Only the tick's goroutine, which alone sweeps, reads and writes it.
+	lastSweep int64
 }
 
 // shard is one independently locked part of the cache. A check reads its index without

@@ -67,6 +67,9 @@ type Sweep struct {
 	Tiers   [numTiers]int
 	// Expired is how many teams the sweep expired for being idle.
 	Expired int
+	// Held is how many cold teams kept their counts for a later sweep
+	// (Config.ColdWriteInterval).
+	Held int
 }
 
 func (s *Sweep) reset() {
@@ -79,13 +82,20 @@ func (s *Sweep) reset() {
 // idle ones. The tick calls it once per tick; into is reused between calls to spare
 // allocations. A sweep visits every cached team, which costs a few milliseconds at
 // hundreds of thousands of teams and keeps all of this work off the per-record path.
-func (l *Limiter) Sweep(now time.Time, into *Sweep) {
+func (l *Limiter) Sweep(now time.Time, into *Sweep) { l.sweep(now, into, false) }
+
+// SweepAll is Sweep handing every count to the tick, cold teams' too: for the final flush.
+func (l *Limiter) SweepAll(now time.Time, into *Sweep) { l.sweep(now, into, true) }
+
+func (l *Limiter) sweep(now time.Time, into *Sweep, all bool) {
 	into.reset()
+	cw := l.coldWrites(now.UnixNano(), all)
 	if l.ring != nil {
-		l.sweepEvent(now, into)
+		l.sweepEvent(now, into, cw)
 	} else {
-		l.sweepWall(now, into)
+		l.sweepWall(now, into, cw)
 	}
+	l.lastSweep = now.UnixNano()
 	for t := range numTiers {
 		l.swept.tiers[t].Store(int64(into.Tiers[t]))
 	}
@@ -93,7 +103,37 @@ func (l *Limiter) Sweep(now time.Time, into *Sweep) {
 	l.swept.expired.Add(uint64(into.Expired))
 }
 
-func (l *Limiter) sweepWall(now time.Time, into *Sweep) {
+// coldWrites is when a sweep hands a team's counts to the tick: always, unless the team
+// is cold (Config.ColdWriteInterval), and then once per interval, at a phase set by the
+// team's hash, so that each sweep writes a share of the cold teams.
+type coldWrites struct {
+	every      int64 // ns; 0: every sweep
+	prev, now  int64 // the last sweep's time and this one's
+	share      float64
+	everything bool
+}
+
+func (l *Limiter) coldWrites(ns int64, all bool) coldWrites {
+	cw := coldWrites{prev: l.lastSweep, now: ns, share: l.cfg.ColdWriteShare, everything: all}
+	if l.cfg.ColdWriteInterval > 0 && l.lastSweep != 0 {
+		cw.every = l.cfg.ColdWriteInterval.Nanoseconds()
+	}
+	return cw
+}
+
+// now says whether a team's counts go to the tick in this sweep: its hash h, pressure p,
+// counts waiting unsent, threshold thr, and whether it is due for a read (the read must
+// include them).
+func (cw *coldWrites) drain(h uint64, p float64, unsent int64, thr float64, due bool) bool {
+	if cw.every == 0 || cw.everything || due || TierOf(p) != Idle || float64(unsent) >= cw.share*thr {
+		return true
+	}
+	// Its phase point, one per interval, fell between the last sweep and this one.
+	off := int64(h % uint64(cw.every))
+	return floorDiv(cw.now+off, cw.every) != floorDiv(cw.prev+off, cw.every)
+}
+
+func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 	ns := now.UnixNano()
 	cur := floorDiv(ns, l.windowNs)
 	nowSeen := l.seenAt(ns)
@@ -116,17 +156,24 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep) {
 			}
 			thr := l.threshold(e)
 			fthr := float64(thr)
-			var stale int64
-			into.Counts, stale = e.drainUnsent(into.Counts, cur)
-			into.Stale += stale
-			// What a read planned now will account for: everything written this tick or
-			// before. Records counted from here on stay pending after it.
-			pend := e.flushed.Load()
+			// The level counts unsent records as pending: draining them changes neither it
+			// nor whether a read is due.
 			lvl := e.level(ns, fthr/float64(l.windowNs))
 			p := lvl / fthr
 			tier := TierOf(p)
 			into.Tiers[tier]++
-			if reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.pending(), fthr); due {
+			reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.pending(), fthr)
+			if cw.drain(h, p, e.pending()-e.flushed.Load(), fthr, due) {
+				var stale int64
+				into.Counts, stale = e.drainUnsent(into.Counts, cur)
+				into.Stale += stale
+			} else {
+				into.Held++
+			}
+			// What a read planned now will account for: everything handed to the tick this
+			// tick or before. Records counted from here on stay pending after it.
+			pend := e.flushed.Load()
+			if due {
 				into.Reads = append(into.Reads, Read{
 					Team: e.team(), Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
 					e: e, flushed: pend,

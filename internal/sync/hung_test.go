@@ -26,7 +26,7 @@ func TestClusterHungNodeCostsOnlyItsTeams(t *testing.T) {
 	}
 	clk := clock.NewFake(epochStart)
 	interval := time.Second
-	g := newTopologyGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1_000_000},
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000},
 		Config{Mode: ModeCluster, TickInterval: interval}, cc)
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()

@@ -21,7 +21,7 @@ func TestLostAcknowledgedWritesAreSentAgain(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client(t)
 	clk := clock.NewFake(epochStart.Add(10 * time.Second))
-	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1_000_000}, Config{Writer: "w1"}, srv)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{Writer: "w1"}, srv)
 	logs := g.withLog()
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()
@@ -103,7 +103,7 @@ func TestSentinelFailoverLosesNoCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(epochStart)
-	g := newTopologyGate(t, clk, limit.Config{Window: 10 * time.Minute, Threshold: 1_000_000},
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: 10 * time.Minute, Threshold: 1_000_000},
 		Config{Mode: ModeSentinel, TickInterval: 100 * time.Millisecond}, fc)
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()

@@ -44,7 +44,7 @@ func TestStallCountsOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client(t)
 	clk := clock.NewFake(epochStart.Add(10 * time.Second))
-	g := newGateOpts(t, clk, limit.Config{Window: time.Minute, Threshold: 1_000_000}, Config{},
+	g := newGateOpts(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{},
 		RedisOptions{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, srv)
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()

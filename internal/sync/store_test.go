@@ -23,3 +23,7 @@ func stored(t testing.TB, rc redis.Cmdable, mode Mode, prefix, team string, epoc
 	}
 	return v
 }
+
+// writeEveryTick, as a limiter's ColdWriteInterval, hands every team's counts to the tick on
+// every tick: for tests about how writes reach Redis, whose teams are all cold.
+const writeEveryTick = -1

@@ -266,7 +266,11 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 		ls := &t.limits[li]
 		now := ls.l.Clock().Now()
 		ls.oldest = ls.l.OldestEpoch(now)
-		ls.l.Sweep(now, &ls.sweep)
+		if withReads {
+			ls.l.Sweep(now, &ls.sweep)
+		} else {
+			ls.l.SweepAll(now, &ls.sweep) // a flush: cold teams' counts too
+		}
 		res.Dropped += ls.sweep.Stale
 		t.m.dropped.WithLabelValues("stale_epoch").Add(float64(ls.sweep.Stale))
 		for _, c := range ls.sweep.Counts {

@@ -139,7 +139,7 @@ func TestClusterPrimaryLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(epochStart)
-	g := newTopologyGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1_000_000}, Config{Mode: ModeCluster}, cc)
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{Mode: ModeCluster}, cc)
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()
 	teams := make([]string, 30)
@@ -207,7 +207,7 @@ func TestSentinelFollowsPromotion(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(epochStart)
-	g := newTopologyGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1_000_000}, Config{Mode: ModeSentinel}, fc)
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{Mode: ModeSentinel}, fc)
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()
 	g.l.Check("team", 5)
@@ -267,7 +267,7 @@ func TestClusterMovedFollowedAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(epochStart)
-	g := newTopologyGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1_000_000}, Config{Mode: ModeCluster}, cc)
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{Mode: ModeCluster}, cc)
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()
 	g.l.Check("warm-up", 1)
