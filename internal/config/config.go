@@ -106,20 +106,21 @@ type Config struct {
 	// The live overrides' size (internal/overrides).
 	OverridesMaxEntries int `envconfig:"OVERRIDES_MAX_ENTRIES" default:"1000000" desc:"Most teams the live overrides hash may hold (default 1000000): a larger one is not read, every gate keeping the limits in force and counting gate_overrides_refresh_errors_total{cause=too_large}, and gate overrides list refusing it too; a million teams take each gate about a second to read, in commands of about a millisecond each, and a few hundred MB of memory."`
 
-	SyncInterval     time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
-	HotEveryTick     bool          `envconfig:"HOT_EVERY_TICK" default:"true" desc:"Read teams at 80% of their threshold or more on every tick instead of every half GATE_SYNC_INTERVAL (default true); it cuts the time a fleet takes to divert a team that jumps over its limit from about 20s to about 2s, for a few extra reads of busy teams only."`
-	PendingReadShare float64       `envconfig:"PENDING_READ_SHARE" default:"0.05" desc:"Read a team on the next tick once the events this gate counted since its last read reach this share of the team's threshold, or never if negative (default 0.05); smaller catches a sudden jump sooner and costs more reads."`
-	SyncFloor        float64       `envconfig:"SYNC_FLOOR" default:"0.01" desc:"Pressure (level / threshold, above 0 and below 0.1) under which a team seen only in passing is never read from Redis (default 0.01); higher keeps a flood of one-off teams from becoming a flood of reads, at the cost of judging more small teams on local counts alone."`
-	CacheCapacity    int           `envconfig:"CACHE_CAPACITY" default:"300000" desc:"Most teams kept in memory, the least recently seen of a small sample being evicted past it (default 300000); larger keeps more teams' fleet-wide views for more memory, and an evicted team that comes back starts again from first contact."`
-	CacheTTL         time.Duration `envconfig:"CACHE_TTL" default:"600s" desc:"Longest a cached team's fleet-wide view may go without a read before it is read again (default 600s); shorter bounds how stale a quiet team's view gets, for more reads."`
-	CacheIdleTimeout time.Duration `envconfig:"CACHE_IDLE_TIMEOUT" default:"300s" desc:"A team not seen for this long is dropped from memory (default 300s); shorter frees memory sooner, but a team that returns is treated as first contact until its next read."`
-	Clock            clockSetting  `envconfig:"CLOCK" default:"wall" desc:"Which time a record is counted and judged at: wall (when the gate reads it) or event (its own timestamp, from GATE_EVENT_TIME_FROM), so that a gate catching up on a backlog at ten times the normal rate judges each window's traffic in its own window instead of sending well-behaved teams to overflow (default wall); with event, every gate keeps a window of state per window a team is seen in, and Redis keeps each window's counts GATE_MAX_EVENT_AGE longer."`
-	EventTimeFrom    eventTimeFrom `envconfig:"EVENT_TIME_FROM" default:"timestamp" desc:"With GATE_CLOCK=event, where a record's time is read: timestamp (the Kafka record timestamp) or json:FIELD (a top-level or dotted field holding an RFC 3339 string or a Unix time in seconds, milliseconds, microseconds or nanoseconds) (default timestamp); a record whose field is missing or unreadable is judged at its record timestamp and counted in gate_event_time_unreadable_total."`
-	MaxEventAge      time.Duration `envconfig:"MAX_EVENT_AGE" default:"15m" desc:"With GATE_CLOCK=event, the oldest a record's time may be: an older one is counted and judged as if it were this old, and one more than 5s ahead of the gate's clock as if it were now, both counted in gate_limiter_event_time_clamped_total (default 15m); longer lets a longer backlog replay in its own windows, for more Redis memory (each window's counts are kept this much longer)."`
+	SyncInterval      time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
+	HotEveryTick      bool          `envconfig:"HOT_EVERY_TICK" default:"true" desc:"Read teams at 80% of their threshold or more on every tick instead of every half GATE_SYNC_INTERVAL (default true); it cuts the time a fleet takes to divert a team that jumps over its limit from about 20s to about 2s, for a few extra reads of busy teams only."`
+	PendingReadShare  float64       `envconfig:"PENDING_READ_SHARE" default:"0.05" desc:"Read a team on the next tick once the events this gate counted since its last read reach this share of the team's threshold, or never if negative (default 0.05); smaller catches a sudden jump sooner and costs more reads."`
+	SyncFloor         float64       `envconfig:"SYNC_FLOOR" default:"0.01" desc:"Pressure (level / threshold, above 0 and below 0.1) under which a team seen only in passing is never read from Redis (default 0.01); higher keeps a flood of one-off teams from becoming a flood of reads, at the cost of judging more small teams on local counts alone."`
+	ColdWriteInterval time.Duration `envconfig:"COLD_WRITE_INTERVAL" default:"" desc:"How often a cold team's counts are written to Redis instead of every tick, a cold team being one under 10% of its threshold, not due for a read, with less than 0.5% of its threshold waiting, at most GATE_WINDOW, once per GATE_WINDOW when unset (default none); most teams of a long-tailed workload are cold, and writing each once a window is most of what cuts the Redis work per gate to about a fifth (docs/benchmarks.md); shorter makes other gates see a cold team's counts sooner, and GATE_TICK_INTERVAL writes every team on every tick."`
+	CacheCapacity     int           `envconfig:"CACHE_CAPACITY" default:"300000" desc:"Most teams kept in memory, the least recently seen of a small sample being evicted past it (default 300000); larger keeps more teams' fleet-wide views for more memory, and an evicted team that comes back starts again from first contact."`
+	CacheTTL          time.Duration `envconfig:"CACHE_TTL" default:"600s" desc:"Longest a cached team's fleet-wide view may go without a read before it is read again (default 600s); shorter bounds how stale a quiet team's view gets, for more reads."`
+	CacheIdleTimeout  time.Duration `envconfig:"CACHE_IDLE_TIMEOUT" default:"300s" desc:"A team not seen for this long is dropped from memory (default 300s); shorter frees memory sooner, but a team that returns is treated as first contact until its next read."`
+	Clock             clockSetting  `envconfig:"CLOCK" default:"wall" desc:"Which time a record is counted and judged at: wall (when the gate reads it) or event (its own timestamp, from GATE_EVENT_TIME_FROM), so that a gate catching up on a backlog at ten times the normal rate judges each window's traffic in its own window instead of sending well-behaved teams to overflow (default wall); with event, every gate keeps a window of state per window a team is seen in, and Redis keeps each window's counts GATE_MAX_EVENT_AGE longer."`
+	EventTimeFrom     eventTimeFrom `envconfig:"EVENT_TIME_FROM" default:"timestamp" desc:"With GATE_CLOCK=event, where a record's time is read: timestamp (the Kafka record timestamp) or json:FIELD (a top-level or dotted field holding an RFC 3339 string or a Unix time in seconds, milliseconds, microseconds or nanoseconds) (default timestamp); a record whose field is missing or unreadable is judged at its record timestamp and counted in gate_event_time_unreadable_total."`
+	MaxEventAge       time.Duration `envconfig:"MAX_EVENT_AGE" default:"15m" desc:"With GATE_CLOCK=event, the oldest a record's time may be: an older one is counted and judged as if it were this old, and one more than 5s ahead of the gate's clock as if it were now, both counted in gate_limiter_event_time_clamped_total (default 15m); longer lets a longer backlog replay in its own windows, for more Redis memory (each window's counts are kept this much longer)."`
 
 	// The tick (internal/sync) and Redis.
 	TickInterval        time.Duration  `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, one pipeline per instance, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); shorter lets the fleet react sooner, longer batches more work into each round trip."`
-	RedisMode           redisMode      `envconfig:"REDIS_MODE" default:"standalone" desc:"Redis topology: standalone (independent instances listed in GATE_REDIS_URLS, teams spread by a stable hash), cluster (a Redis Cluster whose seed nodes are GATE_REDIS_URLS, database 0 only, keys hash-tagged by team) or sentinel (the primary that GATE_REDIS_SENTINEL_ADDRS know as GATE_REDIS_SENTINEL_MASTER, followed through failovers, with password, database and TLS from the one URL in GATE_REDIS_URLS) (default standalone); cluster scales past one instance, sentinel survives losing the primary."`
+	RedisMode           redisMode      `envconfig:"REDIS_MODE" default:"standalone" desc:"Redis topology: standalone (independent instances listed in GATE_REDIS_URLS, teams spread by a stable hash), cluster (a Redis Cluster whose seed nodes are GATE_REDIS_URLS, database 0 only, keys hash-tagged by one of 256 shards) or sentinel (the primary that GATE_REDIS_SENTINEL_ADDRS know as GATE_REDIS_SENTINEL_MASTER, followed through failovers, with password, database and TLS from the one URL in GATE_REDIS_URLS) (default standalone); cluster scales past one instance, sentinel survives losing the primary."`
 	RedisSentinelMaster sentinelMaster `envconfig:"REDIS_SENTINEL_MASTER" default:"" desc:"With GATE_REDIS_MODE=sentinel, the name the sentinels know the primary by, as in their sentinel monitor line (default none)."`
 	RedisSentinelAddrs  sentinelAddrs  `envconfig:"REDIS_SENTINEL_ADDRS" default:"" desc:"With GATE_REDIS_MODE=sentinel, comma-separated sentinels as host:port, asked for the current primary (default none); list several, so that losing one still finds the primary."`
 	RedisURLs           redisURLs      `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
@@ -290,6 +291,9 @@ func (c Config) validate(between bool) Problems {
 	}
 	if c.SyncFloor <= 0 || c.SyncFloor >= 0.1 {
 		bad("SYNC_FLOOR", "a share above 0 and below 0.1 such as 0.01")
+	}
+	if c.ColdWriteInterval < 0 || c.ColdWriteInterval > c.Window {
+		bad("COLD_WRITE_INTERVAL", fmt.Sprintf("a duration above 0 and at most the window (%s), such as 30s", c.Window))
 	}
 	atLeast("CACHE_CAPACITY", c.CacheCapacity, 1)
 	positive("CACHE_TTL", c.CacheTTL)
@@ -480,19 +484,20 @@ func (c Config) KeyTTL() (ttl time.Duration, clamped bool) {
 func (c Config) LimitConfig() limit.Config {
 	hot := c.HotEveryTick
 	return limit.Config{
-		Window:           c.Window,
-		Threshold:        c.Threshold,
-		Overrides:        maps.Clone(map[string]int64(c.Overrides)),
-		Mode:             c.LimitMode,
-		SyncInterval:     c.SyncInterval,
-		HotEveryTick:     &hot,
-		PendingReadShare: c.PendingReadShare,
-		SyncFloor:        c.SyncFloor,
-		Capacity:         c.CacheCapacity,
-		TTL:              c.CacheTTL,
-		IdleTimeout:      c.CacheIdleTimeout,
-		Clock:            c.Clock.Clock,
-		MaxEventAge:      c.MaxEventAge,
+		Window:            c.Window,
+		Threshold:         c.Threshold,
+		Overrides:         maps.Clone(map[string]int64(c.Overrides)),
+		Mode:              c.LimitMode,
+		SyncInterval:      c.SyncInterval,
+		HotEveryTick:      &hot,
+		PendingReadShare:  c.PendingReadShare,
+		SyncFloor:         c.SyncFloor,
+		ColdWriteInterval: c.ColdWriteInterval,
+		Capacity:          c.CacheCapacity,
+		TTL:               c.CacheTTL,
+		IdleTimeout:       c.CacheIdleTimeout,
+		Clock:             c.Clock.Clock,
+		MaxEventAge:       c.MaxEventAge,
 	}
 }
 

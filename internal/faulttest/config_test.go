@@ -64,6 +64,7 @@ var badConfig = map[string]string{
 	"GATE_HOT_EVERY_TICK":          "sometimes",
 	"GATE_PENDING_READ_SHARE":      "NaN",
 	"GATE_SYNC_FLOOR":              "0.5",
+	"GATE_COLD_WRITE_INTERVAL":     "2h",
 	"GATE_CACHE_CAPACITY":          "-1",
 	"GATE_CACHE_TTL":               "1d",
 	"GATE_CACHE_IDLE_TIMEOUT":      "-1s",

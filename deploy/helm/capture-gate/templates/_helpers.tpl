@@ -327,6 +327,10 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.sync.pendingReadShare | toString | quote }}
 - name: GATE_SYNC_FLOOR
   value: {{ $v.sync.floor | toString | quote }}
+{{- with $v.sync.coldWriteInterval }}
+- name: GATE_COLD_WRITE_INTERVAL
+  value: {{ . | quote }}
+{{- end }}
 - name: GATE_KEYS_PER_COMMAND
   value: {{ $v.sync.keysPerCommand | int64 | quote }}
 - name: GATE_KEYS_PER_TICK
