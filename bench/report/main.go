@@ -247,6 +247,33 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean(benchReadRef, "read_reduction"); ok {
 		out["sync_read_reduction_reference"] = v
 	}
+	// The fleet's Redis cost: every fleet size's figures, and the gates one core carries
+	// at the largest fleet measured (the least, should they differ).
+	gpc := 0.0
+	for _, n := range []int{1, 4, 16, 64} {
+		name := fmt.Sprintf("BenchmarkFleetRedis/ours/n%d", n)
+		if v, ok := b.Mean(name, "gates_per_core"); ok {
+			out[fmt.Sprintf("fleet_gates_per_redis_core_n%d", n)] = v
+			if gpc == 0 || v < gpc {
+				gpc = v
+			}
+		}
+		if v, ok := b.Mean(name, "redis_cpu"); ok {
+			out[fmt.Sprintf("fleet_redis_cpu_n%d", n)] = v
+		}
+		if v, ok := b.Mean(name, "tick_p50_ms"); ok {
+			out[fmt.Sprintf("fleet_tick_p50_ms_n%d", n)] = v
+		}
+		if v, ok := b.Mean(name, "tick_p99_ms"); ok {
+			out[fmt.Sprintf("fleet_tick_p99_ms_n%d", n)] = v
+		}
+	}
+	if gpc > 0 {
+		out["gates_per_redis_core"] = gpc
+	}
+	if v, ok := b.Mean("BenchmarkFleetRedis/baseline/n1", "gates_per_core"); ok {
+		out["gates_per_redis_core_baseline"] = v
+	}
 	if v, ok := b.Mean(benchTickStandalo, "cmds/tick"); ok {
 		out["tick_all_teams_commands_per_tick"] = v
 	}
@@ -354,6 +381,8 @@ var rows = []row{
 	{"redis_commands_per_tick_baseline", nil, "the same traffic written as before writes were made safe to repeat (INCRBY + EXPIRE per count)"},
 	{"redis_cpu_s_per_million_events", nil, "redis-server CPU (INFO cpu, user + sys) per million events, same run as sync_read_reduction"},
 	{"redis_cpu_s_per_million_events_baseline", nil, "the same, writes as before (INCRBY + EXPIRE per count)"},
+	{"gates_per_redis_core", ptr(atLeast(64)), "gates one Redis core carries at 50% CPU, each at 100k Zipf records/s over 100k teams (BenchmarkFleetRedis, least over 1-64 gates)"},
+	{"gates_per_redis_core_baseline", nil, "the same with the writes as before (one gate)"},
 	{"tick_all_teams_commands_per_tick", nil, "a tick with all 100k teams dirty (BenchmarkTick/standalone)"},
 	{"bytes_per_entity", ptr(atMost(150)), "heap per cached team at 300k teams"},
 }
