@@ -274,6 +274,12 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean("BenchmarkFleetRedis/baseline/n1", "gates_per_core"); ok {
 		out["gates_per_redis_core_baseline"] = v
 	}
+	if v, ok := b.Mean("BenchmarkMillionTeams", "tick_p99_ms"); ok {
+		out["tick_p99_ms_1m_teams"] = v
+	}
+	if v, ok := b.Mean("BenchmarkMillionTeams", "bytes_per_team"); ok {
+		out["bytes_per_entity_1m_teams"] = v
+	}
 	if v, ok := b.Mean(benchTickStandalo, "cmds/tick"); ok {
 		out["tick_all_teams_commands_per_tick"] = v
 	}
@@ -383,6 +389,8 @@ var rows = []row{
 	{"redis_cpu_s_per_million_events_baseline", nil, "the same, writes as before (INCRBY + EXPIRE per count)"},
 	{"gates_per_redis_core", ptr(atLeast(64)), "gates one Redis core carries at 50% CPU, each at 100k Zipf records/s over 100k teams (BenchmarkFleetRedis, least over 1-64 gates)"},
 	{"gates_per_redis_core_baseline", nil, "the same with the writes as before (one gate)"},
+	{"tick_p99_ms_1m_teams", ptr(atMost(1000)), "one gate caching a million teams, 100k Zipf records/s: tick p99 over a steady minute (BenchmarkMillionTeams; the tick interval is 1 s)"},
+	{"bytes_per_entity_1m_teams", ptr(atMost(150)), "same run: heap held by the limiter and the tick per cached team"},
 	{"tick_all_teams_commands_per_tick", nil, "a tick with all 100k teams dirty (BenchmarkTick/standalone)"},
 	{"bytes_per_entity", ptr(atMost(150)), "heap per cached team at 300k teams"},
 }

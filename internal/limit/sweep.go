@@ -73,6 +73,14 @@ type Sweep struct {
 }
 
 func (s *Sweep) reset() {
+	// A sweep that once held a great many counts or reads (a start, a backlog) would
+	// otherwise keep that memory for good: let go of it when the last sweep used little.
+	if c := cap(s.Counts); c > 1<<16 && len(s.Counts) < c/8 {
+		s.Counts = nil
+	}
+	if c := cap(s.Reads); c > 1<<16 && len(s.Reads) < c/8 {
+		s.Reads = nil
+	}
 	clear(s.Counts)
 	clear(s.Reads)
 	*s = Sweep{Counts: s.Counts[:0], Reads: s.Reads[:0]}

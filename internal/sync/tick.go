@@ -33,12 +33,14 @@ type Ticker struct {
 	errLogs   []errLog // by instance; each written only by its instance's pipeline goroutine
 
 	// Owned by the tick goroutine.
-	pending   map[countKey]int64 // counts Redis has not confirmed: unsent, refused or in doubt
-	doubt     map[countKey]int64 // the part of pending in batches sent without an answer
-	lanes     []lane
-	laneReads [][]readRef // by lane, this tick's reads
-	open      []*batch    // by lane and limiter, the batch being filled this tick
-	partOf    []int       // by lane, its pipeline this tick (pipelines)
+	pending map[countKey]int64 // counts Redis has not confirmed: unsent, refused or in doubt
+	doubt   map[countKey]int64 // the part of pending in batches sent without an answer
+	// pendingPeak is the most counts pending since the maps were last rebuilt (shrink).
+	pendingPeak int
+	lanes       []lane
+	laneReads   [][]readRef // by lane, this tick's reads
+	open        []*batch    // by lane and limiter, the batch being filled this tick
+	partOf      []int       // by lane, its pipeline this tick (pipelines)
 
 	tickN uint64 // ticks so far
 
@@ -454,6 +456,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 			}
 		}
 	}
+	t.shrink()
 	t.m.pendingWrites.Set(float64(len(t.pending)))
 	t.m.tickCommands.Observe(float64(res.Commands))
 	t.m.tickDur.Observe(time.Since(start).Seconds())
@@ -557,6 +560,30 @@ func (t *Ticker) forgetConfirmed() {
 			ln.kept = slices.Delete(ln.kept, 0, n)
 		}
 	}
+}
+
+// shrink rebuilds the pending maps once they hold an eighth of what they once held: a Go
+// map keeps the memory of its largest size, and a start, an outage or a backlog can fill
+// them with a count for every cached team (about 100 bytes each).
+func (t *Ticker) shrink() {
+	t.pendingPeak = max(t.pendingPeak, len(t.pending))
+	if t.pendingPeak > 1<<16 && len(t.pending) < t.pendingPeak/8 {
+		// Not maps.Clone: it keeps the source's size.
+		t.pending = copyMap(t.pending)
+		t.doubt = copyMap(t.doubt)
+		t.pendingPeak = len(t.pending)
+	}
+	if c := cap(t.reads); c > 1<<16 && len(t.reads) < c/8 {
+		t.reads = nil
+	}
+}
+
+func copyMap(m map[countKey]int64) map[countKey]int64 {
+	c := make(map[countKey]int64, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
 }
 
 // dropStaleDoubt forgets batches in doubt whose every count is of an epoch no longer

@@ -463,3 +463,31 @@ func TestOutageFailsOpen(t *testing.T) {
 		t.Error("a team at 2 × its limit was never limited during the outage")
 	}
 }
+
+// TestPendingMapsShrink: a Go map keeps the memory of its largest size, so after a start,
+// an outage or a backlog filled the pending counts, the tick rebuilds the maps once they are
+// down to an eighth (at a million teams this is 95 MB, 95 bytes per team, let go).
+func TestPendingMapsShrink(t *testing.T) {
+	srv := redistest.Start(t)
+	g := newGate(t, clock.NewFake(epochStart), limit.Config{Window: time.Minute}, Config{}, srv)
+	tk := g.tk
+	for i := range 100_000 {
+		tk.pending[countKey{0, strconv.Itoa(i), 1}] = 1
+	}
+	tk.shrink()
+	if tk.pendingPeak != 100_000 {
+		t.Fatalf("peak = %d, want 100000", tk.pendingPeak)
+	}
+	for i := range 99_000 {
+		delete(tk.pending, countKey{0, strconv.Itoa(i), 1})
+	}
+	before := tk.pending
+	tk.shrink()
+	if tk.pendingPeak != 1000 || len(tk.pending) != 1000 {
+		t.Errorf("after shrink: peak %d, %d pending; want the map rebuilt with its 1000 counts", tk.pendingPeak, len(tk.pending))
+	}
+	before[countKey{0, "x", 1}] = 1
+	if _, ok := tk.pending[countKey{0, "x", 1}]; ok {
+		t.Error("the pending map was not rebuilt")
+	}
+}
