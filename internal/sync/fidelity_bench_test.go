@@ -273,7 +273,7 @@ func (e *fidEnv) runFidelity(tb testing.TB, baseline string) map[string]float64 
 	for _, sc := range []struct {
 		n int
 		x float64
-	}{{4, 2}, {1, 2}, {2, 2}, {8, 2}, {4, 1.2}, {4, 5}} {
+	}{{4, 2}, {1, 2}, {2, 2}, {8, 2}, {4, 1.2}, {4, 5}, {4, 10}, {16, 1.2}, {16, 2}, {16, 10}} {
 		s := e.sim(tb, baseline, sc.n, limit.Cap, sc.x)
 		var sum, worst float64
 		const windows = 8
@@ -308,7 +308,7 @@ func (e *fidEnv) runFidelity(tb testing.TB, baseline string) map[string]float64 
 	for _, sc := range []struct {
 		n int
 		x float64
-	}{{4, 5}, {1, 5}, {8, 5}, {4, 1.2}, {4, 2}} {
+	}{{4, 5}, {1, 5}, {8, 5}, {4, 1.2}, {4, 2}, {16, 1.2}, {16, 2}, {16, 10}} {
 		s := e.sim(tb, baseline, sc.n, limit.Divert, 0.5)
 		for range 3 * 60 {
 			s.step()
@@ -335,7 +335,7 @@ func (e *fidEnv) runFidelity(tb testing.TB, baseline string) map[string]float64 
 	}
 
 	// Divert, steady: held at 1.2 × for 8 windows, share diverted in windows 2..7.
-	for _, n := range []int{4, 1, 8} {
+	for _, n := range []int{4, 1, 8, 16} {
 		s := e.sim(tb, baseline, n, limit.Divert, 1.2)
 		for range 2 * 60 {
 			s.step()
