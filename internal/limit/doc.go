@@ -6,11 +6,7 @@
 //     on no channel and allocate nothing for a team already in the cache. A team seen for the
 //     first time costs one insert under its shard's lock.
 //   - First contact is allowed. A team is limited when its level reaches its threshold, where
-//     level = max(0, estimate + rate × elapsed) + pending (wall clock): the fleet's count at
-//     the last read carried forward at the rate it moved between the last two reads, less
-//     this gate's own records (a rise for at most SyncInterval), plus what this gate counted
-//     since. Before a team's second read, and after a failed one, rate = −threshold / window
-//     (the leaky bucket's drain).
+//     level = max(0, estimate − leak × elapsed) + pending and leak = threshold / window.
 //   - In Divert mode every record counts toward the team's window, allowed or not; in Cap mode
 //     only allowed records count. Every counted record is handed to the tick (Sweep) exactly
 //     once for writing to the shared store, except when its entry is evicted between a check
@@ -22,7 +18,7 @@
 //   - Threshold overrides are swapped atomically: a check sees either the old set or the new
 //     one, never a mix.
 //   - A read that failed is not counted as made: the team's view is rebuilt from local
-//     counts (ApplyLocal), so it drains and the check fails open, and the team is due
+//     counts (ApplyLocal), so it keeps draining and the check fails open, and the team is due
 //     again on the next sweep, and on every one after, until a read of it is applied.
 //
 // The package knows nothing of Kafka or Redis: internal/sync calls Sweep on every tick to

@@ -133,31 +133,13 @@ func (e *entry) pending() int64 {
 	return e.flushed.Load() + int64(e.unsent[0].Load()>>epochTagBits) + int64(e.unsent[1].Load()>>epochTagBits)
 }
 
-// The estimate word of a wall-clock entry holds two float32s: the fleet's count at the last
-// read (low half) and how fast it was moving then without this gate's own records, in
-// records per second (high half): the other gates' traffic less what ages out of the
-// window. One atomic word, so a check never sees one without the other.
-func packEstimate(est, perSec float64) uint64 {
-	return uint64(math.Float32bits(float32(est))) | uint64(math.Float32bits(float32(perSec)))<<32
-}
-
-func unpackEstimate(w uint64) (est, perSec float64) {
-	return float64(math.Float32frombits(uint32(w))), float64(math.Float32frombits(uint32(w >> 32)))
-}
-
-// level is max(0, estimate + slope × elapsed) + pending, at unix ns now: the fleet's count
-// carried forward from the last read at the rate it was moving, plus what this gate
-// counted since. A rise is carried forward for at most growNs (the longest a busy team
-// goes unread), so a team whose traffic stopped after a read is not held up for long.
-func (e *entry) level(now, growNs int64) float64 {
+// level is max(0, estimate − leak × elapsed) + pending, at unix ns now.
+func (e *entry) level(now int64, leakPerNs float64) float64 {
 	var lvl float64
 	if at := e.readAt.Load(); at != 0 {
-		est, perSec := unpackEstimate(e.estimate.Load())
-		if el := now - readTime(at); el > 0 {
-			if perSec > 0 {
-				el = min(el, growNs)
-			}
-			est += perSec * float64(el) * 1e-9
+		est := math.Float64frombits(e.estimate.Load())
+		if el := now - at; el > 0 {
+			est -= leakPerNs * float64(el)
 		}
 		if est > 0 {
 			lvl = est

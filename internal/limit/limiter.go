@@ -41,7 +41,6 @@ type Limiter struct {
 	mask      uint64
 	windowNs  int64
 	invWindow float64          // 1 / windowNs: the check multiplies rather than divides
-	growNs    int64            // how far a rising estimate is carried forward: SyncInterval
 	base      int64            // unix ns; seen (index slots) counts seconds from here
 	decisions []decisionStripe // checks answered, striped (see stripe)
 	span      atomic.Pointer[epochSpan]
@@ -156,7 +155,6 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 		decisions: make([]decisionStripe, decisionStripes),
 	}
 	l.invWindow = 1 / float64(l.windowNs)
-	l.growNs = l.cfg.SyncInterval.Nanoseconds()
 	for i := range l.shards {
 		l.shards[i].idx.init()
 	}
@@ -203,7 +201,7 @@ func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 
 	thr, tw := l.thresholdWord(e)
 	fthr := float64(thr)
-	lvl := e.level(ns, l.growNs)
+	lvl := e.level(ns, fthr*l.invWindow)
 	d := Decision{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr), Threshold: thr, Level: lvl}
 	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
 		sp := l.span.Load()

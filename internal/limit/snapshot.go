@@ -102,13 +102,13 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 	}
 	fthr := float64(thr)
 	leak := fthr * l.invWindow // per ns
-	lvl := e.level(ns, l.growNs)
+	lvl := e.level(ns, leak)
 	s := TeamState{
 		Team:      team,
 		Threshold: thr,
 		Override:  ok,
 		Level:     lvl,
-		Estimate:  estimateOf(e.estimate.Load()),
+		Estimate:  math.Float64frombits(e.estimate.Load()),
 		Pending:   e.pending(),
 		Tier:      tierOfLevel(lvl, fthr),
 		Limited:   lvl >= fthr,
@@ -145,9 +145,4 @@ func (l *Limiter) eventState(e *entry, progress float64) TeamState {
 		s.ReadAt = time.Unix(0, readTime(at))
 	}
 	return s
-}
-
-func estimateOf(w uint64) float64 {
-	est, _ := unpackEstimate(w)
-	return est
 }

@@ -166,7 +166,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			fthr := float64(thr)
 			// The level counts unsent records as pending: draining them changes neither it
 			// nor whether a read is due.
-			lvl := e.level(ns, l.growNs)
+			lvl := e.level(ns, fthr/float64(l.windowNs))
 			p := lvl / fthr
 			tier := TierOf(p)
 			into.Tiers[tier]++
@@ -273,9 +273,8 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 	ns := now.UnixNano()
 	thr := float64(l.threshold(e))
 	// The level less what is still unsent: those records stay pending.
-	est := e.level(ns, l.growNs) - float64(e.pending()-e.flushed.Load())
-	// Drains as the leaky bucket would: nothing is known of the fleet's rate.
-	e.estimate.Store(packEstimate(max(est, 0), -thr/l.cfg.Window.Seconds()))
+	est := e.level(ns, thr/float64(l.windowNs)) - float64(e.pending()-e.flushed.Load())
+	e.estimate.Store(math.Float64bits(max(est, 0)))
 	e.readAt.Store(readStamp(ns, true))
 	e.flushed.Add(-r.flushed)
 }
@@ -304,8 +303,7 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	est := float64(prev)*(1-progress) + float64(curr)
 
 	thr := float64(l.threshold(e))
-	local := e.level(ns, l.growNs)
-	perSec := l.fleetRate(e, r, est, ns, thr)
+	local := e.level(ns, thr/float64(l.windowNs))
 	var a Applied
 	a.Drift = (local - est) / thr
 	if at := e.readAt.Load(); at != 0 {
@@ -313,32 +311,8 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	}
 	// Estimate before readAt, pending last: a check racing this sees our writes twice for an
 	// instant rather than not at all.
-	e.estimate.Store(packEstimate(est, perSec))
+	e.estimate.Store(math.Float64bits(est))
 	e.readAt.Store(readStamp(ns, false))
 	e.flushed.Add(-r.flushed)
 	return a
-}
-
-// minRateSpan is the shortest time between two reads that a fleet rate is measured over;
-// closer reads keep the rate the last measurement gave.
-const minRateSpan = 100 * time.Millisecond
-
-// fleetRate is how fast the fleet's count of a team moves without this gate's records, in
-// records per second, from the read being applied (est at ns) and the last one: the change
-// between the two less what this gate wrote in between (r.flushed). It is what the level
-// is carried forward at until the next read: other gates' traffic, less what ages out of
-// the window. Before a second read, and after a failed one, it is -threshold / window, the
-// leaky bucket's drain. Bounded to [-4, 100] × threshold / window.
-func (l *Limiter) fleetRate(e *entry, r *Read, est float64, ns int64, thr float64) float64 {
-	unit := thr / l.cfg.Window.Seconds()
-	at := e.readAt.Load()
-	prevEst, prevRate := unpackEstimate(e.estimate.Load())
-	switch {
-	case at == 0 || at&readLocal != 0:
-		return -unit
-	case ns-readTime(at) < minRateSpan.Nanoseconds():
-		return prevRate
-	}
-	rate := (est - prevEst - float64(r.flushed)) / (float64(ns-readTime(at)) * 1e-9)
-	return min(max(rate, -4*unit), 100*unit)
 }
