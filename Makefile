@@ -15,13 +15,33 @@ BENCHTIME ?= 1s
 # release that knows this module's Go version (go.mod); bump it with Go.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build build-dev run check test test-short bench deps-test vet fmt tidy clean
+# The version and commit stamped into the binary (internal/buildinfo; `gate version`, the
+# start-up line, gate_build_info): the nearest tag, else dev; the checked-out commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//' || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/capturegate/gate/internal/buildinfo.Version=$(VERSION) \
+	-X github.com/capturegate/gate/internal/buildinfo.Commit=$(COMMIT)
+# The image: one docker buildx call for both architectures, cross-compiled in the build
+# stage (no emulation). IMAGE_OUTPUT=--push pushes it (release.yml); the default keeps it
+# in the build cache, as a multi-arch image cannot be loaded into a local docker.
+IMAGE          ?= ghcr.io/capturegate/gate
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_OUTPUT   ?=
+
+.PHONY: all build build-dev run check test test-chart test-short test-integration image release-notes bench deps-test vet fmt tidy clean
 
 all: build
 
 # The production binary: no demo code in it (cmd/gate TestProductionBinaryLinksNoDemoCode).
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/gate
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gate
+
+# The multi-arch image (Dockerfile), tagged with VERSION; needs docker buildx and a
+# running engine.
+image:
+	docker buildx build --platform $(IMAGE_PLATFORMS) \
+		--build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
+		-t $(IMAGE):$(VERSION) $(IMAGE_OUTPUT) .
 
 # The demo stack, a binary of its own (cmd/gate-dev).
 build-dev:
@@ -40,20 +60,38 @@ deps-test:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; }
 	@command -v redis-server >/dev/null 2>&1 || { echo "redis-server is still missing"; exit 1; }
 
-# Static checks, run first by make test: gofmt (no file may need formatting), go vet and
-# staticcheck with its default checks (a check turned off would go in a staticcheck.conf,
-# with why).
+# Static checks, run first by make test: gofmt (no file may need formatting), go vet (also
+# with -tags integration, so the real-Kafka suite compiles and cannot rot) and staticcheck
+# with its default checks (a check turned off would go in a staticcheck.conf, with why).
 check:
 	@unformatted=$$(git ls-files --cached --others --exclude-standard '*.go' | \
 		while read -r f; do if [ -e "$$f" ]; then echo "$$f"; fi; done | xargs -r gofmt -l); \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags integration $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
 
 test: deps-test check
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
 	cd deploy/compose && $(GO) vet ./... && $(GO) test -count=1 ./...
+	$(MAKE) --no-print-directory test-chart
+
+# The Helm chart's offline render tests (deploy/helm, its own Go module); part of make test.
+test-chart:
 	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+
+# The release notes of VERSION: its section of CHANGELOG.md, without the heading
+# (release.yml drafts the GitHub release with them). Fails when there is none.
+release-notes:
+	@awk -v v='$(VERSION)' '/^## \[/ { if (found) exit; found = index($$0, "## [" v "]") == 1; next } found' CHANGELOG.md > release-notes.tmp
+	@if [ ! -s release-notes.tmp ]; then rm -f release-notes.tmp; echo "CHANGELOG.md has no section for $(VERSION)" >&2; exit 1; fi
+	@cat release-notes.tmp; rm -f release-notes.tmp
+
+# The real-Kafka suite (internal/integration): Apache Kafka and Redis in containers through
+# testcontainers-go, the built gate binary against them. Needs a container runtime; without
+# one every test skips with one line saying why.
+test-integration:
+	$(GO) test -tags integration -count=1 -timeout 30m -v ./internal/integration/
 
 test-short: deps-test
 	$(GO) test -short -count=1 $(PKGS)
@@ -73,7 +111,8 @@ soak: deps-test
 # team, routing, the fleet fidelity simulation (BenchmarkFidelity, -benchtime 1x: ours beside
 # the reference cadence, local-only instances and the Lua limiter), what a fleet of 1 to 64
 # gates costs one redis-server (BenchmarkFleetRedis, -benchtime 1x), a million teams in one
-# gate (BenchmarkMillionTeams, 1x), and the whole gate beside a bare franz-go pass-through through the
+# gate (BenchmarkMillionTeams, 1x), four gate processes enforcing one cap
+# (BenchmarkFleetProcessWindow, 1x, about a minute), and the whole gate beside a bare franz-go pass-through through the
 # in-process broker (six runs of the test binary, each the pass-through, the gate, then the gate
 # with exactly-once delivery, so a drifting machine affects all alike). Compare figures within one run: these machines are noisy. All output
 # goes to bench/raw.txt; bench/report turns it into bench/results.json and bench/RESULTS.md.
@@ -85,6 +124,7 @@ bench: deps-test
 	$(GO) test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'; \
 	$(GO) test -run '^$$' -bench . -skip '^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams)$$' -benchmem -benchtime $(BENCHTIME) -count=1 -timeout 20m ./internal/limit/ ./internal/sync/ ./internal/route/; \
 	$(GO) test -run '^$$' -bench '^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams)$$' -benchtime 1x -count=1 -timeout 15m ./internal/sync/; \
+	$(GO) test -run '^$$' -bench '^BenchmarkFleetProcessWindow$$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/; \
 	$(GO) test -c -o bench/consume.test ./internal/consume/; \
 	for i in 1 2 3 4 5 6; do bench/consume.test -test.run '^$$' -test.bench BenchmarkEndToEnd -test.benchtime 200000x; done; \
 	} 2>&1 | tee bench/raw.txt

@@ -27,7 +27,7 @@
 //     server and the Redis clients; the process exits 0. A second signal kills it.
 //
 // Subcommands: serve or run (the default), env (the variable table as Markdown), load (the
-// demo load, to a real broker), overrides, team, help.
+// demo load, to a real broker), overrides, team, version (internal/buildinfo), help.
 package main
 
 import (
@@ -52,6 +52,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/capturegate/gate/internal/buildinfo"
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
@@ -97,6 +98,7 @@ Commands:
           show or change the live per-team limits every gate reads from Redis
   team [-addr HOST:PORT] TEAM
           ask a running gate how it sees TEAM (its /v1/teams view, as a table)
+  version print the version, commit, Go and franz-go versions
   help    print this help
 
 The gate is configured through GATE_* environment variables only; see "gate env".
@@ -140,7 +142,7 @@ func run(ctx context.Context, args []string, h host, stdout, stderr io.Writer) e
 		return err
 	case "run":
 		cmd = "serve"
-	case "serve", "env":
+	case "serve", "env", "version":
 	case "overrides":
 		return overridesCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
 	case "team":
@@ -155,14 +157,18 @@ func run(ctx context.Context, args []string, h host, stdout, stderr io.Writer) e
 		return &cli.UsageError{Msg: "the demo is a binary of its own: make run, or go run ./cmd/gate-dev (bin/gate-dev -h for its flags)"}
 	default:
 		_, _ = io.WriteString(stderr, usage)
-		return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q (want serve, env, load, overrides, team or help)", cmd)}
+		return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q (want serve, env, load, overrides, team, version or help)", cmd)}
 	}
 	if len(args) > 0 {
 		_, _ = io.WriteString(stderr, usage)
 		return &cli.UsageError{Msg: fmt.Sprintf("%s takes no arguments, got %q (settings are GATE_* environment variables)", cmd, args)}
 	}
-	if cmd == "env" {
+	switch cmd {
+	case "env":
 		return config.WriteEnvTable(stdout)
+	case "version":
+		_, err := io.WriteString(stdout, buildinfo.Get().String())
+		return err
 	}
 	return serve(ctx, h, stderr)
 }
@@ -292,7 +298,7 @@ func shutdownBound(cfg config.Config, flush time.Duration) time.Duration {
 
 func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *gatesync.Ticker, addr string) {
 	lc, tc := lim.Config(), t.Config()
-	log.Info("gate started",
+	log.Info("gate started", append(buildinfo.Get().LogAttrs(),
 		"http_addr", addr,
 		"kafka_brokers", strings.Join(cfg.KafkaBrokers, ","),
 		"input_topic", cfg.InputTopic,
@@ -350,7 +356,7 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *gate
 		"team_api", cfg.TeamAPI,
 		"log_level", cfg.LogLevel.String(),
 		"log_format", string(cfg.LogFormat),
-	)
+	)...)
 	if ttl, clamped := cfg.KeyTTL(); clamped {
 		log.Warn("GATE_REDIS_KEY_TTL raised to 2 x GATE_WINDOW: a shorter expiry would drop the previous epoch while it still counts",
 			"asked", cfg.RedisKeyTTL.String(), "using", ttl.String())
@@ -362,7 +368,7 @@ func teamsFor(cfg config.Config, lim *limit.Limiter, extra []*limit.Limiter) *te
 	if !cfg.TeamAPI {
 		return nil
 	}
-	return &teamAPI{lim: lim, extra: extra}
+	return newTeamAPI(lim, extra)
 }
 
 // newMux serves the operational endpoints.

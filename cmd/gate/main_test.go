@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/buildinfo"
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
@@ -245,7 +246,8 @@ func TestServeEndToEnd(t *testing.T) {
 		n, _ := strconv.Atoi(m[1])
 		return n > 0
 	})
-	for _, name := range []string{"gate_limiter_tick_duration_seconds", "go_goroutines", "process_cpu_seconds_total", "gate_limiter_decisions_total"} {
+	for _, name := range []string{"gate_limiter_tick_duration_seconds", "go_goroutines", "process_cpu_seconds_total", "gate_limiter_decisions_total",
+		`gate_build_info{commit="` + buildinfo.Get().Commit + `",franz_go_version="` + buildinfo.Get().FranzGo + `",go_version="` + buildinfo.Get().GoVersion + `",version="dev"} 1`} {
 		if !strings.Contains(metrics, name) {
 			t.Errorf("/metrics has no %s", name)
 		}
@@ -303,7 +305,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("run returned %v after cancellation, want nil\n%s", err, g.stderr)
 	}
 	logs := g.stderr.String()
-	for _, want := range []string{`"msg":"gate started"`, `"msg":"partitions assigned"`, `"msg":"consumer stopped"`, `"redis_key_ttl":"2m0s"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"ready: every redis instance has answered"`, `"msg":"stopped"`} {
+	for _, want := range []string{`"msg":"gate started","version":"dev","commit":"` + buildinfo.Get().Commit + `"`, `"franz_go_version":"` + buildinfo.Get().FranzGo + `"`, `"msg":"partitions assigned"`, `"msg":"consumer stopped"`, `"redis_key_ttl":"2m0s"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"ready: every redis instance has answered"`, `"msg":"stopped"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %s:\n%s", want, logs)
 		}
@@ -410,6 +412,9 @@ func TestRunCommands(t *testing.T) {
 		{args: []string{"-x"}, usageErr: true, errHas: `unknown command "-x"`},
 		{args: []string{"serve", "extra"}, usageErr: true, errHas: "serve takes no arguments"},
 		{args: []string{"env", "--markdown"}, usageErr: true, errHas: "env takes no arguments"},
+		// version needs no configuration (GATE_WINDOW is bad here) and prints four lines.
+		{args: []string{"version"}, stdoutHas: "version: dev\ncommit: ", wantNilErr: true},
+		{args: []string{"version", "-v"}, usageErr: true, errHas: "version takes no arguments"},
 		{args: []string{"load", "-h"}, stderrHas: "Usage: gate load", wantNilErr: true},
 		{args: []string{"load", "-rate", "0"}, usageErr: true, errHas: "gate load: -rate 0"},
 		{args: []string{"load", "extra"}, usageErr: true, errHas: "gate load takes flags only"},

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/jellydator/ttlcache/v3"
 
 	"github.com/capturegate/gate/internal/limit"
 )
@@ -15,14 +18,45 @@ import (
 const (
 	defaultTop = 20
 	maxTop     = 1000
+	// topCacheTTL is how long an answer to GET /v1/teams?top=N is served again: ranking
+	// sorts every cached team (tens of milliseconds at 300k teams), and a dashboard or a
+	// few operators polling it must not cost that on each request.
+	topCacheTTL = time.Second
+	// topCacheEntries bounds the answers kept: one per N asked within a second.
+	topCacheEntries = 64
 )
 
 // teamAPI serves the read-only per-team view: GET /v1/teams/{team} and
 // GET /v1/teams?top=N. It reads the limiter only; nothing it does counts a record or
-// changes a decision.
+// changes a decision. Answers to ?top=N are at most topCacheTTL old (by the limiter's
+// clock); a single team's are computed on each request.
 type teamAPI struct {
 	lim   *limit.Limiter   // the primary limit
 	extra []*limit.Limiter // GATE_LIMITS
+	// tops holds the encoded answer per N with when it was computed; nil until first
+	// used (newTeamAPI). ttlcache's own expiry (wall clock, twice topCacheTTL) frees
+	// memory; whether an answer is fresh is decided by the limiter's clock, so tests
+	// drive it.
+	tops *ttlcache.Cache[int, cachedTop]
+}
+
+// cachedTop is one encoded answer to ?top=N and the limiter-clock time it was made.
+type cachedTop struct {
+	at   time.Time
+	body []byte
+}
+
+// newTeamAPI returns the team view over lim and extra.
+func newTeamAPI(lim *limit.Limiter, extra []*limit.Limiter) *teamAPI {
+	return &teamAPI{lim: lim, extra: extra, tops: newTopCache()}
+}
+
+func newTopCache() *ttlcache.Cache[int, cachedTop] {
+	return ttlcache.New(
+		ttlcache.WithTTL[int, cachedTop](2*topCacheTTL),
+		ttlcache.WithCapacity[int, cachedTop](topCacheEntries),
+		ttlcache.WithDisableTouchOnHit[int, cachedTop](),
+	)
 }
 
 // teamJSON is one team on this gate: one entry in Limits per limit (GATE_WINDOW's first,
@@ -112,15 +146,34 @@ func (a *teamAPI) top(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	now := a.lim.Clock().Now()
-	out := struct {
-		Teams []teamJSON `json:"teams"`
-	}{Teams: []teamJSON{}}
+	if a.tops != nil {
+		if it := a.tops.Get(n); it != nil {
+			if c := it.Value(); !now.Before(c.at) && now.Sub(c.at) < topCacheTTL {
+				writeBody(w, http.StatusOK, c.body)
+				return
+			}
+		}
+	}
+	body := encodeJSON(a.rank(now, n))
+	if a.tops != nil {
+		a.tops.Set(n, cachedTop{at: now, body: body}, ttlcache.DefaultTTL)
+	}
+	writeBody(w, http.StatusOK, body)
+}
+
+// topAnswer is the body of GET /v1/teams?top=N.
+type topAnswer struct {
+	Teams []teamJSON `json:"teams"`
+}
+
+// rank computes the answer to ?top=n at now.
+func (a *teamAPI) rank(now time.Time, n int) topAnswer {
+	out := topAnswer{Teams: []teamJSON{}}
 	if len(a.extra) == 0 {
 		for _, s := range a.lim.Top(now, n) {
 			out.Teams = append(out.Teams, a.view(now, s))
 		}
-		writeJSON(w, http.StatusOK, out)
-		return
+		return out
 	}
 	// Several limits: the top n of each, ranked by the highest pressure over the limits.
 	seen := make(map[string]bool)
@@ -149,13 +202,24 @@ func (a *teamAPI) top(w http.ResponseWriter, r *http.Request) {
 		return cmp.Compare(x.Team, y.Team)
 	})
 	out.Teams = out.Teams[:min(n, len(out.Teams))]
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
+	writeBody(w, code, encodeJSON(v))
+}
+
+// encodeJSON is v as the view writes it: indented, with a final newline.
+func encodeJSON(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+	return b.Bytes()
+}
+
+func writeBody(w http.ResponseWriter, code int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
 }

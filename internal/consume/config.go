@@ -21,9 +21,11 @@ const (
 	DefaultShutdownTimeout    = 20 * time.Second
 	DefaultTransactionTimeout = 90 * time.Second // above franz-go's and Kafka's default rebalance timeout, 60 s
 
-	// Records whose produce failed are produced again after a backoff growing from
-	// retryMinBackoff to retryMaxBackoff: long enough not to hammer a failing broker,
-	// short enough to resume within seconds once it is back.
+	// Records whose produce failed are produced again after a backoff whose cap grows
+	// from retryMinBackoff to retryMaxBackoff: long enough not to hammer a failing
+	// broker, short enough to resume within seconds once it is back. The delay itself is
+	// drawn uniformly from [0, cap] (full jitter), so that a fleet of gates does not
+	// retry in lockstep after a broker blip.
 	retryMinBackoff = 100 * time.Millisecond
 	retryMaxBackoff = 5 * time.Second
 )
@@ -173,6 +175,12 @@ type Config struct {
 	// PreflightInterval is how often a failing preflight check is retried and logged
 	// (DefaultPreflightInterval).
 	PreflightInterval time.Duration
+	// Jitter draws each produce-retry delay (and each wait before an aborted
+	// transaction's replay): it returns a value in [0, n). Nil draws from a random
+	// source of the consumer's own, seeded afresh for each New, so that no two gates
+	// draw the same delays. Tests set it to make delays predictable. It is called from
+	// one goroutine at a time.
+	Jitter func(n int64) int64
 
 	// Delivery chooses at-least-once (the default) or exactly-once output. With
 	// ExactlyOnce, CommitInterval, RevokeTimeout and the gate's own produce retries
@@ -254,6 +262,9 @@ func (c Config) withDefaults() (Config, error) {
 	defDur(&c.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout")
 	defDur(&c.TransactionTimeout, DefaultTransactionTimeout, "TransactionTimeout")
 	defDur(&c.PreflightInterval, DefaultPreflightInterval, "PreflightInterval")
+	if c.Jitter == nil {
+		c.Jitter = newJitter()
+	}
 	if c.StallNotReady == 0 {
 		c.StallNotReady = DefaultStallNotReady
 	}

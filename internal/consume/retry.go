@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -192,7 +193,7 @@ func (c *Consumer) retryLoop(ctx context.Context) {
 			}
 		}
 		if transient {
-			t := time.NewTimer(backoff(int(first.attempts)))
+			t := time.NewTimer(c.backoff(int(first.attempts)))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -260,9 +261,32 @@ func (c *Consumer) holdRouting(ctx context.Context, p *partition) bool {
 	return err == nil && !p.gone.Load() && !p.stopped.Load() && c.runCtx.Err() == nil
 }
 
-func backoff(attempts int) time.Duration {
+// backoffCap is the longest delay before the retry after attempts retries: it doubles
+// from retryMinBackoff up to retryMaxBackoff.
+func backoffCap(attempts int) time.Duration {
 	d := retryMinBackoff << min(attempts, 10)
 	return min(d, retryMaxBackoff)
+}
+
+// backoff is the delay before the retry after attempts retries: full jitter, uniform in
+// [0, backoffCap(attempts)], drawn from c's jitter source.
+func (c *Consumer) backoff(attempts int) time.Duration {
+	limit := int64(backoffCap(attempts))
+	d := c.cfg.Jitter(limit + 1)
+	return time.Duration(min(max(d, 0), limit))
+}
+
+// newJitter is the default Config.Jitter: a PCG source of the consumer's own, seeded
+// from the runtime's random generator, behind a lock (the retry loop and the
+// transaction loop never run at once, but nothing then depends on it).
+func newJitter() func(n int64) int64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	return func(n int64) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Int64N(n)
+	}
 }
 
 // retryRecord returns the record to produce for f's next attempt: the same record, or

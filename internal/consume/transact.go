@@ -317,7 +317,7 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 					"records", res.records, "failed", len(res.failures), "topic", first.out.Topic, "attempt", failures+1, "err", first.err,
 					"aborts_unlogged", unlogged)
 			}
-			t := time.NewTimer(backoff(failures))
+			t := time.NewTimer(c.backoff(failures))
 			failures++
 			select {
 			case <-ctx.Done():

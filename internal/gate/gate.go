@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/buildinfo"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
@@ -62,6 +63,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		BuildInfoCollector(buildinfo.Get()),
 	} {
 		if err := g.Reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering runtime metrics: %w", err)
@@ -138,6 +140,24 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		return nil, fmt.Errorf("building the Kafka consumer: %w", err)
 	}
 	return g, nil
+}
+
+// BuildInfoCollector is gate_build_info: always 1, its labels naming the build (the same
+// fields as `gate version` and the start-up line), so a dashboard can tell which version
+// each gate runs: count by (version) (gate_build_info).
+func BuildInfoCollector(i buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gate_build_info",
+		Help: "Always 1; the labels name the gate's build: version, commit, Go and franz-go versions.",
+		ConstLabels: prometheus.Labels{
+			"version":          i.Version,
+			"commit":           i.Commit,
+			"go_version":       i.GoVersion,
+			"franz_go_version": i.FranzGo,
+		},
+	})
+	g.Set(1)
+	return g
 }
 
 // CloseRedis closes the Redis clients; call it after the tick's final flush.

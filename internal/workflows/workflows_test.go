@@ -1,0 +1,170 @@
+package workflows
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// root is the repository's top directory, from this package's.
+const root = "../.."
+
+// workflow is the part of a GitHub Actions workflow this test reads.
+type workflow struct {
+	Jobs map[string]struct {
+		Steps []struct {
+			Name string `yaml:"name"`
+			Run  string `yaml:"run"`
+		} `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
+// makeCall is one target a workflow asks make for.
+type makeCall struct {
+	file, job, step, target string
+}
+
+// makeTargets returns the targets the Makefile defines: rule lines "a b: ...", not
+// variable assignments ("A := ...", "A ?= ...").
+func makeTargets(makefile string) map[string]bool {
+	rule := regexp.MustCompile(`^([A-Za-z0-9_./-]+(?:[ \t]+[A-Za-z0-9_./-]+)*)[ \t]*:([^=]|$)`)
+	out := map[string]bool{}
+	for _, line := range strings.Split(makefile, "\n") {
+		m := rule.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		for _, t := range strings.Fields(m[1]) {
+			out[t] = true
+		}
+	}
+	return out
+}
+
+// shellSep splits a run: script into commands at newlines and shell separators.
+var shellSep = regexp.MustCompile(`\n|;|&&|\|\||\||\(|\)|\$\(`)
+
+// makeCalls returns every make target the run: script asks for. A command is a make call
+// when its first word is make; its targets are the words after it that are
+// neither options (-j4) nor variables (VERSION=...), up to a redirection.
+func makeCalls(run string) []string {
+	var out []string
+	for _, cmd := range shellSep.Split(run, -1) {
+		words := strings.Fields(cmd)
+		if len(words) == 0 || words[0] != "make" {
+			continue
+		}
+		for _, w := range words[1:] {
+			if strings.HasPrefix(w, ">") || strings.HasPrefix(w, "<") || w == "2>&1" || strings.HasPrefix(w, "2>") {
+				break
+			}
+			if strings.HasPrefix(w, "-") || strings.Contains(w, "=") || strings.HasPrefix(w, "#") {
+				if strings.HasPrefix(w, "#") {
+					break
+				}
+				continue
+			}
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// calls parses every workflow file in dir.
+func calls(t *testing.T, dir string) []makeCall {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	files = append(files, more...)
+	var out []makeCall
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w workflow
+		if err := yaml.Unmarshal(b, &w); err != nil {
+			t.Fatalf("%s: not valid YAML: %v", f, err)
+		}
+		if len(w.Jobs) == 0 {
+			t.Errorf("%s: no jobs", f)
+		}
+		for job, j := range w.Jobs {
+			for _, s := range j.Steps {
+				for _, target := range makeCalls(s.Run) {
+					out = append(out, makeCall{file: filepath.Base(f), job: job, step: s.Name, target: target})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestMakeTargetsExist(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := makeTargets(string(mk))
+	got := calls(t, filepath.Join(root, ".github", "workflows"))
+	var seen []string
+	for _, c := range got {
+		seen = append(seen, c.file+":"+c.target)
+		if !targets[c.target] {
+			t.Errorf("%s, job %s, step %q runs make %s: the Makefile has no such target", c.file, c.job, c.step, c.target)
+		}
+	}
+	// What the pipeline promises: checks, the suite, the image, the chart, the real-Kafka
+	// suite on every push; the image and the release notes on a tag.
+	for _, want := range []string{"ci.yml:check", "ci.yml:test", "ci.yml:image", "ci.yml:test-chart", "ci.yml:test-integration",
+		"release.yml:image", "release.yml:release-notes"} {
+		if !slices.Contains(seen, want) {
+			t.Errorf("no workflow step runs %s (found %v)", want, seen)
+		}
+	}
+}
+
+func TestMakeTargetsParsing(t *testing.T) {
+	targets := makeTargets("A ?= 1\nB := 2\nC = x:y\nall: build\nbuild:\n\tgo build\n.PHONY: all build\nfoo bar: baz\n\techo a:b\n")
+	for _, want := range []string{"all", "build", "foo", "bar", ".PHONY"} {
+		if !targets[want] {
+			t.Errorf("target %s not found in %v", want, targets)
+		}
+	}
+	for _, not := range []string{"A", "B", "C", "echo", "go"} {
+		if targets[not] {
+			t.Errorf("%s taken for a target", not)
+		}
+	}
+	run := "make check\nmake -j2 VERSION=\"$V\" image test > out.txt # comment\ncd x && make nope; echo make notthis\n( make inner )"
+	if got, want := makeCalls(run), []string{"check", "image", "test", "nope", "inner"}; !slices.Equal(got, want) {
+		t.Errorf("makeCalls = %v, want %v", got, want)
+	}
+}
+
+// A workflow calling a target the Makefile lacks is reported.
+func TestMissingTargetCaught(t *testing.T) {
+	dir := t.TempDir()
+	wf := "jobs:\n  a:\n    steps:\n      - run: make check\n      - name: typo\n        run: |\n          make tset\n"
+	if err := os.WriteFile(filepath.Join(dir, "x.yml"), []byte(wf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	targets := makeTargets("check:\n\ttrue\ntest:\n\ttrue\n")
+	var missing []string
+	for _, c := range calls(t, dir) {
+		if !targets[c.target] {
+			missing = append(missing, c.step+":"+c.target)
+		}
+	}
+	if !slices.Equal(missing, []string{"typo:tset"}) {
+		t.Errorf("missing = %v, want [typo:tset]", missing)
+	}
+}
