@@ -12,20 +12,15 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/capturegate/gate/internal/consume"
-	"github.com/capturegate/gate/internal/limit"
-	"github.com/capturegate/gate/internal/route"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/gate"
 )
 
 // root is the gate's repository, where docker-compose.yml is.
@@ -282,81 +277,50 @@ func (s metricSet) has(name string) bool {
 	return false
 }
 
-// recorder is a registry that keeps the collectors registered on it, so that every
-// metric they can export is known, including vectors with no series yet (a lag gauge
-// before any partition is assigned, a produce error counter before any error).
-type recorder struct {
-	*prometheus.Registry
-	mu sync.Mutex
-	cs []prometheus.Collector
-}
-
-func (r *recorder) Register(c prometheus.Collector) error {
-	if err := r.Registry.Register(c); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.cs = append(r.cs, c)
-	return nil
-}
-
-func (r *recorder) MustRegister(cs ...prometheus.Collector) {
-	for _, c := range cs {
-		if err := r.Register(c); err != nil {
-			panic(err)
-		}
-	}
-}
-
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-// exportedMetrics builds the gate's parts as internal/gate.New does (runtime collectors,
-// limiter, tick, router, consumer with franz-go's kprom metrics) on one registry, and
-// returns every metric name they describe. Nothing connects: the consumer is never run.
+// exportedMetrics builds a gate with internal/gate.New, as `gate serve` does, in
+// sentinel mode so that its sentinel-only metric is there too, and returns every metric
+// name its registry describes, including vectors with no series yet (a lag gauge before
+// any partition is assigned, a produce error counter before any error). Nothing
+// connects: New starts nothing.
 func exportedMetrics(t *testing.T) metricSet {
 	t.Helper()
-	reg := &recorder{Registry: prometheus.NewRegistry()}
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	vars := map[string]string{
+		"GATE_KAFKA_BROKERS":         "127.0.0.1:1",
+		"GATE_REDIS_MODE":            "sentinel",
+		"GATE_REDIS_SENTINEL_MASTER": "gate-master",
+		"GATE_REDIS_SENTINEL_ADDRS":  "127.0.0.1:1",
+		"GATE_REDIS_URLS":            "redis://127.0.0.1:1/0",
+	}
+	cfg, err := config.Load(func(k string) string { return vars[k] }, slices.Collect(maps.Keys(vars)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	log := slog.New(slog.DiscardHandler)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, reg)
+	g, err := gate.New(cfg, log, gate.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { _ = rc.Close() })
-	if _, err := gatesync.New(lim, []redis.UniversalClient{rc}, gatesync.Config{}, reg, log); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := route.New(route.Config{AcceptedTopic: "a", OverflowTopic: "o", DeadLetterTopic: "d"}, lim, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := consume.New(consume.Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: "events", GroupID: "g"}, rt, nil, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	defer g.CloseRedis(log)
+	defer g.Consumer.Close()
 
 	names := metricSet{}
-	reg.mu.Lock()
-	defer reg.mu.Unlock()
-	for _, col := range reg.cs {
-		ch := make(chan *prometheus.Desc)
-		go func() {
-			col.Describe(ch)
-			close(ch)
-		}()
-		for d := range ch {
-			m := fqName.FindStringSubmatch(d.String())
-			if m == nil {
-				t.Fatalf("cannot read the name of %s", d)
-			}
-			names[m[1]] = true
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		g.Reg.Describe(ch)
+		close(ch)
+	}()
+	for d := range ch {
+		m := fqName.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read the name of %s", d)
 		}
+		names[m[1]] = true
 	}
 	for _, want := range []string{"gate_records_total", "gate_limiter_decisions_total", "gate_limiter_tick_duration_seconds",
-		"gate_partition_lag_records", "go_goroutines", "process_resident_memory_bytes"} {
+		"gate_partition_lag_records", "go_goroutines", "process_resident_memory_bytes", "gate_overrides_hash_missing",
+		"gate_redis_primary_switches_total"} {
 		if !names[want] {
 			t.Fatalf("the gate's registry does not describe %s; found %d names", want, len(names))
 		}

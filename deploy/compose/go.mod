@@ -5,7 +5,11 @@ go 1.26.0
 require (
 	github.com/capturegate/gate v0.0.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/redis/go-redis/v9 v9.23.0
+)
+
+require (
+	github.com/kelseyhightower/envconfig v1.4.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
 )
 
 require (

@@ -54,23 +54,25 @@ func ptr[T any](v T) *T { return &v }
 
 var valueSets = []valueSet{
 	{file: "defaults.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](12), grace: 55},
+		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, replicas: ptr[int32](12), grace: 55},
 	{file: "keda.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ScaledObject", "ServiceAccount"}, grace: 55},
+		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "ScaledObject", "Service", "ServiceAccount"}, grace: 55},
 	{file: "hpa.yaml",
-		kinds: []string{"Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ServiceAccount"}, grace: 55},
+		kinds: []string{"Deployment", "HorizontalPodAutoscaler", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, grace: 55},
 	{file: "monitoring.yaml", caps: prometheusOperator,
-		kinds: []string{"Deployment", "PodDisruptionBudget", "PodMonitor", "ServiceAccount"}, replicas: ptr[int32](3), grace: 55},
+		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "PodMonitor", "Service", "ServiceAccount"}, replicas: ptr[int32](3), grace: 55},
 	{file: "servicemonitor.yaml", // forced: no API
-		kinds: []string{"Deployment", "PodDisruptionBudget", "Service", "ServiceAccount", "ServiceMonitor"}, replicas: ptr[int32](2), grace: 55},
+		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount", "ServiceMonitor"}, replicas: ptr[int32](2), grace: 55},
 	{file: "redis-cluster.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](6), grace: 55},
+		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, replicas: ptr[int32](6), grace: 55},
 	{file: "redis-sentinel.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](6), grace: 55},
+		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, replicas: ptr[int32](6), grace: 55},
 	{file: "stream-semantics.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ServiceAccount"}, replicas: ptr[int32](4), grace: 55},
+		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, replicas: ptr[int32](4), grace: 55},
+	{file: "operations.yaml", caps: prometheusOperator,
+		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "Service", "ServiceAccount"}, replicas: ptr[int32](4), grace: 55},
 	{file: "tls-sasl.yaml",
-		kinds: []string{"Deployment", "PodDisruptionBudget", "ScaledObject", "ServiceAccount"}, grace: 90},
+		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "ScaledObject", "Service", "ServiceAccount"}, grace: 90},
 }
 
 // TestValueSetsListed keeps the table above and testdata/ in step.
@@ -185,8 +187,8 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, vs valueSet) {
 			t.Errorf("topology spread on %s does not select the pods", tsc.TopologyKey)
 		}
 	}
-	if len(spec.Containers) != 1 {
-		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	if len(spec.Containers) == 0 || spec.Containers[0].Name != "gate" {
+		t.Fatalf("containers %v: want the gate's first", spec.Containers)
 	}
 	c := spec.Containers[0]
 	sc := c.SecurityContext

@@ -7,5 +7,12 @@
 // reject the value sets in testdata/invalid/, and check every GATE_ variable the chart sets
 // against `go run ./cmd/gate env` of the repository's root module.
 //
+// The alerts (templates/prometheusrule.yaml) are loaded with Prometheus' own rule parser
+// (model/rulefmt, promql/parser); every metric name their expressions and the Grafana
+// dashboard's queries read must be in testdata/metrics.txt, the names a gate exports,
+// which the root module's TestMetricNamesFile (cmd/gate/alerts_test.go) checks against a
+// running gate and rewrites with -update-metric-names. Each alert's runbook_url must
+// point at a heading of docs/operations.md.
+//
 //	cd deploy/helm && go vet ./... && go test -count=1 ./...
 package helm

@@ -55,7 +55,7 @@ func capabilities(extra ...string) *chartutil.Capabilities {
 }
 
 // prometheusOperator is the API a cluster with the Prometheus Operator's CRDs serves.
-var prometheusOperator = []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/PodMonitor", "monitoring.coreos.com/v1/ServiceMonitor"}
+var prometheusOperator = []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/PodMonitor", "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}
 
 // readValues reads and merges values files the way `helm -f a.yaml -f b.yaml` does: later
 // files win, maps merge key by key.
@@ -194,6 +194,7 @@ var customKinds = map[string]bool{
 	"keda.sh/v1alpha1/ScaledObject":           true,
 	"monitoring.coreos.com/v1/PodMonitor":     true,
 	"monitoring.coreos.com/v1/ServiceMonitor": true,
+	"monitoring.coreos.com/v1/PrometheusRule": true,
 }
 
 // objects is a render decoded: typed objects by kind, custom resources as unstructured.

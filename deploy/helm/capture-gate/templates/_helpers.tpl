@@ -32,6 +32,37 @@ app.kubernetes.io/component: gate
 {{- end }}
 {{- end -}}
 
+{{/* Labels of the pod template: no chart version (helm.sh/chart), so that a chart
+release that changes nothing in the pods does not restart them. */}}
+{{- define "capture-gate.podLabels" -}}
+{{ include "capture-gate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: gate
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* capture-gate.probe: (list values path) -> a Probe: the values, with the chart's
+handler (httpGet on path, port http) unless the values give one. */}}
+{{- define "capture-gate.probe" -}}
+{{- $p := index . 0 -}}
+{{- $path := index . 1 -}}
+{{- if not (or $p.httpGet $p.exec $p.tcpSocket $p.grpc) }}
+httpGet:
+  path: {{ $path }}
+  port: http
+{{- end }}
+{{ toYaml $p }}
+{{- end -}}
+
+{{/* capture-gate.extraEnvSets: (list . NAME) -> "true" when extraEnv sets NAME. */}}
+{{- define "capture-gate.extraEnvSets" -}}
+{{- $name := index . 1 -}}
+{{- range (index . 0).Values.extraEnv }}{{ if eq .name $name }}true{{ end }}{{ end -}}
+{{- end -}}
+
 {{- define "capture-gate.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "capture-gate.fullname" .) .Values.serviceAccount.name -}}
@@ -410,6 +441,23 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- if and $m.enabled (or $m.force (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}true{{ end -}}
 {{- end -}}
 
+{{- define "capture-gate.prometheusRule" -}}
+{{- $m := .Values.prometheusRule -}}
+{{- if and $m.enabled (or $m.force (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PrometheusRule")) }}true{{ end -}}
+{{- end -}}
+
+{{/* The PromQL label matchers that pick this release's gates out of every gate metric:
+prometheusRule.selector, or the release's namespace and pod names (the labels the
+Prometheus Operator puts on every target of a PodMonitor or ServiceMonitor). */}}
+{{- define "capture-gate.ruleSelector" -}}
+{{- default (include "capture-gate.podRuleSelector" .) .Values.prometheusRule.selector -}}
+{{- end -}}
+
+{{/* The release's pods by namespace and name, for kube-state-metrics' series. */}}
+{{- define "capture-gate.podRuleSelector" -}}
+{{- printf "namespace=%q, pod=~%q" .Release.Namespace (printf "%s-[a-z0-9]+-[a-z0-9]+" (include "capture-gate.fullname" .)) -}}
+{{- end -}}
+
 {{/*
 capture-gate.validate: the rules across values that the schema cannot state. Renders
 nothing; fails with a message naming the values to change.
@@ -483,4 +531,10 @@ nothing; fails with a message naming the values to change.
 {{- fail (printf "capture-gate: extraEnv gives %s a plain value; it holds a secret, so take it from a Secret (valueFrom.secretKeyRef or envFrom)" $e.name) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* Whether the Service is rendered: service.enabled, a ServiceMonitor, or the helm test
+that reaches the gates through it. */}}
+{{- define "capture-gate.service" -}}
+{{- if or .Values.service.enabled .Values.tests.enabled (include "capture-gate.serviceMonitor" .) }}true{{ end -}}
 {{- end -}}

@@ -1,0 +1,383 @@
+package helm
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// metricsFile lists the metric names a gate exports. The root module's
+// TestMetricNamesFile (cmd/gate/alerts_test.go) checks it against a running gate's
+// /metrics and rewrites it with -update-metric-names.
+const metricsFile = "testdata/metrics.txt"
+
+// externalMetrics are the series the alerts read that the gate does not export.
+var externalMetrics = map[string]string{
+	"up":                    "Prometheus' own, one per scrape target",
+	"kube_pod_status_ready": "kube-state-metrics",
+}
+
+var exportedMetrics = sync.OnceValues(func() (map[string]bool, error) {
+	b, err := os.ReadFile(metricsFile)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			names[l] = true
+		}
+	}
+	if len(names) < 50 {
+		return nil, fmt.Errorf("%s lists only %d names", metricsFile, len(names))
+	}
+	return names, nil
+})
+
+func mustExportedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	m, err := exportedMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+var promql = parser.NewParser(parser.Options{})
+
+// metricNames parses expr and returns the metric names its selectors use.
+func metricNames(expr string) ([]string, error) {
+	e, err := promql.ParseExpr(expr)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			name := vs.Name
+			if name == "" {
+				for _, m := range vs.LabelMatchers {
+					if m.Name == model.MetricNameLabel {
+						name = m.Value
+					}
+				}
+			}
+			names = append(names, name)
+		}
+		return nil
+	})
+	return names, nil
+}
+
+// checkNames reports every metric name of expr that is neither exported by the gate nor
+// one of externalMetrics (when external is set).
+func checkNames(t *testing.T, where, expr string, external bool) {
+	t.Helper()
+	names, err := metricNames(expr)
+	if err != nil {
+		t.Errorf("%s: %q does not parse: %v", where, expr, err)
+		return
+	}
+	if len(names) == 0 {
+		t.Errorf("%s: %q reads no metric", where, expr)
+	}
+	exported := mustExportedMetrics(t)
+	for _, n := range names {
+		if _, ok := externalMetrics[n]; ok && external {
+			continue
+		}
+		if !exported[n] {
+			t.Errorf("%s: %q reads %q, which the gate does not export (%s)", where, expr, n, metricsFile)
+		}
+	}
+}
+
+// runbookAnchors returns the anchors GitHub gives the headings of docs/operations.md.
+func runbookAnchors(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+	anchors := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	inFence := false
+	for sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "```") {
+			inFence = !inFence
+		}
+		if inFence || !strings.HasPrefix(l, "#") {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(l, "#"))
+		anchors[strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(h), ""), " ", "-")] = true
+	}
+	return anchors
+}
+
+// promRule renders vals and returns the PrometheusRule's spec as YAML.
+func promRule(t *testing.T, vals map[string]any) (*unstructured.Unstructured, []byte) {
+	t.Helper()
+	objs, err := decode(mustRender(t, vals, capabilities(prometheusOperator...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs.custom["PrometheusRule"]) != 1 {
+		t.Fatalf("%d PrometheusRules rendered, want 1", len(objs.custom["PrometheusRule"]))
+	}
+	u := objs.custom["PrometheusRule"][0]
+	spec, err := yaml.Marshal(u.Object["spec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, spec
+}
+
+// allAlerts are the alerts the chart defines, each on by default.
+var allAlerts = []string{"GateDown", "GateNotReady", "GateStalled", "GateConsumerLagGrowing", "GateRedisErrors",
+	"GateRedisRefusingWrites", "GateTickSlow", "GatePartitionStopped", "GateRecordsSkipped", "GateInputRecordsLost",
+	"GateDeadLetterRateHigh", "GateOverflowShareJump", "GateLimiterCacheNearCapacity", "GateLimiterPendingWritesNearCap",
+	"GateLimiterCountsDropped", "GateTransactionsAborting", "GateTransactionRecoveries", "GateOverridesStale",
+	"GateOverridesHashMissing", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched"}
+
+// TestPrometheusRuleParses renders the alerts with the chart's defaults and with
+// testdata/operations.yaml, and checks them as Prometheus would load them (rulefmt: the
+// rule file's format, every expression parsed by the PromQL parser, every annotation
+// template parsed), then that each alert has a severity, a summary, a description naming
+// where it applies, a runbook_url whose anchor is a heading of docs/operations.md, and
+// reads only metrics the gate exports.
+func TestPrometheusRuleParses(t *testing.T) {
+	anchors := runbookAnchors(t)
+	for _, tc := range []struct {
+		name     string
+		vals     map[string]any
+		base     string
+		want     []string
+		labels   map[string]string // on every alert
+		selector string            // in every gate metric's selector
+	}{
+		{
+			name: "defaults",
+			vals: mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true}")),
+			base: "https://github.com/capturegate/gate/blob/main/docs/operations.md",
+			want: allAlerts, selector: `namespace="ingest", pod=~"gate-capture-gate-[a-z0-9]+-[a-z0-9]+"`,
+		},
+		{
+			name:   "operations",
+			vals:   readValues(t, "testdata/operations.yaml"),
+			base:   "https://git.example.com/mirror/gate/blob/v0.1.0/docs/operations.md",
+			want:   slices.DeleteFunc(slices.Clone(allAlerts), func(s string) bool { return s == "GateRedisPrimarySwitched" }),
+			labels: map[string]string{"team": "ingest"}, selector: `namespace="ingest", job="ingest/gate-capture-gate"`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, spec := promRule(t, tc.vals)
+			groups, errs := rulefmt.Parse(spec, false, model.UTF8Validation, promql, slog.New(slog.DiscardHandler))
+			for _, err := range errs {
+				t.Errorf("rulefmt: %v", err)
+			}
+			if t.Failed() {
+				t.Fatalf("rules:\n%s", spec)
+			}
+			if tc.name == "operations" && u.GetLabels()["release"] != "prometheus" {
+				t.Errorf("PrometheusRule labels %v lack additionalLabels release=prometheus", u.GetLabels())
+			}
+			var got []string
+			for _, g := range groups.Groups {
+				for _, r := range g.Rules {
+					got = append(got, r.Alert)
+					where := r.Alert
+					if sev := r.Labels["severity"]; !slices.Contains([]string{"critical", "warning", "info"}, sev) {
+						t.Errorf("%s: severity %q", where, sev)
+					}
+					for k, v := range tc.labels {
+						if r.Labels[k] != v {
+							t.Errorf("%s: label %s = %q, want %q", where, k, r.Labels[k], v)
+						}
+					}
+					if r.Annotations["summary"] == "" {
+						t.Errorf("%s: no summary", where)
+					}
+					if d := r.Annotations["description"]; !strings.Contains(d, "$labels.pod") && !strings.Contains(d, "$labels.namespace") {
+						t.Errorf("%s: description %q names neither the gate nor the namespace", where, d)
+					}
+					base, anchor, ok := strings.Cut(r.Annotations["runbook_url"], "#")
+					if !ok || base != tc.base || !anchors[anchor] {
+						t.Errorf("%s: runbook_url %q: want %s#<a heading of docs/operations.md>", where, r.Annotations["runbook_url"], tc.base)
+					}
+					checkNames(t, where, r.Expr, true)
+					if r.Alert != "GateNotReady" && !strings.Contains(r.Expr, tc.selector) {
+						t.Errorf("%s: %q does not select the release's gates with %s", where, r.Expr, tc.selector)
+					}
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("alerts %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPrometheusRuleThresholds: the thresholds and durations set in values reach the
+// rules, including those scaled by other values.
+func TestPrometheusRuleThresholds(t *testing.T) {
+	_, spec := promRule(t, readValues(t, "testdata/operations.yaml"))
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert  string            `json:"alert"`
+				Expr   string            `json:"expr"`
+				For    string            `json:"for"`
+				Labels map[string]string `json:"labels"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(spec, &rules); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]int{}
+	for i, r := range rules.Groups[0].Rules {
+		byName[r.Alert] = i
+	}
+	for _, tc := range []struct{ alert, exprSuffix, for_, severity string }{
+		{"GateConsumerLagGrowing", "> 250000) and (max by (namespace, pod, partition) (deriv(gate_partition_lag_records{namespace=\"ingest\", job=\"ingest/gate-capture-gate\"}[15m])) > 0)", "30m", "critical"},
+		{"GateTickSlow", "> 0.5", "5m", "warning"},                       // 0.5 × sync.tickInterval (1s)
+		{"GateLimiterCacheNearCapacity", "> 270000", "15m", "warning"},   // 0.9 × limit.cacheCapacity
+		{"GateLimiterPendingWritesNearCap", "> 500000", "5m", "warning"}, // 0.5 × sync.maxPendingWrites
+		{"GateOverflowShareJump", "> 0.3", "1h", "info"},
+		{"GatePartitionStopped", "> 0", "", "critical"}, // for: 0s is left out
+	} {
+		i, ok := byName[tc.alert]
+		if !ok {
+			t.Errorf("%s not rendered", tc.alert)
+			continue
+		}
+		r := rules.Groups[0].Rules[i]
+		if !strings.HasSuffix(r.Expr, tc.exprSuffix) || r.For != tc.for_ || r.Labels["severity"] != tc.severity {
+			t.Errorf("%s: expr %q for %q severity %q; want expr ending %q, for %q, severity %q", tc.alert, r.Expr, r.For, r.Labels["severity"], tc.exprSuffix, tc.for_, tc.severity)
+		}
+	}
+}
+
+// TestPrometheusRuleNeedsItsAPI: like the monitors, the rule is rendered when enabled and
+// the API exists or it is forced, and NOTES.txt says why it is missing otherwise; an
+// unknown alert name or severity is refused.
+func TestPrometheusRuleNeedsItsAPI(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	for _, tc := range []struct {
+		name   string
+		values string
+		caps   []string
+		want   bool
+	}{
+		{"disabled", "prometheusRule: {enabled: false}", prometheusOperator, false},
+		{"enabled, API present", "prometheusRule: {enabled: true}", prometheusOperator, true},
+		{"enabled, no API", "prometheusRule: {enabled: true}", nil, false},
+		{"forced, no API", "prometheusRule: {enabled: true, force: true}", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustRender(t, mergeValues(base, mustParse(t, tc.values)), capabilities(tc.caps...))
+			objs, err := decode(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(objs.custom["PrometheusRule"]) == 1; got != tc.want {
+				t.Errorf("PrometheusRule rendered: %v, want %v", got, tc.want)
+			}
+			warned := strings.Contains(r.notes, "no PrometheusRule was rendered")
+			if wantWarn := tc.name == "enabled, no API"; warned != wantWarn {
+				t.Errorf("NOTES warns: %v, want %v\n%s", warned, wantWarn, r.notes)
+			}
+		})
+	}
+	for _, bad := range []string{
+		"prometheusRule: {alerts: {GateNoSuchAlert: {enabled: true, for: 5m, severity: warning}}}",
+		"prometheusRule: {alerts: {GateDown: {enabled: true, for: 5m, severity: page}}}",
+		"prometheusRule: {alerts: {GateStalled: {enabled: true, for: 5 minutes, severity: warning}}}",
+		"prometheusRule: {runbookBaseUrl: 'https://example.com/ops.md#runbook'}",
+	} {
+		if _, err := render(t, mergeValues(base, mustParse(t, bad)), capabilities(prometheusOperator...)); err == nil {
+			t.Errorf("%s: rendered, want a schema error", bad)
+		}
+	}
+}
+
+// grafanaVar is a Grafana variable in a query; in a range it stands for a duration.
+var grafanaVar = regexp.MustCompile(`\$(__\w+|\{__\w+\})`)
+
+// TestDashboardQueriesUseExportedMetrics parses every query of the Grafana dashboard
+// (panel targets and template variables) and checks it reads only metrics the gate exports.
+func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "grafana", "gate-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash map[string]any
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	labelValues := regexp.MustCompile(`^label_values\(\s*(.*?)\s*,\s*\w+\s*\)$`)
+	n := 0
+	check := func(where, q string) {
+		n++
+		q = grafanaVar.ReplaceAllString(q, "5m")
+		if m := labelValues.FindStringSubmatch(q); m != nil {
+			q = m[1]
+		}
+		checkNames(t, where, q, false)
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if e, ok := v["expr"].(string); ok && e != "" {
+				check(path, e)
+			}
+			for k, sub := range v {
+				walk(path+"/"+k, sub)
+			}
+		case []any:
+			for i, sub := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), sub)
+			}
+		}
+	}
+	walk("", dash["panels"])
+	if tmpl, ok := dash["templating"].(map[string]any); ok {
+		list, _ := tmpl["list"].([]any)
+		for _, v := range list {
+			vm, _ := v.(map[string]any)
+			if vm["type"] != "query" {
+				continue
+			}
+			where := fmt.Sprintf("templating/%v", vm["name"])
+			switch q := vm["query"].(type) {
+			case string:
+				check(where, q)
+			case map[string]any:
+				if s, ok := q["query"].(string); ok {
+					check(where, s)
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("found %d queries in the dashboard; is its format changed?", n)
+	}
+}
