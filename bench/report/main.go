@@ -244,6 +244,11 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean(benchReadBase, "redis_cpu_s/Mevents"); ok {
 		out["redis_cpu_s_per_million_events_baseline"] = v
 	}
+	if o, ok1 := out["redis_cpu_s_per_million_events"]; ok1 {
+		if base, ok2 := out["redis_cpu_s_per_million_events_baseline"]; ok2 && base > 0 {
+			out["redis_cpu_vs_baseline"] = o / base
+		}
+	}
 	if v, ok := b.Mean(benchReadRef, "read_reduction"); ok {
 		out["sync_read_reduction_reference"] = v
 	}
@@ -273,6 +278,9 @@ func Results(p *Parsed) map[string]float64 {
 	}
 	if v, ok := b.Mean("BenchmarkFleetRedis/baseline/n1", "gates_per_core"); ok {
 		out["gates_per_redis_core_baseline"] = v
+	}
+	if v, ok := b.Mean("BenchmarkFleetProcessWindow", "worst_window"); ok {
+		out["fleet_process_worst_window"] = v
 	}
 	if v, ok := b.Mean("BenchmarkMillionTeams", "tick_p99_ms"); ok {
 		out["tick_p99_ms_1m_teams"] = v
@@ -387,8 +395,10 @@ var rows = []row{
 	{"redis_commands_per_tick_baseline", nil, "the same traffic written as before writes were made safe to repeat (INCRBY + EXPIRE per count)"},
 	{"redis_cpu_s_per_million_events", nil, "redis-server CPU (INFO cpu, user + sys) per million events, same run as sync_read_reduction"},
 	{"redis_cpu_s_per_million_events_baseline", nil, "the same, writes as before (INCRBY + EXPIRE per count)"},
+	{"redis_cpu_vs_baseline", ptr(atMost(0.2)), "redis_cpu_s_per_million_events ÷ its baseline, same run"},
 	{"gates_per_redis_core", ptr(atLeast(64)), "gates one Redis core carries at 50% CPU, each at 100k Zipf records/s over 100k teams (BenchmarkFleetRedis, least over 1-64 gates)"},
 	{"gates_per_redis_core_baseline", nil, "the same with the writes as before (one gate)"},
+	{"fleet_process_worst_window", ptr(within(0.97, 1.03)), "four gate processes, one team at 2 × its limit, cap: the window farthest from the threshold, ÷ threshold (BenchmarkFleetProcessWindow; the simulation's cap_admitted_worst_window_n4_x2)"},
 	{"tick_p99_ms_1m_teams", ptr(atMost(1000)), "one gate caching a million teams, 100k Zipf records/s: tick p99 over a steady minute (BenchmarkMillionTeams; the tick interval is 1 s)"},
 	{"bytes_per_entity_1m_teams", ptr(atMost(150)), "same run: heap held by the limiter and the tick per cached team"},
 	{"tick_all_teams_commands_per_tick", nil, "a tick with all 100k teams dirty (BenchmarkTick/standalone)"},
