@@ -95,6 +95,34 @@ func TestComposeServices(t *testing.T) {
 	if g := svc("gate"); g.Deploy == nil || g.Deploy.Replicas == nil || *g.Deploy.Replicas < 2 {
 		t.Errorf("gate: want at least 2 replicas in one group, got %+v", g.Deploy)
 	}
+	// The gate's health comes from the gate itself: the image has no shell or curl.
+	if hc := svc("gate").HealthCheck; hc == nil || strings.Join(hc.Test, " ") != "CMD /usr/local/bin/gate healthcheck" {
+		t.Errorf("gate: want healthcheck [CMD, /usr/local/bin/gate, healthcheck], got %+v", hc)
+	}
+	// Grafana and Prometheus answer this machine only; Grafana's anonymous users only look.
+	for _, name := range []string{"grafana", "prometheus"} {
+		for _, port := range svc(name).Ports {
+			if port.HostIP != "127.0.0.1" {
+				t.Errorf("%s: port %s published on %q, want 127.0.0.1 only", name, port.Published, port.HostIP)
+			}
+		}
+	}
+	if g := svc("grafana"); env(g, "GF_AUTH_ANONYMOUS_ORG_ROLE") != "Viewer" || env(g, "GF_AUTH_DISABLE_LOGIN_FORM") == "true" {
+		t.Errorf("grafana: anonymous role %q, login form disabled %q: want Viewer and a login for admins",
+			env(g, "GF_AUTH_ANONYMOUS_ORG_ROLE"), env(g, "GF_AUTH_DISABLE_LOGIN_FORM"))
+	}
+	// Prometheus loads the chart's alerts (deploy/helm TestComposeAlertRules keeps them in step).
+	prom, err := os.ReadFile(filepath.Join(root, "deploy/compose/prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounted := false
+	for _, v := range svc("prometheus").Volumes {
+		mounted = mounted || (strings.HasSuffix(v.Source, "deploy/compose/alerts.yml") && v.Target == "/etc/prometheus/alerts.yml")
+	}
+	if !mounted || !bytes.Contains(prom, []byte("/etc/prometheus/alerts.yml")) {
+		t.Errorf("prometheus: want deploy/compose/alerts.yml mounted at /etc/prometheus/alerts.yml and listed in rule_files")
+	}
 	// Every file mounted from the repository exists.
 	for _, s := range p.Services {
 		for _, v := range s.Volumes {

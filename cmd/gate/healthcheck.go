@@ -1,0 +1,72 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/capturegate/gate/internal/cli"
+)
+
+const healthcheckUsage = `Usage: gate healthcheck [-addr HOST:PORT] [-path /readyz] [-timeout 2s]
+
+Asks a running gate (its GATE_HTTP_ADDR; -addr overrides) for -path and exits 0 when it
+answers 200, 1 otherwise, printing the answer. For container health checks: the image has
+no shell and no curl (docker-compose.yml uses it).
+`
+
+// healthcheckCmd runs `gate healthcheck`.
+func healthcheckCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { _, _ = io.WriteString(stderr, healthcheckUsage) }
+	addr := fs.String("addr", "", "the gate's HTTP address, host:port (default: from GATE_HTTP_ADDR, else 127.0.0.1:8080)")
+	path := fs.String("path", "/readyz", "what to ask: /readyz (ready to route) or /healthz (alive)")
+	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &cli.UsageError{Msg: "healthcheck: " + err.Error()}
+	}
+	if fs.NArg() != 0 {
+		_, _ = io.WriteString(stderr, healthcheckUsage)
+		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: takes no arguments, got %q", fs.Args())}
+	}
+	if !strings.HasPrefix(*path, "/") {
+		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: path %q must start with /", *path)}
+	}
+	target := cmp.Or(*addr, getenv("GATE_HTTP_ADDR"), ":8080")
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: address %q is not host:port", target)}
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1" // a listen-anywhere address: ask the local gate
+	}
+	u := "http://" + net.JoinHostPort(host, port) + *path
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: asking %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	_, err = fmt.Fprintf(stdout, "%s: %s\n", u, strings.TrimSpace(string(body)))
+	return err
+}
