@@ -469,6 +469,11 @@ func TestGateVariables(t *testing.T) {
 		// The chart has no default for these: a fleet must say where its brokers and
 		// Redis are (the gate's defaults point at 127.0.0.1).
 		noDefault := map[string]bool{"GATE_KAFKA_BROKERS": true, "GATE_REDIS_URLS": true}
+		// Nor these: they default to the release's name, so that two releases never share a
+		// consumer group or Redis counters by accident (TestReleasesDoNotCollide).
+		for _, v := range perRelease {
+			noDefault[v] = true
+		}
 		d := renderDeployment(t, readValues(t, "testdata/defaults.yaml"), capabilities())
 		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 			def, ok := known[e.Name]
@@ -850,6 +855,71 @@ func TestKEDAOffsetResetPolicy(t *testing.T) {
 		env := envOf(objs.typed["Deployment"][0].(*appsv1.Deployment).Spec.Template.Spec.Containers[0])
 		if got != tc.want || env["GATE_KAFKA_START_OFFSET"].Value != tc.want {
 			t.Errorf("%q: offsetResetPolicy %q, GATE_KAFKA_START_OFFSET %q, want both %q", tc.values, got, env["GATE_KAFKA_START_OFFSET"].Value, tc.want)
+		}
+	}
+}
+
+// perRelease are the variables whose chart default is the release's full name.
+var perRelease = []string{"GATE_GROUP_ID", "GATE_KAFKA_CLIENT_ID", "GATE_REDIS_PREFIX"}
+
+// TestReleasesDoNotCollide: two releases installed with the chart's defaults on the same
+// Kafka and Redis share nothing by default: not the consumer group (they would split one
+// fleet's partitions between them), not the client id, not the Redis key prefix (they would
+// merge their teams' counts), not the transactional ids, not the group KEDA scales on. An
+// explicit value still wins.
+func TestReleasesDoNotCollide(t *testing.T) {
+	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t,
+		"kafka: {delivery: exactly-once}\nautoscaling: {keda: {enabled: true}}"))
+	gateEnv := func(release string, vals map[string]any) map[string]string {
+		t.Helper()
+		c := mustChart(t)
+		opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
+		top, err := chartutil.ToRenderValues(c, vals, opts, capabilities())
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := engine.Render(c, top)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rendered{files: map[string]string{}}
+		for name, out := range files {
+			if !strings.HasSuffix(name, "NOTES.txt") {
+				r.files[name] = out
+			}
+		}
+		objs, err := decode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{}
+		for _, e := range objs.typed["Deployment"][0].(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		for _, so := range objs.custom["ScaledObject"] {
+			trig, _, _ := unstructured.NestedSlice(so.Object, "spec", "triggers")
+			for _, tr := range trig {
+				md, _, _ := unstructured.NestedStringMap(tr.(map[string]any), "metadata")
+				env["keda consumerGroup"] = md["consumerGroup"]
+			}
+		}
+		return env
+	}
+	a, b := gateEnv("ingest-eu", vals), gateEnv("ingest-us", vals)
+	for _, v := range append(slices.Clone(perRelease), "GATE_TRANSACTIONAL_ID", "keda consumerGroup") {
+		if a[v] == "" || a[v] == b[v] {
+			t.Errorf("%s: %q and %q in two releases, want each its own", v, a[v], b[v])
+		}
+	}
+	if a["keda consumerGroup"] != a["GATE_GROUP_ID"] {
+		t.Errorf("KEDA watches group %q, the gates consume as %q", a["keda consumerGroup"], a["GATE_GROUP_ID"])
+	}
+	// An explicit value wins, as before.
+	set := mergeValues(vals, mustParse(t, "kafka: {groupId: capture-gate, clientId: capture-gate}\nredis: {prefix: gate}"))
+	c := gateEnv("ingest-eu", set)
+	for v, want := range map[string]string{"GATE_GROUP_ID": "capture-gate", "GATE_KAFKA_CLIENT_ID": "capture-gate", "GATE_REDIS_PREFIX": "gate"} {
+		if c[v] != want {
+			t.Errorf("%s = %q with an explicit value, want %q", v, c[v], want)
 		}
 	}
 }

@@ -191,7 +191,7 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 - name: GATE_KAFKA_BROKERS
   value: {{ join "," $v.kafka.brokers | quote }}
 - name: GATE_GROUP_ID
-  value: {{ $v.kafka.groupId | quote }}
+  value: {{ include "capture-gate.groupId" . | quote }}
 - name: GATE_KAFKA_START_OFFSET
   value: {{ $v.kafka.startOffset | quote }}
 - name: GATE_ON_UNDELIVERABLE
@@ -199,7 +199,7 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 - name: GATE_ON_DATA_LOSS
   value: {{ $v.kafka.onDataLoss | quote }}
 - name: GATE_KAFKA_CLIENT_ID
-  value: {{ $v.kafka.clientId | quote }}
+  value: {{ default (include "capture-gate.fullname" .) $v.kafka.clientId | quote }}
 - name: GATE_MAX_POLL_RECORDS
   value: {{ $v.kafka.maxPollRecords | int64 | quote }}
 - name: GATE_COMMIT_INTERVAL
@@ -231,7 +231,7 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
     fieldRef:
       fieldPath: metadata.name
 - name: GATE_TRANSACTIONAL_ID
-  value: {{ printf "%s-$(POD_NAME)" (default $v.kafka.groupId $v.kafka.transactionalIdPrefix) | quote }}
+  value: {{ printf "%s-$(POD_NAME)" (default (include "capture-gate.groupId" .) $v.kafka.transactionalIdPrefix) | quote }}
 {{- end }}
 - name: GATE_KAFKA_SESSION_TIMEOUT
   value: {{ $v.kafka.sessionTimeout | quote }}
@@ -411,7 +411,7 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ printf "%s/%s" (include "capture-gate.redisTLSDir" .) $v.redis.tls.caKey | quote }}
 {{- end }}
 - name: GATE_REDIS_PREFIX
-  value: {{ $v.redis.prefix | quote }}
+  value: {{ default (include "capture-gate.fullname" .) $v.redis.prefix | quote }}
 - name: GATE_REDIS_KEY_TTL
   value: {{ $v.redis.keyTTL | quote }}
 - name: GATE_REDIS_READ_TIMEOUT
@@ -538,3 +538,9 @@ that reaches the gates through it. */}}
 {{- define "capture-gate.service" -}}
 {{- if or .Values.service.enabled .Values.tests.enabled (include "capture-gate.serviceMonitor" .) }}true{{ end -}}
 {{- end -}}
+
+{{/* The consumer group: kafka.groupId, or the release's full name, so that two releases
+     on one Kafka never join one group by accident. */}}
+{{- define "capture-gate.groupId" -}}
+{{- default (include "capture-gate.fullname" .) .Values.kafka.groupId -}}
+{{- end }}
