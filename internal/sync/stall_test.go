@@ -5,35 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 )
-
-// newGateOpts is newGate with the client's settings given: short timeouts make a stall
-// outlast a tick's wait.
-func newGateOpts(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, ro RedisOptions, srv *redistest.Server) *gate {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	l, err := limit.New(lc, clk, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clients, err := Dial([]string{srv.URL()}, ro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = clients[0].Close() })
-	tk, err := New(l, []redis.UniversalClient{clients[0]}, sc, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &gate{l: l, tk: tk, reg: reg}
-}
 
 // TestStallCountsOnce: Redis stalls (a fork, an fsync, a slow command; here SIGSTOP) while
 // a tick's writes are in flight. The client times out and cannot know whether they were
@@ -44,7 +21,7 @@ func TestStallCountsOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client(t)
 	clk := clock.NewFake(epochStart.Add(10 * time.Second))
-	g := newGateOpts(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{},
+	g := newGateWith(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{},
 		RedisOptions{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, srv)
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()

@@ -28,6 +28,13 @@ type gate struct {
 // newGate returns a limiter and its ticker against the given Redis servers.
 func newGate(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, servers ...*redistest.Server) *gate {
 	t.Helper()
+	return newGateWith(t, clk, lc, sc, RedisOptions{}, servers...)
+}
+
+// newGateWith is newGate with the client's settings given: short timeouts make a stall
+// outlast a tick's wait.
+func newGateWith(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, ro RedisOptions, servers ...*redistest.Server) *gate {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	l, err := limit.New(lc, clk, reg)
 	if err != nil {
@@ -37,7 +44,7 @@ func newGate(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, servers 
 	for i, s := range servers {
 		urls[i] = s.URL()
 	}
-	clients, err := Dial(urls, RedisOptions{})
+	clients, err := Dial(urls, ro)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,5 +496,39 @@ func TestPendingMapsShrink(t *testing.T) {
 	before[countKey{0, "x", 1}] = 1
 	if _, ok := tk.pending[countKey{0, "x", 1}]; ok {
 		t.Error("the pending map was not rebuilt")
+	}
+}
+
+// TestFinalFlushWritesColdCounts: cold teams keep their counts in the limiter between
+// their turns (limit.Config.ColdWriteInterval, a window by default); the final flush when
+// Run stops (Flush) must write those too, or a gate that stops loses up to a window of its
+// cold teams' counts.
+func TestFinalFlushWritesColdCounts(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart.Add(10 * time.Second))
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1_000_000}, Config{}, srv)
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+	const teams = 200
+	g.l.Check("warm-up", 1)
+	if r := g.tk.Tick(ctx); r.Errors != 0 { // the first sweep hands everything over
+		t.Fatalf("tick = %+v", r)
+	}
+	for i := range teams {
+		g.l.Check("team-"+strconv.Itoa(i), 3)
+	}
+	clk.Advance(time.Second)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes >= teams/2 {
+		t.Fatalf("tick = %+v: want most of the %d cold teams held for their turn", r, teams)
+	}
+	if err := g.tk.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range teams {
+		team := "team-" + strconv.Itoa(i)
+		if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, team, ep); got != 3 {
+			t.Fatalf("%s holds %d after the final flush, want 3", team, got)
+		}
 	}
 }
