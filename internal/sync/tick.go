@@ -469,9 +469,7 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 	ln := &t.lanes[b.lane]
 	switch o {
 	case outApplied, outDuplicate:
-		if !t.baseline { // the baseline's writes carry no number
-			t.recoverLost(ln, b.last, res)
-		}
+		t.recoverLost(ln, b.last, res)
 		applied := b.items[:0:0]
 		for j, it := range b.items {
 			if b.doubt {
@@ -492,10 +490,8 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 			b.items = applied
 		}
 		b.doubt = false
-		if !t.baseline {
-			b.tick = t.tickN
-			ln.kept = append(ln.kept, b)
-		}
+		b.tick = t.tickN
+		ln.kept = append(ln.kept, b)
 	case outRefused:
 		// Not applied. A batch in doubt stays in doubt, with its number: an earlier send
 		// may have been applied. Otherwise its counts stay pending for a new batch.
