@@ -872,21 +872,10 @@ func TestReleasesDoNotCollide(t *testing.T) {
 		"kafka: {delivery: exactly-once}\nautoscaling: {keda: {enabled: true}}"))
 	gateEnv := func(release string, vals map[string]any) map[string]string {
 		t.Helper()
-		c := mustChart(t)
 		opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
-		top, err := chartutil.ToRenderValues(c, vals, opts, capabilities())
+		r, err := renderRelease(mustChart(t), vals, opts, capabilities())
 		if err != nil {
 			t.Fatal(err)
-		}
-		files, err := engine.Render(c, top)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := rendered{files: map[string]string{}}
-		for name, out := range files {
-			if !strings.HasSuffix(name, "NOTES.txt") {
-				r.files[name] = out
-			}
 		}
 		objs, err := decode(r)
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -27,19 +26,9 @@ func TestPodTemplateIgnoresChartVersion(t *testing.T) {
 		}
 		c.Metadata.Version = version
 		opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 2, IsUpgrade: true}
-		top, err := chartutil.ToRenderValues(c, vals, opts, capabilities())
+		r, err := renderRelease(c, vals, opts, capabilities())
 		if err != nil {
 			t.Fatal(err)
-		}
-		files, err := engine.Render(c, top)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := rendered{files: map[string]string{}}
-		for name, out := range files {
-			if !strings.HasSuffix(name, "NOTES.txt") {
-				r.files[name] = out
-			}
 		}
 		objs, err := decode(r)
 		if err != nil {

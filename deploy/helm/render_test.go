@@ -112,8 +112,13 @@ type rendered struct {
 // the templates run.
 func render(t *testing.T, vals map[string]any, caps *chartutil.Capabilities) (rendered, error) {
 	t.Helper()
-	c := mustChart(t)
 	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}
+	return renderRelease(mustChart(t), vals, opts, caps)
+}
+
+// renderRelease is render of chart c as release opts: another name, an upgrade, a chart
+// whose metadata a test changed.
+func renderRelease(c *chart.Chart, vals map[string]any, opts chartutil.ReleaseOptions, caps *chartutil.Capabilities) (rendered, error) {
 	top, err := chartutil.ToRenderValues(c, vals, opts, caps)
 	if err != nil {
 		return rendered{}, err
