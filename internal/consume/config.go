@@ -3,6 +3,7 @@ package consume
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -176,10 +177,9 @@ type Config struct {
 	// (DefaultPreflightInterval).
 	PreflightInterval time.Duration
 	// Jitter draws each produce-retry delay (and each wait before an aborted
-	// transaction's replay): it returns a value in [0, n). Nil draws from a random
-	// source of the consumer's own, seeded afresh for each New, so that no two gates
-	// draw the same delays. Tests set it to make delays predictable. It is called from
-	// one goroutine at a time.
+	// transaction's replay): it returns a value in [0, n). Nil is math/rand/v2's
+	// Int64N, seeded at random in each process, so that no two gates draw the same
+	// delays. Tests set it to make delays predictable.
 	Jitter func(n int64) int64
 
 	// Delivery chooses at-least-once (the default) or exactly-once output. With
@@ -263,7 +263,7 @@ func (c Config) withDefaults() (Config, error) {
 	defDur(&c.TransactionTimeout, DefaultTransactionTimeout, "TransactionTimeout")
 	defDur(&c.PreflightInterval, DefaultPreflightInterval, "PreflightInterval")
 	if c.Jitter == nil {
-		c.Jitter = newJitter()
+		c.Jitter = rand.Int64N // safe for concurrent use, seeded at random per process
 	}
 	if c.StallNotReady == 0 {
 		c.StallNotReady = DefaultStallNotReady

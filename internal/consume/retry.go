@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -274,19 +273,6 @@ func (c *Consumer) backoff(attempts int) time.Duration {
 	limit := int64(backoffCap(attempts))
 	d := c.cfg.Jitter(limit + 1)
 	return time.Duration(min(max(d, 0), limit))
-}
-
-// newJitter is the default Config.Jitter: a PCG source of the consumer's own, seeded
-// from the runtime's random generator, behind a lock (the retry loop and the
-// transaction loop never run at once, but nothing then depends on it).
-func newJitter() func(n int64) int64 {
-	var mu sync.Mutex
-	r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	return func(n int64) int64 {
-		mu.Lock()
-		defer mu.Unlock()
-		return r.Int64N(n)
-	}
 }
 
 // retryRecord returns the record to produce for f's next attempt: the same record, or
