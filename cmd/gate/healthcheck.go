@@ -1,13 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -43,15 +41,11 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 	if !strings.HasPrefix(*path, "/") {
 		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: path %q must start with /", *path)}
 	}
-	target := cmp.Or(*addr, getenv("GATE_HTTP_ADDR"), ":8080")
-	host, port, err := net.SplitHostPort(target)
+	base, err := gateURL("healthcheck", *addr, getenv)
 	if err != nil {
-		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: address %q is not host:port", target)}
+		return err
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1" // a listen-anywhere address: ask the local gate
-	}
-	u := "http://" + net.JoinHostPort(host, port) + *path
+	u := base + *path
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

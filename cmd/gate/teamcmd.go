@@ -43,18 +43,11 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return &cli.UsageError{Msg: fmt.Sprintf("team: want one TEAM, got %q", fs.Args())}
 	}
 	team := fs.Arg(0)
-	target := *addr
-	if target == "" {
-		target = cmp.Or(getenv("GATE_HTTP_ADDR"), ":8080")
-	}
-	host, port, err := net.SplitHostPort(target)
+	base, err := gateURL("team", *addr, getenv)
 	if err != nil {
-		return &cli.UsageError{Msg: fmt.Sprintf("team: address %q is not host:port", target)}
+		return err
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1" // a listen-anywhere address: ask the local gate
-	}
-	u := "http://" + net.JoinHostPort(host, port) + "/v1/teams/" + url.PathEscape(team)
+	u := base + "/v1/teams/" + url.PathEscape(team)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -112,4 +105,18 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 			l.Window, thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending)
 	}
 	return tw.Flush()
+}
+
+// gateURL is the http:// base of the gate a subcommand (cmd) asks: addr, else
+// GATE_HTTP_ADDR, else :8080, a listen-anywhere host meaning this machine's gate.
+func gateURL(cmd, addr string, getenv func(string) string) (string, error) {
+	target := cmp.Or(addr, getenv("GATE_HTTP_ADDR"), ":8080")
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return "", &cli.UsageError{Msg: fmt.Sprintf("%s: address %q is not host:port", cmd, target)}
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1" // a listen-anywhere address: ask the local gate
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
 }
