@@ -6,7 +6,13 @@
 //     on no channel and allocate nothing for a team already in the cache. A team seen for the
 //     first time costs one insert under its shard's lock.
 //   - First contact is allowed. A team is limited when its level reaches its threshold, where
-//     level = max(0, estimate − leak × elapsed) + pending and leak = threshold / window.
+//     level = max(0, estimate − drain × elapsed) + pending / share: the fleet's count at
+//     the last read, less what ages out of the window since (drain = prev / window, the
+//     sliding-window estimate's own fall), plus what this gate counted since, each record
+//     standing for 1 / share of the fleet's, share being this gate's part of the team's
+//     traffic as measured between its reads (1 for a gate alone and before a second read;
+//     the estimate also holds the other gates' half tick not yet written). Under
+//     EventClock, and after a failed read, share is 1.
 //   - In Divert mode every record counts toward the team's window, allowed or not; in Cap mode
 //     only allowed records count. Every counted record is handed to the tick (Sweep) exactly
 //     once for writing to the shared store, except when its entry is evicted between a check
@@ -18,7 +24,8 @@
 //   - Threshold overrides are swapped atomically: a check sees either the old set or the new
 //     one, never a mix.
 //   - A read that failed is not counted as made: the team's view is rebuilt from local
-//     counts (ApplyLocal), so it keeps draining and the check fails open, and the team is due
+//     counts (ApplyLocal), which drain at threshold / window with share 1 (this gate's own
+//     traffic only), so the check fails open, and the team is due
 //     again on the next sweep, and on every one after, until a read of it is applied.
 //
 // The package knows nothing of Kafka or Redis: internal/sync calls Sweep on every tick to

@@ -133,19 +133,50 @@ func (e *entry) pending() int64 {
 	return e.flushed.Load() + int64(e.unsent[0].Load()>>epochTagBits) + int64(e.unsent[1].Load()>>epochTagBits)
 }
 
-// level is max(0, estimate − leak × elapsed) + pending, at unix ns now.
-func (e *entry) level(now int64, leakPerNs float64) float64 {
-	var lvl float64
-	if at := e.readAt.Load(); at != 0 {
-		est := math.Float64frombits(e.estimate.Load())
-		if el := now - at; el > 0 {
-			est -= leakPerNs * float64(el)
-		}
-		if est > 0 {
-			lvl = est
-		}
+// The estimate word of a wall-clock entry is the fleet's view of the team at the last read,
+// packed so that a check loads it whole, never one part without the rest:
+//
+//	bits  0–31  the fleet's sliding-window count (float32)
+//	bits 32–47  how fast that count ages out, records per ns (bfloat16)
+//	bits 48–63  fleet factor: the fleet's records per record counted here (bfloat16, ≥ 1)
+//
+// float32 keeps a count exact to 2^24 and within 6e-8 of it beyond; the two rates carry
+// three significant digits, an error of 0.4% on what changes between two reads. bfloat16 is
+// the top half of a float32: same range, shorter mantissa.
+func packView(est, drainPerNs, factor float64) uint64 {
+	return uint64(math.Float32bits(float32(est))) | uint64(toBF16(drainPerNs))<<32 | uint64(toBF16(factor))<<48
+}
+
+func unpackView(w uint64) (est, drainPerNs, factor float64) {
+	return float64(math.Float32frombits(uint32(w))), fromBF16(uint16(w >> 32)), fromBF16(uint16(w >> 48))
+}
+
+// toBF16 rounds f to the nearest bfloat16 (ties to even). f is finite.
+func toBF16(f float64) uint16 {
+	b := math.Float32bits(float32(f))
+	return uint16((b + 0x7fff + b>>16&1) >> 16)
+}
+
+func fromBF16(h uint16) float64 { return float64(math.Float32frombits(uint32(h) << 16)) }
+
+// level is max(0, estimate − drain × elapsed) + factor × pending, at unix ns now: the
+// fleet's count at the last read, less what has aged out of the window since, plus what
+// the fleet is predicted to have counted since, from what this gate counted. The factor is
+// the fleet's records per record seen here (1 for a gate alone; about N for one of N gates
+// sharing a team's partitions evenly), so that between reads a gate sees the whole
+// fleet's traffic move, not its own 1/N of it: a team crossing its limit is seen crossing
+// by every gate at once, and each of N gates admits a 1/N share of what a capped team's
+// window frees. Before any read the level is this gate's own count.
+func (e *entry) level(now int64) float64 {
+	at := e.readAt.Load()
+	if at == 0 {
+		return float64(e.pending())
 	}
-	return lvl + float64(e.pending())
+	est, drain, factor := unpackView(e.estimate.Load())
+	if el := now - at; el > 0 {
+		est -= drain * float64(el)
+	}
+	return max(est, 0) + factor*float64(e.pending())
 }
 
 // addUnsent adds n to the counts waiting for the tick in epoch. It returns what it

@@ -65,6 +65,8 @@ type Limiter struct {
 	// lastSweep is the unix ns of the last Sweep (0: none yet), for ColdWriteInterval.
 	// Only the tick's goroutine, which alone sweeps, reads and writes it.
 	lastSweep int64
+	// sweepGap is the time between the last two sweeps: the tick interval, as it runs.
+	sweepGap int64
 }
 
 // shard is one independently locked part of the cache. A check reads its index without
@@ -201,7 +203,7 @@ func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 
 	thr, tw := l.thresholdWord(e)
 	fthr := float64(thr)
-	lvl := e.level(ns, fthr*l.invWindow)
+	lvl := e.level(ns)
 	d := Decision{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr), Threshold: thr, Level: lvl}
 	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
 		sp := l.span.Load()

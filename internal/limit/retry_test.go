@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -77,7 +78,8 @@ func TestFailedReadRetriedNextSweep(t *testing.T) {
 				if lc == WallClock {
 					want -= 1000.0 / 3600 * float64(s)
 				}
-				if got := rt.check(at(time.Duration(s)*time.Second), "a", 0).Level; !approxEqual(got, want) {
+				// Its rate is kept to three digits (bfloat16): within 0.4% of what drained.
+				if got := rt.check(at(time.Duration(s)*time.Second), "a", 0).Level; math.Abs(got-want) > 0.004*1000.0/3600*float64(s)+1e-5 {
 					t.Errorf("second %d: level %v after a failed read, want %v", s, got, want)
 				}
 			}

@@ -16,8 +16,9 @@ type TeamState struct {
 	// (GATE_OVERRIDES or the live set) rather than the default.
 	Threshold int64
 	Override  bool
-	// Level is the local level now: the last global estimate drained since it was read,
-	// plus the records counted here since then.
+	// Level is the local level now: the last global estimate less what aged out since it
+	// was read, plus the records counted here since then, each as 1 / FleetShare of the
+	// fleet's.
 	Level float64
 	// Estimate is the fleet-wide estimate at the last read, ReadAt when it was read (zero:
 	// never read, the level is local counts only).
@@ -25,8 +26,12 @@ type TeamState struct {
 	ReadAt   time.Time
 	// Pending is what this gate counted since the last read.
 	Pending int64
-	Tier    Tier
-	Limited bool
+	// FleetShare is this gate's share of the team's traffic as its reads measured it (1:
+	// alone, or not measured yet): the level counts each record here as 1 / FleetShare of
+	// the fleet's.
+	FleetShare float64
+	Tier       Tier
+	Limited    bool
 	// UnderIn is how long, were the team to send nothing more, its level takes to drain
 	// under its threshold (0 when it is not limited).
 	UnderIn time.Duration
@@ -102,23 +107,26 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 	}
 	fthr := float64(thr)
 	leak := fthr * l.invWindow // per ns
-	lvl := e.level(ns, leak)
+	lvl := e.level(ns)
+	est, _, factor := unpackView(e.estimate.Load())
 	s := TeamState{
-		Team:      team,
-		Threshold: thr,
-		Override:  ok,
-		Level:     lvl,
-		Estimate:  math.Float64frombits(e.estimate.Load()),
-		Pending:   e.pending(),
-		Tier:      tierOfLevel(lvl, fthr),
-		Limited:   lvl >= fthr,
+		Team:       team,
+		Threshold:  thr,
+		Override:   ok,
+		Level:      lvl,
+		Estimate:   est,
+		Pending:    e.pending(),
+		FleetShare: 1,
+		Tier:       tierOfLevel(lvl, fthr),
+		Limited:    lvl >= fthr,
 	}
 	if at := e.readAt.Load(); at != 0 {
 		s.ReadAt = time.Unix(0, readTime(at))
+		s.FleetShare = 1 / factor
 	}
 	if s.Limited && leak > 0 {
-		// The whole level drains at leak once the tick has folded the pending counts into
-		// the estimate (its next read), so this is the least the wait can be.
+		// A team held at its limit ages out at threshold / window: an estimate of the wait,
+		// as the fleet's count ages out at whatever rate its last window came in.
 		s.UnderIn = time.Duration(math.Ceil((lvl - fthr) / leak))
 	}
 	return s
@@ -132,14 +140,15 @@ func (l *Limiter) eventState(e *entry, progress float64) TeamState {
 	}
 	lvl := e.evLevel(progress)
 	s := TeamState{
-		Team:      team,
-		Threshold: thr,
-		Override:  ok,
-		Level:     lvl,
-		Estimate:  math.Float64frombits(e.estimate.Load()),
-		Pending:   e.evPending(),
-		Tier:      tierOfLevel(lvl, float64(thr)),
-		Limited:   lvl >= float64(thr),
+		Team:       team,
+		Threshold:  thr,
+		Override:   ok,
+		Level:      lvl,
+		Estimate:   math.Float64frombits(e.estimate.Load()),
+		Pending:    e.evPending(),
+		FleetShare: 1,
+		Tier:       tierOfLevel(lvl, float64(thr)),
+		Limited:    lvl >= float64(thr),
 	}
 	if at := e.readAt.Load(); at != 0 {
 		s.ReadAt = time.Unix(0, readTime(at))

@@ -103,6 +103,9 @@ func (l *Limiter) sweep(now time.Time, into *Sweep, all bool) {
 	} else {
 		l.sweepWall(now, into, cw)
 	}
+	if l.lastSweep != 0 {
+		l.sweepGap = now.UnixNano() - l.lastSweep
+	}
 	l.lastSweep = now.UnixNano()
 	for t := range numTiers {
 		l.swept.tiers[t].Store(int64(into.Tiers[t]))
@@ -166,7 +169,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			fthr := float64(thr)
 			// The level counts unsent records as pending: draining them changes neither it
 			// nor whether a read is due.
-			lvl := e.level(ns, fthr/float64(l.windowNs))
+			lvl := e.level(ns)
 			p := lvl / fthr
 			tier := TierOf(p)
 			into.Tiers[tier]++
@@ -272,9 +275,12 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 	e := r.e
 	ns := now.UnixNano()
 	thr := float64(l.threshold(e))
-	// The level less what is still unsent: those records stay pending.
-	est := e.level(ns, thr/float64(l.windowNs)) - float64(e.pending()-e.flushed.Load())
-	e.estimate.Store(math.Float64bits(max(est, 0)))
+	// The level less what is still unsent: those records stay pending. From here the view
+	// drains as the reference design's leaky bucket does (threshold / window), and counts
+	// only this gate's records (factor 1): with the store out of reach nothing says how the
+	// fleet moves, and the limiter fails open.
+	est := e.level(ns) - float64(e.pending()-e.flushed.Load())
+	e.estimate.Store(packView(max(est, 0), thr/float64(l.windowNs), 1))
 	e.readAt.Store(readStamp(ns, true))
 	e.flushed.Add(-r.flushed)
 }
@@ -303,7 +309,8 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	est := float64(prev)*(1-progress) + float64(curr)
 
 	thr := float64(l.threshold(e))
-	local := e.level(ns, thr/float64(l.windowNs))
+	local := e.level(ns)
+	factor, unseen := l.fleetFactor(e, r, curr, prev, est, ns, thr)
 	var a Applied
 	a.Drift = (local - est) / thr
 	if at := e.readAt.Load(); at != 0 {
@@ -311,8 +318,71 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	}
 	// Estimate before readAt, pending last: a check racing this sees our writes twice for an
 	// instant rather than not at all.
-	e.estimate.Store(math.Float64bits(est))
+	// The estimate ages out at prev / window: the rate the sliding-window estimate falls at
+	// through the rest of r.Epoch when nothing more comes in.
+	e.estimate.Store(packView(est+unseen, float64(prev)/float64(l.windowNs), factor))
 	e.readAt.Store(readStamp(ns, false))
 	e.flushed.Add(-r.flushed)
 	return a
+}
+
+// fleetMass is how many records, as a share of the threshold, the fleet factor's running
+// ratio remembers: the last read's ratio is weighed as fleetMass × threshold records of
+// the fleet's traffic, so a team near its limit (a threshold's worth a window) settles
+// on a new share within about 1/8 of a window, and a read that saw only a handful of
+// records moves it little.
+const fleetMass = 1.0 / 8
+
+// maxFleetFactor bounds the fleet factor: a gate that sees one record in 1024 of a team's
+// predicts no more than that.
+const maxFleetFactor = 1024
+
+// fleetFactor is the fleet's records per record counted here, as of the read being
+// applied (curr and prev in r.Epoch, estimate est, at ns), and what the other gates have
+// counted but not yet written, which the read could not see.
+//
+// The factor is kept as this gate's share of the team's traffic, a running ratio:
+// share' = (share × M + own) / (M + fleet), where own is what this gate wrote since the
+// last read (r.flushed), fleet what the whole fleet added meanwhile, and M = fleetMass ×
+// threshold. Between two reads in one epoch the fleet's part is exact: the growth of the
+// shared count of r.Epoch, the last read's count being its estimate (less what it added
+// as unseen) less prev × (1 − its progress). Otherwise (the first read, one after a
+// failed read, one across an epoch boundary) it is the estimate's share of the time
+// since, at most a window: the same in a steady fleet. A gate alone converges on 1.
+//
+// Every gate writes once a tick, so a read sees each other gate's counts as of its last
+// tick: on average half a tick of the other gates' traffic is missing from it, (factor
+// − 1) × this gate's rate × half the tick interval. Added to the estimate, it spares a
+// team crossing its limit half a tick of records admitted by gates that read before the
+// others wrote.
+func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, ns int64, thr float64) (factor, unseen float64) {
+	at := e.readAt.Load()
+	if at == 0 {
+		// The first read: the window holds the fleet's traffic from before this gate met
+		// the team, so nothing says yet what share of it is this gate's.
+		return 1, 0
+	}
+	win := float64(l.windowNs)
+	lastEst, _, lastFactor := unpackView(e.estimate.Load())
+	share := 1 / lastFactor // 1 after a failed read (ApplyLocal)
+	dt := float64(ns - readTime(at))
+	if dt <= 0 {
+		return lastFactor, 0
+	}
+	var fleet float64
+	if start := r.Epoch * l.windowNs; at&readLocal == 0 && at >= start {
+		// The growth since the last read, whose estimate held its unseen part: (1 − share)
+		// × the fleet's rate × half a tick, which at the fleet's rate now (exact in a
+		// steady fleet) makes fleet = grown + c × fleet.
+		grown := float64(curr) - (lastEst - float64(prev)*(1-float64(at-start)/win))
+		c := min((1-share)*float64(l.sweepGap)/(2*dt), 0.5)
+		fleet = max(grown/(1-c), 0)
+	} else {
+		fleet = est * min(dt, win) / win
+	}
+	m := fleetMass * thr
+	share = (share*m + float64(r.flushed)) / (m + fleet)
+	share = min(max(share, 1.0/maxFleetFactor), 1)
+	// The other gates' part of the fleet's rate, over half a tick.
+	return 1 / share, (1 - share) * fleet / dt * float64(l.sweepGap) / 2
 }

@@ -1,0 +1,135 @@
+package limit
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/clock"
+)
+
+// fleetSim is n limiters sharing one team's counts, as the tick shares them through the
+// store: each tick every gate writes what it counted and then reads, one after the other,
+// so a gate's read sees the gates before it this tick and the gates after it as of the
+// tick before (what a real fleet's unaligned ticks do, on average). The shared counts are
+// a map: the limiter knows no transport, and its contract is ApplyRead's.
+type fleetSim struct {
+	t      *testing.T
+	clk    *clock.Fake
+	gates  []*Limiter
+	counts map[int64]int64 // the team's shared count by epoch
+	now    time.Time
+	acc    float64
+	next   int // round robin over the gates
+	thr    float64
+	tick   time.Duration
+	log    []time.Time // offered records in the exact sliding window
+	window time.Duration
+}
+
+func newFleetSim(t *testing.T, n int, mode Mode) *fleetSim {
+	f := &fleetSim{t: t, clk: clock.NewFake(t0), counts: map[int64]int64{}, now: t0, thr: 6000,
+		tick: time.Second, window: time.Minute}
+	for range n {
+		l, err := New(Config{Window: f.window, Threshold: int64(f.thr), Mode: mode, SyncInterval: 15 * time.Second,
+			ColdWriteInterval: -1}, f.clk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.gates = append(f.gates, l)
+	}
+	return f
+}
+
+// step offers one tick of traffic at x × the limit, spread evenly over the tick and round
+// robin over the gates, then ticks every gate. It returns the records offered, those
+// limited, and the instant the exact sliding-window count first reached the threshold
+// this tick (zero if it did not).
+func (f *fleetSim) step(x float64) (offered, limited int, crossAt time.Time) {
+	f.acc += x * f.thr * float64(f.tick) / float64(f.window)
+	k := int(f.acc)
+	f.acc -= float64(k)
+	for j := range k {
+		at := f.now.Add(time.Duration(j) * f.tick / time.Duration(k))
+		i := 0
+		for i < len(f.log) && !f.log[i].After(at.Add(-f.window)) {
+			i++
+		}
+		f.log = append(f.log[i:], at)
+		if crossAt.IsZero() && float64(len(f.log)-1) >= f.thr {
+			crossAt = at
+		}
+		offered++
+		if f.gates[f.next%len(f.gates)].CheckAt(at, "team", 1).Limited {
+			limited++
+		}
+		f.next++
+	}
+	f.now = f.now.Add(f.tick)
+	f.clk.Set(f.now)
+	for _, l := range f.gates {
+		sw := new(Sweep)
+		l.Sweep(f.now, sw)
+		for _, c := range sw.Counts {
+			f.counts[c.Epoch] += c.N
+		}
+		for i := range sw.Reads {
+			r := &sw.Reads[i]
+			l.ApplyRead(r, f.counts[r.Epoch], f.counts[r.Epoch-1], f.now)
+		}
+	}
+	return offered, limited, crossAt
+}
+
+// TestFleetSeesATeamCrossTogether: between reads each gate counts every record of its own
+// as 1 / its share of the fleet's, measured from its reads, and adds what the others have
+// counted but not yet written. Eight gates sharing a team evenly learn a share of 1/8; a
+// team jumping from half its limit to 2 × is then diverted by every gate within two ticks
+// of crossing its limit, and a team at 5 × in cap mode is admitted its threshold per
+// window. Before, each gate saw 1/8 of the traffic move between reads, and the estimate
+// drained at threshold / window meanwhile: the fleet took 3 ticks to divert the team, and
+// admitted 1.034 × in cap mode.
+func TestFleetSeesATeamCrossTogether(t *testing.T) {
+	const n = 8
+	t.Run("divert", func(t *testing.T) {
+		f := newFleetSim(t, n, Divert)
+		for range 180 { // three windows at half the limit
+			f.step(0.5)
+		}
+		for i, l := range f.gates {
+			st, ok := l.Snapshot(f.now, "team")
+			if !ok || math.Abs(st.FleetShare*n-1) > 0.25 {
+				t.Errorf("gate %d: fleet share %.3f after three windows, want 1/%d ± 25%%", i, st.FleetShare, n)
+			}
+		}
+		var crossed time.Time
+		for tick := 0; tick < 120; tick++ {
+			off, lim, at := f.step(2)
+			if crossed.IsZero() {
+				crossed = at
+				continue // the crossing's own tick
+			}
+			if float64(lim) >= 0.9*float64(off) {
+				if ticks := f.now.Sub(crossed).Seconds() / f.tick.Seconds(); ticks > 2 {
+					t.Errorf("90%% of the team diverted %.2f ticks after it crossed its limit, want ≤ 2", ticks)
+				}
+				return
+			}
+		}
+		t.Fatalf("never 90%% diverted (crossed at %v)", crossed)
+	})
+	t.Run("cap", func(t *testing.T) {
+		f := newFleetSim(t, n, Cap)
+		for w := range 6 {
+			admitted := 0
+			for range 60 {
+				off, lim, _ := f.step(5)
+				admitted += off - lim
+			}
+			if r := float64(admitted) / f.thr; w >= 2 && (r < 0.97 || r > 1.03) {
+				t.Errorf("window %d: admitted %s × the threshold, want within [0.97, 1.03]", w, fmt.Sprintf("%.3f", r))
+			}
+		}
+	})
+}
