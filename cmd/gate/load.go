@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/load"
@@ -20,7 +21,7 @@ import (
 // loadCmd is `gate load`: it produces the demo load (internal/load, as cmd/gate-dev
 // does) to the brokers of GATE_KAFKA_BROKERS (with the GATE_KAFKA_TLS_* and
 // GATE_KAFKA_SASL_* settings), on GATE_INPUT_TOPIC, and prints one line a second.
-func loadCmd(ctx context.Context, args []string, getenv func(string) string, names []string, stdout, stderr io.Writer) error {
+func loadCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
 	spec := load.DefaultSpec()
 	fs := flag.NewFlagSet("gate load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -41,7 +42,7 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, nam
 	}
 	log := gate.NewLogger(cfg, stderr)
 	config.LogServiceLinks(log, getenv, names)
-	ccfg, err := cfg.ConsumeConfig() // TLS and SASL, as the gate connects
+	ccfg, err := cfg.ConsumeConfig(config.Reload{Clock: clk, Log: log.With("component", "tls")}) // TLS and SASL, as the gate connects
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/clock"
 )
 
 // gate load produces the load to a real (kfake) broker from GATE_KAFKA_BROKERS.
@@ -21,7 +22,7 @@ func TestLoadCommand(t *testing.T) {
 	_, env := kafkaEnv(t)
 	var stdout bytes.Buffer
 	stderr := &syncBuffer{}
-	err := loadCmd(t.Context(), []string{"-duration", "1500ms", "-rate", "400"}, getenvFrom(env), nil, &stdout, stderr)
+	err := loadCmd(t.Context(), []string{"-duration", "1500ms", "-rate", "400"}, getenvFrom(env), nil, clock.Real{}, &stdout, stderr)
 	if err != nil {
 		t.Fatalf("gate load: %v\n%s", err, stderr)
 	}
@@ -50,7 +51,7 @@ func TestLoadCommand(t *testing.T) {
 func TestLoadFlags(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	err := loadCmd(t.Context(), []string{"-hot-share", "1"}, getenvFrom(nil), nil, &stdout, &stderr)
+	err := loadCmd(t.Context(), []string{"-hot-share", "1"}, getenvFrom(nil), nil, clock.Real{}, &stdout, &stderr)
 	var ue *cli.UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "-hot-share 1") {
 		t.Errorf("err = %v, want a usage error about -hot-share", err)

@@ -152,7 +152,7 @@ func run(ctx context.Context, args []string, h host, stdout, stderr io.Writer) e
 	case "healthcheck":
 		return healthcheckCmd(ctx, args, h.getenv, stdout, stderr)
 	case "load":
-		err := loadCmd(ctx, args, h.getenv, h.names(), stdout, stderr)
+		err := loadCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // the flags were printed
 		}
@@ -201,7 +201,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	// The writer name in Redis (sync.Config.Writer): host name and start time, unique per
 	// process, and readable to an operator looking at the sequence keys.
 	writer := h.hostname() + "-" + strconv.FormatInt(h.clock.Now().UnixMilli(), 36)
-	g, err := gate.New(cfg, log, gate.Options{Writer: writer})
+	g, err := gate.New(cfg, log, gate.Options{Writer: writer, Clock: h.clock})
 	if err != nil {
 		return err
 	}
@@ -346,6 +346,8 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *gate
 		"cache_shards", lc.Shards,
 		"tick_interval", tc.TickInterval.String(),
 		"redis_urls", cfg.RedisURLs.String(),
+		"redis_username", cfg.RedisUsername,
+		"redis_password_set", cfg.RedisPassword != "",
 		"redis_prefix", tc.KeyPrefix,
 		"redis_key_ttl", tc.KeyTTL.String(),
 		"redis_read_timeout", cfg.RedisReadTimeout.String(),

@@ -79,7 +79,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	if gatesync.Mode(cfg.RedisMode) == gatesync.ModeStandalone {
 		cfg.RedisURLs = cfg.RedisURLs[:1]
 	}
-	clients, err := cfg.DialRedis(ropts)
+	clients, err := cfg.DialRedis(ropts, config.Reload{Clock: clk})
 	if err != nil {
 		return fmt.Errorf("configuring the Redis client: %w", err)
 	}

@@ -28,17 +28,20 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
 	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tlsreload"
 )
 
 // envPrefix starts every variable the gate reads: GATE_WINDOW, GATE_THRESHOLD, ...
@@ -80,9 +83,9 @@ type Config struct {
 	KafkaFetchMaxWait     time.Duration   `envconfig:"KAFKA_FETCH_MAX_WAIT" default:"500ms" desc:"Longest a fetch waits at the broker for new records when a partition is idle (default 500ms); it only matters for quiet topics, shorter lowering their latency for more fetch requests."`
 	KafkaClientID         string          `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas (default capture-gate)."`
 	KafkaTLS              bool            `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any GATE_KAFKA_TLS_* file."`
-	KafkaTLSCAFile        string          `envconfig:"KAFKA_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the brokers' certificates (default none), the system's CA certificates being used without it."`
-	KafkaTLSCertFile      string          `envconfig:"KAFKA_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS, with GATE_KAFKA_TLS_KEY_FILE (default none)."`
-	KafkaTLSKeyFile       string          `envconfig:"KAFKA_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_KAFKA_TLS_CERT_FILE (default none)."`
+	KafkaTLSCAFile        string          `envconfig:"KAFKA_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the brokers' certificates (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
+	KafkaTLSCertFile      string          `envconfig:"KAFKA_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS, with GATE_KAFKA_TLS_KEY_FILE (default none); the files are read again when they change (checked at most once a second, when a connection is opened), so a certificate renewed in place (cert-manager, a Secret volume) is used by new connections without a restart, and files that turn unreadable or invalid leave the last good ones in use, with a warning and gate_tls_reload_errors_total."`
+	KafkaTLSKeyFile       string          `envconfig:"KAFKA_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_KAFKA_TLS_CERT_FILE (default none); read again with it."`
 	KafkaTLSServerName    string          `envconfig:"KAFKA_TLS_SERVER_NAME" default:"" desc:"Name the brokers' certificates are checked against, when not their host names (default none), each broker's own host name being used without it."`
 	KafkaSASLMechanism    saslMechanism   `envconfig:"KAFKA_SASL_MECHANISM" default:"none" desc:"SASL authentication: none, plain, scram-sha-256 or scram-sha-512 (default none); use it with TLS, as plain sends the password as is."`
 	KafkaSASLUsername     string          `envconfig:"KAFKA_SASL_USERNAME" default:"" desc:"SASL user name (default none)."`
@@ -124,9 +127,13 @@ type Config struct {
 	RedisSentinelMaster sentinelMaster `envconfig:"REDIS_SENTINEL_MASTER" default:"" desc:"With GATE_REDIS_MODE=sentinel, the name the sentinels know the primary by, as in their sentinel monitor line (default none)."`
 	RedisSentinelAddrs  sentinelAddrs  `envconfig:"REDIS_SENTINEL_ADDRS" default:"" desc:"With GATE_REDIS_MODE=sentinel, comma-separated sentinels as host:port, asked for the current primary (default none); list several, so that losing one still finds the primary."`
 	RedisURLs           redisURLs      `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
+	RedisUsername       string         `envconfig:"REDIS_USERNAME" default:"" desc:"Redis ACL user the gate logs in as on every instance of GATE_REDIS_URLS, in place of any user name in the URLs, with GATE_REDIS_PASSWORD (default none), the URLs' user, else Redis's default user, being used without it; in sentinel mode it is the primary's, the sentinels being reached without one."`
+	RedisPassword       secret         `envconfig:"REDIS_PASSWORD" default:"" desc:"Redis password for every instance of GATE_REDIS_URLS, in place of any password in the URLs, taken as is, so it need not be URL-escaped (default none), the URLs' password, if any, being used without it; in sentinel mode it is the primary's, the sentinels being reached without one; set it from a Secret, it is never logged."`
 	RedisPrefix         string         `envconfig:"REDIS_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
 	RedisKeyTTL         time.Duration  `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry set on each counter key (default 0, meaning 2 x GATE_WINDOW, and shorter values are raised to that); the previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer."`
-	RedisTLSCAFile      string         `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it."`
+	RedisTLSCAFile      string         `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
+	RedisTLSCertFile    string         `envconfig:"REDIS_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS with rediss:// URLs, with GATE_REDIS_TLS_KEY_FILE (default none); read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
+	RedisTLSKeyFile     string         `envconfig:"REDIS_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_REDIS_TLS_CERT_FILE (default none); read again with it."`
 	RedisReadTimeout    time.Duration  `envconfig:"REDIS_READ_TIMEOUT" default:"250ms" desc:"Longest wait for a Redis reply (default 250ms); shorter gives up on a slow Redis sooner (views go stale, records are never held up), longer rides out pauses but delays the tick."`
 	RedisWriteTimeout   time.Duration  `envconfig:"REDIS_WRITE_TIMEOUT" default:"250ms" desc:"Longest wait to send a command to Redis (default 250ms); shorter gives up on a stuck connection sooner, longer rides out pauses but delays the tick."`
 	RedisDialTimeout    time.Duration  `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"Longest wait to open a connection to Redis (default 1s); shorter notices a lost instance sooner, too short fails on a slow network."`
@@ -381,6 +388,12 @@ func (c Config) validate(between bool) Problems {
 	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
 		bad("KAFKA_TLS_CERT_FILE", "a client certificate file together with GATE_KAFKA_TLS_KEY_FILE, or neither")
 	}
+	if (c.RedisTLSCertFile == "") != (c.RedisTLSKeyFile == "") {
+		bad("REDIS_TLS_CERT_FILE", "a client certificate file together with GATE_REDIS_TLS_KEY_FILE, or neither")
+	}
+	if c.RedisUsername != "" && c.RedisPassword == "" {
+		bad("REDIS_USERNAME", "unset, or a user name with GATE_REDIS_PASSWORD set")
+	}
 	if c.KafkaSASLMechanism != "none" && (c.KafkaSASLUsername == "" || c.KafkaSASLPassword == "") {
 		bad("KAFKA_SASL_MECHANISM", "none, or a mechanism with GATE_KAFKA_SASL_USERNAME and GATE_KAFKA_SASL_PASSWORD set")
 	}
@@ -571,21 +584,39 @@ func (c Config) RouteConfig() route.Config {
 	}
 }
 
+// Reload is what the TLS files' reloaders (internal/tlsreload) take from the caller of
+// ConsumeConfig and DialRedis. The zero value reads the files by the wall clock, logs
+// nothing and registers no metrics.
+type Reload struct {
+	Clock clock.Clock           // paces the reads of the files; clock.Real if nil
+	Log   *slog.Logger          // the reload and warning lines; none if nil
+	Reg   prometheus.Registerer // gate_tls_* metrics; none if nil
+}
+
+func (r Reload) options(target string) tlsreload.Options {
+	return tlsreload.Options{Target: target, Clock: r.Clock, Log: r.Log, Reg: r.Reg}
+}
+
+// kafkaDialTimeout bounds opening a connection to a broker, TLS handshake included:
+// franz-go's own default, which a dialer of ours replaces.
+const kafkaDialTimeout = 10 * time.Second
+
 // ConsumeConfig maps Config to the consumer's settings, with the TLS and SASL options
-// built from the files and credentials named. Its errors name the variable at fault.
-func (c Config) ConsumeConfig() (consume.Config, error) {
+// built from the files and credentials named; TLS files are read again when they change
+// (see Reload). Its errors name the variable at fault.
+func (c Config) ConsumeConfig(r Reload) (consume.Config, error) {
 	opts := []kgo.Opt{
 		kgo.ClientID(c.KafkaClientID),
 		kgo.SessionTimeout(c.KafkaSessionTimeout),
 		kgo.RebalanceTimeout(c.KafkaRebalanceTimeout),
 		kgo.FetchMaxWait(c.KafkaFetchMaxWait),
 	}
-	tlsOpt, err := c.kafkaTLS()
+	tlsOpt, err := c.kafkaTLS(r)
 	if err != nil {
 		return consume.Config{}, Problems{err} // a configuration error: exit status 2
 	}
 	if tlsOpt != nil {
-		opts = append(opts, kgo.DialTLSConfig(tlsOpt))
+		opts = append(opts, tlsOpt)
 	}
 	if m := c.kafkaSASL(); m != nil {
 		opts = append(opts, kgo.SASL(m))
@@ -630,27 +661,26 @@ func (c Config) transactionalID() string {
 // Those are a topic name's characters, so the router's check decides.
 func validTransactionalID(s string) bool { return len(s) <= 200 && route.CheckTopic(s) == nil }
 
-// kafkaTLS returns the TLS configuration, or nil when TLS is off.
-func (c Config) kafkaTLS() (*tls.Config, error) {
+// kafkaTLS returns the client option that dials the brokers over TLS, or nil when TLS
+// is off. With a CA or certificate file, a dialer of ours makes each connection with the
+// files' current contents (tlsreload), checking each broker's certificate against
+// GATE_KAFKA_TLS_SERVER_NAME, else the broker's host name, as franz-go's own TLS dialer
+// does; without one, franz-go's dialer and the system's CAs.
+func (c Config) kafkaTLS(r Reload) (kgo.Opt, error) {
 	if !c.KafkaTLS && c.KafkaTLSCAFile == "" && c.KafkaTLSCertFile == "" && c.KafkaTLSServerName == "" {
 		return nil, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}
-	if c.KafkaTLSCAFile != "" {
-		pool, err := loadCAs("KAFKA_TLS_CA_FILE", c.KafkaTLSCAFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = pool
+	if c.KafkaTLSCAFile == "" && c.KafkaTLSCertFile == "" {
+		return kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}), nil
 	}
-	if c.KafkaTLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.KafkaTLSCertFile, c.KafkaTLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("GATE_KAFKA_TLS_CERT_FILE=%q, GATE_KAFKA_TLS_KEY_FILE=%q: loading the client certificate: %w", c.KafkaTLSCertFile, c.KafkaTLSKeyFile, err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+	rl, err := tlsreload.New(tlsreload.Files{
+		CAFile: c.KafkaTLSCAFile, CertFile: c.KafkaTLSCertFile, KeyFile: c.KafkaTLSKeyFile,
+		CAVar: envPrefix + "_KAFKA_TLS_CA_FILE", CertVar: envPrefix + "_KAFKA_TLS_CERT_FILE", KeyVar: envPrefix + "_KAFKA_TLS_KEY_FILE",
+	}, r.options("kafka"))
+	if err != nil {
+		return nil, err
 	}
-	return cfg, nil
+	return kgo.Dialer(rl.DialContext(&net.Dialer{Timeout: kafkaDialTimeout}, c.KafkaTLSServerName)), nil
 }
 
 // kafkaSASL returns the SASL mechanism, or nil for none.
@@ -687,30 +717,113 @@ func (c Config) RedisOptions() (gatesync.RedisOptions, error) {
 
 // DialRedis returns the clients GATE_REDIS_MODE calls for: one per URL in standalone
 // mode, else one cluster or failover client. None connects yet.
-func (c Config) DialRedis(o gatesync.RedisOptions) ([]redis.UniversalClient, error) {
+//
+// GATE_REDIS_USERNAME and GATE_REDIS_PASSWORD, when set, replace the URLs' user and
+// password (see dialURLs). With rediss:// URLs and a GATE_REDIS_TLS_* file, every
+// connection (to the sentinels too, in sentinel mode) presents the current client
+// certificate and checks the server against the current CAs and the URL's host name,
+// the files being read again when they change (see Reload).
+func (c Config) DialRedis(o gatesync.RedisOptions, r Reload) ([]redis.UniversalClient, error) {
+	var u []redis.UniversalClient
+	urls := c.dialURLs()
 	switch c.RedisMode.value() {
 	case gatesync.ModeCluster:
-		cc, err := gatesync.DialCluster(c.RedisURLs, o)
+		cc, err := gatesync.DialCluster(urls, o)
 		if err != nil {
 			return nil, err
 		}
-		return []redis.UniversalClient{cc}, nil
+		u = []redis.UniversalClient{cc}
 	case gatesync.ModeSentinel:
-		fc, err := gatesync.DialSentinel(string(c.RedisSentinelMaster), c.RedisSentinelAddrs, c.RedisURLs[0], o)
+		fc, err := gatesync.DialSentinel(string(c.RedisSentinelMaster), c.RedisSentinelAddrs, urls[0], o)
 		if err != nil {
 			return nil, err
 		}
-		return []redis.UniversalClient{fc}, nil
+		u = []redis.UniversalClient{fc}
+	default:
+		cs, err := gatesync.Dial(urls, o)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range cs {
+			u = append(u, x)
+		}
 	}
-	cs, err := gatesync.Dial(c.RedisURLs, o)
-	if err != nil {
-		return nil, err
-	}
-	u := make([]redis.UniversalClient, len(cs))
-	for i, x := range cs {
-		u[i] = x
+	if err := c.redisTLS(u, r); err != nil {
+		for _, x := range u {
+			_ = x.Close()
+		}
+		return nil, Problems{err} // a configuration error: exit status 2
 	}
 	return u, nil
+}
+
+// dialURLs returns GATE_REDIS_URLS with GATE_REDIS_USERNAME and GATE_REDIS_PASSWORD, each
+// when set, in place of the user and password the URLs hold; net/url escapes them, and
+// go-redis unescapes them, so a password need not be URL-safe. A URL that does not parse
+// is returned as is, for the dialer's error (Load has rejected it already).
+func (c Config) dialURLs() []string {
+	if c.RedisUsername == "" && c.RedisPassword == "" {
+		return c.RedisURLs
+	}
+	out := make([]string, len(c.RedisURLs))
+	for i, s := range c.RedisURLs {
+		pu, err := url.Parse(s)
+		if err != nil {
+			out[i] = s
+			continue
+		}
+		var user, pass string
+		if pu.User != nil {
+			user = pu.User.Username()
+			pass, _ = pu.User.Password()
+		}
+		if c.RedisUsername != "" {
+			user = c.RedisUsername
+		}
+		if c.RedisPassword != "" {
+			pass = string(c.RedisPassword)
+		}
+		pu.User = url.UserPassword(user, pass)
+		out[i] = pu.String()
+	}
+	return out
+}
+
+// redisTLS puts the GATE_REDIS_TLS_* files' reloader on the TLS configuration of every
+// client that has one (rediss:// URLs). go-redis reads a client's TLS configuration at
+// each dial, and shares one between a cluster's nodes and between a failover client's
+// primary and sentinels, so changing it before the first dial covers every connection.
+func (c Config) redisTLS(clients []redis.UniversalClient, r Reload) error {
+	if c.RedisTLSCAFile == "" && c.RedisTLSCertFile == "" {
+		return nil
+	}
+	var cfgs []*tls.Config
+	for _, x := range clients {
+		var tc *tls.Config
+		switch x := x.(type) {
+		case *redis.Client:
+			tc = x.Options().TLSConfig
+		case *redis.ClusterClient:
+			tc = x.Options().TLSConfig
+		}
+		if tc != nil {
+			cfgs = append(cfgs, tc)
+		}
+	}
+	if len(cfgs) == 0 {
+		return nil // redis:// URLs only: the files are not used
+	}
+	rl, err := tlsreload.New(tlsreload.Files{
+		CAFile: c.RedisTLSCAFile, CertFile: c.RedisTLSCertFile, KeyFile: c.RedisTLSKeyFile,
+		CAVar: envPrefix + "_REDIS_TLS_CA_FILE", CertVar: envPrefix + "_REDIS_TLS_CERT_FILE", KeyVar: envPrefix + "_REDIS_TLS_KEY_FILE",
+	}, r.options("redis"))
+	if err != nil {
+		return err
+	}
+	for _, tc := range cfgs {
+		rl.Apply(tc)
+	}
+	return nil
 }
 
 // RedisLabels names DialRedis's clients, passwords redacted, for logs and readiness.

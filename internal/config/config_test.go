@@ -266,12 +266,12 @@ func TestLoadConfigValid(t *testing.T) {
 			}
 		}},
 		{"start offset latest", map[string]string{"GATE_KAFKA_START_OFFSET": "Latest"}, func(t *testing.T, c Config) {
-			if cc, err := c.ConsumeConfig(); err != nil || c.KafkaStartOffset != "latest" || cc.StartOffset != consume.StartLatest {
+			if cc, err := c.ConsumeConfig(Reload{}); err != nil || c.KafkaStartOffset != "latest" || cc.StartOffset != consume.StartLatest {
 				t.Errorf("start offset %q, consumer's %v (%v), want latest", c.KafkaStartOffset, cc.StartOffset, err)
 			}
 		}},
 		{"start offset earliest", map[string]string{"GATE_KAFKA_START_OFFSET": "earliest"}, func(t *testing.T, c Config) {
-			if cc, err := c.ConsumeConfig(); err != nil || c.KafkaStartOffset != "earliest" || cc.StartOffset != consume.StartEarliest {
+			if cc, err := c.ConsumeConfig(Reload{}); err != nil || c.KafkaStartOffset != "earliest" || cc.StartOffset != consume.StartEarliest {
 				t.Errorf("start offset %q, consumer's %v (%v), want earliest", c.KafkaStartOffset, cc.StartOffset, err)
 			}
 		}},
@@ -656,7 +656,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	if _, err := route.New(rc, lim, nil); err != nil {
 		t.Errorf("route.New: %v", err)
 	}
-	cc, err := c.ConsumeConfig()
+	cc, err := c.ConsumeConfig(Reload{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,7 +688,7 @@ func TestKafkaTLSFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ConsumeConfig(); err == nil || !strings.Contains(err.Error(), `GATE_KAFKA_TLS_CA_FILE="/nonexistent/ca.pem"`) {
+	if _, err := c.ConsumeConfig(Reload{}); err == nil || !strings.Contains(err.Error(), `GATE_KAFKA_TLS_CA_FILE="/nonexistent/ca.pem"`) {
 		t.Errorf("ConsumeConfig: %v", err)
 	}
 	notPEM := t.TempDir() + "/ca.pem"
@@ -696,7 +696,7 @@ func TestKafkaTLSFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ = loadMap(map[string]string{"GATE_KAFKA_TLS_CA_FILE": notPEM})
-	if _, err := c.ConsumeConfig(); err == nil || !strings.Contains(err.Error(), "want PEM certificates") {
+	if _, err := c.ConsumeConfig(Reload{}); err == nil || !strings.Contains(err.Error(), "want PEM certificates") {
 		t.Errorf("ConsumeConfig: %v", err)
 	}
 	c, _ = loadMap(map[string]string{"GATE_REDIS_TLS_CA_FILE": notPEM})
@@ -704,7 +704,7 @@ func TestKafkaTLSFiles(t *testing.T) {
 		t.Errorf("RedisOptions: %v", err)
 	}
 	c, _ = loadMap(map[string]string{"GATE_KAFKA_TLS": "true"})
-	if tc, err := c.kafkaTLS(); err != nil || tc == nil {
+	if tc, err := c.kafkaTLS(Reload{}); err != nil || tc == nil {
 		t.Errorf("GATE_KAFKA_TLS=true gives no TLS config: %v", err)
 	}
 }
@@ -793,7 +793,7 @@ func TestRedisModeClients(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.env, err)
 		}
-		cs, err := c.DialRedis(gatesync.RedisOptions{})
+		cs, err := c.DialRedis(gatesync.RedisOptions{}, Reload{})
 		if err != nil {
 			t.Fatalf("%v: %v", tc.env, err)
 		}

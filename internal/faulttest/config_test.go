@@ -75,6 +75,9 @@ var badConfig = map[string]string{
 	"GATE_REDIS_URLS":              "http://127.0.0.1:6379",
 	"GATE_REDIS_KEY_TTL":           "-1s",
 	"GATE_REDIS_TLS_CA_FILE":       "/nonexistent/ca.pem",
+	"GATE_REDIS_TLS_CERT_FILE":     "/nonexistent/cert.pem", // without a key file
+	"GATE_REDIS_TLS_KEY_FILE":      "/nonexistent/key.pem",  // without a cert file
+	"GATE_REDIS_USERNAME":          "gate",                  // without GATE_REDIS_PASSWORD
 	"GATE_REDIS_READ_TIMEOUT":      "fast",
 	"GATE_REDIS_WRITE_TIMEOUT":     "-250ms",
 	"GATE_REDIS_DIAL_TIMEOUT":      "0",
@@ -90,7 +93,7 @@ var badConfig = map[string]string{
 
 var freeForm = []string{
 	"GATE_GROUP_ID", "GATE_KAFKA_CLIENT_ID", "GATE_KAFKA_TLS_SERVER_NAME",
-	"GATE_KAFKA_SASL_USERNAME", "GATE_KAFKA_SASL_PASSWORD", "GATE_REDIS_PREFIX",
+	"GATE_KAFKA_SASL_USERNAME", "GATE_KAFKA_SASL_PASSWORD", "GATE_REDIS_PASSWORD", "GATE_REDIS_PREFIX",
 }
 
 // TestConfigErrorsAtProcessLevel runs the built binary once per malformed variable:
@@ -119,6 +122,7 @@ func TestConfigErrorsAtProcessLevel(t *testing.T) {
 	}
 	// A password in a URL that cannot be parsed is not repeated.
 	cases["GATE_REDIS_URLS=unparsable with password"] = map[string]string{"GATE_REDIS_URLS": "redis://:hunter2pw@[::1"}
+	cases["GATE_REDIS_PASSWORD is not repeated"] = map[string]string{"GATE_REDIS_PASSWORD": "hunter2pw", "GATE_REDIS_KEY_TTL": "-1s"}
 	cases["GATE_KAFKA_SASL_MECHANISM=plain without password"] = map[string]string{"GATE_KAFKA_SASL_MECHANISM": "plain", "GATE_KAFKA_SASL_USERNAME": "u"}
 	cases["GATE_WINDOWS (typo)"] = map[string]string{"GATE_WINDOWS": "60s"}
 	cases["GATE_TICK_INTERVAL >= GATE_WINDOW"] = map[string]string{"GATE_TICK_INTERVAL": "10s", "GATE_WINDOW": "5s"}

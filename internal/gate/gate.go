@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/buildinfo"
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
@@ -43,7 +44,8 @@ type Gate struct {
 	Overrides *overrides.Refresher
 }
 
-// Options are what the demo stack changes in a gate; serve passes the zero value.
+// Options are what the caller changes in a gate: serve sets Writer and Clock, the demo
+// stack more.
 type Options struct {
 	// WrapRouter, if set, stands between the consumer and the router (the demo counts
 	// outcomes per team through it).
@@ -52,6 +54,9 @@ type Options struct {
 	ClientOpts []kgo.Opt
 	// Writer names this process in Redis (sync.Config.Writer); empty means a random name.
 	Writer string
+	// Clock paces the reads of the Kafka and Redis TLS files (config.Reload); the wall
+	// clock if nil.
+	Clock clock.Clock
 }
 
 // New builds a gate from cfg. Nothing connects or starts: every step that can fail
@@ -91,7 +96,10 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.Clients, err = cfg.DialRedis(ropts); err != nil {
+	// The TLS files are read again when they change; their metrics carry target=kafka
+	// or target=redis.
+	reload := config.Reload{Clock: o.Clock, Log: log.With("component", "tls"), Reg: g.Reg}
+	if g.Clients, err = cfg.DialRedis(ropts, reload); err != nil {
 		return nil, fmt.Errorf("configuring Redis clients: %w", err)
 	}
 	defer func() {
@@ -127,7 +135,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	if g.Router, err = route.NewMulti(cfg.RouteConfig(), append([]*limit.Limiter{g.Lim}, g.Extra...), g.Reg); err != nil {
 		return nil, fmt.Errorf("building the router: %w", err)
 	}
-	ccfg, err := cfg.ConsumeConfig()
+	ccfg, err := cfg.ConsumeConfig(reload)
 	if err != nil {
 		return nil, err
 	}

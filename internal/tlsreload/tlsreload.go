@@ -1,0 +1,343 @@
+// Package tlsreload keeps a TLS client's certificate and trusted CAs in step with the PEM
+// files they are read from, so that certificates renewed in place (cert-manager writing a
+// Kubernetes Secret volume, which swaps a symlink to a new directory) are used without a
+// restart. The gate uses one Reloader for Kafka (GATE_KAFKA_TLS_*) and one for Redis
+// (GATE_REDIS_TLS_*).
+//
+// Guarantees:
+//
+//   - New reads every file once: a missing, unreadable or invalid file is an error naming
+//     its variable (GATE_..._FILE="path"), so start-up fails on it.
+//   - After that, the files are read again when a connection is being set up (its
+//     handshake asks for the client certificate or checks the server's), at most once per
+//     Options.Interval: a new connection uses what the files held at most one interval
+//     before. Their contents are compared, not their names or modification times, so an
+//     in-place write and a Kubernetes symlink swap are seen alike. No goroutine runs and
+//     nothing watches the files between connections.
+//   - A file that becomes unreadable or invalid (including a certificate whose key does
+//     not match) leaves the last good certificate and CAs in use. It is logged as a
+//     warning once per distinct state of the files, not once per check, and counted in
+//     gate_tls_reload_errors_total{target}; a good reload is logged at info and counted
+//     in gate_tls_reloads_total{target}. gate_tls_client_cert_expiry_timestamp_seconds
+//     gives the NotAfter of the certificate in use.
+//   - The server's certificate is checked against the current CA bundle and the name
+//     the connection is for (the configuration's ServerName, else the host dialed), as
+//     crypto/tls checks it: chain, validity at the Options.Clock's time, server-auth key
+//     usage and host name (IP addresses against IP SANs). A connection with no name to
+//     check is refused, never let through. InsecureSkipVerify is set only so that this
+//     check, done against the current pool, replaces crypto/tls's against a fixed one.
+//   - Connections already open keep the certificate they were made with.
+//
+// The package keeps no package-level mutable state; a *Reloader is safe for concurrent
+// use.
+package tlsreload
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capturegate/gate/internal/clock"
+)
+
+// DefaultInterval is the least time between two reads of the files.
+const DefaultInterval = time.Second
+
+// Files names the PEM files a client's TLS material is read from, each with the variable
+// that names it (for messages). CAFile is empty to use the system's CA certificates;
+// CertFile and KeyFile are both set (mutual TLS) or both empty.
+type Files struct {
+	CAFile, CertFile, KeyFile string
+	CAVar, CertVar, KeyVar    string // GATE_KAFKA_TLS_CA_FILE, ...
+}
+
+// Options are what a Reloader takes from its caller.
+type Options struct {
+	// Target names the connections in logs and in the metrics' target label: kafka, redis.
+	Target string
+	// Interval is the least time between two reads of the files; DefaultInterval if 0.
+	Interval time.Duration
+	// Clock paces the reads and is the time certificates are checked at; clock.Real if nil.
+	Clock clock.Clock
+	// Log receives the reload and warning lines; none if nil.
+	Log *slog.Logger
+	// Reg receives the metrics; none if nil.
+	Reg prometheus.Registerer
+}
+
+// material is one consistent reading of the files.
+type material struct {
+	cert *tls.Certificate // nil without CertFile
+	pool *x509.CertPool   // nil without CAFile
+	raw  [3][]byte        // the files' contents: CA, certificate, key
+}
+
+// Reloader holds a client's current TLS material and reads the files again when due.
+type Reloader struct {
+	files    Files
+	target   string
+	interval time.Duration
+	clock    clock.Clock
+	log      *slog.Logger
+
+	cur  atomic.Pointer[material]
+	next atomic.Int64 // UnixNano of the next read of the files
+
+	mu      sync.Mutex // serializes reads of the files; guards lastBad
+	lastBad string     // the failed state last warned about; "" when the files are good
+
+	reloads, failures prometheus.Counter
+}
+
+// New reads the files and returns their Reloader. Its errors name the variable at fault.
+func New(f Files, o Options) (*Reloader, error) {
+	if (f.CertFile == "") != (f.KeyFile == "") {
+		return nil, fmt.Errorf("%s=%q, %s=%q: want a client certificate file with its key file, or neither", f.CertVar, f.CertFile, f.KeyVar, f.KeyFile)
+	}
+	r := &Reloader{files: f, target: o.Target, interval: o.Interval, clock: o.Clock, log: o.Log}
+	if r.interval <= 0 {
+		r.interval = DefaultInterval
+	}
+	if r.clock == nil {
+		r.clock = clock.Real{}
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	r.log = r.log.With("target", r.target)
+	raw, err := f.read()
+	if err != nil {
+		return nil, err
+	}
+	m, err := f.parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	r.cur.Store(m)
+	r.next.Store(r.clock.Now().Add(r.interval).UnixNano())
+	labels := prometheus.Labels{"target": r.target}
+	r.reloads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gate_tls_reloads_total", ConstLabels: labels,
+		Help: "Times changed TLS certificate or CA files were read and put in use for new connections.",
+	})
+	r.failures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gate_tls_reload_errors_total", ConstLabels: labels,
+		Help: "Times TLS certificate or CA files changed into something unreadable or invalid; the last good ones stay in use.",
+	})
+	if o.Reg != nil {
+		cs := []prometheus.Collector{r.reloads, r.failures}
+		if f.CertFile != "" {
+			cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "gate_tls_client_cert_expiry_timestamp_seconds", ConstLabels: labels,
+				Help: "NotAfter of the TLS client certificate in use for new connections, in Unix seconds.",
+			}, func() float64 { return float64(r.cur.Load().cert.Leaf.NotAfter.Unix()) }))
+		}
+		for _, c := range cs {
+			if err := o.Reg.Register(c); err != nil {
+				return nil, fmt.Errorf("registering the %s TLS reload metrics: %w", r.target, err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// read returns the files' contents: CA, certificate, key (nil for a file not set).
+func (f Files) read() ([3][]byte, error) {
+	var raw [3][]byte
+	for i, x := range []struct{ file, key, what string }{
+		{f.CAFile, f.CAVar, "the CA certificates"},
+		{f.CertFile, f.CertVar, "the client certificate"},
+		{f.KeyFile, f.KeyVar, "the client certificate's key"},
+	} {
+		if x.file == "" {
+			continue
+		}
+		b, err := os.ReadFile(x.file)
+		if err != nil {
+			return raw, fmt.Errorf("%s=%q: reading %s: %w", x.key, x.file, x.what, err)
+		}
+		raw[i] = b
+	}
+	return raw, nil
+}
+
+// parse turns the files' contents into material.
+func (f Files) parse(raw [3][]byte) (*material, error) {
+	m := &material{raw: raw}
+	if f.CAFile != "" {
+		m.pool = x509.NewCertPool()
+		if !m.pool.AppendCertsFromPEM(raw[0]) {
+			return nil, fmt.Errorf("%s=%q: want PEM certificates, found none", f.CAVar, f.CAFile)
+		}
+	}
+	if f.CertFile != "" {
+		cert, err := tls.X509KeyPair(raw[1], raw[2])
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q, %s=%q: loading the client certificate: %w", f.CertVar, f.CertFile, f.KeyVar, f.KeyFile, err)
+		}
+		if cert.Leaf == nil { // X509KeyPair fills it in; keep the expiry gauge safe regardless
+			if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+				return nil, fmt.Errorf("%s=%q: parsing the client certificate: %w", f.CertVar, f.CertFile, err)
+			}
+		}
+		m.cert = &cert
+	}
+	return m, nil
+}
+
+// current returns the material in use, reading the files first when they are due.
+func (r *Reloader) current() *material {
+	now := r.clock.Now()
+	if now.UnixNano() < r.next.Load() {
+		return r.cur.Load()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.UnixNano() >= r.next.Load() { // not read by another handshake meanwhile
+		r.next.Store(now.Add(r.interval).UnixNano())
+		r.reload()
+	}
+	return r.cur.Load()
+}
+
+// reload reads the files and puts what they hold in use if it changed and is valid.
+// r.mu is held.
+func (r *Reloader) reload() {
+	old := r.cur.Load()
+	raw, err := r.files.read()
+	if err == nil && sameRaw(raw, old.raw) {
+		r.recovered("unchanged")
+		return
+	}
+	var m *material
+	if err == nil {
+		m, err = r.files.parse(raw)
+	}
+	if err != nil {
+		// One warning per state of the files: the error, and what they held.
+		h := sha256.New()
+		for _, b := range raw {
+			h.Write(b)
+			h.Write([]byte{0})
+		}
+		state := err.Error() + " " + hex.EncodeToString(h.Sum(nil))
+		if state != r.lastBad {
+			r.lastBad = state
+			r.failures.Inc()
+			r.log.Warn("TLS files changed but cannot be used; new connections keep the last good certificate and CAs", "err", err)
+		}
+		return
+	}
+	r.lastBad = ""
+	r.cur.Store(m)
+	r.reloads.Inc()
+	attrs := []any{"ca_changed", !bytes.Equal(raw[0], old.raw[0]), "cert_changed", !bytes.Equal(raw[1], old.raw[1]) || !bytes.Equal(raw[2], old.raw[2])}
+	if m.cert != nil {
+		attrs = append(attrs, "cert_subject", m.cert.Leaf.Subject.String(), "cert_not_after", m.cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	r.log.Info("TLS files reloaded; new connections use them", attrs...)
+}
+
+// recovered notes files that read well again after a failure.
+func (r *Reloader) recovered(how string) {
+	if r.lastBad != "" {
+		r.lastBad = ""
+		r.log.Info("TLS files readable again, " + how + "; new connections keep using them")
+	}
+}
+
+func sameRaw(a, b [3][]byte) bool {
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Apply makes c present the current client certificate (when CertFile is set) and check
+// the server's certificate against the current CAs (when CAFile is set), reading the
+// files when due. The name checked is c.ServerName as it is now, else the name the
+// handshake sends (SNI); set ServerName before Apply when dialing an IP address. A c
+// with InsecureSkipVerify already set (an explicit opt-out, such as a rediss:// URL's
+// skip_verify) keeps it. Call Apply before c is used.
+func (r *Reloader) Apply(c *tls.Config) {
+	if r.files.CertFile != "" {
+		c.Certificates = nil
+		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return r.current().cert, nil
+		}
+	}
+	if r.files.CAFile != "" && !c.InsecureSkipVerify {
+		name := c.ServerName
+		c.RootCAs = nil
+		c.InsecureSkipVerify = true // the check is VerifyConnection's, against the current pool
+		c.VerifyConnection = func(cs tls.ConnectionState) error { return r.verify(cs, name) }
+	}
+}
+
+// Config returns a client configuration for a connection to serverName, with Apply's
+// certificate and checks.
+func (r *Reloader) Config(serverName string) *tls.Config {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	r.Apply(c)
+	return c
+}
+
+// DialContext returns a dial function (the signature of net.Dialer's and kgo.Dialer's)
+// that opens a TLS connection with Config: to serverName, or to the host dialed when
+// serverName is empty. d is the TCP dialer; its Timeout bounds the handshake too.
+func (r *Reloader) DialContext(d *net.Dialer, serverName string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		name := serverName
+		if name == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, fmt.Errorf("dialing %s over TLS: %w", addr, err)
+			}
+			name = host
+		}
+		return (&tls.Dialer{NetDialer: d, Config: r.Config(name)}).DialContext(ctx, network, addr)
+	}
+}
+
+// verify checks the server's certificate chain against the current CAs and name, as
+// crypto/tls does when it verifies itself.
+func (r *Reloader) verify(cs tls.ConnectionState, name string) error {
+	if name == "" {
+		name = cs.ServerName
+	}
+	if name == "" {
+		return errors.New("tlsreload: no server name to check the server's certificate against (set the TLS server name)")
+	}
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("tlsreload: the server sent no certificate")
+	}
+	opts := x509.VerifyOptions{
+		Roots:         r.current().pool,
+		DNSName:       name,
+		Intermediates: x509.NewCertPool(),
+		CurrentTime:   r.clock.Now(),
+	}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates,
+			Err: fmt.Errorf("checking the %s server's certificate for %q against %s=%q: %w", r.target, name, r.files.CAVar, r.files.CAFile, err)}
+	}
+	return nil
+}

@@ -1,0 +1,586 @@
+package tlsreload
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/capturegate/gate/internal/clock"
+)
+
+// --- Certificates ------------------------------------------------------------------------
+
+// authority is a CA made by the test.
+type authority struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+// pair is a certificate and its key, as PEM and as crypto/tls takes them.
+type pair struct {
+	certPEM, keyPEM []byte
+	tls             tls.Certificate
+}
+
+func newKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func serial(t *testing.T) *big.Int {
+	t.Helper()
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func newCA(t *testing.T, name string) *authority {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(t),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue signs a certificate for cn: a server's (for localhost and 127.0.0.1) or a client's.
+func (a *authority) issue(t *testing.T, cn string, server bool) pair {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(t),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(12 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pair{
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+	}
+	if p.tls, err = tls.X509KeyPair(p.certPEM, p.keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// --- A server that requires and reports client certificates ------------------------------
+
+// server is a TLS listener that requires a client certificate signed by its client CA
+// and writes the certificate's common name back, then closes the connection.
+type server struct {
+	addr string
+	cert atomic.Pointer[tls.Certificate] // what it presents; swapped for a CA rotation
+}
+
+func startServer(t *testing.T, clientCA *authority, cert pair) *server {
+	t.Helper()
+	s := &server{}
+	s.cert.Store(&cert.tls)
+	pool := x509.NewCertPool()
+	pool.AddCert(clientCA.cert)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		ClientAuth:     tls.RequireAndVerifyClientCert,
+		ClientCAs:      pool,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cert.Load(), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = ln.Addr().String()
+	var wg sync.WaitGroup
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				tc := c.(*tls.Conn)
+				if tc.Handshake() != nil {
+					return
+				}
+				_, _ = io.WriteString(c, tc.ConnectionState().PeerCertificates[0].Subject.CommonName)
+			})
+		}
+	})
+	return s
+}
+
+// connect opens a new connection with dial and returns the client certificate's common
+// name as the server saw it.
+func connect(t *testing.T, dial func(context.Context, string, string) (net.Conn, error), addr string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(c)
+	if err == nil && len(b) == 0 {
+		err = errors.New("the server closed the connection without a word (handshake refused)")
+	}
+	return string(b), err
+}
+
+// eventually connects until the server sees want, or fails after a generous deadline.
+// Each attempt is a new connection: open ones keep their certificate.
+func eventually(t *testing.T, dial func(context.Context, string, string) (net.Conn, error), addr, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var got string
+	var err error
+	for time.Now().Before(deadline) {
+		if got, err = connect(t, dial, addr); err == nil && got == want {
+			return
+		}
+	}
+	t.Fatalf("a new connection presents %q (err %v), want %q", got, err, want)
+}
+
+// --- Files --------------------------------------------------------------------------------
+
+func write(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// secretVolume lays files out as the kubelet does for a Secret volume: the files live in
+// a timestamped directory, ..data links to it, and each name links through ..data.
+type secretVolume struct {
+	t   *testing.T
+	dir string
+	gen int
+}
+
+func newSecretVolume(t *testing.T, files map[string][]byte) *secretVolume {
+	v := &secretVolume{t: t, dir: t.TempDir()}
+	v.update(files)
+	for name := range files {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(v.dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return v
+}
+
+// update writes a new generation and swaps ..data to it atomically, then removes the
+// old one, as the kubelet's atomic writer does.
+func (v *secretVolume) update(files map[string][]byte) {
+	t := v.t
+	t.Helper()
+	v.gen++
+	gen := "..2026_11_24_13_00_00." + strconv.Itoa(v.gen) // as the kubelet names them: ..<timestamp>
+	if err := os.Mkdir(filepath.Join(v.dir, gen), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range files {
+		write(t, filepath.Join(v.dir, gen, name), b)
+	}
+	old, _ := os.Readlink(filepath.Join(v.dir, "..data"))
+	if err := os.Symlink(gen, filepath.Join(v.dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(v.dir, "..data_tmp"), filepath.Join(v.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(v.dir, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// logBuffer collects log lines for counting.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), s)
+}
+
+const warning = "cannot be used"
+
+type fixture struct {
+	serverCA, clientCA *authority
+	srv                *server
+	c1, c2             pair // client certificates
+	clk                *clock.Fake
+	log                *logBuffer
+	reg                *prometheus.Registry
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{
+		serverCA: newCA(t, "server CA"),
+		clientCA: newCA(t, "client CA"),
+		clk:      clock.NewFake(time.Now()),
+		log:      &logBuffer{},
+		reg:      prometheus.NewRegistry(),
+	}
+	f.c1 = f.clientCA.issue(t, "client-1", false)
+	f.c2 = f.clientCA.issue(t, "client-2", false)
+	f.srv = startServer(t, f.clientCA, f.serverCA.issue(t, "server-1", true))
+	return f
+}
+
+func (f *fixture) options() Options {
+	return Options{Target: "kafka", Interval: time.Second, Clock: f.clk,
+		Log: slog.New(slog.NewTextHandler(f.log, nil)), Reg: f.reg}
+}
+
+func files(dir string) Files {
+	return Files{
+		CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
+		CAVar: "GATE_KAFKA_TLS_CA_FILE", CertVar: "GATE_KAFKA_TLS_CERT_FILE", KeyVar: "GATE_KAFKA_TLS_KEY_FILE",
+	}
+}
+
+// --- Tests --------------------------------------------------------------------------------
+
+// A client certificate rewritten in place is presented by the next new connection once
+// the interval has passed, not before; the connection made before keeps the old one.
+func TestClientCertReplacedInPlace(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
+	write(t, filepath.Join(dir, "tls.crt"), f.c1.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), f.c1.keyPEM)
+	r, err := New(files(dir), f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := r.DialContext(&net.Dialer{Timeout: 10 * time.Second}, "localhost")
+	if got, err := connect(t, dial, f.srv.addr); err != nil || got != "client-1" {
+		t.Fatalf("first connection presents %q, %v; want client-1", got, err)
+	}
+	write(t, filepath.Join(dir, "tls.crt"), f.c2.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), f.c2.keyPEM)
+	// Within the interval the files are not read again.
+	if got, err := connect(t, dial, f.srv.addr); err != nil || got != "client-1" {
+		t.Fatalf("within the interval a new connection presents %q, %v; want client-1 still", got, err)
+	}
+	f.clk.Advance(time.Second)
+	eventually(t, dial, f.srv.addr, "client-2")
+	if n := testutil.ToFloat64(r.reloads); n != 1 {
+		t.Errorf("gate_tls_reloads_total = %v, want 1", n)
+	}
+	if got, want := gaugeValue(t, f.reg, "gate_tls_client_cert_expiry_timestamp_seconds"), float64(f.c2.tls.Leaf.NotAfter.Unix()); got != want {
+		t.Errorf("expiry gauge %v, want client-2's NotAfter %v", got, want)
+	}
+	if f.log.count(warning) != 0 {
+		t.Errorf("warnings logged for a good rotation:\n%s", f.log.buf.String())
+	}
+}
+
+// Kubernetes updates a Secret volume by swapping the ..data symlink to a new directory;
+// the names the gate reads are links through it, and their own inodes never change.
+func TestSecretVolumeSymlinkSwap(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	v := newSecretVolume(t, map[string][]byte{"ca.crt": f.serverCA.pem, "tls.crt": f.c1.certPEM, "tls.key": f.c1.keyPEM})
+	r, err := New(files(v.dir), f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := r.DialContext(&net.Dialer{Timeout: 10 * time.Second}, "localhost")
+	if got, err := connect(t, dial, f.srv.addr); err != nil || got != "client-1" {
+		t.Fatalf("first connection presents %q, %v; want client-1", got, err)
+	}
+	v.update(map[string][]byte{"ca.crt": f.serverCA.pem, "tls.crt": f.c2.certPEM, "tls.key": f.c2.keyPEM})
+	f.clk.Advance(time.Second)
+	eventually(t, dial, f.srv.addr, "client-2")
+	// And back, through a second swap.
+	v.update(map[string][]byte{"ca.crt": f.serverCA.pem, "tls.crt": f.c1.certPEM, "tls.key": f.c1.keyPEM})
+	f.clk.Advance(time.Second)
+	eventually(t, dial, f.srv.addr, "client-1")
+}
+
+// A CA rotation: the server moves to a certificate signed by a new CA. Until the bundle
+// holds the new CA, new connections refuse the server; once it does, they trust it.
+func TestCARotation(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	v := newSecretVolume(t, map[string][]byte{"ca.crt": f.serverCA.pem, "tls.crt": f.c1.certPEM, "tls.key": f.c1.keyPEM})
+	r, err := New(files(v.dir), f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := r.DialContext(&net.Dialer{Timeout: 10 * time.Second}, "localhost")
+	if got, err := connect(t, dial, f.srv.addr); err != nil || got != "client-1" {
+		t.Fatalf("first connection presents %q, %v; want client-1", got, err)
+	}
+	newCA := newCA(t, "server CA 2")
+	s2 := newCA.issue(t, "server-2", true)
+	f.srv.cert.Store(&s2.tls)
+	_, err = connect(t, dial, f.srv.addr)
+	var unknown x509.UnknownAuthorityError
+	if !errors.As(err, &unknown) || !strings.Contains(err.Error(), "GATE_KAFKA_TLS_CA_FILE") {
+		t.Fatalf("a server signed by a CA not in the bundle: %v; want an unknown authority error naming the variable", err)
+	}
+	v.update(map[string][]byte{"ca.crt": append(append([]byte{}, f.serverCA.pem...), newCA.pem...), "tls.crt": f.c1.certPEM, "tls.key": f.c1.keyPEM})
+	f.clk.Advance(time.Second)
+	eventually(t, dial, f.srv.addr, "client-1")
+	// The old CA is still trusted while in the bundle.
+	s3 := f.serverCA.issue(t, "server-3", true)
+	f.srv.cert.Store(&s3.tls)
+	eventually(t, dial, f.srv.addr, "client-1")
+}
+
+// A file that turns bad keeps the last good certificate in use, with one warning and one
+// count per change of the files, however many connections are made meanwhile.
+func TestBadFilesKeepLastGood(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
+	write(t, filepath.Join(dir, "tls.crt"), f.c1.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), f.c1.keyPEM)
+	r, err := New(files(dir), f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := r.DialContext(&net.Dialer{Timeout: 10 * time.Second}, "localhost")
+	stillC1 := func(stage string) {
+		t.Helper()
+		for range 3 {
+			f.clk.Advance(time.Second)
+			if got, err := connect(t, dial, f.srv.addr); err != nil || got != "client-1" {
+				t.Fatalf("%s: a new connection presents %q, %v; want client-1, the last good", stage, got, err)
+			}
+		}
+	}
+	// A certificate whose key is the other one's: the pair does not match.
+	write(t, filepath.Join(dir, "tls.crt"), f.c2.certPEM)
+	stillC1("mismatched key")
+	if n, w := testutil.ToFloat64(r.failures), f.log.count(warning); n != 1 || w != 1 {
+		t.Errorf("after a mismatched pair: %v errors counted, %d warnings; want 1 and 1", n, w)
+	}
+	// A CA bundle with no certificate in it.
+	write(t, filepath.Join(dir, "ca.crt"), []byte("not PEM"))
+	stillC1("CA file not PEM")
+	// The key file gone.
+	if err := os.Remove(filepath.Join(dir, "tls.key")); err != nil {
+		t.Fatal(err)
+	}
+	stillC1("key file removed")
+	if n, w := testutil.ToFloat64(r.failures), f.log.count(warning); n != 3 || w != 3 {
+		t.Errorf("after three bad changes: %v errors counted, %d warnings; want 3 and 3", n, w)
+	}
+	if !strings.Contains(f.log.buf.String(), "GATE_KAFKA_TLS_KEY_FILE") {
+		t.Errorf("the warning does not name the variable:\n%s", f.log.buf.String())
+	}
+	// Good again: the new pair is used.
+	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
+	write(t, filepath.Join(dir, "tls.key"), f.c2.keyPEM)
+	f.clk.Advance(time.Second)
+	eventually(t, dial, f.srv.addr, "client-2")
+	if n, w := testutil.ToFloat64(r.reloads), f.log.count(warning); n != 1 || w != 3 {
+		t.Errorf("after the files are good: %v reloads, %d warnings; want 1 and 3", n, w)
+	}
+}
+
+// The server's name is checked: against the name given, against an IP address's SANs,
+// and a connection with no name at all is refused rather than let through.
+func TestServerNameChecked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
+	write(t, filepath.Join(dir, "tls.crt"), f.c1.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), f.c1.keyPEM)
+	r, err := New(files(dir), f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	if _, err := connect(t, r.DialContext(d, "kafka.example.com"), f.srv.addr); !errors.As(err, new(x509.HostnameError)) {
+		t.Errorf("a server whose certificate is not for the name given: %v; want a host name error", err)
+	}
+	// No name given: the host dialed, 127.0.0.1, is checked against the IP SANs.
+	if got, err := connect(t, r.DialContext(d, ""), f.srv.addr); err != nil || got != "client-1" {
+		t.Errorf("dialing 127.0.0.1 without a name: %q, %v; want client-1", got, err)
+	}
+	// A configuration without a name, dialed at an IP address (no SNI): refused.
+	noName := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return (&tls.Dialer{NetDialer: d, Config: r.Config("")}).DialContext(ctx, network, addr)
+	}
+	if _, err := connect(t, noName, f.srv.addr); err == nil || !strings.Contains(err.Error(), "no server name") {
+		t.Errorf("no name to check: %v; want a refusal", err)
+	}
+	// An explicit opt-out is kept.
+	c := &tls.Config{InsecureSkipVerify: true}
+	r.Apply(c)
+	if c.VerifyConnection != nil {
+		t.Error("Apply replaced InsecureSkipVerify's opt-out with a check")
+	}
+}
+
+// Without a CA file the system's CAs verify as crypto/tls does; without a certificate
+// file no client certificate is set up.
+func TestOnlyWhatIsConfigured(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
+	fs := files(dir)
+	fs.CertFile, fs.KeyFile = "", ""
+	r, err := New(fs, f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Config("localhost"); c.GetClientCertificate != nil || c.VerifyConnection == nil {
+		t.Errorf("CA only: GetClientCertificate set %v, VerifyConnection set %v", c.GetClientCertificate != nil, c.VerifyConnection != nil)
+	}
+	write(t, filepath.Join(dir, "tls.crt"), f.c1.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), f.c1.keyPEM)
+	fs = files(dir)
+	fs.CAFile = ""
+	r, err = New(fs, Options{Target: "redis"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Config("localhost"); c.GetClientCertificate == nil || c.VerifyConnection != nil || c.InsecureSkipVerify {
+		t.Errorf("certificate only: the server must be verified by crypto/tls against the system's CAs: %+v", c)
+	}
+}
+
+// The gate's Kafka and Redis reloaders share one registry, told apart by target.
+func TestMetricsPerTarget(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
+	write(t, filepath.Join(dir, "tls.crt"), f.c1.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), f.c1.keyPEM)
+	for _, target := range []string{"kafka", "redis"} {
+		o := f.options()
+		o.Target = target
+		if _, err := New(files(dir), o); err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+	}
+	if n, err := testutil.GatherAndCount(f.reg, "gate_tls_reloads_total", "gate_tls_reload_errors_total", "gate_tls_client_cert_expiry_timestamp_seconds"); err != nil || n != 6 {
+		t.Errorf("%d series (%v), want 3 per target", n, err)
+	}
+	// A second reloader of one target is a wiring mistake, reported.
+	if _, err := New(files(dir), f.options()); err == nil || !strings.Contains(err.Error(), "registering the kafka TLS reload metrics") {
+		t.Errorf("a second kafka reloader on the registry: %v", err)
+	}
+}
+
+// Start-up errors name the variable at fault.
+func TestNewErrors(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ca.crt"), []byte("hello"))
+	write(t, filepath.Join(dir, "tls.crt"), f.c1.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), f.c2.keyPEM)
+	for _, tc := range []struct {
+		name string
+		fs   func(Files) Files
+		want string
+	}{
+		{"CA not PEM", func(fs Files) Files { return fs }, `GATE_KAFKA_TLS_CA_FILE="` + filepath.Join(dir, "ca.crt") + `": want PEM certificates`},
+		{"CA missing", func(fs Files) Files { fs.CAFile = filepath.Join(dir, "none"); return fs }, `GATE_KAFKA_TLS_CA_FILE="` + filepath.Join(dir, "none") + `": reading the CA certificates`},
+		{"key mismatch", func(fs Files) Files { fs.CAFile = ""; return fs }, "GATE_KAFKA_TLS_CERT_FILE="},
+		{"key missing", func(fs Files) Files { fs.CAFile, fs.KeyFile = "", ""; return fs }, "GATE_KAFKA_TLS_KEY_FILE"},
+	} {
+		if _, err := New(tc.fs(files(dir)), Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
