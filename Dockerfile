@@ -33,7 +33,9 @@ LABEL org.opencontainers.image.title="capture gate" \
       org.opencontainers.image.revision="${COMMIT}" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/gate /usr/local/bin/gate
-USER nonroot:nonroot
+# Numeric, so that Kubernetes can check runAsNonRoot without a runAsUser (which OpenShift's
+# restricted SCC assigns from the namespace's range): 65532 is distroless' nonroot.
+USER 65532:65532
 # /metrics, /healthz, /readyz (GATE_HTTP_ADDR, default :8080)
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/gate"]

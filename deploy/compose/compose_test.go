@@ -140,7 +140,7 @@ func TestComposeServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{" AS build", "CGO_ENABLED=0", "FROM gcr.io/distroless/static:nonroot", "USER nonroot",
+	for _, want := range []string{" AS build", "CGO_ENABLED=0", "FROM gcr.io/distroless/static:nonroot", "USER 65532:65532",
 		"FROM --platform=$BUILDPLATFORM ", "GOARCH=$TARGETARCH", "buildinfo.Version=${VERSION}", "buildinfo.Commit=${COMMIT}",
 		"org.opencontainers.image.source=", "org.opencontainers.image.version=", "org.opencontainers.image.revision=", "org.opencontainers.image.licenses="} {
 		if !bytes.Contains(df, []byte(want)) {

@@ -275,9 +275,9 @@ func TestPrometheusRuleThresholds(t *testing.T) {
 	}
 }
 
-// TestPrometheusRuleNeedsItsAPI: like the monitors, the rule is rendered when enabled and
-// the API exists or it is forced, and NOTES.txt says why it is missing otherwise; an
-// unknown alert name or severity is refused.
+// TestPrometheusRuleNeedsItsAPI: like the monitors (TestMonitorsNeedTheirAPI), the rule
+// is rendered when enabled and the API exists or it is forced, and enabled without the API
+// the render fails; an unknown alert name or severity is refused.
 func TestPrometheusRuleNeedsItsAPI(t *testing.T) {
 	base := readValues(t, "testdata/defaults.yaml")
 	for _, tc := range []struct {
@@ -292,17 +292,22 @@ func TestPrometheusRuleNeedsItsAPI(t *testing.T) {
 		{"forced, no API", "prometheusRule: {enabled: true, force: true}", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := mustRender(t, mergeValues(base, mustParse(t, tc.values)), capabilities(tc.caps...))
+			r, err := render(t, mergeValues(base, mustParse(t, tc.values)), capabilities(tc.caps...))
+			if tc.name == "enabled, no API" {
+				if want := "prometheusRule.enabled is true but the cluster serves no monitoring.coreos.com/v1 PrometheusRule"; err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("error %v, want one containing %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			objs, err := decode(r)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := len(objs.custom["PrometheusRule"]) == 1; got != tc.want {
 				t.Errorf("PrometheusRule rendered: %v, want %v", got, tc.want)
-			}
-			warned := strings.Contains(r.notes, "no PrometheusRule was rendered")
-			if wantWarn := tc.name == "enabled, no API"; warned != wantWarn {
-				t.Errorf("NOTES warns: %v, want %v\n%s", warned, wantWarn, r.notes)
 			}
 		})
 	}

@@ -39,7 +39,7 @@ var requiredVars = []string{
 
 // secretVars may only be set from a Secret: never as a plain value (GATE_REDIS_URLS may
 // be a plain value when none of its URLs holds a password).
-var secretVars = []string{"GATE_KAFKA_SASL_PASSWORD"}
+var secretVars = []string{"GATE_KAFKA_SASL_PASSWORD", "GATE_REDIS_PASSWORD"}
 
 // valueSet is one file of testdata/ and what its render must hold.
 type valueSet struct {
@@ -55,7 +55,7 @@ func ptr[T any](v T) *T { return &v }
 var valueSets = []valueSet{
 	{file: "defaults.yaml",
 		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, replicas: ptr[int32](12), grace: 55},
-	{file: "keda.yaml",
+	{file: "keda.yaml", caps: kedaAPI,
 		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "ScaledObject", "Service", "ServiceAccount"}, grace: 55},
 	{file: "hpa.yaml",
 		kinds: []string{"Deployment", "HorizontalPodAutoscaler", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, grace: 55},
@@ -71,7 +71,9 @@ var valueSets = []valueSet{
 		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, replicas: ptr[int32](4), grace: 55},
 	{file: "operations.yaml", caps: prometheusOperator,
 		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "Service", "ServiceAccount"}, replicas: ptr[int32](4), grace: 55},
-	{file: "tls-sasl.yaml",
+	{file: "policy.yaml",
+		kinds: []string{"Deployment", "NetworkPolicy", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, replicas: ptr[int32](6), grace: 55},
+	{file: "tls-sasl.yaml", caps: kedaAPI,
 		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "ScaledObject", "Service", "ServiceAccount"}, grace: 90},
 }
 
@@ -247,7 +249,8 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, vs valueSet) {
 		t.Errorf("derived grace period %s, want the worst case %s + 5s", grace, worst)
 	}
 	// TLS files live on the mounted Secret.
-	for _, k := range []string{"GATE_KAFKA_TLS_CA_FILE", "GATE_KAFKA_TLS_CERT_FILE", "GATE_KAFKA_TLS_KEY_FILE"} {
+	for _, k := range []string{"GATE_KAFKA_TLS_CA_FILE", "GATE_KAFKA_TLS_CERT_FILE", "GATE_KAFKA_TLS_KEY_FILE",
+		"GATE_REDIS_TLS_CA_FILE", "GATE_REDIS_TLS_CERT_FILE", "GATE_REDIS_TLS_KEY_FILE"} {
 		if f, ok := env[k]; ok && !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
 			return strings.HasPrefix(f.Value, m.MountPath+"/") && m.ReadOnly
 		}) {
@@ -293,6 +296,9 @@ func checkHPA(t *testing.T, h *autoscalingv2.HorizontalPodAutoscaler, deployment
 	if len(h.Spec.Metrics) == 0 {
 		t.Error("HPA without metrics")
 	}
+	if b := h.Spec.Behavior; b == nil || b.ScaleDown == nil || b.ScaleDown.StabilizationWindowSeconds == nil || *b.ScaleDown.StabilizationWindowSeconds < 300 {
+		t.Errorf("HPA behavior %+v: want a scale-down stabilization window of minutes", b)
+	}
 }
 
 // checkScaledObject checks what KEDA's admission webhook and kafka scaler require.
@@ -307,6 +313,19 @@ func checkScaledObject(t *testing.T, u *unstructured.Unstructured, d *appsv1.Dep
 	}
 	mustInt(t, u, "spec", "pollingInterval")
 	mustInt(t, u, "spec", "cooldownPeriod")
+	// KEDA's webhook wants both fallback fields; a fallback outside min..max would be
+	// clamped by the HPA anyway.
+	if _, ok, _ := unstructured.NestedMap(u.Object, "spec", "fallback"); ok {
+		if n := mustInt(t, u, "spec", "fallback", "replicas"); n < min || n > max {
+			t.Errorf("fallback replicas %d outside %d..%d", n, min, max)
+		}
+		if n := mustInt(t, u, "spec", "fallback", "failureThreshold"); n < 1 {
+			t.Errorf("fallback failureThreshold %d, want at least 1", n)
+		}
+	}
+	if b := kedaBehavior(t, u); b.ScaleDown == nil || b.ScaleDown.StabilizationWindowSeconds == nil || *b.ScaleDown.StabilizationWindowSeconds < 300 {
+		t.Errorf("KEDA's HPA scaleDown %+v: want a stabilization window of minutes", b.ScaleDown)
+	}
 	triggers, _, _ := unstructured.NestedSlice(u.Object, "spec", "triggers")
 	if len(triggers) != 1 {
 		t.Fatalf("ScaledObject has %d triggers, want 1", len(triggers))
@@ -474,6 +493,9 @@ func TestGateVariables(t *testing.T) {
 		for _, v := range perRelease {
 			noDefault[v] = true
 		}
+		// Nor this: the team view lists team names and rates on the port Prometheus
+		// scrapes, so the chart serves it only when asked (TestTeamViewOffByDefault).
+		noDefault["GATE_TEAM_API"] = true
 		d := renderDeployment(t, readValues(t, "testdata/defaults.yaml"), capabilities())
 		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 			def, ok := known[e.Name]
@@ -527,28 +549,54 @@ func sameSetting(a, b string) bool {
 	return false
 }
 
-// TestRedisSecrets: a password Secret is referenced from the URLs, a URLs Secret replaces them.
+// TestRedisSecrets: the Redis user is GATE_REDIS_USERNAME and the password
+// GATE_REDIS_PASSWORD from its Secret, with the URLs left as given (no password spliced
+// into them, so it need not be URL-safe); a URLs Secret replaces the URLs and may go with
+// the password Secret.
 func TestRedisSecrets(t *testing.T) {
 	base := readValues(t, "testdata/defaults.yaml")
 	d := renderDeployment(t, mergeValues(base, mustParse(t, `
 redis:
   urls: [redis://redis-0:6379/0, redis://user@redis-1:6379/2]
+  username: gate
   passwordSecret: {name: redis-auth, key: pw}`)), capabilities())
 	env := envOf(d.Spec.Template.Spec.Containers[0])
-	if got, want := env["GATE_REDIS_URLS"].Value, "redis://:$(CAPTURE_GATE_REDIS_PASSWORD)@redis-0:6379/0,redis://user:$(CAPTURE_GATE_REDIS_PASSWORD)@redis-1:6379/2"; got != want {
-		t.Errorf("GATE_REDIS_URLS = %q, want %q", got, want)
+	if got, want := env["GATE_REDIS_URLS"].Value, "redis://redis-0:6379/0,redis://user@redis-1:6379/2"; got != want {
+		t.Errorf("GATE_REDIS_URLS = %q, want the URLs as given, %q", got, want)
 	}
-	if ref := env["CAPTURE_GATE_REDIS_PASSWORD"].ValueFrom; ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "redis-auth" || ref.SecretKeyRef.Key != "pw" {
-		t.Errorf("CAPTURE_GATE_REDIS_PASSWORD not from Secret redis-auth/pw: %+v", ref)
+	if e := env["GATE_REDIS_USERNAME"]; e.Value != "gate" || e.ValueFrom != nil {
+		t.Errorf("GATE_REDIS_USERNAME = %+v, want the plain value gate", e)
+	}
+	if e := env["GATE_REDIS_PASSWORD"]; e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+		e.ValueFrom.SecretKeyRef.Name != "redis-auth" || e.ValueFrom.SecretKeyRef.Key != "pw" {
+		t.Errorf("GATE_REDIS_PASSWORD = %+v, want it from Secret redis-auth/pw", e)
+	}
+	for name := range env {
+		if strings.Contains(name, "REDIS_PASSWORD") && name != "GATE_REDIS_PASSWORD" {
+			t.Errorf("%s set beside GATE_REDIS_PASSWORD", name)
+		}
+	}
+
+	d = renderDeployment(t, base, capabilities())
+	env = envOf(d.Spec.Template.Spec.Containers[0])
+	for _, name := range []string{"GATE_REDIS_USERNAME", "GATE_REDIS_PASSWORD"} {
+		if e, ok := env[name]; ok {
+			t.Errorf("%s = %+v without a value for it", name, e)
+		}
 	}
 
 	d = renderDeployment(t, mergeValues(base, mustParse(t, `
 redis:
   urls: []
-  urlsSecret: {name: redis-urls}`)), capabilities())
-	ref := envOf(d.Spec.Template.Spec.Containers[0])["GATE_REDIS_URLS"].ValueFrom
+  urlsSecret: {name: redis-urls}
+  passwordSecret: {name: redis-auth}`)), capabilities())
+	env = envOf(d.Spec.Template.Spec.Containers[0])
+	ref := env["GATE_REDIS_URLS"].ValueFrom
 	if ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "redis-urls" || ref.SecretKeyRef.Key != "urls" {
 		t.Errorf("GATE_REDIS_URLS not from Secret redis-urls/urls: %+v", ref)
+	}
+	if ref := env["GATE_REDIS_PASSWORD"].ValueFrom; ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "redis-auth" || ref.SecretKeyRef.Key != "password" {
+		t.Errorf("GATE_REDIS_PASSWORD not from Secret redis-auth/password beside urlsSecret: %+v", ref)
 	}
 }
 
@@ -623,39 +671,74 @@ func TestGracePeriod(t *testing.T) {
 	}
 }
 
-// TestMonitorsNeedTheirAPI: a monitor is rendered when enabled and the API exists or it
-// is forced; otherwise NOTES.txt says why it is missing.
+// TestMonitorsNeedTheirAPI: a custom resource (PodMonitor, ServiceMonitor,
+// PrometheusRule, ScaledObject) is rendered whenever it is enabled and the cluster serves
+// its API, as its group/version/Kind (a live cluster) or its bare group/version (helm
+// template --api-versions); enabled without the API, the render fails with one line naming
+// the value, the API and the way out, unless force (the monitors) or capabilityChecks=false
+// says to render it unchecked.
 func TestMonitorsNeedTheirAPI(t *testing.T) {
 	base := readValues(t, "testdata/defaults.yaml")
-	for _, kind := range []string{"PodMonitor", "ServiceMonitor"} {
-		key := strings.ToLower(kind[:1]) + kind[1:]
+	for _, cr := range []struct {
+		kind, gv, values, force string
+		otherKind               string // another Kind of the same group/version
+	}{
+		{"PodMonitor", "monitoring.coreos.com/v1", "metrics: {podMonitor: {enabled: true}}", "metrics: {podMonitor: {force: true}}", "ServiceMonitor"},
+		{"ServiceMonitor", "monitoring.coreos.com/v1", "metrics: {serviceMonitor: {enabled: true}}", "metrics: {serviceMonitor: {force: true}}", "PodMonitor"},
+		{"PrometheusRule", "monitoring.coreos.com/v1", "prometheusRule: {enabled: true}", "prometheusRule: {force: true}", "PodMonitor"},
+		{"ScaledObject", "keda.sh/v1alpha1", "autoscaling: {keda: {enabled: true}}", "", "TriggerAuthentication"},
+	} {
 		for _, tc := range []struct {
-			name   string
-			values string
-			caps   []string
-			want   bool
+			name    string
+			enabled bool
+			extra   string
+			caps    []string
+			want    bool // rendered; false with enabled: the render fails
 		}{
-			{"disabled", "", prometheusOperator, false},
-			{"enabled, API present", "{enabled: true}", prometheusOperator, true},
-			{"enabled, no API", "{enabled: true}", nil, false},
-			{"forced, no API", "{enabled: true, force: true}", nil, true},
+			{name: "disabled", caps: allAPIs},
+			{name: "enabled, API present", enabled: true, caps: allAPIs, want: true},
+			{name: "enabled, group/version only (--api-versions)", enabled: true, caps: []string{cr.gv}, want: true},
+			{name: "enabled, no API", enabled: true},
+			{name: "enabled, only another kind of the group", enabled: true, caps: []string{cr.gv, cr.gv + "/" + cr.otherKind}},
+			{name: "enabled, forced", enabled: true, extra: cr.force, want: true},
+			{name: "enabled, capabilityChecks off", enabled: true, extra: "capabilityChecks: false", want: true},
 		} {
-			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+			if tc.extra == "" && strings.HasSuffix(tc.name, "forced") {
+				continue // the ScaledObject has no force of its own
+			}
+			t.Run(cr.kind+"/"+tc.name, func(t *testing.T) {
 				vals := base
-				if tc.values != "" {
-					vals = mergeValues(base, mustParse(t, fmt.Sprintf("metrics:\n  %s: %s", key, tc.values)))
+				if tc.enabled {
+					vals = mergeValues(vals, mustParse(t, cr.values))
 				}
-				r := mustRender(t, vals, capabilities(tc.caps...))
+				if tc.extra != "" {
+					vals = mergeValues(vals, mustParse(t, tc.extra))
+				}
+				r, err := render(t, vals, capabilities(tc.caps...))
+				if tc.enabled && !tc.want {
+					if err == nil {
+						t.Fatalf("rendered without the %s API; want an error", cr.kind)
+					}
+					msg := err.Error()
+					for _, want := range []string{"the cluster serves no " + cr.gv + " " + cr.kind, "--api-versions " + cr.gv + "/" + cr.kind, "capabilityChecks=false"} {
+						if !strings.Contains(msg, want) {
+							t.Errorf("error %q lacks %q", msg, want)
+						}
+					}
+					if strings.Contains(msg, "\n") {
+						t.Errorf("error %q: want one line", msg)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
 				objs, err := decode(r)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := len(objs.custom[kind]) == 1; got != tc.want {
-					t.Errorf("%s rendered: %v, want %v", kind, got, tc.want)
-				}
-				warned := strings.Contains(r.notes, "no "+kind+" was rendered")
-				if wantWarn := tc.values != "" && !tc.want; warned != wantWarn {
-					t.Errorf("NOTES warns: %v, want %v\n%s", warned, wantWarn, r.notes)
+				if got := len(objs.custom[cr.kind]) == 1; got != tc.want {
+					t.Errorf("%s rendered: %v, want %v", cr.kind, got, tc.want)
 				}
 			})
 		}
@@ -681,7 +764,7 @@ func TestInvalidValues(t *testing.T) {
 			if !ok {
 				t.Fatalf("first line %q is not '# want: <part of the error>'", first)
 			}
-			_, err = render(t, readValues(t, "testdata/defaults.yaml", f), capabilities(prometheusOperator...))
+			_, err = render(t, readValues(t, "testdata/defaults.yaml", f), capabilities(allAPIs...))
 			if err == nil {
 				t.Fatalf("rendered; want an error containing %q", want)
 			}
@@ -843,7 +926,7 @@ func TestKEDAOffsetResetPolicy(t *testing.T) {
 		if tc.values != "" {
 			vals = mergeValues(base, mustParse(t, tc.values))
 		}
-		objs, err := decode(mustRender(t, vals, capabilities()))
+		objs, err := decode(mustRender(t, vals, capabilities(kedaAPI...)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -873,7 +956,7 @@ func TestReleasesDoNotCollide(t *testing.T) {
 	gateEnv := func(release string, vals map[string]any) map[string]string {
 		t.Helper()
 		opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
-		r, err := renderRelease(mustChart(t), vals, opts, capabilities())
+		r, err := renderRelease(mustChart(t), vals, opts, capabilities(kedaAPI...))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -64,7 +64,7 @@ func TestProbes(t *testing.T) {
 		t.Errorf("default startupProbe %+v: want GET /healthz on http every 2s, 30 failures", p)
 	}
 
-	c = renderDeployment(t, readValues(t, "testdata/operations.yaml"), capabilities()).Spec.Template.Spec.Containers[0]
+	c = renderDeployment(t, readValues(t, "testdata/operations.yaml"), capabilities(prometheusOperator...)).Spec.Template.Spec.Containers[0]
 	if p := c.StartupProbe; p == nil || p.PeriodSeconds != 5 || p.FailureThreshold != 24 {
 		t.Errorf("startupProbe %+v: want periodSeconds 5, failureThreshold 24", p)
 	}
@@ -173,7 +173,7 @@ func TestPodDisruptionBudgetEvictsUnhealthy(t *testing.T) {
 // TestExtras: extraContainers, extraVolumes, extraVolumeMounts and extraEnvFrom reach
 // the pod, after the chart's own.
 func TestExtras(t *testing.T) {
-	d := renderDeployment(t, readValues(t, "testdata/operations.yaml"), capabilities())
+	d := renderDeployment(t, readValues(t, "testdata/operations.yaml"), capabilities(prometheusOperator...))
 	spec := d.Spec.Template.Spec
 	if len(spec.Containers) != 2 || spec.Containers[0].Name != "gate" || spec.Containers[1].Name != "log-shipper" {
 		t.Fatalf("containers %v: want gate, then log-shipper", spec.Containers)

@@ -57,6 +57,12 @@ func capabilities(extra ...string) *chartutil.Capabilities {
 // prometheusOperator is the API a cluster with the Prometheus Operator's CRDs serves.
 var prometheusOperator = []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/PodMonitor", "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}
 
+// kedaAPI is the API a cluster with KEDA serves (the part the chart uses).
+var kedaAPI = []string{"keda.sh/v1alpha1", "keda.sh/v1alpha1/ScaledObject", "keda.sh/v1alpha1/TriggerAuthentication"}
+
+// allAPIs is a cluster with both.
+var allAPIs = append(append([]string{}, prometheusOperator...), kedaAPI...)
+
 // readValues reads and merges values files the way `helm -f a.yaml -f b.yaml` does: later
 // files win, maps merge key by key.
 func readValues(t *testing.T, files ...string) map[string]any {

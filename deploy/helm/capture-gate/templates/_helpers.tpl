@@ -11,7 +11,11 @@
 {{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- $full := printf "%s-%s" .Release.Name $name -}}
+{{- if and .Values.nameOverride (gt (len $full) 63) -}}
+{{- fail (printf "capture-gate: the full name %q (release-nameOverride) is %d characters, over Kubernetes' 63; shorten nameOverride or set fullnameOverride" $full (len $full)) -}}
+{{- end -}}
+{{- $full | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -71,6 +75,51 @@ httpGet:
 {{- end -}}
 {{- end -}}
 
+{{/* The pod's and the container's securityContext: the values, without the fixed user,
+group and fsGroup when fixedUIDs is false (OpenShift's restricted SCC assigns them). */}}
+{{- define "capture-gate.podSecurityContext" -}}
+{{- $sc := .Values.podSecurityContext | default dict -}}
+{{- if not .Values.fixedUIDs }}{{ $sc = omit $sc "runAsUser" "runAsGroup" "fsGroup" }}{{ end -}}
+{{- with $sc }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{- define "capture-gate.securityContext" -}}
+{{- $sc := .Values.securityContext | default dict -}}
+{{- if not .Values.fixedUIDs }}{{ $sc = omit $sc "runAsUser" "runAsGroup" }}{{ end -}}
+{{- with $sc }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{/* The NetworkPolicy's egress ports, as a JSON list: networkPolicy.kafka.ports, or the
+ports of kafka.brokers. */}}
+{{- define "capture-gate.kafkaPorts" -}}
+{{- $ports := list -}}
+{{- range .Values.networkPolicy.kafka.ports }}{{ $ports = append $ports (int64 .) }}{{ end -}}
+{{- if not $ports -}}
+{{- range .Values.kafka.brokers }}{{ $ports = append $ports (regexFind "[0-9]+$" . | int64) }}{{ end -}}
+{{- end -}}
+{{- toJson (uniq $ports) -}}
+{{- end -}}
+
+{{/* networkPolicy.redis.ports, or the ports of redis.urls (6379 when a URL names none) and,
+in sentinel mode, of redis.sentinel.addrs. */}}
+{{- define "capture-gate.redisPorts" -}}
+{{- $ports := list -}}
+{{- range .Values.networkPolicy.redis.ports }}{{ $ports = append $ports (int64 .) }}{{ end -}}
+{{- if not $ports -}}
+{{- if .Values.redis.urlsSecret.name -}}
+{{- fail "capture-gate: networkPolicy.redis.ports is required with redis.urlsSecret: the chart cannot read the ports of URLs kept in a Secret" -}}
+{{- end -}}
+{{- range .Values.redis.urls -}}
+{{- $port := regexFind ":[0-9]+$" (urlParse .).host | trimPrefix ":" -}}
+{{- $ports = append $ports (default "6379" $port | int64) -}}
+{{- end -}}
+{{- if eq .Values.redis.mode "sentinel" -}}
+{{- range .Values.redis.sentinel.addrs }}{{ $ports = append $ports (regexFind "[0-9]+$" . | int64) }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (uniq $ports) -}}
+{{- end -}}
+
 {{- define "capture-gate.image" -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
@@ -124,6 +173,29 @@ Fails when that exceeds the partition count, unless scaling.allowIdlePods.
 {{- $replicas -}}
 {{- end -}}
 
+{{/* The HPA's behavior: autoscaling.behavior, with autoscaling.hpa.behavior laid over it
+for the HPA the chart renders (not for the one KEDA makes). */}}
+{{- define "capture-gate.hpaBehavior" -}}
+{{- $b := deepCopy (.Values.autoscaling.behavior | default dict) -}}
+{{- if .Values.autoscaling.hpa.enabled }}{{ $b = mergeOverwrite $b (deepCopy (.Values.autoscaling.hpa.behavior | default dict)) }}{{ end -}}
+{{- with $b }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{/* KEDA's fallback replicas: autoscaling.keda.fallback.replicas, or the fixed count
+ceil(inputPartitions / partitionsPerPod) within minReplicas..maxReplicas. */}}
+{{- define "capture-gate.fallbackReplicas" -}}
+{{- $f := .Values.autoscaling.keda.fallback -}}
+{{- if not (kindIs "invalid" $f.replicas) -}}
+{{- $f.replicas | int64 -}}
+{{- else -}}
+{{- $partitions := include "capture-gate.partitions" . | int64 -}}
+{{- $perPod := .Values.scaling.partitionsPerPod | int64 -}}
+{{- $n := div (sub (add $partitions $perPod) 1) $perPod -}}
+{{- $n = min $n (include "capture-gate.maxReplicas" . | int64) -}}
+{{- max $n (.Values.autoscaling.minReplicas | int64) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "capture-gate.maxReplicas" -}}
 {{- $partitions := include "capture-gate.partitions" . | int64 -}}
 {{- if kindIs "invalid" .Values.autoscaling.maxReplicas -}}
@@ -155,28 +227,15 @@ against it: the drain (kafka.shutdownTimeout), the final commit and leaving the 
 {{- define "capture-gate.kafkaTLSDir" -}}/etc/capture-gate/kafka-tls{{- end -}}
 {{- define "capture-gate.redisTLSDir" -}}/etc/capture-gate/redis-tls{{- end -}}
 
-{{/* The env variable holding the Redis password (not GATE_: the gate refuses unknown GATE_ names). */}}
-{{- define "capture-gate.redisPasswordVar" -}}CAPTURE_GATE_REDIS_PASSWORD{{- end -}}
-
-{{/* GATE_REDIS_URLS as a plain value, the password (if any) as a $(VAR) reference. */}}
+{{/* GATE_REDIS_URLS as a plain value: redis.urls, none of which may hold a password (the
+password is GATE_REDIS_PASSWORD, from redis.passwordSecret). */}}
 {{- define "capture-gate.redisURLs" -}}
-{{- $urls := list -}}
 {{- range $u := .Values.redis.urls -}}
 {{- if regexMatch "^rediss?://[^/@]*:[^/@]*@" $u -}}
 {{- fail (printf "capture-gate: redis.urls entry %q holds a password; put it in a Secret (redis.passwordSecret or redis.urlsSecret), never in values" (regexReplaceAll ":[^/@:]*@" $u ":xxxxx@")) -}}
 {{- end -}}
-{{- if $.Values.redis.passwordSecret.name -}}
-{{- $ref := printf "$(%s)" (include "capture-gate.redisPasswordVar" $) -}}
-{{- if regexMatch "^rediss?://[^/@]+@" $u -}}
-{{- $u = regexReplaceAll "^(rediss?://[^/@]+)@" $u "${1}:GATEPASSWORDREF@" -}}
-{{- else -}}
-{{- $u = regexReplaceAll "^(rediss?://)" $u "${1}:GATEPASSWORDREF@" -}}
 {{- end -}}
-{{- $u = replace "GATEPASSWORDREF" $ref $u -}}
-{{- end -}}
-{{- $urls = append $urls $u -}}
-{{- end -}}
-{{- join "," $urls -}}
+{{- join "," .Values.redis.urls -}}
 {{- end -}}
 
 {{/*
@@ -383,9 +442,20 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- else if or $v.redis.sentinel.master $v.redis.sentinel.addrs }}
 {{- fail "capture-gate: redis.sentinel is only read with redis.mode sentinel" }}
 {{- end }}
+{{- with $v.redis.username }}
+- name: GATE_REDIS_USERNAME
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.redis.passwordSecret.name }}
+- name: GATE_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $v.redis.passwordSecret.key | quote }}
+{{- end }}
 {{- if $v.redis.urlsSecret.name }}
-{{- if or $v.redis.urls $v.redis.passwordSecret.name }}
-{{- fail "capture-gate: redis.urlsSecret replaces redis.urls and redis.passwordSecret; set one way only" }}
+{{- if $v.redis.urls }}
+{{- fail "capture-gate: redis.urlsSecret replaces redis.urls; set one of them" }}
 {{- end }}
 - name: GATE_REDIS_URLS
   valueFrom:
@@ -396,19 +466,23 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- if not $v.redis.urls }}
 {{- fail "capture-gate: redis.urls (or redis.urlsSecret) is required: the Redis instances as redis:// or rediss:// URLs, the same list in the same order for the whole fleet" }}
 {{- end }}
-{{- with $v.redis.passwordSecret.name }}
-- name: {{ include "capture-gate.redisPasswordVar" $ }}
-  valueFrom:
-    secretKeyRef:
-      name: {{ . | quote }}
-      key: {{ $v.redis.passwordSecret.key | quote }}
-{{- end }}
 - name: GATE_REDIS_URLS
   value: {{ include "capture-gate.redisURLs" . | quote }}
 {{- end }}
-{{- if and $v.redis.tls.secretName $v.redis.tls.caKey }}
+{{- if $v.redis.tls.secretName }}
+{{- $dir := include "capture-gate.redisTLSDir" . }}
+{{- with $v.redis.tls.caKey }}
 - name: GATE_REDIS_TLS_CA_FILE
-  value: {{ printf "%s/%s" (include "capture-gate.redisTLSDir" .) $v.redis.tls.caKey | quote }}
+  value: {{ printf "%s/%s" $dir . | quote }}
+{{- end }}
+{{- with $v.redis.tls.certKey }}
+- name: GATE_REDIS_TLS_CERT_FILE
+  value: {{ printf "%s/%s" $dir . | quote }}
+{{- end }}
+{{- with $v.redis.tls.keyKey }}
+- name: GATE_REDIS_TLS_KEY_FILE
+  value: {{ printf "%s/%s" $dir . | quote }}
+{{- end }}
 {{- end }}
 - name: GATE_REDIS_PREFIX
   value: {{ default (include "capture-gate.fullname" .) $v.redis.prefix | quote }}
@@ -430,20 +504,49 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.log.format | quote }}
 {{- end -}}
 
-{{/* Whether the PodMonitor / ServiceMonitor are rendered: enabled, and the API exists or is forced. */}}
+{{/* Whether the PodMonitor / ServiceMonitor / PrometheusRule are rendered: whenever
+enabled; capture-gate.validate fails the render when the cluster lacks the API and neither
+force nor capabilityChecks=false says to render it anyway. */}}
 {{- define "capture-gate.podMonitor" -}}
-{{- $m := .Values.metrics.podMonitor -}}
-{{- if and $m.enabled (or $m.force (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PodMonitor")) }}true{{ end -}}
+{{- if .Values.metrics.podMonitor.enabled }}true{{ end -}}
 {{- end -}}
 
 {{- define "capture-gate.serviceMonitor" -}}
-{{- $m := .Values.metrics.serviceMonitor -}}
-{{- if and $m.enabled (or $m.force (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}true{{ end -}}
+{{- if .Values.metrics.serviceMonitor.enabled }}true{{ end -}}
 {{- end -}}
 
 {{- define "capture-gate.prometheusRule" -}}
-{{- $m := .Values.prometheusRule -}}
-{{- if and $m.enabled (or $m.force (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PrometheusRule")) }}true{{ end -}}
+{{- if .Values.prometheusRule.enabled }}true{{ end -}}
+{{- end -}}
+
+{{/*
+capture-gate.hasAPI: (list . "group/version" "Kind") -> "true" when the cluster serves Kind.
+A cluster Helm talks to lists every group/version and group/version/Kind; helm template
+lists what --api-versions gives, often the group/version alone. So the Kind must be listed,
+or the group/version when no Kind of it is (a bare --api-versions group/version).
+*/}}
+{{- define "capture-gate.hasAPI" -}}
+{{- $caps := (index . 0).Capabilities.APIVersions -}}
+{{- $gv := index . 1 -}}
+{{- if $caps.Has (printf "%s/%s" $gv (index . 2)) -}}
+true
+{{- else if $caps.Has $gv -}}
+{{- $kinds := false -}}
+{{- range $caps }}{{ if hasPrefix (printf "%s/" $gv) . }}{{ $kinds = true }}{{ end }}{{ end -}}
+{{- if not $kinds }}true{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* capture-gate.needAPI: (dict "top" . "value" "a.b.enabled" "force" bool "forceValue" "a.b.force"
+"gv" "group/version" "kind" "Kind" "provider" "what installs it") fails the render, in one
+line, when the custom resource is enabled but the cluster does not serve it and no value says
+to render it unchecked. */}}
+{{- define "capture-gate.needAPI" -}}
+{{- if and .top.Values.capabilityChecks (not .force) (not (include "capture-gate.hasAPI" (list .top .gv .kind))) -}}
+{{- $optOut := "capabilityChecks=false" -}}
+{{- if .forceValue }}{{ $optOut = printf "%s=true or capabilityChecks=false" .forceValue }}{{ end -}}
+{{- fail (printf "capture-gate: %s is true but the cluster serves no %s %s (%s): install it, pass --api-versions %s/%s to helm template, or set %s to render it unchecked" .value .gv .kind .provider .gv .kind $optOut) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The PromQL label matchers that pick this release's gates out of every gate metric:
@@ -478,6 +581,14 @@ nothing; fails with a message naming the values to change.
 {{- if gt $min $max -}}
 {{- fail (printf "capture-gate: autoscaling.minReplicas (%d) exceeds autoscaling.maxReplicas (%d)" $min $max) -}}
 {{- end -}}
+{{- if and $a.hpa.enabled (kindIs "invalid" $a.hpa.targetCPUUtilizationPercentage) (kindIs "invalid" $a.hpa.targetMemoryUtilizationPercentage) -}}
+{{- fail "capture-gate: autoscaling.hpa needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage; an HPA without a target would scale on 80% CPU" -}}
+{{- end -}}
+{{- if and $a.keda.enabled $a.keda.fallback.enabled (not (kindIs "invalid" $a.keda.fallback.replicas)) -}}
+{{- if or (gt ($a.keda.fallback.replicas | int64) $max) (lt ($a.keda.fallback.replicas | int64) $min) -}}
+{{- fail (printf "capture-gate: autoscaling.keda.fallback.replicas (%d) is outside autoscaling.minReplicas..maxReplicas (%d..%d)" ($a.keda.fallback.replicas | int64) $min $max) -}}
+{{- end -}}
+{{- end -}}
 {{- if and $a.hpa.enabled (lt $min 1) -}}
 {{- fail "capture-gate: autoscaling.minReplicas must be at least 1 with the HPA (only KEDA scales to zero)" -}}
 {{- end -}}
@@ -508,6 +619,12 @@ nothing; fails with a message naming the values to change.
 {{- if and $v.kafka.tls.certKey (not $v.kafka.tls.secretName) -}}
 {{- fail "capture-gate: kafka.tls.certKey needs kafka.tls.secretName, the Secret holding the client certificate" -}}
 {{- end -}}
+{{- if ne (empty $v.redis.tls.certKey) (empty $v.redis.tls.keyKey) -}}
+{{- fail "capture-gate: redis.tls.certKey and redis.tls.keyKey go together (mutual TLS), or neither" -}}
+{{- end -}}
+{{- if and $v.redis.tls.certKey (not $v.redis.tls.secretName) -}}
+{{- fail "capture-gate: redis.tls.certKey needs redis.tls.secretName, the Secret holding the client certificate" -}}
+{{- end -}}
 {{- if ne $v.kafka.sasl.mechanism "none" -}}
 {{- if not $v.kafka.sasl.existingSecret -}}
 {{- fail (printf "capture-gate: kafka.sasl.existingSecret is required with SASL mechanism %s: the password comes from a Secret, never from values" $v.kafka.sasl.mechanism) -}}
@@ -527,9 +644,29 @@ nothing; fails with a message naming the values to change.
 {{- if hasKey $chartEnv $e.name -}}
 {{- fail (printf "capture-gate: extraEnv sets %s, which the chart sets from its values; set that value instead (see the chart's README)" $e.name) -}}
 {{- end -}}
-{{- if and (has $e.name (list "GATE_KAFKA_SASL_PASSWORD" "GATE_REDIS_URLS")) (hasKey $e "value") -}}
+{{- if and (has $e.name (list "GATE_KAFKA_SASL_PASSWORD" "GATE_REDIS_PASSWORD" "GATE_REDIS_URLS")) (hasKey $e "value") -}}
 {{- fail (printf "capture-gate: extraEnv gives %s a plain value; it holds a secret, so take it from a Secret (valueFrom.secretKeyRef or envFrom)" $e.name) -}}
 {{- end -}}
+{{- end -}}
+{{- if le ($v.progressDeadlineSeconds | int64) ($v.minReadySeconds | int64) -}}
+{{- fail (printf "capture-gate: progressDeadlineSeconds (%d) must be greater than minReadySeconds (%d)" ($v.progressDeadlineSeconds | int64) ($v.minReadySeconds | int64)) -}}
+{{- end -}}
+{{- if $v.networkPolicy.enabled -}}
+{{- $_ := include "capture-gate.redisPorts" . -}}
+{{- end -}}
+{{- /* Last: a custom resource whose API the cluster lacks (after the errors in values). */ -}}
+{{- $m := $v.metrics -}}
+{{- if $m.podMonitor.enabled -}}
+{{- include "capture-gate.needAPI" (dict "top" . "value" "metrics.podMonitor.enabled" "force" $m.podMonitor.force "forceValue" "metrics.podMonitor.force" "gv" "monitoring.coreos.com/v1" "kind" "PodMonitor" "provider" "the Prometheus Operator's CRDs") -}}
+{{- end -}}
+{{- if $m.serviceMonitor.enabled -}}
+{{- include "capture-gate.needAPI" (dict "top" . "value" "metrics.serviceMonitor.enabled" "force" $m.serviceMonitor.force "forceValue" "metrics.serviceMonitor.force" "gv" "monitoring.coreos.com/v1" "kind" "ServiceMonitor" "provider" "the Prometheus Operator's CRDs") -}}
+{{- end -}}
+{{- if $v.prometheusRule.enabled -}}
+{{- include "capture-gate.needAPI" (dict "top" . "value" "prometheusRule.enabled" "force" $v.prometheusRule.force "forceValue" "prometheusRule.force" "gv" "monitoring.coreos.com/v1" "kind" "PrometheusRule" "provider" "the Prometheus Operator's CRDs") -}}
+{{- end -}}
+{{- if $a.keda.enabled -}}
+{{- include "capture-gate.needAPI" (dict "top" . "value" "autoscaling.keda.enabled" "force" false "forceValue" "" "gv" "keda.sh/v1alpha1" "kind" "ScaledObject" "provider" "KEDA") -}}
 {{- end -}}
 {{- end -}}
 
