@@ -162,6 +162,24 @@ type Config struct {
 	// rising but not yet read. Default 0.005.
 	ColdWriteShare float64
 
+	// DivertHold and DivertRelease make a diverted team stay diverted (Divert mode, wall
+	// clock; Cap admits up to the threshold by design and is unchanged). Once a team's
+	// level reaches its threshold it is held in overflow until its level has stayed under
+	// DivertRelease × its threshold for DivertHold, on every gate: a gate holding a team
+	// says so through the shared store on each tick while the team is over the release
+	// level, and a gate that reads that is held too (hold.go). Without it a team near its
+	// limit switches between the accepted and overflow topics on every crossing, and its
+	// events, split between a fast and a slow pipeline, are reordered downstream.
+	//
+	// DivertHold: default Window; negative holds nothing past the release level (and
+	// nothing is shared). Longer keeps a team that calmed down in the slower overflow
+	// pipeline longer; shorter lets a team whose bursts come further apart than the hold
+	// switch on each. DivertRelease: default 0.8, in (0, 1]; 1 releases as soon as the
+	// level is under the threshold, as before (with a negative hold: today's divert).
+	// Lower keeps a team just under its limit diverted.
+	DivertHold    time.Duration
+	DivertRelease float64
+
 	// Capacity bounds how many teams are cached. Default 300,000.
 	Capacity int
 	// TTL is the longest a cached team's global view may go unread: past it, the team is
@@ -184,6 +202,7 @@ const (
 	DefaultPendingReadShare = 0.05
 	DefaultSyncFloor        = 0.01
 	DefaultColdWriteShare   = 0.005
+	DefaultDivertRelease    = 0.8
 	DefaultCapacity         = 300_000
 	DefaultTTL              = 600 * time.Second
 	DefaultIdleTimeout      = 300 * time.Second
@@ -235,6 +254,22 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ColdWriteShare == 0 {
 		c.ColdWriteShare = DefaultColdWriteShare
+	}
+	if c.Clock == EventClock {
+		// Holds are kept per team, and an event-clock team has one entry per window: not
+		// supported yet, so nothing is held unless asked for (an error below).
+		if c.DivertHold == 0 {
+			c.DivertHold = -1
+		}
+		if c.DivertRelease == 0 {
+			c.DivertRelease = 1
+		}
+	}
+	if c.DivertHold == 0 {
+		c.DivertHold = c.Window
+	}
+	if c.DivertRelease == 0 {
+		c.DivertRelease = DefaultDivertRelease
 	}
 	if c.Capacity == 0 {
 		c.Capacity = DefaultCapacity
@@ -291,6 +326,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SyncFloor < 0 || c.SyncFloor >= tierLow {
 		errs = append(errs, fmt.Errorf("sync floor %g: must be in [0, %g)", c.SyncFloor, tierLow))
+	}
+	if c.DivertRelease <= 0 || c.DivertRelease > 1 {
+		errs = append(errs, fmt.Errorf("divert release %g: must be in (0, 1]", c.DivertRelease))
+	}
+	if c.Clock == EventClock && (c.DivertHold > 0 || c.DivertRelease < 1) {
+		errs = append(errs, fmt.Errorf("divert hold %s, release %g: not supported with the event clock (hold < 0 and release 1 only)", c.DivertHold, c.DivertRelease))
 	}
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("capacity %d: must be at least 1", c.Capacity))

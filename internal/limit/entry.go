@@ -9,12 +9,14 @@ import (
 
 // Bit layouts of the packed entry words.
 const (
-	// thr: generation << genShift | tier << tierShift | threshold. One atomic load gives a
-	// threshold and whether it is current, so an override swap never shows a check a mix;
-	// the tier at the last check rides along, as it is read on the same path.
-	thresholdBits = 44
+	// thr: generation << genShift | tier << tierShift | held | threshold. One atomic load
+	// gives a threshold and whether it is current, so an override swap never shows a check
+	// a mix; the tier at the last check and whether the team is held in overflow
+	// (hold.go) ride along, as they are read on the same path.
+	thresholdBits = 43
 	thresholdMask = 1<<thresholdBits - 1
-	tierShift     = thresholdBits
+	heldBit       = 1 << thresholdBits
+	tierShift     = thresholdBits + 1
 	tierMask      = 1<<2 - 1 // numTiers ≤ 4
 	genShift      = tierShift + 2
 	genMask       = 1<<(64-genShift) - 1

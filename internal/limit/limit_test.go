@@ -433,8 +433,9 @@ func TestFirstContactAllowed(t *testing.T) {
 
 // Limited exactly when the level reaches the threshold, including a draining estimate.
 func TestLimitedAtThresholdBoundary(t *testing.T) {
-	const thr = 600 // leak 10/s
-	l, _, _ := newTest(t, Config{Window: time.Minute, Threshold: thr})
+	const thr = 600
+	// No hold: the boundary of the level itself (hold_test.go covers holds).
+	l, _, _ := newTest(t, Config{Window: time.Minute, Threshold: thr, DivertHold: -1, DivertRelease: 1})
 	establish(t, l, t0, "a", thr)
 	if d := l.CheckAt(t0, "a", 0); !d.Limited || d.Level != thr {
 		t.Errorf("at level == threshold: %+v, want limited", d)
@@ -837,7 +838,8 @@ func TestApplyReadResetsPending(t *testing.T) {
 // Overrides
 
 func TestOverrides(t *testing.T) {
-	l, _, _ := newTest(t, Config{Threshold: 100, Overrides: map[string]int64{"big": 1000, "small": 5}})
+	// No hold: a raised override frees a held team only at the next sweep (hold_test.go).
+	l, _, _ := newTest(t, Config{Threshold: 100, Overrides: map[string]int64{"big": 1000, "small": 5}, DivertHold: -1, DivertRelease: 1})
 	for team, want := range map[string]int64{"big": 1000, "small": 5, "other": 100} {
 		if got := l.Threshold(team); got != want {
 			t.Errorf("Threshold(%q) = %d, want %d", team, got, want)

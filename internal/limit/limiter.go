@@ -21,8 +21,12 @@ const evictionSample = 8
 
 // Decision is the answer to one check.
 type Decision struct {
-	// Limited is true when the team's level had reached its threshold.
+	// Limited is true when the team's level had reached its threshold, or the team is
+	// held in overflow (Held).
 	Limited bool
+	// Held is true when the team is held in overflow (Config.DivertHold): it is limited
+	// whatever its level, until the tick releases it.
+	Held bool
 	// Tier is the team's pressure tier at this check.
 	Tier Tier
 	// Threshold is the team's limit per window (its override, or the default).
@@ -47,6 +51,7 @@ type Limiter struct {
 	count     atomic.Int64 // cached teams, against Capacity
 	overrides atomic.Pointer[overrides]
 	ovrMu     sync.Mutex // serialises SetOverrides
+	holds     *holds     // teams held in overflow (hold.go)
 
 	// EventClock only (ring is nil otherwise): one cache per window, in a ring indexed by
 	// epoch modulo its length, which covers every window MaxEventAge reaches, and what
@@ -157,6 +162,7 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 		decisions: make([]decisionStripe, decisionStripes),
 	}
 	l.invWindow = 1 / float64(l.windowNs)
+	l.holds = newHolds(cfg)
 	for i := range l.shards {
 		l.shards[i].idx.init()
 	}
@@ -205,6 +211,13 @@ func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 	fthr := float64(thr)
 	lvl := e.level(ns)
 	d := Decision{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr), Threshold: thr, Level: lvl}
+	nw := tw // the thr word as this check leaves it: tier, held
+	if tw&heldBit != 0 {
+		d.Limited, d.Held = true, true
+	} else if d.Limited && l.holds.on {
+		nw |= heldBit
+		d.Held = true
+	}
 	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
 		sp := l.span.Load()
 		if sp == nil || ns < sp.start || ns >= sp.end {
@@ -219,9 +232,16 @@ func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 	} else {
 		st.allowed.Add(1)
 	}
-	if old := Tier(tw >> tierShift & tierMask); old != d.Tier &&
-		e.thr.CompareAndSwap(tw, tw&^(tierMask<<tierShift)|uint64(d.Tier)<<tierShift) {
-		sh.transitions[old*numTiers+d.Tier].Add(1)
+	old := Tier(tw >> tierShift & tierMask)
+	nw = nw&^(tierMask<<tierShift) | uint64(d.Tier)<<tierShift
+	if nw != tw {
+		if e.thr.CompareAndSwap(tw, nw) {
+			if old != d.Tier {
+				sh.transitions[old*numTiers+d.Tier].Add(1)
+			}
+		} else if nw&heldBit != 0 {
+			setHeld(e) // raced with another check or an override swap: the hold must stick
+		}
 	}
 	return d
 }
@@ -368,7 +388,7 @@ func (l *Limiter) refreshThreshold(e *entry, o *overrides) (int64, uint64) {
 	}
 	for {
 		v := e.thr.Load()
-		nv := o.gen<<genShift | v&(tierMask<<tierShift) | uint64(t) // keeps the tier
+		nv := o.gen<<genShift | v&(tierMask<<tierShift|heldBit) | uint64(t) // keeps the tier and hold
 		if e.thr.CompareAndSwap(v, nv) {
 			return t, nv
 		}
@@ -395,8 +415,8 @@ func (l *Limiter) SetOverrides(m map[string]int64) error {
 			sh := &l.shards[i]
 			sh.mu.Lock()
 			sh.idx.all(func(_ uint64, _ uint32, e *entry) bool {
-				for v := e.thr.Load(); !e.thr.CompareAndSwap(v, v&(tierMask<<tierShift)); v = e.thr.Load() {
-				} // keeps the tier
+				for v := e.thr.Load(); !e.thr.CompareAndSwap(v, v&(tierMask<<tierShift|heldBit)); v = e.thr.Load() {
+				} // keeps the tier and hold
 				return true
 			})
 			sh.mu.Unlock()

@@ -15,6 +15,9 @@ type collector struct {
 	evictions   *prometheus.Desc
 	displaced   *prometheus.Desc
 	clamped     *prometheus.Desc
+	starts      *prometheus.Desc
+	releases    *prometheus.Desc
+	held        *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -36,11 +39,17 @@ func newCollector(l *Limiter) *collector {
 			"Counted records dropped because no tick collected them for a whole window.", nil, nil),
 		clamped: prometheus.NewDesc("gate_limiter_event_time_clamped_total",
 			"GATE_CLOCK=event: records whose timestamp was clamped, by reason: too_old (older than GATE_MAX_EVENT_AGE, counted as that old), future (more than 5 s ahead of the wall clock, counted as now).", []string{"reason"}, nil),
+		starts: prometheus.NewDesc("gate_limiter_divert_starts_total",
+			"Teams held in overflow (GATE_DIVERT_HOLD), by source: local (this gate saw the team reach its threshold), fleet (another gate's hold flag, read from Redis).", []string{"source"}, nil),
+		releases: prometheus.NewDesc("gate_limiter_divert_releases_total",
+			"Holds ended, by reason: calm (under the release level for the hold), raised (its threshold raised above its level), gone (the team left the cache).", []string{"reason"}, nil),
+		held: prometheus.NewDesc("gate_limiter_divert_held_teams",
+			"Teams held in overflow on this gate.", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped} {
+	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held} {
 		ch <- d
 	}
 }
@@ -107,6 +116,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.clamped, tooOld, "too_old")
 		counter(c.clamped, future, "future")
 	}
+	h := l.holds
+	counter(c.starts, h.startsLocal.Load(), "local")
+	counter(c.starts, h.startsFleet.Load(), "fleet")
+	counter(c.releases, h.releasedCalm.Load(), "calm")
+	counter(c.releases, h.releasedRaised.Load(), "raised")
+	counter(c.releases, h.releasedGone.Load(), "gone")
+	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(h.held.Load()))
 	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(l.Len()))
 	for t := range numTiers {
 		ch <- prometheus.MustNewConstMetric(c.tiers, prometheus.GaugeValue, float64(l.swept.tiers[t].Load()), t.String())

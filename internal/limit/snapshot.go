@@ -35,6 +35,12 @@ type TeamState struct {
 	// UnderIn is how long, were the team to send nothing more, its level takes to drain
 	// under its threshold (0 when it is not limited).
 	UnderIn time.Duration
+	// HeldSince is when the team was first held in overflow (Config.DivertHold), here or
+	// by the fleet; zero when it is not held. ReleaseAt is when its hold ends if its level
+	// stays under the release level from now on: while the team is over it, a hold
+	// later each tick.
+	HeldSince time.Time
+	ReleaseAt time.Time
 }
 
 // Pressure is Level / Threshold.
@@ -124,7 +130,10 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 		s.ReadAt = time.Unix(0, readTime(at))
 		s.FleetShare = 1 / factor
 	}
-	if s.Limited && leak > 0 {
+	if since, rel, ok := l.holdState(team); ok {
+		s.HeldSince, s.ReleaseAt, s.Limited = since, rel, true
+	}
+	if s.Limited && leak > 0 && lvl > fthr {
 		// A team held at its limit ages out at threshold / window: an estimate of the wait,
 		// as the fleet's count ages out at whatever rate its last window came in.
 		s.UnderIn = time.Duration(math.Ceil((lvl - fthr) / leak))

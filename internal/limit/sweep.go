@@ -47,6 +47,9 @@ type Read struct {
 	Pressure float64 // when planned; the tick reads higher pressure first when over budget
 	Tier     Tier
 	Reason   ReadReason
+	// Hold asks the tick to fetch the team's hold flag with the read and hand it to
+	// ApplyHold (Limiter.HoldsShared).
+	Hold bool
 
 	e       *entry
 	flushed int64 // e.flushed when planned: the counts the read will include
@@ -70,6 +73,9 @@ type Sweep struct {
 	// Held is how many cold teams kept their counts for a later sweep
 	// (Config.ColdWriteInterval).
 	Held int
+	// Holds are the held teams still over their release level, whose hold flags the tick
+	// writes to the shared store (Config.DivertHold).
+	Holds []HoldFlag
 }
 
 func (s *Sweep) reset() {
@@ -83,7 +89,8 @@ func (s *Sweep) reset() {
 	}
 	clear(s.Counts)
 	clear(s.Reads)
-	*s = Sweep{Counts: s.Counts[:0], Reads: s.Reads[:0]}
+	clear(s.Holds)
+	*s = Sweep{Counts: s.Counts[:0], Reads: s.Reads[:0], Holds: s.Holds[:0]}
 }
 
 // Sweep drains every team's unsent counts, finds the teams due for a read and expires the
@@ -107,6 +114,9 @@ func (l *Limiter) sweep(now time.Time, into *Sweep, all bool) {
 		l.sweepGap = now.UnixNano() - l.lastSweep
 	}
 	l.lastSweep = now.UnixNano()
+	if l.holds.on {
+		l.endSweepHolds()
+	}
 	for t := range numTiers {
 		l.swept.tiers[t].Store(int64(into.Tiers[t]))
 	}
@@ -184,10 +194,17 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			// What a read planned now will account for: everything handed to the tick this
 			// tick or before. Records counted from here on stay pending after it.
 			pend := e.flushed.Load()
+			if l.holds.on {
+				l.sweepHold(ns, e, thr, lvl, into)
+			}
 			if due {
 				into.Reads = append(into.Reads, Read{
 					Team: e.team(), Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
-					e: e, flushed: pend,
+					// The fleet may hold a team this gate sees at normal pressure or above,
+					// or knows nothing of yet: a gate that starts, or meets a team, while
+					// the fleet holds it must not send it back to the accepted topic.
+					Hold: l.holds.fleet && (tier >= Normal || reason == ReadFirst || reason == ReadRetry || e.thr.Load()&heldBit != 0),
+					e:    e, flushed: pend,
 				})
 			}
 			return true

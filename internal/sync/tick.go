@@ -91,6 +91,7 @@ type plan struct {
 	err     error // the first command's error that makes the pipeline failed (not TRYAGAIN)
 	dur     time.Duration
 	rcmds   []readCmd
+	holds   []holdWrite // hold flags to set (limit.HoldFlag)
 	// What failed, command by command: a pipeline can partly fail, as when Redis
 	// refuses writes (OOM, READONLY, MISCONF) and still answers reads.
 	failedWrites int // counts whose batch was refused or unanswered, or whose key failed
@@ -99,10 +100,19 @@ type plan struct {
 	causes       causeSet
 }
 
-// readCmd is one MGET and the teams it reads.
+// readCmd is one MGET and the teams it reads: per team its counters of the read's epoch
+// and the one before, then its hold flag when the read asks for it (Read.Hold).
 type readCmd struct {
 	cmd   *redis.SliceCmd
 	teams []readRef
+}
+
+// holdWrite is one hold flag to set, on a lane's node.
+type holdWrite struct {
+	lane int
+	key  string
+	val  string
+	ttl  time.Duration
 }
 
 // TickResult says what one tick did.
@@ -301,7 +311,8 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 		p := &t.plans[i]
 		clear(p.batches)
 		clear(p.rcmds)
-		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], lanes: p.lanes}
+		clear(p.holds)
+		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], lanes: p.lanes}
 	}
 	clear(t.open)
 	budget := t.cfg.KeysPerTick
@@ -337,6 +348,16 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 		}
 		b.items = append(b.items, item{k, n})
 		t.plans[t.lanes[li].inst].writes++
+	}
+	// Hold flags: one SET each, refreshed every tick while the team is over its release
+	// level, living as long as a hold. A few teams at most (those over their limit).
+	for li := range t.limits {
+		ls := &t.limits[li]
+		for _, f := range ls.sweep.Holds {
+			ln := t.laneFor(f.Team)
+			p := &t.plans[t.lanes[ln].inst]
+			p.holds = append(p.holds, holdWrite{ln, HoldKeyFor(t.cfg.Mode, ls.prefix, f.Team), holdValue(f), ls.l.DivertHold()})
+		}
 	}
 	for li := range t.laneReads {
 		clear(t.laneReads[li])
@@ -376,7 +397,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	// 3. One pipeline per instance, in parallel.
 	var wg gosync.WaitGroup
 	for i := range t.plans {
-		if p := &t.plans[i]; len(p.batches)+p.reads > 0 {
+		if p := &t.plans[i]; len(p.batches)+p.reads+len(p.holds) > 0 {
 			wg.Go(func() { t.execute(ctx, i, p) })
 		}
 	}
@@ -417,7 +438,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	applyAt := t.limits[0].l.Clock().Now()
 	for i := range t.plans {
 		p := &t.plans[i]
-		if len(p.batches)+p.reads == 0 {
+		if len(p.batches)+p.reads+len(p.holds) == 0 {
 			continue
 		}
 		t.m.pipelineDur.WithLabelValues(strconv.Itoa(i)).Observe(p.dur.Seconds())
@@ -435,10 +456,16 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 				continue
 			}
 			vals := rc.cmd.Val()
-			for x, rr := range rc.teams {
+			at := 0
+			for _, rr := range rc.teams {
 				l := t.limits[rr.lim].l
-				curr, err1 := counterValue(vals[2*x])
-				prev, err2 := counterValue(vals[2*x+1])
+				curr, err1 := counterValue(vals[at])
+				prev, err2 := counterValue(vals[at+1])
+				var flag any
+				if at += 2; rr.r.Hold {
+					flag = vals[at]
+					at++
+				}
 				if err := errors.Join(err1, err2); err != nil {
 					t.countError(causeParse, i)
 					l.ApplyLocal(rr.r, applyAt)
@@ -448,6 +475,13 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 				curr += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch})
 				prev += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch - 1})
 				a := l.ApplyRead(rr.r, curr, prev, applyAt)
+				if v, ok := flag.(string); ok {
+					if f, ok := parseHold(rr.r.Team, v); ok {
+						l.ApplyHold(rr.r, f)
+					} else {
+						t.countError(causeParse, i)
+					}
+				}
 				t.m.drift.Observe(a.Drift)
 				if a.Staleness > 0 {
 					t.m.staleness.Observe(a.Staleness.Seconds())
@@ -660,17 +694,27 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 		// hash Redis computes per call costs nothing measurable (docs/benchmarks.md).
 		b.cmd = pipe.Eval(ctx, writeScript, keys, args...)
 	}
-	per := t.cfg.KeysPerCommand / 2
+	for _, hw := range p.holds {
+		// Not part of a batch: setting a flag twice is harmless, and one lost is set again
+		// next tick.
+		pipes[t.partOf[hw.lane]].Set(ctx, hw.key, hw.val, hw.ttl)
+	}
 	for _, li := range p.lanes {
 		reads := t.laneReads[li]
 		pipe := pipes[t.partOf[li]]
-		for j := 0; j < len(reads); j += per {
-			chunk := reads[j:min(len(reads), j+per)]
-			keys := make([]string, 0, 2*len(chunk))
-			for _, rr := range chunk {
+		for j := 0; j < len(reads); {
+			// Up to KeysPerCommand keys: two counters per team, and its hold flag if asked.
+			var keys []string
+			k := j
+			for ; k < len(reads) && (k == j || len(keys)+3 <= t.cfg.KeysPerCommand); k++ {
+				rr := reads[k]
 				keys = append(keys, t.key(rr.lim, rr.r.Team, rr.r.Epoch), t.key(rr.lim, rr.r.Team, rr.r.Epoch-1))
+				if rr.r.Hold {
+					keys = append(keys, HoldKeyFor(t.cfg.Mode, t.limits[rr.lim].prefix, rr.r.Team))
+				}
 			}
-			p.rcmds = append(p.rcmds, readCmd{pipe.MGet(ctx, keys...), chunk})
+			p.rcmds = append(p.rcmds, readCmd{pipe.MGet(ctx, keys...), reads[j:k]})
+			j = k
 		}
 	}
 	errs := make([]error, len(pipes))
@@ -702,6 +746,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 	label := strconv.Itoa(i)
 	t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches)))
 	t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
+	t.m.commands.WithLabelValues("set").Add(float64(len(p.holds)))
 	if p.err == nil {
 		t.errLogs[i].recovered(t.log, label, p.dur)
 		return

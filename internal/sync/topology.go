@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/limit"
 )
 
 // Mode is the Redis topology the tick talks to.
@@ -29,6 +32,47 @@ func KeyFor(m Mode, prefix, team string, epoch int64) string {
 		return ClusterKey(prefix, team, epoch)
 	}
 	return Key(prefix, team, epoch)
+}
+
+// HoldKeyFor returns the key of team's hold flag (limit.HoldFlag) for the given topology:
+// {prefix}:{team}:hold, or in cluster mode {prefix}:{sN}:{team}:hold, in the slot of the
+// team's counters, so one pipeline to one node reads both. A counter's key ends in a
+// number, a flag's in "hold": the two never meet, whatever the team.
+func HoldKeyFor(m Mode, prefix, team string) string {
+	b := make([]byte, 0, len(prefix)+len(team)+16)
+	b = append(b, prefix...)
+	if m == ModeCluster {
+		b = append(b, ":{s"...)
+		b = strconv.AppendInt(b, int64(ClusterShard(team)), 10)
+		b = append(b, '}')
+	}
+	b = append(b, ':')
+	b = append(b, team...)
+	b = append(b, ":hold"...)
+	return string(b)
+}
+
+// holdValue is a hold flag's value: since, last time over (unix ms) and threshold.
+func holdValue(f limit.HoldFlag) string {
+	b := strconv.AppendInt(nil, f.Since.UnixMilli(), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, f.LastOver.UnixMilli(), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, f.Threshold, 10)
+	return string(b)
+}
+
+// parseHold reads a hold flag's value; false if it is not one.
+func parseHold(team, v string) (limit.HoldFlag, bool) {
+	a, rest, ok1 := strings.Cut(v, ":")
+	b, c, ok2 := strings.Cut(rest, ":")
+	since, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	thr, err3 := strconv.ParseInt(c, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || err3 != nil {
+		return limit.HoldFlag{}, false
+	}
+	return limit.HoldFlag{Team: team, Since: time.UnixMilli(since), LastOver: time.UnixMilli(last), Threshold: thr}, true
 }
 
 // ClusterKey returns {prefix}:{sN}:{team}:{epoch}, where N is the team's shard

@@ -1,0 +1,211 @@
+package limit
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A hold keeps a diverted team diverted (Config.DivertHold, DivertRelease): in Divert mode
+// under the wall clock, the first check that finds a team's level at its threshold sets the
+// held bit of its entry's thr word, and from then on every check answers Limited without
+// looking at the level, until the sweep releases it. The per-record path so reads one bit
+// it already loads, and writes it once per hold (with the tier, in one CAS).
+//
+// The sweep, the tick's one goroutine, keeps what a release needs for each held team in
+// holds: since when it is held, when its level was last at or over the release level,
+// and the threshold it was held under. A team is released when its level has stayed under
+// DivertRelease × its threshold for DivertHold, when its threshold is raised above its
+// level (an override), or when it leaves the cache.
+//
+// Fleet-wide: while a held team is over the release level, each sweep hands the tick a
+// HoldFlag, which the tick writes to the shared store with a TTL of DivertHold; a read of a
+// team at normal pressure or above (or held) also fetches that flag, and ApplyHold holds
+// the team here too, with the flag's times. The flag's last time over is the latest any
+// gate saw, so every gate releases the team within a tick of the flag expiring. With the
+// store out of reach each gate holds on its own decision.
+
+// HoldFlag is a held team's state as shared through the store: when it was first held,
+// the last time a gate saw it at or over the release level, and the threshold it is held
+// under (a gate whose threshold for the team differs ignores the flag: an override
+// changed it).
+type HoldFlag struct {
+	Team      string
+	Since     time.Time
+	LastOver  time.Time
+	Threshold int64
+}
+
+// hold is one held team, as the sweep tracks it.
+type hold struct {
+	since, lastOver int64 // unix ns
+	thr             int64
+	sweep           uint64 // the last sweep that saw it held
+}
+
+// holds is the limiter's held teams. The tick's goroutine changes it; Snapshot reads it.
+type holds struct {
+	on      bool  // Divert mode, wall clock, a hold or a release level below 1
+	fleet   bool  // DivertHold > 0: holds are shared through the store
+	holdNs  int64 // DivertHold, or 0
+	release float64
+
+	mu    sync.Mutex
+	teams map[string]*hold
+	sweep uint64
+
+	startsLocal, startsFleet                   atomic.Uint64
+	releasedCalm, releasedRaised, releasedGone atomic.Uint64
+	held                                       atomic.Int64
+}
+
+func newHolds(cfg Config) *holds {
+	h := &holds{
+		on:      cfg.Mode == Divert && cfg.Clock == WallClock && (cfg.DivertHold > 0 || cfg.DivertRelease < 1),
+		fleet:   cfg.DivertHold > 0,
+		holdNs:  max(cfg.DivertHold.Nanoseconds(), 0),
+		release: cfg.DivertRelease,
+		teams:   map[string]*hold{},
+	}
+	h.fleet = h.fleet && h.on
+	return h
+}
+
+// setHeld sets e's held bit; false if it was set already.
+func setHeld(e *entry) bool {
+	for {
+		v := e.thr.Load()
+		if v&heldBit != 0 {
+			return false
+		}
+		if e.thr.CompareAndSwap(v, v|heldBit) {
+			return true
+		}
+	}
+}
+
+func clearHeld(e *entry) {
+	for {
+		v := e.thr.Load()
+		if v&heldBit == 0 || e.thr.CompareAndSwap(v, v&^heldBit) {
+			return
+		}
+	}
+}
+
+// sweepHold is the sweep's part for one entry at ns: its threshold thr and level lvl. It
+// starts tracking a team a check has just held, releases one that has calmed down, and
+// appends the flag to share for one still over the release level. The caller holds the
+// entry's shard lock.
+func (l *Limiter) sweepHold(ns int64, e *entry, thr int64, lvl float64, into *Sweep) {
+	h := l.holds
+	if e.thr.Load()&heldBit == 0 {
+		return
+	}
+	team := e.team()
+	over := lvl >= h.release*float64(thr)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.teams[team]
+	if st == nil {
+		st = &hold{since: ns, lastOver: ns, thr: thr}
+		h.teams[string([]byte(team))] = st // a copy: team aliases the entry
+		h.startsLocal.Add(1)
+		h.held.Add(1)
+	}
+	st.sweep = h.sweep
+	if thr != st.thr {
+		raised := thr > st.thr
+		st.thr = thr
+		if raised && !over {
+			l.release(e, team, &h.releasedRaised)
+			return
+		}
+	}
+	if over {
+		st.lastOver = ns
+	} else if ns-st.lastOver >= h.holdNs {
+		l.release(e, team, &h.releasedCalm)
+		return
+	}
+	if over && h.fleet {
+		into.Holds = append(into.Holds, HoldFlag{Team: team, Since: time.Unix(0, st.since), LastOver: time.Unix(0, ns), Threshold: thr})
+	}
+}
+
+// release ends team's hold. The caller holds h.mu.
+func (l *Limiter) release(e *entry, team string, reason *atomic.Uint64) {
+	clearHeld(e)
+	delete(l.holds.teams, team)
+	reason.Add(1)
+	l.holds.held.Add(-1)
+}
+
+// endSweepHolds forgets the held teams the sweep did not see: they left the cache
+// (evicted or expired), and with them their hold. Called once per sweep, after it.
+func (l *Limiter) endSweepHolds() {
+	h := l.holds
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for team, st := range h.teams {
+		if st.sweep != h.sweep {
+			delete(h.teams, team)
+			h.releasedGone.Add(1)
+			h.held.Add(-1)
+		}
+	}
+	h.sweep++
+}
+
+// ApplyHold applies the hold flag a read fetched (Read.Hold) for r's team: the fleet holds
+// the team, so this gate does too, with the flag's times. A flag set under a different
+// threshold than this gate's (an override changed since) is ignored. Call it after
+// ApplyRead, from the goroutine that sweeps.
+func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
+	h := l.holds
+	e := r.e
+	thr := l.threshold(e)
+	if !h.fleet || f.Threshold != thr {
+		return
+	}
+	since, last := f.Since.UnixNano(), f.LastOver.UnixNano()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.teams[r.Team]
+	if st == nil {
+		st = &hold{since: since, lastOver: last, thr: thr, sweep: h.sweep}
+		h.teams[r.Team] = st
+		h.held.Add(1)
+		if setHeld(e) {
+			h.startsFleet.Add(1)
+		} else {
+			h.startsLocal.Add(1) // held by a check since the sweep
+		}
+		return
+	}
+	st.since = min(st.since, since)
+	st.lastOver = max(st.lastOver, last)
+}
+
+// HoldsShared reports whether holds are shared through the store: the tick then writes
+// Sweep.Holds and fetches the flags of reads marked Read.Hold.
+func (l *Limiter) HoldsShared() bool { return l.holds.fleet }
+
+// DivertHold is how long a hold flag lives in the store: Config.DivertHold.
+func (l *Limiter) DivertHold() time.Duration { return time.Duration(l.holds.holdNs) }
+
+// holdState returns team's hold for the team view: since when it is held and when it is
+// released if its level stays under the release level; false when it is not held.
+func (l *Limiter) holdState(team string) (since, releaseAt time.Time, ok bool) {
+	h := l.holds
+	if !h.on {
+		return since, releaseAt, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.teams[team]
+	if st == nil {
+		return since, releaseAt, false
+	}
+	return time.Unix(0, st.since), time.Unix(0, st.lastOver+h.holdNs), true
+}
