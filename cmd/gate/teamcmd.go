@@ -87,7 +87,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN\tGLOBAL EST.\tEST. AGE\tPENDING")
+	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN\tGLOBAL EST.\tEST. AGE\tPENDING\tSHARE\tDIVERTED SINCE\tRELEASE AT")
 	for _, l := range t.Limits {
 		thr := strconv.FormatInt(l.Threshold, 10)
 		if l.Override {
@@ -101,8 +101,13 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		if l.Limited {
 			under = (time.Duration(l.SecondsUntilUnder * float64(time.Second))).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\t%.0f\t%s\t%d\n",
-			l.Window, thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending)
+		since, release := "-", "-"
+		if l.DivertedSince != nil && l.ReleaseAt != nil {
+			since = l.DivertedSince.UTC().Format(time.RFC3339)
+			release = "not before " + l.ReleaseAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\t%.0f\t%s\t%d\t%.2f\t%s\t%s\n",
+			l.Window, thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending, l.FleetShare, since, release)
 	}
 	return tw.Flush()
 }

@@ -83,6 +83,13 @@ type limitJSON struct {
 	// SecondsUntilUnder is how long the level takes to drain under the threshold if the
 	// team sends nothing more (0 when it is under).
 	SecondsUntilUnder float64 `json:"seconds_until_under"`
+	// FleetShare is this gate's share of the team's traffic as its reads measured it.
+	FleetShare float64 `json:"fleet_share"`
+	// DivertedSince is when the team was first held in overflow (GATE_DIVERT_HOLD), here
+	// or by another gate, and ReleaseAt when its hold ends if its level stays under the
+	// release level from now on; both null when it is not held.
+	DivertedSince *time.Time `json:"diverted_since"`
+	ReleaseAt     *time.Time `json:"release_at"`
 }
 
 // view is team s's entry: s is its state in the primary limit, the others are looked up.
@@ -111,6 +118,11 @@ func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) limitJSON {
 		Tier:              s.Tier.String(),
 		Limited:           s.Limited,
 		SecondsUntilUnder: s.UnderIn.Seconds(),
+		FleetShare:        s.FleetShare,
+	}
+	if !s.HeldSince.IsZero() {
+		since, rel := s.HeldSince.UTC(), s.ReleaseAt.UTC()
+		l.DivertedSince, l.ReleaseAt = &since, &rel
 	}
 	if !s.ReadAt.IsZero() {
 		age := now.Sub(s.ReadAt).Seconds()

@@ -57,6 +57,20 @@ func TestTeamAPI(t *testing.T) {
 		t.Errorf("whale: %+v", whale)
 	}
 
+	if l.DivertedSince != nil || l.ReleaseAt != nil || l.FleetShare != 1 {
+		t.Errorf("whale before any tick: diverted since %v, release at %v, share %v; want not held yet, share 1", l.DivertedSince, l.ReleaseAt, l.FleetShare)
+	}
+	// The tick's sweep takes the hold the checks started: the view says since when, and
+	// when it ends if the whale calms down (a hold, one window, after its last time over).
+	lim.Sweep(t0.Add(time.Second), new(limit.Sweep))
+	if code := get("/v1/teams/whale", &whale); code != http.StatusOK {
+		t.Fatalf("GET /v1/teams/whale: %d", code)
+	}
+	if l := whale.Limits[0]; l.DivertedSince == nil || !l.DivertedSince.Equal(t0.Add(time.Second)) ||
+		l.ReleaseAt == nil || !l.ReleaseAt.Equal(t0.Add(61*time.Second)) {
+		t.Errorf("whale held: diverted since %v, release at %v; want %v and %v", l.DivertedSince, l.ReleaseAt, t0.Add(time.Second), t0.Add(61*time.Second))
+	}
+
 	var top struct{ Teams []teamJSON }
 	if code := get("/v1/teams?top=1", &top); code != http.StatusOK || len(top.Teams) != 1 || top.Teams[0].Team != "whale" {
 		t.Errorf("top 1: %d %+v", code, top)
@@ -133,6 +147,7 @@ func TestTeamCommand(t *testing.T) {
 	for range 40 {
 		lim.CheckAt(t0, "whale", 1)
 	}
+	lim.Sweep(t0, new(limit.Sweep)) // the tick takes the whale's hold
 	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{lim: lim}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
@@ -145,7 +160,8 @@ func TestTeamCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"team whale: LIMITED", "WINDOW", "1m0s", "10 (override)", "40", "400%", "hot", "3m0s", "never read"} {
+	for _, want := range []string{"team whale: LIMITED", "WINDOW", "1m0s", "10 (override)", "40", "400%", "hot", "3m0s", "never read",
+		"DIVERTED SINCE", t0.UTC().Format(time.RFC3339), "not before " + t0.Add(time.Minute).UTC().Format(time.RFC3339)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -100,6 +100,8 @@ type Config struct {
 
 	// The limiter (internal/limit).
 	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
+	DivertHold       divertHold    `envconfig:"DIVERT_HOLD" default:"" desc:"In divert mode, how long a team that reached its threshold stays diverted once its level is back under GATE_DIVERT_RELEASE of it, on every gate (a held team's flag is shared through Redis in the tick's own commands), or 0 for no hold; one GATE_WINDOW when unset (default none). A team swinging around its limit then stays in the overflow topic instead of switching on every crossing, which reorders its events downstream, and a longer hold keeps a team that calmed down in the slower overflow pipeline longer. Not supported with GATE_CLOCK=event (set 0 or leave unset: nothing is held); ignored in cap mode."`
+	DivertRelease    float64       `envconfig:"DIVERT_RELEASE" default:"0.8" desc:"In divert mode, the share of its threshold a held team's level must stay under for GATE_DIVERT_HOLD before it is released, above 0 and at most 1 (default 0.8); 1 with GATE_DIVERT_HOLD=0 is the divert of 0.1.0, switching the moment the level crosses the threshold either way, and lower keeps a team just under its limit diverted. Ignored in cap mode and with GATE_CLOCK=event."`
 	Window           time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s); a longer window smooths bursts but remembers an overrun for longer."`
 	Threshold        int64         `envconfig:"THRESHOLD" default:"1000000" desc:"Events per window a team may send across the whole fleet before it is limited, for teams without an override (default 1000000); lower protects downstream sooner, higher lets bigger bursts through."`
 	Limits           limitList     `envconfig:"LIMITS" default:"" desc:"Several limits per team, as comma-separated window:threshold pairs such as 1m:1000000,1h:20000000 (default none), GATE_WINDOW and GATE_THRESHOLD being the one limit without it; the first pair is the primary limit, in place of GATE_WINDOW and GATE_THRESHOLD (which must then be unset), keyed {prefix}:{team}:{epoch} as ever, and each further one, a whole number of seconds longer than GATE_TICK_INTERVAL and distinct from the others, has its own keys {prefix}:w{seconds}:{team}:{epoch}; a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's primary threshold and scales each further limit by the same factor, rounded, at least 1."`
@@ -298,6 +300,14 @@ func (c Config) validate(between bool) Problems {
 	}
 	if c.SyncFloor <= 0 || c.SyncFloor >= 0.1 {
 		bad("SYNC_FLOOR", "a share above 0 and below 0.1 such as 0.01")
+	}
+	if c.DivertHold.d < 0 {
+		bad("DIVERT_HOLD", "a duration of 0 or more such as 60s, or unset for one window")
+	} else if c.DivertHold.d > 0 && c.Clock.Clock == limit.EventClock {
+		bad("DIVERT_HOLD", "0 or unset with GATE_CLOCK=event (holds are not kept under the event clock)")
+	}
+	if c.DivertRelease <= 0 || c.DivertRelease > 1 {
+		bad("DIVERT_RELEASE", "a share above 0 and at most 1 such as 0.8")
 	}
 	if c.ColdWriteInterval < 0 || c.ColdWriteInterval > c.Window {
 		bad("COLD_WRITE_INTERVAL", fmt.Sprintf("a duration above 0 and at most the window (%s), such as 30s", c.Window))
@@ -506,6 +516,8 @@ func (c Config) LimitConfig() limit.Config {
 		PendingReadShare:  c.PendingReadShare,
 		SyncFloor:         c.SyncFloor,
 		ColdWriteInterval: c.ColdWriteInterval,
+		DivertHold:        c.DivertHold.limit(c.Clock.Clock),
+		DivertRelease:     c.divertRelease(),
 		Capacity:          c.CacheCapacity,
 		TTL:               c.CacheTTL,
 		IdleTimeout:       c.CacheIdleTimeout,
@@ -1082,6 +1094,57 @@ func (d *onDataLoss) Decode(text string) error {
 func (d onDataLoss) value() consume.DataLoss {
 	p, _ := consume.ParseDataLoss(string(d))
 	return p
+}
+
+// divertRelease is GATE_DIVERT_RELEASE for the limiter: 1 under the event clock, which
+// keeps no holds.
+func (c Config) divertRelease() float64 {
+	if c.Clock.Clock == limit.EventClock {
+		return 1
+	}
+	return c.DivertRelease
+}
+
+// divertHold is GATE_DIVERT_HOLD: unset (one window), 0 (no hold) or a duration.
+type divertHold struct {
+	d   time.Duration
+	set bool
+}
+
+func (divertHold) want() string { return "a duration such as 60s, or 0 for no hold" }
+
+// Decode takes a duration; "0" is no hold.
+func (h *divertHold) Decode(text string) error {
+	if text == "" {
+		*h = divertHold{}
+		return nil
+	}
+	d, err := time.ParseDuration(text)
+	if err != nil && text != "0" {
+		return fmt.Errorf("not a duration: %q", text)
+	}
+	*h = divertHold{d: d, set: true}
+	return nil
+}
+
+// String is the value as `gate env` shows it.
+func (h divertHold) String() string {
+	if !h.set {
+		return ""
+	}
+	return h.d.String()
+}
+
+// limit maps the setting to limit.Config.DivertHold: 0 (the window) when unset, negative
+// for none; and none under the event clock, which keeps no holds.
+func (h divertHold) limit(clk limit.Clock) time.Duration {
+	switch {
+	case clk == limit.EventClock || h.set && h.d == 0:
+		return -1
+	case !h.set:
+		return 0
+	}
+	return h.d
 }
 
 // clockSetting is GATE_CLOCK.

@@ -93,6 +93,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		KafkaFetchMaxWait:     500 * time.Millisecond,
 		KafkaSASLMechanism:    "none",
 		LimitMode:             limit.Divert,
+		DivertRelease:         0.8,
 		Window:                60 * time.Second,
 		Threshold:             1_000_000,
 		Limits:                nil,
@@ -245,6 +246,21 @@ func TestLoadConfigValid(t *testing.T) {
 				t.Errorf("share %g", c.PendingReadShare)
 			}
 		}},
+		{"divert hold unset: one window", map[string]string{}, func(t *testing.T, c Config) {
+			if lc := c.LimitConfig(); lc.DivertHold != 0 || lc.DivertRelease != 0.8 {
+				t.Errorf("hold %s release %g, want 0 (the window) and 0.8", lc.DivertHold, lc.DivertRelease)
+			}
+		}},
+		{"divert hold 0: none", map[string]string{"GATE_DIVERT_HOLD": "0", "GATE_DIVERT_RELEASE": "1"}, func(t *testing.T, c Config) {
+			if lc := c.LimitConfig(); lc.DivertHold >= 0 || lc.DivertRelease != 1 {
+				t.Errorf("hold %s release %g, want negative (none) and 1", lc.DivertHold, lc.DivertRelease)
+			}
+		}},
+		{"divert hold set", map[string]string{"GATE_DIVERT_HOLD": "90s", "GATE_DIVERT_RELEASE": "0.5"}, func(t *testing.T, c Config) {
+			if lc := c.LimitConfig(); lc.DivertHold != 90*time.Second || lc.DivertRelease != 0.5 {
+				t.Errorf("hold %s release %g, want 90s and 0.5", lc.DivertHold, lc.DivertRelease)
+			}
+		}},
 		{"hot every tick off", map[string]string{"GATE_HOT_EVERY_TICK": "false"}, func(t *testing.T, c Config) {
 			if c.HotEveryTick || *c.LimitConfig().HotEveryTick {
 				t.Error("hot every tick still on")
@@ -394,6 +410,11 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_SYNC_FLOOR", value: "0.2", want: "below 0.1"},
 		{key: "GATE_SYNC_FLOOR", value: "0", want: "above 0"},
 		{key: "GATE_SYNC_FLOOR", value: "-0.01", want: "above 0"},
+		{key: "GATE_DIVERT_HOLD", value: "-1s", want: "0 or more"},
+		{key: "GATE_DIVERT_HOLD", value: "soon", want: "want a duration such as 60s, or 0 for no hold"},
+		{key: "GATE_DIVERT_HOLD", value: "30s", want: "0 or unset with GATE_CLOCK=event", env: map[string]string{"GATE_CLOCK": "event"}},
+		{key: "GATE_DIVERT_RELEASE", value: "0", want: "above 0 and at most 1"},
+		{key: "GATE_DIVERT_RELEASE", value: "1.5", want: "above 0 and at most 1"},
 		{key: "GATE_COLD_WRITE_INTERVAL", value: "2m", want: "at most the window"},
 		{key: "GATE_COLD_WRITE_INTERVAL", value: "-1s", want: "above 0"},
 		{key: "GATE_COLD_WRITE_INTERVAL", value: "soon", want: "duration"},

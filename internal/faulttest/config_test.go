@@ -65,6 +65,8 @@ var badConfig = map[string]string{
 	"GATE_PENDING_READ_SHARE":      "NaN",
 	"GATE_SYNC_FLOOR":              "0.5",
 	"GATE_COLD_WRITE_INTERVAL":     "2h",
+	"GATE_DIVERT_HOLD":             "-5s",
+	"GATE_DIVERT_RELEASE":          "2",
 	"GATE_CACHE_CAPACITY":          "-1",
 	"GATE_CACHE_TTL":               "1d",
 	"GATE_CACHE_IDLE_TIMEOUT":      "-1s",
