@@ -48,6 +48,7 @@ const (
 	benchTickStandalo = "BenchmarkTick/standalone"
 	// benchFidelity has one sub-benchmark per limiter: ours, then the baselines.
 	benchFidelity = "BenchmarkFidelity"
+	benchSwitches = "BenchmarkDivertSwitches"
 )
 
 // fidelityBaselines are BenchmarkFidelity's sub-benchmarks besides ours; their figures go
@@ -291,6 +292,22 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean(benchTickStandalo, "cmds/tick"); ok {
 		out["tick_all_teams_commands_per_tick"] = v
 	}
+	// Divert holds: every metric of BenchmarkDivertSwitches/ours as divert_<metric>, the
+	// baseline's (divert before holds) as divert_<metric>_baseline.
+	for _, sub := range []string{"ours", "baseline"} {
+		name := benchSwitches + "/" + sub
+		for unit := range b[name] {
+			if unit == "ns/op" || unit == "B/op" || unit == "allocs/op" {
+				continue
+			}
+			v, _ := b.Mean(name, unit)
+			key := "divert_" + unit
+			if sub != "ours" {
+				key += "_baseline"
+			}
+			out[key] = v
+		}
+	}
 	// Fidelity: every metric of BenchmarkFidelity/ours under its own name, each baseline's
 	// under <name>_<baseline>.
 	for _, sub := range append([]string{"ours"}, fidelityBaselines...) {
@@ -398,6 +415,19 @@ var rows = []row{
 	{"redis_cpu_vs_baseline", ptr(atMost(0.2)), "redis_cpu_s_per_million_events ÷ its baseline, same run"},
 	{"gates_per_redis_core", ptr(atLeast(64)), "gates one Redis core carries at 50% CPU, each at 100k Zipf records/s over 100k teams (BenchmarkFleetRedis, least over 1-64 gates)"},
 	{"gates_per_redis_core_baseline", nil, "the same with the writes as before (one gate)"},
+	{"divert_switches_per_min_swing_n1", ptr(atMost(8)), "divert, 1 gate, 4 partitions, a minute swinging around the limit (1.33 × 3 s, 0.67 × 3 s): topic switches within partitions, summed (BenchmarkDivertSwitches; at most 2 per partition)"},
+	{"divert_switches_per_min_swing_n2", ptr(atMost(8)), "the same, 2 gates"},
+	{"divert_switches_per_min_swing_n4", ptr(atMost(8)), "the same, 4 gates"},
+	{"divert_switches_per_min_swing_n1_baseline", nil, "the same, 1 gate, divert without holds (GATE_DIVERT_HOLD=0, GATE_DIVERT_RELEASE=1)"},
+	{"divert_switches_per_min_swing_n2_baseline", nil, "the same, 2 gates, without holds"},
+	{"divert_switches_per_min_swing_n4_baseline", nil, "the same, 4 gates, without holds"},
+	{"divert_switches_steady_n1", ptr(exactly(4)), "a minute steady at 1.2 ×, 1 gate: the crossing, one per partition"},
+	{"divert_switches_steady_n2", ptr(exactly(4)), "the same, 2 gates"},
+	{"divert_switches_steady_n4", ptr(exactly(4)), "the same, 4 gates"},
+	{"divert_switches_steady_n2_baseline", nil, "the same, 2 gates, without holds"},
+	{"divert_diverted_x0.8_n4", ptr(exactly(0)), "records diverted in a minute at 0.8 ×, 4 gates (1 and 2: divert_diverted_x0.8_n1, _n2)"},
+	{"divert_release_after_calm_s_n4", ptr(atMost(11)), "after 20 s at 2 ×, traffic at 0.3 ×: seconds from the exact count falling under the release level to the last of 4 gates releasing the team (hold 10 s, tick 1 s)"},
+	{"divert_release_spread_s_n4", ptr(atMost(1)), "same run: seconds between the first and the last gate releasing it"},
 	{"fleet_process_worst_window", ptr(within(0.97, 1.03)), "four gate processes, one team at 2 × its limit, cap: the window farthest from the threshold, ÷ threshold (BenchmarkFleetProcessWindow; the simulation's cap_admitted_worst_window_n4_x2)"},
 	{"tick_p99_ms_1m_teams", ptr(atMost(1000)), "one gate caching a million teams, 100k Zipf records/s: tick p99 over a steady minute (BenchmarkMillionTeams; the tick interval is 1 s)"},
 	{"bytes_per_entity_1m_teams", ptr(atMost(150)), "same run: heap held by the limiter and the tick per cached team"},
