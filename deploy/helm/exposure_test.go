@@ -95,13 +95,22 @@ redis:
 		t.Errorf("DNS egress to %+v, want kube-dns in kube-system", dns)
 	}
 
-	// The value set: peers given, extra egress, ports from the brokers and the URL.
+	// The value set: peers given, extra egress, ports from the brokers and the URL, and
+	// OpenShift's DNS: its pods listen on 5353 (a policy sees the pod's port, not the
+	// Service's 53), in namespace openshift-dns.
 	np, _ = networkPolicy(t, readValues(t, "testdata/policy.yaml"))
-	want = [][]string{{"9093", "9094"}, {"6380"}, {"53/UDP", "53"}, {"4317"}}
+	want = [][]string{{"9093", "9094"}, {"6380"}, {"5353/UDP", "5353"}, {"4317"}}
+	if len(np.Spec.Egress) != len(want) {
+		t.Fatalf("egress %+v, want %d rules", np.Spec.Egress, len(want))
+	}
 	for i, r := range np.Spec.Egress {
 		if i >= len(want) || !slices.Equal(egressPorts(r), want[i]) {
 			t.Errorf("egress rule %d ports %v, want %v", i, egressPorts(r), want)
 		}
+	}
+	if dns := np.Spec.Egress[2].To; len(dns) != 1 || dns[0].NamespaceSelector == nil ||
+		dns[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "openshift-dns" || dns[0].PodSelector != nil {
+		t.Errorf("DNS egress to %+v, want namespace openshift-dns", dns)
 	}
 	if to := np.Spec.Egress[0].To; len(to) != 1 || to[0].PodSelector == nil || to[0].PodSelector.MatchLabels["app"] != "kafka" {
 		t.Errorf("Kafka egress to %+v, want the kafka pods of namespace data", to)
@@ -140,6 +149,22 @@ networkPolicy:
 	np, _ = networkPolicy(t, mergeValues(base, mustParse(t, "networkPolicy: {enabled: true, dns: {enabled: false}}")))
 	if len(np.Spec.Egress) != 2 {
 		t.Errorf("egress %+v with dns off, want Kafka and Redis only", np.Spec.Egress)
+	}
+
+	// metrics.from joins the peers of the HTTP port; extraIngress adds rules of its own.
+	np, _ = networkPolicy(t, mergeValues(base, mustParse(t, `
+networkPolicy:
+  enabled: true
+  metrics: {from: [{ipBlock: {cidr: 10.0.0.0/8}}]}
+  extraIngress: [{from: [{podSelector: {matchLabels: {app: debug}}}], ports: [{port: 6060}]}]`)))
+	if len(np.Spec.Ingress) != 2 {
+		t.Fatalf("ingress %+v, want the HTTP port's rule and extraIngress'", np.Spec.Ingress)
+	}
+	if from := np.Spec.Ingress[0].From; len(from) != 3 || from[2].IPBlock == nil || from[2].IPBlock.CIDR != "10.0.0.0/8" {
+		t.Errorf("HTTP port peers %+v, want monitoring, the test pod, then 10.0.0.0/8", from)
+	}
+	if r := np.Spec.Ingress[1]; len(r.Ports) != 1 || *r.Ports[0].Port != intstr.FromInt32(6060) || len(r.From) != 1 || r.From[0].PodSelector == nil {
+		t.Errorf("extraIngress rule %+v, want port 6060 from app=debug", r)
 	}
 }
 

@@ -364,6 +364,15 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.routing.overflowKeepKey | toString | quote }}
 - name: GATE_LIMIT_MODE
   value: {{ $v.limit.mode | quote }}
+{{- with $v.limit.divertHold }}
+{{- if and (eq $v.limit.clock "event") (not (has . (list "0" "0s"))) }}
+{{- fail (printf "capture-gate: limit.divertHold (%s) must be \"\" or \"0\" with limit.clock event (holds are not kept under the event clock)" .) }}
+{{- end }}
+- name: GATE_DIVERT_HOLD
+  value: {{ . | quote }}
+{{- end }}
+- name: GATE_DIVERT_RELEASE
+  value: {{ $v.limit.divertRelease | toString | quote }}
 - name: GATE_CLOCK
   value: {{ $v.limit.clock | quote }}
 {{- if eq $v.limit.clock "event" }}
