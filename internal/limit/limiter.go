@@ -43,6 +43,7 @@ type Limiter struct {
 	seed      maphash.Seed
 	shards    []shard
 	mask      uint64
+	holdsOn   bool // holds.on, beside the other words every check reads
 	windowNs  int64
 	invWindow float64          // 1 / windowNs: the check multiplies rather than divides
 	base      int64            // unix ns; seen (index slots) counts seconds from here
@@ -163,6 +164,7 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 	}
 	l.invWindow = 1 / float64(l.windowNs)
 	l.holds = newHolds(cfg)
+	l.holdsOn = l.holds.on
 	for i := range l.shards {
 		l.shards[i].idx.init()
 	}
@@ -211,12 +213,11 @@ func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 	fthr := float64(thr)
 	lvl := e.level(ns)
 	d := Decision{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr), Threshold: thr, Level: lvl}
-	nw := tw // the thr word as this check leaves it: tier, held
-	if tw&heldBit != 0 {
+	// A held team is limited whatever its level; one reaching its threshold now is held
+	// (below, with the tier, in one CAS). Both only read the word already loaded.
+	hold := d.Limited && l.holdsOn && tw&heldBit == 0
+	if tw&heldBit != 0 || hold {
 		d.Limited, d.Held = true, true
-	} else if d.Limited && l.holds.on {
-		nw |= heldBit
-		d.Held = true
 	}
 	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
 		sp := l.span.Load()
@@ -232,18 +233,27 @@ func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 	} else {
 		st.allowed.Add(1)
 	}
-	old := Tier(tw >> tierShift & tierMask)
-	nw = nw&^(tierMask<<tierShift) | uint64(d.Tier)<<tierShift
-	if nw != tw {
-		if e.thr.CompareAndSwap(tw, nw) {
-			if old != d.Tier {
-				sh.transitions[old*numTiers+d.Tier].Add(1)
-			}
-		} else if nw&heldBit != 0 {
-			setHeld(e) // raced with another check or an override swap: the hold must stick
-		}
+	if old := Tier(tw >> tierShift & tierMask); old != d.Tier || hold {
+		markWord(sh, e, tw, old, d.Tier, hold)
 	}
 	return d
+}
+
+// markWord records in e's thr word, last read as tw, the tier a check found (new, the
+// word holding old) and, if hold, that the team is now held. Out of line: a check rarely
+// changes either.
+func markWord(sh *shard, e *entry, tw uint64, old, new Tier, hold bool) {
+	nw := tw&^(tierMask<<tierShift) | uint64(new)<<tierShift
+	if hold {
+		nw |= heldBit
+	}
+	if e.thr.CompareAndSwap(tw, nw) {
+		if old != new {
+			sh.transitions[old*numTiers+new].Add(1)
+		}
+	} else if hold {
+		setHeld(e) // raced with another check or an override swap: the hold must stick
+	}
 }
 
 // touch records in team's slot s, whose tag word read w, that the team was seen at sn. t
