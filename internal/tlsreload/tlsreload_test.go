@@ -312,13 +312,10 @@ func files(dir string) Files {
 	}
 }
 
-// --- Tests --------------------------------------------------------------------------------
-
-// A client certificate rewritten in place is presented by the next new connection once
-// the interval has passed, not before; the connection made before keeps the old one.
-func TestClientCertReplacedInPlace(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
+// start writes the server's CA and client-1's certificate and key to a new directory and
+// returns it, a reloader on it and its dialer for "localhost".
+func (f *fixture) start(t *testing.T) (string, *Reloader, func(ctx context.Context, network, addr string) (net.Conn, error)) {
+	t.Helper()
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
 	write(t, filepath.Join(dir, "tls.crt"), f.c1.certPEM)
@@ -327,7 +324,17 @@ func TestClientCertReplacedInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := r.DialContext(&net.Dialer{Timeout: 10 * time.Second}, "localhost")
+	return dir, r, r.DialContext(&net.Dialer{Timeout: 10 * time.Second}, "localhost")
+}
+
+// --- Tests --------------------------------------------------------------------------------
+
+// A client certificate rewritten in place is presented by the next new connection once
+// the interval has passed, not before; the connection made before keeps the old one.
+func TestClientCertReplacedInPlace(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir, r, dial := f.start(t)
 	if got, err := connect(t, dial, f.srv.addr); err != nil || got != "client-1" {
 		t.Fatalf("first connection presents %q, %v; want client-1", got, err)
 	}
@@ -409,15 +416,7 @@ func TestCARotation(t *testing.T) {
 func TestBadFilesKeepLastGood(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	dir := t.TempDir()
-	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
-	write(t, filepath.Join(dir, "tls.crt"), f.c1.certPEM)
-	write(t, filepath.Join(dir, "tls.key"), f.c1.keyPEM)
-	r, err := New(files(dir), f.options())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dial := r.DialContext(&net.Dialer{Timeout: 10 * time.Second}, "localhost")
+	dir, r, dial := f.start(t)
 	stillC1 := func(stage string) {
 		t.Helper()
 		for range 3 {
