@@ -444,6 +444,12 @@ var fidelityRows = []row{
 	{"divert_detect_ticks", ptr(atMost(3)), "divert, 4 instances, 0.5 → 5 ×: exact count over the threshold → ≥ 90% of the team diverted"},
 	{"divert_leak_over_threshold", ptr(atMost(0.2)), "same run, records accepted meanwhile ÷ threshold"},
 	{"divert_share_steady", ptr(atLeast(0.99)), "divert, 4 instances, team held at 1.2 ×: share diverted, windows 3–8"},
+	{"cap_admitted_worst_window_n16_x1.2", ptr(within(0.97, 1.03)), "cap, 16 instances, team at 1.2 ×: the window farthest from 1"},
+	{"cap_admitted_worst_window_n16_x2", ptr(within(0.97, 1.03)), "the same at 2 ×"},
+	{"cap_admitted_worst_window_n16_x10", ptr(within(0.97, 1.03)), "the same at 10 ×"},
+	{"divert_detect_ticks_n16_x1.2", ptr(atMost(2)), "divert, 16 instances, 0.5 → 1.2 ×: exact count over the threshold → ≥ 90% of the team diverted in a tick"},
+	{"divert_detect_ticks_n16_x2", ptr(atMost(2)), "the same, 0.5 → 2 ×"},
+	{"divert_detect_ticks_n16_x10", ptr(atMost(2)), "the same, 0.5 → 10 ×"},
 	{"false_overflow_below_80pct", ptr(exactly(0)), "records limited of teams at 0.3, 0.6, 0.78 × beside the hot one, all scenarios, both modes"},
 }
 
