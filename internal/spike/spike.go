@@ -1,0 +1,225 @@
+// Package spike learns a team's usual volume per window from its own history, for spike
+// protection (issue 22): an adaptive threshold, clamp(Factor × baseline, Floor, Ceiling),
+// in place of one static threshold for every team.
+//
+// Guarantees:
+//
+//   - Deterministic: a Profile is a pure function of the counts folded into it, in order, and
+//     of the Config. Gates that fold the same shared counts hold the same profile, and so
+//     derive the same threshold, with no coordination beyond the counts.
+//   - Bounded: a Profile is 64 bytes whatever the history.
+//   - Robust to a daily cycle: the baseline is a level times a factor per hour of the day
+//     (a team's evening peak is its usual volume at that hour, not a spike); to steady
+//     growth: the level follows the deseasonalised volume within hours; and to the spike
+//     it is meant to catch: a window over the threshold is not learned from, and one
+//     between Clip × and Factor × the baseline is learned from as Clip × it.
+//   - A team with less than MinHistory of history has no learned threshold (Threshold
+//     returns false): the static one applies.
+//
+// The package knows nothing of Kafka or Redis: the caller folds each window's final count
+// (Fold) and asks for a window's threshold (Threshold).
+package spike
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Slots is how many parts of the day the seasonal profile keeps: one per hour.
+const Slots = 24
+
+// Config holds the learner's settings. The zero value of a field means its default.
+type Config struct {
+	// Window is the length of one window, whose count is folded at a time. Required.
+	Window time.Duration
+	// Factor: the threshold is Factor × the baseline. Default 4. Lower catches smaller
+	// spikes and diverts more of a team's own noise; higher lets spikes under it through.
+	Factor float64
+	// Floor and Ceiling clamp the learned threshold. Floor keeps a small team's noise (a
+	// few records a window, often zero) from being a spike; Ceiling bounds what a large
+	// team may send. Default Floor 100 per window; Ceiling 0: none.
+	Floor, Ceiling float64
+	// LevelHalfLife is how fast the level follows the team's volume, deseasonalised: a
+	// change is half learned after this long. Default 3 h: fast enough for growth of 50% a
+	// week (0.25% an hour), slow enough that an hour of a moderate rise (under Factor) moves
+	// it less than a third of the way.
+	LevelHalfLife time.Duration
+	// SeasonHalfLife is how fast the hourly profile follows a change in the daily cycle,
+	// counted in days of that hour's windows. Default 3 days.
+	SeasonHalfLife time.Duration
+	// MinHistory is how much history a team needs before its threshold is learned; until
+	// then the static threshold applies. Default 24 h: one whole daily cycle.
+	MinHistory time.Duration
+	// Clip: a window between Clip × and Factor × the baseline is learned from as Clip × it,
+	// so a rise that is not a spike still moves the level, slowly. Default 1.5.
+	Clip float64
+}
+
+// Defaults for Config.
+const (
+	DefaultFactor         = 4
+	DefaultFloor          = 100
+	DefaultLevelHalfLife  = 3 * time.Hour
+	DefaultSeasonHalfLife = 3 * 24 * time.Hour
+	DefaultMinHistory     = 24 * time.Hour
+	DefaultClip           = 1.5
+)
+
+// ErrBadConfig is returned (wrapped) for invalid settings.
+var ErrBadConfig = errors.New("spike: invalid configuration")
+
+// WithDefaults returns c with defaults filled in, or an error naming the first invalid field.
+func (c Config) WithDefaults() (Config, error) {
+	if c.Window <= 0 || c.Window > time.Hour || (time.Hour)%c.Window != 0 {
+		return c, fmt.Errorf("%w: window %s must divide an hour", ErrBadConfig, c.Window)
+	}
+	if c.Factor == 0 {
+		c.Factor = DefaultFactor
+	}
+	if c.Floor == 0 {
+		c.Floor = DefaultFloor
+	}
+	if c.LevelHalfLife == 0 {
+		c.LevelHalfLife = DefaultLevelHalfLife
+	}
+	if c.SeasonHalfLife == 0 {
+		c.SeasonHalfLife = DefaultSeasonHalfLife
+	}
+	if c.MinHistory == 0 {
+		c.MinHistory = DefaultMinHistory
+	}
+	if c.Clip == 0 {
+		c.Clip = DefaultClip
+	}
+	switch {
+	case c.Factor <= 1:
+		return c, fmt.Errorf("%w: factor %g must be above 1", ErrBadConfig, c.Factor)
+	case c.Clip < 1 || c.Clip >= c.Factor:
+		return c, fmt.Errorf("%w: clip %g must be in [1, factor %g)", ErrBadConfig, c.Clip, c.Factor)
+	case c.Floor < 0 || c.Ceiling < 0 || (c.Ceiling > 0 && c.Ceiling < c.Floor):
+		return c, fmt.Errorf("%w: floor %g, ceiling %g: want 0 ≤ floor ≤ ceiling (0: none)", ErrBadConfig, c.Floor, c.Ceiling)
+	case c.LevelHalfLife < c.Window || c.SeasonHalfLife < 24*time.Hour || c.MinHistory < 0:
+		return c, fmt.Errorf("%w: level half-life %s (at least a window), season half-life %s (at least a day), min history %s", ErrBadConfig, c.LevelHalfLife, c.SeasonHalfLife, c.MinHistory)
+	}
+	return c, nil
+}
+
+// Profile is one team's learned history: 64 bytes.
+type Profile struct {
+	// Epoch is the last window folded in (unix time / Window); Windows how many were,
+	// capped at MaxUint32.
+	Epoch   int64
+	Windows uint32
+	// Level is the team's usual volume per window with the daily cycle taken out.
+	Level float32
+	// Season is the daily cycle: the volume per window in each hour of the day (UTC) as a
+	// multiple of Level, 0 meaning not learned yet (taken as 1).
+	Season [Slots]float16
+}
+
+// float16 is a bfloat16: the top half of a float32. Three significant digits are plenty
+// for a seasonal factor.
+type float16 uint16
+
+func toF16(f float64) float16 {
+	b := math.Float32bits(float32(f))
+	return float16((b + 0x7fff + b>>16&1) >> 16)
+}
+
+func (h float16) float() float64 { return float64(math.Float32frombits(uint32(h) << 16)) }
+
+// slot is the hour of the day (UTC) of window epoch.
+func (c Config) slot(epoch int64) int {
+	perDay := int64(24 * time.Hour / c.Window)
+	return int(((epoch%perDay)+perDay)%perDay) * Slots / int(perDay)
+}
+
+func (p *Profile) season(s int) float64 {
+	if v := p.Season[s].float(); v > 0 {
+		return v
+	}
+	return 1
+}
+
+// Baseline is the team's usual volume in window epoch: Level × the season of its hour.
+func (c Config) Baseline(p *Profile, epoch int64) float64 {
+	return float64(p.Level) * p.season(c.slot(epoch))
+}
+
+// Learned reports whether p holds MinHistory of history.
+func (c Config) Learned(p *Profile) bool {
+	return time.Duration(p.Windows)*c.Window >= c.MinHistory
+}
+
+// Threshold is the learned threshold of window epoch, clamp(Factor × baseline, Floor,
+// Ceiling), and true; or false while the team has too little history (the static
+// threshold applies).
+func (c Config) Threshold(p *Profile, epoch int64) (float64, bool) {
+	if !c.Learned(p) {
+		return 0, false
+	}
+	t := max(c.Factor*c.Baseline(p, epoch), c.Floor)
+	if c.Ceiling > 0 {
+		t = min(t, c.Ceiling)
+	}
+	return t, true
+}
+
+// Fold learns window epoch's final count. Windows must be folded in order, each once:
+// a window at or before p.Epoch is ignored; windows skipped since p.Epoch are folded as
+// empty (the team sent nothing then). It reports whether the window was over its learned
+// threshold (a spike, not learned from).
+func (c Config) Fold(p *Profile, epoch int64, count float64) (spike bool) {
+	if p.Windows > 0 && epoch <= p.Epoch {
+		return false
+	}
+	if p.Windows > 0 {
+		// Silent windows between: at most a day of them matters (the level has long
+		// decayed by then); beyond, fold one silent window per hour slot.
+		gap := epoch - p.Epoch - 1
+		perDay := int64(24 * time.Hour / c.Window)
+		for e := epoch - min(gap, perDay); e < epoch; e++ {
+			c.fold(p, e, 0)
+		}
+	}
+	return c.fold(p, epoch, count)
+}
+
+func (c Config) fold(p *Profile, epoch int64, count float64) bool {
+	p.Epoch = epoch
+	if p.Windows < math.MaxUint32 {
+		p.Windows++
+	}
+	s := c.slot(epoch)
+	if p.Windows == 1 {
+		p.Level = float32(count)
+		return false
+	}
+	base := float64(p.Level) * p.season(s)
+	if c.Learned(p) {
+		if thr, _ := c.Threshold(p, epoch); count >= thr {
+			return true // a spike: not learned from
+		}
+		count = min(count, c.Clip*max(base, c.Floor/c.Factor))
+	}
+	level := float64(p.Level)
+	// Per-window weights of the two exponential averages: 1 − 2^(−window / half-life);
+	// a slot sees one window in Slots × ... of them, so its weight counts its own windows.
+	wl := -math.Expm1(-math.Ln2 * float64(c.Window) / float64(c.LevelHalfLife))
+	perSlotPerDay := float64(time.Hour / c.Window)
+	ws := -math.Expm1(-math.Ln2 / (perSlotPerDay * float64(c.SeasonHalfLife) / float64(24*time.Hour)))
+	level += wl * (count/p.season(s) - level)
+	p.Level = float32(max(level, 0))
+	if level > 0 {
+		// Early on (no season yet) learn the season fast: the first day's shape.
+		if !c.Learned(p) {
+			ws = max(ws, 1/perSlotPerDay)
+		}
+		sv := p.season(s)
+		sv += ws * (count/level - sv)
+		p.Season[s] = toF16(max(sv, 1e-3))
+	}
+	return false
+}

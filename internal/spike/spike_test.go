@@ -1,0 +1,112 @@
+package spike
+
+import (
+	"math"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// team is a synthetic team: its usual volume per one-minute window at epoch e (minutes
+// since a midnight UTC), with a daily cycle of amplitude amp peaking at 20:00 and growth
+// per week.
+func usual(mean, amp, growthPerWeek float64, e int64) float64 {
+	h := float64(e%1440) / 60
+	return mean * (1 + amp*math.Cos(2*math.Pi*(h-20)/24)) * math.Pow(1+growthPerWeek, float64(e)/(7*1440))
+}
+
+func cfg(t *testing.T) Config {
+	t.Helper()
+	c, err := Config{Window: time.Minute}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestProfileIs64Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(Profile{}); n != 64 {
+		t.Errorf("Profile is %d bytes, want 64", n)
+	}
+}
+
+// TestDailyPeakIsNotASpike: a team whose evening peak is 4.5 × its night trough (amplitude
+// 0.64) and which grows 50% a week is never over its learned threshold, and its threshold
+// at the peak stays above the peak.
+func TestDailyPeakIsNotASpike(t *testing.T) {
+	c := cfg(t)
+	var p Profile
+	for e := int64(0); e < 7*1440; e++ {
+		v := usual(1000, 0.64, 0.5, e)
+		if c.Fold(&p, e, v) {
+			t.Fatalf("minute %d (%.1f h into day %d): %.0f taken for a spike (baseline %.0f)", e, float64(e%1440)/60, e/1440, v, c.Baseline(&p, e))
+		}
+		if thr, ok := c.Threshold(&p, e+1); ok && e > 2*1440 && thr < 2*usual(1000, 0.64, 0.5, e+1) {
+			t.Fatalf("minute %d: threshold %.0f under twice the usual %.0f", e+1, thr, usual(1000, 0.64, 0.5, e+1))
+		}
+	}
+	if _, ok := c.Threshold(&Profile{Windows: 1439}, 0); ok {
+		t.Error("a team with 1439 minutes of history has a learned threshold; want the static one until a day")
+	}
+}
+
+// TestSpikeIsCaughtAndNotLearned: on day 3, a team jumps to 5 × its usual volume for two
+// hours: every minute of it is over the threshold, and afterwards its baseline is within 5%
+// of that of the same team without the spike.
+func TestSpikeIsCaughtAndNotLearned(t *testing.T) {
+	c := cfg(t)
+	var p, control Profile
+	start := int64(2*1440 + 14*60)
+	for e := int64(0); e < 3*1440; e++ {
+		v := usual(500, 0.5, 0, e)
+		c.Fold(&control, e, v)
+		inSpike := e >= start && e < start+120
+		if inSpike {
+			v *= 5
+		}
+		if got := c.Fold(&p, e, v); got != inSpike {
+			t.Fatalf("minute %d: spike %v, want %v (count %.0f, baseline %.0f)", e, got, inSpike, v, c.Baseline(&p, e))
+		}
+	}
+	for _, e := range []int64{start, 3*1440 + 20*60} {
+		if a, b := c.Baseline(&p, e), c.Baseline(&control, e); math.Abs(a/b-1) > 0.05 {
+			t.Errorf("baseline for %.0f h after the spike %.0f, without it %.0f: pulled by the spike", float64(e%1440)/60, a, b)
+		}
+	}
+}
+
+// TestFoldDeterministic: two gates folding the same counts hold the same profile; a window
+// folded twice, or out of order, is ignored; skipped windows count as silent.
+func TestFoldDeterministic(t *testing.T) {
+	c := cfg(t)
+	var a, b Profile
+	for e := int64(0); e < 2000; e++ {
+		v := usual(300, 0.3, 0, e)
+		c.Fold(&a, e, v)
+		c.Fold(&b, e, v)
+		c.Fold(&b, e, 1e9) // folded again: ignored
+	}
+	if a != b {
+		t.Errorf("profiles differ after the same counts: %+v vs %+v", a, b)
+	}
+	lvl := a.Level
+	c.Fold(&a, 2000+120, 300) // two silent hours before
+	if a.Level >= lvl {
+		t.Errorf("level %v after two silent hours, %v before: want lower", a.Level, lvl)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []Config{
+		{},
+		{Window: 7 * time.Minute},
+		{Window: time.Minute, Factor: 1},
+		{Window: time.Minute, Clip: 5},
+		{Window: time.Minute, Floor: 10, Ceiling: 5},
+		{Window: time.Minute, SeasonHalfLife: time.Hour},
+	} {
+		if _, err := c.WithDefaults(); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+}
