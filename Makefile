@@ -112,7 +112,9 @@ soak: deps-test
 # the reference cadence, local-only instances and the Lua limiter), what a fleet of 1 to 64
 # gates costs one redis-server (BenchmarkFleetRedis, -benchtime 1x), a million teams in one
 # gate (BenchmarkMillionTeams, 1x), how often a diverted team switches topics with and
-# without holds (BenchmarkDivertSwitches, 1x), four gate processes enforcing one cap
+# without holds (BenchmarkDivertSwitches, 1x), spike protection's learner on a week of
+# 10k teams beside the best static threshold (BenchmarkSpikeTrace, 1x, about 40 s; it draws
+# bench/spike.svg), four gate processes enforcing one cap
 # (BenchmarkFleetProcessWindow, 1x, about a minute), and the whole gate beside a bare franz-go pass-through through the
 # in-process broker (six runs of the test binary, each the pass-through, the gate, then the gate
 # with exactly-once delivery, so a drifting machine affects all alike). Compare figures within one run: these machines are noisy. All output
@@ -126,6 +128,7 @@ bench: deps-test
 	$(GO) test -run '^$$' -bench . -skip '^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams|DivertSwitches)$$' -benchmem -benchtime $(BENCHTIME) -count=1 -timeout 20m ./internal/limit/ ./internal/sync/ ./internal/route/; \
 	$(GO) test -run '^$$' -bench '^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams|DivertSwitches)$$' -benchtime 1x -count=1 -timeout 15m ./internal/sync/; \
 	$(GO) test -run '^$$' -bench '^BenchmarkFleetProcessWindow$$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/; \
+	$(GO) test -run '^$$' -bench '^BenchmarkSpikeTrace$$' -benchtime 1x -count=1 -timeout 10m ./internal/spike/ -args -spike-chart=$(CURDIR)/bench/spike.svg; \
 	$(GO) test -c -o bench/consume.test ./internal/consume/; \
 	for i in 1 2 3 4 5 6; do bench/consume.test -test.run '^$$' -test.bench BenchmarkEndToEnd -test.benchtime 200000x; done; \
 	} 2>&1 | tee bench/raw.txt

@@ -49,6 +49,7 @@ const (
 	// benchFidelity has one sub-benchmark per limiter: ours, then the baselines.
 	benchFidelity = "BenchmarkFidelity"
 	benchSwitches = "BenchmarkDivertSwitches"
+	benchSpike    = "BenchmarkSpikeTrace"
 )
 
 // fidelityBaselines are BenchmarkFidelity's sub-benchmarks besides ours; their figures go
@@ -292,6 +293,14 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean(benchTickStandalo, "cmds/tick"); ok {
 		out["tick_all_teams_commands_per_tick"] = v
 	}
+	// Spike protection: every metric of BenchmarkSpikeTrace under its own name.
+	for unit := range b[benchSpike] {
+		if unit == "ns/op" || unit == "B/op" || unit == "allocs/op" {
+			continue
+		}
+		v, _ := b.Mean(benchSpike, unit)
+		out[unit] = v
+	}
 	// Divert holds: every metric of BenchmarkDivertSwitches/ours as divert_<metric>, the
 	// baseline's (divert before holds) as divert_<metric>_baseline.
 	for _, sub := range []string{"ours", "baseline"} {
@@ -428,6 +437,15 @@ var rows = []row{
 	{"divert_diverted_x0.8_n4", ptr(exactly(0)), "records diverted in a minute at 0.8 ×, 4 gates (1 and 2: divert_diverted_x0.8_n1, _n2)"},
 	{"divert_release_after_calm_s_n4", ptr(atMost(11)), "after 20 s at 2 ×, traffic at 0.3 ×: seconds from the exact count falling under the release level to the last of 4 gates releasing the team (hold 10 s, tick 1 s)"},
 	{"divert_release_spread_s_n4", ptr(atMost(1)), "same run: seconds between the first and the last gate releasing it"},
+	{"adaptive_spike_recall", ptr(atLeast(0.9)), "spike protection's learner (BenchmarkSpikeTrace: 10k teams, 7 days, spikes of 5/20/100 × on 3% of teams; days 2-7), divert: share of spike windows' records diverted"},
+	{"adaptive_spike_recall_static", nil, "the same, the best single static threshold in hindsight (by F1)"},
+	{"adaptive_spike_precision", ptr(atLeast(0.95)), "share of diverted records that were in a spike"},
+	{"adaptive_spike_precision_static", nil, "the same, best static threshold"},
+	{"adaptive_false_overflow_share", ptr(atMost(0.001)), "share of spike-free teams' records diverted"},
+	{"adaptive_false_overflow_share_static", nil, "the same, best static threshold"},
+	{"adaptive_peak_false_overflow", ptr(exactly(0)), "records of spike-free teams diverted within an hour of their daily peak"},
+	{"adaptive_detect_windows", ptr(atMost(2)), "windows from a spike's start to ≥ 90% of it diverted, mean over spikes detected weighed by volume (the median: adaptive_detect_windows_median)"},
+	{"adaptive_spike_recall_cap", nil, "cap mode: share of spike records over the usual volume diverted (a cap admits up to 4 × the baseline)"},
 	{"fleet_process_worst_window", ptr(within(0.97, 1.03)), "four gate processes, one team at 2 × its limit, cap: the window farthest from the threshold, ÷ threshold (BenchmarkFleetProcessWindow; the simulation's cap_admitted_worst_window_n4_x2)"},
 	{"tick_p99_ms_1m_teams", ptr(atMost(1000)), "one gate caching a million teams, 100k Zipf records/s: tick p99 over a steady minute (BenchmarkMillionTeams; the tick interval is 1 s)"},
 	{"bytes_per_entity_1m_teams", ptr(atMost(150)), "same run: heap held by the limiter and the tick per cached team"},
