@@ -118,15 +118,14 @@ func divertedDivert(prev, c, thr float64) float64 {
 
 // trScore sums one threshold policy's outcome over the trace.
 type trScore struct {
-	spikeVol, spikeDiv       float64   // divert: records in spike windows, and diverted
-	excess, excessDiv        float64   // cap: spike records over the usual volume, and diverted
-	otherDiv, otherDivCap    float64   // diverted outside spikes (divert, cap)
-	calmVol, calmDiv         float64   // teams with no spike: records, diverted (divert)
-	peakDiv                  float64   // teams with no spike: diverted within an hour of their daily peak
-	detect, detectVol        []float64 // per spike detected: windows to detect it, its volume
-	undetected, spikesSeen   int
-	calmDivCap, peakDivCap   float64
-	spikeDivCap, spikeVolCap float64
+	spikeVol, spikeDiv     float64   // divert: records in spike windows, and diverted
+	excess, excessDiv      float64   // cap: spike records over the usual volume, and diverted
+	otherDiv, otherDivCap  float64   // diverted outside spikes (divert, cap)
+	calmVol, calmDiv       float64   // teams with no spike: records, diverted (divert)
+	peakDiv                float64   // teams with no spike: diverted within an hour of their daily peak
+	detect, detectVol      []float64 // per spike detected: windows to detect it, its volume
+	undetected, spikesSeen int
+	calmDivCap, peakDivCap float64
 }
 
 func (s *trScore) add(t *trTeam, e int64, prev, c, thr float64, inSpike, spiky bool) {
