@@ -53,6 +53,9 @@ type holds struct {
 	mu    sync.Mutex
 	teams map[string]*hold
 	sweep uint64
+	// prevOverrides is the override set the last sweep saw: a team a check held since
+	// was held under its threshold then, which an override swap may have raised since.
+	prevOverrides *overrides
 
 	startsLocal, startsFleet                   atomic.Uint64
 	releasedCalm, releasedRaised, releasedGone atomic.Uint64
@@ -108,7 +111,17 @@ func (l *Limiter) sweepHold(ns int64, e *entry, thr int64, lvl float64, into *Sw
 	defer h.mu.Unlock()
 	st := h.teams[team]
 	if st == nil {
-		st = &hold{since: ns, lastOver: ns, thr: thr}
+		// Held by a check since the last sweep, under the thresholds of then: compared with
+		// thr below, an override raised meanwhile releases it as it would a tracked hold.
+		held := thr
+		if o := h.prevOverrides; o != nil {
+			if v, ok := o.m[team]; ok {
+				held = v
+			} else {
+				held = l.cfg.Threshold
+			}
+		}
+		st = &hold{since: ns, lastOver: ns, thr: held}
 		h.teams[string([]byte(team))] = st // a copy: team aliases the entry
 		h.startsLocal.Add(1)
 		h.held.Add(1)
@@ -155,6 +168,7 @@ func (l *Limiter) endSweepHolds() {
 		}
 	}
 	h.sweep++
+	h.prevOverrides = l.overrides.Load()
 }
 
 // ApplyHold applies the hold flag a read fetched (Read.Hold) for r's team: the fleet holds
@@ -185,6 +199,8 @@ func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
 	}
 	st.since = min(st.since, since)
 	st.lastOver = max(st.lastOver, last)
+	// The team may have been held on an entry since evicted and made again: hold this one.
+	setHeld(e)
 }
 
 // HoldsShared reports whether holds are shared through the store: the tick then writes

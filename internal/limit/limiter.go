@@ -215,7 +215,11 @@ func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 	d := Decision{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr), Threshold: thr, Level: lvl}
 	// A held team is limited whatever its level; one reaching its threshold now is held
 	// (below, with the tier, in one CAS). Both only read the word already loaded.
-	hold := d.Limited && l.holdsOn && tw&heldBit == 0
+	// The level is read again before a hold starts: a read being applied stores the new
+	// estimate an instant before it takes what it includes out of pending, and a check in
+	// that instant sees those records twice (each as 1 / share of the fleet's), harmless
+	// for one record's decision but not for a hold that lasts a window, fleet-wide.
+	hold := d.Limited && l.holdsOn && tw&heldBit == 0 && e.level(ns) >= fthr
 	if tw&heldBit != 0 || hold {
 		d.Limited, d.Held = true, true
 	}

@@ -111,7 +111,7 @@ func (l *Limiter) sweep(now time.Time, into *Sweep, all bool) {
 		l.sweepWall(now, into, cw)
 	}
 	if l.lastSweep != 0 {
-		l.sweepGap = now.UnixNano() - l.lastSweep
+		l.sweepGap = max(now.UnixNano()-l.lastSweep, 0) // a clock stepped back: no gap
 	}
 	l.lastSweep = now.UnixNano()
 	if l.holds.on {
@@ -386,13 +386,18 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 	if dt <= 0 {
 		return lastFactor, 0
 	}
+	// The counter grew between the two reads, but dt is between their applies, which wait
+	// for every pipeline of their ticks: after a tick held to its deadline by a slow node
+	// and a quick one, dt is a fraction of the time the growth took. Reads of a busy team
+	// are a tick apart at least: a rate is taken over no less.
+	rateDt := max(dt, float64(l.sweepGap))
 	var fleet float64
 	if start := r.Epoch * l.windowNs; at&readLocal == 0 && at >= start {
 		// The growth since the last read, whose estimate held its unseen part: (1 − share)
 		// × the fleet's rate × half a tick, which at the fleet's rate now (exact in a
 		// steady fleet) makes fleet = grown + c × fleet.
 		grown := float64(curr) - (lastEst - float64(prev)*(1-float64(at-start)/win))
-		c := min((1-share)*float64(l.sweepGap)/(2*dt), 0.5)
+		c := min((1-share)*float64(l.sweepGap)/(2*rateDt), 0.5)
 		fleet = max(grown/(1-c), 0)
 	} else {
 		fleet = est * min(dt, win) / win
@@ -401,5 +406,5 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 	share = (share*m + float64(r.flushed)) / (m + fleet)
 	share = min(max(share, 1.0/maxFleetFactor), 1)
 	// The other gates' part of the fleet's rate, over half a tick.
-	return 1 / share, (1 - share) * fleet / dt * float64(l.sweepGap) / 2
+	return 1 / share, (1 - share) * fleet / rateDt * float64(l.sweepGap) / 2
 }
