@@ -237,6 +237,12 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean(benchReadOurs, "cmds/tick"); ok {
 		out["redis_commands_per_tick"] = v
 	}
+	if v, ok := b.Mean("BenchmarkReadReduction/nohold", "cmds/tick"); ok {
+		out["redis_commands_per_tick_nohold"] = v
+	}
+	if v, ok := b.Mean("BenchmarkReadReduction/nohold", "redis_cpu_s/Mevents"); ok {
+		out["redis_cpu_s_per_million_events_nohold"] = v
+	}
 	if v, ok := b.Mean(benchReadBase, "cmds/tick"); ok {
 		out["redis_commands_per_tick_baseline"] = v
 	}
@@ -421,6 +427,8 @@ var rows = []row{
 	{"redis_commands_per_tick_baseline", nil, "the same traffic written as before writes were made safe to repeat (INCRBY + EXPIRE per count)"},
 	{"redis_cpu_s_per_million_events", nil, "redis-server CPU (INFO cpu, user + sys) per million events, same run as sync_read_reduction"},
 	{"redis_cpu_s_per_million_events_baseline", nil, "the same, writes as before (INCRBY + EXPIRE per count)"},
+	{"redis_commands_per_tick_nohold", nil, "the same traffic with divert holds off (GATE_DIVERT_HOLD=0, GATE_DIVERT_RELEASE=1): what the hold flags cost"},
+	{"redis_cpu_s_per_million_events_nohold", nil, "the same, Redis CPU"},
 	{"redis_cpu_vs_baseline", ptr(atMost(0.2)), "redis_cpu_s_per_million_events ÷ its baseline, same run"},
 	{"gates_per_redis_core", ptr(atLeast(64)), "gates one Redis core carries at 50% CPU, each at 100k Zipf records/s over 100k teams (BenchmarkFleetRedis, least over 1-64 gates)"},
 	{"gates_per_redis_core_baseline", nil, "the same with the writes as before (one gate)"},

@@ -103,6 +103,8 @@ func BenchmarkReadReduction(b *testing.B) {
 		baseline bool
 	}{
 		{"ours", limit.Config{}, false},
+		// Divert holds off (issue 24): what the holds' flags cost, in the same run.
+		{"nohold", limit.Config{DivertHold: -1, DivertRelease: 1}, false},
 		{"baseline", limit.Config{}, true},
 		{"reference", limit.Config{HotEveryTick: &off, PendingReadShare: -1}, false},
 	} {

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,6 +110,58 @@ func TestHoldWithoutRedis(t *testing.T) {
 		}
 		if d := a.l.CheckAt(epochStart.Add(time.Duration(s)*time.Second), "hot", 0); !d.Held {
 			t.Errorf("%d s, Redis down: %+v, want still held", s, d)
+		}
+	}
+}
+
+// TestHoldIsFleetWideCluster: the same in cluster mode, over teams spread across the slots
+// (braces in names too): each hold flag lives in its team's slot, so the gate that meets
+// the teams reads their flags with their counters, one MGET per shard, and holds them.
+func TestHoldIsFleetWideCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	clk := clock.NewFake(epochStart)
+	lc := limit.Config{Window: fleetWindow, Threshold: 600, Mode: limit.Divert, SyncInterval: fleetWindow / 4,
+		DivertHold: 5 * time.Second, DivertRelease: 0.8}
+	var gs []*gate
+	for range 2 {
+		cc, err := DialCluster(cl.URLs(), RedisOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs = append(gs, newTopologyGate(t, clk, lc, Config{Mode: ModeCluster, TickInterval: time.Second}, cc))
+	}
+	a, b := gs[0], gs[1]
+	teams := []string{"a{b}c", "{", "}"}
+	for i := range 20 {
+		teams = append(teams, fmt.Sprintf("hot-%d", i))
+	}
+	now := epochStart.Add(500 * time.Millisecond)
+	for _, team := range teams {
+		a.l.CheckAt(now, team, 610)
+		if d := a.l.CheckAt(now, team, 1); !d.Held {
+			t.Fatalf("gate a, %q at 611: %+v, want held", team, d)
+		}
+	}
+	for s := 1; s <= 11; s++ {
+		clk.Set(epochStart.Add(time.Duration(s) * time.Second))
+		if r := a.tk.Tick(context.Background()); r.Errors != 0 {
+			t.Fatalf("gate a's tick at %d s: %+v", s, r)
+		}
+	}
+	now = epochStart.Add(11500 * time.Millisecond)
+	clk.Set(now)
+	for _, team := range teams {
+		b.l.CheckAt(now, team, 10)
+	}
+	clk.Set(epochStart.Add(12 * time.Second))
+	for _, g := range gs {
+		if r := g.tk.Tick(context.Background()); r.Errors != 0 || r.FailedReads != 0 {
+			t.Fatalf("tick at 12 s: %+v", r)
+		}
+	}
+	for _, team := range teams {
+		if d := b.l.CheckAt(epochStart.Add(12*time.Second), team, 0); !d.Held {
+			t.Errorf("gate b, %q after its first read (level %.0f): %+v, want held by the fleet's flag", team, d.Level, d)
 		}
 	}
 }
