@@ -200,14 +200,17 @@ func (f Files) parse(raw [3][]byte) (*material, error) {
 
 // current returns the material in use, reading the files first when they are due.
 func (r *Reloader) current() *material {
-	now := r.clock.Now()
-	if now.UnixNano() < r.next.Load() {
+	now := r.clock.Now().UnixNano()
+	// Due when next has passed, or when the clock stepped back past the last read (an NTP
+	// correction): next, a wall-clock time, would otherwise hold reloads off that long.
+	due := func() bool { n := r.next.Load(); return now >= n || now < n-r.interval.Nanoseconds() }
+	if !due() {
 		return r.cur.Load()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now.UnixNano() >= r.next.Load() { // not read by another handshake meanwhile
-		r.next.Store(now.Add(r.interval).UnixNano())
+	if due() { // not read by another handshake meanwhile
+		r.next.Store(now + r.interval.Nanoseconds())
 		r.reload()
 	}
 	return r.cur.Load()

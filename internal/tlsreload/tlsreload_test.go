@@ -583,3 +583,19 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// A clock stepped back (an NTP correction) does not hold reloads off until it catches up
+// with the time the next read was set for: before, a step of an hour stopped them for an
+// hour.
+func TestClockSteppedBackStillReloads(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir, r, _ := f.start(t)
+	f.clk.Advance(-time.Hour)
+	write(t, filepath.Join(dir, "tls.crt"), f.c2.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), f.c2.keyPEM)
+	m := r.current()
+	if m.cert == nil || !bytes.Equal(m.cert.Certificate[0], f.c2.tls.Certificate[0]) {
+		t.Error("an hour after the clock stepped back, the new certificate is not in use")
+	}
+}
