@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,19 +60,24 @@ type holds struct {
 
 	startsLocal, startsFleet                   atomic.Uint64
 	releasedCalm, releasedRaised, releasedGone atomic.Uint64
-	held                                       atomic.Int64
+}
+
+// count is how many teams are held here.
+func (h *holds) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.teams)
 }
 
 func newHolds(cfg Config) *holds {
-	h := &holds{
-		on:      cfg.Mode == Divert && cfg.Clock == WallClock && (cfg.DivertHold > 0 || cfg.DivertRelease < 1),
-		fleet:   cfg.DivertHold > 0,
+	on := cfg.Mode == Divert && cfg.Clock == WallClock && (cfg.DivertHold > 0 || cfg.DivertRelease < 1)
+	return &holds{
+		on:      on,
+		fleet:   on && cfg.DivertHold > 0,
 		holdNs:  max(cfg.DivertHold.Nanoseconds(), 0),
 		release: cfg.DivertRelease,
 		teams:   map[string]*hold{},
 	}
-	h.fleet = h.fleet && h.on
-	return h
 }
 
 // setHeld sets e's held bit; false if it was set already.
@@ -115,16 +121,11 @@ func (l *Limiter) sweepHold(ns int64, e *entry, thr int64, lvl float64, into *Sw
 		// thr below, an override raised meanwhile releases it as it would a tracked hold.
 		held := thr
 		if o := h.prevOverrides; o != nil {
-			if v, ok := o.m[team]; ok {
-				held = v
-			} else {
-				held = l.cfg.Threshold
-			}
+			held, _ = o.threshold(team, l.cfg.Threshold)
 		}
 		st = &hold{since: ns, lastOver: ns, thr: held}
-		h.teams[string([]byte(team))] = st // a copy: team aliases the entry
+		h.teams[strings.Clone(team)] = st // team aliases the entry
 		h.startsLocal.Add(1)
-		h.held.Add(1)
 	}
 	st.sweep = h.sweep
 	if thr != st.thr {
@@ -151,7 +152,6 @@ func (l *Limiter) release(e *entry, team string, reason *atomic.Uint64) {
 	clearHeld(e)
 	delete(l.holds.teams, team)
 	reason.Add(1)
-	l.holds.held.Add(-1)
 }
 
 // endSweepHolds forgets the held teams the sweep did not see: they left the cache
@@ -164,7 +164,6 @@ func (l *Limiter) endSweepHolds() {
 		if st.sweep != h.sweep {
 			delete(h.teams, team)
 			h.releasedGone.Add(1)
-			h.held.Add(-1)
 		}
 	}
 	h.sweep++
@@ -189,7 +188,6 @@ func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
 	if st == nil {
 		st = &hold{since: since, lastOver: last, thr: thr, sweep: h.sweep}
 		h.teams[r.Team] = st
-		h.held.Add(1)
 		if setHeld(e) {
 			h.startsFleet.Add(1)
 		} else {

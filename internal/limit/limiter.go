@@ -141,6 +141,15 @@ type overrides struct {
 	m   map[string]int64
 }
 
+// threshold is team's threshold under o: its override, or def; and whether it is an
+// override.
+func (o *overrides) threshold(team string, def int64) (int64, bool) {
+	if t, ok := o.m[team]; ok {
+		return t, true
+	}
+	return def, false
+}
+
 // New returns a Limiter. clk may be nil for the wall clock. reg may be nil; otherwise the
 // limiter's metrics (gate_limiter_*) are registered on it.
 func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, error) {
@@ -396,10 +405,7 @@ func (l *Limiter) thresholdWord(e *entry) (int64, uint64) {
 }
 
 func (l *Limiter) refreshThreshold(e *entry, o *overrides) (int64, uint64) {
-	t, ok := o.m[e.team()]
-	if !ok {
-		t = l.cfg.Threshold
-	}
+	t, _ := o.threshold(e.team(), l.cfg.Threshold)
 	for {
 		v := e.thr.Load()
 		nv := o.gen<<genShift | v&(tierMask<<tierShift|heldBit) | uint64(t) // keeps the tier and hold
@@ -445,10 +451,8 @@ func (l *Limiter) Overrides() map[string]int64 { return maps.Clone(l.overrides.L
 
 // Threshold returns team's threshold: its override, or the default.
 func (l *Limiter) Threshold(team string) int64 {
-	if t, ok := l.overrides.Load().m[team]; ok {
-		return t
-	}
-	return l.cfg.Threshold
+	t, _ := l.overrides.Load().threshold(team, l.cfg.Threshold)
+	return t
 }
 
 // Epoch returns the epoch that t falls in: floor(unix time / window).

@@ -122,7 +122,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.releases, h.releasedCalm.Load(), "calm")
 	counter(c.releases, h.releasedRaised.Load(), "raised")
 	counter(c.releases, h.releasedGone.Load(), "gone")
-	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(h.held.Load()))
+	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(h.count()))
 	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(l.Len()))
 	for t := range numTiers {
 		ch <- prometheus.MustNewConstMetric(c.tiers, prometheus.GaugeValue, float64(l.swept.tiers[t].Load()), t.String())

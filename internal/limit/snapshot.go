@@ -106,11 +106,7 @@ func (l *Limiter) Top(now time.Time, n int) []TeamState {
 func (l *Limiter) state(now time.Time, e *entry) TeamState {
 	ns := now.UnixNano()
 	team := e.team()
-	o := l.overrides.Load()
-	thr, ok := o.m[team]
-	if !ok {
-		thr = l.cfg.Threshold
-	}
+	thr, ok := l.overrides.Load().threshold(team, l.cfg.Threshold)
 	fthr := float64(thr)
 	leak := fthr * l.invWindow // per ns
 	lvl := e.level(ns)
@@ -143,10 +139,7 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 
 func (l *Limiter) eventState(e *entry, progress float64) TeamState {
 	team := e.team()
-	thr, ok := l.overrides.Load().m[team]
-	if !ok {
-		thr = l.cfg.Threshold
-	}
+	thr, ok := l.overrides.Load().threshold(team, l.cfg.Threshold)
 	lvl := e.evLevel(progress)
 	s := TeamState{
 		Team:       team,

@@ -368,8 +368,8 @@ const maxFleetFactor = 1024
 // since, at most a window: the same in a steady fleet. A gate alone converges on 1.
 //
 // Every gate writes once a tick, so a read sees each other gate's counts as of its last
-// tick: on average half a tick of the other gates' traffic is missing from it, (factor
-// − 1) × this gate's rate × half the tick interval. Added to the estimate, it spares a
+// tick: on average half a tick of the other gates' traffic is missing from it, (1 −
+// share) × the fleet's rate × half the tick interval. Added to the estimate, it spares a
 // team crossing its limit half a tick of records admitted by gates that read before the
 // others wrote.
 func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, ns int64, thr float64) (factor, unseen float64) {
