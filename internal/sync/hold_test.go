@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,6 +163,27 @@ func TestHoldIsFleetWideCluster(t *testing.T) {
 	for _, team := range teams {
 		if d := b.l.CheckAt(epochStart.Add(12*time.Second), team, 0); !d.Held {
 			t.Errorf("gate b, %q after its first read (level %.0f): %+v, want held by the fleet's flag", team, d.Level, d)
+		}
+	}
+}
+
+// TestHoldKeyAndValue: a hold flag's key shares its team's slot and prefix, and its value
+// reads back as written; a value that is not a flag (another writer's, a truncated one)
+// is refused, not taken for a hold.
+func TestHoldKeyAndValue(t *testing.T) {
+	if got := HoldKeyFor(ModeStandalone, "gate", "t:1"); got != "gate:t:1:hold" {
+		t.Errorf("standalone hold key %q", got)
+	}
+	if got, want := HoldKeyFor(ModeCluster, "gate", "a{b}"), strings.TrimSuffix(ClusterKey("gate", "a{b}", 7), ":7")+":hold"; got != want {
+		t.Errorf("cluster hold key %q, want %q (the counters' hash tag)", got, want)
+	}
+	f := limit.HoldFlag{Team: "t", Since: time.UnixMilli(1_800_000_000_123), LastOver: time.UnixMilli(1_800_000_009_456), Threshold: 600}
+	if got, ok := parseHold("t", holdValue(f)); !ok || got != f {
+		t.Errorf("parseHold(holdValue(%+v)) = %+v, %v", f, got, ok)
+	}
+	for _, bad := range []string{"", "1:2", "1:2:x", "a:b:c", "1:2:3:4", "17"} {
+		if _, ok := parseHold("t", bad); ok {
+			t.Errorf("parseHold(%q) accepted", bad)
 		}
 	}
 }

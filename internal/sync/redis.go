@@ -111,13 +111,8 @@ func (o RedisOptions) withDefaults() RedisOptions {
 
 // Key returns the Redis key of team's counter in epoch: {prefix}:{team}:{epoch}.
 func Key(prefix, team string, epoch int64) string {
-	b := make([]byte, 0, len(prefix)+len(team)+22)
-	b = append(b, prefix...)
-	b = append(b, ':')
-	b = append(b, team...)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, epoch, 10)
-	return string(b)
+	b := appendTeamKey(make([]byte, 0, len(prefix)+len(team)+22), ModeStandalone, prefix, team)
+	return string(strconv.AppendInt(append(b, ':'), epoch, 10))
 }
 
 // InstanceFor returns which of n instances holds team's keys: jump consistent hash of the

@@ -39,17 +39,7 @@ func KeyFor(m Mode, prefix, team string, epoch int64) string {
 // team's counters, so one pipeline to one node reads both. A counter's key ends in a
 // number, a flag's in "hold": the two never meet, whatever the team.
 func HoldKeyFor(m Mode, prefix, team string) string {
-	b := make([]byte, 0, len(prefix)+len(team)+16)
-	b = append(b, prefix...)
-	if m == ModeCluster {
-		b = append(b, ":{s"...)
-		b = strconv.AppendInt(b, int64(ClusterShard(team)), 10)
-		b = append(b, '}')
-	}
-	b = append(b, ':')
-	b = append(b, team...)
-	b = append(b, ":hold"...)
-	return string(b)
+	return string(append(appendTeamKey(make([]byte, 0, len(prefix)+len(team)+16), m, prefix, team), ":hold"...))
 }
 
 // holdValue is a hold flag's value: since, last time over (unix ms) and threshold.
@@ -82,15 +72,20 @@ func parseHold(team, v string) (limit.HoldFlag, bool) {
 // number, ends the key, so two teams never share a key. The prefix must not contain braces
 // (Config checks), or its own '{' would start the tag.
 func ClusterKey(prefix, team string, epoch int64) string {
-	b := make([]byte, 0, len(prefix)+len(team)+32)
+	b := appendTeamKey(make([]byte, 0, len(prefix)+len(team)+32), ModeCluster, prefix, team)
+	return string(strconv.AppendInt(append(b, ':'), epoch, 10))
+}
+
+// appendTeamKey appends the part every key of team's starts with: {prefix}:{team}, or in
+// cluster mode {prefix}:{sN}:{team}, its shard's hash tag putting all of them in one slot.
+func appendTeamKey(b []byte, m Mode, prefix, team string) []byte {
 	b = append(b, prefix...)
-	b = append(b, ":{s"...)
-	b = strconv.AppendInt(b, int64(ClusterShard(team)), 10)
-	b = append(b, "}:"...)
-	b = append(b, team...)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, epoch, 10)
-	return string(b)
+	if m == ModeCluster {
+		b = append(b, ":{s"...)
+		b = strconv.AppendInt(b, int64(ClusterShard(team)), 10)
+		b = append(b, '}')
+	}
+	return append(append(b, ':'), team...)
 }
 
 // ClusterShard returns team's shard in cluster mode, 0..ClusterShards-1: its FNV-1a hash
