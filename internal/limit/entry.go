@@ -169,16 +169,36 @@ func fromBF16(h uint16) float64 { return float64(math.Float32frombits(uint32(h) 
 // fleet's traffic move, not its own 1/N of it: a team crossing its limit is seen crossing
 // by every gate at once, and each of N gates admits a 1/N share of what a capped team's
 // window frees. Before any read the level is this gate's own count.
-func (e *entry) level(now int64) float64 {
+//
+// For floor after a read of the shared count (not one rebuilt locally) by a gate that
+// sees at most half of the team's records (factor 2 or more), the estimate is
+// also a floor under the level, which drains only once floor has passed: the tick
+// interval, by when the next read of a busy team lands. One of N gates sees every N-th
+// record, so its prediction of the others' records is a saw tooth, N records high just
+// after one of its own and low just before the next, while the window's old records age
+// out smoothly: a team at its threshold would dip under it between this gate's records
+// and let some through that the fleet has no room for. A team that sends less than what
+// ages out is seen doing so by the next read; through an outage (local reads) the level
+// drains as before.
+func (e *entry) level(now, floor int64) float64 {
 	at := e.readAt.Load()
 	if at == 0 {
 		return float64(e.pending())
 	}
 	est, drain, factor := unpackView(e.estimate.Load())
-	if el := now - at; el > 0 {
-		est -= drain * float64(el)
+	base := est
+	el := now - at
+	if el > 0 {
+		base -= drain * float64(el)
 	}
-	return max(est, 0) + factor*float64(e.pending())
+	lvl := max(base, 0) + factor*float64(e.pending())
+	if at&readLocal != 0 || factor < 2 {
+		return lvl // rebuilt locally, or most of the team's records seen here: no saw tooth
+	}
+	if d := el - floor; d > 0 {
+		est -= drain * float64(d)
+	}
+	return max(lvl, est)
 }
 
 // addUnsent adds n to the counts waiting for the tick in epoch. It returns what it

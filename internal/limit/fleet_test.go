@@ -12,24 +12,30 @@ import (
 // fleetSim is n limiters sharing one team's counts, as the tick shares them through the
 // store: each tick every gate writes what it counted and then reads, one after the other,
 // so a gate's read sees the gates before it this tick and the gates after it as of the
-// tick before (what a real fleet's unaligned ticks do, on average). The shared counts are
-// a map: the limiter knows no transport, and its contract is ApplyRead's.
+// tick before (what a fleet's unaligned ticks do, on average). When aligned, every gate
+// writes, then every gate reads (Read.Fresh), as the tick's Run does. The shared counts
+// are a map: the limiter knows no transport, and its contract is ApplyRead's.
 type fleetSim struct {
-	t      *testing.T
-	clk    *clock.Fake
-	gates  []*Limiter
-	counts map[int64]int64 // the team's shared count by epoch
-	now    time.Time
-	acc    float64
-	next   int // round robin over the gates
-	thr    float64
-	tick   time.Duration
-	log    []time.Time // offered records in the exact sliding window
-	window time.Duration
+	t       *testing.T
+	clk     *clock.Fake
+	gates   []*Limiter
+	counts  map[int64]int64 // the team's shared count by epoch
+	now     time.Time
+	acc     float64
+	next    int // round robin over the gates
+	thr     float64
+	tick    time.Duration
+	log     []time.Time // offered records in the exact sliding window
+	window  time.Duration
+	aligned bool
 }
 
-func newFleetSim(t *testing.T, n int, mode Mode) *fleetSim {
-	f := &fleetSim{t: t, clk: clock.NewFake(t0), counts: map[int64]int64{}, now: t0, thr: 6000,
+func newFleetSim(t *testing.T, n int, mode Mode) *fleetSim { return newFleetSimThr(t, n, mode, 6000) }
+
+// newFleetSimThr is newFleetSim with the team's threshold: at 600 a window, each of 16
+// gates sees under one record a tick of a team at 1.2 × its limit.
+func newFleetSimThr(t *testing.T, n int, mode Mode, thr float64) *fleetSim {
+	f := &fleetSim{t: t, clk: clock.NewFake(t0), counts: map[int64]int64{}, now: t0, thr: thr,
 		tick: time.Second, window: time.Minute}
 	for range n {
 		l, err := New(Config{Window: f.window, Threshold: int64(f.thr), Mode: mode, SyncInterval: 15 * time.Second,
@@ -68,15 +74,26 @@ func (f *fleetSim) step(x float64) (offered, limited int, crossAt time.Time) {
 	}
 	f.now = f.now.Add(f.tick)
 	f.clk.Set(f.now)
-	for _, l := range f.gates {
-		sw := new(Sweep)
-		l.Sweep(f.now, sw)
-		for _, c := range sw.Counts {
+	sweeps := make([]Sweep, len(f.gates))
+	read := func(i int) {
+		for j := range sweeps[i].Reads {
+			r := &sweeps[i].Reads[j]
+			r.Fresh = f.aligned
+			f.gates[i].ApplyRead(r, f.counts[r.Epoch], f.counts[r.Epoch-1], f.now)
+		}
+	}
+	for i, l := range f.gates {
+		l.Sweep(f.now, &sweeps[i])
+		for _, c := range sweeps[i].Counts {
 			f.counts[c.Epoch] += c.N
 		}
-		for i := range sw.Reads {
-			r := &sw.Reads[i]
-			l.ApplyRead(r, f.counts[r.Epoch], f.counts[r.Epoch-1], f.now)
+		if !f.aligned {
+			read(i)
+		}
+	}
+	if f.aligned {
+		for i := range f.gates {
+			read(i)
 		}
 	}
 	return offered, limited, crossAt
@@ -129,6 +146,59 @@ func TestFleetSeesATeamCrossTogether(t *testing.T) {
 			}
 			if r := float64(admitted) / f.thr; w >= 2 && (r < 0.97 || r > 1.03) {
 				t.Errorf("window %d: admitted %s × the threshold, want within [0.97, 1.03]", w, fmt.Sprintf("%.3f", r))
+			}
+		}
+	})
+}
+
+// TestAlignedFleetDivertsWithinTwoTicks: sixteen gates whose ticks are aligned (every gate
+// writes, then every gate reads) see a team cross its limit as one gate would. Each read
+// then misses none of the others' counts, and between reads the last read's estimate is a
+// floor under each gate's level: a gate sees one record in sixteen, and its prediction of
+// the others' records since the read would otherwise dip under the threshold between its
+// own records. Before (ticks one after another, no floor), a team stepping from half its
+// limit to 1.2 × was 90% diverted 2.08 ticks after it crossed. The floor needs the aligned
+// reads: with it, reads half a tick late (and the half tick they miss added) held a team
+// at 10 × in cap mode to 0.967 × its threshold. Here cap mode stays within [0.97, 1.03].
+func TestAlignedFleetDivertsWithinTwoTicks(t *testing.T) {
+	const n = 16
+	for _, x := range []float64{1.2, 2, 10} {
+		t.Run(fmt.Sprintf("divert %g×", x), func(t *testing.T) {
+			f := newFleetSimThr(t, n, Divert, 600)
+			f.aligned = true
+			for range 180 { // three windows at half the limit
+				f.step(0.5)
+			}
+			var crossed time.Time
+			for range 120 {
+				off, lim, at := f.step(x)
+				if crossed.IsZero() {
+					if crossed = at; !at.IsZero() && float64(lim) >= 0.9*float64(off) {
+						return // diverted in the crossing's own tick
+					}
+					continue
+				}
+				if float64(lim) >= 0.9*float64(off) {
+					if ticks := f.now.Sub(crossed).Seconds() / f.tick.Seconds(); ticks > 2 {
+						t.Errorf("90%% of the team diverted %.2f ticks after it crossed its limit, want ≤ 2", ticks)
+					}
+					return
+				}
+			}
+			t.Fatalf("never 90%% diverted (crossed at %v)", crossed)
+		})
+	}
+	t.Run("cap 10×", func(t *testing.T) {
+		f := newFleetSimThr(t, n, Cap, 600)
+		f.aligned = true
+		for w := range 6 {
+			admitted := 0
+			for range 60 {
+				off, lim, _ := f.step(10)
+				admitted += off - lim
+			}
+			if r := float64(admitted) / f.thr; w >= 2 && (r < 0.97 || r > 1.03) {
+				t.Errorf("window %d: admitted %.3f × the threshold, want within [0.97, 1.03]", w, r)
 			}
 		}
 	})

@@ -73,6 +73,9 @@ type Limiter struct {
 	lastSweep int64
 	// sweepGap is the time between the last two sweeps: the tick interval, as it runs.
 	sweepGap int64
+	// readFloor is how long a shared read's estimate is a floor under the level
+	// (entry.level): sweepGap, for the checks of every goroutine.
+	readFloor atomic.Int64
 }
 
 // shard is one independently locked part of the cache. A check reads its index without
@@ -220,7 +223,7 @@ func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 
 	thr, tw := l.thresholdWord(e)
 	fthr := float64(thr)
-	lvl := e.level(ns)
+	lvl := e.level(ns, l.readFloor.Load())
 	d := Decision{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr), Threshold: thr, Level: lvl}
 	// A held team is limited whatever its level; one reaching its threshold now is held
 	// (below, with the tier, in one CAS). Both only read the word already loaded.
@@ -228,7 +231,7 @@ func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
 	// estimate an instant before it takes what it includes out of pending, and a check in
 	// that instant sees those records twice (each as 1 / share of the fleet's), harmless
 	// for one record's decision but not for a hold that lasts a window, fleet-wide.
-	hold := d.Limited && l.holdsOn && tw&heldBit == 0 && e.level(ns) >= fthr
+	hold := d.Limited && l.holdsOn && tw&heldBit == 0 && e.level(ns, l.readFloor.Load()) >= fthr
 	if tw&heldBit != 0 || hold {
 		d.Limited, d.Held = true, true
 	}

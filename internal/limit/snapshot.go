@@ -109,7 +109,7 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 	thr, ok := l.overrides.Load().threshold(team, l.cfg.Threshold)
 	fthr := float64(thr)
 	leak := fthr * l.invWindow // per ns
-	lvl := e.level(ns)
+	lvl := e.level(ns, l.readFloor.Load())
 	est, _, factor := unpackView(e.estimate.Load())
 	s := TeamState{
 		Team:       team,

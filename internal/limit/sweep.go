@@ -50,6 +50,12 @@ type Read struct {
 	// Hold asks the tick to fetch the team's hold flag with the read and hand it to
 	// ApplyHold (Limiter.HoldsShared).
 	Hold bool
+	// Fresh, set by the tick, says the read was made after every gate of the fleet wrote
+	// its counts of the tick's boundary (ticks aligned, reads after writes): it misses none
+	// of the other gates' counts up to there, and what they counted since is what this
+	// gate's records since, scaled by its fleet factor, stand for. Otherwise each other
+	// gate's last write is on average half a tick old (fleetFactor's unseen part).
+	Fresh bool
 
 	e       *entry
 	flushed int64 // e.flushed when planned: the counts the read will include
@@ -112,6 +118,7 @@ func (l *Limiter) sweep(now time.Time, into *Sweep, all bool) {
 	}
 	if l.lastSweep != 0 {
 		l.sweepGap = max(now.UnixNano()-l.lastSweep, 0) // a clock stepped back: no gap
+		l.readFloor.Store(l.sweepGap)
 	}
 	l.lastSweep = now.UnixNano()
 	if l.holds.on {
@@ -179,7 +186,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			fthr := float64(thr)
 			// The level counts unsent records as pending: draining them changes neither it
 			// nor whether a read is due.
-			lvl := e.level(ns)
+			lvl := e.level(ns, l.readFloor.Load())
 			p := lvl / fthr
 			tier := TierOf(p)
 			into.Tiers[tier]++
@@ -296,7 +303,7 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 	// drains as the reference design's leaky bucket does (threshold / window), and counts
 	// only this gate's records (factor 1): with the store out of reach nothing says how the
 	// fleet moves, and the limiter fails open.
-	est := e.level(ns) - float64(e.pending()-e.flushed.Load())
+	est := e.level(ns, l.readFloor.Load()) - float64(e.pending()-e.flushed.Load())
 	e.estimate.Store(packView(max(est, 0), thr/float64(l.windowNs), 1))
 	e.readAt.Store(readStamp(ns, true))
 	e.flushed.Add(-r.flushed)
@@ -326,7 +333,7 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	est := float64(prev)*(1-progress) + float64(curr)
 
 	thr := float64(l.threshold(e))
-	local := e.level(ns)
+	local := e.level(ns, l.readFloor.Load())
 	factor, unseen := l.fleetFactor(e, r, curr, prev, est, ns, thr)
 	var a Applied
 	a.Drift = (local - est) / thr
@@ -367,11 +374,12 @@ const maxFleetFactor = 1024
 // failed read, one across an epoch boundary) it is the estimate's share of the time
 // since, at most a window: the same in a steady fleet. A gate alone converges on 1.
 //
-// Every gate writes once a tick, so a read sees each other gate's counts as of its last
-// tick: on average half a tick of the other gates' traffic is missing from it, (1 −
-// share) × the fleet's rate × half the tick interval. Added to the estimate, it spares a
-// team crossing its limit half a tick of records admitted by gates that read before the
-// others wrote.
+// Every gate writes once a tick. A fresh read (r.Fresh: the fleet's ticks aligned, every
+// write before any read) misses nothing the others counted up to the tick's boundary. An
+// unaligned one sees each other gate's counts as of its last tick: on average half a tick
+// of the other gates' traffic is missing from it, (1 − share) × the fleet's rate × half
+// the tick interval. Added to the estimate, it spares a team crossing its limit half a
+// tick of records admitted by gates that read before the others wrote.
 func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, ns int64, thr float64) (factor, unseen float64) {
 	at := e.readAt.Load()
 	if at == 0 {
@@ -391,13 +399,19 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 	// and a quick one, dt is a fraction of the time the growth took. Reads of a busy team
 	// are a tick apart at least: a rate is taken over no less.
 	rateDt := max(dt, float64(l.sweepGap))
+	// What the read could not see: none when it follows every gate's writes; otherwise
+	// half a tick of the other gates' traffic.
+	gap := float64(l.sweepGap) / 2
+	if r.Fresh {
+		gap = 0
+	}
 	var fleet float64
 	if start := r.Epoch * l.windowNs; at&readLocal == 0 && at >= start {
 		// The growth since the last read, whose estimate held its unseen part: (1 − share)
 		// × the fleet's rate × half a tick, which at the fleet's rate now (exact in a
 		// steady fleet) makes fleet = grown + c × fleet.
 		grown := float64(curr) - (lastEst - float64(prev)*(1-float64(at-start)/win))
-		c := min((1-share)*float64(l.sweepGap)/(2*rateDt), 0.5)
+		c := min((1-share)*gap/rateDt, 0.5)
 		fleet = max(grown/(1-c), 0)
 	} else {
 		fleet = est * min(dt, win) / win
@@ -406,5 +420,5 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 	share = (share*m + float64(r.flushed)) / (m + fleet)
 	share = min(max(share, 1.0/maxFleetFactor), 1)
 	// The other gates' part of the fleet's rate, over half a tick.
-	return 1 / share, (1 - share) * fleet / rateDt * float64(l.sweepGap) / 2
+	return 1 / share, (1 - share) * fleet / rateDt * gap
 }
