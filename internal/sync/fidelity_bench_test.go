@@ -44,16 +44,25 @@ var fidBackground = []float64{0.3, 0.6, 0.78}
 // fidInstance is one limiter instance of a fleet under test.
 type fidInstance interface {
 	limited(at time.Time, team string) bool
-	tick(tb testing.TB)
+	// writePhase and readPhase are the two halves of a tick (Ticker.Run's): the fleet's
+	// ticks are aligned, every instance writes, then every instance reads.
+	writePhase(tb testing.TB)
+	readPhase(tb testing.TB)
 }
 
 type fidOurs struct{ g *gate }
 
 func (o fidOurs) limited(at time.Time, team string) bool { return o.g.l.CheckAt(at, team, 1).Limited }
 
-func (o fidOurs) tick(tb testing.TB) {
-	if r := o.g.tk.Tick(context.Background()); r.Errors != 0 {
-		tb.Fatalf("tick failed: %+v", r)
+func (o fidOurs) writePhase(tb testing.TB) {
+	if r := o.g.tk.WritePhase(context.Background()); r.Errors != 0 {
+		tb.Fatalf("tick's write phase failed: %+v", r)
+	}
+}
+
+func (o fidOurs) readPhase(tb testing.TB) {
+	if r := o.g.tk.ReadPhase(context.Background()); r.Errors != 0 {
+		tb.Fatalf("tick's read phase failed: %+v", r)
 	}
 }
 
@@ -74,7 +83,8 @@ func (l fidLua) limited(at time.Time, team string) bool {
 	return left <= 0
 }
 
-func (fidLua) tick(testing.TB) {}
+func (fidLua) writePhase(testing.TB) {}
+func (fidLua) readPhase(testing.TB)  {}
 
 // fidEnv holds what the scenarios share: the Redis every fleet syncs through, one private
 // Redis per instance for the local-only baseline, and the Lua baseline's connection.
@@ -242,7 +252,10 @@ func (s *fidSim) step() {
 	}
 	s.clk.Set(s.now)
 	for _, in := range s.insts {
-		in.tick(s.tb)
+		in.writePhase(s.tb)
+	}
+	for _, in := range s.insts {
+		in.readPhase(s.tb)
 	}
 }
 

@@ -42,7 +42,8 @@ type Ticker struct {
 	open        []*batch    // by lane and limiter, the batch being filled this tick
 	partOf      []int       // by lane, its pipeline this tick (pipelines)
 
-	tickN uint64 // ticks so far
+	tickN uint64    // ticks so far
+	split splitTick // a split tick between its write and read phases
 
 	// baseline writes as the gate did before writeScript (INCRBY + EXPIRE per count, not
 	// safe to repeat), so that the benchmarks can measure the two side by side. Tests set
@@ -87,9 +88,12 @@ type plan struct {
 	lanes   []int    // the instance's lanes, in order
 	writes  int      // counts in batches
 	reads   int      // teams read
-	cmds    int
-	err     error // the first command's error that makes the pipeline failed (not TRYAGAIN)
+	cmds    int      // sent this tick
+	err     error    // the first command's error that makes the pipeline failed (not TRYAGAIN)
 	dur     time.Duration
+	// The last send's (a split tick sends twice).
+	sent    int
+	sendErr error
 	rcmds   []readCmd
 	holds   []holdWrite // hold flags to set (limit.HoldFlag)
 	// What failed, command by command: a pipeline can partly fail, as when Redis
@@ -98,6 +102,11 @@ type plan struct {
 	failedReads  int // MGETs that failed
 	tryAgain     int // commands answered TRYAGAIN (a slot in migration): retried next tick
 	causes       causeSet
+}
+
+// has reports whether the plan has work in the given parts.
+func (p *plan) has(part int) bool {
+	return part&partWrites != 0 && len(p.batches)+len(p.holds) > 0 || part&partReads != 0 && p.reads > 0
 }
 
 // readCmd is one MGET and the teams it reads: per team its counters of the read's epoch
@@ -223,29 +232,70 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 // Config returns the tick's configuration with defaults filled in.
 func (t *Ticker) Config() Config { return t.cfg }
 
-// Run ticks every TickInterval until ctx is done, then flushes pending counts (bounded by
-// FlushTimeout) and returns.
+// Run ticks until ctx is done, then flushes pending counts (bounded by FlushTimeout) and
+// returns.
+//
+// Its ticks fall on the wall clock's multiples of TickInterval, the same instants in every
+// gate of a fleet (with the same interval), and each is split in two: at the boundary every
+// gate writes its counts (WritePhase); a quarter of an interval later, when the whole
+// fleet's writes have landed, every gate reads (ReadPhase). A read then misses none of the
+// other gates' counts up to the boundary, and what they counted since is what this gate's
+// own records since the boundary, scaled by its fleet factor, stand for: no gate learns of
+// the others a tick late for ticking just before them (docs/design.md, "Aligned ticks").
+// Clocks need to agree within that quarter interval less the write's time; a gate whose
+// clock is further off sees the others' counts of a tick later, as it would unaligned.
 func (t *Ticker) Run(ctx context.Context) {
-	tk := time.NewTicker(t.cfg.TickInterval)
-	defer tk.Stop()
-	for {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	wait := func(until time.Time) bool {
+		timer.Reset(time.Until(until))
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
-			defer cancel()
-			if err := t.Flush(fctx); err != nil {
-				t.log.Warn("final flush of pending counts incomplete", "err", err, "pending_writes", len(t.pending))
-			}
-			return
-		case <-tk.C:
-			t.Tick(ctx)
+			return false
+		case <-timer.C:
+			return true
 		}
 	}
+	for {
+		at := nextTick(time.Now(), t.cfg.TickInterval)
+		if !wait(at) {
+			break
+		}
+		// One deadline for both phases: a node that hangs costs its teams this tick, never
+		// the next tick's start.
+		tctx, cancel := context.WithDeadline(ctx, at.Add(t.cfg.TickTimeout))
+		t.WritePhase(tctx)
+		wait(at.Add(t.readDelay()))
+		t.ReadPhase(tctx) // even when ctx ended: the planned reads are settled (failed reads apply locally)
+		cancel()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
+	defer cancel()
+	if err := t.Flush(fctx); err != nil {
+		t.log.Warn("final flush of pending counts incomplete", "err", err, "pending_writes", len(t.pending))
+	}
+}
+
+// nextTick is the first multiple of interval since the Unix epoch after now.
+func nextTick(now time.Time, interval time.Duration) time.Time {
+	ns := now.UnixNano()
+	return time.Unix(0, ns-ns%int64(interval)+int64(interval)).In(now.Location())
+}
+
+// readDelay is how long after a tick's boundary Run's read phase starts: a quarter of the
+// interval (250 ms by default), long enough for every gate's sweep and write to land, and
+// within half the tick's deadline so the reads keep time to run.
+func (t *Ticker) readDelay() time.Duration {
+	return min(t.cfg.TickInterval/4, t.cfg.TickTimeout/2)
 }
 
 // Flush writes every pending count, tick after tick without reads, until none is left,
 // Redis fails, or ctx ends.
 func (t *Ticker) Flush(ctx context.Context) error {
+	t.ReadPhase(ctx) // reads planned by a write phase are made first
 	for {
 		r := t.tick(ctx, false)
 		switch {
@@ -259,9 +309,61 @@ func (t *Ticker) Flush(ctx context.Context) error {
 	}
 }
 
-// Tick runs one tick now: sweep the limiter, write counts, read due teams, apply reads.
-// Only one goroutine may call Tick, Flush or Run at a time.
-func (t *Ticker) Tick(ctx context.Context) TickResult { return t.tick(ctx, true) }
+// Tick runs one whole tick now: sweep the limiter, write counts, read due teams, apply
+// reads, the writes and reads in one pipeline per instance. Only one goroutine may call
+// Tick, WritePhase, ReadPhase, Flush or Run at a time.
+func (t *Ticker) Tick(ctx context.Context) TickResult {
+	t.ReadPhase(ctx) // reads planned by a write phase are made first
+	return t.tick(ctx, true)
+}
+
+// WritePhase runs the first half of a tick split in two (Run's): sweep, write counts and
+// hold flags, settle the writes. The reads it plans wait for ReadPhase, which must follow
+// before the next WritePhase or Tick (they make it first if it did not).
+func (t *Ticker) WritePhase(ctx context.Context) TickResult {
+	t.ReadPhase(ctx)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+	defer cancel()
+	var res TickResult
+	t.prepare(true, &res)
+	t.send(ctx, partWrites, &res)
+	t.settleWrites(&res)
+	t.split = splitTick{open: true, took: time.Since(start), commands: res.Commands}
+	return res
+}
+
+// ReadPhase runs the second half of a tick split in two: the reads WritePhase planned,
+// made and applied as reads that follow every gate's writes of the tick's boundary
+// (limit.Read.Fresh). Without a write phase before it, it does nothing.
+func (t *Ticker) ReadPhase(ctx context.Context) TickResult {
+	var res TickResult
+	if !t.split.open {
+		return res
+	}
+	sp := t.split
+	t.split = splitTick{}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+	defer cancel()
+	t.send(ctx, partReads, &res)
+	t.applyReads(&res, true)
+	t.finish(sp.commands+res.Commands, sp.took+time.Since(start))
+	return res
+}
+
+// splitTick is what a write phase leaves its read phase.
+type splitTick struct {
+	open     bool          // reads planned, not yet made
+	took     time.Duration // the write phase's
+	commands int
+}
+
+// The parts of a plan one send carries.
+const (
+	partWrites = 1 << iota // counts and hold flags
+	partReads
+)
 
 func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	start := time.Now()
@@ -270,6 +372,16 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	// healthy nodes' teams, whose results are applied when the deadline ends the wait.
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
+	t.prepare(withReads, &res)
+	t.send(ctx, partWrites|partReads, &res)
+	t.settleWrites(&res)
+	t.applyReads(&res, false)
+	t.finish(res.Commands, time.Since(start))
+	return res
+}
+
+// prepare takes each limiter's counts and due reads and plans the tick's commands.
+func (t *Ticker) prepare(withReads bool, res *TickResult) {
 	t.tickN++
 	t.forgetConfirmed()
 
@@ -394,26 +506,39 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	}
 	t.m.pendingSync.Set(float64(res.SkippedReads))
 
-	// 3. One pipeline per instance, in parallel.
+}
+
+// send runs the given parts of every instance's plan, one pipeline per instance, in
+// parallel, and counts their commands and failed pipelines in res.
+func (t *Ticker) send(ctx context.Context, part int, res *TickResult) {
 	var wg gosync.WaitGroup
 	for i := range t.plans {
-		if p := &t.plans[i]; len(p.batches)+p.reads+len(p.holds) > 0 {
-			wg.Go(func() { t.execute(ctx, i, p) })
+		if p := &t.plans[i]; p.has(part) {
+			wg.Go(func() { t.execute(ctx, i, p, part) })
 		}
 	}
 	wg.Wait()
-
-	// 4. Settle writes: a batch answered is confirmed (applied now, or found applied by an
-	// earlier send whose reply was lost); a batch refused keeps its counts pending, to go
-	// in a new batch; a batch unanswered stays in doubt and is resent as it is.
 	for i := range t.plans {
 		p := &t.plans[i]
-		res.Commands += p.cmds
-		if p.err != nil {
+		if !p.has(part) {
+			continue
+		}
+		res.Commands += p.sent
+		if p.sendErr != nil {
 			res.Errors++
 		}
+	}
+}
+
+// settleWrites settles the writes sent: a batch answered is confirmed (applied now, or
+// found applied by an earlier send whose reply was lost); a batch refused keeps its
+// counts pending, to go in a new batch; a batch unanswered stays in doubt and is resent
+// as it is.
+func (t *Ticker) settleWrites(res *TickResult) {
+	for i := range t.plans {
+		p := &t.plans[i]
 		for _, b := range p.batches {
-			o := t.settle(b, &res)
+			o := t.settle(b, res)
 			res.Batches[o]++
 			t.m.batches.WithLabelValues(o.String()).Inc()
 		}
@@ -427,23 +552,22 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 			"replayed_batches", res.Batches[outReplayed], "replayed_counts", res.Replayed,
 			"lost_batches", res.Batches[outLost], "keep_confirmed", t.cfg.KeepConfirmed)
 	}
+}
 
-	// 5. Apply reads. A read that succeeded while some of this gate's counts for the team
-	// are not in Redis (refused: OOM, READONLY, MISCONF; or one key's error) does not hold
-	// them: they are added to what it returned, as if written. Applying it as returned
-	// would drop them from the level, and a team over its limit would be let through for
-	// as long as Redis refuses writes. They stay in every read until they are written (and
-	// so in what Redis returns) or dropped (stale epoch).
+// applyReads applies the reads sent; fresh says they were made after every gate of the
+// fleet wrote its counts of this tick's boundary (a split tick's read phase).
+//
+// A read that succeeded while some of this gate's counts for the team are not in Redis
+// (refused: OOM, READONLY, MISCONF; or one key's error) does not hold them: they are
+// added to what it returned, as if written. Applying it as returned would drop them from
+// the level, and a team over its limit would be let through for as long as Redis refuses
+// writes. They stay in every read until they are written (and so in what Redis returns)
+// or dropped (stale epoch).
+func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 	res.Reads = 0
 	applyAt := t.limits[0].l.Clock().Now()
 	for i := range t.plans {
 		p := &t.plans[i]
-		if len(p.batches)+p.reads+len(p.holds) == 0 {
-			continue
-		}
-		t.m.pipelineDur.WithLabelValues(strconv.Itoa(i)).Observe(p.dur.Seconds())
-		t.m.pipelineSize.WithLabelValues("write").Observe(float64(p.writes))
-		t.m.pipelineSize.WithLabelValues("read").Observe(float64(p.reads))
 		for _, rc := range p.rcmds {
 			if rc.cmd.Err() != nil {
 				// Fail open: rebuild these views from what this gate counted, so that
@@ -474,6 +598,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 				}
 				curr += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch})
 				prev += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch - 1})
+				rr.r.Fresh = fresh
 				a := l.ApplyRead(rr.r, curr, prev, applyAt)
 				if v, ok := flag.(string); ok {
 					if f, ok := parseHold(rr.r.Team, v); ok {
@@ -490,11 +615,25 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 			}
 		}
 	}
+}
+
+// finish ends a tick, whole or split: each instance's pipeline metrics and failure log,
+// then the tick's.
+func (t *Ticker) finish(commands int, took time.Duration) {
+	for i := range t.plans {
+		p := &t.plans[i]
+		if !p.has(partWrites | partReads) {
+			continue
+		}
+		t.m.pipelineDur.WithLabelValues(strconv.Itoa(i)).Observe(p.dur.Seconds())
+		t.m.pipelineSize.WithLabelValues("write").Observe(float64(p.writes))
+		t.m.pipelineSize.WithLabelValues("read").Observe(float64(p.reads))
+		t.report(i, p)
+	}
 	t.shrink()
 	t.m.pendingWrites.Set(float64(len(t.pending)))
-	t.m.tickCommands.Observe(float64(res.Commands))
-	t.m.tickDur.Observe(time.Since(start).Seconds())
-	return res
+	t.m.tickCommands.Observe(float64(commands))
+	t.m.tickDur.Observe(took.Seconds())
 }
 
 // settle applies one batch's outcome to the pending counts.
@@ -670,9 +809,107 @@ func (t *Ticker) key(lim int, team string, epoch int64) string {
 // first, in order), then the reads in MGETs of up to KeysPerCommand keys of one lane. In
 // cluster mode the one pipeline goes to the ClusterClient, which splits it by node and
 // runs the parts in parallel.
-func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
+func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 	start := time.Now()
 	pipes := t.pipelines(ctx, i, p)
+	if part&partWrites != 0 {
+		t.queueWrites(ctx, p, pipes)
+	}
+	if part&partReads != 0 {
+		t.queueReads(ctx, p, pipes)
+	}
+	errs := make([]error, len(pipes))
+	var wg gosync.WaitGroup
+	p.sent, p.sendErr = 0, nil
+	for j, pipe := range pipes {
+		if n := pipe.Len(); n > 0 {
+			p.sent += n
+			wg.Go(func() { _, errs[j] = pipe.Exec(ctx) })
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			p.sendErr = err
+			break
+		}
+	}
+	p.cmds += p.sent
+	p.dur += time.Since(start)
+	if part&partWrites != 0 {
+		for _, b := range p.batches {
+			if t.baseline {
+				b.out, b.failed, b.err = b.baselineResult()
+			} else {
+				b.out, b.failed, b.err = b.result()
+			}
+			if len(b.failed) > 0 && p.sendErr == nil {
+				p.sendErr = b.err // a key that failed on its own: the script's reply says which
+			}
+		}
+		t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches)))
+		t.m.commands.WithLabelValues("set").Add(float64(len(p.holds)))
+	}
+	if part&partReads != 0 {
+		t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
+	}
+	if p.sendErr == nil {
+		return
+	}
+	// Every command's error, not only the first: a pipeline can partly fail. TRYAGAIN (a
+	// multi-key command on a slot in migration) is no failure of Redis: the command was not
+	// run, its writes stay pending and its reads are made again next tick.
+	var causes causeSet
+	note := func(err error) bool {
+		if redis.IsTryAgainError(err) {
+			p.tryAgain++
+			t.m.redirects.WithLabelValues("tryagain").Inc()
+			return false
+		}
+		causes.add(classify(err))
+		return true
+	}
+	if part&partWrites != 0 {
+		for _, b := range p.batches {
+			switch {
+			case b.out == outRefused || b.out == outUnknown:
+				p.failedWrites += len(b.items)
+				note(b.err)
+			case len(b.failed) > 0:
+				p.failedWrites += len(b.failed)
+				causes.add(causeRedis)
+			}
+		}
+	}
+	if part&partReads != 0 {
+		for _, rc := range p.rcmds {
+			if err := rc.cmd.Err(); err != nil && note(err) {
+				p.failedReads++
+			}
+		}
+	}
+	if causes == 0 && p.tryAgain > 0 {
+		p.sendErr = nil // only TRYAGAIN: nothing to report
+		return
+	}
+	if causes == 0 {
+		causes.add(classify(p.sendErr)) // an error no command carries
+	}
+	if cc, ok := t.instances[i].(*redis.ClusterClient); ok && causes&^(1<<causeRedis|1<<causeOOM|1<<causeMisconf|1<<causeNoReplicas) != 0 {
+		// The cluster client refreshes its slot map on MOVED, or every minute, but
+		// not when a node stops answering, nor when a demoted primary answers READONLY:
+		// without this, writes for a dead primary's slots would keep failing for up to
+		// a minute after its replica took over.
+		cc.ReloadState(ctx)
+	}
+	p.causes |= causes
+	if p.err == nil {
+		p.err = p.sendErr
+	}
+}
+
+// queueWrites queues the plan's count batches and hold flags on its pipelines.
+func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipeliner) {
 	seqTTL := t.seqTTL()
 	for _, b := range p.batches {
 		ln := &t.lanes[b.lane]
@@ -699,6 +936,10 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 		// next tick.
 		pipes[t.partOf[hw.lane]].Set(ctx, hw.key, hw.val, hw.ttl)
 	}
+}
+
+// queueReads queues the plan's reads on its pipelines.
+func (t *Ticker) queueReads(ctx context.Context, p *plan, pipes []redis.Pipeliner) {
 	for _, li := range p.lanes {
 		reads := t.laneReads[li]
 		pipe := pipes[t.partOf[li]]
@@ -717,80 +958,16 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 			j = k
 		}
 	}
-	errs := make([]error, len(pipes))
-	var wg gosync.WaitGroup
-	for j, pipe := range pipes {
-		if n := pipe.Len(); n > 0 {
-			p.cmds += n
-			wg.Go(func() { _, errs[j] = pipe.Exec(ctx) })
-		}
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			p.err = err
-			break
-		}
-	}
-	p.dur = time.Since(start)
-	for _, b := range p.batches {
-		if t.baseline {
-			b.out, b.failed, b.err = b.baselineResult()
-		} else {
-			b.out, b.failed, b.err = b.result()
-		}
-		if len(b.failed) > 0 && p.err == nil {
-			p.err = b.err // a key that failed on its own: the script's reply says which
-		}
-	}
+}
+
+// report counts and logs what failed in instance i's pipelines this tick, once a tick
+// (both phases of a split one): a stretch of refused writes under answered reads is one
+// failure a tick, not a failure and a recovery.
+func (t *Ticker) report(i int, p *plan) {
 	label := strconv.Itoa(i)
-	t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches)))
-	t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
-	t.m.commands.WithLabelValues("set").Add(float64(len(p.holds)))
 	if p.err == nil {
 		t.errLogs[i].recovered(t.log, label, p.dur)
 		return
-	}
-	// Every command's error, not only the first: a pipeline can partly fail. TRYAGAIN (a
-	// multi-key command on a slot in migration) is no failure of Redis: the command was not
-	// run, its writes stay pending and its reads are made again next tick.
-	note := func(err error) bool {
-		if redis.IsTryAgainError(err) {
-			p.tryAgain++
-			t.m.redirects.WithLabelValues("tryagain").Inc()
-			return false
-		}
-		p.causes.add(classify(err))
-		return true
-	}
-	for _, b := range p.batches {
-		switch {
-		case b.out == outRefused || b.out == outUnknown:
-			p.failedWrites += len(b.items)
-			note(b.err)
-		case len(b.failed) > 0:
-			p.failedWrites += len(b.failed)
-			p.causes.add(causeRedis)
-		}
-	}
-	for _, rc := range p.rcmds {
-		if err := rc.cmd.Err(); err != nil && note(err) {
-			p.failedReads++
-		}
-	}
-	if p.causes == 0 && p.tryAgain > 0 {
-		p.err = nil // only TRYAGAIN: nothing to report
-		return
-	}
-	if p.causes == 0 {
-		p.causes.add(classify(p.err)) // an error no command carries
-	}
-	if cc, ok := t.instances[i].(*redis.ClusterClient); ok && p.causes&^(1<<causeRedis|1<<causeOOM|1<<causeMisconf|1<<causeNoReplicas) != 0 {
-		// The cluster client refreshes its slot map on MOVED, or every minute, but
-		// not when a node stops answering, nor when a demoted primary answers READONLY:
-		// without this, writes for a dead primary's slots would keep failing for up to
-		// a minute after its replica took over.
-		cc.ReloadState(ctx)
 	}
 	for c := range numCauses {
 		if p.causes.has(c) {

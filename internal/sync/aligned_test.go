@@ -1,0 +1,109 @@
+package sync
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// TestSplitTickReadsSeeTheWholeFleet: when every gate writes before any reads (Run's
+// aligned ticks), each gate's read holds every gate's counts of the tick. With whole ticks
+// one after another, the first gate to tick reads the second's counts a tick late.
+func TestSplitTickReadsSeeTheWholeFleet(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	run := func(t *testing.T, split bool) (first, second float64) {
+		clk := clock.NewFake(epochStart.Add(30 * time.Second))
+		lc := limit.Config{Window: time.Minute, Threshold: 1000}
+		prefix := "whole"
+		if split {
+			prefix = "split"
+		}
+		a := newGate(t, clk, lc, Config{KeyPrefix: prefix}, srv)
+		b := newGate(t, clk, lc, Config{KeyPrefix: prefix}, srv)
+		a.l.Check("team", 10)
+		b.l.Check("team", 30)
+		clk.Advance(time.Second)
+		if split {
+			a.tk.WritePhase(ctx)
+			b.tk.WritePhase(ctx)
+			a.tk.ReadPhase(ctx)
+			b.tk.ReadPhase(ctx)
+		} else {
+			a.tk.Tick(ctx)
+			b.tk.Tick(ctx)
+		}
+		sa, _ := a.l.Snapshot(clk.Now(), "team")
+		sb, _ := b.l.Snapshot(clk.Now(), "team")
+		return sa.Estimate, sb.Estimate
+	}
+	if a, b := run(t, true); a != 40 || b != 40 {
+		t.Errorf("split ticks: estimates %g and %g, want both 40 (10 + 30)", a, b)
+	}
+	if a, b := run(t, false); a != 10 || b != 40 {
+		t.Errorf("whole ticks one after another: estimates %g and %g, want 10 (the second gate's count not yet written) and 40", a, b)
+	}
+}
+
+// TestReadPhaseFollowsItsWritePhase: reads a write phase planned are made before anything
+// else the tick does (a Tick, a Flush, the next write phase), so that none is left
+// unapplied: an unapplied read would count the records it covers twice, in its pending
+// count and in the shared count.
+func TestReadPhaseFollowsItsWritePhase(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	for _, next := range []string{"tick", "flush", "write phase"} {
+		t.Run(next, func(t *testing.T) {
+			clk := clock.NewFake(epochStart.Add(30 * time.Second))
+			g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1000}, Config{KeyPrefix: next}, srv)
+			g.l.Check("team", 25)
+			clk.Advance(time.Second)
+			if r := g.tk.WritePhase(ctx); r.Writes != 1 || r.Errors != 0 {
+				t.Fatalf("write phase = %+v, want one write", r)
+			}
+			switch next {
+			case "tick":
+				g.tk.Tick(ctx)
+			case "flush":
+				if err := g.tk.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				g.tk.WritePhase(ctx)
+			}
+			if r := g.tk.ReadPhase(ctx); r.Reads != 0 {
+				t.Errorf("a second read phase made %d reads, want none (the first already made)", r.Reads)
+			}
+			st, _ := g.l.Snapshot(clk.Now(), "team")
+			if st.Level != 25 || st.Pending != 0 || st.ReadAt.IsZero() {
+				t.Errorf("after the write phase and a %s: level %g, pending %d, read at %v; want 25, 0, read", next, st.Level, st.Pending, st.ReadAt)
+			}
+		})
+	}
+}
+
+// TestTickBoundaries: Run's ticks fall on the wall clock's multiples of the interval, the
+// same instants on every gate whatever its start time, so that their writes land together
+// before their reads.
+func TestTickBoundaries(t *testing.T) {
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		now      time.Time
+		interval time.Duration
+		want     time.Time
+	}{
+		{base, time.Second, base.Add(time.Second)},
+		{base.Add(1), time.Second, base.Add(time.Second)},
+		{base.Add(999 * time.Millisecond), time.Second, base.Add(time.Second)},
+		{base.Add(1234 * time.Millisecond), 500 * time.Millisecond, base.Add(1500 * time.Millisecond)},
+		{base.Add(7 * time.Second), 5 * time.Second, base.Add(10 * time.Second)},
+	} {
+		if got := nextTick(c.now, c.interval); !got.Equal(c.want) {
+			t.Errorf("nextTick(%s, %s) = %s, want %s", c.now.Format(time.StampMilli), c.interval, got.Format(time.StampMilli), c.want.Format(time.StampMilli))
+		}
+	}
+}
