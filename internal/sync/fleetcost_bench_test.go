@@ -122,21 +122,25 @@ func fleetRedis(b *testing.B, n int, baseline bool) fleetRedisRun {
 		}
 		wg.Wait()
 		clk.Advance(time.Second)
-		for gi := range gates {
-			wg.Go(func() {
-				start := time.Now()
-				r := gates[gi].tk.Tick(context.Background())
-				took := time.Since(start)
-				if r.Errors != 0 {
-					b.Errorf("gate %d: tick failed: %+v", gi, r)
-				}
-				mu.Lock()
-				ticks = append(ticks, took)
-				cmds += r.Commands
-				mu.Unlock()
-			})
+		// As Run ticks: every gate writes, then every gate reads.
+		took := make([]time.Duration, len(gates))
+		for _, phase := range []func(*Ticker, context.Context) TickResult{(*Ticker).WritePhase, (*Ticker).ReadPhase} {
+			for gi := range gates {
+				wg.Go(func() {
+					start := time.Now()
+					r := phase(gates[gi].tk, context.Background())
+					if r.Errors != 0 {
+						b.Errorf("gate %d: tick failed: %+v", gi, r)
+					}
+					mu.Lock()
+					took[gi] += time.Since(start)
+					cmds += r.Commands
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
 		}
-		wg.Wait()
+		ticks = append(ticks, took...)
 	}
 	cpu := redisCPU(b, gates[0].c) - cpu0
 	slices.Sort(ticks)

@@ -82,7 +82,10 @@ func (r *swRun) second(x float64) int {
 	r.now = r.now.Add(time.Second)
 	r.clk.Set(r.now)
 	for _, g := range r.gates {
-		g.tk.Tick(r.tb.Context())
+		g.tk.WritePhase(r.tb.Context()) // as Run ticks: every gate writes, then every gate reads
+	}
+	for _, g := range r.gates {
+		g.tk.ReadPhase(r.tb.Context())
 	}
 	return len(r.log)
 }
