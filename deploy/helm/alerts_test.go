@@ -151,7 +151,7 @@ func promRule(t *testing.T, vals map[string]any) (*unstructured.Unstructured, []
 
 // allAlerts are the alerts the chart defines, each on by default.
 var allAlerts = []string{"GateDown", "GateNotReady", "GateStalled", "GateConsumerLagGrowing", "GateRedisErrors",
-	"GateRedisRefusingWrites", "GateTickSlow", "GatePartitionStopped", "GateRecordsSkipped", "GateInputRecordsLost",
+	"GateRedisRefusingWrites", "GateTickSlow", "GateClockSkew", "GatePartitionStopped", "GateRecordsSkipped", "GateInputRecordsLost",
 	"GateDeadLetterRateHigh", "GateOverflowShareJump", "GateLimiterCacheNearCapacity", "GateLimiterPendingWritesNearCap",
 	"GateLimiterCountsDropped", "GateTransactionsAborting", "GateTransactionRecoveries", "GateOverridesStale",
 	"GateOverridesHashMissing", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched"}

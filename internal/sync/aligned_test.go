@@ -1,9 +1,17 @@
 package sync
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
@@ -105,5 +113,39 @@ func TestTickBoundaries(t *testing.T) {
 		if got := nextTick(c.now, c.interval); !got.Equal(c.want) {
 			t.Errorf("nextTick(%s, %s) = %s, want %s", c.now.Format(time.StampMilli), c.interval, got.Format(time.StampMilli), c.want.Format(time.StampMilli))
 		}
+	}
+}
+
+// TestClockOffsetMeasured: the tick measures this host's clock against Redis's, sets
+// gate_limiter_clock_offset_seconds, and warns when the offset is more than its aligned
+// ticks absorb; within it, it stays quiet.
+func TestClockOffsetMeasured(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, c := range []struct {
+		off  time.Duration
+		warn bool
+	}{{2 * time.Second, true}, {-3 * time.Second, true}, {0, false}} {
+		t.Run(c.off.String(), func(t *testing.T) {
+			var logs bytes.Buffer
+			reg := prometheus.NewRegistry()
+			l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, nil, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c0 := srv.Client(t)
+			tk, err := New(l, []redis.UniversalClient{c0}, Config{}, reg, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.clockCheck.wall = clock.NewFake(time.Now().Add(c.off))
+			tk.checkClock(context.Background())
+			got := testutil.ToFloat64(tk.m.clockOffset)
+			if math.Abs(got-c.off.Seconds()) > 0.5 {
+				t.Errorf("gate_limiter_clock_offset_seconds = %.3f, want about %.3f", got, c.off.Seconds())
+			}
+			if warned := strings.Contains(logs.String(), "clock is off"); warned != c.warn {
+				t.Errorf("warned %v, want %v; log:\n%s", warned, c.warn, logs.String())
+			}
+		})
 	}
 }

@@ -22,6 +22,7 @@ type metrics struct {
 	skippedReads  prometheus.Counter
 	redirects     *prometheus.CounterVec
 	batches       *prometheus.CounterVec
+	clockOffset   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
@@ -59,6 +60,8 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 			Help: "MOVED, ASK and TRYAGAIN replies from Redis Cluster (cluster mode), by kind (moved, ask, tryagain); the client follows MOVED and ASK, the next tick retries TRYAGAIN (a slot in migration)."}, []string{"kind"}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_write_batches_total",
 			Help: "Batches of counts sent to Redis, by outcome: applied; duplicate (a resend that found its batch applied: an earlier reply was lost); refused (an error reply: its counts go again in a new batch); unknown (no reply: resent as it is next tick); replayed (confirmed, then lost by Redis in a failover or restart: its counts sent again); lost (the same, confirmed too long ago to be kept, one per lane and event)."}, []string{"outcome"}),
+		clockOffset: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_limiter_clock_offset_seconds",
+			Help: "This host's clock minus the first Redis instance's (TIME, corrected by half the round trip), measured once a minute: epochs are cut and ticks aligned on the hosts' clocks, and a gate off the others by more than a quarter of GATE_TICK_INTERVAL reads their counts a tick late."}),
 	}
 	for o := range numOutcomes {
 		m.batches.WithLabelValues(o.String())
@@ -78,7 +81,7 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
-		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches} {
+		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches, m.clockOffset} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering tick metrics: %w", err)
 		}

@@ -44,6 +44,7 @@ type Ticker struct {
 
 	tickN uint64    // ticks so far
 	split splitTick // a split tick between its write and read phases
+	clockCheck      // Run's, once a minute
 
 	// baseline writes as the gate did before writeScript (INCRBY + EXPIRE per count, not
 	// safe to repeat), so that the benchmarks can measure the two side by side. Tests set
@@ -268,6 +269,7 @@ func (t *Ticker) Run(ctx context.Context) {
 		wait(at.Add(t.readDelay()))
 		t.ReadPhase(tctx) // even when ctx ended: the planned reads are settled (failed reads apply locally)
 		cancel()
+		t.checkClock(ctx)
 		if ctx.Err() != nil {
 			break
 		}

@@ -1,0 +1,59 @@
+package sync
+
+import (
+	"context"
+	"time"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/throttle"
+)
+
+// clockCheckInterval is how often Run compares this host's clock with Redis's: a clock
+// drifts by seconds over days, not minutes, and one TIME a minute costs nothing.
+const clockCheckInterval = time.Minute
+
+// clockCheck compares this host's wall clock with the first Redis instance's, as the one
+// clock every gate of a fleet talks to. The gates' clocks matter twice: the epochs every
+// count is written under are cut by them, and Run's ticks are aligned on them, writes at
+// each boundary and reads a quarter interval later; a gate whose clock is further off
+// than that from the others' reads their counts of a tick a tick late. Kubernetes nodes
+// keep within milliseconds of each other under NTP; a node whose time service stopped
+// does not, and nothing else would say so.
+type clockCheck struct {
+	wall clock.Clock // this host's wall clock (the real one but in tests)
+	last time.Time   // the last check, on wall
+	warn *throttle.Every
+}
+
+// checkClock measures the offset once per clockCheckInterval, sets the gauge and warns
+// (at most every ten minutes) while it is over half the read delay.
+func (t *Ticker) checkClock(ctx context.Context) {
+	c := &t.clockCheck
+	if c.wall == nil {
+		c.wall = clock.Real{}
+	}
+	if c.warn == nil {
+		c.warn = throttle.NewEvery(10*time.Minute, c.wall)
+	}
+	start := c.wall.Now()
+	if !c.last.IsZero() && start.Sub(c.last) < clockCheckInterval {
+		return
+	}
+	c.last = start
+	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+	defer cancel()
+	theirs, err := t.instances[0].Time(cctx).Result()
+	if err != nil {
+		return // Redis failing is the tick's to report
+	}
+	rtt := c.wall.Now().Sub(start)
+	// Redis read its clock about half the round trip after we sent.
+	offset := start.Add(rtt / 2).Sub(theirs)
+	t.m.clockOffset.Set(offset.Seconds())
+	if limit := t.readDelay() / 2; offset > limit || offset < -limit {
+		if ok, quiet := c.warn.Allow(); ok {
+			t.log.Warn("this host's clock is off Redis's by more than the tick can absorb: other gates' counts are read a tick late here, and counts near a window's edge go to a neighbouring epoch; check the node's time service (NTP, chrony)",
+				"offset", offset.Round(time.Millisecond), "round_trip", rtt.Round(time.Millisecond), "limit", limit, "warnings_unlogged", quiet)
+		}
+	}
+}
