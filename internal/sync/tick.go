@@ -42,9 +42,9 @@ type Ticker struct {
 	open        []*batch    // by lane and limiter, the batch being filled this tick
 	partOf      []int       // by lane, its pipeline this tick (pipelines)
 
-	tickN uint64    // ticks so far
-	split splitTick // a split tick between its write and read phases
-	clockCheck      // Run's, once a minute
+	tickN      uint64    // ticks so far
+	split      splitTick // a split tick between its write and read phases
+	clockCheck           // Run's, once a minute
 
 	// baseline writes as the gate did before writeScript (INCRBY + EXPIRE per count, not
 	// safe to repeat), so that the benchmarks can measure the two side by side. Tests set
