@@ -210,7 +210,7 @@ func readReduction(b *testing.B, cfg limit.Config, baseline bool) (rr readRun) {
 func runSplitTick(tk *Ticker, ctx context.Context) TickResult {
 	w := tk.WritePhase(ctx)
 	r := tk.ReadPhase(ctx)
-	w.Reads, w.FailedReads, w.SkippedReads = r.Reads, r.FailedReads, r.SkippedReads
+	w.Reads, w.FailedReads = r.Reads, r.FailedReads
 	w.Commands += r.Commands
 	w.Errors += r.Errors
 	return w

@@ -321,7 +321,8 @@ func (t *Ticker) Tick(ctx context.Context) TickResult {
 
 // WritePhase runs the first half of a tick split in two (Run's): sweep, write counts and
 // hold flags, settle the writes. The reads it plans wait for ReadPhase, which must follow
-// before the next WritePhase or Tick (they make it first if it did not).
+// before the next WritePhase or Tick (they make it first if it did not). Its result counts
+// the writes, and the reads put off (SkippedReads); ReadPhase's counts the reads made.
 func (t *Ticker) WritePhase(ctx context.Context) TickResult {
 	t.ReadPhase(ctx)
 	start := time.Now()
@@ -332,6 +333,7 @@ func (t *Ticker) WritePhase(ctx context.Context) TickResult {
 	t.send(ctx, partWrites, &res)
 	t.settleWrites(&res)
 	t.split = splitTick{open: true, took: time.Since(start), commands: res.Commands}
+	res.Reads = 0 // planned, made by ReadPhase
 	return res
 }
 
