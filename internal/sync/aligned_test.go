@@ -149,3 +149,79 @@ func TestClockOffsetMeasured(t *testing.T) {
 		})
 	}
 }
+
+// TestRunAlignsTicks: Run writes at the wall clock's multiples of the interval, never
+// before, and reads a quarter interval later, never sooner; a gate stopped between the two
+// halves makes the planned reads in its final flush, with no failure logged.
+func TestRunAlignsTicks(t *testing.T) {
+	srv := redistest.Start(t)
+	const interval = 100 * time.Millisecond
+	var logs bytes.Buffer
+	reg := prometheus.NewRegistry()
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{srv.Client(t)}, Config{TickInterval: interval, KeyPrefix: "run"}, reg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type phase struct {
+		part     int
+		boundary time.Time
+		at       time.Time
+	}
+	phases := make(chan phase, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	writes := 0
+	tk.onPhase = func(part int, boundary time.Time, ended bool) {
+		if part == partWrites && ended {
+			if writes == 5 {
+				cancel() // stopped between the fifth tick's halves
+			}
+			return
+		}
+		phases <- phase{part, boundary, time.Now()}
+		if part == partWrites {
+			if writes++; writes == 5 {
+				l.Check("team", 300) // written by the fifth write phase, read by the final flush
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() { tk.Run(ctx); close(done) }()
+	<-done
+	close(phases)
+	var last phase
+	n := 0
+	for p := range phases {
+		n++
+		if p.boundary.UnixNano()%int64(interval) != 0 {
+			t.Errorf("tick boundary %s is not a multiple of %s", p.boundary.Format(time.StampMicro), interval)
+		}
+		switch p.part {
+		case partWrites:
+			if p.at.Before(p.boundary) {
+				t.Errorf("write phase at %s, before its boundary %s", p.at.Format(time.StampMicro), p.boundary.Format(time.StampMicro))
+			}
+		case partReads:
+			if last.part != partWrites || !last.boundary.Equal(p.boundary) {
+				t.Errorf("read phase of %s not right after its write phase", p.boundary.Format(time.StampMicro))
+			}
+			if p.at.Before(p.boundary.Add(interval / 4)) {
+				t.Errorf("read phase at %s, sooner than a quarter interval after %s", p.at.Format(time.StampMicro), p.boundary.Format(time.StampMicro))
+			}
+		}
+		last = p
+	}
+	if n != 9 {
+		t.Errorf("%d phases, want 9 (four whole ticks and a write phase)", n)
+	}
+	st, _ := l.Snapshot(time.Now(), "team")
+	if st.Pending != 0 || st.Estimate != 300 {
+		t.Errorf("after Run stopped: estimate %g, pending %d; want 300 read back, none pending", st.Estimate, st.Pending)
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("stopping between a tick's halves logged a warning:\n%s", logs.String())
+	}
+}

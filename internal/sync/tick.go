@@ -45,6 +45,9 @@ type Ticker struct {
 	tickN      uint64    // ticks so far
 	split      splitTick // a split tick between its write and read phases
 	clockCheck           // Run's, once a minute
+	// onPhase, when set (tests), is called by Run as each phase of a tick starts, and as
+	// its write phase ends, with the tick's boundary.
+	onPhase func(part int, boundary time.Time, ended bool)
 
 	// baseline writes as the gate did before writeScript (INCRBY + EXPIRE per count, not
 	// safe to repeat), so that the benchmarks can measure the two side by side. Tests set
@@ -265,14 +268,23 @@ func (t *Ticker) Run(ctx context.Context) {
 		// One deadline for both phases: a node that hangs costs its teams this tick, never
 		// the next tick's start.
 		tctx, cancel := context.WithDeadline(ctx, at.Add(t.cfg.TickTimeout))
+		if t.onPhase != nil {
+			t.onPhase(partWrites, at, false)
+		}
 		t.WritePhase(tctx)
-		wait(at.Add(t.readDelay()))
-		t.ReadPhase(tctx) // even when ctx ended: the planned reads are settled (failed reads apply locally)
+		if t.onPhase != nil {
+			t.onPhase(partWrites, at, true)
+		}
+		if !wait(at.Add(t.readDelay())) {
+			cancel()
+			break // the final flush makes the planned reads first
+		}
+		if t.onPhase != nil {
+			t.onPhase(partReads, at, false)
+		}
+		t.ReadPhase(tctx)
 		cancel()
 		t.checkClock(ctx)
-		if ctx.Err() != nil {
-			break
-		}
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
 	defer cancel()
