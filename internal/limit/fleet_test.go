@@ -99,6 +99,24 @@ func (f *fleetSim) step(x float64) (offered, limited int, crossAt time.Time) {
 	return offered, limited, crossAt
 }
 
+// divertTicks steps at x × the limit until a tick at or after the team's crossing has 90%
+// of its records limited, and returns the ticks from the crossing to that tick's end; it
+// fails the test if that never happens within two windows.
+func (f *fleetSim) divertTicks(x float64) float64 {
+	var crossed time.Time
+	for range 120 {
+		off, lim, at := f.step(x)
+		if crossed.IsZero() {
+			crossed = at
+		}
+		if !crossed.IsZero() && float64(lim) >= 0.9*float64(off) {
+			return f.now.Sub(crossed).Seconds() / f.tick.Seconds()
+		}
+	}
+	f.t.Fatalf("never 90%% diverted (crossed at %v)", crossed)
+	return 0
+}
+
 // TestFleetSeesATeamCrossTogether: between reads each gate counts every record of its own
 // as 1 / its share of the fleet's, measured from its reads, and adds what the others have
 // counted but not yet written. Eight gates sharing a team evenly learn a share of 1/8; a
@@ -120,21 +138,9 @@ func TestFleetSeesATeamCrossTogether(t *testing.T) {
 				t.Errorf("gate %d: fleet share %.3f after three windows, want 1/%d ± 25%%", i, st.FleetShare, n)
 			}
 		}
-		var crossed time.Time
-		for tick := 0; tick < 120; tick++ {
-			off, lim, at := f.step(2)
-			if crossed.IsZero() {
-				crossed = at
-				continue // the crossing's own tick
-			}
-			if float64(lim) >= 0.9*float64(off) {
-				if ticks := f.now.Sub(crossed).Seconds() / f.tick.Seconds(); ticks > 2 {
-					t.Errorf("90%% of the team diverted %.2f ticks after it crossed its limit, want ≤ 2", ticks)
-				}
-				return
-			}
+		if ticks := f.divertTicks(2); ticks > 2 {
+			t.Errorf("90%% of the team diverted %.2f ticks after it crossed its limit, want ≤ 2", ticks)
 		}
-		t.Fatalf("never 90%% diverted (crossed at %v)", crossed)
 	})
 	t.Run("cap", func(t *testing.T) {
 		f := newFleetSim(t, n, Cap)
@@ -169,23 +175,9 @@ func TestAlignedFleetDivertsWithinTwoTicks(t *testing.T) {
 			for range 180 { // three windows at half the limit
 				f.step(0.5)
 			}
-			var crossed time.Time
-			for range 120 {
-				off, lim, at := f.step(x)
-				if crossed.IsZero() {
-					if crossed = at; !at.IsZero() && float64(lim) >= 0.9*float64(off) {
-						return // diverted in the crossing's own tick
-					}
-					continue
-				}
-				if float64(lim) >= 0.9*float64(off) {
-					if ticks := f.now.Sub(crossed).Seconds() / f.tick.Seconds(); ticks > 2 {
-						t.Errorf("90%% of the team diverted %.2f ticks after it crossed its limit, want ≤ 2", ticks)
-					}
-					return
-				}
+			if ticks := f.divertTicks(x); ticks > 2 {
+				t.Errorf("90%% of the team diverted %.2f ticks after it crossed its limit, want ≤ 2", ticks)
 			}
-			t.Fatalf("never 90%% diverted (crossed at %v)", crossed)
 		})
 	}
 	t.Run("cap 10×", func(t *testing.T) {
