@@ -24,10 +24,11 @@ const (
 	ReadCadence                   // its tier's interval has passed
 	ReadTTL                       // its view is older than TTL
 	ReadRetry                     // its last read failed (ApplyLocal): due until one succeeds
+	ReadProfile                   // only its learned profile is due (Read.ProfileOnly)
 	numReadReasons
 )
 
-var readReasonNames = [numReadReasons]string{"first", "pending", "hot", "cadence", "ttl", "retry"}
+var readReasonNames = [numReadReasons]string{"first", "pending", "hot", "cadence", "ttl", "retry", "profile"}
 
 // String returns the reason's name as used in metrics.
 func (r ReadReason) String() string {
@@ -50,6 +51,11 @@ type Read struct {
 	// Hold asks the tick to fetch the team's hold flag with the read and hand it to
 	// ApplyHold (Limiter.HoldsShared).
 	Hold bool
+	// Profile asks the tick to fetch the team's learned profile with the read and hand it
+	// to ApplyProfile (Config.Adaptive); Fold to fetch its shared count of Epoch−2 too, as
+	// this gate may fold it. ProfileOnly: the read is for the profile alone, its counters
+	// are not read (no ApplyRead, nor ApplyLocal when it fails).
+	Profile, Fold, ProfileOnly bool
 
 	e       *entry
 	flushed int64 // e.flushed when planned: the counts the read will include
@@ -76,6 +82,9 @@ type Sweep struct {
 	// Holds are the held teams still over their release level, whose hold flags the tick
 	// writes to the shared store (Config.DivertHold).
 	Holds []HoldFlag
+	// Spikes are the spikes that started or ended in this sweep (Config.Adaptive), for the
+	// tick to log and count.
+	Spikes []SpikeEvent
 }
 
 func (s *Sweep) reset() {
@@ -90,7 +99,8 @@ func (s *Sweep) reset() {
 	clear(s.Counts)
 	clear(s.Reads)
 	clear(s.Holds)
-	*s = Sweep{Counts: s.Counts[:0], Reads: s.Reads[:0], Holds: s.Holds[:0]}
+	clear(s.Spikes)
+	*s = Sweep{Counts: s.Counts[:0], Reads: s.Reads[:0], Holds: s.Holds[:0], Spikes: s.Spikes[:0]}
 }
 
 // Sweep drains every team's unsent counts, finds the teams due for a read and expires the
@@ -173,6 +183,9 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				var stale int64
 				into.Counts, stale = e.drainUnsent(into.Counts, cur)
 				into.Stale += stale
+				if l.adapt != nil {
+					l.forgetLearned(e, ns, into)
+				}
 				return true
 			}
 			thr := l.threshold(e)
@@ -197,14 +210,23 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			if l.holds.on {
 				l.sweepHold(ns, e, thr, lvl, into)
 			}
+			var look, fold bool
+			if l.adapt != nil {
+				look, fold = l.sweepLearned(ns, cur, e, thr, lvl, into)
+			}
+			if !due && look {
+				into.Reads = append(into.Reads, Read{Team: e.team(), Epoch: cur, Pressure: p, Tier: tier, Reason: ReadProfile,
+					Profile: true, Fold: fold, ProfileOnly: true, e: e})
+			}
 			if due {
 				into.Reads = append(into.Reads, Read{
 					Team: e.team(), Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
 					// The fleet may hold a team this gate sees at normal pressure or above,
 					// or knows nothing of yet: a gate that starts, or meets a team, while
 					// the fleet holds it must not send it back to the accepted topic.
-					Hold: l.holds.fleet && (tier >= Normal || reason == ReadFirst || reason == ReadRetry || e.thr.Load()&heldBit != 0),
-					e:    e, flushed: pend,
+					Hold:    l.holds.fleet && (tier >= Normal || reason == ReadFirst || reason == ReadRetry || e.thr.Load()&heldBit != 0),
+					Profile: look, Fold: fold,
+					e: e, flushed: pend,
 				})
 			}
 			return true

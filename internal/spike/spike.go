@@ -247,8 +247,15 @@ func (c Config) FoldSpan(p *Profile, epoch int64, count float64, span int64) (sp
 	for s := range seasons {
 		seasons[s] = p.season(s)
 	}
+	obs := c.slot(epoch)
 	for e := first; e < epoch; e++ {
-		c.Fold(p, e, rate*seasons[c.slot(e)])
+		// A window in the observed one's hour is taken at its count: the season of that
+		// hour then learns as fast as when every window is folded.
+		n := count
+		if s := c.slot(e); s != obs {
+			n = rate * seasons[s]
+		}
+		c.Fold(p, e, n)
 	}
 	return c.Fold(p, epoch, count)
 }

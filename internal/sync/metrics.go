@@ -22,6 +22,7 @@ type metrics struct {
 	skippedReads  prometheus.Counter
 	redirects     *prometheus.CounterVec
 	batches       *prometheus.CounterVec
+	profiles      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
@@ -59,12 +60,17 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 			Help: "MOVED, ASK and TRYAGAIN replies from Redis Cluster (cluster mode), by kind (moved, ask, tryagain); the client follows MOVED and ASK, the next tick retries TRYAGAIN (a slot in migration)."}, []string{"kind"}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_write_batches_total",
 			Help: "Batches of counts sent to Redis, by outcome: applied; duplicate (a resend that found its batch applied: an earlier reply was lost); refused (an error reply: its counts go again in a new batch); unknown (no reply: resent as it is next tick); replayed (confirmed, then lost by Redis in a failover or restart: its counts sent again); lost (the same, confirmed too long ago to be kept, one per lane and event)."}, []string{"outcome"}),
+		profiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_profile_writes_total",
+			Help: "GATE_THRESHOLD_MODE=adaptive: learned profiles this gate folded and sent, by result: set; lost (another gate had folded it first: harmless, the fold is deterministic)."}, []string{"result"}),
 	}
 	for o := range numOutcomes {
 		m.batches.WithLabelValues(o.String())
 	}
 	for _, k := range []string{"moved", "ask", "tryagain"} {
 		m.redirects.WithLabelValues(k)
+	}
+	for _, r := range []string{"set", "lost"} {
+		m.profiles.WithLabelValues(r)
 	}
 	for _, r := range []string{"stale_epoch", "write_cap"} {
 		m.dropped.WithLabelValues(r)
@@ -78,7 +84,7 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
-		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches} {
+		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches, m.profiles} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering tick metrics: %w", err)
 		}

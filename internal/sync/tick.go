@@ -67,6 +67,8 @@ type limitState struct {
 	ttl    time.Duration // Config.KeyTTL raised to the limiter's KeyLifetime
 	sweep  limit.Sweep
 	oldest int64 // the oldest epoch whose counts are still written, for this tick
+	// profiles folded by this tick's reads, written by the next tick (profile.go)
+	profiles []limit.ProfileWrite
 }
 
 type countKey struct {
@@ -92,6 +94,9 @@ type plan struct {
 	dur     time.Duration
 	rcmds   []readCmd
 	holds   []holdWrite // hold flags to set (limit.HoldFlag)
+	// learned profiles to set (profile.go), and their scripts once queued
+	profiles []profileWrite
+	pcmds    []profileCmd
 	// What failed, command by command: a pipeline can partly fail, as when Redis
 	// refuses writes (OOM, READONLY, MISCONF) and still answers reads.
 	failedWrites int // counts whose batch was refused or unanswered, or whose key failed
@@ -285,6 +290,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 		}
 		res.Dropped += ls.sweep.Stale
 		t.m.dropped.WithLabelValues("stale_epoch").Add(float64(ls.sweep.Stale))
+		t.logSpikes(ls)
 		for _, c := range ls.sweep.Counts {
 			k := countKey{li, c.Team, c.Epoch}
 			if _, ok := t.pending[k]; !ok && len(t.pending) >= t.cfg.MaxPendingWrites {
@@ -312,7 +318,9 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 		clear(p.batches)
 		clear(p.rcmds)
 		clear(p.holds)
-		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], lanes: p.lanes}
+		clear(p.profiles)
+		clear(p.pcmds)
+		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], profiles: p.profiles[:0], pcmds: p.pcmds[:0], lanes: p.lanes}
 	}
 	clear(t.open)
 	budget := t.cfg.KeysPerTick
@@ -359,6 +367,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 			p.holds = append(p.holds, holdWrite{ln, HoldKeyFor(t.cfg.Mode, ls.prefix, f.Team), holdValue(f), ls.l.DivertHold()})
 		}
 	}
+	t.planProfiles()
 	for li := range t.laneReads {
 		clear(t.laneReads[li])
 		t.laneReads[li] = t.laneReads[li][:0]
@@ -397,7 +406,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	// 3. One pipeline per instance, in parallel.
 	var wg gosync.WaitGroup
 	for i := range t.plans {
-		if p := &t.plans[i]; len(p.batches)+p.reads+len(p.holds) > 0 {
+		if p := &t.plans[i]; len(p.batches)+p.reads+len(p.holds)+len(p.profiles) > 0 {
 			wg.Go(func() { t.execute(ctx, i, p) })
 		}
 	}
@@ -438,7 +447,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 	applyAt := t.limits[0].l.Clock().Now()
 	for i := range t.plans {
 		p := &t.plans[i]
-		if len(p.batches)+p.reads+len(p.holds) == 0 {
+		if len(p.batches)+p.reads+len(p.holds)+len(p.profiles) == 0 {
 			continue
 		}
 		t.m.pipelineDur.WithLabelValues(strconv.Itoa(i)).Observe(p.dur.Seconds())
@@ -450,7 +459,9 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 				// they keep draining instead of piling up pending records; the limiter
 				// keeps them due, so they are read again next tick.
 				for _, rr := range rc.teams {
-					t.limits[rr.lim].l.ApplyLocal(rr.r, applyAt)
+					if !rr.r.ProfileOnly { // a profile is looked at again next sweep
+						t.limits[rr.lim].l.ApplyLocal(rr.r, applyAt)
+					}
 				}
 				res.FailedReads += len(rc.teams)
 				continue
@@ -459,6 +470,13 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 			at := 0
 			for _, rr := range rc.teams {
 				l := t.limits[rr.lim].l
+				if rr.r.ProfileOnly {
+					n := profileVals(rr.r)
+					t.applyProfile(i, rr, vals[at:at+n], applyAt)
+					at += n
+					res.Reads++
+					continue
+				}
 				curr, err1 := counterValue(vals[at])
 				prev, err2 := counterValue(vals[at+1])
 				var flag any
@@ -466,6 +484,8 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 					flag = vals[at]
 					at++
 				}
+				pvals := vals[at : at+profileVals(rr.r)]
+				at += len(pvals)
 				if err := errors.Join(err1, err2); err != nil {
 					t.countError(causeParse, i)
 					l.ApplyLocal(rr.r, applyAt)
@@ -481,6 +501,9 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 					} else {
 						t.countError(causeParse, i)
 					}
+				}
+				if len(pvals) > 0 {
+					t.applyProfile(i, rr, pvals, applyAt)
 				}
 				t.m.drift.Observe(a.Drift)
 				if a.Staleness > 0 {
@@ -699,19 +722,17 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 		// next tick.
 		pipes[t.partOf[hw.lane]].Set(ctx, hw.key, hw.val, hw.ttl)
 	}
+	t.queueProfiles(ctx, pipes, p)
 	for _, li := range p.lanes {
 		reads := t.laneReads[li]
 		pipe := pipes[t.partOf[li]]
 		for j := 0; j < len(reads); {
-			// Up to KeysPerCommand keys: two counters per team, and its hold flag if asked.
+			// Up to KeysPerCommand keys: two counters per team, its hold flag if asked, and
+			// its profile (appendReadKeys).
 			var keys []string
 			k := j
-			for ; k < len(reads) && (k == j || len(keys)+3 <= t.cfg.KeysPerCommand); k++ {
-				rr := reads[k]
-				keys = append(keys, t.key(rr.lim, rr.r.Team, rr.r.Epoch), t.key(rr.lim, rr.r.Team, rr.r.Epoch-1))
-				if rr.r.Hold {
-					keys = append(keys, HoldKeyFor(t.cfg.Mode, t.limits[rr.lim].prefix, rr.r.Team))
-				}
+			for ; k < len(reads) && (k == j || len(keys)+readKeys(reads[k].r) <= t.cfg.KeysPerCommand); k++ {
+				keys = t.appendReadKeys(keys, reads[k])
 			}
 			p.rcmds = append(p.rcmds, readCmd{pipe.MGet(ctx, keys...), reads[j:k]})
 			j = k
@@ -744,7 +765,8 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan) {
 		}
 	}
 	label := strconv.Itoa(i)
-	t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches)))
+	t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches) + len(p.pcmds)))
+	t.profileErrors(i, p)
 	t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
 	t.m.commands.WithLabelValues("set").Add(float64(len(p.holds)))
 	if p.err == nil {
