@@ -39,7 +39,7 @@ const (
 	// the floor; the further under it, the less often, down to hourly. Thresholds follow the
 	// level, whose half-life is hours: a fold every few minutes loses nothing of note, and
 	// keeps what the fleet's store spends on learning within a tenth of its cost.
-	minFoldEvery = 5 * time.Minute
+	minFoldEvery = 10 * time.Minute
 	maxFoldEvery = time.Hour
 	// spikeFlagSlack: a hold flag set under a learned threshold is taken by a gate whose
 	// learned threshold differs by up to this share. Gates refresh a team's profile in the
@@ -86,14 +86,18 @@ func (a *adaptive) of(e *entry) *learned {
 }
 
 // foldPeriod is how many windows apart p is folded: a function of p alone, so that every
-// gate computes the same.
+// gate computes the same. A team whose threshold would be the floor at twice its peak
+// baseline is folded every maxPeriod (its level, with a half-life of hours, cannot double
+// within one); one above the floor every minPeriod; in between, in proportion.
 func (a *adaptive) foldPeriod(p *spike.Profile) int64 {
-	peak := a.cfg.Factor * a.cfg.Peak(p)
-	if peak <= 0 {
+	r := a.cfg.Floor / (a.cfg.Factor * a.cfg.Peak(p)) // +Inf for a silent team
+	switch {
+	case r >= 2:
 		return a.maxPeriod
+	case r <= 1:
+		return a.minPeriod
 	}
-	k := math.Floor(a.cfg.Floor / peak)
-	return min(max(int64(min(k, float64(a.maxPeriod))), a.minPeriod), a.maxPeriod)
+	return a.minPeriod + int64((r-1)*float64(a.maxPeriod-a.minPeriod))
 }
 
 // nextFold is the next window after p's epoch to be folded: the first whose number plus
@@ -124,6 +128,33 @@ func (a *adaptive) wantsFold(e *entry) bool {
 		share = 1 / f
 	}
 	return share >= 0.5 || a.rng.Float64() < 2*share
+}
+
+// syncPressure is what the sweep's sync policy (reads, cold writes) goes by for e, whose
+// threshold is thr, level lvl, pressure p and tier tier. A team under its learned
+// threshold is at 1/Factor of it when at its baseline: by its pressure, every team would be
+// read every few windows and written every tick, which would cost the store several times
+// what static thresholds do (BenchmarkAdaptiveCost). What brings a team near its threshold
+// is its level above its baseline, so that is its pressure here: (level − baseline) /
+// (threshold − baseline). A team under a tenth of that (quiet) is synced as an idle team,
+// and not read for the pending or cold-write shares (of a threshold it is nowhere near) nor
+// for TTL: the looks at its profile read it, which keeps its fleet share measured. A team
+// never read yet, or whose threshold is not its learned one, goes by its pressure.
+func (l *Limiter) syncPressure(e *entry, thr int64, lvl, p float64, tier Tier) (sp float64, st Tier, sthr float64, quiet bool) {
+	ls := l.adapt.of(e)
+	if ls == nil || e.readAt.Load() == 0 || ls.thr.Load() != thr {
+		return p, tier, float64(thr), false
+	}
+	base := math.Float64frombits(ls.base.Load())
+	gap := float64(thr) - base
+	if gap <= 0 {
+		return p, tier, float64(thr), false
+	}
+	sp = max(lvl-base, 0) / gap
+	if st = TierOf(sp); st == Idle {
+		return sp, st, math.Inf(1), true
+	}
+	return sp, st, float64(thr), false
 }
 
 // SpikeEvent is a spike's start or end, for the tick to log and count.

@@ -24,7 +24,7 @@ const (
 	ReadCadence                   // its tier's interval has passed
 	ReadTTL                       // its view is older than TTL
 	ReadRetry                     // its last read failed (ApplyLocal): due until one succeeds
-	ReadProfile                   // only its learned profile is due (Read.ProfileOnly)
+	ReadProfile                   // its learned profile is due for a look (Config.Adaptive)
 	numReadReasons
 )
 
@@ -53,9 +53,8 @@ type Read struct {
 	Hold bool
 	// Profile asks the tick to fetch the team's learned profile with the read and hand it
 	// to ApplyProfile (Config.Adaptive); Fold to fetch its shared count of Epoch−2 too, as
-	// this gate may fold it. ProfileOnly: the read is for the profile alone, its counters
-	// are not read (no ApplyRead, nor ApplyLocal when it fails).
-	Profile, Fold, ProfileOnly bool
+	// this gate may fold it.
+	Profile, Fold bool
 
 	e       *entry
 	flushed int64 // e.flushed when planned: the counts the read will include
@@ -196,8 +195,18 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			p := lvl / fthr
 			tier := TierOf(p)
 			into.Tiers[tier]++
-			reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.pending(), fthr)
-			if cw.drain(h, p, e.pending()-e.flushed.Load(), fthr, due) {
+			// What the sync policy goes by: the pressure, its tier and the threshold the
+			// pending and cold-write shares are of; for a learned team, its pressure above
+			// its baseline (syncPressure).
+			sp, stier, sthr, quiet := p, tier, fthr, false
+			if l.adapt != nil {
+				sp, stier, sthr, quiet = l.syncPressure(e, thr, lvl, p, tier)
+			}
+			reason, due := rp.due(ns, e.readAt.Load(), sp, stier, e.pending(), sthr)
+			if quiet && reason == ReadTTL {
+				due = false // its profile looks read it (sweepLearned)
+			}
+			if cw.drain(h, sp, e.pending()-e.flushed.Load(), sthr, due) {
 				var stale int64
 				into.Counts, stale = e.drainUnsent(into.Counts, cur)
 				into.Stale += stale
@@ -215,8 +224,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				look, fold = l.sweepLearned(ns, cur, e, thr, lvl, into)
 			}
 			if !due && look {
-				into.Reads = append(into.Reads, Read{Team: e.team(), Epoch: cur, Pressure: p, Tier: tier, Reason: ReadProfile,
-					Profile: true, Fold: fold, ProfileOnly: true, e: e})
+				due, reason = true, ReadProfile // a look is a read: it keeps the fleet share of a quiet team
 			}
 			if due {
 				into.Reads = append(into.Reads, Read{

@@ -15,6 +15,7 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/spike"
 )
 
 func teamNames(n int) []string {
@@ -199,5 +200,85 @@ func readReduction(b *testing.B, cfg limit.Config, baseline bool) (rr readRun) {
 	if os.Getenv("GATE_BENCH_COMMANDSTATS") != "" {
 		b.Log(clients[0].Info(context.Background(), "commandstats").Val())
 	}
+	return rr
+}
+
+// BenchmarkAdaptiveCost is BenchmarkReadReduction's workload (100k Zipf(1.1) teams, 100k
+// events a second, 60 s window, real redis-server, fake clock) run for 16 windows, of which
+// the last 8 are measured (the first fold of every team, and the first look of every gate,
+// are behind by then), in three variants in one run: "static"; "adaptive" with a day of
+// MinHistory, where every threshold is still the static one and what is measured is the
+// profiles' upkeep alone (looks in the read MGETs, folds and their compare-and-sets); and
+// "learned", where a team's threshold is learned from its first fold on (MinHistory one
+// window): the upkeep plus what learned thresholds change in the tick's own reads and
+// writes (a team at its baseline sits at 1/Factor of its threshold). Reported:
+// redis_cpu_s/Mevents, cmds/tick and reads/tick over the measured windows.
+func BenchmarkAdaptiveCost(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		a    *spike.Config
+	}{
+		{"static", nil},
+		{"adaptive", &spike.Config{}},
+		{"learned", &spike.Config{MinHistory: time.Minute}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			for b.Loop() {
+				rr := steadyCost(b, limit.Config{Adaptive: v.a}, 8, 8)
+				b.ReportMetric(rr.cpu/(float64(rr.events)/1e6), "redis_cpu_s/Mevents")
+				b.ReportMetric(float64(rr.cmds)/float64(rr.ticks), "cmds/tick")
+				b.ReportMetric(float64(rr.reads)/float64(rr.ticks), "reads/tick")
+			}
+		})
+	}
+}
+
+// steadyCost runs readReduction's workload for warm + measure windows and measures the
+// last measure windows.
+func steadyCost(b *testing.B, cfg limit.Config, warm, measure int) (rr readRun) {
+	const (
+		teams         = 100_000
+		recordsPerSec = 100_000
+	)
+	srv := redistest.Start(b)
+	clk := clock.NewFake(epochStart)
+	cfg.Window, cfg.SyncInterval, cfg.Threshold = time.Minute, 15*time.Second, 300_000
+	l, err := limit.New(cfg, clk, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer clients[0].Close()
+	tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := teamNames(teams)
+	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
+	var cpu0 float64
+	for s := range (warm + measure) * 60 {
+		if s == warm*60 {
+			cpu0 = redisCPU(b, clients[0])
+		}
+		now := clk.Now()
+		for range recordsPerSec {
+			l.CheckAt(now, names[z.Uint64()], 1)
+		}
+		clk.Advance(time.Second)
+		r := tk.Tick(context.Background())
+		if r.Errors != 0 {
+			b.Fatalf("tick failed: %+v", r)
+		}
+		if s >= warm*60 {
+			rr.events += recordsPerSec
+			rr.reads += r.Reads
+			rr.cmds += r.Commands
+			rr.ticks++
+		}
+	}
+	rr.cpu = redisCPU(b, clients[0]) - cpu0
 	return rr
 }

@@ -137,9 +137,7 @@ func readKeys(r *limit.Read) int {
 func (t *Ticker) appendReadKeys(keys []string, rr readRef) []string {
 	r := rr.r
 	prefix := t.limits[rr.lim].prefix
-	if !r.ProfileOnly {
-		keys = append(keys, t.key(rr.lim, r.Team, r.Epoch), t.key(rr.lim, r.Team, r.Epoch-1))
-	}
+	keys = append(keys, t.key(rr.lim, r.Team, r.Epoch), t.key(rr.lim, r.Team, r.Epoch-1))
 	if r.Hold {
 		keys = append(keys, HoldKeyFor(t.cfg.Mode, prefix, r.Team))
 	}

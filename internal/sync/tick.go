@@ -459,9 +459,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 				// they keep draining instead of piling up pending records; the limiter
 				// keeps them due, so they are read again next tick.
 				for _, rr := range rc.teams {
-					if !rr.r.ProfileOnly { // a profile is looked at again next sweep
-						t.limits[rr.lim].l.ApplyLocal(rr.r, applyAt)
-					}
+					t.limits[rr.lim].l.ApplyLocal(rr.r, applyAt)
 				}
 				res.FailedReads += len(rc.teams)
 				continue
@@ -470,13 +468,6 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 			at := 0
 			for _, rr := range rc.teams {
 				l := t.limits[rr.lim].l
-				if rr.r.ProfileOnly {
-					n := profileVals(rr.r)
-					t.applyProfile(i, rr, vals[at:at+n], applyAt)
-					at += n
-					res.Reads++
-					continue
-				}
 				curr, err1 := counterValue(vals[at])
 				prev, err2 := counterValue(vals[at+1])
 				var flag any
