@@ -136,9 +136,10 @@ func (a *adaptive) wantsFold(e *entry) bool {
 // read every few windows and written every tick, which would cost the store several times
 // what static thresholds do (BenchmarkAdaptiveCost). What brings a team near its threshold
 // is its level above its baseline, so that is its pressure here: (level − baseline) /
-// (threshold − baseline). A team under a tenth of that (quiet) is synced as an idle team,
-// and not read for the pending or cold-write shares (of a threshold it is nowhere near) nor
-// for TTL: the looks at its profile read it, which keeps its fleet share measured. A team
+// (threshold − baseline). A team under a tenth of that (quiet) is synced as an idle team
+// under the sync floor: not read at a cadence, nor for the pending or cold-write shares (of
+// a threshold it is nowhere near), nor for TTL; the looks at its profile read it, which
+// keeps its fleet share measured. A team
 // never read yet, or whose threshold is not its learned one, goes by its pressure.
 func (l *Limiter) syncPressure(e *entry, thr int64, lvl, p float64, tier Tier) (sp float64, st Tier, sthr float64, quiet bool) {
 	ls := l.adapt.of(e)
@@ -152,7 +153,7 @@ func (l *Limiter) syncPressure(e *entry, thr int64, lvl, p float64, tier Tier) (
 	}
 	sp = max(lvl-base, 0) / gap
 	if st = TierOf(sp); st == Idle {
-		return sp, st, math.Inf(1), true
+		return 0, Idle, math.Inf(1), true // under the sync floor: no cadence reads either
 	}
 	return sp, st, float64(thr), false
 }

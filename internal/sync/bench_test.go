@@ -125,6 +125,8 @@ type readRun struct {
 	reads, everyTeam, cmds, ticks int
 	events                        int64
 	cpu                           float64 // redis-server CPU seconds
+	reasons                       map[limit.ReadReason]int
+	folds                         int
 }
 
 // redisCPU returns the server's CPU time so far, user + sys, in seconds.
@@ -204,7 +206,7 @@ func readReduction(b *testing.B, cfg limit.Config, baseline bool) (rr readRun) {
 }
 
 // BenchmarkAdaptiveCost is BenchmarkReadReduction's workload (100k Zipf(1.1) teams, 100k
-// events a second, 60 s window, real redis-server, fake clock) run for 16 windows, of which
+// events a second, 60 s window, real redis-server, fake clock) run for 20 windows, of which
 // the last 8 are measured (the first fold of every team, and the first look of every gate,
 // are behind by then), in three variants in one run: "static"; "adaptive" with a day of
 // MinHistory, where every threshold is still the static one and what is measured is the
@@ -224,7 +226,7 @@ func BenchmarkAdaptiveCost(b *testing.B) {
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			for b.Loop() {
-				rr := steadyCost(b, limit.Config{Adaptive: v.a}, 8, 8)
+				rr := steadyCost(b, limit.Config{Adaptive: v.a}, 12, 8)
 				b.ReportMetric(rr.cpu/(float64(rr.events)/1e6), "redis_cpu_s/Mevents")
 				b.ReportMetric(float64(rr.cmds)/float64(rr.ticks), "cmds/tick")
 				b.ReportMetric(float64(rr.reads)/float64(rr.ticks), "reads/tick")
@@ -259,6 +261,7 @@ func steadyCost(b *testing.B, cfg limit.Config, warm, measure int) (rr readRun) 
 	names := teamNames(teams)
 	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
 	var cpu0 float64
+	rr.reasons = map[limit.ReadReason]int{}
 	for s := range (warm + measure) * 60 {
 		if s == warm*60 {
 			cpu0 = redisCPU(b, clients[0])
@@ -273,6 +276,14 @@ func steadyCost(b *testing.B, cfg limit.Config, warm, measure int) (rr readRun) 
 			b.Fatalf("tick failed: %+v", r)
 		}
 		if s >= warm*60 {
+			if os.Getenv("GATE_BENCH_REASONS") != "" {
+				for _, r := range tk.limits[0].sweep.Reads {
+					rr.reasons[r.Reason]++
+					if r.Fold {
+						rr.folds++
+					}
+				}
+			}
 			rr.events += recordsPerSec
 			rr.reads += r.Reads
 			rr.cmds += r.Commands
@@ -280,5 +291,8 @@ func steadyCost(b *testing.B, cfg limit.Config, warm, measure int) (rr readRun) 
 		}
 	}
 	rr.cpu = redisCPU(b, clients[0]) - cpu0
+	if os.Getenv("GATE_BENCH_REASONS") != "" {
+		b.Logf("reads by reason %v, folds %d", rr.reasons, rr.folds)
+	}
 	return rr
 }
