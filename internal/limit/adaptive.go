@@ -130,21 +130,51 @@ func (a *adaptive) wantsFold(e *entry) bool {
 	return share >= 0.5 || a.rng.Float64() < 2*share
 }
 
-// syncPressure is what the sweep's sync policy (reads, cold writes) goes by for e, whose
-// threshold is thr, level lvl, pressure p and tier tier. A team under its learned
-// threshold is at 1/Factor of it when at its baseline: by its pressure, every team would be
-// read every few windows and written every tick, which would cost the store several times
-// what static thresholds do (BenchmarkAdaptiveCost). What brings a team near its threshold
-// is its level above its baseline, so that is its pressure here: (level − baseline) /
-// (threshold − baseline). A team under a tenth of that (quiet) is synced as an idle team
-// under the sync floor: not read at a cadence, nor for the pending or cold-write shares (of
-// a threshold it is nowhere near), nor for TTL; the looks at its profile read it, which
-// keeps its fleet share measured. A team
-// never read yet, or whose threshold is not its learned one, goes by its pressure.
-func (l *Limiter) syncPressure(e *entry, thr int64, lvl, p float64, tier Tier) (sp float64, st Tier, sthr float64, quiet bool) {
+// rebase keeps the view of a team under its learned threshold from going stale between
+// reads, without one: such a team is read seldom (syncPressure), and a level is the
+// last read's estimate, which ages out within a window, plus this gate's counts since,
+// which only a read takes out. Once the last read is a window old, the view is rebuilt
+// from this gate's own counts since it: the fleet's rate (pending × the fleet factor, over
+// the time since) over one window, ageing out at that rate. The fleet factor is kept, as
+// measured by the last read; the next read measures it again (a look at the team's profile
+// reads it every fold period at least). The read time is put just before the window's
+// start, so that the next read measures the fleet's share over the time since, not from an
+// estimate the store never held. It returns e's learned state (nil: none) and its level.
+func (l *Limiter) rebase(e *entry, ns int64, thr int64, lvl float64) (*learned, float64) {
 	ls := l.adapt.of(e)
-	if ls == nil || e.readAt.Load() == 0 || ls.thr.Load() != thr {
+	at := e.readAt.Load()
+	if ls == nil || at == 0 || at&readLocal != 0 || ns-at < l.windowNs || ls.thr.Load() != thr {
+		return ls, lvl
+	}
+	_, _, factor := unpackView(e.estimate.Load())
+	flushed := e.flushed.Load()
+	rate := factor * float64(e.pending()) / float64(ns-at) // the fleet's records per ns
+	from := floorDiv(ns, l.windowNs)*l.windowNs - 1
+	est := rate * float64(l.windowNs)
+	e.estimate.Store(packView(est+rate*float64(ns-from), rate, factor))
+	e.readAt.Store(readStamp(from, false))
+	e.flushed.Add(-flushed)
+	return ls, e.level(ns)
+}
+
+// syncPressure is what the sweep's sync policy (reads, cold writes) goes by for e, whose
+// learned state is ls, threshold thr, level lvl, pressure p and tier tier. A team under its
+// learned threshold is at 1/Factor of it when at its baseline: by its pressure, every team
+// would be read every few windows and written every tick, which would cost the store
+// several times what static thresholds do (BenchmarkAdaptiveCost). What brings a team near
+// its threshold is its level above its baseline, so that is its pressure here: (level −
+// baseline) / (threshold − baseline). A team under a tenth of that (quiet) is synced as an
+// idle team under the sync floor: not read at a cadence, nor for the pending or
+// cold-write shares (of a threshold it is nowhere near), nor for TTL (rebase keeps its view
+// current, and the looks at its profile read it, which keeps its fleet share measured). A
+// team not learned yet goes by its pressure, but under the sync floor it is not read for
+// TTL either: its looks read it. A team never read yet goes by its pressure.
+func (l *Limiter) syncPressure(ls *learned, e *entry, thr int64, lvl, p float64, tier Tier) (sp float64, st Tier, sthr float64, quiet bool) {
+	if ls == nil || e.readAt.Load() == 0 {
 		return p, tier, float64(thr), false
+	}
+	if ls.thr.Load() != thr {
+		return p, tier, float64(thr), p < l.cfg.SyncFloor
 	}
 	base := math.Float64frombits(ls.base.Load())
 	gap := float64(thr) - base
@@ -175,9 +205,8 @@ type SpikeEvent struct {
 // to a new hour's season, tracks spikes, and says whether to look at the profile with this
 // sweep's read of the team, and whether to fetch the count of epoch cur−2 to fold it. The
 // caller holds the entry's shard lock.
-func (l *Limiter) sweepLearned(ns, cur int64, e *entry, thr int64, lvl float64, into *Sweep) (look, fold bool) {
+func (l *Limiter) sweepLearned(ls *learned, ns, cur int64, e *entry, thr int64, lvl float64, into *Sweep) (look, fold bool) {
 	a := l.adapt
-	ls := a.of(e)
 	if ls == nil {
 		return true, a.wantsFold(e)
 	}

@@ -192,6 +192,10 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			// The level counts unsent records as pending: draining them changes neither it
 			// nor whether a read is due.
 			lvl := e.level(ns)
+			var ls *learned
+			if l.adapt != nil {
+				ls, lvl = l.rebase(e, ns, thr, lvl)
+			}
 			p := lvl / fthr
 			tier := TierOf(p)
 			into.Tiers[tier]++
@@ -200,7 +204,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			// its baseline (syncPressure).
 			sp, stier, sthr, quiet := p, tier, fthr, false
 			if l.adapt != nil {
-				sp, stier, sthr, quiet = l.syncPressure(e, thr, lvl, p, tier)
+				sp, stier, sthr, quiet = l.syncPressure(ls, e, thr, lvl, p, tier)
 			}
 			reason, due := rp.due(ns, e.readAt.Load(), sp, stier, e.pending(), sthr)
 			if quiet && reason == ReadTTL {
@@ -221,7 +225,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			}
 			var look, fold bool
 			if l.adapt != nil {
-				look, fold = l.sweepLearned(ns, cur, e, thr, lvl, into)
+				look, fold = l.sweepLearned(ls, ns, cur, e, thr, lvl, into)
 			}
 			if !due && look {
 				due, reason = true, ReadProfile // a look is a read: it keeps the fleet share of a quiet team
