@@ -148,9 +148,12 @@ func (l *Limiter) rebase(e *entry, ns int64, thr int64, lvl float64) (*learned, 
 	}
 	_, _, factor := unpackView(e.estimate.Load())
 	flushed := e.flushed.Load()
-	rate := factor * float64(e.pending()) / float64(ns-at) // the fleet's records per ns
+	pending := e.pending()
+	rate := factor * float64(pending) / float64(ns-at) // the fleet's records per ns
 	from := floorDiv(ns, l.windowNs)*l.windowNs - 1
-	est := rate * float64(l.windowNs)
+	// The level is then rate × window: the estimate holds it less what stays pending (the
+	// records not yet handed to the tick, which the level adds as ever).
+	est := max(rate*float64(l.windowNs)-factor*float64(pending-flushed), 0)
 	e.estimate.Store(packView(est+rate*float64(ns-from), rate, factor))
 	e.readAt.Store(readStamp(from, false))
 	e.flushed.Add(-flushed)
@@ -163,8 +166,10 @@ func (l *Limiter) rebase(e *entry, ns int64, thr int64, lvl float64) (*learned, 
 // would be read every few windows and written every tick, which would cost the store
 // several times what static thresholds do (BenchmarkAdaptiveCost). What brings a team near
 // its threshold is its level above its baseline, so that is its pressure here: (level −
-// baseline) / (threshold − baseline). A team under a tenth of that (quiet) is synced as an
-// idle team under the sync floor: not read at a cadence, nor for the pending or
+// baseline) / (threshold − baseline). A team under half of that is read at the low tier's
+// cadence but not for the pending or cold-write shares (its own noise, a sliding window of
+// a few dozen records for most teams, would read it every few ticks); one under a tenth of
+// it (quiet) is synced as an idle team under the sync floor: not read at a cadence, nor for the pending or
 // cold-write shares (of a threshold it is nowhere near), nor for TTL (rebase keeps its view
 // current, and the looks at its profile read it, which keeps its fleet share measured). A
 // team not learned yet goes by its pressure, but under the sync floor it is not read for
@@ -182,8 +187,13 @@ func (l *Limiter) syncPressure(ls *learned, e *entry, thr int64, lvl, p float64,
 		return p, tier, float64(thr), false
 	}
 	sp = max(lvl-base, 0) / gap
-	if st = TierOf(sp); st == Idle {
+	switch st = TierOf(sp); st {
+	case Idle:
 		return 0, Idle, math.Inf(1), true // under the sync floor: no cadence reads either
+	case Low:
+		// A team's own noise (a sliding window of a few dozen records, for most teams)
+		// puts it here often: its cadence reads it, the pending share does not.
+		return sp, st, math.Inf(1), false
 	}
 	return sp, st, float64(thr), false
 }

@@ -210,7 +210,11 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			if quiet && reason == ReadTTL {
 				due = false // its profile looks read it (sweepLearned)
 			}
-			if cw.drain(h, sp, e.pending()-e.flushed.Load(), sthr, due) {
+			wp := sp // a learned team under half its way to its threshold is written as a cold one
+			if math.IsInf(sthr, 1) {
+				wp = 0
+			}
+			if cw.drain(h, wp, e.pending()-e.flushed.Load(), sthr, due) {
 				var stale int64
 				into.Counts, stale = e.drainUnsent(into.Counts, cur)
 				into.Stale += stale
