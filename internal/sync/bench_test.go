@@ -281,12 +281,8 @@ func steadyCost(b *testing.B, cfg limit.Config, warm, measure int, seeded bool) 
 			b.Fatalf("tick failed: %+v", r)
 		}
 		if s >= warm*60 {
-			if os.Getenv("GATE_BENCH_REASONS") != "" {
+			if os.Getenv("GATE_BENCH_REASONS") != "" { // reads by reason, in the log
 				for _, r := range tk.limits[0].sweep.Reads {
-					if os.Getenv("GATE_BENCH_DEBUG") != "" && r.Reason == limit.ReadPending && rr.reasons[r.Reason]%3000 == 0 {
-						st, _ := l.Snapshot(clk.Now(), r.Team)
-						b.Logf("pending read %s (pressure %.2f): level %.1f base %.1f thr %d (%s) pending %d est %.1f read %v ago share %.2f", r.Team, r.Pressure, st.Level, st.Baseline, st.Threshold, st.Source, st.Pending, st.Estimate, clk.Now().Sub(st.ReadAt), st.FleetShare)
-					}
 					rr.reasons[r.Reason]++
 					if r.Fold {
 						rr.folds++
