@@ -201,3 +201,65 @@ func TestAdaptiveConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveSpikeCapAndDivert: a spike starts when a team whose threshold is its learned
+// one reaches it, and ends: in cap mode when its level is under the release level (0.8 ×
+// the threshold), in divert mode with holds when its hold is released. Its start and end
+// are reported once each, with the threshold and baseline.
+func TestAdaptiveSpikeCapAndDivert(t *testing.T) {
+	for _, mode := range []Mode{Cap, Divert} {
+		t.Run(mode.String(), func(t *testing.T) {
+			l := adaptiveLimiter(t, Config{Mode: mode, DivertHold: 10 * time.Second})
+			now := adaptT0.Add(time.Second)
+			l.CheckAt(now, "t", 1)
+			learn(t, l, now, "t", 100) // 400
+			d := l.CheckAt(now, "t", 600)
+			if d.Threshold != 400 {
+				t.Fatalf("threshold %d, want 400", d.Threshold)
+			}
+			if d = l.CheckAt(now, "t", 1); !d.Limited {
+				t.Fatalf("after 600 records: %+v, want limited", d)
+			}
+			var sw Sweep
+			l.Sweep(now, &sw)
+			if len(sw.Spikes) != 1 || !sw.Spikes[0].Started || sw.Spikes[0].Threshold != 400 || sw.Spikes[0].Baseline != 100 {
+				t.Fatalf("spikes %+v, want one started over 400, baseline 100", sw.Spikes)
+			}
+			if st, _ := l.Snapshot(now, "t"); !st.SpikeSince.Equal(now) {
+				t.Errorf("spike since %v", st.SpikeSince)
+			}
+			// Nothing more is sent: the level ages out; the spike ends once released.
+			var ended time.Time
+			for s := 2; s <= 240 && ended.IsZero(); s++ {
+				at := adaptT0.Add(time.Duration(s) * time.Second)
+				l.Sweep(at, &sw)
+				for i := range sw.Reads { // the store holds the 601 records, in the first window
+					var curr, prev int64
+					switch sw.Reads[i].Epoch - l.Epoch(now) {
+					case 0:
+						curr = 601
+					case 1:
+						prev = 601
+					}
+					l.ApplyRead(&sw.Reads[i], curr, prev, at)
+				}
+				for _, ev := range sw.Spikes {
+					if ev.Started {
+						t.Fatalf("a second start at %v", at.Sub(adaptT0))
+					}
+					ended = at
+					if ev.Since != now || ev.Threshold != 400 {
+						t.Errorf("end event %+v", ev)
+					}
+				}
+			}
+			if ended.IsZero() {
+				t.Fatal("the spike never ended")
+			}
+			if l.adapt.started.Load() != 1 || l.adapt.ended.Load() != 1 || l.adapt.spiking.Load() != 0 {
+				t.Errorf("started %d ended %d spiking %d", l.adapt.started.Load(), l.adapt.ended.Load(), l.adapt.spiking.Load())
+			}
+			t.Logf("%s: spike ended %v after it started", mode, ended.Sub(now))
+		})
+	}
+}
