@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_dropped_counts_total",
 			Help: "Counted records never written to Redis, by reason (stale_epoch, write_cap)."}, []string{"reason"}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_reads_total",
-			Help: "Team reads planned, by reason (first, pending, hot, cadence, ttl, retry: the last read of the team failed)."}, []string{"reason"}),
+			Help: "Team reads planned, by reason (first, pending, hot, cadence, ttl, retry: the last read of the team failed; profile: GATE_THRESHOLD_MODE=adaptive, a look at its learned profile)."}, []string{"reason"}),
 		skippedReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "gate_limiter_reads_skipped_total",
 			Help: "Due reads put off to a later tick because a tick's budget was spent."}),
 		redirects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_redirects_total",
