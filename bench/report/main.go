@@ -260,6 +260,20 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean(benchReadRef, "read_reduction"); ok {
 		out["sync_read_reduction_reference"] = v
 	}
+	// Adaptive thresholds (issue 22): BenchmarkAdaptiveCost, three variants in one run.
+	for variant, key := range map[string]string{"static": "_adaptive_static", "adaptive": "_adaptive", "learned": "_adaptive_learned"} {
+		if v, ok := b.Mean("BenchmarkAdaptiveCost/"+variant, "redis_cpu_s/Mevents"); ok {
+			out["redis_cpu_s_per_million_events"+key] = v
+		}
+	}
+	if st, ok := out["redis_cpu_s_per_million_events_adaptive_static"]; ok && st > 0 {
+		if v, ok := out["redis_cpu_s_per_million_events_adaptive"]; ok {
+			out["redis_cpu_adaptive_vs_static"] = v / st
+		}
+		if v, ok := out["redis_cpu_s_per_million_events_adaptive_learned"]; ok {
+			out["redis_cpu_adaptive_learned_vs_static"] = v / st
+		}
+	}
 	// The fleet's Redis cost: every fleet size's figures, and the gates one core carries
 	// at the largest fleet measured (the least, should they differ).
 	gpc := 0.0
@@ -430,6 +444,11 @@ var rows = []row{
 	{"redis_commands_per_tick_nohold", nil, "the same traffic with divert holds off (GATE_DIVERT_HOLD=0, GATE_DIVERT_RELEASE=1): what the hold flags cost"},
 	{"redis_cpu_s_per_million_events_nohold", nil, "the same, Redis CPU"},
 	{"redis_cpu_vs_baseline", ptr(atMost(0.2)), "redis_cpu_s_per_million_events ÷ its baseline, same run"},
+	{"redis_cpu_s_per_million_events_adaptive_static", nil, "BenchmarkAdaptiveCost/static: the same workload, windows 12-20 of a fresh fleet"},
+	{"redis_cpu_s_per_million_events_adaptive", nil, "GATE_THRESHOLD_MODE=adaptive before any team is learned: the profiles' upkeep alone, same run"},
+	{"redis_cpu_s_per_million_events_adaptive_learned", nil, "adaptive with every team learned from its first fold (min history one window), same run"},
+	{"redis_cpu_adaptive_vs_static", ptr(atMost(1.1)), "redis_cpu_s_per_million_events_adaptive ÷ _adaptive_static"},
+	{"redis_cpu_adaptive_learned_vs_static", ptr(atMost(1.1)), "redis_cpu_s_per_million_events_adaptive_learned ÷ _adaptive_static (issue 22: at most 10% more)"},
 	{"gates_per_redis_core", ptr(atLeast(64)), "gates one Redis core carries at 50% CPU, each at 100k Zipf records/s over 100k teams (BenchmarkFleetRedis, least over 1-64 gates)"},
 	{"gates_per_redis_core_baseline", nil, "the same with the writes as before (one gate)"},
 	{"divert_switches_per_min_swing_n1", ptr(atMost(8)), "divert, 1 gate, 4 partitions, a minute swinging around the limit (1.33 × 3 s, 0.67 × 3 s): topic switches within partitions, summed (BenchmarkDivertSwitches; at most 2 per partition)"},

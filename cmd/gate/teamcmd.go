@@ -87,11 +87,21 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN\tGLOBAL EST.\tEST. AGE\tPENDING\tSHARE\tDIVERTED SINCE\tRELEASE AT")
+	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN\tGLOBAL EST.\tEST. AGE\tPENDING\tSHARE\tDIVERTED SINCE\tRELEASE AT\tBASELINE\tSPIKE SINCE")
 	for _, l := range t.Limits {
 		thr := strconv.FormatInt(l.Threshold, 10)
-		if l.Override {
+		switch {
+		case l.Override:
 			thr += " (override)"
+		case l.ThresholdMode == "adaptive":
+			thr += " (" + l.ThresholdSource + ")" // learned, or static until learned
+		}
+		base, spiking := "-", "-"
+		if l.Baseline != nil {
+			base = strconv.FormatFloat(*l.Baseline, 'f', 0, 64)
+		}
+		if l.SpikeSince != nil {
+			spiking = l.SpikeSince.UTC().Format(time.RFC3339)
 		}
 		age := "never read"
 		if l.EstimateAgeSeconds != nil {
@@ -106,8 +116,8 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 			since = l.DivertedSince.UTC().Format(time.RFC3339)
 			release = "not before " + l.ReleaseAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\t%.0f\t%s\t%d\t%.2f\t%s\t%s\n",
-			l.Window, thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending, l.FleetShare, since, release)
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\t%.0f\t%s\t%d\t%.2f\t%s\t%s\t%s\t%s\n",
+			l.Window, thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending, l.FleetShare, since, release, base, spiking)
 	}
 	return tw.Flush()
 }

@@ -90,6 +90,16 @@ type limitJSON struct {
 	// release level from now on; both null when it is not held.
 	DivertedSince *time.Time `json:"diverted_since"`
 	ReleaseAt     *time.Time `json:"release_at"`
+	// ThresholdMode is GATE_THRESHOLD_MODE for this limit (static or adaptive: the primary
+	// limit only), ThresholdSource where Threshold comes from (static, learned, override).
+	// In adaptive mode, LearnedThreshold is the team's learned threshold and Baseline its
+	// usual volume in this window (both null until learned), SpikeSince when its current
+	// spike started (null: none).
+	ThresholdMode    string     `json:"threshold_mode"`
+	ThresholdSource  string     `json:"threshold_source"`
+	LearnedThreshold *int64     `json:"learned_threshold,omitempty"`
+	Baseline         *float64   `json:"baseline,omitempty"`
+	SpikeSince       *time.Time `json:"spike_since,omitempty"`
 }
 
 // view is team s's entry: s is its state in the primary limit, the others are looked up.
@@ -119,6 +129,19 @@ func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) limitJSON {
 		Limited:           s.Limited,
 		SecondsUntilUnder: s.UnderIn.Seconds(),
 		FleetShare:        s.FleetShare,
+		ThresholdMode:     "static",
+		ThresholdSource:   s.Source.String(),
+	}
+	if s.Adaptive {
+		l.ThresholdMode = "adaptive"
+		if s.Learned > 0 {
+			lt, b := s.Learned, s.Baseline
+			l.LearnedThreshold, l.Baseline = &lt, &b
+		}
+		if !s.SpikeSince.IsZero() {
+			since := s.SpikeSince.UTC()
+			l.SpikeSince = &since
+		}
 	}
 	if !s.HeldSince.IsZero() {
 		since, rel := s.HeldSince.UTC(), s.ReleaseAt.UTC()

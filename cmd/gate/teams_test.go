@@ -15,6 +15,7 @@ import (
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/spike"
 )
 
 func TestTeamAPI(t *testing.T) {
@@ -177,5 +178,62 @@ func TestTeamCommand(t *testing.T) {
 	}
 	if _, err := do(nil, "-addr", closedPort(t), "whale"); err == nil || !strings.Contains(err.Error(), "asking the gate at") {
 		t.Errorf("no gate: %v", err)
+	}
+}
+
+// TestTeamAPIAdaptive: in adaptive mode the team view says where the threshold comes from,
+// the learned threshold and baseline, and since when the team is in a spike; `gate team`
+// shows them.
+func TestTeamAPIAdaptive(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_800_000_000-1_800_000_000%3600, 0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1_000_000, Adaptive: &spike.Config{}}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.CheckAt(t0, "steady", 1)
+	lim.CheckAt(t0, "fresh", 1)
+	var sw limit.Sweep
+	lim.Sweep(t0, &sw)
+	for i := range sw.Reads {
+		if r := &sw.Reads[i]; r.Team == "steady" {
+			// A day of history at 50 a window, folded up to the window before: not due.
+			p := spike.Profile{Epoch: r.Epoch - 1, Windows: 1440, Level: 50}
+			lim.ApplyProfile(r, p, true, 0, t0)
+		}
+	}
+	lim.CheckAt(t0, "steady", 300) // over 4 × 50
+	lim.Sweep(t0, &sw)
+	if len(sw.Spikes) != 1 || sw.Spikes[0].Team != "steady" || sw.Spikes[0].Threshold != 200 {
+		t.Fatalf("spikes %+v, want steady's over 200", sw.Spikes)
+	}
+	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{lim: lim})
+	get := func(team string) limitJSON {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/"+team, nil))
+		var v teamJSON
+		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || len(v.Limits) != 1 {
+			t.Fatalf("GET %s: %v\n%s", team, err, rec.Body)
+		}
+		return v.Limits[0]
+	}
+	s := get("steady")
+	if s.ThresholdMode != "adaptive" || s.ThresholdSource != "learned" || s.Threshold != 200 || s.LearnedThreshold == nil || *s.LearnedThreshold != 200 ||
+		s.Baseline == nil || *s.Baseline != 50 || s.SpikeSince == nil || !s.SpikeSince.Equal(t0) {
+		t.Errorf("steady: %+v", s)
+	}
+	if f := get("fresh"); f.ThresholdMode != "adaptive" || f.ThresholdSource != "static" || f.Threshold != 1_000_000 || f.Baseline != nil || f.SpikeSince != nil {
+		t.Errorf("fresh (no history yet): %+v", f)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	var out, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"team", "-addr", strings.TrimPrefix(srv.URL, "http://"), "steady"}, testHost(nil), &out, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"BASELINE", "SPIKE SINCE", "200 (learned)", t0.UTC().Format(time.RFC3339)} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("gate team output lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -995,3 +995,22 @@ func TestReleasesDoNotCollide(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveThresholdEnv: limit.thresholdMode and limit.adaptive map to the gate's
+// GATE_THRESHOLD_MODE and GATE_ADAPTIVE_* (static and the gate's defaults unless set).
+func TestAdaptiveThresholdEnv(t *testing.T) {
+	for file, want := range map[string]map[string]string{
+		"defaults.yaml": {"GATE_THRESHOLD_MODE": "static", "GATE_ADAPTIVE_FACTOR": "4", "GATE_ADAPTIVE_FLOOR": "100",
+			"GATE_ADAPTIVE_CEILING": "0", "GATE_ADAPTIVE_HALF_LIFE": "3h", "GATE_ADAPTIVE_MIN_HISTORY": "24h"},
+		"redis-cluster.yaml": {"GATE_THRESHOLD_MODE": "adaptive", "GATE_ADAPTIVE_FACTOR": "5", "GATE_ADAPTIVE_FLOOR": "50",
+			"GATE_ADAPTIVE_CEILING": "2000000", "GATE_ADAPTIVE_HALF_LIFE": "6h", "GATE_ADAPTIVE_MIN_HISTORY": "48h"},
+	} {
+		d := renderDeployment(t, readValues(t, filepath.Join("testdata", file)), capabilities())
+		env := envOf(d.Spec.Template.Spec.Containers[0])
+		for k, v := range want {
+			if got := env[k].Value; got != v {
+				t.Errorf("%s: %s=%q, want %q", file, k, got, v)
+			}
+		}
+	}
+}

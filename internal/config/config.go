@@ -40,6 +40,7 @@ import (
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/spike"
 	gatesync "github.com/capturegate/gate/internal/sync"
 	"github.com/capturegate/gate/internal/tlsreload"
 )
@@ -99,14 +100,20 @@ type Config struct {
 	TransactionTimeout    time.Duration   `envconfig:"TRANSACTION_TIMEOUT" default:"90s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, longer than GATE_KAFKA_REBALANCE_TIMEOUT and GATE_KAFKA_SESSION_TIMEOUT (a transaction's end waits out a rebalance, which waits out a dead member's session) and at most the brokers' transaction.max.timeout.ms (default 90s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
 
 	// The limiter (internal/limit).
-	LimitMode        limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
-	DivertHold       divertHold    `envconfig:"DIVERT_HOLD" default:"" desc:"In divert mode, how long a team that reached its threshold stays diverted once its level is back under GATE_DIVERT_RELEASE of it, on every gate (a held team's flag is shared through Redis in the tick's own commands), or 0 for no hold; one GATE_WINDOW when unset (default none). A team swinging around its limit then stays in the overflow topic instead of switching on every crossing, which reorders its events downstream, and a longer hold keeps a team that calmed down in the slower overflow pipeline longer. Not supported with GATE_CLOCK=event (set 0 or leave unset: nothing is held); ignored in cap mode."`
-	DivertRelease    float64       `envconfig:"DIVERT_RELEASE" default:"0.8" desc:"In divert mode, the share of its threshold a held team's level must stay under for GATE_DIVERT_HOLD before it is released, above 0 and at most 1 (default 0.8); 1 with GATE_DIVERT_HOLD=0 is the divert of 0.1.0, switching the moment the level crosses the threshold either way, and lower keeps a team just under its limit diverted. Ignored in cap mode and with GATE_CLOCK=event."`
-	Window           time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s); a longer window smooths bursts but remembers an overrun for longer."`
-	Threshold        int64         `envconfig:"THRESHOLD" default:"1000000" desc:"Events per window a team may send across the whole fleet before it is limited, for teams without an override (default 1000000); lower protects downstream sooner, higher lets bigger bursts through."`
-	Limits           limitList     `envconfig:"LIMITS" default:"" desc:"Several limits per team, as comma-separated window:threshold pairs such as 1m:1000000,1h:20000000 (default none), GATE_WINDOW and GATE_THRESHOLD being the one limit without it; the first pair is the primary limit, in place of GATE_WINDOW and GATE_THRESHOLD (which must then be unset), keyed {prefix}:{team}:{epoch} as ever, and each further one, a whole number of seconds longer than GATE_TICK_INTERVAL and distinct from the others, has its own keys {prefix}:w{seconds}:{team}:{epoch}; a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's primary threshold and scales each further limit by the same factor, rounded, at least 1."`
-	Overrides        overrideList  `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is the base the live overrides (GATE_OVERRIDES_REFRESH) are laid over; its length costs nothing per record."`
-	OverridesRefresh time.Duration `envconfig:"OVERRIDES_REFRESH" default:"60s" desc:"How often every gate reads the live per-team limits from the hash {prefix}:overrides in the first Redis instance, managed with gate overrides set/delete (default 60s); the live set is laid over GATE_OVERRIDES (a team in it takes its live limit, one deleted from it falls back to GATE_OVERRIDES or GATE_THRESHOLD), and a Redis error or a missing hash keeps the current limits."`
+	LimitMode          limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
+	DivertHold         divertHold    `envconfig:"DIVERT_HOLD" default:"" desc:"In divert mode, how long a team that reached its threshold stays diverted once its level is back under GATE_DIVERT_RELEASE of it, on every gate (a held team's flag is shared through Redis in the tick's own commands), or 0 for no hold; one GATE_WINDOW when unset (default none). A team swinging around its limit then stays in the overflow topic instead of switching on every crossing, which reorders its events downstream, and a longer hold keeps a team that calmed down in the slower overflow pipeline longer. Not supported with GATE_CLOCK=event (set 0 or leave unset: nothing is held); ignored in cap mode."`
+	DivertRelease      float64       `envconfig:"DIVERT_RELEASE" default:"0.8" desc:"In divert mode, the share of its threshold a held team's level must stay under for GATE_DIVERT_HOLD before it is released, above 0 and at most 1 (default 0.8); 1 with GATE_DIVERT_HOLD=0 is the divert of 0.1.0, switching the moment the level crosses the threshold either way, and lower keeps a team just under its limit diverted. Ignored in cap mode and with GATE_CLOCK=event."`
+	Window             time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s); a longer window smooths bursts but remembers an overrun for longer."`
+	Threshold          int64         `envconfig:"THRESHOLD" default:"1000000" desc:"Events per window a team may send across the whole fleet before it is limited, for teams without an override (default 1000000); lower protects downstream sooner, higher lets bigger bursts through."`
+	ThresholdMode      thresholdMode `envconfig:"THRESHOLD_MODE" default:"static" desc:"How a team's threshold is set: static (GATE_THRESHOLD, or its override) or adaptive (learned from the team's own history: clamp(GATE_ADAPTIVE_FACTOR x its usual volume per window at that hour of the day, GATE_ADAPTIVE_FLOOR, GATE_ADAPTIVE_CEILING), shared by the fleet through Redis, once it has GATE_ADAPTIVE_MIN_HISTORY of history; GATE_THRESHOLD until then) (default static); an override still wins, adaptive needs a GATE_WINDOW that divides an hour and the wall clock, and with GATE_LIMITS it applies to the primary limit only. Adaptive catches a team sending far more than it usually does, whatever its size, for a profile of 64 bytes per team in Redis and a few more keys in the tick's reads."`
+	AdaptiveFactor     float64       `envconfig:"ADAPTIVE_FACTOR" default:"4" desc:"With GATE_THRESHOLD_MODE=adaptive, a team's threshold as a multiple of its usual volume, above 1.5 (default 4); lower catches smaller spikes and diverts more of a team's own noise, higher lets spikes under it through."`
+	AdaptiveFloor      int64         `envconfig:"ADAPTIVE_FLOOR" default:"100" desc:"With GATE_THRESHOLD_MODE=adaptive, the lowest learned threshold per window (default 100), so that a small team's noise (a few events a window, often none) is no spike; higher spares more small teams, lower protects against them sooner."`
+	AdaptiveCeiling    int64         `envconfig:"ADAPTIVE_CEILING" default:"0" desc:"With GATE_THRESHOLD_MODE=adaptive, the highest learned threshold per window, 0 for none or at least GATE_ADAPTIVE_FLOOR (default 0); it bounds what a very large team may send, as GATE_THRESHOLD does in static mode."`
+	AdaptiveHalfLife   time.Duration `envconfig:"ADAPTIVE_HALF_LIFE" default:"3h" desc:"With GATE_THRESHOLD_MODE=adaptive, how fast a team's learned level follows its volume: a change is half learned after this long, at least GATE_WINDOW (default 3h); shorter follows growth sooner and lets a slow-rising spike be learned, longer holds a baseline through a long quiet spell."`
+	AdaptiveMinHistory time.Duration `envconfig:"ADAPTIVE_MIN_HISTORY" default:"24h" desc:"With GATE_THRESHOLD_MODE=adaptive, how much history a team needs before its threshold is learned, GATE_THRESHOLD applying until then, at least GATE_WINDOW (default 24h: one whole daily cycle, so that a team's evening peak is known before it can be taken for a spike)."`
+	Limits             limitList     `envconfig:"LIMITS" default:"" desc:"Several limits per team, as comma-separated window:threshold pairs such as 1m:1000000,1h:20000000 (default none), GATE_WINDOW and GATE_THRESHOLD being the one limit without it; the first pair is the primary limit, in place of GATE_WINDOW and GATE_THRESHOLD (which must then be unset), keyed {prefix}:{team}:{epoch} as ever, and each further one, a whole number of seconds longer than GATE_TICK_INTERVAL and distinct from the others, has its own keys {prefix}:w{seconds}:{team}:{epoch}; a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's primary threshold and scales each further limit by the same factor, rounded, at least 1."`
+	Overrides          overrideList  `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is the base the live overrides (GATE_OVERRIDES_REFRESH) are laid over; its length costs nothing per record."`
+	OverridesRefresh   time.Duration `envconfig:"OVERRIDES_REFRESH" default:"60s" desc:"How often every gate reads the live per-team limits from the hash {prefix}:overrides in the first Redis instance, managed with gate overrides set/delete (default 60s); the live set is laid over GATE_OVERRIDES (a team in it takes its live limit, one deleted from it falls back to GATE_OVERRIDES or GATE_THRESHOLD), and a Redis error or a missing hash keeps the current limits."`
 
 	// The live overrides' size (internal/overrides).
 	OverridesMaxEntries int `envconfig:"OVERRIDES_MAX_ENTRIES" default:"1000000" desc:"Most teams the live overrides hash may hold (default 1000000): a larger one is not read, every gate keeping the limits in force and counting gate_overrides_refresh_errors_total{cause=too_large}, and gate overrides list refusing it too; a million teams take each gate about a second to read, in commands of about a millisecond each, and a few hundred MB of memory."`
@@ -309,6 +316,7 @@ func (c Config) validate(between bool) Problems {
 	if c.DivertRelease <= 0 || c.DivertRelease > 1 {
 		bad("DIVERT_RELEASE", "a share above 0 and at most 1 such as 0.8")
 	}
+	p = append(p, c.validateAdaptive(bad)...)
 	if c.ColdWriteInterval < 0 || c.ColdWriteInterval > c.Window {
 		bad("COLD_WRITE_INTERVAL", fmt.Sprintf("a duration above 0 and at most the window (%s), such as 30s", c.Window))
 	}
@@ -523,6 +531,7 @@ func (c Config) LimitConfig() limit.Config {
 		IdleTimeout:       c.CacheIdleTimeout,
 		Clock:             c.Clock.Clock,
 		MaxEventAge:       c.MaxEventAge,
+		Adaptive:          c.adaptive(),
 	}
 }
 
@@ -548,6 +557,7 @@ func (c Config) ExtraLimitConfigs() []limit.Config {
 		lc := c.LimitConfig()
 		lc.Window, lc.Threshold = e.Window, e.Threshold
 		lc.Overrides = overrides.Scale(lc.Overrides, c.LimitFactor(i))
+		lc.Adaptive = nil // adaptive thresholds are the primary limit's only
 		out[i] = lc
 	}
 	return out
@@ -1103,6 +1113,70 @@ func (c Config) divertRelease() float64 {
 		return 1
 	}
 	return c.DivertRelease
+}
+
+// validateAdaptive checks the GATE_ADAPTIVE_* values, whatever the mode (a bad value is
+// bad before it is used), and what adaptive mode needs of the rest.
+func (c Config) validateAdaptive(bad func(key, want string)) Problems {
+	if !(c.AdaptiveFactor > spike.DefaultClip) || c.AdaptiveFactor > 1000 {
+		bad("ADAPTIVE_FACTOR", "a number above 1.5 and at most 1000 such as 4")
+	}
+	if c.AdaptiveFloor < 1 || c.AdaptiveFloor > limit.MaxThreshold {
+		bad("ADAPTIVE_FLOOR", fmt.Sprintf("a whole number from 1 to %d such as 100", int64(limit.MaxThreshold)))
+	}
+	if c.AdaptiveCeiling != 0 && (c.AdaptiveCeiling < c.AdaptiveFloor || c.AdaptiveCeiling > limit.MaxThreshold) {
+		bad("ADAPTIVE_CEILING", fmt.Sprintf("0 for none, or a whole number from GATE_ADAPTIVE_FLOOR (%d) to %d", c.AdaptiveFloor, int64(limit.MaxThreshold)))
+	}
+	if c.AdaptiveHalfLife < c.Window {
+		bad("ADAPTIVE_HALF_LIFE", fmt.Sprintf("a duration of at least GATE_WINDOW (%s) such as 3h", c.Window))
+	}
+	if c.AdaptiveMinHistory < c.Window {
+		bad("ADAPTIVE_MIN_HISTORY", fmt.Sprintf("a duration of at least GATE_WINDOW (%s) such as 24h", c.Window))
+	}
+	if c.ThresholdMode != adaptiveMode {
+		return nil
+	}
+	switch {
+	case c.Window > time.Hour || time.Hour%c.Window != 0:
+		bad("THRESHOLD_MODE", fmt.Sprintf("static unless GATE_WINDOW (%s) divides an hour, such as 60s (adaptive learns per hour of the day)", c.Window))
+	case c.Clock.Clock == limit.EventClock:
+		bad("THRESHOLD_MODE", "static with GATE_CLOCK=event (learned thresholds are kept under the wall clock only)")
+	}
+	return nil
+}
+
+// adaptive is the learner's configuration in adaptive mode, nil in static mode.
+func (c Config) adaptive() *spike.Config {
+	if c.ThresholdMode != adaptiveMode {
+		return nil
+	}
+	return &spike.Config{
+		Window:        c.Window,
+		Factor:        c.AdaptiveFactor,
+		Floor:         float64(c.AdaptiveFloor),
+		Ceiling:       float64(c.AdaptiveCeiling),
+		LevelHalfLife: c.AdaptiveHalfLife,
+		MinHistory:    c.AdaptiveMinHistory,
+	}
+}
+
+// thresholdMode is GATE_THRESHOLD_MODE.
+type thresholdMode string
+
+const (
+	staticMode   thresholdMode = "static"
+	adaptiveMode thresholdMode = "adaptive"
+)
+
+func (thresholdMode) want() string { return "static or adaptive" }
+
+func (m *thresholdMode) Decode(text string) error {
+	switch s := thresholdMode(strings.ToLower(strings.TrimSpace(text))); s {
+	case staticMode, adaptiveMode:
+		*m = s
+		return nil
+	}
+	return fmt.Errorf("unknown threshold mode %q", text)
 }
 
 // divertHold is GATE_DIVERT_HOLD: unset (one window), 0 (no hold) or a duration.

@@ -22,6 +22,7 @@ import (
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/spike"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
@@ -96,6 +97,11 @@ func TestLoadConfigDefaults(t *testing.T) {
 		DivertRelease:         0.8,
 		Window:                60 * time.Second,
 		Threshold:             1_000_000,
+		ThresholdMode:         "static",
+		AdaptiveFactor:        spike.DefaultFactor,
+		AdaptiveFloor:         spike.DefaultFloor,
+		AdaptiveHalfLife:      spike.DefaultLevelHalfLife,
+		AdaptiveMinHistory:    spike.DefaultMinHistory,
 		Limits:                nil,
 		SyncInterval:          15 * time.Second,
 		OverridesRefresh:      time.Minute,
@@ -261,6 +267,28 @@ func TestLoadConfigValid(t *testing.T) {
 				t.Errorf("hold %s release %g, want 90s and 0.5", lc.DivertHold, lc.DivertRelease)
 			}
 		}},
+		{"threshold mode static: no learner", map[string]string{}, func(t *testing.T, c Config) {
+			if lc := c.LimitConfig(); lc.Adaptive != nil {
+				t.Errorf("static mode: adaptive %+v", *lc.Adaptive)
+			}
+		}},
+		{"threshold mode adaptive", map[string]string{"GATE_THRESHOLD_MODE": "Adaptive", "GATE_ADAPTIVE_FACTOR": "5", "GATE_ADAPTIVE_FLOOR": "50",
+			"GATE_ADAPTIVE_CEILING": "500000", "GATE_ADAPTIVE_HALF_LIFE": "6h", "GATE_ADAPTIVE_MIN_HISTORY": "48h",
+			"GATE_LIMITS": "1m:1000,1h:20000"}, func(t *testing.T, c Config) {
+			a := c.LimitConfig().Adaptive
+			want := spike.Config{Window: time.Minute, Factor: 5, Floor: 50, Ceiling: 500_000, LevelHalfLife: 6 * time.Hour, MinHistory: 48 * time.Hour}
+			if a == nil || *a != want {
+				t.Fatalf("adaptive %+v, want %+v", a, want)
+			}
+			if _, err := limit.New(c.LimitConfig(), nil, nil); err != nil {
+				t.Errorf("the limiter refuses it: %v", err)
+			}
+			for i, lc := range c.ExtraLimitConfigs() {
+				if lc.Adaptive != nil {
+					t.Errorf("GATE_LIMITS entry %d is adaptive: the primary limit only is", i+1)
+				}
+			}
+		}},
 		{"hot every tick off", map[string]string{"GATE_HOT_EVERY_TICK": "false"}, func(t *testing.T, c Config) {
 			if c.HotEveryTick || *c.LimitConfig().HotEveryTick {
 				t.Error("hot every tick still on")
@@ -413,6 +441,21 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_DIVERT_HOLD", value: "-1s", want: "0 or more"},
 		{key: "GATE_DIVERT_HOLD", value: "soon", want: "want a duration such as 60s, or 0 for no hold"},
 		{key: "GATE_DIVERT_HOLD", value: "30s", want: "0 or unset with GATE_CLOCK=event", env: map[string]string{"GATE_CLOCK": "event"}},
+		{key: "GATE_THRESHOLD_MODE", value: "learned", want: "want static or adaptive"},
+		{key: "GATE_THRESHOLD_MODE", value: "adaptive", want: "divides an hour", env: map[string]string{"GATE_WINDOW": "7m"}},
+		{key: "GATE_THRESHOLD_MODE", value: "adaptive", want: "divides an hour", env: map[string]string{"GATE_WINDOW": "2h", "GATE_COLD_WRITE_INTERVAL": "1m"}},
+		{key: "GATE_THRESHOLD_MODE", value: "adaptive", want: "static with GATE_CLOCK=event", env: map[string]string{"GATE_CLOCK": "event"}},
+		{key: "GATE_ADAPTIVE_FACTOR", value: "1.5", want: "above 1.5"},
+		{key: "GATE_ADAPTIVE_FACTOR", value: "NaN", want: "want a number"},
+		{key: "GATE_ADAPTIVE_FACTOR", value: "1e9", want: "at most 1000"},
+		{key: "GATE_ADAPTIVE_FACTOR", value: "four", want: "want a number"},
+		{key: "GATE_ADAPTIVE_FLOOR", value: "0", want: "from 1 to"},
+		{key: "GATE_ADAPTIVE_FLOOR", value: "10.5", want: "whole number"},
+		{key: "GATE_ADAPTIVE_CEILING", value: "50", want: "from GATE_ADAPTIVE_FLOOR (100)"},
+		{key: "GATE_ADAPTIVE_CEILING", value: "-1", want: "0 for none"},
+		{key: "GATE_ADAPTIVE_HALF_LIFE", value: "10s", want: "at least GATE_WINDOW (1m0s)"},
+		{key: "GATE_ADAPTIVE_HALF_LIFE", value: "soon", want: "duration"},
+		{key: "GATE_ADAPTIVE_MIN_HISTORY", value: "0s", want: "at least GATE_WINDOW"},
 		{key: "GATE_DIVERT_RELEASE", value: "0", want: "above 0 and at most 1"},
 		{key: "GATE_DIVERT_RELEASE", value: "1.5", want: "above 0 and at most 1"},
 		{key: "GATE_COLD_WRITE_INTERVAL", value: "2m", want: "at most the window"},

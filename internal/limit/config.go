@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/capturegate/gate/internal/spike"
 )
 
 // Mode says which records count toward a team's window.
@@ -180,6 +182,14 @@ type Config struct {
 	DivertHold    time.Duration
 	DivertRelease float64
 
+	// Adaptive, when set, learns each team's threshold from its own history (internal/spike,
+	// adaptive.go): clamp(Factor × baseline, Floor, Ceiling) once the team has MinHistory
+	// of it, shared by the fleet through the store. Precedence: an override, then the
+	// learned threshold, then Threshold (a team with too little history). nil: static, the
+	// check unchanged. Its Window is this Config's (zero) and must divide an hour; the wall
+	// clock only.
+	Adaptive *spike.Config
+
 	// Capacity bounds how many teams are cached. Default 300,000.
 	Capacity int
 	// TTL is the longest a cached team's global view may go unread: past it, the team is
@@ -332,6 +342,22 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Clock == EventClock && (c.DivertHold > 0 || c.DivertRelease < 1) {
 		errs = append(errs, fmt.Errorf("divert hold %s, release %g: not supported with the event clock (hold < 0 and release 1 only)", c.DivertHold, c.DivertRelease))
+	}
+	if c.Adaptive != nil {
+		a := *c.Adaptive
+		if a.Window == 0 {
+			a.Window = c.Window
+		}
+		switch a, err := a.WithDefaults(); {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("adaptive thresholds: %w", err))
+		case a.Window != c.Window:
+			errs = append(errs, fmt.Errorf("adaptive thresholds: window %s, limiter's %s: must be the same", a.Window, c.Window))
+		case c.Clock == EventClock:
+			errs = append(errs, errors.New("adaptive thresholds: not supported with the event clock"))
+		default:
+			c.Adaptive = &a
+		}
 	}
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("capacity %d: must be at least 1", c.Capacity))

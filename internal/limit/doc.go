@@ -23,6 +23,11 @@
 //     expired by the sweep.
 //   - Threshold overrides are swapped atomically: a check sees either the old set or the new
 //     one, never a mix.
+//   - With Config.Adaptive, a team's threshold is its override, else its learned threshold
+//     (from its profile, as the tick hands it to ApplyProfile), else the default; the check
+//     reads it from the same word and is unchanged. Gates holding the same profile derive the
+//     same threshold. The learned state is bounded per team (a 64-byte profile and a few
+//     words) and freed with the team's entry. Without it nothing of it runs.
 //   - A read that failed is not counted as made: the team's view is rebuilt from local
 //     counts (ApplyLocal), which drain at threshold / window with share 1 (this gate's own
 //     traffic only), so the check fails open, and the team is due

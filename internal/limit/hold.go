@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,7 +122,7 @@ func (l *Limiter) sweepHold(ns int64, e *entry, thr int64, lvl float64, into *Sw
 		// thr below, an override raised meanwhile releases it as it would a tracked hold.
 		held := thr
 		if o := h.prevOverrides; o != nil {
-			held, _ = o.threshold(team, l.cfg.Threshold)
+			held, _ = l.effective(o, e) // a learned threshold as it is now: it moves only with the tick
 		}
 		st = &hold{since: ns, lastOver: ns, thr: held}
 		h.teams[strings.Clone(team)] = st // team aliases the entry
@@ -178,7 +179,7 @@ func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
 	h := l.holds
 	e := r.e
 	thr := l.threshold(e)
-	if !h.fleet || f.Threshold != thr {
+	if !h.fleet || !l.sameHoldThreshold(e, f.Threshold, thr) {
 		return
 	}
 	since, last := f.Since.UnixNano(), f.LastOver.UnixNano()
@@ -199,6 +200,22 @@ func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
 	st.lastOver = max(st.lastOver, last)
 	// The team may have been held on an entry since evicted and made again: hold this one.
 	setHeld(e)
+}
+
+// sameHoldThreshold reports whether a hold flag set under threshold flag applies to e,
+// whose threshold here is thr: the same, or both learned and within spikeFlagSlack of each
+// other (gates take up a new fold a window apart at most).
+func (l *Limiter) sameHoldThreshold(e *entry, flag, thr int64) bool {
+	if flag == thr {
+		return true
+	}
+	if l.adapt == nil {
+		return false
+	}
+	if _, src := l.effective(l.overrides.Load(), e); src != SourceLearned {
+		return false
+	}
+	return math.Abs(float64(flag-thr)) <= spikeFlagSlack*float64(thr)
 }
 
 // HoldsShared reports whether holds are shared through the store: the tick then writes

@@ -53,6 +53,7 @@ type Limiter struct {
 	overrides atomic.Pointer[overrides]
 	ovrMu     sync.Mutex // serialises SetOverrides
 	holds     *holds     // teams held in overflow (hold.go)
+	adapt     *adaptive  // learned thresholds (adaptive.go); nil in static mode
 
 	// EventClock only (ring is nil otherwise): one cache per window, in a ring indexed by
 	// epoch modulo its length, which covers every window MaxEventAge reaches, and what
@@ -177,6 +178,9 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 	l.invWindow = 1 / float64(l.windowNs)
 	l.holds = newHolds(cfg)
 	l.holdsOn = l.holds.on
+	if cfg.Adaptive != nil {
+		l.adapt = newAdaptive(*cfg.Adaptive)
+	}
 	for i := range l.shards {
 		l.shards[i].idx.init()
 	}
@@ -370,6 +374,9 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 	sh.idx.remove(vh, victim)
 	l.count.Add(-1)
 	sh.evicted.Add(1)
+	if l.adapt != nil {
+		l.forgetLearned(victim, ns, nil)
+	}
 	if tbl != nil {
 		tbl.count.Add(-1)
 		if n := victim.evDrain(); n > 0 {
@@ -408,7 +415,7 @@ func (l *Limiter) thresholdWord(e *entry) (int64, uint64) {
 }
 
 func (l *Limiter) refreshThreshold(e *entry, o *overrides) (int64, uint64) {
-	t, _ := o.threshold(e.team(), l.cfg.Threshold)
+	t, _ := l.effective(o, e) // override, learned, default
 	for {
 		v := e.thr.Load()
 		nv := o.gen<<genShift | v&(tierMask<<tierShift|heldBit) | uint64(t) // keeps the tier and hold
@@ -452,9 +459,18 @@ func (l *Limiter) SetOverrides(m map[string]int64) error {
 // Overrides returns a copy of the current per-team thresholds.
 func (l *Limiter) Overrides() map[string]int64 { return maps.Clone(l.overrides.Load().m) }
 
-// Threshold returns team's threshold: its override, or the default.
+// Threshold returns team's threshold: its override, else (Config.Adaptive) its learned
+// threshold while it is cached here, else the default.
 func (l *Limiter) Threshold(team string) int64 {
-	t, _ := l.overrides.Load().threshold(team, l.cfg.Threshold)
+	o := l.overrides.Load()
+	t, ok := o.threshold(team, l.cfg.Threshold)
+	if ok || l.adapt == nil {
+		return t
+	}
+	h := maphash.String(l.seed, team)
+	if e, _, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, team); e != nil {
+		t, _ = l.effective(o, e)
+	}
 	return t
 }
 

@@ -18,6 +18,9 @@ type collector struct {
 	starts      *prometheus.Desc
 	releases    *prometheus.Desc
 	held        *prometheus.Desc
+	spikeStarts *prometheus.Desc
+	spikeEnds   *prometheus.Desc
+	spiking     *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -45,11 +48,17 @@ func newCollector(l *Limiter) *collector {
 			"Holds ended, by reason: calm (under the release level for the hold), raised (its threshold raised above its level), gone (the team left the cache).", []string{"reason"}, nil),
 		held: prometheus.NewDesc("gate_limiter_divert_held_teams",
 			"Teams held in overflow on this gate.", nil, nil),
+		spikeStarts: prometheus.NewDesc("gate_limiter_spikes_started_total",
+			"GATE_THRESHOLD_MODE=adaptive: spikes started on this gate (a team reached its learned threshold).", nil, nil),
+		spikeEnds: prometheus.NewDesc("gate_limiter_spikes_ended_total",
+			"GATE_THRESHOLD_MODE=adaptive: spikes ended on this gate (the team released, or under the release level without holds; or it left the cache).", nil, nil),
+		spiking: prometheus.NewDesc("gate_limiter_spiking_teams",
+			"GATE_THRESHOLD_MODE=adaptive: teams in a spike on this gate.", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held} {
+	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held, c.spikeStarts, c.spikeEnds, c.spiking} {
 		ch <- d
 	}
 }
@@ -123,6 +132,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.releases, h.releasedRaised.Load(), "raised")
 	counter(c.releases, h.releasedGone.Load(), "gone")
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(h.count()))
+	if a := l.adapt; a != nil {
+		counter(c.spikeStarts, a.started.Load())
+		counter(c.spikeEnds, a.ended.Load())
+		ch <- prometheus.MustNewConstMetric(c.spiking, prometheus.GaugeValue, float64(a.spiking.Load()))
+	}
 	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(l.Len()))
 	for t := range numTiers {
 		ch <- prometheus.MustNewConstMetric(c.tiers, prometheus.GaugeValue, float64(l.swept.tiers[t].Load()), t.String())

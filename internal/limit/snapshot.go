@@ -41,6 +41,15 @@ type TeamState struct {
 	// later each tick.
 	HeldSince time.Time
 	ReleaseAt time.Time
+	// Adaptive thresholds (Config.Adaptive): Adaptive is set in that mode; Source is where
+	// Threshold comes from (static: too little history yet, or not looked up yet);
+	// Learned is the learned threshold (0: none yet), Baseline the team's usual volume in
+	// this window (0: none yet), SpikeSince when its current spike started (zero: none).
+	Adaptive   bool
+	Source     Source
+	Learned    int64
+	Baseline   float64
+	SpikeSince time.Time
 }
 
 // Pressure is Level / Threshold.
@@ -106,7 +115,8 @@ func (l *Limiter) Top(now time.Time, n int) []TeamState {
 func (l *Limiter) state(now time.Time, e *entry) TeamState {
 	ns := now.UnixNano()
 	team := e.team()
-	thr, ok := l.overrides.Load().threshold(team, l.cfg.Threshold)
+	thr, src := l.effective(l.overrides.Load(), e)
+	ok := src == SourceOverride
 	fthr := float64(thr)
 	leak := fthr * l.invWindow // per ns
 	lvl := e.level(ns, l.readFloor.Load())
@@ -125,6 +135,16 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 	if at := e.readAt.Load(); at != 0 {
 		s.ReadAt = time.Unix(0, readTime(at))
 		s.FleetShare = 1 / factor
+	}
+	if l.adapt != nil {
+		s.Adaptive, s.Source = true, src
+		if ls := l.adapt.of(e); ls != nil {
+			s.Learned = ls.thr.Load()
+			s.Baseline = math.Float64frombits(ls.base.Load())
+			if since := ls.since.Load(); since != 0 {
+				s.SpikeSince = time.Unix(0, since)
+			}
+		}
 	}
 	if since, rel, ok := l.holdState(team); ok {
 		s.HeldSince, s.ReleaseAt, s.Limited = since, rel, true

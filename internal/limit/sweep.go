@@ -24,10 +24,11 @@ const (
 	ReadCadence                   // its tier's interval has passed
 	ReadTTL                       // its view is older than TTL
 	ReadRetry                     // its last read failed (ApplyLocal): due until one succeeds
+	ReadProfile                   // its learned profile is due for a look (Config.Adaptive)
 	numReadReasons
 )
 
-var readReasonNames = [numReadReasons]string{"first", "pending", "hot", "cadence", "ttl", "retry"}
+var readReasonNames = [numReadReasons]string{"first", "pending", "hot", "cadence", "ttl", "retry", "profile"}
 
 // String returns the reason's name as used in metrics.
 func (r ReadReason) String() string {
@@ -56,6 +57,10 @@ type Read struct {
 	// gate's records since, scaled by its fleet factor, stand for. Otherwise each other
 	// gate's last write is on average half a tick old (fleetFactor's unseen part).
 	Fresh bool
+	// Profile asks the tick to fetch the team's learned profile with the read and hand it
+	// to ApplyProfile (Config.Adaptive); Fold to fetch its shared count of Epoch−2 too, as
+	// this gate may fold it.
+	Profile, Fold bool
 
 	e       *entry
 	flushed int64 // e.flushed when planned: the counts the read will include
@@ -82,6 +87,9 @@ type Sweep struct {
 	// Holds are the held teams still over their release level, whose hold flags the tick
 	// writes to the shared store (Config.DivertHold).
 	Holds []HoldFlag
+	// Spikes are the spikes that started or ended in this sweep (Config.Adaptive), for the
+	// tick to log and count.
+	Spikes []SpikeEvent
 }
 
 func (s *Sweep) reset() {
@@ -96,7 +104,8 @@ func (s *Sweep) reset() {
 	clear(s.Counts)
 	clear(s.Reads)
 	clear(s.Holds)
-	*s = Sweep{Counts: s.Counts[:0], Reads: s.Reads[:0], Holds: s.Holds[:0]}
+	clear(s.Spikes)
+	*s = Sweep{Counts: s.Counts[:0], Reads: s.Reads[:0], Holds: s.Holds[:0], Spikes: s.Spikes[:0]}
 }
 
 // Sweep drains every team's unsent counts, finds the teams due for a read and expires the
@@ -180,6 +189,9 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				var stale int64
 				into.Counts, stale = e.drainUnsent(into.Counts, cur)
 				into.Stale += stale
+				if l.adapt != nil {
+					l.forgetLearned(e, ns, into)
+				}
 				return true
 			}
 			thr := l.threshold(e)
@@ -187,11 +199,29 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			// The level counts unsent records as pending: draining them changes neither it
 			// nor whether a read is due.
 			lvl := e.level(ns, l.readFloor.Load())
+			var ls *learned
+			if l.adapt != nil {
+				ls, lvl = l.rebase(e, ns, thr, lvl)
+			}
 			p := lvl / fthr
 			tier := TierOf(p)
 			into.Tiers[tier]++
-			reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.pending(), fthr)
-			if cw.drain(h, p, e.pending()-e.flushed.Load(), fthr, due) {
+			// What the sync policy goes by: the pressure, its tier and the threshold the
+			// pending and cold-write shares are of; for a learned team, its pressure above
+			// its baseline (syncPressure).
+			sp, stier, sthr, quiet := p, tier, fthr, false
+			if l.adapt != nil {
+				sp, stier, sthr, quiet = l.syncPressure(ls, e, thr, lvl, p, tier)
+			}
+			reason, due := rp.due(ns, e.readAt.Load(), sp, stier, e.pending(), sthr)
+			if quiet && reason == ReadTTL {
+				due = false // its profile looks read it (sweepLearned)
+			}
+			wp := sp // a learned team under half its way to its threshold is written as a cold one
+			if math.IsInf(sthr, 1) {
+				wp = 0
+			}
+			if cw.drain(h, wp, e.pending()-e.flushed.Load(), sthr, due) {
 				var stale int64
 				into.Counts, stale = e.drainUnsent(into.Counts, cur)
 				into.Stale += stale
@@ -204,14 +234,22 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			if l.holds.on {
 				l.sweepHold(ns, e, thr, lvl, into)
 			}
+			var look, fold bool
+			if l.adapt != nil {
+				look, fold = l.sweepLearned(ls, ns, cur, e, thr, lvl, into)
+			}
+			if !due && look {
+				due, reason = true, ReadProfile // a look is a read: it keeps the fleet share of a quiet team
+			}
 			if due {
 				into.Reads = append(into.Reads, Read{
 					Team: e.team(), Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
 					// The fleet may hold a team this gate sees at normal pressure or above,
 					// or knows nothing of yet: a gate that starts, or meets a team, while
 					// the fleet holds it must not send it back to the accepted topic.
-					Hold: l.holds.fleet && (tier >= Normal || reason == ReadFirst || reason == ReadRetry || e.thr.Load()&heldBit != 0),
-					e:    e, flushed: pend,
+					Hold:    l.holds.fleet && (tier >= Normal || reason == ReadFirst || reason == ReadRetry || e.thr.Load()&heldBit != 0),
+					Profile: look, Fold: fold,
+					e: e, flushed: pend,
 				})
 			}
 			return true

@@ -21,6 +21,7 @@
 package spike
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -222,4 +223,93 @@ func (c Config) fold(p *Profile, epoch int64, count float64) bool {
 		p.Season[s] = toF16(max(sv, 1e-3))
 	}
 	return false
+}
+
+// FoldSpan learns window epoch's final count as the volume of the span windows ending at
+// epoch, of which only the last was observed: each earlier one is folded at the same
+// deseasonalised rate (count scaled by its hour's season against epoch's), not as silence.
+// It lets a caller fold a team every span windows instead of every window, at the cost of
+// learning from one window in span; windows before the span since p.Epoch are folded as
+// empty, as Fold does. A span of 1 or less is Fold. It reports whether the observed window
+// was over its learned threshold: then so is the span, which is not learned from.
+func (c Config) FoldSpan(p *Profile, epoch int64, count float64, span int64) (spike bool) {
+	if p.Windows > 0 && epoch <= p.Epoch {
+		return false
+	}
+	if span <= 1 || p.Windows == 0 {
+		return c.Fold(p, epoch, count)
+	}
+	first := max(epoch-span+1, p.Epoch+1)
+	// The rate each window of the span is taken at: the seasons as they were before the
+	// span, so that folding it does not feed back into itself.
+	rate := count / p.season(c.slot(epoch))
+	var seasons [Slots]float64
+	for s := range seasons {
+		seasons[s] = p.season(s)
+	}
+	obs := c.slot(epoch)
+	for e := first; e < epoch; e++ {
+		// A window in the observed one's hour is taken at its count: the season of that
+		// hour then learns as fast as when every window is folded.
+		n := count
+		if s := c.slot(e); s != obs {
+			n = rate * seasons[s]
+		}
+		c.Fold(p, e, n)
+	}
+	return c.Fold(p, epoch, count)
+}
+
+// Peak is the team's highest baseline over the day: Level × its largest hourly season.
+func (c Config) Peak(p *Profile) float64 {
+	top := 0.0
+	for s := range Slots {
+		top = max(top, p.season(s))
+	}
+	return float64(p.Level) * top
+}
+
+// ProfileSize is the length of a Profile's binary form.
+const ProfileSize = 64
+
+// ErrBadProfile is returned (wrapped) by UnmarshalBinary for data that is not a profile.
+var ErrBadProfile = errors.New("spike: not a profile")
+
+// MarshalBinary encodes p in 64 bytes, little-endian: Epoch (8 bytes, first, so that a
+// compare-and-set can compare the epoch alone), Windows (4), Level's float32 bits (4),
+// then each Season's 2 bytes.
+func (p *Profile) MarshalBinary() ([]byte, error) {
+	return p.AppendBinary(make([]byte, 0, ProfileSize))
+}
+
+// AppendBinary appends p's binary form (MarshalBinary) to b.
+func (p *Profile) AppendBinary(b []byte) ([]byte, error) {
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.Epoch))
+	b = binary.LittleEndian.AppendUint32(b, p.Windows)
+	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Level))
+	for _, s := range p.Season {
+		b = binary.LittleEndian.AppendUint16(b, uint16(s))
+	}
+	return b, nil
+}
+
+// UnmarshalBinary decodes MarshalBinary's form. It refuses data of another length and a
+// level that is negative or not finite, leaving p unchanged.
+func (p *Profile) UnmarshalBinary(b []byte) error {
+	if len(b) != ProfileSize {
+		return fmt.Errorf("%w: %d bytes, want %d", ErrBadProfile, len(b), ProfileSize)
+	}
+	level := math.Float32frombits(binary.LittleEndian.Uint32(b[12:]))
+	if !(level >= 0) || math.IsInf(float64(level), 0) {
+		return fmt.Errorf("%w: level %v", ErrBadProfile, level)
+	}
+	var q Profile
+	q.Epoch = int64(binary.LittleEndian.Uint64(b))
+	q.Windows = binary.LittleEndian.Uint32(b[8:])
+	q.Level = level
+	for i := range q.Season {
+		q.Season[i] = float16(binary.LittleEndian.Uint16(b[16+2*i:]))
+	}
+	*p = q
+	return nil
 }

@@ -110,3 +110,74 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileBinaryRoundTrip: a learned profile reads back as written, in 64 bytes whose
+// first 8 are its epoch; data of another length or with a level that is no count is refused.
+func TestProfileBinaryRoundTrip(t *testing.T) {
+	c := cfg(t)
+	var p Profile
+	for e := int64(0); e < 2*1440; e++ {
+		c.Fold(&p, e, usual(500, 0.5, 0, e))
+	}
+	b, err := p.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != ProfileSize {
+		t.Fatalf("%d bytes, want %d", len(b), ProfileSize)
+	}
+	if got := int64(b[0]) | int64(b[1])<<8 | int64(b[2])<<16; got != p.Epoch {
+		t.Errorf("first bytes hold %d, want the epoch %d", got, p.Epoch)
+	}
+	var q Profile
+	if err := q.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if q != p {
+		t.Errorf("read back %+v, want %+v", q, p)
+	}
+	for _, bad := range [][]byte{b[:63], append(b[:64:64], 0), nil} {
+		if err := q.UnmarshalBinary(bad); err == nil {
+			t.Errorf("%d bytes accepted", len(bad))
+		}
+	}
+	nan := append([]byte(nil), b...)
+	nan[12], nan[13], nan[14], nan[15] = 0, 0, 0xc0, 0x7f // NaN
+	if err := q.UnmarshalBinary(nan); err == nil {
+		t.Error("a NaN level accepted")
+	}
+	if q != p {
+		t.Error("a refused decode changed the profile")
+	}
+}
+
+// TestFoldSpanFollowsFold: folding a steady team once every 10 windows (the observed
+// window standing for its span) learns the same level as folding every window, within 5%,
+// and a span whose observed window is a spike is not learned from.
+func TestFoldSpanFollowsFold(t *testing.T) {
+	c := cfg(t)
+	var every, span Profile
+	for e := int64(0); e < 3*1440; e++ {
+		v := usual(300, 0.5, 0, e)
+		c.Fold(&every, e, v)
+		if e%10 == 9 {
+			c.FoldSpan(&span, e, v, 10)
+		}
+	}
+	if d := int(every.Windows) - int(span.Windows); d < 0 || d >= 10 { // the first span is its window alone
+		t.Errorf("span folds counted %d windows, every-window folds %d", span.Windows, every.Windows)
+	}
+	for _, e := range []int64{3*1440 + 60, 3*1440 + 20*60} {
+		a, b := c.Baseline(&every, e), c.Baseline(&span, e)
+		if math.Abs(a-b) > 0.05*a {
+			t.Errorf("window %d: baseline %.1f folding every 10th, %.1f folding every window", e, b, a)
+		}
+	}
+	before := span
+	if !c.FoldSpan(&span, 3*1440+9, 50*c.Baseline(&span, 3*1440+9), 10) {
+		t.Fatal("a 50x window not reported as a spike")
+	}
+	if span.Level != before.Level {
+		t.Errorf("a spike's span moved the level from %v to %v", before.Level, span.Level)
+	}
+}

@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/spike"
 )
 
 func teamNames(n int) []string {
@@ -124,6 +126,8 @@ type readRun struct {
 	reads, everyTeam, cmds, ticks int
 	events                        int64
 	cpu                           float64 // redis-server CPU seconds
+	reasons                       map[limit.ReadReason]int
+	folds                         int
 }
 
 // redisCPU returns the server's CPU time so far, user + sys, in seconds.
@@ -214,4 +218,125 @@ func runSplitTick(tk *Ticker, ctx context.Context) TickResult {
 	w.Commands += r.Commands
 	w.Errors += r.Errors
 	return w
+}
+
+// BenchmarkAdaptiveCost is BenchmarkReadReduction's workload (100k Zipf(1.1) teams, 100k
+// events a second, 60 s window, real redis-server, fake clock) run for 20 windows, of which
+// the last 8 are measured (the first fold of every team, and the first look of every gate,
+// are behind by then), in three variants in one run: "static"; "adaptive", a fleet that
+// starts with no profile (a day of MinHistory: every threshold is still the static one),
+// where what is measured is the profiles' upkeep alone (looks in the read MGETs, folds and
+// their compare-and-sets); and "learned", a fleet whose profiles in Redis already hold a
+// day of history at each team's mean rate (the steady state): the upkeep plus what learned
+// thresholds change in the tick's own reads and writes. Reported: redis_cpu_s/Mevents,
+// cmds/tick and reads/tick over the measured windows.
+func BenchmarkAdaptiveCost(b *testing.B) {
+	for _, v := range []struct {
+		name   string
+		a      *spike.Config
+		seeded bool
+	}{
+		{"static", nil, false},
+		{"adaptive", &spike.Config{}, false},
+		{"learned", &spike.Config{}, true},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			for b.Loop() {
+				rr := steadyCost(b, limit.Config{Adaptive: v.a}, 12, 8, v.seeded)
+				b.ReportMetric(rr.cpu/(float64(rr.events)/1e6), "redis_cpu_s/Mevents")
+				b.ReportMetric(float64(rr.cmds)/float64(rr.ticks), "cmds/tick")
+				b.ReportMetric(float64(rr.reads)/float64(rr.ticks), "reads/tick")
+			}
+		})
+	}
+}
+
+// steadyCost runs readReduction's workload for warm + measure windows and measures the
+// last measure windows.
+func steadyCost(b *testing.B, cfg limit.Config, warm, measure int, seeded bool) (rr readRun) {
+	const (
+		teams         = 100_000
+		recordsPerSec = 100_000
+	)
+	srv := redistest.Start(b)
+	clk := clock.NewFake(epochStart)
+	cfg.Window, cfg.SyncInterval, cfg.Threshold = time.Minute, 15*time.Second, 300_000
+	l, err := limit.New(cfg, clk, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer clients[0].Close()
+	tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := teamNames(teams)
+	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
+	if seeded {
+		seedProfiles(b, clients[0], names, recordsPerSec*60, l.Epoch(clk.Now())-1)
+	}
+	var cpu0 float64
+	rr.reasons = map[limit.ReadReason]int{}
+	for s := range (warm + measure) * 60 {
+		if s == warm*60 {
+			cpu0 = redisCPU(b, clients[0])
+		}
+		now := clk.Now()
+		for range recordsPerSec {
+			l.CheckAt(now, names[z.Uint64()], 1)
+		}
+		clk.Advance(time.Second)
+		r := tk.Tick(context.Background())
+		if r.Errors != 0 {
+			b.Fatalf("tick failed: %+v", r)
+		}
+		if s >= warm*60 {
+			if os.Getenv("GATE_BENCH_REASONS") != "" { // reads by reason, in the log
+				for _, r := range tk.limits[0].sweep.Reads {
+					rr.reasons[r.Reason]++
+					if r.Fold {
+						rr.folds++
+					}
+				}
+			}
+			rr.events += recordsPerSec
+			rr.reads += r.Reads
+			rr.cmds += r.Commands
+			rr.ticks++
+		}
+	}
+	rr.cpu = redisCPU(b, clients[0]) - cpu0
+	if os.Getenv("GATE_BENCH_REASONS") != "" {
+		b.Logf("reads by reason %v, folds %d", rr.reasons, rr.folds)
+	}
+	return rr
+}
+
+// seedProfiles stores for each team a profile of a day of history at its mean count per
+// window under Zipf(1.1) over the teams (rand.Zipf's: P(k) ∝ (1 + k)^−1.1), folded up to
+// epoch.
+func seedProfiles(b *testing.B, c *redis.Client, names []string, perWindow int, epoch int64) {
+	var norm float64
+	for k := range names {
+		norm += math.Pow(float64(1+k), -1.1)
+	}
+	ctx := context.Background()
+	pipe := c.Pipeline()
+	for k, team := range names {
+		p := spike.Profile{Epoch: epoch, Windows: 1440, Level: float32(float64(perWindow) * math.Pow(float64(1+k), -1.1) / norm)}
+		v, _ := p.MarshalBinary()
+		pipe.Set(ctx, ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, profileTTL)
+		if pipe.Len() == 1000 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
 }

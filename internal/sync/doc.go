@@ -54,6 +54,11 @@
 //   - Under the event clock (limit.EventClock) counts go to the epoch of each record's
 //     timestamp and a read fetches the epoch of the entry read and the one before, so a
 //     team may be read in several epochs in one tick; keys live MaxEventAge longer.
+//   - With adaptive thresholds (limit.Config.Adaptive) no round trip is added to a tick: a
+//     team's profile and the count it folds ride in the read's MGET, and folded profiles go
+//     in the next tick's pipeline, one script per lane and KeysPerCommand profiles, each set
+//     only if the stored one is still at the epoch it was folded from (profile.go). A lost race or a lost write leaves the
+//     stored profile as another gate folded it, or for the next fold.
 //   - Run ends with a final flush of pending counts.
 //
 // The package name shadows the standard library's: import it under an alias

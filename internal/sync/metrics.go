@@ -23,6 +23,7 @@ type metrics struct {
 	redirects     *prometheus.CounterVec
 	batches       *prometheus.CounterVec
 	clockOffset   prometheus.Gauge
+	profiles      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
@@ -53,7 +54,7 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_dropped_counts_total",
 			Help: "Counted records never written to Redis, by reason (stale_epoch, write_cap)."}, []string{"reason"}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_reads_total",
-			Help: "Team reads planned, by reason (first, pending, hot, cadence, ttl, retry: the last read of the team failed)."}, []string{"reason"}),
+			Help: "Team reads planned, by reason (first, pending, hot, cadence, ttl, retry: the last read of the team failed; profile: GATE_THRESHOLD_MODE=adaptive, a look at its learned profile)."}, []string{"reason"}),
 		skippedReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "gate_limiter_reads_skipped_total",
 			Help: "Due reads put off to a later tick because a tick's budget was spent."}),
 		redirects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_redirects_total",
@@ -62,12 +63,17 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 			Help: "Batches of counts sent to Redis, by outcome: applied; duplicate (a resend that found its batch applied: an earlier reply was lost); refused (an error reply: its counts go again in a new batch); unknown (no reply: resent as it is next tick); replayed (confirmed, then lost by Redis in a failover or restart: its counts sent again); lost (the same, confirmed too long ago to be kept, one per lane and event)."}, []string{"outcome"}),
 		clockOffset: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_limiter_clock_offset_seconds",
 			Help: "This host's clock minus the first Redis instance's (TIME, corrected by half the round trip), measured once a minute: epochs are cut and ticks aligned on the hosts' clocks, and a gate off the others by more than a quarter of GATE_TICK_INTERVAL reads their counts a tick late."}),
+		profiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_profile_writes_total",
+			Help: "GATE_THRESHOLD_MODE=adaptive: learned profiles this gate folded and sent, by result: set; lost (another gate had folded it first: harmless, the fold is deterministic)."}, []string{"result"}),
 	}
 	for o := range numOutcomes {
 		m.batches.WithLabelValues(o.String())
 	}
 	for _, k := range []string{"moved", "ask", "tryagain"} {
 		m.redirects.WithLabelValues(k)
+	}
+	for _, r := range []string{"set", "lost"} {
+		m.profiles.WithLabelValues(r)
 	}
 	for _, r := range []string{"stale_epoch", "write_cap"} {
 		m.dropped.WithLabelValues(r)
@@ -81,7 +87,7 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
-		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches, m.clockOffset} {
+		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches, m.clockOffset, m.profiles} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering tick metrics: %w", err)
 		}

@@ -72,6 +72,8 @@ type limitState struct {
 	ttl    time.Duration // Config.KeyTTL raised to the limiter's KeyLifetime
 	sweep  limit.Sweep
 	oldest int64 // the oldest epoch whose counts are still written, for this tick
+	// profiles folded by this tick's reads, written by the next tick (profile.go)
+	profiles []limit.ProfileWrite
 }
 
 type countKey struct {
@@ -100,6 +102,9 @@ type plan struct {
 	sendErr error
 	rcmds   []readCmd
 	holds   []holdWrite // hold flags to set (limit.HoldFlag)
+	// learned profiles to set (profile.go), and their scripts once queued
+	profiles []profileWrite
+	pcmds    []profileCmd
 	// What failed, command by command: a pipeline can partly fail, as when Redis
 	// refuses writes (OOM, READONLY, MISCONF) and still answers reads.
 	failedWrites int // counts whose batch was refused or unanswered, or whose key failed
@@ -110,7 +115,7 @@ type plan struct {
 
 // has reports whether the plan has work in the given parts.
 func (p *plan) has(part int) bool {
-	return part&partWrites != 0 && len(p.batches)+len(p.holds) > 0 || part&partReads != 0 && p.reads > 0
+	return part&partWrites != 0 && len(p.batches)+len(p.holds)+len(p.profiles) > 0 || part&partReads != 0 && p.reads > 0
 }
 
 // readCmd is one MGET and the teams it reads: per team its counters of the read's epoch
@@ -377,7 +382,7 @@ type splitTick struct {
 
 // The parts of a plan one send carries.
 const (
-	partWrites = 1 << iota // counts and hold flags
+	partWrites = 1 << iota // counts, hold flags and folded profiles
 	partReads
 )
 
@@ -413,6 +418,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		}
 		res.Dropped += ls.sweep.Stale
 		t.m.dropped.WithLabelValues("stale_epoch").Add(float64(ls.sweep.Stale))
+		t.logSpikes(ls)
 		for _, c := range ls.sweep.Counts {
 			k := countKey{li, c.Team, c.Epoch}
 			if _, ok := t.pending[k]; !ok && len(t.pending) >= t.cfg.MaxPendingWrites {
@@ -440,7 +446,9 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		clear(p.batches)
 		clear(p.rcmds)
 		clear(p.holds)
-		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], lanes: p.lanes}
+		clear(p.profiles)
+		clear(p.pcmds)
+		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], profiles: p.profiles[:0], pcmds: p.pcmds[:0], lanes: p.lanes}
 	}
 	clear(t.open)
 	budget := t.cfg.KeysPerTick
@@ -487,6 +495,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 			p.holds = append(p.holds, holdWrite{ln, HoldKeyFor(t.cfg.Mode, ls.prefix, f.Team), holdValue(f), ls.l.DivertHold()})
 		}
 	}
+	t.planProfiles()
 	for li := range t.laneReads {
 		clear(t.laneReads[li])
 		t.laneReads[li] = t.laneReads[li][:0]
@@ -606,6 +615,8 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 					flag = vals[at]
 					at++
 				}
+				pvals := vals[at : at+profileVals(rr.r)]
+				at += len(pvals)
 				if err := errors.Join(err1, err2); err != nil {
 					t.countError(causeParse, i)
 					l.ApplyLocal(rr.r, applyAt)
@@ -622,6 +633,9 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 					} else {
 						t.countError(causeParse, i)
 					}
+				}
+				if len(pvals) > 0 {
+					t.applyProfile(i, rr, pvals, applyAt)
 				}
 				t.m.drift.Observe(a.Drift)
 				if a.Staleness > 0 {
@@ -863,7 +877,8 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 				p.sendErr = b.err // a key that failed on its own: the script's reply says which
 			}
 		}
-		t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches)))
+		t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches) + len(p.pcmds)))
+		t.profileErrors(i, p)
 		t.m.commands.WithLabelValues("set").Add(float64(len(p.holds)))
 	}
 	if part&partReads != 0 {
@@ -952,6 +967,7 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 		// next tick.
 		pipes[t.partOf[hw.lane]].Set(ctx, hw.key, hw.val, hw.ttl)
 	}
+	t.queueProfiles(ctx, pipes, p)
 }
 
 // queueReads queues the plan's reads on its pipelines.
@@ -960,15 +976,12 @@ func (t *Ticker) queueReads(ctx context.Context, p *plan, pipes []redis.Pipeline
 		reads := t.laneReads[li]
 		pipe := pipes[t.partOf[li]]
 		for j := 0; j < len(reads); {
-			// Up to KeysPerCommand keys: two counters per team, and its hold flag if asked.
+			// Up to KeysPerCommand keys: two counters per team, its hold flag if asked, and
+			// its profile (appendReadKeys).
 			var keys []string
 			k := j
-			for ; k < len(reads) && (k == j || len(keys)+3 <= t.cfg.KeysPerCommand); k++ {
-				rr := reads[k]
-				keys = append(keys, t.key(rr.lim, rr.r.Team, rr.r.Epoch), t.key(rr.lim, rr.r.Team, rr.r.Epoch-1))
-				if rr.r.Hold {
-					keys = append(keys, HoldKeyFor(t.cfg.Mode, t.limits[rr.lim].prefix, rr.r.Team))
-				}
+			for ; k < len(reads) && (k == j || len(keys)+readKeys(reads[k].r) <= t.cfg.KeysPerCommand); k++ {
+				keys = t.appendReadKeys(keys, reads[k])
 			}
 			p.rcmds = append(p.rcmds, readCmd{pipe.MGet(ctx, keys...), reads[j:k]})
 			j = k

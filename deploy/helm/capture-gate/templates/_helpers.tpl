@@ -373,6 +373,21 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- end }}
 - name: GATE_DIVERT_RELEASE
   value: {{ $v.limit.divertRelease | toString | quote }}
+{{- if and (eq $v.limit.thresholdMode "adaptive") (eq $v.limit.clock "event") }}
+{{- fail "capture-gate: limit.thresholdMode adaptive needs limit.clock wall (learned thresholds are kept under the wall clock only)" }}
+{{- end }}
+- name: GATE_THRESHOLD_MODE
+  value: {{ $v.limit.thresholdMode | quote }}
+- name: GATE_ADAPTIVE_FACTOR
+  value: {{ $v.limit.adaptive.factor | toString | quote }}
+- name: GATE_ADAPTIVE_FLOOR
+  value: {{ $v.limit.adaptive.floor | int64 | quote }}
+- name: GATE_ADAPTIVE_CEILING
+  value: {{ $v.limit.adaptive.ceiling | int64 | quote }}
+- name: GATE_ADAPTIVE_HALF_LIFE
+  value: {{ $v.limit.adaptive.halfLife | quote }}
+- name: GATE_ADAPTIVE_MIN_HISTORY
+  value: {{ $v.limit.adaptive.minHistory | quote }}
 - name: GATE_CLOCK
   value: {{ $v.limit.clock | quote }}
 {{- if eq $v.limit.clock "event" }}

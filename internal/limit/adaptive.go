@@ -1,0 +1,440 @@
+package limit
+
+import (
+	"hash/maphash"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/capturegate/gate/internal/spike"
+)
+
+// Adaptive thresholds (Config.Adaptive, issue 22): each team's threshold is learned from
+// its own history by internal/spike, from a profile shared by the whole fleet through the
+// store. The per-record path is unchanged: the entry's thr word caches the effective
+// threshold (override > learned > static), and a learned change is written into it by the
+// tick's goroutine, keeping its generation, tier and held bit.
+//
+// The tick's goroutine keeps, for each cached team it has looked up, a learned state: the
+// profile as last fetched (64 bytes), when to look at it next, and the threshold and
+// baseline it gives. It is dropped when the team leaves the cache (expired or evicted).
+//
+// Who folds, and when. A team's profile is folded once every period windows, period being
+// a function of the profile alone (foldPeriod), so every gate agrees on it: every
+// minFoldEvery for a team whose learned threshold is above the floor, up to every
+// maxFoldEvery for a team far under it (its threshold is the floor whatever its exact
+// baseline). The window folded is the one two back (E−2 is final during E), standing for
+// every window since the last fold (spike.FoldSpan). Every gate that has the team cached
+// looks at its profile in the window the next fold becomes final (F+2); a gate folds it
+// with probability min(1, 2 × its share of the team's traffic), so that a fleet folds
+// about once per fold, and writes the result with a compare-and-set on the profile's
+// epoch (a lost race is harmless: the fold is deterministic). A gate that did not fold
+// looks again the next window, and so takes up the fold some gate made.
+
+const (
+	// minFoldEvery and maxFoldEvery bound a team's fold period, in time (in windows: at
+	// least one). A team is folded every minFoldEvery while its learned threshold is above
+	// the floor; the further under it, the less often, down to hourly. Thresholds follow the
+	// level, whose half-life is hours: a fold every few minutes loses nothing of note, and
+	// keeps what the fleet's store spends on learning within a tenth of its cost.
+	minFoldEvery = 10 * time.Minute
+	maxFoldEvery = time.Hour
+	// spikeFlagSlack: a hold flag set under a learned threshold is taken by a gate whose
+	// learned threshold differs by up to this share. Gates refresh a team's profile in the
+	// same window, not at the same instant, so two thresholds learned a fold apart differ
+	// slightly; an override (or a team's threshold leaving the learned one) differs more.
+	spikeFlagSlack = 0.125
+)
+
+// adaptive is the limiter's learned thresholds.
+type adaptive struct {
+	cfg                  spike.Config
+	minPeriod, maxPeriod int64      // windows
+	teams                sync.Map   // *entry → *learned
+	rng                  *rand.Rand // the tick's goroutine only
+
+	started, ended atomic.Uint64
+	spiking        atomic.Int64
+}
+
+// learned is one team's learned state on this gate.
+type learned struct {
+	// The tick's goroutine only.
+	prof spike.Profile
+	next int64 // the epoch of the next look at the profile
+	hour int64 // the hour (epoch × window / 1 h) thr was computed for
+	// Read by checks (thr, on an override swap) and the team view.
+	thr      atomic.Int64  // learned threshold; 0 while the team has too little history
+	base     atomic.Uint64 // float64 bits of the baseline in that hour
+	since    atomic.Int64  // unix ns the current spike started; 0 none
+	spikeThr atomic.Int64  // the threshold the current spike started over
+}
+
+func newAdaptive(c spike.Config) *adaptive {
+	per := func(d time.Duration) int64 { return max(int64(d/c.Window), 1) }
+	return &adaptive{cfg: c, minPeriod: per(minFoldEvery), maxPeriod: per(maxFoldEvery), rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+}
+
+// of returns e's learned state, nil when it has none.
+func (a *adaptive) of(e *entry) *learned {
+	if v, ok := a.teams.Load(e); ok {
+		return v.(*learned)
+	}
+	return nil
+}
+
+// foldPeriod is how many windows apart p is folded: a function of p alone, so that every
+// gate computes the same. A team whose threshold would be the floor at twice its peak
+// baseline is folded every maxPeriod (its level, with a half-life of hours, cannot double
+// within one); one above the floor every minPeriod; in between, in proportion.
+func (a *adaptive) foldPeriod(p *spike.Profile) int64 {
+	r := a.cfg.Floor / (a.cfg.Factor * a.cfg.Peak(p)) // +Inf for a silent team
+	switch {
+	case r >= 2:
+		return a.maxPeriod
+	case r <= 1:
+		return a.minPeriod
+	}
+	return a.minPeriod + int64((r-1)*float64(a.maxPeriod-a.minPeriod))
+}
+
+// nextFold is the next window after p's epoch to be folded: the first whose number plus
+// the team's phase (a hash of its name, the same on every gate) is a multiple of the
+// period, so that teams' folds are spread over the period.
+func (a *adaptive) nextFold(p *spike.Profile, team string) int64 {
+	k := a.foldPeriod(p)
+	phase := int64(fnv64a(team) % uint64(a.maxPeriod))
+	f := p.Epoch + 1
+	return f + ((-(f+phase))%k+k)%k
+}
+
+func fnv64a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// wantsFold rolls whether this gate folds e's profile when it is due: with probability
+// min(1, 2 × this gate's share of the team's traffic), which the fleet factor measures.
+func (a *adaptive) wantsFold(e *entry) bool {
+	share := 1.0
+	if e.readAt.Load() != 0 {
+		_, _, f := unpackView(e.estimate.Load())
+		share = 1 / f
+	}
+	return share >= 0.5 || a.rng.Float64() < 2*share
+}
+
+// rebase keeps the view of a team under its learned threshold from going stale between
+// reads, without one: such a team is read seldom (syncPressure), and a level is the
+// last read's estimate, which ages out within a window, plus this gate's counts since,
+// which only a read takes out. Once the last read is a window old, the view is rebuilt
+// from this gate's own counts since it: the fleet's rate (pending × the fleet factor, over
+// the time since) over one window, ageing out at that rate. The fleet factor is kept, as
+// measured by the last read; the next read measures it again (a look at the team's profile
+// reads it every fold period at least). The read time is put just before the window's
+// start, so that the next read measures the fleet's share over the time since, not from an
+// estimate the store never held. It returns e's learned state (nil: none) and its level.
+func (l *Limiter) rebase(e *entry, ns int64, thr int64, lvl float64) (*learned, float64) {
+	ls := l.adapt.of(e)
+	at := e.readAt.Load()
+	if ls == nil || at == 0 || at&readLocal != 0 || ns-at < l.windowNs || ls.thr.Load() != thr {
+		return ls, lvl
+	}
+	_, _, factor := unpackView(e.estimate.Load())
+	flushed := e.flushed.Load()
+	pending := e.pending()
+	rate := factor * float64(pending) / float64(ns-at) // the fleet's records per ns
+	from := floorDiv(ns, l.windowNs)*l.windowNs - 1
+	// The level is then rate × window: the estimate holds it less what stays pending (the
+	// records not yet handed to the tick, which the level adds as ever).
+	est := max(rate*float64(l.windowNs)-factor*float64(pending-flushed), 0)
+	e.estimate.Store(packView(est+rate*float64(ns-from), rate, factor))
+	e.readAt.Store(readStamp(from, false))
+	e.flushed.Add(-flushed)
+	return ls, e.level(ns, l.readFloor.Load())
+}
+
+// syncPressure is what the sweep's sync policy (reads, cold writes) goes by for e, whose
+// learned state is ls, threshold thr, level lvl, pressure p and tier tier. A team under its
+// learned threshold is at 1/Factor of it when at its baseline: by its pressure, every team
+// would be read every few windows and written every tick, which would cost the store
+// several times what static thresholds do (BenchmarkAdaptiveCost). What brings a team near
+// its threshold is its level above its baseline, so that is its pressure here: (level −
+// baseline) / (threshold − baseline). A team under half of that is read at the low tier's
+// cadence but not for the pending or cold-write shares (its own noise, a sliding window of
+// a few dozen records for most teams, would read it every few ticks); one under a tenth of
+// it (quiet) is synced as an idle team under the sync floor: not read at a cadence, nor for the pending or
+// cold-write shares (of a threshold it is nowhere near), nor for TTL (rebase keeps its view
+// current, and the looks at its profile read it, which keeps its fleet share measured). A
+// team not learned yet goes by its pressure, but under the sync floor it is not read for
+// TTL either: its looks read it. A team never read yet goes by its pressure.
+func (l *Limiter) syncPressure(ls *learned, e *entry, thr int64, lvl, p float64, tier Tier) (sp float64, st Tier, sthr float64, quiet bool) {
+	if ls == nil || e.readAt.Load() == 0 {
+		return p, tier, float64(thr), false
+	}
+	if ls.thr.Load() != thr {
+		return p, tier, float64(thr), p < l.cfg.SyncFloor
+	}
+	base := math.Float64frombits(ls.base.Load())
+	gap := float64(thr) - base
+	if gap <= 0 {
+		return p, tier, float64(thr), false
+	}
+	sp = max(lvl-base, 0) / gap
+	switch st = TierOf(sp); st {
+	case Idle:
+		return 0, Idle, math.Inf(1), true // under the sync floor: no cadence reads either
+	case Low:
+		// A team's own noise (a sliding window of a few dozen records, for most teams)
+		// puts it here often: its cadence reads it, the pending share does not.
+		return sp, st, math.Inf(1), false
+	}
+	return sp, st, float64(thr), false
+}
+
+// SpikeEvent is a spike's start or end, for the tick to log and count.
+type SpikeEvent struct {
+	Team    string
+	Started bool // false: ended
+	// Since is when the spike started; At when this event happened.
+	Since, At time.Time
+	// Threshold is the learned threshold the spike started over; Baseline the team's
+	// baseline at At.
+	Threshold int64
+	Baseline  float64
+}
+
+// sweepLearned is the sweep's part of adaptive thresholds for one cached entry at ns in
+// epoch cur, whose effective threshold is thr and level lvl: it moves the learned threshold
+// to a new hour's season, tracks spikes, and says whether to look at the profile with this
+// sweep's read of the team, and whether to fetch the count of epoch cur−2 to fold it. The
+// caller holds the entry's shard lock.
+func (l *Limiter) sweepLearned(ls *learned, ns, cur int64, e *entry, thr int64, lvl float64, into *Sweep) (look, fold bool) {
+	a := l.adapt
+	if ls == nil {
+		return true, a.wantsFold(e)
+	}
+	if l.hourOf(cur) != ls.hour {
+		l.setLearned(e, ls, cur)
+	}
+	l.trackSpike(ns, e, ls, thr, lvl, into)
+	if cur >= ls.next {
+		return true, a.wantsFold(e)
+	}
+	return false, false
+}
+
+func (l *Limiter) hourOf(epoch int64) int64 {
+	return floorDiv(epoch*l.windowNs, int64(time.Hour))
+}
+
+// trackSpike starts a spike when a team whose threshold is its learned one reaches it, and
+// ends it when the team is released: with holds, when it is no longer held and under its
+// threshold; otherwise when its level is under DivertRelease × the threshold.
+func (l *Limiter) trackSpike(ns int64, e *entry, ls *learned, thr int64, lvl float64, into *Sweep) {
+	lt := ls.thr.Load()
+	since := ls.since.Load()
+	held := e.thr.Load()&heldBit != 0
+	if since == 0 {
+		if lt > 0 && thr == lt && (lvl >= float64(lt) || held) {
+			ls.since.Store(ns)
+			ls.spikeThr.Store(lt)
+			l.adapt.started.Add(1)
+			l.adapt.spiking.Add(1)
+			into.Spikes = append(into.Spikes, SpikeEvent{Team: e.team(), Started: true, Since: time.Unix(0, ns), At: time.Unix(0, ns), Threshold: lt, Baseline: math.Float64frombits(ls.base.Load())})
+		}
+		return
+	}
+	st := float64(ls.spikeThr.Load())
+	var over bool
+	if l.holds.on {
+		over = held || lvl >= st
+	} else {
+		over = lvl >= l.cfg.DivertRelease*st
+	}
+	if over && thr == lt {
+		return
+	}
+	l.endSpike(e, ls, ns, into)
+}
+
+// endSpike ends ls's spike at ns; into may be nil (an eviction: counted, not logged).
+func (l *Limiter) endSpike(e *entry, ls *learned, ns int64, into *Sweep) {
+	since := ls.since.Swap(0)
+	if since == 0 {
+		return
+	}
+	l.adapt.ended.Add(1)
+	l.adapt.spiking.Add(-1)
+	if into != nil {
+		into.Spikes = append(into.Spikes, SpikeEvent{Team: e.team(), Since: time.Unix(0, since), At: time.Unix(0, ns), Threshold: ls.spikeThr.Load(), Baseline: math.Float64frombits(ls.base.Load())})
+	}
+}
+
+// forgetLearned drops e's learned state: e left the cache. The caller holds e's shard lock.
+func (l *Limiter) forgetLearned(e *entry, ns int64, into *Sweep) {
+	if v, ok := l.adapt.teams.LoadAndDelete(e); ok {
+		l.endSpike(e, v.(*learned), ns, into)
+	}
+}
+
+// setLearned recomputes ls's threshold and baseline for epoch cur from its profile, and
+// writes a changed threshold into e's thr word.
+func (l *Limiter) setLearned(e *entry, ls *learned, cur int64) {
+	a := l.adapt
+	var thr int64
+	if t, ok := a.cfg.Threshold(&ls.prof, cur); ok {
+		thr = min(max(int64(math.Ceil(t)), 1), MaxThreshold)
+	}
+	ls.hour = l.hourOf(cur)
+	ls.base.Store(math.Float64bits(a.cfg.Baseline(&ls.prof, cur)))
+	if ls.thr.Swap(thr) != thr {
+		l.storeThreshold(e)
+	}
+}
+
+// storeThreshold writes e's effective threshold into its thr word, keeping the generation,
+// tier and held bit. A word of an older generation is left alone: the next check refreshes
+// it (refreshThreshold), from the learned threshold already stored.
+func (l *Limiter) storeThreshold(e *entry) {
+	for {
+		o := l.overrides.Load()
+		v := e.thr.Load()
+		if v>>genShift != o.gen {
+			return
+		}
+		t, _ := l.effective(o, e)
+		nv := v&^uint64(thresholdMask) | uint64(t)
+		if nv == v || e.thr.CompareAndSwap(v, nv) {
+			return
+		}
+	}
+}
+
+// Source says where a team's threshold comes from.
+type Source uint8
+
+// Threshold sources, by precedence.
+const (
+	SourceStatic   Source = iota // the default threshold (GATE_THRESHOLD)
+	SourceLearned                // learned from the team's history (Config.Adaptive)
+	SourceOverride               // an override
+)
+
+// String returns the source's name as the team view shows it.
+func (s Source) String() string {
+	switch s {
+	case SourceLearned:
+		return "learned"
+	case SourceOverride:
+		return "override"
+	}
+	return "static"
+}
+
+// effective is e's threshold under overrides o: its override, else its learned threshold,
+// else the default; and where it comes from.
+func (l *Limiter) effective(o *overrides, e *entry) (int64, Source) {
+	t, ok := o.threshold(e.team(), l.cfg.Threshold)
+	if ok {
+		return t, SourceOverride
+	}
+	if l.adapt != nil {
+		if ls := l.adapt.of(e); ls != nil {
+			if lt := ls.thr.Load(); lt > 0 {
+				return lt, SourceLearned
+			}
+		}
+	}
+	return t, SourceStatic
+}
+
+// ProfileWrite is a team's profile folded by this gate, for the tick to write to the store
+// if the stored one is still at epoch Old (absent when !Exists).
+type ProfileWrite struct {
+	Team    string
+	Old     int64
+	Exists  bool
+	Profile spike.Profile
+}
+
+// Adaptive returns the learner's configuration, or nil in static mode. The tick then
+// fetches profiles for reads marked Read.Profile and hands them to ApplyProfile.
+func (l *Limiter) Adaptive() *spike.Config {
+	if l.adapt == nil {
+		return nil
+	}
+	c := l.adapt.cfg
+	return &c
+}
+
+// ApplyProfile applies the profile a read fetched (Read.Profile) for r's team: p as stored
+// (found false: none), and count, the team's shared count of window r.Epoch−2 (Read.Fold).
+// When the profile is due for a fold and r.Fold is set, this gate folds it and returns the
+// write for the tick to send with its next pipeline. The team's learned threshold is then
+// that of the profile. Call it from the goroutine that sweeps, after ApplyRead.
+func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64, now time.Time) (ProfileWrite, bool) {
+	a := l.adapt
+	if a == nil || r.e == nil {
+		return ProfileWrite{}, false
+	}
+	e := r.e
+	ls := l.learnedFor(e, r.Team)
+	if ls == nil {
+		return ProfileWrite{}, false // the team left the cache since the sweep
+	}
+	if !found {
+		p = spike.Profile{}
+	}
+	cur := r.Epoch
+	f := cur - 2
+	var w ProfileWrite
+	var write bool
+	switch {
+	case p.Windows > 0 && a.nextFold(&p, r.Team) > f:
+		// Not due: someone folded it, or its period has not passed.
+	case !found && count == 0:
+		// No history, and nothing two windows back (a team just met, or a fleet just
+		// started): a profile started at 0 would take hours to learn the team. Look again
+		// a fold period on.
+		ls.next = cur + a.minPeriod
+		return w, false
+	case r.Fold:
+		w = ProfileWrite{Team: r.Team, Old: p.Epoch, Exists: found}
+		span := a.foldPeriod(&p)
+		a.cfg.FoldSpan(&p, f, float64(count), span)
+		w.Profile, write = p, true
+	default:
+		// Due, and this gate left the fold to another: look again next window.
+		ls.prof, ls.next = p, cur+1
+		l.setLearned(e, ls, l.Epoch(now))
+		return w, false
+	}
+	ls.prof = p
+	ls.next = a.nextFold(&p, r.Team) + 2
+	l.setLearned(e, ls, l.Epoch(now))
+	return w, write
+}
+
+// learnedFor returns e's learned state, made if need be, or nil when e is no longer team's
+// cached entry (evicted or expired since the sweep): state kept for it would never be freed.
+func (l *Limiter) learnedFor(e *entry, team string) *learned {
+	if ls := l.adapt.of(e); ls != nil {
+		return ls
+	}
+	h := maphash.String(l.seed, team)
+	sh := &l.shards[h&l.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if cur, _, _ := sh.idx.tab.Load().lookup(h, team); cur != e {
+		return nil
+	}
+	v, _ := l.adapt.teams.LoadOrStore(e, &learned{next: math.MinInt64})
+	return v.(*learned)
+}

@@ -1,0 +1,265 @@
+package limit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/spike"
+)
+
+var adaptT0 = time.Unix(1_800_000_000-1_800_000_000%3600, 0) // on the hour
+
+func adaptiveLimiter(t *testing.T, cfg Config) *Limiter {
+	t.Helper()
+	cfg.Window = time.Minute
+	if cfg.Threshold == 0 {
+		cfg.Threshold = 1_000_000
+	}
+	if cfg.Adaptive == nil {
+		cfg.Adaptive = &spike.Config{}
+	}
+	l, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// learnedProfile is a profile of a day's history at level per window, folded up to the
+// window before epoch (not due for a fold before a while).
+func learnedProfile(l *Limiter, level float32, epoch int64) spike.Profile {
+	p := spike.Profile{Epoch: epoch - 1, Windows: 1440, Level: level}
+	for l.adapt.nextFold(&p, "") <= epoch+1 { // far enough from its next fold
+		p.Epoch++
+	}
+	return p
+}
+
+// learn sweeps l at now and hands team's profile read a learned profile of level: the
+// team's threshold is then 4 × level (at least the floor, 100).
+func learn(t *testing.T, l *Limiter, now time.Time, team string, level float32) *Read {
+	t.Helper()
+	var sw Sweep
+	l.Sweep(now, &sw)
+	for i := range sw.Reads {
+		if r := &sw.Reads[i]; r.Team == team {
+			if !r.Profile {
+				t.Fatalf("%s's read does not ask for its profile: %+v", team, *r)
+			}
+			l.ApplyProfile(r, learnedProfile(l, level, r.Epoch), true, 0, now)
+			return r
+		}
+	}
+	t.Fatalf("no read of %s planned", team)
+	return nil
+}
+
+// TestAdaptivePrecedence: a team's threshold is its override, else its learned threshold,
+// else the static one; an override swap recomputes it from all three (refreshThreshold).
+func TestAdaptivePrecedence(t *testing.T) {
+	l := adaptiveLimiter(t, Config{Overrides: map[string]int64{"vip": 50_000}})
+	now := adaptT0
+	for _, team := range []string{"vip", "small", "big", "new"} {
+		l.CheckAt(now, team, 1)
+	}
+	if d := l.CheckAt(now, "small", 0); d.Threshold != 1_000_000 {
+		t.Fatalf("before any profile: threshold %d, want the static 1000000", d.Threshold)
+	}
+	learn(t, l, now, "vip", 1000)
+	learn(t, l, now, "small", 10)
+	learn(t, l, now, "big", 1000)
+	for team, want := range map[string]struct {
+		thr int64
+		src Source
+	}{"vip": {50_000, SourceOverride}, "small": {100, SourceLearned}, "big": {4000, SourceLearned}, "new": {1_000_000, SourceStatic}} {
+		if d := l.CheckAt(now, team, 0); d.Threshold != want.thr {
+			t.Errorf("%s: threshold %d, want %d", team, d.Threshold, want.thr)
+		}
+		if st, _ := l.Snapshot(now, team); st.Source != want.src || st.Threshold != want.thr {
+			t.Errorf("%s: view %d from %s, want %d from %s", team, st.Threshold, st.Source, want.thr, want.src)
+		}
+	}
+	// An override for big, and vip's taken away: the next checks refresh from all three.
+	if err := l.SetOverrides(map[string]int64{"big": 7}); err != nil {
+		t.Fatal(err)
+	}
+	for team, want := range map[string]int64{"vip": 4000, "big": 7, "small": 100, "new": 1_000_000} {
+		if d := l.CheckAt(now, team, 0); d.Threshold != want {
+			t.Errorf("after the swap, %s: threshold %d, want %d", team, d.Threshold, want)
+		}
+	}
+}
+
+// TestAdaptiveChangeKeepsTierAndHold: a learned threshold written into a held team's thr
+// word keeps its tier and held bit, and its generation (no refresh on the next check).
+func TestAdaptiveChangeKeepsTierAndHold(t *testing.T) {
+	l := adaptiveLimiter(t, Config{})
+	now := adaptT0
+	l.CheckAt(now, "t", 1)
+	learn(t, l, now, "t", 100) // 400
+	if d := l.CheckAt(now, "t", 500); d.Threshold != 400 {
+		t.Fatalf("threshold %d, want 400", d.Threshold)
+	}
+	d := l.CheckAt(now, "t", 0)
+	if !d.Held || d.Tier != Hot {
+		t.Fatalf("at 501 over 400: %+v, want held, hot", d)
+	}
+	h := hashOf(l, "t")
+	e, _, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, "t")
+	before := e.thr.Load()
+	ls := l.adapt.of(e)
+	ls.prof.Level = 200
+	l.setLearned(e, ls, l.Epoch(now)) // 800
+	after := e.thr.Load()
+	if after&thresholdMask != 800 || after&^uint64(thresholdMask) != before&^uint64(thresholdMask) {
+		t.Errorf("thr word %x → %x: want threshold 800 and the gen, tier and held bits unchanged", before, after)
+	}
+	if d := l.CheckAt(now, "t", 0); !d.Held || d.Threshold != 800 {
+		t.Errorf("after the change: %+v, want held (until the sweep releases it) at 800", d)
+	}
+}
+
+// TestAdaptiveStateFreed: a team's learned state goes with its entry, expired or evicted,
+// and a spike it was in is counted as ended.
+func TestAdaptiveStateFreed(t *testing.T) {
+	l := adaptiveLimiter(t, Config{Capacity: 1, Shards: 1, IdleTimeout: time.Minute})
+	now := adaptT0
+	l.CheckAt(now, "a", 1)
+	learn(t, l, now, "a", 10)
+	if n := countLearned(l); n != 1 {
+		t.Fatalf("%d learned states, want 1", n)
+	}
+	l.CheckAt(now, "a", 200) // a spike: 201 over 100
+	var sw Sweep
+	l.Sweep(now, &sw)
+	if len(sw.Spikes) != 1 || !sw.Spikes[0].Started || l.adapt.spiking.Load() != 1 {
+		t.Fatalf("spikes %+v, spiking %d: want a started one", sw.Spikes, l.adapt.spiking.Load())
+	}
+	l.CheckAt(now, "b", 1) // evicts a (capacity 1)
+	if n := countLearned(l); n != 0 || l.adapt.spiking.Load() != 0 || l.adapt.ended.Load() != 1 {
+		t.Errorf("after a's eviction: %d learned states, %d spiking, %d ended; want 0, 0, 1", n, l.adapt.spiking.Load(), l.adapt.ended.Load())
+	}
+	learn(t, l, now, "b", 10)
+	l.Sweep(now.Add(2*time.Minute), &sw) // b idle for its timeout
+	if n := countLearned(l); n != 0 || sw.Expired != 1 {
+		t.Errorf("after b expired (%d): %d learned states, want 0", sw.Expired, n)
+	}
+	// A read of an entry evicted since its sweep makes no state that would never be freed.
+	l.CheckAt(now, "c", 1)
+	l.Sweep(now, &sw)
+	r := sw.Reads[0]
+	l.CheckAt(now, "d", 1) // evicts c
+	l.ApplyProfile(&r, learnedProfile(l, 10, r.Epoch), true, 0, now)
+	if n := countLearned(l); n != 0 {
+		t.Errorf("a profile applied to an evicted entry kept %d states", n)
+	}
+}
+
+func countLearned(l *Limiter) int {
+	n := 0
+	l.adapt.teams.Range(func(_, _ any) bool { n++; return true })
+	return n
+}
+
+// TestStaticModeUntouched: without Config.Adaptive no read asks for a profile, no state is
+// kept, and the check still allocates nothing.
+func TestStaticModeUntouched(t *testing.T) {
+	l, err := New(Config{Window: time.Minute, Threshold: 100}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := adaptT0
+	l.CheckAt(now, "t", 50)
+	var sw Sweep
+	l.Sweep(now, &sw)
+	for _, r := range sw.Reads {
+		if r.Profile || r.Fold {
+			t.Errorf("static mode read asks for a profile: %+v", r)
+		}
+	}
+	if l.adapt != nil || l.Adaptive() != nil {
+		t.Error("static mode has a learner")
+	}
+	if a := testing.AllocsPerRun(1000, func() { l.CheckAt(now, "t", 1) }); a != 0 {
+		t.Errorf("check allocates %v", a)
+	}
+	if st, _ := l.Snapshot(now, "t"); st.Adaptive || st.Source != SourceStatic {
+		t.Errorf("view %+v", st)
+	}
+}
+
+// TestAdaptiveConfigRefused: adaptive with the event clock, or a window that does not
+// divide an hour, is refused.
+func TestAdaptiveConfigRefused(t *testing.T) {
+	for _, c := range []Config{
+		{Window: time.Minute, Clock: EventClock, Adaptive: &spike.Config{}},
+		{Window: 7 * time.Minute, Adaptive: &spike.Config{}},
+		{Window: time.Minute, Adaptive: &spike.Config{Window: time.Hour}},
+	} {
+		if _, err := New(c, nil, nil); err == nil {
+			t.Errorf("accepted %+v", c)
+		}
+	}
+}
+
+// TestAdaptiveSpikeCapAndDivert: a spike starts when a team whose threshold is its learned
+// one reaches it, and ends: in cap mode when its level is under the release level (0.8 ×
+// the threshold), in divert mode with holds when its hold is released. Its start and end
+// are reported once each, with the threshold and baseline.
+func TestAdaptiveSpikeCapAndDivert(t *testing.T) {
+	for _, mode := range []Mode{Cap, Divert} {
+		t.Run(mode.String(), func(t *testing.T) {
+			l := adaptiveLimiter(t, Config{Mode: mode, DivertHold: 10 * time.Second})
+			now := adaptT0.Add(time.Second)
+			l.CheckAt(now, "t", 1)
+			learn(t, l, now, "t", 100) // 400
+			d := l.CheckAt(now, "t", 600)
+			if d.Threshold != 400 {
+				t.Fatalf("threshold %d, want 400", d.Threshold)
+			}
+			if d = l.CheckAt(now, "t", 1); !d.Limited {
+				t.Fatalf("after 600 records: %+v, want limited", d)
+			}
+			var sw Sweep
+			l.Sweep(now, &sw)
+			if len(sw.Spikes) != 1 || !sw.Spikes[0].Started || sw.Spikes[0].Threshold != 400 || sw.Spikes[0].Baseline != 100 {
+				t.Fatalf("spikes %+v, want one started over 400, baseline 100", sw.Spikes)
+			}
+			if st, _ := l.Snapshot(now, "t"); !st.SpikeSince.Equal(now) {
+				t.Errorf("spike since %v", st.SpikeSince)
+			}
+			// Nothing more is sent: the level ages out; the spike ends once released.
+			var ended time.Time
+			for s := 2; s <= 240 && ended.IsZero(); s++ {
+				at := adaptT0.Add(time.Duration(s) * time.Second)
+				l.Sweep(at, &sw)
+				for i := range sw.Reads { // the store holds the 601 records, in the first window
+					var curr, prev int64
+					switch sw.Reads[i].Epoch - l.Epoch(now) {
+					case 0:
+						curr = 601
+					case 1:
+						prev = 601
+					}
+					l.ApplyRead(&sw.Reads[i], curr, prev, at)
+				}
+				for _, ev := range sw.Spikes {
+					if ev.Started {
+						t.Fatalf("a second start at %v", at.Sub(adaptT0))
+					}
+					ended = at
+					if ev.Since != now || ev.Threshold != 400 {
+						t.Errorf("end event %+v", ev)
+					}
+				}
+			}
+			if ended.IsZero() {
+				t.Fatal("the spike never ended")
+			}
+			if l.adapt.started.Load() != 1 || l.adapt.ended.Load() != 1 || l.adapt.spiking.Load() != 0 {
+				t.Errorf("started %d ended %d spiking %d", l.adapt.started.Load(), l.adapt.ended.Load(), l.adapt.spiking.Load())
+			}
+			t.Logf("%s: spike ended %v after it started", mode, ended.Sub(now))
+		})
+	}
+}
