@@ -404,6 +404,7 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		// started): a profile started at 0 would take hours to learn the team. Look again
 		// a fold period on.
 		ls.next = cur + a.minPeriod
+		l.setLearned(e, ls, l.Epoch(now))
 		return w, false
 	case r.Fold:
 		w = ProfileWrite{Team: r.Team, Old: p.Epoch, Exists: found}
