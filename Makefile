@@ -125,8 +125,8 @@ bench: deps-test
 	@mkdir -p bench
 	trap 'echo "a benchmark failed: see bench/raw.txt" >&2' ERR; { \
 	$(GO) test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'; \
-	$(GO) test -run '^$$' -bench . -skip '^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams|DivertSwitches|AdaptiveCost)$$' -benchmem -benchtime $(BENCHTIME) -count=1 -timeout 20m ./internal/limit/ ./internal/sync/ ./internal/route/; \
-	$(GO) test -run '^$$' -bench '^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams|DivertSwitches|AdaptiveCost)$$' -benchtime 1x -count=1 -timeout 30m ./internal/sync/; \
+	$(GO) test -run '^$$' -bench . -skip '^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams|DivertSwitches|AdaptiveCost|AdaptiveFleetCost)$$' -benchmem -benchtime $(BENCHTIME) -count=1 -timeout 20m ./internal/limit/ ./internal/sync/ ./internal/route/; \
+	$(GO) test -run '^$$' -bench '^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams|DivertSwitches|AdaptiveCost|AdaptiveFleetCost)$$' -benchtime 1x -count=1 -timeout 40m ./internal/sync/; \
 	$(GO) test -run '^$$' -bench '^BenchmarkFleetProcessWindow$$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/; \
 	$(GO) test -run '^$$' -bench '^BenchmarkSpikeTrace$$' -benchtime 1x -count=1 -timeout 10m ./internal/spike/ -args -spike-chart=$(CURDIR)/bench/spike.svg; \
 	$(GO) test -c -o bench/consume.test ./internal/consume/; \

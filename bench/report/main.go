@@ -274,6 +274,13 @@ func Results(p *Parsed) map[string]float64 {
 			out["redis_cpu_adaptive_learned_vs_static"] = v / st
 		}
 	}
+	st, ok1 := b.Mean("BenchmarkAdaptiveFleetCost/static/n4", "redis_cpu_s/Mevents")
+	lv, ok2 := b.Mean("BenchmarkAdaptiveFleetCost/learned/n4", "redis_cpu_s/Mevents")
+	if ok1 && ok2 && st > 0 {
+		out["redis_cpu_s_per_million_events_adaptive_fleet_static"] = st
+		out["redis_cpu_s_per_million_events_adaptive_fleet"] = lv
+		out["redis_cpu_adaptive_fleet_vs_static"] = lv / st
+	}
 	// The fleet's Redis cost: every fleet size's figures, and the gates one core carries
 	// at the largest fleet measured (the least, should they differ).
 	gpc := 0.0
@@ -449,6 +456,9 @@ var rows = []row{
 	{"redis_cpu_s_per_million_events_adaptive_learned", nil, "adaptive with every team learned from its first fold (min history one window), same run"},
 	{"redis_cpu_adaptive_vs_static", ptr(atMost(1.1)), "redis_cpu_s_per_million_events_adaptive ÷ _adaptive_static"},
 	{"redis_cpu_adaptive_learned_vs_static", ptr(atMost(1.1)), "redis_cpu_s_per_million_events_adaptive_learned ÷ _adaptive_static (issue 22: at most 10% more)"},
+	{"redis_cpu_s_per_million_events_adaptive_fleet_static", nil, "BenchmarkAdaptiveFleetCost: 4 gates, static, windows 12-16"},
+	{"redis_cpu_s_per_million_events_adaptive_fleet", nil, "the same fleet, every team learned, same run"},
+	{"redis_cpu_adaptive_fleet_vs_static", ptr(atMost(1.1)), "the fleet's ratio (issue 22: at most 10% more)"},
 	{"gates_per_redis_core", ptr(atLeast(64)), "gates one Redis core carries at 50% CPU, each at 100k Zipf records/s over 100k teams (BenchmarkFleetRedis, least over 1-64 gates)"},
 	{"gates_per_redis_core_baseline", nil, "the same with the writes as before (one gate)"},
 	{"divert_switches_per_min_swing_n1", ptr(atMost(8)), "divert, 1 gate, 4 partitions, a minute swinging around the limit (1.33 × 3 s, 0.67 × 3 s): topic switches within partitions, summed (BenchmarkDivertSwitches; at most 2 per partition)"},

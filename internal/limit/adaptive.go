@@ -27,11 +27,12 @@ import (
 // maxFoldEvery for a team far under it (its threshold is the floor whatever its exact
 // baseline). The window folded is the one two back (E−2 is final during E), standing for
 // every window since the last fold (spike.FoldSpan). Every gate that has the team cached
-// looks at its profile in the window the next fold becomes final (F+2); a gate folds it
-// with probability min(1, 2 × its share of the team's traffic), so that a fleet folds
-// about once per fold, and writes the result with a compare-and-set on the profile's
-// epoch (a lost race is harmless: the fold is deterministic). A gate that did not fold
-// looks again the next window, and so takes up the fold some gate made.
+// looks at its profile, and the count of that window, in the window the next fold becomes
+// final (F+2), and folds it: the same counts into the same profile, the same result on
+// every gate. A gate writes its fold with probability min(1, 2 × its share of the team's
+// traffic), so that a fleet writes it about twice, not once per gate, with a
+// compare-and-set on the profile's epoch (a lost race is harmless). Should no gate write
+// it, the next fold folds the stored profile over both periods.
 
 const (
 	// minFoldEvery and maxFoldEvery bound a team's fold period, in time (in windows: at
@@ -119,7 +120,7 @@ func fnv64a(s string) uint64 {
 	return h
 }
 
-// wantsFold rolls whether this gate folds e's profile when it is due: with probability
+// wantsFold rolls whether this gate writes the fold of e's profile it made: with probability
 // min(1, 2 × this gate's share of the team's traffic), which the fleet factor measures.
 func (a *adaptive) wantsFold(e *entry) bool {
 	share := 1.0
@@ -216,16 +217,15 @@ type SpikeEvent struct {
 // sweep's read of the team, and whether to fetch the count of epoch cur−2 to fold it. The
 // caller holds the entry's shard lock.
 func (l *Limiter) sweepLearned(ls *learned, ns, cur int64, e *entry, thr int64, lvl float64, into *Sweep) (look, fold bool) {
-	a := l.adapt
 	if ls == nil {
-		return true, a.wantsFold(e)
+		return true, true
 	}
 	if l.hourOf(cur) != ls.hour {
 		l.setLearned(e, ls, cur)
 	}
 	l.trackSpike(ns, e, ls, thr, lvl, into)
 	if cur >= ls.next {
-		return true, a.wantsFold(e)
+		return true, true
 	}
 	return false, false
 }
@@ -404,14 +404,17 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		// started): a profile started at 0 would take hours to learn the team. Look again
 		// a fold period on.
 		ls.next = cur + a.minPeriod
+		l.setLearned(e, ls, l.Epoch(now))
 		return w, false
 	case r.Fold:
+		// Every gate looking folds (the same counts into the same profile: the same
+		// result); about one or two of the fleet write it.
 		w = ProfileWrite{Team: r.Team, Old: p.Epoch, Exists: found}
 		span := a.foldPeriod(&p)
 		a.cfg.FoldSpan(&p, f, float64(count), span)
-		w.Profile, write = p, true
+		w.Profile, write = p, a.wantsFold(e)
 	default:
-		// Due, and this gate left the fold to another: look again next window.
+		// Due, without the count to fold: look again next window.
 		ls.prof, ls.next = p, cur+1
 		l.setLearned(e, ls, l.Epoch(now))
 		return w, false

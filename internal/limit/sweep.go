@@ -58,8 +58,8 @@ type Read struct {
 	// gate's last write is on average half a tick old (fleetFactor's unseen part).
 	Fresh bool
 	// Profile asks the tick to fetch the team's learned profile with the read and hand it
-	// to ApplyProfile (Config.Adaptive); Fold to fetch its shared count of Epoch−2 too, as
-	// this gate may fold it.
+	// to ApplyProfile (Config.Adaptive); Fold to fetch its shared count of Epoch−2 too, to
+	// fold it.
 	Profile, Fold bool
 
 	e       *entry

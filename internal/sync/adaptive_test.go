@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,61 @@ func TestProfileScriptCompareAndSet(t *testing.T) {
 	}
 	if !strings.HasSuffix(key, ":t:profile") {
 		t.Errorf("key %q", key)
+	}
+}
+
+// TestAdaptiveCluster: in cluster mode a team's profile lives in its counters' slot, so
+// its look rides in its shard's MGET and its fold in its shard's script (no CROSSSLOT):
+// over teams spread across the slots (braces in names too), two gates fold and store
+// every team's profile, with no failed command, and agree on each team's threshold.
+func TestAdaptiveCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	day0 := epochStart.Truncate(time.Hour)
+	clk := clock.NewFake(day0)
+	lc := limit.Config{Window: time.Minute, Threshold: 1_000_000, SyncInterval: 15 * time.Second,
+		Adaptive: &spike.Config{MinHistory: time.Hour}}
+	var gs []*gate
+	for range 2 {
+		cc, err := DialCluster(cl.URLs(), RedisOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs = append(gs, newTopologyGate(t, clk, lc, Config{Mode: ModeCluster, TickInterval: 15 * time.Second}, cc))
+	}
+	teams := []string{"a{b}c", "{", "}"}
+	for i := range 20 {
+		teams = append(teams, fmt.Sprintf("team-%d", i))
+	}
+	for now := day0; now.Before(day0.Add(90 * time.Minute)); now = now.Add(15 * time.Second) {
+		for _, g := range gs {
+			for _, team := range teams {
+				g.l.CheckAt(now, team, 100) // 400 a minute a gate
+			}
+		}
+		clk.Set(now.Add(15 * time.Second))
+		for gi, g := range gs {
+			if r := g.tk.Tick(context.Background()); r.Errors != 0 || r.FailedReads != 0 {
+				t.Fatalf("gate %d's tick at %v: %+v", gi, now.Sub(day0), r)
+			}
+		}
+	}
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	now := clk.Now()
+	for _, team := range teams {
+		v, err := cc.Get(context.Background(), ProfileKeyFor(ModeCluster, DefaultKeyPrefix, team)).Bytes()
+		var p spike.Profile
+		if err != nil || p.UnmarshalBinary(v) != nil {
+			t.Errorf("%q: no profile stored (%v)", team, err)
+			continue
+		}
+		a, _ := gs[0].l.Snapshot(now, team)
+		b, _ := gs[1].l.Snapshot(now, team)
+		if a.Source != limit.SourceLearned || a.Threshold != b.Threshold || a.Threshold < 2400 || a.Threshold > 4000 {
+			t.Errorf("%q: thresholds %d (%s) and %d (%s), want one learned near 4 x 800", team, a.Threshold, a.Source, b.Threshold, b.Source)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/spike"
 )
 
 // BenchmarkFleetRedis runs N gates, each its own limiter, ticker and Redis connection,
@@ -150,4 +151,101 @@ func fleetRedis(b *testing.B, n int, baseline bool) fleetRedisRun {
 		p99:  ticks[len(ticks)*99/100],
 		cmds: float64(cmds) / secs,
 	}
+}
+
+// BenchmarkAdaptiveFleetCost is BenchmarkFleetRedis's fleet of 4 gates (each routing
+// 100k Zipf(1.1) records a second over 100k teams, its own limiter and ticker, one real
+// redis-server) run for 16 windows, the last 4 measured, static beside adaptive with every
+// team learned (profiles seeded with a day of history at each team's mean rate): in a
+// fleet every gate looks at the profile of each team it has cached, and a gate that did not
+// fold looks again a window later. Reported: redis_cpu (CPU-s per simulated second) and
+// redis_cpu_s/Mevents (the fleet's events).
+func BenchmarkAdaptiveFleetCost(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		a    *spike.Config
+	}{{"static/n4", nil}, {"learned/n4", &spike.Config{}}} {
+		b.Run(v.name, func(b *testing.B) {
+			for b.Loop() {
+				const measure = 4 // windows of 60 s
+				cpu, events := adaptiveFleet(b, 4, v.a, 12, measure)
+				b.ReportMetric(cpu/float64(measure*60), "redis_cpu")
+				b.ReportMetric(cpu/(float64(events)/1e6), "redis_cpu_s/Mevents")
+			}
+		})
+	}
+}
+
+func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu float64, events int64) {
+	const (
+		teams         = 100_000
+		recordsPerSec = 100_000
+	)
+	srv := redistest.Start(b)
+	clk := clock.NewFake(epochStart)
+	names := teamNames(teams)
+	stream := make([]int32, recordsPerSec*60)
+	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
+	for i := range stream {
+		stream[i] = int32(z.Uint64())
+	}
+	type member struct {
+		l  *limit.Limiter
+		tk *Ticker
+		c  *redis.Client
+	}
+	gates := make([]member, n)
+	for i := range gates {
+		l, err := limit.New(limit.Config{Window: time.Minute, SyncInterval: 15 * time.Second, Threshold: 300_000, Adaptive: a}, clk, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, PoolSize: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute, Writer: fmt.Sprintf("g%d", i)}, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		gates[i] = member{l, tk, clients[0]}
+	}
+	defer func() {
+		for _, g := range gates {
+			_ = g.c.Close()
+		}
+	}()
+	if a != nil {
+		seedProfiles(b, gates[0].c, names, n*recordsPerSec*60, gates[0].l.Epoch(clk.Now())-1)
+	}
+	var cpu0 float64
+	for s := range (warm + measure) * 60 {
+		if s == warm*60 {
+			cpu0 = redisCPU(b, gates[0].c)
+		}
+		now := clk.Now()
+		var wg gosync.WaitGroup
+		for gi := range gates {
+			wg.Go(func() {
+				off := (gi*7919 + s*recordsPerSec) % len(stream)
+				for i := range recordsPerSec {
+					gates[gi].l.CheckAt(now, names[stream[(off+i)%len(stream)]], 1)
+				}
+			})
+		}
+		wg.Wait()
+		clk.Advance(time.Second)
+		for gi := range gates {
+			wg.Go(func() {
+				if r := gates[gi].tk.Tick(context.Background()); r.Errors != 0 {
+					b.Errorf("gate %d: tick failed: %+v", gi, r)
+				}
+			})
+		}
+		wg.Wait()
+		if s >= warm*60 {
+			events += int64(n * recordsPerSec)
+		}
+	}
+	return redisCPU(b, gates[0].c) - cpu0, events
 }
