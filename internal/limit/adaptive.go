@@ -22,10 +22,10 @@ import (
 // baseline it gives. It is dropped when the team leaves the cache (expired or evicted).
 //
 // Who folds, and when. A team's profile is folded once every period windows, period being
-// a function of the profile alone (foldPeriod), so every gate agrees on it: every
-// minFoldEvery for a team whose learned threshold is above the floor, up to every
-// maxFoldEvery for a team far under it (its threshold is the floor whatever its exact
-// baseline). The window folded is the one two back (E−2 is final during E), standing for
+// a function of the profile alone (spike.Config.FoldPeriod, NextFold), so every gate
+// agrees on it: every spike.MinFoldEvery for a team whose learned threshold is above the
+// floor, up to every spike.MaxFoldEvery for a team far under it (its threshold is the
+// floor whatever its exact baseline). The window folded is the one two back (E−2 is final during E), standing for
 // every window since the last fold (spike.FoldSpan). Every gate that has the team cached
 // looks at its profile, and the count of that window, in the window the next fold becomes
 // final (F+2), and folds it: the same counts into the same profile, the same result on
@@ -35,13 +35,6 @@ import (
 // it, the next fold folds the stored profile over both periods.
 
 const (
-	// minFoldEvery and maxFoldEvery bound a team's fold period, in time (in windows: at
-	// least one). A team is folded every minFoldEvery while its learned threshold is above
-	// the floor; the further under it, the less often, down to hourly. Thresholds follow the
-	// level, whose half-life is hours: a fold every few minutes loses nothing of note, and
-	// keeps what the fleet's store spends on learning within a tenth of its cost.
-	minFoldEvery = 10 * time.Minute
-	maxFoldEvery = time.Hour
 	// spikeFlagSlack: a hold flag set under a learned threshold is taken by a gate whose
 	// learned threshold differs by up to this share. Gates refresh a team's profile in the
 	// same window, not at the same instant, so two thresholds learned a fold apart differ
@@ -51,10 +44,10 @@ const (
 
 // adaptive is the limiter's learned thresholds.
 type adaptive struct {
-	cfg                  spike.Config
-	minPeriod, maxPeriod int64      // windows
-	teams                sync.Map   // *entry → *learned
-	rng                  *rand.Rand // the tick's goroutine only
+	cfg       spike.Config
+	minPeriod int64      // spike.MinFoldEvery in windows
+	teams     sync.Map   // *entry → *learned
+	rng       *rand.Rand // the tick's goroutine only
 
 	started, ended atomic.Uint64
 	spiking        atomic.Int64
@@ -74,8 +67,7 @@ type learned struct {
 }
 
 func newAdaptive(c spike.Config) *adaptive {
-	per := func(d time.Duration) int64 { return max(int64(d/c.Window), 1) }
-	return &adaptive{cfg: c, minPeriod: per(minFoldEvery), maxPeriod: per(maxFoldEvery), rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	return &adaptive{cfg: c, minPeriod: max(int64(spike.MinFoldEvery/c.Window), 1), rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
 }
 
 // of returns e's learned state, nil when it has none.
@@ -84,40 +76,6 @@ func (a *adaptive) of(e *entry) *learned {
 		return v.(*learned)
 	}
 	return nil
-}
-
-// foldPeriod is how many windows apart p is folded: a function of p alone, so that every
-// gate computes the same. A team whose threshold would be the floor at twice its peak
-// baseline is folded every maxPeriod (its level, with a half-life of hours, cannot double
-// within one); one above the floor every minPeriod; in between, in proportion.
-func (a *adaptive) foldPeriod(p *spike.Profile) int64 {
-	r := a.cfg.Floor / (a.cfg.Factor * a.cfg.Peak(p)) // +Inf for a silent team
-	switch {
-	case r >= 2:
-		return a.maxPeriod
-	case r <= 1:
-		return a.minPeriod
-	}
-	return a.minPeriod + int64((r-1)*float64(a.maxPeriod-a.minPeriod))
-}
-
-// nextFold is the next window after p's epoch to be folded: the first whose number plus
-// the team's phase (a hash of its name, the same on every gate) is a multiple of the
-// period, so that teams' folds are spread over the period.
-func (a *adaptive) nextFold(p *spike.Profile, team string) int64 {
-	k := a.foldPeriod(p)
-	phase := int64(fnv64a(team) % uint64(a.maxPeriod))
-	f := p.Epoch + 1
-	return f + ((-(f+phase))%k+k)%k
-}
-
-func fnv64a(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
 }
 
 // wantsFold rolls whether this gate writes the fold of e's profile it made: with probability
@@ -397,7 +355,7 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 	var w ProfileWrite
 	var write bool
 	switch {
-	case p.Windows > 0 && a.nextFold(&p, r.Team) > f:
+	case p.Windows > 0 && a.cfg.NextFold(&p, r.Team) > f:
 		// Not due: someone folded it, or its period has not passed.
 	case !found && count == 0:
 		// No history, and nothing two windows back (a team just met, or a fleet just
@@ -410,7 +368,7 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		// Every gate looking folds (the same counts into the same profile: the same
 		// result); about one or two of the fleet write it.
 		w = ProfileWrite{Team: r.Team, Old: p.Epoch, Exists: found}
-		span := a.foldPeriod(&p)
+		span := a.cfg.FoldPeriod(&p)
 		a.cfg.FoldSpan(&p, f, float64(count), span)
 		w.Profile, write = p, a.wantsFold(e)
 	default:
@@ -420,7 +378,7 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		return w, false
 	}
 	ls.prof = p
-	ls.next = a.nextFold(&p, r.Team) + 2
+	ls.next = a.cfg.NextFold(&p, r.Team) + 2
 	l.setLearned(e, ls, l.Epoch(now))
 	return w, write
 }

@@ -29,7 +29,7 @@ func adaptiveLimiter(t *testing.T, cfg Config) *Limiter {
 // window before epoch (not due for a fold before a while).
 func learnedProfile(l *Limiter, level float32, epoch int64) spike.Profile {
 	p := spike.Profile{Epoch: epoch - 1, Windows: 1440, Level: level}
-	for l.adapt.nextFold(&p, "") <= epoch+1 { // far enough from its next fold
+	for l.adapt.cfg.NextFold(&p, "") <= epoch+1 { // far enough from its next fold
 		p.Epoch++
 	}
 	return p

@@ -24,6 +24,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"time"
 )
@@ -258,6 +259,51 @@ func (c Config) FoldSpan(p *Profile, epoch int64, count float64, span int64) (sp
 		c.Fold(p, e, n)
 	}
 	return c.Fold(p, epoch, count)
+}
+
+// The fold cadence. A caller that folds every window learns from every window; one that
+// keeps a store's cost down folds a team every FoldPeriod windows (FoldSpan), at windows
+// NextFold names: both functions of the profile and the team's name alone, so that every
+// gate of a fleet agrees on them with no coordination.
+const (
+	// MinFoldEvery and MaxFoldEvery bound a team's fold period. A team is folded every
+	// MinFoldEvery while its learned threshold is above the floor; the further under it,
+	// the less often, down to hourly (its threshold is the floor whatever its exact
+	// baseline). Thresholds follow the level, whose half-life is hours: a fold every few
+	// minutes loses little (BenchmarkSpikeTrace measures the learner at this cadence).
+	MinFoldEvery = 10 * time.Minute
+	MaxFoldEvery = time.Hour
+)
+
+// foldWindows is d in windows, at least one.
+func (c Config) foldWindows(d time.Duration) int64 { return max(int64(d/c.Window), 1) }
+
+// FoldPeriod is how many windows apart p is folded. A team whose threshold would be the
+// floor at twice its peak baseline is folded every MaxFoldEvery (its level, with a
+// half-life of hours, cannot double within one); one above the floor every MinFoldEvery;
+// in between, in proportion.
+func (c Config) FoldPeriod(p *Profile) int64 {
+	lo, hi := c.foldWindows(MinFoldEvery), c.foldWindows(MaxFoldEvery)
+	r := c.Floor / (c.Factor * c.Peak(p)) // +Inf for a silent team
+	switch {
+	case r >= 2:
+		return hi
+	case r <= 1:
+		return lo
+	}
+	return lo + int64((r-1)*float64(hi-lo))
+}
+
+// NextFold is the next window after p's epoch to fold: the first whose number plus the
+// team's phase (a hash of its name) is a multiple of the period, so that teams' folds are
+// spread over it.
+func (c Config) NextFold(p *Profile, team string) int64 {
+	k := c.FoldPeriod(p)
+	h := fnv.New64a()
+	h.Write([]byte(team))
+	phase := int64(h.Sum64() % uint64(c.foldWindows(MaxFoldEvery)))
+	f := p.Epoch + 1
+	return f + ((-(f+phase))%k+k)%k
 }
 
 // Peak is the team's highest baseline over the day: Level × its largest hourly season.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -161,6 +162,35 @@ func (s *trScore) metrics() (recall, precision, falseShare, peak, recallCap, pre
 	return recall, precision, falseShare, s.peakDiv, recallCap, precisionCap, falseShareCap, s.peakDivCap
 }
 
+// trLearner learns one team as the gate does (limit's adaptive thresholds): window F is
+// final two windows on, so it is folded during window F + 2, and only at the windows
+// NextFold names, every FoldPeriod windows (10 minutes to an hour), each fold standing for
+// the windows since the last (FoldSpan). The first fold is the first window with records.
+type trLearner struct {
+	c      Config
+	team   string
+	p      Profile
+	counts [3]float64 // the counts of the last three windows, by epoch mod 3
+}
+
+// observe takes window e's final count, then folds the window two back if it is due.
+func (l *trLearner) observe(e int64, cnt float64) {
+	l.counts[e%3] = cnt
+	f := e - 2
+	if f < 0 {
+		return
+	}
+	n := l.counts[f%3]
+	switch {
+	case l.p.Windows == 0 && n == 0:
+		return // nothing to start from yet
+	case l.p.Windows == 0:
+		l.c.Fold(&l.p, f, n)
+	case l.c.NextFold(&l.p, l.team) <= f:
+		l.c.FoldSpan(&l.p, f, n, l.c.FoldPeriod(&l.p))
+	}
+}
+
 // BenchmarkSpikeTrace scores the adaptive threshold against the best single static
 // threshold chosen in hindsight (the one diverting spikes best, by F1 of spike volume in
 // divert mode, from a grid of 16 over 10 to 10^7 a minute), on the trace above, days 2 to
@@ -171,7 +201,8 @@ func (s *trScore) metrics() (recall, precision, falseShare, peak, recallCap, pre
 // of spike-free teams' records diverted; peak the records diverted within an hour of a
 // spike-free team's daily peak; detection the windows from a spike's start to the first
 // with ≥ 90% of it diverted (divert), the mean over spikes detected weighed by their
-// volume, and the median. A simulation of windows: run it with -benchtime 1x.
+// volume, and the median. Each team is learned as the gate learns it (trLearner). A
+// simulation of windows: run it with -benchtime 1x.
 func BenchmarkSpikeTrace(b *testing.B) {
 	if f := flag.Lookup("test.benchtime"); f == nil || f.Value.String() != "1x" {
 		b.Skip("a simulation: run with -benchtime 1x")
@@ -191,7 +222,7 @@ func BenchmarkSpikeTrace(b *testing.B) {
 		for i := range teams {
 			t := &teams[i]
 			r := rand.New(rand.NewPCG(t.seed, 1))
-			var p Profile
+			ln := trLearner{c: c, team: strconv.Itoa(i)}
 			var prev float64
 			detected := make([]bool, len(t.spikes))
 			spiky := len(t.spikes) > 0
@@ -202,8 +233,8 @@ func BenchmarkSpikeTrace(b *testing.B) {
 					mu *= t.spikes[k].x
 				}
 				cnt := poisson(r, mu)
-				thr, learned := c.Threshold(&p, e)
-				c.Fold(&p, e, cnt)
+				thr, learned := c.Threshold(&ln.p, e)
+				ln.observe(e, cnt)
 				if e >= 1440 {
 					if !learned {
 						thr = math.Inf(1) // too little history: the static threshold (scored apart)
@@ -299,7 +330,7 @@ func drawTeam(c Config, teams []trTeam, path string) error {
 	from, to := sp.start-1440, sp.start+1440
 	series := make([]plotter.XYs, 4) // records, baseline, threshold, diverted: per 10 min
 	r := rand.New(rand.NewPCG(t.seed, 1))
-	var p Profile
+	ln := trLearner{c: c, team: strconv.Itoa(ti)}
 	var prev float64
 	var sums [4]float64
 	for e := int64(0); e < to; e++ {
@@ -308,9 +339,9 @@ func drawTeam(c Config, teams []trTeam, path string) error {
 			mu *= t.spikes[k].x
 		}
 		cnt := poisson(r, mu)
-		thr, learned := c.Threshold(&p, e)
-		base := c.Baseline(&p, e)
-		c.Fold(&p, e, cnt)
+		thr, learned := c.Threshold(&ln.p, e)
+		base := c.Baseline(&ln.p, e)
+		ln.observe(e, cnt)
 		if e >= from {
 			d := 0.0
 			if learned {
