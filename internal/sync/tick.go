@@ -94,7 +94,6 @@ type plan struct {
 	lanes   []int    // the instance's lanes, in order
 	writes  int      // counts in batches
 	reads   int      // teams read
-	cmds    int      // sent this tick
 	err     error    // the first command's error that makes the pipeline failed (not TRYAGAIN)
 	dur     time.Duration
 	// The last send's (a split tick sends twice).
@@ -864,7 +863,6 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 			break
 		}
 	}
-	p.cmds += p.sent
 	p.dur += time.Since(start)
 	if part&partWrites != 0 {
 		for _, b := range p.batches {
