@@ -49,6 +49,10 @@ type Limiter struct {
 	base      int64            // unix ns; seen (index slots) counts seconds from here
 	decisions []decisionStripe // checks answered, striped (see stripe)
 	span      atomic.Pointer[epochSpan]
+	// readFloor is how long a shared read's estimate is a floor under the level
+	// (entry.level): the tick interval as the sweeps measure it, to 10 ms. Read by every
+	// check, so it sits with the words they read and changes only when the interval does.
+	readFloor atomic.Int64
 	count     atomic.Int64 // cached teams, against Capacity
 	overrides atomic.Pointer[overrides]
 	ovrMu     sync.Mutex // serialises SetOverrides
@@ -74,9 +78,6 @@ type Limiter struct {
 	lastSweep int64
 	// sweepGap is the time between the last two sweeps: the tick interval, as it runs.
 	sweepGap int64
-	// readFloor is how long a shared read's estimate is a floor under the level
-	// (entry.level): sweepGap, for the checks of every goroutine.
-	readFloor atomic.Int64
 }
 
 // shard is one independently locked part of the cache. A check reads its index without

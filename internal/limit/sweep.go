@@ -127,7 +127,11 @@ func (l *Limiter) sweep(now time.Time, into *Sweep, all bool) {
 	}
 	if l.lastSweep != 0 {
 		l.sweepGap = max(now.UnixNano()-l.lastSweep, 0) // a clock stepped back: no gap
-		l.readFloor.Store(l.sweepGap)
+		// To 10 ms, and stored only on change: every check reads its line, and a tick's
+		// jitter of a few µs would otherwise write it every tick.
+		if f := time.Duration(l.sweepGap).Round(10 * time.Millisecond).Nanoseconds(); l.readFloor.Load() != f {
+			l.readFloor.Store(f)
+		}
 	}
 	l.lastSweep = now.UnixNano()
 	if l.holds.on {
