@@ -163,24 +163,12 @@ func readReduction(b *testing.B, cfg limit.Config, baseline bool) (rr readRun) {
 	if baseline {
 		cfg.ColdWriteInterval = writeEveryTick // as the gate wrote before: every team, every tick
 	}
-	l, err := limit.New(cfg, clk, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer clients[0].Close()
-	tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute}, nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	l, tk, client := benchGate(b, srv, cfg, clk, 5*time.Second)
 	tk.baseline = baseline
 	names := teamNames(teams)
 	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
 	const secs = 120
-	cpu0 := redisCPU(b, clients[0])
+	cpu0 := redisCPU(b, client)
 	for s := range secs {
 		now := clk.Now()
 		for range recordsPerSec {
@@ -204,9 +192,9 @@ func readReduction(b *testing.B, cfg limit.Config, baseline bool) (rr readRun) {
 			rr.everyTeam += l.Len() // every cached team, once per sync interval
 		}
 	}
-	rr.cpu = redisCPU(b, clients[0]) - cpu0
+	rr.cpu = redisCPU(b, client) - cpu0
 	if os.Getenv("GATE_BENCH_COMMANDSTATS") != "" {
-		b.Log(clients[0].Info(context.Background(), "commandstats").Val())
+		b.Log(client.Info(context.Background(), "commandstats").Val())
 	}
 	return rr
 }
@@ -263,29 +251,17 @@ func steadyCost(b *testing.B, cfg limit.Config, warm, measure int, seeded bool) 
 	srv := redistest.Start(b)
 	clk := clock.NewFake(epochStart)
 	cfg.Window, cfg.SyncInterval, cfg.Threshold = time.Minute, 15*time.Second, 300_000
-	l, err := limit.New(cfg, clk, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer clients[0].Close()
-	tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute}, nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	l, tk, client := benchGate(b, srv, cfg, clk, 5*time.Second)
 	names := teamNames(teams)
 	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
 	if seeded {
-		seedProfiles(b, clients[0], names, recordsPerSec*60, l.Epoch(clk.Now())-1)
+		seedProfiles(b, client, names, recordsPerSec*60, l.Epoch(clk.Now())-1)
 	}
 	var cpu0 float64
 	rr.reasons = map[limit.ReadReason]int{}
 	for s := range (warm + measure) * 60 {
 		if s == warm*60 {
-			cpu0 = redisCPU(b, clients[0])
+			cpu0 = redisCPU(b, client)
 		}
 		now := clk.Now()
 		for range recordsPerSec {
@@ -311,7 +287,7 @@ func steadyCost(b *testing.B, cfg limit.Config, warm, measure int, seeded bool) 
 			rr.ticks++
 		}
 	}
-	rr.cpu = redisCPU(b, clients[0]) - cpu0
+	rr.cpu = redisCPU(b, client) - cpu0
 	if os.Getenv("GATE_BENCH_REASONS") != "" {
 		b.Logf("reads by reason %v, folds %d", rr.reasons, rr.folds)
 	}
@@ -341,4 +317,25 @@ func seedProfiles(b *testing.B, c *redis.Client, names []string, perWindow int, 
 	if _, err := pipe.Exec(ctx); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// benchGate is one gate for the benchmarks: a limiter on clk, and a tick to srv with one
+// connection whose reads and writes wait up to ioTimeout, its deadline a minute (the
+// benchmarks measure cost, not timeouts). The connection closes when b ends.
+func benchGate(b *testing.B, srv *redistest.Server, cfg limit.Config, clk clock.Clock, ioTimeout time.Duration) (*limit.Limiter, *Ticker, *redis.Client) {
+	b.Helper()
+	l, err := limit.New(cfg, clk, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: ioTimeout, WriteTimeout: ioTimeout})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = clients[0].Close() })
+	tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l, tk, clients[0]
 }

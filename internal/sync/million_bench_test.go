@@ -44,19 +44,7 @@ func millionTeams(b *testing.B) (p50, p99 time.Duration, perTeam float64) {
 	}
 	before := heapAlloc()
 	clk := clock.NewFake(epochStart)
-	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 300_000, Capacity: teams + teams/10}, clk, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer clients[0].Close()
-	tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute}, nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	l, tk, _ := benchGate(b, srv, limit.Config{Window: time.Minute, Threshold: 300_000, Capacity: teams + teams/10}, clk, 10*time.Second)
 	now := clk.Now()
 	for _, t := range names {
 		l.CheckAt(now, t, 1)
