@@ -66,44 +66,12 @@ func fleetRedis(b *testing.B, n int, baseline bool) fleetRedisRun {
 	)
 	srv := redistest.Start(b)
 	clk := clock.NewFake(epochStart)
-	names := teamNames(teams)
-	// One Zipf stream, each gate reading it from its own offset.
-	stream := make([]int32, recordsPerSec*secs)
-	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
-	for i := range stream {
-		stream[i] = int32(z.Uint64())
+	names, stream := teamNames(teams), zipfStream(teams, recordsPerSec*secs)
+	lc := limit.Config{Window: time.Minute, SyncInterval: 15 * time.Second, Threshold: 300_000}
+	if baseline {
+		lc.ColdWriteInterval = writeEveryTick
 	}
-	type member struct {
-		l  *limit.Limiter
-		tk *Ticker
-		c  *redis.Client
-	}
-	gates := make([]member, n)
-	for i := range gates {
-		lc := limit.Config{Window: time.Minute, SyncInterval: 15 * time.Second, Threshold: 300_000}
-		if baseline {
-			lc.ColdWriteInterval = writeEveryTick
-		}
-		l, err := limit.New(lc, clk, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, PoolSize: 1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute, Writer: fmt.Sprintf("g%d", i)}, nil, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tk.baseline = baseline
-		gates[i] = member{l, tk, clients[0]}
-	}
-	defer func() {
-		for _, g := range gates {
-			_ = g.c.Close()
-		}
-	}()
+	gates := benchFleet(b, srv, clk, n, lc, baseline)
 	var (
 		mu    gosync.Mutex
 		ticks []time.Duration
@@ -111,18 +79,9 @@ func fleetRedis(b *testing.B, n int, baseline bool) fleetRedisRun {
 	)
 	cpu0 := redisCPU(b, gates[0].c)
 	for s := range secs {
-		now := clk.Now()
-		var wg gosync.WaitGroup
-		for gi := range gates {
-			wg.Go(func() {
-				off := (gi*7919 + s*recordsPerSec) % len(stream)
-				for i := range recordsPerSec {
-					gates[gi].l.CheckAt(now, names[stream[(off+i)%len(stream)]], 1)
-				}
-			})
-		}
-		wg.Wait()
+		offerSecond(gates, clk.Now(), names, stream, s, recordsPerSec)
 		clk.Advance(time.Second)
+		var wg gosync.WaitGroup
 		// As Run ticks: every gate writes, then every gate reads.
 		took := make([]time.Duration, len(gates))
 		for _, phase := range []func(*Ticker, context.Context) TickResult{(*Ticker).WritePhase, (*Ticker).ReadPhase} {
@@ -183,38 +142,8 @@ func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu
 	)
 	srv := redistest.Start(b)
 	clk := clock.NewFake(epochStart)
-	names := teamNames(teams)
-	stream := make([]int32, recordsPerSec*60)
-	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
-	for i := range stream {
-		stream[i] = int32(z.Uint64())
-	}
-	type member struct {
-		l  *limit.Limiter
-		tk *Ticker
-		c  *redis.Client
-	}
-	gates := make([]member, n)
-	for i := range gates {
-		l, err := limit.New(limit.Config{Window: time.Minute, SyncInterval: 15 * time.Second, Threshold: 300_000, Adaptive: a}, clk, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, PoolSize: 1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute, Writer: fmt.Sprintf("g%d", i)}, nil, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		gates[i] = member{l, tk, clients[0]}
-	}
-	defer func() {
-		for _, g := range gates {
-			_ = g.c.Close()
-		}
-	}()
+	names, stream := teamNames(teams), zipfStream(teams, recordsPerSec*60)
+	gates := benchFleet(b, srv, clk, n, limit.Config{Window: time.Minute, SyncInterval: 15 * time.Second, Threshold: 300_000, Adaptive: a}, false)
 	if a != nil {
 		seedProfiles(b, gates[0].c, names, n*recordsPerSec*60, gates[0].l.Epoch(clk.Now())-1)
 	}
@@ -223,18 +152,9 @@ func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu
 		if s == warm*60 {
 			cpu0 = redisCPU(b, gates[0].c)
 		}
-		now := clk.Now()
-		var wg gosync.WaitGroup
-		for gi := range gates {
-			wg.Go(func() {
-				off := (gi*7919 + s*recordsPerSec) % len(stream)
-				for i := range recordsPerSec {
-					gates[gi].l.CheckAt(now, names[stream[(off+i)%len(stream)]], 1)
-				}
-			})
-		}
-		wg.Wait()
+		offerSecond(gates, clk.Now(), names, stream, s, recordsPerSec)
 		clk.Advance(time.Second)
+		var wg gosync.WaitGroup
 		for gi := range gates {
 			wg.Go(func() {
 				if r := gates[gi].tk.Tick(context.Background()); r.Errors != 0 {
@@ -248,4 +168,62 @@ func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu
 		}
 	}
 	return redisCPU(b, gates[0].c) - cpu0, events
+}
+
+// fleetMember is one gate of a benchmark's fleet.
+type fleetMember struct {
+	l  *limit.Limiter
+	tk *Ticker
+	c  *redis.Client
+}
+
+// benchFleet is n gates on srv, each its own limiter (lc, on clk), tick, connection and
+// writer name; baseline makes their ticks write as the gate did before writeScript. The
+// connections close when b ends.
+func benchFleet(b *testing.B, srv *redistest.Server, clk clock.Clock, n int, lc limit.Config, baseline bool) []fleetMember {
+	b.Helper()
+	gates := make([]fleetMember, n)
+	for i := range gates {
+		l, err := limit.New(lc, clk, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, PoolSize: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = clients[0].Close() })
+		tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute, Writer: fmt.Sprintf("g%d", i)}, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tk.baseline = baseline
+		gates[i] = fleetMember{l, tk, clients[0]}
+	}
+	return gates
+}
+
+// zipfStream is n draws of Zipf(1.1) over teams, the same on every call.
+func zipfStream(teams, n int) []int32 {
+	stream := make([]int32, n)
+	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, uint64(teams-1))
+	for i := range stream {
+		stream[i] = int32(z.Uint64())
+	}
+	return stream
+}
+
+// offerSecond has every gate check perSec records of second s at now, in parallel, each
+// reading the one stream from its own offset.
+func offerSecond(gates []fleetMember, now time.Time, names []string, stream []int32, s, perSec int) {
+	var wg gosync.WaitGroup
+	for gi := range gates {
+		wg.Go(func() {
+			off := (gi*7919 + s*perSec) % len(stream)
+			for i := range perSec {
+				gates[gi].l.CheckAt(now, names[stream[(off+i)%len(stream)]], 1)
+			}
+		})
+	}
+	wg.Wait()
 }
