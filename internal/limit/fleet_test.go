@@ -117,6 +117,21 @@ func (f *fleetSim) divertTicks(x float64) float64 {
 	return 0
 }
 
+// capWithinThreshold steps six windows at x × the limit and fails the test if any window
+// from the third on admits outside [0.97, 1.03] × the threshold.
+func (f *fleetSim) capWithinThreshold(x float64) {
+	for w := range 6 {
+		admitted := 0
+		for range 60 {
+			off, lim, _ := f.step(x)
+			admitted += off - lim
+		}
+		if r := float64(admitted) / f.thr; w >= 2 && (r < 0.97 || r > 1.03) {
+			f.t.Errorf("window %d: admitted %.3f × the threshold, want within [0.97, 1.03]", w, r)
+		}
+	}
+}
+
 // TestFleetSeesATeamCrossTogether: between reads each gate counts every record of its own
 // as 1 / its share of the fleet's, measured from its reads, and adds what the others have
 // counted but not yet written. Eight gates sharing a team evenly learn a share of 1/8; a
@@ -143,17 +158,7 @@ func TestFleetSeesATeamCrossTogether(t *testing.T) {
 		}
 	})
 	t.Run("cap", func(t *testing.T) {
-		f := newFleetSim(t, n, Cap)
-		for w := range 6 {
-			admitted := 0
-			for range 60 {
-				off, lim, _ := f.step(5)
-				admitted += off - lim
-			}
-			if r := float64(admitted) / f.thr; w >= 2 && (r < 0.97 || r > 1.03) {
-				t.Errorf("window %d: admitted %s × the threshold, want within [0.97, 1.03]", w, fmt.Sprintf("%.3f", r))
-			}
-		}
+		newFleetSim(t, n, Cap).capWithinThreshold(5)
 	})
 }
 
@@ -183,15 +188,6 @@ func TestAlignedFleetDivertsWithinTwoTicks(t *testing.T) {
 	t.Run("cap 10×", func(t *testing.T) {
 		f := newFleetSimThr(t, n, Cap, 600)
 		f.aligned = true
-		for w := range 6 {
-			admitted := 0
-			for range 60 {
-				off, lim, _ := f.step(10)
-				admitted += off - lim
-			}
-			if r := float64(admitted) / f.thr; w >= 2 && (r < 0.97 || r > 1.03) {
-				t.Errorf("window %d: admitted %.3f × the threshold, want within [0.97, 1.03]", w, r)
-			}
-		}
+		f.capWithinThreshold(10)
 	})
 }
