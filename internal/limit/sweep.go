@@ -461,6 +461,6 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 	m := fleetMass * thr
 	share = (share*m + float64(r.flushed)) / (m + fleet)
 	share = min(max(share, 1.0/maxFleetFactor), 1)
-	// The other gates' part of the fleet's rate, over half a tick.
+	// The other gates' part of the fleet's rate, over what the read could not see.
 	return 1 / share, (1 - share) * fleet / rateDt * gap
 }
