@@ -43,16 +43,7 @@ func TestColdTeamsWrittenOncePerInterval(t *testing.T) {
 					t.Errorf("sweep %d handed over %d teams' counts, want about %d (a tenth of the cold teams)", i+1, n, teams/10)
 				}
 			}
-			sw := new(Sweep)
-			l.SweepAll(now, sw)
-			for _, cnt := range sw.Counts {
-				written[cnt.Team] += cnt.N
-			}
-			for team, n := range counted {
-				if written[team] != n {
-					t.Fatalf("%s: %d handed to the tick, want the %d counted", team, written[team], n)
-				}
-			}
+			allHandedOver(t, l, now, counted, written)
 		})
 	}
 }
@@ -83,7 +74,7 @@ func TestColdWriteExceptions(t *testing.T) {
 				l.CheckEventAt(now, now, team, 1)
 				now2 := now.Add(time.Second)
 				probe := l.coldWrites(now2.UnixNano(), false)
-				if !probe.drain(hashOf(l, team), 0, 1, 10_000, false) {
+				if probe.drain(hashOf(l, team), 0, 1, 10_000, false) == drainNone {
 					cold = team
 					break
 				}
@@ -107,5 +98,71 @@ func TestColdWriteExceptions(t *testing.T) {
 				t.Error("Held = 0, want the cold teams counted as held")
 			}
 		})
+	}
+}
+
+// TestColdTeamWritesEachWindowOnce: at the default interval (one window, wall clock) a cold
+// team's phase point hands over the counts of the windows that have ended and keeps the
+// current window's for its next point, so each window's count of a cold team reaches the
+// tick in one piece: one write, one key created, where handing over everything at the
+// point split most windows' counts in two (a write, and the creation of its key, on each
+// side of the window's start). Every count still reaches the tick, once, and never later
+// than the window after its own (a sweep drops what is older).
+func TestColdTeamWritesEachWindowOnce(t *testing.T) {
+	l, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 1_000_000})
+	const teams = 600
+	now := t0
+	counted := map[string]int64{}
+	written := map[string]int64{}
+	pieces := map[string]int{} // "team/epoch": how many Counts carried it
+	for s := range 4 * 60 {
+		for i := range teams {
+			team := fmt.Sprintf("t%d", i)
+			l.CheckAt(now, team, 1)
+			counted[team]++
+		}
+		now = now.Add(time.Second)
+		sw := new(Sweep)
+		l.Sweep(now, sw)
+		if sw.Stale != 0 {
+			t.Fatalf("second %d: %d counts dropped as stale", s, sw.Stale)
+		}
+		cur := l.Epoch(now)
+		for _, c := range sw.Counts {
+			written[c.Team] += c.N
+			if s == 0 {
+				continue // the first sweep hands over everything
+			}
+			if c.Epoch >= cur {
+				t.Fatalf("second %d: %s's count of the current window %d handed over at its phase point", s, c.Team, c.Epoch)
+			}
+			pieces[fmt.Sprintf("%s/%d", c.Team, c.Epoch)]++
+		}
+	}
+	split := 0
+	for _, n := range pieces {
+		if n > 1 {
+			split++
+		}
+	}
+	if split != 0 || len(pieces) < 2*teams {
+		t.Errorf("%d of %d (team, window) counts handed over in more than one piece, want none", split, len(pieces))
+	}
+	allHandedOver(t, l, now, counted, written)
+}
+
+// allHandedOver adds what a final flush (SweepAll) hands over to written, and checks that
+// every team's counts reached the tick, all of them once.
+func allHandedOver(t *testing.T, l *Limiter, now time.Time, counted, written map[string]int64) {
+	t.Helper()
+	sw := new(Sweep)
+	l.SweepAll(now, sw)
+	for _, c := range sw.Counts {
+		written[c.Team] += c.N
+	}
+	for team, n := range counted {
+		if written[team] != n {
+			t.Fatalf("%s: %d handed to the tick, want the %d counted", team, written[team], n)
+		}
 	}
 }

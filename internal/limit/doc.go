@@ -17,7 +17,10 @@
 //     only allowed records count. Every counted record is handed to the tick (Sweep) exactly
 //     once for writing to the shared store, except when its entry is evicted between a check
 //     and the next sweep under a race measured in nanoseconds, or when a whole window passes
-//     without a sweep (those counts are stale and reported as dropped).
+//     without a sweep (those counts are stale and reported as dropped). A team's counts go
+//     on the sweep after the check, except a cold team's (Config.ColdWriteInterval): those
+//     wait, at most ColdWriteShare of its threshold, and go by the end of the window after
+//     their own.
 //   - Memory is bounded: at most Capacity teams are cached; the least recently seen of a
 //     small sample is evicted when a shard is full, and teams not seen for IdleTimeout are
 //     expired by the sweep.

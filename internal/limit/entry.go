@@ -201,6 +201,13 @@ func (e *entry) level(now, floor int64) float64 {
 	return max(lvl, est)
 }
 
+// slotEpoch is the epoch of an unsent slot's value v, from its tag, seen at current epoch
+// cur: the signed distance, as a check timed just after the sweep's clock read can be one
+// epoch ahead of cur.
+func slotEpoch(cur int64, v uint64) int64 {
+	return cur - int64(int16(uint16(uint64(cur)-v)))
+}
+
 // addUnsent adds n to the counts waiting for the tick in epoch. It returns what it
 // displaced: counts of the epoch two back in the same slot that no sweep collected, which
 // only happens when no sweep ran for a whole window.
@@ -223,11 +230,21 @@ func (e *entry) addUnsent(epoch, n int64) (displaced int64) {
 // current epoch cur. Counts for epochs older than cur−1 are not appended: their sum is
 // returned as stale. Only the tick (one goroutine) calls it.
 func (e *entry) drainUnsent(counts []Count, cur int64) (_ []Count, stale int64) {
+	return e.drain(counts, cur, false)
+}
+
+// drain is drainUnsent, for the counts of epochs before cur alone when endedOnly: those of
+// windows that have ended, which no check adds to any more.
+func (e *entry) drain(counts []Count, cur int64, endedOnly bool) (_ []Count, stale int64) {
 	for i := range e.unsent {
 		slot := &e.unsent[i]
-		seen := int64(slot.Load() >> epochTagBits)
+		v0 := slot.Load()
+		seen := int64(v0 >> epochTagBits)
 		if seen == 0 {
 			continue
+		}
+		if endedOnly && slotEpoch(cur, v0) >= cur {
+			continue // the current epoch's (or, timed just after cur was read, the next's)
 		}
 		// Add to flushed before taking from unsent, so a concurrent check sees these
 		// records twice for an instant rather than not at all.
@@ -235,9 +252,7 @@ func (e *entry) drainUnsent(counts []Count, cur int64) (_ []Count, stale int64) 
 		v := slot.And(epochTagMask) // keep the tag, take the count
 		n := int64(v >> epochTagBits)
 		e.flushed.Add(n - seen)
-		// Signed distance: a check timed just after the sweep's clock read can be one
-		// epoch ahead of cur.
-		epoch := cur - int64(int16(uint16(uint64(cur)-v)))
+		epoch := slotEpoch(cur, v)
 		if epoch < cur-1 {
 			e.flushed.Add(-n) // never written, so never part of a read
 			stale += n

@@ -300,7 +300,7 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 				reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.evPending(), fthr)
 				due = due && idle <= liveSecs
 				// A window that has ended gets no more counts here: write what it holds.
-				if cw.drain(h, p, int64(e.unsent[0].Load()), fthr, due) || progress >= 1 {
+				if cw.drain(h, p, int64(e.unsent[0].Load()), fthr, due) != drainNone || progress >= 1 {
 					drain()
 				} else {
 					into.Held++

@@ -152,26 +152,47 @@ type coldWrites struct {
 	prev, now  int64 // the last sweep's time and this one's
 	share      float64
 	everything bool
+	// endedOnly: at its phase point a cold team hands over the counts of windows that
+	// have ended, not yet those of the current one (Config.ColdWriteInterval).
+	endedOnly bool
 }
 
 func (l *Limiter) coldWrites(ns int64, all bool) coldWrites {
 	cw := coldWrites{prev: l.lastSweep, now: ns, share: l.cfg.ColdWriteShare, everything: all}
 	if l.cfg.ColdWriteInterval > 0 && l.lastSweep != 0 {
 		cw.every = l.cfg.ColdWriteInterval.Nanoseconds()
+		// An interval shorter than the window asks for a cold team's current counts
+		// sooner than the window's end; the event clock's windows are per record.
+		cw.endedOnly = l.cfg.ColdWriteInterval >= l.cfg.Window && l.ring == nil
 	}
 	return cw
 }
 
-// now says whether a team's counts go to the tick in this sweep: its hash h, pressure p,
+// What a sweep hands to the tick of one team's counts.
+type drainKind uint8
+
+const (
+	drainNone  drainKind = iota // nothing: a cold team between its phase points
+	drainEnded                  // the windows that have ended: a cold team at its phase point
+	drainAll                    // every count
+)
+
+// drain says what of a team's counts go to the tick in this sweep: its hash h, pressure p,
 // counts waiting unsent, threshold thr, and whether it is due for a read (the read must
 // include them).
-func (cw *coldWrites) drain(h uint64, p float64, unsent int64, thr float64, due bool) bool {
+func (cw *coldWrites) drain(h uint64, p float64, unsent int64, thr float64, due bool) drainKind {
 	if cw.every == 0 || cw.everything || due || TierOf(p) != Idle || float64(unsent) >= cw.share*thr {
-		return true
+		return drainAll
 	}
 	// Its phase point, one per interval, fell between the last sweep and this one.
 	off := int64(h % uint64(cw.every))
-	return floorDiv(cw.now+off, cw.every) != floorDiv(cw.prev+off, cw.every)
+	if floorDiv(cw.now+off, cw.every) == floorDiv(cw.prev+off, cw.every) {
+		return drainNone
+	}
+	if cw.endedOnly {
+		return drainEnded
+	}
+	return drainAll
 }
 
 func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
@@ -225,12 +246,15 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			if math.IsInf(sthr, 1) {
 				wp = 0
 			}
-			if cw.drain(h, wp, e.pending()-e.flushed.Load(), sthr, due) {
-				var stale int64
-				into.Counts, stale = e.drainUnsent(into.Counts, cur)
-				into.Stale += stale
-			} else {
+			if k := cw.drain(h, wp, e.pending()-e.flushed.Load(), sthr, due); k == drainNone {
 				into.Held++
+			} else {
+				var stale int64
+				into.Counts, stale = e.drain(into.Counts, cur, k == drainEnded)
+				into.Stale += stale
+				if k == drainEnded && e.pending() > e.flushed.Load() {
+					into.Held++ // the current window's, for its next point
+				}
 			}
 			// What a read planned now will account for: everything handed to the tick this
 			// tick or before. Records counted from here on stay pending after it.
