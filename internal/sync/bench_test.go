@@ -116,6 +116,7 @@ func BenchmarkReadReduction(b *testing.B) {
 				b.ReportMetric(1-float64(rr.reads)/float64(rr.everyTeam), "read_reduction")
 				b.ReportMetric(float64(rr.reads)/float64(rr.ticks), "reads/tick")
 				b.ReportMetric(float64(rr.cmds)/float64(rr.ticks), "cmds/tick")
+				b.ReportMetric(float64(rr.writes)/float64(rr.ticks), "writes/tick")
 				b.ReportMetric(rr.cpu/(float64(rr.events)/1e6), "redis_cpu_s/Mevents")
 			}
 		})
@@ -123,11 +124,11 @@ func BenchmarkReadReduction(b *testing.B) {
 }
 
 type readRun struct {
-	reads, everyTeam, cmds, ticks int
-	events                        int64
-	cpu                           float64 // redis-server CPU seconds
-	reasons                       map[limit.ReadReason]int
-	folds                         int
+	reads, everyTeam, cmds, ticks, writes int
+	events                                int64
+	cpu                                   float64 // redis-server CPU seconds
+	reasons                               map[limit.ReadReason]int
+	folds                                 int
 }
 
 // redisCPU returns the server's CPU time so far, user + sys, in seconds.
@@ -152,51 +153,12 @@ func redisCPU(b testing.TB, c redis.Cmdable) float64 {
 	return total
 }
 
-func readReduction(b *testing.B, cfg limit.Config, baseline bool) (rr readRun) {
-	const (
-		teams         = 100_000
-		recordsPerSec = 100_000
-	)
-	srv := redistest.Start(b)
-	clk := clock.NewFake(epochStart)
-	cfg.Window, cfg.SyncInterval, cfg.Threshold = time.Minute, 15*time.Second, 300_000
-	if baseline {
-		cfg.ColdWriteInterval = writeEveryTick // as the gate wrote before: every team, every tick
-	}
-	l, tk, client := benchGate(b, srv, cfg, clk, 5*time.Second)
-	tk.baseline = baseline
-	names := teamNames(teams)
-	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
-	const secs = 120
-	cpu0 := redisCPU(b, client)
-	for s := range secs {
-		now := clk.Now()
-		for range recordsPerSec {
-			l.CheckAt(now, names[z.Uint64()], 1)
-		}
-		rr.events += recordsPerSec
-		clk.Advance(time.Second)
-		var r TickResult
-		if baseline {
-			r = tk.Tick(context.Background()) // the scheme before: one pipeline a tick
-		} else {
-			r = runSplitTick(tk, context.Background())
-		}
-		if r.Errors != 0 {
-			b.Fatalf("tick failed: %+v", r)
-		}
-		rr.reads += r.Reads
-		rr.cmds += r.Commands
-		rr.ticks++
-		if s%15 == 14 {
-			rr.everyTeam += l.Len() // every cached team, once per sync interval
-		}
-	}
-	rr.cpu = redisCPU(b, client) - cpu0
-	if os.Getenv("GATE_BENCH_COMMANDSTATS") != "" {
-		b.Log(client.Info(context.Background(), "commandstats").Val())
-	}
-	return rr
+func readReduction(b *testing.B, cfg limit.Config, baseline bool) readRun {
+	// Two windows measured after one of warm-up: a cold team's counts of a window are
+	// written in the next one (ColdWriteInterval), so the first window writes less than
+	// the steady state, and the last one measured writes its predecessor's. The baseline
+	// ticks in one pipeline, as the gate did then.
+	return steadyRun(b, cfg, steadyOpts{warm: 60, measure: 120, baseline: baseline, split: !baseline})
 }
 
 // runSplitTick runs one tick as Run does, a write phase then a read phase, and adds up what
@@ -232,7 +194,8 @@ func BenchmarkAdaptiveCost(b *testing.B) {
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			for b.Loop() {
-				rr := steadyCost(b, limit.Config{Adaptive: v.a}, 12, 8, v.seeded)
+				// Ticks in one pipeline (Tick), as when these figures were first measured.
+				rr := steadyRun(b, limit.Config{Adaptive: v.a}, steadyOpts{warm: 12 * 60, measure: 8 * 60, seeded: v.seeded})
 				b.ReportMetric(rr.cpu/(float64(rr.events)/1e6), "redis_cpu_s/Mevents")
 				b.ReportMetric(float64(rr.cmds)/float64(rr.ticks), "cmds/tick")
 				b.ReportMetric(float64(rr.reads)/float64(rr.ticks), "reads/tick")
@@ -241,9 +204,18 @@ func BenchmarkAdaptiveCost(b *testing.B) {
 	}
 }
 
-// steadyCost runs readReduction's workload for warm + measure windows and measures the
-// last measure windows.
-func steadyCost(b *testing.B, cfg limit.Config, warm, measure int, seeded bool) (rr readRun) {
+// steadyOpts is what steadyRun runs: seconds of warm-up and measured, and how it ticks.
+type steadyOpts struct {
+	warm, measure int
+	baseline      bool // writes as before writeScript, every team on every tick
+	split         bool // tick as Run does (a write phase, then a read phase); else Tick
+	seeded        bool // every team's profile holds a day of history (seedProfiles)
+}
+
+// steadyRun runs BenchmarkReadReduction's workload (100k Zipf(1.1) teams, 100k events a
+// second, 60 s window, 15 s sync interval, real redis-server, fake clock) for o.warm +
+// o.measure seconds and measures the last o.measure.
+func steadyRun(b *testing.B, cfg limit.Config, o steadyOpts) (rr readRun) {
 	const (
 		teams         = 100_000
 		recordsPerSec = 100_000
@@ -251,16 +223,21 @@ func steadyCost(b *testing.B, cfg limit.Config, warm, measure int, seeded bool) 
 	srv := redistest.Start(b)
 	clk := clock.NewFake(epochStart)
 	cfg.Window, cfg.SyncInterval, cfg.Threshold = time.Minute, 15*time.Second, 300_000
+	if o.baseline {
+		cfg.ColdWriteInterval = writeEveryTick // as the gate wrote before: every team, every tick
+	}
 	l, tk, client := benchGate(b, srv, cfg, clk, 5*time.Second)
+	tk.baseline = o.baseline
 	names := teamNames(teams)
 	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
-	if seeded {
+	if o.seeded {
 		seedProfiles(b, client, names, recordsPerSec*60, l.Epoch(clk.Now())-1)
 	}
+	reasons := os.Getenv("GATE_BENCH_REASONS") != "" // reads by reason, in the log
 	var cpu0 float64
 	rr.reasons = map[limit.ReadReason]int{}
-	for s := range (warm + measure) * 60 {
-		if s == warm*60 {
+	for s := range o.warm + o.measure {
+		if s == o.warm {
 			cpu0 = redisCPU(b, client)
 		}
 		now := clk.Now()
@@ -268,28 +245,41 @@ func steadyCost(b *testing.B, cfg limit.Config, warm, measure int, seeded bool) 
 			l.CheckAt(now, names[z.Uint64()], 1)
 		}
 		clk.Advance(time.Second)
-		r := tk.Tick(context.Background())
+		var r TickResult
+		if o.split {
+			r = runSplitTick(tk, context.Background())
+		} else {
+			r = tk.Tick(context.Background())
+		}
 		if r.Errors != 0 {
 			b.Fatalf("tick failed: %+v", r)
 		}
-		if s >= warm*60 {
-			if os.Getenv("GATE_BENCH_REASONS") != "" { // reads by reason, in the log
-				for _, r := range tk.limits[0].sweep.Reads {
-					rr.reasons[r.Reason]++
-					if r.Fold {
-						rr.folds++
-					}
+		if s < o.warm {
+			continue
+		}
+		if reasons {
+			for _, r := range tk.limits[0].sweep.Reads {
+				rr.reasons[r.Reason]++
+				if r.Fold {
+					rr.folds++
 				}
 			}
-			rr.events += recordsPerSec
-			rr.reads += r.Reads
-			rr.cmds += r.Commands
-			rr.ticks++
+		}
+		rr.events += recordsPerSec
+		rr.reads += r.Reads
+		rr.writes += r.Writes
+		rr.cmds += r.Commands
+		rr.ticks++
+		if s%15 == 14 {
+			rr.everyTeam += l.Len() // every cached team, once per sync interval
 		}
 	}
 	rr.cpu = redisCPU(b, client) - cpu0
-	if os.Getenv("GATE_BENCH_REASONS") != "" {
+	if reasons {
 		b.Logf("reads by reason %v, folds %d", rr.reasons, rr.folds)
+	}
+	if os.Getenv("GATE_BENCH_COMMANDSTATS") != "" {
+		b.Log(client.Info(context.Background(), "commandstats").Val())
 	}
 	return rr
 }
