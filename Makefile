@@ -115,7 +115,8 @@ soak: deps-test
 # without holds (BenchmarkDivertSwitches, 1x), spike protection's learner on a week of
 # 10k teams beside the best static threshold (BenchmarkSpikeTrace, 1x, about 40 s; it draws
 # bench/spike.svg), four gate processes enforcing one cap
-# (BenchmarkFleetProcessWindow, 1x, about a minute), and the whole gate beside a bare franz-go pass-through through the
+# (BenchmarkFleetProcessWindow, 1x, about a minute), the check beside a bare map five more
+# times, interleaved (the report takes the medians of the six), and the whole gate beside a bare franz-go pass-through through the
 # in-process broker (six runs of the test binary, each the pass-through, the gate, then the gate
 # with exactly-once delivery, so a drifting machine affects all alike). Compare figures within one run: these machines are noisy. All output
 # goes to bench/raw.txt; bench/report turns it into bench/results.json and bench/RESULTS.md.
@@ -129,6 +130,8 @@ bench: deps-test
 	$(GO) test -run '^$$' -bench '^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams|DivertSwitches|AdaptiveCost|AdaptiveFleetCost)$$' -benchtime 1x -count=1 -timeout 40m ./internal/sync/; \
 	$(GO) test -run '^$$' -bench '^BenchmarkFleetProcessWindow$$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/; \
 	$(GO) test -run '^$$' -bench '^BenchmarkSpikeTrace$$' -benchtime 1x -count=1 -timeout 10m ./internal/spike/ -args -spike-chart=$(CURDIR)/bench/spike.svg; \
+	$(GO) test -c -o bench/limit.test ./internal/limit/; \
+	for i in 1 2 3 4 5; do bench/limit.test -test.run '^$$' -test.bench 'BenchmarkCheck/zipf100k/parallel/(baremap|baremap-copied|divert-batchclock)$$' -test.benchtime $(BENCHTIME) -test.benchmem; done; \
 	$(GO) test -c -o bench/consume.test ./internal/consume/; \
 	for i in 1 2 3 4 5 6; do bench/consume.test -test.run '^$$' -test.bench BenchmarkEndToEnd -test.benchtime 200000x; done; \
 	} 2>&1 | tee bench/raw.txt
