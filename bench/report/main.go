@@ -472,7 +472,7 @@ var rows = []row{
 	{"redis_cpu_s_per_million_events_adaptive_learned", nil, "adaptive with every team learned from its first fold (min history one window), same run"},
 	{"redis_cpu_adaptive_vs_static", ptr(atMost(1.1)), "redis_cpu_s_per_million_events_adaptive ÷ _adaptive_static"},
 	{"redis_cpu_adaptive_learned_vs_static", ptr(atMost(1.1)), "redis_cpu_s_per_million_events_adaptive_learned ÷ _adaptive_static (issue 22: at most 10% more)"},
-	{"redis_cpu_s_per_million_events_adaptive_fleet_static", nil, "BenchmarkAdaptiveFleetCost: 4 gates, static, windows 12-16"},
+	{"redis_cpu_s_per_million_events_adaptive_fleet_static", nil, "BenchmarkAdaptiveFleetCost: 4 gates, static, windows 12-20"},
 	{"redis_cpu_s_per_million_events_adaptive_fleet", nil, "the same fleet, every team learned, same run"},
 	{"redis_cpu_adaptive_fleet_vs_static", ptr(atMost(1.1)), "the fleet's ratio (issue 22: at most 10% more)"},
 	{"gates_per_redis_core", ptr(atLeast(64)), "gates one Redis core carries at 50% CPU, each at 100k Zipf records/s over 100k teams (BenchmarkFleetRedis, least over 1-64 gates)"},

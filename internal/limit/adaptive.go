@@ -59,6 +59,12 @@ type learned struct {
 	prof spike.Profile
 	next int64 // the epoch of the next look at the profile
 	hour int64 // the hour (epoch × window / 1 h) thr was computed for
+	// own is what this gate handed to the tick of each of the last three windows (by
+	// epoch mod 3: the epoch's low 16 bits over a 48-bit count), complete from epoch
+	// ownFrom on, so that a fold knows this gate's share of the window it folds
+	// (wantsFold).
+	own     [3]uint64
+	ownFrom int64
 	// Read by checks (thr, on an override swap) and the team view.
 	thr      atomic.Int64  // learned threshold; 0 while the team has too little history
 	base     atomic.Uint64 // float64 bits of the baseline in that hour
@@ -78,13 +84,47 @@ func (a *adaptive) of(e *entry) *learned {
 	return nil
 }
 
-// wantsFold rolls whether this gate writes the fold of e's profile it made: with probability
-// min(1, 2 × this gate's share of the team's traffic), which the fleet factor measures.
-func (a *adaptive) wantsFold(e *entry) bool {
+// ownBits is the width of learned.own's count; the epoch tag is above it.
+const ownBits = 48
+
+// addOwn adds n records of epoch to what this gate handed to the tick.
+func (ls *learned) addOwn(epoch, n int64) {
+	o := &ls.own[floorMod(epoch, 3)]
+	tag := uint64(uint16(epoch)) << ownBits
+	if *o&^(1<<ownBits-1) != tag {
+		*o = tag
+	}
+	*o = tag | min(*o&(1<<ownBits-1)+uint64(n), 1<<ownBits-1)
+}
+
+// ownOf is what this gate handed to the tick of epoch; ok is false when it does not know
+// it all: the epoch came before this state was made, or is no longer among the last three.
+func (ls *learned) ownOf(epoch int64) (n int64, ok bool) {
+	if epoch < ls.ownFrom {
+		return 0, false
+	}
+	o := ls.own[floorMod(epoch, 3)]
+	if o>>ownBits != uint64(uint16(epoch)) {
+		return 0, true // nothing handed over in that epoch (or the slot holds a later one)
+	}
+	return int64(o & (1<<ownBits - 1)), true
+}
+
+// wantsFold rolls whether this gate writes the fold of e's profile it made, of epoch f whose
+// shared count was count: with probability min(1, 2 × this gate's share of the team's
+// traffic), so that a fleet writes a fold about twice, not once per gate. The share is
+// this gate's own count of f against the fleet's when it knows it (ls.ownOf); otherwise
+// the fleet factor's. The factor alone is no measure for most teams: its running ratio
+// weighs a read as an eighth of a threshold's records, so a team sending a few dozen a
+// window keeps the share it started with, 1, and every gate wrote every fold of it
+// (BenchmarkAdaptiveFleetCost: 4 writes a fold, 3 of them lost).
+func (a *adaptive) wantsFold(e *entry, ls *learned, f, count int64) bool {
 	share := 1.0
-	if e.readAt.Load() != 0 {
-		_, _, f := unpackView(e.estimate.Load())
-		share = 1 / f
+	if own, ok := ls.ownOf(f); ok && count > 0 {
+		share = min(float64(own)/float64(count), 1)
+	} else if e.readAt.Load() != 0 {
+		_, _, factor := unpackView(e.estimate.Load())
+		share = 1 / factor
 	}
 	return share >= 0.5 || a.rng.Float64() < 2*share
 }
@@ -343,7 +383,7 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		return ProfileWrite{}, false
 	}
 	e := r.e
-	ls := l.learnedFor(e, r.Team)
+	ls := l.learnedFor(e, r.Team, r.Epoch)
 	if ls == nil {
 		return ProfileWrite{}, false // the team left the cache since the sweep
 	}
@@ -370,7 +410,7 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		w = ProfileWrite{Team: r.Team, Old: p.Epoch, Exists: found}
 		span := a.cfg.FoldPeriod(&p)
 		a.cfg.FoldSpan(&p, f, float64(count), span)
-		w.Profile, write = p, a.wantsFold(e)
+		w.Profile, write = p, a.wantsFold(e, ls, f, count)
 	default:
 		// Due, without the count to fold: look again next window.
 		ls.prof, ls.next = p, cur+1
@@ -383,9 +423,11 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 	return w, write
 }
 
-// learnedFor returns e's learned state, made if need be, or nil when e is no longer team's
-// cached entry (evicted or expired since the sweep): state kept for it would never be freed.
-func (l *Limiter) learnedFor(e *entry, team string) *learned {
+// learnedFor returns e's learned state, made if need be in epoch cur, or nil when e is no
+// longer team's cached entry (evicted or expired since the sweep): state kept for it would
+// never be freed. A state made now tallies this gate's counts from the next epoch on: some
+// of cur's may have gone to the tick already.
+func (l *Limiter) learnedFor(e *entry, team string, cur int64) *learned {
 	if ls := l.adapt.of(e); ls != nil {
 		return ls
 	}
@@ -396,6 +438,6 @@ func (l *Limiter) learnedFor(e *entry, team string) *learned {
 	if cur, _, _ := sh.idx.tab.Load().lookup(h, team); cur != e {
 		return nil
 	}
-	v, _ := l.adapt.teams.LoadOrStore(e, &learned{next: math.MinInt64})
+	v, _ := l.adapt.teams.LoadOrStore(e, &learned{next: math.MinInt64, ownFrom: cur + 1})
 	return v.(*learned)
 }

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -261,5 +262,105 @@ func TestAdaptiveSpikeCapAndDivert(t *testing.T) {
 			}
 			t.Logf("%s: spike ended %v after it started", mode, ended.Sub(now))
 		})
+	}
+}
+
+// TestFoldWriterByShare: a gate writes the fold it made with probability min(1, 2 × its
+// share of the window folded), its own count of that window against the fleet's, so that
+// a fleet writes each fold about twice. A tail team's fleet factor stays at the 1 it starts
+// with (a read weighs as an eighth of a threshold's records), and with the factor as the
+// share every gate wrote every fold of it.
+func TestFoldWriterByShare(t *testing.T) {
+	const teams = 400
+	for _, c := range []struct {
+		name       string
+		count      int64 // the fleet's count of the window folded; this gate's is 1
+		lo, hi     int   // writes expected of teams
+		withRecord bool
+	}{
+		{"one percent", 100, 0, 40, true}, // p = 0.02: 8 expected
+		{"half", 2, teams, teams, true},   // p = 1
+		{"alone", 1, teams, teams, true},  // p = 1
+		{"none of it", 50, 0, 0, false},   // share 0: never
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := adaptiveLimiter(t, Config{ColdWriteInterval: -1})
+			now := adaptT0
+			name := func(i int) string { return fmt.Sprintf("team-%d", i) }
+			for i := range teams {
+				l.CheckAt(now, name(i), 1)
+			}
+			var sw Sweep
+			l.Sweep(now, &sw)
+			for i := range sw.Reads { // first looks: the learned state is made
+				r := &sw.Reads[i]
+				l.ApplyProfile(r, learnedProfile(l, 10, r.Epoch), true, 0, now)
+			}
+			if n := countLearned(l); n != teams {
+				t.Fatalf("%d teams learned, want %d", n, teams)
+			}
+			// Window F: this gate counts one record of each team (or none), handed over by
+			// the next sweep.
+			now = now.Add(time.Minute)
+			f := l.Epoch(now)
+			if c.withRecord {
+				for i := range teams {
+					l.CheckAt(now, name(i), 1)
+				}
+			}
+			l.Sweep(now.Add(time.Second), &sw)
+			// Window F+2: every team is due for a look, and folds F.
+			now = now.Add(2 * time.Minute)
+			l.adapt.teams.Range(func(_, v any) bool { v.(*learned).next = f + 2; return true })
+			l.Sweep(now, &sw)
+			writes, folds := 0, 0
+			for i := range sw.Reads {
+				r := &sw.Reads[i]
+				if !r.Fold {
+					continue
+				}
+				folds++
+				p := spike.Profile{Epoch: f - 1, Windows: 1440, Level: 10}
+				for l.adapt.cfg.NextFold(&p, r.Team) > f {
+					p.Epoch--
+				}
+				if _, write := l.ApplyProfile(r, p, true, c.count, now); write {
+					writes++
+				}
+			}
+			if folds != teams {
+				t.Fatalf("%d folds, want %d", folds, teams)
+			}
+			if writes < c.lo || writes > c.hi {
+				t.Errorf("%d of %d folds written, want %d to %d", writes, teams, c.lo, c.hi)
+			}
+		})
+	}
+}
+
+// TestOwnCounts: what a gate handed to the tick, kept per epoch for the last three.
+func TestOwnCounts(t *testing.T) {
+	ls := &learned{ownFrom: 10}
+	if _, ok := ls.ownOf(9); ok {
+		t.Error("epoch 9, before the state was made: known")
+	}
+	ls.addOwn(10, 3)
+	ls.addOwn(10, 4)
+	ls.addOwn(11, 5)
+	if n, ok := ls.ownOf(10); !ok || n != 7 {
+		t.Errorf("epoch 10: %d %v, want 7", n, ok)
+	}
+	if n, ok := ls.ownOf(12); !ok || n != 0 {
+		t.Errorf("epoch 12, nothing handed over: %d %v, want 0", n, ok)
+	}
+	ls.addOwn(13, 2) // epoch 10's slot
+	if n, _ := ls.ownOf(10); n != 0 {
+		t.Errorf("epoch 10 after 13 took its slot: %d, want 0", n)
+	}
+	if n, _ := ls.ownOf(13); n != 2 {
+		t.Errorf("epoch 13: %d, want 2", n)
+	}
+	if n, _ := ls.ownOf(11); n != 5 {
+		t.Errorf("epoch 11: %d, want 5", n)
 	}
 }

@@ -250,8 +250,14 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				into.Held++
 			} else {
 				var stale int64
+				n0 := len(into.Counts)
 				into.Counts, stale = e.drain(into.Counts, cur, k == drainEnded)
 				into.Stale += stale
+				if ls != nil {
+					for _, c := range into.Counts[n0:] {
+						ls.addOwn(c.Epoch, c.N)
+					}
+				}
 				if k == drainEnded && e.pending() > e.flushed.Load() {
 					into.Held++ // the current window's, for its next point
 				}
