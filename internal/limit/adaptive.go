@@ -29,8 +29,8 @@ import (
 // every window since the last fold (spike.FoldSpan). Every gate that has the team cached
 // looks at its profile, and the count of that window, in the window the next fold becomes
 // final (F+2), and folds it: the same counts into the same profile, the same result on
-// every gate. A gate writes its fold with probability min(1, 2 × its share of the team's
-// traffic), so that a fleet writes it about twice, not once per gate, with a
+// every gate. A gate writes its fold with probability min(1, 2 × its share of the window
+// folded), so that a fleet writes it about twice, not once per gate, with a
 // compare-and-set on the profile's epoch (a lost race is harmless). Should no gate write
 // it, the next fold folds the stored profile over both periods.
 
