@@ -18,8 +18,9 @@ import (
 // tick's goroutine, keeping its generation, tier and held bit.
 //
 // The tick's goroutine keeps, for each cached team it has looked up, a learned state: the
-// profile as last fetched (64 bytes), when to look at it next, and the threshold and
-// baseline it gives. It is dropped when the team leaves the cache (expired or evicted).
+// profile as last fetched (64 bytes), when to look at it next, the threshold and
+// baseline it gives, and what this gate counted of the last three windows (who writes a
+// fold). It is dropped when the team leaves the cache (expired or evicted).
 //
 // Who folds, and when. A team's profile is folded once every period windows, period being
 // a function of the profile alone (spike.Config.FoldPeriod, NextFold), so every gate
@@ -98,30 +99,38 @@ func (ls *learned) addOwn(epoch, n int64) {
 }
 
 // ownOf is what this gate handed to the tick of epoch; ok is false when it does not know
-// it all: the epoch came before this state was made, or is no longer among the last three.
+// it all: the epoch came before this state was made, or a later epoch has its slot (a
+// check timed just after a sweep's clock read can count one epoch ahead).
 func (ls *learned) ownOf(epoch int64) (n int64, ok bool) {
 	if epoch < ls.ownFrom {
 		return 0, false
 	}
 	o := ls.own[floorMod(epoch, 3)]
-	if o>>ownBits != uint64(uint16(epoch)) {
-		return 0, true // nothing handed over in that epoch (or the slot holds a later one)
+	switch tag := uint16(o >> ownBits); {
+	case tag == uint16(epoch):
+		return int64(o & (1<<ownBits - 1)), true
+	case o != 0 && int16(tag-uint16(epoch)) > 0:
+		return 0, false
 	}
-	return int64(o & (1<<ownBits - 1)), true
+	return 0, true // nothing handed over in that epoch
 }
 
 // wantsFold rolls whether this gate writes the fold of e's profile it made, of epoch f whose
-// shared count was count: with probability min(1, 2 × this gate's share of the team's
-// traffic), so that a fleet writes a fold about twice, not once per gate. The share is
-// this gate's own count of f against the fleet's when it knows it (ls.ownOf); otherwise
-// the fleet factor's. The factor alone is no measure for most teams: its running ratio
-// weighs a read as an eighth of a threshold's records, so a team sending a few dozen a
-// window keeps the share it started with, 1, and every gate wrote every fold of it
-// (BenchmarkAdaptiveFleetCost: 4 writes a fold, 3 of them lost).
-func (a *adaptive) wantsFold(e *entry, ls *learned, f, count int64) bool {
+// shared count was count, the read of epoch f+2 having found prev for f+1: with probability
+// min(1, 2 × this gate's share of the team's traffic), so that a fleet writes a fold about
+// twice, not once per gate. The share is this gate's own count of f against the fleet's
+// when it knows it (ls.ownOf), else of f+1 (f was silent), else the fleet factor's. The
+// factor alone is no measure for most teams: its running ratio weighs a read as an eighth
+// of a threshold's records, so a team sending a few dozen a window keeps the share it
+// started with, 1, and every gate wrote every fold of it (BenchmarkAdaptiveFleetCost: 4
+// writes a fold, 3 of them lost). Own counts are what went to the tick, and the shared
+// ones can lack what a write has not landed yet: a share errs high, towards a write.
+func (a *adaptive) wantsFold(e *entry, ls *learned, f, count, prev int64) bool {
 	share := 1.0
 	if own, ok := ls.ownOf(f); ok && count > 0 {
 		share = min(float64(own)/float64(count), 1)
+	} else if own, ok := ls.ownOf(f + 1); ok && prev > 0 {
+		share = min(float64(own)/float64(prev), 1)
 	} else if e.readAt.Load() != 0 {
 		_, _, factor := unpackView(e.estimate.Load())
 		share = 1 / factor
@@ -410,7 +419,7 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		w = ProfileWrite{Team: r.Team, Old: p.Epoch, Exists: found}
 		span := a.cfg.FoldPeriod(&p)
 		a.cfg.FoldSpan(&p, f, float64(count), span)
-		w.Profile, write = p, a.wantsFold(e, ls, f, count)
+		w.Profile, write = p, a.wantsFold(e, ls, f, count, r.prev)
 	default:
 		// Due, without the count to fold: look again next window.
 		ls.prof, ls.next = p, cur+1
@@ -423,11 +432,12 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 	return w, write
 }
 
-// learnedFor returns e's learned state, made if need be in epoch cur, or nil when e is no
+// learnedFor returns e's learned state, made if need be in epoch ep, or nil when e is no
 // longer team's cached entry (evicted or expired since the sweep): state kept for it would
-// never be freed. A state made now tallies this gate's counts from the next epoch on: some
-// of cur's may have gone to the tick already.
-func (l *Limiter) learnedFor(e *entry, team string, cur int64) *learned {
+// never be freed. A state made now knows this gate's counts from epoch ep+2 on: the
+// sweep before it may have handed over counts of ep, and of ep+1 (timed just after its
+// clock read).
+func (l *Limiter) learnedFor(e *entry, team string, ep int64) *learned {
 	if ls := l.adapt.of(e); ls != nil {
 		return ls
 	}
@@ -438,6 +448,6 @@ func (l *Limiter) learnedFor(e *entry, team string, cur int64) *learned {
 	if cur, _, _ := sh.idx.tab.Load().lookup(h, team); cur != e {
 		return nil
 	}
-	v, _ := l.adapt.teams.LoadOrStore(e, &learned{next: math.MinInt64, ownFrom: cur + 1})
+	v, _ := l.adapt.teams.LoadOrStore(e, &learned{next: math.MinInt64, ownFrom: ep + 2})
 	return v.(*learned)
 }

@@ -273,15 +273,16 @@ func TestAdaptiveSpikeCapAndDivert(t *testing.T) {
 func TestFoldWriterByShare(t *testing.T) {
 	const teams = 400
 	for _, c := range []struct {
-		name       string
-		count      int64 // the fleet's count of the window folded; this gate's is 1
-		lo, hi     int   // writes expected of teams
-		withRecord bool
+		name        string
+		count, prev int64 // the fleet's counts of the window folded, F, and of F+1
+		lo, hi      int   // writes expected of teams
+		in          int64 // the window of this gate's one record: F, F+1, or none (-1)
 	}{
-		{"one percent", 100, 0, 40, true}, // p = 0.02: 8 expected
-		{"half", 2, teams, teams, true},   // p = 1
-		{"alone", 1, teams, teams, true},  // p = 1
-		{"none of it", 50, 0, 0, false},   // share 0: never
+		{"one percent", 100, 0, 0, 40, 0},   // p = 0.02: 8 expected
+		{"half", 2, 0, teams, teams, 0},     // p = 1
+		{"alone", 1, 0, teams, teams, 0},    // p = 1
+		{"none of it", 50, 0, 0, 0, -1},     // share 0: never
+		{"silent window", 0, 100, 0, 40, 1}, // F silent: F+1's share, 0.01
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := adaptiveLimiter(t, Config{ColdWriteInterval: -1})
@@ -299,18 +300,21 @@ func TestFoldWriterByShare(t *testing.T) {
 			if n := countLearned(l); n != teams {
 				t.Fatalf("%d teams learned, want %d", n, teams)
 			}
-			// Window F: this gate counts one record of each team (or none), handed over by
-			// the next sweep.
-			now = now.Add(time.Minute)
-			f := l.Epoch(now)
-			if c.withRecord {
-				for i := range teams {
-					l.CheckAt(now, name(i), 1)
-				}
-			}
-			l.Sweep(now.Add(time.Second), &sw)
-			// Window F+2: every team is due for a look, and folds F.
+			// Window F (the states know this gate's counts from two windows after they were
+			// made): this gate counts one record of each team (or none), handed over by the
+			// next sweep.
 			now = now.Add(2 * time.Minute)
+			f := l.Epoch(now)
+			for w := range int64(2) {
+				if c.in == w {
+					for i := range teams {
+						l.CheckAt(now, name(i), 1)
+					}
+				}
+				l.Sweep(now.Add(time.Second), &sw)
+				now = now.Add(time.Minute)
+			}
+			// Window F+2: every team is due for a look, and folds F.
 			l.adapt.teams.Range(func(_, v any) bool { v.(*learned).next = f + 2; return true })
 			l.Sweep(now, &sw)
 			writes, folds := 0, 0
@@ -324,6 +328,7 @@ func TestFoldWriterByShare(t *testing.T) {
 				for l.adapt.cfg.NextFold(&p, r.Team) > f {
 					p.Epoch--
 				}
+				l.ApplyRead(r, 0, c.prev, now)
 				if _, write := l.ApplyProfile(r, p, true, c.count, now); write {
 					writes++
 				}
@@ -354,8 +359,8 @@ func TestOwnCounts(t *testing.T) {
 		t.Errorf("epoch 12, nothing handed over: %d %v, want 0", n, ok)
 	}
 	ls.addOwn(13, 2) // epoch 10's slot
-	if n, _ := ls.ownOf(10); n != 0 {
-		t.Errorf("epoch 10 after 13 took its slot: %d, want 0", n)
+	if n, ok := ls.ownOf(10); ok {
+		t.Errorf("epoch 10 after 13 took its slot: %d, known; want unknown", n)
 	}
 	if n, _ := ls.ownOf(13); n != 2 {
 		t.Errorf("epoch 13: %d, want 2", n)

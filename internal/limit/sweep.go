@@ -64,6 +64,7 @@ type Read struct {
 
 	e       *entry
 	flushed int64 // e.flushed when planned: the counts the read will include
+	prev    int64 // the shared count of Epoch−1 the read found (ApplyRead), for ApplyProfile
 }
 
 // Sweep is what one sweep found: the counts to write and the teams to read.
@@ -399,6 +400,7 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 		return l.applyReadEvent(r, curr, prev, now)
 	}
 	e := r.e
+	r.prev = prev
 	ns := now.UnixNano()
 	progress := float64(ns-r.Epoch*l.windowNs) / float64(l.windowNs)
 	progress = min(max(progress, 0), 1)

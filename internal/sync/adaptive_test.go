@@ -52,8 +52,8 @@ func storedProfile(t *testing.T, srv *redistest.Server, team string) (spike.Prof
 // Both gates learn one profile, stored in Redis, and give the team the same learned
 // threshold, that of the stored profile; the spike is diverted on both from its second
 // window on, and logged as a spike that starts and ends; the day 2 peak is not diverted.
-// With a fleet share of 1/2 each, both gates fold every fold, and one of the two loses the
-// compare-and-set each time: harmless (they agree throughout).
+// With about half of each window each, both gates fold every fold and mostly both write it,
+// one of the two losing the compare-and-set: harmless (they agree throughout).
 func TestAdaptiveFleetLearnsOneProfile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("44 simulated hours")
