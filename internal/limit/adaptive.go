@@ -27,7 +27,7 @@ import (
 // agrees on it: every spike.MinFoldEvery for a team whose learned threshold is above the
 // floor, up to every spike.MaxFoldEvery for a team far under it (its threshold is the
 // floor whatever its exact baseline). The window folded is the one two back (E−2 is final during E), standing for
-// every window since the last fold (spike.FoldSpan). Every gate that has the team cached
+// every window since the last fold (spike.FoldScheduled). Every gate that has the team cached
 // looks at its profile, and the count of that window, in the window the next fold becomes
 // final (F+2), and folds it: the same counts into the same profile, the same result on
 // every gate. A gate writes its fold with probability min(1, 2 × its share of the window
@@ -417,8 +417,7 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		// Every gate looking folds (the same counts into the same profile: the same
 		// result); about one or two of the fleet write it.
 		w = ProfileWrite{Team: r.Team, Old: p.Epoch, Exists: found}
-		span := a.cfg.FoldPeriod(&p)
-		a.cfg.FoldSpan(&p, f, float64(count), span)
+		a.cfg.FoldScheduled(&p, f, float64(count))
 		w.Profile, write = p, a.wantsFold(e, ls, f, count, r.prev)
 	default:
 		// Due, without the count to fold: look again next window.

@@ -181,3 +181,30 @@ func TestFoldSpanFollowsFold(t *testing.T) {
 		t.Errorf("a spike's span moved the level from %v to %v", before.Level, span.Level)
 	}
 }
+
+// TestFoldScheduledCoversMissedFold: a fold no gate stored is covered by the next one at the
+// observed rate, so a steady team's level does not drop (learned as silence, its period's
+// windows pulled it down); a gap past two periods is still silence.
+func TestFoldScheduledCoversMissedFold(t *testing.T) {
+	c := cfg(t)
+	var steady Profile
+	for e := int64(0); e < 2*1440; e++ {
+		c.Fold(&steady, e, usual(300, 0, 0, e))
+	}
+	period := c.FoldPeriod(&steady)
+	next := c.NextFold(&steady, "t")
+	all, missed, gone := steady, steady, steady
+	for f := next; f < next+6*period; f += period {
+		c.FoldScheduled(&all, f, 300)
+		if f != next+2*period { // this fold was stored by no gate
+			c.FoldScheduled(&missed, f, 300)
+		}
+	}
+	c.FoldScheduled(&gone, next+5*period, 300) // nothing for five periods: no gate looked
+	if d := math.Abs(float64(missed.Level-all.Level)) / float64(all.Level); d > 0.001 {
+		t.Errorf("level %v after a missed fold, %v with every fold: off by %.2f%%, want the period covered at the observed rate", missed.Level, all.Level, 100*d)
+	}
+	if gone.Level >= 0.99*all.Level {
+		t.Errorf("level %v after five silent periods, %v with every fold: want the silence learned", gone.Level, all.Level)
+	}
+}

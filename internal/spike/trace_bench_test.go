@@ -164,8 +164,8 @@ func (s *trScore) metrics() (recall, precision, falseShare, peak, recallCap, pre
 
 // trLearner learns one team as the gate does (limit's adaptive thresholds): window F is
 // final two windows on, so it is folded during window F + 2, and only at the windows
-// NextFold names, every FoldPeriod windows (10 minutes to an hour), each fold standing for
-// the windows since the last (FoldSpan). The first fold is the first window with records.
+// NextFold names, every FoldPeriod windows (MinFoldEvery to an hour), each fold standing
+// for the windows since the last (FoldScheduled). The first fold is the first window with records.
 type trLearner struct {
 	c      Config
 	team   string
@@ -187,7 +187,7 @@ func (l *trLearner) observe(e int64, cnt float64) {
 	case l.p.Windows == 0:
 		l.c.Fold(&l.p, f, n)
 	case l.c.NextFold(&l.p, l.team) <= f:
-		l.c.FoldSpan(&l.p, f, n, l.c.FoldPeriod(&l.p))
+		l.c.FoldScheduled(&l.p, f, n)
 	}
 }
 
