@@ -467,7 +467,7 @@ var rows = []row{
 	{"redis_commands_per_tick_nohold", nil, "the same traffic with divert holds off (GATE_DIVERT_HOLD=0, GATE_DIVERT_RELEASE=1): what the hold flags cost"},
 	{"redis_cpu_s_per_million_events_nohold", nil, "the same, Redis CPU"},
 	{"redis_cpu_vs_baseline", ptr(atMost(0.2)), "redis_cpu_s_per_million_events ÷ its baseline, same run"},
-	{"redis_cpu_s_per_million_events_adaptive_static", nil, "BenchmarkAdaptiveCost/static: the same workload, windows 12-20 of a fresh fleet"},
+	{"redis_cpu_s_per_million_events_adaptive_static", nil, "BenchmarkAdaptiveCost/static: the same workload, windows 24-32 of a fresh fleet"},
 	{"redis_cpu_s_per_million_events_adaptive", nil, "GATE_THRESHOLD_MODE=adaptive before any team is learned: the profiles' upkeep alone, same run"},
 	{"redis_cpu_s_per_million_events_adaptive_learned", nil, "adaptive with every team learned from its first fold (min history one window), same run"},
 	{"redis_cpu_adaptive_vs_static", ptr(atMost(1.1)), "redis_cpu_s_per_million_events_adaptive ÷ _adaptive_static"},
