@@ -61,8 +61,7 @@ type learned struct {
 	next int64 // the epoch of the next look at the profile
 	hour int64 // the hour (epoch × window / 1 h) thr was computed for
 	// own is what this gate handed to the tick of each of the last three windows (by
-	// epoch mod 3: the epoch's low 16 bits over a 48-bit count), complete from epoch
-	// ownFrom on, so that a fold knows this gate's share of the window it folds
+	// epoch mod 3, tagged as entry.unsent is), complete from epoch ownFrom on, so that a fold knows this gate's share of the window it folds
 	// (wantsFold).
 	own     [3]uint64
 	ownFrom int64
@@ -85,17 +84,15 @@ func (a *adaptive) of(e *entry) *learned {
 	return nil
 }
 
-// ownBits is the width of learned.own's count; the epoch tag is above it.
-const ownBits = 48
-
-// addOwn adds n records of epoch to what this gate handed to the tick.
+// addOwn adds n records of epoch to what this gate handed to the tick. A slot is tagged
+// as the entry's unsent slots are (count << epochTagBits | epoch tag).
 func (ls *learned) addOwn(epoch, n int64) {
 	o := &ls.own[floorMod(epoch, 3)]
-	tag := uint64(uint16(epoch)) << ownBits
-	if *o&^(1<<ownBits-1) != tag {
+	tag := uint64(epoch) & epochTagMask
+	if *o&epochTagMask != tag {
 		*o = tag
 	}
-	*o = tag | min(*o&(1<<ownBits-1)+uint64(n), 1<<ownBits-1)
+	*o += uint64(n) << epochTagBits
 }
 
 // ownOf is what this gate handed to the tick of epoch; ok is false when it does not know
@@ -105,11 +102,10 @@ func (ls *learned) ownOf(epoch int64) (n int64, ok bool) {
 	if epoch < ls.ownFrom {
 		return 0, false
 	}
-	o := ls.own[floorMod(epoch, 3)]
-	switch tag := uint16(o >> ownBits); {
-	case tag == uint16(epoch):
-		return int64(o & (1<<ownBits - 1)), true
-	case o != 0 && int16(tag-uint16(epoch)) > 0:
+	switch o := ls.own[floorMod(epoch, 3)]; {
+	case o&epochTagMask == uint64(epoch)&epochTagMask:
+		return int64(o >> epochTagBits), true
+	case o != 0 && slotEpoch(epoch, o) > epoch:
 		return 0, false
 	}
 	return 0, true // nothing handed over in that epoch

@@ -368,4 +368,19 @@ func TestOwnCounts(t *testing.T) {
 	if n, _ := ls.ownOf(11); n != 5 {
 		t.Errorf("epoch 11: %d, want 5", n)
 	}
+	// Epochs of today's clock, whose low 16 bits read as negative: an empty slot is still
+	// nothing handed over, not a later epoch's.
+	const e0 = 29_000_000 // 33,088 mod 2^16
+	ls = &learned{ownFrom: e0}
+	ls.addOwn(e0+1, 4)
+	if n, ok := ls.ownOf(e0); !ok || n != 0 {
+		t.Errorf("epoch %d, empty slot: %d %v, want 0 known", e0, n, ok)
+	}
+	if n, ok := ls.ownOf(e0 + 1); !ok || n != 4 {
+		t.Errorf("epoch %d: %d %v, want 4", e0+1, n, ok)
+	}
+	ls.addOwn(e0+3, 1) // e0's slot
+	if _, ok := ls.ownOf(e0); ok {
+		t.Errorf("epoch %d after %d took its slot: known", e0, e0+3)
+	}
 }
