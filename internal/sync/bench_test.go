@@ -228,7 +228,7 @@ func steadyRun(b *testing.B, cfg limit.Config, o steadyOpts) (rr readRun) {
 	if o.baseline {
 		cfg.ColdWriteInterval = writeEveryTick // as the gate wrote before: every team, every tick
 	}
-	l, tk, client := benchGate(b, srv, cfg, clk, 5*time.Second)
+	l, tk, client := benchGate(b, srv, cfg, clk, 5*time.Second, "")
 	tk.baseline = o.baseline
 	names := teamNames(teams)
 	z := rand.NewZipf(rand.New(rand.NewPCG(7, 11)), 1.1, 1, teams-1)
@@ -311,21 +311,21 @@ func seedProfiles(b *testing.B, c *redis.Client, names []string, perWindow int, 
 	}
 }
 
-// benchGate is one gate for the benchmarks: a limiter on clk, and a tick to srv with one
-// connection whose reads and writes wait up to ioTimeout, its deadline a minute (the
-// benchmarks measure cost, not timeouts). The connection closes when b ends.
-func benchGate(b *testing.B, srv *redistest.Server, cfg limit.Config, clk clock.Clock, ioTimeout time.Duration) (*limit.Limiter, *Ticker, *redis.Client) {
+// benchGate is one gate for the benchmarks: a limiter on clk, and a tick to srv named
+// writer, with one connection whose reads and writes wait up to ioTimeout, its deadline a
+// minute (the benchmarks measure cost, not timeouts). The connection closes when b ends.
+func benchGate(b *testing.B, srv *redistest.Server, cfg limit.Config, clk clock.Clock, ioTimeout time.Duration, writer string) (*limit.Limiter, *Ticker, *redis.Client) {
 	b.Helper()
 	l, err := limit.New(cfg, clk, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: ioTimeout, WriteTimeout: ioTimeout})
+	clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolSize: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = clients[0].Close() })
-	tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute}, nil, nil)
+	tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute, Writer: writer}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

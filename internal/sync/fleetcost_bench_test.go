@@ -208,21 +208,9 @@ func benchFleet(b *testing.B, srv *redistest.Server, clk clock.Clock, n int, lc 
 	b.Helper()
 	gates := make([]fleetMember, n)
 	for i := range gates {
-		l, err := limit.New(lc, clk, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, PoolSize: 1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = clients[0].Close() })
-		tk, err := New(l, toUniversal(clients), Config{TickTimeout: time.Minute, Writer: fmt.Sprintf("g%d", i)}, nil, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
+		l, tk, c := benchGate(b, srv, lc, clk, 10*time.Second, fmt.Sprintf("g%d", i))
 		tk.baseline = baseline
-		gates[i] = fleetMember{l, tk, clients[0]}
+		gates[i] = fleetMember{l, tk, c}
 	}
 	return gates
 }

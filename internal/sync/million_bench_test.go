@@ -44,7 +44,7 @@ func millionTeams(b *testing.B) (p50, p99 time.Duration, perTeam float64) {
 	}
 	before := heapAlloc()
 	clk := clock.NewFake(epochStart)
-	l, tk, _ := benchGate(b, srv, limit.Config{Window: time.Minute, Threshold: 300_000, Capacity: teams + teams/10}, clk, 10*time.Second)
+	l, tk, _ := benchGate(b, srv, limit.Config{Window: time.Minute, Threshold: 300_000, Capacity: teams + teams/10}, clk, 10*time.Second, "")
 	now := clk.Now()
 	for _, t := range names {
 		l.CheckAt(now, t, 1)
