@@ -1,0 +1,200 @@
+package kafkatest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Version is the Apache Kafka release the tests run: kafka.version in maven/pom.xml.
+// 4.3 because franz-go asks for 4.3 or later before it runs the KIP-848 consumer group
+// protocol (earlier brokers can answer a commit with STALE_MEMBER_EPOCH that the client
+// cannot handle), and because kafka.tools.StorageTool and kafka.Kafka, which the
+// release's bin/ scripts start, are still in kafka_2.13 there.
+const Version = "4.3.1"
+
+// minJava is the oldest Java Kafka 4.x brokers run on.
+const minJava = 17
+
+// Tools are what starting a broker needs: a java of at least minJava and the
+// directory holding Kafka's jars.
+type Tools struct {
+	Java  string // the java binary
+	Jars  string // directory of the runtime jars (java -cp 'Jars/*')
+	Log4j string // our log4j2 configuration (maven/log4j2.xml)
+}
+
+// missingError says which tool is missing and what to install.
+type missingError struct{ what string }
+
+func (e *missingError) Error() string { return e.what }
+
+// IsMissing reports whether err says a tool (Java 17+, Maven) is not installed, as
+// opposed to a failure of an installed one.
+func IsMissing(err error) bool {
+	var m *missingError
+	return errors.As(err, &m)
+}
+
+// sourceDir is the directory of this package's source (maven/ lives there). Tests run
+// from a checkout, so the file the compiler saw is there.
+func sourceDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("kafkatest: cannot locate the package's source directory")
+	}
+	return filepath.Dir(file), nil
+}
+
+// CacheDir is where the jars are resolved to: $GATE_KAFKA_JARS when set, else
+// kafka-Version under the user's cache directory ($XDG_CACHE_HOME or ~/.cache), which
+// outlives a checkout so that a machine resolves them once.
+func CacheDir(getenv func(string) string) (string, error) {
+	if d := getenv("GATE_KAFKA_JARS"); d != "" {
+		return d, nil
+	}
+	base := getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home := getenv("HOME")
+		if home == "" {
+			return "", errors.New("kafkatest: neither XDG_CACHE_HOME nor HOME is set: set GATE_KAFKA_JARS to a directory for Kafka's jars")
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "capture-gate", "kafka-"+Version), nil
+}
+
+// FindTools finds java (JAVA_HOME's, else the one on PATH) and checks that it is at
+// least Java 17, then resolves Kafka's jars with Maven into CacheDir unless a previous
+// resolution completed there. Concurrent callers (test binaries of several packages)
+// serialize on a lock file; the first resolves, the others find the result. A missing
+// java or mvn is a *missingError (IsMissing).
+func FindTools(getenv func(string) string) (Tools, error) {
+	java, err := findJava(getenv)
+	if err != nil {
+		return Tools{}, err
+	}
+	src, err := sourceDir()
+	if err != nil {
+		return Tools{}, err
+	}
+	dir, err := CacheDir(getenv)
+	if err != nil {
+		return Tools{}, err
+	}
+	if err := resolve(filepath.Join(src, "maven", "pom.xml"), dir); err != nil {
+		return Tools{}, err
+	}
+	return Tools{Java: java, Jars: dir, Log4j: filepath.Join(src, "maven", "log4j2.xml")}, nil
+}
+
+var javaVersionRE = regexp.MustCompile(`version "(\d+)(?:\.(\d+))?`)
+
+func findJava(getenv func(string) string) (string, error) {
+	java := ""
+	if h := getenv("JAVA_HOME"); h != "" {
+		if p := filepath.Join(h, "bin", "java"); fileExists(p) {
+			java = p
+		}
+	}
+	if java == "" {
+		p, err := exec.LookPath("java")
+		if err != nil {
+			return "", &missingError{fmt.Sprintf("kafkatest: no java on PATH: install Java %d or later (Debian: apt-get install openjdk-17-jre-headless) and Maven (apt-get install maven)", minJava)}
+		}
+		java = p
+	}
+	out, err := exec.Command(java, "-version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("kafkatest: %s -version: %w\n%s", java, err, out)
+	}
+	m := javaVersionRE.FindSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("kafkatest: cannot read the version of %s from %q", java, out)
+	}
+	v, _ := strconv.Atoi(string(m[1]))
+	if v == 1 && len(m[2]) > 0 { // 1.8 style
+		v, _ = strconv.Atoi(string(m[2]))
+	}
+	if v < minJava {
+		return "", &missingError{fmt.Sprintf("kafkatest: %s is Java %d; Kafka %s needs Java %d or later (set JAVA_HOME to one)", java, v, Version, minJava)}
+	}
+	return java, nil
+}
+
+// completeMark is written into the cache directory once every jar is in it.
+const completeMark = ".complete"
+
+// resolve copies the runtime dependencies of pom into dir with Maven, unless dir holds
+// a completed resolution. It resolves into a sibling directory and renames it, so a
+// resolution cut short leaves nothing that looks complete.
+func resolve(pom, dir string) error {
+	if fileExists(filepath.Join(dir, completeMark)) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("kafkatest: creating the jar cache: %w", err)
+	}
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("kafkatest: opening the jar cache's lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("kafkatest: locking the jar cache: %w", err)
+	}
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	if fileExists(filepath.Join(dir, completeMark)) {
+		return nil // another process resolved it while we waited
+	}
+	mvn, err := exec.LookPath("mvn")
+	if err != nil {
+		return &missingError{fmt.Sprintf("kafkatest: no mvn on PATH: install Maven (Debian: apt-get install maven) to fetch Apache Kafka %s's jars, or put them in GATE_KAFKA_JARS", Version)}
+	}
+	tmp := dir + ".partial"
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("kafkatest: clearing %s: %w", tmp, err)
+	}
+	start := time.Now()
+	cmd := exec.Command(mvn, "-B", "-q", "-f", pom, "dependency:copy-dependencies",
+		"-DoutputDirectory="+tmp, "-DincludeScope=runtime")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kafkatest: resolving Apache Kafka %s with Maven (%s): %w\n%s", Version, pom, err, tail(out.Bytes(), 4<<10))
+	}
+	if !fileExists(filepath.Join(tmp, "kafka_2.13-"+Version+".jar")) {
+		return fmt.Errorf("kafkatest: Maven resolved %s without kafka_2.13-%s.jar", pom, Version)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, completeMark), []byte(time.Since(start).String()+"\n"), 0o644); err != nil {
+		return fmt.Errorf("kafkatest: marking the jar cache complete: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("kafkatest: clearing %s: %w", dir, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("kafkatest: moving the resolved jars into place: %w", err)
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// tail is the last n bytes of b.
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}

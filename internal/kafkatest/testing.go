@@ -1,0 +1,165 @@
+package kafkatest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// inCI reports whether CI is true: a missing tool is then a failure, not a skip.
+func inCI(getenv func(string) string) bool {
+	v, _ := strconv.ParseBool(getenv("CI"))
+	return v
+}
+
+// need returns the tools, or ends t: a skip naming what to install, a failure under CI
+// or when an installed tool fails.
+func need(t testing.TB, getenv func(string) string) Tools {
+	t.Helper()
+	tools, err := FindTools(getenv)
+	if err == nil {
+		return tools
+	}
+	if IsMissing(err) && !inCI(getenv) {
+		t.Skipf("%v; skipping (set CI=true to make this a failure)", err)
+	}
+	if IsMissing(err) {
+		t.Fatalf("%v; CI=%s, so this is a failure, not a skip", err, getenv("CI"))
+	}
+	t.Fatal(err)
+	return Tools{}
+}
+
+// Start starts a cluster for t: it skips t when Java 17+ or Maven is missing (fails it
+// under CI=true), kills every node at cleanup and prints the nodes' log tails if t
+// failed.
+func Start(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	tools := need(t, o.Getenv)
+	dir := t.TempDir()
+	c, err := New(tools, dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.LogTails())
+		}
+		c.Close()
+	})
+	t.Logf("kafkatest: Apache Kafka %s, %d node(s) at %s, started in %v", Version, c.Nodes(), c.Bootstrap(), c.StartTime.Round(time.Millisecond))
+	return c
+}
+
+// Shared is a cluster that the tests of one package share: started by the first test
+// that asks for it, stopped by Close in TestMain. Tests give themselves topics (and
+// groups) of their own names, so they need not start a broker each.
+type Shared struct {
+	opts Options
+	once sync.Once
+	dir  string
+	c    *Cluster
+	err  error
+	skip string
+}
+
+// NewShared returns a Shared that starts a cluster with o when first asked.
+func NewShared(o Options) *Shared {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	return &Shared{opts: o}
+}
+
+// Get returns the shared cluster, starting it on the first call; it skips or fails t
+// as Start does. If t fails, its cleanup prints the nodes' log tails.
+func (s *Shared) Get(t testing.TB) *Cluster {
+	t.Helper()
+	s.once.Do(func() {
+		tools, err := FindTools(s.opts.Getenv)
+		if err != nil {
+			if IsMissing(err) && !inCI(s.opts.Getenv) {
+				s.skip = fmt.Sprintf("%v; skipping (set CI=true to make this a failure)", err)
+				return
+			}
+			s.err = err
+			return
+		}
+		s.dir, s.err = os.MkdirTemp("", "kafkatest-")
+		if s.err != nil {
+			return
+		}
+		s.c, s.err = New(tools, s.dir, s.opts)
+	})
+	if s.skip != "" {
+		t.Skip(s.skip)
+	}
+	if s.err != nil {
+		t.Fatalf("the shared Kafka cluster: %v", s.err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(s.c.LogTails())
+		}
+	})
+	return s.c
+}
+
+// Close stops the cluster if it was started and removes its directory.
+func (s *Shared) Close() {
+	if s.c != nil {
+		s.c.Close()
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+// Client returns a client of the cluster with opts added, closed at t's cleanup.
+func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(c.ClientOpts(), opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin returns an admin client of the cluster, closed at t's cleanup.
+func (c *Cluster) Admin(t testing.TB) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(c.Client(t))
+}
+
+// CreateTopic creates topic with partitions, replicated on every node (up to three),
+// with the topic configs given as name, value pairs; it fails t on error.
+func (c *Cluster) CreateTopic(t testing.TB, topic string, partitions int32, configs ...string) {
+	t.Helper()
+	if len(configs)%2 != 0 {
+		t.Fatalf("CreateTopic %s: configs %v are not name, value pairs", topic, configs)
+	}
+	cfg := map[string]*string{}
+	for i := 0; i+1 < len(configs); i += 2 {
+		cfg[configs[i]] = &configs[i+1]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := kadm.NewClient(c.admin).CreateTopic(ctx, partitions, int16(min(len(c.nodes), 3)), cfg, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("creating topic %s: %v", topic, err)
+	}
+}
