@@ -63,6 +63,7 @@ type Config struct {
 	OverflowTopic         string          `envconfig:"OVERFLOW_TOPIC" default:"events_overflow" desc:"Topic records of teams over their limit (or forced) go to, with header gate-overflow-reason and, unless GATE_OVERFLOW_KEEP_KEY, no key (default events_overflow)."`
 	DeadLetterTopic       string          `envconfig:"DEAD_LETTER_TOPIC" default:"events_dead_letter" desc:"Topic records whose team cannot be read go to, with headers gate-error (the reason), gate-error-detail and gate-source (topic/partition/offset) (default events_dead_letter)."`
 	GroupID               string          `envconfig:"GROUP_ID" default:"capture-gate" desc:"Consumer group shared by every gate of a fleet; the input's partitions are spread over its members (default capture-gate)."`
+	KafkaGroupProtocol    groupProtocol   `envconfig:"KAFKA_GROUP_PROTOCOL" default:"classic" desc:"Consumer group protocol, by Kafka's own names: classic (members assign partitions among themselves, cooperative-sticky; every broker) or consumer (KIP-848: the broker assigns, and a member joining or leaving moves only the partitions that change owner; Kafka 4.0 or later, franz-go advising 4.3 or later), a broker that does not offer it getting classic with a warning (default classic); under consumer the session timeout is the brokers' group.consumer.session.timeout.ms, not GATE_KAFKA_SESSION_TIMEOUT."`
 	KafkaStartOffset      startOffset     `envconfig:"KAFKA_START_OFFSET" default:"earliest" desc:"Where the group starts reading a partition it has no committed offset for, as when the group is new: earliest (the oldest record the partition still holds, so what was written before the group existed is routed too) or latest (only what is written from then on) (default earliest); it does not decide where a partition resumes when its committed offset is no longer in the log, and the chart gives the same value to KEDA as offsetResetPolicy."`
 	KeyFrom               keyFrom         `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':', each value's ':' and '%' written %3A and %25 so that distinct values never make one team (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
 	ValidateJSON          bool            `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
@@ -647,6 +648,7 @@ func (c Config) ConsumeConfig(r Reload) (consume.Config, error) {
 		Brokers:            slices.Clone(c.KafkaBrokers),
 		InputTopic:         c.InputTopic,
 		GroupID:            c.GroupID,
+		GroupProtocol:      c.KafkaGroupProtocol.value(),
 		StartOffset:        c.KafkaStartOffset.value(),
 		MaxPollRecords:     c.MaxPollRecords,
 		CommitInterval:     c.CommitInterval,
@@ -1056,6 +1058,28 @@ func (d *delivery) Decode(text string) error {
 
 func (d delivery) value() consume.Delivery {
 	v, _ := consume.ParseDelivery(string(d))
+	return v
+}
+
+// groupProtocol is GATE_KAFKA_GROUP_PROTOCOL.
+type groupProtocol string
+
+func (groupProtocol) want() string {
+	return consume.GroupClassic.String() + " or " + consume.GroupConsumer.String()
+}
+
+// Decode takes the names consume.ParseGroupProtocol reads, in any case.
+func (g *groupProtocol) Decode(text string) error {
+	v, err := consume.ParseGroupProtocol(strings.ToLower(text))
+	if err != nil {
+		return fmt.Errorf("unknown group protocol %q", text)
+	}
+	*g = groupProtocol(v.String())
+	return nil
+}
+
+func (g groupProtocol) value() consume.GroupProtocol {
+	v, _ := consume.ParseGroupProtocol(string(g))
 	return v
 }
 

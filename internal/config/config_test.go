@@ -76,6 +76,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		OverflowTopic:         "events_overflow",
 		DeadLetterTopic:       "events_dead_letter",
 		GroupID:               "capture-gate",
+		KafkaGroupProtocol:    "classic",
 		KafkaStartOffset:      "earliest",
 		KeyFrom:               keyFrom{kf},
 		MaxKeyBytes:           256,
@@ -314,6 +315,18 @@ func TestLoadConfigValid(t *testing.T) {
 				t.Errorf("start offset %q, consumer's %v (%v), want latest", c.KafkaStartOffset, cc.StartOffset, err)
 			}
 		}},
+		{"group protocol consumer", map[string]string{"GATE_KAFKA_GROUP_PROTOCOL": "Consumer"}, func(t *testing.T, c Config) {
+			cc, err := c.ConsumeConfig(Reload{})
+			if err != nil || cc.GroupProtocol != consume.GroupConsumer {
+				t.Errorf("group protocol %v (%v), want consumer", cc.GroupProtocol, err)
+			}
+		}},
+		{"group protocol default classic", nil, func(t *testing.T, c Config) {
+			cc, err := c.ConsumeConfig(Reload{})
+			if err != nil || cc.GroupProtocol != consume.GroupClassic {
+				t.Errorf("group protocol %v (%v), want classic", cc.GroupProtocol, err)
+			}
+		}},
 		{"start offset earliest", map[string]string{"GATE_KAFKA_START_OFFSET": "earliest"}, func(t *testing.T, c Config) {
 			if cc, err := c.ConsumeConfig(Reload{}); err != nil || c.KafkaStartOffset != "earliest" || cc.StartOffset != consume.StartEarliest {
 				t.Errorf("start offset %q, consumer's %v (%v), want earliest", c.KafkaStartOffset, cc.StartOffset, err)
@@ -354,6 +367,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_DEAD_LETTER_TOPIC", value: strings.Repeat("x", 250), want: "a Kafka topic name"},
 		{key: "GATE_KAFKA_START_OFFSET", value: "newest", want: `GATE_KAFKA_START_OFFSET="newest": unknown start offset "newest"; want earliest or latest`},
 		{key: "GATE_KAFKA_START_OFFSET", value: "none", want: "want earliest or latest"},
+		{key: "GATE_KAFKA_GROUP_PROTOCOL", value: "eager", want: `GATE_KAFKA_GROUP_PROTOCOL="eager": unknown group protocol "eager"; want classic or consumer`},
 		{key: "GATE_TRANSACTION_TIMEOUT", value: "30s", env: map[string]string{"GATE_DELIVERY": "exactly-once"},
 			want: "a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s) and GATE_KAFKA_SESSION_TIMEOUT (45s)"},
 		{key: "GATE_STALL_NOT_READY", value: "30s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s)"},

@@ -92,6 +92,49 @@ func (s StartOffset) String() string {
 	return "StartOffset(" + strconv.Itoa(int(s)) + ")"
 }
 
+// GroupProtocol is the consumer group protocol the gate asks the brokers for.
+type GroupProtocol int
+
+const (
+	// GroupClassic is the classic protocol (JoinGroup/SyncGroup, KIP-429 cooperative
+	// rebalances): the members assign partitions among themselves (cooperative-sticky).
+	// Every Kafka broker speaks it; the session timeout is the gate's
+	// (GATE_KAFKA_SESSION_TIMEOUT). The default: franz-go 1.22 runs KIP-848 only when
+	// asked, and recommends it only against Kafka 4.3 or later.
+	GroupClassic GroupProtocol = iota
+	// GroupConsumer is KIP-848's protocol (Kafka's group.protocol=consumer): the broker
+	// assigns partitions and members reconcile through heartbeats, with no group-wide
+	// stop; a member joining or leaving moves only the partitions that change owner.
+	// The session timeout and heartbeat interval are then the broker's
+	// (group.consumer.session.timeout.ms, 45 s by default), not the gate's. A broker
+	// that does not offer it (before 4.0, or with it turned off) gets the classic
+	// protocol, and the gate logs that it fell back.
+	GroupConsumer
+)
+
+// ParseGroupProtocol reads a GroupProtocol from Kafka's own names for it: "classic" or
+// "consumer".
+func ParseGroupProtocol(s string) (GroupProtocol, error) {
+	switch s {
+	case "classic":
+		return GroupClassic, nil
+	case "consumer":
+		return GroupConsumer, nil
+	}
+	return GroupClassic, fmt.Errorf("group protocol %q: want classic or consumer", s)
+}
+
+// String returns the name ParseGroupProtocol reads.
+func (p GroupProtocol) String() string {
+	switch p {
+	case GroupClassic:
+		return "classic"
+	case GroupConsumer:
+		return "consumer"
+	}
+	return "GroupProtocol(" + strconv.Itoa(int(p)) + ")"
+}
+
 // Config is the consumer's settings. Zero values take the defaults above.
 type Config struct {
 	// Brokers are the seed brokers, host:port.
@@ -99,6 +142,9 @@ type Config struct {
 	// InputTopic is the topic read; GroupID the consumer group shared by a fleet.
 	InputTopic string
 	GroupID    string
+	// GroupProtocol is the consumer group protocol asked for: GroupClassic, the
+	// default, or GroupConsumer (KIP-848).
+	GroupProtocol GroupProtocol
 	// StartOffset is where the group starts a partition it has no committed offset for
 	// (a new group, or a partition new to it): StartEarliest, the default, or
 	// StartLatest. It sets franz-go's ConsumeStartOffset and nothing else.
@@ -236,6 +282,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.StartOffset != StartEarliest && c.StartOffset != StartLatest {
 		errs = append(errs, fmt.Errorf("unknown start offset %s", c.StartOffset))
 	}
+	if c.GroupProtocol != GroupClassic && c.GroupProtocol != GroupConsumer {
+		errs = append(errs, fmt.Errorf("unknown group protocol %s", c.GroupProtocol))
+	}
 	if c.OnDataLoss != DataLossContinue && c.OnDataLoss != DataLossStop {
 		errs = append(errs, fmt.Errorf("unknown data loss policy %s", c.OnDataLoss))
 	}
@@ -322,6 +371,11 @@ func (c Config) clientOpts() []kgo.Opt {
 	}
 	if c.ProduceRetries > 0 {
 		opts = append(opts, kgo.RecordRetries(c.ProduceRetries))
+	}
+	if c.GroupProtocol == GroupConsumer {
+		// With franz-go's default balancer (cooperative-sticky), this runs KIP-848
+		// wherever the broker offers ConsumerGroupHeartbeat v1, classic elsewhere.
+		opts = append(opts, kgo.ServerSideBalancer())
 	}
 	switch c.Delivery {
 	case ExactlyOnce:

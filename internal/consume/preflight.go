@@ -32,29 +32,52 @@ const (
 	opsUnknown = math.MinInt32
 )
 
+// transientGrace is how long a preflight answer that Kafka calls retriable (a group
+// coordinator not yet available, as on a new cluster while it creates
+// __consumer_offsets, or loading after a broker restart) is retried quietly, every
+// transientRetry, before it is reported as a problem like any other.
+const (
+	transientGrace = 30 * time.Second
+	transientRetry = 250 * time.Millisecond
+)
+
 // awaitPreflight runs preflight until it passes or ctx ends (ctx's error).
 func (c *Consumer) awaitPreflight(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var transientSince time.Time
 	for attempt := 1; ; attempt++ {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		}
-		found, err := c.preflight(ctx)
+		found, transient, err := c.preflight(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
 			found = append(found, "checking topics and permissions: "+err.Error())
 		}
-		if len(found) == 0 {
+		if len(found) == 0 && len(transient) == 0 {
 			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, "preflight/") }) || attempt > 1 {
 				c.log.Info("preflight passed: topics exist and permissions suffice", "attempts", attempt)
 			}
+			c.logGroupProtocol(ctx)
 			return nil
 		}
+		if len(found) == 0 {
+			// Only answers that a retry cures: retried quietly for a while.
+			if transientSince.IsZero() {
+				transientSince = time.Now()
+				c.log.Info("kafka: waiting for the cluster before consuming", "waiting_for", strings.Join(transient, "; "))
+			}
+			if time.Since(transientSince) < transientGrace {
+				t.Reset(transientRetry)
+				continue
+			}
+		}
+		found = append(found, transient...)
 		c.problems.clear(func(k string) bool { return strings.HasPrefix(k, "preflight/") })
 		for i, p := range found {
 			c.problems.set(fmt.Sprintf("preflight/%03d", i), p)
@@ -66,9 +89,9 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 }
 
 // preflight returns what stops the gate from working: topics missing, permissions
-// lacking. The error is for a check that could not be made at all.
-func (c *Consumer) preflight(ctx context.Context) ([]string, error) {
-	var found []string
+// lacking (found), and answers that a retry cures (transient: a group coordinator not
+// available yet). The error is for a check that could not be made at all.
+func (c *Consumer) preflight(ctx context.Context) (found, transient []string, err error) {
 	topics := append([]string{c.cfg.InputTopic}, c.cfg.OutputTopics...)
 	slices.Sort(topics[1:])
 	topics = slices.Compact(topics)
@@ -83,7 +106,7 @@ func (c *Consumer) preflight(ctx context.Context) ([]string, error) {
 	}
 	resp, err := meta.RequestWith(ctx, c.cl)
 	if err != nil {
-		return nil, fmt.Errorf("metadata: %w", err)
+		return nil, nil, fmt.Errorf("metadata: %w", err)
 	}
 	for _, t := range topics {
 		want, verb := int32(opWrite), "write to output"
@@ -112,14 +135,21 @@ func (c *Consumer) preflight(ctx context.Context) ([]string, error) {
 	dg.Groups = []string{c.cfg.GroupID}
 	dg.IncludeAuthorizedOperations = true
 	gresp, err := dg.RequestWith(ctx, c.cl)
+	if kerr.IsRetriable(err) {
+		// franz-go sends the request to the group's coordinator, and reports the
+		// lookup's retriable answer (COORDINATOR_NOT_AVAILABLE) as the error.
+		return found, []string{fmt.Sprintf("consumer group %q: %v", c.cfg.GroupID, err)}, nil
+	}
 	if err != nil {
-		return found, fmt.Errorf("describing group %q: %w", c.cfg.GroupID, err)
+		return found, nil, fmt.Errorf("describing group %q: %w", c.cfg.GroupID, err)
 	}
 	for _, g := range gresp.Groups {
 		switch err := kerr.ErrorForCode(g.ErrorCode); {
 		case errors.Is(err, kerr.GroupIDNotFound):
 			// A new group (newer brokers say so; older ones describe it as Dead): the
 			// first join creates it.
+		case kerr.IsRetriable(err):
+			transient = append(transient, fmt.Sprintf("consumer group %q: %v", c.cfg.GroupID, err))
 		case errors.Is(err, kerr.GroupAuthorizationFailed):
 			found = append(found, fmt.Sprintf("consumer group %q: not authorized: grant the READ ACL on the group to the gate's principal", c.cfg.GroupID))
 		case err != nil:
@@ -135,8 +165,11 @@ func (c *Consumer) preflight(ctx context.Context) ([]string, error) {
 		fc.CoordinatorKeys = []string{c.cfg.TransactionalID}
 		fc.CoordinatorKey = c.cfg.TransactionalID
 		fresp, err := fc.RequestWith(ctx, c.cl)
+		if kerr.IsRetriable(err) {
+			return found, append(transient, fmt.Sprintf("transactional id %q: %v", c.cfg.TransactionalID, err)), nil
+		}
 		if err != nil {
-			return found, fmt.Errorf("finding the coordinator of transactional id %q: %w", c.cfg.TransactionalID, err)
+			return found, transient, fmt.Errorf("finding the coordinator of transactional id %q: %w", c.cfg.TransactionalID, err)
 		}
 		code := fresp.ErrorCode
 		for _, co := range fresp.Coordinators {
@@ -146,7 +179,7 @@ func (c *Consumer) preflight(ctx context.Context) ([]string, error) {
 			found = append(found, fmt.Sprintf("transactional id %q: not authorized: grant the WRITE and DESCRIBE ACLs on it to the gate's principal", c.cfg.TransactionalID))
 		}
 	}
-	return found, nil
+	return found, transient, nil
 }
 
 // produceProblem marks the gate not ready when a produce failed for a reason only an
@@ -171,4 +204,32 @@ func (c *Consumer) produceRecovered(topic string) {
 		c.log.Info("kafka: producing works again", "topic", topic)
 	}
 	c.produceBlocked.Store(!c.problems.empty())
+}
+
+// logGroupProtocol says which consumer group protocol the gate will run: the one asked
+// for, or classic when KIP-848 was asked for and a broker does not offer it (franz-go
+// falls back by itself, needing ConsumerGroupHeartbeat v1 from every broker it knows;
+// one broker's answer tells for a cluster at one version).
+func (c *Consumer) logGroupProtocol(ctx context.Context) {
+	asked := c.cfg.GroupProtocol
+	if asked != GroupConsumer {
+		c.log.Info("kafka: consumer group protocol", "group_protocol", asked.String())
+		return
+	}
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, c.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		c.log.Warn("kafka: could not ask the broker whether it offers the KIP-848 group protocol", "group_protocol_asked", asked.String(), "err", err)
+		return
+	}
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey == int16(kmsg.ConsumerGroupHeartbeat) && k.MaxVersion >= 1 {
+			c.log.Info("kafka: consumer group protocol", "group_protocol", asked.String())
+			return
+		}
+	}
+	c.log.Warn("kafka: the brokers do not offer the KIP-848 consumer group protocol (Kafka 4.0 or later with group.coordinator.rebalance.protocols including consumer); running the classic one",
+		"group_protocol_asked", asked.String(), "group_protocol", GroupClassic.String())
 }

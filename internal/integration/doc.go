@@ -1,15 +1,21 @@
-// Package integration runs the built gate binary against a real Apache Kafka broker (the
-// official apache/kafka image, KRaft) and a real Redis, both started in containers through
-// testcontainers-go. The in-process broker of the other suites speaks the protocol but
-// not every broker behaviour; these tests are where the gate meets one.
+// Package integration runs the built gate binary against Apache Kafka itself and a real
+// Redis. The in-process broker of the other suites (kfake) speaks the protocol but not
+// every broker behaviour; these tests are where the gate meets the real group and
+// transaction coordinators, replication, retention, quotas and the authorizer.
 //
-// The tests carry the build tag integration and run with make test-integration. They
-// guarantee:
+// A test gets its broker one of two ways (GATE_IT_BROKER: auto, jvm or container):
+// Kafka's own jars run as JVM processes (internal/kafkatest: the Kafka version
+// pinned in its pom.xml, resolved from Maven Central), or the apache/kafka image of
+// the same version through testcontainers-go where a container runtime answers
+// (auto's choice there, as on GitHub's runners). Single-broker tests share one JVM
+// broker per test binary, each with topics and a group named after it; a test that
+// needs three brokers, SASL or broker settings of its own starts its own.
 //
-//   - conservation: with three gates in one group and rebalances (one joining, one
-//     leaving), every input record reaches exactly one output topic;
-//   - exactly-once: a read_committed consumer sees every input once, with a gate
-//     SIGKILLed mid-load and restarted under its transactional id;
+// The tests guarantee, on the real broker:
+//
+//   - conservation: three gates in one group through a join, a leave and a SIGKILL,
+//     on the classic and the KIP-848 group protocol, at-least-once (nothing lost) and
+//     exactly-once (a read_committed reader sees every input once);
 //   - the hardening cases on real broker settings: a timestamp the accepted topic
 //     refuses (message.timestamp.after.max.ms), a dead-letter topic whose
 //     max.message.bytes is smaller than the record, a missing output topic, a SASL user
@@ -17,7 +23,6 @@
 //   - Redis under maxmemory with noeviction: writes refused, routing goes on (fail
 //     open), and the counts land once Redis has room again.
 //
-// Where no container runtime answers (testcontainers' provider health check), each test
-// skips with one line saying why; that includes CI=true, as the project's CI machines
-// have none. make check vets the package with -tags integration so that it cannot rot.
+// They run in make test. Without Java 17+ and Maven (and no container runtime) each
+// test skips with one line saying what to install, and fails instead under CI=true.
 package integration

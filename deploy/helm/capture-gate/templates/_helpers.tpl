@@ -253,6 +253,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ include "capture-gate.groupId" . | quote }}
 - name: GATE_KAFKA_START_OFFSET
   value: {{ $v.kafka.startOffset | quote }}
+- name: GATE_KAFKA_GROUP_PROTOCOL
+  value: {{ $v.kafka.groupProtocol | quote }}
 - name: GATE_ON_UNDELIVERABLE
   value: {{ $v.kafka.onUndeliverable | quote }}
 - name: GATE_ON_DATA_LOSS

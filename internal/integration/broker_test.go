@@ -1,0 +1,343 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/faulttest"
+	"github.com/capturegate/gate/internal/kafkatest"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// shared is the single-node JVM broker the tests share when they run on the JVM: each
+// test has topics and a group of its own (names), so one broker serves them all.
+var shared = kafkatest.NewShared(kafkatest.Options{})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.Close()
+	gateBin.cleanup()
+	os.Exit(code)
+}
+
+// How a test gets its broker: GATE_IT_BROKER=jvm (Kafka's jars, internal/kafkatest),
+// container (testcontainers: the apache/kafka image) or auto, the default: containers
+// where a container runtime answers (as on GitHub's runners), the JVM elsewhere.
+const (
+	brokerJVM       = "jvm"
+	brokerContainer = "container"
+)
+
+var kind struct {
+	once sync.Once
+	name string
+	why  string
+}
+
+// brokerKind decides, once per test binary, where the brokers come from.
+func brokerKind() (string, string) {
+	kind.once.Do(func() {
+		switch v := os.Getenv("GATE_IT_BROKER"); v {
+		case brokerJVM, brokerContainer:
+			kind.name, kind.why = v, "GATE_IT_BROKER="+v
+		case "", "auto":
+			if err := runtimeHealthy(); err != nil {
+				kind.name, kind.why = brokerJVM, "no container runtime ("+firstLine(err.Error())+")"
+			} else {
+				kind.name, kind.why = brokerContainer, "a container runtime answers"
+			}
+		default:
+			kind.name, kind.why = "", fmt.Sprintf("GATE_IT_BROKER=%q: want jvm, container or auto", v)
+		}
+	})
+	return kind.name, kind.why
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// runtimeHealthy is testcontainers.SkipIfProviderIsNotHealthy's check, as an error.
+func runtimeHealthy() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("container provider panicked: %v", r)
+		}
+	}()
+	p, err := testcontainers.ProviderDefault.GetProvider()
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return p.Health(ctx)
+}
+
+// kafka is a broker (or cluster) a test runs its gates against.
+type kafka struct {
+	Brokers string // host:port[,host:port...], reachable from the test and the gates
+	Admin   *kadm.Client
+	opts    []kgo.Opt // a client's options (SASL as the super user when set)
+	// JVM is the cluster when it runs from Kafka's jars: the tests that stop, kill or
+	// restart brokers need it.
+	JVM *kafkatest.Cluster
+	// Replicas is the replication factor of the topics CreateTopic makes.
+	Replicas int16
+}
+
+// kafkaOpts say what broker a test needs.
+type kafkaOpts struct {
+	// saslUsers, when set, turns the client listener into SASL_PLAINTEXT (PLAIN) with
+	// these users and passwords, and ACLs on (StandardAuthorizer, nothing allowed unless
+	// granted); "admin" must be one of them: it is the super user the test
+	// administers the broker as.
+	saslUsers map[string]string
+	// nodes is 3 for a three-node cluster (the JVM only); 0 or 1 for one broker.
+	nodes int
+	// own asks for a broker of the test's own (it changes broker-wide settings, or
+	// stops it) instead of the shared one; config are its settings.
+	own    bool
+	config map[string]string
+}
+
+// startKafka gives t a broker as o asks: on the JVM the shared one unless o needs its
+// own, in a container a fresh one.
+func startKafka(t *testing.T, o kafkaOpts) *kafka {
+	t.Helper()
+	name, why := brokerKind()
+	switch {
+	case name == "":
+		t.Fatal(why)
+	case name == brokerContainer && o.nodes <= 1:
+		return startContainerKafka(t, o)
+	}
+	var c *kafkatest.Cluster
+	if o.saslUsers == nil && o.nodes <= 1 && !o.own && o.config == nil {
+		c = shared.Get(t)
+	} else {
+		c = kafkatest.Start(t, kafkatest.Options{Nodes: o.nodes, SASL: o.saslUsers, Config: o.config})
+	}
+	k := &kafka{Brokers: c.Bootstrap(), JVM: c, opts: c.ClientOpts(), Replicas: int16(c.Nodes())}
+	k.Admin = kadm.NewClient(k.Client(t))
+	return k
+}
+
+// Client returns a client of the broker (as the admin under SASL) with opts added.
+func (k *kafka) Client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, k.opts...), opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// CreateTopic creates topic with partitions and the topic configs given as name, value
+// pairs, replicated Replicas times.
+func (k *kafka) CreateTopic(t *testing.T, topic string, partitions int32, configs ...string) {
+	t.Helper()
+	cfg := map[string]*string{}
+	for i := 0; i+1 < len(configs); i += 2 {
+		cfg[configs[i]] = &configs[i+1]
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	resp, err := k.Admin.CreateTopic(ctx, partitions, max(k.Replicas, 1), cfg, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("creating topic %s: %v", topic, err)
+	}
+}
+
+// Committed returns the group's committed offsets on topic, summed.
+func (k *kafka) Committed(t *testing.T, group, topic string) int64 {
+	t.Helper()
+	os, err := k.Admin.FetchOffsets(t.Context(), group)
+	if err != nil {
+		return -1
+	}
+	var sum int64
+	for _, o := range os[topic] {
+		if o.Err == nil && o.At > 0 {
+			sum += o.At
+		}
+	}
+	return sum
+}
+
+// Ends returns the end offsets of topics, per topic and partition.
+func (k *kafka) Ends(t *testing.T, topics ...string) map[string]map[int32]int64 {
+	t.Helper()
+	var l kadm.ListedOffsets
+	faulttest.WaitFor(t, time.Minute, fmt.Sprintf("the end offsets of %v", topics), func() bool {
+		var err error
+		l, err = k.Admin.ListEndOffsets(t.Context(), topics...)
+		if err == nil {
+			err = l.Error()
+		}
+		// A partition whose leader is moving answers NOT_LEADER for a moment.
+		return err == nil
+	})
+	out := map[string]map[int32]int64{}
+	l.Each(func(o kadm.ListedOffset) {
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = o.Offset
+	})
+	return out
+}
+
+// sum adds the offsets of one topic.
+func sum(m map[int32]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// ReadAll reads topics from the start to the ends they have now and returns their records
+// (control records dropped); opts are added to the reader's options (read_committed).
+func (k *kafka) ReadAll(t *testing.T, opts []kgo.Opt, topics ...string) []*kgo.Record {
+	t.Helper()
+	ends := k.Ends(t, topics...)
+	want := map[string]map[int32]kgo.Offset{}
+	left := 0
+	for topic, ps := range ends {
+		for p, end := range ps {
+			if end > 0 {
+				if want[topic] == nil {
+					want[topic] = map[int32]kgo.Offset{}
+				}
+				want[topic][p] = kgo.NewOffset().AtStart()
+				left++
+			}
+		}
+	}
+	if left == 0 {
+		return nil
+	}
+	cl := k.Client(t, append([]kgo.Opt{
+		kgo.ConsumePartitions(want),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+		// Transaction markers take offsets, the last one's often: keep them to see the end
+		// (every transaction is over when a test reads: committed, or aborted with its
+		// marker when its gate was fenced by its restart or stopped).
+		kgo.KeepControlRecords(),
+	}, opts...)...)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var out []*kgo.Record
+	done := map[string]map[int32]bool{}
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %v: %d partitions not read to their end within two minutes", topics, left)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end := ends[r.Topic][r.Partition]
+			if r.Offset >= end {
+				return
+			}
+			if r.Offset == end-1 {
+				if done[r.Topic] == nil {
+					done[r.Topic] = map[int32]bool{}
+				}
+				if !done[r.Topic][r.Partition] {
+					done[r.Topic][r.Partition] = true
+					left--
+				}
+			}
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
+	}
+	return out
+}
+
+// startRedis starts a Redis and returns its URL: in a container when the brokers run in
+// containers, else a redis-server process (internal/redistest). config are CONFIG SET
+// pairs applied before the URL is returned ("maxmemory", "4mb").
+func startRedis(t *testing.T, config ...string) string {
+	t.Helper()
+	if name, _ := brokerKind(); name == brokerContainer {
+		return startContainerRedis(t, config...)
+	}
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	for i := 0; i+1 < len(config); i += 2 {
+		if err := rc.ConfigSet(t.Context(), config[i], config[i+1]).Err(); err != nil {
+			t.Fatalf("CONFIG SET %s %s: %v", config[i], config[i+1], err)
+		}
+	}
+	return srv.URL()
+}
+
+// builtGate is the gate binary, built once per test binary.
+type builtGate struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+var gateBin builtGate
+
+// gateBinary builds the gate once per test binary and returns its path.
+func gateBinary(t *testing.T) string {
+	t.Helper()
+	gateBin.once.Do(func() {
+		gateBin.dir, gateBin.err = os.MkdirTemp("", "gate-integration-")
+		if gateBin.err != nil {
+			return
+		}
+		gateBin.path, gateBin.err = faulttest.BuildGate(gateBin.dir)
+	})
+	if gateBin.err != nil {
+		t.Fatalf("building the gate: %v", gateBin.err)
+	}
+	return gateBin.path
+}
+
+func (b *builtGate) cleanup() {
+	if b.dir != "" {
+		_ = os.RemoveAll(b.dir)
+	}
+}
+
+var nonName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
+
+// names are a test's own topics and group, from its name, so tests can share a broker.
+type names struct {
+	In, Acc, Ovf, Dlq, Group, Prefix string
+}
+
+func namesFor(t *testing.T) names {
+	p := strings.ToLower(strings.Trim(nonName.ReplaceAllString(t.Name(), "-"), "-"))
+	if len(p) > 120 {
+		p = p[:120]
+	}
+	return names{In: p + ".in", Acc: p + ".acc", Ovf: p + ".ovf", Dlq: p + ".dlq", Group: p, Prefix: p}
+}
+
+// Outs are the output topics.
+func (n names) Outs() []string { return []string{n.Acc, n.Ovf, n.Dlq} }

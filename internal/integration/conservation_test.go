@@ -1,0 +1,110 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/faulttest"
+)
+
+// TestConservation: three gates share the input through a fourth joining and leaving,
+// then one SIGKILLed and restarted, on each consumer group protocol and in each
+// delivery mode. Every input record reaches an output topic: at least once (a
+// SIGKILLed gate's uncommitted records are routed again by the next owner) or, with
+// exactly-once delivery read with read_committed, exactly once. Every gate left is ready
+// at the end, and the protocol it runs is the one asked for.
+func TestConservation(t *testing.T) {
+	for _, protocol := range []string{"classic", "consumer"} {
+		for _, delivery := range []string{"at-least-once", "exactly-once"} {
+			t.Run(protocol+"/"+delivery, func(t *testing.T) {
+				conservation(t, protocol, delivery)
+			})
+		}
+	}
+}
+
+func conservation(t *testing.T, protocol, delivery string) {
+	s := newScenario(t, kafkaOpts{}, 6, 3)
+	eos := delivery == "exactly-once"
+	start := func(name string) *faulttest.Gate {
+		v := s.vars()
+		v["GATE_KAFKA_GROUP_PROTOCOL"] = protocol
+		v["GATE_DELIVERY"] = delivery
+		if eos {
+			v["GATE_TRANSACTIONAL_ID"] = s.n.Group + "-" + name
+			v["GATE_TRANSACTION_TIMEOUT"] = (faulttest.RebalanceTimeout + 10*time.Second).String()
+		}
+		return faulttest.StartGate(t, s.bin, name, v)
+	}
+	gates := map[string]*faulttest.Gate{}
+	for _, n := range []string{"a", "b", "c"} {
+		gates[n] = start(n)
+	}
+	s.waitMembers(3)
+	for _, g := range gates {
+		g.WaitLog(t, time.Minute, "kafka: consumer group protocol")
+		if want := `"group_protocol":"` + protocol + `"`; !strings.Contains(g.Logs(), want) {
+			t.Errorf("gate %s does not log %s", g.Name, want)
+		}
+	}
+	stop := s.produceLoad()
+	s.waitOutputsGrow(2000, "three gates")
+
+	gates["d"] = start("d")
+	s.waitMembers(4)
+	s.waitOutputsGrow(1000, "four gates")
+	gates["d"].Term(t, time.Minute)
+	delete(gates, "d")
+	s.waitMembers(3)
+	s.waitOutputsGrow(1000, "back to three")
+
+	gates["b"].Kill(t)
+	gates["b"] = start("b")
+	s.waitMembers(3)
+	s.waitOutputsGrow(1000, "after b's SIGKILL and restart")
+
+	acked := stop()
+	s.waitDrained()
+	for _, g := range gates {
+		waitReady(t, g)
+		_, m := g.Get(t, "/metrics")
+		if !metricAbove(m, "gate_rebalances_total", 0) {
+			t.Errorf("gate %s: gate_rebalances_total is 0 after the group changed", g.Name)
+		}
+	}
+	var opts []kgo.Opt
+	if eos {
+		for _, g := range gates {
+			g.Term(t, time.Minute) // every transaction ends: committed, nothing left open
+		}
+		opts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+	}
+	rep := s.check(opts)
+	t.Logf("FIGURES real_kafka_conservation protocol=%s delivery=%s in=%d out=%d lost=%d duplicated=%d acknowledged=%d",
+		protocol, delivery, rep.Inputs, rep.Outputs, len(rep.Lost), rep.Extra, acked)
+	switch {
+	case rep.Inputs < int(acked):
+		t.Errorf("the input topic holds %d records, fewer than the %d acknowledged", rep.Inputs, acked)
+	case len(rep.Lost) > 0 || len(rep.Strays) > 0:
+		t.Errorf("conservation: %s; want every input on an output", rep)
+	case eos && !rep.OK():
+		t.Errorf("exactly-once, read_committed: %s; want every input exactly once", rep)
+	}
+	if !eos {
+		for _, g := range gates {
+			g.Term(t, time.Minute)
+		}
+	}
+}
+
+// gateVarsFor are s's gate settings with the pairs kv added.
+func gateVarsFor(s *scenario, kv ...string) map[string]string {
+	v := s.vars()
+	for i := 0; i+1 < len(kv); i += 2 {
+		v[kv[i]] = kv[i+1]
+	}
+	return v
+}

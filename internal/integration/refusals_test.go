@@ -1,0 +1,202 @@
+package integration
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/faulttest"
+)
+
+// TestBrokerSettings: the hardening cases on a real broker's own checks.
+func TestBrokerSettings(t *testing.T) {
+	t.Run("timestamp refused by message.timestamp.after.max.ms", func(t *testing.T) {
+		s := newScenario(t, kafkaOpts{}, 0, 0)
+		// The input takes any timestamp; the accepted topic none more than a minute ahead.
+		s.k.CreateTopic(t, s.n.In, 1, "message.timestamp.after.max.ms", "9223372036854775807")
+		s.k.CreateTopic(t, s.n.Acc, 1, "message.timestamp.after.max.ms", "60000")
+		s.k.CreateTopic(t, s.n.Ovf, 1)
+		s.k.CreateTopic(t, s.n.Dlq, 1, "message.timestamp.after.max.ms", "60000")
+		gt := faulttest.StartGate(t, s.bin, "ts", s.vars())
+		waitReady(t, gt)
+		future := time.Now().Add(30 * time.Minute).Truncate(time.Millisecond)
+		produce(t, s.k, &kgo.Record{Topic: s.n.In, Value: []byte(`{"team_id":"t"}`), Timestamp: future,
+			Headers: []kgo.RecordHeader{{Key: faulttest.IDHeader, Value: []byte("1")}}})
+		out := waitOne(t, s.k, gt, s.n.Dlq)
+		if e, _ := faulttest.Header(out, "gate-error"); e != "rejected" {
+			t.Errorf("dead letter gate-error %q, want rejected", e)
+		}
+		if orig, _ := faulttest.Header(out, consume.HeaderOriginalTimestamp); orig != strconv.FormatInt(future.UnixMilli(), 10) {
+			t.Errorf("%s = %q, want the input's %d", consume.HeaderOriginalTimestamp, orig, future.UnixMilli())
+		}
+		if out.Timestamp.After(time.Now().Add(time.Minute)) {
+			t.Errorf("dead letter stamped %s: want now, which the topic accepts", out.Timestamp)
+		}
+	})
+
+	t.Run("dead-letter topic with a small max.message.bytes", func(t *testing.T) {
+		s := newScenario(t, kafkaOpts{}, 0, 0)
+		s.k.CreateTopic(t, s.n.In, 1)
+		s.k.CreateTopic(t, s.n.Acc, 1, "max.message.bytes", "4096")
+		s.k.CreateTopic(t, s.n.Ovf, 1, "max.message.bytes", "4096")
+		s.k.CreateTopic(t, s.n.Dlq, 1, "max.message.bytes", "2048")
+		gt := faulttest.StartGate(t, s.bin, "big", s.vars())
+		waitReady(t, gt)
+		// Incompressible: a broker checks max.message.bytes against the batch as sent,
+		// compressed (kfake against the records' own size), so 16 KiB of one letter
+		// would pass a 4 KiB limit.
+		big := fmt.Sprintf(`{"team_id":"t","pad":%q}`, incompressible(16<<10))
+		produce(t, s.k, &kgo.Record{Topic: s.n.In, Value: []byte(big),
+			Headers: []kgo.RecordHeader{{Key: faulttest.IDHeader, Value: []byte("1")}}})
+		out := waitOne(t, s.k, gt, s.n.Dlq)
+		dropped, ok := faulttest.Header(out, "gate-dropped")
+		if len(out.Value) != 0 || !ok || !strings.Contains(dropped, "value_bytes="+strconv.Itoa(len(big))) {
+			t.Errorf("dead letter: %d-byte value, gate-dropped %q: want no value and its size", len(out.Value), dropped)
+		}
+		if src, _ := faulttest.Header(out, "gate-source"); src != s.n.In+"/0/0" {
+			t.Errorf("gate-source %q, want %s/0/0", src, s.n.In)
+		}
+	})
+
+	t.Run("missing output topic", func(t *testing.T) {
+		s := newScenario(t, kafkaOpts{}, 0, 0)
+		s.k.CreateTopic(t, s.n.In, 1)
+		s.k.CreateTopic(t, s.n.Acc, 1)
+		s.k.CreateTopic(t, s.n.Dlq, 1)
+		gt := faulttest.StartGate(t, s.bin, "missing", s.vars())
+		faulttest.WaitFor(t, time.Minute, "/readyz naming the missing topic", func() bool {
+			code, body := gt.Get(t, "/readyz")
+			return code == http.StatusServiceUnavailable && strings.Contains(body, `topic "`+s.n.Ovf+`" does not exist`)
+		})
+		s.k.CreateTopic(t, s.n.Ovf, 1)
+		waitReady(t, gt)
+		produce(t, s.k, &kgo.Record{Topic: s.n.In, Value: []byte(`{"team_id":"t"}`),
+			Headers: []kgo.RecordHeader{{Key: faulttest.IDHeader, Value: []byte("1")}}})
+		waitOne(t, s.k, gt, s.n.Acc)
+	})
+}
+
+// incompressible is n bytes of random base64 text.
+func incompressible(n int) string {
+	b := make([]byte, n*3/4+3)
+	_, _ = rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)[:n]
+}
+
+// TestACLs: a SASL user lacking WRITE on the dead-letter topic; /readyz names the
+// permission, and once it is granted the gate becomes ready and routes.
+func TestACLs(t *testing.T) {
+	s := newScenario(t, kafkaOpts{saslUsers: map[string]string{"admin": "admin-secret", "gate": "gate-secret"}}, 1, 1)
+	grant := func(b *kadm.ACLBuilder) {
+		t.Helper()
+		res, err := s.k.Admin.CreateACLs(t.Context(), b.Allow("User:gate").ResourcePatternType(kadm.ACLPatternLiteral))
+		if err != nil {
+			t.Fatalf("creating ACLs: %v", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("creating ACL on %s: %v", r.Name, r.Err)
+			}
+		}
+	}
+	grant(kadm.NewACLs().Topics(s.n.In).Operations(kadm.OpRead, kadm.OpDescribe))
+	grant(kadm.NewACLs().Topics(s.n.Acc, s.n.Ovf).Operations(kadm.OpWrite, kadm.OpDescribe))
+	grant(kadm.NewACLs().Topics(s.n.Dlq).Operations(kadm.OpDescribe)) // no WRITE
+	grant(kadm.NewACLs().Groups(s.n.Group).Operations(kadm.OpRead, kadm.OpDescribe))
+	vars := gateVarsFor(s,
+		"GATE_KAFKA_SASL_MECHANISM", "plain",
+		"GATE_KAFKA_SASL_USERNAME", "gate",
+		"GATE_KAFKA_SASL_PASSWORD", "gate-secret")
+	gt := faulttest.StartGate(t, s.bin, "acl", vars)
+	faulttest.WaitFor(t, time.Minute, "/readyz naming the missing WRITE", func() bool {
+		code, body := gt.Get(t, "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, `topic "`+s.n.Dlq+`": no permission to write it`)
+	})
+	grant(kadm.NewACLs().Topics(s.n.Dlq).Operations(kadm.OpWrite))
+	waitReady(t, gt)
+	produce(t, s.k, &kgo.Record{Topic: s.n.In, Value: []byte("not json"),
+		Headers: []kgo.RecordHeader{{Key: faulttest.IDHeader, Value: []byte("1")}}})
+	waitOne(t, s.k, gt, s.n.Dlq)
+	if strings.Contains(gt.Logs(), "gate-secret") {
+		t.Errorf("the SASL password appears in the gate's log")
+	}
+}
+
+// TestRedisNoEviction: Redis full under maxmemory with noeviction refuses the tick's
+// writes (OOM); the gate keeps routing every record (fail open), counts the errors, and
+// writes its counts once Redis has room again.
+func TestRedisNoEviction(t *testing.T) {
+	s := newScenario(t, kafkaOpts{}, 6, 3)
+	s.rurl = startRedis(t, "maxmemory", "4mb", "maxmemory-policy", "noeviction")
+	opt, err := redis.ParseURL(s.rurl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rc.Close() })
+	// Fill it: writes are refused from here on.
+	pad := strings.Repeat("x", 64<<10)
+	for i := 0; ; i++ {
+		if err := rc.Set(t.Context(), "fill:"+strconv.Itoa(i), pad, 0).Err(); err != nil {
+			if !strings.Contains(err.Error(), "OOM") {
+				t.Fatalf("filling Redis: %v, want an OOM refusal", err)
+			}
+			break
+		}
+		if i > 10000 {
+			t.Fatal("Redis never refused a write: maxmemory not applied")
+		}
+	}
+	g := faulttest.StartGate(t, s.bin, "oom", s.vars())
+	waitReady(t, g)
+	stop := s.produceLoad()
+	s.waitOutputsGrow(2000, "while Redis refuses writes")
+	faulttest.WaitFor(t, time.Minute, "gate_limiter_errors_total > 0", func() bool {
+		_, m := g.Get(t, "/metrics")
+		return metricAbove(m, "gate_limiter_errors_total", 0)
+	})
+	if n, _ := rc.Keys(t.Context(), s.n.Prefix+":*").Result(); len(n) != 0 {
+		t.Errorf("%d keys written under %s:* while Redis was full", len(n), s.n.Prefix)
+	}
+	// Room again: the counts kept meanwhile are written.
+	if err := rc.FlushAll(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	faulttest.WaitFor(t, time.Minute, "the gate's counts in Redis", func() bool {
+		n, _ := rc.Keys(t.Context(), s.n.Prefix+":*").Result()
+		return len(n) > 0
+	})
+	acked := stop()
+	s.waitDrained()
+	rep := s.check(nil)
+	if !rep.OK() || rep.Inputs < int(acked) {
+		t.Errorf("conservation through the Redis refusal: %s", rep)
+	}
+	g.Term(t, time.Minute)
+}
+
+// TestFreshCluster: on a cluster that has never had a consumer group, the first
+// FindCoordinator makes the broker create __consumer_offsets, and until it is loaded
+// the group's coordinator answers COORDINATOR_NOT_AVAILABLE (kfake answers at once).
+// That is a wait, not an operator's problem: the gate becomes ready without logging an
+// error or naming a problem in /readyz.
+func TestFreshCluster(t *testing.T) {
+	s := newScenario(t, kafkaOpts{own: true}, 1, 1)
+	g := faulttest.StartGate(t, s.bin, "fresh", s.vars())
+	waitReady(t, g)
+	produce(t, s.k, s.record(1))
+	waitOne(t, s.k, g, s.n.Acc)
+	if strings.Contains(g.Logs(), `"level":"ERROR"`) {
+		t.Errorf("the gate logged an error on a fresh cluster:\n%s", g.Logs())
+	}
+}
