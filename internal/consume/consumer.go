@@ -178,7 +178,7 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		// serve: the gate's registry is served with everything else.
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(c.reg))))
 	}
-	return opts
+	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log)))
 }
 
 // exactlyOnce reports whether the consumer runs the transaction loop. Unlike c.tx,

@@ -27,6 +27,7 @@ type metrics struct {
 	// set of metric names does not depend on the mode.
 	transactions *prometheus.CounterVec
 	txnDuration  prometheus.Histogram
+	throttled    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
@@ -84,6 +85,10 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			Help:    "Exactly-once delivery: time from beginning a transaction to its end (commit or abort), routing and producing one poll's records. Empty in at-least-once mode.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1 ms to 16 s
 		}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_broker_throttled_seconds_total",
+			Help: "Time brokers throttled the gate's requests, by broker: a client quota (produce or fetch bytes, request time) on the gate's client id or principal. Nothing is lost; routing slows down.",
+		}, []string{"broker"}),
 	}
 	for _, e := range []string{"assigned", "revoked", "lost"} {
 		m.rebalances.WithLabelValues(e)
@@ -101,7 +106,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		return m, nil
 	}
 	cs := []prometheus.Collector{m.produceErrors, m.retries, m.rerouted, m.commitErrors, m.committed, m.rebalances, m.lag, m.fetchErrors,
-		m.undeliverable, m.lost, m.recoveries, m.transactions, m.txnDuration,
+		m.undeliverable, m.lost, m.recoveries, m.transactions, m.txnDuration, m.throttled,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_retrying_records",
 			Help: "Records whose produce failed and is being retried; no new records are polled while it is above zero.",

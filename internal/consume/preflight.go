@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -178,14 +179,72 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 		if errors.Is(kerr.ErrorForCode(code), kerr.TransactionalIDAuthorizationFailed) {
 			found = append(found, fmt.Sprintf("transactional id %q: not authorized: grant the WRITE and DESCRIBE ACLs on it to the gate's principal", c.cfg.TransactionalID))
 		}
+		if len(resp.Brokers) > 0 {
+			if p := c.transactionTimeoutProblem(ctx, resp.Brokers[0].NodeID); p != "" {
+				found = append(found, p)
+			}
+		}
 	}
 	return found, transient, nil
+}
+
+// transactionTimeoutProblem compares Config.TransactionTimeout with broker's
+// transaction.max.timeout.ms: a broker refuses to start transactions with a longer
+// timeout (InitProducerId answers INVALID_TRANSACTION_TIMEOUT), so the gate could route
+// nothing. Reading a broker's configuration needs DESCRIBE_CONFIGS on the cluster,
+// which a gate's principal may lack: then the check is skipped, and the refusal is
+// reported when it comes (produceProblem).
+func (c *Consumer) transactionTimeoutProblem(ctx context.Context, broker int32) string {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeBroker
+	res.ResourceName = strconv.Itoa(int(broker))
+	res.ConfigNames = []string{"transaction.max.timeout.ms"}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		c.log.Debug("kafka: could not read the brokers' transaction.max.timeout.ms", "err", err)
+		return ""
+	}
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			c.log.Debug("kafka: could not read the brokers' transaction.max.timeout.ms", "err", err)
+			return ""
+		}
+		for _, cfg := range r.Configs {
+			if cfg.Name != "transaction.max.timeout.ms" || cfg.Value == nil {
+				continue
+			}
+			ms, err := strconv.ParseInt(*cfg.Value, 10, 64)
+			if err != nil {
+				return ""
+			}
+			if max := time.Duration(ms) * time.Millisecond; c.cfg.TransactionTimeout > max {
+				return transactionTimeoutMessage(c.cfg.TransactionTimeout, max.String())
+			}
+		}
+	}
+	return ""
+}
+
+// transactionTimeoutMessage says that the gate's transaction timeout is above the
+// brokers' maximum (brokerMax, or "unknown").
+func transactionTimeoutMessage(gate time.Duration, brokerMax string) string {
+	return fmt.Sprintf("GATE_TRANSACTION_TIMEOUT (%s) is above the brokers' transaction.max.timeout.ms (%s): they refuse every transaction; "+
+		"lower GATE_TRANSACTION_TIMEOUT or raise transaction.max.timeout.ms", gate, brokerMax)
 }
 
 // produceProblem marks the gate not ready when a produce failed for a reason only an
 // operator can fix (a topic deleted, an ACL revoked after start); the retries go on,
 // and the next record acknowledged on the topic clears it.
 func (c *Consumer) produceProblem(topic string, err error) {
+	if errors.Is(err, kerr.InvalidTransactionTimeout) {
+		c.produceBlocked.Store(true)
+		c.logProblem(context.Background(), problemTxnTimeout,
+			"kafka: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, "unknown: the gate may not read it")+
+				"; records are retried, nothing is committed past them", "err", err)
+		return
+	}
 	for _, e := range []error{kerr.TopicAuthorizationFailed, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID,
 		kerr.ClusterAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed} {
 		if errors.Is(err, e) {
@@ -200,7 +259,7 @@ func (c *Consumer) produceProblem(topic string, err error) {
 
 // produceRecovered clears a produce problem on topic once a record is acknowledged there.
 func (c *Consumer) produceRecovered(topic string) {
-	if c.problems.clear(func(k string) bool { return k == "produce/"+topic }) {
+	if c.problems.clear(func(k string) bool { return k == "produce/"+topic || k == problemTxnTimeout }) {
 		c.log.Info("kafka: producing works again", "topic", topic)
 	}
 	c.produceBlocked.Store(!c.problems.empty())

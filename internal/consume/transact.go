@@ -133,6 +133,39 @@ const (
 	recoveryWindow = 10 * time.Minute
 )
 
+// txnTimeoutRetry is how often a gate whose transactions the brokers refuse for their
+// timeout (INVALID_TRANSACTION_TIMEOUT) builds a new client to try again: each try
+// leaves and rejoins the group, so not often; the operator's fix (a lower
+// GATE_TRANSACTION_TIMEOUT is a restart anyway, a higher transaction.max.timeout.ms is
+// not) is picked up within it.
+const txnTimeoutRetry = 30 * time.Second
+
+// problemTxnTimeout is the problems key of that refusal.
+const problemTxnTimeout = "produce/transaction-timeout"
+
+// awaitTransactionTimeout handles a transaction the brokers refused to begin because
+// Config.TransactionTimeout is above their transaction.max.timeout.ms (the preflight
+// catches it first where the gate may read the brokers' configuration). It is a
+// condition only an operator can fix, and franz-go's producer cannot go on after it:
+// the gate stays up and not ready, says which two settings disagree, and every
+// txnTimeoutRetry builds a new client to try again. Exiting instead would only make
+// Kubernetes restart it into the same refusal.
+func (c *Consumer) awaitTransactionTimeout(ctx context.Context, err error) error {
+	c.problems.set(problemTxnTimeout, "kafka: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, "unknown: the gate may not read it"))
+	c.log.Error("kafka: the brokers refuse to begin transactions: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, "unknown: the gate may not read it")+"; not ready",
+		"retry_in", txnTimeoutRetry.String(), "err", err)
+	c.closeClient(c.tx.CloseAllowingRebalance)
+	c.ready.Store(false)
+	c.txn.interrupted.Store(false)
+	t := time.NewTimer(txnTimeoutRetry)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return c.newSession()
+}
+
 // newSession builds the transactional client, and makes it the consumer's.
 func (c *Consumer) newSession() error {
 	tx, err := kgo.NewGroupTransactSession(c.clientOpts()...)
@@ -295,6 +328,12 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 			if ctx.Err() != nil {
 				return n, c.stopped(ctx, err)
 			}
+			if errors.Is(err, kerr.InvalidTransactionTimeout) {
+				if err := c.awaitTransactionTimeout(ctx, err); err != nil {
+					return n, c.stopped(ctx, err)
+				}
+				continue
+			}
 			if err := c.recoverFenced(err, res.open, res.churn); err != nil {
 				return n, err
 			}
@@ -413,6 +452,9 @@ func (c *Consumer) transact(ctx context.Context, ws []work) (txnResult, error) {
 	c.txn.rebalanced.Store(false)
 	if err := c.tx.Begin(); err != nil {
 		return res, fmt.Errorf("beginning a transaction: %w", err)
+	}
+	if c.problems.clear(func(k string) bool { return k == problemTxnTimeout }) {
+		c.log.Info("kafka: transactions start again: the brokers take GATE_TRANSACTION_TIMEOUT now")
 	}
 	c.txn.skipped.Store(false)
 	tctx, stop := context.WithCancel(ctx)

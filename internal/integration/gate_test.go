@@ -29,7 +29,13 @@ type scenario struct {
 // creates its topics itself.
 func newScenario(t *testing.T, o kafkaOpts, inParts, outParts int32) *scenario {
 	t.Helper()
-	s := &scenario{t: t, k: startKafka(t, o), n: namesFor(t), bin: gateBinary(t)}
+	return scenarioOn(t, startKafka(t, o), inParts, outParts)
+}
+
+// scenarioOn is newScenario on a broker the caller has (shared by its subtests).
+func scenarioOn(t *testing.T, k *kafka, inParts, outParts int32) *scenario {
+	t.Helper()
+	s := &scenario{t: t, k: k, n: namesFor(t), bin: gateBinary(t)}
 	s.rurl = startRedis(t)
 	if inParts == 0 {
 		return s
@@ -162,6 +168,38 @@ func (s *scenario) waitMembers(n int) {
 			}
 		}
 		return false
+	})
+}
+
+// committed is the group's committed offset on each input partition (-1 for none).
+func (s *scenario) committed() map[int32]int64 {
+	s.t.Helper()
+	out := map[int32]int64{}
+	os, err := s.k.Admin.FetchOffsets(s.t.Context(), s.n.Group)
+	if err != nil {
+		return out
+	}
+	for p, o := range os[s.n.In] {
+		if o.Err == nil {
+			out[p] = o.At
+		}
+	}
+	return out
+}
+
+// waitEveryPartitionPast waits until the group's committed offset on every input
+// partition is past its value in from: no partition is left unfetched.
+func (s *scenario) waitEveryPartitionPast(from map[int32]int64, what string) {
+	s.t.Helper()
+	parts := s.k.Ends(s.t, s.n.In)[s.n.In]
+	faulttest.WaitFor(s.t, 3*time.Minute, "every input partition committed past where it was "+what, func() bool {
+		now := s.committed()
+		for p := range parts {
+			if now[p] <= from[p] {
+				return false
+			}
+		}
+		return true
 	})
 }
 

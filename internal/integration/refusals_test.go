@@ -200,3 +200,81 @@ func TestFreshCluster(t *testing.T) {
 		t.Errorf("the gate logged an error on a fresh cluster:\n%s", g.Logs())
 	}
 }
+
+// TestTransactionTimeoutAboveBrokerMax: a GATE_TRANSACTION_TIMEOUT above the brokers'
+// transaction.max.timeout.ms makes every InitProducerId fail with
+// INVALID_TRANSACTION_TIMEOUT (kfake takes any timeout), which franz-go's producer
+// cannot get past. The gate does not exit into a crash loop: it stays up, not ready,
+// and says in its log and /readyz which two settings disagree; nothing is routed
+// meanwhile. Where the gate may read the brokers' configuration (DESCRIBE_CONFIGS on
+// the cluster) its preflight names the brokers' value; where it may not, the refusal
+// itself does.
+func TestTransactionTimeoutAboveBrokerMax(t *testing.T) {
+	brokerMax := map[string]string{"transaction.max.timeout.ms": "30000"}
+	t.Run("preflight", func(t *testing.T) {
+		s := newScenario(t, kafkaOpts{config: brokerMax}, 1, 1)
+		g := faulttest.StartGate(t, s.bin, "txn", gateVarsFor(s,
+			"GATE_DELIVERY", "exactly-once",
+			"GATE_TRANSACTIONAL_ID", s.n.Group+"-txn",
+			"GATE_TRANSACTION_TIMEOUT", "45s"))
+		txnTimeoutRefused(t, s, g, "transaction.max.timeout.ms (30s)")
+	})
+	t.Run("without DESCRIBE_CONFIGS", func(t *testing.T) {
+		s := newScenario(t, kafkaOpts{config: brokerMax, saslUsers: map[string]string{"admin": "admin-secret", "gate": "gate-secret"}}, 1, 1)
+		grantAll(t, s, "gate", s.n.Group+"-txn")
+		g := faulttest.StartGate(t, s.bin, "txn", gateVarsFor(s,
+			"GATE_KAFKA_SASL_MECHANISM", "plain",
+			"GATE_KAFKA_SASL_USERNAME", "gate",
+			"GATE_KAFKA_SASL_PASSWORD", "gate-secret",
+			"GATE_DELIVERY", "exactly-once",
+			"GATE_TRANSACTIONAL_ID", s.n.Group+"-txn",
+			"GATE_TRANSACTION_TIMEOUT", "45s"))
+		txnTimeoutRefused(t, s, g, "transaction.max.timeout.ms (unknown")
+	})
+}
+
+// txnTimeoutRefused checks that g, refused its transactions, is up, not ready with a
+// reason naming both settings (and want), and routes nothing.
+func txnTimeoutRefused(t *testing.T, s *scenario, g *faulttest.Gate, want string) {
+	t.Helper()
+	produce(t, s.k, s.record(1))
+	faulttest.WaitFor(t, 2*time.Minute, "/readyz naming both timeouts", func() bool {
+		code, body := g.Get(t, "/readyz")
+		return code == http.StatusServiceUnavailable &&
+			strings.Contains(body, "GATE_TRANSACTION_TIMEOUT (45s)") && strings.Contains(body, want)
+	})
+	if g.Exited() {
+		t.Fatalf("the gate exited: %s", g.Logs())
+	}
+	if !strings.Contains(g.Logs(), want) {
+		t.Errorf("no log line names %s", want)
+	}
+	if n := s.outputs(); n != 0 {
+		t.Errorf("%d records routed while transactions cannot start", n)
+	}
+}
+
+// grantAll gives user what a gate needs on s's topics and group, and on the
+// transactional id txnID when not empty: not DESCRIBE_CONFIGS on the cluster.
+func grantAll(t *testing.T, s *scenario, user, txnID string) {
+	t.Helper()
+	bs := []*kadm.ACLBuilder{
+		kadm.NewACLs().Topics(s.n.In).Operations(kadm.OpRead, kadm.OpDescribe),
+		kadm.NewACLs().Topics(s.n.Outs()...).Operations(kadm.OpWrite, kadm.OpDescribe),
+		kadm.NewACLs().Groups(s.n.Group).Operations(kadm.OpRead, kadm.OpDescribe),
+	}
+	if txnID != "" {
+		bs = append(bs, kadm.NewACLs().TransactionalIDs(txnID).Operations(kadm.OpWrite, kadm.OpDescribe))
+	}
+	for _, b := range bs {
+		res, err := s.k.Admin.CreateACLs(t.Context(), b.Allow("User:"+user).ResourcePatternType(kadm.ACLPatternLiteral))
+		if err != nil {
+			t.Fatalf("creating ACLs: %v", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("creating ACL on %s: %v", r.Name, r.Err)
+			}
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/faulttest"
+)
+
+// TestLeaderFailover: on three brokers (every topic replicated three times), two gates
+// route while the broker leading input partition 0 is SIGKILLed (its partitions, input
+// and output, get new leaders), restarted, and given its partitions back by a
+// preferred-leader election. Every input partition keeps making progress through each
+// move, nothing is lost, and with exactly-once a read_committed reader sees every input
+// once.
+func TestLeaderFailover(t *testing.T) {
+	k := startKafka(t, kafkaOpts{nodes: 3})
+	if k.JVM == nil {
+		t.Fatal("three brokers need the JVM cluster")
+	}
+	for _, delivery := range []string{"at-least-once", "exactly-once"} {
+		t.Run(delivery, func(t *testing.T) {
+			leaderFailover(t, k, delivery)
+		})
+	}
+}
+
+func leaderFailover(t *testing.T, k *kafka, delivery string) {
+	s := scenarioOn(t, k, 6, 3)
+	eos := delivery == "exactly-once"
+	start := func(name string) *faulttest.Gate {
+		v := s.vars()
+		v["GATE_DELIVERY"] = delivery
+		if eos {
+			v["GATE_TRANSACTIONAL_ID"] = s.n.Group + "-" + name
+			v["GATE_TRANSACTION_TIMEOUT"] = (faulttest.RebalanceTimeout + 10*time.Second).String()
+		}
+		return faulttest.StartGate(t, s.bin, name, v)
+	}
+	gates := []*faulttest.Gate{start("a"), start("b")}
+	s.waitMembers(2)
+	stop := s.produceLoad()
+	s.waitOutputsGrow(1000, "two gates")
+
+	victim := s.leader(s.n.In, 0)
+	led := s.ledBy(victim)
+	t.Logf("killing broker %d, leader of %v", victim, led)
+	before := s.committed()
+	if err := k.JVM.Kill(int(victim)); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutputsGrow(2000, fmt.Sprintf("broker %d killed", victim))
+	s.waitEveryPartitionPast(before, fmt.Sprintf("before broker %d was killed", victim))
+	if now := s.leader(s.n.In, 0); now == victim {
+		t.Errorf("input partition 0 still led by the killed broker %d", victim)
+	}
+
+	if err := k.JVM.Restart(int(victim)); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutputsGrow(1000, fmt.Sprintf("broker %d back", victim))
+
+	// The preferred replica of each partition is the first of its replicas; where that
+	// is the restarted broker, leadership goes back to it.
+	before = s.committed()
+	var res kadm.ElectLeadersResults
+	faulttest.WaitFor(t, 2*time.Minute, "a preferred-leader election", func() bool {
+		var err error
+		res, err = s.k.Admin.ElectLeaders(t.Context(), kadm.ElectPreferredReplica, nil)
+		return err == nil
+	})
+	moved := 0
+	for _, ps := range res {
+		for _, r := range ps {
+			if r.Err == nil {
+				moved++
+			}
+		}
+	}
+	t.Logf("preferred-leader election moved %d partitions; broker %d leads %v", moved, victim, s.ledBy(victim))
+	s.waitOutputsGrow(1000, "after the election")
+	s.waitEveryPartitionPast(before, "before the election")
+
+	acked := stop()
+	s.waitDrained()
+	for _, g := range gates {
+		waitReady(t, g)
+	}
+	var opts []kgo.Opt
+	if eos {
+		for _, g := range gates {
+			g.Term(t, time.Minute)
+		}
+		opts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+	}
+	rep := s.check(opts)
+	t.Logf("FIGURES real_kafka_leader_failover delivery=%s in=%d out=%d lost=%d duplicated=%d acknowledged=%d moved_by_election=%d",
+		delivery, rep.Inputs, rep.Outputs, len(rep.Lost), rep.Extra, acked, moved)
+	switch {
+	case rep.Inputs < int(acked):
+		t.Errorf("the input topic holds %d records, fewer than the %d acknowledged", rep.Inputs, acked)
+	case len(rep.Lost) > 0 || len(rep.Strays) > 0:
+		t.Errorf("through the leader moves: %s; want every input on an output", rep)
+	case eos && !rep.OK():
+		t.Errorf("exactly-once, read_committed: %s; want every input exactly once", rep)
+	}
+	if !eos {
+		for _, g := range gates {
+			g.Term(t, time.Minute)
+		}
+	}
+}
+
+// leader is the broker leading topic's partition p now.
+func (s *scenario) leader(topic string, p int32) int32 {
+	s.t.Helper()
+	var leader int32 = -1
+	faulttest.WaitFor(s.t, time.Minute, fmt.Sprintf("the leader of %s/%d", topic, p), func() bool {
+		m, err := s.k.Admin.Metadata(s.t.Context(), topic)
+		if err != nil {
+			return false
+		}
+		pd, ok := m.Topics[topic].Partitions[p]
+		if !ok || pd.Err != nil {
+			return false
+		}
+		leader = pd.Leader
+		return leader >= 0
+	})
+	return leader
+}
+
+// ledBy lists the partitions of the scenario's topics broker id leads, as topic/p.
+func (s *scenario) ledBy(id int32) []string {
+	s.t.Helper()
+	m, err := s.k.Admin.Metadata(s.t.Context(), append([]string{s.n.In}, s.n.Outs()...)...)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, td := range m.Topics.Sorted() {
+		for _, pd := range td.Partitions.Sorted() {
+			if pd.Leader == id {
+				out = append(out, fmt.Sprintf("%s/%d", td.Topic, pd.Partition))
+			}
+		}
+	}
+	return out
+}
+
+// TestExactlyOnceBrokerRestart: the only broker, transaction coordinator included, is
+// SIGKILLed mid-transaction and restarted; the gates recover by themselves (ready
+// again), and a read_committed reader sees every input once.
+func TestExactlyOnceBrokerRestart(t *testing.T) {
+	s := newScenario(t, kafkaOpts{own: true}, 3, 3)
+	if s.k.JVM == nil {
+		t.Fatal("a broker restart needs the JVM broker")
+	}
+	start := func(name string) *faulttest.Gate {
+		return faulttest.StartGate(t, s.bin, name, gateVarsFor(s,
+			"GATE_DELIVERY", "exactly-once",
+			"GATE_TRANSACTIONAL_ID", s.n.Group+"-"+name,
+			"GATE_TRANSACTION_TIMEOUT", (faulttest.RebalanceTimeout+10*time.Second).String()))
+	}
+	gates := []*faulttest.Gate{start("a"), start("b")}
+	s.waitMembers(2)
+	stop := s.produceLoad()
+	s.waitOutputsGrow(1000, "two gates")
+	if err := s.k.JVM.Kill(1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // the broker stays away a while: the gates' requests fail meanwhile
+	if err := s.k.JVM.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutputsGrow(1000, "after the broker's restart")
+	acked := stop()
+	s.waitDrained()
+	for _, g := range gates {
+		waitReady(t, g)
+		g.Term(t, time.Minute)
+	}
+	rep := s.check([]kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())})
+	t.Logf("FIGURES real_kafka_eos_broker_restart in=%d out=%d lost=%d duplicated=%d acknowledged=%d", rep.Inputs, rep.Outputs, len(rep.Lost), rep.Extra, acked)
+	if !rep.OK() || rep.Inputs < int(acked) {
+		t.Errorf("exactly-once through a broker restart: %s (acknowledged %d); want every input once", rep, acked)
+	}
+}

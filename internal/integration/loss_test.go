@@ -1,0 +1,135 @@
+package integration
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/capturegate/gate/internal/faulttest"
+)
+
+// TestRetentionBelowLaggingGate: records deleted from the input below the group's
+// committed offset while no gate runs, by DeleteRecords and by a small retention.bytes,
+// are counted exactly in gate_records_lost_total{cause="retention"} when a gate comes
+// back, with an error line; everything still in the log is routed once.
+func TestRetentionBelowLaggingGate(t *testing.T) {
+	for _, how := range []string{"DeleteRecords", "retention.bytes"} {
+		t.Run(how, func(t *testing.T) {
+			s := newScenario(t, kafkaOpts{}, 0, 0)
+			if how == "retention.bytes" {
+				// Segments roll at the first record 200 ms after a segment's first, and
+				// every closed segment is over the 1-byte retention: deleted at the
+				// broker's next retention check (every second here).
+				s.k.CreateTopic(t, s.n.In, 1, "segment.ms", "200", "retention.bytes", "1", "retention.ms", "-1")
+			} else {
+				s.k.CreateTopic(t, s.n.In, 1)
+			}
+			for _, o := range s.n.Outs() {
+				s.k.CreateTopic(t, o, 1)
+			}
+			next := 0
+			burst := func(n int) {
+				t.Helper()
+				for range n {
+					produce(t, s.k, s.record(next))
+					next++
+				}
+			}
+			burst(50)
+			g := faulttest.StartGate(t, s.bin, "first", s.vars())
+			s.waitDrained()
+			g.Term(t, time.Minute)
+			committed := s.k.Committed(t, s.n.Group, s.n.In)
+
+			// The gate is away: more records, then the oldest of them deleted.
+			var logStart int64
+			switch how {
+			case "DeleteRecords":
+				burst(100)
+				o := kadm.Offsets{}
+				o.Add(kadm.Offset{Topic: s.n.In, Partition: 0, At: committed + 60})
+				res, err := s.k.Admin.DeleteRecords(t.Context(), o)
+				if err == nil {
+					err = res.Error()
+				}
+				if err != nil {
+					t.Fatalf("DeleteRecords: %v", err)
+				}
+				logStart = committed + 60
+			case "retention.bytes":
+				for range 3 {
+					time.Sleep(300 * time.Millisecond) // the next burst rolls a new segment
+					burst(40)
+				}
+				faulttest.WaitFor(t, time.Minute, "retention to delete past the committed offset", func() bool {
+					logStart = s.start(t)
+					return logStart > committed
+				})
+			}
+			if got := s.start(t); got != logStart {
+				t.Fatalf("log start %d, want %d", got, logStart)
+			}
+			want := logStart - committed
+
+			g = faulttest.StartGate(t, s.bin, "back", s.vars())
+			s.waitDrained()
+			var lost float64
+			faulttest.WaitFor(t, time.Minute, "gate_records_lost_total", func() bool {
+				_, m := g.Get(t, "/metrics")
+				lost = metricSum(m, `gate_records_lost_total{cause="retention",partition="0",topic="`+s.n.In+`"}`)
+				return lost > 0
+			})
+			if int64(lost) != want {
+				t.Errorf("gate_records_lost_total %v, want %d (committed %d, log start %d)", lost, want, committed, logStart)
+			}
+			if !strings.Contains(g.Logs(), `"msg":"input records lost: `) {
+				t.Errorf("no error line for the lost records")
+			}
+			// Every record the gates read is on the outputs once: the first gate's
+			// (below committed, since deleted from the input) and those from the log
+			// start on; none of the deleted ones.
+			seen := map[int64]int{}
+			for _, r := range s.k.ReadAll(t, nil, s.n.Outs()...) {
+				id, _ := faulttest.Header(r, faulttest.IDHeader)
+				n, err := strconv.ParseInt(id, 10, 64)
+				if err != nil {
+					t.Fatalf("output %s/%d/%d without an id", r.Topic, r.Partition, r.Offset)
+				}
+				seen[n]++
+			}
+			routed := 0
+			for id := int64(0); id < int64(next); id++ {
+				want := 1
+				if id >= committed && id < logStart {
+					want = 0
+				}
+				if seen[id] != want {
+					t.Errorf("record %d is on the outputs %d times, want %d (committed %d, log start %d)", id, seen[id], want, committed, logStart)
+				}
+				routed += seen[id]
+			}
+			t.Logf("FIGURES real_kafka_retention how=%s produced=%d committed=%d log_start=%d lost_metric=%v routed=%d", how, next, committed, logStart, lost, routed)
+			g.Term(t, time.Minute)
+		})
+	}
+}
+
+// start is the log start offset of the input's partition 0.
+func (s *scenario) start(t *testing.T) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	l, err := s.k.Admin.ListStartOffsets(ctx, s.n.In)
+	if err == nil {
+		err = l.Error()
+	}
+	if err != nil {
+		t.Fatalf("listing the start offset of %s: %v", s.n.In, err)
+	}
+	o, _ := l.Lookup(s.n.In, 0)
+	return o.Offset
+}

@@ -1,0 +1,69 @@
+package integration
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/faulttest"
+)
+
+// TestProduceQuota: a produce quota on the gate's client id (a client-quota entity set
+// with AlterClientQuotas) makes the broker throttle the gate. kfake enforces no quota.
+// The throttling shows in gate_broker_throttled_seconds_total and a warning line, and
+// every record is routed once all the same.
+func TestProduceQuota(t *testing.T) {
+	s := newScenario(t, kafkaOpts{}, 3, 3)
+	clientID := s.n.Group + "-gate"
+	res, err := s.k.Admin.AlterClientQuotas(t.Context(), []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &clientID}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 32 << 10}},
+	}})
+	if err == nil {
+		for _, r := range res {
+			if r.Err != nil {
+				err = r.Err
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("setting the produce quota: %v", err)
+	}
+	// The brokers apply a quota once its record reaches them through the metadata log.
+	faulttest.WaitFor(t, time.Minute, "the quota described", func() bool {
+		d, err := s.k.Admin.DescribeClientQuotas(t.Context(), true, []kadm.DescribeClientQuotaComponent{{Type: "client-id", MatchName: &clientID, MatchType: 0}})
+		return err == nil && len(d) == 1
+	})
+	// About 700 KiB as the gate produces it (its batches compressed, so each record's
+	// padding is its own): several seconds
+	// past what a broker lets through in its 10-second quota window at 32 KiB/s.
+	var recs []*kgo.Record
+	for i := range 1500 {
+		recs = append(recs, &kgo.Record{Topic: s.n.In, Key: []byte(strconv.Itoa(i % 16)),
+			Value:   fmt.Appendf(nil, `{"team_id":"team-%d","seq":%d,"pad":%q}`, i%10, i, incompressible(512)),
+			Headers: []kgo.RecordHeader{{Key: faulttest.IDHeader, Value: []byte(strconv.Itoa(i))}}})
+	}
+	produce(t, s.k, recs...)
+	g := faulttest.StartGate(t, s.bin, "quota", gateVarsFor(s, "GATE_KAFKA_CLIENT_ID", clientID))
+	s.waitDrained()
+	var throttled float64
+	faulttest.WaitFor(t, time.Minute, "gate_broker_throttled_seconds_total > 0 under a 32 KiB/s quota", func() bool {
+		_, m := g.Get(t, "/metrics")
+		throttled = metricSum(m, "gate_broker_throttled_seconds_total")
+		return throttled > 0
+	})
+	if !strings.Contains(g.Logs(), "a broker is throttling the gate's requests") {
+		t.Errorf("no warning line about the throttling")
+	}
+	rep := s.check(nil)
+	t.Logf("FIGURES real_kafka_quota in=%d out=%d lost=%d duplicated=%d throttled_s=%.1f", rep.Inputs, rep.Outputs, len(rep.Lost), rep.Extra, throttled)
+	if !rep.OK() || rep.Inputs != len(recs) {
+		t.Errorf("under the quota: %s; want every input once", rep)
+	}
+	g.Term(t, time.Minute)
+}
