@@ -331,8 +331,11 @@ type names struct {
 	In, Acc, Ovf, Dlq, Group, Prefix string
 }
 
-func namesFor(t *testing.T) names {
-	p := strings.ToLower(strings.Trim(nonName.ReplaceAllString(t.Name(), "-"), "-"))
+func namesFor(t *testing.T) names { return namesWith(t, "") }
+
+// namesWith is namesFor with suffix added to the test's name: several sets in one test.
+func namesWith(t *testing.T, suffix string) names {
+	p := strings.ToLower(strings.Trim(nonName.ReplaceAllString(t.Name()+"-"+suffix, "-"), "-"))
 	if len(p) > 120 {
 		p = p[:120]
 	}

@@ -11,106 +11,128 @@ import (
 	"github.com/capturegate/gate/internal/faulttest"
 )
 
-// TestLeaderFailover: on three brokers (every topic replicated three times), two gates
+// TestLeaderFailover: on three brokers (every topic replicated three times), gates
 // route while the broker leading input partition 0 is SIGKILLed (its partitions, input
 // and output, get new leaders), restarted, and given its partitions back by a
-// preferred-leader election. Every input partition keeps making progress through each
-// move, nothing is lost, and with exactly-once a read_committed reader sees every input
-// once.
+// preferred-leader election. Both delivery modes run at once, each with two gates and
+// topics of its own, through the same broker moves. Every input partition keeps making
+// progress through each move, nothing is lost, and with exactly-once a read_committed
+// reader sees every input once.
 func TestLeaderFailover(t *testing.T) {
 	k := startKafka(t, kafkaOpts{nodes: 3})
 	if k.JVM == nil {
 		t.Fatal("three brokers need the JVM cluster")
 	}
+	type run struct {
+		delivery string
+		s        *scenario
+		gates    []*faulttest.Gate
+		stop     func() int64
+	}
+	var runs []*run
 	for _, delivery := range []string{"at-least-once", "exactly-once"} {
-		t.Run(delivery, func(t *testing.T) {
-			leaderFailover(t, k, delivery)
-		})
-	}
-}
-
-func leaderFailover(t *testing.T, k *kafka, delivery string) {
-	s := scenarioOn(t, k, 6, 3)
-	eos := delivery == "exactly-once"
-	start := func(name string) *faulttest.Gate {
-		v := s.vars()
-		v["GATE_DELIVERY"] = delivery
-		if eos {
-			v["GATE_TRANSACTIONAL_ID"] = s.n.Group + "-" + name
-			v["GATE_TRANSACTION_TIMEOUT"] = (faulttest.RebalanceTimeout + 10*time.Second).String()
+		s := scenarioOn(t, k, 0, 0)
+		s.n = namesWith(t, delivery)
+		for _, o := range append([]string{s.n.In}, s.n.Outs()...) {
+			parts := int32(3)
+			if o == s.n.In {
+				parts = 6
+			}
+			s.k.CreateTopic(t, o, parts)
 		}
-		return faulttest.StartGate(t, s.bin, name, v)
+		r := &run{delivery: delivery, s: s}
+		for _, name := range []string{"a", "b"} {
+			v := s.vars()
+			v["GATE_DELIVERY"] = delivery
+			if delivery == "exactly-once" {
+				v["GATE_TRANSACTIONAL_ID"] = s.n.Group + "-" + name
+				v["GATE_TRANSACTION_TIMEOUT"] = (faulttest.RebalanceTimeout + 10*time.Second).String()
+			}
+			r.gates = append(r.gates, faulttest.StartGate(t, s.bin, delivery+"-"+name, v))
+		}
+		runs = append(runs, r)
 	}
-	gates := []*faulttest.Gate{start("a"), start("b")}
-	s.waitMembers(2)
-	stop := s.produceLoad()
-	s.waitOutputsGrow(1000, "two gates")
+	for _, r := range runs {
+		r.s.waitMembers(2)
+		r.stop = r.s.produceLoad()
+	}
+	for _, r := range runs {
+		r.s.waitOutputsGrow(1000, r.delivery+", two gates")
+	}
 
-	victim := s.leader(s.n.In, 0)
-	led := s.ledBy(victim)
-	t.Logf("killing broker %d, leader of %v", victim, led)
-	before := s.committed()
+	s0 := runs[0].s
+	victim := s0.leader(s0.n.In, 0)
+	t.Logf("killing broker %d, leader of %v", victim, s0.ledBy(victim))
+	before := make([]map[int32]int64, len(runs))
+	for i, r := range runs {
+		before[i] = r.s.committed()
+	}
 	if err := k.JVM.Kill(int(victim)); err != nil {
 		t.Fatal(err)
 	}
-	s.waitOutputsGrow(2000, fmt.Sprintf("broker %d killed", victim))
-	s.waitEveryPartitionPast(before, fmt.Sprintf("before broker %d was killed", victim))
-	if now := s.leader(s.n.In, 0); now == victim {
+	for i, r := range runs {
+		r.s.waitOutputsGrow(2000, fmt.Sprintf("%s, broker %d killed", r.delivery, victim))
+		r.s.waitEveryPartitionPast(before[i], fmt.Sprintf("before broker %d was killed (%s)", victim, r.delivery))
+	}
+	if now := s0.leader(s0.n.In, 0); now == victim {
 		t.Errorf("input partition 0 still led by the killed broker %d", victim)
 	}
 
 	if err := k.JVM.Restart(int(victim)); err != nil {
 		t.Fatal(err)
 	}
-	s.waitOutputsGrow(1000, fmt.Sprintf("broker %d back", victim))
+	for _, r := range runs {
+		r.s.waitOutputsGrow(1000, fmt.Sprintf("%s, broker %d back", r.delivery, victim))
+	}
 
 	// The preferred replica of each partition is the first of its replicas; where that
-	// is the restarted broker, leadership goes back to it.
-	before = s.committed()
-	var res kadm.ElectLeadersResults
-	faulttest.WaitFor(t, 2*time.Minute, "a preferred-leader election", func() bool {
-		var err error
-		res, err = s.k.Admin.ElectLeaders(t.Context(), kadm.ElectPreferredReplica, nil)
-		return err == nil
-	})
+	// is the restarted broker, leadership goes back to it once it is in sync again.
+	for i, r := range runs {
+		before[i] = r.s.committed()
+	}
 	moved := 0
-	for _, ps := range res {
-		for _, r := range ps {
-			if r.Err == nil {
-				moved++
+	faulttest.WaitFor(t, 2*time.Minute, fmt.Sprintf("a preferred-leader election giving broker %d partitions back", victim), func() bool {
+		res, err := k.Admin.ElectLeaders(t.Context(), kadm.ElectPreferredReplica, nil)
+		if err != nil {
+			return false
+		}
+		for _, ps := range res {
+			for _, r := range ps {
+				if r.Err == nil {
+					moved++
+				}
 			}
 		}
+		return len(s0.ledBy(victim)) > 0
+	})
+	t.Logf("preferred-leader elections moved %d partitions; broker %d leads %v", moved, victim, s0.ledBy(victim))
+	for i, r := range runs {
+		r.s.waitOutputsGrow(1000, r.delivery+", after the election")
+		r.s.waitEveryPartitionPast(before[i], "before the election ("+r.delivery+")")
 	}
-	t.Logf("preferred-leader election moved %d partitions; broker %d leads %v", moved, victim, s.ledBy(victim))
-	s.waitOutputsGrow(1000, "after the election")
-	s.waitEveryPartitionPast(before, "before the election")
 
-	acked := stop()
-	s.waitDrained()
-	for _, g := range gates {
-		waitReady(t, g)
-	}
-	var opts []kgo.Opt
-	if eos {
-		for _, g := range gates {
-			g.Term(t, time.Minute)
+	for _, r := range runs {
+		s, eos := r.s, r.delivery == "exactly-once"
+		acked := r.stop()
+		s.waitDrained()
+		for _, g := range r.gates {
+			waitReady(t, g)
+			g.Term(t, time.Minute) // every transaction ends: committed, nothing left open
 		}
-		opts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
-	}
-	rep := s.check(opts)
-	t.Logf("FIGURES real_kafka_leader_failover delivery=%s in=%d out=%d lost=%d duplicated=%d acknowledged=%d moved_by_election=%d",
-		delivery, rep.Inputs, rep.Outputs, len(rep.Lost), rep.Extra, acked, moved)
-	switch {
-	case rep.Inputs < int(acked):
-		t.Errorf("the input topic holds %d records, fewer than the %d acknowledged", rep.Inputs, acked)
-	case len(rep.Lost) > 0 || len(rep.Strays) > 0:
-		t.Errorf("through the leader moves: %s; want every input on an output", rep)
-	case eos && !rep.OK():
-		t.Errorf("exactly-once, read_committed: %s; want every input exactly once", rep)
-	}
-	if !eos {
-		for _, g := range gates {
-			g.Term(t, time.Minute)
+		var opts []kgo.Opt
+		if eos {
+			opts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+		}
+		rep := s.check(opts)
+		t.Logf("FIGURES real_kafka_leader_failover delivery=%s in=%d out=%d lost=%d duplicated=%d acknowledged=%d moved_by_election=%d",
+			r.delivery, rep.Inputs, rep.Outputs, len(rep.Lost), rep.Extra, acked, moved)
+		switch {
+		case rep.Inputs < int(acked):
+			t.Errorf("%s: the input topic holds %d records, fewer than the %d acknowledged", r.delivery, rep.Inputs, acked)
+		case len(rep.Lost) > 0 || len(rep.Strays) > 0:
+			t.Errorf("%s through the leader moves: %s; want every input on an output", r.delivery, rep)
+		case eos && !rep.OK():
+			t.Errorf("exactly-once, read_committed: %s; want every input exactly once", rep)
 		}
 	}
 }
