@@ -19,6 +19,7 @@ import (
 // progress through each move, nothing is lost, and with exactly-once a read_committed
 // reader sees every input once.
 func TestLeaderFailover(t *testing.T) {
+	t.Parallel()
 	k := startKafka(t, kafkaOpts{nodes: 3})
 	if k.JVM == nil {
 		t.Fatal("three brokers need the JVM cluster")
@@ -178,6 +179,7 @@ func (s *scenario) ledBy(id int32) []string {
 // SIGKILLed mid-transaction and restarted; the gates recover by themselves (ready
 // again), and a read_committed reader sees every input once.
 func TestExactlyOnceBrokerRestart(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, kafkaOpts{own: true}, 3, 3)
 	if s.k.JVM == nil {
 		t.Fatal("a broker restart needs the JVM broker")

@@ -32,6 +32,7 @@ func needKcat(t *testing.T) string {
 // each codec Kafka has are routed intact: every value once on an output topic, byte for
 // byte, with the producer's header; the input batches really carry the codec.
 func TestLibrdkafkaCodecs(t *testing.T) {
+	t.Parallel()
 	kcat := needKcat(t)
 	s := newScenario(t, kafkaOpts{}, 3, 3)
 	g := faulttest.StartGate(t, s.bin, "codecs", s.vars())

@@ -17,6 +17,7 @@ import (
 // exactly-once delivery read with read_committed, exactly once. Every gate left is ready
 // at the end, and the protocol it runs is the one asked for.
 func TestConservation(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range []string{"classic", "consumer"} {
 		for _, delivery := range []string{"at-least-once", "exactly-once"} {
 			t.Run(protocol+"/"+delivery, func(t *testing.T) {

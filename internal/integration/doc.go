@@ -16,12 +16,22 @@
 //   - conservation: three gates in one group through a join, a leave and a SIGKILL,
 //     on the classic and the KIP-848 group protocol, at-least-once (nothing lost) and
 //     exactly-once (a read_committed reader sees every input once);
-//   - the hardening cases on real broker settings: a timestamp the accepted topic
-//     refuses (message.timestamp.after.max.ms), a dead-letter topic whose
-//     max.message.bytes is smaller than the record, a missing output topic, a SASL user
-//     lacking an ACL: each named in /readyz or rerouted as the design says;
-//   - Redis under maxmemory with noeviction: writes refused, routing goes on (fail
-//     open), and the counts land once Redis has room again.
+//   - three brokers: the leader of input and output partitions SIGKILLed, restarted
+//     and given its partitions back by a preferred-leader election while both delivery
+//     modes route; every input partition keeps making progress, nothing is lost;
+//   - exactly-once through the only broker's SIGKILL and restart;
+//   - records deleted below a lagging gate (DeleteRecords, retention.bytes) counted
+//     exactly in gate_records_lost_total, the rest routed once;
+//   - a produce quota on the gate's client id: throttling in
+//     gate_broker_throttled_seconds_total and a warning, nothing lost;
+//   - records produced by librdkafka (kcat) with gzip, snappy, lz4 and zstd routed
+//     intact, once;
+//   - the refusals: a timestamp the accepted topic refuses, a dead-letter topic whose
+//     max.message.bytes is smaller than the (compressed) record, a missing output
+//     topic, a SASL user lacking an ACL, a transaction timeout above the brokers'
+//     transaction.max.timeout.ms, a fresh cluster's first group, Redis under maxmemory
+//     with noeviction: each named in /readyz, rerouted, or waited out as the design
+//     says, and the gate never exits for them.
 //
 // They run in make test. Without Java 17+ and Maven (and no container runtime) each
 // test skips with one line saying what to install, and fails instead under CI=true.

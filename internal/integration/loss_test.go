@@ -17,17 +17,11 @@ import (
 // are counted exactly in gate_records_lost_total{cause="retention"} when a gate comes
 // back, with an error line; everything still in the log is routed once.
 func TestRetentionBelowLaggingGate(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"DeleteRecords", "retention.bytes"} {
 		t.Run(how, func(t *testing.T) {
 			s := newScenario(t, kafkaOpts{}, 0, 0)
-			if how == "retention.bytes" {
-				// Segments roll at the first record 200 ms after a segment's first, and
-				// every closed segment is over the 1-byte retention: deleted at the
-				// broker's next retention check (every second here).
-				s.k.CreateTopic(t, s.n.In, 1, "segment.ms", "200", "retention.bytes", "1", "retention.ms", "-1")
-			} else {
-				s.k.CreateTopic(t, s.n.In, 1)
-			}
+			s.k.CreateTopic(t, s.n.In, 1)
 			for _, o := range s.n.Outs() {
 				s.k.CreateTopic(t, o, 1)
 			}
@@ -61,6 +55,27 @@ func TestRetentionBelowLaggingGate(t *testing.T) {
 				}
 				logStart = committed + 60
 			case "retention.bytes":
+				// As an operator shrinking the retention: segments roll at the first
+				// record 200 ms after a segment's first, and every closed segment is
+				// over the 1-byte retention, deleted at the broker's next retention
+				// check (every second here). Set only now, so that nothing the first
+				// gate was to read is deleted under it.
+				v200, v1, vNone := "200", "1", "-1"
+				res, err := s.k.Admin.AlterTopicConfigs(t.Context(), []kadm.AlterConfig{
+					{Op: kadm.SetConfig, Name: "segment.ms", Value: &v200},
+					{Op: kadm.SetConfig, Name: "retention.bytes", Value: &v1},
+					{Op: kadm.SetConfig, Name: "retention.ms", Value: &vNone},
+				}, s.n.In)
+				if err == nil {
+					for _, r := range res {
+						if r.Err != nil {
+							err = r.Err
+						}
+					}
+				}
+				if err != nil {
+					t.Fatalf("shrinking the input's retention: %v", err)
+				}
 				for range 3 {
 					time.Sleep(300 * time.Millisecond) // the next burst rolls a new segment
 					burst(40)

@@ -18,6 +18,7 @@ import (
 // The throttling shows in gate_broker_throttled_seconds_total and a warning line, and
 // every record is routed once all the same.
 func TestProduceQuota(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, kafkaOpts{}, 3, 3)
 	clientID := s.n.Group + "-gate"
 	res, err := s.k.Admin.AlterClientQuotas(t.Context(), []kadm.AlterClientQuotaEntry{{

@@ -20,6 +20,7 @@ import (
 
 // TestBrokerSettings: the hardening cases on a real broker's own checks.
 func TestBrokerSettings(t *testing.T) {
+	t.Parallel()
 	t.Run("timestamp refused by message.timestamp.after.max.ms", func(t *testing.T) {
 		s := newScenario(t, kafkaOpts{}, 0, 0)
 		// The input takes any timestamp; the accepted topic none more than a minute ahead.
@@ -96,6 +97,7 @@ func incompressible(n int) string {
 // TestACLs: a SASL user lacking WRITE on the dead-letter topic; /readyz names the
 // permission, and once it is granted the gate becomes ready and routes.
 func TestACLs(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, kafkaOpts{saslUsers: map[string]string{"admin": "admin-secret", "gate": "gate-secret"}}, 1, 1)
 	grant := func(b *kadm.ACLBuilder) {
 		t.Helper()
@@ -136,6 +138,7 @@ func TestACLs(t *testing.T) {
 // writes (OOM); the gate keeps routing every record (fail open), counts the errors, and
 // writes its counts once Redis has room again.
 func TestRedisNoEviction(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, kafkaOpts{}, 6, 3)
 	s.rurl = startRedis(t, "maxmemory", "4mb", "maxmemory-policy", "noeviction")
 	opt, err := redis.ParseURL(s.rurl)
@@ -191,6 +194,7 @@ func TestRedisNoEviction(t *testing.T) {
 // That is a wait, not an operator's problem: the gate becomes ready without logging an
 // error or naming a problem in /readyz.
 func TestFreshCluster(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, kafkaOpts{own: true}, 1, 1)
 	g := faulttest.StartGate(t, s.bin, "fresh", s.vars())
 	waitReady(t, g)
@@ -210,6 +214,7 @@ func TestFreshCluster(t *testing.T) {
 // the cluster) its preflight names the brokers' value; where it may not, the refusal
 // itself does.
 func TestTransactionTimeoutAboveBrokerMax(t *testing.T) {
+	t.Parallel()
 	brokerMax := map[string]string{"transaction.max.timeout.ms": "30000"}
 	t.Run("preflight", func(t *testing.T) {
 		s := newScenario(t, kafkaOpts{config: brokerMax}, 1, 1)
