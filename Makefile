@@ -123,7 +123,9 @@ soak: deps-test
 # (BenchmarkFleetProcessWindow, 1x, about a minute), the check beside a bare map five more
 # times, interleaved (the report takes the medians of the six), and the whole gate beside a bare franz-go pass-through through the
 # in-process broker (six runs of the test binary of a million records each, the pass-through, the gate, then the gate
-# with exactly-once delivery, so a drifting machine affects all alike). Compare figures within one run: these machines are noisy. All output
+# with exactly-once delivery, so a drifting machine affects all alike), the same three on Apache Kafka itself (BenchmarkRealKafka,
+# three runs of 300,000 records on one JVM broker) and the real broker's produced-to-readable latency at 2,000 records/s
+# in each delivery mode (BenchmarkRealKafkaLatency). Compare figures within one run: these machines are noisy. All output
 # goes to bench/raw.txt; bench/report turns it into bench/results.json and bench/RESULTS.md.
 # pipefail fails the tee line when any step in the group fails (-e stops the group there);
 # the trap says where the output went.
@@ -139,6 +141,8 @@ bench: deps-test
 	for i in 1 2 3 4 5; do bench/limit.test -test.run '^$$' -test.bench 'BenchmarkCheck/zipf100k/parallel/(baremap|baremap-copied|divert-batchclock)$$' -test.benchtime $(BENCHTIME) -test.benchmem; done; \
 	$(GO) test -c -o bench/consume.test ./internal/consume/; \
 	for i in 1 2 3 4 5 6; do bench/consume.test -test.run '^$$' -test.bench BenchmarkEndToEnd -test.benchtime 1000000x; done; \
+	for i in 1 2 3; do bench/consume.test -test.run '^$$' -test.bench '^BenchmarkRealKafka$$' -test.benchtime 300000x; done; \
+	bench/consume.test -test.run '^$$' -test.bench '^BenchmarkRealKafkaLatency$$' -test.benchtime 1x; \
 	} 2>&1 | tee bench/raw.txt
 	$(GO) run ./bench/report < bench/raw.txt
 

@@ -41,6 +41,11 @@ const (
 	benchE2EGate      = "BenchmarkEndToEnd/gate"
 	benchE2EPass      = "BenchmarkEndToEnd/passthrough"
 	benchE2EExactly   = "BenchmarkEndToEnd/exactly-once"
+	benchRealGate     = "BenchmarkRealKafka/gate"
+	benchRealPass     = "BenchmarkRealKafka/passthrough"
+	benchRealExactly  = "BenchmarkRealKafka/exactly-once"
+	benchRealLatALO   = "BenchmarkRealKafkaLatency/at-least-once"
+	benchRealLatEOS   = "BenchmarkRealKafkaLatency/exactly-once"
 	benchCatchUp      = "BenchmarkCatchUp"
 	benchReadOurs     = "BenchmarkReadReduction/ours"
 	benchReadRef      = "BenchmarkReadReduction/reference"
@@ -239,6 +244,32 @@ func Results(p *Parsed) map[string]float64 {
 		out["e2e_exactly_once_records_per_s"] = eos
 		if okGate && gate > 0 {
 			out["e2e_exactly_once_vs_at_least_once"] = eos / gate
+		}
+	}
+	rgate, okRGate := b.Mean(benchRealGate, "records/s")
+	rpass, okRPass := b.Mean(benchRealPass, "records/s")
+	reos, okREOS := b.Mean(benchRealExactly, "records/s")
+	if okRGate {
+		out["real_kafka_gate_records_per_s"] = rgate
+	}
+	if okRPass {
+		out["real_kafka_passthrough_records_per_s"] = rpass
+	}
+	if okREOS {
+		out["real_kafka_exactly_once_records_per_s"] = reos
+	}
+	if okRGate && okRPass && rpass > 0 {
+		out["real_kafka_e2e_vs_passthrough_ratio"] = rgate / rpass
+	}
+	if okRGate && okREOS && rgate > 0 {
+		out["real_kafka_eos_vs_alo_ratio"] = reos / rgate
+	}
+	for _, l := range []struct{ bench, suffix string }{{benchRealLatALO, ""}, {benchRealLatEOS, "_eos"}} {
+		if v, ok := b.Mean(l.bench, "p50_ms"); ok {
+			out["real_kafka_latency_p50_ms"+l.suffix] = v
+		}
+		if v, ok := b.Mean(l.bench, "p99_ms"); ok {
+			out["real_kafka_latency_p99_ms"+l.suffix] = v
 		}
 	}
 	if v, ok := b.Mean(benchCatchUp, "false_overflow_event"); ok {
@@ -456,6 +487,15 @@ var rows = []row{
 	{"e2e_vs_passthrough_ratio", ptr(atLeast(0.9)), "ratio of the means"},
 	{"e2e_exactly_once_records_per_s", nil, "the gate with exactly-once delivery (a transaction per poll, read_committed input), mean over the runs"},
 	{"e2e_exactly_once_vs_at_least_once", nil, "÷ e2e_gate_records_per_s (at-least-once, the default), ratio of the means"},
+	{"real_kafka_gate_records_per_s", nil, "BenchmarkRealKafka: Apache Kafka 4.3.1, one node on the same machine, mean over the runs"},
+	{"real_kafka_passthrough_records_per_s", nil, "the bare pass-through on the same broker, mean over the runs"},
+	{"real_kafka_e2e_vs_passthrough_ratio", ptr(atLeast(0.9)), "ratio of the means, same broker, same run"},
+	{"real_kafka_exactly_once_records_per_s", nil, "the gate with exactly-once delivery on the real transaction coordinator"},
+	{"real_kafka_eos_vs_alo_ratio", nil, "÷ real_kafka_gate_records_per_s, ratio of the means"},
+	{"real_kafka_latency_p50_ms", nil, "produced → readable on accepted, 2,000 records/s, at-least-once"},
+	{"real_kafka_latency_p99_ms", nil, "the same, p99"},
+	{"real_kafka_latency_p50_ms_eos", nil, "the same with exactly-once, read with read_committed"},
+	{"real_kafka_latency_p99_ms_eos", nil, "the same, p99"},
 	{"catchup_false_overflow_event", ptr(atMost(0)), "GATE_CLOCK=event: share of records limited when 4 gates replay a backlog of 10 windows at 10×, teams at 30-90% of their limits"},
 	{"catchup_false_overflow_wall", nil, "the same replay with GATE_CLOCK=wall"},
 	{"sync_read_reduction", ptr(atLeast(0.95)), "100k teams, Zipf, 60 s window, 15 s sync"},

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/limit"
@@ -49,9 +48,14 @@ func BenchmarkEndToEnd(b *testing.B) {
 }
 
 type benchEnv struct {
-	cluster *kfake.Cluster
-	cfg     Config
-	n       int
+	cfg Config
+	n   int
+	// in, acc, ovf and dlq are the run's topics.
+	in, acc, ovf, dlq string
+	// ends are the input partitions' end offsets once filled (they do not move).
+	ends map[int32]int64
+	// behind lists the input partitions whose committed offset is short of its end.
+	behind func() []string
 }
 
 // newBenchEnv starts a broker and fills the input topic with n JSON events over 10k
@@ -60,16 +64,7 @@ func newBenchEnv(b *testing.B, n int) *benchEnv {
 	b.Helper()
 	c := newCluster(b, benchParts)
 	prod := producer(b, c)
-	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, 9_999)
-	const chunk = 10_000
-	for lo := 0; lo < n; lo += chunk {
-		recs := make([]*kgo.Record, 0, chunk)
-		for i := lo; i < min(lo+chunk, n); i++ {
-			v := fmt.Appendf(nil, `{"team_id":"team-%d","event":"$pageview","distinct_id":"user-%d","properties":{"$current_url":"https://example.com/a/b","$browser":"Firefox","seq":%d}}`, z.Uint64(), i%5000, i)
-			recs = append(recs, &kgo.Record{Topic: inTopic, Key: fmt.Appendf(nil, "k%d", i), Value: v})
-		}
-		produceAll(b, prod, recs)
-	}
+	benchRecords(inTopic, n, func(recs []*kgo.Record) { produceAll(b, prod, recs) })
 	cfg, err := Config{
 		Brokers: c.ListenAddrs(), InputTopic: inTopic, GroupID: testGroup,
 		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond), kgo.MetadataMinAge(50 * time.Millisecond)},
@@ -77,16 +72,36 @@ func newBenchEnv(b *testing.B, n int) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &benchEnv{cluster: c, cfg: cfg, n: n}
+	ends := map[int32]int64{}
+	for p := range int32(benchParts) {
+		ends[p] = c.PartitionInfo(inTopic, p).HighWatermark
+	}
+	return &benchEnv{cfg: cfg, n: n, in: inTopic, acc: accTopic, ovf: ovfTopic, dlq: dlqTopic, ends: ends,
+		behind: func() []string { return committedBehind(c, benchParts) }}
+}
+
+// benchRecords are n JSON events over 10k teams, Zipf-spread, about 200 bytes each, on
+// topic, in chunks of 10,000.
+func benchRecords(topic string, n int, each func([]*kgo.Record)) {
+	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, 9_999)
+	const chunk = 10_000
+	for lo := 0; lo < n; lo += chunk {
+		recs := make([]*kgo.Record, 0, chunk)
+		for i := lo; i < min(lo+chunk, n); i++ {
+			v := fmt.Appendf(nil, `{"team_id":"team-%d","event":"$pageview","distinct_id":"user-%d","properties":{"$current_url":"https://example.com/a/b","$browser":"Firefox","seq":%d}}`, z.Uint64(), i%5000, i)
+			recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: v})
+		}
+		each(recs)
+	}
 }
 
 // done reports whether the group's commits reach the end of every input partition.
-func (e *benchEnv) done() bool { return len(committedBehind(e.cluster, benchParts)) == 0 }
+func (e *benchEnv) done() bool { return len(e.behind()) == 0 }
 
 // ackedAll reports whether c has every input record acknowledged.
 func (e *benchEnv) ackedAll(c *Consumer) bool {
 	for p := range int32(benchParts) {
-		hwm := e.cluster.PartitionInfo(inTopic, p).HighWatermark
+		hwm := e.ends[p]
 		if hwm == 0 {
 			continue
 		}
@@ -111,7 +126,7 @@ func (e *benchEnv) runGate(b *testing.B, start time.Time) time.Duration {
 		b.Fatal(err)
 	}
 	kf, _ := route.ParseKeyFrom("json:team_id")
-	r, err := route.New(route.Config{KeyFrom: kf, AcceptedTopic: accTopic, OverflowTopic: ovfTopic, DeadLetterTopic: dlqTopic}, lim, reg)
+	r, err := route.New(route.Config{KeyFrom: kf, AcceptedTopic: e.acc, OverflowTopic: e.ovf, DeadLetterTopic: e.dlq}, lim, reg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -140,7 +155,7 @@ func (e *benchEnv) runGate(b *testing.B, start time.Time) time.Duration {
 		b.Fatal(err)
 	}
 	if !e.done() {
-		b.Fatalf("commits short of the end after a graceful stop: %v", committedBehind(e.cluster, benchParts))
+		b.Fatalf("commits short of the end after a graceful stop: %v", e.behind())
 	}
 	return elapsed
 }
@@ -161,7 +176,7 @@ func (e *benchEnv) runPassthrough(b *testing.B) {
 		cancel()
 		var failed error
 		fs.EachRecord(func(in *kgo.Record) {
-			out := &kgo.Record{Topic: accTopic, Key: in.Key, Value: in.Value, Headers: in.Headers, Timestamp: in.Timestamp}
+			out := &kgo.Record{Topic: e.acc, Key: in.Key, Value: in.Value, Headers: in.Headers, Timestamp: in.Timestamp}
 			cl.Produce(ctx, out, func(_ *kgo.Record, err error) {
 				if err != nil {
 					failed = err

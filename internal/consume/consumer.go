@@ -90,6 +90,9 @@ type Consumer struct {
 	problems problems
 	// progressAt is when the loop last made progress (Unix ns; see watchdog.go).
 	progressAt atomic.Int64
+	// ackAt is when the brokers last acknowledged output records (Unix ns; see
+	// outputs.go).
+	ackAt atomic.Int64
 	// produceBlocked is set while a produce problem (see produceProblem) is recorded,
 	// so that an acknowledgement checks for one at the cost of an atomic load.
 	produceBlocked atomic.Bool
@@ -178,7 +181,7 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		// serve: the gate's registry is served with everything else.
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(c.reg))))
 	}
-	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log)))
+	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}))
 }
 
 // exactlyOnce reports whether the consumer runs the transaction loop. Unlike c.tx,
@@ -216,6 +219,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.retryLoop(retryCtx) })
 	wg.Go(func() { c.commitLoop(commitCtx) })
+	wg.Go(func() { c.watchOutputs(commitCtx) })
 
 	c.progressed()
 	var runErr error

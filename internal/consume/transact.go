@@ -285,6 +285,10 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 		runErr error
 	)
 	c.progressed()
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watched := make(chan struct{})
+	go func() { defer close(watched); c.watchOutputs(watchCtx) }()
+	defer func() { stopWatch(); <-watched }()
 	if c.awaitPreflight(ctx) == nil {
 		n, runErr = c.txnLoop(ctx, endCtx)
 	}

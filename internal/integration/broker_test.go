@@ -108,6 +108,9 @@ type kafkaOpts struct {
 	saslUsers map[string]string
 	// nodes is 3 for a three-node cluster (the JVM only); 0 or 1 for one broker.
 	nodes int
+	// controller runs the KRaft controller as a node of its own (the JVM only), so
+	// that brokers can be down while the cluster's metadata still changes.
+	controller bool
 	// own asks for a broker of the test's own (it changes broker-wide settings, or
 	// stops it) instead of the shared one; config are its settings.
 	own    bool
@@ -122,14 +125,14 @@ func startKafka(t *testing.T, o kafkaOpts) *kafka {
 	switch {
 	case name == "":
 		t.Fatal(why)
-	case name == brokerContainer && o.nodes <= 1:
+	case name == brokerContainer && o.nodes <= 1 && !o.controller:
 		return startContainerKafka(t, o)
 	}
 	var c *kafkatest.Cluster
-	if o.saslUsers == nil && o.nodes <= 1 && !o.own && o.config == nil {
+	if o.saslUsers == nil && o.nodes <= 1 && !o.own && o.config == nil && !o.controller {
 		c = shared.Get(t)
 	} else {
-		c = kafkatest.Start(t, kafkatest.Options{Nodes: o.nodes, SASL: o.saslUsers, Config: o.config})
+		c = kafkatest.Start(t, kafkatest.Options{Nodes: o.nodes, SASL: o.saslUsers, Config: o.config, Controller: o.controller})
 	}
 	k := &kafka{Brokers: c.Bootstrap(), JVM: c, opts: c.ClientOpts(), Replicas: int16(c.Nodes())}
 	k.Admin = kadm.NewClient(k.Client(t))
@@ -164,6 +167,24 @@ func (k *kafka) CreateTopic(t *testing.T, topic string, partitions int32, config
 	if err != nil {
 		t.Fatalf("creating topic %s: %v", topic, err)
 	}
+	// CreateTopics answers once the controller has the topic; a broker serves it once
+	// its own metadata has caught up, which on a loaded machine can be a while later.
+	faulttest.WaitFor(t, time.Minute, "topic "+topic+" in the brokers' metadata with leaders", func() bool {
+		m, err := k.Admin.Metadata(t.Context(), topic)
+		if err != nil {
+			return false
+		}
+		td, ok := m.Topics[topic]
+		if !ok || td.Err != nil || len(td.Partitions) != int(partitions) {
+			return false
+		}
+		for _, p := range td.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // Committed returns the group's committed offsets on topic, summed.

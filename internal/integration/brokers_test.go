@@ -2,6 +2,8 @@ package integration
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,4 +215,69 @@ func TestExactlyOnceBrokerRestart(t *testing.T) {
 	if !rep.OK() || rep.Inputs < int(acked) {
 		t.Errorf("exactly-once through a broker restart: %s (acknowledged %d); want every input once", rep, acked)
 	}
+}
+
+// TestMinInsyncReplicas: output topics with min.insync.replicas=2 on three brokers
+// (and a controller of its own, so the cluster's metadata still changes with two
+// brokers down). One broker down: nothing changes. Two down: the last broker refuses
+// every acks=all write with NOT_ENOUGH_REPLICAS (kfake has no replicas), which the
+// client retries without a word: the gate says why in /readyz and an error line, is
+// not ready, dead-letters nothing; with the brokers back it resumes by itself and every
+// record is routed.
+func TestMinInsyncReplicas(t *testing.T) {
+	t.Parallel()
+	k := startKafka(t, kafkaOpts{nodes: 3, controller: true})
+	if k.JVM == nil {
+		t.Fatal("brokers down need the JVM cluster")
+	}
+	s := scenarioOn(t, k, 0, 0)
+	s.k.CreateTopic(t, s.n.In, 3)
+	for _, o := range s.n.Outs() {
+		s.k.CreateTopic(t, o, 3, "min.insync.replicas", "2")
+	}
+	g := faulttest.StartGate(t, s.bin, "isr", s.vars())
+	waitReady(t, g)
+	stop := s.produceLoad()
+	s.waitOutputsGrow(1000, "three brokers")
+
+	if err := k.JVM.Kill(3); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutputsGrow(1000, "broker 3 down")
+	if code, body := g.Get(t, "/readyz"); code != http.StatusOK {
+		t.Errorf("one broker of three down: /readyz %d %s, want ready", code, body)
+	}
+
+	if err := k.JVM.Kill(2); err != nil {
+		t.Fatal(err)
+	}
+	faulttest.WaitFor(t, 2*time.Minute, "/readyz naming min.insync.replicas", func() bool {
+		code, body := g.Get(t, "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "min.insync.replicas 2") &&
+			strings.Contains(body, "NOT_ENOUGH_REPLICAS")
+	})
+	if !strings.Contains(g.Logs(), "fewer than its min.insync.replicas 2") {
+		t.Errorf("no error line names min.insync.replicas")
+	}
+
+	for _, id := range []int{2, 3} {
+		if err := k.JVM.Restart(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitReady(t, g)
+	g.WaitLog(t, time.Minute, "kafka: output partitions take writes again")
+	s.waitOutputsGrow(1000, "brokers back")
+	acked := stop()
+	s.waitDrained()
+	rep := s.check(nil)
+	_, m := g.Get(t, "/metrics")
+	t.Logf("FIGURES real_kafka_min_insync in=%d out=%d lost=%d duplicated=%d acknowledged=%d dead_letters=%d", rep.Inputs, rep.Outputs, len(rep.Lost), rep.Extra, acked, rep.ByTopic[s.n.Dlq])
+	if len(rep.Lost) > 0 || len(rep.Strays) > 0 || rep.Inputs < int(acked) {
+		t.Errorf("through NOT_ENOUGH_REPLICAS: %s (acknowledged %d); want every input routed", rep, acked)
+	}
+	if n := metricSum(m, "gate_records_rerouted_total"); n > 0 {
+		t.Errorf("%v records rerouted to dead letter for the cluster's state", n)
+	}
+	g.Term(t, time.Minute)
 }

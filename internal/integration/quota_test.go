@@ -19,7 +19,9 @@ import (
 // every record is routed once all the same.
 func TestProduceQuota(t *testing.T) {
 	t.Parallel()
-	s := newScenario(t, kafkaOpts{}, 3, 3)
+	// A broker of its own: throttled requests wait on the broker, and the shared one
+	// serves the other tests' groups meanwhile.
+	s := newScenario(t, kafkaOpts{own: true}, 3, 3)
 	clientID := s.n.Group + "-gate"
 	res, err := s.k.Admin.AlterClientQuotas(t.Context(), []kadm.AlterClientQuotaEntry{{
 		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &clientID}},

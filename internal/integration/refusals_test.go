@@ -140,25 +140,35 @@ func TestACLs(t *testing.T) {
 func TestRedisNoEviction(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, kafkaOpts{}, 6, 3)
-	s.rurl = startRedis(t, "maxmemory", "4mb", "maxmemory-policy", "noeviction")
+	s.rurl = startRedis(t, "maxmemory-policy", "noeviction")
 	opt, err := redis.ParseURL(s.rurl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rc := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rc.Close() })
-	// Fill it: writes are refused from here on.
+	// Fill it with 4 MiB, then set maxmemory 1 MiB below what it uses: writes are
+	// refused from here on (a limit just at the fill point lets a write through whenever
+	// a client buffer is freed).
 	pad := strings.Repeat("x", 64<<10)
-	for i := 0; ; i++ {
+	for i := range 64 {
 		if err := rc.Set(t.Context(), "fill:"+strconv.Itoa(i), pad, 0).Err(); err != nil {
-			if !strings.Contains(err.Error(), "OOM") {
-				t.Fatalf("filling Redis: %v, want an OOM refusal", err)
-			}
-			break
+			t.Fatalf("filling Redis: %v", err)
 		}
-		if i > 10000 {
-			t.Fatal("Redis never refused a write: maxmemory not applied")
-		}
+	}
+	info, err := rc.InfoMap(t.Context(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := strconv.ParseInt(info["Memory"]["used_memory"], 10, 64)
+	if err != nil {
+		t.Fatalf("used_memory %q: %v", info["Memory"]["used_memory"], err)
+	}
+	if err := rc.ConfigSet(t.Context(), "maxmemory", strconv.FormatInt(mem-(1<<20), 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Set(t.Context(), "probe", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("a write to the full Redis: %v, want an OOM refusal", err)
 	}
 	g := faulttest.StartGate(t, s.bin, "oom", s.vars())
 	waitReady(t, g)

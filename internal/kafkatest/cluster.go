@@ -39,9 +39,14 @@ const (
 // Options say what cluster to start. The zero value is one combined broker+controller
 // node, PLAINTEXT.
 type Options struct {
-	// Nodes is how many combined broker+controller nodes (KRaft voters) to run: 1, the
-	// default, or 3.
+	// Nodes is how many nodes to run: 1, the default, or 3. They are combined
+	// broker+controller nodes (KRaft voters), unless Controller is set.
 	Nodes int
+	// Controller runs the KRaft controller as a node of its own (process.roles=
+	// controller, the last node id) and the Nodes as brokers only, as production
+	// clusters do: so that two of three brokers can be down while the cluster's
+	// metadata still changes (with three combined nodes, two down lose the quorum).
+	Controller bool
 	// SASL, when set, makes the client listener SASL_PLAINTEXT with the PLAIN
 	// mechanism and these users (name: password), and turns authorization on
 	// (StandardAuthorizer, nothing allowed without an ACL). It must name AdminUser,
@@ -71,6 +76,7 @@ type Cluster struct {
 
 type node struct {
 	id                   int
+	controller           bool // a controller only, not a broker (Options.Controller)
 	port, internal, ctrl int
 	dir, props, logPath  string
 	mu                   sync.Mutex
@@ -106,12 +112,16 @@ func New(tools Tools, dir string, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	c.id = id
-	ports, err := freePorts(3 * o.Nodes)
+	all := o.Nodes
+	if o.Controller {
+		all++
+	}
+	ports, err := freePorts(3 * all)
 	if err != nil {
 		return nil, fmt.Errorf("kafkatest: picking free loopback ports: %w", err)
 	}
-	for i := range o.Nodes {
-		n := &node{id: i + 1, port: ports[3*i], internal: ports[3*i+1], ctrl: ports[3*i+2]}
+	for i := range all {
+		n := &node{id: i + 1, port: ports[3*i], internal: ports[3*i+1], ctrl: ports[3*i+2], controller: o.Controller && i == o.Nodes}
 		n.dir = filepath.Join(dir, "node-"+strconv.Itoa(n.id))
 		n.props = filepath.Join(n.dir, "server.properties")
 		n.logPath = filepath.Join(n.dir, "server.log")
@@ -174,16 +184,18 @@ func clusterID() (string, error) {
 // tests (topics only made by the tests, groups rebalancing at once, small buffers),
 // then Options.Config.
 func (c *Cluster) properties(n *node) string {
-	nn := len(c.nodes)
-	voters := make([]string, nn)
-	for i, v := range c.nodes {
-		voters[i] = fmt.Sprintf("%d@127.0.0.1:%d", v.id, v.ctrl)
+	nn := c.Nodes()
+	var voters []string
+	for _, v := range c.nodes {
+		if v.controller || !c.opts.Controller {
+			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", v.id, v.ctrl))
+		}
 	}
 	client := "PLAINTEXT"
 	if c.opts.SASL != nil {
 		client = "SASL_PLAINTEXT"
 	}
-	rf := strconv.Itoa(nn)
+	rf := strconv.Itoa(min(nn, 3))
 	p := map[string]string{
 		"process.roles":                                    "broker,controller",
 		"node.id":                                          strconv.Itoa(n.id),
@@ -241,6 +253,16 @@ func (c *Cluster) properties(n *node) string {
 		p["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 		p["super.users"] = "User:" + AdminUser + ";User:ANONYMOUS"
 		p["allow.everyone.if.no.acl.found"] = "false"
+	}
+	switch {
+	case n.controller:
+		p["process.roles"] = "controller"
+		p["listeners"] = fmt.Sprintf("CONTROLLER://127.0.0.1:%d", n.ctrl)
+		delete(p, "advertised.listeners")
+		delete(p, "inter.broker.listener.name")
+	case c.opts.Controller:
+		p["process.roles"] = "broker"
+		p["listeners"] = fmt.Sprintf("CLIENT://127.0.0.1:%d,INTERNAL://127.0.0.1:%d", n.port, n.internal)
 	}
 	maps.Copy(p, c.opts.Config)
 	keys := slices.Sorted(maps.Keys(p))
@@ -308,12 +330,24 @@ func (c *Cluster) launch(n *node) error {
 	return nil
 }
 
+// nodeIDs are the brokers' node ids.
 func (c *Cluster) nodeIDs() []int32 {
-	ids := make([]int32, len(c.nodes))
-	for i, n := range c.nodes {
-		ids[i] = int32(n.id)
+	var ids []int32
+	for _, n := range c.brokers() {
+		ids = append(ids, int32(n.id))
 	}
 	return ids
+}
+
+// brokers are the nodes that are brokers (all but a dedicated controller).
+func (c *Cluster) brokers() []*node {
+	var out []*node
+	for _, n := range c.nodes {
+		if !n.controller {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // waitBrokers polls until each node of ids, asked on its own listener, answers a
@@ -391,11 +425,11 @@ func (c *Cluster) Close() {
 	}
 }
 
-// Addrs are the client listeners' addresses, one per node, host:port.
+// Addrs are the client listeners' addresses, one per broker, host:port.
 func (c *Cluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
+	var out []string
+	for _, n := range c.brokers() {
+		out = append(out, net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port)))
 	}
 	return out
 }
@@ -403,8 +437,9 @@ func (c *Cluster) Addrs() []string {
 // Bootstrap is Addrs joined with commas, as GATE_KAFKA_BROKERS takes them.
 func (c *Cluster) Bootstrap() string { return strings.Join(c.Addrs(), ",") }
 
-// Nodes is how many nodes the cluster has; node ids are 1 to Nodes.
-func (c *Cluster) Nodes() int { return len(c.nodes) }
+// Nodes is how many brokers the cluster has; their node ids are 1 to Nodes (a dedicated
+// controller's is Nodes+1).
+func (c *Cluster) Nodes() int { return len(c.brokers()) }
 
 // ClientOpts are the options of a client of the cluster: its seed brokers and, under
 // SASL, the super user's login.

@@ -155,7 +155,7 @@ func (c *Cluster) CreateTopic(t testing.TB, topic string, partitions int32, conf
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, err := kadm.NewClient(c.admin).CreateTopic(ctx, partitions, int16(min(len(c.nodes), 3)), cfg, topic)
+	resp, err := kadm.NewClient(c.admin).CreateTopic(ctx, partitions, int16(min(c.Nodes(), 3)), cfg, topic)
 	if err == nil {
 		err = resp.Err
 	}

@@ -1,0 +1,163 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The output watch: franz-go retries a produce the brokers refuse with a retriable
+// error (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER while no leader is elected) for as
+// long as it takes, which is right (nothing is lost or reordered), and tells the gate
+// nothing meanwhile. Records then wait unacknowledged, and the gate would only say, two
+// minutes later, that it makes no progress. So when output records have waited
+// outputStuckAfter with none acknowledged, the gate asks the cluster why: an output
+// partition without a leader, or with fewer in-sync replicas than its
+// min.insync.replicas, is named in /readyz and an error line (not ready: an operator
+// must bring a broker back). The problem clears, with a line, once records are
+// acknowledged again. Nothing is dead-lettered for it: it is the cluster's state, not
+// the record's.
+const (
+	outputCheckEvery = 5 * time.Second
+	outputStuckAfter = 10 * time.Second
+	problemOutputs   = "outputs/"
+)
+
+// ackHook notes when the brokers last acknowledged a batch of output records.
+type ackHook struct{ at *atomic.Int64 }
+
+var _ kgo.HookProduceBatchWritten = ackHook{}
+
+func (h ackHook) OnProduceBatchWritten(kgo.BrokerMetadata, string, int32, kgo.ProduceBatchMetrics) {
+	h.at.Store(time.Now().UnixNano())
+}
+
+// watchOutputs runs the output watch until ctx ends.
+func (c *Consumer) watchOutputs(ctx context.Context) {
+	c.ackAt.Store(time.Now().UnixNano())
+	t := time.NewTicker(outputCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cl := c.live.Load()
+		if cl == nil {
+			continue
+		}
+		waiting := cl.BufferedProduceRecords()
+		if waiting == 0 || time.Since(time.Unix(0, c.ackAt.Load())) < outputStuckAfter {
+			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) }) {
+				c.log.Info("kafka: output partitions take writes again")
+			}
+			continue
+		}
+		found, err := c.diagnoseOutputs(ctx, cl)
+		if err != nil {
+			c.log.Debug("kafka: could not ask the cluster why output records wait", "err", err)
+			continue
+		}
+		c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) && found[k] == "" })
+		for _, k := range slices.Sorted(func(yield func(string) bool) {
+			for k := range found {
+				if !yield(k) {
+					return
+				}
+			}
+		}) {
+			c.logProblem(ctx, k, found[k], "records_waiting", waiting)
+		}
+	}
+}
+
+// diagnoseOutputs returns, by problems key, what keeps the output topics from taking
+// writes: partitions without a leader, and partitions with fewer in-sync replicas than
+// their topic's min.insync.replicas (where the gate may read it; otherwise only the
+// leaderless ones are found).
+func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	meta := kmsg.NewPtrMetadataRequest()
+	for _, t := range c.cfg.OutputTopics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		meta.Topics = append(meta.Topics, rt)
+	}
+	resp, err := meta.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	minISR := c.minInsync(ctx, cl)
+	found := map[string]string{}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || kerr.ErrorForCode(t.ErrorCode) != nil {
+			continue
+		}
+		topic := *t.Topic
+		var leaderless, short []string
+		isr := 0
+		for _, p := range t.Partitions {
+			id := strconv.Itoa(int(p.Partition))
+			switch {
+			case p.Leader < 0:
+				leaderless = append(leaderless, id)
+			case minISR[topic] > 0 && len(p.ISR) < minISR[topic]:
+				short = append(short, id)
+				isr = len(p.ISR)
+			}
+		}
+		slices.Sort(leaderless)
+		slices.Sort(short)
+		if len(leaderless) > 0 {
+			found[problemOutputs+topic+"/leader"] = fmt.Sprintf("kafka: output topic %q: partitions %s have no leader (the brokers holding their replicas are down); "+
+				"their records wait and are retried, nothing is committed past them", topic, strings.Join(leaderless, ","))
+		}
+		if len(short) > 0 {
+			found[problemOutputs+topic+"/isr"] = fmt.Sprintf("kafka: output topic %q: partitions %s have %d in-sync replica(s), fewer than its min.insync.replicas %d, "+
+				"so the brokers refuse acks=all writes (NOT_ENOUGH_REPLICAS) until a replica is back; their records wait and are retried, nothing is committed past them",
+				topic, strings.Join(short, ","), isr, minISR[topic])
+		}
+	}
+	return found, nil
+}
+
+// minInsync reads the output topics' min.insync.replicas; a topic the gate may not
+// describe (DESCRIBE_CONFIGS) is left out.
+func (c *Consumer) minInsync(ctx context.Context, cl *kgo.Client) map[string]int {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, t := range c.cfg.OutputTopics {
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType = kmsg.ConfigResourceTypeTopic
+		r.ResourceName = t
+		r.ConfigNames = []string{"min.insync.replicas"}
+		req.Resources = append(req.Resources, r)
+	}
+	out := map[string]int{}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return out
+	}
+	for _, r := range resp.Resources {
+		if kerr.ErrorForCode(r.ErrorCode) != nil {
+			continue
+		}
+		for _, cfg := range r.Configs {
+			if cfg.Name == "min.insync.replicas" && cfg.Value != nil {
+				if n, err := strconv.Atoi(*cfg.Value); err == nil {
+					out[r.ResourceName] = n
+				}
+			}
+		}
+	}
+	return out
+}
