@@ -23,7 +23,14 @@
 //     client failed them, once every produce in flight has been answered.
 //   - Before consuming, the input and output topics are checked to exist and to be
 //     readable and writable; until they are, and while a produce fails for want of a
-//     topic or an ACL, the consumer is not ready (NotReady names the problem).
+//     topic or an ACL, the consumer is not ready (NotReady names the problem). A
+//     group coordinator a new cluster is still creating is waited for, not reported.
+//     With exactly-once, a transaction timeout the brokers refuse is named, and the
+//     consumer stays up, not ready, trying again (never an exit into a crash loop).
+//   - Output records waiting unacknowledged for 10 s make the consumer ask the cluster
+//     why; output partitions without a leader or under their min.insync.replicas are
+//     named and make it not ready until writes are acknowledged again (outputs.go). A
+//     broker's throttling under a client quota is counted and logged (quota.go).
 //   - A gate with work and no progress (no poll returning records, no commit, no
 //     transaction end) is reported not ready after Config.StallNotReady and not live
 //     after Config.StallRestart (watchdog.go); an idle one never is.

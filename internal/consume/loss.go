@@ -176,7 +176,7 @@ func (c *Consumer) outOfRange(id int32) {
 		c.log.Warn("fetch out of range; "+what+" failed, tried again at the next poll",
 			"topic", c.cfg.InputTopic, "partition", id, "err", err)
 	}
-	pos, read, err := c.position(ctx, id)
+	pos, read, err := c.position(ctx, p)
 	if err != nil {
 		warn("looking up the group's committed offset", err)
 		return
@@ -265,6 +265,7 @@ func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool)
 		// Epoch -1: set the position as it is, without franz-go validating it again.
 		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p.id: {Epoch: -1, Offset: g.resume.Offset}}})
 	}
+	p.movedTo, p.hasMoved = kgo.EpochOffset{Epoch: -1, Offset: g.resume.Offset}, true
 	err := c.commitGap(ctx, p, g.resume)
 	c.log.Error("input records lost: "+what+"; the partition goes on at resumed_at (GATE_ON_DATA_LOSS=continue)",
 		append(attrs, "resumed_at", g.resume.Offset, "commit_err", err)...)
@@ -396,15 +397,23 @@ func (c *Consumer) restart(ctx context.Context, p *partition, start, end kgo.Epo
 // offset, asked of the broker (the client takes a partition it has read but never
 // committed for committed at 0, and rewinds there when a transaction aborts). read is
 // false when the group has no committed offset and the gate read nothing.
-func (c *Consumer) position(ctx context.Context, id int32) (pos kgo.EpochOffset, read bool, err error) {
+func (c *Consumer) position(ctx context.Context, p *partition) (pos kgo.EpochOffset, read bool, err error) {
+	id := p.id
 	if off, ok := c.cl.UncommittedOffsets()[c.cfg.InputTopic][id]; ok {
 		return off, true, nil
 	}
+
 	offs, err := c.committedOffsets(ctx, []int32{id}, false)
 	if err != nil {
 		return pos, false, err
 	}
 	pos, read = offs[id]
+	if p.hasMoved && (!read || p.movedTo.Offset > pos.Offset) {
+		// Moved past a gap and nothing read since: the group's committed offset may
+		// still be below that gap (its commit is asynchronous, or failing), and
+		// counting from it would count the gap again.
+		return p.movedTo, true, nil
+	}
 	return pos, read, nil
 }
 

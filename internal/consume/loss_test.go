@@ -656,3 +656,44 @@ func TestDeletedBeforeFirstFetch(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionTwiceBeforeCommit: retention deletes below a lagging gate's position
+// twice, the second time before the gate has read anything past the first gap or
+// committed where it resumed (its commits fail meanwhile). Each gap is counted once:
+// 100, then 10. Before, the second out-of-range fetch was judged from the group's
+// committed offset, still below the first gap, and counted that gap again (210); on
+// Apache Kafka, a segment deleted just after the one the gate skipped did it
+// (internal/integration TestRetentionBelowLaggingGate).
+func TestRetentionTwiceBeforeCommit(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	prod := partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, 50) // offsets 0..49
+	g := env.start(t, "a")
+	waitCommitted(t, env.cluster, 1, 20*time.Second)
+
+	commits := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.UnknownServerError, Count: -1})
+	gap := func(produce int, deleteTo int64, wantLost float64) {
+		t.Helper()
+		hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+			Err: kerr.NotLeaderForPartition, Count: -1})
+		waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
+		hwm := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
+		produceTo(t, prod, 0, int(hwm)+1000, produce)
+		if err := env.cluster.DeleteRecords(inTopic, 0, deleteTo); err != nil {
+			t.Fatal(err)
+		}
+		hold.Remove()
+		waitFor(t, 20*time.Second, fmt.Sprintf("%v records counted lost", wantLost), func() bool {
+			return lostMetric(t, g.reg, 0, "retention") >= wantLost
+		})
+	}
+	gap(100, 150, 100) // offsets 50..149 written, all deleted: the gate resumes at 150
+	gap(20, 160, 110)  // 150..169 written, 150..159 deleted before the gate read any
+	commits.Remove()
+	waitCommitted(t, env.cluster, 1, 20*time.Second)
+	g.stop(t)
+	if got := lostMetric(t, g.reg, 0, "retention"); got != 110 {
+		t.Errorf("gate_records_lost_total{cause=retention} = %v, want 110 (100 + 10, each gap once)", got)
+	}
+}

@@ -38,6 +38,12 @@ type partition struct {
 	// lag is the partition's lag as last seen (see Consumer.setLag), for the
 	// progress watchdog.
 	lag atomic.Int64
+	// movedTo is where the gate last moved the client past lost records (loss.go), so
+	// that a second out-of-range fetch before anything more is read starts from there,
+	// not from a committed offset that may still be below the first gap. Read and
+	// written by the poll loop only.
+	movedTo  kgo.EpochOffset
+	hasMoved bool
 }
 
 // batch is one poll's records of one partition.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"regexp"
@@ -24,6 +25,15 @@ import (
 var shared = kafkatest.NewShared(kafkatest.Options{})
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The tests mostly wait (for groups, brokers, sessions), each with a light load:
+	// four at a time, unless -test.parallel says otherwise, keeps the package within a
+	// few minutes on two cores.
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "4")
+	}
 	code := m.Run()
 	shared.Close()
 	gateBin.cleanup()

@@ -21,6 +21,7 @@ func TestConservation(t *testing.T) {
 	for _, protocol := range []string{"classic", "consumer"} {
 		for _, delivery := range []string{"at-least-once", "exactly-once"} {
 			t.Run(protocol+"/"+delivery, func(t *testing.T) {
+				t.Parallel()
 				conservation(t, protocol, delivery)
 			})
 		}

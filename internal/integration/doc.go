@@ -20,6 +20,9 @@
 //     and given its partitions back by a preferred-leader election while both delivery
 //     modes route; every input partition keeps making progress, nothing is lost;
 //   - exactly-once through the only broker's SIGKILL and restart;
+//   - output topics with min.insync.replicas=2 while one, then two of three brokers are
+//     down: NOT_ENOUGH_REPLICAS named in /readyz, nothing rerouted or lost, ready again
+//     by itself once the brokers are back;
 //   - records deleted below a lagging gate (DeleteRecords, retention.bytes) counted
 //     exactly in gate_records_lost_total, the rest routed once;
 //   - a produce quota on the gate's client id: throttling in
