@@ -131,17 +131,21 @@ func TestRefreshLoadsAMillionEntriesInShortCommands(t *testing.T) {
 			}
 		}
 	}
-	// Each HSCAN does about the same work (ScanCount entries), some 0.7 ms of it. The
-	// time Redis logs also counts time it spent descheduled, several ms at times (tens on
-	// a busy 2-CPU machine running other tests). So: the typical command well under 5 ms,
-	// and none near the client's 250 ms read timeout, which the HGETALL this replaces
-	// outlasts (0.5 to 0.9 s on the same machine).
-	for name, ds := range commandTimes(t, admin) {
+	// Short commands, by what they do, not by how long Redis says they took (that
+	// counts time it spent descheduled, tens of ms on a busy 2-CPU machine): no command
+	// that reads the whole hash (HGETALL, HVALS, HKEYS), and the hash read in HSCANs of
+	// about ScanCount entries each. Their times are logged, for a person to read.
+	times := commandTimes(t, admin)
+	for name, ds := range times {
 		slices.Sort(ds)
 		p50, p95, top := ds[len(ds)/2], ds[len(ds)*95/100], ds[len(ds)-1]
 		t.Logf("%s: %d commands, median %v, 95th percentile %v, longest %v", name, len(ds), p50, p95, top)
-		if p50 >= 2*time.Millisecond || p95 >= 5*time.Millisecond || top >= 200*time.Millisecond {
-			t.Errorf("%s held Redis too long: median %v (want under 2ms), 95th percentile %v (under 5ms), longest %v (under 200ms)", name, p50, p95, top)
+		switch name {
+		case "hgetall", "hvals", "hkeys":
+			t.Errorf("%d %s commands: the whole hash in one command", len(ds), name)
 		}
+	}
+	if got, least := len(times["hscan"]), n/(2*ScanCount); got < least {
+		t.Errorf("%d HSCAN commands for %d entries, want at least %d (about %d entries each)", got, n, least, ScanCount)
 	}
 }
