@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -215,6 +216,23 @@ func TestExactlyOnceBrokerRestart(t *testing.T) {
 	if !rep.OK() || rep.Inputs < int(acked) {
 		t.Errorf("exactly-once through a broker restart: %s (acknowledged %d); want every input once", rep, acked)
 	}
+	// librdkafka, reading with isolation.level=read_committed, sees the same: every
+	// input id once over the three outputs.
+	ids := kcatIDs(t, s.k.Brokers, s.n.Outs()...)
+	var dups, missing int
+	for id := range rep.InputAt {
+		switch ids[id] {
+		case 0:
+			missing++
+		case 1:
+		default:
+			dups++
+		}
+	}
+	t.Logf("FIGURES real_kafka_eos_kcat_read_committed ids=%d missing=%d duplicated=%d", len(ids), missing, dups)
+	if missing > 0 || dups > 0 || len(ids) != rep.Inputs {
+		t.Errorf("kcat read_committed: %d ids, %d inputs missing, %d duplicated; want each of the %d inputs once", len(ids), missing, dups, rep.Inputs)
+	}
 }
 
 // TestMinInsyncReplicas: output topics with min.insync.replicas=2 on three brokers
@@ -280,4 +298,28 @@ func TestMinInsyncReplicas(t *testing.T) {
 		t.Errorf("%v records rerouted to dead letter for the cluster's state", n)
 	}
 	g.Term(t, time.Minute)
+}
+
+// kcatIDs reads topics to their ends with kcat (librdkafka) as a read_committed
+// consumer and counts the records of each test id (the faulttest.IDHeader header).
+func kcatIDs(t *testing.T, brokers string, topics ...string) map[string]int {
+	t.Helper()
+	kcat := needKcat(t)
+	ids := map[string]int{}
+	for _, topic := range topics {
+		cmd := exec.Command(kcat, "-C", "-b", brokers, "-t", topic, "-o", "beginning", "-e", "-q",
+			"-X", "isolation.level=read_committed", "-f", "%h\\n")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("kcat -C %s: %v", topic, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			for _, h := range strings.Split(line, ",") {
+				if v, ok := strings.CutPrefix(h, faulttest.IDHeader+"="); ok {
+					ids[v]++
+				}
+			}
+		}
+	}
+	return ids
 }

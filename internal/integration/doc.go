@@ -19,7 +19,8 @@
 //   - three brokers: the leader of input and output partitions SIGKILLed, restarted
 //     and given its partitions back by a preferred-leader election while both delivery
 //     modes route; every input partition keeps making progress, nothing is lost;
-//   - exactly-once through the only broker's SIGKILL and restart;
+//   - exactly-once through the only broker's SIGKILL and restart, read with
+//     read_committed by franz-go and by librdkafka (kcat);
 //   - output topics with min.insync.replicas=2 while one, then two of three brokers are
 //     down: NOT_ENOUGH_REPLICAS named in /readyz, nothing rerouted or lost, ready again
 //     by itself once the brokers are back;
