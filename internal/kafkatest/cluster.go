@@ -89,10 +89,43 @@ type process struct {
 	waitErr error
 }
 
+// startAttempts is how many times New starts a cluster afresh, on new ports, when a
+// node exits while starting: the ports are free when picked, but tests running in
+// parallel start servers too, and one can take a port in the seconds before a JVM
+// binds it (Kafka then exits: "a fatal error while waiting for all of the SocketServer
+// Acceptors to be started").
+const startAttempts = 3
+
 // New formats and starts a cluster under dir (which it fills; the caller removes it)
 // and returns once a metadata request lists every broker. On error every process it
 // started is killed.
 func New(tools Tools, dir string, o Options) (*Cluster, error) {
+	var errs []error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		c, err := newAttempt(tools, filepath.Join(dir, "attempt-"+strconv.Itoa(attempt)), o)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, fmt.Errorf("attempt %d: %w", attempt, err))
+		var ex *exitedError
+		if !errors.As(err, &ex) {
+			break // not a port taken: another try would fail alike
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// exitedError is a node that exited while the cluster started.
+type exitedError struct {
+	node int
+	err  error
+}
+
+func (e *exitedError) Error() string {
+	return fmt.Sprintf("kafkatest: node %d exited while starting (%v)", e.node, e.err)
+}
+
+func newAttempt(tools Tools, dir string, o Options) (*Cluster, error) {
 	if o.Nodes == 0 {
 		o.Nodes = 1
 	}
@@ -157,6 +190,10 @@ func New(tools Tools, dir string, o Options) (*Cluster, error) {
 		return nil, fmt.Errorf("kafkatest: admin client: %w", err)
 	}
 	if err := c.waitBrokers(readyTimeout, c.nodeIDs()...); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w\n%s", err, c.LogTails())
+	}
+	if err := c.controllerRunning(); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%w\n%s", err, c.LogTails())
 	}
@@ -369,7 +406,7 @@ func (c *Cluster) waitBrokers(timeout time.Duration, ids ...int32) error {
 			}
 			select {
 			case <-p.done:
-				return fmt.Errorf("kafkatest: node %d exited while starting (%v)", n.id, p.waitErr)
+				return &exitedError{node: n.id, err: p.waitErr}
 			default:
 			}
 			if err := c.nodeLists(n, ids); err != nil {
@@ -386,6 +423,25 @@ func (c *Cluster) waitBrokers(timeout time.Duration, ids ...int32) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// controllerRunning checks that a dedicated controller node has not exited (the brokers
+// being listed, it has started; one that could not bind its port exits).
+func (c *Cluster) controllerRunning() error {
+	for _, n := range c.nodes {
+		if !n.controller {
+			continue
+		}
+		n.mu.Lock()
+		p := n.proc
+		n.mu.Unlock()
+		select {
+		case <-p.done:
+			return &exitedError{node: n.id, err: p.waitErr}
+		default:
+		}
+	}
+	return nil
 }
 
 // nodeLists asks n alone for metadata and checks that it lists every broker of ids.
