@@ -67,7 +67,11 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 			c.log.Debug("kafka: could not ask the cluster why output records wait", "err", err)
 			continue
 		}
-		c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) && found[k] == "" })
+		if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) && found[k] == "" }) && len(found) == 0 {
+			// Records still wait, but the cluster no longer says why: it has recovered
+			// and the client's retries are on their way.
+			c.log.Info("kafka: output partitions take writes again")
+		}
 		for _, k := range slices.Sorted(func(yield func(string) bool) {
 			for k := range found {
 				if !yield(k) {
