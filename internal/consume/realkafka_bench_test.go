@@ -30,26 +30,7 @@ func BenchmarkRealKafka(b *testing.B) {
 	// timed, first, so that the first timed run does not pay for it.
 	warm := newRealBenchEnv(b, c, "warm-up", 200_000)
 	warm.runPassthrough(b)
-	for _, mode := range []string{"passthrough", "gate", "exactly-once"} {
-		b.Run(mode, func(b *testing.B) {
-			env := newRealBenchEnv(b, c, mode, b.N)
-			b.ResetTimer()
-			start := time.Now()
-			var elapsed time.Duration
-			switch mode {
-			case "gate":
-				elapsed = env.runGate(b, start)
-			case "exactly-once":
-				env.cfg.Delivery, env.cfg.TransactionalID = ExactlyOnce, env.cfg.GroupID
-				elapsed = env.runGate(b, start)
-			default:
-				env.runPassthrough(b)
-				elapsed = time.Since(start)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
-		})
-	}
+	runEndToEnd(b, func(b *testing.B, mode string) *benchEnv { return newRealBenchEnv(b, c, mode, b.N) })
 }
 
 // newRealBenchEnv creates a run's topics on c (input benchParts partitions, outputs 3),
