@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/capturegate/gate/internal/faulttest"
 )
 
@@ -30,16 +28,8 @@ func TestConservation(t *testing.T) {
 
 func conservation(t *testing.T, protocol, delivery string) {
 	s := newScenario(t, kafkaOpts{}, 6, 3)
-	eos := delivery == "exactly-once"
 	start := func(name string) *faulttest.Gate {
-		v := s.vars()
-		v["GATE_KAFKA_GROUP_PROTOCOL"] = protocol
-		v["GATE_DELIVERY"] = delivery
-		if eos {
-			v["GATE_TRANSACTIONAL_ID"] = s.n.Group + "-" + name
-			v["GATE_TRANSACTION_TIMEOUT"] = (faulttest.RebalanceTimeout + 10*time.Second).String()
-		}
-		return faulttest.StartGate(t, s.bin, name, v)
+		return s.startGate(name, delivery, "GATE_KAFKA_GROUP_PROTOCOL", protocol)
 	}
 	gates := map[string]*faulttest.Gate{}
 	for _, n := range []string{"a", "b", "c"} {
@@ -77,29 +67,12 @@ func conservation(t *testing.T, protocol, delivery string) {
 			t.Errorf("gate %s: gate_rebalances_total is 0 after the group changed", g.Name)
 		}
 	}
-	var opts []kgo.Opt
-	if eos {
-		for _, g := range gates {
-			g.Term(t, time.Minute) // every transaction ends: committed, nothing left open
-		}
-		opts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+	for _, g := range gates {
+		g.Term(t, time.Minute) // every transaction ends: committed, nothing left open
 	}
-	rep := s.check(opts)
+	rep := s.checkConserved(delivery, acked, "through the joins, leaves and a SIGKILL")
 	t.Logf("FIGURES real_kafka_conservation protocol=%s delivery=%s in=%d out=%d lost=%d duplicated=%d acknowledged=%d",
 		protocol, delivery, rep.Inputs, rep.Outputs, len(rep.Lost), rep.Extra, acked)
-	switch {
-	case rep.Inputs < int(acked):
-		t.Errorf("the input topic holds %d records, fewer than the %d acknowledged", rep.Inputs, acked)
-	case len(rep.Lost) > 0 || len(rep.Strays) > 0:
-		t.Errorf("conservation: %s; want every input on an output", rep)
-	case eos && !rep.OK():
-		t.Errorf("exactly-once, read_committed: %s; want every input exactly once", rep)
-	}
-	if !eos {
-		for _, g := range gates {
-			g.Term(t, time.Minute)
-		}
-	}
 }
 
 // gateVarsFor are s's gate settings with the pairs kv added.

@@ -69,6 +69,42 @@ func (s *scenario) vars() map[string]string {
 	}
 }
 
+// startGate starts gate name in s's group with delivery (at-least-once or
+// exactly-once: a transactional id of its own, kept across a restart under the same
+// name, and a transaction timeout above the rebalance timeout), and the pairs kv added.
+func (s *scenario) startGate(name, delivery string, kv ...string) *faulttest.Gate {
+	s.t.Helper()
+	v := gateVarsFor(s, kv...)
+	v["GATE_DELIVERY"] = delivery
+	if delivery == "exactly-once" {
+		v["GATE_TRANSACTIONAL_ID"] = s.n.Group + "-" + name
+		v["GATE_TRANSACTION_TIMEOUT"] = (faulttest.RebalanceTimeout + 10*time.Second).String()
+	}
+	return faulttest.StartGate(s.t, s.bin, name, v)
+}
+
+// checkConserved reads the input and the outputs (read_committed with exactly-once)
+// and fails t unless every acknowledged input is on an output: at least once, or with
+// exactly-once, exactly once. It returns the report for the test's figures.
+func (s *scenario) checkConserved(delivery string, acked int64, what string) faulttest.Report {
+	s.t.Helper()
+	eos := delivery == "exactly-once"
+	var opts []kgo.Opt
+	if eos {
+		opts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+	}
+	rep := s.check(opts)
+	switch {
+	case rep.Inputs < int(acked):
+		s.t.Errorf("%s: the input topic holds %d records, fewer than the %d acknowledged", what, rep.Inputs, acked)
+	case len(rep.Lost) > 0 || len(rep.Strays) > 0:
+		s.t.Errorf("%s: %s; want every input on an output", what, rep)
+	case eos && !rep.OK():
+		s.t.Errorf("%s, exactly-once, read_committed: %s; want every input exactly once", what, rep)
+	}
+	return rep
+}
+
 // record is input record id: a third to a hot team, the rest over 20 teams, one in 50
 // not JSON (dead letter); its id in faulttest.IDHeader.
 func (s *scenario) record(id int) *kgo.Record {
