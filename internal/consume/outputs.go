@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,13 +73,7 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 			// and the client's retries are on their way.
 			c.log.Info("kafka: output partitions take writes again")
 		}
-		for _, k := range slices.Sorted(func(yield func(string) bool) {
-			for k := range found {
-				if !yield(k) {
-					return
-				}
-			}
-		}) {
+		for _, k := range slices.Sorted(maps.Keys(found)) {
 			c.logProblem(ctx, k, found[k], "records_waiting", waiting)
 		}
 	}
@@ -109,7 +104,7 @@ func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[str
 		}
 		topic := *t.Topic
 		var leaderless, short []string
-		isr := 0
+		isr := -1 // the fewest in-sync replicas among short
 		for _, p := range t.Partitions {
 			id := strconv.Itoa(int(p.Partition))
 			switch {
@@ -117,17 +112,17 @@ func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[str
 				leaderless = append(leaderless, id)
 			case minISR[topic] > 0 && len(p.ISR) < minISR[topic]:
 				short = append(short, id)
-				isr = len(p.ISR)
+				if isr < 0 || len(p.ISR) < isr {
+					isr = len(p.ISR)
+				}
 			}
 		}
-		slices.Sort(leaderless)
-		slices.Sort(short)
 		if len(leaderless) > 0 {
 			found[problemOutputs+topic+"/leader"] = fmt.Sprintf("kafka: output topic %q: partitions %s have no leader (the brokers holding their replicas are down); "+
 				"their records wait and are retried, nothing is committed past them", topic, strings.Join(leaderless, ","))
 		}
 		if len(short) > 0 {
-			found[problemOutputs+topic+"/isr"] = fmt.Sprintf("kafka: output topic %q: partitions %s have %d in-sync replica(s), fewer than its min.insync.replicas %d, "+
+			found[problemOutputs+topic+"/isr"] = fmt.Sprintf("kafka: output topic %q: partitions %s have as few as %d in-sync replica(s), fewer than its min.insync.replicas %d, "+
 				"so the brokers refuse acks=all writes (NOT_ENOUGH_REPLICAS) until a replica is back; their records wait and are retried, nothing is committed past them",
 				topic, strings.Join(short, ","), isr, minISR[topic])
 		}
