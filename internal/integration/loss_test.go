@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,31 +89,15 @@ func TestRetentionBelowLaggingGate(t *testing.T) {
 			if got := s.start(t); got != logStart {
 				t.Fatalf("log start %d, want %d", got, logStart)
 			}
+			want := logStart - committed // at least these are gone
 
 			g = faulttest.StartGate(t, s.bin, "back", s.vars())
 			s.waitDrained()
-			// With retention.bytes, the broker may delete the segment the gate resumed
-			// in before it read it (the segment rolls by time): a second gap, from
-			// where the first ended. Either way the count is from the committed offset
-			// to the log start in the end, each record once.
-			var lost float64
-			var want int64
-			faulttest.WaitFor(t, time.Minute, "gate_records_lost_total = the log start - the committed offset", func() bool {
-				logStart = s.start(t)
-				want = logStart - committed
-				_, m := g.Get(t, "/metrics")
-				lost = metricSum(m, `gate_records_lost_total{cause="retention",partition="0",topic="`+s.n.In+`"}`)
-				return int64(lost) == want
-			})
-			if int64(lost) != want {
-				t.Errorf("gate_records_lost_total %v, want %d (committed %d, log start %d)", lost, want, committed, logStart)
-			}
-			if !strings.Contains(g.Logs(), `"msg":"input records lost: `) {
-				t.Errorf("no error line for the lost records")
-			}
-			// Every record the gates read is on the outputs once: the first gate's
-			// (below committed, since deleted from the input) and those from the log
-			// start on; none of the deleted ones.
+			// Every record is either on the outputs once or counted lost, never both:
+			// the first gate's (below committed), and from there on those the gates
+			// read before retention deleted them. With retention.bytes the broker goes
+			// on deleting while the gate reads, so where the gap ends is the gate's
+			// own finding, not a fixed log start.
 			seen := map[int64]int{}
 			for _, r := range s.k.ReadAll(t, nil, s.n.Outs()...) {
 				id, _ := faulttest.Header(r, faulttest.IDHeader)
@@ -122,16 +107,27 @@ func TestRetentionBelowLaggingGate(t *testing.T) {
 				}
 				seen[n]++
 			}
-			routed := 0
+			routed, missing := 0, int64(0)
 			for id := int64(0); id < int64(next); id++ {
-				want := 1
-				if id >= committed && id < logStart {
-					want = 0
-				}
-				if seen[id] != want {
-					t.Errorf("record %d is on the outputs %d times, want %d (committed %d, log start %d)", id, seen[id], want, committed, logStart)
+				switch {
+				case id < committed && seen[id] != 1, seen[id] > 1:
+					t.Errorf("record %d is on the outputs %d times, want once (committed %d)", id, seen[id], committed)
+				case seen[id] == 0:
+					missing++
 				}
 				routed += seen[id]
+			}
+			if missing < want {
+				t.Errorf("%d records missing from the outputs, fewer than the %d deleted below the log start %d", missing, want, logStart)
+			}
+			var lost float64
+			faulttest.WaitFor(t, time.Minute, fmt.Sprintf("gate_records_lost_total = the %d records on no output", missing), func() bool {
+				_, m := g.Get(t, "/metrics")
+				lost = metricSum(m, `gate_records_lost_total{cause="retention",partition="0",topic="`+s.n.In+`"}`)
+				return int64(lost) == missing
+			})
+			if !strings.Contains(g.Logs(), `"msg":"input records lost: `) {
+				t.Errorf("no error line for the lost records")
 			}
 			t.Logf("FIGURES real_kafka_retention how=%s produced=%d committed=%d log_start=%d lost_metric=%v routed=%d", how, next, committed, logStart, lost, routed)
 			g.Term(t, time.Minute)
