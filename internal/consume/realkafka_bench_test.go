@@ -25,7 +25,7 @@ import (
 // count (make bench: -benchtime 300000x). The broker shares the machine's two cores
 // with the client.
 func BenchmarkRealKafka(b *testing.B) {
-	c := kafkatest.Start(b, kafkatest.Options{Heap: "1g"})
+	c := kafkatest.Start(b, kafkatest.Options{Heap: "1g", Throughput: true})
 	// A JVM is slow until its code is compiled: a pass-through of 200,000 records, not
 	// timed, first, so that the first timed run does not pay for it.
 	warm := newRealBenchEnv(b, c, "warm-up", 200_000)
@@ -93,7 +93,7 @@ func newRealBenchEnv(b *testing.B, c *kafkatest.Cluster, name string, n int) *be
 // this rate they rarely are), its produce and, with exactly-once, the end of its
 // transaction. Run it with -benchtime 1x.
 func BenchmarkRealKafkaLatency(b *testing.B) {
-	c := kafkatest.Start(b, kafkatest.Options{})
+	c := kafkatest.Start(b, kafkatest.Options{Throughput: true})
 	for _, delivery := range []Delivery{AtLeastOnce, ExactlyOnce} {
 		b.Run(delivery.String(), func(b *testing.B) {
 			for range b.N {
