@@ -119,7 +119,20 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\t%.0f\t%s\t%d\t%.2f\t%s\t%s\t%s\t%s\n",
 			l.Window, thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending, l.FleetShare, since, release, base, spiking)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Why a team is over by spike protection, and what ends it.
+	for _, l := range t.Limits {
+		if l.SpikeSince == nil || l.LearnedThreshold == nil || l.Baseline == nil {
+			continue
+		}
+		if _, err := fmt.Fprintf(stdout, "spike protection (%s window): over its learned threshold %d (its usual %.0f a window at this hour and day, times GATE_ADAPTIVE_FACTOR) since %s; if it stays over, it is re-learned at its new volume and accepted by %s (GATE_ADAPTIVE_MAX_SPIKE); an override or GATE_ADAPTIVE_CEILING still caps it\n",
+			l.Window, *l.LearnedThreshold, *l.Baseline, l.SpikeSince.UTC().Format(time.RFC3339), l.SpikeEnds.UTC().Format(time.RFC3339)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // gateURL is the http:// base of the gate a subcommand (cmd) asks: addr, else

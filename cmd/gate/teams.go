@@ -94,12 +94,16 @@ type limitJSON struct {
 	// limit only), ThresholdSource where Threshold comes from (static, learned, override).
 	// In adaptive mode, LearnedThreshold is the team's learned threshold and Baseline its
 	// usual volume in this window (both null until learned), SpikeSince when its current
-	// spike started (null: none).
+	// spike started and SpikeEnds when that spike ends by re-learning the team at its new
+	// volume if it stays over (GATE_ADAPTIVE_MAX_SPIKE; both null: none), RelearnedAt when
+	// a spike last ended so (null: never).
 	ThresholdMode    string     `json:"threshold_mode"`
 	ThresholdSource  string     `json:"threshold_source"`
 	LearnedThreshold *int64     `json:"learned_threshold,omitempty"`
 	Baseline         *float64   `json:"baseline,omitempty"`
 	SpikeSince       *time.Time `json:"spike_since,omitempty"`
+	SpikeEnds        *time.Time `json:"spike_ends,omitempty"`
+	RelearnedAt      *time.Time `json:"relearned_at,omitempty"`
 }
 
 // view is team s's entry: s is its state in the primary limit, the others are looked up.
@@ -139,8 +143,12 @@ func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) limitJSON {
 			l.LearnedThreshold, l.Baseline = &lt, &b
 		}
 		if !s.SpikeSince.IsZero() {
-			since := s.SpikeSince.UTC()
-			l.SpikeSince = &since
+			since, ends := s.SpikeSince.UTC(), s.SpikeEnds.UTC()
+			l.SpikeSince, l.SpikeEnds = &since, &ends
+		}
+		if !s.Relearned.IsZero() {
+			at := s.Relearned.UTC()
+			l.RelearnedAt = &at
 		}
 	}
 	if !s.HeldSince.IsZero() {

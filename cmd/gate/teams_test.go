@@ -219,8 +219,9 @@ func TestTeamAPIAdaptive(t *testing.T) {
 	}
 	s := get("steady")
 	if s.ThresholdMode != "adaptive" || s.ThresholdSource != "learned" || s.Threshold != 200 || s.LearnedThreshold == nil || *s.LearnedThreshold != 200 ||
-		s.Baseline == nil || *s.Baseline != 50 || s.SpikeSince == nil || !s.SpikeSince.Equal(t0) {
-		t.Errorf("steady: %+v", s)
+		s.Baseline == nil || *s.Baseline != 50 || s.SpikeSince == nil || !s.SpikeSince.Equal(t0) ||
+		s.SpikeEnds == nil || !s.SpikeEnds.Equal(t0.Add(spike.DefaultMaxSpike)) {
+		t.Errorf("steady: %+v, want a spike since %v ending by re-learning at %v", s, t0, t0.Add(spike.DefaultMaxSpike))
 	}
 	if f := get("fresh"); f.ThresholdMode != "adaptive" || f.ThresholdSource != "static" || f.Threshold != 1_000_000 || f.Baseline != nil || f.SpikeSince != nil {
 		t.Errorf("fresh (no history yet): %+v", f)
@@ -231,7 +232,8 @@ func TestTeamAPIAdaptive(t *testing.T) {
 	if err := run(t.Context(), []string{"team", "-addr", strings.TrimPrefix(srv.URL, "http://"), "steady"}, testHost(nil), &out, &stderr); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"BASELINE", "SPIKE SINCE", "200 (learned)", t0.UTC().Format(time.RFC3339)} {
+	for _, want := range []string{"BASELINE", "SPIKE SINCE", "200 (learned)", t0.UTC().Format(time.RFC3339),
+		"over its learned threshold 200 (its usual 50 a window", "accepted by " + t0.Add(spike.DefaultMaxSpike).UTC().Format(time.RFC3339)} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("gate team output lacks %q:\n%s", want, out.String())
 		}

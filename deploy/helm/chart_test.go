@@ -1001,9 +1001,9 @@ func TestReleasesDoNotCollide(t *testing.T) {
 func TestAdaptiveThresholdEnv(t *testing.T) {
 	for file, want := range map[string]map[string]string{
 		"defaults.yaml": {"GATE_THRESHOLD_MODE": "static", "GATE_ADAPTIVE_FACTOR": "4", "GATE_ADAPTIVE_FLOOR": "100",
-			"GATE_ADAPTIVE_CEILING": "0", "GATE_ADAPTIVE_HALF_LIFE": "3h", "GATE_ADAPTIVE_MIN_HISTORY": "24h"},
+			"GATE_ADAPTIVE_CEILING": "0", "GATE_ADAPTIVE_HALF_LIFE": "72h", "GATE_ADAPTIVE_MIN_HISTORY": "24h", "GATE_ADAPTIVE_MAX_SPIKE": "3h"},
 		"redis-cluster.yaml": {"GATE_THRESHOLD_MODE": "adaptive", "GATE_ADAPTIVE_FACTOR": "5", "GATE_ADAPTIVE_FLOOR": "50",
-			"GATE_ADAPTIVE_CEILING": "2000000", "GATE_ADAPTIVE_HALF_LIFE": "6h", "GATE_ADAPTIVE_MIN_HISTORY": "48h"},
+			"GATE_ADAPTIVE_CEILING": "2000000", "GATE_ADAPTIVE_HALF_LIFE": "6h", "GATE_ADAPTIVE_MIN_HISTORY": "48h", "GATE_ADAPTIVE_MAX_SPIKE": "5h"},
 	} {
 		d := renderDeployment(t, readValues(t, filepath.Join("testdata", file)), capabilities())
 		env := envOf(d.Spec.Template.Spec.Containers[0])

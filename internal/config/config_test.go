@@ -102,6 +102,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		AdaptiveFactor:        spike.DefaultFactor,
 		AdaptiveFloor:         spike.DefaultFloor,
 		AdaptiveHalfLife:      spike.DefaultLevelHalfLife,
+		AdaptiveMaxSpike:      spike.DefaultMaxSpike,
 		AdaptiveMinHistory:    spike.DefaultMinHistory,
 		Limits:                nil,
 		SyncInterval:          15 * time.Second,
@@ -274,10 +275,10 @@ func TestLoadConfigValid(t *testing.T) {
 			}
 		}},
 		{"threshold mode adaptive", map[string]string{"GATE_THRESHOLD_MODE": "Adaptive", "GATE_ADAPTIVE_FACTOR": "5", "GATE_ADAPTIVE_FLOOR": "50",
-			"GATE_ADAPTIVE_CEILING": "500000", "GATE_ADAPTIVE_HALF_LIFE": "6h", "GATE_ADAPTIVE_MIN_HISTORY": "48h",
+			"GATE_ADAPTIVE_CEILING": "500000", "GATE_ADAPTIVE_HALF_LIFE": "6h", "GATE_ADAPTIVE_MIN_HISTORY": "48h", "GATE_ADAPTIVE_MAX_SPIKE": "5h",
 			"GATE_LIMITS": "1m:1000,1h:20000"}, func(t *testing.T, c Config) {
 			a := c.LimitConfig().Adaptive
-			want := spike.Config{Window: time.Minute, Factor: 5, Floor: 50, Ceiling: 500_000, LevelHalfLife: 6 * time.Hour, MinHistory: 48 * time.Hour}
+			want := spike.Config{Window: time.Minute, Factor: 5, Floor: 50, Ceiling: 500_000, LevelHalfLife: 6 * time.Hour, MinHistory: 48 * time.Hour, MaxSpike: 5 * time.Hour}
 			if a == nil || *a != want {
 				t.Fatalf("adaptive %+v, want %+v", a, want)
 			}
@@ -469,6 +470,8 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_ADAPTIVE_CEILING", value: "-1", want: "0 for none"},
 		{key: "GATE_ADAPTIVE_HALF_LIFE", value: "10s", want: "at least GATE_WINDOW (1m0s)"},
 		{key: "GATE_ADAPTIVE_HALF_LIFE", value: "soon", want: "duration"},
+		{key: "GATE_ADAPTIVE_MAX_SPIKE", value: "30m", want: "from 1h2m0s (an hour and two GATE_WINDOWs) to 168h"},
+		{key: "GATE_ADAPTIVE_MAX_SPIKE", value: "200h", want: "from 1h2m0s"},
 		{key: "GATE_ADAPTIVE_MIN_HISTORY", value: "0s", want: "at least GATE_WINDOW"},
 		{key: "GATE_DIVERT_RELEASE", value: "0", want: "above 0 and at most 1"},
 		{key: "GATE_DIVERT_RELEASE", value: "1.5", want: "above 0 and at most 1"},

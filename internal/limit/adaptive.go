@@ -36,6 +36,12 @@ import (
 // it, the next fold folds the stored profile over both periods.
 
 const (
+	// spikeFoldSlack: the fleet's folds see a spike start up to a fold period (an hour at
+	// most, in windows of a minute or more: 60 windows) before or after this gate does, as
+	// they fold a period's windows at the rate of its last. A re-learning at most this
+	// many windows before this gate's spike started still ended that spike.
+	spikeFoldSlack = 60
+
 	// spikeFlagSlack: a hold flag set under a learned threshold is taken by a gate whose
 	// learned threshold differs by up to this share. Gates refresh a team's profile in the
 	// same window, not at the same instant, so two thresholds learned a fold apart differ
@@ -50,8 +56,8 @@ type adaptive struct {
 	teams     sync.Map   // *entry → *learned
 	rng       *rand.Rand // the tick's goroutine only
 
-	started, ended atomic.Uint64
-	spiking        atomic.Int64
+	started, ended, relearned atomic.Uint64
+	spiking                   atomic.Int64
 }
 
 // learned is one team's learned state on this gate.
@@ -70,6 +76,10 @@ type learned struct {
 	base     atomic.Uint64 // float64 bits of the baseline in that hour
 	since    atomic.Int64  // unix ns the current spike started; 0 none
 	spikeThr atomic.Int64  // the threshold the current spike started over
+	// From the profile: the window of its last spike ended by re-learning, and when its
+	// current spike (as the fleet's folds saw it) ends by re-learning, unix ns; 0 none.
+	relearned atomic.Int64
+	spikeEnds atomic.Int64
 }
 
 func newAdaptive(c spike.Config) *adaptive {
@@ -212,6 +222,10 @@ type SpikeEvent struct {
 	// baseline at At.
 	Threshold int64
 	Baseline  float64
+	// Relearned: the spike ended because it lasted spike.Config.MaxSpike, and the team
+	// was re-learned at its new volume; NewThreshold is its learned threshold now.
+	Relearned    bool
+	NewThreshold int64
 }
 
 // sweepLearned is the sweep's part of adaptive thresholds for one cached entry at ns in
@@ -239,19 +253,30 @@ func (l *Limiter) hourOf(epoch int64) int64 {
 
 // trackSpike starts a spike when a team whose threshold is its learned one reaches it, and
 // ends it when the team is released: with holds, when it is no longer held and under its
-// threshold; otherwise when its level is under DivertRelease × the threshold.
+// threshold; otherwise when its level is under DivertRelease × the threshold. A spike the
+// fleet's folds ended by re-learning the team at its new volume (it lasted MaxSpike) ends
+// here with the next sweep, whatever the level: the team is then judged by its new
+// threshold, a spike of its own if it is over that.
 func (l *Limiter) trackSpike(ns int64, e *entry, ls *learned, thr int64, lvl float64, into *Sweep) {
 	lt := ls.thr.Load()
 	since := ls.since.Load()
 	held := e.thr.Load()&heldBit != 0
 	if since == 0 {
-		if lt > 0 && thr == lt && (lvl >= float64(lt) || held) {
+		// Held by a hold of a spike just ended by re-learning is that spike's release,
+		// not a new one.
+		rl := ls.relearned.Load()
+		releasing := rl != 0 && ns-rl*l.windowNs < int64(l.adapt.cfg.MaxSpike)
+		if lt > 0 && thr == lt && (lvl >= float64(lt) || held && !releasing) {
 			ls.since.Store(ns)
 			ls.spikeThr.Store(lt)
 			l.adapt.started.Add(1)
 			l.adapt.spiking.Add(1)
 			into.Spikes = append(into.Spikes, SpikeEvent{Team: e.team(), Started: true, Since: time.Unix(0, ns), At: time.Unix(0, ns), Threshold: lt, Baseline: math.Float64frombits(ls.base.Load())})
 		}
+		return
+	}
+	if rl := ls.relearned.Load(); rl != 0 && rl*l.windowNs >= since-l.windowNs*spikeFoldSlack {
+		l.endSpike(e, ls, ns, into)
 		return
 	}
 	st := float64(ls.spikeThr.Load())
@@ -275,8 +300,14 @@ func (l *Limiter) endSpike(e *entry, ls *learned, ns int64, into *Sweep) {
 	}
 	l.adapt.ended.Add(1)
 	l.adapt.spiking.Add(-1)
+	rl := ls.relearned.Load()
+	relearned := rl != 0 && rl*l.windowNs >= since-l.windowNs*spikeFoldSlack
+	if relearned {
+		l.adapt.relearned.Add(1)
+	}
 	if into != nil {
-		into.Spikes = append(into.Spikes, SpikeEvent{Team: e.team(), Since: time.Unix(0, since), At: time.Unix(0, ns), Threshold: ls.spikeThr.Load(), Baseline: math.Float64frombits(ls.base.Load())})
+		into.Spikes = append(into.Spikes, SpikeEvent{Team: e.team(), Since: time.Unix(0, since), At: time.Unix(0, ns), Threshold: ls.spikeThr.Load(), Baseline: math.Float64frombits(ls.base.Load()),
+			Relearned: relearned, NewThreshold: ls.thr.Load()})
 	}
 }
 
@@ -297,6 +328,12 @@ func (l *Limiter) setLearned(e *entry, ls *learned, cur int64) {
 	}
 	ls.hour = l.hourOf(cur)
 	ls.base.Store(math.Float64bits(a.cfg.Baseline(&ls.prof, cur)))
+	ls.relearned.Store(ls.prof.Relearned)
+	var ends int64
+	if ep, ok := a.cfg.SpikeEnds(&ls.prof); ok {
+		ends = ep * l.windowNs
+	}
+	ls.spikeEnds.Store(ends)
 	if ls.thr.Swap(thr) != thr {
 		l.storeThreshold(e)
 	}

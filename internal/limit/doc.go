@@ -29,7 +29,7 @@
 //   - With Config.Adaptive, a team's threshold is its override, else its learned threshold
 //     (from its profile, as the tick hands it to ApplyProfile), else the default; the check
 //     reads it from the same word and is unchanged. Gates holding the same profile derive the
-//     same threshold. The learned state is bounded per team (a 64-byte profile and a few
+//     same threshold. The learned state is bounded per team (a 124-byte profile and a few
 //     words) and freed with the team's entry. Without it nothing of it runs.
 //   - A read that failed is not counted as made: the team's view is rebuilt from local
 //     counts (ApplyLocal), which drain at threshold / window with share 1 (this gate's own

@@ -21,6 +21,7 @@ type collector struct {
 	spikeStarts *prometheus.Desc
 	spikeEnds   *prometheus.Desc
 	spiking     *prometheus.Desc
+	relearned   *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -52,13 +53,15 @@ func newCollector(l *Limiter) *collector {
 			"GATE_THRESHOLD_MODE=adaptive: spikes started on this gate (a team reached its learned threshold).", nil, nil),
 		spikeEnds: prometheus.NewDesc("gate_limiter_spikes_ended_total",
 			"GATE_THRESHOLD_MODE=adaptive: spikes ended on this gate (the team released, or under the release level without holds; or it left the cache).", nil, nil),
+		relearned: prometheus.NewDesc("gate_limiter_spikes_relearned_total",
+			"GATE_THRESHOLD_MODE=adaptive: spikes ended because they lasted GATE_ADAPTIVE_MAX_SPIKE: the team was re-learned at its new volume (also counted in gate_limiter_spikes_ended_total).", nil, nil),
 		spiking: prometheus.NewDesc("gate_limiter_spiking_teams",
 			"GATE_THRESHOLD_MODE=adaptive: teams in a spike on this gate.", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held, c.spikeStarts, c.spikeEnds, c.spiking} {
+	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held, c.spikeStarts, c.spikeEnds, c.relearned, c.spiking} {
 		ch <- d
 	}
 }
@@ -135,6 +138,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if a := l.adapt; a != nil {
 		counter(c.spikeStarts, a.started.Load())
 		counter(c.spikeEnds, a.ended.Load())
+		counter(c.relearned, a.relearned.Load())
 		ch <- prometheus.MustNewConstMetric(c.spiking, prometheus.GaugeValue, float64(a.spiking.Load()))
 	}
 	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(l.Len()))

@@ -44,12 +44,17 @@ type TeamState struct {
 	// Adaptive thresholds (Config.Adaptive): Adaptive is set in that mode; Source is where
 	// Threshold comes from (static: too little history yet, or not looked up yet);
 	// Learned is the learned threshold (0: none yet), Baseline the team's usual volume in
-	// this window (0: none yet), SpikeSince when its current spike started (zero: none).
+	// this window (0: none yet), SpikeSince when its current spike started (zero: none),
+	// SpikeEnds when that spike ends by re-learning the team at its new volume if it lasts
+	// (spike.Config.MaxSpike; zero: no spike), Relearned when a spike last ended so
+	// (zero: never).
 	Adaptive   bool
 	Source     Source
 	Learned    int64
 	Baseline   float64
 	SpikeSince time.Time
+	SpikeEnds  time.Time
+	Relearned  time.Time
 }
 
 // Pressure is Level / Threshold.
@@ -143,6 +148,15 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 			s.Baseline = math.Float64frombits(ls.base.Load())
 			if since := ls.since.Load(); since != 0 {
 				s.SpikeSince = time.Unix(0, since)
+				// The fleet's folds may not have seen it yet: MaxSpike from here, at most.
+				ends := since + int64(l.adapt.cfg.MaxSpike)
+				if e := ls.spikeEnds.Load(); e != 0 {
+					ends = min(ends, e)
+				}
+				s.SpikeEnds = time.Unix(0, ends)
+			}
+			if rl := ls.relearned.Load(); rl != 0 {
+				s.Relearned = time.Unix(0, rl*l.windowNs)
 			}
 		}
 	}

@@ -1,20 +1,30 @@
 // Package spike learns a team's usual volume per window from its own history, for spike
-// protection (issue 22): an adaptive threshold, clamp(Factor × baseline, Floor, Ceiling),
-// in place of one static threshold for every team.
+// protection: an adaptive threshold, clamp(Factor × baseline, Floor, Ceiling), in place of
+// one static threshold for every team.
 //
 // Guarantees:
 //
 //   - Deterministic: a Profile is a pure function of the counts folded into it, in order, and
 //     of the Config. Gates that fold the same shared counts hold the same profile, and so
 //     derive the same threshold, with no coordination beyond the counts.
-//   - Bounded: a Profile is 64 bytes whatever the history.
-//   - Robust to a daily cycle: the baseline is a level times a factor per hour of the day
-//     (a team's evening peak is its usual volume at that hour, not a spike); to steady
-//     growth: the level follows the deseasonalised volume within hours; and to the spike
-//     it is meant to catch: a window over the threshold is not learned from, and one
-//     between Clip × and Factor × the baseline is learned from as Clip × it.
+//   - Bounded: a Profile is ProfileSize (124) bytes whatever the history.
+//   - Robust to a daily and a weekly cycle: the baseline is a level times a factor per hour
+//     of the day times a factor per day of the week (an evening peak, or a Monday after a
+//     quiet weekend, is the team's usual volume, not a spike); to steady growth: the level
+//     follows the deseasonalised volume within a day or so; and to the spike it is meant to
+//     catch: a window over the threshold is not learned from, and one between Clip × and
+//     Factor × the baseline is learned from as Clip × it.
+//   - A spike ends: a team over its threshold for MaxSpike is re-learned at the volume it
+//     has sent lately (Profile.Recent), so a lasting step up (a launch, a large customer)
+//     is accepted again within MaxSpike of its start; a real spike shorter than that is
+//     caught whole.
+//   - Silence is not a volume: a window with no records is not learned from, so a team
+//     coming back from a pause of hours or days at its usual volume is not a spike.
+//   - A spike that recurs at the same hour on consecutive days (a nightly batch import) is
+//     learned into that hour's factor from its second day on.
 //   - A team with less than MinHistory of history has no learned threshold (Threshold
-//     returns false): the static one applies.
+//     returns false): the static one applies. Until it has a week, the days of the week it
+//     has not seen count as its average day.
 //
 // The package knows nothing of Kafka or Redis: the caller folds each window's final count
 // (Fold) and asks for a window's threshold (Threshold).
@@ -31,6 +41,9 @@ import (
 
 // Slots is how many parts of the day the seasonal profile keeps: one per hour.
 const Slots = 24
+
+// Days is how many days of the week the weekly profile keeps.
+const Days = 7
 
 // Config holds the learner's settings. The zero value of a field means its default.
 type Config struct {
@@ -57,16 +70,30 @@ type Config struct {
 	// Clip: a window between Clip × and Factor × the baseline is learned from as Clip × it,
 	// so a rise that is not a spike still moves the level, slowly. Default 1.5.
 	Clip float64
+	// WeekHalfLife is how fast the weekly profile follows a change in the week's shape,
+	// counted in weeks of that day's windows. Default 2 weeks.
+	WeekHalfLife time.Duration
+	// MaxSpike bounds a spike: a team over its threshold for this long is re-learned at
+	// the volume it has sent lately, so that a lasting step up is accepted again within
+	// it. Default 3 h: an hour over the longest spikes real traffic shows and the trace
+	// holds (10 to 120 minutes), which are still caught whole; shorter accepts a launch
+	// sooner and lets a long spike through once it passes the bound.
+	MaxSpike time.Duration
 }
 
 // Defaults for Config.
 const (
 	DefaultFactor         = 4
 	DefaultFloor          = 100
-	DefaultLevelHalfLife  = 3 * time.Hour
+	DefaultLevelHalfLife  = 72 * time.Hour
 	DefaultSeasonHalfLife = 3 * 24 * time.Hour
 	DefaultMinHistory     = 24 * time.Hour
 	DefaultClip           = 1.5
+	DefaultWeekHalfLife   = 14 * 24 * time.Hour
+	DefaultMaxSpike       = 3 * time.Hour
+	// RecentHalfLife is the half-life of Profile.Recent, the volume a spike that lasts
+	// is re-learned at: an hour, so that by MaxSpike it is the new volume within 2^-3.
+	RecentHalfLife = time.Hour
 )
 
 // ErrBadConfig is returned (wrapped) for invalid settings.
@@ -95,6 +122,12 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.Clip == 0 {
 		c.Clip = DefaultClip
 	}
+	if c.WeekHalfLife == 0 {
+		c.WeekHalfLife = DefaultWeekHalfLife
+	}
+	if c.MaxSpike == 0 {
+		c.MaxSpike = DefaultMaxSpike
+	}
 	switch {
 	case c.Factor <= 1:
 		return c, fmt.Errorf("%w: factor %g must be above 1", ErrBadConfig, c.Factor)
@@ -104,39 +137,93 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: floor %g, ceiling %g: want 0 ≤ floor ≤ ceiling (0: none)", ErrBadConfig, c.Floor, c.Ceiling)
 	case c.LevelHalfLife < c.Window || c.SeasonHalfLife < 24*time.Hour || c.MinHistory < 0:
 		return c, fmt.Errorf("%w: level half-life %s (at least a window), season half-life %s (at least a day), min history %s", ErrBadConfig, c.LevelHalfLife, c.SeasonHalfLife, c.MinHistory)
+	case c.WeekHalfLife < 7*24*time.Hour:
+		return c, fmt.Errorf("%w: week half-life %s, want at least a week", ErrBadConfig, c.WeekHalfLife)
+	case c.MaxSpike < MaxFoldEvery+2*c.Window || c.MaxSpike > 7*24*time.Hour:
+		return c, fmt.Errorf("%w: max spike %s, want from %s (a fold period and two windows) to a week", ErrBadConfig, c.MaxSpike, MaxFoldEvery+2*c.Window)
 	}
 	return c, nil
 }
 
-// Profile is one team's learned history: 64 bytes.
+// Profile is one team's learned history: ProfileSize bytes in binary form.
 type Profile struct {
-	// Epoch is the last window folded in (unix time / Window); Windows how many were,
-	// capped at MaxUint32.
+	// Epoch is the last window folded in (unix time / Window); Windows how many were
+	// learned from (silent windows are not), capped at MaxUint32.
 	Epoch   int64
 	Windows uint32
-	// Level is the team's usual volume per window with the daily cycle taken out.
+	// Level is the team's usual volume per window with the daily and weekly cycles taken
+	// out.
 	Level float32
 	// Season is the daily cycle: the volume per window in each hour of the day (UTC) as a
 	// multiple of Level, 0 meaning not learned yet (taken as 1).
 	Season [Slots]float16
+	// Week is the weekly cycle: the volume per window on each day of the week (UTC) as a
+	// multiple of Level, 0 meaning not learned yet (taken as 1). A float32: a day's
+	// factor moves by a 1440th of a gap a window, under a bfloat16's resolution.
+	Week [Days]float32
+	// Recent is the team's volume per window lately, deseasonalised, spikes included
+	// (half-life RecentHalfLife): what a spike that lasts MaxSpike is re-learned at.
+	Recent float32
+	// SpikeFrom is the first window of the spike the team is in (over its threshold in
+	// every window folded since), 0 when none; Relearned the last window a spike was
+	// ended by re-learning the team at its new volume, 0 when never.
+	SpikeFrom, Relearned int64
+	// Today, Yesterday and Before have bit h set when a window of hour h of the day of
+	// Epoch, of the day before and of the day before that was over the threshold: a
+	// spike in hour h three days running is a daily pattern (a nightly import), learned
+	// into Season[h].
+	Today, Yesterday, Before uint32
 }
 
 // float16 is a bfloat16: the top half of a float32. Three significant digits are plenty
-// for a seasonal factor.
+// for a seasonal factor, but not for the steps it learns by (a fraction of a percent a
+// window), which rounding to nearest would lose: toF16 rounds stochastically, with a
+// dither that is a function of the window and the slot, so that every gate rounds alike
+// and the factor follows its counts on average.
 type float16 uint16
 
-func toF16(f float64) float16 {
+func toF16(f float64, epoch int64, slot int) float16 {
 	b := math.Float32bits(float32(f))
-	return float16((b + 0x7fff + b>>16&1) >> 16)
+	dither := uint32(splitmix(uint64(epoch)*Slots+uint64(slot)) & 0xffff)
+	if b&0x7f800000 == 0x7f800000 || b+dither < b {
+		return float16(b >> 16) // Inf or NaN: as is
+	}
+	return float16((b + dither) >> 16)
+}
+
+// splitmix is SplitMix64's finaliser: a well-mixed hash of x.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 func (h float16) float() float64 { return float64(math.Float32frombits(uint32(h) << 16)) }
 
+// perDay is how many windows a day holds.
+func (c Config) perDay() int64 { return int64(24 * time.Hour / c.Window) }
+
 // slot is the hour of the day (UTC) of window epoch.
 func (c Config) slot(epoch int64) int {
-	perDay := int64(24 * time.Hour / c.Window)
-	return int(((epoch%perDay)+perDay)%perDay) * Slots / int(perDay)
+	perDay := c.perDay()
+	return int(floorMod(epoch, perDay) * Slots / perDay)
 }
+
+// day is the day of window epoch since the Unix epoch, and weekday its day of the week
+// (0 a Thursday: the days are indexes, not names).
+func (c Config) day(epoch int64) int64   { return floorDiv(epoch, c.perDay()) }
+func (c Config) weekday(epoch int64) int { return int(floorMod(c.day(epoch), Days)) }
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+func floorMod(a, b int64) int64 { return ((a % b) + b) % b }
 
 func (p *Profile) season(s int) float64 {
 	if v := p.Season[s].float(); v > 0 {
@@ -145,9 +232,17 @@ func (p *Profile) season(s int) float64 {
 	return 1
 }
 
-// Baseline is the team's usual volume in window epoch: Level × the season of its hour.
+func (p *Profile) week(d int) float64 {
+	if v := p.Week[d]; v > 0 {
+		return float64(v)
+	}
+	return 1
+}
+
+// Baseline is the team's usual volume in window epoch: Level × the season of its hour ×
+// the factor of its day of the week.
 func (c Config) Baseline(p *Profile, epoch int64) float64 {
-	return float64(p.Level) * p.season(c.slot(epoch))
+	return float64(p.Level) * p.season(c.slot(epoch)) * p.week(c.weekday(epoch))
 }
 
 // Learned reports whether p holds MinHistory of history.
@@ -169,111 +264,196 @@ func (c Config) Threshold(p *Profile, epoch int64) (float64, bool) {
 	return t, true
 }
 
-// Fold learns window epoch's final count. Windows must be folded in order, each once:
-// a window at or before p.Epoch is ignored; windows skipped since p.Epoch are folded as
-// empty (the team sent nothing then). It reports whether the window was over its learned
-// threshold (a spike, not learned from).
+// SpikeEnds is the window by which p's current spike ends by re-learning if it lasts
+// (MaxSpike after its first window), and true; false when p is in no spike.
+func (c Config) SpikeEnds(p *Profile) (int64, bool) {
+	if p.SpikeFrom == 0 {
+		return 0, false
+	}
+	return p.SpikeFrom + c.maxSpikeWindows(), true
+}
+
+func (c Config) maxSpikeWindows() int64 { return max(int64(c.MaxSpike/c.Window), 1) }
+
+// Fold learns window epoch's final count. Windows must be folded in order, each once: a
+// window at or before p.Epoch is ignored; windows skipped since p.Epoch are not learned
+// from (silence is not a volume). It reports whether the window was over its learned
+// threshold (a spike, not learned from unless it recurs daily or has lasted MaxSpike).
 func (c Config) Fold(p *Profile, epoch int64, count float64) (spike bool) {
+	return c.foldLead(p, epoch, count, 1)
+}
+
+// foldLead is Fold for a caller whose next fold comes lead windows after this one: a
+// spike is re-learned at the last fold before it would last MaxSpike.
+func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64) bool {
 	if p.Windows > 0 && epoch <= p.Epoch {
 		return false
 	}
-	if p.Windows > 0 {
-		// Silent windows between: at most a day of them matters (the level has long
-		// decayed by then); beyond, fold one silent window per hour slot.
-		gap := epoch - p.Epoch - 1
-		perDay := int64(24 * time.Hour / c.Window)
-		for e := epoch - min(gap, perDay); e < epoch; e++ {
-			c.fold(p, e, 0)
-		}
-	}
-	return c.fold(p, epoch, count)
-}
-
-func (c Config) fold(p *Profile, epoch int64, count float64) bool {
+	c.turnDay(p, epoch)
 	p.Epoch = epoch
+	if count <= 0 {
+		// Silence: not learned from (a pause is not the team's new normal), but no
+		// longer a spike either.
+		p.SpikeFrom = 0
+		return false
+	}
 	if p.Windows < math.MaxUint32 {
 		p.Windows++
 	}
-	s := c.slot(epoch)
 	if p.Windows == 1 {
-		p.Level = float32(count)
+		p.Level, p.Recent = float32(count), float32(count)
 		return false
 	}
-	base := float64(p.Level) * p.season(s)
+	s, d := c.slot(epoch), c.weekday(epoch)
+	sv, wv := p.season(s), p.week(d)
+	level := float64(p.Level)
+	// Recent takes every window, spikes included: the volume a lasting spike becomes.
+	wr := c.weight(RecentHalfLife)
+	p.Recent = float32(max(float64(p.Recent)+wr*(count/(sv*wv)-float64(p.Recent)), 0))
+	perSlotPerDay := float64(time.Hour / c.Window)
 	if c.Learned(p) {
 		if thr, _ := c.Threshold(p, epoch); count >= thr {
-			return true // a spike: not learned from
+			bit := uint32(1) << s
+			p.Today |= bit
+			if p.Yesterday&p.Before&bit != 0 && level > 0 {
+				// Over the threshold at this hour on the two days before too: a daily
+				// pattern, learned into the hour's season at the pace of a first day.
+				sv += (count/(level*wv) - sv) / perSlotPerDay
+				p.Season[s] = toF16(max(sv, 1e-3), epoch, s)
+				p.SpikeFrom = 0
+				return true
+			}
+			if p.SpikeFrom == 0 {
+				p.SpikeFrom = epoch
+			}
+			if epoch+lead-p.SpikeFrom >= c.maxSpikeWindows() {
+				// The spike has lasted: it is the team's new volume.
+				p.Level, p.SpikeFrom, p.Relearned = p.Recent, 0, epoch
+			}
+			return true
 		}
-		count = min(count, c.Clip*max(base, c.Floor/c.Factor))
+		clip := c.Clip * max(level*sv*wv, c.Floor/c.Factor)
+		if count < clip {
+			// Back under Clip × the baseline: the spike is over. Between that and the
+			// threshold, a team sending a little more than usual, or at a new level
+			// near its threshold, is still in it, and is re-learned if it stays.
+			p.SpikeFrom = 0
+		}
+		level += c.weight(c.LevelHalfLife) * (min(count, clip)/(sv*wv) - level)
+	} else {
+		level += c.weight(c.LevelHalfLife) * (count/(sv*wv) - level)
 	}
-	level := float64(p.Level)
-	// Per-window weights of the two exponential averages: 1 − 2^(−window / half-life);
-	// a slot sees one window in Slots × ... of them, so its weight counts its own windows.
-	wl := -math.Expm1(-math.Ln2 * float64(c.Window) / float64(c.LevelHalfLife))
-	perSlotPerDay := float64(time.Hour / c.Window)
-	ws := -math.Expm1(-math.Ln2 / (perSlotPerDay * float64(c.SeasonHalfLife) / float64(24*time.Hour)))
-	level += wl * (count/p.season(s) - level)
 	p.Level = float32(max(level, 0))
-	if level > 0 {
-		// Early on (no season yet) learn the season fast: the first day's shape.
-		if !c.Learned(p) {
-			ws = max(ws, 1/perSlotPerDay)
+	if level <= 0 {
+		return false
+	}
+	// A slot sees one window in Slots of a day, a weekday one in Days of a week: each
+	// learns at its own windows' pace, from the count itself, not clipped: a window under
+	// the threshold in an hour whose volume is uneven (a nightly import filling half of
+	// it) is that hour's usual volume; clipped, the hour's factor would sink under it.
+	// Early on (no season yet) the season learns fast: the first day's shape. The week is
+	// learned once a day's shape is.
+	ws := -math.Expm1(-math.Ln2 / (perSlotPerDay * float64(c.SeasonHalfLife) / float64(24*time.Hour)))
+	if !c.Learned(p) {
+		ws = max(ws, 1/perSlotPerDay)
+	}
+	sv += ws * (count/(level*wv) - sv)
+	p.Season[s] = toF16(max(sv, 1e-3), epoch, s)
+	if c.Learned(p) {
+		perDay := float64(c.perDay())
+		ww := -math.Expm1(-math.Ln2 / (perDay * float64(c.WeekHalfLife) / float64(7*24*time.Hour)))
+		if time.Duration(p.Windows)*c.Window < c.MinHistory+7*24*time.Hour {
+			ww = max(ww, 1/perDay) // the first week: each day's level as it comes
 		}
-		sv := p.season(s)
-		sv += ws * (count/level - sv)
-		p.Season[s] = toF16(max(sv, 1e-3))
+		wv += ww * (count/(level*sv) - wv)
+		p.Week[d] = float32(max(wv, 1e-3))
 	}
 	return false
+}
+
+// weight is the per-window weight of an exponential average of half-life h:
+// 1 − 2^(−window / h).
+func (c Config) weight(h time.Duration) float64 {
+	return -math.Expm1(-math.Ln2 * float64(c.Window) / float64(h))
+}
+
+// turnDay moves Today to Yesterday and Yesterday to Before when epoch is on the next day
+// after p.Epoch's, and so on for later days.
+func (c Config) turnDay(p *Profile, epoch int64) {
+	if p.Windows == 0 && p.Epoch == 0 {
+		return
+	}
+	switch c.day(epoch) - c.day(p.Epoch) {
+	case 0:
+	case 1:
+		p.Before, p.Yesterday, p.Today = p.Yesterday, p.Today, 0
+	case 2:
+		p.Before, p.Yesterday, p.Today = p.Today, 0, 0
+	default:
+		p.Before, p.Yesterday, p.Today = 0, 0, 0
+	}
 }
 
 // FoldScheduled folds window f, one NextFold named for p, with its final count: FoldSpan
 // over the windows since p's last fold, up to two fold periods. A fleet stores a fold only
 // if one of the gates that made it writes it (each does with a probability, about two of
 // them), so now and then none does: the next fold then covers both periods at the observed
-// rate instead of learning the first as silence, which would pull the level down (by
-// about 1 − 2^(−period / half-life) each time). Longer gaps are silence, as Fold takes
-// them: a team no gate looked at was not sending.
+// rate instead of leaving the first unlearned. Longer gaps are silence, as Fold takes
+// them: a team no gate looked at was not sending, and is not learned from.
 func (c Config) FoldScheduled(p *Profile, f int64, count float64) (spike bool) {
 	span := c.FoldPeriod(p)
+	next := f + span
 	if p.Windows > 0 {
 		span = min(max(span, f-p.Epoch), 2*span)
 	}
-	return c.FoldSpan(p, f, count, span)
+	return c.foldSpan(p, f, count, span, next)
 }
 
 // FoldSpan learns window epoch's final count as the volume of the span windows ending at
 // epoch, of which only the last was observed: each earlier one is folded at the same
-// deseasonalised rate (count scaled by its hour's season against epoch's), not as silence.
-// It lets a caller fold a team every span windows instead of every window, at the cost of
-// learning from one window in span; windows before the span since p.Epoch are folded as
-// empty, as Fold does. A span of 1 or less is Fold. It reports whether the observed window
-// was over its learned threshold: then so is the span, which is not learned from.
+// deseasonalised rate (count scaled by its hour's and day's factors against epoch's), not
+// as silence. It lets a caller fold a team every span windows instead of every window, at
+// the cost of learning from one window in span; windows before the span since p.Epoch are
+// not learned from, as Fold does, nor is a span whose observed window is silent. A span of
+// 1 or less is Fold. It reports whether the observed window was over its learned
+// threshold: then so is the span, which is not learned from.
 func (c Config) FoldSpan(p *Profile, epoch int64, count float64, span int64) (spike bool) {
+	return c.foldSpan(p, epoch, count, span, epoch+span)
+}
+
+// foldSpan is FoldSpan for a caller whose next fold is of window next, made two windows
+// later (it is final then) and applying to every record from the window after.
+func (c Config) foldSpan(p *Profile, epoch int64, count float64, span, next int64) bool {
 	if p.Windows > 0 && epoch <= p.Epoch {
 		return false
 	}
+	lead := max(next+3-epoch, 1)
 	if span <= 1 || p.Windows == 0 {
-		return c.Fold(p, epoch, count)
+		return c.foldLead(p, epoch, count, lead)
 	}
 	first := max(epoch-span+1, p.Epoch+1)
-	// The rate each window of the span is taken at: the seasons as they were before the
+	// The rate each window of the span is taken at: the factors as they were before the
 	// span, so that folding it does not feed back into itself.
-	rate := count / p.season(c.slot(epoch))
+	obs, obsDay := c.slot(epoch), c.weekday(epoch)
+	rate := count / (p.season(obs) * p.week(obsDay))
 	var seasons [Slots]float64
 	for s := range seasons {
 		seasons[s] = p.season(s)
 	}
-	obs := c.slot(epoch)
-	for e := first; e < epoch; e++ {
-		// A window in the observed one's hour is taken at its count: the season of that
-		// hour then learns as fast as when every window is folded.
-		n := count
-		if s := c.slot(e); s != obs {
-			n = rate * seasons[s]
-		}
-		c.Fold(p, e, n)
+	var weeks [Days]float64
+	for d := range weeks {
+		weeks[d] = p.week(d)
 	}
-	return c.Fold(p, epoch, count)
+	for e := first; e < epoch; e++ {
+		// A window in the observed one's hour and day is taken at its count: the season
+		// of that hour then learns as fast as when every window is folded.
+		n := count
+		if s, d := c.slot(e), c.weekday(e); s != obs || d != obsDay {
+			n = rate * seasons[s] * weeks[d]
+		}
+		c.foldLead(p, e, n, next+3-e)
+	}
+	return c.foldLead(p, epoch, count, lead)
 }
 
 // The fold cadence. A caller that folds every window learns from every window; one that
@@ -333,46 +513,76 @@ func (c Config) Peak(p *Profile) float64 {
 	return float64(p.Level) * top
 }
 
-// ProfileSize is the length of a Profile's binary form.
-const ProfileSize = 64
+// ProfileSize is the length of a Profile's binary form; OldProfileSize that of the form
+// before weekly cycles and spike ends (64 bytes), which UnmarshalBinary still reads.
+const (
+	ProfileSize    = 124
+	OldProfileSize = 64
+)
 
 // ErrBadProfile is returned (wrapped) by UnmarshalBinary for data that is not a profile.
 var ErrBadProfile = errors.New("spike: not a profile")
 
-// MarshalBinary encodes p in 64 bytes, little-endian: Epoch (8 bytes, first, so that a
-// compare-and-set can compare the epoch alone), Windows (4), Level's float32 bits (4),
-// then each Season's 2 bytes.
+// MarshalBinary encodes p in ProfileSize bytes, little-endian: Epoch (8 bytes, first, so
+// that a compare-and-set can compare the epoch alone), Windows (4), Level's float32 bits
+// (4), each Season's 2 bytes (48), each Week's float32 bits (28), Recent's float32 bits
+// (4), Before (4), SpikeFrom (8), Relearned (8), Today (4), Yesterday (4).
 func (p *Profile) MarshalBinary() ([]byte, error) {
 	return p.AppendBinary(make([]byte, 0, ProfileSize))
 }
 
 // AppendBinary appends p's binary form (MarshalBinary) to b.
 func (p *Profile) AppendBinary(b []byte) ([]byte, error) {
-	b = binary.LittleEndian.AppendUint64(b, uint64(p.Epoch))
-	b = binary.LittleEndian.AppendUint32(b, p.Windows)
-	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Level))
+	le := binary.LittleEndian
+	b = le.AppendUint64(b, uint64(p.Epoch))
+	b = le.AppendUint32(b, p.Windows)
+	b = le.AppendUint32(b, math.Float32bits(p.Level))
 	for _, s := range p.Season {
-		b = binary.LittleEndian.AppendUint16(b, uint16(s))
+		b = le.AppendUint16(b, uint16(s))
 	}
+	for _, w := range p.Week {
+		b = le.AppendUint32(b, math.Float32bits(w))
+	}
+	b = le.AppendUint32(b, math.Float32bits(p.Recent))
+	b = le.AppendUint32(b, p.Before)
+	b = le.AppendUint64(b, uint64(p.SpikeFrom))
+	b = le.AppendUint64(b, uint64(p.Relearned))
+	b = le.AppendUint32(b, p.Today)
+	b = le.AppendUint32(b, p.Yesterday)
 	return b, nil
 }
 
-// UnmarshalBinary decodes MarshalBinary's form. It refuses data of another length and a
-// level that is negative or not finite, leaving p unchanged.
+// UnmarshalBinary decodes MarshalBinary's form, or the 64-byte form of earlier versions
+// (its level, hours and history kept; the week and the rest start unlearned). It refuses
+// data of another length and a level that is negative or not finite, leaving p unchanged.
 func (p *Profile) UnmarshalBinary(b []byte) error {
-	if len(b) != ProfileSize {
+	if len(b) != ProfileSize && len(b) != OldProfileSize {
 		return fmt.Errorf("%w: %d bytes, want %d", ErrBadProfile, len(b), ProfileSize)
 	}
-	level := math.Float32frombits(binary.LittleEndian.Uint32(b[12:]))
-	if !(level >= 0) || math.IsInf(float64(level), 0) {
-		return fmt.Errorf("%w: level %v", ErrBadProfile, level)
-	}
+	le := binary.LittleEndian
 	var q Profile
-	q.Epoch = int64(binary.LittleEndian.Uint64(b))
-	q.Windows = binary.LittleEndian.Uint32(b[8:])
-	q.Level = level
+	q.Epoch = int64(le.Uint64(b))
+	q.Windows = le.Uint32(b[8:])
+	q.Level = math.Float32frombits(le.Uint32(b[12:]))
+	q.Recent = q.Level
 	for i := range q.Season {
-		q.Season[i] = float16(binary.LittleEndian.Uint16(b[16+2*i:]))
+		q.Season[i] = float16(le.Uint16(b[16+2*i:]))
+	}
+	if len(b) == ProfileSize {
+		for i := range q.Week {
+			q.Week[i] = math.Float32frombits(le.Uint32(b[64+4*i:]))
+		}
+		q.Recent = math.Float32frombits(le.Uint32(b[92:]))
+		q.Before = le.Uint32(b[96:])
+		q.SpikeFrom = int64(le.Uint64(b[100:]))
+		q.Relearned = int64(le.Uint64(b[108:]))
+		q.Today = le.Uint32(b[116:])
+		q.Yesterday = le.Uint32(b[120:])
+	}
+	for _, v := range append([]float32{q.Level, q.Recent}, q.Week[:]...) {
+		if !(v >= 0) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("%w: level %v, recent %v, week %v", ErrBadProfile, q.Level, q.Recent, q.Week)
+		}
 	}
 	*p = q
 	return nil

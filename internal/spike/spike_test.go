@@ -24,9 +24,11 @@ func cfg(t *testing.T) Config {
 	return c
 }
 
-func TestProfileIs64Bytes(t *testing.T) {
-	if n := unsafe.Sizeof(Profile{}); n != 64 {
-		t.Errorf("Profile is %d bytes, want 64", n)
+// TestProfileAtMost128Bytes: the profile the fleet shares stays within 128 bytes, in
+// memory and in Redis.
+func TestProfileAtMost128Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(Profile{}); n > 128 || ProfileSize > 128 {
+		t.Errorf("Profile is %d bytes in memory, %d in binary; want at most 128", n, ProfileSize)
 	}
 }
 
@@ -76,7 +78,7 @@ func TestSpikeIsCaughtAndNotLearned(t *testing.T) {
 }
 
 // TestFoldDeterministic: two gates folding the same counts hold the same profile; a window
-// folded twice, or out of order, is ignored; skipped windows count as silent.
+// folded twice, or out of order, is ignored; skipped windows are not learned from.
 func TestFoldDeterministic(t *testing.T) {
 	c := cfg(t)
 	var a, b Profile
@@ -90,9 +92,9 @@ func TestFoldDeterministic(t *testing.T) {
 		t.Errorf("profiles differ after the same counts: %+v vs %+v", a, b)
 	}
 	lvl := a.Level
-	c.Fold(&a, 2000+120, 300) // two silent hours before
-	if a.Level >= lvl {
-		t.Errorf("level %v after two silent hours, %v before: want lower", a.Level, lvl)
+	c.Fold(&a, 2000+120, 0) // two silent hours, and a silent window folded
+	if a.Level != lvl || a.Epoch != 2000+120 {
+		t.Errorf("level %v at epoch %d after two silent hours, %v before: want it kept, the epoch moved on", a.Level, a.Epoch, lvl)
 	}
 }
 
@@ -136,7 +138,7 @@ func TestProfileBinaryRoundTrip(t *testing.T) {
 	if q != p {
 		t.Errorf("read back %+v, want %+v", q, p)
 	}
-	for _, bad := range [][]byte{b[:63], append(b[:64:64], 0), nil} {
+	for _, bad := range [][]byte{b[:ProfileSize-1], append(b[:ProfileSize:ProfileSize], 0), b[:63], nil} {
 		if err := q.UnmarshalBinary(bad); err == nil {
 			t.Errorf("%d bytes accepted", len(bad))
 		}
@@ -148,6 +150,14 @@ func TestProfileBinaryRoundTrip(t *testing.T) {
 	}
 	if q != p {
 		t.Error("a refused decode changed the profile")
+	}
+	// The 64-byte form of earlier versions: its epoch, history, level and hours kept.
+	var old Profile
+	if err := old.UnmarshalBinary(b[:OldProfileSize]); err != nil {
+		t.Fatalf("the 64-byte form refused: %v", err)
+	}
+	if old.Epoch != p.Epoch || old.Windows != p.Windows || old.Level != p.Level || old.Season != p.Season || old.Recent != p.Level {
+		t.Errorf("the 64-byte form read as %+v, want the epoch, windows, level and seasons of %+v", old, p)
 	}
 }
 
@@ -183,8 +193,8 @@ func TestFoldSpanFollowsFold(t *testing.T) {
 }
 
 // TestFoldScheduledCoversMissedFold: a fold no gate stored is covered by the next one at the
-// observed rate, so a steady team's level does not drop (learned as silence, its period's
-// windows pulled it down); a gap past two periods is still silence.
+// observed rate, so a steady team's level does not drop; a gap past two periods is silence,
+// which is not learned from either.
 func TestFoldScheduledCoversMissedFold(t *testing.T) {
 	c := cfg(t)
 	var steady Profile
@@ -204,7 +214,7 @@ func TestFoldScheduledCoversMissedFold(t *testing.T) {
 	if d := math.Abs(float64(missed.Level-all.Level)) / float64(all.Level); d > 0.001 {
 		t.Errorf("level %v after a missed fold, %v with every fold: off by %.2f%%, want the period covered at the observed rate", missed.Level, all.Level, 100*d)
 	}
-	if gone.Level >= 0.99*all.Level {
-		t.Errorf("level %v after five silent periods, %v with every fold: want the silence learned", gone.Level, all.Level)
+	if d := math.Abs(float64(gone.Level-all.Level)) / float64(all.Level); d > 0.001 {
+		t.Errorf("level %v after five silent periods, %v with every fold: want the silence not learned", gone.Level, all.Level)
 	}
 }

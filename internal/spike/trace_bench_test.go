@@ -6,8 +6,11 @@ import (
 	"image/color"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"strconv"
+	"strings"
+	gosync "sync"
 	"testing"
 	"time"
 
@@ -20,16 +23,32 @@ import (
 // bench/spike.svg); empty draws nothing.
 var spikeChart = flag.String("spike-chart", "", "draw one spiking team's traffic, baseline, threshold and diverted records to this SVG")
 
-// The trace of issue 22: 10,000 teams over 7 days of one-minute windows. Sizes are Zipf
-// (the largest ~50,000 records a minute, the smallest ~2); each team has a daily cycle of
-// its own amplitude (0–0.7) and peak hour; a tenth grow 50% a week; 3% get one to three
-// spikes of 5, 20 or 100 × their usual volume lasting 10 to 120 minutes, from day 2 on
+// The trace of issue 22 ("daily"): 10,000 teams over 7 days of one-minute windows. Sizes
+// are Zipf (the largest ~50,000 records a minute, the smallest ~2); each team has a daily
+// cycle of its own amplitude (0–0.7) and peak hour; a tenth grow 50% a week; 3% get one to
+// three spikes of 5, 20 or 100 × their usual volume lasting 10 to 120 minutes, from day 2 on
 // (day 1 is the history a team needs). Counts are Poisson around the usual volume.
+//
+// The shapes of issue 35, each 300 teams over 21 days, sizes log-uniform from 30 to 30,000
+// records a minute, a daily cycle as above, a fifth of each shape's teams with spikes as
+// above (from day 2 on, outside the shape's own event): "weekly", weekdays 2, 5, 8 or 12 ×
+// the weekend; "pause", silent for 6, 24 or 72 hours from a time in days 3 to 10, then back
+// at its usual volume; "stepup", a lasting step to 3, 6 or 20 × from a time in days 3 to
+// 10; "stepdown", a lasting step to a third or a tenth; "batch", a nightly import of 10 or
+// 30 × for 30 to 60 minutes at the same hour every night; "late", a team that starts
+// sending in days 2 to 10.
 const (
 	trTeams   = 10_000
 	trDays    = 7
 	trWindows = trDays * 1440
+
+	shTeams   = 300
+	shDays    = 21
+	shWindows = shDays * 1440
 )
+
+// trShapes are the shapes of issue 35, in report order.
+var trShapes = []string{"weekly", "pause", "stepup", "stepdown", "batch", "late"}
 
 type trSpike struct {
 	start, end int64 // windows [start, end)
@@ -37,14 +56,40 @@ type trSpike struct {
 }
 
 type trTeam struct {
+	shape                   string // "daily": the trace of issue 22
+	windows                 int64  // how long the team is traced
 	mean, amp, peak, growth float64
+	weekly                  float64 // weekdays this × the weekend; 0: no weekly cycle
+	from, to                int64   // a pause [from, to), a step or a start from from
+	x                       float64 // the step's factor, or the batch's
+	batchAt, batchLen       int64   // the nightly import: minute of the day, length
 	spikes                  []trSpike
 	seed                    uint64
 }
 
+// weekend reports whether window e is on a Saturday or Sunday: window 0 is the start of
+// 1970-01-01, a Thursday.
+func weekend(e int64) bool { d := (e / 1440) % 7; return d == 2 || d == 3 }
+
 func (t *trTeam) usual(e int64) float64 {
+	switch {
+	case t.shape == "pause" && e >= t.from && e < t.to, t.shape == "late" && e < t.from:
+		return 0
+	}
 	h := float64(e%1440) / 60
-	return t.mean * (1 + t.amp*math.Cos(2*math.Pi*(h-t.peak)/24)) * math.Pow(1+t.growth, float64(e)/(7*1440))
+	v := t.mean * (1 + t.amp*math.Cos(2*math.Pi*(h-t.peak)/24)) * math.Pow(1+t.growth, float64(e)/(7*1440))
+	if t.weekly > 0 && weekend(e) {
+		v /= t.weekly
+	}
+	if (t.shape == "stepup" || t.shape == "stepdown") && e >= t.from {
+		v *= t.x
+	}
+	if t.shape == "batch" {
+		if m := e % 1440; m >= t.batchAt && m < t.batchAt+t.batchLen {
+			v *= t.x
+		}
+	}
+	return v
 }
 
 // spikeAt is the index of the spike window e is in, or -1.
@@ -68,6 +113,7 @@ func trTrace() []trTeam {
 	teams := make([]trTeam, trTeams)
 	for i := range teams {
 		t := &teams[i]
+		t.shape, t.windows = "daily", trWindows
 		t.mean = 50_000 / math.Pow(float64(i+1), 1.1)
 		t.amp = 0.7 * r.Float64()
 		t.peak = 24 * r.Float64()
@@ -80,6 +126,57 @@ func trTrace() []trTeam {
 				start := int64(1440 + r.IntN(trWindows-1440-120))
 				t.spikes = append(t.spikes, trSpike{start, start + int64(10+r.IntN(111)), []float64{5, 20, 100}[r.IntN(3)]})
 			}
+		}
+	}
+	return append(teams, shTrace()...)
+}
+
+// shTrace is the shapes' teams.
+func shTrace() []trTeam {
+	r := rand.New(rand.NewPCG(35, 7))
+	var teams []trTeam
+	for _, shape := range trShapes {
+		for i := range shTeams {
+			t := trTeam{shape: shape, windows: shWindows}
+			t.mean = 30 * math.Pow(1000, r.Float64())
+			t.amp = 0.7 * r.Float64()
+			t.peak = 24 * r.Float64()
+			t.seed = r.Uint64()
+			day := func(from, to int) int64 { return int64(from*1440 + r.IntN((to-from)*1440)) }
+			switch shape {
+			case "weekly":
+				t.weekly = []float64{2, 5, 8, 12}[i%4]
+			case "pause":
+				t.from = day(3, 10)
+				t.to = t.from + []int64{6, 24, 72}[i%3]*60
+			case "stepup":
+				t.from, t.x = day(3, 10), []float64{3, 6, 20}[i%3]
+			case "stepdown":
+				t.from, t.x = day(3, 10), []float64{1.0 / 3, 0.1}[i%2]
+			case "batch":
+				t.x = []float64{10, 30}[i%2]
+				t.batchAt, t.batchLen = int64(r.IntN(1440-60)), int64(30+r.IntN(31))
+			case "late":
+				t.from = day(2, 10)
+			}
+			if r.IntN(5) == 0 {
+				for range 1 + r.IntN(3) {
+					var start int64
+					for { // a spike outside the shape's own event
+						start = int64(1440 + r.IntN(shWindows-1440-120))
+						if t.shape == "batch" || t.shape != "late" && start+120 < t.from || start > t.to+1440 && start > t.from+2*1440 {
+							break
+						}
+					}
+					if t.shape == "batch" {
+						if m := start % 1440; m+120 > t.batchAt && m < t.batchAt+t.batchLen {
+							continue
+						}
+					}
+					t.spikes = append(t.spikes, trSpike{start, start + int64(10+r.IntN(111)), []float64{5, 20, 100}[r.IntN(3)]})
+				}
+			}
+			teams = append(teams, t)
 		}
 	}
 	return teams
@@ -152,6 +249,23 @@ func (s *trScore) add(t *trTeam, e int64, prev, c, thr float64, inSpike, spiky b
 	}
 }
 
+// detection is the windows to detect a spike, the mean over those detected weighed by
+// their volume (a spike of a team sending a few records a minute, under the floor, matters
+// as little as it weighs), and the median; 0 and 0 when none was.
+func (s *trScore) detection() (mean, median float64) {
+	var vol float64
+	for i, d := range s.detect {
+		mean += d * s.detectVol[i]
+		vol += s.detectVol[i]
+	}
+	if len(s.detect) == 0 {
+		return 0, 0
+	}
+	med := append([]float64(nil), s.detect...)
+	sort.Float64s(med)
+	return mean / vol, med[len(med)/2]
+}
+
 func (s *trScore) metrics() (recall, precision, falseShare, peak, recallCap, precisionCap, falseShareCap, peakCap float64) {
 	recall = s.spikeDiv / s.spikeVol
 	precision = s.spikeDiv / math.Max(s.spikeDiv+s.otherDiv, 1)
@@ -191,18 +305,142 @@ func (l *trLearner) observe(e int64, cnt float64) {
 	}
 }
 
+// trResult is one policy's scores over a set of teams.
+type trResult struct {
+	adaptive trScore
+	static   []trScore // one per grid threshold
+	// Step-up teams: the hours from the step to the last window with more than 1% of its
+	// records diverted (within two days), their sum and most, and how many teams.
+	stepAfterSum, stepAfterMax float64
+	steps                      int
+	// Pause teams, spike-free: records in the two days after the pause, and diverted.
+	returnVol, returnDiv float64
+}
+
+func (r *trResult) merge(o *trResult) {
+	r.adaptive.merge(&o.adaptive)
+	for i := range r.static {
+		r.static[i].merge(&o.static[i])
+	}
+	r.stepAfterSum += o.stepAfterSum
+	r.stepAfterMax = max(r.stepAfterMax, o.stepAfterMax)
+	r.steps += o.steps
+	r.returnVol += o.returnVol
+	r.returnDiv += o.returnDiv
+}
+
+func (s *trScore) merge(o *trScore) {
+	s.spikeVol += o.spikeVol
+	s.spikeDiv += o.spikeDiv
+	s.excess += o.excess
+	s.excessDiv += o.excessDiv
+	s.otherDiv += o.otherDiv
+	s.otherDivCap += o.otherDivCap
+	s.calmVol += o.calmVol
+	s.calmDiv += o.calmDiv
+	s.peakDiv += o.peakDiv
+	s.detect = append(s.detect, o.detect...)
+	s.detectVol = append(s.detectVol, o.detectVol...)
+	s.undetected += o.undetected
+	s.spikesSeen += o.spikesSeen
+	s.calmDivCap += o.calmDivCap
+	s.peakDivCap += o.peakDivCap
+}
+
+// trRun runs team i of teams through the learner as the gate drives it, from its first
+// window, and scores it from day 2 on into res: adaptive, and each static threshold of
+// grid.
+func trRun(c Config, teams []trTeam, i int, grid []float64, res *trResult) {
+	t := &teams[i]
+	r := rand.New(rand.NewPCG(t.seed, 1))
+	ln := trLearner{c: c, team: strconv.Itoa(i)}
+	var prev float64
+	detected := make([]bool, len(t.spikes))
+	staticDetected := make([][]bool, len(grid))
+	for g := range staticDetected {
+		staticDetected[g] = make([]bool, len(t.spikes))
+	}
+	spiky := len(t.spikes) > 0
+	lastDiv := int64(-1) // step-up teams: the last window after the step with > 1% diverted
+	for e := int64(0); e < t.windows; e++ {
+		mu := t.usual(e)
+		k := t.spikeAt(e)
+		if k >= 0 {
+			mu *= t.spikes[k].x
+		}
+		cnt := poisson(r, mu)
+		thr, learned := c.Threshold(&ln.p, e)
+		ln.observe(e, cnt)
+		if e >= 1440 {
+			if !learned {
+				thr = math.Inf(1) // too little history: the static threshold (scored apart)
+			}
+			d := divertedDivert(prev, cnt, thr)
+			res.adaptive.add(t, e, prev, cnt, thr, k >= 0, spiky)
+			for g := range res.static {
+				res.static[g].add(t, e, prev, cnt, grid[g], k >= 0, spiky)
+				if k >= 0 && !staticDetected[g][k] && divertedDivert(prev, cnt, grid[g]) >= 0.9*cnt {
+					staticDetected[g][k] = true
+					s := t.spikes[k]
+					res.static[g].detect = append(res.static[g].detect, float64(e-s.start+1))
+					res.static[g].detectVol = append(res.static[g].detectVol, t.mean*s.x*float64(s.end-s.start))
+				}
+			}
+			if k >= 0 && !detected[k] && d >= 0.9*cnt {
+				detected[k] = true
+				s := t.spikes[k]
+				res.adaptive.detect = append(res.adaptive.detect, float64(e-s.start+1))
+				res.adaptive.detectVol = append(res.adaptive.detectVol, t.mean*s.x*float64(s.end-s.start))
+			}
+			if t.shape == "stepup" && e >= t.from && e < t.from+2*1440 && k < 0 && d > 0.01*cnt {
+				lastDiv = e
+			}
+			if t.shape == "pause" && !spiky && e >= t.to && e < t.to+2*1440 {
+				res.returnVol += cnt
+				res.returnDiv += d
+			}
+		}
+		prev = cnt
+	}
+	for k := range t.spikes {
+		res.adaptive.spikesSeen++
+		if !detected[k] {
+			res.adaptive.undetected++
+		}
+		for g := range res.static {
+			res.static[g].spikesSeen++
+			if !staticDetected[g][k] {
+				res.static[g].undetected++
+			}
+		}
+	}
+	if t.shape == "stepup" {
+		h := 0.0
+		if lastDiv >= 0 {
+			h = float64(lastDiv-t.from+1) / 60
+		}
+		res.steps++
+		res.stepAfterSum += h
+		res.stepAfterMax = max(res.stepAfterMax, h)
+	}
+}
+
 // BenchmarkSpikeTrace scores the adaptive threshold against the best single static
 // threshold chosen in hindsight (the one diverting spikes best, by F1 of spike volume in
-// divert mode, from a grid of 16 over 10 to 10^7 a minute), on the trace above, days 2 to
-// 7, both modes. Divert: a window's records go to overflow while the sliding count is at
-// or over the threshold; cap: what a window holds over the threshold. Recall is the share
-// of spike windows' records diverted (cap: of their excess over the usual volume);
-// precision the share of diverted records that were in a spike; false overflow the share
-// of spike-free teams' records diverted; peak the records diverted within an hour of a
-// spike-free team's daily peak; detection the windows from a spike's start to the first
-// with ≥ 90% of it diverted (divert), the mean over spikes detected weighed by their
-// volume, and the median. Each team is learned as the gate learns it (trLearner). A
-// simulation of windows: run it with -benchtime 1x.
+// divert mode, from a grid of 16 over 10 to 10^7 a minute; each set of teams its own), on
+// the trace above from day 2 on, both modes: over all teams (the keys without a shape), over the trace of issue 22
+// alone (_daily) and over each shape of issue 35 (_<shape>). Divert: a window's records
+// go to overflow while the sliding count is at or over the threshold; cap: what a window
+// holds over the threshold. Recall is the share of spike windows' records diverted (cap:
+// of their excess over the usual volume); precision the share of diverted records that
+// were in a spike; false overflow the share of spike-free teams' records diverted; peak
+// the records diverted within an hour of a spike-free team's daily peak; detection the
+// windows from a spike's start to the first with ≥ 90% of it diverted (divert), the mean
+// over spikes detected weighed by their volume, and the median. Step-up teams: the hours
+// from the step until it is accepted (the last window with more than 1% diverted), the
+// most and the mean; pause teams: records diverted in the two days after the pause. Each
+// team is learned as the gate learns it (trLearner). A simulation of windows: run it
+// with -benchtime 1x.
 func BenchmarkSpikeTrace(b *testing.B) {
 	if f := flag.Lookup("test.benchtime"); f == nil || f.Value.String() != "1x" {
 		b.Skip("a simulation: run with -benchtime 1x")
@@ -217,96 +455,109 @@ func BenchmarkSpikeTrace(b *testing.B) {
 		grid[i] = 10 * math.Pow(1e6, float64(i)/float64(len(grid)-1))
 	}
 	for b.Loop() {
-		static := make([]trScore, len(grid))
-		var adaptive trScore
+		// Each shape's teams scored apart, on as many goroutines as there are CPUs.
+		byShape := map[string]*trResult{}
+		for _, sh := range append([]string{"daily"}, trShapes...) {
+			byShape[sh] = &trResult{static: make([]trScore, len(grid))}
+		}
+		jobs := make(chan int)
+		var mu gosync.Mutex
+		var wg gosync.WaitGroup
+		for range runtime.GOMAXPROCS(0) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				own := map[string]*trResult{}
+				for i := range jobs {
+					sh := teams[i].shape
+					if own[sh] == nil {
+						own[sh] = &trResult{static: make([]trScore, len(grid))}
+					}
+					trRun(c, teams, i, grid, own[sh])
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for sh, r := range own {
+					byShape[sh].merge(r)
+				}
+			}()
+		}
 		for i := range teams {
-			t := &teams[i]
-			r := rand.New(rand.NewPCG(t.seed, 1))
-			ln := trLearner{c: c, team: strconv.Itoa(i)}
-			var prev float64
-			detected := make([]bool, len(t.spikes))
-			spiky := len(t.spikes) > 0
-			for e := int64(0); e < trWindows; e++ {
-				mu := t.usual(e)
-				k := t.spikeAt(e)
-				if k >= 0 {
-					mu *= t.spikes[k].x
-				}
-				cnt := poisson(r, mu)
-				thr, learned := c.Threshold(&ln.p, e)
-				ln.observe(e, cnt)
-				if e >= 1440 {
-					if !learned {
-						thr = math.Inf(1) // too little history: the static threshold (scored apart)
-					}
-					adaptive.add(t, e, prev, cnt, thr, k >= 0, spiky)
-					for g := range static {
-						static[g].add(t, e, prev, cnt, grid[g], k >= 0, spiky)
-					}
-					if k >= 0 && !detected[k] && divertedDivert(prev, cnt, thr) >= 0.9*cnt {
-						detected[k] = true
-						s := t.spikes[k]
-						adaptive.detect = append(adaptive.detect, float64(e-s.start+1))
-						adaptive.detectVol = append(adaptive.detectVol, t.mean*s.x*float64(s.end-s.start))
-					}
-				}
-				prev = cnt
-			}
-			for k := range t.spikes {
-				adaptive.spikesSeen++
-				if !detected[k] {
-					adaptive.undetected++
-				}
-			}
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+		all := &trResult{static: make([]trScore, len(grid))}
+		for _, r := range byShape {
+			all.merge(r)
 		}
 		if *spikeChart != "" {
 			if err := drawTeam(c, teams, *spikeChart); err != nil {
 				b.Fatal(err)
 			}
 		}
-		// The best static threshold, by F1 in divert mode.
-		bi, bf := 0, -1.0
-		for k := range static {
-			r, p, _, _, _, _, _, _ := static[k].metrics()
-			if f := 2 * p * r / math.Max(p+r, 1e-12); f > bf {
-				bi, bf = k, f
+		// The best static threshold in hindsight, by F1 in divert mode: over all teams for
+		// the keys without a shape, each shape's own for its keys.
+		best := func(res *trResult) int {
+			bi, bf := 0, -1.0
+			for k := range res.static {
+				r, p, _, _, _, _, _, _ := res.static[k].metrics()
+				if f := 2 * p * r / math.Max(p+r, 1e-12); f > bf {
+					bi, bf = k, f
+				}
+			}
+			return bi
+		}
+		report := func(suffix string, res *trResult) {
+			bi := best(res)
+			a := &res.adaptive
+			ar, ap, af, apk, arc, apc, afc, apkc := a.metrics()
+			sr, sp, sf, spk, src, spc, sfc, spkc := res.static[bi].metrics()
+			mean, med := a.detection()
+			smean, smed := res.static[bi].detection()
+			m := func(v float64, key string) { b.ReportMetric(v, strings.Replace(key, "$", suffix, 1)) }
+			if a.spikeVol > 0 {
+				m(ar, "adaptive_spike_recall$")
+				m(ap, "adaptive_spike_precision$")
+				m(mean, "adaptive_detect_windows$")
+				m(med, "adaptive_detect_windows_median$")
+				m(float64(a.undetected), "adaptive_spikes_undetected$")
+				// The static threshold's: over the spikes it diverts at all, which its
+				// undetected count says how many of.
+				m(smean, "adaptive_detect_windows$_static")
+				m(smed, "adaptive_detect_windows_median$_static")
+				m(float64(res.static[bi].undetected), "adaptive_spikes_undetected$_static")
+				m(float64(a.spikesSeen), "spikes$")
+				m(arc, "adaptive_spike_recall_cap$")
+				m(apc, "adaptive_spike_precision_cap$")
+				m(sr, "adaptive_spike_recall$_static")
+				m(sp, "adaptive_spike_precision$_static")
+				m(src, "adaptive_spike_recall_cap$_static")
+				m(spc, "adaptive_spike_precision_cap$_static")
+			}
+			m(af, "adaptive_false_overflow_share$")
+			m(apk, "adaptive_peak_false_overflow$")
+			m(afc, "adaptive_false_overflow_share_cap$")
+			m(apkc, "adaptive_peak_false_overflow_cap$")
+			m(sf, "adaptive_false_overflow_share$_static")
+			m(spk, "adaptive_peak_false_overflow$_static")
+			m(sfc, "adaptive_false_overflow_share_cap$_static")
+			m(spkc, "adaptive_peak_false_overflow_cap$_static")
+			if suffix != "" {
+				m(grid[bi], "static_best_threshold_per_min$")
 			}
 		}
-		ar, ap, af, apk, arc, apc, afc, apkc := adaptive.metrics()
-		sr, sp, sf, spk, src, spc, sfc, spkc := static[bi].metrics()
-		// Detection weighed by each spike's volume: a spike of a team sending a few records
-		// a minute, under the floor, matters as little as it weighs.
-		var mean, vol float64
-		for i, d := range adaptive.detect {
-			mean += d * adaptive.detectVol[i]
-			vol += adaptive.detectVol[i]
+		report("", all)
+		for sh, res := range byShape {
+			report("_"+sh, res)
 		}
-		mean /= math.Max(vol, 1)
-		med := append([]float64(nil), adaptive.detect...)
-		sort.Float64s(med)
-		b.ReportMetric(ar, "adaptive_spike_recall")
-		b.ReportMetric(ap, "adaptive_spike_precision")
-		b.ReportMetric(af, "adaptive_false_overflow_share")
-		b.ReportMetric(apk, "adaptive_peak_false_overflow")
-		b.ReportMetric(mean, "adaptive_detect_windows")
-		if len(med) > 0 {
-			b.ReportMetric(med[len(med)/2], "adaptive_detect_windows_median")
-		}
-		b.ReportMetric(float64(adaptive.undetected), "adaptive_spikes_undetected")
-		b.ReportMetric(float64(adaptive.spikesSeen), "spikes")
-		b.ReportMetric(arc, "adaptive_spike_recall_cap")
-		b.ReportMetric(apc, "adaptive_spike_precision_cap")
-		b.ReportMetric(afc, "adaptive_false_overflow_share_cap")
-		b.ReportMetric(apkc, "adaptive_peak_false_overflow_cap")
-		b.ReportMetric(sr, "adaptive_spike_recall_static")
-		b.ReportMetric(sp, "adaptive_spike_precision_static")
-		b.ReportMetric(sf, "adaptive_false_overflow_share_static")
-		b.ReportMetric(spk, "adaptive_peak_false_overflow_static")
-		b.ReportMetric(src, "adaptive_spike_recall_cap_static")
-		b.ReportMetric(spc, "adaptive_spike_precision_cap_static")
-		b.ReportMetric(sfc, "adaptive_false_overflow_share_cap_static")
-		b.ReportMetric(spkc, "adaptive_peak_false_overflow_cap_static")
-		b.ReportMetric(grid[bi], "static_best_threshold_per_min")
+		st := byShape["stepup"]
+		b.ReportMetric(st.stepAfterMax, "adaptive_step_accepted_after_h")
+		b.ReportMetric(st.stepAfterSum/float64(max(st.steps, 1)), "adaptive_step_accepted_after_h_mean")
+		pa := byShape["pause"]
+		b.ReportMetric(pa.returnDiv, "adaptive_pause_return_diverted")
+		b.ReportMetric(pa.returnDiv/math.Max(pa.returnVol, 1), "adaptive_pause_return_share")
+		b.ReportMetric(grid[best(all)], "static_best_threshold_per_min")
 	}
 }
 

@@ -3,10 +3,12 @@ package sync
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capturegate/gate/internal/clock"
@@ -84,13 +86,7 @@ func TestAdaptiveFleetLearnsOneProfile(t *testing.T) {
 			carry[gi] += rate(now) * tick.Seconds() / 60 / 2
 			n := int64(carry[gi])
 			carry[gi] -= float64(n)
-			for k := range int64(5) {
-				at := now.Add(time.Duration(k) * tick / 5)
-				m := n / 5
-				if k == 4 {
-					m = n - 4*(n/5)
-				}
-				d := g.l.CheckAt(at, team, m)
+			checkSpread(g, now, tick, team, n, func(at time.Time, d limit.Decision) {
 				inPeak := at.Sub(day0) >= 42*time.Hour && at.Sub(day0) < 44*time.Hour
 				inSpike := !at.Before(spikeStart) && at.Before(spikeStart.Add(20*time.Minute))
 				switch {
@@ -104,7 +100,7 @@ func TestAdaptiveFleetLearnsOneProfile(t *testing.T) {
 						spikeAllowedLate++
 					}
 				}
-			}
+			})
 		}
 		clk.Set(now.Add(tick))
 		tickAll(t, gs...)
@@ -171,6 +167,19 @@ func TestAdaptiveFleetLearnsOneProfile(t *testing.T) {
 }
 
 const debugAdaptive = false
+
+// checkSpread checks n records of team on g in 5 checks spread over the tick from now,
+// handing each decision to each.
+func checkSpread(g *gate, now time.Time, tick time.Duration, team string, n int64, each func(at time.Time, d limit.Decision)) {
+	for k := range int64(5) {
+		at := now.Add(time.Duration(k) * tick / 5)
+		m := n / 5
+		if k == 4 {
+			m = n - 4*(n/5)
+		}
+		each(at, g.l.CheckAt(at, team, m))
+	}
+}
 
 func gatherCounter(t *testing.T, g *gate, name string) float64 {
 	t.Helper()
@@ -284,6 +293,99 @@ func TestAdaptiveCluster(t *testing.T) {
 		b, _ := gs[1].l.Snapshot(now, team)
 		if a.Source != limit.SourceLearned || a.Threshold != b.Threshold || a.Threshold < 2400 || a.Threshold > 4000 {
 			t.Errorf("%q: thresholds %d (%s) and %d (%s), want one learned near 4 x 800", team, a.Threshold, a.Source, b.Threshold, b.Source)
+		}
+	}
+}
+
+// TestAdaptiveFleetPauseAndStep: two gates on one real Redis, fake clock, 15 s ticks, each
+// seeing half of a team's traffic, through the two shapes of issue 35 that kept a team
+// diverted for good. The team sends 300 records a minute (learned after 6 hours); it goes
+// silent for 24 hours (both gates forget it) and comes back at 300: not one check is
+// limited. Two hours later it steps up for good to 3,000 a minute: a spike at first, caught
+// on both gates, which the shared profile ends by re-learning the team at its new volume
+// within GATE_ADAPTIVE_MAX_SPIKE (3 h) of the step; from then on it is accepted, both
+// gates count the spike as re-learned and log it so.
+func TestAdaptiveFleetPauseAndStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("39 simulated hours")
+	}
+	srv := redistest.Start(t)
+	day0 := epochStart.Truncate(24 * time.Hour)
+	clk := clock.NewFake(day0)
+	lc := limit.Config{Window: time.Minute, Threshold: 1_000_000, SyncInterval: 15 * time.Second,
+		Adaptive: &spike.Config{MinHistory: 6 * time.Hour}}
+	var logs [2]strings.Builder
+	var gs []*gate
+	for gi := range 2 {
+		g := newGate(t, clk, lc, Config{TickInterval: 15 * time.Second}, srv)
+		tk, err := New(g.l, g.tk.instances, Config{TickInterval: 15 * time.Second}, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logs[gi], nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.tk = tk
+		gs = append(gs, g)
+	}
+	const team = "steps"
+	pauseFrom, pauseTo := 8*time.Hour, 32*time.Hour
+	step := 34 * time.Hour
+	end := step + 5*time.Hour
+	rate := func(d time.Duration) float64 { // records a minute
+		switch {
+		case d >= pauseFrom && d < pauseTo:
+			return 0
+		case d >= step:
+			return 3000
+		}
+		return 300
+	}
+	tick := 15 * time.Second
+	var carry [2]float64
+	var backLimited, stepLimited int
+	var lastStepLimited time.Duration
+	for now := day0; now.Before(day0.Add(end)); now = now.Add(tick) {
+		for gi, g := range gs {
+			carry[gi] += rate(now.Sub(day0)) * tick.Seconds() / 60 / 2
+			n := int64(carry[gi])
+			carry[gi] -= float64(n)
+			if n == 0 {
+				continue
+			}
+			checkSpread(g, now, tick, team, n, func(at time.Time, d limit.Decision) {
+				switch since := at.Sub(day0); {
+				case since >= pauseTo && since < step && d.Limited:
+					backLimited++
+				case since >= step && d.Limited:
+					stepLimited++
+					lastStepLimited = since - step
+				}
+			})
+		}
+		clk.Set(now.Add(tick))
+		tickAll(t, gs...)
+	}
+	if backLimited > 0 {
+		t.Errorf("back at its usual volume after 24 h of silence: %d checks limited, want none", backLimited)
+	}
+	maxSpike := spike.DefaultMaxSpike
+	switch {
+	case stepLimited == 0:
+		t.Error("a lasting step to 10 ×: never limited, want it caught as a spike first")
+	case lastStepLimited > maxSpike:
+		t.Errorf("a lasting step to 10 ×: limited until %v after it, want accepted within GATE_ADAPTIVE_MAX_SPIKE (%v)", lastStepLimited, maxSpike)
+	}
+	p, ok := storedProfile(t, srv, team)
+	if !ok || p.Relearned == 0 {
+		t.Errorf("stored profile %+v: no spike ended by re-learning", p)
+	}
+	for gi, g := range gs {
+		if n := gatherCounter(t, g, "gate_limiter_spikes_relearned_total"); n < 1 {
+			t.Errorf("gate %d: gate_limiter_spikes_relearned_total %v, want the step's spike counted", gi, n)
+		}
+		if !strings.Contains(logs[gi].String(), "spike ended: it lasted GATE_ADAPTIVE_MAX_SPIKE, team re-learned at its new volume") {
+			t.Errorf("gate %d logged no re-learned spike:\n%s", gi, logs[gi].String())
+		}
+		if st, _ := g.l.Snapshot(clk.Now(), team); !st.SpikeSince.IsZero() || st.Limited {
+			t.Errorf("gate %d at the end: %+v, want accepted, in no spike", gi, st)
 		}
 	}
 }

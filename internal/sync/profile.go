@@ -203,6 +203,12 @@ func (t *Ticker) logSpikes(ls *limitState) {
 				"threshold", s.Threshold, "baseline", fmt.Sprintf("%.1f", s.Baseline))
 			continue
 		}
+		if s.Relearned {
+			t.log.Info("spike ended: it lasted GATE_ADAPTIVE_MAX_SPIKE, team re-learned at its new volume", "team", s.Team,
+				"threshold", s.Threshold, "new_threshold", s.NewThreshold, "baseline", fmt.Sprintf("%.1f", s.Baseline),
+				"duration", s.At.Sub(s.Since).Round(time.Second), slog.Time("since", s.Since))
+			continue
+		}
 		t.log.Info("spike ended", "team", s.Team, "threshold", s.Threshold,
 			"baseline", fmt.Sprintf("%.1f", s.Baseline), "duration", s.At.Sub(s.Since).Round(time.Second), slog.Time("since", s.Since))
 	}

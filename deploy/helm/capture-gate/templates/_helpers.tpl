@@ -388,6 +388,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.limit.adaptive.ceiling | int64 | quote }}
 - name: GATE_ADAPTIVE_HALF_LIFE
   value: {{ $v.limit.adaptive.halfLife | quote }}
+- name: GATE_ADAPTIVE_MAX_SPIKE
+  value: {{ $v.limit.adaptive.maxSpike | quote }}
 - name: GATE_ADAPTIVE_MIN_HISTORY
   value: {{ $v.limit.adaptive.minHistory | quote }}
 - name: GATE_CLOCK

@@ -1,0 +1,205 @@
+package spike
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The shapes of real teams' traffic (issue 35), each run through the learner as the gate
+// drives it (trLearner: window F folded during F + 2, at the windows NextFold names,
+// FoldScheduled), with Poisson counts around the usual volume, scored as divert mode
+// diverts (divertedDivert).
+
+// shapeRun is what divert mode did to a team over its windows.
+type shapeRun struct {
+	diverted []float64 // per window
+	counts   []float64
+	p        Profile // the profile at the end
+	relearn  int64   // the last window a spike was ended by re-learning, -1 none
+}
+
+// divertedIn is the share of the records of windows [from, to) diverted.
+func (r *shapeRun) divertedIn(from, to int64) float64 {
+	var d, n float64
+	for e := from; e < to && e < int64(len(r.counts)); e++ {
+		d += r.diverted[e]
+		n += r.counts[e]
+	}
+	return d / math.Max(n, 1)
+}
+
+// lastDiverted is the last window in [from, to) with more than 1% of its records diverted,
+// or -1.
+func (r *shapeRun) lastDiverted(from, to int64) int64 {
+	last := int64(-1)
+	for e := from; e < to && e < int64(len(r.counts)); e++ {
+		if r.diverted[e] > 0.01*r.counts[e] {
+			last = e
+		}
+	}
+	return last
+}
+
+func runShape(t *testing.T, c Config, windows int64, usual func(e int64) float64) *shapeRun {
+	t.Helper()
+	r := rand.New(rand.NewPCG(35, 1))
+	ln := trLearner{c: c, team: "shape"}
+	run := &shapeRun{diverted: make([]float64, windows), counts: make([]float64, windows), relearn: -1}
+	var prev float64
+	for e := range windows {
+		cnt := poisson(r, usual(e))
+		if thr, ok := c.Threshold(&ln.p, e); ok {
+			run.diverted[e] = divertedDivert(prev, cnt, thr)
+		}
+		run.counts[e] = cnt
+		ln.observe(e, cnt)
+		if ln.p.Relearned > 0 {
+			run.relearn = ln.p.Relearned
+		}
+		prev = cnt
+	}
+	run.p = ln.p
+	return run
+}
+
+// daily is a usual volume of mean records a minute with a daily cycle of amplitude 0.5
+// peaking at 20:00 UTC.
+func daily(mean float64, e int64) float64 {
+	return mean * (1 + 0.5*math.Cos(2*math.Pi*(float64(e%1440)/60-20)/24))
+}
+
+// TestPauseIsNotANewNormal: a team at its usual volume goes silent for 6, 24 and 72 hours
+// from day 3 and comes back at that volume: nothing of it is diverted afterwards (before
+// issue 35, after 24 or 72 hours it was diverted whole, for good).
+func TestPauseIsNotANewNormal(t *testing.T) {
+	c := cfg(t)
+	for _, hours := range []int64{6, 24, 72} {
+		from := int64(3*1440 + 10*60)
+		to := from + hours*60
+		run := runShape(t, c, to+3*1440, func(e int64) float64 {
+			if e >= from && e < to {
+				return 0
+			}
+			return daily(1000, e)
+		})
+		if d := run.divertedIn(to, to+3*1440); d != 0 {
+			t.Errorf("back after %d h of silence: %.2f%% of the next three days diverted, want none", hours, 100*d)
+		}
+	}
+}
+
+// TestLastingStepIsAccepted: a team that steps up for good to 6 × and 20 × its volume is
+// diverted at first (a spike) and accepted again within MaxSpike of the step, the profile
+// recording the spike ended by re-learning; a step to 3 × (under the factor) is never
+// diverted (before issue 35, 6 × and 20 × were diverted whole four days later).
+func TestLastingStepIsAccepted(t *testing.T) {
+	c := cfg(t)
+	maxW := int64(c.MaxSpike / c.Window)
+	for _, x := range []float64{3, 6, 20} {
+		step := int64(3*1440 + 14*60)
+		end := step + 4*1440
+		run := runShape(t, c, end, func(e int64) float64 {
+			if e >= step {
+				return x * daily(1000, e)
+			}
+			return daily(1000, e)
+		})
+		last := run.lastDiverted(step, end)
+		switch {
+		case x < c.Factor && last >= 0:
+			t.Errorf("a step to %g × (under the factor %g): diverted until %d min after it, want never", x, c.Factor, last-step)
+		case x >= c.Factor && last < 0:
+			t.Errorf("a step to %g ×: never diverted, want it caught as a spike first", x)
+		case x >= c.Factor && last-step+1 > maxW:
+			t.Errorf("a step to %g ×: diverted until %d min after it, want accepted within MaxSpike (%d min)", x, last-step+1, maxW)
+		case x >= c.Factor && run.relearn < step:
+			t.Errorf("a step to %g ×: no spike ended by re-learning recorded (Relearned %d)", x, run.relearn)
+		}
+		if d := run.divertedIn(step+maxW, end); d != 0 {
+			t.Errorf("a step to %g ×: %.3f%% diverted after MaxSpike, want none", x, 100*d)
+		}
+	}
+}
+
+// TestRealSpikeStillCaught: spikes of 5 × and 100 × lasting 120 minutes (the longest real
+// spikes) are diverted from their second window to their end, and not re-learned.
+func TestRealSpikeStillCaught(t *testing.T) {
+	c := cfg(t)
+	for _, x := range []float64{5, 100} {
+		start := int64(4*1440 + 11*60)
+		run := runShape(t, c, start+1440, func(e int64) float64 {
+			if e >= start && e < start+120 {
+				return x * daily(1000, e)
+			}
+			return daily(1000, e)
+		})
+		if d := run.divertedIn(start+1, start+120); d < 0.99 {
+			t.Errorf("a 120-minute spike of %g ×: %.1f%% diverted after its first window, want it all", x, 100*d)
+		}
+		if run.relearn >= 0 {
+			t.Errorf("a 120-minute spike of %g × re-learned at window %d: want it not learned", x, run.relearn-start)
+		}
+		if d := run.divertedIn(start+120+5, start+1440); d != 0 {
+			t.Errorf("after a %g × spike: %.3f%% diverted, want none", x, 100*d)
+		}
+	}
+}
+
+// TestWeeklyCycle: a business-day team whose weekdays are 5, 8 and 12 × its weekend, no
+// spike, over three weeks: at most 0.1% of its records in the second and third weeks are
+// diverted (before issue 35, 95% at 8 ×).
+func TestWeeklyCycle(t *testing.T) {
+	c := cfg(t)
+	for _, ratio := range []float64{5, 8, 12} {
+		run := runShape(t, c, 21*1440, func(e int64) float64 {
+			v := daily(2000, e)
+			if weekend(e) {
+				v /= ratio
+			}
+			return v
+		})
+		if d := run.divertedIn(7*1440, 21*1440); d > 0.001 {
+			t.Errorf("weekdays %g × the weekend: %.2f%% of weeks 2 and 3 diverted, want at most 0.1%%", ratio, 100*d)
+		}
+		if sat, mon := run.p.week(c.weekday(2*1440)), run.p.week(c.weekday(4*1440)); mon/sat < ratio/2 {
+			t.Errorf("weekdays %g × the weekend: learned Monday %.2f, Saturday %.2f; want the week's shape", ratio, mon, sat)
+		}
+	}
+}
+
+// TestDailyImportRecurs: a nightly import filling the hour from 02:00 at 20 × the team's
+// volume, starting on day 3, is caught on its first nights and learned from its fourth:
+// nothing of the import is diverted from the fifth night on.
+func TestDailyImportRecurs(t *testing.T) {
+	c := cfg(t)
+	start := int64(3 * 1440)
+	run := runShape(t, c, start+8*1440, func(e int64) float64 {
+		if e >= start && e%1440 >= 120 && e%1440 < 180 {
+			return 20 * daily(1000, e)
+		}
+		return daily(1000, e)
+	})
+	if d := run.divertedIn(start+120, start+180); d < 0.9 {
+		t.Errorf("the first night's import: %.1f%% diverted, want it caught", 100*d)
+	}
+	for night := int64(4); night < 8; night++ {
+		at := start + night*1440 + 120
+		if d := run.divertedIn(at, at+60); d != 0 {
+			t.Errorf("night %d's import: %.1f%% diverted, want it learned as the hour's volume", night+1, 100*d)
+		}
+	}
+}
+
+// TestMaxSpikeConfig: MaxSpike defaults to three hours and must leave room for a fold.
+func TestMaxSpikeConfig(t *testing.T) {
+	if c := cfg(t); c.MaxSpike != 3*time.Hour {
+		t.Errorf("default MaxSpike %s, want 3h", c.MaxSpike)
+	}
+	for _, d := range []time.Duration{30 * time.Minute, 8 * 24 * time.Hour} {
+		if _, err := (Config{Window: time.Minute, MaxSpike: d}).WithDefaults(); err == nil {
+			t.Errorf("MaxSpike %s accepted", d)
+		}
+	}
+}
