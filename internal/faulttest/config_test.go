@@ -73,6 +73,7 @@ var badConfig = map[string]string{
 	"GATE_ADAPTIVE_FLOOR":          "0",
 	"GATE_ADAPTIVE_CEILING":        "-1",
 	"GATE_ADAPTIVE_HALF_LIFE":      "soon",
+	"GATE_ADAPTIVE_MAX_SPIKE":      "10m",
 	"GATE_ADAPTIVE_MIN_HISTORY":    "a day",
 	"GATE_CACHE_CAPACITY":          "-1",
 	"GATE_CACHE_TTL":               "1d",

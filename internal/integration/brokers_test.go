@@ -247,7 +247,9 @@ func TestMinInsyncReplicas(t *testing.T) {
 			strings.Contains(body, "NOT_ENOUGH_REPLICAS")
 	})
 	// The line comes with /readyz's reason, not necessarily before a poll sees it.
-	g.WaitLog(t, time.Minute, "fewer than its min.insync.replicas 2")
+	faulttest.WaitFor(t, time.Minute, "an error line naming min.insync.replicas", func() bool {
+		return strings.Contains(g.Logs(), "fewer than its min.insync.replicas 2")
+	})
 
 	for _, id := range []int{2, 3} {
 		if err := k.JVM.Restart(id); err != nil {
