@@ -198,7 +198,8 @@ func TestTeamAPIAdaptive(t *testing.T) {
 	for i := range sw.Reads {
 		if r := &sw.Reads[i]; r.Team == "steady" {
 			// A day of history at 50 a window, folded up to the window before: not due.
-			p := spike.Profile{Epoch: r.Epoch - 1, Windows: 1440, Level: 50}
+			// An earlier spike ended by re-learning two hours ago (no part of the next).
+			p := spike.Profile{Epoch: r.Epoch - 1, Windows: 1440, Level: 50, Relearned: r.Epoch - 120}
 			lim.ApplyProfile(r, p, true, 0, t0)
 		}
 	}
@@ -222,6 +223,9 @@ func TestTeamAPIAdaptive(t *testing.T) {
 		s.Baseline == nil || *s.Baseline != 50 || s.SpikeSince == nil || !s.SpikeSince.Equal(t0) ||
 		s.SpikeEnds == nil || !s.SpikeEnds.Equal(t0.Add(spike.DefaultMaxSpike)) {
 		t.Errorf("steady: %+v, want a spike since %v ending by re-learning at %v", s, t0, t0.Add(spike.DefaultMaxSpike))
+	}
+	if s.RelearnedAt == nil || !s.RelearnedAt.Equal(t0.Add(-120*time.Minute)) {
+		t.Errorf("steady: relearned_at %v, want %v", s.RelearnedAt, t0.Add(-120*time.Minute))
 	}
 	if f := get("fresh"); f.ThresholdMode != "adaptive" || f.ThresholdSource != "static" || f.Threshold != 1_000_000 || f.Baseline != nil || f.SpikeSince != nil {
 		t.Errorf("fresh (no history yet): %+v", f)

@@ -375,3 +375,32 @@ func namesWith(t *testing.T, suffix string) names {
 
 // Outs are the output topics.
 func (n names) Outs() []string { return []string{n.Acc, n.Ovf, n.Dlq} }
+
+// allOK is err, else the first error among res, which errOf reads from each result: kadm's
+// admin calls answer each resource apart.
+func allOK[T any](res []T, err error, errOf func(T) error) error {
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if err := errOf(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allow creates the ACLs b builds, allowing principal (literal patterns), and fails t
+// on any error.
+func (k *kafka) allow(t *testing.T, b *kadm.ACLBuilder, principal string) {
+	t.Helper()
+	res, err := k.Admin.CreateACLs(t.Context(), b.Allow(principal).ResourcePatternType(kadm.ACLPatternLiteral))
+	if err := allOK(res, err, func(r kadm.CreateACLsResult) error {
+		if r.Err != nil {
+			return fmt.Errorf("on %s: %w", r.Name, r.Err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("creating ACLs for %s: %v", principal, err)
+	}
+}

@@ -67,14 +67,7 @@ func TestRetentionBelowLaggingGate(t *testing.T) {
 					{Op: kadm.SetConfig, Name: "retention.bytes", Value: &v1},
 					{Op: kadm.SetConfig, Name: "retention.ms", Value: &vNone},
 				}, s.n.In)
-				if err == nil {
-					for _, r := range res {
-						if r.Err != nil {
-							err = r.Err
-						}
-					}
-				}
-				if err != nil {
+				if err := allOK(res, err, func(r kadm.AlterConfigsResponse) error { return r.Err }); err != nil {
 					t.Fatalf("shrinking the input's retention: %v", err)
 				}
 				for range 3 {

@@ -27,14 +27,7 @@ func TestProduceQuota(t *testing.T) {
 		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &clientID}},
 		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 32 << 10}},
 	}})
-	if err == nil {
-		for _, r := range res {
-			if r.Err != nil {
-				err = r.Err
-			}
-		}
-	}
-	if err != nil {
+	if err := allOK(res, err, func(r kadm.AlteredClientQuota) error { return r.Err }); err != nil {
 		t.Fatalf("setting the produce quota: %v", err)
 	}
 	// The brokers apply a quota once its record reaches them through the metadata log.

@@ -101,15 +101,7 @@ func TestACLs(t *testing.T) {
 	s := newScenario(t, kafkaOpts{saslUsers: map[string]string{"admin": "admin-secret", "gate": "gate-secret"}}, 1, 1)
 	grant := func(b *kadm.ACLBuilder) {
 		t.Helper()
-		res, err := s.k.Admin.CreateACLs(t.Context(), b.Allow("User:gate").ResourcePatternType(kadm.ACLPatternLiteral))
-		if err != nil {
-			t.Fatalf("creating ACLs: %v", err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				t.Fatalf("creating ACL on %s: %v", r.Name, r.Err)
-			}
-		}
+		s.k.allow(t, b, "User:gate")
 	}
 	grant(kadm.NewACLs().Topics(s.n.In).Operations(kadm.OpRead, kadm.OpDescribe))
 	grant(kadm.NewACLs().Topics(s.n.Acc, s.n.Ovf).Operations(kadm.OpWrite, kadm.OpDescribe))
@@ -282,14 +274,6 @@ func grantAll(t *testing.T, s *scenario, user, txnID string) {
 		bs = append(bs, kadm.NewACLs().TransactionalIDs(txnID).Operations(kadm.OpWrite, kadm.OpDescribe))
 	}
 	for _, b := range bs {
-		res, err := s.k.Admin.CreateACLs(t.Context(), b.Allow("User:"+user).ResourcePatternType(kadm.ACLPatternLiteral))
-		if err != nil {
-			t.Fatalf("creating ACLs: %v", err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				t.Fatalf("creating ACL on %s: %v", r.Name, r.Err)
-			}
-		}
+		s.k.allow(t, b, "User:"+user)
 	}
 }

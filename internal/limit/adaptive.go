@@ -36,12 +36,6 @@ import (
 // it, the next fold folds the stored profile over both periods.
 
 const (
-	// spikeFoldSlack: the fleet's folds see a spike start up to a fold period (an hour at
-	// most, in windows of a minute or more: 60 windows) before or after this gate does, as
-	// they fold a period's windows at the rate of its last. A re-learning at most this
-	// many windows before this gate's spike started still ended that spike.
-	spikeFoldSlack = 60
-
 	// spikeFlagSlack: a hold flag set under a learned threshold is taken by a gate whose
 	// learned threshold differs by up to this share. Gates refresh a team's profile in the
 	// same window, not at the same instant, so two thresholds learned a fold apart differ
@@ -262,11 +256,7 @@ func (l *Limiter) trackSpike(ns int64, e *entry, ls *learned, thr int64, lvl flo
 	since := ls.since.Load()
 	held := e.thr.Load()&heldBit != 0
 	if since == 0 {
-		// Held by a hold of a spike just ended by re-learning is that spike's release,
-		// not a new one.
-		rl := ls.relearned.Load()
-		releasing := rl != 0 && ns-rl*l.windowNs < int64(l.adapt.cfg.MaxSpike)
-		if lt > 0 && thr == lt && (lvl >= float64(lt) || held && !releasing) {
+		if lt > 0 && thr == lt && (lvl >= float64(lt) || held) {
 			ls.since.Store(ns)
 			ls.spikeThr.Store(lt)
 			l.adapt.started.Add(1)
@@ -275,7 +265,7 @@ func (l *Limiter) trackSpike(ns int64, e *entry, ls *learned, thr int64, lvl flo
 		}
 		return
 	}
-	if rl := ls.relearned.Load(); rl != 0 && rl*l.windowNs >= since-l.windowNs*spikeFoldSlack {
+	if l.relearnedSince(ls, since) {
 		l.endSpike(e, ls, ns, into)
 		return
 	}
@@ -300,8 +290,7 @@ func (l *Limiter) endSpike(e *entry, ls *learned, ns int64, into *Sweep) {
 	}
 	l.adapt.ended.Add(1)
 	l.adapt.spiking.Add(-1)
-	rl := ls.relearned.Load()
-	relearned := rl != 0 && rl*l.windowNs >= since-l.windowNs*spikeFoldSlack
+	relearned := l.relearnedSince(ls, since)
 	if relearned {
 		l.adapt.relearned.Add(1)
 	}
@@ -309,6 +298,15 @@ func (l *Limiter) endSpike(e *entry, ls *learned, ns int64, into *Sweep) {
 		into.Spikes = append(into.Spikes, SpikeEvent{Team: e.team(), Since: time.Unix(0, since), At: time.Unix(0, ns), Threshold: ls.spikeThr.Load(), Baseline: math.Float64frombits(ls.base.Load()),
 			Relearned: relearned, NewThreshold: ls.thr.Load()})
 	}
+}
+
+// relearnedSince reports whether ls's profile ended a spike by re-learning the team at
+// its new volume, at or after since (unix ns) less a fold period: the fleet's folds see a
+// spike start up to a fold period before or after this gate does, as a fold takes its
+// period's windows at the rate of its last.
+func (l *Limiter) relearnedSince(ls *learned, since int64) bool {
+	rl := ls.relearned.Load()
+	return rl != 0 && rl*l.windowNs >= since-int64(spike.MaxFoldEvery)
 }
 
 // forgetLearned drops e's learned state: e left the cache. The caller holds e's shard lock.

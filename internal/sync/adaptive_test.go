@@ -381,6 +381,10 @@ func TestAdaptiveFleetPauseAndStep(t *testing.T) {
 		if n := gatherCounter(t, g, "gate_limiter_spikes_relearned_total"); n < 1 {
 			t.Errorf("gate %d: gate_limiter_spikes_relearned_total %v, want the step's spike counted", gi, n)
 		}
+		started, ended := gatherCounter(t, g, "gate_limiter_spikes_started_total"), gatherCounter(t, g, "gate_limiter_spikes_ended_total")
+		if started != 1 || ended != 1 {
+			t.Errorf("gate %d: %v spikes started, %v ended; want the step's one spike, ended (its hold's release no spike of its own)", gi, started, ended)
+		}
 		if !strings.Contains(logs[gi].String(), "spike ended: it lasted GATE_ADAPTIVE_MAX_SPIKE, team re-learned at its new volume") {
 			t.Errorf("gate %d logged no re-learned spike:\n%s", gi, logs[gi].String())
 		}
