@@ -117,6 +117,9 @@ type Parsed struct {
 	BytesPerEntity float64
 	// CPU is the last "cpu:" header line's value.
 	CPU string
+	// Parts are bench/run.sh's closing lines: each part and how long it took, then the
+	// total.
+	Parts []string
 	// Series is, per limiter (ours and each baseline), the fidelity chart's points:
 	// admitted per window ÷ threshold in the main cap scenario. Filled by Results.
 	Series map[string][]point
@@ -146,8 +149,18 @@ func Parse(r io.Reader) (*Parsed, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	pending := ""
+	inParts := false
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
+		if line == "=== bench parts (seconds)" {
+			inParts = true
+			continue
+		}
+		if inParts {
+			p.Parts = append(p.Parts, line)
+			inParts = !strings.HasPrefix(line, "total:")
+			continue
+		}
 		if m := memLine.FindStringSubmatch(line); m != nil {
 			if v, err := strconv.ParseFloat(m[1], 64); err == nil {
 				p.BytesPerEntity = v
@@ -185,6 +198,36 @@ func Parse(r io.Reader) (*Parsed, error) {
 		}
 	}
 	return p, sc.Err()
+}
+
+// worstRatio pairs the values of a and b for unit in run order (run i of a with run i of
+// b) and returns the worst of a ÷ b: the least, or with higher the greatest.
+func worstRatio(s Samples, a, b, unit string, higher bool) (float64, bool) {
+	as, bs := s[a][unit], s[b][unit]
+	n := min(len(as), len(bs))
+	worst, ok := 0.0, false
+	for i := range n {
+		if bs[i] <= 0 {
+			continue
+		}
+		r := as[i] / bs[i]
+		if !ok || higher && r > worst || !higher && r < worst {
+			worst, ok = r, true
+		}
+	}
+	return worst, ok
+}
+
+// failedTicks sums every benchmark's failed-ticks figure (see the sync benchmarks'
+// tickFailures); ok is false when no benchmark reported one.
+func failedTicks(s Samples) (float64, bool) {
+	sum, ok := 0.0, false
+	for _, units := range s {
+		for _, v := range units["failed-ticks"] {
+			sum, ok = sum+v, true
+		}
+	}
+	return sum, ok
 }
 
 // figures reports whether f is an iteration count followed by at least one value and unit.
@@ -240,6 +283,26 @@ func Results(p *Parsed) map[string]float64 {
 	if okGate && okPass && pass > 0 {
 		out["e2e_vs_passthrough_ratio"] = gate / pass
 	}
+	// CPU: the bench process's (user + system, every thread) per million records; the
+	// broker runs in a process of its own, so this is the client's alone.
+	gcpu, okGCPU := b.Mean(benchE2EGate, "cpu-s/Mrecords")
+	pcpu, okPCPU := b.Mean(benchE2EPass, "cpu-s/Mrecords")
+	if okGCPU {
+		out["e2e_gate_cpu_s_per_million_records"] = gcpu
+	}
+	if okPCPU {
+		out["e2e_passthrough_cpu_s_per_million_records"] = pcpu
+	}
+	if okGCPU && okPCPU && pcpu > 0 {
+		out["e2e_cpu_vs_passthrough_ratio"] = gcpu / pcpu
+	}
+	// The worst of the runs, each gate run against the pass-through run just before it.
+	if v, ok := worstRatio(b, benchE2EGate, benchE2EPass, "records/s", false); ok {
+		out["e2e_vs_passthrough_ratio_worst_run"] = v
+	}
+	if v, ok := worstRatio(b, benchE2EGate, benchE2EPass, "cpu-s/Mrecords", true); ok {
+		out["e2e_cpu_vs_passthrough_ratio_worst_run"] = v
+	}
 	if eos, ok := b.Mean(benchE2EExactly, "records/s"); ok {
 		out["e2e_exactly_once_records_per_s"] = eos
 		if okGate && gate > 0 {
@@ -260,6 +323,11 @@ func Results(p *Parsed) map[string]float64 {
 	}
 	if okRGate && okRPass && rpass > 0 {
 		out["real_kafka_e2e_vs_passthrough_ratio"] = rgate / rpass
+	}
+	rgcpu, ok1 := b.Mean(benchRealGate, "cpu-s/Mrecords")
+	rpcpu, ok2 := b.Mean(benchRealPass, "cpu-s/Mrecords")
+	if ok1 && ok2 && rpcpu > 0 {
+		out["real_kafka_cpu_vs_passthrough_ratio"] = rgcpu / rpcpu
 	}
 	if okRGate && okREOS && rgate > 0 {
 		out["real_kafka_eos_vs_alo_ratio"] = reos / rgate
@@ -419,6 +487,9 @@ func Results(p *Parsed) map[string]float64 {
 	if !math.IsNaN(p.BytesPerEntity) {
 		out["bytes_per_entity"] = p.BytesPerEntity
 	}
+	if v, ok := failedTicks(b); ok {
+		out["bench_failed_ticks"] = v
+	}
 	for k, v := range out {
 		out[k] = round(v)
 	}
@@ -485,11 +556,17 @@ var rows = []row{
 	{"e2e_gate_records_per_s", nil, "mean over the runs"},
 	{"e2e_passthrough_records_per_s", nil, "mean over the runs"},
 	{"e2e_vs_passthrough_ratio", ptr(atLeast(0.9)), "ratio of the means"},
+	{"e2e_vs_passthrough_ratio_worst_run", nil, "the least of the runs' ratios, each gate run against the pass-through run before it"},
+	{"e2e_gate_cpu_s_per_million_records", nil, "the bench process's CPU (user + system) per million records, the broker in a process of its own; mean over the runs"},
+	{"e2e_passthrough_cpu_s_per_million_records", nil, "the same, the pass-through"},
+	{"e2e_cpu_vs_passthrough_ratio", ptr(atMost(1.15)), "ratio of the means"},
+	{"e2e_cpu_vs_passthrough_ratio_worst_run", nil, "the greatest of the runs' ratios"},
 	{"e2e_exactly_once_records_per_s", nil, "the gate with exactly-once delivery (a transaction per poll, read_committed input), mean over the runs"},
 	{"e2e_exactly_once_vs_at_least_once", nil, "÷ e2e_gate_records_per_s (at-least-once, the default), ratio of the means"},
 	{"real_kafka_gate_records_per_s", nil, "BenchmarkRealKafka: Apache Kafka 4.3.1, one node on the same machine, mean over the runs"},
 	{"real_kafka_passthrough_records_per_s", nil, "the bare pass-through on the same broker, mean over the runs"},
 	{"real_kafka_e2e_vs_passthrough_ratio", ptr(atLeast(0.9)), "ratio of the means, same broker, same run"},
+	{"real_kafka_cpu_vs_passthrough_ratio", nil, "the bench process's CPU per record, gate ÷ pass-through, ratio of the means (the JVM broker is another process)"},
 	{"real_kafka_exactly_once_records_per_s", nil, "the gate with exactly-once delivery on the real transaction coordinator"},
 	{"real_kafka_eos_vs_alo_ratio", nil, "÷ real_kafka_gate_records_per_s, ratio of the means"},
 	{"real_kafka_latency_p50_ms", nil, "produced → readable on accepted, 2,000 records/s, at-least-once"},
@@ -557,6 +634,7 @@ var rows = []row{
 	{"bytes_per_entity_1m_teams", ptr(atMost(150)), "same run: heap held by the limiter and the tick per cached team"},
 	{"tick_all_teams_commands_per_tick", nil, "a tick with all 100k teams dirty (BenchmarkTick/standalone)"},
 	{"bytes_per_entity", ptr(atMost(150)), "heap per cached team at 300k teams"},
+	{"bench_failed_ticks", ptr(atMost(0)), "ticks the sync benchmarks saw fail (a read or write past its timeout: the machine too slow or too loaded for them), counted rather than stopping the run; a figure measured beside failed ticks is suspect"},
 }
 
 func ptr(g goal) *goal { return &g }
@@ -581,6 +659,7 @@ var fidelityRows = []row{
 type Machine struct {
 	GoVersion, CPU, Date, Load string
 	CPUs                       int
+	Parts                      []string // how long each part of the run took (Parsed.Parts)
 }
 
 func machine(benchCPU string) Machine {
@@ -655,9 +734,13 @@ func Markdown(res map[string]float64, m Machine) string {
 	if m.Load != "" {
 		fmt.Fprintf(&sb, ", load average at report time %s", m.Load)
 	}
-	sb.WriteString(".\n\n## Speed\n\n")
+	sb.WriteString(".\n")
+	if len(m.Parts) > 0 {
+		sb.WriteString("\nHow long each part of the run took (`bench/run.sh`):\n\n```\n" + strings.Join(m.Parts, "\n") + "\n```\n")
+	}
+	sb.WriteString("\n## Speed\n\n")
 	sb.WriteString(table(rows, res, func(k string) bool { return !isFidelity(k) }))
-	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of six runs, five of them interleaved), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the gate, the gate in exactly-once mode; a run's time includes joining the group and starting up, longer for the gate: runs of 200,000 records gave 0.87–0.89 where these give about 1), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
+	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of six runs, five of them interleaved), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone; a run's time includes joining the group and starting up), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
 	sb.WriteString("`hotpath_vs_sync_lua_speedup` compares like with like: one caller each, the check's serial ns/op turned into checks/s, divided by the Lua limiter's checks/s.\n")
 	sb.WriteString(fidelity(res))
 	var missed []string
@@ -766,7 +849,9 @@ func main() {
 	if err := os.WriteFile(*jsonPath, append(js, '\n'), 0o644); err != nil {
 		fatal(err)
 	}
-	if err := os.WriteFile(*mdPath, []byte(Markdown(res, machine(p.CPU))), 0o644); err != nil {
+	m := machine(p.CPU)
+	m.Parts = p.Parts
+	if err := os.WriteFile(*mdPath, []byte(Markdown(res, m)), 0o644); err != nil {
 		fatal(err)
 	}
 	if len(p.Series) > 0 {

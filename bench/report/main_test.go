@@ -47,6 +47,13 @@ func TestParseSample(t *testing.T) {
 		"redis_commands_per_tick":           34193,
 		"tick_all_teams_commands_per_tick":  200283,
 		"bytes_per_entity":                  92.2,
+		// Run i of the gate against run i of the pass-through: the least, the greatest.
+		"e2e_vs_passthrough_ratio_worst_run":        round(1076166.0 / 1118720),
+		"e2e_gate_cpu_s_per_million_records":        round((1.65 + 1.80 + 1.61) / 3),
+		"e2e_passthrough_cpu_s_per_million_records": round((1.50 + 1.60 + 1.40) / 3),
+		"e2e_cpu_vs_passthrough_ratio":              round((1.65 + 1.80 + 1.61) / (1.50 + 1.60 + 1.40)),
+		"e2e_cpu_vs_passthrough_ratio_worst_run":    round(1.61 / 1.40),
+		"bench_failed_ticks":                        2,
 	}
 	for k, w := range want {
 		if g, ok := res[k]; !ok || math.Abs(g-w) > 1e-9 {

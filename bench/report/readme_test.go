@@ -33,7 +33,7 @@ func TestReadmeTableRows(t *testing.T) {
 	for _, want := range []string{
 		"| check ÷ a bare sharded-map lookup of the same keys | 1.2 | ≤ 1.5 | yes |",
 		"| heap per cached team (bytes) | 200 | ≤ 150 | no |",
-		"| whole gate, records/s (in-process broker) | 1000000 | — | — |",
+		"| whole gate, records/s (franz-go's kfake broker, a process of its own) | 1000000 | — | — |",
 		"| per-record check, one goroutine (ns) | not measured | — | — |",
 		"| divert, 4 gates, a team jumps 0.5 → 5 ×: ticks to divert it | not measured | ≤ 3 | — |",
 	} {

@@ -2,12 +2,18 @@ package consume
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/limit"
@@ -16,26 +22,35 @@ import (
 
 const benchParts = 4
 
-// BenchmarkEndToEnd measures records per second through the in-process broker, from a
+// e2eProfile, when set, writes a CPU profile of each BenchmarkEndToEnd and
+// BenchmarkRealKafka run's timed part (its setup left out) to <prefix>-<mode>.pprof.
+var e2eProfile = flag.String("e2e-cpuprofile", "", "write a CPU profile of each end-to-end run's timed part to `prefix`-<mode>.pprof")
+
+// BenchmarkEndToEnd measures records per second through franz-go's kfake broker, from a
 // pre-filled input topic to every offset committed, for the whole gate (at-least-once,
 // the default, and exactly-once) and for a bare franz-go consume→produce→commit
-// pass-through with the same client settings. Run it with a fixed count (-benchtime
-// 1000000x, as make bench does): each op is one record. A run's time includes joining the
-// group and starting up, longer for the gate, which weighs on short runs. Compare the
-// three within one run; the broker shares the machine with the client, so absolute rates
-// are low.
+// pass-through with the same client settings, and the bench process's CPU seconds per
+// million records. Run it with a fixed count (-benchtime 1000000x, as make bench does):
+// each op is one record. The broker runs in a process of its own (kfakeProc), so the CPU
+// figure is the client's; it shares the machine's cores with the client, and a run's
+// time includes joining the group and starting up, so compare the three within one run.
 func BenchmarkEndToEnd(b *testing.B) {
-	runEndToEnd(b, func(b *testing.B, _ string) *benchEnv { return newBenchEnv(b, b.N) })
+	k := startKfakeProc(b)
+	runEndToEnd(b, func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, k, mode, b.N) })
 }
 
 // runEndToEnd runs the pass-through, the gate and the gate with exactly-once delivery
 // as sub-benchmarks, each on an environment of b.N records that newEnv makes for the
-// mode, and reports records/s.
+// mode, and reports records/s and the process's CPU seconds (user + system, every
+// thread) per million records over the timed part.
 func runEndToEnd(b *testing.B, newEnv func(b *testing.B, mode string) *benchEnv) {
 	for _, mode := range []string{"passthrough", "gate", "exactly-once"} {
 		b.Run(mode, func(b *testing.B) {
 			env := newEnv(b, mode)
+			runtime.GC()
+			stopProfile := startE2EProfile(b, mode)
 			b.ResetTimer()
+			cpu0 := processCPU(b)
 			start := time.Now()
 			var elapsed time.Duration
 			switch mode {
@@ -48,9 +63,42 @@ func runEndToEnd(b *testing.B, newEnv func(b *testing.B, mode string) *benchEnv)
 				env.runPassthrough(b)
 				elapsed = time.Since(start)
 			}
+			cpu := processCPU(b) - cpu0
 			b.StopTimer()
+			stopProfile()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
+			b.ReportMetric(cpu.Seconds()/float64(b.N)*1e6, "cpu-s/Mrecords")
 		})
+	}
+}
+
+// processCPU returns the user and system CPU time this process has used, all threads.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// startE2EProfile starts a CPU profile of mode's timed part when -e2e-cpuprofile is
+// set, and returns what stops it.
+func startE2EProfile(b *testing.B, mode string) func() {
+	if *e2eProfile == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s-%s.pprof", *e2eProfile, mode))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
 	}
 }
 
@@ -65,26 +113,65 @@ type benchEnv struct {
 	behind func() []string
 }
 
-// newBenchEnv starts a broker and fills the input topic with n JSON events over 10k
-// teams, Zipf-spread, about 200 bytes each.
-func newBenchEnv(b *testing.B, n int) *benchEnv {
+// benchBroker is what the end-to-end benches need of a broker: kfakeProc and Apache
+// Kafka (kafkatest.Cluster) both have it.
+type benchBroker interface {
+	Addrs() []string
+	Client(t testing.TB, opts ...kgo.Opt) *kgo.Client
+	Admin(t testing.TB) *kadm.Client
+	CreateTopic(t testing.TB, topic string, partitions int32, configs ...string)
+}
+
+// newBrokerBenchEnv creates a run's topics on c (input benchParts partitions, outputs
+// 3), fills the input with n JSON events over 10k teams, Zipf-spread, about 200 bytes
+// each, and returns the run's settings.
+func newBrokerBenchEnv(b *testing.B, c benchBroker, name string, n int) *benchEnv {
 	b.Helper()
-	c := newCluster(b, benchParts)
-	prod := producer(b, c)
-	benchRecords(inTopic, n, func(recs []*kgo.Record) { produceAll(b, prod, recs) })
+	run := fmt.Sprintf("bench-%s-%d-%d", name, n, time.Now().UnixNano())
+	e := &benchEnv{n: n, in: run + ".in", acc: run + ".acc", ovf: run + ".ovf", dlq: run + ".dlq"}
+	c.CreateTopic(b, e.in, benchParts)
+	for _, t := range []string{e.acc, e.ovf, e.dlq} {
+		c.CreateTopic(b, t, 3)
+	}
+	prod := c.Client(b, kgo.ProducerLinger(5*time.Millisecond))
+	benchRecords(e.in, n, func(recs []*kgo.Record) {
+		if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			b.Fatalf("filling the input: %v", err)
+		}
+	})
+	adm := c.Admin(b)
+	ends, err := adm.ListEndOffsets(context.Background(), e.in)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.ends = map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { e.ends[o.Partition] = o.Offset })
 	cfg, err := Config{
-		Brokers: c.ListenAddrs(), InputTopic: inTopic, GroupID: testGroup,
+		Brokers: c.Addrs(), InputTopic: e.in, GroupID: run,
 		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond), kgo.MetadataMinAge(50 * time.Millisecond)},
 	}.withDefaults()
 	if err != nil {
 		b.Fatal(err)
 	}
-	ends := map[int32]int64{}
-	for p := range int32(benchParts) {
-		ends[p] = c.PartitionInfo(inTopic, p).HighWatermark
+	e.cfg = cfg
+	e.behind = func() []string {
+		os, err := adm.FetchOffsets(context.Background(), run)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		var behind []string
+		for p, end := range e.ends {
+			o, ok := os.Lookup(e.in, p)
+			if end > 0 && (!ok || o.At != end) {
+				behind = append(behind, fmt.Sprintf("%d:%d/%d", p, o.At, end))
+			}
+		}
+		return behind
 	}
-	return &benchEnv{cfg: cfg, n: n, in: inTopic, acc: accTopic, ovf: ovfTopic, dlq: dlqTopic, ends: ends,
-		behind: func() []string { return committedBehind(c, benchParts) }}
+	return e
 }
 
 // benchRecords are n JSON events over 10k teams, Zipf-spread, about 200 bytes each, on

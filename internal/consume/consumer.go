@@ -456,6 +456,11 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	b := w.p.add(last.Offset+1, last.LeaderEpoch, len(w.recs))
 	var now time.Time
 	rctx := c.route
+	// One allocation for the records in flight, not one each (a slab lives while any
+	// of its records is in flight or queued for a retry), and one count of them for the
+	// quiescence check, which the producer's promises count down record by record.
+	fs := make([]failed, len(w.recs))
+	c.outstanding.Add(int64(len(w.recs)))
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
 			now = c.clock.Now()
@@ -463,12 +468,13 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		if rctx.Err() != nil || c.runCtx.Err() != nil || c.retry.pending.Load() > 0 && !c.holdRouting(rctx, w.p) {
 			// Shutting down, a rebalance waiting, or the partition revoked or
 			// stopped: the rest is not routed now.
+			c.outstanding.Add(-int64(len(w.recs) - i))
 			c.unroute(w, b, i)
 			return
 		}
-		f := &failed{b: b, in: in}
+		f := &fs[i]
+		f.b, f.in = b, in
 		c.router.RouteInto(now, in, s, &f.out)
-		c.outstanding.Add(1)
 		c.cl.Produce(rctx, &f.out, c.promise)
 	}
 	c.setLag(w.p, w.hwm, last.Offset+1)

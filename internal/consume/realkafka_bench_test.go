@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/kafkatest"
@@ -28,60 +27,9 @@ func BenchmarkRealKafka(b *testing.B) {
 	c := kafkatest.Start(b, kafkatest.Options{Heap: "1g", Throughput: true})
 	// A JVM is slow until its code is compiled: a pass-through of 200,000 records, not
 	// timed, first, so that the first timed run does not pay for it.
-	warm := newRealBenchEnv(b, c, "warm-up", 200_000)
+	warm := newBrokerBenchEnv(b, c, "warm-up", 200_000)
 	warm.runPassthrough(b)
-	runEndToEnd(b, func(b *testing.B, mode string) *benchEnv { return newRealBenchEnv(b, c, mode, b.N) })
-}
-
-// newRealBenchEnv creates a run's topics on c (input benchParts partitions, outputs 3),
-// fills the input with n records as newBenchEnv does, and returns the run's settings.
-func newRealBenchEnv(b *testing.B, c *kafkatest.Cluster, name string, n int) *benchEnv {
-	b.Helper()
-	run := fmt.Sprintf("bench-%s-%d-%d", name, n, time.Now().UnixNano())
-	e := &benchEnv{n: n, in: run + ".in", acc: run + ".acc", ovf: run + ".ovf", dlq: run + ".dlq"}
-	c.CreateTopic(b, e.in, benchParts)
-	for _, t := range []string{e.acc, e.ovf, e.dlq} {
-		c.CreateTopic(b, t, 3)
-	}
-	prod := c.Client(b, kgo.ProducerLinger(5*time.Millisecond))
-	benchRecords(e.in, n, func(recs []*kgo.Record) {
-		if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			b.Fatalf("filling the input: %v", err)
-		}
-	})
-	adm := c.Admin(b)
-	ends, err := adm.ListEndOffsets(context.Background(), e.in)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	e.ends = map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { e.ends[o.Partition] = o.Offset })
-	cfg, err := Config{
-		Brokers: c.Addrs(), InputTopic: e.in, GroupID: run,
-		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond), kgo.MetadataMinAge(50 * time.Millisecond)},
-	}.withDefaults()
-	if err != nil {
-		b.Fatal(err)
-	}
-	e.cfg = cfg
-	e.behind = func() []string {
-		os, err := adm.FetchOffsets(context.Background(), run)
-		if err != nil {
-			return []string{err.Error()}
-		}
-		var behind []string
-		for p, end := range e.ends {
-			o, ok := os.Lookup(e.in, p)
-			if end > 0 && (!ok || o.At != end) {
-				behind = append(behind, fmt.Sprintf("%d:%d/%d", p, o.At, end))
-			}
-		}
-		return behind
-	}
-	return e
+	runEndToEnd(b, func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, c, mode, b.N) })
 }
 
 // BenchmarkRealKafkaLatency measures, on Apache Kafka itself, how long a record takes

@@ -594,6 +594,7 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		s.Replay = false
 		c.txn.countTo(w.p.id, next)
 	}()
+	fs := make([]failed, len(w.recs)) // one allocation for the records in flight, as routeWork
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
 			if c.txn.interrupted.Load() || w.p.stopped.Load() || c.txn.ctx.Err() != nil {
@@ -604,7 +605,8 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 			}
 			now = c.clock.Now()
 		}
-		f := &failed{in: in}
+		f := &fs[i]
+		f.in = in
 		r, rerouted := c.reroutes[rerouteKey{w.p.id, in.Offset}]
 		switch {
 		case rerouted && r.stage == stageUndeliverable:

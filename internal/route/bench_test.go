@@ -170,6 +170,8 @@ func BenchmarkTeam(b *testing.B) {
 		{"1KB_team_last", "json:team_id", event},
 		{"1KB_object_team_last", "json:team_id", embeddedAsObject(b, event)},
 		{"small_team_first", "json:team_id", []byte(`{"team_id":2,"event":"$pageview","distinct_id":"u1"}`)},
+		// The event of BenchmarkEndToEnd (internal/consume): team first, then a nested object.
+		{"200B_team_first", "json:team_id", []byte(`{"team_id":"team-42","event":"$pageview","distinct_id":"user-4711","properties":{"$current_url":"https://example.com/a/b","$browser":"Firefox","seq":123456}}`)},
 		{"3.5KB_team_last", "json:team_id", readEvent(b, "large_team_id_last.json")},
 		{"composite", "json:token+distinct_id", event},
 		{"nested", "json:properties.team", readEvent(b, "nested_properties.json")},

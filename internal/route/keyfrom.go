@@ -50,9 +50,9 @@ type KeyFrom struct {
 	// jsonTeam); set by New from Config.ValidateJSON, never parsed.
 	lax    bool
 	src    source
-	header string      // sourceHeader: the header name
-	fields []jsonField // sourceJSON: one per '+'-separated field
-	top    []string    // sourceJSON: each field's top-level name, fields[i].parts[0]
+	header string       // sourceHeader: the header name
+	fields []jsonField  // sourceJSON: one per '+'-separated field
+	top    []memberName // sourceJSON: each field's top-level name, fields[i].names[0]
 }
 
 // jsonField is one field of a json: key source.
@@ -60,6 +60,7 @@ type jsonField struct {
 	name string // as written in the configuration, for messages
 	// parts are the names along the path, split at '.': one for a top-level field.
 	parts []string
+	names []memberName // parts, as members reads them
 	// path is the gjson path, each part escaped to match literally: how the field was read
 	// before the gate read fields itself (see members), kept to compare with in tests.
 	path string
@@ -83,9 +84,9 @@ func ParseKeyFrom(s string) (KeyFrom, error) {
 		if err != nil {
 			return KeyFrom{}, fmt.Errorf("%w %q: %w", ErrBadKeyFrom, s, err)
 		}
-		top := make([]string, len(fields))
+		top := make([]memberName, len(fields))
 		for i, f := range fields {
-			top[i] = f.parts[0]
+			top[i] = f.names[0]
 		}
 		return KeyFrom{src: sourceJSON, fields: fields, top: top}, nil
 	case (kind == "header" || kind == "json") && !hasArg:
@@ -108,6 +109,7 @@ func parseFields(list string) ([]jsonField, error) {
 		}
 		parts := strings.Split(name, ".")
 		escaped := make([]string, len(parts))
+		members := make([]memberName, len(parts))
 		for j, p := range parts {
 			if p == "" {
 				return nil, fmt.Errorf("field %q: path part %d of %d is empty (parts are joined with .)", name, j+1, len(parts))
@@ -115,8 +117,9 @@ func parseFields(list string) ([]jsonField, error) {
 			// gjson.Escape backslash-escapes every character gjson would read as syntax
 			// (* ? | # @ ! [ { = < > …), so a field name means itself and nothing else.
 			escaped[j] = gjson.Escape(p)
+			members[j] = newMemberName(p)
 		}
-		fields = append(fields, jsonField{name: name, parts: parts, path: strings.Join(escaped, ".")})
+		fields = append(fields, jsonField{name: name, parts: parts, names: members, path: strings.Join(escaped, ".")})
 	}
 	return fields, nil
 }
@@ -378,7 +381,7 @@ func (k *KeyFrom) fieldValue(js string, i, at int) (string, failure) {
 		switch js[at] {
 		case '{':
 			var next [1]int
-			if members(js, at, parts[p:p+1], next[:]) < 0 && !k.lax {
+			if members(js, at, k.fields[i].names[p:p+1], next[:]) < 0 && !k.lax {
 				return "", malformed() // not reached: the value is valid JSON
 			}
 			at = next[0]

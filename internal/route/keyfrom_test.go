@@ -312,6 +312,14 @@ func TestTeamDuplicateField(t *testing.T) {
 		{"composite first twice", "json:token+distinct_id", `{"token":"t","distinct_id":"u1","token":"t2"}`,
 			"", "ambiguous_team", `json field "token" appears more than once`, ""},
 
+		// Found early, the rest is searched rather than read member by member
+		// (noMemberAfter): every way a later duplicate can be written is still found.
+		{"second escaped, upper-case hex", "json:team_id", `{"team_id":"a","x":"caf\u00e9","team\u005Fid":"b"}`, "", "ambiguous_team", "appears more than once", ""},
+		{"second with an escaped slash", "json:a/b", `{"a/b":"a","a\/b":"b"}`, "", "ambiguous_team", "appears more than once", ""},
+		{"second after a nested object", "json:team_id", `{"team_id":"a","p":{"q":[1,{"r":"}"}]},"team_id":"b"}`, "", "ambiguous_team", "appears more than once", ""},
+		{"escapes later, no duplicate", "json:team_id", `{"team_id":"a","x":"caf\u00e9 \"team_id\"","a\/b":1}`, "a", "", "", ""},
+		{"slash name, escapes later, no duplicate", "json:a/b", `{"a/b":"a","x":"\/\n"}`, "a", "", "", ""},
+		{"name as a value later", "json:team_id", `{"team_id":"a","x":"team_id","y":["team_id"]}`, "a", "", "", ""},
 		{"nested twice, not on the path", "json:team_id", `{"team_id":"a","x":{"team_id":"b","team_id":"c"}}`, "a", "", "", ""},
 		{"other field twice", "json:team_id", `{"x":1,"x":2,"team_id":"a","y":[],"y":{}}`, "a", "", "", ""},
 		{"field name in a string", "json:team_id", `{"team_id":"a","s":"\",\"team_id\":\"b"}`, "a", "", "", ""},

@@ -50,20 +50,19 @@ type fidInstance interface {
 	readPhase(tb testing.TB)
 }
 
-type fidOurs struct{ g *gate }
+type fidOurs struct {
+	g     *gate
+	fails *tickFailures
+}
 
 func (o fidOurs) limited(at time.Time, team string) bool { return o.g.l.CheckAt(at, team, 1).Limited }
 
 func (o fidOurs) writePhase(tb testing.TB) {
-	if r := o.g.tk.WritePhase(context.Background()); r.Errors != 0 {
-		tb.Fatalf("tick's write phase failed: %+v", r)
-	}
+	o.fails.check(tb, "tick's write phase", o.g.tk.WritePhase(context.Background()))
 }
 
 func (o fidOurs) readPhase(tb testing.TB) {
-	if r := o.g.tk.ReadPhase(context.Background()); r.Errors != 0 {
-		tb.Fatalf("tick's read phase failed: %+v", r)
-	}
+	o.fails.check(tb, "tick's read phase", o.g.tk.ReadPhase(context.Background()))
 }
 
 // fidLua is the exact synchronous sliding-log limiter: one EVALSHA per record, with the
@@ -89,6 +88,7 @@ func (fidLua) readPhase(testing.TB)  {}
 // fidEnv holds what the scenarios share: the Redis every fleet syncs through, one private
 // Redis per instance for the local-only baseline, and the Lua baseline's connection.
 type fidEnv struct {
+	fails        tickFailures // ours, reference and local's
 	shared       *redistest.Server
 	private      []*redistest.Server
 	lua          *redis.Client
@@ -124,18 +124,18 @@ func (e *fidEnv) fleet(tb testing.TB, baseline string, n int, mode limit.Mode) (
 	for i := range n {
 		switch baseline {
 		case "ours":
-			out = append(out, fidOurs{newGate(tb, clk, lc, sc, e.shared)})
+			out = append(out, fidOurs{newGate(tb, clk, lc, sc, e.shared), &e.fails})
 		case "reference":
 			ref := lc
 			ref.HotEveryTick, ref.PendingReadShare = new(false), -1
-			out = append(out, fidOurs{newGate(tb, clk, ref, sc, e.shared)})
+			out = append(out, fidOurs{newGate(tb, clk, ref, sc, e.shared), &e.fails})
 		case "local":
 			// Local-only: each instance syncs with a Redis of its own, so it enforces the
 			// whole limit on what it sees alone, with the same windows and decay as ours.
 			for len(e.private) <= i {
 				e.private = append(e.private, redistest.Start(tb))
 			}
-			out = append(out, fidOurs{newGate(tb, clk, lc, sc, e.private[i])})
+			out = append(out, fidOurs{newGate(tb, clk, lc, sc, e.private[i]), &e.fails})
 		case "lua":
 			s := e.capScript
 			if mode == limit.Divert {
@@ -395,6 +395,8 @@ func BenchmarkFidelity(b *testing.B) {
 			for _, k := range keys {
 				b.ReportMetric(m[k], k)
 			}
+			env.fails.report(b)
+			env.fails.n = 0 // each baseline's own
 		})
 	}
 }

@@ -68,6 +68,8 @@ func fleetRedis(b *testing.B, n int, baseline bool) fleetRedisRun {
 		warm, secs    = 60, 120
 	)
 	srv := redistest.Start(b)
+	var fails tickFailures
+	defer fails.report(b)
 	clk := clock.NewFake(epochStart)
 	names, stream := teamNames(teams), zipfStream(teams, recordsPerSec*(secs-warm))
 	lc := limit.Config{Window: time.Minute, SyncInterval: 15 * time.Second, Threshold: 300_000}
@@ -96,9 +98,7 @@ func fleetRedis(b *testing.B, n int, baseline bool) fleetRedisRun {
 				wg.Go(func() {
 					start := time.Now()
 					r := phase(gates[gi].tk, context.Background())
-					if r.Errors != 0 {
-						b.Errorf("gate %d: tick failed: %+v", gi, r)
-					}
+					fails.check(b, fmt.Sprintf("gate %d: tick", gi), r)
 					mu.Lock()
 					took[gi] += time.Since(start)
 					cmds += r.Commands
@@ -156,6 +156,8 @@ func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu
 		recordsPerSec = 100_000
 	)
 	srv := redistest.Start(b)
+	var fails tickFailures
+	defer fails.report(b)
 	clk := clock.NewFake(epochStart)
 	names, stream := teamNames(teams), zipfStream(teams, recordsPerSec*60)
 	gates := benchFleet(b, srv, clk, n, limit.Config{Window: time.Minute, SyncInterval: 15 * time.Second, Threshold: 300_000, Adaptive: a}, false)
@@ -180,9 +182,7 @@ func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu
 		var wg gosync.WaitGroup
 		for gi := range gates {
 			wg.Go(func() {
-				if r := gates[gi].tk.Tick(context.Background()); r.Errors != 0 {
-					b.Errorf("gate %d: tick failed: %+v", gi, r)
-				}
+				fails.check(b, fmt.Sprintf("gate %d: tick", gi), gates[gi].tk.Tick(context.Background()))
 			})
 		}
 		wg.Wait()
@@ -209,7 +209,9 @@ func benchFleet(b *testing.B, srv *redistest.Server, clk clock.Clock, n int, lc 
 	gates := make([]fleetMember, n)
 	for i := range gates {
 		l, tk, c := benchGate(b, srv, lc, clk, 10*time.Second, fmt.Sprintf("g%d", i))
-		tk.baseline = baseline
+		if baseline {
+			tk.writes = &baselineWrites{}
+		}
 		gates[i] = fleetMember{l, tk, c}
 	}
 	return gates

@@ -49,12 +49,12 @@ type Ticker struct {
 	// its write phase ends, with the tick's boundary.
 	onPhase func(part int, boundary time.Time, ended bool)
 
-	// baseline writes as the gate did before writeScript (INCRBY + EXPIRE per count, not
-	// safe to repeat), so that the benchmarks can measure the two side by side. Tests set
-	// it; nothing else does.
-	baseline bool
-	plans    []plan
-	reads    []readRef // every limiter's due reads, reused
+	// writes, when set (the benchmarks), writes counts in place of writeScript: as the
+	// gate did before it, to measure the two side by side. The binary has no such writer:
+	// it lives in the package's bench code.
+	writes batchWriter
+	plans  []plan
+	reads  []readRef // every limiter's due reads, reused
 }
 
 // Limit is one limiter the tick syncs, with the prefix of its Redis keys.
@@ -866,8 +866,8 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 	p.dur += time.Since(start)
 	if part&partWrites != 0 {
 		for _, b := range p.batches {
-			if t.baseline {
-				b.out, b.failed, b.err = b.baselineResult()
+			if t.writes != nil {
+				b.out, b.failed, b.err = t.writes.result(b)
 			} else {
 				b.out, b.failed, b.err = b.result()
 			}
@@ -943,8 +943,8 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 	for _, b := range p.batches {
 		ln := &t.lanes[b.lane]
 		pipe := pipes[t.partOf[b.lane]]
-		if t.baseline {
-			t.queueBaseline(ctx, pipe, b)
+		if t.writes != nil {
+			t.writes.queue(ctx, t, pipe, b)
 			continue
 		}
 		keys := make([]string, 1, 1+len(b.items))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -89,7 +88,6 @@ type batch struct {
 	doubt bool   // sent before without an answer
 	tick  uint64 // when confirmed: kept until KeepConfirmed has passed
 	cmd   *redis.Cmd
-	incrs []*redis.IntCmd // Ticker.baseline only
 
 	// This tick's result (result).
 	out    outcome
@@ -164,25 +162,9 @@ func laneKey(m Mode, prefix, writer string, shard int) string {
 	return prefix + ":w:" + writer + ":seq"
 }
 
-// queueBaseline queues b as the gate wrote before writeScript: INCRBY and EXPIRE per count
-// (Ticker.baseline, for the benchmarks).
-func (t *Ticker) queueBaseline(ctx context.Context, pipe redis.Pipeliner, b *batch) {
-	b.incrs = b.incrs[:0]
-	for _, it := range b.items {
-		key := t.key(it.k.lim, it.k.team, it.k.epoch)
-		b.incrs = append(b.incrs, pipe.IncrBy(ctx, key, it.n))
-		pipe.Expire(ctx, key, t.limits[it.k.lim].ttl)
-	}
-}
-
-// baselineResult is result for a batch queued by queueBaseline. Its writes carry no
-// number, so it reports the lane as far ahead as can be: nothing looks lost.
-func (b *batch) baselineResult() (outcome, []int64, error) {
-	for _, c := range b.incrs {
-		if err := c.Err(); err != nil {
-			return outRefused, nil, err
-		}
-	}
-	b.last = math.MaxInt64
-	return outApplied, nil, nil
+// batchWriter writes a tick's count batches in place of writeScript (Ticker.writes):
+// queue puts b's commands on pipe, result reads what became of them once it has run.
+type batchWriter interface {
+	queue(ctx context.Context, t *Ticker, pipe redis.Pipeliner, b *batch)
+	result(b *batch) (outcome, []int64, error)
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The benchmarks behind bench/results.json, one part after another (make bench runs this,
+# tees its output to bench/raw.txt and then runs bench/report on it).
+#
+# - One package at a time (go test -p 1): on a 2-core machine, two packages' benchmarks at
+#   once share the cores and time each other (a tick missed its deadline that way).
+# - A part that fails does not stop the others: what was measured still reaches the
+#   report, and the run ends failed, naming the part. A tick that misses its deadline
+#   on a slow machine is not a failure: the sync benchmarks count it (failed-ticks,
+#   summed into bench_failed_ticks).
+# - Each part says how long it took; the list of them, with the total, ends the output.
+#
+# GO (go) and BENCHTIME (1s) come from make.
+set -u -o pipefail
+GO=${GO:-go}
+BENCHTIME=${BENCHTIME:-1s}
+cd "$(dirname "$0")/.."
+
+# Sub-benchmarks of the sync package run once each (-benchtime 1x) in their own part.
+SYNC_ONCE='^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams|DivertSwitches|AdaptiveCost|AdaptiveFleetCost)$'
+
+parts=()
+failed=()
+start_all=$(date +%s)
+
+# part NAME CMD...: runs CMD, notes how long it took and whether it failed.
+part() {
+	local name=$1
+	shift
+	echo "=== bench part: $name"
+	local s
+	s=$(date +%s)
+	if "$@"; then
+		parts+=("$(printf '%-28s %5d s' "$name" $(($(date +%s) - s)))")
+	else
+		parts+=("$(printf '%-28s %5d s  FAILED' "$name" $(($(date +%s) - s)))")
+		failed+=("$name")
+	fi
+}
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, $($GO env GOVERSION)"
+
+memory() { "$GO" test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'; }
+part memory-per-team memory
+part limit-sync-route "$GO" test -p 1 -run '^$' -bench . -skip "$SYNC_ONCE" -benchmem -benchtime "$BENCHTIME" -count=1 -timeout 20m ./internal/limit/ ./internal/sync/ ./internal/route/
+part sync-once "$GO" test -run '^$' -bench "$SYNC_ONCE" -benchtime 1x -count=1 -timeout 40m ./internal/sync/
+part fleet-processes "$GO" test -run '^$' -bench '^BenchmarkFleetProcessWindow$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/
+part spike-trace "$GO" test -run '^$' -bench '^BenchmarkSpikeTrace$' -benchtime 1x -count=1 -timeout 10m ./internal/spike/ -args -spike-chart="$PWD/bench/spike.svg"
+
+# The check beside the bare maps five more times, interleaved (the report takes medians).
+hotpath() {
+	"$GO" test -c -o bench/limit.test ./internal/limit/ || return
+	local rc=0
+	for _ in 1 2 3 4 5; do
+		bench/limit.test -test.run '^$' -test.bench 'BenchmarkCheck/zipf100k/parallel/(baremap|baremap-copied|divert-batchclock)$' -test.benchtime "$BENCHTIME" -test.benchmem || rc=1
+	done
+	return $rc
+}
+part hotpath-interleaved hotpath
+
+# The whole gate beside a bare pass-through: six runs of a million records on kfake (in a
+# process of its own), three of 300,000 on Apache Kafka, then the real broker's latency.
+consume_bin() { "$GO" test -c -o bench/consume.test ./internal/consume/; }
+e2e() {
+	local rc=0
+	for _ in 1 2 3 4 5 6; do
+		bench/consume.test -test.run '^$' -test.bench '^BenchmarkEndToEnd$' -test.benchtime 1000000x || rc=1
+	done
+	return $rc
+}
+real_kafka() {
+	local rc=0
+	for _ in 1 2 3; do
+		bench/consume.test -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x || rc=1
+	done
+	return $rc
+}
+part consume-build consume_bin
+part end-to-end e2e
+part real-kafka real_kafka
+part real-kafka-latency bench/consume.test -test.run '^$' -test.bench '^BenchmarkRealKafkaLatency$' -test.benchtime 1x
+
+echo "=== bench parts (seconds)"
+printf '%s\n' "${parts[@]}"
+echo "total: $(($(date +%s) - start_all)) s"
+if ((${#failed[@]} > 0)); then
+	echo "bench parts failed: ${failed[*]} (the report below has what the others measured)" >&2
+	exit 1
+fi
