@@ -2,13 +2,13 @@ package sync
 
 import (
 	"context"
-	gosync "sync"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
+	gosync "sync"
 	"testing"
 	"time"
 
