@@ -59,6 +59,9 @@ DEPS_TEST_PKGS := redis-server:redis-server kcat:kcat mvn:maven
 deps-test:
 	@missing=""; for p in $(DEPS_TEST_PKGS); do \
 		command -v "$${p%%:*}" >/dev/null 2>&1 || missing="$$missing $${p#*:}"; done; \
+	if [ -n "$$missing" ] && ! command -v apt-get >/dev/null 2>&1; then \
+		echo "make test needs$$missing (Debian package names) and this machine has no apt-get: install them, or run go test ./... , which skips the tests that need them" >&2; exit 1; \
+	fi; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing (Debian packages)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -16,7 +16,7 @@ GO=${GO:-go}
 BENCHTIME=${BENCHTIME:-1s}
 cd "$(dirname "$0")/.."
 
-# Sub-benchmarks of the sync package run once each (-benchtime 1x) in their own part.
+# Benchmarks of the sync package that run once each (-benchtime 1x), in parts of their own.
 SYNC_ONCE='^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams|DivertSwitches|AdaptiveCost|AdaptiveFleetCost)$'
 
 parts=()
@@ -43,7 +43,33 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- 
 memory() { "$GO" test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'; }
 part memory-per-team memory
 part limit-sync-route "$GO" test -p 1 -run '^$' -bench . -skip "$SYNC_ONCE" -benchmem -benchtime "$BENCHTIME" -count=1 -timeout 20m ./internal/limit/ ./internal/sync/ ./internal/route/
-part sync-once "$GO" test -run '^$' -bench "$SYNC_ONCE" -benchtime 1x -count=1 -timeout 40m ./internal/sync/
+# The simulations whose figures are counts and Redis's own CPU time, never a duration
+# (fake clocks): each in a process of its own, all at once, their output kept in order.
+# One after another they took 20 minutes on a 2-core VM, most of it five 2-to-4-minute
+# fleet runs that each keep one core busy.
+concurrent_sync() {
+	"$GO" test -c -o bench/sync.test ./internal/sync/ || return
+	local benches=(
+		'^BenchmarkAdaptiveCost$/^static$' '^BenchmarkAdaptiveCost$/^adaptive$' '^BenchmarkAdaptiveCost$/^learned$'
+		'^BenchmarkAdaptiveFleetCost$/^static$' '^BenchmarkAdaptiveFleetCost$/^learned$'
+		'^Benchmark(Fidelity|CatchUp|DivertSwitches)$'
+	)
+	local dir pids=() rc=0 i
+	dir=$(mktemp -d)
+	for i in "${!benches[@]}"; do
+		(cd internal/sync && ../../bench/sync.test -test.run '^$' -test.bench "${benches[$i]}" -test.benchtime 1x -test.timeout 40m) >"$dir/$i.txt" 2>&1 &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}" || rc=1
+		cat "$dir/$i.txt"
+	done
+	rm -rf "$dir"
+	return $rc
+}
+part sync-concurrent concurrent_sync
+# Those that time something (ticks at a fleet's and at a million teams' scale): alone.
+part sync-timed "$GO" test -run '^$' -bench '^Benchmark(FleetRedis|MillionTeams)$' -benchtime 1x -count=1 -timeout 40m ./internal/sync/
 part fleet-processes "$GO" test -run '^$' -bench '^BenchmarkFleetProcessWindow$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/
 part spike-trace "$GO" test -run '^$' -bench '^BenchmarkSpikeTrace$' -benchtime 1x -count=1 -timeout 10m ./internal/spike/ -args -spike-chart="$PWD/bench/spike.svg"
 

@@ -287,10 +287,6 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	return runErr
 }
 
-// logStartup writes the one line that says how this process is set up. It reports the
-// settings the limiter and the tick actually use (with their defaults filled in), not
-// what was asked for, and Redis URLs without passwords. Durations are strings: slog's
-// JSON would print nanoseconds.
 // shutdownBound is the longest a shutdown can take, whatever hangs: the consumer's
 // drain (GATE_SHUTDOWN_TIMEOUT), its final commit and its leave (GATE_REVOKE_TIMEOUT
 // each), the tick's final flush and the HTTP server's close. The chart derives the
@@ -300,6 +296,10 @@ func shutdownBound(cfg config.Config, flush time.Duration) time.Duration {
 	return cfg.ShutdownTimeout + 2*cfg.RevokeTimeout + flush + httpShutdownTimeout
 }
 
+// logStartup writes the one line that says how this process is set up. It reports the
+// settings the limiter and the tick actually use (with their defaults filled in), not
+// what was asked for, and Redis URLs without passwords. Durations are strings: slog's
+// JSON would print nanoseconds.
 func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *gatesync.Ticker, addr string) {
 	lc, tc := lim.Config(), t.Config()
 	log.Info("gate started", append(buildinfo.Get().LogAttrs(),

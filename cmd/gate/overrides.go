@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
@@ -93,6 +95,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	warnNoFleet(ctx, c, cfg.RedisPrefix, stderr)
 
 	switch verb {
 	case "set":
@@ -146,4 +149,23 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	_, err = fmt.Fprintf(stdout, "%d live overrides in %s, last changed %s\n", len(live), key, updated)
 	return err
+}
+
+// warnNoFleet warns on w when no gate has run under prefix for gatesync.LiveTTL: its live
+// key is missing. An override written under a prefix no gate reads changes nothing, and a
+// chart release's gates use the release's name, not the default prefix. It only warns:
+// an override may be set before the fleet starts, and gates older than the live key do
+// not set it.
+func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix string, w io.Writer) {
+	key := gatesync.LiveKeyFor(prefix)
+	err := c.Get(ctx, key).Err()
+	switch {
+	case errors.Is(err, redis.Nil):
+		_, _ = fmt.Fprintf(w, "warning: no gate has run with GATE_REDIS_PREFIX=%q in the last %s (%s is not set): "+
+			"no gate reads these overrides. Gates deployed by the Helm chart use the release's name as their prefix; "+
+			"run this inside one of their pods (the chart's NOTES print the command) or set GATE_REDIS_PREFIX to theirs\n",
+			prefix, gatesync.LiveTTL, key)
+	case err != nil:
+		_, _ = fmt.Fprintf(w, "note: could not tell whether any gate runs with GATE_REDIS_PREFIX=%q (GET %s: %v)\n", prefix, key, err)
+	}
 }

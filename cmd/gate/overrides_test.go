@@ -11,6 +11,35 @@ import (
 	"github.com/capturegate/gate/internal/redistest"
 )
 
+// gate overrides warns, before it writes, when no gate runs under its prefix: the live
+// key ({prefix}:live, which Run keeps set) is missing. A chart release's gates use the
+// release's name as their prefix, and an override under the default one changed nothing
+// and said it worked.
+func TestOverridesWarnWhenNoGateUsesThePrefix(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	env := map[string]string{"GATE_REDIS_URLS": rs.URL()} // the default prefix, gate
+	do := func(args ...string) (string, string) {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), append([]string{"overrides"}, args...), testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("overrides %v: %v", args, err)
+		}
+		return stdout.String(), stderr.String()
+	}
+	out, warn := do("set", "team-a", "5000")
+	if !strings.Contains(warn, `no gate has run with GATE_REDIS_PREFIX="gate"`) || !strings.Contains(warn, "gate:live is not set") ||
+		!strings.Contains(out, "set team-a = 5000 in gate:overrides") {
+		t.Errorf("no fleet under gate: stdout %q, stderr %q", out, warn)
+	}
+	// A fleet runs under the prefix (its gates set the key once a minute): no warning.
+	if err := rs.Client(t).Set(context.Background(), "gate:live", "gate-a", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, warn := do("list"); warn != "" {
+		t.Errorf("a fleet under gate, stderr %q, want nothing", warn)
+	}
+}
+
 // gate overrides set/list/delete manage the live hash; errors are usage errors with a
 // clear message.
 func TestOverridesCommand(t *testing.T) {

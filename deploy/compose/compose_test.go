@@ -370,3 +370,37 @@ func sameSet(a, b []string) bool {
 	a, b = slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
 	return slices.Equal(a, b)
 }
+
+// Each gate service's stop_grace_period covers the gate's worst-case shutdown, as the
+// chart's terminationGracePeriodSeconds does: GATE_SHUTDOWN_TIMEOUT + 2 ×
+// GATE_REVOKE_TIMEOUT + the final flush (5 s) + the HTTP server's close (5 s), the sum
+// cmd/gate's shutdownBound logs as shutdown_bound. Docker kills the container at the end
+// of it, so a shorter one cuts the final commit or the final flush of the counts.
+func TestComposeStopGracePeriod(t *testing.T) {
+	t.Parallel()
+	const flushAndClose = 10 * time.Second
+	gates := 0
+	for _, s := range loadProject(t).Services {
+		vars := map[string]string{}
+		for k, v := range s.Environment {
+			if strings.HasPrefix(k, "GATE_") && v != nil {
+				vars[k] = *v
+			}
+		}
+		if len(vars) == 0 || s.Name == "load" {
+			continue
+		}
+		gates++
+		cfg, err := config.Load(func(k string) string { return vars[k] }, slices.Collect(maps.Keys(vars)))
+		if err != nil {
+			t.Fatalf("service %s: %v", s.Name, err)
+		}
+		bound := cfg.ShutdownTimeout + 2*cfg.RevokeTimeout + flushAndClose
+		if s.StopGracePeriod == nil || time.Duration(*s.StopGracePeriod) < bound {
+			t.Errorf("service %s: stop_grace_period %v, want at least the gate's shutdown bound %v", s.Name, s.StopGracePeriod, bound)
+		}
+	}
+	if gates == 0 {
+		t.Fatal("no gate service in docker-compose.yml")
+	}
+}

@@ -108,6 +108,7 @@ func TestRender(t *testing.T) {
 				t.Error("NOTES.txt rendered empty")
 			}
 			d := objs.typed["Deployment"][0].(*appsv1.Deployment)
+			checkNotesCommands(t, r.notes, d)
 			checkDeployment(t, d, vs)
 			checkSelectors(t, d, objs)
 			for _, o := range objs.typed["ServiceAccount"] {
@@ -1012,5 +1013,30 @@ func TestAdaptiveThresholdEnv(t *testing.T) {
 				t.Errorf("%s: %s=%q, want %q", file, k, got, v)
 			}
 		}
+	}
+}
+
+// checkNotesCommands: NOTES.txt names the Redis prefix the pods run with and prints the
+// command that runs gate overrides inside one of them, with the release's settings: the
+// runbook's command run elsewhere, under the default prefix, changed nothing and said it
+// worked.
+func checkNotesCommands(t *testing.T, notes string, d *appsv1.Deployment) {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	prefix := envOf(c)["GATE_REDIS_PREFIX"].Value
+	if prefix == "" || !strings.Contains(notes, "redis prefix    "+prefix+" ") {
+		t.Errorf("NOTES.txt does not name the pods' GATE_REDIS_PREFIX %q:\n%s", prefix, notes)
+	}
+	dockerfile, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bin = "/usr/local/bin/gate"
+	if !strings.Contains(string(dockerfile), `ENTRYPOINT ["`+bin+`"]`) {
+		t.Fatalf("the image's entrypoint is not %s, which NOTES.txt runs", bin)
+	}
+	cmd := fmt.Sprintf("kubectl -n %s exec deploy/%s -c %s -- %s overrides list", namespace, d.Name, c.Name, bin)
+	if !strings.Contains(notes, cmd) {
+		t.Errorf("NOTES.txt lacks %q:\n%s", cmd, notes)
 	}
 }

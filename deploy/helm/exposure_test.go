@@ -168,8 +168,9 @@ networkPolicy:
 	}
 }
 
-// TestTeamViewOffByDefault: the chart turns the team view (team names and rates, on the
-// port Prometheus scrapes) off unless http.teamApi is set, although the gate's default is on.
+// TestTeamViewOffByDefault: the team view (team names and rates, on the port Prometheus
+// scrapes) is off unless turned on, in the gate and in the chart, which sets it always
+// (http.teamApi), so that a gate's default changing back could not turn it on unseen.
 func TestTeamViewOffByDefault(t *testing.T) {
 	gateDefault := ""
 	for _, v := range mustGateEnv(t) {
@@ -177,8 +178,8 @@ func TestTeamViewOffByDefault(t *testing.T) {
 			gateDefault = v.def
 		}
 	}
-	if gateDefault != "true" {
-		t.Fatalf("the gate's GATE_TEAM_API default is %q; this test assumes true", gateDefault)
+	if gateDefault != "false" {
+		t.Errorf("the gate's GATE_TEAM_API default is %q, want false", gateDefault)
 	}
 	base := readValues(t, "testdata/defaults.yaml")
 	for values, want := range map[string]string{"": "false", "http: {teamApi: true}": "true"} {

@@ -136,7 +136,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MaxPendingWrites:      1_000_000,
 		MaxReadsPerTick:       100_000,
 		HTTPAddr:              ":8080",
-		TeamAPI:               true,
+		TeamAPI:               false,       // off: it lists team names and rates to whoever reaches the port
 		LogLevel:              logLevel(0), // slog.LevelInfo
 		LogFormat:             "json",
 	}

@@ -456,11 +456,9 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	b := w.p.add(last.Offset+1, last.LeaderEpoch, len(w.recs))
 	var now time.Time
 	rctx := c.route
-	// One allocation for the records in flight, not one each (a slab lives while any
-	// of its records is in flight or queued for a retry), and one count of them for the
-	// quiescence check, which the producer's promises count down record by record.
+	// One allocation for the records in flight, not one each: a slab lives while any of
+	// its records is in flight or queued for a retry.
 	fs := make([]failed, len(w.recs))
-	c.outstanding.Add(int64(len(w.recs)))
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
 			now = c.clock.Now()
@@ -468,13 +466,16 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		if rctx.Err() != nil || c.runCtx.Err() != nil || c.retry.pending.Load() > 0 && !c.holdRouting(rctx, w.p) {
 			// Shutting down, a rebalance waiting, or the partition revoked or
 			// stopped: the rest is not routed now.
-			c.outstanding.Add(-int64(len(w.recs) - i))
 			c.unroute(w, b, i)
 			return
 		}
 		f := &fs[i]
 		f.b, f.in = b, in
 		c.router.RouteInto(now, in, s, &f.out)
+		// Counted one by one as handed over, not for the poll at once: a routing that
+		// waits for the retries (holdRouting) must not count as records in flight, or
+		// the retries would wait for it in turn.
+		c.outstanding.Add(1)
 		c.cl.Produce(rctx, &f.out, c.promise)
 	}
 	c.setLag(w.p, w.hwm, last.Offset+1)

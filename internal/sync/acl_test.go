@@ -2,9 +2,14 @@ package sync
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
@@ -22,7 +27,7 @@ func TestTickNeedsOnlyTheDocumentedRedisCommands(t *testing.T) {
 	ctx := context.Background()
 	// The ACL of docs/operations.md, for the tick (the overrides' commands aside).
 	if err := admin.Do(ctx, "ACL", "SETUSER", "gate", "on", ">gate-pw", "resetkeys", "~gate:*", "resetchannels",
-		"-@all", "+eval", "+get", "+set", "+incrby", "+pexpire", "+mget", "+ping", "+hello").Err(); err != nil {
+		"-@all", "+eval", "+get", "+set", "+incrby", "+pexpire", "+mget", "+ping", "+hello", "+time").Err(); err != nil {
 		t.Fatal(err)
 	}
 	clients, err := Dial([]string{srv.URLAs("gate", "gate-pw")}, RedisOptions{})
@@ -55,5 +60,86 @@ func TestTickNeedsOnlyTheDocumentedRedisCommands(t *testing.T) {
 	}
 	if err := clients[0].Ping(ctx).Err(); err != nil {
 		t.Errorf("PING (readiness) with the documented ACL: %v", err)
+	}
+}
+
+// TestRunWithTheDocumentedACL runs what the gate runs, Run (aligned ticks, the clock
+// check, the final flush), not Tick alone, as a user with the documented ACL: no Redis
+// error, and the clock offset measured. Without +time the clock check used to fail
+// silently, leaving gate_limiter_clock_offset_seconds unset and GateClockSkew unable to
+// fire; it now warns and counts the error.
+func TestRunWithTheDocumentedACL(t *testing.T) {
+	for _, withTime := range []bool{true, false} {
+		t.Run(fmt.Sprintf("time=%v", withTime), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			admin := srv.Client(t)
+			ctx := context.Background()
+			rules := []any{"ACL", "SETUSER", "gate", "on", ">gate-pw", "resetkeys", "~gate:*", "resetchannels",
+				"-@all", "+eval", "+get", "+set", "+incrby", "+pexpire", "+mget", "+ping", "+hello"}
+			if withTime {
+				rules = append(rules, "+time")
+			}
+			if err := admin.Do(ctx, rules...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			clients, err := Dial([]string{srv.URLAs("gate", "gate-pw")}, RedisOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = clients[0].Close() })
+			reg := prometheus.NewRegistry()
+			l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, nil, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &logBuffer{}
+			tk, err := New(l, []redis.UniversalClient{clients[0]}, Config{TickInterval: 100 * time.Millisecond}, reg,
+				slog.New(slog.NewTextHandler(logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Run's ticks counted as their write phases start: by the third, two ticks and
+			// their clock checks are done.
+			var ticks atomic.Int32
+			tk.onPhase = func(part int, _ time.Time, ended bool) {
+				if part == partWrites && !ended {
+					ticks.Add(1)
+				}
+			}
+			ep := l.Epoch(time.Now())
+			l.Check("team", 150)
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); tk.Run(rctx) }()
+			// Written by a tick, and the clock checked after it.
+			deadline := time.Now().Add(30 * time.Second)
+			for stored(t, admin, ModeStandalone, DefaultKeyPrefix, "team", ep) != 150 || ticks.Load() < 3 {
+				if time.Now().After(deadline) {
+					t.Fatalf("count not written within 30 s; log:\n%s", logs.buf.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			cancel()
+			<-done
+			var errs float64 // Redis errors counted, every cause
+			for c := range numCauses {
+				errs += testutil.ToFloat64(tk.m.errors.WithLabelValues(c.String(), "0"))
+			}
+			warned := len(logs.lines("clock check cannot run TIME")) > 0
+			if withTime {
+				if errs != 0 || warned {
+					t.Errorf("with the documented ACL: %v Redis errors counted, clock warning %v; log:\n%s", errs, warned, logs.buf.String())
+				}
+				// The live key, which gate overrides reads, names this gate.
+				if v, err := admin.Get(ctx, LiveKeyFor(DefaultKeyPrefix)).Result(); err != nil || v != tk.cfg.Writer {
+					t.Errorf("%s = %q (%v), want the writer %q", LiveKeyFor(DefaultKeyPrefix), v, err, tk.cfg.Writer)
+				}
+				return
+			}
+			if errs == 0 || !warned {
+				t.Errorf("without +time: %v Redis errors counted, clock warning %v, want both; log:\n%s", errs, warned, logs.buf.String())
+			}
+		})
 	}
 }

@@ -2,7 +2,10 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/throttle"
@@ -44,7 +47,18 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	defer cancel()
 	theirs, err := t.instances[0].Time(cctx).Result()
 	if err != nil {
-		return // Redis failing is the tick's to report
+		var re redis.Error
+		if !errors.As(err, &re) {
+			return // Redis out of reach: the tick's to report, as it does
+		}
+		// An error reply is this check's own: typically an ACL without +time (NOPERM),
+		// under which the offset is never measured and GateClockSkew can never fire.
+		t.countError(classify(err), 0)
+		if ok, quiet := c.warn.Allow(); ok {
+			t.log.Warn("the clock check cannot run TIME on redis: this host's clock offset (gate_limiter_clock_offset_seconds) is not measured and the clock-skew alert cannot fire; allow +time for the gate's Redis user",
+				"err", err, "warnings_unlogged", quiet)
+		}
+		return
 	}
 	rtt := c.wall.Now().Sub(start)
 	// Redis read its clock about half the round trip after we sent.
