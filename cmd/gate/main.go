@@ -64,9 +64,6 @@ import (
 )
 
 const (
-	// httpShutdownTimeout bounds waiting for in-flight scrapes and probes at shutdown;
-	// they are short, and the tick's final flush should not wait behind a stuck client.
-	httpShutdownTimeout = 5 * time.Second
 	// Readiness PINGs back off from probeMinDelay to probeMaxDelay between attempts.
 	probeMinDelay = 50 * time.Millisecond
 	probeMaxDelay = time.Second
@@ -275,7 +272,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	}
 	stopTick()
 	<-tickDone // Run returns after its final flush
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), config.HTTPShutdownTimeout)
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("HTTP server shutdown incomplete", "err", err)
 	}
@@ -285,15 +282,6 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	<-overridesDone
 	log.Info("stopped")
 	return runErr
-}
-
-// shutdownBound is the longest a shutdown can take, whatever hangs: the consumer's
-// drain (GATE_SHUTDOWN_TIMEOUT), its final commit and its leave (GATE_REVOKE_TIMEOUT
-// each), the tick's final flush and the HTTP server's close. The chart derives the
-// pod's terminationGracePeriodSeconds from the same sum (deploy/helm: its
-// capture-gate.terminationGracePeriodSeconds, checked by TestGracePeriod).
-func shutdownBound(cfg config.Config, flush time.Duration) time.Duration {
-	return cfg.ShutdownTimeout + 2*cfg.RevokeTimeout + flush + httpShutdownTimeout
 }
 
 // logStartup writes the one line that says how this process is set up. It reports the
@@ -364,7 +352,7 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *gate
 		"max_pending_writes", tc.MaxPendingWrites,
 		"max_reads_per_tick", tc.MaxReadsPerTick,
 		"flush_timeout", tc.FlushTimeout.String(),
-		"shutdown_bound", shutdownBound(cfg, tc.FlushTimeout).String(),
+		"shutdown_bound", cfg.ShutdownBound().String(),
 		"team_api", cfg.TeamAPI,
 		"log_level", cfg.LogLevel.String(),
 		"log_format", string(cfg.LogFormat),

@@ -29,7 +29,6 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/redistest"
-	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
 // kafkaEnv starts an in-process broker with the gate's default topics and returns the
@@ -589,7 +588,7 @@ func TestShutdownBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := shutdownBound(c, gatesync.DefaultFlushTimeout), 50*time.Second; got != want {
+	if got, want := c.ShutdownBound(), 50*time.Second; got != want {
 		t.Errorf("shutdown bound %s, want %s (20s drain + 2 × 10s revoke + 5s flush + 5s HTTP)", got, want)
 	}
 }

@@ -371,14 +371,12 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-// Each gate service's stop_grace_period covers the gate's worst-case shutdown, as the
-// chart's terminationGracePeriodSeconds does: GATE_SHUTDOWN_TIMEOUT + 2 ×
-// GATE_REVOKE_TIMEOUT + the final flush (5 s) + the HTTP server's close (5 s), the sum
-// cmd/gate's shutdownBound logs as shutdown_bound. Docker kills the container at the end
-// of it, so a shorter one cuts the final commit or the final flush of the counts.
+// Each gate service's stop_grace_period covers the gate's worst-case shutdown
+// (config.ShutdownBound, logged as shutdown_bound), as the chart's
+// terminationGracePeriodSeconds does. Docker kills the container at the end of it, so a
+// shorter one cuts the final commit or the final flush of the counts.
 func TestComposeStopGracePeriod(t *testing.T) {
 	t.Parallel()
-	const flushAndClose = 10 * time.Second
 	gates := 0
 	for _, s := range loadProject(t).Services {
 		vars := map[string]string{}
@@ -395,7 +393,7 @@ func TestComposeStopGracePeriod(t *testing.T) {
 		if err != nil {
 			t.Fatalf("service %s: %v", s.Name, err)
 		}
-		bound := cfg.ShutdownTimeout + 2*cfg.RevokeTimeout + flushAndClose
+		bound := cfg.ShutdownBound()
 		if s.StopGracePeriod == nil || time.Duration(*s.StopGracePeriod) < bound {
 			t.Errorf("service %s: stop_grace_period %v, want at least the gate's shutdown bound %v", s.Name, s.StopGracePeriod, bound)
 		}

@@ -231,8 +231,8 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, vs valueSet) {
 	if addr := env["GATE_HTTP_ADDR"].Value; addr != fmt.Sprintf(":%d", ports["http"]) {
 		t.Errorf("GATE_HTTP_ADDR = %q, container port http = %d", addr, ports["http"])
 	}
-	// terminationGracePeriodSeconds outlasts the gate's worst-case shutdown (cmd/gate's
-	// shutdownBound): the drain (GATE_SHUTDOWN_TIMEOUT), the final commit and the leave
+	// terminationGracePeriodSeconds outlasts the gate's worst-case shutdown
+	// (config.ShutdownBound, which this module, apart from the gate's, restates): the drain (GATE_SHUTDOWN_TIMEOUT), the final commit and the leave
 	// (GATE_REVOKE_TIMEOUT each), the tick's final Redis flush (5s) and the HTTP
 	// server's close (5s); derived, it leaves 5s more.
 	shutdown, err := time.ParseDuration(env["GATE_SHUTDOWN_TIMEOUT"].Value)

@@ -501,6 +501,19 @@ func (c Config) shown(key string) string {
 	return ""
 }
 
+// HTTPShutdownTimeout bounds waiting for in-flight scrapes and probes at shutdown; they
+// are short, and the tick's final flush should not wait behind a stuck client.
+const HTTPShutdownTimeout = 5 * time.Second
+
+// ShutdownBound is the longest a shutdown can take, whatever hangs: the consumer's drain
+// (GATE_SHUTDOWN_TIMEOUT), its final commit and its leave (GATE_REVOKE_TIMEOUT each), the
+// tick's final flush (sync.DefaultFlushTimeout) and the HTTP server's close. The gate logs
+// it at start (shutdown_bound); the chart's terminationGracePeriodSeconds (TestGracePeriod)
+// and docker-compose's stop_grace_period (TestComposeStopGracePeriod) are held to it.
+func (c Config) ShutdownBound() time.Duration {
+	return c.ShutdownTimeout + 2*c.RevokeTimeout + gatesync.DefaultFlushTimeout + HTTPShutdownTimeout
+}
+
 // KeyTTL returns the expiry to set on counter keys: GATE_REDIS_KEY_TTL raised to 2 × window
 // (0 means exactly that). clamped reports a non-zero setting that was raised, which the
 // caller logs: the operator asked for something else.
