@@ -73,37 +73,29 @@ part sync-timed "$GO" test -run '^$' -bench '^Benchmark(FleetRedis|MillionTeams)
 part fleet-processes "$GO" test -run '^$' -bench '^BenchmarkFleetProcessWindow$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/
 part spike-trace "$GO" test -run '^$' -bench '^BenchmarkSpikeTrace$' -benchtime 1x -count=1 -timeout 10m ./internal/spike/ -args -spike-chart="$PWD/bench/spike.svg"
 
+# repeat N CMD...: runs CMD N times, all of them even when one fails, which it reports.
+repeat() {
+	local n=$1 rc=0 k
+	shift
+	for ((k = 0; k < n; k++)); do
+		"$@" || rc=1
+	done
+	return $rc
+}
+
 # The check beside the bare maps five more times, interleaved (the report takes medians).
 hotpath() {
 	"$GO" test -c -o bench/limit.test ./internal/limit/ || return
-	local rc=0
-	for _ in 1 2 3 4 5; do
-		bench/limit.test -test.run '^$' -test.bench 'BenchmarkCheck/zipf100k/parallel/(baremap|baremap-copied|divert-batchclock)$' -test.benchtime "$BENCHTIME" -test.benchmem || rc=1
-	done
-	return $rc
+	repeat 5 bench/limit.test -test.run '^$' -test.bench 'BenchmarkCheck/zipf100k/parallel/(baremap|baremap-copied|divert-batchclock)$' -test.benchtime "$BENCHTIME" -test.benchmem
 }
 part hotpath-interleaved hotpath
 
 # The whole gate beside a bare pass-through: six runs of a million records on kfake (in a
 # process of its own), three of 300,000 on Apache Kafka, then the real broker's latency.
 consume_bin() { "$GO" test -c -o bench/consume.test ./internal/consume/; }
-e2e() {
-	local rc=0
-	for _ in 1 2 3 4 5 6; do
-		bench/consume.test -test.run '^$' -test.bench '^BenchmarkEndToEnd$' -test.benchtime 1000000x || rc=1
-	done
-	return $rc
-}
-real_kafka() {
-	local rc=0
-	for _ in 1 2 3; do
-		bench/consume.test -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x || rc=1
-	done
-	return $rc
-}
 part consume-build consume_bin
-part end-to-end e2e
-part real-kafka real_kafka
+part end-to-end repeat 6 bench/consume.test -test.run '^$' -test.bench '^BenchmarkEndToEnd$' -test.benchtime 1000000x
+part real-kafka repeat 3 bench/consume.test -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x
 part real-kafka-latency bench/consume.test -test.run '^$' -test.bench '^BenchmarkRealKafkaLatency$' -test.benchtime 1x
 
 echo "=== bench parts (seconds)"

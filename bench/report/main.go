@@ -94,6 +94,22 @@ func (s Samples) Mean(name, unit string) (float64, bool) {
 	return sum / float64(len(vs)), true
 }
 
+// putRatio puts the mean of unit over benchmark a under keyA and over b under keyB (an
+// empty key: not put), and a ÷ b under ratio, each when what it needs was measured.
+func (s Samples) putRatio(out map[string]float64, unit, a, keyA, b, keyB, ratio string) {
+	va, okA := s.Mean(a, unit)
+	vb, okB := s.Mean(b, unit)
+	if okA && keyA != "" {
+		out[keyA] = va
+	}
+	if okB && keyB != "" {
+		out[keyB] = vb
+	}
+	if okA && okB && vb > 0 {
+		out[ratio] = va / vb
+	}
+}
+
 // Median is the median of the values for name and unit (the mean of the middle two for
 // an even count); ok is false when there are none. The hot path's figures use it: they
 // come from several interleaved runs on a noisy machine, where one slow run moves a mean.
@@ -272,30 +288,11 @@ func Results(p *Parsed) map[string]float64 {
 	if okLua && okSerial && serial > 0 && lua > 0 {
 		out["hotpath_vs_sync_lua_speedup"] = (1e9 / serial) / lua
 	}
-	gate, okGate := b.Mean(benchE2EGate, "records/s")
-	pass, okPass := b.Mean(benchE2EPass, "records/s")
-	if okGate {
-		out["e2e_gate_records_per_s"] = gate
-	}
-	if okPass {
-		out["e2e_passthrough_records_per_s"] = pass
-	}
-	if okGate && okPass && pass > 0 {
-		out["e2e_vs_passthrough_ratio"] = gate / pass
-	}
+	b.putRatio(out, "records/s", benchE2EGate, "e2e_gate_records_per_s", benchE2EPass, "e2e_passthrough_records_per_s", "e2e_vs_passthrough_ratio")
 	// CPU: the bench process's (user + system, every thread) per million records; the
 	// broker runs in a process of its own, so this is the client's alone.
-	gcpu, okGCPU := b.Mean(benchE2EGate, "cpu-s/Mrecords")
-	pcpu, okPCPU := b.Mean(benchE2EPass, "cpu-s/Mrecords")
-	if okGCPU {
-		out["e2e_gate_cpu_s_per_million_records"] = gcpu
-	}
-	if okPCPU {
-		out["e2e_passthrough_cpu_s_per_million_records"] = pcpu
-	}
-	if okGCPU && okPCPU && pcpu > 0 {
-		out["e2e_cpu_vs_passthrough_ratio"] = gcpu / pcpu
-	}
+	b.putRatio(out, "cpu-s/Mrecords", benchE2EGate, "e2e_gate_cpu_s_per_million_records",
+		benchE2EPass, "e2e_passthrough_cpu_s_per_million_records", "e2e_cpu_vs_passthrough_ratio")
 	// The worst of the runs, each gate run against the pass-through run just before it.
 	if v, ok := worstRatio(b, benchE2EGate, benchE2EPass, "records/s", false); ok {
 		out["e2e_vs_passthrough_ratio_worst_run"] = v
@@ -303,35 +300,11 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := worstRatio(b, benchE2EGate, benchE2EPass, "cpu-s/Mrecords", true); ok {
 		out["e2e_cpu_vs_passthrough_ratio_worst_run"] = v
 	}
-	if eos, ok := b.Mean(benchE2EExactly, "records/s"); ok {
-		out["e2e_exactly_once_records_per_s"] = eos
-		if okGate && gate > 0 {
-			out["e2e_exactly_once_vs_at_least_once"] = eos / gate
-		}
-	}
-	rgate, okRGate := b.Mean(benchRealGate, "records/s")
-	rpass, okRPass := b.Mean(benchRealPass, "records/s")
-	reos, okREOS := b.Mean(benchRealExactly, "records/s")
-	if okRGate {
-		out["real_kafka_gate_records_per_s"] = rgate
-	}
-	if okRPass {
-		out["real_kafka_passthrough_records_per_s"] = rpass
-	}
-	if okREOS {
-		out["real_kafka_exactly_once_records_per_s"] = reos
-	}
-	if okRGate && okRPass && rpass > 0 {
-		out["real_kafka_e2e_vs_passthrough_ratio"] = rgate / rpass
-	}
-	rgcpu, ok1 := b.Mean(benchRealGate, "cpu-s/Mrecords")
-	rpcpu, ok2 := b.Mean(benchRealPass, "cpu-s/Mrecords")
-	if ok1 && ok2 && rpcpu > 0 {
-		out["real_kafka_cpu_vs_passthrough_ratio"] = rgcpu / rpcpu
-	}
-	if okRGate && okREOS && rgate > 0 {
-		out["real_kafka_eos_vs_alo_ratio"] = reos / rgate
-	}
+	b.putRatio(out, "records/s", benchE2EExactly, "e2e_exactly_once_records_per_s", benchE2EGate, "", "e2e_exactly_once_vs_at_least_once")
+	b.putRatio(out, "records/s", benchRealGate, "real_kafka_gate_records_per_s",
+		benchRealPass, "real_kafka_passthrough_records_per_s", "real_kafka_e2e_vs_passthrough_ratio")
+	b.putRatio(out, "cpu-s/Mrecords", benchRealGate, "", benchRealPass, "", "real_kafka_cpu_vs_passthrough_ratio")
+	b.putRatio(out, "records/s", benchRealExactly, "real_kafka_exactly_once_records_per_s", benchRealGate, "", "real_kafka_eos_vs_alo_ratio")
 	for _, l := range []struct{ bench, suffix string }{{benchRealLatALO, ""}, {benchRealLatEOS, "_eos"}} {
 		if v, ok := b.Mean(l.bench, "p50_ms"); ok {
 			out["real_kafka_latency_p50_ms"+l.suffix] = v

@@ -46,11 +46,13 @@ func (f *tickFailures) check(tb testing.TB, what string, r TickResult) {
 	f.n++
 }
 
-// report reports the count as the benchmark's failed-ticks.
+// report reports the count as b's failed-ticks, and starts counting afresh for the next
+// benchmark that shares f.
 func (f *tickFailures) report(b *testing.B) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b.ReportMetric(float64(f.n), "failed-ticks")
+	f.n = 0
 }
 
 func teamNames(n int) []string {
