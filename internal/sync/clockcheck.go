@@ -29,7 +29,8 @@ type clockCheck struct {
 }
 
 // checkClock measures the offset once per clockCheckInterval, sets the gauge and warns
-// (at most every ten minutes) while it is over half the read delay.
+// (at most every ten minutes) while it is over half the read delay; it sets the live key
+// (markLive) at the same pace.
 func (t *Ticker) checkClock(ctx context.Context) {
 	c := &t.clockCheck
 	if c.wall == nil {
@@ -43,6 +44,9 @@ func (t *Ticker) checkClock(ctx context.Context) {
 		return
 	}
 	c.last = start
+	// The same minute's other errand: the key that tells operator tools a fleet runs
+	// under this prefix.
+	t.markLive(ctx)
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
 	theirs, err := t.instances[0].Time(cctx).Result()

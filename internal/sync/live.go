@@ -6,12 +6,9 @@ import (
 )
 
 // LiveTTL is how long a fleet's live key ({prefix}:live) outlives the last gate that set
-// it. Run sets it once a minute (liveInterval), so a prefix whose key is missing has had
-// no running gate for LiveTTL.
+// it. Run sets it once a minute, with its clock check, so a prefix whose key is missing
+// has had no running gate for LiveTTL.
 const LiveTTL = 10 * time.Minute
-
-// liveInterval is how often Run sets the live key: one SET a minute per gate.
-const liveInterval = time.Minute
 
 // LiveKeyFor is the key the gates of a fleet keep set while they run: {prefix}:live, its
 // value the last setter's writer name. No counter, hold, profile or sequence key has two
@@ -20,13 +17,9 @@ const liveInterval = time.Minute
 // and an override written under the default one would change nothing, silently.
 func LiveKeyFor(prefix string) string { return prefix + ":live" }
 
-// markLive sets the live key, at most once per liveInterval. A failure is the tick's to
-// report (the same Redis, the same ACL: SET on the prefix's keys).
-func (t *Ticker) markLive(ctx context.Context, now time.Time) {
-	if !t.lastLive.IsZero() && now.Sub(t.lastLive) < liveInterval {
-		return
-	}
-	t.lastLive = now
+// markLive sets the live key (checkClock calls it, once a minute). A failure is the
+// tick's to report (the same Redis, the same ACL: SET on the prefix's keys).
+func (t *Ticker) markLive(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
 	_ = t.instances[0].Set(cctx, LiveKeyFor(t.cfg.KeyPrefix), t.cfg.Writer, LiveTTL).Err()

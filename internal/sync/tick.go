@@ -45,7 +45,6 @@ type Ticker struct {
 	tickN      uint64    // ticks so far
 	split      splitTick // a split tick between its write and read phases
 	clockCheck           // Run's, once a minute
-	lastLive   time.Time // when Run last set the live key (markLive)
 	// onPhase, when set (tests), is called by Run as each phase of a tick starts, and as
 	// its write phase ends, with the tick's boundary.
 	onPhase func(part int, boundary time.Time, ended bool)
@@ -290,7 +289,6 @@ func (t *Ticker) Run(ctx context.Context) {
 		t.ReadPhase(tctx)
 		cancel()
 		t.checkClock(ctx)
-		t.markLive(ctx, time.Now())
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
 	defer cancel()
