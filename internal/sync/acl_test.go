@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,13 @@ import (
 	"github.com/capturegate/gate/internal/redistest"
 )
 
+// documentedACL is the ACL SETUSER command of docs/operations.md for the user "gate"
+// (password gate-pw), for the tick: the overrides' commands aside.
+func documentedACL() []any {
+	return []any{"ACL", "SETUSER", "gate", "on", ">gate-pw", "resetkeys", "~gate:*", "resetchannels",
+		"-@all", "+eval", "+get", "+set", "+incrby", "+pexpire", "+mget", "+time", "+ping", "+hello"}
+}
+
 // TestTickNeedsOnlyTheDocumentedRedisCommands: a Redis ACL user limited to the commands
 // docs/operations.md lists for the tick ("What the gate needs from Redis") and to the
 // gate's keys writes, resends and reads: what a platform team that locks Redis down gives
@@ -25,9 +33,7 @@ func TestTickNeedsOnlyTheDocumentedRedisCommands(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	// The ACL of docs/operations.md, for the tick (the overrides' commands aside).
-	if err := admin.Do(ctx, "ACL", "SETUSER", "gate", "on", ">gate-pw", "resetkeys", "~gate:*", "resetchannels",
-		"-@all", "+eval", "+get", "+set", "+incrby", "+pexpire", "+mget", "+ping", "+hello", "+time").Err(); err != nil {
+	if err := admin.Do(ctx, documentedACL()...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	clients, err := Dial([]string{srv.URLAs("gate", "gate-pw")}, RedisOptions{})
@@ -75,10 +81,9 @@ func TestRunWithTheDocumentedACL(t *testing.T) {
 			srv := redistest.Start(t)
 			admin := srv.Client(t)
 			ctx := context.Background()
-			rules := []any{"ACL", "SETUSER", "gate", "on", ">gate-pw", "resetkeys", "~gate:*", "resetchannels",
-				"-@all", "+eval", "+get", "+set", "+incrby", "+pexpire", "+mget", "+ping", "+hello"}
-			if withTime {
-				rules = append(rules, "+time")
+			rules := documentedACL()
+			if !withTime {
+				rules = slices.DeleteFunc(rules, func(r any) bool { return r == "+time" })
 			}
 			if err := admin.Do(ctx, rules...).Err(); err != nil {
 				t.Fatal(err)
