@@ -368,7 +368,7 @@ func teamsFor(cfg config.Config, lim *limit.Limiter, extra []*limit.Limiter) *te
 	if !cfg.TeamAPI {
 		return nil
 	}
-	return newTeamAPI(lim, extra)
+	return newTeamAPI(gateJSON{RedisPrefix: cfg.RedisPrefix, ConsumerGroup: cfg.GroupID}, lim, extra)
 }
 
 // newMux serves the operational endpoints.

@@ -86,6 +86,14 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	if _, err := fmt.Fprintf(stdout, "team %s: %s\n", t.Team, state); err != nil {
 		return err
 	}
+	// Whose view this is: a gate counts with the fleet under its Redis prefix only, and
+	// `gate overrides` must be given the same prefix to change this team's limit there.
+	if t.Gate != nil {
+		if _, err := fmt.Fprintf(stdout, "as seen by the gate at %s: Redis prefix %q (GATE_REDIS_PREFIX for gate overrides), consumer group %q\n",
+			strings.TrimPrefix(base, "http://"), t.Gate.RedisPrefix, t.Gate.ConsumerGroup); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN\tGLOBAL EST.\tEST. AGE\tPENDING\tSHARE\tDIVERTED SINCE\tRELEASE AT\tBASELINE\tSPIKE SINCE")
 	for _, l := range t.Limits {

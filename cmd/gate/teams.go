@@ -38,6 +38,16 @@ type teamAPI struct {
 	// memory; whether an answer is fresh is decided by the limiter's clock, so tests
 	// drive it.
 	tops *ttlcache.Cache[int, cachedTop]
+	// gate names the limits this gate enforces, so an answer says whose it is.
+	gate gateJSON
+}
+
+// gateJSON names the gate that answers and the fleet it counts in: gates share a limit
+// exactly when they share a Redis prefix, so an operator reading one gate's view (or
+// setting an override, whose key is under the prefix) knows which fleet it is about.
+type gateJSON struct {
+	RedisPrefix   string `json:"redis_prefix"`
+	ConsumerGroup string `json:"consumer_group"`
 }
 
 // cachedTop is one encoded answer to ?top=N and the limiter-clock time it was made.
@@ -46,9 +56,9 @@ type cachedTop struct {
 	body []byte
 }
 
-// newTeamAPI returns the team view over lim and extra.
-func newTeamAPI(lim *limit.Limiter, extra []*limit.Limiter) *teamAPI {
-	return &teamAPI{lim: lim, extra: extra, tops: newTopCache()}
+// newTeamAPI returns the team view over lim and extra, answered as gate g.
+func newTeamAPI(g gateJSON, lim *limit.Limiter, extra []*limit.Limiter) *teamAPI {
+	return &teamAPI{lim: lim, extra: extra, tops: newTopCache(), gate: g}
 }
 
 func newTopCache() *ttlcache.Cache[int, cachedTop] {
@@ -62,6 +72,7 @@ func newTopCache() *ttlcache.Cache[int, cachedTop] {
 // teamJSON is one team on this gate: one entry in Limits per limit (GATE_WINDOW's first,
 // then GATE_LIMITS' in order), and Limited when any of them is.
 type teamJSON struct {
+	Gate    *gateJSON   `json:"gate,omitempty"` // GET /v1/teams/{team} only: ?top=N says it once
 	Team    string      `json:"team"`
 	Limited bool        `json:"limited"`
 	Limits  []limitJSON `json:"limits"`
@@ -176,7 +187,9 @@ func (a *teamAPI) team(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	writeJSON(w, http.StatusOK, a.view(now, s))
+	v := a.view(now, s)
+	v.Gate = &a.gate
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (a *teamAPI) top(w http.ResponseWriter, r *http.Request) {
@@ -206,12 +219,13 @@ func (a *teamAPI) top(w http.ResponseWriter, r *http.Request) {
 
 // topAnswer is the body of GET /v1/teams?top=N.
 type topAnswer struct {
+	Gate  gateJSON   `json:"gate"`
 	Teams []teamJSON `json:"teams"`
 }
 
 // rank computes the answer to ?top=n at now.
 func (a *teamAPI) rank(now time.Time, n int) topAnswer {
-	out := topAnswer{Teams: []teamJSON{}}
+	out := topAnswer{Gate: a.gate, Teams: []teamJSON{}}
 	if len(a.extra) == 0 {
 		for _, s := range a.lim.Top(now, n) {
 			out.Teams = append(out.Teams, a.view(now, s))

@@ -46,7 +46,7 @@ func TestTeamTopCachedForASecond(t *testing.T) {
 	for range 50 {
 		lim.CheckAt(t0, "first", 1)
 	}
-	mux := newMux(prometheus.NewRegistry(), nil, newTeamAPI(lim, nil))
+	mux := newMux(prometheus.NewRegistry(), nil, newTeamAPI(gateJSON{}, lim, nil))
 	if got := topOf(t, mux, 1); len(got) != 1 || got[0] != "first" {
 		t.Fatalf("top 1 = %v, want [first]", got)
 	}
@@ -91,7 +91,7 @@ func BenchmarkTeamTop(b *testing.B) {
 		api  *teamAPI
 	}{
 		{"uncached", &teamAPI{lim: lim}},
-		{"cached", newTeamAPI(lim, nil)},
+		{"cached", newTeamAPI(gateJSON{}, lim, nil)},
 	} {
 		b.Run(bc.name+"/teams=300k", func(b *testing.B) {
 			mux := newMux(prometheus.NewRegistry(), nil, bc.api)

@@ -149,7 +149,7 @@ func TestTeamCommand(t *testing.T) {
 		lim.CheckAt(t0, "whale", 1)
 	}
 	lim.Sweep(t0, new(limit.Sweep)) // the tick takes the whale's hold
-	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{lim: lim}))
+	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{lim: lim, gate: gateJSON{RedisPrefix: "prod-gate", ConsumerGroup: "prod-gate"}}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	do := func(getenv map[string]string, args ...string) (string, error) {
@@ -161,7 +161,7 @@ func TestTeamCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"team whale: LIMITED", "WINDOW", "1m0s", "10 (override)", "40", "400%", "hot", "3m0s", "never read",
+	for _, want := range []string{"team whale: LIMITED", `as seen by the gate at ` + addr + `: Redis prefix "prod-gate"`, `consumer group "prod-gate"`, "WINDOW", "1m0s", "10 (override)", "40", "400%", "hot", "3m0s", "never read",
 		"DIVERTED SINCE", t0.UTC().Format(time.RFC3339), "not before " + t0.Add(time.Minute).UTC().Format(time.RFC3339)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
