@@ -28,7 +28,7 @@ IMAGE          ?= ghcr.io/capturegate/gate
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_OUTPUT   ?=
 
-.PHONY: all build build-dev run check test test-chart test-short test-integration image release-notes bench deps-test vet fmt tidy clean
+.PHONY: all build build-dev run check test test-chart test-short test-integration image release release-notes bench deps-test vet fmt tidy clean
 
 all: build
 
@@ -89,6 +89,19 @@ test-chart:
 
 # The release notes of VERSION: its section of CHANGELOG.md, without the heading
 # (release.yml drafts the GitHub release with them). Fails when there is none.
+# Cuts release VERSION (x.y.z) from a clean tree: the CHANGELOG's Unreleased section
+# becomes its, the chart's version and appVersion move to it, and the list of variables
+# that release's gate knows is written for the chart test (tools/release;
+# deploy/helm TestVersionsMoveTogether); then a commit and the tag vVERSION, whose push runs
+# release.yml (the image, the chart and the draft release, all of that version).
+release:
+	@test -z "$$(git status --porcelain)" || { echo "release: the working tree is not clean; commit first" >&2; exit 1; }
+	$(GO) run ./tools/release -version '$(VERSION)'
+	git add CHANGELOG.md deploy/helm/capture-gate/Chart.yaml deploy/helm/testdata/appversion-env.txt
+	git commit -q -m 'release $(VERSION)'
+	git tag -a 'v$(VERSION)' -m 'capture gate $(VERSION)'
+	@echo "released $(VERSION): push main and the tag (git push origin main v$(VERSION))"
+
 release-notes:
 	@awk -v v='$(VERSION)' '/^## \[/ { if (found) exit; found = index($$0, "## [" v "]") == 1; next } found' CHANGELOG.md > release-notes.tmp
 	@if [ ! -s release-notes.tmp ]; then rm -f release-notes.tmp; echo "CHANGELOG.md has no section for $(VERSION)" >&2; exit 1; fi
