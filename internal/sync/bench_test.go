@@ -339,7 +339,7 @@ func seedProfiles(b *testing.B, c *redis.Client, names []string, perWindow int, 
 	for k, team := range names {
 		p := spike.Profile{Epoch: epoch, Windows: 1440, Level: float32(float64(perWindow) * math.Pow(float64(1+k), -1.1) / norm)}
 		v, _ := p.MarshalBinary()
-		pipe.Set(ctx, ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, profileTTL)
+		pipe.Set(ctx, ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team), v, ProfileTTL)
 		if pipe.Len() == 1000 {
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)

@@ -87,10 +87,10 @@ func TestMultiCountsLandInEachLimitsKeysWithTTL(t *testing.T) {
 			t.Errorf("%s = %d, want %d", key, got, want)
 		}
 	}
-	if ttl := rc.TTL(context.Background(), Key("t", "team-a", em)).Val(); ttl <= 2*time.Minute || ttl > 2*time.Minute+keyTTLMargin {
+	if ttl := rc.TTL(context.Background(), Key("t", "team-a", em)).Val(); ttl <= 2*time.Minute || ttl > 2*time.Minute+KeyTTLMargin {
 		t.Errorf("minute key TTL = %s, want within (2m, 2m + margin]", ttl)
 	}
-	if ttl := rc.TTL(context.Background(), Key("t:w3600", "team-a", eh)).Val(); ttl <= 2*time.Hour || ttl > 2*time.Hour+keyTTLMargin {
+	if ttl := rc.TTL(context.Background(), Key("t:w3600", "team-a", eh)).Val(); ttl <= 2*time.Hour || ttl > 2*time.Hour+KeyTTLMargin {
 		t.Errorf("hour key TTL = %s, want within (2h, 2h + margin]", ttl)
 	}
 }

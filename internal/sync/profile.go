@@ -20,9 +20,9 @@ import (
 // pipeline, in one profileScript per lane and KeysPerCommand keys, a compare-and-set on
 // the stored profile's epoch. No tick makes a round trip it would not make in static mode.
 
-// profileTTL is how long a profile outlives its last fold: a team silent for a week
+// ProfileTTL is how long a profile outlives its last fold: a team silent for a week
 // starts learning again.
-const profileTTL = 7 * 24 * time.Hour
+const ProfileTTL = 7 * 24 * time.Hour
 
 // profileScript sets each KEYS[i] to ARGV[2i+1] (a spike.Profile's binary form) if the
 // key is absent or its first 8 bytes (the epoch) are ARGV[2i] (empty: it was absent when
@@ -93,7 +93,7 @@ func (t *Ticker) queueProfiles(ctx context.Context, pipes []redis.Pipeliner, p *
 	for _, w := range p.profiles {
 		byLane[w.lane] = append(byLane[w.lane], w)
 	}
-	ttl := profileTTL.Milliseconds()
+	ttl := ProfileTTL.Milliseconds()
 	for ln, ws := range byLane {
 		for len(ws) > 0 {
 			n := min(len(ws), t.cfg.KeysPerCommand)

@@ -950,7 +950,7 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 		keys := make([]string, 1, 1+len(b.items))
 		keys[0] = ln.key
 		args := make([]any, 3, 3+len(b.items))
-		args[0], args[1], args[2] = b.seq, seqTTL, (t.limits[b.lim].ttl + keyTTLMargin).Milliseconds()
+		args[0], args[1], args[2] = b.seq, seqTTL, (t.limits[b.lim].ttl + KeyTTLMargin).Milliseconds()
 		for _, it := range b.items {
 			keys = append(keys, t.key(it.k.lim, it.k.team, it.k.epoch))
 			args = append(args, it.n)
@@ -1045,7 +1045,7 @@ func (t *Ticker) seqTTLDur() time.Duration {
 	for _, ls := range t.limits {
 		d = max(d, ls.ttl)
 	}
-	return d + keyTTLMargin
+	return d + KeyTTLMargin
 }
 
 func (t *Ticker) countError(c cause, instance int) {

@@ -97,7 +97,7 @@ func TestCountsLandInEpochKeysWithTTL(t *testing.T) {
 		}
 	}
 	ttl := rc.TTL(context.Background(), Key("t", "team-a", ep)).Val()
-	if ttl <= 2*time.Minute || ttl > 2*time.Minute+keyTTLMargin {
+	if ttl <= 2*time.Minute || ttl > 2*time.Minute+KeyTTLMargin {
 		t.Errorf("TTL = %s, want within (2m, 2m + margin] (2 × window, set when the key was made)", ttl)
 	}
 	// A second tick with nothing new writes nothing; the counts are not written twice.

@@ -50,10 +50,10 @@ for i = 2, #KEYS do
 end
 return out`
 
-// keyTTLMargin is added to a counter's TTL: it is set when the key is created, which can
+// KeyTTLMargin is added to a counter's TTL: it is set when the key is created, which can
 // be a little before its epoch began on another gate's clock (clock skew), and the key must
-// outlive every gate's use of it.
-const keyTTLMargin = 30 * time.Second
+// outlive every gate's use of it. The docs state it (cmd/gate TestDocsStateKeyLifetimes).
+const KeyTTLMargin = 30 * time.Second
 
 // ClusterShards is how many lanes cluster mode spreads teams over. A lane is one hash tag
 // ({sN}), so one slot: its writes go in multi-key scripts and its reads in multi-key MGETs,

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/config"
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+// docFiles are the texts a user reads for figures and formulas: where the same figure is
+// stated in several, the tests below hold each statement to the code.
+var docFiles = []string{
+	"README.md", "docs/configuration.md", "docs/design.md", "docs/operations.md", "docs/reliability.md",
+	"deploy/helm/capture-gate/README.md", "deploy/helm/capture-gate/values.yaml", "docker-compose.yml",
+	"internal/config/config.go", // the variables' descriptions, which gate env prints
+}
+
+// docSentence is one sentence of a doc, with where it is.
+type docSentence struct{ where, text string }
+
+// docSentences splits every doc file into sentences, paragraph lines joined and comment
+// markers dropped, so that a statement wrapped over lines is matched whole.
+func docSentences(t *testing.T) []docSentence {
+	t.Helper()
+	var out []docSentence
+	comment := regexp.MustCompile(`(?m)^\s*(#|//)( --)?\s?`)
+	for _, f := range docFiles {
+		b, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, para := range regexp.MustCompile(`\n\s*\n`).Split(string(b), -1) {
+			para = strings.Join(strings.Fields(comment.ReplaceAllString(para, "")), " ")
+			for _, s := range regexp.MustCompile(`[.;]\s`).Split(para, -1) {
+				out = append(out, docSentence{where: f + " paragraph " + strconv.Itoa(i+1), text: s})
+			}
+		}
+	}
+	return out
+}
+
+// TestDocsStateTheShutdownBound: every statement of the shutdown bound or of the grace
+// period derived from it (the chart's terminationGracePeriodSeconds, compose's
+// stop_grace_period: the bound + 5 s) gives the figure the code has with the defaults,
+// and a formula's constant adds up to the figure it states.
+func TestDocsStateTheShutdownBound(t *testing.T) {
+	cfg, err := config.Load(func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := cfg.ShutdownBound()
+	grace := bound + 5*time.Second
+	secs := func(s string) time.Duration { n, _ := strconv.Atoi(s); return time.Duration(n) * time.Second }
+	// "... + 2 × kafka.revokeTimeout + 15s (55s by default)"
+	formula := regexp.MustCompile("2 (?:x|×) `?[A-Za-z_.]*(?:revoke|REVOKE)[A-Za-z_]*`? \\+ (\\d+) ?s? \\((\\d+) ?s? (?:by default|with the defaults)\\)")
+	figure := regexp.MustCompile(`\((\d+) ?s? (?:by default|with the defaults)\)|(\d+) ?s (?:by default|with the defaults)`)
+	about := regexp.MustCompile(`(?i)grace|shutdown.bound|worst.case shutdown|whole shutdown`)
+	n := 0
+	for _, s := range docSentences(t) {
+		if !about.MatchString(s.text) {
+			continue
+		}
+		for _, m := range formula.FindAllStringSubmatch(s.text, -1) {
+			n++
+			if sum, stated := cfg.ShutdownTimeout+2*cfg.RevokeTimeout+secs(m[1]), secs(m[2]); sum != stated {
+				t.Errorf("%s: %q: %v + 2 × %v + %ss is %v, not the %v it says", s.where, m[0], cfg.ShutdownTimeout, cfg.RevokeTimeout, m[1], sum, stated)
+			}
+		}
+		for _, m := range figure.FindAllStringSubmatch(s.text, -1) {
+			n++
+			if d := secs(m[1] + m[2]); d != bound && d != grace {
+				t.Errorf("%s: %q: the shutdown bound is %v by default and the grace period %v", s.where, m[0], bound, grace)
+			}
+		}
+	}
+	if n < 5 {
+		t.Errorf("found %d statements of the shutdown bound; has their wording changed?", n)
+	}
+}
+
+// TestDocsStateKeyLifetimes: every statement of how long Redis keys live gives the code's
+// margin on counters (2 × the window + KeyTTLMargin) and profiles' life (ProfileTTL), the
+// figures an operator sizes Redis by after an oom.
+func TestDocsStateKeyLifetimes(t *testing.T) {
+	margin := regexp.MustCompile(`2 ?(?:×|x) (?:the|its own|the limit's) window[^.]{0,60}?(?:\+|plus) (\d+) ?s\b`)
+	profile := regexp.MustCompile(`(?i)profile[^.]{0,60}?\b(\d+) days`)
+	var nm, np int
+	for _, s := range docSentences(t) {
+		for _, m := range margin.FindAllStringSubmatch(s.text, -1) {
+			nm++
+			if m[1] != strconv.Itoa(int(gatesync.KeyTTLMargin.Seconds())) {
+				t.Errorf("%s: %q: counters get %v beyond 2 × the window", s.where, m[0], gatesync.KeyTTLMargin)
+			}
+		}
+		for _, m := range profile.FindAllStringSubmatch(s.text, -1) {
+			np++
+			if m[1] != strconv.Itoa(int(gatesync.ProfileTTL.Hours()/24)) {
+				t.Errorf("%s: %q: profiles live %v after their last fold", s.where, m[0], gatesync.ProfileTTL)
+			}
+		}
+	}
+	if nm < 3 || np < 3 {
+		t.Errorf("found %d statements of the counters' margin and %d of the profiles' life; has their wording changed?", nm, np)
+	}
+}
