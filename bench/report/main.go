@@ -791,7 +791,7 @@ func main() {
 		if err != nil {
 			fatal(err)
 		}
-		fmt.Print(ReadmeTable(res))
+		fmt.Print(ReadmeTable(res, readRun(*mdPath)))
 		return
 	}
 	var in io.Reader = os.Stdin
@@ -835,7 +835,7 @@ func main() {
 	}
 	fmt.Print(Table(res))
 	fmt.Printf("wrote %s and %s\n", *jsonPath, *mdPath)
-	if ok, err := updateReadme(*readmePath, res); err != nil {
+	if ok, err := updateReadme(*readmePath, res, readRun(*mdPath)); err != nil {
 		fatal(err)
 	} else if ok {
 		fmt.Printf("updated the headline table in %s\n", *readmePath)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -46,13 +47,16 @@ var headlines = []headline{
 	{"catchup_false_overflow_wall", "the same replay, wall clock: share falsely limited"},
 }
 
-// ReadmeTable is the README's table of headline figures from res, without the markers.
-func ReadmeTable(res map[string]float64) string {
+// ReadmeTable is the README's table of headline figures from res, without the markers,
+// under a line naming the run that measured them (run: RunOf of its RESULTS.md), so that
+// no figure in the README is without its machine and date.
+func ReadmeTable(res map[string]float64, run string) string {
 	goals := map[string]*goal{}
 	for _, r := range append(append([]row(nil), rows...), fidelityRows...) {
 		goals[r.key] = r.goal
 	}
 	var sb strings.Builder
+	fmt.Fprintf(&sb, "Measured by `make bench` on %s.\n\n", cmp.Or(run, "an unrecorded machine"))
 	sb.WriteString("| figure | latest | goal | met |\n|---|---:|---|---|\n")
 	for _, h := range headlines {
 		val, goalText, met := "not measured", "—", "—"
@@ -72,6 +76,26 @@ func ReadmeTable(res map[string]float64) string {
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", h.label, val, goalText, met)
 	}
 	return sb.String()
+}
+
+// RunOf is the run that RESULTS.md (md) reports: its machine line without the load.
+func RunOf(md string) string {
+	for _, line := range strings.Split(md, "\n") {
+		if m, ok := strings.CutPrefix(line, "Machine: "); ok {
+			m, _, _ = strings.Cut(m, ", load average")
+			return strings.TrimSuffix(m, ".")
+		}
+	}
+	return ""
+}
+
+// readRun is RunOf the RESULTS.md at path ("" when it cannot be read).
+func readRun(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return RunOf(string(b))
 }
 
 // readResults reads a results.json.
@@ -108,7 +132,7 @@ func spliceReadme(doc, table string) (string, error) {
 
 // updateReadme rewrites the headline table of the README at path, if it has the markers;
 // it reports whether it did.
-func updateReadme(path string, res map[string]float64) (bool, error) {
+func updateReadme(path string, res map[string]float64, run string) (bool, error) {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return false, nil
@@ -119,7 +143,7 @@ func updateReadme(path string, res map[string]float64) (bool, error) {
 	if _, _, _, err := readmeBlock(string(b)); err != nil {
 		return false, nil
 	}
-	doc, err := spliceReadme(string(b), ReadmeTable(res))
+	doc, err := spliceReadme(string(b), ReadmeTable(res, run))
 	if err != nil || doc == string(b) {
 		return false, err
 	}

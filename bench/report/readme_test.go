@@ -23,14 +23,19 @@ func TestReadmeHeadlineTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README.md: %v", err)
 	}
-	if want := ReadmeTable(res); got != want {
+	run := readRun("../RESULTS.md")
+	if run == "" || !strings.Contains(run, "CPUs") {
+		t.Fatalf("bench/RESULTS.md names no machine: %q", run)
+	}
+	if want := ReadmeTable(res, run); got != want {
 		t.Errorf("README.md's headline table differs from bench/results.json; paste `go run ./bench/report -readme` between its markers.\nREADME:\n%s\nresults.json:\n%s", got, want)
 	}
 }
 
 func TestReadmeTableRows(t *testing.T) {
-	tab := ReadmeTable(map[string]float64{"hotpath_vs_map_ratio": 1.2, "bytes_per_entity": 200, "e2e_gate_records_per_s": 1e6})
+	tab := ReadmeTable(map[string]float64{"hotpath_vs_map_ratio": 1.2, "bytes_per_entity": 200, "e2e_gate_records_per_s": 1e6}, "AMD EPYC, 2 CPUs, go1.26.8, 2026-11-27 00:46 UTC")
 	for _, want := range []string{
+		"Measured by `make bench` on AMD EPYC, 2 CPUs, go1.26.8, 2026-11-27 00:46 UTC.\n\n|",
 		"| check ÷ a bare sharded-map lookup of the same keys | 1.2 | ≤ 1.5 | yes |",
 		"| heap per cached team (bytes) | 200 | ≤ 150 | no |",
 		"| whole gate, records/s (franz-go's kfake broker, a process of its own) | 1000000 | — | — |",
@@ -41,8 +46,17 @@ func TestReadmeTableRows(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
 		}
 	}
-	if n := strings.Count(tab, "\n"); n != len(headlines)+2 {
-		t.Errorf("%d lines, want %d", n, len(headlines)+2)
+	if n := strings.Count(tab, "\n"); n != len(headlines)+4 {
+		t.Errorf("%d lines, want %d", n, len(headlines)+4)
+	}
+}
+
+func TestRunOf(t *testing.T) {
+	if got := RunOf("# Benchmark results\n\nMachine: AMD EPYC, 2 CPUs, go1.26.8, 2026-11-27 00:46 UTC, load average at report time 3.02 2.58 3.49.\n"); got != "AMD EPYC, 2 CPUs, go1.26.8, 2026-11-27 00:46 UTC" {
+		t.Errorf("RunOf = %q", got)
+	}
+	if got := RunOf("Machine: Intel Xeon, 4 CPUs, go1.26.8, 2026-11-24 10:00 UTC.\n"); got != "Intel Xeon, 4 CPUs, go1.26.8, 2026-11-24 10:00 UTC" {
+		t.Errorf("RunOf without load = %q", got)
 	}
 }
 
@@ -53,24 +67,24 @@ func TestUpdateReadme(t *testing.T) {
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := updateReadme(path, res); err != nil || !ok {
+	if ok, err := updateReadme(path, res, "x"); err != nil || !ok {
 		t.Fatalf("updateReadme = %v, %v", ok, err)
 	}
 	b, _ := os.ReadFile(path)
-	if want := "# x\n\n" + readmeBegin + ReadmeTable(res) + readmeEnd + "\n\nafter\n"; string(b) != want {
+	if want := "# x\n\n" + readmeBegin + ReadmeTable(res, "x") + readmeEnd + "\n\nafter\n"; string(b) != want {
 		t.Errorf("README after update:\n%s\nwant:\n%s", b, want)
 	}
-	if ok, err := updateReadme(path, res); err != nil || ok {
+	if ok, err := updateReadme(path, res, "x"); err != nil || ok {
 		t.Errorf("second update = %v, %v; want no change", ok, err)
 	}
 	// A README without the markers, or none at all, is left alone.
 	if err := os.WriteFile(path, []byte("# no markers\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := updateReadme(path, res); err != nil || ok {
+	if ok, err := updateReadme(path, res, "x"); err != nil || ok {
 		t.Errorf("update without markers = %v, %v", ok, err)
 	}
-	if ok, err := updateReadme(filepath.Join(t.TempDir(), "none.md"), res); err != nil || ok {
+	if ok, err := updateReadme(filepath.Join(t.TempDir(), "none.md"), res, "x"); err != nil || ok {
 		t.Errorf("update of a missing file = %v, %v", ok, err)
 	}
 }
