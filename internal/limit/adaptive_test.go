@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"hash/maphash"
 	"testing"
 	"time"
 
@@ -156,9 +157,27 @@ func TestAdaptiveStateFreed(t *testing.T) {
 	}
 }
 
+// countLearned counts the learned states kept, which the shards' maps (the sweep's) and
+// the limiter's sync.Map (lookups without a shard's lock) must both hold.
 func countLearned(l *Limiter) int {
-	n := 0
-	l.adapt.teams.Range(func(_, _ any) bool { n++; return true })
+	n, m := 0, 0
+	l.adapt.teams.Range(func(k, v any) bool {
+		n++
+		e := k.(*entry)
+		sh := &l.shards[maphash.String(l.seed, e.team())&l.mask]
+		sh.mu.Lock()
+		if sh.learned[e] != v {
+			panic("a learned state is missing from its shard's map")
+		}
+		sh.mu.Unlock()
+		return true
+	})
+	for i := range l.shards {
+		m += len(l.shards[i].learned)
+	}
+	if m != n {
+		panic(fmt.Sprintf("the shards hold %d learned states, the limiter %d", m, n))
+	}
 	return n
 }
 

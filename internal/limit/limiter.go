@@ -93,7 +93,8 @@ type shard struct {
 
 	// Under mu: inserts, evictions, sweeps.
 	mu      sync.Mutex
-	orphans []Count // counts of entries evicted for capacity, for the next sweep
+	orphans []Count             // counts of entries evicted for capacity, for the next sweep
+	learned map[*entry]*learned // adaptive mode: the shard's part of adaptive.teams
 	misses  atomic.Uint64
 	evicted atomic.Uint64
 	_       [64]byte // keep neighbouring shards' hot words off this shard's lines
@@ -376,7 +377,7 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 	l.count.Add(-1)
 	sh.evicted.Add(1)
 	if l.adapt != nil {
-		l.forgetLearned(victim, ns, nil)
+		l.forgetLearned(sh, victim, ns, nil)
 	}
 	if tbl != nil {
 		tbl.count.Add(-1)

@@ -216,7 +216,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				into.Counts, stale = e.drainUnsent(into.Counts, cur)
 				into.Stale += stale
 				if l.adapt != nil {
-					l.forgetLearned(e, ns, into)
+					l.forgetLearned(sh, e, ns, into)
 				}
 				return true
 			}
@@ -227,7 +227,8 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			lvl := e.level(ns, l.readFloor.Load())
 			var ls *learned
 			if l.adapt != nil {
-				ls, lvl = l.rebase(e, ns, thr, lvl)
+				ls = sh.learned[e]
+				lvl = l.rebase(e, ls, ns, thr, lvl)
 			}
 			p := lvl / fthr
 			tier := TierOf(p)
