@@ -1,0 +1,370 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
+)
+
+// Options are what a rules file is checked against beyond itself.
+type Options struct {
+	// Topics maps each topic the gate already uses to its variable (events →
+	// GATE_INPUT_TOPIC, ...): a rule's topic:NAME may be none of them.
+	Topics map[string]string
+	// EventClock is GATE_CLOCK=event, under which adaptive thresholds are not kept.
+	EventClock bool
+}
+
+// Problems is every problem found in a rules file, each on its own, all on one line.
+type Problems []error
+
+func (p Problems) Error() string {
+	s := make([]string, len(p))
+	for i, e := range p {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (p Problems) Unwrap() []error { return p }
+
+// Problem is one problem at a place in a rules file.
+type Problem struct {
+	File      string
+	Line, Col int
+	// Path names the field: rules[1] "team-user".limits[0].
+	Path string
+	Msg  string
+}
+
+func (p *Problem) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s: %s", p.File, p.Line, p.Col, p.Path, p.Msg)
+}
+
+// ErrRules is wrapped by every error Parse returns.
+var ErrRules = errors.New("rules")
+
+var nameRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9])?$`)
+
+// The fields of a rule, in the order the docs list them.
+var ruleFields = []string{"name", "key", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow"}
+
+// parser collects the problems of one file.
+type parser struct {
+	file string
+	o    Options
+	errs Problems
+}
+
+func (p *parser) bad(n *yaml.Node, path, format string, args ...any) {
+	p.errs = append(p.errs, &Problem{File: p.file, Line: n.Line, Col: n.Column, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Parse reads the rules file named file, whose content is data: every problem or a
+// checked Set. Errors wrap ErrRules, and are a Problems when the file is YAML.
+func Parse(file string, data []byte, o Options) (*Set, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrRules, file, err)
+	}
+	p := &parser{file: file, o: o}
+	if len(doc.Content) == 0 {
+		p.bad(&yaml.Node{Line: 1, Column: 1}, "rules", "the file is empty: want a list of rules under rules:")
+		return nil, p.result()
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		p.bad(root, "(top)", "want a mapping with one key, rules:")
+		return nil, p.result()
+	}
+	var list *yaml.Node
+	for k, v := range pairs(p, root, "(top)") {
+		if k.Value != "rules" {
+			p.bad(k, k.Value, "unknown field (want rules:)")
+			continue
+		}
+		list = v
+	}
+	switch {
+	case list == nil:
+		p.bad(root, "rules", "missing: want a list of rules")
+	case list.Kind != yaml.SequenceNode || len(list.Content) == 0:
+		p.bad(list, "rules", "want a list of at least one rule")
+	case len(list.Content) > MaxRules:
+		p.bad(list, "rules", "%d rules: at most %d", len(list.Content), MaxRules)
+	}
+	if len(p.errs) > 0 {
+		return nil, p.result()
+	}
+	s := &Set{Source: file}
+	names := map[string]int{}
+	for i, n := range list.Content {
+		r, ok := p.rule(n, i)
+		if !ok {
+			continue
+		}
+		if j, dup := names[r.Name]; dup {
+			p.bad(n, fmt.Sprintf("rules[%d]", i), "name %q is rules[%d]'s too: names must differ", r.Name, j)
+			continue
+		}
+		names[r.Name] = i
+		s.Rules = append(s.Rules, r)
+	}
+	if len(p.errs) > 0 {
+		return nil, p.result()
+	}
+	return s, nil
+}
+
+func (p *parser) result() error {
+	return fmt.Errorf("%w: %w", ErrRules, p.errs)
+}
+
+// pairs yields a mapping's keys and values, reporting a key given twice (YAML allows no
+// duplicates, and a decoder would keep either).
+func pairs(p *parser, m *yaml.Node, path string) func(func(k, v *yaml.Node) bool) {
+	return func(yield func(k, v *yaml.Node) bool) {
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := m.Content[i], m.Content[i+1]
+			if seen[k.Value] {
+				p.bad(k, path+"."+k.Value, "given twice")
+				continue
+			}
+			seen[k.Value] = true
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// rule reads rules[i].
+func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
+	path := fmt.Sprintf("rules[%d]", i)
+	if n.Kind != yaml.MappingNode {
+		p.bad(n, path, "want a mapping with name, key, limits and the optional fields")
+		return Rule{}, false
+	}
+	before := len(p.errs)
+	// The name first, so that every other message can carry it.
+	for k, v := range pairs(p, n, path) {
+		if k.Value == "name" {
+			if p.scalar(v, path+".name") && !nameRE.MatchString(v.Value) {
+				p.bad(v, path+".name", "%q: want 1 to 40 of a-z, 0-9, '_' and '-', starting and ending with a letter or digit (it names metrics and Redis keys)", v.Value)
+			}
+			path = fmt.Sprintf("%s %q", path, v.Value)
+		}
+	}
+	r := Rule{Mode: limit.Divert, Cost: route.CostEvents, Action: Action{Kind: Overflow}}
+	got := map[string]*yaml.Node{}
+	for k, v := range pairs(&parser{}, n, path) { // duplicates were reported above
+		if !slices.Contains(ruleFields, k.Value) {
+			p.bad(k, path+"."+k.Value, "unknown field (want one of %s)", strings.Join(ruleFields, ", "))
+			continue
+		}
+		got[k.Value] = v
+		fp := path + "." + k.Value
+		switch k.Value {
+		case "name":
+			r.Name = v.Value
+		case "key":
+			if p.scalar(v, fp) {
+				kf, err := route.ParseKeyFrom(v.Value)
+				if err != nil {
+					p.bad(v, fp, "%q: want json:FIELD[+FIELD...], header:NAME or key", v.Value)
+				}
+				r.Key = kf
+			}
+		case "match":
+			r.Match = p.matches(v, fp)
+		case "limits":
+			r.Limits = p.limits(v, fp)
+		case "threshold_mode":
+			if p.scalar(v, fp) {
+				switch v.Value {
+				case "static":
+				case "adaptive":
+					r.Adaptive = true
+				default:
+					p.bad(v, fp, "%q: want static or adaptive", v.Value)
+				}
+			}
+		case "mode":
+			if p.scalar(v, fp) {
+				m, err := limit.ParseMode(v.Value)
+				if err != nil {
+					p.bad(v, fp, "%q: want divert or cap", v.Value)
+				}
+				r.Mode = m
+			}
+		case "cost":
+			if p.scalar(v, fp) {
+				if err := r.Cost.UnmarshalText([]byte(v.Value)); err != nil {
+					p.bad(v, fp, "%q: want events or bytes", v.Value)
+				}
+			}
+		case "action":
+			if p.scalar(v, fp) {
+				r.Action = p.action(v, fp)
+			}
+		case "shadow":
+			if p.scalar(v, fp) {
+				b, err := strconv.ParseBool(v.Value)
+				if err != nil {
+					p.bad(v, fp, "%q: want true or false", v.Value)
+				}
+				r.Shadow = b
+			}
+		}
+	}
+	for _, f := range []string{"name", "key", "limits"} {
+		if got[f] == nil {
+			p.bad(n, path+"."+f, "missing (a rule needs name, key and limits)")
+		}
+	}
+	if r.Adaptive && len(r.Limits) > 0 {
+		switch w := r.Limits[0].Window; {
+		case w > time.Hour || time.Hour%w != 0:
+			p.bad(got["threshold_mode"], path+".threshold_mode", "static unless the first limit's window (%s) divides an hour, such as 1m (adaptive learns per hour of the day)", w)
+		case p.o.EventClock:
+			p.bad(got["threshold_mode"], path+".threshold_mode", "static with GATE_CLOCK=event (learned thresholds are kept under the wall clock only)")
+		}
+	}
+	return r, len(p.errs) == before
+}
+
+// scalar reports whether n is a scalar, reporting it when not.
+func (p *parser) scalar(n *yaml.Node, path string) bool {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.bad(n, path, "want a single value")
+		return false
+	}
+	return true
+}
+
+// limits reads a rule's limits: a list of WINDOW:THRESHOLD, windows distinct.
+func (p *parser) limits(n *yaml.Node, path string) []Limit {
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		p.bad(n, path, "want a list of at least one WINDOW:THRESHOLD such as [1m:1000]")
+		return nil
+	}
+	var out []Limit
+	windows := map[time.Duration]int{}
+	for i, e := range n.Content {
+		ep := fmt.Sprintf("%s[%d]", path, i)
+		if !p.scalar(e, ep) {
+			continue
+		}
+		w, t, ok := strings.Cut(e.Value, ":")
+		d, err := time.ParseDuration(strings.TrimSpace(w))
+		th, terr := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
+		switch {
+		case !ok || err != nil || terr != nil:
+			p.bad(e, ep, "%q: want WINDOW:THRESHOLD such as 1m:1000", e.Value)
+			continue
+		case d < time.Millisecond:
+			p.bad(e, ep, "%q: want a window of at least 1ms", e.Value)
+			continue
+		case th < 1 || th > limit.MaxThreshold:
+			p.bad(e, ep, "%q: want a threshold from 1 to %d", e.Value, int64(limit.MaxThreshold))
+			continue
+		}
+		if j, dup := windows[d]; dup {
+			p.bad(e, ep, "window %s is %s[%d]'s too: each limit of a rule needs its own window", d, path, j)
+			continue
+		}
+		windows[d] = i
+		out = append(out, Limit{Window: d, Threshold: th})
+	}
+	return out
+}
+
+// matches reads a rule's match: a list of {field, in} or {field, not_in}.
+func (p *parser) matches(n *yaml.Node, path string) []Match {
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		p.bad(n, path, "want a list of at least one {field: ..., in: [...]} or {field: ..., not_in: [...]}")
+		return nil
+	}
+	var out []Match
+	for i, e := range n.Content {
+		ep := fmt.Sprintf("%s[%d]", path, i)
+		if e.Kind != yaml.MappingNode {
+			p.bad(e, ep, "want {field: ..., in: [...]} or {field: ..., not_in: [...]}")
+			continue
+		}
+		var m Match
+		var field, list *yaml.Node
+		for k, v := range pairs(p, e, ep) {
+			switch k.Value {
+			case "field":
+				field = v
+			case "in", "not_in":
+				if list != nil {
+					p.bad(k, ep+"."+k.Value, "want one of in and not_in, not both")
+					continue
+				}
+				list, m.Not = v, k.Value == "not_in"
+			default:
+				p.bad(k, ep+"."+k.Value, "unknown field (want field, and in or not_in)")
+			}
+		}
+		if field == nil {
+			p.bad(e, ep+".field", "missing: want json:FIELD, header:NAME or key")
+		} else if p.scalar(field, ep+".field") {
+			kf, err := route.ParseKeyFrom(field.Value)
+			if err != nil {
+				p.bad(field, ep+".field", "%q: want json:FIELD, header:NAME or key", field.Value)
+			}
+			m.Field = kf
+		}
+		lp := ep + ".in"
+		if m.Not {
+			lp = ep + ".not_in"
+		}
+		switch {
+		case list == nil:
+			p.bad(e, lp, "missing: want in: [values] or not_in: [values]")
+		case list.Kind != yaml.SequenceNode || len(list.Content) == 0:
+			p.bad(list, lp, "want a list of at least one value")
+		default:
+			for j, v := range list.Content {
+				if p.scalar(v, fmt.Sprintf("%s[%d]", lp, j)) {
+					m.Values = append(m.Values, v.Value)
+				}
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// action reads overflow, tag or topic:NAME.
+func (p *parser) action(n *yaml.Node, path string) Action {
+	switch v := n.Value; {
+	case v == "overflow":
+		return Action{Kind: Overflow}
+	case v == "tag":
+		return Action{Kind: Tag}
+	case strings.HasPrefix(v, "topic:"):
+		t := strings.TrimPrefix(v, "topic:")
+		if route.CheckTopic(t) != nil {
+			p.bad(n, path, "%q: want topic:NAME, NAME a Kafka topic name (1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-')", v)
+		} else if variable, used := p.o.Topics[t]; used {
+			p.bad(n, path, "%q: %s is %s, and a rule's topic must be one of its own (for the overflow topic, action: overflow)", v, t, variable)
+		}
+		return Action{Kind: Topic, Topic: t}
+	default:
+		p.bad(n, path, "%q: want overflow, tag or topic:NAME", v)
+		return Action{Kind: Overflow}
+	}
+}

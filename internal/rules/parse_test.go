@@ -1,0 +1,163 @@
+package rules
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
+)
+
+// The three worked examples of the rules reference, as one file.
+const example = `# PostHog-style: a team limit, and a limit per user within a team.
+rules:
+  - name: merge-events
+    key: json:team_id
+    match:
+      - field: json:event
+        in: [$identify, $create_alias, $merge_dangerously]
+    limits: [1m:1000]
+    action: topic:events_merges
+  - name: team-user
+    key: json:team_id+distinct_id
+    limits: [1m:5000, 1h:100000]
+    mode: cap
+  - name: team
+    key: json:team_id
+    limits: [1m:100000]
+    threshold_mode: adaptive
+    cost: bytes
+  - name: try-ip
+    key: header:ip
+    match:
+      - field: header:source
+        not_in: [internal]
+    limits: ["10s:200"]
+    action: tag
+    shadow: true
+`
+
+var topics = map[string]string{"events": "GATE_INPUT_TOPIC", "events_accepted": "GATE_ACCEPTED_TOPIC",
+	"events_overflow": "GATE_OVERFLOW_TOPIC", "events_dead_letter": "GATE_DEAD_LETTER_TOPIC"}
+
+func TestParseExample(t *testing.T) {
+	s, err := Parse("rules.yaml", []byte(example), Options{Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Source != "rules.yaml" || len(s.Rules) != 4 {
+		t.Fatalf("%+v", s)
+	}
+	m, tu, team, ip := s.Rules[0], s.Rules[1], s.Rules[2], s.Rules[3]
+	if m.Name != "merge-events" || m.Key.String() != "json:team_id" || len(m.Match) != 1 || m.Match[0].Not ||
+		m.Match[0].Field.String() != "json:event" || strings.Join(m.Match[0].Values, ",") != "$identify,$create_alias,$merge_dangerously" ||
+		m.Action != (Action{Kind: Topic, Topic: "events_merges"}) || m.Mode != limit.Divert || m.Cost != route.CostEvents || m.Adaptive || m.Shadow {
+		t.Errorf("merge-events: %+v", m)
+	}
+	if tu.Key.String() != "json:team_id+distinct_id" || tu.Mode != limit.Cap || len(tu.Limits) != 2 ||
+		tu.Limits[0] != (Limit{time.Minute, 5000}) || tu.Limits[1] != (Limit{time.Hour, 100000}) || tu.Action.Kind != Overflow {
+		t.Errorf("team-user: %+v", tu)
+	}
+	if !team.Adaptive || team.Cost != route.CostBytes {
+		t.Errorf("team: %+v", team)
+	}
+	if !ip.Shadow || ip.Action.Kind != Tag || !ip.Match[0].Not || ip.Key.String() != "header:ip" || ip.Limits[0] != (Limit{10 * time.Second, 200}) {
+		t.Errorf("try-ip: %+v", ip)
+	}
+}
+
+// Every problem is reported at once, each with its file, line, column and field.
+func TestParseProblems(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"not yaml", "rules: [", []string{"rules.yaml: yaml: "}},
+		{"empty", "", []string{"rules.yaml:1:1: rules: the file is empty"}},
+		{"no rules", "rule: []\n", []string{`rules.yaml:1:1: rule: unknown field (want rules:)`, "rules.yaml:1:1: rules: missing"}},
+		{"empty list", "rules: []\n", []string{"rules.yaml:1:8: rules: want a list of at least one rule"}},
+		{"field errors", `rules:
+  - name: Team
+    key: jsn:team
+    limits: [1m, 0s:5, 1m:0, "1m:10", 60s:20]
+    mode: drop
+    cost: records
+    action: topic:events
+    shadow: maybe
+    threshold_mode: learned
+    colour: red
+`, []string{
+			`rules.yaml:2:11: rules[0].name: "Team": want 1 to 40 of a-z`,
+			`rules.yaml:3:10: rules[0] "Team".key: "jsn:team": want json:FIELD`,
+			`rules.yaml:4:14: rules[0] "Team".limits[0]: "1m": want WINDOW:THRESHOLD`,
+			`rules.yaml:4:18: rules[0] "Team".limits[1]: "0s:5": want a window of at least 1ms`,
+			`rules.yaml:4:24: rules[0] "Team".limits[2]: "1m:0": want a threshold from 1`,
+			`rules.yaml:4:39: rules[0] "Team".limits[4]: window 1m0s is rules[0] "Team".limits[3]'s too`,
+			`rules.yaml:5:11: rules[0] "Team".mode: "drop": want divert or cap`,
+			`rules.yaml:6:11: rules[0] "Team".cost: "records": want events or bytes`,
+			`rules.yaml:7:13: rules[0] "Team".action: "topic:events": events is GATE_INPUT_TOPIC`,
+			`rules.yaml:8:13: rules[0] "Team".shadow: "maybe": want true or false`,
+			`rules.yaml:9:21: rules[0] "Team".threshold_mode: "learned": want static or adaptive`,
+			`rules.yaml:10:5: rules[0] "Team".colour: unknown field`,
+		}},
+		{"missing fields, duplicates", `rules:
+  - name: a
+  - name: b
+    key: key
+    limits: [1m:10]
+    match:
+      - field: header:x
+        in: [1]
+        not_in: [2]
+      - field: "json:"
+        in: []
+      - in: [x]
+  - name: b
+    key: key
+    key: header:y
+    limits: [1m:10]
+`, []string{
+			`rules.yaml:2:5: rules[0] "a".key: missing`,
+			`rules.yaml:2:5: rules[0] "a".limits: missing`,
+			`rules.yaml:9:9: rules[1] "b".match[0].not_in: want one of in and not_in, not both`,
+			`rules.yaml:10:16: rules[1] "b".match[1].field: "json:": want json:FIELD`,
+			`rules.yaml:11:13: rules[1] "b".match[1].in: want a list of at least one value`,
+			`rules.yaml:12:9: rules[1] "b".match[2].field: missing`,
+			`rules.yaml:15:5: rules[2].key: given twice`,
+		}},
+		{"duplicate names", "rules:\n  - {name: a, key: key, limits: [1m:1]}\n  - {name: a, key: key, limits: [1m:1]}\n",
+			[]string{`rules.yaml:3:5: rules[1]: name "a" is rules[0]'s too`}},
+		{"adaptive window", "rules:\n  - {name: a, key: key, limits: [7m:1], threshold_mode: adaptive}\n",
+			[]string{`rules.yaml:2:57: rules[0] "a".threshold_mode: static unless the first limit's window (7m0s) divides an hour`}},
+		{"topic", "rules:\n  - {name: a, key: key, limits: [1m:1], action: topic:a/b}\n  - {name: b, key: key, limits: [1m:1], action: drop}\n",
+			[]string{`rules.yaml:2:49: rules[0] "a".action: "topic:a/b": want topic:NAME`, `rules.yaml:3:49: rules[1] "b".action: "drop": want overflow, tag or topic:NAME`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Parse("rules.yaml", []byte(c.yaml), Options{Topics: topics})
+			if err == nil {
+				t.Fatalf("parsed: %+v", s)
+			}
+			if s != nil || !errors.Is(err, ErrRules) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("set %v, error %q: want no set, ErrRules, one line", s, err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%s", w, strings.ReplaceAll(err.Error(), "; ", "\n"))
+				}
+			}
+			var ps Problems
+			if errors.As(err, &ps) && len(ps) != len(c.want) {
+				t.Errorf("%d problems, want %d:\n%s", len(ps), len(c.want), strings.ReplaceAll(err.Error(), "; ", "\n"))
+			}
+		})
+	}
+}
+
+func TestParseAdaptiveEventClock(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], threshold_mode: adaptive}\n"), Options{EventClock: true})
+	if err == nil || !strings.Contains(err.Error(), "static with GATE_CLOCK=event") {
+		t.Errorf("adaptive under the event clock: %v", err)
+	}
+}

@@ -1,0 +1,150 @@
+package rules
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capturegate/gate/internal/clock"
+)
+
+// DefaultReloadInterval is the least time between two reads of the rules file.
+const DefaultReloadInterval = 5 * time.Second
+
+// ReloadOptions are a Reloader's surroundings.
+type ReloadOptions struct {
+	// Interval is the least time between two reads of the file (0: DefaultReloadInterval).
+	Interval time.Duration
+	Clock    clock.Clock // nil: the wall clock
+	Log      *slog.Logger
+	Reg      prometheus.Registerer // nil: not registered
+}
+
+// Reloader keeps a rule set in step with its file (GATE_RULES_FILE). Current is safe for
+// concurrent use and costs one atomic load; Check is called by one goroutine (the tick's).
+type Reloader struct {
+	path     string
+	opts     Options
+	interval time.Duration
+	clock    clock.Clock
+	log      *slog.Logger
+
+	cur atomic.Pointer[Set]
+
+	mu      sync.Mutex
+	next    time.Time // when the file is next read
+	raw     []byte    // what the file held when cur was made from it
+	lastBad string    // the last bad state logged (error and content), "" when good
+
+	loads *prometheus.CounterVec
+	rules prometheus.Gauge
+	good  prometheus.Gauge
+}
+
+// NewReloader reads and checks the rules file at path once: an error (unreadable, or
+// every problem in it) stops the gate at start.
+func NewReloader(path string, o Options, ro ReloadOptions) (*Reloader, error) {
+	r := &Reloader{
+		path: path, opts: o, interval: ro.Interval, clock: ro.Clock, log: ro.Log,
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_rules_loads_total",
+			Help: "Reads of GATE_RULES_FILE that found it changed, by result: ok (put in use) or error (unreadable or invalid: the last good rules stay in use)."}, []string{"result"}),
+		rules: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_rules", Help: "Rules in use."}),
+		good: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_rules_file_valid",
+			Help: "1 when GATE_RULES_FILE as it is now is the rule set in use; 0 while an edit that cannot be used is ignored."}),
+	}
+	if r.interval <= 0 {
+		r.interval = DefaultReloadInterval
+	}
+	if r.clock == nil {
+		r.clock = clock.Real{}
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading GATE_RULES_FILE: %w", ErrRules, err)
+	}
+	s, err := Parse(path, raw, o)
+	if err != nil {
+		return nil, err
+	}
+	r.cur.Store(s)
+	r.raw = raw
+	r.next = r.clock.Now().Add(r.interval)
+	r.loads.WithLabelValues("ok").Inc()
+	r.loads.WithLabelValues("error")
+	r.rules.Set(float64(len(s.Rules)))
+	r.good.Set(1)
+	if ro.Reg != nil {
+		for _, c := range []prometheus.Collector{r.loads, r.rules, r.good} {
+			if err := ro.Reg.Register(c); err != nil {
+				return nil, fmt.Errorf("registering the rules metrics: %w", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Current is the rule set in use.
+func (r *Reloader) Current() *Set { return r.cur.Load() }
+
+// Check reads the file again if Interval has passed since the last read (or the clock
+// stepped back), and puts what it holds in use if it changed and is valid; it reports
+// whether the set in use changed. A file that cannot be read or used leaves the last good
+// set in use, logged once per distinct state and counted.
+func (r *Reloader) Check() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	if now.Before(r.next) && !now.Before(r.next.Add(-r.interval)) {
+		return false
+	}
+	r.next = now.Add(r.interval)
+	raw, err := os.ReadFile(r.path)
+	if err == nil && bytes.Equal(raw, r.raw) {
+		if r.lastBad != "" {
+			r.lastBad = ""
+			r.good.Set(1)
+			r.log.Info("rules file is back to the rules in use", "file", r.path)
+		}
+		return false
+	}
+	var s *Set
+	if err == nil {
+		s, err = Parse(r.path, raw, r.opts)
+	} else {
+		err = fmt.Errorf("%w: reading GATE_RULES_FILE: %w", ErrRules, err)
+	}
+	if err != nil {
+		r.good.Set(0)
+		if state := err.Error() + "\x00" + string(raw); state != r.lastBad {
+			r.lastBad = state
+			r.loads.WithLabelValues("error").Inc()
+			r.log.Error("rules file changed but cannot be used; the last good rules stay in use until it is fixed",
+				"file", r.path, "err", err, "rules_in_use", names(r.cur.Load()))
+		}
+		return false
+	}
+	old := r.cur.Swap(s)
+	r.raw, r.lastBad = raw, ""
+	r.loads.WithLabelValues("ok").Inc()
+	r.rules.Set(float64(len(s.Rules)))
+	r.good.Set(1)
+	r.log.Info("rules file reloaded", "file", r.path, "rules", names(s), "before", names(old))
+	return true
+}
+
+func names(s *Set) []string {
+	out := make([]string, len(s.Rules))
+	for i, r := range s.Rules {
+		out[i] = r.Name
+	}
+	return out
+}

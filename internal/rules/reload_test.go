@@ -1,0 +1,122 @@
+package rules
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/capturegate/gate/internal/clock"
+)
+
+const (
+	oneRule  = "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n"
+	twoRules = "rules:\n  - {name: user, key: json:team_id+distinct_id, limits: [1m:10]}\n  - {name: team, key: json:team_id, limits: [1m:100]}\n"
+	badRule  = "rules:\n  - {name: team, key: json:team_id, limits: [1m:zero]}\n"
+)
+
+// A good edit is taken up at the next check after the interval; a bad edit or a removed
+// file keeps the last good set, logged once and counted once per distinct state; the file
+// fixed again is taken up.
+func TestReloaderKeepsTheLastGoodSet(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	write := func(s string) {
+		t.Helper()
+		// As Kubernetes updates a ConfigMap volume: a new file swapped in by rename.
+		tmp := filepath.Join(dir, ".tmp")
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(oneRule)
+	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
+	var logs bytes.Buffer
+	reg := prometheus.NewRegistry()
+	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: 5 * time.Second, Clock: clk, Log: slog.New(slog.NewTextHandler(&logs, nil)), Reg: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ruleNames := func() string { return strings.Join(names(r.Current()), ",") }
+	metric := func(result string) float64 { return testutil.ToFloat64(r.loads.WithLabelValues(result)) }
+	if ruleNames() != "team" || metric("ok") != 1 || testutil.ToFloat64(r.good) != 1 || testutil.ToFloat64(r.rules) != 1 {
+		t.Fatalf("start: %s, ok %v", ruleNames(), metric("ok"))
+	}
+
+	write(twoRules)
+	if r.Check() || ruleNames() != "team" {
+		t.Fatal("read again before the interval passed")
+	}
+	clk.Advance(5 * time.Second)
+	if !r.Check() || ruleNames() != "user,team" || metric("ok") != 2 || testutil.ToFloat64(r.rules) != 2 {
+		t.Fatalf("good edit: changed set %s, ok %v", ruleNames(), metric("ok"))
+	}
+	if !strings.Contains(logs.String(), "rules file reloaded") {
+		t.Errorf("no reload line:\n%s", logs.String())
+	}
+
+	write(badRule)
+	for range 3 {
+		clk.Advance(5 * time.Second)
+		if r.Check() {
+			t.Fatal("a bad edit changed the set")
+		}
+	}
+	if ruleNames() != "user,team" || metric("error") != 1 || testutil.ToFloat64(r.good) != 0 {
+		t.Fatalf("bad edit: set %s, errors %v, valid %v", ruleNames(), metric("error"), testutil.ToFloat64(r.good))
+	}
+	if n := strings.Count(logs.String(), "cannot be used"); n != 1 {
+		t.Errorf("bad edit logged %d times, want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), `limits[0]: \"1m:zero\"`) || !strings.Contains(logs.String(), "rules.yaml:2:") {
+		t.Errorf("the error line does not name the place:\n%s", logs.String())
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5 * time.Second)
+	if r.Check() || ruleNames() != "user,team" || metric("error") != 2 {
+		t.Fatalf("removed file: set %s, errors %v", ruleNames(), metric("error"))
+	}
+
+	// Back to what is in use: valid again, nothing reloaded.
+	write(twoRules)
+	clk.Advance(5 * time.Second)
+	if r.Check() || testutil.ToFloat64(r.good) != 1 || metric("ok") != 2 {
+		t.Fatalf("restored: valid %v, ok %v", testutil.ToFloat64(r.good), metric("ok"))
+	}
+	if !strings.Contains(logs.String(), "back to the rules in use") {
+		t.Errorf("no recovery line:\n%s", logs.String())
+	}
+	// A clock stepped back does not hold reads off.
+	write(oneRule)
+	clk.Set(clk.Now().Add(-time.Hour))
+	if !r.Check() || ruleNames() != "team" {
+		t.Fatalf("after the clock stepped back: %s", ruleNames())
+	}
+}
+
+// A file that cannot be read or used stops the gate at start, naming the problem.
+func TestNewReloaderRefuses(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := NewReloader(filepath.Join(dir, "none.yaml"), Options{}, ReloadOptions{}); err == nil || !strings.Contains(err.Error(), "reading GATE_RULES_FILE") {
+		t.Errorf("missing file: %v", err)
+	}
+	path := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(path, []byte(badRule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewReloader(path, Options{}, ReloadOptions{}); err == nil || !strings.Contains(err.Error(), "bad.yaml:2:") {
+		t.Errorf("bad file: %v", err)
+	}
+}

@@ -1,0 +1,101 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
+)
+
+// Set is a checked rule set, in file order. A Set is never changed once made: a reload
+// makes a new one.
+type Set struct {
+	// Source names where the set came from: the file's path, or "GATE_ variables" for the
+	// implicit rule of a gate without a rules file.
+	Source string
+	Rules  []Rule
+}
+
+// Rule is one rule of a Set.
+type Rule struct {
+	// Name is the rule's stable name: its metrics' label, its part of the Redis keys and
+	// of the overrides' hash, its header value. Changing it starts its counts afresh.
+	Name string
+	// Key is what the rule counts by.
+	Key route.KeyFrom
+	// Match selects the records the rule applies to: every one must hold (none: every
+	// record).
+	Match []Match
+	// Limits are the rule's windows and thresholds, the first one primary (its threshold
+	// mode, its overrides); at least one, windows distinct.
+	Limits []Limit
+	// Adaptive is threshold_mode: adaptive, learning the first limit's threshold per key.
+	Adaptive bool
+	Mode     limit.Mode
+	Cost     route.Cost
+	Action   Action
+	// Shadow counts, measures and logs the rule as if enforced, and never lets it change
+	// where a record goes.
+	Shadow bool
+}
+
+// Limit is one window and its threshold, as an entry of GATE_LIMITS.
+type Limit struct {
+	Window    time.Duration
+	Threshold int64
+}
+
+func (l Limit) String() string { return fmt.Sprintf("%s:%d", l.Window, l.Threshold) }
+
+// Match is one condition on a record: the value read by Field is (or, with Not, is not)
+// one of Values. A record whose field cannot be read (absent, not a string or a number,
+// no such header) matches no In list, and so matches every Not list.
+type Match struct {
+	Field  route.KeyFrom
+	Values []string
+	Not    bool
+}
+
+// Holds reports whether a record whose field read v (ok: it could be read) meets m.
+func (m *Match) Holds(v string, ok bool) bool {
+	return (ok && slices.Contains(m.Values, v)) != m.Not
+}
+
+// ActionKind is what a rule does to a record when the rule is over.
+type ActionKind uint8
+
+// The actions, weakest first: Outcome takes the strongest of the rules over.
+const (
+	// None: the rule was not over (or is a shadow rule).
+	None ActionKind = iota
+	// Tag keeps the record on the accepted topic, with a header naming the rule, for
+	// consumers that degrade such records (as PostHog skips person processing).
+	Tag
+	// Overflow sends the record to the overflow topic.
+	Overflow
+	// Topic sends the record to a topic of the rule's own.
+	Topic
+)
+
+// Action is a rule's action when over: its kind, and for Topic the topic.
+type Action struct {
+	Kind  ActionKind
+	Topic string
+}
+
+func (a Action) String() string {
+	switch a.Kind {
+	case None:
+		return "none"
+	case Tag:
+		return "tag"
+	case Overflow:
+		return "overflow"
+	}
+	return "topic:" + a.Topic
+}
+
+// sendsAway reports whether a enforced moves a record off the accepted topic.
+func (a Action) sendsAway() bool { return a.Kind >= Overflow }
