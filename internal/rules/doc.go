@@ -4,7 +4,8 @@
 // rules' verdicts into one outcome; the router reads the fields and the limiters count.
 //
 // A rule has a stable name, a key (the GATE_KEY_FROM language: json:FIELD[+FIELD...],
-// header:NAME or key), an optional match on a field's value (in a list, or not in it), its
+// header:NAME or key) and what a record without that key gets (dead_letter, as today, or
+// skip: the rule does not apply to it), an optional match on a field's value (in a list, or not in it), its
 // limits (WINDOW:THRESHOLD, as GATE_LIMITS), a threshold mode (static or adaptive, for its
 // first limit), a mode (divert or cap), a cost (events or bytes), an action when over
 // (overflow, tag, or topic:NAME) and whether it is a shadow rule (counted, measured and

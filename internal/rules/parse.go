@@ -56,7 +56,7 @@ var ErrRules = errors.New("rules")
 var nameRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9])?$`)
 
 // The fields of a rule, in the order the docs list them.
-var ruleFields = []string{"name", "key", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow"}
+var ruleFields = []string{"name", "key", "missing", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow"}
 
 // parser collects the problems of one file.
 type parser struct {
@@ -184,6 +184,16 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 					p.bad(v, fp, "%q: want json:FIELD[+FIELD...], header:NAME or key", v.Value)
 				}
 				r.Key = kf
+			}
+		case "missing":
+			if p.scalar(v, fp) {
+				switch v.Value {
+				case "dead_letter":
+				case "skip":
+					r.SkipMissing = true
+				default:
+					p.bad(v, fp, "%q: want dead_letter or skip", v.Value)
+				}
 			}
 		case "match":
 			r.Match = p.matches(v, fp)

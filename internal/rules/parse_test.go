@@ -22,6 +22,7 @@ rules:
     action: topic:events_merges
   - name: team-user
     key: json:team_id+distinct_id
+    missing: skip
     limits: [1m:5000, 1h:100000]
     mode: cap
   - name: team
@@ -56,7 +57,7 @@ func TestParseExample(t *testing.T) {
 		m.Action != (Action{Kind: Topic, Topic: "events_merges"}) || m.Mode != limit.Divert || m.Cost != route.CostEvents || m.Adaptive || m.Shadow {
 		t.Errorf("merge-events: %+v", m)
 	}
-	if tu.Key.String() != "json:team_id+distinct_id" || tu.Mode != limit.Cap || len(tu.Limits) != 2 ||
+	if tu.Key.String() != "json:team_id+distinct_id" || tu.Mode != limit.Cap || !tu.SkipMissing || m.SkipMissing || len(tu.Limits) != 2 ||
 		tu.Limits[0] != (Limit{time.Minute, 5000}) || tu.Limits[1] != (Limit{time.Hour, 100000}) || tu.Action.Kind != Overflow {
 		t.Errorf("team-user: %+v", tu)
 	}
@@ -87,6 +88,7 @@ func TestParseProblems(t *testing.T) {
     action: topic:events
     shadow: maybe
     threshold_mode: learned
+    missing: ignore
     colour: red
 `, []string{
 			`rules.yaml:2:11: rules[0].name: "Team": want 1 to 40 of a-z`,
@@ -100,7 +102,8 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:7:13: rules[0] "Team".action: "topic:events": events is GATE_INPUT_TOPIC`,
 			`rules.yaml:8:13: rules[0] "Team".shadow: "maybe": want true or false`,
 			`rules.yaml:9:21: rules[0] "Team".threshold_mode: "learned": want static or adaptive`,
-			`rules.yaml:10:5: rules[0] "Team".colour: unknown field`,
+			`rules.yaml:10:14: rules[0] "Team".missing: "ignore": want dead_letter or skip`,
+			`rules.yaml:11:5: rules[0] "Team".colour: unknown field`,
 		}},
 		{"missing fields, duplicates", `rules:
   - name: a

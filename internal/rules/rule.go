@@ -39,6 +39,12 @@ type Rule struct {
 	// Shadow counts, measures and logs the rule as if enforced, and never lets it change
 	// where a record goes.
 	Shadow bool
+	// SkipMissing (missing: skip) lets a record whose key field, header or record key is
+	// absent or empty pass this rule unchecked, as a user rule for events without a
+	// distinct_id; by default (missing: dead_letter) such a record is dead-lettered, as
+	// GATE_KEY_FROM's is, so that nothing passes a limit unchecked unawares. A key that is
+	// there but unreadable (not JSON, ambiguous, too long) is dead-lettered either way.
+	SkipMissing bool
 }
 
 // Limit is one window and its threshold, as an entry of GATE_LIMITS.
