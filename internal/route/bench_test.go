@@ -39,24 +39,51 @@ type routeCase struct {
 	force      []string
 	headers    []kgo.RecordHeader
 	limits     int // 0 or 1: one limit; more: that many (a minute, an hour, a day...)
+	rules      int // 0: no rules (GATE_KEY_FROM); n: the first n of benchRules (NewRules)
+}
+
+// benchRules are the rules of BenchmarkRoute's rules rows, most common first: a team rule,
+// a user-within-team rule, an event-type rule (matching the event, so checked), then more
+// keys a fleet might limit by.
+var benchRules = []struct {
+	name, key string
+	match     []RuleMatch
+	skip      bool // SkipMissing
+}{
+	{"team", "json:team_id", nil, false},
+	{"team-user", "json:team_id+distinct_id", nil, false},
+	{"events", "json:team_id", []RuleMatch{{Field: KeyFrom{src: sourceHeader, header: "event"}, Values: []string{"$pageview", "$identify", "$create_alias"}}}, false},
+	{"token", "json:token", nil, false},
+	{"ip", "json:ip", nil, false},
+	{"token-user", "json:token+distinct_id", nil, false},
+	{"site", "json:site_url", nil, false},
+	{"header-user", "header:distinct_id", nil, true},
+	{"record-key", "key", nil, true},
+	{"not-internal", "json:team_id+ip", []RuleMatch{{Field: KeyFrom{src: sourceHeader, header: "source"}, Values: []string{"internal"}, Not: true}}, false},
 }
 
 func routeCases(tb testing.TB) []routeCase {
 	event := readEvent(tb, "team_id_int.json") // ~1 KB, team_id last
 	return []routeCase{
-		{"json", "json:team_id", event, "k", nil, benchHeaders, 0},
-		{"json_1limit", "json:team_id", event, "k", nil, benchHeaders, 1},
-		{"json_3limits", "json:team_id", event, "k", nil, benchHeaders, 3},
-		{"json_small", "json:team_id", []byte(`{"team_id":2,"event":"$pageview","distinct_id":"u1"}`), "k", nil, benchHeaders, 0},
-		{"json_large", "json:team_id", readEvent(tb, "large_team_id_last.json"), "k", nil, benchHeaders, 0},
-		{"json_overflow", "json:team_id", event, "k", []string{"2"}, benchHeaders, 0},
-		{"composite", "json:token+distinct_id", event, "k", nil, benchHeaders, 0},
-		{"header", "header:team", event, "k", nil, benchHeaders, 0},
-		{"key", "key", event, "2", nil, benchHeaders, 0},
+		{"json", "json:team_id", event, "k", nil, benchHeaders, 0, 0},
+		{"json_1limit", "json:team_id", event, "k", nil, benchHeaders, 1, 0},
+		{"json_3limits", "json:team_id", event, "k", nil, benchHeaders, 3, 0},
+		{"json_small", "json:team_id", []byte(`{"team_id":2,"event":"$pageview","distinct_id":"u1"}`), "k", nil, benchHeaders, 0, 0},
+		{"json_large", "json:team_id", readEvent(tb, "large_team_id_last.json"), "k", nil, benchHeaders, 0, 0},
+		{"json_overflow", "json:team_id", event, "k", []string{"2"}, benchHeaders, 0, 0},
+		{"composite", "json:token+distinct_id", event, "k", nil, benchHeaders, 0, 0},
+		{"header", "header:team", event, "k", nil, benchHeaders, 0, 0},
+		{"key", "key", event, "2", nil, benchHeaders, 0, 0},
+		{"json_1rule", "", event, "k", nil, benchHeaders, 1, 1},
+		{"json_3rules", "", event, "k", nil, benchHeaders, 1, 3},
+		{"json_10rules", "", event, "k", nil, benchHeaders, 1, 10},
 	}
 }
 
 func (c routeCase) setup(tb testing.TB) (*Router, *kgo.Record) {
+	if c.rules > 0 {
+		return c.setupRules(tb)
+	}
 	f := newFixture(tb, Config{KeyFrom: mustKeyFrom(tb, c.from), ForceOverflow: c.force}, limit.Config{Threshold: limit.MaxThreshold})
 	if c.limits > 1 {
 		lims := []*limit.Limiter{f.lim}
@@ -76,6 +103,23 @@ func (c routeCase) setup(tb testing.TB) (*Router, *kgo.Record) {
 	in := input("", c.key)
 	in.Value, in.Headers = c.value, c.headers
 	f.r.Route(t0, in, &Scratch{}) // cache the team
+	return f.r, in
+}
+
+// setupRules is setup for a router with the first c.rules of benchRules, each with one
+// limit no key reaches.
+func (c routeCase) setupRules(tb testing.TB) (*Router, *kgo.Record) {
+	var specs []ruleSpec
+	for _, br := range benchRules[:c.rules] {
+		specs = append(specs, ruleSpec{Rule{Name: br.name, Key: mustKeyFrom(tb, br.key), Match: br.match, SkipMissing: br.skip, Action: ActionOverflow},
+			[]limit.Config{{Threshold: limit.MaxThreshold}}})
+	}
+	f := newRuleFixture(tb, Config{}, specs...)
+	in := input("", c.key)
+	in.Value, in.Headers = c.value, c.headers
+	if _, o := f.r.Route(t0, in, &Scratch{}); o.Route != Accepted {
+		tb.Fatalf("%s: %s %s", c.name, o.Route, o.Reason) // and every key is cached
+	}
 	return f.r, in
 }
 

@@ -53,6 +53,9 @@ type KeyFrom struct {
 	header string       // sourceHeader: the header name
 	fields []jsonField  // sourceJSON: one per '+'-separated field
 	top    []memberName // sourceJSON: each field's top-level name, fields[i].names[0]
+	// idx is, in a router with rules, where each field's top-level name is in the
+	// router's fieldPlan (NewRules); nil otherwise.
+	idx []int
 }
 
 // jsonField is one field of a json: key source.
@@ -307,11 +310,20 @@ func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, failure
 	if len(k.fields) == 1 {
 		return k.fieldValue(js, 0, at[0])
 	}
-	// A composite key is joined in the caller's scratch buffer, so it costs no allocation
-	// once the buffer has grown to fit.
+	return k.joinFields(js, at, nil, s, maxKey)
+}
+
+// joinFields reads a composite key's fields, field i's top-level member being at at[i] as
+// members found it (at[idx[i]] when idx is not nil), and joins them in the scratch
+// buffer, so it costs no allocation once the buffer has grown to fit.
+func (k *KeyFrom) joinFields(js string, at, idx []int, s *Scratch, maxKey int) (string, failure) {
 	buf := s.key[:0]
 	for i := range k.fields {
-		val, f := k.fieldValue(js, i, at[i])
+		j := i
+		if idx != nil {
+			j = idx[i]
+		}
+		val, f := k.fieldValue(js, i, at[j])
 		if f.reason != reasonNone {
 			s.key = buf
 			return "", f

@@ -10,6 +10,8 @@ const (
 	Accepted Route = iota
 	Overflow
 	DeadLetter
+	// RuleTopic is a rule's own topic (action topic:NAME), with rules only.
+	RuleTopic
 	numRoutes
 )
 
@@ -22,6 +24,8 @@ func (r Route) String() string {
 		return "overflow"
 	case DeadLetter:
 		return "dead_letter"
+	case RuleTopic:
+		return "rule_topic"
 	}
 	return fmt.Sprintf("Route(%d)", uint8(r))
 }
@@ -32,6 +36,7 @@ const (
 	// Accepted.
 	ReasonAllowed = "allowed" // the team is under its threshold
 	ReasonDryRun  = "dry_run" // dry run: accepted although enforcement would have sent it elsewhere
+	ReasonTagged  = "tagged"  // rules: accepted with a gate-tag header from a tagging rule over
 
 	// Overflow, also the value of the gate-overflow-reason header.
 	ReasonRateLimited = "rate_limited" // the team's level reached its threshold
@@ -57,6 +62,7 @@ const (
 	reasonNone reasonCode = iota // no failure
 	reasonAllowed
 	reasonDryRun
+	reasonTagged
 	reasonRateLimited
 	reasonForced
 	reasonNotJSON
@@ -76,6 +82,7 @@ var reasonNames = [numReasons]string{
 	reasonNone:          "",
 	reasonAllowed:       ReasonAllowed,
 	reasonDryRun:        ReasonDryRun,
+	reasonTagged:        ReasonTagged,
 	reasonRateLimited:   ReasonRateLimited,
 	reasonForced:        ReasonForced,
 	reasonNotJSON:       ReasonNotJSON,
@@ -99,7 +106,7 @@ func (c reasonCode) String() string {
 // route returns the route a reason belongs to.
 func (c reasonCode) route() Route {
 	switch c {
-	case reasonAllowed, reasonDryRun:
+	case reasonAllowed, reasonDryRun, reasonTagged:
 		return Accepted
 	case reasonRateLimited, reasonForced:
 		return Overflow

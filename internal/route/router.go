@@ -130,6 +130,9 @@ type Outcome struct {
 	// Decision is the limiter's answer; zero when no team could be read. With several
 	// limits it is the first limited limit's answer, else the primary's.
 	Decision limit.Decision
+	// Rule is, with rules (NewRules), the rule whose action the record got; empty when
+	// none was over. Team is then the key of the first rule checked.
+	Rule string
 	// Enforced and EnforcedReason are where the record would go, and why, were the gate
 	// enforcing. They equal Route and Reason except in dry run, where Route is always
 	// Accepted and Reason is dry_run for a record enforcement would divert.
@@ -163,6 +166,12 @@ type Router struct {
 	event    bool  // the limiters count in event time: checks take each record's time
 	topics   [numRoutes]string
 	hdrValue [numReasons][]byte // reason names as header values, shared by every record
+
+	// A router with rules (NewRules): the rules, every JSON field they read, and each
+	// rule's gate_rule_topic_records_total counters (rate_limited, forced).
+	rules     []ruleState
+	plan      fieldPlan
+	ruleTopic [][2]prometheus.Counter
 
 	// Counters resolved once per label set, so Route does no label lookup.
 	records    [numReasons]prometheus.Counter
@@ -355,6 +364,9 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	if s == nil {
 		s = new(Scratch)
 	}
+	if r.rules != nil {
+		return r.routeRules(now, rec, s, out)
+	}
 	var o Outcome
 	team, f := r.cfg.KeyFrom.team(rec, s, r.maxKey)
 	code := f.reason
@@ -441,23 +453,28 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 // counts in all of them only if none is over. It returns the first limit over's decision
 // and index (0 the primary, 1+i extra[i]), or the primary's decision and -1.
 func (r *Router) checkAll(now, at time.Time, team string, n int64) (limit.Decision, int) {
-	if r.forcedN == 0 { // cap mode
-		d := r.check(r.lim, now, at, team, 0)
+	return r.checkLimits(r.lim, r.extra, r.forcedN == 0, now, at, team, n)
+}
+
+// checkLimits is checkAll for the limits lim (primary) and extra, cap telling the mode.
+func (r *Router) checkLimits(lim *limit.Limiter, extra []*limit.Limiter, cap bool, now, at time.Time, team string, n int64) (limit.Decision, int) {
+	if cap {
+		d := r.check(lim, now, at, team, 0)
 		if d.Limited {
 			return d, 0
 		}
-		for i, l := range r.extra {
+		for i, l := range extra {
 			if e := r.check(l, now, at, team, 0); e.Limited {
 				return e, i + 1
 			}
 		}
 	}
-	d := r.check(r.lim, now, at, team, n)
+	d := r.check(lim, now, at, team, n)
 	first, over := d, -1
 	if d.Limited {
 		over = 0
 	}
-	for i, l := range r.extra {
+	for i, l := range extra {
 		if e := r.check(l, now, at, team, n); e.Limited && over < 0 {
 			first, over = e, i+1
 		}

@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/capturegate/gate/internal/limit"
@@ -64,15 +63,13 @@ type Match struct {
 	Not    bool
 }
 
-// Holds reports whether a record whose field read v (ok: it could be read) meets m.
-func (m *Match) Holds(v string, ok bool) bool {
-	return (ok && slices.Contains(m.Values, v)) != m.Not
-}
+// MaxRules bounds a set: the router's bound (metrics are labelled by rule).
+const MaxRules = route.MaxRules
 
 // ActionKind is what a rule does to a record when the rule is over.
 type ActionKind uint8
 
-// The actions, weakest first: Outcome takes the strongest of the rules over.
+// The actions, weakest first: a record gets the strongest of the enforced rules over it.
 const (
 	// None: the rule was not over (or is a shadow rule).
 	None ActionKind = iota
@@ -102,6 +99,3 @@ func (a Action) String() string {
 	}
 	return "topic:" + a.Topic
 }
-
-// sendsAway reports whether a enforced moves a record off the accepted topic.
-func (a Action) sendsAway() bool { return a.Kind >= Overflow }

@@ -1,0 +1,347 @@
+package route
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+)
+
+// ruleFixture is a router with rules, each rule's limiters on one fake clock.
+type ruleFixture struct {
+	clk  *clock.Fake
+	reg  *prometheus.Registry
+	r    *Router
+	lims map[string][]*limit.Limiter // by rule
+}
+
+// ruleSpec is a rule for newRuleFixture: its limits as window → threshold, one per limiter.
+type ruleSpec struct {
+	Rule
+	limits []limit.Config
+}
+
+func newRuleFixture(t testing.TB, cfg Config, specs ...ruleSpec) *ruleFixture {
+	t.Helper()
+	if cfg.AcceptedTopic == "" {
+		cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic = topicAccepted, topicOverflow, topicDead
+	}
+	f := &ruleFixture{clk: clock.NewFake(t0), reg: prometheus.NewRegistry(), lims: map[string][]*limit.Limiter{}}
+	var rules []Rule
+	for _, sp := range specs {
+		ru := sp.Rule
+		for _, lc := range sp.limits {
+			l, err := limit.New(lc, f.clk, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ru.Limiters = append(ru.Limiters, l)
+		}
+		f.lims[ru.Name] = ru.Limiters
+		rules = append(rules, ru)
+	}
+	var err error
+	if f.r, err = NewRules(cfg, rules, f.reg); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// counts is what rule's primary limiter counted per key since its last sweep.
+func (f *ruleFixture) counts(rule string) map[string]int64 {
+	var sw limit.Sweep
+	f.lims[rule][0].Sweep(f.clk.Now(), &sw)
+	m := make(map[string]int64)
+	for _, c := range sw.Counts {
+		m[c.Team] += c.N
+	}
+	return m
+}
+
+func (f *ruleFixture) ruleCount(rule, result string) float64 {
+	return testutil.ToFloat64(f.r.rules[slices.IndexFunc(f.r.rules, func(s ruleState) bool { return s.Name == rule })].counter(result))
+}
+
+func (s *ruleState) counter(result string) prometheus.Counter {
+	return map[string]prometheus.Counter{"under": s.under, "over": s.over, "unmatched": s.unmatched, "missing": s.missing, "not_checked": s.notChecked}[result]
+}
+
+func mustKey(t testing.TB, s string) KeyFrom {
+	t.Helper()
+	k, err := ParseKeyFrom(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func event(team, user, ev string) *kgo.Record {
+	return input(fmt.Sprintf(`{"team_id":%q,"distinct_id":%q,"event":%q}`, team, user, ev), "")
+}
+
+func headerValues(rec *kgo.Record, key string) []string {
+	var out []string
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			out = append(out, string(h.Value))
+		}
+	}
+	return out
+}
+
+// A runaway user inside a team is diverted by a user rule while the team's other users
+// are accepted; in either mode the team's rule does not count what the user rule sent
+// away, so the team is judged by what it sends otherwise.
+func TestRulesRunawayUser(t *testing.T) {
+	for _, mode := range []limit.Mode{limit.Divert, limit.Cap} {
+		t.Run(mode.String(), func(t *testing.T) {
+			f := newRuleFixture(t, Config{},
+				ruleSpec{Rule{Name: "team-user", Key: mustKey(t, "json:team_id+distinct_id"), Action: ActionOverflow},
+					[]limit.Config{{Window: time.Minute, Threshold: 10, Mode: mode}}},
+				ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow},
+					[]limit.Config{{Window: time.Minute, Threshold: 150, Mode: mode}}},
+			)
+			routes := map[string]map[string]int{}
+			for i := range 200 {
+				user := fmt.Sprintf("u%d", (i/2)%20) // 20 users at 5 a minute...
+				if i%2 == 0 {
+					user = "runaway" // ... and one at 100
+				}
+				out, o := f.r.Route(f.clk.Now(), event("t1", user, "$pageview"), nil)
+				if routes[user] == nil {
+					routes[user] = map[string]int{}
+				}
+				routes[user][out.Topic]++
+				if out.Topic == topicOverflow && (o.Rule != "team-user" || headerValues(out, HeaderOverflowRule)[0] != "team-user") {
+					t.Fatalf("overflow record: rule %q, headers %v", o.Rule, out.Headers)
+				}
+			}
+			if got := routes["runaway"]; got[topicAccepted] != 10 || got[topicOverflow] != 90 {
+				t.Errorf("runaway user: %v, want its 10 accepted and 90 diverted", got)
+			}
+			for u, got := range routes {
+				if u != "runaway" && (got[topicAccepted] != 5 || got[topicOverflow] != 0) {
+					t.Errorf("user %s: %v, want all 5 accepted", u, got)
+				}
+			}
+			// The team counted what the user rule let through: 10 of the runaway's and the
+			// others' 100, under its 150 (200 would have put it over).
+			if n := f.ruleCount("team", "not_checked"); n != 90 {
+				t.Errorf("team rule not_checked %v, want 90", n)
+			}
+			if got := f.counts("team")["t1"]; got != 110 {
+				t.Errorf("team t1 counted %d, want 110", got)
+			}
+		})
+	}
+}
+
+// An event-type rule counts only the events its match selects; a not_in match the others.
+func TestRulesMatch(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "merges", Key: mustKey(t, "json:team_id"), Action: ActionTopic, Topic: "events_merges",
+			Match: []RuleMatch{{Field: mustKey(t, "json:event"), Values: []string{"$identify", "$create_alias", "$merge_dangerously"}}}},
+			[]limit.Config{{Window: time.Minute, Threshold: 3}}},
+		ruleSpec{Rule{Name: "not-internal", Key: mustKey(t, "json:team_id"), Action: ActionOverflow,
+			Match: []RuleMatch{{Field: mustKey(t, "header:source"), Values: []string{"internal"}, Not: true}}},
+			[]limit.Config{{Window: time.Minute, Threshold: 1000}}},
+	)
+	topics := map[string]int{}
+	for i := range 20 {
+		ev := "$pageview"
+		if i%4 == 0 {
+			ev = "$identify"
+		}
+		rec := event("t1", "u", ev)
+		if i%5 == 0 {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "source", Value: []byte("internal")})
+		}
+		out, _ := f.r.Route(f.clk.Now(), rec, nil)
+		topics[out.Topic]++
+		if out.Topic == "events_merges" && (ev != "$identify" || headerValues(out, HeaderOverflowRule)[0] != "merges" || headerValues(out, HeaderOverflowReason)[0] != ReasonRateLimited) {
+			t.Errorf("%s to the merge topic, headers %v", ev, out.Headers)
+		}
+	}
+	if topics["events_merges"] != 2 || topics[topicAccepted] != 18 {
+		t.Errorf("routes %v, want the 4th and 5th $identify on the merge topic, the rest accepted", topics)
+	}
+	if got := f.counts("merges")["t1"]; got != 5 {
+		t.Errorf("merges counted %d, want the 5 $identify events only", got)
+	}
+	// 16 records without source: internal, less the 2 the merges rule sent to its topic (a
+	// stronger action than this rule's overflow: not checked again).
+	if got := f.counts("not-internal")["t1"]; got != 14 || f.ruleCount("not-internal", "not_checked") != 2 {
+		t.Errorf("not-internal counted %d, not_checked %v: want 14 and 2", got, f.ruleCount("not-internal", "not_checked"))
+	}
+	if f.ruleCount("merges", "unmatched") != 15 || f.ruleCount("not-internal", "unmatched") != 4 {
+		t.Errorf("unmatched: merges %v, not-internal %v", f.ruleCount("merges", "unmatched"), f.ruleCount("not-internal", "unmatched"))
+	}
+	if n := testutil.ToFloat64(f.r.ruleTopic[0][0]); n != 2 {
+		t.Errorf("gate_rule_topic_records_total{merges, rate_limited} = %v, want 2", n)
+	}
+}
+
+// The strongest action wins, every enforced rule over is named, a tag keeps the record on
+// accepted with its header, and a shadow rule changes nothing but its own metrics.
+func TestRulesActions(t *testing.T) {
+	over := []limit.Config{{Window: time.Minute, Threshold: 1}} // over from the first record on
+	under := []limit.Config{{Window: time.Minute, Threshold: 1000}}
+	spec := func(name string, a RuleAction, topic string, shadow bool, lims []limit.Config) ruleSpec {
+		return ruleSpec{Rule{Name: name, Key: mustKey(t, "json:team_id"), Action: a, Topic: topic, Shadow: shadow}, lims}
+	}
+	for _, c := range []struct {
+		name   string
+		rules  []ruleSpec
+		topic  string
+		reason string
+		rule   string   // Outcome.Rule, and gate-overflow-rule off the accepted topic
+		tags   []string // gate-tag
+	}{
+		{"all under", []ruleSpec{spec("a", ActionTag, "", false, under), spec("b", ActionOverflow, "", false, under)}, topicAccepted, ReasonAllowed, "", nil},
+		{"tag", []ruleSpec{spec("a", ActionTag, "", false, over), spec("b", ActionOverflow, "", false, under)}, topicAccepted, ReasonTagged, "a", []string{"a"}},
+		{"overflow over tag", []ruleSpec{spec("a", ActionTag, "", false, over), spec("b", ActionOverflow, "", false, over)}, topicOverflow, ReasonRateLimited, "b", []string{"a"}},
+		{"topic over overflow", []ruleSpec{spec("a", ActionOverflow, "", false, over), spec("b", ActionTopic, "mine", false, over)}, "mine", ReasonRateLimited, "b", nil},
+		{"two topics: the earlier", []ruleSpec{spec("a", ActionTopic, "first", false, over), spec("b", ActionTopic, "second", false, over)}, "first", ReasonRateLimited, "a", nil},
+		{"two tags", []ruleSpec{spec("a", ActionTag, "", false, over), spec("b", ActionTag, "", false, over)}, topicAccepted, ReasonTagged, "a", []string{"a", "b"}},
+		{"a topic after overflow is checked", []ruleSpec{spec("a", ActionOverflow, "", false, over), spec("b", ActionTopic, "mine", false, over), spec("c", ActionOverflow, "", false, over)}, "mine", ReasonRateLimited, "b", nil},
+		{"shadow", []ruleSpec{spec("a", ActionTopic, "s", true, over), spec("b", ActionOverflow, "", false, under)}, topicAccepted, ReasonAllowed, "", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newRuleFixture(t, Config{}, c.rules...)
+			f.r.Route(f.clk.Now(), event("t1", "u", "e"), nil) // the first reaches a threshold of 1
+			out, o := f.r.Route(f.clk.Now(), event("t1", "u", "e"), nil)
+			if out.Topic != c.topic || o.Reason != c.reason || o.Rule != c.rule {
+				t.Errorf("topic %q reason %q rule %q, want %q %q %q", out.Topic, o.Reason, o.Rule, c.topic, c.reason, c.rule)
+			}
+			wantHdr := []string{c.rule}
+			if c.topic == topicAccepted {
+				wantHdr = nil
+			}
+			if got := headerValues(out, HeaderOverflowRule); !slices.Equal(got, wantHdr) {
+				t.Errorf("%s: %v, want %q", HeaderOverflowRule, got, c.rule)
+			}
+			if got := headerValues(out, HeaderTag); !slices.Equal(got, c.tags) {
+				t.Errorf("%s: %v, want %v", HeaderTag, got, c.tags)
+			}
+			if c.name == "shadow" {
+				if n := f.ruleCount("a", "over"); n != 1 {
+					t.Errorf("shadow rule over %v, want 1 (what it would have done to the second record)", n)
+				}
+				if got := f.counts("a")["t1"]; got != 2 {
+					t.Errorf("shadow rule counted %d, want 2", got)
+				}
+			}
+		})
+	}
+}
+
+// A record without a rule's key is dead-lettered by default, and passes a rule that skips
+// such records; a key there but unusable is dead-lettered either way.
+func TestRulesMissingKey(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 100}}},
+		ruleSpec{Rule{Name: "user", Key: mustKey(t, "json:team_id+distinct_id"), SkipMissing: true, Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 100}}},
+	)
+	for _, c := range []struct {
+		value, topic, reason, detail string
+	}{
+		{`{"team_id":"t1"}`, topicAccepted, ReasonAllowed, ""},
+		{`{"distinct_id":"u1"}`, topicDead, ReasonFieldMissing, "rule team: "},
+		{`{"team_id":"t1","distinct_id":"a","distinct_id":"b"}`, topicDead, ReasonAmbiguousTeam, "rule user: "},
+		{`{"team_id":"t1","distinct_id":{"x":1}}`, topicDead, ReasonFieldType, "rule user: "},
+		{`{"team_id":"t1",`, topicDead, ReasonNotJSON, ""},
+		{`[1]`, topicDead, ReasonNotJSON, ""},
+	} {
+		out, o := f.r.Route(f.clk.Now(), input(c.value, ""), nil)
+		if out.Topic != c.topic || o.Reason != c.reason {
+			t.Errorf("%s: %s %s, want %s %s", c.value, out.Topic, o.Reason, c.topic, c.reason)
+		}
+		if c.detail != "" && !strings.HasPrefix(headerValues(out, HeaderErrorDetail)[0], c.detail) {
+			t.Errorf("%s: detail %q, want it to start %q", c.value, headerValues(out, HeaderErrorDetail), c.detail)
+		}
+	}
+	if n := f.ruleCount("user", "missing"); n != 1 {
+		t.Errorf("user rule missing %v, want 1", n)
+	}
+}
+
+// Forced keys take their rule's action; dry run accepts everything and counts what would
+// have happened.
+func TestRulesForcedAndDryRun(t *testing.T) {
+	for _, dry := range []bool{false, true} {
+		f := newRuleFixture(t, Config{DryRun: dry},
+			ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionTopic, Topic: "quarantine", Forced: []string{"bad"}},
+				[]limit.Config{{Window: time.Minute, Threshold: 100}}},
+		)
+		out, o := f.r.Route(f.clk.Now(), event("bad", "u", "e"), nil)
+		want, reason := "quarantine", ReasonForced
+		if dry {
+			want, reason = topicAccepted, ReasonDryRun
+		}
+		if out.Topic != want || o.Reason != reason || o.EnforcedReason != ReasonForced || o.Enforced != RuleTopic {
+			t.Errorf("dry run %v: %s %s (enforced %s %s)", dry, out.Topic, o.Reason, o.Enforced, o.EnforcedReason)
+		}
+		if out, _ := f.r.Route(f.clk.Now(), event("good", "u", "e"), nil); out.Topic != topicAccepted {
+			t.Errorf("dry run %v: good team to %s", dry, out.Topic)
+		}
+	}
+}
+
+// Routing a record through three rules reads the JSON once and allocates nothing.
+func TestRulesAllocateNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 1 << 40}}},
+		ruleSpec{Rule{Name: "user", Key: mustKey(t, "json:team_id+distinct_id"), Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 1 << 40}}},
+		ruleSpec{Rule{Name: "merges", Key: mustKey(t, "json:team_id"), Action: ActionTag,
+			Match: []RuleMatch{{Field: mustKey(t, "json:event"), Values: []string{"$identify"}}}}, []limit.Config{{Window: time.Minute, Threshold: 1 << 40}}},
+	)
+	if len(f.r.plan.top) != 3 {
+		t.Errorf("plan reads %d top-level fields, want 3 (team_id, distinct_id, event)", len(f.r.plan.top))
+	}
+	rec := event("t1", "u1", "$identify")
+	var s Scratch
+	var out kgo.Record
+	f.r.RouteInto(f.clk.Now(), rec, &s, &out)
+	if n := testing.AllocsPerRun(100, func() { f.r.RouteInto(f.clk.Now(), rec, &s, &out) }); n != 0 {
+		t.Errorf("%v allocations per record", n)
+	}
+}
+
+func TestNewRulesRefuses(t *testing.T) {
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := limit.New(limit.Config{Window: time.Hour, Threshold: 1, Mode: limit.Cap}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{AcceptedTopic: topicAccepted, OverflowTopic: topicOverflow, DeadLetterTopic: topicDead}
+	k := mustKey(t, "key")
+	for _, c := range []struct {
+		name  string
+		rules []Rule
+	}{
+		{"none", nil},
+		{"no limiter", []Rule{{Name: "a", Key: k, Action: ActionOverflow}}},
+		{"same name", []Rule{{Name: "a", Key: k, Action: ActionOverflow, Limiters: []*limit.Limiter{l}}, {Name: "a", Key: k, Action: ActionTag, Limiters: []*limit.Limiter{l}}}},
+		{"no action", []Rule{{Name: "a", Key: k, Limiters: []*limit.Limiter{l}}}},
+		{"bad topic", []Rule{{Name: "a", Key: k, Action: ActionTopic, Topic: "a b", Limiters: []*limit.Limiter{l}}}},
+		{"modes", []Rule{{Name: "a", Key: k, Action: ActionOverflow, Limiters: []*limit.Limiter{l, lc}}}},
+	} {
+		if _, err := NewRules(cfg, c.rules, nil); err == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+	}
+}
