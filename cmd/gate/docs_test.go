@@ -18,7 +18,8 @@ import (
 var docFiles = []string{
 	"README.md", "docs/configuration.md", "docs/design.md", "docs/operations.md", "docs/reliability.md",
 	"deploy/helm/capture-gate/README.md", "deploy/helm/capture-gate/values.yaml", "docker-compose.yml",
-	"internal/config/config.go", // the variables' descriptions, which gate env prints
+	// the variables' descriptions, which gate env prints
+	"internal/config/kafka.go", "internal/config/limits.go", "internal/config/redis.go", "internal/config/process.go",
 }
 
 // docSentence is one sentence of a doc, with where it is.

@@ -50,6 +50,9 @@ func structKeys(t *testing.T) []string {
 	t.Helper()
 	var keys []string
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		if f.Anonymous {
+			continue // a part of Config (Kafka, ...), whose fields follow
+		}
 		name, ok := f.Tag.Lookup("envconfig")
 		if !ok || name == "" {
 			t.Fatalf("Config.%s has no envconfig tag", f.Name)
@@ -70,75 +73,83 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		KafkaBrokers:          brokerList{"127.0.0.1:9092"},
-		InputTopic:            "events",
-		AcceptedTopic:         "events_accepted",
-		OverflowTopic:         "events_overflow",
-		DeadLetterTopic:       "events_dead_letter",
-		GroupID:               "capture-gate",
-		KafkaGroupProtocol:    "classic",
-		KafkaStartOffset:      "earliest",
-		KeyFrom:               keyFrom{kf},
-		MaxKeyBytes:           256,
-		Cost:                  cost{route.CostEvents},
-		MaxPollRecords:        consume.DefaultMaxPollRecords,
-		CommitInterval:        consume.DefaultCommitInterval,
-		ProduceRetries:        consume.DefaultProduceRetries,
-		MaxBufferedRecords:    consume.DefaultMaxBufferedRecords,
-		MaxBufferedBytes:      consume.DefaultMaxBufferedBytes,
-		KafkaMaxMessageBytes:  consume.DefaultMaxMessageBytes,
-		RevokeTimeout:         consume.DefaultRevokeTimeout,
-		ShutdownTimeout:       consume.DefaultShutdownTimeout,
-		KafkaClientID:         "capture-gate",
-		KafkaSessionTimeout:   45 * time.Second,
-		KafkaRebalanceTimeout: time.Minute,
-		KafkaFetchMaxWait:     500 * time.Millisecond,
-		KafkaSASLMechanism:    "none",
-		LimitMode:             limit.Divert,
-		DivertRelease:         0.8,
-		Window:                60 * time.Second,
-		Threshold:             1_000_000,
-		ThresholdMode:         "static",
-		AdaptiveFactor:        spike.DefaultFactor,
-		AdaptiveFloor:         spike.DefaultFloor,
-		AdaptiveHalfLife:      spike.DefaultLevelHalfLife,
-		AdaptiveMaxSpike:      spike.DefaultMaxSpike,
-		AdaptiveMinHistory:    spike.DefaultMinHistory,
-		Limits:                nil,
-		SyncInterval:          15 * time.Second,
-		OverridesRefresh:      time.Minute,
-		OverridesMaxEntries:   1_000_000,
-		HotEveryTick:          true,
-		PendingReadShare:      0.05,
-		SyncFloor:             0.01,
-		CacheCapacity:         300_000,
-		CacheTTL:              600 * time.Second,
-		CacheIdleTimeout:      300 * time.Second,
-		Delivery:              "at-least-once",
-		OnUndeliverable:       "stop",
-		StallNotReady:         2 * time.Minute,
-		StallRestart:          10 * time.Minute,
-		OnDataLoss:            "continue",
-		TransactionTimeout:    90 * time.Second,
-		Clock:                 clockSetting{limit.WallClock},
-		MaxEventAge:           limit.DefaultMaxEventAge,
-		TickInterval:          time.Second,
-		RedisMode:             "standalone",
-		RedisSentinelMaster:   "",
-		RedisSentinelAddrs:    nil,
-		RedisURLs:             redisURLs{"redis://127.0.0.1:6379/0"},
-		RedisPrefix:           "gate",
-		RedisReadTimeout:      250 * time.Millisecond,
-		RedisWriteTimeout:     250 * time.Millisecond,
-		RedisDialTimeout:      time.Second,
-		KeysPerCommand:        200,
-		KeysPerTick:           500_000,
-		MaxPendingWrites:      1_000_000,
-		MaxReadsPerTick:       100_000,
-		HTTPAddr:              ":8080",
-		TeamAPI:               false,       // off: it lists team names and rates to whoever reaches the port
-		LogLevel:              logLevel(0), // slog.LevelInfo
-		LogFormat:             "json",
+		Kafka: Kafka{
+			KafkaBrokers:          brokerList{"127.0.0.1:9092"},
+			InputTopic:            "events",
+			AcceptedTopic:         "events_accepted",
+			OverflowTopic:         "events_overflow",
+			DeadLetterTopic:       "events_dead_letter",
+			GroupID:               "capture-gate",
+			KafkaGroupProtocol:    "classic",
+			KafkaStartOffset:      "earliest",
+			KeyFrom:               keyFrom{kf},
+			MaxKeyBytes:           256,
+			Cost:                  cost{route.CostEvents},
+			MaxPollRecords:        consume.DefaultMaxPollRecords,
+			CommitInterval:        consume.DefaultCommitInterval,
+			ProduceRetries:        consume.DefaultProduceRetries,
+			MaxBufferedRecords:    consume.DefaultMaxBufferedRecords,
+			MaxBufferedBytes:      consume.DefaultMaxBufferedBytes,
+			KafkaMaxMessageBytes:  consume.DefaultMaxMessageBytes,
+			RevokeTimeout:         consume.DefaultRevokeTimeout,
+			ShutdownTimeout:       consume.DefaultShutdownTimeout,
+			KafkaClientID:         "capture-gate",
+			KafkaSessionTimeout:   45 * time.Second,
+			KafkaRebalanceTimeout: time.Minute,
+			KafkaFetchMaxWait:     500 * time.Millisecond,
+			KafkaSASLMechanism:    "none",
+			Delivery:              "at-least-once",
+			OnUndeliverable:       "stop",
+			StallNotReady:         2 * time.Minute,
+			StallRestart:          10 * time.Minute,
+			OnDataLoss:            "continue",
+			TransactionTimeout:    90 * time.Second,
+		},
+		Limiter: Limiter{
+			LimitMode:           limit.Divert,
+			DivertRelease:       0.8,
+			Window:              60 * time.Second,
+			Threshold:           1_000_000,
+			ThresholdMode:       "static",
+			AdaptiveFactor:      spike.DefaultFactor,
+			AdaptiveFloor:       spike.DefaultFloor,
+			AdaptiveHalfLife:    spike.DefaultLevelHalfLife,
+			AdaptiveMaxSpike:    spike.DefaultMaxSpike,
+			AdaptiveMinHistory:  spike.DefaultMinHistory,
+			Limits:              nil,
+			SyncInterval:        15 * time.Second,
+			OverridesRefresh:    time.Minute,
+			OverridesMaxEntries: 1_000_000,
+			HotEveryTick:        true,
+			PendingReadShare:    0.05,
+			SyncFloor:           0.01,
+			CacheCapacity:       300_000,
+			CacheTTL:            600 * time.Second,
+			CacheIdleTimeout:    300 * time.Second,
+			Clock:               clockSetting{limit.WallClock},
+			MaxEventAge:         limit.DefaultMaxEventAge,
+		},
+		Redis: Redis{
+			TickInterval:        time.Second,
+			RedisMode:           "standalone",
+			RedisSentinelMaster: "",
+			RedisSentinelAddrs:  nil,
+			RedisURLs:           redisURLs{"redis://127.0.0.1:6379/0"},
+			RedisPrefix:         "gate",
+			RedisReadTimeout:    250 * time.Millisecond,
+			RedisWriteTimeout:   250 * time.Millisecond,
+			RedisDialTimeout:    time.Second,
+			KeysPerCommand:      200,
+			KeysPerTick:         500_000,
+			MaxPendingWrites:    1_000_000,
+			MaxReadsPerTick:     100_000,
+		},
+		Process: Process{
+			HTTPAddr:  ":8080",
+			TeamAPI:   false,       // off: it lists team names and rates to whoever reaches the port
+			LogLevel:  logLevel(0), // slog.LevelInfo
+			LogFormat: "json",
+		},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)
@@ -192,6 +203,9 @@ func TestEnvconfigAgrees(t *testing.T) {
 func TestEveryFieldDocumented(t *testing.T) {
 	t.Parallel()
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		if f.Anonymous {
+			continue // a part of Config (Kafka, ...), whose fields follow
+		}
 		def, ok := f.Tag.Lookup("default")
 		if !ok {
 			t.Errorf("Config.%s: no default tag", f.Name)

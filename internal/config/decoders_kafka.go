@@ -1,0 +1,184 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/route"
+)
+
+// brokerList is GATE_KAFKA_BROKERS: host:port entries separated by commas.
+type brokerList []string
+
+func (brokerList) want() string {
+	return "host:port entries separated by commas such as kafka-1:9092,kafka-2:9092"
+}
+
+func (b *brokerList) Decode(text string) error {
+	var out brokerList
+	for i, s := range strings.Split(text, ",") {
+		s = strings.TrimSpace(s)
+		host, port, err := net.SplitHostPort(s)
+		switch {
+		case s == "":
+			return fmt.Errorf("entry %d is empty", i+1)
+		case err != nil || host == "" || !validPort(port) || port == "0":
+			return fmt.Errorf("entry %q is not host:port", s)
+		}
+		out = append(out, s)
+	}
+	*b = out
+	return nil
+}
+
+// startOffset is GATE_KAFKA_START_OFFSET.
+type startOffset string
+
+func (startOffset) want() string { return "earliest or latest" }
+
+func (s *startOffset) Decode(text string) error {
+	switch v := strings.ToLower(text); v {
+	case "earliest", "latest":
+		*s = startOffset(v)
+		return nil
+	}
+	return fmt.Errorf("unknown start offset %q", text)
+}
+
+func (s startOffset) value() consume.StartOffset {
+	if s == "latest" {
+		return consume.StartLatest
+	}
+	return consume.StartEarliest
+}
+
+// keyFrom is GATE_KEY_FROM.
+type keyFrom struct{ route.KeyFrom }
+
+func (keyFrom) want() string { return "json:FIELD, json:FIELD+FIELD, header:NAME or key" }
+
+// delivery is GATE_DELIVERY.
+type delivery string
+
+func (delivery) want() string {
+	return consume.AtLeastOnce.String() + " or " + consume.ExactlyOnce.String()
+}
+
+// Decode takes the names consume.ParseDelivery reads, in any case.
+func (d *delivery) Decode(text string) error {
+	v, err := consume.ParseDelivery(strings.ToLower(text))
+	if err != nil {
+		return fmt.Errorf("unknown delivery %q", text)
+	}
+	*d = delivery(v.String())
+	return nil
+}
+
+func (d delivery) value() consume.Delivery {
+	v, _ := consume.ParseDelivery(string(d))
+	return v
+}
+
+// groupProtocol is GATE_KAFKA_GROUP_PROTOCOL.
+type groupProtocol string
+
+func (groupProtocol) want() string {
+	return consume.GroupClassic.String() + " or " + consume.GroupConsumer.String()
+}
+
+// Decode takes the names consume.ParseGroupProtocol reads, in any case.
+func (g *groupProtocol) Decode(text string) error {
+	v, err := consume.ParseGroupProtocol(strings.ToLower(text))
+	if err != nil {
+		return fmt.Errorf("unknown group protocol %q", text)
+	}
+	*g = groupProtocol(v.String())
+	return nil
+}
+
+func (g groupProtocol) value() consume.GroupProtocol {
+	v, _ := consume.ParseGroupProtocol(string(g))
+	return v
+}
+
+// onUndeliverable is GATE_ON_UNDELIVERABLE.
+type onUndeliverable string
+
+func (onUndeliverable) want() string { return "stop or skip" }
+
+func (u *onUndeliverable) Decode(text string) error {
+	v := strings.ToLower(text)
+	if _, err := consume.ParseUndeliverable(v); err != nil {
+		return fmt.Errorf("unknown policy %q", text)
+	}
+	*u = onUndeliverable(v)
+	return nil
+}
+
+func (u onUndeliverable) value() consume.Undeliverable {
+	p, _ := consume.ParseUndeliverable(string(u))
+	return p
+}
+
+// onDataLoss is GATE_ON_DATA_LOSS.
+type onDataLoss string
+
+func (onDataLoss) want() string { return "continue or stop" }
+
+func (d *onDataLoss) Decode(text string) error {
+	v := strings.ToLower(text)
+	if _, err := consume.ParseDataLoss(v); err != nil {
+		return fmt.Errorf("unknown policy %q", text)
+	}
+	*d = onDataLoss(v)
+	return nil
+}
+
+func (d onDataLoss) value() consume.DataLoss {
+	p, _ := consume.ParseDataLoss(string(d))
+	return p
+}
+
+// cost is GATE_COST.
+type cost struct{ route.Cost }
+
+func (cost) want() string { return "events or bytes" }
+
+// teamList is GATE_FORCE_OVERFLOW: team names separated by commas.
+type teamList []string
+
+func (teamList) want() string { return "team names separated by commas such as team1,team2" }
+
+func (l *teamList) Decode(text string) error {
+	var out teamList
+	seen := map[string]bool{}
+	for i, s := range strings.Split(text, ",") {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "":
+			return fmt.Errorf("entry %d is empty", i+1)
+		case seen[s]:
+			return fmt.Errorf("team %q appears twice", s)
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	*l = out
+	return nil
+}
+
+// saslMechanism is GATE_KAFKA_SASL_MECHANISM.
+type saslMechanism string
+
+func (saslMechanism) want() string { return "none, plain, scram-sha-256 or scram-sha-512" }
+
+func (m *saslMechanism) Decode(text string) error {
+	switch s := strings.ToLower(text); s {
+	case "none", "plain", "scram-sha-256", "scram-sha-512":
+		*m = saslMechanism(s)
+		return nil
+	}
+	return fmt.Errorf("unknown mechanism %q", text)
+}

@@ -1,0 +1,112 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+// redisMode is GATE_REDIS_MODE.
+type redisMode string
+
+func (redisMode) want() string {
+	return fmt.Sprintf("%s, %s or %s", gatesync.ModeStandalone, gatesync.ModeCluster, gatesync.ModeSentinel)
+}
+
+// Decode takes the names gatesync.ParseMode reads, in any case.
+func (m *redisMode) Decode(text string) error {
+	v, err := gatesync.ParseMode(strings.ToLower(text))
+	if err != nil {
+		return fmt.Errorf("unknown mode %q", text)
+	}
+	*m = redisMode(v)
+	return nil
+}
+
+func (m redisMode) value() gatesync.Mode { return gatesync.Mode(m) }
+
+// sentinelAddrs is GATE_REDIS_SENTINEL_ADDRS: host:port entries, checked like brokers.
+type sentinelAddrs []string
+
+func (sentinelAddrs) want() string {
+	return "host:port entries separated by commas such as sentinel-1:26379,sentinel-2:26379"
+}
+
+func (a *sentinelAddrs) Decode(text string) error {
+	var b brokerList
+	if err := b.Decode(text); err != nil {
+		return err
+	}
+	*a = sentinelAddrs(b)
+	return nil
+}
+
+// sentinelMaster is GATE_REDIS_SENTINEL_MASTER: a name as sentinel.conf takes it, one word.
+type sentinelMaster string
+
+func (sentinelMaster) want() string { return "a master name without spaces or commas such as mymaster" }
+
+func (m *sentinelMaster) Decode(text string) error {
+	if strings.ContainsAny(text, " \t,") {
+		return fmt.Errorf("name %q has a space or comma", text)
+	}
+	*m = sentinelMaster(text)
+	return nil
+}
+
+// redisURLs is GATE_REDIS_URLS. Its String redacts passwords, so a Config can be logged.
+type redisURLs []string
+
+func (redisURLs) want() string {
+	return "redis:// or rediss:// URLs separated by commas such as redis://127.0.0.1:6379/0"
+}
+
+// Decode checks every URL with the same parser Dial uses, and rejects an instance
+// listed twice: the tick needs distinct instances, and a duplicate would count a team's
+// events on two keys without either seeing the sum.
+func (u *redisURLs) Decode(text string) error {
+	var out redisURLs
+	seen := make(map[string]int)
+	for i, s := range strings.Split(text, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return fmt.Errorf("entry %d is empty", i+1)
+		}
+		opt, err := gatesync.ParseURL(s)
+		if err != nil {
+			return err // names the URL with its password redacted
+		}
+		id := fmt.Sprintf("%s/%d", opt.Addr, opt.DB)
+		if j, dup := seen[id]; dup {
+			return fmt.Errorf("entries %d and %d are the same instance (%s)", j+1, i+1, id)
+		}
+		seen[id] = i
+		out = append(out, s)
+	}
+	*u = out
+	return nil
+}
+
+func (redisURLs) redact(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = redactURL(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
+}
+
+// String returns the URLs with passwords replaced by "xxxxx".
+func (u redisURLs) String() string { return u.redact(strings.Join(u, ",")) }
+
+func redactURL(s string) string {
+	pu, err := url.Parse(s)
+	if err != nil {
+		if strings.Contains(s, "@") {
+			return "(unparsable URL)" // it may hold a password
+		}
+		return s
+	}
+	return pu.Redacted()
+}

@@ -1,0 +1,274 @@
+package config
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/tlsreload"
+)
+
+// Kafka is Config's variables for the consumer and the router.
+type Kafka struct {
+	// Kafka and routing (internal/consume, internal/route).
+	KafkaBrokers          brokerList      `envconfig:"KAFKA_BROKERS" default:"127.0.0.1:9092" desc:"Comma-separated seed brokers as host:port (default 127.0.0.1:9092); the client finds the rest of the cluster from them."`
+	InputTopic            string          `envconfig:"INPUT_TOPIC" default:"events" desc:"Topic the raw events are read from (default events)."`
+	AcceptedTopic         string          `envconfig:"ACCEPTED_TOPIC" default:"events_accepted" desc:"Topic records of teams under their limit go to, key kept (default events_accepted)."`
+	OverflowTopic         string          `envconfig:"OVERFLOW_TOPIC" default:"events_overflow" desc:"Topic records of teams over their limit (or forced) go to, with header gate-overflow-reason and, unless GATE_OVERFLOW_KEEP_KEY, no key (default events_overflow)."`
+	DeadLetterTopic       string          `envconfig:"DEAD_LETTER_TOPIC" default:"events_dead_letter" desc:"Topic records whose team cannot be read go to, with headers gate-error (the reason), gate-error-detail and gate-source (topic/partition/offset) (default events_dead_letter)."`
+	GroupID               string          `envconfig:"GROUP_ID" default:"capture-gate" desc:"Consumer group shared by every gate of a fleet; the input's partitions are spread over its members (default capture-gate)."`
+	KafkaGroupProtocol    groupProtocol   `envconfig:"KAFKA_GROUP_PROTOCOL" default:"classic" desc:"Consumer group protocol, by Kafka's own names: classic (members assign partitions among themselves, cooperative-sticky; every broker) or consumer (KIP-848: the broker assigns, and a member joining or leaving moves only the partitions that change owner; Kafka 4.0 or later, franz-go advising 4.3 or later), a broker that does not offer it getting classic with a warning (default classic); under consumer the session timeout is the brokers' group.consumer.session.timeout.ms, not GATE_KAFKA_SESSION_TIMEOUT."`
+	KafkaStartOffset      startOffset     `envconfig:"KAFKA_START_OFFSET" default:"earliest" desc:"Where the group starts reading a partition it has no committed offset for, as when the group is new: earliest (the oldest record the partition still holds, so what was written before the group existed is routed too) or latest (only what is written from then on) (default earliest); it does not decide where a partition resumes when its committed offset is no longer in the log, and the chart gives the same value to KEDA as offsetResetPolicy."`
+	KeyFrom               keyFrom         `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':', each value's ':' and '%' written %3A and %25 so that distinct values never make one team (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
+	ValidateJSON          bool            `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
+	MaxKeyBytes           int             `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes; a longer one sends the record to dead letter with reason key_too_long (default 256)."`
+	Cost                  cost            `envconfig:"COST" default:"events" desc:"What a record counts toward its team's window: events (1 per record) or bytes (its value's size), so that with bytes a team sending few huge events is limited too and every threshold is in bytes per window (default events)."`
+	ForceOverflow         teamList        `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate (default none)."`
+	DryRun                bool            `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
+	OverflowKeepKey       bool            `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one)."`
+	MaxPollRecords        int             `envconfig:"MAX_POLL_RECORDS" default:"10000" desc:"Most records routed per poll (default 10000); rebalances wait for a poll's records to be handed to the producer, so smaller lets a rebalance through sooner, larger batches more."`
+	CommitInterval        time.Duration   `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"How often offsets acknowledged on the output topics are committed (default 1s); a crash replays at most about this much traffic, and shorter means more commit requests."`
+	ProduceRetries        int             `envconfig:"PRODUCE_RETRIES" default:"0" desc:"Tries the client makes for an output record a broker failed with a retriable error before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it; 0 for no bound, the client retrying in order until the record is written (default 0); a bound shows broker errors sooner in gate_produce_errors_total but can reorder a key's records, a broker failing for long shows in gate_stalled_seconds either way."`
+	MaxBufferedRecords    int             `envconfig:"MAX_BUFFERED_RECORDS" default:"50000" desc:"Most output records waiting for the broker's acknowledgement; routing blocks when reached, so a slow broker slows consumption instead of growing memory (default 50000)."`
+	MaxBufferedBytes      int             `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB)."`
+	KafkaMaxMessageBytes  int32           `envconfig:"KAFKA_MAX_MESSAGE_BYTES" default:"1048588" desc:"Largest record batch the producer sends, as the brokers' message.max.bytes (default 1048588); a record larger than the output topic takes goes to dead letter, without its value if it is too large for that topic too."`
+	RevokeTimeout         time.Duration   `envconfig:"REVOKE_TIMEOUT" default:"10s" desc:"Longest a revoked partition's in-flight records are awaited before what is acknowledged is committed and the rest left to the next owner (default 10s); keep it well under the group's rebalance timeout (60s)."`
+	ShutdownTimeout       time.Duration   `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"Longest a shutdown waits for in-flight records before committing what is acknowledged and leaving the group (default 20s); keep the pod's terminationGracePeriodSeconds above the whole shutdown, logged at start as shutdown_bound: this + 2 x GATE_REVOKE_TIMEOUT + 10s (50s by default)."`
+	KafkaSessionTimeout   time.Duration   `envconfig:"KAFKA_SESSION_TIMEOUT" default:"45s" desc:"How long the group waits without a heartbeat before it gives a gate's partitions to the others (default 45s); shorter moves a crashed gate's partitions sooner, too short evicts gates that pause (GC, slow node)."`
+	KafkaRebalanceTimeout time.Duration   `envconfig:"KAFKA_REBALANCE_TIMEOUT" default:"60s" desc:"How long a rebalance waits for every member to rejoin, which includes a revoked partition's drain (default 60s); keep it above GATE_REVOKE_TIMEOUT."`
+	KafkaFetchMaxWait     time.Duration   `envconfig:"KAFKA_FETCH_MAX_WAIT" default:"500ms" desc:"Longest a fetch waits at the broker for new records when a partition is idle (default 500ms); it only matters for quiet topics, shorter lowering their latency for more fetch requests."`
+	KafkaClientID         string          `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas (default capture-gate)."`
+	KafkaTLS              bool            `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any GATE_KAFKA_TLS_* file."`
+	KafkaTLSCAFile        string          `envconfig:"KAFKA_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the brokers' certificates (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
+	KafkaTLSCertFile      string          `envconfig:"KAFKA_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS, with GATE_KAFKA_TLS_KEY_FILE (default none); the files are read again when they change (checked at most once a second, when a connection is opened), so a certificate renewed in place (cert-manager, a Secret volume) is used by new connections without a restart, and files that turn unreadable or invalid leave the last good ones in use, with a warning and gate_tls_reload_errors_total."`
+	KafkaTLSKeyFile       string          `envconfig:"KAFKA_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_KAFKA_TLS_CERT_FILE (default none); read again with it."`
+	KafkaTLSServerName    string          `envconfig:"KAFKA_TLS_SERVER_NAME" default:"" desc:"Name the brokers' certificates are checked against, when not their host names (default none), each broker's own host name being used without it."`
+	KafkaSASLMechanism    saslMechanism   `envconfig:"KAFKA_SASL_MECHANISM" default:"none" desc:"SASL authentication: none, plain, scram-sha-256 or scram-sha-512 (default none); use it with TLS, as plain sends the password as is."`
+	KafkaSASLUsername     string          `envconfig:"KAFKA_SASL_USERNAME" default:"" desc:"SASL user name (default none)."`
+	KafkaSASLPassword     secret          `envconfig:"KAFKA_SASL_PASSWORD" default:"" desc:"SASL password (default none); set it from a Secret, it is never logged."`
+	Delivery              delivery        `envconfig:"DELIVERY" default:"at-least-once" desc:"Delivery guarantee on the output topics: at-least-once (a crash or rebalance may write a record twice) or exactly-once (each poll's records are produced and their input offsets committed in one Kafka transaction, so consumers reading with isolation.level=read_committed see every input record once) (default at-least-once); exactly-once costs a transaction per poll and delays read-committed consumers until it commits."`
+	TransactionalID       string          `envconfig:"TRANSACTIONAL_ID" default:"" desc:"With GATE_DELIVERY=exactly-once, this gate's transactional id, which must differ between the gates of a fleet, GATE_GROUP_ID-hostname (unique per pod) being used without it (default none); a gate restarted with the same id aborts its predecessor's open transaction at once, one with a new id leaves it to time out (GATE_TRANSACTION_TIMEOUT)."`
+	OnUndeliverable       onUndeliverable `envconfig:"ON_UNDELIVERABLE" default:"stop" desc:"What to do with a record refused by every topic (its output topic, then the dead-letter topic with and without its value, each tried with the record alone), as a broker validating timestamps or a small max.message.bytes can: stop (its partition stops there, nothing past it is committed, /readyz fails and an error line names the record) or skip (logged with its partition and offset, counted in gate_records_undeliverable_total, committed past) (default stop); skip keeps the pipeline moving at the cost of a gap an operator must replay by hand."`
+	OnDataLoss            onDataLoss      `envconfig:"ON_DATA_LOSS" default:"continue" desc:"What to do when input records are gone before the gate read them, deleted by the topic's retention below its position (a gate that fell behind, a group away longer than the retention) or lost by a broker (a log truncated by an unclean leader election): either way an error line names the partition and the offsets and gate_records_lost_total{cause} counts them, then continue (resume after them, committing past them) or stop (the partition stops there, nothing past it is routed or committed, /readyz fails naming it) (default continue); stop suits pipelines where a gap must stop the line until an operator replays it or accepts it."`
+	StallNotReady         time.Duration   `envconfig:"STALL_NOT_READY" default:"2m" desc:"How long the gate may make no progress (no poll returning records, no commit, no transaction end) while it has work (lag, records in flight or awaiting a retry) before /readyz fails, naming the stall (default 2m); keep it above GATE_KAFKA_REBALANCE_TIMEOUT, the longest a healthy gate waits behind a rebalance, and 0 turns it off. An idle gate never stalls."`
+	StallRestart          time.Duration   `envconfig:"STALL_RESTART" default:"10m" desc:"How long the gate may make no progress while it has work before /healthz fails, so that Kubernetes restarts it (default 10m); longer than GATE_STALL_NOT_READY, and 0 turns it off."`
+	TransactionTimeout    time.Duration   `envconfig:"TRANSACTION_TIMEOUT" default:"90s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, longer than GATE_KAFKA_REBALANCE_TIMEOUT and GATE_KAFKA_SESSION_TIMEOUT (a transaction's end waits out a rebalance, which waits out a dead member's session) and at most the brokers' transaction.max.timeout.ms (default 90s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
+}
+
+// kafkaDialTimeout bounds opening a connection to a broker, TLS handshake included:
+// franz-go's own default, which a dialer of ours replaces.
+const kafkaDialTimeout = 10 * time.Second
+
+// ConsumeConfig maps Config to the consumer's settings, with the TLS and SASL options
+// built from the files and credentials named; TLS files are read again when they change
+// (see Reload). Its errors name the variable at fault.
+func (c Kafka) ConsumeConfig(r Reload) (consume.Config, error) {
+	opts := []kgo.Opt{
+		kgo.ClientID(c.KafkaClientID),
+		kgo.SessionTimeout(c.KafkaSessionTimeout),
+		kgo.RebalanceTimeout(c.KafkaRebalanceTimeout),
+		kgo.FetchMaxWait(c.KafkaFetchMaxWait),
+	}
+	tlsOpt, err := c.kafkaTLS(r)
+	if err != nil {
+		return consume.Config{}, Problems{err} // a configuration error: exit status 2
+	}
+	if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
+	}
+	if m := c.kafkaSASL(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return consume.Config{
+		Brokers:            slices.Clone(c.KafkaBrokers),
+		InputTopic:         c.InputTopic,
+		GroupID:            c.GroupID,
+		GroupProtocol:      c.KafkaGroupProtocol.value(),
+		StartOffset:        c.KafkaStartOffset.value(),
+		MaxPollRecords:     c.MaxPollRecords,
+		CommitInterval:     c.CommitInterval,
+		ProduceRetries:     c.ProduceRetries,
+		MaxBufferedRecords: c.MaxBufferedRecords,
+		MaxBufferedBytes:   c.MaxBufferedBytes,
+		MaxMessageBytes:    c.KafkaMaxMessageBytes,
+		RevokeTimeout:      c.RevokeTimeout,
+		ShutdownTimeout:    c.ShutdownTimeout,
+		Delivery:           c.Delivery.value(),
+		TransactionalID:    c.transactionalID(),
+		TransactionTimeout: c.TransactionTimeout,
+		OnUndeliverable:    c.OnUndeliverable.value(),
+		StallNotReady:      orDisabled(c.StallNotReady),
+		StallRestart:       orDisabled(c.StallRestart),
+		OnDataLoss:         c.OnDataLoss.value(),
+		OutputTopics:       []string{c.AcceptedTopic, c.OverflowTopic, c.DeadLetterTopic},
+		ClientOpts:         opts,
+	}, nil
+}
+
+// orDisabled maps a setting's 0 (off) to the consumer's negative (disabled), its zero
+// meaning the default.
+func orDisabled(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// transactionalID is GATE_TRANSACTIONAL_ID; empty unless exactly-once. Its default,
+// GATE_GROUP_ID-hostname (unique per pod, as a pod's host name is its name), is set by
+// the caller, who knows the host (cmd/gate's serve): with none, the consumer refuses
+// exactly-once delivery with an error that says so.
+func (c Kafka) transactionalID() string {
+	if c.Delivery.value() != consume.ExactlyOnce {
+		return ""
+	}
+	return c.TransactionalID
+}
+
+// validTransactionalID keeps ids to what shows plainly in broker logs and tools.
+// Those are a topic name's characters, so the router's check decides.
+func validTransactionalID(s string) bool { return len(s) <= 200 && route.CheckTopic(s) == nil }
+
+// kafkaTLS returns the client option that dials the brokers over TLS, or nil when TLS
+// is off. With a CA or certificate file, a dialer of ours makes each connection with the
+// files' current contents (tlsreload), checking each broker's certificate against
+// GATE_KAFKA_TLS_SERVER_NAME, else the broker's host name, as franz-go's own TLS dialer
+// does; without one, franz-go's dialer and the system's CAs.
+func (c Kafka) kafkaTLS(r Reload) (kgo.Opt, error) {
+	if !c.KafkaTLS && c.KafkaTLSCAFile == "" && c.KafkaTLSCertFile == "" && c.KafkaTLSServerName == "" {
+		return nil, nil
+	}
+	if c.KafkaTLSCAFile == "" && c.KafkaTLSCertFile == "" {
+		return kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}), nil
+	}
+	rl, err := tlsreload.New(tlsreload.Files{
+		CAFile: c.KafkaTLSCAFile, CertFile: c.KafkaTLSCertFile, KeyFile: c.KafkaTLSKeyFile,
+		CAVar: envPrefix + "_KAFKA_TLS_CA_FILE", CertVar: envPrefix + "_KAFKA_TLS_CERT_FILE", KeyVar: envPrefix + "_KAFKA_TLS_KEY_FILE",
+	}, r.options("kafka"))
+	if err != nil {
+		return nil, err
+	}
+	return kgo.Dialer(rl.DialContext(&net.Dialer{Timeout: kafkaDialTimeout}, c.KafkaTLSServerName)), nil
+}
+
+// kafkaSASL returns the SASL mechanism, or nil for none.
+func (c Kafka) kafkaSASL() sasl.Mechanism {
+	user, pass := c.KafkaSASLUsername, string(c.KafkaSASLPassword)
+	switch c.KafkaSASLMechanism {
+	case "plain":
+		return plain.Auth{User: user, Pass: pass}.AsMechanism()
+	case "scram-sha-256":
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
+	case "scram-sha-512":
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+	}
+	return nil
+}
+
+// RouteConfig maps Config to the router's settings.
+func (c Config) RouteConfig() route.Config {
+	return route.Config{
+		KeyFrom:         c.KeyFrom.KeyFrom,
+		AcceptedTopic:   c.AcceptedTopic,
+		OverflowTopic:   c.OverflowTopic,
+		DeadLetterTopic: c.DeadLetterTopic,
+		ForceOverflow:   slices.Clone(c.ForceOverflow),
+		DryRun:          c.DryRun,
+		OverflowKeepKey: c.OverflowKeepKey,
+		MaxKeyBytes:     c.MaxKeyBytes,
+		ValidateJSON:    c.ValidateJSON,
+		Cost:            c.Cost.Cost,
+		EventTimeFrom:   c.EventTimeFrom.EventTimeFrom,
+	}
+}
+
+// validate checks the Kafka variables' values, each on its own.
+func (c Kafka) validate(bad report) {
+	for _, k := range []struct{ key, v string }{{"INPUT_TOPIC", c.InputTopic}, {"ACCEPTED_TOPIC", c.AcceptedTopic}, {"OVERFLOW_TOPIC", c.OverflowTopic}, {"DEAD_LETTER_TOPIC", c.DeadLetterTopic}} {
+		if route.CheckTopic(k.v) != nil {
+			bad(k.key, "a Kafka topic name: 1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'")
+		}
+	}
+	if c.GroupID == "" {
+		bad("GROUP_ID", "a consumer group name such as capture-gate")
+	}
+	bad.atLeast("MAX_KEY_BYTES", c.MaxKeyBytes, 1)
+	bad.atLeast("MAX_POLL_RECORDS", c.MaxPollRecords, 1)
+	bad.positive("COMMIT_INTERVAL", c.CommitInterval)
+	bad.atLeast("PRODUCE_RETRIES", c.ProduceRetries, 0)
+	bad.atLeast("MAX_BUFFERED_RECORDS", c.MaxBufferedRecords, 1)
+	bad.atLeast("MAX_BUFFERED_BYTES", c.MaxBufferedBytes, 1<<20)
+	if c.KafkaMaxMessageBytes < 1024 {
+		bad("KAFKA_MAX_MESSAGE_BYTES", "a whole number of bytes from 1024 to 2147483647 such as 1048588")
+	}
+	bad.positive("REVOKE_TIMEOUT", c.RevokeTimeout)
+	if c.KafkaSessionTimeout < time.Second {
+		bad("KAFKA_SESSION_TIMEOUT", "a duration of at least 1s such as 45s, within the brokers' group.min/max.session.timeout.ms")
+	}
+	if c.KafkaFetchMaxWait < time.Millisecond {
+		bad("KAFKA_FETCH_MAX_WAIT", "a duration of at least 1ms such as 500ms")
+	}
+	bad.positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	if c.StallNotReady < 0 {
+		bad("STALL_NOT_READY", "0 (off) or a duration such as 2m")
+	}
+	if c.StallRestart < 0 {
+		bad("STALL_RESTART", "0 (off) or a duration such as 10m")
+	}
+	if c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute {
+		bad("TRANSACTION_TIMEOUT", "a duration from 1s to 15m such as 90s, within the brokers' transaction.max.timeout.ms")
+	}
+	if c.TransactionalID != "" && !validTransactionalID(c.TransactionalID) {
+		bad("TRANSACTIONAL_ID", "1 to 200 of a-z, A-Z, 0-9, '.', '_' and '-' such as capture-gate-0")
+	}
+	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
+		bad("KAFKA_TLS_CERT_FILE", "a client certificate file together with GATE_KAFKA_TLS_KEY_FILE, or neither")
+	}
+	if c.KafkaSASLMechanism != "none" && (c.KafkaSASLUsername == "" || c.KafkaSASLPassword == "") {
+		bad("KAFKA_SASL_MECHANISM", "none, or a mechanism with GATE_KAFKA_SASL_USERNAME and GATE_KAFKA_SASL_PASSWORD set")
+	}
+}
+
+// validateBetween checks the rules between Kafka variables, once every value is sane.
+func (c Kafka) validateBetween(bad report) {
+	// A record routed to the topic it was read from would be read again, forever.
+	topics := map[string]string{}
+	for _, k := range []struct{ key, v string }{{"INPUT_TOPIC", c.InputTopic}, {"ACCEPTED_TOPIC", c.AcceptedTopic}, {"OVERFLOW_TOPIC", c.OverflowTopic}, {"DEAD_LETTER_TOPIC", c.DeadLetterTopic}} {
+		if other, dup := topics[k.v]; dup {
+			bad(k.key, fmt.Sprintf("a topic other than GATE_%s's (%s): the input and the three outputs must all differ", other, k.v))
+		}
+		topics[k.v] = k.key
+	}
+	// A drain longer than the rebalance would get the gate evicted while it drains.
+	if c.KafkaRebalanceTimeout <= c.RevokeTimeout {
+		bad("KAFKA_REBALANCE_TIMEOUT", fmt.Sprintf("a duration longer than GATE_REVOKE_TIMEOUT (%s)", c.RevokeTimeout))
+	}
+	// Ending a transaction waits for a rebalance in progress, and a join waits for a
+	// dead member's session (a slow one's rebalance timeout): a transaction timeout
+	// shorter than either gets healthy gates' transactions aborted and their producers
+	// fenced whenever a peer crashes.
+	if c.Delivery.value() == consume.ExactlyOnce && (c.TransactionTimeout <= c.KafkaRebalanceTimeout || c.TransactionTimeout <= c.KafkaSessionTimeout) {
+		bad("TRANSACTION_TIMEOUT", fmt.Sprintf("a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s) and GATE_KAFKA_SESSION_TIMEOUT (%s): "+
+			"a transaction's end waits out a rebalance, which waits out a dead member's session", c.KafkaRebalanceTimeout, c.KafkaSessionTimeout))
+	}
+	// A gate waiting behind a rebalance is not stuck; one not ready is restarted later.
+	if c.StallNotReady > 0 && c.StallNotReady <= c.KafkaRebalanceTimeout {
+		bad("STALL_NOT_READY", fmt.Sprintf("0 (off) or a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s), the longest a healthy gate waits behind a rebalance", c.KafkaRebalanceTimeout))
+	}
+	if c.StallRestart > 0 && c.StallRestart <= c.StallNotReady {
+		bad("STALL_RESTART", fmt.Sprintf("0 (off) or a duration longer than GATE_STALL_NOT_READY (%s)", c.StallNotReady))
+	}
+	// Set without exactly-once they would be ignored: most likely GATE_DELIVERY is missing.
+	if c.TransactionalID != "" && c.Delivery.value() != consume.ExactlyOnce {
+		bad("TRANSACTIONAL_ID", "unset unless GATE_DELIVERY=exactly-once")
+	}
+}

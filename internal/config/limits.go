@@ -1,0 +1,222 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/overrides"
+	"github.com/capturegate/gate/internal/spike"
+)
+
+// Limiter is Config's variables for the limiter, its overrides, cache and clock.
+type Limiter struct {
+	// The limiter (internal/limit).
+	LimitMode          limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
+	DivertHold         divertHold    `envconfig:"DIVERT_HOLD" default:"" desc:"In divert mode, how long a team that reached its threshold stays diverted once its level is back under GATE_DIVERT_RELEASE of it, on every gate (a held team's flag is shared through Redis in the tick's own commands), or 0 for no hold; one GATE_WINDOW when unset (default none). A team swinging around its limit then stays in the overflow topic instead of switching on every crossing, which reorders its events downstream, and a longer hold keeps a team that calmed down in the slower overflow pipeline longer. Not supported with GATE_CLOCK=event (set 0 or leave unset: nothing is held); ignored in cap mode."`
+	DivertRelease      float64       `envconfig:"DIVERT_RELEASE" default:"0.8" desc:"In divert mode, the share of its threshold a held team's level must stay under for GATE_DIVERT_HOLD before it is released, above 0 and at most 1 (default 0.8); 1 with GATE_DIVERT_HOLD=0 is the divert of 0.1.0, switching the moment the level crosses the threshold either way, and lower keeps a team just under its limit diverted. Ignored in cap mode and with GATE_CLOCK=event."`
+	Window             time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s); a longer window smooths bursts but remembers an overrun for longer."`
+	Threshold          int64         `envconfig:"THRESHOLD" default:"1000000" desc:"Events per window a team may send across the whole fleet before it is limited, for teams without an override (default 1000000); lower protects downstream sooner, higher lets bigger bursts through."`
+	ThresholdMode      thresholdMode `envconfig:"THRESHOLD_MODE" default:"static" desc:"How a team's threshold is set: static (GATE_THRESHOLD, or its override) or adaptive (learned from the team's own history: clamp(GATE_ADAPTIVE_FACTOR x its usual volume per window at that hour of the day and day of the week, GATE_ADAPTIVE_FLOOR, GATE_ADAPTIVE_CEILING), shared by the fleet through Redis, once it has GATE_ADAPTIVE_MIN_HISTORY of history; GATE_THRESHOLD until then) (default static); an override still wins, adaptive needs a GATE_WINDOW that divides an hour and the wall clock, and with GATE_LIMITS it applies to the primary limit only. Adaptive catches a team sending far more than it usually does, whatever its size, for a profile of 124 bytes per team in Redis and a few more keys in the tick's reads."`
+	AdaptiveFactor     float64       `envconfig:"ADAPTIVE_FACTOR" default:"4" desc:"With GATE_THRESHOLD_MODE=adaptive, a team's threshold as a multiple of its usual volume, above 1.5 (default 4); lower catches smaller spikes and diverts more of a team's own noise, higher lets spikes under it through."`
+	AdaptiveFloor      int64         `envconfig:"ADAPTIVE_FLOOR" default:"100" desc:"With GATE_THRESHOLD_MODE=adaptive, the lowest learned threshold per window (default 100), so that a small team's noise (a few events a window, often none) is no spike; higher spares more small teams, lower protects against them sooner."`
+	AdaptiveCeiling    int64         `envconfig:"ADAPTIVE_CEILING" default:"0" desc:"With GATE_THRESHOLD_MODE=adaptive, the highest learned threshold per window, 0 for none or at least GATE_ADAPTIVE_FLOOR (default 0); it bounds what a very large team may send, as GATE_THRESHOLD does in static mode."`
+	AdaptiveHalfLife   time.Duration `envconfig:"ADAPTIVE_HALF_LIFE" default:"72h" desc:"With GATE_THRESHOLD_MODE=adaptive, how fast a team's learned level follows its volume (the daily and weekly cycles taken out): a change is half learned after this long, at least GATE_WINDOW (default 72h: a quiet weekend moves it less than the week's profile learns the weekend, and growth of 50% a week is followed); shorter follows growth sooner but lets a weekend pull a business-day team's threshold down, longer is slower to learn a lasting step under GATE_ADAPTIVE_FACTOR. A step over it is learned by GATE_ADAPTIVE_MAX_SPIKE."`
+	AdaptiveMaxSpike   time.Duration `envconfig:"ADAPTIVE_MAX_SPIKE" default:"3h" desc:"With GATE_THRESHOLD_MODE=adaptive, how long a team may be over its learned threshold before the spike ends: it is re-learned at the volume it has sent lately and accepted again (a lasting step up, such as a launch or a large customer, is not a spike for ever), from 1h plus two GATE_WINDOWs to 168h (default 3h: an hour over the longest real spikes, 10 to 120 minutes, which are still caught whole); GATE_THRESHOLD's overrides and GATE_ADAPTIVE_CEILING still cap the team."`
+	AdaptiveMinHistory time.Duration `envconfig:"ADAPTIVE_MIN_HISTORY" default:"24h" desc:"With GATE_THRESHOLD_MODE=adaptive, how much history a team needs before its threshold is learned, GATE_THRESHOLD applying until then, at least GATE_WINDOW (default 24h: one whole daily cycle, so that a team's evening peak is known before it can be taken for a spike)."`
+	Limits             limitList     `envconfig:"LIMITS" default:"" desc:"Several limits per team, as comma-separated window:threshold pairs such as 1m:1000000,1h:20000000 (default none), GATE_WINDOW and GATE_THRESHOLD being the one limit without it; the first pair is the primary limit, in place of GATE_WINDOW and GATE_THRESHOLD (which must then be unset), keyed {prefix}:{team}:{epoch} as ever, and each further one, a whole number of seconds longer than GATE_TICK_INTERVAL and distinct from the others, has its own keys {prefix}:w{seconds}:{team}:{epoch}; a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's primary threshold and scales each further limit by the same factor, rounded, at least 1."`
+	Overrides          overrideList  `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is the base the live overrides (GATE_OVERRIDES_REFRESH) are laid over; its length costs nothing per record."`
+	OverridesRefresh   time.Duration `envconfig:"OVERRIDES_REFRESH" default:"60s" desc:"How often every gate reads the live per-team limits from the hash {prefix}:overrides in the first Redis instance, managed with gate overrides set/delete (default 60s); the live set is laid over GATE_OVERRIDES (a team in it takes its live limit, one deleted from it falls back to GATE_OVERRIDES or GATE_THRESHOLD), and a Redis error or a missing hash keeps the current limits."`
+
+	// The live overrides' size (internal/overrides).
+	OverridesMaxEntries int `envconfig:"OVERRIDES_MAX_ENTRIES" default:"1000000" desc:"Most teams the live overrides hash may hold (default 1000000): a larger one is not read, every gate keeping the limits in force and counting gate_overrides_refresh_errors_total{cause=too_large}, and gate overrides list refusing it too; a million teams take each gate about a second to read, in commands of about a millisecond each, and a few hundred MB of memory."`
+
+	SyncInterval      time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
+	HotEveryTick      bool          `envconfig:"HOT_EVERY_TICK" default:"true" desc:"Read teams at 80% of their threshold or more on every tick instead of every half GATE_SYNC_INTERVAL (default true); it cuts the time a fleet takes to divert a team that jumps over its limit from about 20s to about 2s, for a few extra reads of busy teams only."`
+	PendingReadShare  float64       `envconfig:"PENDING_READ_SHARE" default:"0.05" desc:"Read a team on the next tick once the events this gate counted since its last read reach this share of the team's threshold, or never if negative (default 0.05); smaller catches a sudden jump sooner and costs more reads."`
+	SyncFloor         float64       `envconfig:"SYNC_FLOOR" default:"0.01" desc:"Pressure (level / threshold, above 0 and below 0.1) under which a team seen only in passing is never read from Redis (default 0.01); higher keeps a flood of one-off teams from becoming a flood of reads, at the cost of judging more small teams on local counts alone."`
+	ColdWriteInterval time.Duration `envconfig:"COLD_WRITE_INTERVAL" default:"" desc:"How often a cold team's counts are written to Redis instead of every tick, a cold team being one under 10% of its threshold, not due for a read, with less than 0.5% of its threshold waiting, at most GATE_WINDOW, once per GATE_WINDOW when unset (default none), each window's counts then going in one write after the window ends; most teams of a long-tailed workload are cold, and writing each once a window is most of what cuts the Redis work per gate to about a sixth (docs/benchmarks.md); other gates see a cold team's counts up to two windows late (one at a shorter interval), at most 0.5% of its threshold per gate, and GATE_TICK_INTERVAL writes every team on every tick."`
+	CacheCapacity     int           `envconfig:"CACHE_CAPACITY" default:"300000" desc:"Most teams kept in memory, the least recently seen of a small sample being evicted past it (default 300000); larger keeps more teams' fleet-wide views for more memory, and an evicted team that comes back starts again from first contact."`
+	CacheTTL          time.Duration `envconfig:"CACHE_TTL" default:"600s" desc:"Longest a cached team's fleet-wide view may go without a read before it is read again (default 600s); shorter bounds how stale a quiet team's view gets, for more reads."`
+	CacheIdleTimeout  time.Duration `envconfig:"CACHE_IDLE_TIMEOUT" default:"300s" desc:"A team not seen for this long is dropped from memory (default 300s); shorter frees memory sooner, but a team that returns is treated as first contact until its next read."`
+	Clock             clockSetting  `envconfig:"CLOCK" default:"wall" desc:"Which time a record is counted and judged at: wall (when the gate reads it) or event (its own timestamp, from GATE_EVENT_TIME_FROM), so that a gate catching up on a backlog at ten times the normal rate judges each window's traffic in its own window instead of sending well-behaved teams to overflow (default wall); with event, every gate keeps a window of state per window a team is seen in, and Redis keeps each window's counts GATE_MAX_EVENT_AGE longer."`
+	EventTimeFrom     eventTimeFrom `envconfig:"EVENT_TIME_FROM" default:"timestamp" desc:"With GATE_CLOCK=event, where a record's time is read: timestamp (the Kafka record timestamp) or json:FIELD (a top-level or dotted field holding an RFC 3339 string or a Unix time in seconds, milliseconds, microseconds or nanoseconds) (default timestamp); a record whose field is missing or unreadable is judged at its record timestamp and counted in gate_event_time_unreadable_total."`
+	MaxEventAge       time.Duration `envconfig:"MAX_EVENT_AGE" default:"15m" desc:"With GATE_CLOCK=event, the oldest a record's time may be: an older one is counted and judged as if it were this old, and one more than 5s ahead of the gate's clock as if it were now, both counted in gate_limiter_event_time_clamped_total (default 15m); longer lets a longer backlog replay in its own windows, for more Redis memory (each window's counts are kept this much longer)."`
+}
+
+// LimitConfig maps Config to the limiter's settings. Every field is set explicitly, so
+// none falls back to a library default the operator did not see in `gate env`.
+func (c Limiter) LimitConfig() limit.Config {
+	hot := c.HotEveryTick
+	return limit.Config{
+		Window:            c.Window,
+		Threshold:         c.Threshold,
+		Overrides:         maps.Clone(map[string]int64(c.Overrides)),
+		Mode:              c.LimitMode,
+		SyncInterval:      c.SyncInterval,
+		HotEveryTick:      &hot,
+		PendingReadShare:  c.PendingReadShare,
+		SyncFloor:         c.SyncFloor,
+		ColdWriteInterval: c.ColdWriteInterval,
+		DivertHold:        c.DivertHold.limit(c.Clock.Clock),
+		DivertRelease:     c.divertRelease(),
+		Capacity:          c.CacheCapacity,
+		TTL:               c.CacheTTL,
+		IdleTimeout:       c.CacheIdleTimeout,
+		Clock:             c.Clock.Clock,
+		MaxEventAge:       c.MaxEventAge,
+		Adaptive:          c.adaptive(),
+	}
+}
+
+// OverridesConfig maps Config to the live overrides' settings; the caller adds Extra.
+// The timeout bounds a whole read of the hash, in many short commands (each also bounded
+// by GATE_REDIS_READ_TIMEOUT), so it is no shorter than overrides.DefaultTimeout.
+func (c Config) OverridesConfig() overrides.Config {
+	return overrides.Config{
+		Key:        overrides.Key(c.RedisPrefix),
+		Base:       maps.Clone(map[string]int64(c.Overrides)),
+		Interval:   c.OverridesRefresh,
+		Timeout:    max(overrides.DefaultTimeout, c.RedisDialTimeout+c.RedisWriteTimeout+c.RedisReadTimeout),
+		MaxEntries: c.OverridesMaxEntries,
+	}
+}
+
+// ExtraLimitConfigs returns one limiter configuration per GATE_LIMITS entry: the primary's
+// settings with the entry's window and threshold, and the overrides scaled by
+// threshold / GATE_THRESHOLD.
+func (c Limiter) ExtraLimitConfigs() []limit.Config {
+	out := make([]limit.Config, len(c.Limits))
+	for i, e := range c.Limits {
+		lc := c.LimitConfig()
+		lc.Window, lc.Threshold = e.Window, e.Threshold
+		lc.Overrides = overrides.Scale(lc.Overrides, c.LimitFactor(i))
+		lc.Adaptive = nil // adaptive thresholds are the primary limit's only
+		out[i] = lc
+	}
+	return out
+}
+
+// LimitFactor is GATE_LIMITS entry i's threshold over GATE_THRESHOLD: what an override
+// is multiplied by in that limit.
+func (c Limiter) LimitFactor(i int) float64 {
+	return float64(c.Limits[i].Threshold) / float64(c.Threshold)
+}
+
+// LimitKeyPrefix is the Redis key prefix of GATE_LIMITS entry i: {prefix}:w{seconds}.
+func (c Config) LimitKeyPrefix(i int) string {
+	return c.RedisPrefix + ":w" + strconv.FormatInt(int64(c.Limits[i].Window/time.Second), 10)
+}
+
+// divertRelease is GATE_DIVERT_RELEASE for the limiter: 1 under the event clock, which
+// keeps no holds.
+func (c Limiter) divertRelease() float64 {
+	if c.Clock.Clock == limit.EventClock {
+		return 1
+	}
+	return c.DivertRelease
+}
+
+// validate checks the limiter's variables' values, each on its own, and what adaptive
+// mode needs of them.
+func (c Limiter) validate(bad report) {
+	if c.Window < time.Millisecond {
+		bad("WINDOW", "a duration of at least 1ms such as 60s")
+	}
+	if c.Threshold < 1 || c.Threshold > limit.MaxThreshold {
+		bad("THRESHOLD", fmt.Sprintf("a whole number from 1 to %d", int64(limit.MaxThreshold)))
+	}
+	bad.positive("SYNC_INTERVAL", c.SyncInterval)
+	bad.positive("OVERRIDES_REFRESH", c.OverridesRefresh)
+	bad.atLeast("OVERRIDES_MAX_ENTRIES", c.OverridesMaxEntries, 1)
+	if c.PendingReadShare == 0 || c.PendingReadShare > 1 {
+		bad("PENDING_READ_SHARE", "a share above 0 and at most 1 such as 0.05, or a negative number to disable")
+	}
+	if c.SyncFloor <= 0 || c.SyncFloor >= 0.1 {
+		bad("SYNC_FLOOR", "a share above 0 and below 0.1 such as 0.01")
+	}
+	if c.DivertHold.d < 0 {
+		bad("DIVERT_HOLD", "a duration of 0 or more such as 60s, or unset for one window")
+	} else if c.DivertHold.d > 0 && c.Clock.Clock == limit.EventClock {
+		bad("DIVERT_HOLD", "0 or unset with GATE_CLOCK=event (holds are not kept under the event clock)")
+	}
+	if c.DivertRelease <= 0 || c.DivertRelease > 1 {
+		bad("DIVERT_RELEASE", "a share above 0 and at most 1 such as 0.8")
+	}
+	c.validateAdaptive(bad)
+	if c.ColdWriteInterval < 0 || c.ColdWriteInterval > c.Window {
+		bad("COLD_WRITE_INTERVAL", fmt.Sprintf("a duration above 0 and at most the window (%s), such as 30s", c.Window))
+	}
+	bad.atLeast("CACHE_CAPACITY", c.CacheCapacity, 1)
+	bad.positive("CACHE_TTL", c.CacheTTL)
+	bad.positive("CACHE_IDLE_TIMEOUT", c.CacheIdleTimeout)
+	bad.positive("MAX_EVENT_AGE", c.MaxEventAge)
+}
+
+// validateBetween checks the rules between the limiter's variables, once every value is
+// sane.
+func (c Limiter) validateBetween(bad report) {
+	if c.EventTimeFrom.String() != "timestamp" && c.Clock.Clock != limit.EventClock {
+		bad("EVENT_TIME_FROM", "timestamp unless GATE_CLOCK=event")
+	}
+	// The event clock keeps a window of state per window back to GATE_MAX_EVENT_AGE.
+	if c.Clock.Clock == limit.EventClock {
+		shortest := c.Window
+		for _, e := range c.Limits {
+			shortest = min(shortest, e.Window)
+		}
+		if limit.CheckEventAge(c.MaxEventAge, shortest) != nil {
+			bad("MAX_EVENT_AGE", fmt.Sprintf("a duration of at most %d of the shortest window (%s)", limit.MaxEventWindows, shortest))
+		}
+	}
+}
+
+// validateAdaptive checks the GATE_ADAPTIVE_* values, whatever the mode (a bad value is
+// bad before it is used), and what adaptive mode needs of the rest.
+func (c Limiter) validateAdaptive(bad report) {
+	if !(c.AdaptiveFactor > spike.DefaultClip) || c.AdaptiveFactor > 1000 {
+		bad("ADAPTIVE_FACTOR", "a number above 1.5 and at most 1000 such as 4")
+	}
+	if c.AdaptiveFloor < 1 || c.AdaptiveFloor > limit.MaxThreshold {
+		bad("ADAPTIVE_FLOOR", fmt.Sprintf("a whole number from 1 to %d such as 100", int64(limit.MaxThreshold)))
+	}
+	if c.AdaptiveCeiling != 0 && (c.AdaptiveCeiling < c.AdaptiveFloor || c.AdaptiveCeiling > limit.MaxThreshold) {
+		bad("ADAPTIVE_CEILING", fmt.Sprintf("0 for none, or a whole number from GATE_ADAPTIVE_FLOOR (%d) to %d", c.AdaptiveFloor, int64(limit.MaxThreshold)))
+	}
+	if c.AdaptiveHalfLife < c.Window {
+		bad("ADAPTIVE_HALF_LIFE", fmt.Sprintf("a duration of at least GATE_WINDOW (%s) such as 72h", c.Window))
+	}
+	if lo := spike.MaxFoldEvery + 2*c.Window; c.AdaptiveMaxSpike < lo || c.AdaptiveMaxSpike > 7*24*time.Hour {
+		bad("ADAPTIVE_MAX_SPIKE", fmt.Sprintf("a duration from %s (an hour and two GATE_WINDOWs) to 168h such as 3h", lo))
+	}
+	if c.AdaptiveMinHistory < c.Window {
+		bad("ADAPTIVE_MIN_HISTORY", fmt.Sprintf("a duration of at least GATE_WINDOW (%s) such as 24h", c.Window))
+	}
+	if c.ThresholdMode != adaptiveMode {
+		return
+	}
+	switch {
+	case c.Window > time.Hour || time.Hour%c.Window != 0:
+		bad("THRESHOLD_MODE", fmt.Sprintf("static unless GATE_WINDOW (%s) divides an hour, such as 60s (adaptive learns per hour of the day)", c.Window))
+	case c.Clock.Clock == limit.EventClock:
+		bad("THRESHOLD_MODE", "static with GATE_CLOCK=event (learned thresholds are kept under the wall clock only)")
+	}
+}
+
+// adaptive is the learner's configuration in adaptive mode, nil in static mode.
+func (c Limiter) adaptive() *spike.Config {
+	if c.ThresholdMode != adaptiveMode {
+		return nil
+	}
+	return &spike.Config{
+		Window:        c.Window,
+		Factor:        c.AdaptiveFactor,
+		Floor:         float64(c.AdaptiveFloor),
+		Ceiling:       float64(c.AdaptiveCeiling),
+		LevelHalfLife: c.AdaptiveHalfLife,
+		MinHistory:    c.AdaptiveMinHistory,
+		MaxSpike:      c.AdaptiveMaxSpike,
+	}
+}

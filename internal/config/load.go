@@ -1,0 +1,110 @@
+package config
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// Load reads Config through getenv and checks it (Validate). names lists the variables
+// set in the environment (only their names); a GATE_ name among them that Config does not
+// define is an error, since it is most likely a typo whose value would otherwise be
+// ignored in silence, unless it is one of the variables Kubernetes sets for a Service
+// named gate or gate-... (see isServiceLink).
+//
+// Each value is parsed by envconfig.Process, by its field's type: the types of the
+// decoders_*.go files implement envconfig.Decoder and say what they want. Process itself
+// reads only the process environment and stops at the first bad value, while the gate's
+// environment is injected (getenv: run and its tests hold no global state) and every bad
+// value is reported, so Load hands Process one variable at a time (see decode).
+//
+// getenv cannot tell an empty variable from an unset one (os.Getenv cannot either):
+// an empty value means the default.
+//
+// Every error names the variable and what it wants, on one line; all problems are
+// reported at once, joined by "; ".
+func Load(getenv func(string) string, names []string) (Config, error) {
+	var c Config
+	var p Problems
+	fields := configFields()
+	known := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		known[f.key] = true
+	}
+	for _, n := range slices.Compact(slices.Sorted(slices.Values(names))) {
+		// A Kubernetes service link (GATE_SERVICE_HOST, ... of a Service named gate) is
+		// not a setting; serve logs the ones ignored (see servicelinks.go).
+		if strings.HasPrefix(n, envPrefix+"_") && !known[n] && !isServiceLink(n, getenv(n)) {
+			p.add(&unknownVarError{Name: n, Suggest: closest(n, slices.Collect(maps.Keys(known)))})
+		}
+	}
+
+	v := reflect.ValueOf(&c).Elem()
+	raw := make(map[string]string, len(fields)) // values as shown in errors
+	failed := make(map[string]bool)             // reported once, not again by Validate
+	for _, f := range fields {
+		s := strings.TrimSpace(getenv(f.key))
+		if s == "" {
+			s = f.def
+		}
+		fv := v.FieldByIndex(f.index)
+		raw[f.key] = s
+		if r, ok := fv.Addr().Interface().(redacter); ok {
+			raw[f.key] = r.redact(s)
+		}
+		if s == "" {
+			continue // no value and no default: the zero value
+		}
+		if err := decode(fv, s); err != nil {
+			e := &varError{Key: f.key, Value: raw[f.key], Want: wantFor(fv, f.def), Err: err}
+			if _, ok := fv.Addr().Interface().(wanter); ok {
+				e.Detail = err.Error() // our own types' errors say which part is wrong
+			}
+			p.add(e)
+			failed[f.key] = true
+		}
+	}
+	// GATE_LIMITS, when set, is every limit: its first is the primary, in place of
+	// GATE_WINDOW and GATE_THRESHOLD (setting those too would leave two primaries). Only
+	// the environment tells a value set from a default, so this rule is Load's.
+	if len(c.Limits) > 0 {
+		if strings.TrimSpace(getenv(envPrefix+"_WINDOW")) != "" || strings.TrimSpace(getenv(envPrefix+"_THRESHOLD")) != "" {
+			p.add(&varError{Key: envPrefix + "_LIMITS", Value: raw[envPrefix+"_LIMITS"],
+				Want: "either GATE_LIMITS or GATE_WINDOW and GATE_THRESHOLD, not both (GATE_LIMITS's first window:threshold is the primary limit)"})
+			failed[envPrefix+"_LIMITS"] = true
+		} else {
+			c.Window, c.Threshold = c.Limits[0].Window, c.Limits[0].Threshold
+			c.Limits = c.Limits[1:]
+		}
+	}
+	// A value that failed holds a zero, not the operator's value: it is not reported
+	// again, and the rules between values wait until every value reads.
+	for _, e := range c.validate(len(failed) == 0) {
+		if ve, ok := e.(*varError); ok && !failed[ve.Key] {
+			ve.Value = raw[ve.Key] // as the operator wrote it
+			p.add(ve)
+		}
+	}
+	if len(p) > 0 {
+		return Config{}, p
+	}
+	return c, nil
+}
+
+// Names returns the GATE_ variable names Load checks for typos, from environ (the
+// process environment, os.Environ), since getenv cannot list what it holds; a name counts
+// only when getenv gives it a value. In production getenv is os.Getenv, so this is the
+// process's GATE_ names (less empty ones, which set nothing); under a test's getenv, a
+// stray GATE_ variable in the developer's shell is ignored, as its value is. Load's tests
+// pass names directly.
+func Names(environ []string, getenv func(string) string) []string {
+	var names []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, envPrefix+"_") && getenv(name) != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}

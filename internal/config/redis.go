@@ -1,0 +1,275 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tlsreload"
+)
+
+// Redis is Config's variables for the tick and Redis.
+type Redis struct {
+	// The tick (internal/sync) and Redis.
+	TickInterval        time.Duration  `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); ticks fall on the wall clock's multiples of it, the same instants on every gate, writes at the boundary and reads a quarter of it later, so every gate with this interval and a clock within that quarter of the others reads the whole fleet's writes; shorter lets the fleet react sooner, longer batches more work into each round trip."`
+	RedisMode           redisMode      `envconfig:"REDIS_MODE" default:"standalone" desc:"Redis topology: standalone (independent instances listed in GATE_REDIS_URLS, teams spread by a stable hash), cluster (a Redis Cluster whose seed nodes are GATE_REDIS_URLS, database 0 only, keys hash-tagged by one of 256 shards) or sentinel (the primary that GATE_REDIS_SENTINEL_ADDRS know as GATE_REDIS_SENTINEL_MASTER, followed through failovers, with password, database and TLS from the one URL in GATE_REDIS_URLS) (default standalone); cluster scales past one instance, sentinel survives losing the primary."`
+	RedisSentinelMaster sentinelMaster `envconfig:"REDIS_SENTINEL_MASTER" default:"" desc:"With GATE_REDIS_MODE=sentinel, the name the sentinels know the primary by, as in their sentinel monitor line (default none)."`
+	RedisSentinelAddrs  sentinelAddrs  `envconfig:"REDIS_SENTINEL_ADDRS" default:"" desc:"With GATE_REDIS_MODE=sentinel, comma-separated sentinels as host:port, asked for the current primary (default none); list several, so that losing one still finds the primary."`
+	RedisURLs           redisURLs      `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
+	RedisUsername       string         `envconfig:"REDIS_USERNAME" default:"" desc:"Redis ACL user the gate logs in as on every instance of GATE_REDIS_URLS, in place of any user name in the URLs, with GATE_REDIS_PASSWORD (default none), the URLs' user, else Redis's default user, being used without it; in sentinel mode it is the primary's, the sentinels being reached without one."`
+	RedisPassword       secret         `envconfig:"REDIS_PASSWORD" default:"" desc:"Redis password for every instance of GATE_REDIS_URLS, in place of any password in the URLs, taken as is, so it need not be URL-escaped (default none), the URLs' password, if any, being used without it; in sentinel mode it is the primary's, the sentinels being reached without one; set it from a Secret, it is never logged."`
+	RedisPrefix         string         `envconfig:"REDIS_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
+	RedisKeyTTL         time.Duration  `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry of each counter key: this value raised to 2 x the limit's window (default 0, meaning exactly that; 2 x the window plus GATE_MAX_EVENT_AGE with GATE_CLOCK=event), plus 30 s for clock skew between gates. The previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer. Profile keys (adaptive mode) live 7 days and hold flags GATE_DIVERT_HOLD, whatever this says."`
+	RedisTLSCAFile      string         `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
+	RedisTLSCertFile    string         `envconfig:"REDIS_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS with rediss:// URLs, with GATE_REDIS_TLS_KEY_FILE (default none); read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
+	RedisTLSKeyFile     string         `envconfig:"REDIS_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_REDIS_TLS_CERT_FILE (default none); read again with it."`
+	RedisReadTimeout    time.Duration  `envconfig:"REDIS_READ_TIMEOUT" default:"250ms" desc:"Longest wait for a Redis reply (default 250ms); shorter gives up on a slow Redis sooner (views go stale, records are never held up), longer rides out pauses but delays the tick."`
+	RedisWriteTimeout   time.Duration  `envconfig:"REDIS_WRITE_TIMEOUT" default:"250ms" desc:"Longest wait to send a command to Redis (default 250ms); shorter gives up on a stuck connection sooner, longer rides out pauses but delays the tick."`
+	RedisDialTimeout    time.Duration  `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"Longest wait to open a connection to Redis (default 1s); shorter notices a lost instance sooner, too short fails on a slow network."`
+	KeysPerCommand      int            `envconfig:"KEYS_PER_COMMAND" default:"200" desc:"Keys in one MGET, at least 2 (default 200); larger sends fewer commands per tick, but each one holds Redis a little longer."`
+	KeysPerTick         int            `envconfig:"KEYS_PER_TICK" default:"500000" desc:"Most keys one tick touches over all instances, a write being one key and a read two, the rest waiting for the next tick, writes first (default 500000); it bounds a tick's Redis work after an outage at the cost of a slower catch-up."`
+	MaxPendingWrites    int            `envconfig:"MAX_PENDING_WRITES" default:"1000000" desc:"Most (team, epoch) counts kept waiting for Redis, for example while it is down, new counts past it being dropped and counted in gate_limiter_dropped_counts_total (default 1000000); larger rides out longer outages for more memory."`
+	MaxReadsPerTick     int            `envconfig:"MAX_READS_PER_TICK" default:"100000" desc:"Most team reads one tick makes, hottest teams first and the rest planned again next tick (default 100000); it bounds Redis load in a read storm, at the cost of staler views for cooler teams."`
+}
+
+// KeyTTL returns the expiry to set on counter keys: GATE_REDIS_KEY_TTL raised to 2 × window
+// (0 means exactly that). clamped reports a non-zero setting that was raised, which the
+// caller logs: the operator asked for something else.
+func (c Config) KeyTTL() (ttl time.Duration, clamped bool) {
+	floor := 2 * c.Window
+	if c.RedisKeyTTL >= floor {
+		return c.RedisKeyTTL, false
+	}
+	return floor, c.RedisKeyTTL != 0
+}
+
+// SyncConfig maps Config to the tick's settings.
+func (c Config) SyncConfig() gatesync.Config {
+	ttl, _ := c.KeyTTL()
+	return gatesync.Config{
+		TickInterval:     c.TickInterval,
+		Mode:             c.RedisMode.value(),
+		KeyPrefix:        c.RedisPrefix,
+		KeyTTL:           ttl,
+		KeysPerCommand:   c.KeysPerCommand,
+		KeysPerTick:      c.KeysPerTick,
+		MaxPendingWrites: c.MaxPendingWrites,
+		MaxReadsPerTick:  c.MaxReadsPerTick,
+	}
+}
+
+// RedisOptions maps Config to the Redis connection settings. Its errors name the
+// variable at fault.
+func (c Redis) RedisOptions() (gatesync.RedisOptions, error) {
+	o := gatesync.RedisOptions{
+		ReadTimeout:  c.RedisReadTimeout,
+		WriteTimeout: c.RedisWriteTimeout,
+		DialTimeout:  c.RedisDialTimeout,
+	}
+	if c.RedisTLSCAFile != "" {
+		pool, err := loadCAs("REDIS_TLS_CA_FILE", c.RedisTLSCAFile)
+		if err != nil {
+			return o, Problems{err} // a configuration error: exit status 2
+		}
+		o.RootCAs = pool
+	}
+	return o, nil
+}
+
+// DialRedis returns the clients GATE_REDIS_MODE calls for: one per URL in standalone
+// mode, else one cluster or failover client. None connects yet.
+//
+// GATE_REDIS_USERNAME and GATE_REDIS_PASSWORD, when set, replace the URLs' user and
+// password (see dialURLs). With rediss:// URLs and a GATE_REDIS_TLS_* file, every
+// connection (to the sentinels too, in sentinel mode) presents the current client
+// certificate and checks the server against the current CAs and the URL's host name,
+// the files being read again when they change (see Reload).
+func (c Redis) DialRedis(o gatesync.RedisOptions, r Reload) ([]redis.UniversalClient, error) {
+	var u []redis.UniversalClient
+	urls := c.dialURLs()
+	switch c.RedisMode.value() {
+	case gatesync.ModeCluster:
+		cc, err := gatesync.DialCluster(urls, o)
+		if err != nil {
+			return nil, err
+		}
+		u = []redis.UniversalClient{cc}
+	case gatesync.ModeSentinel:
+		fc, err := gatesync.DialSentinel(string(c.RedisSentinelMaster), c.RedisSentinelAddrs, urls[0], o)
+		if err != nil {
+			return nil, err
+		}
+		u = []redis.UniversalClient{fc}
+	default:
+		cs, err := gatesync.Dial(urls, o)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range cs {
+			u = append(u, x)
+		}
+	}
+	if err := c.redisTLS(u, r); err != nil {
+		for _, x := range u {
+			_ = x.Close()
+		}
+		return nil, Problems{err} // a configuration error: exit status 2
+	}
+	return u, nil
+}
+
+// dialURLs returns GATE_REDIS_URLS with GATE_REDIS_USERNAME and GATE_REDIS_PASSWORD, each
+// when set, in place of the user and password the URLs hold; net/url escapes them, and
+// go-redis unescapes them, so a password need not be URL-safe. A URL that does not parse
+// is returned as is, for the dialer's error (Load has rejected it already).
+func (c Redis) dialURLs() []string {
+	if c.RedisUsername == "" && c.RedisPassword == "" {
+		return c.RedisURLs
+	}
+	out := make([]string, len(c.RedisURLs))
+	for i, s := range c.RedisURLs {
+		pu, err := url.Parse(s)
+		if err != nil {
+			out[i] = s
+			continue
+		}
+		var user, pass string
+		if pu.User != nil {
+			user = pu.User.Username()
+			pass, _ = pu.User.Password()
+		}
+		if c.RedisUsername != "" {
+			user = c.RedisUsername
+		}
+		if c.RedisPassword != "" {
+			pass = string(c.RedisPassword)
+		}
+		pu.User = url.UserPassword(user, pass)
+		out[i] = pu.String()
+	}
+	return out
+}
+
+// redisTLS puts the GATE_REDIS_TLS_* files' reloader on the TLS configuration of every
+// client that has one (rediss:// URLs). go-redis reads a client's TLS configuration at
+// each dial, and shares one between a cluster's nodes and between a failover client's
+// primary and sentinels, so changing it before the first dial covers every connection.
+func (c Redis) redisTLS(clients []redis.UniversalClient, r Reload) error {
+	if c.RedisTLSCAFile == "" && c.RedisTLSCertFile == "" {
+		return nil
+	}
+	var cfgs []*tls.Config
+	for _, x := range clients {
+		var tc *tls.Config
+		switch x := x.(type) {
+		case *redis.Client:
+			tc = x.Options().TLSConfig
+		case *redis.ClusterClient:
+			tc = x.Options().TLSConfig
+		}
+		if tc != nil {
+			cfgs = append(cfgs, tc)
+		}
+	}
+	if len(cfgs) == 0 {
+		return nil // redis:// URLs only: the files are not used
+	}
+	rl, err := tlsreload.New(tlsreload.Files{
+		CAFile: c.RedisTLSCAFile, CertFile: c.RedisTLSCertFile, KeyFile: c.RedisTLSKeyFile,
+		CAVar: envPrefix + "_REDIS_TLS_CA_FILE", CertVar: envPrefix + "_REDIS_TLS_CERT_FILE", KeyVar: envPrefix + "_REDIS_TLS_KEY_FILE",
+	}, r.options("redis"))
+	if err != nil {
+		return err
+	}
+	for _, tc := range cfgs {
+		rl.Apply(tc)
+	}
+	return nil
+}
+
+// RedisLabels names DialRedis's clients, passwords redacted, for logs and readiness.
+func (c Redis) RedisLabels() []string {
+	var urls []string
+	for _, u := range c.RedisURLs {
+		urls = append(urls, redactURL(u))
+	}
+	switch c.RedisMode.value() {
+	case gatesync.ModeCluster:
+		return []string{"cluster " + strings.Join(urls, ",")}
+	case gatesync.ModeSentinel:
+		return []string{"sentinel master " + string(c.RedisSentinelMaster) + " via " + strings.Join(c.RedisSentinelAddrs, ",")}
+	}
+	return urls
+}
+
+// loadCAs reads a PEM file of CA certificates named by GATE_<key>.
+func loadCAs(key, file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("GATE_%s=%q: reading the CA certificates: %w", key, file, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("GATE_%s=%q: want PEM certificates, found none", key, file)
+	}
+	return pool, nil
+}
+
+// validate checks the tick's and Redis's variables' values, each on its own.
+func (c Redis) validate(bad report) {
+	bad.positive("TICK_INTERVAL", c.TickInterval)
+	if c.RedisKeyTTL < 0 {
+		bad("REDIS_KEY_TTL", "0 (meaning 2 x GATE_WINDOW) or a positive duration such as 120s")
+	}
+	if c.RedisMode.value() == gatesync.ModeSentinel {
+		if c.RedisSentinelMaster == "" {
+			bad("REDIS_SENTINEL_MASTER", "the master name the sentinels monitor, such as mymaster, with GATE_REDIS_MODE=sentinel")
+		}
+		if len(c.RedisSentinelAddrs) == 0 {
+			bad("REDIS_SENTINEL_ADDRS", "sentinel host:port entries such as sentinel-1:26379,sentinel-2:26379 with GATE_REDIS_MODE=sentinel")
+		}
+		if len(c.RedisURLs) > 1 {
+			bad("REDIS_URLS", "one URL with GATE_REDIS_MODE=sentinel (its password, database and TLS apply to the primary; its host is not used)")
+		}
+	} else {
+		// Set without sentinel mode, they would be ignored: most likely GATE_REDIS_MODE
+		// was forgotten.
+		if c.RedisSentinelMaster != "" {
+			bad("REDIS_SENTINEL_MASTER", "unset unless GATE_REDIS_MODE=sentinel")
+		}
+		if len(c.RedisSentinelAddrs) > 0 {
+			bad("REDIS_SENTINEL_ADDRS", "unset unless GATE_REDIS_MODE=sentinel")
+		}
+	}
+	if c.RedisMode.value() == gatesync.ModeCluster {
+		for _, u := range c.RedisURLs {
+			if opt, err := gatesync.ParseURL(u); err == nil && opt.DB != 0 {
+				bad("REDIS_URLS", "URLs of database 0 with GATE_REDIS_MODE=cluster: Redis Cluster has no other")
+				break
+			}
+		}
+	}
+	if gatesync.CheckKeyPrefix(c.RedisMode.value(), c.RedisPrefix) != nil {
+		bad("REDIS_PREFIX", "a prefix without braces with GATE_REDIS_MODE=cluster: a brace would change the keys' hash tag")
+	}
+	bad.positive("REDIS_READ_TIMEOUT", c.RedisReadTimeout)
+	bad.positive("REDIS_WRITE_TIMEOUT", c.RedisWriteTimeout)
+	bad.positive("REDIS_DIAL_TIMEOUT", c.RedisDialTimeout)
+	bad.atLeast("KEYS_PER_COMMAND", c.KeysPerCommand, 2)
+	bad.atLeast("KEYS_PER_TICK", c.KeysPerTick, 2)
+	bad.atLeast("MAX_PENDING_WRITES", c.MaxPendingWrites, 1)
+	bad.atLeast("MAX_READS_PER_TICK", c.MaxReadsPerTick, 1)
+	if (c.RedisTLSCertFile == "") != (c.RedisTLSKeyFile == "") {
+		bad("REDIS_TLS_CERT_FILE", "a client certificate file together with GATE_REDIS_TLS_KEY_FILE, or neither")
+	}
+	if c.RedisUsername != "" && c.RedisPassword == "" {
+		bad("REDIS_USERNAME", "unset, or a user name with GATE_REDIS_PASSWORD set")
+	}
+}

@@ -1,0 +1,93 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// Validate checks each value's range and the rules between values: every rule on the
+// configuration lives here, in validate and the validate methods of Config's parts it
+// calls. The libraries check again (limit.New, gatesync.New, ...), but they read a zero
+// as "the default", and their messages name struct fields; here a zero is rejected where
+// it would be silently replaced, and every message names the variable to fix. Where a
+// rule is a package's own (a topic name, the cluster key prefix, the event-age bound, the
+// enums), that package's function decides and Validate only words the message. The rules
+// between values run once every value is sane. The error is a Problems.
+func (c Config) Validate() error {
+	if p := c.validate(true); len(p) > 0 {
+		return p
+	}
+	return nil
+}
+
+// validate is Validate, the rules between values only if between. Each part of Config
+// checks its own values, then, once every value is sane, the rules between them; the rules
+// between the values of several parts are here. Problems are reported in the calls' order.
+func (c Config) validate(between bool) Problems {
+	var p Problems
+	bad := report(func(key, want string) {
+		key = envPrefix + "_" + key
+		p.add(&varError{Key: key, Value: c.shown(key), Want: want})
+	})
+
+	c.Limiter.validate(bad)
+	c.Redis.validate(bad)
+	c.Kafka.validate(bad)
+	c.Process.validate(bad)
+	if len(p) > 0 || !between {
+		return p // the rules between values assume each value is sane
+	}
+
+	c.Kafka.validateBetween(bad)
+	// A tick as long as the window would let a whole epoch pass between two writes.
+	if c.TickInterval >= c.Window {
+		bad("TICK_INTERVAL", fmt.Sprintf("a duration shorter than GATE_WINDOW (%s)", c.Window))
+	}
+	// Each further limit needs its own epochs, and a tick per epoch at least.
+	for _, e := range c.Limits {
+		if e.Window == c.Window {
+			bad("LIMITS", fmt.Sprintf("windows other than GATE_WINDOW (%s): each limit needs its own", c.Window))
+			break
+		}
+		if e.Window <= c.TickInterval {
+			bad("LIMITS", fmt.Sprintf("windows longer than GATE_TICK_INTERVAL (%s)", c.TickInterval))
+			break
+		}
+	}
+	c.Limiter.validateBetween(bad)
+	// Reads happen on ticks: a sync interval shorter than a tick could not be honoured.
+	if c.SyncInterval < c.TickInterval {
+		bad("SYNC_INTERVAL", fmt.Sprintf("a duration no shorter than GATE_TICK_INTERVAL (%s)", c.TickInterval))
+	}
+	return p
+}
+
+// report is how a check reports a bad value: by its variable's name after the GATE_
+// prefix, and what the variable wants.
+type report func(key, want string)
+
+// positive reports a duration that is not above zero.
+func (bad report) positive(key string, d time.Duration) {
+	if d <= 0 {
+		bad(key, "a duration above zero such as "+durationExample(key))
+	}
+}
+
+// atLeast reports a whole number under lo.
+func (bad report) atLeast(key string, n, lo int) {
+	if n < lo {
+		bad(key, fmt.Sprintf("a whole number of at least %d", lo))
+	}
+}
+
+// shown is the value of variable key as an error shows it: secrets and passwords
+// redacted by their types' String.
+func (c Config) shown(key string) string {
+	for _, f := range configFields() {
+		if f.key == key {
+			return fmt.Sprint(reflect.ValueOf(c).FieldByIndex(f.index).Interface())
+		}
+	}
+	return ""
+}
