@@ -240,7 +240,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	overridesDone := make(chan struct{})
 	go func() {
 		defer close(overridesDone)
-		g.Overrides.Run(probeCtx)
+		g.RunOverrides(probeCtx)
 	}()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

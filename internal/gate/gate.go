@@ -25,6 +25,7 @@ import (
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/rules"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
@@ -40,8 +41,20 @@ type Gate struct {
 	Router   *route.Router
 	Consumer *consume.Consumer
 	// Overrides keeps the limiter's per-team thresholds in step with the live hash in
-	// the first Redis instance; serve runs it.
+	// the first Redis instance; serve runs it with the rules' (RunOverrides).
 	Overrides *overrides.Refresher
+	// Rules are the limiters of each rule (Options.Rules), in the rules' order; Lim is the
+	// first one's first limit, and Overrides the first rule's refresher. Nil without rules.
+	Rules []RuleLimits
+	// RuleOverrides are the other rules' refreshers, each over its rule's own hash.
+	RuleOverrides []*overrides.Refresher
+}
+
+// RuleLimits is one rule's limiters and where their keys are in Redis.
+type RuleLimits struct {
+	Name        string
+	Lims        []*limit.Limiter // one per limit, the first primary
+	KeyPrefixes []string         // each limiter's (config.RuleKeyPrefix)
 }
 
 // Options are what the caller changes in a gate: serve sets Writer and Clock, the demo
@@ -57,6 +70,12 @@ type Options struct {
 	// Clock paces the reads of the Kafka and Redis TLS files (config.Reload); the wall
 	// clock if nil.
 	Clock clock.Clock
+	// Rules, if set, replace the gate's one limit on GATE_KEY_FROM (and GATE_LIMITS,
+	// GATE_OVERRIDES, GATE_FORCE_OVERFLOW, GATE_COST, GATE_LIMIT_MODE and
+	// GATE_THRESHOLD_MODE, which each rule says for itself): every rule gets its limiters,
+	// its keys under config.RuleKeyPrefix, its overrides hash, and the router checks every
+	// record against them (route.NewRules).
+	Rules *rules.Set
 }
 
 // New builds a gate from cfg. Nothing connects or starts: every step that can fail
@@ -74,23 +93,12 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 			return nil, fmt.Errorf("registering runtime metrics: %w", err)
 		}
 	}
-	// With further limits, each limiter's metrics carry its window as the label limit;
-	// with one, they stay as they always were.
-	limReg := func(w time.Duration) prometheus.Registerer {
-		if len(cfg.Limits) == 0 {
-			return g.Reg
+	if o.Rules != nil {
+		if err := g.ruleLimiters(cfg, o.Rules); err != nil {
+			return nil, err
 		}
-		return prometheus.WrapRegistererWith(prometheus.Labels{"limit": w.String()}, g.Reg)
-	}
-	if g.Lim, err = limit.New(cfg.LimitConfig(), nil, limReg(cfg.Window)); err != nil {
-		return nil, fmt.Errorf("building the limiter: %w", err)
-	}
-	for _, lc := range cfg.ExtraLimitConfigs() {
-		l, err := limit.New(lc, nil, limReg(lc.Window))
-		if err != nil {
-			return nil, fmt.Errorf("building the %s limiter: %w", lc.Window, err)
-		}
-		g.Extra = append(g.Extra, l)
+	} else if err := g.limiters(cfg); err != nil {
+		return nil, err
 	}
 	ropts, err := cfg.RedisOptions()
 	if err != nil {
@@ -114,26 +122,30 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 			return nil, err
 		}
 	}
-	tlims := []gatesync.Limit{{Lim: g.Lim}}
-	for i, l := range g.Extra {
-		tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: cfg.LimitKeyPrefix(i)})
+	var tlims []gatesync.Limit
+	if o.Rules == nil {
+		tlims = []gatesync.Limit{{Lim: g.Lim}}
+		for i, l := range g.Extra {
+			tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: cfg.LimitKeyPrefix(i)})
+		}
+	}
+	for _, rl := range g.Rules {
+		for i, l := range rl.Lims {
+			tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: rl.KeyPrefixes[i]})
+		}
 	}
 	scfg := cfg.SyncConfig()
 	scfg.Writer = o.Writer
 	if g.Ticker, err = gatesync.NewMulti(tlims, instances, scfg, g.Reg, log.With("component", "tick")); err != nil {
 		return nil, fmt.Errorf("building the tick: %w", err)
 	}
-	var ovrExtra []overrides.Extra
-	for i, l := range g.Extra {
-		ovrExtra = append(ovrExtra, overrides.Extra{Lim: l, Factor: cfg.LimitFactor(i)})
+	if o.Rules != nil {
+		err = g.ruleOverridesAndRouter(cfg, o.Rules, instances[0], log)
+	} else {
+		err = g.overridesAndRouter(cfg, instances[0], log)
 	}
-	ocfg := cfg.OverridesConfig()
-	ocfg.Extra = ovrExtra
-	if g.Overrides, err = overrides.New(ocfg, g.Lim, instances[0], g.Reg, log.With("component", "overrides")); err != nil {
-		return nil, fmt.Errorf("building the overrides refresher: %w", err)
-	}
-	if g.Router, err = route.NewMulti(cfg.RouteConfig(), append([]*limit.Limiter{g.Lim}, g.Extra...), g.Reg); err != nil {
-		return nil, fmt.Errorf("building the router: %w", err)
+	if err != nil {
+		return nil, err
 	}
 	ccfg, err := cfg.ConsumeConfig(reload)
 	if err != nil {
@@ -148,6 +160,116 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		return nil, fmt.Errorf("building the Kafka consumer: %w", err)
 	}
 	return g, nil
+}
+
+// limiters builds the limiter and one per GATE_LIMITS entry.
+func (g *Gate) limiters(cfg config.Config) error {
+	// With further limits, each limiter's metrics carry its window as the label limit;
+	// with one, they stay as they always were.
+	limReg := func(w time.Duration) prometheus.Registerer {
+		if len(cfg.Limits) == 0 {
+			return g.Reg
+		}
+		return prometheus.WrapRegistererWith(prometheus.Labels{"limit": w.String()}, g.Reg)
+	}
+	var err error
+	if g.Lim, err = limit.New(cfg.LimitConfig(), nil, limReg(cfg.Window)); err != nil {
+		return fmt.Errorf("building the limiter: %w", err)
+	}
+	for _, lc := range cfg.ExtraLimitConfigs() {
+		l, err := limit.New(lc, nil, limReg(lc.Window))
+		if err != nil {
+			return fmt.Errorf("building the %s limiter: %w", lc.Window, err)
+		}
+		g.Extra = append(g.Extra, l)
+	}
+	return nil
+}
+
+// ruleLimiters builds each rule's limiters, their metrics labelled by rule and limit.
+func (g *Gate) ruleLimiters(cfg config.Config, set *rules.Set) error {
+	for _, r := range set.Rules {
+		rl := RuleLimits{Name: r.Name}
+		for i, lc := range cfg.RuleLimitConfigs(r) {
+			reg := prometheus.WrapRegistererWith(prometheus.Labels{"rule": r.Name, "limit": lc.Window.String()}, g.Reg)
+			l, err := limit.New(lc, nil, reg)
+			if err != nil {
+				return fmt.Errorf("building rule %s's %s limiter: %w", r.Name, lc.Window, err)
+			}
+			rl.Lims = append(rl.Lims, l)
+			rl.KeyPrefixes = append(rl.KeyPrefixes, cfg.RuleKeyPrefix(r.Name, i, lc.Window))
+		}
+		g.Rules = append(g.Rules, rl)
+	}
+	g.Lim = g.Rules[0].Lims[0]
+	return nil
+}
+
+// overridesAndRouter builds the overrides refresher and the router of a gate without
+// rules.
+func (g *Gate) overridesAndRouter(cfg config.Config, client redis.UniversalClient, log *slog.Logger) error {
+	var ovrExtra []overrides.Extra
+	for i, l := range g.Extra {
+		ovrExtra = append(ovrExtra, overrides.Extra{Lim: l, Factor: cfg.LimitFactor(i)})
+	}
+	ocfg := cfg.OverridesConfig()
+	ocfg.Extra = ovrExtra
+	var err error
+	if g.Overrides, err = overrides.New(ocfg, g.Lim, client, g.Reg, log.With("component", "overrides")); err != nil {
+		return fmt.Errorf("building the overrides refresher: %w", err)
+	}
+	if g.Router, err = route.NewMulti(cfg.RouteConfig(), append([]*limit.Limiter{g.Lim}, g.Extra...), g.Reg); err != nil {
+		return fmt.Errorf("building the router: %w", err)
+	}
+	return nil
+}
+
+// ruleOverridesAndRouter builds one overrides refresher per rule, over the rule's own
+// hash ({rule prefix}:overrides, an override scaled to each further limit by its
+// threshold over the first's), and the router over the rules.
+func (g *Gate) ruleOverridesAndRouter(cfg config.Config, set *rules.Set, client redis.UniversalClient, log *slog.Logger) error {
+	var rrs []route.Rule
+	for i, r := range set.Rules {
+		rl := g.Rules[i]
+		ocfg := cfg.OverridesConfig()
+		ocfg.Key = overrides.Key(rl.KeyPrefixes[0])
+		ocfg.Base = nil
+		for j, l := range rl.Lims[1:] {
+			ocfg.Extra = append(ocfg.Extra, overrides.Extra{Lim: l, Factor: float64(r.Limits[j+1].Threshold) / float64(r.Limits[0].Threshold)})
+		}
+		reg := prometheus.WrapRegistererWith(prometheus.Labels{"rule": r.Name}, g.Reg)
+		ref, err := overrides.New(ocfg, rl.Lims[0], client, reg, log.With("component", "overrides", "rule", r.Name))
+		if err != nil {
+			return fmt.Errorf("building rule %s's overrides refresher: %w", r.Name, err)
+		}
+		if i == 0 {
+			g.Overrides = ref
+		} else {
+			g.RuleOverrides = append(g.RuleOverrides, ref)
+		}
+		rr := config.RouteRule(r, rl.Lims)
+		rrs = append(rrs, rr)
+	}
+	var err error
+	if g.Router, err = route.NewRules(cfg.RouteConfig(), rrs, g.Reg); err != nil {
+		return fmt.Errorf("building the router: %w", err)
+	}
+	return nil
+}
+
+// RunOverrides keeps every overrides refresher running until ctx is done.
+func (g *Gate) RunOverrides(ctx context.Context) {
+	done := make(chan struct{}, len(g.RuleOverrides))
+	for _, r := range g.RuleOverrides {
+		go func() {
+			r.Run(ctx)
+			done <- struct{}{}
+		}()
+	}
+	g.Overrides.Run(ctx)
+	for range g.RuleOverrides {
+		<-done
+	}
 }
 
 // BuildInfoCollector is gate_build_info: always 1, its labels naming the build (the same

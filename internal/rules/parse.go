@@ -56,7 +56,7 @@ var ErrRules = errors.New("rules")
 var nameRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9])?$`)
 
 // The fields of a rule, in the order the docs list them.
-var ruleFields = []string{"name", "key", "missing", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow"}
+var ruleFields = []string{"name", "key", "missing", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow", "force"}
 
 // parser collects the problems of one file.
 type parser struct {
@@ -226,6 +226,20 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		case "action":
 			if p.scalar(v, fp) {
 				r.Action = p.action(v, fp)
+			}
+		case "force":
+			if v.Kind != yaml.SequenceNode {
+				p.bad(v, fp, "want a list of keys such as [team-1, team-2]")
+				break
+			}
+			for j, e := range v.Content {
+				if p.scalar(e, fmt.Sprintf("%s[%d]", fp, j)) {
+					if e.Value == "" {
+						p.bad(e, fmt.Sprintf("%s[%d]", fp, j), "an empty key")
+						continue
+					}
+					r.Force = append(r.Force, e.Value)
+				}
 			}
 		case "shadow":
 			if p.scalar(v, fp) {

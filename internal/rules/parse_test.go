@@ -20,6 +20,7 @@ rules:
         in: [$identify, $create_alias, $merge_dangerously]
     limits: [1m:1000]
     action: topic:events_merges
+    force: [team-9, "42"]
   - name: team-user
     key: json:team_id+distinct_id
     missing: skip
@@ -54,7 +55,7 @@ func TestParseExample(t *testing.T) {
 	m, tu, team, ip := s.Rules[0], s.Rules[1], s.Rules[2], s.Rules[3]
 	if m.Name != "merge-events" || m.Key.String() != "json:team_id" || len(m.Match) != 1 || m.Match[0].Not ||
 		m.Match[0].Field.String() != "json:event" || strings.Join(m.Match[0].Values, ",") != "$identify,$create_alias,$merge_dangerously" ||
-		m.Action != (Action{Kind: Topic, Topic: "events_merges"}) || m.Mode != limit.Divert || m.Cost != route.CostEvents || m.Adaptive || m.Shadow {
+		m.Action != (Action{Kind: Topic, Topic: "events_merges"}) || strings.Join(m.Force, ",") != "team-9,42" || tu.Force != nil || m.Mode != limit.Divert || m.Cost != route.CostEvents || m.Adaptive || m.Shadow {
 		t.Errorf("merge-events: %+v", m)
 	}
 	if tu.Key.String() != "json:team_id+distinct_id" || tu.Mode != limit.Cap || !tu.SkipMissing || m.SkipMissing || len(tu.Limits) != 2 ||
@@ -89,6 +90,7 @@ func TestParseProblems(t *testing.T) {
     shadow: maybe
     threshold_mode: learned
     missing: ignore
+    force: team-1
     colour: red
 `, []string{
 			`rules.yaml:2:11: rules[0].name: "Team": want 1 to 40 of a-z`,
@@ -103,7 +105,8 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:8:13: rules[0] "Team".shadow: "maybe": want true or false`,
 			`rules.yaml:9:21: rules[0] "Team".threshold_mode: "learned": want static or adaptive`,
 			`rules.yaml:10:14: rules[0] "Team".missing: "ignore": want dead_letter or skip`,
-			`rules.yaml:11:5: rules[0] "Team".colour: unknown field`,
+			`rules.yaml:11:12: rules[0] "Team".force: want a list of keys`,
+			`rules.yaml:12:5: rules[0] "Team".colour: unknown field`,
 		}},
 		{"missing fields, duplicates", `rules:
   - name: a

@@ -38,6 +38,9 @@ type Rule struct {
 	// Shadow counts, measures and logs the rule as if enforced, and never lets it change
 	// where a record goes.
 	Shadow bool
+	// Force lists keys that take the rule's action whatever their level (as
+	// GATE_FORCE_OVERFLOW for the gate without rules), counted as the mode counts.
+	Force []string
 	// SkipMissing (missing: skip) lets a record whose key field, header or record key is
 	// absent or empty pass this rule unchecked, as a user rule for events without a
 	// distinct_id; by default (missing: dead_letter) such a record is dead-lettered, as

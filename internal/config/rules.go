@@ -1,0 +1,77 @@
+package config
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/rules"
+)
+
+// RulesOptions are what a rules file is checked against: the topics the gate already
+// uses (a rule's topic:NAME may be none of them) and the clock.
+func (c Config) RulesOptions() rules.Options {
+	return rules.Options{
+		Topics: map[string]string{
+			c.InputTopic: "GATE_INPUT_TOPIC", c.AcceptedTopic: "GATE_ACCEPTED_TOPIC",
+			c.OverflowTopic: "GATE_OVERFLOW_TOPIC", c.DeadLetterTopic: "GATE_DEAD_LETTER_TOPIC",
+		},
+		EventClock: c.Clock.Clock == limit.EventClock,
+	}
+}
+
+// RuleKeyPrefix is the Redis key prefix of limit i (window w) of the rule named name:
+// {prefix}:rule:{name} for its first limit, {prefix}:rule:{name}/w{seconds} for the
+// others. A rule's keys never meet another rule's, nor a further window's its first's: a
+// rule name holds no ':' or '/', so no key of one prefix followed by ':' and a key can
+// spell a key of another. The gate without rules keeps {prefix} (and GATE_LIMITS'
+// {prefix}:w{seconds}), as before rules.
+func (c Config) RuleKeyPrefix(name string, i int, w time.Duration) string {
+	p := c.RedisPrefix + ":rule:" + name
+	if i > 0 {
+		p += "/w" + strconv.FormatInt(int64(w/time.Second), 10)
+	}
+	return p
+}
+
+// RuleLimitConfigs returns the limiter settings of each of r's limits: the gate's own
+// (GATE_SYNC_*, GATE_CACHE_*, GATE_DIVERT_*, the clock) with the rule's window, threshold
+// and mode, a cold-write interval of at most the window, and on its first limit in
+// adaptive mode the learner (GATE_ADAPTIVE_*) over that window. A rule's overrides are
+// its own hash's (RuleKeyPrefix), not GATE_OVERRIDES, which is the gate's without rules.
+func (c Config) RuleLimitConfigs(r rules.Rule) []limit.Config {
+	out := make([]limit.Config, len(r.Limits))
+	for i, l := range r.Limits {
+		lc := c.LimitConfig()
+		lc.Window, lc.Threshold, lc.Mode = l.Window, l.Threshold, r.Mode
+		lc.Overrides = nil
+		lc.ColdWriteInterval = min(lc.ColdWriteInterval, l.Window)
+		lc.Adaptive = nil
+		if i == 0 && r.Adaptive {
+			a := c.Limiter
+			a.ThresholdMode, a.Window = adaptiveMode, l.Window
+			lc.Adaptive = a.adaptive()
+		}
+		out[i] = lc
+	}
+	return out
+}
+
+// RouteRule maps r to the router's rule over its limiters lims (one per r.Limits).
+func RouteRule(r rules.Rule, lims []*limit.Limiter) route.Rule {
+	rr := route.Rule{Name: r.Name, Key: r.Key, SkipMissing: r.SkipMissing, Limiters: lims, Cost: r.Cost, Shadow: r.Shadow, Topic: r.Action.Topic, Forced: slices.Clone(r.Force)}
+	switch r.Action.Kind {
+	case rules.Tag:
+		rr.Action = route.ActionTag
+	case rules.Overflow:
+		rr.Action = route.ActionOverflow
+	case rules.Topic:
+		rr.Action = route.ActionTopic
+	}
+	for _, m := range r.Match {
+		rr.Match = append(rr.Match, route.RuleMatch{Field: m.Field, Values: m.Values, Not: m.Not})
+	}
+	return rr
+}

@@ -1,0 +1,117 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/rules"
+)
+
+const fleetRules = `rules:
+  - name: team-user
+    key: json:team_id+distinct_id
+    missing: skip
+    limits: [1m:100]
+  - name: team
+    key: json:team_id
+    limits: [1m:10000, 1h:100000]
+`
+
+// Two gates with the same rules enforce each rule fleet-wide through one Redis: what one
+// gate counted for a user, the other reads and diverts on; every rule's keys are its own
+// ({prefix}:rule:{name}, a further window's /w{seconds}), and the team rule, which the
+// runaway user's diverted records do not reach, diverts nobody.
+func TestRulesFleet(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_REDIS_PREFIX":  "fleet",
+	})
+	set, err := rules.Parse("rules.yaml", []byte(fleetRules), cfg.RulesOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	gates := make([]*Gate, 2)
+	for i := range gates {
+		g, err := New(cfg, log, Options{Rules: set, Writer: fmt.Sprintf("gate-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Consumer.Close(); g.CloseRedis(log) })
+		gates[i] = g
+		if len(g.Rules) != 2 || len(g.Rules[1].Lims) != 2 || len(g.RuleOverrides) != 1 || g.Lim != g.Rules[0].Lims[0] {
+			t.Fatalf("gate %d: rules %+v, overrides %d", i, g.Rules, len(g.RuleOverrides))
+		}
+	}
+	if got := gates[0].Rules[1].KeyPrefixes; !slices.Equal(got, []string{"fleet:rule:team", "fleet:rule:team/w3600"}) {
+		t.Errorf("team rule's key prefixes %v", got)
+	}
+	ctx := context.Background()
+	route1 := func(g *Gate, user string) string {
+		rec := &kgo.Record{Topic: "events", Value: fmt.Appendf(nil, `{"team_id":"t1","distinct_id":%q}`, user)}
+		out, _ := g.Router.Route(time.Now(), rec, nil)
+		return out.Topic
+	}
+	tick := func(g *Gate) {
+		t.Helper()
+		if r := g.Ticker.Tick(ctx); r.Errors != 0 || r.FailedReads != 0 {
+			t.Fatalf("tick: %+v", r)
+		}
+	}
+	// Gate 0 sees 80 of the runaway's records, all under the user rule's 100, and writes
+	// them; gate 1 meets the user, reads the fleet's count and diverts past 100.
+	for range 80 {
+		if topic := route1(gates[0], "runaway"); topic != cfg.AcceptedTopic {
+			t.Fatalf("gate 0: runaway's record to %s before its limit", topic)
+		}
+	}
+	tick(gates[0])
+	route1(gates[1], "runaway")
+	tick(gates[1]) // the first sweep reads the new key from Redis
+	topics := map[string]int{}
+	for range 40 {
+		topics[route1(gates[1], "runaway")]++
+	}
+	// 19 reach the user's 100; a slow run lets the window drain a few more in.
+	if a := topics[cfg.AcceptedTopic]; a < 19 || a > 24 || topics[cfg.OverflowTopic] != 40-a {
+		t.Errorf("gate 1, 40 more of the runaway's records after the fleet's 81: %v, want those past 100 diverted", topics)
+	}
+	t.Logf("gate 1, the runaway's 40 records after the fleet's 81: %v", topics)
+	for i := range 20 {
+		if topic := route1(gates[1], fmt.Sprintf("user-%d", i)); topic != cfg.AcceptedTopic {
+			t.Errorf("another user of the team to %s", topic)
+		}
+	}
+	tick(gates[0])
+	tick(gates[1])
+	keys, err := srv.Client(t).Keys(ctx, "fleet:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var user, team, hour int
+	for _, k := range keys {
+		switch {
+		case strings.HasPrefix(k, "fleet:rule:team-user:t1:runaway:"):
+			user++
+		case strings.HasPrefix(k, "fleet:rule:team/w3600:t1:"):
+			hour++
+		case strings.HasPrefix(k, "fleet:rule:team:t1:"):
+			team++
+		case strings.HasPrefix(k, "fleet:t1:"):
+			t.Errorf("key %s: the gate without rules' layout", k)
+		}
+	}
+	if user == 0 || team == 0 || hour == 0 {
+		t.Errorf("keys %v: want the user rule's, the team rule's and its hour window's", keys)
+	}
+}
