@@ -228,7 +228,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	tickDone := make(chan struct{})
 	go func() {
 		defer close(tickDone)
-		ticker.Run(tickCtx)
+		g.RunTick(tickCtx) // with a rules file, also the rules' reloads
 	}()
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()

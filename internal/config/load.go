@@ -78,6 +78,22 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 			c.Limits = c.Limits[1:]
 		}
 	}
+	// With a rules file each rule says its own key, limits, mode, cost, threshold mode and
+	// forced keys: the variables that say them for the gate without rules would be
+	// ignored, so setting one is an error.
+	if c.RulesFile != "" {
+		var set []string
+		for _, v := range rulesReplace {
+			if strings.TrimSpace(getenv(envPrefix+"_"+v)) != "" {
+				set = append(set, envPrefix+"_"+v)
+			}
+		}
+		if len(set) > 0 {
+			p.add(&varError{Key: envPrefix + "_RULES_FILE", Value: raw[envPrefix+"_RULES_FILE"],
+				Want: "a rules file with " + strings.Join(set, ", ") + " unset: each rule says its own key, limits, mode, cost, threshold mode and forced keys"})
+			failed[envPrefix+"_RULES_FILE"] = true
+		}
+	}
 	// A value that failed holds a zero, not the operator's value: it is not reported
 	// again, and the rules between values wait until every value reads.
 	for _, e := range c.validate(len(failed) == 0) {
@@ -91,6 +107,9 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 	}
 	return c, nil
 }
+
+// rulesReplace are the variables a rules file replaces (GATE_RULES_FILE).
+var rulesReplace = []string{"KEY_FROM", "WINDOW", "THRESHOLD", "LIMITS", "LIMIT_MODE", "COST", "THRESHOLD_MODE", "OVERRIDES", "FORCE_OVERFLOW"}
 
 // Names returns the GATE_ variable names Load checks for typos, from environ (the
 // process environment, os.Environ), since getenv cannot list what it holds; a name counts

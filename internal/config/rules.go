@@ -19,6 +19,7 @@ func (c Config) RulesOptions() rules.Options {
 			c.OverflowTopic: "GATE_OVERFLOW_TOPIC", c.DeadLetterTopic: "GATE_DEAD_LETTER_TOPIC",
 		},
 		EventClock: c.Clock.Clock == limit.EventClock,
+		MinWindow:  c.TickInterval,
 	}
 }
 

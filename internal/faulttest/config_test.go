@@ -1,7 +1,9 @@
 package faulttest_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -58,6 +60,7 @@ var badConfig = map[string]string{
 	"GATE_WINDOW":                  "1 minute",
 	"GATE_THRESHOLD":               "-5",
 	"GATE_LIMITS":                  "1h",
+	"GATE_RULES_FILE":              "/nonexistent/rules.yaml",
 	"GATE_OVERRIDES":               "team1:5000",
 	"GATE_SYNC_INTERVAL":           "0",
 	"GATE_OVERRIDES_REFRESH":       "hourly",
@@ -137,6 +140,19 @@ func TestConfigErrorsAtProcessLevel(t *testing.T) {
 	cases["GATE_WINDOWS (typo)"] = map[string]string{"GATE_WINDOWS": "60s"}
 	cases["GATE_TICK_INTERVAL >= GATE_WINDOW"] = map[string]string{"GATE_TICK_INTERVAL": "10s", "GATE_WINDOW": "5s"}
 	cases["GATE_ACCEPTED_TOPIC = GATE_INPUT_TOPIC"] = map[string]string{"GATE_ACCEPTED_TOPIC": "events"}
+	// A rules file with a problem, and one beside a variable it replaces.
+	dir := t.TempDir()
+	badRules, goodRules := filepath.Join(dir, "bad.yaml"), filepath.Join(dir, "good.yaml")
+	for path, body := range map[string]string{
+		badRules:  "rules:\n  - {name: a, key: key, limits: [1m:zero]}\n",
+		goodRules: "rules:\n  - {name: a, key: key, limits: [1m:10]}\n",
+	} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases["GATE_RULES_FILE with a bad limit"] = map[string]string{"GATE_RULES_FILE": badRules}
+	cases["GATE_RULES_FILE with GATE_KEY_FROM"] = map[string]string{"GATE_RULES_FILE": goodRules, "GATE_KEY_FROM": "json:x"}
 	for name, env := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -168,6 +184,9 @@ func TestConfigErrorsAtProcessLevel(t *testing.T) {
 			}
 			if !strings.Contains(lines[0], named) {
 				t.Errorf("the line does not name %s: %s", named, lines[0])
+			}
+			if name == "GATE_RULES_FILE with a bad limit" && !strings.Contains(lines[0], "bad.yaml:2:") {
+				t.Errorf("the line does not name the rules file's line: %s", lines[0])
 			}
 			if strings.Contains(logs, "gate started") || strings.Contains(logs, `"level"`) {
 				t.Errorf("something started: %s", logs)

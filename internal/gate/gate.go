@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,11 +44,24 @@ type Gate struct {
 	// Overrides keeps the limiter's per-team thresholds in step with the live hash in
 	// the first Redis instance; serve runs it with the rules' (RunOverrides).
 	Overrides *overrides.Refresher
-	// Rules are the limiters of each rule (Options.Rules), in the rules' order; Lim is the
-	// first one's first limit, and Overrides the first rule's refresher. Nil without rules.
+	// Rules are the limiters of each rule as the gate started (CurrentRules: those in use
+	// since the last reload), in the rules' order; Lim is the first one's first limit,
+	// Ticker its tick, Router its router, and Overrides the first rule's refresher. Nil
+	// without rules.
 	Rules []RuleLimits
 	// RuleOverrides are the other rules' refreshers, each over its rule's own hash.
 	RuleOverrides []*overrides.Refresher
+
+	// With rules: the generation in use, the reloader of GATE_RULES_FILE (nil for
+	// Options.Rules), and what a new generation is built from (rules.go).
+	gen       atomic.Pointer[generation]
+	reloader  *rules.Reloader
+	cfg       config.Config
+	instances []redis.UniversalClient
+	log       *slog.Logger
+	writer    string
+	gens      int           // generations built
+	reload    time.Duration // how often the rules file is read again
 }
 
 // RuleLimits is one rule's limiters and where their keys are in Redis.
@@ -70,6 +84,8 @@ type Options struct {
 	// Clock paces the reads of the Kafka and Redis TLS files (config.Reload); the wall
 	// clock if nil.
 	Clock clock.Clock
+	// RulesReload is how often GATE_RULES_FILE is read again (0: rules.DefaultReloadInterval).
+	RulesReload time.Duration
 	// Rules, if set, replace the gate's one limit on GATE_KEY_FROM (and GATE_LIMITS,
 	// GATE_OVERRIDES, GATE_FORCE_OVERFLOW, GATE_COST, GATE_LIMIT_MODE and
 	// GATE_THRESHOLD_MODE, which each rule says for itself): every rule gets its limiters,
@@ -93,12 +109,14 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 			return nil, fmt.Errorf("registering runtime metrics: %w", err)
 		}
 	}
-	if o.Rules != nil {
-		if err := g.ruleLimiters(cfg, o.Rules); err != nil {
+	set, err := g.ruleSet(cfg, o, log)
+	if err != nil {
+		return nil, err
+	}
+	if set == nil {
+		if err := g.limiters(cfg); err != nil {
 			return nil, err
 		}
-	} else if err := g.limiters(cfg); err != nil {
-		return nil, err
 	}
 	ropts, err := cfg.RedisOptions()
 	if err != nil {
@@ -122,30 +140,30 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 			return nil, err
 		}
 	}
-	var tlims []gatesync.Limit
-	if o.Rules == nil {
-		tlims = []gatesync.Limit{{Lim: g.Lim}}
+	if set != nil {
+		// Every part that counts, one generation per rule set (rules.go).
+		g.cfg, g.instances, g.log, g.writer = cfg, instances, log, o.Writer
+		gen, err := g.newGeneration(set)
+		if err != nil {
+			return nil, err
+		}
+		g.gen.Store(gen)
+		g.Reg.MustRegister(genCollector{g})
+		g.Lim, g.Ticker, g.Router, g.Rules = gen.rules[0].Lims[0], gen.ticker, gen.router, gen.rules
+		g.Overrides, g.RuleOverrides = gen.overrides[0], gen.overrides[1:]
+	} else {
+		scfg := cfg.SyncConfig()
+		scfg.Writer = o.Writer
+		tlims := []gatesync.Limit{{Lim: g.Lim}}
 		for i, l := range g.Extra {
 			tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: cfg.LimitKeyPrefix(i)})
 		}
-	}
-	for _, rl := range g.Rules {
-		for i, l := range rl.Lims {
-			tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: rl.KeyPrefixes[i]})
+		if g.Ticker, err = gatesync.NewMulti(tlims, instances, scfg, g.Reg, log.With("component", "tick")); err != nil {
+			return nil, fmt.Errorf("building the tick: %w", err)
 		}
-	}
-	scfg := cfg.SyncConfig()
-	scfg.Writer = o.Writer
-	if g.Ticker, err = gatesync.NewMulti(tlims, instances, scfg, g.Reg, log.With("component", "tick")); err != nil {
-		return nil, fmt.Errorf("building the tick: %w", err)
-	}
-	if o.Rules != nil {
-		err = g.ruleOverridesAndRouter(cfg, o.Rules, instances[0], log)
-	} else {
-		err = g.overridesAndRouter(cfg, instances[0], log)
-	}
-	if err != nil {
-		return nil, err
+		if err := g.overridesAndRouter(cfg, instances[0], log); err != nil {
+			return nil, err
+		}
 	}
 	ccfg, err := cfg.ConsumeConfig(reload)
 	if err != nil {
@@ -153,6 +171,9 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	}
 	ccfg.ClientOpts = append(ccfg.ClientOpts, o.ClientOpts...)
 	var r consume.Router = g.Router
+	if set != nil {
+		r = switchRouter{g} // the current generation's router, record by record
+	}
 	if o.WrapRouter != nil {
 		r = o.WrapRouter(g.Router)
 	}
@@ -186,25 +207,6 @@ func (g *Gate) limiters(cfg config.Config) error {
 	return nil
 }
 
-// ruleLimiters builds each rule's limiters, their metrics labelled by rule and limit.
-func (g *Gate) ruleLimiters(cfg config.Config, set *rules.Set) error {
-	for _, r := range set.Rules {
-		rl := RuleLimits{Name: r.Name}
-		for i, lc := range cfg.RuleLimitConfigs(r) {
-			reg := prometheus.WrapRegistererWith(prometheus.Labels{"rule": r.Name, "limit": lc.Window.String()}, g.Reg)
-			l, err := limit.New(lc, nil, reg)
-			if err != nil {
-				return fmt.Errorf("building rule %s's %s limiter: %w", r.Name, lc.Window, err)
-			}
-			rl.Lims = append(rl.Lims, l)
-			rl.KeyPrefixes = append(rl.KeyPrefixes, cfg.RuleKeyPrefix(r.Name, i, lc.Window))
-		}
-		g.Rules = append(g.Rules, rl)
-	}
-	g.Lim = g.Rules[0].Lims[0]
-	return nil
-}
-
 // overridesAndRouter builds the overrides refresher and the router of a gate without
 // rules.
 func (g *Gate) overridesAndRouter(cfg config.Config, client redis.UniversalClient, log *slog.Logger) error {
@@ -222,54 +224,6 @@ func (g *Gate) overridesAndRouter(cfg config.Config, client redis.UniversalClien
 		return fmt.Errorf("building the router: %w", err)
 	}
 	return nil
-}
-
-// ruleOverridesAndRouter builds one overrides refresher per rule, over the rule's own
-// hash ({rule prefix}:overrides, an override scaled to each further limit by its
-// threshold over the first's), and the router over the rules.
-func (g *Gate) ruleOverridesAndRouter(cfg config.Config, set *rules.Set, client redis.UniversalClient, log *slog.Logger) error {
-	var rrs []route.Rule
-	for i, r := range set.Rules {
-		rl := g.Rules[i]
-		ocfg := cfg.OverridesConfig()
-		ocfg.Key = overrides.Key(rl.KeyPrefixes[0])
-		ocfg.Base = nil
-		for j, l := range rl.Lims[1:] {
-			ocfg.Extra = append(ocfg.Extra, overrides.Extra{Lim: l, Factor: float64(r.Limits[j+1].Threshold) / float64(r.Limits[0].Threshold)})
-		}
-		reg := prometheus.WrapRegistererWith(prometheus.Labels{"rule": r.Name}, g.Reg)
-		ref, err := overrides.New(ocfg, rl.Lims[0], client, reg, log.With("component", "overrides", "rule", r.Name))
-		if err != nil {
-			return fmt.Errorf("building rule %s's overrides refresher: %w", r.Name, err)
-		}
-		if i == 0 {
-			g.Overrides = ref
-		} else {
-			g.RuleOverrides = append(g.RuleOverrides, ref)
-		}
-		rr := config.RouteRule(r, rl.Lims)
-		rrs = append(rrs, rr)
-	}
-	var err error
-	if g.Router, err = route.NewRules(cfg.RouteConfig(), rrs, g.Reg); err != nil {
-		return fmt.Errorf("building the router: %w", err)
-	}
-	return nil
-}
-
-// RunOverrides keeps every overrides refresher running until ctx is done.
-func (g *Gate) RunOverrides(ctx context.Context) {
-	done := make(chan struct{}, len(g.RuleOverrides))
-	for _, r := range g.RuleOverrides {
-		go func() {
-			r.Run(ctx)
-			done <- struct{}{}
-		}()
-	}
-	g.Overrides.Run(ctx)
-	for range g.RuleOverrides {
-		<-done
-	}
 }
 
 // BuildInfoCollector is gate_build_info: always 1, its labels naming the build (the same

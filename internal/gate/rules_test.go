@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
 )
 
@@ -114,4 +117,124 @@ func TestRulesFleet(t *testing.T) {
 	if user == 0 || team == 0 || hour == 0 {
 		t.Errorf("keys %v: want the user rule's, the team rule's and its hour window's", keys)
 	}
+}
+
+// A gate with GATE_RULES_FILE puts an edit in use: a raised threshold lets a diverted
+// user through, judged by the fleet's count in Redis (the old generation flushed its
+// counts when it stopped); a bad edit keeps the rules in use and is counted; a renamed
+// rule counts under its new keys.
+func TestRulesFileReload(t *testing.T) {
+	srv := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	write := func(s string) {
+		t.Helper()
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	userRule := func(name string, threshold int) string {
+		return fmt.Sprintf("rules:\n  - {name: %s, key: json:team_id+distinct_id, limits: [1m:%d]}\n", name, threshold)
+	}
+	write(userRule("user", 5))
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_RULES_FILE":    path,
+	})
+	log := slog.New(slog.DiscardHandler)
+	g, err := New(cfg, log, Options{Writer: "reload-test", RulesReload: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.CloseRedis(log)
+	defer g.Consumer.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.RunTick(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	router := switchRouter{g}
+	send := func(n int) map[string]int {
+		topics := map[string]int{}
+		for range n {
+			var out kgo.Record
+			router.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"t1","distinct_id":"u1"}`)}, &route.Scratch{}, &out)
+			topics[out.Topic]++
+		}
+		return topics
+	}
+	if got := send(10); got[cfg.AcceptedTopic] != 5 || got[cfg.OverflowTopic] != 5 {
+		t.Fatalf("under 5 a minute: %v", got)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited 30s for %s", what)
+			}
+		}
+	}
+	first := g.gen.Load()
+	write(userRule("user", 1000))
+	waitFor("the edit to be in use", func() bool { return g.gen.Load() != first })
+	// The first generation's 10 reach Redis by its final flush, a tick after the swap.
+	rdb := srv.Client(t)
+	sum := func(pattern string) int {
+		keys, err := rdb.Keys(ctx, pattern).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, k := range keys {
+			v, err := rdb.Get(ctx, k).Int()
+			if err == nil {
+				n += v
+			}
+		}
+		return n
+	}
+	waitFor("the old generation's counts in Redis", func() bool { return sum("gate:rule:user:t1:u1:*") >= 10 })
+	if got := send(10); got[cfg.AcceptedTopic] != 10 {
+		t.Errorf("under 1000 a minute: %v", got)
+	}
+
+	second := g.gen.Load()
+	write("rules:\n  - {name: user, key: json:team_id+distinct_id, limits: [1m:zero]}\n")
+	waitFor("the bad edit to be counted", func() bool {
+		return counterValue(t, g, "gate_rules_loads_total", "error") == 1
+	})
+	if g.gen.Load() != second {
+		t.Fatal("a bad edit replaced the rules")
+	}
+	write(userRule("user-v2", 3))
+	waitFor("the renamed rule to be in use", func() bool { return g.gen.Load() != second })
+	if got := send(5); got[cfg.AcceptedTopic] != 3 {
+		t.Errorf("the renamed rule, 3 a minute under new keys: %v", got)
+	}
+	if rs := g.CurrentRules(); len(rs) != 1 || rs[0].Name != "user-v2" || rs[0].KeyPrefixes[0] != "gate:rule:user-v2" {
+		t.Errorf("rules in use: %+v", rs)
+	}
+}
+
+// counterValue is the value of the counter name{result} on g's registry (0: none).
+func counterValue(t *testing.T, g *Gate, name, result string) float64 {
+	t.Helper()
+	mfs, err := g.Reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if mf.GetName() == name && l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

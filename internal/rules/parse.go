@@ -22,6 +22,9 @@ type Options struct {
 	Topics map[string]string
 	// EventClock is GATE_CLOCK=event, under which adaptive thresholds are not kept.
 	EventClock bool
+	// MinWindow is GATE_TICK_INTERVAL: every window must be longer, as each needs a tick
+	// per epoch at least.
+	MinWindow time.Duration
 }
 
 // Problems is every problem found in a rules file, each on its own, all on one line.
@@ -298,6 +301,9 @@ func (p *parser) limits(n *yaml.Node, path string) []Limit {
 			continue
 		case d < time.Millisecond:
 			p.bad(e, ep, "%q: want a window of at least 1ms", e.Value)
+			continue
+		case d <= p.o.MinWindow:
+			p.bad(e, ep, "%q: want a window longer than GATE_TICK_INTERVAL (%s)", e.Value, p.o.MinWindow)
 			continue
 		case th < 1 || th > limit.MaxThreshold:
 			p.bad(e, ep, "%q: want a threshold from 1 to %d", e.Value, int64(limit.MaxThreshold))

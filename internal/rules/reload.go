@@ -106,6 +106,19 @@ func (r *Reloader) Check() bool {
 	if now.Before(r.next) && !now.Before(r.next.Add(-r.interval)) {
 		return false
 	}
+	return r.read(now)
+}
+
+// CheckNow is Check without waiting for the interval: for a caller that paces the reads
+// itself (the gate's tick loop).
+func (r *Reloader) CheckNow() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.read(r.clock.Now())
+}
+
+// read is Check's read of the file at now; r.mu is held.
+func (r *Reloader) read(now time.Time) bool {
 	r.next = now.Add(r.interval)
 	raw, err := os.ReadFile(r.path)
 	if err == nil && bytes.Equal(raw, r.raw) {

@@ -104,6 +104,11 @@ func TestReloaderKeepsTheLastGoodSet(t *testing.T) {
 	if !r.Check() || ruleNames() != "team" {
 		t.Fatalf("after the clock stepped back: %s", ruleNames())
 	}
+	// CheckNow reads at once.
+	write(twoRules)
+	if !r.CheckNow() || ruleNames() != "user,team" {
+		t.Fatalf("CheckNow: %s", ruleNames())
+	}
 }
 
 // A file that cannot be read or used stops the gate at start, naming the problem.

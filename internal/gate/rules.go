@@ -1,0 +1,220 @@
+package gate
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/overrides"
+	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/rules"
+	gatesync "github.com/capturegate/gate/internal/sync"
+)
+
+// A gate with rules (GATE_RULES_FILE, or Options.Rules) runs them as a generation: every
+// part that counts for one rule set (each rule's limiters, the tick that syncs them, each
+// rule's overrides refresher, the router) with its metrics on a registry of its own. A
+// changed rules file makes a new generation; RunTick starts it, the consumer's next record
+// goes through its router, and the old one's tick, a tick later (every record it routed
+// counted by then), makes its final flush and stops. The new limiters start empty and read
+// each key's fleet-wide count, and any hold, from Redis when they first meet it, as a
+// restarted gate's do: a rule whose name, key and windows did not change keeps its keys,
+// and so its counts. Counters of the metrics a generation registers start again from 0.
+
+// generation is the parts of one rule set.
+type generation struct {
+	n         int
+	set       *rules.Set
+	reg       *prometheus.Registry
+	rules     []RuleLimits
+	ticker    *gatesync.Ticker
+	overrides []*overrides.Refresher // one per rule
+	router    *route.Router
+}
+
+// ruleSet is the rule set the gate starts with: Options.Rules, else GATE_RULES_FILE's
+// (read and checked now: a problem in it is a configuration error, exit status 2), else
+// nil for the gate without rules.
+func (g *Gate) ruleSet(cfg config.Config, o Options, log *slog.Logger) (*rules.Set, error) {
+	if o.Rules != nil {
+		return o.Rules, nil
+	}
+	if cfg.RulesFile == "" {
+		return nil, nil
+	}
+	g.reload = cmp.Or(o.RulesReload, rules.DefaultReloadInterval)
+	r, err := rules.NewReloader(cfg.RulesFile, cfg.RulesOptions(), rules.ReloadOptions{Interval: g.reload, Clock: o.Clock, Log: log.With("component", "rules"), Reg: g.Reg})
+	if err != nil {
+		return nil, config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
+	}
+	g.reloader = r
+	return r.Current(), nil
+}
+
+// newGeneration builds the parts of set, registering nothing outside its own registry.
+func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
+	g.gens++
+	gen := &generation{n: g.gens, set: set, reg: prometheus.NewRegistry()}
+	cfg := g.cfg
+	var tlims []gatesync.Limit
+	for _, r := range set.Rules {
+		rl := RuleLimits{Name: r.Name}
+		for i, lc := range cfg.RuleLimitConfigs(r) {
+			reg := prometheus.WrapRegistererWith(prometheus.Labels{"rule": r.Name, "limit": lc.Window.String()}, gen.reg)
+			l, err := limit.New(lc, nil, reg)
+			if err != nil {
+				return nil, fmt.Errorf("building rule %s's %s limiter: %w", r.Name, lc.Window, err)
+			}
+			rl.Lims = append(rl.Lims, l)
+			rl.KeyPrefixes = append(rl.KeyPrefixes, cfg.RuleKeyPrefix(r.Name, i, lc.Window))
+			tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: rl.KeyPrefixes[i]})
+		}
+		gen.rules = append(gen.rules, rl)
+	}
+	scfg := cfg.SyncConfig()
+	scfg.Writer = g.writer
+	if scfg.Writer != "" && gen.n > 1 {
+		// Each tick writes under a name of its own: two generations' ticks overlap for a
+		// tick, and a writer's batches are numbered in one sequence.
+		scfg.Writer += "-r" + strconv.Itoa(gen.n)
+	}
+	var err error
+	if gen.ticker, err = gatesync.NewMulti(tlims, g.instances, scfg, gen.reg, g.log.With("component", "tick")); err != nil {
+		return nil, fmt.Errorf("building the tick: %w", err)
+	}
+	var rrs []route.Rule
+	for i, r := range set.Rules {
+		rl := gen.rules[i]
+		ocfg := cfg.OverridesConfig()
+		ocfg.Key = overrides.Key(rl.KeyPrefixes[0])
+		ocfg.Base = nil
+		for j, l := range rl.Lims[1:] {
+			ocfg.Extra = append(ocfg.Extra, overrides.Extra{Lim: l, Factor: float64(r.Limits[j+1].Threshold) / float64(r.Limits[0].Threshold)})
+		}
+		reg := prometheus.WrapRegistererWith(prometheus.Labels{"rule": r.Name}, gen.reg)
+		ref, err := overrides.New(ocfg, rl.Lims[0], g.instances[0], reg, g.log.With("component", "overrides", "rule", r.Name))
+		if err != nil {
+			return nil, fmt.Errorf("building rule %s's overrides refresher: %w", r.Name, err)
+		}
+		gen.overrides = append(gen.overrides, ref)
+		rrs = append(rrs, config.RouteRule(r, rl.Lims))
+	}
+	if gen.router, err = route.NewRules(cfg.RouteConfig(), rrs, gen.reg); err != nil {
+		return nil, fmt.Errorf("building the router: %w", err)
+	}
+	return gen, nil
+}
+
+// switchRouter routes each record through the current generation's router.
+type switchRouter struct{ g *Gate }
+
+func (s switchRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratch, out *kgo.Record) route.Outcome {
+	return s.g.gen.Load().router.RouteInto(now, in, sc, out)
+}
+
+func (s switchRouter) DeadLetter(in *kgo.Record, reason, detail string) *kgo.Record {
+	return s.g.gen.Load().router.DeadLetter(in, reason, detail)
+}
+
+// genCollector exposes the current generation's metrics on the gate's registry.
+type genCollector struct{ g *Gate }
+
+// Describe sends nothing: the generation's metrics change with the rules, so the
+// collector is unchecked (the registry does not check what it has not been told of).
+func (genCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c genCollector) Collect(ch chan<- prometheus.Metric) { c.g.gen.Load().reg.Collect(ch) }
+
+// CurrentRules are the limiters of the rules in use (nil without rules).
+func (g *Gate) CurrentRules() []RuleLimits {
+	if gen := g.gen.Load(); gen != nil {
+		return gen.rules
+	}
+	return nil
+}
+
+// RunTick runs the tick until ctx is done, then makes its final flush. With a rules
+// file it also reads the file again every Options.RulesReload and puts a changed,
+// valid one in use as a new generation (see above); every rule's overrides refresher runs
+// with its generation.
+func (g *Gate) RunTick(ctx context.Context) {
+	if g.gen.Load() == nil {
+		g.Ticker.Run(ctx)
+		return
+	}
+	var retiring sync.WaitGroup
+	stop := g.start(g.gen.Load())
+	defer func() {
+		stop()
+		retiring.Wait()
+	}()
+	if g.reloader == nil {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTicker(g.reload)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !g.reloader.CheckNow() {
+			continue
+		}
+		set := g.reloader.Current()
+		gen, err := g.newGeneration(set)
+		if err != nil {
+			g.log.Error("rules file reloaded but its rules cannot be built; the rules in use stay", "file", set.Source, "err", err)
+			continue
+		}
+		old, oldStop := g.gen.Load(), stop
+		stop = g.start(gen)
+		g.gen.Store(gen)
+		g.log.Info("rules in use", "generation", gen.n, "rules", len(set.Rules))
+		retiring.Add(1)
+		go func() {
+			defer retiring.Done()
+			// A record routed through the old router a moment ago counts in its limiters:
+			// its tick keeps running a tick longer, then flushes and stops.
+			select {
+			case <-time.After(old.ticker.Config().TickInterval):
+			case <-ctx.Done():
+			}
+			oldStop()
+		}()
+	}
+}
+
+// start runs gen's tick and overrides refreshers; the function returned stops them and
+// returns once the tick's final flush is done.
+func (g *Gate) start(gen *generation) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1 + len(gen.overrides))
+	go func() { defer wg.Done(); gen.ticker.Run(ctx) }()
+	for _, r := range gen.overrides {
+		go func() { defer wg.Done(); r.Run(ctx) }()
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+// RunOverrides keeps the overrides refresher running until ctx is done. With rules,
+// RunTick runs each generation's refreshers instead, and RunOverrides only waits.
+func (g *Gate) RunOverrides(ctx context.Context) {
+	if g.gen.Load() != nil {
+		<-ctx.Done()
+		return
+	}
+	g.Overrides.Run(ctx)
+}
