@@ -97,6 +97,8 @@ Commands:
           show or change the live per-team limits every gate reads from Redis
   team [-addr HOST:PORT] TEAM
           ask a running gate how it sees TEAM (its /v1/teams view, as a table)
+  rules check FILE
+          check a rules file (GATE_RULES_FILE) and print its rules
   healthcheck [-addr HOST:PORT] [-path /readyz]
           exit 0 when a running gate answers 200 (for container health checks)
   version print the version, commit, Go and franz-go versions
@@ -148,6 +150,8 @@ func run(ctx context.Context, args []string, h host, stdout, stderr io.Writer) e
 		return overridesCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
 	case "team":
 		return teamCmd(ctx, args, h.getenv, stdout, stderr)
+	case "rules":
+		return rulesCmd(args, h.getenv, h.names(), stdout, stderr)
 	case "healthcheck":
 		return healthcheckCmd(ctx, args, h.getenv, stdout, stderr)
 	case "load":
@@ -160,7 +164,7 @@ func run(ctx context.Context, args []string, h host, stdout, stderr io.Writer) e
 		return &cli.UsageError{Msg: "the demo is a binary of its own: make run, or go run ./cmd/gate-dev (bin/gate-dev -h for its flags)"}
 	default:
 		_, _ = io.WriteString(stderr, usage)
-		return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q (want serve, env, load, overrides, team, healthcheck, version or help)", cmd)}
+		return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q (want serve, env, load, overrides, team, rules, healthcheck, version or help)", cmd)}
 	}
 	if len(args) > 0 {
 		_, _ = io.WriteString(stderr, usage)

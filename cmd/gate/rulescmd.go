@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/rules"
+)
+
+const rulesUsage = `Usage: gate rules check FILE
+
+Reads the rules file FILE as a gate started with GATE_RULES_FILE=FILE would, with this
+environment's topics and tick interval, and prints each rule and where its keys are in
+Redis, or every problem in the file (exit status 2). Run it before a rules file is
+deployed: a gate keeps its rules in use when the file changes into one it cannot use.
+`
+
+// rulesCmd runs `gate rules check FILE`.
+func rulesCmd(args []string, getenv func(string) string, names []string, stdout, stderr io.Writer) error {
+	if len(args) != 2 || args[0] != "check" {
+		_, _ = io.WriteString(stderr, rulesUsage)
+		return &cli.UsageError{Msg: fmt.Sprintf("rules: want check FILE, got %q", args)}
+	}
+	// The file is the one checked, whatever GATE_RULES_FILE says; the variables it
+	// replaces may be set in this shell, and are not its business.
+	cfg, err := config.Load(func(k string) string {
+		if k == "GATE_RULES_FILE" {
+			return ""
+		}
+		return getenv(k)
+	}, names)
+	if err != nil {
+		return err
+	}
+	path := args[1]
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return config.Problems{fmt.Errorf("reading the rules file: %w", err)}
+	}
+	set, err := rules.Parse(path, data, cfg.RulesOptions())
+	if err != nil {
+		return config.Problems{err}
+	}
+	if _, err := fmt.Fprintf(stdout, "%s: %d rules, checked in file order\n", path, len(set.Rules)); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tKEY\tMATCH\tLIMITS\tMODE\tCOST\tACTION\tKEYS IN REDIS")
+	for _, r := range set.Rules {
+		var match []string
+		for _, m := range r.Match {
+			op := "in"
+			if m.Not {
+				op = "not in"
+			}
+			match = append(match, fmt.Sprintf("%s %s [%s]", m.Field, op, strings.Join(m.Values, ",")))
+		}
+		var lims []string
+		for _, l := range r.Limits {
+			lims = append(lims, l.String())
+		}
+		mode := r.Mode.String()
+		if r.Adaptive {
+			mode += ", adaptive"
+		}
+		action := r.Action.String()
+		if r.Shadow {
+			action += " (shadow)"
+		}
+		if len(r.Force) > 0 {
+			action += fmt.Sprintf(", %d forced", len(r.Force))
+		}
+		key := r.Key.String()
+		if r.SkipMissing {
+			key += " (skip if missing)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s:{key}:{epoch}\n", r.Name, key, orDash(strings.Join(match, " and ")),
+			strings.Join(lims, ","), mode, r.Cost, action, cfg.RuleKeyPrefix(r.Name, 0, 0))
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

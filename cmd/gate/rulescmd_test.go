@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/capturegate/gate/internal/cli"
+)
+
+// gate rules check prints each rule and its keys, or every problem (exit status 2),
+// checked against this environment's topics and tick interval.
+func TestRulesCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	for path, body := range map[string]string{
+		good: "rules:\n  - {name: team-user, key: \"json:team_id+distinct_id\", missing: skip, limits: [1m:5000, 1h:100000], mode: cap}\n" +
+			"  - name: merges\n    key: json:team_id\n    match: [{field: json:event, in: [$identify]}]\n    limits: [1m:1000]\n    action: topic:merges\n    shadow: true\n",
+		bad: "rules:\n  - {name: a, key: key, limits: [1m:10], action: topic:raw}\n  - {name: b, key: key, limits: [500ms:10]}\n",
+	} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do := func(env map[string]string, args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"rules"}, args...), testHost(env), &stdout, &stderr)
+		return stdout.String(), err
+	}
+	// GATE_KEY_FROM set in the shell is not the file's business.
+	out, err := do(map[string]string{"GATE_KEY_FROM": "json:x", "GATE_REDIS_PREFIX": "prod"}, "check", good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2 rules", "team-user", "json:team_id+distinct_id (skip if missing)", "1m0s:5000,1h0m0s:100000", "cap",
+		"json:event in [$identify]", "topic:merges (shadow)", "prod:rule:merges:{key}:{epoch}"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	_, err = do(map[string]string{"GATE_INPUT_TOPIC": "raw"}, "check", bad)
+	if err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "bad.yaml:2:") || !strings.Contains(err.Error(), "raw is GATE_INPUT_TOPIC") ||
+		!strings.Contains(err.Error(), "bad.yaml:3:") || !strings.Contains(err.Error(), "longer than GATE_TICK_INTERVAL") {
+		t.Errorf("bad file: %v", err)
+	}
+	for _, args := range [][]string{nil, {"check"}, {"lint", good}} {
+		if _, err := do(nil, args...); cli.ExitCode(err) != 2 {
+			t.Errorf("rules %q: %v, want a usage error", args, err)
+		}
+	}
+	if _, err := do(nil, "check", filepath.Join(dir, "none.yaml")); cli.ExitCode(err) != 2 {
+		t.Errorf("missing file: %v", err)
+	}
+}
