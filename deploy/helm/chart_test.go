@@ -73,6 +73,8 @@ var valueSets = []valueSet{
 		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "Service", "ServiceAccount"}, replicas: ptr[int32](4), grace: 55},
 	{file: "policy.yaml",
 		kinds: []string{"Deployment", "NetworkPolicy", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, replicas: ptr[int32](6), grace: 55},
+	{file: "rules.yaml",
+		kinds: []string{"ConfigMap", "Deployment", "Pod", "PodDisruptionBudget", "Service", "ServiceAccount"}, replicas: ptr[int32](8), grace: 55},
 	{file: "tls-sasl.yaml", caps: kedaAPI,
 		kinds: []string{"Deployment", "Pod", "PodDisruptionBudget", "ScaledObject", "Service", "ServiceAccount"}, grace: 90},
 }

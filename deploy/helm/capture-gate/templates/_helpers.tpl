@@ -348,24 +348,36 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.topics.overflow | quote }}
 - name: GATE_DEAD_LETTER_TOPIC
   value: {{ $v.topics.deadLetter | quote }}
+{{- if $v.rules }}
+{{- /* Rules: each says its own key, cost, mode, limits, threshold mode and forced keys;
+       the gate refuses the variables that say them for the gate without rules. */}}
+{{- if or $v.routing.forceOverflow $v.limit.overrides $v.limit.extra }}
+{{- fail "capture-gate: with rules, routing.forceOverflow, limit.overrides and limit.extra must be empty (each rule has its own force list, overrides hash and limits)" }}
+{{- end }}
+- name: GATE_RULES_FILE
+  value: {{ include "capture-gate.rulesFile" . | quote }}
+{{- else }}
 - name: GATE_KEY_FROM
   value: {{ $v.routing.keyFrom | quote }}
-- name: GATE_VALIDATE_JSON
-  value: {{ $v.routing.validateJson | toString | quote }}
 - name: GATE_COST
   value: {{ $v.routing.cost | quote }}
-- name: GATE_MAX_KEY_BYTES
-  value: {{ $v.routing.maxKeyBytes | int64 | quote }}
 {{- with $v.routing.forceOverflow }}
 - name: GATE_FORCE_OVERFLOW
   value: {{ join "," . | quote }}
 {{- end }}
+{{- end }}
+- name: GATE_VALIDATE_JSON
+  value: {{ $v.routing.validateJson | toString | quote }}
+- name: GATE_MAX_KEY_BYTES
+  value: {{ $v.routing.maxKeyBytes | int64 | quote }}
 - name: GATE_DRY_RUN
   value: {{ $v.routing.dryRun | toString | quote }}
 - name: GATE_OVERFLOW_KEEP_KEY
   value: {{ $v.routing.overflowKeepKey | toString | quote }}
+{{- if not $v.rules }}
 - name: GATE_LIMIT_MODE
   value: {{ $v.limit.mode | quote }}
+{{- end }}
 {{- with $v.limit.divertHold }}
 {{- if and (eq $v.limit.clock "event") (not (has . (list "0" "0s"))) }}
 {{- fail (printf "capture-gate: limit.divertHold (%s) must be \"\" or \"0\" with limit.clock event (holds are not kept under the event clock)" .) }}
@@ -378,8 +390,10 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- if and (eq $v.limit.thresholdMode "adaptive") (eq $v.limit.clock "event") }}
 {{- fail "capture-gate: limit.thresholdMode adaptive needs limit.clock wall (learned thresholds are kept under the wall clock only)" }}
 {{- end }}
+{{- if not $v.rules }}
 - name: GATE_THRESHOLD_MODE
   value: {{ $v.limit.thresholdMode | quote }}
+{{- end }}
 - name: GATE_ADAPTIVE_FACTOR
   value: {{ $v.limit.adaptive.factor | toString | quote }}
 - name: GATE_ADAPTIVE_FLOOR
@@ -402,7 +416,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- end }}
 - name: GATE_MAX_EVENT_AGE
   value: {{ $v.limit.maxEventAge | quote }}
-{{- if $v.limit.extra }}
+{{- if $v.rules }}
+{{- else if $v.limit.extra }}
 {{- /* Several limits: GATE_LIMITS holds them all, limit.window:limit.threshold first (the
        gate refuses GATE_WINDOW and GATE_THRESHOLD beside it). */}}
 {{- $pairs := list (printf "%s:%d" $v.limit.window ($v.limit.threshold | int64)) }}
@@ -708,4 +723,12 @@ that reaches the gates through it. */}}
      on one Kafka never join one group by accident. */}}
 {{- define "capture-gate.groupId" -}}
 {{- default (include "capture-gate.fullname" .) .Values.kafka.groupId -}}
+{{- end }}
+
+{{/* Where the rules ConfigMap is mounted, and the file GATE_RULES_FILE names. */}}
+{{- define "capture-gate.rulesDir" -}}
+/etc/capture-gate/rules
+{{- end }}
+{{- define "capture-gate.rulesFile" -}}
+{{ include "capture-gate.rulesDir" . }}/rules.yaml
 {{- end }}

@@ -1,0 +1,88 @@
+package helm
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// With rules, the chart renders them into a ConfigMap mounted where GATE_RULES_FILE
+// points, sets none of the variables a rules file replaces (the gate would refuse to
+// start), and the file it renders is one the gate of this commit accepts (`gate rules
+// check`, with the rendered environment's topics and tick interval).
+func TestRulesConfigMap(t *testing.T) {
+	objs := renderObjects(t, readValues(t, "testdata/rules.yaml"))
+	d := objs.typed["Deployment"][0].(*appsv1.Deployment)
+	c := d.Spec.Template.Spec.Containers[0]
+	env := envOf(c)
+	file := env["GATE_RULES_FILE"].Value
+	if file != "/etc/capture-gate/rules/rules.yaml" {
+		t.Fatalf("GATE_RULES_FILE = %q", file)
+	}
+	for _, v := range []string{"GATE_KEY_FROM", "GATE_WINDOW", "GATE_THRESHOLD", "GATE_LIMITS", "GATE_LIMIT_MODE", "GATE_COST", "GATE_THRESHOLD_MODE", "GATE_OVERRIDES", "GATE_FORCE_OVERFLOW"} {
+		if _, set := env[v]; set {
+			t.Errorf("%s is set beside GATE_RULES_FILE: the gate refuses it", v)
+		}
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		if m.Name == "rules" && m.MountPath == filepath.Dir(file) && m.ReadOnly {
+			mounted = true
+		}
+	}
+	var cmName string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "rules" && v.ConfigMap != nil {
+			cmName = v.ConfigMap.Name
+		}
+	}
+	if !mounted || cmName == "" {
+		t.Fatalf("rules volume mounted %v, from ConfigMap %q", mounted, cmName)
+	}
+	if len(objs.typed["ConfigMap"]) != 1 {
+		t.Fatalf("%d ConfigMaps", len(objs.typed["ConfigMap"]))
+	}
+	cm := objs.typed["ConfigMap"][0].(*corev1.ConfigMap)
+	if cm.Name != cmName {
+		t.Errorf("ConfigMap %q, volume's %q", cm.Name, cmName)
+	}
+	body := cm.Data[filepath.Base(file)]
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "run", "./cmd/gate", "rules", "check", path)
+	cmd.Dir = filepath.Join("..", "..")
+	for _, e := range c.Env {
+		if e.Value != "" && e.Name != "GATE_RULES_FILE" {
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GATE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gate rules check of the rendered file: %v\n%s\nfile:\n%s", err, out, body)
+	}
+	for _, want := range []string{"4 rules", "merge-events", "topic:events_merges", "team-user", "try-ip", "tag (shadow)"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("gate rules check output lacks %q:\n%s", want, out)
+		}
+	}
+	// Without rules, nothing of them.
+	objs = renderObjects(t, readValues(t, "testdata/defaults.yaml"))
+	if len(objs.typed["ConfigMap"]) != 0 {
+		t.Error("a ConfigMap without rules")
+	}
+	if _, set := envOf(objs.typed["Deployment"][0].(*appsv1.Deployment).Spec.Template.Spec.Containers[0])["GATE_RULES_FILE"]; set {
+		t.Error("GATE_RULES_FILE set without rules")
+	}
+}
