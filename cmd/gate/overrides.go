@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,13 +20,16 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/overrides"
+	"github.com/capturegate/gate/internal/rules"
 	gatesync "github.com/capturegate/gate/internal/sync"
 )
 
-const overridesUsage = `Usage: gate overrides list | set TEAM LIMIT | delete TEAM
+const overridesUsage = `Usage: gate overrides [-rule RULE] list | set TEAM LIMIT | delete TEAM
 
 Shows or changes the live per-team limits in the hash {GATE_REDIS_PREFIX}:overrides of the
-first instance in GATE_REDIS_URLS. Every gate reads it every GATE_OVERRIDES_REFRESH and lays
+first instance in GATE_REDIS_URLS; with rules (GATE_RULES_FILE), those of one rule, in
+{GATE_REDIS_PREFIX}:rule:{RULE}:overrides, TEAM being a key of that rule (TEAM:USER for a
+json:team_id+distinct_id rule) and LIMIT its first limit's threshold. Every gate reads it every GATE_OVERRIDES_REFRESH and lays
 it over its GATE_OVERRIDES. list reads it as the gates do, in short commands, and refuses
 a hash of more than GATE_OVERRIDES_MAX_ENTRIES teams.
 `
@@ -35,6 +41,13 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 		_, _ = io.WriteString(stderr, overridesUsage)
 		return &cli.UsageError{Msg: "overrides: " + msg}
 	}
+	fs := flag.NewFlagSet("overrides", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	rule := fs.String("rule", "", "the rule whose overrides to show or change (with GATE_RULES_FILE)")
+	if err := fs.Parse(args); err != nil {
+		return bad(err.Error())
+	}
+	args = fs.Args()
 	if len(args) == 0 {
 		return bad("want list, set TEAM LIMIT or delete TEAM")
 	}
@@ -89,6 +102,12 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	c := clients[0]
 	ocfg := cfg.OverridesConfig()
 	key := ocfg.Key
+	if err := checkRule(cfg, *rule); err != nil {
+		return err
+	}
+	if *rule != "" {
+		key = overrides.Key(cfg.RuleKeyPrefix(*rule, 0, 0))
+	}
 	timeout := 5 * time.Second
 	if verb == "list" {
 		timeout = ocfg.Timeout // a whole read, of up to GATE_OVERRIDES_MAX_ENTRIES teams
@@ -149,6 +168,34 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	_, err = fmt.Fprintf(stdout, "%d live overrides in %s, last changed %s\n", len(live), key, updated)
 	return err
+}
+
+// checkRule checks -rule against the environment: a gate with rules reads one hash per
+// rule, so -rule is needed and must name one of them; without GATE_RULES_FILE here, a
+// rule is taken as given (an operator's shell may lack the file).
+func checkRule(cfg config.Config, rule string) error {
+	if cfg.RulesFile == "" {
+		return nil
+	}
+	data, err := os.ReadFile(cfg.RulesFile)
+	if err != nil {
+		return config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
+	}
+	set, err := rules.Parse(cfg.RulesFile, data, cfg.RulesOptions())
+	if err != nil {
+		return config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
+	}
+	var names []string
+	for _, r := range set.Rules {
+		if r.Name == rule {
+			return nil
+		}
+		names = append(names, r.Name)
+	}
+	if rule == "" {
+		return &cli.UsageError{Msg: fmt.Sprintf("overrides: this gate runs rules (GATE_RULES_FILE): name one with -rule (%s)", strings.Join(names, ", "))}
+	}
+	return &cli.UsageError{Msg: fmt.Sprintf("overrides: no rule %q in %s (it has %s)", rule, cfg.RulesFile, strings.Join(names, ", "))}
 }
 
 // warnNoFleet warns on w when no gate has run under prefix for gatesync.LiveTTL: its live

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +144,37 @@ func TestServeAppliesLiveOverrides(t *testing.T) {
 	}
 	if !strings.Contains(g.stderr.String(), `"msg":"live overrides applied"`) {
 		t.Errorf("no log line for the applied overrides:\n%s", g.stderr)
+	}
+}
+
+// With rules, gate overrides works on one rule's hash, named by -rule, which must be one of
+// GATE_RULES_FILE's.
+func TestOverridesPerRule(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte("rules:\n  - {name: team-user, key: \"json:team_id+distinct_id\", limits: [1m:100]}\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GATE_REDIS_URLS": rs.URL(), "GATE_REDIS_PREFIX": "ops", "GATE_RULES_FILE": path}
+	do := func(args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"overrides"}, args...), testHost(env), &stdout, &stderr)
+		return stdout.String(), err
+	}
+	if _, err := do("set", "t1", "5"); err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "name one with -rule (team-user, team)") {
+		t.Errorf("no -rule: %v", err)
+	}
+	if _, err := do("-rule", "user", "list"); err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), `no rule "user"`) {
+		t.Errorf("unknown rule: %v", err)
+	}
+	if out, err := do("-rule", "team-user", "set", "t1:u1", "5"); err != nil || !strings.Contains(out, "set t1:u1 = 5 in ops:rule:team-user:overrides") {
+		t.Errorf("set: %q %v", out, err)
+	}
+	if v, err := rs.Client(t).HGet(context.Background(), "ops:rule:team-user:overrides", "t1:u1").Result(); err != nil || v != "5" {
+		t.Errorf("rule hash holds %q (%v)", v, err)
+	}
+	if out, err := do("-rule", "team", "list"); err != nil || !strings.Contains(out, "no live overrides in ops:rule:team:overrides") {
+		t.Errorf("list another rule's: %q %v", out, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
@@ -94,6 +95,19 @@ func TestRulesFleet(t *testing.T) {
 		if topic := route1(gates[1], fmt.Sprintf("user-%d", i)); topic != cfg.AcceptedTopic {
 			t.Errorf("another user of the team to %s", topic)
 		}
+	}
+	// A live override in the user rule's own hash lowers one user's limit, not the team's.
+	if err := overrides.Set(ctx, srv.Client(t), "fleet:rule:team-user:overrides", "t1:user-0", 2, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := gates[1].gen.Load().overrides[0].Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := route1(gates[1], "user-0"), route1(gates[1], "user-0"); a != cfg.AcceptedTopic || b != cfg.OverflowTopic {
+		t.Errorf("user-0 (1 record before), 2 more under its override of 2: %s, %s; want the 2nd accepted, the 3rd diverted", a, b)
+	}
+	if topic := route1(gates[1], "user-1"); topic != cfg.AcceptedTopic {
+		t.Errorf("user-1 without an override: %s", topic)
 	}
 	tick(gates[0])
 	tick(gates[1])
