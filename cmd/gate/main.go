@@ -218,7 +218,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	ready := newReadiness(clients, cfg, consumer.NotReady, log)
 	ready.live = consumer.Live
 	srv := &http.Server{
-		Handler:           newMux(reg, ready, teamsFor(cfg, lim, g.Extra)),
+		Handler:           newMux(reg, ready, teamsFor(cfg, g)),
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -367,12 +367,16 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *gate
 	}
 }
 
-// teamsFor returns the team view, or nil when GATE_TEAM_API turns it off.
-func teamsFor(cfg config.Config, lim *limit.Limiter, extra []*limit.Limiter) *teamAPI {
+// teamsFor returns g's team view, or nil when GATE_TEAM_API turns it off.
+func teamsFor(cfg config.Config, g *gate.Gate) *teamAPI {
 	if !cfg.TeamAPI {
 		return nil
 	}
-	return newTeamAPI(gateJSON{RedisPrefix: cfg.RedisPrefix, ConsumerGroup: cfg.GroupID}, lim, extra)
+	a := newTeamAPI(gateJSON{RedisPrefix: cfg.RedisPrefix, ConsumerGroup: cfg.GroupID}, g.Lim, g.Extra)
+	if g.CurrentRules() != nil {
+		a.rules = g.CurrentRules
+	}
+	return a
 }
 
 // newMux serves the operational endpoints.

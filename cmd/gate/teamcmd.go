@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -95,6 +96,11 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	// With rules, a row per limit of each rule that has state for the key: the rule first.
+	byRule := slices.ContainsFunc(t.Limits, func(l limitJSON) bool { return l.Rule != "" })
+	if byRule {
+		fmt.Fprint(tw, "RULE\t")
+	}
 	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN\tGLOBAL EST.\tEST. AGE\tPENDING\tSHARE\tDIVERTED SINCE\tRELEASE AT\tBASELINE\tSPIKE SINCE")
 	for _, l := range t.Limits {
 		thr := strconv.FormatInt(l.Threshold, 10)
@@ -123,6 +129,9 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		if l.DivertedSince != nil && l.ReleaseAt != nil {
 			since = l.DivertedSince.UTC().Format(time.RFC3339)
 			release = "not before " + l.ReleaseAt.UTC().Format(time.RFC3339)
+		}
+		if byRule {
+			fmt.Fprintf(tw, "%s\t", l.Rule)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\t%.0f\t%s\t%d\t%.2f\t%s\t%s\t%s\t%s\n",
 			l.Window, thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending, l.FleetShare, since, release, base, spiking)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jellydator/ttlcache/v3"
 
+	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
 )
 
@@ -40,6 +41,10 @@ type teamAPI struct {
 	tops *ttlcache.Cache[int, cachedTop]
 	// gate names the limits this gate enforces, so an answer says whose it is.
 	gate gateJSON
+	// rules, with GATE_RULES_FILE, are the limiters of the rules in use, asked on each
+	// request (a reload replaces them); lim and extra are then unused. A key has one row
+	// per limit of each rule that has state for it.
+	rules func() []gate.RuleLimits
 }
 
 // gateJSON names the gate that answers and the fleet it counts in: gates share a limit
@@ -79,6 +84,7 @@ type teamJSON struct {
 }
 
 type limitJSON struct {
+	Rule      string  `json:"rule,omitempty"` // with rules: the rule this row is of
 	Window    string  `json:"window"`
 	Threshold int64   `json:"threshold"`
 	Override  bool    `json:"override"`
@@ -115,6 +121,30 @@ type limitJSON struct {
 	SpikeSince       *time.Time `json:"spike_since,omitempty"`
 	SpikeEnds        *time.Time `json:"spike_ends,omitempty"`
 	RelearnedAt      *time.Time `json:"relearned_at,omitempty"`
+}
+
+// now is the limiters' clock's time.
+func (a *teamAPI) now() time.Time {
+	if a.rules != nil {
+		return a.rules()[0].Lims[0].Clock().Now()
+	}
+	return a.lim.Clock().Now()
+}
+
+// ruleView is key's entry with rules: a row per limit of each rule that has state for it.
+func (a *teamAPI) ruleView(now time.Time, rs []gate.RuleLimits, key string) (teamJSON, bool) {
+	v := teamJSON{Team: key}
+	for _, rl := range rs {
+		for _, l := range rl.Lims {
+			if s, ok := l.Snapshot(now, key); ok {
+				row := limitView(now, l, s)
+				row.Rule = rl.Name
+				v.Limits = append(v.Limits, row)
+				v.Limited = v.Limited || s.Limited
+			}
+		}
+	}
+	return v, len(v.Limits) > 0
 }
 
 // view is team s's entry: s is its state in the primary limit, the others are looked up.
@@ -179,15 +209,23 @@ func (a *teamAPI) register(mux *http.ServeMux) {
 }
 
 func (a *teamAPI) team(w http.ResponseWriter, r *http.Request) {
-	now := a.lim.Clock().Now()
-	s, ok := a.lim.Snapshot(now, r.PathValue("team"))
+	now := a.now()
+	var v teamJSON
+	ok := false
+	if a.rules != nil {
+		v, ok = a.ruleView(now, a.rules(), r.PathValue("team"))
+	} else {
+		var s limit.TeamState
+		if s, ok = a.lim.Snapshot(now, r.PathValue("team")); ok {
+			v = a.view(now, s)
+		}
+	}
 	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{
 			"error": "team not cached on this gate: it has sent nothing here lately (each gate sees the teams of the partitions it owns)",
 		})
 		return
 	}
-	v := a.view(now, s)
 	v.Gate = &a.gate
 	writeJSON(w, http.StatusOK, v)
 }
@@ -201,7 +239,7 @@ func (a *teamAPI) top(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	now := a.lim.Clock().Now()
+	now := a.now()
 	if a.tops != nil {
 		if it := a.tops.Get(n); it != nil {
 			if c := it.Value(); !now.Before(c.at) && now.Sub(c.at) < topCacheTTL {
@@ -226,6 +264,24 @@ type topAnswer struct {
 // rank computes the answer to ?top=n at now.
 func (a *teamAPI) rank(now time.Time, n int) topAnswer {
 	out := topAnswer{Gate: a.gate, Teams: []teamJSON{}}
+	if a.rules != nil {
+		// Each rule's keys closest to their limits, each key with all its rows.
+		rs := a.rules()
+		seen := make(map[string]bool)
+		for _, rl := range rs {
+			for _, l := range rl.Lims {
+				for _, s := range l.Top(now, n) {
+					if !seen[s.Team] {
+						seen[s.Team] = true
+						if v, ok := a.ruleView(now, rs, s.Team); ok {
+							out.Teams = append(out.Teams, v)
+						}
+					}
+				}
+			}
+		}
+		return sortTop(out, n)
+	}
 	if len(a.extra) == 0 {
 		for _, s := range a.lim.Top(now, n) {
 			out.Teams = append(out.Teams, a.view(now, s))
@@ -245,6 +301,11 @@ func (a *teamAPI) rank(now time.Time, n int) topAnswer {
 			}
 		}
 	}
+	return sortTop(out, n)
+}
+
+// sortTop orders out's teams by their highest pressure, and keeps the first n.
+func sortTop(out topAnswer, n int) topAnswer {
 	maxPressure := func(t teamJSON) float64 {
 		p := 0.0
 		for _, l := range t.Limits {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/capturegate/gate/internal/gate"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -241,5 +242,70 @@ func TestTeamAPIAdaptive(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("gate team output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// With rules, the team view answers for any rule's key, a row per limit of each rule that
+// has state for it, asking for the rules in use on each request; ?top=N ranks keys of
+// every rule; gate team prints the rule of each row.
+func TestTeamAPIRules(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	clk := clock.NewFake(t0)
+	newLim := func(w time.Duration, thr int64) *limit.Limiter {
+		l, err := limit.New(limit.Config{Window: w, Threshold: thr}, clk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	user, team, teamHour := newLim(time.Minute, 10), newLim(time.Minute, 1000), newLim(time.Hour, 10000)
+	rs := []gate.RuleLimits{{Name: "team-user", Lims: []*limit.Limiter{user}}, {Name: "team", Lims: []*limit.Limiter{team, teamHour}}}
+	for range 20 {
+		user.CheckAt(t0, "t1:u1", 1)
+	}
+	team.CheckAt(t0, "t1", 20)
+	teamHour.CheckAt(t0, "t1", 20)
+	calls := 0
+	api := &teamAPI{rules: func() []gate.RuleLimits { calls++; return rs }}
+	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, api))
+	defer srv.Close()
+	get := func(path string, v any) int {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if v != nil {
+			if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode
+	}
+	var u, tm teamJSON
+	if get("/v1/teams/t1:u1", &u) != http.StatusOK || !u.Limited || len(u.Limits) != 1 || u.Limits[0].Rule != "team-user" || u.Limits[0].Threshold != 10 {
+		t.Errorf("t1:u1: %+v", u)
+	}
+	if get("/v1/teams/t1", &tm) != http.StatusOK || tm.Limited || len(tm.Limits) != 2 || tm.Limits[0].Rule != "team" || tm.Limits[1].Window != "1h0m0s" {
+		t.Errorf("t1: %+v", tm)
+	}
+	if code := get("/v1/teams/nobody", nil); code != http.StatusNotFound {
+		t.Errorf("unknown key: %d", code)
+	}
+	var top topAnswer
+	if get("/v1/teams?top=5", &top) != http.StatusOK || len(top.Teams) != 2 || top.Teams[0].Team != "t1:u1" {
+		t.Errorf("top: %+v", top)
+	}
+	if calls < 3 {
+		t.Errorf("the rules were asked for %d times, want on every request", calls)
+	}
+	var out, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"team", "-addr", strings.TrimPrefix(srv.URL, "http://"), "t1"}, testHost(nil), &out, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "RULE") || !strings.Contains(out.String(), "team  ") {
+		t.Errorf("gate team with rules:\n%s", out.String())
 	}
 }
