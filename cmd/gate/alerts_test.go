@@ -59,7 +59,16 @@ func TestMetricNamesFile(t *testing.T) {
 		// the window ends, and the wait below needs a write for the pipeline's metrics.
 		"GATE_COLD_WRITE_INTERVAL": "50ms",
 	})
-	g := startGate(t, env)
+	// The gate runs rules, whose metrics a gate without them lacks: a team rule, and a
+	// rule with a topic of its own (its counters appear at start) that nothing matches.
+	// Every other name is the same with rules or without; the descriptions below are a
+	// gate's without rules.
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte("rules:\n  - {name: merges, key: json:team_id, match: [{field: json:event, in: [$identify]}], limits: [1m:1000], action: topic:merges}\n"+
+		"  - {name: team, key: json:team_id, limits: [1m:1000000]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startGate(t, withEnv(env, map[string]string{"GATE_RULES_FILE": rulesFile}))
 	prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +96,8 @@ func TestMetricNamesFile(t *testing.T) {
 		}
 		return names["gate_kafka_produce_bytes_total"] && tickCount.MatchString(body) &&
 			strings.Contains(body, `gate_records_total{reason="allowed",route="accepted"} 10`) &&
-			names["gate_limiter_pipeline_duration_seconds_bucket"] && names["gate_limiter_redis_commands_total"]
+			names["gate_limiter_pipeline_duration_seconds_bucket"] && names["gate_limiter_redis_commands_total"] &&
+			names["gate_rule_records_total"] && names["gate_rule_topic_records_total"] && names["gate_rules_file_valid"]
 	})
 	// Vectors whose children appear only with their first event (a produce error, a
 	// record rerouted, a team read, a commit) are not on /metrics yet: take them from the

@@ -154,7 +154,7 @@ var allAlerts = []string{"GateDown", "GateNotReady", "GateStalled", "GateConsume
 	"GateRedisRefusingWrites", "GateTickSlow", "GateClockSkew", "GatePartitionStopped", "GateRecordsSkipped", "GateInputRecordsLost",
 	"GateDeadLetterRateHigh", "GateOverflowShareJump", "GateLimiterCacheNearCapacity", "GateLimiterPendingWritesNearCap",
 	"GateLimiterCountsDropped", "GateTransactionsAborting", "GateTransactionRecoveries", "GateOverridesStale",
-	"GateOverridesHashMissing", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched"}
+	"GateOverridesHashMissing", "GateRulesFileInvalid", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched"}
 
 // TestPrometheusRuleParses renders the alerts with the chart's defaults and with
 // testdata/operations.yaml, and checks them as Prometheus would load them (rulefmt: the
