@@ -24,6 +24,7 @@ import (
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/load"
+	"github.com/capturegate/gate/internal/rules"
 )
 
 const (
@@ -52,6 +53,26 @@ func devDefaults() map[string]string {
 		"GATE_LOG_FORMAT":    "text",
 		"GATE_LOG_LEVEL":     "warn",
 	}
+}
+
+// devUserShare is the demo's user rule's threshold as a share of its team rule's.
+const devUserShare = 10
+
+// devRules are the demo's rules: a limit per user within a team, listed first, at a tenth
+// of the team's, then the team's own limit, GATE_WINDOW:GATE_THRESHOLD. The load's
+// runaway user is diverted by the first; its team's other users are accepted, as the
+// team rule does not count what the user rule sent away.
+func devRules(cfg config.Config) (*rules.Set, error) {
+	w := cfg.Window.String()
+	yaml := fmt.Sprintf("rules:\n"+
+		"  - {name: team-user, key: \"json:team_id+distinct_id\", missing: skip, limits: [\"%s:%d\"]}\n"+
+		"  - {name: team, key: json:team_id, limits: [\"%s:%d\"], mode: %s}\n",
+		w, max(cfg.Threshold/devUserShare, 1), w, cfg.Threshold, cfg.LimitMode)
+	set, err := rules.Parse("gate-dev's rules", []byte(yaml), cfg.RulesOptions())
+	if err != nil {
+		return nil, fmt.Errorf("the demo's rules: %w", err)
+	}
+	return set, nil
 }
 
 // devDeps is what the tests replace.
@@ -151,6 +172,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 		if v := getenv(k); v != "" {
 			return v
 		}
+		if (k == "GATE_WINDOW" || k == "GATE_THRESHOLD") && getenv("GATE_RULES_FILE") != "" {
+			return "" // the rules file's rules say their own
+		}
 		return defaults[k]
 	}
 	cfg, err := config.Load(devGetenv, names)
@@ -197,7 +221,14 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	}()
 	cfg.RedisURLs = strings.Split(rd.url, ",")
 
-	// 3. Two gates, built as gate serve builds one, counting their outcomes in stats.
+	// 3. Two gates, built as gate serve builds one, counting their outcomes in stats, with
+	// the demo's rules unless GATE_RULES_FILE names others.
+	var set *rules.Set
+	if cfg.RulesFile == "" {
+		if set, err = devRules(cfg); err != nil {
+			return err
+		}
+	}
 	stats := newDevStats()
 	var gates []*gate.Gate
 	defer func() {
@@ -214,6 +245,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 		g, err := gate.New(gcfg, log.With("gate", i), gate.Options{
 			WrapRouter: stats.wrap,
 			ClientOpts: devClientOpts(cfg, i),
+			Rules:      set,
 		})
 		if err != nil {
 			return fmt.Errorf("gate %d: %w", i, err)
@@ -348,7 +380,7 @@ func runDevGate(ctx context.Context, g *gate.Gate, i int) error {
 	tickDone := make(chan struct{})
 	go func() {
 		defer close(tickDone)
-		g.Ticker.Run(tickCtx)
+		g.RunTick(tickCtx) // and the rules' overrides, and a rules file's edits
 	}()
 	err := g.Consumer.Run(ctx)
 	stopTick()
@@ -402,8 +434,12 @@ func devHeader(o devOptions, cfg config.Config, broker, redisWhat string) string
 	hotRate := o.spec.HotShare * float64(o.spec.Rate)
 	perWindow := hotRate * lc.Window.Seconds()
 	var b strings.Builder
-	fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share one limit: %d records per %s window per team (%s mode)\n",
-		devGates, cfg.GroupID, lc.Threshold, lc.Window, lc.Mode)
+	if cfg.RulesFile != "" {
+		fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share the rules of %s\n", devGates, cfg.GroupID, cfg.RulesFile)
+	} else {
+		fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share two rules: team-user, %d records per %s window per user within a team, then team, %d per team (%s mode)\n",
+			devGates, cfg.GroupID, max(lc.Threshold/devUserShare, 1), lc.Window, lc.Threshold, lc.Mode)
+	}
 	fmt.Fprintf(&b, "kafka: kfake (in-process Kafka-protocol broker) on %s; %s (%d partitions) -> %s, %s, %s\n",
 		broker, cfg.InputTopic, o.partitions, cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic)
 	fmt.Fprintf(&b, "       keeps the last %d MiB of each partition; try: kcat -b %s -L   |   kcat -b %s -C -t %s -o -5 -e -f '%%h %%s\\n'\n", devRetentionBytes>>20, broker, broker, cfg.OverflowTopic)
@@ -414,5 +450,10 @@ func devHeader(o devOptions, cfg config.Config, broker, redisWhat string) string
 	}
 	fmt.Fprintf(&b, "load:  %d records/s over %d teams (team_id %d.. by Zipf s=%g); team_id %d sends %.0f%% (%.0f per window, %.1fx its limit); %s\n",
 		o.spec.Rate, o.spec.Teams, load.FirstTailTeam, o.spec.ZipfS, load.HotTeam, o.spec.HotShare*100, perWindow, perWindow/float64(lc.Threshold), bad)
+	if o.spec.RunawayShare > 0 {
+		runaway := o.spec.RunawayShare * float64(o.spec.Rate) * lc.Window.Seconds()
+		fmt.Fprintf(&b, "       one runaway user, %d:user-%d, sends %.0f%% (%.0f per window) inside team_id %d, a team otherwise under its limit: the user rule diverts it, the team's others are accepted\n",
+			load.RunawayTeam, load.RunawayUser, o.spec.RunawayShare*100, runaway, load.RunawayTeam)
+	}
 	return b.String()
 }

@@ -77,13 +77,17 @@ var devTotals = regexp.MustCompile(`(?m)^gate-dev stopped after \S+: in=(\d+) ac
 func checkDevOutput(t *testing.T, out, redisLine string) {
 	t.Helper()
 	for _, want := range []string{
-		"gate-dev: 2 gates in consumer group capture-gate share one limit: 100 records per 10s window",
+		"gate-dev: 2 gates in consumer group capture-gate share two rules: team-user, 10 records per 10s window per user within a team, then team, 100 per team",
+		"one runaway user, 1005:user-999999",
+		// The runaway user is diverted by the user rule, under its own key.
+		"1005:user-999999:",
 		"kafka: kfake (in-process Kafka-protocol broker) on 127.0.0.1:",
 		"kcat -b 127.0.0.1:",
 		"redis: " + redisLine,
 		"events (6 partitions) -> events_accepted, events_overflow, events_dead_letter",
 		"\nt=",
 		" top_overflow=1:",
+		"rule=team-user)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -157,16 +161,19 @@ func TestDevUsesGateRedisURLs(t *testing.T) {
 	}
 	c := redis.NewClient(opt)
 	defer c.Close()
-	keys, err := c.Keys(t.Context(), "gate-dev:1:*").Result()
+	keys, err := c.Keys(t.Context(), "gate-dev:rule:team:1:*").Result()
 	if err != nil || len(keys) == 0 {
-		t.Errorf("keys of the hot team under gate-dev: %v, %v", keys, err)
+		t.Errorf("keys of the hot team under the demo's team rule: %v, %v", keys, err)
+	}
+	if keys, err := c.Keys(t.Context(), "gate-dev:rule:team-user:1005:user-999999:*").Result(); err != nil || len(keys) == 0 {
+		t.Errorf("keys of the runaway user under the demo's user rule: %v, %v", keys, err)
 	}
 }
 
 func TestDevTerminalRedraws(t *testing.T) {
 	t.Parallel()
 	out := runDev(t, devArgs("-duration", "2s"), nil, devDeps{lookPath: noRedisServer, isTerminal: func(io.Writer) bool { return true }})
-	if !strings.Contains(out, "\x1b[H\x1b[2J") || !strings.Contains(out, "top teams by overflow") || !strings.Contains(out, "commands/tick") {
+	if !strings.Contains(out, "\x1b[H\x1b[2J") || !strings.Contains(out, "top keys by overflow") || !strings.Contains(out, "team-user") || !strings.Contains(out, "commands/tick") {
 		t.Errorf("terminal output is not the redrawn view:\n%s", out)
 	}
 	if strings.Contains(out, "\nt=") {

@@ -30,6 +30,7 @@ type devStats struct {
 type teamStats struct {
 	overflow int64
 	last     limit.Decision // the latest check of the team by either gate
+	rule     string         // with rules: the rule that last sent it away
 }
 
 func newDevStats() *devStats { return &devStats{teams: make(map[string]*teamStats)} }
@@ -55,6 +56,7 @@ func (s *devStats) record(o route.Outcome) {
 	}
 	if o.Route == route.Overflow {
 		ts.overflow++
+		ts.rule = o.Rule
 	}
 	ts.last = o.Decision
 }
@@ -143,6 +145,7 @@ type devRates struct {
 
 type teamRate struct {
 	team     string
+	rule     string
 	perSec   float64
 	overflow int64
 	last     limit.Decision
@@ -167,7 +170,7 @@ func rates(prev, cur devSnapshot, last devRates, start time.Time, top int) devRa
 		r.routed[i] = float64(cur.routed[i]-prev.routed[i]) / dt
 	}
 	for team, ts := range cur.teams {
-		r.top = append(r.top, teamRate{team: team, perSec: float64(ts.overflow-prev.teams[team].overflow) / dt, overflow: ts.overflow, last: ts.last})
+		r.top = append(r.top, teamRate{team: team, rule: ts.rule, perSec: float64(ts.overflow-prev.teams[team].overflow) / dt, overflow: ts.overflow, last: ts.last})
 	}
 	slices.SortFunc(r.top, func(a, b teamRate) int {
 		return cmp.Or(cmp.Compare(b.perSec, a.perSec), cmp.Compare(b.overflow, a.overflow), strings.Compare(a.team, b.team))
@@ -207,7 +210,11 @@ func (r devRates) writeLine(w io.Writer) error {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, "%s:%.0f/s(level=%.0f/%d,%s)", t.team, t.perSec, t.last.Level, t.last.Threshold, t.last.Tier)
+			fmt.Fprintf(&b, "%s:%.0f/s(level=%.0f/%d,%s", t.team, t.perSec, t.last.Level, t.last.Threshold, t.last.Tier)
+			if t.rule != "" {
+				fmt.Fprintf(&b, ",rule=%s", t.rule)
+			}
+			b.WriteByte(')')
 		}
 	}
 	b.WriteByte('\n')
@@ -228,13 +235,13 @@ func (r devRates) writeScreen(w io.Writer, header string) error {
 	for i, g := range r.gates {
 		fmt.Fprintf(&b, "%-10s %12.0f %14.2fms %16.1f\n", fmt.Sprintf("gate %d", i+1), g.partitions, g.pipelineMs, g.commands)
 	}
-	fmt.Fprintf(&b, "\ntop teams by overflow\n%-10s %12s %12s %24s %8s\n", "team", "overflow/s", "overflow", "level / threshold", "tier")
+	fmt.Fprintf(&b, "\ntop keys by overflow (a team, or team:user)\n%-18s %-10s %12s %12s %24s %8s\n", "key", "rule", "overflow/s", "overflow", "level / threshold", "tier")
 	for _, t := range r.top {
 		lt := fmt.Sprintf("%.0f / %d", t.last.Level, t.last.Threshold)
 		if t.last.Threshold > 0 {
 			lt += fmt.Sprintf(" (%.1fx)", t.last.Level/float64(t.last.Threshold))
 		}
-		fmt.Fprintf(&b, "%-10s %12.0f %12d %24s %8s\n", t.team, t.perSec, t.overflow, lt, t.last.Tier)
+		fmt.Fprintf(&b, "%-18s %-10s %12.0f %12d %24s %8s\n", t.team, cmp.Or(t.rule, "-"), t.perSec, t.overflow, lt, t.last.Tier)
 	}
 	if len(r.top) == 0 {
 		b.WriteString("(none yet: a team overflows once its level reaches its threshold)\n")

@@ -25,6 +25,11 @@ const (
 	// FirstTailTeam is the team_id of the Zipf tail's busiest team; the tail's teams are
 	// FirstTailTeam, FirstTailTeam+1, ... in falling order of traffic.
 	FirstTailTeam = 1000
+	// RunawayTeam and RunawayUser are the team and the user (distinct_id user-999999)
+	// that take Spec.RunawayShare of the records: one user far above what the rest of a
+	// team well under its limit sends, as a runaway SDK or a load test.
+	RunawayTeam = FirstTailTeam + 5
+	RunawayUser = 999_999
 	// loadStep is how often the generator tops up to its rate.
 	loadStep = 10 * time.Millisecond
 	// loadFlushTimeout bounds waiting for the last records' acknowledgements at stop.
@@ -37,9 +42,11 @@ type Spec struct {
 	Teams    int           // teams in the Zipf tail
 	Rate     int           // records per second, all teams together
 	HotShare float64       // share of the records from HotTeam
-	ZipfS    float64       // Zipf exponent of the tail, above 1; larger is more skewed
-	BadEvery int           // one malformed record in this many; 0 for none
-	Seed     uint64        // the random sequence; the same seed makes the same records
+	// RunawayShare is the share of the records from RunawayUser of RunawayTeam.
+	RunawayShare float64
+	ZipfS        float64 // Zipf exponent of the tail, above 1; larger is more skewed
+	BadEvery     int     // one malformed record in this many; 0 for none
+	Seed         uint64  // the random sequence; the same seed makes the same records
 }
 
 // AddFlags registers the spec's flags on fs, with the spec's current values as defaults.
@@ -48,15 +55,16 @@ func (s *Spec) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.Teams, "teams", s.Teams, "teams in the power-law tail (team_id 1000, 1001, ... in falling order of traffic)")
 	fs.IntVar(&s.Rate, "rate", s.Rate, "records per second produced to the input topic, all teams together")
 	fs.Float64Var(&s.HotShare, "hot-share", s.HotShare, "share of the records from the hot team (team_id 1), which runs far above its limit")
+	fs.Float64Var(&s.RunawayShare, "runaway-share", s.RunawayShare, "share of the records from one runaway user (distinct_id user-999999) of team_id 1005, a team otherwise well under its limit")
 	fs.Float64Var(&s.ZipfS, "zipf", s.ZipfS, "Zipf exponent of the tail, above 1 (larger: a few teams take more of the traffic)")
 	fs.IntVar(&s.BadEvery, "bad-every", s.BadEvery, "one malformed record (not JSON, no team_id, truncated, oversized team) in this many; 0 for none")
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "random seed; the same seed produces the same records")
 }
 
 // DefaultSpec is the demo's load: 5000 records/s over 1000 tail teams, 30% of them from
-// HotTeam, one in 200 malformed.
+// HotTeam, 3% from the runaway user, one in 200 malformed.
 func DefaultSpec() Spec {
-	return Spec{Teams: 1000, Rate: 5000, HotShare: 0.3, ZipfS: 1.1, BadEvery: 200, Seed: 1}
+	return Spec{Teams: 1000, Rate: 5000, HotShare: 0.3, RunawayShare: 0.03, ZipfS: 1.1, BadEvery: 200, Seed: 1}
 }
 
 // Check returns every problem with s, each naming its flag, joined.
@@ -73,6 +81,9 @@ func (s Spec) Check() error {
 	}
 	if !(s.HotShare >= 0 && s.HotShare < 1) {
 		errs = append(errs, fmt.Errorf("-hot-share %g: want a share from 0 to below 1", s.HotShare))
+	}
+	if !(s.RunawayShare >= 0 && s.HotShare+s.RunawayShare < 1) {
+		errs = append(errs, fmt.Errorf("-runaway-share %g: want a share from 0, below 1 with -hot-share (%g)", s.RunawayShare, s.HotShare))
 	}
 	if !(s.ZipfS > 1) {
 		errs = append(errs, fmt.Errorf("-zipf %g: want an exponent above 1", s.ZipfS))
@@ -114,10 +125,14 @@ func (g *Generator) Next() *kgo.Record {
 		return g.malformed()
 	}
 	team := FirstTailTeam + int(g.zipf.Uint64())
-	if g.rng.Float64() < g.spec.HotShare {
+	r := g.rng.Float64()
+	if r < g.spec.HotShare {
 		team = HotTeam
 	}
 	user := g.rng.IntN(5000)
+	if r >= g.spec.HotShare && r < g.spec.HotShare+g.spec.RunawayShare {
+		team, user = RunawayTeam, RunawayUser
+	}
 	return &kgo.Record{
 		Key:   fmt.Appendf(nil, "%d:user-%d", team, user),
 		Value: g.event(team, user),

@@ -2,6 +2,7 @@ package load
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestGeneratorRoutes(t *testing.T) {
 	}
 	now := func() time.Time { return time.Unix(1718000000, 0) }
 	gen, again := NewGenerator(spec, now), NewGenerator(spec, now)
-	perTeam := map[string]int{}
+	perTeam, perUser := map[string]int{}, map[string]int{}
 	reasons := map[string]int{}
 	const n = 4000
 	for i := 1; i <= n; i++ {
@@ -44,6 +45,7 @@ func TestGeneratorRoutes(t *testing.T) {
 			continue
 		}
 		perTeam[o.Team]++
+		perUser[string(rec.Key)]++
 		if want := o.Team + ":user-"; !strings.HasPrefix(string(rec.Key), want) {
 			t.Errorf("record %d: key %q, want %s...", i, rec.Key, want)
 		}
@@ -52,6 +54,10 @@ func TestGeneratorRoutes(t *testing.T) {
 		if reasons[reason] == 0 {
 			t.Errorf("no malformed record dead-lettered as %s: %v", reason, reasons)
 		}
+	}
+	// The runaway user is about its share of every record.
+	if got := perUser[fmt.Sprintf("%d:user-%d", RunawayTeam, RunawayUser)]; got < n*2/100 || got > n*4/100 {
+		t.Errorf("runaway user: %d of %d records, want about %.0f%%", got, n, spec.RunawayShare*100)
 	}
 	// The hot team leads, then the tail's head; the tail is long.
 	if !(perTeam["1"] > perTeam["1000"] && perTeam["1000"] > perTeam["1001"] && perTeam["1001"] > 0) || len(perTeam) < 100 {

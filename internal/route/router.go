@@ -128,10 +128,12 @@ type Outcome struct {
 	// the record or the next Route call with the same Scratch.
 	Team string
 	// Decision is the limiter's answer; zero when no team could be read. With several
-	// limits it is the first limited limit's answer, else the primary's.
+	// limits it is the first limited limit's answer, else the primary's; with rules, that
+	// of the rule whose action the record got, else of the first rule checked.
 	Decision limit.Decision
 	// Rule is, with rules (NewRules), the rule whose action the record got; empty when
-	// none was over. Team is then the key of the first rule checked.
+	// none was over. Team is then that rule's key (else the first checked rule's), in the
+	// Scratch: valid until the next Route with it.
 	Rule string
 	// Enforced and EnforcedReason are where the record would go, and why, were the gate
 	// enforcing. They equal Route and Reason except in dry run, where Route is always
@@ -143,8 +145,9 @@ type Outcome struct {
 // Scratch holds one goroutine's reusable buffers for Route. The zero value is ready to use;
 // a Scratch must not be used by two goroutines at once.
 type Scratch struct {
-	key []byte // a composite team key being joined
-	at  []int  // a composite key's fields: where each one's value is (see members)
+	key  []byte // a composite team key being joined
+	keep []byte // with rules: Outcome.Team, kept past the next rule's key
+	at   []int  // a composite key's fields: where each one's value is (see members)
 
 	// Replay is set by the caller while it routes records the limiter has counted
 	// already (an aborted transaction's, routed again): they are judged, not counted

@@ -297,12 +297,13 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 			break
 		}
 		if o.Team == "" {
-			o.Team = key
+			o.Team = s.keepKey(key)
 		}
 		forced := false
 		if len(st.forced) > 0 {
 			_, forced = st.forced[key] // a string key: the lookup does not allocate
 		}
+		var d limit.Decision
 		over := false
 		if forced {
 			n := int64(1)
@@ -310,12 +311,16 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 				n = 0
 			}
 			n *= r.ruleCost(st, rec, s)
-			for _, l := range st.Limiters {
+			d = r.check(st.Limiters[0], now, at, key, n)
+			for _, l := range st.Limiters[1:] {
 				r.check(l, now, at, key, n)
 			}
 			over = true
 		} else {
-			over = r.checkRule(st, now, at, key, r.ruleCost(st, rec, s))
+			d, over = r.checkRule(st, now, at, key, r.ruleCost(st, rec, s))
+		}
+		if o.Decision == (limit.Decision{}) {
+			o.Decision = d
 		}
 		if !over {
 			st.under.Inc()
@@ -328,6 +333,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 		ro.over |= 1 << uint(i)
 		if st.Action > ro.action {
 			ro.action, ro.rule, ro.forced = st.Action, i, forced
+			o.Team, o.Decision = s.keepKey(key), d
 		}
 	}
 	if f.reason != reasonNone {
@@ -417,6 +423,13 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 	return o
 }
 
+// keepKey copies key into s's keep buffer, past the next rule's composite key, which
+// reuses the key buffer; it allocates only while the buffer grows.
+func (s *Scratch) keepKey(key string) string {
+	s.keep = append(s.keep[:0], key...)
+	return bytesString(s.keep)
+}
+
 // maxMatchBytes bounds a matched value: a match compares it with a list, never keeps it.
 const maxMatchBytes = 1 << 30
 
@@ -487,12 +500,14 @@ func (r *Router) ruleCost(st *ruleState, rec *kgo.Record, s *Scratch) int64 {
 	return 1
 }
 
-// checkRule checks key against st's limits and reports whether any is over, counting n
-// as st's mode says (checkAll).
-func (r *Router) checkRule(st *ruleState, now, at time.Time, key string, n int64) bool {
+// checkRule checks key against st's limits and reports whether any is over, with the
+// first limit over's decision (else the first's), counting n as st's mode says
+// (checkAll).
+func (r *Router) checkRule(st *ruleState, now, at time.Time, key string, n int64) (limit.Decision, bool) {
 	if len(st.Limiters) == 1 {
-		return r.check(st.Limiters[0], now, at, key, n).Limited
+		d := r.check(st.Limiters[0], now, at, key, n)
+		return d, d.Limited
 	}
-	_, over := r.checkLimits(st.Limiters[0], st.Limiters[1:], st.cap, now, at, key, n)
-	return over >= 0
+	d, over := r.checkLimits(st.Limiters[0], st.Limiters[1:], st.cap, now, at, key, n)
+	return d, over >= 0
 }
