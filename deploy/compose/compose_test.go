@@ -356,6 +356,33 @@ func exportedMetrics(t *testing.T) metricSet {
 	if !slices.ContainsFunc(slices.Collect(maps.Keys(names)), func(n string) bool { return strings.HasPrefix(n, "gate_kafka_") }) {
 		t.Fatal("no gate_kafka_ (kprom) metric described")
 	}
+	// A gate with rules exports the rules' metrics too: those of the rules in use are not
+	// described (they change with the file) but gathered, each child made at start.
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte("rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vars["GATE_RULES_FILE"] = rulesFile
+	cfg, err = config.Load(func(k string) string { return vars[k] }, slices.Collect(maps.Keys(vars)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg, err := gate.New(cfg, log, gate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rg.CloseRedis(log)
+	defer rg.Consumer.Close()
+	mfs, err := rg.Reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	if !names["gate_rule_records_total"] || !names["gate_rules_file_valid"] {
+		t.Fatal("a gate with rules exports no gate_rule_records_total or gate_rules_file_valid")
+	}
 	return names
 }
 

@@ -10,6 +10,7 @@ require (
 require (
 	github.com/kelseyhightower/envconfig v1.4.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )
 
 require (
