@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/overrides"
@@ -29,17 +31,46 @@ const fleetRules = `rules:
     limits: [1m:10000, 1h:100000]
 `
 
-// Two gates with the same rules enforce each rule fleet-wide through one Redis: what one
-// gate counted for a user, the other reads and diverts on; every rule's keys are its own
-// ({prefix}:rule:{name}, a further window's /w{seconds}), and the team rule, which the
-// runaway user's diverted records do not reach, diverts nobody.
+// Two gates with the same rules enforce each rule fleet-wide through one Redis, standalone
+// or a 3-node Redis Cluster: what one gate counted for a user, the other reads and diverts
+// on; every rule's keys are its own ({prefix}:rule:{name}, a further window's
+// /w{seconds}), and the team rule, which the runaway user's diverted records do not reach,
+// diverts nobody.
 func TestRulesFleet(t *testing.T) {
-	srv := redistest.Start(t)
-	cfg := load(t, map[string]string{
-		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
-		"GATE_REDIS_URLS":    srv.URL(),
-		"GATE_REDIS_PREFIX":  "fleet",
+	t.Run("standalone", func(t *testing.T) {
+		srv := redistest.Start(t)
+		rdb := srv.Client(t)
+		testRulesFleet(t, map[string]string{"GATE_REDIS_URLS": srv.URL()}, func(ctx context.Context, pattern string) ([]string, error) {
+			return rdb.Keys(ctx, pattern).Result()
+		})
 	})
+	t.Run("cluster", func(t *testing.T) {
+		c := redistest.StartCluster(t, 3, 0)
+		testRulesFleet(t, map[string]string{"GATE_REDIS_URLS": strings.Join(c.URLs(), ","), "GATE_REDIS_MODE": "cluster"}, func(ctx context.Context, pattern string) ([]string, error) {
+			var all []string
+			for _, u := range c.URLs() {
+				opt, err := redis.ParseURL(u)
+				if err != nil {
+					return nil, err
+				}
+				cl := redis.NewClient(opt)
+				keys, err := cl.Keys(ctx, pattern).Result()
+				cl.Close()
+				if err != nil {
+					return nil, err
+				}
+				all = append(all, keys...)
+			}
+			return all, nil
+		})
+	})
+}
+
+func testRulesFleet(t *testing.T, env map[string]string, keysOf func(context.Context, string) ([]string, error)) {
+	env["GATE_KAFKA_BROKERS"] = "127.0.0.1:1"
+	env["GATE_REDIS_PREFIX"] = "fleet"
+	cfg := load(t, env)
+	cluster := env["GATE_REDIS_MODE"] == "cluster"
 	set, err := rules.Parse("rules.yaml", []byte(fleetRules), cfg.RulesOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +128,7 @@ func TestRulesFleet(t *testing.T) {
 		}
 	}
 	// A live override in the user rule's own hash lowers one user's limit, not the team's.
-	if err := overrides.Set(ctx, srv.Client(t), "fleet:rule:team-user:overrides", "t1:user-0", 2, time.Now()); err != nil {
+	if err := overrides.Set(ctx, gates[0].Clients[0], "fleet:rule:team-user:overrides", "t1:user-0", 2, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := gates[1].gen.Load().overrides[0].Refresh(ctx); err != nil {
@@ -111,20 +142,25 @@ func TestRulesFleet(t *testing.T) {
 	}
 	tick(gates[0])
 	tick(gates[1])
-	keys, err := srv.Client(t).Keys(ctx, "fleet:*").Result()
+	keys, err := keysOf(ctx, "fleet:*")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// In cluster mode a key carries its shard's hash tag after the prefix: {prefix}:{sN}:{key}.
+	tag := ""
+	if cluster {
+		tag = `\{s\d+\}:`
 	}
 	var user, team, hour int
 	for _, k := range keys {
 		switch {
-		case strings.HasPrefix(k, "fleet:rule:team-user:t1:runaway:"):
+		case regexp.MustCompile(`^fleet:rule:team-user:` + tag + `t1:runaway:`).MatchString(k):
 			user++
-		case strings.HasPrefix(k, "fleet:rule:team/w3600:t1:"):
+		case regexp.MustCompile(`^fleet:rule:team/w3600:` + tag + `t1:`).MatchString(k):
 			hour++
-		case strings.HasPrefix(k, "fleet:rule:team:t1:"):
+		case regexp.MustCompile(`^fleet:rule:team:` + tag + `t1:`).MatchString(k):
 			team++
-		case strings.HasPrefix(k, "fleet:t1:"):
+		case regexp.MustCompile(`^fleet:` + tag + `t1:`).MatchString(k):
 			t.Errorf("key %s: the gate without rules' layout", k)
 		}
 	}
