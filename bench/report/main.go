@@ -331,6 +331,16 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean("BenchmarkReadReduction/nohold", "redis_cpu_s/Mevents"); ok {
 		out["redis_cpu_s_per_million_events_nohold"] = v
 	}
+	for _, k := range []struct{ unit, key string }{{"cmds/tick", "redis_commands_per_tick_rules3"}, {"writes/tick", "redis_writes_per_tick_rules3"}, {"redis_cpu_s/Mevents", "redis_cpu_s_per_million_events_rules3"}} {
+		if v, ok := b.Mean("BenchmarkReadReduction/rules3", k.unit); ok {
+			out[k.key] = v
+		}
+	}
+	if r, ok := b.Mean("BenchmarkReadReduction/rules3", "redis_cpu_s/Mevents"); ok {
+		if o, ok := b.Mean(benchReadOurs, "redis_cpu_s/Mevents"); ok && o > 0 {
+			out["redis_cpu_rules3_vs_one_rule"] = r / o
+		}
+	}
 	if v, ok := b.Mean(benchReadBase, "cmds/tick"); ok {
 		out["redis_commands_per_tick_baseline"] = v
 	}
@@ -556,6 +566,10 @@ var rows = []row{
 	{"redis_cpu_s_per_million_events_baseline", nil, "the same, writes as before (INCRBY + EXPIRE per count)"},
 	{"redis_commands_per_tick_nohold", nil, "the same traffic with divert holds off (GATE_DIVERT_HOLD=0, GATE_DIVERT_RELEASE=1): what the hold flags cost"},
 	{"redis_cpu_s_per_million_events_nohold", nil, "the same, Redis CPU"},
+	{"redis_commands_per_tick_rules3", nil, "the same traffic under three rules (team; team:user, 50 users a team; an event type, 1 in 20 events), one tick"},
+	{"redis_writes_per_tick_rules3", nil, "the same, counts written per tick: one per active key and window"},
+	{"redis_cpu_s_per_million_events_rules3", nil, "the same, Redis CPU"},
+	{"redis_cpu_rules3_vs_one_rule", nil, "redis_cpu_s_per_million_events_rules3 ÷ redis_cpu_s_per_million_events, same run: the cost follows the active keys"},
 	{"redis_cpu_vs_baseline", ptr(atMost(0.2)), "redis_cpu_s_per_million_events ÷ its baseline, same run"},
 	{"redis_cpu_s_per_million_events_adaptive_static", nil, "BenchmarkAdaptiveCost/static: the same workload, windows 24-32 of a fresh fleet"},
 	{"redis_cpu_s_per_million_events_adaptive", nil, "GATE_THRESHOLD_MODE=adaptive before any team is learned: the profiles' upkeep alone, same run"},

@@ -147,10 +147,17 @@ func BenchmarkReadReduction(b *testing.B) {
 		{"nohold", limit.Config{DivertHold: -1, DivertRelease: 1}, false},
 		{"baseline", limit.Config{}, true},
 		{"reference", limit.Config{HotEveryTick: &off, PendingReadShare: -1}, false},
+		// Three rules (issue 37): the team, each user within it, and an event type; one tick.
+		{"rules3", limit.Config{}, false},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			for b.Loop() {
-				rr := readReduction(b, v.cfg, v.baseline)
+				var rr readRun
+				if v.name == "rules3" {
+					rr = steadyRun(b, v.cfg, steadyOpts{warm: 60, measure: 120, split: true, rules: true})
+				} else {
+					rr = readReduction(b, v.cfg, v.baseline)
+				}
 				b.ReportMetric(1-float64(rr.reads)/float64(rr.everyTeam), "read_reduction")
 				b.ReportMetric(float64(rr.reads)/float64(rr.ticks), "reads/tick")
 				b.ReportMetric(float64(rr.cmds)/float64(rr.ticks), "cmds/tick")
@@ -250,6 +257,10 @@ type steadyOpts struct {
 	baseline      bool // writes as before writeScript, every team on every tick
 	split         bool // tick as Run does (a write phase, then a read phase); else Tick
 	seeded        bool // every team's profile holds a day of history (seedProfiles)
+	// rules runs three limiters in the one tick, as a gate with three rules: the team
+	// (threshold 300,000), team:user (each event one of its team's 50 users; 30,000) and
+	// the team's merge events (1 in 20 events; 3,000), each under its own key prefix.
+	rules bool
 }
 
 // steadyRun runs BenchmarkReadReduction's workload (100k Zipf(1.1) teams, 100k events a
@@ -267,6 +278,31 @@ func steadyRun(b *testing.B, cfg limit.Config, o steadyOpts) (rr readRun) {
 		cfg.ColdWriteInterval = writeEveryTick // as the gate wrote before: every team, every tick
 	}
 	l, tk, client := benchGate(b, srv, cfg, clk, 5*time.Second, "")
+	var user, merges *limit.Limiter
+	if o.rules {
+		mk := func(thr int64) *limit.Limiter {
+			c := cfg
+			c.Threshold = thr
+			x, err := limit.New(c, clk, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return x
+		}
+		user, merges = mk(30_000), mk(3_000)
+		var err error
+		tk, err = NewMulti([]Limit{{Lim: l, KeyPrefix: "gate:rule:team"}, {Lim: user, KeyPrefix: "gate:rule:team-user"}, {Lim: merges, KeyPrefix: "gate:rule:merges"}},
+			[]redis.UniversalClient{client}, Config{TickTimeout: time.Minute}, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	users := make([]string, 50)
+	for i := range users {
+		users[i] = ":user-" + strconv.Itoa(i)
+	}
+	userRNG := rand.New(rand.NewPCG(3, 5))
+	var key []byte
 	if o.baseline {
 		tk.writes = &baselineWrites{}
 	}
@@ -285,8 +321,16 @@ func steadyRun(b *testing.B, cfg limit.Config, o steadyOpts) (rr readRun) {
 			cpu0 = redisCPU(b, client)
 		}
 		now := clk.Now()
-		for range recordsPerSec {
-			l.CheckAt(now, names[z.Uint64()], 1)
+		for i := range recordsPerSec {
+			team := names[z.Uint64()]
+			l.CheckAt(now, team, 1)
+			if o.rules {
+				key = append(append(key[:0], team...), users[userRNG.IntN(len(users))]...)
+				user.CheckAt(now, string(key), 1)
+				if i%20 == 0 {
+					merges.CheckAt(now, team, 1)
+				}
+			}
 		}
 		clk.Advance(time.Second)
 		var r TickResult
@@ -314,6 +358,9 @@ func steadyRun(b *testing.B, cfg limit.Config, o steadyOpts) (rr readRun) {
 		rr.ticks++
 		if s%15 == 14 {
 			rr.everyTeam += l.Len() // every cached team, once per sync interval
+			if o.rules {
+				rr.everyTeam += user.Len() + merges.Len()
+			}
 		}
 	}
 	rr.cpu = redisCPU(b, client) - cpu0
