@@ -62,11 +62,11 @@ func (s *devStats) record(o route.Outcome) {
 }
 
 // wrap returns a router that counts r's outcomes in s.
-func (s *devStats) wrap(r *route.Router) consume.Router { return &statsRouter{Router: r, stats: s} }
+func (s *devStats) wrap(r consume.Router) consume.Router { return &statsRouter{Router: r, stats: s} }
 
 // statsRouter is the gate's router with every outcome counted in a devStats.
 type statsRouter struct {
-	*route.Router
+	consume.Router
 	stats *devStats
 }
 

@@ -76,7 +76,7 @@ type RuleLimits struct {
 type Options struct {
 	// WrapRouter, if set, stands between the consumer and the router (the demo counts
 	// outcomes per team through it).
-	WrapRouter func(*route.Router) consume.Router
+	WrapRouter func(consume.Router) consume.Router
 	// ClientOpts are added after the consumer's own Kafka client options.
 	ClientOpts []kgo.Opt
 	// Writer names this process in Redis (sync.Config.Writer); empty means a random name.
@@ -175,7 +175,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		r = switchRouter{g} // the current generation's router, record by record
 	}
 	if o.WrapRouter != nil {
-		r = o.WrapRouter(g.Router)
+		r = o.WrapRouter(r) // with rules, over the router of the rules in use
 	}
 	if g.Consumer, err = consume.New(ccfg, r, nil, g.Reg, log.With("component", "consume")); err != nil {
 		return nil, fmt.Errorf("building the Kafka consumer: %w", err)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/consume"
-	"github.com/capturegate/gate/internal/route"
 )
 
 func load(t *testing.T, env map[string]string) config.Config {
@@ -40,7 +39,7 @@ func TestNewConnectsNothing(t *testing.T) {
 	var wrapped bool
 	start := time.Now()
 	g, err := New(cfg, slog.New(slog.DiscardHandler), Options{
-		WrapRouter: func(r *route.Router) consume.Router { wrapped = true; return r },
+		WrapRouter: func(r consume.Router) consume.Router { wrapped = true; return r },
 		ClientOpts: []kgo.Opt{kgo.ClientID("test")},
 	})
 	if err != nil {
