@@ -224,6 +224,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	logStartup(log, cfg, lim, ticker, ln.Addr().String())
+	g.LogRules()
 
 	// 2. Start. The tick's context is not ctx: the tick must keep running until everything
 	// that counts has stopped, then flush, so it is cancelled explicitly below.
@@ -305,6 +306,7 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *gate
 		"delivery", string(cfg.Delivery),
 		"transactional_id", cfg.TransactionalID,
 		"kafka_start_offset", string(cfg.KafkaStartOffset),
+		"rules_file", cfg.RulesFile, // with one, the next line names the rules; key_from ... overrides are not used
 		"key_from", cfg.KeyFrom.String(),
 		"max_key_bytes", cfg.MaxKeyBytes,
 		"validate_json", cfg.ValidateJSON,

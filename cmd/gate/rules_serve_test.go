@@ -134,6 +134,9 @@ func TestServeRules(t *testing.T) {
 			if err := g.stop(t); err != nil {
 				t.Fatalf("run: %v\n%s", err, g.stderr)
 			}
+			if want := `"msg":"rules in use","generation":1,"file":"` + rules + `","rules":["team-user","merges","big-events","team"],"key_prefixes":["gate:rule:team-user",`; !strings.Contains(g.stderr.String(), want) {
+				t.Errorf("logs lack %s:\n%s", want, g.stderr)
+			}
 		})
 	}
 }

@@ -114,6 +114,14 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	return gen, nil
 }
 
+// describe is gen's rule names and their keys' prefixes, for the log.
+func (gen *generation) describe() (names, prefixes []string) {
+	for _, r := range gen.rules {
+		names, prefixes = append(names, r.Name), append(prefixes, r.KeyPrefixes[0])
+	}
+	return names, prefixes
+}
+
 // switchRouter routes each record through the current generation's router.
 type switchRouter struct{ g *Gate }
 
@@ -133,6 +141,14 @@ type genCollector struct{ g *Gate }
 func (genCollector) Describe(chan<- *prometheus.Desc) {}
 
 func (c genCollector) Collect(ch chan<- prometheus.Metric) { c.g.gen.Load().reg.Collect(ch) }
+
+// LogRules logs the rules in use, if any: serve's line after "gate started".
+func (g *Gate) LogRules() {
+	if gen := g.gen.Load(); gen != nil {
+		names, prefixes := gen.describe()
+		g.log.Info("rules in use", "generation", gen.n, "file", gen.set.Source, "rules", names, "key_prefixes", prefixes)
+	}
+}
 
 // CurrentRules are the limiters of the rules in use (nil without rules).
 func (g *Gate) CurrentRules() []RuleLimits {
@@ -181,7 +197,8 @@ func (g *Gate) RunTick(ctx context.Context) {
 		old, oldStop := g.gen.Load(), stop
 		stop = g.start(gen)
 		g.gen.Store(gen)
-		g.log.Info("rules in use", "generation", gen.n, "rules", len(set.Rules))
+		names, prefixes := gen.describe()
+		g.log.Info("rules in use", "generation", gen.n, "file", set.Source, "rules", names, "key_prefixes", prefixes)
 		retiring.Add(1)
 		go func() {
 			defer retiring.Done()
