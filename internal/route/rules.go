@@ -256,6 +256,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 		at = r.eventTime(rec)
 	}
 	failedRule := -1
+	var failedKey *KeyFrom // the key or match field that could not be read
 	for i := range r.rules {
 		if f.reason != reasonNone {
 			break
@@ -266,7 +267,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 			m := &st.Match[j]
 			v, mf := m.Field.readAt(rec, js, s.at, s, maxMatchBytes)
 			if mf.reason != reasonNone && !missingKey(mf) && mf.reason != reasonFieldType {
-				f, failedRule = mf, i
+				f, failedRule, failedKey = mf, i, &m.Field
 				break
 			}
 			if (mf.reason == reasonNone && slices.Contains(m.Values, v)) == m.Not {
@@ -293,7 +294,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 				st.missing.Inc()
 				continue
 			}
-			f, failedRule = kf, i
+			f, failedRule, failedKey = kf, i, &st.Key
 			break
 		}
 		if o.Team == "" {
@@ -337,14 +338,23 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 		}
 	}
 	if f.reason != reasonNone {
+		o.Enforced, o.EnforcedReason = DeadLetter, f.reason.String()
+		if r.cfg.DryRun {
+			// As without rules: dry run sends everything to accepted, counting what
+			// enforcement would have done.
+			r.diverted[f.reason].Inc()
+			r.records[reasonDryRun].Inc()
+			o.Route, o.Reason = Accepted, ReasonDryRun
+			r.fill(out, rec, Accepted, rec.Key, 0)
+			return o
+		}
 		detail := ""
 		if failedRule >= 0 {
-			k := r.rules[failedRule].Key
-			detail = "rule " + r.rules[failedRule].Name + ": " + k.detail(f, r.maxKey)
+			detail = "rule " + r.rules[failedRule].Name + ": " + failedKey.detail(f, r.maxKey)
 		} else {
 			detail = r.rules[0].Key.detail(f, r.maxKey)
 		}
-		o.Route, o.Reason, o.Enforced, o.EnforcedReason = DeadLetter, f.reason.String(), DeadLetter, f.reason.String()
+		o.Route, o.Reason = DeadLetter, f.reason.String()
 		r.records[f.reason].Inc()
 		*out = *r.deadLetter(rec, r.hdrValue[f.reason], detail)
 		return o

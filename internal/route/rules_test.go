@@ -184,6 +184,12 @@ func TestRulesMatch(t *testing.T) {
 	if f.ruleCount("merges", "unmatched") != 15 || f.ruleCount("not-internal", "unmatched") != 4 {
 		t.Errorf("unmatched: merges %v, not-internal %v", f.ruleCount("merges", "unmatched"), f.ruleCount("not-internal", "unmatched"))
 	}
+	// A match field given twice is as ambiguous as a key: dead-lettered, naming the field.
+	out, o := f.r.Route(f.clk.Now(), input(`{"team_id":"t1","event":"$pageview","event":"$identify"}`, ""), nil)
+	if out.Topic != topicDead || o.Reason != ReasonAmbiguousTeam || !strings.Contains(headerValues(out, HeaderErrorDetail)[0], `rule merges:`) ||
+		!strings.Contains(headerValues(out, HeaderErrorDetail)[0], "event") {
+		t.Errorf("an ambiguous match field: %s %s %v", out.Topic, o.Reason, headerValues(out, HeaderErrorDetail))
+	}
 	if n := testutil.ToFloat64(f.r.ruleTopic[0][0]); n != 2 {
 		t.Errorf("gate_rule_topic_records_total{merges, rate_limited} = %v, want 2", n)
 	}
@@ -256,7 +262,7 @@ func TestRulesMissingKey(t *testing.T) {
 		{`{"team_id":"t1"}`, topicAccepted, ReasonAllowed, ""},
 		{`{"distinct_id":"u1"}`, topicDead, ReasonFieldMissing, "rule team: "},
 		{`{"team_id":"t1","distinct_id":"a","distinct_id":"b"}`, topicDead, ReasonAmbiguousTeam, "rule user: "},
-		{`{"team_id":"t1","distinct_id":{"x":1}}`, topicDead, ReasonFieldType, "rule user: "},
+		{`{"team_id":"t1","distinct_id":{"x":1}}`, topicDead, ReasonFieldType, `rule user: json field "distinct_id"`},
 		{`{"team_id":"t1",`, topicDead, ReasonNotJSON, ""},
 		{`[1]`, topicDead, ReasonNotJSON, ""},
 	} {
@@ -291,6 +297,14 @@ func TestRulesForcedAndDryRun(t *testing.T) {
 		}
 		if out, _ := f.r.Route(f.clk.Now(), event("good", "u", "e"), nil); out.Topic != topicAccepted {
 			t.Errorf("dry run %v: good team to %s", dry, out.Topic)
+		}
+		// A record no rule can read: dead-lettered, or in dry run accepted and counted.
+		out, o = f.r.Route(f.clk.Now(), input(`not json`, ""), nil)
+		if want := map[bool]string{false: topicDead, true: topicAccepted}[dry]; out.Topic != want || o.EnforcedReason != ReasonNotJSON {
+			t.Errorf("dry run %v: unreadable record to %s (enforced %s), want %s", dry, out.Topic, o.EnforcedReason, want)
+		}
+		if dry && testutil.ToFloat64(f.r.diverted[reasonNotJSON]) != 1 {
+			t.Errorf("dry run: not_json not counted in gate_dry_run_diverted_total")
 		}
 	}
 }
