@@ -42,15 +42,13 @@ type Gate struct {
 	Router   *route.Router
 	Consumer *consume.Consumer
 	// Overrides keeps the limiter's per-team thresholds in step with the live hash in
-	// the first Redis instance; serve runs it with the rules' (RunOverrides).
+	// the first Redis instance; serve runs it (RunOverrides). Nil with rules: each rule
+	// generation runs its own refreshers (RunTick).
+	//
+	// With rules, Lim, Ticker and Router are the first generation's (the first rule's
+	// first limit, its tick, its router), as the gate started; CurrentRules is what is in
+	// use since the last reload.
 	Overrides *overrides.Refresher
-	// Rules are the limiters of each rule as the gate started (CurrentRules: those in use
-	// since the last reload), in the rules' order; Lim is the first one's first limit,
-	// Ticker its tick, Router its router, and Overrides the first rule's refresher. Nil
-	// without rules.
-	Rules []RuleLimits
-	// RuleOverrides are the other rules' refreshers, each over its rule's own hash.
-	RuleOverrides []*overrides.Refresher
 
 	// With rules: the generation in use, the reloader of GATE_RULES_FILE (nil for
 	// Options.Rules), and what a new generation is built from (rules.go).
@@ -149,8 +147,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		}
 		g.gen.Store(gen)
 		g.Reg.MustRegister(genCollector{g})
-		g.Lim, g.Ticker, g.Router, g.Rules = gen.rules[0].Lims[0], gen.ticker, gen.router, gen.rules
-		g.Overrides, g.RuleOverrides = gen.overrides[0], gen.overrides[1:]
+		g.Lim, g.Ticker, g.Router = gen.rules[0].Lims[0], gen.ticker, gen.router
 	} else {
 		scfg := cfg.SyncConfig()
 		scfg.Writer = o.Writer

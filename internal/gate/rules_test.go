@@ -84,11 +84,11 @@ func testRulesFleet(t *testing.T, env map[string]string, keysOf func(context.Con
 		}
 		t.Cleanup(func() { g.Consumer.Close(); g.CloseRedis(log) })
 		gates[i] = g
-		if len(g.Rules) != 2 || len(g.Rules[1].Lims) != 2 || len(g.RuleOverrides) != 1 || g.Lim != g.Rules[0].Lims[0] {
-			t.Fatalf("gate %d: rules %+v, overrides %d", i, g.Rules, len(g.RuleOverrides))
+		if rs, gen := g.CurrentRules(), g.gen.Load(); len(rs) != 2 || len(rs[1].Lims) != 2 || len(gen.overrides) != 2 || g.Lim != rs[0].Lims[0] || g.Overrides != nil {
+			t.Fatalf("gate %d: rules %+v, overrides %d", i, rs, len(gen.overrides))
 		}
 	}
-	if got := gates[0].Rules[1].KeyPrefixes; !slices.Equal(got, []string{"fleet:rule:team", "fleet:rule:team/w3600"}) {
+	if got := gates[0].CurrentRules()[1].KeyPrefixes; !slices.Equal(got, []string{"fleet:rule:team", "fleet:rule:team/w3600"}) {
 		t.Errorf("team rule's key prefixes %v", got)
 	}
 	ctx := context.Background()
