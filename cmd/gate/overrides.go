@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,11 +176,7 @@ func checkRule(cfg config.Config, rule string) error {
 	if cfg.RulesFile == "" {
 		return nil
 	}
-	data, err := os.ReadFile(cfg.RulesFile)
-	if err != nil {
-		return config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
-	}
-	set, err := rules.Parse(cfg.RulesFile, data, cfg.RulesOptions())
+	set, err := rules.ReadFile(cfg.RulesFile, cfg.RulesOptions())
 	if err != nil {
 		return config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
 	}

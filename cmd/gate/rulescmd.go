@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -38,11 +37,7 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		return err
 	}
 	path := args[1]
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return config.Problems{fmt.Errorf("reading the rules file: %w", err)}
-	}
-	set, err := rules.Parse(path, data, cfg.RulesOptions())
+	set, err := rules.ReadFile(path, cfg.RulesOptions())
 	if err != nil {
 		return config.Problems{err}
 	}

@@ -67,9 +67,9 @@ func NewReloader(path string, o Options, ro ReloadOptions) (*Reloader, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	raw, err := os.ReadFile(path)
+	raw, err := readRaw(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading GATE_RULES_FILE: %w", ErrRules, err)
+		return nil, err
 	}
 	s, err := Parse(path, raw, o)
 	if err != nil {
@@ -90,6 +90,24 @@ func NewReloader(path string, o Options, ro ReloadOptions) (*Reloader, error) {
 		}
 	}
 	return r, nil
+}
+
+// ReadFile reads and checks the rules file at path, as a gate reads GATE_RULES_FILE.
+func ReadFile(path string, o Options) (*Set, error) {
+	raw, err := readRaw(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, raw, o)
+}
+
+// readRaw is the rules file at path, its error wrapping ErrRules.
+func readRaw(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the rules file: %w", ErrRules, err)
+	}
+	return raw, nil
 }
 
 // Current is the rule set in use.
@@ -120,7 +138,7 @@ func (r *Reloader) CheckNow() bool {
 // read is Check's read of the file at now; r.mu is held.
 func (r *Reloader) read(now time.Time) bool {
 	r.next = now.Add(r.interval)
-	raw, err := os.ReadFile(r.path)
+	raw, err := readRaw(r.path)
 	if err == nil && bytes.Equal(raw, r.raw) {
 		if r.lastBad != "" {
 			r.lastBad = ""
@@ -132,8 +150,6 @@ func (r *Reloader) read(now time.Time) bool {
 	var s *Set
 	if err == nil {
 		s, err = Parse(r.path, raw, r.opts)
-	} else {
-		err = fmt.Errorf("%w: reading GATE_RULES_FILE: %w", ErrRules, err)
 	}
 	if err != nil {
 		r.good.Set(0)

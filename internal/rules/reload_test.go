@@ -114,7 +114,7 @@ func TestReloaderKeepsTheLastGoodSet(t *testing.T) {
 // A file that cannot be read or used stops the gate at start, naming the problem.
 func TestNewReloaderRefuses(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := NewReloader(filepath.Join(dir, "none.yaml"), Options{}, ReloadOptions{}); err == nil || !strings.Contains(err.Error(), "reading GATE_RULES_FILE") {
+	if _, err := NewReloader(filepath.Join(dir, "none.yaml"), Options{}, ReloadOptions{}); err == nil || !strings.Contains(err.Error(), "reading the rules file") {
 		t.Errorf("missing file: %v", err)
 	}
 	path := filepath.Join(dir, "bad.yaml")
