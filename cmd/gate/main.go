@@ -374,11 +374,11 @@ func teamsFor(cfg config.Config, g *gate.Gate) *teamAPI {
 	if !cfg.TeamAPI {
 		return nil
 	}
-	a := newTeamAPI(gateJSON{RedisPrefix: cfg.RedisPrefix, ConsumerGroup: cfg.GroupID}, g.Lim, g.Extra)
+	rules := fixedRules(g.Lim, g.Extra...)
 	if g.CurrentRules() != nil {
-		a.rules = g.CurrentRules
+		rules = g.CurrentRules
 	}
-	return a
+	return newTeamAPI(gateJSON{RedisPrefix: cfg.RedisPrefix, ConsumerGroup: cfg.GroupID}, rules)
 }
 
 // newMux serves the operational endpoints.

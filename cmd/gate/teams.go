@@ -32,8 +32,11 @@ const (
 // changes a decision. Answers to ?top=N are at most topCacheTTL old (by the limiter's
 // clock); a single team's are computed on each request.
 type teamAPI struct {
-	lim   *limit.Limiter   // the primary limit
-	extra []*limit.Limiter // GATE_LIMITS
+	// rules are the limiters the view reads, asked on each request (a rules file's reload
+	// replaces them): with GATE_RULES_FILE one entry per rule, without it one unnamed
+	// entry, the limit and GATE_LIMITS' (fixedRules). A key has one row per limit of
+	// each rule that has state for it.
+	rules func() []gate.RuleLimits
 	// tops holds the encoded answer per N with when it was computed; nil until first
 	// used (newTeamAPI). ttlcache's own expiry (wall clock, twice topCacheTTL) frees
 	// memory; whether an answer is fresh is decided by the limiter's clock, so tests
@@ -41,10 +44,12 @@ type teamAPI struct {
 	tops *ttlcache.Cache[int, cachedTop]
 	// gate names the limits this gate enforces, so an answer says whose it is.
 	gate gateJSON
-	// rules, with GATE_RULES_FILE, are the limiters of the rules in use, asked on each
-	// request (a reload replaces them); lim and extra are then unused. A key has one row
-	// per limit of each rule that has state for it.
-	rules func() []gate.RuleLimits
+}
+
+// fixedRules is the view's limiters of a gate without rules: lim, then extra.
+func fixedRules(lim *limit.Limiter, extra ...*limit.Limiter) func() []gate.RuleLimits {
+	rs := []gate.RuleLimits{{Lims: append([]*limit.Limiter{lim}, extra...)}}
+	return func() []gate.RuleLimits { return rs }
 }
 
 // gateJSON names the gate that answers and the fleet it counts in: gates share a limit
@@ -61,9 +66,9 @@ type cachedTop struct {
 	body []byte
 }
 
-// newTeamAPI returns the team view over lim and extra, answered as gate g.
-func newTeamAPI(g gateJSON, lim *limit.Limiter, extra []*limit.Limiter) *teamAPI {
-	return &teamAPI{lim: lim, extra: extra, tops: newTopCache(), gate: g}
+// newTeamAPI returns the team view over the limiters rules gives, answered as gate g.
+func newTeamAPI(g gateJSON, rules func() []gate.RuleLimits) *teamAPI {
+	return &teamAPI{rules: rules, tops: newTopCache(), gate: g}
 }
 
 func newTopCache() *ttlcache.Cache[int, cachedTop] {
@@ -124,15 +129,12 @@ type limitJSON struct {
 }
 
 // now is the limiters' clock's time.
-func (a *teamAPI) now() time.Time {
-	if a.rules != nil {
-		return a.rules()[0].Lims[0].Clock().Now()
-	}
-	return a.lim.Clock().Now()
-}
+func (a *teamAPI) now() time.Time { return a.rules()[0].Lims[0].Clock().Now() }
 
-// ruleView is key's entry with rules: a row per limit of each rule that has state for it.
-func (a *teamAPI) ruleView(now time.Time, rs []gate.RuleLimits, key string) (teamJSON, bool) {
+// view is key's entry: a row per limit of each rule that has state for it. A key is
+// checked against every limit of its rule at once, so it is cached in each, but a limiter
+// may have evicted or expired it on its own: then that row is left out.
+func (a *teamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (teamJSON, bool) {
 	v := teamJSON{Team: key}
 	for _, rl := range rs {
 		for _, l := range rl.Lims {
@@ -145,20 +147,6 @@ func (a *teamAPI) ruleView(now time.Time, rs []gate.RuleLimits, key string) (tea
 		}
 	}
 	return v, len(v.Limits) > 0
-}
-
-// view is team s's entry: s is its state in the primary limit, the others are looked up.
-func (a *teamAPI) view(now time.Time, s limit.TeamState) teamJSON {
-	v := teamJSON{Team: s.Team, Limited: s.Limited, Limits: []limitJSON{limitView(now, a.lim, s)}}
-	for _, l := range a.extra {
-		// A team is checked against every limit at once, so it is cached in each, but a
-		// limiter may have evicted or expired it on its own: then it is left out.
-		if es, ok := l.Snapshot(now, s.Team); ok {
-			v.Limits = append(v.Limits, limitView(now, l, es))
-			v.Limited = v.Limited || es.Limited
-		}
-	}
-	return v
 }
 
 func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) limitJSON {
@@ -210,16 +198,7 @@ func (a *teamAPI) register(mux *http.ServeMux) {
 
 func (a *teamAPI) team(w http.ResponseWriter, r *http.Request) {
 	now := a.now()
-	var v teamJSON
-	ok := false
-	if a.rules != nil {
-		v, ok = a.ruleView(now, a.rules(), r.PathValue("team"))
-	} else {
-		var s limit.TeamState
-		if s, ok = a.lim.Snapshot(now, r.PathValue("team")); ok {
-			v = a.view(now, s)
-		}
-	}
+	v, ok := a.view(now, a.rules(), r.PathValue("team"))
 	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{
 			"error": "team not cached on this gate: it has sent nothing here lately (each gate sees the teams of the partitions it owns)",
@@ -264,48 +243,22 @@ type topAnswer struct {
 // rank computes the answer to ?top=n at now.
 func (a *teamAPI) rank(now time.Time, n int) topAnswer {
 	out := topAnswer{Gate: a.gate, Teams: []teamJSON{}}
-	if a.rules != nil {
-		// Each rule's keys closest to their limits, each key with all its rows.
-		rs := a.rules()
-		seen := make(map[string]bool)
-		for _, rl := range rs {
-			for _, l := range rl.Lims {
-				for _, s := range l.Top(now, n) {
-					if !seen[s.Team] {
-						seen[s.Team] = true
-						if v, ok := a.ruleView(now, rs, s.Team); ok {
-							out.Teams = append(out.Teams, v)
-						}
+	// The top n of each limit, each key with all its rows, ranked by the highest
+	// pressure over its rows.
+	rs := a.rules()
+	seen := make(map[string]bool)
+	for _, rl := range rs {
+		for _, l := range rl.Lims {
+			for _, s := range l.Top(now, n) {
+				if !seen[s.Team] {
+					seen[s.Team] = true
+					if v, ok := a.view(now, rs, s.Team); ok {
+						out.Teams = append(out.Teams, v)
 					}
 				}
 			}
 		}
-		return sortTop(out, n)
 	}
-	if len(a.extra) == 0 {
-		for _, s := range a.lim.Top(now, n) {
-			out.Teams = append(out.Teams, a.view(now, s))
-		}
-		return out
-	}
-	// Several limits: the top n of each, ranked by the highest pressure over the limits.
-	seen := make(map[string]bool)
-	for _, l := range append([]*limit.Limiter{a.lim}, a.extra...) {
-		for _, s := range l.Top(now, n) {
-			if seen[s.Team] {
-				continue
-			}
-			seen[s.Team] = true
-			if ps, ok := a.lim.Snapshot(now, s.Team); ok {
-				out.Teams = append(out.Teams, a.view(now, ps))
-			}
-		}
-	}
-	return sortTop(out, n)
-}
-
-// sortTop orders out's teams by their highest pressure, and keeps the first n.
-func sortTop(out topAnswer, n int) topAnswer {
 	maxPressure := func(t teamJSON) float64 {
 		p := 0.0
 		for _, l := range t.Limits {

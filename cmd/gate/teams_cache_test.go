@@ -46,7 +46,7 @@ func TestTeamTopCachedForASecond(t *testing.T) {
 	for range 50 {
 		lim.CheckAt(t0, "first", 1)
 	}
-	mux := newMux(prometheus.NewRegistry(), nil, newTeamAPI(gateJSON{}, lim, nil))
+	mux := newMux(prometheus.NewRegistry(), nil, newTeamAPI(gateJSON{}, fixedRules(lim)))
 	if got := topOf(t, mux, 1); len(got) != 1 || got[0] != "first" {
 		t.Fatalf("top 1 = %v, want [first]", got)
 	}
@@ -90,8 +90,8 @@ func BenchmarkTeamTop(b *testing.B) {
 		name string
 		api  *teamAPI
 	}{
-		{"uncached", &teamAPI{lim: lim}},
-		{"cached", newTeamAPI(gateJSON{}, lim, nil)},
+		{"uncached", &teamAPI{rules: fixedRules(lim)}},
+		{"cached", newTeamAPI(gateJSON{}, fixedRules(lim))},
 	} {
 		b.Run(bc.name+"/teams=300k", func(b *testing.B) {
 			mux := newMux(prometheus.NewRegistry(), nil, bc.api)

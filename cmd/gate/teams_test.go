@@ -32,7 +32,7 @@ func TestTeamAPI(t *testing.T) {
 	for range 5 {
 		lim.CheckAt(t0, "minnow", 1)
 	}
-	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{lim: lim})
+	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(lim)})
 	get := func(path string, v any) int {
 		t.Helper()
 		rec := httptest.NewRecorder()
@@ -115,7 +115,7 @@ func TestTeamAPISeveralLimits(t *testing.T) {
 		lim.CheckAt(t0, "minnow", 1)
 		hour.CheckAt(t0, "minnow", 1)
 	}
-	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{lim: lim, extra: []*limit.Limiter{hour}})
+	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(lim, hour)})
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/whale", nil))
 	var whale teamJSON
@@ -150,7 +150,7 @@ func TestTeamCommand(t *testing.T) {
 		lim.CheckAt(t0, "whale", 1)
 	}
 	lim.Sweep(t0, new(limit.Sweep)) // the tick takes the whale's hold
-	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{lim: lim, gate: gateJSON{RedisPrefix: "prod-gate", ConsumerGroup: "prod-gate"}}))
+	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(lim), gate: gateJSON{RedisPrefix: "prod-gate", ConsumerGroup: "prod-gate"}}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	do := func(getenv map[string]string, args ...string) (string, error) {
@@ -209,7 +209,7 @@ func TestTeamAPIAdaptive(t *testing.T) {
 	if len(sw.Spikes) != 1 || sw.Spikes[0].Team != "steady" || sw.Spikes[0].Threshold != 200 {
 		t.Fatalf("spikes %+v, want steady's over 200", sw.Spikes)
 	}
-	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{lim: lim})
+	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(lim)})
 	get := func(team string) limitJSON {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/"+team, nil))
