@@ -87,6 +87,7 @@ type ruleOutcome struct {
 	action RuleAction // the strongest enforced action of the rules over; 0: none
 	rule   int        // the rule whose action that is
 	over   uint64     // bit i: enforced rule i was over
+	tags   int        // tagging rules over: the gate-tag headers to add
 	forced bool       // the rule's key is in its Forced list
 }
 
@@ -332,6 +333,9 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 			continue
 		}
 		ro.over |= 1 << uint(i)
+		if st.Action == ActionTag {
+			ro.tags++
+		}
 		if st.Action > ro.action {
 			ro.action, ro.rule, ro.forced = st.Action, i, forced
 			o.Team, o.Decision = s.keepKey(key), d
@@ -394,16 +398,10 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 		return o
 	}
 	o.Route, o.Reason = route, code.String()
-	tags := 0
-	for i := range r.rules {
-		if ro.over&(1<<uint(i)) != 0 && r.rules[i].Action == ActionTag {
-			tags++
-		}
-	}
 	switch route {
 	case Accepted:
 		r.records[code].Inc()
-		r.fill(out, rec, Accepted, rec.Key, tags)
+		r.fill(out, rec, Accepted, rec.Key, ro.tags)
 	case Overflow, RuleTopic:
 		var key []byte
 		if r.cfg.OverflowKeepKey {
@@ -415,11 +413,11 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 				c = r.ruleTopic[ro.rule][1]
 			}
 			c.Inc()
-			r.fill(out, rec, Overflow, key, tags+2)
+			r.fill(out, rec, Overflow, key, ro.tags+2)
 			out.Topic = r.rules[ro.rule].Topic
 		} else {
 			r.records[code].Inc()
-			r.fill(out, rec, Overflow, key, tags+2)
+			r.fill(out, rec, Overflow, key, ro.tags+2)
 		}
 		out.Headers = append(out.Headers,
 			kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]},
