@@ -359,3 +359,24 @@ func TestNewRulesRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A record routed again after an aborted transaction (Scratch.Replay) is judged by every
+// rule and counted by none: a retried transaction does not count its records twice.
+func TestRulesReplayCountsNothing(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "user", Key: mustKey(t, "json:team_id+distinct_id"), Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 100}}},
+		ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow, Forced: []string{"forced"}}, []limit.Config{{Window: time.Minute, Threshold: 100}}},
+	)
+	s := Scratch{Replay: true}
+	for _, team := range []string{"t1", "forced"} {
+		f.r.Route(f.clk.Now(), event(team, "u1", "e"), &s)
+	}
+	if u, tm := f.counts("user"), f.counts("team"); len(u)+len(tm) != 0 {
+		t.Errorf("replayed records counted: user %v, team %v", u, tm)
+	}
+	s.Replay = false
+	f.r.Route(f.clk.Now(), event("t1", "u1", "e"), &s)
+	if u, tm := f.counts("user"), f.counts("team"); u["t1:u1"] != 1 || tm["t1"] != 1 {
+		t.Errorf("a record routed once: user %v, team %v", u, tm)
+	}
+}
