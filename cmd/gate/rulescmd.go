@@ -25,14 +25,9 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		_, _ = io.WriteString(stderr, rulesUsage)
 		return &cli.UsageError{Msg: fmt.Sprintf("rules: want check FILE, got %q", args)}
 	}
-	// The file is the one checked, whatever GATE_RULES_FILE says; the variables it
-	// replaces may be set in this shell, and are not its business.
-	cfg, err := config.Load(func(k string) string {
-		if k == "GATE_RULES_FILE" {
-			return ""
-		}
-		return getenv(k)
-	}, names)
+	// The environment gives the topics and the tick interval the file is checked
+	// against; FILE is checked whatever GATE_RULES_FILE names.
+	cfg, err := config.Load(getenv, names)
 	if err != nil {
 		return err
 	}
