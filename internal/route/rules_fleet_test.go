@@ -57,8 +57,9 @@ func TestRulesFleetFidelity(t *testing.T) {
 		}
 		c := redis.NewClient(opt)
 		t.Cleanup(func() { _ = c.Close() })
+		// The fake clock paces the ticks; the deadline only has to outlast a loaded machine.
 		tk, err := gatesync.NewMulti([]gatesync.Limit{{Lim: user, KeyPrefix: "fid:rule:user"}, {Lim: team, KeyPrefix: "fid:rule:team"}},
-			[]redis.UniversalClient{c}, gatesync.Config{TickInterval: tick, KeyPrefix: "fid"}, prometheus.NewRegistry(), nil)
+			[]redis.UniversalClient{c}, gatesync.Config{TickInterval: tick, TickTimeout: time.Minute, KeyPrefix: "fid"}, prometheus.NewRegistry(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
