@@ -225,7 +225,7 @@ func BenchmarkTeam(b *testing.B) {
 			k.lax = true
 			rec := &kgo.Record{Value: c.value}
 			var s Scratch
-			if _, f := k.team(rec, &s, DefaultMaxKeyBytes); f.reason != reasonNone {
+			if _, f := k.teamFailure(rec, &s, DefaultMaxKeyBytes); f.reason != reasonNone {
 				b.Fatalf("%s: %s", c.name, f.reason)
 			}
 			b.SetBytes(int64(len(c.value)))

@@ -73,7 +73,7 @@ func FuzzTeam(f *testing.F) {
 		const max = 64
 		rec := &kgo.Record{Key: key, Value: value, Headers: []kgo.RecordHeader{{Key: "team", Value: hdr}}}
 		s := &Scratch{}
-		team, fail := k.team(rec, s, max)
+		team, fail := k.teamFailure(rec, s, max)
 		if (team == "") != (fail.reason != reasonNone) {
 			t.Fatalf("%s: team %q with reason %q", from, team, fail.reason)
 		}
@@ -104,7 +104,7 @@ func FuzzTeam(f *testing.F) {
 		// not crash.
 		lax := k
 		lax.lax = true
-		laxTeam, laxFail := lax.team(rec, &Scratch{}, max)
+		laxTeam, laxFail := lax.teamFailure(rec, &Scratch{}, max)
 		if object && (laxTeam != team || laxFail != fail) {
 			t.Fatalf("%s: lax %q %+v, validated %q %+v, value %q", from, laxTeam, laxFail, team, fail, value)
 		}
@@ -392,7 +392,7 @@ func FuzzCompositeKey(f *testing.F) {
 				t.Fatal(err)
 			}
 			vals = [2]string{back.A, back.B}
-			team, fail := k.team(&kgo.Record{Value: v}, &Scratch{}, 1<<20)
+			team, fail := k.teamFailure(&kgo.Record{Value: v}, &Scratch{}, 1<<20)
 			if fail.reason != reasonNone {
 				if back.A != "" && back.B != "" {
 					t.Fatalf("%s: %q", v, fail.reason)

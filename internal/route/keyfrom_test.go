@@ -173,7 +173,7 @@ func TestTeamJSON(t *testing.T) {
 			t.Parallel()
 			k := mustKeyFrom(t, tt.from)
 			var s Scratch
-			team, f := k.team(&kgo.Record{Value: []byte(tt.value)}, &s, DefaultMaxKeyBytes)
+			team, f := k.teamFailure(&kgo.Record{Value: []byte(tt.value)}, &s, DefaultMaxKeyBytes)
 			if team != tt.team || f.reason != tt.reason {
 				t.Fatalf("team(%q) = %q, %q; want %q, %q", tt.value, team, f.reason, tt.team, tt.reason)
 			}
@@ -193,17 +193,17 @@ func TestTeamAtMaxKeyBytes(t *testing.T) {
 	k := mustKeyFrom(t, "json:a+b")
 	// 3 + 1 + 4 = 8 bytes: at the limit is fine, one over is not.
 	rec := &kgo.Record{Value: []byte(`{"a":"abc","b":"defg"}`)}
-	if team, f := k.team(rec, &s, 8); team != "abc:defg" || f.reason != reasonNone {
+	if team, f := k.teamFailure(rec, &s, 8); team != "abc:defg" || f.reason != reasonNone {
 		t.Errorf("at the limit: %q, %v", team, f.reason)
 	}
-	if _, f := k.team(rec, &s, 7); f.reason != reasonKeyTooLong {
+	if _, f := k.teamFailure(rec, &s, 7); f.reason != reasonKeyTooLong {
 		t.Errorf("over the limit: %v", f.reason)
 	}
 	key := mustKeyFrom(t, "key")
-	if _, f := key.team(&kgo.Record{Key: []byte("12345678")}, &s, 8); f.reason != reasonNone {
+	if _, f := key.teamFailure(&kgo.Record{Key: []byte("12345678")}, &s, 8); f.reason != reasonNone {
 		t.Errorf("key at the limit: %v", f.reason)
 	}
-	if _, f := key.team(&kgo.Record{Key: []byte("123456789")}, &s, 8); f.reason != reasonKeyTooLong {
+	if _, f := key.teamFailure(&kgo.Record{Key: []byte("123456789")}, &s, 8); f.reason != reasonKeyTooLong {
 		t.Errorf("key over the limit: %v", f.reason)
 	}
 }
@@ -242,7 +242,7 @@ func TestTeamHeaderAndKey(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			k := mustKeyFrom(t, tt.from)
-			team, f := k.team(tt.rec, &Scratch{}, DefaultMaxKeyBytes)
+			team, f := k.teamFailure(tt.rec, &Scratch{}, DefaultMaxKeyBytes)
 			if team != tt.team || f.reason != tt.reason {
 				t.Fatalf("team = %q, %q; want %q, %q", team, f.reason, tt.team, tt.reason)
 			}
@@ -261,12 +261,12 @@ func TestCompositeScratchReuse(t *testing.T) {
 	t.Parallel()
 	k := mustKeyFrom(t, "json:token+distinct_id")
 	var s Scratch
-	a, _ := k.team(&kgo.Record{Value: []byte(`{"token":"t","distinct_id":"aaaa"}`)}, &s, 256)
+	a, _ := k.teamFailure(&kgo.Record{Value: []byte(`{"token":"t","distinct_id":"aaaa"}`)}, &s, 256)
 	if a != "t:aaaa" {
 		t.Fatalf("first key %q", a)
 	}
 	keep := strings.Clone(a)
-	b, _ := k.team(&kgo.Record{Value: []byte(`{"token":"t","distinct_id":"bbbb"}`)}, &s, 256)
+	b, _ := k.teamFailure(&kgo.Record{Value: []byte(`{"token":"t","distinct_id":"bbbb"}`)}, &s, 256)
 	if b != "t:bbbb" || keep != "t:aaaa" {
 		t.Fatalf("second key %q, first kept %q", b, keep)
 	}
@@ -355,7 +355,7 @@ func TestTeamDuplicateField(t *testing.T) {
 				if lax && tt.laxTeam != "" {
 					wantTeam, wantReason = tt.laxTeam, ""
 				}
-				team, f := k.team(&kgo.Record{Value: []byte(tt.value)}, &Scratch{}, DefaultMaxKeyBytes)
+				team, f := k.teamFailure(&kgo.Record{Value: []byte(tt.value)}, &Scratch{}, DefaultMaxKeyBytes)
 				if team != wantTeam || f.reason.String() != wantReason {
 					t.Fatalf("team(%s) = %q, %q; want %q, %q", tt.value, team, f.reason, wantTeam, wantReason)
 				}
@@ -397,7 +397,7 @@ func TestCompositeKeyEncoding(t *testing.T) {
 	seen := map[string]string{} // key source and team -> the values, as decoded
 	for _, tt := range tests {
 		k := mustKeyFrom(t, tt.from)
-		team, f := k.team(&kgo.Record{Value: []byte(tt.value)}, &Scratch{}, DefaultMaxKeyBytes)
+		team, f := k.teamFailure(&kgo.Record{Value: []byte(tt.value)}, &Scratch{}, DefaultMaxKeyBytes)
 		if team != tt.team || f.reason != reasonNone {
 			t.Errorf("%s %s: team %q, %q; want %q", tt.from, tt.value, team, f.reason, tt.team)
 		}
@@ -418,12 +418,25 @@ func TestCompositeKeyEncodedLength(t *testing.T) {
 	t.Parallel()
 	k := mustKeyFrom(t, "json:a+b")
 	rec := &kgo.Record{Value: []byte(`{"a":"::","b":"x"}`)} // %3A%3A:x, 8 bytes
-	if team, f := k.team(rec, &Scratch{}, 8); team != "%3A%3A:x" || f.reason != reasonNone {
+	if team, f := k.teamFailure(rec, &Scratch{}, 8); team != "%3A%3A:x" || f.reason != reasonNone {
 		t.Errorf("at the limit: %q, %v", team, f.reason)
 	}
-	if _, f := k.team(rec, &Scratch{}, 7); f.reason != reasonKeyTooLong {
+	if _, f := k.teamFailure(rec, &Scratch{}, 7); f.reason != reasonKeyTooLong {
 		t.Errorf("over the limit: %v", f.reason)
 	} else if d := k.detail(f, 7); !strings.Contains(d, "8 bytes or more") {
 		t.Errorf("detail %q", d)
 	}
+}
+
+// teamFailure is team with the failure's details, as the tests check them: the reason
+// team returns and what it kept in s.why.
+func (k *KeyFrom) teamFailure(rec *kgo.Record, s *Scratch, maxKey int) (string, failure) {
+	team, code := k.team(rec, s, maxKey)
+	if code == reasonNone {
+		return team, failure{}
+	}
+	if s.why.reason != code {
+		panic(fmt.Sprintf("team failed with %v, its details say %v", code, s.why.reason))
+	}
+	return team, s.why
 }

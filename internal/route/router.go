@@ -145,9 +145,10 @@ type Outcome struct {
 // Scratch holds one goroutine's reusable buffers for Route. The zero value is ready to use;
 // a Scratch must not be used by two goroutines at once.
 type Scratch struct {
-	key  []byte // a composite team key being joined
-	keep []byte // with rules: Outcome.Team, kept past the next rule's key
-	at   []int  // a composite key's fields: where each one's value is (see members)
+	key  []byte  // a composite team key being joined
+	keep []byte  // with rules: Outcome.Team, kept past the next rule's key
+	at   []int   // a composite key's fields: where each one's value is (see members)
+	why  failure // the last failed key read's details, for its dead letter (fail)
 
 	// Replay is set by the caller while it routes records the limiter has counted
 	// already (an aborted transaction's, routed again): they are judged, not counted
@@ -371,8 +372,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		return r.routeRules(now, rec, s, out)
 	}
 	var o Outcome
-	team, f := r.cfg.KeyFrom.team(rec, s, r.maxKey)
-	code := f.reason
+	team, code := r.cfg.KeyFrom.team(rec, s, r.maxKey)
 	over := 0 // with several limits, the index of the first limit over (into limHdr)
 	if code == reasonNone {
 		o.Team = team
@@ -446,7 +446,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]})
 		}
 	default:
-		*out = *r.deadLetter(rec, r.hdrValue[code], r.cfg.KeyFrom.detail(f, r.maxKey))
+		*out = *r.deadLetter(rec, r.hdrValue[code], r.cfg.KeyFrom.detail(s.why, r.maxKey))
 	}
 	return o
 }

@@ -237,10 +237,10 @@ func (p *fieldPlan) add(k *KeyFrom) {
 	}
 }
 
-// missingKey reports whether f is a key that is not there (rather than one there and
-// unusable).
-func missingKey(f failure) bool {
-	switch f.reason {
+// missingKey reports whether a read that failed with code found no key (rather than one
+// there and unusable).
+func missingKey(code reasonCode) bool {
+	switch code {
 	case reasonFieldMissing, reasonFieldEmpty, reasonHeaderMissing, reasonKeyMissing:
 		return true
 	}
@@ -253,13 +253,13 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 	js, f := r.rulesJSON(rec, s)
 	var ro ruleOutcome
 	var at time.Time
-	if r.event && f.reason == reasonNone {
+	if r.event && f == reasonNone {
 		at = r.eventTime(rec)
 	}
 	failedRule := -1
 	var failedKey *KeyFrom // the key or match field that could not be read
 	for i := range r.rules {
-		if f.reason != reasonNone {
+		if f != reasonNone {
 			break
 		}
 		st := &r.rules[i]
@@ -267,16 +267,16 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 		for j := range st.Match {
 			m := &st.Match[j]
 			v, mf := m.Field.readAt(rec, js, s.at, s, maxMatchBytes)
-			if mf.reason != reasonNone && !missingKey(mf) && mf.reason != reasonFieldType {
+			if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
 				f, failedRule, failedKey = mf, i, &m.Field
 				break
 			}
-			if (mf.reason == reasonNone && slices.Contains(m.Values, v)) == m.Not {
+			if (mf == reasonNone && slices.Contains(m.Values, v)) == m.Not {
 				matched = false
 				break
 			}
 		}
-		if f.reason != reasonNone {
+		if f != reasonNone {
 			break
 		}
 		if !matched {
@@ -290,7 +290,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 			continue
 		}
 		key, kf := st.Key.readAt(rec, js, s.at, s, r.maxKey)
-		if kf.reason != reasonNone {
+		if kf != reasonNone {
 			if st.SkipMissing && missingKey(kf) {
 				st.missing.Inc()
 				continue
@@ -341,12 +341,12 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 			o.Team, o.Decision = s.keepKey(key), d
 		}
 	}
-	if f.reason != reasonNone {
-		o.Enforced, o.EnforcedReason = DeadLetter, f.reason.String()
+	if f != reasonNone {
+		o.Enforced, o.EnforcedReason = DeadLetter, f.String()
 		if r.cfg.DryRun {
 			// As without rules: dry run sends everything to accepted, counting what
 			// enforcement would have done.
-			r.diverted[f.reason].Inc()
+			r.diverted[f].Inc()
 			r.records[reasonDryRun].Inc()
 			o.Route, o.Reason = Accepted, ReasonDryRun
 			r.fill(out, rec, Accepted, rec.Key, 0)
@@ -354,13 +354,13 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 		}
 		detail := ""
 		if failedRule >= 0 {
-			detail = "rule " + r.rules[failedRule].Name + ": " + failedKey.detail(f, r.maxKey)
+			detail = "rule " + r.rules[failedRule].Name + ": " + failedKey.detail(s.why, r.maxKey)
 		} else {
-			detail = r.rules[0].Key.detail(f, r.maxKey)
+			detail = r.rules[0].Key.detail(s.why, r.maxKey)
 		}
-		o.Route, o.Reason = DeadLetter, f.reason.String()
-		r.records[f.reason].Inc()
-		*out = *r.deadLetter(rec, r.hdrValue[f.reason], detail)
+		o.Route, o.Reason = DeadLetter, f.String()
+		r.records[f].Inc()
+		*out = *r.deadLetter(rec, r.hdrValue[f], detail)
 		return o
 	}
 	o.Rule = ""
@@ -444,57 +444,57 @@ const maxMatchBytes = 1 << 30
 // rulesJSON prepares rec's value for the rules that read JSON: it checks the value is an
 // object (and valid JSON under Config.ValidateJSON) and finds every top-level field of the
 // plan in one members pass, into s.at. A value no rule reads as JSON is not looked at.
-func (r *Router) rulesJSON(rec *kgo.Record, s *Scratch) (string, failure) {
+func (r *Router) rulesJSON(rec *kgo.Record, s *Scratch) (string, reasonCode) {
 	if len(r.plan.top) == 0 {
-		return "", failure{}
+		return "", reasonNone
 	}
 	v := rec.Value
 	if len(v) == 0 {
-		return "", failure{reason: reasonNotJSON, what: "value is empty"}
+		return "", s.fail(failure{reason: reasonNotJSON, what: "value is empty"})
 	}
 	if tooDeep(v) {
-		return "", failure{reason: reasonNotJSON, what: fmt.Sprintf("value nests deeper than %d levels", maxDepth)}
+		return "", s.fail(failure{reason: reasonNotJSON, what: fmt.Sprintf("value nests deeper than %d levels", maxDepth)})
 	}
 	js := bytesString(v)
 	if !r.cfg.ValidateJSON {
 		// Lax: as jsonTeam, a value that is not an object fails here; one that breaks off
 		// is read as far as it goes, and checked only if a rule then cannot read its key.
 		if i := firstNonSpace(js); i >= len(js) || js[i] != '{' {
-			return "", notObject(js)
+			return "", s.fail(notObject(js))
 		}
 	} else if !gjson.Valid(js) {
-		return "", malformed()
+		return "", s.fail(malformed())
 	} else if js[firstNonSpace(js)] != '{' {
-		return "", notObject(js)
+		return "", s.fail(notObject(js))
 	}
 	s.at = append(s.at[:0], make([]int, len(r.plan.top))...)
 	if members(js, firstNonSpace(js), r.plan.top, s.at) < 0 && r.cfg.ValidateJSON {
-		return "", malformed() // not reached: the value is valid JSON
+		return "", s.fail(malformed()) // not reached: the value is valid JSON
 	}
-	return js, failure{}
+	return js, reasonNone
 }
 
 // readAt reads k from rec as team does, a json source from the members found in at
 // (fieldPlan: at[k.idx[i]] for k's field i). Without validation, a field that cannot be
 // read in a value that is not valid JSON is not_json, as in jsonTeam.
-func (k *KeyFrom) readAt(rec *kgo.Record, js string, at []int, s *Scratch, maxKey int) (string, failure) {
+func (k *KeyFrom) readAt(rec *kgo.Record, js string, at []int, s *Scratch, maxKey int) (string, reasonCode) {
 	if k.src != sourceJSON {
 		return k.team(rec, s, maxKey)
 	}
 	var v string
-	var f failure
+	var code reasonCode
 	if len(k.fields) == 1 {
-		v, f = k.fieldValue(js, 0, at[k.idx[0]])
+		v, code = k.fieldValue(js, 0, at[k.idx[0]], s)
 	} else {
-		v, f = k.joinFields(js, at, k.idx, s, maxKey)
+		v, code = k.joinFields(js, at, k.idx, s, maxKey)
 	}
-	if f.reason == reasonNone && len(v) > maxKey {
-		return "", failure{reason: reasonKeyTooLong, size: len(v)}
+	if code == reasonNone && len(v) > maxKey {
+		return "", s.fail(failure{reason: reasonKeyTooLong, size: len(v)})
 	}
-	if f.reason != reasonNone && f.reason != reasonKeyTooLong && k.lax && !gjson.Valid(js) {
-		return "", malformed()
+	if code != reasonNone && code != reasonKeyTooLong && k.lax && !gjson.Valid(js) {
+		return "", s.fail(malformed())
 	}
-	return v, f
+	return v, code
 }
 
 // ruleCost is what rec counts toward st's windows.
