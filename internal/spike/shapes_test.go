@@ -170,8 +170,9 @@ func TestWeeklyCycle(t *testing.T) {
 }
 
 // TestDailyImportRecurs: a nightly import filling the hour from 02:00 at 20 × the team's
-// volume, starting on day 3, is caught on its first nights and learned from its fourth:
-// nothing of the import is diverted from the fifth night on.
+// volume, starting on day 3, is caught on its first nights and learned on its third:
+// nothing of the import is diverted from the fourth night on (before issue 35, from the
+// fifth).
 func TestDailyImportRecurs(t *testing.T) {
 	c := cfg(t)
 	start := int64(3 * 1440)
@@ -184,11 +185,69 @@ func TestDailyImportRecurs(t *testing.T) {
 	if d := run.divertedIn(start+120, start+180); d < 0.9 {
 		t.Errorf("the first night's import: %.1f%% diverted, want it caught", 100*d)
 	}
-	for night := int64(4); night < 8; night++ {
+	for night := int64(3); night < 8; night++ {
 		at := start + night*1440 + 120
 		if d := run.divertedIn(at, at+60); d != 0 {
 			t.Errorf("night %d's import: %.1f%% diverted, want it learned as the hour's volume", night+1, 100*d)
 		}
+	}
+	if run.p.Pattern != 1<<2 {
+		t.Errorf("pattern hours %024b, want 02:00 alone", run.p.Pattern)
+	}
+}
+
+// TestDailyImportInPartOfAnHour: a nightly import at 30 × that fills only part of an hour
+// (from 10:10 or 10:40, 20, 30 and 60 minutes long, from the team's first day, as the
+// trace's batch teams) is accepted whole from its fifth night on. Before, an hour's
+// season was learned as its average: an import filling less than (x ÷ Factor − 1) ÷
+// (x − 1) of an hour (13 minutes at 30 ×) stayed over that hour's threshold, and 10% to
+// 20% of an hour-crossing import was diverted every night, for ever. An import shorter
+// than the fold period (20 minutes for a team over the floor) can fall between the folds
+// every day: the learner never sees it, and it stays diverted.
+func TestDailyImportInPartOfAnHour(t *testing.T) {
+	c := cfg(t)
+	for _, length := range []int64{20, 30, 60} {
+		for _, at := range []int64{10*60 + 10, 10*60 + 40} {
+			run := runShape(t, c, 10*1440, func(e int64) float64 {
+				if m := e % 1440; m >= at && m < at+length {
+					return 30 * daily(300, e)
+				}
+				return daily(300, e)
+			})
+			for night := int64(4); night < 10; night++ {
+				from := night*1440 + at
+				if d := run.divertedIn(from, from+length); d != 0 {
+					t.Errorf("a %d-minute import at %02d:%02d, night %d: %.1f%% diverted, want none", length, at/60, at%60, night+1, 100*d)
+				}
+			}
+		}
+	}
+}
+
+// TestStoppedImportIsNoLongerAPattern: once a nightly import stops, its hour is a pattern
+// no more after a day without it, and its season falls back at SeasonHalfLife, as any
+// hour's: a spike at that hour a week later is caught.
+func TestStoppedImportIsNoLongerAPattern(t *testing.T) {
+	c := cfg(t)
+	start, stop := int64(2*1440), int64(8*1440)
+	spike := int64(15*1440 + 120)
+	run := runShape(t, c, 16*1440, func(e int64) float64 {
+		switch m := e % 1440; {
+		case e >= start && e < stop && m >= 120 && m < 180:
+			return 20 * daily(1000, e)
+		case e >= spike && e < spike+60:
+			return 20 * daily(1000, e)
+		}
+		return daily(1000, e)
+	})
+	if d := run.divertedIn(stop-1440+120, stop-1440+180); d != 0 {
+		t.Errorf("the import's last night: %.1f%% diverted, want it learned", 100*d)
+	}
+	if d := run.divertedIn(spike+1, spike+60); d < 0.9 {
+		t.Errorf("a spike at the stopped import's hour, a week on: %.1f%% diverted after its first window, want it caught", 100*d)
+	}
+	if run.p.Pattern != 0 {
+		t.Errorf("pattern hours %024b after the import stopped, want none", run.p.Pattern)
 	}
 }
 

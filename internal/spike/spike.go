@@ -7,7 +7,7 @@
 //   - Deterministic: a Profile is a pure function of the counts folded into it, in order, and
 //     of the Config. Gates that fold the same shared counts hold the same profile, and so
 //     derive the same threshold, with no coordination beyond the counts.
-//   - Bounded: a Profile is ProfileSize (124) bytes whatever the history.
+//   - Bounded: a Profile is ProfileSize (128) bytes whatever the history.
 //   - Robust to a daily and a weekly cycle: the baseline is a level times a factor per hour
 //     of the day times a factor per day of the week (an evening peak, or a Monday after a
 //     quiet weekend, is the team's usual volume, not a spike); to steady growth: the level
@@ -20,8 +20,13 @@
 //     caught whole.
 //   - Silence is not a volume: a window with no records is not learned from, so a team
 //     coming back from a pause of hours or days at its usual volume is not a spike.
-//   - A spike that recurs at the same hour on consecutive days (a nightly batch import) is
-//     learned into that hour's factor from its second day on.
+//   - A burst at the same hour three days running (a nightly batch import) is a daily
+//     pattern: from the third day's first fold that hour's season follows its highest
+//     windows, so the import is accepted whatever part of the hour it fills, and for as
+//     long as it comes each day (the hour's season then falls back at SeasonHalfLife).
+//     Days while the team is still being learned count: an import present from a
+//     team's start is accepted whole by its fifth night. One shorter than the fold
+//     period can fall between the folds every day, unseen, and stays diverted.
 //   - A team with less than MinHistory of history has no learned threshold (Threshold
 //     returns false): the static one applies. Until it has a week, the days of the week it
 //     has not seen count as its average day.
@@ -57,9 +62,10 @@ type Config struct {
 	// team may send. Default Floor 100 per window; Ceiling 0: none.
 	Floor, Ceiling float64
 	// LevelHalfLife is how fast the level follows the team's volume, deseasonalised: a
-	// change is half learned after this long. Default 3 h: fast enough for growth of 50% a
-	// week (0.25% an hour), slow enough that an hour of a moderate rise (under Factor) moves
-	// it less than a third of the way.
+	// change is half learned after this long. Default 72 h (GATE_ADAPTIVE_HALF_LIFE): a
+	// quiet weekend moves it less than the week's profile learns the weekend, and growth
+	// of 50% a week (0.25% an hour) is followed; a lasting step over Factor is learned by
+	// MaxSpike instead.
 	LevelHalfLife time.Duration
 	// SeasonHalfLife is how fast the hourly profile follows a change in the daily cycle,
 	// counted in days of that hour's windows. Default 3 days.
@@ -169,10 +175,18 @@ type Profile struct {
 	// ended by re-learning the team at its new volume, 0 when never.
 	SpikeFrom, Relearned int64
 	// Today, Yesterday and Before have bit h set when a window of hour h of the day of
-	// Epoch, of the day before and of the day before that was over the threshold: a
-	// spike in hour h three days running is a daily pattern (a nightly import), learned
-	// into Season[h].
+	// Epoch, of the day before and of the day before that was a burst: over the
+	// threshold, or what it would be while the team is being learned (so that an import
+	// on a team's first day counts); in a pattern hour, over Factor × the team's level
+	// for its day, whatever the hour's season.
 	Today, Yesterday, Before uint32
+	// Pattern has bit h set while hour h holds a daily pattern (a nightly import): a
+	// window over the threshold in an hour that had a burst on each of the two days
+	// before. A pattern
+	// hour's season follows its highest windows (Clip ÷ Factor × theirs), not its average,
+	// so an import filling part of the hour is under the threshold whatever part; it stays
+	// a pattern hour while each day brings it a burst.
+	Pattern uint32
 }
 
 // float16 is a bfloat16: the top half of a float32. Three significant digits are plenty
@@ -280,12 +294,16 @@ func (c Config) maxSpikeWindows() int64 { return max(int64(c.MaxSpike/c.Window),
 // from (silence is not a volume). It reports whether the window was over its learned
 // threshold (a spike, not learned from unless it recurs daily or has lasted MaxSpike).
 func (c Config) Fold(p *Profile, epoch int64, count float64) (spike bool) {
-	return c.foldLead(p, epoch, count, 1)
+	return c.foldLead(p, epoch, count, 1, true)
 }
 
 // foldLead is Fold for a caller whose next fold comes lead windows after this one: a
-// spike is re-learned at the last fold before it would last MaxSpike.
-func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64) bool {
+// spike is re-learned at the last fold before it would last MaxSpike. A window not
+// observed (one FoldSpan takes at the observed one's rate) is learned from but is no
+// burst and raises no pattern hour: taken at the rate of an observed window elsewhere in
+// the day, with that hour's season, it would keep a pattern hour's bursts coming after
+// its import stopped.
+func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, observed bool) bool {
 	if p.Windows > 0 && epoch <= p.Epoch {
 		return false
 	}
@@ -311,15 +329,29 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64) boo
 	wr := c.weight(RecentHalfLife)
 	p.Recent = float32(max(float64(p.Recent)+wr*(count/(sv*wv)-float64(p.Recent)), 0))
 	perSlotPerDay := float64(time.Hour / c.Window)
+	bit := uint32(1) << s
+	// A burst: over what the threshold is (or, while the team is being learned, would be),
+	// the hour's season included; in a pattern hour, its season left out, since that
+	// hour's season is the pattern's own volume.
+	if observed && level > 0 && (count >= max(c.Factor*level*sv*wv, c.Floor) ||
+		p.Pattern&bit != 0 && count >= max(c.Factor*level*wv, c.Floor)) {
+		p.Today |= bit
+	}
 	if c.Learned(p) {
+		if observed && p.Pattern&bit != 0 && level > 0 {
+			// A pattern hour: its season is at least what admits this window with
+			// room, so the import is not a spike whatever part of the hour it fills.
+			sv = c.follow(p, epoch, s, sv, count/(level*wv))
+		}
 		if thr, _ := c.Threshold(p, epoch); count >= thr {
-			bit := uint32(1) << s
-			p.Today |= bit
 			if p.Yesterday&p.Before&bit != 0 && level > 0 {
-				// Over the threshold at this hour on the two days before too: a daily
-				// pattern, learned into the hour's season at the pace of a first day.
-				sv += (count/(level*wv) - sv) / perSlotPerDay
-				p.Season[s] = toF16(max(sv, 1e-3), epoch, s)
+				// Over the threshold in an hour that had a burst on the two days before
+				// too: a daily pattern, from now on followed at its highest (Pattern).
+				// Two days, not one: a spike that happens to come back at the same hour
+				// the next day (three teams of the trace's 300 with spikes) is still
+				// caught; one day would accept the nightly import a night sooner.
+				p.Pattern |= bit
+				c.follow(p, epoch, s, sv, count/(level*wv))
 				p.SpikeFrom = 0
 				return true
 			}
@@ -371,6 +403,17 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64) boo
 	return false
 }
 
+// follow raises hour s's season sv to what admits a window of r × the team's level (for
+// its day of the week) at Clip × its volume, and returns it: a pattern hour's season
+// follows its highest windows.
+func (c Config) follow(p *Profile, epoch int64, s int, sv, r float64) float64 {
+	if want := r * c.Clip / c.Factor; want > sv {
+		sv = want
+		p.Season[s] = toF16(sv, epoch, s)
+	}
+	return sv
+}
+
 // weight is the per-window weight of an exponential average of half-life h:
 // 1 − 2^(−window / h).
 func (c Config) weight(h time.Duration) float64 {
@@ -378,7 +421,9 @@ func (c Config) weight(h time.Duration) float64 {
 }
 
 // turnDay moves Today to Yesterday and Yesterday to Before when epoch is on the next day
-// after p.Epoch's, and so on for later days.
+// after p.Epoch's, and ends the patterns of the hours that had no burst on the day that
+// ended: an import that stopped is not followed for ever. Two days or more later, nothing
+// of before is kept.
 func (c Config) turnDay(p *Profile, epoch int64) {
 	if p.Windows == 0 && p.Epoch == 0 {
 		return
@@ -386,11 +431,10 @@ func (c Config) turnDay(p *Profile, epoch int64) {
 	switch c.day(epoch) - c.day(p.Epoch) {
 	case 0:
 	case 1:
+		p.Pattern &= p.Today
 		p.Before, p.Yesterday, p.Today = p.Yesterday, p.Today, 0
-	case 2:
-		p.Before, p.Yesterday, p.Today = p.Today, 0, 0
 	default:
-		p.Before, p.Yesterday, p.Today = 0, 0, 0
+		p.Pattern, p.Before, p.Yesterday, p.Today = 0, 0, 0, 0
 	}
 }
 
@@ -429,7 +473,7 @@ func (c Config) foldSpan(p *Profile, epoch int64, count float64, span, next int6
 	}
 	lead := max(next+3-epoch, 1)
 	if span <= 1 || p.Windows == 0 {
-		return c.foldLead(p, epoch, count, lead)
+		return c.foldLead(p, epoch, count, lead, true)
 	}
 	first := max(epoch-span+1, p.Epoch+1)
 	// The rate each window of the span is taken at: the factors as they were before the
@@ -451,9 +495,9 @@ func (c Config) foldSpan(p *Profile, epoch int64, count float64, span, next int6
 		if s, d := c.slot(e), c.weekday(e); s != obs || d != obsDay {
 			n = rate * seasons[s] * weeks[d]
 		}
-		c.foldLead(p, e, n, next+3-e)
+		c.foldLead(p, e, n, next+3-e, false)
 	}
-	return c.foldLead(p, epoch, count, lead)
+	return c.foldLead(p, epoch, count, lead, true)
 }
 
 // The fold cadence. A caller that folds every window learns from every window; one that
@@ -513,11 +557,13 @@ func (c Config) Peak(p *Profile) float64 {
 	return float64(p.Level) * top
 }
 
-// ProfileSize is the length of a Profile's binary form; OldProfileSize that of the form
-// before weekly cycles and spike ends (64 bytes), which UnmarshalBinary still reads.
+// ProfileSize is the length of a Profile's binary form. UnmarshalBinary still reads the
+// earlier forms: PrePatternProfileSize bytes, before daily patterns (Pattern none), and
+// OldProfileSize, before weekly cycles and spike ends.
 const (
-	ProfileSize    = 124
-	OldProfileSize = 64
+	ProfileSize           = 128
+	PrePatternProfileSize = 124
+	OldProfileSize        = 64
 )
 
 // ErrBadProfile is returned (wrapped) by UnmarshalBinary for data that is not a profile.
@@ -526,7 +572,7 @@ var ErrBadProfile = errors.New("spike: not a profile")
 // MarshalBinary encodes p in ProfileSize bytes, little-endian: Epoch (8 bytes, first, so
 // that a compare-and-set can compare the epoch alone), Windows (4), Level's float32 bits
 // (4), each Season's 2 bytes (48), each Week's float32 bits (28), Recent's float32 bits
-// (4), Before (4), SpikeFrom (8), Relearned (8), Today (4), Yesterday (4).
+// (4), Before (4), SpikeFrom (8), Relearned (8), Today (4), Yesterday (4), Pattern (4).
 func (p *Profile) MarshalBinary() ([]byte, error) {
 	return p.AppendBinary(make([]byte, 0, ProfileSize))
 }
@@ -549,6 +595,7 @@ func (p *Profile) AppendBinary(b []byte) ([]byte, error) {
 	b = le.AppendUint64(b, uint64(p.Relearned))
 	b = le.AppendUint32(b, p.Today)
 	b = le.AppendUint32(b, p.Yesterday)
+	b = le.AppendUint32(b, p.Pattern)
 	return b, nil
 }
 
@@ -556,7 +603,7 @@ func (p *Profile) AppendBinary(b []byte) ([]byte, error) {
 // (its level, hours and history kept; the week and the rest start unlearned). It refuses
 // data of another length and a level that is negative or not finite, leaving p unchanged.
 func (p *Profile) UnmarshalBinary(b []byte) error {
-	if len(b) != ProfileSize && len(b) != OldProfileSize {
+	if len(b) != ProfileSize && len(b) != PrePatternProfileSize && len(b) != OldProfileSize {
 		return fmt.Errorf("%w: %d bytes, want %d", ErrBadProfile, len(b), ProfileSize)
 	}
 	le := binary.LittleEndian
@@ -568,7 +615,7 @@ func (p *Profile) UnmarshalBinary(b []byte) error {
 	for i := range q.Season {
 		q.Season[i] = float16(le.Uint16(b[16+2*i:]))
 	}
-	if len(b) == ProfileSize {
+	if len(b) >= PrePatternProfileSize {
 		for i := range q.Week {
 			q.Week[i] = math.Float32frombits(le.Uint32(b[64+4*i:]))
 		}
@@ -578,6 +625,9 @@ func (p *Profile) UnmarshalBinary(b []byte) error {
 		q.Relearned = int64(le.Uint64(b[108:]))
 		q.Today = le.Uint32(b[116:])
 		q.Yesterday = le.Uint32(b[120:])
+	}
+	if len(b) == ProfileSize {
+		q.Pattern = le.Uint32(b[124:])
 	}
 	for _, v := range append([]float32{q.Level, q.Recent}, q.Week[:]...) {
 		if !(v >= 0) || math.IsInf(float64(v), 0) {

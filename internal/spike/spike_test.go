@@ -121,6 +121,7 @@ func TestProfileBinaryRoundTrip(t *testing.T) {
 	for e := int64(0); e < 2*1440; e++ {
 		c.Fold(&p, e, usual(500, 0.5, 0, e))
 	}
+	p.Today, p.Yesterday, p.Before, p.Pattern = 1<<3, 1<<4|1<<3, 1<<5, 1<<3 // every field set
 	b, err := p.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +151,17 @@ func TestProfileBinaryRoundTrip(t *testing.T) {
 	}
 	if q != p {
 		t.Error("a refused decode changed the profile")
+	}
+	// The 124-byte form, before daily patterns: all of it kept, no pattern hour.
+	var pre Profile
+	if err := pre.UnmarshalBinary(b[:PrePatternProfileSize]); err != nil {
+		t.Fatalf("the 124-byte form refused: %v", err)
+	}
+	if want := p; true {
+		want.Pattern = 0
+		if pre != want {
+			t.Errorf("the 124-byte form read as %+v, want %+v", pre, want)
+		}
 	}
 	// The 64-byte form of earlier versions: its epoch, history, level and hours kept.
 	var old Profile
