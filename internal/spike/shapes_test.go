@@ -251,6 +251,31 @@ func TestStoppedImportIsNoLongerAPattern(t *testing.T) {
 	}
 }
 
+// TestSpikeInAPatternHourIsCaught: a nightly import of 20 × at 02:00 is learned as a
+// pattern hour; a 30-minute spike of 100 × at that hour a week later is still caught,
+// since a pattern hour's season rises by Clip at most a window. Unbounded, the spike's
+// first fold made the hour admit it whole.
+func TestSpikeInAPatternHourIsCaught(t *testing.T) {
+	c := cfg(t)
+	spike := int64(9*1440 + 120)
+	run := runShape(t, c, 10*1440, func(e int64) float64 {
+		m := e % 1440
+		switch {
+		case e >= spike && e < spike+30:
+			return 100 * daily(1000, e)
+		case e >= 2*1440 && m >= 120 && m < 180:
+			return 20 * daily(1000, e)
+		}
+		return daily(1000, e)
+	})
+	if run.p.Pattern&(1<<2) == 0 {
+		t.Fatalf("pattern hours %024b: 02:00 not learned as the import's", run.p.Pattern)
+	}
+	if d := run.divertedIn(spike+1, spike+30); d < 0.9 {
+		t.Errorf("a 100 × spike in the import's hour: %.1f%% diverted after its first window, want it caught", 100*d)
+	}
+}
+
 // TestMaxSpikeConfig: MaxSpike defaults to three hours and must leave room for a fold.
 func TestMaxSpikeConfig(t *testing.T) {
 	if c := cfg(t); c.MaxSpike != 3*time.Hour {

@@ -182,10 +182,10 @@ type Profile struct {
 	Today, Yesterday, Before uint32
 	// Pattern has bit h set while hour h holds a daily pattern (a nightly import): a
 	// window over the threshold in an hour that had a burst on each of the two days
-	// before. A pattern
-	// hour's season follows its highest windows (Clip ÷ Factor × theirs), not its average,
-	// so an import filling part of the hour is under the threshold whatever part; it stays
-	// a pattern hour while each day brings it a burst.
+	// before. A pattern hour's season follows its highest windows (Clip ÷ Factor × theirs),
+	// not its average, so an import filling part of the hour is under the threshold
+	// whatever part; it rises at most Clip × a window, so a spike well over the import in
+	// that hour is still caught. An hour stays a pattern while each day brings it a burst.
 	Pattern uint32
 }
 
@@ -340,16 +340,20 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 	if c.Learned(p) {
 		if observed && p.Pattern&bit != 0 && level > 0 {
 			// A pattern hour: its season is at least what admits this window with
-			// room, so the import is not a spike whatever part of the hour it fills.
-			sv = c.follow(p, epoch, s, sv, count/(level*wv))
+			// room, so the import is not a spike whatever part of the hour it fills;
+			// but it rises by Clip at most, so a spike far over the import is not
+			// learned as it.
+			sv = c.follow(p, epoch, s, sv, min(count/(level*wv), c.Factor*sv))
 		}
 		if thr, _ := c.Threshold(p, epoch); count >= thr {
-			if p.Yesterday&p.Before&bit != 0 && level > 0 {
+			if p.Yesterday&p.Before&bit != 0 && p.Pattern&bit == 0 && level > 0 {
 				// Over the threshold in an hour that had a burst on the two days before
-				// too: a daily pattern, from now on followed at its highest (Pattern).
-				// Two days, not one: a spike that happens to come back at the same hour
-				// the next day (three teams of the trace's 300 with spikes) is still
-				// caught; one day would accept the nightly import a night sooner.
+				// too: a daily pattern, from now on followed at its highest (Pattern),
+				// its season taking this window at once. Two days, not one: a spike
+				// that happens to come back at the same hour the next day (three teams
+				// of the trace's 300 with spikes) is still caught; one day would accept
+				// the nightly import a night sooner. Over the threshold in an hour that
+				// is a pattern already, past what it may follow (above): a spike.
 				p.Pattern |= bit
 				c.follow(p, epoch, s, sv, count/(level*wv))
 				p.SpikeFrom = 0
