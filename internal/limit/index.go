@@ -3,6 +3,7 @@ package limit
 import (
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 )
 
@@ -147,14 +148,32 @@ func (x *index) remove(h uint64, e *entry) bool {
 // all calls f for every entry, with its hash (high half only) and when it was last seen,
 // from a random slot on, until f returns false. The caller holds the shard's mutex; f may
 // remove the entry it is given.
+//
+// It goes a block of slots at a time, first loading a word of each entry in the block,
+// then calling f for each. Entries are scattered over the heap and f is long: one entry
+// at a time, the core waited for each entry's cache line in turn (the sweep spent most
+// of its time on the first read of each entry); the block's loads, independent and
+// short, wait for their lines together.
 func (x *index) all(f func(h uint64, seen uint32, e *entry) bool) {
+	const block = 16
 	t := x.tab.Load()
 	off := rand.Uint64()
-	for k := range t.mask + 1 {
-		s := &t.slots[(off+k)&t.mask]
-		if e := s.e.Load(); e != nil && e != tombstone {
-			if w := s.tag.Load(); !f(w&^seenMask, uint32(w), e) {
-				return
+	n := t.mask + 1
+	var touched uint64
+	defer runtime.KeepAlive(&touched)
+	for lo := uint64(0); lo < n; lo += block {
+		hi := min(lo+block, n)
+		for k := lo; k < hi; k++ {
+			if e := t.slots[(off+k)&t.mask].e.Load(); e != nil && e != tombstone {
+				touched += e.thr.Load()
+			}
+		}
+		for k := lo; k < hi; k++ {
+			s := &t.slots[(off+k)&t.mask]
+			if e := s.e.Load(); e != nil && e != tombstone {
+				if w := s.tag.Load(); !f(w&^seenMask, uint32(w), e) {
+					return
+				}
 			}
 		}
 	}
