@@ -141,6 +141,16 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	// Why a team is over by spike protection, and what ends it.
 	for _, l := range t.Limits {
+		if len(l.PatternHoursUTC) > 0 {
+			hours := make([]string, len(l.PatternHoursUTC))
+			for i, h := range l.PatternHoursUTC {
+				hours[i] = fmt.Sprintf("%02d:00", h)
+			}
+			if _, err := fmt.Fprintf(stdout, "spike protection (%s window): daily pattern at %s UTC (a burst there three days running, such as a nightly import): the threshold of those hours follows their highest windows; a day without a burst there ends it\n",
+				l.Window, strings.Join(hours, ", ")); err != nil {
+				return err
+			}
+		}
 		if l.SpikeSince == nil || l.LearnedThreshold == nil || l.Baseline == nil {
 			continue
 		}

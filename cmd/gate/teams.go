@@ -118,7 +118,8 @@ type limitJSON struct {
 	// usual volume in this window (both null until learned), SpikeSince when its current
 	// spike started and SpikeEnds when that spike ends by re-learning the team at its new
 	// volume if it stays over (GATE_ADAPTIVE_MAX_SPIKE; both null: none), RelearnedAt when
-	// a spike last ended so (null: never).
+	// a spike last ended so (null: never), PatternHoursUTC the hours of the day learned as
+	// a daily pattern (a nightly import), whose thresholds follow their highest windows.
 	ThresholdMode    string     `json:"threshold_mode"`
 	ThresholdSource  string     `json:"threshold_source"`
 	LearnedThreshold *int64     `json:"learned_threshold,omitempty"`
@@ -126,6 +127,7 @@ type limitJSON struct {
 	SpikeSince       *time.Time `json:"spike_since,omitempty"`
 	SpikeEnds        *time.Time `json:"spike_ends,omitempty"`
 	RelearnedAt      *time.Time `json:"relearned_at,omitempty"`
+	PatternHoursUTC  []int      `json:"pattern_hours_utc,omitempty"`
 }
 
 // now is the limiters' clock's time.
@@ -179,6 +181,7 @@ func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) limitJSON {
 			at := s.Relearned.UTC()
 			l.RelearnedAt = &at
 		}
+		l.PatternHoursUTC = s.PatternHours
 	}
 	if !s.HeldSince.IsZero() {
 		since, rel := s.HeldSince.UTC(), s.ReleaseAt.UTC()

@@ -7,6 +7,7 @@ import (
 	"github.com/capturegate/gate/internal/gate"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,8 +184,8 @@ func TestTeamCommand(t *testing.T) {
 }
 
 // TestTeamAPIAdaptive: in adaptive mode the team view says where the threshold comes from,
-// the learned threshold and baseline, and since when the team is in a spike; `gate team`
-// shows them.
+// the learned threshold and baseline, since when the team is in a spike and its daily
+// pattern hours; `gate team` shows them.
 func TestTeamAPIAdaptive(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_800_000_000-1_800_000_000%3600, 0)
@@ -200,7 +201,8 @@ func TestTeamAPIAdaptive(t *testing.T) {
 		if r := &sw.Reads[i]; r.Team == "steady" {
 			// A day of history at 50 a window, folded up to the window before: not due.
 			// An earlier spike ended by re-learning two hours ago (no part of the next).
-			p := spike.Profile{Epoch: r.Epoch - 1, Windows: 1440, Level: 50, Relearned: r.Epoch - 120}
+			// Its nightly import at 02:00 and 03:00 is a daily pattern.
+			p := spike.Profile{Epoch: r.Epoch - 1, Windows: 1440, Level: 50, Relearned: r.Epoch - 120, Pattern: 1<<2 | 1<<3}
 			lim.ApplyProfile(r, p, true, 0, t0)
 		}
 	}
@@ -228,6 +230,9 @@ func TestTeamAPIAdaptive(t *testing.T) {
 	if s.RelearnedAt == nil || !s.RelearnedAt.Equal(t0.Add(-120*time.Minute)) {
 		t.Errorf("steady: relearned_at %v, want %v", s.RelearnedAt, t0.Add(-120*time.Minute))
 	}
+	if !slices.Equal(s.PatternHoursUTC, []int{2, 3}) {
+		t.Errorf("steady: pattern_hours_utc %v, want [2 3]", s.PatternHoursUTC)
+	}
 	if f := get("fresh"); f.ThresholdMode != "adaptive" || f.ThresholdSource != "static" || f.Threshold != 1_000_000 || f.Baseline != nil || f.SpikeSince != nil {
 		t.Errorf("fresh (no history yet): %+v", f)
 	}
@@ -238,7 +243,8 @@ func TestTeamAPIAdaptive(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"BASELINE", "SPIKE SINCE", "200 (learned)", t0.UTC().Format(time.RFC3339),
-		"over its learned threshold 200 (its usual 50 a window", "accepted by " + t0.Add(spike.DefaultMaxSpike).UTC().Format(time.RFC3339)} {
+		"over its learned threshold 200 (its usual 50 a window", "accepted by " + t0.Add(spike.DefaultMaxSpike).UTC().Format(time.RFC3339),
+		"daily pattern at 02:00, 03:00 UTC"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("gate team output lacks %q:\n%s", want, out.String())
 		}

@@ -78,6 +78,7 @@ type learned struct {
 	// current spike (as the fleet's folds saw it) ends by re-learning, unix ns; 0 none.
 	relearned atomic.Int64
 	spikeEnds atomic.Int64
+	pattern   atomic.Uint32 // the profile's pattern hours (spike.Profile.Pattern)
 }
 
 func newAdaptive(c spike.Config) *adaptive {
@@ -332,6 +333,7 @@ func (l *Limiter) setLearned(e *entry, ls *learned, cur int64) {
 	ls.hour = l.hourOf(cur)
 	ls.base.Store(math.Float64bits(a.cfg.Baseline(&ls.prof, cur)))
 	ls.relearned.Store(ls.prof.Relearned)
+	ls.pattern.Store(ls.prof.Pattern)
 	var ends int64
 	if ep, ok := a.cfg.SpikeEnds(&ls.prof); ok {
 		ends = ep * l.windowNs

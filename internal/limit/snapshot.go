@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 )
@@ -47,14 +48,17 @@ type TeamState struct {
 	// this window (0: none yet), SpikeSince when its current spike started (zero: none),
 	// SpikeEnds when that spike ends by re-learning the team at its new volume if it lasts
 	// (spike.Config.MaxSpike; zero: no spike), Relearned when a spike last ended so
-	// (zero: never).
-	Adaptive   bool
-	Source     Source
-	Learned    int64
-	Baseline   float64
-	SpikeSince time.Time
-	SpikeEnds  time.Time
-	Relearned  time.Time
+	// (zero: never), PatternHours the hours of the day (UTC) learned as a daily pattern
+	// (a nightly import: spike.Profile.Pattern), whose thresholds follow their highest
+	// windows.
+	Adaptive     bool
+	Source       Source
+	Learned      int64
+	Baseline     float64
+	SpikeSince   time.Time
+	SpikeEnds    time.Time
+	Relearned    time.Time
+	PatternHours []int
 }
 
 // Pressure is Level / Threshold.
@@ -157,6 +161,9 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 			}
 			if rl := ls.relearned.Load(); rl != 0 {
 				s.Relearned = time.Unix(0, rl*l.windowNs)
+			}
+			for m := ls.pattern.Load(); m != 0; m &= m - 1 {
+				s.PatternHours = append(s.PatternHours, bits.TrailingZeros32(m))
 			}
 		}
 	}
