@@ -252,6 +252,34 @@ func (k *KeyFrom) team(rec *kgo.Record, s *Scratch, maxKey int) (string, reasonC
 // key is bytes to the limiter). Checking UTF-8 would be another pass over the value for a
 // fault downstream decoders already handle, usually by substituting U+FFFD.
 func (k *KeyFrom) jsonTeam(v []byte, s *Scratch, maxKey int) (string, reasonCode) {
+	js, code := jsonObject(v, !k.lax, s)
+	if code != reasonNone {
+		return "", code
+	}
+	team, code := k.jsonFields(js, s, maxKey)
+	if k.lax && code != reasonNone && code != reasonKeyTooLong && !gjson.Valid(js) {
+		// Without validation, the value is checked only where reading the team failed,
+		// to tell not_json from a missing or ambiguous field: bad records pay, good ones
+		// do not.
+		return "", s.fail(malformed())
+	}
+	return team, code
+}
+
+// jsonObject is v as a string if it is a JSON object, valid JSON as a whole when
+// validate is set; without, only its first byte that is not white space is looked at
+// (the rest is read as far as it goes by whoever reads its fields). Both the team key
+// and the rules' fields are read through it. The usual event, starting with '{' and
+// too short to nest too deep, takes the inlined test alone.
+func jsonObject(v []byte, validate bool, s *Scratch) (string, reasonCode) {
+	if !validate && len(v) > 0 && len(v) <= maxDepth && v[0] == '{' {
+		return bytesString(v), reasonNone
+	}
+	return checkObject(v, validate, s)
+}
+
+// checkObject is jsonObject's whole check.
+func checkObject(v []byte, validate bool, s *Scratch) (string, reasonCode) {
 	if len(v) == 0 {
 		return "", s.fail(failure{reason: reasonNotJSON, what: "value is empty"})
 	}
@@ -259,27 +287,13 @@ func (k *KeyFrom) jsonTeam(v []byte, s *Scratch, maxKey int) (string, reasonCode
 		return "", s.fail(failure{reason: reasonNotJSON, what: fmt.Sprintf("value nests deeper than %d levels", maxDepth)})
 	}
 	js := bytesString(v)
-	if k.lax {
-		// Without validation, the value is checked only where reading the team failed,
-		// to tell not_json from a missing or ambiguous field: bad records pay, good ones
-		// do not.
-		if i := firstNonSpace(js); i >= len(js) || js[i] != '{' {
-			return "", s.fail(notObject(js))
-		}
-		team, code := k.jsonFields(js, s, maxKey)
-		if code != reasonNone && code != reasonKeyTooLong && !gjson.Valid(js) {
-			return "", s.fail(malformed())
-		}
-		return team, code
-	}
-	if !gjson.Valid(js) {
+	if validate && !gjson.Valid(js) {
 		return "", s.fail(malformed())
 	}
-	// Valid JSON: the first byte that is not white space starts the value.
-	if c := js[firstNonSpace(js)]; c != '{' {
+	if i := firstNonSpace(js); i >= len(js) || js[i] != '{' {
 		return "", s.fail(notObject(js))
 	}
-	return k.jsonFields(js, s, maxKey)
+	return js, reasonNone
 }
 
 // notObject is the failure for a value that does not start as a JSON object.

@@ -448,24 +448,11 @@ func (r *Router) rulesJSON(rec *kgo.Record, s *Scratch) (string, reasonCode) {
 	if len(r.plan.top) == 0 {
 		return "", reasonNone
 	}
-	v := rec.Value
-	if len(v) == 0 {
-		return "", s.fail(failure{reason: reasonNotJSON, what: "value is empty"})
-	}
-	if tooDeep(v) {
-		return "", s.fail(failure{reason: reasonNotJSON, what: fmt.Sprintf("value nests deeper than %d levels", maxDepth)})
-	}
-	js := bytesString(v)
-	if !r.cfg.ValidateJSON {
-		// Lax: as jsonTeam, a value that is not an object fails here; one that breaks off
-		// is read as far as it goes, and checked only if a rule then cannot read its key.
-		if i := firstNonSpace(js); i >= len(js) || js[i] != '{' {
-			return "", s.fail(notObject(js))
-		}
-	} else if !gjson.Valid(js) {
-		return "", s.fail(malformed())
-	} else if js[firstNonSpace(js)] != '{' {
-		return "", s.fail(notObject(js))
+	// Lax: as jsonTeam, a value that is not an object fails here; one that breaks off is
+	// read as far as it goes, and checked only if a rule then cannot read its key.
+	js, code := jsonObject(rec.Value, r.cfg.ValidateJSON, s)
+	if code != reasonNone {
+		return "", code
 	}
 	s.at = append(s.at[:0], make([]int, len(r.plan.top))...)
 	if members(js, firstNonSpace(js), r.plan.top, s.at) < 0 && r.cfg.ValidateJSON {
