@@ -84,6 +84,9 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
+	if err := checkRule(cfg, *rule); err != nil {
+		return err
+	}
 	ropts, err := cfg.RedisOptions()
 	if err != nil {
 		return err
@@ -101,9 +104,6 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	c := clients[0]
 	ocfg := cfg.OverridesConfig()
 	key := ocfg.Key
-	if err := checkRule(cfg, *rule); err != nil {
-		return err
-	}
 	if *rule != "" {
 		key = overrides.Key(cfg.RuleKeyPrefix(*rule, 0, 0))
 	}
