@@ -250,16 +250,16 @@ func missingKey(code reasonCode) bool {
 // routeRules is RouteInto for a router with rules.
 func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.Record) Outcome {
 	var o Outcome
-	js, f := r.rulesJSON(rec, s)
+	js, failed := r.rulesJSON(rec, s)
 	var ro ruleOutcome
 	var at time.Time
-	if r.event && f == reasonNone {
+	if r.event && failed == reasonNone {
 		at = r.eventTime(rec)
 	}
 	failedRule := -1
 	var failedKey *KeyFrom // the key or match field that could not be read
 	for i := range r.rules {
-		if f != reasonNone {
+		if failed != reasonNone {
 			break
 		}
 		st := &r.rules[i]
@@ -268,7 +268,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 			m := &st.Match[j]
 			v, mf := m.Field.readAt(rec, js, s.at, s, maxMatchBytes)
 			if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
-				f, failedRule, failedKey = mf, i, &m.Field
+				failed, failedRule, failedKey = mf, i, &m.Field
 				break
 			}
 			if (mf == reasonNone && slices.Contains(m.Values, v)) == m.Not {
@@ -276,7 +276,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 				break
 			}
 		}
-		if f != reasonNone {
+		if failed != reasonNone {
 			break
 		}
 		if !matched {
@@ -295,7 +295,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 				st.missing.Inc()
 				continue
 			}
-			f, failedRule, failedKey = kf, i, &st.Key
+			failed, failedRule, failedKey = kf, i, &st.Key
 			break
 		}
 		if o.Team == "" {
@@ -341,12 +341,12 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 			o.Team, o.Decision = s.keepKey(key), d
 		}
 	}
-	if f != reasonNone {
-		o.Enforced, o.EnforcedReason = DeadLetter, f.String()
+	if failed != reasonNone {
+		o.Enforced, o.EnforcedReason = DeadLetter, failed.String()
 		if r.cfg.DryRun {
 			// As without rules: dry run sends everything to accepted, counting what
 			// enforcement would have done.
-			r.diverted[f].Inc()
+			r.diverted[failed].Inc()
 			r.records[reasonDryRun].Inc()
 			o.Route, o.Reason = Accepted, ReasonDryRun
 			r.fill(out, rec, Accepted, rec.Key, 0)
@@ -358,9 +358,9 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 		} else {
 			detail = r.rules[0].Key.detail(s.why, r.maxKey)
 		}
-		o.Route, o.Reason = DeadLetter, f.String()
-		r.records[f].Inc()
-		*out = *r.deadLetter(rec, r.hdrValue[f], detail)
+		o.Route, o.Reason = DeadLetter, failed.String()
+		r.records[failed].Inc()
+		*out = *r.deadLetter(rec, r.hdrValue[failed], detail)
 		return o
 	}
 	o.Rule = ""
