@@ -63,7 +63,7 @@ type learned struct {
 	// The tick's goroutine only.
 	prof spike.Profile
 	next int64 // the epoch of the next look at the profile
-	hour int64 // the hour (epoch × window / 1 h) thr was computed for
+	part int64 // the part of the day thr was computed for (spike.Config.ThresholdPart)
 	// own is what this gate handed to the tick of each of the last three windows (by
 	// epoch mod 3, tagged as entry.unsent is), complete from epoch ownFrom on, so that a fold knows this gate's share of the window it folds
 	// (wantsFold).
@@ -228,14 +228,14 @@ type SpikeEvent struct {
 
 // sweepLearned is the sweep's part of adaptive thresholds for one cached entry at ns in
 // epoch cur, whose effective threshold is thr and level lvl: it moves the learned threshold
-// to a new hour's season, tracks spikes, and says whether to look at the profile with this
+// to a new part of the day's season, tracks spikes, and says whether to look at the profile with this
 // sweep's read of the team, and whether to fetch the count of epoch cur−2 to fold it. The
 // caller holds the entry's shard lock.
 func (l *Limiter) sweepLearned(ls *learned, ns, cur int64, e *entry, thr int64, lvl float64, into *Sweep) (look, fold bool) {
 	if ls == nil {
 		return true, true
 	}
-	if l.hourOf(cur) != ls.hour {
+	if a := l.adapt; a.cfg.ThresholdPart(cur) != ls.part {
 		l.setLearned(e, ls, cur)
 	}
 	l.trackSpike(ns, e, ls, thr, lvl, into)
@@ -243,10 +243,6 @@ func (l *Limiter) sweepLearned(ls *learned, ns, cur int64, e *entry, thr int64, 
 		return true, true
 	}
 	return false, false
-}
-
-func (l *Limiter) hourOf(epoch int64) int64 {
-	return floorDiv(epoch*l.windowNs, int64(time.Hour))
 }
 
 // trackSpike starts a spike when a team whose threshold is its learned one reaches it, and
@@ -330,7 +326,7 @@ func (l *Limiter) setLearned(e *entry, ls *learned, cur int64) {
 	if t, ok := a.cfg.Threshold(&ls.prof, cur); ok {
 		thr = min(max(int64(math.Ceil(t)), 1), MaxThreshold)
 	}
-	ls.hour = l.hourOf(cur)
+	ls.part = a.cfg.ThresholdPart(cur)
 	ls.base.Store(math.Float64bits(a.cfg.Baseline(&ls.prof, cur)))
 	ls.relearned.Store(ls.prof.Relearned)
 	ls.pattern.Store(ls.prof.Pattern)

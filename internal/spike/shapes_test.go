@@ -287,3 +287,60 @@ func TestMaxSpikeConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestImportSpillingIntoAnUnobservedPart: a nightly import of 30 × for 46 minutes, at
+// every third minute across an hour, from the team's first day or from its third: from
+// the sixth night on, none of it is diverted. Before judgedSeason, the part of the import
+// in its second hour was, every night for good, whenever the folds (one window in
+// MinFoldEvery) never observed it: that hour's season never learned the import (the
+// trace's nightly imports lost 0.1% of their teams' records a night to it).
+func TestImportSpillingIntoAnUnobservedPart(t *testing.T) {
+	c := cfg(t)
+	const length = 46
+	for _, from := range []int64{0, 2} {
+		for at := int64(5 * 60); at < 6*60; at += 3 {
+			run := runShape(t, c, 10*1440, func(e int64) float64 {
+				if m := e % 1440; e >= from*1440 && m >= at && m < at+length {
+					return 30 * daily(300, e)
+				}
+				return daily(300, e)
+			})
+			for night := int64(5); night < 10; night++ {
+				if d := run.divertedIn(night*1440+at, night*1440+at+length); d != 0 {
+					t.Errorf("an import from day %d at %02d:%02d for %d minutes, night %d: %.1f%% diverted, want none", from+1, at/60, at%60, length, night+1, 100*d)
+				}
+			}
+		}
+	}
+}
+
+// TestStepUnderTheThresholdIsAccepted: a launch at the trough of a strong daily cycle,
+// ten minutes at 8 × (a spike) and then 4.5 × for good, which the trough brings under the
+// threshold (over Clip × the baseline): it is re-learned within MaxSpike of its start and
+// not diverted after. Before, a team between Clip × and the threshold was never
+// re-learned: the level followed it clipped while the day's factor of the week took the
+// rest, and at midnight, at the next day's factor, the step was a spike again (the
+// trace's worst step-up team was diverted 15 hours after its step).
+func TestStepUnderTheThresholdIsAccepted(t *testing.T) {
+	c := cfg(t)
+	usual := func(e int64) float64 {
+		return 2000 * (1 + 0.66*math.Cos(2*math.Pi*(float64(e%1440)/60-21)/24))
+	}
+	step := int64(4*1440 + 9*60)
+	run := runShape(t, c, step+3*1440, func(e int64) float64 {
+		switch {
+		case e >= step && e < step+10:
+			return 8 * usual(e)
+		case e >= step:
+			return 4.5 * usual(e)
+		}
+		return usual(e)
+	})
+	maxW := int64(c.MaxSpike / c.Window)
+	if last := run.lastDiverted(step, step+3*1440); last-step+1 > maxW {
+		t.Errorf("a launch at the trough: diverted until %d min after it, want accepted within MaxSpike (%d min)", last-step+1, maxW)
+	}
+	if run.relearn < step {
+		t.Errorf("a launch at the trough: not re-learned (Relearned %d)", run.relearn)
+	}
+}

@@ -230,3 +230,57 @@ func TestFoldScheduledCoversMissedFold(t *testing.T) {
 		t.Errorf("level %v after five silent periods, %v with every fold: want the silence not learned", gone.Level, all.Level)
 	}
 }
+
+// TestThresholdPart: a threshold is constant within each part ThresholdPart names, and a
+// neighbouring import hour's reach begins and ends on a part's edge: with one-minute
+// windows, the first and last 20 minutes of an hour and the rest; with windows of half
+// an hour, each window; with windows of an hour, the hour.
+func TestThresholdPart(t *testing.T) {
+	for _, tc := range []struct {
+		window time.Duration
+		parts  int
+	}{{time.Minute, 3}, {10 * time.Second, 3}, {30 * time.Minute, 2}, {time.Hour, 1}} {
+		c, err := Config{Window: tc.window}.WithDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Hour 6 holds an import; hour 5 and 7 do not.
+		var p Profile
+		p.Level, p.Windows = 100, 1<<20
+		for s := range p.Season {
+			p.Season[s] = toF16(1, 0, s)
+		}
+		p.Season[6] = toF16(20, 0, 6)
+		perHour := int64(time.Hour / tc.window)
+		seen := map[int64]float64{}
+		for e := 5 * perHour; e < 8*perHour; e++ {
+			thr, _ := c.Threshold(&p, e)
+			part := c.ThresholdPart(e)
+			if prev, ok := seen[part]; ok && prev != thr {
+				t.Errorf("window %s: part %d has thresholds %g and %g", tc.window, part, prev, thr)
+			}
+			seen[part] = thr
+		}
+		if len(seen) != 3*tc.parts {
+			t.Errorf("window %s: %d parts over three hours, want %d", tc.window, len(seen), 3*tc.parts)
+		}
+		// The last 20 minutes of hour 5 and the first of hour 7 take hour 6's season.
+		reach := int64(20 * time.Minute / tc.window)
+		if tc.window >= 30*time.Minute {
+			reach = perHour / 2
+		}
+		base := 4 * 100.0
+		for _, e := range []int64{6*perHour - 1, 7 * perHour} {
+			if thr, _ := c.Threshold(&p, e); reach > 0 && math.Abs(thr-20*base) > 0.5 {
+				t.Errorf("window %s: window %d next to the import's hour has threshold %g, want %g", tc.window, e, thr, 20*base)
+			} else if reach == 0 && math.Abs(thr-base) > 0.5 {
+				t.Errorf("window %s: window %d has threshold %g, want its own hour's %g", tc.window, e, thr, base)
+			}
+		}
+		if reach > 0 && perHour > 2*reach {
+			if thr, _ := c.Threshold(&p, 5*perHour+perHour/2); math.Abs(thr-base) > 0.5 {
+				t.Errorf("window %s: the middle of hour 5 has threshold %g, want its own %g", tc.window, thr, base)
+			}
+		}
+	}
+}

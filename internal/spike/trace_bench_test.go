@@ -92,6 +92,24 @@ func (t *trTeam) usual(e int64) float64 {
 	return v
 }
 
+// onset reports whether window e is in the onset of t's shape, where diverting is the
+// learner's design, not a false overflow: a lasting step up's first MaxSpike (a spike
+// until then, as any causal detector must take it; the bound is scored by
+// adaptive_step_accepted_after_h), and a nightly import on its first three nights (a
+// burst of 10 or 30 × for 30 to 60 minutes is what a spike is, until it has come at the
+// same hour three days running: the recurrence the learner waits for, so that a spike
+// coming back at the same hour the next day by chance is still caught).
+func (t *trTeam) onset(e, maxSpike int64) bool {
+	switch t.shape {
+	case "stepup":
+		return e >= t.from && e < t.from+maxSpike
+	case "batch":
+		m := e % 1440
+		return e < 3*1440 && m >= t.batchAt && m < t.batchAt+t.batchLen
+	}
+	return false
+}
+
 // spikeAt is the index of the spike window e is in, or -1.
 func (t *trTeam) spikeAt(e int64) int {
 	for i, s := range t.spikes {
@@ -224,9 +242,12 @@ type trScore struct {
 	detect, detectVol      []float64 // per spike detected: windows to detect it, its volume
 	undetected, spikesSeen int
 	calmDivCap, peakDivCap float64
+	// Of the above outside spikes, in a shape's onset (trTeam.onset): diverted (all
+	// teams), and spike-free teams' records and diverted, scored apart as settled.
+	onsetDiv, onsetCalmVol, onsetCalmDiv float64
 }
 
-func (s *trScore) add(t *trTeam, e int64, prev, c, thr float64, inSpike, spiky bool) {
+func (s *trScore) add(t *trTeam, e int64, prev, c, thr float64, inSpike, spiky, onset bool) {
 	d := divertedDivert(prev, c, thr)
 	dc := math.Max(0, c-thr)
 	if inSpike {
@@ -238,9 +259,16 @@ func (s *trScore) add(t *trTeam, e int64, prev, c, thr float64, inSpike, spiky b
 	}
 	s.otherDiv += d
 	s.otherDivCap += dc
+	if onset {
+		s.onsetDiv += d
+	}
 	if !spiky {
 		s.calmVol += c
 		s.calmDiv += d
+		if onset {
+			s.onsetCalmVol += c
+			s.onsetCalmDiv += d
+		}
 		s.calmDivCap += dc
 		if t.nearPeak(e) {
 			s.peakDiv += d
@@ -274,6 +302,13 @@ func (s *trScore) metrics() (recall, precision, falseShare, peak, recallCap, pre
 	precisionCap = s.excessDiv / math.Max(s.excessDiv+s.otherDivCap, 1)
 	falseShareCap = s.calmDivCap / s.calmVol
 	return recall, precision, falseShare, s.peakDiv, recallCap, precisionCap, falseShareCap, s.peakDivCap
+}
+
+// settled is precision and false overflow (divert) outside the shapes' onsets.
+func (s *trScore) settled() (precision, falseShare float64) {
+	precision = s.spikeDiv / math.Max(s.spikeDiv+s.otherDiv-s.onsetDiv, 1)
+	falseShare = (s.calmDiv - s.onsetCalmDiv) / math.Max(s.calmVol-s.onsetCalmVol, 1)
+	return precision, falseShare
 }
 
 // trLearner learns one team as the gate does (limit's adaptive thresholds): window F is
@@ -345,6 +380,9 @@ func (s *trScore) merge(o *trScore) {
 	s.spikesSeen += o.spikesSeen
 	s.calmDivCap += o.calmDivCap
 	s.peakDivCap += o.peakDivCap
+	s.onsetDiv += o.onsetDiv
+	s.onsetCalmVol += o.onsetCalmVol
+	s.onsetCalmDiv += o.onsetCalmDiv
 }
 
 // trRun runs team i of teams through the learner as the gate drives it, from its first
@@ -361,6 +399,7 @@ func trRun(c Config, teams []trTeam, i int, grid []float64, res *trResult) {
 		staticDetected[g] = make([]bool, len(t.spikes))
 	}
 	spiky := len(t.spikes) > 0
+	maxSpike := int64(c.MaxSpike / c.Window)
 	lastDiv := int64(-1) // step-up teams: the last window after the step with > 1% diverted
 	for e := int64(0); e < t.windows; e++ {
 		mu := t.usual(e)
@@ -376,9 +415,10 @@ func trRun(c Config, teams []trTeam, i int, grid []float64, res *trResult) {
 				thr = math.Inf(1) // too little history: the static threshold (scored apart)
 			}
 			d := divertedDivert(prev, cnt, thr)
-			res.adaptive.add(t, e, prev, cnt, thr, k >= 0, spiky)
+			onset := t.onset(e, maxSpike)
+			res.adaptive.add(t, e, prev, cnt, thr, k >= 0, spiky, onset)
 			for g := range res.static {
-				res.static[g].add(t, e, prev, cnt, grid[g], k >= 0, spiky)
+				res.static[g].add(t, e, prev, cnt, grid[g], k >= 0, spiky, onset)
 				if k >= 0 && !staticDetected[g][k] && divertedDivert(prev, cnt, grid[g]) >= 0.9*cnt {
 					staticDetected[g][k] = true
 					s := t.spikes[k]
@@ -535,6 +575,12 @@ func BenchmarkSpikeTrace(b *testing.B) {
 				m(src, "adaptive_spike_recall_cap$_static")
 				m(spc, "adaptive_spike_precision_cap$_static")
 			}
+			sp2, sf2 := a.settled()
+			if a.spikeVol > 0 {
+				m(sp2, "adaptive_spike_precision_settled$")
+			}
+			m(sf2, "adaptive_false_overflow_share_settled$")
+			m(a.onsetCalmDiv/math.Max(a.calmVol, 1), "adaptive_onset_diverted_share$")
 			m(af, "adaptive_false_overflow_share$")
 			m(apk, "adaptive_peak_false_overflow$")
 			m(afc, "adaptive_false_overflow_share_cap$")
