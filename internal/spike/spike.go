@@ -25,12 +25,13 @@
 //     pattern: from the third day's first fold that hour's season follows its highest
 //     windows, so the import is accepted whatever part of the hour it fills, and for as
 //     long as it comes each day (the hour's season then falls back at SeasonHalfLife).
-//     Days while the team is still being learned count: an import present from a
-//     team's start is accepted whole by its fifth night. One shorter than the fold
-//     period can fall between the folds every day, unseen, and stays diverted. Within
-//     MinFoldEvery of an hour holding an import, a window's threshold is that hour's, so
-//     that an import's part in the next hour, which the folds may never observe, is not
-//     diverted every night.
+//     Days while the team is still being learned count, but an import present from a
+//     team's start can take until its seventh night: its hour's season learns it that
+//     first day, then falls back, and it is a burst again for a night or three. One
+//     shorter than the fold period can fall between the folds every day, unseen, and
+//     stays diverted. Within MinFoldEvery of an hour holding an import, a window's
+//     threshold is that hour's, so that an import's part in the next hour, which the
+//     folds may never observe, is not diverted every night.
 //   - A team with less than MinHistory of history has no learned threshold (Threshold
 //     returns false): the static one applies. Until it has a week, the days of the week it
 //     has not seen count as its average day.

@@ -244,7 +244,7 @@ type trScore struct {
 	calmDivCap, peakDivCap float64
 	// Of the above outside spikes, in a shape's onset (trTeam.onset): diverted (all
 	// teams), and spike-free teams' records and diverted, scored apart as settled.
-	onsetDiv, onsetCalmVol, onsetCalmDiv float64
+	onsetDiv, onsetCalmVol, onsetCalmDiv, onsetPeakDiv float64
 }
 
 func (s *trScore) add(t *trTeam, e int64, prev, c, thr float64, inSpike, spiky, onset bool) {
@@ -273,6 +273,9 @@ func (s *trScore) add(t *trTeam, e int64, prev, c, thr float64, inSpike, spiky, 
 		if t.nearPeak(e) {
 			s.peakDiv += d
 			s.peakDivCap += dc
+			if onset {
+				s.onsetPeakDiv += d
+			}
 		}
 	}
 }
@@ -304,11 +307,11 @@ func (s *trScore) metrics() (recall, precision, falseShare, peak, recallCap, pre
 	return recall, precision, falseShare, s.peakDiv, recallCap, precisionCap, falseShareCap, s.peakDivCap
 }
 
-// settled is precision and false overflow (divert) outside the shapes' onsets.
-func (s *trScore) settled() (precision, falseShare float64) {
+// settled is precision, false overflow and peak (divert) outside the shapes' onsets.
+func (s *trScore) settled() (precision, falseShare, peak float64) {
 	precision = s.spikeDiv / math.Max(s.spikeDiv+s.otherDiv-s.onsetDiv, 1)
 	falseShare = (s.calmDiv - s.onsetCalmDiv) / math.Max(s.calmVol-s.onsetCalmVol, 1)
-	return precision, falseShare
+	return precision, falseShare, s.peakDiv - s.onsetPeakDiv
 }
 
 // trLearner learns one team as the gate does (limit's adaptive thresholds): window F is
@@ -383,6 +386,7 @@ func (s *trScore) merge(o *trScore) {
 	s.onsetDiv += o.onsetDiv
 	s.onsetCalmVol += o.onsetCalmVol
 	s.onsetCalmDiv += o.onsetCalmDiv
+	s.onsetPeakDiv += o.onsetPeakDiv
 }
 
 // trRun runs team i of teams through the learner as the gate drives it, from its first
@@ -575,11 +579,12 @@ func BenchmarkSpikeTrace(b *testing.B) {
 				m(src, "adaptive_spike_recall_cap$_static")
 				m(spc, "adaptive_spike_precision_cap$_static")
 			}
-			sp2, sf2 := a.settled()
+			sp2, sf2, spk2 := a.settled()
 			if a.spikeVol > 0 {
 				m(sp2, "adaptive_spike_precision_settled$")
 			}
 			m(sf2, "adaptive_false_overflow_share_settled$")
+			m(spk2, "adaptive_peak_false_overflow_settled$")
 			m(a.onsetCalmDiv/math.Max(a.calmVol, 1), "adaptive_onset_diverted_share$")
 			m(af, "adaptive_false_overflow_share$")
 			m(apk, "adaptive_peak_false_overflow$")
