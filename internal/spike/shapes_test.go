@@ -344,3 +344,50 @@ func TestStepUnderTheThresholdIsAccepted(t *testing.T) {
 		t.Errorf("a launch at the trough: not re-learned (Relearned %d)", run.relearn)
 	}
 }
+
+// TestSpikeBeforeABusinessDayIsCaught: a team at 100 records a minute at night and 2,000
+// from 08:00 to 18:00; a 20-minute spike of 20 × its night's volume just before 08:00 is
+// caught. A reach from every neighbouring hour over Clip × this one's, tried first, took
+// the business day's threshold 20 minutes early and let it through whole.
+func TestSpikeBeforeABusinessDayIsCaught(t *testing.T) {
+	c := cfg(t)
+	spike := int64(5*1440 + 7*60 + 40)
+	run := runShape(t, c, 6*1440, func(e int64) float64 {
+		v := 100.0
+		if m := e % 1440; m >= 8*60 && m < 18*60 {
+			v = 2000
+		}
+		if e >= spike && e < spike+20 {
+			v *= 20
+		}
+		return v
+	})
+	if d := run.divertedIn(spike+1, spike+20); d < 0.9 {
+		t.Errorf("a 20 × spike before the business day: %.1f%% diverted after its first window, want it caught", 100*d)
+	}
+}
+
+// TestRiseAfterASpikeIsLearnedAtItsVolume: a 30-minute spike of 20 ×, then 1.8 × the
+// usual volume for good: the team is re-learned at about 1.8 ×, not at the spike's
+// volume still in Recent, so a 5 × spike two days later is still caught. Re-learned at
+// Recent, it had 3.3 × its level and let that spike through whole.
+func TestRiseAfterASpikeIsLearnedAtItsVolume(t *testing.T) {
+	c := cfg(t)
+	start, later := int64(3*1440+12*60), int64(5*1440+12*60)
+	run := runShape(t, c, 6*1440, func(e int64) float64 {
+		v := daily(1000, e)
+		switch {
+		case e >= start && e < start+30:
+			v *= 20
+		case e >= start+30:
+			v *= 1.8
+		}
+		if e >= later && e < later+30 {
+			v *= 5
+		}
+		return v
+	})
+	if d := run.divertedIn(later+1, later+30); d < 0.9 {
+		t.Errorf("a 5 × spike two days after a rise to 1.8 ×: %.1f%% diverted after its first window, want it caught", 100*d)
+	}
+}

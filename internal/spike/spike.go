@@ -84,9 +84,9 @@ type Config struct {
 	// WeekHalfLife is how fast the weekly profile follows a change in the week's shape,
 	// counted in weeks of that day's windows. Default 2 weeks.
 	WeekHalfLife time.Duration
-	// MaxSpike bounds a spike: a team over its threshold for this long is re-learned at
-	// the volume it has sent lately, so that a lasting step up is accepted again within
-	// it. Default 3 h: an hour over the longest spikes real traffic shows and the trace
+	// MaxSpike bounds a spike: a team in one this long (over its threshold, and over
+	// Clip × its baseline since) is re-learned at the volume it has sent lately, so that a
+	// lasting step up is accepted again within it. Default 3 h: an hour over the longest spikes real traffic shows and the trace
 	// holds (10 to 120 minutes), which are still caught whole; shorter accepts a launch
 	// sooner and lets a long spike through once it passes the bound.
 	MaxSpike time.Duration
@@ -187,8 +187,7 @@ type Profile struct {
 	// for its day, whatever the hour's season.
 	Today, Yesterday, Before uint32
 	// Pattern has bit h set while hour h holds a daily pattern (a nightly import): a
-	// window over the threshold in an hour that had a burst on each of the two days
-	// before. A pattern hour's season follows its highest windows (Clip ÷ Factor × theirs),
+	// burst in an hour that had one on each of the two days before. A pattern hour's season follows its highest windows (Clip ÷ Factor × theirs),
 	// not its average, so an import filling part of the hour is under the threshold
 	// whatever part; it rises at most Clip × a window, so a spike well over the import in
 	// that hour is still caught. An hour stays a pattern while each day brings it a burst.
@@ -271,7 +270,8 @@ func (c Config) Learned(p *Profile) bool {
 }
 
 // Threshold is the learned threshold of window epoch, clamp(Factor × baseline, Floor,
-// Ceiling), and true; or false while the team has too little history (the static
+// Ceiling), the baseline taking a neighbouring import hour's season at the hour's edge
+// (judgedSeason), and true; or false while the team has too little history (the static
 // threshold applies).
 func (c Config) Threshold(p *Profile, epoch int64) (float64, bool) {
 	if !c.Learned(p) {
@@ -298,11 +298,19 @@ func (c Config) judgedSeason(p *Profile, epoch int64) float64 {
 	s := c.slot(epoch)
 	sv := p.season(s)
 	if n := c.reachFrom(epoch); n >= 0 {
-		if ns := p.season(n); ns > sv && (p.Pattern&(1<<n) != 0 || ns >= c.Clip*sv) {
+		if ns := p.season(n); ns > sv && (p.Pattern&(1<<n) != 0 || ns >= c.Clip*sv && c.isolated(p, n)) {
 			return ns
 		}
 	}
 	return sv
+}
+
+// isolated reports whether hour n's season is over Clip × both its neighbours': a burst
+// an hour or so long, as an import is, not the edge of a plateau (a business day's first
+// hour has the next as high, and reaches nothing).
+func (c Config) isolated(p *Profile, n int) bool {
+	ns := p.season(n)
+	return ns >= c.Clip*p.season((n+Slots-1)%Slots) && ns >= c.Clip*p.season((n+1)%Slots)
 }
 
 // reachFrom is the neighbouring hour whose pattern reaches window epoch: the hour before
@@ -327,11 +335,14 @@ func (c Config) ThresholdPart(epoch int64) int64 {
 	return hour*3 + int64(c.reachSide(epoch))
 }
 
-// reachSide is 1 for a window in the first MinFoldEvery of its hour, 2 in the last, 0
-// otherwise; with long windows, up to half an hour each.
+// reachSide is 1 for a window in the first reach windows of its hour, 2 in the last, 0
+// otherwise, reach being the most of an hour's edge the folds can leave unobserved: a
+// fold period (MinFoldEvery, for a team over the floor) less the window observed, up to
+// half an hour. With windows of MinFoldEvery or longer every window is observed, and
+// nothing is reached.
 func (c Config) reachSide(epoch int64) int {
 	perHour := int64(time.Hour / c.Window)
-	reach, i := min(c.foldWindows(MinFoldEvery), perHour/2), floorMod(epoch, perHour)
+	reach, i := min(c.foldWindows(MinFoldEvery)-1, perHour/2), floorMod(epoch, perHour)
 	switch {
 	case reach == 0:
 		return 0
@@ -452,7 +463,10 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 			// day's factor of the week took the rest, and at midnight, at the next
 			// day's factor, it would be a spike again (the trace's worst step-up team
 			// was diverted 15 hours after its step).
-			p.Level, p.SpikeFrom, p.Relearned = p.Recent, 0, epoch
+			// At what it sends now, if less than Recent: a spike far over the
+			// threshold before the team settled between, still in Recent, is not its
+			// new volume.
+			p.Level, p.SpikeFrom, p.Relearned = min(p.Recent, float32(count/(sv*wv))), 0, epoch
 			return false
 		}
 		level += c.weight(c.LevelHalfLife) * (min(count, clip)/(sv*wv) - level)

@@ -233,18 +233,21 @@ func TestFoldScheduledCoversMissedFold(t *testing.T) {
 
 // TestThresholdPart: a threshold is constant within each part ThresholdPart names, and a
 // neighbouring import hour's reach begins and ends on a part's edge: with one-minute
-// windows, the first and last 20 minutes of an hour and the rest; with windows of half
-// an hour, each window; with windows of an hour, the hour.
+// windows, the first and last 19 minutes of an hour (a fold period less the window
+// observed) and the rest; with windows of MinFoldEvery or more, every window is observed
+// and an hour is one part. A business day's first hour, as high as the next, reaches
+// nothing: the hour before it keeps its own threshold.
 func TestThresholdPart(t *testing.T) {
 	for _, tc := range []struct {
 		window time.Duration
 		parts  int
-	}{{time.Minute, 3}, {10 * time.Second, 3}, {30 * time.Minute, 2}, {time.Hour, 1}} {
+		reach  int64 // windows
+	}{{time.Minute, 3, 19}, {10 * time.Second, 3, 119}, {10 * time.Minute, 3, 1}, {30 * time.Minute, 1, 0}, {time.Hour, 1, 0}} {
 		c, err := Config{Window: tc.window}.WithDefaults()
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Hour 6 holds an import; hour 5 and 7 do not.
+		// Hour 6 holds an import; hours 5 and 7 do not.
 		var p Profile
 		p.Level, p.Windows = 100, 1<<20
 		for s := range p.Season {
@@ -264,23 +267,25 @@ func TestThresholdPart(t *testing.T) {
 		if len(seen) != 3*tc.parts {
 			t.Errorf("window %s: %d parts over three hours, want %d", tc.window, len(seen), 3*tc.parts)
 		}
-		// The last 20 minutes of hour 5 and the first of hour 7 take hour 6's season.
-		reach := int64(20 * time.Minute / tc.window)
-		if tc.window >= 30*time.Minute {
-			reach = perHour / 2
-		}
-		base := 4 * 100.0
+		own, imp := 4*100.0, 4*100.0*20
+		at := func(e int64) float64 { thr, _ := c.Threshold(&p, e); return thr }
 		for _, e := range []int64{6*perHour - 1, 7 * perHour} {
-			if thr, _ := c.Threshold(&p, e); reach > 0 && math.Abs(thr-20*base) > 0.5 {
-				t.Errorf("window %s: window %d next to the import's hour has threshold %g, want %g", tc.window, e, thr, 20*base)
-			} else if reach == 0 && math.Abs(thr-base) > 0.5 {
-				t.Errorf("window %s: window %d has threshold %g, want its own hour's %g", tc.window, e, thr, base)
+			if want := map[bool]float64{true: imp, false: own}[tc.reach > 0]; math.Abs(at(e)-want) > 0.5 {
+				t.Errorf("window %s: window %d next to the import's hour has threshold %g, want %g", tc.window, e, at(e), want)
 			}
 		}
-		if reach > 0 && perHour > 2*reach {
-			if thr, _ := c.Threshold(&p, 5*perHour+perHour/2); math.Abs(thr-base) > 0.5 {
-				t.Errorf("window %s: the middle of hour 5 has threshold %g, want its own %g", tc.window, thr, base)
+		if tc.reach > 0 {
+			if e := 6*perHour - 1 - tc.reach; math.Abs(at(e)-own) > 0.5 {
+				t.Errorf("window %s: window %d, %d windows before the import's hour, has threshold %g, want its own %g", tc.window, e, tc.reach+1, at(e), own)
 			}
+		}
+		// A plateau from hour 6 on: hour 6 is not isolated, and reaches nothing.
+		q := p
+		for s := 6; s < 18; s++ {
+			q.Season[s] = toF16(20, 0, s)
+		}
+		if thr, _ := c.Threshold(&q, 6*perHour-1); math.Abs(thr-own) > 0.5 {
+			t.Errorf("window %s: the window before a business day's first hour has threshold %g, want its own %g", tc.window, thr, own)
 		}
 	}
 }
