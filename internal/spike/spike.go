@@ -29,7 +29,7 @@
 //     team's start can take until its seventh night: its hour's season learns it that
 //     first day, then falls back, and it is a burst again for a night or three. One
 //     shorter than the fold period can fall between the folds every day, unseen, and
-//     stays diverted. Within MinFoldEvery of an hour holding an import, a window's
+//     stays diverted. Within a fold period of an hour holding an import, a window's
 //     threshold is that hour's, so that an import's part in the next hour, which the
 //     folds may never observe, is not diverted every night.
 //   - A team with less than MinHistory of history has no learned threshold (Threshold
@@ -284,16 +284,17 @@ func (c Config) Threshold(p *Profile, epoch int64) (float64, bool) {
 	return t, true
 }
 
-// judgedSeason is the season window epoch's threshold takes: its hour's, or, within
-// MinFoldEvery of a neighbouring hour that holds an import (a pattern hour, or one whose
-// season is over Clip × this one's: more than a rise that is not a spike), that hour's.
-// An import seldom starts on the hour: one from 05:29 to 06:15 fills a quarter of hour 6,
-// which the folds, one window in MinFoldEvery, may never observe, so that hour's season
-// would never learn it and its part of the import would be diverted every night for good.
-// The cost: a spike starting within MinFoldEvery of a nightly import's hour, under the
-// import's own threshold, is caught only once it leaves that part. A daily cycle's hours
-// differ by far less than Clip from one to the next (1.3 at most at the trace's strongest
-// cycle), and reach nothing.
+// judgedSeason is the season window epoch's threshold takes: its hour's, or, in the
+// part of its hour a neighbouring hour that holds an import reaches (reachSide: a fold
+// period less the window observed, 19 minutes with windows of a minute), that hour's when
+// higher. An hour holds an import if it is a pattern hour, or if its season is over Clip ×
+// both its neighbours' (isolated). An import seldom starts on the hour: one from 05:29 to
+// 06:15 fills a quarter of hour 6, which the folds, one window in MinFoldEvery at the same
+// minutes every day, may never observe, so that hour's season would never learn it and
+// its part of the import would be diverted every night for good. The cost: a spike
+// starting right after a nightly import, under the import's own threshold, is caught only
+// once it leaves the reached part. The edge of a plateau (a business day's first hour,
+// as high as the next) and a daily cycle reach nothing.
 func (c Config) judgedSeason(p *Profile, epoch int64) float64 {
 	s := c.slot(epoch)
 	sv := p.season(s)
