@@ -3,6 +3,7 @@ package limit
 import (
 	"fmt"
 	"hash/maphash"
+	"math"
 	"testing"
 	"time"
 
@@ -401,5 +402,51 @@ func TestOwnCounts(t *testing.T) {
 	ls.addOwn(e0+3, 1) // e0's slot
 	if _, ok := ls.ownOf(e0); ok {
 		t.Errorf("epoch %d after %d took its slot: known", e0, e0+3)
+	}
+}
+
+// TestAdaptiveThresholdAtAnImportsEdge: a team whose 09:00 hour holds a nightly import has
+// its learned threshold raised in the last 19 minutes of 08:00 (spike.Config's reach), and
+// the limiter takes it there, not only on the hour: it recomputes a team's threshold in
+// each part spike.Config.ThresholdPart names. Recomputed each hour, as before, the import's
+// first minutes would still be judged by 08:00's threshold.
+func TestAdaptiveThresholdAtAnImportsEdge(t *testing.T) {
+	l := adaptiveLimiter(t, Config{})
+	c := l.adapt.cfg
+	now := adaptT0 // 08:00 UTC
+	e0 := l.Epoch(now)
+	if h := (e0 % 1440) / 60; h != 8 {
+		t.Fatalf("adaptT0 is at hour %d, want 8", h)
+	}
+	// A day of history: 100 a window, 2,000 from 09:00 to 10:00.
+	var p spike.Profile
+	for e := e0 - 1440; e < e0; e++ {
+		n := 100.0
+		if m := e % 1440; m >= 9*60 && m < 10*60 {
+			n = 2000
+		}
+		c.Fold(&p, e, n)
+	}
+	own, _ := c.Threshold(&p, e0)
+	edge, _ := c.Threshold(&p, e0+45)
+	if edge < 4*own {
+		t.Fatalf("the profile's threshold at 08:45 is %g, at 08:00 %g: want the import hour's reach", edge, own)
+	}
+	l.CheckAt(now, "t", 1)
+	var sw Sweep
+	l.Sweep(now, &sw)
+	for i := range sw.Reads {
+		if r := &sw.Reads[i]; r.Team == "t" {
+			l.ApplyProfile(r, p, true, 0, now)
+		}
+	}
+	if d := l.CheckAt(now, "t", 0); d.Threshold != int64(math.Ceil(own)) {
+		t.Fatalf("at 08:00: threshold %d, want %g", d.Threshold, math.Ceil(own))
+	}
+	at := now.Add(45 * time.Minute)
+	l.CheckAt(at, "t", 0)
+	l.Sweep(at, &sw)
+	if d := l.CheckAt(at, "t", 0); d.Threshold != int64(math.Ceil(edge)) {
+		t.Errorf("at 08:45, after a sweep: threshold %d, want the reached %g", d.Threshold, math.Ceil(edge))
 	}
 }
