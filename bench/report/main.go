@@ -604,7 +604,7 @@ var rows = []row{
 	{"adaptive_onset_diverted_share", nil, "share of spike-free teams' records diverted in the shapes' onsets (per shape: _<shape>)"},
 	{"adaptive_false_overflow_share_static", nil, "the same, best static threshold"},
 	{"adaptive_peak_false_overflow", nil, "records of spike-free teams diverted within an hour of their daily peak, onsets included (a step up, an import, near the team's peak)"},
-	{"adaptive_peak_false_overflow_settled", nil, "the same outside the shapes' onsets (what is left: imports present from a team's first day, on their fourth to sixth nights)"},
+	{"adaptive_peak_false_overflow_settled", nil, "the same outside the shapes' onsets (what is left: imports present from a team's first day, on their fourth to seventh nights)"},
 	{"adaptive_detect_windows", ptr(atMost(2)), "windows from a spike's start to ≥ 90% of it diverted, mean over spikes detected weighed by volume (the median: adaptive_detect_windows_median)"},
 	{"adaptive_detect_windows_static", nil, "the same, best static threshold, over the spikes it detects at all (adaptive_spikes_undetected_static says how many it misses)"},
 	{"adaptive_spike_recall_cap", nil, "cap mode: share of spike records over the usual volume diverted (a cap admits up to 4 × the baseline)"},

@@ -227,15 +227,16 @@ type SpikeEvent struct {
 }
 
 // sweepLearned is the sweep's part of adaptive thresholds for one cached entry at ns in
-// epoch cur, whose effective threshold is thr and level lvl: it moves the learned threshold
-// to a new part of the day's season, tracks spikes, and says whether to look at the profile with this
-// sweep's read of the team, and whether to fetch the count of epoch cur−2 to fold it. The
-// caller holds the entry's shard lock.
-func (l *Limiter) sweepLearned(ls *learned, ns, cur int64, e *entry, thr int64, lvl float64, into *Sweep) (look, fold bool) {
+// epoch cur, of part of the day part (spike.Config.ThresholdPart), whose effective
+// threshold is thr and level lvl: it moves the learned threshold to a new part's season,
+// tracks spikes, and says whether to look at the profile with this sweep's read of the
+// team, and whether to fetch the count of epoch cur−2 to fold it. The caller holds the
+// entry's shard lock.
+func (l *Limiter) sweepLearned(ls *learned, ns, cur, part int64, e *entry, thr int64, lvl float64, into *Sweep) (look, fold bool) {
 	if ls == nil {
 		return true, true
 	}
-	if a := l.adapt; a.cfg.ThresholdPart(cur) != ls.part {
+	if part != ls.part {
 		l.setLearned(e, ls, cur)
 	}
 	l.trackSpike(ns, e, ls, thr, lvl, into)

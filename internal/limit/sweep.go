@@ -199,6 +199,10 @@ func (cw *coldWrites) drain(h uint64, p float64, unsent int64, thr float64, due 
 func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 	ns := now.UnixNano()
 	cur := floorDiv(ns, l.windowNs)
+	var part int64 // the part of the day learned thresholds are for (spike.Config.ThresholdPart)
+	if l.adapt != nil {
+		part = l.adapt.cfg.ThresholdPart(cur)
+	}
 	nowSeen := l.seenAt(ns)
 	idleSecs := uint32(min(l.cfg.IdleTimeout/time.Second, math.MaxUint32))
 	rp := l.readPolicy()
@@ -272,7 +276,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			}
 			var look, fold bool
 			if l.adapt != nil {
-				look, fold = l.sweepLearned(ls, ns, cur, e, thr, lvl, into)
+				look, fold = l.sweepLearned(ls, ns, cur, part, e, thr, lvl, into)
 			}
 			if !due && look {
 				due, reason = true, ReadProfile // a look is a read: it keeps the fleet share of a quiet team

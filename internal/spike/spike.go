@@ -85,10 +85,11 @@ type Config struct {
 	// counted in weeks of that day's windows. Default 2 weeks.
 	WeekHalfLife time.Duration
 	// MaxSpike bounds a spike: a team in one this long (over its threshold, and over
-	// Clip × its baseline since) is re-learned at the volume it has sent lately, so that a
-	// lasting step up is accepted again within it. Default 3 h: an hour over the longest spikes real traffic shows and the trace
-	// holds (10 to 120 minutes), which are still caught whole; shorter accepts a launch
-	// sooner and lets a long spike through once it passes the bound.
+	// Clip × its baseline since) is re-learned at the volume it has sent lately, so that
+	// a lasting step up is accepted again within it. Default 3 h: an hour over the
+	// longest spikes real traffic shows and the trace holds (10 to 120 minutes), which
+	// are still caught whole; shorter accepts a launch sooner and lets a long spike
+	// through once it passes the bound.
 	MaxSpike time.Duration
 }
 
@@ -187,10 +188,11 @@ type Profile struct {
 	// for its day, whatever the hour's season.
 	Today, Yesterday, Before uint32
 	// Pattern has bit h set while hour h holds a daily pattern (a nightly import): a
-	// burst in an hour that had one on each of the two days before. A pattern hour's season follows its highest windows (Clip ÷ Factor × theirs),
-	// not its average, so an import filling part of the hour is under the threshold
-	// whatever part; it rises at most Clip × a window, so a spike well over the import in
-	// that hour is still caught. An hour stays a pattern while each day brings it a burst.
+	// burst in an hour that had one on each of the two days before. A pattern hour's
+	// season follows its highest windows (Clip ÷ Factor × theirs), not its average, so an
+	// import filling part of the hour is under the threshold whatever part; it rises at
+	// most Clip × a window, so a spike well over the import in that hour is still caught.
+	// An hour stays a pattern while each day brings it a burst.
 	Pattern uint32
 }
 
@@ -261,7 +263,13 @@ func (p *Profile) week(d int) float64 {
 // Baseline is the team's usual volume in window epoch: Level × the season of its hour ×
 // the factor of its day of the week.
 func (c Config) Baseline(p *Profile, epoch int64) float64 {
-	return float64(p.Level) * p.season(c.slot(epoch)) * p.week(c.weekday(epoch))
+	return c.atSeason(p, epoch, p.season(c.slot(epoch)))
+}
+
+// atSeason is the team's volume in window epoch at season sv: Level × sv × the factor of
+// its day of the week.
+func (c Config) atSeason(p *Profile, epoch int64, sv float64) float64 {
+	return float64(p.Level) * sv * p.week(c.weekday(epoch))
 }
 
 // Learned reports whether p holds MinHistory of history.
@@ -277,7 +285,7 @@ func (c Config) Threshold(p *Profile, epoch int64) (float64, bool) {
 	if !c.Learned(p) {
 		return 0, false
 	}
-	t := max(c.Factor*float64(p.Level)*c.judgedSeason(p, epoch)*p.week(c.weekday(epoch)), c.Floor)
+	t := max(c.Factor*c.atSeason(p, epoch, c.judgedSeason(p, epoch)), c.Floor)
 	if c.Ceiling > 0 {
 		t = min(t, c.Ceiling)
 	}
@@ -299,24 +307,22 @@ func (c Config) judgedSeason(p *Profile, epoch int64) float64 {
 	s := c.slot(epoch)
 	sv := p.season(s)
 	if n := c.reachFrom(epoch); n >= 0 {
-		if ns := p.season(n); ns > sv && (p.Pattern&(1<<n) != 0 || ns >= c.Clip*sv && c.isolated(p, n)) {
+		if ns := p.season(n); ns > sv && (p.Pattern&(1<<n) != 0 || ns >= c.Clip*sv && c.isolated(p, n, ns)) {
 			return ns
 		}
 	}
 	return sv
 }
 
-// isolated reports whether hour n's season is over Clip × both its neighbours': a burst
-// an hour or so long, as an import is, not the edge of a plateau (a business day's first
-// hour has the next as high, and reaches nothing).
-func (c Config) isolated(p *Profile, n int) bool {
-	ns := p.season(n)
+// isolated reports whether hour n's season ns is over Clip × both its neighbours': a
+// burst an hour or so long, as an import is, not the edge of a plateau (a business day's
+// first hour has the next as high, and reaches nothing).
+func (c Config) isolated(p *Profile, n int, ns float64) bool {
 	return ns >= c.Clip*p.season((n+Slots-1)%Slots) && ns >= c.Clip*p.season((n+1)%Slots)
 }
 
-// reachFrom is the neighbouring hour whose pattern reaches window epoch: the hour before
-// in the first half of epoch's hour, the hour after in the second, or -1 in a middle
-// window (an odd number of windows an hour) or with windows of an hour.
+// reachFrom is the neighbouring hour that may reach window epoch (reachSide): the hour
+// before at the start of epoch's hour, the hour after at its end, or -1 in between.
 func (c Config) reachFrom(epoch int64) int {
 	switch c.reachSide(epoch) {
 	case 1:
@@ -329,8 +335,8 @@ func (c Config) reachFrom(epoch int64) int {
 
 // ThresholdPart names the part of the day window epoch's threshold is constant over, for
 // a caller that caches it: two windows with the same part have the same threshold from
-// the same profile. An hour has three: its first and last MinFoldEvery, which a
-// neighbouring hour may reach (judgedSeason), and the rest.
+// the same profile. An hour has three: its start and its end, which a neighbouring hour
+// may reach (reachSide), and the rest.
 func (c Config) ThresholdPart(epoch int64) int64 {
 	hour := floorDiv(epoch, int64(time.Hour/c.Window))
 	return hour*3 + int64(c.reachSide(epoch))
@@ -463,10 +469,9 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 			// windows only) would otherwise be learned clipped by the level while the
 			// day's factor of the week took the rest, and at midnight, at the next
 			// day's factor, it would be a spike again (the trace's worst step-up team
-			// was diverted 15 hours after its step).
-			// At what it sends now, if less than Recent: a spike far over the
-			// threshold before the team settled between, still in Recent, is not its
-			// new volume.
+			// was diverted 15 hours after its step). Re-learned at what it sends now
+			// when that is less than Recent, which may still hold a spike far over the
+			// threshold from before the team settled here.
 			p.Level, p.SpikeFrom, p.Relearned = min(p.Recent, float32(count/(sv*wv))), 0, epoch
 			return false
 		}
