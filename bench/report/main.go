@@ -105,7 +105,7 @@ func (s Samples) putRatio(out map[string]float64, unit, a, keyA, b, keyB, ratio 
 	if okB && keyB != "" {
 		out[keyB] = vb
 	}
-	if okA && okB && vb > 0 {
+	if okA && okB && vb > 0 && ratio != "" {
 		out[ratio] = va / vb
 	}
 }
@@ -293,6 +293,8 @@ func Results(p *Parsed) map[string]float64 {
 	// broker runs in a process of its own, so this is the client's alone.
 	b.putRatio(out, "cpu-s/Mrecords", benchE2EGate, "e2e_gate_cpu_s_per_million_records",
 		benchE2EPass, "e2e_passthrough_cpu_s_per_million_records", "e2e_cpu_vs_passthrough_ratio")
+	b.putRatio(out, "alloc-B/record", benchE2EGate, "e2e_gate_alloc_bytes_per_record",
+		benchE2EPass, "e2e_passthrough_alloc_bytes_per_record", "")
 	// The worst of the runs, each gate run against the pass-through run just before it.
 	if v, ok := worstRatio(b, benchE2EGate, benchE2EPass, "records/s", false); ok {
 		out["e2e_vs_passthrough_ratio_worst_run"] = v
@@ -544,6 +546,8 @@ var rows = []row{
 	{"e2e_passthrough_cpu_s_per_million_records", nil, "the same, the pass-through"},
 	{"e2e_cpu_vs_passthrough_ratio", ptr(atMost(1.15)), "ratio of the means"},
 	{"e2e_cpu_vs_passthrough_ratio_worst_run", nil, "the greatest of the runs' ratios"},
+	{"e2e_gate_alloc_bytes_per_record", nil, "bytes the bench process allocated per record (runtime.MemStats.TotalAlloc), mean over the runs: the garbage collector's work follows it"},
+	{"e2e_passthrough_alloc_bytes_per_record", nil, "the same, the pass-through"},
 	{"e2e_exactly_once_records_per_s", nil, "the gate with exactly-once delivery (a transaction per poll, read_committed input), mean over the runs"},
 	{"e2e_exactly_once_vs_at_least_once", nil, "÷ e2e_gate_records_per_s (at-least-once, the default), ratio of the means"},
 	{"real_kafka_gate_records_per_s", nil, "BenchmarkRealKafka: Apache Kafka 4.3.1, one node on the same machine, mean over the runs"},

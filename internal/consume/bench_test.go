@@ -47,7 +47,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 // runEndToEnd runs the pass-through, the gate and the gate with exactly-once delivery
 // as sub-benchmarks, each on an environment of b.N records that newEnv makes for the
 // mode, and reports records/s and the process's CPU seconds (user + system, every
-// thread) per million records over the timed part.
+// thread) per million records over the timed part, with the bytes allocated per record
+// and the garbage collector's cycles per million records.
 func runEndToEnd(b *testing.B, newEnv func(b *testing.B, mode string) *benchEnv) {
 	for _, mode := range []string{"passthrough", "gate", "exactly-once"} {
 		b.Run(mode, func(b *testing.B) {
@@ -56,6 +57,8 @@ func runEndToEnd(b *testing.B, newEnv func(b *testing.B, mode string) *benchEnv)
 			stopProfile := startE2EProfile(b, mode)
 			b.ResetTimer()
 			cpu0 := processCPU(b)
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
 			start := time.Now()
 			var elapsed time.Duration
 			switch mode {
@@ -69,7 +72,11 @@ func runEndToEnd(b *testing.B, newEnv func(b *testing.B, mode string) *benchEnv)
 				elapsed = time.Since(start)
 			}
 			cpu := processCPU(b) - cpu0
+			runtime.ReadMemStats(&ms1)
 			b.StopTimer()
+			// What the garbage collector's work follows: bytes allocated, and its cycles.
+			b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N), "alloc-B/record")
+			b.ReportMetric(float64(ms1.NumGC-ms0.NumGC)/float64(b.N)*1e6, "gc/Mrecords")
 			stopProfile()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
 			b.ReportMetric(cpu.Seconds()/float64(b.N)*1e6, "cpu-s/Mrecords")

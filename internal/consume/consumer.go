@@ -98,6 +98,7 @@ type Consumer struct {
 	produceBlocked atomic.Bool
 
 	scratch []route.Scratch          // one per routing goroutine
+	slabs   slabs                    // records in flight, reused (slab.go)
 	promise func(*kgo.Record, error) // onProduced, made once rather than per record
 
 	// Exactly-once only (see transact.go).
@@ -313,7 +314,7 @@ func (c *Consumer) unroute(w work, b *batch, i int) {
 		b.epoch = w.recs[i-1].LeaderEpoch
 	}
 	w.p.mu.Unlock()
-	b.remaining.Add(-int64(len(w.recs) - i))
+	c.ackBatch(b, int64(len(w.recs)-i))
 	c.unrouted.Add(1)
 	c.routeMu.Lock()
 	if c.rewinds == nil {
@@ -456,9 +457,10 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	b := w.p.add(last.Offset+1, last.LeaderEpoch, len(w.recs))
 	var now time.Time
 	rctx := c.route
-	// One allocation for the records in flight, not one each: a slab lives while any of
-	// its records is in flight or queued for a retry.
-	fs := make([]failed, len(w.recs))
+	// The records in flight in one slab, reused once all are done (slab.go): b holds
+	// it until then.
+	fs := c.slabs.get(len(w.recs))
+	b.slab = fs
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
 			now = c.clock.Now()
@@ -499,8 +501,9 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 		if c.produceBlocked.Load() {
 			c.produceRecovered(r.Topic)
 		}
-		f.b.remaining.Add(-1)
-		if f.attempts > 0 {
+		retried := f.attempts > 0
+		c.ackBatch(f.b, 1) // f may be reused from here on
+		if retried {
 			c.retry.done()
 		}
 		return

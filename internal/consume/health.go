@@ -97,7 +97,7 @@ func (u Undeliverable) String() string {
 func (c *Consumer) undeliverable(f *failed) {
 	if c.cfg.OnUndeliverable == UndeliverableSkip {
 		c.skipUndeliverable(f.in, f.out.Topic, f.err)
-		f.b.remaining.Add(-1) // as if acknowledged: the commit may pass it
+		c.ackBatch(f.b, 1) // as if acknowledged: the commit may pass it; f may be reused
 		c.retry.done()
 		return
 	}

@@ -18,8 +18,10 @@ import (
 // failed is one record on its way to the broker, with what the gate needs when the
 // broker answers; it is queued for a retry when its produce fails. The output record is
 // its first field, so the one promise function the consumer hands franz-go finds the
-// failed from the *kgo.Record it is given (see onProduced): one allocation per record
-// for the record and its state, and none for a closure.
+// failed from the *kgo.Record it is given (see onProduced), with no closure per record.
+// At-least-once routing keeps them in a slab per partition's poll, reused once every
+// record of it is done (slab.go): nothing is read from a failed after its batch
+// acknowledgement (Consumer.ackBatch).
 //
 // With exactly-once delivery it carries a record produced in a transaction: b is nil,
 // and a failure aborts the transaction rather than being retried.
@@ -31,7 +33,7 @@ type failed struct {
 	attempts int32 // produces retried so far
 	// stage is how far a record the broker rejects for good has been rerouted: see
 	// stageRouted and the stages after it. Small types, so that a record in flight
-	// (allocated once per record) stays in the 208-byte size class.
+	// stays 208 bytes, as slabs hold thousands.
 	stage int8
 	// alone is set when the produce in flight was sent with no other record of the
 	// gate's in flight, so that the broker's answer is about this record only;
@@ -239,8 +241,9 @@ func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 			return
 		}
 		c.m.retries.Inc()
-		c.produce(f)
-		if f.alone {
+		alone := f.alone
+		c.produce(f) // f may be acknowledged, and its slab reused, before this returns
+		if alone {
 			// Nothing else is sent until the broker has answered for it alone.
 			if c.quiesce(ctx) != nil {
 				return

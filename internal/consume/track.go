@@ -52,6 +52,9 @@ type batch struct {
 	end       int64 // offset after the batch's last record
 	epoch     int32 // leader epoch of the last record, committed with the offset
 	remaining atomic.Int64
+	// slab is the batch's records in flight (routeWork), put back for reuse by the
+	// call that takes remaining to zero (Consumer.ackBatch); nil with exactly-once.
+	slab []failed
 }
 
 func newPartition(topic string, id int32) *partition {

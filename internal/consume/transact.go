@@ -594,7 +594,9 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		s.Replay = false
 		c.txn.countTo(w.p.id, next)
 	}()
-	fs := make([]failed, len(w.recs)) // one allocation for the records in flight, as routeWork
+	// One allocation for the records in flight; not reused as routeWork's slabs are: a
+	// transaction has no per-batch count of its records to tell when the last is done.
+	fs := make([]failed, len(w.recs))
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
 			if c.txn.interrupted.Load() || w.p.stopped.Load() || c.txn.ctx.Err() != nil {
