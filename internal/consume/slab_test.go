@@ -1,9 +1,16 @@
 package consume
 
 import (
+	"bytes"
+	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestSlabBackOnlyWhenBatchDone: a batch's slab goes back to the pool only with the
@@ -71,4 +78,52 @@ func TestSlabSizes(t *testing.T) {
 			t.Fatalf("get(%d) after put: a record not zeroed", n)
 		}
 	}
+}
+
+// TestSlabsReusedUnderRetries: with polls of a few records, slabs are taken back and
+// reused all the time, while produce requests fail and their records wait for retries
+// in slabs whose other records are done. Every record still comes out once, and as
+// itself: a slab reused under a record in flight or queued would send another record's
+// value, key or headers in its place.
+func TestSlabsReusedUnderRetries(t *testing.T) {
+	t.Parallel()
+	const parts, n = 3, 3000
+	env := newEnv(t, parts)
+	env.ccfg.MaxPollRecords = 7
+	// One client retry: a failed produce comes back to the gate, whose records then wait
+	// in their slabs for the gate's own retries.
+	env.ccfg.ProduceRetries = 1
+	env.wrap = func(r Router) Router { return slowRouter{r, 20 * time.Microsecond} }
+	var reqs atomic.Int64
+	fault := env.cluster.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1,
+		When: func(kmsg.Request) bool { return reqs.Add(1)%3 != 0 },
+	})
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%11))
+	}
+	g := env.start(t, "a")
+	produceAll(t, producer(t, env.cluster), recs)
+	waitFor(t, 30*time.Second, "produce errors", func() bool { return fault.Hits() >= 30 })
+	fault.Remove()
+	out := collect(t, env.cluster, n, 60*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	retried := counterSum(t, g.reg, "gate_produce_retries_total")
+	g.stop(t)
+	if retried == 0 {
+		t.Fatal("no record was produced again by the gate: its retries were not exercised")
+	}
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	for _, r := range out.recs[accTopic] {
+		id, _ := strconv.Atoi(header(r, idHeader))
+		want := recs[id]
+		if !bytes.Equal(r.Value, want.Value) || !bytes.Equal(r.Key, want.Key) || header(r, "trace") != "t"+strconv.Itoa(id) || !r.Timestamp.Equal(want.Timestamp) {
+			t.Fatalf("record %d came out as key %q, value %s, trace %q, time %v", id, r.Key, r.Value, header(r, "trace"), r.Timestamp)
+		}
+	}
+	t.Logf("%d records in polls of at most 7, %d failed produce requests, %v produced again by the gate, each out once and whole", n, fault.Hits(), retried)
 }
