@@ -293,12 +293,8 @@ func TestRetriesKeepKeyOrder(t *testing.T) {
 	// Routing as slow as a loaded gate's, so that records are still being routed when
 	// earlier ones fail, as they are in production, rather than all buffered at once.
 	env.wrap = func(r Router) Router { return slowRouter{r, 100 * time.Microsecond} }
-	var reqs atomic.Int64
-	fault := env.cluster.Fault(kfake.Fault{
-		Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1,
-		// Eleven in a row: more than the client's old bound of 10 retries.
-		When: func(kmsg.Request) bool { return reqs.Add(1)%12 != 0 },
-	})
+	// Eleven in a row: more than the client's old bound of 10 retries.
+	fault := failAcceptedProduces(env, 12)
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))

@@ -8,13 +8,16 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
@@ -338,4 +341,14 @@ func committedBehind(c *kfake.Cluster, parts int32) []string {
 		}
 	}
 	return behind
+}
+
+// failAcceptedProduces fails the produce requests to the accepted topic with a retriable
+// error (NOT_ENOUGH_REPLICAS), all but every every-th, until the fault is removed.
+func failAcceptedProduces(env *gateEnv, every int64) *kfake.FaultHandle {
+	var reqs atomic.Int64
+	return env.cluster.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1,
+		When: func(kmsg.Request) bool { return reqs.Add(1)%every != 0 },
+	})
 }

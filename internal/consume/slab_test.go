@@ -3,14 +3,10 @@ package consume
 import (
 	"bytes"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestSlabBackOnlyWhenBatchDone: a batch's slab goes back to the pool only with the
@@ -94,11 +90,7 @@ func TestSlabsReusedUnderRetries(t *testing.T) {
 	// in their slabs for the gate's own retries.
 	env.ccfg.ProduceRetries = 1
 	env.wrap = func(r Router) Router { return slowRouter{r, 20 * time.Microsecond} }
-	var reqs atomic.Int64
-	fault := env.cluster.Fault(kfake.Fault{
-		Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1,
-		When: func(kmsg.Request) bool { return reqs.Add(1)%3 != 0 },
-	})
+	fault := failAcceptedProduces(env, 3)
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%11))
