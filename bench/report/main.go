@@ -40,6 +40,7 @@ const (
 	benchSyncLua      = "BenchmarkSyncLua"
 	benchE2EGate      = "BenchmarkEndToEnd/gate"
 	benchE2EPass      = "BenchmarkEndToEnd/passthrough"
+	benchE2EPooled    = "BenchmarkEndToEnd/passthrough-pooled"
 	benchE2EExactly   = "BenchmarkEndToEnd/exactly-once"
 	benchRealGate     = "BenchmarkRealKafka/gate"
 	benchRealPass     = "BenchmarkRealKafka/passthrough"
@@ -295,6 +296,11 @@ func Results(p *Parsed) map[string]float64 {
 		benchE2EPass, "e2e_passthrough_cpu_s_per_million_records", "e2e_cpu_vs_passthrough_ratio")
 	b.putRatio(out, "alloc-B/record", benchE2EGate, "e2e_gate_alloc_bytes_per_record",
 		benchE2EPass, "e2e_passthrough_alloc_bytes_per_record", "")
+	// The pass-through that recycles its input as the gate does: what is left of the
+	// gate's cost once both spare the garbage collector the fetched records.
+	b.putRatio(out, "cpu-s/Mrecords", benchE2EGate, "", benchE2EPooled,
+		"e2e_passthrough_pooled_cpu_s_per_million_records", "e2e_cpu_vs_passthrough_pooled_ratio")
+	b.putRatio(out, "alloc-B/record", benchE2EGate, "", benchE2EPooled, "e2e_passthrough_pooled_alloc_bytes_per_record", "")
 	// The worst of the runs, each gate run against the pass-through run just before it.
 	if v, ok := worstRatio(b, benchE2EGate, benchE2EPass, "records/s", false); ok {
 		out["e2e_vs_passthrough_ratio_worst_run"] = v
@@ -548,6 +554,9 @@ var rows = []row{
 	{"e2e_cpu_vs_passthrough_ratio_worst_run", nil, "the greatest of the runs' ratios"},
 	{"e2e_gate_alloc_bytes_per_record", nil, "bytes the bench process allocated per record (runtime.MemStats.TotalAlloc), mean over the runs: the garbage collector's work follows it"},
 	{"e2e_passthrough_alloc_bytes_per_record", nil, "the same, the pass-through"},
+	{"e2e_passthrough_pooled_cpu_s_per_million_records", nil, "the pass-through lending franz-go pools (kgo.WithPools) and recycling its input once produced, as the gate does"},
+	{"e2e_cpu_vs_passthrough_pooled_ratio", nil, "gate ÷ that pass-through, CPU per record, ratio of the means: the gate's cost with the pools' saving on both sides"},
+	{"e2e_passthrough_pooled_alloc_bytes_per_record", nil, "the same as e2e_passthrough_alloc_bytes_per_record, that pass-through"},
 	{"e2e_exactly_once_records_per_s", nil, "the gate with exactly-once delivery (a transaction per poll, read_committed input), mean over the runs"},
 	{"e2e_exactly_once_vs_at_least_once", nil, "÷ e2e_gate_records_per_s (at-least-once, the default), ratio of the means"},
 	{"real_kafka_gate_records_per_s", nil, "BenchmarkRealKafka: Apache Kafka 4.3.1, one node on the same machine, mean over the runs"},
@@ -738,7 +747,7 @@ func Markdown(res map[string]float64, m Machine) string {
 	}
 	sb.WriteString("\n## Speed\n\n")
 	sb.WriteString(table(rows, res, func(k string) bool { return !isFidelity(k) }))
-	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of six runs, five of them interleaved), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone; a run's time includes joining the group and starting up), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
+	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of six runs, five of them interleaved), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone; a run's time includes joining the group and starting up), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
 	sb.WriteString("`hotpath_vs_sync_lua_speedup` compares like with like: one caller each, the check's serial ns/op turned into checks/s, divided by the Lua limiter's checks/s.\n")
 	sb.WriteString(fidelity(res))
 	var missed []string

@@ -29,28 +29,31 @@ var e2eProfile = flag.String("e2e-cpuprofile", "", "write a CPU profile of each 
 // BenchmarkEndToEnd measures records per second through franz-go's kfake broker, from a
 // pre-filled input topic to every offset committed, for the whole gate (at-least-once,
 // the default, and exactly-once) and for a bare franz-go consume→produce→commit
-// pass-through with the same client settings, and the bench process's CPU seconds per
-// million records. Run it with a fixed count (-benchtime 1000000x, as make bench does):
+// pass-through with the same client settings (plain, and recycling its input into
+// franz-go's pools as the gate does), and the bench process's CPU seconds per million
+// records. Run it with a fixed count (-benchtime 1000000x, as make bench does):
 // each op is one record. The broker runs in a process of its own (kfakeProc), so the CPU
 // figure is the client's; it shares the machine's cores with the client, and a run's
-// time includes joining the group and starting up, so compare the three within one run.
+// time includes joining the group and starting up, so compare the four within one run.
 func BenchmarkEndToEnd(b *testing.B) {
 	k := startKfakeProc(b)
 	// The first run in a process pays for growing its heap (page faults, system CPU)
 	// and the broker's for its own: an untimed pass-through of 200,000 records first, so
 	// that the pass-through, timed first, does not pay for what the others reuse.
 	warm := newBrokerBenchEnv(b, k, "warm-up", 200_000)
-	warm.runPassthrough(b)
-	runEndToEnd(b, func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, k, mode, b.N) })
+	warm.runPassthrough(b, false)
+	runEndToEnd(b, []string{"passthrough", "passthrough-pooled", "gate", "exactly-once"},
+		func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, k, mode, b.N) })
 }
 
-// runEndToEnd runs the pass-through, the gate and the gate with exactly-once delivery
-// as sub-benchmarks, each on an environment of b.N records that newEnv makes for the
-// mode, and reports records/s and the process's CPU seconds (user + system, every
+// runEndToEnd runs modes as sub-benchmarks: the pass-through ("passthrough"), the same
+// recycling its input into franz-go's pools as the gate does ("passthrough-pooled"), the
+// gate ("gate") and the gate with exactly-once delivery ("exactly-once"), each on an
+// environment of b.N records that newEnv makes for the mode, and reports records/s and the process's CPU seconds (user + system, every
 // thread) per million records over the timed part, with the bytes allocated per record
 // and the garbage collector's cycles per million records.
-func runEndToEnd(b *testing.B, newEnv func(b *testing.B, mode string) *benchEnv) {
-	for _, mode := range []string{"passthrough", "gate", "exactly-once"} {
+func runEndToEnd(b *testing.B, modes []string, newEnv func(b *testing.B, mode string) *benchEnv) {
+	for _, mode := range modes {
 		b.Run(mode, func(b *testing.B) {
 			env := newEnv(b, mode)
 			runtime.GC()
@@ -67,8 +70,11 @@ func runEndToEnd(b *testing.B, newEnv func(b *testing.B, mode string) *benchEnv)
 			case "exactly-once":
 				env.cfg.Delivery, env.cfg.TransactionalID = ExactlyOnce, env.cfg.GroupID
 				elapsed = env.runGate(b, start)
+			case "passthrough-pooled":
+				env.runPassthrough(b, true)
+				elapsed = time.Since(start)
 			default:
-				env.runPassthrough(b)
+				env.runPassthrough(b, false)
 				elapsed = time.Since(start)
 			}
 			cpu := processCPU(b) - cpu0
@@ -268,9 +274,16 @@ func (e *benchEnv) runGate(b *testing.B, start time.Time) time.Duration {
 
 // runPassthrough is what a careful user would write without the gate: poll, produce
 // every record to one topic keeping key, value, headers and timestamp, wait for the
-// acknowledgements, commit, allow rebalances — with the gate's client options.
-func (e *benchEnv) runPassthrough(b *testing.B) {
-	cl, err := kgo.NewClient(e.cfg.clientOpts()...)
+// acknowledgements, commit, allow rebalances — with the gate's client options. pooled
+// lends the client the gate's pools (fetchPools) and recycles each poll's records once
+// produced, as the gate does: the pass-through a user would write after reading
+// franz-go's kgo.WithPools.
+func (e *benchEnv) runPassthrough(b *testing.B, pooled bool) {
+	opts := e.cfg.clientOpts()
+	if pooled {
+		opts = append(opts, kgo.WithPools(new(fetchPools)))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -294,6 +307,9 @@ func (e *benchEnv) runPassthrough(b *testing.B) {
 		}
 		if failed != nil {
 			b.Fatal(failed)
+		}
+		if pooled {
+			fs.EachRecord((*kgo.Record).Recycle)
 		}
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 			b.Fatal(err)

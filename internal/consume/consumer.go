@@ -99,6 +99,7 @@ type Consumer struct {
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)
+	pools   fetchPools               // fetched records' memory, lent to the client (pools.go)
 	promise func(*kgo.Record, error) // onProduced, made once rather than per record
 
 	// Exactly-once only (see transact.go).
@@ -181,6 +182,11 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		// kprom's gatherer is only used by its own HTTP handler, which the gate does not
 		// serve: the gate's registry is served with everything else.
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(c.reg))))
+	}
+	if !c.exactlyOnce() {
+		// At-least-once recycles its input records (ackBatch); exactly-once does not,
+		// and the pools would only be missed.
+		opts = append(opts, kgo.WithPools(&c.pools))
 	}
 	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}))
 }
@@ -453,8 +459,11 @@ func (c *Consumer) setLag(p *partition, hwm, next int64) {
 // routeWork routes one partition's records in offset order and hands them to the
 // producer; Produce blocks while the producer's buffer is full.
 func (c *Consumer) routeWork(w work, s *route.Scratch) {
+	// Read before any record is produced: once all are acknowledged the batch is
+	// complete and its records recycled (ackBatch), maybe before the loop ends.
 	last := w.recs[len(w.recs)-1]
-	b := w.p.add(last.Offset+1, last.LeaderEpoch, len(w.recs))
+	end := last.Offset + 1
+	b := w.p.add(end, last.LeaderEpoch, len(w.recs))
 	var now time.Time
 	rctx := c.route
 	// The records in flight in one slab, reused once all are done (slab.go): b holds
@@ -480,7 +489,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		c.outstanding.Add(1)
 		c.cl.Produce(rctx, &f.out, c.promise)
 	}
-	c.setLag(w.p, w.hwm, last.Offset+1)
+	c.setLag(w.p, w.hwm, end)
 }
 
 // produce hands f.out to the producer; onProduced acknowledges it in its batch or

@@ -28,8 +28,8 @@ func BenchmarkRealKafka(b *testing.B) {
 	// A JVM is slow until its code is compiled: a pass-through of 200,000 records, not
 	// timed, first, so that the first timed run does not pay for it.
 	warm := newBrokerBenchEnv(b, c, "warm-up", 200_000)
-	warm.runPassthrough(b)
-	runEndToEnd(b, func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, c, mode, b.N) })
+	warm.runPassthrough(b, false)
+	runEndToEnd(b, []string{"passthrough", "gate", "exactly-once"}, func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, c, mode, b.N) })
 }
 
 // BenchmarkRealKafkaLatency measures, on Apache Kafka itself, how long a record takes

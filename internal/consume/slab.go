@@ -40,25 +40,34 @@ func (s *slabs) get(n int) []failed {
 	return make([]failed, n, 1<<k)
 }
 
-// put clears fs and keeps it for get.
+// put clears fs and keeps it for get. Only fs[:len(fs)] was used (get gave a cleared
+// slab, and only that much of it): the rest is still clear, and a slab is mostly larger
+// than its poll (up to twice), clearing it all would be most of put's cost.
 func (s *slabs) put(fs []failed) {
 	c := cap(fs)
 	k := bits.Len(uint(c - 1))
 	if c == 0 || c != 1<<k || k >= slabClasses {
 		return
 	}
-	fs = fs[:c]
 	clear(fs)
+	fs = fs[:c]
 	s.classes[k].Put(&fs)
 }
 
 // ackBatch counts n of b's records as done (acknowledged, skipped, or not routed); the
-// call that completes b puts its slab back. Nothing may read a record of b's slab after
-// its own ackBatch: another partition's routing may be filling it already.
+// call that completes b recycles its input records (their memory goes back to the
+// client's pools, pools.go) and puts its slab back. Nothing may read a record of b's
+// slab, nor its input, after its own ackBatch: another partition's routing may be
+// filling it already.
 func (c *Consumer) ackBatch(b *batch, n int64) {
 	if b.remaining.Add(-n) == 0 && b.slab != nil {
 		fs := b.slab
 		b.slab = nil
+		for i := range fs {
+			if in := fs[i].in; in != nil { // nil: left unrouted (never polled again as is)
+				in.Recycle()
+			}
+		}
 		c.slabs.put(fs)
 	}
 }

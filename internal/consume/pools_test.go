@@ -1,0 +1,157 @@
+package consume
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// countingPools is fetchPools counting what comes back to it.
+type countingPools struct {
+	fetchPools
+	recPuts, bufPuts atomic.Int32
+}
+
+func (p *countingPools) PutRecords(rs []kgo.Record) {
+	p.recPuts.Add(1)
+	p.fetchPools.PutRecords(rs)
+}
+
+func (p *countingPools) PutDecompressBytes(b []byte) {
+	p.bufPuts.Add(1)
+	p.fetchPools.PutDecompressBytes(b)
+}
+
+// TestInputRecycledWhenBatchDone: fetched with the gate's pools, a poll's input records go
+// back to the client (and their decompressed batch to the pools) with the
+// acknowledgement that completes their batch, not before: until then every record reads
+// as it was produced.
+func TestInputRecycledWhenBatchDone(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	const n = 50
+	var want []*kgo.Record
+	for i := range n {
+		want = append(want, &kgo.Record{Topic: "in", Key: []byte("k" + strconv.Itoa(i)),
+			Value: bytes.Repeat([]byte(`{"team_id":"t`+strconv.Itoa(i)+`"}`), 20)})
+	}
+	// Snappy, one batch: the records are decompressed into a pooled buffer.
+	pr, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ProducerBatchCompression(kgo.SnappyCompression()),
+		kgo.ProducerLinger(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pr.ProduceSync(ctx, want...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	var pools countingPools
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ConsumeTopics("in"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithPools(&pools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for len(recs) < n && ctx.Err() == nil {
+		recs = append(recs, cl.PollFetches(ctx).Records()...)
+	}
+	if len(recs) != n {
+		t.Fatalf("polled %d records of %d", len(recs), n)
+	}
+
+	c := &Consumer{}
+	b := newPartition("in", 0).add(n, 0, n)
+	b.slab = c.slabs.get(n)
+	fs := b.slab
+	for i, in := range recs {
+		fs[i].b, fs[i].in = b, in
+	}
+	for i := range n - 1 {
+		c.ackBatch(b, 1)
+		if pools.recPuts.Load() != 0 || pools.bufPuts.Load() != 0 {
+			t.Fatalf("input given back after %d acknowledgements of %d", i+1, n)
+		}
+	}
+	for i, in := range recs {
+		if !bytes.Equal(in.Value, want[i].Value) || !bytes.Equal(in.Key, want[i].Key) {
+			t.Fatalf("record %d changed before its batch completed: %q", i, in.Value)
+		}
+	}
+	c.ackBatch(b, 1)
+	if pools.recPuts.Load() == 0 || pools.bufPuts.Load() == 0 {
+		t.Fatalf("input not given back when its batch completed: %d record slices, %d buffers",
+			pools.recPuts.Load(), pools.bufPuts.Load())
+	}
+	if fs[0].in != nil {
+		t.Fatal("slab put back holding its input")
+	}
+}
+
+// TestFetchPoolsSizes: record slices and buffers come empty with the capacity asked for,
+// a buffer's from the header's size where the codec gives it.
+func TestFetchPoolsSizes(t *testing.T) {
+	var p fetchPools
+	for _, n := range []int{1, 3, 1000, 1 << 17, 1<<17 + 1} {
+		rs := p.GetRecords(n)
+		if len(rs) != 0 || cap(rs) < n {
+			t.Fatalf("GetRecords(%d): len %d, cap %d", n, len(rs), cap(rs))
+		}
+		p.PutRecords(rs[:cap(rs)]) // as the client gives it back
+		if again := p.GetRecords(n); len(again) != 0 || cap(again) < n {
+			t.Fatalf("GetRecords(%d) after a put: len %d, cap %d", n, len(again), cap(again))
+		}
+	}
+
+	plain := bytes.Repeat([]byte(`{"team_id":"team-1","event":"$pageview"}`), 500)
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		compressed []byte
+		codec      kgo.CompressionCodecType
+		want       int
+	}{
+		{"snappy", s2.EncodeSnappy(nil, plain), kgo.CodecSnappy, len(plain)},
+		{"zstd", enc.EncodeAll(plain, nil), kgo.CodecZstd, len(plain)},
+		{"xerial", append([]byte("\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"), s2.EncodeSnappy(nil, plain)...), kgo.CodecSnappy, 0},
+		{"lz4", make([]byte, 300), kgo.CodecLz4, 300 * unknownRatio},
+	} {
+		if tc.want == 0 {
+			tc.want = len(tc.compressed) * unknownRatio
+		}
+		if got := decompressedSize(tc.compressed, tc.codec); got != tc.want {
+			t.Errorf("%s: decompressed size %d, want %d", tc.name, got, tc.want)
+		}
+		b := p.GetDecompressBytes(tc.compressed, tc.codec)
+		if len(b) != 0 || cap(b) < tc.want {
+			t.Errorf("%s: buffer len %d, cap %d for %d bytes", tc.name, len(b), cap(b), tc.want)
+		}
+		p.PutDecompressBytes(b[:cap(b)])
+	}
+	// A buffer grown by the codec past its class is found by the next batch of that size.
+	grown := make([]byte, 9000) // two classes past what 500 compressed bytes ask for
+	p.PutDecompressBytes(grown)
+	if b := p.GetDecompressBytes(make([]byte, 500), kgo.CodecGzip); cap(b) < 500*unknownRatio {
+		t.Fatalf("buffer of cap %d for %d bytes", cap(b), 500*unknownRatio)
+	}
+	if b := p.GetDecompressBytes(make([]byte, 1<<24), kgo.CodecGzip); b != nil {
+		t.Fatalf("a buffer of %d bytes lent past the largest class", cap(b))
+	}
+}
