@@ -29,6 +29,7 @@ func BenchmarkRealKafka(b *testing.B) {
 	// timed, first, so that the first timed run does not pay for it.
 	warm := newBrokerBenchEnv(b, c, "warm-up", 200_000)
 	warm.runPassthrough(b, false)
+	warm.drop(b)
 	runEndToEnd(b, []string{"passthrough", "gate", "exactly-once"}, func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, c, mode, b.N) })
 }
 
