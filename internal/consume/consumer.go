@@ -186,7 +186,7 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 	if !c.exactlyOnce() {
 		// At-least-once recycles its input records (ackBatch); exactly-once does not,
 		// and the pools would only be missed.
-		opts = append(opts, kgo.WithPools(&c.pools))
+		opts = append(opts, kgo.WithPools(&c.pools), kgo.WithHooks(&c.pools))
 	}
 	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}))
 }
@@ -312,10 +312,11 @@ func (c *Consumer) onBlocked(context.Context, *kgo.Client) {
 // records from there, and the client is to be moved back to it, so they are polled
 // again (or, if the partition is revoked, replayed by its next owner).
 func (c *Consumer) unroute(w work, b *batch, i int) {
-	from := w.recs[i]
+	// Read before ackBatch, which may complete b and recycle its records.
+	from := kgo.EpochOffset{Epoch: w.recs[i].LeaderEpoch, Offset: w.recs[i].Offset}
 	w.p.mu.Lock()
 	b.end = from.Offset
-	b.epoch = from.LeaderEpoch
+	b.epoch = from.Epoch
 	if i > 0 {
 		b.epoch = w.recs[i-1].LeaderEpoch
 	}
@@ -326,7 +327,7 @@ func (c *Consumer) unroute(w work, b *batch, i int) {
 	if c.rewinds == nil {
 		c.rewinds = make(map[int32]kgo.EpochOffset)
 	}
-	c.rewinds[w.p.id] = kgo.EpochOffset{Epoch: from.LeaderEpoch, Offset: from.Offset}
+	c.rewinds[w.p.id] = from
 	c.routeMu.Unlock()
 }
 

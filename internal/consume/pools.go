@@ -1,8 +1,10 @@
 package consume
 
 import (
+	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
@@ -28,23 +30,39 @@ import (
 // record, or any string or slice viewing its key, value or headers, after its Recycle:
 // the limiter copies the team keys it keeps (limit.newEntry), and the consumer reads
 // every input field it needs before the acknowledgement that can complete a batch.
+//
+// Memory: a buffer is lent at the decompressed size rounded up to a power of two (at
+// most twice it), or taken from the class above (at most four times); it is held until
+// its batch's last record is recycled, outside the producer's buffer limits, like the
+// client's own buffers without pools.
 type fetchPools struct {
 	recs [recClasses]sync.Pool // class k holds []kgo.Record of capacity 1 << k
 	buf  [bufClasses]sync.Pool // class k holds []byte of capacity in [1 << k, 1 << (k+1))
+	// ratio is, by codec (kgo.CompressionCodecType), the float64 bits of how many
+	// decompressed bytes a compressed one gave in recent batches (OnFetchBatchRead),
+	// for codecs whose header does not say (decompressedSize); 0: none seen yet.
+	ratio [5]atomic.Uint64
 }
+
+// What the client is given fetchPools as (Consumer.clientOpts).
+var (
+	_ kgo.PoolRecords         = (*fetchPools)(nil)
+	_ kgo.PoolDecompressBytes = (*fetchPools)(nil)
+	_ kgo.HookFetchBatchRead  = (*fetchPools)(nil)
+)
 
 const (
 	// recClasses bounds pooled record slices at 1 << 17 records a batch: Kafka's default
 	// batch of 1 MB holds that many records of 8 bytes; a larger one is allocated.
 	recClasses = 18
-	// bufClasses bounds pooled buffers below 1 << 27 bytes (128 MiB, past the client's
-	// default decompression limit); a larger one is allocated and dropped.
+	// bufClasses bounds the buffers lent at 64 MiB and those kept under 128 MiB; a batch
+	// larger than that decompresses into memory of the codec's own, as without pools.
 	bufClasses = 27
-	// unknownRatio is the decompressed size guessed per compressed byte when the
-	// codec's header does not say it (gzip, lz4, xerial-framed snappy, zstd without a
-	// content size): JSON events compress 4-10 ×. A guess too small costs the codec one
-	// growth, its grown buffer comes back in a class of its own.
-	unknownRatio = 8
+	// firstRatio is the decompressed size guessed per compressed byte before any batch
+	// of the codec was read: JSON events compress 4-10 ×. A guess too small costs the
+	// codec one growth, and the grown buffer comes back a class up, where the next batch
+	// looks too.
+	firstRatio = 4
 )
 
 // GetRecords returns an empty slice with capacity at least n (kgo.PoolRecords).
@@ -59,25 +77,33 @@ func (p *fetchPools) GetRecords(n int) []kgo.Record {
 	return make([]kgo.Record, 0, 1<<k)
 }
 
-// PutRecords keeps rs (kgo.PoolRecords). It is not cleared again: Recycle cleared every
-// record it was called on, the client clears a batch none of whose records it kept,
-// and the decoder sets every field of a record it reuses. What may be left are the few
-// records of a batch the client kept back (below the offset fetched), which point into
-// that batch's own buffer, pooled as well.
+// PutRecords keeps rs (kgo.PoolRecords). Recycle cleared every record it was called on,
+// the client clears a batch none of whose records it kept, and its decoder sets every
+// field of a record it reuses; what is left are the records of a batch the client kept
+// back, below the offset fetched, always its first ones. They are cleared here (up to
+// the first record recycled), so that a pooled slice does not pin their bytes: an
+// uncompressed batch's are the fetch response's.
 func (p *fetchPools) PutRecords(rs []kgo.Record) {
 	c := cap(rs)
 	k := bits.Len(uint(c - 1))
 	if c == 0 || c != 1<<k || k >= recClasses {
 		return
 	}
+	rs = rs[:c]
+	for i := range rs {
+		if rs[i].Context == nil { // recycled, or never decoded into
+			break
+		}
+		rs[i] = kgo.Record{}
+	}
 	rs = rs[:0]
 	p.recs[k].Put(&rs)
 }
 
 // GetDecompressBytes returns a buffer to decompress compressed into
-// (kgo.PoolDecompressBytes): of the size snappy's or zstd's header says, else a guess.
+// (kgo.PoolDecompressBytes), of the size decompressedSize expects.
 func (p *fetchPools) GetDecompressBytes(compressed []byte, codec kgo.CompressionCodecType) []byte {
-	want := decompressedSize(compressed, codec)
+	want := p.decompressedSize(compressed, codec)
 	k := bits.Len(uint(want - 1)) // the least class whose every buffer holds want
 	if want <= 0 || k >= bufClasses {
 		return nil // the codec allocates, as without a pool
@@ -101,10 +127,29 @@ func (p *fetchPools) PutDecompressBytes(b []byte) {
 	p.buf[k].Put(&b)
 }
 
+// OnFetchBatchRead learns, by codec, how much a compressed byte decompresses to
+// (kgo.HookFetchBatchRead: the client reports every batch it read, with both sizes, as
+// franz-go suggests for sizing this pool). The ratio rises to a batch's at once and falls
+// a sixteenth of the way to it per batch, so one well-compressed batch does not make the
+// next buffers too small for the usual ones.
+func (p *fetchPools) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	c := int(m.CompressionType)
+	if c <= 0 || c >= len(p.ratio) || m.CompressedBytes <= 0 || m.UncompressedBytes <= 0 {
+		return
+	}
+	seen := float64(m.UncompressedBytes) / float64(m.CompressedBytes)
+	r := math.Float64frombits(p.ratio[c].Load())
+	if seen < r {
+		seen = r - (r-seen)/16
+	}
+	// Fetch goroutines race here: one batch's figure lost to another's is harmless.
+	p.ratio[c].Store(math.Float64bits(seen))
+}
+
 // decompressedSize is how large compressed is once decompressed: exact where the codec's
-// header says it (snappy blocks, zstd frames that carry their content size), else
-// unknownRatio × its size.
-func decompressedSize(compressed []byte, codec kgo.CompressionCodecType) int {
+// header says it (snappy blocks, zstd frames that carry their content size), else the
+// codec's recent ratio (OnFetchBatchRead) times its size.
+func (p *fetchPools) decompressedSize(compressed []byte, codec kgo.CompressionCodecType) int {
 	switch codec {
 	case kgo.CodecSnappy:
 		if n, err := s2.DecodedLen(compressed); err == nil && !xerial(compressed) {
@@ -116,7 +161,13 @@ func decompressedSize(compressed []byte, codec kgo.CompressionCodecType) int {
 			return int(h.FrameContentSize)
 		}
 	}
-	return len(compressed) * unknownRatio
+	r := float64(firstRatio)
+	if c := int(codec); c > 0 && c < len(p.ratio) {
+		if v := math.Float64frombits(p.ratio[c].Load()); v > 0 {
+			r = v
+		}
+	}
+	return int(min(math.Ceil(float64(len(compressed))*r), 1<<bufClasses))
 }
 
 // xerial reports whether a snappy batch is in the xerial framing of Java's older clients

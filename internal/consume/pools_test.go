@@ -102,8 +102,9 @@ func TestInputRecycledWhenBatchDone(t *testing.T) {
 	}
 }
 
-// TestFetchPoolsSizes: record slices and buffers come empty with the capacity asked for,
-// a buffer's from the header's size where the codec gives it.
+// TestFetchPoolsSizes: record slices and buffers come empty with the capacity asked for, a
+// buffer's from the header's size where the codec gives it, else from the ratio of the
+// codec's batches read so far.
 func TestFetchPoolsSizes(t *testing.T) {
 	var p fetchPools
 	for _, n := range []int{1, 3, 1000, 1 << 17, 1<<17 + 1} {
@@ -130,28 +131,89 @@ func TestFetchPoolsSizes(t *testing.T) {
 	}{
 		{"snappy", s2.EncodeSnappy(nil, plain), kgo.CodecSnappy, len(plain)},
 		{"zstd", enc.EncodeAll(plain, nil), kgo.CodecZstd, len(plain)},
+		// No size in the header, nothing read yet: firstRatio × the compressed size.
 		{"xerial", append([]byte("\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"), s2.EncodeSnappy(nil, plain)...), kgo.CodecSnappy, 0},
-		{"lz4", make([]byte, 300), kgo.CodecLz4, 300 * unknownRatio},
+		{"lz4", make([]byte, 300), kgo.CodecLz4, 300 * firstRatio},
 	} {
 		if tc.want == 0 {
-			tc.want = len(tc.compressed) * unknownRatio
+			tc.want = len(tc.compressed) * firstRatio
 		}
-		if got := decompressedSize(tc.compressed, tc.codec); got != tc.want {
+		if got := p.decompressedSize(tc.compressed, tc.codec); got != tc.want {
 			t.Errorf("%s: decompressed size %d, want %d", tc.name, got, tc.want)
 		}
 		b := p.GetDecompressBytes(tc.compressed, tc.codec)
 		if len(b) != 0 || cap(b) < tc.want {
 			t.Errorf("%s: buffer len %d, cap %d for %d bytes", tc.name, len(b), cap(b), tc.want)
 		}
-		p.PutDecompressBytes(b[:cap(b)])
 	}
-	// A buffer grown by the codec past its class is found by the next batch of that size.
-	grown := make([]byte, 9000) // two classes past what 500 compressed bytes ask for
-	p.PutDecompressBytes(grown)
-	if b := p.GetDecompressBytes(make([]byte, 500), kgo.CodecGzip); cap(b) < 500*unknownRatio {
-		t.Fatalf("buffer of cap %d for %d bytes", cap(b), 500*unknownRatio)
-	}
-	if b := p.GetDecompressBytes(make([]byte, 1<<24), kgo.CodecGzip); b != nil {
+	if b := p.GetDecompressBytes(make([]byte, 1<<25), kgo.CodecGzip); b != nil {
 		t.Fatalf("a buffer of %d bytes lent past the largest class", cap(b))
+	}
+}
+
+// TestFetchPoolsLearnRatio: a codec whose header does not give the decompressed size gets
+// buffers sized by its batches read so far: the ratio follows a larger one at once and a
+// smaller one slowly.
+func TestFetchPoolsLearnRatio(t *testing.T) {
+	var p fetchPools
+	read := func(codec uint8, compressed, uncompressed int) {
+		p.OnFetchBatchRead(kgo.BrokerMetadata{}, "in", 0, kgo.FetchBatchMetrics{
+			NumRecords: 10, CompressionType: codec, CompressedBytes: compressed, UncompressedBytes: uncompressed})
+	}
+	const lz4, gzip = 3, 1
+	read(lz4, 1000, 9000)
+	if got := p.decompressedSize(make([]byte, 100), kgo.CodecLz4); got != 900 {
+		t.Fatalf("after a 9× batch: %d bytes for 100, want 900", got)
+	}
+	if got := p.decompressedSize(make([]byte, 100), kgo.CodecGzip); got != 100*firstRatio {
+		t.Fatalf("another codec's ratio used: %d bytes for 100", got)
+	}
+	read(lz4, 1000, 1000) // one batch of 1×: a sixteenth of the way down
+	if got := p.decompressedSize(make([]byte, 100), kgo.CodecLz4); got != 850 {
+		t.Fatalf("after a 1× batch: %d bytes for 100, want 850", got)
+	}
+	read(gzip, 0, 500)  // nothing to learn from
+	read(0, 1000, 1000) // uncompressed
+	if got := p.decompressedSize(make([]byte, 100), kgo.CodecGzip); got != 100*firstRatio {
+		t.Fatalf("learned from a batch without sizes: %d bytes for 100", got)
+	}
+}
+
+// TestFetchPoolsGrownBuffer: a buffer the codec grew past what was lent comes back a class
+// up, where the next batch of that size finds it.
+func TestFetchPoolsGrownBuffer(t *testing.T) {
+	var p fetchPools
+	// 500 compressed bytes of lz4 ask for 2,000 (a buffer of class 11, 2,048 bytes); the
+	// codec grew one to 5,000 (class 12).
+	grown := make([]byte, 5000)
+	p.PutDecompressBytes(grown)
+	found := false
+	for range 100 { // sync.Pool may drop what it is given (it does at random under -race)
+		if b := p.GetDecompressBytes(make([]byte, 500), kgo.CodecLz4); cap(b) == cap(grown) {
+			found = true
+			break
+		}
+		p.PutDecompressBytes(grown)
+	}
+	if !found {
+		t.Fatal("a grown buffer a class up never lent for a batch of its size")
+	}
+}
+
+// TestFetchPoolsClearKeptBack: records the client decoded but kept back (below the offset
+// fetched, the batch's first ones) are cleared when the slice comes back, so the pool
+// does not pin their bytes; recycled ones are left as they are (already clear).
+func TestFetchPoolsClearKeptBack(t *testing.T) {
+	var p fetchPools
+	rs := p.GetRecords(4)[:4]
+	ctx := context.Background()
+	rs[0] = kgo.Record{Value: []byte("kept back"), Context: ctx}
+	rs[1] = kgo.Record{Value: []byte("kept back"), Context: ctx}
+	// rs[2] and rs[3] recycled: zero.
+	p.PutRecords(rs)
+	for i := range rs {
+		if rs[i].Value != nil || rs[i].Context != nil {
+			t.Fatalf("record %d not cleared: %+v", i, rs[i])
+		}
 	}
 }

@@ -106,6 +106,11 @@ func TestSlabsReusedUnderRetries(t *testing.T) {
 	if retried == 0 {
 		t.Fatal("no record was produced again by the gate: its retries were not exercised")
 	}
+	// The input is snappy (franz-go's default): the gate's client decompressed into its
+	// pools and reported its batches to them (pools.go).
+	if g.c.pools.ratio[kgo.CodecSnappy].Load() == 0 {
+		t.Fatal("the consumer's client reported no snappy batch to its pools: the hook is not wired")
+	}
 	lost, dup := out.conservation(n)
 	if len(lost) > 0 || len(dup) > 0 {
 		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
