@@ -103,6 +103,11 @@ func TestExactlyOnceEndToEnd(t *testing.T) {
 	if g.c.Ready() {
 		t.Error("Ready() is still true after Run returned")
 	}
+	// Exactly-once does not recycle its input: its client is given no pools (pools.go),
+	// whose hook would have seen the snappy input's batches.
+	if g.c.pools.ratio[kgo.CodecSnappy].Load() != 0 {
+		t.Error("the exactly-once client was given the pools, which it never gives back to")
+	}
 }
 
 // TestExactlyOnceRebalance adds a second and a third exactly-once gate to the group and
