@@ -87,8 +87,12 @@ func benchLimiter(b *testing.B, mode Mode, keys []string) *Limiter {
 
 // BenchmarkCheck measures the per-record check beside the bare sharded-map lookup of the
 // same keys: "baremap" finds the caller's own strings (Go's string compare short-circuits
-// on the identical pointer), "baremap-copied" stores copies, as a real cache must. "batchclock" reads the clock once per 64 records (clockEvery must be a power of two), as a worker routing a fetched
-// batch does; "clock" reads it on every check.
+// on the identical pointer), "baremap-copied" stores copies, as a real cache must.
+// "batchclock" is the check as the router makes it: the clock read once per 64 records
+// (clockEvery must be a power of two) and the decisions tallied by the goroutine and added
+// to the limiter's counters as often (CheckTally, AddTally), as a worker routing a fetched
+// batch does per batch; "clock" is CheckAt, reading the clock and adding to the limiter's
+// counters on every check.
 func BenchmarkCheck(b *testing.B) {
 	const nkeys = 1 << 20
 	spreads := []struct {
@@ -109,19 +113,33 @@ func BenchmarkCheck(b *testing.B) {
 			if par {
 				pname = "parallel"
 			}
-			run := func(name string, op func(i int, now time.Time) bool, clockEvery int) {
+			run := func(name string, op func(i int, now time.Time, t *Tally) bool, clockEvery int, l *Limiter) {
 				b.Run(fmt.Sprintf("%s/%s/%s", sp.name, pname, name), func(b *testing.B) {
 					b.ReportAllocs()
 					body := func(pb interface{ Next() bool }) {
 						i := rand.IntN(len(keys))
 						now := time.Now()
+						// Each goroutine's tally on lines of its own, as the router's Scratch
+						// keeps it: two tallies on one line would be written by both cores.
+						pt := new(struct {
+							_ [128]byte
+							t Tally
+							_ [128]byte
+						})
+						t := &pt.t
 						var any bool
 						for pb.Next() {
 							if clockEvery > 0 && i&(clockEvery-1) == 0 {
 								now = time.Now()
+								if l != nil {
+									l.AddTally(t)
+								}
 							}
-							any = any != op(i&mask, now)
+							any = any != op(i&mask, now, t)
 							i++
+						}
+						if l != nil {
+							l.AddTally(t)
 						}
 						sinkBool.Store(any)
 					}
@@ -133,14 +151,14 @@ func BenchmarkCheck(b *testing.B) {
 				})
 			}
 			bare := newBareMap(keys, false)
-			run("baremap", func(i int, _ time.Time) bool { return bare.get(keys[i]) != nil }, 0)
-			run("baremap-value", func(i int, _ time.Time) bool { return bare.get(keys[i]).Load() > 0 }, 0)
+			run("baremap", func(i int, _ time.Time, _ *Tally) bool { return bare.get(keys[i]) != nil }, 0, nil)
+			run("baremap-value", func(i int, _ time.Time, _ *Tally) bool { return bare.get(keys[i]).Load() > 0 }, 0, nil)
 			copied := newBareMap(keys, true)
-			run("baremap-copied", func(i int, _ time.Time) bool { return copied.get(keys[i]) != nil }, 0)
+			run("baremap-copied", func(i int, _ time.Time, _ *Tally) bool { return copied.get(keys[i]) != nil }, 0, nil)
 			for _, mode := range []Mode{Divert, Cap} {
 				l := benchLimiter(b, mode, keys)
-				run(mode.String()+"-batchclock", func(i int, now time.Time) bool { return l.CheckAt(now, keys[i], 1).Limited }, 64)
-				run(mode.String()+"-clock", func(i int, _ time.Time) bool { return l.Check(keys[i], 1).Limited }, 0)
+				run(mode.String()+"-batchclock", func(i int, now time.Time, t *Tally) bool { return l.CheckTally(now, keys[i], 1, t).Limited }, 64, l)
+				run(mode.String()+"-clock", func(i int, _ time.Time, _ *Tally) bool { return l.Check(keys[i], 1).Limited }, 0, nil)
 			}
 		}
 	}

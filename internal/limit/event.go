@@ -94,21 +94,36 @@ func (e *entry) evDrain() int64 {
 // Like CheckAt it does no I/O and, for a team already cached in at's window, allocates
 // nothing.
 func (l *Limiter) CheckEventAt(now, at time.Time, team string, n int64) Decision {
+	return l.checkEvent(now, at, team, n, nil)
+}
+
+// CheckEventTally is CheckEventAt counting its decision, and a clamped timestamp, in t
+// rather than in the limiter's counters (see CheckTally).
+func (l *Limiter) CheckEventTally(now, at time.Time, team string, n int64, t *Tally) Decision {
+	return l.checkEvent(now, at, team, n, t)
+}
+
+// checkEvent is CheckEventTally, counting in the limiter's counters when t is nil.
+func (l *Limiter) checkEvent(now, at time.Time, team string, n int64, t *Tally) Decision {
 	if l.ring == nil {
-		return l.CheckAt(now, team, n)
+		return l.check(now, team, n, t)
+	}
+	var own Tally
+	st := t
+	if st == nil {
+		st = &own
 	}
 	wall := now.UnixNano()
-	st := l.stripe()
 	var ns int64
 	switch {
 	case at.IsZero():
 		ns = wall
 	case at.Before(now.Add(-l.cfg.MaxEventAge)):
 		ns = wall - l.maxAgeNs
-		st.tooOld.Add(1)
+		st.tooOld++
 	case at.After(now.Add(MaxFutureSkew)):
 		ns = wall
-		st.future.Add(1)
+		st.future++
 	default:
 		ns = at.UnixNano()
 	}
@@ -132,14 +147,13 @@ func (l *Limiter) CheckEventAt(now, at time.Time, team string, n int64) Decision
 	thr, tw := l.thresholdWord(e)
 	fthr := float64(thr)
 	lvl := e.evLevel(float64(ns-ep*l.windowNs) * l.invWindow)
-	d := Decision{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr), Threshold: thr, Level: lvl}
+	d := Decision{verdict: verdict{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr)}, Threshold: thr, Level: lvl}
 	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
 		e.unsent[0].Add(uint64(n))
 	}
-	if d.Limited {
-		st.limited.Add(1)
-	} else {
-		st.allowed.Add(1)
+	st.count(d.Limited)
+	if t == nil {
+		l.AddTally(&own)
 	}
 	if old := Tier(tw >> tierShift & tierMask); old != d.Tier &&
 		e.thr.CompareAndSwap(tw, tw&^(tierMask<<tierShift)|uint64(d.Tier)<<tierShift) {

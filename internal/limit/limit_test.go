@@ -419,7 +419,7 @@ func TestFirstContactAllowed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l, _, _ := newTest(t, Config{Threshold: tc.thr, Mode: tc.mode})
 			d := l.CheckAt(t0, "a", tc.n)
-			want := Decision{Limited: false, Tier: Idle, Threshold: tc.thr, Level: 0}
+			want := Decision{verdict: verdict{Limited: false, Tier: Idle}, Threshold: tc.thr, Level: 0}
 			if d != want {
 				t.Errorf("first check = %+v, want %+v", d, want)
 			}

@@ -1,0 +1,92 @@
+package limit
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// Tally counts one goroutine's decisions (CheckTally, CheckEventTally) in plain words, until
+// AddTally adds them to the limiter's counters (gate_limiter_decisions_total and the event
+// clock's clamps) and zeroes it. A worker routing a fetched batch keeps one and adds it
+// once a batch: every check would otherwise make a locked add to a line of the limiter's,
+// the one write of a check that is not to the team's own entry, and two workers whose
+// stacks hash to one stripe would share that line on every record. The counters then lag
+// the checks by at most a batch; nothing is lost as long as each tally is added before it
+// is dropped. A Tally belongs to one limiter and is not safe for concurrent use.
+type Tally struct {
+	allowed, limited uint64
+	// EventClock: timestamps clamped for being older than MaxEventAge, or too far ahead.
+	tooOld, future uint64
+}
+
+func (t *Tally) count(limited bool) {
+	if limited {
+		t.limited++
+	} else {
+		t.allowed++
+	}
+}
+
+// AddTally adds t to the limiter's counters and zeroes it.
+func (l *Limiter) AddTally(t *Tally) {
+	if *t == (Tally{}) {
+		return
+	}
+	st := l.stripe()
+	for _, c := range [...]struct {
+		n uint64
+		a *atomic.Uint64
+	}{{t.allowed, &st.allowed}, {t.limited, &st.limited}, {t.tooOld, &st.tooOld}, {t.future, &st.future}} {
+		if c.n != 0 {
+			c.a.Add(c.n)
+		}
+	}
+	*t = Tally{}
+}
+
+// decisionStripes is how many lines the decision counters are spread over.
+const decisionStripes = 64
+
+// decisionStripe is one line of decision counters. Every CheckAt adds to one, every
+// AddTally to one: counters per shard would be written by every core checking any team of
+// the shard, a line bouncing between cores on every check; a goroutine keeps to its own
+// stripe (stripe), whose line then stays in its core's cache.
+type decisionStripe struct {
+	allowed atomic.Uint64
+	limited atomic.Uint64
+	// EventClock: timestamps clamped for being older than MaxEventAge, or too far ahead.
+	tooOld atomic.Uint64
+	future atomic.Uint64
+	_      [128 - 32]byte // a line pair: adjacent-line prefetch pairs lines
+}
+
+// stripe returns the calling goroutine's decision stripe, chosen by where its stack is: the
+// one cheap thing that tells goroutines apart. Goroutines sharing a stripe (or a goroutine
+// whose stack moved) cost contention, never a lost count.
+//
+// The address is taken in units of 2 KiB, the smallest goroutine stack (runtime stackMin),
+// each stack being aligned to its power-of-two size: no two live goroutines share a unit,
+// and Fibonacci hashing spreads neighbouring units (stacks allocated one after the other,
+// as RunParallel's or a worker pool's are) over distinct stripes. Units of 8 KiB, as once
+// used here, put up to four fresh 2 KiB stacks on one stripe: two workers started together
+// then shared a line on every check, which doubled the check's cost on two cores. A
+// goroutine whose stack grew may use a few stripes by call depth: harmless, as the units
+// are still its own.
+func (l *Limiter) stripe() *decisionStripe {
+	var b byte
+	return &l.decisions[stripeOf(uintptr(unsafe.Pointer(&b)))]
+}
+
+// stripeOf is the decision stripe of a goroutine whose stack holds address sp.
+func stripeOf(sp uintptr) uint64 {
+	return uint64(sp) >> 11 * 0x9e3779b97f4a7c15 >> 58 // 2 KiB units, Fibonacci-hashed
+}
+
+// count counts one decision.
+func (st *decisionStripe) count(limited bool) {
+	if limited {
+		st.limited.Add(1)
+	} else {
+		st.allowed.Add(1)
+	}
+}
