@@ -402,22 +402,27 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 }
 
 // process routes ws with routeFn: each partition's records in order, by one goroutine,
-// partitions in parallel. It returns when every record has been handed to the producer.
+// partitions in parallel. It returns when every record has been handed to the producer,
+// and what each goroutine counted is in the metrics (route.Scratch.Flush).
 func (c *Consumer) process(ws []work, routeFn func(work, *route.Scratch)) {
 	switch n := min(len(ws), len(c.scratch)); n {
 	case 0:
 	case 1:
+		s := &c.scratch[0]
 		for _, w := range ws {
-			routeFn(w, &c.scratch[0])
+			routeFn(w, s)
 		}
+		s.Flush()
 	default:
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for g := range n {
 			wg.Go(func() {
+				s := &c.scratch[g]
 				for i := next.Add(1) - 1; i < int64(len(ws)); i = next.Add(1) - 1 {
-					routeFn(ws[i], &c.scratch[g])
+					routeFn(ws[i], s)
 				}
+				s.Flush()
 			})
 		}
 		wg.Wait()

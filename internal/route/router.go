@@ -154,6 +154,54 @@ type Scratch struct {
 	// already (an aborted transaction's, routed again): they are judged, not counted
 	// again, so a retried transaction does not inflate its teams' levels.
 	Replay bool
+
+	// What this goroutine counted since its last Flush, for the router that counted it
+	// (owner): records by reason, dry run's diverted ones, and the primary limit's
+	// decisions. Counted here in plain words, added to the metrics once a batch: a
+	// counter shared by the routing goroutines is a locked add to one cache line, which
+	// every core then writes on every record. The pads keep them off the lines of
+	// whatever is next to this Scratch (another goroutine's, in an array of them):
+	// written on every record, they would otherwise be that line shared between cores.
+	_        [128]byte
+	owner    *Router
+	records  [numReasons]uint64
+	diverted [numReasons]uint64
+	tally    limit.Tally
+	_        [128]byte
+}
+
+// Flush adds what s counted to the metrics of the router that counted it
+// (gate_records_total, gate_dry_run_diverted_total, and the primary limit's
+// gate_limiter_decisions_total). A goroutine routing with its own Scratch calls it once a
+// batch, as the consumer does after each fetched batch: until then those metrics lag by
+// what s holds. Route, and RouteInto with a nil Scratch, flush before they return.
+func (s *Scratch) Flush() {
+	r := s.owner
+	if r == nil {
+		return
+	}
+	for c, n := range s.records {
+		if n != 0 {
+			r.records[c].Add(float64(n))
+			s.records[c] = 0
+		}
+	}
+	for c, n := range s.diverted {
+		if n != 0 {
+			r.diverted[c].Add(float64(n))
+			s.diverted[c] = 0
+		}
+	}
+	r.lim.AddTally(&s.tally)
+}
+
+// own makes r the router s counts for, flushing what s counted for another (a router
+// replaced by a rules reload, say) to that one first.
+func (s *Scratch) own(r *Router) {
+	if s.owner != r {
+		s.Flush()
+		s.owner = r
+	}
 }
 
 // Router reads each record's team key, asks the limiter, and builds the output record for
@@ -358,16 +406,28 @@ func (r *Router) Config() Config {
 func (r *Router) Route(now time.Time, rec *kgo.Record, s *Scratch) (*kgo.Record, Outcome) {
 	out := new(kgo.Record)
 	o := r.RouteInto(now, rec, s, out)
+	if s != nil {
+		s.Flush()
+	}
 	return out, o
 }
 
 // RouteInto is Route writing the output record into *out, which the caller allocated
 // (the consumer embeds it in its own per-record state, saving an allocation per record).
-// *out is overwritten whole.
+// *out is overwritten whole. What it counts waits in s for s.Flush (a nil s: flushed
+// before it returns).
 func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.Record) Outcome {
 	if s == nil {
 		s = new(Scratch)
+		o := r.routeInto(now, rec, s, out)
+		s.Flush()
+		return o
 	}
+	return r.routeInto(now, rec, s, out)
+}
+
+func (r *Router) routeInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.Record) Outcome {
+	s.own(r)
 	if r.rules != nil {
 		return r.routeRules(now, rec, s, out)
 	}
@@ -387,26 +447,26 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		switch {
 		case forced:
 			n := r.forcedN * r.cost(rec, s)
-			o.Decision = r.check(r.lim, now, at, team, n)
+			o.Decision = r.check(r.lim, now, at, team, n, s)
 			for _, l := range r.extra {
-				r.check(l, now, at, team, n)
+				r.check(l, now, at, team, n, s)
 			}
 			code = reasonForced
 		case r.event:
-			o.Decision, over = r.checkAll(now, at, team, r.cost(rec, s))
+			o.Decision, over = r.checkAll(now, at, team, r.cost(rec, s), s)
 			code = reasonAllowed
 			if over >= 0 {
 				code = reasonRateLimited
 			}
 		case r.extra == nil:
 			// One limit: a direct call, the hot path as it always was.
-			o.Decision = r.lim.CheckAt(now, team, r.cost(rec, s))
+			o.Decision = r.lim.CheckTally(now, team, r.cost(rec, s), &s.tally)
 			code = reasonAllowed
 			if o.Decision.Limited {
 				code = reasonRateLimited
 			}
 		default:
-			o.Decision, over = r.checkAll(now, at, team, r.cost(rec, s))
+			o.Decision, over = r.checkAll(now, at, team, r.cost(rec, s), s)
 			code = reasonAllowed
 			if over >= 0 {
 				code = reasonRateLimited
@@ -417,16 +477,16 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 
 	if r.cfg.DryRun {
 		if code != reasonAllowed {
-			r.diverted[code].Inc()
+			s.diverted[code]++
 			code = reasonDryRun
 		}
-		r.records[code].Inc()
+		s.records[code]++
 		o.Route, o.Reason = Accepted, code.String()
 		r.fill(out, rec, Accepted, rec.Key, 0)
 		return o
 	}
 
-	r.records[code].Inc()
+	s.records[code]++
 	o.Route, o.Reason = code.route(), code.String()
 	switch o.Route {
 	case Accepted:
@@ -455,30 +515,30 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 // every limit counts n; in cap mode the limits are first asked without counting, and n
 // counts in all of them only if none is over. It returns the first limit over's decision
 // and index (0 the primary, 1+i extra[i]), or the primary's decision and -1.
-func (r *Router) checkAll(now, at time.Time, team string, n int64) (limit.Decision, int) {
-	return r.checkLimits(r.lim, r.extra, r.forcedN == 0, now, at, team, n)
+func (r *Router) checkAll(now, at time.Time, team string, n int64, s *Scratch) (limit.Decision, int) {
+	return r.checkLimits(r.lim, r.extra, r.forcedN == 0, now, at, team, n, s)
 }
 
 // checkLimits is checkAll for the limits lim (primary) and extra, cap telling the mode.
-func (r *Router) checkLimits(lim *limit.Limiter, extra []*limit.Limiter, cap bool, now, at time.Time, team string, n int64) (limit.Decision, int) {
+func (r *Router) checkLimits(lim *limit.Limiter, extra []*limit.Limiter, cap bool, now, at time.Time, team string, n int64, s *Scratch) (limit.Decision, int) {
 	if cap {
-		d := r.check(lim, now, at, team, 0)
+		d := r.check(lim, now, at, team, 0, s)
 		if d.Limited {
 			return d, 0
 		}
 		for i, l := range extra {
-			if e := r.check(l, now, at, team, 0); e.Limited {
+			if e := r.check(l, now, at, team, 0, s); e.Limited {
 				return e, i + 1
 			}
 		}
 	}
-	d := r.check(lim, now, at, team, n)
+	d := r.check(lim, now, at, team, n, s)
 	first, over := d, -1
 	if d.Limited {
 		over = 0
 	}
 	for i, l := range extra {
-		if e := r.check(l, now, at, team, n); e.Limited && over < 0 {
+		if e := r.check(l, now, at, team, n, s); e.Limited && over < 0 {
 			first, over = e, i+1
 		}
 	}
@@ -486,8 +546,15 @@ func (r *Router) checkLimits(lim *limit.Limiter, extra []*limit.Limiter, cap boo
 }
 
 // check asks l about team: at the record's event time at under the event clock, else at
-// now.
-func (r *Router) check(l *limit.Limiter, now, at time.Time, team string, n int64) limit.Decision {
+// now. The primary limit's decisions are tallied in s (Flush adds them); the others'
+// count at once.
+func (r *Router) check(l *limit.Limiter, now, at time.Time, team string, n int64, s *Scratch) limit.Decision {
+	if l == r.lim {
+		if r.event {
+			return l.CheckEventTally(now, at, team, n, &s.tally)
+		}
+		return l.CheckTally(now, team, n, &s.tally)
+	}
 	if r.event {
 		return l.CheckEventAt(now, at, team, n)
 	}

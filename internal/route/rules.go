@@ -313,13 +313,13 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 				n = 0
 			}
 			n *= r.ruleCost(st, rec, s)
-			d = r.check(st.Limiters[0], now, at, key, n)
+			d = r.check(st.Limiters[0], now, at, key, n, s)
 			for _, l := range st.Limiters[1:] {
-				r.check(l, now, at, key, n)
+				r.check(l, now, at, key, n, s)
 			}
 			over = true
 		} else {
-			d, over = r.checkRule(st, now, at, key, r.ruleCost(st, rec, s))
+			d, over = r.checkRule(st, now, at, key, r.ruleCost(st, rec, s), s)
 		}
 		if o.Decision == (limit.Decision{}) {
 			o.Decision = d
@@ -346,8 +346,8 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 		if r.cfg.DryRun {
 			// As without rules: dry run sends everything to accepted, counting what
 			// enforcement would have done.
-			r.diverted[failed].Inc()
-			r.records[reasonDryRun].Inc()
+			s.diverted[failed]++
+			s.records[reasonDryRun]++
 			o.Route, o.Reason = Accepted, ReasonDryRun
 			r.fill(out, rec, Accepted, rec.Key, 0)
 			return o
@@ -359,7 +359,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 			detail = r.rules[0].Key.detail(s.why, r.maxKey)
 		}
 		o.Route, o.Reason = DeadLetter, failed.String()
-		r.records[failed].Inc()
+		s.records[failed]++
 		*out = *r.deadLetter(rec, r.hdrValue[failed], detail)
 		return o
 	}
@@ -384,15 +384,15 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 	if r.cfg.DryRun {
 		if route != Accepted {
 			if route == RuleTopic {
-				r.diverted[reasonRateLimited].Inc()
+				s.diverted[reasonRateLimited]++
 			} else {
-				r.diverted[code].Inc()
+				s.diverted[code]++
 			}
 			code = reasonDryRun
 		} else if code == reasonTagged {
 			code = reasonAllowed // dry run adds no header
 		}
-		r.records[code].Inc()
+		s.records[code]++
 		o.Route, o.Reason = Accepted, code.String()
 		r.fill(out, rec, Accepted, rec.Key, 0)
 		return o
@@ -400,7 +400,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 	o.Route, o.Reason = route, code.String()
 	switch route {
 	case Accepted:
-		r.records[code].Inc()
+		s.records[code]++
 		r.fill(out, rec, Accepted, rec.Key, ro.tags)
 	case Overflow, RuleTopic:
 		var key []byte
@@ -416,7 +416,7 @@ func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo
 			r.fill(out, rec, Overflow, key, ro.tags+2)
 			out.Topic = r.rules[ro.rule].Topic
 		} else {
-			r.records[code].Inc()
+			s.records[code]++
 			r.fill(out, rec, Overflow, key, ro.tags+2)
 		}
 		out.Headers = append(out.Headers,
@@ -498,11 +498,11 @@ func (r *Router) ruleCost(st *ruleState, rec *kgo.Record, s *Scratch) int64 {
 // checkRule checks key against st's limits and reports whether any is over, with the
 // first limit over's decision (else the first's), counting n as st's mode says
 // (checkAll).
-func (r *Router) checkRule(st *ruleState, now, at time.Time, key string, n int64) (limit.Decision, bool) {
+func (r *Router) checkRule(st *ruleState, now, at time.Time, key string, n int64, s *Scratch) (limit.Decision, bool) {
 	if len(st.Limiters) == 1 {
-		d := r.check(st.Limiters[0], now, at, key, n)
+		d := r.check(st.Limiters[0], now, at, key, n, s)
 		return d, d.Limited
 	}
-	d, over := r.checkLimits(st.Limiters[0], st.Limiters[1:], st.cap, now, at, key, n)
+	d, over := r.checkLimits(st.Limiters[0], st.Limiters[1:], st.cap, now, at, key, n, s)
 	return d, over >= 0
 }
