@@ -418,15 +418,8 @@ func (r *Router) Route(now time.Time, rec *kgo.Record, s *Scratch) (*kgo.Record,
 // before it returns).
 func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.Record) Outcome {
 	if s == nil {
-		s = new(Scratch)
-		o := r.routeInto(now, rec, s, out)
-		s.Flush()
-		return o
+		return r.routeOnce(now, rec, out)
 	}
-	return r.routeInto(now, rec, s, out)
-}
-
-func (r *Router) routeInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.Record) Outcome {
 	s.own(r)
 	if r.rules != nil {
 		return r.routeRules(now, rec, s, out)
@@ -508,6 +501,15 @@ func (r *Router) routeInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	default:
 		*out = *r.deadLetter(rec, r.hdrValue[code], r.cfg.KeyFrom.detail(s.why, r.maxKey))
 	}
+	return o
+}
+
+// routeOnce is RouteInto with a Scratch of its own, flushed before it returns. Apart, so
+// that the per-record call returns its Outcome directly, not through a wrapper's copy.
+func (r *Router) routeOnce(now time.Time, rec *kgo.Record, out *kgo.Record) Outcome {
+	s := new(Scratch)
+	o := r.RouteInto(now, rec, s, out)
+	s.Flush()
 	return o
 }
 
