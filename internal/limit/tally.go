@@ -33,15 +33,18 @@ func (l *Limiter) AddTally(t *Tally) {
 		return
 	}
 	st := l.stripe()
-	for _, c := range [...]struct {
-		n uint64
-		a *atomic.Uint64
-	}{{t.allowed, &st.allowed}, {t.limited, &st.limited}, {t.tooOld, &st.tooOld}, {t.future, &st.future}} {
-		if c.n != 0 {
-			c.a.Add(c.n)
-		}
-	}
+	addNonZero(&st.allowed, t.allowed)
+	addNonZero(&st.limited, t.limited)
+	addNonZero(&st.tooOld, t.tooOld)
+	addNonZero(&st.future, t.future)
 	*t = Tally{}
+}
+
+// addNonZero adds n to a, sparing the locked add when n is 0 (the clamps, mostly).
+func addNonZero(a *atomic.Uint64, n uint64) {
+	if n != 0 {
+		a.Add(n)
+	}
 }
 
 // decisionStripes is how many lines the decision counters are spread over.

@@ -84,14 +84,7 @@ func TestRouteEventClock(t *testing.T) {
 	if o.Route != Accepted {
 		t.Errorf("a record without ts: %s, want accepted", o.Route)
 	}
-	var unreadable float64
-	fams, _ := f.reg.Gather()
-	for _, fam := range fams {
-		if fam.GetName() == "gate_event_time_unreadable_total" {
-			unreadable = fam.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	if unreadable != 1 {
+	if unreadable := metric(t, f.reg, "gate_event_time_unreadable_total", nil); unreadable != 1 {
 		t.Errorf("gate_event_time_unreadable_total = %v, want 1", unreadable)
 	}
 	counts := map[int64]int64{}

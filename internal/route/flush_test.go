@@ -16,21 +16,7 @@ func TestScratchFlush(t *testing.T) {
 	b := newFixture(t, Config{}, limit.Config{Threshold: 2})
 	decisions := func(f *fixture, d string) float64 {
 		t.Helper()
-		fams, err := f.reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fam := range fams {
-			if fam.GetName() != "gate_limiter_decisions_total" {
-				continue
-			}
-			for _, m := range fam.GetMetric() {
-				if m.GetLabel()[0].GetValue() == d {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-		return 0
+		return metric(t, f.reg, "gate_limiter_decisions_total", map[string]string{"decision": d})
 	}
 	var s Scratch
 	var out kgo.Record

@@ -68,6 +68,13 @@ func (f *fixture) counts() map[string]int64 {
 // counter returns the value of the counter name{route, reason} in reg (0 if absent).
 func counter(t testing.TB, reg *prometheus.Registry, name, route, reason string) float64 {
 	t.Helper()
+	return metric(t, reg, name, map[string]string{"route": route, "reason": reason})
+}
+
+// metric returns the value of the first counter name in reg whose labels include want
+// (0 if none).
+func metric(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -76,19 +83,18 @@ func counter(t testing.TB, reg *prometheus.Registry, name, route, reason string)
 		if fam.GetName() != name {
 			continue
 		}
+	series:
 		for _, m := range fam.GetMetric() {
-			var ro, re string
+			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "route":
-					ro = l.GetValue()
-				case "reason":
-					re = l.GetValue()
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue series
 				}
 			}
-			if ro == route && re == reason {
-				return m.GetCounter().GetValue()
-			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0
