@@ -1,7 +1,6 @@
 package limit
 
 import (
-	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -232,14 +231,14 @@ type SpikeEvent struct {
 // tracks spikes, and says whether to look at the profile with this sweep's read of the
 // team, and whether to fetch the count of epoch cur−2 to fold it. The caller holds the
 // entry's shard lock.
-func (l *Limiter) sweepLearned(ls *learned, ns, cur, part int64, e *entry, thr int64, lvl float64, into *Sweep) (look, fold bool) {
+func (l *Limiter) sweepLearned(ls *learned, ns, cur, part int64, e *entry, team string, thr int64, lvl float64, into *Sweep) (look, fold bool) {
 	if ls == nil {
 		return true, true
 	}
 	if part != ls.part {
-		l.setLearned(e, ls, cur)
+		l.setLearned(e, team, ls, cur)
 	}
-	l.trackSpike(ns, e, ls, thr, lvl, into)
+	l.trackSpike(ns, e, team, ls, thr, lvl, into)
 	if cur >= ls.next {
 		return true, true
 	}
@@ -252,7 +251,7 @@ func (l *Limiter) sweepLearned(ls *learned, ns, cur, part int64, e *entry, thr i
 // fleet's folds ended by re-learning the team at its new volume (it lasted MaxSpike) ends
 // here with the next sweep, whatever the level: the team is then judged by its new
 // threshold, a spike of its own if it is over that.
-func (l *Limiter) trackSpike(ns int64, e *entry, ls *learned, thr int64, lvl float64, into *Sweep) {
+func (l *Limiter) trackSpike(ns int64, e *entry, team string, ls *learned, thr int64, lvl float64, into *Sweep) {
 	lt := ls.thr.Load()
 	since := ls.since.Load()
 	held := e.thr.Load()&heldBit != 0
@@ -262,12 +261,12 @@ func (l *Limiter) trackSpike(ns int64, e *entry, ls *learned, thr int64, lvl flo
 			ls.spikeThr.Store(lt)
 			l.adapt.started.Add(1)
 			l.adapt.spiking.Add(1)
-			into.Spikes = append(into.Spikes, SpikeEvent{Team: e.team(), Started: true, Since: time.Unix(0, ns), At: time.Unix(0, ns), Threshold: lt, Baseline: math.Float64frombits(ls.base.Load())})
+			into.Spikes = append(into.Spikes, SpikeEvent{Team: team, Started: true, Since: time.Unix(0, ns), At: time.Unix(0, ns), Threshold: lt, Baseline: math.Float64frombits(ls.base.Load())})
 		}
 		return
 	}
 	if l.relearnedSince(ls, since) {
-		l.endSpike(e, ls, ns, into)
+		l.endSpike(team, ls, ns, into)
 		return
 	}
 	st := float64(ls.spikeThr.Load())
@@ -280,11 +279,11 @@ func (l *Limiter) trackSpike(ns int64, e *entry, ls *learned, thr int64, lvl flo
 	if over && thr == lt {
 		return
 	}
-	l.endSpike(e, ls, ns, into)
+	l.endSpike(team, ls, ns, into)
 }
 
 // endSpike ends ls's spike at ns; into may be nil (an eviction: counted, not logged).
-func (l *Limiter) endSpike(e *entry, ls *learned, ns int64, into *Sweep) {
+func (l *Limiter) endSpike(team string, ls *learned, ns int64, into *Sweep) {
 	since := ls.since.Swap(0)
 	if since == 0 {
 		return
@@ -296,7 +295,7 @@ func (l *Limiter) endSpike(e *entry, ls *learned, ns int64, into *Sweep) {
 		l.adapt.relearned.Add(1)
 	}
 	if into != nil {
-		into.Spikes = append(into.Spikes, SpikeEvent{Team: e.team(), Since: time.Unix(0, since), At: time.Unix(0, ns), Threshold: ls.spikeThr.Load(), Baseline: math.Float64frombits(ls.base.Load()),
+		into.Spikes = append(into.Spikes, SpikeEvent{Team: team, Since: time.Unix(0, since), At: time.Unix(0, ns), Threshold: ls.spikeThr.Load(), Baseline: math.Float64frombits(ls.base.Load()),
 			Relearned: relearned, NewThreshold: ls.thr.Load()})
 	}
 }
@@ -310,18 +309,32 @@ func (l *Limiter) relearnedSince(ls *learned, since int64) bool {
 	return rl != 0 && rl*l.windowNs >= since-int64(spike.MaxFoldEvery)
 }
 
-// forgetLearned drops e's learned state: e left the cache. The caller holds sh.mu, sh
-// being e's shard.
-func (l *Limiter) forgetLearned(sh *shard, e *entry, ns int64, into *Sweep) {
+// forgetLearned drops e's learned state: e, team's entry, left the cache. The caller
+// holds sh.mu, sh being e's shard.
+func (l *Limiter) forgetLearned(sh *shard, e *entry, team string, ns int64, into *Sweep) {
 	delete(sh.learned, e)
 	if v, ok := l.adapt.teams.LoadAndDelete(e); ok {
-		l.endSpike(e, v.(*learned), ns, into)
+		l.endSpike(team, v.(*learned), ns, into)
 	}
+}
+
+// movedLearned keys old's learned state, if any, by new: a rebuild of sh's table moved the
+// entry. The caller holds sh.mu.
+func (l *Limiter) movedLearned(sh *shard, old, new *entry) {
+	ls, ok := sh.learned[old]
+	if !ok {
+		return
+	}
+	// New before old goes: a check looking without the mutex finds one or the other.
+	l.adapt.teams.Store(new, ls)
+	l.adapt.teams.Delete(old)
+	delete(sh.learned, old)
+	sh.learned[new] = ls
 }
 
 // setLearned recomputes ls's threshold and baseline for epoch cur from its profile, and
 // writes a changed threshold into e's thr word.
-func (l *Limiter) setLearned(e *entry, ls *learned, cur int64) {
+func (l *Limiter) setLearned(e *entry, team string, ls *learned, cur int64) {
 	a := l.adapt
 	var thr int64
 	if t, ok := a.cfg.Threshold(&ls.prof, cur); ok {
@@ -337,21 +350,21 @@ func (l *Limiter) setLearned(e *entry, ls *learned, cur int64) {
 	}
 	ls.spikeEnds.Store(ends)
 	if ls.thr.Swap(thr) != thr {
-		l.storeThreshold(e)
+		l.storeThreshold(e, team)
 	}
 }
 
 // storeThreshold writes e's effective threshold into its thr word, keeping the generation,
 // tier and held bit. A word of an older generation is left alone: the next check refreshes
 // it (refreshThreshold), from the learned threshold already stored.
-func (l *Limiter) storeThreshold(e *entry) {
+func (l *Limiter) storeThreshold(e *entry, team string) {
 	for {
 		o := l.overrides.Load()
 		v := e.thr.Load()
 		if v>>genShift != o.gen {
 			return
 		}
-		t, _ := l.effective(o, e)
+		t, _ := l.effective(o, e, team)
 		nv := v&^uint64(thresholdMask) | uint64(t)
 		if nv == v || e.thr.CompareAndSwap(v, nv) {
 			return
@@ -380,10 +393,10 @@ func (s Source) String() string {
 	return "static"
 }
 
-// effective is e's threshold under overrides o: its override, else its learned threshold,
-// else the default; and where it comes from.
-func (l *Limiter) effective(o *overrides, e *entry) (int64, Source) {
-	t, ok := o.threshold(e.team(), l.cfg.Threshold)
+// effective is e's threshold, team's, under overrides o: its override, else its learned
+// threshold, else the default; and where it comes from.
+func (l *Limiter) effective(o *overrides, e *entry, team string) (int64, Source) {
+	t, ok := o.threshold(team, l.cfg.Threshold)
 	if ok {
 		return t, SourceOverride
 	}
@@ -426,11 +439,14 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 	if a == nil || r.e == nil {
 		return ProfileWrite{}, false
 	}
-	e := r.e
-	ls := l.learnedFor(e, r.Team, r.Epoch)
-	if ls == nil {
+	// Under the shard's mutex: the learned state is keyed by entry, which a rebuild moves
+	// under it.
+	e := l.lockedEntry(r)
+	defer r.sh.mu.Unlock()
+	if e == nil {
 		return ProfileWrite{}, false // the team left the cache since the sweep
 	}
+	ls := l.learnedFor(r.sh, e, r.Epoch)
 	if !found {
 		p = spike.Profile{}
 	}
@@ -446,7 +462,7 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		// started): a profile started at 0 would take hours to learn the team. Look again
 		// a fold period on.
 		ls.next = cur + a.minPeriod
-		l.setLearned(e, ls, l.Epoch(now))
+		l.setLearned(e, r.Team, ls, l.Epoch(now))
 		return w, false
 	case r.Fold:
 		// Every gate looking folds (the same counts into the same profile: the same
@@ -457,33 +473,25 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 	default:
 		// Due, without the count to fold: look again next window.
 		ls.prof, ls.next = p, cur+1
-		l.setLearned(e, ls, l.Epoch(now))
+		l.setLearned(e, r.Team, ls, l.Epoch(now))
 		return w, false
 	}
 	ls.prof = p
 	ls.next = a.cfg.NextFold(&p, r.Team) + 2
-	l.setLearned(e, ls, l.Epoch(now))
+	l.setLearned(e, r.Team, ls, l.Epoch(now))
 	return w, write
 }
 
-// learnedFor returns e's learned state, made if need be in epoch ep, or nil when e is no
-// longer team's cached entry (evicted or expired since the sweep): state kept for it would
-// never be freed. A state made now knows this gate's counts from epoch ep+2 on: the
-// sweep before it may have handed over counts of ep, and of ep+1 (timed just after its
-// clock read).
-func (l *Limiter) learnedFor(e *entry, team string, ep int64) *learned {
+// learnedFor returns e's learned state, made if need be in epoch ep. A state made now knows
+// this gate's counts from epoch ep+2 on: the sweep before it may have handed over counts
+// of ep, and of ep+1 (timed just after its clock read). The caller holds sh.mu, sh being
+// e's shard, and e is cached.
+func (l *Limiter) learnedFor(sh *shard, e *entry, ep int64) *learned {
 	if ls := l.adapt.of(e); ls != nil {
 		return ls
 	}
-	h := maphash.String(l.seed, team)
-	sh := &l.shards[h&l.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if cur, _, _ := sh.idx.tab.Load().lookup(h, team); cur != e {
-		return nil
-	}
-	v, _ := l.adapt.teams.LoadOrStore(e, &learned{next: math.MinInt64, ownFrom: ep + 2})
-	ls := v.(*learned)
+	ls := &learned{next: math.MinInt64, ownFrom: ep + 2}
+	l.adapt.teams.Store(e, ls)
 	if sh.learned == nil {
 		sh.learned = make(map[*entry]*learned)
 	}

@@ -2,7 +2,6 @@ package limit
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math"
 	"testing"
 	"time"
@@ -108,11 +107,11 @@ func TestAdaptiveChangeKeepsTierAndHold(t *testing.T) {
 		t.Fatalf("at 501 over 400: %+v, want held, hot", d)
 	}
 	h := hashOf(l, "t")
-	e, _, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, "t")
+	e, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, "t")
 	before := e.thr.Load()
 	ls := l.adapt.of(e)
 	ls.prof.Level = 200
-	l.setLearned(e, ls, l.Epoch(now)) // 800
+	l.setLearned(e, "t", ls, l.Epoch(now)) // 800
 	after := e.thr.Load()
 	if after&thresholdMask != 800 || after&^uint64(thresholdMask) != before&^uint64(thresholdMask) {
 		t.Errorf("thr word %x → %x: want threshold 800 and the gen, tier and held bits unchanged", before, after)
@@ -164,17 +163,21 @@ func countLearned(l *Limiter) int {
 	n, m := 0, 0
 	l.adapt.teams.Range(func(k, v any) bool {
 		n++
-		e := k.(*entry)
-		sh := &l.shards[maphash.String(l.seed, e.team())&l.mask]
-		sh.mu.Lock()
-		if sh.learned[e] != v {
-			panic("a learned state is missing from its shard's map")
-		}
-		sh.mu.Unlock()
 		return true
 	})
 	for i := range l.shards {
-		m += len(l.shards[i].learned)
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for e, ls := range sh.learned {
+			if v, ok := l.adapt.teams.Load(e); !ok || v != ls {
+				panic("a learned state is missing from the limiter's map")
+			}
+			if e.state.Load()&stateDeleted != 0 {
+				panic("a learned state is kept for an entry no longer cached")
+			}
+		}
+		m += len(sh.learned)
+		sh.mu.Unlock()
 	}
 	if m != n {
 		panic(fmt.Sprintf("the shards hold %d learned states, the limiter %d", m, n))

@@ -74,7 +74,7 @@ func TestColdWriteExceptions(t *testing.T) {
 				l.CheckEventAt(now, now, team, 1)
 				now2 := now.Add(time.Second)
 				probe := l.coldWrites(now2.UnixNano(), false)
-				if probe.drain(hashOf(l, team), 0, 1, 10_000, false) == drainNone {
+				if probe.drain(team, 0, 1, 10_000, false) == drainNone {
 					cold = team
 					break
 				}

@@ -2,14 +2,12 @@ package limit
 
 import (
 	"math"
-	"strings"
 	"sync/atomic"
-	"unsafe"
 )
 
 // Bit layouts of the packed entry words.
 const (
-	// thr: generation << genShift | tier << tierShift | held | threshold. One atomic load
+	// thr: moved | generation << genShift | tier << tierShift | held | threshold. One atomic load
 	// gives a threshold and whether it is current, so an override swap never shows a check
 	// a mix; the tier at the last check and whether the team is held in overflow
 	// (hold.go) ride along, as they are read on the same path.
@@ -19,7 +17,7 @@ const (
 	tierShift     = thresholdBits + 1
 	tierMask      = 1<<2 - 1 // numTiers ≤ 4
 	genShift      = tierShift + 2
-	genMask       = 1<<(64-genShift) - 1
+	genMask       = 1<<(63-genShift) - 1 // the top bit is movedBit
 
 	// unsent[i]: count << epochTagBits | epoch tag. The tag tells which epoch of this
 	// slot's parity the count belongs to, so counts never cross an epoch boundary.
@@ -45,94 +43,70 @@ func readStamp(ns int64, local bool) int64 {
 // readTime is the time of the last read applied, from a readAt word: 0 when never read.
 func readTime(at int64) int64 { return at &^ readLocal }
 
-// inlineKey is how many bytes of its team an entry holds in its own 64 bytes.
-const inlineKey = 15
+// inlineKey is how many bytes of its team an entry holds in its own 64 bytes: the whole
+// team up to that length; a longer team's first bytes, the team itself being in its
+// table's long list (table.long).
+const inlineKey = 11
 
-// longKey in entry.klen says the team is too long for the bytes that follow the entry;
-// the entry is then the head of an entryLong.
+// longKey in entry.klen says the team is longer than inlineKey.
 const longKey = 0xff
 
-// entry is one cached team. Every word a check reads or writes is atomic: checks on many
-// cores and the tick read and write it without a lock. It is exactly 64 bytes, a size
-// class whose objects start on a cache line, and holds teams of up to 15 bytes inline, so
-// a check's key compare and every word it then reads or writes are on one line. Longer
-// teams continue in the bytes allocated after it (entryKey*), or, beyond 127 bytes, in
-// a separately allocated string (entryLong). When the team was last seen is kept in its
-// index slot (index.go), which the sweep and eviction read without touching the entry.
+// movedBit, in an unsent or thr word, says the entry was moved to a new table or removed
+// (index.go): a check that finds it in what its write returned writes again in the team's
+// current entry. Counts never reach it (2^47 records in a window), nor does the thr word's
+// generation (genMask).
+const movedBit = 1 << 63
+
+// entry is one cached team, a slot of its shard's table (index.go). Every word a check
+// reads or writes is atomic: checks on many cores and the tick read and write it without
+// a lock. It is exactly 64 bytes, and a table's slots start on a cache line (a large
+// allocation is page-aligned), so a check's key compare and every word it then reads or
+// writes are on one line.
 type entry struct {
 	estimate atomic.Uint64    // float64 bits: the global estimate at readAt
 	readAt   atomic.Int64     // unix ns of the last applied read; 0 = never read; see readLocal
 	flushed  atomic.Int64     // handed to the tick since the last read (tick writes only)
 	unsent   [2]atomic.Uint64 // by epoch parity: counted, not yet handed to the tick
 	thr      atomic.Uint64    // packed threshold, tier at the last check, overrides generation
+	state    atomic.Uint32    // live, deleted, moved; when last seen (index.go)
 	klen     uint8            // len(team), or longKey; set before the entry is published
-	key      [inlineKey]byte  // the team, continued past the entry when longer
+	key      [inlineKey]byte  // the team, or its first bytes
 }
 
-type (
-	entryKey31 struct {
-		entry
-		_ [16]byte
-	} // teams of ≤ 31 bytes: 80-byte class
-	entryKey63 struct {
-		entry
-		_ [48]byte
-	} // ≤ 63 bytes: 112-byte class
-	entryKey127 struct {
-		entry
-		_ [112]byte
-	} // ≤ 127 bytes: 176-byte class
-	entryLong struct {
-		entry
-		team string
+// markMoved marks the words checks write (the unsent counts, the thr word) moved and
+// returns what they held before. Under EventClock (event) unsent[1] is no count but the
+// previous window's, written under the shard's mutex only, and is left as it is.
+func (e *entry) markMoved(event bool) (unsent [2]uint64, thr uint64) {
+	unsent[0] = e.unsent[0].Or(movedBit)
+	if event {
+		unsent[1] = e.unsent[1].Load()
+	} else {
+		unsent[1] = e.unsent[1].Or(movedBit)
 	}
-)
-
-// newEntry returns an entry whose team is a copy of team: the caller's string may alias a
-// reused buffer (a record's bytes).
-func newEntry(team string) *entry {
-	var e *entry
-	switch n := len(team); {
-	case n <= inlineKey:
-		e = new(entry)
-	case n <= inlineKey+16:
-		e = &new(entryKey31).entry
-	case n <= inlineKey+48:
-		e = &new(entryKey63).entry
-	case n <= inlineKey+112:
-		e = &new(entryKey127).entry
-	default:
-		x := &entryLong{team: strings.Clone(team)}
-		x.klen = longKey
-		return &x.entry
-	}
-	e.klen = uint8(len(team))
-	// The entry heads an allocation large enough for its team (above).
-	copy(unsafe.Slice(&e.key[0], len(team)), team)
-	return e
+	return unsent, e.thr.Or(movedBit)
 }
 
-// team returns the entry's team. The string aliases the entry.
-func (e *entry) team() string {
-	if e.klen == longKey {
-		return (*entryLong)(unsafe.Pointer(e)).team
-	}
-	return unsafe.String(&e.key[0], int(e.klen))
+// moveTo marks e moved and copies it into ne, not yet published: its counts as they were
+// when marked, so a check's write either is in the copy or finds the mark. The caller
+// holds the shard's mutex, under which alone the tick writes the other words.
+func (e *entry) moveTo(ne *entry, event bool) {
+	unsent, thr := e.markMoved(event)
+	ne.unsent[0].Store(unsent[0])
+	ne.unsent[1].Store(unsent[1])
+	ne.thr.Store(thr)
+	ne.estimate.Store(e.estimate.Load())
+	ne.readAt.Store(e.readAt.Load())
+	ne.flushed.Store(e.flushed.Load())
 }
 
-// is reports whether the entry is team's.
-func (e *entry) is(team string) bool {
-	if e.klen != longKey {
-		return int(e.klen) == len(team) && unsafe.String(&e.key[0], len(team)) == team
-	}
-	return (*entryLong)(unsafe.Pointer(e)).team == team
-}
+// unsentCount is the count in an unsent word of a wall-clock entry.
+func unsentCount(v uint64) int64 { return int64(v &^ movedBit >> epochTagBits) }
 
 // pending is how many records were counted here since the last read: those handed to the
 // tick plus those still waiting. Keeping it as a sum spares the per-record path a second
 // locked add.
 func (e *entry) pending() int64 {
-	return e.flushed.Load() + int64(e.unsent[0].Load()>>epochTagBits) + int64(e.unsent[1].Load()>>epochTagBits)
+	return e.flushed.Load() + unsentCount(e.unsent[0].Load()) + unsentCount(e.unsent[1].Load())
 }
 
 // The estimate word of a wall-clock entry is the fleet's view of the team at the last read,
@@ -210,36 +184,55 @@ func slotEpoch(cur int64, v uint64) int64 {
 
 // addUnsent adds n to the counts waiting for the tick in epoch. It returns what it
 // displaced: counts of the epoch two back in the same slot that no sweep collected, which
-// only happens when no sweep ran for a whole window.
-func (e *entry) addUnsent(epoch, n int64) (displaced int64) {
+// only happens when no sweep ran for a whole window; and whether e was moved (or removed)
+// before n was added, n then being in no entry the tick reads: the caller counts it again
+// in the team's current entry.
+func (e *entry) addUnsent(epoch, n int64) (displaced int64, moved bool) {
 	slot := &e.unsent[epoch&1]
 	tag := uint64(epoch) & epochTagMask
 	for {
 		v := slot.Load()
+		if v&movedBit != 0 {
+			return 0, true
+		}
 		if v&epochTagMask == tag {
-			slot.Add(uint64(n) << epochTagBits)
-			return 0
+			return 0, slot.Add(uint64(n)<<epochTagBits)&movedBit != 0
 		}
 		if slot.CompareAndSwap(v, tag|uint64(n)<<epochTagBits) {
-			return int64(v >> epochTagBits)
+			return int64(v >> epochTagBits), false
 		}
 	}
 }
 
-// drainUnsent takes every unsent count, adds it to flushed and appends it to counts as of
-// current epoch cur. Counts for epochs older than cur−1 are not appended: their sum is
-// returned as stale. Only the tick (one goroutine) calls it.
-func (e *entry) drainUnsent(counts []Count, cur int64) (_ []Count, stale int64) {
-	return e.drain(counts, cur, false)
+// removedCounts appends to counts, as team's, the counts in unsent, a removed entry's
+// unsent words as they were when it was marked (index.remove), as of current epoch cur:
+// as drain does, but only what was counted before the mark, what checks added since
+// being counted again in the team's next entry.
+func removedCounts(counts []Count, team string, cur int64, unsent [2]uint64) (_ []Count, stale int64) {
+	for _, v := range unsent {
+		n := unsentCount(v)
+		if n == 0 {
+			continue
+		}
+		if epoch := slotEpoch(cur, v); epoch >= cur-1 {
+			counts = append(counts, Count{Team: team, Epoch: epoch, N: n})
+		} else {
+			stale += n
+		}
+	}
+	return counts, stale
 }
 
-// drain is drainUnsent, for the counts of epochs before cur alone when endedOnly: those of
-// windows that have ended, which no check adds to any more.
-func (e *entry) drain(counts []Count, cur int64, endedOnly bool) (_ []Count, stale int64) {
+// drain takes every unsent count, adds it to flushed and appends it to counts, as team's,
+// as of current epoch cur; only the counts of epochs before cur when endedOnly: those of
+// windows that have ended, which no check adds to any more. Counts for epochs older than
+// cur−1 are not appended: their sum is returned as stale. Only the tick (one goroutine)
+// calls it, under the shard's mutex.
+func (e *entry) drain(counts []Count, team string, cur int64, endedOnly bool) (_ []Count, stale int64) {
 	for i := range e.unsent {
 		slot := &e.unsent[i]
 		v0 := slot.Load()
-		seen := int64(v0 >> epochTagBits)
+		seen := unsentCount(v0)
 		if seen == 0 {
 			continue
 		}
@@ -249,8 +242,8 @@ func (e *entry) drain(counts []Count, cur int64, endedOnly bool) (_ []Count, sta
 		// Add to flushed before taking from unsent, so a concurrent check sees these
 		// records twice for an instant rather than not at all.
 		e.flushed.Add(seen)
-		v := slot.And(epochTagMask) // keep the tag, take the count
-		n := int64(v >> epochTagBits)
+		v := slot.And(epochTagMask | movedBit) // keep the tag and mark, take the count
+		n := unsentCount(v)
 		e.flushed.Add(n - seen)
 		epoch := slotEpoch(cur, v)
 		if epoch < cur-1 {
@@ -258,7 +251,7 @@ func (e *entry) drain(counts []Count, cur int64, endedOnly bool) (_ []Count, sta
 			stale += n
 			continue
 		}
-		counts = append(counts, Count{Team: e.team(), Epoch: epoch, N: n})
+		counts = append(counts, Count{Team: team, Epoch: epoch, N: n})
 	}
 	return counts, stale
 }

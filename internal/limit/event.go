@@ -52,7 +52,7 @@ func (r *retiredCounters) add(sh *shard) {
 	}
 }
 
-func (e *entry) evPending() int64 { return e.flushed.Load() + int64(e.unsent[0].Load()) }
+func (e *entry) evPending() int64 { return e.flushed.Load() + int64(e.unsent[0].Load()&^movedBit) }
 
 // evCount is the entry's count of its own window: the last read plus what was counted here
 // since.
@@ -71,19 +71,19 @@ func (e *entry) evLevel(progress float64) float64 {
 	return e.evPrev()*(1-progress) + e.evCount()
 }
 
-// evDrain moves the unsent count to flushed and returns it. Only the tick calls it (or an
-// eviction, under the shard's lock).
+// evDrain moves the unsent count to flushed and returns it. Only the tick calls it, under
+// the shard's lock.
 func (e *entry) evDrain() int64 {
-	seen := e.unsent[0].Load()
+	seen := int64(e.unsent[0].Load() &^ movedBit)
 	if seen == 0 {
 		return 0
 	}
 	// flushed first: a concurrent check sees these records twice for an instant rather
 	// than not at all.
-	e.flushed.Add(int64(seen))
-	v := e.unsent[0].Swap(0)
-	e.flushed.Add(int64(v) - int64(seen))
-	return int64(v)
+	e.flushed.Add(seen)
+	v := int64(e.unsent[0].Swap(0))
+	e.flushed.Add(v - seen)
+	return v
 }
 
 // CheckEventAt counts n records for team at time at (a record's own timestamp) and says
@@ -131,25 +131,32 @@ func (l *Limiter) checkEvent(now, at time.Time, team string, n int64, t *Tally) 
 	h := maphash.String(l.seed, team)
 	var e *entry
 	var sh *shard
+	var thr int64
+	var tw uint64
 	for e == nil {
 		tbl := l.table(ep)
 		sh = &tbl.shards[h&l.mask]
 		t := sh.idx.tab.Load()
-		var s *slot
-		var w uint64
-		if e, s, w = t.lookup(h, team); e == nil {
+		var st uint32
+		if e, st = t.lookup(h, team); e == nil {
 			e = l.insertIn(tbl.shards, tbl, h, team, wall) // nil: tbl was just dropped
-		} else if sn := l.seenAt(wall); uint32(w) != sn {
-			l.touch(sh, t, s, w, sn, h, team)
+		} else if sn := l.seenAt(wall); st&seenMask != sn {
+			l.touch(sh, t, e, st, sn, h, team)
+		}
+		if e != nil {
+			if thr, tw = l.thresholdWord(e, team); tw&movedBit != 0 {
+				e = nil // moved or removed since the lookup: look again
+			}
 		}
 	}
 
-	thr, tw := l.thresholdWord(e)
 	fthr := float64(thr)
 	lvl := e.evLevel(float64(ns-ep*l.windowNs) * l.invWindow)
 	d := Decision{verdict: verdict{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr)}, Threshold: thr, Level: lvl}
 	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
-		e.unsent[0].Add(uint64(n))
+		if e.unsent[0].Add(uint64(n))&movedBit != 0 {
+			l.recountEvent(ep, h, team, n, wall)
+		}
 	}
 	st.count(d.Limited)
 	if t == nil {
@@ -160,6 +167,18 @@ func (l *Limiter) checkEvent(now, at time.Time, team string, n int64, t *Tally) 
 		sh.transitions[old*numTiers+d.Tier].Add(1)
 	}
 	return d
+}
+
+// recountEvent adds n records for team in window ep, whose entry was moved or removed as
+// a check counted them, to its current entry. Out of line: it only happens when a check
+// races a rebuild or a removal of its shard.
+func (l *Limiter) recountEvent(ep int64, h uint64, team string, n, wall int64) {
+	for {
+		tbl := l.table(ep)
+		if e := l.insertIn(tbl.shards, tbl, h, team, wall); e != nil && e.unsent[0].Add(uint64(n))&movedBit == 0 {
+			return
+		}
+	}
 }
 
 // table returns window ep's cache, making it if needed.
@@ -182,7 +201,7 @@ func (l *Limiter) table(ep int64) *epochTable {
 	}
 	t := &epochTable{epoch: ep, shards: make([]shard, len(l.shards))}
 	for i := range t.shards {
-		t.shards[i].idx.init()
+		l.initShard(&t.shards[i], true)
 	}
 	if old != nil && !old.dead.Load() {
 		l.retire(old) // older than any record may be: the sweep drops such tables first
@@ -208,7 +227,7 @@ func (l *Limiter) seedPrev(e *entry, ep int64, h uint64, team string) {
 	if pt == nil {
 		return
 	}
-	if pe, _, _ := pt.shards[h&l.mask].idx.tab.Load().lookup(h, team); pe != nil {
+	if pe, _ := pt.shards[h&l.mask].idx.tab.Load().lookup(h, team); pe != nil {
 		e.unsent[1].Store(math.Float64bits(pe.evCount()))
 	}
 }
@@ -222,9 +241,8 @@ func (l *Limiter) retire(t *epochTable) {
 		sh.mu.Lock()
 		t.dead.Store(true)
 		var lost uint64
-		sh.idx.all(func(h uint64, _ uint32, e *entry) bool {
-			lost += e.unsent[0].Load()
-			sh.idx.remove(h, e)
+		sh.idx.all(func(_ uint32, e *entry, _ string) bool {
+			lost += sh.idx.remove(e)[0]
 			l.count.Add(-1)
 			t.count.Add(-1)
 			return true
@@ -292,29 +310,31 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 		for j := range tbl.shards {
 			sh := &tbl.shards[j]
 			sh.mu.Lock()
-			sh.idx.all(func(h uint64, seen uint32, e *entry) bool {
+			tab := sh.idx.tab.Load()
+			sh.idx.all(func(seen uint32, e *entry, team string) bool {
 				drain := func() {
 					if n := e.evDrain(); n > 0 {
-						into.Counts = append(into.Counts, Count{Team: e.team(), Epoch: tbl.epoch, N: n})
+						into.Counts = append(into.Counts, Count{Team: team, Epoch: tbl.epoch, N: n})
 					}
 				}
 				idle := nowSeen - min(seen, nowSeen)
 				if idle >= idleSecs {
-					drain()
-					sh.idx.remove(h, e)
+					if n := int64(sh.idx.remove(e)[0]); n > 0 { // as marked: see index.remove
+						into.Counts = append(into.Counts, Count{Team: team, Epoch: tbl.epoch, N: n})
+					}
 					l.count.Add(-1)
 					tbl.count.Add(-1)
 					into.Expired++
 					return true
 				}
-				fthr := float64(l.threshold(e))
+				fthr := float64(l.threshold(e, team))
 				p := e.evLevel(progress) / fthr
 				tier := max(TierOf(p), Tier(e.thr.Load()>>tierShift&tierMask))
 				into.Tiers[tier]++
 				reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.evPending(), fthr)
 				due = due && idle <= liveSecs
 				// A window that has ended gets no more counts here: write what it holds.
-				if cw.drain(h, p, int64(e.unsent[0].Load()), fthr, due) != drainNone || progress >= 1 {
+				if cw.drain(team, p, int64(e.unsent[0].Load()&^movedBit), fthr, due) != drainNone || progress >= 1 {
 					drain()
 				} else {
 					into.Held++
@@ -325,8 +345,8 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 				}
 				if due {
 					into.Reads = append(into.Reads, Read{
-						Team: e.team(), Epoch: tbl.epoch, Pressure: p, Tier: tier, Reason: reason,
-						e: e, flushed: pend,
+						Team: team, Epoch: tbl.epoch, Pressure: p, Tier: tier, Reason: reason,
+						e: e, tab: tab, sh: sh, flushed: pend,
 					})
 				}
 				return true
@@ -373,8 +393,7 @@ func (l *Limiter) dropIfEmpty(i int, tbl *epochTable) {
 
 // applyReadEvent is ApplyRead under EventClock: curr and prev are the fleet's counts of
 // the read's window and the one before.
-func (l *Limiter) applyReadEvent(r *Read, curr, prev int64, now time.Time) Applied {
-	e := r.e
+func (l *Limiter) applyReadEvent(r *Read, e *entry, curr, prev int64, now time.Time) Applied {
 	ns := now.UnixNano()
 	var a Applied
 	if at := e.readAt.Load(); at != 0 {
@@ -383,7 +402,7 @@ func (l *Limiter) applyReadEvent(r *Read, curr, prev int64, now time.Time) Appli
 	old := e.evCount()
 	// This gate's count of the window, less what the read already includes, against the
 	// fleet's: negative when other gates counted traffic this one did not see.
-	a.Drift = (old - float64(curr) - float64(e.evPending()-r.flushed)) / float64(l.threshold(e))
+	a.Drift = (old - float64(curr) - float64(e.evPending()-r.flushed)) / float64(l.threshold(e, r.Team))
 	// The fleet's count of E−1 only grows; a seed taken from this gate's own view may be
 	// ahead of a read by counts not yet written.
 	if p := float64(prev); p > e.evPrev() {
@@ -397,8 +416,7 @@ func (l *Limiter) applyReadEvent(r *Read, curr, prev int64, now time.Time) Appli
 
 // applyLocalEvent is ApplyLocal under EventClock: what was handed to the tick joins the
 // window's count, as if the read had returned it, and the entry stays due for a read.
-func (l *Limiter) applyLocalEvent(r *Read, now time.Time) {
-	e := r.e
+func (l *Limiter) applyLocalEvent(r *Read, e *entry, now time.Time) {
 	var c float64
 	if e.readAt.Load() != 0 {
 		c = math.Float64frombits(e.estimate.Load())
@@ -410,7 +428,7 @@ func (l *Limiter) applyLocalEvent(r *Read, now time.Time) {
 
 // eventEntries calls f for the newest window's entry of every cached team (all teams when
 // team is empty, else only that team), with the wall clock's progress through it.
-func (l *Limiter) eventEntries(now time.Time, team string, f func(e *entry, progress float64)) {
+func (l *Limiter) eventEntries(now time.Time, team string, f func(e *entry, team string, progress float64)) {
 	ns := now.UnixNano()
 	type found struct {
 		e  *entry
@@ -426,26 +444,26 @@ func (l *Limiter) eventEntries(now time.Time, team string, f func(e *entry, prog
 		if tbl == nil || tbl.dead.Load() {
 			continue
 		}
-		visit := func(e *entry) {
-			if f, ok := newest[e.team()]; !ok || f.ep < tbl.epoch {
-				newest[e.team()] = found{e, tbl.epoch}
+		visit := func(e *entry, team string) {
+			if f, ok := newest[team]; !ok || f.ep < tbl.epoch {
+				newest[team] = found{e, tbl.epoch}
 			}
 		}
 		if team != "" {
-			if e, _, _ := tbl.shards[h&l.mask].idx.tab.Load().lookup(h, team); e != nil {
-				visit(e)
+			if e, _ := tbl.shards[h&l.mask].idx.tab.Load().lookup(h, team); e != nil {
+				visit(e, team)
 			}
 			continue
 		}
 		for j := range tbl.shards {
 			sh := &tbl.shards[j]
 			sh.mu.Lock()
-			sh.idx.all(func(_ uint64, _ uint32, e *entry) bool { visit(e); return true })
+			sh.idx.all(func(_ uint32, e *entry, team string) bool { visit(e, team); return true })
 			sh.mu.Unlock()
 		}
 	}
-	for _, fe := range newest {
-		f(fe.e, min(max(float64(ns-fe.ep*l.windowNs)*l.invWindow, 0), 1))
+	for t, fe := range newest {
+		f(fe.e, t, min(max(float64(ns-fe.ep*l.windowNs)*l.invWindow, 0), 1))
 	}
 }
 

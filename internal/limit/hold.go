@@ -81,15 +81,19 @@ func newHolds(cfg Config) *holds {
 	}
 }
 
-// setHeld sets e's held bit; false if it was set already.
-func setHeld(e *entry) bool {
+// setHeld sets e's held bit; set is false if it was set already, moved true if e was
+// moved or removed (the bit then says nothing: the caller holds the team's current entry).
+func setHeld(e *entry) (set, moved bool) {
 	for {
 		v := e.thr.Load()
+		if v&movedBit != 0 {
+			return false, true
+		}
 		if v&heldBit != 0 {
-			return false
+			return false, false
 		}
 		if e.thr.CompareAndSwap(v, v|heldBit) {
-			return true
+			return true, false
 		}
 	}
 }
@@ -107,12 +111,11 @@ func clearHeld(e *entry) {
 // starts tracking a team a check has just held, releases one that has calmed down, and
 // appends the flag to share for one still over the release level. The caller holds the
 // entry's shard lock.
-func (l *Limiter) sweepHold(ns int64, e *entry, thr int64, lvl float64, into *Sweep) {
+func (l *Limiter) sweepHold(ns int64, e *entry, team string, thr int64, lvl float64, into *Sweep) {
 	h := l.holds
 	if e.thr.Load()&heldBit == 0 {
 		return
 	}
-	team := e.team()
 	over := lvl >= h.release*float64(thr)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -122,7 +125,7 @@ func (l *Limiter) sweepHold(ns int64, e *entry, thr int64, lvl float64, into *Sw
 		// thr below, an override raised meanwhile releases it as it would a tracked hold.
 		held := thr
 		if o := h.prevOverrides; o != nil {
-			held, _ = l.effective(o, e) // a learned threshold as it is now: it moves only with the tick
+			held, _ = l.effective(o, e, team) // a learned threshold as it is now: it moves only with the tick
 		}
 		st = &hold{since: ns, lastOver: ns, thr: held}
 		h.teams[strings.Clone(team)] = st // team aliases the entry
@@ -177,9 +180,16 @@ func (l *Limiter) endSweepHolds() {
 // ApplyRead, from the goroutine that sweeps.
 func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
 	h := l.holds
-	e := r.e
-	thr := l.threshold(e)
-	if !h.fleet || !l.sameHoldThreshold(e, f.Threshold, thr) {
+	if !h.fleet {
+		return
+	}
+	e := l.lockedEntry(r)
+	defer r.sh.mu.Unlock()
+	if e == nil {
+		return // left the cache since the sweep
+	}
+	thr := l.threshold(e, r.Team)
+	if !l.sameHoldThreshold(e, r.Team, f.Threshold, thr) {
 		return
 	}
 	since, last := f.Since.UnixNano(), f.LastOver.UnixNano()
@@ -189,7 +199,7 @@ func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
 	if st == nil {
 		st = &hold{since: since, lastOver: last, thr: thr, sweep: h.sweep}
 		h.teams[r.Team] = st
-		if setHeld(e) {
+		if set, _ := setHeld(e); set {
 			h.startsFleet.Add(1)
 		} else {
 			h.startsLocal.Add(1) // held by a check since the sweep
@@ -205,14 +215,14 @@ func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
 // sameHoldThreshold reports whether a hold flag set under threshold flag applies to e,
 // whose threshold here is thr: the same, or both learned and within spikeFlagSlack of each
 // other (gates take up a new fold a window apart at most).
-func (l *Limiter) sameHoldThreshold(e *entry, flag, thr int64) bool {
+func (l *Limiter) sameHoldThreshold(e *entry, team string, flag, thr int64) bool {
 	if flag == thr {
 		return true
 	}
 	if l.adapt == nil {
 		return false
 	}
-	if _, src := l.effective(l.overrides.Load(), e); src != SourceLearned {
+	if _, src := l.effective(l.overrides.Load(), e, team); src != SourceLearned {
 		return false
 	}
 	return math.Abs(float64(flag-thr)) <= spikeFlagSlack*float64(thr)

@@ -94,7 +94,7 @@ func TestUnseenRateOverTheReadInterval(t *testing.T) {
 	sw := sweep(t, l, at(11*time.Second))
 	r2 := findRead(sw, "a")
 	if r2 == nil {
-		r2 = &Read{Team: "a", Epoch: l.Epoch(at(11 * time.Second)), e: e, flushed: e.flushed.Load()}
+		r2 = &Read{Team: "a", Epoch: l.Epoch(at(11 * time.Second)), e: e, tab: r.tab, sh: r.sh, flushed: e.flushed.Load()}
 	}
 	// The fleet's counter grew by 10 between the two reads (1 s apart); this one is fast.
 	l.ApplyRead(r2, 310, 0, at(11*time.Second))

@@ -1,120 +1,215 @@
 package limit
 
 import (
-	"math/bits"
+	"hash/maphash"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 )
 
-// A shard's index is an open-addressing hash table (linear probing) whose slots are
-// atomics, so that a check finds its team without taking any lock: a lock's reader count
-// is a locked write, to a line every core checking that shard shares, on every lookup.
-// Inserts, deletes and walks happen under the shard's mutex; growing builds a new table
-// and publishes it with one atomic store, and a check still probing the old one finds
-// what it held when it started, as if its lookup had run a moment earlier.
+// A shard's index is an open-addressing hash table (linear probing) whose slots are the
+// entries themselves (entry.go, 64 bytes each), so that a check finds its team, and every
+// word it then reads or writes, on one cache line: with a slot pointing to an entry
+// elsewhere, a check of a team not in the core's caches waited for two lines, one after
+// the other, which cost it about half again a bare map's lookup (docs/benchmarks.md).
 //
-// A slot goes empty → live → deleted (tombstone) → live again, or back to empty when the
-// slot after it is empty. It holds the high half of the team's hash (the half that chose
-// the slot; the low half chose the shard) beside the entry pointer, so a probe compares
-// team bytes only when the hashes agree, and touches no other team's entry. The same word
-// holds when the team was last seen, in seconds, which the sweep and eviction read without
-// touching entries and a check rewrites at most once a second. The word is stored before
-// the pointer is published; a lookup loads the pointer first, and always compares the team
-// itself, so a slot being reused under it can cost it a miss (it then takes the mutex and
-// looks again) but never a wrong entry.
+// A check reads the table without any lock: a lock's reader count is a locked write, to a
+// line every core checking that shard shares, on every lookup. Inserts, removals, walks
+// and rebuilds happen under the shard's mutex.
+//
+// A slot is written once: empty → live → deleted. Its team's bytes never change once it is
+// published (by its state word, stored last), so a lookup compares them without a lock
+// and strings taken from them (table.team) stay valid; a deleted slot is reused only by
+// a new table.
+//
+// Growing (or clearing deleted slots) builds a new table, copies each live entry into it
+// and publishes it with one atomic store. Entries move, so a check may hold one that is
+// being copied: the copy marks each word checks write (the unsent counts, the thr word)
+// moved before reading it, and a check's write returns what the word held, mark included.
+// A write that finds the mark landed in a copy nobody reads any more: the check takes the
+// shard's mutex, which the rebuild holds until the new table is published, looks its team
+// up again and writes there. A write before the mark is in what the rebuild copied. No
+// count is lost or counted twice. Removing an entry (eviction, idle expiry) marks it the
+// same way, so a check counting into it meanwhile caches the team again rather than
+// losing the record. A check that only reads a moved entry decides on it as it was a
+// moment earlier, which is what a check running a moment earlier would have done.
+//
+// The tick plans reads under the shard's mutex and applies them later; it finds an entry
+// moved since by following the old copy's state word (moved, and the new slot's index) to
+// the table that replaced the old one (Limiter.lockedEntry).
 type table struct {
-	mask  uint64 // len(slots) − 1
-	slots []slot
+	size uint64 // len(ents)
+	ents []entry
+	// long holds, by slot, the teams longer than inlineKey bytes; nil until one is
+	// inserted. Written under the shard's mutex before the slot is published.
+	long atomic.Pointer[[]string]
+	// next is the table that replaced this one, set under the shard's mutex before any
+	// entry is moved to it: an entry moved is next.ents[state & stateIndex].
+	next *table
 }
 
-type slot struct {
-	tag atomic.Uint64 // hash's high half | seen (seconds since the limiter's base)
-	e   atomic.Pointer[entry]
-}
+// The state word of a slot (entry.state).
+const (
+	stateLive    = 1 << 31 // published: its team and words are set
+	stateDeleted = 1 << 30 // removed, or moved to table.next: lookups go past it
+	stateMoved   = 1 << 29 // moved to table.next, to the slot in stateIndex
+	// While live: when the team was last seen, in seconds since the limiter's base (17
+	// years). Once moved: the index of its slot in the next table.
+	seenMask   = 1<<29 - 1
+	stateIndex = seenMask
+)
 
-const seenMask = 1<<32 - 1
-
-// slotTag is the tag word of a team of hash h last seen at seen.
-func slotTag(h uint64, seen uint32) uint64 { return h&^seenMask | uint64(seen) }
-
-// tombstone marks a deleted slot: probes go past it, inserts may reuse it.
-var tombstone = new(entry)
-
+// minTableSize is the smallest table. A shard's table holds its entries at a load of
+// ½ to ¾, the deleted ones included: 85 to 128 bytes a team.
 const minTableSize = 8
 
 func newTable(size int) *table {
-	return &table{mask: uint64(size - 1), slots: make([]slot, size)}
+	return &table{size: uint64(size), ents: make([]entry, size)}
 }
 
-// start is where the probe for hash h starts. The low bits of the hash chose the shard,
-// so the table uses the high ones.
-func (t *table) start(h uint64) uint64 { return (h >> 32) & t.mask }
+// start is where the probe for hash h starts: the high half of the hash, scaled to the
+// table's size (the low bits chose the shard). Sizes need not be powers of two, which
+// keeps every table between half and three quarters full, and so its memory per team
+// bounded.
+func (t *table) start(h uint64) uint64 { return (h >> 32) * t.size >> 32 }
 
-// lookup returns team's entry, its slot and the slot's tag word as read, or nil. Lock-free.
-func (t *table) lookup(h uint64, team string) (*entry, *slot, uint64) {
-	hi := h &^ seenMask
-	for i := t.start(h); ; i = (i + 1) & t.mask {
-		s := &t.slots[i]
-		e := s.e.Load()
-		if e == nil {
-			return nil, nil, 0
+// after is the slot after i.
+func (t *table) after(i uint64) uint64 {
+	if i++; i == t.size {
+		return 0
+	}
+	return i
+}
+
+// lookup returns team's entry and its state word as read, or nil. Lock-free.
+func (t *table) lookup(h uint64, team string) (*entry, uint32) {
+	for i := t.start(h); ; i = t.after(i) {
+		e := &t.ents[i]
+		st := e.state.Load()
+		if st == 0 {
+			return nil, 0
 		}
-		if w := s.tag.Load(); w&^seenMask == hi && e != tombstone && e.is(team) {
-			return e, s, w
+		if st&stateDeleted == 0 && t.is(e, i, team) {
+			return e, st
 		}
 	}
+}
+
+// is reports whether e, the live entry in slot i, is team's.
+func (t *table) is(e *entry, i uint64, team string) bool {
+	if e.klen != longKey {
+		return int(e.klen) == len(team) && unsafe.String(&e.key[0], len(team)) == team
+	}
+	// The inline bytes are the team's first: most other long teams differ there.
+	return len(team) > inlineKey && unsafe.String(&e.key[0], inlineKey) == team[:inlineKey] &&
+		(*t.long.Load())[i] == team
+}
+
+// team returns the team of e, an entry of t. The string aliases the entry when the team is
+// short (its bytes never change).
+func (t *table) team(e *entry) string {
+	if e.klen != longKey {
+		return unsafe.String(&e.key[0], int(e.klen))
+	}
+	return (*t.long.Load())[t.slotOf(e)]
+}
+
+// slotOf is the index of e, an entry of t.
+func (t *table) slotOf(e *entry) uint64 {
+	return uint64((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&t.ents[0]))) / unsafe.Sizeof(entry{}))
+}
+
+// setTeam writes team into e, slot i of t, not yet published. The caller holds the
+// shard's mutex, and a team longer than inlineKey is the cache's own copy.
+func (t *table) setTeam(e *entry, i uint64, team string) {
+	if len(team) <= inlineKey {
+		e.klen = uint8(len(team))
+		copy(e.key[:], team)
+		return
+	}
+	e.klen = longKey
+	copy(e.key[:], team[:inlineKey])
+	long := t.long.Load()
+	if long == nil {
+		s := make([]string, t.size)
+		long = &s
+		t.long.Store(long)
+	}
+	(*long)[i] = team
 }
 
 // index is a shard's table and its bookkeeping. Only tab is read without the shard's mutex.
 type index struct {
 	tab  atomic.Pointer[table]
 	live int // entries in tab; under the shard's mutex
-	used int // live entries and tombstones in tab; under the shard's mutex
+	used int // live and deleted entries in tab; under the shard's mutex
+	// seed hashes teams again when a rebuild places them (the limiter's).
+	seed maphash.Seed
+	// event: the entries count event-time windows, whose unsent[1] is not a count but the
+	// previous window's (entry.markMoved).
+	event bool
+	// onMove, when set, is told of each entry a rebuild moves, under the shard's mutex
+	// (the learned state is keyed by entry).
+	onMove func(old, new *entry)
 }
 
-func (x *index) init() { x.tab.Store(newTable(minTableSize)) }
+func (x *index) init(seed maphash.Seed, event bool) {
+	x.seed, x.event = seed, event
+	x.tab.Store(newTable(minTableSize))
+}
 
 // len returns how many entries the index holds. The caller holds the shard's mutex.
 func (x *index) len() int { return x.live }
 
-// insert adds e, whose team has hash h and is not in the index, as seen at seen. The
-// caller holds the shard's mutex.
-func (x *index) insert(h uint64, seen uint32, e *entry) {
+// reserve takes an empty slot for team, whose hash is h and which is not in the index,
+// writes the team into it and returns it, not yet published: the caller sets what else a
+// new entry starts with, then publishes it (publish). The caller holds the shard's mutex.
+func (x *index) reserve(h uint64, team string) *entry {
 	t := x.tab.Load()
-	if uint64(x.used+1)*4 > (t.mask+1)*3 { // keep the load, tombstones included, ≤ ¾
+	if (uint64(x.used)+1)*4 > t.size*3 { // keep the load, deleted slots included, ≤ ¾
 		t = x.rebuild(t)
 	}
-	for i := t.start(h); ; i = (i + 1) & t.mask {
-		s := &t.slots[i]
-		old := s.e.Load()
-		if old == nil || old == tombstone {
-			s.tag.Store(slotTag(h, seen))
-			s.e.Store(e) // publishes the entry: after its tag
-			x.live++
-			if old == nil {
-				x.used++
-			}
-			return
+	for i := t.start(h); ; i = t.after(i) {
+		if e := &t.ents[i]; e.state.Load() == 0 {
+			t.setTeam(e, i, team)
+			return e
 		}
 	}
 }
 
-// rebuild publishes a copy of t without its tombstones, twice as large if its live
-// entries need it, and returns it. The caller holds the shard's mutex.
+// publish makes e, reserved, visible to lookups, as seen at seen. The caller holds the
+// shard's mutex.
+func (x *index) publish(e *entry, seen uint32) {
+	e.state.Store(stateLive | seen&seenMask) // after every other word of the entry
+	x.live++
+	x.used++
+}
+
+// rebuild publishes a copy of t without its deleted entries, at a load of ½, and returns
+// it. The caller holds the shard's mutex.
 func (x *index) rebuild(t *table) *table {
-	size := max(minTableSize, 1<<bits.Len(uint(x.live*2+1))) // load ≤ ½ after rebuilding
-	nt := newTable(size)
-	for i := range t.slots {
-		s := &t.slots[i]
-		if e := s.e.Load(); e != nil && e != tombstone {
-			w := s.tag.Load()
-			j := nt.start(w)
-			for nt.slots[j].e.Load() != nil {
-				j = (j + 1) & nt.mask
-			}
-			nt.slots[j].tag.Store(w)
-			nt.slots[j].e.Store(e)
+	nt := newTable(max(minTableSize, 2*x.live))
+	t.next = nt
+	for i := range t.ents {
+		e := &t.ents[i]
+		st := e.state.Load()
+		if st&stateLive == 0 || st&stateDeleted != 0 {
+			continue
+		}
+		team := t.team(e)
+		j := nt.start(maphash.String(x.seed, team))
+		for nt.ents[j].state.Load() != 0 {
+			j = nt.after(j)
+		}
+		ne := &nt.ents[j]
+		nt.setTeam(ne, j, team)
+		e.moveTo(ne, x.event)
+		// The seen second as of now: a check touching the old copy since is a second late.
+		ne.state.Store(stateLive | e.state.Load()&seenMask)
+		e.state.Store(stateLive | stateDeleted | stateMoved | uint32(j))
+		if x.onMove != nil {
+			x.onMove(e, ne)
 		}
 	}
 	x.tab.Store(nt)
@@ -122,58 +217,43 @@ func (x *index) rebuild(t *table) *table {
 	return nt
 }
 
-// remove deletes e, whose team has hash h, if the index holds it, and reports whether it
-// did. The caller holds the shard's mutex.
-func (x *index) remove(h uint64, e *entry) bool {
-	t := x.tab.Load()
-	for i := t.start(h); ; i = (i + 1) & t.mask {
-		s := &t.slots[i]
-		switch s.e.Load() {
-		case nil:
-			return false
-		case e:
-			if t.slots[(i+1)&t.mask].e.Load() == nil {
-				// No probe goes on past the next slot: this one can end probes too.
-				s.e.Store(nil)
-				x.used--
-			} else {
-				s.e.Store(tombstone)
-			}
-			x.live--
-			return true
-		}
-	}
+// remove deletes e, an entry of the index's table, marking it moved so that a check
+// counting into it from now on counts again in the team's next entry, and returns its
+// unsent words as they were when marked: the counts the caller hands to the tick, those
+// added since being counted again elsewhere. The caller holds the shard's mutex.
+func (x *index) remove(e *entry) (unsent [2]uint64) {
+	unsent, _ = e.markMoved(x.event)
+	e.state.Or(stateDeleted)
+	x.live--
+	return unsent
 }
 
-// all calls f for every entry, with its hash (high half only) and when it was last seen,
-// from a random slot on, until f returns false. The caller holds the shard's mutex; f may
-// remove the entry it is given.
+// all calls f for every entry, with when it was last seen and its team, from a random
+// slot on, until f returns false. The caller holds the shard's mutex; f may remove the
+// entry it is given.
 //
-// It goes a block of slots at a time, first loading a word of each entry in the block,
-// then calling f for each. Entries are scattered over the heap and f is long: one entry
-// at a time, the core waited for each entry's cache line in turn (the sweep spent most
-// of its time on the first read of each entry); the block's loads, independent and
-// short, wait for their lines together.
-func (x *index) all(f func(h uint64, seen uint32, e *entry) bool) {
+// It goes a block of slots at a time, first loading the state of each slot in the block,
+// then calling f for each: f is long, and one entry at a time the core waited for each
+// entry's line in turn (the sweep spent most of its time on the first read of each
+// entry); the block's loads, independent and short, wait for their lines together.
+func (x *index) all(f func(seen uint32, e *entry, team string) bool) {
 	const block = 16
 	t := x.tab.Load()
-	off := rand.Uint64()
-	n := t.mask + 1
+	n := t.size
+	off := rand.Uint64N(n)
 	// The loads' sum is kept alive: a load whose value is unused, atomic or not, is
 	// compiled away (checked in the disassembly).
-	var touched uint64
+	var touched uint32
 	defer runtime.KeepAlive(&touched)
 	for lo := uint64(0); lo < n; lo += block {
 		hi := min(lo+block, n)
 		for k := lo; k < hi; k++ {
-			if e := t.slots[(off+k)&t.mask].e.Load(); e != nil && e != tombstone {
-				touched += e.thr.Load()
-			}
+			touched += t.ents[(off+k)%n].state.Load()
 		}
 		for k := lo; k < hi; k++ {
-			s := &t.slots[(off+k)&t.mask]
-			if e := s.e.Load(); e != nil && e != tombstone {
-				if w := s.tag.Load(); !f(w&^seenMask, uint32(w), e) {
+			e := &t.ents[(off+k)%n]
+			if st := e.state.Load(); st&stateLive != 0 && st&stateDeleted == 0 {
+				if !f(st&seenMask, e, t.team(e)) {
 					return
 				}
 			}

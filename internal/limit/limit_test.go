@@ -136,7 +136,7 @@ func cached(l *Limiter, team string) bool {
 	sh := &l.shards[h&l.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, _, _ := sh.idx.tab.Load().lookup(h, team)
+	e, _ := sh.idx.tab.Load().lookup(h, team)
 	return e != nil
 }
 

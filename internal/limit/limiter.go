@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,6 +129,14 @@ func (o *overrides) threshold(team string, def int64) (int64, bool) {
 	return def, false
 }
 
+// initShard readies sh, a shard of the wall-clock cache or (event) of a window's.
+func (l *Limiter) initShard(sh *shard, event bool) {
+	sh.idx.init(l.seed, event)
+	if l.adapt != nil {
+		sh.idx.onMove = func(old, new *entry) { l.movedLearned(sh, old, new) }
+	}
+}
+
 // New returns a Limiter. clk may be nil for the wall clock. reg may be nil; otherwise the
 // limiter's metrics (gate_limiter_*) are registered on it.
 func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, error) {
@@ -156,7 +165,7 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 		l.adapt = newAdaptive(*cfg.Adaptive)
 	}
 	for i := range l.shards {
-		l.shards[i].idx.init()
+		l.initShard(&l.shards[i], false)
 	}
 	l.overrides.Store(&overrides{gen: 1, m: maps.Clone(cfg.Overrides)})
 	if cfg.Clock == EventClock {
@@ -207,14 +216,18 @@ func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decis
 	h := maphash.String(l.seed, team)
 	sh := &l.shards[h&l.mask]
 	t := sh.idx.tab.Load()
-	e, s, w := t.lookup(h, team)
+	e, st := t.lookup(h, team)
 	if e == nil {
 		e = l.insert(h, team, ns)
-	} else if sn := l.seenAt(ns); uint32(w) != sn {
-		l.touch(sh, t, s, w, sn, h, team)
+	} else if sn := l.seenAt(ns); st&seenMask != sn {
+		l.touch(sh, t, e, st, sn, h, team)
 	}
 
-	thr, tw := l.thresholdWord(e)
+	thr, tw := l.thresholdWord(e, team)
+	for tw&movedBit != 0 { // moved or removed since the lookup: the insert waits out a rebuild
+		e = l.insert(h, team, ns)
+		thr, tw = l.thresholdWord(e, team)
+	}
 	fthr := float64(thr)
 	lvl := e.level(ns, l.readFloor.Load())
 	d := Decision{verdict: verdict{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr)}, Threshold: thr, Level: lvl}
@@ -233,7 +246,9 @@ func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decis
 		if sp == nil || ns < sp.start || ns >= sp.end {
 			sp = l.spanAt(ns)
 		}
-		if lost := e.addUnsent(sp.epoch, n); lost > 0 {
+		if lost, moved := e.addUnsent(sp.epoch, n); moved {
+			l.recount(h, team, ns, sp.epoch, n)
+		} else if lost > 0 {
 			sh.displaced.Add(uint64(lost))
 		}
 	}
@@ -243,15 +258,44 @@ func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decis
 		l.stripe().count(d.Limited)
 	}
 	if old := Tier(tw >> tierShift & tierMask); old != d.Tier || hold {
-		markWord(sh, e, tw, old, d.Tier, hold)
+		if markWord(sh, e, tw, old, d.Tier, hold) {
+			l.holdMoved(h, team, ns)
+		}
 	}
 	return d
 }
 
+// recount adds n records of epoch for team, whose entry was moved or removed as a check
+// counted them, to its current entry. Out of line: it only happens when a check races a
+// rebuild or a removal of its shard.
+func (l *Limiter) recount(h uint64, team string, ns, epoch, n int64) {
+	for {
+		e := l.insert(h, team, ns)
+		lost, moved := e.addUnsent(epoch, n)
+		if !moved {
+			if lost > 0 {
+				l.shards[h&l.mask].displaced.Add(uint64(lost))
+			}
+			return
+		}
+	}
+}
+
+// holdMoved holds team, whose entry was moved or removed as a check held it, in its
+// current entry.
+func (l *Limiter) holdMoved(h uint64, team string, ns int64) {
+	for {
+		if _, moved := setHeld(l.insert(h, team, ns)); !moved {
+			return
+		}
+	}
+}
+
 // markWord records in e's thr word, last read as tw, the tier a check found (new, the
 // word holding old) and, if hold, that the team is now held. Out of line: a check rarely
-// changes either.
-func markWord(sh *shard, e *entry, tw uint64, old, new Tier, hold bool) {
+// changes either. It reports whether the hold is yet to be set, e having been moved or
+// removed meanwhile (a tier alone is left: the team's next check marks it).
+func markWord(sh *shard, e *entry, tw uint64, old, new Tier, hold bool) (moved bool) {
 	nw := tw&^(tierMask<<tierShift) | uint64(new)<<tierShift
 	if hold {
 		nw |= heldBit
@@ -260,23 +304,25 @@ func markWord(sh *shard, e *entry, tw uint64, old, new Tier, hold bool) {
 		if old != new {
 			sh.transitions[old*numTiers+new].Add(1)
 		}
-	} else if hold {
-		setHeld(e) // raced with another check or an override swap: the hold must stick
+		return false
 	}
+	if hold {
+		_, moved = setHeld(e) // raced with another check or an override swap: the hold must stick
+	}
+	return moved
 }
 
-// touch records in team's slot s, whose tag word read w, that the team was seen at sn. t
-// is the table s is in: when the shard publishes a new table meanwhile, the slot in the
-// new one is updated too, so the update is not lost to the copy.
-func (l *Limiter) touch(sh *shard, t *table, s *slot, w uint64, sn uint32, h uint64, team string) {
-	for s.tag.CompareAndSwap(w, w&^seenMask|uint64(sn)) {
+// touch records in e, team's entry in table t whose state word read st, that the team was
+// seen at sn. When the shard publishes a new table meanwhile, the entry in the new one is
+// updated too, so the update is not lost to the copy.
+func (l *Limiter) touch(sh *shard, t *table, e *entry, st, sn uint32, h uint64, team string) {
+	for e.state.CompareAndSwap(st, st&^seenMask|sn) {
 		nt := sh.idx.tab.Load()
 		if nt == t {
 			return
 		}
 		t = nt
-		var e *entry
-		if e, s, w = t.lookup(h, team); e == nil || uint32(w) == sn {
+		if e, st = t.lookup(h, team); e == nil || st&seenMask == sn {
 			return
 		}
 	}
@@ -308,7 +354,7 @@ func (l *Limiter) insertIn(shards []shard, tbl *epochTable, h uint64, team strin
 	if tbl != nil && tbl.dead.Load() {
 		return nil // retired (empty) under this lock: an entry added now would never be swept
 	}
-	if e, _, _ := sh.idx.tab.Load().lookup(h, team); e != nil {
+	if e, _ := sh.idx.tab.Load().lookup(h, team); e != nil {
 		return e
 	}
 	sh.misses.Add(1)
@@ -337,11 +383,16 @@ func (l *Limiter) insertIn(shards []shard, tbl *epochTable, h uint64, team strin
 			}
 		}
 	}
-	e := newEntry(team)
+	// A team's bytes may alias a reused buffer (a record's): the cache keeps its own copy
+	// of a team too long to be held inline.
+	if len(team) > inlineKey {
+		team = strings.Clone(team)
+	}
+	e := sh.idx.reserve(h, team)
 	if tbl != nil {
 		l.seedPrev(e, tbl.epoch, h, team)
 	}
-	sh.idx.insert(h, l.seenAt(ns), e)
+	sh.idx.publish(e, l.seenAt(ns))
 	return e
 }
 
@@ -350,31 +401,31 @@ func (l *Limiter) insertIn(shards []shard, tbl *epochTable, h uint64, team strin
 // the window sh belongs to under EventClock, nil otherwise.
 func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 	var victim *entry
-	var vh uint64
+	var vteam string
 	var vseen uint32
 	i := 0
-	sh.idx.all(func(h uint64, seen uint32, e *entry) bool { // from a random slot: a random sample
+	sh.idx.all(func(seen uint32, e *entry, team string) bool { // from a random slot: a random sample
 		if victim == nil || seen < vseen {
-			victim, vh, vseen = e, h, seen
+			victim, vteam, vseen = e, team, seen
 		}
 		i++
 		return i < evictionSample
 	})
-	sh.idx.remove(vh, victim)
+	unsent := sh.idx.remove(victim)
 	l.count.Add(-1)
 	sh.evicted.Add(1)
 	if l.adapt != nil {
-		l.forgetLearned(sh, victim, ns, nil)
+		l.forgetLearned(sh, victim, vteam, ns, nil)
 	}
 	if tbl != nil {
 		tbl.count.Add(-1)
-		if n := victim.evDrain(); n > 0 {
-			sh.orphans = append(sh.orphans, Count{Team: victim.team(), Epoch: tbl.epoch, N: n})
+		if n := int64(unsent[0]); n > 0 { // the event clock's count, as marked
+			sh.orphans = append(sh.orphans, Count{Team: vteam, Epoch: tbl.epoch, N: n})
 		}
 		return
 	}
 	var stale int64
-	sh.orphans, stale = victim.drainUnsent(sh.orphans, floorDiv(ns, l.windowNs))
+	sh.orphans, stale = removedCounts(sh.orphans, vteam, floorDiv(ns, l.windowNs), unsent)
 	sh.displaced.Add(uint64(stale))
 }
 
@@ -386,27 +437,31 @@ func (l *Limiter) seenAt(ns int64) uint32 {
 	return uint32((ns - l.base) / int64(time.Second))
 }
 
-// threshold returns e's threshold under the current overrides, refreshing e's cached copy
-// when the overrides changed since it was taken.
-func (l *Limiter) threshold(e *entry) int64 {
-	t, _ := l.thresholdWord(e)
+// threshold returns e's threshold, team's, under the current overrides, refreshing e's
+// cached copy when the overrides changed since it was taken.
+func (l *Limiter) threshold(e *entry, team string) int64 {
+	t, _ := l.thresholdWord(e, team)
 	return t
 }
 
-// thresholdWord is threshold, and e's thr word holding it.
-func (l *Limiter) thresholdWord(e *entry) (int64, uint64) {
+// thresholdWord is threshold, and e's thr word holding it: with movedBit set when e was
+// moved or removed, the threshold then being computed afresh.
+func (l *Limiter) thresholdWord(e *entry, team string) (int64, uint64) {
 	o := l.overrides.Load()
 	v := e.thr.Load()
 	if v>>genShift == o.gen {
 		return int64(v & thresholdMask), v
 	}
-	return l.refreshThreshold(e, o)
+	return l.refreshThreshold(e, team, o)
 }
 
-func (l *Limiter) refreshThreshold(e *entry, o *overrides) (int64, uint64) {
-	t, _ := l.effective(o, e) // override, learned, default
+func (l *Limiter) refreshThreshold(e *entry, team string, o *overrides) (int64, uint64) {
+	t, _ := l.effective(o, e, team) // override, learned, default
 	for {
 		v := e.thr.Load()
+		if v&movedBit != 0 {
+			return t, v // a copy no longer read
+		}
 		nv := o.gen<<genShift | v&(tierMask<<tierShift|heldBit) | uint64(t) // keeps the tier and hold
 		if e.thr.CompareAndSwap(v, nv) {
 			return t, nv
@@ -433,7 +488,7 @@ func (l *Limiter) SetOverrides(m map[string]int64) error {
 		for i := range l.shards {
 			sh := &l.shards[i]
 			sh.mu.Lock()
-			sh.idx.all(func(_ uint64, _ uint32, e *entry) bool {
+			sh.idx.all(func(_ uint32, e *entry, _ string) bool {
 				for v := e.thr.Load(); !e.thr.CompareAndSwap(v, v&(tierMask<<tierShift|heldBit)); v = e.thr.Load() {
 				} // keeps the tier and hold
 				return true
@@ -457,8 +512,8 @@ func (l *Limiter) Threshold(team string) int64 {
 		return t
 	}
 	h := maphash.String(l.seed, team)
-	if e, _, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, team); e != nil {
-		t, _ = l.effective(o, e)
+	if e, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, team); e != nil {
+		t, _ = l.effective(o, e, team)
 	}
 	return t
 }

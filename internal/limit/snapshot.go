@@ -76,16 +76,16 @@ func (l *Limiter) Snapshot(now time.Time, team string) (TeamState, bool) {
 		var s TeamState
 		var ok bool
 		if team != "" {
-			l.eventEntries(now, team, func(e *entry, p float64) { s, ok = l.eventState(e, p), true })
+			l.eventEntries(now, team, func(e *entry, team string, p float64) { s, ok = l.eventState(e, team, p), true })
 		}
 		return s, ok
 	}
 	h := maphash.String(l.seed, team)
-	e, _, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, team)
+	e, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, team)
 	if e == nil {
 		return TeamState{}, false
 	}
-	return l.state(now, e), true
+	return l.state(now, e, team), true
 }
 
 // Top returns the n cached teams with the highest pressure (level / threshold) at now,
@@ -97,19 +97,23 @@ func (l *Limiter) Top(now time.Time, n int) []TeamState {
 	}
 	var all []TeamState
 	if l.ring != nil {
-		l.eventEntries(now, "", func(e *entry, p float64) { all = append(all, l.eventState(e, p)) })
+		l.eventEntries(now, "", func(e *entry, team string, p float64) { all = append(all, l.eventState(e, team, p)) })
 	}
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
-		var es []*entry
-		sh.idx.all(func(_ uint64, _ uint32, e *entry) bool {
-			es = append(es, e)
+		type cached struct {
+			e    *entry
+			team string
+		}
+		var es []cached
+		sh.idx.all(func(_ uint32, e *entry, team string) bool {
+			es = append(es, cached{e, team})
 			return true
 		})
 		sh.mu.Unlock()
-		for _, e := range es {
-			all = append(all, l.state(now, e))
+		for _, c := range es {
+			all = append(all, l.state(now, c.e, c.team))
 		}
 	}
 	slices.SortFunc(all, func(a, b TeamState) int {
@@ -121,10 +125,9 @@ func (l *Limiter) Top(now time.Time, n int) []TeamState {
 	return all[:min(n, len(all))]
 }
 
-func (l *Limiter) state(now time.Time, e *entry) TeamState {
+func (l *Limiter) state(now time.Time, e *entry, team string) TeamState {
 	ns := now.UnixNano()
-	team := e.team()
-	thr, src := l.effective(l.overrides.Load(), e)
+	thr, src := l.effective(l.overrides.Load(), e, team)
 	ok := src == SourceOverride
 	fthr := float64(thr)
 	leak := fthr * l.invWindow // per ns
@@ -178,8 +181,7 @@ func (l *Limiter) state(now time.Time, e *entry) TeamState {
 	return s
 }
 
-func (l *Limiter) eventState(e *entry, progress float64) TeamState {
-	team := e.team()
+func (l *Limiter) eventState(e *entry, team string, progress float64) TeamState {
 	thr, ok := l.overrides.Load().threshold(team, l.cfg.Threshold)
 	lvl := e.evLevel(progress)
 	s := TeamState{

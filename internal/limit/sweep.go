@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"hash/maphash"
 	"math"
 	"time"
 )
@@ -62,7 +63,10 @@ type Read struct {
 	// fold it.
 	Profile, Fold bool
 
+	// The entry the read was planned for, its table and shard (lockedEntry).
 	e       *entry
+	tab     *table
+	sh      *shard
 	flushed int64 // e.flushed when planned: the counts the read will include
 	prev    int64 // the shared count of Epoch−1 the read found (ApplyRead), for ApplyProfile
 }
@@ -149,7 +153,8 @@ func (l *Limiter) sweep(now time.Time, into *Sweep, all bool) {
 // is cold (Config.ColdWriteInterval), and then once per interval, at a phase set by the
 // team's hash, so that each sweep writes a share of the cold teams.
 type coldWrites struct {
-	every      int64 // ns; 0: every sweep
+	seed       maphash.Seed // the limiter's: a team's phase is its hash's
+	every      int64        // ns; 0: every sweep
 	prev, now  int64 // the last sweep's time and this one's
 	share      float64
 	everything bool
@@ -159,7 +164,7 @@ type coldWrites struct {
 }
 
 func (l *Limiter) coldWrites(ns int64, all bool) coldWrites {
-	cw := coldWrites{prev: l.lastSweep, now: ns, share: l.cfg.ColdWriteShare, everything: all}
+	cw := coldWrites{seed: l.seed, prev: l.lastSweep, now: ns, share: l.cfg.ColdWriteShare, everything: all}
 	if l.cfg.ColdWriteInterval > 0 && l.lastSweep != 0 {
 		cw.every = l.cfg.ColdWriteInterval.Nanoseconds()
 		// An interval shorter than the window asks for a cold team's current counts
@@ -178,15 +183,15 @@ const (
 	drainAll                    // every count
 )
 
-// drain says what of a team's counts go to the tick in this sweep: its hash h, pressure p,
-// counts waiting unsent, threshold thr, and whether it is due for a read (the read must
-// include them).
-func (cw *coldWrites) drain(h uint64, p float64, unsent int64, thr float64, due bool) drainKind {
+// drain says what of a team's counts go to the tick in this sweep: its pressure p, counts
+// waiting unsent, threshold thr, and whether it is due for a read (the read must include
+// them).
+func (cw *coldWrites) drain(team string, p float64, unsent int64, thr float64, due bool) drainKind {
 	if cw.every == 0 || cw.everything || due || TierOf(p) != Idle || float64(unsent) >= cw.share*thr {
 		return drainAll
 	}
 	// Its phase point, one per interval, fell between the last sweep and this one.
-	off := int64(h % uint64(cw.every))
+	off := int64(maphash.String(cw.seed, team) % uint64(cw.every))
 	if floorDiv(cw.now+off, cw.every) == floorDiv(cw.prev+off, cw.every) {
 		return drainNone
 	}
@@ -211,20 +216,21 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 		sh := &l.shards[i]
 		// Under the shard's mutex, which only inserts also take: checks go on.
 		sh.mu.Lock()
-		sh.idx.all(func(h uint64, seen uint32, e *entry) bool {
+		tab := sh.idx.tab.Load()
+		sh.idx.all(func(seen uint32, e *entry, team string) bool {
 			if l.cfg.IdleTimeout > 0 && nowSeen-min(seen, nowSeen) >= idleSecs {
-				sh.idx.remove(h, e)
+				unsent := sh.idx.remove(e)
 				l.count.Add(-1)
 				into.Expired++
 				var stale int64
-				into.Counts, stale = e.drainUnsent(into.Counts, cur)
+				into.Counts, stale = removedCounts(into.Counts, team, cur, unsent)
 				into.Stale += stale
 				if l.adapt != nil {
-					l.forgetLearned(sh, e, ns, into)
+					l.forgetLearned(sh, e, team, ns, into)
 				}
 				return true
 			}
-			thr := l.threshold(e)
+			thr := l.threshold(e, team)
 			fthr := float64(thr)
 			// The level counts unsent records as pending: draining them changes neither it
 			// nor whether a read is due.
@@ -252,12 +258,12 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			if math.IsInf(sthr, 1) {
 				wp = 0
 			}
-			if k := cw.drain(h, wp, e.pending()-e.flushed.Load(), sthr, due); k == drainNone {
+			if k := cw.drain(team, wp, e.pending()-e.flushed.Load(), sthr, due); k == drainNone {
 				into.Held++
 			} else {
 				var stale int64
 				n0 := len(into.Counts)
-				into.Counts, stale = e.drain(into.Counts, cur, k == drainEnded)
+				into.Counts, stale = e.drain(into.Counts, team, cur, k == drainEnded)
 				into.Stale += stale
 				if ls != nil {
 					for _, c := range into.Counts[n0:] {
@@ -272,24 +278,24 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			// tick or before. Records counted from here on stay pending after it.
 			pend := e.flushed.Load()
 			if l.holds.on {
-				l.sweepHold(ns, e, thr, lvl, into)
+				l.sweepHold(ns, e, team, thr, lvl, into)
 			}
 			var look, fold bool
 			if l.adapt != nil {
-				look, fold = l.sweepLearned(ls, ns, cur, part, e, thr, lvl, into)
+				look, fold = l.sweepLearned(ls, ns, cur, part, e, team, thr, lvl, into)
 			}
 			if !due && look {
 				due, reason = true, ReadProfile // a look is a read: it keeps the fleet share of a quiet team
 			}
 			if due {
 				into.Reads = append(into.Reads, Read{
-					Team: e.team(), Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
+					Team: team, Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
 					// The fleet may hold a team this gate sees at normal pressure or above,
 					// or knows nothing of yet: a gate that starts, or meets a team, while
 					// the fleet holds it must not send it back to the accepted topic.
 					Hold:    l.holds.fleet && (tier >= Normal || reason == ReadFirst || reason == ReadRetry || e.thr.Load()&heldBit != 0),
 					Profile: look, Fold: fold,
-					e: e, flushed: pend,
+					e: e, tab: tab, sh: sh, flushed: pend,
 				})
 			}
 			return true
@@ -370,13 +376,17 @@ type Applied struct {
 // a cadence later. Through a long outage every team whose read failed is due on every
 // tick: the tick's read budget, hottest first, bounds that.
 func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
+	e := l.lockedEntry(r)
+	defer r.sh.mu.Unlock()
+	if e == nil {
+		return // left the cache since the sweep
+	}
 	if l.ring != nil {
-		l.applyLocalEvent(r, now)
+		l.applyLocalEvent(r, e, now)
 		return
 	}
-	e := r.e
 	ns := now.UnixNano()
-	thr := float64(l.threshold(e))
+	thr := float64(l.threshold(e, r.Team))
 	// The level less what is still unsent: those records stay pending. From here the view
 	// drains as the reference design's leaky bucket does (threshold / window), and counts
 	// only this gate's records (factor 1): with the store out of reach nothing says how the
@@ -401,17 +411,21 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 // them: the read then keeps them in the level instead of dropping them, under either
 // clock.
 func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
-	if l.ring != nil {
-		return l.applyReadEvent(r, curr, prev, now)
+	e := l.lockedEntry(r)
+	defer r.sh.mu.Unlock()
+	if e == nil {
+		return Applied{} // left the cache since the sweep
 	}
-	e := r.e
+	if l.ring != nil {
+		return l.applyReadEvent(r, e, curr, prev, now)
+	}
 	r.prev = prev
 	ns := now.UnixNano()
 	progress := float64(ns-r.Epoch*l.windowNs) / float64(l.windowNs)
 	progress = min(max(progress, 0), 1)
 	est := float64(prev)*(1-progress) + float64(curr)
 
-	thr := float64(l.threshold(e))
+	thr := float64(l.threshold(e, r.Team))
 	local := e.level(ns, l.readFloor.Load())
 	factor, unseen := l.fleetFactor(e, r, curr, prev, est, ns, thr)
 	var a Applied
@@ -427,6 +441,26 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	e.readAt.Store(readStamp(ns, false))
 	e.flushed.Add(-r.flushed)
 	return a
+}
+
+// lockedEntry locks r's shard and returns the entry r was planned for, where it is now: a
+// rebuild since may have moved it to a newer table (its old copy says where); nil when
+// the team left the cache (evicted or expired) since the sweep, a new entry of the same
+// team not being the one whose counts the read accounts for. The caller unlocks r.sh.mu.
+func (l *Limiter) lockedEntry(r *Read) *entry {
+	r.sh.mu.Lock()
+	e, t := r.e, r.tab
+	for {
+		st := e.state.Load()
+		if st&stateDeleted == 0 {
+			r.e, r.tab = e, t
+			return e
+		}
+		if st&stateMoved == 0 || t.next == nil {
+			return nil
+		}
+		e, t = &t.next.ents[st&stateIndex], t.next
+	}
 }
 
 // fleetMass is how many records, as a share of the threshold, the fleet factor's running

@@ -27,7 +27,7 @@ func BenchmarkTTLCacheGet(b *testing.B) {
 	c := newTTLCache(DefaultCapacity)
 	for _, k := range keys {
 		if !c.Has(k) {
-			c.Set(k, newEntry(k), ttlcache.DefaultTTL)
+			c.Set(k, new(entry), ttlcache.DefaultTTL)
 		}
 	}
 	mask := len(keys) - 1
@@ -68,7 +68,7 @@ func TestTTLCacheMemoryPerTeam(t *testing.T) {
 	before := heapInUse()
 	c := newTTLCache(teams)
 	for _, k := range names {
-		c.Set(k, newEntry(k), ttlcache.DefaultTTL)
+		c.Set(k, new(entry), ttlcache.DefaultTTL)
 	}
 	after := heapInUse()
 	if c.Len() != teams {
