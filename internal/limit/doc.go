@@ -4,7 +4,8 @@
 //
 //   - Check and CheckAt do no network or disk I/O, take no lock shared by every core, send
 //     on no channel and allocate nothing for a team already in the cache. A team seen for the
-//     first time costs one insert under its shard's lock.
+//     first time costs one insert under its shard's lock, and so does a check racing the
+//     rebuild of its shard's table (index.go), which it waits out.
 //   - First contact is allowed. A team is limited when its level reaches its threshold, where
 //     level = max(0, estimate − drain × elapsed) + pending / share: the fleet's count at
 //     the last read, less what ages out of the window since (drain = prev / window, the
@@ -15,9 +16,10 @@
 //     EventClock, and after a failed read, share is 1.
 //   - In Divert mode every record counts toward the team's window, allowed or not; in Cap mode
 //     only allowed records count. Every counted record is handed to the tick (Sweep) exactly
-//     once for writing to the shared store, except when its entry is evicted between a check
-//     and the next sweep under a race measured in nanoseconds, or when a whole window passes
-//     without a sweep (those counts are stale and reported as dropped). A team's counts go
+//     once for writing to the shared store, also when its entry moves to a new table or is
+//     evicted or expired as the check counts it (it is then counted in the team's next
+//     entry), except when a whole window passes without a sweep (those counts are stale and
+//     reported as dropped). A team's counts go
 //     on the sweep after the check, except a cold team's (Config.ColdWriteInterval): those
 //     wait, at most ColdWriteShare of its threshold, and go by the end of the window after
 //     their own.

@@ -155,7 +155,7 @@ func (l *Limiter) sweep(now time.Time, into *Sweep, all bool) {
 type coldWrites struct {
 	seed       maphash.Seed // the limiter's: a team's phase is its hash's
 	every      int64        // ns; 0: every sweep
-	prev, now  int64 // the last sweep's time and this one's
+	prev, now  int64        // the last sweep's time and this one's
 	share      float64
 	everything bool
 	// endedOnly: at its phase point a cold team hands over the counts of windows that
