@@ -430,11 +430,13 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 }
 
 // seenAt converts unix ns to the coarse seconds kept in index slots.
+// It stops at the state word's room for it (17 years): a gate running longer sees every
+// team as seen then, and expires none for being idle.
 func (l *Limiter) seenAt(ns int64) uint32 {
 	if ns <= l.base {
 		return 0
 	}
-	return uint32((ns - l.base) / int64(time.Second))
+	return uint32(min((ns-l.base)/int64(time.Second), seenMask))
 }
 
 // threshold returns e's threshold, team's, under the current overrides, refreshing e's
