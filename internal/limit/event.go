@@ -234,7 +234,10 @@ func (l *Limiter) seedPrev(e *entry, ep int64, h uint64, team string) {
 
 // retire drops table t: its counters go to l.retired, its entries leave the count of
 // cached teams, and their unsent counts are lost (t is older than any record may be, so
-// they would be stale anyway). The caller holds l.ringMu.
+// they would be stale anyway). A check counting into one of them as it goes counts again
+// as a late check does (recountEvent, table): in the window now in t's ring slot if that
+// is newer, else in a new table of t's window, which the next sweep retires the same way.
+// The caller holds l.ringMu.
 func (l *Limiter) retire(t *epochTable) {
 	for i := range t.shards {
 		sh := &t.shards[i]

@@ -198,7 +198,7 @@ func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
 	st := h.teams[r.Team]
 	if st == nil {
 		st = &hold{since: since, lastOver: last, thr: thr, sweep: h.sweep}
-		h.teams[r.Team] = st
+		h.teams[strings.Clone(r.Team)] = st // r.Team aliases the cache's table
 		if set, _ := setHeld(e); set {
 			h.startsFleet.Add(1)
 		} else {

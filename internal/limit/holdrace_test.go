@@ -3,6 +3,7 @@ package limit
 import (
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // Found in review of the holds and the fleet share: each failed before its fix.
@@ -32,11 +33,11 @@ func TestHoldRaisedBeforeFirstSweepReleases(t *testing.T) {
 
 // TestFleetHoldOnReinsertedEntry: a read planned for a team whose entry is evicted
 // and re-inserted before the read is applied (the whole pipeline, up to 3/4 of a tick)
-// makes ApplyHold set the held bit of the dead entry and record the team in holds.teams.
-// The live entry is not held; on the next tick, its own first read fetches the fleet's
-// flag again: ApplyHold, finding the team tracked, holds the live entry too. Before, it
-// only merged the times, and the team view said "held" while every check sent the team
-// to the accepted topic.
+// is applied to neither entry, and nor is its hold flag (ApplyHold finds the entry gone).
+// On the next tick the live entry's own first read fetches the fleet's flag again and
+// ApplyHold holds it: the check and the team view agree. (When ApplyHold set the dead
+// entry's bit and tracked the team, it once only merged the times on the next flag, and
+// the team view said "held" while every check sent the team to the accepted topic.)
 func TestFleetHoldOnReinsertedEntry(t *testing.T) {
 	cfg := holdConfig()
 	cfg.Capacity = 1
@@ -102,5 +103,33 @@ func TestUnseenRateOverTheReadInterval(t *testing.T) {
 	// Half a tick of the other three gates' traffic (7.5/s): ~4 records.
 	if got > 310+15 {
 		t.Errorf("estimate after a read of 310 = %.1f: %.1f records of 'unseen' traffic from 10 records of growth", got, got-310)
+	}
+}
+
+// TestApplyHoldKeepsOwnTeam: the team a fleet hold is tracked under is a copy, not a
+// string aliasing the cache's table, which would keep the whole table (and every table it
+// is replaced by a rebuild) in memory for as long as the team is held.
+func TestApplyHoldKeepsOwnTeam(t *testing.T) {
+	l, _, _ := newTest(t, holdConfig())
+	l.CheckAt(at(time.Second), "a", 10)
+	r := mustRead(t, sweep(t, l, at(time.Second)), "a")
+	l.ApplyRead(r, 500, 0, at(1500*time.Millisecond))
+	l.ApplyHold(r, HoldFlag{Team: "a", Since: t0, LastOver: at(time.Second), Threshold: 600})
+	if d := l.CheckAt(at(1500*time.Millisecond), "a", 0); !d.Held {
+		t.Fatalf("after the fleet's flag: %+v, want held", d)
+	}
+	h := hashOf(l, "a")
+	tab := l.shards[h&l.mask].idx.tab.Load()
+	lo := uintptr(unsafe.Pointer(&tab.ents[0]))
+	hi := lo + uintptr(len(tab.ents))*unsafe.Sizeof(entry{})
+	l.holds.mu.Lock()
+	defer l.holds.mu.Unlock()
+	for team := range l.holds.teams {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(team))); p >= lo && p < hi {
+			t.Errorf("held team %q is tracked under a string inside the cache's table", team)
+		}
+	}
+	if len(l.holds.teams) != 1 {
+		t.Errorf("holds track %d teams, want 1", len(l.holds.teams))
 	}
 }

@@ -60,8 +60,9 @@ const (
 	stateIndex = seenMask
 )
 
-// minTableSize is the smallest table. A shard's table holds its entries at a load of
-// ½ to ¾, the deleted ones included: 85 to 128 bytes a team.
+// minTableSize is the smallest table. A shard's table is ½ to ¾ full, its deleted slots
+// counted: 85 to 128 bytes a team, more while teams expired or evicted since the last
+// rebuild still hold their slots.
 const minTableSize = 8
 
 func newTable(size int) *table {
@@ -205,9 +206,10 @@ func (x *index) rebuild(t *table) *table {
 		ne := &nt.ents[j]
 		nt.setTeam(ne, j, team)
 		e.moveTo(ne, x.event)
-		// The seen second as of now: a check touching the old copy since is a second late.
-		ne.state.Store(stateLive | e.state.Load()&seenMask)
-		e.state.Store(stateLive | stateDeleted | stateMoved | uint32(j))
+		// One swap takes the seen second and ends the old copy: a check touching it later
+		// fails its CAS, and finds the new copy once the table is published (touch).
+		old := e.state.Swap(stateLive | stateDeleted | stateMoved | uint32(j))
+		ne.state.Store(stateLive | old&seenMask)
 		if x.onMove != nil {
 			x.onMove(e, ne)
 		}

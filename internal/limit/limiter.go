@@ -92,8 +92,8 @@ type Limiter struct {
 }
 
 // shard is one independently locked part of the cache. A check reads its index without
-// the lock (index.go) and writes none of it, except rare counters on a line of their own,
-// so that the line every check reads stays shared between cores.
+// the lock (index.go) and writes only its team's entry there, and rare counters on a line
+// of their own, so that the lines every check reads stay shared between cores.
 type shard struct {
 	idx index
 	_   [64 - unsafe.Sizeof(index{})%64]byte
@@ -102,7 +102,7 @@ type shard struct {
 	displaced   atomic.Uint64 // stale counts overwritten in an entry (no sweep for a window)
 	transitions [numTiers * numTiers]atomic.Uint32
 
-	// Under mu: inserts, evictions, sweeps.
+	// Under mu: inserts, removals, rebuilds, sweeps, the tick's applies (Read).
 	mu      sync.Mutex
 	orphans []Count             // counts of entries evicted for capacity, for the next sweep
 	learned map[*entry]*learned // adaptive mode: the shard's part of adaptive.teams

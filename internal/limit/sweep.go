@@ -214,7 +214,8 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 
 	for i := range l.shards {
 		sh := &l.shards[i]
-		// Under the shard's mutex, which only inserts also take: checks go on.
+		// Under the shard's mutex, which inserts, the tick's applies and checks racing a
+		// rebuild or a removal also take: other checks go on.
 		sh.mu.Lock()
 		tab := sh.idx.tab.Load()
 		sh.idx.all(func(seen uint32, e *entry, team string) bool {
