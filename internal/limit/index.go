@@ -39,7 +39,6 @@ import (
 // moved since by following the old copy's state word (moved, and the new slot's index) to
 // the table that replaced the old one (Limiter.lockedEntry).
 type table struct {
-	size uint64 // len(ents)
 	ents []entry
 	// long holds, by slot, the teams longer than inlineKey bytes; nil until one is
 	// inserted. Written under the shard's mutex before the slot is published.
@@ -66,18 +65,18 @@ const (
 const minTableSize = 8
 
 func newTable(size int) *table {
-	return &table{size: uint64(size), ents: make([]entry, size)}
+	return &table{ents: make([]entry, size)}
 }
 
 // start is where the probe for hash h starts: the high half of the hash, scaled to the
 // table's size (the low bits chose the shard). Sizes need not be powers of two, which
 // keeps every table between half and three quarters full, and so its memory per team
 // bounded.
-func (t *table) start(h uint64) uint64 { return (h >> 32) * t.size >> 32 }
+func (t *table) start(h uint64) uint64 { return (h >> 32) * uint64(len(t.ents)) >> 32 }
 
 // after is the slot after i.
 func (t *table) after(i uint64) uint64 {
-	if i++; i == t.size {
+	if i++; i == uint64(len(t.ents)) {
 		return 0
 	}
 	return i
@@ -133,7 +132,7 @@ func (t *table) setTeam(e *entry, i uint64, team string) {
 	copy(e.key[:], team[:inlineKey])
 	long := t.long.Load()
 	if long == nil {
-		s := make([]string, t.size)
+		s := make([]string, len(t.ents))
 		long = &s
 		t.long.Store(long)
 	}
@@ -168,7 +167,7 @@ func (x *index) len() int { return x.live }
 // new entry starts with, then publishes it (publish). The caller holds the shard's mutex.
 func (x *index) reserve(h uint64, team string) *entry {
 	t := x.tab.Load()
-	if (uint64(x.used)+1)*4 > t.size*3 { // keep the load, deleted slots included, ≤ ¾
+	if (x.used+1)*4 > len(t.ents)*3 { // keep the load, deleted slots included, ≤ ¾
 		t = x.rebuild(t)
 	}
 	for i := t.start(h); ; i = t.after(i) {
@@ -241,7 +240,7 @@ func (x *index) remove(e *entry) (unsent [2]uint64) {
 func (x *index) all(f func(seen uint32, e *entry, team string) bool) {
 	const block = 16
 	t := x.tab.Load()
-	n := t.size
+	n := uint64(len(t.ents))
 	off := rand.Uint64N(n)
 	// The loads' sum is kept alive: a load whose value is unused, atomic or not, is
 	// compiled away (checked in the disassembly).
