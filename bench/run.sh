@@ -91,10 +91,12 @@ hotpath() {
 part hotpath-interleaved hotpath
 
 # The whole gate beside a bare pass-through: six runs of a million records on kfake (in a
-# process of its own), three of 300,000 on Apache Kafka, then the real broker's latency.
+# process of its own; the client bound to one CPU, the broker to another), three with the
+# two sharing every core, three of 300,000 on Apache Kafka, then the real broker's latency.
 consume_bin() { "$GO" test -c -o bench/consume.test ./internal/consume/; }
 part consume-build consume_bin
 part end-to-end repeat 6 bench/consume.test -test.run '^$' -test.bench '^BenchmarkEndToEnd$' -test.benchtime 1000000x
+part end-to-end-shared-cores repeat 3 bench/consume.test -test.run '^$' -test.bench '^BenchmarkEndToEndSharedCores$' -test.benchtime 1000000x
 part real-kafka repeat 3 bench/consume.test -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x
 part real-kafka-latency bench/consume.test -test.run '^$' -test.bench '^BenchmarkRealKafkaLatency$' -test.benchtime 1x
 

@@ -42,6 +42,8 @@ const (
 	benchE2EPass      = "BenchmarkEndToEnd/passthrough"
 	benchE2EPooled    = "BenchmarkEndToEnd/passthrough-pooled"
 	benchE2EExactly   = "BenchmarkEndToEnd/exactly-once"
+	benchSharedGate   = "BenchmarkEndToEndSharedCores/gate"
+	benchSharedPass   = "BenchmarkEndToEndSharedCores/passthrough"
 	benchRealGate     = "BenchmarkRealKafka/gate"
 	benchRealPass     = "BenchmarkRealKafka/passthrough"
 	benchRealExactly  = "BenchmarkRealKafka/exactly-once"
@@ -309,6 +311,16 @@ func Results(p *Parsed) map[string]float64 {
 		out["e2e_cpu_vs_passthrough_ratio_worst_run"] = v
 	}
 	b.putRatio(out, "records/s", benchE2EExactly, "e2e_exactly_once_records_per_s", benchE2EGate, "", "e2e_exactly_once_vs_at_least_once")
+	if v, ok := b.Mean(benchE2EGate, "gomaxprocs"); ok {
+		out["e2e_client_gomaxprocs"] = v
+	}
+	// The same two with client and broker sharing every core: informational.
+	b.putRatio(out, "records/s", benchSharedGate, "", benchSharedPass, "", "e2e_shared_cores_vs_passthrough_ratio")
+	b.putRatio(out, "cpu-s/Mrecords", benchSharedGate, "e2e_shared_cores_gate_cpu_s_per_million_records",
+		benchSharedPass, "e2e_shared_cores_passthrough_cpu_s_per_million_records", "e2e_shared_cores_cpu_vs_passthrough_ratio")
+	if v, ok := worstRatio(b, benchSharedGate, benchSharedPass, "cpu-s/Mrecords", true); ok {
+		out["e2e_shared_cores_cpu_vs_passthrough_ratio_worst_run"] = v
+	}
 	b.putRatio(out, "records/s", benchRealGate, "real_kafka_gate_records_per_s",
 		benchRealPass, "real_kafka_passthrough_records_per_s", "real_kafka_e2e_vs_passthrough_ratio")
 	b.putRatio(out, "cpu-s/Mrecords", benchRealGate, "", benchRealPass, "", "real_kafka_cpu_vs_passthrough_ratio")
@@ -548,7 +560,7 @@ var rows = []row{
 	{"e2e_passthrough_records_per_s", nil, "mean over the runs"},
 	{"e2e_vs_passthrough_ratio", ptr(atLeast(0.9)), "ratio of the means"},
 	{"e2e_vs_passthrough_ratio_worst_run", nil, "the least of the runs' ratios, each gate run against the pass-through run before it"},
-	{"e2e_gate_cpu_s_per_million_records", nil, "the bench process's CPU (user + system) per million records, the broker in a process of its own; mean over the runs"},
+	{"e2e_gate_cpu_s_per_million_records", nil, "the bench process's CPU (user + system) per million records, bound to one CPU with GOMAXPROCS 1 (the chart's default), the broker in a process of its own bound to another; mean over the runs"},
 	{"e2e_passthrough_cpu_s_per_million_records", nil, "the same, the pass-through"},
 	{"e2e_cpu_vs_passthrough_ratio", ptr(atMost(1.15)), "ratio of the means"},
 	{"e2e_cpu_vs_passthrough_ratio_worst_run", nil, "the greatest of the runs' ratios"},
@@ -557,6 +569,12 @@ var rows = []row{
 	{"e2e_passthrough_pooled_cpu_s_per_million_records", nil, "the pass-through lending franz-go pools (kgo.WithPools) and recycling its input once produced, as the gate does"},
 	{"e2e_cpu_vs_passthrough_pooled_ratio", nil, "gate ÷ that pass-through, CPU per record, ratio of the means: the gate's cost with the pools' saving on both sides"},
 	{"e2e_passthrough_pooled_alloc_bytes_per_record", nil, "the same as e2e_passthrough_alloc_bytes_per_record, that pass-through"},
+	{"e2e_client_gomaxprocs", nil, "GOMAXPROCS of the runs above: 1 when client and broker were bound to a CPU each (BenchmarkEndToEnd), the machine's when it has only one"},
+	{"e2e_shared_cores_gate_cpu_s_per_million_records", nil, "BenchmarkEndToEndSharedCores: the gate with client and broker sharing every core (GOMAXPROCS the machine's), mean over the runs"},
+	{"e2e_shared_cores_passthrough_cpu_s_per_million_records", nil, "the same, the pass-through"},
+	{"e2e_shared_cores_cpu_vs_passthrough_ratio", nil, "ratio of the means: the broker's work and the threads' placing in the client's CPU, not a goal"},
+	{"e2e_shared_cores_cpu_vs_passthrough_ratio_worst_run", nil, "the greatest of those runs' ratios"},
+	{"e2e_shared_cores_vs_passthrough_ratio", nil, "records/s, gate ÷ pass-through, ratio of the means, cores shared"},
 	{"e2e_exactly_once_records_per_s", nil, "the gate with exactly-once delivery (a transaction per poll, read_committed input), mean over the runs"},
 	{"e2e_exactly_once_vs_at_least_once", nil, "÷ e2e_gate_records_per_s (at-least-once, the default), ratio of the means"},
 	{"real_kafka_gate_records_per_s", nil, "BenchmarkRealKafka: Apache Kafka 4.3.1, one node on the same machine, mean over the runs"},
@@ -747,7 +765,7 @@ func Markdown(res map[string]float64, m Machine) string {
 	}
 	sb.WriteString("\n## Speed\n\n")
 	sb.WriteString(table(rows, res, func(k string) bool { return !isFidelity(k) }))
-	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of six runs, five of them interleaved), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone; a run's time includes joining the group and starting up), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
+	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of six runs, five of them interleaved), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone, the client bound to one CPU with GOMAXPROCS 1 as the chart runs the gate by default and the broker to another, as a real one is on other machines; a run's time includes joining the group and starting up; `e2e_shared_cores_*` from `BenchmarkEndToEndSharedCores`, the pass-through and the gate with both processes left to share every core), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
 	sb.WriteString("`hotpath_vs_sync_lua_speedup` compares like with like: one caller each, the check's serial ns/op turned into checks/s, divided by the Lua limiter's checks/s.\n")
 	sb.WriteString(fidelity(res))
 	var missed []string

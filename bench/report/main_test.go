@@ -236,3 +236,30 @@ func TestHotPathMedian(t *testing.T) {
 		t.Errorf("median of nothing = %v", m)
 	}
 }
+
+// TestSharedCores: BenchmarkEndToEndSharedCores's runs give the shared-core figures,
+// apart from BenchmarkEndToEnd's (the bound runs), whose goal they do not touch.
+func TestSharedCores(t *testing.T) {
+	in := `BenchmarkEndToEnd/passthrough-2 	 1000000	 1000 ns/op	 1.0 cpu-s/Mrecords	 1.000 gomaxprocs	 900000 records/s
+BenchmarkEndToEnd/gate-2 	 1000000	 1000 ns/op	 1.1 cpu-s/Mrecords	 1.000 gomaxprocs	 950000 records/s
+BenchmarkEndToEndSharedCores/passthrough-2 	 1000000	 1000 ns/op	 1.2 cpu-s/Mrecords	 2.000 gomaxprocs	 1000000 records/s
+BenchmarkEndToEndSharedCores/gate-2 	 1000000	 1000 ns/op	 1.8 cpu-s/Mrecords	 2.000 gomaxprocs	 1200000 records/s
+`
+	p, err := Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Results(p)
+	for k, w := range map[string]float64{
+		"e2e_cpu_vs_passthrough_ratio":                        round(1.1 / 1.0),
+		"e2e_client_gomaxprocs":                               1,
+		"e2e_shared_cores_cpu_vs_passthrough_ratio":           round(1.8 / 1.2),
+		"e2e_shared_cores_cpu_vs_passthrough_ratio_worst_run": round(1.8 / 1.2),
+		"e2e_shared_cores_vs_passthrough_ratio":               round(1.2),
+		"e2e_shared_cores_gate_cpu_s_per_million_records":     1.8,
+	} {
+		if g := res[k]; g != w {
+			t.Errorf("%s = %v, want %v", k, g, w)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +22,23 @@ import (
 // broker instead of running tests (see TestMain).
 const kfakeChildEnv = "GATE_TEST_KFAKE_CHILD"
 
+// kfakeCPUEnv, set in a child's environment, binds the child to that CPU, with
+// GOMAXPROCS 1, before it starts the broker (startKfakeProc's cpu).
+const kfakeCPUEnv = "GATE_TEST_KFAKE_CPU"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(kfakeChildEnv) == "1" {
+		if c := os.Getenv(kfakeCPUEnv); c != "" {
+			cpu, err := strconv.Atoi(c)
+			if err == nil {
+				_, err = pinProcess(cpu)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "binding the kfake process to CPU %q: %v\n", c, err)
+				os.Exit(1)
+			}
+			runtime.GOMAXPROCS(1)
+		}
 		os.Exit(serveKfake(os.Stdin, os.Stdout))
 	}
 	os.Exit(m.Run())
@@ -51,11 +68,15 @@ type kfakeProc struct {
 }
 
 // startKfakeProc starts the child and waits for its address; the child ends at t's
-// cleanup (its stdin closes, and it is killed if it does not exit within 10 s).
-func startKfakeProc(t testing.TB) *kfakeProc {
+// cleanup (its stdin closes, and it is killed if it does not exit within 10 s). A cpu of
+// 0 or more binds the child to that CPU with GOMAXPROCS 1; -1 leaves it where it starts.
+func startKfakeProc(t testing.TB, cpu int) *kfakeProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), kfakeChildEnv+"=1")
+	if cpu >= 0 {
+		cmd.Env = append(cmd.Env, kfakeCPUEnv+"="+strconv.Itoa(cpu))
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
