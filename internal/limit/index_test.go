@@ -127,8 +127,12 @@ func TestMovesLoseNoCount(t *testing.T) {
 				wg.Go(func() {
 					for i := range perG {
 						// Teams come and go: each goroutine moves through 3,000 of them,
-						// a few hot ones kept busy throughout.
+						// a few hot ones kept busy throughout; one in three is longer
+						// than an entry holds inline.
 						team := fmt.Sprintf("t%d", (i/10+g*7)%3000)
+						if i%3 == 0 {
+							team = "a-longer-team-" + team
+						}
 						if i%4 == 0 {
 							team = fmt.Sprintf("hot-%d", i%8)
 						}
