@@ -295,7 +295,15 @@ func Results(p *Parsed) map[string]float64 {
 	// CPU: the bench process's (user + system, every thread) per million records; the
 	// broker runs in a process of its own, so this is the client's alone.
 	b.putRatio(out, "cpu-s/Mrecords", benchE2EGate, "e2e_gate_cpu_s_per_million_records",
-		benchE2EPass, "e2e_passthrough_cpu_s_per_million_records", "e2e_cpu_vs_passthrough_ratio")
+		benchE2EPass, "e2e_passthrough_cpu_s_per_million_records", "e2e_cpu_vs_passthrough_ratio_of_means")
+	// The goal's figure is the ratio of the medians, as the hot path's: one run in six
+	// now and then comes out a quarter off on a busy VM (the gate 1.35 CPU-s per million
+	// where its other five gave 1.08 to 1.11), which moves a mean of six by 0.04.
+	if g, ok := b.Median(benchE2EGate, "cpu-s/Mrecords"); ok {
+		if p, ok := b.Median(benchE2EPass, "cpu-s/Mrecords"); ok && p > 0 {
+			out["e2e_cpu_vs_passthrough_ratio"] = g / p
+		}
+	}
 	b.putRatio(out, "alloc-B/record", benchE2EGate, "e2e_gate_alloc_bytes_per_record",
 		benchE2EPass, "e2e_passthrough_alloc_bytes_per_record", "")
 	// The pass-through that recycles its input as the gate does: what is left of the
@@ -562,7 +570,8 @@ var rows = []row{
 	{"e2e_vs_passthrough_ratio_worst_run", nil, "the least of the runs' ratios, each gate run against the pass-through run before it"},
 	{"e2e_gate_cpu_s_per_million_records", nil, "the bench process's CPU (user + system) per million records, bound to one CPU with GOMAXPROCS 1 (the chart's default), the broker in a process of its own bound to another; mean over the runs"},
 	{"e2e_passthrough_cpu_s_per_million_records", nil, "the same, the pass-through"},
-	{"e2e_cpu_vs_passthrough_ratio", ptr(atMost(1.15)), "ratio of the means"},
+	{"e2e_cpu_vs_passthrough_ratio", ptr(atMost(1.15)), "ratio of the medians over the runs"},
+	{"e2e_cpu_vs_passthrough_ratio_of_means", nil, "the same, ratio of the means"},
 	{"e2e_cpu_vs_passthrough_ratio_worst_run", nil, "the greatest of the runs' ratios"},
 	{"e2e_gate_alloc_bytes_per_record", nil, "bytes the bench process allocated per record (runtime.MemStats.TotalAlloc), mean over the runs: the garbage collector's work follows it"},
 	{"e2e_passthrough_alloc_bytes_per_record", nil, "the same, the pass-through"},
@@ -765,7 +774,7 @@ func Markdown(res map[string]float64, m Machine) string {
 	}
 	sb.WriteString("\n## Speed\n\n")
 	sb.WriteString(table(rows, res, func(k string) bool { return !isFidelity(k) }))
-	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of six runs, five of them interleaved), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone, the client bound to one CPU with GOMAXPROCS 1 as the chart runs the gate by default and the broker to another, as a real one is on other machines; a run's time includes joining the group and starting up; `e2e_shared_cores_*` from `BenchmarkEndToEndSharedCores`, the pass-through and the gate with both processes left to share every core), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
+	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of eleven runs, ten of them interleaved, each in a process of its own), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone, the client bound to one CPU with GOMAXPROCS 1 as the chart runs the gate by default and the broker to another, as a real one is on other machines; a run's time includes joining the group and starting up; `e2e_shared_cores_*` from `BenchmarkEndToEndSharedCores`, the pass-through and the gate with both processes left to share every core), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
 	sb.WriteString("`hotpath_vs_sync_lua_speedup` compares like with like: one caller each, the check's serial ns/op turned into checks/s, divided by the Lua limiter's checks/s.\n")
 	sb.WriteString(fidelity(res))
 	var missed []string

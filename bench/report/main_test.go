@@ -51,8 +51,10 @@ func TestParseSample(t *testing.T) {
 		"e2e_vs_passthrough_ratio_worst_run":        round(1076166.0 / 1118720),
 		"e2e_gate_cpu_s_per_million_records":        round((1.65 + 1.80 + 1.61) / 3),
 		"e2e_passthrough_cpu_s_per_million_records": round((1.50 + 1.60 + 1.40) / 3),
-		"e2e_cpu_vs_passthrough_ratio":              round((1.65 + 1.80 + 1.61) / (1.50 + 1.60 + 1.40)),
-		"e2e_cpu_vs_passthrough_ratio_worst_run":    round(1.61 / 1.40),
+		// The goal's: medians (1.65 of the gate's runs, 1.50 of the pass-through's).
+		"e2e_cpu_vs_passthrough_ratio":           round(1.65 / 1.50),
+		"e2e_cpu_vs_passthrough_ratio_of_means":  round((1.65 + 1.80 + 1.61) / (1.50 + 1.60 + 1.40)),
+		"e2e_cpu_vs_passthrough_ratio_worst_run": round(1.61 / 1.40),
 		// The pass-through recycling its input into franz-go's pools, two runs.
 		"e2e_passthrough_pooled_cpu_s_per_million_records": round((1.20 + 1.30) / 2),
 		"e2e_cpu_vs_passthrough_pooled_ratio":              round((1.65 + 1.80 + 1.61) / 3 / ((1.20 + 1.30) / 2)),
@@ -213,7 +215,7 @@ func TestCatchUp(t *testing.T) {
 }
 
 // TestHotPathMedian: the hot path and the bare map run several times, interleaved (make
-// bench runs them five more times after the main run); their figures are the medians, so
+// bench runs them ten more times after the main run); their figures are the medians, so
 // one slow run, as a noisy machine gives now and then, does not move the ratio.
 func TestHotPathMedian(t *testing.T) {
 	var in strings.Builder

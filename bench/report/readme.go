@@ -27,7 +27,7 @@ var headlines = []headline{
 	{"hotpath_vs_sync_lua_speedup", "check speed ÷ one Redis Lua call per record (×)"},
 	{"e2e_gate_records_per_s", "whole gate, records/s (franz-go's kfake broker, a process of its own)"},
 	{"e2e_vs_passthrough_ratio", "whole gate ÷ a bare consume→produce→commit pass-through"},
-	{"e2e_cpu_vs_passthrough_ratio", "whole gate's CPU per record ÷ the pass-through's"},
+	{"e2e_cpu_vs_passthrough_ratio", "whole gate's CPU per record ÷ the pass-through's (medians; the client on one CPU, the broker on another)"},
 	{"e2e_exactly_once_vs_at_least_once", "exactly-once ÷ at-least-once throughput"},
 	{"sync_read_reduction", "Redis reads saved by pressure tiers (100k teams)"},
 	{"redis_cpu_vs_baseline", "Redis CPU per gate ÷ the old writes (100k Zipf teams)"},
