@@ -215,7 +215,7 @@ func TestCatchUp(t *testing.T) {
 }
 
 // TestHotPathMedian: the hot path and the bare map run several times, interleaved (make
-// bench runs them ten more times after the main run); their figures are the medians, so
+// bench runs them fifteen more times after the main run); their figures are the medians, so
 // one slow run, as a noisy machine gives now and then, does not move the ratio.
 func TestHotPathMedian(t *testing.T) {
 	var in strings.Builder

@@ -41,10 +41,9 @@ var e2eProfile = flag.String("e2e-cpuprofile", "", "write a CPU profile of each 
 // 1, as the chart runs the gate by default (its 500m CPU request gives GOMAXPROCS 1), the
 // broker to another, as a real one runs on other machines. Left to share two cores, the
 // client's CPU per record followed the broker's work and where the scheduler put the
-// threads more than the client's own: the same gate run gave 1.33 to 1.81 CPU-s per
-// million and the gate ÷ pass-through ratio 0.84 to 1.30 run to run (bound: 1.03 to
-// 1.19 and 0.99 to 1.11, both sides' CPU per record a quarter lower at the same
-// throughput). BenchmarkEndToEndSharedCores still measures it that way.
+// threads as much as the client's own: the same gate 1.10 to 1.81 CPU-s per million in
+// twelve runs (bound: 1.03 to 1.35 in sixteen, both sides' CPU per record about a fifth
+// lower at the same throughput). BenchmarkEndToEndSharedCores still measures it that way.
 func BenchmarkEndToEnd(b *testing.B) {
 	k, bound := startE2EBroker(b, true)
 	// The gate right after the pass-through it is compared with (a goal), as before the
