@@ -129,6 +129,17 @@ func (s Samples) Median(name, unit string) (float64, bool) {
 	return vs[m], true
 }
 
+// medianRatio is the median of unit over benchmark a ÷ its median over b; ok is false
+// when either was not measured (or b's median is not positive).
+func (s Samples) medianRatio(a, b, unit string) (float64, bool) {
+	va, okA := s.Median(a, unit)
+	vb, okB := s.Median(b, unit)
+	if !okA || !okB || vb <= 0 {
+		return 0, false
+	}
+	return va / vb, true
+}
+
 // Parsed is what the report reads from the benchmark output.
 type Parsed struct {
 	Bench Samples
@@ -272,11 +283,11 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := b.Mean(benchHotParallel, "allocs/op"); ok {
 		out["hotpath_allocs_per_op"] = v
 	}
-	if m, ok := b.Median(benchMapParallel, "ns/op"); ok && okHot && m > 0 {
-		out["hotpath_vs_map_ratio"] = hot / m
+	if r, ok := b.medianRatio(benchHotParallel, benchMapParallel, "ns/op"); ok {
+		out["hotpath_vs_map_ratio"] = r
 	}
-	if m, ok := b.Median(benchMapCopied, "ns/op"); ok && okHot && m > 0 {
-		out["hotpath_vs_map_copied_ratio"] = hot / m
+	if r, ok := b.medianRatio(benchHotParallel, benchMapCopied, "ns/op"); ok {
+		out["hotpath_vs_map_copied_ratio"] = r
 	}
 	serial, okSerial := b.Mean(benchHotSerial, "ns/op")
 	if okSerial {
@@ -299,10 +310,8 @@ func Results(p *Parsed) map[string]float64 {
 	// The goal's figure is the ratio of the medians, as the hot path's: one run in six
 	// now and then comes out a quarter off on a busy VM (the gate 1.35 CPU-s per million
 	// where its other five gave 1.08 to 1.11), which moves a mean of six by 0.04.
-	if g, ok := b.Median(benchE2EGate, "cpu-s/Mrecords"); ok {
-		if p, ok := b.Median(benchE2EPass, "cpu-s/Mrecords"); ok && p > 0 {
-			out["e2e_cpu_vs_passthrough_ratio"] = g / p
-		}
+	if r, ok := b.medianRatio(benchE2EGate, benchE2EPass, "cpu-s/Mrecords"); ok {
+		out["e2e_cpu_vs_passthrough_ratio"] = r
 	}
 	b.putRatio(out, "alloc-B/record", benchE2EGate, "e2e_gate_alloc_bytes_per_record",
 		benchE2EPass, "e2e_passthrough_alloc_bytes_per_record", "")

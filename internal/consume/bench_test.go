@@ -161,7 +161,7 @@ func runEndToEnd(b *testing.B, modes []string, bound string, newEnv func(b *test
 			b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "gomaxprocs")
 			if n := batches.n.Load(); n > 0 {
 				b.ReportMetric(float64(batches.records.Load())/float64(n), "records/batch")
-				b.ReportMetric(float64(batches.requests())/float64(b.N)*1e6, "requests/Mrecords")
+				b.ReportMetric(float64(batches.reqs.Load())/float64(b.N)*1e6, "requests/Mrecords")
 			}
 			env.drop(b)
 		})
@@ -169,8 +169,8 @@ func runEndToEnd(b *testing.B, modes []string, bound string, newEnv func(b *test
 }
 
 // produceBatches counts the batches the client wrote and the records in them
-// (kgo.HookProduceBatchWritten), and its produce requests (kgo.HookBrokerWrite): franz-go's cost a
-// record follows how many records a batch and a request carry.
+// (kgo.HookProduceBatchWritten), and its produce requests (kgo.HookBrokerWrite):
+// franz-go's cost a record follows how many records a batch and a request carry.
 type produceBatches struct {
 	n, records, reqs atomic.Int64
 }
@@ -185,8 +185,6 @@ func (p *produceBatches) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _
 		p.reqs.Add(1)
 	}
 }
-
-func (p *produceBatches) requests() int64 { return p.reqs.Load() }
 
 // processCPU returns the user and system CPU time this process has used, all threads.
 func processCPU(b *testing.B) time.Duration {

@@ -62,7 +62,7 @@ func usableCPUs() ([]int, error) {
 		return nil, fmt.Errorf("reading this process's CPU mask: %w", err)
 	}
 	var cpus []int
-	for c := range 1024 { // unix.CPUSet's size
+	for c, n := 0, set.Count(); len(cpus) < n; c++ {
 		if set.IsSet(c) {
 			cpus = append(cpus, c)
 		}
