@@ -514,46 +514,104 @@ func TestExactlyOnceIdleRebalance(t *testing.T) {
 // TestExactlyOnceGracefulStop: the gate is stopped while a transaction is open, in the
 // middle of routing a poll. The poll's records are still routed, the transaction
 // commits (ended with a context the cancellation does not reach) and Run returns nil:
-// with no other gate, read_committed sees every record and the commits reach the end.
+// read_committed then sees every record the gate routed, once, and the group's commits
+// stand exactly past them. A gate started after it routes the rest: every record once.
+//
+// A poll holds what the broker had when the fetch was answered, so the stopped gate
+// may not have polled all the input: records it never polled are its successor's, not
+// lost. "all polled" writes the input before the gate starts (its first poll then
+// usually holds everything, the stop's common case); "one partition polled" writes
+// partition 1 first and partition 0 only once the gate is routing, so the interrupted
+// poll holds partition 1 alone.
 func TestExactlyOnceGracefulStop(t *testing.T) {
 	t.Parallel()
 	const parts, n = 2, 100
-	env := newEOSEnv(t, parts)
-	br := &blockingRouter{from: n / 2, blocked: make(chan struct{}), release: make(chan struct{})}
-	env.wrap = func(r Router) Router { br.Router = r; return br }
-	g := env.start(t, "a")
-	recs := make([]*kgo.Record, n)
-	for id := range recs {
-		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
-	}
-	produceAll(t, producer(t, env.cluster), recs)
-	select {
-	case <-br.blocked:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the gate never routed the input")
-	}
-	g.cancel()
-	g.cancel = nil
-	time.Sleep(100 * time.Millisecond) // let the cancellation reach whatever it reaches
-	close(br.release)
-	select {
-	case err := <-g.done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
+	for _, split := range []bool{false, true} {
+		name := "all polled"
+		if split {
+			name = "one partition polled"
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return")
-	}
-	if got := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")); got != 0 {
-		t.Errorf("gate_transactions_total{result=aborted} = %v: the last transaction was not committed", got)
-	}
-	out := collect(t, env.cluster, n, 20*time.Second, 300*time.Millisecond, readCommitted())
-	lost, dup := out.conservation(n)
-	if len(lost) > 0 || len(dup) > 0 {
-		t.Fatalf("read_committed after a stop mid-transaction: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
-	}
-	if behind := committedBehind(env.cluster, parts); len(behind) > 0 {
-		t.Errorf("after a graceful stop, commits short of the end: %v", behind)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			env := newEOSEnv(t, parts)
+			br := &blockingRouter{from: n / 2, blocked: make(chan struct{}), release: make(chan struct{})}
+			env.wrap = func(r Router) Router { br.Router = r; return br }
+			var byPart [parts][]*kgo.Record
+			for id := range n {
+				r := inputRecord(id, "team-"+strconv.Itoa(id%7))
+				r.Partition = int32(id % parts)
+				byPart[r.Partition] = append(byPart[r.Partition], r)
+			}
+			prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prod.Close()
+			var g *testGate
+			if split {
+				g = env.start(t, "a")
+				produceAll(t, prod, byPart[1])
+			} else {
+				produceAll(t, prod, append(byPart[0], byPart[1]...))
+				g = env.start(t, "a")
+			}
+			select {
+			case <-br.blocked:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the gate never routed the input")
+			}
+			if split {
+				produceAll(t, prod, byPart[0])
+			}
+			g.cancel()
+			g.cancel = nil
+			time.Sleep(100 * time.Millisecond) // let the cancellation reach whatever it reaches
+			close(br.release)
+			select {
+			case err := <-g.done:
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return")
+			}
+			if got := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")); got != 0 {
+				t.Errorf("gate_transactions_total{result=aborted} = %v: the last transaction was not committed", got)
+			}
+			routed := int(br.routed.Load())
+			switch {
+			case split && routed != len(byPart[1]):
+				t.Fatalf("the gate routed %d records, want partition 1's %d: the interrupted poll's, no more", routed, len(byPart[1]))
+			case !split && routed <= n/2:
+				t.Fatalf("the gate routed %d records: the interrupted poll's were not routed after the stop", routed)
+			}
+			out := collect(t, env.cluster, routed, 20*time.Second, 300*time.Millisecond, readCommitted())
+			if out.n != routed {
+				t.Errorf("read_committed after a stop mid-transaction: %d records, the gate routed %d", out.n, routed)
+			}
+			if _, dup := out.conservation(n); len(dup) > 0 {
+				t.Errorf("read_committed after a stop mid-transaction: %d duplicated %v", len(dup), head(dup))
+			}
+			// The input's offsets start at 0, one a record: commits past exactly the
+			// records routed, none skipped and none left for a replay.
+			var committed int64
+			if gi := env.cluster.GroupInfo(testGroup); gi != nil {
+				for _, gc := range gi.Commits[inTopic] {
+					committed += gc.Offset
+				}
+			}
+			if committed != int64(routed) {
+				t.Errorf("after a graceful stop the group's commits cover %d records, the gate routed %d", committed, routed)
+			}
+
+			env.wrap = nil
+			env.start(t, "b")
+			out = collect(t, env.cluster, n, 20*time.Second, 300*time.Millisecond, readCommitted())
+			if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+				t.Fatalf("read_committed after the next gate: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+			}
+			waitCommitted(t, env.cluster, parts, 20*time.Second)
+		})
 	}
 }
 
