@@ -50,7 +50,7 @@ part limit-sync-route "$GO" test -p 1 -run '^$' -bench . -skip "$SYNC_ONCE" -ben
 concurrent_sync() {
 	"$GO" test -c -o bench/sync.test ./internal/sync/ || return
 	local benches=(
-		'^BenchmarkAdaptiveCost$/^static$' '^BenchmarkAdaptiveCost$/^adaptive$' '^BenchmarkAdaptiveCost$/^learned$'
+		'^BenchmarkAdaptiveCost$' # its three variants in lockstep, in one process
 		'^BenchmarkAdaptiveFleetCost$/^static$' '^BenchmarkAdaptiveFleetCost$/^learned$'
 		'^Benchmark(Fidelity|CatchUp|DivertSwitches)$'
 	)

@@ -265,3 +265,34 @@ BenchmarkEndToEndSharedCores/gate-2 	 1000000	 1000 ns/op	 1.8 cpu-s/Mrecords	 2
 		}
 	}
 }
+
+// TestAdaptiveCost: the three variants of BenchmarkAdaptiveCost come from one line (one
+// process, in lockstep); the goals are on the CPU during the ticks, the process's whole
+// CPU is reported beside them; the fleet's likewise from its two lines.
+func TestAdaptiveCost(t *testing.T) {
+	in := `BenchmarkAdaptiveCost-2 	 1	 248770051051 ns/op	 0.0646 adaptive_redis_cpu_s/Mevents	 0.0580 adaptive_redis_tick_cpu_s/Mevents	 0 failed-ticks	 0.0650 learned_redis_cpu_s/Mevents	 0.0590 learned_redis_tick_cpu_s/Mevents	 0.0700 static_redis_cpu_s/Mevents	 0.0500 static_redis_tick_cpu_s/Mevents
+BenchmarkAdaptiveFleetCost/static/n4-2 	 1	 1 ns/op	 0 failed-ticks	 0.0400 redis_cpu_s/Mevents	 0.0300 redis_tick_cpu_s/Mevents
+BenchmarkAdaptiveFleetCost/learned/n4-2 	 1	 1 ns/op	 0 failed-ticks	 0.0440 redis_cpu_s/Mevents	 0.0320 redis_tick_cpu_s/Mevents
+`
+	p, err := Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Results(p)
+	for k, w := range map[string]float64{
+		"redis_cpu_s_per_million_events_adaptive_static":        0.05,
+		"redis_cpu_adaptive_vs_static":                          round(0.058 / 0.05),
+		"redis_cpu_adaptive_learned_vs_static":                  round(0.059 / 0.05),
+		"redis_process_cpu_s_per_million_events_adaptive":       0.0646,
+		"redis_process_cpu_adaptive_vs_static":                  round(0.0646 / 0.07),
+		"redis_process_cpu_adaptive_learned_vs_static":          round(0.065 / 0.07),
+		"redis_cpu_s_per_million_events_adaptive_fleet":         0.032,
+		"redis_cpu_adaptive_fleet_vs_static":                    round(0.032 / 0.03),
+		"redis_process_cpu_adaptive_fleet_vs_static":            round(0.044 / 0.04),
+		"redis_process_cpu_s_per_million_events_adaptive_fleet": 0.044,
+	} {
+		if g := res[k]; g != w {
+			t.Errorf("%s = %v, want %v", k, g, w)
+		}
+	}
+}

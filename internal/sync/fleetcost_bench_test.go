@@ -124,8 +124,9 @@ func fleetRedis(b *testing.B, n int, baseline bool) fleetRedisRun {
 // redis-server) run for 20 windows, the last 8 measured, static beside adaptive with every
 // team learned (profiles seeded with a day of history at each team's mean rate): in a
 // fleet every gate looks at the profile of each team it has cached, and a gate that did not
-// fold looks again a window later. Reported: redis_cpu (CPU-s per simulated second) and
-// redis_cpu_s/Mevents (the fleet's events).
+// fold looks again a window later. Reported: redis_cpu (CPU-s per simulated second),
+// redis_cpu_s/Mevents (the fleet's events) and redis_tick_cpu_s/Mevents (the same,
+// during the ticks only: see steady.second).
 func BenchmarkAdaptiveFleetCost(b *testing.B) {
 	for _, v := range []struct {
 		name string
@@ -134,9 +135,10 @@ func BenchmarkAdaptiveFleetCost(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			for b.Loop() {
 				const measure = 8 // windows of 60 s: a run-to-run spread of 5 % was seen over 4
-				cpu, events, set, lost := adaptiveFleet(b, 4, v.a, 12, measure)
+				cpu, tickCPU, events, set, lost := adaptiveFleet(b, 4, v.a, 12, measure)
 				b.ReportMetric(cpu/float64(measure*60), "redis_cpu")
 				b.ReportMetric(cpu/(float64(events)/1e6), "redis_cpu_s/Mevents")
+				b.ReportMetric(tickCPU/(float64(events)/1e6), "redis_tick_cpu_s/Mevents")
 				if set > 0 {
 					// Profile writes sent per profile stored: about 2 is the design
 					// (wantsFold), one per gate what it was.
@@ -148,9 +150,10 @@ func BenchmarkAdaptiveFleetCost(b *testing.B) {
 }
 
 // adaptiveFleet runs n gates for warm + measure windows, and returns what the measured
-// windows cost redis-server (CPU seconds), the events routed in them, and the fleet's
-// profile writes that set a profile and that lost the compare-and-set.
-func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu float64, events int64, set, lost float64) {
+// windows cost redis-server (CPU seconds; tickCPU those while the gates ticked), the
+// events routed in them, and the fleet's profile writes that set a profile and that lost
+// the compare-and-set.
+func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu, tickCPU float64, events int64, set, lost float64) {
 	const (
 		teams         = 100_000
 		recordsPerSec = 100_000
@@ -179,6 +182,10 @@ func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu
 		}
 		offerSecond(gates, clk.Now(), names, stream, s, recordsPerSec)
 		clk.Advance(time.Second)
+		var before float64
+		if s >= warm*60 {
+			before = redisCPU(b, gates[0].c)
+		}
 		var wg gosync.WaitGroup
 		for gi := range gates {
 			wg.Go(func() {
@@ -187,11 +194,12 @@ func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu
 		}
 		wg.Wait()
 		if s >= warm*60 {
+			tickCPU += redisCPU(b, gates[0].c) - before
 			events += int64(n * recordsPerSec)
 		}
 	}
 	set, lost = profileWrites()
-	return redisCPU(b, gates[0].c) - cpu0, events, set - set0, lost - lost0
+	return redisCPU(b, gates[0].c) - cpu0, tickCPU, events, set - set0, lost - lost0
 }
 
 // fleetMember is one gate of a benchmark's fleet.
