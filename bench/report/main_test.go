@@ -30,16 +30,19 @@ func TestParseSample(t *testing.T) {
 	}
 	res := Results(p)
 	want := map[string]float64{
-		"hotpath_ns_per_op":             38.74,
-		"hotpath_allocs_per_op":         0,
-		"hotpath_vs_map_ratio":          round(38.74 / 52.63),
-		"hotpath_vs_map_copied_ratio":   round(38.74 / 52.21),
-		"hotpath_serial_ns_per_op":      57.45,
-		"sync_lua_checks_per_s":         8132,
-		"hotpath_vs_sync_lua_speedup":   round(1e9 / 57.45 / 8132),
-		"e2e_gate_records_per_s":        math.Round((1073633.0 + 1076166 + 1137112) / 3),
-		"e2e_passthrough_records_per_s": math.Round((957041.0 + 1118720 + 1099597) / 3),
-		"e2e_vs_passthrough_ratio":      round((1073633.0 + 1076166 + 1137112) / (957041.0 + 1118720 + 1099597)),
+		"hotpath_ns_per_op":           38.74,
+		"hotpath_allocs_per_op":       0,
+		"hotpath_vs_map_ratio":        round(38.74 / 52.63),
+		"hotpath_vs_map_copied_ratio": round(38.74 / 52.21),
+		// No BenchmarkCheckBesideMap in the sample: the sequential medians stand in.
+		"hotpath_vs_map_ratio_sequential":        round(38.74 / 52.63),
+		"hotpath_vs_map_copied_ratio_sequential": round(38.74 / 52.21),
+		"hotpath_serial_ns_per_op":               57.45,
+		"sync_lua_checks_per_s":                  8132,
+		"hotpath_vs_sync_lua_speedup":            round(1e9 / 57.45 / 8132),
+		"e2e_gate_records_per_s":                 math.Round((1073633.0 + 1076166 + 1137112) / 3),
+		"e2e_passthrough_records_per_s":          math.Round((957041.0 + 1118720 + 1099597) / 3),
+		"e2e_vs_passthrough_ratio":               round((1073633.0 + 1076166 + 1137112) / (957041.0 + 1118720 + 1099597)),
 		// Two exactly-once runs against three at-least-once ones: a ratio of the means.
 		"e2e_exactly_once_records_per_s":    math.Round((987654.0 + 904977) / 2),
 		"e2e_exactly_once_vs_at_least_once": round((987654.0 + 904977) / 2 / ((1073633.0 + 1076166 + 1137112) / 3)),
@@ -236,6 +239,27 @@ func TestHotPathMedian(t *testing.T) {
 	}
 	if m, _ := (Samples{}).Median("none", "ns/op"); m != 0 {
 		t.Errorf("median of nothing = %v", m)
+	}
+
+	// With BenchmarkCheckBesideMap's processes the goal reads the median of their
+	// ratios, and the sequential one stays beside it.
+	for _, r := range []string{"1.30", "1.35", "2.10"} {
+		in.WriteString("BenchmarkCheckBesideMap-2 \t 1\t 1 ns/op\t 40 check_ns/op\t " + r + " check_vs_map\t 1.2 check_vs_map_copied\t 33 map_copied_ns/op\t 30 map_ns/op\n")
+	}
+	if p, err = Parse(strings.NewReader(in.String())); err != nil {
+		t.Fatal(err)
+	}
+	res = Results(p)
+	for k, w := range map[string]float64{
+		"hotpath_vs_map_ratio":             1.35,
+		"hotpath_vs_map_copied_ratio":      1.2,
+		"hotpath_vs_map_ratio_sequential":  round(38.5 / 29),
+		"hotpath_beside_map_ns_per_op":     40,
+		"hotpath_beside_map_map_ns_per_op": 30,
+	} {
+		if g := res[k]; g != w {
+			t.Errorf("%s = %v, want %v", k, g, w)
+		}
 	}
 }
 
