@@ -418,37 +418,27 @@ func Results(p *Parsed) map[string]float64 {
 	// one process. The goals are on the server's CPU during the ticks: its idle time
 	// between them grows with how long the benchmark takes to simulate a second, which
 	// the adaptive variants take longer to, not with what they ask of Redis.
-	for variant, key := range map[string]string{"static": "_adaptive_static", "adaptive": "_adaptive", "learned": "_adaptive_learned"} {
-		if v, ok := b.Mean("BenchmarkAdaptiveCost", variant+"_redis_tick_cpu_s/Mevents"); ok {
-			out["redis_cpu_s_per_million_events"+key] = v
+	// Each figure twice: during the ticks (no prefix, the goals') and the whole process's.
+	measures := []struct{ prefix, unit string }{{"", "redis_tick_cpu_s/Mevents"}, {"process_", "redis_cpu_s/Mevents"}}
+	for _, m := range measures {
+		for variant, key := range map[string]string{"static": "_adaptive_static", "adaptive": "_adaptive", "learned": "_adaptive_learned"} {
+			if v, ok := b.Mean("BenchmarkAdaptiveCost", variant+"_"+m.unit); ok {
+				out["redis_"+m.prefix+"cpu_s_per_million_events"+key] = v
+			}
 		}
-		if v, ok := b.Mean("BenchmarkAdaptiveCost", variant+"_redis_cpu_s/Mevents"); ok {
-			out["redis_process_cpu_s_per_million_events"+key] = v
+		if st, ok := out["redis_"+m.prefix+"cpu_s_per_million_events_adaptive_static"]; ok && st > 0 {
+			for _, v := range []string{"", "_learned"} {
+				if x, ok := out["redis_"+m.prefix+"cpu_s_per_million_events_adaptive"+v]; ok {
+					out["redis_"+m.prefix+"cpu_adaptive"+v+"_vs_static"] = x / st
+				}
+			}
 		}
-	}
-	for _, k := range []string{"", "process_"} {
-		st, ok := out["redis_"+k+"cpu_s_per_million_events_adaptive_static"]
-		if !ok || st <= 0 {
-			continue
-		}
-		if v, ok := out["redis_"+k+"cpu_s_per_million_events_adaptive"]; ok {
-			out["redis_"+k+"cpu_adaptive_vs_static"] = v / st
-		}
-		if v, ok := out["redis_"+k+"cpu_s_per_million_events_adaptive_learned"]; ok {
-			out["redis_"+k+"cpu_adaptive_learned_vs_static"] = v / st
-		}
-	}
-	for _, k := range []string{"", "process_"} {
-		unit := "redis_tick_cpu_s/Mevents"
-		if k != "" {
-			unit = "redis_cpu_s/Mevents"
-		}
-		st, ok1 := b.Mean("BenchmarkAdaptiveFleetCost/static/n4", unit)
-		lv, ok2 := b.Mean("BenchmarkAdaptiveFleetCost/learned/n4", unit)
+		st, ok1 := b.Mean("BenchmarkAdaptiveFleetCost/static/n4", m.unit)
+		lv, ok2 := b.Mean("BenchmarkAdaptiveFleetCost/learned/n4", m.unit)
 		if ok1 && ok2 && st > 0 {
-			out["redis_"+k+"cpu_s_per_million_events_adaptive_fleet_static"] = st
-			out["redis_"+k+"cpu_s_per_million_events_adaptive_fleet"] = lv
-			out["redis_"+k+"cpu_adaptive_fleet_vs_static"] = lv / st
+			out["redis_"+m.prefix+"cpu_s_per_million_events_adaptive_fleet_static"] = st
+			out["redis_"+m.prefix+"cpu_s_per_million_events_adaptive_fleet"] = lv
+			out["redis_"+m.prefix+"cpu_adaptive_fleet_vs_static"] = lv / st
 		}
 	}
 	// The fleet's Redis cost: every fleet size's figures, and the gates one core carries
