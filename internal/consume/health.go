@@ -129,13 +129,36 @@ func (c *Consumer) stopPartition(p *partition, in *kgo.Record, topic string, err
 // saying msg, until p is revoked or lost (releaseStopped). It reports whether p was
 // running.
 func (c *Consumer) halt(p *partition, msg string) bool {
+	if !c.park(p) {
+		return false
+	}
+	c.sayStopped(p, msg)
+	return true
+}
+
+// sayStopped makes the consumer not ready, saying msg, for stopped partition p, unless
+// p was revoked or lost meanwhile: drop marks p gone under partsMu before
+// releaseStopped clears the reason, so a reason set here either is cleared by it or
+// is not set at all, and no revoked partition keeps the gate not ready.
+func (c *Consumer) sayStopped(p *partition, msg string) {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	if !p.gone.Load() {
+		c.problems.set(stoppedKey(p.id), msg)
+	}
+}
+
+// park is halt without the saying: p is no longer fetched, routed or
+// committed, and the caller sets why (c.problems, stoppedKey) once what it does next
+// is done, so that not ready never says more than is true yet. It reports whether p
+// was running.
+func (c *Consumer) park(p *partition) bool {
 	if p.stopped.Swap(true) {
 		return false
 	}
 	// c.live, not c.cl: a rebuilt session's client runs its callbacks while the
 	// transaction loop is still installing it.
 	c.live.Load().PauseFetchPartitions(map[string][]int32{c.cfg.InputTopic: {p.id}})
-	c.problems.set(stoppedKey(p.id), msg)
 	return true
 }
 

@@ -282,21 +282,7 @@ func (c *Consumer) commitGap(ctx context.Context, p *partition, to kgo.EpochOffs
 		p.resumeAt(to)
 		return nil
 	}
-	var result error
-	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: {p.id: to}},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err == nil {
-				for _, t := range resp.Topics {
-					for _, rp := range t.Partitions {
-						if e := kerr.ErrorForCode(rp.ErrorCode); e != nil && err == nil {
-							err = e
-						}
-					}
-				}
-			}
-			result = err
-		})
-	if result != nil {
+	if result := c.commitNow(ctx, p.id, to); result != nil {
 		c.m.commitErrors.Inc()
 		return fmt.Errorf("committing offset %d of partition %d after the lost records (the next owner meets them again): %w", to.Offset, p.id, result)
 	}
@@ -371,23 +357,50 @@ func (c *Consumer) stopAtGap(p *partition, g gap, what string, attrs []any) {
 		append(attrs, "stopped_at", g.pos, "resume_offset", g.resume.Offset)...)
 }
 
+// commitNow commits offset to for input partition id outside any transaction and
+// waits for the answer: the request's error or the partition's own, whichever came.
+func (c *Consumer) commitNow(ctx context.Context, id int32, to kgo.EpochOffset) error {
+	var result error
+	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: {id: to}},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err == nil {
+				for _, t := range resp.Topics {
+					for _, rp := range t.Partitions {
+						if e := kerr.ErrorForCode(rp.ErrorCode); e != nil && err == nil {
+							err = e
+						}
+					}
+				}
+			}
+			result = err
+		})
+	return result
+}
+
 // restart handles an out-of-range fetch of a partition the gate has read nothing of
 // and its group has no committed offset for: nothing the group had reached is lost
 // (see the top of this file). The client cannot be moved, so the start offset is
-// committed and the partition stopped until it is assigned again.
+// committed and the partition stopped until it is assigned again. The commit comes
+// before the not-ready reason, which tells the operator to restart: a restart the
+// moment it is read must find the offset committed.
 func (c *Consumer) restart(ctx context.Context, p *partition, start, end kgo.EpochOffset) {
 	to := start
 	if c.cfg.StartOffset == StartLatest {
 		to = end
 	}
 	topic := c.cfg.InputTopic
-	if !c.halt(p, fmt.Sprintf("partition %s/%d stopped: records were deleted between the lookup of its start offset and its first fetch "+
-		"(it has no committed offset, so nothing the group had reached is lost); restart the gate, which resumes at offset %d", topic, p.id, to.Offset)) {
+	if !c.park(p) {
 		return
 	}
-	var cerr error
-	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: {p.id: to}},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) { cerr = err })
+	cerr := c.commitNow(ctx, p.id, to)
+	why := fmt.Sprintf("partition %s/%d stopped: records were deleted between the lookup of its start offset and its first fetch "+
+		"(it has no committed offset, so nothing the group had reached is lost); restart the gate, which resumes at offset %d", topic, p.id, to.Offset)
+	if cerr != nil {
+		why = fmt.Sprintf("partition %s/%d stopped: records were deleted between the lookup of its start offset and its first fetch "+
+			"(it has no committed offset, so nothing the group had reached is lost), and committing offset %d failed (%v); "+
+			"restart the gate, which looks up the start offset again (GATE_START_OFFSET)", topic, p.id, to.Offset, cerr)
+	}
+	c.sayStopped(p, why)
 	c.log.Error("fetch out of range before the gate read anything of the partition; partition stopped until the gate restarts",
 		"topic", topic, "partition", p.id, "log_start", start.Offset, "log_end", end.Offset, "committed", to.Offset, "commit_err", cerr)
 }

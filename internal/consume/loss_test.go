@@ -595,6 +595,9 @@ func TestDataLossConfig(t *testing.T) {
 // is lost, so nothing is counted; the client cannot be moved (it has neither read nor
 // a committed offset for the partition), so the gate commits the log start, stops the
 // partition and says to restart, and a restarted gate routes from the log start.
+// The commit is held at the broker until the test has looked: not ready must not tell
+// the operator to restart before the offset a restart resumes at is committed (it
+// did, and a CI run read no commit the moment the message appeared).
 func TestDeletedBeforeFirstFetch(t *testing.T) {
 	t.Parallel()
 	for _, tc := range deliveries() {
@@ -605,30 +608,34 @@ func TestDeletedBeforeFirstFetch(t *testing.T) {
 			env.ccfg.Delivery = tc.d
 			logs := &syncBuffer{}
 			env.logs = logs
-			produceTo(t, partProducer(t, env.cluster), 0, 0, n)
-			if err := env.cluster.DeleteRecords(inTopic, 0, deleted); err != nil {
-				t.Fatal(err)
-			}
-			// The client's lookup of the log start answers 0: the start before the deletion.
-			env.cluster.ControlKey(kmsg.ListOffsets.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-				req := kreq.(*kmsg.ListOffsetsRequest)
-				if len(req.Topics) != 1 || req.Topics[0].Topic != inTopic || len(req.Topics[0].Partitions) != 1 ||
-					req.Topics[0].Partitions[0].Timestamp != -2 {
-					env.cluster.KeepControl()
-					return nil, nil, false
+			deleteBeforeFirstFetch(t, env, n, deleted)
+
+			// Hold the gate's commit of the log start until the test has looked.
+			release := make(chan struct{})
+			var held atomic.Int64
+			env.cluster.ControlKey(kmsg.OffsetCommit.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				env.cluster.KeepControl()
+				req := kreq.(*kmsg.OffsetCommitRequest)
+				for _, rt := range req.Topics {
+					for _, rp := range rt.Partitions {
+						// From v10 the request names the topic by ID only; the group reads one topic.
+						if (rt.Topic == inTopic || rt.Topic == "") && rp.Partition == 0 && rp.Offset == deleted && held.Add(1) == 1 {
+							env.cluster.SleepControl(func() { <-release })
+						}
+					}
 				}
-				resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-				st := kmsg.NewListOffsetsResponseTopic()
-				st.Topic = inTopic
-				sp := kmsg.NewListOffsetsResponseTopicPartition()
-				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Timestamp = 0, 0, 0, -1
-				st.Partitions = append(st.Partitions, sp)
-				resp.Topics = append(resp.Topics, st)
-				return resp, nil, true
+				return nil, nil, false
 			})
+			var once sync.Once
+			t.Cleanup(func() { once.Do(func() { close(release) }) })
 
 			a := env.start(t, "a")
+			waitFor(t, 20*time.Second, "the commit of the log start sent", func() bool { return held.Load() > 0 })
 			want := fmt.Sprintf("partition %s/0 stopped", inTopic)
+			if why := strings.Join(a.c.NotReady(), "; "); strings.Contains(why, want) {
+				t.Errorf("not ready because %q while the commit of the log start was unanswered: a restart then resumes elsewhere", why)
+			}
+			once.Do(func() { close(release) })
 			waitFor(t, 20*time.Second, "not ready, naming the partition", func() bool {
 				return strings.Contains(strings.Join(a.c.NotReady(), "; "), want)
 			})
@@ -654,6 +661,70 @@ func TestDeletedBeforeFirstFetch(t *testing.T) {
 				t.Errorf("after the restart %d of %d routed, duplicated %v", len(seen), n-deleted, head(dup))
 			}
 		})
+	}
+}
+
+// deleteBeforeFirstFetch writes n records to partition 0 of env's input, deletes the
+// first deleted of them, and makes the client's first lookup of the log start answer
+// 0, the start before the deletion, as a lookup just before a deletion does.
+func deleteBeforeFirstFetch(t *testing.T, env *gateEnv, n, deleted int) {
+	t.Helper()
+	produceTo(t, partProducer(t, env.cluster), 0, 0, n)
+	if err := env.cluster.DeleteRecords(inTopic, 0, int64(deleted)); err != nil {
+		t.Fatal(err)
+	}
+	env.cluster.ControlKey(kmsg.ListOffsets.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.ListOffsetsRequest)
+		if len(req.Topics) != 1 || req.Topics[0].Topic != inTopic || len(req.Topics[0].Partitions) != 1 ||
+			req.Topics[0].Partitions[0].Timestamp != -2 {
+			env.cluster.KeepControl()
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = inTopic
+		sp := kmsg.NewListOffsetsResponseTopicPartition()
+		sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Timestamp = 0, 0, 0, -1
+		st.Partitions = append(st.Partitions, sp)
+		resp.Topics = append(resp.Topics, st)
+		return resp, nil, true
+	})
+}
+
+// TestDeletedBeforeFirstFetchCommitFails: as TestDeletedBeforeFirstFetch, but the
+// commit of the log start fails. The gate must not say a restart resumes at the log
+// start it could not commit; it says the commit failed and that a restart looks the
+// start up again, and a restart does so: it routes everything left, once.
+func TestDeletedBeforeFirstFetchCommitFails(t *testing.T) {
+	t.Parallel()
+	const parts, n, deleted = 1, 60, 30
+	env := newEnv(t, parts)
+	deleteBeforeFirstFetch(t, env, n, deleted)
+	fail := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.GroupAuthorizationFailed, Count: -1})
+
+	a := env.start(t, "a")
+	want := fmt.Sprintf("partition %s/0 stopped", inTopic)
+	waitFor(t, 20*time.Second, "not ready, naming the partition", func() bool {
+		return strings.Contains(strings.Join(a.c.NotReady(), "; "), want)
+	})
+	why := strings.Join(a.c.NotReady(), "; ")
+	for _, s := range []string{fmt.Sprintf("committing offset %d failed", deleted), "GROUP_AUTHORIZATION_FAILED", "looks up the start offset again"} {
+		if !strings.Contains(why, s) {
+			t.Errorf("not ready because %q, want it to say %q", why, s)
+		}
+	}
+	if strings.Contains(why, "resumes at offset") {
+		t.Errorf("not ready because %q: it promises an offset it did not commit", why)
+	}
+	fail.Remove()
+	a.stop(t)
+
+	b := env.start(t, "a")
+	out := collect(t, env.cluster, n-deleted, 30*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	b.stop(t)
+	if seen, dup := out.routed(idRange(deleted, n)); len(seen) != n-deleted || len(dup) > 0 {
+		t.Errorf("after the restart %d of %d routed, duplicated %v", len(seen), n-deleted, head(dup))
 	}
 }
 
