@@ -147,6 +147,9 @@ type Parsed struct {
 	Bench Samples
 	// BytesPerEntity is TestMemoryPerTeam's figure (NaN when absent).
 	BytesPerEntity float64
+	// BytesPerLongEntity is TestMemoryPerTeam's figures for teams longer than an entry
+	// holds, by their length in bytes.
+	BytesPerLongEntity map[int]float64
 	// CPU is the last "cpu:" header line's value.
 	CPU string
 	// Parts are bench/run.sh's closing lines: each part and how long it took, then the
@@ -168,8 +171,9 @@ type point struct {
 }
 
 var (
-	procSuffix = regexp.MustCompile(`-\d+$`)
-	memLine    = regexp.MustCompile(`heap per cached team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
+	procSuffix  = regexp.MustCompile(`-\d+$`)
+	memLine     = regexp.MustCompile(`heap per cached team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
+	memLongLine = regexp.MustCompile(`heap per cached (\d+)-byte team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
 )
 
 // Parse reads `go test -bench` text. A result line is the benchmark name, the iteration
@@ -177,7 +181,7 @@ var (
 // that logs, or the streamed output of a slow one), so a name line without figures waits
 // for the next line that starts with an iteration count.
 func Parse(r io.Reader) (*Parsed, error) {
-	p := &Parsed{Bench: Samples{}, BytesPerEntity: math.NaN(), Series: map[string][]point{}}
+	p := &Parsed{Bench: Samples{}, BytesPerEntity: math.NaN(), BytesPerLongEntity: map[int]float64{}, Series: map[string][]point{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	pending := ""
@@ -196,6 +200,13 @@ func Parse(r io.Reader) (*Parsed, error) {
 		if m := memLine.FindStringSubmatch(line); m != nil {
 			if v, err := strconv.ParseFloat(m[1], 64); err == nil {
 				p.BytesPerEntity = v
+			}
+			continue
+		}
+		if m := memLongLine.FindStringSubmatch(line); m != nil {
+			n, nerr := strconv.Atoi(m[1])
+			if v, err := strconv.ParseFloat(m[2], 64); err == nil && nerr == nil {
+				p.BytesPerLongEntity[n] = v
 			}
 			continue
 		}
@@ -532,6 +543,9 @@ func Results(p *Parsed) map[string]float64 {
 	if !math.IsNaN(p.BytesPerEntity) {
 		out["bytes_per_entity"] = p.BytesPerEntity
 	}
+	for n, v := range p.BytesPerLongEntity {
+		out[fmt.Sprintf("bytes_per_entity_%db_teams", n)] = v
+	}
 	if v, ok := failedTicks(b); ok {
 		out["bench_failed_ticks"] = v
 	}
@@ -714,6 +728,8 @@ var rows = []row{
 	{"bytes_per_entity_1m_teams", ptr(atMost(150)), "same run: heap held by the limiter and the tick per cached team"},
 	{"tick_all_teams_commands_per_tick", nil, "a tick with all 100k teams dirty (BenchmarkTick/standalone)"},
 	{"bytes_per_entity", ptr(atMost(150)), "heap per cached team at 300k teams"},
+	{"bytes_per_entity_16b_teams", nil, "the same, teams of 16 bytes (a composite key), beyond the 11 an entry holds: in its table's arena"},
+	{"bytes_per_entity_36b_teams", nil, "the same, teams of 36 bytes (a UUID's length)"},
 	{"bench_failed_ticks", ptr(atMost(0)), "ticks the sync benchmarks saw fail (a read or write past its timeout: the machine too slow or too loaded for them), counted rather than stopping the run; a figure measured beside failed ticks is suspect"},
 }
 

@@ -50,6 +50,8 @@ func TestParseSample(t *testing.T) {
 		"redis_commands_per_tick":           34193,
 		"tick_all_teams_commands_per_tick":  200283,
 		"bytes_per_entity":                  92.2,
+		"bytes_per_entity_16b_teams":        137.5,
+		"bytes_per_entity_36b_teams":        162.6,
 		// Run i of the gate against run i of the pass-through: the least, the greatest.
 		"e2e_vs_passthrough_ratio_worst_run":        round(1076166.0 / 1118720),
 		"e2e_gate_cpu_s_per_million_records":        round((1.65 + 1.80 + 1.61) / 3),

@@ -261,6 +261,35 @@ type loopNext struct{ b *testing.B }
 
 func (l loopNext) Next() bool { return l.b.Loop() }
 
+// BenchmarkCheckLongTeams is the serial check of 100k Zipf teams longer than an entry
+// holds (inlineKey), in the table's arena: 16 bytes (a composite key) and 36 (a UUID).
+// Not in make bench's goals; docs/benchmarks.md compares it with the string-per-team
+// layout it replaced.
+func BenchmarkCheckLongTeams(b *testing.B) {
+	for _, n := range []int{16, 36} {
+		keys := zipfKeys(1<<20, benchTeams)
+		long := map[string]string{}
+		for i, k := range keys {
+			if _, ok := long[k]; !ok {
+				long[k] = k + "-" + strings.Repeat("x", n-len(k)-1)
+			}
+			keys[i] = long[k]
+		}
+		l := benchLimiter(b, 0, keys)
+		mask := len(keys) - 1
+		debug.FreeOSMemory()
+		b.Run(fmt.Sprintf("zipf100k/%dB", n), func(b *testing.B) {
+			b.ReportAllocs()
+			now := time.Now()
+			i := rand.IntN(len(keys))
+			for b.Loop() {
+				sinkBool.Store(l.CheckAt(now, keys[i&mask], 1).Limited)
+				i++
+			}
+		})
+	}
+}
+
 // BenchmarkSweep measures one tick's sweep over 100k active teams.
 func BenchmarkSweep(b *testing.B) {
 	keys := zipfKeys(1<<20, benchTeams)
@@ -282,17 +311,31 @@ func BenchmarkSweep(b *testing.B) {
 // TestMemoryPerTeam is not a timing: it reports heap bytes per cached team at 300k teams
 // (goal ≤ 150) and fails if it is wildly off, which would mean a layout regression.
 func TestMemoryPerTeam(t *testing.T) {
-	per := memoryPerTeam(t, 300_000)
+	per := memoryPerTeam(t, 300_000, 0)
 	t.Logf("heap per cached team at 300k teams: %.1f bytes", per)
 	if per > 200 {
 		t.Errorf("heap per cached team = %.1f bytes, want ≤ 150 (goal) and certainly ≤ 200", per)
 	}
+	// Teams longer than an entry holds (inlineKey) are in the table's arena: composite
+	// keys (team:user) and UUIDs are this long.
+	for _, n := range []int{16, 36} {
+		per := memoryPerTeam(t, 300_000, n)
+		t.Logf("heap per cached %d-byte team at 300k teams: %.1f bytes", n, per)
+		if limit := 150 + float64(n); per > limit {
+			t.Errorf("heap per cached %d-byte team = %.1f bytes, want ≤ %.0f (the short teams' bound and the team)", n, per, limit)
+		}
+	}
 }
 
-func memoryPerTeam(t testing.TB, teams int) float64 {
+// memoryPerTeam is the heap the limiter holds per team with teams cached: named
+// team-N, or padded to n bytes when n > 0.
+func memoryPerTeam(t testing.TB, teams, n int) float64 {
 	names := make([]string, teams)
 	for i := range names {
 		names[i] = fmt.Sprintf("team-%d", i)
+		if n > 0 {
+			names[i] += "-" + strings.Repeat("x", n-len(names[i])-1)
+		}
 	}
 	before := heapInUse()
 	l, err := New(Config{Capacity: teams}, nil, nil)

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"encoding/binary"
 	"math"
 	"sync/atomic"
 )
@@ -44,9 +45,32 @@ func readStamp(ns int64, local bool) int64 {
 func readTime(at int64) int64 { return at &^ readLocal }
 
 // inlineKey is how many bytes of its team an entry holds in its own 64 bytes: the whole
-// team up to that length; a longer team's first bytes, the team itself being in its
-// table's long list (table.long).
+// team up to that length. A longer team is in its table's arena (table.arena), and the
+// entry's key holds where (arenaRef).
 const inlineKey = 11
+
+// A long team's entry key: its offset in the arena in the first arenaOffBytes bytes
+// (a terabyte), a tag of its hash in the rest (arenaTag).
+const (
+	arenaOffBytes = 5
+	arenaTagBits  = (inlineKey - arenaOffBytes) * 8
+)
+
+// arenaRef returns where a long team's entry says its team is in the table's arena, and
+// the tag of its hash: two loads of eight bytes, the second overlapping the first.
+func (e *entry) arenaRef() (off, tag uint64) {
+	return binary.LittleEndian.Uint64(e.key[:8]) & (1<<(8*arenaOffBytes) - 1),
+		binary.LittleEndian.Uint64(e.key[inlineKey-8:]) >> (64 - arenaTagBits)
+}
+
+// setArenaRef writes off and tag into a long team's entry, not yet published.
+func (e *entry) setArenaRef(off, tag uint64) {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], off)
+	binary.LittleEndian.PutUint64(b[8:], tag)
+	copy(e.key[:arenaOffBytes], b[:])
+	copy(e.key[arenaOffBytes:], b[8:])
+}
 
 // longKey in entry.klen says the team is longer than inlineKey.
 const longKey = 0xff

@@ -1,9 +1,12 @@
 package limit
 
 import (
+	"cmp"
+	"encoding/binary"
 	"hash/maphash"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 )
@@ -40,9 +43,18 @@ import (
 // the table that replaced the old one (Limiter.lockedEntry).
 type table struct {
 	ents []entry
-	// long holds, by slot, the teams longer than inlineKey bytes; nil until one is
-	// inserted. Written under the shard's mutex before the slot is published.
-	long atomic.Pointer[[]string]
+	// arena holds the teams longer than inlineKey bytes, each as its length (a uvarint)
+	// then its bytes, where its entry's key says (entry.arenaRef). A team is appended
+	// under the shard's mutex before its slot is published and its bytes never change,
+	// so a lookup reads them without a lock and strings taken from them (table.team)
+	// stay valid. Full, it is replaced by a larger copy: a lookup still holding the old
+	// one finds in it every team published before the swap. nil until a long team is
+	// inserted. One slice for the table's long teams, where a string each cost its
+	// header in a per-slot list and its own allocation rounded up to a size class
+	// (30 to 40 bytes a team: docs/benchmarks.md).
+	arena atomic.Pointer[[]byte]
+	// arenaUsed is how many bytes of *arena are written; under the shard's mutex.
+	arenaUsed int
 	// next is the table that replaced this one, set under the shard's mutex before any
 	// entry is moved to it: an entry moved is next.ents[state & stateIndex].
 	next *table
@@ -90,53 +102,99 @@ func (t *table) lookup(h uint64, team string) (*entry, uint32) {
 		if st == 0 {
 			return nil, 0
 		}
-		if st&stateDeleted == 0 && t.is(e, i, team) {
+		if st&stateDeleted == 0 && t.is(e, h, team) {
 			return e, st
 		}
 	}
 }
 
-// is reports whether e, the live entry in slot i, is team's.
-func (t *table) is(e *entry, i uint64, team string) bool {
+// is reports whether e, a live entry, is team's, whose hash is h.
+func (t *table) is(e *entry, h uint64, team string) bool {
 	if e.klen != longKey {
 		return int(e.klen) == len(team) && unsafe.String(&e.key[0], len(team)) == team
 	}
-	// The inline bytes are the team's first: most other long teams differ there.
-	return len(team) > inlineKey && unsafe.String(&e.key[0], inlineKey) == team[:inlineKey] &&
-		(*t.long.Load())[i] == team
+	// The tag rejects almost every other long team without a look at the arena.
+	off, tag := e.arenaRef()
+	return len(team) > inlineKey && tag == arenaTag(h) && t.arenaTeam(off) == team
 }
 
 // team returns the team of e, an entry of t. The string aliases the entry when the team is
-// short (its bytes never change).
+// short, the arena when it is long (neither's bytes ever change).
 func (t *table) team(e *entry) string {
 	if e.klen != longKey {
 		return unsafe.String(&e.key[0], int(e.klen))
 	}
-	return (*t.long.Load())[t.slotOf(e)]
+	off, _ := e.arenaRef()
+	return t.arenaTeam(off)
 }
 
-// slotOf is the index of e, an entry of t.
-func (t *table) slotOf(e *entry) uint64 {
-	return uint64((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&t.ents[0]))) / unsafe.Sizeof(entry{}))
+// arenaTeam is the team at off in t's arena.
+func (t *table) arenaTeam(off uint64) string {
+	a := *t.arena.Load()
+	n, k := binary.Uvarint(a[off:])
+	return unsafe.String(&a[off+uint64(k)], int(n))
 }
 
-// setTeam writes team into e, slot i of t, not yet published. The caller holds the
-// shard's mutex, and a team longer than inlineKey is the cache's own copy.
-func (t *table) setTeam(e *entry, i uint64, team string) {
+// minArena is the smallest arena, in bytes: a shard's first long team does not take
+// more, nor a tiny table much less.
+const minArena = 256
+
+// setTeam writes team, whose hash is h, into e, a slot of t not yet published. The
+// caller holds the shard's mutex. A long team is copied into the arena: the caller's
+// bytes may alias a buffer it reuses (a record's).
+func (t *table) setTeam(e *entry, h uint64, team string) {
 	if len(team) <= inlineKey {
 		e.klen = uint8(len(team))
 		copy(e.key[:], team)
 		return
 	}
 	e.klen = longKey
-	copy(e.key[:], team[:inlineKey])
-	long := t.long.Load()
-	if long == nil {
-		s := make([]string, len(t.ents))
-		long = &s
-		t.long.Store(long)
+	e.setArenaRef(t.appendArena(team), arenaTag(h))
+}
+
+// appendArena appends team to t's arena, growing it if full, and returns its offset.
+// The caller holds the shard's mutex.
+func (t *table) appendArena(team string) uint64 {
+	size := arenaSize(team)
+	if p := t.arena.Load(); p == nil || t.arenaUsed+size > len(*p) {
+		t.growArena(size)
 	}
-	(*long)[i] = team
+	a := *t.arena.Load()
+	off := t.arenaUsed
+	k := binary.PutUvarint(a[off:], uint64(len(team)))
+	copy(a[off+k:], team)
+	t.arenaUsed += size
+	return uint64(off)
+}
+
+// arenaSize is how many bytes team takes in an arena.
+func arenaSize(team string) int { return uvarintLen(uint64(len(team))) + len(team) }
+
+// growArena replaces t's arena by one with room for need more bytes, at least a quarter
+// larger: a byte is copied four times on average over the table's life, and the arena's
+// spare room stays a fraction of it. The caller holds the shard's mutex.
+func (t *table) growArena(need int) {
+	var old []byte
+	if p := t.arena.Load(); p != nil {
+		old = *p
+	}
+	a := make([]byte, max(minArena, len(old)+len(old)/4, t.arenaUsed+need))
+	copy(a, old[:t.arenaUsed])
+	t.arena.Store(&a)
+}
+
+// arenaTag is the part of a long team's hash its entry keeps (entry.arenaRef): the bits
+// above those choosing the shard (the low ones), most of them independent of where the
+// probe starts (the high half), so a neighbour's tag matches by chance one time in
+// millions.
+func arenaTag(h uint64) uint64 { return h >> 8 & (1<<arenaTagBits - 1) }
+
+func uvarintLen(n uint64) int {
+	k := 1
+	for ; n >= 0x80; n >>= 7 {
+		k++
+	}
+	return k
 }
 
 // index is a shard's table and its bookkeeping. Only tab is read without the shard's mutex.
@@ -172,7 +230,7 @@ func (x *index) reserve(h uint64, team string) *entry {
 	}
 	for i := t.start(h); ; i = t.after(i) {
 		if e := &t.ents[i]; e.state.Load() == 0 {
-			t.setTeam(e, i, team)
+			t.setTeam(e, h, team)
 			return e
 		}
 	}
@@ -191,6 +249,7 @@ func (x *index) publish(e *entry, seen uint32) {
 func (x *index) rebuild(t *table) *table {
 	nt := newTable(max(minTableSize, 2*x.live))
 	t.next = nt
+	arenaOff := t.copyArena(nt)
 	for i := range t.ents {
 		e := &t.ents[i]
 		st := e.state.Load()
@@ -198,12 +257,18 @@ func (x *index) rebuild(t *table) *table {
 			continue
 		}
 		team := t.team(e)
-		j := nt.start(maphash.String(x.seed, team))
+		h := maphash.String(x.seed, team)
+		j := nt.start(h)
 		for nt.ents[j].state.Load() != 0 {
 			j = nt.after(j)
 		}
 		ne := &nt.ents[j]
-		nt.setTeam(ne, j, team)
+		if e.klen == longKey {
+			ne.klen = longKey
+			ne.setArenaRef(arenaOff[i], arenaTag(h))
+		} else {
+			nt.setTeam(ne, h, team)
+		}
 		e.moveTo(ne, x.event)
 		// One swap takes the seen second and ends the old copy: a check touching it later
 		// fails its CAS, and finds the new copy once the table is published (touch).
@@ -216,6 +281,44 @@ func (x *index) rebuild(t *table) *table {
 	x.tab.Store(nt)
 	x.used = x.live
 	return nt
+}
+
+// copyArena copies the live long teams of t into the arena of nt, its replacement, and
+// returns where each now is, by its slot in t (nil when t has none). They go in the
+// order of t's arena, the order they were first cached in (under a skewed load the
+// busiest first, and so on few lines), not in the order of nt's slots, which scatters
+// them: a check of a 16-byte team took about a sixth longer (docs/benchmarks.md).
+// The new arena has room for an eighth more, and grows from there: room for half more,
+// as the new table has for teams, cost 64-byte teams 11 bytes a team more on average
+// (docs/benchmarks.md). The caller holds the shard's mutex.
+func (t *table) copyArena(nt *table) []uint64 {
+	if t.arenaUsed == 0 {
+		return nil
+	}
+	type long struct {
+		off  uint64
+		slot int
+	}
+	var longs []long
+	n := 0
+	for i := range t.ents {
+		e := &t.ents[i]
+		if st := e.state.Load(); st&stateLive != 0 && st&stateDeleted == 0 && e.klen == longKey {
+			off, _ := e.arenaRef()
+			longs = append(longs, long{off, i})
+			n += arenaSize(t.arenaTeam(off))
+		}
+	}
+	if len(longs) == 0 {
+		return nil
+	}
+	slices.SortFunc(longs, func(a, b long) int { return cmp.Compare(a.off, b.off) })
+	nt.growArena(n + n/8)
+	offs := make([]uint64, len(t.ents))
+	for _, l := range longs {
+		offs[l.slot] = nt.appendArena(t.arenaTeam(l.off))
+	}
+	return offs
 }
 
 // remove deletes e, an entry of the index's table, marking it moved so that a check

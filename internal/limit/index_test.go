@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/capturegate/gate/internal/clock"
 )
@@ -158,24 +159,38 @@ func TestMovesLoseNoCount(t *testing.T) {
 	}
 }
 
-// TestLongTeams: teams longer than an entry holds, several sharing their first bytes,
-// each found again through rebuilds, and kept as copies: the caller's buffer is reused.
+// TestLongTeams: teams longer than an entry holds (in the table's arena), several sharing
+// their first bytes, of lengths whose length prefix takes one, two and three bytes, one
+// larger than a new arena, each found again through arena growths and rebuilds, and kept
+// as copies: the caller's bytes alias a buffer it reuses, as the router's alias a record's.
+// A team's string taken from the cache stays as it was through all of it.
 func TestLongTeams(t *testing.T) {
 	l, err := New(Config{Threshold: 1000, Shards: 1}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	buf := make([]byte, 0, 512)
+	buf := make([]byte, 0, 1<<17)
 	name := func(i int) string {
+		if i == 1000 {
+			return "phc_shared_prefix_huge_" + strings.Repeat("h", 100_000)
+		}
 		return fmt.Sprintf("phc_shared_prefix_%d%s", i, strings.Repeat("x", i%300))
 	}
+	var taken []string // strings from the cache, taken as it grows
 	for i := range 2000 {
 		buf = append(buf[:0], name(i)...)
-		l.CheckAt(now, string(buf[:len(buf):len(buf)]), int64(i+1))
+		l.CheckAt(now, unsafe.String(&buf[0], len(buf)), int64(i+1))
 		// The caller's bytes change: the cache must have kept a copy.
 		for j := range buf {
 			buf[j] = '?'
+		}
+		if i%97 == 0 {
+			s, ok := l.Snapshot(now, name(i))
+			if !ok {
+				t.Fatalf("team %d not cached", i)
+			}
+			taken = append(taken, s.Team)
 		}
 	}
 	for i := range 2000 {
@@ -184,8 +199,61 @@ func TestLongTeams(t *testing.T) {
 			t.Fatalf("team %d: %+v %v, want its own state with %d pending", i, s, ok, i+1)
 		}
 	}
+	for k, s := range taken {
+		if s != name(k*97) {
+			t.Errorf("the string taken for team %d changed to %.40q", k*97, s)
+		}
+	}
 	if l.Len() != 2000 {
 		t.Errorf("Len() = %d, want 2000", l.Len())
+	}
+}
+
+// TestArenaTagCollision: a long team whose hash tag and length match an entry's is still
+// compared byte for byte; and a rebuild keeps the arena in the order teams were first
+// cached, not the order of the new table's slots.
+func TestArenaTagCollision(t *testing.T) {
+	tab := newTable(minTableSize)
+	a, b := "a-team-longer-than-inline", "b-team-longer-than-inline"
+	const h = 0x0123456789abcdef
+	e := &tab.ents[0]
+	tab.setTeam(e, h, a)
+	e.state.Store(stateLive)
+	if !tab.is(e, h, a) {
+		t.Fatal("the entry is not its own team's")
+	}
+	if tab.is(e, h, b) {
+		t.Fatal("a team of the same length and tag taken for another")
+	}
+	if off, tag := e.arenaRef(); off != 0 || tag != arenaTag(h) {
+		t.Errorf("arenaRef = %d, %#x; want 0, %#x", off, tag, arenaTag(h))
+	}
+
+	l, err := New(Config{Threshold: 1000, Shards: 1}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	team := func(i int) string { return fmt.Sprintf("team-cached-in-order-%04d", i) }
+	for i := range 500 {
+		l.CheckAt(now, team(i), 1)
+	}
+	sh := &l.shards[0]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	tab = sh.idx.tab.Load()
+	last := -1
+	for i := range 500 {
+		h := hashOf(l, team(i))
+		e, _ := tab.lookup(h, team(i))
+		if e == nil {
+			t.Fatalf("%s not found", team(i))
+		}
+		off, _ := e.arenaRef()
+		if int(off) <= last {
+			t.Fatalf("%s at arena offset %d, before the team cached before it (%d)", team(i), off, last)
+		}
+		last = int(off)
 	}
 }
 

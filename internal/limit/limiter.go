@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"maps"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -383,11 +382,8 @@ func (l *Limiter) insertIn(shards []shard, tbl *epochTable, h uint64, team strin
 			}
 		}
 	}
-	// A team's bytes may alias a reused buffer (a record's): the cache keeps its own copy
-	// of a team too long to be held inline.
-	if len(team) > inlineKey {
-		team = strings.Clone(team)
-	}
+	// reserve copies the team (a long one into the table's arena): its bytes may alias a
+	// reused buffer (a record's).
 	e := sh.idx.reserve(h, team)
 	if tbl != nil {
 		l.seedPrev(e, tbl.epoch, h, team)

@@ -75,7 +75,7 @@ func TestTTLCacheMemoryPerTeam(t *testing.T) {
 		t.Fatalf("cached %d, want %d", c.Len(), teams)
 	}
 	runtime.KeepAlive(c)
-	ours := memoryPerTeam(t, teams)
+	ours := memoryPerTeam(t, teams, 0)
 	t.Logf("heap per cached team at 300k teams: ttlcache-owned %.1f bytes, limiter's index %.1f bytes",
 		float64(after-before)/teams, ours)
 }
