@@ -289,8 +289,8 @@ func (x *index) rebuild(t *table) *table {
 // busiest first, and so on few lines), not in the order of nt's slots, which scatters
 // them: a check of a 16-byte team took about a sixth longer (docs/benchmarks.md).
 // The new arena has room for an eighth more, and grows from there: room for half more,
-// as the new table has for teams, cost 64-byte teams 11 bytes a team more on average
-// (docs/benchmarks.md). The caller holds the shard's mutex.
+// as the new table has for teams (and growth by half) cost 64-byte teams 10 bytes a
+// team more on average (docs/benchmarks.md). The caller holds the shard's mutex.
 func (t *table) copyArena(nt *table) []uint64 {
 	if t.arenaUsed == 0 {
 		return nil
