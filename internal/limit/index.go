@@ -102,18 +102,25 @@ func (t *table) lookup(h uint64, team string) (*entry, uint32) {
 		if st == 0 {
 			return nil, 0
 		}
-		if st&stateDeleted == 0 && t.is(e, h, team) {
+		if st&stateDeleted != 0 {
+			continue
+		}
+		// A short team's compare is written here, not in a function: with the long
+		// teams' case beside it such a function is too large to inline, and every probe
+		// would pay a call (it was inlined before the arena).
+		if e.klen != longKey {
+			if int(e.klen) == len(team) && unsafe.String(&e.key[0], len(team)) == team {
+				return e, st
+			}
+		} else if t.isLong(e, h, team) {
 			return e, st
 		}
 	}
 }
 
-// is reports whether e, a live entry, is team's, whose hash is h.
-func (t *table) is(e *entry, h uint64, team string) bool {
-	if e.klen != longKey {
-		return int(e.klen) == len(team) && unsafe.String(&e.key[0], len(team)) == team
-	}
-	// The tag rejects almost every other long team without a look at the arena.
+// isLong reports whether e, the entry of a long team, is team's, whose hash is h. The
+// tag rejects almost every other long team without a look at the arena.
+func (t *table) isLong(e *entry, h uint64, team string) bool {
 	off, tag := e.arenaRef()
 	return len(team) > inlineKey && tag == arenaTag(h) && t.arenaTeam(off) == team
 }

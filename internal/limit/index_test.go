@@ -219,10 +219,10 @@ func TestArenaTagCollision(t *testing.T) {
 	e := &tab.ents[0]
 	tab.setTeam(e, h, a)
 	e.state.Store(stateLive)
-	if !tab.is(e, h, a) {
+	if !tab.isLong(e, h, a) {
 		t.Fatal("the entry is not its own team's")
 	}
-	if tab.is(e, h, b) {
+	if tab.isLong(e, h, b) {
 		t.Fatal("a team of the same length and tag taken for another")
 	}
 	if off, tag := e.arenaRef(); off != 0 || tag != arenaTag(h) {
