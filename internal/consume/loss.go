@@ -394,11 +394,12 @@ func (c *Consumer) restart(ctx context.Context, p *partition, start, end kgo.Epo
 	}
 	cerr := c.commitNow(ctx, p.id, to)
 	why := fmt.Sprintf("partition %s/%d stopped: records were deleted between the lookup of its start offset and its first fetch "+
-		"(it has no committed offset, so nothing the group had reached is lost); restart the gate, which resumes at offset %d", topic, p.id, to.Offset)
-	if cerr != nil {
-		why = fmt.Sprintf("partition %s/%d stopped: records were deleted between the lookup of its start offset and its first fetch "+
-			"(it has no committed offset, so nothing the group had reached is lost), and committing offset %d failed (%v); "+
-			"restart the gate, which looks up the start offset again (GATE_KAFKA_START_OFFSET)", topic, p.id, to.Offset, cerr)
+		"(it has no committed offset, so nothing the group had reached is lost)", topic, p.id)
+	if cerr == nil {
+		why += fmt.Sprintf("; restart the gate, which resumes at offset %d", to.Offset)
+	} else {
+		why += fmt.Sprintf(", and committing offset %d failed (%v); restart the gate, which looks up the start offset again "+
+			"(GATE_KAFKA_START_OFFSET)", to.Offset, cerr)
 	}
 	c.sayStopped(p, why)
 	c.log.Error("fetch out of range before the gate read anything of the partition; partition stopped until the gate restarts",

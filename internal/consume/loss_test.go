@@ -768,3 +768,18 @@ func TestRetentionTwiceBeforeCommit(t *testing.T) {
 		t.Errorf("gate_records_lost_total{cause=retention} = %v, want 110 (100 + 10, each gap once)", got)
 	}
 }
+
+// TestStoppedReasonOfRevokedPartition: a partition revoked or lost while it was being
+// stopped (restart commits before it says why) leaves no reason behind: releaseStopped
+// ran before the reason was set, and nothing would ever clear it, so the gate would stay
+// not ready for a partition it no longer owns.
+func TestStoppedReasonOfRevokedPartition(t *testing.T) {
+	c := &Consumer{}
+	owned, revoked := &partition{id: 1}, &partition{id: 2}
+	revoked.gone.Store(true)
+	c.sayStopped(owned, "partition 1 stopped")
+	c.sayStopped(revoked, "partition 2 stopped")
+	if got := c.problems.list(); len(got) != 1 || got[0] != "partition 1 stopped" {
+		t.Errorf("not-ready reasons %q, want only the owned partition's", got)
+	}
+}
