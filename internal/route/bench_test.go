@@ -255,3 +255,68 @@ func embeddedAsObject(tb testing.TB, event []byte) []byte {
 	}
 	return slices.Concat(event[:r.Index], []byte(r.Str), event[r.Index+len(r.Raw):])
 }
+
+// BenchmarkRouteTurns routes the same cached record through a router without a rules file,
+// one with a one-rule file (the same team rule) and one with three rules (benchRules),
+// in turns of 1<<16 records each, one after another in every round (b.N rounds), on one
+// goroutine as a partition worker routes: the ratios of their medians are the one routing
+// path's goals (issue "One way through the gate": one rule ÷ no file ≤ 1.05, three rules
+// ÷ one rule ≤ 1.2), measured side by side so that a noisy machine moves all three alike.
+func BenchmarkRouteTurns(b *testing.B) {
+	const turn = 1 << 16
+	cases := routeCases(b)
+	find := func(name string) routeCase {
+		i := slices.IndexFunc(cases, func(c routeCase) bool { return c.name == name })
+		if i < 0 {
+			b.Fatalf("no route case %s", name)
+		}
+		return cases[i]
+	}
+	type contender struct {
+		name string
+		r    *Router
+		in   *kgo.Record
+		ns   []float64 // per record, one a round
+	}
+	var cs []*contender
+	for _, name := range []string{"json", "json_1rule", "json_3rules"} {
+		r, in := find(name).setup(b)
+		cs = append(cs, &contender{name: name, r: r, in: in})
+	}
+	run := func(c *contender) float64 {
+		var s Scratch
+		var out kgo.Record
+		start := time.Now()
+		for i := range turn {
+			c.r.RouteInto(t0, c.in, &s, &out)
+			if i&255 == 255 {
+				s.Flush()
+			}
+		}
+		s.Flush()
+		return float64(time.Since(start).Nanoseconds()) / turn
+	}
+	for _, c := range cs {
+		run(c) // warm
+	}
+	round := 0
+	for b.Loop() {
+		// Each round starts with the next contender, so none always runs first.
+		for k := range cs {
+			c := cs[(round+k)%len(cs)]
+			c.ns = append(c.ns, run(c))
+		}
+		round++
+	}
+	med := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	for _, c := range cs {
+		b.ReportMetric(med(c.ns), c.name+"_ns/record")
+	}
+	b.ReportMetric(med(cs[1].ns)/med(cs[0].ns), "1rule/nofile")
+	b.ReportMetric(med(cs[2].ns)/med(cs[1].ns), "3rules/1rule")
+	b.ReportMetric(0, "ns/op")
+}

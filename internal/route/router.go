@@ -69,6 +69,10 @@ type Config struct {
 	// (gate_event_time_unreadable_total), not dead-lettered: its team is known, and a
 	// late or odd timestamp is no reason to drop an event. Unused under the wall clock.
 	EventTimeFrom EventTimeFrom
+	// RuleTopics, if set, is the gate's watch of its rules' own topics, shared with the
+	// consumer: a rule whose topic it marks missing sends its records to OverflowTopic
+	// instead (TopicWatch). Nil: a router's rule topics are taken to exist.
+	RuleTopics *TopicWatch
 	// MaxKeyBytes is the longest team key routed; a longer one is dead-lettered
 	// (key_too_long), as no team id is that long and each one costs the limiter a cache
 	// entry. 0 means DefaultMaxKeyBytes (256).
@@ -106,12 +110,18 @@ func (c *Cost) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// cost is what rec counts toward its team's window.
+// cost is what rec counts toward the windows of a router without rules (Config.Cost).
 func (r *Router) cost(rec *kgo.Record, s *Scratch) int64 {
+	return costOf(r.cfg.Cost, rec, s)
+}
+
+// costOf is what rec counts under c: nothing for a record routed again (Scratch.Replay),
+// else 1 or its value's size in bytes (at least 1).
+func costOf(c Cost, rec *kgo.Record, s *Scratch) int64 {
 	if s.Replay {
 		return 0
 	}
-	if r.cfg.Cost == CostBytes {
+	if c == CostBytes {
 		return max(int64(len(rec.Value)), 1)
 	}
 	return 1
@@ -167,12 +177,13 @@ type Scratch struct {
 	records  [numReasons]uint64
 	diverted [numReasons]uint64
 	tally    limit.Tally
+	ruleN    [MaxRules][numResults]uint64 // by rule and result: gate_rule_records_total
 	_        [128]byte
 }
 
 // Flush adds what s counted to the metrics of the router that counted it
-// (gate_records_total, gate_dry_run_diverted_total, and the primary limit's
-// gate_limiter_decisions_total). A goroutine routing with its own Scratch calls it once a
+// (gate_records_total, gate_dry_run_diverted_total, gate_rule_records_total and the
+// primary limit's gate_limiter_decisions_total). A goroutine routing with its own Scratch calls it once a
 // batch, as the consumer does after each fetched batch: until then those metrics lag by
 // what s holds. Route, and RouteInto with a nil Scratch, flush before they return.
 func (s *Scratch) Flush() {
@@ -193,6 +204,17 @@ func (s *Scratch) Flush() {
 		}
 	}
 	r.lim.AddTally(&s.tally)
+	for i := range r.rules {
+		st := &r.rules[i]
+		for res, n := range s.ruleN[i] {
+			if n != 0 {
+				if st.results[res] != nil { // the implicit rule has none
+					st.results[res].Add(float64(n))
+				}
+				s.ruleN[i][res] = 0
+			}
+		}
+	}
 }
 
 // own makes r the router s counts for, flushing what s counted for another (a router
@@ -204,26 +226,30 @@ func (s *Scratch) own(r *Router) {
 	}
 }
 
-// Router reads each record's team key, asks the limiter, and builds the output record for
-// the chosen topic. It is safe for concurrent use: Route shares nothing mutable but the
-// limiter and the metrics, both safe.
+// Router reads each record's keys, asks the limiters, and builds the output record for the
+// chosen topic. It is safe for concurrent use: Route shares nothing mutable but the
+// limiters and the metrics, both safe.
+//
+// Every router runs rules, on one path (RouteInto). A router from New or NewMulti (the
+// gate without a rules file) has one implicit rule: GATE_KEY_FROM's key, every limit,
+// GATE_FORCE_OVERFLOW's teams and the overflow action. It has no name, so it adds no
+// gate-overflow-rule header and no gate_rule_* series, and its records are written byte
+// for byte as before the two routers became one (TestGoldenFileless).
 type Router struct {
 	cfg      Config
-	lim      *limit.Limiter   // the primary limit
-	extra    []*limit.Limiter // further limits (GATE_LIMITS); nil for one limit
-	limHdr   [][]byte         // each limit's window as a header value: [0] the primary, [1+i] extra[i]
+	lim      *limit.Limiter // the first rule's primary limit: its decisions are tallied in the Scratch
 	maxKey   int
-	forced   map[string]struct{}
-	forcedN  int64 // what a forced record counts, per unit of cost: 1 in Divert mode, 0 in Cap mode
-	event    bool  // the limiters count in event time: checks take each record's time
+	event    bool // the limiters count in event time: checks take each record's time
 	topics   [numRoutes]string
 	hdrValue [numReasons][]byte // reason names as header values, shared by every record
 
-	// A router with rules (NewRules): the rules, every JSON field they read, and each
-	// rule's gate_rule_topic_records_total counters (rate_limited, forced).
+	// The rules, every JSON field they read, and each rule's
+	// gate_rule_topic_records_total counters (rate_limited, forced, topic_missing). named is false for
+	// the implicit rule of a router without a rules file.
 	rules     []ruleState
 	plan      fieldPlan
-	ruleTopic [][2]prometheus.Counter
+	ruleTopic [][3]prometheus.Counter
+	named     bool
 
 	// Counters resolved once per label set, so Route does no label lookup.
 	records    [numReasons]prometheus.Counter
@@ -240,7 +266,11 @@ func New(cfg Config, lim *limit.Limiter, reg prometheus.Registerer) (*Router, er
 // NewMulti is New for several limits per team: lims[0] is the primary, and a record
 // overflows when any limit is over. In divert mode every record counts in every limit; in
 // cap mode a record counts in all of them when none is over, and in none otherwise. Every
-// limiter must have the same mode.
+// limiter must have the same mode. A rate-limited overflow record of a router with several
+// limits names the first limit over in gate-overflow-limit.
+//
+// The router runs one implicit rule (see Router): cfg.KeyFrom, lims, cfg.ForceOverflow,
+// cfg.Cost and the overflow action.
 func NewMulti(cfg Config, lims []*limit.Limiter, reg prometheus.Registerer) (*Router, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -249,37 +279,28 @@ func NewMulti(cfg Config, lims []*limit.Limiter, reg prometheus.Registerer) (*Ro
 	if len(lims) == 0 || slices.Contains(lims, nil) {
 		return nil, fmt.Errorf("%w: no limiter", ErrBadConfig)
 	}
-	lim := lims[0]
-	for _, l := range lims[1:] {
-		if l.Config().Mode != lim.Config().Mode {
-			return nil, fmt.Errorf("%w: limits of different modes (%s, %s)", ErrBadConfig, lim.Config().Mode, l.Config().Mode)
-		}
-		if l.Config().Clock != lim.Config().Clock {
-			return nil, fmt.Errorf("%w: limits on different clocks (%s, %s)", ErrBadConfig, lim.Config().Clock, l.Config().Clock)
+	implicit := Rule{Key: cfg.KeyFrom, Limiters: lims, Cost: cfg.Cost, Action: ActionOverflow, Forced: cfg.ForceOverflow}
+	return newRouter(cfg, []Rule{implicit}, false, reg)
+}
+
+// newRouter makes the router of rules, named or the implicit one, registering its
+// metrics on reg (when not nil).
+func newRouter(cfg Config, rules []Rule, named bool, reg prometheus.Registerer) (*Router, error) {
+	if len(rules) == 0 || len(rules) > MaxRules {
+		return nil, fmt.Errorf("%w: %d rules (want 1 to %d)", ErrBadConfig, len(rules), MaxRules)
+	}
+	for _, ru := range rules {
+		if len(ru.Limiters) == 0 || slices.Contains(ru.Limiters, nil) {
+			return nil, fmt.Errorf("%w: a rule without a limiter", ErrBadConfig)
 		}
 	}
-	cfg.KeyFrom.lax = !cfg.ValidateJSON
+	lim := rules[0].Limiters[0]
 	r := &Router{
 		cfg:    cfg,
 		lim:    lim,
 		maxKey: cfg.MaxKeyBytes,
-		forced: make(map[string]struct{}, len(cfg.ForceOverflow)),
-		// Divert counts every record whatever its lane, so a forced team's offered rate
-		// keeps being measured; Cap counts accepted records only, and a forced one never is.
-		forcedN: 1,
-		event:   lim.Config().Clock == limit.EventClock,
-	}
-	if lim.Config().Mode == limit.Cap {
-		r.forcedN = 0
-	}
-	if len(lims) > 1 {
-		r.extra = slices.Clone(lims[1:])
-		for _, l := range lims {
-			r.limHdr = append(r.limHdr, []byte(l.Config().Window.String()))
-		}
-	}
-	for _, team := range cfg.ForceOverflow {
-		r.forced[team] = struct{}{}
+		event:  lim.Config().Clock == limit.EventClock,
+		named:  named,
 	}
 	r.topics[Accepted] = cfg.AcceptedTopic
 	r.topics[Overflow] = cfg.OverflowTopic
@@ -312,8 +333,14 @@ func NewMulti(cfg Config, lims []*limit.Limiter, reg prometheus.Registerer) (*Ro
 			r.diverted[c] = diverted.WithLabelValues(c.route().String(), c.String())
 		}
 	}
+	collectors := []prometheus.Collector{records, diverted, unreadable}
+	ruleCollectors, err := r.addRules(rules)
+	if err != nil {
+		return nil, err
+	}
+	collectors = append(collectors, ruleCollectors...)
 	if reg != nil {
-		for _, m := range []prometheus.Collector{records, diverted, unreadable} {
+		for _, m := range collectors {
 			if err := reg.Register(m); err != nil {
 				return nil, fmt.Errorf("registering route metrics: %w", err)
 			}
@@ -416,91 +443,239 @@ func (r *Router) Route(now time.Time, rec *kgo.Record, s *Scratch) (*kgo.Record,
 // (the consumer embeds it in its own per-record state, saving an allocation per record).
 // *out is overwritten whole. What it counts waits in s for s.Flush (a nil s: flushed
 // before it returns).
+//
+// It is the one routing path, for a gate with a rules file and one without: each rule
+// whose match holds reads its key and checks its limits, and the record gets the
+// strongest action of the enforced rules over it (NewRules); a router without a rules
+// file has one implicit rule (Router).
 func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.Record) Outcome {
 	if s == nil {
 		return r.routeOnce(now, rec, out)
 	}
 	s.own(r)
-	if r.rules != nil {
-		return r.routeRules(now, rec, s, out)
-	}
 	var o Outcome
-	team, code := r.cfg.KeyFrom.team(rec, s, r.maxKey)
-	over := 0 // with several limits, the index of the first limit over (into limHdr)
-	if code == reasonNone {
-		o.Team = team
-		var at time.Time
-		if r.event {
-			at = r.eventTime(rec)
+	var ro ruleOutcome
+	js, failed := r.rulesJSON(rec, s)
+	failedRule := -1
+	var failedKey *KeyFrom // the key or match field that could not be read
+	var at time.Time        // the record's event time, read at its first check
+	timed := false
+	for i := range r.rules {
+		if failed != reasonNone {
+			break
+		}
+		st := &r.rules[i]
+		if len(st.Match) > 0 {
+			matched := true
+			for j := range st.Match {
+				m := &st.Match[j]
+				v, mf := r.read(&m.Field, rec, js, s, maxMatchBytes)
+				if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
+					failed, failedRule, failedKey = mf, i, &m.Field
+					break
+				}
+				if (mf == reasonNone && slices.Contains(m.Values, v)) == m.Not {
+					matched = false
+					break
+				}
+			}
+			if failed != reasonNone {
+				break
+			}
+			if !matched {
+				s.ruleN[i][resultUnmatched]++
+				continue
+			}
+		}
+		if ro.sendsAway() && st.Action <= ro.action {
+			// Already sent away by an action as strong: this rule neither checks nor counts
+			// it (NewRules).
+			s.ruleN[i][resultNotChecked]++
+			continue
+		}
+		key, kf := r.read(&st.Key, rec, js, s, r.maxKey)
+		if kf != reasonNone {
+			if st.SkipMissing && missingKey(kf) {
+				s.ruleN[i][resultMissing]++
+				continue
+			}
+			failed, failedRule, failedKey = kf, i, &st.Key
+			break
+		}
+		if r.event && !timed {
+			at, timed = r.eventTime(rec), true
+		}
+		if o.Team == "" {
+			o.Team = r.keepKey(key, s)
 		}
 		forced := false
-		if len(r.forced) > 0 {
-			_, forced = r.forced[team] // a string key: the lookup does not allocate
+		if len(st.forced) > 0 {
+			_, forced = st.forced[key] // a string key: the lookup does not allocate
 		}
+		var d limit.Decision
+		over := -1 // the first limit over, an index into st.Limiters
+		n := costOf(st.Cost, rec, s)
 		switch {
 		case forced:
-			n := r.forcedN * r.cost(rec, s)
-			o.Decision = r.check(r.lim, now, at, team, n, s)
-			for _, l := range r.extra {
-				r.check(l, now, at, team, n, s)
+			n *= st.forcedN
+			d = r.check(st.Limiters[0], now, at, key, n, s)
+			for _, l := range st.Limiters[1:] {
+				r.check(l, now, at, key, n, s)
 			}
-			code = reasonForced
-		case r.event:
-			o.Decision, over = r.checkAll(now, at, team, r.cost(rec, s), s)
-			code = reasonAllowed
-			if over >= 0 {
-				code = reasonRateLimited
-			}
-		case r.extra == nil:
-			// One limit: a direct call, the hot path as it always was.
-			o.Decision = r.lim.CheckTally(now, team, r.cost(rec, s), &s.tally)
-			code = reasonAllowed
-			if o.Decision.Limited {
-				code = reasonRateLimited
+		case len(st.Limiters) == 1:
+			// One limit, the usual rule: a direct check.
+			if d = r.check(st.Limiters[0], now, at, key, n, s); d.Limited {
+				over = 0
 			}
 		default:
-			o.Decision, over = r.checkAll(now, at, team, r.cost(rec, s), s)
-			code = reasonAllowed
-			if over >= 0 {
-				code = reasonRateLimited
+			d, over = r.checkLimits(st, now, at, key, n, s)
+		}
+		if o.Decision == (limit.Decision{}) {
+			o.Decision = d
+		}
+		if !forced && over < 0 {
+			s.ruleN[i][resultUnder]++
+			continue
+		}
+		s.ruleN[i][resultOver]++
+		if st.Shadow {
+			continue
+		}
+		ro.over |= 1 << uint(i)
+		if st.Action == ActionTag {
+			ro.tags++
+		}
+		if st.Action > ro.action {
+			ro.action, ro.rule, ro.forced, ro.limit = st.Action, i, forced, over
+			o.Team, o.Decision = r.keepKey(key, s), d
+		}
+	}
+	if failed != reasonNone {
+		return r.deadOrDry(rec, s, out, o, failed, failedRule, failedKey)
+	}
+
+	code, route := reasonAllowed, Accepted
+	var st *ruleState
+	if ro.action != 0 {
+		st = &r.rules[ro.rule]
+		o.Rule = st.Name
+		code = reasonRateLimited
+		if ro.forced {
+			code = reasonForced
+		}
+		switch ro.action {
+		case ActionTag:
+			code = reasonTagged
+		case ActionOverflow:
+			route = Overflow
+		case ActionTopic:
+			route = RuleTopic
+			if st.topicGone.Load() {
+				// Its topic is missing (TopicWatch): overflow, saying which topic it was for.
+				route, ro.gone = Overflow, true
 			}
 		}
 	}
-	o.Enforced, o.EnforcedReason = code.route(), code.String()
-
+	o.Enforced, o.EnforcedReason = route, code.String()
 	if r.cfg.DryRun {
-		if code != reasonAllowed {
-			s.diverted[code]++
+		if route != Accepted {
+			if route == RuleTopic {
+				s.diverted[reasonRateLimited]++
+			} else {
+				s.diverted[code]++
+			}
 			code = reasonDryRun
+		} else if code == reasonTagged {
+			code = reasonAllowed // dry run adds no header
 		}
 		s.records[code]++
 		o.Route, o.Reason = Accepted, code.String()
 		r.fill(out, rec, Accepted, rec.Key, 0)
 		return o
 	}
-
-	s.records[code]++
-	o.Route, o.Reason = code.route(), code.String()
-	switch o.Route {
+	o.Route, o.Reason = route, code.String()
+	switch route {
 	case Accepted:
-		r.fill(out, rec, Accepted, rec.Key, 0)
-	case Overflow:
+		s.records[code]++
+		r.fill(out, rec, Accepted, rec.Key, ro.tags)
+	default: // Overflow, RuleTopic
 		var key []byte
 		if r.cfg.OverflowKeepKey {
 			key = rec.Key
 		}
-		if code == reasonRateLimited && r.extra != nil {
-			r.fill(out, rec, Overflow, key, 2)
-			out.Headers = append(out.Headers,
-				kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]},
-				kgo.RecordHeader{Key: HeaderOverflowLimit, Value: r.limHdr[over]})
-		} else {
-			r.fill(out, rec, Overflow, key, 1)
-			out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]})
+		// The gate's headers: why, the rule (a named one), the first limit over (a rule of
+		// several limits), then the tags.
+		extra := ro.tags + 1
+		if st.name != nil {
+			extra++
 		}
-	default:
-		*out = *r.deadLetter(rec, r.hdrValue[code], r.cfg.KeyFrom.detail(s.why, r.maxKey))
+		limHdr := code == reasonRateLimited && st.limHdr != nil
+		if limHdr {
+			extra++
+		}
+		if ro.gone {
+			extra++
+		}
+		r.fill(out, rec, Overflow, key, extra)
+		if route == RuleTopic {
+			c := r.ruleTopic[ro.rule][0]
+			if code == reasonForced {
+				c = r.ruleTopic[ro.rule][1]
+			}
+			c.Inc()
+			out.Topic = st.Topic
+		} else {
+			s.records[code]++
+			if ro.gone {
+				r.ruleTopic[ro.rule][2].Inc()
+			}
+		}
+		out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]})
+		if st.name != nil {
+			out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderOverflowRule, Value: st.name})
+		}
+		if limHdr {
+			out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderOverflowLimit, Value: st.limHdr[ro.limit]})
+		}
+		if ro.gone {
+			out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderRuleTopicMissing, Value: st.topicName})
+		}
 	}
+	if ro.tags > 0 {
+		for i := range r.rules {
+			if ro.over&(1<<uint(i)) != 0 && r.rules[i].Action == ActionTag {
+				out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderTag, Value: r.rules[i].name})
+			}
+		}
+	}
+	return o
+}
+
+// deadOrDry finishes RouteInto for a record a rule could not read (failed: why; the rule
+// failedRule's key or match field failedKey, or -1 and nil when the value itself could not
+// be read as JSON): dead-lettered, or accepted and counted in dry run. The detail names
+// the rule (a named one) when the fault is its field's; a value that is not JSON is no
+// rule's fault, and reads the same whatever rule found it.
+func (r *Router) deadOrDry(rec *kgo.Record, s *Scratch, out *kgo.Record, o Outcome, failed reasonCode, failedRule int, failedKey *KeyFrom) Outcome {
+	o.Enforced, o.EnforcedReason = DeadLetter, failed.String()
+	if r.cfg.DryRun {
+		// Dry run sends everything to accepted, counting what enforcement would have done.
+		s.diverted[failed]++
+		s.records[reasonDryRun]++
+		o.Route, o.Reason = Accepted, ReasonDryRun
+		r.fill(out, rec, Accepted, rec.Key, 0)
+		return o
+	}
+	if failedKey == nil {
+		failedKey = &r.rules[0].Key
+	}
+	detail := failedKey.detail(s.why, r.maxKey)
+	if failed != reasonNotJSON && failedRule >= 0 && r.rules[failedRule].name != nil {
+		detail = "rule " + r.rules[failedRule].Name + ": " + detail
+	}
+	o.Route, o.Reason = DeadLetter, failed.String()
+	s.records[failed]++
+	*out = *r.deadLetter(rec, r.hdrValue[failed], detail)
 	return o
 }
 
@@ -513,54 +688,44 @@ func (r *Router) routeOnce(now time.Time, rec *kgo.Record, out *kgo.Record) Outc
 	return o
 }
 
-// checkAll checks team against every limit, counting n as the mode says: in divert mode
-// every limit counts n; in cap mode the limits are first asked without counting, and n
-// counts in all of them only if none is over. It returns the first limit over's decision
-// and index (0 the primary, 1+i extra[i]), or the primary's decision and -1.
-func (r *Router) checkAll(now, at time.Time, team string, n int64, s *Scratch) (limit.Decision, int) {
-	return r.checkLimits(r.lim, r.extra, r.forcedN == 0, now, at, team, n, s)
-}
-
-// checkLimits is checkAll for the limits lim (primary) and extra, cap telling the mode.
-func (r *Router) checkLimits(lim *limit.Limiter, extra []*limit.Limiter, cap bool, now, at time.Time, team string, n int64, s *Scratch) (limit.Decision, int) {
-	if cap {
-		d := r.check(lim, now, at, team, 0, s)
-		if d.Limited {
-			return d, 0
-		}
-		for i, l := range extra {
-			if e := r.check(l, now, at, team, 0, s); e.Limited {
-				return e, i + 1
+// checkLimits checks key against every limit of st, counting n as its mode says: in
+// divert mode every limit counts n; in cap mode the limits are first asked without
+// counting, and n counts in all of them only if none is over. It returns the first limit
+// over's decision and index into st.Limiters, or the primary's decision and -1.
+func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int64, s *Scratch) (limit.Decision, int) {
+	if st.cap {
+		for i, l := range st.Limiters {
+			if d := r.check(l, now, at, key, 0, s); d.Limited {
+				return d, i
 			}
 		}
 	}
-	d := r.check(lim, now, at, team, n, s)
-	first, over := d, -1
-	if d.Limited {
-		over = 0
-	}
-	for i, l := range extra {
-		if e := r.check(l, now, at, team, n, s); e.Limited && over < 0 {
-			first, over = e, i+1
+	first, over := limit.Decision{}, -1
+	for i, l := range st.Limiters {
+		if d := r.check(l, now, at, key, n, s); i == 0 || d.Limited && over < 0 {
+			first = d
+			if d.Limited {
+				over = i
+			}
 		}
 	}
 	return first, over
 }
 
-// check asks l about team: at the record's event time at under the event clock, else at
+// check asks l about key: at the record's event time at under the event clock, else at
 // now. The primary limit's decisions are tallied in s (Flush adds them); the others'
 // count at once.
-func (r *Router) check(l *limit.Limiter, now, at time.Time, team string, n int64, s *Scratch) limit.Decision {
+func (r *Router) check(l *limit.Limiter, now, at time.Time, key string, n int64, s *Scratch) limit.Decision {
 	if l == r.lim {
 		if r.event {
-			return l.CheckEventTally(now, at, team, n, &s.tally)
+			return l.CheckEventTally(now, at, key, n, &s.tally)
 		}
-		return l.CheckTally(now, team, n, &s.tally)
+		return l.CheckTally(now, key, n, &s.tally)
 	}
 	if r.event {
-		return l.CheckEventAt(now, at, team, n)
+		return l.CheckEventAt(now, at, key, n)
 	}
-	return l.CheckAt(now, team, n)
+	return l.CheckAt(now, key, n)
 }
 
 // eventTime is rec's event time: from its configured source, else its record timestamp.

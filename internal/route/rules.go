@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
@@ -72,12 +72,33 @@ type RuleMatch struct {
 // ruleState is a Rule compiled for the router.
 type ruleState struct {
 	Rule
-	cap    bool // cap mode: counts only the records it admits (checkRule)
-	forced map[string]struct{}
-	name   []byte // the header value
-	// Counters by result, resolved once.
+	cap     bool  // cap mode: counts only the records it admits (checkLimits)
+	forcedN int64 // what a forced record counts, per unit of cost: 1 in divert mode, 0 in cap mode
+	forced  map[string]struct{}
+	name    []byte   // the header value; nil for the implicit rule, which adds no header
+	// topicGone is, for action topic, whether the topic is marked missing (TopicWatch);
+	// topicName the topic as a header value.
+	topicGone *atomic.Bool
+	topicName []byte
+	limHdr  [][]byte // with several limits, each one's window as a header value
+	// gate_rule_records_total by result, resolved once; nil for the implicit rule. under,
+	// over, ... are the same counters by name.
+	results                                     [numResults]prometheus.Counter
 	under, over, unmatched, missing, notChecked prometheus.Counter
 }
+
+// The results of a rule for one record, gate_rule_records_total's result label.
+const (
+	resultUnder = iota
+	resultOver
+	resultUnmatched
+	resultMissing
+	resultNotChecked
+	numResults
+)
+
+// resultNames is read-only.
+var resultNames = [numResults]string{"under", "over", "unmatched", "missing", "not_checked"}
 
 // MaxRules bounds a router's rules: the rules over a record are kept in one word.
 const MaxRules = 64
@@ -86,9 +107,11 @@ const MaxRules = 64
 type ruleOutcome struct {
 	action RuleAction // the strongest enforced action of the rules over; 0: none
 	rule   int        // the rule whose action that is
+	limit  int        // that rule's first limit over, -1 when forced
 	over   uint64     // bit i: enforced rule i was over
 	tags   int        // tagging rules over: the gate-tag headers to add
 	forced bool       // the rule's key is in its Forced list
+	gone   bool       // the rule's own topic is missing: overflow instead
 }
 
 // sendsAway reports whether the record leaves the accepted topic.
@@ -97,49 +120,34 @@ func (o *ruleOutcome) sendsAway() bool { return o.action >= ActionOverflow }
 // NewRules returns a Router that checks each record against rules, in order: every rule
 // whose Match holds is checked against its limiters, the record gets the strongest action
 // of the enforced rules over (a topic of its own, then overflow, then tag; between two of a
-// kind, the earlier rule's), and its headers name the rule whose action it got and every
-// tagging rule over it. A shadow rule is counted and measured only.
+// kind, the earlier rule's), and its headers name the rule whose action it got, the first
+// of its limits over when it has several (gate-overflow-limit, as for GATE_LIMITS), and
+// every tagging rule over it. A shadow rule is counted and measured only.
 //
 // Counting across rules: a rule does not check, and so does not count, a record an
 // earlier enforced rule already sends away (overflow or a topic) with an action at least
 // as strong as its own. A runaway user diverted by a user rule listed before its team's
 // rule is then kept out of the team's count, in either mode, and the team's other users
 // are judged by what they send. A rule with a stronger action (a topic after overflow)
-// still checks it. Within a rule, divert counts every record it checks (its windows
-// measure the offered rate) and cap the records it admits. Put the narrowest rules first.
+// still checks it; and a rule listed before one that sends the record to a topic has
+// checked and counted it already. Within a rule, divert counts every record it checks
+// (its windows measure the offered rate) and cap the records it admits. Put the
+// narrowest rules first.
 //
 // One pass over a JSON value finds every top-level field any rule reads. cfg.KeyFrom and
 // cfg.ForceOverflow are not used (each rule has its own); cfg.Cost is each rule's.
 func NewRules(cfg Config, rules []Rule, reg prometheus.Registerer) (*Router, error) {
-	if len(rules) == 0 || len(rules) > MaxRules {
-		return nil, fmt.Errorf("%w: %d rules (want 1 to %d)", ErrBadConfig, len(rules), MaxRules)
-	}
-	var lims []*limit.Limiter
-	for _, ru := range rules {
-		lims = append(lims, ru.Limiters...)
-	}
-	if len(lims) == 0 || slices.Contains(lims, nil) {
-		return nil, fmt.Errorf("%w: a rule without a limiter", ErrBadConfig)
-	}
 	cfg.ForceOverflow = nil
-	r, err := NewMulti(cfg, lims[:1], reg)
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	records := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gate_rule_records_total",
-		Help: "Records each rule saw, by result: under or over (a shadow rule's over is what it would have done), " +
-			"unmatched (its match did not hold), missing (its key was absent and it skips such records), " +
-			"not_checked (a cap rule, for a record an earlier enforced rule sent away).",
-	}, []string{"rule", "result"})
-	topicRecords := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gate_rule_topic_records_total",
-		Help: "Records sent to a rule's own topic (action topic:NAME), by rule and reason (rate_limited or forced).",
-	}, []string{"rule", "reason"})
+	if len(rules) == 0 || len(rules) > MaxRules {
+		return nil, fmt.Errorf("%w: %d rules (want 1 to %d)", ErrBadConfig, len(rules), MaxRules)
+	}
 	var errs []error
 	seen := map[string]bool{}
 	for i, ru := range rules {
-		st := ruleState{Rule: ru, name: []byte(ru.Name), forced: map[string]struct{}{}}
 		if ru.Name == "" || seen[ru.Name] {
 			errs = append(errs, fmt.Errorf("rule %d: name %q empty or taken", i, ru.Name))
 		}
@@ -147,20 +155,9 @@ func NewRules(cfg Config, rules []Rule, reg prometheus.Registerer) (*Router, err
 		if ru.Key.IsZero() {
 			errs = append(errs, fmt.Errorf("rule %q: no key", ru.Name))
 		}
-		if len(ru.Limiters) == 0 {
+		if len(ru.Limiters) == 0 || slices.Contains(ru.Limiters, nil) {
 			errs = append(errs, fmt.Errorf("rule %q: no limiter", ru.Name))
-			continue
 		}
-		mode := ru.Limiters[0].Config().Mode
-		for _, l := range ru.Limiters {
-			if l.Config().Mode != mode {
-				errs = append(errs, fmt.Errorf("rule %q: limits of different modes", ru.Name))
-			}
-			if l.Config().Clock != r.lim.Config().Clock {
-				errs = append(errs, fmt.Errorf("rule %q: limits on different clocks", ru.Name))
-			}
-		}
-		st.cap = mode == limit.Cap
 		switch ru.Action {
 		case ActionTag, ActionOverflow:
 		case ActionTopic:
@@ -173,25 +170,92 @@ func NewRules(cfg Config, rules []Rule, reg prometheus.Registerer) (*Router, err
 		if ru.Cost > CostBytes {
 			errs = append(errs, fmt.Errorf("rule %q: unknown cost %d", ru.Name, ru.Cost))
 		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, errors.Join(errs...))
+	}
+	return newRouter(cfg, rules, true, reg)
+}
+
+// addRules compiles rules into r (the implicit rule when r is not named): each one's
+// state, its metrics, and the plan of the JSON fields they read. It returns the collectors
+// to register.
+func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
+	var records, topicRecords *prometheus.CounterVec
+	if r.named {
+		records = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_rule_records_total",
+			Help: "Records each rule saw, by result: under or over (a shadow rule's over is what it would have done), " +
+				"unmatched (its match did not hold), missing (its key was absent and it skips such records), " +
+				"not_checked (a cap rule, for a record an earlier enforced rule sent away).",
+		}, []string{"rule", "result"})
+		topicRecords = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_rule_topic_records_total",
+			Help: "Records of a rule's own topic (action topic:NAME), by rule and reason: rate_limited or forced (sent there), " +
+				"topic_missing (sent to the overflow topic instead, as the topic was missing or closed to the gate).",
+		}, []string{"rule", "reason"})
+	}
+	var errs []error
+	clk := r.lim.Config().Clock
+	for _, ru := range rules {
+		st := ruleState{Rule: ru, forced: make(map[string]struct{}, len(ru.Forced)), forcedN: 1}
+		st.Limiters = slices.Clone(ru.Limiters)
+		st.Forced = slices.Clone(ru.Forced)
+		where := "" // what an error is about: the rule, named
+		if r.named {
+			st.name = []byte(ru.Name)
+			where = fmt.Sprintf("rule %q: ", ru.Name)
+		}
+		mode := ru.Limiters[0].Config().Mode
+		for _, l := range ru.Limiters {
+			if l.Config().Mode != mode {
+				errs = append(errs, fmt.Errorf("%slimits of different modes (%s, %s)", where, mode, l.Config().Mode))
+				break
+			}
+			if l.Config().Clock != clk {
+				errs = append(errs, fmt.Errorf("%slimits on different clocks (%s, %s)", where, clk, l.Config().Clock))
+				break
+			}
+		}
+		// Divert counts every record whatever its lane, so a forced key's offered rate keeps
+		// being measured; cap counts admitted records only, and a forced one never is.
+		if st.cap = mode == limit.Cap; st.cap {
+			st.forcedN = 0
+		}
+		if len(ru.Limiters) > 1 {
+			for _, l := range ru.Limiters {
+				st.limHdr = append(st.limHdr, []byte(l.Config().Window.String()))
+			}
+		}
 		for _, k := range ru.Forced {
 			st.forced[k] = struct{}{}
 		}
-		st.under = records.WithLabelValues(ru.Name, "under")
-		st.over = records.WithLabelValues(ru.Name, "over")
-		st.unmatched = records.WithLabelValues(ru.Name, "unmatched")
-		st.missing = records.WithLabelValues(ru.Name, "missing")
-		st.notChecked = records.WithLabelValues(ru.Name, "not_checked")
-		st.Key.lax = !cfg.ValidateJSON
+		if r.named {
+			for res := range numResults {
+				st.results[res] = records.WithLabelValues(ru.Name, resultNames[res])
+			}
+			st.under, st.over, st.unmatched, st.missing, st.notChecked =
+				st.results[resultUnder], st.results[resultOver], st.results[resultUnmatched], st.results[resultMissing], st.results[resultNotChecked]
+		}
+		st.Key.lax = !r.cfg.ValidateJSON
 		st.Match = slices.Clone(ru.Match)
 		for j := range st.Match {
-			st.Match[j].Field.lax = !cfg.ValidateJSON
+			st.Match[j].Field.lax = !r.cfg.ValidateJSON
+		}
+		st.topicGone = new(atomic.Bool)
+		if ru.Action == ActionTopic {
+			st.topicName = []byte(ru.Topic)
+			if r.cfg.RuleTopics != nil {
+				st.topicGone = r.cfg.RuleTopics.flag(ru.Topic)
+			}
 		}
 		r.rules = append(r.rules, st)
-		if ru.Action == ActionTopic {
-			r.ruleTopic = append(r.ruleTopic, [2]prometheus.Counter{
-				topicRecords.WithLabelValues(ru.Name, ReasonRateLimited), topicRecords.WithLabelValues(ru.Name, ReasonForced)})
+		if r.named && ru.Action == ActionTopic {
+			r.ruleTopic = append(r.ruleTopic, [3]prometheus.Counter{
+				topicRecords.WithLabelValues(ru.Name, ReasonRateLimited), topicRecords.WithLabelValues(ru.Name, ReasonForced),
+				topicRecords.WithLabelValues(ru.Name, "topic_missing")})
 		} else {
-			r.ruleTopic = append(r.ruleTopic, [2]prometheus.Counter{})
+			r.ruleTopic = append(r.ruleTopic, [3]prometheus.Counter{})
 		}
 	}
 	if len(errs) > 0 {
@@ -199,32 +263,38 @@ func NewRules(cfg Config, rules []Rule, reg prometheus.Registerer) (*Router, err
 	}
 	// Every JSON field any rule reads, each top-level name once: one members pass finds
 	// them all.
+	readers := 0
 	for i := range r.rules {
 		st := &r.rules[i]
-		r.plan.add(&st.Key)
+		readers += r.plan.add(&st.Key)
 		for j := range st.Match {
-			r.plan.add(&st.Match[j].Field)
+			readers += r.plan.add(&st.Match[j].Field)
 		}
 	}
-	if reg != nil {
-		for _, m := range []prometheus.Collector{records, topicRecords} {
-			if err := reg.Register(m); err != nil {
-				return nil, fmt.Errorf("registering rule metrics: %w", err)
-			}
-		}
+	// One JSON reader, the first rule's key checked for every record (the implicit rule,
+	// or a file's single team rule): it reads its own fields as it reads them alone, with
+	// no shared pass to set up. Otherwise one shared pass reads the fields of them all.
+	first := &r.rules[0]
+	r.plan.shared = readers > 1 || readers == 1 && (first.Key.src != sourceJSON || len(first.Match) > 0)
+	if !r.named {
+		return nil, nil
 	}
-	return r, nil
+	return []prometheus.Collector{records, topicRecords}, nil
 }
 
 // fieldPlan is every top-level JSON member name a router's rules read.
 type fieldPlan struct {
 	top []memberName
+	// shared is whether the fields are read in one pass for all the rules (rulesJSON);
+	// otherwise the one JSON reader reads its own (addRules).
+	shared bool
 }
 
-// add puts k's top-level names in the plan and records where (KeyFrom.idx).
-func (p *fieldPlan) add(k *KeyFrom) {
+// add puts k's top-level names in the plan and records where (KeyFrom.idx). It returns
+// 1 for a JSON reader, else 0.
+func (p *fieldPlan) add(k *KeyFrom) int {
 	if k.src != sourceJSON {
-		return
+		return 0
 	}
 	k.idx = make([]int, len(k.top))
 	for i, n := range k.top {
@@ -235,6 +305,7 @@ func (p *fieldPlan) add(k *KeyFrom) {
 		}
 		k.idx[i] = j
 	}
+	return 1
 }
 
 // missingKey reports whether a read that failed with code found no key (rather than one
@@ -247,192 +318,17 @@ func missingKey(code reasonCode) bool {
 	return false
 }
 
-// routeRules is RouteInto for a router with rules.
-func (r *Router) routeRules(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.Record) Outcome {
-	var o Outcome
-	js, failed := r.rulesJSON(rec, s)
-	var ro ruleOutcome
-	var at time.Time
-	if r.event && failed == reasonNone {
-		at = r.eventTime(rec)
+// keepKey is key kept past the next rule's read: with one rule, key itself (it aliases the
+// record or s, valid until the next Route with s); with several, a copy in s's keep
+// buffer, as the next rule's composite key reuses the key buffer.
+func (r *Router) keepKey(key string, s *Scratch) string {
+	if len(r.rules) == 1 {
+		return key
 	}
-	failedRule := -1
-	var failedKey *KeyFrom // the key or match field that could not be read
-	for i := range r.rules {
-		if failed != reasonNone {
-			break
-		}
-		st := &r.rules[i]
-		matched := true
-		for j := range st.Match {
-			m := &st.Match[j]
-			v, mf := m.Field.readAt(rec, js, s.at, s, maxMatchBytes)
-			if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
-				failed, failedRule, failedKey = mf, i, &m.Field
-				break
-			}
-			if (mf == reasonNone && slices.Contains(m.Values, v)) == m.Not {
-				matched = false
-				break
-			}
-		}
-		if failed != reasonNone {
-			break
-		}
-		if !matched {
-			st.unmatched.Inc()
-			continue
-		}
-		if ro.sendsAway() && st.Action <= ro.action {
-			// Already sent away by an action as strong: this rule neither checks nor counts
-			// it (NewRules).
-			st.notChecked.Inc()
-			continue
-		}
-		key, kf := st.Key.readAt(rec, js, s.at, s, r.maxKey)
-		if kf != reasonNone {
-			if st.SkipMissing && missingKey(kf) {
-				st.missing.Inc()
-				continue
-			}
-			failed, failedRule, failedKey = kf, i, &st.Key
-			break
-		}
-		if o.Team == "" {
-			o.Team = s.keepKey(key)
-		}
-		forced := false
-		if len(st.forced) > 0 {
-			_, forced = st.forced[key] // a string key: the lookup does not allocate
-		}
-		var d limit.Decision
-		over := false
-		if forced {
-			n := int64(1)
-			if st.cap {
-				n = 0
-			}
-			n *= r.ruleCost(st, rec, s)
-			d = r.check(st.Limiters[0], now, at, key, n, s)
-			for _, l := range st.Limiters[1:] {
-				r.check(l, now, at, key, n, s)
-			}
-			over = true
-		} else {
-			d, over = r.checkRule(st, now, at, key, r.ruleCost(st, rec, s), s)
-		}
-		if o.Decision == (limit.Decision{}) {
-			o.Decision = d
-		}
-		if !over {
-			st.under.Inc()
-			continue
-		}
-		st.over.Inc()
-		if st.Shadow {
-			continue
-		}
-		ro.over |= 1 << uint(i)
-		if st.Action == ActionTag {
-			ro.tags++
-		}
-		if st.Action > ro.action {
-			ro.action, ro.rule, ro.forced = st.Action, i, forced
-			o.Team, o.Decision = s.keepKey(key), d
-		}
-	}
-	if failed != reasonNone {
-		o.Enforced, o.EnforcedReason = DeadLetter, failed.String()
-		if r.cfg.DryRun {
-			// As without rules: dry run sends everything to accepted, counting what
-			// enforcement would have done.
-			s.diverted[failed]++
-			s.records[reasonDryRun]++
-			o.Route, o.Reason = Accepted, ReasonDryRun
-			r.fill(out, rec, Accepted, rec.Key, 0)
-			return o
-		}
-		detail := ""
-		if failedRule >= 0 {
-			detail = "rule " + r.rules[failedRule].Name + ": " + failedKey.detail(s.why, r.maxKey)
-		} else {
-			detail = r.rules[0].Key.detail(s.why, r.maxKey)
-		}
-		o.Route, o.Reason = DeadLetter, failed.String()
-		s.records[failed]++
-		*out = *r.deadLetter(rec, r.hdrValue[failed], detail)
-		return o
-	}
-	o.Rule = ""
-	code, route := reasonAllowed, Accepted
-	if ro.action != 0 {
-		o.Rule = r.rules[ro.rule].Name
-		code = reasonRateLimited
-		if ro.forced {
-			code = reasonForced
-		}
-		switch ro.action {
-		case ActionTag:
-			code = reasonTagged
-		case ActionOverflow:
-			route = Overflow
-		case ActionTopic:
-			route = RuleTopic
-		}
-	}
-	o.Enforced, o.EnforcedReason = route, code.String()
-	if r.cfg.DryRun {
-		if route != Accepted {
-			if route == RuleTopic {
-				s.diverted[reasonRateLimited]++
-			} else {
-				s.diverted[code]++
-			}
-			code = reasonDryRun
-		} else if code == reasonTagged {
-			code = reasonAllowed // dry run adds no header
-		}
-		s.records[code]++
-		o.Route, o.Reason = Accepted, code.String()
-		r.fill(out, rec, Accepted, rec.Key, 0)
-		return o
-	}
-	o.Route, o.Reason = route, code.String()
-	switch route {
-	case Accepted:
-		s.records[code]++
-		r.fill(out, rec, Accepted, rec.Key, ro.tags)
-	case Overflow, RuleTopic:
-		var key []byte
-		if r.cfg.OverflowKeepKey {
-			key = rec.Key
-		}
-		if route == RuleTopic {
-			c := r.ruleTopic[ro.rule][0]
-			if code == reasonForced {
-				c = r.ruleTopic[ro.rule][1]
-			}
-			c.Inc()
-			r.fill(out, rec, Overflow, key, ro.tags+2)
-			out.Topic = r.rules[ro.rule].Topic
-		} else {
-			s.records[code]++
-			r.fill(out, rec, Overflow, key, ro.tags+2)
-		}
-		out.Headers = append(out.Headers,
-			kgo.RecordHeader{Key: HeaderOverflowReason, Value: r.hdrValue[code]},
-			kgo.RecordHeader{Key: HeaderOverflowRule, Value: r.rules[ro.rule].name})
-	}
-	for i := range r.rules {
-		if ro.over&(1<<uint(i)) != 0 && r.rules[i].Action == ActionTag {
-			out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderTag, Value: r.rules[i].name})
-		}
-	}
-	return o
+	return s.keepKey(key)
 }
 
-// keepKey copies key into s's keep buffer, past the next rule's composite key, which
-// reuses the key buffer; it allocates only while the buffer grows.
+// keepKey copies key into s's keep buffer; it allocates only while the buffer grows.
 func (s *Scratch) keepKey(key string) string {
 	s.keep = append(s.keep[:0], key...)
 	return bytesString(s.keep)
@@ -445,7 +341,7 @@ const maxMatchBytes = 1 << 30
 // object (and valid JSON under Config.ValidateJSON) and finds every top-level field of the
 // plan in one members pass, into s.at. A value no rule reads as JSON is not looked at.
 func (r *Router) rulesJSON(rec *kgo.Record, s *Scratch) (string, reasonCode) {
-	if len(r.plan.top) == 0 {
+	if !r.plan.shared || len(r.plan.top) == 0 {
 		return "", reasonNone
 	}
 	// Lax: as jsonTeam, a value that is not an object fails here; one that breaks off is
@@ -484,25 +380,11 @@ func (k *KeyFrom) readAt(rec *kgo.Record, js string, at []int, s *Scratch, maxKe
 	return v, code
 }
 
-// ruleCost is what rec counts toward st's windows.
-func (r *Router) ruleCost(st *ruleState, rec *kgo.Record, s *Scratch) int64 {
-	if s.Replay {
-		return 0
+// read reads k from rec: from the fields the shared pass found (readAt), or by itself when
+// it is the router's one JSON reader (fieldPlan.shared) or reads no JSON.
+func (r *Router) read(k *KeyFrom, rec *kgo.Record, js string, s *Scratch, maxKey int) (string, reasonCode) {
+	if k.src == sourceJSON && r.plan.shared {
+		return k.readAt(rec, js, s.at, s, maxKey)
 	}
-	if st.Cost == CostBytes {
-		return max(int64(len(rec.Value)), 1)
-	}
-	return 1
-}
-
-// checkRule checks key against st's limits and reports whether any is over, with the
-// first limit over's decision (else the first's), counting n as st's mode says
-// (checkAll).
-func (r *Router) checkRule(st *ruleState, now, at time.Time, key string, n int64, s *Scratch) (limit.Decision, bool) {
-	if len(st.Limiters) == 1 {
-		d := r.check(st.Limiters[0], now, at, key, n, s)
-		return d, d.Limited
-	}
-	d, over := r.checkLimits(st.Limiters[0], st.Limiters[1:], st.cap, now, at, key, n, s)
-	return d, over >= 0
+	return k.team(rec, s, maxKey)
 }
