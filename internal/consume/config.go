@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/route"
 )
 
 // Defaults for the zero values of Config.
@@ -213,6 +215,13 @@ type Config struct {
 	// before consuming, the gate checks that they and InputTopic exist and that it may
 	// read and write them (see preflight.go). Empty checks the input topic only.
 	OutputTopics []string
+	// RuleTopics, if set, is the watch of the rules' own topics (action topic:NAME),
+	// shared with the router: a produce to one that fails for want of the topic or the
+	// WRITE ACL marks it missing, and the output watch checks each one every few
+	// seconds, marking it missing (not ready, the topic named) or back. Its records go
+	// to the overflow topic meanwhile, so a missing rule topic holds up no record
+	// (ruletopics.go). The topics in use at start belong in OutputTopics too.
+	RuleTopics *route.TopicWatch
 	// StallNotReady is how long the gate may make no progress (no poll, commit or
 	// transaction end) while it has work before it reports not ready
 	// (DefaultStallNotReady); StallRestart how long before Live fails, so that

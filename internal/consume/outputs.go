@@ -56,6 +56,7 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 		if cl == nil {
 			continue
 		}
+		c.checkRuleTopics(ctx, cl)
 		waiting := cl.BufferedProduceRecords()
 		if waiting == 0 || time.Since(time.Unix(0, c.ackAt.Load())) < outputStuckAfter {
 			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) }) {

@@ -110,25 +110,12 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 		return nil, nil, fmt.Errorf("metadata: %w", err)
 	}
 	for _, t := range topics {
-		want, verb := int32(opWrite), "write to output"
+		want := int32(opWrite)
 		if t == c.cfg.InputTopic {
-			want, verb = opRead, "read input"
+			want = opRead
 		}
-		i := slices.IndexFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == t })
-		if i < 0 {
-			found = append(found, fmt.Sprintf("topic %q: not in the broker's metadata answer", t))
-			continue
-		}
-		rt := resp.Topics[i]
-		switch err := kerr.ErrorForCode(rt.ErrorCode); {
-		case errors.Is(err, kerr.UnknownTopicOrPartition):
-			found = append(found, fmt.Sprintf("topic %q does not exist: create it (the gate does not)", t))
-		case errors.Is(err, kerr.TopicAuthorizationFailed):
-			found = append(found, fmt.Sprintf("topic %q: not authorized to describe it: grant DESCRIBE and %s ACLs to the gate's principal", t, strings.ToUpper(strings.Fields(verb)[0])))
-		case err != nil:
-			found = append(found, fmt.Sprintf("topic %q: %v", t, err))
-		case rt.AuthorizedOperations != opsUnknown && rt.AuthorizedOperations&want == 0:
-			found = append(found, fmt.Sprintf("topic %q: no permission to %s it: grant the %s ACL on it to the gate's principal", t, strings.Fields(verb)[0], strings.ToUpper(strings.Fields(verb)[0])))
+		if p := topicProblem(resp, t, want); p != "" {
+			found = append(found, p)
 		}
 	}
 
@@ -188,6 +175,31 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 	return found, transient, nil
 }
 
+// topicProblem is what keeps the gate from reading (want opRead) or writing (opWrite)
+// topic t, as the broker's metadata answer resp says: "" when nothing does.
+func topicProblem(resp *kmsg.MetadataResponse, t string, want int32) string {
+	verb := "write to output"
+	if want == opRead {
+		verb = "read input"
+	}
+	i := slices.IndexFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == t })
+	if i < 0 {
+		return fmt.Sprintf("topic %q: not in the broker's metadata answer", t)
+	}
+	rt := resp.Topics[i]
+	switch err := kerr.ErrorForCode(rt.ErrorCode); {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Sprintf("topic %q does not exist: create it (the gate does not)", t)
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return fmt.Sprintf("topic %q: not authorized to describe it: grant DESCRIBE and %s ACLs to the gate's principal", t, strings.ToUpper(strings.Fields(verb)[0]))
+	case err != nil:
+		return fmt.Sprintf("topic %q: %v", t, err)
+	case rt.AuthorizedOperations != opsUnknown && rt.AuthorizedOperations&want == 0:
+		return fmt.Sprintf("topic %q: no permission to %s it: grant the %s ACL on it to the gate's principal", t, strings.Fields(verb)[0], strings.ToUpper(strings.Fields(verb)[0]))
+	}
+	return ""
+}
+
 // transactionTimeoutProblem compares Config.TransactionTimeout with broker's
 // transaction.max.timeout.ms: a broker refuses to start transactions with a longer
 // timeout (InitProducerId answers INVALID_TRANSACTION_TIMEOUT), so the gate could route
@@ -238,6 +250,11 @@ func transactionTimeoutMessage(gate time.Duration, brokerMax string) string {
 // operator can fix (a topic deleted, an ACL revoked after start); the retries go on,
 // and the next record acknowledged on the topic clears it.
 func (c *Consumer) produceProblem(topic string, err error) {
+	if w := c.cfg.RuleTopics; w != nil && w.Watched(topic) && topicClosed(err) {
+		// A rule's own topic: its records go to overflow meanwhile (ruletopics.go).
+		c.ruleTopicMissing(context.Background(), topic, fmt.Sprintf("producing to it fails with %v", err))
+		return
+	}
 	if errors.Is(err, kerr.InvalidTransactionTimeout) {
 		c.produceBlocked.Store(true)
 		c.logProblem(context.Background(), problemTxnTimeout,

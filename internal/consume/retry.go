@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/throttle"
 )
 
@@ -284,6 +285,12 @@ func (c *Consumer) retryRecord(f *failed) *kgo.Record {
 	if f.moved {
 		f.moved = false
 		return c.deadLetterRecord(f.in, f.out.Topic, f.err, int(f.stage))
+	}
+	if w := c.cfg.RuleTopics; w != nil && w.Missing(f.out.Topic) {
+		// A rule's topic found missing: to overflow, as the router now sends its records
+		// (ruletopics.go).
+		hdrs := append(f.out.Headers[:len(f.out.Headers):len(f.out.Headers)], kgo.RecordHeader{Key: route.HeaderRuleTopicMissing, Value: []byte(f.out.Topic)})
+		return &kgo.Record{Topic: w.Fallback(), Key: f.out.Key, Value: f.out.Value, Headers: hdrs, Timestamp: f.out.Timestamp}
 	}
 	return &kgo.Record{Topic: f.out.Topic, Key: f.out.Key, Value: f.out.Value, Headers: f.out.Headers, Timestamp: f.out.Timestamp}
 }

@@ -58,8 +58,9 @@ type Gate struct {
 	instances []redis.UniversalClient
 	log       *slog.Logger
 	writer    string
-	gens      int           // generations built
-	reload    time.Duration // how often the rules file is read again
+	gens      int               // generations built
+	reload    time.Duration     // how often the rules file is read again
+	topics    *route.TopicWatch // the rules' own topics, shared by the routers and the consumer
 }
 
 // RuleLimits is one rule's limiters and where their keys are in Redis.
@@ -141,10 +142,12 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	if set != nil {
 		// Every part that counts, one generation per rule set (rules.go).
 		g.cfg, g.instances, g.log, g.writer = cfg, instances, log, o.Writer
+		g.topics = route.NewTopicWatch(cfg.OverflowTopic)
 		gen, err := g.newGeneration(set)
 		if err != nil {
 			return nil, err
 		}
+		g.topics.Use(gen.topics)
 		g.gen.Store(gen)
 		g.Reg.MustRegister(genCollector{g})
 		g.Lim, g.Ticker, g.Router = gen.rules[0].Lims[0], gen.ticker, gen.router
@@ -167,6 +170,12 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		return nil, err
 	}
 	ccfg.ClientOpts = append(ccfg.ClientOpts, o.ClientOpts...)
+	if set != nil {
+		// A rule's own topic is one of the gate's: checked at start with the others, and
+		// watched while the gate runs (consume's ruletopics.go).
+		ccfg.OutputTopics = append(ccfg.OutputTopics, g.gen.Load().topics...)
+		ccfg.RuleTopics = g.topics
+	}
 	var r consume.Router = g.Router
 	if set != nil {
 		r = switchRouter{g} // the current generation's router, record by record

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ type generation struct {
 	ticker    *gatesync.Ticker
 	overrides []*overrides.Refresher // one per rule
 	router    *route.Router
+	topics    []string // the rules' own topics (action topic:NAME)
 }
 
 // ruleSet is the rule set the gate starts with: Options.Rules, else GATE_RULES_FILE's
@@ -52,7 +54,8 @@ func (g *Gate) ruleSet(cfg config.Config, o Options, log *slog.Logger) (*rules.S
 		return nil, nil
 	}
 	g.reload = cmp.Or(o.RulesReload, rules.DefaultReloadInterval)
-	r, err := rules.NewReloader(cfg.RulesFile, cfg.RulesOptions(), rules.ReloadOptions{Interval: g.reload, Clock: o.Clock, Log: log.With("component", "rules"), Reg: g.Reg})
+	r, err := rules.NewReloader(cfg.RulesFile, cfg.RulesOptions(), rules.ReloadOptions{Interval: g.reload, Clock: o.Clock, Log: log.With("component", "rules"), Reg: g.Reg,
+		Check: g.checkRuleTopics})
 	if err != nil {
 		return nil, config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
 	}
@@ -108,10 +111,32 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 		gen.overrides = append(gen.overrides, ref)
 		rrs = append(rrs, config.RouteRule(r, rl.Lims))
 	}
-	if gen.router, err = route.NewRules(cfg.RouteConfig(), rrs, gen.reg); err != nil {
+	rcfg := cfg.RouteConfig()
+	rcfg.RuleTopics = g.topics
+	if gen.router, err = route.NewRules(rcfg, rrs, gen.reg); err != nil {
 		return nil, fmt.Errorf("building the router: %w", err)
 	}
+	gen.topics = route.RuleTopics(rrs)
 	return gen, nil
+}
+
+// checkRuleTopics checks, before a reloaded rule set is put in use, that each of its
+// rules' topics exists and takes the gate's writes: a set naming one that does not is
+// refused as a bad file is (rules.ReloadOptions.Check).
+func (g *Gate) checkRuleTopics(set *rules.Set) error {
+	var topics []string
+	for _, r := range set.Rules {
+		if r.Action.Kind == rules.Topic && !slices.Contains(topics, r.Action.Topic) {
+			topics = append(topics, r.Action.Topic)
+		}
+	}
+	if len(topics) == 0 || g.Consumer == nil {
+		return nil
+	}
+	if err := g.Consumer.CheckTopics(context.Background(), topics); err != nil {
+		return fmt.Errorf("a rule's topic cannot take the gate's records: %w", err)
+	}
+	return nil
 }
 
 // describe is gen's rule names and their keys' prefixes, for the log.
@@ -196,6 +221,7 @@ func (g *Gate) RunTick(ctx context.Context) {
 		}
 		old, oldStop := g.gen.Load(), stop
 		stop = g.start(gen)
+		g.topics.Use(gen.topics)
 		g.gen.Store(gen)
 		names, prefixes := gen.describe()
 		g.log.Info("rules in use", "generation", gen.n, "file", set.Source, "rules", names, "key_prefixes", prefixes)

@@ -24,6 +24,13 @@ type ReloadOptions struct {
 	Clock    clock.Clock // nil: the wall clock
 	Log      *slog.Logger
 	Reg      prometheus.Registerer // nil: not registered
+	// Check, if set, is asked about every changed set that parses, before it is put in
+	// use: an error refuses it as a bad file is refused (the rules in use stay, the
+	// refusal logged once and counted), and the set is asked about again at the next
+	// read, so that it is taken once what failed is fixed. The gate checks that each
+	// rule's topic exists and takes its writes. Not asked about the set read at start,
+	// whose topics the gate's start-up check covers.
+	Check func(*Set) error
 }
 
 // Reloader keeps a rule set in step with its file (GATE_RULES_FILE). Current is safe for
@@ -31,6 +38,7 @@ type ReloadOptions struct {
 type Reloader struct {
 	path     string
 	opts     Options
+	check    func(*Set) error
 	interval time.Duration
 	clock    clock.Clock
 	log      *slog.Logger
@@ -51,7 +59,7 @@ type Reloader struct {
 // every problem in it) stops the gate at start.
 func NewReloader(path string, o Options, ro ReloadOptions) (*Reloader, error) {
 	r := &Reloader{
-		path: path, opts: o, interval: ro.Interval, clock: ro.Clock, log: ro.Log,
+		path: path, opts: o, interval: ro.Interval, clock: ro.Clock, log: ro.Log, check: ro.Check,
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_rules_loads_total",
 			Help: "Reads of GATE_RULES_FILE that found it changed, by result: ok (put in use) or error (unreadable or invalid: the last good rules stay in use)."}, []string{"result"}),
 		rules: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_rules", Help: "Rules in use."}),
@@ -150,6 +158,11 @@ func (r *Reloader) read(now time.Time) bool {
 	var s *Set
 	if err == nil {
 		s, err = Parse(r.path, raw, r.opts)
+	}
+	if err == nil && r.check != nil {
+		if cerr := r.check(s); cerr != nil {
+			err = fmt.Errorf("%w: %s: %w", ErrRules, r.path, cerr)
+		}
 	}
 	if err != nil {
 		r.good.Set(0)

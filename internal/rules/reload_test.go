@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -123,5 +124,50 @@ func TestNewReloaderRefuses(t *testing.T) {
 	}
 	if _, err := NewReloader(path, Options{}, ReloadOptions{}); err == nil || !strings.Contains(err.Error(), "bad.yaml:2:") {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+// A set the Check refuses (a rule's topic missing, as the gate checks) is refused as a bad
+// file is: the rules in use stay, the refusal is logged once and counted once, and the same
+// file is taken once the check passes, without another edit.
+func TestReloaderCheckRefuses(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(path, []byte(oneRule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	topicThere := false
+	check := func(s *Set) error {
+		for _, ru := range s.Rules {
+			if ru.Action.Kind == Topic && !topicThere {
+				return errors.New(`topic "merges" does not exist: create it (the gate does not)`)
+			}
+		}
+		return nil
+	}
+	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
+	var logs bytes.Buffer
+	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clk, Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTopic := oneRule + "  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"
+	if err := os.WriteFile(path, []byte(withTopic), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if r.CheckNow() || len(r.Current().Rules) != 1 {
+			t.Fatal("a set naming a missing topic was put in use")
+		}
+	}
+	if n := strings.Count(logs.String(), `topic \"merges\" does not exist`); n != 1 {
+		t.Errorf("refusal logged %d times, want once:\n%s", n, logs.String())
+	}
+	if got := testutil.ToFloat64(r.loads.WithLabelValues("error")); got != 1 {
+		t.Errorf("refusals counted %v, want 1", got)
+	}
+	topicThere = true
+	if !r.CheckNow() || len(r.Current().Rules) != 2 {
+		t.Error("the set was not taken once its topic exists")
 	}
 }

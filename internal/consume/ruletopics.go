@@ -1,0 +1,135 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/route"
+)
+
+// Rule topics: a rule's own topic (action topic:NAME) is one of the gate's output topics,
+// checked at start with the others (preflight), before a reload puts a rule set in use
+// (CheckTopics), and every outputCheckEvery while the gate runs. Unlike the accepted,
+// overflow and dead-letter topics, one rule topic serves only the records one rule
+// diverts: when it is missing or closed to the gate, waiting for it would hold up every
+// team behind those records. So the topic is marked missing in Config.RuleTopics (the
+// router then sends its records to the overflow topic, with the gate-rule-topic-missing
+// header), the gate is not ready with the topic named, and every record goes on being
+// routed. A record already produced to it and failed is produced again to overflow. The
+// check that finds the topic writable again clears both.
+
+// problemRuleTopics prefixes the problems key of a missing rule topic.
+const problemRuleTopics = "ruletopics/"
+
+// topicClosed reports a produce error that says the topic is missing or closed to the
+// gate's principal.
+func topicClosed(err error) bool {
+	for _, e := range []error{kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.TopicAuthorizationFailed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleTopicMissing marks topic missing and the gate not ready, saying why (once per
+// distinct reason).
+func (c *Consumer) ruleTopicMissing(ctx context.Context, topic, why string) {
+	c.cfg.RuleTopics.SetMissing(topic, true)
+	c.logProblem(ctx, problemRuleTopics+topic,
+		fmt.Sprintf("kafka: rule topic %q: %s; its rule's records go to the overflow topic (header %s) until the topic exists and the gate's principal may WRITE to it; every other record is routed as ever",
+			topic, why, route.HeaderRuleTopicMissing), "topic", topic)
+}
+
+// checkRuleTopics checks every rule topic in use: one found missing or closed is marked
+// so, one found writable again is marked back. Problems of topics no rule uses any more
+// are cleared.
+func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
+	w := c.cfg.RuleTopics
+	if w == nil {
+		return
+	}
+	topics := w.Topics()
+	inUse := func(k string) bool {
+		t, ok := strings.CutPrefix(k, problemRuleTopics)
+		return !ok || w.Watched(t)
+	}
+	if c.problems.clear(func(k string) bool { return !inUse(k) }) {
+		c.log.Info("kafka: a rule topic that was missing is no longer used by the rules in use")
+	}
+	if len(topics) == 0 {
+		return
+	}
+	found, err := c.topicProblems(ctx, cl, topics)
+	if err != nil {
+		c.log.Debug("kafka: could not check the rule topics", "err", err)
+		return
+	}
+	for _, t := range topics {
+		if p := found[t]; p != "" {
+			c.ruleTopicMissing(ctx, t, strings.TrimPrefix(p, fmt.Sprintf("topic %q", t)+": "))
+			continue
+		}
+		back := w.SetMissing(t, false)
+		if c.problems.clear(func(k string) bool { return k == problemRuleTopics+t }) || back {
+			c.log.Info("kafka: rule topic takes writes again; its rule's records go to it again", "topic", t)
+		}
+	}
+}
+
+// CheckTopics checks that each of topics exists and that the gate may write to it, as
+// preflight checks the gate's own topics: a rules reload naming a topic that fails is
+// refused (internal/gate). The error names every topic that fails, and what to do.
+func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	cl := c.live.Load()
+	if cl == nil {
+		cl = c.cl
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	found, err := c.topicProblems(ctx, cl, topics)
+	if err != nil {
+		return fmt.Errorf("checking the rule topics %s: %w", strings.Join(topics, ", "), err)
+	}
+	var errs []error
+	for _, t := range topics {
+		if p := found[t]; p != "" {
+			errs = append(errs, errors.New(p))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// topicProblems asks the cluster about topics (to be written): what keeps the gate from
+// writing each, by topic; none for a topic it may write.
+func (c *Consumer) topicProblems(ctx context.Context, cl *kgo.Client, topics []string) (map[string]string, error) {
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.AllowAutoTopicCreation = false
+	meta.IncludeTopicAuthorizedOperations = true
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		meta.Topics = append(meta.Topics, rt)
+	}
+	resp, err := meta.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	found := map[string]string{}
+	for _, t := range topics {
+		if p := topicProblem(resp, t, opWrite); p != "" {
+			found[t] = p
+		}
+	}
+	return found, nil
+}

@@ -1,0 +1,68 @@
+package route
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
+)
+
+// While a rule's topic is marked missing, its records go to the overflow topic naming
+// the topic they were for, and every other record is routed as ever; once the topic is
+// back they go to it again.
+func TestRuleTopicMissingGoesToOverflow(t *testing.T) {
+	w := NewTopicWatch(topicOverflow)
+	f := newRuleFixture(t, Config{RuleTopics: w},
+		ruleSpec{Rule{Name: "merges", Key: mustKey(t, "json:team_id"), Action: ActionTopic, Topic: "events_merges",
+			Match: []RuleMatch{{Field: mustKey(t, "json:event"), Values: []string{"$identify"}}}},
+			[]limit.Config{{Window: time.Minute, Threshold: 1}}},
+		ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow},
+			[]limit.Config{{Window: time.Minute, Threshold: 1000}}},
+	)
+	w.Use(RuleTopics([]Rule{f.r.rules[0].Rule, f.r.rules[1].Rule}))
+	if got := w.Topics(); !slices.Equal(got, []string{"events_merges"}) {
+		t.Fatalf("watched %v", got)
+	}
+	f.r.Route(f.clk.Now(), event("t1", "u", "$identify"), nil) // reaches the threshold of 1
+	if out, _ := f.r.Route(f.clk.Now(), event("t1", "u", "$identify"), nil); out.Topic != "events_merges" {
+		t.Fatalf("over the merges rule with its topic there: to %s", out.Topic)
+	}
+	if !w.SetMissing("events_merges", true) || w.SetMissing("events_merges", true) || !w.Missing("events_merges") {
+		t.Fatal("SetMissing does not report the change once")
+	}
+	if w.SetMissing("not_a_rule_topic", true) {
+		t.Error("a topic no rule uses was marked")
+	}
+	out, o := f.r.Route(f.clk.Now(), event("t1", "u", "$identify"), nil)
+	if out.Topic != topicOverflow || o.Route != Overflow || o.Rule != "merges" || o.Reason != ReasonRateLimited {
+		t.Errorf("over the merges rule with its topic missing: %s %s %s rule %q, want %s", out.Topic, o.Route, o.Reason, o.Rule, topicOverflow)
+	}
+	if got := headerValues(out, HeaderRuleTopicMissing); !slices.Equal(got, []string{"events_merges"}) {
+		t.Errorf("%s: %v", HeaderRuleTopicMissing, got)
+	}
+	if got := headerValues(out, HeaderOverflowRule); !slices.Equal(got, []string{"merges"}) {
+		t.Errorf("%s: %v", HeaderOverflowRule, got)
+	}
+	// Another team, and the same team's other events, are routed as ever.
+	for _, rec := range []*kgo.Record{event("t2", "u", "$pageview"), event("t1", "u", "$pageview")} {
+		if out, _ := f.r.Route(f.clk.Now(), rec, nil); out.Topic != topicAccepted {
+			t.Errorf("%s to %s, want accepted", rec.Value, out.Topic)
+		}
+	}
+	if n := testutil.ToFloat64(f.r.ruleTopic[0][2]); n != 1 {
+		t.Errorf("gate_rule_topic_records_total{merges, topic_missing} = %v, want 1", n)
+	}
+	w.SetMissing("events_merges", false)
+	if out, _ := f.r.Route(f.clk.Now(), event("t1", "u", "$identify"), nil); out.Topic != "events_merges" || len(headerValues(out, HeaderRuleTopicMissing)) != 0 {
+		t.Errorf("topic back: to %s, headers %v", out.Topic, out.Headers)
+	}
+	// A rule set without the topic: the watch forgets it.
+	w.Use(nil)
+	if w.Watched("events_merges") || w.Missing("events_merges") {
+		t.Error("a topic no longer used is still watched")
+	}
+}
