@@ -380,3 +380,24 @@ func TestRulesReplayCountsNothing(t *testing.T) {
 		t.Errorf("a record routed once: user %v, team %v", u, tm)
 	}
 }
+
+// A value that is not JSON reads the same in its dead letter whichever rule found it: it
+// is the value's fault, no rule's. (The rules path once wrote "rule user: value is not
+// valid JSON" for a value cut short and a bare "value is not valid JSON" for one that
+// is not JSON from its first byte.) A rule's own field fault names the rule.
+func TestRulesNotJSONDetailOneForm(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 100}}},
+		ruleSpec{Rule{Name: "user", Key: mustKey(t, "json:team_id+distinct_id"), Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 100}}},
+	)
+	for _, v := range []string{`{"team_id":"t1",`, `{"team_id":"t1","x":}`, `not json`} {
+		out, o := f.r.Route(f.clk.Now(), input(v, ""), nil)
+		if d := headerValues(out, HeaderErrorDetail); o.Reason != ReasonNotJSON || len(d) != 1 || d[0] != "value is not valid JSON" {
+			t.Errorf("%s: %s, detail %q, want not_json and %q", v, o.Reason, d, "value is not valid JSON")
+		}
+	}
+	out, _ := f.r.Route(f.clk.Now(), input(`{"team_id":"t1"}`, ""), nil)
+	if d := headerValues(out, HeaderErrorDetail); len(d) != 1 || d[0] != `rule user: json field "distinct_id" not found or null` {
+		t.Errorf("a rule's field missing: detail %q", d)
+	}
+}
