@@ -42,6 +42,8 @@ func TestRuleTopic(t *testing.T) {
 	}
 	vars := s.vars()
 	vars["GATE_RULES_FILE"] = rules
+	delete(vars, "GATE_WINDOW") // each rule says its own
+	delete(vars, "GATE_THRESHOLD")
 	gt := faulttest.StartGate(t, s.bin, "ruletopic", vars)
 	faulttest.WaitFor(t, time.Minute, "/readyz naming the missing rule topic", func() bool {
 		code, body := gt.Get(t, "/readyz")

@@ -1,7 +1,15 @@
 // Package route turns each raw record into exactly one output record: it reads the
 // record's team key (a JSON field of the value, a header or the record key, see KeyFrom),
 // asks the limiter whether the team is over its threshold, and builds the record to
-// produce on the accepted, overflow or dead-letter topic.
+// produce on the accepted, overflow or dead-letter topic (or a rule's own topic).
+//
+// There is one routing path (Router.RouteInto), for a gate with a rules file (NewRules)
+// and one without (New, NewMulti), which runs one implicit rule: GATE_KEY_FROM's key,
+// GATE_LIMITS' limits, GATE_FORCE_OVERFLOW's teams, the overflow action. That rule has no
+// name, so it adds no gate-overflow-rule header and no gate_rule_* series: a gate without
+// a rules file writes what it always wrote (TestGoldenFileless). A record's dead letter
+// names the rule whose field could not be read ("rule user: json field ... not found"),
+// never for a value that is not JSON, which is no rule's fault.
 //
 // Guarantees:
 //
