@@ -8,7 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +26,7 @@ import (
 // beside failed ticks is suspect), so that one slow tick does not stop make bench. A test
 // fails at once.
 type tickFailures struct {
-	mu gosync.Mutex
+	mu sync.Mutex
 	n  int
 }
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,7 +78,7 @@ func fleetRedis(b *testing.B, n int, baseline bool) fleetRedisRun {
 	}
 	gates := benchFleet(b, srv, clk, n, lc, baseline)
 	var (
-		mu    gosync.Mutex
+		mu    sync.Mutex
 		ticks []time.Duration
 		cmds  int
 	)
@@ -90,7 +90,7 @@ func fleetRedis(b *testing.B, n int, baseline bool) fleetRedisRun {
 		}
 		offerSecond(gates, clk.Now(), names, stream, s, recordsPerSec)
 		clk.Advance(time.Second)
-		var wg gosync.WaitGroup
+		var wg sync.WaitGroup
 		// As Run ticks: every gate writes, then every gate reads.
 		took := make([]time.Duration, len(gates))
 		for _, phase := range []func(*Ticker, context.Context) TickResult{(*Ticker).WritePhase, (*Ticker).ReadPhase} {
@@ -186,7 +186,7 @@ func adaptiveFleet(b *testing.B, n int, a *spike.Config, warm, measure int) (cpu
 		if s >= warm*60 {
 			before = redisCPU(b, gates[0].c)
 		}
-		var wg gosync.WaitGroup
+		var wg sync.WaitGroup
 		for gi := range gates {
 			wg.Go(func() {
 				fails.check(b, fmt.Sprintf("gate %d: tick", gi), gates[gi].tk.Tick(context.Background()))
@@ -238,7 +238,7 @@ func zipfStream(teams, n int) []int32 {
 // offerSecond has every gate check perSec records of second s at now, in parallel, each
 // reading the one stream from its own offset.
 func offerSecond(gates []fleetMember, now time.Time, names []string, stream []int32, s, perSec int) {
-	var wg gosync.WaitGroup
+	var wg sync.WaitGroup
 	for gi := range gates {
 		wg.Go(func() {
 			off := (gi*7919 + s*perSec) % len(stream)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	gosync "sync"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +48,7 @@ type PrimaryWatch struct {
 	clk      clock.Clock
 	switches prometheus.Counter
 
-	mu      gosync.Mutex
+	mu      sync.Mutex
 	primary string    // address of the last connection opened; "" before the first
 	since   time.Time // when the client first connected to primary
 }

@@ -5,7 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +18,7 @@ import (
 
 // logBuffer is a log destination safe for the tick's pipeline goroutines.
 type logBuffer struct {
-	mu  gosync.Mutex
+	mu  sync.Mutex
 	buf bytes.Buffer
 }
 

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	gosync "sync"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -535,7 +535,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 // send runs the given parts of every instance's plan, one pipeline per instance, in
 // parallel, and counts their commands and failed pipelines in res.
 func (t *Ticker) send(ctx context.Context, part int, res *TickResult) {
-	var wg gosync.WaitGroup
+	var wg sync.WaitGroup
 	for i := range t.plans {
 		if p := &t.plans[i]; p.has(part) {
 			wg.Go(func() { t.execute(ctx, i, p, part) })
@@ -848,7 +848,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 		t.queueReads(ctx, p, pipes)
 	}
 	errs := make([]error, len(pipes))
-	var wg gosync.WaitGroup
+	var wg sync.WaitGroup
 	p.sent, p.sendErr = 0, nil
 	for j, pipe := range pipes {
 		if n := pipe.Len(); n > 0 {
