@@ -6,7 +6,7 @@
 #   once share the cores and time each other (a tick missed its deadline that way).
 # - A part that fails does not stop the others: what was measured still reaches the
 #   report, and the run ends failed, naming the part. A tick that misses its deadline
-#   on a slow machine is not a failure: the sync benchmarks count it (failed-ticks,
+#   on a slow machine is not a failure: the tick benchmarks count it (failed-ticks,
 #   summed into bench_failed_ticks).
 # - Each part says how long it took; the list of them, with the total, ends the output.
 #
@@ -16,7 +16,7 @@ GO=${GO:-go}
 BENCHTIME=${BENCHTIME:-1s}
 cd "$(dirname "$0")/.."
 
-# Benchmarks of the sync package that run once each (-benchtime 1x), in parts of their own.
+# Benchmarks of the tick package that run once each (-benchtime 1x), in parts of their own.
 SYNC_ONCE='^Benchmark(Fidelity|CatchUp|FleetRedis|MillionTeams|DivertSwitches|AdaptiveCost|AdaptiveFleetCost)$'
 
 parts=()
@@ -42,13 +42,13 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- 
 
 memory() { "$GO" test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'; }
 part memory-per-team memory
-part limit-sync-route "$GO" test -p 1 -run '^$' -bench . -skip "$SYNC_ONCE" -benchmem -benchtime "$BENCHTIME" -count=1 -timeout 20m ./internal/limit/ ./internal/sync/ ./internal/route/
+part limit-sync-route "$GO" test -p 1 -run '^$' -bench . -skip "$SYNC_ONCE" -benchmem -benchtime "$BENCHTIME" -count=1 -timeout 20m ./internal/limit/ ./internal/tick/ ./internal/route/
 # The simulations whose figures are counts and Redis's own CPU time, never a duration
 # (fake clocks): each in a process of its own, all at once, their output kept in order.
 # One after another they took 20 minutes on a 2-core VM, most of it five 2-to-4-minute
 # fleet runs that each keep one core busy.
 concurrent_sync() {
-	"$GO" test -c -o bench/sync.test ./internal/sync/ || return
+	"$GO" test -c -o bench/tick.test ./internal/tick/ || return
 	local benches=(
 		'^BenchmarkAdaptiveCost$' # its three variants in lockstep, in one process
 		'^BenchmarkAdaptiveFleetCost$/^static$' '^BenchmarkAdaptiveFleetCost$/^learned$'
@@ -57,7 +57,7 @@ concurrent_sync() {
 	local dir pids=() rc=0 i
 	dir=$(mktemp -d)
 	for i in "${!benches[@]}"; do
-		(cd internal/sync && ../../bench/sync.test -test.run '^$' -test.bench "${benches[$i]}" -test.benchtime 1x -test.timeout 40m) >"$dir/$i.txt" 2>&1 &
+		(cd internal/tick && ../../bench/tick.test -test.run '^$' -test.bench "${benches[$i]}" -test.benchtime 1x -test.timeout 40m) >"$dir/$i.txt" 2>&1 &
 		pids+=($!)
 	done
 	for i in "${!pids[@]}"; do
@@ -69,7 +69,7 @@ concurrent_sync() {
 }
 part sync-concurrent concurrent_sync
 # Those that time something (ticks at a fleet's and at a million teams' scale): alone.
-part sync-timed "$GO" test -run '^$' -bench '^Benchmark(FleetRedis|MillionTeams)$' -benchtime 1x -count=1 -timeout 40m ./internal/sync/
+part sync-timed "$GO" test -run '^$' -bench '^Benchmark(FleetRedis|MillionTeams)$' -benchtime 1x -count=1 -timeout 40m ./internal/tick/
 part fleet-processes "$GO" test -run '^$' -bench '^BenchmarkFleetProcessWindow$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/
 part spike-trace "$GO" test -run '^$' -bench '^BenchmarkSpikeTrace$' -benchtime 1x -count=1 -timeout 10m ./internal/spike/ -args -spike-chart="$PWD/bench/spike.svg"
 

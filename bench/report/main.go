@@ -261,7 +261,7 @@ func worstRatio(s Samples, a, b, unit string, higher bool) (float64, bool) {
 	return worst, ok
 }
 
-// failedTicks sums every benchmark's failed-ticks figure (see the sync benchmarks'
+// failedTicks sums every benchmark's failed-ticks figure (see the tick benchmarks'
 // tickFailures); ok is false when no benchmark reported one.
 func failedTicks(s Samples) (float64, bool) {
 	sum, ok := 0.0, false
@@ -730,7 +730,7 @@ var rows = []row{
 	{"bytes_per_entity", ptr(atMost(150)), "heap per cached team at 300k teams"},
 	{"bytes_per_entity_16b_teams", nil, "the same, teams of 16 bytes (a composite key), beyond the 11 an entry holds: in its table's arena"},
 	{"bytes_per_entity_36b_teams", nil, "the same, teams of 36 bytes (a UUID's length)"},
-	{"bench_failed_ticks", ptr(atMost(0)), "ticks the sync benchmarks saw fail (a read or write past its timeout: the machine too slow or too loaded for them), counted rather than stopping the run; a figure measured beside failed ticks is suspect"},
+	{"bench_failed_ticks", ptr(atMost(0)), "ticks the tick benchmarks saw fail (a read or write past its timeout: the machine too slow or too loaded for them), counted rather than stopping the run; a figure measured beside failed ticks is suspect"},
 }
 
 func ptr(g goal) *goal { return &g }
@@ -836,7 +836,7 @@ func Markdown(res map[string]float64, m Machine) string {
 	}
 	sb.WriteString("\n## Speed\n\n")
 	sb.WriteString(table(rows, res, func(k string) bool { return !isFidelity(k) }))
-	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of sixteen runs, fifteen of them interleaved, each in a process of its own) and, for the ratios the goal reads, `BenchmarkCheckBesideMap` (the check and the maps in turns of a million lookups in the same sixteen processes: the median of their ratios), `sync_lua_*` from `BenchmarkSyncLua` (internal/sync: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone, the client bound to one CPU with GOMAXPROCS 1 as the chart runs the gate by default and the broker to another, as a real one is on other machines; a run's time includes joining the group and starting up; `e2e_shared_cores_*` from `BenchmarkEndToEndSharedCores`, the pass-through and the gate with both processes left to share every core), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
+	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of sixteen runs, fifteen of them interleaved, each in a process of its own) and, for the ratios the goal reads, `BenchmarkCheckBesideMap` (the check and the maps in turns of a million lookups in the same sixteen processes: the median of their ratios), `sync_lua_*` from `BenchmarkSyncLua` (internal/tick: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone, the client bound to one CPU with GOMAXPROCS 1 as the chart runs the gate by default and the broker to another, as a real one is on other machines; a run's time includes joining the group and starting up; `e2e_shared_cores_*` from `BenchmarkEndToEndSharedCores`, the pass-through and the gate with both processes left to share every core), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
 	sb.WriteString("`hotpath_vs_sync_lua_speedup` compares like with like: one caller each, the check's serial ns/op turned into checks/s, divided by the Lua limiter's checks/s.\n")
 	sb.WriteString(fidelity(res))
 	var missed []string
@@ -860,7 +860,7 @@ func fidelity(res map[string]float64) string {
 		sb.WriteString("Not measured in this run (`BenchmarkFidelity` missing from the input).\n")
 		return sb.String()
 	}
-	sb.WriteString("From `BenchmarkFidelity` (internal/sync, `-benchtime 1x`): a simulation on a fake clock, several limiter instances, each with its own tick, sharing one real redis-server; window 10 s, tick = window / 60, sync interval = window / 4, threshold 600 records per window, each team's records spread evenly over each tick and round robin over the instances, three teams at 0.3, 0.6 and 0.78 × their limit alongside the hot one. ")
+	sb.WriteString("From `BenchmarkFidelity` (internal/tick, `-benchtime 1x`): a simulation on a fake clock, several limiter instances, each with its own tick, sharing one real redis-server; window 10 s, tick = window / 60, sync interval = window / 4, threshold 600 records per window, each team's records spread evenly over each tick and round robin over the instances, three teams at 0.3, 0.6 and 0.78 × their limit alongside the hot one. ")
 	sb.WriteString("Baselines, same scenarios, same run: `reference` is our limiter with the reference design's cadence (`HotEveryTick` off, `PendingReadShare` −1); `local` is each instance on its own (our limiter syncing with a Redis of its own, so it enforces the whole limit on what it alone sees); `lua` is the exact synchronous sliding-log limiter, one EVALSHA per record on the shared Redis, the fake clock's time as now (in divert mode every record enters the log, as the limiter counts every record). ")
 	sb.WriteString("Detection is measured from the first record offered with the exact sliding-window count already at the threshold, to the end of the first tick in which ≥ 90% of the team's records since then were diverted, so the exact limiter scores the rest of its crossing tick (< 1). When a limiter never gets there, the figure is the ticks from the crossing to the end of the run (240 ticks after the step): a lower bound.\n\n")
 	sb.WriteString("![Admitted per window over threshold, cap mode, 4 instances, one team at 2x its limit: the gate beside the baselines](fidelity.svg)\n\n")

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/capturegate/gate/internal/config"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // docFiles are the texts a user reads for figures and formulas: where the same figure is
@@ -95,14 +95,14 @@ func TestDocsStateKeyLifetimes(t *testing.T) {
 	for _, s := range docSentences(t) {
 		for _, m := range margin.FindAllStringSubmatch(s.text, -1) {
 			nm++
-			if m[1] != strconv.Itoa(int(gatesync.KeyTTLMargin.Seconds())) {
-				t.Errorf("%s: %q: counters get %v beyond 2 × the window", s.where, m[0], gatesync.KeyTTLMargin)
+			if m[1] != strconv.Itoa(int(tick.KeyTTLMargin.Seconds())) {
+				t.Errorf("%s: %q: counters get %v beyond 2 × the window", s.where, m[0], tick.KeyTTLMargin)
 			}
 		}
 		for _, m := range profile.FindAllStringSubmatch(s.text, -1) {
 			np++
-			if m[1] != strconv.Itoa(int(gatesync.ProfileTTL.Hours()/24)) {
-				t.Errorf("%s: %q: profiles live %v after their last fold", s.where, m[0], gatesync.ProfileTTL)
+			if m[1] != strconv.Itoa(int(tick.ProfileTTL.Hours()/24)) {
+				t.Errorf("%s: %q: profiles live %v after their last fold", s.where, m[0], tick.ProfileTTL)
 			}
 		}
 	}

@@ -60,7 +60,7 @@ import (
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 const (
@@ -293,7 +293,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 // settings the limiter and the tick actually use (with their defaults filled in), not
 // what was asked for, and Redis URLs without passwords. Durations are strings: slog's
 // JSON would print nanoseconds.
-func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *gatesync.Ticker, addr string) {
+func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick.Ticker, addr string) {
 	lc, tc := lim.Config(), t.Config()
 	log.Info("gate started", append(buildinfo.Get().LogAttrs(),
 		"http_addr", addr,
@@ -518,7 +518,7 @@ func (r *readiness) markUp(i, attempt int) {
 	r.log.Info("ready: every redis instance has answered")
 }
 
-// writerName is this process's writer name in Redis (sync.Config.Writer): its host name,
+// writerName is this process's writer name in Redis (tick.Config.Writer): its host name,
 // process id, start time and 32 random bits, readable to an operator looking at the
 // sequence keys. Two processes that write under one name lose counts: the lane's sequence
 // says each one's batches were the other's, already applied. Host name and start time

@@ -20,7 +20,7 @@ import (
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/rules"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 const overridesUsage = `Usage: gate overrides [-rule RULE] list | set TEAM LIMIT | delete TEAM
@@ -93,7 +93,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	// The overrides hash lives where the gates read it: the first instance in standalone
 	// mode, its slot's node in cluster mode, the primary in sentinel mode.
-	if gatesync.Mode(cfg.RedisMode) == gatesync.ModeStandalone {
+	if tick.Mode(cfg.RedisMode) == tick.ModeStandalone {
 		cfg.RedisURLs = cfg.RedisURLs[:1]
 	}
 	clients, err := cfg.DialRedis(ropts, config.Reload{Clock: clk})
@@ -193,20 +193,20 @@ func checkRule(cfg config.Config, rule string) error {
 	return &cli.UsageError{Msg: fmt.Sprintf("overrides: no rule %q in %s (it has %s)", rule, cfg.RulesFile, strings.Join(names, ", "))}
 }
 
-// warnNoFleet warns on w when no gate has run under prefix for gatesync.LiveTTL: its live
+// warnNoFleet warns on w when no gate has run under prefix for tick.LiveTTL: its live
 // key is missing. An override written under a prefix no gate reads changes nothing, and a
 // chart release's gates use the release's name, not the default prefix. It only warns:
 // an override may be set before the fleet starts, and gates older than the live key do
 // not set it.
 func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix string, w io.Writer) {
-	key := gatesync.LiveKeyFor(prefix)
+	key := tick.LiveKeyFor(prefix)
 	err := c.Get(ctx, key).Err()
 	switch {
 	case errors.Is(err, redis.Nil):
 		_, _ = fmt.Fprintf(w, "warning: no gate has run with GATE_REDIS_PREFIX=%q in the last %s (%s is not set): "+
 			"no gate reads these overrides. Gates deployed by the Helm chart use the release's name as their prefix; "+
 			"run this inside one of their pods (the chart's NOTES print the command) or set GATE_REDIS_PREFIX to theirs\n",
-			prefix, gatesync.LiveTTL, key)
+			prefix, tick.LiveTTL, key)
 	case err != nil:
 		_, _ = fmt.Fprintf(w, "note: could not tell whether any gate runs with GATE_REDIS_PREFIX=%q (GET %s: %v)\n", prefix, key, err)
 	}

@@ -3,7 +3,7 @@ package config
 import (
 	"time"
 
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // envPrefix starts every variable the gate reads: GATE_WINDOW, GATE_THRESHOLD, ...
@@ -24,7 +24,7 @@ const envPrefix = "GATE"
 type Config struct {
 	Kafka   // Kafka and routing (internal/consume, internal/route)
 	Limiter // the limiter (internal/limit) and the live overrides (internal/overrides)
-	Redis   // the tick (internal/sync) and Redis
+	Redis   // the tick (internal/tick) and Redis
 	Process // the process
 }
 
@@ -34,9 +34,9 @@ const HTTPShutdownTimeout = 5 * time.Second
 
 // ShutdownBound is the longest a shutdown can take, whatever hangs: the consumer's drain
 // (GATE_SHUTDOWN_TIMEOUT), its final commit and its leave (GATE_REVOKE_TIMEOUT each), the
-// tick's final flush (sync.DefaultFlushTimeout) and the HTTP server's close. The gate logs
+// tick's final flush (tick.DefaultFlushTimeout) and the HTTP server's close. The gate logs
 // it at start (shutdown_bound); the chart's terminationGracePeriodSeconds (TestGracePeriod)
 // and docker-compose's stop_grace_period (TestComposeStopGracePeriod) are held to it.
 func (c Config) ShutdownBound() time.Duration {
-	return c.ShutdownTimeout + 2*c.RevokeTimeout + gatesync.DefaultFlushTimeout + HTTPShutdownTimeout
+	return c.ShutdownTimeout + 2*c.RevokeTimeout + tick.DefaultFlushTimeout + HTTPShutdownTimeout
 }

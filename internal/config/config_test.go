@@ -23,7 +23,7 @@ import (
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/spike"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // getenvFrom is the injected environment of a test: a map, so tests run in parallel
@@ -157,8 +157,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	// The library defaults agree with ours, so the README's defaults are the real ones.
 	if want.Window != limit.DefaultWindow || want.Threshold != limit.DefaultThreshold ||
 		want.SyncInterval != limit.DefaultSyncInterval || want.CacheCapacity != limit.DefaultCapacity ||
-		want.TickInterval != gatesync.DefaultTickInterval || want.KeysPerTick != gatesync.DefaultKeysPerTick ||
-		want.RedisReadTimeout != gatesync.DefaultReadTimeout || want.RedisDialTimeout != gatesync.DefaultDialTimeout ||
+		want.TickInterval != tick.DefaultTickInterval || want.KeysPerTick != tick.DefaultKeysPerTick ||
+		want.RedisReadTimeout != tick.DefaultReadTimeout || want.RedisDialTimeout != tick.DefaultDialTimeout ||
 		want.OverridesRefresh != overrides.DefaultInterval || want.OverridesMaxEntries != overrides.DefaultMaxEntries {
 		t.Errorf("a default here differs from the library's")
 	}
@@ -685,12 +685,12 @@ func TestConfigMapsThroughLibraries(t *testing.T) {
 		lc.Capacity != 1000 || lc.TTL != 5*time.Minute || lc.IdleTimeout != 2*time.Minute {
 		t.Errorf("limit config %+v", lc)
 	}
-	// A client that never connects: gatesync.New only checks its configuration.
+	// A client that never connects: tick.New only checks its configuration.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = client.Close() })
-	tk, err := gatesync.New(lim, []redis.UniversalClient{client}, c.SyncConfig(), nil, nil)
+	tk, err := tick.New(lim, []redis.UniversalClient{client}, c.SyncConfig(), nil, nil)
 	if err != nil {
-		t.Fatalf("gatesync.New: %v", err)
+		t.Fatalf("tick.New: %v", err)
 	}
 	tc := tk.Config()
 	if tc.TickInterval != 500*time.Millisecond || tc.KeyPrefix != "test" || tc.KeyTTL != 90*time.Second ||
@@ -826,8 +826,8 @@ func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
 			continue
 		}
 		client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-		if _, err := gatesync.New(lim, []redis.UniversalClient{client}, c.SyncConfig(), nil, nil); err != nil {
-			t.Errorf("%v: gatesync.New: %v", env, err)
+		if _, err := tick.New(lim, []redis.UniversalClient{client}, c.SyncConfig(), nil, nil); err != nil {
+			t.Errorf("%v: tick.New: %v", env, err)
 		}
 		if _, err := overrides.New(c.OverridesConfig(), lim, client, nil, nil); err != nil {
 			t.Errorf("%v: overrides.New: %v", env, err)
@@ -888,7 +888,7 @@ func TestRedisModeClients(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.env, err)
 		}
-		cs, err := c.DialRedis(gatesync.RedisOptions{}, Reload{})
+		cs, err := c.DialRedis(tick.RedisOptions{}, Reload{})
 		if err != nil {
 			t.Fatalf("%v: %v", tc.env, err)
 		}
@@ -898,7 +898,7 @@ func TestRedisModeClients(t *testing.T) {
 		if l := c.RedisLabels(); len(l) != tc.n || l[0] != tc.label {
 			t.Errorf("%v: labels %q", tc.env, l)
 		}
-		if got, want := c.SyncConfig().Mode, gatesync.Mode(c.RedisMode); got != want {
+		if got, want := c.SyncConfig().Mode, tick.Mode(c.RedisMode); got != want {
 			t.Errorf("SyncConfig().Mode = %q, want %q", got, want)
 		}
 		for _, x := range cs {

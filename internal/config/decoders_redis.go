@@ -5,19 +5,19 @@ import (
 	"net/url"
 	"strings"
 
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // redisMode is GATE_REDIS_MODE.
 type redisMode string
 
 func (redisMode) want() string {
-	return fmt.Sprintf("%s, %s or %s", gatesync.ModeStandalone, gatesync.ModeCluster, gatesync.ModeSentinel)
+	return fmt.Sprintf("%s, %s or %s", tick.ModeStandalone, tick.ModeCluster, tick.ModeSentinel)
 }
 
-// Decode takes the names gatesync.ParseMode reads, in any case.
+// Decode takes the names tick.ParseMode reads, in any case.
 func (m *redisMode) Decode(text string) error {
-	v, err := gatesync.ParseMode(strings.ToLower(text))
+	v, err := tick.ParseMode(strings.ToLower(text))
 	if err != nil {
 		return fmt.Errorf("unknown mode %q", text)
 	}
@@ -25,7 +25,7 @@ func (m *redisMode) Decode(text string) error {
 	return nil
 }
 
-func (m redisMode) value() gatesync.Mode { return gatesync.Mode(m) }
+func (m redisMode) value() tick.Mode { return tick.Mode(m) }
 
 // sentinelAddrs is GATE_REDIS_SENTINEL_ADDRS: host:port entries, checked like brokers.
 type sentinelAddrs []string
@@ -74,7 +74,7 @@ func (u *redisURLs) Decode(text string) error {
 		if s == "" {
 			return fmt.Errorf("entry %d is empty", i+1)
 		}
-		opt, err := gatesync.ParseURL(s)
+		opt, err := tick.ParseURL(s)
 		if err != nil {
 			return err // names the URL with its password redacted
 		}

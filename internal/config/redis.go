@@ -11,13 +11,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 	"github.com/capturegate/gate/internal/tlsreload"
 )
 
 // Redis is Config's variables for the tick and Redis.
 type Redis struct {
-	// The tick (internal/sync) and Redis.
+	// The tick (internal/tick) and Redis.
 	TickInterval        time.Duration  `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); ticks fall on the wall clock's multiples of it, the same instants on every gate, writes at the boundary and reads a quarter of it later, so every gate with this interval and a clock within that quarter of the others reads the whole fleet's writes; shorter lets the fleet react sooner, longer batches more work into each round trip."`
 	RedisMode           redisMode      `envconfig:"REDIS_MODE" default:"standalone" desc:"Redis topology: standalone (independent instances listed in GATE_REDIS_URLS, teams spread by a stable hash), cluster (a Redis Cluster whose seed nodes are GATE_REDIS_URLS, database 0 only, keys hash-tagged by one of 256 shards) or sentinel (the primary that GATE_REDIS_SENTINEL_ADDRS know as GATE_REDIS_SENTINEL_MASTER, followed through failovers, with password, database and TLS from the one URL in GATE_REDIS_URLS) (default standalone); cluster scales past one instance, sentinel survives losing the primary."`
 	RedisSentinelMaster sentinelMaster `envconfig:"REDIS_SENTINEL_MASTER" default:"" desc:"With GATE_REDIS_MODE=sentinel, the name the sentinels know the primary by, as in their sentinel monitor line (default none)."`
@@ -51,9 +51,9 @@ func (c Config) KeyTTL() (ttl time.Duration, clamped bool) {
 }
 
 // SyncConfig maps Config to the tick's settings.
-func (c Config) SyncConfig() gatesync.Config {
+func (c Config) SyncConfig() tick.Config {
 	ttl, _ := c.KeyTTL()
-	return gatesync.Config{
+	return tick.Config{
 		TickInterval:     c.TickInterval,
 		Mode:             c.RedisMode.value(),
 		KeyPrefix:        c.RedisPrefix,
@@ -67,8 +67,8 @@ func (c Config) SyncConfig() gatesync.Config {
 
 // RedisOptions maps Config to the Redis connection settings. Its errors name the
 // variable at fault.
-func (c Redis) RedisOptions() (gatesync.RedisOptions, error) {
-	o := gatesync.RedisOptions{
+func (c Redis) RedisOptions() (tick.RedisOptions, error) {
+	o := tick.RedisOptions{
 		ReadTimeout:  c.RedisReadTimeout,
 		WriteTimeout: c.RedisWriteTimeout,
 		DialTimeout:  c.RedisDialTimeout,
@@ -91,24 +91,24 @@ func (c Redis) RedisOptions() (gatesync.RedisOptions, error) {
 // connection (to the sentinels too, in sentinel mode) presents the current client
 // certificate and checks the server against the current CAs and the URL's host name,
 // the files being read again when they change (see Reload).
-func (c Redis) DialRedis(o gatesync.RedisOptions, r Reload) ([]redis.UniversalClient, error) {
+func (c Redis) DialRedis(o tick.RedisOptions, r Reload) ([]redis.UniversalClient, error) {
 	var u []redis.UniversalClient
 	urls := c.dialURLs()
 	switch c.RedisMode.value() {
-	case gatesync.ModeCluster:
-		cc, err := gatesync.DialCluster(urls, o)
+	case tick.ModeCluster:
+		cc, err := tick.DialCluster(urls, o)
 		if err != nil {
 			return nil, err
 		}
 		u = []redis.UniversalClient{cc}
-	case gatesync.ModeSentinel:
-		fc, err := gatesync.DialSentinel(string(c.RedisSentinelMaster), c.RedisSentinelAddrs, urls[0], o)
+	case tick.ModeSentinel:
+		fc, err := tick.DialSentinel(string(c.RedisSentinelMaster), c.RedisSentinelAddrs, urls[0], o)
 		if err != nil {
 			return nil, err
 		}
 		u = []redis.UniversalClient{fc}
 	default:
-		cs, err := gatesync.Dial(urls, o)
+		cs, err := tick.Dial(urls, o)
 		if err != nil {
 			return nil, err
 		}
@@ -201,9 +201,9 @@ func (c Redis) RedisLabels() []string {
 		urls = append(urls, redactURL(u))
 	}
 	switch c.RedisMode.value() {
-	case gatesync.ModeCluster:
+	case tick.ModeCluster:
 		return []string{"cluster " + strings.Join(urls, ",")}
-	case gatesync.ModeSentinel:
+	case tick.ModeSentinel:
 		return []string{"sentinel master " + string(c.RedisSentinelMaster) + " via " + strings.Join(c.RedisSentinelAddrs, ",")}
 	}
 	return urls
@@ -228,7 +228,7 @@ func (c Redis) validate(bad report) {
 	if c.RedisKeyTTL < 0 {
 		bad("REDIS_KEY_TTL", "0 (meaning 2 x GATE_WINDOW) or a positive duration such as 120s")
 	}
-	if c.RedisMode.value() == gatesync.ModeSentinel {
+	if c.RedisMode.value() == tick.ModeSentinel {
 		if c.RedisSentinelMaster == "" {
 			bad("REDIS_SENTINEL_MASTER", "the master name the sentinels monitor, such as mymaster, with GATE_REDIS_MODE=sentinel")
 		}
@@ -248,15 +248,15 @@ func (c Redis) validate(bad report) {
 			bad("REDIS_SENTINEL_ADDRS", "unset unless GATE_REDIS_MODE=sentinel")
 		}
 	}
-	if c.RedisMode.value() == gatesync.ModeCluster {
+	if c.RedisMode.value() == tick.ModeCluster {
 		for _, u := range c.RedisURLs {
-			if opt, err := gatesync.ParseURL(u); err == nil && opt.DB != 0 {
+			if opt, err := tick.ParseURL(u); err == nil && opt.DB != 0 {
 				bad("REDIS_URLS", "URLs of database 0 with GATE_REDIS_MODE=cluster: Redis Cluster has no other")
 				break
 			}
 		}
 	}
-	if gatesync.CheckKeyPrefix(c.RedisMode.value(), c.RedisPrefix) != nil {
+	if tick.CheckKeyPrefix(c.RedisMode.value(), c.RedisPrefix) != nil {
 		bad("REDIS_PREFIX", "a prefix without braces with GATE_REDIS_MODE=cluster: a brace would change the keys' hash tag")
 	}
 	bad.positive("REDIS_READ_TIMEOUT", c.RedisReadTimeout)

@@ -26,7 +26,7 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/redistest"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // hostile is a generated password with every character a URL gives a meaning to.
@@ -107,7 +107,7 @@ func TestRedisCredentialsInURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, u := range c.dialURLs() {
-		opt, err := gatesync.ParseURL(u)
+		opt, err := tick.ParseURL(u)
 		if err != nil {
 			t.Fatalf("URL %d: %v", i, err)
 		}
@@ -117,7 +117,7 @@ func TestRedisCredentialsInURLs(t *testing.T) {
 		}
 	}
 	c.RedisUsername = "gate"
-	if opt, _ := gatesync.ParseURL(c.dialURLs()[0]); opt.Username != "gate" {
+	if opt, _ := tick.ParseURL(c.dialURLs()[0]); opt.Username != "gate" {
 		t.Errorf("GATE_REDIS_USERNAME does not replace the URL's user: %q", opt.Username)
 	}
 	if s := fmt.Sprintf("%v %+v %s", c, c, strings.Join(c.RedisLabels(), " ")); strings.Contains(s, hostile) || strings.Contains(s, "g3n") {

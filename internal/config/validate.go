@@ -8,7 +8,7 @@ import (
 
 // Validate checks each value's range and the rules between values: every rule on the
 // configuration lives here, in validate and the validate methods of Config's parts it
-// calls. The libraries check again (limit.New, gatesync.New, ...), but they read a zero
+// calls. The libraries check again (limit.New, tick.New, ...), but they read a zero
 // as "the default", and their messages name struct fields; here a zero is rejected where
 // it would be silently replaced, and every message names the variable to fix. Where a
 // rule is a package's own (a topic name, the cluster key prefix, the event-age bound, the

@@ -22,7 +22,7 @@ import (
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/route"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 const (
@@ -147,7 +147,7 @@ func (e *gateEnv) start(t testing.TB, name string) *testGate {
 	if e.redis != nil {
 		cl := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
 		t.Cleanup(func() { _ = cl.Close() })
-		tk, err := gatesync.New(lim, []redis.UniversalClient{cl}, gatesync.Config{TickInterval: 50 * time.Millisecond}, reg, log)
+		tk, err := tick.New(lim, []redis.UniversalClient{cl}, tick.Config{TickInterval: 50 * time.Millisecond}, reg, log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/capturegate/gate/internal/redistest"
 )
 
-// BenchmarkFleetProcessWindow checks the fidelity simulation (internal/sync
+// BenchmarkFleetProcessWindow checks the fidelity simulation (internal/tick
 // BenchmarkFidelity) against real processes: four gate binaries in one group, the
 // in-process broker, one redis-server, cap mode, a 5 s window with a threshold of 500, and
 // one team offered 2 × that (200 records a second, spread over the input's partitions) for

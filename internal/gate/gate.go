@@ -27,7 +27,7 @@ import (
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // Gate is one gate: its limiter, the Redis clients and the tick that syncs it, the
@@ -38,7 +38,7 @@ type Gate struct {
 	Lim      *limit.Limiter
 	Extra    []*limit.Limiter // one per GATE_LIMITS entry
 	Clients  []redis.UniversalClient
-	Ticker   *gatesync.Ticker
+	Ticker   *tick.Ticker
 	Router   *route.Router
 	Consumer *consume.Consumer
 	// Overrides keeps the limiter's per-team thresholds in step with the live hash in
@@ -78,7 +78,7 @@ type Options struct {
 	WrapRouter func(consume.Router) consume.Router
 	// ClientOpts are added after the consumer's own Kafka client options.
 	ClientOpts []kgo.Opt
-	// Writer names this process in Redis (sync.Config.Writer); empty means a random name.
+	// Writer names this process in Redis (tick.Config.Writer); empty means a random name.
 	Writer string
 	// Clock paces the reads of the Kafka and Redis TLS files (config.Reload); the wall
 	// clock if nil.
@@ -133,9 +133,9 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		}
 	}()
 	instances := g.Clients
-	if fc, ok := g.Clients[0].(*redis.Client); ok && cfg.SyncConfig().Mode == gatesync.ModeSentinel {
+	if fc, ok := g.Clients[0].(*redis.Client); ok && cfg.SyncConfig().Mode == tick.ModeSentinel {
 		// A dial hook, no goroutine: it logs and counts every switch of primary.
-		if _, err = gatesync.WatchPrimary(fc, string(cfg.RedisSentinelMaster), g.Reg, log.With("component", "redis"), nil); err != nil {
+		if _, err = tick.WatchPrimary(fc, string(cfg.RedisSentinelMaster), g.Reg, log.With("component", "redis"), nil); err != nil {
 			return nil, err
 		}
 	}
@@ -154,11 +154,11 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	} else {
 		scfg := cfg.SyncConfig()
 		scfg.Writer = o.Writer
-		tlims := []gatesync.Limit{{Lim: g.Lim}}
+		tlims := []tick.Limit{{Lim: g.Lim}}
 		for i, l := range g.Extra {
-			tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: cfg.LimitKeyPrefix(i)})
+			tlims = append(tlims, tick.Limit{Lim: l, KeyPrefix: cfg.LimitKeyPrefix(i)})
 		}
-		if g.Ticker, err = gatesync.NewMulti(tlims, instances, scfg, g.Reg, log.With("component", "tick")); err != nil {
+		if g.Ticker, err = tick.NewMulti(tlims, instances, scfg, g.Reg, log.With("component", "tick")); err != nil {
 			return nil, fmt.Errorf("building the tick: %w", err)
 		}
 		if err := g.overridesAndRouter(cfg, instances[0], log); err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // A gate with rules (GATE_RULES_FILE, or Options.Rules) runs them as a generation: every
@@ -37,7 +37,7 @@ type generation struct {
 	set       *rules.Set
 	reg       *prometheus.Registry
 	rules     []RuleLimits
-	ticker    *gatesync.Ticker
+	ticker    *tick.Ticker
 	overrides []*overrides.Refresher // one per rule
 	router    *route.Router
 	topics    []string // the rules' own topics (action topic:NAME)
@@ -68,7 +68,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	g.gens++
 	gen := &generation{n: g.gens, set: set, reg: prometheus.NewRegistry()}
 	cfg := g.cfg
-	var tlims []gatesync.Limit
+	var tlims []tick.Limit
 	for _, r := range set.Rules {
 		rl := RuleLimits{Name: r.Name}
 		for i, lc := range cfg.RuleLimitConfigs(r) {
@@ -79,7 +79,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 			}
 			rl.Lims = append(rl.Lims, l)
 			rl.KeyPrefixes = append(rl.KeyPrefixes, cfg.RuleKeyPrefix(r.Name, i, lc.Window))
-			tlims = append(tlims, gatesync.Limit{Lim: l, KeyPrefix: rl.KeyPrefixes[i]})
+			tlims = append(tlims, tick.Limit{Lim: l, KeyPrefix: rl.KeyPrefixes[i]})
 		}
 		gen.rules = append(gen.rules, rl)
 	}
@@ -91,7 +91,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 		scfg.Writer += "-r" + strconv.Itoa(gen.n)
 	}
 	var err error
-	if gen.ticker, err = gatesync.NewMulti(tlims, g.instances, scfg, gen.reg, g.log.With("component", "tick")); err != nil {
+	if gen.ticker, err = tick.NewMulti(tlims, g.instances, scfg, gen.reg, g.log.With("component", "tick")); err != nil {
 		return nil, fmt.Errorf("building the tick: %w", err)
 	}
 	var rrs []route.Rule

@@ -40,7 +40,7 @@
 //     traffic only), so the check fails open, and the team is due
 //     again on the next sweep, and on every one after, until a read of it is applied.
 //
-// The package knows nothing of Kafka or Redis: internal/sync calls Sweep on every tick to
+// The package knows nothing of Kafka or Redis: internal/tick calls Sweep on every tick to
 // collect the counts to write and the teams due for a read, ApplyRead to apply what the
 // shared store answered, and ApplyLocal for a read it did not answer.
 package limit

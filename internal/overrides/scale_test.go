@@ -12,7 +12,7 @@ import (
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // fillHash writes n teams team-1 .. team-n, team-i's limit 1000 + i%5000, and the marker
@@ -51,11 +51,11 @@ return redis.call('HLEN', KEYS[1])`
 	}
 }
 
-// gateClient returns a client configured as the gate's (gatesync.Dial with the default
+// gateClient returns a client configured as the gate's (tick.Dial with the default
 // options): a 250 ms read timeout, context deadlines honoured, no retries.
 func gateClient(t *testing.T, srv *redistest.Server) redis.UniversalClient {
 	t.Helper()
-	cs, err := gatesync.Dial([]string{srv.URL()}, gatesync.RedisOptions{})
+	cs, err := tick.Dial([]string{srv.URL()}, tick.RedisOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

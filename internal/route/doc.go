@@ -50,7 +50,7 @@
 //     count in Cap mode).
 //
 // Team keys in Redis: the team key, byte for byte as routed (a composite one encoded), is
-// what the limiter counts, what internal/sync writes at {prefix}:{team}:{epoch} (at
+// what the limiter counts, what internal/tick writes at {prefix}:{team}:{epoch} (at
 // {prefix}:{<team>}:{epoch} in Redis Cluster, the team as hash tag with '%', '{' and '}'
 // percent-escaped; at {prefix}:w{seconds}:... for each further limit), and what
 // Config.ForceOverflow, GATE_OVERRIDES and the live overrides hash ({prefix}:overrides,

@@ -14,14 +14,14 @@ import (
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/route"
-	gatesync "github.com/capturegate/gate/internal/sync"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // ruleGate is one gate of a rules fleet: its rules' limiters, the tick that syncs them
 // (each rule's keys under its own prefix), and the router over them.
 type ruleGate struct {
 	r  *route.Router
-	tk *gatesync.Ticker
+	tk *tick.Ticker
 }
 
 const fidWindow = 10 * time.Second
@@ -30,14 +30,14 @@ const fidWindow = 10 * time.Second
 // quarter of a team's traffic, with a cap rule per user (600 a window) listed before a
 // cap rule per team (6,000). A runaway user offering 2 × its limit is admitted one
 // threshold a window fleet-wide, as one limit alone is (TestFleetCapAdmitsOneThresholdPerWindow
-// in internal/sync); and the team's other users, at 0.5 × the team's limit, are all
+// in internal/tick); and the team's other users, at 0.5 × the team's limit, are all
 // admitted, on every gate.
 func TestRulesFleetFidelity(t *testing.T) {
 	srv := redistest.Start(t)
 	epoch := time.Unix(1_800_000_000-1_800_000_000%60, 0)
 	clk := clock.NewFake(epoch)
 	const gates, userLimit, teamLimit = 4, 600, 6000
-	tick := fidWindow / 60
+	interval := fidWindow / 60
 	var fleet []ruleGate
 	for range gates {
 		lc := func(threshold int64) limit.Config {
@@ -58,8 +58,8 @@ func TestRulesFleetFidelity(t *testing.T) {
 		c := redis.NewClient(opt)
 		t.Cleanup(func() { _ = c.Close() })
 		// The fake clock paces the ticks; the deadline only has to outlast a loaded machine.
-		tk, err := gatesync.NewMulti([]gatesync.Limit{{Lim: user, KeyPrefix: "fid:rule:user"}, {Lim: team, KeyPrefix: "fid:rule:team"}},
-			[]redis.UniversalClient{c}, gatesync.Config{TickInterval: tick, TickTimeout: time.Minute, KeyPrefix: "fid"}, prometheus.NewRegistry(), nil)
+		tk, err := tick.NewMulti([]tick.Limit{{Lim: user, KeyPrefix: "fid:rule:user"}, {Lim: team, KeyPrefix: "fid:rule:team"}},
+			[]redis.UniversalClient{c}, tick.Config{TickInterval: interval, TickTimeout: time.Minute, KeyPrefix: "fid"}, prometheus.NewRegistry(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestRulesFleetFidelity(t *testing.T) {
 			perTick := 2 * userLimit / 60
 			othersPerTick := teamLimit / 2 / 60
 			for j := range perTick + othersPerTick {
-				at := now.Add(time.Duration(j) * tick / time.Duration(perTick+othersPerTick))
+				at := now.Add(time.Duration(j) * interval / time.Duration(perTick+othersPerTick))
 				g := fleet[j%gates]
 				v := runaway
 				if j >= perTick {
@@ -111,7 +111,7 @@ func TestRulesFleetFidelity(t *testing.T) {
 					}
 				}
 			}
-			now = now.Add(tick)
+			now = now.Add(interval)
 			clk.Set(now)
 			for _, g := range fleet {
 				if r := g.tk.Tick(context.Background()); r.Errors != 0 || r.FailedReads != 0 {

@@ -1,0 +1,150 @@
+package tick
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// documentedACL is the ACL SETUSER command of docs/operations.md for the user "gate"
+// (password gate-pw), for the tick: the overrides' commands aside.
+func documentedACL() []any {
+	return []any{"ACL", "SETUSER", "gate", "on", ">gate-pw", "resetkeys", "~gate:*", "resetchannels",
+		"-@all", "+eval", "+get", "+set", "+incrby", "+pexpire", "+mget", "+time", "+ping", "+hello"}
+}
+
+// TestTickNeedsOnlyTheDocumentedRedisCommands: a Redis ACL user limited to the commands
+// docs/operations.md lists for the tick ("What the gate needs from Redis") and to the
+// gate's keys writes, resends and reads: what a platform team that locks Redis down gives
+// the gate must be enough, and the list must stay true as the tick changes.
+func TestTickNeedsOnlyTheDocumentedRedisCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	if err := admin.Do(ctx, documentedACL()...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URLAs("gate", "gate-pw")}, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = clients[0].Close() })
+	clk := clock.NewFake(epochStart)
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{clients[0]}, Config{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := l.Epoch(clk.Now())
+	l.Check("team", 150)
+	for i := range 3 {
+		clk.Advance(time.Second)
+		if r := tk.Tick(ctx); r.Errors != 0 {
+			t.Fatalf("tick %d with the documented ACL = %+v", i, r)
+		}
+	}
+	if got := stored(t, admin, ModeStandalone, DefaultKeyPrefix, "team", ep); got != 150 {
+		t.Errorf("Redis holds %d, want 150", got)
+	}
+	if d := l.Check("team", 0); !d.Limited {
+		t.Errorf("team at 1.5 × its limit not limited after reads: %+v", d)
+	}
+	if err := clients[0].Ping(ctx).Err(); err != nil {
+		t.Errorf("PING (readiness) with the documented ACL: %v", err)
+	}
+}
+
+// TestRunWithTheDocumentedACL runs what the gate runs, Run (aligned ticks, the clock
+// check, the final flush), not Tick alone, as a user with the documented ACL: no Redis
+// error, and the clock offset measured. Without +time the clock check used to fail
+// silently, leaving gate_limiter_clock_offset_seconds unset and GateClockSkew unable to
+// fire; it now warns and counts the error.
+func TestRunWithTheDocumentedACL(t *testing.T) {
+	for _, withTime := range []bool{true, false} {
+		t.Run(fmt.Sprintf("time=%v", withTime), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			admin := srv.Client(t)
+			ctx := context.Background()
+			rules := documentedACL()
+			if !withTime {
+				rules = slices.DeleteFunc(rules, func(r any) bool { return r == "+time" })
+			}
+			if err := admin.Do(ctx, rules...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			clients, err := Dial([]string{srv.URLAs("gate", "gate-pw")}, RedisOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = clients[0].Close() })
+			reg := prometheus.NewRegistry()
+			l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, nil, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &logBuffer{}
+			tk, err := New(l, []redis.UniversalClient{clients[0]}, Config{TickInterval: 100 * time.Millisecond}, reg,
+				slog.New(slog.NewTextHandler(logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Run's ticks counted as their write phases start: by the third, two ticks and
+			// their clock checks are done.
+			var ticks atomic.Int32
+			tk.onPhase = func(part int, _ time.Time, ended bool) {
+				if part == partWrites && !ended {
+					ticks.Add(1)
+				}
+			}
+			ep := l.Epoch(time.Now())
+			l.Check("team", 150)
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); tk.Run(rctx) }()
+			// Written by a tick, and the clock checked after it.
+			deadline := time.Now().Add(30 * time.Second)
+			for stored(t, admin, ModeStandalone, DefaultKeyPrefix, "team", ep) != 150 || ticks.Load() < 3 {
+				if time.Now().After(deadline) {
+					t.Fatalf("count not written within 30 s; log:\n%s", logs.buf.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			cancel()
+			<-done
+			var errs float64 // Redis errors counted, every cause
+			for c := range numCauses {
+				errs += testutil.ToFloat64(tk.m.errors.WithLabelValues(c.String(), "0"))
+			}
+			warned := len(logs.lines("clock check cannot run TIME")) > 0
+			if withTime {
+				if errs != 0 || warned {
+					t.Errorf("with the documented ACL: %v Redis errors counted, clock warning %v; log:\n%s", errs, warned, logs.buf.String())
+				}
+				// The live key, which gate overrides reads, names this gate.
+				if v, err := admin.Get(ctx, LiveKeyFor(DefaultKeyPrefix)).Result(); err != nil || v != tk.cfg.Writer {
+					t.Errorf("%s = %q (%v), want the writer %q", LiveKeyFor(DefaultKeyPrefix), v, err, tk.cfg.Writer)
+				}
+				return
+			}
+			if errs == 0 || !warned {
+				t.Errorf("without +time: %v Redis errors counted, clock warning %v, want both; log:\n%s", errs, warned, logs.buf.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,227 @@
+package tick
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// TestSplitTickReadsSeeTheWholeFleet: when every gate writes before any reads (Run's
+// aligned ticks), each gate's read holds every gate's counts of the tick. With whole ticks
+// one after another, the first gate to tick reads the second's counts a tick late.
+func TestSplitTickReadsSeeTheWholeFleet(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	run := func(t *testing.T, split bool) (first, second float64) {
+		clk := clock.NewFake(epochStart.Add(30 * time.Second))
+		lc := limit.Config{Window: time.Minute, Threshold: 1000}
+		prefix := "whole"
+		if split {
+			prefix = "split"
+		}
+		a := newGate(t, clk, lc, Config{KeyPrefix: prefix}, srv)
+		b := newGate(t, clk, lc, Config{KeyPrefix: prefix}, srv)
+		a.l.Check("team", 10)
+		b.l.Check("team", 30)
+		clk.Advance(time.Second)
+		if split {
+			a.tk.WritePhase(ctx)
+			b.tk.WritePhase(ctx)
+			a.tk.ReadPhase(ctx)
+			b.tk.ReadPhase(ctx)
+		} else {
+			a.tk.Tick(ctx)
+			b.tk.Tick(ctx)
+		}
+		sa, _ := a.l.Snapshot(clk.Now(), "team")
+		sb, _ := b.l.Snapshot(clk.Now(), "team")
+		return sa.Estimate, sb.Estimate
+	}
+	if a, b := run(t, true); a != 40 || b != 40 {
+		t.Errorf("split ticks: estimates %g and %g, want both 40 (10 + 30)", a, b)
+	}
+	if a, b := run(t, false); a != 10 || b != 40 {
+		t.Errorf("whole ticks one after another: estimates %g and %g, want 10 (the second gate's count not yet written) and 40", a, b)
+	}
+}
+
+// TestReadPhaseFollowsItsWritePhase: reads a write phase planned are made before anything
+// else the tick does (a Tick, a Flush, the next write phase), so that none is left
+// unapplied: an unapplied read would count the records it covers twice, in its pending
+// count and in the shared count.
+func TestReadPhaseFollowsItsWritePhase(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	for _, next := range []string{"tick", "flush", "write phase"} {
+		t.Run(next, func(t *testing.T) {
+			clk := clock.NewFake(epochStart.Add(30 * time.Second))
+			g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1000}, Config{KeyPrefix: next}, srv)
+			g.l.Check("team", 25)
+			clk.Advance(time.Second)
+			if r := g.tk.WritePhase(ctx); r.Writes != 1 || r.Errors != 0 {
+				t.Fatalf("write phase = %+v, want one write", r)
+			}
+			switch next {
+			case "tick":
+				g.tk.Tick(ctx)
+			case "flush":
+				if err := g.tk.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				g.tk.WritePhase(ctx)
+			}
+			if r := g.tk.ReadPhase(ctx); r.Reads != 0 {
+				t.Errorf("a second read phase made %d reads, want none (the first already made)", r.Reads)
+			}
+			st, _ := g.l.Snapshot(clk.Now(), "team")
+			if st.Level != 25 || st.Pending != 0 || st.ReadAt.IsZero() {
+				t.Errorf("after the write phase and a %s: level %g, pending %d, read at %v; want 25, 0, read", next, st.Level, st.Pending, st.ReadAt)
+			}
+		})
+	}
+}
+
+// TestTickBoundaries: Run's ticks fall on the wall clock's multiples of the interval, the
+// same instants on every gate whatever its start time, so that their writes land together
+// before their reads.
+func TestTickBoundaries(t *testing.T) {
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		now      time.Time
+		interval time.Duration
+		want     time.Time
+	}{
+		{base, time.Second, base.Add(time.Second)},
+		{base.Add(1), time.Second, base.Add(time.Second)},
+		{base.Add(999 * time.Millisecond), time.Second, base.Add(time.Second)},
+		{base.Add(1234 * time.Millisecond), 500 * time.Millisecond, base.Add(1500 * time.Millisecond)},
+		{base.Add(7 * time.Second), 5 * time.Second, base.Add(10 * time.Second)},
+	} {
+		if got := nextTick(c.now, c.interval); !got.Equal(c.want) {
+			t.Errorf("nextTick(%s, %s) = %s, want %s", c.now.Format(time.StampMilli), c.interval, got.Format(time.StampMilli), c.want.Format(time.StampMilli))
+		}
+	}
+}
+
+// TestClockOffsetMeasured: the tick measures this host's clock against Redis's, sets
+// gate_limiter_clock_offset_seconds, and warns when the offset is more than its aligned
+// ticks absorb; within it, it stays quiet.
+func TestClockOffsetMeasured(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, c := range []struct {
+		off  time.Duration
+		warn bool
+	}{{2 * time.Second, true}, {-3 * time.Second, true}, {0, false}} {
+		t.Run(c.off.String(), func(t *testing.T) {
+			var logs bytes.Buffer
+			reg := prometheus.NewRegistry()
+			l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, nil, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c0 := srv.Client(t)
+			tk, err := New(l, []redis.UniversalClient{c0}, Config{}, reg, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.clockCheck.wall = clock.NewFake(time.Now().Add(c.off))
+			tk.checkClock(context.Background())
+			got := testutil.ToFloat64(tk.m.clockOffset)
+			if math.Abs(got-c.off.Seconds()) > 0.5 {
+				t.Errorf("gate_limiter_clock_offset_seconds = %.3f, want about %.3f", got, c.off.Seconds())
+			}
+			if warned := strings.Contains(logs.String(), "clock is off"); warned != c.warn {
+				t.Errorf("warned %v, want %v; log:\n%s", warned, c.warn, logs.String())
+			}
+		})
+	}
+}
+
+// TestRunAlignsTicks: Run writes at the wall clock's multiples of the interval, never
+// before, and reads a quarter interval later, never sooner; a gate stopped between the two
+// halves makes the planned reads in its final flush, with no failure logged.
+func TestRunAlignsTicks(t *testing.T) {
+	srv := redistest.Start(t)
+	const interval = 100 * time.Millisecond
+	var logs bytes.Buffer
+	reg := prometheus.NewRegistry()
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{srv.Client(t)}, Config{TickInterval: interval, KeyPrefix: "run"}, reg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type phase struct {
+		part     int
+		boundary time.Time
+		at       time.Time
+	}
+	phases := make(chan phase, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	writes := 0
+	tk.onPhase = func(part int, boundary time.Time, ended bool) {
+		if part == partWrites && ended {
+			if writes == 5 {
+				cancel() // stopped between the fifth tick's halves
+			}
+			return
+		}
+		phases <- phase{part, boundary, time.Now()}
+		if part == partWrites {
+			if writes++; writes == 5 {
+				l.Check("team", 300) // written by the fifth write phase, read by the final flush
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() { tk.Run(ctx); close(done) }()
+	<-done
+	close(phases)
+	var last phase
+	n := 0
+	for p := range phases {
+		n++
+		if p.boundary.UnixNano()%int64(interval) != 0 {
+			t.Errorf("tick boundary %s is not a multiple of %s", p.boundary.Format(time.StampMicro), interval)
+		}
+		switch p.part {
+		case partWrites:
+			if p.at.Before(p.boundary) {
+				t.Errorf("write phase at %s, before its boundary %s", p.at.Format(time.StampMicro), p.boundary.Format(time.StampMicro))
+			}
+		case partReads:
+			if last.part != partWrites || !last.boundary.Equal(p.boundary) {
+				t.Errorf("read phase of %s not right after its write phase", p.boundary.Format(time.StampMicro))
+			}
+			if p.at.Before(p.boundary.Add(interval / 4)) {
+				t.Errorf("read phase at %s, sooner than a quarter interval after %s", p.at.Format(time.StampMicro), p.boundary.Format(time.StampMicro))
+			}
+		}
+		last = p
+	}
+	if n != 9 {
+		t.Errorf("%d phases, want 9 (four whole ticks and a write phase)", n)
+	}
+	st, _ := l.Snapshot(time.Now(), "team")
+	if st.Pending != 0 || st.Estimate != 300 {
+		t.Errorf("after Run stopped: estimate %g, pending %d; want 300 read back, none pending", st.Estimate, st.Pending)
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("stopping between a tick's halves logged a warning:\n%s", logs.String())
+	}
+}

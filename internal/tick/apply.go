@@ -1,0 +1,103 @@
+// Applying reads to the limiters. A read that failed rebuilds the team's view from this
+// gate's own counts (fail-open: views go stale and keep draining). A read that succeeded
+// has this gate's counts that Redis surely does not hold added to it, so a team over its
+// limit stays limited while Redis refuses writes.
+
+package tick
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// applyReads applies the reads sent; fresh says they were made after every gate of the
+// fleet wrote its counts of this tick's boundary (a split tick's read phase).
+//
+// A read that succeeded while some of this gate's counts for the team are not in Redis
+// (refused: OOM, READONLY, MISCONF; or one key's error) does not hold them: they are
+// added to what it returned, as if written. Applying it as returned would drop them from
+// the level, and a team over its limit would be let through for as long as Redis refuses
+// writes. They stay in every read until they are written (and so in what Redis returns)
+// or dropped (stale epoch).
+func (t *Ticker) applyReads(res *TickResult, fresh bool) {
+	res.Reads = 0
+	applyAt := t.limits[0].l.Clock().Now()
+	for i := range t.plans {
+		p := &t.plans[i]
+		for _, rc := range p.rcmds {
+			if rc.cmd.Err() != nil {
+				// Fail open: rebuild these views from what this gate counted, so that
+				// they keep draining instead of piling up pending records; the limiter
+				// keeps them due, so they are read again next tick.
+				for _, rr := range rc.teams {
+					t.limits[rr.lim].l.ApplyLocal(rr.r, applyAt)
+				}
+				res.FailedReads += len(rc.teams)
+				continue
+			}
+			vals := rc.cmd.Val()
+			at := 0
+			for _, rr := range rc.teams {
+				l := t.limits[rr.lim].l
+				curr, err1 := counterValue(vals[at])
+				prev, err2 := counterValue(vals[at+1])
+				var flag any
+				if at += 2; rr.r.Hold {
+					flag = vals[at]
+					at++
+				}
+				pvals := vals[at : at+profileVals(rr.r)]
+				at += len(pvals)
+				if err := errors.Join(err1, err2); err != nil {
+					t.countError(causeParse, i)
+					l.ApplyLocal(rr.r, applyAt)
+					res.FailedReads++
+					continue
+				}
+				curr += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch})
+				prev += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch - 1})
+				rr.r.Fresh = fresh
+				a := l.ApplyRead(rr.r, curr, prev, applyAt)
+				if v, ok := flag.(string); ok {
+					if f, ok := parseHold(rr.r.Team, v); ok {
+						l.ApplyHold(rr.r, f)
+					} else {
+						t.countError(causeParse, i)
+					}
+				}
+				if len(pvals) > 0 {
+					t.applyProfile(i, rr, pvals, applyAt)
+				}
+				t.m.drift.Observe(a.Drift)
+				if a.Staleness > 0 {
+					t.m.staleness.Observe(a.Staleness.Seconds())
+				}
+				res.Reads++
+			}
+		}
+	}
+}
+
+// notInRedis is what this gate counted for k that Redis surely does not hold: pending
+// counts not in doubt (not sent: over budget, or behind a lane's batches in doubt;
+// refused; or a key's own error). Counts in doubt are most likely in Redis (a reply lost
+// to a stall) and are not added.
+func (t *Ticker) notInRedis(k countKey) int64 {
+	return max(t.pending[k]-t.doubt[k], 0)
+}
+
+// counterValue reads one MGET value: nil (no key) is 0.
+func counterValue(v any) (int64, error) {
+	switch x := v.(type) {
+	case nil:
+		return 0, nil
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("reading counter %q: %w", x, err)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("reading counter: unexpected %T", v)
+}

@@ -1,0 +1,77 @@
+package tick
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/throttle"
+)
+
+// clockCheckInterval is how often Run compares this host's clock with Redis's: a clock
+// drifts by seconds over days, not minutes, and one TIME a minute costs nothing.
+const clockCheckInterval = time.Minute
+
+// clockCheck compares this host's wall clock with the first Redis instance's, as the one
+// clock every gate of a fleet talks to. The gates' clocks matter twice: the epochs every
+// count is written under are cut by them, and Run's ticks are aligned on them, writes at
+// each boundary and reads a quarter interval later; a gate whose clock is further off
+// than that from the others' reads their counts of a tick a tick late. Kubernetes nodes
+// keep within milliseconds of each other under NTP; a node whose time service stopped
+// does not, and nothing else would say so.
+type clockCheck struct {
+	wall clock.Clock // this host's wall clock (the real one but in tests)
+	last time.Time   // the last check, on wall
+	warn *throttle.Every
+}
+
+// checkClock measures the offset once per clockCheckInterval, sets the gauge and warns
+// (at most every ten minutes) while it is over half the read delay; it sets the live key
+// (markLive) at the same pace.
+func (t *Ticker) checkClock(ctx context.Context) {
+	c := &t.clockCheck
+	if c.wall == nil {
+		c.wall = clock.Real{}
+	}
+	if c.warn == nil {
+		c.warn = throttle.NewEvery(10*time.Minute, c.wall)
+	}
+	start := c.wall.Now()
+	if !c.last.IsZero() && start.Sub(c.last) < clockCheckInterval {
+		return
+	}
+	c.last = start
+	// The same minute's other errand: the key that tells operator tools a fleet runs
+	// under this prefix.
+	t.markLive(ctx)
+	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+	defer cancel()
+	theirs, err := t.instances[0].Time(cctx).Result()
+	if err != nil {
+		var re redis.Error
+		if !errors.As(err, &re) {
+			return // Redis out of reach: the tick's to report, as it does
+		}
+		// An error reply is this check's own: typically an ACL without +time (NOPERM),
+		// under which the offset is never measured and GateClockSkew can never fire.
+		t.countError(classify(err), 0)
+		if ok, quiet := c.warn.Allow(); ok {
+			t.log.Warn("the clock check cannot run TIME on redis: this host's clock offset (gate_limiter_clock_offset_seconds) is not measured and the clock-skew alert cannot fire; allow +time for the gate's Redis user",
+				"err", err, "warnings_unlogged", quiet)
+		}
+		return
+	}
+	rtt := c.wall.Now().Sub(start)
+	// Redis read its clock about half the round trip after we sent.
+	offset := start.Add(rtt / 2).Sub(theirs)
+	t.m.clockOffset.Set(offset.Seconds())
+	if limit := t.readDelay() / 2; offset > limit || offset < -limit {
+		if ok, quiet := c.warn.Allow(); ok {
+			t.log.Warn("this host's clock is off Redis's by more than the tick can absorb: other gates' counts are read a tick late here, and counts near a window's edge go to a neighbouring epoch; check the node's time service (NTP, chrony)",
+				"offset", offset.Round(time.Millisecond), "round_trip", rtt.Round(time.Millisecond), "limit", limit, "warnings_unlogged", quiet)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package tick
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config holds the tick's settings. The zero value of a field means its default.
+type Config struct {
+	// Mode is the Redis topology: standalone (default: one pipeline per instance, teams
+	// spread by InstanceFor), cluster (one ClusterClient; hash-tagged keys, see
+	// ClusterKey) or sentinel (one FailoverClient that follows the primary).
+	Mode Mode
+	// TickInterval is how often counts are written and due reads are made. Default 1 s.
+	TickInterval time.Duration
+	// KeyPrefix starts every Redis key: {prefix}:{team}:{epoch}. Default "gate".
+	KeyPrefix string
+	// KeyTTL is the expiry set on each epoch key. It is clamped up to 2 × window (plus the
+	// limiter's MaxEventAge under the event clock: limit.Limiter.KeyLifetime), or the
+	// previous epoch would vanish while still in use and over-limit teams get free
+	// traffic. Default 2 × window.
+	KeyTTL time.Duration
+	// KeysPerCommand is how many keys one MGET carries. Default 200.
+	KeysPerCommand int
+	// KeysPerTick bounds the keys one tick touches across all instances (each write is
+	// one key, each read two); the rest waits for the next tick, writes first. Default
+	// 500,000.
+	KeysPerTick int
+	// MaxPendingWrites bounds the (team, epoch) counts kept waiting for Redis, for example
+	// while it is down. Past it new counts are dropped and counted. Default 1,000,000.
+	MaxPendingWrites int
+	// MaxReadsPerTick bounds the reads one tick makes; the hottest go first and the rest
+	// are planned again next tick. Default 100,000.
+	MaxReadsPerTick int
+	// FlushTimeout bounds the final flush when Run stops. Default 5 s.
+	FlushTimeout time.Duration
+	// TickTimeout bounds one tick's wait for Redis. Default 3/4 of TickInterval: a
+	// server or node that hangs costs its own teams that tick's writes and reads (resent
+	// and read again next tick), never the next tick's start.
+	TickTimeout time.Duration
+	// KeepConfirmed is how long batches Redis confirmed are kept, to be sent again if
+	// Redis loses them: a Sentinel failover drops what the old primary acknowledged
+	// after its last replication, and the client learns of the switch 1-2 s after the
+	// promotion, and up to 4.6 s in the tests with 100 ms ticks (docs/design.md, "Redis
+	// failover and lost counts"). Default 10 s: ten ticks' writes in memory, about 48
+	// bytes per count written.
+	KeepConfirmed time.Duration
+	// Writer names this process in Redis: each lane's sequence key carries it, which is
+	// what makes a resent write harmless (writeScript). It must differ between every two
+	// processes writing at the same time, and a process must not reuse an earlier one's
+	// while that one's keys live. Default: 16 random hex digits. The gate passes its host
+	// name and start time.
+	Writer string
+}
+
+// Defaults for Config.
+const (
+	DefaultTickInterval     = time.Second
+	DefaultKeyPrefix        = "gate"
+	DefaultKeysPerCommand   = 200
+	DefaultKeysPerTick      = 500_000
+	DefaultMaxPendingWrites = 1_000_000
+	DefaultMaxReadsPerTick  = 100_000
+	DefaultFlushTimeout     = 5 * time.Second
+	DefaultKeepConfirmed    = 10 * time.Second
+)
+
+// ErrBadConfig wraps every configuration error.
+var ErrBadConfig = errors.New("sync: invalid configuration")
+
+func (c Config) withDefaults(window time.Duration) (Config, error) {
+	if c.Mode == "" {
+		c.Mode = ModeStandalone
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = DefaultTickInterval
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if c.KeyTTL < 2*window {
+		c.KeyTTL = 2 * window
+	}
+	if c.KeysPerCommand == 0 {
+		c.KeysPerCommand = DefaultKeysPerCommand
+	}
+	if c.KeysPerTick == 0 {
+		c.KeysPerTick = DefaultKeysPerTick
+	}
+	if c.MaxPendingWrites == 0 {
+		c.MaxPendingWrites = DefaultMaxPendingWrites
+	}
+	if c.MaxReadsPerTick == 0 {
+		c.MaxReadsPerTick = DefaultMaxReadsPerTick
+	}
+	if c.FlushTimeout == 0 {
+		c.FlushTimeout = DefaultFlushTimeout
+	}
+	if c.KeepConfirmed == 0 {
+		c.KeepConfirmed = DefaultKeepConfirmed
+	}
+	if c.TickTimeout == 0 {
+		c.TickTimeout = c.TickInterval * 3 / 4
+	}
+	if c.Writer == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+		c.Writer = hex.EncodeToString(b[:])
+	}
+	var errs []error
+	if err := c.Mode.valid(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := CheckKeyPrefix(c.Mode, c.KeyPrefix); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TickInterval < 0 {
+		errs = append(errs, fmt.Errorf("tick interval %s: must be positive", c.TickInterval))
+	}
+	if c.KeepConfirmed < 0 {
+		errs = append(errs, fmt.Errorf("keep confirmed %s: must be positive", c.KeepConfirmed))
+	}
+	if c.TickTimeout < 0 {
+		errs = append(errs, fmt.Errorf("tick timeout %s: must be positive", c.TickTimeout))
+	}
+	if c.Mode == ModeCluster && strings.ContainsAny(c.Writer, "{}") {
+		errs = append(errs, fmt.Errorf("writer %q: must not contain braces in cluster mode", c.Writer))
+	}
+	if c.KeysPerCommand < 2 {
+		errs = append(errs, fmt.Errorf("keys per command %d: must be at least 2", c.KeysPerCommand))
+	}
+	if c.KeysPerTick < 2 {
+		errs = append(errs, fmt.Errorf("keys per tick %d: must be at least 2", c.KeysPerTick))
+	}
+	if c.MaxPendingWrites < 1 || c.MaxReadsPerTick < 1 {
+		errs = append(errs, fmt.Errorf("max pending writes %d, max reads per tick %d: must be at least 1", c.MaxPendingWrites, c.MaxReadsPerTick))
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("%w: %w", ErrBadConfig, errors.Join(errs...))
+	}
+	return c, nil
+}

@@ -1,0 +1,180 @@
+// Redis errors: their causes, as the errors metric labels them, and their logs. An error
+// is counted and logged, never returned to a check. The log says when an instance starts
+// failing, then at most once a minute while it goes on (sooner when the causes change),
+// and when it works again: not a line a tick.
+
+package tick
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/throttle"
+)
+
+// report counts and logs what failed in instance i's pipelines this tick, once a tick
+// (both phases of a split one): a stretch of refused writes under answered reads is one
+// failure a tick, not a failure and a recovery.
+func (t *Ticker) report(i int, p *plan) {
+	label := strconv.Itoa(i)
+	if p.err == nil {
+		t.errLogs[i].recovered(t.log, label, p.dur)
+		return
+	}
+	for c := range numCauses {
+		if p.causes.has(c) {
+			t.countError(c, i)
+		}
+	}
+	t.errLogs[i].failed(t.log, label, p)
+}
+
+func (t *Ticker) countError(c cause, instance int) {
+	t.m.errors.WithLabelValues(c.String(), strconv.Itoa(instance)).Inc()
+}
+
+// cause is why a Redis command failed, as the errors metric labels it.
+type cause uint8
+
+// The causes of Redis errors.
+const (
+	causeTimeout    cause = iota // no answer in time
+	causeConnection              // no connection, or it broke
+	causeRedis                   // an error reply not named below
+	causeOOM                     // write refused: used memory over maxmemory under noeviction
+	causeReadOnly                // write refused: a replica (a demoted primary)
+	causeMisconf                 // write refused: the last snapshot failed (stop-writes-on-bgsave-error)
+	causeNoReplicas              // write refused: too few replicas in sync (min-replicas-to-write)
+	causeParse                   // a counter that is not an integer
+	numCauses
+)
+
+func (c cause) String() string {
+	switch c {
+	case causeTimeout:
+		return "timeout"
+	case causeConnection:
+		return "connection"
+	case causeRedis:
+		return "redis"
+	case causeOOM:
+		return "oom"
+	case causeReadOnly:
+		return "readonly"
+	case causeMisconf:
+		return "misconf"
+	case causeNoReplicas:
+		return "noreplicas"
+	case causeParse:
+		return "parse"
+	}
+	return "unknown"
+}
+
+// causeSet is a set of causes, one bit each.
+type causeSet uint16
+
+// refusals are the causes of a Redis that refuses writes while it answers reads.
+const refusals causeSet = 1<<causeOOM | 1<<causeReadOnly | 1<<causeMisconf | 1<<causeNoReplicas
+
+func (s *causeSet) add(c cause)     { *s |= 1 << c }
+func (s causeSet) has(c cause) bool { return s&(1<<c) != 0 }
+
+// String lists the causes, comma-separated.
+func (s causeSet) String() string {
+	var b strings.Builder
+	for c := range numCauses {
+		if s.has(c) {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(c.String())
+		}
+	}
+	return b.String()
+}
+
+// classify names an error's cause for the errors metric.
+func classify(err error) cause {
+	var ne net.Error
+	var re redis.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return causeTimeout
+	case redis.IsOOMError(err):
+		return causeOOM
+	case redis.IsReadOnlyError(err):
+		return causeReadOnly
+	case redis.HasErrorPrefix(err, "MISCONF"):
+		return causeMisconf
+	case redis.HasErrorPrefix(err, "NOREPLICAS"):
+		return causeNoReplicas
+	case errors.As(err, &re):
+		return causeRedis
+	}
+	return causeConnection
+}
+
+// errorLogInterval is how often, at most, the tick logs the failures of one Redis
+// instance while they go on: a tick a second must not log a line a second through an
+// outage or a stretch of refused writes.
+const errorLogInterval = time.Minute
+
+// errLog rate-limits one Redis instance's failure logs: the first failed pipeline is
+// logged at once, then one line per errorLogInterval (its pace), or sooner when the
+// causes change, each saying how many failed since the last; the first pipeline to
+// succeed after them is logged too. Wall time, not the limiter's clock: it paces a log.
+type errLog struct {
+	pace    *throttle.Every // errorLogInterval; nil until the first failure
+	clock   clock.Clock     // wall time, for failing_for
+	failing bool
+	causes  causeSet  // as last logged
+	since   time.Time // when the failures began
+	ticks   int       // failed pipelines since the failures began
+}
+
+func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
+	if e.clock == nil {
+		e.clock = clock.Real{}
+	}
+	if e.pace == nil {
+		e.pace = throttle.NewEvery(errorLogInterval, e.clock)
+	}
+	now := e.clock.Now()
+	if !e.failing {
+		e.since = now
+	}
+	e.ticks++
+	if p.causes != e.causes {
+		e.pace.Reset() // a new cause is logged at once
+	}
+	ok, quiet := e.pace.Allow()
+	if !ok {
+		return
+	}
+	msg := "redis pipeline failed; counts kept for the next tick, views go stale"
+	if p.causes&^refusals == 0 {
+		msg = "redis refused writes; counts kept in the level and for the next tick"
+	}
+	log.Warn(msg, "instance", instance, "cause", p.causes.String(),
+		"failed_writes", p.failedWrites, "writes", p.writes, "failed_reads", p.failedReads, "reads", p.reads,
+		"failed_unlogged", quiet, "failing_for", now.Sub(e.since).Round(time.Millisecond), "err", p.err)
+	e.failing, e.causes = true, p.causes
+}
+
+func (e *errLog) recovered(log *slog.Logger, instance string, took time.Duration) {
+	if !e.failing {
+		return
+	}
+	log.Info("redis pipeline succeeds again; counts kept meanwhile are written from now on", "instance", instance,
+		"failed_ticks", e.ticks, "failing_for", e.clock.Now().Sub(e.since).Round(time.Millisecond), "pipeline", took)
+	*e = errLog{clock: e.clock} // the next failures start a fresh pace
+}

@@ -1,0 +1,109 @@
+package tick
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// fleet is several gates, each a limiter with its own tick, sharing one Redis and one fake
+// clock, with the reference ratios at a 10 s window: tick = window / 60, sync interval =
+// window / 4.
+type fleet struct {
+	clk   *clock.Fake
+	gates []*gate
+	tick  time.Duration
+	now   time.Time
+}
+
+const fleetWindow = 10 * time.Second
+
+func newFleet(t *testing.T, n int, mode limit.Mode, threshold int64) *fleet {
+	t.Helper()
+	srv := redistest.Start(t)
+	f := &fleet{clk: clock.NewFake(epochStart), tick: fleetWindow / 60, now: epochStart}
+	for range n {
+		f.gates = append(f.gates, newGate(t, f.clk,
+			limit.Config{Window: fleetWindow, Threshold: threshold, Mode: mode, SyncInterval: fleetWindow / 4},
+			Config{TickInterval: fleetWindow / 60}, srv))
+	}
+	return f
+}
+
+// step offers perGate records of team to every gate, spread over one tick, then runs every
+// gate's tick. It returns how many were allowed.
+func (f *fleet) step(t *testing.T, team string, perGate int) (allowed int) {
+	t.Helper()
+	for j := range perGate {
+		at := f.now.Add(time.Duration(j) * f.tick / time.Duration(perGate))
+		for _, g := range f.gates {
+			if !g.l.CheckAt(at, team, 1).Limited {
+				allowed++
+			}
+		}
+	}
+	f.now = f.now.Add(f.tick)
+	f.clk.Set(f.now)
+	for _, g := range f.gates {
+		if r := g.tk.Tick(context.Background()); r.Errors != 0 {
+			t.Fatalf("tick failed: %+v", r)
+		}
+	}
+	return allowed
+}
+
+// TestFleetCapAdmitsOneThresholdPerWindow: two gates that each see half of a team's traffic
+// at 2 × its limit together admit about one threshold per window.
+func TestFleetCapAdmitsOneThresholdPerWindow(t *testing.T) {
+	const threshold = 6000
+	f := newFleet(t, 2, limit.Cap, threshold)
+	perGate := 2 * threshold / 60 / 2 // 2 × threshold per window, split evenly
+	for w := range 8 {
+		admitted := 0
+		for range 60 {
+			admitted += f.step(t, "team", perGate)
+		}
+		ratio := float64(admitted) / threshold
+		t.Logf("cap, 2 gates, offered 2.00 × threshold: window %d admitted %.3f × threshold", w, ratio)
+		if w >= 2 && (ratio < 0.9 || ratio > 1.1) {
+			t.Errorf("window %d: fleet admitted %.3f × threshold, want about 1", w, ratio)
+		}
+	}
+}
+
+// TestFleetDivertsTeamOverLimit: a team that jumps from 0.5 × to 5 × its limit is diverted
+// wholly by every gate within a few seconds; before the jump nothing is diverted.
+func TestFleetDivertsTeamOverLimit(t *testing.T) {
+	const threshold = 6000
+	f := newFleet(t, 2, limit.Divert, threshold)
+	perTick := func(x float64) int { return int(x * threshold / 60 / 2) }
+	for i := range 3 * 60 {
+		if allowed := f.step(t, "team", perTick(0.5)); allowed != 2*perTick(0.5) {
+			t.Fatalf("tick %d at 0.5 × limit: %d of %d allowed", i, allowed, 2*perTick(0.5))
+		}
+	}
+	overAdmitted, ticks := 0, 0
+	for ; ticks < 3*60; ticks++ {
+		allowed := f.step(t, "team", perTick(5))
+		if allowed == 0 {
+			break
+		}
+		overAdmitted += allowed
+	}
+	took := time.Duration(ticks) * f.tick
+	t.Logf("divert, 2 gates, 0.5 → 5 × threshold: fully diverted after %s, admitted %.3f × threshold meanwhile",
+		took, float64(overAdmitted)/threshold)
+	if took > fleetWindow/2 {
+		t.Errorf("took %s to divert the team, want within half a window (%s)", took, fleetWindow/2)
+	}
+	// Once diverted it stays diverted while it keeps sending 5 × its limit.
+	for i := range 60 {
+		if allowed := f.step(t, "team", perTick(5)); allowed != 0 {
+			t.Fatalf("tick %d after diversion: %d allowed", i, allowed)
+		}
+	}
+}

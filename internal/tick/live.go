@@ -1,0 +1,27 @@
+package tick
+
+import (
+	"context"
+	"time"
+)
+
+// LiveTTL is how long a fleet's live key ({prefix}:live) outlives the last gate that set
+// it. Run sets it once a minute, with its clock check, so a prefix whose key is missing
+// has had no running gate for LiveTTL.
+const LiveTTL = 10 * time.Minute
+
+// LiveKeyFor is the key the gates of a fleet keep set while they run: {prefix}:live, its
+// value the last setter's writer name. No counter, hold, profile or sequence key has two
+// parts, so none can be it. The operator's tools read it to tell a prefix a fleet uses
+// from one no gate reads: a chart release's gates use the release's name as their prefix,
+// and an override written under the default one would change nothing, silently.
+func LiveKeyFor(prefix string) string { return prefix + ":live" }
+
+// markLive sets the live key (checkClock calls it, once a minute). A failure is the
+// tick's to report (the same Redis, the same ACL: SET on the prefix's keys).
+func (t *Ticker) markLive(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+	defer cancel()
+	_ = t.instances[0].Set(cctx, LiveKeyFor(t.cfg.KeyPrefix), t.cfg.Writer, LiveTTL).Err()
+	t.m.commands.WithLabelValues("set").Inc()
+}

@@ -1,0 +1,96 @@
+package tick
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	tickDur       prometheus.Histogram
+	pipelineDur   *prometheus.HistogramVec
+	pipelineSize  *prometheus.HistogramVec
+	tickCommands  prometheus.Histogram
+	pendingSync   prometheus.Gauge
+	pendingWrites prometheus.Gauge
+	drift         prometheus.Histogram
+	staleness     prometheus.Histogram
+	errors        *prometheus.CounterVec
+	commands      *prometheus.CounterVec
+	dropped       *prometheus.CounterVec
+	reads         *prometheus.CounterVec
+	skippedReads  prometheus.Counter
+	redirects     *prometheus.CounterVec
+	batches       *prometheus.CounterVec
+	clockOffset   prometheus.Gauge
+	profiles      *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
+	ms := prometheus.ExponentialBuckets(0.0005, 2, 14) // 0.5 ms .. 4 s
+	m := &metrics{
+		tickDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_tick_duration_seconds",
+			Help: "Time one tick takes: sweep, pipelines, applying reads.", Buckets: ms}),
+		pipelineDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gate_limiter_pipeline_duration_seconds",
+			Help: "Time one Redis pipeline takes, by Redis instance (its index in GATE_REDIS_URLS).", Buckets: ms}, []string{"redis_instance"}),
+		pipelineSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gate_limiter_pipeline_size",
+			Help: "Teams per pipeline, by kind (write, read).", Buckets: prometheus.ExponentialBuckets(1, 4, 10)}, []string{"kind"}),
+		tickCommands: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_tick_redis_commands",
+			Help: "Redis commands sent per tick.", Buckets: prometheus.ExponentialBuckets(1, 4, 10)}),
+		pendingSync: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_limiter_pending_sync",
+			Help: "Reads due but not made in the last tick (over budget): the backpressure signal."}),
+		pendingWrites: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_limiter_pending_writes",
+			Help: "(team, epoch) counts waiting for Redis after the last tick."}),
+		drift: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_estimate_drift",
+			Help:    "(local level - global estimate) / threshold at each read: how far this gate's view had strayed.",
+			Buckets: []float64{-1, -0.5, -0.2, -0.1, -0.05, -0.01, 0, 0.01, 0.05, 0.1, 0.2, 0.5, 1}}),
+		staleness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_sync_staleness_seconds",
+			Help: "Age of a team's view when a read replaced it.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_errors_total",
+			Help: "Redis failures, by cause (timeout, connection, redis, oom, readonly, misconf, noreplicas, parse) and Redis instance (its index in GATE_REDIS_URLS): " +
+				"one per failed pipeline and cause among its commands' errors, oom, readonly, misconf and noreplicas being writes refused (maxmemory under noeviction, a replica, a failed snapshot, min-replicas-to-write); parse one per unreadable counter."}, []string{"cause", "redis_instance"}),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_commands_total",
+			Help: "Redis commands issued, by command."}, []string{"command"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_dropped_counts_total",
+			Help: "Counted records never written to Redis, by reason (stale_epoch, write_cap)."}, []string{"reason"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_reads_total",
+			Help: "Team reads planned, by reason (first, pending, hot, cadence, ttl, retry: the last read of the team failed; profile: GATE_THRESHOLD_MODE=adaptive, a look at its learned profile)."}, []string{"reason"}),
+		skippedReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "gate_limiter_reads_skipped_total",
+			Help: "Due reads put off to a later tick because a tick's budget was spent."}),
+		redirects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_redirects_total",
+			Help: "MOVED, ASK and TRYAGAIN replies from Redis Cluster (cluster mode), by kind (moved, ask, tryagain); the client follows MOVED and ASK, the next tick retries TRYAGAIN (a slot in migration)."}, []string{"kind"}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_write_batches_total",
+			Help: "Batches of counts sent to Redis, by outcome: applied; duplicate (a resend that found its batch applied: an earlier reply was lost); refused (an error reply: its counts go again in a new batch); unknown (no reply: resent as it is next tick); replayed (confirmed, then lost by Redis in a failover or restart: its counts sent again); lost (the same, confirmed too long ago to be kept, one per lane and event)."}, []string{"outcome"}),
+		clockOffset: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_limiter_clock_offset_seconds",
+			Help: "This host's clock minus the first Redis instance's (TIME, corrected by half the round trip), measured once a minute: epochs are cut and ticks aligned on the hosts' clocks, and a gate off the others by more than a quarter of GATE_TICK_INTERVAL reads their counts a tick late."}),
+		profiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_profile_writes_total",
+			Help: "GATE_THRESHOLD_MODE=adaptive: learned profiles this gate folded and sent, by result: set; lost (another gate had folded it first: harmless, the fold is deterministic)."}, []string{"result"}),
+	}
+	for o := range numOutcomes {
+		m.batches.WithLabelValues(o.String())
+	}
+	for _, k := range []string{"moved", "ask", "tryagain"} {
+		m.redirects.WithLabelValues(k)
+	}
+	for _, r := range []string{"set", "lost"} {
+		m.profiles.WithLabelValues(r)
+	}
+	for _, r := range []string{"stale_epoch", "write_cap"} {
+		m.dropped.WithLabelValues(r)
+	}
+	for i := range instances {
+		for c := range numCauses {
+			m.errors.WithLabelValues(c.String(), fmt.Sprint(i))
+		}
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
+		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches, m.clockOffset, m.profiles} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering tick metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,213 @@
+// Planning a tick: what each instance's pipeline writes and reads. Writes go first, then
+// reads, within the tick's key budget (KeysPerTick; reads also MaxReadsPerTick, hottest
+// teams first), the rest waiting for the next tick. A lane with batches in doubt resends
+// them as they are and gets no new batch until they are answered, so a lane's batches
+// reach Redis in the order of their numbers. Counts are dropped only past the
+// pending-write cap or once their epoch is no longer written, and every drop is counted.
+
+package tick
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/limit"
+)
+
+// readRef is a planned read and the limiter it belongs to.
+type readRef struct {
+	lim int
+	r   *limit.Read
+}
+
+// plan is one instance's share of a tick.
+type plan struct {
+	batches []*batch // resends first (in order, by lane), then new batches
+	lanes   []int    // the instance's lanes, in order
+	writes  int      // counts in batches
+	reads   int      // teams read
+	err     error    // the first command's error that makes the pipeline failed (not TRYAGAIN)
+	dur     time.Duration
+	// The last send's (a split tick sends twice).
+	sent    int
+	sendErr error
+	rcmds   []readCmd
+	holds   []holdWrite // hold flags to set (limit.HoldFlag)
+	// learned profiles to set (profile.go), and their scripts once queued
+	profiles []profileWrite
+	pcmds    []profileCmd
+	// What failed, command by command: a pipeline can partly fail, as when Redis
+	// refuses writes (OOM, READONLY, MISCONF) and still answers reads.
+	failedWrites int // counts whose batch was refused or unanswered, or whose key failed
+	failedReads  int // MGETs that failed
+	tryAgain     int // commands answered TRYAGAIN (a slot in migration): retried next tick
+	causes       causeSet
+}
+
+// has reports whether the plan has work in the given parts.
+func (p *plan) has(part int) bool {
+	return part&partWrites != 0 && len(p.batches)+len(p.holds)+len(p.profiles) > 0 || part&partReads != 0 && p.reads > 0
+}
+
+// readCmd is one MGET and the teams it reads: per team its counters of the read's epoch
+// and the one before, then its hold flag when the read asks for it (Read.Hold).
+type readCmd struct {
+	cmd   *redis.SliceCmd
+	teams []readRef
+}
+
+// holdWrite is one hold flag to set, on a lane's node.
+type holdWrite struct {
+	lane int
+	key  string
+	val  string
+	ttl  time.Duration
+}
+
+// prepare takes each limiter's counts and due reads and plans the tick's commands.
+func (t *Ticker) prepare(withReads bool, res *TickResult) {
+	t.tickN++
+	t.forgetConfirmed()
+
+	// 1. Take each limiter's counts and due reads.
+	for li := range t.limits {
+		ls := &t.limits[li]
+		now := ls.l.Clock().Now()
+		ls.oldest = ls.l.OldestEpoch(now)
+		if withReads {
+			ls.l.Sweep(now, &ls.sweep)
+		} else {
+			ls.l.SweepAll(now, &ls.sweep) // a flush: cold teams' counts too
+		}
+		res.Dropped += ls.sweep.Stale
+		t.m.dropped.WithLabelValues("stale_epoch").Add(float64(ls.sweep.Stale))
+		t.logSpikes(ls)
+		for _, c := range ls.sweep.Counts {
+			k := countKey{li, c.Team, c.Epoch}
+			if _, ok := t.pending[k]; !ok && len(t.pending) >= t.cfg.MaxPendingWrites {
+				res.Dropped += c.N
+				t.m.dropped.WithLabelValues("write_cap").Add(float64(c.N))
+				continue
+			}
+			t.pending[k] += c.N
+		}
+	}
+	for k, n := range t.pending {
+		if k.epoch < t.limits[k.lim].oldest {
+			delete(t.pending, k)
+			delete(t.doubt, k)
+			res.Dropped += n
+			t.m.dropped.WithLabelValues("stale_epoch").Add(float64(n))
+		}
+	}
+	t.dropStaleDoubt()
+
+	// 2. Plan: writes first, then reads, within the key budget. A lane with batches in
+	// doubt resends them as they are and gets no new batch until they are answered.
+	for i := range t.plans {
+		p := &t.plans[i]
+		clear(p.batches)
+		clear(p.rcmds)
+		clear(p.holds)
+		clear(p.profiles)
+		clear(p.pcmds)
+		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], profiles: p.profiles[:0], pcmds: p.pcmds[:0], lanes: p.lanes}
+	}
+	clear(t.open)
+	budget := t.cfg.KeysPerTick
+	for li := range t.lanes {
+		ln := &t.lanes[li]
+		p := &t.plans[ln.inst]
+		for _, b := range ln.doubt {
+			p.batches = append(p.batches, b)
+			p.writes += len(b.items)
+			budget -= len(b.items)
+		}
+	}
+	for k, n := range t.pending {
+		n -= t.doubt[k]
+		if n <= 0 {
+			continue // all of it in doubt, resent above
+		}
+		li := t.laneFor(k.team)
+		if budget < 1 || len(t.lanes[li].doubt) > 0 {
+			res.CarriedWrites++
+			continue
+		}
+		budget--
+		o := li*len(t.limits) + k.lim
+		b := t.open[o]
+		if b == nil || len(b.items) == t.cfg.KeysPerCommand {
+			ln := &t.lanes[li]
+			ln.seq++
+			b = &batch{lane: li, lim: k.lim, seq: ln.seq, items: make([]item, 0, min(t.cfg.KeysPerCommand, len(t.pending)))}
+			t.open[o] = b
+			p := &t.plans[ln.inst]
+			p.batches = append(p.batches, b)
+		}
+		b.items = append(b.items, item{k, n})
+		t.plans[t.lanes[li].inst].writes++
+	}
+	// Hold flags: one SET each, refreshed every tick while the team is over its release
+	// level, living as long as a hold. A few teams at most (those over their limit).
+	for li := range t.limits {
+		ls := &t.limits[li]
+		for _, f := range ls.sweep.Holds {
+			ln := t.laneFor(f.Team)
+			p := &t.plans[t.lanes[ln].inst]
+			p.holds = append(p.holds, holdWrite{ln, HoldKeyFor(t.cfg.Mode, ls.prefix, f.Team), holdValue(f), ls.l.DivertHold()})
+		}
+	}
+	t.planProfiles()
+	for li := range t.laneReads {
+		clear(t.laneReads[li])
+		t.laneReads[li] = t.laneReads[li][:0]
+	}
+	if withReads {
+		maxReads := min(t.cfg.MaxReadsPerTick, max(budget, 0)/2)
+		clear(t.reads)
+		reads := t.reads[:0]
+		for li := range t.limits {
+			for i := range t.limits[li].sweep.Reads {
+				reads = append(reads, readRef{li, &t.limits[li].sweep.Reads[i]})
+			}
+		}
+		t.reads = reads
+		if len(reads) > maxReads {
+			// Over budget: the hottest teams first; the rest are planned again next tick.
+			slices.SortFunc(reads, func(a, b readRef) int { return cmp.Compare(b.r.Pressure, a.r.Pressure) })
+		}
+		for _, rr := range reads {
+			// A team whose counts were not all sent is read all the same: what Redis
+			// does not hold is added to the read (notInRedis), so none is forgotten.
+			if res.Reads >= maxReads {
+				res.SkippedReads++
+				continue
+			}
+			li := t.laneFor(rr.r.Team)
+			t.laneReads[li] = append(t.laneReads[li], rr)
+			t.plans[t.lanes[li].inst].reads++
+			res.Reads++
+			t.m.reads.WithLabelValues(rr.r.Reason.String()).Inc()
+		}
+		t.m.skippedReads.Add(float64(res.SkippedReads))
+	}
+	t.m.pendingSync.Set(float64(res.SkippedReads))
+
+}
+
+func (t *Ticker) laneFor(team string) int {
+	if t.cfg.Mode == ModeCluster {
+		return ClusterShard(team)
+	}
+	return t.instanceFor(team)
+}
+
+func (t *Ticker) instanceFor(team string) int { return InstanceFor(team, len(t.instances)) }
+
+func (t *Ticker) key(lim int, team string, epoch int64) string {
+	return KeyFor(t.cfg.Mode, t.limits[lim].prefix, team, epoch)
+}

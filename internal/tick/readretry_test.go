@@ -1,0 +1,153 @@
+package tick
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// Short socket timeouts, so that a Redis stalled for readRetryStall fails a tick by timeout
+// well within the stall, on a loaded machine too.
+const (
+	readRetryTimeout = 150 * time.Millisecond
+	readRetryStall   = 300 * time.Millisecond
+)
+
+// newShortGate is newGate with readRetryTimeout on every socket read and write.
+func newShortGate(t *testing.T, clk clock.Clock, lc limit.Config, srv *redistest.Server) *gate {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	l, err := limit.New(lc, clk, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: readRetryTimeout, WriteTimeout: readRetryTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clients[0]
+	t.Cleanup(func() { _ = c.Close() })
+	tk, err := New(l, []redis.UniversalClient{c}, Config{}, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gate{l: l, tk: tk, reg: reg}
+}
+
+// readsTotal is the gate's gate_limiter_reads_total for reason (0 when never counted).
+func readsTotal(t *testing.T, g *gate, reason string) float64 {
+	t.Helper()
+	fams, err := g.reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "gate_limiter_reads_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "reason" && lp.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestFailedReadRetriedNextTick (issue 27, item 2): a gate that meets a team during a
+// one-tick Redis stall reads it again on the next tick, and so learns that the fleet is far
+// over the team's limit one tick later, not a cadence later (up to a minute for a team
+// that looks idle from here, while the fleet is at 6 × its limit).
+func TestFailedReadRetriedNextTick(t *testing.T) {
+	const (
+		threshold = 100
+		fleetAt   = 6 * threshold // what the fleet counted in the current window
+		seen      = 3             // what the gate under test sees: idle here, under 5% pending
+	)
+	for _, lc := range []limit.Clock{limit.WallClock, limit.EventClock} {
+		t.Run(lc.String(), func(t *testing.T) {
+			srv := redistest.Start(t)
+			clk := clock.NewFake(epochStart.Add(5 * time.Second))
+			cfg := limit.Config{Window: time.Minute, Threshold: threshold, Mode: limit.Divert, Clock: lc, MaxEventAge: 5 * time.Minute}
+			check := func(g *gate, team string, n int64) limit.Decision {
+				now := clk.Now()
+				return g.l.CheckEventAt(now, now, team, n) // CheckAt(now, …) under the wall clock
+			}
+			tick := func(g *gate, what string) TickResult {
+				t.Helper()
+				r := g.tk.Tick(context.Background())
+				t.Logf("%s: %+v", what, r)
+				return r
+			}
+
+			// The fleet: another gate that counted 6 × the team's limit in this window and
+			// wrote it through its tick.
+			fleet := newShortGate(t, clk, cfg, srv)
+			check(fleet, "team", fleetAt)
+			if r := tick(fleet, "fleet tick"); r.Errors != 0 || r.Writes < 1 {
+				t.Fatalf("fleet tick = %+v, want its counts written", r)
+			}
+
+			// The gate under test, its connection to Redis open (a tick for another team).
+			g := newShortGate(t, clk, cfg, srv)
+			check(g, "warm-up", 1)
+			if r := tick(g, "warm-up tick"); r.Errors != 0 {
+				t.Fatalf("warm-up tick = %+v, want no error", r)
+			}
+
+			// It meets the team while Redis stalls: the team's first read fails by timeout.
+			for range seen {
+				if d := check(g, "team", 1); d.Limited {
+					t.Fatalf("first contact limited: %+v", d)
+				}
+			}
+			srv.Pause(t)
+			t.Cleanup(func() { srv.Resume(t) })
+			stalled := time.Now()
+			r := tick(g, "tick during the stall")
+			if r.FailedReads != 1 {
+				t.Fatalf("tick during the stall = %+v, want the team's read failed", r)
+			}
+			time.Sleep(time.Until(stalled.Add(readRetryStall))) // the rest of the stall
+			srv.Resume(t)
+			if d := check(g, "team", 0); d.Limited {
+				t.Fatalf("limited on local counts alone after the failed read: %+v", d)
+			}
+
+			// One tick interval later Redis answers. The team is read on that tick: should
+			// this loaded machine time that tick out too, the read is due on the one after,
+			// the fake clock standing still.
+			clk.Advance(g.tk.Config().TickInterval)
+			deadline := time.Now().Add(30 * time.Second)
+			for n := 1; ; n++ {
+				r = tick(g, "tick after the stall")
+				if r.Errors == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Redis never answered a tick after the stall (%d ticks): %+v", n, r)
+				}
+			}
+			d := check(g, "team", 0)
+			if r.Reads < 1 || !d.Limited {
+				t.Fatalf("one tick after the failed read: tick %+v, team %+v; want the team read again and limited "+
+					"(the fleet is at %d, %d × its limit of %d)", r, d, fleetAt, fleetAt/threshold, threshold)
+			}
+			if got := readsTotal(t, g, "retry"); got != 1 {
+				t.Errorf("gate_limiter_reads_total{reason=\"retry\"} = %v, want 1", got)
+			}
+			if d.Level < fleetAt {
+				t.Errorf("level after the read %.1f, want at least the fleet's %d", d.Level, fleetAt)
+			}
+		})
+	}
+}

@@ -1,0 +1,245 @@
+package tick
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// logBuffer is a log destination safe for the tick's pipeline goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the logged lines that contain every one of words.
+func (b *logBuffer) lines(words ...string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for l := range strings.Lines(b.buf.String()) {
+		ok := true
+		for _, w := range words {
+			ok = ok && strings.Contains(l, w)
+		}
+		if ok {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return out
+}
+
+// withLog makes the gate's ticker log to a buffer it returns.
+func (g *gate) withLog() *logBuffer {
+	b := &logBuffer{}
+	g.tk.log = slog.New(slog.NewTextHandler(b, nil))
+	return b
+}
+
+// sendSeconds checks perSecond records of team in each of seconds seconds of the fake
+// clock (at their own time, for the event clock), ticking at the end of each second, and
+// returns how many were admitted and every tick's result.
+func sendSeconds(t *testing.T, g *gate, clk *clock.Fake, team string, seconds, perSecond int) (admitted int, ticks []TickResult) {
+	t.Helper()
+	for range seconds {
+		for j := range perSecond {
+			now := clk.Now().Add(time.Duration(j) * time.Second / time.Duration(perSecond))
+			if !g.l.CheckEventAt(now, now, team, 1).Limited {
+				admitted++
+			}
+		}
+		clk.Advance(time.Second)
+		ticks = append(ticks, g.tk.Tick(context.Background()))
+	}
+	return admitted, ticks
+}
+
+// TestRedisRefusingWritesKeepsLimit: a Redis that refuses writes but serves reads (used
+// memory over maxmemory under noeviction, a primary demoted to a replica, a failed
+// snapshot) must not disable the limit. The counts it refused stay in the team's level
+// until they are written; the refusals are counted by cause and logged once, not on every
+// tick; once Redis takes writes again, every count reaches it, once.
+func TestRedisRefusingWritesKeepsLimit(t *testing.T) {
+	const (
+		threshold = 100
+		seconds   = 9
+		perSecond = 100 // 900 records against a limit of 100 per window
+		sent      = seconds * perSecond
+	)
+	for _, how := range []redistest.Refusal{redistest.RefuseOOM, redistest.RefuseReadOnly, redistest.RefuseMisconf, redistest.RefuseNoReplicas} {
+		for _, lc := range []limit.Clock{limit.WallClock, limit.EventClock} {
+			t.Run(how.String()+"/"+lc.String(), func(t *testing.T) {
+				srv := redistest.Start(t)
+				clk := clock.NewFake(epochStart)
+				g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: threshold, Clock: lc, MaxEventAge: 5 * time.Minute},
+					Config{KeyPrefix: "t"}, srv)
+				logs := g.withLog()
+				ep := g.l.Epoch(clk.Now())
+				srv.RefuseWrites(t, how)
+
+				admitted, ticks := sendSeconds(t, g, clk, "team", seconds, perSecond)
+				reads := 0
+				for i, r := range ticks {
+					if r.Errors != 1 || r.Writes != 0 || r.FailedReads != 0 {
+						t.Fatalf("tick %d while Redis refuses writes = %+v, want 1 error, no write, no failed read", i, r)
+					}
+					reads += r.Reads
+				}
+				if reads == 0 {
+					t.Fatal("no read made: the scenario is meant to have reads succeed while writes fail")
+				}
+				t.Logf("%s, %s clock: admitted %d of %d records against a limit of %d", how, lc, admitted, sent, threshold)
+				if admitted > 2*threshold {
+					t.Errorf("admitted %d of %d records against a limit of %d while Redis refused writes (%s): the refused counts left the level",
+						admitted, sent, threshold, how)
+				}
+				if got := testutil.ToFloat64(g.tk.m.errors.WithLabelValues(how.String(), "0")); got != seconds {
+					t.Errorf("errors{cause=%q} = %v, want %d (one per failed tick)", how, got, seconds)
+				}
+				if got := testutil.ToFloat64(g.tk.m.errors.WithLabelValues("redis", "0")); got != 0 {
+					t.Errorf("errors{cause=\"redis\"} = %v, want 0: the refusal has a cause of its own", got)
+				}
+				if warns := logs.lines("level=WARN"); len(warns) < 1 || len(warns) > 2 {
+					t.Errorf("%d warnings logged over %d failed ticks, want 1 or 2 (rate-limited):\n%s", len(warns), seconds, strings.Join(warns, "\n"))
+				} else if !strings.Contains(warns[0], how.String()) {
+					t.Errorf("warning does not name the cause %q: %s", how, warns[0])
+				}
+
+				// Redis takes writes again: every count reaches it, once, and the level is
+				// the fleet's count alone (nothing kept twice).
+				srv.AcceptWrites(t)
+				clk.Advance(time.Second)
+				if r := g.tk.Tick(context.Background()); r.Errors != 0 || r.CarriedWrites != 0 || r.Writes == 0 {
+					t.Fatalf("tick after Redis took writes again = %+v, want the counts written", r)
+				}
+				if got := getInt(t, srv.Client(t), Key("t", "team", ep)); got != sent {
+					t.Errorf("Redis holds %d records, want the %d counted (divert counts every record)", got, sent)
+				}
+				now := clk.Now()
+				if d := g.l.CheckEventAt(now, now, "team", 0); d.Level < sent-20 || d.Level > sent+1 {
+					t.Errorf("level after the counts were written = %.1f, want ≈ %d", d.Level, sent)
+				}
+				if lines := logs.lines("level=INFO", "again"); len(lines) != 1 {
+					t.Errorf("recovery logged %d times, want once:\n%s", len(lines), strings.Join(lines, "\n"))
+				}
+			})
+		}
+	}
+}
+
+// TestPipelinePartlyFails: one team's INCRBY fails (its key holds a list: WRONGTYPE)
+// while the rest of the same pipeline, other teams' writes and every read, succeeds. The
+// failed team stays limited on its own counts; the others' writes land and leave pending.
+func TestPipelinePartlyFails(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100}, Config{KeyPrefix: "t"}, srv)
+	ep := g.l.Epoch(clk.Now())
+	if err := rc.LPush(context.Background(), Key("t", "bad", ep), "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	good := 0
+	for range 9 {
+		for j := range 100 {
+			now := clk.Now().Add(time.Duration(j) * time.Second / 100)
+			if !g.l.CheckAt(now, "bad", 1).Limited {
+				admitted++
+			}
+			if j%10 == 0 {
+				g.l.CheckAt(now, "good", 1)
+				good++
+			}
+		}
+		clk.Advance(time.Second)
+		r := g.tk.Tick(context.Background())
+		if r.Errors != 1 || r.Writes != 1 || r.FailedReads != 0 {
+			t.Fatalf("tick = %+v, want 1 error, the good team's write, no failed read", r)
+		}
+	}
+	t.Logf("team whose writes fail: admitted %d of 900 records against a limit of 100", admitted)
+	if admitted > 200 {
+		t.Errorf("admitted %d of 900 records against a limit of 100 while its writes failed", admitted)
+	}
+	if got := getInt(t, rc, Key("t", "good", ep)); got != int64(good) {
+		t.Errorf("good team: %d in Redis, want %d", got, good)
+	}
+	now := clk.Now()
+	if d := g.l.CheckAt(now, "good", 0); d.Level > float64(good)+0.5 || d.Level < float64(good)-5 {
+		t.Errorf("good team's level = %.1f, want ≈ %d (its writes landed: nothing kept)", d.Level, good)
+	}
+	if got := testutil.ToFloat64(g.tk.m.errors.WithLabelValues("redis", "0")); got != 9 {
+		t.Errorf("errors{cause=\"redis\"} = %v, want 9", got)
+	}
+}
+
+// TestRefusedWritesFailOpen: however long Redis refuses writes, a team sending steadily
+// below its limit is not limited: the counts kept for it go as its epochs age (as they
+// would in Redis), and weigh in a read as Redis would weigh them; a team over its limit is
+// limited.
+func TestRefusedWritesFailOpen(t *testing.T) {
+	for _, lc := range []limit.Clock{limit.WallClock, limit.EventClock} {
+		t.Run(lc.String(), func(t *testing.T) {
+			srv := redistest.Start(t)
+			clk := clock.NewFake(epochStart)
+			const threshold = 600 // per minute: 10/s
+			g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: threshold, Clock: lc, MaxEventAge: 5 * time.Minute}, Config{}, srv)
+			srv.RefuseWrites(t, redistest.RefuseOOM)
+			reads := 0
+			for s := range 5 * 60 { // five windows at 0.8 × the limit
+				for j := range 8 {
+					at := clk.Now().Add(time.Duration(j) * time.Second / 8)
+					if d := g.l.CheckEventAt(at, at, "team", 1); d.Limited {
+						t.Fatalf("second %d: limited at 0.8 × its limit while Redis refuses writes (level %.0f)", s, d.Level)
+					}
+				}
+				clk.Advance(time.Second)
+				r := g.tk.Tick(context.Background())
+				if r.Writes != 0 {
+					t.Fatalf("second %d: tick = %+v, want the writes refused", s, r)
+				}
+				reads += r.Reads
+			}
+			if reads == 0 {
+				t.Fatal("no read made: the scenario is meant to have reads succeed while writes fail")
+			}
+			// One count per epoch whose counts are still written: under the event clock
+			// they go back GATE_MAX_EVENT_AGE; only the read epoch and the one before
+			// weigh in a read.
+			if n, most := len(g.tk.pending), int(g.l.Epoch(clk.Now())-g.l.OldestEpoch(clk.Now())+1); n > most {
+				t.Errorf("%d counts pending for one team, want at most %d: one per epoch still written", n, most)
+			}
+			limited := 0
+			for range 60 {
+				for j := range 20 {
+					at := clk.Now().Add(time.Duration(j) * time.Second / 20)
+					if g.l.CheckEventAt(at, at, "team", 1).Limited {
+						limited++
+					}
+				}
+				clk.Advance(time.Second)
+				g.tk.Tick(context.Background())
+			}
+			if limited == 0 {
+				t.Error("a team at 2 × its limit was never limited while Redis refused writes")
+			}
+		})
+	}
+}

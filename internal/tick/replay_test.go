@@ -1,0 +1,152 @@
+package tick
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// TestLostAcknowledgedWritesAreSentAgain: Redis loses writes it had acknowledged, as when a
+// failover promotes a replica that had not received them (here: the counters and this
+// writer's sequence key put back as they were two ticks ago). The next write's reply says
+// the lane's number is behind what this gate saw confirmed; the tick sends the lost batches'
+// counts again, and Redis ends up with every count, once.
+func TestLostAcknowledgedWritesAreSentAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart.Add(10 * time.Second))
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{Writer: "w1"}, srv)
+	logs := g.withLog()
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+	seqKey := laneKey(ModeStandalone, DefaultKeyPrefix, "w1", 0)
+
+	g.l.Check("team-a", 10)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v", r)
+	}
+	// What a replica that stopped receiving here would hold.
+	snapSeq, err := rc.Get(ctx, seqKey).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		g.l.Check("team-a", 5)
+		g.l.Check("team-b", 7)
+		clk.Advance(time.Second)
+		if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 2 {
+			t.Fatalf("tick %d = %+v", i, r)
+		}
+	}
+	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team-a", ep); got != 20 {
+		t.Fatalf("team-a holds %d before the loss, want 20", got)
+	}
+	// The loss: Redis is back where it was after the first tick.
+	rc.Set(ctx, Key(DefaultKeyPrefix, "team-a", ep), 10, time.Minute)
+	rc.Del(ctx, Key(DefaultKeyPrefix, "team-b", ep))
+	rc.Set(ctx, seqKey, snapSeq, time.Minute)
+
+	g.l.Check("team-a", 1)
+	clk.Advance(time.Second)
+	r := g.tk.Tick(ctx)
+	if r.Errors != 0 || r.Batches[outReplayed] != 2 || r.Replayed != 24 {
+		t.Fatalf("tick after the loss = %+v, want 2 batches (24 counts) found lost and sent again", r)
+	}
+	clk.Advance(time.Second)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.CarriedWrites != 0 || r.Writes != 2 {
+		t.Fatalf("tick sending the lost counts = %+v", r)
+	}
+	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team-a", ep); got != 21 {
+		t.Errorf("team-a holds %d, want the 21 counted", got)
+	}
+	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team-b", ep); got != 14 {
+		t.Errorf("team-b holds %d, want the 14 counted", got)
+	}
+	if got := testutil.ToFloat64(g.tk.m.batches.WithLabelValues("replayed")); got != 2 {
+		t.Errorf("batches{outcome=replayed} = %v, want 2", got)
+	}
+	if w := logs.lines("level=WARN"); len(w) != 1 {
+		t.Errorf("warnings = %q, want one saying Redis lost acknowledged writes", w)
+	}
+
+	// A loss older than what the gate keeps is reported, not repaired.
+	for range 12 {
+		g.l.Check("team-a", 1)
+		clk.Advance(time.Second)
+		g.tk.Tick(ctx)
+	}
+	rc.Del(ctx, seqKey)
+	g.l.Check("team-a", 1)
+	clk.Advance(time.Second)
+	if r := g.tk.Tick(ctx); r.Batches[outLost] != 1 {
+		t.Errorf("tick after losing batches no longer kept = %+v, want the loss reported", r)
+	}
+}
+
+// TestSentinelFailoverLosesNoCounts: a planned failover (SENTINEL FAILOVER) while a gate
+// writes every 100 ms. The old primary acknowledges writes until the client learns of the
+// switch, and the promoted replica lacks those it had not replicated yet; before, they were
+// lost without a word (about one tick's counts per failover). Now the first write to the
+// new primary reveals the gap and the tick sends those counts again: the new primary ends
+// up with every count.
+func TestSentinelFailoverLosesNoCounts(t *testing.T) {
+	t.Parallel()
+	set := redistest.StartSentinel(t, 1, 3)
+	fc, err := DialSentinel(set.Master, set.SentinelAddrs(), "redis://127.0.0.1:6379/0", RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(epochStart)
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: 10 * time.Minute, Threshold: 1_000_000},
+		Config{Mode: ModeSentinel, TickInterval: 100 * time.Millisecond}, fc)
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+	old := set.Primary.Addr()
+	var counted int64
+	step := func() TickResult {
+		g.l.Check("team", 100)
+		counted += 100
+		clk.Advance(100 * time.Millisecond)
+		return g.tk.Tick(ctx)
+	}
+	for range 10 {
+		step()
+	}
+	set.Failover(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for set.CurrentPrimary(t) == old {
+		if time.Now().After(deadline) {
+			t.Fatal("no failover")
+		}
+		step()
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Go on until the new primary has taken writes for a while (the client learns of the
+	// switch after the sentinels do) and nothing is pending.
+	for i := 0; ; i++ {
+		r := step()
+		if i > 40 && r.Errors == 0 && r.CarriedWrites == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes never settled on the new primary: %+v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	clk.Advance(100 * time.Millisecond)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.CarriedWrites != 0 {
+		t.Fatalf("last tick = %+v", r)
+	}
+	got := stored(t, fc, ModeSentinel, DefaultKeyPrefix, "team", ep)
+	replayed := testutil.ToFloat64(g.tk.m.batches.WithLabelValues("replayed"))
+	t.Logf("counted %d, the new primary holds %d; %v batches found lost and sent again", counted, got, replayed)
+	if got != counted {
+		t.Errorf("the new primary holds %d, want the %d counted", got, counted)
+	}
+}

@@ -1,0 +1,234 @@
+// Sending a plan: one pipeline per instance (per primary in cluster mode), all in
+// parallel, each under the tick's deadline, so a node that hangs fails its own commands
+// and no other node's. Every command's error is read, not only the pipeline's, because a
+// pipeline can partly fail (writes refused while reads are answered); TRYAGAIN is no
+// failure, and what it refused goes again next tick.
+
+package tick
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// send runs the given parts of every instance's plan, one pipeline per instance, in
+// parallel, and counts their commands and failed pipelines in res.
+func (t *Ticker) send(ctx context.Context, part int, res *TickResult) {
+	var wg sync.WaitGroup
+	for i := range t.plans {
+		if p := &t.plans[i]; p.has(part) {
+			wg.Go(func() { t.execute(ctx, i, p, part) })
+		}
+	}
+	wg.Wait()
+	for i := range t.plans {
+		p := &t.plans[i]
+		if !p.has(part) {
+			continue
+		}
+		res.Commands += p.sent
+		if p.sendErr != nil {
+			res.Errors++
+		}
+	}
+}
+
+// execute sends one instance's pipeline: every batch of writes (writeScript: resends
+// first, in order), then the reads in MGETs of up to KeysPerCommand keys of one lane. In
+// cluster mode the one pipeline goes to the ClusterClient, which splits it by node and
+// runs the parts in parallel.
+func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
+	start := time.Now()
+	pipes := t.pipelines(ctx, i, p)
+	if part&partWrites != 0 {
+		t.queueWrites(ctx, p, pipes)
+	}
+	if part&partReads != 0 {
+		t.queueReads(ctx, p, pipes)
+	}
+	errs := make([]error, len(pipes))
+	var wg sync.WaitGroup
+	p.sent, p.sendErr = 0, nil
+	for j, pipe := range pipes {
+		if n := pipe.Len(); n > 0 {
+			p.sent += n
+			wg.Go(func() { _, errs[j] = pipe.Exec(ctx) })
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			p.sendErr = err
+			break
+		}
+	}
+	p.dur += time.Since(start)
+	if part&partWrites != 0 {
+		for _, b := range p.batches {
+			if t.writes != nil {
+				b.out, b.failed, b.err = t.writes.result(b)
+			} else {
+				b.out, b.failed, b.err = b.result()
+			}
+			if len(b.failed) > 0 && p.sendErr == nil {
+				p.sendErr = b.err // a key that failed on its own: the script's reply says which
+			}
+		}
+		t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches) + len(p.pcmds)))
+		t.profileErrors(i, p)
+		t.m.commands.WithLabelValues("set").Add(float64(len(p.holds)))
+	}
+	if part&partReads != 0 {
+		t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
+	}
+	if p.sendErr == nil {
+		return
+	}
+	// Every command's error, not only the first: a pipeline can partly fail. TRYAGAIN (a
+	// multi-key command on a slot in migration) is no failure of Redis: the command was not
+	// run, its writes stay pending and its reads are made again next tick.
+	var causes causeSet
+	note := func(err error) bool {
+		if redis.IsTryAgainError(err) {
+			p.tryAgain++
+			t.m.redirects.WithLabelValues("tryagain").Inc()
+			return false
+		}
+		causes.add(classify(err))
+		return true
+	}
+	if part&partWrites != 0 {
+		for _, b := range p.batches {
+			switch {
+			case b.out == outRefused || b.out == outUnknown:
+				p.failedWrites += len(b.items)
+				note(b.err)
+			case len(b.failed) > 0:
+				p.failedWrites += len(b.failed)
+				causes.add(causeRedis)
+			}
+		}
+	}
+	if part&partReads != 0 {
+		for _, rc := range p.rcmds {
+			if err := rc.cmd.Err(); err != nil && note(err) {
+				p.failedReads++
+			}
+		}
+	}
+	if causes == 0 && p.tryAgain > 0 {
+		p.sendErr = nil // only TRYAGAIN: nothing to report
+		return
+	}
+	if causes == 0 {
+		causes.add(classify(p.sendErr)) // an error no command carries
+	}
+	if cc, ok := t.instances[i].(*redis.ClusterClient); ok && causes&^(1<<causeRedis|1<<causeOOM|1<<causeMisconf|1<<causeNoReplicas) != 0 {
+		// The cluster client refreshes its slot map on MOVED, or every minute, but
+		// not when a node stops answering, nor when a demoted primary answers READONLY:
+		// without this, writes for a dead primary's slots would keep failing for up to
+		// a minute after its replica took over.
+		cc.ReloadState(ctx)
+	}
+	p.causes |= causes
+	if p.err == nil {
+		p.err = p.sendErr
+	}
+}
+
+// queueWrites queues the plan's count batches and hold flags on its pipelines.
+func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipeliner) {
+	seqTTL := t.seqTTL()
+	for _, b := range p.batches {
+		ln := &t.lanes[b.lane]
+		pipe := pipes[t.partOf[b.lane]]
+		if t.writes != nil {
+			t.writes.queue(ctx, t, pipe, b)
+			continue
+		}
+		keys := make([]string, 1, 1+len(b.items))
+		keys[0] = ln.key
+		args := make([]any, 3, 3+len(b.items))
+		args[0], args[1], args[2] = b.seq, seqTTL, (t.limits[b.lim].ttl + KeyTTLMargin).Milliseconds()
+		for _, it := range b.items {
+			keys = append(keys, t.key(it.k.lim, it.k.team, it.k.epoch))
+			args = append(args, it.n)
+		}
+		// EVAL, not EVALSHA: a node that has not seen the script (restarted, promoted, a
+		// slot's new owner, or its script cache evicted) runs it all the same, and the
+		// hash Redis computes per call costs nothing measurable (docs/benchmarks.md).
+		b.cmd = pipe.Eval(ctx, writeScript, keys, args...)
+	}
+	for _, hw := range p.holds {
+		// Not part of a batch: setting a flag twice is harmless, and one lost is set again
+		// next tick.
+		pipes[t.partOf[hw.lane]].Set(ctx, hw.key, hw.val, hw.ttl)
+	}
+	t.queueProfiles(ctx, pipes, p)
+}
+
+// queueReads queues the plan's reads on its pipelines.
+func (t *Ticker) queueReads(ctx context.Context, p *plan, pipes []redis.Pipeliner) {
+	for _, li := range p.lanes {
+		reads := t.laneReads[li]
+		pipe := pipes[t.partOf[li]]
+		for j := 0; j < len(reads); {
+			// Up to KeysPerCommand keys: two counters per team, its hold flag if asked, and
+			// its profile (appendReadKeys).
+			var keys []string
+			k := j
+			for ; k < len(reads) && (k == j || len(keys)+readKeys(reads[k].r) <= t.cfg.KeysPerCommand); k++ {
+				keys = t.appendReadKeys(keys, reads[k])
+			}
+			p.rcmds = append(p.rcmds, readCmd{pipe.MGet(ctx, keys...), reads[j:k]})
+			j = k
+		}
+	}
+}
+
+// pipelines returns the pipelines instance i's plan is sent in, and sets partOf for its
+// lanes. One, except in cluster mode: one per primary, each still a ClusterClient
+// pipeline (it follows MOVED and ASK) but holding one node's lanes only, so that a node
+// that hangs fails its own commands when the tick's deadline ends the wait, not every
+// node's: the cluster client's pipeline, once its deadline passes between retries, sets
+// the deadline's error on all of its commands, those already answered too.
+func (t *Ticker) pipelines(ctx context.Context, i int, p *plan) []redis.Pipeliner {
+	cc, ok := t.instances[i].(*redis.ClusterClient)
+	if !ok {
+		for _, li := range p.lanes {
+			t.partOf[li] = 0
+		}
+		return []redis.Pipeliner{t.instances[i].Pipeline()}
+	}
+	var pipes []redis.Pipeliner
+	byNode := make(map[*redis.Client]int)
+	for _, li := range p.lanes {
+		node, err := cc.MasterForKey(ctx, t.lanes[li].key)
+		if err != nil {
+			node = nil // no slot map: one pipeline, which reports the error
+		}
+		j, ok := byNode[node]
+		if !ok {
+			j = len(pipes)
+			byNode[node] = j
+			pipes = append(pipes, cc.Pipeline())
+		}
+		t.partOf[li] = j
+	}
+	return pipes
+}
+
+// seqTTL is how long a lane's sequence key lives, in ms: as long as the longest-lived
+// counter, since a batch in doubt is resent until its epochs are no longer written.
+func (t *Ticker) seqTTL() int64 { return t.seqTTLDur().Milliseconds() }
+
+func (t *Ticker) seqTTLDur() time.Duration {
+	var d time.Duration
+	for _, ls := range t.limits {
+		d = max(d, ls.ttl)
+	}
+	return d + KeyTTLMargin
+}

@@ -1,0 +1,162 @@
+// Settling writes: what each batch's answer does to the pending counts. This is what
+// makes a count written exactly once while Redis keeps what it acknowledged. A batch
+// answered is confirmed, and kept for KeepConfirmed; a refused batch's counts go in a new
+// one; an unanswered batch stays in doubt and is resent as it is. When an answer shows a
+// lane's number behind one this gate saw applied (a failover to a replica that had not
+// received the batch, a restart), the kept batches past that number are sent again; those
+// no longer kept are reported lost.
+
+package tick
+
+import (
+	"slices"
+	"time"
+)
+
+// settleWrites settles the writes sent: a batch answered is confirmed (applied now, or
+// found applied by an earlier send whose reply was lost); a batch refused keeps its
+// counts pending, to go in a new batch; a batch unanswered stays in doubt and is resent
+// as it is.
+func (t *Ticker) settleWrites(res *TickResult) {
+	for i := range t.plans {
+		p := &t.plans[i]
+		for _, b := range p.batches {
+			o := t.settle(b, res)
+			res.Batches[o]++
+			t.m.batches.WithLabelValues(o.String()).Inc()
+		}
+	}
+	for li := range t.lanes {
+		ln := &t.lanes[li]
+		ln.doubt = slices.DeleteFunc(ln.doubt, func(b *batch) bool { return !b.doubt })
+	}
+	if res.Batches[outReplayed]+res.Batches[outLost] > 0 {
+		t.log.Warn("redis lost writes it had acknowledged (a failover to a replica that had not received them, or a restart); this gate's are sent again",
+			"replayed_batches", res.Batches[outReplayed], "replayed_counts", res.Replayed,
+			"lost_batches", res.Batches[outLost], "keep_confirmed", t.cfg.KeepConfirmed)
+	}
+}
+
+// settle applies one batch's outcome to the pending counts.
+func (t *Ticker) settle(b *batch, res *TickResult) outcome {
+	o, failed := b.out, b.failed
+	ln := &t.lanes[b.lane]
+	switch o {
+	case outApplied, outDuplicate:
+		t.recoverLost(ln, b.last, res)
+		applied := b.items[:0:0]
+		for j, it := range b.items {
+			if b.doubt {
+				t.addTo(t.doubt, it.k, -it.n)
+			}
+			if slices.Contains(failed, int64(j+1)) {
+				// This key failed on its own: its count stays pending, to go in a new batch.
+				res.CarriedWrites++
+				continue
+			}
+			t.addTo(t.pending, it.k, -it.n)
+			res.Writes++
+			if len(failed) > 0 {
+				applied = append(applied, it)
+			}
+		}
+		if len(failed) > 0 {
+			b.items = applied
+		}
+		b.doubt = false
+		b.tick = t.tickN
+		ln.kept = append(ln.kept, b)
+	case outRefused:
+		// Not applied. A batch in doubt stays in doubt, with its number: an earlier send
+		// may have been applied. Otherwise its counts stay pending for a new batch.
+		res.CarriedWrites += len(b.items)
+	case outUnknown:
+		if !b.doubt {
+			b.doubt = true
+			ln.doubt = append(ln.doubt, b)
+			for _, it := range b.items {
+				t.doubt[it.k] += it.n
+			}
+		}
+		res.CarriedWrites += len(b.items)
+	}
+	return o
+}
+
+// recoverLost is called with each answer of the write script on a lane: last is the
+// number the lane held in Redis before the batch. Batches confirmed earlier with a higher
+// number are no longer in Redis: a failover promoted a replica that had not received them,
+// or Redis restarted without them. Their counts go back to pending and are sent again in
+// new batches; batches confirmed too long ago to be kept are reported as lost.
+func (t *Ticker) recoverLost(ln *lane, last int64, res *TickResult) {
+	i := len(ln.kept)
+	for i > 0 && int64(ln.kept[i-1].seq) > last {
+		i--
+	}
+	for _, b := range ln.kept[i:] {
+		for _, it := range b.items {
+			if it.k.epoch < t.limits[it.k.lim].oldest {
+				continue // no longer written: as if dropped
+			}
+			t.pending[it.k] += it.n
+			res.Replayed += it.n
+		}
+		res.Batches[outReplayed]++
+		t.m.batches.WithLabelValues(outReplayed.String()).Inc()
+	}
+	clear(ln.kept[i:])
+	ln.kept = ln.kept[:i]
+	// The sequence key lives as long as the counters (seqTTL); a lane idle for longer
+	// starts again from 0 without having lost anything that still counts.
+	if ln.forgot > 0 && int64(ln.forgot) > last && time.Duration(t.tickN-ln.forgotTick)*t.cfg.TickInterval < t.seqTTLDur() {
+		res.Batches[outLost]++
+		t.m.batches.WithLabelValues(outLost.String()).Inc()
+		ln.forgot = 0 // reported once
+	}
+}
+
+// forgetConfirmed stops keeping batches confirmed more than KeepConfirmed ago.
+func (t *Ticker) forgetConfirmed() {
+	keep := uint64(max(1, int64(t.cfg.KeepConfirmed/t.cfg.TickInterval)))
+	for li := range t.lanes {
+		ln := &t.lanes[li]
+		n := 0
+		for n < len(ln.kept) && ln.kept[n].tick+keep < t.tickN {
+			ln.forgot, ln.forgotTick = ln.kept[n].seq, ln.kept[n].tick
+			n++
+		}
+		if n > 0 {
+			clear(ln.kept[:n])
+			ln.kept = slices.Delete(ln.kept, 0, n)
+		}
+	}
+}
+
+// dropStaleDoubt forgets batches in doubt whose every count is of an epoch no longer
+// written (prepare's step 1 dropped those counts from pending and counted them).
+func (t *Ticker) dropStaleDoubt() {
+	for li := range t.lanes {
+		ln := &t.lanes[li]
+		ln.doubt = slices.DeleteFunc(ln.doubt, func(b *batch) bool {
+			for _, it := range b.items {
+				if it.k.epoch >= t.limits[it.k.lim].oldest {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// addTo adds n to m[k], deleting the key at zero or below.
+func (t *Ticker) addTo(m map[countKey]int64, k countKey, n int64) {
+	v, ok := m[k]
+	if !ok {
+		return
+	}
+	if v += n; v <= 0 {
+		delete(m, k)
+		return
+	}
+	m[k] = v
+}

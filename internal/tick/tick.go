@@ -1,0 +1,393 @@
+// The Ticker, how it is built, and when it ticks. Ticks fall on the wall clock's
+// multiples of TickInterval, the same instants in every gate of a fleet, each split in
+// two: every gate writes at the boundary, then reads a quarter of an interval later, so a
+// read misses none of the fleet's counts up to the boundary. Only one goroutine may tick
+// at a time; every tick is bounded by TickTimeout; Run ends with a flush of the pending
+// counts.
+
+package tick
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/limit"
+)
+
+// Ticker runs the tick for one or more limiters against one or more Redis instances: every
+// limiter's counts and reads go in the same pipeline per instance per tick, within one
+// shared key budget.
+type Ticker struct {
+	cfg       Config
+	limits    []limitState // limits[0] is the primary
+	instances []redis.UniversalClient
+	log       *slog.Logger
+	m         *metrics
+	errLogs   []errLog // by instance; each written only by its instance's pipeline goroutine
+
+	// Owned by the tick goroutine.
+	pending map[countKey]int64 // counts Redis has not confirmed: unsent, refused or in doubt
+	doubt   map[countKey]int64 // the part of pending in batches sent without an answer
+	// pendingPeak is the most counts pending since the maps were last rebuilt (shrink).
+	pendingPeak int
+	lanes       []lane
+	laneReads   [][]readRef // by lane, this tick's reads
+	open        []*batch    // by lane and limiter, the batch being filled this tick
+	partOf      []int       // by lane, its pipeline this tick (pipelines)
+
+	tickN      uint64    // ticks so far
+	split      splitTick // a split tick between its write and read phases
+	clockCheck           // Run's, once a minute
+	// onPhase, when set (tests), is called by Run as each phase of a tick starts, and as
+	// its write phase ends, with the tick's boundary.
+	onPhase func(part int, boundary time.Time, ended bool)
+
+	// writes, when set (the benchmarks), writes counts in place of writeScript: as the
+	// gate did before it, to measure the two side by side. The binary has no such writer:
+	// it lives in the package's bench code.
+	writes batchWriter
+	plans  []plan
+	reads  []readRef // every limiter's due reads, reused
+}
+
+// Limit is one limiter the tick syncs, with the prefix of its Redis keys.
+type Limit struct {
+	Lim *limit.Limiter
+	// KeyPrefix starts the limiter's keys; empty means Config.KeyPrefix. Each limiter
+	// needs its own, as each has its own epochs.
+	KeyPrefix string
+}
+
+// limitState is one limiter's part of the tick.
+type limitState struct {
+	l      *limit.Limiter
+	prefix string
+	ttl    time.Duration // Config.KeyTTL raised to the limiter's KeyLifetime
+	sweep  limit.Sweep
+	oldest int64 // the oldest epoch whose counts are still written, for this tick
+	// profiles folded by this tick's reads, written by the next tick (profile.go)
+	profiles []limit.ProfileWrite
+}
+
+type countKey struct {
+	lim   int // index in Ticker.limits
+	team  string
+	epoch int64
+}
+
+// TickResult says what one tick did.
+type TickResult struct {
+	Writes        int // (team, epoch) counts written (or found written: a resend)
+	Reads         int // teams read and applied
+	FailedReads   int // planned reads that failed: views rebuilt locally (fail-open)
+	Commands      int // Redis commands sent
+	CarriedWrites int // counts left for a later tick (budget or failure)
+	SkippedReads  int // due reads not made this tick (budget)
+	Dropped       int64
+	Errors        int // instances whose pipeline failed
+	// Batches by outcome: applied, found applied already (a resend after a lost reply),
+	// refused (an error reply), unknown (no reply; resent next tick as they are),
+	// replayed (confirmed before, found lost by Redis, counts sent again), lost (the same,
+	// confirmed too long ago to be kept: the lanes that lost such batches).
+	Batches [numOutcomes]int
+	// Replayed is the counts of replayed batches, pending again.
+	Replayed int64
+}
+
+// New returns a Ticker for one limiter. In standalone mode every instance must be
+// distinct; a team's keys live on instances[InstanceFor(team, len(instances))]. In cluster
+// and sentinel mode there is exactly one client (a *redis.ClusterClient, or a failover
+// *redis.Client), which routes each command itself. reg may be nil.
+func New(l *limit.Limiter, instances []redis.UniversalClient, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Ticker, error) {
+	return NewMulti([]Limit{{Lim: l}}, instances, cfg, reg, log)
+}
+
+// NewMulti is New for several limiters synced by one tick, in one pipeline per instance.
+// limits[0] is the primary: Config's defaults (KeyTTL's floor) follow its window. Each
+// limiter's keys use its own KeyPrefix and expire after KeyTTL raised to its KeyLifetime
+// (2 × its window, plus GATE_MAX_EVENT_AGE under the event clock).
+func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Ticker, error) {
+	if len(instances) == 0 {
+		return nil, fmt.Errorf("%w: no Redis instance", ErrBadConfig)
+	}
+	if len(limits) == 0 || limits[0].Lim == nil {
+		return nil, fmt.Errorf("%w: no limiter", ErrBadConfig)
+	}
+	cfg, err := cfg.withDefaults(limits[0].Lim.Config().Window)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Mode != ModeStandalone && len(instances) != 1 {
+		return nil, fmt.Errorf("%w: %s mode takes one client, got %d", ErrBadConfig, cfg.Mode, len(instances))
+	}
+	states := make([]limitState, len(limits))
+	prefixes := make(map[string]bool, len(limits))
+	for i, lm := range limits {
+		if lm.Lim == nil {
+			return nil, fmt.Errorf("%w: limit %d has no limiter", ErrBadConfig, i)
+		}
+		p := lm.KeyPrefix
+		if p == "" {
+			p = cfg.KeyPrefix
+		}
+		if err := CheckKeyPrefix(cfg.Mode, p); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
+		if prefixes[p] {
+			return nil, fmt.Errorf("%w: key prefix %q used by two limits", ErrBadConfig, p)
+		}
+		prefixes[p] = true
+		states[i] = limitState{l: lm.Lim, prefix: p, ttl: max(cfg.KeyTTL, lm.Lim.KeyLifetime())}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg, len(instances))
+	if err != nil {
+		return nil, err
+	}
+	if cc, ok := instances[0].(*redis.ClusterClient); ok {
+		// Node clients are created lazily, so a hook added now sees every node's pipelines.
+		cc.OnNewNode(func(nc *redis.Client) { nc.AddHook(redirectHook{m}) })
+	}
+	t := &Ticker{
+		cfg:       cfg,
+		limits:    states,
+		instances: instances,
+		log:       log,
+		m:         m,
+		errLogs:   make([]errLog, len(instances)),
+		pending:   make(map[countKey]int64),
+		doubt:     make(map[countKey]int64),
+		plans:     make([]plan, len(instances)),
+	}
+	n := len(instances)
+	if cfg.Mode == ModeCluster {
+		n = ClusterShards
+	}
+	t.lanes = make([]lane, n)
+	for i := range t.lanes {
+		t.lanes[i] = lane{key: laneKey(cfg.Mode, cfg.KeyPrefix, cfg.Writer, i)}
+		if cfg.Mode != ModeCluster {
+			t.lanes[i].inst = i
+		}
+		p := &t.plans[t.lanes[i].inst]
+		p.lanes = append(p.lanes, i)
+	}
+	t.laneReads = make([][]readRef, n)
+	t.open = make([]*batch, n*len(states))
+	t.partOf = make([]int, n)
+	return t, nil
+}
+
+// Config returns the tick's configuration with defaults filled in.
+func (t *Ticker) Config() Config { return t.cfg }
+
+// Run ticks until ctx is done, then flushes pending counts (bounded by FlushTimeout) and
+// returns.
+//
+// Its ticks fall on the wall clock's multiples of TickInterval, the same instants in every
+// gate of a fleet (with the same interval), and each is split in two: at the boundary every
+// gate writes its counts (WritePhase); a quarter of an interval later, when the whole
+// fleet's writes have landed, every gate reads (ReadPhase). A read then misses none of the
+// other gates' counts up to the boundary, and what they counted since is what this gate's
+// own records since the boundary, scaled by its fleet factor, stand for: no gate learns of
+// the others a tick late for ticking just before them (docs/design.md, "Aligned ticks").
+// Clocks need to agree within that quarter interval less the write's time; a gate whose
+// clock is further off sees the others' counts of a tick later, as it would unaligned.
+func (t *Ticker) Run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	wait := func(until time.Time) bool {
+		timer.Reset(time.Until(until))
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		}
+	}
+	for {
+		at := nextTick(time.Now(), t.cfg.TickInterval)
+		if !wait(at) {
+			break
+		}
+		// One deadline for both phases: a node that hangs costs its teams this tick, never
+		// the next tick's start.
+		tctx, cancel := context.WithDeadline(ctx, at.Add(t.cfg.TickTimeout))
+		if t.onPhase != nil {
+			t.onPhase(partWrites, at, false)
+		}
+		t.WritePhase(tctx)
+		if t.onPhase != nil {
+			t.onPhase(partWrites, at, true)
+		}
+		if !wait(at.Add(t.readDelay())) {
+			cancel()
+			break // the final flush makes the planned reads first
+		}
+		if t.onPhase != nil {
+			t.onPhase(partReads, at, false)
+		}
+		t.ReadPhase(tctx)
+		cancel()
+		t.checkClock(ctx)
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
+	defer cancel()
+	if err := t.Flush(fctx); err != nil {
+		t.log.Warn("final flush of pending counts incomplete", "err", err, "pending_writes", len(t.pending))
+	}
+}
+
+// nextTick is the first multiple of interval since the Unix epoch after now.
+func nextTick(now time.Time, interval time.Duration) time.Time {
+	ns := now.UnixNano()
+	return time.Unix(0, ns-ns%int64(interval)+int64(interval)).In(now.Location())
+}
+
+// readDelay is how long after a tick's boundary Run's read phase starts: a quarter of the
+// interval (250 ms by default), long enough for every gate's sweep and write to land, and
+// within half the tick's deadline so the reads keep time to run.
+func (t *Ticker) readDelay() time.Duration {
+	return min(t.cfg.TickInterval/4, t.cfg.TickTimeout/2)
+}
+
+// Flush writes every pending count, tick after tick without reads, until none is left,
+// Redis fails, or ctx ends.
+func (t *Ticker) Flush(ctx context.Context) error {
+	t.ReadPhase(ctx) // reads planned by a write phase are made first
+	for {
+		r := t.tick(ctx, false)
+		switch {
+		case r.Errors > 0:
+			return fmt.Errorf("flushing %d pending counts: Redis failed", len(t.pending))
+		case len(t.pending) == 0:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("flushing %d pending counts: %w", len(t.pending), ctx.Err())
+		}
+	}
+}
+
+// Tick runs one whole tick now: sweep the limiter, write counts, read due teams, apply
+// reads, the writes and reads in one pipeline per instance. Only one goroutine may call
+// Tick, WritePhase, ReadPhase, Flush or Run at a time.
+func (t *Ticker) Tick(ctx context.Context) TickResult {
+	t.ReadPhase(ctx) // reads planned by a write phase are made first
+	return t.tick(ctx, true)
+}
+
+// WritePhase runs the first half of a tick split in two (Run's): sweep, write counts and
+// hold flags, settle the writes. The reads it plans wait for ReadPhase, which must follow
+// before the next WritePhase or Tick (they make it first if it did not). Its result counts
+// the writes, and the reads put off (SkippedReads); ReadPhase's counts the reads made.
+func (t *Ticker) WritePhase(ctx context.Context) TickResult {
+	t.ReadPhase(ctx)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+	defer cancel()
+	var res TickResult
+	t.prepare(true, &res)
+	t.send(ctx, partWrites, &res)
+	t.settleWrites(&res)
+	t.split = splitTick{open: true, took: time.Since(start), commands: res.Commands}
+	res.Reads = 0 // planned, made by ReadPhase
+	return res
+}
+
+// ReadPhase runs the second half of a tick split in two: the reads WritePhase planned,
+// made and applied as reads that follow every gate's writes of the tick's boundary
+// (limit.Read.Fresh). Without a write phase before it, it does nothing.
+func (t *Ticker) ReadPhase(ctx context.Context) TickResult {
+	var res TickResult
+	if !t.split.open {
+		return res
+	}
+	sp := t.split
+	t.split = splitTick{}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+	defer cancel()
+	t.send(ctx, partReads, &res)
+	t.applyReads(&res, true)
+	t.finish(sp.commands+res.Commands, sp.took+time.Since(start))
+	return res
+}
+
+// splitTick is what a write phase leaves its read phase.
+type splitTick struct {
+	open     bool          // reads planned, not yet made
+	took     time.Duration // the write phase's
+	commands int
+}
+
+// The parts of a plan one send carries.
+const (
+	partWrites = 1 << iota // counts, hold flags and folded profiles
+	partReads
+)
+
+func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
+	start := time.Now()
+	var res TickResult
+	// Every tick is bounded: one node that hangs must not hold the next tick back, nor the
+	// healthy nodes' teams, whose results are applied when the deadline ends the wait.
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+	defer cancel()
+	t.prepare(withReads, &res)
+	t.send(ctx, partWrites|partReads, &res)
+	t.settleWrites(&res)
+	t.applyReads(&res, false)
+	t.finish(res.Commands, time.Since(start))
+	return res
+}
+
+// finish ends a tick, whole or split: each instance's pipeline metrics and failure log,
+// then the tick's.
+func (t *Ticker) finish(commands int, took time.Duration) {
+	for i := range t.plans {
+		p := &t.plans[i]
+		if !p.has(partWrites | partReads) {
+			continue
+		}
+		t.m.pipelineDur.WithLabelValues(strconv.Itoa(i)).Observe(p.dur.Seconds())
+		t.m.pipelineSize.WithLabelValues("write").Observe(float64(p.writes))
+		t.m.pipelineSize.WithLabelValues("read").Observe(float64(p.reads))
+		t.report(i, p)
+	}
+	t.shrink()
+	t.m.pendingWrites.Set(float64(len(t.pending)))
+	t.m.tickCommands.Observe(float64(commands))
+	t.m.tickDur.Observe(took.Seconds())
+}
+
+// shrink rebuilds the pending maps once they hold an eighth of what they once held: a Go
+// map keeps the memory of its largest size, and a start, an outage or a backlog can fill
+// them with a count for every cached team (about 100 bytes each).
+func (t *Ticker) shrink() {
+	t.pendingPeak = max(t.pendingPeak, len(t.pending))
+	if t.pendingPeak > 1<<16 && len(t.pending) < t.pendingPeak/8 {
+		// Not maps.Clone: it keeps the source's size.
+		t.pending = copyMap(t.pending)
+		t.doubt = copyMap(t.doubt)
+		t.pendingPeak = len(t.pending)
+	}
+	if c := cap(t.reads); c > 1<<16 && len(t.reads) < c/8 {
+		t.reads = nil
+	}
+}
+
+func copyMap(m map[countKey]int64) map[countKey]int64 {
+	c := make(map[countKey]int64, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}

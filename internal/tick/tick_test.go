@@ -1,0 +1,534 @@
+package tick
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// epochStart is a fake-clock start aligned to the start of a 10 s and a 60 s epoch.
+var epochStart = time.Unix(1_800_000_000-1_800_000_000%60, 0)
+
+type gate struct {
+	l   *limit.Limiter
+	tk  *Ticker
+	reg *prometheus.Registry
+}
+
+// newGate returns a limiter and its ticker against the given Redis servers.
+func newGate(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, servers ...*redistest.Server) *gate {
+	t.Helper()
+	return newGateWith(t, clk, lc, sc, RedisOptions{}, servers...)
+}
+
+// newGateWith is newGate with the client's settings given: short timeouts make a stall
+// outlast a tick's wait.
+func newGateWith(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, ro RedisOptions, servers ...*redistest.Server) *gate {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	l, err := limit.New(lc, clk, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = s.URL()
+	}
+	clients, err := Dial(urls, ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := make([]redis.UniversalClient, len(clients))
+	for i, c := range clients {
+		t.Cleanup(func() { _ = c.Close() })
+		inst[i] = c
+	}
+	tk, err := New(l, inst, sc, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gate{l: l, tk: tk, reg: reg}
+}
+
+func getInt(t *testing.T, c *redis.Client, key string) int64 {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Int64()
+	if err == redis.Nil {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	return v
+}
+
+func TestCountsLandInEpochKeysWithTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart.Add(59 * time.Second))
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1000}, Config{KeyPrefix: "t"}, srv)
+	ep := g.l.Epoch(clk.Now())
+
+	for range 7 {
+		g.l.Check("team-a", 1)
+	}
+	g.l.Check("team-b", 3)
+	clk.Advance(2 * time.Second) // next epoch
+	g.l.Check("team-a", 5)
+	r := g.tk.Tick(context.Background())
+	if r.Errors != 0 || r.Writes != 3 {
+		t.Fatalf("tick = %+v, want 3 writes and no error", r)
+	}
+	for key, want := range map[string]int64{
+		Key("t", "team-a", ep): 7, Key("t", "team-a", ep+1): 5, Key("t", "team-b", ep): 3, Key("t", "team-b", ep+1): 0,
+	} {
+		if got := getInt(t, rc, key); got != want {
+			t.Errorf("%s = %d, want %d", key, got, want)
+		}
+	}
+	ttl := rc.TTL(context.Background(), Key("t", "team-a", ep)).Val()
+	if ttl <= 2*time.Minute || ttl > 2*time.Minute+KeyTTLMargin {
+		t.Errorf("TTL = %s, want within (2m, 2m + margin] (2 × window, set when the key was made)", ttl)
+	}
+	// A second tick with nothing new writes nothing; the counts are not written twice.
+	if r := g.tk.Tick(context.Background()); r.Writes != 0 {
+		t.Errorf("idle tick wrote %d counts", r.Writes)
+	}
+	if got := getInt(t, rc, Key("t", "team-a", ep)); got != 7 {
+		t.Errorf("after idle tick %d, want 7", got)
+	}
+}
+
+func TestKeyTTLClampedUp(t *testing.T) {
+	srv := redistest.Start(t)
+	g := newGate(t, clock.NewFake(epochStart), limit.Config{Window: 30 * time.Second}, Config{KeyTTL: time.Second}, srv)
+	if got := g.tk.Config().KeyTTL; got != time.Minute {
+		t.Errorf("KeyTTL = %s, want clamped up to 2 × window = 1m", got)
+	}
+}
+
+func TestReadSeedsLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart.Add(15 * time.Second)) // progress 0.25 into a 60 s epoch
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100}, Config{}, srv)
+	ep := g.l.Epoch(clk.Now())
+	// The fleet already counted 80 in the previous epoch and 40 in this one:
+	// estimate = 80 × 0.75 + 40 = 100 = threshold.
+	rc.Set(context.Background(), Key(DefaultKeyPrefix, "team", ep-1), 80, 0)
+	rc.Set(context.Background(), Key(DefaultKeyPrefix, "team", ep), 40, 0)
+
+	if d := g.l.Check("team", 1); d.Limited {
+		t.Fatalf("first contact limited: %+v", d)
+	}
+	r := g.tk.Tick(context.Background())
+	if r.Reads != 1 {
+		t.Fatalf("tick = %+v, want the new team read", r)
+	}
+	// Redis now holds 41 in this epoch (our write went first): estimate 101.
+	d := g.l.Check("team", 1)
+	if !d.Limited || d.Level < 100 || d.Level > 102 {
+		t.Errorf("after read: %+v, want limited at level ≈ 101", d)
+	}
+	if got := getInt(t, rc, Key(DefaultKeyPrefix, "team", ep)); got != 41 {
+		t.Errorf("current epoch = %d, want 41: the write precedes the read", got)
+	}
+}
+
+func TestTickBudgetCarriesOver(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 10}, Config{KeysPerTick: 4, KeysPerCommand: 2}, srv)
+	ep := g.l.Epoch(clk.Now())
+	for i := range 10 {
+		g.l.Check(fmt.Sprintf("team-%d", i), 1)
+	}
+	// Budget 4 keys: 4 writes per tick; the six others wait, and their teams are not read.
+	r := g.tk.Tick(context.Background())
+	if r.Writes != 4 || r.CarriedWrites != 6 || r.Reads != 0 {
+		t.Fatalf("tick 1 = %+v, want 4 writes, 6 carried, no read", r)
+	}
+	r = g.tk.Tick(context.Background())
+	if r.Writes != 4 || r.CarriedWrites != 2 {
+		t.Fatalf("tick 2 = %+v, want 4 writes, 2 carried", r)
+	}
+	r = g.tk.Tick(context.Background())
+	if r.Writes != 2 || r.CarriedWrites != 0 || r.Reads != 1 {
+		t.Fatalf("tick 3 = %+v, want 2 writes and 1 read (2 keys left)", r)
+	}
+	for i := range 10 {
+		if got := getInt(t, rc, Key(DefaultKeyPrefix, fmt.Sprintf("team-%d", i), ep)); got != 1 {
+			t.Errorf("team-%d = %d, want 1", i, got)
+		}
+	}
+}
+
+func TestReadsOverBudgetHottestFirst(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100}, Config{MaxReadsPerTick: 2}, srv)
+	for i, n := range []int64{5, 90, 50, 20} {
+		g.l.Check(fmt.Sprintf("team-%d", i), n)
+	}
+	g.tk.Tick(context.Background()) // writes and first reads (at most 2)
+	clk.Advance(time.Second)
+	// Pressure now: team-1 hot (0.9), team-2 normal (0.5): both over their
+	// PendingReadShare, so all four are due on this tick; only 2 fit.
+	for i, n := range []int64{5, 90, 50, 20} {
+		g.l.Check(fmt.Sprintf("team-%d", i), n)
+	}
+	r := g.tk.Tick(context.Background())
+	if r.Reads != 2 || r.SkippedReads < 1 {
+		t.Fatalf("tick = %+v, want 2 reads and the rest skipped", r)
+	}
+}
+
+func TestStaleEpochCountsDropped(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: 10 * time.Second, Threshold: 1000}, Config{}, srv)
+	ep := g.l.Epoch(clk.Now())
+	g.l.Check("team", 4)
+	srv.Stop(t)
+	if r := g.tk.Tick(context.Background()); r.Errors != 1 || r.CarriedWrites != 1 {
+		t.Fatalf("tick with Redis down = %+v, want 1 error, 1 carried write", r)
+	}
+	clk.Advance(25 * time.Second) // two epochs on: the count no longer matters
+	srv.Restart(t)
+	r := g.tk.Tick(context.Background())
+	if r.Dropped != 4 || r.Writes != 0 {
+		t.Fatalf("tick = %+v, want the 4 stale records dropped, nothing written", r)
+	}
+	if got := getInt(t, rc, Key(DefaultKeyPrefix, "team", ep)); got != 0 {
+		t.Errorf("stale epoch written: %d", got)
+	}
+	if got := testutil.ToFloat64(g.tk.m.dropped.WithLabelValues("stale_epoch")); got != 4 {
+		t.Errorf("dropped metric = %v, want 4", got)
+	}
+}
+
+func TestPendingWriteCap(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: time.Minute}, Config{MaxPendingWrites: 3}, srv)
+	srv.Stop(t)
+	for i := range 5 {
+		g.l.Check(fmt.Sprintf("team-%d", i), 2)
+	}
+	r := g.tk.Tick(context.Background())
+	if r.Dropped != 4 || r.CarriedWrites != 3 {
+		t.Fatalf("tick = %+v, want 2 teams' counts (4 records) dropped and 3 kept", r)
+	}
+	if got := testutil.ToFloat64(g.tk.m.dropped.WithLabelValues("write_cap")); got != 4 {
+		t.Errorf("dropped{write_cap} = %v, want 4", got)
+	}
+}
+
+func TestInstanceForStableAndSpread(t *testing.T) {
+	// Stable: the same answer every call and in every process (fixed values).
+	for _, tc := range []struct {
+		team string
+		n    int
+	}{{"team-1", 3}, {"acme", 5}, {"", 2}} {
+		a := InstanceFor(tc.team, tc.n)
+		for range 3 {
+			if b := InstanceFor(tc.team, tc.n); b != a {
+				t.Fatalf("InstanceFor(%q, %d) = %d then %d", tc.team, tc.n, a, b)
+			}
+		}
+	}
+	if got := InstanceFor("anything", 1); got != 0 {
+		t.Errorf("one instance: %d", got)
+	}
+	// Spread: 30k teams over 3 instances within 5% of even.
+	var counts [3]int
+	for i := range 30_000 {
+		counts[InstanceFor("team-"+strconv.Itoa(i), 3)]++
+	}
+	for i, c := range counts {
+		if c < 9_500 || c > 10_500 {
+			t.Errorf("instance %d got %d of 30000 teams", i, c)
+		}
+	}
+	// Consistent: going from 3 to 4 instances moves about a quarter of teams, all to the new one.
+	moved := 0
+	for i := range 30_000 {
+		team := "team-" + strconv.Itoa(i)
+		if a, b := InstanceFor(team, 3), InstanceFor(team, 4); a != b {
+			moved++
+			if b != 3 {
+				t.Fatalf("%s moved from %d to %d, not to the new instance", team, a, b)
+			}
+		}
+	}
+	if moved < 6_500 || moved > 8_500 {
+		t.Errorf("moved %d of 30000 teams, want about 7500", moved)
+	}
+}
+
+func TestSeveralInstances(t *testing.T) {
+	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t)}
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100}, Config{}, srvs...)
+	ep := g.l.Epoch(clk.Now())
+	for i := range 40 {
+		g.l.Check(fmt.Sprintf("team-%d", i), int64(i+1))
+	}
+	if r := g.tk.Tick(context.Background()); r.Writes != 40 || r.Errors != 0 {
+		t.Fatalf("tick = %+v", r)
+	}
+	clients := []*redis.Client{srvs[0].Client(t), srvs[1].Client(t)}
+	for i := range 40 {
+		team := fmt.Sprintf("team-%d", i)
+		home := InstanceFor(team, 2)
+		if got := getInt(t, clients[home], Key(DefaultKeyPrefix, team, ep)); got != int64(i+1) {
+			t.Errorf("%s on instance %d = %d, want %d", team, home, got, i+1)
+		}
+		if got := getInt(t, clients[1-home], Key(DefaultKeyPrefix, team, ep)); got != 0 {
+			t.Errorf("%s also on instance %d", team, 1-home)
+		}
+	}
+}
+
+// TestRedisOutage: checks keep answering while Redis is down, errors are counted, counts are
+// kept, and once Redis is back they reach it.
+func TestRedisOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{}, srv)
+	ep := g.l.Epoch(clk.Now())
+	g.l.Check("team", 1)
+	if r := g.tk.Tick(context.Background()); r.Errors != 0 {
+		t.Fatalf("tick = %+v", r)
+	}
+
+	srv.Stop(t)
+	var during int64
+	for range 5 {
+		for range 100 {
+			g.l.Check("team", 1) // must not block or fail
+			during++
+		}
+		clk.Advance(time.Second)
+		if r := g.tk.Tick(context.Background()); r.Errors != 1 {
+			t.Fatalf("tick with Redis down = %+v, want 1 error", r)
+		}
+	}
+	errs := testutil.ToFloat64(g.tk.m.errors.WithLabelValues("connection", "0")) +
+		testutil.ToFloat64(g.tk.m.errors.WithLabelValues("timeout", "0"))
+	if errs < 5 {
+		t.Errorf("errors counted = %v, want ≥ 5", errs)
+	}
+
+	srv.Restart(t)
+	rc := srv.Client(t)
+	deadline := 10 // ticks
+	for ; deadline > 0; deadline-- {
+		clk.Advance(time.Second)
+		if r := g.tk.Tick(context.Background()); r.Errors == 0 && r.CarriedWrites == 0 {
+			break
+		}
+	}
+	if deadline == 0 {
+		t.Fatal("counts never reached Redis after it came back")
+	}
+	// The restart emptied Redis, losing the record written before the outage; the gate
+	// still keeps that batch (KeepConfirmed) and sends it again.
+	if got := getInt(t, rc, Key(DefaultKeyPrefix, "team", ep)); got != during+1 {
+		t.Errorf("after restart: %d records in Redis, want the %d counted during the outage and the 1 before it", got, during+1)
+	}
+}
+
+// TestRedisHung: a Redis that accepts connections but never answers costs each tick its
+// timeout, never a check.
+func TestRedisHung(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute}, Config{}, srv)
+	g.l.Check("team", 1)
+	g.tk.Tick(context.Background()) // open a connection while Redis is healthy
+	srv.Pause(t)
+	t.Cleanup(func() { srv.Resume(t) })
+	g.l.Check("team", 1)
+	if r := g.tk.Tick(context.Background()); r.Errors != 1 {
+		t.Fatalf("tick against hung Redis = %+v, want 1 error", r)
+	}
+	if got := testutil.ToFloat64(g.tk.m.errors.WithLabelValues("timeout", "0")); got != 1 {
+		t.Errorf("errors{cause=timeout} = %v, want 1", got)
+	}
+	srv.Resume(t)
+	for range 10 {
+		if r := g.tk.Tick(context.Background()); r.Errors == 0 && r.CarriedWrites == 0 {
+			return
+		}
+	}
+	t.Fatal("ticks kept failing after Redis resumed")
+}
+
+func TestRunFlushesOnStop(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	g := newGate(t, nil, limit.Config{Window: time.Hour}, Config{TickInterval: time.Hour}, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.tk.Run(ctx); close(done) }()
+	now := time.Now()
+	for range 9 {
+		g.l.CheckAt(now, "team", 1)
+	}
+	cancel()
+	<-done
+	if got := getInt(t, rc, Key(DefaultKeyPrefix, "team", g.l.Epoch(now))); got != 9 {
+		t.Errorf("after Run returned: %d in Redis, want the 9 counted (final flush)", got)
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"redis://127.0.0.1:6379/0", true},
+		{"redis://:secret@host:6380/2", true},
+		{"rediss://user:secret@host:6380", true},
+		{"http://host:6379", false},
+		{"127.0.0.1:6379", false},
+		{"redis://", false},
+		{"redis://host:6379/notadb", false},
+	} {
+		_, err := ParseURL(tc.url)
+		if (err == nil) != tc.ok {
+			t.Errorf("ParseURL(%q) err = %v, want ok=%v", tc.url, err, tc.ok)
+		}
+		if err != nil && (contains(err.Error(), "secret")) {
+			t.Errorf("error repeats the password: %v", err)
+		}
+	}
+	if _, err := Dial(nil, RedisOptions{}); err == nil {
+		t.Error("Dial with no URL succeeded")
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func toUniversal(cs []*redis.Client) []redis.UniversalClient {
+	u := make([]redis.UniversalClient, len(cs))
+	for i, c := range cs {
+		u[i] = c
+	}
+	return u
+}
+
+// TestOutageFailsOpen: while Redis is down, a team sending steadily below its limit is not
+// limited, however long the outage; its view is rebuilt from local counts and keeps draining.
+func TestOutageFailsOpen(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	const threshold = 600 // per minute: 10/s
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: threshold}, Config{}, srv)
+	srv.Stop(t)
+	for s := range 5 * 60 { // five windows at 0.8 × the limit
+		for j := range 8 {
+			if d := g.l.CheckAt(clk.Now().Add(time.Duration(j)*time.Second/8), "team", 1); d.Limited {
+				t.Fatalf("second %d: limited at 0.8 × its limit while Redis is down (level %.0f)", s, d.Level)
+			}
+		}
+		clk.Advance(time.Second)
+		g.tk.Tick(context.Background())
+	}
+	// A team over its limit is still limited from local counts alone.
+	limited := 0
+	for range 60 {
+		for j := range 20 {
+			if g.l.CheckAt(clk.Now().Add(time.Duration(j)*time.Second/20), "team", 1).Limited {
+				limited++
+			}
+		}
+		clk.Advance(time.Second)
+		g.tk.Tick(context.Background())
+	}
+	if limited == 0 {
+		t.Error("a team at 2 × its limit was never limited during the outage")
+	}
+}
+
+// TestPendingMapsShrink: a Go map keeps the memory of its largest size, so after a start,
+// an outage or a backlog filled the pending counts, the tick rebuilds the maps once they are
+// down to an eighth (at a million teams this is 95 MB, 95 bytes per team, let go).
+func TestPendingMapsShrink(t *testing.T) {
+	srv := redistest.Start(t)
+	g := newGate(t, clock.NewFake(epochStart), limit.Config{Window: time.Minute}, Config{}, srv)
+	tk := g.tk
+	for i := range 100_000 {
+		tk.pending[countKey{0, strconv.Itoa(i), 1}] = 1
+	}
+	tk.shrink()
+	if tk.pendingPeak != 100_000 {
+		t.Fatalf("peak = %d, want 100000", tk.pendingPeak)
+	}
+	for i := range 99_000 {
+		delete(tk.pending, countKey{0, strconv.Itoa(i), 1})
+	}
+	before := tk.pending
+	tk.shrink()
+	if tk.pendingPeak != 1000 || len(tk.pending) != 1000 {
+		t.Errorf("after shrink: peak %d, %d pending; want the map rebuilt with its 1000 counts", tk.pendingPeak, len(tk.pending))
+	}
+	before[countKey{0, "x", 1}] = 1
+	if _, ok := tk.pending[countKey{0, "x", 1}]; ok {
+		t.Error("the pending map was not rebuilt")
+	}
+}
+
+// TestFinalFlushWritesColdCounts: cold teams keep their counts in the limiter between
+// their turns (limit.Config.ColdWriteInterval, a window by default); the final flush when
+// Run stops (Flush) must write those too, or a gate that stops loses up to a window of its
+// cold teams' counts.
+func TestFinalFlushWritesColdCounts(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart.Add(10 * time.Second))
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1_000_000}, Config{}, srv)
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+	const teams = 200
+	g.l.Check("warm-up", 1)
+	if r := g.tk.Tick(ctx); r.Errors != 0 { // the first sweep hands everything over
+		t.Fatalf("tick = %+v", r)
+	}
+	for i := range teams {
+		g.l.Check("team-"+strconv.Itoa(i), 3)
+	}
+	clk.Advance(time.Second)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes >= teams/2 {
+		t.Fatalf("tick = %+v: want most of the %d cold teams held for their turn", r, teams)
+	}
+	if err := g.tk.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range teams {
+		team := "team-" + strconv.Itoa(i)
+		if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, team, ep); got != 3 {
+			t.Fatalf("%s holds %d after the final flush, want 3", team, got)
+		}
+	}
+}

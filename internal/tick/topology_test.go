@@ -1,0 +1,402 @@
+package tick
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// newTopologyGate returns a limiter and its ticker on one cluster or sentinel client.
+func newTopologyGate(t *testing.T, clk clock.Clock, lc limit.Config, sc Config, c redis.UniversalClient) *gate {
+	t.Helper()
+	t.Cleanup(func() { _ = c.Close() })
+	reg := prometheus.NewRegistry()
+	l, err := limit.New(lc, clk, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{c}, sc, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gate{l: l, tk: tk, reg: reg}
+}
+
+func TestClusterKeyTagIsTheShard(t *testing.T) {
+	for _, team := range []string{"acme", "a{b}c", "}", "50%", "", "{s1}"} {
+		want := fmt.Sprintf("gate:{s%d}:%s:7", ClusterShard(team), team)
+		if got := ClusterKey("gate", team, 7); got != want {
+			t.Errorf("ClusterKey(%q) = %q, want %q", team, got, want)
+		}
+	}
+	// Shards spread teams evenly: 100,000 teams over 256 shards, none more than 20%
+	// off the mean.
+	var n [ClusterShards]int
+	for i := range 100_000 {
+		n[ClusterShard(fmt.Sprintf("team-%d", i))]++
+	}
+	mean := 100_000 / ClusterShards
+	for s, c := range n {
+		if c < mean*8/10 || c > mean*12/10 {
+			t.Errorf("shard %d holds %d teams, mean %d", s, c, mean)
+		}
+	}
+	if KeyFor(ModeStandalone, "g", "t", 1) != Key("g", "t", 1) || KeyFor(ModeSentinel, "g", "t", 1) != Key("g", "t", 1) {
+		t.Error("standalone and sentinel keys changed")
+	}
+	l, _ := limit.New(limit.Config{Window: time.Minute}, clock.NewFake(epochStart), nil)
+	if _, err := New(l, []redis.UniversalClient{redis.NewClient(&redis.Options{})}, Config{Mode: ModeCluster, KeyPrefix: "a{b"}, nil, nil); err == nil {
+		t.Error("cluster mode took a prefix with a brace")
+	}
+	if _, err := New(l, []redis.UniversalClient{redis.NewClient(&redis.Options{})}, Config{Mode: "ring"}, nil, nil); err == nil {
+		t.Error("unknown mode accepted")
+	}
+}
+
+// TestClusterCountsAndReadsLandOnOwningNode: against a real 3-primary cluster, each team's
+// two epoch keys share a slot (teams with braces too), its counts are on the primary that
+// owns that slot, one pipeline is sent per tick, and a read seeds the limiter.
+func TestClusterCountsAndReadsLandOnOwningNode(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(epochStart.Add(15 * time.Second)) // progress 0.25 into a 60 s epoch
+	g := newTopologyGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100}, Config{Mode: ModeCluster}, cc)
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+
+	teams := []string{"a{b}c", "}", "{", ""}
+	for i := range 60 {
+		teams = append(teams, fmt.Sprintf("team-%d", i))
+	}
+	for i, team := range teams {
+		g.l.Check(team, int64(i+1))
+	}
+	r := g.tk.Tick(ctx)
+	if r.Errors != 0 || r.Writes != len(teams) || r.Reads != len(teams) {
+		t.Fatalf("tick = %+v, want %d writes and reads, no error", r, len(teams))
+	}
+	// One pipeline: one write script and one MGET per shard the teams fall in.
+	shards := map[int]bool{}
+	for _, team := range teams {
+		shards[ClusterShard(team)] = true
+	}
+	if want := 2 * len(shards); r.Commands != want {
+		t.Errorf("commands = %d, want %d (%d shards)", r.Commands, want, len(shards))
+	}
+	owners := map[*redistest.Server]int{}
+	for i, team := range teams {
+		cur, prev := ClusterKey(DefaultKeyPrefix, team, ep), ClusterKey(DefaultKeyPrefix, team, ep-1)
+		owner := cl.Owner(t, cur)
+		if o := cl.Owner(t, prev); o != owner {
+			t.Errorf("%q: epoch keys on %s and %s", team, owner.Addr(), o.Addr())
+		}
+		owners[owner]++
+		if got := getInt(t, owner.Client(t), cur); got != int64(i+1) {
+			t.Errorf("%q on its slot's owner %s = %d, want %d", team, owner.Addr(), got, i+1)
+		}
+	}
+	if len(owners) != 3 {
+		t.Errorf("teams spread over %d primaries, want 3", len(owners))
+	}
+
+	// A read seeds the limiter: the fleet counted 80 + 40 for "seeded"; estimate 100.
+	cc.Set(ctx, ClusterKey(DefaultKeyPrefix, "seeded", ep-1), 80, 0)
+	cc.Set(ctx, ClusterKey(DefaultKeyPrefix, "seeded", ep), 40, 0)
+	if d := g.l.Check("seeded", 1); d.Limited {
+		t.Fatalf("first contact limited: %+v", d)
+	}
+	if r := g.tk.Tick(ctx); r.Reads < 1 || r.Errors != 0 {
+		t.Fatalf("tick = %+v, want the new team read", r)
+	}
+	if d := g.l.Check("seeded", 1); !d.Limited || d.Level < 100 || d.Level > 102 {
+		t.Errorf("after read: %+v, want limited at level ≈ 101", d)
+	}
+}
+
+// TestClusterPrimaryLost: with a replica per primary, one primary killed: checks keep
+// answering (fail-open), and the counts made meanwhile reach Redis once the replica has
+// taken over, without any action from the gate.
+func TestClusterPrimaryLost(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 1)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(epochStart)
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{Mode: ModeCluster}, cc)
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+	teams := make([]string, 30)
+	for i := range teams {
+		teams[i] = fmt.Sprintf("team-%d", i)
+		g.l.Check(teams[i], 1)
+	}
+	if r := g.tk.Tick(ctx); r.Errors != 0 {
+		t.Fatalf("tick = %+v", r)
+	}
+
+	victim := cl.Owner(t, ClusterKey(DefaultKeyPrefix, teams[0], ep))
+	// Redis replicates asynchronously: a write acknowledged just before its primary dies
+	// can be missing from the promoted replica (the gate cannot tell, and does not
+	// wait for replicas). Wait for the replica here, so that the test is about the
+	// counts made during the failover.
+	vc := redis.NewClient(&redis.Options{Addr: victim.Addr()})
+	if n, err := vc.Do(ctx, "WAIT", 1, 10_000).Int64(); err != nil || n < 1 {
+		t.Fatalf("WAIT for the victim's replica: %d replicas, %v", n, err)
+	}
+	_ = vc.Close()
+	victim.Stop(t)
+	start := time.Now()
+	want := map[string]int64{}
+	for _, team := range teams {
+		want[team] = 1
+	}
+	var failed int
+	for time.Since(start) < 30*time.Second {
+		for _, team := range teams {
+			if d := g.l.Check(team, 1); d.Limited {
+				t.Fatalf("%s limited while a primary is down: %+v", team, d)
+			}
+			want[team]++
+		}
+		r := g.tk.Tick(ctx)
+		if r.Errors > 0 {
+			failed++
+		}
+		if failed > 0 && r.Errors == 0 && r.CarriedWrites == 0 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if failed == 0 {
+		t.Fatal("no tick failed after the primary was killed")
+	}
+	t.Logf("counts resumed %s after the primary was killed (%d failed ticks)", time.Since(start).Round(time.Millisecond), failed)
+	for _, team := range teams {
+		if got, err := cc.Get(ctx, ClusterKey(DefaultKeyPrefix, team, ep)).Int64(); err != nil || got != want[team] {
+			t.Errorf("%s = %d (%v), want %d: every count made during the failover", team, got, err, want[team])
+		}
+	}
+	moved := testutil.ToFloat64(g.tk.m.redirects.WithLabelValues("moved"))
+	t.Logf("MOVED replies counted: %v", moved)
+}
+
+// TestSentinelFollowsPromotion: the primary killed, the sentinel promotes its replica, and
+// the same ticker's counts land on the new primary, without a restart.
+func TestSentinelFollowsPromotion(t *testing.T) {
+	t.Parallel()
+	set := redistest.StartSentinel(t, 1, 1)
+	fc, err := DialSentinel(set.Master, set.SentinelAddrs(), "redis://127.0.0.1:6379/0", RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(epochStart)
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{Mode: ModeSentinel}, fc)
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+	g.l.Check("team", 5)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v", r)
+	}
+	if got := getInt(t, set.Primary.Client(t), Key(DefaultKeyPrefix, "team", ep)); got != 5 {
+		t.Fatalf("on the first primary: %d, want 5", got)
+	}
+	// The replica must hold the count before the primary dies, or the promotion loses it.
+	replica := set.Replicas[0].Client(t)
+	for i := 0; getInt(t, replica, Key(DefaultKeyPrefix, "team", ep)) != 5; i++ {
+		if i > 100 {
+			t.Fatal("replica never caught up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	set.Primary.Stop(t)
+	start := time.Now()
+	want, failed := int64(5), 0
+	for time.Since(start) < 30*time.Second {
+		g.l.Check("team", 1)
+		want++
+		r := g.tk.Tick(ctx)
+		if r.Errors > 0 {
+			failed++
+		}
+		if failed > 0 && r.Errors == 0 && r.CarriedWrites == 0 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if failed == 0 {
+		t.Fatal("no tick failed after the primary was killed")
+	}
+	t.Logf("counts resumed %s after the primary was killed (%d failed ticks)", time.Since(start).Round(time.Millisecond), failed)
+	if now := set.CurrentPrimary(t); now != set.Replicas[0].Addr() {
+		t.Fatalf("sentinel's primary is %s, want the promoted replica %s", now, set.Replicas[0].Addr())
+	}
+	if got := getInt(t, replica, Key(DefaultKeyPrefix, "team", ep)); got != want {
+		t.Errorf("on the promoted primary: %d, want %d", got, want)
+	}
+	if v, err := replica.Do(ctx, "ROLE").Slice(); err != nil || len(v) == 0 || !strings.EqualFold(fmt.Sprint(v[0]), "master") {
+		t.Errorf("promoted replica's ROLE = %v (%v)", v, err)
+	}
+}
+
+// TestClusterMovedFollowedAndCounted: a slot moved to another primary after the client
+// loaded the slot map; the tick's write gets MOVED, the client follows it within the same
+// tick, and the redirect is counted.
+func TestClusterMovedFollowedAndCounted(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(epochStart)
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{Mode: ModeCluster}, cc)
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+	g.l.Check("warm-up", 1)
+	if r := g.tk.Tick(ctx); r.Errors != 0 {
+		t.Fatalf("tick = %+v", r) // the client has its slot map now
+	}
+
+	key := ClusterKey(DefaultKeyPrefix, "mover", ep)
+	from := cl.Owner(t, key)
+	var to *redistest.Server
+	for _, p := range cl.Primaries {
+		if p != from {
+			to = p
+			break
+		}
+	}
+	slot := from.Client(t).ClusterKeySlot(ctx, key).Val()
+	id, err := to.Client(t).Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cl.Primaries { // the slot is empty, so it may simply be reassigned
+		if err := p.Client(t).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", id).Err(); err != nil {
+			t.Fatalf("CLUSTER SETSLOT on %s: %v", p.Addr(), err)
+		}
+	}
+
+	g.l.Check("mover", 7)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v, want the write redirected and done", r)
+	}
+	if got := getInt(t, to.Client(t), key); got != 7 {
+		t.Errorf("on the slot's new owner: %d, want 7", got)
+	}
+	if got := testutil.ToFloat64(g.tk.m.redirects.WithLabelValues("moved")); got < 1 {
+		t.Errorf("redirects{kind=moved} = %v, want ≥ 1", got)
+	}
+}
+
+// TestClusterTryAgainDuringMigration: a slot in migration (MIGRATING on its owner,
+// IMPORTING on the next) with some of its keys moved already. A multi-key command whose
+// keys are split between the two nodes gets TRYAGAIN: Redis did not run it, and it is no
+// failure of Redis. The tick counts it as such (redirects{kind="tryagain"}), keeps the
+// writes for the next tick and reads the team again next tick, with no pipeline error; once
+// the migration ends the counts land, once. Before, the TRYAGAIN of the read made the
+// pipeline fail: counted as a Redis error and logged "counts kept for the next tick".
+func TestClusterTryAgainDuringMigration(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(epochStart.Add(30 * time.Second))
+	g := newTopologyGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100}, Config{Mode: ModeCluster}, cc)
+	ctx := context.Background()
+	prev := g.l.Epoch(clk.Now())
+	g.l.Check("mover", 10)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v", r)
+	}
+	clk.Advance(time.Minute)
+	ep := g.l.Epoch(clk.Now())
+	g.l.Check("mover", 20)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v", r)
+	}
+
+	key := ClusterKey(DefaultKeyPrefix, "mover", ep)
+	from := cl.Owner(t, key)
+	var to *redistest.Server
+	for _, p := range cl.Primaries {
+		if p != from {
+			to = p
+			break
+		}
+	}
+	fc, tc := from.Client(t), to.Client(t)
+	slot := fc.ClusterKeySlot(ctx, key).Val()
+	fromID, err1 := fc.Do(ctx, "CLUSTER", "MYID").Text()
+	toID, err2 := tc.Do(ctx, "CLUSTER", "MYID").Text()
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	mustDo := func(c *redis.Client, args ...any) {
+		t.Helper()
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, c.Options().Addr, err)
+		}
+	}
+	mustDo(tc, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
+	mustDo(fc, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
+	host, port, _ := strings.Cut(to.Addr(), ":")
+	mustDo(fc, "MIGRATE", host, port, key, 0, 5000) // the current epoch's key moves first
+
+	g.l.Check("mover", 5)
+	clk.Advance(time.Second)
+	r := g.tk.Tick(ctx)
+	if r.Errors != 0 || r.Writes != 0 || r.CarriedWrites != 1 || r.FailedReads != 1 {
+		t.Errorf("tick during the migration = %+v, want no error, the write kept and the read failed", r)
+	}
+	if got := testutil.ToFloat64(g.tk.m.redirects.WithLabelValues("tryagain")); got < 1 {
+		t.Errorf("redirects{kind=tryagain} = %v, want ≥ 1", got)
+	}
+	for c := range numCauses {
+		if got := testutil.ToFloat64(g.tk.m.errors.WithLabelValues(c.String(), "0")); got != 0 {
+			t.Errorf("errors{cause=%s} = %v, want 0", c, got)
+		}
+	}
+
+	// The migration ends: the remaining keys move, the slot is the new owner's.
+	keys, err := fc.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		mustDo(fc, "MIGRATE", host, port, k, 0, 5000)
+	}
+	for _, p := range cl.Primaries {
+		mustDo(p.Client(t), "CLUSTER", "SETSLOT", slot, "NODE", toID)
+	}
+	clk.Advance(time.Second)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 || r.Reads != 1 {
+		t.Fatalf("tick after the migration = %+v, want the kept write made and the team read again", r)
+	}
+	if got := stored(t, cc, ModeCluster, DefaultKeyPrefix, "mover", ep); got != 25 {
+		t.Errorf("current epoch holds %d, want 25", got)
+	}
+	if got := stored(t, cc, ModeCluster, DefaultKeyPrefix, "mover", prev); got != 10 {
+		t.Errorf("previous epoch holds %d, want 10", got)
+	}
+}

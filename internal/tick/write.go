@@ -1,0 +1,174 @@
+package tick
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// writeScript adds one batch of counts to Redis at most once. KEYS[1] is the writer's
+// sequence key on the lane, KEYS[2..] the counters, all of one limiter; ARGV is the
+// batch's sequence number, the sequence key's TTL and the counters' TTL in ms, then each
+// counter's increment.
+//
+// A batch whose number is not above the one the lane last took is a repeat of a batch
+// already applied (its first reply was lost: a timeout, a stall, a broken connection) and
+// changes nothing: that is what makes a write safe to send again. The sequence number is
+// set before any counter, with redis.call, so a refusal (OOM, READONLY, MISCONF) stops the
+// script before it changes anything. A counter that fails on its own (a key of the wrong
+// type) is skipped with redis.pcall and its position returned, so its count is kept and
+// sent again under a new number. A counter gets its TTL when this write created it (the
+// reply equals the increment): one PEXPIRE per key and epoch instead of one per write.
+// Each increment goes to INCRBY as the string it came in: a Lua number passed to
+// redis.call is formatted back into a string by the server, which cost one gate's ticks
+// about a tenth of their Redis CPU on redis-server 7.0 (BenchmarkFleetRedis, one gate:
+// 0.0087 → 0.0078 CPU-s a second; four: 0.0064 → 0.0053 each).
+// What the script costs Redis, against INCRBY + EXPIRE per count: docs/benchmarks.md.
+//
+// Reply: {1, last, position, error, position, error...} when applied, for each counter
+// that failed; {0, last} when a repeat; last is the number the lane held before. A last
+// below a number this writer saw applied means Redis lost batches it had acknowledged (a
+// failover promoted a replica that had not received them, or Redis restarted without
+// them): the tick sends those again from what it kept (Config.KeepConfirmed).
+const writeScript = `
+local seq = tonumber(ARGV[1])
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+if seq <= last then return {0, last} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local ttl = ARGV[3]
+local pcall = redis.pcall
+local out = {1, last}
+for i = 2, #KEYS do
+  local a = ARGV[i+2]
+  local v = pcall('INCRBY', KEYS[i], a)
+  if v == tonumber(a) then
+    pcall('PEXPIRE', KEYS[i], ttl)
+  elseif type(v) == 'table' then
+    out[#out+1] = i-1
+    out[#out+1] = v.err
+  end
+end
+return out`
+
+// KeyTTLMargin is added to a counter's TTL: it is set when the key is created, which can
+// be a little before its epoch began on another gate's clock (clock skew), and the key must
+// outlive every gate's use of it. The docs state it (cmd/gate TestDocsStateKeyLifetimes).
+const KeyTTLMargin = 30 * time.Second
+
+// ClusterShards is how many lanes cluster mode spreads teams over. A lane is one hash tag
+// ({sN}), so one slot: its writes go in multi-key scripts and its reads in multi-key MGETs,
+// which one slot allows. 256 tags spread over the 16,384 slots evenly enough for clusters
+// of up to a few dozen primaries, and keep batches large (a tick writing 17,000 teams
+// sends about 67 per script). Changing it changes every key: it is part of the layout.
+const ClusterShards = 256
+
+// lane is one sequence of writes: an instance in standalone and sentinel mode, one of
+// ClusterShards hash tags in cluster mode. Invariant: batches of a lane reach Redis in the
+// order of their numbers (one pipeline per instance per tick, in order on one connection;
+// a lane's keys live on one node), and while a lane has batches in doubt no new batch is
+// made for it, so a batch resent with its number is never skipped for a later one.
+type lane struct {
+	inst  int
+	key   string   // this writer's sequence key on the lane
+	seq   uint64   // the last number given
+	doubt []*batch // sent, outcome unknown: resent as they are, in order, until answered
+	kept  []*batch // confirmed in the last KeepConfirmed, in order: sent again if Redis loses them
+	// The newest batch no longer kept, and when it was confirmed: a loss reaching back to
+	// it is reported as beyond recovery.
+	forgot     uint64
+	forgotTick uint64
+}
+
+// batch is one run of writeScript: up to KeysPerCommand counts of one lane and limiter.
+type batch struct {
+	lane  int
+	lim   int
+	seq   uint64
+	items []item
+	doubt bool   // sent before without an answer
+	tick  uint64 // when confirmed: kept until KeepConfirmed has passed
+	cmd   *redis.Cmd
+
+	// This tick's result (result).
+	out    outcome
+	failed []int64
+	err    error
+	last   int64 // the lane's number before this batch, as the script read it
+}
+
+type item struct {
+	k countKey
+	n int64
+}
+
+// outcome is what became of a batch in a tick.
+type outcome uint8
+
+const (
+	outApplied   outcome = iota // the script added it
+	outDuplicate                // the script found it applied already: a resend after a lost reply
+	outRefused                  // an error reply: not applied
+	outUnknown                  // no reply: maybe applied; resent as it is
+	outReplayed                 // confirmed earlier, then lost by Redis: its counts sent again
+	outLost                     // confirmed earlier, then lost by Redis, no longer kept: gone
+	numOutcomes
+)
+
+func (o outcome) String() string {
+	return [...]string{"applied", "duplicate", "refused", "unknown", "replayed", "lost"}[o]
+}
+
+// result reads a batch's reply: its outcome and, when applied, the positions (from 1) of
+// counters that failed on their own, with the first one's error.
+func (b *batch) result() (outcome, []int64, error) {
+	v, err := b.cmd.Slice()
+	if err != nil {
+		var re redis.Error
+		if errors.As(err, &re) {
+			return outRefused, nil, err
+		}
+		return outUnknown, nil, err
+	}
+	if len(v) == 0 {
+		return outUnknown, nil, errors.New("sync: empty reply from the write script")
+	}
+	if len(v) < 2 {
+		return outUnknown, nil, fmt.Errorf("sync: short reply from the write script: %v", v)
+	}
+	b.last, _ = v[1].(int64)
+	if x, _ := v[0].(int64); x == 0 {
+		return outDuplicate, nil, nil
+	}
+	var failed []int64
+	for j := 2; j+1 < len(v); j += 2 {
+		if i, ok := v[j].(int64); ok {
+			failed = append(failed, i)
+			if args := b.cmd.Args(); err == nil && 3+int(i) < len(args) {
+				err = fmt.Errorf("writing %v: %v", args[3+int(i)], v[j+1]) // args: evalsha, sha, numkeys, KEYS...
+			}
+		}
+	}
+	return outApplied, failed, err
+}
+
+// laneKey is the sequence key of writer on a lane: {prefix}:w:{writer}:seq in standalone and
+// sentinel mode, {prefix}:{sN}:w:{writer}:seq in cluster mode (the lane's tag, so one
+// script can hold it and the lane's counters). No counter key can take this form: a
+// counter's last part is its epoch, a number.
+func laneKey(m Mode, prefix, writer string, shard int) string {
+	if m == ModeCluster {
+		return prefix + ":{s" + strconv.Itoa(shard) + "}:w:" + writer + ":seq"
+	}
+	return prefix + ":w:" + writer + ":seq"
+}
+
+// batchWriter writes a tick's count batches in place of writeScript (Ticker.writes):
+// queue puts b's commands on pipe, result reads what became of them once it has run.
+type batchWriter interface {
+	queue(ctx context.Context, t *Ticker, pipe redis.Pipeliner, b *batch)
+	result(b *batch) (outcome, []int64, error)
+}
