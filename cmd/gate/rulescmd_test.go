@@ -20,7 +20,7 @@ func TestRulesCheck(t *testing.T) {
 	for path, body := range map[string]string{
 		good: "rules:\n  - {name: team-user, key: \"json:team_id+distinct_id\", missing: skip, limits: [1m:5000, 1h:100000], mode: cap}\n" +
 			"  - name: merges\n    key: json:team_id\n    match: [{field: json:event, in: [$identify]}]\n    limits: [1m:1000]\n    action: topic:merges\n    shadow: true\n",
-		bad: "rules:\n  - {name: a, key: key, limits: [1m:10], action: topic:raw}\n  - {name: b, key: key, limits: [500ms:10]}\n",
+		bad: "rules:\n  - {name: a, key: key, limits: [1m:10], action: topic:raw}\n  - {name: b, key: key, limits: [1s:10]}\n",
 	} {
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)

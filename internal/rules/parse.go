@@ -279,7 +279,8 @@ func (p *parser) scalar(n *yaml.Node, path string) bool {
 	return true
 }
 
-// limits reads a rule's limits: a list of WINDOW:THRESHOLD, windows distinct.
+// limits reads a rule's limits: a list of WINDOW:THRESHOLD (ParseLimit), windows
+// distinct and longer than Options.MinWindow.
 func (p *parser) limits(n *yaml.Node, path string) []Limit {
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
 		p.bad(n, path, "want a list of at least one WINDOW:THRESHOLD such as [1m:1000]")
@@ -292,29 +293,22 @@ func (p *parser) limits(n *yaml.Node, path string) []Limit {
 		if !p.scalar(e, ep) {
 			continue
 		}
-		w, t, ok := strings.Cut(e.Value, ":")
-		d, err := time.ParseDuration(strings.TrimSpace(w))
-		th, terr := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
-		switch {
-		case !ok || err != nil || terr != nil:
-			p.bad(e, ep, "%q: want WINDOW:THRESHOLD such as 1m:1000", e.Value)
+		// As GATE_LIMITS's entries: the same function reads both.
+		l, err := ParseLimit(e.Value)
+		if err != nil {
+			p.bad(e, ep, "%v", err)
 			continue
-		case d < time.Millisecond:
-			p.bad(e, ep, "%q: want a window of at least 1ms", e.Value)
-			continue
-		case d <= p.o.MinWindow:
+		}
+		if l.Window <= p.o.MinWindow {
 			p.bad(e, ep, "%q: want a window longer than GATE_TICK_INTERVAL (%s)", e.Value, p.o.MinWindow)
 			continue
-		case th < 1 || th > limit.MaxThreshold:
-			p.bad(e, ep, "%q: want a threshold from 1 to %d", e.Value, int64(limit.MaxThreshold))
+		}
+		if j, dup := windows[l.Window]; dup {
+			p.bad(e, ep, "window %s is %s[%d]'s too: each limit of a rule needs its own window", l.Window, path, j)
 			continue
 		}
-		if j, dup := windows[d]; dup {
-			p.bad(e, ep, "window %s is %s[%d]'s too: each limit of a rule needs its own window", d, path, j)
-			continue
-		}
-		windows[d] = i
-		out = append(out, Limit{Window: d, Threshold: th})
+		windows[l.Window] = i
+		out = append(out, l)
 	}
 	return out
 }

@@ -95,9 +95,9 @@ func TestParseProblems(t *testing.T) {
 `, []string{
 			`rules.yaml:2:11: rules[0].name: "Team": want 1 to 40 of a-z`,
 			`rules.yaml:3:10: rules[0] "Team".key: "jsn:team": want json:FIELD`,
-			`rules.yaml:4:14: rules[0] "Team".limits[0]: "1m": want WINDOW:THRESHOLD`,
-			`rules.yaml:4:18: rules[0] "Team".limits[1]: "0s:5": want a window of at least 1ms`,
-			`rules.yaml:4:24: rules[0] "Team".limits[2]: "1m:0": want a threshold from 1`,
+			`rules.yaml:4:14: rules[0] "Team".limits[0]: "1m" has no ':' between window and threshold`,
+			`rules.yaml:4:18: rules[0] "Team".limits[1]: "0s:5": window "0s" is not a whole number of seconds`,
+			`rules.yaml:4:24: rules[0] "Team".limits[2]: "1m:0": threshold "0" is not a whole number from 1`,
 			`rules.yaml:4:39: rules[0] "Team".limits[4]: window 1m0s is rules[0] "Team".limits[3]'s too`,
 			`rules.yaml:5:11: rules[0] "Team".mode: "drop": want divert or cap`,
 			`rules.yaml:6:11: rules[0] "Team".cost: "records": want events or bytes`,
@@ -133,6 +133,12 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:12:9: rules[1] "b".match[2].field: missing`,
 			`rules.yaml:15:5: rules[2].key: given twice`,
 		}},
+		// A rule's windows are GATE_LIMITS's: whole seconds (rules.ParseLimit reads both), so
+		// that two windows never share a Redis key (1500ms and 1900ms were both /w1).
+		{"windows not whole seconds", "rules:\n  - name: team\n    key: json:team_id\n    limits: [1500ms:100, 1900ms:200, 2s:300]\n", []string{
+			`rules.yaml:4:14: rules[0] "team".limits[0]: "1500ms:100": window "1500ms" is not a whole number of seconds such as 1h`,
+			`rules.yaml:4:26: rules[0] "team".limits[1]: "1900ms:200": window "1900ms" is not a whole number of seconds such as 1h`,
+		}},
 		{"duplicate names", "rules:\n  - {name: a, key: key, limits: [1m:1]}\n  - {name: a, key: key, limits: [1m:1]}\n",
 			[]string{`rules.yaml:3:5: rules[1]: name "a" is rules[0]'s too`}},
 		{"adaptive window", "rules:\n  - {name: a, key: key, limits: [7m:1], threshold_mode: adaptive}\n",
@@ -165,5 +171,21 @@ func TestParseAdaptiveEventClock(t *testing.T) {
 	_, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], threshold_mode: adaptive}\n"), Options{EventClock: true})
 	if err == nil || !strings.Contains(err.Error(), "static with GATE_CLOCK=event") {
 		t.Errorf("adaptive under the event clock: %v", err)
+	}
+}
+
+// Every window must be longer than GATE_TICK_INTERVAL (Options.MinWindow), as
+// GATE_LIMITS's must: each needs a tick per epoch at least.
+func TestParseMinWindow(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [2s:1, 3s:1, 2m:1]}\n  - {name: b, key: key, limits: [1s:1]}\n"),
+		Options{MinWindow: 2 * time.Second})
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 2 ||
+		ps[0].Error() != `r.yaml:2:34: rules[0] "a".limits[0]: "2s:1": want a window longer than GATE_TICK_INTERVAL (2s)` ||
+		ps[1].Error() != `r.yaml:3:34: rules[1] "b".limits[0]: "1s:1": want a window longer than GATE_TICK_INTERVAL (2s)` {
+		t.Errorf("windows of 2s and 1s under a 2s tick: %v", err)
+	}
+	if s, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [3s:1]}\n"), Options{MinWindow: 2 * time.Second}); err != nil || s.Rules[0].Limits[0].Window != 3*time.Second {
+		t.Errorf("a 3s window under a 2s tick: %v", err)
 	}
 }
