@@ -44,12 +44,17 @@ func (p Problems) Unwrap() []error { return p }
 type Problem struct {
 	File      string
 	Line, Col int
-	// Path names the field: rules[1] "team-user".limits[0].
+	// Path names the field: rules[1] "team-user".limits[0]; empty for a file that is not
+	// YAML, whose Msg is the YAML library's.
 	Path string
 	Msg  string
 }
 
+// Error is FILE:LINE:COL: PATH: MSG, or FILE:LINE:COL: MSG without a path.
 func (p *Problem) Error() string {
+	if p.Path == "" {
+		return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Msg)
+	}
 	return fmt.Sprintf("%s:%d:%d: %s: %s", p.File, p.Line, p.Col, p.Path, p.Msg)
 }
 
@@ -73,13 +78,15 @@ func (p *parser) bad(n *yaml.Node, path, format string, args ...any) {
 }
 
 // Parse reads the rules file named file, whose content is data: every problem or a
-// checked Set. Errors wrap ErrRules, and are a Problems when the file is YAML.
+// checked Set. Errors wrap ErrRules and are a Problems: every problem of a YAML file, or
+// the one problem of a file that is not YAML (its Path empty, its Col 1).
 func Parse(file string, data []byte, o Options) (*Set, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrRules, file, err)
-	}
 	p := &parser{file: file, o: o}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		p.errs = append(p.errs, syntaxProblem(file, data, err))
+		return nil, p.result()
+	}
 	if len(doc.Content) == 0 {
 		p.bad(&yaml.Node{Line: 1, Column: 1}, "rules", "the file is empty: want a list of rules under rules:")
 		return nil, p.result()

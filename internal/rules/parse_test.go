@@ -2,9 +2,12 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
@@ -76,7 +79,7 @@ func TestParseProblems(t *testing.T) {
 		name, yaml string
 		want       []string
 	}{
-		{"not yaml", "rules: [", []string{"rules.yaml: yaml: "}},
+		{"not yaml", "rules: [", []string{"rules.yaml:1:1: did not find expected node content"}},
 		{"empty", "", []string{"rules.yaml:1:1: rules: the file is empty"}},
 		{"no rules", "rule: []\n", []string{`rules.yaml:1:1: rule: unknown field (want rules:)`, "rules.yaml:1:1: rules: missing"}},
 		{"empty list", "rules: []\n", []string{"rules.yaml:1:8: rules: want a list of at least one rule"}},
@@ -187,5 +190,59 @@ func TestParseMinWindow(t *testing.T) {
 	}
 	if s, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [3s:1]}\n"), Options{MinWindow: 2 * time.Second}); err != nil || s.Rules[0].Limits[0].Window != 3*time.Second {
 		t.Errorf("a 3s window under a 2s tick: %v", err)
+	}
+}
+
+// A file that is not YAML is one Problem as a field's is, FILE:LINE:COL: MESSAGE, at the
+// line where it stops being YAML (the library's own line is often the enclosing block's,
+// and 0-based), column 1, the library's message without its "yaml: line N: ".
+func TestParseSyntaxErrors(t *testing.T) {
+	const rule = "  - name: a\n    key: key\n    limits: [1m:1]\n"
+	for _, c := range []struct {
+		name, yaml string
+		line       int
+		msg        string
+	}{
+		{"unclosed flow on the first line", "rules: [", 1, "did not find expected node content"},
+		{"indented as no item can be", "rules:\n" + rule + "  - name: b\n    key: key\n  limits: [1m:1]\n", 7, "did not find expected '-' indicator"},
+		{"text after a quoted value", "rules:\n" + rule + "    mode: cap\n    cost: \"bytes\"x\n", 6, "did not find expected key"},
+		{"a tab", "rules:\n  - name: a\n\tkey: key\n", 3, "found a tab character that violates indentation"},
+		{"a second colon", "rules:\n" + rule + "  - name: b\n    key: key: x\n    limits: [1m:1]\n", 6, "mapping values are not allowed in this context"},
+		{"unclosed flow after a flow over lines", "rules:\n  - name: a\n    key: key\n    limits: [\n      1m:1,\n      1h:2]\n    force: [a, b\n    mode: cap\n  - name: c\n",
+			7, "did not find expected ',' or ']'"},
+		{"unclosed quote", "rules:\n  - name: a\n    key: \"key\n    limits: [1m:1]\n", 3, "found unexpected end of stream"},
+		{"unknown alias", "rules:\n" + rule + "  - name: b\n    key: *k\n", 6, "unknown anchor 'k' referenced"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Parse("rules.yaml", []byte(c.yaml), Options{})
+			var ps Problems
+			if s != nil || !errors.Is(err, ErrRules) || !errors.As(err, &ps) || len(ps) != 1 {
+				t.Fatalf("set %v, error %v: want no set and one Problem, wrapping ErrRules", s, err)
+			}
+			want := &Problem{File: "rules.yaml", Line: c.line, Col: 1, Msg: c.msg}
+			if got, ok := ps[0].(*Problem); !ok || *got != *want {
+				t.Errorf("%#v, want %#v", ps[0], want)
+			}
+			if w := fmt.Sprintf("rules: rules.yaml:%d:1: %s", c.line, c.msg); err.Error() != w {
+				t.Errorf("%q, want %q", err, w)
+			}
+		})
+	}
+}
+
+// Finding the line costs a bounded read: a long file broken at its start in a way every
+// cut of it is broken too (a list in flow style without its ']') gets the library's line
+// past syntaxSearchBytes, and its first line when it is short.
+func TestParseSyntaxErrorSearchBounded(t *testing.T) {
+	entry := "  {name: r, key: key, limits: [1m:1]},\n"
+	long := "rules: [\n" + strings.Repeat(entry, 4000)
+	var n yaml.Node
+	msg, libLine := yamlMessage(yaml.Unmarshal([]byte(long), &n))
+	var ps Problems
+	if _, err := Parse("r.yaml", []byte(long), Options{}); !errors.As(err, &ps) || *ps[0].(*Problem) != (Problem{File: "r.yaml", Line: libLine, Col: 1, Msg: msg}) {
+		t.Errorf("a long broken file: %v, want the library's line %d", err, libLine)
+	}
+	if _, err := Parse("r.yaml", []byte("rules: [\n"+strings.Repeat(entry, MaxRules)), Options{}); !errors.As(err, &ps) || ps[0].(*Problem).Line != 1 {
+		t.Errorf("%d rules without their ']': %v, want line 1", MaxRules, err)
 	}
 }
