@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -15,8 +16,9 @@ const rulesUsage = `Usage: gate rules check FILE
 
 Reads the rules file FILE as a gate started with GATE_RULES_FILE=FILE would, with this
 environment's topics and tick interval, and prints each rule and where its keys are in
-Redis, or every problem in the file (exit status 2). Run it before a rules file is
-deployed: a gate keeps its rules in use when the file changes into one it cannot use.
+Redis, or every problem in the file on stderr, one a line as FILE:LINE:COL: ... (exit
+status 2). Run it before a rules file is deployed: a gate keeps its rules in use when the
+file changes into one it cannot use.
 `
 
 // rulesCmd runs `gate rules check FILE`.
@@ -33,6 +35,16 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 	}
 	path := args[1]
 	set, err := rules.ReadFile(path, cfg.RulesOptions())
+	var ps rules.Problems
+	if errors.As(err, &ps) {
+		// One problem a line, as a compiler prints them: a gate's log has them on one.
+		for _, p := range ps {
+			if _, err := fmt.Fprintln(stderr, p); err != nil {
+				return err
+			}
+		}
+		return config.Problems{&printedProblems{path: path, n: len(ps), err: err}}
+	}
 	if err != nil {
 		return config.Problems{err}
 	}
@@ -81,3 +93,20 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// printedProblems is a rules file's problems once printed, one a line: its message
+// counts them (main prints it after them), and it wraps them.
+type printedProblems struct {
+	path string
+	n    int
+	err  error
+}
+
+func (e *printedProblems) Error() string {
+	if e.n == 1 {
+		return e.path + ": 1 problem, on the line above"
+	}
+	return fmt.Sprintf("%s: %d problems, each on a line above", e.path, e.n)
+}
+
+func (e *printedProblems) Unwrap() error { return e.err }

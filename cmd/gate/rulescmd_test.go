@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/rules"
 )
 
 // gate rules check prints each rule and its keys, or every problem (exit status 2),
@@ -17,19 +19,25 @@ func TestRulesCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
+	notYAML := filepath.Join(dir, "not-yaml.yaml")
 	for path, body := range map[string]string{
+		notYAML: "rules:\n  - name: a\n    key: key\n    limits: [1m:10\n",
 		good: "rules:\n  - {name: team-user, key: \"json:team_id+distinct_id\", missing: skip, limits: [1m:5000, 1h:100000], mode: cap}\n" +
 			"  - name: merges\n    key: json:team_id\n    match: [{field: json:event, in: [$identify]}]\n    limits: [1m:1000]\n    action: topic:merges\n    shadow: true\n",
-		bad: "rules:\n  - {name: a, key: key, limits: [1m:10], action: topic:raw}\n  - {name: b, key: key, limits: [500ms:10]}\n",
+		bad: "rules:\n  - {name: a, key: key, limits: [1m:10], action: topic:raw}\n  - {name: b, key: key, limits: [1s:10]}\n",
 	} {
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	do := func(env map[string]string, args ...string) (string, error) {
+	doAll := func(env map[string]string, args ...string) (string, string, error) {
 		var stdout, stderr bytes.Buffer
 		err := run(t.Context(), append([]string{"rules"}, args...), testHost(env), &stdout, &stderr)
-		return stdout.String(), err
+		return stdout.String(), stderr.String(), err
+	}
+	do := func(env map[string]string, args ...string) (string, error) {
+		out, _, err := doAll(env, args...)
+		return out, err
 	}
 	// GATE_KEY_FROM set in the shell is not the file's business.
 	out, err := do(map[string]string{"GATE_KEY_FROM": "json:x", "GATE_REDIS_PREFIX": "prod"}, "check", good)
@@ -42,10 +50,21 @@ func TestRulesCheck(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	_, err = do(map[string]string{"GATE_INPUT_TOPIC": "raw"}, "check", bad)
-	if err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "bad.yaml:2:") || !strings.Contains(err.Error(), "raw is GATE_INPUT_TOPIC") ||
-		!strings.Contains(err.Error(), "bad.yaml:3:") || !strings.Contains(err.Error(), "longer than GATE_TICK_INTERVAL") {
-		t.Errorf("bad file: %v", err)
+	// Every problem on a line of its own on stderr, as FILE:LINE:COL: (a gate's log has
+	// them on one); the error counts them.
+	out, stderr, err := doAll(map[string]string{"GATE_INPUT_TOPIC": "raw"}, "check", bad)
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	if err == nil || cli.ExitCode(err) != 2 || err.Error() != "configuration: "+bad+": 2 problems, each on a line above" || !errors.Is(err, rules.ErrRules) ||
+		out != "" || len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], bad+`:2:50: rules[0] "a".action: "topic:raw": raw is GATE_INPUT_TOPIC`) ||
+		lines[1] != bad+`:3:34: rules[1] "b".limits[0]: "1s:10": want a window longer than GATE_TICK_INTERVAL (1s)` {
+		t.Errorf("bad file: %v, stdout %q, stderr:\n%s", err, out, stderr)
+	}
+	// A file that is not YAML: one problem in the same form, at its line.
+	_, stderr, err = doAll(nil, "check", notYAML)
+	if cli.ExitCode(err) != 2 || err.Error() != "configuration: "+notYAML+": 1 problem, on the line above" ||
+		stderr != notYAML+":4:1: did not find expected ',' or ']'\n" {
+		t.Errorf("not YAML: %v, stderr %q", err, stderr)
 	}
 	for _, args := range [][]string{nil, {"check"}, {"lint", good}} {
 		if _, err := do(nil, args...); cli.ExitCode(err) != 2 {

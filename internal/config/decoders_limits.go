@@ -8,6 +8,7 @@ import (
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/rules"
 )
 
 // overrideList is GATE_OVERRIDES: team=limit pairs separated by commas.
@@ -60,8 +61,9 @@ func (limitList) want() string {
 	return fmt.Sprintf("window:threshold pairs separated by commas such as 1h:20000000,24h:200000000, each window a whole number of seconds and each threshold from 1 to %d", int64(limit.MaxThreshold))
 }
 
-// Decode parses the pairs strictly; the rules between values (distinct windows,
-// longer than a tick) are checked with the other variables.
+// Decode parses the pairs strictly, each as a rule's limits are (rules.ParseLimit); the
+// rules between values (distinct windows, longer than a tick) are checked with the other
+// variables.
 func (l *limitList) Decode(text string) error {
 	var out limitList
 	for i, entry := range strings.Split(text, ",") {
@@ -69,24 +71,16 @@ func (l *limitList) Decode(text string) error {
 		if entry == "" {
 			return fmt.Errorf("entry %d is empty", i+1)
 		}
-		w, thr, ok := strings.Cut(entry, ":")
-		if !ok {
-			return fmt.Errorf("entry %q has no ':'", entry)
+		e, err := rules.ParseLimit(entry)
+		if err != nil {
+			return fmt.Errorf("entry %w", err)
 		}
-		d, err := time.ParseDuration(strings.TrimSpace(w))
-		if err != nil || d < time.Second || d%time.Second != 0 {
-			return fmt.Errorf("entry %q: window %q is not a whole number of seconds such as 1h", entry, w)
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(thr), 10, 64)
-		if err != nil || n < 1 || n > limit.MaxThreshold {
-			return fmt.Errorf("entry %q: threshold %q is not a whole number from 1 to %d", entry, thr, int64(limit.MaxThreshold))
-		}
-		for _, e := range out {
-			if e.Window == d {
-				return fmt.Errorf("window %s appears twice", d)
+		for _, o := range out {
+			if o.Window == e.Window {
+				return fmt.Errorf("window %s appears twice", e.Window)
 			}
 		}
-		out = append(out, extraLimit{Window: d, Threshold: n})
+		out = append(out, extraLimit(e))
 	}
 	*l = out
 	return nil

@@ -27,8 +27,10 @@ func (c Config) RulesOptions() rules.Options {
 // {prefix}:rule:{name} for its first limit, {prefix}:rule:{name}/w{seconds} for the
 // others. A rule's keys never meet another rule's, nor a further window's its first's: a
 // rule name holds no ':' or '/', so no key of one prefix followed by ':' and a key can
-// spell a key of another. The gate without rules keeps {prefix} (and GATE_LIMITS'
-// {prefix}:w{seconds}), as before rules.
+// spell a key of another. Nor do two windows of a rule meet: a parsed rule's windows are
+// distinct whole numbers of seconds (rules.ParseLimit, as GATE_LIMITS's), so {seconds}
+// is exact and one-to-one (TestRuleKeyPrefixWindows). The gate without rules keeps
+// {prefix} (and GATE_LIMITS' {prefix}:w{seconds}), as before rules.
 func (c Config) RuleKeyPrefix(name string, i int, w time.Duration) string {
 	p := c.RedisPrefix + ":rule:" + name
 	if i > 0 {

@@ -44,12 +44,17 @@ func (p Problems) Unwrap() []error { return p }
 type Problem struct {
 	File      string
 	Line, Col int
-	// Path names the field: rules[1] "team-user".limits[0].
+	// Path names the field: rules[1] "team-user".limits[0]; empty for a file that is not
+	// YAML, whose Msg is the YAML library's.
 	Path string
 	Msg  string
 }
 
+// Error is FILE:LINE:COL: PATH: MSG, or FILE:LINE:COL: MSG without a path.
 func (p *Problem) Error() string {
+	if p.Path == "" {
+		return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Msg)
+	}
 	return fmt.Sprintf("%s:%d:%d: %s: %s", p.File, p.Line, p.Col, p.Path, p.Msg)
 }
 
@@ -73,13 +78,15 @@ func (p *parser) bad(n *yaml.Node, path, format string, args ...any) {
 }
 
 // Parse reads the rules file named file, whose content is data: every problem or a
-// checked Set. Errors wrap ErrRules, and are a Problems when the file is YAML.
+// checked Set. Errors wrap ErrRules and are a Problems: every problem of a YAML file, or
+// the one problem of a file that is not YAML (its Path empty, its Col 1).
 func Parse(file string, data []byte, o Options) (*Set, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrRules, file, err)
-	}
 	p := &parser{file: file, o: o}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		p.errs = append(p.errs, syntaxProblem(file, data, err))
+		return nil, p.result()
+	}
 	if len(doc.Content) == 0 {
 		p.bad(&yaml.Node{Line: 1, Column: 1}, "rules", "the file is empty: want a list of rules under rules:")
 		return nil, p.result()
@@ -279,7 +286,8 @@ func (p *parser) scalar(n *yaml.Node, path string) bool {
 	return true
 }
 
-// limits reads a rule's limits: a list of WINDOW:THRESHOLD, windows distinct.
+// limits reads a rule's limits: a list of WINDOW:THRESHOLD (ParseLimit), windows
+// distinct and longer than Options.MinWindow.
 func (p *parser) limits(n *yaml.Node, path string) []Limit {
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
 		p.bad(n, path, "want a list of at least one WINDOW:THRESHOLD such as [1m:1000]")
@@ -292,29 +300,22 @@ func (p *parser) limits(n *yaml.Node, path string) []Limit {
 		if !p.scalar(e, ep) {
 			continue
 		}
-		w, t, ok := strings.Cut(e.Value, ":")
-		d, err := time.ParseDuration(strings.TrimSpace(w))
-		th, terr := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
-		switch {
-		case !ok || err != nil || terr != nil:
-			p.bad(e, ep, "%q: want WINDOW:THRESHOLD such as 1m:1000", e.Value)
+		// As GATE_LIMITS's entries: the same function reads both.
+		l, err := ParseLimit(e.Value)
+		if err != nil {
+			p.bad(e, ep, "%v", err)
 			continue
-		case d < time.Millisecond:
-			p.bad(e, ep, "%q: want a window of at least 1ms", e.Value)
-			continue
-		case d <= p.o.MinWindow:
+		}
+		if l.Window <= p.o.MinWindow {
 			p.bad(e, ep, "%q: want a window longer than GATE_TICK_INTERVAL (%s)", e.Value, p.o.MinWindow)
 			continue
-		case th < 1 || th > limit.MaxThreshold:
-			p.bad(e, ep, "%q: want a threshold from 1 to %d", e.Value, int64(limit.MaxThreshold))
+		}
+		if j, dup := windows[l.Window]; dup {
+			p.bad(e, ep, "window %s is %s[%d]'s too: each limit of a rule needs its own window", l.Window, path, j)
 			continue
 		}
-		if j, dup := windows[d]; dup {
-			p.bad(e, ep, "window %s is %s[%d]'s too: each limit of a rule needs its own window", d, path, j)
-			continue
-		}
-		windows[d] = i
-		out = append(out, Limit{Window: d, Threshold: th})
+		windows[l.Window] = i
+		out = append(out, l)
 	}
 	return out
 }

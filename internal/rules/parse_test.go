@@ -2,9 +2,12 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
@@ -76,7 +79,7 @@ func TestParseProblems(t *testing.T) {
 		name, yaml string
 		want       []string
 	}{
-		{"not yaml", "rules: [", []string{"rules.yaml: yaml: "}},
+		{"not yaml", "rules: [", []string{"rules.yaml:1:1: did not find expected node content"}},
 		{"empty", "", []string{"rules.yaml:1:1: rules: the file is empty"}},
 		{"no rules", "rule: []\n", []string{`rules.yaml:1:1: rule: unknown field (want rules:)`, "rules.yaml:1:1: rules: missing"}},
 		{"empty list", "rules: []\n", []string{"rules.yaml:1:8: rules: want a list of at least one rule"}},
@@ -95,9 +98,9 @@ func TestParseProblems(t *testing.T) {
 `, []string{
 			`rules.yaml:2:11: rules[0].name: "Team": want 1 to 40 of a-z`,
 			`rules.yaml:3:10: rules[0] "Team".key: "jsn:team": want json:FIELD`,
-			`rules.yaml:4:14: rules[0] "Team".limits[0]: "1m": want WINDOW:THRESHOLD`,
-			`rules.yaml:4:18: rules[0] "Team".limits[1]: "0s:5": want a window of at least 1ms`,
-			`rules.yaml:4:24: rules[0] "Team".limits[2]: "1m:0": want a threshold from 1`,
+			`rules.yaml:4:14: rules[0] "Team".limits[0]: "1m" has no ':' between window and threshold`,
+			`rules.yaml:4:18: rules[0] "Team".limits[1]: "0s:5": window "0s" is not a whole number of seconds`,
+			`rules.yaml:4:24: rules[0] "Team".limits[2]: "1m:0": threshold "0" is not a whole number from 1`,
 			`rules.yaml:4:39: rules[0] "Team".limits[4]: window 1m0s is rules[0] "Team".limits[3]'s too`,
 			`rules.yaml:5:11: rules[0] "Team".mode: "drop": want divert or cap`,
 			`rules.yaml:6:11: rules[0] "Team".cost: "records": want events or bytes`,
@@ -133,6 +136,12 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:12:9: rules[1] "b".match[2].field: missing`,
 			`rules.yaml:15:5: rules[2].key: given twice`,
 		}},
+		// A rule's windows are GATE_LIMITS's: whole seconds (rules.ParseLimit reads both), so
+		// that two windows never share a Redis key (1500ms and 1900ms were both /w1).
+		{"windows not whole seconds", "rules:\n  - name: team\n    key: json:team_id\n    limits: [1500ms:100, 1900ms:200, 2s:300]\n", []string{
+			`rules.yaml:4:14: rules[0] "team".limits[0]: "1500ms:100": window "1500ms" is not a whole number of seconds such as 1h`,
+			`rules.yaml:4:26: rules[0] "team".limits[1]: "1900ms:200": window "1900ms" is not a whole number of seconds such as 1h`,
+		}},
 		{"duplicate names", "rules:\n  - {name: a, key: key, limits: [1m:1]}\n  - {name: a, key: key, limits: [1m:1]}\n",
 			[]string{`rules.yaml:3:5: rules[1]: name "a" is rules[0]'s too`}},
 		{"adaptive window", "rules:\n  - {name: a, key: key, limits: [7m:1], threshold_mode: adaptive}\n",
@@ -165,5 +174,75 @@ func TestParseAdaptiveEventClock(t *testing.T) {
 	_, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], threshold_mode: adaptive}\n"), Options{EventClock: true})
 	if err == nil || !strings.Contains(err.Error(), "static with GATE_CLOCK=event") {
 		t.Errorf("adaptive under the event clock: %v", err)
+	}
+}
+
+// Every window must be longer than GATE_TICK_INTERVAL (Options.MinWindow), as
+// GATE_LIMITS's must: each needs a tick per epoch at least.
+func TestParseMinWindow(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [2s:1, 3s:1, 2m:1]}\n  - {name: b, key: key, limits: [1s:1]}\n"),
+		Options{MinWindow: 2 * time.Second})
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 2 ||
+		ps[0].Error() != `r.yaml:2:34: rules[0] "a".limits[0]: "2s:1": want a window longer than GATE_TICK_INTERVAL (2s)` ||
+		ps[1].Error() != `r.yaml:3:34: rules[1] "b".limits[0]: "1s:1": want a window longer than GATE_TICK_INTERVAL (2s)` {
+		t.Errorf("windows of 2s and 1s under a 2s tick: %v", err)
+	}
+	if s, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [3s:1]}\n"), Options{MinWindow: 2 * time.Second}); err != nil || s.Rules[0].Limits[0].Window != 3*time.Second {
+		t.Errorf("a 3s window under a 2s tick: %v", err)
+	}
+}
+
+// A file that is not YAML is one Problem as a field's is, FILE:LINE:COL: MESSAGE, at the
+// line where it stops being YAML (the library's own line is often the enclosing block's,
+// and 0-based), column 1, the library's message without its "yaml: line N: ".
+func TestParseSyntaxErrors(t *testing.T) {
+	const rule = "  - name: a\n    key: key\n    limits: [1m:1]\n"
+	for _, c := range []struct {
+		name, yaml string
+		line       int
+		msg        string
+	}{
+		{"unclosed flow on the first line", "rules: [", 1, "did not find expected node content"},
+		{"indented as no item can be", "rules:\n" + rule + "  - name: b\n    key: key\n  limits: [1m:1]\n", 7, "did not find expected '-' indicator"},
+		{"text after a quoted value", "rules:\n" + rule + "    mode: cap\n    cost: \"bytes\"x\n", 6, "did not find expected key"},
+		{"a tab", "rules:\n  - name: a\n\tkey: key\n", 3, "found a tab character that violates indentation"},
+		{"a second colon", "rules:\n" + rule + "  - name: b\n    key: key: x\n    limits: [1m:1]\n", 6, "mapping values are not allowed in this context"},
+		{"unclosed flow after a flow over lines", "rules:\n  - name: a\n    key: key\n    limits: [\n      1m:1,\n      1h:2]\n    force: [a, b\n    mode: cap\n  - name: c\n",
+			7, "did not find expected ',' or ']'"},
+		{"unclosed quote", "rules:\n  - name: a\n    key: \"key\n    limits: [1m:1]\n", 3, "found unexpected end of stream"},
+		{"unknown alias", "rules:\n" + rule + "  - name: b\n    key: *k\n", 6, "unknown anchor 'k' referenced"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Parse("rules.yaml", []byte(c.yaml), Options{})
+			var ps Problems
+			if s != nil || !errors.Is(err, ErrRules) || !errors.As(err, &ps) || len(ps) != 1 {
+				t.Fatalf("set %v, error %v: want no set and one Problem, wrapping ErrRules", s, err)
+			}
+			want := &Problem{File: "rules.yaml", Line: c.line, Col: 1, Msg: c.msg}
+			if got, ok := ps[0].(*Problem); !ok || *got != *want {
+				t.Errorf("%#v, want %#v", ps[0], want)
+			}
+			if w := fmt.Sprintf("rules: rules.yaml:%d:1: %s", c.line, c.msg); err.Error() != w {
+				t.Errorf("%q, want %q", err, w)
+			}
+		})
+	}
+}
+
+// Finding the line costs a bounded read: a long file broken at its start in a way every
+// cut of it is broken too (a list in flow style without its ']') gets the library's line
+// past syntaxSearchBytes, and its first line when it is short.
+func TestParseSyntaxErrorSearchBounded(t *testing.T) {
+	entry := "  {name: r, key: key, limits: [1m:1]},\n"
+	long := "rules: [\n" + strings.Repeat(entry, 4000)
+	var n yaml.Node
+	msg, libLine := yamlMessage(yaml.Unmarshal([]byte(long), &n))
+	var ps Problems
+	if _, err := Parse("r.yaml", []byte(long), Options{}); !errors.As(err, &ps) || *ps[0].(*Problem) != (Problem{File: "r.yaml", Line: libLine, Col: 1, Msg: msg}) {
+		t.Errorf("a long broken file: %v, want the library's line %d", err, libLine)
+	}
+	if _, err := Parse("r.yaml", []byte("rules: [\n"+strings.Repeat(entry, MaxRules)), Options{}); !errors.As(err, &ps) || ps[0].(*Problem).Line != 1 {
+		t.Errorf("%d rules without their ']': %v, want line 1", MaxRules, err)
 	}
 }

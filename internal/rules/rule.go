@@ -2,6 +2,8 @@ package rules
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/capturegate/gate/internal/limit"
@@ -56,6 +58,30 @@ type Limit struct {
 }
 
 func (l Limit) String() string { return fmt.Sprintf("%s:%d", l.Window, l.Threshold) }
+
+// ParseLimit reads one WINDOW:THRESHOLD: an entry of a rule's limits, and of GATE_LIMITS
+// (internal/config reads those with it too, so the two take the same pairs). The window
+// is a whole number of seconds, at least 1s, since a further limit's Redis keys are named
+// by its window in seconds (config.RuleKeyPrefix, config.LimitKeyPrefix): 1500ms and 1900ms
+// would both be /w1. The threshold is from 1 to limit.MaxThreshold. The rules between a
+// list's windows (each distinct, each longer than GATE_TICK_INTERVAL) are the caller's.
+// The error names s.
+func ParseLimit(s string) (Limit, error) {
+	w, t, ok := strings.Cut(s, ":")
+	if !ok {
+		return Limit{}, fmt.Errorf("%q has no ':' between window and threshold", s)
+	}
+	w, t = strings.TrimSpace(w), strings.TrimSpace(t)
+	d, err := time.ParseDuration(w)
+	if err != nil || d < time.Second || d%time.Second != 0 {
+		return Limit{}, fmt.Errorf("%q: window %q is not a whole number of seconds such as 1h", s, w)
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 1 || n > limit.MaxThreshold {
+		return Limit{}, fmt.Errorf("%q: threshold %q is not a whole number from 1 to %d", s, t, int64(limit.MaxThreshold))
+	}
+	return Limit{Window: d, Threshold: n}, nil
+}
 
 // Match is one condition on a record: the value read by Field is (or, with Not, is not)
 // one of Values. A record whose field cannot be read (absent, not a string or a number,

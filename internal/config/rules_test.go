@@ -1,0 +1,110 @@
+package config
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/rules"
+)
+
+// ruleLimits parses one rule with limits entries under c's options.
+func ruleLimits(c Config, entries ...string) ([]rules.Limit, error) {
+	quoted := make([]string, len(entries))
+	for i, e := range entries {
+		quoted[i] = fmt.Sprintf("%q", e)
+	}
+	s, err := rules.Parse("rules.yaml", []byte("rules:\n  - {name: r, key: key, limits: ["+strings.Join(quoted, ", ")+"]}\n"), c.RulesOptions())
+	if err != nil {
+		return nil, err
+	}
+	return s.Rules[0].Limits, nil
+}
+
+// A rule's limits take exactly the pairs GATE_LIMITS takes, under the same tick.
+func TestRuleLimitsAreGateLimits(t *testing.T) {
+	t.Parallel()
+	tooBig := "1" + strings.Repeat("0", 18)
+	for _, list := range []string{
+		"1m:1000", "60s:5", "1h:20000000", "1.5m:10", "90s:10", "2s:1", "59m59s:3", "3600s:1",
+		"1500ms:10", "1900ms:10", "1.5s:1", "1m0.5s:1", "1s:1", "500ms:1", "0s:5", "-1m:5", "1000000ns:1",
+		"1m", "x:1", "m:1", "1m:0", "1m:-1", "1m:x", "1m:" + tooBig, "1m:1.5", " 1m : 10 ",
+		"1m:1,60s:2", "1m:1,1h:2", "1m:1,1500ms:2", "2m:1,1s:2",
+	} {
+		env := map[string]string{"GATE_LIMITS": list}
+		_, lerr := loadMap(env)
+		c, err := loadMap(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims, rerr := ruleLimits(c, strings.Split(list, ",")...)
+		if (lerr == nil) != (rerr == nil) {
+			t.Errorf("%q: GATE_LIMITS %v, a rule's limits %v: want both to take it or both to refuse it", list, lerr, rerr)
+			continue
+		}
+		if rerr != nil {
+			continue
+		}
+		if len(lims) != len(strings.Split(list, ",")) {
+			t.Errorf("%q: %v", list, lims)
+		}
+	}
+	// A refusal names the rule's file, line, column and limit.
+	c, _ := loadMap(nil)
+	_, err := ruleLimits(c, "1500ms:10", "1900ms:20")
+	for _, want := range []string{
+		`rules.yaml:2:34: rules[0] "r".limits[0]: "1500ms:10": window "1500ms" is not a whole number of seconds`,
+		`rules.yaml:2:47: rules[0] "r".limits[1]: "1900ms:20": window "1900ms" is not a whole number of seconds`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("1500ms and 1900ms: %v, want %s", err, want)
+		}
+	}
+}
+
+// No two windows a parsed rule can have share a key prefix: a parsed window is a whole
+// number of seconds, the prefix's {seconds} exact. The windows valid before keep their
+// prefix.
+func TestRuleKeyPrefixWindows(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(map[string]string{"GATE_REDIS_PREFIX": "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.RuleKeyPrefix("team", 0, time.Minute); p != "prod:rule:team" {
+		t.Errorf("first limit: %s", p)
+	}
+	if p := c.RuleKeyPrefix("team", 1, time.Hour); p != "prod:rule:team/w3600" {
+		t.Errorf("a further 1h limit: %s", p)
+	}
+	windows := []string{"1500ms", "1900ms", "2s", "2500ms", "2.9s", "1m", "60s", "1m0.5s", "1m1s", "1h", "3600s", "3600.001s", "24h", "1m0.000000001s"}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		d := time.Duration(rnd.Int64N(200_000)) * time.Second
+		d += []time.Duration{0, 0, 0, 1, time.Millisecond, 500 * time.Millisecond, time.Second - 1}[rnd.IntN(7)]
+		windows = append(windows, d.String())
+	}
+	byPrefix := map[string]time.Duration{}
+	parsed := 0
+	for _, w := range windows {
+		lims, err := ruleLimits(c, w+":1")
+		if err != nil {
+			continue
+		}
+		parsed++
+		d := lims[0].Window
+		p := c.RuleKeyPrefix("team", 1, d)
+		if other, taken := byPrefix[p]; taken && other != d {
+			t.Errorf("windows %s and %s share the prefix %s", other, d, p)
+		}
+		byPrefix[p] = d
+		if want := fmt.Sprintf("prod:rule:team/w%d", d/time.Second); p != want {
+			t.Errorf("window %s: prefix %s, want %s (as before)", d, p, want)
+		}
+	}
+	if parsed < 500 {
+		t.Errorf("only %d windows parsed", parsed)
+	}
+}
