@@ -109,7 +109,7 @@ release-notes:
 
 # The real-Kafka suite alone, verbose (it is part of make test): the built gate binary
 # against Apache Kafka (its own jars on the JVM, or the apache/kafka image through
-# testcontainers where a container runtime answers; GATE_IT_BROKER=jvm|container picks)
+# testcontainers where a container runtime answers; GATETEST_IT_BROKER=jvm|container picks)
 # and a real Redis.
 test-integration: deps-test
 	$(GO) test -count=1 -timeout 30m -v ./internal/integration/
@@ -119,11 +119,11 @@ test-short: deps-test
 
 # The long fault scenarios (Redis stopped 30 s and hung 10 s, three SIGKILLs, three
 # scale rounds, a minute of steady traffic, more broker faults; internal/faulttest with
-# GATE_SOAK=1), then each route fuzz target for FUZZTIME.
+# GATETEST_SOAK=1), then each route fuzz target for FUZZTIME.
 FUZZTIME ?= 60s
 .PHONY: soak
 soak: deps-test
-	GATE_SOAK=1 $(GO) test -race -count=1 -timeout 30m -v ./internal/faulttest/
+	GATETEST_SOAK=1 $(GO) test -race -count=1 -timeout 30m -v ./internal/faulttest/
 	$(GO) test -run '^$$' -fuzz '^FuzzTeam$$' -fuzztime $(FUZZTIME) ./internal/route/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoute$$' -fuzztime $(FUZZTIME) ./internal/route/
 
