@@ -15,9 +15,29 @@ BENCHTIME ?= 1s
 # release that knows this module's Go version (go.mod); bump it with Go.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-# The version and commit stamped into the binary (internal/buildinfo; `gate version`, the
-# start-up line, gate_build_info): the nearest tag, else dev; the checked-out commit.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//' || echo dev)
+# The version stamped into the binary (internal/buildinfo; `gate version`, the start-up
+# line, gate_build_info) and the image's tag; `make -s version` prints it.
+#   - Where a release tag (vX.Y.Z) is behind HEAD: git describe's, without the v: 0.3.0 at
+#     the tag, 0.3.0-5-gabc1234 five commits past it, -dirty added with uncommitted changes.
+#   - Else (a clone without tags, as CI's checkout is, a tarball): the CHANGELOG's newest
+#     release (its first "## [x.y.z]" heading), a fact of the tree. Exactly 0.3.0 when the
+#     tree is that release's: its Unreleased section empty, as make release leaves it, and
+#     nothing uncommitted. Otherwise 0.3.0-dev.g<commit, 12 hex digits>, .dirty added with
+#     uncommitted changes (0.3.0-dev without git): a development build past 0.3.0 at that
+#     commit. Like git describe's form it is a SemVer pre-release, so it sorts before 0.3.0,
+#     not after; it has no '+', so it is a valid image tag.
+#   - dev when neither says (no tag, no CHANGELOG release).
+# TAG_VERSION= (empty) forces the second rule; deploy/helm TestVersionsMoveTogether holds
+# it to the CHANGELOG and the chart.
+TAG_VERSION       ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null | sed 's/^v//')
+CHANGELOG_VERSION := $(shell awk '/^\#\# \[[0-9]+\.[0-9]+\.[0-9]+\]/ { sub(/^\#\# \[/, ""); sub(/\].*/, ""); print; exit }' CHANGELOG.md 2>/dev/null)
+# Non-empty when the CHANGELOG's Unreleased section has an entry (the tree is past the release).
+UNRELEASED        := $(shell awk '/^\#\# \[Unreleased\]/ { u = 1; next } /^\#\# \[/ { exit } u && NF { print "yes"; exit }' CHANGELOG.md 2>/dev/null)
+TREE_COMMIT       := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+TREE_DIRTY        := $(shell git rev-parse --git-dir >/dev/null 2>&1 && { git diff --quiet HEAD -- || echo .dirty; })
+TREE_VERSION      := $(if $(CHANGELOG_VERSION),$(CHANGELOG_VERSION)$(if $(UNRELEASED)$(TREE_DIRTY),-dev$(if $(TREE_COMMIT),.g$(TREE_COMMIT))$(TREE_DIRTY)))
+VERSION ?= $(or $(TAG_VERSION),$(TREE_VERSION),dev)
+# The checked-out commit.
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/capturegate/gate/internal/buildinfo.Version=$(VERSION) \
 	-X github.com/capturegate/gate/internal/buildinfo.Commit=$(COMMIT)
@@ -28,9 +48,13 @@ IMAGE          ?= ghcr.io/capturegate/gate
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_OUTPUT   ?=
 
-.PHONY: all build build-dev run check test test-chart test-short test-integration image release release-notes bench deps-test vet fmt tidy clean
+.PHONY: all version build build-dev run check test test-norace test-chart test-short test-integration image release release-notes bench deps-test vet fmt tidy clean
 
 all: build
+
+# The version make build stamps (VERSION above).
+version:
+	@echo '$(VERSION)'
 
 # The production binary: no demo code in it (cmd/gate TestProductionBinaryLinksNoDemoCode).
 build:
@@ -80,8 +104,31 @@ check:
 
 test: deps-test check
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+	$(MAKE) --no-print-directory test-norace
 	cd deploy/compose && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory test-chart
+
+# The tests that skip under the race detector, run again without it; part of make test,
+# whose -race run checks none of them. They are the zero-allocation checks (route's
+# TestRouteAllocs, TestRulesAllocateNothing): the race detector allocates. Each is found
+# in the test files, as a Test function whose body reads raceEnabled, and must be
+# reported passed: a -run filter that matches nothing, or a test that skips, fails the
+# target, as does finding no such test at all (the pattern would be stale).
+test-norace:
+	@found=$$(git ls-files --cached --others --exclude-standard '*_test.go' ':!deploy/' | \
+		while read -r f; do if [ -e "$$f" ]; then echo "$$f"; fi; done | \
+		xargs -r awk 'FNR == 1 || /^}/ { name = "" } \
+			/^func Test[A-Za-z0-9_]*\(/ { name = $$2; sub(/\(.*/, "", name) } \
+			/raceEnabled/ && name != "" { d = FILENAME; if (!sub(/\/[^\/]*$$/, "", d)) d = "."; print "./" d, name }' | sort -u); \
+	if [ -z "$$found" ]; then echo "test-norace: no Test function reads raceEnabled: nothing to run (fix the pattern, or drop the target)" >&2; exit 1; fi; \
+	for pkg in $$(cut -d' ' -f1 <<<"$$found" | sort -u); do \
+		names=$$(awk -v p="$$pkg" '$$1 == p { print $$2 }' <<<"$$found"); \
+		out=$$($(GO) test -count=1 -timeout 5m -v -run "^($$(paste -sd'|' <<<"$$names"))$$" "$$pkg" 2>&1) || { echo "$$out"; exit 1; }; \
+		for n in $$names; do \
+			grep -q "^--- PASS: $$n " <<<"$$out" || { echo "$$out"; echo "test-norace: $$pkg $$n did not pass without -race (it did not run, or skipped)" >&2; exit 1; }; \
+		done; \
+		echo "ok without -race: $$pkg" $$names; \
+	done
 
 # The Helm chart's offline render tests (deploy/helm, its own Go module); part of make test.
 test-chart:
@@ -109,7 +156,7 @@ release-notes:
 
 # The real-Kafka suite alone, verbose (it is part of make test): the built gate binary
 # against Apache Kafka (its own jars on the JVM, or the apache/kafka image through
-# testcontainers where a container runtime answers; GATE_IT_BROKER=jvm|container picks)
+# testcontainers where a container runtime answers; GATETEST_IT_BROKER=jvm|container picks)
 # and a real Redis.
 test-integration: deps-test
 	$(GO) test -count=1 -timeout 30m -v ./internal/integration/
@@ -119,11 +166,11 @@ test-short: deps-test
 
 # The long fault scenarios (Redis stopped 30 s and hung 10 s, three SIGKILLs, three
 # scale rounds, a minute of steady traffic, more broker faults; internal/faulttest with
-# GATE_SOAK=1), then each route fuzz target for FUZZTIME.
+# GATETEST_SOAK=1), then each route fuzz target for FUZZTIME.
 FUZZTIME ?= 60s
 .PHONY: soak
 soak: deps-test
-	GATE_SOAK=1 $(GO) test -race -count=1 -timeout 30m -v ./internal/faulttest/
+	GATETEST_SOAK=1 $(GO) test -race -count=1 -timeout 30m -v ./internal/faulttest/
 	$(GO) test -run '^$$' -fuzz '^FuzzTeam$$' -fuzztime $(FUZZTIME) ./internal/route/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoute$$' -fuzztime $(FUZZTIME) ./internal/route/
 

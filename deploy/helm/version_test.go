@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,8 @@ const appVersionEnv = "testdata/appversion-env.txt"
 // chart's default image would crash-loop. A chart that starts setting a new variable
 // fails here until `make release` ships a gate that knows it. Where the clone has tags:
 // the release is tagged, the variable list is the one written at the tag, and a chart
-// changed since the tag has a newer chart version.
+// changed since the tag has a newer chart version. With tags or without, the binary's
+// version (make build's VERSION) is that release too: the tree says it, not a tag.
 func TestVersionsMoveTogether(t *testing.T) {
 	chart := readFile(t, "capture-gate/Chart.yaml")
 	appVersion, chartVersion := chartField("appVersion").FindStringSubmatch(chart), chartField("version").FindStringSubmatch(chart)
@@ -38,12 +40,10 @@ func TestVersionsMoveTogether(t *testing.T) {
 		t.Fatalf("Chart.yaml lacks version or appVersion:\n%s", chart)
 	}
 	app := appVersion[1]
-	m := releaseHeading.FindStringSubmatch(readFile(t, "../../CHANGELOG.md"))
-	if m == nil {
-		t.Fatal("CHANGELOG.md names no release (## [x.y.z] - date)")
-	}
-	if m[1] != app {
-		t.Errorf("Chart.yaml appVersion %s, CHANGELOG.md's newest release %s: cut releases with make release", app, m[1])
+	changelog := readFile(t, "../../CHANGELOG.md")
+	release := newestRelease(t, changelog)
+	if release != app {
+		t.Errorf("Chart.yaml appVersion %s, CHANGELOG.md's newest release %s: cut releases with make release", app, release)
 	}
 	if compareVersions(chartVersion[1], app) < 0 {
 		t.Errorf("Chart.yaml version %s is before its appVersion %s", chartVersion[1], app)
@@ -67,6 +67,9 @@ func TestVersionsMoveTogether(t *testing.T) {
 			}
 		}
 	}
+
+	// The binary's version, with a tag and without: the same release, from the tree.
+	t.Run("make version", func(t *testing.T) { checkMakeVersion(t, release, changelog) })
 
 	if _, err := git(t, "rev-parse", "--git-dir"); err != nil {
 		t.Logf("not a git clone (%v): the tag checks need one", err)
@@ -98,6 +101,95 @@ func TestVersionsMoveTogether(t *testing.T) {
 			t.Errorf("at %s, %s lists %v, gate env %v", tag, appVersionEnv, knows, names)
 		}
 	}
+}
+
+// newestRelease returns the version of the CHANGELOG's first heading after Unreleased,
+// which must read "## [x.y.z] - YYYY-MM-DD": a heading of another form is not passed
+// over for an older release below it.
+func newestRelease(t *testing.T, changelog string) string {
+	t.Helper()
+	for _, line := range strings.Split(changelog, "\n") {
+		if !strings.HasPrefix(line, "## [") || line == "## [Unreleased]" {
+			continue
+		}
+		m := releaseHeading.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("CHANGELOG.md's newest release heading %q is not \"## [x.y.z] - YYYY-MM-DD\" (make release writes it so)", line)
+		}
+		return m[1]
+	}
+	t.Fatal("CHANGELOG.md names no release (## [x.y.z] - YYYY-MM-DD)")
+	return ""
+}
+
+// unreleasedEntries reports whether the CHANGELOG's Unreleased section has anything in
+// it: the tree is past its newest release (make release leaves the section empty).
+func unreleasedEntries(changelog string) bool {
+	_, after, ok := strings.Cut(changelog, "\n## [Unreleased]\n")
+	if !ok {
+		return false
+	}
+	section, _, _ := strings.Cut(after, "\n## [")
+	return strings.TrimSpace(section) != ""
+}
+
+// checkMakeVersion: the version make build stamps into the binary (make's VERSION, which
+// `make -s version` prints) is git describe's where a release tag is behind HEAD, and
+// without one (TAG_VERSION empty, as in a clone without tags whatever this one has) the
+// CHANGELOG's newest release: exactly that for the release's own tree, else that plus
+// -dev.g<commit>, and .dirty with uncommitted changes.
+func checkMakeVersion(t *testing.T, release, changelog string) {
+	if _, err := exec.LookPath("make"); err != nil {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatalf("make not on PATH (%v); CI=%s, so this is a failure, not a skip", err, os.Getenv("CI"))
+		}
+		t.Skipf("make not on PATH (%v): the binary's version is make's", err)
+	}
+	want := release
+	commit, commitErr := git(t, "rev-parse", "--short=12", "HEAD")
+	_, diffErr := git(t, "diff", "--quiet", "HEAD", "--")
+	dirty := commitErr == nil && diffErr != nil
+	if unreleasedEntries(changelog) || dirty {
+		want += "-dev"
+		if commitErr == nil {
+			want += ".g" + strings.TrimSpace(commit)
+		}
+		if dirty {
+			want += ".dirty"
+		}
+	}
+	if got := makeVersion(t, "TAG_VERSION="); got != want {
+		t.Errorf("make version without a tag: %q, want %q (the CHANGELOG's newest release, %s; past it: %v, uncommitted changes: %v)",
+			got, want, release, unreleasedEntries(changelog), dirty)
+	}
+	if desc, err := git(t, "describe", "--tags", "--match", "v[0-9]*", "--dirty"); err == nil {
+		want = strings.TrimPrefix(strings.TrimSpace(desc), "v")
+	}
+	if got := makeVersion(t); got != want {
+		t.Errorf("make version: %q, want %q", got, want)
+	}
+}
+
+// makeVersion runs `make -s version` at the repository's root with args, in this
+// process's environment less what a make running this test would pass down (its flags,
+// a VERSION given to it).
+func makeVersion(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("make", append([]string{"-s", "-C", "../..", "version"}, args...)...)
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VERSION", "TAG_VERSION", "COMMIT":
+		default:
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("make -s version %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func readFile(t *testing.T, path string) string {

@@ -3,9 +3,11 @@ package config
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"reflect"
 	"regexp"
 	"slices"
@@ -164,10 +166,27 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 }
 
+// envconfigChild makes this test binary, re-executed by TestEnvconfigAgrees with an
+// environment of the test's making, run envconfig.Process on that environment.
+var envconfigChild = flag.Bool("envconfig-child", false, "run by TestEnvconfigAgrees: compare envconfig.Process with Load on this process's environment")
+
+// envconfigAgreed starts the line a child prints once it has compared.
+const envconfigAgreed = "envconfig.Process and Load agree:"
+
 // The struct must stay a valid envconfig specification with the same meaning: envconfig
-// derives the same names, and (when the process environment holds no GATE_ variable to
-// disturb it) envconfig.Process fills in the same defaults as Load.
+// derives the same names, and envconfig.Process fills in the same defaults and reads the
+// same values as Load.
+//
+// envconfig.Process reads only the process environment (the GATE_ names and, failing
+// each, the name without GATE_: a WINDOW in a developer's shell would be read), so it
+// cannot be handed one: the test binary is run again, as a child, with exactly the
+// variables of each case and nothing else, and compares there. This process's own
+// environment is never read, so nothing in it can skip or disturb the comparison.
 func TestEnvconfigAgrees(t *testing.T) {
+	if *envconfigChild {
+		compareEnvconfigHere(t)
+		return
+	}
 	t.Parallel()
 	var buf bytes.Buffer
 	tmpl := template.Must(template.New("keys").Parse("{{range .}}{{.Key}}\n{{end}}"))
@@ -182,22 +201,64 @@ func TestEnvconfigAgrees(t *testing.T) {
 		t.Errorf("envconfig names %v, Load names %v", got, ours)
 	}
 
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "GATE_") {
-			t.Skipf("process environment has %s; cannot compare envconfig.Process defaults", strings.SplitN(kv, "=", 2)[0])
-		}
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"defaults", nil}, // an empty environment: every default
+		{"values", map[string]string{
+			"GATE_WINDOW": "30s", "GATE_THRESHOLD": "5000", "GATE_LIMIT_MODE": "cap",
+			"GATE_KAFKA_BROKERS": "a:9092,b:9092", "GATE_OVERRIDES": "team-a=50,team-b=7",
+			"GATE_REDIS_URLS": "redis://r:6379/1", "GATE_KEY_FROM": "json:project",
+			"GATE_LOG_LEVEL": "debug", "GATE_TEAM_API": "true", "GATE_MAX_KEY_BYTES": "64",
+			"GATE_PENDING_READ_SHARE": "0.1", "GATE_DELIVERY": "exactly-once",
+			"GATE_TRANSACTIONAL_ID": "gate-0",
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := loadMap(tt.env); err != nil {
+				t.Fatalf("the case does not load: %v", err)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestEnvconfigAgrees$", "-test.count=1", "-envconfig-child")
+			cmd.Env = []string{} // not nil, which would be this process's environment
+			for _, k := range slices.Sorted(maps.Keys(tt.env)) {
+				cmd.Env = append(cmd.Env, k+"="+tt.env[k])
+			}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("the child: %v\n%s", err, out)
+			}
+			want := fmt.Sprintf("%s %d variables set, %d read", envconfigAgreed, len(tt.env), len(ours))
+			if !strings.Contains(string(out), want) {
+				t.Errorf("the child did not say %q; it said:\n%s", want, out)
+			}
+		})
 	}
+}
+
+// compareEnvconfigHere is TestEnvconfigAgrees's child: it loads Config from this
+// process's environment, which its parent built, by envconfig.Process and by Load, as
+// the gate does (Names, os.Getenv), and says how many variables it saw.
+func compareEnvconfigHere(t *testing.T) {
 	var viaEnvconfig Config
 	if err := envconfig.Process(envPrefix, &viaEnvconfig); err != nil {
 		t.Fatalf("envconfig.Process: %v", err)
 	}
-	ours2, err := loadMap(nil)
+	viaLoad, err := Load(os.Getenv, Names(os.Environ(), os.Getenv))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Load: %v", err)
 	}
-	if !reflect.DeepEqual(viaEnvconfig, ours2) {
-		t.Errorf("defaults differ:\nenvconfig  %+v\nLoad       %+v", viaEnvconfig, ours2)
+	e, l := reflect.ValueOf(viaEnvconfig), reflect.ValueOf(viaLoad)
+	for _, f := range configFields() {
+		if a, b := e.FieldByIndex(f.index).Interface(), l.FieldByIndex(f.index).Interface(); !reflect.DeepEqual(a, b) {
+			t.Errorf("%s with %q set: envconfig.Process %+v, Load %+v", f.key, os.Environ(), a, b)
+		}
 	}
+	if !reflect.DeepEqual(viaEnvconfig, viaLoad) {
+		t.Fatalf("envconfig.Process and Load differ on %q:\nenvconfig  %+v\nLoad       %+v", os.Environ(), viaEnvconfig, viaLoad)
+	}
+	fmt.Printf("%s %d variables set, %d read\n", envconfigAgreed, len(os.Environ()), len(configFields()))
 }
 
 func TestEveryFieldDocumented(t *testing.T) {

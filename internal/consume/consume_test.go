@@ -174,7 +174,10 @@ func head(ids []int) []int { return ids[:min(len(ids), 10)] }
 
 // TestRebalanceNeitherLosesNorDuplicates adds a second and a third gate to the group
 // and removes them again while records keep arriving: every record comes out exactly
-// once, and the commits end at the input's end.
+// once, and the commits end at the input's end. Each step waits until the group has
+// settled on it (the partitions shared out among the gates then running, each owning
+// some and routing records), so a gate that never joined, or a leave whose partitions
+// were not taken over, fails the test rather than leaving it to pass with no rebalance.
 func TestRebalanceNeitherLosesNorDuplicates(t *testing.T) {
 	t.Parallel()
 	const parts = 6
@@ -211,23 +214,44 @@ func TestRebalanceNeitherLosesNorDuplicates(t *testing.T) {
 			mu.Lock()
 			sent += len(batch)
 			mu.Unlock()
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // a steady trickle, not a flood
 		}
 	}()
+	// The producer stops before the test returns, a failed wait included.
+	stopProducer := sync.OnceFunc(func() { close(stopProducing); <-producing })
+	defer stopProducer()
 
+	// settled waits until the gates gs own every partition between them, each at least
+	// one, and each has routed records since the step began.
+	settled := func(what string, gs ...*testGate) {
+		t.Helper()
+		before := make([]float64, len(gs))
+		for i, g := range gs {
+			before[i] = counterSum(t, g.reg, "gate_records_total")
+		}
+		waitFor(t, 30*time.Second, what, func() bool {
+			owned := 0
+			for i, g := range gs {
+				n := int(gaugeValue(t, g, "gate_owned_partitions"))
+				if n == 0 || counterSum(t, g.reg, "gate_records_total") <= before[i] {
+					return false
+				}
+				owned += n
+			}
+			return owned == parts
+		})
+	}
 	a := env.start(t, "a")
-	step := func() { time.Sleep(700 * time.Millisecond) }
-	step()
+	settled("a owning every partition and routing", a)
 	b := env.start(t, "b")
-	step()
+	settled("b joined: the partitions shared by a and b, both routing", a, b)
 	c := env.start(t, "c")
-	step()
+	settled("c joined: the partitions shared by a, b and c, all routing", a, b, c)
 	b.stop(t)
-	step()
+	settled("b left: its partitions taken over by a and c", a, c)
 	c.stop(t)
-	step()
-	close(stopProducing)
-	<-producing
+	settled("c left: every partition back with a", a)
+	stopProducer()
 
 	mu.Lock()
 	n := sent
@@ -239,7 +263,23 @@ func TestRebalanceNeitherLosesNorDuplicates(t *testing.T) {
 	if len(lost) > 0 || len(dup) > 0 {
 		t.Fatalf("%d records through 3 gates joining and leaving: %d lost %v, %d duplicated %v", n, len(lost), head(lost), len(dup), head(dup))
 	}
-	t.Logf("%d records, 3 gates, 0 lost, 0 duplicated", n)
+	// The rebalances, as each gate counted them: a gave partitions up to the newcomers
+	// and took them back, b and c were given some and gave them up when they left.
+	rebalances := func(g *testGate, event string) float64 {
+		return testutil.ToFloat64(g.c.m.rebalances.WithLabelValues(event))
+	}
+	if rebalances(a, "revoked") < 1 || rebalances(a, "assigned") < 2 {
+		t.Errorf("a: %v revoked, %v assigned; want a revocation when b joined and an assignment at start and after the leaves: the test tests nothing",
+			rebalances(a, "revoked"), rebalances(a, "assigned"))
+	}
+	for _, g := range []*testGate{b, c} {
+		if rebalances(g, "assigned") < 1 || rebalances(g, "revoked") < 1 {
+			t.Errorf("%s: %v assigned, %v revoked; want partitions given on joining and revoked on leaving: the test tests nothing",
+				g.name, rebalances(g, "assigned"), rebalances(g, "revoked"))
+		}
+	}
+	t.Logf("%d records, 3 gates (routed: a %v, b %v, c %v), 0 lost, 0 duplicated", n,
+		counterSum(t, a.reg, "gate_records_total"), counterSum(t, b.reg, "gate_records_total"), counterSum(t, c.reg, "gate_records_total"))
 }
 
 // TestProduceFailureHoldsCommits fails every produce to the accepted topic for a while:

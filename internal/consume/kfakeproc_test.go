@@ -20,11 +20,11 @@ import (
 
 // kfakeChildEnv, set in a child's environment, makes the test binary serve a kfake
 // broker instead of running tests (see TestMain).
-const kfakeChildEnv = "GATE_TEST_KFAKE_CHILD"
+const kfakeChildEnv = "GATETEST_KFAKE_CHILD"
 
 // kfakeCPUEnv, set in a child's environment, binds the child to that CPU, with
 // GOMAXPROCS 1, before it starts the broker (startKfakeProc's cpu).
-const kfakeCPUEnv = "GATE_TEST_KFAKE_CPU"
+const kfakeCPUEnv = "GATETEST_KFAKE_CPU"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(kfakeChildEnv) == "1" {

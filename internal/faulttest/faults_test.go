@@ -20,7 +20,7 @@ import (
 // faults; after a SIGKILL, duplicates only among the records the killed gate had routed
 // but not committed (see TestSIGKILLReplaysOnlyUncommitted).
 //
-// Durations are short in make test; GATE_SOAK=1 (make soak) runs the long versions.
+// Durations are short in make test; GATETEST_SOAK=1 (make soak) runs the long versions.
 
 // TestSteadyRun: three gates, steady traffic, then the producers stop.
 func TestSteadyRun(t *testing.T) {

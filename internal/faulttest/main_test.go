@@ -49,8 +49,8 @@ func needGate(t *testing.T) {
 	}
 }
 
-// soak reports whether the long versions run: GATE_SOAK=1 (make soak).
-func soak() bool { return os.Getenv("GATE_SOAK") == "1" }
+// soak reports whether the long versions run: GATETEST_SOAK=1 (make soak).
+func soak() bool { return os.Getenv("GATETEST_SOAK") == "1" }
 
 // dur returns short in make test and long under make soak.
 func dur(short, long time.Duration) time.Duration {

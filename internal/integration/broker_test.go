@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// How a test gets its broker: GATE_IT_BROKER=jvm (Kafka's jars, internal/kafkatest),
+// How a test gets its broker: GATETEST_IT_BROKER=jvm (Kafka's jars, internal/kafkatest),
 // container (testcontainers: the apache/kafka image) or auto, the default: containers
 // where a container runtime answers (as on GitHub's runners), the JVM elsewhere.
 const (
@@ -57,9 +57,9 @@ var kind struct {
 // brokerKind decides, once per test binary, where the brokers come from.
 func brokerKind() (string, string) {
 	kind.once.Do(func() {
-		switch v := os.Getenv("GATE_IT_BROKER"); v {
+		switch v := os.Getenv("GATETEST_IT_BROKER"); v {
 		case brokerJVM, brokerContainer:
-			kind.name, kind.why = v, "GATE_IT_BROKER="+v
+			kind.name, kind.why = v, "GATETEST_IT_BROKER="+v
 		case "", "auto":
 			if err := runtimeHealthy(); err != nil {
 				kind.name, kind.why = brokerJVM, "no container runtime ("+firstLine(err.Error())+")"
@@ -67,7 +67,7 @@ func brokerKind() (string, string) {
 				kind.name, kind.why = brokerContainer, "a container runtime answers"
 			}
 		default:
-			kind.name, kind.why = "", fmt.Sprintf("GATE_IT_BROKER=%q: want jvm, container or auto", v)
+			kind.name, kind.why = "", fmt.Sprintf("GATETEST_IT_BROKER=%q: want jvm, container or auto", v)
 		}
 	})
 	return kind.name, kind.why

@@ -21,7 +21,7 @@ import (
 )
 
 // The images: Apache Kafka at the version the JVM runs (KRaft only) and Redis.
-// GATE_IT_KAFKA_IMAGE and GATE_IT_REDIS_IMAGE name others (a 3.x broker, a mirror).
+// GATETEST_IT_KAFKA_IMAGE and GATETEST_IT_REDIS_IMAGE name others (a 3.x broker, a mirror).
 const (
 	defaultKafkaImage = "apache/kafka:" + kafkatest.Version
 	defaultRedisImage = "redis:7.4-alpine"
@@ -91,7 +91,7 @@ func startContainerKafka(t *testing.T, o kafkaOpts) *kafka {
 	}
 	env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"] = "HOST:" + protocol + ",BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT"
 
-	ctr, err := testcontainers.Run(ctx, image("GATE_IT_KAFKA_IMAGE", defaultKafkaImage),
+	ctr, err := testcontainers.Run(ctx, image("GATETEST_IT_KAFKA_IMAGE", defaultKafkaImage),
 		testcontainers.WithExposedPorts("9092/tcp"),
 		testcontainers.WithEnv(env),
 		// Wait for the start script, then run the image's own launcher with it.
@@ -151,7 +151,7 @@ func startContainerRedis(t *testing.T, config ...string) string {
 		}
 		opts = append(opts, testcontainers.WithCmd(args...))
 	}
-	ctr, err := tcredis.Run(t.Context(), image("GATE_IT_REDIS_IMAGE", defaultRedisImage), opts...)
+	ctr, err := tcredis.Run(t.Context(), image("GATETEST_IT_REDIS_IMAGE", defaultRedisImage), opts...)
 	testcontainers.CleanupContainer(t, ctr)
 	if err != nil {
 		t.Fatalf("starting Redis: %v", err)

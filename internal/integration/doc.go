@@ -3,7 +3,7 @@
 // every broker behaviour; these tests are where the gate meets the real group and
 // transaction coordinators, replication, retention, quotas and the authorizer.
 //
-// A test gets its broker one of two ways (GATE_IT_BROKER: auto, jvm or container):
+// A test gets its broker one of two ways (GATETEST_IT_BROKER: auto, jvm or container):
 // Kafka's own jars run as JVM processes (internal/kafkatest: the Kafka version
 // pinned in its pom.xml, resolved from Maven Central), or the apache/kafka image of
 // the same version through testcontainers-go where a container runtime answers

@@ -63,7 +63,7 @@ type Options struct {
 	// (8.0 to 4.6 s here) and its memory (212 to 156 MiB) at a cost in steady-state
 	// speed that a test does not feel but a benchmark would measure.
 	Throughput bool
-	// Getenv reads the environment (JAVA_HOME, GATE_KAFKA_JARS, HOME); os.Getenv when nil.
+	// Getenv reads the environment (JAVA_HOME, GATETEST_KAFKA_JARS, HOME); os.Getenv when nil.
 	Getenv func(string) string
 }
 

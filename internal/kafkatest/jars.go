@@ -54,18 +54,18 @@ func sourceDir() (string, error) {
 	return filepath.Dir(file), nil
 }
 
-// CacheDir is where the jars are resolved to: $GATE_KAFKA_JARS when set, else
+// CacheDir is where the jars are resolved to: $GATETEST_KAFKA_JARS when set, else
 // kafka-Version under the user's cache directory ($XDG_CACHE_HOME or ~/.cache), which
 // outlives a checkout so that a machine resolves them once.
 func CacheDir(getenv func(string) string) (string, error) {
-	if d := getenv("GATE_KAFKA_JARS"); d != "" {
+	if d := getenv("GATETEST_KAFKA_JARS"); d != "" {
 		return d, nil
 	}
 	base := getenv("XDG_CACHE_HOME")
 	if base == "" {
 		home := getenv("HOME")
 		if home == "" {
-			return "", errors.New("kafkatest: neither XDG_CACHE_HOME nor HOME is set: set GATE_KAFKA_JARS to a directory for Kafka's jars")
+			return "", errors.New("kafkatest: neither XDG_CACHE_HOME nor HOME is set: set GATETEST_KAFKA_JARS to a directory for Kafka's jars")
 		}
 		base = filepath.Join(home, ".cache")
 	}
@@ -157,7 +157,7 @@ func resolve(pom, dir string) error {
 	}
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
-		return &missingError{fmt.Sprintf("kafkatest: no mvn on PATH: install Maven (Debian: apt-get install maven) to fetch Apache Kafka %s's jars, or put them in GATE_KAFKA_JARS", Version)}
+		return &missingError{fmt.Sprintf("kafkatest: no mvn on PATH: install Maven (Debian: apt-get install maven) to fetch Apache Kafka %s's jars, or put them in GATETEST_KAFKA_JARS", Version)}
 	}
 	tmp := dir + ".partial"
 	if err := os.RemoveAll(tmp); err != nil {

@@ -147,7 +147,7 @@ func start(t testing.TB, conf func(dir string) string, extra []string, opts Opti
 
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		if inCI() {
+		if InCI() {
 			t.Fatalf("redistest: redis-server not found on PATH (%v); CI=%s, so this is a failure, not a skip: install redis-server in the CI image", err, os.Getenv("CI"))
 			return nil
 		}
@@ -594,7 +594,11 @@ func (s *Server) logTail() string {
 	return fmt.Sprintf("--- tail of %s ---\n%s\n--- end of log ---", s.logPath, buf)
 }
 
-func inCI() bool {
+// InCI reports whether the environment's CI is true as strconv.ParseBool reads it (1, t,
+// true, TRUE, ...): a tool a test needs that is missing is then a failure, not a skip.
+// The suite's other helpers (internal/kafkatest, internal/integration) read CI the same
+// way.
+func InCI() bool {
 	v, _ := strconv.ParseBool(os.Getenv("CI"))
 	return v
 }

@@ -314,20 +314,22 @@ func runFake(t *testing.T, fn func(tb testing.TB)) *fakeTB {
 func TestMissingRedisServer(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // a directory without redis-server
 
-	t.Run("CI=true fails", func(t *testing.T) {
-		t.Setenv("CI", "true")
-		f := runFake(t, func(tb testing.TB) {
-			if s := Start(tb); s != nil {
-				t.Errorf("Start returned a server without redis-server on PATH")
+	for _, ci := range []string{"true", "1"} { // CI is read as a boolean, as everywhere in the suite
+		t.Run("CI="+ci+" fails", func(t *testing.T) {
+			t.Setenv("CI", ci)
+			f := runFake(t, func(tb testing.TB) {
+				if s := Start(tb); s != nil {
+					t.Errorf("Start returned a server without redis-server on PATH")
+				}
+			})
+			if len(f.fatal) != 1 || len(f.skip) != 0 {
+				t.Fatalf("fatal = %q, skip = %q; want exactly one Fatalf", f.fatal, f.skip)
+			}
+			if !strings.Contains(f.fatal[0], "redis-server not found") || !strings.Contains(f.fatal[0], "CI") {
+				t.Fatalf("Fatalf message %q does not explain the missing redis-server under CI", f.fatal[0])
 			}
 		})
-		if len(f.fatal) != 1 || len(f.skip) != 0 {
-			t.Fatalf("fatal = %q, skip = %q; want exactly one Fatalf", f.fatal, f.skip)
-		}
-		if !strings.Contains(f.fatal[0], "redis-server not found") || !strings.Contains(f.fatal[0], "CI") {
-			t.Fatalf("Fatalf message %q does not explain the missing redis-server under CI", f.fatal[0])
-		}
-	})
+	}
 
 	for _, ci := range []string{"", "false"} {
 		t.Run("CI="+ci+" skips", func(t *testing.T) {
