@@ -26,14 +26,6 @@ var (
 	suiteRead     = regexp.MustCompile(`(?i:getenv|lookupenv)\("(GATE_[A-Z0-9_]*)"\)`)
 )
 
-// notYetRenamed are test-only GATE_ variables read in internal/sync, which is being
-// renamed (internal/tick) elsewhere: rename them to GATETEST_ there, then drop them here.
-var notYetRenamed = map[string]bool{
-	"GATE_BENCH_REASONS":      true,
-	"GATE_BENCH_COMMANDSTATS": true,
-	"GATE_MEASURE_FAILOVER":   true,
-}
-
 // goSources returns every .go file of the repository (its other modules, deploy/helm and
 // deploy/compose, included), by path from repoRoot.
 func goSources(t *testing.T) map[string]string {
@@ -129,7 +121,7 @@ func TestSuiteReadsNoGATEVariableOfItsOwn(t *testing.T) {
 	for _, path := range slices.Sorted(maps.Keys(srcs)) {
 		for _, m := range suiteRead.FindAllStringSubmatch(srcs[path], -1) {
 			reads++
-			if !known[m[1]] && !notYetRenamed[m[1]] {
+			if !known[m[1]] {
 				t.Errorf("%s reads %s, which the gate does not know: a test's variable is named GATETEST_ (a gate started from the same shell refuses an unknown GATE_ name)", path, m[1])
 			}
 		}

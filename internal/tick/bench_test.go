@@ -362,7 +362,7 @@ func newSteady(b *testing.B, cfg limit.Config, o steadyOpts, fails *tickFailures
 	if o.seeded {
 		seedProfiles(b, g.client, g.names, steadyRecordsPerSec*60, g.l.Epoch(g.clk.Now())-1)
 	}
-	g.reasons = os.Getenv("GATE_BENCH_REASONS") != ""
+	g.reasons = os.Getenv("GATETEST_BENCH_REASONS") != ""
 	g.rr.reasons = map[limit.ReadReason]int{}
 	return g
 }
@@ -435,7 +435,7 @@ func (g *steady) result() readRun {
 	if g.reasons {
 		g.b.Logf("reads by reason %v, folds %d", rr.reasons, rr.folds)
 	}
-	if os.Getenv("GATE_BENCH_COMMANDSTATS") != "" {
+	if os.Getenv("GATETEST_BENCH_COMMANDSTATS") != "" {
 		g.b.Log(g.client.Info(context.Background(), "commandstats").Val())
 	}
 	return rr

@@ -224,10 +224,10 @@ func TestPrimaryWatchCountsChangesOfAddress(t *testing.T) {
 // counts"), how many acknowledged writes a failover loses with and without the server
 // settings that bound it, what a replica that stops answering (a network split's stand-in)
 // does under min-replicas-to-write, what WAIT costs a tick-sized pipeline, and what the
-// real tick loses. Minutes of real processes: run with GATE_MEASURE_FAILOVER=1 and -v.
+// real tick loses. Minutes of real processes: run with GATETEST_MEASURE_FAILOVER=1 and -v.
 func TestPrimaryFailoverLossMeasured(t *testing.T) {
-	if os.Getenv("GATE_MEASURE_FAILOVER") != "1" {
-		t.Skip("set GATE_MEASURE_FAILOVER=1 to measure")
+	if os.Getenv("GATETEST_MEASURE_FAILOVER") != "1" {
+		t.Skip("set GATETEST_MEASURE_FAILOVER=1 to measure")
 	}
 	const runs = 3
 	for _, c := range []struct {
