@@ -1,0 +1,118 @@
+package consume
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
+)
+
+// A rule's own topic missing while the gate runs (created at start, deleted since: here
+// never created, the start-up check not told of it) holds up nothing, in either delivery
+// mode: the produce to it fails, the topic is marked missing, the failed records and
+// every later one of the rule go to overflow naming the topic, every other record is
+// routed, and the gate is not ready naming it. Once the topic exists, the output watch
+// finds it (within outputCheckEvery), readiness recovers and the rule's records go to it.
+// Before rule topics were watched, the failed record was retried without end and no
+// partition routed past it.
+func TestRuleTopicMissingHoldsUpNothing(t *testing.T) {
+	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			env := newEnv(t, 2)
+			env.ccfg.Delivery = d
+			w := route.NewTopicWatch(ovfTopic)
+			env.ccfg.RuleTopics = w
+			const merges = "merges"
+			env.wrap = func(Router) Router {
+				team, err := route.ParseKeyFrom("json:team_id")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var lims []*limit.Limiter
+				for range 2 {
+					l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1_000_000}, nil, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					lims = append(lims, l)
+				}
+				rules := []route.Rule{
+					{Name: "bad-teams", Key: team, Limiters: lims[:1], Action: route.ActionTopic, Topic: merges, Forced: []string{"bad"}},
+					{Name: "team", Key: team, Limiters: lims[1:], Action: route.ActionOverflow},
+				}
+				rcfg := env.rcfg
+				rcfg.RuleTopics = w
+				r, err := route.NewRules(rcfg, rules, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.Use(route.RuleTopics(rules))
+				return r
+			}
+			g := env.start(t, "g")
+			defer g.stop(t)
+			var in []*kgo.Record
+			for i := range 20 {
+				team := "good"
+				if i%4 == 0 {
+					team = "bad"
+				}
+				in = append(in, inputRecord(i, team))
+			}
+			prod := producer(t, env.cluster)
+			produceAll(t, prod, in)
+			var opts []kgo.Opt
+			if d == ExactlyOnce {
+				opts = append(opts, readCommitted())
+			}
+			o := collect(t, env.cluster, len(in), time.Minute, 200*time.Millisecond, opts...)
+			if lost, dup := o.conservation(len(in)); len(lost)+len(dup) > 0 {
+				t.Fatalf("lost %v, duplicated %v", lost, dup)
+			}
+			if len(o.recs[ovfTopic]) != 5 || len(o.recs[accTopic]) != 15 {
+				t.Fatalf("%d on overflow, %d accepted: want the 5 of the rule's team on overflow", len(o.recs[ovfTopic]), len(o.recs[accTopic]))
+			}
+			for _, r := range o.recs[ovfTopic] {
+				if header(r, route.HeaderRuleTopicMissing) != merges || header(r, route.HeaderOverflowRule) != "bad-teams" || !strings.Contains(string(r.Value), `"bad"`) {
+					t.Errorf("on overflow: %s %v", r.Value, r.Headers)
+				}
+			}
+			if nr := strings.Join(g.c.NotReady(), "; "); !strings.Contains(nr, `rule topic "merges"`) {
+				t.Errorf("not ready reasons %q, want the rule topic named", nr)
+			}
+
+			// The topic is created: found by the output watch, the rule's records go to it.
+			adm := kadm.NewClient(prod)
+			if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, merges); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(time.Minute)
+			for w.Missing(merges) || strings.Contains(strings.Join(g.c.NotReady(), "; "), "rule topic") {
+				if time.Now().After(deadline) {
+					t.Fatalf("the rule topic exists and is still marked missing: %v", g.c.NotReady())
+				}
+				time.Sleep(20 * time.Millisecond) // polling the watch
+			}
+			produceAll(t, prod, []*kgo.Record{inputRecord(100, "bad")})
+			cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(merges),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			fs := cl.PollFetches(ctx)
+			if fs.NumRecords() != 1 || header(fs.Records()[0], idHeader) != "100" {
+				t.Errorf("on %s once it exists: %d records %v", merges, fs.NumRecords(), fs.Errors())
+			}
+		})
+	}
+}
