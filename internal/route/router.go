@@ -458,7 +458,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	js, failed := r.rulesJSON(rec, s)
 	failedRule := -1
 	var failedKey *KeyFrom // the key or match field that could not be read
-	var at time.Time        // the record's event time, read at its first check
+	var at time.Time       // the record's event time, read at its first check
 	timed := false
 	for i := range r.rules {
 		if failed != reasonNone {

@@ -75,12 +75,12 @@ type ruleState struct {
 	cap     bool  // cap mode: counts only the records it admits (checkLimits)
 	forcedN int64 // what a forced record counts, per unit of cost: 1 in divert mode, 0 in cap mode
 	forced  map[string]struct{}
-	name    []byte   // the header value; nil for the implicit rule, which adds no header
+	name    []byte // the header value; nil for the implicit rule, which adds no header
 	// topicGone is, for action topic, whether the topic is marked missing (TopicWatch);
 	// topicName the topic as a header value.
 	topicGone *atomic.Bool
 	topicName []byte
-	limHdr  [][]byte // with several limits, each one's window as a header value
+	limHdr    [][]byte // with several limits, each one's window as a header value
 	// gate_rule_records_total by result, resolved once; nil for the implicit rule. under,
 	// over, ... are the same counters by name.
 	results                                     [numResults]prometheus.Counter

@@ -25,8 +25,8 @@ const HeaderRuleTopicMissing = "gate-rule-topic-missing"
 type TopicWatch struct {
 	fallback string // the overflow topic
 	mu       sync.Mutex
-	flags map[string]*atomic.Bool // by topic: true while missing
-	used  map[string]bool         // the topics the rules in use send to
+	flags    map[string]*atomic.Bool // by topic: true while missing
+	used     map[string]bool         // the topics the rules in use send to
 }
 
 // NewTopicWatch returns a watch of no topic, whose records go to overflow (the gate's
