@@ -48,6 +48,9 @@ func ownMetric(name string) bool {
 func TestMetricNamesFile(t *testing.T) {
 	set := redistest.StartSentinel(t, 0, 1)
 	kc, kenv := kafkaEnv(t)
+	if err := kc.CreateTopic("merges", 1, nil); err != nil {
+		t.Fatal(err) // the rule's own topic, which the gate checks at start
+	}
 	env := withEnv(kenv, map[string]string{
 		"GATE_REDIS_MODE":            "sentinel",
 		"GATE_REDIS_SENTINEL_MASTER": set.Master,
