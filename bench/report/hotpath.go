@@ -1,0 +1,62 @@
+package main
+
+// The per-record check beside a bare sharded map and the synchronous Lua limiter
+// (internal/limit BenchmarkCheck and BenchmarkCheckBesideMap, internal/tick BenchmarkSyncLua).
+
+// Benchmark names the figures come from (without the -GOMAXPROCS suffix).
+const (
+	benchHotParallel = "BenchmarkCheck/zipf100k/parallel/divert-batchclock"
+	benchHotSerial   = "BenchmarkCheck/zipf100k/serial/divert-batchclock"
+	benchMapParallel = "BenchmarkCheck/zipf100k/parallel/baremap"
+	benchMapCopied   = "BenchmarkCheck/zipf100k/parallel/baremap-copied"
+	// benchCheckBesideMap is the check and the maps in turns, in one process.
+	benchCheckBesideMap = "BenchmarkCheckBesideMap"
+	benchSyncLua        = "BenchmarkSyncLua"
+)
+
+// hotpathFigures puts the check's figures: its ns/op, beside the maps, beside Lua.
+func hotpathFigures(b Samples, out map[string]float64) {
+	hot, okHot := b.Median(benchHotParallel, "ns/op")
+	if okHot {
+		out["hotpath_ns_per_op"] = hot
+	}
+	if v, ok := b.Mean(benchHotParallel, "allocs/op"); ok {
+		out["hotpath_allocs_per_op"] = v
+	}
+	// The goal reads the check beside the map measured in turns in one process
+	// (BenchmarkCheckBesideMap), the median of the processes' ratios; the medians of
+	// BenchmarkCheck's one-after-the-other runs stay beside it, and stand in for it in a
+	// run without it.
+	for _, k := range []struct{ key, seqMap, unit string }{
+		{"hotpath_vs_map_ratio", benchMapParallel, "check_vs_map"},
+		{"hotpath_vs_map_copied_ratio", benchMapCopied, "check_vs_map_copied"},
+	} {
+		seq, okSeq := b.medianRatio(benchHotParallel, k.seqMap, "ns/op")
+		if okSeq {
+			out[k.key+"_sequential"] = seq
+			out[k.key] = seq
+		}
+		if r, ok := b.Median(benchCheckBesideMap, k.unit); ok {
+			out[k.key] = r
+		}
+	}
+	if r, ok := b.Median(benchCheckBesideMap, "check_ns/op"); ok {
+		out["hotpath_beside_map_ns_per_op"] = r
+	}
+	if r, ok := b.Median(benchCheckBesideMap, "map_ns/op"); ok {
+		out["hotpath_beside_map_map_ns_per_op"] = r
+	}
+	serial, okSerial := b.Mean(benchHotSerial, "ns/op")
+	if okSerial {
+		out["hotpath_serial_ns_per_op"] = serial
+	}
+	lua, okLua := b.Mean(benchSyncLua, "checks/s")
+	if okLua {
+		out["sync_lua_checks_per_s"] = lua
+	}
+	// Serial against serial: the Lua call is one connection, one caller; the check is one
+	// goroutine with the clock read once per 64 records.
+	if okLua && okSerial && serial > 0 && lua > 0 {
+		out["hotpath_vs_sync_lua_speedup"] = (1e9 / serial) / lua
+	}
+}

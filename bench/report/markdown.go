@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Machine describes where the figures were measured.
+type Machine struct {
+	GoVersion, CPU, Date, Load string
+	CPUs                       int
+	Parts                      []string // how long each part of the run took (Parsed.Parts)
+}
+
+func machine(benchCPU string) Machine {
+	m := Machine{GoVersion: runtime.Version(), CPU: benchCPU, CPUs: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.Load = strings.Join(f[:3], " ")
+		}
+	}
+	return m
+}
+
+func format(v float64) string {
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// Table renders every figure as a Markdown table: key, value, goal, met.
+func Table(res map[string]float64) string {
+	return table(append(slices.Clone(rows), fidelityRows...), res, func(string) bool { return true })
+}
+
+// table renders rs, then the keys of res that are in no row and that extra accepts.
+func table(rs []row, res map[string]float64, extraOK func(string) bool) string {
+	var sb strings.Builder
+	sb.WriteString("| key | value | goal | met | note |\n|---|---:|---|---|---|\n")
+	seen := map[string]bool{}
+	for _, r := range rs {
+		seen[r.key] = true
+		val, goalText, met := "not measured", "—", "—"
+		v, ok := res[r.key]
+		if ok {
+			val = format(v)
+		}
+		if r.goal != nil {
+			goalText = r.goal.text
+			if ok {
+				met = "no"
+				if r.goal.met(v) {
+					met = "yes"
+				}
+			}
+		}
+		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s |\n", r.key, val, goalText, met, r.note)
+	}
+	var extra []string
+	for k := range res {
+		if !seen[k] && extraOK(k) {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		fmt.Fprintf(&sb, "| `%s` | %s | — | — | |\n", k, format(res[k]))
+	}
+	return sb.String()
+}
+
+// Markdown is bench/RESULTS.md.
+func Markdown(res map[string]float64, m Machine) string {
+	var sb strings.Builder
+	sb.WriteString("# Benchmark results\n\nWritten by `make bench` (`go run ./bench/report < bench/raw.txt`); the figures are also in `results.json`.\n")
+	sb.WriteString("These machines are noisy: the ratios, measured side by side in one run, are the figures that count.\n\n")
+	fmt.Fprintf(&sb, "Machine: %s, %d CPUs, %s, %s", m.CPU, m.CPUs, m.GoVersion, m.Date)
+	if m.Load != "" {
+		fmt.Fprintf(&sb, ", load average at report time %s", m.Load)
+	}
+	sb.WriteString(".\n")
+	if len(m.Parts) > 0 {
+		sb.WriteString("\nHow long each part of the run took (`bench/run.sh`):\n\n```\n" + strings.Join(m.Parts, "\n") + "\n```\n")
+	}
+	sb.WriteString("\n## Speed\n\n")
+	sb.WriteString(table(rows, res, func(k string) bool { return !isFidelity(k) }))
+	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of sixteen runs, fifteen of them interleaved, each in a process of its own) and, for the ratios the goal reads, `BenchmarkCheckBesideMap` (the check and the maps in turns of a million lookups in the same sixteen processes: the median of their ratios), `sync_lua_*` from `BenchmarkSyncLua` (internal/tick: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone, the client bound to one CPU with GOMAXPROCS 1 as the chart runs the gate by default and the broker to another, as a real one is on other machines; a run's time includes joining the group and starting up; `e2e_shared_cores_*` from `BenchmarkEndToEndSharedCores`, the pass-through and the gate with both processes left to share every core), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
+	sb.WriteString("`hotpath_vs_sync_lua_speedup` compares like with like: one caller each, the check's serial ns/op turned into checks/s, divided by the Lua limiter's checks/s.\n")
+	sb.WriteString(fidelity(res))
+	var missed []string
+	for _, r := range append(slices.Clone(rows), fidelityRows...) {
+		if v, ok := res[r.key]; ok && r.goal != nil && !r.goal.met(v) {
+			missed = append(missed, fmt.Sprintf("- `%s` = %s, goal %s: %s.", r.key, format(v), r.goal.text, r.goal.by(v)))
+		}
+	}
+	if len(missed) > 0 {
+		sb.WriteString("\n## Goals missed\n\n" + strings.Join(missed, "\n") + "\n")
+	}
+	return sb.String()
+}

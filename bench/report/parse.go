@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Parsed is what the report reads from the benchmark output.
+type Parsed struct {
+	Bench Samples
+	// BytesPerEntity is TestMemoryPerTeam's figure (NaN when absent).
+	BytesPerEntity float64
+	// BytesPerLongEntity is TestMemoryPerTeam's figures for teams longer than an entry
+	// holds, by their length in bytes.
+	BytesPerLongEntity map[int]float64
+	// CPU is the last "cpu:" header line's value.
+	CPU string
+	// Parts are bench/run.sh's closing lines: each part and how long it took, then the
+	// total.
+	Parts []string
+	// Series is, per limiter (ours and each baseline), the fidelity chart's points:
+	// admitted per window ÷ threshold in the main cap scenario. Filled by Results.
+	Series map[string][]point
+}
+
+var (
+	procSuffix  = regexp.MustCompile(`-\d+$`)
+	memLine     = regexp.MustCompile(`heap per cached team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
+	memLongLine = regexp.MustCompile(`heap per cached (\d+)-byte team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
+)
+
+// Parse reads `go test -bench` text. A result line is the benchmark name, the iteration
+// count, then value–unit pairs. Go may print the name before the figures (a benchmark
+// that logs, or the streamed output of a slow one), so a name line without figures waits
+// for the next line that starts with an iteration count.
+func Parse(r io.Reader) (*Parsed, error) {
+	p := &Parsed{Bench: Samples{}, BytesPerEntity: math.NaN(), BytesPerLongEntity: map[int]float64{}, Series: map[string][]point{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	pending := ""
+	inParts := false
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "=== bench parts (seconds)" {
+			inParts = true
+			continue
+		}
+		if inParts {
+			p.Parts = append(p.Parts, line)
+			inParts = !strings.HasPrefix(line, "total:")
+			continue
+		}
+		if m := memLine.FindStringSubmatch(line); m != nil {
+			if v, err := strconv.ParseFloat(m[1], 64); err == nil {
+				p.BytesPerEntity = v
+			}
+			continue
+		}
+		if m := memLongLine.FindStringSubmatch(line); m != nil {
+			n, nerr := strconv.Atoi(m[1])
+			if v, err := strconv.ParseFloat(m[2], 64); err == nil && nerr == nil {
+				p.BytesPerLongEntity[n] = v
+			}
+			continue
+		}
+		if cpu, ok := strings.CutPrefix(line, "cpu:"); ok {
+			p.CPU = strings.TrimSpace(cpu)
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		name := ""
+		if strings.HasPrefix(f[0], "Benchmark") {
+			name = procSuffix.ReplaceAllString(f[0], "")
+			f = f[1:]
+			if !figures(f) {
+				pending = name
+				continue
+			}
+		} else if pending != "" && figures(f) {
+			name = pending
+		} else {
+			continue
+		}
+		pending = ""
+		for i := 1; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				break
+			}
+			p.Bench.add(name, f[i+1], v)
+		}
+	}
+	return p, sc.Err()
+}
+
+// figures reports whether f is an iteration count followed by at least one value and unit.
+func figures(f []string) bool {
+	if len(f) < 3 {
+		return false
+	}
+	if _, err := strconv.ParseUint(f[0], 10, 64); err != nil {
+		return false
+	}
+	_, err := strconv.ParseFloat(f[1], 64)
+	return err == nil
+}
