@@ -38,11 +38,33 @@ part() {
 	fi
 }
 
+# repeat N CMD...: runs CMD N times, all of them even when one fails, which it reports.
+repeat() {
+	local n=$1 rc=0 k
+	shift
+	for ((k = 0; k < n; k++)); do
+		"$@" || rc=1
+	done
+	return $rc
+}
+
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, $($GO env GOVERSION)"
 
 memory() { "$GO" test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'; }
 part memory-per-team memory
-part limit-sync-route "$GO" test -p 1 -run '^$' -bench . -skip "$SYNC_ONCE" -benchmem -benchtime "$BENCHTIME" -count=1 -timeout 20m ./internal/limit/ ./internal/tick/ ./internal/route/
+# BenchmarkRouteTurns (no rules file, one rule, three rules in turns on one goroutine: the
+# one routing path's goals) runs on its own after the others, a fixed twenty rounds a run,
+# five runs each in a process of its own as the check beside the map is (a process gets a
+# fast or a slow machine); the report takes the medians of the five.
+ROUTE_TURNS='^BenchmarkRouteTurns$'
+limit_sync_route() {
+	local rc=0
+	"$GO" test -p 1 -run '^$' -bench . -skip "$SYNC_ONCE|$ROUTE_TURNS" -benchmem -benchtime "$BENCHTIME" -count=1 -timeout 20m ./internal/limit/ ./internal/tick/ ./internal/route/ || rc=1
+	"$GO" test -c -o bench/route.test ./internal/route/ || return 1
+	(cd internal/route && repeat 5 ../../bench/route.test -test.run '^$' -test.bench "$ROUTE_TURNS" -test.benchtime 20x -test.timeout 10m) || rc=1
+	return $rc
+}
+part limit-sync-route limit_sync_route
 # The simulations whose figures are counts and Redis's own CPU time, never a duration
 # (fake clocks): each in a process of its own, all at once, their output kept in order.
 # One after another they took 20 minutes on a 2-core VM, most of it five 2-to-4-minute
@@ -72,16 +94,6 @@ part sync-concurrent concurrent_sync
 part sync-timed "$GO" test -run '^$' -bench '^Benchmark(FleetRedis|MillionTeams)$' -benchtime 1x -count=1 -timeout 40m ./internal/tick/
 part fleet-processes "$GO" test -run '^$' -bench '^BenchmarkFleetProcessWindow$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/
 part spike-trace "$GO" test -run '^$' -bench '^BenchmarkSpikeTrace$' -benchtime 1x -count=1 -timeout 10m ./internal/spike/ -args -spike-chart="$PWD/bench/spike.svg"
-
-# repeat N CMD...: runs CMD N times, all of them even when one fails, which it reports.
-repeat() {
-	local n=$1 rc=0 k
-	shift
-	for ((k = 0; k < n; k++)); do
-		"$@" || rc=1
-	done
-	return $rc
-}
 
 # The check beside the bare maps fifteen more times, interleaved, each in a process of its
 # own (the report takes medians). On the 2-core VMs the sessions run on, a process gets a

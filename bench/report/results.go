@@ -3,12 +3,14 @@ package main
 import "math"
 
 // Results computes the flat figures; a key is present only when its inputs were measured.
-// Each area's figures come from a file of their own (hotpath.go, e2e.go, fleet.go,
-// redis.go, spike.go, divert.go, fidelity.go, memory.go); every figure is rounded last.
+// Each area's figures come from a file of their own (hotpath.go, route.go, e2e.go,
+// fleet.go, redis.go, spike.go, divert.go, fidelity.go, memory.go); every figure is
+// rounded last.
 func Results(p *Parsed) map[string]float64 {
 	out := map[string]float64{}
 	b := p.Bench
 	hotpathFigures(b, out)
+	routeFigures(b, out)
 	e2eFigures(b, out)
 	catchupFigures(b, out)
 	redisFigures(b, out)
