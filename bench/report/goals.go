@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 )
 
 // goal is a figure's target from issue 6.
@@ -15,27 +17,27 @@ type goal struct {
 
 func atMost(x float64) goal {
 	return goal{fmt.Sprintf("≤ %g", x), func(v float64) bool { return v <= x },
-		func(v float64) string { return "over by " + format(round(v-x)) }}
+		func(v float64) string { return "over by " + gap(v-x) }}
 }
 
 func atLeast(x float64) goal {
 	return goal{fmt.Sprintf("≥ %g", x), func(v float64) bool { return v >= x },
-		func(v float64) string { return "short by " + format(round(x-v)) }}
+		func(v float64) string { return "short by " + gap(x-v) }}
 }
 
 func within(lo, hi float64) goal {
 	return goal{fmt.Sprintf("within [%g, %g]", lo, hi), func(v float64) bool { return v >= lo && v <= hi },
 		func(v float64) string {
 			if v < lo {
-				return "below by " + format(round(lo-v))
+				return "below by " + gap(lo-v)
 			}
-			return "above by " + format(round(v-hi))
+			return "above by " + gap(v-hi)
 		}}
 }
 
 func exactly(x float64) goal {
 	return goal{fmt.Sprintf("= %g", x), func(v float64) bool { return v == x },
-		func(v float64) string { return "off by " + format(round(math.Abs(v-x))) }}
+		func(v float64) string { return "off by " + gap(math.Abs(v-x)) }}
 }
 
 // row is one line of a table: a key, its goal (nil: none) and a note.
@@ -181,6 +183,39 @@ var rows = []row{
 }
 
 func ptr(g goal) *goal { return &g }
+
+// goalOf is key's goal in rows or fidelityRows (nil: none).
+func goalOf(key string) *goal {
+	for _, rs := range [][]row{rows, fidelityRows} {
+		for _, r := range rs {
+			if r.key == key {
+				return r.goal
+			}
+		}
+	}
+	return nil
+}
+
+// goalRows are the rows with a goal, rows then fidelityRows.
+func goalRows() []row {
+	var out []row
+	for _, r := range append(slices.Clone(rows), fidelityRows...) {
+		if r.goal != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// gap is how far a figure is from its goal: at four decimals (round), or where that is 0
+// for a figure that misses it, to four significant digits.
+func gap(d float64) string {
+	if r := round(d); r != 0 || d == 0 {
+		return format(r)
+	}
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(d, 'g', 4, 64), 64)
+	return format(v)
+}
 
 // fidelityRows are the issue's fidelity keys, ours; the baselines' are <key>_<baseline>.
 var fidelityRows = []row{

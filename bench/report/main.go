@@ -7,6 +7,11 @@
 //	go run ./bench/report < bench/raw.txt
 //	go run ./bench/report -json out.json -md out.md raw1.txt raw2.txt
 //
+// It is make bench's gate: having written its files, it exits 3, naming each problem on
+// stderr, when a goal is missed (judged on the unrounded figure), a figure with a goal was
+// not measured, a benchmark was skipped or failed, a part of bench/run.sh failed, or a
+// figure came from a fallback (gate.go). 1 is an error.
+//
 // It also rewrites the headline table in README.md (-readme-file), between its markers;
 // -readme prints that table from bench/results.json without reading any benchmark output:
 //
@@ -54,7 +59,8 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	res := Results(p)
+	fig := Measure(p)
+	res := fig.Rounded()
 	if len(res) == 0 {
 		fatal(fmt.Errorf("no benchmark figures found in the input"))
 	}
@@ -67,7 +73,7 @@ func main() {
 	}
 	m := machine(p.CPU)
 	m.Parts = p.Parts
-	if err := os.WriteFile(*mdPath, []byte(Markdown(res, m)), 0o644); err != nil {
+	if err := os.WriteFile(*mdPath, []byte(Markdown(res, m, Run{Fallbacks: fig.Fallbacks, Problems: RunProblems(p, fig)})), 0o644); err != nil {
 		fatal(err)
 	}
 	if len(p.Series) > 0 {
@@ -82,6 +88,15 @@ func main() {
 		fatal(err)
 	} else if ok {
 		fmt.Printf("updated the headline table in %s\n", *readmePath)
+	}
+	// make bench is a gate (gate.go): the files are written; the status says whether the
+	// run stands.
+	if problems := Problems(p, fig); len(problems) > 0 {
+		for _, l := range problems {
+			fmt.Fprintln(os.Stderr, "report:", l)
+		}
+		fmt.Fprintf(os.Stderr, "report: %d problem(s): the run does not pass (figures written to %s and %s)\n", len(problems), *jsonPath, *mdPath)
+		os.Exit(gateStatus)
 	}
 }
 

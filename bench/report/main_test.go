@@ -74,7 +74,7 @@ func TestParseSample(t *testing.T) {
 	if len(res) != len(want) {
 		t.Errorf("got %d keys, want %d: %v", len(res), len(want), res)
 	}
-	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"})
+	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"}, Run{})
 	for _, s := range []string{"| `hotpath_vs_map_ratio` | 0.7361 | ≤ 1.5 | yes |", "| `e2e_vs_passthrough_ratio` | 1.0351 | ≥ 0.9 | yes |",
 		"| `e2e_exactly_once_records_per_s` | 946316 | — | — |", "| `e2e_exactly_once_vs_at_least_once` | 0.8637 | — | — |", "| `sync_read_reduction_reference` | not measured |", "Not measured in this run (`BenchmarkFidelity` missing"} {
 		if !strings.Contains(md, s) {
@@ -149,7 +149,7 @@ func TestFidelity(t *testing.T) {
 	if len(res) != 4*7-1 { // the local +Inf left out
 		t.Errorf("got %d keys, want %d: %v", len(res), 4*7-1, res)
 	}
-	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"})
+	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"}, Run{})
 	for _, s := range []string{
 		"| `fleet_admitted_over_threshold` | within [0.97, 1.03] | 1.01 | yes | 1.053 | 2 | 1 |",
 		"| `fleet_admitted_worst_window` | within [0.97, 1.03] | 1.04 | no | 1.085 | 2 | 1 |",
@@ -213,7 +213,7 @@ func TestCatchUp(t *testing.T) {
 	if res["catchup_false_overflow_wall"] != 0.8286 {
 		t.Errorf("catchup_false_overflow_wall = %v, want 0.8286", res["catchup_false_overflow_wall"])
 	}
-	md := Markdown(res, Machine{})
+	md := Markdown(res, Machine{}, Run{})
 	if !strings.Contains(md, "| `catchup_false_overflow_event` | 0 | ≤ 0 | yes |") {
 		t.Errorf("markdown lacks the catch-up row met:\n%s", md)
 	}
@@ -350,7 +350,7 @@ BenchmarkRouteTurns-2   	      20	         1.040 1rule/nofile	         1.250 3ru
 	if len(res) != len(want) {
 		t.Errorf("got %d keys, want %d: %v", len(res), len(want), res)
 	}
-	md := Markdown(res, Machine{})
+	md := Markdown(res, Machine{}, Run{})
 	for _, s := range []string{
 		"| `route_one_rule_vs_no_file_ratio` | 1.04 | ≤ 1.05 | yes |",
 		"| `route_three_rules_vs_one_rule_ratio` | 1.15 | ≤ 1.2 | yes |",

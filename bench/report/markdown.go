@@ -40,13 +40,22 @@ func format(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
+// Run is what RESULTS.md says of the run beside its figures and machine.
+type Run struct {
+	// Fallbacks are the figures another statistic stood in for (Figures.Fallbacks): their
+	// note says so.
+	Fallbacks map[string]string
+	// Problems are what fails make bench besides the goals missed (RunProblems).
+	Problems []string
+}
+
 // Table renders every figure as a Markdown table: key, value, goal, met.
 func Table(res map[string]float64) string {
-	return table(append(slices.Clone(rows), fidelityRows...), res, func(string) bool { return true })
+	return table(append(slices.Clone(rows), fidelityRows...), res, func(string) bool { return true }, Run{})
 }
 
 // table renders rs, then the keys of res that are in no row and that extra accepts.
-func table(rs []row, res map[string]float64, extraOK func(string) bool) string {
+func table(rs []row, res map[string]float64, extraOK func(string) bool, run Run) string {
 	var sb strings.Builder
 	sb.WriteString("| key | value | goal | met | note |\n|---|---:|---|---|---|\n")
 	seen := map[string]bool{}
@@ -66,7 +75,11 @@ func table(rs []row, res map[string]float64, extraOK func(string) bool) string {
 				}
 			}
 		}
-		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s |\n", r.key, val, goalText, met, r.note)
+		note := r.note
+		if why, ok := run.Fallbacks[r.key]; ok {
+			note = fmt.Sprintf("**fallback**: %s (the figure meant: %s)", why, note)
+		}
+		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s |\n", r.key, val, goalText, met, note)
 	}
 	var extra []string
 	for k := range res {
@@ -82,7 +95,7 @@ func table(rs []row, res map[string]float64, extraOK func(string) bool) string {
 }
 
 // Markdown is bench/RESULTS.md.
-func Markdown(res map[string]float64, m Machine) string {
+func Markdown(res map[string]float64, m Machine, run Run) string {
 	var sb strings.Builder
 	sb.WriteString("# Benchmark results\n\nWritten by `make bench` (`go run ./bench/report < bench/raw.txt`); the figures are also in `results.json`.\n")
 	sb.WriteString("These machines are noisy: the ratios, measured side by side in one run, are the figures that count.\n\n")
@@ -94,8 +107,14 @@ func Markdown(res map[string]float64, m Machine) string {
 	if len(m.Parts) > 0 {
 		sb.WriteString("\nHow long each part of the run took (`bench/run.sh`):\n\n```\n" + strings.Join(m.Parts, "\n") + "\n```\n")
 	}
+	if len(run.Problems) > 0 {
+		sb.WriteString("\n## Problems with this run\n\n`make bench` failed on each of these, and on any goal missed (below); the figures are what the run measured.\n\n")
+		for _, p := range run.Problems {
+			sb.WriteString("- " + p + "\n")
+		}
+	}
 	sb.WriteString("\n## Speed\n\n")
-	sb.WriteString(table(rows, res, func(k string) bool { return !isFidelity(k) }))
+	sb.WriteString(table(rows, res, func(k string) bool { return !isFidelity(k) }, run))
 	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of sixteen runs, fifteen of them interleaved, each in a process of its own) and, for the ratios the goal reads, `BenchmarkCheckBesideMap` (the check and the maps in turns of a million lookups in the same sixteen processes: the median of their ratios), `sync_lua_*` from `BenchmarkSyncLua` (internal/tick: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone, the client bound to one CPU with GOMAXPROCS 1 as the chart runs the gate by default and the broker to another, as a real one is on other machines; a run's time includes joining the group and starting up; `e2e_shared_cores_*` from `BenchmarkEndToEndSharedCores`, the pass-through and the gate with both processes left to share every core), `route_*` from `BenchmarkRouteTurns` (internal/route: one cached JSON record routed without a rules file, with the team rule alone and with three rules, in turns on one goroutine as a partition worker routes, each run in a process of its own; medians over the runs), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
 	sb.WriteString("`hotpath_vs_sync_lua_speedup` compares like with like: one caller each, the check's serial ns/op turned into checks/s, divided by the Lua limiter's checks/s.\n")
 	sb.WriteString(fidelity(res))

@@ -22,12 +22,24 @@ type Parsed struct {
 	// Parts are bench/run.sh's closing lines: each part and how long it took, then the
 	// total.
 	Parts []string
+	// Skipped and Failed are the benchmarks that printed "--- SKIP:" or "--- FAIL:" (run.sh
+	// runs them verbose, or a skip says nothing), in the order they did.
+	Skipped, Failed []Event
 	// Series is, per limiter (ours and each baseline), the fidelity chart's points:
 	// admitted per window ÷ threshold in the main cap scenario. Filled by Results.
 	Series map[string][]point
 }
 
+// Event is a benchmark that was skipped or failed: the part of bench/run.sh it ran in
+// ("" before the first), its name, and the log line that says why ("" if none did).
+type Event struct{ Part, Bench, Reason string }
+
+// partPrefix starts bench/run.sh's line naming the part that runs next.
+const partPrefix = "=== bench part: "
+
 var (
+	eventLine   = regexp.MustCompile(`^--- (SKIP|FAIL): (\S+)`)
+	logLine     = regexp.MustCompile(`^\S+\.go:\d+: `)
 	procSuffix  = regexp.MustCompile(`-\d+$`)
 	memLine     = regexp.MustCompile(`heap per cached team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
 	memLongLine = regexp.MustCompile(`heap per cached (\d+)-byte team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
@@ -43,8 +55,37 @@ func Parse(r io.Reader) (*Parsed, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	pending := ""
 	inParts := false
+	// part is the part running; lastLog the last log line since a benchmark's name; event
+	// the SKIP or FAIL line just read, whose reason may be the log line after it (as
+	// without -v).
+	part, lastLog := "", ""
+	var event *Event
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
+		if e := event; e != nil {
+			if event = nil; e.Reason == "" && logLine.MatchString(line) {
+				e.Reason = line
+			}
+		}
+		if name, ok := strings.CutPrefix(line, partPrefix); ok {
+			part = strings.TrimSpace(name)
+			continue
+		}
+		if m := eventLine.FindStringSubmatch(line); m != nil {
+			e := &Event{Part: part, Bench: procSuffix.ReplaceAllString(m[2], ""), Reason: lastLog}
+			if m[1] == "SKIP" {
+				p.Skipped = append(p.Skipped, *e)
+				e = &p.Skipped[len(p.Skipped)-1]
+			} else {
+				p.Failed = append(p.Failed, *e)
+				e = &p.Failed[len(p.Failed)-1]
+			}
+			event, lastLog = e, ""
+			continue
+		}
+		if logLine.MatchString(line) {
+			lastLog = line
+		}
 		if line == "=== bench parts (seconds)" {
 			inParts = true
 			continue
@@ -77,6 +118,7 @@ func Parse(r io.Reader) (*Parsed, error) {
 		}
 		name := ""
 		if strings.HasPrefix(f[0], "Benchmark") {
+			lastLog = ""
 			name = procSuffix.ReplaceAllString(f[0], "")
 			f = f[1:]
 			if !figures(f) {

@@ -2,14 +2,21 @@ package main
 
 import "math"
 
-// Results computes the flat figures; a key is present only when its inputs were measured.
-// Each area's figures come from a file of their own (hotpath.go, route.go, e2e.go,
-// fleet.go, redis.go, spike.go, divert.go, fidelity.go, memory.go); every figure is
-// rounded last.
-func Results(p *Parsed) map[string]float64 {
+// Figures are a run's figures as measured, before rounding (Values; a key is present only
+// when its inputs were measured), and those that another statistic stood in for, by key,
+// with what stood in and why (Fallbacks): make bench fails on those (Problems).
+type Figures struct {
+	Values    map[string]float64
+	Fallbacks map[string]string
+}
+
+// Measure computes the figures. Each area's come from a file of their own (hotpath.go,
+// route.go, e2e.go, fleet.go, redis.go, spike.go, divert.go, fidelity.go, memory.go).
+func Measure(p *Parsed) Figures {
 	out := map[string]float64{}
 	b := p.Bench
-	hotpathFigures(b, out)
+	fellBack := map[string]string{}
+	hotpathFigures(b, out, fellBack)
 	routeFigures(b, out)
 	e2eFigures(b, out)
 	catchupFigures(b, out)
@@ -23,10 +30,44 @@ func Results(p *Parsed) map[string]float64 {
 	if v, ok := failedTicks(b); ok {
 		out["bench_failed_ticks"] = v
 	}
-	for k, v := range out {
-		out[k] = round(v)
+	return Figures{Values: out, Fallbacks: fellBack}
+}
+
+// Results is the figures of results.json: Measure's, rounded (Rounded).
+func Results(p *Parsed) map[string]float64 {
+	return Measure(p).Rounded()
+}
+
+// Rounded is the figures rounded (round), but where that would change whether a goal is
+// met (0.00003 is 0 at four decimals, which meets "≤ 0"): such a figure keeps the fewest
+// decimals past four that keep its verdict, so that results.json, RESULTS.md and the
+// README say what the unrounded figure does.
+func (f Figures) Rounded() map[string]float64 {
+	out := make(map[string]float64, len(f.Values))
+	for k, v := range f.Values {
+		out[k] = roundFor(v, goalOf(k))
 	}
 	return out
+}
+
+// roundFor is round(v) if g (nil: no goal) judges it as it judges v, else v with the
+// fewest decimals that it does.
+func roundFor(v float64, g *goal) float64 {
+	r := round(v)
+	if g == nil || g.met(r) == g.met(v) {
+		return r
+	}
+	d := 5
+	if math.Abs(v) >= 1000 {
+		d = 1
+	}
+	for ; d <= 15; d++ {
+		p := math.Pow10(d)
+		if r := math.Round(v*p) / p; g.met(r) == g.met(v) {
+			return r
+		}
+	}
+	return v
 }
 
 // failedTicks sums every benchmark's failed-ticks figure (see the tick benchmarks'
