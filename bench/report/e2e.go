@@ -1,5 +1,7 @@
 package main
 
+import "fmt"
+
 // The whole gate beside a bare pass-through, on franz-go's kfake broker and on Apache Kafka
 // (internal/consume BenchmarkEndToEnd, BenchmarkEndToEndSharedCores, BenchmarkRealKafka,
 // BenchmarkRealKafkaLatency).
@@ -70,5 +72,71 @@ func e2eFigures(b Samples, out map[string]float64) {
 		if v, ok := b.Mean(l.bench, "p99_ms"); ok {
 			out["real_kafka_latency_p99_ms"+l.suffix] = v
 		}
+	}
+}
+
+// pinFigures puts how many end-to-end runs said their client and broker were bound to a
+// CPU each (e2e_runs_bound) and how many said they were not (e2e_runs_not_bound), when
+// any said either.
+func pinFigures(p *Parsed, out map[string]float64) {
+	if p.Bound+p.NotBound > 0 {
+		out["e2e_runs_bound"] = float64(p.Bound)
+		out["e2e_runs_not_bound"] = float64(p.NotBound)
+	}
+}
+
+// pinned is what the end-to-end runs said of their binding: how many were bound, how
+// many not, and whether any said either.
+func pinned(res map[string]float64) (bound, notBound int, said bool) {
+	b, ok1 := res["e2e_runs_bound"]
+	n, ok2 := res["e2e_runs_not_bound"]
+	return int(b), int(n), ok1 || ok2
+}
+
+// pinSources is RESULTS.md's word on where the end-to-end client and broker ran; why is
+// the reason a run gave for not binding them.
+func pinSources(res map[string]float64, why string) string {
+	bound, notBound, said := pinned(res)
+	switch {
+	case !said:
+		return "whether the client and the broker were bound to CPUs of their own is not in the benchmark output"
+	case notBound == 0:
+		return "the client bound to one CPU with GOMAXPROCS 1 as the chart runs the gate by default and the broker to another, as a real one is on other machines"
+	case bound == 0:
+		return fmt.Sprintf("the client and the broker not bound to CPUs of their own: binding them fell back in every run (%s), so the two shared the cores", why)
+	default:
+		return fmt.Sprintf("the client bound to one CPU with GOMAXPROCS 1 and the broker to another in %d of the %d runs; in the others binding them fell back (%s)", bound, bound+notBound, why)
+	}
+}
+
+// pinNote is the table's note for e2e_gate_cpu_s_per_million_records.
+func pinNote(res map[string]float64, why string) string {
+	bound, notBound, said := pinned(res)
+	var where string
+	switch {
+	case !said:
+		where = "the broker in a process of its own (whether either was bound to a CPU is not in the output)"
+	case notBound == 0:
+		where = "bound to one CPU with GOMAXPROCS 1 (the chart's default), the broker in a process of its own bound to another"
+	case bound == 0:
+		where = fmt.Sprintf("not bound to a CPU (binding fell back: %s), the broker in a process of its own", why)
+	default:
+		where = fmt.Sprintf("bound to one CPU with GOMAXPROCS 1, the broker to another, in %d of the %d runs (the others fell back: %s)", bound, bound+notBound, why)
+	}
+	return "the bench process's CPU (user + system) per million records, " + where + "; mean over the runs"
+}
+
+// pinHow is the README's word on where the end-to-end client and broker ran.
+func pinHow(res map[string]float64) string {
+	bound, notBound, said := pinned(res)
+	switch {
+	case !said:
+		return "medians"
+	case notBound == 0:
+		return "medians; the client on one CPU, the broker on another"
+	case bound == 0:
+		return "medians; client and broker not bound to CPUs of their own"
+	default:
+		return fmt.Sprintf("medians; client and broker on a CPU each in %d of %d runs", bound, bound+notBound)
 	}
 }

@@ -69,8 +69,9 @@ func fidelityFigures(p *Parsed, out map[string]float64) {
 }
 
 // fidelity is RESULTS.md's Fidelity section: the issue's keys, ours beside the baselines,
-// then the extra scenarios the same way.
-func fidelity(res map[string]float64) string {
+// then the extra scenarios the same way; chart is the chart's path relative to RESULTS.md,
+// "" when none was drawn.
+func fidelity(res map[string]float64, chart string) string {
 	var sb strings.Builder
 	sb.WriteString("\n## Fidelity\n\n")
 	if _, ok := res["fleet_admitted_over_threshold"]; !ok {
@@ -80,7 +81,11 @@ func fidelity(res map[string]float64) string {
 	sb.WriteString("From `BenchmarkFidelity` (internal/tick, `-benchtime 1x`): a simulation on a fake clock, several limiter instances, each with its own tick, sharing one real redis-server; window 10 s, tick = window / 60, sync interval = window / 4, threshold 600 records per window, each team's records spread evenly over each tick and round robin over the instances, three teams at 0.3, 0.6 and 0.78 × their limit alongside the hot one. ")
 	sb.WriteString("Baselines, same scenarios, same run: `reference` is our limiter with the reference design's cadence (`HotEveryTick` off, `PendingReadShare` −1); `local` is each instance on its own (our limiter syncing with a Redis of its own, so it enforces the whole limit on what it alone sees); `lua` is the exact synchronous sliding-log limiter, one EVALSHA per record on the shared Redis, the fake clock's time as now (in divert mode every record enters the log, as the limiter counts every record). ")
 	sb.WriteString("Detection is measured from the first record offered with the exact sliding-window count already at the threshold, to the end of the first tick in which ≥ 90% of the team's records since then were diverted, so the exact limiter scores the rest of its crossing tick (< 1). When a limiter never gets there, the figure is the ticks from the crossing to the end of the run (240 ticks after the step): a lower bound.\n\n")
-	sb.WriteString("![Admitted per window over threshold, cap mode, 4 instances, one team at 2x its limit: the gate beside the baselines](fidelity.svg)\n\n")
+	if chart != "" {
+		sb.WriteString("![Admitted per window over threshold, cap mode, 4 instances, one team at 2x its limit: the gate beside the baselines](" + chart + ")\n\n")
+	} else {
+		sb.WriteString("No chart in this run: `BenchmarkFidelity/ours` reported no `" + seriesPrefix + "*` points.\n\n")
+	}
 	sb.WriteString("| key | goal | ours | met | reference | local | lua | scenario |\n|---|---|---:|---|---:|---:|---:|---|\n")
 	cell := func(k string) string {
 		if v, ok := res[k]; ok {
@@ -115,6 +120,5 @@ func fidelity(res map[string]float64) string {
 			fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s |\n", k, cell(k), cell(k+"_reference"), cell(k+"_local"), cell(k+"_lua"))
 		}
 	}
-	sb.WriteString("\nNo chart yet (admitted per window over time, gate vs baselines).\n")
 	return sb.String()
 }

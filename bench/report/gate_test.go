@@ -218,6 +218,10 @@ func TestMainExitStatus(t *testing.T) {
 				if status != 0 || stderr.Len() > 0 {
 					t.Errorf("exit status %d, stderr:\n%s", status, &stderr)
 				}
+				// The chart drawn, linked from RESULTS.md beside it.
+				if md, err := os.ReadFile(out("RESULTS.md")); err != nil || !bytes.Contains(md, []byte("the gate beside the baselines](fidelity.svg)\n")) {
+					t.Errorf("RESULTS.md does not link the chart drawn (%v):\n%s", err, md)
+				}
 				return
 			}
 			if status != gateStatus {

@@ -65,3 +65,47 @@ func hotpathFigures(b Samples, out map[string]float64, fellBack map[string]strin
 		out["hotpath_vs_sync_lua_speedup"] = (1e9 / serial) / lua
 	}
 }
+
+// hotpathProcesses puts how many processes BenchmarkCheckBesideMap ran in: its figures
+// are medians over them.
+func hotpathProcesses(p *Parsed, out map[string]float64) {
+	if n := p.Processes(benchCheckBesideMap); n > 0 {
+		out["hotpath_beside_map_processes"] = float64(n)
+	}
+}
+
+// hotpathSources is RESULTS.md's word on where the hotpath_* figures come from, with how
+// many runs and processes the input held.
+func hotpathSources(res map[string]float64, p *Parsed) string {
+	runs, procs := p.Runs(benchHotParallel), p.Processes(benchHotParallel)
+	seq := "not measured"
+	if runs > 0 {
+		seq = "medians of " + count(runs, "run", "runs")
+		if n := p.Runs(benchHotParallel, "hotpath-interleaved"); n > 0 {
+			seq += fmt.Sprintf(", %d of them interleaved", n)
+		}
+		if runs == procs {
+			seq += ", each in a process of its own"
+		} else {
+			seq += " in " + count(procs, "process", "processes")
+		}
+	}
+	beside := "`BenchmarkCheckBesideMap` (not measured)"
+	if n := int(res["hotpath_beside_map_processes"]); n > 0 {
+		beside = "`BenchmarkCheckBesideMap` (the check and the maps in turns of a million lookups, in " + count(n, "process", "processes") + ": the median of their ratios)"
+	} else if _, ok := res["hotpath_vs_map_ratio"]; ok {
+		beside = "not `BenchmarkCheckBesideMap`, which is missing from this run: the one-after-the-other medians stand in (a fallback)"
+	}
+	return fmt.Sprintf("`hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: %s) and, for the ratios the goal reads, %s", seq, beside)
+}
+
+// hotpathVsMapHow is the README's word on how hotpath_vs_map_ratio was measured.
+func hotpathVsMapHow(res map[string]float64) string {
+	if n := int(res["hotpath_beside_map_processes"]); n > 0 {
+		return "the two in turns; median of " + count(n, "process", "processes")
+	}
+	if _, ok := res["hotpath_beside_map_ns_per_op"]; ok {
+		return "the two in turns; median of the processes"
+	}
+	return "one after the other, a fallback: the two in turns not measured"
+}

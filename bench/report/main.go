@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 func main() {
@@ -71,16 +72,18 @@ func main() {
 	if err := os.WriteFile(*jsonPath, append(js, '\n'), 0o644); err != nil {
 		fatal(err)
 	}
-	m := machine(p.CPU)
-	m.Parts = p.Parts
-	if err := os.WriteFile(*mdPath, []byte(Markdown(res, m, Run{Fallbacks: fig.Fallbacks, Problems: RunProblems(p, fig)})), 0o644); err != nil {
-		fatal(err)
-	}
+	run := Run{Fallbacks: fig.Fallbacks, Problems: RunProblems(p, fig), Input: p}
 	if len(p.Series) > 0 {
 		if err := drawFidelity(p.Series, *svgPath); err != nil {
 			fatal(err)
 		}
 		fmt.Printf("drew %s\n", *svgPath)
+		run.Chart = relativeTo(*mdPath, *svgPath)
+	}
+	m := machine(p.CPU)
+	m.Parts = p.Parts
+	if err := os.WriteFile(*mdPath, []byte(Markdown(res, m, run)), 0o644); err != nil {
+		fatal(err)
 	}
 	fmt.Print(Table(res))
 	fmt.Printf("wrote %s and %s\n", *jsonPath, *mdPath)
@@ -98,6 +101,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "report: %d problem(s): the run does not pass (figures written to %s and %s)\n", len(problems), *jsonPath, *mdPath)
 		os.Exit(gateStatus)
 	}
+}
+
+// relativeTo is path as a link from the file at from: relative to its directory, or path
+// itself when there is no such relative path.
+func relativeTo(from, path string) string {
+	if rel, err := filepath.Rel(filepath.Dir(from), path); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return path
 }
 
 func fatal(err error) {

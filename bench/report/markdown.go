@@ -36,6 +36,14 @@ func machine(benchCPU string) Machine {
 	return m
 }
 
+// count is n with the noun for one or for several.
+func count(n int, one, several string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, several)
+}
+
 func format(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
@@ -47,6 +55,13 @@ type Run struct {
 	Fallbacks map[string]string
 	// Problems are what fails make bench besides the goals missed (RunProblems).
 	Problems []string
+	// Input is what the report read (nil: nothing but the figures is known): how many runs
+	// and processes each benchmark had, and where the end-to-end runs were bound.
+	Input *Parsed
+	// Chart is the fidelity chart drawn for this run, relative to RESULTS.md ("": none).
+	Chart string
+	// notes are the table's notes that say what happened in this run, by key.
+	notes map[string]string
 }
 
 // Table renders every figure as a Markdown table: key, value, goal, met.
@@ -76,6 +91,9 @@ func table(rs []row, res map[string]float64, extraOK func(string) bool, run Run)
 			}
 		}
 		note := r.note
+		if n, ok := run.notes[r.key]; ok {
+			note = n
+		}
 		if why, ok := run.Fallbacks[r.key]; ok {
 			note = fmt.Sprintf("**fallback**: %s (the figure meant: %s)", why, note)
 		}
@@ -96,6 +114,11 @@ func table(rs []row, res map[string]float64, extraOK func(string) bool, run Run)
 
 // Markdown is bench/RESULTS.md.
 func Markdown(res map[string]float64, m Machine, run Run) string {
+	why := ""
+	if run.Input != nil {
+		why = run.Input.NotBoundWhy
+	}
+	run.notes = map[string]string{"e2e_gate_cpu_s_per_million_records": pinNote(res, why)}
 	var sb strings.Builder
 	sb.WriteString("# Benchmark results\n\nWritten by `make bench` (`go run ./bench/report < bench/raw.txt`); the figures are also in `results.json`.\n")
 	sb.WriteString("These machines are noisy: the ratios, measured side by side in one run, are the figures that count.\n\n")
@@ -115,9 +138,9 @@ func Markdown(res map[string]float64, m Machine, run Run) string {
 	}
 	sb.WriteString("\n## Speed\n\n")
 	sb.WriteString(table(rows, res, func(k string) bool { return !isFidelity(k) }, run))
-	sb.WriteString("\nSources: `hotpath_*` from `BenchmarkCheck/zipf100k` (internal/limit; the parallel check and the bare maps: medians of sixteen runs, fifteen of them interleaved, each in a process of its own) and, for the ratios the goal reads, `BenchmarkCheckBesideMap` (the check and the maps in turns of a million lookups in the same sixteen processes: the median of their ratios), `sync_lua_*` from `BenchmarkSyncLua` (internal/tick: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone, the client bound to one CPU with GOMAXPROCS 1 as the chart runs the gate by default and the broker to another, as a real one is on other machines; a run's time includes joining the group and starting up; `e2e_shared_cores_*` from `BenchmarkEndToEndSharedCores`, the pass-through and the gate with both processes left to share every core), `route_*` from `BenchmarkRouteTurns` (internal/route: one cached JSON record routed without a rules file, with the team rule alone and with three rules, in turns on one goroutine as a partition worker routes, each run in a process of its own; medians over the runs), `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
+	sb.WriteString("\nSources: " + hotpathSources(res, run.Input) + ", `sync_lua_*` from `BenchmarkSyncLua` (internal/tick: the seed's sliding-log Lua script — ZREMRANGEBYSCORE, ZCARD, ZADD if under the limit, PEXPIRE — by EVALSHA, one per record, serial, one connection, real redis-server on loopback), `e2e_*` from `BenchmarkEndToEnd` (internal/consume, 1,000,000 records per run: the pass-through, the pass-through recycling its input into franz-go's pools, the gate, the gate in exactly-once mode, through franz-go's kfake broker run in a process of its own, so the CPU figures are the client's alone, " + pinSources(res, why) + "; a run's time includes joining the group and starting up; `e2e_shared_cores_*` from `BenchmarkEndToEndSharedCores`, the pass-through and the gate with both processes left to share every core), " + routeSources(run.Input) + ", `sync_read_reduction` and `redis_commands_per_tick` from `BenchmarkReadReduction/ours`, `bytes_per_entity` from `TestMemoryPerTeam`.\n")
 	sb.WriteString("`hotpath_vs_sync_lua_speedup` compares like with like: one caller each, the check's serial ns/op turned into checks/s, divided by the Lua limiter's checks/s.\n")
-	sb.WriteString(fidelity(res))
+	sb.WriteString(fidelity(res, run.Chart))
 	var missed []string
 	for _, r := range append(slices.Clone(rows), fidelityRows...) {
 		if v, ok := res[r.key]; ok && r.goal != nil && !r.goal.met(v) {

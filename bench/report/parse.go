@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -25,6 +26,16 @@ type Parsed struct {
 	// Skipped and Failed are the benchmarks that printed "--- SKIP:" or "--- FAIL:" (run.sh
 	// runs them verbose, or a skip says nothing), in the order they did.
 	Skipped, Failed []Event
+	// Bound and NotBound count the end-to-end runs that said their client and broker were
+	// bound to a CPU each, or not (internal/consume's e2ePin); NotBoundWhy is the last
+	// reason one gave.
+	Bound, NotBound int
+	NotBoundWhy     string
+	// runs counts each benchmark's result lines by the part of bench/run.sh they were in;
+	// procs, the processes they came from, numbered by the "goos:" line each test binary
+	// starts with.
+	runs  map[string]map[string]int
+	procs map[string]map[int]bool
 	// Series is, per limiter (ours and each baseline), the fidelity chart's points:
 	// admitted per window ÷ threshold in the main cap scenario. Filled by Results.
 	Series map[string][]point
@@ -38,11 +49,13 @@ type Event struct{ Part, Bench, Reason string }
 const partPrefix = "=== bench part: "
 
 var (
-	eventLine   = regexp.MustCompile(`^--- (SKIP|FAIL): (\S+)`)
-	logLine     = regexp.MustCompile(`^\S+\.go:\d+: `)
-	procSuffix  = regexp.MustCompile(`-\d+$`)
-	memLine     = regexp.MustCompile(`heap per cached team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
-	memLongLine = regexp.MustCompile(`heap per cached (\d+)-byte team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
+	eventLine    = regexp.MustCompile(`^--- (SKIP|FAIL): (\S+)`)
+	logLine      = regexp.MustCompile(`^\S+\.go:\d+: `)
+	boundLine    = regexp.MustCompile(`client bound to CPU \d+ \(GOMAXPROCS 1\), broker to CPU \d+`)
+	notBoundLine = regexp.MustCompile(`client and broker not bound to CPUs of their own: (.*)$`)
+	procSuffix   = regexp.MustCompile(`-\d+$`)
+	memLine      = regexp.MustCompile(`heap per cached team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
+	memLongLine  = regexp.MustCompile(`heap per cached (\d+)-byte team at [^:]*:\s*([0-9.eE+-]+)\s*bytes`)
 )
 
 // Parse reads `go test -bench` text. A result line is the benchmark name, the iteration
@@ -50,7 +63,8 @@ var (
 // that logs, or the streamed output of a slow one), so a name line without figures waits
 // for the next line that starts with an iteration count.
 func Parse(r io.Reader) (*Parsed, error) {
-	p := &Parsed{Bench: Samples{}, BytesPerEntity: math.NaN(), BytesPerLongEntity: map[int]float64{}, Series: map[string][]point{}}
+	p := &Parsed{Bench: Samples{}, BytesPerEntity: math.NaN(), BytesPerLongEntity: map[int]float64{}, Series: map[string][]point{},
+		runs: map[string]map[string]int{}, procs: map[string]map[int]bool{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	pending := ""
@@ -58,7 +72,7 @@ func Parse(r io.Reader) (*Parsed, error) {
 	// part is the part running; lastLog the last log line since a benchmark's name; event
 	// the SKIP or FAIL line just read, whose reason may be the log line after it (as
 	// without -v).
-	part, lastLog := "", ""
+	part, lastLog, proc := "", "", 0
 	var event *Event
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -85,6 +99,19 @@ func Parse(r io.Reader) (*Parsed, error) {
 		}
 		if logLine.MatchString(line) {
 			lastLog = line
+		}
+		if boundLine.MatchString(line) {
+			p.Bound++
+			continue
+		}
+		if m := notBoundLine.FindStringSubmatch(line); m != nil {
+			p.NotBound++
+			p.NotBoundWhy = m[1]
+			continue
+		}
+		if strings.HasPrefix(line, "goos:") {
+			proc++
+			continue
 		}
 		if line == "=== bench parts (seconds)" {
 			inParts = true
@@ -131,6 +158,11 @@ func Parse(r io.Reader) (*Parsed, error) {
 			continue
 		}
 		pending = ""
+		if p.runs[name] == nil {
+			p.runs[name], p.procs[name] = map[string]int{}, map[int]bool{}
+		}
+		p.runs[name][part]++
+		p.procs[name][proc] = true
 		for i := 1; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
@@ -152,4 +184,26 @@ func figures(f []string) bool {
 	}
 	_, err := strconv.ParseFloat(f[1], 64)
 	return err == nil
+}
+
+// Runs is how many result lines bench printed in the parts named (any part: none named).
+func (p *Parsed) Runs(bench string, parts ...string) int {
+	n := 0
+	if p == nil {
+		return 0
+	}
+	for part, c := range p.runs[bench] {
+		if len(parts) == 0 || slices.Contains(parts, part) {
+			n += c
+		}
+	}
+	return n
+}
+
+// Processes is how many test processes bench printed a result in.
+func (p *Parsed) Processes(bench string) int {
+	if p == nil {
+		return 0
+	}
+	return len(p.procs[bench])
 }

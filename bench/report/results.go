@@ -17,8 +17,10 @@ func Measure(p *Parsed) Figures {
 	b := p.Bench
 	fellBack := map[string]string{}
 	hotpathFigures(b, out, fellBack)
+	hotpathProcesses(p, out)
 	routeFigures(b, out)
 	e2eFigures(b, out)
+	pinFigures(p, out)
 	catchupFigures(b, out)
 	redisFigures(b, out)
 	adaptiveFigures(b, out)

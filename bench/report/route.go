@@ -22,3 +22,17 @@ func routeFigures(b Samples, out map[string]float64) {
 		}
 	}
 }
+
+// routeSources is RESULTS.md's word on where the route_* figures come from.
+func routeSources(p *Parsed) string {
+	runs, procs := p.Runs(benchRouteTurns), p.Processes(benchRouteTurns)
+	how := "not measured"
+	switch {
+	case runs == 0:
+	case runs == procs:
+		how = count(runs, "run", "runs") + ", each in a process of its own; medians over the runs"
+	default:
+		how = count(runs, "run", "runs") + " in " + count(procs, "process", "processes") + "; medians over the runs"
+	}
+	return "`route_*` from `BenchmarkRouteTurns` (internal/route: one cached JSON record routed without a rules file, with the team rule alone and with three rules, in turns on one goroutine as a partition worker routes; " + how + ")"
+}
