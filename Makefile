@@ -194,10 +194,15 @@ soak: deps-test
 # each took, and goes on past a failed part; the report is made from whatever was
 # measured. The target then fails if a part did, or if the report finds the run does not
 # stand (it names each problem: a goal missed, a figure with a goal not measured, a
-# benchmark skipped, a figure from a fallback). About 20 minutes on a 2-core machine.
+# benchmark skipped, a figure from a fallback). bench/raw.txt.gz, the raw output gzipped
+# (-n: the same bytes for the same output), is meant to be committed with results.json and
+# RESULTS.md: `zcat bench/raw.txt.gz | go run ./bench/report` re-derives results.json, and
+# bench/report's TestResultsFromCommittedRaw checks it does. About 20 minutes on a 2-core
+# machine.
 bench: deps-test
 	@mkdir -p bench
 	status=0; GO=$(GO) BENCHTIME=$(BENCHTIME) bash bench/run.sh 2>&1 | tee bench/raw.txt || status=$$?; \
+	gzip -n -9 -c bench/raw.txt > bench/raw.txt.gz; \
 	report=0; $(GO) run ./bench/report < bench/raw.txt || report=$$?; \
 	if [ $$status -ne 0 ]; then echo "a benchmark part failed: see bench/raw.txt" >&2; fi; \
 	if [ $$report -ne 0 ]; then echo "bench/report found the run does not pass (above); bench/RESULTS.md lists why" >&2; fi; \

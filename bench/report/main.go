@@ -20,7 +20,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -65,11 +64,11 @@ func main() {
 	if len(res) == 0 {
 		fatal(fmt.Errorf("no benchmark figures found in the input"))
 	}
-	js, err := json.MarshalIndent(res, "", "  ")
+	js, err := resultsJSON(res)
 	if err != nil {
 		fatal(err)
 	}
-	if err := os.WriteFile(*jsonPath, append(js, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(*jsonPath, js, 0o644); err != nil {
 		fatal(err)
 	}
 	run := Run{Fallbacks: fig.Fallbacks, Problems: RunProblems(p, fig), Input: p}

@@ -121,6 +121,7 @@ func Markdown(res map[string]float64, m Machine, run Run) string {
 	run.notes = map[string]string{"e2e_gate_cpu_s_per_million_records": pinNote(res, why)}
 	var sb strings.Builder
 	sb.WriteString("# Benchmark results\n\nWritten by `make bench` (`go run ./bench/report < bench/raw.txt`); the figures are also in `results.json`.\n")
+	sb.WriteString("The run's raw output is `raw.txt.gz`, committed with them: `zcat bench/raw.txt.gz | go run ./bench/report -json /tmp/results.json -md /tmp/RESULTS.md -svg /tmp/fidelity.svg -readme-file /dev/null` re-derives `results.json` (without the flags, over the committed files), and bench/report's TestResultsFromCommittedRaw checks that it does.\n")
 	sb.WriteString("These machines are noisy: the ratios, measured side by side in one run, are the figures that count.\n\n")
 	fmt.Fprintf(&sb, "Machine: %s, %d CPUs, %s, %s", m.CPU, m.CPUs, m.GoVersion, m.Date)
 	if m.Load != "" {
