@@ -9,6 +9,10 @@
 #   on a slow machine is not a failure: the tick benchmarks count it (failed-ticks,
 #   summed into bench_failed_ticks).
 # - Each part says how long it took; the list of them, with the total, ends the output.
+# - Every benchmark runs verbose (-v): a benchmark that skips (the real-Kafka ones without
+#   Java, those needing redis-server without it) prints "--- SKIP:" and why only then, and
+#   the report fails make bench on it, as on a part that failed, a figure with a goal
+#   missing, one from a fallback and a goal missed (bench/report/gate.go).
 #
 # GO (go) and BENCHTIME (1s) come from make.
 set -u -o pipefail
@@ -38,11 +42,33 @@ part() {
 	fi
 }
 
+# repeat N CMD...: runs CMD N times, all of them even when one fails, which it reports.
+repeat() {
+	local n=$1 rc=0 k
+	shift
+	for ((k = 0; k < n; k++)); do
+		"$@" || rc=1
+	done
+	return $rc
+}
+
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, $($GO env GOVERSION)"
 
-memory() { "$GO" test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL'; }
+memory() { "$GO" test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL|SKIP|_test\.go:[0-9]+: '; }
 part memory-per-team memory
-part limit-sync-route "$GO" test -p 1 -run '^$' -bench . -skip "$SYNC_ONCE" -benchmem -benchtime "$BENCHTIME" -count=1 -timeout 20m ./internal/limit/ ./internal/tick/ ./internal/route/
+# BenchmarkRouteTurns (no rules file, one rule, three rules in turns on one goroutine: the
+# one routing path's goals) runs on its own after the others, a fixed twenty rounds a run,
+# five runs each in a process of its own as the check beside the map is (a process gets a
+# fast or a slow machine); the report takes the medians of the five.
+ROUTE_TURNS='^BenchmarkRouteTurns$'
+limit_sync_route() {
+	local rc=0
+	"$GO" test -p 1 -v -run '^$' -bench . -skip "$SYNC_ONCE|$ROUTE_TURNS" -benchmem -benchtime "$BENCHTIME" -count=1 -timeout 20m ./internal/limit/ ./internal/tick/ ./internal/route/ || rc=1
+	"$GO" test -c -o bench/route.test ./internal/route/ || return 1
+	(cd internal/route && repeat 5 ../../bench/route.test -test.v -test.run '^$' -test.bench "$ROUTE_TURNS" -test.benchtime 20x -test.timeout 10m) || rc=1
+	return $rc
+}
+part limit-sync-route limit_sync_route
 # The simulations whose figures are counts and Redis's own CPU time, never a duration
 # (fake clocks): each in a process of its own, all at once, their output kept in order.
 # One after another they took 20 minutes on a 2-core VM, most of it five 2-to-4-minute
@@ -57,7 +83,7 @@ concurrent_sync() {
 	local dir pids=() rc=0 i
 	dir=$(mktemp -d)
 	for i in "${!benches[@]}"; do
-		(cd internal/tick && ../../bench/tick.test -test.run '^$' -test.bench "${benches[$i]}" -test.benchtime 1x -test.timeout 40m) >"$dir/$i.txt" 2>&1 &
+		(cd internal/tick && ../../bench/tick.test -test.v -test.run '^$' -test.bench "${benches[$i]}" -test.benchtime 1x -test.timeout 40m) >"$dir/$i.txt" 2>&1 &
 		pids+=($!)
 	done
 	for i in "${!pids[@]}"; do
@@ -69,19 +95,9 @@ concurrent_sync() {
 }
 part sync-concurrent concurrent_sync
 # Those that time something (ticks at a fleet's and at a million teams' scale): alone.
-part sync-timed "$GO" test -run '^$' -bench '^Benchmark(FleetRedis|MillionTeams)$' -benchtime 1x -count=1 -timeout 40m ./internal/tick/
-part fleet-processes "$GO" test -run '^$' -bench '^BenchmarkFleetProcessWindow$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/
-part spike-trace "$GO" test -run '^$' -bench '^BenchmarkSpikeTrace$' -benchtime 1x -count=1 -timeout 10m ./internal/spike/ -args -spike-chart="$PWD/bench/spike.svg"
-
-# repeat N CMD...: runs CMD N times, all of them even when one fails, which it reports.
-repeat() {
-	local n=$1 rc=0 k
-	shift
-	for ((k = 0; k < n; k++)); do
-		"$@" || rc=1
-	done
-	return $rc
-}
+part sync-timed "$GO" test -v -run '^$' -bench '^Benchmark(FleetRedis|MillionTeams)$' -benchtime 1x -count=1 -timeout 40m ./internal/tick/
+part fleet-processes "$GO" test -v -run '^$' -bench '^BenchmarkFleetProcessWindow$' -benchtime 1x -count=1 -timeout 10m ./internal/faulttest/
+part spike-trace "$GO" test -v -run '^$' -bench '^BenchmarkSpikeTrace$' -benchtime 1x -count=1 -timeout 10m ./internal/spike/ -args -spike-chart="$PWD/bench/spike.svg"
 
 # The check beside the bare maps fifteen more times, interleaved, each in a process of its
 # own (the report takes medians). On the 2-core VMs the sessions run on, a process gets a
@@ -91,8 +107,8 @@ repeat() {
 # of sixteen, 1.62 once. So each process also measures them in turns
 # (BenchmarkCheckBesideMap), which share the machine's state: its ratio is the goal's.
 hotpath_once() {
-	bench/limit.test -test.run '^$' -test.bench 'BenchmarkCheck/zipf100k/parallel/(baremap|baremap-copied|divert-batchclock)$' -test.benchtime "$BENCHTIME" -test.benchmem &&
-		bench/limit.test -test.run '^$' -test.bench '^BenchmarkCheckBesideMap$' -test.benchtime 1x
+	bench/limit.test -test.v -test.run '^$' -test.bench 'BenchmarkCheck/zipf100k/parallel/(baremap|baremap-copied|divert-batchclock)$' -test.benchtime "$BENCHTIME" -test.benchmem &&
+		bench/limit.test -test.v -test.run '^$' -test.bench '^BenchmarkCheckBesideMap$' -test.benchtime 1x
 }
 hotpath() {
 	"$GO" test -c -o bench/limit.test ./internal/limit/ || return
@@ -105,10 +121,10 @@ part hotpath-interleaved hotpath
 # two sharing every core, three of 300,000 on Apache Kafka, then the real broker's latency.
 consume_bin() { "$GO" test -c -o bench/consume.test ./internal/consume/; }
 part consume-build consume_bin
-part end-to-end repeat 6 bench/consume.test -test.run '^$' -test.bench '^BenchmarkEndToEnd$' -test.benchtime 1000000x
-part end-to-end-shared-cores repeat 3 bench/consume.test -test.run '^$' -test.bench '^BenchmarkEndToEndSharedCores$' -test.benchtime 1000000x
-part real-kafka repeat 3 bench/consume.test -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x
-part real-kafka-latency bench/consume.test -test.run '^$' -test.bench '^BenchmarkRealKafkaLatency$' -test.benchtime 1x
+part end-to-end repeat 6 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkEndToEnd$' -test.benchtime 1000000x
+part end-to-end-shared-cores repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkEndToEndSharedCores$' -test.benchtime 1000000x
+part real-kafka repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x
+part real-kafka-latency bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafkaLatency$' -test.benchtime 1x
 
 echo "=== bench parts (seconds)"
 printf '%s\n' "${parts[@]}"

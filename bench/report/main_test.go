@@ -74,7 +74,7 @@ func TestParseSample(t *testing.T) {
 	if len(res) != len(want) {
 		t.Errorf("got %d keys, want %d: %v", len(res), len(want), res)
 	}
-	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"})
+	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"}, Run{})
 	for _, s := range []string{"| `hotpath_vs_map_ratio` | 0.7361 | ≤ 1.5 | yes |", "| `e2e_vs_passthrough_ratio` | 1.0351 | ≥ 0.9 | yes |",
 		"| `e2e_exactly_once_records_per_s` | 946316 | — | — |", "| `e2e_exactly_once_vs_at_least_once` | 0.8637 | — | — |", "| `sync_read_reduction_reference` | not measured |", "Not measured in this run (`BenchmarkFidelity` missing"} {
 		if !strings.Contains(md, s) {
@@ -149,7 +149,7 @@ func TestFidelity(t *testing.T) {
 	if len(res) != 4*7-1 { // the local +Inf left out
 		t.Errorf("got %d keys, want %d: %v", len(res), 4*7-1, res)
 	}
-	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"})
+	md := Markdown(res, Machine{GoVersion: "go1.26", CPU: "x", CPUs: 2, Date: "today"}, Run{})
 	for _, s := range []string{
 		"| `fleet_admitted_over_threshold` | within [0.97, 1.03] | 1.01 | yes | 1.053 | 2 | 1 |",
 		"| `fleet_admitted_worst_window` | within [0.97, 1.03] | 1.04 | no | 1.085 | 2 | 1 |",
@@ -213,7 +213,7 @@ func TestCatchUp(t *testing.T) {
 	if res["catchup_false_overflow_wall"] != 0.8286 {
 		t.Errorf("catchup_false_overflow_wall = %v, want 0.8286", res["catchup_false_overflow_wall"])
 	}
-	md := Markdown(res, Machine{})
+	md := Markdown(res, Machine{}, Run{})
 	if !strings.Contains(md, "| `catchup_false_overflow_event` | 0 | ≤ 0 | yes |") {
 		t.Errorf("markdown lacks the catch-up row met:\n%s", md)
 	}
@@ -320,5 +320,52 @@ BenchmarkAdaptiveFleetCost/learned/n4-2 	 1	 1 ns/op	 0 failed-ticks	 0.0440 red
 		if g := res[k]; g != w {
 			t.Errorf("%s = %v, want %v", k, g, w)
 		}
+	}
+}
+
+// TestRouteTurns: BenchmarkRouteTurns's runs (make bench: five, each a process of its own)
+// give the routing figures as the medians over the runs, the ratios beside their goals.
+func TestRouteTurns(t *testing.T) {
+	in := `BenchmarkRouteTurns-2   	      20	         1.020 1rule/nofile	         1.150 3rules/1rule	      1010 json_1rule_ns/record	      1160 json_3rules_ns/record	      990 json_ns/record
+BenchmarkRouteTurns-2   	      20	         1.300 1rule/nofile	         1.050 3rules/1rule	      1300 json_1rule_ns/record	      1370 json_3rules_ns/record	      1000 json_ns/record
+BenchmarkRouteTurns-2   	      20	         1.040 1rule/nofile	         1.250 3rules/1rule	      1040 json_1rule_ns/record	      1300 json_3rules_ns/record	      1000 json_ns/record
+`
+	p, err := Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Results(p)
+	want := map[string]float64{
+		"route_one_rule_vs_no_file_ratio":     1.04,
+		"route_three_rules_vs_one_rule_ratio": 1.15,
+		"route_ns_per_record_no_file":         1000,
+		"route_ns_per_record_one_rule":        1040,
+		"route_ns_per_record_three_rules":     1300,
+	}
+	for k, w := range want {
+		if g, ok := res[k]; !ok || g != w {
+			t.Errorf("%s = %v (present %v), want the median %v", k, g, ok, w)
+		}
+	}
+	if len(res) != len(want) {
+		t.Errorf("got %d keys, want %d: %v", len(res), len(want), res)
+	}
+	md := Markdown(res, Machine{}, Run{})
+	for _, s := range []string{
+		"| `route_one_rule_vs_no_file_ratio` | 1.04 | ≤ 1.05 | yes |",
+		"| `route_three_rules_vs_one_rule_ratio` | 1.15 | ≤ 1.2 | yes |",
+		"| `route_ns_per_record_three_rules` | 1300 | — | — |",
+	} {
+		if !strings.Contains(md, s) {
+			t.Errorf("markdown lacks %q:\n%s", s, md)
+		}
+	}
+	// The real benchmark's line, as BenchmarkRouteTurns prints it (-benchtime 3x).
+	p, err = Parse(strings.NewReader("BenchmarkRouteTurns-2   	       3	         0.9020 1rule/nofile	         1.472 3rules/1rule	      1862 json_1rule_ns/record	      2741 json_3rules_ns/record	      2064 json_ns/record\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := Results(p); res["route_three_rules_vs_one_rule_ratio"] != 1.472 || res["route_ns_per_record_no_file"] != 2064 {
+		t.Errorf("from the benchmark's own line: %v", res)
 	}
 }

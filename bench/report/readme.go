@@ -17,34 +17,39 @@ const (
 )
 
 // headline is one row of the README's table: a key of results.json and what it means to
-// a reader. Its goal, if any, is the one rows or fidelityRows give the key.
-type headline struct{ key, label string }
+// a reader; how, if set, ends the label in brackets with what results.json says of how
+// the figure was measured in the run. Its goal, if any, is the one rows or fidelityRows
+// give the key.
+type headline struct {
+	key, label string
+	how        func(res map[string]float64) string
+}
 
 var headlines = []headline{
-	{"hotpath_serial_ns_per_op", "per-record check, one goroutine (ns)"},
-	{"hotpath_ns_per_op", "per-record check, two goroutines, Zipf over 100k teams (ns)"},
-	{"hotpath_vs_map_ratio", "check ÷ a bare sharded-map lookup of the same keys (the two in turns; median of 16 processes)"},
-	{"hotpath_vs_sync_lua_speedup", "check speed ÷ one Redis Lua call per record (×)"},
-	{"e2e_gate_records_per_s", "whole gate, records/s (franz-go's kfake broker, a process of its own)"},
-	{"e2e_vs_passthrough_ratio", "whole gate ÷ a bare consume→produce→commit pass-through"},
-	{"e2e_cpu_vs_passthrough_ratio", "whole gate's CPU per record ÷ the pass-through's (medians; the client on one CPU, the broker on another)"},
-	{"e2e_exactly_once_vs_at_least_once", "exactly-once ÷ at-least-once throughput"},
-	{"sync_read_reduction", "Redis reads saved by pressure tiers (100k teams)"},
-	{"redis_cpu_vs_baseline", "Redis CPU per gate ÷ the old writes (100k Zipf teams)"},
-	{"gates_per_redis_core", "gates one Redis core carries at 50 % CPU"},
-	{"tick_p99_ms_1m_teams", "a million teams in one gate: tick p99 (ms)"},
-	{"bytes_per_entity_1m_teams", "a million teams in one gate: heap per team (bytes)"},
-	{"bytes_per_entity", "heap per cached team (bytes)"},
-	{"fleet_admitted_over_threshold", "cap, 4 gates, a team at 2 × its limit: admitted ÷ threshold"},
-	{"divert_detect_ticks", "divert, 4 gates, a team jumps 0.5 → 5 ×: ticks to divert it"},
-	{"divert_detect_ticks_n16_x1.2", "divert, 16 gates, a team jumps 0.5 → 1.2 ×: ticks to divert it"},
-	{"cap_admitted_worst_window_n16_x10", "cap, 16 gates, a team at 10 × its limit: worst window ÷ threshold"},
-	{"fleet_process_worst_window", "cap, 4 gate processes, a team at 2 ×: worst window ÷ threshold"},
-	{"divert_switches_per_min_swing_n4", "divert, 4 gates, a team swinging around its limit: topic switches in a minute, 4 partitions"},
-	{"divert_switches_per_min_swing_n4_baseline", "the same without divert holds"},
-	{"false_overflow_below_80pct", "records of teams under 80 % of their limit sent to overflow"},
-	{"catchup_false_overflow_event", "replaying 10 windows at 10 ×, event clock: share falsely limited"},
-	{"catchup_false_overflow_wall", "the same replay, wall clock: share falsely limited"},
+	{"hotpath_serial_ns_per_op", "per-record check, one goroutine (ns)", nil},
+	{"hotpath_ns_per_op", "per-record check, two goroutines, Zipf over 100k teams (ns)", nil},
+	{"hotpath_vs_map_ratio", "check ÷ a bare sharded-map lookup of the same keys", hotpathVsMapHow},
+	{"hotpath_vs_sync_lua_speedup", "check speed ÷ one Redis Lua call per record (×)", nil},
+	{"e2e_gate_records_per_s", "whole gate, records/s (franz-go's kfake broker, a process of its own)", nil},
+	{"e2e_vs_passthrough_ratio", "whole gate ÷ a bare consume→produce→commit pass-through", nil},
+	{"e2e_cpu_vs_passthrough_ratio", "whole gate's CPU per record ÷ the pass-through's", pinHow},
+	{"e2e_exactly_once_vs_at_least_once", "exactly-once ÷ at-least-once throughput", nil},
+	{"sync_read_reduction", "Redis reads saved by pressure tiers (100k teams)", nil},
+	{"redis_cpu_vs_baseline", "Redis CPU per gate ÷ the old writes (100k Zipf teams)", nil},
+	{"gates_per_redis_core", "gates one Redis core carries at 50 % CPU", nil},
+	{"tick_p99_ms_1m_teams", "a million teams in one gate: tick p99 (ms)", nil},
+	{"bytes_per_entity_1m_teams", "a million teams in one gate: heap per team (bytes)", nil},
+	{"bytes_per_entity", "heap per cached team (bytes)", nil},
+	{"fleet_admitted_over_threshold", "cap, 4 gates, a team at 2 × its limit: admitted ÷ threshold", nil},
+	{"divert_detect_ticks", "divert, 4 gates, a team jumps 0.5 → 5 ×: ticks to divert it", nil},
+	{"divert_detect_ticks_n16_x1.2", "divert, 16 gates, a team jumps 0.5 → 1.2 ×: ticks to divert it", nil},
+	{"cap_admitted_worst_window_n16_x10", "cap, 16 gates, a team at 10 × its limit: worst window ÷ threshold", nil},
+	{"fleet_process_worst_window", "cap, 4 gate processes, a team at 2 ×: worst window ÷ threshold", nil},
+	{"divert_switches_per_min_swing_n4", "divert, 4 gates, a team swinging around its limit: topic switches in a minute, 4 partitions", nil},
+	{"divert_switches_per_min_swing_n4_baseline", "the same without divert holds", nil},
+	{"false_overflow_below_80pct", "records of teams under 80 % of their limit sent to overflow", nil},
+	{"catchup_false_overflow_event", "replaying 10 windows at 10 ×, event clock: share falsely limited", nil},
+	{"catchup_false_overflow_wall", "the same replay, wall clock: share falsely limited", nil},
 }
 
 // ReadmeTable is the README's table of headline figures from res, without the markers,
@@ -73,7 +78,11 @@ func ReadmeTable(res map[string]float64, run string) string {
 				}
 			}
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", h.label, val, goalText, met)
+		label := h.label
+		if h.how != nil {
+			label += " (" + h.how(res) + ")"
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", label, val, goalText, met)
 	}
 	return sb.String()
 }

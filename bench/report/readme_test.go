@@ -33,7 +33,7 @@ func TestReadmeHeadlineTable(t *testing.T) {
 }
 
 func TestReadmeTableRows(t *testing.T) {
-	tab := ReadmeTable(map[string]float64{"hotpath_vs_map_ratio": 1.2, "bytes_per_entity": 200, "e2e_gate_records_per_s": 1e6}, "AMD EPYC, 2 CPUs, go1.26.8, 2026-11-27 00:46 UTC")
+	tab := ReadmeTable(map[string]float64{"hotpath_vs_map_ratio": 1.2, "hotpath_beside_map_processes": 16, "bytes_per_entity": 200, "e2e_gate_records_per_s": 1e6}, "AMD EPYC, 2 CPUs, go1.26.8, 2026-11-27 00:46 UTC")
 	for _, want := range []string{
 		"Measured by `make bench` on AMD EPYC, 2 CPUs, go1.26.8, 2026-11-27 00:46 UTC.\n\n|",
 		"| check ÷ a bare sharded-map lookup of the same keys (the two in turns; median of 16 processes) | 1.2 | ≤ 1.5 | yes |",
@@ -86,5 +86,33 @@ func TestUpdateReadme(t *testing.T) {
 	}
 	if ok, err := updateReadme(filepath.Join(t.TempDir(), "none.md"), res, "x"); err != nil || ok {
 		t.Errorf("update of a missing file = %v, %v", ok, err)
+	}
+}
+
+// The labels that say how a figure was measured say what results.json says of the run:
+// the processes counted, a fallback, where the end-to-end runs were bound.
+func TestReadmeLabelsFromTheRun(t *testing.T) {
+	for _, c := range []struct {
+		res  map[string]float64
+		want string
+	}{
+		{map[string]float64{"hotpath_vs_map_ratio": 1.3, "hotpath_beside_map_ns_per_op": 40, "hotpath_beside_map_processes": 11},
+			"| check ÷ a bare sharded-map lookup of the same keys (the two in turns; median of 11 processes) | 1.3 |"},
+		{map[string]float64{"hotpath_vs_map_ratio": 1.3},
+			"| check ÷ a bare sharded-map lookup of the same keys (one after the other, a fallback: the two in turns not measured) | 1.3 |"},
+		{map[string]float64{"hotpath_vs_map_ratio": 1.3, "hotpath_beside_map_ns_per_op": 40}, // a results.json from before the count
+			"| check ÷ a bare sharded-map lookup of the same keys (the two in turns; median of the processes) | 1.3 |"},
+		{map[string]float64{"e2e_cpu_vs_passthrough_ratio": 1.1, "e2e_runs_bound": 24, "e2e_runs_not_bound": 0},
+			"| whole gate's CPU per record ÷ the pass-through's (medians; the client on one CPU, the broker on another) | 1.1 |"},
+		{map[string]float64{"e2e_cpu_vs_passthrough_ratio": 1.1, "e2e_runs_bound": 0, "e2e_runs_not_bound": 24},
+			"| whole gate's CPU per record ÷ the pass-through's (medians; client and broker not bound to CPUs of their own) | 1.1 |"},
+		{map[string]float64{"e2e_cpu_vs_passthrough_ratio": 1.1, "e2e_runs_bound": 20, "e2e_runs_not_bound": 4},
+			"| whole gate's CPU per record ÷ the pass-through's (medians; client and broker on a CPU each in 20 of 24 runs) | 1.1 |"},
+		{map[string]float64{"e2e_cpu_vs_passthrough_ratio": 1.1},
+			"| whole gate's CPU per record ÷ the pass-through's (medians) | 1.1 |"},
+	} {
+		if tab := ReadmeTable(c.res, "x"); !strings.Contains(tab, c.want) {
+			t.Errorf("with %v the table lacks %q:\n%s", c.res, c.want, tab)
+		}
 	}
 }

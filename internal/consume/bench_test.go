@@ -45,10 +45,10 @@ var e2eProfile = flag.String("e2e-cpuprofile", "", "write a CPU profile of each 
 // twelve runs (bound: 1.03 to 1.35 in sixteen, both sides' CPU per record about a fifth
 // lower at the same throughput). BenchmarkEndToEndSharedCores still measures it that way.
 func BenchmarkEndToEnd(b *testing.B) {
-	k, bound := startE2EBroker(b, true)
+	k, pin := startE2EBroker(b, true)
 	// The gate right after the pass-through it is compared with (a goal), as before the
 	// pooled pass-through was added.
-	runEndToEnd(b, []string{"passthrough", "gate", "passthrough-pooled", "exactly-once"}, bound,
+	runEndToEnd(b, []string{"passthrough", "gate", "passthrough-pooled", "exactly-once"}, pin,
 		func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, k, mode, b.N) })
 }
 
@@ -58,7 +58,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 // processes' threads in the client's CPU time.
 func BenchmarkEndToEndSharedCores(b *testing.B) {
 	k, _ := startE2EBroker(b, false)
-	runEndToEnd(b, []string{"passthrough", "gate"}, "",
+	runEndToEnd(b, []string{"passthrough", "gate"}, e2ePin{},
 		func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, k, mode, b.N) })
 }
 
@@ -66,36 +66,46 @@ func BenchmarkEndToEndSharedCores(b *testing.B) {
 // process to a CPU each when pin is set (pinE2E), and warms up: the first run in a
 // process pays for growing its heap (page faults, system CPU) and the broker's for its
 // own, so an untimed pass-through of 200,000 records runs first, that the pass-through,
-// timed first, does not pay for what the others reuse. bound says where each process
-// was bound ("" when not).
-func startE2EBroker(b *testing.B, pin bool) (_ *kfakeProc, bound string) {
+// timed first, does not pay for what the others reuse. pinned says where each process
+// was bound, or why not (its zero value when pin is not set).
+func startE2EBroker(b *testing.B, pin bool) (_ *kfakeProc, pinned e2ePin) {
 	brokerCPU := -1
 	if pin {
-		brokerCPU, bound = pinE2E(b)
+		brokerCPU, pinned = pinE2E(b)
 	}
 	k := startKfakeProc(b, brokerCPU)
-	if bound != "" {
+	if pinned.bound {
 		// As in each run (runEndToEnd): the benchmark runner sets it for each benchmark.
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	}
 	warm := newBrokerBenchEnv(b, k, "warm-up", 200_000)
 	warm.runPassthrough(b, false)
-	return k, bound
+	return k, pinned
+}
+
+// e2ePin is where an end-to-end benchmark's client and broker run: each bound to a CPU of
+// its own (bound), or not (bound false): line, when not empty, says which and, when they
+// could not be bound, why. Each run logs it (runEndToEnd), and bench/report reads it,
+// saying so in RESULTS.md ("client bound to CPU", "client and broker not bound to CPUs of
+// their own"): a run whose binding fell back is not measured as the goal's figure is.
+type e2ePin struct {
+	bound bool
+	line  string
 }
 
 // pinE2E binds this process to the first CPU it may use until b's cleanup, and returns
 // the CPU for the broker, the second, and a line saying so. With fewer than two CPUs (or
-// not on Linux) it binds nothing, says so, and returns -1: client and broker then share.
+// not on Linux) it binds nothing and returns -1 and a line saying why: client and broker
+// then share.
 // GOMAXPROCS is the caller's to set, in each benchmark: the benchmark runner sets it
 // (-test.cpu) for each.
-func pinE2E(b *testing.B) (int, string) {
+func pinE2E(b *testing.B) (int, e2ePin) {
 	cpus, err := usableCPUs()
 	if err == nil && len(cpus) < 2 {
 		err = fmt.Errorf("%d CPU usable", len(cpus))
 	}
 	if err != nil {
-		b.Logf("client and broker not bound to CPUs of their own: %v", err)
-		return -1, ""
+		return -1, e2ePin{line: fmt.Sprintf("client and broker not bound to CPUs of their own: %v", err)}
 	}
 	old, err := pinProcess(cpus[0])
 	if err != nil {
@@ -106,7 +116,7 @@ func pinE2E(b *testing.B) (int, string) {
 			b.Errorf("unbinding the bench process: %v", err)
 		}
 	})
-	return cpus[1], fmt.Sprintf("client bound to CPU %d (GOMAXPROCS 1), broker to CPU %d", cpus[0], cpus[1])
+	return cpus[1], e2ePin{bound: true, line: fmt.Sprintf("client bound to CPU %d (GOMAXPROCS 1), broker to CPU %d", cpus[0], cpus[1])}
 }
 
 // runEndToEnd runs modes as sub-benchmarks: the pass-through ("passthrough"), the same
@@ -117,15 +127,16 @@ func pinE2E(b *testing.B) (int, string) {
 // grows its heap and its collector's work run after run, on the cores the client runs
 // on), and reports records/s and the process's CPU seconds (user + system, every
 // thread) per million records over the timed part, with the bytes allocated per record
-// and the garbage collector's cycles per million records. bound, when not empty, says
-// where the client and the broker were bound (pinE2E): each run then has GOMAXPROCS 1.
-func runEndToEnd(b *testing.B, modes []string, bound string, newEnv func(b *testing.B, mode string) *benchEnv) {
+// and the garbage collector's cycles per million records. Each run logs pin's line (where
+// the client and the broker were bound, or why not: pinE2E); bound, each run has
+// GOMAXPROCS 1.
+func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testing.B, mode string) *benchEnv) {
 	for _, mode := range modes {
 		b.Run(mode, func(b *testing.B) {
-			if bound != "" {
-				if b.N > 1 { // not the runner's first call, of one record
-					b.Log(bound)
-				}
+			if pin.line != "" && b.N > 1 { // not the runner's first call, of one record
+				b.Log(pin.line)
+			}
+			if pin.bound {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			}
 			env := newEnv(b, mode)

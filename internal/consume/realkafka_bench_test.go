@@ -30,7 +30,7 @@ func BenchmarkRealKafka(b *testing.B) {
 	warm := newBrokerBenchEnv(b, c, "warm-up", 200_000)
 	warm.runPassthrough(b, false)
 	warm.drop(b)
-	runEndToEnd(b, []string{"passthrough", "gate", "exactly-once"}, "", func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, c, mode, b.N) })
+	runEndToEnd(b, []string{"passthrough", "gate", "exactly-once"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, c, mode, b.N) })
 }
 
 // BenchmarkRealKafkaLatency measures, on Apache Kafka itself, how long a record takes

@@ -1,0 +1,142 @@
+package main
+
+import "fmt"
+
+// The whole gate beside a bare pass-through, on franz-go's kfake broker and on Apache Kafka
+// (internal/consume BenchmarkEndToEnd, BenchmarkEndToEndSharedCores, BenchmarkRealKafka,
+// BenchmarkRealKafkaLatency).
+
+// Benchmark names the figures come from (without the -GOMAXPROCS suffix).
+const (
+	benchE2EGate     = "BenchmarkEndToEnd/gate"
+	benchE2EPass     = "BenchmarkEndToEnd/passthrough"
+	benchE2EPooled   = "BenchmarkEndToEnd/passthrough-pooled"
+	benchE2EExactly  = "BenchmarkEndToEnd/exactly-once"
+	benchSharedGate  = "BenchmarkEndToEndSharedCores/gate"
+	benchSharedPass  = "BenchmarkEndToEndSharedCores/passthrough"
+	benchRealGate    = "BenchmarkRealKafka/gate"
+	benchRealPass    = "BenchmarkRealKafka/passthrough"
+	benchRealExactly = "BenchmarkRealKafka/exactly-once"
+	benchRealLatALO  = "BenchmarkRealKafkaLatency/at-least-once"
+	benchRealLatEOS  = "BenchmarkRealKafkaLatency/exactly-once"
+)
+
+// e2eFigures puts the end-to-end figures: records/s, CPU and bytes allocated per record,
+// the gate over the pass-through, with client and broker bound and sharing cores, and on
+// Apache Kafka with its latency.
+func e2eFigures(b Samples, out map[string]float64) {
+	b.putRatio(out, "records/s", benchE2EGate, "e2e_gate_records_per_s", benchE2EPass, "e2e_passthrough_records_per_s", "e2e_vs_passthrough_ratio")
+	// CPU: the bench process's (user + system, every thread) per million records; the
+	// broker runs in a process of its own, so this is the client's alone.
+	b.putRatio(out, "cpu-s/Mrecords", benchE2EGate, "e2e_gate_cpu_s_per_million_records",
+		benchE2EPass, "e2e_passthrough_cpu_s_per_million_records", "e2e_cpu_vs_passthrough_ratio_of_means")
+	// The goal's figure is the ratio of the medians, as the hot path's: one run in six
+	// now and then comes out a quarter off on a busy VM (the gate 1.35 CPU-s per million
+	// where its other five gave 1.08 to 1.11), which moves a mean of six by 0.04.
+	if r, ok := b.medianRatio(benchE2EGate, benchE2EPass, "cpu-s/Mrecords"); ok {
+		out["e2e_cpu_vs_passthrough_ratio"] = r
+	}
+	b.putRatio(out, "alloc-B/record", benchE2EGate, "e2e_gate_alloc_bytes_per_record",
+		benchE2EPass, "e2e_passthrough_alloc_bytes_per_record", "")
+	// The pass-through that recycles its input as the gate does: what is left of the
+	// gate's cost once both spare the garbage collector the fetched records.
+	b.putRatio(out, "cpu-s/Mrecords", benchE2EGate, "", benchE2EPooled,
+		"e2e_passthrough_pooled_cpu_s_per_million_records", "e2e_cpu_vs_passthrough_pooled_ratio")
+	b.putRatio(out, "alloc-B/record", benchE2EGate, "", benchE2EPooled, "e2e_passthrough_pooled_alloc_bytes_per_record", "")
+	// The worst of the runs, each gate run against the pass-through run just before it.
+	if v, ok := worstRatio(b, benchE2EGate, benchE2EPass, "records/s", false); ok {
+		out["e2e_vs_passthrough_ratio_worst_run"] = v
+	}
+	if v, ok := worstRatio(b, benchE2EGate, benchE2EPass, "cpu-s/Mrecords", true); ok {
+		out["e2e_cpu_vs_passthrough_ratio_worst_run"] = v
+	}
+	b.putRatio(out, "records/s", benchE2EExactly, "e2e_exactly_once_records_per_s", benchE2EGate, "", "e2e_exactly_once_vs_at_least_once")
+	if v, ok := b.Mean(benchE2EGate, "gomaxprocs"); ok {
+		out["e2e_client_gomaxprocs"] = v
+	}
+	// The same two with client and broker sharing every core: informational.
+	b.putRatio(out, "records/s", benchSharedGate, "", benchSharedPass, "", "e2e_shared_cores_vs_passthrough_ratio")
+	b.putRatio(out, "cpu-s/Mrecords", benchSharedGate, "e2e_shared_cores_gate_cpu_s_per_million_records",
+		benchSharedPass, "e2e_shared_cores_passthrough_cpu_s_per_million_records", "e2e_shared_cores_cpu_vs_passthrough_ratio")
+	if v, ok := worstRatio(b, benchSharedGate, benchSharedPass, "cpu-s/Mrecords", true); ok {
+		out["e2e_shared_cores_cpu_vs_passthrough_ratio_worst_run"] = v
+	}
+	b.putRatio(out, "records/s", benchRealGate, "real_kafka_gate_records_per_s",
+		benchRealPass, "real_kafka_passthrough_records_per_s", "real_kafka_e2e_vs_passthrough_ratio")
+	b.putRatio(out, "cpu-s/Mrecords", benchRealGate, "", benchRealPass, "", "real_kafka_cpu_vs_passthrough_ratio")
+	b.putRatio(out, "records/s", benchRealExactly, "real_kafka_exactly_once_records_per_s", benchRealGate, "", "real_kafka_eos_vs_alo_ratio")
+	for _, l := range []struct{ bench, suffix string }{{benchRealLatALO, ""}, {benchRealLatEOS, "_eos"}} {
+		if v, ok := b.Mean(l.bench, "p50_ms"); ok {
+			out["real_kafka_latency_p50_ms"+l.suffix] = v
+		}
+		if v, ok := b.Mean(l.bench, "p99_ms"); ok {
+			out["real_kafka_latency_p99_ms"+l.suffix] = v
+		}
+	}
+}
+
+// pinFigures puts how many end-to-end runs said their client and broker were bound to a
+// CPU each (e2e_runs_bound) and how many said they were not (e2e_runs_not_bound), when
+// any said either.
+func pinFigures(p *Parsed, out map[string]float64) {
+	if p.Bound+p.NotBound > 0 {
+		out["e2e_runs_bound"] = float64(p.Bound)
+		out["e2e_runs_not_bound"] = float64(p.NotBound)
+	}
+}
+
+// pinned is what the end-to-end runs said of their binding: how many were bound, how
+// many not, and whether any said either.
+func pinned(res map[string]float64) (bound, notBound int, said bool) {
+	b, ok1 := res["e2e_runs_bound"]
+	n, ok2 := res["e2e_runs_not_bound"]
+	return int(b), int(n), ok1 || ok2
+}
+
+// pinSources is RESULTS.md's word on where the end-to-end client and broker ran; why is
+// the reason a run gave for not binding them.
+func pinSources(res map[string]float64, why string) string {
+	bound, notBound, said := pinned(res)
+	switch {
+	case !said:
+		return "whether the client and the broker were bound to CPUs of their own is not in the benchmark output"
+	case notBound == 0:
+		return "the client bound to one CPU with GOMAXPROCS 1 as the chart runs the gate by default and the broker to another, as a real one is on other machines"
+	case bound == 0:
+		return fmt.Sprintf("the client and the broker not bound to CPUs of their own: binding them fell back in every run (%s), so the two shared the cores", why)
+	default:
+		return fmt.Sprintf("the client bound to one CPU with GOMAXPROCS 1 and the broker to another in %d of the %d runs; in the others binding them fell back (%s)", bound, bound+notBound, why)
+	}
+}
+
+// pinNote is the table's note for e2e_gate_cpu_s_per_million_records.
+func pinNote(res map[string]float64, why string) string {
+	bound, notBound, said := pinned(res)
+	var where string
+	switch {
+	case !said:
+		where = "the broker in a process of its own (whether either was bound to a CPU is not in the output)"
+	case notBound == 0:
+		where = "bound to one CPU with GOMAXPROCS 1 (the chart's default), the broker in a process of its own bound to another"
+	case bound == 0:
+		where = fmt.Sprintf("not bound to a CPU (binding fell back: %s), the broker in a process of its own", why)
+	default:
+		where = fmt.Sprintf("bound to one CPU with GOMAXPROCS 1, the broker to another, in %d of the %d runs (the others fell back: %s)", bound, bound+notBound, why)
+	}
+	return "the bench process's CPU (user + system) per million records, " + where + "; mean over the runs"
+}
+
+// pinHow is the README's word on where the end-to-end client and broker ran.
+func pinHow(res map[string]float64) string {
+	bound, notBound, said := pinned(res)
+	switch {
+	case !said:
+		return "medians"
+	case notBound == 0:
+		return "medians; the client on one CPU, the broker on another"
+	case bound == 0:
+		return "medians; client and broker not bound to CPUs of their own"
+	default:
+		return fmt.Sprintf("medians; client and broker on a CPU each in %d of %d runs", bound, bound+notBound)
+	}
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// make bench is a gate: the report writes its files whatever the run measured, then
+// exits with gateStatus, naming each problem on stderr, when the run is not one whose
+// figures can stand as the gate's:
+//
+//   - a part of bench/run.sh failed, or a benchmark printed "--- FAIL:";
+//   - a benchmark was skipped ("--- SKIP:", as the real-Kafka ones are without Java):
+//     the part did not run, whatever its exit status;
+//   - a figure with a goal is not in the input: the benchmark behind it did not run;
+//   - a figure came from a fallback (Figures.Fallbacks): another statistic stood in for it;
+//   - a goal is missed, judged on the unrounded figure.
+
+// gateStatus is the report's exit status when Problems finds any (1 is a report that
+// could not be written).
+const gateStatus = 3
+
+// Problems lists, one line each, what fails make bench in this run: the run's own
+// problems (RunProblems), then each goal missed.
+func Problems(p *Parsed, f Figures) []string {
+	return append(RunProblems(p, f), GoalsMissed(f)...)
+}
+
+// RunProblems lists, one line each, the parts that failed, the benchmarks that failed or
+// were skipped, the figures with a goal that were not measured and those that came from a
+// fallback: all but the goals missed.
+func RunProblems(p *Parsed, f Figures) []string {
+	var out []string
+	for _, l := range p.Parts {
+		if name, ok := strings.CutSuffix(l, "FAILED"); ok {
+			out = append(out, fmt.Sprintf("part failed: %s (bench/run.sh)", strings.Fields(name)[0]))
+		}
+	}
+	for _, e := range p.Failed {
+		out = append(out, "benchmark failed: "+e.describe())
+	}
+	for _, e := range p.Skipped {
+		out = append(out, "benchmark skipped: "+e.describe())
+	}
+	for _, r := range goalRows() {
+		if _, ok := f.Values[r.key]; !ok {
+			out = append(out, fmt.Sprintf("not measured: %s (goal %s): not in the benchmark output", r.key, r.goal.text))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.Fallbacks)) {
+		out = append(out, fmt.Sprintf("fallback: %s = %s: %s", k, format(roundFor(f.Values[k], goalOf(k))), f.Fallbacks[k]))
+	}
+	return out
+}
+
+// GoalsMissed lists, one line each, the goals the figures miss, each judged on the figure
+// as measured, not as rounded.
+func GoalsMissed(f Figures) []string {
+	var out []string
+	for _, r := range goalRows() {
+		if v, ok := f.Values[r.key]; ok && !r.goal.met(v) {
+			out = append(out, fmt.Sprintf("goal missed: %s = %s, goal %s: %s", r.key, format(roundFor(v, r.goal)), r.goal.text, r.goal.by(v)))
+		}
+	}
+	return out
+}
+
+func (e Event) describe() string {
+	s := e.Bench
+	if e.Part != "" {
+		s += " in part " + e.Part
+	}
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// fullRaw is testdata/full.txt: synthetic output of every benchmark the report reads,
+// each goal met.
+func fullRaw(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/full.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// edit returns raw with each line matching re replaced by repl (regexp.ReplaceAllString's
+// $1 and so on); it fails the test when re matches no line.
+func edit(t *testing.T, raw, re, repl string) string {
+	t.Helper()
+	rx := regexp.MustCompile("(?m)" + re)
+	if !rx.MatchString(raw) {
+		t.Fatalf("no line of the input matches %q", re)
+	}
+	return rx.ReplaceAllString(raw, repl)
+}
+
+// gateCase is an input the gate must refuse, and what its stderr must name.
+type gateCase struct {
+	name, raw string
+	want      []string // each a line of the report's stderr, without "report: "
+}
+
+func gateCases(t *testing.T) []gateCase {
+	full := fullRaw(t)
+	return []gateCase{{
+		// A part that did not run: BenchmarkRealKafka's lines are not in the input.
+		name: "missing figure",
+		raw:  edit(t, full, `^BenchmarkRealKafka/.*\n`, ""),
+		want: []string{"not measured: real_kafka_e2e_vs_passthrough_ratio (goal ≥ 0.9): not in the benchmark output"},
+	}, {
+		name: "missed goal",
+		raw:  edit(t, full, `^(BenchmarkFleetProcessWindow-2 .*) 1\.002 worst_window`, "$1 1.05 worst_window"),
+		want: []string{"goal missed: fleet_process_worst_window = 1.05, goal within [0.97, 1.03]: above by 0.02"},
+	}, {
+		// 0.00003 is 0 at four decimals, which meets "≤ 0": the unrounded figure does not.
+		name: "rounds to the goal",
+		raw:  edit(t, full, `^(BenchmarkCatchUp-2 .*) 0 false_overflow_event`, "$1 0.00003 false_overflow_event"),
+		want: []string{"goal missed: catchup_false_overflow_event = 0.00003, goal ≤ 0: over by 0.00003"},
+	}, {
+		// No BenchmarkCheckBesideMap: BenchmarkCheck's sequential ratio stands in.
+		name: "fallback",
+		raw:  edit(t, full, `^BenchmarkCheckBesideMap-2 .*\n`, ""),
+		want: []string{
+			"fallback: hotpath_vs_map_copied_ratio = " + format(round(seqRatio(t, full, benchMapCopied))) + ": BenchmarkCheck's ratio of medians, one after the other, stands in: no BenchmarkCheckBesideMap check_vs_map_copied in the input",
+			"fallback: hotpath_vs_map_ratio = " + format(round(seqRatio(t, full, benchMapParallel))) + ": BenchmarkCheck's ratio of medians, one after the other, stands in: no BenchmarkCheckBesideMap check_vs_map in the input",
+		},
+	}, {
+		// Without Java: the real-Kafka benchmarks skip (run.sh runs them with -test.v,
+		// which prints why), and the part exits 0.
+		name: "skipped",
+		raw: edit(t, edit(t, full, `^BenchmarkRealKafka/.*\n`, ""), `^=== bench part: real-kafka\n`,
+			"=== bench part: real-kafka\nBenchmarkRealKafka\n    testing.go:31: kafkatest: java not found on PATH; skipping (set CI=true to make this a failure)\n--- SKIP: BenchmarkRealKafka\n"),
+		want: []string{
+			"benchmark skipped: BenchmarkRealKafka in part real-kafka: testing.go:31: kafkatest: java not found on PATH; skipping (set CI=true to make this a failure)",
+			"not measured: real_kafka_e2e_vs_passthrough_ratio (goal ≥ 0.9): not in the benchmark output",
+		},
+	}, {
+		name: "failed part",
+		raw:  edit(t, full, `^(real-kafka-latency +\d+ s)$`, "$1  FAILED"),
+		want: []string{"part failed: real-kafka-latency (bench/run.sh)"},
+	}}
+}
+
+// seqRatio is the check's median over the map's, BenchmarkCheck's, in raw.
+func seqRatio(t *testing.T, raw, mapBench string) float64 {
+	p, err := Parse(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := p.Bench.medianRatio(benchHotParallel, mapBench, "ns/op")
+	if !ok {
+		t.Fatalf("no %s in the input", mapBench)
+	}
+	return r
+}
+
+// TestGatePassesFull: the input with every figure and every goal met is no problem.
+func TestGatePassesFull(t *testing.T) {
+	p, err := Parse(strings.NewReader(fullRaw(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Measure(p)
+	if probs := Problems(p, f); len(probs) > 0 {
+		t.Errorf("problems in testdata/full.txt:\n%s", strings.Join(probs, "\n"))
+	}
+	for _, r := range goalRows() {
+		if _, ok := f.Values[r.key]; !ok {
+			t.Errorf("testdata/full.txt has no %s", r.key)
+		}
+	}
+}
+
+// TestGateProblems: each input fails the gate, its problem named, and only that.
+func TestGateProblems(t *testing.T) {
+	for _, c := range gateCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Parse(strings.NewReader(c.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := Problems(p, Measure(p))
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestRoundingKeepsAMiss: a figure rounding would make meet its goal keeps the decimals
+// that miss it, in results.json and RESULTS.md alike; one that meets it either way is
+// rounded as ever.
+func TestRoundingKeepsAMiss(t *testing.T) {
+	f := Figures{Values: map[string]float64{
+		"catchup_false_overflow_event": 0.0000312,
+		"sync_read_reduction":          0.9499962, // ≥ 0.95: 0.95 at four decimals
+		"tick_p99_ms_1m_teams":         1000.3,    // ≤ 1000: 1000 as a whole number
+		"catchup_false_overflow_wall":  0.0000312, // no goal
+		"hotpath_vs_map_ratio":         1.23456,
+	}}
+	res := f.Rounded()
+	for k, w := range map[string]float64{
+		"catchup_false_overflow_event": 0.00003,
+		"sync_read_reduction":          0.949996,
+		"tick_p99_ms_1m_teams":         1000.3,
+		"catchup_false_overflow_wall":  0,
+		"hotpath_vs_map_ratio":         1.2346,
+	} {
+		if res[k] != w {
+			t.Errorf("%s = %v, want %v", k, res[k], w)
+		}
+	}
+	md := Markdown(res, Machine{}, Run{})
+	for _, s := range []string{
+		"| `catchup_false_overflow_event` | 0.00003 | ≤ 0 | no |",
+		"- `catchup_false_overflow_event` = 0.00003, goal ≤ 0: over by 0.00003.",
+		"| `sync_read_reduction` | 0.949996 | ≥ 0.95 | no |",
+		"| `tick_p99_ms_1m_teams` | 1000.3 | ≤ 1000 | no |",
+	} {
+		if !strings.Contains(md, s) {
+			t.Errorf("RESULTS.md lacks %q:\n%s", s, md)
+		}
+	}
+}
+
+// RESULTS.md says which figures came from a fallback, and lists the run's problems.
+func TestMarkdownNamesRunProblems(t *testing.T) {
+	c := gateCases(t)[3] // fallback
+	p, err := Parse(strings.NewReader(c.raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Measure(p)
+	md := Markdown(f.Rounded(), Machine{}, Run{Fallbacks: f.Fallbacks, Problems: RunProblems(p, f)})
+	for _, s := range []string{
+		"## Problems with this run\n\n`make bench` failed on each of these",
+		"- " + c.want[0] + "\n",
+		"| ≤ 1.5 | yes | **fallback**: BenchmarkCheck's ratio of medians, one after the other, stands in: no BenchmarkCheckBesideMap check_vs_map in the input (the figure meant: ÷ bare sharded map",
+	} {
+		if !strings.Contains(md, s) {
+			t.Errorf("RESULTS.md lacks %q:\n%s", s, md)
+		}
+	}
+}
+
+// TestMainExitStatus runs the command itself (this test binary, re-executed, runs main)
+// on each input: it writes results.json and RESULTS.md, then exits gateStatus with a line
+// on stderr for each problem; on the full input it exits 0 and prints nothing there.
+func TestMainExitStatus(t *testing.T) {
+	if args := os.Getenv("BENCH_REPORT_MAIN"); args != "" {
+		os.Args = append([]string{"report"}, strings.Split(args, "\n")...)
+		main()
+		os.Exit(0)
+	}
+	cases := append([]gateCase{{name: "full", raw: fullRaw(t)}}, gateCases(t)...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := func(name string) string { return filepath.Join(dir, name) }
+			cmd := exec.Command(os.Args[0], "-test.run=^TestMainExitStatus$")
+			cmd.Env = append(os.Environ(), "BENCH_REPORT_MAIN="+strings.Join([]string{
+				"-json", out("results.json"), "-md", out("RESULTS.md"), "-svg", out("fidelity.svg"), "-readme-file", out("README.md")}, "\n"))
+			cmd.Stdin = strings.NewReader(c.raw)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			status := 0
+			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+				status = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"results.json", "RESULTS.md", "fidelity.svg"} {
+				if _, err := os.Stat(out(f)); err != nil {
+					t.Errorf("not written: %v", err)
+				}
+			}
+			if len(c.want) == 0 {
+				if status != 0 || stderr.Len() > 0 {
+					t.Errorf("exit status %d, stderr:\n%s", status, &stderr)
+				}
+				// The chart drawn, linked from RESULTS.md beside it.
+				if md, err := os.ReadFile(out("RESULTS.md")); err != nil || !bytes.Contains(md, []byte("the gate beside the baselines](fidelity.svg)\n")) {
+					t.Errorf("RESULTS.md does not link the chart drawn (%v):\n%s", err, md)
+				}
+				return
+			}
+			if status != gateStatus {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", status, gateStatus, &stderr)
+			}
+			var lines []string
+			for _, w := range c.want {
+				lines = append(lines, "report: "+w)
+			}
+			want := strings.Join(lines, "\n") + "\n"
+			if got := stderr.String(); !strings.HasPrefix(got, want) || !strings.Contains(got, "problem(s): the run does not pass") {
+				t.Errorf("stderr:\n%s\nwant it to start:\n%s", got, want)
+			}
+		})
+	}
+}

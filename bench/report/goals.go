@@ -1,0 +1,237 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+)
+
+// goal is a figure's target from issue 6.
+type goal struct {
+	text string
+	met  func(float64) bool
+	// by says by how much v misses the goal.
+	by func(float64) string
+}
+
+func atMost(x float64) goal {
+	return goal{fmt.Sprintf("≤ %g", x), func(v float64) bool { return v <= x },
+		func(v float64) string { return "over by " + gap(v-x) }}
+}
+
+func atLeast(x float64) goal {
+	return goal{fmt.Sprintf("≥ %g", x), func(v float64) bool { return v >= x },
+		func(v float64) string { return "short by " + gap(x-v) }}
+}
+
+func within(lo, hi float64) goal {
+	return goal{fmt.Sprintf("within [%g, %g]", lo, hi), func(v float64) bool { return v >= lo && v <= hi },
+		func(v float64) string {
+			if v < lo {
+				return "below by " + gap(lo-v)
+			}
+			return "above by " + gap(v-hi)
+		}}
+}
+
+func exactly(x float64) goal {
+	return goal{fmt.Sprintf("= %g", x), func(v float64) bool { return v == x },
+		func(v float64) string { return "off by " + gap(math.Abs(v-x)) }}
+}
+
+// row is one line of a table: a key, its goal (nil: none) and a note.
+type row struct {
+	key  string
+	goal *goal
+	note string
+}
+
+// rows lists the keys in table order, with their goals (nil: no goal, shown alongside).
+var rows = []row{
+	{"hotpath_ns_per_op", nil, "check, parallel, Zipf 100k teams, clock read per 64 records"},
+	{"hotpath_allocs_per_op", nil, ""},
+	{"hotpath_vs_map_ratio", ptr(atMost(1.5)), "÷ bare sharded map, caller's own key strings: BenchmarkCheckBesideMap, the two in turns in one process, median of the processes' ratios"},
+	{"hotpath_vs_map_copied_ratio", nil, "÷ bare sharded map holding copied keys, as a real cache must, the same way"},
+	{"hotpath_vs_map_ratio_sequential", nil, "the same from BenchmarkCheck, one after the other in each process: ratio of the medians"},
+	{"hotpath_vs_map_copied_ratio_sequential", nil, "the same, copied keys"},
+	{"hotpath_beside_map_ns_per_op", nil, "the check in BenchmarkCheckBesideMap, median of the processes"},
+	{"hotpath_beside_map_map_ns_per_op", nil, "the bare map there, the same"},
+	{"hotpath_beside_map_processes", nil, "the processes BenchmarkCheckBesideMap ran in, counted in the output: its medians are over them"},
+	{"hotpath_serial_ns_per_op", nil, "check, one goroutine"},
+	{"sync_lua_checks_per_s", nil, "one EVALSHA of the sliding-log script per record, one connection"},
+	{"hotpath_vs_sync_lua_speedup", ptr(atLeast(100)), "(1e9 ÷ hotpath_serial_ns_per_op) ÷ sync_lua_checks_per_s"},
+	{"route_one_rule_vs_no_file_ratio", ptr(atMost(1.05)), "routing a cached JSON record with a one-rule file (the team rule) ÷ without a rules file: BenchmarkRouteTurns, no file, one rule and three rules in turns of 65,536 records on one goroutine; each run's ratio of its medians, the median of the runs"},
+	{"route_three_rules_vs_one_rule_ratio", ptr(atMost(1.2)), "three rules ÷ one rule, the same"},
+	{"route_ns_per_record_no_file", nil, "routing one record without a rules file, ns: each run's median turn, the median of the runs"},
+	{"route_ns_per_record_one_rule", nil, "the same, one rule"},
+	{"route_ns_per_record_three_rules", nil, "the same, three rules"},
+	{"e2e_gate_records_per_s", nil, "mean over the runs"},
+	{"e2e_passthrough_records_per_s", nil, "mean over the runs"},
+	{"e2e_vs_passthrough_ratio", ptr(atLeast(0.9)), "ratio of the means"},
+	{"e2e_vs_passthrough_ratio_worst_run", nil, "the least of the runs' ratios, each gate run against the pass-through run before it"},
+	{"e2e_gate_cpu_s_per_million_records", nil, "the bench process's CPU (user + system) per million records, bound to one CPU with GOMAXPROCS 1 (the chart's default), the broker in a process of its own bound to another; mean over the runs"},
+	{"e2e_passthrough_cpu_s_per_million_records", nil, "the same, the pass-through"},
+	{"e2e_cpu_vs_passthrough_ratio", ptr(atMost(1.15)), "ratio of the medians over the runs"},
+	{"e2e_cpu_vs_passthrough_ratio_of_means", nil, "the same, ratio of the means"},
+	{"e2e_cpu_vs_passthrough_ratio_worst_run", nil, "the greatest of the runs' ratios"},
+	{"e2e_gate_alloc_bytes_per_record", nil, "bytes the bench process allocated per record (runtime.MemStats.TotalAlloc), mean over the runs: the garbage collector's work follows it"},
+	{"e2e_passthrough_alloc_bytes_per_record", nil, "the same, the pass-through"},
+	{"e2e_passthrough_pooled_cpu_s_per_million_records", nil, "the pass-through lending franz-go pools (kgo.WithPools) and recycling its input once produced, as the gate does"},
+	{"e2e_cpu_vs_passthrough_pooled_ratio", nil, "gate ÷ that pass-through, CPU per record, ratio of the means: the gate's cost with the pools' saving on both sides"},
+	{"e2e_passthrough_pooled_alloc_bytes_per_record", nil, "the same as e2e_passthrough_alloc_bytes_per_record, that pass-through"},
+	{"e2e_client_gomaxprocs", nil, "GOMAXPROCS of the runs above: 1 when client and broker were bound to a CPU each (BenchmarkEndToEnd), the machine's when it has only one"},
+	{"e2e_runs_bound", nil, "BenchmarkEndToEnd's runs (each mode in each process) that said their client and broker were bound to a CPU each"},
+	{"e2e_runs_not_bound", nil, "those that said binding them fell back, sharing the cores (the Sources below say why)"},
+	{"e2e_shared_cores_gate_cpu_s_per_million_records", nil, "BenchmarkEndToEndSharedCores: the gate with client and broker sharing every core (GOMAXPROCS the machine's), mean over the runs"},
+	{"e2e_shared_cores_passthrough_cpu_s_per_million_records", nil, "the same, the pass-through"},
+	{"e2e_shared_cores_cpu_vs_passthrough_ratio", nil, "ratio of the means: the broker's work and the threads' placing in the client's CPU, not a goal"},
+	{"e2e_shared_cores_cpu_vs_passthrough_ratio_worst_run", nil, "the greatest of those runs' ratios"},
+	{"e2e_shared_cores_vs_passthrough_ratio", nil, "records/s, gate ÷ pass-through, ratio of the means, cores shared"},
+	{"e2e_exactly_once_records_per_s", nil, "the gate with exactly-once delivery (a transaction per poll, read_committed input), mean over the runs"},
+	{"e2e_exactly_once_vs_at_least_once", nil, "÷ e2e_gate_records_per_s (at-least-once, the default), ratio of the means"},
+	{"real_kafka_gate_records_per_s", nil, "BenchmarkRealKafka: Apache Kafka 4.3.1, one node on the same machine, mean over the runs"},
+	{"real_kafka_passthrough_records_per_s", nil, "the bare pass-through on the same broker, mean over the runs"},
+	{"real_kafka_e2e_vs_passthrough_ratio", ptr(atLeast(0.9)), "ratio of the means, same broker, same run"},
+	{"real_kafka_cpu_vs_passthrough_ratio", nil, "the bench process's CPU per record, gate ÷ pass-through, ratio of the means (the JVM broker is another process)"},
+	{"real_kafka_exactly_once_records_per_s", nil, "the gate with exactly-once delivery on the real transaction coordinator"},
+	{"real_kafka_eos_vs_alo_ratio", nil, "÷ real_kafka_gate_records_per_s, ratio of the means"},
+	{"real_kafka_latency_p50_ms", nil, "produced → readable on accepted, 2,000 records/s, at-least-once"},
+	{"real_kafka_latency_p99_ms", nil, "the same, p99"},
+	{"real_kafka_latency_p50_ms_eos", nil, "the same with exactly-once, read with read_committed"},
+	{"real_kafka_latency_p99_ms_eos", nil, "the same, p99"},
+	{"catchup_false_overflow_event", ptr(atMost(0)), "GATE_CLOCK=event: share of records limited when 4 gates replay a backlog of 10 windows at 10×, teams at 30-90% of their limits"},
+	{"catchup_false_overflow_wall", nil, "the same replay with GATE_CLOCK=wall"},
+	{"sync_read_reduction", ptr(atLeast(0.95)), "100k teams, Zipf, 60 s window, 15 s sync"},
+	{"sync_read_reduction_reference", nil, "the reference design's cadence, same traffic"},
+	{"redis_commands_per_tick", nil, "same run as sync_read_reduction"},
+	{"redis_commands_per_tick_baseline", nil, "the same traffic written as before writes were made safe to repeat (INCRBY + EXPIRE per count)"},
+	{"redis_cpu_s_per_million_events", nil, "redis-server CPU (INFO cpu, user + sys) per million events, same run as sync_read_reduction"},
+	{"redis_cpu_s_per_million_events_baseline", nil, "the same, writes as before (INCRBY + EXPIRE per count)"},
+	{"redis_commands_per_tick_nohold", nil, "the same traffic with divert holds off (GATE_DIVERT_HOLD=0, GATE_DIVERT_RELEASE=1): what the hold flags cost"},
+	{"redis_cpu_s_per_million_events_nohold", nil, "the same, Redis CPU"},
+	{"redis_commands_per_tick_rules3", nil, "the same traffic under three rules (team; team:user, 50 users a team; an event type, 1 in 20 events), one tick"},
+	{"redis_writes_per_tick_rules3", nil, "the same, counts written per tick: one per active key and window"},
+	{"redis_cpu_s_per_million_events_rules3", nil, "the same, Redis CPU"},
+	{"redis_cpu_rules3_vs_one_rule", nil, "redis_cpu_s_per_million_events_rules3 ÷ redis_cpu_s_per_million_events, same run: the cost follows the active keys"},
+	{"redis_cpu_vs_baseline", ptr(atMost(0.2)), "redis_cpu_s_per_million_events ÷ its baseline, same run"},
+	{"redis_cpu_s_per_million_events_adaptive_static", nil, "BenchmarkAdaptiveCost, static: the same workload, windows 24-32 of a fresh fleet; redis-server CPU during the ticks (between them it idles for as long as the benchmark takes to simulate a second)"},
+	{"redis_cpu_s_per_million_events_adaptive", nil, "GATE_THRESHOLD_MODE=adaptive before any team is learned: the profiles' upkeep alone, in lockstep with static in one process"},
+	{"redis_cpu_s_per_million_events_adaptive_learned", nil, "adaptive with every team learned from its first fold (min history one window), the same lockstep"},
+	{"redis_cpu_adaptive_vs_static", ptr(atMost(1.1)), "redis_cpu_s_per_million_events_adaptive ÷ _adaptive_static"},
+	{"redis_cpu_adaptive_learned_vs_static", ptr(atMost(1.1)), "redis_cpu_s_per_million_events_adaptive_learned ÷ _adaptive_static (goal: at most 10% more)"},
+	{"redis_process_cpu_s_per_million_events_adaptive_static", nil, "the same three, redis-server's CPU over the measured windows, idle time included"},
+	{"redis_process_cpu_s_per_million_events_adaptive", nil, "the same, adaptive"},
+	{"redis_process_cpu_s_per_million_events_adaptive_learned", nil, "the same, learned"},
+	{"redis_process_cpu_adaptive_vs_static", nil, "redis_process_cpu_s_per_million_events_adaptive ÷ _adaptive_static"},
+	{"redis_process_cpu_adaptive_learned_vs_static", nil, "the same, learned"},
+	{"redis_cpu_s_per_million_events_adaptive_fleet_static", nil, "BenchmarkAdaptiveFleetCost: 4 gates, static, windows 12-20, redis-server CPU during the ticks"},
+	{"redis_cpu_s_per_million_events_adaptive_fleet", nil, "the same fleet, every team learned, a process of its own beside it"},
+	{"redis_cpu_adaptive_fleet_vs_static", ptr(atMost(1.1)), "the fleet's ratio (goal: at most 10% more)"},
+	{"redis_process_cpu_s_per_million_events_adaptive_fleet_static", nil, "the same fleet, static, idle time included"},
+	{"redis_process_cpu_s_per_million_events_adaptive_fleet", nil, "the same, learned"},
+	{"redis_process_cpu_adaptive_fleet_vs_static", nil, "the same, the ratio"},
+	{"gates_per_redis_core", ptr(atLeast(64)), "gates one Redis core carries at 50% CPU, each at 100k Zipf records/s over 100k teams (BenchmarkFleetRedis, least over 1-64 gates)"},
+	{"gates_per_redis_core_baseline", nil, "the same with the writes as before (one gate)"},
+	{"divert_switches_per_min_swing_n1", ptr(atMost(8)), "divert, 1 gate, 4 partitions, a minute swinging around the limit (1.33 × 3 s, 0.67 × 3 s): topic switches within partitions, summed (BenchmarkDivertSwitches; at most 2 per partition)"},
+	{"divert_switches_per_min_swing_n2", ptr(atMost(8)), "the same, 2 gates"},
+	{"divert_switches_per_min_swing_n4", ptr(atMost(8)), "the same, 4 gates"},
+	{"divert_switches_per_min_swing_n1_baseline", nil, "the same, 1 gate, divert without holds (GATE_DIVERT_HOLD=0, GATE_DIVERT_RELEASE=1)"},
+	{"divert_switches_per_min_swing_n2_baseline", nil, "the same, 2 gates, without holds"},
+	{"divert_switches_per_min_swing_n4_baseline", nil, "the same, 4 gates, without holds"},
+	{"divert_switches_steady_n1", ptr(exactly(4)), "a minute steady at 1.2 ×, 1 gate: the crossing, one per partition"},
+	{"divert_switches_steady_n2", ptr(exactly(4)), "the same, 2 gates"},
+	{"divert_switches_steady_n4", ptr(exactly(4)), "the same, 4 gates"},
+	{"divert_switches_steady_n2_baseline", nil, "the same, 2 gates, without holds"},
+	{"divert_diverted_x0.8_n4", ptr(exactly(0)), "records diverted in a minute at 0.8 ×, 4 gates (1 and 2: divert_diverted_x0.8_n1, _n2)"},
+	{"divert_release_after_calm_s_n4", ptr(atMost(11)), "after 20 s at 2 ×, traffic at 0.3 ×: seconds from the exact count falling under the release level to the last of 4 gates releasing the team (hold 10 s, tick 1 s)"},
+	{"divert_release_spread_s_n4", ptr(atMost(1)), "same run: seconds between the first and the last gate releasing it"},
+	{"adaptive_spike_recall", ptr(atLeast(0.9)), "spike protection's learner (BenchmarkSpikeTrace), the whole trace: the daily one (10k teams, 7 days, spikes of 5/20/100 × on 3% of teams) and the other shapes (weekly, pause, steps, nightly batch, late start: 300 teams each over 21 days); from day 2, divert: share of spike windows' records diverted"},
+	{"adaptive_spike_recall_static", nil, "the same, the best single static threshold in hindsight (by F1)"},
+	{"adaptive_spike_precision", nil, "share of diverted records that were in a spike, the shapes' onsets counting against it (a lasting step's first GATE_ADAPTIVE_MAX_SPIKE, a nightly import's first three nights)"},
+	{"adaptive_spike_precision_settled", ptr(atLeast(0.95)), "the same outside the onsets, where diverting is the design: a step is a spike until it lasts, an import until it has come three nights running"},
+	{"adaptive_spike_precision_static", nil, "the same, best static threshold"},
+	{"adaptive_false_overflow_share", nil, "share of spike-free teams' records diverted, the whole trace, onsets included"},
+	{"adaptive_false_overflow_share_settled", ptr(atMost(0.001)), "the same outside the shapes' onsets"},
+	{"adaptive_onset_diverted_share", nil, "share of spike-free teams' records diverted in the shapes' onsets (per shape: _<shape>)"},
+	{"adaptive_false_overflow_share_static", nil, "the same, best static threshold"},
+	{"adaptive_peak_false_overflow", nil, "records of spike-free teams diverted within an hour of their daily peak, onsets included (a step up, an import, near the team's peak)"},
+	{"adaptive_peak_false_overflow_settled", nil, "the same outside the shapes' onsets (what is left: imports present from a team's first day, on their fourth to seventh nights)"},
+	{"adaptive_detect_windows", ptr(atMost(2)), "windows from a spike's start to ≥ 90% of it diverted, mean over spikes detected weighed by volume (the median: adaptive_detect_windows_median)"},
+	{"adaptive_detect_windows_static", nil, "the same, best static threshold, over the spikes it detects at all (adaptive_spikes_undetected_static says how many it misses)"},
+	{"adaptive_spike_recall_cap", nil, "cap mode: share of spike records over the usual volume diverted (a cap admits up to 4 × the baseline)"},
+	{"adaptive_spike_recall_daily", ptr(atLeast(0.9)), "the daily trace alone (10k teams, 7 days): recall"},
+	{"adaptive_spike_precision_daily", ptr(atLeast(0.95)), "the daily trace alone: precision"},
+	{"adaptive_false_overflow_share_daily", ptr(atMost(0.001)), "the daily trace alone: false overflow"},
+	{"adaptive_peak_false_overflow_daily", ptr(exactly(0)), "the daily trace alone: records of spike-free teams diverted within an hour of their daily peak"},
+	{"adaptive_false_overflow_share_weekly", ptr(atMost(0.001)), "teams whose weekdays are 2, 5, 8 or 12 × their weekend, spike-free: share diverted"},
+	{"adaptive_false_overflow_share_pause", ptr(atMost(0.001)), "teams silent 6, 24 or 72 h, then back at their usual volume, spike-free: share diverted"},
+	{"adaptive_pause_return_diverted", ptr(exactly(0)), "records diverted in the two days after a pause, spike-free pause teams"},
+	{"adaptive_step_accepted_after_h", ptr(atMost(3)), "teams stepping up for good to 3, 6 or 20 ×: hours from the step to the last window with > 1% diverted, the most (bound GATE_ADAPTIVE_MAX_SPIKE 3 h; mean: _mean)"},
+	{"adaptive_false_overflow_share_stepdown", ptr(atMost(0.001)), "teams stepping down for good to a third or a tenth, spike-free: share diverted"},
+	{"adaptive_false_overflow_share_late", ptr(atMost(0.001)), "teams starting in days 2 to 10, spike-free: share diverted"},
+	{"adaptive_false_overflow_share_batch", nil, "teams with a nightly import of 10 or 30 × for 30 to 60 minutes, spike-free: share diverted, its first three nights included"},
+	{"adaptive_false_overflow_share_settled_batch", ptr(atMost(0.001)), "the same from the fourth night"},
+	{"adaptive_false_overflow_share_stepup", nil, "step-up teams, spike-free: share diverted (the step until it is re-learned)"},
+	{"adaptive_false_overflow_share_settled_stepup", ptr(atMost(0.001)), "the same after the step's first GATE_ADAPTIVE_MAX_SPIKE"},
+	{"adaptive_spike_recall_weekly", ptr(atLeast(0.9)), "recall of the spikes injected in the weekly teams (each shape's: adaptive_spike_recall_<shape>)"},
+	{"fleet_process_worst_window", ptr(within(0.97, 1.03)), "four gate processes, one team at 2 × its limit, cap: the window farthest from the threshold, ÷ threshold (BenchmarkFleetProcessWindow; the simulation's cap_admitted_worst_window_n4_x2)"},
+	{"tick_p99_ms_1m_teams", ptr(atMost(1000)), "one gate caching a million teams, 100k Zipf records/s: tick p99 over a steady minute (BenchmarkMillionTeams; the tick interval is 1 s)"},
+	{"bytes_per_entity_1m_teams", ptr(atMost(150)), "same run: heap held by the limiter and the tick per cached team"},
+	{"tick_all_teams_commands_per_tick", nil, "a tick with all 100k teams dirty (BenchmarkTick/standalone)"},
+	{"bytes_per_entity", ptr(atMost(150)), "heap per cached team at 300k teams"},
+	{"bytes_per_entity_16b_teams", nil, "the same, teams of 16 bytes (a composite key), beyond the 11 an entry holds: in its table's arena"},
+	{"bytes_per_entity_36b_teams", nil, "the same, teams of 36 bytes (a UUID's length)"},
+	{"bench_failed_ticks", ptr(atMost(0)), "ticks the tick benchmarks saw fail (a read or write past its timeout: the machine too slow or too loaded for them), counted rather than stopping the run; a figure measured beside failed ticks is suspect"},
+}
+
+func ptr(g goal) *goal { return &g }
+
+// goalOf is key's goal in rows or fidelityRows (nil: none).
+func goalOf(key string) *goal {
+	for _, rs := range [][]row{rows, fidelityRows} {
+		for _, r := range rs {
+			if r.key == key {
+				return r.goal
+			}
+		}
+	}
+	return nil
+}
+
+// goalRows are the rows with a goal, rows then fidelityRows.
+func goalRows() []row {
+	var out []row
+	for _, r := range append(slices.Clone(rows), fidelityRows...) {
+		if r.goal != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// gap is how far a figure is from its goal: at four decimals (round), or where that is 0
+// for a figure that misses it, to four significant digits.
+func gap(d float64) string {
+	if r := round(d); r != 0 || d == 0 {
+		return format(r)
+	}
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(d, 'g', 4, 64), 64)
+	return format(v)
+}
+
+// fidelityRows are the issue's fidelity keys, ours; the baselines' are <key>_<baseline>.
+var fidelityRows = []row{
+	{"fleet_admitted_over_threshold", ptr(within(0.97, 1.03)), "cap, 4 instances, team at 2 ×: admitted per window ÷ threshold, mean of windows 3–8"},
+	{"fleet_admitted_worst_window", ptr(within(0.97, 1.03)), "same run, the window farthest from 1"},
+	{"divert_detect_ticks", ptr(atMost(3)), "divert, 4 instances, 0.5 → 5 ×: exact count over the threshold → ≥ 90% of the team diverted"},
+	{"divert_leak_over_threshold", ptr(atMost(0.2)), "same run, records accepted meanwhile ÷ threshold"},
+	{"divert_share_steady", ptr(atLeast(0.99)), "divert, 4 instances, team held at 1.2 ×: share diverted, windows 3–8"},
+	{"cap_admitted_worst_window_n16_x1.2", ptr(within(0.97, 1.03)), "cap, 16 instances, team at 1.2 ×: the window farthest from 1"},
+	{"cap_admitted_worst_window_n16_x2", ptr(within(0.97, 1.03)), "the same at 2 ×"},
+	{"cap_admitted_worst_window_n16_x10", ptr(within(0.97, 1.03)), "the same at 10 ×"},
+	{"divert_detect_ticks_n16_x1.2", ptr(atMost(2)), "divert, 16 instances, 0.5 → 1.2 ×: exact count over the threshold → ≥ 90% of the team diverted in a tick"},
+	{"divert_detect_ticks_n16_x2", ptr(atMost(2)), "the same, 0.5 → 2 ×"},
+	{"divert_detect_ticks_n16_x10", ptr(atMost(2)), "the same, 0.5 → 10 ×"},
+	{"false_overflow_below_80pct", ptr(exactly(0)), "records limited of teams at 0.3, 0.6, 0.78 × beside the hot one, all scenarios, both modes"},
+}

@@ -1,0 +1,87 @@
+package main
+
+import "slices"
+
+// Samples holds every value seen per benchmark and unit, in input order (-count=N gives N).
+type Samples map[string]map[string][]float64
+
+func (s Samples) add(name, unit string, v float64) {
+	if s[name] == nil {
+		s[name] = map[string][]float64{}
+	}
+	s[name][unit] = append(s[name][unit], v)
+}
+
+// Mean is the mean of the values for name and unit; ok is false when there are none.
+func (s Samples) Mean(name, unit string) (float64, bool) {
+	vs := s[name][unit]
+	if len(vs) == 0 {
+		return 0, false
+	}
+	var sum float64
+	for _, v := range vs {
+		sum += v
+	}
+	return sum / float64(len(vs)), true
+}
+
+// putRatio puts the mean of unit over benchmark a under keyA and over b under keyB (an
+// empty key: not put), and a ÷ b under ratio, each when what it needs was measured.
+func (s Samples) putRatio(out map[string]float64, unit, a, keyA, b, keyB, ratio string) {
+	va, okA := s.Mean(a, unit)
+	vb, okB := s.Mean(b, unit)
+	if okA && keyA != "" {
+		out[keyA] = va
+	}
+	if okB && keyB != "" {
+		out[keyB] = vb
+	}
+	if okA && okB && vb > 0 && ratio != "" {
+		out[ratio] = va / vb
+	}
+}
+
+// Median is the median of the values for name and unit (the mean of the middle two for
+// an even count); ok is false when there are none. The hot path's figures use it: they
+// come from several interleaved runs on a noisy machine, where one slow run moves a mean.
+func (s Samples) Median(name, unit string) (float64, bool) {
+	vs := slices.Clone(s[name][unit])
+	if len(vs) == 0 {
+		return 0, false
+	}
+	slices.Sort(vs)
+	m := len(vs) / 2
+	if len(vs)%2 == 0 {
+		return (vs[m-1] + vs[m]) / 2, true
+	}
+	return vs[m], true
+}
+
+// medianRatio is the median of unit over benchmark a ÷ its median over b; ok is false
+// when either was not measured (or b's median is not positive).
+func (s Samples) medianRatio(a, b, unit string) (float64, bool) {
+	va, okA := s.Median(a, unit)
+	vb, okB := s.Median(b, unit)
+	if !okA || !okB || vb <= 0 {
+		return 0, false
+	}
+	return va / vb, true
+}
+
+// worstRatio pairs the values of a and b for unit in run order (run i of a with run i of
+// b) and returns the worst of a ÷ b: the least, or with higher the greatest.
+func worstRatio(s Samples, a, b, unit string, higher bool) (float64, bool) {
+	as, bs := s[a][unit], s[b][unit]
+	n := min(len(as), len(bs))
+	worst, ok := 0.0, false
+	for i := range n {
+		if bs[i] <= 0 {
+			continue
+		}
+		r := as[i] / bs[i]
+		if !ok || higher && r > worst || !higher && r < worst {
+			worst, ok = r, true
+		}
+	}
+	return worst, ok
+}
