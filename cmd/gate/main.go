@@ -195,11 +195,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	}
 	log := gate.NewLogger(cfg, stderr)
 	config.LogServiceLinks(log, h.getenv, names)
-	// go-redis logs a few events (failed dials) through a process-wide logger that
-	// writes plain lines to os.Stderr; send them through slog so every line keeps the
-	// format. One gate runs per process; in tests, where several do, a line may land in
-	// another run's log, which is harmless.
-	redis.SetLogger(gate.RedisLogger{Log: log.With("component", "redis")})
+	redisLogsTo(log)
 
 	writer := writerName(h.hostname(), os.Getpid(), h.clock.Now(), rand.Reader)
 	g, err := gate.New(cfg, log, gate.Options{Writer: writer, Clock: h.clock})
@@ -287,6 +283,18 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	<-overridesDone
 	log.Info("stopped")
 	return runErr
+}
+
+// redisLogsTo sends go-redis's own log lines through log, at debug level
+// (gate.RedisLogger). go-redis logs a few events (chiefly failed dials, each of which also
+// comes back as an error to the caller, which says it once) through one logger per
+// process, which writes plain lines to os.Stderr unless redis.SetLogger replaces it: every
+// command that dials Redis (serve, overrides) calls this with its logger before it dials,
+// so that none of those lines escapes the gate's format. One command runs per process;
+// in tests, where several run at once, a line may land in another run's log, which is
+// harmless.
+func redisLogsTo(log *slog.Logger) {
+	redis.SetLogger(gate.RedisLogger{Log: log.With("component", "redis")})
 }
 
 // logStartup writes the one line that says how this process is set up. It reports the

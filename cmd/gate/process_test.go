@@ -179,3 +179,29 @@ func TestBinaryRefusesRuleWindowsSharingAKey(t *testing.T) {
 		}
 	})
 }
+
+// With Redis unreachable, gate overrides writes one line on stderr, the error, and exits
+// 1: not go-redis's own log lines (redis: ... pool.go:NNN: ... failed to dial), which its
+// process-wide logger writes to stderr unless told otherwise, nor a note that it could
+// not tell whether a gate runs under the prefix ahead of the error that says why.
+func TestBinaryOverridesRedisDownOneLine(t *testing.T) {
+	t.Parallel()
+	addr := closedPort(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list"}, "gate: reading gate:overrides: "},
+		{[]string{"set", "t1", "5"}, "gate: setting t1 in gate:overrides: "},
+		{[]string{"delete", "t1"}, "gate: deleting t1 from gate:overrides: "},
+	} {
+		t.Run(tt.args[0], func(t *testing.T) {
+			t.Parallel()
+			r := runBinary(t, 20*time.Second, map[string]string{"GATE_REDIS_URLS": "redis://" + addr + "/0"}, append([]string{"overrides"}, tt.args...)...)
+			if r.code != 1 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, tt.want) ||
+				!strings.Contains(r.stderr, addr) {
+				t.Errorf("exit status %d (want 1), stdout %q, stderr (want one line, %q...):\n%s", r.code, r.stdout, tt.want, r.stderr)
+			}
+		})
+	}
+}
