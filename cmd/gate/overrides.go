@@ -31,7 +31,9 @@ first instance in GATE_REDIS_URLS; with rules (GATE_RULES_FILE), those of one ru
 {GATE_REDIS_PREFIX}:rule:{RULE}:overrides, TEAM being a key of that rule (TEAM:USER for a
 json:team_id+distinct_id rule) and LIMIT its first limit's threshold. Every gate reads it every GATE_OVERRIDES_REFRESH and lays
 it over its GATE_OVERRIDES. list reads it as the gates do, in short commands, and refuses
-a hash of more than GATE_OVERRIDES_MAX_ENTRIES teams.
+a hash of more than GATE_OVERRIDES_MAX_ENTRIES teams. -rule may come before the action or
+after it (gate overrides set -rule RULE TEAM LIMIT); a TEAM that starts with '-' goes
+after "--".
 `
 
 // overridesCmd runs `gate overrides ...` against the Redis the environment names.
@@ -44,10 +46,14 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	fs := flag.NewFlagSet("overrides", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	rule := fs.String("rule", "", "the rule whose overrides to show or change (with GATE_RULES_FILE)")
-	if err := fs.Parse(args); err != nil {
-		return bad(err.Error())
+	args, err := cli.ParseInterleaved(fs, args) // -rule before the verb or after it
+	if err != nil {
+		_, _ = io.WriteString(stderr, overridesUsage)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
 	}
-	args = fs.Args()
 	if len(args) == 0 {
 		return bad("want list, set TEAM LIMIT or delete TEAM")
 	}

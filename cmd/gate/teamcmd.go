@@ -33,17 +33,18 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	fs.SetOutput(stderr)
 	fs.Usage = func() { _, _ = io.WriteString(stderr, teamUsage) }
 	addr := fs.String("addr", "", "the gate's HTTP address, host:port (default: from GATE_HTTP_ADDR, else 127.0.0.1:8080)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &cli.UsageError{Msg: "team: " + err.Error()}
+	args, err := cli.ParseInterleaved(fs, args) // -addr before TEAM or after it
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // fs.Usage printed it
 	}
-	if fs.NArg() != 1 || fs.Arg(0) == "" {
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 || args[0] == "" {
 		_, _ = io.WriteString(stderr, teamUsage)
-		return &cli.UsageError{Msg: fmt.Sprintf("team: want one TEAM, got %q", fs.Args())}
+		return &cli.UsageError{Msg: fmt.Sprintf("team: want one TEAM, got %q", args)}
 	}
-	team := fs.Arg(0)
+	team := args[0]
 	base, err := gateURL("team", *addr, getenv)
 	if err != nil {
 		return err

@@ -169,6 +169,10 @@ func TestTeamCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// -addr after TEAM as well as before.
+	if out, err := do(nil, "whale", "-addr", addr); err != nil || !strings.Contains(out, "team whale: LIMITED") {
+		t.Errorf("-addr after TEAM: %q %v", out, err)
+	}
 	// The address comes from GATE_HTTP_ADDR when -addr is not given.
 	if out, err := do(map[string]string{"GATE_HTTP_ADDR": addr}, "nobody"); err != nil || !strings.Contains(out, "nobody: team not cached on this gate") {
 		t.Errorf("unknown team: %q %v", out, err)
