@@ -24,7 +24,8 @@ const teamUsage = `Usage: gate team [-addr HOST:PORT] TEAM
 
 Asks a running gate (its GATE_HTTP_ADDR; -addr overrides) how it sees TEAM, from
 GET /v1/teams/TEAM, and prints it as a table. Each gate sees the teams of the partitions
-it owns: ask the gates that consume them.
+it owns: ask the gates that consume them. A team the gate has no state for (it has sent
+nothing there lately) is an error: exit status 1.
 `
 
 // teamCmd runs `gate team TEAM`.
@@ -68,10 +69,11 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotFound:
+		// The team view's own 404 (JSON) says the gate has no state for the team: a failure,
+		// as a script asking about a team must be able to tell.
 		var e struct{ Error string }
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			_, err := fmt.Fprintf(stdout, "%s: %s\n", team, e.Error)
-			return err
+			return fmt.Errorf("team %s: no state on the gate at %s: %s", team, strings.TrimPrefix(base, "http://"), e.Error)
 		}
 		return fmt.Errorf("asking %s: 404 (is GATE_TEAM_API off on that gate?)", u)
 	default:

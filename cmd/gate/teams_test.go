@@ -174,8 +174,11 @@ func TestTeamCommand(t *testing.T) {
 		t.Errorf("-addr after TEAM: %q %v", out, err)
 	}
 	// The address comes from GATE_HTTP_ADDR when -addr is not given.
-	if out, err := do(map[string]string{"GATE_HTTP_ADDR": addr}, "nobody"); err != nil || !strings.Contains(out, "nobody: team not cached on this gate") {
-		t.Errorf("unknown team: %q %v", out, err)
+	// A team the gate has no state for is a failure (exit status 1), on one line that says
+	// so and why, and nothing on stdout.
+	if out, err := do(map[string]string{"GATE_HTTP_ADDR": addr}, "nobody"); err == nil || cli.ExitCode(err) != 1 || out != "" ||
+		err.Error() != "team nobody: no state on the gate at "+addr+": team not cached on this gate: it has sent nothing here lately (each gate sees the teams of the partitions it owns)" {
+		t.Errorf("unknown team: stdout %q, err %v (exit %d)", out, err, cli.ExitCode(err))
 	}
 	for _, args := range [][]string{nil, {"a", "b"}, {"-addr", "nocolon", "x"}, {"-bogus", "x"}} {
 		if _, err := do(nil, args...); err == nil || cli.ExitCode(err) != 2 {
