@@ -36,19 +36,26 @@ after it (gate overrides set -rule RULE TEAM LIMIT); a TEAM that starts with '-'
 after "--".
 `
 
+// overridesFlags is gate overrides' flag set, -rule bound to rule.
+func overridesFlags(rule *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("overrides", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(rule, "rule", "", "the `RULE` whose overrides to show or change (with GATE_RULES_FILE: required)")
+	return fs
+}
+
 // overridesCmd runs `gate overrides ...` against the Redis the environment names.
 // clk dates the change (the hash's marker field).
 func overridesCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
 	bad := func(msg string) error {
-		_, _ = io.WriteString(stderr, overridesUsage)
+		writeUsage(stderr, overridesUsage, overridesFlags(new(string)))
 		return &cli.UsageError{Msg: "overrides: " + msg}
 	}
-	fs := flag.NewFlagSet("overrides", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	rule := fs.String("rule", "", "the rule whose overrides to show or change (with GATE_RULES_FILE)")
+	rule := new(string)
+	fs := overridesFlags(rule)
 	args, err := cli.ParseInterleaved(fs, args) // -rule before the verb or after it
 	if err != nil {
-		_, _ = io.WriteString(stderr, overridesUsage)
+		writeUsage(stderr, overridesUsage, fs)
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}

@@ -31,13 +31,21 @@ team the gate has no state for (it has sent nothing there lately) is an error: e
 status 1. The gate serves these with GATE_TEAM_API=true only.
 `
 
+// teamFlags is gate team's flag set, bound to addr and top.
+func teamFlags(addr *string, top *int) *flag.FlagSet {
+	fs := flag.NewFlagSet("team", flag.ContinueOnError)
+	fs.StringVar(addr, "addr", "", "the `HOST:PORT` of the gate's HTTP server (default: from GATE_HTTP_ADDR, else 127.0.0.1:8080)")
+	fs.IntVar(top, "top", 0, "list the gate's `N` teams closest to or over their limits, in place of one TEAM (N from 1 to 1000)")
+	return fs
+}
+
 // teamCmd runs `gate team TEAM` and `gate team -top N`.
 func teamCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("team", flag.ContinueOnError)
+	var addr string
+	var top int
+	fs := teamFlags(&addr, &top)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { _, _ = io.WriteString(stderr, teamUsage) }
-	addr := fs.String("addr", "", "the gate's HTTP address, host:port (default: from GATE_HTTP_ADDR, else 127.0.0.1:8080)")
-	top := fs.Int("top", 0, "list the gate's N teams closest to or over their limits, in place of one TEAM (N from 1 to 1000)")
+	fs.Usage = func() { writeUsage(stderr, teamUsage, fs) }
 	args, err := cli.ParseInterleaved(fs, args) // -addr before TEAM or after it
 	if errors.Is(err, flag.ErrHelp) {
 		return nil // fs.Usage printed it
@@ -49,22 +57,22 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	fs.Visit(func(f *flag.Flag) { topSet = topSet || f.Name == "top" })
 	switch {
 	case topSet && len(args) > 0:
-		_, _ = io.WriteString(stderr, teamUsage)
+		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("team: -top lists teams and takes no TEAM, got %q", args)}
-	case topSet && (*top < 1 || *top > maxTop):
-		return &cli.UsageError{Msg: fmt.Sprintf("team: -top %d: want a number of teams from 1 to %d", *top, maxTop)}
+	case topSet && (top < 1 || top > maxTop):
+		return &cli.UsageError{Msg: fmt.Sprintf("team: -top %d: want a number of teams from 1 to %d", top, maxTop)}
 	case !topSet && (len(args) != 1 || args[0] == ""):
-		_, _ = io.WriteString(stderr, teamUsage)
+		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("team: want one TEAM, or -top N to list the teams closest to their limits; got %q", args)}
 	}
-	base, err := gateURL("team", *addr, getenv)
+	base, err := gateURL("team", addr, getenv)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if topSet {
-		return teamTop(ctx, base, *top, stdout)
+		return teamTop(ctx, base, top, stdout)
 	}
 	team := args[0]
 	u := base + "/v1/teams/" + url.PathEscape(team)
