@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/tick"
 )
 
 // docFiles are the texts a user reads for figures and formulas: where the same figure is
 // stated in several, the tests below hold each statement to the code.
 var docFiles = []string{
-	"README.md", "docs/configuration.md", "docs/design.md", "docs/operations.md", "docs/reliability.md",
+	"README.md", "docs/configuration.md", "docs/design.md", "docs/operations.md", "docs/reliability.md", "docs/rules.md",
 	"deploy/helm/capture-gate/README.md", "deploy/helm/capture-gate/values.yaml", "docker-compose.yml",
 	// the variables' descriptions, which gate env prints
 	"internal/config/kafka.go", "internal/config/limits.go", "internal/config/redis.go", "internal/config/process.go",
@@ -108,5 +109,38 @@ func TestDocsStateKeyLifetimes(t *testing.T) {
 	}
 	if nm < 3 || np < 3 {
 		t.Errorf("found %d statements of the counters' margin and %d of the profiles' life; has their wording changed?", nm, np)
+	}
+}
+
+// TestDocsStateTheRulesReload: every statement of how often a gate reads its rules file
+// gives rules.DefaultReloadInterval, none says a change is put in use within a tick (it is
+// put in use at the read that finds it, up to the interval after it reaches the file),
+// and GATE_RULES_FILE's description says that a reloaded file naming a rule topic that
+// does not exist is refused, as a bad one is.
+func TestDocsStateTheRulesReload(t *testing.T) {
+	every := regexp.MustCompile(`(?i)\b(?:reads? (?:it|the file|the rules file|GATE_RULES_FILE)(?: again)?|(?:read|re-read) again|re-read) every (\d+) ?s\b`)
+	n := 0
+	for _, s := range docSentences(t) {
+		for _, m := range every.FindAllStringSubmatch(s.text, -1) {
+			n++
+			if m[1] != strconv.Itoa(int(rules.DefaultReloadInterval.Seconds())) {
+				t.Errorf("%s: %q: a gate reads its rules file every %v", s.where, m[0], rules.DefaultReloadInterval)
+			}
+		}
+		if strings.Contains(s.text, "put in use within a tick") {
+			t.Errorf("%s: %q: a changed rules file is put in use at the read that finds it, every %v, not within a tick", s.where, s.text, rules.DefaultReloadInterval)
+		}
+	}
+	if n < 3 {
+		t.Errorf("found %d statements of how often the rules file is read; has their wording changed?", n)
+	}
+	var env strings.Builder
+	if err := config.WriteEnvTable(&env); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(env.String()) {
+		if strings.HasPrefix(line, "| `GATE_RULES_FILE` |") && !regexp.MustCompile(`topic[^;]*does not exist[^;]*refused`).MatchString(line) {
+			t.Errorf("GATE_RULES_FILE's description does not say that a reloaded file naming a topic that does not exist is refused:\n%s", line)
+		}
 	}
 }

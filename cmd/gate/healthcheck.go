@@ -20,14 +20,27 @@ answers 200, 1 otherwise, printing the answer. For container health checks: the 
 no shell and no curl (docker-compose.yml uses it).
 `
 
+// healthcheckOpts are gate healthcheck's flags.
+type healthcheckOpts struct {
+	addr, path string
+	timeout    time.Duration
+}
+
+// flags is gate healthcheck's flag set, bound to o.
+func (o *healthcheckOpts) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs.StringVar(&o.addr, "addr", "", "the `HOST:PORT` of the gate's HTTP server (default: from GATE_HTTP_ADDR, else 127.0.0.1:8080)")
+	fs.StringVar(&o.path, "path", "/readyz", "the `PATH` to ask: /readyz (ready to route) or /healthz (alive)")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Second, "how long to wait for the answer")
+	return fs
+}
+
 // healthcheckCmd runs `gate healthcheck`.
 func healthcheckCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	var o healthcheckOpts
+	fs := o.flags()
 	fs.SetOutput(stderr)
-	fs.Usage = func() { _, _ = io.WriteString(stderr, healthcheckUsage) }
-	addr := fs.String("addr", "", "the gate's HTTP address, host:port (default: from GATE_HTTP_ADDR, else 127.0.0.1:8080)")
-	path := fs.String("path", "/readyz", "what to ask: /readyz (ready to route) or /healthz (alive)")
-	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	fs.Usage = func() { writeUsage(stderr, healthcheckUsage, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -35,18 +48,18 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 		return &cli.UsageError{Msg: "healthcheck: " + err.Error()}
 	}
 	if fs.NArg() != 0 {
-		_, _ = io.WriteString(stderr, healthcheckUsage)
+		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: takes no arguments, got %q", fs.Args())}
 	}
-	if !strings.HasPrefix(*path, "/") {
-		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: path %q must start with /", *path)}
+	if !strings.HasPrefix(o.path, "/") {
+		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: path %q must start with /", o.path)}
 	}
-	base, err := gateURL("healthcheck", *addr, getenv)
+	base, err := gateURL("healthcheck", o.addr, getenv)
 	if err != nil {
 		return err
 	}
-	u := base + *path
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	u := base + o.path
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {

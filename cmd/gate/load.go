@@ -18,14 +18,20 @@ import (
 	"github.com/capturegate/gate/internal/load"
 )
 
+// loadFlags is gate load's flag set, bound to spec, whose values are the defaults.
+func loadFlags(spec *load.Spec) *flag.FlagSet {
+	fs := flag.NewFlagSet("gate load", flag.ContinueOnError)
+	spec.AddFlags(fs)
+	return fs
+}
+
 // loadCmd is `gate load`: it produces the demo load (internal/load, as cmd/gate-dev
 // does) to the brokers of GATE_KAFKA_BROKERS (with the GATE_KAFKA_TLS_* and
 // GATE_KAFKA_SASL_* settings), on GATE_INPUT_TOPIC, and prints one line a second.
 func loadCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
 	spec := load.DefaultSpec()
-	fs := flag.NewFlagSet("gate load", flag.ContinueOnError)
+	fs := loadFlags(&spec)
 	fs.SetOutput(stderr)
-	spec.AddFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: gate load [flags]\n\nProduces the demo load (power-law teams, one hot team, a trickle of malformed records)\nto GATE_KAFKA_BROKERS on GATE_INPUT_TOPIC.\n\nFlags:\n")
 		fs.PrintDefaults()

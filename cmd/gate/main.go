@@ -26,16 +26,15 @@
 //     final flush writes the counts of the last records routed to Redis, then the HTTP
 //     server and the Redis clients; the process exits 0. A second signal kills it.
 //
-// Subcommands: serve or run (the default), env (the variable table as Markdown), load (the
-// demo load, to a real broker), overrides, team, version (internal/buildinfo), help.
+// Subcommands (commands.go; gate help lists them with their flags): serve or run (the
+// default), env (the variable table as Markdown), load (the demo load, to a real broker),
+// overrides, team, rules, healthcheck, version (internal/buildinfo), help.
 package main
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -87,28 +86,6 @@ func main() {
 	}
 }
 
-const usage = `Usage: gate [command]
-
-Commands:
-  serve   run the gate (the default; "run" is the same)
-  env     print the GATE_* environment variables as a Markdown table
-  load    produce the demo load to GATE_KAFKA_BROKERS (gate load -h for its flags)
-  overrides list | set TEAM LIMIT | delete TEAM
-          show or change the live per-team limits every gate reads from Redis
-  team [-addr HOST:PORT] TEAM
-          ask a running gate how it sees TEAM (its /v1/teams view, as a table)
-  rules check FILE
-          check a rules file (GATE_RULES_FILE) and print its rules
-  healthcheck [-addr HOST:PORT] [-path /readyz]
-          exit 0 when a running gate answers 200 (for container health checks)
-  version print the version, commit, Go and franz-go versions
-  help    print this help
-
-The gate is configured through GATE_* environment variables only; see "gate env".
-The demo (in-process broker, Redis, two gates, live view) is a separate binary,
-cmd/gate-dev: make run.
-`
-
 // hostname is os.Hostname, or "pid" and the process id when there is none.
 func hostname() string {
 	h, err := os.Hostname()
@@ -135,49 +112,25 @@ func (h host) names() []string { return config.Names(h.environ, h.getenv) }
 // clock passed in (h), so tests call it directly: stdout takes command output, stderr
 // the logs. It returns when ctx is cancelled (serve) or the command is done.
 func run(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
-	cmd := "serve"
+	name := "serve"
 	if len(args) > 0 {
-		cmd, args = args[0], args[1:]
+		name, args = args[0], args[1:]
 	}
-	switch cmd {
+	switch name {
 	case "help", "-h", "-help", "--help":
-		_, err := io.WriteString(stdout, usage)
+		_, err := io.WriteString(stdout, helpText())
 		return err
 	case "run":
-		cmd = "serve"
-	case "serve", "env", "version":
-	case "overrides":
-		return overridesCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
-	case "team":
-		return teamCmd(ctx, args, h.getenv, stdout, stderr)
-	case "rules":
-		return rulesCmd(args, h.getenv, h.names(), stdout, stderr)
-	case "healthcheck":
-		return healthcheckCmd(ctx, args, h.getenv, stdout, stderr)
-	case "load":
-		err := loadCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
-		if errors.Is(err, flag.ErrHelp) {
-			return nil // the flags were printed
-		}
-		return err
+		name = "serve"
 	case "dev":
 		return &cli.UsageError{Msg: "the demo is a binary of its own: make run, or go run ./cmd/gate-dev (bin/gate-dev -h for its flags)"}
-	default:
-		_, _ = io.WriteString(stderr, usage)
-		return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q (want serve, env, load, overrides, team, rules, healthcheck, version or help)", cmd)}
 	}
-	if len(args) > 0 {
-		_, _ = io.WriteString(stderr, usage)
-		return &cli.UsageError{Msg: fmt.Sprintf("%s takes no arguments, got %q (settings are GATE_* environment variables)", cmd, args)}
+	c, ok := lookupCommand(name)
+	if !ok {
+		_, _ = io.WriteString(stderr, helpText())
+		return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q (want %s)", name, commandNames())}
 	}
-	switch cmd {
-	case "env":
-		return config.WriteEnvTable(stdout)
-	case "version":
-		_, err := io.WriteString(stdout, buildinfo.Get().String())
-		return err
-	}
-	return serve(ctx, h, stderr)
+	return c.run(ctx, args, h, stdout, stderr)
 }
 
 // serve runs the gate until ctx is done.
@@ -195,11 +148,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	}
 	log := gate.NewLogger(cfg, stderr)
 	config.LogServiceLinks(log, h.getenv, names)
-	// go-redis logs a few events (failed dials) through a process-wide logger that
-	// writes plain lines to os.Stderr; send them through slog so every line keeps the
-	// format. One gate runs per process; in tests, where several do, a line may land in
-	// another run's log, which is harmless.
-	redis.SetLogger(gate.RedisLogger{Log: log.With("component", "redis")})
+	redisLogsTo(log)
 
 	writer := writerName(h.hostname(), os.Getpid(), h.clock.Now(), rand.Reader)
 	g, err := gate.New(cfg, log, gate.Options{Writer: writer, Clock: h.clock})
@@ -287,6 +236,18 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	<-overridesDone
 	log.Info("stopped")
 	return runErr
+}
+
+// redisLogsTo sends go-redis's own log lines through log, at debug level
+// (gate.RedisLogger). go-redis logs a few events (chiefly failed dials, each of which also
+// comes back as an error to the caller, which says it once) through one logger per
+// process, which writes plain lines to os.Stderr unless redis.SetLogger replaces it: every
+// command that dials Redis (serve, overrides) calls this with its logger before it dials,
+// so that none of those lines escapes the gate's format. One command runs per process;
+// in tests, where several run at once, a line may land in another run's log, which is
+// harmless.
+func redisLogsTo(log *slog.Logger) {
+	redis.SetLogger(gate.RedisLogger{Log: log.With("component", "redis")})
 }
 
 // logStartup writes the one line that says how this process is set up. It reports the

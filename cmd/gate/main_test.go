@@ -417,7 +417,7 @@ func TestRunCommands(t *testing.T) {
 		{args: []string{"load", "-h"}, stderrHas: "Usage: gate load", wantNilErr: true},
 		{args: []string{"load", "-rate", "0"}, usageErr: true, errHas: "gate load: -rate 0"},
 		{args: []string{"load", "extra"}, usageErr: true, errHas: "gate load takes flags only"},
-		{args: []string{"-help"}, stdoutHas: "load    produce the demo load", wantNilErr: true},
+		{args: []string{"-help"}, stdoutHas: "load [flags]\n          produce the demo load", wantNilErr: true},
 		// The demo is cmd/gate-dev; the old subcommand says where it went.
 		{args: []string{"dev"}, usageErr: true, errHas: "go run ./cmd/gate-dev"},
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/tick"
@@ -30,23 +31,36 @@ first instance in GATE_REDIS_URLS; with rules (GATE_RULES_FILE), those of one ru
 {GATE_REDIS_PREFIX}:rule:{RULE}:overrides, TEAM being a key of that rule (TEAM:USER for a
 json:team_id+distinct_id rule) and LIMIT its first limit's threshold. Every gate reads it every GATE_OVERRIDES_REFRESH and lays
 it over its GATE_OVERRIDES. list reads it as the gates do, in short commands, and refuses
-a hash of more than GATE_OVERRIDES_MAX_ENTRIES teams.
+a hash of more than GATE_OVERRIDES_MAX_ENTRIES teams. -rule may come before the action or
+after it (gate overrides set -rule RULE TEAM LIMIT); a TEAM that starts with '-' goes
+after "--".
 `
+
+// overridesFlags is gate overrides' flag set, -rule bound to rule.
+func overridesFlags(rule *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("overrides", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(rule, "rule", "", "the `RULE` whose overrides to show or change (with GATE_RULES_FILE: required)")
+	return fs
+}
 
 // overridesCmd runs `gate overrides ...` against the Redis the environment names.
 // clk dates the change (the hash's marker field).
 func overridesCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
 	bad := func(msg string) error {
-		_, _ = io.WriteString(stderr, overridesUsage)
+		writeUsage(stderr, overridesUsage, overridesFlags(new(string)))
 		return &cli.UsageError{Msg: "overrides: " + msg}
 	}
-	fs := flag.NewFlagSet("overrides", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	rule := fs.String("rule", "", "the rule whose overrides to show or change (with GATE_RULES_FILE)")
-	if err := fs.Parse(args); err != nil {
-		return bad(err.Error())
+	rule := new(string)
+	fs := overridesFlags(rule)
+	args, err := cli.ParseInterleaved(fs, args) // -rule before the verb or after it
+	if err != nil {
+		writeUsage(stderr, overridesUsage, fs)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
 	}
-	args = fs.Args()
 	if len(args) == 0 {
 		return bad("want list, set TEAM LIMIT or delete TEAM")
 	}
@@ -96,6 +110,9 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	if tick.Mode(cfg.RedisMode) == tick.ModeStandalone {
 		cfg.RedisURLs = cfg.RedisURLs[:1]
 	}
+	// With Redis down, the error below says so once: go-redis's own lines on each failed
+	// dial go to the log, at debug level (GATE_LOG_LEVEL=debug shows them).
+	redisLogsTo(gate.NewLogger(cfg, stderr))
 	clients, err := cfg.DialRedis(ropts, config.Reload{Clock: clk})
 	if err != nil {
 		return fmt.Errorf("configuring the Redis client: %w", err)
@@ -113,8 +130,16 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	warnNoFleet(ctx, c, cfg.RedisPrefix, stderr)
+	note := warnNoFleet(ctx, c, cfg.RedisPrefix, stderr)
+	if err := overridesDo(ctx, c, cfg, verb, key, team, lim, clk, stdout); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stderr, note)
+	return err
+}
 
+// overridesDo does verb (list, set or delete) on the overrides hash key through c.
+func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config, verb, key, team string, lim int64, clk clock.Clock, stdout io.Writer) error {
 	switch verb {
 	case "set":
 		// For the note below only: Set reports a Redis error itself.
@@ -146,7 +171,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to GATE_OVERRIDES or GATE_THRESHOLD within GATE_OVERRIDES_REFRESH (%s)\n", team, key, cfg.OverridesRefresh)
 		return err
 	}
-	live, updated, err := overrides.List(ctx, c, key, ocfg.MaxEntries)
+	live, updated, err := overrides.List(ctx, c, key, cfg.OverridesConfig().MaxEntries)
 	if err != nil {
 		return err
 	}
@@ -197,8 +222,10 @@ func checkRule(cfg config.Config, rule string) error {
 // key is missing. An override written under a prefix no gate reads changes nothing, and a
 // chart release's gates use the release's name, not the default prefix. It only warns:
 // an override may be set before the fleet starts, and gates older than the live key do
-// not set it.
-func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix string, w io.Writer) {
+// not set it. When the key cannot be read, it returns a note saying so, for the caller to
+// print once its command has worked: when that fails too (Redis is down), its error says
+// why, alone.
+func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix string, w io.Writer) (note string) {
 	key := tick.LiveKeyFor(prefix)
 	err := c.Get(ctx, key).Err()
 	switch {
@@ -208,6 +235,7 @@ func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix string, w 
 			"run this inside one of their pods (the chart's NOTES print the command) or set GATE_REDIS_PREFIX to theirs\n",
 			prefix, tick.LiveTTL, key)
 	case err != nil:
-		_, _ = fmt.Fprintf(w, "note: could not tell whether any gate runs with GATE_REDIS_PREFIX=%q (GET %s: %v)\n", prefix, key, err)
+		return fmt.Sprintf("note: could not tell whether any gate runs with GATE_REDIS_PREFIX=%q (GET %s: %v)\n", prefix, key, err)
 	}
+	return ""
 }

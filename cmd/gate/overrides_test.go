@@ -177,4 +177,20 @@ func TestOverridesPerRule(t *testing.T) {
 	if out, err := do("-rule", "team", "list"); err != nil || !strings.Contains(out, "no live overrides in ops:rule:team:overrides") {
 		t.Errorf("list another rule's: %q %v", out, err)
 	}
+	// -rule after the verb, or after its arguments, as well as before.
+	if out, err := do("set", "-rule", "team", "t2", "7"); err != nil || !strings.Contains(out, "set t2 = 7 in ops:rule:team:overrides") {
+		t.Errorf("set -rule after the verb: %q %v", out, err)
+	}
+	if out, err := do("set", "t3", "8", "-rule=team"); err != nil || !strings.Contains(out, "set t3 = 8 in ops:rule:team:overrides") {
+		t.Errorf("set -rule after its arguments: %q %v", out, err)
+	}
+	if out, err := do("list", "-rule", "team"); err != nil || !strings.Contains(out, "t2    7") || !strings.Contains(out, "t3    8") || !strings.Contains(out, "2 live overrides in ops:rule:team:overrides") {
+		t.Errorf("list -rule after the verb: %q %v", out, err)
+	}
+	if out, err := do("delete", "-rule", "team", "t3"); err != nil || !strings.Contains(out, "deleted t3 from ops:rule:team:overrides") {
+		t.Errorf("delete -rule after the verb: %q %v", out, err)
+	}
+	if _, err := do("list", "-rule"); err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "flag needs an argument: -rule") {
+		t.Errorf("-rule without a rule: %v", err)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,15 +20,8 @@ import (
 // routes what it polled, commits every input offset, leaves the group, flushes its
 // counts to Redis and exits 0.
 func TestSIGTERMDrainsAndCommits(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "gate")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := gateBinary(t)
 	rs := redistest.Start(t)
 	kc, kenv := kafkaEnv(t)
 

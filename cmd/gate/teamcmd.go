@@ -21,60 +21,77 @@ import (
 )
 
 const teamUsage = `Usage: gate team [-addr HOST:PORT] TEAM
+       gate team [-addr HOST:PORT] -top N
 
 Asks a running gate (its GATE_HTTP_ADDR; -addr overrides) how it sees TEAM, from
-GET /v1/teams/TEAM, and prints it as a table. Each gate sees the teams of the partitions
-it owns: ask the gates that consume them.
+GET /v1/teams/TEAM, and prints it as a table; with -top N, lists its N teams closest to or
+over their limits (highest pressure first, N from 1 to 1000), from GET /v1/teams?top=N.
+Each gate sees the teams of the partitions it owns: ask the gates that consume them. A
+team the gate has no state for (it has sent nothing there lately) is an error: exit
+status 1. The gate serves these with GATE_TEAM_API=true only.
 `
 
-// teamCmd runs `gate team TEAM`.
-func teamCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// teamFlags is gate team's flag set, bound to addr and top.
+func teamFlags(addr *string, top *int) *flag.FlagSet {
 	fs := flag.NewFlagSet("team", flag.ContinueOnError)
+	fs.StringVar(addr, "addr", "", "the `HOST:PORT` of the gate's HTTP server (default: from GATE_HTTP_ADDR, else 127.0.0.1:8080)")
+	fs.IntVar(top, "top", 0, "list the gate's `N` teams closest to or over their limits, in place of one TEAM (N from 1 to 1000)")
+	return fs
+}
+
+// teamCmd runs `gate team TEAM` and `gate team -top N`.
+func teamCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var addr string
+	var top int
+	fs := teamFlags(&addr, &top)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { _, _ = io.WriteString(stderr, teamUsage) }
-	addr := fs.String("addr", "", "the gate's HTTP address, host:port (default: from GATE_HTTP_ADDR, else 127.0.0.1:8080)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &cli.UsageError{Msg: "team: " + err.Error()}
+	fs.Usage = func() { writeUsage(stderr, teamUsage, fs) }
+	args, err := cli.ParseInterleaved(fs, args) // -addr before TEAM or after it
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // fs.Usage printed it
 	}
-	if fs.NArg() != 1 || fs.Arg(0) == "" {
-		_, _ = io.WriteString(stderr, teamUsage)
-		return &cli.UsageError{Msg: fmt.Sprintf("team: want one TEAM, got %q", fs.Args())}
-	}
-	team := fs.Arg(0)
-	base, err := gateURL("team", *addr, getenv)
 	if err != nil {
 		return err
 	}
-	u := base + "/v1/teams/" + url.PathEscape(team)
+	topSet := false
+	fs.Visit(func(f *flag.Flag) { topSet = topSet || f.Name == "top" })
+	switch {
+	case topSet && len(args) > 0:
+		fs.Usage()
+		return &cli.UsageError{Msg: fmt.Sprintf("team: -top lists teams and takes no TEAM, got %q", args)}
+	case topSet && (top < 1 || top > maxTop):
+		return &cli.UsageError{Msg: fmt.Sprintf("team: -top %d: want a number of teams from 1 to %d", top, maxTop)}
+	case !topSet && (len(args) != 1 || args[0] == ""):
+		fs.Usage()
+		return &cli.UsageError{Msg: fmt.Sprintf("team: want one TEAM, or -top N to list the teams closest to their limits; got %q", args)}
+	}
+	base, err := gateURL("team", addr, getenv)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return fmt.Errorf("asking %s: %w", u, err)
+	if topSet {
+		return teamTop(ctx, base, top, stdout)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	team := args[0]
+	u := base + "/v1/teams/" + url.PathEscape(team)
+	code, body, err := askGate(ctx, u, 1<<20)
 	if err != nil {
-		return fmt.Errorf("asking the gate at %s: %w", u, err)
+		return err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("reading the answer from %s: %w", u, err)
-	}
-	switch resp.StatusCode {
+	switch code {
 	case http.StatusOK:
 	case http.StatusNotFound:
+		// The team view's own 404 (JSON) says the gate has no state for the team: a failure,
+		// as a script asking about a team must be able to tell.
 		var e struct{ Error string }
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			_, err := fmt.Fprintf(stdout, "%s: %s\n", team, e.Error)
-			return err
+			return fmt.Errorf("team %s: no state on the gate at %s: %s", team, strings.TrimPrefix(base, "http://"), e.Error)
 		}
 		return fmt.Errorf("asking %s: 404 (is GATE_TEAM_API off on that gate?)", u)
 	default:
-		return fmt.Errorf("asking %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("asking %s: %d %s: %s", u, code, http.StatusText(code), strings.TrimSpace(string(body)))
 	}
 	var t teamJSON
 	if err := json.Unmarshal(body, &t); err != nil {
@@ -103,13 +120,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN\tGLOBAL EST.\tEST. AGE\tPENDING\tSHARE\tDIVERTED SINCE\tRELEASE AT\tBASELINE\tSPIKE SINCE")
 	for _, l := range t.Limits {
-		thr := strconv.FormatInt(l.Threshold, 10)
-		switch {
-		case l.Override:
-			thr += " (override)"
-		case l.ThresholdMode == "adaptive":
-			thr += " (" + l.ThresholdSource + ")" // learned, or static until learned
-		}
+		thr := thresholdText(l)
 		base, spiking := "-", "-"
 		if l.Baseline != nil {
 			base = strconv.FormatFloat(*l.Baseline, 'f', 0, 64)
@@ -160,6 +171,92 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}
 	return nil
+}
+
+// askGate GETs u and returns the status and the body, of at most limit bytes.
+func askGate(ctx context.Context, u string, limit int64) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("asking %s: %w", u, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("asking the gate at %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading the answer from %s: %w", u, err)
+	}
+	return resp.StatusCode, body, nil
+}
+
+// teamTop runs `gate team -top n` against the gate at base: its n teams closest to or
+// over their limits, as the gate ranks them (the highest pressure over a team's limits
+// first), a row per limit of each.
+func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
+	u := base + "/v1/teams?top=" + strconv.Itoa(n)
+	// Up to maxTop teams of a row per limit each: far more than one team's answer.
+	code, body, err := askGate(ctx, u, 64<<20)
+	if err != nil {
+		return err
+	}
+	switch code {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return fmt.Errorf("asking %s: 404 (is GATE_TEAM_API off on that gate?)", u)
+	default:
+		return fmt.Errorf("asking %s: %d %s: %s", u, code, http.StatusText(code), strings.TrimSpace(string(body)))
+	}
+	var a topAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return fmt.Errorf("reading the answer from %s: %w", u, err)
+	}
+	where := strings.TrimPrefix(base, "http://")
+	if len(a.Teams) == 0 {
+		_, err := fmt.Fprintf(stdout, "no teams cached on the gate at %s: none has sent anything there lately\n", where)
+		return err
+	}
+	if _, err := fmt.Fprintf(stdout, "%d teams on the gate at %s, closest to or over their limits first: Redis prefix %q (GATE_REDIS_PREFIX for gate overrides), consumer group %q\n",
+		len(a.Teams), where, a.Gate.RedisPrefix, a.Gate.ConsumerGroup); err != nil {
+		return err
+	}
+	byRule := slices.ContainsFunc(a.Teams, func(t teamJSON) bool {
+		return slices.ContainsFunc(t.Limits, func(l limitJSON) bool { return l.Rule != "" })
+	})
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "TEAM\t")
+	if byRule {
+		fmt.Fprint(tw, "RULE\t")
+	}
+	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN")
+	for _, t := range a.Teams {
+		for _, l := range t.Limits {
+			fmt.Fprintf(tw, "%s\t", t.Team)
+			if byRule {
+				fmt.Fprintf(tw, "%s\t", orDash(l.Rule))
+			}
+			under := "-"
+			if l.Limited {
+				under = (time.Duration(l.SecondsUntilUnder * float64(time.Second))).Round(time.Second).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\n", l.Window, thresholdText(l), l.Level, 100*l.Pressure, l.Tier, l.Limited, under)
+		}
+	}
+	return tw.Flush()
+}
+
+// thresholdText is l's threshold as the tables show it, with where it comes from when it
+// is not the configured one.
+func thresholdText(l limitJSON) string {
+	thr := strconv.FormatInt(l.Threshold, 10)
+	switch {
+	case l.Override:
+		thr += " (override)"
+	case l.ThresholdMode == "adaptive":
+		thr += " (" + l.ThresholdSource + ")" // learned, or static until learned
+	}
+	return thr
 }
 
 // gateURL is the http:// base of the gate a subcommand (cmd) asks: addr, else

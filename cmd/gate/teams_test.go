@@ -169,9 +169,16 @@ func TestTeamCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	// The address comes from GATE_HTTP_ADDR when -addr is not given.
-	if out, err := do(map[string]string{"GATE_HTTP_ADDR": addr}, "nobody"); err != nil || !strings.Contains(out, "nobody: team not cached on this gate") {
-		t.Errorf("unknown team: %q %v", out, err)
+	// -addr after TEAM as well as before.
+	if out, err := do(nil, "whale", "-addr", addr); err != nil || !strings.Contains(out, "team whale: LIMITED") {
+		t.Errorf("-addr after TEAM: %q %v", out, err)
+	}
+	// A team the gate has no state for is a failure (exit status 1), on one line that says
+	// so and why, and nothing on stdout. The address comes from GATE_HTTP_ADDR when -addr
+	// is not given.
+	if out, err := do(map[string]string{"GATE_HTTP_ADDR": addr}, "nobody"); err == nil || cli.ExitCode(err) != 1 || out != "" ||
+		err.Error() != "team nobody: no state on the gate at "+addr+": team not cached on this gate: it has sent nothing here lately (each gate sees the teams of the partitions it owns)" {
+		t.Errorf("unknown team: stdout %q, err %v (exit %d)", out, err, cli.ExitCode(err))
 	}
 	for _, args := range [][]string{nil, {"a", "b"}, {"-addr", "nocolon", "x"}, {"-bogus", "x"}} {
 		if _, err := do(nil, args...); err == nil || cli.ExitCode(err) != 2 {
@@ -180,6 +187,74 @@ func TestTeamCommand(t *testing.T) {
 	}
 	if _, err := do(nil, "-addr", closedPort(t), "whale"); err == nil || !strings.Contains(err.Error(), "asking the gate at") {
 		t.Errorf("no gate: %v", err)
+	}
+}
+
+// gate team -top N lists the gate's N teams closest to or over their limits, from
+// GET /v1/teams?top=N, highest pressure first; gate team with neither TEAM nor -top
+// prints its usage, which names -top.
+func TestTeamCommandTop(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	clk := clock.NewFake(t0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, Overrides: map[string]int64{"whale": 10}}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour, err := limit.New(limit.Config{Window: time.Hour, Threshold: 1000}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for team, n := range map[string]int{"whale": 40, "minnow": 5, "shrimp": 1} {
+		for range n {
+			lim.CheckAt(t0, team, 1)
+			hour.CheckAt(t0, team, 1)
+		}
+	}
+	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(lim, hour), gate: gateJSON{RedisPrefix: "prod-gate", ConsumerGroup: "grp"}}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	do := func(args ...string) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"team"}, args...), testHost(map[string]string{"GATE_HTTP_ADDR": addr}), &stdout, &stderr)
+		return stdout.String(), stderr.String(), err
+	}
+	out, _, err := do("-top", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	// A header, the columns, then a row per limit of each team: whale's two, minnow's two.
+	if len(lines) != 6 || lines[0] != `2 teams on the gate at `+addr+`, closest to or over their limits first: Redis prefix "prod-gate" (GATE_REDIS_PREFIX for gate overrides), consumer group "grp"` ||
+		!strings.HasPrefix(lines[1], "TEAM") || !strings.Contains(lines[1], "PRESSURE") ||
+		!strings.HasPrefix(lines[2], "whale") || !strings.Contains(lines[2], "1m0s") || !strings.Contains(lines[2], "10 (override)") || !strings.Contains(lines[2], "400%") || !strings.Contains(lines[2], "true") ||
+		!strings.HasPrefix(lines[3], "whale") || !strings.Contains(lines[3], "1h0m0s") || !strings.Contains(lines[3], "4%") ||
+		!strings.HasPrefix(lines[4], "minnow") || !strings.Contains(lines[4], "5%") || !strings.HasPrefix(lines[5], "minnow") {
+		t.Errorf("-top 2:\n%s", out)
+	}
+	// -top after -addr or before it, as any flag.
+	if out, _, err := do("-top", "1", "-addr", addr); err != nil || strings.Count(out, "\nwhale") != 2 || strings.Contains(out, "minnow") {
+		t.Errorf("-top 1: %q %v", out, err)
+	}
+	// None cached: said, not an error.
+	empty, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(empty)}))
+	defer srv2.Close()
+	addr2 := strings.TrimPrefix(srv2.URL, "http://")
+	if out, _, err := do("-top", "5", "-addr", addr2); err != nil || out != "no teams cached on the gate at "+addr2+": none has sent anything there lately\n" {
+		t.Errorf("-top with no teams: %q %v", out, err)
+	}
+	// Neither TEAM nor -top: the usage, which names -top, and a usage error.
+	if _, stderr, err := do(); cli.ExitCode(err) != 2 || !strings.Contains(stderr, "gate team [-addr HOST:PORT] -top N") || !strings.Contains(err.Error(), "-top N") {
+		t.Errorf("no TEAM: %v, stderr:\n%s", err, stderr)
+	}
+	for _, args := range [][]string{{"-top", "0"}, {"-top", "-1"}, {"-top", fmt.Sprint(maxTop + 1)}, {"-top", "x"}, {"-top", "2", "whale"}} {
+		if _, _, err := do(args...); err == nil || cli.ExitCode(err) != 2 {
+			t.Errorf("team %q: %v, want a usage error", args, err)
+		}
 	}
 }
 

@@ -46,3 +46,44 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// ParseInterleaved parses args into fs with the flags allowed anywhere among the
+// arguments, before, between and after them (gate overrides set -rule R TEAM LIMIT as
+// well as gate overrides -rule R set TEAM LIMIT), and returns the arguments that are not
+// flags, in order. "--" ends the flags: what follows it is arguments, a TEAM that starts
+// with '-' included; a lone "-" is an argument. Errors are as ParseFlags's: -h returns
+// flag.ErrHelp, a bad flag a usage error.
+func ParseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(rest, args[i+1:]...), nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			rest = append(rest, a)
+			continue
+		}
+		// One flag at a time, with its value when it takes the next argument: fs.Parse
+		// alone stops at the first argument that is not a flag.
+		one := args[i : i+1]
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+			one = args[i : i+2]
+			i++
+		}
+		if err := fs.Parse(one); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, flag.ErrHelp
+			}
+			return nil, &UsageError{Msg: fs.Name() + ": " + err.Error()}
+		}
+	}
+	return rest, nil
+}
+
+// isBoolFlag reports whether f takes no value (-v rather than -v true), as flag decides.
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}

@@ -58,3 +58,52 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("extra: %v", err)
 	}
 }
+
+// Flags are taken anywhere among the arguments; "--" ends them.
+func TestParseInterleaved(t *testing.T) {
+	t.Parallel()
+	type got struct {
+		Rule    string
+		Verbose bool
+		Rest    []string
+		Err     string
+	}
+	parse := func(args ...string) got {
+		fs := flag.NewFlagSet("overrides", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		rule := fs.String("rule", "", "")
+		v := fs.Bool("v", false, "")
+		rest, err := ParseInterleaved(fs, args)
+		g := got{Rule: *rule, Verbose: *v, Rest: rest}
+		var ue *UsageError
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			g.Err = "help"
+		case errors.As(err, &ue):
+			g.Err = "usage: " + err.Error()
+		case err != nil:
+			g.Err = "other: " + err.Error()
+		}
+		return g
+	}
+	for _, tt := range []struct {
+		args []string
+		want got
+	}{
+		{[]string{"-rule", "r", "set", "a", "5"}, got{Rule: "r", Rest: []string{"set", "a", "5"}}},
+		{[]string{"set", "-rule", "r", "a", "5"}, got{Rule: "r", Rest: []string{"set", "a", "5"}}},
+		{[]string{"set", "a", "5", "--rule=r"}, got{Rule: "r", Rest: []string{"set", "a", "5"}}},
+		{[]string{"set", "-v", "a", "-rule", "r"}, got{Rule: "r", Verbose: true, Rest: []string{"set", "a"}}},
+		{[]string{"set", "-v=false", "a"}, got{Rest: []string{"set", "a"}}},
+		{[]string{"set", "--", "-a", "-rule", "5"}, got{Rest: []string{"set", "-a", "-rule", "5"}}},
+		{[]string{"-rule", "--", "x", "-"}, got{Rule: "--", Rest: []string{"x", "-"}}}, // a value, not the end of the flags
+		{nil, got{}},
+		{[]string{"list", "-h"}, got{Err: "help"}},
+		{[]string{"list", "-bogus"}, got{Err: "usage: overrides: flag provided but not defined: -bogus"}},
+		{[]string{"set", "-rule"}, got{Err: "usage: overrides: flag needs an argument: -rule"}},
+	} {
+		if g := parse(tt.args...); fmt.Sprintf("%+v", g) != fmt.Sprintf("%+v", tt.want) {
+			t.Errorf("%q: got %+v, want %+v", tt.args, g, tt.want)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/capturegate/gate/internal/buildinfo"
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/load"
+)
+
+// command is one of gate's subcommands: what run dispatches to and gate help lists.
+type command struct {
+	name    string
+	args    string // its arguments, after its flags, as its usage line gives them
+	summary string // one line for gate help
+	// flags builds its flag set, as the command itself does when it runs (nil: it takes
+	// none), so that gate help lists every flag it takes.
+	flags func() *flag.FlagSet
+	run   func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error
+}
+
+// commands are gate's subcommands in the order gate help lists them (help aside: run
+// answers it before looking a command up).
+func commands() []command {
+	return []command{
+		{name: "serve", summary: `run the gate (the default; "run" is the same)`, run: noArgs("serve", func(ctx context.Context, h host, _, stderr io.Writer) error {
+			return serve(ctx, h, stderr)
+		})},
+		{name: "env", summary: "print the GATE_* environment variables as a Markdown table", run: noArgs("env", func(_ context.Context, _ host, stdout, _ io.Writer) error {
+			return config.WriteEnvTable(stdout)
+		})},
+		{name: "load", summary: "produce the demo load to GATE_KAFKA_BROKERS",
+			flags: func() *flag.FlagSet { s := load.DefaultSpec(); return loadFlags(&s) },
+			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
+				err := loadCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
+				if errors.Is(err, flag.ErrHelp) {
+					return nil // the flags were printed
+				}
+				return err
+			}},
+		{name: "overrides", args: "list | set TEAM LIMIT | delete TEAM", summary: "show or change the live per-team limits every gate reads from Redis",
+			flags: func() *flag.FlagSet { return overridesFlags(new(string)) },
+			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
+				return overridesCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
+			}},
+		{name: "team", args: "TEAM | -top N", summary: "ask a running gate how it sees TEAM, or its top N teams (its /v1/teams view, as a table)",
+			flags: func() *flag.FlagSet { return teamFlags(new(string), new(int)) },
+			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
+				return teamCmd(ctx, args, h.getenv, stdout, stderr)
+			}},
+		{name: "rules", args: "check FILE", summary: "check a rules file (GATE_RULES_FILE) and print its rules",
+			run: func(_ context.Context, args []string, h host, stdout, stderr io.Writer) error {
+				return rulesCmd(args, h.getenv, h.names(), stdout, stderr)
+			}},
+		{name: "healthcheck", summary: "exit 0 when a running gate answers 200 (for container health checks)",
+			flags: func() *flag.FlagSet { return new(healthcheckOpts).flags() },
+			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
+				return healthcheckCmd(ctx, args, h.getenv, stdout, stderr)
+			}},
+		{name: "version", summary: "print the version, commit, Go and franz-go versions", run: noArgs("version", func(_ context.Context, _ host, stdout, _ io.Writer) error {
+			_, err := io.WriteString(stdout, buildinfo.Get().String())
+			return err
+		})},
+	}
+}
+
+// noArgs is the run of a command (name) that takes no arguments: its settings are GATE_*
+// environment variables.
+func noArgs(name string, run func(ctx context.Context, h host, stdout, stderr io.Writer) error) func(context.Context, []string, host, io.Writer, io.Writer) error {
+	return func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
+		if len(args) > 0 {
+			_, _ = io.WriteString(stderr, helpText())
+			return &cli.UsageError{Msg: fmt.Sprintf("%s takes no arguments, got %q (settings are GATE_* environment variables)", name, args)}
+		}
+		return run(ctx, h, stdout, stderr)
+	}
+}
+
+// lookupCommand is the command called name.
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// commandNames lists the commands for an error message: "serve, env, ... or help".
+func commandNames() string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return strings.Join(names, ", ") + " or help"
+}
+
+const helpFooter = `  help    print this help
+
+The gate is configured through GATE_* environment variables only; see "gate env".
+The demo (in-process broker, Redis, two gates, live view) is a separate binary,
+cmd/gate-dev: make run.
+`
+
+// helpText is gate help: every command, with every flag its flag set defines.
+func helpText() string {
+	var b strings.Builder
+	b.WriteString("Usage: gate [command]\n\nCommands:\n")
+	for _, c := range commands() {
+		var fs *flag.FlagSet
+		if c.flags != nil {
+			fs = c.flags()
+		}
+		line := c.name
+		if hasFlags(fs) {
+			line += " [flags]"
+		}
+		if c.args != "" {
+			line += " " + c.args
+		}
+		if len(line) < 8 {
+			fmt.Fprintf(&b, "  %-8s%s\n", line, c.summary)
+		} else {
+			fmt.Fprintf(&b, "  %s\n          %s\n", line, c.summary)
+		}
+		writeFlags(&b, fs, "            ")
+	}
+	b.WriteString(helpFooter)
+	return b.String()
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	if fs != nil {
+		fs.VisitAll(func(*flag.Flag) { n++ })
+	}
+	return n > 0
+}
+
+// writeFlags lists fs's flags on w, one a line after indent: -name VALUE, what it does
+// and its default when it has one. VALUE is the back-quoted word of its usage, else its
+// type (flag.UnquoteUsage).
+func writeFlags(w io.Writer, fs *flag.FlagSet, indent string) {
+	if !hasFlags(fs) {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fs.VisitAll(func(f *flag.Flag) {
+		value, usage := flag.UnquoteUsage(f)
+		name := "-" + f.Name
+		if value != "" {
+			name += " " + value
+		}
+		if !zeroDefault(f) {
+			usage += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\n", indent, name, usage)
+	})
+	_ = tw.Flush()
+}
+
+// zeroDefault reports whether f's default is its type's zero value, which help leaves
+// unsaid.
+func zeroDefault(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "0", "false", time.Duration(0).String():
+		return true
+	}
+	return false
+}
+
+// writeUsage writes a command's usage text, then its flags.
+func writeUsage(w io.Writer, usage string, fs *flag.FlagSet) {
+	_, _ = io.WriteString(w, usage)
+	if hasFlags(fs) {
+		_, _ = io.WriteString(w, "\nFlags:\n")
+		writeFlags(w, fs, "  ")
+	}
+}
