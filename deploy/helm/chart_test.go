@@ -488,28 +488,48 @@ func TestGateVariables(t *testing.T) {
 		}
 	})
 	t.Run("defaults are the gate's", func(t *testing.T) {
-		// The chart has no default for these: a fleet must say where its brokers and
-		// Redis are (the gate's defaults point at 127.0.0.1).
-		noDefault := map[string]bool{"GATE_KAFKA_BROKERS": true, "GATE_REDIS_URLS": true}
-		// Nor these: they default to the release's name, so that two releases never share a
-		// consumer group or Redis counters by accident (TestReleasesDoNotCollide).
-		for _, v := range perRelease {
-			noDefault[v] = true
-		}
-		// Nor this: the team view lists team names and rates on the port Prometheus
-		// scrapes, so the chart serves it only when asked (TestTeamViewOffByDefault).
-		noDefault["GATE_TEAM_API"] = true
+		// Each variable the chart renders by default has the gate's default, unless it is a
+		// deliberate choice of the chart's (chartChoices) that values.yaml documents.
+		comments := valueComments(t)
+		rendered := map[string]bool{}
 		d := renderDeployment(t, readValues(t, "testdata/defaults.yaml"), capabilities())
 		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 			def, ok := known[e.Name]
-			if !ok || noDefault[e.Name] {
+			if !ok {
 				continue
 			}
-			if !sameSetting(e.Value, def) {
-				t.Errorf("%s: chart default %q, gate default %q", e.Name, e.Value, def)
+			rendered[e.Name] = true
+			same := sameSetting(e.Value, def)
+			says, chosen := chartChoices[e.Name]
+			switch {
+			case chosen && same:
+				t.Errorf("%s: the chart's default %q is the gate's now: drop it from chartChoices", e.Name, e.Value)
+			case chosen:
+				if !slices.ContainsFunc(comments, func(c string) bool { return strings.Contains(c, e.Name) && strings.Contains(c, says) }) {
+					t.Errorf("%s: the chart's default %q is not the gate's %q, and no comment of values.yaml naming %s says so (%q)", e.Name, e.Value, def, e.Name, says)
+				}
+			case !same:
+				t.Errorf("%s: chart default %q, gate default %q (a deliberate choice goes in chartChoices, documented in values.yaml)", e.Name, e.Value, def)
+			}
+		}
+		for name := range chartChoices {
+			if !rendered[name] {
+				t.Errorf("chartChoices lists %s, which the chart does not set by default", name)
 			}
 		}
 	})
+}
+
+// chartChoices are the GATE_ variables whose chart default is deliberately not the gate's,
+// each with the words the comment of its value in values.yaml must hold, which say why.
+var chartChoices = map[string]string{
+	// No default: a fleet must say where its brokers and Redis are (the gate's defaults
+	// point at 127.0.0.1); testdata/defaults.yaml gives them.
+	"GATE_KAFKA_BROKERS": "Required", "GATE_REDIS_URLS": "Required",
+	// The release's name, so that two releases never share a consumer group or Redis
+	// counters by accident (perRelease, TestReleasesDoNotCollide).
+	"GATE_GROUP_ID": `"" = the release's full name`, "GATE_KAFKA_CLIENT_ID": `"" = the release's full name`,
+	"GATE_REDIS_PREFIX": `"" = the release's full name`,
 }
 
 // checkRedisURLs: a plain GATE_REDIS_URLS holds no password, only $(VAR) references to

@@ -5,7 +5,10 @@
 // decode every manifest strictly with client-go's scheme (custom resources as unstructured
 // objects with their required fields), check that values.schema.json and the templates
 // reject the value sets in testdata/invalid/, and check every GATE_ variable the chart sets
-// against `go run ./cmd/gate env` of the repository's root module.
+// against `go run ./cmd/gate env` of the repository's root module: each one the chart sets
+// by default has the gate's default, unless it is one of chartChoices, which values.yaml's
+// comment of it explains; and a default the docs or values.yaml state for the gate ("GATE_X
+// defaults to V") is the gate's.
 //
 // The alerts (templates/prometheusrule.yaml) are loaded with Prometheus' own rule parser
 // (model/rulefmt, promql/parser); every metric name their expressions and the Grafana

@@ -140,3 +140,32 @@ func inline(t *testing.T, n *yaml.Node) string {
 	}
 	return s
 }
+
+// valueComments returns the `# --` comment of every key of values.yaml, one line each.
+func valueComments(t *testing.T) []string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if c := docComment(n.Content[i]); c != "" {
+					out = append(out, c)
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(&doc)
+	return out
+}
