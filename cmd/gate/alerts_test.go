@@ -99,7 +99,7 @@ func TestMetricNamesFile(t *testing.T) {
 		}
 		return names["gate_kafka_produce_bytes_total"] && tickCount.MatchString(body) &&
 			strings.Contains(body, `gate_records_total{reason="allowed",route="accepted"} 10`) &&
-			names["gate_limiter_pipeline_duration_seconds_bucket"] && names["gate_limiter_redis_commands_total"] &&
+			names["gate_limiter_pipeline_duration_seconds_bucket"] && names["gate_limiter_pipeline_size_bucket"] && names["gate_limiter_redis_commands_total"] &&
 			names["gate_rule_records_total"] && names["gate_rule_topic_records_total"] && names["gate_rules_file_valid"]
 	})
 	// Vectors whose children appear only with their first event (a produce error, a
