@@ -308,21 +308,32 @@ func BenchmarkSweep(b *testing.B) {
 	b.ReportMetric(float64(l.Len()), "teams")
 }
 
-// TestMemoryPerTeam is not a timing: it reports heap bytes per cached team at 300k teams
-// (goal ≤ 150) and fails if it is wildly off, which would mean a layout regression.
+// TestMemoryPerTeam is not a timing: it holds the heap bytes per cached team at 300k teams
+// to the goals the docs give. Teams of up to 11 bytes (inlineKey, held in the entry):
+// ≤ 150 (README's headline table, "heap per cached team", and docs/benchmarks.md; make
+// bench's bytes_per_entity). A longer team is in its table's arena: ≤ 150 plus its length
+// (docs/benchmarks.md, "Long teams in the table's arena"), 166 for 16-byte teams (a
+// composite key) and 186 for 36-byte ones (a UUID).
+//
+// The bounds are the goals with no margin for spread: the figure is the heap after two
+// GCs, and in 11 runs (3 under -race) on a loaded 2-core VM it was 118.9–119.1, 137.6–137.8
+// and 162.2–162.7 bytes, spread 0.5 at most against 23 bytes or more to each bound. With
+// a string kept beside the table for each short team (planted in index.reserve) short
+// teams took 154.3 bytes and failed here; the old bound for them, 200, passed it.
 func TestMemoryPerTeam(t *testing.T) {
+	const goal = 150 // bytes per cached team of up to inlineKey bytes
 	per := memoryPerTeam(t, 300_000, 0)
 	t.Logf("heap per cached team at 300k teams: %.1f bytes", per)
-	if per > 200 {
-		t.Errorf("heap per cached team = %.1f bytes, want ≤ 150 (goal) and certainly ≤ 200", per)
+	if per > goal {
+		t.Errorf("heap per cached team = %.1f bytes, want ≤ %d (the goal)", per, goal)
 	}
 	// Teams longer than an entry holds (inlineKey) are in the table's arena: composite
 	// keys (team:user) and UUIDs are this long.
 	for _, n := range []int{16, 36} {
 		per := memoryPerTeam(t, 300_000, n)
 		t.Logf("heap per cached %d-byte team at 300k teams: %.1f bytes", n, per)
-		if limit := 150 + float64(n); per > limit {
-			t.Errorf("heap per cached %d-byte team = %.1f bytes, want ≤ %.0f (the short teams' bound and the team)", n, per, limit)
+		if limit := goal + float64(n); per > limit {
+			t.Errorf("heap per cached %d-byte team = %.1f bytes, want ≤ %.0f (the short teams' goal and the team)", n, per, limit)
 		}
 	}
 }

@@ -32,6 +32,16 @@ const fidWindow = 10 * time.Second
 // threshold a window fleet-wide, as one limit alone is (TestFleetCapAdmitsOneThresholdPerWindow
 // in internal/tick); and the team's other users, at 0.5 × the team's limit, are all
 // admitted, on every gate.
+//
+// The runaway's share is held to the goal README's headline table and docs/benchmarks.md
+// give for a capped team in a fleet: [0.97, 1.03] × its limit, in the steady windows 2..7
+// BenchmarkFidelity measures. The bound is the goal itself, with no margin for spread:
+// the run is deterministic (a fake clock, one goroutine, the same Redis commands in the
+// same order), and gave 0.992 in every steady window in each of 10 runs (5 of them under
+// -race, beside another test's load), 0.022 inside the lower edge; one record is 1/600
+// of the ratio. A fleet model that overestimates the other gates' traffic by half (the
+// fleet factor × 1.5 in limit.ApplyRead) admits 0.928 and fails here; the old bound,
+// [0.9, 1.1], passed it.
 func TestRulesFleetFidelity(t *testing.T) {
 	srv := redistest.Start(t)
 	epoch := time.Unix(1_800_000_000-1_800_000_000%60, 0)
@@ -121,8 +131,8 @@ func TestRulesFleetFidelity(t *testing.T) {
 		}
 		ratio := float64(admittedUser) / userLimit
 		t.Logf("window %d: runaway user admitted %.3f × its limit, the team's others %d of %d", w, ratio, admittedOthers, offeredOthers)
-		if w >= 2 && (ratio < 0.9 || ratio > 1.1) {
-			t.Errorf("window %d: the fleet admitted the runaway user %.3f × its limit, want about 1", w, ratio)
+		if w >= 2 && (ratio < 0.97 || ratio > 1.03) {
+			t.Errorf("window %d: the fleet admitted the runaway user %.3f × its limit, want within [0.97, 1.03]", w, ratio)
 		}
 		if admittedOthers != offeredOthers {
 			t.Errorf("window %d: %d of the team's other users' %d records admitted, want all", w, admittedOthers, offeredOthers)

@@ -22,6 +22,10 @@ type fleet struct {
 
 const fleetWindow = 10 * time.Second
 
+// The goal for a capped team's admitted records per window ÷ its threshold, fleet-wide
+// (README's headline table, docs/benchmarks.md: "within [0.97, 1.03]").
+const fleetGoalLow, fleetGoalHigh = 0.97, 1.03
+
 func newFleet(t *testing.T, n int, mode limit.Mode, threshold int64) *fleet {
 	t.Helper()
 	srv := redistest.Start(t)
@@ -29,7 +33,9 @@ func newFleet(t *testing.T, n int, mode limit.Mode, threshold int64) *fleet {
 	for range n {
 		f.gates = append(f.gates, newGate(t, f.clk,
 			limit.Config{Window: fleetWindow, Threshold: threshold, Mode: mode, SyncInterval: fleetWindow / 4},
-			Config{TickInterval: fleetWindow / 60}, srv))
+			// The fake clock paces the ticks; the deadline only has to outlast a loaded
+			// machine (the default, 3/4 of a 167 ms tick, is real time).
+			Config{TickInterval: fleetWindow / 60, TickTimeout: time.Minute}, srv))
 	}
 	return f
 }
@@ -57,7 +63,16 @@ func (f *fleet) step(t *testing.T, team string, perGate int) (allowed int) {
 }
 
 // TestFleetCapAdmitsOneThresholdPerWindow: two gates that each see half of a team's traffic
-// at 2 × its limit together admit about one threshold per window.
+// at 2 × its limit together admit one threshold per window, within the goal README's
+// headline table and docs/benchmarks.md give for a capped team in a fleet: [0.97, 1.03] ×
+// the threshold, in the steady windows 2..7 BenchmarkFidelity measures.
+//
+// The bound is the goal itself, with no margin for spread: the run is deterministic (a
+// fake clock, one goroutine, the same Redis commands in the same order), and gave 1.000 in
+// every steady window in each of 10 runs (5 of them under -race, beside another test's
+// load), 0.03 inside either edge; one record is 1/6000 of the ratio. A fleet model that
+// overestimates the other gate's traffic by half (the fleet factor × 1.5 in
+// limit.ApplyRead) admits 0.926 and fails here; the old bound, [0.9, 1.1], passed it.
 func TestFleetCapAdmitsOneThresholdPerWindow(t *testing.T) {
 	const threshold = 6000
 	f := newFleet(t, 2, limit.Cap, threshold)
@@ -69,8 +84,8 @@ func TestFleetCapAdmitsOneThresholdPerWindow(t *testing.T) {
 		}
 		ratio := float64(admitted) / threshold
 		t.Logf("cap, 2 gates, offered 2.00 × threshold: window %d admitted %.3f × threshold", w, ratio)
-		if w >= 2 && (ratio < 0.9 || ratio > 1.1) {
-			t.Errorf("window %d: fleet admitted %.3f × threshold, want about 1", w, ratio)
+		if w >= 2 && (ratio < fleetGoalLow || ratio > fleetGoalHigh) {
+			t.Errorf("window %d: fleet admitted %.3f × threshold, want within [%.2f, %.2f]", w, ratio, fleetGoalLow, fleetGoalHigh)
 		}
 	}
 }

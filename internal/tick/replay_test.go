@@ -2,6 +2,7 @@ package tick
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,6 +96,18 @@ func TestLostAcknowledgedWritesAreSentAgain(t *testing.T) {
 // lost without a word (about one tick's counts per failover). Now the first write to the
 // new primary reveals the gap and the tick sends those counts again: the new primary ends
 // up with every count.
+//
+// That the promoted replica lacks some writes is made certain, not left to the failover's
+// timing: its replication is cut first (a masterauth the primary refuses, its link to the
+// primary closed), and the gate writes lostTicks batches the primary acknowledges and the
+// replica never receives. Those, and whatever the old primary takes until the client
+// switches, are discarded when the old primary rejoins as a replica. So the test asserts
+// the replay: at least lostTicks batches (lostTicks × 100 counts) sent again, none
+// reported lost, the warn line, and every count on the new primary. In 12 runs (6 under
+// -race, three processes at once) 46–55 batches were sent again, within the default keep
+// window's 100 ticks. With the replay disabled (recoverLost returning at once) it fails:
+// nothing sent again, no warning, the new primary thousands of counts short (5,400 of
+// 10,200 and of 10,300 in two runs).
 func TestSentinelFailoverLosesNoCounts(t *testing.T) {
 	t.Parallel()
 	set := redistest.StartSentinel(t, 1, 3)
@@ -105,21 +118,55 @@ func TestSentinelFailoverLosesNoCounts(t *testing.T) {
 	clk := clock.NewFake(epochStart)
 	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: 10 * time.Minute, Threshold: 1_000_000},
 		Config{Mode: ModeSentinel, TickInterval: 100 * time.Millisecond}, fc)
+	logs := g.withLog()
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()
 	old := set.Primary.Addr()
-	var counted int64
+	var counted, replayedCounts int64
 	step := func() TickResult {
 		g.l.Check("team", 100)
 		counted += 100
 		clk.Advance(100 * time.Millisecond)
-		return g.tk.Tick(ctx)
+		r := g.tk.Tick(ctx)
+		replayedCounts += r.Replayed
+		return r
 	}
 	for range 10 {
 		step()
 	}
+
+	// Cut the replica off: it cannot authenticate to the primary (which has no password)
+	// and so cannot reconnect once its link is closed. Sentinel still deems it fit to
+	// promote: its link has been down for far less than 10 × down-after.
+	pc, rc := set.Primary.Client(t), set.Replicas[0].Client(t)
+	if err := rc.ConfigSet(ctx, "masterauth", "not-the-primary-password").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.ClientKillByFilter(ctx, "TYPE", "master").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(rc.Info(ctx, "replication").Val(), "master_link_status:down") ||
+		!strings.Contains(pc.Info(ctx, "replication").Val(), "connected_slaves:0") {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica's link to the primary never went down")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	atCut := stored(t, rc, ModeSentinel, DefaultKeyPrefix, "team", ep)
+	const lostTicks = 5
+	for i := range lostTicks {
+		if r := step(); r.Errors != 0 || r.Writes != 1 {
+			t.Fatalf("tick %d after the cut = %+v, want its write acknowledged by the primary", i, r)
+		}
+	}
+	// The primary holds every count, the replica none of the last lostTicks batches'.
+	if p, r := stored(t, pc, ModeSentinel, DefaultKeyPrefix, "team", ep), stored(t, rc, ModeSentinel, DefaultKeyPrefix, "team", ep); p != counted || r != atCut {
+		t.Fatalf("after the cut the primary holds %d (want %d) and the replica %d (want %d, the count at the cut)", p, counted, r, atCut)
+	}
+
 	set.Failover(t)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline = time.Now().Add(60 * time.Second)
 	for set.CurrentPrimary(t) == old {
 		if time.Now().After(deadline) {
 			t.Fatal("no failover")
@@ -145,7 +192,19 @@ func TestSentinelFailoverLosesNoCounts(t *testing.T) {
 	}
 	got := stored(t, fc, ModeSentinel, DefaultKeyPrefix, "team", ep)
 	replayed := testutil.ToFloat64(g.tk.m.batches.WithLabelValues("replayed"))
-	t.Logf("counted %d, the new primary holds %d; %v batches found lost and sent again", counted, got, replayed)
+	lost := testutil.ToFloat64(g.tk.m.batches.WithLabelValues("lost"))
+	t.Logf("counted %d, the new primary holds %d; %v batches (%d counts) found lost and sent again, %d written after the cut among them",
+		counted, got, replayed, replayedCounts, lostTicks)
+	if replayed < lostTicks || replayedCounts < lostTicks*100 {
+		t.Errorf("%v batches (%d counts) sent again, want at least the %d batches (%d counts) the primary took after the cut",
+			replayed, replayedCounts, lostTicks, lostTicks*100)
+	}
+	if lost != 0 {
+		t.Errorf("batches{outcome=lost} = %v, want 0: every lost batch was confirmed within the keep window", lost)
+	}
+	if w := logs.lines("level=WARN", "redis lost writes it had acknowledged"); len(w) == 0 {
+		t.Errorf("no warning that Redis lost acknowledged writes")
+	}
 	if got != counted {
 		t.Errorf("the new primary holds %d, want the %d counted", got, counted)
 	}
