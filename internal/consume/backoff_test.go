@@ -1,8 +1,12 @@
 package consume
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // jitterConsumer is a Consumer built by New with cfg's Jitter (nil: the default source).
@@ -85,5 +89,25 @@ func TestBackoffInjectedJitter(t *testing.T) {
 	draw = 42
 	if d := c.backoff(2); d != 42 {
 		t.Errorf("draw 42: delay %s, want 42ns", d)
+	}
+}
+
+// A retry queue holding only produces cut short by their routing context (a rebalance,
+// as every gate's first one: the demo logged a warning at each start) names no broker
+// failure to warn of; one broker error among them is named.
+func TestRetryQueueTellsCancelsFromBrokerErrors(t *testing.T) {
+	var q retryQueue
+	q.init()
+	canceled := &failed{err: fmt.Errorf("producing: %w", context.Canceled)}
+	q.push(canceled)
+	q.push(&failed{err: context.Canceled})
+	if _, n, transient, brokerErr := q.peek(); n != 2 || !transient || brokerErr != nil {
+		t.Errorf("only cancels: n %d transient %v broker error %v, want 2, true, none", n, transient, brokerErr)
+	}
+	broker := &failed{err: kerr.NotEnoughReplicas}
+	broker.out.Topic = "accepted"
+	q.push(broker)
+	if first, _, _, brokerErr := q.peek(); first != canceled || brokerErr != broker {
+		t.Errorf("first %p broker error %p, want %p and %p", first, brokerErr, canceled, broker)
 	}
 }

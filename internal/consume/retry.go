@@ -122,18 +122,25 @@ func (q *retryQueue) take() []*failed {
 	return items
 }
 
-func (q *retryQueue) peek() (first *failed, n int, transient bool) {
+// peek returns the first queued record, how many are queued, whether any awaits a
+// retry only time may cure (transient), and the first whose failure came from the
+// brokers (brokerErr): nil when every one was only cut short by its routing context
+// ending (a rebalance, or the end of the shutdown's grace), which is no fault to warn of.
+func (q *retryQueue) peek() (first *failed, n int, transient bool, brokerErr *failed) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, f := range q.items {
 		if !f.isolate || !rejected(f.err) {
 			transient = true
 		}
+		if brokerErr == nil && !errors.Is(f.err, context.Canceled) {
+			brokerErr = f
+		}
 	}
 	if len(q.items) == 0 {
-		return nil, 0, false
+		return nil, 0, false, nil
 	}
-	return q.items[0], len(q.items), transient
+	return q.items[0], len(q.items), transient, brokerErr
 }
 
 // waitIdle returns once no record is pending a retry, or with ctx's error.
@@ -183,14 +190,19 @@ func (c *Consumer) retryLoop(ctx context.Context) {
 			return
 		case <-c.retry.wake:
 		}
-		first, n, transient := c.retry.peek()
+		first, n, transient, brokerErr := c.retry.peek()
 		if n == 0 {
 			continue
 		}
-		if transient {
+		switch {
+		case transient && brokerErr == nil:
+			// Cut short by a rebalance or the shutdown's grace, as every gate's first
+			// rebalance does: produced again, nothing for an operator to see.
+			c.log.Debug("produces cut short by their routing context ending; producing them again", "records", n)
+		case transient:
 			if ok, unlogged := logs.Allow(); ok {
 				c.log.Warn("produce failed; retrying, and not committing past the failed records",
-					"records", n, "topic", first.out.Topic, "attempt", first.attempts+1, "err", first.err,
+					"records", n, "topic", brokerErr.out.Topic, "attempt", brokerErr.attempts+1, "err", brokerErr.err,
 					"retries_unlogged", unlogged)
 			}
 		}
