@@ -119,6 +119,9 @@ part hotpath-interleaved hotpath
 # The whole gate beside a bare pass-through: six runs of a million records on kfake (in a
 # process of its own; the client bound to one CPU, the broker to another), three with the
 # two sharing every core, three of 300,000 on Apache Kafka, then the real broker's latency.
+# The gate's CPU goal is against the pass-through lending franz-go the gate's pools; the
+# gate runs with its tick on a real redis-server (bound with the broker), whose CPU is
+# reported apart.
 consume_bin() { "$GO" test -c -o bench/consume.test ./internal/consume/; }
 part consume-build consume_bin
 part end-to-end repeat 6 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkEndToEnd$' -test.benchtime 1000000x

@@ -30,11 +30,16 @@ var e2eProfile = flag.String("e2e-cpuprofile", "", "write a CPU profile of each 
 // BenchmarkEndToEnd measures records per second through franz-go's kfake broker, from a
 // pre-filled input topic to every offset committed, for the whole gate (at-least-once,
 // the default, and exactly-once) and for a bare franz-go consume→produce→commit
-// pass-through with the same client settings (plain, and recycling its input into
-// franz-go's pools as the gate does), and the bench process's CPU seconds per million
-// records. Run it with a fixed count (-benchtime 1000000x, as make bench does):
-// each op is one record. A run's time includes joining the group and starting up, so
-// compare the four within one run.
+// pass-through with the same client settings (recycling its input into franz-go's pools
+// as the gate does, the gate's CPU goal's baseline, and plain), and the bench process's
+// CPU seconds per million records. Run it with a fixed count (-benchtime 1000000x, as
+// make bench does): each op is one record. A run's time includes joining the group and
+// starting up, so compare the four within one run.
+//
+// The gate runs as it does in production: its tick syncs the limiter with a real
+// redis-server every second (e2eRedis; skipped without redis-server), so the gate's
+// figures include the tick's sweeps and pipelines, and the server's own CPU per million
+// records is reported apart (redis-cpu-s/Mrecords).
 //
 // The broker runs in a process of its own (kfakeProc), so the CPU figure is the client's,
 // and the two are bound to CPUs of their own (pinE2E): the client to one, with GOMAXPROCS
@@ -45,11 +50,10 @@ var e2eProfile = flag.String("e2e-cpuprofile", "", "write a CPU profile of each 
 // twelve runs (bound: 1.03 to 1.35 in sixteen, both sides' CPU per record about a fifth
 // lower at the same throughput). BenchmarkEndToEndSharedCores still measures it that way.
 func BenchmarkEndToEnd(b *testing.B) {
-	k, pin := startE2EBroker(b, true)
-	// The gate right after the pass-through it is compared with (a goal), as before the
-	// pooled pass-through was added.
-	runEndToEnd(b, []string{"passthrough", "gate", "passthrough-pooled", "exactly-once"}, pin,
-		func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, k, mode, b.N) })
+	k, r, pin := startE2EBroker(b, true)
+	// The gate right after the pass-through its CPU goal is against, the pooled one.
+	runEndToEnd(b, []string{"passthrough-pooled", "gate", "passthrough", "exactly-once"}, pin,
+		func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, k, mode, b.N).with(r) })
 }
 
 // BenchmarkEndToEndSharedCores is BenchmarkEndToEnd's pass-through and gate with the
@@ -57,30 +61,35 @@ func BenchmarkEndToEnd(b *testing.B) {
 // on one small machine sees, the broker's work and the scheduler's placing of both
 // processes' threads in the client's CPU time.
 func BenchmarkEndToEndSharedCores(b *testing.B) {
-	k, _ := startE2EBroker(b, false)
+	k, r, _ := startE2EBroker(b, false)
 	runEndToEnd(b, []string{"passthrough", "gate"}, e2ePin{},
-		func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, k, mode, b.N) })
+		func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, k, mode, b.N).with(r) })
 }
 
-// startE2EBroker starts the end-to-end benches' kfake process, binding it and this
-// process to a CPU each when pin is set (pinE2E), and warms up: the first run in a
-// process pays for growing its heap (page faults, system CPU) and the broker's for its
-// own, so an untimed pass-through of 200,000 records runs first, that the pass-through,
-// timed first, does not pay for what the others reuse. pinned says where each process
-// was bound, or why not (its zero value when pin is not set).
-func startE2EBroker(b *testing.B, pin bool) (_ *kfakeProc, pinned e2ePin) {
+// startE2EBroker starts the end-to-end benches' kfake process and the redis-server the
+// gate's tick syncs with, binding this process to a CPU and the two others to another
+// when pin is set (pinE2E), and warms up: the first run in a process pays for growing its
+// heap (page faults, system CPU) and the broker's for its own, so an untimed pass-through
+// of 200,000 records runs first, that the pass-through, timed first, does not pay for
+// what the others reuse. pinned says where each process was bound, or why not (its zero
+// value when pin is not set).
+func startE2EBroker(b *testing.B, pin bool) (_ *kfakeProc, _ *e2eRedis, pinned e2ePin) {
 	brokerCPU := -1
 	if pin {
 		brokerCPU, pinned = pinE2E(b)
 	}
 	k := startKfakeProc(b, brokerCPU)
+	r, where := startE2ERedis(b, brokerCPU)
+	if pinned.bound {
+		pinned.line += ", " + where
+	}
 	if pinned.bound {
 		// As in each run (runEndToEnd): the benchmark runner sets it for each benchmark.
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	}
 	warm := newBrokerBenchEnv(b, k, "warm-up", 200_000)
 	warm.runPassthrough(b, false)
-	return k, pinned
+	return k, r, pinned
 }
 
 // e2ePin is where an end-to-end benchmark's client and broker run: each bound to a CPU of
@@ -121,15 +130,19 @@ func pinE2E(b *testing.B) (int, e2ePin) {
 
 // runEndToEnd runs modes as sub-benchmarks: the pass-through ("passthrough"), the same
 // recycling its input into franz-go's pools as the gate does ("passthrough-pooled"), the
-// gate ("gate") and the gate with exactly-once delivery ("exactly-once"), each on an
+// gate ("gate") and the gate with exactly-once delivery ("exactly-once"), the two gates
+// with their tick on the environment's redis-server (benchEnv.redis), each on an
 // environment of b.N records that newEnv makes for the mode and drops after it (so that
 // the broker holds only the run's records: a kfake process holding every run before
 // grows its heap and its collector's work run after run, on the cores the client runs
 // on), and reports records/s and the process's CPU seconds (user + system, every
 // thread) per million records over the timed part, with the bytes allocated per record
-// and the garbage collector's cycles per million records. Each run logs pin's line (where
-// the client and the broker were bound, or why not: pinE2E); bound, each run has
-// GOMAXPROCS 1.
+// and the garbage collector's cycles per million records; a gate run adds the
+// redis-server's CPU seconds per million records over the same span (its own process:
+// not in the bench process's), its tick's ticks, Redis commands per million records and
+// failed ticks (failed-ticks, which bench/report sums as the tick benchmarks'). Each run
+// logs pin's line (where the client, the broker and redis-server were bound, or why not:
+// pinE2E); bound, each run has GOMAXPROCS 1.
 func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testing.B, mode string) *benchEnv) {
 	for _, mode := range modes {
 		b.Run(mode, func(b *testing.B) {
@@ -142,25 +155,38 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 			env := newEnv(b, mode)
 			batches := new(produceBatches)
 			env.cfg.ClientOpts = append(env.cfg.ClientOpts, kgo.WithHooks(batches))
+			gate := mode == "gate" || mode == "exactly-once"
+			if gate {
+				env.redis.flush(b)
+			}
 			runtime.GC()
 			stopProfile := startE2EProfile(b, mode)
 			b.ResetTimer()
+			var redis0 float64
+			if gate { // before the bench process's CPU is read: the INFO call is not the gate's
+				redis0 = env.redis.cpu(b)
+			}
 			cpu0 := processCPU(b)
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			start := time.Now()
 			var elapsed time.Duration
+			var reg *prometheus.Registry
 			switch mode {
 			case "gate":
-				elapsed = env.runGate(b, start)
+				elapsed, reg = env.runGate(b, start)
 			case "exactly-once":
 				env.cfg.Delivery, env.cfg.TransactionalID = ExactlyOnce, env.cfg.GroupID
-				elapsed = env.runGate(b, start)
+				elapsed, reg = env.runGate(b, start)
 			default:
 				env.runPassthrough(b, mode == "passthrough-pooled")
 				elapsed = time.Since(start)
 			}
 			cpu := processCPU(b) - cpu0
+			var redisCPU float64
+			if gate {
+				redisCPU = env.redis.cpu(b) - redis0
+			}
 			runtime.ReadMemStats(&ms1)
 			b.StopTimer()
 			// What the garbage collector's work follows: bytes allocated, and its cycles.
@@ -170,6 +196,13 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
 			b.ReportMetric(cpu.Seconds()/float64(b.N)*1e6, "cpu-s/Mrecords")
 			b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "gomaxprocs")
+			if gate {
+				ticks, cmds, errs := tickFigures(b, reg)
+				b.ReportMetric(redisCPU/float64(b.N)*1e6, "redis-cpu-s/Mrecords")
+				b.ReportMetric(ticks, "ticks")
+				b.ReportMetric(cmds/float64(b.N)*1e6, "redis-cmds/Mrecords")
+				b.ReportMetric(errs, "failed-ticks")
+			}
 			if n := batches.n.Load(); n > 0 {
 				b.ReportMetric(float64(batches.records.Load())/float64(n), "records/batch")
 				b.ReportMetric(float64(batches.reqs.Load())/float64(b.N)*1e6, "requests/Mrecords")
@@ -238,6 +271,14 @@ type benchEnv struct {
 	behind func() []string
 	// drop deletes the run's topics and group from the broker.
 	drop func(testing.TB)
+	// redis is the server the gate's tick syncs with (with); a gate run needs one.
+	redis *e2eRedis
+}
+
+// with gives e the redis-server its gate runs sync with, and returns e.
+func (e *benchEnv) with(r *e2eRedis) *benchEnv {
+	e.redis = r
+	return e
 }
 
 // benchBroker is what the end-to-end benches need of a broker: kfakeProc and Apache
@@ -356,12 +397,19 @@ func (e *benchEnv) ackedAll(c *Consumer) bool {
 	return true
 }
 
-func (e *benchEnv) runGate(b *testing.B, start time.Time) time.Duration {
+// runGate runs the gate, its tick on e.redis, until every input record is done (below),
+// stops it as the gate stops (the consumer, then the tick, which makes its final flush),
+// and returns the time to done and the run's metrics.
+func (e *benchEnv) runGate(b *testing.B, start time.Time) (time.Duration, *prometheus.Registry) {
+	if e.redis == nil {
+		b.Fatal("a gate run without a redis-server for its tick (benchEnv.with)")
+	}
 	reg := prometheus.NewRegistry()
 	lim, err := limit.New(limit.Config{}, nil, reg)
 	if err != nil {
 		b.Fatal(err)
 	}
+	stopTick := e.redis.startTick(b, lim, reg)
 	kf, _ := route.ParseKeyFrom("json:team_id")
 	r, err := route.New(route.Config{KeyFrom: kf, AcceptedTopic: e.acc, OverflowTopic: e.ovf, DeadLetterTopic: e.dlq}, lim, reg)
 	if err != nil {
@@ -391,10 +439,11 @@ func (e *benchEnv) runGate(b *testing.B, start time.Time) time.Duration {
 	if err := <-stopped; err != nil {
 		b.Fatal(err)
 	}
+	stopTick()
 	if !e.done() {
 		b.Fatalf("commits short of the end after a graceful stop: %v", e.behind())
 	}
-	return elapsed
+	return elapsed, reg
 }
 
 // runPassthrough is what a careful user would write without the gate: poll, produce

@@ -30,12 +30,23 @@ func pinProcess(cpu int) (cpuMask, error) {
 // unpinProcess gives every thread of this process the mask old back.
 func unpinProcess(old cpuMask) error { return setProcessAffinity(&old) }
 
-func setProcessAffinity(set *cpuMask) error {
+// pinOther binds every thread of another process, pid, to cpu, as pinProcess does this
+// one's (the end-to-end benches' redis-server, which redistest starts).
+func pinOther(pid, cpu int) error {
+	var set cpuMask
+	set.Set(cpu)
+	return setAffinity(fmt.Sprintf("/proc/%d/task", pid), &set)
+}
+
+func setProcessAffinity(set *cpuMask) error { return setAffinity("/proc/self/task", set) }
+
+// setAffinity binds every thread listed in tasks, a /proc/PID/task directory, to set.
+func setAffinity(tasks string, set *cpuMask) error {
 	done := map[int]bool{}
 	for {
-		ents, err := os.ReadDir("/proc/self/task")
+		ents, err := os.ReadDir(tasks)
 		if err != nil {
-			return fmt.Errorf("listing this process's threads: %w", err)
+			return fmt.Errorf("listing the threads in %s: %w", tasks, err)
 		}
 		fresh := 0
 		for _, e := range ents {

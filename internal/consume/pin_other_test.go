@@ -10,4 +10,5 @@ type cpuMask struct{}
 
 func pinProcess(int) (cpuMask, error) { return cpuMask{}, errNoPinning }
 func unpinProcess(cpuMask) error      { return errNoPinning }
+func pinOther(int, int) error         { return errNoPinning }
 func usableCPUs() ([]int, error)      { return nil, errNoPinning }

@@ -22,15 +22,16 @@ import (
 // the gate, and the gate with exactly-once delivery. Each run has topics and a group of
 // its own; an untimed pass-through warms the broker's JVM first. Run it with a fixed
 // count (make bench: -benchtime 300000x). The broker shares the machine's two cores
-// with the client.
+// with the client, and so does the redis-server the gate's tick syncs with (e2eRedis).
 func BenchmarkRealKafka(b *testing.B) {
 	c := kafkatest.Start(b, kafkatest.Options{Heap: "1g", Throughput: true})
+	r, _ := startE2ERedis(b, -1)
 	// A JVM is slow until its code is compiled: a pass-through of 200,000 records, not
 	// timed, first, so that the first timed run does not pay for it.
 	warm := newBrokerBenchEnv(b, c, "warm-up", 200_000)
 	warm.runPassthrough(b, false)
 	warm.drop(b)
-	runEndToEnd(b, []string{"passthrough", "gate", "exactly-once"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, c, mode, b.N) })
+	runEndToEnd(b, []string{"passthrough", "gate", "exactly-once"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, c, mode, b.N).with(r) })
 }
 
 // BenchmarkRealKafkaLatency measures, on Apache Kafka itself, how long a record takes
