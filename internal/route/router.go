@@ -457,9 +457,9 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	var ro ruleOutcome
 	js, failed := r.rulesJSON(rec, s)
 	failedRule := -1
-	var failedKey *KeyFrom // the key or match field that could not be read
-	var at time.Time       // the record's event time, read at its first check
-	timed := false
+	var failedKey *KeyFrom         // the key or match field that could not be read
+	var at time.Time               // the record's event time, read at its first check
+	timed, decided := false, false // at read; o.Decision set, by the first rule checked
 	for i := range r.rules {
 		if failed != reasonNone {
 			break
@@ -530,8 +530,8 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		default:
 			d, over = r.checkLimits(st, now, at, key, n, s)
 		}
-		if o.Decision == (limit.Decision{}) {
-			o.Decision = d
+		if !decided {
+			o.Decision, decided = d, true
 		}
 		if !forced && over < 0 {
 			s.ruleN[i][resultUnder]++
