@@ -298,8 +298,12 @@ type trScore struct {
 	calmVol, calmDiv       float64   // teams with no spike: records, diverted (divert)
 	peakDiv                float64   // teams with no spike: diverted within an hour of their daily peak
 	detect, detectVol      []float64 // per spike detected: windows to detect it, its volume
+	missLen, missVol       []float64 // per spike never detected: its length, its volume
 	undetected, spikesSeen int
-	calmDivCap, peakDivCap float64
+	// Spikes over the floor (their usual volume × their factor, over their windows, at
+	// least the learner's floor on average), and of them those never detected.
+	overFloor, undetectedOverFloor int
+	calmDivCap, peakDivCap         float64
 	// Of the above outside spikes, in a shape's onset (trTeam.onset): diverted (all
 	// teams), and spike-free teams' records and diverted, scored apart as settled.
 	onsetDiv, onsetCalmVol, onsetCalmDiv, onsetPeakDiv float64
@@ -353,6 +357,22 @@ func (s *trScore) detection() (mean, median float64) {
 	med := append([]float64(nil), s.detect...)
 	sort.Float64s(med)
 	return mean / vol, med[len(med)/2]
+}
+
+// detectionLowerBound is detection's mean with each spike never detected counted as its
+// whole length, the windows it was watched without being detected: a lower bound, as the
+// fidelity benchmark's for a limiter that never gets there.
+func (s *trScore) detectionLowerBound() float64 {
+	var sum, vol float64
+	for i, d := range s.detect {
+		sum += d * s.detectVol[i]
+		vol += s.detectVol[i]
+	}
+	for i, d := range s.missLen {
+		sum += d * s.missVol[i]
+		vol += s.missVol[i]
+	}
+	return sum / math.Max(vol, 1)
 }
 
 func (s *trScore) metrics() (recall, precision, falseShare, peak, recallCap, precisionCap, falseShareCap, peakCap float64) {
@@ -443,8 +463,12 @@ func (s *trScore) merge(o *trScore) {
 	s.peakDiv += o.peakDiv
 	s.detect = append(s.detect, o.detect...)
 	s.detectVol = append(s.detectVol, o.detectVol...)
+	s.missLen = append(s.missLen, o.missLen...)
+	s.missVol = append(s.missVol, o.missVol...)
 	s.undetected += o.undetected
 	s.spikesSeen += o.spikesSeen
+	s.overFloor += o.overFloor
+	s.undetectedOverFloor += o.undetectedOverFloor
 	s.calmDivCap += o.calmDivCap
 	s.peakDivCap += o.peakDivCap
 	s.onsetDiv += o.onsetDiv
@@ -514,10 +538,23 @@ func trRun(c Config, teams []trTeam, i int, grid []float64, res *trResult) {
 		}
 		prev = cnt
 	}
-	for k := range t.spikes {
+	for k, s := range t.spikes {
 		res.adaptive.spikesSeen++
+		var exp float64 // the spike's usual volume × its factor, mean over its windows
+		for e := s.start; e < s.end; e++ {
+			exp += t.usual(e) * s.x / float64(s.end-s.start)
+		}
+		over := exp >= c.Floor
+		if over {
+			res.adaptive.overFloor++
+		}
 		if !detected[k] {
 			res.adaptive.undetected++
+			res.adaptive.missLen = append(res.adaptive.missLen, float64(s.end-s.start))
+			res.adaptive.missVol = append(res.adaptive.missVol, t.mean*s.x*float64(s.end-s.start))
+			if over {
+				res.adaptive.undetectedOverFloor++
+			}
 		}
 		for g := range res.static {
 			res.static[g].spikesSeen++
@@ -557,7 +594,11 @@ func trRun(c Config, teams []trTeam, i int, grid []float64, res *trResult) {
 // were in a spike; false overflow the share of spike-free teams' records diverted; peak
 // the records diverted within an hour of a spike-free team's daily peak; detection the
 // windows from a spike's start to the first with ≥ 90% of it diverted (divert), the mean
-// over spikes detected weighed by their volume, and the median. Step-up teams: the hours
+// over spikes detected weighed by their volume, and the median; the spikes never
+// detected, how many, their share, and their share of the spikes over the floor (the
+// usual volume × the spike's factor at least the floor on average over its windows: a
+// spike under the floor is a small team's noise to the learner by design), and detection
+// with each of them counted as its length (a lower bound). Step-up teams: the hours
 // from the step until it is accepted (the last window with more than 1% diverted), the
 // most and the mean; pause teams: records diverted in the two days after the pause;
 // import teams: the latest night on which the learner accepted a team's import
@@ -645,6 +686,9 @@ func BenchmarkSpikeTrace(b *testing.B) {
 				m(mean, "adaptive_detect_windows$")
 				m(med, "adaptive_detect_windows_median$")
 				m(float64(a.undetected), "adaptive_spikes_undetected$")
+				m(float64(a.undetected)/float64(a.spikesSeen), "adaptive_undetected_spike_share$")
+				m(float64(a.undetectedOverFloor)/math.Max(float64(a.overFloor), 1), "adaptive_undetected_spike_share_over_floor$")
+				m(a.detectionLowerBound(), "adaptive_detect_windows_lower_bound$")
 				// The static threshold's: over the spikes it diverts at all, which its
 				// undetected count says how many of.
 				m(smean, "adaptive_detect_windows$_static")
