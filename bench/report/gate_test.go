@@ -74,6 +74,26 @@ func gateCases(t *testing.T) []gateCase {
 			"not measured: real_kafka_e2e_vs_passthrough_ratio (goal ≥ 0.9): not in the benchmark output",
 		},
 	}, {
+		// Spike protection's learner: the onsets' share over its goal, an import's
+		// figure at the team's peak after the learner accepted it, a spike over the floor
+		// in four never detected.
+		name: "spike goals missed",
+		raw: edit(t, full, `^(BenchmarkSpikeTrace-2 .*) 0\.004 adaptive_onset_diverted_share\t 0 adaptive_peak_false_overflow_settled(.*) 0\.02 adaptive_undetected_spike_share_over_floor`,
+			"$1 0.0051 adaptive_onset_diverted_share\t 206612 adaptive_peak_false_overflow_settled$2 0.25 adaptive_undetected_spike_share_over_floor"),
+		want: []string{
+			"goal missed: adaptive_onset_diverted_share = 0.0051, goal ≤ 0.005: over by 0.0001",
+			"goal missed: adaptive_peak_false_overflow_settled = 206612, goal = 0: off by 206612",
+			"goal missed: adaptive_undetected_spike_share_over_floor = 0.25, goal ≤ 0.1: over by 0.15",
+		},
+	}, {
+		// A trace from before the learner-derived onsets and the undetected share.
+		name: "spike figures missing",
+		raw:  edit(t, full, `^(BenchmarkSpikeTrace-2 .*)\t 4 adaptive_import_accepted_night_max(.*)\t 0\.02 adaptive_undetected_spike_share_over_floor`, "$1$2"),
+		want: []string{
+			"not measured: adaptive_import_accepted_night_max (goal ≤ 7): not in the benchmark output",
+			"not measured: adaptive_undetected_spike_share_over_floor (goal ≤ 0.1): not in the benchmark output",
+		},
+	}, {
 		name: "failed part",
 		raw:  edit(t, full, `^(real-kafka-latency +\d+ s)$`, "$1  FAILED"),
 		want: []string{"part failed: real-kafka-latency (bench/run.sh)"},

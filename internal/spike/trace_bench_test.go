@@ -95,19 +95,77 @@ func (t *trTeam) usual(e int64) float64 {
 // onset reports whether window e is in the onset of t's shape, where diverting is the
 // learner's design, not a false overflow: a lasting step up's first MaxSpike (a spike
 // until then, as any causal detector must take it; the bound is scored by
-// adaptive_step_accepted_after_h), and a nightly import on its first three nights (a
-// burst of 10 or 30 × for 30 to 60 minutes is what a spike is, until it has come at the
-// same hour three days running: the recurrence the learner waits for, so that a spike
-// coming back at the same hour the next day by chance is still caught).
-func (t *trTeam) onset(e, maxSpike int64) bool {
+// adaptive_step_accepted_after_h), and a nightly import's windows until the learner has
+// accepted it, known saying whether it has by window e (trImport). A burst of 10 or 30 ×
+// for 30 to 60 minutes is what a spike is until it has come at the same hour three days
+// running, the recurrence the learner waits for so that a spike coming back at the same
+// hour the next day by chance is still caught; how long the learner takes is scored by
+// adaptive_import_accepted_night_max, and what it diverts meanwhile by
+// adaptive_onset_diverted_share.
+func (t *trTeam) onset(e, maxSpike int64, known bool) bool {
 	switch t.shape {
 	case "stepup":
 		return e >= t.from && e < t.from+maxSpike
 	case "batch":
-		m := e % 1440
-		return e < 3*1440 && m >= t.batchAt && m < t.batchAt+t.batchLen
+		return !known && t.inImport(e)
 	}
 	return false
+}
+
+// inImport reports whether window e is in t's nightly import.
+func (t *trTeam) inImport(e int64) bool {
+	m := e % 1440
+	return t.shape == "batch" && m >= t.batchAt && m < t.batchAt+t.batchLen
+}
+
+// importHours is the hours of the day t's nightly import has windows in, as a mask of
+// Profile.Pattern's bits.
+func (t *trTeam) importHours() uint32 {
+	var m uint32
+	for h := t.batchAt / 60; h <= (t.batchAt+t.batchLen-1)/60; h++ {
+		m |= 1 << (h % Slots)
+	}
+	return m
+}
+
+// trImport follows whether the learner has accepted an import team's nightly import, from
+// the learner's own state, not the trace's calendar. It has once one of the import's
+// hours is a pattern hour (Profile.Pattern: a burst there three days running, from then
+// on followed at its highest windows), or once a night on which the team had a learned
+// threshold at the import's start ends with none of the import's hours marked a burst
+// (Profile.Today): no window of it that the folds observed was over its own hour's
+// threshold, so the hours' seasons took it as the team's usual volume, as they do an
+// import filling most of an hour, which is never a burst and so never a pattern (about
+// two thirds of the trace's). Once accepted, it stays so: what the learner diverts of it
+// after (a part of it in windows the folds never observe, a season that falls back) is
+// false overflow.
+type trImport struct {
+	known, learned bool  // accepted; a learned threshold at tonight's import's start
+	at             int64 // the window it was accepted at
+}
+
+// see takes the profile p that window e's threshold (learned: whether there was one)
+// comes from, before window e is observed.
+func (k *trImport) see(c Config, t *trTeam, p *Profile, e int64, learned bool) {
+	if k.known {
+		return
+	}
+	hours := t.importHours()
+	if p.Pattern&hours != 0 {
+		k.known, k.at = true, e
+		return
+	}
+	m := e % 1440
+	if m == t.batchAt {
+		k.learned = learned
+	}
+	// Two windows after the import's last, the fold of its last observed window has
+	// been made (window F is folded during F + 2). The import ends by 23:59 (batchAt is
+	// under 23:00, batchLen at most an hour), so that is at the latest 00:01, when the
+	// learner has folded no window of the next day yet: Today is still the import's day.
+	if end := t.batchAt + t.batchLen + 2; (e-end)%1440 == 0 && e >= end && k.learned && c.day(p.Epoch) == c.day(e-2) && p.Today&hours == 0 {
+		k.known, k.at = true, e
+	}
 }
 
 // spikeAt is the index of the spike window e is in, or -1.
@@ -240,8 +298,12 @@ type trScore struct {
 	calmVol, calmDiv       float64   // teams with no spike: records, diverted (divert)
 	peakDiv                float64   // teams with no spike: diverted within an hour of their daily peak
 	detect, detectVol      []float64 // per spike detected: windows to detect it, its volume
+	missLen, missVol       []float64 // per spike never detected: its length, its volume
 	undetected, spikesSeen int
-	calmDivCap, peakDivCap float64
+	// Spikes over the floor (their usual volume × their factor, over their windows, at
+	// least the learner's floor on average), and of them those never detected.
+	overFloor, undetectedOverFloor int
+	calmDivCap, peakDivCap         float64
 	// Of the above outside spikes, in a shape's onset (trTeam.onset): diverted (all
 	// teams), and spike-free teams' records and diverted, scored apart as settled.
 	onsetDiv, onsetCalmVol, onsetCalmDiv, onsetPeakDiv float64
@@ -295,6 +357,22 @@ func (s *trScore) detection() (mean, median float64) {
 	med := append([]float64(nil), s.detect...)
 	sort.Float64s(med)
 	return mean / vol, med[len(med)/2]
+}
+
+// detectionLowerBound is detection's mean with each spike never detected counted as its
+// whole length, the windows it was watched without being detected: a lower bound, as the
+// fidelity benchmark's for a limiter that never gets there.
+func (s *trScore) detectionLowerBound() float64 {
+	var sum, vol float64
+	for i, d := range s.detect {
+		sum += d * s.detectVol[i]
+		vol += s.detectVol[i]
+	}
+	for i, d := range s.missLen {
+		sum += d * s.missVol[i]
+		vol += s.missVol[i]
+	}
+	return sum / math.Max(vol, 1)
 }
 
 func (s *trScore) metrics() (recall, precision, falseShare, peak, recallCap, precisionCap, falseShareCap, peakCap float64) {
@@ -353,6 +431,10 @@ type trResult struct {
 	steps                      int
 	// Pause teams, spike-free: records in the two days after the pause, and diverted.
 	returnVol, returnDiv float64
+	// Import teams: the latest night (1 the first) on which the learner accepted a team's
+	// import (trImport), shDays + 1 for one never accepted, and how many were not.
+	importNightMax int64
+	importsNever   int
 }
 
 func (r *trResult) merge(o *trResult) {
@@ -365,6 +447,8 @@ func (r *trResult) merge(o *trResult) {
 	r.steps += o.steps
 	r.returnVol += o.returnVol
 	r.returnDiv += o.returnDiv
+	r.importNightMax = max(r.importNightMax, o.importNightMax)
+	r.importsNever += o.importsNever
 }
 
 func (s *trScore) merge(o *trScore) {
@@ -379,8 +463,12 @@ func (s *trScore) merge(o *trScore) {
 	s.peakDiv += o.peakDiv
 	s.detect = append(s.detect, o.detect...)
 	s.detectVol = append(s.detectVol, o.detectVol...)
+	s.missLen = append(s.missLen, o.missLen...)
+	s.missVol = append(s.missVol, o.missVol...)
 	s.undetected += o.undetected
 	s.spikesSeen += o.spikesSeen
+	s.overFloor += o.overFloor
+	s.undetectedOverFloor += o.undetectedOverFloor
 	s.calmDivCap += o.calmDivCap
 	s.peakDivCap += o.peakDivCap
 	s.onsetDiv += o.onsetDiv
@@ -405,6 +493,7 @@ func trRun(c Config, teams []trTeam, i int, grid []float64, res *trResult) {
 	spiky := len(t.spikes) > 0
 	maxSpike := int64(c.MaxSpike / c.Window)
 	lastDiv := int64(-1) // step-up teams: the last window after the step with > 1% diverted
+	var imp trImport     // import teams: whether the learner has accepted the import
 	for e := int64(0); e < t.windows; e++ {
 		mu := t.usual(e)
 		k := t.spikeAt(e)
@@ -413,13 +502,16 @@ func trRun(c Config, teams []trTeam, i int, grid []float64, res *trResult) {
 		}
 		cnt := poisson(r, mu)
 		thr, learned := c.Threshold(&ln.p, e)
+		if t.shape == "batch" {
+			imp.see(c, t, &ln.p, e, learned)
+		}
 		ln.observe(e, cnt)
 		if e >= 1440 {
 			if !learned {
 				thr = math.Inf(1) // too little history: the static threshold (scored apart)
 			}
 			d := divertedDivert(prev, cnt, thr)
-			onset := t.onset(e, maxSpike)
+			onset := t.onset(e, maxSpike, imp.known)
 			res.adaptive.add(t, e, prev, cnt, thr, k >= 0, spiky, onset)
 			for g := range res.static {
 				res.static[g].add(t, e, prev, cnt, grid[g], k >= 0, spiky, onset)
@@ -446,10 +538,23 @@ func trRun(c Config, teams []trTeam, i int, grid []float64, res *trResult) {
 		}
 		prev = cnt
 	}
-	for k := range t.spikes {
+	for k, s := range t.spikes {
 		res.adaptive.spikesSeen++
+		var exp float64 // the spike's usual volume × its factor, mean over its windows
+		for e := s.start; e < s.end; e++ {
+			exp += t.usual(e) * s.x / float64(s.end-s.start)
+		}
+		over := exp >= c.Floor
+		if over {
+			res.adaptive.overFloor++
+		}
 		if !detected[k] {
 			res.adaptive.undetected++
+			res.adaptive.missLen = append(res.adaptive.missLen, float64(s.end-s.start))
+			res.adaptive.missVol = append(res.adaptive.missVol, t.mean*s.x*float64(s.end-s.start))
+			if over {
+				res.adaptive.undetectedOverFloor++
+			}
 		}
 		for g := range res.static {
 			res.static[g].spikesSeen++
@@ -457,6 +562,15 @@ func trRun(c Config, teams []trTeam, i int, grid []float64, res *trResult) {
 				res.static[g].undetected++
 			}
 		}
+	}
+	if t.shape == "batch" {
+		night := int64(shDays + 1)
+		if imp.known {
+			night = imp.at/1440 + 1
+		} else {
+			res.importsNever++
+		}
+		res.importNightMax = max(res.importNightMax, night)
 	}
 	if t.shape == "stepup" {
 		h := 0.0
@@ -480,11 +594,17 @@ func trRun(c Config, teams []trTeam, i int, grid []float64, res *trResult) {
 // were in a spike; false overflow the share of spike-free teams' records diverted; peak
 // the records diverted within an hour of a spike-free team's daily peak; detection the
 // windows from a spike's start to the first with ≥ 90% of it diverted (divert), the mean
-// over spikes detected weighed by their volume, and the median. Step-up teams: the hours
+// over spikes detected weighed by their volume, and the median; the spikes never
+// detected, how many, their share, and their share of the spikes over the floor (the
+// usual volume × the spike's factor at least the floor on average over its windows: a
+// spike under the floor is a small team's noise to the learner by design), and detection
+// with each of them counted as its length (a lower bound). Step-up teams: the hours
 // from the step until it is accepted (the last window with more than 1% diverted), the
-// most and the mean; pause teams: records diverted in the two days after the pause. Each
-// team is learned as the gate learns it (trLearner). A simulation of windows: run it
-// with -benchtime 1x.
+// most and the mean; pause teams: records diverted in the two days after the pause;
+// import teams: the latest night on which the learner accepted a team's import
+// (trImport). The _settled keys leave out the shapes' onsets (trTeam.onset), which
+// adaptive_onset_diverted_share scores. Each team is learned as the gate learns it
+// (trLearner). A simulation of windows: run it with -benchtime 1x.
 func BenchmarkSpikeTrace(b *testing.B) {
 	if f := flag.Lookup("test.benchtime"); f == nil || f.Value.String() != "1x" {
 		b.Skip("a simulation: run with -benchtime 1x")
@@ -566,6 +686,9 @@ func BenchmarkSpikeTrace(b *testing.B) {
 				m(mean, "adaptive_detect_windows$")
 				m(med, "adaptive_detect_windows_median$")
 				m(float64(a.undetected), "adaptive_spikes_undetected$")
+				m(float64(a.undetected)/float64(a.spikesSeen), "adaptive_undetected_spike_share$")
+				m(float64(a.undetectedOverFloor)/math.Max(float64(a.overFloor), 1), "adaptive_undetected_spike_share_over_floor$")
+				m(a.detectionLowerBound(), "adaptive_detect_windows_lower_bound$")
 				// The static threshold's: over the spikes it diverts at all, which its
 				// undetected count says how many of.
 				m(smean, "adaptive_detect_windows$_static")
@@ -605,6 +728,11 @@ func BenchmarkSpikeTrace(b *testing.B) {
 		st := byShape["stepup"]
 		b.ReportMetric(st.stepAfterMax, "adaptive_step_accepted_after_h")
 		b.ReportMetric(st.stepAfterSum/float64(max(st.steps, 1)), "adaptive_step_accepted_after_h_mean")
+		ba := byShape["batch"]
+		if ba.importsNever > 0 {
+			b.Logf("%d import teams' imports never accepted (trImport): adaptive_import_accepted_night_max counts them as night %d", ba.importsNever, shDays+1)
+		}
+		b.ReportMetric(float64(ba.importNightMax), "adaptive_import_accepted_night_max")
 		pa := byShape["pause"]
 		b.ReportMetric(pa.returnDiv, "adaptive_pause_return_diverted")
 		b.ReportMetric(pa.returnDiv/math.Max(pa.returnVol, 1), "adaptive_pause_return_share")
