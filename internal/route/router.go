@@ -455,7 +455,11 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	s.own(r)
 	var o Outcome
 	var ro ruleOutcome
-	js, failed := r.rulesJSON(rec, s)
+	var js string // the value, when the rules' fields are read in one shared pass
+	failed := reasonNone
+	if r.plan.shared { // tested here: a call per record saved for the usual one-reader router
+		js, failed = r.rulesJSON(rec, s)
+	}
 	failedRule := -1
 	var failedKey *KeyFrom         // the key or match field that could not be read
 	var at time.Time               // the record's event time, read at its first check
@@ -493,7 +497,13 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			s.ruleN[i][resultNotChecked]++
 			continue
 		}
-		key, kf := r.read(&st.Key, rec, js, s, r.maxKey)
+		var key string
+		var kf reasonCode
+		if st.Key.src == sourceJSON && r.plan.shared {
+			key, kf = st.Key.readAt(rec, js, s.at, s, r.maxKey)
+		} else {
+			key, kf = st.Key.team(rec, s, r.maxKey) // as r.read, without its call
+		}
 		if kf != reasonNone {
 			if st.SkipMissing && missingKey(kf) {
 				s.ruleN[i][resultMissing]++
@@ -523,8 +533,14 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 				r.check(l, now, at, key, n, s)
 			}
 		case len(st.Limiters) == 1:
-			// One limit, the usual rule: a direct check.
-			if d = r.check(st.Limiters[0], now, at, key, n, s); d.Limited {
+			// One limit, the usual rule: a direct check; the primary one on the wall
+			// clock, as every gate without a rules file has it, without r.check's call.
+			if l := st.Limiters[0]; l == r.lim && !r.event {
+				d = l.CheckTally(now, key, n, &s.tally)
+			} else {
+				d = r.check(l, now, at, key, n, s)
+			}
+			if d.Limited {
 				over = 0
 			}
 		default:
