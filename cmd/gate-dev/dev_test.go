@@ -124,16 +124,22 @@ func TestDevPipedWithMiniredis(t *testing.T) {
 	}
 }
 
-var startedOn = regexp.MustCompile(`redis: redis-server \S* ?started on (127\.0\.0\.1:\d+)`)
-
-func TestDevStartsAndStopsRedisServer(t *testing.T) {
-	t.Parallel()
+// needRedisServer skips the test when redis-server is not on PATH, or fails it under CI.
+func needRedisServer(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if redistest.InCI() {
 			t.Fatalf("redis-server not on PATH (%v); CI=%s, so this is a failure, not a skip", err, os.Getenv("CI"))
 		}
 		t.Skip("redis-server not on PATH (set CI=true to make this a failure)")
 	}
+}
+
+var startedOn = regexp.MustCompile(`redis: redis-server \S* ?started on (127\.0\.0\.1:\d+)`)
+
+func TestDevStartsAndStopsRedisServer(t *testing.T) {
+	t.Parallel()
+	needRedisServer(t)
 	out := runDev(t, devArgs(), nil, devDeps{lookPath: exec.LookPath, isTerminal: notTerminal})
 	checkDevOutput(t, out, "redis-server")
 	m := startedOn.FindStringSubmatch(out)
