@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/endpoints"
 )
 
 const teamUsage = `Usage: gate team [-addr HOST:PORT] TEAM
@@ -76,7 +77,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	default:
 		return fmt.Errorf("asking %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
 	}
-	var t teamJSON
+	var t endpoints.TeamJSON
 	if err := json.Unmarshal(body, &t); err != nil {
 		return fmt.Errorf("reading the answer from %s: %w", u, err)
 	}
@@ -97,7 +98,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	// With rules, a row per limit of each rule that has state for the key: the rule first.
-	byRule := slices.ContainsFunc(t.Limits, func(l limitJSON) bool { return l.Rule != "" })
+	byRule := slices.ContainsFunc(t.Limits, func(l endpoints.LimitJSON) bool { return l.Rule != "" })
 	if byRule {
 		fmt.Fprint(tw, "RULE\t")
 	}
