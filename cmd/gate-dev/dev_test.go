@@ -7,8 +7,10 @@ import (
 	"flag"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -49,7 +51,7 @@ func (b *syncBuffer) String() string {
 // devArgs is a short gate-dev run: a free broker port, a threshold low enough that the
 // hot team overflows within the first second, and a malformed record early on.
 func devArgs(more ...string) []string {
-	return append([]string{"-duration", "3s", "-kafka-addr", "127.0.0.1:0", "-rate", "2000", "-teams", "200",
+	return append([]string{"-duration", "3s", "-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-rate", "2000", "-teams", "200",
 		"-threshold", "100", "-bad-every", "50"}, more...)
 }
 
@@ -204,8 +206,9 @@ func TestDevFlagsAndConfig(t *testing.T) {
 		{name: "bad rate", args: []string{"-rate", "0"}, usageErr: true, errHas: "-rate 0"},
 		{name: "bad zipf", args: []string{"-zipf", "1"}, usageErr: true, errHas: "-zipf 1"},
 		{name: "bad address", args: []string{"-kafka-addr", "nowhere"}, usageErr: true, errHas: `-kafka-addr "nowhere"`},
+		{name: "bad HTTP address", args: []string{"-http-addr", "127.0.0.1:65535"}, usageErr: true, errHas: `-http-addr "127.0.0.1:65535": want host:port such as 127.0.0.1:8081 (gate 2 takes the next port)`},
 		{name: "typo in env", args: devArgs(), names: []string{"GATE_TRESHOLD"}, errHas: "GATE_TRESHOLD: unknown variable (did you mean GATE_THRESHOLD?)"},
-		{name: "bad env", args: []string{"-kafka-addr", "127.0.0.1:0"}, env: map[string]string{"GATE_WINDOW": "1s"}, errHas: "GATE_TICK_INTERVAL"},
+		{name: "bad env", args: []string{"-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, env: map[string]string{"GATE_WINDOW": "1s"}, errHas: "GATE_TICK_INTERVAL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,9 +234,131 @@ func TestDevBrokerPortTaken(t *testing.T) {
 	}
 	defer ln.Close()
 	var stdout, stderr bytes.Buffer
-	err = dev(t.Context(), []string{"-kafka-addr", ln.Addr().String()}, getenvFrom(nil), nil, &stdout, &stderr,
+	err = dev(t.Context(), []string{"-kafka-addr", ln.Addr().String(), "-http-addr", "127.0.0.1:0"}, getenvFrom(nil), nil, &stdout, &stderr,
 		devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
 	if err == nil || !strings.Contains(err.Error(), "another gate-dev running?") {
 		t.Fatalf("err = %v, want the port in use", err)
+	}
+}
+
+var (
+	devHTTPLine  = regexp.MustCompile(`gate (\d) on http://(127\.0\.0\.1:\d+)`)
+	devThirdGate = regexp.MustCompile(`a third gate in the group: (GATE_KAFKA_BROKERS=(\S+) GATE_REDIS_URLS=(\S+) GATE_REDIS_PREFIX=gate-dev GATE_RULES_FILE=(\S+) .*) bin/gate serve\n`)
+)
+
+// startDevInProcess runs gate-dev in this process until the test ends, and waits for
+// the first line of its view (the gates and the load running).
+func startDevInProcess(t *testing.T, args []string, env map[string]string) *syncBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- dev(ctx, args, getenvFrom(env), nil, stdout, stderr, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gate-dev: %v\nstderr:\n%s", err, stderr)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stdout.String(), "\nt=") {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("gate-dev returned %v before its view\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no view within 60s\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+		}
+	}
+	return stdout
+}
+
+// buildGate builds the production binary, cmd/gate.
+func buildGate(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gate")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/capturegate/gate/cmd/gate").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/gate: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Each gate of the demo serves its HTTP endpoints, as gate serve does, on the addresses
+// its header prints, and gate team, curl and a third gate can be pointed at it as the
+// header says.
+func TestDevServesGateHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gate binary")
+	}
+	t.Parallel()
+	gateBin := buildGate(t)
+	out := startDevInProcess(t, devArgs("-duration", "0"), nil).String()
+	addrs := devHTTPLine.FindAllStringSubmatch(out, -1)
+	if len(addrs) != devGates {
+		t.Fatalf("want the HTTP address of each gate in the header:\n%s", out)
+	}
+	for _, want := range []string{
+		"/metrics /healthz /readyz /v1/teams, as gate serve serves them",
+		"try: bin/gate team -addr " + addrs[0][2] + " 1   |   curl -s " + addrs[0][2] + "/metrics | grep ^gate_records_total   |   curl -s " + addrs[1][2] + "/readyz",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("header lacks %q:\n%s", want, out)
+		}
+	}
+	get := func(addr, path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, a := range addrs {
+		addr := a[2]
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			code, body := get(addr, "/readyz")
+			if code == http.StatusOK && body == "ready\n" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("gate %s on %s: /readyz %d %q after 30s", a[1], addr, code, body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if code, body := get(addr, "/healthz"); code != http.StatusOK {
+			t.Errorf("gate %s: /healthz %d %q", a[1], code, body)
+		}
+		if code, body := get(addr, "/metrics"); code != http.StatusOK || !strings.Contains(body, `gate_records_total{reason="allowed",route="accepted"}`) {
+			t.Errorf("gate %s: /metrics %d, no accepted records:\n%.2000s", a[1], code, body)
+		}
+		// gate team, the command itself, as the header prints it: the hot team, whose
+		// records (keyed by user) reach both gates.
+		team, err := exec.Command(gateBin, "team", "-addr", addr, "1").CombinedOutput()
+		if err != nil {
+			t.Fatalf("gate team -addr %s 1: %v\n%s", addr, err, team)
+		}
+		for _, want := range []string{"team 1: LIMITED", `Redis prefix "gate-dev"`, `consumer group "capture-gate"`, "RULE", "\nteam "} {
+			if !strings.Contains(string(team), want) {
+				t.Errorf("gate team -addr %s 1 lacks %q:\n%s", addr, want, team)
+			}
+		}
+	}
+	// The third gate's line: the demo's broker, Redis and rules, the last a file gate
+	// serve reads.
+	m := devThirdGate.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no gate serve line in the header:\n%s", out)
+	}
+	if !strings.Contains(out, "on "+m[2]+";") || !strings.Contains(out, strings.TrimPrefix(strings.TrimSuffix(m[3], "/0"), "redis://")) {
+		t.Errorf("gate serve line names another broker or Redis than the header's: %s\n%s", m[1], out)
+	}
+	if check, err := exec.Command(gateBin, "rules", "check", m[4]).CombinedOutput(); err != nil || !strings.Contains(string(check), "team-user") {
+		t.Errorf("gate rules check %s: %v\n%s", m[4], err, check)
 	}
 }

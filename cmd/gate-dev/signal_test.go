@@ -77,7 +77,7 @@ func TestDevCtrlCExitsZero(t *testing.T) {
 	}
 	needRedisServer(t)
 	t.Parallel()
-	p := startDevProcess(t, buildDev(t), "-kafka-addr", "127.0.0.1:0", "-rate", "2000", "-teams", "200", "-threshold", "100")
+	p := startDevProcess(t, buildDev(t), "-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-rate", "2000", "-teams", "200", "-threshold", "100")
 	p.waitOutput(t, "\nt=", 60*time.Second) // up: the first line of the view
 	m := startedOn.FindStringSubmatch(p.stdout.String())
 	pid := startedPid.FindStringSubmatch(p.stdout.String())
