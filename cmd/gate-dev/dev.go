@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 	"github.com/capturegate/gate/internal/endpoints"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/load"
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
 )
 
@@ -174,6 +176,13 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	if err != nil {
 		return err
 	}
+	if getenv("GATE_RULES_FILE") != "" {
+		for _, f := range []string{"threshold", "window"} {
+			if _, set := flagEnv["GATE_"+strings.ToUpper(f)]; set {
+				return &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -%s: with GATE_RULES_FILE each rule says its own limits", f)}
+			}
+		}
+	}
 	defaults := devDefaults()
 	// The broker and Redis are set below, once started; these stand in for the checks.
 	defaults["GATE_KAFKA_BROKERS"] = "127.0.0.1:9092"
@@ -211,8 +220,21 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 		}
 	}()
 
-	// 1. The broker, with the gate's topics.
-	cluster, err := startDevBroker(o.kafkaAddr, o.partitions, cfg)
+	// The rules: the demo's, or GATE_RULES_FILE's, read here too for the header and for
+	// their own topics, which the broker must have (a gate does not start consuming
+	// while one is missing). The gates read the file themselves, and again when it changes.
+	var set *rules.Set
+	if cfg.RulesFile == "" {
+		set, err = devRules(cfg)
+	} else if set, err = rules.ReadFile(cfg.RulesFile, cfg.RulesOptions()); err != nil {
+		err = config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
+	}
+	if err != nil {
+		return err
+	}
+
+	// 1. The broker, with the gate's topics and the rules'.
+	cluster, err := startDevBroker(o.kafkaAddr, o.partitions, cfg, ruleTopics(set))
 	if err != nil {
 		return err
 	}
@@ -250,11 +272,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 
 	// 3. Two gates, built as gate serve builds one, counting their outcomes in stats, with
 	// the demo's rules unless GATE_RULES_FILE names others.
-	var set *rules.Set
+	var demoRules *rules.Set
 	if cfg.RulesFile == "" {
-		if set, err = devRules(cfg); err != nil {
-			return err
-		}
+		demoRules = set
 	}
 	stats := newDevStats()
 	var gates []*gate.Gate
@@ -273,7 +293,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 		g, err := gate.New(gcfg, log.With("gate", i), gate.Options{
 			WrapRouter: stats.wrap,
 			ClientOpts: devClientOpts(cfg, i),
-			Rules:      set,
+			Rules:      demoRules, // nil: GATE_RULES_FILE's
 		})
 		if err != nil {
 			return fmt.Errorf("gate %d: %w", i, err)
@@ -309,7 +329,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	for i, ln := range lns {
 		httpAddrs[i] = ln.Addr().String()
 	}
-	header := devHeader(o, cfg, devPlaces{broker: brokerAddr, redisWhat: rd.what, redisURLs: cfg.RedisURLs.String(), http: httpAddrs, rulesFile: rulesFile})
+	header := devHeader(o, cfg, set, devPlaces{broker: brokerAddr, redisWhat: rd.what, redisURLs: cfg.RedisURLs.String(), http: httpAddrs, rulesFile: rulesFile})
 	terminal := deps.isTerminal(stdout)
 	if !terminal {
 		if _, err := io.WriteString(stdout, header); err != nil {
@@ -412,8 +432,9 @@ view:
 		runErr = fmt.Errorf("writing output: %w", err)
 	}
 	s := stats.snapshot(time.Now(), counts.Produced.Load(), nil)
-	if _, err := fmt.Fprintf(stdout, "gate-dev stopped after %s: in=%d accepted=%d overflow=%d dead_letter=%d load_failed=%d\n",
-		time.Since(start).Round(time.Second), s.produced, s.routed[0], s.routed[1], s.routed[2], counts.Failed.Load()); err != nil && runErr == nil {
+	if _, err := fmt.Fprintf(stdout, "gate-dev stopped after %s: in=%d accepted=%d overflow=%d rule_topics=%d dead_letter=%d load_failed=%d\n",
+		time.Since(start).Round(time.Second), s.produced, s.routed[route.Accepted], s.routed[route.Overflow], s.routed[route.RuleTopic], s.routed[route.DeadLetter],
+		counts.Failed.Load()); err != nil && runErr == nil {
 		runErr = fmt.Errorf("writing output: %w", err)
 	}
 	return runErr
@@ -519,8 +540,20 @@ func serveDevHTTP(ctx context.Context, gates []*gate.Gate, cfgs []config.Config,
 	}
 }
 
-// startDevBroker starts kfake on addr with the input topic and the three outputs.
-func startDevBroker(addr string, partitions int, cfg config.Config) (*kfake.Cluster, error) {
+// ruleTopics are the topics of set's rules (action topic:NAME), each once, in file order.
+func ruleTopics(set *rules.Set) []string {
+	var topics []string
+	for _, r := range set.Rules {
+		if r.Action.Kind == rules.Topic && !slices.Contains(topics, r.Action.Topic) {
+			topics = append(topics, r.Action.Topic)
+		}
+	}
+	return topics
+}
+
+// startDevBroker starts kfake on addr with the input topic, the three outputs and the
+// rules' topics.
+func startDevBroker(addr string, partitions int, cfg config.Config, ruleTopics []string) (*kfake.Cluster, error) {
 	host, port, err := net.SplitHostPort(addr)
 	p, perr := strconv.ParseUint(port, 10, 16)
 	if err != nil || host == "" || perr != nil {
@@ -531,7 +564,7 @@ func startDevBroker(addr string, partitions int, cfg config.Config) (*kfake.Clus
 		kfake.Ports(int(p)),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
 		kfake.SeedTopics(int32(partitions), cfg.InputTopic),
-		kfake.SeedTopics(3, cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic),
+		kfake.SeedTopics(3, append([]string{cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic}, ruleTopics...)...),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond),
 		// Retention frees whole segments: small ones, so that it frees memory soon.
 		kfake.BrokerConfigs(map[string]string{
@@ -566,19 +599,29 @@ type devPlaces struct {
 	rulesFile string   // the rules in use as a file, for another gate
 }
 
-func devHeader(o devOptions, cfg config.Config, at devPlaces) string {
-	lc := cfg.LimitConfig()
-	hotRate := o.spec.HotShare * float64(o.spec.Rate)
-	perWindow := hotRate * lc.Window.Seconds()
+// devHeader is what the view shows above its figures: the rules, where each part
+// listens, and the load. With the demo's rules it says what each rule does to the load;
+// with GATE_RULES_FILE it lists the file's rules as they were at start and says what
+// the load sends, and the view shows what each rule sends away.
+func devHeader(o devOptions, cfg config.Config, set *rules.Set, at devPlaces) string {
 	var b strings.Builder
 	if cfg.RulesFile != "" {
-		fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share the rules of %s\n", devGates, cfg.GroupID, cfg.RulesFile)
+		fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share the %d rules of %s (as at start; the gates read it again when it changes):\n",
+			devGates, cfg.GroupID, len(set.Rules), at.rulesFile)
+		for _, r := range set.Rules {
+			fmt.Fprintf(&b, "       %s\n", describeRule(r))
+		}
 	} else {
+		lc := cfg.LimitConfig()
 		fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share two rules: team-user, %d records per %s window per user within a team, then team, %d per team (%s mode)\n",
 			devGates, cfg.GroupID, max(lc.Threshold/devUserShare, 1), lc.Window, lc.Threshold, lc.Mode)
 	}
-	fmt.Fprintf(&b, "kafka: kfake (in-process Kafka-protocol broker) on %s; %s (%d partitions) -> %s, %s, %s\n",
-		at.broker, cfg.InputTopic, o.partitions, cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic)
+	topics := strings.Join([]string{cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic}, ", ")
+	if rt := ruleTopics(set); len(rt) > 0 {
+		topics += "; the rules' topics " + strings.Join(rt, ", ")
+	}
+	fmt.Fprintf(&b, "kafka: kfake (in-process Kafka-protocol broker) on %s; %s (%d partitions) -> %s\n",
+		at.broker, cfg.InputTopic, o.partitions, topics)
 	fmt.Fprintf(&b, "       keeps the last %d MiB of each partition; try: kcat -b %s -L   |   kcat -b %s -C -t %s -o -5 -e -f '%%h %%s\\n'\n", devRetentionBytes>>20, at.broker, at.broker, cfg.OverflowTopic)
 	fmt.Fprintf(&b, "redis: %s\n", at.redisWhat)
 	devHeaderHTTP(&b, cfg, at)
@@ -586,12 +629,63 @@ func devHeader(o devOptions, cfg config.Config, at devPlaces) string {
 	if o.spec.BadEvery > 0 {
 		bad = fmt.Sprintf("1 in %d malformed", o.spec.BadEvery)
 	}
+	hotRate := o.spec.HotShare * float64(o.spec.Rate)
+	runawayRate := o.spec.RunawayShare * float64(o.spec.Rate)
+	if cfg.RulesFile != "" {
+		// What a record meets depends on the file's rules: say what is sent, per second.
+		fmt.Fprintf(&b, "load:  %d records/s over %d teams (team_id %d.. by Zipf s=%g), $pageview events with a team_id and a distinct_id; team_id %d sends %.0f%% (%.0f/s); %s\n",
+			o.spec.Rate, o.spec.Teams, load.FirstTailTeam, o.spec.ZipfS, load.HotTeam, o.spec.HotShare*100, hotRate, bad)
+		if o.spec.RunawayShare > 0 {
+			fmt.Fprintf(&b, "       one runaway user, distinct_id user-%d of team_id %d, sends %.0f%% (%.0f/s); the view shows what each rule sends away\n",
+				load.RunawayUser, load.RunawayTeam, o.spec.RunawayShare*100, runawayRate)
+		}
+		return b.String()
+	}
+	lc := cfg.LimitConfig()
+	perWindow := hotRate * lc.Window.Seconds()
 	fmt.Fprintf(&b, "load:  %d records/s over %d teams (team_id %d.. by Zipf s=%g); team_id %d sends %.0f%% (%.0f per window, %.1fx its limit); %s\n",
 		o.spec.Rate, o.spec.Teams, load.FirstTailTeam, o.spec.ZipfS, load.HotTeam, o.spec.HotShare*100, perWindow, perWindow/float64(lc.Threshold), bad)
 	if o.spec.RunawayShare > 0 {
-		runaway := o.spec.RunawayShare * float64(o.spec.Rate) * lc.Window.Seconds()
+		runaway := runawayRate * lc.Window.Seconds()
 		fmt.Fprintf(&b, "       one runaway user, %d:user-%d, sends %.0f%% (%.0f per window) inside team_id %d, a team otherwise under its limit: the user rule diverts it, the team's others are accepted\n",
 			load.RunawayTeam, load.RunawayUser, o.spec.RunawayShare*100, runaway, load.RunawayTeam)
+	}
+	return b.String()
+}
+
+// describeRule is r on one line: its name, key, match, limits, mode and action, as gate
+// rules check lists them.
+func describeRule(r rules.Rule) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: key %s", r.Name, r.Key)
+	if r.SkipMissing {
+		b.WriteString(" (skip if missing)")
+	}
+	for i, m := range r.Match {
+		op := "in"
+		if m.Not {
+			op = "not in"
+		}
+		join := " where"
+		if i > 0 {
+			join = " and"
+		}
+		fmt.Fprintf(&b, "%s %s %s [%s]", join, m.Field, op, strings.Join(m.Values, ","))
+	}
+	lims := make([]string, len(r.Limits))
+	for i, l := range r.Limits {
+		lims[i] = l.String()
+	}
+	mode := r.Mode.String()
+	if r.Adaptive {
+		mode += ", adaptive"
+	}
+	fmt.Fprintf(&b, ", limits %s (%s mode), over them: %s", strings.Join(lims, ","), mode, r.Action)
+	if len(r.Force) > 0 {
+		fmt.Fprintf(&b, ", %d keys forced", len(r.Force))
+	}
+	if r.Shadow {
+		b.WriteString(" (shadow: counted, never enforced)")
 	}
 	return b.String()
 }

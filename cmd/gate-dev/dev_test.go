@@ -48,11 +48,16 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// devArgs is a short gate-dev run: a free broker port, a threshold low enough that the
-// hot team overflows within the first second, and a malformed record early on.
+// devArgs is a short gate-dev run: free ports, a threshold low enough that the hot team
+// overflows within the first second, and a malformed record early on.
 func devArgs(more ...string) []string {
+	return append(devRulesFileArgs("-threshold", "100"), more...)
+}
+
+// devRulesFileArgs is devArgs without a threshold, which a rules file says.
+func devRulesFileArgs(more ...string) []string {
 	return append([]string{"-duration", "3s", "-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-rate", "2000", "-teams", "200",
-		"-threshold", "100", "-bad-every", "50"}, more...)
+		"-bad-every", "50"}, more...)
 }
 
 func noRedisServer(string) (string, error) { return "", exec.ErrNotFound }
@@ -72,7 +77,22 @@ func runDev(t *testing.T, args []string, env map[string]string, deps devDeps) st
 	return stdout.String()
 }
 
-var devTotals = regexp.MustCompile(`(?m)^gate-dev stopped after \S+: in=(\d+) accepted=(\d+) overflow=(\d+) dead_letter=(\d+) load_failed=(\d+)$`)
+var devTotals = regexp.MustCompile(`(?m)^gate-dev stopped after \S+: in=(\d+) accepted=(\d+) overflow=(\d+) rule_topics=(\d+) dead_letter=(\d+) load_failed=(\d+)$`)
+
+// devTotalsOf returns the totals line of a whole run's output: records in, accepted, to
+// overflow, to rules' topics, to dead letter, and the load's failures.
+func devTotalsOf(t *testing.T, out string) (in, accepted, overflow, ruleTopics, dead, failed int64) {
+	t.Helper()
+	m := devTotals.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no totals line:\n%s", out)
+	}
+	n := make([]int64, len(m)-1)
+	for i, s := range m[1:] {
+		n[i], _ = strconv.ParseInt(s, 10, 64)
+	}
+	return n[0], n[1], n[2], n[3], n[4], n[5]
+}
 
 // checkDevOutput checks the plain output of a whole run: the header, lines a second, and
 // totals with records on all three outputs, all of them routed.
@@ -88,8 +108,12 @@ func checkDevOutput(t *testing.T, out, redisLine string) {
 		"redis: " + redisLine,
 		"events (6 partitions) -> events_accepted, events_overflow, events_dead_letter",
 		"\nt=",
-		" top_overflow=1:",
+		" top_sent_away=1:",
 		"rule=team-user)",
+		" rules[team",
+		"team-user=",
+		"(overflow)",
+		" rule_topics=0/s ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -98,22 +122,14 @@ func checkDevOutput(t *testing.T, out, redisLine string) {
 	if strings.Contains(out, "\x1b[") {
 		t.Errorf("piped output has terminal escapes:\n%q", out)
 	}
-	m := devTotals.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no totals line:\n%s", out)
-	}
-	n := make([]int64, len(m)-1)
-	for i, s := range m[1:] {
-		n[i], _ = strconv.ParseInt(s, 10, 64)
-	}
-	in, accepted, overflow, dead, failed := n[0], n[1], n[2], n[3], n[4]
-	if accepted == 0 || overflow == 0 || dead == 0 || failed != 0 {
-		t.Errorf("want records on every output and no load failures: %s", m[0])
+	in, accepted, overflow, ruleTopics, dead, failed := devTotalsOf(t, out)
+	if accepted == 0 || overflow == 0 || dead == 0 || ruleTopics != 0 || failed != 0 {
+		t.Errorf("want records on every output but rule topics (the demo's rules have none) and no load failures: %s", devTotals.FindString(out))
 	}
 	// Every record produced was routed before the gates stopped (a rebalance may route
 	// a few twice, never fewer).
 	if accepted+overflow+dead < in {
-		t.Errorf("routed %d of %d records: %s", accepted+overflow+dead, in, m[0])
+		t.Errorf("routed %d of %d records: %s", accepted+overflow+dead, in, devTotals.FindString(out))
 	}
 }
 
@@ -181,7 +197,7 @@ func TestDevUsesGateRedisURLs(t *testing.T) {
 func TestDevTerminalRedraws(t *testing.T) {
 	t.Parallel()
 	out := runDev(t, devArgs("-duration", "2s"), nil, devDeps{lookPath: noRedisServer, isTerminal: func(io.Writer) bool { return true }})
-	if !strings.Contains(out, "\x1b[H\x1b[2J") || !strings.Contains(out, "top keys by overflow") || !strings.Contains(out, "team-user") || !strings.Contains(out, "commands/tick") {
+	if !strings.Contains(out, "\x1b[H\x1b[2J") || !strings.Contains(out, "top keys sent away") || !strings.Contains(out, "rule topics") || !strings.Contains(out, "team-user") || !strings.Contains(out, "commands/tick") {
 		t.Errorf("terminal output is not the redrawn view:\n%s", out)
 	}
 	if strings.Contains(out, "\nt=") {
@@ -207,6 +223,8 @@ func TestDevFlagsAndConfig(t *testing.T) {
 		{name: "bad zipf", args: []string{"-zipf", "1"}, usageErr: true, errHas: "-zipf 1"},
 		{name: "bad address", args: []string{"-kafka-addr", "nowhere"}, usageErr: true, errHas: `-kafka-addr "nowhere"`},
 		{name: "bad HTTP address", args: []string{"-http-addr", "127.0.0.1:65535"}, usageErr: true, errHas: `-http-addr "127.0.0.1:65535": want host:port such as 127.0.0.1:8081 (gate 2 takes the next port)`},
+		{name: "threshold with a rules file", args: devArgs(), env: map[string]string{"GATE_RULES_FILE": "rules.yaml"}, usageErr: true,
+			errHas: "-threshold: with GATE_RULES_FILE each rule says its own limits"},
 		{name: "typo in env", args: devArgs(), names: []string{"GATE_TRESHOLD"}, errHas: "GATE_TRESHOLD: unknown variable (did you mean GATE_THRESHOLD?)"},
 		{name: "bad env", args: []string{"-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, env: map[string]string{"GATE_WINDOW": "1s"}, errHas: "GATE_TICK_INTERVAL"},
 	}
@@ -360,5 +378,64 @@ func TestDevServesGateHTTP(t *testing.T) {
 	}
 	if check, err := exec.Command(gateBin, "rules", "check", m[4]).CombinedOutput(); err != nil || !strings.Contains(string(check), "team-user") {
 		t.Errorf("gate rules check %s: %v\n%s", m[4], err, check)
+	}
+}
+
+// With GATE_RULES_FILE, the header lists the file's rules as they are (no limit or rule
+// of the demo's own), the broker has the rules' topics, and the view's totals add up:
+// accepted + overflow + rule topics + dead letter = produced.
+func TestDevRulesFile(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte(`rules:
+  - {name: hot, key: json:team_id, match: [{field: json:team_id, in: ["1"]}], limits: ["10s:100"], action: "topic:hot_team"}
+  - {name: team, key: json:team_id, limits: ["10s:100", "1m:1000"], mode: cap}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runDev(t, devRulesFileArgs(), map[string]string{"GATE_RULES_FILE": file}, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	header, _, _ := strings.Cut(out, "\nt=")
+	for _, want := range []string{
+		"gate-dev: 2 gates in consumer group capture-gate share the 2 rules of " + file + " (as at start; the gates read it again when it changes):\n",
+		"       hot: key json:team_id where json:team_id in [1], limits 10s:100 (divert mode), over them: topic:hot_team\n",
+		"       team: key json:team_id, limits 10s:100,1m0s:1000 (cap mode), over them: overflow\n",
+		"events (6 partitions) -> events_accepted, events_overflow, events_dead_letter; the rules' topics hot_team\n",
+		"GATE_RULES_FILE=" + file + " ",
+		"team_id 1 sends 30% (600/s)",
+		"one runaway user, distinct_id user-999999 of team_id 1005, sends 3% (60/s); the view shows what each rule sends away",
+	} {
+		if !strings.Contains(header, want) {
+			t.Errorf("header lacks %q:\n%s", want, header)
+		}
+	}
+	// Nothing from the demo's own rules or its default limit.
+	for _, bad := range []string{"its limit", "the user rule", "team-user", "per window"} {
+		if strings.Contains(header, bad) {
+			t.Errorf("header has %q, which the rules file does not say:\n%s", bad, header)
+		}
+	}
+	if !strings.Contains(out, "rules[hot=") || !strings.Contains(out, "(its_topic)") {
+		t.Errorf("the view does not show the hot rule's records to its topic:\n%s", out)
+	}
+	in, accepted, overflow, ruleTopics, dead, failed := devTotalsOf(t, out)
+	if accepted == 0 || overflow == 0 || ruleTopics == 0 || dead == 0 || failed != 0 {
+		t.Errorf("want records on every output, the rule's topic too, and no load failures: %s", devTotals.FindString(out))
+	}
+	if sum := accepted + overflow + ruleTopics + dead; sum < in {
+		t.Errorf("accepted + overflow + rule topics + dead letter = %d, produced %d: %s", sum, in, devTotals.FindString(out))
+	}
+}
+
+// A rules file with a problem is a configuration error, before anything starts.
+func TestDevRulesFileBad(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte("rules:\n  - {name: x, key: json:team_id, limits: [\"10s:0\"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err := dev(t.Context(), devRulesFileArgs(), getenvFrom(map[string]string{"GATE_RULES_FILE": file}), nil, &stdout, &stderr, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	if err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "GATE_RULES_FILE=") || !strings.Contains(err.Error(), `threshold "0"`) {
+		t.Errorf("err = %v (exit %d), want a configuration error naming GATE_RULES_FILE", err, cli.ExitCode(err))
 	}
 }
