@@ -622,7 +622,7 @@ func devHeader(o devOptions, cfg config.Config, set *rules.Set, at devPlaces) st
 	}
 	fmt.Fprintf(&b, "kafka: kfake (in-process Kafka-protocol broker) on %s; %s (%d partitions) -> %s\n",
 		at.broker, cfg.InputTopic, o.partitions, topics)
-	fmt.Fprintf(&b, "       keeps the last %d MiB of each partition; try: kcat -b %s -L   |   kcat -b %s -C -t %s -o -5 -e -f '%%h %%s\\n'\n", devRetentionBytes>>20, at.broker, at.broker, cfg.OverflowTopic)
+	fmt.Fprintf(&b, "       keeps the last %d MiB of each partition; try: kcat -b %s -L   |   kcat -b %s -C -t %s -o -5 -c 5 -q -f '%%h %%s\\n'\n", devRetentionBytes>>20, at.broker, at.broker, cfg.OverflowTopic)
 	fmt.Fprintf(&b, "redis: %s\n", at.redisWhat)
 	devHeaderHTTP(&b, cfg, at)
 	bad := "none malformed"
