@@ -150,6 +150,9 @@ Flags:
 	if err := o.spec.Check(); err != nil {
 		return o, nil, &cli.UsageError{Msg: "gate-dev: " + cli.OneLine(err)}
 	}
+	if _, _, err := splitDevAddr(o.kafkaAddr, 1); err != nil {
+		return o, nil, &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -kafka-addr %q: want host:port such as 127.0.0.1:19092", o.kafkaAddr)}
+	}
 	if _, _, err := splitDevAddr(o.httpAddr, devGates); err != nil {
 		return o, nil, &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -http-addr %q: want host:port such as 127.0.0.1:8081 (gate 2 takes the next port)", o.httpAddr)}
 	}
@@ -554,14 +557,13 @@ func ruleTopics(set *rules.Set) []string {
 // startDevBroker starts kfake on addr with the input topic, the three outputs and the
 // rules' topics.
 func startDevBroker(addr string, partitions int, cfg config.Config, ruleTopics []string) (*kfake.Cluster, error) {
-	host, port, err := net.SplitHostPort(addr)
-	p, perr := strconv.ParseUint(port, 10, 16)
-	if err != nil || host == "" || perr != nil {
+	_, p, err := splitDevAddr(addr, 1)
+	if err != nil {
 		return nil, &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -kafka-addr %q: want host:port such as 127.0.0.1:19092", addr)}
 	}
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
-		kfake.Ports(int(p)),
+		kfake.Ports(p),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
 		kfake.SeedTopics(int32(partitions), cfg.InputTopic),
 		kfake.SeedTopics(3, append([]string{cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic}, ruleTopics...)...),
