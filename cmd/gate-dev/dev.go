@@ -7,11 +7,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,8 +27,10 @@ import (
 
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/endpoints"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/load"
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
 )
 
@@ -43,7 +50,7 @@ const (
 // devDefaults are the GATE_ settings gate-dev uses when the environment does not set
 // them: a short window and a low threshold, so limiting shows within seconds; its own
 // Redis key prefix, so it never shares counters with a real fleet; quiet text logs, as
-// stdout is the view.
+// stdout is the view; the team view on, for gate team (the HTTP ports are loopback).
 func devDefaults() map[string]string {
 	return map[string]string{
 		"GATE_WINDOW":        "10s",
@@ -52,6 +59,7 @@ func devDefaults() map[string]string {
 		"GATE_REDIS_PREFIX":  "gate-dev",
 		"GATE_LOG_FORMAT":    "text",
 		"GATE_LOG_LEVEL":     "warn",
+		"GATE_TEAM_API":      "true",
 	}
 }
 
@@ -63,16 +71,20 @@ const devUserShare = 10
 // runaway user is diverted by the first; its team's other users are accepted, as the
 // team rule does not count what the user rule sent away.
 func devRules(cfg config.Config) (*rules.Set, error) {
-	w := cfg.Window.String()
-	yaml := fmt.Sprintf("rules:\n"+
-		"  - {name: team-user, key: \"json:team_id+distinct_id\", missing: skip, limits: [\"%s:%d\"]}\n"+
-		"  - {name: team, key: json:team_id, limits: [\"%s:%d\"], mode: %s}\n",
-		w, max(cfg.Threshold/devUserShare, 1), w, cfg.Threshold, cfg.LimitMode)
-	set, err := rules.Parse("gate-dev's rules", []byte(yaml), cfg.RulesOptions())
+	set, err := rules.Parse("gate-dev's rules", []byte(devRulesYAML(cfg)), cfg.RulesOptions())
 	if err != nil {
 		return nil, fmt.Errorf("the demo's rules: %w", err)
 	}
 	return set, nil
+}
+
+// devRulesYAML is devRules as a rules file.
+func devRulesYAML(cfg config.Config) string {
+	w := cfg.Window.String()
+	return fmt.Sprintf("rules:\n"+
+		"  - {name: team-user, key: \"json:team_id+distinct_id\", missing: skip, limits: [\"%s:%d\"]}\n"+
+		"  - {name: team, key: json:team_id, limits: [\"%s:%d\"], mode: %s}\n",
+		w, max(cfg.Threshold/devUserShare, 1), w, cfg.Threshold, cfg.LimitMode)
 }
 
 // devDeps is what the tests replace.
@@ -97,6 +109,7 @@ func realDevDeps() devDeps {
 type devOptions struct {
 	spec       load.Spec // the load
 	kafkaAddr  string
+	httpAddr   string // gate 1's; gate 2 listens on the next port
 	partitions int
 	top        int
 	threshold  int64
@@ -104,11 +117,12 @@ type devOptions struct {
 }
 
 func parseDevFlags(args []string, stderr io.Writer) (devOptions, map[string]string, error) {
-	o := devOptions{spec: load.DefaultSpec(), kafkaAddr: "127.0.0.1:19092", partitions: 6, top: 8, threshold: 2000, window: 10 * time.Second}
+	o := devOptions{spec: load.DefaultSpec(), kafkaAddr: "127.0.0.1:19092", httpAddr: "127.0.0.1:8081", partitions: 6, top: 8, threshold: 2000, window: 10 * time.Second}
 	fs := flag.NewFlagSet("gate-dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o.spec.AddFlags(fs)
 	fs.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "loopback host:port the embedded Kafka broker listens on, for kcat -b; port 0 picks a free one")
+	fs.StringVar(&o.httpAddr, "http-addr", o.httpAddr, "host:port of gate 1's HTTP endpoints (/metrics, /healthz, /readyz, /v1/teams), gate 2's on the next port; port 0 picks free ones")
 	fs.IntVar(&o.partitions, "partitions", o.partitions, "partitions of the input topic, shared by the two gates")
 	fs.IntVar(&o.top, "top", o.top, "teams shown in the top-by-overflow table")
 	fs.Int64Var(&o.threshold, "threshold", o.threshold, "records per window a team may send (GATE_THRESHOLD; this flag wins over it)")
@@ -121,9 +135,10 @@ Runs, in this process, an in-memory Kafka broker (kfake) on a fixed loopback por
 miniredis), two gates in one consumer group sharing the limit, and a load generator, and
 shows what they route, once a second, until the duration ends or Ctrl-C. Other GATE_*
 variables apply to both gates (gate-dev defaults: GATE_WINDOW=10s, GATE_THRESHOLD=2000,
-GATE_SYNC_INTERVAL=5s, GATE_REDIS_PREFIX=gate-dev, GATE_LOG_LEVEL=warn, GATE_LOG_FORMAT=text).
-This is the demo, not the production binary: that is gate (cmd/gate), which links none of
-this.
+GATE_SYNC_INTERVAL=5s, GATE_REDIS_PREFIX=gate-dev, GATE_LOG_LEVEL=warn, GATE_LOG_FORMAT=text,
+GATE_TEAM_API=true). Each gate serves its HTTP endpoints, as gate serve does, on
+-http-addr and the port after it (GATE_HTTP_ADDR is not used). This is the demo, not the
+production binary: that is gate (cmd/gate), which links none of this.
 
 Flags:
 `)
@@ -134,6 +149,12 @@ Flags:
 	}
 	if err := o.spec.Check(); err != nil {
 		return o, nil, &cli.UsageError{Msg: "gate-dev: " + cli.OneLine(err)}
+	}
+	if _, _, err := splitDevAddr(o.kafkaAddr, 1); err != nil {
+		return o, nil, &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -kafka-addr %q: want host:port such as 127.0.0.1:19092", o.kafkaAddr)}
+	}
+	if _, _, err := splitDevAddr(o.httpAddr, devGates); err != nil {
+		return o, nil, &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -http-addr %q: want host:port such as 127.0.0.1:8081 (gate 2 takes the next port)", o.httpAddr)}
 	}
 	if o.partitions < 1 || o.top < 0 {
 		return o, nil, &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -partitions %d, -top %d: want at least 1 partition and 0 or more teams", o.partitions, o.top)}
@@ -157,6 +178,13 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	o, flagEnv, err := parseDevFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if getenv("GATE_RULES_FILE") != "" {
+		for _, f := range []string{"threshold", "window"} {
+			if _, set := flagEnv["GATE_"+strings.ToUpper(f)]; set {
+				return &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -%s: with GATE_RULES_FILE each rule says its own limits", f)}
+			}
+		}
 	}
 	defaults := devDefaults()
 	// The broker and Redis are set below, once started; these stand in for the checks.
@@ -184,8 +212,32 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	log := gate.NewLogger(cfg, stderr)
 	redis.SetLogger(gate.RedisLogger{Log: log.With("component", "redis")})
 
-	// 1. The broker, with the gate's topics.
-	cluster, err := startDevBroker(o.kafkaAddr, o.partitions, cfg)
+	// 0. The gates' HTTP ports, taken first: one in use fails the start before anything runs.
+	lns, err := devHTTPListeners(o.httpAddr, devGates)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close() // closed already once served
+		}
+	}()
+
+	// The rules: the demo's, or GATE_RULES_FILE's, read here too for the header and for
+	// their own topics, which the broker must have (a gate does not start consuming
+	// while one is missing). The gates read the file themselves, and again when it changes.
+	var set *rules.Set
+	if cfg.RulesFile == "" {
+		set, err = devRules(cfg)
+	} else if set, err = rules.ReadFile(cfg.RulesFile, cfg.RulesOptions()); err != nil {
+		err = config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
+	}
+	if err != nil {
+		return err
+	}
+
+	// 1. The broker, with the gate's topics and the rules'.
+	cluster, err := startDevBroker(o.kafkaAddr, o.partitions, cfg, ruleTopics(set))
 	if err != nil {
 		return err
 	}
@@ -223,14 +275,13 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 
 	// 3. Two gates, built as gate serve builds one, counting their outcomes in stats, with
 	// the demo's rules unless GATE_RULES_FILE names others.
-	var set *rules.Set
+	var demoRules *rules.Set
 	if cfg.RulesFile == "" {
-		if set, err = devRules(cfg); err != nil {
-			return err
-		}
+		demoRules = set
 	}
 	stats := newDevStats()
 	var gates []*gate.Gate
+	var gcfgs []config.Config
 	defer func() {
 		for _, g := range gates {
 			g.CloseRedis(log)
@@ -245,12 +296,13 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 		g, err := gate.New(gcfg, log.With("gate", i), gate.Options{
 			WrapRouter: stats.wrap,
 			ClientOpts: devClientOpts(cfg, i),
-			Rules:      set,
+			Rules:      demoRules, // nil: GATE_RULES_FILE's
 		})
 		if err != nil {
 			return fmt.Errorf("gate %d: %w", i, err)
 		}
 		gates = append(gates, g)
+		gcfgs = append(gcfgs, gcfg)
 	}
 
 	// 4. The load's producer.
@@ -261,7 +313,26 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	}
 	defer producer.Close()
 
-	header := devHeader(o, cfg, brokerAddr, rd.what)
+	// What the header tells to try: a third gate needs the rules the demo's run.
+	rulesFile := cfg.RulesFile
+	if rulesFile == "" {
+		dir, err := os.MkdirTemp("", "gate-dev-")
+		if err != nil {
+			return fmt.Errorf("writing the demo's rules for gate serve: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		rulesFile = filepath.Join(dir, "rules.yaml")
+		if err := os.WriteFile(rulesFile, []byte(devRulesYAML(cfg)), 0o644); err != nil {
+			return fmt.Errorf("writing the demo's rules for gate serve: %w", err)
+		}
+	} else if abs, err := filepath.Abs(rulesFile); err == nil {
+		rulesFile = abs
+	}
+	httpAddrs := make([]string, len(lns))
+	for i, ln := range lns {
+		httpAddrs[i] = ln.Addr().String()
+	}
+	header := devHeader(o, cfg, set, devPlaces{broker: brokerAddr, redisWhat: rd.what, redisURLs: cfg.RedisURLs.String(), http: httpAddrs, rulesFile: rulesFile})
 	terminal := deps.isTerminal(stdout)
 	if !terminal {
 		if _, err := io.WriteString(stdout, header); err != nil {
@@ -283,6 +354,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 		go func() { gateErrs <- runDevGate(gateCtx, g, i+1) }()
 	}
 	running := len(gates)
+	httpErrs, stopHTTP := serveDevHTTP(ctx, gates, gcfgs, lns, log)
+	defer stopHTTP() // before the gates' Redis clients are closed, deferred above
 	loadCtx, stopLoad := context.WithCancel(runCtx)
 	defer stopLoad()
 	var counts load.Counts
@@ -320,6 +393,9 @@ view:
 			running--
 			runErr = fmt.Errorf("a gate stopped early: %w", cmp.Or(err, errors.New("its consumer returned")))
 			break view
+		case err := <-httpErrs:
+			runErr = err
+			break view
 		case err := <-loadDone:
 			loadDone <- err // read again below
 			// The load also stops when the run's duration ends; both can be ready at once.
@@ -336,8 +412,8 @@ view:
 	}
 
 	// 7. Stop in order: the load, then (once they have routed it) the gates, whose
-	// consumers commit and leave the group and whose ticks flush; deferred, Redis and
-	// the broker.
+	// consumers commit and leave the group and whose ticks flush, then their HTTP
+	// endpoints; deferred, the Redis clients, then Redis, then the broker.
 	stopLoad()
 	if err := <-loadDone; err != nil && runErr == nil {
 		runErr = err
@@ -354,12 +430,14 @@ view:
 			runErr = fmt.Errorf("a gate stopped: %w", err)
 		}
 	}
+	stopHTTP() // as gate serve does: once the consumers and ticks have stopped
 	if err := show(time.Now()); err != nil && runErr == nil {
 		runErr = fmt.Errorf("writing output: %w", err)
 	}
 	s := stats.snapshot(time.Now(), counts.Produced.Load(), nil)
-	if _, err := fmt.Fprintf(stdout, "gate-dev stopped after %s: in=%d accepted=%d overflow=%d dead_letter=%d load_failed=%d\n",
-		time.Since(start).Round(time.Second), s.produced, s.routed[0], s.routed[1], s.routed[2], counts.Failed.Load()); err != nil && runErr == nil {
+	if _, err := fmt.Fprintf(stdout, "gate-dev stopped after %s: in=%d accepted=%d overflow=%d rule_topics=%d dead_letter=%d load_failed=%d\n",
+		time.Since(start).Round(time.Second), s.produced, s.routed[route.Accepted], s.routed[route.Overflow], s.routed[route.RuleTopic], s.routed[route.DeadLetter],
+		counts.Failed.Load()); err != nil && runErr == nil {
 		runErr = fmt.Errorf("writing output: %w", err)
 	}
 	return runErr
@@ -391,19 +469,104 @@ func runDevGate(ctx context.Context, g *gate.Gate, i int) error {
 	return nil
 }
 
-// startDevBroker starts kfake on addr with the input topic and the three outputs.
-func startDevBroker(addr string, partitions int, cfg config.Config) (*kfake.Cluster, error) {
+// splitDevAddr checks addr, host:port, for n gates listening on port, port+1, ...; port 0
+// gives each a free port.
+func splitDevAddr(addr string, n int) (string, int, error) {
 	host, port, err := net.SplitHostPort(addr)
-	p, perr := strconv.ParseUint(port, 10, 16)
-	if err != nil || host == "" || perr != nil {
+	if err != nil {
+		return "", 0, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || host == "" || (p != 0 && int(p)+n-1 > 65535) {
+		return "", 0, fmt.Errorf("bad host:port %q", addr)
+	}
+	return host, int(p), nil
+}
+
+// devHTTPListeners listens on addr for gate 1 and on the ports after it for the others
+// (port 0: a free port each).
+func devHTTPListeners(addr string, n int) ([]net.Listener, error) {
+	host, port, err := splitDevAddr(addr, n)
+	if err != nil {
+		return nil, &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -http-addr %q: %v", addr, err)}
+	}
+	var lns []net.Listener
+	for i := range n {
+		a := addr
+		if port != 0 {
+			a = net.JoinHostPort(host, strconv.Itoa(port+i))
+		}
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("gate %d's HTTP endpoints on %s (another gate-dev running? try -http-addr 127.0.0.1:0): %w", i+1, a, err)
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// serveDevHTTP serves each gate's endpoints on its listener, built as gate serve builds
+// them (endpoints.ForGate), and runs their readiness probes. A server that fails is sent
+// on the channel; stop shuts the servers down and waits for the probes, once.
+func serveDevHTTP(ctx context.Context, gates []*gate.Gate, cfgs []config.Config, lns []net.Listener, log *slog.Logger) (<-chan error, func()) {
+	errs := make(chan error, len(gates))
+	probeCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))
+	var probes sync.WaitGroup
+	servers := make([]*http.Server, len(gates))
+	for i, g := range gates {
+		glog := log.With("gate", i+1)
+		mux, ready := endpoints.ForGate(cfgs[i], g, glog)
+		servers[i] = endpoints.NewServer(mux, glog)
+		probes.Go(func() { ready.Run(probeCtx) })
+		go func() {
+			if err := servers[i].Serve(lns[i]); !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("gate %d's HTTP server on %s: %w", i+1, lns[i].Addr(), err)
+			}
+		}()
+	}
+	var once sync.Once
+	return errs, func() {
+		once.Do(func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), config.HTTPShutdownTimeout)
+			defer cancel()
+			for i, srv := range servers {
+				if err := srv.Shutdown(sctx); err != nil {
+					log.Warn("HTTP server shutdown incomplete", "gate", i+1, "err", err)
+				}
+			}
+			stopProbes()
+			probes.Wait()
+		})
+	}
+}
+
+// ruleTopics are the topics of set's rules (action topic:NAME), each once, in file order.
+func ruleTopics(set *rules.Set) []string {
+	var topics []string
+	for _, r := range set.Rules {
+		if r.Action.Kind == rules.Topic && !slices.Contains(topics, r.Action.Topic) {
+			topics = append(topics, r.Action.Topic)
+		}
+	}
+	return topics
+}
+
+// startDevBroker starts kfake on addr with the input topic, the three outputs and the
+// rules' topics.
+func startDevBroker(addr string, partitions int, cfg config.Config, ruleTopics []string) (*kfake.Cluster, error) {
+	_, p, err := splitDevAddr(addr, 1)
+	if err != nil {
 		return nil, &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -kafka-addr %q: want host:port such as 127.0.0.1:19092", addr)}
 	}
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
-		kfake.Ports(int(p)),
+		kfake.Ports(p),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
 		kfake.SeedTopics(int32(partitions), cfg.InputTopic),
-		kfake.SeedTopics(3, cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic),
+		kfake.SeedTopics(3, append([]string{cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic}, ruleTopics...)...),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond),
 		// Retention frees whole segments: small ones, so that it frees memory soon.
 		kfake.BrokerConfigs(map[string]string{
@@ -429,31 +592,123 @@ func devClientOpts(cfg config.Config, i int) []kgo.Opt {
 	}
 }
 
-func devHeader(o devOptions, cfg config.Config, broker, redisWhat string) string {
-	lc := cfg.LimitConfig()
-	hotRate := o.spec.HotShare * float64(o.spec.Rate)
-	perWindow := hotRate * lc.Window.Seconds()
+// devPlaces are where the demo's parts listen, for the header.
+type devPlaces struct {
+	broker    string   // the broker's address
+	redisWhat string   // which Redis, where
+	redisURLs string   // GATE_REDIS_URLS for another gate, passwords redacted
+	http      []string // each gate's HTTP address
+	rulesFile string   // the rules in use as a file, for another gate
+}
+
+// devHeader is what the view shows above its figures: the rules, where each part
+// listens, and the load. With the demo's rules it says what each rule does to the load;
+// with GATE_RULES_FILE it lists the file's rules as they were at start and says what
+// the load sends, and the view shows what each rule sends away.
+func devHeader(o devOptions, cfg config.Config, set *rules.Set, at devPlaces) string {
 	var b strings.Builder
 	if cfg.RulesFile != "" {
-		fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share the rules of %s\n", devGates, cfg.GroupID, cfg.RulesFile)
+		fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share the %d rules of %s (as at start; the gates read it again when it changes):\n",
+			devGates, cfg.GroupID, len(set.Rules), at.rulesFile)
+		for _, r := range set.Rules {
+			fmt.Fprintf(&b, "       %s\n", describeRule(r))
+		}
 	} else {
+		lc := cfg.LimitConfig()
 		fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share two rules: team-user, %d records per %s window per user within a team, then team, %d per team (%s mode)\n",
 			devGates, cfg.GroupID, max(lc.Threshold/devUserShare, 1), lc.Window, lc.Threshold, lc.Mode)
 	}
-	fmt.Fprintf(&b, "kafka: kfake (in-process Kafka-protocol broker) on %s; %s (%d partitions) -> %s, %s, %s\n",
-		broker, cfg.InputTopic, o.partitions, cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic)
-	fmt.Fprintf(&b, "       keeps the last %d MiB of each partition; try: kcat -b %s -L   |   kcat -b %s -C -t %s -o -5 -e -f '%%h %%s\\n'\n", devRetentionBytes>>20, broker, broker, cfg.OverflowTopic)
-	fmt.Fprintf(&b, "redis: %s\n", redisWhat)
+	topics := strings.Join([]string{cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic}, ", ")
+	if rt := ruleTopics(set); len(rt) > 0 {
+		topics += "; the rules' topics " + strings.Join(rt, ", ")
+	}
+	fmt.Fprintf(&b, "kafka: kfake (in-process Kafka-protocol broker) on %s; %s (%d partitions) -> %s\n",
+		at.broker, cfg.InputTopic, o.partitions, topics)
+	fmt.Fprintf(&b, "       keeps the last %d MiB of each partition; try: kcat -b %s -L   |   kcat -b %s -C -t %s -o -5 -c 5 -q -f '%%h %%s\\n'\n", devRetentionBytes>>20, at.broker, at.broker, cfg.OverflowTopic)
+	fmt.Fprintf(&b, "redis: %s\n", at.redisWhat)
+	devHeaderHTTP(&b, cfg, at)
 	bad := "none malformed"
 	if o.spec.BadEvery > 0 {
 		bad = fmt.Sprintf("1 in %d malformed", o.spec.BadEvery)
 	}
+	hotRate := o.spec.HotShare * float64(o.spec.Rate)
+	runawayRate := o.spec.RunawayShare * float64(o.spec.Rate)
+	if cfg.RulesFile != "" {
+		// What a record meets depends on the file's rules: say what is sent, per second.
+		fmt.Fprintf(&b, "load:  %d records/s over %d teams (team_id %d.. by Zipf s=%g), $pageview events with a team_id and a distinct_id; team_id %d sends %.0f%% (%.0f/s); %s\n",
+			o.spec.Rate, o.spec.Teams, load.FirstTailTeam, o.spec.ZipfS, load.HotTeam, o.spec.HotShare*100, hotRate, bad)
+		if o.spec.RunawayShare > 0 {
+			fmt.Fprintf(&b, "       one runaway user, distinct_id user-%d of team_id %d, sends %.0f%% (%.0f/s); the view shows what each rule sends away\n",
+				load.RunawayUser, load.RunawayTeam, o.spec.RunawayShare*100, runawayRate)
+		}
+		return b.String()
+	}
+	lc := cfg.LimitConfig()
+	perWindow := hotRate * lc.Window.Seconds()
 	fmt.Fprintf(&b, "load:  %d records/s over %d teams (team_id %d.. by Zipf s=%g); team_id %d sends %.0f%% (%.0f per window, %.1fx its limit); %s\n",
 		o.spec.Rate, o.spec.Teams, load.FirstTailTeam, o.spec.ZipfS, load.HotTeam, o.spec.HotShare*100, perWindow, perWindow/float64(lc.Threshold), bad)
 	if o.spec.RunawayShare > 0 {
-		runaway := o.spec.RunawayShare * float64(o.spec.Rate) * lc.Window.Seconds()
+		runaway := runawayRate * lc.Window.Seconds()
 		fmt.Fprintf(&b, "       one runaway user, %d:user-%d, sends %.0f%% (%.0f per window) inside team_id %d, a team otherwise under its limit: the user rule diverts it, the team's others are accepted\n",
 			load.RunawayTeam, load.RunawayUser, o.spec.RunawayShare*100, runaway, load.RunawayTeam)
 	}
 	return b.String()
+}
+
+// describeRule is r on one line: its name, key, match, limits, mode and action, as gate
+// rules check lists them.
+func describeRule(r rules.Rule) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: key %s", r.Name, r.Key)
+	if r.SkipMissing {
+		b.WriteString(" (skip if missing)")
+	}
+	for i, m := range r.Match {
+		op := "in"
+		if m.Not {
+			op = "not in"
+		}
+		join := " where"
+		if i > 0 {
+			join = " and"
+		}
+		fmt.Fprintf(&b, "%s %s %s [%s]", join, m.Field, op, strings.Join(m.Values, ","))
+	}
+	lims := make([]string, len(r.Limits))
+	for i, l := range r.Limits {
+		lims[i] = l.String()
+	}
+	mode := r.Mode.String()
+	if r.Adaptive {
+		mode += ", adaptive"
+	}
+	fmt.Fprintf(&b, ", limits %s (%s mode), over them: %s", strings.Join(lims, ","), mode, r.Action)
+	if len(r.Force) > 0 {
+		fmt.Fprintf(&b, ", %d keys forced", len(r.Force))
+	}
+	if r.Shadow {
+		b.WriteString(" (shadow: counted, never enforced)")
+	}
+	return b.String()
+}
+
+// devHeaderHTTP is the header's http lines: where each gate serves its endpoints, and how
+// to point gate team, curl and a third gate (gate serve) at the demo.
+func devHeaderHTTP(b *strings.Builder, cfg config.Config, at devPlaces) {
+	var where []string
+	for i, a := range at.http {
+		where = append(where, fmt.Sprintf("gate %d on http://%s", i+1, a))
+	}
+	served := "/metrics /healthz /readyz /v1/teams"
+	if !cfg.TeamAPI {
+		served = "/metrics /healthz /readyz (the team view is off: GATE_TEAM_API=false)"
+	}
+	fmt.Fprintf(b, "http:  %s: %s, as gate serve serves them\n", strings.Join(where, ", "), served)
+	try := fmt.Sprintf("curl -s %s/metrics | grep ^gate_records_total   |   curl -s %s/readyz", at.http[0], at.http[len(at.http)-1])
+	if cfg.TeamAPI {
+		try = fmt.Sprintf("bin/gate team -addr %s %d   |   %s", at.http[0], load.HotTeam, try)
+	}
+	fmt.Fprintf(b, "       try: %s\n", try)
+	fmt.Fprintf(b, "       a third gate in the group: GATE_KAFKA_BROKERS=%s GATE_REDIS_URLS=%s GATE_REDIS_PREFIX=%s GATE_RULES_FILE=%s GATE_TEAM_API=true GATE_HTTP_ADDR=127.0.0.1:8080 bin/gate serve\n",
+		at.broker, at.redisURLs, cfg.RedisPrefix, at.rulesFile)
 }

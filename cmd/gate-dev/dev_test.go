@@ -7,8 +7,10 @@ import (
 	"flag"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,11 +48,16 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// devArgs is a short gate-dev run: a free broker port, a threshold low enough that the
-// hot team overflows within the first second, and a malformed record early on.
+// devArgs is a short gate-dev run: free ports, a threshold low enough that the hot team
+// overflows within the first second, and a malformed record early on.
 func devArgs(more ...string) []string {
-	return append([]string{"-duration", "3s", "-kafka-addr", "127.0.0.1:0", "-rate", "2000", "-teams", "200",
-		"-threshold", "100", "-bad-every", "50"}, more...)
+	return append(devRulesFileArgs("-threshold", "100"), more...)
+}
+
+// devRulesFileArgs is devArgs without a threshold, which a rules file says.
+func devRulesFileArgs(more ...string) []string {
+	return append([]string{"-duration", "3s", "-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-rate", "2000", "-teams", "200",
+		"-bad-every", "50"}, more...)
 }
 
 func noRedisServer(string) (string, error) { return "", exec.ErrNotFound }
@@ -70,7 +77,22 @@ func runDev(t *testing.T, args []string, env map[string]string, deps devDeps) st
 	return stdout.String()
 }
 
-var devTotals = regexp.MustCompile(`(?m)^gate-dev stopped after \S+: in=(\d+) accepted=(\d+) overflow=(\d+) dead_letter=(\d+) load_failed=(\d+)$`)
+var devTotals = regexp.MustCompile(`(?m)^gate-dev stopped after \S+: in=(\d+) accepted=(\d+) overflow=(\d+) rule_topics=(\d+) dead_letter=(\d+) load_failed=(\d+)$`)
+
+// devTotalsOf returns the totals line of a whole run's output: records in, accepted, to
+// overflow, to rules' topics, to dead letter, and the load's failures.
+func devTotalsOf(t *testing.T, out string) (in, accepted, overflow, ruleTopics, dead, failed int64) {
+	t.Helper()
+	m := devTotals.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no totals line:\n%s", out)
+	}
+	n := make([]int64, len(m)-1)
+	for i, s := range m[1:] {
+		n[i], _ = strconv.ParseInt(s, 10, 64)
+	}
+	return n[0], n[1], n[2], n[3], n[4], n[5]
+}
 
 // checkDevOutput checks the plain output of a whole run: the header, lines a second, and
 // totals with records on all three outputs, all of them routed.
@@ -86,8 +108,12 @@ func checkDevOutput(t *testing.T, out, redisLine string) {
 		"redis: " + redisLine,
 		"events (6 partitions) -> events_accepted, events_overflow, events_dead_letter",
 		"\nt=",
-		" top_overflow=1:",
+		" top_sent_away=1:",
 		"rule=team-user)",
+		" rules[team",
+		"team-user=",
+		"(overflow)",
+		" rule_topics=0/s ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -96,22 +122,14 @@ func checkDevOutput(t *testing.T, out, redisLine string) {
 	if strings.Contains(out, "\x1b[") {
 		t.Errorf("piped output has terminal escapes:\n%q", out)
 	}
-	m := devTotals.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no totals line:\n%s", out)
-	}
-	n := make([]int64, len(m)-1)
-	for i, s := range m[1:] {
-		n[i], _ = strconv.ParseInt(s, 10, 64)
-	}
-	in, accepted, overflow, dead, failed := n[0], n[1], n[2], n[3], n[4]
-	if accepted == 0 || overflow == 0 || dead == 0 || failed != 0 {
-		t.Errorf("want records on every output and no load failures: %s", m[0])
+	in, accepted, overflow, ruleTopics, dead, failed := devTotalsOf(t, out)
+	if accepted == 0 || overflow == 0 || dead == 0 || ruleTopics != 0 || failed != 0 {
+		t.Errorf("want records on every output but rule topics (the demo's rules have none) and no load failures: %s", devTotals.FindString(out))
 	}
 	// Every record produced was routed before the gates stopped (a rebalance may route
 	// a few twice, never fewer).
 	if accepted+overflow+dead < in {
-		t.Errorf("routed %d of %d records: %s", accepted+overflow+dead, in, m[0])
+		t.Errorf("routed %d of %d records: %s", accepted+overflow+dead, in, devTotals.FindString(out))
 	}
 }
 
@@ -124,16 +142,22 @@ func TestDevPipedWithMiniredis(t *testing.T) {
 	}
 }
 
-var startedOn = regexp.MustCompile(`redis: redis-server \S* ?started on (127\.0\.0\.1:\d+)`)
-
-func TestDevStartsAndStopsRedisServer(t *testing.T) {
-	t.Parallel()
+// needRedisServer skips the test when redis-server is not on PATH, or fails it under CI.
+func needRedisServer(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if redistest.InCI() {
 			t.Fatalf("redis-server not on PATH (%v); CI=%s, so this is a failure, not a skip", err, os.Getenv("CI"))
 		}
 		t.Skip("redis-server not on PATH (set CI=true to make this a failure)")
 	}
+}
+
+var startedOn = regexp.MustCompile(`redis: redis-server \S* ?started on (127\.0\.0\.1:\d+)`)
+
+func TestDevStartsAndStopsRedisServer(t *testing.T) {
+	t.Parallel()
+	needRedisServer(t)
 	out := runDev(t, devArgs(), nil, devDeps{lookPath: exec.LookPath, isTerminal: notTerminal})
 	checkDevOutput(t, out, "redis-server")
 	m := startedOn.FindStringSubmatch(out)
@@ -173,7 +197,7 @@ func TestDevUsesGateRedisURLs(t *testing.T) {
 func TestDevTerminalRedraws(t *testing.T) {
 	t.Parallel()
 	out := runDev(t, devArgs("-duration", "2s"), nil, devDeps{lookPath: noRedisServer, isTerminal: func(io.Writer) bool { return true }})
-	if !strings.Contains(out, "\x1b[H\x1b[2J") || !strings.Contains(out, "top keys by overflow") || !strings.Contains(out, "team-user") || !strings.Contains(out, "commands/tick") {
+	if !strings.Contains(out, "\x1b[H\x1b[2J") || !strings.Contains(out, "top keys sent away") || !strings.Contains(out, "rule topics") || !strings.Contains(out, "team-user") || !strings.Contains(out, "commands/tick") {
 		t.Errorf("terminal output is not the redrawn view:\n%s", out)
 	}
 	if strings.Contains(out, "\nt=") {
@@ -198,8 +222,11 @@ func TestDevFlagsAndConfig(t *testing.T) {
 		{name: "bad rate", args: []string{"-rate", "0"}, usageErr: true, errHas: "-rate 0"},
 		{name: "bad zipf", args: []string{"-zipf", "1"}, usageErr: true, errHas: "-zipf 1"},
 		{name: "bad address", args: []string{"-kafka-addr", "nowhere"}, usageErr: true, errHas: `-kafka-addr "nowhere"`},
+		{name: "bad HTTP address", args: []string{"-http-addr", "127.0.0.1:65535"}, usageErr: true, errHas: `-http-addr "127.0.0.1:65535": want host:port such as 127.0.0.1:8081 (gate 2 takes the next port)`},
+		{name: "threshold with a rules file", args: devArgs(), env: map[string]string{"GATE_RULES_FILE": "rules.yaml"}, usageErr: true,
+			errHas: "-threshold: with GATE_RULES_FILE each rule says its own limits"},
 		{name: "typo in env", args: devArgs(), names: []string{"GATE_TRESHOLD"}, errHas: "GATE_TRESHOLD: unknown variable (did you mean GATE_THRESHOLD?)"},
-		{name: "bad env", args: []string{"-kafka-addr", "127.0.0.1:0"}, env: map[string]string{"GATE_WINDOW": "1s"}, errHas: "GATE_TICK_INTERVAL"},
+		{name: "bad env", args: []string{"-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, env: map[string]string{"GATE_WINDOW": "1s"}, errHas: "GATE_TICK_INTERVAL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,9 +252,190 @@ func TestDevBrokerPortTaken(t *testing.T) {
 	}
 	defer ln.Close()
 	var stdout, stderr bytes.Buffer
-	err = dev(t.Context(), []string{"-kafka-addr", ln.Addr().String()}, getenvFrom(nil), nil, &stdout, &stderr,
+	err = dev(t.Context(), []string{"-kafka-addr", ln.Addr().String(), "-http-addr", "127.0.0.1:0"}, getenvFrom(nil), nil, &stdout, &stderr,
 		devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
 	if err == nil || !strings.Contains(err.Error(), "another gate-dev running?") {
 		t.Fatalf("err = %v, want the port in use", err)
+	}
+}
+
+var (
+	devHTTPLine  = regexp.MustCompile(`gate (\d) on http://(127\.0\.0\.1:\d+)`)
+	devThirdGate = regexp.MustCompile(`a third gate in the group: (GATE_KAFKA_BROKERS=(\S+) GATE_REDIS_URLS=(\S+) GATE_REDIS_PREFIX=gate-dev GATE_RULES_FILE=(\S+) .*) bin/gate serve\n`)
+)
+
+// startDevInProcess runs gate-dev in this process until the test ends, and waits for
+// the first line of its view (the gates and the load running).
+func startDevInProcess(t *testing.T, args []string, env map[string]string) *syncBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- dev(ctx, args, getenvFrom(env), nil, stdout, stderr, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gate-dev: %v\nstderr:\n%s", err, stderr)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stdout.String(), "\nt=") {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("gate-dev returned %v before its view\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no view within 60s\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+		}
+	}
+	return stdout
+}
+
+// buildGate builds the production binary, cmd/gate.
+func buildGate(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gate")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/capturegate/gate/cmd/gate").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/gate: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Each gate of the demo serves its HTTP endpoints, as gate serve does, on the addresses
+// its header prints, and gate team, curl and a third gate can be pointed at it as the
+// header says.
+func TestDevServesGateHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gate binary")
+	}
+	t.Parallel()
+	gateBin := buildGate(t)
+	out := startDevInProcess(t, devArgs("-duration", "0"), nil).String()
+	addrs := devHTTPLine.FindAllStringSubmatch(out, -1)
+	if len(addrs) != devGates {
+		t.Fatalf("want the HTTP address of each gate in the header:\n%s", out)
+	}
+	for _, want := range []string{
+		"/metrics /healthz /readyz /v1/teams, as gate serve serves them",
+		"try: bin/gate team -addr " + addrs[0][2] + " 1   |   curl -s " + addrs[0][2] + "/metrics | grep ^gate_records_total   |   curl -s " + addrs[1][2] + "/readyz",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("header lacks %q:\n%s", want, out)
+		}
+	}
+	get := func(addr, path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, a := range addrs {
+		addr := a[2]
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			code, body := get(addr, "/readyz")
+			if code == http.StatusOK && body == "ready\n" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("gate %s on %s: /readyz %d %q after 30s", a[1], addr, code, body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if code, body := get(addr, "/healthz"); code != http.StatusOK {
+			t.Errorf("gate %s: /healthz %d %q", a[1], code, body)
+		}
+		if code, body := get(addr, "/metrics"); code != http.StatusOK || !strings.Contains(body, `gate_records_total{reason="allowed",route="accepted"}`) {
+			t.Errorf("gate %s: /metrics %d, no accepted records:\n%.2000s", a[1], code, body)
+		}
+		// gate team, the command itself, as the header prints it: the hot team, whose
+		// records (keyed by user) reach both gates.
+		team, err := exec.Command(gateBin, "team", "-addr", addr, "1").CombinedOutput()
+		if err != nil {
+			t.Fatalf("gate team -addr %s 1: %v\n%s", addr, err, team)
+		}
+		for _, want := range []string{"team 1: LIMITED", `Redis prefix "gate-dev"`, `consumer group "capture-gate"`, "RULE", "\nteam "} {
+			if !strings.Contains(string(team), want) {
+				t.Errorf("gate team -addr %s 1 lacks %q:\n%s", addr, want, team)
+			}
+		}
+	}
+	// The third gate's line: the demo's broker, Redis and rules, the last a file gate
+	// serve reads.
+	m := devThirdGate.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no gate serve line in the header:\n%s", out)
+	}
+	if !strings.Contains(out, "on "+m[2]+";") || !strings.Contains(out, strings.TrimPrefix(strings.TrimSuffix(m[3], "/0"), "redis://")) {
+		t.Errorf("gate serve line names another broker or Redis than the header's: %s\n%s", m[1], out)
+	}
+	if check, err := exec.Command(gateBin, "rules", "check", m[4]).CombinedOutput(); err != nil || !strings.Contains(string(check), "team-user") {
+		t.Errorf("gate rules check %s: %v\n%s", m[4], err, check)
+	}
+}
+
+// With GATE_RULES_FILE, the header lists the file's rules as they are (no limit or rule
+// of the demo's own), the broker has the rules' topics, and the view's totals add up:
+// accepted + overflow + rule topics + dead letter = produced.
+func TestDevRulesFile(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte(`rules:
+  - {name: hot, key: json:team_id, match: [{field: json:team_id, in: ["1"]}], limits: ["10s:100"], action: "topic:hot_team"}
+  - {name: team, key: json:team_id, limits: ["10s:100", "1m:1000"], mode: cap}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runDev(t, devRulesFileArgs(), map[string]string{"GATE_RULES_FILE": file}, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	header, _, _ := strings.Cut(out, "\nt=")
+	for _, want := range []string{
+		"gate-dev: 2 gates in consumer group capture-gate share the 2 rules of " + file + " (as at start; the gates read it again when it changes):\n",
+		"       hot: key json:team_id where json:team_id in [1], limits 10s:100 (divert mode), over them: topic:hot_team\n",
+		"       team: key json:team_id, limits 10s:100,1m0s:1000 (cap mode), over them: overflow\n",
+		"events (6 partitions) -> events_accepted, events_overflow, events_dead_letter; the rules' topics hot_team\n",
+		"GATE_RULES_FILE=" + file + " ",
+		"team_id 1 sends 30% (600/s)",
+		"one runaway user, distinct_id user-999999 of team_id 1005, sends 3% (60/s); the view shows what each rule sends away",
+	} {
+		if !strings.Contains(header, want) {
+			t.Errorf("header lacks %q:\n%s", want, header)
+		}
+	}
+	// Nothing from the demo's own rules or its default limit.
+	for _, bad := range []string{"its limit", "the user rule", "team-user", "per window"} {
+		if strings.Contains(header, bad) {
+			t.Errorf("header has %q, which the rules file does not say:\n%s", bad, header)
+		}
+	}
+	if !strings.Contains(out, "rules[hot=") || !strings.Contains(out, "(its_topic)") {
+		t.Errorf("the view does not show the hot rule's records to its topic:\n%s", out)
+	}
+	in, accepted, overflow, ruleTopics, dead, failed := devTotalsOf(t, out)
+	if accepted == 0 || overflow == 0 || ruleTopics == 0 || dead == 0 || failed != 0 {
+		t.Errorf("want records on every output, the rule's topic too, and no load failures: %s", devTotals.FindString(out))
+	}
+	if sum := accepted + overflow + ruleTopics + dead; sum < in {
+		t.Errorf("accepted + overflow + rule topics + dead letter = %d, produced %d: %s", sum, in, devTotals.FindString(out))
+	}
+}
+
+// A rules file with a problem is a configuration error, before anything starts.
+func TestDevRulesFileBad(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte("rules:\n  - {name: x, key: json:team_id, limits: [\"10s:0\"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err := dev(t.Context(), devRulesFileArgs(), getenvFrom(map[string]string{"GATE_RULES_FILE": file}), nil, &stdout, &stderr, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	if err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "GATE_RULES_FILE=") || !strings.Contains(err.Error(), `threshold "0"`) {
+		t.Errorf("err = %v (exit %d), want a configuration error naming GATE_RULES_FILE", err, cli.ExitCode(err))
 	}
 }

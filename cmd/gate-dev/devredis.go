@@ -29,6 +29,7 @@ const (
 type devRedis struct {
 	url  string       // for GATE_REDIS_URLS
 	what string       // one line for the header: which Redis, where
+	pid  int          // a started redis-server's process id; 0 for the others
 	stop func() error // stops what gate-dev started; nil error for GATE_REDIS_URLS
 }
 
@@ -121,13 +122,17 @@ func tryRedisServer(ctx context.Context, path string) (devRedis, error) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	// stop is called once the gates have made their final flush (dev's deferred calls).
 	stop := func() error {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("redis-server had already exited: %w", err)
+			return exitedEarly(err)
 		default:
 		}
 		if err := cmd.Process.Kill(); err != nil {
+			if errors.Is(err, os.ErrProcessDone) {
+				return exitedEarly(<-exited)
+			}
 			return fmt.Errorf("stopping redis-server (pid %d): %w", cmd.Process.Pid, err)
 		}
 		<-exited
@@ -143,15 +148,25 @@ func tryRedisServer(ctx context.Context, path string) (devRedis, error) {
 		}
 		select {
 		case err := <-exited:
-			return devRedis{}, fmt.Errorf("redis-server exited at start (port %s taken?): %w", port, err)
+			return devRedis{}, fmt.Errorf("redis-server on port %s (taken?) did not start: %w", port, exitedEarly(err))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 	return devRedis{
 		url:  "redis://" + addr + "/0",
 		what: fmt.Sprintf("%s started on %s (pid %d, nothing persisted; stopped at exit)", redisVersion(ctx, path), addr, cmd.Process.Pid),
+		pid:  cmd.Process.Pid,
 		stop: stop,
 	}, nil
+}
+
+// exitedEarly is the error of a redis-server that exited before gate-dev stopped it; err
+// is its cmd.Wait's, nil when it exited with status 0 (as it does on SIGINT or SIGTERM).
+func exitedEarly(err error) error {
+	if err == nil {
+		return errors.New("redis-server exited with status 0 before gate-dev stopped it (stopped by someone else?)")
+	}
+	return fmt.Errorf("redis-server exited before gate-dev stopped it: %w", err)
 }
 
 // ping sends one inline PING and expects +PONG.

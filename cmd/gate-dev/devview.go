@@ -18,44 +18,75 @@ import (
 	"github.com/capturegate/gate/internal/route"
 )
 
-// devStats counts what gate-dev's gates route, over both gates: records per route, and
-// per team that has ever overflowed, its overflow and its last decision.
+// devStats counts what gate-dev's gates route, over both gates: records per route; per
+// rule, the records its action took; and per key ever sent away, the records sent away
+// and its last decision.
 type devStats struct {
-	routed [3]atomic.Int64 // by route.Route: accepted, overflow, dead letter
+	routed [numRoutes]atomic.Int64 // by route.Route: accepted, overflow, dead letter, rule topics
 
 	mu    sync.Mutex
 	teams map[string]*teamStats
+	rules map[string]*ruleStats
 }
+
+// numRoutes is how many routes a record can take, route.RuleTopic the last.
+const numRoutes = int(route.RuleTopic) + 1
 
 type teamStats struct {
-	overflow int64
-	last     limit.Decision // the latest check of the team by either gate
-	rule     string         // with rules: the rule that last sent it away
+	away int64          // records sent to overflow or a rule's topic
+	last limit.Decision // the latest check of the key by either gate
+	rule string         // with rules: the rule that last sent it away
 }
 
-func newDevStats() *devStats { return &devStats{teams: make(map[string]*teamStats)} }
+// ruleStats are the records a rule's action took: sent to overflow or the rule's topic,
+// or tagged on the accepted topic.
+type ruleStats struct {
+	n     int64
+	route route.Route // where the last of them went
+}
 
-// record counts one outcome. A team is followed from its first overflow on, so memory
-// grows with the teams that overflow, not with every team seen.
+func newDevStats() *devStats {
+	return &devStats{teams: make(map[string]*teamStats), rules: make(map[string]*ruleStats)}
+}
+
+// sentAway reports whether r takes a record off the accepted topic for its key's limit.
+func sentAway(r route.Route) bool { return r == route.Overflow || r == route.RuleTopic }
+
+// record counts one outcome. A key is followed from the first record sent away on, so
+// memory grows with the keys sent away, not with every key seen.
 func (s *devStats) record(o route.Outcome) {
 	if int(o.Route) < len(s.routed) {
 		s.routed[o.Route].Add(1)
 	}
-	if o.Team == "" {
+	// A rule's action (o.Rule), not a dry run's record that would have taken it.
+	ruled := o.Rule != "" && o.Reason != route.ReasonDryRun
+	if o.Team == "" && !ruled {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ruled {
+		rs := s.rules[o.Rule]
+		if rs == nil {
+			rs = &ruleStats{}
+			s.rules[strings.Clone(o.Rule)] = rs
+		}
+		rs.n++
+		rs.route = o.Route
+	}
+	if o.Team == "" {
+		return
+	}
 	ts := s.teams[o.Team]
 	if ts == nil {
-		if o.Route != route.Overflow {
+		if !sentAway(o.Route) {
 			return
 		}
 		ts = &teamStats{}
 		s.teams[strings.Clone(o.Team)] = ts // o.Team aliases the record
 	}
-	if o.Route == route.Overflow {
-		ts.overflow++
+	if sentAway(o.Route) {
+		ts.away++
 		ts.rule = o.Rule
 	}
 	ts.last = o.Decision
@@ -79,9 +110,10 @@ func (r *statsRouter) RouteInto(now time.Time, in *kgo.Record, s *route.Scratch,
 // devSnapshot is everything the view shows, read once a second.
 type devSnapshot struct {
 	at       time.Time
-	produced int64    // acknowledged on the input topic
-	routed   [3]int64 // by route
+	produced int64            // acknowledged on the input topic
+	routed   [numRoutes]int64 // by route
 	teams    map[string]teamStats
+	rules    map[string]ruleStats
 	gates    []gateSnapshot
 }
 
@@ -103,6 +135,10 @@ func (s *devStats) snapshot(at time.Time, produced int64, regs []*prometheus.Reg
 	snap.teams = make(map[string]teamStats, len(s.teams))
 	for team, ts := range s.teams {
 		snap.teams[team] = *ts
+	}
+	snap.rules = make(map[string]ruleStats, len(s.rules))
+	for name, rs := range s.rules {
+		snap.rules[name] = *rs
 	}
 	s.mu.Unlock()
 	for _, reg := range regs {
@@ -137,18 +173,38 @@ func readGateMetrics(reg *prometheus.Registry) gateSnapshot {
 type devRates struct {
 	elapsed time.Duration // since the start
 	in      float64
-	routed  [3]float64
+	routed  [numRoutes]float64
 	total   devSnapshot
+	rules   []ruleRate
 	top     []teamRate
 	gates   []gateRate
 }
 
 type teamRate struct {
-	team     string
-	rule     string
-	perSec   float64
-	overflow int64
-	last     limit.Decision
+	team   string
+	rule   string
+	perSec float64 // sent away
+	away   int64
+	last   limit.Decision
+}
+
+// ruleRate is the records a rule's action took.
+type ruleRate struct {
+	name   string
+	route  route.Route
+	perSec float64
+	total  int64
+}
+
+// action says where a rule's records went.
+func (r ruleRate) action() string {
+	switch r.route {
+	case route.Accepted:
+		return "tagged"
+	case route.RuleTopic:
+		return "its topic"
+	}
+	return r.route.String()
 }
 
 type gateRate struct {
@@ -170,10 +226,16 @@ func rates(prev, cur devSnapshot, last devRates, start time.Time, top int) devRa
 		r.routed[i] = float64(cur.routed[i]-prev.routed[i]) / dt
 	}
 	for team, ts := range cur.teams {
-		r.top = append(r.top, teamRate{team: team, rule: ts.rule, perSec: float64(ts.overflow-prev.teams[team].overflow) / dt, overflow: ts.overflow, last: ts.last})
+		r.top = append(r.top, teamRate{team: team, rule: ts.rule, perSec: float64(ts.away-prev.teams[team].away) / dt, away: ts.away, last: ts.last})
 	}
 	slices.SortFunc(r.top, func(a, b teamRate) int {
-		return cmp.Or(cmp.Compare(b.perSec, a.perSec), cmp.Compare(b.overflow, a.overflow), strings.Compare(a.team, b.team))
+		return cmp.Or(cmp.Compare(b.perSec, a.perSec), cmp.Compare(b.away, a.away), strings.Compare(a.team, b.team))
+	})
+	for name, rs := range cur.rules {
+		r.rules = append(r.rules, ruleRate{name: name, route: rs.route, perSec: float64(rs.n-prev.rules[name].n) / dt, total: rs.n})
+	}
+	slices.SortFunc(r.rules, func(a, b ruleRate) int {
+		return cmp.Or(cmp.Compare(b.total, a.total), strings.Compare(a.name, b.name))
 	})
 	r.top = r.top[:min(top, len(r.top))]
 	for i, g := range cur.gates {
@@ -199,13 +261,23 @@ func rates(prev, cur devSnapshot, last devRates, start time.Time, top int) devRa
 // writeLine is the view on a non-terminal: one plain line a second.
 func (r devRates) writeLine(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "t=%s in=%.0f/s accepted=%.0f/s overflow=%.0f/s dead_letter=%.0f/s",
-		r.elapsed, r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.DeadLetter])
+	fmt.Fprintf(&b, "t=%s in=%.0f/s accepted=%.0f/s overflow=%.0f/s rule_topics=%.0f/s dead_letter=%.0f/s",
+		r.elapsed, r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.RuleTopic], r.routed[route.DeadLetter])
 	for i, g := range r.gates {
 		fmt.Fprintf(&b, " gate%d[partitions=%.0f pipeline=%.2fms cmds/tick=%.1f]", i+1, g.partitions, g.pipelineMs, g.commands)
 	}
+	if len(r.rules) > 0 {
+		b.WriteString(" rules[")
+		for i, ru := range r.rules {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%s=%.0f/s(%s)", ru.name, ru.perSec, strings.ReplaceAll(ru.action(), " ", "_"))
+		}
+		b.WriteByte(']')
+	}
 	if len(r.top) > 0 {
-		b.WriteString(" top_overflow=")
+		b.WriteString(" top_sent_away=")
 		for i, t := range r.top[:min(3, len(r.top))] {
 			if i > 0 {
 				b.WriteByte(',')
@@ -228,23 +300,30 @@ func (r devRates) writeScreen(w io.Writer, header string) error {
 	b.WriteString("\x1b[H\x1b[2J") // home, clear
 	b.WriteString(header)
 	fmt.Fprintf(&b, "\nup %s   (Ctrl-C stops: load, then both gates with a final commit and tick flush)\n\n", r.elapsed)
-	fmt.Fprintf(&b, "%-10s %12s %12s %12s %14s\n", "records", "in", "accepted", "overflow", "dead letter")
-	fmt.Fprintf(&b, "%-10s %12.0f %12.0f %12.0f %14.0f\n", "per second", r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.DeadLetter])
-	fmt.Fprintf(&b, "%-10s %12d %12d %12d %14d\n\n", "total", r.total.produced, r.total.routed[route.Accepted], r.total.routed[route.Overflow], r.total.routed[route.DeadLetter])
+	fmt.Fprintf(&b, "%-10s %12s %12s %12s %12s %14s\n", "records", "in", "accepted", "overflow", "rule topics", "dead letter")
+	fmt.Fprintf(&b, "%-10s %12.0f %12.0f %12.0f %12.0f %14.0f\n", "per second", r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.RuleTopic], r.routed[route.DeadLetter])
+	fmt.Fprintf(&b, "%-10s %12d %12d %12d %12d %14d\n\n", "total", r.total.produced, r.total.routed[route.Accepted], r.total.routed[route.Overflow], r.total.routed[route.RuleTopic], r.total.routed[route.DeadLetter])
+	if len(r.rules) > 0 {
+		fmt.Fprintf(&b, "%-18s %-10s %12s %12s\n", "rule", "sent to", "per second", "total")
+		for _, ru := range r.rules {
+			fmt.Fprintf(&b, "%-18s %-10s %12.0f %12d\n", ru.name, ru.action(), ru.perSec, ru.total)
+		}
+		b.WriteByte('\n')
+	}
 	fmt.Fprintf(&b, "%-10s %12s %16s %16s\n", "gate", "partitions", "redis pipeline", "commands/tick")
 	for i, g := range r.gates {
 		fmt.Fprintf(&b, "%-10s %12.0f %14.2fms %16.1f\n", fmt.Sprintf("gate %d", i+1), g.partitions, g.pipelineMs, g.commands)
 	}
-	fmt.Fprintf(&b, "\ntop keys by overflow (a team, or team:user)\n%-18s %-10s %12s %12s %24s %8s\n", "key", "rule", "overflow/s", "overflow", "level / threshold", "tier")
+	fmt.Fprintf(&b, "\ntop keys sent away, to overflow or a rule's topic (a team, or team:user)\n%-18s %-10s %12s %12s %24s %8s\n", "key", "rule", "away/s", "away", "level / threshold", "tier")
 	for _, t := range r.top {
 		lt := fmt.Sprintf("%.0f / %d", t.last.Level, t.last.Threshold)
 		if t.last.Threshold > 0 {
 			lt += fmt.Sprintf(" (%.1fx)", t.last.Level/float64(t.last.Threshold))
 		}
-		fmt.Fprintf(&b, "%-18s %-10s %12.0f %12d %24s %8s\n", t.team, cmp.Or(t.rule, "-"), t.perSec, t.overflow, lt, t.last.Tier)
+		fmt.Fprintf(&b, "%-18s %-10s %12.0f %12d %24s %8s\n", t.team, cmp.Or(t.rule, "-"), t.perSec, t.away, lt, t.last.Tier)
 	}
 	if len(r.top) == 0 {
-		b.WriteString("(none yet: a team overflows once its level reaches its threshold)\n")
+		b.WriteString("(none yet: a key is sent away once its level reaches its threshold)\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

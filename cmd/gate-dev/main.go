@@ -1,13 +1,14 @@
 // Command gate-dev runs the whole capture gate pipeline in one process, to watch it work:
 // an in-memory Kafka broker (kfake) on a fixed loopback port, a Redis (GATE_REDIS_URLS,
 // else a redis-server it starts, else an embedded miniredis), two gates in one consumer
-// group sharing the limit, a load generator and a live view (`make run`; gate-dev -h for
-// its flags).
+// group sharing the limit, each serving its HTTP endpoints as gate serve does (on
+// 127.0.0.1:8081 and :8082 by default), a load generator and a live view (`make run`;
+// gate-dev -h for its flags).
 //
-// It is the demo, not the production binary. The gates are built as cmd/gate builds one
-// (internal/config, internal/gate) and the load is cmd/gate's `gate load`
-// (internal/load), but the broker, the embedded Redis and the terminal view live here
-// only, so that cmd/gate links none of them (cmd/gate's
+// It is the demo, not the production binary. The gates are built, and their endpoints
+// served, as cmd/gate does (internal/config, internal/gate, internal/endpoints) and the
+// load is cmd/gate's `gate load` (internal/load), but the broker, the embedded Redis and
+// the terminal view live here only, so that cmd/gate links none of them (cmd/gate's
 // TestProductionBinaryLinksNoDemoCode checks it).
 //
 // Exit status: 0 when the run ends (its -duration, or Ctrl-C / SIGTERM: the load stops,

@@ -18,6 +18,7 @@ import (
 // stated in several, the tests below hold each statement to the code.
 var docFiles = []string{
 	"README.md", "docs/configuration.md", "docs/design.md", "docs/operations.md", "docs/reliability.md", "docs/rules.md",
+	"docs/demo.md", "docs/development.md",
 	"deploy/helm/capture-gate/README.md", "deploy/helm/capture-gate/values.yaml", "docker-compose.yml",
 	// the variables' descriptions, which gate env prints
 	"internal/config/kafka.go", "internal/config/limits.go", "internal/config/redis.go", "internal/config/process.go",
@@ -141,6 +142,33 @@ func TestDocsStateTheRulesReload(t *testing.T) {
 	for line := range strings.Lines(env.String()) {
 		if strings.HasPrefix(line, "| `GATE_RULES_FILE` |") && !regexp.MustCompile(`topic[^;]*does not exist[^;]*refused`).MatchString(line) {
 			t.Errorf("GATE_RULES_FILE's description does not say that a reloaded file naming a topic that does not exist is refused:\n%s", line)
+		}
+	}
+}
+
+// readmeMaxLines bounds the README: the page that takes a user from nothing to a routed
+// record and to the docs, which say the rest.
+const readmeMaxLines = 300
+
+// TestReadmeIsAFirstPage: the README stays within readmeMaxLines lines and links every
+// page of docs/.
+func TestReadmeIsAFirstPage(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	if n := strings.Count(readme, "\n"); n > readmeMaxLines {
+		t.Errorf("README.md has %d lines, more than %d: move the detail into docs/ and link it", n, readmeMaxLines)
+	}
+	docs, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("docs/*.md: %v, %d files", err, len(docs))
+	}
+	for _, d := range docs {
+		if link := "](docs/" + filepath.Base(d); !strings.Contains(readme, link) {
+			t.Errorf("README.md does not link docs/%s", filepath.Base(d))
 		}
 	}
 }

@@ -2,9 +2,10 @@
 // fleet-wide rate limit: docs/design.md ("What happens to a record", "How the limit
 // works", "Guarantees") gives the design. This package is wiring only: configuration
 // from GATE_* environment variables (internal/config), the gate's parts (internal/gate),
-// signals, the HTTP endpoints and the subcommands. The demo stack (in-process broker,
-// Redis, two gates, live view) is a binary of its own, cmd/gate-dev, so that none of its
-// code is linked into this one (TestProductionBinaryLinksNoDemoCode).
+// signals, the HTTP endpoints (internal/endpoints, which gate-dev serves too) and the
+// subcommands. The demo stack (in-process broker, Redis, two gates, live view) is a
+// binary of its own, cmd/gate-dev, so that none of its code is linked into this one
+// (TestProductionBinaryLinksNoDemoCode).
 //
 // Guarantees:
 //
@@ -39,33 +40,23 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/buildinfo"
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/endpoints"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/tick"
-)
-
-const (
-	// Readiness PINGs back off from probeMinDelay to probeMaxDelay between attempts.
-	probeMinDelay = 50 * time.Millisecond
-	probeMaxDelay = time.Second
 )
 
 func main() {
@@ -157,21 +148,15 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	}
 	// Closed last, after the tick's final flush has used them.
 	defer g.CloseRedis(log)
-	reg, lim, clients, ticker, consumer := g.Reg, g.Lim, g.Clients, g.Ticker, g.Consumer
+	lim, ticker, consumer := g.Lim, g.Ticker, g.Consumer
 	// Listen before serving, so a taken port fails start-up, and so the log can give the
 	// actual address when GATE_HTTP_ADDR asks for port 0.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("GATE_HTTP_ADDR=%q: listening: %w", cfg.HTTPAddr, err)
 	}
-	ready := newReadiness(clients, cfg, consumer.NotReady, log)
-	ready.live = consumer.Live
-	srv := &http.Server{
-		Handler:           newMux(reg, ready, teamsFor(cfg, g)),
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	mux, ready := endpoints.ForGate(cfg, g, log)
+	srv := endpoints.NewServer(mux, log)
 	logStartup(log, cfg, lim, ticker, ln.Addr().String())
 	g.LogRules()
 
@@ -189,7 +174,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	probeDone := make(chan struct{})
 	go func() {
 		defer close(probeDone)
-		ready.run(probeCtx)
+		ready.Run(probeCtx)
 	}()
 	overridesDone := make(chan struct{})
 	go func() {
@@ -328,155 +313,6 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		log.Warn("GATE_REDIS_KEY_TTL raised to 2 x GATE_WINDOW: a shorter expiry would drop the previous epoch while it still counts",
 			"asked", cfg.RedisKeyTTL.String(), "using", ttl.String())
 	}
-}
-
-// teamsFor returns g's team view, or nil when GATE_TEAM_API turns it off.
-func teamsFor(cfg config.Config, g *gate.Gate) *teamAPI {
-	if !cfg.TeamAPI {
-		return nil
-	}
-	rules := fixedRules(g.Lim, g.Extra...)
-	if g.CurrentRules() != nil {
-		rules = g.CurrentRules
-	}
-	return newTeamAPI(gateJSON{RedisPrefix: cfg.RedisPrefix, ConsumerGroup: cfg.GroupID}, rules)
-}
-
-// newMux serves the operational endpoints.
-func newMux(reg *prometheus.Registry, ready *readiness, teams *teamAPI) *http.ServeMux {
-	mux := http.NewServeMux()
-	if teams != nil {
-		teams.register(mux)
-	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	// Liveness: the process answers, and the consumer has not been stuck with work to
-	// do for GATE_STALL_RESTART (a restart is the cure for that). Redis state is
-	// deliberately not part of it: a restart cures no Redis outage, and the gate fails
-	// open through one.
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if ready != nil && ready.live != nil {
-			if err := ready.live(); err != nil {
-				w.WriteHeader(http.StatusServiceUnavailable)
-				_, _ = io.WriteString(w, "not live: "+err.Error()+"\n")
-				return
-			}
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		var why []string
-		why = append(why, ready.kafka()...)
-		if waiting := ready.waiting(); len(waiting) > 0 {
-			why = append(why, "no PING reply yet from redis "+strings.Join(waiting, ", "))
-		}
-		if len(why) > 0 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "not ready: "+strings.Join(why, "; ")+"\n")
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
-	return mux
-}
-
-// readiness records whether every Redis instance has answered a PING since start. It
-// latches: once ready, always ready. Readiness that followed Redis would take every gate
-// of a fleet out of service at the same moment on a Redis blip, when the gate is built to
-// keep routing (fail-open) through one.
-type readiness struct {
-	kafka   func() []string // why the consumer is not ready: not joined yet, or what an operator must fix
-	live    func() error    // nil while the consumer is not stuck for good (see /healthz)
-	clients []redis.UniversalClient
-	urls    []string // redacted, for logs and the 503 body
-	timeout time.Duration
-	log     *slog.Logger
-
-	mu sync.Mutex
-	up []bool
-	ok atomic.Bool // every instance has answered; the fast path of /readyz
-}
-
-func newReadiness(clients []redis.UniversalClient, cfg config.Config, kafka func() []string, log *slog.Logger) *readiness {
-	r := &readiness{
-		kafka:   kafka,
-		clients: clients,
-		timeout: cfg.RedisDialTimeout + cfg.RedisWriteTimeout + cfg.RedisReadTimeout,
-		log:     log.With("component", "readiness"),
-		up:      make([]bool, len(clients)),
-	}
-	r.urls = cfg.RedisLabels()
-	return r
-}
-
-// waiting returns the instances that have not answered yet.
-func (r *readiness) waiting() []string {
-	if r.ok.Load() {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var w []string
-	for i, up := range r.up {
-		if !up {
-			w = append(w, r.urls[i])
-		}
-	}
-	return w
-}
-
-// run PINGs every instance, in parallel, until each has answered once or ctx ends.
-func (r *readiness) run(ctx context.Context) {
-	var wg sync.WaitGroup
-	for i := range r.clients {
-		wg.Go(func() { r.probe(ctx, i) })
-	}
-	wg.Wait()
-}
-
-func (r *readiness) probe(ctx context.Context, i int) {
-	delay := probeMinDelay
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for attempt := 1; ; attempt++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, r.timeout)
-		err := r.clients[i].Ping(pctx).Err()
-		cancel()
-		if err == nil {
-			r.markUp(i, attempt)
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		// Warn once, then keep quiet: the tick's error metrics and logs tell the rest.
-		lvl := slog.LevelDebug
-		if attempt == 1 {
-			lvl = slog.LevelWarn
-		}
-		r.log.Log(ctx, lvl, "redis not reachable yet; /readyz answers 503 until it is",
-			"instance", i, "url", r.urls[i], "attempt", attempt, "err", err)
-		timer.Reset(delay)
-		delay = min(2*delay, probeMaxDelay)
-	}
-}
-
-func (r *readiness) markUp(i, attempt int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.up[i] = true
-	r.log.Info("redis reachable", "instance", i, "url", r.urls[i], "attempts", attempt)
-	for _, up := range r.up {
-		if !up {
-			return
-		}
-	}
-	r.ok.Store(true)
-	r.log.Info("ready: every redis instance has answered")
 }
 
 // writerName is this process's writer name in Redis (tick.Config.Writer): its host name,

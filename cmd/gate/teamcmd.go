@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/endpoints"
 )
 
 const teamUsage = `Usage: gate team [-addr HOST:PORT] TEAM
@@ -59,8 +60,8 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	case topSet && len(args) > 0:
 		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("team: -top lists teams and takes no TEAM, got %q", args)}
-	case topSet && (top < 1 || top > maxTop):
-		return &cli.UsageError{Msg: fmt.Sprintf("team: -top %d: want a number of teams from 1 to %d", top, maxTop)}
+	case topSet && (top < 1 || top > endpoints.MaxTop):
+		return &cli.UsageError{Msg: fmt.Sprintf("team: -top %d: want a number of teams from 1 to %d", top, endpoints.MaxTop)}
 	case !topSet && (len(args) != 1 || args[0] == ""):
 		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("team: want one TEAM, or -top N to list the teams closest to their limits; got %q", args)}
@@ -93,7 +94,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	default:
 		return fmt.Errorf("asking %s: %d %s: %s", u, code, http.StatusText(code), strings.TrimSpace(string(body)))
 	}
-	var t teamJSON
+	var t endpoints.TeamJSON
 	if err := json.Unmarshal(body, &t); err != nil {
 		return fmt.Errorf("reading the answer from %s: %w", u, err)
 	}
@@ -114,7 +115,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	// With rules, a row per limit of each rule that has state for the key: the rule first.
-	byRule := slices.ContainsFunc(t.Limits, func(l limitJSON) bool { return l.Rule != "" })
+	byRule := slices.ContainsFunc(t.Limits, func(l endpoints.LimitJSON) bool { return l.Rule != "" })
 	if byRule {
 		fmt.Fprint(tw, "RULE\t")
 	}
@@ -196,7 +197,7 @@ func askGate(ctx context.Context, u string, limit int64) (int, []byte, error) {
 // first), a row per limit of each.
 func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 	u := base + "/v1/teams?top=" + strconv.Itoa(n)
-	// Up to maxTop teams of a row per limit each: far more than one team's answer.
+	// Up to endpoints.MaxTop teams of a row per limit each: far more than one team's answer.
 	code, body, err := askGate(ctx, u, 64<<20)
 	if err != nil {
 		return err
@@ -208,7 +209,7 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 	default:
 		return fmt.Errorf("asking %s: %d %s: %s", u, code, http.StatusText(code), strings.TrimSpace(string(body)))
 	}
-	var a topAnswer
+	var a endpoints.TopAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
 		return fmt.Errorf("reading the answer from %s: %w", u, err)
 	}
@@ -221,8 +222,8 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 		len(a.Teams), where, a.Gate.RedisPrefix, a.Gate.ConsumerGroup); err != nil {
 		return err
 	}
-	byRule := slices.ContainsFunc(a.Teams, func(t teamJSON) bool {
-		return slices.ContainsFunc(t.Limits, func(l limitJSON) bool { return l.Rule != "" })
+	byRule := slices.ContainsFunc(a.Teams, func(t endpoints.TeamJSON) bool {
+		return slices.ContainsFunc(t.Limits, func(l endpoints.LimitJSON) bool { return l.Rule != "" })
 	})
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "TEAM\t")
@@ -248,7 +249,7 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 
 // thresholdText is l's threshold as the tables show it, with where it comes from when it
 // is not the configured one.
-func thresholdText(l limitJSON) string {
+func thresholdText(l endpoints.LimitJSON) string {
 	thr := strconv.FormatInt(l.Threshold, 10)
 	switch {
 	case l.Override:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/capturegate/gate/internal/gate"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -16,128 +15,11 @@ import (
 
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/endpoints"
+	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/spike"
 )
-
-func TestTeamAPI(t *testing.T) {
-	t.Parallel()
-	t0 := time.Unix(1_700_000_000, 0)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, Overrides: map[string]int64{"whale": 10}}, clock.NewFake(t0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 40 {
-		lim.CheckAt(t0, "whale", 1)
-	}
-	for range 5 {
-		lim.CheckAt(t0, "minnow", 1)
-	}
-	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(lim)})
-	get := func(path string, v any) int {
-		t.Helper()
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		if v != nil {
-			if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
-				t.Fatalf("GET %s: %v\n%s", path, err, rec.Body)
-			}
-		}
-		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
-			t.Errorf("GET %s: content type %q", path, ct)
-		}
-		return rec.Code
-	}
-
-	var whale teamJSON
-	if code := get("/v1/teams/whale", &whale); code != http.StatusOK {
-		t.Fatalf("GET /v1/teams/whale: %d", code)
-	}
-	l := whale.Limits[0]
-	if whale.Team != "whale" || !whale.Limited || len(whale.Limits) != 1 || l.Window != "1m0s" || l.Threshold != 10 ||
-		!l.Override || l.Level != 40 || l.Pressure != 4 || l.Pending != 40 || l.Tier != "hot" || !l.Limited ||
-		l.EstimateAgeSeconds != nil || l.SecondsUntilUnder != 180 {
-		t.Errorf("whale: %+v", whale)
-	}
-
-	if l.DivertedSince != nil || l.ReleaseAt != nil || l.FleetShare != 1 {
-		t.Errorf("whale before any tick: diverted since %v, release at %v, share %v; want not held yet, share 1", l.DivertedSince, l.ReleaseAt, l.FleetShare)
-	}
-	// The tick's sweep takes the hold the checks started: the view says since when, and
-	// when it ends if the whale calms down (a hold, one window, after its last time over).
-	lim.Sweep(t0.Add(time.Second), new(limit.Sweep))
-	if code := get("/v1/teams/whale", &whale); code != http.StatusOK {
-		t.Fatalf("GET /v1/teams/whale: %d", code)
-	}
-	if l := whale.Limits[0]; l.DivertedSince == nil || !l.DivertedSince.Equal(t0.Add(time.Second)) ||
-		l.ReleaseAt == nil || !l.ReleaseAt.Equal(t0.Add(61*time.Second)) {
-		t.Errorf("whale held: diverted since %v, release at %v; want %v and %v", l.DivertedSince, l.ReleaseAt, t0.Add(time.Second), t0.Add(61*time.Second))
-	}
-
-	var top struct{ Teams []teamJSON }
-	if code := get("/v1/teams?top=1", &top); code != http.StatusOK || len(top.Teams) != 1 || top.Teams[0].Team != "whale" {
-		t.Errorf("top 1: %d %+v", code, top)
-	}
-	if code := get("/v1/teams", &top); code != http.StatusOK || len(top.Teams) != 2 || top.Teams[1].Team != "minnow" {
-		t.Errorf("top: %d %+v", code, top)
-	}
-	var e map[string]string
-	for _, bad := range []string{"0", "-1", "x", fmt.Sprint(maxTop + 1)} {
-		if code := get("/v1/teams?top="+bad, &e); code != http.StatusBadRequest || e["error"] == "" {
-			t.Errorf("top=%s: %d %v", bad, code, e)
-		}
-	}
-	if code := get("/v1/teams/nobody", &e); code != http.StatusNotFound || e["error"] == "" {
-		t.Errorf("unknown team: %d %v", code, e)
-	}
-	if lim.Len() != 2 {
-		t.Errorf("the view cached a team: %d cached", lim.Len())
-	}
-}
-
-// With several limits, a team has one entry per limit, and is limited when any is.
-func TestTeamAPISeveralLimits(t *testing.T) {
-	t.Parallel()
-	t0 := time.Unix(1_700_000_000, 0)
-	clk := clock.NewFake(t0)
-	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clk, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hour, err := limit.New(limit.Config{Window: time.Hour, Threshold: 20}, clk, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 40 {
-		lim.CheckAt(t0, "whale", 1)
-		hour.CheckAt(t0, "whale", 1)
-	}
-	for range 50 {
-		lim.CheckAt(t0, "minnow", 1)
-		hour.CheckAt(t0, "minnow", 1)
-	}
-	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(lim, hour)})
-	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/whale", nil))
-	var whale teamJSON
-	if err := json.Unmarshal(rec.Body.Bytes(), &whale); err != nil {
-		t.Fatal(err)
-	}
-	if !whale.Limited || len(whale.Limits) != 2 || whale.Limits[0].Window != "1m0s" || whale.Limits[0].Threshold != 100 ||
-		whale.Limits[0].Limited || whale.Limits[1].Window != "1h0m0s" || whale.Limits[1].Threshold != 20 || !whale.Limits[1].Limited {
-		t.Errorf("whale: %+v", whale)
-	}
-	rec = httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams?top=1", nil))
-	var top struct{ Teams []teamJSON }
-	if err := json.Unmarshal(rec.Body.Bytes(), &top); err != nil {
-		t.Fatal(err)
-	}
-	// Ranked by the highest pressure over the limits: minnow 2.5 (hour), whale 2 (hour).
-	if len(top.Teams) != 1 || top.Teams[0].Team != "minnow" {
-		t.Errorf("top 1: %+v", top)
-	}
-}
 
 // gate team TEAM asks a gate's team view and prints it as a table.
 func TestTeamCommand(t *testing.T) {
@@ -151,7 +33,7 @@ func TestTeamCommand(t *testing.T) {
 		lim.CheckAt(t0, "whale", 1)
 	}
 	lim.Sweep(t0, new(limit.Sweep)) // the tick takes the whale's hold
-	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(lim), gate: gateJSON{RedisPrefix: "prod-gate", ConsumerGroup: "prod-gate"}}))
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{RedisPrefix: "prod-gate", ConsumerGroup: "prod-gate"}, endpoints.FixedRules(lim))))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	do := func(getenv map[string]string, args ...string) (string, error) {
@@ -211,7 +93,7 @@ func TestTeamCommandTop(t *testing.T) {
 			hour.CheckAt(t0, team, 1)
 		}
 	}
-	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(lim, hour), gate: gateJSON{RedisPrefix: "prod-gate", ConsumerGroup: "grp"}}))
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{RedisPrefix: "prod-gate", ConsumerGroup: "grp"}, endpoints.FixedRules(lim, hour))))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	do := func(args ...string) (string, string, error) {
@@ -241,7 +123,7 @@ func TestTeamCommandTop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv2 := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(empty)}))
+	srv2 := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{}, endpoints.FixedRules(empty))))
 	defer srv2.Close()
 	addr2 := strings.TrimPrefix(srv2.URL, "http://")
 	if out, _, err := do("-top", "5", "-addr", addr2); err != nil || out != "no teams cached on the gate at "+addr2+": none has sent anything there lately\n" {
@@ -251,7 +133,7 @@ func TestTeamCommandTop(t *testing.T) {
 	if _, stderr, err := do(); cli.ExitCode(err) != 2 || !strings.Contains(stderr, "gate team [-addr HOST:PORT] -top N") || !strings.Contains(err.Error(), "-top N") {
 		t.Errorf("no TEAM: %v, stderr:\n%s", err, stderr)
 	}
-	for _, args := range [][]string{{"-top", "0"}, {"-top", "-1"}, {"-top", fmt.Sprint(maxTop + 1)}, {"-top", "x"}, {"-top", "2", "whale"}} {
+	for _, args := range [][]string{{"-top", "0"}, {"-top", "-1"}, {"-top", fmt.Sprint(endpoints.MaxTop + 1)}, {"-top", "x"}, {"-top", "2", "whale"}} {
 		if _, _, err := do(args...); err == nil || cli.ExitCode(err) != 2 {
 			t.Errorf("team %q: %v, want a usage error", args, err)
 		}
@@ -286,11 +168,11 @@ func TestTeamAPIAdaptive(t *testing.T) {
 	if len(sw.Spikes) != 1 || sw.Spikes[0].Team != "steady" || sw.Spikes[0].Threshold != 200 {
 		t.Fatalf("spikes %+v, want steady's over 200", sw.Spikes)
 	}
-	mux := newMux(prometheus.NewRegistry(), nil, &teamAPI{rules: fixedRules(lim)})
-	get := func(team string) limitJSON {
+	mux := endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{}, endpoints.FixedRules(lim)))
+	get := func(team string) endpoints.LimitJSON {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/"+team, nil))
-		var v teamJSON
+		var v endpoints.TeamJSON
 		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || len(v.Limits) != 1 {
 			t.Fatalf("GET %s: %v\n%s", team, err, rec.Body)
 		}
@@ -348,8 +230,8 @@ func TestTeamAPIRules(t *testing.T) {
 	team.CheckAt(t0, "t1", 20)
 	teamHour.CheckAt(t0, "t1", 20)
 	calls := 0
-	api := &teamAPI{rules: func() []gate.RuleLimits { calls++; return rs }}
-	srv := httptest.NewServer(newMux(prometheus.NewRegistry(), nil, api))
+	api := endpoints.NewTeamAPI(endpoints.GateJSON{}, func() []gate.RuleLimits { calls++; return rs })
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, api))
 	defer srv.Close()
 	get := func(path string, v any) int {
 		t.Helper()
@@ -365,7 +247,7 @@ func TestTeamAPIRules(t *testing.T) {
 		}
 		return resp.StatusCode
 	}
-	var u, tm teamJSON
+	var u, tm endpoints.TeamJSON
 	if get("/v1/teams/t1:u1", &u) != http.StatusOK || !u.Limited || len(u.Limits) != 1 || u.Limits[0].Rule != "team-user" || u.Limits[0].Threshold != 10 {
 		t.Errorf("t1:u1: %+v", u)
 	}
@@ -375,7 +257,7 @@ func TestTeamAPIRules(t *testing.T) {
 	if code := get("/v1/teams/nobody", nil); code != http.StatusNotFound {
 		t.Errorf("unknown key: %d", code)
 	}
-	var top topAnswer
+	var top struct{ Teams []endpoints.TeamJSON }
 	if get("/v1/teams?top=5", &top) != http.StatusOK || len(top.Teams) != 2 || top.Teams[0].Team != "t1:u1" {
 		t.Errorf("top: %+v", top)
 	}

@@ -1,4 +1,4 @@
-package main
+package endpoints
 
 import (
 	"bytes"
@@ -18,7 +18,8 @@ import (
 // Team view defaults: GET /v1/teams?top=N.
 const (
 	defaultTop = 20
-	maxTop     = 1000
+	// MaxTop is the most teams ?top=N (and gate team -top N) answers with.
+	MaxTop = 1000
 	// topCacheTTL is how long an answer to GET /v1/teams?top=N is served again: ranking
 	// sorts every cached team (tens of milliseconds at 300k teams), and a dashboard or a
 	// few operators polling it must not cost that on each request.
@@ -27,35 +28,35 @@ const (
 	topCacheEntries = 64
 )
 
-// teamAPI serves the read-only per-team view: GET /v1/teams/{team} and
+// TeamAPI serves the read-only per-team view: GET /v1/teams/{team} and
 // GET /v1/teams?top=N. It reads the limiter only; nothing it does counts a record or
 // changes a decision. Answers to ?top=N are at most topCacheTTL old (by the limiter's
 // clock); a single team's are computed on each request.
-type teamAPI struct {
+type TeamAPI struct {
 	// rules are the limiters the view reads, asked on each request (a rules file's reload
 	// replaces them): with GATE_RULES_FILE one entry per rule, without it one unnamed
-	// entry, the limit and GATE_LIMITS' (fixedRules). A key has one row per limit of
+	// entry, the limit and GATE_LIMITS' (FixedRules). A key has one row per limit of
 	// each rule that has state for it.
 	rules func() []gate.RuleLimits
 	// tops holds the encoded answer per N with when it was computed; nil until first
-	// used (newTeamAPI). ttlcache's own expiry (wall clock, twice topCacheTTL) frees
+	// used (NewTeamAPI). ttlcache's own expiry (wall clock, twice topCacheTTL) frees
 	// memory; whether an answer is fresh is decided by the limiter's clock, so tests
 	// drive it.
 	tops *ttlcache.Cache[int, cachedTop]
 	// gate names the limits this gate enforces, so an answer says whose it is.
-	gate gateJSON
+	gate GateJSON
 }
 
-// fixedRules is the view's limiters of a gate without rules: lim, then extra.
-func fixedRules(lim *limit.Limiter, extra ...*limit.Limiter) func() []gate.RuleLimits {
+// FixedRules is the view's limiters of a gate without rules: lim, then extra.
+func FixedRules(lim *limit.Limiter, extra ...*limit.Limiter) func() []gate.RuleLimits {
 	rs := []gate.RuleLimits{{Lims: append([]*limit.Limiter{lim}, extra...)}}
 	return func() []gate.RuleLimits { return rs }
 }
 
-// gateJSON names the gate that answers and the fleet it counts in: gates share a limit
+// GateJSON names the gate that answers and the fleet it counts in: gates share a limit
 // exactly when they share a Redis prefix, so an operator reading one gate's view (or
 // setting an override, whose key is under the prefix) knows which fleet it is about.
-type gateJSON struct {
+type GateJSON struct {
 	RedisPrefix   string `json:"redis_prefix"`
 	ConsumerGroup string `json:"consumer_group"`
 }
@@ -66,9 +67,9 @@ type cachedTop struct {
 	body []byte
 }
 
-// newTeamAPI returns the team view over the limiters rules gives, answered as gate g.
-func newTeamAPI(g gateJSON, rules func() []gate.RuleLimits) *teamAPI {
-	return &teamAPI{rules: rules, tops: newTopCache(), gate: g}
+// NewTeamAPI returns the team view over the limiters rules gives, answered as gate g.
+func NewTeamAPI(g GateJSON, rules func() []gate.RuleLimits) *TeamAPI {
+	return &TeamAPI{rules: rules, tops: newTopCache(), gate: g}
 }
 
 func newTopCache() *ttlcache.Cache[int, cachedTop] {
@@ -79,16 +80,16 @@ func newTopCache() *ttlcache.Cache[int, cachedTop] {
 	)
 }
 
-// teamJSON is one team on this gate: one entry in Limits per limit (GATE_WINDOW's first,
+// TeamJSON is one team on this gate: one entry in Limits per limit (GATE_WINDOW's first,
 // then GATE_LIMITS' in order), and Limited when any of them is.
-type teamJSON struct {
-	Gate    *gateJSON   `json:"gate,omitempty"` // GET /v1/teams/{team} only: ?top=N says it once
+type TeamJSON struct {
+	Gate    *GateJSON   `json:"gate,omitempty"` // GET /v1/teams/{team} only: ?top=N says it once
 	Team    string      `json:"team"`
 	Limited bool        `json:"limited"`
-	Limits  []limitJSON `json:"limits"`
+	Limits  []LimitJSON `json:"limits"`
 }
 
-type limitJSON struct {
+type LimitJSON struct {
 	Rule      string  `json:"rule,omitempty"` // with rules: the rule this row is of
 	Window    string  `json:"window"`
 	Threshold int64   `json:"threshold"`
@@ -131,13 +132,13 @@ type limitJSON struct {
 }
 
 // now is the limiters' clock's time.
-func (a *teamAPI) now() time.Time { return a.rules()[0].Lims[0].Clock().Now() }
+func (a *TeamAPI) now() time.Time { return a.rules()[0].Lims[0].Clock().Now() }
 
 // view is key's entry: a row per limit of each rule that has state for it. A key is
 // checked against every limit of its rule at once, so it is cached in each, but a limiter
 // may have evicted or expired it on its own: then that row is left out.
-func (a *teamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (teamJSON, bool) {
-	v := teamJSON{Team: key}
+func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSON, bool) {
+	v := TeamJSON{Team: key}
 	for _, rl := range rs {
 		for _, l := range rl.Lims {
 			if s, ok := l.Snapshot(now, key); ok {
@@ -151,8 +152,8 @@ func (a *teamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (teamJSO
 	return v, len(v.Limits) > 0
 }
 
-func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) limitJSON {
-	l := limitJSON{
+func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) LimitJSON {
+	l := LimitJSON{
 		Window:            lim.Config().Window.String(),
 		Threshold:         s.Threshold,
 		Override:          s.Override,
@@ -194,12 +195,12 @@ func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) limitJSON {
 	return l
 }
 
-func (a *teamAPI) register(mux *http.ServeMux) {
+func (a *TeamAPI) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/teams/{team}", a.team)
 	mux.HandleFunc("GET /v1/teams", a.top)
 }
 
-func (a *teamAPI) team(w http.ResponseWriter, r *http.Request) {
+func (a *TeamAPI) team(w http.ResponseWriter, r *http.Request) {
 	now := a.now()
 	v, ok := a.view(now, a.rules(), r.PathValue("team"))
 	if !ok {
@@ -212,12 +213,12 @@ func (a *teamAPI) team(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-func (a *teamAPI) top(w http.ResponseWriter, r *http.Request) {
+func (a *TeamAPI) top(w http.ResponseWriter, r *http.Request) {
 	n := defaultTop
 	if v := r.URL.Query().Get("top"); v != "" {
 		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > maxTop {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "top must be a whole number from 1 to " + strconv.Itoa(maxTop)})
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > MaxTop {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "top must be a whole number from 1 to " + strconv.Itoa(MaxTop)})
 			return
 		}
 	}
@@ -237,15 +238,15 @@ func (a *teamAPI) top(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusOK, body)
 }
 
-// topAnswer is the body of GET /v1/teams?top=N.
-type topAnswer struct {
-	Gate  gateJSON   `json:"gate"`
-	Teams []teamJSON `json:"teams"`
+// TopAnswer is the body of GET /v1/teams?top=N.
+type TopAnswer struct {
+	Gate  GateJSON   `json:"gate"`
+	Teams []TeamJSON `json:"teams"`
 }
 
 // rank computes the answer to ?top=n at now.
-func (a *teamAPI) rank(now time.Time, n int) topAnswer {
-	out := topAnswer{Gate: a.gate, Teams: []teamJSON{}}
+func (a *TeamAPI) rank(now time.Time, n int) TopAnswer {
+	out := TopAnswer{Gate: a.gate, Teams: []TeamJSON{}}
 	// The top n of each limit, each key with all its rows, ranked by the highest
 	// pressure over its rows.
 	rs := a.rules()
@@ -262,14 +263,14 @@ func (a *teamAPI) rank(now time.Time, n int) topAnswer {
 			}
 		}
 	}
-	maxPressure := func(t teamJSON) float64 {
+	maxPressure := func(t TeamJSON) float64 {
 		p := 0.0
 		for _, l := range t.Limits {
 			p = max(p, l.Pressure)
 		}
 		return p
 	}
-	slices.SortFunc(out.Teams, func(x, y teamJSON) int {
+	slices.SortFunc(out.Teams, func(x, y TeamJSON) int {
 		if c := cmp.Compare(maxPressure(y), maxPressure(x)); c != 0 {
 			return c
 		}

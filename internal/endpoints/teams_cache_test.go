@@ -1,4 +1,4 @@
-package main
+package endpoints
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ func topOf(t testing.TB, mux http.Handler, n int) []string {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET ?top=%d: %d %s", n, rec.Code, rec.Body)
 	}
-	var out struct{ Teams []teamJSON }
+	var out struct{ Teams []TeamJSON }
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestTeamTopCachedForASecond(t *testing.T) {
 	for range 50 {
 		lim.CheckAt(t0, "first", 1)
 	}
-	mux := newMux(prometheus.NewRegistry(), nil, newTeamAPI(gateJSON{}, fixedRules(lim)))
+	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, FixedRules(lim)))
 	if got := topOf(t, mux, 1); len(got) != 1 || got[0] != "first" {
 		t.Fatalf("top 1 = %v, want [first]", got)
 	}
@@ -88,13 +88,13 @@ func BenchmarkTeamTop(b *testing.B) {
 	}
 	for _, bc := range []struct {
 		name string
-		api  *teamAPI
+		api  *TeamAPI
 	}{
-		{"uncached", &teamAPI{rules: fixedRules(lim)}},
-		{"cached", newTeamAPI(gateJSON{}, fixedRules(lim))},
+		{"uncached", &TeamAPI{rules: FixedRules(lim)}},
+		{"cached", NewTeamAPI(GateJSON{}, FixedRules(lim))},
 	} {
 		b.Run(bc.name+"/teams=300k", func(b *testing.B) {
-			mux := newMux(prometheus.NewRegistry(), nil, bc.api)
+			mux := NewMux(prometheus.NewRegistry(), nil, bc.api)
 			for b.Loop() {
 				rec := httptest.NewRecorder()
 				mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams?top=20", nil))

@@ -1,0 +1,212 @@
+// Package endpoints serves a gate's HTTP endpoints: GET /metrics, /healthz, /readyz and,
+// with GATE_TEAM_API, the team view GET /v1/teams/{team} and GET /v1/teams?top=N. gate
+// serve (cmd/gate) serves one gate's on GATE_HTTP_ADDR; the demo, cmd/gate-dev, each of
+// its two gates' on a port of its own, so that what an operator tries on the demo is
+// what a gate serves.
+//
+// Guarantees:
+//
+//   - /healthz answers 200 while the process runs and its consumer is not stuck for good
+//     (GATE_STALL_RESTART); Redis state is no part of it.
+//   - /readyz answers 503 until the consumer has joined its group and every Redis
+//     instance has answered a PING once (the Redis part latches: readiness does not flap
+//     on a Redis blip, through which the gate fails open), and while a condition an
+//     operator must fix holds, each named in the body.
+//   - The team view reads the limiters only: nothing it does counts a record or changes
+//     a decision.
+package endpoints
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/gate"
+)
+
+const (
+	// Readiness PINGs back off from probeMinDelay to probeMaxDelay between attempts.
+	probeMinDelay = 50 * time.Millisecond
+	probeMaxDelay = time.Second
+)
+
+// ForGate returns g's endpoints, as configured by cfg, and its readiness, which the
+// caller runs (Readiness.Run) for /readyz to become ready.
+func ForGate(cfg config.Config, g *gate.Gate, log *slog.Logger) (*http.ServeMux, *Readiness) {
+	ready := newReadiness(g.Clients, cfg, g.Consumer.NotReady, log)
+	ready.live = g.Consumer.Live
+	return NewMux(g.Reg, ready, TeamsFor(cfg, g)), ready
+}
+
+// NewServer is the HTTP server of a gate's endpoints, with its timeouts; its errors go
+// to log at warn.
+func NewServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// TeamsFor returns g's team view, or nil when GATE_TEAM_API turns it off.
+func TeamsFor(cfg config.Config, g *gate.Gate) *TeamAPI {
+	if !cfg.TeamAPI {
+		return nil
+	}
+	rules := FixedRules(g.Lim, g.Extra...)
+	if g.CurrentRules() != nil {
+		rules = g.CurrentRules
+	}
+	return NewTeamAPI(GateJSON{RedisPrefix: cfg.RedisPrefix, ConsumerGroup: cfg.GroupID}, rules)
+}
+
+// NewMux serves the operational endpoints: /metrics from reg, /healthz and /readyz from
+// ready, and the team view when teams is not nil.
+func NewMux(reg *prometheus.Registry, ready *Readiness, teams *TeamAPI) *http.ServeMux {
+	mux := http.NewServeMux()
+	if teams != nil {
+		teams.register(mux)
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// Liveness: the process answers, and the consumer has not been stuck with work to
+	// do for GATE_STALL_RESTART (a restart is the cure for that). Redis state is
+	// deliberately not part of it: a restart cures no Redis outage, and the gate fails
+	// open through one.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil && ready.live != nil {
+			if err := ready.live(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, "not live: "+err.Error()+"\n")
+				return
+			}
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		var why []string
+		why = append(why, ready.kafka()...)
+		if waiting := ready.waiting(); len(waiting) > 0 {
+			why = append(why, "no PING reply yet from redis "+strings.Join(waiting, ", "))
+		}
+		if len(why) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready: "+strings.Join(why, "; ")+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return mux
+}
+
+// Readiness records whether every Redis instance has answered a PING since start. It
+// latches: once ready, always ready. Readiness that followed Redis would take every gate
+// of a fleet out of service at the same moment on a Redis blip, when the gate is built to
+// keep routing (fail-open) through one.
+type Readiness struct {
+	kafka   func() []string // why the consumer is not ready: not joined yet, or what an operator must fix
+	live    func() error    // nil while the consumer is not stuck for good (see /healthz)
+	clients []redis.UniversalClient
+	urls    []string // redacted, for logs and the 503 body
+	timeout time.Duration
+	log     *slog.Logger
+
+	mu sync.Mutex
+	up []bool
+	ok atomic.Bool // every instance has answered; the fast path of /readyz
+}
+
+// newReadiness is the readiness of a gate whose consumer says why it is not ready
+// (kafka), over its Redis clients.
+func newReadiness(clients []redis.UniversalClient, cfg config.Config, kafka func() []string, log *slog.Logger) *Readiness {
+	r := &Readiness{
+		kafka:   kafka,
+		clients: clients,
+		timeout: cfg.RedisDialTimeout + cfg.RedisWriteTimeout + cfg.RedisReadTimeout,
+		log:     log.With("component", "readiness"),
+		up:      make([]bool, len(clients)),
+	}
+	r.urls = cfg.RedisLabels()
+	return r
+}
+
+// waiting returns the instances that have not answered yet.
+func (r *Readiness) waiting() []string {
+	if r.ok.Load() {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var w []string
+	for i, up := range r.up {
+		if !up {
+			w = append(w, r.urls[i])
+		}
+	}
+	return w
+}
+
+// Run PINGs every instance, in parallel, until each has answered once or ctx ends.
+func (r *Readiness) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range r.clients {
+		wg.Go(func() { r.probe(ctx, i) })
+	}
+	wg.Wait()
+}
+
+func (r *Readiness) probe(ctx context.Context, i int) {
+	delay := probeMinDelay
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, r.timeout)
+		err := r.clients[i].Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			r.markUp(i, attempt)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// Warn once, then keep quiet: the tick's error metrics and logs tell the rest.
+		lvl := slog.LevelDebug
+		if attempt == 1 {
+			lvl = slog.LevelWarn
+		}
+		r.log.Log(ctx, lvl, "redis not reachable yet; /readyz answers 503 until it is",
+			"instance", i, "url", r.urls[i], "attempt", attempt, "err", err)
+		timer.Reset(delay)
+		delay = min(2*delay, probeMaxDelay)
+	}
+}
+
+func (r *Readiness) markUp(i, attempt int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.up[i] = true
+	r.log.Info("redis reachable", "instance", i, "url", r.urls[i], "attempts", attempt)
+	for _, up := range r.up {
+		if !up {
+			return
+		}
+	}
+	r.ok.Store(true)
+	r.log.Info("ready: every redis instance has answered")
+}

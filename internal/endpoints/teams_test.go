@@ -1,0 +1,134 @@
+package endpoints
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+)
+
+func TestTeamAPI(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, Overrides: map[string]int64{"whale": 10}}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		lim.CheckAt(t0, "whale", 1)
+	}
+	for range 5 {
+		lim.CheckAt(t0, "minnow", 1)
+	}
+	mux := NewMux(prometheus.NewRegistry(), nil, &TeamAPI{rules: FixedRules(lim)})
+	get := func(path string, v any) int {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if v != nil {
+			if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+				t.Fatalf("GET %s: %v\n%s", path, err, rec.Body)
+			}
+		}
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+			t.Errorf("GET %s: content type %q", path, ct)
+		}
+		return rec.Code
+	}
+
+	var whale TeamJSON
+	if code := get("/v1/teams/whale", &whale); code != http.StatusOK {
+		t.Fatalf("GET /v1/teams/whale: %d", code)
+	}
+	l := whale.Limits[0]
+	if whale.Team != "whale" || !whale.Limited || len(whale.Limits) != 1 || l.Window != "1m0s" || l.Threshold != 10 ||
+		!l.Override || l.Level != 40 || l.Pressure != 4 || l.Pending != 40 || l.Tier != "hot" || !l.Limited ||
+		l.EstimateAgeSeconds != nil || l.SecondsUntilUnder != 180 {
+		t.Errorf("whale: %+v", whale)
+	}
+
+	if l.DivertedSince != nil || l.ReleaseAt != nil || l.FleetShare != 1 {
+		t.Errorf("whale before any tick: diverted since %v, release at %v, share %v; want not held yet, share 1", l.DivertedSince, l.ReleaseAt, l.FleetShare)
+	}
+	// The tick's sweep takes the hold the checks started: the view says since when, and
+	// when it ends if the whale calms down (a hold, one window, after its last time over).
+	lim.Sweep(t0.Add(time.Second), new(limit.Sweep))
+	if code := get("/v1/teams/whale", &whale); code != http.StatusOK {
+		t.Fatalf("GET /v1/teams/whale: %d", code)
+	}
+	if l := whale.Limits[0]; l.DivertedSince == nil || !l.DivertedSince.Equal(t0.Add(time.Second)) ||
+		l.ReleaseAt == nil || !l.ReleaseAt.Equal(t0.Add(61*time.Second)) {
+		t.Errorf("whale held: diverted since %v, release at %v; want %v and %v", l.DivertedSince, l.ReleaseAt, t0.Add(time.Second), t0.Add(61*time.Second))
+	}
+
+	var top struct{ Teams []TeamJSON }
+	if code := get("/v1/teams?top=1", &top); code != http.StatusOK || len(top.Teams) != 1 || top.Teams[0].Team != "whale" {
+		t.Errorf("top 1: %d %+v", code, top)
+	}
+	if code := get("/v1/teams", &top); code != http.StatusOK || len(top.Teams) != 2 || top.Teams[1].Team != "minnow" {
+		t.Errorf("top: %d %+v", code, top)
+	}
+	var e map[string]string
+	for _, bad := range []string{"0", "-1", "x", fmt.Sprint(MaxTop + 1)} {
+		if code := get("/v1/teams?top="+bad, &e); code != http.StatusBadRequest || e["error"] == "" {
+			t.Errorf("top=%s: %d %v", bad, code, e)
+		}
+	}
+	if code := get("/v1/teams/nobody", &e); code != http.StatusNotFound || e["error"] == "" {
+		t.Errorf("unknown team: %d %v", code, e)
+	}
+	if lim.Len() != 2 {
+		t.Errorf("the view cached a team: %d cached", lim.Len())
+	}
+}
+
+// With several limits, a team has one entry per limit, and is limited when any is.
+func TestTeamAPISeveralLimits(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	clk := clock.NewFake(t0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour, err := limit.New(limit.Config{Window: time.Hour, Threshold: 20}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		lim.CheckAt(t0, "whale", 1)
+		hour.CheckAt(t0, "whale", 1)
+	}
+	for range 50 {
+		lim.CheckAt(t0, "minnow", 1)
+		hour.CheckAt(t0, "minnow", 1)
+	}
+	mux := NewMux(prometheus.NewRegistry(), nil, &TeamAPI{rules: FixedRules(lim, hour)})
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/whale", nil))
+	var whale TeamJSON
+	if err := json.Unmarshal(rec.Body.Bytes(), &whale); err != nil {
+		t.Fatal(err)
+	}
+	if !whale.Limited || len(whale.Limits) != 2 || whale.Limits[0].Window != "1m0s" || whale.Limits[0].Threshold != 100 ||
+		whale.Limits[0].Limited || whale.Limits[1].Window != "1h0m0s" || whale.Limits[1].Threshold != 20 || !whale.Limits[1].Limited {
+		t.Errorf("whale: %+v", whale)
+	}
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams?top=1", nil))
+	var top struct{ Teams []TeamJSON }
+	if err := json.Unmarshal(rec.Body.Bytes(), &top); err != nil {
+		t.Fatal(err)
+	}
+	// Ranked by the highest pressure over the limits: minnow 2.5 (hour), whale 2 (hour).
+	if len(top.Teams) != 1 || top.Teams[0].Team != "minnow" {
+		t.Errorf("top 1: %+v", top)
+	}
+}
