@@ -98,3 +98,45 @@ BenchmarkEndToEnd/passthrough-2 	 1000000	 1000 ns/op	 1.08 cpu-s/Mrecords	 1.00
 		t.Errorf("RESULTS.md claims a tick the runs did not report:\n%s", md)
 	}
 }
+
+// BenchmarkRealKafka's figures are ratios of the means over the runs, each side timed to
+// the same end (internal/consume timeToSameEnd); the lines are two runs of it on a 2-core
+// VM, 2026-11-28.
+func TestRealKafkaRatios(t *testing.T) {
+	const runs = `BenchmarkRealKafka/passthrough-2         	  300000	      3497 ns/op	       758.9 alloc-B/record	         1.522 cpu-s/Mrecords	        20.00 gc/Mrecords	         2.000 gomaxprocs	      3125 records/batch	    287427 records/s	       110.0 requests/Mrecords
+BenchmarkRealKafka/gate-2                	  300000	      3392 ns/op	       537.0 alloc-B/record	         1.498 cpu-s/Mrecords	         0 failed-ticks	        16.67 gc/Mrecords	         2.000 gomaxprocs	      3226 records/batch	    305842 records/s	       230.0 redis-cmds/Mrecords	         0.09190 redis-cpu-s/Mrecords	       103.3 requests/Mrecords	         2.000 ticks
+BenchmarkRealKafka/exactly-once-2        	  300000	      6103 ns/op	       758.9 alloc-B/record	         2.432 cpu-s/Mrecords	         0 failed-ticks	        26.67 gc/Mrecords	         2.000 gomaxprocs	      1538 records/batch	    169414 records/s	       290.0 redis-cmds/Mrecords	         0.1664 redis-cpu-s/Mrecords	       223.3 requests/Mrecords	         2.000 ticks
+BenchmarkRealKafka/passthrough-2         	  300000	      2236 ns/op	       772.6 alloc-B/record	         1.265 cpu-s/Mrecords	        26.67 gc/Mrecords	         2.000 gomaxprocs	      3488 records/batch	    451637 records/s	        96.67 requests/Mrecords
+BenchmarkRealKafka/gate-2                	  300000	      2253 ns/op	       578.9 alloc-B/record	         1.330 cpu-s/Mrecords	         0 failed-ticks	        13.33 gc/Mrecords	         2.000 gomaxprocs	      2970 records/batch	    472339 records/s	       160.0 redis-cmds/Mrecords	         0.05766 redis-cpu-s/Mrecords	       113.3 requests/Mrecords	         1.000 ticks
+BenchmarkRealKafka/exactly-once-2        	  300000	      3444 ns/op	       698.5 alloc-B/record	         2.041 cpu-s/Mrecords	         0 failed-ticks	        26.67 gc/Mrecords	         2.000 gomaxprocs	      2703 records/batch	    297875 records/s	       280.0 redis-cmds/Mrecords	         0.1299 redis-cpu-s/Mrecords	       123.3 requests/Mrecords	         2.000 ticks
+`
+	p, err := Parse(strings.NewReader(runs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Measure(p).Rounded()
+	for k, w := range map[string]float64{
+		"real_kafka_passthrough_records_per_s":  round((287427. + 451637) / 2),
+		"real_kafka_gate_records_per_s":         round((305842. + 472339) / 2),
+		"real_kafka_exactly_once_records_per_s": round((169414. + 297875) / 2),
+		"real_kafka_e2e_vs_passthrough_ratio":   round((305842. + 472339) / (287427 + 451637)),
+		"real_kafka_cpu_vs_passthrough_ratio":   round((1.498 + 1.330) / (1.522 + 1.265)),
+		"real_kafka_eos_vs_alo_ratio":           round((169414. + 297875) / (305842 + 472339)),
+	} {
+		if g, ok := res[k]; !ok || g != w {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, w)
+		}
+	}
+	// The ratio's note says what its clocks are: the same end for both sides.
+	for _, r := range rows {
+		if r.key == "real_kafka_e2e_vs_passthrough_ratio" {
+			for _, s := range []string{"one clock for both", "every input record on the outputs", "commits"} {
+				if !strings.Contains(r.note, s) {
+					t.Errorf("real_kafka_e2e_vs_passthrough_ratio's note %q does not say %q", r.note, s)
+				}
+			}
+			return
+		}
+	}
+	t.Error("real_kafka_e2e_vs_passthrough_ratio has no row")
+}

@@ -179,6 +179,10 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 				env.cfg.Delivery, env.cfg.TransactionalID = ExactlyOnce, env.cfg.GroupID
 				elapsed, reg = env.runGate(b, start)
 			default:
+				if env.sameEnd != nil {
+					elapsed = env.runPassthroughBehind(b, start)
+					break
+				}
 				env.runPassthrough(b, mode == "passthrough-pooled")
 				elapsed = time.Since(start)
 			}
@@ -273,6 +277,12 @@ type benchEnv struct {
 	drop func(testing.TB)
 	// redis is the server the gate's tick syncs with (with); a gate run needs one.
 	redis *e2eRedis
+	// sameEnd, when set (BenchmarkRealKafka: timeToSameEnd), is every mode's clock: it
+	// waits for the run's end, read off the broker the same way whichever side runs,
+	// calls stop to ask the side to stop, and returns the time since start; the
+	// pass-through is then runPassthroughBehind. Unset, each side has its own end
+	// (runGate's, runPassthrough's).
+	sameEnd func(b *testing.B, start time.Time, stop func()) time.Duration
 }
 
 // with gives e the redis-server its gate runs sync with, and returns e.
@@ -397,9 +407,9 @@ func (e *benchEnv) ackedAll(c *Consumer) bool {
 	return true
 }
 
-// runGate runs the gate, its tick on e.redis, until every input record is done (below),
-// stops it as the gate stops (the consumer, then the tick, which makes its final flush),
-// and returns the time to done and the run's metrics.
+// runGate runs the gate, its tick on e.redis, until every input record is done (below;
+// e.sameEnd's end when set), stops it as the gate stops (the consumer, then the tick,
+// which makes its final flush), and returns the time to done and the run's metrics.
 func (e *benchEnv) runGate(b *testing.B, start time.Time) (time.Duration, *prometheus.Registry) {
 	if e.redis == nil {
 		b.Fatal("a gate run without a redis-server for its tick (benchEnv.with)")
@@ -427,14 +437,20 @@ func (e *benchEnv) runGate(b *testing.B, start time.Time) (time.Duration, *prome
 	// waiting for the next interval would time the interval, not the gate. The commits
 	// are checked after. Exactly-once: done when the commits reach the end, as they are
 	// the records' path (each poll's transaction commits them with its output).
-	done := e.ackedAll
-	if e.cfg.Delivery == ExactlyOnce {
-		done = func(*Consumer) bool { return e.done() }
+	// With sameEnd, its end instead.
+	var elapsed time.Duration
+	if e.sameEnd != nil {
+		elapsed = e.sameEnd(b, start, cancel)
+	} else {
+		done := e.ackedAll
+		if e.cfg.Delivery == ExactlyOnce {
+			done = func(*Consumer) bool { return e.done() }
+		}
+		for !done(c) {
+			time.Sleep(time.Millisecond)
+		}
+		elapsed = time.Since(start)
 	}
-	for !done(c) {
-		time.Sleep(time.Millisecond)
-	}
-	elapsed := time.Since(start)
 	cancel()
 	if err := <-stopped; err != nil {
 		b.Fatal(err)
