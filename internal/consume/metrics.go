@@ -74,7 +74,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		}, []string{"topic", "partition", "cause"}),
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_transaction_recoveries_total",
-			Help: "Exactly-once delivery: Kafka clients rebuilt after the broker aborted a transaction that outlived GATE_TRANSACTION_TIMEOUT and fenced the producer, by cause: group_churn (the group rebalanced meanwhile; not counted toward the limit of 5 in 10 minutes), slow_transaction (counted), or end_error (ending a transaction failed otherwise, its outcome unknown; counted). Zero in at-least-once mode.",
+			Help: "Exactly-once delivery: Kafka clients rebuilt to recover a transaction, by cause: group_churn (the broker aborted a transaction that outlived GATE_TRANSACTION_TIMEOUT while the group rebalanced; never counted toward the limit), slow_transaction (it outlived the timeout otherwise and fenced the producer), or end_error (ending a transaction failed otherwise, its outcome unknown). Five slow_transaction and end_error within 10 minutes are recovered from; the sixth stops the gate and is not counted. Zero in at-least-once mode.",
 		}, []string{"cause"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_transactions_total",

@@ -46,7 +46,7 @@ func newCollector(l *Limiter) *collector {
 		starts: prometheus.NewDesc("gate_limiter_divert_starts_total",
 			"Teams held in overflow (GATE_DIVERT_HOLD), by source: local (this gate saw the team reach its threshold), fleet (another gate's hold flag, read from Redis).", []string{"source"}, nil),
 		releases: prometheus.NewDesc("gate_limiter_divert_releases_total",
-			"Holds ended, by reason: calm (under the release level for the hold), raised (its threshold raised above its level), gone (the team left the cache).", []string{"reason"}, nil),
+			"Holds ended, by reason: calm (under the release level for the hold), raised (its threshold raised, by an override say, so that its level is under the new release level), gone (the team left the cache).", []string{"reason"}, nil),
 		held: prometheus.NewDesc("gate_limiter_divert_held_teams",
 			"Teams held in overflow on this gate.", nil, nil),
 		spikeStarts: prometheus.NewDesc("gate_limiter_spikes_started_total",
