@@ -87,13 +87,7 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	meta := kmsg.NewPtrMetadataRequest()
-	for _, t := range c.cfg.OutputTopics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		meta.Topics = append(meta.Topics, rt)
-	}
-	resp, err := meta.RequestWith(ctx, cl)
+	resp, err := topicsMetadata(ctx, cl, c.cfg.OutputTopics)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -97,15 +98,7 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 	slices.Sort(topics[1:])
 	topics = slices.Compact(topics)
 
-	meta := kmsg.NewPtrMetadataRequest()
-	meta.AllowAutoTopicCreation = false
-	meta.IncludeTopicAuthorizedOperations = true
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		meta.Topics = append(meta.Topics, rt)
-	}
-	resp, err := meta.RequestWith(ctx, c.cl)
+	resp, err := topicsMetadata(ctx, c.cl, topics)
 	if err != nil {
 		return nil, nil, fmt.Errorf("metadata: %w", err)
 	}
@@ -173,6 +166,20 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 		}
 	}
 	return found, transient, nil
+}
+
+// topicsMetadata asks the brokers of cl about topics, with the gate's permissions on
+// each (KIP-430), never asking them to create one: a check must not make what it checks.
+func topicsMetadata(ctx context.Context, cl *kgo.Client, topics []string) (*kmsg.MetadataResponse, error) {
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.AllowAutoTopicCreation = false
+	meta.IncludeTopicAuthorizedOperations = true
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		meta.Topics = append(meta.Topics, rt)
+	}
+	return meta.RequestWith(ctx, cl)
 }
 
 // topicProblem is what keeps the gate from reading (want opRead) or writing (opWrite)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/route"
 )
@@ -113,15 +112,7 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 // topicProblems asks the cluster about topics (to be written): what keeps the gate from
 // writing each, by topic; none for a topic it may write.
 func (c *Consumer) topicProblems(ctx context.Context, cl *kgo.Client, topics []string) (map[string]string, error) {
-	meta := kmsg.NewPtrMetadataRequest()
-	meta.AllowAutoTopicCreation = false
-	meta.IncludeTopicAuthorizedOperations = true
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		meta.Topics = append(meta.Topics, rt)
-	}
-	resp, err := meta.RequestWith(ctx, cl)
+	resp, err := topicsMetadata(ctx, cl, topics)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
