@@ -61,8 +61,7 @@ func TestCostParse(t *testing.T) {
 		t.Errorf("records: %v", err)
 	}
 	// An empty value costs 1 byte: every record counts for something.
-	f := newFixture(t, Config{Cost: CostBytes}, limit.Config{})
-	if got := f.r.cost(&kgo.Record{}, &Scratch{}); got != 1 {
+	if got := costOf(CostBytes, &kgo.Record{}, &Scratch{}); got != 1 {
 		t.Errorf("cost of an empty value %d, want 1", got)
 	}
 }

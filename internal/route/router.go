@@ -110,11 +110,6 @@ func (c *Cost) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// cost is what rec counts toward the windows of a router without rules (Config.Cost).
-func (r *Router) cost(rec *kgo.Record, s *Scratch) int64 {
-	return costOf(r.cfg.Cost, rec, s)
-}
-
 // costOf is what rec counts under c: nothing for a record routed again (Scratch.Replay),
 // else 1 or its value's size in bytes (at least 1).
 func costOf(c Cost, rec *kgo.Record, s *Scratch) int64 {
@@ -497,13 +492,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			s.ruleN[i][resultNotChecked]++
 			continue
 		}
-		var key string
-		var kf reasonCode
-		if st.Key.src == sourceJSON && r.plan.shared {
-			key, kf = st.Key.readAt(rec, js, s.at, s, r.maxKey)
-		} else {
-			key, kf = st.Key.team(rec, s, r.maxKey) // as r.read, without its call
-		}
+		key, kf := r.read(&st.Key, rec, js, s, r.maxKey)
 		if kf != reasonNone {
 			if st.SkipMissing && missingKey(kf) {
 				s.ruleN[i][resultMissing]++

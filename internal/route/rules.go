@@ -337,11 +337,12 @@ func (s *Scratch) keepKey(key string) string {
 // maxMatchBytes bounds a matched value: a match compares it with a list, never keeps it.
 const maxMatchBytes = 1 << 30
 
-// rulesJSON prepares rec's value for the rules that read JSON: it checks the value is an
+// rulesJSON prepares rec's value for the rules that read JSON, when they share one pass
+// (fieldPlan.shared; RouteInto calls it only then): it checks the value is an
 // object (and valid JSON under Config.ValidateJSON) and finds every top-level field of the
 // plan in one members pass, into s.at. A value no rule reads as JSON is not looked at.
 func (r *Router) rulesJSON(rec *kgo.Record, s *Scratch) (string, reasonCode) {
-	if !r.plan.shared || len(r.plan.top) == 0 {
+	if len(r.plan.top) == 0 {
 		return "", reasonNone
 	}
 	// Lax: as jsonTeam, a value that is not an object fails here; one that breaks off is
