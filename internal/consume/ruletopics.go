@@ -73,7 +73,8 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 	}
 	for _, t := range topics {
 		if p := found[t]; p != "" {
-			c.ruleTopicMissing(ctx, t, strings.TrimPrefix(p, fmt.Sprintf("topic %q", t)+": "))
+			// The problem names the topic as the start-up check does; the line names it once.
+			c.ruleTopicMissing(ctx, t, strings.TrimLeft(strings.TrimPrefix(p, fmt.Sprintf("topic %q", t)), ": "))
 			continue
 		}
 		back := w.SetMissing(t, false)

@@ -53,7 +53,7 @@ func TestRuleTopicMissingHoldsUpNothing(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w.Use(route.RuleTopics(rules))
+				w.Use([]string{merges})
 				return r
 			}
 			g := env.start(t, "g")

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -116,7 +115,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	if gen.router, err = route.NewRules(rcfg, rrs, gen.reg); err != nil {
 		return nil, fmt.Errorf("building the router: %w", err)
 	}
-	gen.topics = route.RuleTopics(rrs)
+	gen.topics = set.Topics()
 	return gen, nil
 }
 
@@ -124,12 +123,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 // rules' topics exists and takes the gate's writes: a set naming one that does not is
 // refused as a bad file is (rules.ReloadOptions.Check).
 func (g *Gate) checkRuleTopics(set *rules.Set) error {
-	var topics []string
-	for _, r := range set.Rules {
-		if r.Action.Kind == rules.Topic && !slices.Contains(topics, r.Action.Topic) {
-			topics = append(topics, r.Action.Topic)
-		}
-	}
+	topics := set.Topics()
 	if len(topics) == 0 || g.Consumer == nil {
 		return nil
 	}

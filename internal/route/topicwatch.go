@@ -101,14 +101,3 @@ func (w *TopicWatch) SetMissing(topic string, missing bool) bool {
 	}
 	return w.flags[topic].Swap(missing) != missing
 }
-
-// RuleTopics are the topics of rules' topic:NAME actions, each once, in rule order.
-func RuleTopics(rules []Rule) []string {
-	var out []string
-	for _, r := range rules {
-		if r.Action == ActionTopic && !slices.Contains(out, r.Topic) {
-			out = append(out, r.Topic)
-		}
-	}
-	return out
-}

@@ -246,3 +246,15 @@ func TestParseSyntaxErrorSearchBounded(t *testing.T) {
 		t.Errorf("%d rules without their ']': %v, want line 1", MaxRules, err)
 	}
 }
+
+// A set's own topics: each topic:NAME once, in rule order.
+func TestSetTopics(t *testing.T) {
+	s, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], action: topic:x}\n  - {name: b, key: key, limits: [1m:1], action: topic:y}\n"+
+		"  - {name: c, key: key, limits: [1m:1], action: topic:x}\n  - {name: d, key: key, limits: [1m:1]}\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Topics(); len(got) != 2 || got[0] != "x" || got[1] != "y" {
+		t.Errorf("topics %v, want [x y]", got)
+	}
+}

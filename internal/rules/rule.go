@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -127,4 +128,16 @@ func (a Action) String() string {
 		return "overflow"
 	}
 	return "topic:" + a.Topic
+}
+
+// Topics are the topics of the set's topic:NAME actions, each once, in rule order: the
+// gate's own topics of its rules, checked at start and before a reload is taken.
+func (s *Set) Topics() []string {
+	var out []string
+	for _, r := range s.Rules {
+		if r.Action.Kind == Topic && !slices.Contains(out, r.Action.Topic) {
+			out = append(out, r.Action.Topic)
+		}
+	}
+	return out
 }
