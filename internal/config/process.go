@@ -7,7 +7,7 @@ type Process struct {
 	// The process.
 	HTTPAddr  string    `envconfig:"HTTP_ADDR" default:":8080" desc:"Address the HTTP server listens on for /metrics, /healthz, /readyz and the team view, as host:port, port 0 choosing a free one (default :8080); a 127.0.0.1 host keeps them off the network."`
 	TeamAPI   bool      `envconfig:"TEAM_API" default:"false" desc:"Serve the read-only team view on GATE_HTTP_ADDR: GET /v1/teams/{team} (threshold, override, level, last global estimate and its age, pending, tier, limited, seconds until under) and GET /v1/teams?top=N (this gate's teams closest to or over their limits), which gate team reads (default false: it lists team names and their rates to anyone who reaches the port, so it is turned on deliberately); off, the server answers only /metrics, /healthz and /readyz."`
-	LogLevel  logLevel  `envconfig:"LOG_LEVEL" default:"info" desc:"Least severe log level written to stderr: debug, info, warn or error (default info); debug is noisy, error hides the start-up line with the effective settings."`
+	LogLevel  logLevel  `envconfig:"LOG_LEVEL" default:"info" desc:"Least severe log level written to stderr: debug, info, warn or error (default info); debug is noisy (it adds the Kafka client's own lines, from=franz-go), error hides the start-up line with the effective settings."`
 	LogFormat logFormat `envconfig:"LOG_FORMAT" default:"json" desc:"Log line format on stderr: json for log collectors or text for people (default json)."`
 }
 

@@ -111,6 +111,8 @@ type Consumer struct {
 	// recoveries are when the loop last rebuilt a fenced session (see recoverFenced);
 	// the loop's own.
 	recoveries []time.Time
+	// unstable is the unstable-offsets watch's (unstable.go), the output watch's own.
+	unstable unstableWatch
 }
 
 // paddedCount is an atomic counter alone on its cache line(s): every routing goroutine
@@ -188,6 +190,7 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		// and the pools would only be missed.
 		opts = append(opts, kgo.WithPools(&c.pools), kgo.WithHooks(&c.pools))
 	}
+	opts = append(opts, kgoLoggerOpt(c.log)...)
 	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}))
 }
 

@@ -57,6 +57,9 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 			continue
 		}
 		c.checkRuleTopics(ctx, cl)
+		if c.exactlyOnce() {
+			c.checkUnstable(ctx, cl, time.Now())
+		}
 		waiting := cl.BufferedProduceRecords()
 		if waiting == 0 || time.Since(time.Unix(0, c.ackAt.Load())) < outputStuckAfter {
 			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) }) {

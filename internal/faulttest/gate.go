@@ -78,6 +78,11 @@ func StartGate(t testing.TB, bin, name string, vars map[string]string, args ...s
 		"GATE_KAFKA_REBALANCE_TIMEOUT": RebalanceTimeout.String(),
 		"GATE_KAFKA_FETCH_MAX_WAIT":    FetchMaxWait.String(),
 	}
+	logDir := os.Getenv("GATETEST_LOG_DIR")
+	if logDir != "" {
+		// Whole logs, franz-go's lines included, for a fault the tail does not explain.
+		withTimings["GATE_LOG_LEVEL"] = "debug"
+	}
 	maps.Copy(withTimings, vars) // a test's own settings win
 	g.cmd.Env = Env(withTimings)
 	g.cmd.Stdout = g.logs
@@ -92,6 +97,12 @@ func StartGate(t testing.TB, bin, name string, vars map[string]string, args ...s
 	}()
 	t.Cleanup(func() {
 		g.Kill(t)
+		if logDir != "" {
+			f := filepath.Join(logDir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-"+name+".log")
+			if err := os.WriteFile(f, []byte(g.logs.String()), 0o644); err != nil {
+				t.Errorf("GATETEST_LOG_DIR: %v", err)
+			}
+		}
 		if t.Failed() {
 			t.Logf("--- gate %s log (tail) ---\n%s", name, tail(g.logs.String(), 8<<10))
 		}

@@ -158,25 +158,46 @@ func (s *scenario) ledBy(id int32) []string {
 	return out
 }
 
-// TestExactlyOnceBrokerRestart: the only broker, transaction coordinator included, is
-// SIGKILLed mid-transaction and restarted; the gates recover by themselves (ready
-// again), and a read_committed reader sees every input once.
+// TestExactlyOnceBrokerRestart: on three brokers (replication 3), the transaction
+// coordinator of a gate is SIGKILLed while the gates commit and restarted; the gates
+// recover by themselves (ready again), and a read_committed reader sees every input
+// once.
+//
+// Not on one broker: Apache Kafka 4.3.1 does not keep a transaction whole when the only
+// replica of its partitions dies. Restarted, the broker resumes as transaction
+// coordinator before it leads the data partitions again, finds no leader for the
+// partitions of a transaction it was committing, skips their markers as if the
+// partitions were deleted ("Couldn't find leader endpoint ... these partitions are
+// likely deleted already and hence can be skipped") and completes it. The transaction
+// then hangs where a marker is missing: on __consumer_offsets the group's offsets stay
+// unstable (the gate says so: TestHangingTransaction), on an output partition
+// read_committed readers stop at it (a CI run of the single-broker form saw 394
+// records "lost" that way; with the controller a process of its own, 1 run in 9 on a
+// loaded machine). docs/reliability.md says so.
 func TestExactlyOnceBrokerRestart(t *testing.T) {
 	t.Parallel()
-	s := newScenario(t, kafkaOpts{own: true}, 3, 3)
+	s := newScenario(t, kafkaOpts{nodes: 3}, 3, 3)
 	if s.k.JVM == nil {
-		t.Fatal("a broker restart needs the JVM broker")
+		t.Fatal("a broker restart needs the JVM brokers")
 	}
 	start := func(name string) *faulttest.Gate { return s.startGate(name, "exactly-once") }
 	gates := []*faulttest.Gate{start("a"), start("b")}
 	s.waitMembers(2)
 	stop := s.produceLoad()
 	s.waitOutputsGrow(1000, "two gates")
-	if err := s.k.JVM.Kill(1); err != nil {
+	var victim int32 = -1
+	faulttest.WaitFor(t, time.Minute, "gate a's transaction coordinator", func() bool {
+		c := s.k.Admin.FindTxnCoordinators(t.Context(), s.n.Group+"-a")[s.n.Group+"-a"]
+		victim = c.NodeID
+		return c.Err == nil && victim > 0
+	})
+	t.Logf("gate a's transaction coordinator is broker %d; group coordinator %d", victim,
+		s.k.Admin.FindGroupCoordinators(t.Context(), s.n.Group)[s.n.Group].NodeID)
+	if err := s.k.JVM.Kill(int(victim)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // the broker stays away a while: the gates' requests fail meanwhile
-	if err := s.k.JVM.Restart(1); err != nil {
+	if err := s.k.JVM.Restart(int(victim)); err != nil {
 		t.Fatal(err)
 	}
 	s.waitOutputsGrow(1000, "after the broker's restart")

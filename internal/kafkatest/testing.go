@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +58,14 @@ func Start(t testing.TB, o Options) *Cluster {
 			t.Log(c.LogTails())
 		}
 		c.Close()
+		if keep := o.Getenv("GATETEST_LOG_DIR"); keep != "" {
+			// The nodes' logs and data, for kafka-dump-log.sh: a fault the tail does not
+			// explain is found in them.
+			to := filepath.Join(keep, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-kafka")
+			if err := os.CopyFS(to, os.DirFS(dir)); err != nil {
+				t.Errorf("GATETEST_LOG_DIR: %v", err)
+			}
+		}
 	})
 	t.Logf("kafkatest: Apache Kafka %s, %d node(s) at %s, started in %v", Version, c.Nodes(), c.Bootstrap(), c.StartTime.Round(time.Millisecond))
 	return c
