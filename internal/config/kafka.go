@@ -55,12 +55,14 @@ type Kafka struct {
 	KafkaSASLMechanism    saslMechanism   `envconfig:"KAFKA_SASL_MECHANISM" default:"none" desc:"SASL authentication: none, plain, scram-sha-256 or scram-sha-512 (default none); use it with TLS, as plain sends the password as is."`
 	KafkaSASLUsername     string          `envconfig:"KAFKA_SASL_USERNAME" default:"" desc:"SASL user name (default none)."`
 	KafkaSASLPassword     secret          `envconfig:"KAFKA_SASL_PASSWORD" default:"" desc:"SASL password (default none); set it from a Secret, it is never logged."`
-	Delivery              delivery        `envconfig:"DELIVERY" default:"at-least-once" desc:"Delivery guarantee on the output topics: at-least-once (a crash or rebalance may write a record twice) or exactly-once (each poll's records are produced and their input offsets committed in one Kafka transaction, so consumers reading with isolation.level=read_committed see every input record once) (default at-least-once); exactly-once costs a transaction per poll and delays read-committed consumers until it commits."`
+	Delivery              delivery        `envconfig:"DELIVERY" default:"at-least-once" desc:"Delivery guarantee on the output topics: at-least-once (a crash or rebalance may write a record twice) or exactly-once (records are produced and their input offsets committed in Kafka transactions, each open for GATE_TRANSACTION_INTERVAL, so consumers reading with isolation.level=read_committed see every input record once) (default at-least-once); exactly-once delays read-committed consumers until a transaction commits."`
 	TransactionalID       string          `envconfig:"TRANSACTIONAL_ID" default:"" desc:"With GATE_DELIVERY=exactly-once, this gate's transactional id, which must differ between the gates of a fleet, GATE_GROUP_ID-hostname (unique per pod) being used without it (default none); a gate restarted with the same id aborts its predecessor's open transaction at once, one with a new id leaves it to time out (GATE_TRANSACTION_TIMEOUT)."`
 	OnUndeliverable       onUndeliverable `envconfig:"ON_UNDELIVERABLE" default:"stop" desc:"What to do with a record refused by every topic (its output topic, then the dead-letter topic with and without its value, each tried with the record alone), as a broker validating timestamps or a small max.message.bytes can: stop (its partition stops there, nothing past it is committed, /readyz fails and an error line names the record) or skip (logged with its partition and offset, counted in gate_records_undeliverable_total, committed past) (default stop); skip keeps the pipeline moving at the cost of a gap an operator must replay by hand."`
 	OnDataLoss            onDataLoss      `envconfig:"ON_DATA_LOSS" default:"continue" desc:"What to do when input records are gone before the gate read them, deleted by the topic's retention below its position (a gate that fell behind, a group away longer than the retention) or lost by a broker (a log truncated by an unclean leader election): either way an error line names the partition and the offsets and gate_records_lost_total{cause} counts them, then continue (resume after them, committing past them) or stop (the partition stops there, nothing past it is routed or committed, /readyz fails naming it) (default continue); stop suits pipelines where a gap must stop the line until an operator replays it or accepts it."`
 	StallNotReady         time.Duration   `envconfig:"STALL_NOT_READY" default:"2m" desc:"How long the gate may make no progress (no poll returning records, no commit, no transaction end) while it has work (lag, records in flight or awaiting a retry) before /readyz fails, naming the stall (default 2m); keep it above GATE_KAFKA_REBALANCE_TIMEOUT, the longest a healthy gate waits behind a rebalance, and 0 turns it off. An idle gate never stalls."`
 	StallRestart          time.Duration   `envconfig:"STALL_RESTART" default:"10m" desc:"How long the gate may make no progress while it has work before /healthz fails, so that Kubernetes restarts it (default 10m); longer than GATE_STALL_NOT_READY, and 0 turns it off."`
+	TransactionInterval   time.Duration   `envconfig:"TRANSACTION_INTERVAL" default:"100ms" desc:"With GATE_DELIVERY=exactly-once, how long a transaction stays open while further polls route into it before it commits (default 100ms); ending one takes two round trips during which nothing is polled, so longer is faster, but read-committed consumers see records later by up to this long and an aborted transaction replays up to this long of records; 0 ends a transaction after every poll."`
+	TransactionMaxRecords int             `envconfig:"TRANSACTION_MAX_RECORDS" default:"50000" desc:"With GATE_DELIVERY=exactly-once, the most input records routed in one transaction before it commits (default 50000), bounding what an abort replays."`
 	TransactionTimeout    time.Duration   `envconfig:"TRANSACTION_TIMEOUT" default:"90s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, longer than GATE_KAFKA_REBALANCE_TIMEOUT and GATE_KAFKA_SESSION_TIMEOUT (a transaction's end waits out a rebalance, which waits out a dead member's session) and at most the brokers' transaction.max.timeout.ms (default 90s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
 }
 
@@ -89,28 +91,30 @@ func (c Kafka) ConsumeConfig(r Reload) (consume.Config, error) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return consume.Config{
-		Brokers:            slices.Clone(c.KafkaBrokers),
-		InputTopic:         c.InputTopic,
-		GroupID:            c.GroupID,
-		GroupProtocol:      c.KafkaGroupProtocol.value(),
-		StartOffset:        c.KafkaStartOffset.value(),
-		MaxPollRecords:     c.MaxPollRecords,
-		CommitInterval:     c.CommitInterval,
-		ProduceRetries:     c.ProduceRetries,
-		MaxBufferedRecords: c.MaxBufferedRecords,
-		MaxBufferedBytes:   c.MaxBufferedBytes,
-		MaxMessageBytes:    c.KafkaMaxMessageBytes,
-		RevokeTimeout:      c.RevokeTimeout,
-		ShutdownTimeout:    c.ShutdownTimeout,
-		Delivery:           c.Delivery.value(),
-		TransactionalID:    c.transactionalID(),
-		TransactionTimeout: c.TransactionTimeout,
-		OnUndeliverable:    c.OnUndeliverable.value(),
-		StallNotReady:      orDisabled(c.StallNotReady),
-		StallRestart:       orDisabled(c.StallRestart),
-		OnDataLoss:         c.OnDataLoss.value(),
-		OutputTopics:       []string{c.AcceptedTopic, c.OverflowTopic, c.DeadLetterTopic},
-		ClientOpts:         opts,
+		Brokers:               slices.Clone(c.KafkaBrokers),
+		InputTopic:            c.InputTopic,
+		GroupID:               c.GroupID,
+		GroupProtocol:         c.KafkaGroupProtocol.value(),
+		StartOffset:           c.KafkaStartOffset.value(),
+		MaxPollRecords:        c.MaxPollRecords,
+		CommitInterval:        c.CommitInterval,
+		ProduceRetries:        c.ProduceRetries,
+		MaxBufferedRecords:    c.MaxBufferedRecords,
+		MaxBufferedBytes:      c.MaxBufferedBytes,
+		MaxMessageBytes:       c.KafkaMaxMessageBytes,
+		RevokeTimeout:         c.RevokeTimeout,
+		ShutdownTimeout:       c.ShutdownTimeout,
+		Delivery:              c.Delivery.value(),
+		TransactionalID:       c.transactionalID(),
+		TransactionTimeout:    c.TransactionTimeout,
+		TransactionInterval:   max(c.TransactionInterval, time.Nanosecond), // 0: one poll (consume's zero is its default)
+		TransactionMaxRecords: c.TransactionMaxRecords,
+		OnUndeliverable:       c.OnUndeliverable.value(),
+		StallNotReady:         orDisabled(c.StallNotReady),
+		StallRestart:          orDisabled(c.StallRestart),
+		OnDataLoss:            c.OnDataLoss.value(),
+		OutputTopics:          []string{c.AcceptedTopic, c.OverflowTopic, c.DeadLetterTopic},
+		ClientOpts:            opts,
 	}, nil
 }
 
@@ -227,6 +231,10 @@ func (c Kafka) validate(bad report) {
 	if c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute {
 		bad("TRANSACTION_TIMEOUT", "a duration from 1s to 15m such as 90s, within the brokers' transaction.max.timeout.ms")
 	}
+	if c.TransactionInterval < 0 || c.TransactionInterval > 10*time.Second || c.TransactionInterval >= c.TransactionTimeout/2 {
+		bad("TRANSACTION_INTERVAL", "0 (a transaction per poll) or a duration up to 10s and below half GATE_TRANSACTION_TIMEOUT, such as 100ms")
+	}
+	bad.atLeast("TRANSACTION_MAX_RECORDS", c.TransactionMaxRecords, 1)
 	if c.TransactionalID != "" && !validTransactionalID(c.TransactionalID) {
 		bad("TRANSACTIONAL_ID", "1 to 200 of a-z, A-Z, 0-9, '.', '_' and '-' such as capture-gate-0")
 	}

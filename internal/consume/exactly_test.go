@@ -110,14 +110,76 @@ func TestExactlyOnceEndToEnd(t *testing.T) {
 	}
 }
 
+// TestExactlyOnceSpansPolls: with GATE_TRANSACTION_INTERVAL 1 s and 20 records a poll,
+// records arriving for 3 s in small batches are routed in a handful of transactions,
+// each spanning many polls (one per poll would be over a hundred), and a read_committed
+// reader sees each once. TransactionMaxRecords ends one early.
+func TestExactlyOnceSpansPolls(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name       string
+		maxRecords int
+		wantMin    float64
+		wantMax    float64
+	}{
+		{"interval", 0, 2, 12},
+		{"max records", 100, 15, 1000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			const parts = 2
+			env := newEOSEnv(t, parts)
+			env.ccfg.TransactionInterval = time.Second
+			env.ccfg.TransactionMaxRecords = c.maxRecords
+			env.ccfg.MaxPollRecords = 20
+			prod := producer(t, env.cluster)
+			g := env.start(t, "a")
+			n := 0
+			for start := time.Now(); time.Since(start) < 3*time.Second; {
+				batch := make([]*kgo.Record, 10)
+				for i := range batch {
+					batch[i] = inputRecord(n+i, "team-"+strconv.Itoa((n+i)%7))
+				}
+				produceAll(t, prod, batch)
+				n += len(batch)
+				time.Sleep(10 * time.Millisecond)
+			}
+			out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+			waitCommitted(t, env.cluster, parts, 10*time.Second)
+			g.stop(t)
+			if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+				t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+			}
+			committed := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed"))
+			t.Logf("%d records in %v committed transactions", n, committed)
+			if committed < c.wantMin || committed > c.wantMax {
+				t.Errorf("%d records arriving over 3 s: %v transactions committed, want %v to %v", n, committed, c.wantMin, c.wantMax)
+			}
+		})
+	}
+}
+
 // TestExactlyOnceRebalance adds a second and a third exactly-once gate to the group and
 // removes them again while records keep arriving: read_committed sees every record
 // once, the commits end at the input's end, and a gate that left keeps no partition
 // state or lag series behind.
 func TestExactlyOnceRebalance(t *testing.T) {
 	t.Parallel()
+	exactlyOnceRebalance(t, 0)
+}
+
+// TestExactlyOnceRebalanceLongTransactions is TestExactlyOnceRebalance with transactions
+// open for 2 s, so that every join and leave lands in the middle of one that has
+// routed many polls: it aborts, and they are routed again, once.
+func TestExactlyOnceRebalanceLongTransactions(t *testing.T) {
+	t.Parallel()
+	exactlyOnceRebalance(t, 2*time.Second)
+}
+
+func exactlyOnceRebalance(t *testing.T, interval time.Duration) {
 	const parts = 6
 	env := newEOSEnv(t, parts)
+	env.ccfg.TransactionInterval = interval
 	prod := producer(t, env.cluster)
 
 	var (
