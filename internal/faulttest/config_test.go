@@ -57,6 +57,8 @@ var badConfig = map[string]string{
 	"GATE_DELIVERY":                "exactly-twice",
 	"GATE_TRANSACTIONAL_ID":        "gate 0",
 	"GATE_TRANSACTION_TIMEOUT":     "100ms",
+	"GATE_TRANSACTION_INTERVAL":    "a tenth",
+	"GATE_TRANSACTION_MAX_RECORDS": "0",
 	"GATE_WINDOW":                  "1 minute",
 	"GATE_THRESHOLD":               "-5",
 	"GATE_LIMITS":                  "1h",
