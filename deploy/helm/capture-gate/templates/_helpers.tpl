@@ -285,6 +285,10 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.kafka.delivery | quote }}
 - name: GATE_TRANSACTION_TIMEOUT
   value: {{ $v.kafka.transactionTimeout | quote }}
+- name: GATE_TRANSACTION_INTERVAL
+  value: {{ $v.kafka.transactionInterval | quote }}
+- name: GATE_TRANSACTION_MAX_RECORDS
+  value: {{ $v.kafka.transactionMaxRecords | quote }}
 {{- if eq $v.kafka.delivery "exactly-once" }}
 {{- /* One transactional id per pod: pods sharing one would fence each other. */}}
 - name: POD_NAME
@@ -648,6 +652,10 @@ nothing; fails with a message naming the values to change.
 {{- $txn := include "capture-gate.exactSeconds" $v.kafka.transactionTimeout | float64 -}}
 {{- if or (le $txn (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64)) (le $txn (include "capture-gate.exactSeconds" $v.kafka.sessionTimeout | float64)) -}}
 {{- fail (printf "capture-gate: kafka.transactionTimeout (%s) must be longer than kafka.rebalanceTimeout (%s) and kafka.sessionTimeout (%s): a transaction's end waits out a rebalance, which waits out a dead member's session" $v.kafka.transactionTimeout $v.kafka.rebalanceTimeout $v.kafka.sessionTimeout) -}}
+{{- end -}}
+{{- $interval := include "capture-gate.exactSeconds" $v.kafka.transactionInterval | float64 -}}
+{{- if or (gt $interval 10.0) (ge $interval (divf $txn 2.0)) -}}
+{{- fail (printf "capture-gate: kafka.transactionInterval (%s) must be at most 10s and below half kafka.transactionTimeout (%s): a transaction stays open that long before it ends" $v.kafka.transactionInterval $v.kafka.transactionTimeout) -}}
 {{- end -}}
 {{- end -}}
 {{- if le (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64) (include "capture-gate.exactSeconds" $v.kafka.revokeTimeout | float64) -}}
