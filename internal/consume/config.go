@@ -171,6 +171,12 @@ type Config struct {
 	// most this much traffic (plus what was in flight). Commits also happen on revoke
 	// and at shutdown.
 	CommitInterval time.Duration
+	// CommitHoldAfter is how long interval commits may fail (at-least-once) before the
+	// gate stops fetching new input until one succeeds (commithold.go); zero is
+	// 2 × CommitInterval. It bounds what a rebalance after a group coordinator's death
+	// replays: what was fetched before the hold, not everything routed while commits
+	// failed.
+	CommitHoldAfter time.Duration
 	// ProduceRetries bounds how often the client retries a record a broker failed with
 	// a retriable error before reporting it failed; the gate then logs and counts it
 	// and produces it again after a backoff. 0, the default, sets no bound: the
@@ -334,6 +340,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.MaxBufferedRecords, DefaultMaxBufferedRecords, "MaxBufferedRecords")
 	def(&c.MaxBufferedBytes, DefaultMaxBufferedBytes, "MaxBufferedBytes")
 	defDur(&c.CommitInterval, DefaultCommitInterval, "CommitInterval")
+	defDur(&c.CommitHoldAfter, 2*c.CommitInterval, "CommitHoldAfter")
 	defDur(&c.RevokeTimeout, DefaultRevokeTimeout, "RevokeTimeout")
 	defDur(&c.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout")
 	defDur(&c.TransactionTimeout, DefaultTransactionTimeout, "TransactionTimeout")

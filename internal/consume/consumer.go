@@ -60,6 +60,8 @@ type Consumer struct {
 	commitMu sync.Mutex
 	// commitLog paces the log of failed interval commits (see logCommitFailure).
 	commitLog *throttle.Every
+	// hold is the commit hold (commithold.go).
+	hold commitHold
 
 	retry   retryQueue
 	ready   atomic.Bool // has joined the group and holds an assignment (maybe empty)
@@ -229,6 +231,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.retryLoop(retryCtx) })
 	wg.Go(func() { c.commitLoop(commitCtx) })
+	wg.Go(func() { c.holdLoop(commitCtx) })
 	wg.Go(func() { c.watchOutputs(commitCtx) })
 
 	c.progressed()
@@ -710,6 +713,7 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 		}
 	}
 	if len(offs) == 0 {
+		c.commitSucceeded(time.Now()) // nothing acknowledged past the last commit: nothing to hold for
 		return nil, nil
 	}
 	sent := make(map[int32]int64, len(offs))
@@ -720,6 +724,9 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 	done := func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err == nil {
 			err = c.commitResponse(resp, byID, offs, gens)
+		}
+		if err == nil {
+			c.commitSucceeded(time.Now())
 		}
 		if err != nil {
 			c.m.commitErrors.Inc()

@@ -16,6 +16,7 @@ type metrics struct {
 	retries       prometheus.Counter
 	rerouted      *prometheus.CounterVec
 	commitErrors  prometheus.Counter
+	commitHeld    prometheus.Gauge
 	committed     *prometheus.GaugeVec
 	rebalances    *prometheus.CounterVec
 	lag           *prometheus.GaugeVec
@@ -47,6 +48,10 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gate_commit_errors_total",
 			Help: "Offset commits that failed; the next commit covers the same offsets (at-least-once mode; exactly-once commits in its transactions).",
+		}),
+		commitHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gate_fetch_held_by_commits",
+			Help: "1 while fetching the input is held because offset commits have failed for 2 × GATE_COMMIT_INTERVAL (at-least-once; a dead group coordinator, say), so that a rebalance replays no more than was fetched before; 0 otherwise.",
 		}),
 		committed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gate_committed_offset",
@@ -105,7 +110,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.produceErrors, m.retries, m.rerouted, m.commitErrors, m.committed, m.rebalances, m.lag, m.fetchErrors,
+	cs := []prometheus.Collector{m.produceErrors, m.retries, m.rerouted, m.commitErrors, m.commitHeld, m.committed, m.rebalances, m.lag, m.fetchErrors,
 		m.undeliverable, m.lost, m.recoveries, m.transactions, m.txnDuration, m.throttled,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_retrying_records",

@@ -317,3 +317,69 @@ func kcatIDs(t *testing.T, brokers string, topics ...string) map[string]int {
 	}
 	return ids
 }
+
+// TestGroupCoordinatorDies: at least once, on three brokers, the group's coordinator is
+// SIGKILLed while two gates route. Their interval commits fail (or hang in the client)
+// until the group finds the coordinator's successor; a gate none of whose commits has
+// succeeded for 2 × GATE_COMMIT_INTERVAL stops fetching until one does, and says so,
+// so what a rebalance replays is bounded by what was fetched before, not by how long
+// the commits failed. Nothing is lost; the duplicates stay under that bound (with the
+// load's rate and a margin for records in flight and buffered).
+func TestGroupCoordinatorDies(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t, kafkaOpts{nodes: 3}, 6, 3)
+	if s.k.JVM == nil {
+		t.Fatal("killing a broker needs the JVM brokers")
+	}
+	gates := []*faulttest.Gate{s.startGate("a", "at-least-once"), s.startGate("b", "at-least-once")}
+	s.waitMembers(2)
+	start := time.Now()
+	stop := s.produceLoad()
+	s.waitOutputsGrow(1000, "two gates")
+	var victim int32 = -1
+	faulttest.WaitFor(t, time.Minute, "the group's coordinator", func() bool {
+		c := s.k.Admin.FindGroupCoordinators(t.Context(), s.n.Group)[s.n.Group]
+		victim = c.NodeID
+		return c.Err == nil && victim > 0
+	})
+	if err := s.k.JVM.Kill(int(victim)); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	s.waitOutputsGrow(2000, fmt.Sprintf("group coordinator %d killed", victim))
+	if err := s.k.JVM.Restart(int(victim)); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutputsGrow(500, fmt.Sprintf("broker %d back", victim))
+	acked := stop()
+	rate := float64(acked) / time.Since(start).Seconds()
+	s.waitDrained()
+	held := 0
+	for _, g := range gates {
+		waitReady(t, g)
+		// The failover takes longer than 2 × GATE_COMMIT_INTERVAL (the controller fences
+		// the dead broker after 6 s): every gate's commits stop succeeding, whether they
+		// fail or the client holds them in flight, and it holds its fetches.
+		if strings.Contains(g.Logs(), "fetching the input stops until one succeeds") &&
+			strings.Contains(g.Logs(), "kafka: offsets commit again; fetching the input resumes") {
+			held++
+		} else {
+			t.Errorf("gate %s did not hold its fetches while no commit succeeded, and resume", g.Name)
+		}
+		g.Term(t, time.Minute)
+	}
+	rep := s.checkConserved("at-least-once", acked, "through the group coordinator's death")
+	// 2 × the commit interval before the hold, one interval's commit behind, 1 s for
+	// what was in flight or buffered when it came.
+	commit, err := time.ParseDuration(s.vars()["GATE_COMMIT_INTERVAL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := int(rate * (3*commit + time.Second).Seconds())
+	t.Logf("FIGURES real_kafka_coordinator_failover in=%d out=%d lost=%d duplicated=%d bound=%d rate=%.0f/s gates_held=%d killed_after=%s",
+		rep.Inputs, rep.Outputs, len(rep.Lost), rep.Extra, bound, rate, held, killed.Sub(start).Round(time.Second))
+	if rep.Extra > bound {
+		t.Errorf("%d records routed twice through the group coordinator's death, want at most %d (%.0f records/s × (3 × %s + 1 s))",
+			rep.Extra, bound, rate, commit)
+	}
+}
