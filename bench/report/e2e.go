@@ -17,6 +17,7 @@ const (
 	benchRealGate    = "BenchmarkRealKafka/gate"
 	benchRealPass    = "BenchmarkRealKafka/passthrough"
 	benchRealExactly = "BenchmarkRealKafka/exactly-once"
+	benchRealPassEOS = "BenchmarkRealKafka/passthrough-eos"
 	benchRealLatALO  = "BenchmarkRealKafkaLatency/at-least-once"
 	benchRealLatEOS  = "BenchmarkRealKafkaLatency/exactly-once"
 )
@@ -75,6 +76,7 @@ func e2eFigures(b Samples, out map[string]float64) {
 		benchRealPass, "real_kafka_passthrough_records_per_s", "real_kafka_e2e_vs_passthrough_ratio")
 	b.putRatio(out, "cpu-s/Mrecords", benchRealGate, "", benchRealPass, "", "real_kafka_cpu_vs_passthrough_ratio")
 	b.putRatio(out, "records/s", benchRealExactly, "real_kafka_exactly_once_records_per_s", benchRealGate, "", "real_kafka_eos_vs_alo_ratio")
+	b.putRatio(out, "records/s", benchRealExactly, "", benchRealPassEOS, "real_kafka_eos_passthrough_records_per_s", "real_kafka_eos_vs_eos_passthrough_ratio")
 	for _, l := range []struct{ bench, suffix string }{{benchRealLatALO, ""}, {benchRealLatEOS, "_eos"}} {
 		if v, ok := b.Mean(l.bench, "p50_ms"); ok {
 			out["real_kafka_latency_p50_ms"+l.suffix] = v

@@ -45,7 +45,11 @@ func gateCases(t *testing.T) []gateCase {
 		// A part that did not run: BenchmarkRealKafka's lines are not in the input.
 		name: "missing figure",
 		raw:  edit(t, full, `^BenchmarkRealKafka/.*\n`, ""),
-		want: []string{"not measured: real_kafka_e2e_vs_passthrough_ratio (goal ≥ 0.9): not in the benchmark output"},
+		want: []string{
+			"not measured: real_kafka_e2e_vs_passthrough_ratio (goal ≥ 0.9): not in the benchmark output",
+			"not measured: real_kafka_eos_vs_alo_ratio (goal ≥ 0.85): not in the benchmark output",
+			"not measured: real_kafka_eos_vs_eos_passthrough_ratio (goal ≥ 0.9): not in the benchmark output",
+		},
 	}, {
 		name: "missed goal",
 		raw:  edit(t, full, `^(BenchmarkFleetProcessWindow-2 .*) 1\.002 worst_window`, "$1 1.05 worst_window"),
@@ -72,6 +76,8 @@ func gateCases(t *testing.T) []gateCase {
 		want: []string{
 			"benchmark skipped: BenchmarkRealKafka in part real-kafka: testing.go:31: kafkatest: java not found on PATH; skipping (set CI=true to make this a failure)",
 			"not measured: real_kafka_e2e_vs_passthrough_ratio (goal ≥ 0.9): not in the benchmark output",
+			"not measured: real_kafka_eos_vs_alo_ratio (goal ≥ 0.85): not in the benchmark output",
+			"not measured: real_kafka_eos_vs_eos_passthrough_ratio (goal ≥ 0.9): not in the benchmark output",
 		},
 	}, {
 		// Spike protection's learner: the onsets' share over its goal, an import's

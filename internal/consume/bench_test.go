@@ -129,8 +129,10 @@ func pinE2E(b *testing.B) (int, e2ePin) {
 }
 
 // runEndToEnd runs modes as sub-benchmarks: the pass-through ("passthrough"), the same
-// recycling its input into franz-go's pools as the gate does ("passthrough-pooled"), the
-// gate ("gate") and the gate with exactly-once delivery ("exactly-once"), the two gates
+// recycling its input into franz-go's pools as the gate does ("passthrough-pooled"), an
+// exactly-once pass-through with the gate's transaction policy ("passthrough-eos",
+// BenchmarkRealKafka's only), the gate ("gate") and the gate with exactly-once delivery
+// ("exactly-once"), the two gates
 // with their tick on the environment's redis-server (benchEnv.redis), each on an
 // environment of b.N records that newEnv makes for the mode and drops after it (so that
 // the broker holds only the run's records: a kfake process holding every run before
@@ -178,6 +180,8 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 			case "exactly-once":
 				env.cfg.Delivery, env.cfg.TransactionalID = ExactlyOnce, env.cfg.GroupID
 				elapsed, reg = env.runGate(b, start)
+			case "passthrough-eos":
+				elapsed = env.runPassthroughEOS(b, start)
 			default:
 				if env.sameEnd != nil {
 					elapsed = env.runPassthroughBehind(b, start)

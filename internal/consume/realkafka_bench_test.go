@@ -41,7 +41,7 @@ func BenchmarkRealKafka(b *testing.B) {
 	warm := newBrokerBenchEnv(b, c, "warm-up", 200_000).timeToSameEnd(b, c)
 	warm.runPassthroughBehind(b, time.Now())
 	warm.drop(b)
-	runEndToEnd(b, []string{"passthrough", "gate", "exactly-once"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv {
+	runEndToEnd(b, []string{"passthrough", "gate", "passthrough-eos", "exactly-once"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv {
 		return newBrokerBenchEnv(b, c, mode, b.N).with(r).timeToSameEnd(b, c)
 	})
 }
@@ -528,4 +528,88 @@ func realLatency(b *testing.B, c *kafkatest.Cluster, delivery Delivery) (p50, p9
 	}
 	slices.Sort(delays)
 	return delays[len(delays)/2], delays[len(delays)*99/100]
+}
+
+// runPassthroughEOS runs passthroughEOS on BenchmarkRealKafka's clock, as the
+// exactly-once gate runs: its commits are its transactions', so it is asked to stop once
+// the clock has stopped.
+func (e *benchEnv) runPassthroughEOS(b *testing.B, start time.Time) time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.passthroughEOS(ctx) }()
+	elapsed := e.sameEnd(b, start, cancel)
+	if err := <-stopped; err != nil {
+		b.Fatal(err)
+	}
+	if !e.done() {
+		b.Fatalf("commits short of the end after a graceful stop: %v", e.behind())
+	}
+	return elapsed
+}
+
+// passthroughEOS is the bare exactly-once pass-through BenchmarkRealKafka times beside
+// the exactly-once gate: a franz-go GroupTransactSession with the gate's client options
+// and the gate's transaction policy (Config.TransactionInterval, TransactionMaxRecords):
+// a transaction opens with a poll's records and takes further polls until the interval
+// has passed, producing every record to one topic keeping key, value, headers and
+// timestamp without waiting (a promise each), then ends (End flushes, commits the
+// offsets in the transaction and ends it). A failed produce or End is the run's error.
+func (e *benchEnv) passthroughEOS(ctx context.Context) error {
+	cfg := e.cfg
+	cfg.Delivery, cfg.TransactionalID = ExactlyOnce, cfg.GroupID+"-passthrough"
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	sess, err := kgo.NewGroupTransactSession(cfg.clientOpts()...)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	var produceEr atomic.Pointer[error]
+	bg := context.WithoutCancel(ctx)
+	produce := func(fs kgo.Fetches) int {
+		n := 0
+		fs.EachRecord(func(in *kgo.Record) {
+			out := &kgo.Record{Topic: e.acc, Key: in.Key, Value: in.Value, Headers: in.Headers, Timestamp: in.Timestamp}
+			sess.Produce(bg, out, func(_ *kgo.Record, err error) {
+				if err != nil {
+					produceEr.CompareAndSwap(nil, &err)
+				}
+			})
+			n++
+		})
+		return n
+	}
+	for ctx.Err() == nil {
+		fs := sess.PollRecords(ctx, cfg.MaxPollRecords)
+		if fs.IsClientClosed() {
+			return errors.New("kafka client closed while consuming")
+		}
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			return err
+		}
+		start := time.Now()
+		n := produce(fs)
+		for deadline := start.Add(cfg.TransactionInterval); n < cfg.TransactionMaxRecords && time.Now().Before(deadline) && ctx.Err() == nil; {
+			pctx, cancel := context.WithDeadline(ctx, deadline)
+			n += produce(sess.PollRecords(pctx, cfg.MaxPollRecords))
+			cancel()
+		}
+		committed, err := sess.End(bg, kgo.TryCommit)
+		if err != nil {
+			return fmt.Errorf("ending a transaction: %w", err)
+		}
+		if perr := produceEr.Load(); perr != nil {
+			return *perr
+		}
+		if !committed {
+			return errors.New("a transaction aborted")
+		}
+	}
+	return nil
 }
