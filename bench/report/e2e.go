@@ -18,6 +18,9 @@ const (
 	benchRealPass    = "BenchmarkRealKafka/passthrough"
 	benchRealExactly = "BenchmarkRealKafka/exactly-once"
 	benchRealPassEOS = "BenchmarkRealKafka/passthrough-eos"
+	benchRepGate     = "BenchmarkRealKafkaReplicated/gate"
+	benchRepPassEOS  = "BenchmarkRealKafkaReplicated/passthrough-eos"
+	benchRepExactly  = "BenchmarkRealKafkaReplicated/exactly-once"
 	benchRealLatALO  = "BenchmarkRealKafkaLatency/at-least-once"
 	benchRealLatEOS  = "BenchmarkRealKafkaLatency/exactly-once"
 )
@@ -77,6 +80,8 @@ func e2eFigures(b Samples, out map[string]float64) {
 	b.putRatio(out, "cpu-s/Mrecords", benchRealGate, "", benchRealPass, "", "real_kafka_cpu_vs_passthrough_ratio")
 	b.putRatio(out, "records/s", benchRealExactly, "real_kafka_exactly_once_records_per_s", benchRealGate, "", "real_kafka_eos_vs_alo_ratio")
 	b.putRatio(out, "records/s", benchRealExactly, "", benchRealPassEOS, "real_kafka_eos_passthrough_records_per_s", "real_kafka_eos_vs_eos_passthrough_ratio")
+	b.putRatio(out, "records/s", benchRepExactly, "real_kafka_replicated_exactly_once_records_per_s", benchRepGate, "real_kafka_replicated_gate_records_per_s", "real_kafka_replicated_eos_vs_alo_ratio")
+	b.putRatio(out, "records/s", benchRepExactly, "", benchRepPassEOS, "real_kafka_replicated_eos_passthrough_records_per_s", "real_kafka_replicated_eos_vs_eos_passthrough_ratio")
 	for _, l := range []struct{ bench, suffix string }{{benchRealLatALO, ""}, {benchRealLatEOS, "_eos"}} {
 		if v, ok := b.Mean(l.bench, "p50_ms"); ok {
 			out["real_kafka_latency_p50_ms"+l.suffix] = v

@@ -46,6 +46,22 @@ func BenchmarkRealKafka(b *testing.B) {
 	})
 }
 
+// BenchmarkRealKafkaReplicated is BenchmarkRealKafka's exactly-once figures on three
+// Apache Kafka brokers, every topic (and the transaction and offsets topics) replicated
+// three times, as a production cluster runs exactly-once: each transaction's end and
+// each acks=all write then wait for the followers. Its sides: the at-least-once gate
+// (the ratio's base), the exactly-once pass-through and the exactly-once gate.
+func BenchmarkRealKafkaReplicated(b *testing.B) {
+	c := kafkatest.Start(b, kafkatest.Options{Nodes: 3, Heap: "768m", Throughput: true})
+	r, _ := startE2ERedis(b, -1)
+	warm := newBrokerBenchEnv(b, c, "warm-up", 200_000).timeToSameEnd(b, c)
+	warm.runPassthroughBehind(b, time.Now())
+	warm.drop(b)
+	runEndToEnd(b, []string{"gate", "passthrough-eos", "exactly-once"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv {
+		return newBrokerBenchEnv(b, c, mode, b.N).with(r).timeToSameEnd(b, c)
+	})
+}
+
 // sameEndEvery is how often BenchmarkRealKafka's clock looks at the broker for a run's
 // end: a run's time is up to this much (and a look's round trips) late, whichever side.
 const sameEndEvery = 2 * time.Millisecond
