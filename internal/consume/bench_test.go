@@ -181,7 +181,7 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 				env.cfg.Delivery, env.cfg.TransactionalID = ExactlyOnce, env.cfg.GroupID
 				elapsed, reg = env.runGate(b, start)
 			case "passthrough-eos":
-				elapsed = env.runPassthroughEOS(b, start)
+				elapsed = env.runOnClock(b, start, env.passthroughEOS)
 			default:
 				if env.sameEnd != nil {
 					elapsed = env.runPassthroughBehind(b, start)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -434,10 +436,25 @@ func (c *Consumer) position(ctx context.Context, p *partition) (pos kgo.EpochOff
 // committedOffsets returns the group's committed offsets of the input partitions ids,
 // as the coordinator has them; a partition with none is absent. stable asks the
 // coordinator to wait out a transaction's pending offsets (KIP-447: it answers
-// UNSTABLE_OFFSET_COMMIT meanwhile). The request is filled in both its forms, the
-// group's fields up to v7 and its Groups from v8 on, so that it reads the same
-// whatever version the broker and the client agree on.
+// UNSTABLE_OFFSET_COMMIT meanwhile). A partition's error is the call's.
 func (c *Consumer) committedOffsets(ctx context.Context, ids []int32, stable bool) (map[int32]kgo.EpochOffset, error) {
+	offs, errs, err := c.offsetFetch(ctx, c.cl, ids, stable)
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		p := slices.Min(slices.Collect(maps.Keys(errs)))
+		return nil, fmt.Errorf("partition %d: %w", p, errs[p])
+	}
+	return offs, nil
+}
+
+// offsetFetch asks the group coordinator, through cl, for the committed offsets of the
+// input partitions ids (with RequireStable if stable): the offsets found, and each
+// partition's own error apart. The request is filled in both its forms, the group's
+// fields up to v7 and its Groups from v8 on, so that it reads the same whatever version
+// the broker and the client agree on.
+func (c *Consumer) offsetFetch(ctx context.Context, cl *kgo.Client, ids []int32, stable bool) (map[int32]kgo.EpochOffset, map[int32]error, error) {
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.RequireStable = stable
 	req.Group = c.cfg.GroupID
@@ -450,46 +467,40 @@ func (c *Consumer) committedOffsets(ctx context.Context, ids []int32, stable boo
 	gt.Topic, gt.Partitions = c.cfg.InputTopic, ids
 	g.Topics = []kmsg.OffsetFetchRequestGroupTopic{gt}
 	req.Groups = []kmsg.OffsetFetchRequestGroup{g}
-	resp, err := req.RequestWith(ctx, c.cl)
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	offs := make(map[int32]kgo.EpochOffset)
-	add := func(topic string, p int32, off int64, epoch int32, code int16) error {
-		if topic != c.cfg.InputTopic {
-			return nil
-		}
-		if err := kerr.ErrorForCode(code); err != nil {
-			return fmt.Errorf("partition %d: %w", p, err)
-		}
-		if off >= 0 {
+	errs := make(map[int32]error)
+	add := func(topic string, p int32, off int64, epoch int32, code int16) {
+		switch {
+		case topic != c.cfg.InputTopic:
+		case code != 0:
+			errs[p] = kerr.ErrorForCode(code)
+		case off >= 0:
 			offs[p] = kgo.EpochOffset{Epoch: epoch, Offset: off}
 		}
-		return nil
 	}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if err := add(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode); err != nil {
-				return nil, err
-			}
+			add(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode)
 		}
 	}
 	for _, g := range resp.Groups {
 		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
-				if err := add(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode); err != nil {
-					return nil, err
-				}
+				add(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode)
 			}
 		}
 	}
-	return offs, nil
+	return offs, errs, nil
 }
 
 // listOffset returns the partition's log start (ts -2) or end (ts -1), with the

@@ -227,10 +227,18 @@ func recordSeq(v []byte) (int, bool) {
 // runPassthroughBehind runs passthroughBehind on e from start until e.sameEnd's end,
 // and returns the time to it.
 func (e *benchEnv) runPassthroughBehind(b *testing.B, start time.Time) time.Duration {
+	return e.runOnClock(b, start, e.passthroughBehind)
+}
+
+// runOnClock runs run on BenchmarkRealKafka's clock (e.sameEnd) from start, cancels its
+// ctx when the clock stops (an at-least-once side then stops gracefully; an exactly-once
+// one's commits are its transactions', so its clock has already stopped), and fails b
+// unless run returned nil with the group's commits at the input's end.
+func (e *benchEnv) runOnClock(b *testing.B, start time.Time, run func(ctx context.Context) error) time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopped := make(chan error, 1)
-	go func() { stopped <- e.passthroughBehind(ctx) }()
+	go func() { stopped <- run(ctx) }()
 	elapsed := e.sameEnd(b, start, cancel)
 	if err := <-stopped; err != nil {
 		b.Fatal(err)
@@ -544,24 +552,6 @@ func realLatency(b *testing.B, c *kafkatest.Cluster, delivery Delivery) (p50, p9
 	}
 	slices.Sort(delays)
 	return delays[len(delays)/2], delays[len(delays)*99/100]
-}
-
-// runPassthroughEOS runs passthroughEOS on BenchmarkRealKafka's clock, as the
-// exactly-once gate runs: its commits are its transactions', so it is asked to stop once
-// the clock has stopped.
-func (e *benchEnv) runPassthroughEOS(b *testing.B, start time.Time) time.Duration {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stopped := make(chan error, 1)
-	go func() { stopped <- e.passthroughEOS(ctx) }()
-	elapsed := e.sameEnd(b, start, cancel)
-	if err := <-stopped; err != nil {
-		b.Fatal(err)
-	}
-	if !e.done() {
-		b.Fatalf("commits short of the end after a graceful stop: %v", e.behind())
-	}
-	return elapsed
 }
 
 // passthroughEOS is the bare exactly-once pass-through BenchmarkRealKafka times beside

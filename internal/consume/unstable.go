@@ -104,45 +104,14 @@ func (c *Consumer) checkUnstable(ctx context.Context, cl *kgo.Client, now time.T
 func (c *Consumer) unstablePartitions(ctx context.Context, cl *kgo.Client, ids []int32) ([]int32, error) {
 	ctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
 	defer cancel()
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.RequireStable = true
-	g := kmsg.NewOffsetFetchRequestGroup()
-	g.Group = c.cfg.GroupID
-	gt := kmsg.NewOffsetFetchRequestGroupTopic()
-	gt.Topic, gt.Partitions = c.cfg.InputTopic, ids
-	g.Topics = []kmsg.OffsetFetchRequestGroupTopic{gt}
-	req.Groups = []kmsg.OffsetFetchRequestGroup{g}
-	// The pre-v8 form too: franz-go sends whichever the broker speaks.
-	req.Group = c.cfg.GroupID
-	t := kmsg.NewOffsetFetchRequestTopic()
-	t.Topic, t.Partitions = c.cfg.InputTopic, ids
-	req.Topics = []kmsg.OffsetFetchRequestTopic{t}
-	resp, err := req.RequestWith(ctx, cl)
+	_, errs, err := c.offsetFetch(ctx, cl, ids, true)
 	if err != nil {
 		return nil, err
 	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return nil, err
-	}
 	var out []int32
-	note := func(topic string, p int32, code int16) {
-		if topic == c.cfg.InputTopic && errors.Is(kerr.ErrorForCode(code), kerr.UnstableOffsetCommit) && !slices.Contains(out, p) {
+	for p, err := range errs {
+		if errors.Is(err, kerr.UnstableOffsetCommit) {
 			out = append(out, p)
-		}
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			note(t.Topic, p.Partition, p.ErrorCode)
-		}
-	}
-	for _, g := range resp.Groups {
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return nil, err
-		}
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				note(t.Topic, p.Partition, p.ErrorCode)
-			}
 		}
 	}
 	return out, nil
