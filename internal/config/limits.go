@@ -37,7 +37,7 @@ type Limiter struct {
 	SyncInterval      time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
 	HotEveryTick      bool          `envconfig:"HOT_EVERY_TICK" default:"true" desc:"Read teams at 80% of their threshold or more on every tick instead of every half GATE_SYNC_INTERVAL (default true); it cuts the time a fleet takes to divert a team that jumps over its limit from about 20s to about 2s, for a few extra reads of busy teams only."`
 	PendingReadShare  float64       `envconfig:"PENDING_READ_SHARE" default:"0.05" desc:"Read a team on the next tick once the events this gate counted since its last read reach this share of the team's threshold, or never if negative (default 0.05); smaller catches a sudden jump sooner and costs more reads."`
-	SyncFloor         float64       `envconfig:"SYNC_FLOOR" default:"0.01" desc:"Pressure (level / threshold, above 0 and below 0.1) under which a team seen only in passing is never read from Redis (default 0.01); higher keeps a flood of one-off teams from becoming a flood of reads, at the cost of judging more small teams on local counts alone."`
+	SyncFloor         float64       `envconfig:"SYNC_FLOOR" default:"0.01" desc:"Pressure (level / threshold, above 0 and below 0.1) under which a team seen only in passing is never read from Redis (default 0.01), divided by the gates in the fleet; a rule keyed by several fields (a user within a team) neither caches nor writes a key under it (docs/design.md). Higher keeps a flood of one-off teams from becoming a flood of reads, at the cost of judging more small teams on local counts alone."`
 	ColdWriteInterval time.Duration `envconfig:"COLD_WRITE_INTERVAL" default:"" desc:"How often a cold team's counts are written to Redis instead of every tick, a cold team being one under 10% of its threshold, not due for a read, with less than 0.5% of its threshold waiting, at most GATE_WINDOW, once per GATE_WINDOW when unset (default none), each window's counts then going in one write after the window ends; most teams of a long-tailed workload are cold, and writing each once a window is most of what cuts the Redis work per gate to about a sixth (docs/benchmarks.md); other gates see a cold team's counts up to two windows late (one at a shorter interval), at most 0.5% of its threshold per gate, and GATE_TICK_INTERVAL writes every team on every tick."`
 	CacheCapacity     int           `envconfig:"CACHE_CAPACITY" default:"300000" desc:"Most teams kept in memory, the least recently seen of a small sample being evicted past it (default 300000); larger keeps more teams' fleet-wide views for more memory, and an evicted team that comes back starts again from first contact."`
 	CacheTTL          time.Duration `envconfig:"CACHE_TTL" default:"600s" desc:"Longest a cached team's fleet-wide view may go without a read before it is read again (default 600s); shorter bounds how stale a quiet team's view gets, for more reads."`
@@ -69,6 +69,11 @@ func (c Limiter) LimitConfig() limit.Config {
 		Clock:             c.Clock.Clock,
 		MaxEventAge:       c.MaxEventAge,
 		Adaptive:          c.adaptive(),
+		// Every team is cached and written: teams are a bounded set, and operators' tools
+		// (gate team, the overrides) read them. A rule whose key has several parts (a
+		// user within a team), unbounded, counts its keys under the floor in a sketch
+		// instead (RuleLimitConfigs).
+		SketchWidth: 0,
 	}
 }
 

@@ -52,6 +52,11 @@ func (c Config) RuleLimitConfigs(r rules.Rule) []limit.Config {
 		lc.Overrides = nil
 		lc.ColdWriteInterval = min(lc.ColdWriteInterval, l.Window)
 		lc.Adaptive = nil
+		if r.Key.Composite() {
+			// Keys below the fleet floor are neither cached nor written nor read: a per-user
+			// rule costs Redis what its users near their limits cost (limit's sketch.go).
+			lc.SketchWidth = limit.DefaultSketchWidth
+		}
 		if i == 0 && r.Adaptive {
 			a := c.Limiter
 			a.ThresholdMode, a.Window = adaptiveMode, l.Window

@@ -190,7 +190,7 @@ func (l *Limiter) syncPressure(ls *learned, e *entry, thr int64, lvl, p float64,
 		return p, tier, float64(thr), false
 	}
 	if ls.thr.Load() != thr {
-		return p, tier, float64(thr), p < l.cfg.SyncFloor
+		return p, tier, float64(thr), p < l.readFloorShare()
 	}
 	base := math.Float64frombits(ls.base.Load())
 	gap := float64(thr) - base

@@ -137,14 +137,22 @@ func TestAdaptiveStateFreed(t *testing.T) {
 	if len(sw.Spikes) != 1 || !sw.Spikes[0].Started || l.adapt.spiking.Load() != 1 {
 		t.Fatalf("spikes %+v, spiking %d: want a started one", sw.Spikes, l.adapt.spiking.Load())
 	}
-	l.CheckAt(now, "b", 1) // evicts a (capacity 1)
-	if n := countLearned(l); n != 0 || l.adapt.spiking.Load() != 0 || l.adapt.ended.Load() != 1 {
-		t.Errorf("after a's eviction: %d learned states, %d spiking, %d ended; want 0, 0, 1", n, l.adapt.spiking.Load(), l.adapt.ended.Load())
+	// A full cache keeps a, over its limit (limiter.go, evictOne): b is cached beside it.
+	l.CheckAt(now, "b", 1)
+	if n := countLearned(l); n != 1 || l.adapt.spiking.Load() != 1 || l.Len() != 2 {
+		t.Errorf("after b: %d learned states, %d spiking, %d cached; want a's 1, 1, and 2", n, l.adapt.spiking.Load(), l.Len())
 	}
 	learn(t, l, now, "b", 10)
-	l.Sweep(now.Add(2*time.Minute), &sw) // b idle for its timeout
-	if n := countLearned(l); n != 0 || sw.Expired != 1 {
-		t.Errorf("after b expired (%d): %d learned states, want 0", sw.Expired, n)
+	l.Sweep(now.Add(2*time.Minute), &sw) // a and b idle for their timeout
+	if n := countLearned(l); n != 0 || sw.Expired != 2 || l.adapt.spiking.Load() != 0 || l.adapt.ended.Load() != 1 {
+		t.Errorf("after a and b expired (%d): %d learned states, %d spiking, %d ended; want 0, 0, 1", sw.Expired, n, l.adapt.spiking.Load(), l.adapt.ended.Load())
+	}
+	// Evicted: d, learned and under its limit, makes room for e, and its state goes.
+	l.CheckAt(now.Add(2*time.Minute), "d", 1)
+	learn(t, l, now.Add(2*time.Minute), "d", 10)
+	l.CheckAt(now.Add(2*time.Minute+time.Second), "e", 1)
+	if n := countLearned(l); n != 0 || l.Len() != 1 {
+		t.Errorf("after d's eviction: %d learned states, %d cached; want 0, 1", n, l.Len())
 	}
 	// A read of an entry evicted since its sweep makes no state that would never be freed.
 	l.CheckAt(now, "c", 1)

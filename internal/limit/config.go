@@ -198,6 +198,14 @@ type Config struct {
 	// clock only.
 	Adaptive *spike.Config
 
+	// SketchWidth, when positive, counts keys below the fleet floor in a sketch of this
+	// many counters a row instead of caching them (sketch.go): 3 × 4 × SketchWidth × 4
+	// bytes of memory, fixed (DefaultSketchWidth: 3 MiB). Such keys are then neither
+	// written nor read. Zero or negative caches every key: each is written, and read above
+	// SyncFloor ÷ the fleet's size. Not used with Adaptive or EventClock, which cache every
+	// key.
+	SketchWidth int
+
 	// Capacity bounds how many teams are cached. Default 300,000.
 	Capacity int
 	// TTL is the longest a cached team's global view may go unread: past it, the team is
@@ -372,6 +380,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.TTL < 0 || c.IdleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ttl %s, idle timeout %s: must be positive", c.TTL, c.IdleTimeout))
+	}
+	if c.SketchWidth > 1<<26 {
+		errs = append(errs, fmt.Errorf("sketch width %d: at most %d", c.SketchWidth, 1<<26))
 	}
 	if c.Shards < 1 || c.Shards > 1<<16 {
 		errs = append(errs, fmt.Errorf("shards %d: must be in [1, 65536]", c.Shards))

@@ -27,7 +27,14 @@
 //     their own.
 //   - Memory is bounded: at most Capacity teams are cached; the least recently seen of a
 //     small sample is evicted when a shard is full, and teams not seen for IdleTimeout are
-//     expired by the sweep.
+//     expired by the sweep. A team that could be over its limit (at half its threshold or
+//     more, or held) is never evicted: when every team a full shard looks at is one, the
+//     cache grows past Capacity, by at most 2 × a window's records ÷ the threshold.
+//   - With Config.SketchWidth, a key under its floor (SyncFloor × its threshold ÷ the
+//     fleet's size, SetFleetSize) is counted in a fixed-size sketch and neither cached nor
+//     handed to the tick; the record that brings it to its floor caches it with the
+//     sketch's counts, never fewer than its own (sketch.go). The fleet's count of a key
+//     every gate keeps in its sketch is under SyncFloor of its threshold.
 //   - Threshold overrides are swapped atomically: a check sees either the old set or the new
 //     one, never a mix.
 //   - With Config.Adaptive, a team's threshold is its override, else its learned threshold

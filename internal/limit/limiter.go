@@ -19,6 +19,10 @@ import (
 // under a lock on every check.
 const evictionSample = 8
 
+// evictionScan is how many entries a full shard looks at, at most, for one that may be
+// evicted (evictOne).
+const evictionScan = 64
+
 // Decision is the answer to one check.
 //
 // Its flags are a struct of their own (verdict, whose fields read as Decision's) so that
@@ -69,6 +73,12 @@ type Limiter struct {
 	holds     *holds     // teams held in overflow (hold.go)
 	adapt     *adaptive  // learned thresholds (adaptive.go); nil in static mode
 
+	// Keys below the fleet floor (sketch.go): counted in sk, not cached. sk is nil when
+	// every key is cached (Config.SketchWidth < 0, adaptive thresholds, the event clock).
+	sk             *sketch
+	fleetSize      atomic.Int64 // gates sharing the input, ≥ 1 (SetFleetSize)
+	untrackedFloor atomic.Int64 // records of a key at the default threshold; 0: none untracked
+
 	// EventClock only (ring is nil otherwise): one cache per window, in a ring indexed by
 	// epoch modulo its length, which covers every window MaxEventAge reaches, and what
 	// tables already dropped had counted, for the metrics.
@@ -107,7 +117,13 @@ type shard struct {
 	learned map[*entry]*learned // adaptive mode: the shard's part of adaptive.teams
 	misses  atomic.Uint64
 	evicted atomic.Uint64
-	_       [64]byte // keep neighbouring shards' hot words off this shard's lines
+	// untracked: checks answered from the sketch; promoted: teams cached out of it with
+	// counts; demoted: teams the sweep returned to it (sketch.go).
+	untracked, promoted, demoted atomic.Uint64
+	// overfull: inserts into a full cache that evicted nothing, every team looked at
+	// being one that could be over its limit.
+	overfull atomic.Uint64
+	_        [64]byte // keep neighbouring shards' hot words off this shard's lines
 }
 
 // epochSpan caches the current epoch and its bounds, so a check finds its epoch with two
@@ -163,6 +179,14 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 	if cfg.Adaptive != nil {
 		l.adapt = newAdaptive(*cfg.Adaptive)
 	}
+	// Not with learned thresholds, which learn from every key's shared counts, nor the
+	// event clock, whose windows are cached apart.
+	if cfg.SketchWidth > 0 && cfg.Adaptive == nil && cfg.Clock == WallClock {
+		l.sk = newSketch(cfg.SketchWidth)
+		l.sk.prepare(floorDiv(clk.Now().UnixNano(), cfg.Window.Nanoseconds()))
+	}
+	l.fleetSize.Store(1)
+	l.setFloor()
 	for i := range l.shards {
 		l.initShard(&l.shards[i], false)
 	}
@@ -217,6 +241,11 @@ func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decis
 	t := sh.idx.tab.Load()
 	e, st := t.lookup(h, team)
 	if e == nil {
+		if l.sk != nil {
+			if d, ok := l.checkUntracked(ns, h, team, n, tally); ok {
+				return d
+			}
+		}
 		e = l.insert(h, team, ns)
 	} else if sn := l.seenAt(ns); st&seenMask != sn {
 		l.touch(sh, t, e, st, sn, h, team)
@@ -388,6 +417,9 @@ func (l *Limiter) insertIn(shards []shard, tbl *epochTable, h uint64, team strin
 	if tbl != nil {
 		l.seedPrev(e, tbl.epoch, h, team)
 	}
+	if l.sk != nil {
+		l.carry(sh, e, h, team, ns)
+	}
 	sh.idx.publish(e, l.seenAt(ns))
 	return e
 }
@@ -401,12 +433,24 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 	var vseen uint32
 	i := 0
 	sh.idx.all(func(seen uint32, e *entry, team string) bool { // from a random slot: a random sample
+		i++
+		// A team that could be over its limit is never evicted: at half its threshold or
+		// more, or held. Evicted, it would start again from nothing.
+		if e.thr.Load()&heldBit != 0 || e.level(ns, l.readFloor.Load()) >= tierNormal*float64(l.threshold(e, team)) {
+			return i < evictionScan
+		}
 		if victim == nil || seen < vseen {
 			victim, vteam, vseen = e, team, seen
 		}
-		i++
-		return i < evictionSample
+		return i < evictionScan && (i < evictionSample || victim == nil)
 	})
+	if victim == nil {
+		// Every team looked at could be over its limit: the cache grows past its capacity
+		// rather than forget one. Such teams each hold half a threshold of the window's
+		// records at least, so there are no more than 2 × records a window ÷ threshold.
+		sh.overfull.Add(1)
+		return
+	}
 	unsent := sh.idx.remove(victim)
 	l.count.Add(-1)
 	sh.evicted.Add(1)

@@ -22,6 +22,10 @@ type collector struct {
 	spikeEnds   *prometheus.Desc
 	spiking     *prometheus.Desc
 	relearned   *prometheus.Desc
+	untracked   *prometheus.Desc
+	moves       *prometheus.Desc
+	overfull    *prometheus.Desc
+	floor       *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -55,20 +59,28 @@ func newCollector(l *Limiter) *collector {
 			"GATE_THRESHOLD_MODE=adaptive: spikes ended on this gate (the team released, or under the release level without holds; or it left the cache).", nil, nil),
 		relearned: prometheus.NewDesc("gate_limiter_spikes_relearned_total",
 			"GATE_THRESHOLD_MODE=adaptive: spikes ended because they lasted GATE_ADAPTIVE_MAX_SPIKE: the team was re-learned at its new volume (also counted in gate_limiter_spikes_ended_total).", nil, nil),
+		untracked: prometheus.NewDesc("gate_limiter_untracked_checks_total",
+			"Checks of keys below the fleet floor, answered from the sketch: neither cached nor written to Redis nor read (docs/design.md, \"Keys below the floor\"); neither a hit nor a miss of gate_limiter_cache_total.", nil, nil),
+		moves: prometheus.NewDesc("gate_limiter_key_moves_total",
+			"Keys moved between the sketch and the cache, by direction: to=cache (a key reached its floor, promoted with its counts), to=sketch (a cached key fell under half its floor).", []string{"to"}, nil),
+		overfull: prometheus.NewDesc("gate_limiter_cache_overfull_total",
+			"Keys cached past GATE_CACHE_CAPACITY because every key a full cache looked at could be over its limit (at half its threshold or more, or held), and none is evicted then.", nil, nil),
+		floor: prometheus.NewDesc("gate_limiter_untracked_floor",
+			"Records a window under which a key at the default threshold is not cached (GATE_SYNC_FLOOR x threshold / gates in the fleet); 0: every key cached.", nil, nil),
 		spiking: prometheus.NewDesc("gate_limiter_spiking_teams",
 			"GATE_THRESHOLD_MODE=adaptive: teams in a spike on this gate.", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held, c.spikeStarts, c.spikeEnds, c.relearned, c.spiking} {
+	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held, c.spikeStarts, c.spikeEnds, c.relearned, c.spiking, c.untracked, c.moves, c.overfull, c.floor} {
 		ch <- d
 	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	l := c.l
-	var allowed, limited, misses, evicted, displaced uint64
+	var allowed, limited, misses, evicted, displaced, untracked, promoted, demoted, overfull uint64
 	var trans [numTiers * numTiers]uint64
 	for i := range l.shards {
 		sh := &l.shards[i]
@@ -78,6 +90,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for j := range sh.transitions {
 			trans[j] += uint64(sh.transitions[j].Load())
 		}
+		untracked += sh.untracked.Load()
+		promoted += sh.promoted.Load()
+		demoted += sh.demoted.Load()
+		overfull += sh.overfull.Load()
 	}
 	if l.ring != nil {
 		// Tables are dropped under ringMu: holding it, each one's counters are counted
@@ -118,12 +134,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.decisions, allowed, "allowed")
 	counter(c.decisions, limited, "limited")
-	counter(c.cache, allowed+limited-min(misses, allowed+limited), "hit")
+	counter(c.cache, allowed+limited-min(misses+untracked, allowed+limited), "hit")
 	counter(c.cache, misses, "miss")
 	counter(c.cache, l.swept.queued.Load(), "sync_queued")
 	counter(c.evictions, evicted, "capacity")
 	counter(c.evictions, l.swept.expired.Load(), "idle")
 	counter(c.displaced, displaced)
+	counter(c.untracked, untracked)
+	counter(c.moves, promoted, "cache")
+	counter(c.moves, demoted, "sketch")
+	counter(c.overfull, overfull)
+	ch <- prometheus.MustNewConstMetric(c.floor, prometheus.GaugeValue, float64(l.untrackedFloor.Load()))
 	if l.ring != nil {
 		counter(c.clamped, tooOld, "too_old")
 		counter(c.clamped, future, "future")

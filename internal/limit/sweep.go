@@ -86,6 +86,9 @@ type Sweep struct {
 	Tiers   [numTiers]int
 	// Expired is how many teams the sweep expired for being idle.
 	Expired int
+	// Demoted is how many teams the sweep returned to the sketch of keys below the fleet
+	// floor (sketch.go).
+	Demoted int
 	// Held is how many cold teams kept their counts for a later sweep
 	// (Config.ColdWriteInterval).
 	Held int
@@ -211,6 +214,14 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 	nowSeen := l.seenAt(ns)
 	idleSecs := uint32(min(l.cfg.IdleTimeout/time.Second, math.MaxUint32))
 	rp := l.readPolicy()
+	// A cached key whose level falls under half its floor goes back to the sketch
+	// (sketch.go): the fleet's count of it is then far under what could matter. Half, so a
+	// key near its floor is not promoted and demoted in turn.
+	var demoteUnder float64
+	if l.sk != nil {
+		l.sk.prepare(cur)
+		demoteUnder = float64(l.untrackedFloor.Load()) / 2
+	}
 
 	for i := range l.shards {
 		sh := &l.shards[i]
@@ -236,6 +247,16 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			// The level counts unsent records as pending: draining them changes neither it
 			// nor whether a read is due.
 			lvl := e.level(ns, l.readFloor.Load())
+			if lvl < demoteUnder && l.demotable(e, team, cur) {
+				unsent := sh.idx.remove(e)
+				l.count.Add(-1)
+				sh.demoted.Add(1)
+				var stale int64
+				into.Counts, stale = removedCounts(into.Counts, team, cur, unsent)
+				into.Stale += stale
+				into.Demoted++
+				return true
+			}
 			var ls *learned
 			if l.adapt != nil {
 				ls = sh.learned[e]
@@ -324,7 +345,7 @@ type readPolicy struct {
 }
 
 func (l *Limiter) readPolicy() readPolicy {
-	rp := readPolicy{share: l.cfg.PendingReadShare, floor: l.cfg.SyncFloor, ttl: l.cfg.TTL.Nanoseconds()}
+	rp := readPolicy{share: l.cfg.PendingReadShare, floor: l.readFloorShare(), ttl: l.cfg.TTL.Nanoseconds()}
 	for t := range numTiers {
 		rp.cadence[t] = l.cfg.cadence(t).Nanoseconds()
 	}

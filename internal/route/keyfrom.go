@@ -161,6 +161,10 @@ func (k KeyFrom) String() string {
 	return ""
 }
 
+// Composite reports whether the key joins several fields (json:team_id+distinct_id): a
+// key within a team, whose cardinality no operator bounds.
+func (k KeyFrom) Composite() bool { return len(k.fields) > 1 }
+
 // IsZero reports whether k is the zero value, which reads nothing.
 func (k KeyFrom) IsZero() bool { return k.src == sourceNone }
 

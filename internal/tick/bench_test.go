@@ -332,16 +332,18 @@ func newSteady(b *testing.B, cfg limit.Config, o steadyOpts, fails *tickFailures
 	}
 	g.l, g.tk, g.client = benchGate(b, srv, cfg, g.clk, 5*time.Second, "")
 	if o.rules {
-		mk := func(thr int64) *limit.Limiter {
+		mk := func(thr int64, sketch int) *limit.Limiter {
 			c := cfg
-			c.Threshold = thr
+			c.Threshold, c.SketchWidth = thr, sketch
 			x, err := limit.New(c, g.clk, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			return x
 		}
-		g.user, g.merges = mk(30_000), mk(3_000)
+		// As the gate builds them (config.RuleLimitConfigs): the user rule's key has two
+		// parts, and counts its keys under the floor in a sketch.
+		g.user, g.merges = mk(30_000, limit.DefaultSketchWidth), mk(3_000, 0)
 		var err error
 		g.tk, err = NewMulti([]Limit{{Lim: g.l, KeyPrefix: "gate:rule:team"}, {Lim: g.user, KeyPrefix: "gate:rule:team-user"}, {Lim: g.merges, KeyPrefix: "gate:rule:merges"}},
 			[]redis.UniversalClient{g.client}, Config{TickTimeout: time.Minute}, nil, nil)

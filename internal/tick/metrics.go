@@ -13,6 +13,7 @@ type metrics struct {
 	tickCommands  prometheus.Histogram
 	pendingSync   prometheus.Gauge
 	pendingWrites prometheus.Gauge
+	fleetGates    prometheus.Gauge
 	drift         prometheus.Histogram
 	staleness     prometheus.Histogram
 	errors        *prometheus.CounterVec
@@ -41,6 +42,8 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 			Help: "Reads due but not made in the last tick (over budget): the backpressure signal."}),
 		pendingWrites: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_limiter_pending_writes",
 			Help: "(team, epoch) counts waiting for Redis after the last tick."}),
+		fleetGates: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_fleet_gates",
+			Help: "Gates sharing this gate's Redis prefix, as counted in Redis every 5 s (0: not counted yet): each gate's share of a key's floor, under which the key is neither cached nor written nor read, is GATE_SYNC_FLOOR / this of its threshold."}),
 		drift: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_estimate_drift",
 			Help:    "(local level - global estimate) / threshold at each read: how far this gate's view had strayed.",
 			Buckets: []float64{-1, -0.5, -0.2, -0.1, -0.05, -0.01, 0, 0.01, 0.05, 0.1, 0.2, 0.5, 1}}),
@@ -87,7 +90,7 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
-		m.pendingWrites, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches, m.clockOffset, m.profiles} {
+		m.pendingWrites, m.fleetGates, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches, m.clockOffset, m.profiles} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering tick metrics: %w", err)
 		}

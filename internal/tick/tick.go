@@ -41,9 +41,10 @@ type Ticker struct {
 	open        []*batch    // by lane and limiter, the batch being filled this tick
 	partOf      []int       // by lane, its pipeline this tick (pipelines)
 
-	tickN      uint64    // ticks so far
-	split      splitTick // a split tick between its write and read phases
-	clockCheck           // Run's, once a minute
+	tickN      uint64     // ticks so far
+	fleet      fleetCount // Run's count of the fleet (fleet.go)
+	split      splitTick  // a split tick between its write and read phases
+	clockCheck            // Run's, once a minute
 	// onPhase, when set (tests), is called by Run as each phase of a tick starts, and as
 	// its write phase ends, with the tick's boundary.
 	onPhase func(part int, boundary time.Time, ended bool)
@@ -213,6 +214,7 @@ func (t *Ticker) Run(ctx context.Context) {
 			return true
 		}
 	}
+	t.countFleet(ctx, time.Now()) // before the first tick: the floors start at the fleet's size
 	for {
 		at := nextTick(time.Now(), t.cfg.TickInterval)
 		if !wait(at) {
@@ -238,6 +240,7 @@ func (t *Ticker) Run(ctx context.Context) {
 		t.ReadPhase(tctx)
 		cancel()
 		t.checkClock(ctx)
+		t.countFleet(ctx, time.Now())
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
 	defer cancel()

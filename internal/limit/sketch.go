@@ -1,0 +1,287 @@
+package limit
+
+import (
+	"hash/maphash"
+	"math"
+	"sync/atomic"
+)
+
+// Keys below the fleet floor are counted in a sketch, not cached one entry each.
+//
+// A key whose records on this gate stay under its floor, SyncFloor × threshold ÷ the
+// fleet's size (SetFleetSize), cannot be over its limit: the fleet's count is the sum of
+// every gate's, each under SyncFloor ÷ N of the threshold, so under SyncFloor (1%) of it.
+// Such a key needs no entry, no write and no read (the local-threshold argument of
+// distributed threshold monitoring: Keralapura, Cormode and Ramamirtham, "Communication-
+// efficient distributed monitoring of thresholded counts", SIGMOD 2006). It is counted in
+// a Count-Min sketch (Cormode and Muthukrishnan, 2005) per window instead, fixed memory
+// whatever the key's cardinality, and answered allowed. The first record that brings its
+// sketch count over the floor promotes it: it is cached, with the sketch's counts of the
+// current and previous windows as its own (written to the store like any count), and read
+// at once, as its local pressure is the read floor's. Its sketch count is the sliding
+// window's, as a cached key's level: the current window's count, and the last one's
+// weighed by how much of it the sliding window still covers.
+//
+// What it guarantees:
+//   - The sketch never undercounts: every record adds to each of a key's counters, and a
+//     key's count is the least of them. A key is so promoted no later than its true count
+//     reaches the floor; other keys' records sharing its counters only promote it sooner.
+//   - The fleet-wide count a read misses of a key over its limit is at most what the gates
+//     counted of it before promotion, each under its floor: SyncFloor × threshold. Its
+//     carried counts overstate it by the sketch's noise (below), and a key demoted and
+//     promoted again within two windows is carried twice: at most the floor, per gate,
+//     and upwards only.
+//   - The noise: a key's counter in one row holds, besides its own records, those of the
+//     keys sharing it; with M records in a window and W counters a row, M ÷ W on average,
+//     and the least of four rows is less. With the default width (65,536) and a million
+//     records a window that is 15, against a floor in the thousands for a threshold of a
+//     million, or 300 for a per-user rule of 30,000.
+//   - Memory: 3 windows × 4 rows × width × 4 bytes, 3 MiB a limiter at the default width,
+//     allocated once.
+//
+// The layout is blocked: a key's four counters are on two 64-byte lines chosen by its hash
+// (cells), so a check of an untracked key waits for two lines, not four.
+
+const (
+	sketchRows     = 4
+	sketchLine     = 16             // counters a cache line holds
+	sketchRowWidth = sketchLine / 2 // two rows a line
+	// DefaultSketchWidth is the counters a row of the sketch has (Config.SketchWidth).
+	DefaultSketchWidth = 1 << 16
+	// sketchSlots: the current window, the previous one (the sliding window's), and the
+	// next one, cleared ahead by the sweep.
+	sketchSlots = 3
+	noEpoch     = math.MinInt64
+)
+
+type sketch struct {
+	lines uint64 // lines a slot has: a power of two
+	slots [sketchSlots]sketchSlot
+}
+
+type sketchSlot struct {
+	epoch atomic.Int64 // the window the slot counts; noEpoch while none
+	c     []atomic.Uint32
+}
+
+func newSketch(width int) *sketch {
+	lines := uint64(max(width*sketchRows/sketchLine, 1))
+	for lines&(lines-1) != 0 {
+		lines++
+	}
+	s := &sketch{lines: lines}
+	for i := range s.slots {
+		s.slots[i].c = make([]atomic.Uint32, lines*sketchLine)
+		s.slots[i].epoch.Store(noEpoch)
+	}
+	return s
+}
+
+// slot is the slot of epoch, or nil when it does not count epoch (not cleared for it yet:
+// the sweep clears a slot a window ahead).
+func (s *sketch) slot(epoch int64) *sketchSlot {
+	sl := &s.slots[uint64(epoch)%sketchSlots]
+	if sl.epoch.Load() != epoch {
+		return nil
+	}
+	return sl
+}
+
+// cells are the four counters of a key of hash h: two lines, two rows in each (a row
+// being 8 of a line's 16 counters), and an offset in each row. The hash's low bits chose
+// the key's shard and its high half where its table probe starts: the lines are chosen by
+// a mix of the whole of it. Two lines, not one: two keys sharing a line share a row's
+// counter one time in 8, and all four one time in 4,096 were the four rows on one line,
+// often enough among millions of keys for a promoted key's counts, which stay in the
+// sketch, to promote a stranger; on two lines it is one time in 4,096 × the lines.
+type cells struct {
+	line [2]uint64
+	off  [sketchRows]uint8
+}
+
+func (s *sketch) cells(h uint64) cells {
+	x := h * 0x9e3779b97f4a7c15
+	x ^= x >> 29
+	y := x * 0xbf58476d1ce4e5b9
+	y ^= y >> 32
+	c := cells{line: [2]uint64{(x >> 32 & (s.lines - 1)) * sketchLine, (y & (s.lines - 1)) * sketchLine}}
+	for r := range sketchRows {
+		c.off[r] = uint8(r%2*sketchRowWidth) + uint8(x>>(3*r))&(sketchRowWidth-1)
+	}
+	return c
+}
+
+// estimate is the key's count in sl: the least of its counters.
+func (sl *sketchSlot) estimate(c cells) int64 {
+	a := sl.c[c.line[0] : c.line[0]+sketchLine : c.line[0]+sketchLine]
+	b := sl.c[c.line[1] : c.line[1]+sketchLine : c.line[1]+sketchLine]
+	return int64(min(a[c.off[0]].Load(), a[c.off[1]].Load(), b[c.off[2]].Load(), b[c.off[3]].Load()))
+}
+
+// add counts n records of the key in sl.
+func (sl *sketchSlot) add(c cells, n int64) {
+	a := sl.c[c.line[0] : c.line[0]+sketchLine : c.line[0]+sketchLine]
+	b := sl.c[c.line[1] : c.line[1]+sketchLine : c.line[1]+sketchLine]
+	a[c.off[0]].Add(uint32(n))
+	a[c.off[1]].Add(uint32(n))
+	b[c.off[2]].Add(uint32(n))
+	b[c.off[3]].Add(uint32(n))
+}
+
+// prepare readies the slots of epochs cur and cur+1, clearing a slot that counted an older
+// window. Only the sweep calls it. A check still adding to a slot as it is cleared (one
+// that read the slot's epoch a window ago) adds to the new window's counts: an overcount,
+// never an undercount.
+func (s *sketch) prepare(cur int64) {
+	for _, ep := range [2]int64{cur, cur + 1} {
+		sl := &s.slots[uint64(ep)%sketchSlots]
+		if sl.epoch.Load() == ep {
+			continue
+		}
+		sl.epoch.Store(noEpoch) // checks stop adding before the counts go
+		for i := range sl.c {
+			sl.c[i].Store(0)
+		}
+		sl.epoch.Store(ep)
+	}
+}
+
+// counts are the key's counts in the windows epoch and epoch−1, 0 for a window the sketch
+// does not count.
+func (s *sketch) counts(c cells, epoch int64) (cur, prev int64) {
+	if sl := s.slot(epoch); sl != nil {
+		cur = sl.estimate(c)
+	}
+	if sl := s.slot(epoch - 1); sl != nil {
+		prev = sl.estimate(c)
+	}
+	return cur, prev
+}
+
+// SetFleetSize tells the limiter how many gates share its input (at least 1): each gate's
+// part of the floor under which a key is neither cached nor written nor read is SyncFloor
+// ÷ n of its threshold, so that the fleet's count of a key under every gate's floor is
+// under SyncFloor of it. The tick counts the fleet (internal/tick, fleet.go).
+func (l *Limiter) SetFleetSize(n int) {
+	n = max(n, 1)
+	if int(l.fleetSize.Swap(int64(n))) == n {
+		return
+	}
+	l.setFloor()
+}
+
+// FleetSize is the fleet's size as last set (1 until then).
+func (l *Limiter) FleetSize() int { return int(l.fleetSize.Load()) }
+
+// setFloor computes the untracked floor, in records of a key at the default threshold
+// (overridden keys are always cached): 0, nothing untracked, when it is under 2 records,
+// no sketch being of use.
+func (l *Limiter) setFloor() {
+	if l.sk == nil {
+		return
+	}
+	f := int64(l.cfg.SyncFloor * float64(l.cfg.Threshold) / float64(l.fleetSize.Load()))
+	if f < 2 {
+		f = 0
+	}
+	l.untrackedFloor.Store(f)
+}
+
+// readFloorShare is the pressure under which a key this gate has counted but never read is
+// not read: SyncFloor ÷ the fleet's size.
+func (l *Limiter) readFloorShare() float64 {
+	return l.cfg.SyncFloor / float64(l.fleetSize.Load())
+}
+
+// checkUntracked answers a check of team, not cached, from the sketch: allowed and counted
+// there while its count stays under the floor. It reports false when the team must be
+// cached: the sketch is off or not ready for the epoch, the team has an override, or this
+// record takes it to its floor.
+func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally *Tally) (Decision, bool) {
+	floor := l.untrackedFloor.Load()
+	if floor == 0 {
+		return Decision{}, false
+	}
+	if o := l.overrides.Load(); len(o.m) > 0 {
+		if _, ok := o.m[team]; ok {
+			return Decision{}, false
+		}
+	}
+	sp := l.span.Load()
+	if sp == nil || ns < sp.start || ns >= sp.end {
+		sp = l.spanAt(ns)
+	}
+	sl := l.sk.slot(sp.epoch)
+	if sl == nil {
+		return Decision{}, false
+	}
+	c := l.sk.cells(h)
+	// The sliding window's count, as a cached key's level weighs it: a key whose rate
+	// stays between half its floor and its floor is neither promoted nor demoted in turn.
+	est := sl.estimate(c)
+	if prev := l.sk.slot(sp.epoch - 1); prev != nil {
+		est += int64(float64(prev.estimate(c)) * float64(sp.end-ns) * l.invWindow)
+	}
+	if est+n >= floor {
+		return Decision{}, false
+	}
+	sl.add(c, n)
+	if tally != nil {
+		tally.count(false)
+	} else {
+		l.stripe().count(false)
+	}
+	l.shards[h&l.mask].untracked.Add(1)
+	thr := l.cfg.Threshold
+	return Decision{Threshold: thr, Level: float64(est), verdict: verdict{Tier: tierOfLevel(float64(est), float64(thr))}}, true
+}
+
+// carry gives e, the new entry of team promoted out of the sketch (not yet published), the
+// sketch's counts of it in the current and previous windows as its own unsent counts: they
+// were counted here and never written. Less the noise: what the least of four counters of
+// another line holds, the other keys' records a key's counters hold at this load (the
+// count-mean-min correction, Deng and Rafiei 2007), so that a key met for the first time
+// at a high load is not carried in with other keys' records. A team with an override was
+// never counted in the sketch and carries nothing.
+func (l *Limiter) carry(sh *shard, e *entry, h uint64, team string, ns int64) {
+	if o := l.overrides.Load(); len(o.m) > 0 {
+		if _, ok := o.m[team]; ok {
+			return
+		}
+	}
+	ep := floorDiv(ns, l.windowNs)
+	cur, prev := l.sk.counts(l.sk.cells(h), ep)
+	if cur+prev == 0 {
+		return
+	}
+	ncur, nprev := l.sk.counts(l.sk.cells(^h), ep)
+	cur, prev = max(cur-ncur, 0), max(prev-nprev, 0)
+	if cur > 0 {
+		e.addUnsent(ep, cur)
+	}
+	if prev > 0 {
+		e.addUnsent(ep-1, prev)
+	}
+	sh.promoted.Add(1)
+}
+
+// demotable reports whether team, cached as e and under half its floor at epoch cur, may
+// go back to the sketch: not with an override (always cached, at its own threshold), nor
+// while held, nor while the sketch still holds its counts from before it was promoted
+// (those were carried into its entry and written: back in the sketch, its next promotion
+// would carry and write them again). After a promotion nothing of the team is added to
+// the sketch, so that is two windows at most. The caller holds the shard's mutex.
+func (l *Limiter) demotable(e *entry, team string, cur int64) bool {
+	if e.thr.Load()&heldBit != 0 {
+		return false
+	}
+	if o := l.overrides.Load(); len(o.m) > 0 {
+		if _, ok := o.m[team]; ok {
+			return false
+		}
+	}
+	h := maphash.String(l.seed, team)
+	c, p := l.sk.counts(l.sk.cells(h), cur)
+	nc, np := l.sk.counts(l.sk.cells(^h), cur)
+	return c+p-nc-np < max(l.untrackedFloor.Load()/8, 1)
+}

@@ -1,0 +1,225 @@
+package limit
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sketchCfg is a limiter whose floor is 1,000 records of a key a window (SyncFloor 0.01 ×
+// 100,000, one gate), keys under it counted in the sketch.
+func sketchCfg() Config {
+	return Config{Window: time.Minute, Threshold: 100_000, SketchWidth: DefaultSketchWidth, SyncInterval: 15 * time.Second}
+}
+
+func sumCounts(sw *Sweep, team string) (n int64) {
+	for _, c := range sw.Counts {
+		if c.Team == team {
+			n += c.N
+		}
+	}
+	return n
+}
+
+// Keys under the floor are allowed, counted in the sketch and nowhere else: not cached,
+// nothing written, nothing read.
+func TestUntrackedKeysNeitherCachedNorWrittenNorRead(t *testing.T) {
+	l, _, reg := newTest(t, sketchCfg())
+	now := at(time.Second)
+	for i := range 5000 {
+		if d := l.CheckAt(now, fmt.Sprintf("user-%d", i), 1); d.Limited {
+			t.Fatalf("user-%d limited at its first record: %+v", i, d)
+		}
+	}
+	if n := l.Len(); n != 0 {
+		t.Errorf("cached %d keys, want 0: each is 1 record of a floor of 1,000", n)
+	}
+	sw := sweep(t, l, at(2*time.Second))
+	if len(sw.Counts) != 0 || len(sw.Reads) != 0 {
+		t.Errorf("sweep: %d counts, %d reads, want none", len(sw.Counts), len(sw.Reads))
+	}
+	if got := metricValue(t, reg, "gate_limiter_untracked_checks_total", nil); got != 5000 {
+		t.Errorf("gate_limiter_untracked_checks_total = %v, want 5000", got)
+	}
+	if got := metricValue(t, reg, "gate_limiter_untracked_floor", nil); got != 1000 {
+		t.Errorf("gate_limiter_untracked_floor = %v, want 1000", got)
+	}
+}
+
+// A key reaching its floor is cached with what the sketch counted of it, handed to the
+// tick as its counts, and read on the next sweep.
+func TestKeyReachingItsFloorIsPromotedWithItsCounts(t *testing.T) {
+	l, _, _ := newTest(t, sketchCfg())
+	// 400 in the previous window, 599 in this one, at its start (where the sliding
+	// window still covers the whole of the previous one): 999, one short of the floor.
+	for range 400 {
+		l.CheckAt(at(50*time.Second), "runaway", 1)
+	}
+	sweep(t, l, at(60*time.Second)) // readies the next window's slot as a tick would
+	for range 599 {
+		l.CheckAt(at(60*time.Second), "runaway", 1)
+	}
+	if n := l.Len(); n != 0 {
+		t.Fatalf("cached %d keys at 999 records, want 0", n)
+	}
+	l.CheckAt(at(60*time.Second), "runaway", 1) // the 1,000th
+	if n := l.Len(); n != 1 {
+		t.Fatalf("cached %d keys at the floor, want 1", n)
+	}
+	sw := sweep(t, l, at(64*time.Second))
+	var cur, prev int64
+	for _, c := range sw.Counts {
+		switch c.Epoch {
+		case l.Epoch(at(time.Minute)):
+			cur += c.N
+		case l.Epoch(at(0)):
+			prev += c.N
+		}
+	}
+	if cur != 600 || prev != 400 {
+		t.Errorf("counts handed to the tick: %d this window, %d the last, want 600 and 400", cur, prev)
+	}
+	if r := findRead(sw, "runaway"); r == nil || r.Reason != ReadFirst {
+		t.Errorf("read of the promoted key = %+v, want a first read", r)
+	}
+}
+
+// The floor is each gate's share: with 10 gates a key is cached at a tenth of what a
+// gate alone caches it at, so that the fleet's count of a key under every gate's floor is
+// under SyncFloor of its threshold.
+func TestFleetSizeDividesTheFloor(t *testing.T) {
+	l, _, _ := newTest(t, sketchCfg())
+	l.SetFleetSize(10)
+	for range 100 {
+		l.CheckAt(at(time.Second), "u", 1)
+	}
+	if n := l.Len(); n != 1 {
+		t.Errorf("cached %d keys after 100 records with 10 gates (floor 100), want 1", n)
+	}
+	if r := findRead(sweep(t, l, at(2*time.Second)), "u"); r == nil {
+		t.Error("no read of a key at its floor with 10 gates: a key over its limit only fleet-wide would never be read")
+	}
+}
+
+// A key with an override is always cached, at its own threshold: it may be far lower than
+// the default the floor is taken from.
+func TestOverriddenKeysAlwaysCached(t *testing.T) {
+	cfg := sketchCfg()
+	cfg.Overrides = map[string]int64{"small": 10}
+	l, _, _ := newTest(t, cfg)
+	for range 10 {
+		l.CheckAt(at(time.Second), "small", 1)
+	}
+	if d := l.CheckAt(at(time.Second), "small", 1); !d.Limited {
+		t.Errorf("an overridden key at 10 of 10: %+v, want limited", d)
+	}
+}
+
+// A cached key whose level falls under half its floor goes back to the sketch, its
+// counts handed to the tick, once the sketch holds nothing of it from before it was
+// cached; one over its limit, or held, stays.
+func TestQuietKeyReturnsToTheSketch(t *testing.T) {
+	l, _, reg := newTest(t, sketchCfg())
+	for range 1000 {
+		l.CheckAt(at(time.Second), "once-busy", 1)
+	}
+	if l.Len() != 1 {
+		t.Fatal("not promoted")
+	}
+	// Two windows later the key sends a record a minute: its level (local, never read
+	// here) is its last windows' count, under half the floor.
+	var handed int64
+	for s := 2; s < 200; s++ {
+		now := at(time.Duration(s) * time.Second)
+		if s%60 == 0 {
+			l.CheckAt(now, "once-busy", 1)
+		}
+		sw := sweep(t, l, now)
+		handed += sumCounts(sw, "once-busy")
+		for i := range sw.Reads {
+			l.ApplyRead(&sw.Reads[i], 0, 0, now) // the fleet's count: nothing else
+		}
+		if sw.Demoted > 0 {
+			if s < 120 {
+				t.Errorf("demoted at %d s, while the sketch still held its counts of the first window", s)
+			}
+			break
+		}
+	}
+	if l.Len() != 0 {
+		t.Fatalf("the quiet key is still cached")
+	}
+	if handed < 1000 {
+		t.Errorf("counts handed to the tick %d, want its 1,000 and more", handed)
+	}
+	if got := metricValue(t, reg, "gate_limiter_key_moves_total", map[string]string{"to": "sketch"}); got != 1 {
+		t.Errorf(`gate_limiter_key_moves_total{to="sketch"} = %v, want 1`, got)
+	}
+}
+
+// Identity rotation: a million keys seen once each take the sketch's fixed memory, not a
+// cache entry each, and leave the keys that matter cached.
+func TestRotatingKeysTakeNoMemory(t *testing.T) {
+	l, _, _ := newTest(t, sketchCfg())
+	for range 2000 {
+		l.CheckAt(at(time.Second), "runaway", 1)
+	}
+	before := heapInUse()
+	key := make([]byte, 0, 32)
+	for i := range 1_000_000 {
+		key = fmt.Appendf(key[:0], "rotating:%d", i)
+		l.CheckAt(at(time.Second), string(key), 1)
+	}
+	after := heapInUse()
+	if n := l.Len(); n != 1 {
+		t.Errorf("cached %d keys, want the runaway alone", n)
+	}
+	if grown := int64(after) - int64(before); grown > 1<<20 {
+		t.Errorf("heap grew %d bytes over a million rotating keys, want under 1 MiB", grown)
+	}
+	runtime.KeepAlive(l)
+}
+
+// The sketch never undercounts: checks racing a key's promotion lose at most the records
+// of the checks in flight as it is cached (one per goroutine), and count none twice.
+func TestPromotionUnderConcurrentChecks(t *testing.T) {
+	l, _, _ := newTest(t, sketchCfg())
+	const workers, per = 8, 500
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				l.CheckAt(at(time.Second), "k", 1)
+			}
+		}()
+	}
+	wg.Wait()
+	got := sumCounts(sweep(t, l, at(2*time.Second)), "k")
+	if got > workers*per || got < workers*per-workers {
+		t.Errorf("counts handed to the tick %d, want %d less at most %d in flight at the promotion", got, workers*per, workers)
+	}
+}
+
+// A full cache never evicts a key that could be over its limit: it grows past its
+// capacity instead, and counts it.
+func TestFullCacheKeepsHotKeys(t *testing.T) {
+	l, _, reg := newTest(t, Config{Window: time.Minute, Threshold: 100, Capacity: 4, Shards: 1})
+	for i := range 4 {
+		l.CheckAt(at(time.Second), fmt.Sprintf("hot-%d", i), 60) // 60% of the threshold: normal
+	}
+	for i := range 100 {
+		l.CheckAt(at(2*time.Second), fmt.Sprintf("cold-%d", i), 1)
+	}
+	for i := range 4 {
+		if d := l.CheckAt(at(3*time.Second), fmt.Sprintf("hot-%d", i), 0); d.Level < 60 {
+			t.Errorf("hot-%d at level %v after a flood of new keys, want 60: evicted", i, d.Level)
+		}
+	}
+	if got := metricValue(t, reg, "gate_limiter_cache_overfull_total", nil); got == 0 {
+		t.Error("gate_limiter_cache_overfull_total = 0, want the inserts that evicted nothing")
+	}
+}

@@ -1,0 +1,151 @@
+package tick
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// newFloorFleet is newFleet with keys under the floor counted in the sketch, as a rule with
+// a composite key has them (config.RuleLimitConfigs), and every gate told the fleet's size
+// as countFleet tells it.
+func newFloorFleet(t *testing.T, n int, mode limit.Mode, threshold int64, syncFloor float64) *fleet {
+	t.Helper()
+	srv := redistest.Start(t)
+	f := &fleet{clk: clock.NewFake(epochStart), tick: fleetWindow / 60, now: epochStart}
+	for range n {
+		g := newGate(t, f.clk,
+			limit.Config{Window: fleetWindow, Threshold: threshold, Mode: mode, SyncInterval: fleetWindow / 4,
+				SyncFloor: syncFloor, SketchWidth: limit.DefaultSketchWidth},
+			Config{TickInterval: fleetWindow / 60, TickTimeout: time.Minute}, srv)
+		g.l.SetFleetSize(n)
+		f.gates = append(f.gates, g)
+	}
+	return f
+}
+
+// stepWith is fleet.step with background keys: each gate also checks noise records of
+// keys seen once, which share the sketch's counters with the team's.
+func (f *fleet) stepWith(t *testing.T, team string, perGate, noise int, seq *int) (allowed int) {
+	t.Helper()
+	for _, g := range f.gates {
+		for range noise {
+			*seq++
+			g.l.CheckAt(f.now, fmt.Sprintf("noise-%d", *seq), 1)
+		}
+	}
+	return f.step(t, team, perGate)
+}
+
+// A key over its limit only fleet-wide, each gate's share of it under the floor a gate
+// alone would use (SyncFloor of its threshold), is still read and limited: every gate's
+// floor is SyncFloor ÷ the fleet's size. 32 gates each send 4% of the threshold a window,
+// under a floor of 5%: 1.28 × the threshold fleet-wide. Before the floor was divided no
+// gate ever read the key, and the fleet admitted all of it.
+func TestKeyOverOnlyFleetWideIsLimited(t *testing.T) {
+	const gates, threshold = 32, 60_000
+	f := newFloorFleet(t, gates, limit.Cap, threshold, 0.05)
+	perGate := threshold * 4 / 100 / 60 // 4% of the threshold a window, per gate
+	for w := range 5 {
+		admitted := 0
+		for range 60 {
+			admitted += f.step(t, "team:user", perGate)
+		}
+		ratio := float64(admitted) / threshold
+		t.Logf("cap, %d gates each under the one-gate floor, offered %.2f × threshold: window %d admitted %.3f × threshold",
+			gates, float64(gates*perGate*60)/threshold, w, ratio)
+		if w >= 2 && (ratio < fleetGoalLow || ratio > fleetGoalHigh) {
+			t.Errorf("window %d: fleet admitted %.3f × threshold, want within [%.2f, %.2f]", w, ratio, fleetGoalLow, fleetGoalHigh)
+		}
+	}
+}
+
+// The fidelity goal holds for a runaway key among keys under the floor: a capped key at
+// 2 × and 10 × its limit, with noise keys sharing the sketch, is admitted within [0.97,
+// 1.03] × its threshold a window, fleet-wide, on 1, 4 and 16 gates
+// (fleet_user_rule_admitted_worst_window in make bench is this figure, worst window).
+func TestRunawayKeyFidelityWithTheSketch(t *testing.T) {
+	const threshold = 12_000
+	for _, gates := range []int{1, 4, 16} {
+		for _, x := range []int{2, 10} {
+			t.Run(fmt.Sprintf("%dgates/%dx", gates, x), func(t *testing.T) {
+				t.Parallel()
+				f := newFloorFleet(t, gates, limit.Cap, threshold, limit.DefaultSyncFloor)
+				perGate := x * threshold / 60 / gates
+				seq := 0
+				worst := 1.0
+				for w := range 5 {
+					admitted := 0
+					for range 60 {
+						admitted += f.stepWith(t, "team:runaway", perGate, 20, &seq)
+					}
+					ratio := float64(admitted) / threshold
+					t.Logf("window %d admitted %.3f × threshold", w, ratio)
+					if w < 2 {
+						continue
+					}
+					if ratio < fleetGoalLow || ratio > fleetGoalHigh {
+						t.Errorf("window %d: fleet admitted %.3f × threshold, want within [%.2f, %.2f]", w, ratio, fleetGoalLow, fleetGoalHigh)
+					}
+					if d := ratio - 1; d*d > (worst-1)*(worst-1) || worst == 1 {
+						worst = ratio
+					}
+				}
+				for i, g := range f.gates {
+					if n := g.l.Len(); n > 2 {
+						t.Errorf("gate %d cached %d keys, want the runaway's alone: the noise keys are under the floor", i, n)
+					}
+				}
+			})
+		}
+	}
+}
+
+// countFleet counts the gates that count themselves in each slot of FleetSlot: three gates
+// find 3 once a whole slot holds them all, a gate that starts counts itself before the
+// others count it, and one that stops drops out after two slots.
+func TestFleetCountsItsGates(t *testing.T) {
+	srv := redistest.Start(t)
+	var gates []*gate
+	for i := range 4 {
+		gates = append(gates, newGate(t, nil, limit.Config{Window: time.Minute}, Config{KeyPrefix: "fc", Writer: fmt.Sprint("w", i)}, srv))
+	}
+	ctx := context.Background()
+	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
+	at := func(s int) time.Time { return slot0.Add(time.Duration(s)*FleetSlot + time.Second) }
+	sizes := func(gs []*gate) []int {
+		var out []int
+		for _, g := range gs {
+			out = append(out, g.l.FleetSize())
+		}
+		return out
+	}
+	for s := range 3 {
+		for _, g := range gates[:3] {
+			g.tk.countFleet(ctx, at(s))
+		}
+	}
+	if got := sizes(gates[:3]); fmt.Sprint(got) != "[3 3 3]" {
+		t.Errorf("three gates counted over three slots: sizes %v, want 3 each", got)
+	}
+	gates[3].tk.countFleet(ctx, at(3)) // starts: the last slots hold the other three
+	if got := gates[3].l.FleetSize(); got != 4 {
+		t.Errorf("a gate starting beside three: size %d, want 4 (itself included)", got)
+	}
+	for s := 3; s < 7; s++ {
+		for _, g := range gates[1:] { // gate 0 stops
+			g.tk.countFleet(ctx, at(s))
+		}
+	}
+	if got := sizes(gates[1:]); fmt.Sprint(got) != "[3 3 3]" {
+		t.Errorf("gate 0 stopped two slots ago: sizes %v, want 3 each", got)
+	}
+	if got := gates[1].tk.fleet.size; got != 3 {
+		t.Errorf("fleet.size %d, want 3", got)
+	}
+}
