@@ -62,13 +62,15 @@ func TestMetricNamesFile(t *testing.T) {
 		// the window ends, and the wait below needs a write for the pipeline's metrics.
 		"GATE_COLD_WRITE_INTERVAL": "50ms",
 	})
-	// The gate runs rules, whose metrics a gate without them lacks: a team rule, and a
-	// rule with a topic of its own (its counters appear at start) that nothing matches.
+	// The gate runs rules, whose metrics a gate without them lacks: a team rule, a rule
+	// with a topic of its own (its counters appear at start) that nothing matches, and a
+	// rule per user (its sketch's and rotations' metrics).
 	// Every other name is the same with rules or without; the descriptions below are a
 	// gate's without rules.
 	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(rulesFile, []byte("rules:\n  - {name: merges, key: json:team_id, match: [{field: json:event, in: [$identify]}], limits: [1m:1000], action: topic:merges}\n"+
-		"  - {name: team, key: json:team_id, limits: [1m:1000000]}\n"), 0o644); err != nil {
+		"  - {name: team, key: json:team_id, limits: [1m:1000000]}\n"+
+		"  - {name: user, key: json:team_id+distinct_id, missing: skip, limits: [1m:100000]}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	g := startGate(t, withEnv(env, map[string]string{"GATE_RULES_FILE": rulesFile}))

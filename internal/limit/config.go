@@ -206,6 +206,13 @@ type Config struct {
 	// key.
 	SketchWidth int
 
+	// KeyCardinality, with SketchWidth, bounds the distinct keys one team (a composite
+	// key's first part) may have in a window before it is taken to be rotating identities
+	// (cardinality.go), and OnCardinality says what becomes of its records then. Zero: no
+	// bound.
+	KeyCardinality int64
+	OnCardinality  CardinalityAction
+
 	// Capacity bounds how many teams are cached. Default 300,000.
 	Capacity int
 	// TTL is the longest a cached team's global view may go unread: past it, the team is
@@ -380,6 +387,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.TTL < 0 || c.IdleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ttl %s, idle timeout %s: must be positive", c.TTL, c.IdleTimeout))
+	}
+	if c.KeyCardinality < 0 {
+		errs = append(errs, fmt.Errorf("key cardinality %d: must not be negative", c.KeyCardinality))
+	}
+	if c.OnCardinality > CardinalityTag {
+		errs = append(errs, fmt.Errorf("on cardinality %d: want collapse, overflow or tag", c.OnCardinality))
 	}
 	if c.SketchWidth > 1<<26 {
 		errs = append(errs, fmt.Errorf("sketch width %d: at most %d", c.SketchWidth, 1<<26))

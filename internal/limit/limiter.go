@@ -47,6 +47,10 @@ type verdict struct {
 	Held bool
 	// Tier is the team's pressure tier at this check.
 	Tier Tier
+	// Rotating is true when the key's team is rotating identities (cardinality.go) and the
+	// limiter's OnCardinality is overflow (Limited too) or tag: the router sends it to
+	// overflow or tags it, saying why.
+	Rotating bool
 }
 
 // Limiter answers, for each record, whether its team is over its limit, from local state
@@ -78,6 +82,7 @@ type Limiter struct {
 	sk             *sketch
 	fleetSize      atomic.Int64 // gates sharing the input, ≥ 1 (SetFleetSize)
 	untrackedFloor atomic.Int64 // records of a key at the default threshold; 0: none untracked
+	card           *cardinality // teams rotating identities (cardinality.go); nil without a bound
 
 	// EventClock only (ring is nil otherwise): one cache per window, in a ring indexed by
 	// epoch modulo its length, which covers every window MaxEventAge reaches, and what
@@ -120,6 +125,7 @@ type shard struct {
 	// untracked: checks answered from the sketch; promoted: teams cached out of it with
 	// counts; demoted: teams the sweep returned to it (sketch.go).
 	untracked, promoted, demoted atomic.Uint64
+	rotated                      atomic.Uint64 // checks of rotating teams' keys (cardinality.go)
 	// overfull: inserts into a full cache that evicted nothing, every team looked at
 	// being one that could be over its limit.
 	overfull atomic.Uint64
@@ -184,6 +190,10 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 	if cfg.SketchWidth > 0 && cfg.Adaptive == nil && cfg.Clock == WallClock {
 		l.sk = newSketch(cfg.SketchWidth)
 		l.sk.prepare(floorDiv(clk.Now().UnixNano(), cfg.Window.Nanoseconds()))
+		if cfg.KeyCardinality > 0 {
+			l.card = newCardinality(cfg.KeyCardinality, cfg.OnCardinality)
+			l.card.teams.prepare(floorDiv(clk.Now().UnixNano(), cfg.Window.Nanoseconds()))
+		}
 	}
 	l.fleetSize.Store(1)
 	l.setFloor()

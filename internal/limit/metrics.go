@@ -26,6 +26,9 @@ type collector struct {
 	moves       *prometheus.Desc
 	overfull    *prometheus.Desc
 	floor       *prometheus.Desc
+	rotating    *prometheus.Desc
+	rotations   *prometheus.Desc
+	rotated     *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -67,20 +70,26 @@ func newCollector(l *Limiter) *collector {
 			"Keys cached past GATE_CACHE_CAPACITY because every key a full cache looked at could be over its limit (at half its threshold or more, or held), and none is evicted then.", nil, nil),
 		floor: prometheus.NewDesc("gate_limiter_untracked_floor",
 			"Records a window under which a key at the default threshold is not cached (GATE_SYNC_FLOOR x threshold / gates in the fleet); 0: every key cached.", nil, nil),
+		rotating: prometheus.NewDesc("gate_limiter_rotating_teams",
+			"Teams rotating identities under a composite-key rule now: more distinct keys in a window than its max_keys.", nil, nil),
+		rotations: prometheus.NewDesc("gate_limiter_rotations_detected_total",
+			"Teams found rotating identities under a composite-key rule (more distinct keys in a window than its max_keys).", nil, nil),
+		rotated: prometheus.NewDesc("gate_limiter_rotation_records_total",
+			"Records of rotating teams' keys under the floor, handled as the rule's on_cardinality says (collapse, overflow, tag).", []string{"on_cardinality"}, nil),
 		spiking: prometheus.NewDesc("gate_limiter_spiking_teams",
 			"GATE_THRESHOLD_MODE=adaptive: teams in a spike on this gate.", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held, c.spikeStarts, c.spikeEnds, c.relearned, c.spiking, c.untracked, c.moves, c.overfull, c.floor} {
+	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held, c.spikeStarts, c.spikeEnds, c.relearned, c.spiking, c.untracked, c.moves, c.overfull, c.floor, c.rotating, c.rotations, c.rotated} {
 		ch <- d
 	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	l := c.l
-	var allowed, limited, misses, evicted, displaced, untracked, promoted, demoted, overfull uint64
+	var allowed, limited, misses, evicted, displaced, untracked, promoted, demoted, overfull, rotated uint64
 	var trans [numTiers * numTiers]uint64
 	for i := range l.shards {
 		sh := &l.shards[i]
@@ -94,6 +103,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		promoted += sh.promoted.Load()
 		demoted += sh.demoted.Load()
 		overfull += sh.overfull.Load()
+		rotated += sh.rotated.Load()
 	}
 	if l.ring != nil {
 		// Tables are dropped under ringMu: holding it, each one's counters are counted
@@ -145,6 +155,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.moves, demoted, "sketch")
 	counter(c.overfull, overfull)
 	ch <- prometheus.MustNewConstMetric(c.floor, prometheus.GaugeValue, float64(l.untrackedFloor.Load()))
+	if cd := l.card; cd != nil {
+		ch <- prometheus.MustNewConstMetric(c.rotating, prometheus.GaugeValue, float64(len(l.Rotating())))
+		counter(c.rotations, cd.detected.Load())
+		counter(c.rotated, rotated, cd.action.String())
+	}
 	if l.ring != nil {
 		counter(c.clamped, tooOld, "too_old")
 		counter(c.clamped, future, "future")

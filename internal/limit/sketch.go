@@ -225,6 +225,13 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 	if est+n >= floor {
 		return Decision{}, false
 	}
+	// A rotating team's keys under the floor count as its collapsed key, which ends in
+	// ':' (no record's key does) and is checked as any key.
+	if l.card != nil && team[len(team)-1] != ':' {
+		if r := l.observe(team, h, sp.epoch); r != nil {
+			return l.rotatingCheck(ns, h, r, n, tally), true
+		}
+	}
 	sl.add(c, n)
 	if tally != nil {
 		tally.count(false)

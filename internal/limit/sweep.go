@@ -98,6 +98,9 @@ type Sweep struct {
 	// Spikes are the spikes that started or ended in this sweep (Config.Adaptive), for the
 	// tick to log and count.
 	Spikes []SpikeEvent
+	// Rotations are the teams found rotating identities, or no longer, in this sweep
+	// (Config.KeyCardinality), for the tick to log.
+	Rotations []RotationEvent
 }
 
 func (s *Sweep) reset() {
@@ -113,7 +116,8 @@ func (s *Sweep) reset() {
 	clear(s.Reads)
 	clear(s.Holds)
 	clear(s.Spikes)
-	*s = Sweep{Counts: s.Counts[:0], Reads: s.Reads[:0], Holds: s.Holds[:0], Spikes: s.Spikes[:0]}
+	clear(s.Rotations)
+	*s = Sweep{Counts: s.Counts[:0], Reads: s.Reads[:0], Holds: s.Holds[:0], Spikes: s.Spikes[:0], Rotations: s.Rotations[:0]}
 }
 
 // Sweep drains every team's unsent counts, finds the teams due for a read and expires the
@@ -221,6 +225,9 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 	if l.sk != nil {
 		l.sk.prepare(cur)
 		demoteUnder = float64(l.untrackedFloor.Load()) / 2
+	}
+	if l.card != nil {
+		l.sweepCardinality(ns, cur, into)
 	}
 
 	for i := range l.shards {

@@ -41,6 +41,9 @@ const (
 	// Overflow, also the value of the gate-overflow-reason header.
 	ReasonRateLimited = "rate_limited" // the team's level reached its threshold
 	ReasonForced      = "forced"       // the team is in Config.ForceOverflow
+	// ReasonKeyCardinality: rules, a key of a team rotating identities (more distinct keys
+	// in a window than the rule's max_keys) under on_cardinality: overflow.
+	ReasonKeyCardinality = "key_cardinality"
 
 	// Dead letter, also the value of the gate-error header.
 	ReasonNotJSON       = "not_json"       // json source: value empty, not valid JSON, or not an object
@@ -74,26 +77,28 @@ const (
 	reasonHeaderMissing
 	reasonKeyMissing
 	reasonRejected
+	reasonKeyCardinality
 	numReasons
 )
 
 // reasonNames is read-only.
 var reasonNames = [numReasons]string{
-	reasonNone:          "",
-	reasonAllowed:       ReasonAllowed,
-	reasonDryRun:        ReasonDryRun,
-	reasonTagged:        ReasonTagged,
-	reasonRateLimited:   ReasonRateLimited,
-	reasonForced:        ReasonForced,
-	reasonNotJSON:       ReasonNotJSON,
-	reasonFieldMissing:  ReasonFieldMissing,
-	reasonFieldType:     ReasonFieldType,
-	reasonFieldEmpty:    ReasonFieldEmpty,
-	reasonAmbiguousTeam: ReasonAmbiguousTeam,
-	reasonKeyTooLong:    ReasonKeyTooLong,
-	reasonHeaderMissing: ReasonHeaderMissing,
-	reasonKeyMissing:    ReasonKeyMissing,
-	reasonRejected:      ReasonRejected,
+	reasonNone:           "",
+	reasonAllowed:        ReasonAllowed,
+	reasonDryRun:         ReasonDryRun,
+	reasonTagged:         ReasonTagged,
+	reasonRateLimited:    ReasonRateLimited,
+	reasonForced:         ReasonForced,
+	reasonNotJSON:        ReasonNotJSON,
+	reasonFieldMissing:   ReasonFieldMissing,
+	reasonFieldType:      ReasonFieldType,
+	reasonFieldEmpty:     ReasonFieldEmpty,
+	reasonAmbiguousTeam:  ReasonAmbiguousTeam,
+	reasonKeyTooLong:     ReasonKeyTooLong,
+	reasonHeaderMissing:  ReasonHeaderMissing,
+	reasonKeyMissing:     ReasonKeyMissing,
+	reasonRejected:       ReasonRejected,
+	reasonKeyCardinality: ReasonKeyCardinality,
 }
 
 func (c reasonCode) String() string {
@@ -108,7 +113,7 @@ func (c reasonCode) route() Route {
 	switch c {
 	case reasonAllowed, reasonDryRun, reasonTagged:
 		return Accepted
-	case reasonRateLimited, reasonForced:
+	case reasonRateLimited, reasonForced, reasonKeyCardinality:
 		return Overflow
 	}
 	return DeadLetter

@@ -324,7 +324,9 @@ func newRouter(cfg Config, rules []Rule, named bool, reg prometheus.Registerer) 
 	r.unreadable = unreadable
 	for c := reasonAllowed; c < numReasons; c++ {
 		r.records[c] = records.WithLabelValues(c.route().String(), c.String())
-		if c.route() != Accepted && c != reasonRejected {
+		// A dry run counts a rotating team's records as rate limited, as it counts a rule
+		// topic's (RouteInto).
+		if c.route() != Accepted && c != reasonRejected && c != reasonKeyCardinality {
 			r.diverted[c] = diverted.WithLabelValues(c.route().String(), c.String())
 		}
 	}
@@ -538,7 +540,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		if !decided {
 			o.Decision, decided = d, true
 		}
-		if !forced && over < 0 {
+		if !forced && over < 0 && !d.Rotating {
 			s.ruleN[i][resultUnder]++
 			continue
 		}
@@ -547,11 +549,21 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			continue
 		}
 		ro.over |= 1 << uint(i)
-		if st.Action == ActionTag {
-			ro.tags++
+		act, rotating := st.Action, d.Rotating && !forced
+		if rotating {
+			// The key's team rotates identities: the rule's on_cardinality, overflow (the
+			// limiter answers limited) or tag, in place of its action.
+			act = ActionTag
+			if d.Limited {
+				act = ActionOverflow
+			}
 		}
-		if st.Action > ro.action {
-			ro.action, ro.rule, ro.forced, ro.limit = st.Action, i, forced, over
+		if act == ActionTag {
+			ro.tags++
+			ro.tagged |= 1 << uint(i)
+		}
+		if act > ro.action {
+			ro.action, ro.rule, ro.forced, ro.limit, ro.rotating = act, i, forced, over, rotating
 			o.Team, o.Decision = r.keepKey(key, s), d
 		}
 	}
@@ -573,6 +585,9 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			code = reasonTagged
 		case ActionOverflow:
 			route = Overflow
+			if ro.rotating {
+				code = reasonKeyCardinality
+			}
 		case ActionTopic:
 			route = RuleTopic
 			if st.topicGone.Load() {
@@ -584,7 +599,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	o.Enforced, o.EnforcedReason = route, code.String()
 	if r.cfg.DryRun {
 		if route != Accepted {
-			if route == RuleTopic {
+			if route == RuleTopic || code == reasonKeyCardinality {
 				s.diverted[reasonRateLimited]++
 			} else {
 				s.diverted[code]++
@@ -648,7 +663,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	}
 	if ro.tags > 0 {
 		for i := range r.rules {
-			if ro.over&(1<<uint(i)) != 0 && r.rules[i].Action == ActionTag {
+			if ro.tagged&(1<<uint(i)) != 0 {
 				out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderTag, Value: r.rules[i].name})
 			}
 		}

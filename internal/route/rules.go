@@ -112,6 +112,10 @@ type ruleOutcome struct {
 	tags   int        // tagging rules over: the gate-tag headers to add
 	forced bool       // the rule's key is in its Forced list
 	gone   bool       // the rule's own topic is missing: overflow instead
+	// rotating: the rule whose action that is acts for its key's team rotating
+	// identities (limit.Decision.Rotating: on_cardinality overflow or tag), not its own.
+	rotating bool
+	tagged   uint64 // bit i: enforced rule i tags the record
 }
 
 // sendsAway reports whether the record leaves the accepted topic.

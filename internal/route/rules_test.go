@@ -401,3 +401,45 @@ func TestRulesNotJSONDetailOneForm(t *testing.T) {
 		t.Errorf("a rule's field missing: detail %q", d)
 	}
 }
+
+// A team rotating identities under a per-user rule takes the rule's on_cardinality:
+// overflow sends its records there, saying why (key_cardinality, the rule named); tag
+// keeps them accepted with the rule's tag; a steady team beside it is untouched.
+func TestRulesRotatingTeam(t *testing.T) {
+	for _, c := range []struct {
+		on    limit.CardinalityAction
+		topic string
+	}{{limit.CardinalityOverflow, topicOverflow}, {limit.CardinalityTag, topicAccepted}} {
+		t.Run(c.on.String(), func(t *testing.T) {
+			f := newRuleFixture(t, Config{},
+				ruleSpec{Rule{Name: "team-user", Key: mustKey(t, "json:team_id+distinct_id"), Action: ActionOverflow},
+					[]limit.Config{{Window: time.Minute, Threshold: 10_000, SketchWidth: limit.DefaultSketchWidth, KeyCardinality: 100, OnCardinality: c.on}}},
+			)
+			for i := range 300 {
+				f.r.Route(f.clk.Now(), event("rot", fmt.Sprint("id-", i), "e"), nil)
+			}
+			var sw limit.Sweep
+			f.lims["team-user"][0].Sweep(f.clk.Now(), &sw)
+			if len(sw.Rotations) != 1 {
+				t.Fatalf("rotations %+v, want rot's", sw.Rotations)
+			}
+			out, o := f.r.Route(f.clk.Now(), event("rot", "id-new", "e"), nil)
+			if out.Topic != c.topic || o.Rule != "team-user" {
+				t.Fatalf("rotating team's record: topic %s, outcome %+v; want %s by team-user", out.Topic, o, c.topic)
+			}
+			switch c.on {
+			case limit.CardinalityOverflow:
+				if got := headerValues(out, HeaderOverflowReason); len(got) != 1 || got[0] != ReasonKeyCardinality || o.Reason != ReasonKeyCardinality {
+					t.Errorf("reason header %v, outcome reason %q; want %s", got, o.Reason, ReasonKeyCardinality)
+				}
+			case limit.CardinalityTag:
+				if got := headerValues(out, HeaderTag); len(got) != 1 || got[0] != "team-user" {
+					t.Errorf("tag headers %v, want team-user", got)
+				}
+			}
+			if out, _ := f.r.Route(f.clk.Now(), event("steady", "u1", "e"), nil); out.Topic != topicAccepted || len(headerValues(out, HeaderTag)) != 0 {
+				t.Errorf("steady team: topic %s, headers %v", out.Topic, out.Headers)
+			}
+		})
+	}
+}

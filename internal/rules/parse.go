@@ -64,7 +64,7 @@ var ErrRules = errors.New("rules")
 var nameRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9])?$`)
 
 // The fields of a rule, in the order the docs list them.
-var ruleFields = []string{"name", "key", "missing", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow", "force"}
+var ruleFields = []string{"name", "key", "missing", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow", "force", "max_keys", "on_cardinality"}
 
 // parser collects the problems of one file.
 type parser struct {
@@ -259,7 +259,36 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 				}
 				r.Shadow = b
 			}
+		case "max_keys":
+			if p.scalar(v, fp) {
+				n, err := strconv.ParseInt(v.Value, 10, 64)
+				if err != nil || n < 0 {
+					p.bad(v, fp, "%q: want a whole number of keys a team may have in a window (0: no bound)", v.Value)
+				}
+				r.MaxKeys = n
+			}
+		case "on_cardinality":
+			if p.scalar(v, fp) {
+				a, err := limit.ParseCardinalityAction(v.Value)
+				if err != nil || v.Value == "" {
+					p.bad(v, fp, "%q: want collapse, overflow or tag", v.Value)
+				}
+				r.OnCardinality = a
+			}
 		}
+	}
+	if got["max_keys"] == nil {
+		r.MaxKeys = limit.DefaultKeyCardinality
+	}
+	if !r.Key.Composite() {
+		// A team's keys are counted only for a key of several fields, whose first is the
+		// team: one field has one key a team.
+		for _, f := range []string{"max_keys", "on_cardinality"} {
+			if got[f] != nil {
+				p.bad(got[f], path+"."+f, "only for a key of several fields (json:team_id+distinct_id): its first field is the team whose keys are counted")
+			}
+		}
+		r.MaxKeys = 0
 	}
 	for _, f := range []string{"name", "key", "limits"} {
 		if got[f] == nil {

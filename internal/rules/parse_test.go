@@ -146,6 +146,11 @@ func TestParseProblems(t *testing.T) {
 			[]string{`rules.yaml:3:5: rules[1]: name "a" is rules[0]'s too`}},
 		{"adaptive window", "rules:\n  - {name: a, key: key, limits: [7m:1], threshold_mode: adaptive}\n",
 			[]string{`rules.yaml:2:57: rules[0] "a".threshold_mode: static unless the first limit's window (7m0s) divides an hour`}},
+		{"cardinality", "rules:\n  - {name: a, key: json:team_id, limits: [1m:1], max_keys: 10}\n  - {name: b, key: json:team_id+distinct_id, limits: [1m:1], max_keys: -1, on_cardinality: drop}\n", []string{
+			`rules.yaml:2:60: rules[0] "a".max_keys: only for a key of several fields`,
+			`rules.yaml:3:72: rules[1] "b".max_keys: "-1": want a whole number`,
+			`rules.yaml:3:92: rules[1] "b".on_cardinality: "drop": want collapse, overflow or tag`,
+		}},
 		{"topic", "rules:\n  - {name: a, key: key, limits: [1m:1], action: topic:a/b}\n  - {name: b, key: key, limits: [1m:1], action: drop}\n",
 			[]string{`rules.yaml:2:49: rules[0] "a".action: "topic:a/b": want topic:NAME`, `rules.yaml:3:49: rules[1] "b".action: "drop": want overflow, tag or topic:NAME`}},
 	} {
@@ -256,5 +261,27 @@ func TestSetTopics(t *testing.T) {
 	}
 	if got := s.Topics(); len(got) != 2 || got[0] != "x" || got[1] != "y" {
 		t.Errorf("topics %v, want [x y]", got)
+	}
+}
+
+// A rule keyed by several fields bounds each team's keys (max_keys, default
+// limit.DefaultKeyCardinality) and says what a rotating team's records get; 0 turns it off.
+func TestParseCardinality(t *testing.T) {
+	s, err := Parse("rules.yaml", []byte(`rules:
+  - {name: user, key: json:team_id+distinct_id, limits: [1m:100]}
+  - {name: user2, key: json:team_id+distinct_id, limits: [1m:100], max_keys: 5000, on_cardinality: overflow}
+  - {name: user3, key: json:team_id+distinct_id, limits: [1m:100], max_keys: 0}
+  - {name: team, key: json:team_id, limits: [1m:100]}
+`), Options{Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		max int64
+		on  limit.CardinalityAction
+	}{{limit.DefaultKeyCardinality, limit.CardinalityCollapse}, {5000, limit.CardinalityOverflow}, {0, limit.CardinalityCollapse}, {0, limit.CardinalityCollapse}} {
+		if r := s.Rules[i]; r.MaxKeys != want.max || r.OnCardinality != want.on {
+			t.Errorf("%s: max_keys %d, on_cardinality %s; want %d, %s", r.Name, r.MaxKeys, r.OnCardinality, want.max, want.on)
+		}
 	}
 }

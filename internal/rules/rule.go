@@ -50,6 +50,13 @@ type Rule struct {
 	// GATE_KEY_FROM's is, so that nothing passes a limit unchecked unawares. A key that is
 	// there but unreadable (not JSON, ambiguous, too long) is dead-lettered either way.
 	SkipMissing bool
+	// MaxKeys (max_keys), for a key of several fields: the distinct keys one team (the
+	// key's first field) may have in a window before it is taken to be rotating
+	// identities; OnCardinality (on_cardinality) says what its records then get: counted
+	// as one key (collapse, the default), overflow, or tag. 0: no bound. Default
+	// limit.DefaultKeyCardinality.
+	MaxKeys       int64
+	OnCardinality limit.CardinalityAction
 }
 
 // Limit is one window and its threshold, as an entry of GATE_LIMITS.

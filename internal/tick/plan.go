@@ -85,6 +85,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		res.Dropped += ls.sweep.Stale
 		t.m.dropped.WithLabelValues("stale_epoch").Add(float64(ls.sweep.Stale))
 		t.logSpikes(ls)
+		t.logRotations(ls)
 		for _, c := range ls.sweep.Counts {
 			k := countKey{li, c.Team, c.Epoch}
 			if _, ok := t.pending[k]; !ok && len(t.pending) >= t.cfg.MaxPendingWrites {

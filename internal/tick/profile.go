@@ -213,3 +213,27 @@ func (t *Ticker) logSpikes(ls *limitState) {
 			"baseline", fmt.Sprintf("%.1f", s.Baseline), "duration", s.At.Sub(s.Since).Round(time.Second), slog.Time("since", s.Since))
 	}
 }
+
+// logRotations logs the teams a sweep found rotating identities, or no longer: once each
+// way, with the limiter's key prefix (a rule's: {prefix}:rule:{name}).
+func (t *Ticker) logRotations(ls *limitState) {
+	for _, r := range ls.sweep.Rotations {
+		if r.Started {
+			t.log.Warn("team rotating identities: more distinct keys in a window than the rule's max_keys; its keys under the floor now "+rotationDoes(r.Action),
+				"key_prefix", ls.prefix, "team", r.Team, "keys", r.Keys, "on_cardinality", r.Action.String())
+			continue
+		}
+		t.log.Info("team no longer rotating identities: a window ended under the rule's max_keys", "key_prefix", ls.prefix, "team", r.Team,
+			"keys", r.Keys, "duration", time.Since(r.Since).Round(time.Second))
+	}
+}
+
+func rotationDoes(a limit.CardinalityAction) string {
+	switch a {
+	case limit.CardinalityOverflow:
+		return "go to overflow"
+	case limit.CardinalityTag:
+		return "are tagged"
+	}
+	return "count as one key, the team's (TEAM:)"
+}

@@ -1,0 +1,350 @@
+package limit
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"math/bits"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Identity rotation: a team whose keys under a composite-key limit are fresh on every
+// record (a new distinct_id per event, PostHog #83004) is detected, and then counted as
+// one key, or its records flagged for the rule's router (Config.OnCardinality).
+//
+// A key's team is its first part: a composite key's fields are joined with ':' and a
+// field's own ':' is escaped (route.appendKeyPart), so the team is what precedes the first
+// ':'. Detection is in two stages, so that a check of an ordinary team pays one hash in
+// eight of its records under the floor and nothing else:
+//
+//  1. Candidates. One record in eight under the floor (by its key's hash) adds 8 to its
+//     team's count in a sketch of teams per window (sketch.go's, a small one). A team
+//     whose count reaches half the bound, with as many records as that at least, becomes
+//     a candidate: it could have that many keys. There are at most 2 × the window's
+//     records under the floor ÷ the bound of them.
+//  2. Distinct keys. Every record under the floor of a candidate updates the candidate's
+//     HyperLogLog of its keys for the window (Flajolet et al. 2007; 256 one-byte registers,
+//     a standard error of 6.5%). A sweep finding more distinct keys than the bound marks
+//     the team rotating, logged and counted once; it stays so until a window ends under
+//     the bound. Keys met before the team became a candidate are not in the estimate: a
+//     team is detected by the time it has 1.5 × the bound keys.
+//
+// While a team is rotating, a record of it under the floor is checked as the team's
+// collapsed key, the team followed by ':' (no key a record makes can end so: an empty
+// field is missing), at the limiter's threshold: the team is limited as one user would be
+// (CardinalityCollapse). Or the check answers limited without counting, flagged Rotating,
+// for the router to overflow or tag it. Its cached keys, those at their floor or above,
+// are checked as they are.
+
+// CardinalityAction is what becomes of a rotating team's records (Config.OnCardinality).
+type CardinalityAction uint8
+
+const (
+	// CardinalityCollapse counts the team's keys under the floor as one key. The default.
+	CardinalityCollapse CardinalityAction = iota
+	// CardinalityOverflow answers their checks limited and Rotating: the router sends
+	// them to overflow.
+	CardinalityOverflow
+	// CardinalityTag answers them Rotating, not limited: the router tags them.
+	CardinalityTag
+)
+
+func (a CardinalityAction) String() string {
+	switch a {
+	case CardinalityCollapse:
+		return "collapse"
+	case CardinalityOverflow:
+		return "overflow"
+	case CardinalityTag:
+		return "tag"
+	}
+	return fmt.Sprintf("CardinalityAction(%d)", uint8(a))
+}
+
+// ParseCardinalityAction reads collapse, overflow or tag.
+func ParseCardinalityAction(s string) (CardinalityAction, error) {
+	switch s {
+	case "collapse", "":
+		return CardinalityCollapse, nil
+	case "overflow":
+		return CardinalityOverflow, nil
+	case "tag":
+		return CardinalityTag, nil
+	}
+	return 0, fmt.Errorf("%w: on_cardinality %q (want collapse, overflow or tag)", ErrBadConfig, s)
+}
+
+// DefaultKeyCardinality is the keys a team may have in a window under a composite-key
+// limit before it is taken to be rotating identities (config.RuleLimitConfigs): far more
+// users a minute than any team of a per-user rule's usual traffic has, far fewer than a
+// team minting a key per event at a few thousand events a second.
+const DefaultKeyCardinality = 100_000
+
+// cardSample: one record in cardSample under the floor counts toward its team's
+// candidacy, by its key's hash.
+const cardSample = 8
+
+const hllRegs = 256
+
+type cardinality struct {
+	bound  int64
+	action CardinalityAction
+	teams  *sketch // records under the floor by team, sampled (cardSample)
+
+	mu    sync.Mutex                  // nominations and the sweep's changes to cands
+	cands atomic.Pointer[[]*rotation] // copy on write; nil while there is none
+
+	detected atomic.Uint64 // teams found rotating
+}
+
+// rotation is one candidate team.
+type rotation struct {
+	team      string
+	h         uint64 // the team's hash
+	collapsed string // team + ":"
+	regs      [2]hll // by epoch parity
+	rotating  atomic.Bool
+	since     atomic.Int64 // unix ns, when it was found rotating
+	distinct  atomic.Int64 // the last estimate of the current window's keys
+	lastSeen  int64        // the last epoch the sweep found it at half the bound or more
+}
+
+// hll is a window's HyperLogLog of a team's keys: 256 one-byte registers, four a word.
+type hll struct {
+	epoch atomic.Int64
+	w     [hllRegs / 4]atomic.Uint32
+}
+
+func (x *hll) add(h uint64) {
+	reg := h >> 56
+	rank := uint32(bits.LeadingZeros64(h<<8|1<<7) + 1)
+	w := &x.w[reg/4]
+	shift := 8 * (reg % 4)
+	for {
+		v := w.Load()
+		if v>>shift&0xff >= rank {
+			return
+		}
+		if w.CompareAndSwap(v, v&^(0xff<<shift)|rank<<shift) {
+			return
+		}
+	}
+}
+
+func (x *hll) clear(epoch int64) {
+	x.epoch.Store(noEpoch)
+	for i := range x.w {
+		x.w[i].Store(0)
+	}
+	x.epoch.Store(epoch)
+}
+
+// estimate is the HyperLogLog estimate of the keys added, with the small-range
+// correction (linear counting while registers are still empty).
+func (x *hll) estimate() int64 {
+	var sum float64
+	zeros := 0
+	for i := range x.w {
+		v := x.w[i].Load()
+		for k := range 4 {
+			r := v >> (8 * k) & 0xff
+			sum += math.Ldexp(1, -int(r))
+			if r == 0 {
+				zeros++
+			}
+		}
+	}
+	const m = hllRegs
+	e := 0.7213 / (1 + 1.079/m) * m * m / sum
+	if e <= 2.5*m && zeros > 0 {
+		e = m * math.Log(float64(m)/float64(zeros))
+	}
+	return int64(e)
+}
+
+func newCardinality(bound int64, action CardinalityAction) *cardinality {
+	return &cardinality{bound: bound, action: action, teams: newSketch(1 << 12)}
+}
+
+// teamOf is key's team: the part before its first ':', or the whole key.
+func teamOf(key string) string {
+	if i := strings.IndexByte(key, ':'); i >= 0 {
+		return key[:i]
+	}
+	return key
+}
+
+// observe counts a record of key (hash h, under the floor in epoch ep) toward its team's
+// candidacy and keys, and returns the team's rotation when it is rotating.
+func (l *Limiter) observe(key string, h uint64, ep int64) *rotation {
+	cd := l.card
+	cands := cd.cands.Load()
+	if cands == nil && h%cardSample != 0 {
+		return nil
+	}
+	team := teamOf(key)
+	th := maphash.String(l.seed, team)
+	var r *rotation
+	if cands != nil {
+		for _, c := range *cands {
+			if c.h == th && c.team == team {
+				r = c
+				break
+			}
+		}
+	}
+	if r != nil {
+		if x := &r.regs[ep&1]; x.epoch.Load() == ep {
+			x.add(h)
+		}
+		if r.rotating.Load() {
+			return r
+		}
+		return nil
+	}
+	if h%cardSample != 0 {
+		return nil
+	}
+	sl := cd.teams.slot(ep)
+	if sl == nil {
+		return nil
+	}
+	c := cd.teams.cells(th)
+	sl.add(c, cardSample)
+	if sl.estimate(c) >= cd.bound/2 {
+		l.nominate(team, th, ep)
+	}
+	return nil
+}
+
+// nominate makes team a candidate, unless it is one already. Out of line and locked: a
+// team is nominated once a window at most.
+func (l *Limiter) nominate(team string, th uint64, ep int64) {
+	cd := l.card
+	cd.mu.Lock()
+	defer cd.mu.Unlock()
+	var list []*rotation
+	if p := cd.cands.Load(); p != nil {
+		for _, c := range *p {
+			if c.h == th && c.team == team {
+				return
+			}
+		}
+		list = append(list, *p...)
+	}
+	t := strings.Clone(team) // the key may alias a record's buffer
+	r := &rotation{team: t, h: th, collapsed: t + ":", lastSeen: ep}
+	r.regs[0].epoch.Store(noEpoch)
+	r.regs[1].epoch.Store(noEpoch)
+	r.regs[ep&1].clear(ep)
+	list = append(list, r)
+	cd.cands.Store(&list)
+}
+
+// rotatingCheck answers a check at unix ns ns of a key under the floor of rotating team r.
+func (l *Limiter) rotatingCheck(ns int64, h uint64, r *rotation, n int64, tally *Tally) Decision {
+	l.shards[h&l.mask].rotated.Add(1) // on the key's shard: a rotating team's records are many, on every core
+	switch l.card.action {
+	case CardinalityCollapse:
+		return l.check(time.Unix(0, ns), r.collapsed, n, tally)
+	case CardinalityOverflow:
+		if tally != nil {
+			tally.count(true)
+		} else {
+			l.stripe().count(true)
+		}
+		return Decision{Threshold: l.cfg.Threshold, verdict: verdict{Limited: true, Rotating: true}}
+	}
+	if tally != nil {
+		tally.count(false)
+	} else {
+		l.stripe().count(false)
+	}
+	return Decision{Threshold: l.cfg.Threshold, verdict: verdict{Rotating: true}}
+}
+
+// RotatingTeam is a team found rotating identities under this limiter.
+type RotatingTeam struct {
+	Team string
+	// Keys is the estimate of its distinct keys in the current window.
+	Keys   int64
+	Since  time.Time
+	Action CardinalityAction
+}
+
+// RotationEvent is a team that started or stopped rotating, for the tick to log.
+type RotationEvent struct {
+	RotatingTeam
+	Started bool
+}
+
+// sweepCardinality readies the windows' registers, estimates each candidate's keys, marks
+// and releases rotating teams and drops candidates that no longer are. The sweep's
+// goroutine only.
+func (l *Limiter) sweepCardinality(ns, cur int64, into *Sweep) {
+	cd := l.card
+	cd.teams.prepare(cur)
+	p := cd.cands.Load()
+	if p == nil {
+		return
+	}
+	cd.mu.Lock()
+	defer cd.mu.Unlock()
+	p = cd.cands.Load()
+	keep := make([]*rotation, 0, len(*p))
+	for _, r := range *p {
+		x := &r.regs[cur&1]
+		if x.epoch.Load() != cur {
+			// A window ended: the team stays a candidate while that window had half the
+			// bound of keys or more, rotating while it had more than the bound.
+			if prev := &r.regs[(cur-1)&1]; prev.epoch.Load() == cur-1 {
+				est := prev.estimate()
+				if est >= cd.bound/2 {
+					r.lastSeen = cur - 1
+				}
+				if r.rotating.Load() && est <= cd.bound {
+					r.rotating.Store(false)
+					into.Rotations = append(into.Rotations, RotationEvent{RotatingTeam{Team: r.team, Keys: est, Since: time.Unix(0, r.since.Load()), Action: cd.action}, false})
+				}
+			}
+			x.clear(cur)
+		}
+		est := x.estimate()
+		r.distinct.Store(est)
+		if est > cd.bound && !r.rotating.Load() {
+			r.since.Store(ns)
+			r.rotating.Store(true)
+			cd.detected.Add(1)
+			into.Rotations = append(into.Rotations, RotationEvent{RotatingTeam{Team: r.team, Keys: est, Since: time.Unix(0, ns), Action: cd.action}, true})
+		}
+		if r.rotating.Load() || r.lastSeen >= cur-1 {
+			keep = append(keep, r)
+		}
+	}
+	if len(keep) == 0 {
+		cd.cands.Store(nil)
+	} else {
+		cd.cands.Store(&keep)
+	}
+}
+
+// Rotating lists the teams rotating identities under this limiter now.
+func (l *Limiter) Rotating() []RotatingTeam {
+	if l.card == nil {
+		return nil
+	}
+	p := l.card.cands.Load()
+	if p == nil {
+		return nil
+	}
+	var out []RotatingTeam
+	for _, r := range *p {
+		if r.rotating.Load() {
+			out = append(out, RotatingTeam{Team: r.team, Keys: r.distinct.Load(), Since: time.Unix(0, r.since.Load()), Action: l.card.action})
+		}
+	}
+	return out
+}

@@ -1,0 +1,117 @@
+package limit
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// rotationCfg: floor 100 records (threshold 10,000), at most 1,000 keys a team a window.
+func rotationCfg(a CardinalityAction) Config {
+	return Config{Window: time.Minute, Threshold: 10_000, SketchWidth: DefaultSketchWidth, KeyCardinality: 1000, OnCardinality: a}
+}
+
+// rotate checks n fresh keys of team, from *seq on, at now; it returns the decisions of
+// the last one.
+func rotate(l *Limiter, now time.Time, team string, n int, seq *int) (last Decision) {
+	for range n {
+		*seq++
+		last = l.CheckAt(now, fmt.Sprintf("%s:id-%d", team, *seq), 1)
+	}
+	return last
+}
+
+// A team minting a key per record is found rotating once it has more keys in a window
+// than the bound, logged once (a Rotations event), and from then on its keys under the
+// floor count as one key, the team's, which its threshold limits as one user's; a team
+// of 50 steady users beside it is neither found nor limited, and no key of either is
+// cached but the collapsed one.
+func TestRotatingTeamCollapsed(t *testing.T) {
+	l, _, reg := newTest(t, rotationCfg(CardinalityCollapse))
+	now := at(time.Second)
+	seq := 0
+	steady := func() {
+		for u := range 50 {
+			if d := l.CheckAt(now, fmt.Sprintf("ok:user-%d", u), 1); d.Limited || d.Rotating {
+				t.Fatalf("steady team's user %d: %+v", u, d)
+			}
+		}
+	}
+	for range 40 {
+		steady()
+		rotate(l, now, "rot", 50, &seq)
+	}
+	sw := sweep(t, l, at(2*time.Second))
+	if len(sw.Rotations) != 1 || !sw.Rotations[0].Started || sw.Rotations[0].Team != "rot" {
+		t.Fatalf("rotations %+v, want rot started (2,000 keys against a bound of 1,000)", sw.Rotations)
+	}
+	if got := l.Rotating(); len(got) != 1 || got[0].Team != "rot" || got[0].Keys < 1000 {
+		t.Errorf("Rotating() = %+v, want rot with over 1,000 keys", got)
+	}
+	now = at(3 * time.Second)
+	if d := rotate(l, now, "rot", 10_001, &seq); !d.Limited {
+		t.Errorf("rot after 10,001 more fresh keys, collapsed into one at a threshold of 10,000: %+v, want limited", d)
+	}
+	steady()
+	if n := l.Len(); n != 1 {
+		t.Errorf("cached %d keys, want the collapsed rot: alone", n)
+	}
+	if got := metricValue(t, reg, "gate_limiter_rotations_detected_total", nil); got != 1 {
+		t.Errorf("gate_limiter_rotations_detected_total = %v, want 1", got)
+	}
+	if got := metricValue(t, reg, "gate_limiter_rotation_records_total", map[string]string{"on_cardinality": "collapse"}); got != 10_001 {
+		t.Errorf("gate_limiter_rotation_records_total = %v, want 10,001", got)
+	}
+	// A window later with a handful of keys: no longer rotating.
+	sweep(t, l, at(61*time.Second))
+	rotate(l, at(62*time.Second), "rot", 10, &seq)
+	sw = sweep(t, l, at(121*time.Second))
+	if len(sw.Rotations) != 1 || sw.Rotations[0].Started {
+		t.Errorf("rotations %+v, want rot stopped after a window of 10 keys", sw.Rotations)
+	}
+	if got := l.Rotating(); len(got) != 0 {
+		t.Errorf("Rotating() = %+v, want none", got)
+	}
+}
+
+// overflow and tag: a rotating team's keys under the floor are answered Rotating, limited
+// for overflow, counted nowhere.
+func TestRotatingTeamOverflowOrTag(t *testing.T) {
+	for _, a := range []CardinalityAction{CardinalityOverflow, CardinalityTag} {
+		t.Run(a.String(), func(t *testing.T) {
+			l, _, _ := newTest(t, rotationCfg(a))
+			seq := 0
+			rotate(l, at(time.Second), "rot", 2000, &seq)
+			sweep(t, l, at(2*time.Second))
+			d := rotate(l, at(3*time.Second), "rot", 1, &seq)
+			if !d.Rotating || d.Limited != (a == CardinalityOverflow) {
+				t.Errorf("%+v, want rotating, limited %v", d, a == CardinalityOverflow)
+			}
+			if d := l.CheckAt(at(3*time.Second), "other:u", 1); d.Rotating || d.Limited {
+				t.Errorf("another team: %+v", d)
+			}
+		})
+	}
+}
+
+// Checks of teams that are not candidates allocate nothing, and those of a rotating one
+// neither.
+func TestRotationCheckAllocs(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
+	seq := 0
+	rotate(l, at(time.Second), "rot", 2000, &seq)
+	sweep(t, l, at(2*time.Second))
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("rot:x-%d", i)
+	}
+	i := 0
+	now := at(3 * time.Second)
+	if n := testing.AllocsPerRun(1000, func() {
+		l.CheckAt(now, keys[i%len(keys)], 1)
+		l.CheckAt(now, "ok:u", 1)
+		i++
+	}); n != 0 {
+		t.Errorf("%v allocations a check, want 0", n)
+	}
+}
