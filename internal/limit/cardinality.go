@@ -185,12 +185,12 @@ func (l *Limiter) observe(key string, h uint64, ep int64) *rotation {
 	if cands == nil && h%cardSample != 0 {
 		return nil
 	}
-	team := teamOf(key)
-	th := maphash.String(l.seed, team)
 	var r *rotation
 	if cands != nil {
+		// Candidates are few (at most 2 × a window's records under the floor ÷ the bound):
+		// a compare of the key's start with each costs less than hashing its team.
 		for _, c := range *cands {
-			if c.h == th && c.team == team {
+			if strings.HasPrefix(key, c.collapsed) {
 				r = c
 				break
 			}
@@ -208,6 +208,8 @@ func (l *Limiter) observe(key string, h uint64, ep int64) *rotation {
 	if h%cardSample != 0 {
 		return nil
 	}
+	team := teamOf(key)
+	th := maphash.String(l.seed, team)
 	sl := cd.teams.slot(ep)
 	if sl == nil {
 		return nil

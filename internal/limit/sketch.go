@@ -59,9 +59,20 @@ type sketch struct {
 	slots [sketchSlots]sketchSlot
 }
 
+// sketchSlot is one window's counters. The slots share one array, a line of each slot
+// beside the same line of the others (line i of slot k at (3i + k) × 16), so that a check
+// reading a key's counts in the current and the previous window waits for lines that are
+// neighbours, which the processor fetches together, not for lines far apart.
 type sketchSlot struct {
 	epoch atomic.Int64 // the window the slot counts; noEpoch while none
+	k     uint64       // the slot's index
 	c     []atomic.Uint32
+}
+
+// line is line li of the slot.
+func (sl *sketchSlot) line(li uint64) []atomic.Uint32 {
+	at := (li*sketchSlots + sl.k) * sketchLine
+	return sl.c[at : at+sketchLine : at+sketchLine]
 }
 
 func newSketch(width int) *sketch {
@@ -70,8 +81,9 @@ func newSketch(width int) *sketch {
 		lines++
 	}
 	s := &sketch{lines: lines}
+	c := make([]atomic.Uint32, lines*sketchSlots*sketchLine)
 	for i := range s.slots {
-		s.slots[i].c = make([]atomic.Uint32, lines*sketchLine)
+		s.slots[i].c, s.slots[i].k = c, uint64(i)
 		s.slots[i].epoch.Store(noEpoch)
 	}
 	return s
@@ -87,7 +99,7 @@ func (s *sketch) slot(epoch int64) *sketchSlot {
 	return sl
 }
 
-// cells are the four counters of a key of hash h: two lines, two rows in each (a row
+// cells are the four counters of a key of hash h: two lines (their indexes), two rows in each (a row
 // being 8 of a line's 16 counters), and an offset in each row. The hash's low bits chose
 // the key's shard and its high half where its table probe starts: the lines are chosen by
 // a mix of the whole of it. Two lines, not one: two keys sharing a line share a row's
@@ -104,7 +116,7 @@ func (s *sketch) cells(h uint64) cells {
 	x ^= x >> 29
 	y := x * 0xbf58476d1ce4e5b9
 	y ^= y >> 32
-	c := cells{line: [2]uint64{(x >> 32 & (s.lines - 1)) * sketchLine, (y & (s.lines - 1)) * sketchLine}}
+	c := cells{line: [2]uint64{x >> 32 & (s.lines - 1), y & (s.lines - 1)}}
 	for r := range sketchRows {
 		c.off[r] = uint8(r%2*sketchRowWidth) + uint8(x>>(3*r))&(sketchRowWidth-1)
 	}
@@ -113,15 +125,13 @@ func (s *sketch) cells(h uint64) cells {
 
 // estimate is the key's count in sl: the least of its counters.
 func (sl *sketchSlot) estimate(c cells) int64 {
-	a := sl.c[c.line[0] : c.line[0]+sketchLine : c.line[0]+sketchLine]
-	b := sl.c[c.line[1] : c.line[1]+sketchLine : c.line[1]+sketchLine]
+	a, b := sl.line(c.line[0]), sl.line(c.line[1])
 	return int64(min(a[c.off[0]].Load(), a[c.off[1]].Load(), b[c.off[2]].Load(), b[c.off[3]].Load()))
 }
 
 // add counts n records of the key in sl.
 func (sl *sketchSlot) add(c cells, n int64) {
-	a := sl.c[c.line[0] : c.line[0]+sketchLine : c.line[0]+sketchLine]
-	b := sl.c[c.line[1] : c.line[1]+sketchLine : c.line[1]+sketchLine]
+	a, b := sl.line(c.line[0]), sl.line(c.line[1])
 	a[c.off[0]].Add(uint32(n))
 	a[c.off[1]].Add(uint32(n))
 	b[c.off[2]].Add(uint32(n))
@@ -139,8 +149,11 @@ func (s *sketch) prepare(cur int64) {
 			continue
 		}
 		sl.epoch.Store(noEpoch) // checks stop adding before the counts go
-		for i := range sl.c {
-			sl.c[i].Store(0)
+		for li := range s.lines {
+			line := sl.line(li)
+			for i := range line {
+				line[i].Store(0)
+			}
 		}
 		sl.epoch.Store(ep)
 	}

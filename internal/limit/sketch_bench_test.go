@@ -1,0 +1,52 @@
+package limit
+
+import (
+	"strconv"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// BenchmarkCheckUntracked is the check of a key under the floor (sketch.go) beside a
+// cached key's, in one process: "untracked" checks keys of 100k teams × 50 users, each
+// under a floor of 300 (threshold 30,000), "cached" the same keys with every key cached
+// (SketchWidth 0, capacity 300,000 against 5 million keys: evicting), the keys built in a reused buffer as the router's are; "rotating" is
+// "untracked" with one record in five from a team with a fresh key each, found rotating
+// and collapsed.
+func BenchmarkCheckUntracked(b *testing.B) {
+	for _, v := range []struct {
+		name     string
+		sketch   int
+		rotating bool
+	}{{"untracked", DefaultSketchWidth, false}, {"rotating", DefaultSketchWidth, true}, {"cached", 0, false}} {
+		b.Run(v.name, func(b *testing.B) {
+			l, err := New(Config{Window: time.Minute, Threshold: 30_000, SketchWidth: v.sketch, KeyCardinality: DefaultKeyCardinality}, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := time.Now()
+			var buf []byte
+			seq := 0
+			key := func(i int) string {
+				if v.rotating && i%5 == 0 {
+					seq++
+					buf = strconv.AppendInt(append(buf[:0], "rot:id-"...), int64(seq), 10)
+					return unsafe.String(&buf[0], len(buf))
+				}
+				buf = strconv.AppendInt(append(strconv.AppendInt(append(buf[:0], "team-"...), int64(i%100_000), 10), ":user-"...), int64(i/100_000%50), 10)
+				return unsafe.String(&buf[0], len(buf))
+			}
+			for i := range 1 << 20 {
+				l.CheckAt(now, key(i*7919), 1)
+			}
+			var sw Sweep
+			l.Sweep(now, &sw) // finds rot rotating
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				l.CheckAt(now, key(i*7919), 1)
+				i++
+			}
+		})
+	}
+}
