@@ -86,3 +86,24 @@ func adaptiveFigures(b Samples, out map[string]float64) {
 		}
 	}
 }
+
+// rotationFigures puts BenchmarkRotation's ratios (a user rule before the team rule under
+// identity rotation, against the team rule alone) and BenchmarkFleetUserRule's worst
+// window.
+func rotationFigures(b Samples, out map[string]float64) {
+	for _, k := range []struct{ unit, key string }{
+		{"redis_cpu_ratio", "rotation_redis_cpu_vs_team_rule"},
+		{"gate_cpu_ratio", "rotation_gate_cpu_vs_team_rule"},
+		{"heap_ratio", "rotation_heap_vs_team_rule"},
+		{"rotation_heap_flat", "rotation_heap_flat"},
+		{"rotation_gate_cpu_ns/record", "rotation_gate_cpu_ns_per_record"},
+		{"team_gate_cpu_ns/record", "rotation_team_gate_cpu_ns_per_record"},
+	} {
+		if v, ok := b.Mean("BenchmarkRotation", k.unit); ok {
+			out[k.key] = v
+		}
+	}
+	if v, ok := b.Mean("BenchmarkFleetUserRule", "worst_window"); ok {
+		out["fleet_user_rule_admitted_worst_window"] = v
+	}
+}

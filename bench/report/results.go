@@ -23,6 +23,7 @@ func Measure(p *Parsed) Figures {
 	pinFigures(p, out)
 	catchupFigures(b, out)
 	redisFigures(b, out)
+	rotationFigures(b, out)
 	adaptiveFigures(b, out)
 	fleetFigures(b, out)
 	spikeFigures(b, out)

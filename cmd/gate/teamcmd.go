@@ -151,6 +151,21 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// Keys under the floor, and teams rotating identities: what the table's figures mean.
+	for _, l := range t.Limits {
+		if l.UnderFloor {
+			if _, err := fmt.Fprintf(stdout, "rule %s (%s window): under its floor on this gate (%d records a window): counted in the rule's sketch (the level: at least its records), neither written to Redis nor read; it is cached at its floor\n",
+				l.Rule, l.Window, l.Floor); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range t.Rotating {
+		if _, err := fmt.Fprintf(stdout, "rule %s: rotating identities since %s: about %d distinct keys this window on this gate, more than the rule's max_keys; its keys under the floor take on_cardinality: %s (docs/rules.md)\n",
+			r.Rule, r.Since.UTC().Format(time.RFC3339), r.Keys, r.OnCardinality); err != nil {
+			return err
+		}
+	}
 	// Why a team is over by spike protection, and what ends it.
 	for _, l := range t.Limits {
 		if len(l.PatternHoursUTC) > 0 {

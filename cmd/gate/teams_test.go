@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -270,5 +272,43 @@ func TestTeamAPIRules(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "RULE") || !strings.Contains(out.String(), "team  ") {
 		t.Errorf("gate team with rules:\n%s", out.String())
+	}
+}
+
+// A user rule's key under its floor is shown as such (its sketch count, the floor), and a
+// team rotating identities under it says so, in the API and in `gate team`.
+func TestTeamAPIUnderFloorAndRotating(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	clk := clock.NewFake(t0)
+	user, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10_000, SketchWidth: limit.DefaultSketchWidth, KeyCardinality: 100}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 7 {
+		user.CheckAt(t0, "t1:u1", 1)
+	}
+	for i := range 300 {
+		user.CheckAt(t0, fmt.Sprintf("rot:id-%d", i), 1)
+	}
+	var sw limit.Sweep
+	user.Sweep(t0, &sw)
+	rs := []gate.RuleLimits{{Name: "team-user", Lims: []*limit.Limiter{user}}}
+	api := endpoints.NewTeamAPI(endpoints.GateJSON{}, func() []gate.RuleLimits { return rs })
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, api))
+	defer srv.Close()
+	var out strings.Builder
+	if err := teamCmd(context.Background(), []string{"-addr", strings.TrimPrefix(srv.URL, "http://"), "t1:u1"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "under its floor on this gate (100 records a window)") {
+		t.Errorf("gate team t1:u1:\n%s", out.String())
+	}
+	out.Reset()
+	if err := teamCmd(context.Background(), []string{"-addr", strings.TrimPrefix(srv.URL, "http://"), "rot"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "rule team-user: rotating identities since") || !strings.Contains(out.String(), "on_cardinality: collapse") {
+		t.Errorf("gate team rot:\n%s", out.String())
 	}
 }

@@ -87,6 +87,8 @@ type TeamJSON struct {
 	Team    string      `json:"team"`
 	Limited bool        `json:"limited"`
 	Limits  []LimitJSON `json:"limits"`
+	// Rotating: the rules under which the team (a key's first field) rotates identities.
+	Rotating []RotatingJSON `json:"rotating,omitempty"`
 }
 
 type LimitJSON struct {
@@ -121,6 +123,12 @@ type LimitJSON struct {
 	// volume if it stays over (GATE_ADAPTIVE_MAX_SPIKE; both null: none), RelearnedAt when
 	// a spike last ended so (null: never), PatternHoursUTC the hours of the day learned as
 	// a daily pattern (a nightly import), whose thresholds follow their highest windows.
+	// UnderFloor: the key is under its floor on this gate (a rule keyed by several
+	// fields): counted in the rule's sketch, neither cached nor written to Redis nor read.
+	// Level is then the sketch's count of it (at least its records), Floor the floor in
+	// records a window; the other figures are zero.
+	UnderFloor       bool       `json:"under_floor,omitempty"`
+	Floor            int64      `json:"floor,omitempty"`
 	ThresholdMode    string     `json:"threshold_mode"`
 	ThresholdSource  string     `json:"threshold_source"`
 	LearnedThreshold *int64     `json:"learned_threshold,omitempty"`
@@ -129,6 +137,16 @@ type LimitJSON struct {
 	SpikeEnds        *time.Time `json:"spike_ends,omitempty"`
 	RelearnedAt      *time.Time `json:"relearned_at,omitempty"`
 	PatternHoursUTC  []int      `json:"pattern_hours_utc,omitempty"`
+}
+
+// RotatingJSON is a team found rotating identities under a rule: more distinct keys in a
+// window than the rule's max_keys.
+type RotatingJSON struct {
+	Rule string `json:"rule"`
+	// Keys is the estimate of its distinct keys in the current window on this gate.
+	Keys          int64     `json:"keys"`
+	Since         time.Time `json:"since"`
+	OnCardinality string    `json:"on_cardinality"`
 }
 
 // now is the limiters' clock's time.
@@ -146,10 +164,20 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 				row.Rule = rl.Name
 				v.Limits = append(v.Limits, row)
 				v.Limited = v.Limited || s.Limited
+			} else if n, floor, ok := l.Untracked(now, key); ok && n > 0 {
+				thr := l.Config().Threshold
+				v.Limits = append(v.Limits, LimitJSON{Rule: rl.Name, Window: l.Config().Window.String(), Threshold: thr,
+					Level: float64(n), Pressure: float64(n) / float64(thr), Tier: limit.TierOf(float64(n) / float64(thr)).String(),
+					FleetShare: 1, UnderFloor: true, Floor: floor, ThresholdMode: "static", ThresholdSource: limit.SourceStatic.String()})
+			}
+		}
+		for _, rt := range rl.Lims[0].Rotating() {
+			if rt.Team == key {
+				v.Rotating = append(v.Rotating, RotatingJSON{Rule: rl.Name, Keys: rt.Keys, Since: rt.Since.UTC(), OnCardinality: rt.Action.String()})
 			}
 		}
 	}
-	return v, len(v.Limits) > 0
+	return v, len(v.Limits) > 0 || len(v.Rotating) > 0
 }
 
 func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) LimitJSON {

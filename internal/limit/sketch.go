@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"math"
 	"sync/atomic"
+	"time"
 )
 
 // Keys below the fleet floor are counted in a sketch, not cached one entry each.
@@ -304,4 +305,29 @@ func (l *Limiter) demotable(e *entry, team string, cur int64) bool {
 	c, p := l.sk.counts(l.sk.cells(h), cur)
 	nc, np := l.sk.counts(l.sk.cells(^h), cur)
 	return c+p-nc-np < max(l.untrackedFloor.Load()/8, 1)
+}
+
+// Untracked is what this gate knows of key when it is under its floor, not cached: the
+// sketch's count of it over the sliding window (never less than its records, more by the
+// sketch's noise) and the floor, in records; ok is false when the key is cached, has an
+// override, or the limiter keeps no sketch.
+func (l *Limiter) Untracked(now time.Time, key string) (count, floor int64, ok bool) {
+	floor = l.untrackedFloor.Load()
+	if floor == 0 {
+		return 0, 0, false
+	}
+	h := maphash.String(l.seed, key)
+	if e, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, key); e != nil {
+		return 0, floor, false
+	}
+	if o := l.overrides.Load(); len(o.m) > 0 {
+		if _, has := o.m[key]; has {
+			return 0, floor, false
+		}
+	}
+	ns := now.UnixNano()
+	ep := floorDiv(ns, l.windowNs)
+	cur, prev := l.sk.counts(l.sk.cells(h), ep)
+	left := float64((ep+1)*l.windowNs-ns) * l.invWindow
+	return cur + int64(float64(prev)*left), floor, true
 }

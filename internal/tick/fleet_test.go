@@ -42,7 +42,7 @@ func newFleet(t *testing.T, n int, mode limit.Mode, threshold int64) *fleet {
 
 // step offers perGate records of team to every gate, spread over one tick, then runs every
 // gate's tick. It returns how many were allowed.
-func (f *fleet) step(t *testing.T, team string, perGate int) (allowed int) {
+func (f *fleet) step(t testing.TB, team string, perGate int) (allowed int) {
 	t.Helper()
 	for j := range perGate {
 		at := f.now.Add(time.Duration(j) * f.tick / time.Duration(perGate))
