@@ -52,14 +52,14 @@ func (c Config) RuleLimitConfigs(r rules.Rule) []limit.Config {
 		lc.Overrides = nil
 		lc.ColdWriteInterval = min(lc.ColdWriteInterval, l.Window)
 		lc.Adaptive = nil
-		if r.Key.Composite() {
+		if r.AboveFloor {
 			// Keys below the fleet floor are neither cached nor written nor read: a per-user
 			// rule costs Redis what its users near their limits cost (limit's sketch.go).
 			lc.SketchWidth = limit.DefaultSketchWidth
-			if i == 0 {
-				// A team rotating identities is found and handled by the primary limit.
-				lc.KeyCardinality, lc.OnCardinality = r.MaxKeys, r.OnCardinality
-			}
+		}
+		if i == 0 && r.Key.Composite() && r.AboveFloor {
+			// A team rotating identities is found and handled by the primary limit.
+			lc.KeyCardinality, lc.OnCardinality = r.MaxKeys, r.OnCardinality
 		}
 		if i == 0 && r.Adaptive {
 			a := c.Limiter

@@ -64,7 +64,7 @@ var ErrRules = errors.New("rules")
 var nameRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9])?$`)
 
 // The fields of a rule, in the order the docs list them.
-var ruleFields = []string{"name", "key", "missing", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow", "force", "max_keys", "on_cardinality"}
+var ruleFields = []string{"name", "key", "missing", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow", "force", "max_keys", "on_cardinality", "track"}
 
 // parser collects the problems of one file.
 type parser struct {
@@ -259,6 +259,16 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 				}
 				r.Shadow = b
 			}
+		case "track":
+			if p.scalar(v, fp) {
+				switch v.Value {
+				case "all":
+				case "above_floor":
+					r.AboveFloor = true
+				default:
+					p.bad(v, fp, "%q: want all (every key cached and written) or above_floor (keys under the floor counted in a sketch)", v.Value)
+				}
+			}
 		case "max_keys":
 			if p.scalar(v, fp) {
 				n, err := strconv.ParseInt(v.Value, 10, 64)
@@ -280,12 +290,24 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 	if got["max_keys"] == nil {
 		r.MaxKeys = limit.DefaultKeyCardinality
 	}
+	if got["track"] == nil {
+		r.AboveFloor = r.Key.Composite()
+	}
 	if !r.Key.Composite() {
 		// A team's keys are counted only for a key of several fields, whose first is the
 		// team: one field has one key a team.
 		for _, f := range []string{"max_keys", "on_cardinality"} {
 			if got[f] != nil {
 				p.bad(got[f], path+"."+f, "only for a key of several fields (json:team_id+distinct_id): its first field is the team whose keys are counted")
+			}
+		}
+		r.MaxKeys = 0
+	} else if !r.AboveFloor {
+		// A team's keys are counted among those under the floor: with every key cached there
+		// are none.
+		for _, f := range []string{"max_keys", "on_cardinality"} {
+			if got[f] != nil {
+				p.bad(got[f], path+"."+f, "only with track: above_floor (the default for a key of several fields)")
 			}
 		}
 		r.MaxKeys = 0

@@ -151,6 +151,10 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:3:72: rules[1] "b".max_keys: "-1": want a whole number`,
 			`rules.yaml:3:92: rules[1] "b".on_cardinality: "drop": want collapse, overflow or tag`,
 		}},
+		{"track", "rules:\n  - {name: a, key: json:team_id+distinct_id, limits: [1m:1], track: some}\n  - {name: b, key: json:team_id+distinct_id, limits: [1m:1], track: all, max_keys: 5}\n", []string{
+			`rules.yaml:2:69: rules[0] "a".track: "some": want all`,
+			`rules.yaml:3:84: rules[1] "b".max_keys: only with track: above_floor`,
+		}},
 		{"topic", "rules:\n  - {name: a, key: key, limits: [1m:1], action: topic:a/b}\n  - {name: b, key: key, limits: [1m:1], action: drop}\n",
 			[]string{`rules.yaml:2:49: rules[0] "a".action: "topic:a/b": want topic:NAME`, `rules.yaml:3:49: rules[1] "b".action: "drop": want overflow, tag or topic:NAME`}},
 	} {
@@ -272,16 +276,20 @@ func TestParseCardinality(t *testing.T) {
   - {name: user2, key: json:team_id+distinct_id, limits: [1m:100], max_keys: 5000, on_cardinality: overflow}
   - {name: user3, key: json:team_id+distinct_id, limits: [1m:100], max_keys: 0}
   - {name: team, key: json:team_id, limits: [1m:100]}
+  - {name: merges, key: json:team_id, limits: [1m:100], track: above_floor}
+  - {name: exact, key: json:team_id+distinct_id, limits: [1m:100], track: all}
 `), Options{Topics: topics})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []struct {
-		max int64
-		on  limit.CardinalityAction
-	}{{limit.DefaultKeyCardinality, limit.CardinalityCollapse}, {5000, limit.CardinalityOverflow}, {0, limit.CardinalityCollapse}, {0, limit.CardinalityCollapse}} {
-		if r := s.Rules[i]; r.MaxKeys != want.max || r.OnCardinality != want.on {
-			t.Errorf("%s: max_keys %d, on_cardinality %s; want %d, %s", r.Name, r.MaxKeys, r.OnCardinality, want.max, want.on)
+		max   int64
+		on    limit.CardinalityAction
+		floor bool
+	}{{limit.DefaultKeyCardinality, limit.CardinalityCollapse, true}, {5000, limit.CardinalityOverflow, true}, {0, limit.CardinalityCollapse, true},
+		{0, limit.CardinalityCollapse, false}, {0, limit.CardinalityCollapse, true}, {0, limit.CardinalityCollapse, false}} {
+		if r := s.Rules[i]; r.MaxKeys != want.max || r.OnCardinality != want.on || r.AboveFloor != want.floor {
+			t.Errorf("%s: max_keys %d, on_cardinality %s, above floor %v; want %d, %s, %v", r.Name, r.MaxKeys, r.OnCardinality, r.AboveFloor, want.max, want.on, want.floor)
 		}
 	}
 }

@@ -57,6 +57,10 @@ type Rule struct {
 	// limit.DefaultKeyCardinality.
 	MaxKeys       int64
 	OnCardinality limit.CardinalityAction
+	// AboveFloor (track: above_floor) counts the keys under their floor in a sketch,
+	// neither cached nor written nor read (limit's sketch.go); track: all caches and
+	// writes every key. Default: above_floor for a key of several fields, all otherwise.
+	AboveFloor bool
 }
 
 // Limit is one window and its threshold, as an entry of GATE_LIMITS.

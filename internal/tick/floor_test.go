@@ -245,3 +245,51 @@ func TestRestartedGateRelearnsAKey(t *testing.T) {
 		t.Errorf("t:k at 10,000 fleet-wide: %+v, want limited", d)
 	}
 }
+
+// Divert, with the sketch: a key that jumps from half its limit to 5 × it, spread over 1,
+// 4 or 16 gates among noise keys under the floor, is diverted (90% of its records or more
+// in a tick) within 2 ticks of the exact fleet-wide count crossing its threshold.
+func TestRunawayKeyDivertedWithTheSketch(t *testing.T) {
+	const threshold = 12_000
+	for _, gates := range []int{1, 4, 16} {
+		t.Run(fmt.Sprintf("%dgates", gates), func(t *testing.T) {
+			t.Parallel()
+			f := newFloorFleet(t, gates, limit.Divert, threshold, limit.DefaultSyncFloor)
+			seq := 0
+			var offered []int // per tick, fleet-wide
+			crossed := -1
+			step := func(x float64) (share float64) {
+				perGate := int(x * threshold / 60 / float64(gates))
+				allowed := f.stepWith(t, "team:runaway", perGate, 20, &seq)
+				offered = append(offered, perGate*gates)
+				sum := 0
+				for _, n := range offered[max(0, len(offered)-60):] { // the exact sliding window: 60 ticks
+					sum += n
+				}
+				if crossed < 0 && sum >= threshold {
+					crossed = len(offered) - 1
+				}
+				return 1 - float64(allowed)/float64(perGate*gates)
+			}
+			for range 120 {
+				if share := step(0.5); share != 0 {
+					t.Fatalf("diverted %.2f at half its limit", share)
+				}
+			}
+			for range 60 {
+				if share := step(5); share >= 0.9 {
+					if crossed < 0 {
+						t.Fatalf("diverted before the exact count crossed")
+					}
+					ticks := len(offered) - 1 - crossed
+					t.Logf("%d gates: 90%% diverted %d tick(s) after the exact count crossed", gates, ticks)
+					if ticks > 2 {
+						t.Errorf("90%% diverted %d ticks after the exact count crossed its threshold, want within 2", ticks)
+					}
+					return
+				}
+			}
+			t.Fatal("never 90% diverted in 60 ticks at 5 ×")
+		})
+	}
+}
