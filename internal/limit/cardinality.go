@@ -32,12 +32,12 @@ import (
 //     the bound. Keys met before the team became a candidate are not in the estimate: a
 //     team is detected by the time it has 1.5 × the bound keys.
 //
-// While a team is rotating, a record of it under the floor is checked as the team's
+// While a team is rotating, a record of a key of it that is not cached is checked as the team's
 // collapsed key, the team followed by ':' (no key a record makes can end so: an empty
 // field is missing), at the limiter's threshold: the team is limited as one user would be
 // (CardinalityCollapse). Or the check answers limited without counting, flagged Rotating,
-// for the router to overflow or tag it. Its cached keys, those at their floor or above,
-// are checked as they are.
+// for the router to overflow or tag it. Its cached keys, those that reached their floor
+// before, are checked as they are; no other key of it is promoted while it rotates.
 
 // CardinalityAction is what becomes of a rotating team's records (Config.OnCardinality).
 type CardinalityAction uint8

@@ -229,6 +229,14 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 	if sl == nil {
 		return Decision{}, false
 	}
+	// A rotating team's keys under the floor count as its collapsed key, which ends in
+	// ':' (no record's key does) and is checked as any key. Asked first: its keys are
+	// fresh, and the sketch's lines, which miss the processor's caches, need not be read.
+	if l.card != nil && team[len(team)-1] != ':' {
+		if r := l.observe(team, h, sp.epoch); r != nil {
+			return l.rotatingCheck(ns, h, r, n, tally), true
+		}
+	}
 	c := l.sk.cells(h)
 	// The sliding window's count, as a cached key's level weighs it: a key whose rate
 	// stays between half its floor and its floor is neither promoted nor demoted in turn.
@@ -238,13 +246,6 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 	}
 	if est+n >= floor {
 		return Decision{}, false
-	}
-	// A rotating team's keys under the floor count as its collapsed key, which ends in
-	// ':' (no record's key does) and is checked as any key.
-	if l.card != nil && team[len(team)-1] != ':' {
-		if r := l.observe(team, h, sp.epoch); r != nil {
-			return l.rotatingCheck(ns, h, r, n, tally), true
-		}
 	}
 	sl.add(c, n)
 	if tally != nil {
