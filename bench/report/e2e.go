@@ -18,6 +18,10 @@ const (
 	benchRealPass    = "BenchmarkRealKafka/passthrough"
 	benchRealExactly = "BenchmarkRealKafka/exactly-once"
 	benchRealPassEOS = "BenchmarkRealKafka/passthrough-eos"
+	benchSameGate    = "BenchmarkEndToEndSameClock/gate"
+	benchSamePass    = "BenchmarkEndToEndSameClock/passthrough"
+	benchSamePassEOS = "BenchmarkEndToEndSameClock/passthrough-eos"
+	benchSameExactly = "BenchmarkEndToEndSameClock/exactly-once"
 	benchRepGate     = "BenchmarkRealKafkaReplicated/gate"
 	benchRepPassEOS  = "BenchmarkRealKafkaReplicated/passthrough-eos"
 	benchRepExactly  = "BenchmarkRealKafkaReplicated/exactly-once"
@@ -75,6 +79,10 @@ func e2eFigures(b Samples, out map[string]float64) {
 	if v, ok := worstRatio(b, benchSharedGate, benchSharedPass, "cpu-s/Mrecords", true); ok {
 		out["e2e_shared_cores_cpu_vs_passthrough_ratio_worst_run"] = v
 	}
+	// BenchmarkRealKafka's ratios on kfake, on its clock (the same end for every side).
+	b.putRatio(out, "records/s", benchSameGate, "kfake_gate_records_per_s", benchSamePass, "kfake_passthrough_records_per_s", "kfake_e2e_vs_passthrough_ratio")
+	b.putRatio(out, "records/s", benchSameExactly, "kfake_exactly_once_records_per_s", benchSameGate, "", "kfake_eos_vs_alo_ratio")
+	b.putRatio(out, "records/s", benchSameExactly, "", benchSamePassEOS, "kfake_eos_passthrough_records_per_s", "kfake_eos_vs_eos_passthrough_ratio")
 	b.putRatio(out, "records/s", benchRealGate, "real_kafka_gate_records_per_s",
 		benchRealPass, "real_kafka_passthrough_records_per_s", "real_kafka_e2e_vs_passthrough_ratio")
 	b.putRatio(out, "cpu-s/Mrecords", benchRealGate, "", benchRealPass, "", "real_kafka_cpu_vs_passthrough_ratio")

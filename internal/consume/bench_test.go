@@ -56,6 +56,21 @@ func BenchmarkEndToEnd(b *testing.B) {
 		func(b *testing.B, mode string) *benchEnv { return newBrokerBenchEnv(b, k, mode, b.N).with(r) })
 }
 
+// BenchmarkEndToEndSameClock is BenchmarkRealKafka's four sides on its clock, on kfake
+// (in a process of its own, sharing the cores with the client): the pass-through that
+// produces without waiting per poll and commits behind its acknowledgements, the gate,
+// the exactly-once pass-through with the gate's transaction policy, and the exactly-once
+// gate, each timed from its start to the same end read off the broker (timeToSameEnd).
+// Its ratios are the in-process broker's beside Apache Kafka's (kfake_* in
+// bench/results.json): BenchmarkEndToEnd's pass-through waits for each poll's
+// acknowledgements, a baseline for CPU, not for throughput.
+func BenchmarkEndToEndSameClock(b *testing.B) {
+	k, r, _ := startE2EBroker(b, false)
+	runEndToEnd(b, []string{"passthrough", "gate", "passthrough-eos", "exactly-once"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv {
+		return newBrokerBenchEnv(b, k, mode, b.N).with(r).timeToSameEnd(b, k)
+	})
+}
+
 // BenchmarkEndToEndSharedCores is BenchmarkEndToEnd's pass-through and gate with the
 // client and the broker left to share every core, GOMAXPROCS the machine's: what a test
 // on one small machine sees, the broker's work and the scheduler's placing of both
