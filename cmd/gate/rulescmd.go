@@ -84,7 +84,24 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s:{key}:{epoch}\n", r.Name, key, orDash(strings.Join(match, " and ")),
 			strings.Join(lims, ","), mode, r.Cost, action, cfg.RuleKeyPrefix(r.Name, 0, 0))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Which rules keep their keys under the floor out of Redis, and what a rotating team
+	// gets: what the table's last column does not show.
+	for _, r := range set.Rules {
+		if !r.AboveFloor {
+			continue
+		}
+		line := fmt.Sprintf("%s: keys under their floor (GATE_SYNC_FLOOR x threshold / the gates in the fleet) stay in a sketch, neither written to Redis nor read (track: above_floor)", r.Name)
+		if r.Key.Composite() && r.MaxKeys > 0 {
+			line += fmt.Sprintf("; a team with more than %d keys a window: on_cardinality %s", r.MaxKeys, r.OnCardinality)
+		}
+		if _, err := fmt.Fprintln(stdout, line); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func orDash(s string) string {

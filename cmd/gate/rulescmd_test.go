@@ -45,7 +45,8 @@ func TestRulesCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"2 rules", "team-user", "json:team_id+distinct_id (skip if missing)", "1m0s:5000,1h0m0s:100000", "cap",
-		"json:event in [$identify]", "topic:merges (shadow)", "prod:rule:merges:{key}:{epoch}"} {
+		"json:event in [$identify]", "topic:merges (shadow)", "prod:rule:merges:{key}:{epoch}",
+		"team-user: keys under their floor", "a team with more than 100000 keys a window: on_cardinality collapse"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
