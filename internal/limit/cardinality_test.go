@@ -115,3 +115,12 @@ func TestRotationCheckAllocs(t *testing.T) {
 		t.Errorf("%v allocations a check, want 0", n)
 	}
 }
+
+// An empty key, which the router never checks but a caller could, is a key like any
+// other: counted, not a crash in the rotation check (it read the key's last byte).
+func TestEmptyKeyUnderTheFloor(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
+	if d := l.CheckAt(at(time.Second), "", 1); d.Limited || d.Rotating {
+		t.Errorf("empty key: %+v", d)
+	}
+}

@@ -232,7 +232,7 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 	// A rotating team's keys under the floor count as its collapsed key, which ends in
 	// ':' (no record's key does) and is checked as any key. Asked first: its keys are
 	// fresh, and the sketch's lines, which miss the processor's caches, need not be read.
-	if l.card != nil && team[len(team)-1] != ':' {
+	if l.card != nil && len(team) > 0 && team[len(team)-1] != ':' {
 		if r := l.observe(team, h, sp.epoch); r != nil {
 			return l.rotatingCheck(ns, h, r, n, tally), true
 		}
