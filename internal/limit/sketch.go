@@ -216,10 +216,8 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 	if floor == 0 {
 		return Decision{}, false
 	}
-	if o := l.overrides.Load(); len(o.m) > 0 {
-		if _, ok := o.m[team]; ok {
-			return Decision{}, false
-		}
+	if l.overridden(team) {
+		return Decision{}, false
 	}
 	sp := l.span.Load()
 	if sp == nil || ns < sp.start || ns >= sp.end {
@@ -240,10 +238,11 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 	c := l.sk.cells(h)
 	// The sliding window's count, as a cached key's level weighs it: a key whose rate
 	// stays between half its floor and its floor is neither promoted nor demoted in turn.
-	est := sl.estimate(c)
-	if prev := l.sk.slot(sp.epoch - 1); prev != nil {
-		est += int64(float64(prev.estimate(c)) * float64(sp.end-ns) * l.invWindow)
+	var prev int64
+	if psl := l.sk.slot(sp.epoch - 1); psl != nil {
+		prev = psl.estimate(c)
 	}
+	est := l.sliding(sl.estimate(c), prev, ns, sp.end)
 	if est+n >= floor {
 		return Decision{}, false
 	}
@@ -266,25 +265,45 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 // at a high load is not carried in with other keys' records. A team with an override was
 // never counted in the sketch and carries nothing.
 func (l *Limiter) carry(sh *shard, e *entry, h uint64, team string, ns int64) {
-	if o := l.overrides.Load(); len(o.m) > 0 {
-		if _, ok := o.m[team]; ok {
-			return
-		}
-	}
-	ep := floorDiv(ns, l.windowNs)
-	cur, prev := l.sk.counts(l.sk.cells(h), ep)
-	if cur+prev == 0 {
+	if l.overridden(team) {
 		return
 	}
-	ncur, nprev := l.sk.counts(l.sk.cells(^h), ep)
-	cur, prev = max(cur-ncur, 0), max(prev-nprev, 0)
+	ep := floorDiv(ns, l.windowNs)
+	cur, prev := l.sk.ownCounts(h, ep)
 	if cur > 0 {
 		e.addUnsent(ep, cur)
 	}
 	if prev > 0 {
 		e.addUnsent(ep-1, prev)
 	}
-	sh.promoted.Add(1)
+	if cur+prev > 0 {
+		sh.promoted.Add(1)
+	}
+}
+
+// ownCounts are the sketch's counts of the key of hash h in windows ep and ep−1 less the
+// noise at this load: what the least of four counters of another line (the hash's
+// complement's) holds, never below 0.
+func (s *sketch) ownCounts(h uint64, ep int64) (cur, prev int64) {
+	cur, prev = s.counts(s.cells(h), ep)
+	if cur+prev == 0 {
+		return 0, 0
+	}
+	ncur, nprev := s.counts(s.cells(^h), ep)
+	return max(cur-ncur, 0), max(prev-nprev, 0)
+}
+
+// overridden reports whether team has an override: such a key is always cached, at its
+// own threshold, and never counted in the sketch.
+func (l *Limiter) overridden(team string) bool {
+	_, ok := l.overrides.Load().threshold(team, 0)
+	return ok
+}
+
+// sliding is the sliding window's count at unix ns ns from a window's count cur and the
+// previous window's prev, the window ending at end: as a cached key's level weighs them.
+func (l *Limiter) sliding(cur, prev, ns, end int64) int64 {
+	return cur + int64(float64(prev)*float64(end-ns)*l.invWindow)
 }
 
 // demotable reports whether team, cached as e and under half its floor at epoch cur, may
@@ -297,15 +316,11 @@ func (l *Limiter) demotable(e *entry, team string, cur int64) bool {
 	if e.thr.Load()&heldBit != 0 {
 		return false
 	}
-	if o := l.overrides.Load(); len(o.m) > 0 {
-		if _, ok := o.m[team]; ok {
-			return false
-		}
+	if l.overridden(team) {
+		return false
 	}
-	h := maphash.String(l.seed, team)
-	c, p := l.sk.counts(l.sk.cells(h), cur)
-	nc, np := l.sk.counts(l.sk.cells(^h), cur)
-	return c+p-nc-np < max(l.untrackedFloor.Load()/8, 1)
+	c, p := l.sk.ownCounts(maphash.String(l.seed, team), cur)
+	return c+p < max(l.untrackedFloor.Load()/8, 1)
 }
 
 // Untracked is what this gate knows of key when it is under its floor, not cached: the
@@ -321,14 +336,11 @@ func (l *Limiter) Untracked(now time.Time, key string) (count, floor int64, ok b
 	if e, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, key); e != nil {
 		return 0, floor, false
 	}
-	if o := l.overrides.Load(); len(o.m) > 0 {
-		if _, has := o.m[key]; has {
-			return 0, floor, false
-		}
+	if l.overridden(key) {
+		return 0, floor, false
 	}
 	ns := now.UnixNano()
 	ep := floorDiv(ns, l.windowNs)
 	cur, prev := l.sk.counts(l.sk.cells(h), ep)
-	left := float64((ep+1)*l.windowNs-ns) * l.invWindow
-	return cur + int64(float64(prev)*left), floor, true
+	return l.sliding(cur, prev, ns, (ep+1)*l.windowNs), floor, true
 }
