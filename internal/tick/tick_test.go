@@ -28,7 +28,15 @@ type gate struct {
 // newGate returns a limiter and its ticker against the given Redis servers.
 func newGate(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, servers ...*redistest.Server) *gate {
 	t.Helper()
-	return newGateWith(t, clk, lc, sc, RedisOptions{}, servers...)
+	return newGateWith(t, clk, lc, sc, testRedisOptions(), servers...)
+}
+
+// testRedisOptions are newGate's client timeouts: a loaded CI machine can keep a local
+// redis-server from answering within the production defaults (250 ms reads), which failed
+// a tick of TestRunawayKeyFidelityWithTheSketch in CI. A test that wants a stall to fail a
+// tick says so with its Config's TickTimeout (the tick's context deadline) or newGateWith.
+func testRedisOptions() RedisOptions {
+	return RedisOptions{ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, DialTimeout: 30 * time.Second}
 }
 
 // newGateWith is newGate with the client's settings given: short timeouts make a stall
