@@ -570,6 +570,23 @@ func (l *Limiter) Threshold(team string) int64 {
 	return t
 }
 
+// ThresholdOf is Threshold with where it comes from: team's override, its learned
+// threshold, or the default. A lookup, for a caller's cold path (an outcome row's first
+// record), never a check's.
+func (l *Limiter) ThresholdOf(team string) (int64, Source) {
+	o := l.overrides.Load()
+	if t, ok := o.threshold(team, l.cfg.Threshold); ok {
+		return t, SourceOverride
+	}
+	if l.adapt != nil {
+		h := maphash.String(l.seed, team)
+		if e, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, team); e != nil {
+			return l.effective(o, e, team)
+		}
+	}
+	return l.cfg.Threshold, SourceStatic
+}
+
 // Epoch returns the epoch that t falls in: floor(unix time / window).
 func (l *Limiter) Epoch(t time.Time) int64 { return floorDiv(t.UnixNano(), l.windowNs) }
 

@@ -12,6 +12,9 @@ const (
 	DeadLetter
 	// RuleTopic is a rule's own topic (action topic:NAME), with rules only.
 	RuleTopic
+	// Dropped is nowhere: a rule's drop action, with outcomes on only (the record is
+	// counted in its outcome row, and its offset committed, but it is not produced).
+	Dropped
 	numRoutes
 )
 
@@ -26,6 +29,8 @@ func (r Route) String() string {
 		return "dead_letter"
 	case RuleTopic:
 		return "rule_topic"
+	case Dropped:
+		return "dropped"
 	}
 	return fmt.Sprintf("Route(%d)", uint8(r))
 }
@@ -44,6 +49,9 @@ const (
 	// ReasonKeyCardinality: rules, a key of a team rotating identities (more distinct keys
 	// in a window than the rule's max_keys) under on_cardinality: overflow.
 	ReasonKeyCardinality = "key_cardinality"
+
+	// Dropped.
+	ReasonDropped = "dropped" // rules: a dropping rule (action drop) was over
 
 	// Dead letter, also the value of the gate-error header.
 	ReasonNotJSON       = "not_json"       // json source: value empty, not valid JSON, or not an object
@@ -78,6 +86,7 @@ const (
 	reasonKeyMissing
 	reasonRejected
 	reasonKeyCardinality
+	reasonDropped
 	numReasons
 )
 
@@ -99,6 +108,7 @@ var reasonNames = [numReasons]string{
 	reasonKeyMissing:     ReasonKeyMissing,
 	reasonRejected:       ReasonRejected,
 	reasonKeyCardinality: ReasonKeyCardinality,
+	reasonDropped:        ReasonDropped,
 }
 
 func (c reasonCode) String() string {
@@ -115,6 +125,8 @@ func (c reasonCode) route() Route {
 		return Accepted
 	case reasonRateLimited, reasonForced, reasonKeyCardinality:
 		return Overflow
+	case reasonDropped:
+		return Dropped
 	}
 	return DeadLetter
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/outcome"
 )
 
 // Headers the gate adds to the records it routes elsewhere than accepted.
@@ -159,6 +160,10 @@ type Scratch struct {
 	// already (an aborted transaction's, routed again): they are judged, not counted
 	// again, so a retried transaction does not inflate its teams' levels.
 	Replay bool
+
+	// Outcomes, when set by the caller, is told every record's fate (outcomes.go): the
+	// consumer sets its partition's aggregate before routing the partition's records.
+	Outcomes outcome.Recorder
 
 	// What this goroutine counted since its last Flush, for the router that counted it
 	// (owner): records by reason, dry run's diverted ones, and the primary limit's
@@ -458,6 +463,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		js, failed = r.rulesJSON(rec, s)
 	}
 	failedRule := -1
+	teamRule := -1                 // the rule whose key o.Team is
 	var failedKey *KeyFrom         // the key or match field that could not be read
 	var at time.Time               // the record's event time, read at its first check
 	timed, decided := false, false // at read; o.Decision set, by the first rule checked
@@ -507,7 +513,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			at, timed = r.eventTime(rec), true
 		}
 		if o.Team == "" {
-			o.Team = r.keepKey(key, s)
+			o.Team, teamRule = r.keepKey(key, s), i
 		}
 		forced := false
 		if len(st.forced) > 0 {
@@ -546,6 +552,9 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		}
 		s.ruleN[i][resultOver]++
 		if st.Shadow {
+			if s.Outcomes != nil {
+				r.recordShadow(s, now, rec, st, key, d, forced)
+			}
 			continue
 		}
 		ro.over |= 1 << uint(i)
@@ -564,11 +573,15 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		}
 		if act > ro.action {
 			ro.action, ro.rule, ro.forced, ro.limit, ro.rotating = act, i, forced, over, rotating
-			o.Team, o.Decision = r.keepKey(key, s), d
+			o.Team, o.Decision, teamRule = r.keepKey(key, s), d, i
 		}
 	}
 	if failed != reasonNone {
-		return r.deadOrDry(rec, s, out, o, failed, failedRule, failedKey)
+		o = r.deadOrDry(rec, s, out, o, failed, failedRule, failedKey)
+		if s.Outcomes != nil {
+			r.recordOutcome(s, now, rec, &o, teamRule, &ro)
+		}
+		return o
 	}
 
 	code, route := reasonAllowed, Accepted
@@ -594,6 +607,8 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 				// Its topic is missing (TopicWatch): overflow, saying which topic it was for.
 				route, ro.gone = Overflow, true
 			}
+		case ActionDrop:
+			route, code = Dropped, reasonDropped
 		}
 	}
 	o.Enforced, o.EnforcedReason = route, code.String()
@@ -611,13 +626,25 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		s.records[code]++
 		o.Route, o.Reason = Accepted, code.String()
 		r.fill(out, rec, Accepted, rec.Key, 0)
+		if s.Outcomes != nil {
+			r.recordOutcome(s, now, rec, &o, teamRule, &ro)
+		}
 		return o
 	}
 	o.Route, o.Reason = route, code.String()
+	if s.Outcomes != nil {
+		r.recordOutcome(s, now, rec, &o, teamRule, &ro)
+	}
 	switch route {
 	case Accepted:
 		s.records[code]++
 		r.fill(out, rec, Accepted, rec.Key, ro.tags)
+	case Dropped:
+		// Written nowhere: the caller produces nothing. out is cleared so that nothing
+		// of a previous record's can be produced by mistake.
+		s.records[code]++
+		*out = kgo.Record{}
+		return o
 	default: // Overflow, RuleTopic
 		var key []byte
 		if r.cfg.OverflowKeepKey {

@@ -34,6 +34,9 @@ const (
 	ActionOverflow
 	// ActionTopic sends the record to the rule's own topic (Rule.Topic).
 	ActionTopic
+	// ActionDrop writes the record nowhere: it is counted in the outcomes (Route
+	// Dropped), which must be on (the gate refuses a drop rule otherwise).
+	ActionDrop
 )
 
 // Rule is one rule as the router runs it; internal/rules reads them from a file.
@@ -163,7 +166,7 @@ func NewRules(cfg Config, rules []Rule, reg prometheus.Registerer) (*Router, err
 			errs = append(errs, fmt.Errorf("rule %q: no limiter", ru.Name))
 		}
 		switch ru.Action {
-		case ActionTag, ActionOverflow:
+		case ActionTag, ActionOverflow, ActionDrop:
 		case ActionTopic:
 			if err := CheckTopic(ru.Topic); err != nil {
 				errs = append(errs, fmt.Errorf("rule %q: topic: %w", ru.Name, err))

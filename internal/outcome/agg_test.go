@@ -1,0 +1,110 @@
+package outcome
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"testing"
+	"time"
+)
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/row.golden.json")
+
+var t0 = time.Date(2026, 11, 28, 14, 2, 30, 0, time.UTC)
+
+// The encoding of a row is the schema docs/outcomes.md documents: a change to it fails
+// here, and needs SchemaVersion's rules (a field renamed or gone is a new version).
+func TestSchemaGolden(t *testing.T) {
+	a := NewAgg(time.Minute, nil)
+	a.Record(Fate{At: t0, Kind: Topic, Rule: "merges", Topic: "merges-slow", Reason: "rate_limited", Key: "42:u%3A1", Team: "42", Bytes: 1000, Threshold: 5000})
+	a.Record(Fate{At: t0.Add(time.Second), Kind: Topic, Rule: "merges", Topic: "merges-slow", Reason: "rate_limited", Key: "42:u%3A1", Team: "42", Bytes: 24, Threshold: 5000})
+	rows := a.Seal("gate-0", Source{Topic: "events", Partition: 3, FirstOffset: 100, LastOffset: 199})
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rows))
+	}
+	got, err := AppendJSON(nil, &rows[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	if *updateGolden {
+		if err := os.WriteFile("testdata/row.golden.json", got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile("testdata/row.golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("row encoding changed:\n got %s\nwant %s(go test ./internal/outcome -update-golden, and say so in docs/outcomes.md)", got, want)
+	}
+	back, err := Decode(got)
+	if err != nil || back.Records != 2 || back.Bytes != 1024 || back.Outcome != "topic:merges-slow" || !back.IntervalStart.Equal(t0.Truncate(time.Minute)) {
+		t.Errorf("decoded %+v, %v", back, err)
+	}
+}
+
+// A row's interval is the one its record was routed in: one seal across a minute's end
+// gives a row for each minute.
+func TestIntervalsSplitRows(t *testing.T) {
+	a := NewAgg(time.Minute, nil)
+	for _, at := range []time.Time{t0, t0.Add(29 * time.Second), t0.Add(31 * time.Second)} {
+		a.Record(Fate{At: at, Kind: Accepted, Reason: "allowed", Key: "7", Team: "7"})
+	}
+	rows := a.Seal("g", Source{})
+	if len(rows) != 2 || rows[0].Records != 2 || rows[1].Records != 1 ||
+		!rows[0].IntervalEnd.Equal(rows[1].IntervalStart) || rows[1].IntervalEnd.Sub(rows[1].IntervalStart) != time.Minute {
+		t.Errorf("rows %+v", rows)
+	}
+}
+
+// The budget bounds the rows held: keys past it are summed into one folded row per
+// interval, rule, outcome and reason, no record lost; a seal gives the budget back.
+func TestBudgetFoldsTheRest(t *testing.T) {
+	b := NewBudget(3)
+	a, other := NewAgg(time.Minute, b), NewAgg(time.Minute, b)
+	other.Record(Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "x", Team: "x", Bytes: 1})
+	keys := []string{"1", "2", "3", "4", "5", "1", "5"}
+	for _, k := range keys {
+		a.Record(Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: k, Team: k, Bytes: 10})
+	}
+	if b.Used() != 3 {
+		t.Errorf("budget used %d, want 3", b.Used())
+	}
+	if n := a.Folded(); n != 4 {
+		t.Errorf("folded %d records, want 4 (3, 4, 5, 5)", n)
+	}
+	rows := a.Seal("g", Source{})
+	var total int64
+	var folded *Row
+	for i := range rows {
+		total += rows[i].Records
+		if rows[i].Folded {
+			folded = &rows[i]
+		}
+	}
+	if total != int64(len(keys)) || folded == nil || folded.Records != 4 || folded.Bytes != 40 || folded.Key != "" || len(rows) != 3 {
+		t.Errorf("rows %+v: want 1 and 2 exact and the rest (4 records) folded", rows)
+	}
+	if b.Used() != 1 {
+		t.Errorf("after the seal the budget holds %d rows, want the other Agg's 1", b.Used())
+	}
+	a.Record(Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "5", Team: "5"})
+	if rows := a.Seal("g", Source{}); len(rows) != 1 || rows[0].Folded {
+		t.Errorf("after a seal a new key is exact again: %+v", rows)
+	}
+}
+
+// Recording a key that has its row allocates nothing.
+func TestRecordNoAllocation(t *testing.T) {
+	a := NewAgg(time.Minute, NewBudget(10))
+	key := []byte("team-42")
+	f := Fate{At: t0, Kind: Overflow, Rule: "r", Reason: "rate_limited", Bytes: 5}
+	f.Key = string(key)
+	f.Team = f.Key
+	a.Record(f)
+	if n := testing.AllocsPerRun(1000, func() { a.Record(f) }); n != 0 {
+		t.Errorf("%v allocations a record, want 0", n)
+	}
+}

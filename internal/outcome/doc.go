@@ -1,0 +1,29 @@
+// Package outcome counts what became of every record the gate routes, per team, rule,
+// outcome and reason, and writes the counts as rows (schema.go) to an outcomes topic that
+// billing, the product and support read after the fact (Sentry Relay's outcomes; `gate
+// outcomes` reads them from a terminal).
+//
+// Guarantees:
+//
+//   - Every record routed through a Recorder is counted in exactly one row of its own
+//     outcome (accepted, overflow, tagged, topic, dead_letter or dropped), with its bytes;
+//     a shadow rule over it adds a shadow_over row beside, which counts no record of the
+//     output topics. So, summed over a team's rows but shadow_over, records equal what
+//     the gate wrote for it (or dropped).
+//   - Rows are partial sums: one Agg is sealed many times within an interval (every
+//     transaction with exactly-once delivery, every commit interval with at-least-once),
+//     and a reader sums the rows of one (interval_start, team, key, rule, outcome,
+//     reason). Each row names the input partition and offsets its seal covers (id,
+//     source), so a reader sees a range counted twice, by a replay, as two rows over
+//     overlapping offsets.
+//   - Memory is bounded: a Budget shared by a gate's Aggs caps the rows held at once.
+//     Keys that arrive once it is spent are summed into one row per (interval, rule,
+//     outcome, reason) with an empty key and folded_keys saying how many were summed
+//     (counted: gate_outcome_folded_keys_total). Keys are taken first come: a key that
+//     sends much arrives early in each seal, so the keys that matter stay exact.
+//   - Recording allocates nothing once a row exists: the lookup uses the record's own
+//     key bytes, and only a new row copies it.
+//
+// An Agg is not safe for concurrent use: the consumer gives each input partition its
+// own, used by the one goroutine routing that partition at a time.
+package outcome

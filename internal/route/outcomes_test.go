@@ -1,0 +1,103 @@
+package route
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/outcome"
+)
+
+// rowsOf seals agg and returns its rows by "team|key|rule|outcome|reason": records.
+func rowsOf(agg *outcome.Agg) map[string]int64 {
+	got := map[string]int64{}
+	for _, r := range agg.Seal("g", outcome.Source{}) {
+		got[fmt.Sprintf("%s|%s|%s|%s|%s", r.Team, r.Key, r.Rule, r.Outcome, r.Reason)] += r.Records
+	}
+	return got
+}
+
+// A gate without a rules file records each record's fate under its team: accepted,
+// overflow, forced, and a dead letter under no key.
+func TestOutcomesFileless(t *testing.T) {
+	f := newFixture(t, Config{ForceOverflow: []string{"9"}}, limit.Config{Threshold: 2})
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	for range 3 {
+		f.r.RouteInto(t0, input(`{"team_id":1}`, ""), &s, &out)
+	}
+	f.r.RouteInto(t0, input(`{"team_id":9}`, ""), &s, &out)
+	f.r.RouteInto(t0, input(`not json`, ""), &s, &out)
+	want := map[string]int64{
+		"1|1||accepted|allowed":      2,
+		"1|1||overflow|rate_limited": 1,
+		"9|9||overflow|forced":       1,
+		"|||dead_letter|not_json":    1,
+	}
+	if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows:\n got %v\nwant %v", got, want)
+	}
+}
+
+// With rules, a limited record's row is keyed by the acting rule's key (a user of a
+// team), an accepted one's by its team, a shadow rule over adds a shadow_over row beside
+// the record's own, and a drop rule's records are dropped: written nowhere, recorded.
+func TestOutcomesRules(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "drop-bots", Key: mustKeyFrom(t, "json:team_id"), Action: ActionDrop,
+			Match: []RuleMatch{{Field: mustKeyFrom(t, "json:bot"), Values: []string{"yes"}}}}, []limit.Config{{Threshold: 1}}},
+		ruleSpec{Rule{Name: "user", Key: mustKeyFrom(t, "json:team_id+distinct_id"), Action: ActionOverflow}, []limit.Config{{Threshold: 2}}},
+		ruleSpec{Rule{Name: "watch", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow, Shadow: true}, []limit.Config{{Threshold: 3}}},
+	)
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	for range 4 {
+		f.r.RouteInto(t0, input(`{"team_id":1,"distinct_id":"u1"}`, ""), &s, &out)
+	}
+	for _, u := range []string{"u2", "u3", "u4"} {
+		f.r.RouteInto(t0, input(`{"team_id":1,"distinct_id":"`+u+`"}`, ""), &s, &out)
+	}
+	dropped := []Outcome{}
+	for range 2 {
+		out.Topic = "left-over"
+		o := f.r.RouteInto(t0, input(`{"team_id":2,"distinct_id":"b","bot":"yes"}`, ""), &s, &out)
+		dropped = append(dropped, o)
+		if o.Route == Dropped && (out.Topic != "" || out.Value != nil) {
+			t.Errorf("a dropped record left an output record: %+v", out)
+		}
+	}
+	// The drop rule's threshold of 1: the first is under, the second dropped.
+	if dropped[0].Route != Accepted || dropped[1].Route != Dropped || dropped[1].Reason != ReasonDropped {
+		t.Errorf("drop rule: %s/%s then %s/%s, want accepted then dropped", dropped[0].Route, dropped[0].Reason, dropped[1].Route, dropped[1].Reason)
+	}
+	want := map[string]int64{
+		"1|1||accepted|allowed":             5, // u1 twice, u2, u3, u4
+		"1|1:u1|user|overflow|rate_limited": 2,
+		// watch checks the team's records the user rule does not send away (u1's first
+		// two, u2, u3, u4): over its 3 at u3 and u4, which are accepted all the same.
+		"1|1|watch|shadow_over|rate_limited": 2,
+		"2|2||accepted|allowed":              1,
+		"2|2|drop-bots|dropped|dropped":      1,
+	}
+	if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows:\n got %v\nwant %v", got, want)
+	}
+}
+
+// Recording allocates nothing once a row exists.
+func TestOutcomesNoAllocation(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "user", Key: mustKeyFrom(t, "json:team_id+distinct_id"), Action: ActionOverflow}, []limit.Config{{Threshold: limit.MaxThreshold}}})
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	in := input(`{"team_id":1,"distinct_id":"u1"}`, "")
+	f.r.RouteInto(t0, in, &s, &out)
+	if n := testing.AllocsPerRun(1000, func() { f.r.RouteInto(t0, in, &s, &out) }); n != 0 {
+		t.Errorf("RouteInto with outcomes: %v allocations a record, want 0", n)
+	}
+}
