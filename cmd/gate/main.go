@@ -142,7 +142,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	redisLogsTo(log)
 
 	writer := writerName(h.hostname(), os.Getpid(), h.clock.Now(), rand.Reader)
-	g, err := gate.New(cfg, log, gate.Options{Writer: writer, Clock: h.clock})
+	g, err := gate.New(cfg, log, gate.Options{Writer: writer, Host: h.hostname(), Clock: h.clock})
 	if err != nil {
 		return err
 	}

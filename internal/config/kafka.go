@@ -63,6 +63,9 @@ type Kafka struct {
 	StallRestart          time.Duration   `envconfig:"STALL_RESTART" default:"10m" desc:"How long the gate may make no progress while it has work before /healthz fails, so that Kubernetes restarts it (default 10m); longer than GATE_STALL_NOT_READY, and 0 turns it off."`
 	TransactionInterval   time.Duration   `envconfig:"TRANSACTION_INTERVAL" default:"100ms" desc:"With GATE_DELIVERY=exactly-once, how long a transaction stays open while further polls route into it before it commits (default 100ms); ending one takes two round trips during which nothing is polled, so longer is faster, but read-committed consumers see records later by up to this long and an aborted transaction replays up to this long of records; 0 ends a transaction after every poll."`
 	TransactionMaxRecords int             `envconfig:"TRANSACTION_MAX_RECORDS" default:"50000" desc:"With GATE_DELIVERY=exactly-once, the most input records routed in one transaction before it commits (default 50000), bounding what an abort replays."`
+	OutcomesTopic         string          `envconfig:"OUTCOMES_TOPIC" default:"" desc:"Topic every record's fate is written to as outcome rows, one per interval, key, rule, outcome and reason, keyed by team (docs/outcomes.md; read them with gate outcomes); with GATE_DELIVERY=exactly-once in the transaction of the records they count, with at-least-once before those records' offsets are committed (default none); needed by a rule's action drop."`
+	OutcomesInterval      time.Duration   `envconfig:"OUTCOMES_INTERVAL" default:"1m" desc:"With GATE_OUTCOMES_TOPIC, the outcome rows' interval: each row counts records routed within one interval_start + this (default 1m); from 1s to 1h, dividing an hour."`
+	OutcomesMaxRows       int             `envconfig:"OUTCOMES_MAX_ROWS" default:"100000" desc:"With GATE_OUTCOMES_TOPIC, the most outcome rows the gate holds between writes, about 200 bytes each (default 100000); keys that come once it is reached are summed in one row per rule, outcome and reason, marked folded (gate_outcome_folded_records_total)."`
 	TransactionTimeout    time.Duration   `envconfig:"TRANSACTION_TIMEOUT" default:"90s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, longer than GATE_KAFKA_REBALANCE_TIMEOUT and GATE_KAFKA_SESSION_TIMEOUT (a transaction's end waits out a rebalance, which waits out a dead member's session) and at most the brokers' transaction.max.timeout.ms (default 90s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
 }
 
@@ -109,13 +112,25 @@ func (c Kafka) ConsumeConfig(r Reload) (consume.Config, error) {
 		TransactionTimeout:    c.TransactionTimeout,
 		TransactionInterval:   max(c.TransactionInterval, time.Nanosecond), // 0: one poll (consume's zero is its default)
 		TransactionMaxRecords: c.TransactionMaxRecords,
+		OutcomesTopic:         c.OutcomesTopic,
+		OutcomesInterval:      c.OutcomesInterval,
+		OutcomesMaxRows:       c.OutcomesMaxRows,
 		OnUndeliverable:       c.OnUndeliverable.value(),
 		StallNotReady:         orDisabled(c.StallNotReady),
 		StallRestart:          orDisabled(c.StallRestart),
 		OnDataLoss:            c.OnDataLoss.value(),
-		OutputTopics:          []string{c.AcceptedTopic, c.OverflowTopic, c.DeadLetterTopic},
+		OutputTopics:          c.outputTopics(),
 		ClientOpts:            opts,
 	}, nil
+}
+
+// outputTopics are the topics the gate writes whatever its rules: checked at start.
+func (c Kafka) outputTopics() []string {
+	ts := []string{c.AcceptedTopic, c.OverflowTopic, c.DeadLetterTopic}
+	if c.OutcomesTopic != "" {
+		ts = append(ts, c.OutcomesTopic)
+	}
+	return ts
 }
 
 // orDisabled maps a setting's 0 (off) to the consumer's negative (disabled), its zero
@@ -235,6 +250,13 @@ func (c Kafka) validate(bad report) {
 		bad("TRANSACTION_INTERVAL", "0 (a transaction per poll) or a duration up to 10s and below half GATE_TRANSACTION_TIMEOUT, such as 100ms")
 	}
 	bad.atLeast("TRANSACTION_MAX_RECORDS", c.TransactionMaxRecords, 1)
+	if c.OutcomesTopic != "" && route.CheckTopic(c.OutcomesTopic) != nil {
+		bad("OUTCOMES_TOPIC", "empty (off) or a Kafka topic name: 1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'")
+	}
+	if c.OutcomesInterval < time.Second || c.OutcomesInterval > time.Hour || time.Hour%c.OutcomesInterval != 0 {
+		bad("OUTCOMES_INTERVAL", "a duration from 1s to 1h that divides an hour, such as 1m")
+	}
+	bad.atLeast("OUTCOMES_MAX_ROWS", c.OutcomesMaxRows, 1)
 	if c.TransactionalID != "" && !validTransactionalID(c.TransactionalID) {
 		bad("TRANSACTIONAL_ID", "1 to 200 of a-z, A-Z, 0-9, '.', '_' and '-' such as capture-gate-0")
 	}
@@ -250,9 +272,12 @@ func (c Kafka) validate(bad report) {
 func (c Kafka) validateBetween(bad report) {
 	// A record routed to the topic it was read from would be read again, forever.
 	topics := map[string]string{}
-	for _, k := range []struct{ key, v string }{{"INPUT_TOPIC", c.InputTopic}, {"ACCEPTED_TOPIC", c.AcceptedTopic}, {"OVERFLOW_TOPIC", c.OverflowTopic}, {"DEAD_LETTER_TOPIC", c.DeadLetterTopic}} {
+	for _, k := range []struct{ key, v string }{{"INPUT_TOPIC", c.InputTopic}, {"ACCEPTED_TOPIC", c.AcceptedTopic}, {"OVERFLOW_TOPIC", c.OverflowTopic}, {"DEAD_LETTER_TOPIC", c.DeadLetterTopic}, {"OUTCOMES_TOPIC", c.OutcomesTopic}} {
+		if k.v == "" {
+			continue // GATE_OUTCOMES_TOPIC off
+		}
 		if other, dup := topics[k.v]; dup {
-			bad(k.key, fmt.Sprintf("a topic other than GATE_%s's (%s): the input and the three outputs must all differ", other, k.v))
+			bad(k.key, fmt.Sprintf("a topic other than GATE_%s's (%s): the input and the outputs must all differ", other, k.v))
 		}
 		topics[k.v] = k.key
 	}

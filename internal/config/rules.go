@@ -13,14 +13,19 @@ import (
 // RulesOptions are what a rules file is checked against: the topics the gate already
 // uses (a rule's topic:NAME may be none of them) and the clock.
 func (c Config) RulesOptions() rules.Options {
-	return rules.Options{
+	o := rules.Options{
 		Topics: map[string]string{
 			c.InputTopic: "GATE_INPUT_TOPIC", c.AcceptedTopic: "GATE_ACCEPTED_TOPIC",
 			c.OverflowTopic: "GATE_OVERFLOW_TOPIC", c.DeadLetterTopic: "GATE_DEAD_LETTER_TOPIC",
 		},
 		EventClock: c.Clock.Clock == limit.EventClock,
 		MinWindow:  c.TickInterval,
+		Outcomes:   c.OutcomesTopic != "",
 	}
+	if c.OutcomesTopic != "" {
+		o.Topics[c.OutcomesTopic] = "GATE_OUTCOMES_TOPIC"
+	}
+	return o
 }
 
 // RuleKeyPrefix is the Redis key prefix of limit i (window w) of the rule named name:
@@ -81,6 +86,8 @@ func RouteRule(r rules.Rule, lims []*limit.Limiter) route.Rule {
 		rr.Action = route.ActionOverflow
 	case rules.Topic:
 		rr.Action = route.ActionTopic
+	case rules.Drop:
+		rr.Action = route.ActionDrop
 	}
 	for _, m := range r.Match {
 		rr.Match = append(rr.Match, route.RuleMatch{Field: m.Field, Values: m.Values, Not: m.Not})

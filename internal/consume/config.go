@@ -27,6 +27,10 @@ const (
 	// transaction stays open and how many records it routes (see TransactionInterval).
 	DefaultTransactionInterval   = 100 * time.Millisecond
 	DefaultTransactionMaxRecords = 50_000
+	// DefaultOutcomesInterval and DefaultOutcomesMaxRows: see Config.OutcomesInterval.
+	// 100,000 rows are about 20 MB.
+	DefaultOutcomesInterval = time.Minute
+	DefaultOutcomesMaxRows  = 100_000
 
 	// Records whose produce failed are produced again after a backoff whose cap grows
 	// from retryMinBackoff to retryMaxBackoff: long enough not to hammer a failing
@@ -296,6 +300,20 @@ type Config struct {
 	// replays, and what the transaction holds in memory until it ends.
 	TransactionMaxRecords int
 
+	// OutcomesTopic, when set, is where every record's fate is written as outcome rows
+	// (internal/outcome; outcomes.go): in the transaction of its records with
+	// exactly-once delivery; with at-least-once, before its records' offsets are
+	// committed. It belongs in OutputTopics too (the preflight checks it). Empty: off.
+	OutcomesTopic string
+	// OutcomesInterval is the rows' interval (their interval_start is a multiple of it).
+	// Zero is DefaultOutcomesInterval.
+	OutcomesInterval time.Duration
+	// OutcomesMaxRows caps the rows held between seals, for every partition together;
+	// keys past it are folded (outcome.Budget). Zero is DefaultOutcomesMaxRows.
+	OutcomesMaxRows int
+	// Gate names this gate in its outcome rows (the host name).
+	Gate string
+
 	// ClientOpts are added to the client's options after the gate's own: TLS, SASL, and
 	// in tests shorter fetch waits and session timeouts.
 	ClientOpts []kgo.Opt
@@ -345,6 +363,10 @@ func (c Config) withDefaults() (Config, error) {
 	defDur(&c.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout")
 	defDur(&c.TransactionTimeout, DefaultTransactionTimeout, "TransactionTimeout")
 	def(&c.TransactionMaxRecords, DefaultTransactionMaxRecords, "TransactionMaxRecords")
+	if c.OutcomesTopic != "" {
+		defDur(&c.OutcomesInterval, DefaultOutcomesInterval, "OutcomesInterval")
+		def(&c.OutcomesMaxRows, DefaultOutcomesMaxRows, "OutcomesMaxRows")
+	}
 	defDur(&c.TransactionInterval, DefaultTransactionInterval, "TransactionInterval")
 	defDur(&c.PreflightInterval, DefaultPreflightInterval, "PreflightInterval")
 	if c.Jitter == nil {

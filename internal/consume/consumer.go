@@ -115,6 +115,8 @@ type Consumer struct {
 	recoveries []time.Time
 	// unstable is the unstable-offsets watch's (unstable.go), the output watch's own.
 	unstable unstableWatch
+	// out writes outcome rows (outcomes.go); nil when Config.OutcomesTopic is empty.
+	out *outcomes
 }
 
 // paddedCount is an atomic counter alone on its cache line(s): every routing goroutine
@@ -153,6 +155,7 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 		commitLog: throttle.NewEvery(commitLogEvery, nil),
 	}
 	c.retry.init()
+	c.initOutcomes()
 	c.produceCtx = context.Background()
 	c.promise = c.onProduced
 	c.txnPromise = c.onProducedTxn
@@ -240,6 +243,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		runErr = c.pollLoop(ctx)
 	}
 
+	// Nothing routes any more: every partition's outcome rows go out with the drain.
+	c.sealALO(c.snapshot(nil))
 	c.closing.Store(true)
 	left := c.waitInFlight(grace, nil)
 	// Whatever is still buffered is failed now: a broker that stopped answering does
@@ -279,7 +284,9 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 			c.route, c.routeStop = context.WithCancel(c.produceCtx)
 		}
 		c.routeMu.Unlock()
-		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+		pctx, cancel := c.pollContext(ctx)
+		fetches := c.cl.PollRecords(pctx, c.cfg.MaxPollRecords)
+		cancel()
 		if fetches.NumRecords() > 0 {
 			c.progressed()
 		}
@@ -296,6 +303,8 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 			c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: c.rewinds})
 			c.rewinds = nil
 		}
+		c.releaseOrphans()
+		c.sealDue()
 		c.cl.AllowRebalance()
 		if ctx.Err() != nil {
 			return nil
@@ -447,9 +456,10 @@ func (c *Consumer) partition(id int32) *partition {
 	if p == nil {
 		p = newPartition(c.cfg.InputTopic, id)
 		if c.exactlyOnce() {
-			p.gone.Store(true)
+			p.gone.Store(true) // no outcomes: its transaction aborts
 			return p
 		}
+		c.attachOutcomes(p)
 		c.parts[id] = p
 	}
 	return p
@@ -482,6 +492,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	// it until then.
 	fs := c.slabs.get(len(w.recs))
 	b.slab = fs
+	c.beginOutcomes(w.p, s, w.recs[0])
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
 			now = c.clock.Now()
@@ -489,18 +500,28 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		if rctx.Err() != nil || c.runCtx.Err() != nil || c.retry.pending.Load() > 0 && !c.holdRouting(rctx, w.p) {
 			// Shutting down, a rebalance waiting, or the partition revoked or
 			// stopped: the rest is not routed now.
+			if i > 0 {
+				c.endOutcomes(w.p, s, w.recs[i-1])
+			} else {
+				c.endOutcomes(w.p, s, nil)
+			}
 			c.unroute(w, b, i)
 			return
 		}
 		f := &fs[i]
 		f.b, f.in = b, in
-		c.router.RouteInto(now, in, s, &f.out)
+		if c.router.RouteInto(now, in, s, &f.out).Route == route.Dropped {
+			// Written nowhere (a drop rule; its outcome row counts it): done at once.
+			c.ackBatch(b, 1)
+			continue
+		}
 		// Counted one by one as handed over, not for the poll at once: a routing that
 		// waits for the retries (holdRouting) must not count as records in flight, or
 		// the retries would wait for it in turn.
 		c.outstanding.Add(1)
 		c.cl.Produce(rctx, &f.out, c.promise)
 	}
+	c.endOutcomes(w.p, s, last)
 	c.setLag(w.p, w.hwm, end)
 }
 
@@ -556,7 +577,9 @@ func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 	ids := slices.Sorted(slices.Values(assigned[c.cfg.InputTopic]))
 	c.partsMu.Lock()
 	for _, id := range ids {
-		c.parts[id] = newPartition(c.cfg.InputTopic, id)
+		p := newPartition(c.cfg.InputTopic, id)
+		c.attachOutcomes(p)
+		c.parts[id] = p
 	}
 	owned := len(c.parts)
 	c.partsMu.Unlock()
@@ -589,6 +612,9 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 		return
 	}
 	var left int64
+	// Nothing routes during a revoke: the partitions' outcome rows go out, and are
+	// awaited, with their records.
+	c.sealALO(c.snapshot(ids))
 	if !c.closing.Load() {
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
 		left = c.waitInFlight(wctx, ids)
@@ -639,6 +665,7 @@ func (c *Consumer) drop(ids []int32) {
 		if p := c.parts[id]; p != nil {
 			p.gone.Store(true)
 			delete(c.parts, id)
+			c.orphanOutcomes(p)
 		}
 		c.m.deleteLag(id)
 	}

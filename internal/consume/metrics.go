@@ -29,6 +29,9 @@ type metrics struct {
 	transactions *prometheus.CounterVec
 	txnDuration  prometheus.Histogram
 	throttled    *prometheus.CounterVec
+	// Outcomes (GATE_OUTCOMES_TOPIC); at zero when off.
+	outcomeRows   prometheus.Counter
+	outcomeFolded prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
@@ -57,6 +60,14 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			Name: "gate_committed_offset",
 			Help: "Last input offset committed by this gate, by partition it owns.",
 		}, []string{"partition"}),
+		outcomeRows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gate_outcome_rows_total",
+			Help: "Outcome rows written to GATE_OUTCOMES_TOPIC (one per key, rule, outcome and reason of a seal: a transaction with exactly-once delivery, a commit interval with at-least-once).",
+		}),
+		outcomeFolded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gate_outcome_folded_records_total",
+			Help: "Records counted in a folded outcome row (no key) because GATE_OUTCOMES_MAX_ROWS rows were held when their key first came in a seal.",
+		}),
 		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_rebalances_total",
 			Help: "Group rebalance events seen by this gate: assigned, revoked, lost.",
@@ -111,7 +122,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		return m, nil
 	}
 	cs := []prometheus.Collector{m.produceErrors, m.retries, m.rerouted, m.commitErrors, m.commitHeld, m.committed, m.rebalances, m.lag, m.fetchErrors,
-		m.undeliverable, m.lost, m.recoveries, m.transactions, m.txnDuration, m.throttled,
+		m.undeliverable, m.lost, m.recoveries, m.transactions, m.txnDuration, m.throttled, m.outcomeRows, m.outcomeFolded,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_retrying_records",
 			Help: "Records whose produce failed and is being retried; no new records are polled while it is above zero.",

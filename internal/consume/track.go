@@ -44,6 +44,9 @@ type partition struct {
 	// written by the poll loop only.
 	movedTo  kgo.EpochOffset
 	hasMoved bool
+
+	// out is the partition's outcome aggregate (outcomes.go); nil when outcomes are off.
+	out *outcomeState
 }
 
 // batch is one poll's records of one partition.
@@ -77,7 +80,11 @@ func (p *partition) advance() (kgo.EpochOffset, int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i := 0
-	for ; i < len(p.batches) && p.batches[i].remaining.Load() == 0; i++ {
+	hold := int64(-1) // with outcomes on: records from here on are counted but not sealed
+	if p.out != nil {
+		hold = p.out.hold.Load()
+	}
+	for ; i < len(p.batches) && p.batches[i].remaining.Load() == 0 && (hold < 0 || p.batches[i].end <= hold); i++ {
 		p.acked = kgo.EpochOffset{Epoch: p.batches[i].epoch, Offset: p.batches[i].end}
 	}
 	if i > 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/outcome"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/throttle"
 )
@@ -364,13 +365,20 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		} else {
 			n.aborted++
 		}
-		if c.rememberRejected(res.failures) {
+		transient := c.rememberRejected(res.failures)
+		if res.outcomeErr != nil && !errors.Is(res.outcomeErr, context.Canceled) {
+			transient = true
+		}
+		if transient {
 			// Something retrying may cure (the broker is failing): wait before the
 			// replay, as the at-least-once retries do.
-			first := res.failures[0]
+			topic, err := c.cfg.OutcomesTopic, res.outcomeErr
+			if len(res.failures) > 0 {
+				topic, err = res.failures[0].out.Topic, res.failures[0].err
+			}
 			if ok, unlogged := logs.Allow(); ok {
 				c.log.Warn("produce failed; transaction aborted, its records are replayed",
-					"records", res.records, "failed", len(res.failures), "topic", first.out.Topic, "attempt", failures+1, "err", first.err,
+					"records", res.records, "failed", len(res.failures), "topic", topic, "attempt", failures+1, "err", err,
 					"aborts_unlogged", unlogged)
 			}
 			t := time.NewTimer(c.backoff(failures))
@@ -462,6 +470,8 @@ type txnResult struct {
 	failures  []*failed
 	open      time.Duration // from Begin to End's return
 	churn     bool          // the group's generation moved meanwhile: a rebalance ran
+	// outcomeErr is a failed outcome row's error: the transaction aborted for it.
+	outcomeErr error
 }
 
 // transact routes and produces ws in one transaction, goes on polling (under pollCtx)
@@ -493,6 +503,8 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	}
 	c.routeTxn(ws)
 	c.fillTxn(pollCtx, start, &res)
+	// The transaction's outcome rows, in it: they commit or abort with its records.
+	c.sealTxn()
 	end, what := kgo.TryCommit, "committing"
 	if err := c.cl.Flush(ctx); err != nil {
 		// Only ctx ends a Flush: the shutdown timeout passed.
@@ -501,9 +513,12 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 		c.txn.pending.Wait()
 	}
 	res.failures = c.txn.takeFailures()
+	res.outcomeErr = c.outcomeFailed()
 	switch {
 	case len(res.failures) > 0:
 		end, what = kgo.TryAbort, "aborting after failed produces"
+	case res.outcomeErr != nil:
+		end, what = kgo.TryAbort, "aborting after a failed outcome row"
 	case c.txn.skipped.Load():
 		// Routing stopped short: committing the poll's offsets would skip records.
 		end, what = kgo.TryAbort, "aborting after a rebalance"
@@ -644,9 +659,12 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 	var now time.Time
 	next := w.recs[0].Offset
 	counted := c.txn.countedTo(w.p.id)
+	c.beginOutcomes(w.p, s, w.recs[0])
+	var routed *kgo.Record // the last record counted in the outcomes
 	defer func() {
 		s.Replay = false
 		c.txn.countTo(w.p.id, next)
+		c.endOutcomes(w.p, s, routed)
 	}()
 	// One allocation for the records in flight; not reused as routeWork's slabs are: a
 	// transaction has no per-batch count of its records to tell when the last is done.
@@ -667,15 +685,21 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		switch {
 		case rerouted && r.stage == stageUndeliverable:
 			// Skipped (GATE_ON_UNDELIVERABLE=skip): committed past, not produced.
-			next = in.Offset + 1
+			c.recordFate(w.p, now, in, outcome.Dropped, "undeliverable")
+			next, routed = in.Offset+1, in
 			continue
 		case rerouted && r.stage > stageRouted:
 			f.stage = int8(r.stage)
 			f.out = *c.deadLetterRecord(in, r.topic, r.err, r.stage)
+			c.recordFate(w.p, now, in, outcome.DeadLetter, route.ReasonRejected)
 		default:
 			s.Replay = in.Offset < counted
-			c.router.RouteInto(now, in, s, &f.out)
+			if c.router.RouteInto(now, in, s, &f.out).Route == route.Dropped {
+				next, routed = in.Offset+1, in // written nowhere: its outcome row counts it
+				continue
+			}
 		}
+		routed = in
 		if rerouted && r.isolate {
 			c.produceAlone(f)
 		} else {

@@ -80,6 +80,8 @@ type Options struct {
 	ClientOpts []kgo.Opt
 	// Writer names this process in Redis (tick.Config.Writer); empty means a random name.
 	Writer string
+	// Host names this gate in its outcome rows (GATE_OUTCOMES_TOPIC): the host name.
+	Host string
 	// Clock paces the reads of the Kafka and Redis TLS files (config.Reload); the wall
 	// clock if nil.
 	Clock clock.Clock
@@ -170,6 +172,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		return nil, err
 	}
 	ccfg.ClientOpts = append(ccfg.ClientOpts, o.ClientOpts...)
+	ccfg.Gate = o.Host
 	if set != nil {
 		// A rule's own topic is one of the gate's: checked at start with the others, and
 		// watched while the gate runs (consume's ruletopics.go).

@@ -25,6 +25,8 @@ type Options struct {
 	// MinWindow is GATE_TICK_INTERVAL: every window must be longer, as each needs a tick
 	// per epoch at least.
 	MinWindow time.Duration
+	// Outcomes is whether GATE_OUTCOMES_TOPIC is set: action drop needs it.
+	Outcomes bool
 }
 
 // Problems is every problem found in a rules file, each on its own, all on one line.
@@ -430,11 +432,16 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 	return out
 }
 
-// action reads overflow, tag or topic:NAME.
+// action reads overflow, tag, topic:NAME or drop.
 func (p *parser) action(n *yaml.Node, path string) Action {
 	switch v := n.Value; {
 	case v == "overflow":
 		return Action{Kind: Overflow}
+	case v == "drop":
+		if !p.o.Outcomes {
+			p.bad(n, path, "drop: needs GATE_OUTCOMES_TOPIC set, so that every dropped record is counted in the outcomes (nothing vanishes unrecorded)")
+		}
+		return Action{Kind: Drop}
 	case v == "tag":
 		return Action{Kind: Tag}
 	case strings.HasPrefix(v, "topic:"):
@@ -446,7 +453,7 @@ func (p *parser) action(n *yaml.Node, path string) Action {
 		}
 		return Action{Kind: Topic, Topic: t}
 	default:
-		p.bad(n, path, "%q: want overflow, tag or topic:NAME", v)
+		p.bad(n, path, "%q: want overflow, tag, topic:NAME or drop", v)
 		return Action{Kind: Overflow}
 	}
 }

@@ -155,8 +155,11 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:2:69: rules[0] "a".track: "some": want all`,
 			`rules.yaml:3:84: rules[1] "b".max_keys: only with track: above_floor`,
 		}},
-		{"topic", "rules:\n  - {name: a, key: key, limits: [1m:1], action: topic:a/b}\n  - {name: b, key: key, limits: [1m:1], action: drop}\n",
-			[]string{`rules.yaml:2:49: rules[0] "a".action: "topic:a/b": want topic:NAME`, `rules.yaml:3:49: rules[1] "b".action: "drop": want overflow, tag or topic:NAME`}},
+		{"topic", "rules:\n  - {name: a, key: key, limits: [1m:1], action: topic:a/b}\n  - {name: b, key: key, limits: [1m:1], action: discard}\n",
+			[]string{`rules.yaml:2:49: rules[0] "a".action: "topic:a/b": want topic:NAME`, `rules.yaml:3:49: rules[1] "b".action: "discard": want overflow, tag, topic:NAME or drop`}},
+		// Without outcomes a dropped record would vanish unrecorded.
+		{"drop", "rules:\n  - {name: a, key: key, limits: [1m:1], action: drop}\n",
+			[]string{`rules.yaml:2:49: rules[0] "a".action: drop: needs GATE_OUTCOMES_TOPIC set`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := Parse("rules.yaml", []byte(c.yaml), Options{Topics: topics})

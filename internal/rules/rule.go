@@ -121,6 +121,9 @@ const (
 	Overflow
 	// Topic sends the record to a topic of the rule's own.
 	Topic
+	// Drop writes the record nowhere; the outcomes (GATE_OUTCOMES_TOPIC, which must be
+	// set) count it, so nothing vanishes unrecorded.
+	Drop
 )
 
 // Action is a rule's action when over: its kind, and for Topic the topic.
@@ -137,6 +140,8 @@ func (a Action) String() string {
 		return "tag"
 	case Overflow:
 		return "overflow"
+	case Drop:
+		return "drop"
 	}
 	return "topic:" + a.Topic
 }

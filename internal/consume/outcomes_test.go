@@ -1,0 +1,273 @@
+package consume
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/outcome"
+)
+
+const outTopic = "outcomes"
+
+// withOutcomes turns outcomes on in env, creating their topic, with a threshold low
+// enough that some teams overflow.
+func withOutcomes(t *testing.T, env *gateEnv) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, outTopic); err != nil {
+		t.Fatalf("creating the outcomes topic: %v", err)
+	}
+	env.ccfg.OutcomesTopic, env.ccfg.Gate = outTopic, "test-gate"
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, outTopic}
+	env.lcfg.Threshold = 150
+}
+
+// teamOf reads an output record's team as the test's inputs carry it: "" for a value
+// that is not JSON (a dead letter).
+func teamOfRecord(r *kgo.Record) string {
+	var e event
+	if json.Unmarshal(r.Value, &e) != nil {
+		return ""
+	}
+	return e.TeamID
+}
+
+// byTeam counts output records by team and the outcome their topic means.
+func (o *outputs) byTeam() map[string]map[string]int64 {
+	got := map[string]map[string]int64{}
+	for topic, recs := range o.recs {
+		kind := map[string]string{accTopic: "accepted", ovfTopic: "overflow", dlqTopic: "dead_letter"}[topic]
+		for _, r := range recs {
+			team := teamOfRecord(r)
+			if got[team] == nil {
+				got[team] = map[string]int64{}
+			}
+			got[team][kind]++
+		}
+	}
+	return got
+}
+
+// readOutcomes reads the outcomes topic from the start (read_committed when asked) until
+// its rows count want records or the timeout, then for settle more, and sums them by team
+// and outcome (shadow_over rows aside: they count no output record).
+func readOutcomes(t *testing.T, env *gateEnv, want int64, committed bool, timeout, settle time.Duration) (map[string]map[string]int64, int) {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(outTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50 * time.Millisecond)}
+	if committed {
+		opts = append(opts, readCommitted())
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[string]map[string]int64{}
+	var n int64
+	rows := 0
+	deadline := time.Now().Add(timeout)
+	var settleAt time.Time
+	for {
+		now := time.Now()
+		if n >= want && settleAt.IsZero() {
+			settleAt = now.Add(settle)
+		}
+		if !settleAt.IsZero() && now.After(settleAt) || now.After(deadline) {
+			return got, rows
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			row, err := outcome.Decode(r.Value)
+			if err != nil {
+				t.Errorf("outcome record: %v", err)
+				return
+			}
+			rows++
+			if string(r.Key) != row.Team {
+				t.Errorf("outcome row of team %q keyed %q", row.Team, r.Key)
+			}
+			if row.Outcome == "shadow_over" {
+				return
+			}
+			if got[row.Team] == nil {
+				got[row.Team] = map[string]int64{}
+			}
+			got[row.Team][row.Outcome] += row.Records
+			n += row.Records
+		})
+	}
+}
+
+// outcomesTraffic is n records of 8 teams (team-0 sends half of them, enough to
+// overflow), one in 50 unreadable.
+func outcomesTraffic(from, n int) []*kgo.Record {
+	recs := make([]*kgo.Record, 0, n)
+	for id := from; id < from+n; id++ {
+		team := "team-" + strconv.Itoa(id%8)
+		switch {
+		case id%50 == 0:
+			team = ""
+		case id%2 == 0:
+			team = "team-0"
+		}
+		recs = append(recs, inputRecord(id, team))
+	}
+	return recs
+}
+
+func sameCounts(t *testing.T, what string, outcomes, outputs map[string]map[string]int64) {
+	t.Helper()
+	for team, kinds := range outputs {
+		for kind, n := range kinds {
+			if outcomes[team][kind] != n {
+				t.Errorf("%s: team %q %s: outcomes count %d, the output topics hold %d", what, team, kind, outcomes[team][kind], n)
+			}
+		}
+	}
+	for team, kinds := range outcomes {
+		for kind, n := range kinds {
+			if outputs[team][kind] != n {
+				t.Errorf("%s: team %q %s: outcomes count %d, the output topics hold %d", what, team, kind, n, outputs[team][kind])
+			}
+		}
+	}
+}
+
+// Exactly-once: each transaction's outcome rows are in it, so through gates joining,
+// leaving and one crashing mid-stream (its client closed under it, its transaction left
+// open, then fenced by its restart), a read_committed reader's outcomes equal per team
+// what it finds on the output topics, while a read_uncommitted reader sees the records
+// of the transactions that aborted.
+func TestOutcomesExactlyOnceConservation(t *testing.T) {
+	t.Parallel()
+	const parts = 6
+	env := newEOSEnv(t, parts)
+	withOutcomes(t, env)
+	// Transactions long enough that every rebalance and the crash land in open ones.
+	env.ccfg.TransactionInterval = 300 * time.Millisecond
+	prod := producer(t, env.cluster)
+
+	var sent atomic.Int64
+	stop := make(chan struct{})
+	producing := make(chan struct{})
+	go func() {
+		defer close(producing)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			from := int(sent.Load())
+			produceAll(t, prod, outcomesTraffic(from, 100))
+			sent.Add(100)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	step := func() { time.Sleep(600 * time.Millisecond) }
+	a := env.start(t, "a")
+	step()
+	b := env.start(t, "b")
+	step()
+	// b crashes: its client goes away without ending its transaction.
+	b.c.cl.Close()
+	b.cancel()
+	b.cancel = nil
+	select {
+	case <-b.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the crashed gate's Run did not return")
+	}
+	step()
+	b = env.start(t, "b") // fences the crashed one's transaction
+	c := env.start(t, "c")
+	step()
+	c.stop(t)
+	step()
+	close(stop)
+	<-producing
+	n := int(sent.Load())
+
+	out := collect(t, env.cluster, n, 60*time.Second, 500*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	b.stop(t)
+	a.stop(t)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	got, rows := readOutcomes(t, env, int64(n), true, 30*time.Second, 500*time.Millisecond)
+	want := out.byTeam()
+	if want["team-0"]["overflow"] == 0 || want[""]["dead_letter"] == 0 {
+		t.Fatalf("outputs %v: want team-0 overflowing and dead letters, or the test tests little", want)
+	}
+	sameCounts(t, "read_committed", got, want)
+	// The aborted transactions wrote records a read_uncommitted reader sees twice; their
+	// outcomes never count.
+	if _, dup := collect(t, env.cluster, n, 10*time.Second, 300*time.Millisecond).conservation(n); len(dup) == 0 {
+		t.Error("read_uncommitted sees no record twice: no transaction aborted with records in it, the test tests little")
+	}
+	t.Logf("%d records, %d committed outcome rows; outputs by team %v", n, rows, want)
+}
+
+// At-least-once without a crash: the outcomes count exactly what was written, and the
+// commits still reach the input's end once the gate is idle (the poll's bound lets the
+// last seal run, and a commit waits for the rows).
+func TestOutcomesAtLeastOnce(t *testing.T) {
+	t.Parallel()
+	const parts, n = 4, 3000
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	prod := producer(t, env.cluster)
+	a := env.start(t, "a")
+	produceAll(t, prod, outcomesTraffic(0, n))
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	// Every committed record's row is written: read it before stopping the gate.
+	got, _ := readOutcomes(t, env, n, false, 20*time.Second, 300*time.Millisecond)
+	a.stop(t)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	sameCounts(t, "at-least-once", got, out.byTeam())
+}
+
+// A revoke seals the partitions it takes before their offsets are committed: a second
+// gate joining mid-stream, then the first leaving, count every record once.
+func TestOutcomesAtLeastOnceRebalance(t *testing.T) {
+	t.Parallel()
+	const parts, n = 4, 4000
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	prod := producer(t, env.cluster)
+	a := env.start(t, "a")
+	produceAll(t, prod, outcomesTraffic(0, n/2))
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	b := env.start(t, "b")
+	produceAll(t, prod, outcomesTraffic(n/2, n/4))
+	a.stop(t)
+	produceAll(t, prod, outcomesTraffic(n/2+n/4, n/4))
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	b.stop(t)
+	got, _ := readOutcomes(t, env, n, false, 20*time.Second, 300*time.Millisecond)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	sameCounts(t, "at-least-once through a rebalance", got, out.byTeam())
+}
