@@ -56,6 +56,11 @@ func commands() []command {
 			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
 				return teamCmd(ctx, args, h.getenv, stdout, stderr)
 			}},
+		{name: "outcomes", args: "[TEAM]", summary: "print a team's outcomes (accepted, limited and by which rule, per interval) from GATE_OUTCOMES_TOPIC, or the most limited teams",
+			flags: func() *flag.FlagSet { return outcomesFlags(new(time.Duration), new(int)) },
+			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
+				return outcomesCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
+			}},
 		{name: "rules", args: "check FILE", summary: "check a rules file (GATE_RULES_FILE) and print its rules",
 			run: func(_ context.Context, args []string, h host, stdout, stderr io.Writer) error {
 				return rulesCmd(args, h.getenv, h.names(), stdout, stderr)

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/gate"
+	"github.com/capturegate/gate/internal/outcome"
+)
+
+const outcomesUsage = `Usage: gate outcomes [-since D] [-top N] [TEAM]
+
+Reads the outcome rows the gates wrote to GATE_OUTCOMES_TOPIC (on GATE_KAFKA_BROKERS,
+with the GATE_KAFKA_TLS_* and GATE_KAFKA_SASL_* settings) from D ago to now, as a
+read_committed consumer, and prints TEAM's history: per interval, its records accepted
+(tagged among them), limited (overflow, a rule's topic, dropped) and by which rule,
+dead-lettered, and the first and last interval it was limited in. Without TEAM, the N
+teams with the most records limited. TEAM is a team key as the gate reads it (the first
+field of a composite key).
+`
+
+func outcomesFlags(since *time.Duration, top *int) *flag.FlagSet {
+	fs := flag.NewFlagSet("outcomes", flag.ContinueOnError)
+	fs.DurationVar(since, "since", 24*time.Hour, "read the rows of the last `D` (a duration such as 24h)")
+	fs.IntVar(top, "top", 20, "without TEAM, list the `N` teams with the most records limited")
+	return fs
+}
+
+// outcomesCmd runs `gate outcomes [TEAM]`.
+func outcomesCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
+	var since time.Duration
+	var top int
+	fs := outcomesFlags(&since, &top)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { writeUsage(stderr, outcomesUsage, fs) }
+	args, err := cli.ParseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(args) > 1:
+		fs.Usage()
+		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: want at most one TEAM, got %q", args)}
+	case since <= 0:
+		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: -since %s: want a positive duration such as 24h", since)}
+	case top < 1:
+		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: -top %d: want a number of teams of 1 or more", top)}
+	}
+	cfg, err := config.Load(getenv, names)
+	if err != nil {
+		return err
+	}
+	if cfg.OutcomesTopic == "" {
+		return config.Problems{errors.New("GATE_OUTCOMES_TOPIC is not set: gate outcomes reads the topic the gates write their outcomes to")}
+	}
+	log := gate.NewLogger(cfg, stderr)
+	ccfg, err := cfg.ConsumeConfig(config.Reload{Clock: clk, Log: log.With("component", "tls")})
+	if err != nil {
+		return err
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, ccfg.ClientOpts...)
+	opts = append(opts, kgo.ClientID(cfg.KafkaClientID+"-outcomes"))
+	from := clk.Now().Add(-since)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	rows, skipped, err := outcome.Read(ctx, cfg.OutcomesTopic, from, opts...)
+	if err != nil {
+		return err
+	}
+	if skipped > 0 {
+		fmt.Fprintf(stderr, "gate outcomes: %d records of %s are not outcome rows of schema %d; skipped\n", skipped, cfg.OutcomesTopic, outcome.SchemaVersion)
+	}
+	if len(args) == 1 {
+		return printHistory(stdout, outcome.TeamHistory(rows, args[0]), cfg.OutcomesTopic, from)
+	}
+	return printMostLimited(stdout, outcome.MostLimited(rows, top), len(rows), cfg.OutcomesTopic, from)
+}
+
+// minute formats the start or end of an interval.
+func minute(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
+
+func printHistory(w io.Writer, h outcome.History, topic string, from time.Time) error {
+	if len(h.Intervals) == 0 {
+		_, err := fmt.Fprintf(w, "team %s: no outcomes in %s since %s\n", h.Team, topic, minute(from))
+		return err
+	}
+	t := h.Total
+	fmt.Fprintf(w, "team %s: %s records from %s to %s (gates: %d)\n", h.Team,
+		outcome.Thousands(t.Accepted+t.Limited+t.DeadLetter), minute(t.Start), minute(t.End), len(h.Gates))
+	if h.FirstLimited.IsZero() {
+		fmt.Fprintln(w, "never limited")
+	} else {
+		fmt.Fprintf(w, "limited from %s to %s: %s records (%s)\n", minute(h.FirstLimited), minute(h.LastLimited), outcome.Thousands(t.Limited), t.LimitedBy())
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INTERVAL\tACCEPTED\tTAGGED\tLIMITED\tDEAD LETTER\tSHADOW OVER\tBY")
+	for _, iv := range h.Intervals {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", minute(iv.Start), outcome.Thousands(iv.Accepted), outcome.Thousands(iv.Tagged),
+			outcome.Thousands(iv.Limited), outcome.Thousands(iv.DeadLetter), outcome.Thousands(iv.ShadowOver), iv.ByString())
+	}
+	return tw.Flush()
+}
+
+func printMostLimited(w io.Writer, top []outcome.Summary, rows int, topic string, from time.Time) error {
+	if len(top) == 0 {
+		_, err := fmt.Fprintf(w, "no team limited in %s since %s (%d rows read)\n", topic, minute(from), rows)
+		return err
+	}
+	fmt.Fprintf(w, "the %d teams with the most records limited in %s since %s\n", len(top), topic, minute(from))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEAM\tRECORDS\tACCEPTED\tLIMITED\tDEAD LETTER\tFIRST LIMITED\tLAST LIMITED\tBY")
+	for _, s := range top {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Team, outcome.Thousands(s.Records), outcome.Thousands(s.Accepted),
+			outcome.Thousands(s.Limited), outcome.Thousands(s.DeadLetter), minute(s.FirstLimited), minute(s.LastLimited), s.By)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/outcome"
+)
+
+// gate outcomes reads the rows as a read_committed reader, each once, and prints a team's
+// history and the most limited teams: a row written twice counts once, a row of an
+// aborted transaction not at all, a row from before -since not at all.
+func TestOutcomesCommand(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	env["GATE_OUTCOMES_TOPIC"] = "outcomes"
+	now := time.Now().UTC().Truncate(time.Minute)
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	if _, err := kadm.NewClient(admCl).CreateTopic(t.Context(), 2, 1, nil, "outcomes"); err != nil {
+		t.Fatal(err)
+	}
+	row := func(at time.Time, id, team, key, rule, out, reason string, n int64) *kgo.Record {
+		r := outcome.Row{Schema: outcome.SchemaVersion, ID: id, Gate: "g1", IntervalStart: at, IntervalEnd: at.Add(time.Minute),
+			Team: team, Key: key, Rule: rule, Outcome: out, Reason: reason, Records: n, Bytes: 100 * n}
+		v, err := outcome.AppendJSON(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &kgo.Record{Topic: "outcomes", Key: []byte(team), Value: v, Timestamp: at.Add(30 * time.Second)}
+	}
+	m0, m1, m2 := now.Add(-3*time.Minute), now.Add(-2*time.Minute), now.Add(-time.Minute)
+	old := now.Add(-48 * time.Hour)
+	committed := []*kgo.Record{
+		row(old, "events/0/0-9", "42", "42", "", "accepted", "allowed", 1000), // before -since
+		row(m0, "events/0/10-99", "42", "42", "", "accepted", "allowed", 500),
+		row(m1, "events/0/100-199", "42", "42", "", "accepted", "allowed", 300),
+		row(m1, "events/0/100-199", "42", "42:u1", "user", "overflow", "rate_limited", 200),
+		row(m1, "events/0/100-199", "42", "42:u1", "user", "overflow", "rate_limited", 200), // written twice
+		row(m2, "events/1/0-50", "42", "42", "merges", "topic:merges-slow", "rate_limited", 40),
+		row(m2, "events/1/0-50", "42", "42", "watch", "shadow_over", "rate_limited", 7),
+		row(m2, "events/1/0-50", "42", "", "", "dead_letter", "not_json", 3),
+		row(m2, "events/1/0-50", "7", "7", "", "overflow", "forced", 9),
+		row(m2, "events/1/0-50", "8", "8", "", "accepted", "allowed", 1),
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("outcomes-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	txn := func(recs []*kgo.Record, commit kgo.TransactionEndTry) {
+		if err := prod.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := prod.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := prod.EndTransaction(t.Context(), commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(committed, kgo.TryCommit)
+	txn([]*kgo.Record{row(m2, "events/1/51-60", "42", "42:u2", "user", "overflow", "rate_limited", 1000)}, kgo.TryAbort)
+
+	run := func(args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		if err := outcomesCmd(ctx, args, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
+			t.Fatalf("gate outcomes %v: %v\n%s", args, err, stderr.String())
+		}
+		return stdout.String()
+	}
+	got := run("42")
+	for _, want := range []string{
+		"team 42: 1,043 records from " + minute(m0) + " to " + minute(now),
+		"limited from " + minute(m1) + " to " + minute(now) + ": 240 records (user overflow 200; merges topic:merges-slow 40)",
+		minute(m1), "watch shadow_over 7",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("gate outcomes 42 lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "1,000") || strings.Contains(got, minute(old)) {
+		t.Errorf("gate outcomes 42 counts an aborted row or one from before -since:\n%s", got)
+	}
+	got = run("-top", "5")
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[2], "42 ") || !strings.HasPrefix(lines[3], "7 ") {
+		t.Errorf("gate outcomes -top 5: want 42 then 7 (8 never limited):\n%s", got)
+	}
+	if got := run("nobody"); !strings.Contains(got, "team nobody: no outcomes") {
+		t.Errorf("gate outcomes nobody:\n%s", got)
+	}
+}

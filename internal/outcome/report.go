@@ -1,0 +1,184 @@
+package outcome
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Limited reports whether an outcome keeps a record from the accepted topic for its
+// limit: overflow, a rule's topic or dropped. A tagged record is accepted; a dead letter
+// is not about its limit.
+func Limited(outcome string) bool {
+	return outcome == "overflow" || outcome == "dropped" || strings.HasPrefix(outcome, "topic:")
+}
+
+// Interval is one interval of a team's history: its records by outcome, summed over the
+// rows (gates, partitions, seals) that counted them.
+type Interval struct {
+	Start, End time.Time
+	// Accepted counts tagged records too; Tagged is those of them with a tag.
+	Accepted, Tagged, Limited, DeadLetter, ShadowOver int64
+	// By is what limited or tagged the records, "RULE OUTCOME" (no rule: the gate's
+	// GATE_LIMITS), and shadow rules over, "RULE shadow_over": records each.
+	By map[string]int64
+}
+
+// History is a team's outcomes over time.
+type History struct {
+	Team      string
+	Intervals []Interval // by start, only those with records
+	Total     Interval   // the sums; Start and End the first and last interval's
+	// FirstLimited and LastLimited are the first interval with a limited record's start
+	// and the last one's end; zero when none was.
+	FirstLimited, LastLimited time.Time
+	Gates                     []string
+}
+
+// TeamHistory sums rows of team into its history.
+func TeamHistory(rows []Row, team string) History {
+	h := History{Team: team}
+	byStart := map[time.Time]*Interval{}
+	gates := map[string]bool{}
+	for i := range rows {
+		r := &rows[i]
+		if r.Team != team {
+			continue
+		}
+		gates[r.Gate] = true
+		iv := byStart[r.IntervalStart]
+		if iv == nil {
+			iv = &Interval{Start: r.IntervalStart, End: r.IntervalEnd, By: map[string]int64{}}
+			byStart[r.IntervalStart] = iv
+		}
+		iv.add(r)
+	}
+	for _, iv := range byStart {
+		h.Intervals = append(h.Intervals, *iv)
+	}
+	slices.SortFunc(h.Intervals, func(a, b Interval) int { return a.Start.Compare(b.Start) })
+	h.Total.By = map[string]int64{}
+	for i, iv := range h.Intervals {
+		if i == 0 {
+			h.Total.Start = iv.Start
+		}
+		h.Total.End = iv.End
+		h.Total.Accepted += iv.Accepted
+		h.Total.Tagged += iv.Tagged
+		h.Total.Limited += iv.Limited
+		h.Total.DeadLetter += iv.DeadLetter
+		h.Total.ShadowOver += iv.ShadowOver
+		for k, n := range iv.By {
+			h.Total.By[k] += n
+		}
+		if iv.Limited > 0 {
+			if h.FirstLimited.IsZero() {
+				h.FirstLimited = iv.Start
+			}
+			h.LastLimited = iv.End
+		}
+	}
+	h.Gates = slices.Sorted(maps.Keys(gates))
+	return h
+}
+
+func (iv *Interval) add(r *Row) {
+	by := strings.TrimSpace(r.Rule + " " + r.Outcome)
+	switch {
+	case r.Outcome == "accepted":
+		iv.Accepted += r.Records
+	case r.Outcome == "tagged":
+		iv.Accepted += r.Records
+		iv.Tagged += r.Records
+		iv.By[by] += r.Records
+	case r.Outcome == "dead_letter":
+		iv.DeadLetter += r.Records
+	case r.Outcome == "shadow_over":
+		iv.ShadowOver += r.Records
+		iv.By[by] += r.Records
+	case Limited(r.Outcome):
+		iv.Limited += r.Records
+		iv.By[by] += r.Records
+	}
+}
+
+// ByString is By as one line, most records first: "user overflow 1,200; merges topic:slow 40".
+func (iv *Interval) ByString() string { return iv.by(func(string) bool { return true }) }
+
+// LimitedBy is ByString of what limited the records only (no tags, no shadow rules).
+func (iv *Interval) LimitedBy() string {
+	return iv.by(func(k string) bool { return Limited(k[strings.LastIndexByte(k, ' ')+1:]) })
+}
+
+func (iv *Interval) by(keep func(string) bool) string {
+	var keys []string
+	for k := range iv.By {
+		if keep(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(iv.By[b], iv.By[a]), cmp.Compare(a, b)) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %s", k, Thousands(iv.By[k]))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Summary is one team's totals, for the most limited teams.
+type Summary struct {
+	Team                                   string
+	Records, Accepted, Limited, DeadLetter int64
+	FirstLimited, LastLimited              time.Time
+	By                                     string // what limited it (ByString)
+}
+
+// MostLimited returns the n teams with the most limited records (ties by team), each
+// with its totals; teams never limited are left out.
+func MostLimited(rows []Row, n int) []Summary {
+	teams := map[string]bool{}
+	for i := range rows {
+		if Limited(rows[i].Outcome) {
+			teams[rows[i].Team] = true
+		}
+	}
+	var out []Summary
+	byTeam := map[string][]Row{}
+	for i := range rows {
+		if teams[rows[i].Team] {
+			byTeam[rows[i].Team] = append(byTeam[rows[i].Team], rows[i])
+		}
+	}
+	for team, rs := range byTeam {
+		h := TeamHistory(rs, team)
+		t := h.Total
+		out = append(out, Summary{Team: team, Records: t.Accepted + t.Limited + t.DeadLetter, Accepted: t.Accepted, Limited: t.Limited,
+			DeadLetter: t.DeadLetter, FirstLimited: h.FirstLimited, LastLimited: h.LastLimited, By: t.LimitedBy()})
+	}
+	slices.SortFunc(out, func(a, b Summary) int { return cmp.Or(cmp.Compare(b.Limited, a.Limited), cmp.Compare(a.Team, b.Team)) })
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// Thousands writes n with commas: 1234567 is 1,234,567.
+func Thousands(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
