@@ -60,6 +60,8 @@ func devDefaults() map[string]string {
 		"GATE_LOG_FORMAT":    "text",
 		"GATE_LOG_LEVEL":     "warn",
 		"GATE_TEAM_API":      "true",
+		// Outcome rows, as an operator would turn them on: gate outcomes TEAM reads them.
+		"GATE_OUTCOMES_TOPIC": "events_outcomes",
 	}
 }
 
@@ -566,7 +568,7 @@ func startDevBroker(addr string, partitions int, cfg config.Config, ruleTopics [
 		kfake.Ports(p),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
 		kfake.SeedTopics(int32(partitions), cfg.InputTopic),
-		kfake.SeedTopics(3, append([]string{cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic}, ruleTopics...)...),
+		kfake.SeedTopics(3, append(cfg.Kafka.OutputTopics(), ruleTopics...)...),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond),
 		// Retention frees whole segments: small ones, so that it frees memory soon.
 		kfake.BrokerConfigs(map[string]string{
@@ -621,6 +623,9 @@ func devHeader(o devOptions, cfg config.Config, set *rules.Set, at devPlaces) st
 	topics := strings.Join([]string{cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic}, ", ")
 	if rt := ruleTopics(set); len(rt) > 0 {
 		topics += "; the rules' topics " + strings.Join(rt, ", ")
+	}
+	if cfg.OutcomesTopic != "" {
+		topics += "; outcomes to " + cfg.OutcomesTopic + " (gate outcomes TEAM reads them)"
 	}
 	fmt.Fprintf(&b, "kafka: kfake (in-process Kafka-protocol broker) on %s; %s (%d partitions) -> %s\n",
 		at.broker, cfg.InputTopic, o.partitions, topics)

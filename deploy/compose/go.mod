@@ -10,7 +10,9 @@ require (
 require (
 	github.com/kelseyhightower/envconfig v1.4.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/twmb/franz-go/pkg/kadm v1.18.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 )
 
 require (

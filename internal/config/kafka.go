@@ -119,13 +119,14 @@ func (c Kafka) ConsumeConfig(r Reload) (consume.Config, error) {
 		StallNotReady:         orDisabled(c.StallNotReady),
 		StallRestart:          orDisabled(c.StallRestart),
 		OnDataLoss:            c.OnDataLoss.value(),
-		OutputTopics:          c.outputTopics(),
+		OutputTopics:          c.OutputTopics(),
 		ClientOpts:            opts,
 	}, nil
 }
 
-// outputTopics are the topics the gate writes whatever its rules: checked at start.
-func (c Kafka) outputTopics() []string {
+// OutputTopics are the topics the gate writes whatever its rules (the three outputs and
+// GATE_OUTCOMES_TOPIC when set): checked at start.
+func (c Kafka) OutputTopics() []string {
 	ts := []string{c.AcceptedTopic, c.OverflowTopic, c.DeadLetterTopic}
 	if c.OutcomesTopic != "" {
 		ts = append(ts, c.OutcomesTopic)
