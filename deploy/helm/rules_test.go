@@ -86,3 +86,19 @@ func TestRulesConfigMap(t *testing.T) {
 		t.Error("GATE_RULES_FILE set without rules")
 	}
 }
+
+// A drop rule needs outcomes: without outcomes.topic the chart refuses to render (the
+// gate would refuse to start), with it GATE_OUTCOMES_* are set.
+func TestDropRuleNeedsOutcomes(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	drop := "rules:\n  - {name: bots, key: json:team_id, limits: ['1m:10'], action: drop}\n"
+	_, err := render(t, mergeValues(base, mustParse(t, drop)), capabilities())
+	if err == nil || !strings.Contains(err.Error(), `rule "bots" has action drop, which needs outcomes.topic`) {
+		t.Fatalf("render of a drop rule without outcomes: %v", err)
+	}
+	objs := renderObjects(t, mergeValues(base, mustParse(t, drop+"outcomes: {topic: events_outcomes}\n")))
+	env := envOf(objs.typed["Deployment"][0].(*appsv1.Deployment).Spec.Template.Spec.Containers[0])
+	if env["GATE_OUTCOMES_TOPIC"].Value != "events_outcomes" || env["GATE_OUTCOMES_INTERVAL"].Value != "1m" || env["GATE_OUTCOMES_MAX_ROWS"].Value != "100000" {
+		t.Errorf("outcomes env: %v", env)
+	}
+}

@@ -352,6 +352,20 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.topics.overflow | quote }}
 - name: GATE_DEAD_LETTER_TOPIC
   value: {{ $v.topics.deadLetter | quote }}
+{{- if $v.outcomes.topic }}
+- name: GATE_OUTCOMES_TOPIC
+  value: {{ $v.outcomes.topic | quote }}
+- name: GATE_OUTCOMES_INTERVAL
+  value: {{ $v.outcomes.interval | quote }}
+- name: GATE_OUTCOMES_MAX_ROWS
+  value: {{ $v.outcomes.maxRows | quote }}
+{{- else }}
+{{- range $v.rules }}
+{{- if eq (toString .action) "drop" }}
+{{- fail (printf "capture-gate: rule %q has action drop, which needs outcomes.topic: a dropped record is counted only in the outcomes" .name) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if $v.rules }}
 {{- /* Rules: each says its own key, cost, mode, limits, threshold mode and forced keys;
        the gate refuses the variables that say them for the gate without rules. */}}
