@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -59,14 +60,18 @@ func BenchmarkEndToEnd(b *testing.B) {
 // BenchmarkEndToEndSameClock is BenchmarkRealKafka's four sides on its clock, on kfake
 // (in a process of its own, sharing the cores with the client): the pass-through that
 // produces without waiting per poll and commits behind its acknowledgements, the gate,
-// the exactly-once pass-through with the gate's transaction policy, and the exactly-once
-// gate, each timed from its start to the same end read off the broker (timeToSameEnd).
+// the exactly-once pass-through with the gate's transaction policy, the exactly-once
+// gate, then the two gates writing outcome rows (GATE_OUTCOMES_TOPIC: outcomes_vs_off_ratio
+// and outcomes_eos_vs_off_ratio), each timed from its start to the same end read off the
+// broker (timeToSameEnd).
 // Its ratios are the in-process broker's beside Apache Kafka's (kfake_* in
 // bench/results.json): BenchmarkEndToEnd's pass-through waits for each poll's
 // acknowledgements, a baseline for CPU, not for throughput.
 func BenchmarkEndToEndSameClock(b *testing.B) {
 	k, r, _ := startE2EBroker(b, false)
-	runEndToEnd(b, []string{"passthrough", "gate", "passthrough-eos", "exactly-once"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv {
+	// Each gate writing outcomes right after the same gate without: their ratios
+	// (outcomes_vs_off_ratio) compare neighbours on a machine that drifts.
+	runEndToEnd(b, []string{"passthrough", "gate", "gate-outcomes", "passthrough-eos", "exactly-once", "exactly-once-outcomes"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv {
 		return newBrokerBenchEnv(b, k, mode, b.N).with(r).timeToSameEnd(b, k)
 	})
 }
@@ -172,7 +177,7 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 			env := newEnv(b, mode)
 			batches := new(produceBatches)
 			env.cfg.ClientOpts = append(env.cfg.ClientOpts, kgo.WithHooks(batches))
-			gate := mode == "gate" || mode == "exactly-once"
+			gate := mode == "gate" || mode == "exactly-once" || mode == "gate-outcomes" || mode == "exactly-once-outcomes"
 			if gate {
 				env.redis.flush(b)
 			}
@@ -190,9 +195,9 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 			var elapsed time.Duration
 			var reg *prometheus.Registry
 			switch mode {
-			case "gate":
+			case "gate", "gate-outcomes":
 				elapsed, reg = env.runGate(b, start)
-			case "exactly-once":
+			case "exactly-once", "exactly-once-outcomes":
 				env.cfg.Delivery, env.cfg.TransactionalID = ExactlyOnce, env.cfg.GroupID
 				elapsed, reg = env.runGate(b, start)
 			case "passthrough-eos":
@@ -286,8 +291,8 @@ func startE2EProfile(b *testing.B, mode string) func() {
 type benchEnv struct {
 	cfg Config
 	n   int
-	// in, acc, ovf and dlq are the run's topics.
-	in, acc, ovf, dlq string
+	// in, acc, ovf and dlq are the run's topics; out its outcomes topic, if any.
+	in, acc, ovf, dlq, out string
 	// ends are the input partitions' end offsets once filled (they do not move).
 	ends map[int32]int64
 	// behind lists the input partitions whose committed offset is short of its end.
@@ -327,7 +332,12 @@ func newBrokerBenchEnv(b *testing.B, c benchBroker, name string, n int) *benchEn
 	run := fmt.Sprintf("bench-%s-%d-%d", name, n, time.Now().UnixNano())
 	e := &benchEnv{n: n, in: run + ".in", acc: run + ".acc", ovf: run + ".ovf", dlq: run + ".dlq"}
 	c.CreateTopic(b, e.in, benchParts)
-	for _, t := range []string{e.acc, e.ovf, e.dlq} {
+	outs := []string{e.acc, e.ovf, e.dlq}
+	if strings.HasSuffix(name, "-outcomes") { // a gate writing outcome rows
+		e.out = run + ".outcomes"
+		outs = append(outs, e.out)
+	}
+	for _, t := range outs {
 		c.CreateTopic(b, t, 3)
 	}
 	prod := c.Client(b, kgo.ProducerLinger(5*time.Millisecond))
@@ -347,7 +357,7 @@ func newBrokerBenchEnv(b *testing.B, c benchBroker, name string, n int) *benchEn
 	e.ends = map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { e.ends[o.Partition] = o.Offset })
 	cfg, err := Config{
-		Brokers: c.Addrs(), InputTopic: e.in, GroupID: run,
+		Brokers: c.Addrs(), InputTopic: e.in, GroupID: run, OutcomesTopic: e.out, Gate: "bench",
 		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond), kgo.MetadataMinAge(50 * time.Millisecond)},
 	}.withDefaults()
 	if err != nil {
@@ -371,7 +381,7 @@ func newBrokerBenchEnv(b *testing.B, c benchBroker, name string, n int) *benchEn
 	e.drop = func(t testing.TB) {
 		t.Helper()
 		ctx := context.Background()
-		resp, err := adm.DeleteTopics(ctx, e.in, e.acc, e.ovf, e.dlq)
+		resp, err := adm.DeleteTopics(ctx, append([]string{e.in}, outs...)...)
 		if err == nil {
 			err = resp.Error()
 		}

@@ -244,7 +244,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 
 	// Nothing routes any more: every partition's outcome rows go out with the drain.
-	c.sealALO(c.snapshot(nil))
+	c.sealALO()
 	c.closing.Store(true)
 	left := c.waitInFlight(grace, nil)
 	// Whatever is still buffered is failed now: a broker that stopped answering does
@@ -303,7 +303,6 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 			c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: c.rewinds})
 			c.rewinds = nil
 		}
-		c.releaseOrphans()
 		c.sealDue()
 		c.cl.AllowRebalance()
 		if ctx.Err() != nil {
@@ -484,15 +483,15 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	// Read before any record is produced: once all are acknowledged the batch is
 	// complete and its records recycled (ackBatch), maybe before the loop ends.
 	last := w.recs[len(w.recs)-1]
-	end := last.Offset + 1
-	b := w.p.add(end, last.LeaderEpoch, len(w.recs))
+	end, epoch := last.Offset+1, last.LeaderEpoch
+	b := w.p.add(end, epoch, len(w.recs))
 	var now time.Time
 	rctx := c.route
 	// The records in flight in one slab, reused once all are done (slab.go): b holds
 	// it until then.
 	fs := c.slabs.get(len(w.recs))
 	b.slab = fs
-	c.beginOutcomes(w.p, s, w.recs[0])
+	beginOutcomes(w.p, w.recs[0])
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
 			now = c.clock.Now()
@@ -500,10 +499,8 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		if rctx.Err() != nil || c.runCtx.Err() != nil || c.retry.pending.Load() > 0 && !c.holdRouting(rctx, w.p) {
 			// Shutting down, a rebalance waiting, or the partition revoked or
 			// stopped: the rest is not routed now.
-			if i > 0 {
-				c.endOutcomes(w.p, s, w.recs[i-1])
-			} else {
-				c.endOutcomes(w.p, s, nil)
+			if i > 0 { // w.recs[i] is not handed over: it is not recycled
+				endOutcomes(w.p, w.recs[i].Offset, w.recs[i].LeaderEpoch)
 			}
 			c.unroute(w, b, i)
 			return
@@ -521,7 +518,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		c.outstanding.Add(1)
 		c.cl.Produce(rctx, &f.out, c.promise)
 	}
-	c.endOutcomes(w.p, s, last)
+	endOutcomes(w.p, end, epoch)
 	c.setLag(w.p, w.hwm, end)
 }
 
@@ -614,7 +611,7 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	var left int64
 	// Nothing routes during a revoke: the partitions' outcome rows go out, and are
 	// awaited, with their records.
-	c.sealALO(c.snapshot(ids))
+	c.sealALO()
 	if !c.closing.Load() {
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
 		left = c.waitInFlight(wctx, ids)
@@ -665,7 +662,6 @@ func (c *Consumer) drop(ids []int32) {
 		if p := c.parts[id]; p != nil {
 			p.gone.Store(true)
 			delete(c.parts, id)
-			c.orphanOutcomes(p)
 		}
 		c.m.deleteLag(id)
 	}

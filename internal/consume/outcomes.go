@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,30 +15,31 @@ import (
 	"github.com/capturegate/gate/internal/route"
 )
 
-// Outcome rows (Config.OutcomesTopic). Each owned partition has an outcome.Agg that the
-// goroutine routing the partition's records fills (route.Scratch.Outcomes); a seal turns
-// it into rows covering the input offsets routed since the last seal.
+// Outcome rows (Config.OutcomesTopic). Each routing goroutine counts the fates of the
+// records it routes in an outcome.Agg of its own (its route.Scratch's Outcomes), and each
+// owned partition remembers the input offsets counted since the last seal. A seal, run
+// while nothing routes, merges the goroutines' aggregates into rows, one per key, rule,
+// outcome and reason whichever partition and goroutine counted it, and writes a SealInfo
+// record naming the offsets they cover.
 //
-// Exactly-once: every transaction seals the partitions it routed before it ends, so a
-// transaction's rows commit or abort with its records, and a read_committed reader's
-// rows count exactly what it finds on the output topics.
+// Exactly-once: every transaction seals into itself before it ends, so its rows commit
+// or abort with its records, and a read_committed reader's rows count exactly what it
+// finds on the output topics. A partition revoked or lost mid-transaction aborts it.
 //
 // At-least-once: a partition's offsets are committed only up to its last seal
-// (outcomeState.hold), and a seal's rows are a batch of the partition (track.go), so an
-// offset is committed only once the rows counting the records before it are
-// acknowledged. The poll loop seals every GATE_COMMIT_INTERVAL (and polls no longer
-// than that, so an idle gate's last records get theirs), a revoke seals the partitions
-// it takes, and shutdown seals them all. What can count twice is what can be routed
-// twice: the records after the last commit, replayed by a partition's next owner after
-// a crash or a lost partition. A row's id names its input range, so a reader sees the
-// overlap.
+// (outcomeState.hold), and each seal adds a batch to every partition it covers
+// (track.go) that completes when every row of the seal is acknowledged, so an offset is
+// committed only once the rows counting the records before it are. The poll loop seals
+// every GATE_COMMIT_INTERVAL (and polls no longer than that, so an idle gate's last
+// records get theirs), a revoke and shutdown seal before they commit. What can count
+// twice is what can be routed twice: the records after the last commit, routed again by
+// a partition's next owner after a crash or a loss; their seals' sources overlap.
 
-// outcomeState is a partition's outcome aggregate and what it covers. agg, from, to and
-// epoch are the routing goroutine's (one at a time, and the poll loop between polls);
-// hold is read by the commit loop too.
+// outcomeState is what a partition's records counted since the last seal cover. from,
+// to and epoch are written by the goroutine routing the partition (one at a time) and
+// read by the seal (while nothing routes); hold is read by the commit loop too.
 type outcomeState struct {
-	agg   *outcome.Agg
-	from  int64 // the first offset counted since the last seal
+	from  int64 // the first offset counted since the last seal; -1: none
 	to    int64 // the offset after the last one counted
 	epoch int32 // the last counted record's leader epoch
 	// hold is from while anything is counted and not sealed, else -1: commits stop there
@@ -47,141 +49,204 @@ type outcomeState struct {
 
 // outcomes is the consumer's outcome writing; nil when off.
 type outcomes struct {
-	budget  *outcome.Budget
-	sealMu  sync.Mutex // one seal at a time: the poll loop's and a revoke's
-	sealed  time.Time  // the last periodic seal (at-least-once), the poll loop's
+	aggs   []*outcome.Agg // one per routing goroutine: Consumer.scratch[i].Outcomes
+	budget *outcome.Budget
+	sealMu sync.Mutex // one seal at a time: the poll loop's and a revoke's
+	sealed time.Time  // the last periodic seal (at-least-once), under sealMu
+	// run and seq name the seals: the process's start (Unix ms) and a count.
+	run     int64
+	seq     int64
 	promise func(*kgo.Record, error)
 	// txnErr is the first failed outcome produce of the open transaction (exactly-once).
 	txnErr atomic.Pointer[error]
-	// orphans are partitions given up whose aggregates are released once nothing
-	// routes (releaseOrphans): a revoke or loss can come while their records are routed
-	// with exactly-once delivery.
-	orphanMu sync.Mutex
-	orphans  []*partition
 }
 
 // outcomeRow is a row's record in flight: record first, so a promise's *kgo.Record
 // converts back (as for failed).
 type outcomeRow struct {
-	rec kgo.Record
-	b   *batch // at-least-once: the seal's batch
-	p   *partition
+	rec  kgo.Record
+	seal *sealBatch // at-least-once
+}
+
+// sealBatch is an at-least-once seal in flight: when its last row is acknowledged, the
+// batch it added to each partition it covers is complete.
+type sealBatch struct {
+	rows    atomic.Int64
+	batches []*batch
 }
 
 func (c *Consumer) initOutcomes() {
 	if c.cfg.OutcomesTopic == "" {
 		return
 	}
-	c.out = &outcomes{budget: outcome.NewBudget(int64(c.cfg.OutcomesMaxRows)), sealed: time.Now()}
+	c.out = &outcomes{budget: outcome.NewBudget(int64(c.cfg.OutcomesMaxRows)), sealed: c.clock.Now(), run: c.clock.Now().UnixMilli()}
 	c.out.promise = c.onOutcomeProduced
 	if c.exactlyOnce() {
 		c.out.promise = c.onOutcomeProducedTxn
 	}
+	for i := range c.scratch {
+		a := outcome.NewAgg(c.cfg.OutcomesInterval, c.out.budget)
+		c.out.aggs = append(c.out.aggs, a)
+		c.scratch[i].Outcomes = a
+	}
 }
 
-// attachOutcomes gives a new partition its aggregate.
+// attachOutcomes gives a new partition its outcome state.
 func (c *Consumer) attachOutcomes(p *partition) {
 	if c.out == nil {
 		return
 	}
-	p.out = &outcomeState{agg: outcome.NewAgg(c.cfg.OutcomesInterval, c.out.budget), from: -1}
+	p.out = &outcomeState{from: -1}
 	p.out.hold.Store(-1)
 }
 
-// beginOutcomes points s at p's aggregate before p's records from first are routed.
-func (c *Consumer) beginOutcomes(p *partition, s *route.Scratch, first *kgo.Record) {
-	if p.out == nil {
-		s.Outcomes = nil
-		return
-	}
-	s.Outcomes = p.out.agg
-	if p.out.from < 0 {
+// beginOutcomes notes that p's records from first on are being counted.
+func beginOutcomes(p *partition, first *kgo.Record) {
+	if p.out != nil && p.out.from < 0 {
 		p.out.from = first.Offset
 		p.out.hold.Store(first.Offset)
 	}
 }
 
-// endOutcomes records that p's records up to last were routed (counted).
-func (c *Consumer) endOutcomes(p *partition, s *route.Scratch, last *kgo.Record) {
-	s.Outcomes = nil
-	if p.out != nil && last != nil {
-		p.out.to, p.out.epoch = last.Offset+1, last.LeaderEpoch
+// endOutcomes notes that p's records before offset to were counted, the last of them
+// in leader epoch epoch. Offsets, not the record: a record handed to the producer may be
+// acknowledged and recycled meanwhile.
+func endOutcomes(p *partition, to int64, epoch int32) {
+	if p.out != nil {
+		p.out.to, p.out.epoch = to, epoch
 	}
 }
 
 // recordFate counts a record the consumer decides itself (a rerouted dead letter, a
-// skipped undeliverable one) in p's aggregate.
-func (c *Consumer) recordFate(p *partition, now time.Time, in *kgo.Record, kind outcome.Kind, reason string) {
-	if p.out != nil {
-		p.out.agg.Record(outcome.Fate{At: now, Kind: kind, Reason: reason, Bytes: len(in.Value)})
+// skipped undeliverable one) in the routing goroutine's aggregate.
+func recordFate(s *route.Scratch, now time.Time, in *kgo.Record, kind outcome.Kind, reason string) {
+	if s.Outcomes != nil {
+		s.Outcomes.Record(&outcome.Fate{At: now, Kind: kind, Reason: reason, Bytes: len(in.Value)})
 	}
 }
 
-// sealRows seals p's aggregate into records for the outcomes topic; nil when empty.
-func (c *Consumer) sealRows(p *partition) []*outcomeRow {
-	st := p.out
-	if st == nil || st.agg.Empty() || st.from < 0 {
+// seal merges the aggregates into records for the outcomes topic, its rows then its
+// SealInfo, covering ps (the partitions with records counted: outcomeState.from set),
+// and clears their from. Nothing may route meanwhile.
+func (c *Consumer) seal(ps []*partition) []*outcomeRow {
+	var sources []outcome.Source
+	for _, p := range ps {
+		if p.out.to > p.out.from { // else routing stopped before its first record
+			sources = append(sources, outcome.Source{Topic: c.cfg.InputTopic, Partition: p.id, FirstOffset: p.out.from, LastOffset: p.out.to - 1})
+		}
+		p.out.from = -1
+	}
+	var folded int64
+	for _, a := range c.out.aggs {
+		folded += a.Folded()
+	}
+	if folded > 0 {
+		c.m.outcomeFolded.Add(float64(folded))
+	}
+	c.out.seq++
+	id := fmt.Sprintf("%s/%d/%d", c.cfg.Gate, c.out.run, c.out.seq)
+	rows := outcome.Seal(c.cfg.Gate, id, c.out.aggs...)
+	if len(rows) == 0 {
 		return nil
 	}
-	if n := st.agg.Folded(); n > 0 {
-		c.m.outcomeFolded.Add(float64(n))
-	}
-	rows := st.agg.Seal(c.cfg.Gate, outcome.Source{Topic: c.cfg.InputTopic, Partition: p.id, FirstOffset: st.from, LastOffset: st.to - 1})
-	out := make([]*outcomeRow, 0, len(rows))
+	out := make([]*outcomeRow, len(rows)+1)
+	// One allocation for the rows' records, one for their values.
+	recs := make([]outcomeRow, len(rows)+1)
+	var buf []byte
+	ends := make([]int, len(rows))
 	for i := range rows {
-		v, err := outcome.AppendJSON(nil, &rows[i])
-		if err != nil {
-			c.log.Error("an outcome row could not be encoded; it is not written", "err", err)
-			continue
-		}
-		r := &outcomeRow{p: p}
-		r.rec = kgo.Record{Topic: c.cfg.OutcomesTopic, Value: v}
+		buf = outcome.AppendJSON(buf, &rows[i])
+		ends[i] = len(buf)
+	}
+	from := 0
+	for i := range rows {
+		r := &recs[i]
+		r.rec = kgo.Record{Topic: c.cfg.OutcomesTopic, Value: buf[from:ends[i]:ends[i]]}
 		if rows[i].Team != "" {
 			r.rec.Key = []byte(rows[i].Team)
 		}
-		out = append(out, r)
+		from = ends[i]
+		out[i] = r
 	}
-	c.m.outcomeRows.Add(float64(len(out)))
+	info := &recs[len(rows)]
+	info.rec = kgo.Record{Topic: c.cfg.OutcomesTopic, Key: []byte(c.cfg.Gate),
+		Value: outcome.AppendSealJSON(nil, &outcome.SealInfo{Schema: outcome.SchemaVersion, Seal: id, Gate: c.cfg.Gate, Rows: len(rows), Sources: sources})}
+	out[len(rows)] = info
+	c.m.outcomeRows.Add(float64(len(rows)))
 	return out
 }
 
-// sealALO seals the partitions among ps (at-least-once): their rows become a batch of
-// the partition, after every record they count, and the commit hold moves past them.
-// Called while nothing routes: between polls, in a revoke, at shutdown.
-func (c *Consumer) sealALO(ps []*partition) {
+// counted returns the partitions among ps with records counted since the last seal.
+func counted(ps []*partition) []*partition {
+	var out []*partition
+	for _, p := range ps {
+		if p.out != nil && p.out.from >= 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// sealALO seals (at-least-once): every row of the seal, then a batch of each partition it
+// covers that completes once they are all acknowledged, after every record they count;
+// then the commit hold moves past them. Called while nothing routes: between polls, in
+// a revoke, at shutdown.
+func (c *Consumer) sealALO() {
 	if c.out == nil {
 		return
 	}
 	c.out.sealMu.Lock()
 	defer c.out.sealMu.Unlock()
+	c.out.sealed = c.clock.Now()
+	ps := counted(c.snapshot(nil))
+	if len(ps) == 0 {
+		return
+	}
+	// The partitions whose records the rows count, where their batch goes: after the
+	// last record counted (before seal clears from). A partition whose routing stopped
+	// before its first record counted nothing, and gets none.
+	type end struct {
+		p     *partition
+		to    int64
+		epoch int32
+	}
+	var ends []end
 	for _, p := range ps {
-		st := p.out
-		if st == nil || st.from < 0 {
-			continue
+		if p.out.to > p.out.from {
+			ends = append(ends, end{p, p.out.to, p.out.epoch})
 		}
-		rows := c.sealRows(p)
-		if len(rows) > 0 {
-			b := p.add(st.to, st.epoch, len(rows))
-			for _, r := range rows {
-				r.b = b
-				c.outstanding.Add(1)
-				c.cl.Produce(c.produceCtx, &r.rec, c.out.promise)
-			}
+	}
+	rows := c.seal(ps)
+	if len(rows) > 0 {
+		sb := &sealBatch{}
+		sb.rows.Store(int64(len(rows)))
+		for _, e := range ends {
+			sb.batches = append(sb.batches, e.p.add(e.to, e.epoch, 1))
 		}
-		// After the batch is in place: a commit snapshotted from here on stops at it.
-		st.from = -1
-		st.hold.Store(-1)
+		for _, r := range rows {
+			r.seal = sb
+			c.outstanding.Add(1)
+			c.cl.Produce(c.produceCtx, &r.rec, c.out.promise)
+		}
+	}
+	// After the batches are in place: a commit snapshotted from here on stops at them.
+	for _, p := range ps {
+		p.out.hold.Store(-1)
 	}
 }
 
-// sealDue seals every owned partition when GATE_COMMIT_INTERVAL has passed since the
-// last periodic seal (at-least-once; the poll loop's, between polls).
+// sealDue seals when GATE_COMMIT_INTERVAL has passed since the last seal (at-least-once;
+// the poll loop's, between polls).
 func (c *Consumer) sealDue() {
-	if c.out == nil || time.Since(c.out.sealed) < c.cfg.CommitInterval {
+	if c.out == nil {
 		return
 	}
-	c.out.sealed = time.Now()
-	c.sealALO(c.snapshot(nil))
+	c.out.sealMu.Lock()
+	due := c.clock.Now().Sub(c.out.sealed) >= c.cfg.CommitInterval
+	c.out.sealMu.Unlock()
+	if due {
+		c.sealALO()
+	}
 }
 
 // pollContext bounds a poll so the periodic seal runs on an idle gate too.
@@ -192,9 +257,9 @@ func (c *Consumer) pollContext(ctx context.Context) (context.Context, context.Ca
 	return context.WithTimeout(ctx, c.cfg.CommitInterval)
 }
 
-// onOutcomeProduced is the promise of an at-least-once row: acknowledged, it counts in
-// its seal's batch; failed, it is produced again after a backoff, the partition's
-// commit held meanwhile, the problem reported as for any output topic.
+// onOutcomeProduced is the promise of an at-least-once row: acknowledged, it counts
+// toward its seal; failed, it is produced again after a backoff, the partitions' commits
+// held meanwhile, the problem reported as for any output topic.
 func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 	defer c.outstanding.Add(-1)
 	r := (*outcomeRow)(unsafe.Pointer(rec))
@@ -202,11 +267,15 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 		if c.produceBlocked.Load() {
 			c.produceRecovered(rec.Topic)
 		}
-		c.ackBatch(r.b, 1)
+		if r.seal.rows.Add(-1) == 0 {
+			for _, b := range r.seal.batches {
+				c.ackBatch(b, 1)
+			}
+		}
 		return
 	}
-	if r.p.gone.Load() || c.produceCtx.Err() != nil {
-		return // revoked, lost or shutting down: not committed past, counted again on replay
+	if c.produceCtx.Err() != nil {
+		return // shutting down: not committed past, counted again on replay
 	}
 	if !errors.Is(err, context.Canceled) {
 		c.m.produceError(rec.Topic, err)
@@ -216,21 +285,17 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 	time.AfterFunc(c.backoff(0), func() { c.cl.Produce(c.produceCtx, rec, c.out.promise) })
 }
 
-// sealTxn seals every partition routed in the open transaction into it (exactly-once).
+// sealTxn seals into the open transaction everything routed into it (exactly-once).
 func (c *Consumer) sealTxn() {
 	if c.out == nil {
 		return
 	}
-	c.releaseOrphans()
-	for _, p := range c.snapshot(nil) {
-		rows := c.sealRows(p)
-		for _, r := range rows {
-			c.txn.pending.Add(1)
-			c.cl.Produce(c.txn.ctx, &r.rec, c.out.promise)
-		}
-		if p.out != nil {
-			p.out.from = -1
-		}
+	ps := counted(c.snapshot(nil))
+	// A partition revoked meanwhile is no longer among them: its records' counts are
+	// in the aggregates all the same, and the transaction aborts.
+	for _, r := range c.seal(ps) {
+		c.txn.pending.Add(1)
+		c.cl.Produce(c.txn.ctx, &r.rec, c.out.promise)
 	}
 }
 
@@ -258,33 +323,4 @@ func (c *Consumer) outcomeFailed() error {
 		return *e
 	}
 	return nil
-}
-
-// orphanOutcomes queues a partition given up for releaseOrphans.
-func (c *Consumer) orphanOutcomes(p *partition) {
-	if c.out == nil || p.out == nil {
-		return
-	}
-	c.out.orphanMu.Lock()
-	c.out.orphans = append(c.out.orphans, p)
-	c.out.orphanMu.Unlock()
-}
-
-// releaseOrphans discards the unsealed counts of the partitions given up, giving their
-// rows back to the budget: their records are routed again by the partitions' next
-// owner (a revoke with at-least-once delivery sealed them first). Called while nothing
-// routes.
-func (c *Consumer) releaseOrphans() {
-	if c.out == nil {
-		return
-	}
-	c.out.orphanMu.Lock()
-	ps := c.out.orphans
-	c.out.orphans = nil
-	c.out.orphanMu.Unlock()
-	for _, p := range ps {
-		p.out.agg.Seal("", outcome.Source{})
-		p.out.from = -1
-		p.out.hold.Store(-1)
-	}
 }

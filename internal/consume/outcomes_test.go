@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -78,7 +79,12 @@ func readOutcomes(t *testing.T, env *gateEnv, want int64, committed bool, timeou
 	defer cl.Close()
 	got := map[string]map[string]int64{}
 	var n int64
-	rows := 0
+	rows, seals := 0, 0
+	defer func() {
+		if rows > 0 && seals == 0 {
+			t.Errorf("%d outcome rows and no seal record", rows)
+		}
+	}()
 	deadline := time.Now().Add(timeout)
 	var settleAt time.Time
 	for {
@@ -94,6 +100,10 @@ func readOutcomes(t *testing.T, env *gateEnv, want int64, committed bool, timeou
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
 			row, err := outcome.Decode(r.Value)
+			if errors.Is(err, outcome.ErrSealRecord) {
+				seals++
+				return
+			}
 			if err != nil {
 				t.Errorf("outcome record: %v", err)
 				return

@@ -659,12 +659,12 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 	var now time.Time
 	next := w.recs[0].Offset
 	counted := c.txn.countedTo(w.p.id)
-	c.beginOutcomes(w.p, s, w.recs[0])
-	var routed *kgo.Record // the last record counted in the outcomes
+	beginOutcomes(w.p, w.recs[0])
+	routedEpoch := w.recs[0].LeaderEpoch // the epoch of the last record counted
 	defer func() {
 		s.Replay = false
 		c.txn.countTo(w.p.id, next)
-		c.endOutcomes(w.p, s, routed)
+		endOutcomes(w.p, next, routedEpoch)
 	}()
 	// One allocation for the records in flight; not reused as routeWork's slabs are: a
 	// transaction has no per-batch count of its records to tell when the last is done.
@@ -685,21 +685,21 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		switch {
 		case rerouted && r.stage == stageUndeliverable:
 			// Skipped (GATE_ON_UNDELIVERABLE=skip): committed past, not produced.
-			c.recordFate(w.p, now, in, outcome.Dropped, "undeliverable")
-			next, routed = in.Offset+1, in
+			recordFate(s, now, in, outcome.Dropped, "undeliverable")
+			next, routedEpoch = in.Offset+1, in.LeaderEpoch
 			continue
 		case rerouted && r.stage > stageRouted:
 			f.stage = int8(r.stage)
 			f.out = *c.deadLetterRecord(in, r.topic, r.err, r.stage)
-			c.recordFate(w.p, now, in, outcome.DeadLetter, route.ReasonRejected)
+			recordFate(s, now, in, outcome.DeadLetter, route.ReasonRejected)
 		default:
 			s.Replay = in.Offset < counted
 			if c.router.RouteInto(now, in, s, &f.out).Route == route.Dropped {
-				next, routed = in.Offset+1, in // written nowhere: its outcome row counts it
+				next, routedEpoch = in.Offset+1, in.LeaderEpoch // written nowhere: its outcome row counts it
 				continue
 			}
 		}
-		routed = in
+		routedEpoch = in.LeaderEpoch
 		if rerouted && r.isolate {
 			c.produceAlone(f)
 		} else {

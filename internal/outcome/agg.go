@@ -1,9 +1,7 @@
 package outcome
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -65,11 +63,6 @@ type Fate struct {
 	Limiter *limit.Limiter
 }
 
-// Recorder takes each routed record's Fate (route.Scratch.Outcomes).
-type Recorder interface {
-	Record(f Fate)
-}
-
 // Budget caps the rows a gate's Aggs hold at once. The zero Budget has no cap.
 type Budget struct {
 	max  int64
@@ -110,22 +103,34 @@ type rowKey struct {
 	key          string
 }
 
+// entry is a row. What every record of the row reads and writes comes first, in one
+// cache line: iv, rule, reason, the counts, next, kind, folded.
 type entry struct {
-	team, topic    string
+	iv             int64 // the interval's index: At ÷ the interval
+	rule, reason   string
 	records, bytes int64
-	threshold      int64
-	source         string
+	next           int32 // the next row of the same key; -1: none
+	kind           Kind
 	folded         bool
+
+	key, team, topic string
+	threshold        int64
+	source           string
 }
 
-// Agg aggregates the Fates of one input partition between seals. Not safe for concurrent
-// use (see the package doc).
+// Agg aggregates the Fates one routing goroutine records between seals. Not safe for
+// concurrent use (see the package doc).
 type Agg struct {
 	ivNs   int64
 	budget *Budget
-	rows   map[rowKey]*entry
-	// folded are the rows of keys that found the budget spent, by rowKey with no key.
-	folded int64 // records folded since the last seal
+	// byKey is each key's first row, an index into entries; a key's other rows (other
+	// intervals, outcomes, rules or reasons: few) follow entry.next. One string hashed a
+	// record: the key's. A new row appends to entries, its key copied once, and nothing
+	// else is allocated until the slices grow.
+	byKey   map[string]int32
+	entries []entry
+	held    int   // rows drawn from the budget
+	folded  int64 // records folded since the last seal
 }
 
 // NewAgg returns an Agg of the given interval (rows' interval_start is a multiple of it
@@ -134,43 +139,65 @@ func NewAgg(interval time.Duration, budget *Budget) *Agg {
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	return &Agg{ivNs: int64(interval), budget: budget, rows: make(map[rowKey]*entry)}
+	return &Agg{ivNs: int64(interval), budget: budget, byKey: make(map[string]int32)}
 }
 
-// Record counts f.
-func (a *Agg) Record(f Fate) {
+// Record counts f: route.Scratch.Outcomes is an Agg, called with a Fate on the caller's
+// stack (a pointer, as the Fate is some 200 bytes).
+func (a *Agg) Record(f *Fate) {
 	ns := f.At.UnixNano()
 	iv := ns / a.ivNs
 	if ns < 0 && ns%a.ivNs != 0 {
 		iv--
 	}
-	k := rowKey{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, key: f.Key}
-	if e := a.rows[k]; e != nil { // a string key: the lookup does not allocate
-		e.records++
-		e.bytes += int64(f.Bytes)
+	first, ok := a.byKey[f.Key] // a string key: the lookup does not allocate
+	if ok && a.bump(first, iv, f) {
 		return
 	}
-	a.add(k, f)
+	if a.budget.take() {
+		a.held++
+		a.add(first, ok, iv, f)
+		return
+	}
+	// The budget is spent: the folded row of its interval, kind, rule and reason, which
+	// is not drawn from the budget (there are few).
+	a.folded++
+	first, ok = a.byKey[""]
+	if ok && a.bumpFolded(first, iv, f) {
+		return
+	}
+	i := a.push(entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, topic: f.Topic, records: 1, bytes: int64(f.Bytes), folded: true, next: -1})
+	a.link(first, ok, "", i)
 }
 
-// add makes k's row, or folds f into its folded row when the budget is spent.
-func (a *Agg) add(k rowKey, f Fate) {
-	if !a.budget.take() {
-		a.folded++
-		k.key = ""
-		if e := a.rows[k]; e != nil {
+// bump counts f in the row of its key's chain from i that matches it, if any.
+func (a *Agg) bump(i int32, iv int64, f *Fate) bool {
+	for ; i >= 0; i = a.entries[i].next {
+		if e := &a.entries[i]; e.iv == iv && e.kind == f.Kind && e.reason == f.Reason && e.rule == f.Rule && !e.folded {
 			e.records++
 			e.bytes += int64(f.Bytes)
-			return
+			return true
 		}
-		// A folded row is not drawn from the budget: there is at most one per
-		// interval, rule, kind and reason.
-		a.rows[k] = &entry{topic: f.Topic, records: 1, bytes: int64(f.Bytes), folded: true}
-		return
 	}
-	k.key = strings.Clone(f.Key)
-	e := &entry{topic: f.Topic, records: 1, bytes: int64(f.Bytes)}
-	e.team = k.key[:min(len(f.Team), len(k.key))]
+	return false
+}
+
+// bumpFolded is bump for the folded rows (key "").
+func (a *Agg) bumpFolded(i int32, iv int64, f *Fate) bool {
+	for ; i >= 0; i = a.entries[i].next {
+		if e := &a.entries[i]; e.iv == iv && e.kind == f.Kind && e.reason == f.Reason && e.rule == f.Rule && e.folded {
+			e.records++
+			e.bytes += int64(f.Bytes)
+			return true
+		}
+	}
+	return false
+}
+
+// add makes f's row in interval iv, chained after its key's first (when has).
+func (a *Agg) add(first int32, has bool, iv int64, f *Fate) {
+	e := entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, key: strings.Clone(f.Key), topic: f.Topic, records: 1, bytes: int64(f.Bytes), next: -1}
+	e.team = e.key[:min(len(f.Team), len(e.key))]
 	if f.Key != "" {
 		e.threshold = f.Threshold
 		switch {
@@ -183,14 +210,30 @@ func (a *Agg) add(k rowKey, f Fate) {
 			e.source = limit.SourceStatic.String()
 		}
 	}
-	a.rows[k] = e
+	i := a.push(e)
+	a.link(first, has, e.key, i)
+}
+
+// link puts row i in key's chain: its first row, or after the first.
+func (a *Agg) link(first int32, has bool, key string, i int32) {
+	if !has {
+		a.byKey[key] = i
+		return
+	}
+	a.entries[i].next = a.entries[first].next
+	a.entries[first].next = i
+}
+
+func (a *Agg) push(e entry) int32 {
+	a.entries = append(a.entries, e)
+	return int32(len(a.entries) - 1)
 }
 
 // Len returns the rows held.
-func (a *Agg) Len() int { return len(a.rows) }
+func (a *Agg) Len() int { return len(a.entries) }
 
 // Empty reports whether nothing was recorded since the last seal.
-func (a *Agg) Empty() bool { return len(a.rows) == 0 }
+func (a *Agg) Empty() bool { return len(a.entries) == 0 }
 
 // Folded returns the records folded since the last seal, and zeroes it.
 func (a *Agg) Folded() int64 {
@@ -199,38 +242,63 @@ func (a *Agg) Folded() int64 {
 	return n
 }
 
-// Seal returns the rows recorded since the last seal, in a fixed order (interval, team,
-// key, rule, outcome, reason), each stamped with gate and src, and starts afresh. The
-// rows' budget is given back.
-func (a *Agg) Seal(gate string, src Source) []Row {
-	if len(a.rows) == 0 {
+// reset starts a afresh, giving its rows back to the budget; its memory is kept.
+func (a *Agg) reset() {
+	clear(a.byKey)
+	clear(a.entries) // the strings go
+	a.entries = a.entries[:0]
+	a.budget.give(a.held)
+	a.held = 0
+}
+
+// Seal returns the rows the aggs recorded since their last seal, one per (interval, key,
+// rule, outcome, reason) whichever agg counted it, in the order the aggs first saw them
+// (aggs in turn), each stamped with gate and the seal's id, and starts them afresh,
+// giving their rows back to the budget.
+func Seal(gate, id string, aggs ...*Agg) []Row {
+	n := 0
+	for _, a := range aggs {
+		n += len(a.entries)
+	}
+	if n == 0 {
 		return nil
 	}
-	id := fmt.Sprintf("%s/%d/%d-%d", src.Topic, src.Partition, src.FirstOffset, src.LastOffset)
-	rows := make([]Row, 0, len(a.rows))
-	held := 0
-	for k, e := range a.rows {
-		if !e.folded {
-			held++
-		}
-		start := time.Unix(0, k.iv*a.ivNs).UTC()
-		out := k.kind.String()
-		if k.kind == Topic {
-			out = "topic:" + e.topic
-		}
-		rows = append(rows, Row{
-			Schema: SchemaVersion, ID: id, Gate: gate,
-			IntervalStart: start, IntervalEnd: start.Add(time.Duration(a.ivNs)),
-			Team: e.team, Key: k.key, Rule: k.rule, Outcome: out, Reason: k.reason,
-			Records: e.records, Bytes: e.bytes, Threshold: e.threshold, ThresholdSource: e.source,
-			Folded: e.folded, Source: src,
-		})
+	rows := make([]Row, 0, n)
+	type merged struct {
+		rowKey
+		folded bool
 	}
-	clear(a.rows)
-	a.budget.give(held)
-	slices.SortFunc(rows, func(x, y Row) int {
-		return cmp.Or(x.IntervalStart.Compare(y.IntervalStart), cmp.Compare(x.Team, y.Team), cmp.Compare(x.Key, y.Key),
-			cmp.Compare(x.Rule, y.Rule), cmp.Compare(x.Outcome, y.Outcome), cmp.Compare(x.Reason, y.Reason))
-	})
+	var at map[merged]int // with several aggs: where each key's row is
+	if len(aggs) > 1 {
+		at = make(map[merged]int, n)
+	}
+	for _, a := range aggs {
+		for i := range a.entries {
+			e := &a.entries[i]
+			k := rowKey{iv: e.iv, kind: e.kind, rule: e.rule, reason: e.reason, key: e.key}
+			if at != nil {
+				m := merged{k, e.folded}
+				if j, ok := at[m]; ok {
+					rows[j].Records += e.records
+					rows[j].Bytes += e.bytes
+					continue
+				}
+				at[m] = len(rows)
+			}
+			start := time.Unix(0, k.iv*a.ivNs).UTC()
+			out := k.kind.String()
+			if k.kind == Topic {
+				out = "topic:" + e.topic
+			}
+			rows = append(rows, Row{
+				Schema: SchemaVersion, ID: id, Gate: gate,
+				IntervalStart: start, IntervalEnd: start.Add(time.Duration(a.ivNs)),
+				Team: e.team, Key: k.key, Rule: k.rule, Outcome: out, Reason: k.reason,
+				Records: e.records, Bytes: e.bytes, Threshold: e.threshold, ThresholdSource: e.source,
+				Folded: e.folded,
+			})
+		}
+		a.reset()
+	}
 	return rows
 }

@@ -2,6 +2,8 @@ package outcome
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"testing"
@@ -16,17 +18,13 @@ var t0 = time.Date(2026, 11, 28, 14, 2, 30, 0, time.UTC)
 // here, and needs SchemaVersion's rules (a field renamed or gone is a new version).
 func TestSchemaGolden(t *testing.T) {
 	a := NewAgg(time.Minute, nil)
-	a.Record(Fate{At: t0, Kind: Topic, Rule: "merges", Topic: "merges-slow", Reason: "rate_limited", Key: "42:u%3A1", Team: "42", Bytes: 1000, Threshold: 5000})
-	a.Record(Fate{At: t0.Add(time.Second), Kind: Topic, Rule: "merges", Topic: "merges-slow", Reason: "rate_limited", Key: "42:u%3A1", Team: "42", Bytes: 24, Threshold: 5000})
-	rows := a.Seal("gate-0", Source{Topic: "events", Partition: 3, FirstOffset: 100, LastOffset: 199})
+	a.Record(&Fate{At: t0, Kind: Topic, Rule: "merges", Topic: "merges-slow", Reason: "rate_limited", Key: "42:u%3A1", Team: "42", Bytes: 1000, Threshold: 5000})
+	a.Record(&Fate{At: t0.Add(time.Second), Kind: Topic, Rule: "merges", Topic: "merges-slow", Reason: "rate_limited", Key: "42:u%3A1", Team: "42", Bytes: 24, Threshold: 5000})
+	rows := Seal("gate-0", "gate-0/1764338400000/7", a)
 	if len(rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(rows))
 	}
-	got, err := AppendJSON(nil, &rows[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
+	got := append(AppendJSON(nil, &rows[0]), '\n')
 	if *updateGolden {
 		if err := os.WriteFile("testdata/row.golden.json", got, 0o644); err != nil {
 			t.Fatal(err)
@@ -50,9 +48,9 @@ func TestSchemaGolden(t *testing.T) {
 func TestIntervalsSplitRows(t *testing.T) {
 	a := NewAgg(time.Minute, nil)
 	for _, at := range []time.Time{t0, t0.Add(29 * time.Second), t0.Add(31 * time.Second)} {
-		a.Record(Fate{At: at, Kind: Accepted, Reason: "allowed", Key: "7", Team: "7"})
+		a.Record(&Fate{At: at, Kind: Accepted, Reason: "allowed", Key: "7", Team: "7"})
 	}
-	rows := a.Seal("g", Source{})
+	rows := Seal("g", "s", a)
 	if len(rows) != 2 || rows[0].Records != 2 || rows[1].Records != 1 ||
 		!rows[0].IntervalEnd.Equal(rows[1].IntervalStart) || rows[1].IntervalEnd.Sub(rows[1].IntervalStart) != time.Minute {
 		t.Errorf("rows %+v", rows)
@@ -64,10 +62,10 @@ func TestIntervalsSplitRows(t *testing.T) {
 func TestBudgetFoldsTheRest(t *testing.T) {
 	b := NewBudget(3)
 	a, other := NewAgg(time.Minute, b), NewAgg(time.Minute, b)
-	other.Record(Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "x", Team: "x", Bytes: 1})
+	other.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "x", Team: "x", Bytes: 1})
 	keys := []string{"1", "2", "3", "4", "5", "1", "5"}
 	for _, k := range keys {
-		a.Record(Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: k, Team: k, Bytes: 10})
+		a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: k, Team: k, Bytes: 10})
 	}
 	if b.Used() != 3 {
 		t.Errorf("budget used %d, want 3", b.Used())
@@ -75,7 +73,7 @@ func TestBudgetFoldsTheRest(t *testing.T) {
 	if n := a.Folded(); n != 4 {
 		t.Errorf("folded %d records, want 4 (3, 4, 5, 5)", n)
 	}
-	rows := a.Seal("g", Source{})
+	rows := Seal("g", "s", a)
 	var total int64
 	var folded *Row
 	for i := range rows {
@@ -90,21 +88,53 @@ func TestBudgetFoldsTheRest(t *testing.T) {
 	if b.Used() != 1 {
 		t.Errorf("after the seal the budget holds %d rows, want the other Agg's 1", b.Used())
 	}
-	a.Record(Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "5", Team: "5"})
-	if rows := a.Seal("g", Source{}); len(rows) != 1 || rows[0].Folded {
+	a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "5", Team: "5"})
+	if rows := Seal("g", "s", a); len(rows) != 1 || rows[0].Folded {
 		t.Errorf("after a seal a new key is exact again: %+v", rows)
 	}
 }
 
 // Recording a key that has its row allocates nothing.
 func TestRecordNoAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	a := NewAgg(time.Minute, NewBudget(10))
 	key := []byte("team-42")
 	f := Fate{At: t0, Kind: Overflow, Rule: "r", Reason: "rate_limited", Bytes: 5}
 	f.Key = string(key)
 	f.Team = f.Key
-	a.Record(f)
-	if n := testing.AllocsPerRun(1000, func() { a.Record(f) }); n != 0 {
+	a.Record(&f)
+	if n := testing.AllocsPerRun(1000, func() { a.Record(&f) }); n != 0 {
 		t.Errorf("%v allocations a record, want 0", n)
+	}
+}
+
+// AppendJSON writes what encoding/json writes for a Row, byte for byte, whatever its
+// strings hold: the schema is encoding/json's, the speed is not.
+func TestAppendJSONIsEncodingJSON(t *testing.T) {
+	for _, r := range []Row{
+		{Schema: 1, ID: "g/1/2", Gate: "g", IntervalStart: t0, IntervalEnd: t0.Add(time.Minute), Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed", Records: 3, Bytes: 9},
+		{Schema: 1, ID: "g/1/2", Gate: "g\"<>&", IntervalStart: t0.Add(123 * time.Millisecond), IntervalEnd: t0, Team: "t\x00\n\\é\u2028", Key: "bad\xffutf8", Rule: "r", Outcome: "topic:x", Reason: "forced", Records: -1, Bytes: 1 << 62, Threshold: 7, ThresholdSource: "override", Folded: true},
+		{},
+	} {
+		want, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendJSON(nil, &r); !bytes.Equal(got, want) {
+			t.Errorf("AppendJSON:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+// A seal's record says which input ranges its rows count; Decode tells it from a row.
+func TestSealRecord(t *testing.T) {
+	v := AppendSealJSON(nil, &SealInfo{Schema: 1, Seal: "g/1/2", Gate: "g", Rows: 3, Sources: []Source{{Topic: "events", Partition: 3, FirstOffset: 100, LastOffset: 199}}})
+	if want := `{"schema":1,"seal":"g/1/2","gate":"g","rows":3,"sources":[{"topic":"events","partition":3,"first_offset":100,"last_offset":199}]}`; string(v) != want {
+		t.Errorf("seal record %s, want %s", v, want)
+	}
+	if _, err := Decode(v); !errors.Is(err, ErrSealRecord) {
+		t.Errorf("Decode(seal record) = %v, want ErrSealRecord", err)
 	}
 }

@@ -5,17 +5,19 @@
 //
 // Guarantees:
 //
-//   - Every record routed through a Recorder is counted in exactly one row of its own
+//   - Every record routed with an Agg (route.Scratch.Outcomes) is counted in exactly one row of its own
 //     outcome (accepted, overflow, tagged, topic, dead_letter or dropped), with its bytes;
 //     a shadow rule over it adds a shadow_over row beside, which counts no record of the
 //     output topics. So, summed over a team's rows but shadow_over, records equal what
 //     the gate wrote for it (or dropped).
-//   - Rows are partial sums: one Agg is sealed many times within an interval (every
+//   - Rows are partial sums: a gate seals many times within an interval (every
 //     transaction with exactly-once delivery, every commit interval with at-least-once),
 //     and a reader sums the rows of one (interval_start, team, key, rule, outcome,
-//     reason). Each row names the input partition and offsets its seal covers (id,
-//     source), so a reader sees a range counted twice, by a replay, as two rows over
-//     overlapping offsets.
+//     reason). A seal merges the Aggs of a gate's routing goroutines (Seal): one row per
+//     key, rule, outcome and reason whichever partition counted it. Each row names its
+//     seal (id), and the seal's SealInfo record names the input offsets it covers, so a
+//     reader sees records counted twice, by a replay, as two seals over overlapping
+//     offsets.
 //   - Memory is bounded: a Budget shared by a gate's Aggs caps the rows held at once.
 //     Keys that arrive once it is spent are summed into one row per (interval, rule,
 //     outcome, reason) with an empty key and folded_keys saying how many were summed
@@ -24,6 +26,6 @@
 //   - Recording allocates nothing once a row exists: the lookup uses the record's own
 //     key bytes, and only a new row copies it.
 //
-// An Agg is not safe for concurrent use: the consumer gives each input partition its
-// own, used by the one goroutine routing that partition at a time.
+// An Agg is not safe for concurrent use: the consumer gives each routing goroutine its
+// own, and seals them while none routes.
 package outcome

@@ -2,6 +2,7 @@ package outcome
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -75,6 +76,9 @@ func Read(ctx context.Context, topic string, since time.Time, opts ...kgo.Opt) (
 				return
 			}
 			row, err := Decode(r.Value)
+			if errors.Is(err, ErrSealRecord) {
+				return
+			}
 			if err != nil {
 				skipped++
 				return

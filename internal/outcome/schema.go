@@ -2,8 +2,11 @@ package outcome
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // SchemaVersion is Row.Schema. It changes only when a field changes meaning or goes; a
@@ -13,17 +16,17 @@ const SchemaVersion = 1
 
 // Row is one outcomes record's value, JSON-encoded (AppendJSON): a count of records of
 // one key that met one outcome, for one reason, under one rule, within one interval,
-// from one seal (a range of one input partition). The record's Kafka key is Team, so a
-// team's rows stay in order on one partition of the outcomes topic.
+// from one seal. The record's Kafka key is Team, so a team's rows stay in order on one
+// partition of the outcomes topic.
 //
 // JSON rather than a binary encoding: rows are few next to the events (one per key and
 // seal), and support reads them with kcat and jq; every field is flat and named.
 type Row struct {
 	Schema int `json:"schema"`
-	// ID names the seal: TOPIC/PARTITION/FIRST-LAST, the input offsets whose records it
-	// counts. (ID, IntervalStart, Key, Rule, Outcome, Reason) is unique to a row: a
-	// reader that sees it twice drops the second (a seal written again as it was);
-	// overlapping ranges of one partition are records routed twice (at-least-once only).
+	// ID names the seal that wrote the row: GATE/START/SEQ, the gate, when its process
+	// started (Unix ms) and the seal's number. The seal's SealInfo record says which
+	// input offsets its rows count. (ID, IntervalStart, Key, Rule, Outcome, Reason) is
+	// unique to a row: a reader that sees it twice drops the second.
 	ID            string    `json:"id"`
 	Gate          string    `json:"gate"`
 	IntervalStart time.Time `json:"interval_start"`
@@ -40,8 +43,8 @@ type Row struct {
 	// dropped.
 	Outcome string `json:"outcome"`
 	// Reason is the gate's reason: allowed, dry_run, rate_limited, forced,
-	// key_cardinality, tagged, dropped or a dead letter's (not_json, field_missing,
-	// ..., rejected).
+	// key_cardinality, tagged, dropped, undeliverable or a dead letter's (not_json,
+	// field_missing, ..., rejected).
 	Reason  string `json:"reason"`
 	Records int64  `json:"records"`
 	Bytes   int64  `json:"bytes"`
@@ -52,11 +55,21 @@ type Row struct {
 	ThresholdSource string `json:"threshold_source"`
 	// Folded marks the row of keys summed once the gate's row budget was spent
 	// (GATE_OUTCOMES_MAX_ROWS): Key and Team are empty.
-	Folded bool   `json:"folded,omitempty"`
-	Source Source `json:"source"`
+	Folded bool `json:"folded,omitempty"`
 }
 
-// Source is the input range a row's seal covers.
+// SealInfo is the record a seal writes beside its rows, keyed by the gate: which input
+// offsets the rows of ID count. Two seals whose sources overlap counted the same records
+// twice (at-least-once: records routed again after a crash or a lost partition).
+type SealInfo struct {
+	Schema  int      `json:"schema"`
+	Seal    string   `json:"seal"` // the rows' ID
+	Gate    string   `json:"gate"`
+	Rows    int      `json:"rows"`
+	Sources []Source `json:"sources"`
+}
+
+// Source is an input range a seal covers.
 type Source struct {
 	Topic       string `json:"topic"`
 	Partition   int32  `json:"partition"`
@@ -64,23 +77,88 @@ type Source struct {
 	LastOffset  int64  `json:"last_offset"`
 }
 
-// AppendJSON appends r's encoding to b.
-func AppendJSON(b []byte, r *Row) ([]byte, error) {
-	js, err := json.Marshal(r)
-	if err != nil {
-		return b, fmt.Errorf("encoding an outcome row: %w", err)
+// AppendJSON appends r's encoding to b: the fields in the order above, as encoding/json
+// would write them (TestAppendJSONIsEncodingJSON), without its reflection, as a gate
+// writes a row for every key of every seal.
+func AppendJSON(b []byte, r *Row) []byte {
+	b = append(b, `{"schema":`...)
+	b = strconv.AppendInt(b, int64(r.Schema), 10)
+	b = appendField(b, "id", r.ID)
+	b = appendField(b, "gate", r.Gate)
+	b = append(b, `,"interval_start":"`...)
+	b = r.IntervalStart.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","interval_end":"`...)
+	b = r.IntervalEnd.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	b = appendField(b, "team", r.Team)
+	b = appendField(b, "key", r.Key)
+	b = appendField(b, "rule", r.Rule)
+	b = appendField(b, "outcome", r.Outcome)
+	b = appendField(b, "reason", r.Reason)
+	b = append(b, `,"records":`...)
+	b = strconv.AppendInt(b, r.Records, 10)
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendInt(b, r.Bytes, 10)
+	b = append(b, `,"threshold":`...)
+	b = strconv.AppendInt(b, r.Threshold, 10)
+	b = appendField(b, "threshold_source", r.ThresholdSource)
+	if r.Folded {
+		b = append(b, `,"folded":true`...)
 	}
-	return append(b, js...), nil
+	return append(b, '}')
 }
 
-// Decode reads one row, refusing a schema it does not know.
+// appendField appends ,"name":"v", v escaped as encoding/json escapes it.
+func appendField(b []byte, name, v string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return appendString(b, v)
+}
+
+// appendString appends v as a JSON string: encoding/json's escaping (HTML characters
+// as \u003c and so on, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped).
+func appendString(b []byte, v string) []byte {
+	plain := true
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		b = append(b, '"')
+		b = append(b, v...)
+		return append(b, '"')
+	}
+	js, _ := json.Marshal(v) // a string always encodes
+	return append(b, js...)
+}
+
+// AppendSealJSON appends s's encoding to b.
+func AppendSealJSON(b []byte, s *SealInfo) []byte {
+	js, _ := json.Marshal(s) // plain fields: always encodes
+	return append(b, js...)
+}
+
+// ErrSealRecord is Decode's error for a seal's SealInfo record: not a row.
+var ErrSealRecord = errors.New("a seal record, not a row")
+
+// Decode reads one row, refusing a schema it does not know; a SealInfo record gives
+// ErrSealRecord.
 func Decode(b []byte) (Row, error) {
-	var r Row
+	var r struct {
+		Row
+		Seal string `json:"seal"`
+	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return r, fmt.Errorf("decoding an outcome row: %w", err)
+		return r.Row, fmt.Errorf("decoding an outcome row: %w", err)
 	}
 	if r.Schema != SchemaVersion {
-		return r, fmt.Errorf("decoding an outcome row: schema %d, this gate reads %d", r.Schema, SchemaVersion)
+		return r.Row, fmt.Errorf("decoding an outcome row: schema %d, this gate reads %d", r.Schema, SchemaVersion)
 	}
-	return r, nil
+	if r.Seal != "" {
+		return r.Row, ErrSealRecord
+	}
+	return r.Row, nil
 }

@@ -61,7 +61,7 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Ou
 	} else {
 		f.Threshold = 0
 	}
-	s.Outcomes.Record(f)
+	s.Outcomes.Record(&f)
 }
 
 // recordShadow tells s.Outcomes that shadow rule st was over rec (key, its decision d):
@@ -74,6 +74,6 @@ func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, st *ru
 	case d.Rotating:
 		reason = ReasonKeyCardinality
 	}
-	s.Outcomes.Record(outcome.Fate{At: now, Kind: outcome.ShadowOver, Rule: st.Name, Reason: reason, Key: key,
+	s.Outcomes.Record(&outcome.Fate{At: now, Kind: outcome.ShadowOver, Rule: st.Name, Reason: reason, Key: key,
 		Team: teamOf(key, st.Key.Composite()), Bytes: len(rec.Value), Threshold: d.Threshold, Forced: forced, Limiter: st.Limiters[0]})
 }

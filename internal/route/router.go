@@ -163,7 +163,7 @@ type Scratch struct {
 
 	// Outcomes, when set by the caller, is told every record's fate (outcomes.go): the
 	// consumer sets its partition's aggregate before routing the partition's records.
-	Outcomes outcome.Recorder
+	Outcomes *outcome.Agg
 
 	// What this goroutine counted since its last Flush, for the router that counted it
 	// (owner): records by reason, dry run's diverted ones, and the primary limit's

@@ -1,0 +1,5 @@
+//go:build !race
+
+package outcome
+
+const raceEnabled = false

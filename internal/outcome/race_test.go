@@ -1,0 +1,6 @@
+//go:build race
+
+package outcome
+
+// raceEnabled: the race detector adds allocations, so allocation counts are not checked.
+const raceEnabled = true
