@@ -22,6 +22,8 @@ const (
 	benchSamePass    = "BenchmarkEndToEndSameClock/passthrough"
 	benchSamePassEOS = "BenchmarkEndToEndSameClock/passthrough-eos"
 	benchSameExactly = "BenchmarkEndToEndSameClock/exactly-once"
+	benchSameGateOut = "BenchmarkEndToEndSameClock/gate-outcomes"
+	benchSameEOSOut  = "BenchmarkEndToEndSameClock/exactly-once-outcomes"
 	benchRepGate     = "BenchmarkRealKafkaReplicated/gate"
 	benchRepPassEOS  = "BenchmarkRealKafkaReplicated/passthrough-eos"
 	benchRepExactly  = "BenchmarkRealKafkaReplicated/exactly-once"
@@ -83,6 +85,14 @@ func e2eFigures(b Samples, out map[string]float64) {
 	b.putRatio(out, "records/s", benchSameGate, "kfake_gate_records_per_s", benchSamePass, "kfake_passthrough_records_per_s", "kfake_e2e_vs_passthrough_ratio")
 	b.putRatio(out, "records/s", benchSameExactly, "kfake_exactly_once_records_per_s", benchSameGate, "", "kfake_eos_vs_alo_ratio")
 	b.putRatio(out, "records/s", benchSameExactly, "", benchSamePassEOS, "kfake_eos_passthrough_records_per_s", "kfake_eos_vs_eos_passthrough_ratio")
+	// Outcomes on ÷ off, each right after the other in every run.
+	b.putRatio(out, "records/s", benchSameGateOut, "outcomes_gate_records_per_s", benchSameGate, "", "outcomes_vs_off_ratio")
+	b.putRatio(out, "records/s", benchSameEOSOut, "outcomes_exactly_once_records_per_s", benchSameExactly, "", "outcomes_eos_vs_off_ratio")
+	if on, ok := b.Mean(benchSameGateOut, "alloc-B/record"); ok {
+		if off, ok := b.Mean(benchSameGate, "alloc-B/record"); ok {
+			out["outcomes_alloc_bytes_per_record"] = on - off
+		}
+	}
 	b.putRatio(out, "records/s", benchRealGate, "real_kafka_gate_records_per_s",
 		benchRealPass, "real_kafka_passthrough_records_per_s", "real_kafka_e2e_vs_passthrough_ratio")
 	b.putRatio(out, "cpu-s/Mrecords", benchRealGate, "", benchRealPass, "", "real_kafka_cpu_vs_passthrough_ratio")
