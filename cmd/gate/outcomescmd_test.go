@@ -68,6 +68,21 @@ func TestOutcomesCommand(t *testing.T) {
 	}
 	txn(committed, kgo.TryCommit)
 	txn([]*kgo.Record{row(m2, "events/1/51-60", "42", "42:u2", "user", "overflow", "rate_limited", 1000)}, kgo.TryAbort)
+	// A transaction still open at the end: its rows are not counted (as read_committed),
+	// and the read ends all the same, its last offsets being that transaction's.
+	open, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("outcomes-test-open"),
+		kgo.TransactionTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if err := open.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	openRows := []*kgo.Record{row(m2, "g2/1/1", "42", "42:u3", "user", "overflow", "rate_limited", 1000), row(m2, "g2/1/1", "7", "7", "", "overflow", "forced", 1000)}
+	if err := open.ProduceSync(t.Context(), openRows...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 
 	run := func(args ...string) string {
 		t.Helper()

@@ -244,7 +244,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 
 	// Nothing routes any more: every partition's outcome rows go out with the drain.
-	c.sealALO()
+	c.sealALO(c.produceCtx)
 	c.closing.Store(true)
 	left := c.waitInFlight(grace, nil)
 	// Whatever is still buffered is failed now: a broker that stopped answering does
@@ -499,8 +499,8 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		if rctx.Err() != nil || c.runCtx.Err() != nil || c.retry.pending.Load() > 0 && !c.holdRouting(rctx, w.p) {
 			// Shutting down, a rebalance waiting, or the partition revoked or
 			// stopped: the rest is not routed now.
-			if i > 0 { // w.recs[i] is not handed over: it is not recycled
-				endOutcomes(w.p, w.recs[i].Offset, w.recs[i].LeaderEpoch)
+			if i > 0 { // w.recs[i-1] is not recycled: the batch awaits w.recs[i:]
+				endOutcomes(w.p, w.recs[i].Offset, w.recs[i-1].LeaderEpoch)
 			}
 			c.unroute(w, b, i)
 			return
@@ -611,7 +611,11 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	var left int64
 	// Nothing routes during a revoke: the partitions' outcome rows go out, and are
 	// awaited, with their records.
-	c.sealALO()
+	// The rows' context outlives the wait below: a record buffered under a context that
+	// ends before it is sent is failed.
+	sctx, cancelSeal := context.WithTimeout(ctx, 2*c.cfg.RevokeTimeout)
+	defer cancelSeal()
+	c.sealALO(sctx)
 	if !c.closing.Load() {
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
 		left = c.waitInFlight(wctx, ids)

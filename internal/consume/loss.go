@@ -340,6 +340,16 @@ func (p *partition) resumeAt(off kgo.EpochOffset) {
 	// sent before (a late one would put committed back above it).
 	p.committed = -1
 	p.gen++
+	// The outcome rows of what is read again are counted again (as its records are
+	// produced again): their hold starts at off, and the next seal covers no further
+	// than what is routed from there.
+	if st := p.out; st != nil {
+		if st.from < 0 || off.Offset < st.from {
+			st.from = off.Offset
+			st.hold.Store(off.Offset)
+		}
+		st.to = min(st.to, off.Offset)
+	}
 }
 
 // stopAtGap stops p at its gap g (DataLossStop): it is no longer fetched, nothing

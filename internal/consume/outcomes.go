@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,12 +54,15 @@ type outcomes struct {
 	budget *outcome.Budget
 	sealMu sync.Mutex // one seal at a time: the poll loop's and a revoke's
 	sealed time.Time  // the last periodic seal (at-least-once), under sealMu
-	// run and seq name the seals: the process's start (Unix ms) and a count.
-	run     int64
+	// run and seq name the seals: the consumer's start (Unix ms) and a random suffix,
+	// so that two gates of one name (gate-dev's, a restart within a millisecond) never
+	// share one, and a count.
+	run     string
 	seq     int64
 	promise func(*kgo.Record, error)
 	// txnErr is the first failed outcome produce of the open transaction (exactly-once).
-	txnErr atomic.Pointer[error]
+	txnErr  atomic.Pointer[error]
+	retries rowRetries // at-least-once
 }
 
 // outcomeRow is a row's record in flight: record first, so a promise's *kgo.Record
@@ -66,6 +70,15 @@ type outcomes struct {
 type outcomeRow struct {
 	rec  kgo.Record
 	seal *sealBatch // at-least-once
+}
+
+// rowRetries holds at-least-once rows whose produce failed, produced again together
+// after a backoff that grows while they keep failing: one timer, however many rows.
+type rowRetries struct {
+	mu       sync.Mutex
+	rows     []*outcomeRow
+	armed    bool
+	attempts int // failed rounds in a row
 }
 
 // sealBatch is an at-least-once seal in flight: when its last row is acknowledged, the
@@ -79,7 +92,8 @@ func (c *Consumer) initOutcomes() {
 	if c.cfg.OutcomesTopic == "" {
 		return
 	}
-	c.out = &outcomes{budget: outcome.NewBudget(int64(c.cfg.OutcomesMaxRows)), sealed: c.clock.Now(), run: c.clock.Now().UnixMilli()}
+	c.out = &outcomes{budget: outcome.NewBudget(int64(c.cfg.OutcomesMaxRows)), sealed: c.clock.Now(),
+		run: fmt.Sprintf("%d-%08x", c.clock.Now().UnixMilli(), rand.Uint32())}
 	c.out.promise = c.onOutcomeProduced
 	if c.exactlyOnce() {
 		c.out.promise = c.onOutcomeProducedTxn
@@ -117,12 +131,24 @@ func endOutcomes(p *partition, to int64, epoch int32) {
 	}
 }
 
+// teamReader is what a router that reads teams offers (*route.Router and the gate's
+// router of the rules in use): the team of a record the consumer decides itself.
+type teamReader interface {
+	TeamOf(in *kgo.Record, s *route.Scratch) string
+}
+
 // recordFate counts a record the consumer decides itself (a rerouted dead letter, a
-// skipped undeliverable one) in the routing goroutine's aggregate.
-func recordFate(s *route.Scratch, now time.Time, in *kgo.Record, kind outcome.Kind, reason string) {
-	if s.Outcomes != nil {
-		s.Outcomes.Record(&outcome.Fate{At: now, Kind: kind, Reason: reason, Bytes: len(in.Value)})
+// skipped undeliverable one) in the routing goroutine's aggregate, under its team.
+func (c *Consumer) recordFate(s *route.Scratch, now time.Time, in *kgo.Record, kind outcome.Kind, reason string) {
+	if s.Outcomes == nil {
+		return
 	}
+	f := outcome.Fate{At: now, Kind: kind, Reason: reason, Bytes: len(in.Value)}
+	if tr, ok := c.router.(teamReader); ok {
+		f.Team = tr.TeamOf(in, s)
+		f.Key = f.Team
+	}
+	s.Outcomes.Record(&f)
 }
 
 // seal merges the aggregates into records for the outcomes topic, its rows then its
@@ -144,7 +170,7 @@ func (c *Consumer) seal(ps []*partition) []*outcomeRow {
 		c.m.outcomeFolded.Add(float64(folded))
 	}
 	c.out.seq++
-	id := fmt.Sprintf("%s/%d/%d", c.cfg.Gate, c.out.run, c.out.seq)
+	id := fmt.Sprintf("%s/%s/%d", c.cfg.Gate, c.out.run, c.out.seq)
 	rows := outcome.Seal(c.cfg.Gate, id, c.out.aggs...)
 	if len(rows) == 0 {
 		return nil
@@ -191,7 +217,12 @@ func counted(ps []*partition) []*partition {
 // covers that completes once they are all acknowledged, after every record they count;
 // then the commit hold moves past them. Called while nothing routes: between polls, in
 // a revoke, at shutdown.
-func (c *Consumer) sealALO() {
+//
+// Rows are produced under ctx: the poll loop's routing context (a rebalance waiting
+// cancels it, so that a full buffer cannot hold the group), a revoke's bounded by
+// Config.RevokeTimeout, shutdown's grace. A row whose produce is cancelled is produced
+// again later (rowRetries); its seal's batch holds the commits meanwhile.
+func (c *Consumer) sealALO(ctx context.Context) {
 	if c.out == nil {
 		return
 	}
@@ -221,12 +252,11 @@ func (c *Consumer) sealALO() {
 		sb := &sealBatch{}
 		sb.rows.Store(int64(len(rows)))
 		for _, e := range ends {
-			sb.batches = append(sb.batches, e.p.add(e.to, e.epoch, 1))
+			sb.batches = append(sb.batches, e.p.addSeal(e.to, e.epoch))
 		}
 		for _, r := range rows {
 			r.seal = sb
-			c.outstanding.Add(1)
-			c.cl.Produce(c.produceCtx, &r.rec, c.out.promise)
+			c.cl.Produce(ctx, &r.rec, c.out.promise)
 		}
 	}
 	// After the batches are in place: a commit snapshotted from here on stops at them.
@@ -245,7 +275,7 @@ func (c *Consumer) sealDue() {
 	due := c.clock.Now().Sub(c.out.sealed) >= c.cfg.CommitInterval
 	c.out.sealMu.Unlock()
 	if due {
-		c.sealALO()
+		c.sealALO(c.route)
 	}
 }
 
@@ -258,15 +288,19 @@ func (c *Consumer) pollContext(ctx context.Context) (context.Context, context.Ca
 }
 
 // onOutcomeProduced is the promise of an at-least-once row: acknowledged, it counts
-// toward its seal; failed, it is produced again after a backoff, the partitions' commits
-// held meanwhile, the problem reported as for any output topic.
+// toward its seal; failed, it is produced again after a backoff (retryRows), the
+// partitions' commits held meanwhile, the problem reported as for any output topic.
+// Rows are not records in flight (Consumer.outstanding): the record retries do not wait
+// for them.
 func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
-	defer c.outstanding.Add(-1)
 	r := (*outcomeRow)(unsafe.Pointer(rec))
 	if err == nil {
 		if c.produceBlocked.Load() {
 			c.produceRecovered(rec.Topic)
 		}
+		c.out.retries.mu.Lock()
+		c.out.retries.attempts = 0
+		c.out.retries.mu.Unlock()
 		if r.seal.rows.Add(-1) == 0 {
 			for _, b := range r.seal.batches {
 				c.ackBatch(b, 1)
@@ -281,8 +315,28 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 		c.m.produceError(rec.Topic, err)
 		c.produceProblem(rec.Topic, err)
 	}
-	c.outstanding.Add(1)
-	time.AfterFunc(c.backoff(0), func() { c.cl.Produce(c.produceCtx, rec, c.out.promise) })
+	rt := &c.out.retries
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.rows = append(rt.rows, r)
+	if !rt.armed {
+		rt.armed = true
+		time.AfterFunc(c.backoff(rt.attempts), c.retryRows)
+		rt.attempts++
+	}
+}
+
+// retryRows produces the failed rows again, on a goroutine of its own (a full buffer
+// blocks it, nothing else).
+func (c *Consumer) retryRows() {
+	rt := &c.out.retries
+	rt.mu.Lock()
+	rows := rt.rows
+	rt.rows, rt.armed = nil, false
+	rt.mu.Unlock()
+	for _, r := range rows {
+		c.cl.Produce(c.produceCtx, &r.rec, c.out.promise)
+	}
 }
 
 // sealTxn seals into the open transaction everything routed into it (exactly-once).

@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -71,6 +72,23 @@ func (p *partition) add(end int64, epoch int32, n int) *batch {
 	p.mu.Lock()
 	p.batches = append(p.batches, b)
 	p.mu.Unlock()
+	return b
+}
+
+// addSeal registers the batch of an outcome seal (outcomes.go) covering p's records up to
+// to (exclusive), which completes when the seal's rows are acknowledged. It goes in
+// offset order, before any batch past to (a gap's, resumeAt: nothing routed is past the
+// seal's records), so no commit passes to before the rows are acknowledged.
+func (p *partition) addSeal(to int64, epoch int32) *batch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := &batch{p: p, end: to, epoch: epoch}
+	b.remaining.Store(1)
+	i := len(p.batches)
+	for i > 0 && p.batches[i-1].end > to {
+		i--
+	}
+	p.batches = slices.Insert(p.batches, i, b)
 	return b
 }
 

@@ -685,13 +685,13 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		switch {
 		case rerouted && r.stage == stageUndeliverable:
 			// Skipped (GATE_ON_UNDELIVERABLE=skip): committed past, not produced.
-			recordFate(s, now, in, outcome.Dropped, "undeliverable")
+			c.recordFate(s, now, in, outcome.Dropped, "undeliverable")
 			next, routedEpoch = in.Offset+1, in.LeaderEpoch
 			continue
 		case rerouted && r.stage > stageRouted:
 			f.stage = int8(r.stage)
 			f.out = *c.deadLetterRecord(in, r.topic, r.err, r.stage)
-			recordFate(s, now, in, outcome.DeadLetter, route.ReasonRejected)
+			c.recordFate(s, now, in, outcome.DeadLetter, route.ReasonRejected)
 		default:
 			s.Replay = in.Offset < counted
 			if c.router.RouteInto(now, in, s, &f.out).Route == route.Dropped {

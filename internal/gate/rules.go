@@ -152,6 +152,10 @@ func (s switchRouter) DeadLetter(in *kgo.Record, reason, detail string) *kgo.Rec
 	return s.g.gen.Load().router.DeadLetter(in, reason, detail)
 }
 
+func (s switchRouter) TeamOf(in *kgo.Record, sc *route.Scratch) string {
+	return s.g.gen.Load().router.TeamOf(in, sc)
+}
+
 // genCollector exposes the current generation's metrics on the gate's registry.
 type genCollector struct{ g *Gate }
 

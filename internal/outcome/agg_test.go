@@ -20,7 +20,7 @@ func TestSchemaGolden(t *testing.T) {
 	a := NewAgg(time.Minute, nil)
 	a.Record(&Fate{At: t0, Kind: Topic, Rule: "merges", Topic: "merges-slow", Reason: "rate_limited", Key: "42:u%3A1", Team: "42", Bytes: 1000, Threshold: 5000})
 	a.Record(&Fate{At: t0.Add(time.Second), Kind: Topic, Rule: "merges", Topic: "merges-slow", Reason: "rate_limited", Key: "42:u%3A1", Team: "42", Bytes: 24, Threshold: 5000})
-	rows := Seal("gate-0", "gate-0/1764338400000/7", a)
+	rows := Seal("gate-0", "gate-0/1764338400000-9f3a61c2/7", a)
 	if len(rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(rows))
 	}

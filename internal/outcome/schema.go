@@ -23,10 +23,11 @@ const SchemaVersion = 1
 // seal), and support reads them with kcat and jq; every field is flat and named.
 type Row struct {
 	Schema int `json:"schema"`
-	// ID names the seal that wrote the row: GATE/START/SEQ, the gate, when its process
-	// started (Unix ms) and the seal's number. The seal's SealInfo record says which
-	// input offsets its rows count. (ID, IntervalStart, Key, Rule, Outcome, Reason) is
-	// unique to a row: a reader that sees it twice drops the second.
+	// ID names the seal that wrote the row: GATE/START-RANDOM/SEQ, the gate, when its
+	// consumer started (Unix ms) with a random suffix, and the seal's number. The seal's
+	// SealInfo record says which input offsets its rows count. (ID, IntervalStart, Key,
+	// Rule, Outcome, Reason, Folded) is unique to a row: a reader that sees it twice
+	// drops the second.
 	ID            string    `json:"id"`
 	Gate          string    `json:"gate"`
 	IntervalStart time.Time `json:"interval_start"`

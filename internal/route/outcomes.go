@@ -26,6 +26,21 @@ func teamOf(key string, composite bool) string {
 	return key
 }
 
+// TeamOf returns rec's team as its outcome row has it (the first rule's key's team), or
+// "" when it cannot be read: for a record the consumer decides itself (dead-lettered
+// after the broker refused it), whose row must count under its team. It may alias rec or
+// s (valid until s is used again).
+func (r *Router) TeamOf(rec *kgo.Record, s *Scratch) string {
+	st := &r.rules[0]
+	k := st.Key // a copy: team reads it, and the router's is shared
+	k.idx = nil // read on its own, not from a shared pass
+	key, code := k.team(rec, s, r.maxKey)
+	if code != reasonNone {
+		return ""
+	}
+	return teamOf(key, st.Key.Composite())
+}
+
 // recordOutcome tells s.Outcomes the fate of rec as o says it; teamRule is the rule whose
 // key o.Team is (-1: none read), ro what the rules decided.
 func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Outcome, teamRule int, ro *ruleOutcome) {

@@ -86,6 +86,13 @@ func TestOutcomesRules(t *testing.T) {
 	if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("rows:\n got %v\nwant %v", got, want)
 	}
+	// The team of a record the consumer dead-letters itself: the first rule's key's.
+	if got := f.r.TeamOf(input(`{"team_id":5,"distinct_id":"u1"}`, ""), &s); got != "5" {
+		t.Errorf("TeamOf = %q, want 5", got)
+	}
+	if got := f.r.TeamOf(input(`not json`, ""), &s); got != "" {
+		t.Errorf("TeamOf(not json) = %q, want none", got)
+	}
 }
 
 // Recording allocates nothing once a row exists.
