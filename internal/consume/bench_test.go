@@ -76,6 +76,20 @@ func BenchmarkEndToEndSameClock(b *testing.B) {
 	})
 }
 
+// BenchmarkOutcomes is the gate with outcomes off and on (GATE_OUTCOMES_TOPIC), in each
+// delivery mode, each "on" run right after its "off", on BenchmarkEndToEndSameClock's
+// broker and clock, over runs of some seconds (make bench: 2,000,000 records a run):
+// outcomes_vs_off_ratio. A run must span commit intervals for the rows to be written as a
+// gate writes them, every GATE_COMMIT_INTERVAL beside the routing: the same clock's runs
+// of 300,000 records end within one, so all of their rows are written after the last
+// record and awaited (outcomes_short_run_vs_off_ratio), a shutdown's cost, not a rate.
+func BenchmarkOutcomes(b *testing.B) {
+	k, r, _ := startE2EBroker(b, false)
+	runEndToEnd(b, []string{"gate", "gate-outcomes", "exactly-once", "exactly-once-outcomes"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv {
+		return newBrokerBenchEnv(b, k, mode, b.N).with(r).timeToSameEnd(b, k)
+	})
+}
+
 // BenchmarkEndToEndSharedCores is BenchmarkEndToEnd's pass-through and gate with the
 // client and the broker left to share every core, GOMAXPROCS the machine's: what a test
 // on one small machine sees, the broker's work and the scheduler's placing of both

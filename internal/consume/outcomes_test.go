@@ -12,7 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/outcome"
+	"github.com/capturegate/gate/internal/route"
 )
 
 const outTopic = "outcomes"
@@ -280,4 +282,67 @@ func TestOutcomesAtLeastOnceRebalance(t *testing.T) {
 		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
 	}
 	sameCounts(t, "at-least-once through a rebalance", got, out.byTeam())
+}
+
+// A drop rule's records are written nowhere, their offsets committed all the same, and
+// counted in the outcomes as dropped, in either delivery mode: nothing vanishes
+// unrecorded.
+func TestDropRuleCountedInOutcomes(t *testing.T) {
+	t.Parallel()
+	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			const parts, n = 3, 400
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = d
+			withOutcomes(t, env)
+			env.wrap = func(Router) Router {
+				team, err := route.ParseKeyFrom("json:team_id")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var lims []*limit.Limiter
+				for range 2 {
+					l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1_000_000}, nil, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					lims = append(lims, l)
+				}
+				r, err := route.NewRules(env.rcfg, []route.Rule{
+					{Name: "bots", Key: team, Limiters: lims[:1], Action: route.ActionDrop, Forced: []string{"bot"}},
+					{Name: "team", Key: team, Limiters: lims[1:], Action: route.ActionOverflow},
+				}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			g := env.start(t, "g")
+			var in []*kgo.Record
+			bots := 0
+			for i := range n {
+				team := "team-" + strconv.Itoa(i%5)
+				if i%4 == 0 {
+					team, bots = "bot", bots+1
+				}
+				in = append(in, inputRecord(i, team))
+			}
+			produceAll(t, producer(t, env.cluster), in)
+			var opts []kgo.Opt
+			if d == ExactlyOnce {
+				opts = append(opts, readCommitted())
+			}
+			waitCommitted(t, env.cluster, parts, 30*time.Second) // the dropped ones too
+			o := collect(t, env.cluster, n-bots, 30*time.Second, 300*time.Millisecond, opts...)
+			g.stop(t)
+			if o.n != n-bots || o.byTeam()["bot"] != nil {
+				t.Errorf("outputs hold %d records (%v), want the %d that are not the bot's", o.n, o.byTeam(), n-bots)
+			}
+			got, _ := readOutcomes(t, env, int64(n), d == ExactlyOnce, 20*time.Second, 300*time.Millisecond)
+			if got["bot"]["dropped"] != int64(bots) {
+				t.Errorf("outcomes %v: want the bot's %d records dropped", got, bots)
+			}
+		})
+	}
 }
