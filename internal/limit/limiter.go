@@ -558,15 +558,7 @@ func (l *Limiter) Overrides() map[string]int64 { return maps.Clone(l.overrides.L
 // Threshold returns team's threshold: its override, else (Config.Adaptive) its learned
 // threshold while it is cached here, else the default.
 func (l *Limiter) Threshold(team string) int64 {
-	o := l.overrides.Load()
-	t, ok := o.threshold(team, l.cfg.Threshold)
-	if ok || l.adapt == nil {
-		return t
-	}
-	h := maphash.String(l.seed, team)
-	if e, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, team); e != nil {
-		t, _ = l.effective(o, e, team)
-	}
+	t, _ := l.ThresholdOf(team)
 	return t
 }
 

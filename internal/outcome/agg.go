@@ -229,12 +229,6 @@ func (a *Agg) push(e entry) int32 {
 	return int32(len(a.entries) - 1)
 }
 
-// Len returns the rows held.
-func (a *Agg) Len() int { return len(a.entries) }
-
-// Empty reports whether nothing was recorded since the last seal.
-func (a *Agg) Empty() bool { return len(a.entries) == 0 }
-
 // Folded returns the records folded since the last seal, and zeroes it.
 func (a *Agg) Folded() int64 {
 	n := a.folded

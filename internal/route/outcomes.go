@@ -32,9 +32,7 @@ func teamOf(key string, composite bool) string {
 // s (valid until s is used again).
 func (r *Router) TeamOf(rec *kgo.Record, s *Scratch) string {
 	st := &r.rules[0]
-	k := st.Key // a copy: team reads it, and the router's is shared
-	k.idx = nil // read on its own, not from a shared pass
-	key, code := k.team(rec, s, r.maxKey)
+	key, code := st.Key.team(rec, s, r.maxKey) // on its own, not from a shared pass
 	if code != reasonNone {
 		return ""
 	}
