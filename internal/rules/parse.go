@@ -212,15 +212,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		case "limits":
 			r.Limits = p.limits(v, fp)
 		case "threshold_mode":
-			if p.scalar(v, fp) {
-				switch v.Value {
-				case "static":
-				case "adaptive":
-					r.Adaptive = true
-				default:
-					p.bad(v, fp, "%q: want static or adaptive", v.Value)
-				}
-			}
+			r.Adaptive = p.either(v, fp, "static", "adaptive", "static or adaptive")
 		case "mode":
 			if p.scalar(v, fp) {
 				m, err := limit.ParseMode(v.Value)
@@ -262,15 +254,8 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 				r.Shadow = b
 			}
 		case "track":
-			if p.scalar(v, fp) {
-				switch v.Value {
-				case "all":
-				case "above_floor":
-					r.AboveFloor = true
-				default:
-					p.bad(v, fp, "%q: want all (every key cached and written) or above_floor (keys under the floor counted in a sketch)", v.Value)
-				}
-			}
+			r.AboveFloor = p.either(v, fp, "all", "above_floor",
+				"all (every key cached and written) or above_floor (keys under the floor counted in a sketch)")
 		case "max_keys":
 			if p.scalar(v, fp) {
 				n, err := strconv.ParseInt(v.Value, 10, 64)
@@ -430,6 +415,22 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 		out = append(out, m)
 	}
 	return out
+}
+
+// either reads a scalar that is off or on, and reports whether it is on; anything else is
+// a problem saying want (and reads as off).
+func (p *parser) either(v *yaml.Node, path, off, on, want string) bool {
+	if !p.scalar(v, path) {
+		return false
+	}
+	switch v.Value {
+	case off:
+	case on:
+		return true
+	default:
+		p.bad(v, path, "%q: want %s", v.Value, want)
+	}
+	return false
 }
 
 // action reads overflow, tag, topic:NAME or drop.
