@@ -352,3 +352,28 @@ func failAcceptedProduces(env *gateEnv, every int64) *kfake.FaultHandle {
 		When: func(kmsg.Request) bool { return reqs.Add(1)%every != 0 },
 	})
 }
+
+// forcedRuleRouter is a rules router (its limiters its own, at a limit no team reaches) of
+// two rules on json:team_id: first, for the keys it forces, ru (its name, action, topic
+// and forced keys), then the team rule, overflow.
+func forcedRuleRouter(t testing.TB, rcfg route.Config, ru route.Rule) Router {
+	t.Helper()
+	team, err := route.ParseKeyFrom("json:team_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lims []*limit.Limiter
+	for range 2 {
+		l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1_000_000}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims = append(lims, l)
+	}
+	ru.Key, ru.Limiters = team, lims[:1]
+	r, err := route.NewRules(rcfg, []route.Rule{ru, {Name: "team", Key: team, Limiters: lims[1:], Action: route.ActionOverflow}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/outcome"
 	"github.com/capturegate/gate/internal/route"
 )
@@ -145,17 +144,12 @@ func outcomesTraffic(from, n int) []*kgo.Record {
 
 func sameCounts(t *testing.T, what string, outcomes, outputs map[string]map[string]int64) {
 	t.Helper()
-	for team, kinds := range outputs {
-		for kind, n := range kinds {
-			if outcomes[team][kind] != n {
-				t.Errorf("%s: team %q %s: outcomes count %d, the output topics hold %d", what, team, kind, outcomes[team][kind], n)
-			}
-		}
-	}
-	for team, kinds := range outcomes {
-		for kind, n := range kinds {
-			if outputs[team][kind] != n {
-				t.Errorf("%s: team %q %s: outcomes count %d, the output topics hold %d", what, team, kind, n, outputs[team][kind])
+	for _, m := range []map[string]map[string]int64{outputs, outcomes} { // every team and kind of either
+		for team, kinds := range m {
+			for kind := range kinds {
+				if got, want := outcomes[team][kind], outputs[team][kind]; got != want {
+					t.Errorf("%s: team %q %s: outcomes count %d, the output topics hold %d", what, team, kind, got, want)
+				}
 			}
 		}
 	}
@@ -297,26 +291,7 @@ func TestDropRuleCountedInOutcomes(t *testing.T) {
 			env.ccfg.Delivery = d
 			withOutcomes(t, env)
 			env.wrap = func(Router) Router {
-				team, err := route.ParseKeyFrom("json:team_id")
-				if err != nil {
-					t.Fatal(err)
-				}
-				var lims []*limit.Limiter
-				for range 2 {
-					l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1_000_000}, nil, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					lims = append(lims, l)
-				}
-				r, err := route.NewRules(env.rcfg, []route.Rule{
-					{Name: "bots", Key: team, Limiters: lims[:1], Action: route.ActionDrop, Forced: []string{"bot"}},
-					{Name: "team", Key: team, Limiters: lims[1:], Action: route.ActionOverflow},
-				}, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return r
+				return forcedRuleRouter(t, env.rcfg, route.Rule{Name: "bots", Action: route.ActionDrop, Forced: []string{"bot"}})
 			}
 			g := env.start(t, "g")
 			var in []*kgo.Record

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
 )
 
@@ -31,28 +30,9 @@ func TestRuleTopicMissingHoldsUpNothing(t *testing.T) {
 			env.ccfg.RuleTopics = w
 			const merges = "merges"
 			env.wrap = func(Router) Router {
-				team, err := route.ParseKeyFrom("json:team_id")
-				if err != nil {
-					t.Fatal(err)
-				}
-				var lims []*limit.Limiter
-				for range 2 {
-					l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1_000_000}, nil, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					lims = append(lims, l)
-				}
-				rules := []route.Rule{
-					{Name: "bad-teams", Key: team, Limiters: lims[:1], Action: route.ActionTopic, Topic: merges, Forced: []string{"bad"}},
-					{Name: "team", Key: team, Limiters: lims[1:], Action: route.ActionOverflow},
-				}
 				rcfg := env.rcfg
 				rcfg.RuleTopics = w
-				r, err := route.NewRules(rcfg, rules, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				r := forcedRuleRouter(t, rcfg, route.Rule{Name: "bad-teams", Action: route.ActionTopic, Topic: merges, Forced: []string{"bad"}})
 				w.Use([]string{merges})
 				return r
 			}
