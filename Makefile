@@ -1,4 +1,4 @@
-# capture gate. `make test` works on a fresh machine: it installs redis-server (Debian)
+# capture gate. `make test` works on a fresh machine: it installs redis-server and the rest (Debian)
 # when missing; tests start their own servers on free ports.
 
 # Every recipe line runs in bash with -e -u and pipefail: a failing step anywhere in a
@@ -77,9 +77,10 @@ run: build-dev
 	./$(DEV_BIN)
 
 # Everything the suite needs beyond Go and Java, installed if missing (Debian packages):
-# redis-server, kcat (librdkafka's client, for the real-Kafka suite's compressed input)
-# and Maven (which fetches Apache Kafka's jars, internal/kafkatest, on first use).
-DEPS_TEST_PKGS := redis-server:redis-server kcat:kcat mvn:maven
+# redis-server, kcat (librdkafka's client, for the real-Kafka suite's compressed input),
+# Maven (which fetches Apache Kafka's jars, internal/kafkatest, on first use) and
+# Chromium (headless, renders gate replay's report page in its test).
+DEPS_TEST_PKGS := redis-server:redis-server kcat:kcat mvn:maven chromium:chromium
 deps-test:
 	@missing=""; for p in $(DEPS_TEST_PKGS); do \
 		command -v "$${p%%:*}" >/dev/null 2>&1 || missing="$$missing $${p#*:}"; done; \

@@ -61,6 +61,11 @@ func commands() []command {
 			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
 				return outcomesCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
 			}},
+		{name: "replay", summary: "replay the input topic through a rules file or GATE_* limits, and report what the gate would have done",
+			flags: func() *flag.FlagSet { return replayFlags(new(replayOpts)) },
+			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
+				return replayCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
+			}},
 		{name: "rules", args: "check FILE", summary: "check a rules file (GATE_RULES_FILE) and print its rules",
 			run: func(_ context.Context, args []string, h host, stdout, stderr io.Writer) error {
 				return rulesCmd(args, h.getenv, h.names(), stdout, stderr)

@@ -141,6 +141,10 @@ type Outcome struct {
 	// none was over. Team is then that rule's key (else the first checked rule's), in the
 	// Scratch: valid until the next Route with it.
 	Rule string
+	// KeyRule is the name of the rule whose key Team is (Rule when a rule acted, else the
+	// first rule checked; empty for the gate without rules), for a caller that follows
+	// keys rule by rule (gate replay).
+	KeyRule string
 	// Enforced and EnforcedReason are where the record would go, and why, were the gate
 	// enforcing. They equal Route and Reason except in dry run, where Route is always
 	// Accepted and Reason is dry_run for a record enforcement would divert.
@@ -575,6 +579,9 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			ro.action, ro.rule, ro.forced, ro.limit, ro.rotating = act, i, forced, over, rotating
 			o.Team, o.Decision, teamRule = r.keepKey(key, s), d, i
 		}
+	}
+	if teamRule >= 0 {
+		o.KeyRule = r.rules[teamRule].Name
 	}
 	if failed != reasonNone {
 		o = r.deadOrDry(rec, s, out, o, failed, failedRule, failedKey)

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/gate"
+	"github.com/capturegate/gate/internal/outcome"
+	"github.com/capturegate/gate/internal/replay"
+	"github.com/capturegate/gate/internal/rules"
+)
+
+const replayUsage = `Usage: gate replay [-rules FILE] [-against FILE|current] [-from T] [-to T | -offsets P:A-B,...] [-top N] [-json] [-html FILE]
+
+Replays the input topic (GATE_INPUT_TOPIC on GATE_KAFKA_BROKERS, with the GATE_KAFKA_TLS_*
+and GATE_KAFKA_SASL_* settings) through the gate's router and limiter and reports what
+the gate would have done: per rule, the records accepted, tagged, sent to overflow or a
+topic, dropped and dead-lettered; per key, the most limited first, its records limited,
+its first and last limited minute and its peak over its threshold. It judges every
+record in the window of its own time, as one fleet that sees every partition, counting
+in memory: it joins no consumer group, commits nothing, and writes to no topic and no
+Redis.
+
+The limits replayed are FILE's rules (-rules), else the environment's: GATE_RULES_FILE,
+else GATE_THRESHOLD, GATE_WINDOW, GATE_LIMITS and the other GATE_* limit settings, so
+that "GATE_THRESHOLD=50000 gate replay" tries another limit. -against replays a second
+set beside it (a rules file, or "current": the environment's) and lists the teams whose
+records limited change. T is a time (RFC 3339, 2026-11-27T14:00:00Z) or a duration
+before now (24h); the range is found by record timestamps.
+`
+
+type replayOpts struct {
+	rules, against, from, to, offsets, html, topic string
+	top                                            int
+	asJSON                                         bool
+}
+
+func replayFlags(o *replayOpts) *flag.FlagSet {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.StringVar(&o.rules, "rules", "", "replay the rules of `FILE` (default: GATE_RULES_FILE, else the GATE_* limits)")
+	fs.StringVar(&o.against, "against", "", "compare with a second set: a rules `FILE`, or current (the environment's)")
+	fs.StringVar(&o.from, "from", "", "start at `T`: a time (RFC 3339) or a duration before now (default: each partition's start)")
+	fs.StringVar(&o.to, "to", "", "end before `T`: a time (RFC 3339) or a duration before now (default: the end when the replay starts)")
+	fs.StringVar(&o.offsets, "offsets", "", "replay exactly these offsets instead of -from and -to: `P:A-B`,... (partition P, offsets A to B−1)")
+	fs.StringVar(&o.topic, "topic", "", "read `TOPIC` (default GATE_INPUT_TOPIC)")
+	fs.IntVar(&o.top, "top", 20, "list the `N` most affected keys of each set")
+	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&o.html, "html", "", "also write the report as a self-contained page with a chart per key to `FILE`")
+	return fs
+}
+
+// replayCmd runs `gate replay`.
+func replayCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
+	var o replayOpts
+	fs := replayFlags(&o)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { writeUsage(stderr, replayUsage, fs) }
+	args, err := cli.ParseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		fs.Usage()
+		return &cli.UsageError{Msg: fmt.Sprintf("replay takes no arguments, got %q", args)}
+	}
+	if o.top < 1 {
+		return &cli.UsageError{Msg: fmt.Sprintf("replay: -top %d: want a number of keys of 1 or more", o.top)}
+	}
+	now := clk.Now()
+	rng := replay.Range{}
+	if rng.From, err = parseWhen("from", o.from, now); err != nil {
+		return err
+	}
+	if rng.To, err = parseWhen("to", o.to, now); err != nil {
+		return err
+	}
+	if !rng.From.IsZero() && !rng.To.IsZero() && !rng.To.After(rng.From) {
+		return &cli.UsageError{Msg: fmt.Sprintf("replay: -to %s is not after -from %s", o.to, o.from)}
+	}
+	if o.offsets != "" {
+		if o.from != "" || o.to != "" {
+			return &cli.UsageError{Msg: "replay: -offsets replaces -from and -to: give one or the other"}
+		}
+		if rng.Offsets, err = parseOffsets(o.offsets); err != nil {
+			return err
+		}
+	}
+	cfg, err := config.Load(getenv, names)
+	if err != nil {
+		return err
+	}
+	rng.Topic = cfg.InputTopic
+	if o.topic != "" {
+		rng.Topic = o.topic
+	}
+	first, err := replayCandidate(cfg, o.rules)
+	if err != nil {
+		return err
+	}
+	cands := []*replay.Candidate{first}
+	if o.against != "" {
+		file := o.against
+		if file == "current" {
+			file = ""
+		}
+		second, err := replayCandidate(cfg, file)
+		if err != nil {
+			return err
+		}
+		cands = append(cands, second)
+	}
+	eng, err := replay.NewEngine(cfg.TickInterval, cands...)
+	if err != nil {
+		return err
+	}
+	log := gate.NewLogger(cfg, stderr)
+	ccfg, err := cfg.ConsumeConfig(config.Reload{Clock: clk, Log: log.With("component", "tls")})
+	if err != nil {
+		return err
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, ccfg.ClientOpts...)
+	opts = append(opts, kgo.ClientID(cfg.KafkaClientID+"-replay"))
+	began := clk.Now()
+	parts, err := replay.Read(ctx, rng, eng.Route, func(p replay.Progress) { replayProgress(stderr, p, clk.Now().Sub(began)) }, opts...)
+	partial := false
+	if err != nil {
+		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("replaying %s: %w", rng.Topic, err)
+		}
+		partial = true // Ctrl-C: report what was read
+		fmt.Fprintln(stderr, "gate replay: stopped; reporting what was read")
+	}
+	rep := eng.Report(o.top)
+	rep.Topic, rep.Partitions, rep.Partial = rng.Topic, parts, partial
+	if o.html != "" {
+		f, err := os.Create(o.html)
+		if err != nil {
+			return fmt.Errorf("writing the report page: %w", err)
+		}
+		if err := errors.Join(replay.WriteHTML(f, rep), f.Close()); err != nil {
+			return fmt.Errorf("writing the report page %s: %w", o.html, err)
+		}
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return replay.WriteText(stdout, rep)
+}
+
+// replayCandidate is the set of limits of the rules file file, or, when file is empty,
+// the environment's (GATE_RULES_FILE, else the GATE_* limits).
+func replayCandidate(cfg config.Config, file string) (*replay.Candidate, error) {
+	file = cmp.Or(file, cfg.RulesFile)
+	if file == "" {
+		return replay.NewCandidate("GATE_* limits", cfg, nil)
+	}
+	o := cfg.RulesOptions()
+	// Replay judges in event time, and records every fate: a drop rule has its outcome.
+	o.EventClock, o.Outcomes = true, true
+	set, err := rules.ReadFile(file, o)
+	if err != nil {
+		return nil, config.Problems{fmt.Errorf("rules file %s: %w", file, err)}
+	}
+	return replay.NewCandidate(file, cfg, set)
+}
+
+// parseWhen reads -from or -to: a time, or a duration before now.
+func parseWhen(flag, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return time.Time{}, &cli.UsageError{Msg: fmt.Sprintf("replay: -%s %s: want a positive duration before now", flag, v)}
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, &cli.UsageError{Msg: fmt.Sprintf("replay: -%s %q: want a time (RFC 3339, 2026-11-27T14:00:00Z) or a duration before now (24h)", flag, v)}
+	}
+	return t, nil
+}
+
+// parseOffsets reads -offsets: P:A-B,...
+func parseOffsets(v string) ([]replay.PartitionRange, error) {
+	bad := func(part string) error {
+		return &cli.UsageError{Msg: fmt.Sprintf("replay: -offsets %q: want P:A-B (partition P, offsets A to B−1), comma separated; %q is not", v, part)}
+	}
+	var out []replay.PartitionRange
+	seen := map[int32]bool{}
+	for part := range strings.SplitSeq(v, ",") {
+		p, ab, ok := strings.Cut(part, ":")
+		a, b, ok2 := strings.Cut(ab, "-")
+		if !ok || !ok2 {
+			return nil, bad(part)
+		}
+		pn, err1 := strconv.ParseInt(p, 10, 32)
+		an, err2 := strconv.ParseInt(a, 10, 64)
+		bn, err3 := strconv.ParseInt(b, 10, 64)
+		if errors.Join(err1, err2, err3) != nil || pn < 0 || an < 0 || bn < an || seen[int32(pn)] {
+			return nil, bad(part)
+		}
+		seen[int32(pn)] = true
+		out = append(out, replay.PartitionRange{Partition: int32(pn), Start: an, End: bn})
+	}
+	return out, nil
+}
+
+// replayProgress writes the progress line: records read, the rate, where in time, and
+// the time left.
+func replayProgress(w io.Writer, p replay.Progress, took time.Duration) {
+	if took < time.Second || p.Total == 0 {
+		return
+	}
+	rate := float64(p.Done) / took.Seconds()
+	eta := "-"
+	if rate > 0 {
+		eta = time.Duration(float64(p.Total-p.Done) / rate * float64(time.Second)).Round(time.Second).String()
+	}
+	fmt.Fprintf(w, "gate replay: %s of %s records (%.0f%%), %s/s, at %s, %s left\n", outcome.Thousands(p.Done), outcome.Thousands(p.Total),
+		100*float64(p.Done)/float64(p.Total), outcome.Thousands(int64(rate)), p.At.UTC().Format("2006-01-02 15:04:05Z"), eta)
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/replay"
+)
+
+// gate replay reads the input topic and reports, with another limit given in the
+// environment against a rules file: the text tables, -json, -html, and a report marked
+// partial when it is stopped.
+func TestReplayCommand(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	at := testNow.Add(-time.Hour).Truncate(time.Minute)
+	var recs []*kgo.Record
+	for i := range 3000 {
+		team := "quiet"
+		if i%3 != 0 {
+			team = "loud"
+		}
+		recs = append(recs, &kgo.Record{Key: []byte(team), Value: fmt.Appendf(nil, `{"team_id":%q}`, team),
+			Timestamp: at.Add(time.Duration(i) * 20 * time.Millisecond)})
+	}
+	recs = append(recs, &kgo.Record{Value: []byte("not json"), Timestamp: at})
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte("rules:\n- name: team\n  key: json:team_id\n  limits: [1m:1500]\n  action: overflow\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env["GATE_THRESHOLD"], env["GATE_WINDOW"] = "500", "1m"
+	html := filepath.Join(t.TempDir(), "report.html")
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"replay", "-against", rulesFile, "-from", "2h", "-html", html}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate replay: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"replayed 3,001 records", "== GATE_* limits:", "== " + rulesFile + ":", "dead letters by reason: not_json 1",
+		"teams limited differently", "loud"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gate replay's report lacks %q:\n%s", want, out)
+		}
+	}
+	if page, err := os.ReadFile(html); err != nil || !bytes.Contains(page, []byte("<svg")) {
+		t.Errorf("-html: %v, %d bytes and no chart", err, len(page))
+	}
+
+	stdout.Reset()
+	if err := run(t.Context(), []string{"replay", "-json", "-to", "30m"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate replay -json: %v\n%s", err, stderr.String())
+	}
+	var rep replay.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	loud := rep.Candidates[0].Keys
+	if rep.Records != 3001 || len(rep.Partitions) != 2 || len(loud) == 0 || loud[0].Key != "loud" || loud[0].Limited == 0 {
+		t.Errorf("gate replay -json: %d records of %v, keys %+v", rep.Records, rep.Partitions, loud)
+	}
+
+	// Stopped (Ctrl-C) before it read anything: a partial report, not an error.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	stdout.Reset()
+	if err := run(ctx, []string{"replay"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate replay, stopped: %v", err)
+	}
+	if !strings.Contains(stdout.String(), "PARTIAL") {
+		t.Errorf("a stopped replay's report is not marked partial:\n%s", stdout.String())
+	}
+}
+
+func TestReplayCommandRefusesBadFlags(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-from", "yesterday"}, `-from "yesterday": want a time`},
+		{[]string{"-from", "1h", "-to", "2h"}, "is not after -from"},
+		{[]string{"-offsets", "0:5"}, "want P:A-B"},
+		{[]string{"-offsets", "0:9-5"}, "want P:A-B"},
+		{[]string{"-offsets", "0:1-5", "-from", "1h"}, "-offsets replaces -from and -to"},
+		{[]string{"-top", "0"}, "-top 0"},
+		{[]string{"extra"}, "takes no arguments"},
+		{[]string{"-rules", "/nonexistent/rules.yaml"}, "/nonexistent/rules.yaml"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"replay"}, tc.args...), testHost(env), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("gate replay %q: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package replay
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Engine routes recorded records through its candidates, on the replay's clock: the
+// newest record time read so far, so that it never goes back however the partitions
+// interleave. Each candidate's fleet ticks every tick interval of that clock, and its
+// outcomes are sealed every minute of it. An Engine is used by one goroutine.
+type Engine struct {
+	cands      []*Candidate
+	tickEvery  time.Duration
+	now        time.Time
+	nextTick   time.Time
+	nextSeal   time.Time
+	first      time.Time
+	records    int64
+	bytes      int64
+	minHistory time.Duration
+}
+
+// NewEngine replays through cands (one, or two to compare), ticking every tick (the
+// gate's GATE_TICK_INTERVAL) of record time.
+func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
+	if len(cands) == 0 || len(cands) > 2 {
+		return nil, fmt.Errorf("replay: %d candidates (want one, or two to compare)", len(cands))
+	}
+	if tick <= 0 {
+		return nil, fmt.Errorf("replay: tick interval %s (want a positive duration)", tick)
+	}
+	e := &Engine{cands: cands, tickEvery: tick}
+	for _, c := range cands {
+		e.minHistory = max(e.minHistory, c.adaptive)
+	}
+	return e, nil
+}
+
+// Route replays one record. rec is not kept.
+func (e *Engine) Route(rec *kgo.Record) {
+	t := rec.Timestamp
+	if e.records == 0 {
+		e.first, e.now = t, t
+		e.nextTick = t.Truncate(e.tickEvery).Add(e.tickEvery)
+		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
+	}
+	if t.After(e.now) {
+		e.advance(t)
+	}
+	e.records++
+	e.bytes += int64(len(rec.Value))
+	for _, c := range e.cands {
+		c.route(e.now, rec)
+	}
+}
+
+// Now is the replay's clock: the newest record time routed.
+func (e *Engine) Now() time.Time { return e.now }
+
+// Records is how many records were routed.
+func (e *Engine) Records() int64 { return e.records }
+
+func (e *Engine) advance(t time.Time) {
+	e.now = t
+	if !t.Before(e.nextSeal) {
+		for _, c := range e.cands {
+			c.seal()
+		}
+		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
+	}
+	if !t.Before(e.nextTick) {
+		for _, c := range e.cands {
+			c.tick(t)
+		}
+		e.nextTick = t.Truncate(e.tickEvery).Add(e.tickEvery)
+	}
+}
+
+// Report ends the replay: the last minute sealed, and the report with each candidate's
+// top most affected keys.
+func (e *Engine) Report(top int) *Report {
+	r := &Report{From: e.first, To: e.now, Records: e.records, Bytes: e.bytes}
+	for _, c := range e.cands {
+		c.seal()
+		for _, s := range c.stores {
+			s.flush(e.now)
+		}
+		r.Candidates = append(r.Candidates, c.b.report(c.name, top))
+	}
+	if len(e.cands) == 2 {
+		r.Diff = diff(e.cands[0].b.teams, e.cands[1].b.teams)
+	}
+	if e.minHistory > 0 {
+		span := e.now.Sub(e.first)
+		note := fmt.Sprintf("learned thresholds: a team's is learned after %s of its history; replay learns from the start of the range, as a fleet started then would", e.minHistory)
+		if span < e.minHistory+24*time.Hour {
+			note += fmt.Sprintf(", and this range (%s) is too short for a fair answer: start it at least %s before the part that matters", span.Round(time.Minute), e.minHistory+24*time.Hour)
+		}
+		r.Notes = append(r.Notes, note)
+	}
+	return r
+}

@@ -1,0 +1,181 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/rules"
+)
+
+// testConfig is the gate's configuration from vars (GATE_* settings).
+func testConfig(t *testing.T, vars map[string]string) config.Config {
+	t.Helper()
+	cfg, err := config.Load(func(k string) string { return vars[k] }, slices.Collect(maps.Keys(vars)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func testRules(t *testing.T, cfg config.Config, yaml string) *rules.Set {
+	t.Helper()
+	o := cfg.RulesOptions()
+	o.EventClock, o.Outcomes = true, true
+	set, err := rules.Parse("rules.yaml", []byte(yaml), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+var start = time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)
+
+// event is a record of team (and user) at start+at, as capture writes them.
+func event(team, user string, at time.Duration) *kgo.Record {
+	v := fmt.Sprintf(`{"team_id":%q,"distinct_id":%q,"event":"pageview"}`, team, user)
+	return &kgo.Record{Topic: "events", Value: []byte(v), Timestamp: start.Add(at)}
+}
+
+// traffic is 10 minutes of three teams: quiet (10 a minute), steady (90 a minute) and
+// loud (300 a minute in minutes 3 to 5, one user sending most), a record every few
+// milliseconds, and a bad record a minute.
+func traffic() []*kgo.Record {
+	var recs []*kgo.Record
+	for m := range 10 {
+		base := time.Duration(m) * time.Minute
+		add := func(team string, n int, user func(i int) string) {
+			for i := range n {
+				recs = append(recs, event(team, user(i), base+time.Duration(i)*time.Minute/time.Duration(n)))
+			}
+		}
+		add("quiet", 10, func(int) string { return "u1" })
+		add("steady", 90, func(i int) string { return fmt.Sprint("u", i%9) })
+		if m >= 3 && m <= 5 {
+			add("loud", 300, func(i int) string {
+				if i%3 == 0 {
+					return fmt.Sprint("u", i)
+				}
+				return "bot"
+			})
+		}
+		recs = append(recs, &kgo.Record{Topic: "events", Value: []byte("not json"), Timestamp: start.Add(base + 30*time.Second)})
+	}
+	for _, r := range recs {
+		r.Timestamp = r.Timestamp.Truncate(time.Millisecond) // as Kafka keeps it
+	}
+	slices.SortStableFunc(recs, func(a, b *kgo.Record) int { return a.Timestamp.Compare(b.Timestamp) })
+	return recs
+}
+
+func run(t *testing.T, cands ...*Candidate) *Report {
+	t.Helper()
+	e, err := NewEngine(time.Second, cands...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range traffic() {
+		e.Route(r)
+	}
+	return e.Report(10)
+}
+
+func TestReplayTeamLimit(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_THRESHOLD": "100", "GATE_WINDOW": "1m", "GATE_LIMIT_MODE": "divert"})
+	c, err := NewCandidate("env", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, c)
+	got := r.Candidates[0]
+	if r.Records != int64(len(traffic())) || got.Total.Records != r.Records {
+		t.Fatalf("records %d, fates %d, want %d", r.Records, got.Total.Records, len(traffic()))
+	}
+	if got.Total.DeadLetter != 10 || got.DeadLetters["not_json"] != 10 {
+		t.Errorf("dead letters %d %v, want 10 not_json", got.Total.DeadLetter, got.DeadLetters)
+	}
+	if len(got.Keys) == 0 || got.Keys[0].Key != "loud" {
+		t.Fatalf("keys %+v, want loud first", got.Keys)
+	}
+	k := got.Keys[0]
+	// 300 a minute against 100 a minute, in divert mode (every record counts): all but
+	// the first 100 of minutes 3 to 5.
+	if k.Limited != 800 || got.Total.Overflow != k.Limited {
+		t.Errorf("loud limited %d (overflow %d), want 800", k.Limited, got.Total.Overflow)
+	}
+	if !k.FirstLimited.Equal(start.Add(3*time.Minute)) || k.LastLimited.Before(start.Add(5*time.Minute)) {
+		t.Errorf("loud limited from %s to %s", k.FirstLimited, k.LastLimited)
+	}
+	if k.PeakRatio < 1 || k.Threshold != 100 {
+		t.Errorf("loud peak ratio %.2f at threshold %d", k.PeakRatio, k.Threshold)
+	}
+	for _, other := range got.Keys[1:] {
+		if other.Limited > 0 {
+			t.Errorf("key %s limited %d", other.Key, other.Limited)
+		}
+	}
+}
+
+func TestReplayIsDeterministic(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_THRESHOLD": "100", "GATE_WINDOW": "1m"})
+	yaml := `
+rules:
+- name: user
+  key: json:team_id+distinct_id
+  limits: [1m:50]
+  action: overflow
+- name: team
+  key: json:team_id
+  limits: [1m:150]
+  action: tag
+- name: team-shadow
+  key: json:team_id
+  limits: [1m:80]
+  shadow: true
+`
+	var out [][]byte
+	for range 2 {
+		a, err := NewCandidate("candidate", cfg, testRules(t, cfg, yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := NewCandidate("current", cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := json.NewEncoder(&buf).Encode(run(t, a, b)); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, buf.Bytes())
+	}
+	if !bytes.Equal(out[0], out[1]) {
+		t.Fatalf("two replays differ:\n%s\n%s", out[0], out[1])
+	}
+	var r Report
+	if err := json.Unmarshal(out[0], &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", out[0])
+	cand := r.Candidates[0]
+	var names []string
+	for _, rf := range cand.Rules {
+		names = append(names, rf.Rule)
+	}
+	if !slices.Equal(names, []string{"user", "team", "team-shadow"}) {
+		t.Errorf("rules %q", names)
+	}
+	if cand.Rules[0].Overflow == 0 || cand.Rules[2].ShadowOver == 0 {
+		t.Errorf("rules %+v: want the user rule to overflow the bot and the shadow rule over", cand.Rules)
+	}
+	if len(r.Diff) == 0 {
+		t.Errorf("no diff between the candidates")
+	}
+}

@@ -1,0 +1,357 @@
+package replay
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/capturegate/gate/internal/outcome"
+	"github.com/capturegate/gate/internal/route"
+)
+
+// Report is what a replay found, deterministic for a given range and candidates: two
+// replays of the same records write it byte for byte alike.
+type Report struct {
+	// Input is what was read: the topic, each partition's offsets, and the range of
+	// record times (From is the first record's, To the last's).
+	Topic      string           `json:"topic"`
+	Partitions []PartitionRange `json:"partitions"`
+	From       time.Time        `json:"from"`
+	To         time.Time        `json:"to"`
+	Records    int64            `json:"records"`
+	Bytes      int64            `json:"bytes"`
+	// Partial says the replay was stopped before the end of its range.
+	Partial    bool              `json:"partial,omitempty"`
+	Candidates []CandidateReport `json:"candidates"`
+	// Diff is, with two candidates, every team whose records limited differ, the most
+	// changed first: what the first candidate does to it against the second.
+	Diff []TeamDiff `json:"diff,omitempty"`
+	// Notes say what the figures cannot (too little history for a learned threshold).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// PartitionRange is the offsets read from one partition: [Start, End).
+type PartitionRange struct {
+	Partition int32 `json:"partition"`
+	Start     int64 `json:"start"`
+	End       int64 `json:"end"`
+}
+
+// CandidateReport is one candidate's part of the report.
+type CandidateReport struct {
+	Name string `json:"name"`
+	// Total is every record's fate; Rules what each rule did (the records it acted on,
+	// and a shadow rule's would-be-over).
+	Total Totals     `json:"total"`
+	Rules []RuleFate `json:"rules"`
+	// DeadLetters counts the dead-lettered records by the gate's reason.
+	DeadLetters map[string]int64 `json:"dead_letters,omitempty"`
+	// KeysAffected is how many keys any rule limited, tagged or found over in shadow;
+	// Keys are the most affected of them, most first.
+	KeysAffected int         `json:"keys_affected"`
+	Keys         []KeyReport `json:"keys"`
+	// Folded counts the records of keys past the row budget of a minute
+	// (MaxRowsPerMinute): in Total and Rules, in no key.
+	Folded int64 `json:"folded,omitempty"`
+}
+
+// Totals counts records by fate: where the gate would have sent them. Limited is
+// Overflow + Topic + Dropped.
+type Totals struct {
+	Records    int64 `json:"records"`
+	Accepted   int64 `json:"accepted"` // Tagged among them
+	Tagged     int64 `json:"tagged"`
+	Limited    int64 `json:"limited"`
+	Overflow   int64 `json:"overflow"`
+	Topic      int64 `json:"topic"`
+	Dropped    int64 `json:"dropped"`
+	DeadLetter int64 `json:"dead_letter"`
+	ShadowOver int64 `json:"shadow_over"`
+}
+
+func (t *Totals) add(r *outcome.Row) {
+	n := r.Records
+	switch {
+	case r.Outcome == outcome.ShadowOver.String():
+		t.ShadowOver += n
+		return // the record's own fate is in another row
+	case r.Outcome == outcome.Accepted.String():
+		t.Accepted += n
+	case r.Outcome == outcome.Tagged.String():
+		t.Accepted += n
+		t.Tagged += n
+	case r.Outcome == outcome.Overflow.String():
+		t.Overflow += n
+		t.Limited += n
+	case strings.HasPrefix(r.Outcome, "topic:"):
+		t.Topic += n
+		t.Limited += n
+	case r.Outcome == outcome.Dropped.String():
+		t.Dropped += n
+		t.Limited += n
+	case r.Outcome == outcome.DeadLetter.String():
+		t.DeadLetter += n
+	}
+	t.Records += n
+}
+
+// RuleFate is what one rule did: the records whose fate it decided, and as a shadow
+// rule the records it was over. Rule is empty for the gate's limits without a rules
+// file.
+type RuleFate struct {
+	Rule string `json:"rule"`
+	Totals
+}
+
+// KeyReport is one key as a rule saw it: the records limited (or tagged, or over a
+// shadow rule) and when, and how far over its threshold it went.
+type KeyReport struct {
+	Rule       string `json:"rule"`
+	Key        string `json:"key"`
+	Team       string `json:"team"`
+	Limited    int64  `json:"limited"`
+	Tagged     int64  `json:"tagged"`
+	ShadowOver int64  `json:"shadow_over"`
+	// FirstLimited and LastLimited are the first and last minutes with any of them.
+	FirstLimited time.Time `json:"first_limited"`
+	LastLimited  time.Time `json:"last_limited"`
+	// Threshold is the key's threshold per window at its peak; PeakRatio its highest
+	// level (the sliding-window count the gate compares) ÷ its threshold at the time.
+	// 0 for a key only a shadow rule was over (the record's own decision was another's).
+	Threshold int64   `json:"threshold"`
+	PeakRatio float64 `json:"peak_ratio"`
+	// Series is the key's minutes from when it first came within half of its threshold
+	// (earlier ones are not kept: a key never that close is not worth a line).
+	Series []Point `json:"series"`
+}
+
+func (k *KeyReport) affected() int64 { return k.Limited + k.Tagged + k.ShadowOver }
+
+// Point is one minute of a key: its highest level and its threshold then, and its
+// records limited, tagged or over in shadow.
+type Point struct {
+	Minute    time.Time `json:"minute"`
+	Level     float64   `json:"level"`
+	Threshold int64     `json:"threshold"`
+	Affected  int64     `json:"affected"`
+}
+
+// TeamDiff is one team under two candidates: its records limited under each (tagged
+// and shadow over aside). Change = A − B: negative, the first candidate limits it less.
+type TeamDiff struct {
+	Team   string `json:"team"`
+	A      int64  `json:"a"`
+	B      int64  `json:"b"`
+	Change int64  `json:"change"`
+}
+
+// trackFrom is the pressure (level ÷ threshold) from which a key's minutes are kept.
+const trackFrom = 0.5
+
+type keyID struct{ rule, key string }
+
+// builder gathers a candidate's report as records are routed (observe) and their
+// minutes sealed (rows).
+type builder struct {
+	total   Totals
+	rules   map[string]*Totals
+	order   []string // rules in the order first seen
+	dead    map[string]int64
+	keys    map[keyID]*KeyReport
+	teams   map[string]int64 // records limited, by team
+	folded  int64
+	ruleSet []string
+}
+
+func newBuilder() *builder {
+	return &builder{rules: map[string]*Totals{}, dead: map[string]int64{}, keys: map[keyID]*KeyReport{}, teams: map[string]int64{}}
+}
+
+// observe follows the decision a record got: the level of the key it was decided on.
+// It allocates only for a key newly within half of its threshold.
+func (b *builder) observe(now time.Time, o *route.Outcome) {
+	d := &o.Decision
+	if d.Threshold <= 0 || o.Team == "" {
+		return
+	}
+	k := b.keys[keyID{o.KeyRule, o.Team}]
+	if k == nil {
+		if d.Level < trackFrom*float64(d.Threshold) {
+			return
+		}
+		k = b.key(o.KeyRule, o.Team, "")
+	}
+	p := k.point(now.Truncate(time.Minute))
+	if d.Level > p.Level || p.Threshold == 0 {
+		p.Level, p.Threshold = d.Level, d.Threshold
+	}
+	if r := d.Level / float64(d.Threshold); r > k.PeakRatio {
+		k.PeakRatio, k.Threshold = r, d.Threshold
+	}
+}
+
+// key returns the report of (rule, key), made (its strings copied) if new.
+func (b *builder) key(rule, key, team string) *KeyReport {
+	id := keyID{rule, key}
+	if k := b.keys[id]; k != nil {
+		return k
+	}
+	id = keyID{strings.Clone(rule), strings.Clone(key)}
+	if team == "" {
+		team = key
+		if i := strings.IndexByte(key, ':'); i >= 0 {
+			team = key[:i] // a composite key's first field (the router's teamOf)
+		}
+	}
+	k := &KeyReport{Rule: id.rule, Key: id.key, Team: strings.Clone(team)}
+	b.keys[id] = k
+	return k
+}
+
+// point returns k's point of minute m, appended if it is newer than its last.
+func (k *KeyReport) point(m time.Time) *Point {
+	for i := len(k.Series) - 1; i >= 0 && !k.Series[i].Minute.Before(m); i-- {
+		if k.Series[i].Minute.Equal(m) {
+			return &k.Series[i]
+		}
+	}
+	k.Series = append(k.Series, Point{Minute: m})
+	if n := len(k.Series); n > 1 && k.Series[n-2].Minute.After(m) {
+		slices.SortFunc(k.Series, func(a, b Point) int { return a.Minute.Compare(b.Minute) })
+		for i := range k.Series {
+			if k.Series[i].Minute.Equal(m) {
+				return &k.Series[i]
+			}
+		}
+	}
+	return &k.Series[len(k.Series)-1]
+}
+
+// rows adds sealed outcome rows.
+func (b *builder) rows(rows []outcome.Row) {
+	for i := range rows {
+		r := &rows[i]
+		b.total.add(r)
+		t := b.rules[r.Rule]
+		if t == nil {
+			t = new(Totals)
+			b.rules[r.Rule] = t
+			b.order = append(b.order, r.Rule)
+		}
+		t.add(r)
+		if r.Outcome == outcome.DeadLetter.String() {
+			b.dead[r.Reason] += r.Records
+		}
+		if r.Folded {
+			b.folded += r.Records
+			continue
+		}
+		var lim, tag, shadow int64
+		switch {
+		case r.Outcome == outcome.ShadowOver.String():
+			shadow = r.Records
+		case r.Outcome == outcome.Tagged.String():
+			tag = r.Records
+		case r.Outcome == outcome.Overflow.String(), r.Outcome == outcome.Dropped.String(), strings.HasPrefix(r.Outcome, "topic:"):
+			lim = r.Records
+		}
+		if lim+tag+shadow == 0 || r.Key == "" {
+			continue
+		}
+		if lim > 0 {
+			b.teams[r.Team] += lim
+		}
+		k := b.key(r.Rule, r.Key, r.Team)
+		k.Limited += lim
+		k.Tagged += tag
+		k.ShadowOver += shadow
+		p := k.point(r.IntervalStart)
+		p.Affected += lim + tag + shadow
+		if k.FirstLimited.IsZero() || r.IntervalStart.Before(k.FirstLimited) {
+			k.FirstLimited = r.IntervalStart
+		}
+		if r.IntervalStart.After(k.LastLimited) {
+			k.LastLimited = r.IntervalStart
+		}
+	}
+}
+
+// report is the candidate's report with its top most affected keys.
+func (b *builder) report(name string, top int) CandidateReport {
+	c := CandidateReport{Name: name, Total: b.total, Folded: b.folded}
+	if len(b.dead) > 0 {
+		c.DeadLetters = maps.Clone(b.dead)
+	}
+	names := slices.Clone(b.order)
+	for _, r := range b.ruleSet { // every rule of the set, in its order, even one that did nothing
+		if !slices.Contains(names, r) {
+			names = append(names, r)
+		}
+	}
+	slices.SortStableFunc(names, func(x, y string) int {
+		return cmp.Compare(rank(b.ruleSet, x), rank(b.ruleSet, y))
+	})
+	for _, r := range names {
+		if r == "" && len(b.ruleSet) > 0 {
+			continue // no rule: accepted and dead-lettered records, in Total
+		}
+		var t Totals
+		if p := b.rules[r]; p != nil {
+			t = *p
+		}
+		c.Rules = append(c.Rules, RuleFate{Rule: r, Totals: t})
+	}
+	var keys []*KeyReport
+	for _, k := range b.keys {
+		if k.affected() > 0 {
+			keys = append(keys, k)
+		}
+	}
+	c.KeysAffected = len(keys)
+	slices.SortFunc(keys, func(x, y *KeyReport) int {
+		return cmp.Or(cmp.Compare(y.affected(), x.affected()), cmp.Compare(y.PeakRatio, x.PeakRatio),
+			cmp.Compare(x.Rule, y.Rule), cmp.Compare(x.Key, y.Key))
+	})
+	for _, k := range keys[:min(top, len(keys))] {
+		kc := *k
+		kc.Series = slices.Clone(k.Series)
+		c.Keys = append(c.Keys, kc)
+	}
+	return c
+}
+
+// rank is r's place in the rule set (a rule not in it last).
+func rank(set []string, r string) int {
+	if i := slices.Index(set, r); i >= 0 {
+		return i
+	}
+	return len(set)
+}
+
+// diff compares the teams limited under a and b.
+func diff(a, b map[string]int64) []TeamDiff {
+	var out []TeamDiff
+	for t, n := range a {
+		if m := b[t]; m != n {
+			out = append(out, TeamDiff{Team: t, A: n, B: m, Change: n - m})
+		}
+	}
+	for t, m := range b {
+		if _, ok := a[t]; !ok && m != 0 {
+			out = append(out, TeamDiff{Team: t, B: m, Change: -m})
+		}
+	}
+	slices.SortFunc(out, func(x, y TeamDiff) int {
+		return cmp.Or(cmp.Compare(abs(y.Change), abs(x.Change)), cmp.Compare(x.Team, y.Team))
+	})
+	return out
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}

@@ -1,0 +1,158 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/faulttest"
+)
+
+// produced puts traffic() on topic across its partitions (by team, as capture keys
+// them), and returns the client.
+func produced(t *testing.T, c *kfake.Cluster, topic string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	recs := traffic()
+	for _, r := range recs {
+		var v struct {
+			Team string `json:"team_id"`
+		}
+		_ = json.Unmarshal(r.Value, &v)
+		r.Key = []byte(v.Team)
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// TestReadReplaysTheTopicAsInMemory: the records read from a topic of four partitions,
+// merged in time order, give the report that the same records routed in memory give, and
+// two reads give it byte for byte. The read joins no group, commits nothing and writes
+// nothing: the gates' group keeps its offsets and no topic grows.
+func TestReadReplaysTheTopicAsInMemory(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(4, "events"), kfake.SeedTopics(1, "accepted"))
+	cl := produced(t, c, "events")
+	adm := kadm.NewClient(cl)
+	// The gates' group, with offsets committed: replay must leave them be.
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "events", Partition: 0, At: 3})
+	if _, err := adm.CommitOffsets(t.Context(), "gates", offs); err != nil {
+		t.Fatal(err)
+	}
+	endsBefore, err := adm.ListEndOffsets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := testConfig(t, map[string]string{"GATE_THRESHOLD": "100", "GATE_WINDOW": "1m", "GATE_LIMIT_MODE": "divert", "GATE_GROUP_ID": "gates"})
+	var out [][]byte
+	for range 2 {
+		cand, err := NewCandidate("env", cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewEngine(time.Second, cand)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var calls int
+		parts, err := Read(t.Context(), Range{Topic: "events"}, e.Route, func(Progress) { calls++ }, kgo.SeedBrokers(c.ListenAddrs()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parts) != 4 || calls == 0 {
+			t.Fatalf("partitions %v, progress calls %d", parts, calls)
+		}
+		r := e.Report(10)
+		r.Topic, r.Partitions = "events", nil
+		b, _ := json.Marshal(r)
+		out = append(out, b)
+	}
+	if !bytes.Equal(out[0], out[1]) {
+		t.Fatalf("two reads differ:\n%s\n%s", out[0], out[1])
+	}
+	mem, err := NewCandidate("env", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := run(t, mem)
+	want.Topic = "events"
+	b, _ := json.Marshal(want)
+	if !bytes.Equal(out[0], b) {
+		t.Errorf("read from Kafka:\n%s\nin memory:\n%s", out[0], b)
+	}
+
+	lag, err := adm.FetchOffsets(t.Context(), "gates")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := lag.Lookup("events", 0); !ok || o.At != 3 || len(lag) != 1 {
+		t.Errorf("the gates' group's offsets are %v after the replay, want events/0 at 3 only", lag)
+	}
+	groups, err := adm.ListGroups(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 {
+		t.Errorf("groups after the replay: %v, want only the gates'", groups.Groups())
+	}
+	endsAfter, err := adm.ListEndOffsets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	endsBefore.Each(func(o kadm.ListedOffset) {
+		if a, _ := endsAfter.Lookup(o.Topic, o.Partition); a.Offset != o.Offset {
+			t.Errorf("%s/%d grew from %d to %d during the replay", o.Topic, o.Partition, o.Offset, a.Offset)
+		}
+	})
+}
+
+// TestReadRange: -from and -to by record time, and exact offsets.
+func TestReadRange(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "events"))
+	produced(t, c, "events")
+	count := func(rng Range) (n int64, first, last time.Time) {
+		rng.Topic = "events"
+		if _, err := Read(t.Context(), rng, func(r *kgo.Record) {
+			if n == 0 {
+				first = r.Timestamp
+			}
+			if r.Timestamp.Before(last) {
+				t.Errorf("record at %s after one at %s", r.Timestamp, last)
+			}
+			n, last = n+1, r.Timestamp
+		}, nil, kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
+			t.Fatal(err)
+		}
+		return n, first, last
+	}
+	all, _, _ := count(Range{})
+	if all != int64(len(traffic())) {
+		t.Fatalf("read %d records, want %d", all, len(traffic()))
+	}
+	n, first, last := count(Range{From: start.Add(3 * time.Minute), To: start.Add(6 * time.Minute)})
+	if first.Before(start.Add(3*time.Minute)) || !last.Before(start.Add(6*time.Minute)) || n < 1000 {
+		t.Errorf("-from 3m -to 6m: %d records from %s to %s", n, first, last)
+	}
+	n, _, _ = count(Range{Offsets: []PartitionRange{{Partition: 0, Start: 5, End: 15}, {Partition: 1, Start: 0, End: 0}}})
+	if n != 10 {
+		t.Errorf("offsets 0:5-15: %d records, want 10", n)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := Read(ctx, Range{Topic: "events"}, func(*kgo.Record) {}, nil, kgo.SeedBrokers(c.ListenAddrs()...)); err == nil {
+		t.Errorf("a cancelled read returned no error")
+	}
+}

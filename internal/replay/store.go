@@ -1,0 +1,114 @@
+package replay
+
+import (
+	"strings"
+	"time"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/spike"
+)
+
+// store is one limiter's shared store as a fleet of gates keeps it in Redis, in memory:
+// each key's count per window, the hold flags and the learned profiles. Replay sweeps
+// its limiter on the tick's schedule (in event time) and applies every read planned from
+// what the store holds, as the tick does, so a learned threshold is folded and a hold
+// shared as the fleet would have them. Counting needs none of it: one process seeing
+// every record counts every key exactly, and an entry never read judges on its own
+// counts (limit's event.go).
+type store struct {
+	l        *limit.Limiter
+	sw       limit.Sweep
+	counts   map[int64]map[string]int64 // epoch → key → the fleet's count
+	holds    map[string]heldFlag
+	profiles map[string]spike.Profile
+	hold     time.Duration
+}
+
+// heldFlag is a hold flag and when the store lets it expire (it is set with the hold's
+// lifetime, refreshed while the key is over its release level).
+type heldFlag struct {
+	f       limit.HoldFlag
+	expires time.Time
+}
+
+func newStore(l *limit.Limiter) *store {
+	return &store{l: l, counts: map[int64]map[string]int64{}, holds: map[string]heldFlag{},
+		profiles: map[string]spike.Profile{}, hold: l.DivertHold()}
+}
+
+// tick is the tick's work at now: sweep, write the counts, set the hold flags, apply
+// the reads with their flags and profiles, keep the profiles folded, and forget the
+// windows no record may count in any more.
+func (s *store) tick(now time.Time) {
+	s.l.Sweep(now, &s.sw)
+	s.write(now)
+	s.read(now)
+	s.forget(now)
+}
+
+// flush is the final tick: every count written, cold keys' too.
+func (s *store) flush(now time.Time) {
+	s.l.SweepAll(now, &s.sw)
+	s.write(now)
+}
+
+func (s *store) write(now time.Time) {
+	for _, c := range s.sw.Counts {
+		m := s.counts[c.Epoch]
+		if m == nil {
+			m = map[string]int64{}
+			s.counts[c.Epoch] = m
+		}
+		// A key's string may alias the limiter's table, whose slot a later key reuses: a
+		// key new to the store is copied.
+		if n, ok := m[c.Team]; ok {
+			m[c.Team] = n + c.N
+		} else {
+			m[strings.Clone(c.Team)] = c.N
+		}
+	}
+	for _, f := range s.sw.Holds {
+		f.Team = strings.Clone(f.Team)
+		s.holds[f.Team] = heldFlag{f, now.Add(s.hold)}
+	}
+}
+
+func (s *store) read(now time.Time) {
+	adaptive := s.l.Adaptive() != nil
+	for i := range s.sw.Reads {
+		r := &s.sw.Reads[i]
+		s.l.ApplyRead(r, s.counts[r.Epoch][r.Team], s.counts[r.Epoch-1][r.Team], now)
+		if r.Hold {
+			if h, ok := s.holds[r.Team]; ok && now.Before(h.expires) {
+				s.l.ApplyHold(r, h.f)
+			}
+		}
+		if adaptive && r.Profile {
+			p, found := s.profiles[r.Team]
+			var n int64
+			if r.Fold {
+				n = s.counts[r.Epoch-2][r.Team]
+			}
+			// As the tick's script: set only if the stored profile is still the one folded.
+			if w, ok := s.l.ApplyProfile(r, p, found, n, now); ok && found == w.Exists && (!found || p.Epoch == w.Old) {
+				s.profiles[strings.Clone(w.Team)] = w.Profile
+			}
+		}
+	}
+}
+
+// forget drops the windows older than any the limiter still reads (a fold reads two
+// back) and the hold flags that expired.
+func (s *store) forget(now time.Time) {
+	oldest := s.l.OldestEpoch(now) - 2
+	for ep := range s.counts {
+		if ep < oldest {
+			delete(s.counts, ep)
+		}
+	}
+	for k, h := range s.holds {
+		if !now.Before(h.expires) {
+			delete(s.holds, k)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/capturegate/gate/internal/outcome"
+)
+
+// minute formats a minute of the report.
+func minute(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04Z")
+}
+
+// WriteText writes r as the terminal tables `gate replay` prints: per candidate, what
+// every record became and what each rule did, the dead letters' reasons, its most
+// affected keys, and with two candidates the teams whose records limited change.
+func WriteText(w io.Writer, r *Report) error {
+	n := outcome.Thousands
+	fmt.Fprintf(w, "replayed %s records (%s bytes) of %s from %s to %s\n", n(r.Records), n(r.Bytes), r.Topic, minute(r.From), minute(r.To))
+	if r.Partial {
+		fmt.Fprintln(w, "PARTIAL: stopped before the end of the range; the figures cover what was read")
+	}
+	for _, note := range r.Notes {
+		fmt.Fprintln(w, "note:", note)
+	}
+	for _, c := range r.Candidates {
+		t := c.Total
+		fmt.Fprintf(w, "\n== %s: accepted %s (tagged %s), limited %s (overflow %s, topic %s, dropped %s), dead letter %s, shadow over %s\n",
+			c.Name, n(t.Accepted), n(t.Tagged), n(t.Limited), n(t.Overflow), n(t.Topic), n(t.Dropped), n(t.DeadLetter), n(t.ShadowOver))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "RULE\tACCEPTED\tTAGGED\tOVERFLOW\tTOPIC\tDROPPED\tDEAD LETTER\tSHADOW OVER\t")
+		for _, rf := range c.Rules {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", ruleName(rf.Rule), n(rf.Accepted), n(rf.Tagged), n(rf.Overflow), n(rf.Topic),
+				n(rf.Dropped), n(rf.DeadLetter), n(rf.ShadowOver))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(c.DeadLetters) > 0 {
+			var parts []string
+			for _, reason := range slices.Sorted(maps.Keys(c.DeadLetters)) {
+				parts = append(parts, fmt.Sprintf("%s %s", reason, n(c.DeadLetters[reason])))
+			}
+			fmt.Fprintf(w, "dead letters by reason: %s\n", strings.Join(parts, ", "))
+		}
+		if c.Folded > 0 {
+			fmt.Fprintf(w, "%s records of keys past %d a minute are in the totals, in no key\n", n(c.Folded), MaxRowsPerMinute)
+		}
+		if len(c.Keys) == 0 {
+			fmt.Fprintln(w, "no key limited, tagged or over a shadow rule")
+			continue
+		}
+		fmt.Fprintf(w, "the %d most affected of %d keys:\n", len(c.Keys), c.KeysAffected)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RULE\tKEY\tLIMITED\tTAGGED\tSHADOW OVER\tFIRST\tLAST\tPEAK ÷ THRESHOLD")
+		for _, k := range c.Keys {
+			peak := "-"
+			if k.Threshold > 0 {
+				peak = fmt.Sprintf("%.2f × %s", k.PeakRatio, n(k.Threshold))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ruleName(k.Rule), k.Key, n(k.Limited), n(k.Tagged), n(k.ShadowOver),
+				minute(k.FirstLimited), minute(k.LastLimited), peak)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(r.Candidates) == 2 {
+		a, b := r.Candidates[0].Name, r.Candidates[1].Name
+		if len(r.Diff) == 0 {
+			_, err := fmt.Fprintf(w, "\n%s and %s limit every team alike\n", a, b)
+			return err
+		}
+		fmt.Fprintf(w, "\n%d teams limited differently, most changed first (change = %s − %s):\n", len(r.Diff), a, b)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "TEAM\tLIMITED (%s)\tLIMITED (%s)\tCHANGE\n", a, b)
+		for _, d := range r.Diff[:min(len(r.Diff), 50)] {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%+d\n", d.Team, n(d.A), n(d.B), d.Change)
+		}
+		return tw.Flush()
+	}
+	return nil
+}
