@@ -130,6 +130,9 @@ part end-to-end-same-clock repeat 3 bench/consume.test -test.v -test.run '^$' -t
 part outcomes repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkOutcomes$' -test.benchtime 2000000x
 part real-kafka repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x
 part real-kafka-replicated repeat 2 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafkaReplicated$' -test.benchtime 300000x
+# gate replay against a bare consume of the same 1,000,000 records, in turns, on kfake and
+# on Apache Kafka (issue Replay's goal).
+part replay "$GO" test -v -run '^$' -bench '^BenchmarkReplay$' -benchtime 1x -count=3 -timeout 30m ./internal/replay/
 part real-kafka-latency bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafkaLatency$' -test.benchtime 1x
 
 echo "=== bench parts (seconds)"

@@ -25,6 +25,8 @@ const (
 	benchSameGateOut = "BenchmarkEndToEndSameClock/gate-outcomes"
 	benchSameEOSOut  = "BenchmarkEndToEndSameClock/exactly-once-outcomes"
 	benchOutGate     = "BenchmarkOutcomes/gate"
+	benchReplayKfake = "BenchmarkReplay/kfake"
+	benchReplayKafka = "BenchmarkReplay/kafka"
 	benchOutGateOn   = "BenchmarkOutcomes/gate-outcomes"
 	benchOutEOS      = "BenchmarkOutcomes/exactly-once"
 	benchOutEOSOn    = "BenchmarkOutcomes/exactly-once-outcomes"
@@ -101,6 +103,16 @@ func e2eFigures(b Samples, out map[string]float64) {
 	}
 	b.putRatio(out, "records/s", benchSameGateOut, "", benchSameGate, "", "outcomes_short_run_vs_off_ratio")
 	b.putRatio(out, "records/s", benchSameEOSOut, "", benchSameExactly, "", "outcomes_short_run_eos_vs_off_ratio")
+	// gate replay against a bare consume of the same range, in turns in one benchmark.
+	b.putRatio(out, "replay-records/s", benchReplayKfake, "replay_records_per_s", "", "", "")
+	b.putRatio(out, "consume-records/s", benchReplayKfake, "replay_consume_records_per_s", "", "", "")
+	b.putRatio(out, "replay-records/s", benchReplayKafka, "real_kafka_replay_records_per_s", "", "", "")
+	b.putRatio(out, "consume-records/s", benchReplayKafka, "real_kafka_replay_consume_records_per_s", "", "", "")
+	for _, k := range []string{"", "real_kafka_"} {
+		if r, ok := out[k+"replay_records_per_s"]; ok && out[k+"replay_consume_records_per_s"] > 0 {
+			out[k+"replay_vs_consume_ratio"] = r / out[k+"replay_consume_records_per_s"]
+		}
+	}
 	b.putRatio(out, "records/s", benchRealGate, "real_kafka_gate_records_per_s",
 		benchRealPass, "real_kafka_passthrough_records_per_s", "real_kafka_e2e_vs_passthrough_ratio")
 	b.putRatio(out, "cpu-s/Mrecords", benchRealGate, "", benchRealPass, "", "real_kafka_cpu_vs_passthrough_ratio")

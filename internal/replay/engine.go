@@ -24,7 +24,12 @@ type Engine struct {
 }
 
 // NewEngine replays through cands (one, or two to compare), ticking every tick (the
-// gate's GATE_TICK_INTERVAL) of record time.
+// gate's GATE_TICK_INTERVAL) of record time, or every tenth of the shortest window if
+// that is longer. A tick sweeps every key cached, and counting needs none of it (one
+// process counts exactly without reads): what it times is a hold's release, a learned
+// threshold's fold and the expiry of idle keys, none of which moves by more than a
+// tenth of a window, while a tick of record time every 250 ms would cost a replay of a
+// busy hour thousands of sweeps.
 func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 	if len(cands) == 0 || len(cands) > 2 {
 		return nil, fmt.Errorf("replay: %d candidates (want one, or two to compare)", len(cands))
@@ -35,6 +40,9 @@ func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 	e := &Engine{cands: cands, tickEvery: tick}
 	for _, c := range cands {
 		e.minHistory = max(e.minHistory, c.adaptive)
+		for _, s := range c.stores {
+			e.tickEvery = max(e.tickEvery, s.l.Config().Window/10)
+		}
 	}
 	return e, nil
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // testConfig is the gate's configuration from vars (GATE_* settings).
-func testConfig(t *testing.T, vars map[string]string) config.Config {
+func testConfig(t testing.TB, vars map[string]string) config.Config {
 	t.Helper()
 	cfg, err := config.Load(func(k string) string { return vars[k] }, slices.Collect(maps.Keys(vars)))
 	if err != nil {
@@ -25,7 +25,7 @@ func testConfig(t *testing.T, vars map[string]string) config.Config {
 	return cfg
 }
 
-func testRules(t *testing.T, cfg config.Config, yaml string) *rules.Set {
+func testRules(t testing.TB, cfg config.Config, yaml string) *rules.Set {
 	t.Helper()
 	o := cfg.RulesOptions()
 	o.EventClock, o.Outcomes = true, true

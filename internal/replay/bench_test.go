@@ -1,0 +1,159 @@
+package replay
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/kafkatest"
+)
+
+// benchRecords is how many records BenchmarkReplay reads in each turn.
+const benchRecords = 1_000_000
+
+// BenchmarkReplay: a replay of 1,000,000 records against a bare consume of the same
+// range (a franz-go client that reads every partition to its end and does nothing else),
+// in turns, consume first, on the in-process broker and on Apache Kafka (one node, its
+// JVM warmed by a consume first). The records: 10,000 teams (a few heavy, most light) of
+// 20 users each over ten minutes of record time, on 8 partitions; the replay runs a
+// per-user rule and a team rule, as `gate replay -rules` does. It reports each side's
+// records/s and their ratio (replay_vs_consume_ratio in make bench).
+func BenchmarkReplay(b *testing.B) {
+	b.Run("kfake", func(b *testing.B) {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(8, "events"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		benchReplay(b, kgo.SeedBrokers(c.ListenAddrs()...))
+	})
+	b.Run("kafka", func(b *testing.B) {
+		c := kafkatest.Start(b, kafkatest.Options{Heap: "1g", Throughput: true})
+		cl := c.Client(b)
+		if _, err := kadm.NewClient(cl).CreateTopic(b.Context(), 8, 1, nil, "events"); err != nil {
+			b.Fatal(err)
+		}
+		benchReplay(b, c.ClientOpts()...)
+	})
+}
+
+func benchReplay(b *testing.B, opts ...kgo.Opt) {
+	cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic("events"), kgo.ProducerLinger(5*time.Millisecond))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(rng, 1.2, 1, 9_999)
+	at := time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)
+	for i := 0; i < benchRecords; {
+		recs := make([]*kgo.Record, 0, 10_000)
+		for ; len(recs) < cap(recs) && i < benchRecords; i++ {
+			team := zipf.Uint64()
+			v := fmt.Appendf(nil, `{"team_id":"t%d","distinct_id":"u%d","event":"$pageview","properties":{"$current_url":"https://example.com/p/%d"}}`, team, rng.IntN(20), i%97)
+			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "t%d", team), Value: v,
+				Timestamp: at.Add(time.Duration(i) * 10 * time.Minute / benchRecords)})
+		}
+		if err := cl.ProduceSync(b.Context(), recs...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := testConfig(b, map[string]string{"GATE_TICK_INTERVAL": "250ms"})
+	set := testRules(b, cfg, `
+rules:
+- name: user
+  key: json:team_id+distinct_id
+  limits: [1m:2000]
+  action: overflow
+- name: team
+  key: json:team_id
+  limits: [1m:20000]
+  action: overflow
+`)
+	consume := func() {
+		n := bareConsume(b, opts)
+		if n != benchRecords {
+			b.Fatalf("consumed %d records, want %d", n, benchRecords)
+		}
+	}
+	replayed := func() {
+		cand, err := NewCandidate("bench", cfg, set)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := NewEngine(cfg.TickInterval, cand)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Read(b.Context(), Range{Topic: "events"}, e.Route, nil, opts...); err != nil {
+			b.Fatal(err)
+		}
+		if r := e.Report(20); r.Records != benchRecords || r.Candidates[0].Total.Limited == 0 {
+			b.Fatalf("replayed %d records, %d limited", r.Records, r.Candidates[0].Total.Limited)
+		}
+	}
+	consume() // warm: the broker's caches (and a JVM's compiler)
+	var tc, tr time.Duration
+	b.ResetTimer()
+	for range b.N {
+		runtime.GC()
+		s := time.Now()
+		consume()
+		tc += time.Since(s)
+		runtime.GC()
+		s = time.Now()
+		replayed()
+		tr += time.Since(s)
+	}
+	b.StopTimer()
+	n := float64(b.N * benchRecords)
+	b.ReportMetric(n/tc.Seconds(), "consume-records/s")
+	b.ReportMetric(n/tr.Seconds(), "replay-records/s")
+	b.ReportMetric(tc.Seconds()/tr.Seconds(), "replay/consume")
+	b.Logf("FIGURES replay %s: consume %.0f records/s, replay %.0f records/s, ratio %.3f", b.Name(), n/tc.Seconds(), n/tr.Seconds(), tc.Seconds()/tr.Seconds())
+}
+
+// bareConsume reads every partition of events from its start to its last stable offset,
+// read_committed as replay reads, doing nothing with the records: replay's baseline.
+func bareConsume(b *testing.B, opts []kgo.Opt) int {
+	cl, err := kgo.NewClient(append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(b.Context(), "events")
+	if err != nil {
+		b.Fatal(err)
+	}
+	left := map[int32]int64{}
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+			from[o.Partition] = kgo.NewOffset().AtStart()
+		}
+	})
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{"events": from})
+	n := 0
+	for len(left) > 0 {
+		fs := cl.PollFetches(b.Context())
+		if err := fs.Err0(); err != nil {
+			b.Fatal(err)
+		}
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			for _, r := range p.Records {
+				n++
+				if r.Offset+1 >= left[p.Partition] {
+					delete(left, p.Partition)
+				}
+			}
+		})
+	}
+	return n
+}
