@@ -25,11 +25,12 @@ type Engine struct {
 
 // NewEngine replays through cands (one, or two to compare), ticking every tick (the
 // gate's GATE_TICK_INTERVAL) of record time, or every tenth of the shortest window if
-// that is longer. A tick sweeps every key cached, and counting needs none of it (one
-// process counts exactly without reads): what it times is a hold's release, a learned
-// threshold's fold and the expiry of idle keys, none of which moves by more than a
-// tenth of a window, while a tick of record time every 250 ms would cost a replay of a
-// busy hour thousands of sweeps.
+// that is longer; and when no limiter holds keys (GATE_DIVERT_HOLD) or learns
+// thresholds, once a shortest window. A tick sweeps every key cached, and counting needs
+// none of it (one process counts exactly without reads): what it times is a hold's
+// release and a learned threshold's fold, neither moved by more than a tenth of a window,
+// and otherwise only the expiry of idle keys, for memory. A tick of record time every
+// 250 ms would cost a replay of a busy day hundreds of thousands of sweeps.
 func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 	if len(cands) == 0 || len(cands) > 2 {
 		return nil, fmt.Errorf("replay: %d candidates (want one, or two to compare)", len(cands))
@@ -38,11 +39,22 @@ func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 		return nil, fmt.Errorf("replay: tick interval %s (want a positive duration)", tick)
 	}
 	e := &Engine{cands: cands, tickEvery: tick}
+	var shortest time.Duration
+	timed := false
 	for _, c := range cands {
 		e.minHistory = max(e.minHistory, c.adaptive)
 		for _, s := range c.stores {
-			e.tickEvery = max(e.tickEvery, s.l.Config().Window/10)
+			w := s.l.Config().Window
+			if shortest == 0 || w < shortest {
+				shortest = w
+			}
+			timed = timed || s.l.DivertHold() > 0 || s.l.Adaptive() != nil
 		}
+	}
+	if timed {
+		e.tickEvery = max(tick, shortest/10)
+	} else {
+		e.tickEvery = max(tick, shortest)
 	}
 	return e, nil
 }
