@@ -174,8 +174,8 @@ func replayCandidate(cfg config.Config, file string) (*replay.Candidate, error) 
 		return replay.NewCandidate("GATE_* limits", cfg, nil)
 	}
 	o := cfg.RulesOptions()
-	// Replay judges in event time, and records every fate: a drop rule has its outcome.
-	o.EventClock, o.Outcomes = true, true
+	// Replay records every fate: a drop rule has its outcome.
+	o.Outcomes = true
 	set, err := rules.ReadFile(file, o)
 	if err != nil {
 		return nil, config.Problems{fmt.Errorf("rules file %s: %w", file, err)}

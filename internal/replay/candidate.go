@@ -24,6 +24,9 @@ const MaxRowsPerMinute = 1_000_000
 // for the fleet's (store.go).
 type Candidate struct {
 	name     string
+	wall     bool          // judged on the wall clock (learned thresholds need it)
+	every    time.Duration // how often its fleet ticks, in record time (NewEngine)
+	next     time.Time     // its next tick
 	router   *route.Router
 	stores   []*store
 	adaptive time.Duration // the learner's MinHistory; 0 when no rule learns
@@ -34,16 +37,28 @@ type Candidate struct {
 }
 
 // NewCandidate builds the candidate name (how the report calls it) from cfg's limits,
-// or from set's rules when set is not nil, as the gate would run them, but on the event
-// clock (records are judged in the window of their own time, which is the only clock a
-// replay has), enforcing (GATE_DRY_RUN is ignored: replay says what enforcement would
-// do), and with GATE_OVERRIDES as the only overrides (the live ones are in Redis, which
-// replay does not touch).
+// or from set's rules when set is not nil, as the gate would run them, enforcing
+// (GATE_DRY_RUN is ignored: replay says what enforcement would do), with GATE_OVERRIDES
+// as the only overrides (the live ones are in Redis, which replay does not touch), and on
+// the event clock: records are judged in the window of their own time, counted exactly.
+// Learned thresholds (GATE_THRESHOLD_MODE=adaptive, threshold_mode: adaptive) are kept
+// on the wall clock only: a candidate with one is judged on the wall clock, a live gate's,
+// its "now" the replay's clock, its view of each key rebuilt every tick from the store
+// (store.go) as a gate's is from Redis.
 func NewCandidate(name string, cfg config.Config, set *rules.Set) (*Candidate, error) {
+	wall := set == nil && cfg.LimitConfig().Adaptive != nil
+	if set != nil {
+		for _, r := range set.Rules {
+			wall = wall || r.Adaptive
+		}
+	}
 	cfg.Clock.Clock = limit.EventClock
+	if wall {
+		cfg.Clock.Clock = limit.WallClock
+	}
 	rcfg := cfg.RouteConfig()
 	rcfg.DryRun = false
-	c := &Candidate{name: name, agg: outcome.NewAgg(time.Minute, outcome.NewBudget(MaxRowsPerMinute)), b: newBuilder()}
+	c := &Candidate{name: name, wall: wall, agg: outcome.NewAgg(time.Minute, outcome.NewBudget(MaxRowsPerMinute)), b: newBuilder()}
 	c.sc.Outcomes = c.agg
 	var err error
 	if set == nil {

@@ -13,9 +13,7 @@ import (
 // outcomes are sealed every minute of it. An Engine is used by one goroutine.
 type Engine struct {
 	cands      []*Candidate
-	tickEvery  time.Duration
 	now        time.Time
-	nextTick   time.Time
 	nextSeal   time.Time
 	first      time.Time
 	records    int64
@@ -23,14 +21,16 @@ type Engine struct {
 	minHistory time.Duration
 }
 
-// NewEngine replays through cands (one, or two to compare), ticking every tick (the
-// gate's GATE_TICK_INTERVAL) of record time, or every tenth of the shortest window if
-// that is longer; and when no limiter holds keys (GATE_DIVERT_HOLD) or learns
-// thresholds, once a shortest window. A tick sweeps every key cached, and counting needs
-// none of it (one process counts exactly without reads): what it times is a hold's
-// release and a learned threshold's fold, neither moved by more than a tenth of a window,
-// and otherwise only the expiry of idle keys, for memory. A tick of record time every
-// 250 ms would cost a replay of a busy day hundreds of thousands of sweeps.
+// NewEngine replays through cands (one, or two to compare). A candidate on the event
+// clock ticks every tick (the gate's GATE_TICK_INTERVAL) of record time, or every tenth
+// of its shortest window if that is longer; and when none of its limiters holds keys
+// (GATE_DIVERT_HOLD) or learns thresholds, once a shortest window. A tick sweeps every
+// key cached, and counting on the event clock needs none of it (one process counts
+// exactly without reads): what it times is a hold's release, neither moved by more than
+// a tenth of a window, and otherwise only the expiry of idle keys, for memory; a tick
+// every 250 ms of record time would cost a replay of a busy day hundreds of thousands of
+// sweeps. A candidate on the wall clock (learned thresholds) ticks every tick, as a
+// gate does: its levels are rebuilt from the store's counts at each.
 func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 	if len(cands) == 0 || len(cands) > 2 {
 		return nil, fmt.Errorf("replay: %d candidates (want one, or two to compare)", len(cands))
@@ -38,23 +38,25 @@ func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 	if tick <= 0 {
 		return nil, fmt.Errorf("replay: tick interval %s (want a positive duration)", tick)
 	}
-	e := &Engine{cands: cands, tickEvery: tick}
-	var shortest time.Duration
-	timed := false
+	e := &Engine{cands: cands}
 	for _, c := range cands {
 		e.minHistory = max(e.minHistory, c.adaptive)
+		var shortest time.Duration
+		timed := false
 		for _, s := range c.stores {
-			w := s.l.Config().Window
-			if shortest == 0 || w < shortest {
+			if w := s.l.Config().Window; shortest == 0 || w < shortest {
 				shortest = w
 			}
-			timed = timed || s.l.DivertHold() > 0 || s.l.Adaptive() != nil
+			timed = timed || s.l.DivertHold() > 0
 		}
-	}
-	if timed {
-		e.tickEvery = max(tick, shortest/10)
-	} else {
-		e.tickEvery = max(tick, shortest)
+		switch {
+		case c.wall:
+			c.every = tick
+		case timed:
+			c.every = max(tick, shortest/10)
+		default:
+			c.every = max(tick, shortest)
+		}
 	}
 	return e, nil
 }
@@ -64,7 +66,9 @@ func (e *Engine) Route(rec *kgo.Record) {
 	t := rec.Timestamp
 	if e.records == 0 {
 		e.first, e.now = t, t
-		e.nextTick = t.Truncate(e.tickEvery).Add(e.tickEvery)
+		for _, c := range e.cands {
+			c.next = t.Truncate(c.every).Add(c.every)
+		}
 		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
 	}
 	if t.After(e.now) {
@@ -91,11 +95,11 @@ func (e *Engine) advance(t time.Time) {
 		}
 		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
 	}
-	if !t.Before(e.nextTick) {
-		for _, c := range e.cands {
+	for _, c := range e.cands {
+		if !t.Before(c.next) {
 			c.tick(t)
+			c.next = t.Truncate(c.every).Add(c.every)
 		}
-		e.nextTick = t.Truncate(e.tickEvery).Add(e.tickEvery)
 	}
 }
 

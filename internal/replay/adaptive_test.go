@@ -1,0 +1,64 @@
+package replay
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestReplayLearnsThresholds: with learned thresholds, replay learns each team's as a
+// fleet started at the range's start would (the wall clock's limiter, its view rebuilt
+// every tick from the store in memory, its profile folded there). A team steady at 60 a
+// minute for three hours, then at 600 for ten minutes: the static threshold (1,000)
+// lets the burst through; the learned one (4 × 60 = 240) limits most of it, once the
+// team has GATE_ADAPTIVE_MIN_HISTORY (1h) of history. Before that, no key is limited.
+func TestReplayLearnsThresholds(t *testing.T) {
+	var recs []*kgo.Record
+	add := func(from, to time.Duration, perMinute int) {
+		for m := from; m < to; m += time.Minute {
+			for i := range perMinute {
+				recs = append(recs, event("steady", "u", m+time.Duration(i)*time.Minute/time.Duration(perMinute)))
+			}
+		}
+	}
+	add(0, 3*time.Hour, 60)
+	add(3*time.Hour, 3*time.Hour+10*time.Minute, 600)
+	for _, r := range recs {
+		r.Timestamp = r.Timestamp.Truncate(time.Millisecond)
+	}
+	replayWith := func(mode string) *Report {
+		cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "1000", "GATE_LIMIT_MODE": "divert",
+			"GATE_THRESHOLD_MODE": mode, "GATE_ADAPTIVE_MIN_HISTORY": "1h"})
+		c, err := NewCandidate(mode, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewEngine(cfg.TickInterval, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			e.Route(r)
+		}
+		return e.Report(5)
+	}
+	static := replayWith("static")
+	if n := static.Candidates[0].Total.Limited; n != 0 || len(static.Notes) != 0 {
+		t.Errorf("static: %d limited, notes %q; want none", n, static.Notes)
+	}
+	learned := replayWith("adaptive")
+	c := learned.Candidates[0]
+	if len(c.Keys) == 0 || c.Keys[0].Key != "steady" {
+		t.Fatalf("adaptive: keys %+v, want steady limited", c.Keys)
+	}
+	k := c.Keys[0]
+	if !k.FirstLimited.After(start.Add(3*time.Hour-time.Minute)) || k.Limited < 4000 || k.Threshold >= 1000 {
+		t.Errorf("adaptive: steady limited %d from %s at threshold %d; want most of the burst (6,000 less ~240 a minute) from 3h on, under a learned threshold", k.Limited, k.FirstLimited, k.Threshold)
+	}
+	t.Logf("adaptive: steady limited %d from %s, threshold at its peak %d, peak ratio %.2f", k.Limited, k.FirstLimited, k.Threshold, k.PeakRatio)
+	if len(learned.Notes) != 1 || !strings.Contains(learned.Notes[0], "too short for a fair answer") {
+		t.Errorf("notes %q: want the range called too short (3h against 1h + a day)", learned.Notes)
+	}
+}
