@@ -6,12 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/capturegate/gate/internal/buildinfo"
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/load"
 )
@@ -194,4 +198,15 @@ func writeUsage(w io.Writer, usage string, fs *flag.FlagSet) {
 		_, _ = io.WriteString(w, "\nFlags:\n")
 		writeFlags(w, fs, "  ")
 	}
+}
+
+// toolClientOpts are the Kafka client options of a tool that connects as the gate does
+// (GATE_KAFKA_BROKERS, TLS and SASL), under the client id GATE_KAFKA_CLIENT_ID-tool.
+func toolClientOpts(cfg config.Config, clk clock.Clock, log *slog.Logger, tool string) ([]kgo.Opt, error) {
+	ccfg, err := cfg.ConsumeConfig(config.Reload{Clock: clk, Log: log.With("component", "tls")})
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, ccfg.ClientOpts...)
+	return append(opts, kgo.ClientID(cfg.KafkaClientID+"-"+tool)), nil
 }

@@ -48,12 +48,11 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, nam
 	}
 	log := gate.NewLogger(cfg, stderr)
 	config.LogServiceLinks(log, getenv, names)
-	ccfg, err := cfg.ConsumeConfig(config.Reload{Clock: clk, Log: log.With("component", "tls")}) // TLS and SASL, as the gate connects
+	opts, err := toolClientOpts(cfg, clk, log, "load") // TLS and SASL, as the gate connects
 	if err != nil {
 		return err
 	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, ccfg.ClientOpts...)
-	opts = append(opts, kgo.ClientID(cfg.KafkaClientID+"-load"), kgo.ProducerLinger(5*time.Millisecond))
+	opts = append(opts, kgo.ProducerLinger(5*time.Millisecond))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("creating the Kafka client: %w", err)

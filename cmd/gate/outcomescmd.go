@@ -9,8 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
@@ -67,12 +65,10 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		return config.Problems{errors.New("GATE_OUTCOMES_TOPIC is not set: gate outcomes reads the topic the gates write their outcomes to")}
 	}
 	log := gate.NewLogger(cfg, stderr)
-	ccfg, err := cfg.ConsumeConfig(config.Reload{Clock: clk, Log: log.With("component", "tls")})
+	opts, err := toolClientOpts(cfg, clk, log, "outcomes") // TLS and SASL, as the gate connects
 	if err != nil {
 		return err
 	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, ccfg.ClientOpts...)
-	opts = append(opts, kgo.ClientID(cfg.KafkaClientID+"-outcomes"))
 	from := clk.Now().Add(-since)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()

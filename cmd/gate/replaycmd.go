@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
@@ -131,12 +129,10 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		return err
 	}
 	log := gate.NewLogger(cfg, stderr)
-	ccfg, err := cfg.ConsumeConfig(config.Reload{Clock: clk, Log: log.With("component", "tls")})
+	opts, err := toolClientOpts(cfg, clk, log, "replay") // TLS and SASL, as the gate connects
 	if err != nil {
 		return err
 	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, ccfg.ClientOpts...)
-	opts = append(opts, kgo.ClientID(cfg.KafkaClientID+"-replay"))
 	began := clk.Now()
 	parts, err := replay.Read(ctx, rng, eng.Route, func(p replay.Progress) { replayProgress(stderr, p, clk.Now().Sub(began)) }, opts...)
 	partial := false
