@@ -110,3 +110,19 @@ func TestReplayCommandRefusesBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// The progress line of a long replay: records, share, rate, where in time, time left;
+// nothing in its first second.
+func TestReplayProgressLine(t *testing.T) {
+	var b bytes.Buffer
+	p := replay.Progress{Done: 2_500_000, Total: 10_000_000, At: time.Date(2026, 11, 27, 14, 3, 0, 0, time.UTC)}
+	replayProgress(&b, p, 500*time.Millisecond)
+	if b.Len() != 0 {
+		t.Errorf("a progress line in the first second: %q", b.String())
+	}
+	replayProgress(&b, p, 5*time.Second)
+	want := "gate replay: 2,500,000 of 10,000,000 records (25%), 500,000/s, at 2026-11-27 14:03:00Z, 15s left\n"
+	if b.String() != want {
+		t.Errorf("progress line %q, want %q", b.String(), want)
+	}
+}
