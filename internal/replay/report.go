@@ -264,6 +264,9 @@ func (b *builder) rows(rows []outcome.Row) {
 			b.teams[r.Team] += lim
 		}
 		k := b.key(r.Rule, r.Key, r.Team)
+		if k.Team != r.Team && r.Team != "" {
+			k.Team = r.Team // the router's own word (a key made by observe guessed it)
+		}
 		k.Limited += lim
 		k.Tagged += tag
 		k.ShadowOver += shadow

@@ -106,9 +106,6 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 
 // offsets finds each partition's [start, end) of rng.
 func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange, error) {
-	if len(rng.Offsets) > 0 {
-		return slices.Clone(rng.Offsets), nil
-	}
 	list := func(what string, f func() (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
 		l, err := f()
 		if err == nil {
@@ -126,6 +123,20 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 	}
 	if len(ends[rng.Topic]) == 0 {
 		return nil, fmt.Errorf("listing the offsets of %s: the topic does not exist", rng.Topic)
+	}
+	if len(rng.Offsets) > 0 {
+		// Exact offsets, each partition's end no further than its last stable offset: a
+		// read_committed reader gets nothing past it, and would wait for it.
+		out := slices.Clone(rng.Offsets)
+		for i := range out {
+			e, ok := ends.Lookup(rng.Topic, out[i].Partition)
+			if !ok || out[i].Partition < 0 {
+				return nil, fmt.Errorf("reading %s: it has no partition %d", rng.Topic, out[i].Partition)
+			}
+			out[i].End = min(out[i].End, e.Offset)
+			out[i].Start = min(out[i].Start, out[i].End)
+		}
+		return out, nil
 	}
 	starts, err := list("start", func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, rng.Topic) })
 	if err != nil {

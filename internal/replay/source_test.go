@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,6 +150,15 @@ func TestReadRange(t *testing.T) {
 	n, _, _ = count(Range{Offsets: []PartitionRange{{Partition: 0, Start: 5, End: 15}, {Partition: 1, Start: 0, End: 0}}})
 	if n != 10 {
 		t.Errorf("offsets 0:5-15: %d records, want 10", n)
+	}
+	// Offsets past the end are read to the end, not waited for.
+	n, _, _ = count(Range{Offsets: []PartitionRange{{Partition: 0, Start: 0, End: 1 << 40}, {Partition: 1, Start: 0, End: 1 << 40}}})
+	if n != all {
+		t.Errorf("offsets 0:0-2^40,1:0-2^40: %d records, want all %d", n, all)
+	}
+	if _, err := Read(t.Context(), Range{Topic: "events", Offsets: []PartitionRange{{Partition: 7, End: 5}}}, func(*kgo.Record) {}, nil,
+		kgo.SeedBrokers(c.ListenAddrs()...)); err == nil || !strings.Contains(err.Error(), "no partition 7") {
+		t.Errorf("offsets of a partition the topic lacks: %v", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
