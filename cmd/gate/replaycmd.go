@@ -225,6 +225,10 @@ func parseOffsets(v string) ([]replay.PartitionRange, error) {
 // replayProgress writes the progress line: records read, the rate, where in time, and
 // the time left.
 func replayProgress(w io.Writer, p replay.Progress, took time.Duration) {
+	if len(p.Waiting) > 0 {
+		fmt.Fprintf(w, "gate replay: waiting for partitions %v to reach their end: nothing fetched for a while (a transaction still open holds back what a read_committed reader gets)\n", p.Waiting)
+		return
+	}
 	if took < time.Second || p.Total == 0 {
 		return
 	}

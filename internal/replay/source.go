@@ -26,7 +26,15 @@ type Range struct {
 type Progress struct {
 	Done, Total int64
 	At          time.Time
+	// Waiting, when not empty, are the partitions that have not reached their end and
+	// sent nothing for stallAfter: a transaction still open holds back what a
+	// read_committed reader gets, up to the broker's transaction timeout.
+	Waiting []int32
 }
+
+// stallAfter is how long a read waits for fetches before saying which partitions it waits
+// for (Progress.Waiting).
+const stallAfter = 10 * time.Second
 
 // maxQueued is how many records a partition may hold waiting for the others before its
 // fetches pause.
@@ -39,7 +47,10 @@ const maxQueued = 50_000
 // as the gate does, and returns the offsets it read. It stops early when ctx is done,
 // returning ctx's error with the offsets read so far.
 func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Progress), opts ...kgo.Opt) ([]PartitionRange, error) {
-	cl, err := kgo.NewClient(append(slices.Clone(opts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+	// No reset: a range starting below a partition's log start (retention deleted it
+	// since) is an error naming it, not a silent skip to what is left.
+	cl, err := kgo.NewClient(append(slices.Clone(opts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()))...)
 	if err != nil {
 		return nil, fmt.Errorf("creating the Kafka client: %w", err)
 	}
@@ -63,9 +74,18 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 	}
 	last := time.Now()
 	for !m.done() {
-		fs := cl.PollFetches(ctx)
+		pctx, cancel := context.WithTimeout(ctx, stallAfter)
+		fs := cl.PollFetches(pctx)
+		stalled := pctx.Err() != nil // before cancel, which sets it
+		cancel()
 		if err := ctx.Err(); err != nil {
 			return m.read(), err
+		}
+		if stalled {
+			if progress != nil {
+				progress(Progress{Done: m.offsets, Total: total, At: m.at, Waiting: m.waiting()})
+			}
+			continue
 		}
 		var ferr error
 		fs.EachError(func(_ string, p int32, err error) {
@@ -82,7 +102,11 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 			case len(q.recs) >= maxQueued && !q.paused:
 				q.paused = true
 				pause = append(pause, q.Partition)
-			case len(q.recs) < maxQueued/2 && q.paused:
+			case q.next >= q.End && !q.ended:
+				// Read to its end: fetching on would read its tail only to drop it.
+				q.ended, q.paused = true, true
+				pause = append(pause, q.Partition)
+			case len(q.recs) < maxQueued/2 && q.paused && !q.ended:
 				q.paused = false
 				resume = append(resume, q.Partition)
 			}
@@ -182,6 +206,7 @@ type queue struct {
 	next   int64 // the offset after the last one received
 	recs   []*kgo.Record
 	paused bool
+	ended  bool // its fetches paused for good
 }
 
 // merge hands on the records of several partitions in record-time order: a record goes
@@ -220,7 +245,14 @@ func (m *merge) add(p int32, recs []*kgo.Record) {
 		return
 	}
 	for _, r := range recs {
-		if r.Offset < q.next || r.Offset >= q.End {
+		if r.Offset >= q.End {
+			// Past the range: everything before it came or was filtered (an aborted
+			// transaction's records, offsets compacted away), so the partition is done.
+			m.offsets += q.End - q.next
+			q.next = q.End
+			break
+		}
+		if r.Offset < q.next {
 			continue
 		}
 		m.offsets += r.Offset + 1 - q.next
@@ -272,6 +304,17 @@ func before(a, b *kgo.Record) bool {
 }
 
 func (m *merge) done() bool { return len(m.live) == 0 }
+
+// waiting is the partitions not read to their end.
+func (m *merge) waiting() []int32 {
+	var out []int32
+	for _, q := range m.live {
+		if q.next < q.End {
+			out = append(out, q.Partition)
+		}
+	}
+	return out
+}
 
 // read is the offsets replayed so far: each partition up to its first record not yet
 // handed on.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +165,41 @@ func TestReadRange(t *testing.T) {
 	cancel()
 	if _, err := Read(ctx, Range{Topic: "events"}, func(*kgo.Record) {}, nil, kgo.SeedBrokers(c.ListenAddrs()...)); err == nil {
 		t.Errorf("a cancelled read returned no error")
+	}
+}
+
+// TestReadEndsOnAnAbortedTail: a range whose last offsets are an aborted transaction's
+// (dropped by a read_committed reader, its marker past the range's end) and one that
+// starts below what retention kept. The first is read to its end, not waited on; the
+// second is an error naming the partition, not a silent skip.
+func TestReadEndsOnAnAbortedTail(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"), kgo.TransactionalID("replay-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	txn := func(n int, commit kgo.TransactionEndTry) {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if err := cl.ProduceSync(t.Context(), event("a", fmt.Sprint(i), time.Duration(i)*time.Second)).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cl.EndTransaction(t.Context(), commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(5, kgo.TryCommit) // offsets 0-4, its marker 5
+	txn(3, kgo.TryAbort)  // offsets 6-8, dropped, its marker 9
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var n int
+	parts, err := Read(ctx, Range{Topic: "events", Offsets: []PartitionRange{{Partition: 0, Start: 0, End: 9}}}, func(*kgo.Record) { n++ }, nil,
+		kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil || n != 5 || parts[0].End != 9 {
+		t.Fatalf("read %d records to %v: %v; want the 5 committed, to offset 9", n, parts, err)
 	}
 }
