@@ -17,6 +17,7 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/gate"
+	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/outcome"
 	"github.com/capturegate/gate/internal/replay"
 	"github.com/capturegate/gate/internal/rules"
@@ -37,14 +38,16 @@ The limits replayed are FILE's rules (-rules), else the environment's: GATE_RULE
 else GATE_THRESHOLD, GATE_WINDOW, GATE_LIMITS and the other GATE_* limit settings, so
 that "GATE_THRESHOLD=50000 gate replay" tries another limit. -against replays a second
 set beside it (a rules file, or "current": the environment's) and lists the teams whose
-records limited change. T is a time (RFC 3339, 2026-11-27T14:00:00Z) or a duration
+records limited change. It judges on GATE_CLOCK's clock, or -clock's: on the wall clock
+as a gate routing each record at its record time would (holds included), on the event
+clock in each record's own window, faster. T is a time (RFC 3339, 2026-11-27T14:00:00Z) or a duration
 before now (24h); the range is found by record timestamps.
 `
 
 type replayOpts struct {
-	rules, against, from, to, offsets, html, topic string
-	top                                            int
-	asJSON                                         bool
+	rules, against, from, to, offsets, html, topic, clock string
+	top                                                   int
+	asJSON                                                bool
 }
 
 func replayFlags(o *replayOpts) *flag.FlagSet {
@@ -55,6 +58,7 @@ func replayFlags(o *replayOpts) *flag.FlagSet {
 	fs.StringVar(&o.to, "to", "", "end before `T`: a time (RFC 3339) or a duration before now (default: the end when the replay starts)")
 	fs.StringVar(&o.offsets, "offsets", "", "replay exactly these offsets instead of -from and -to: `P:A-B`,... (partition P, offsets A to B−1)")
 	fs.StringVar(&o.topic, "topic", "", "read `TOPIC` (default GATE_INPUT_TOPIC)")
+	fs.StringVar(&o.clock, "clock", "", "judge on the `wall` clock (each record at its record time, as a gate routing it then: holds, views read every tick) or the event clock (each record in its own window, exact counts, faster; no holds, no learned thresholds) (default GATE_CLOCK)")
 	fs.IntVar(&o.top, "top", 20, "list the `N` most affected keys of each set")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&o.html, "html", "", "also write the report as a self-contained page with a chart per key to `FILE`")
@@ -104,6 +108,13 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if err != nil {
 		return err
 	}
+	if o.clock != "" {
+		c, err := limit.ParseClock(o.clock)
+		if err != nil {
+			return &cli.UsageError{Msg: fmt.Sprintf("replay: -clock %q: want wall or event", o.clock)}
+		}
+		cfg.Clock.Clock = c
+	}
 	rng.Topic = cfg.InputTopic
 	if o.topic != "" {
 		rng.Topic = o.topic
@@ -135,6 +146,9 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	}
 	began := clk.Now()
 	parts, err := replay.Read(ctx, rng, eng.Route, func(p replay.Progress) { replayProgress(stderr, p, clk.Now().Sub(began)) }, opts...)
+	if err == nil {
+		err = eng.Err()
+	}
 	partial := false
 	if err != nil {
 		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {

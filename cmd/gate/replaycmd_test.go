@@ -100,6 +100,7 @@ func TestReplayCommandRefusesBadFlags(t *testing.T) {
 		{[]string{"-offsets", "0:9-5"}, "want P:A-B"},
 		{[]string{"-offsets", "0:1-5", "-from", "1h"}, "-offsets replaces -from and -to"},
 		{[]string{"-top", "0"}, "-top 0"},
+		{[]string{"-clock", "processing"}, `-clock "processing": want wall or event`},
 		{[]string{"extra"}, "takes no arguments"},
 		{[]string{"-rules", "/nonexistent/rules.yaml"}, "/nonexistent/rules.yaml"},
 	} {

@@ -30,6 +30,17 @@ import (
 // The replay leaves the gates' group and every topic as they were.
 func TestReplayIsFaithfulOnApacheKafka(t *testing.T) {
 	t.Parallel()
+	// On each clock, the gates' and replay's (GATE_CLOCK): on the wall clock the gates
+	// judge a record when they route it and replay at its record time, and both hold.
+	for _, clk := range []string{"event", "wall"} {
+		t.Run(clk, func(t *testing.T) {
+			t.Parallel()
+			replayIsFaithful(t, clk)
+		})
+	}
+}
+
+func replayIsFaithful(t *testing.T, clk string) {
 	s := newScenario(t, kafkaOpts{}, 6, 3)
 	outTopic := s.n.Prefix + ".outcomes"
 	s.k.CreateTopic(t, outTopic, 3)
@@ -50,7 +61,7 @@ func TestReplayIsFaithfulOnApacheKafka(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kv := []string{"GATE_RULES_FILE", rulesFile, "GATE_OUTCOMES_TOPIC", outTopic, "GATE_OUTCOMES_INTERVAL", "10s", "GATE_CLOCK", "event"}
+	kv := []string{"GATE_RULES_FILE", rulesFile, "GATE_OUTCOMES_TOPIC", outTopic, "GATE_OUTCOMES_INTERVAL", "10s", "GATE_CLOCK", clk}
 	vars := gateVarsFor(s, kv...)
 	delete(vars, "GATE_WINDOW") // each rule says its own
 	delete(vars, "GATE_THRESHOLD")
@@ -155,7 +166,7 @@ func TestReplayIsFaithfulOnApacheKafka(t *testing.T) {
 			t.Errorf("%s grew from %d to %d records during the replay", topic, sum(ends[topic]), sum(ps))
 		}
 	}
-	t.Logf("FIGURES replay_faithful records=%d keys=%d worst_key_gap=%.4f shadow_over replay=%d live_metric=%.0f", rep.Records, len(live["would-be"]), worst, c.Total.ShadowOver, liveOver)
+	t.Logf("FIGURES replay_faithful clock=%s records=%d keys=%d worst_key_gap=%.4f shadow_over replay=%d live_metric=%.0f", clk, rep.Records, len(live["would-be"]), worst, c.Total.ShadowOver, liveOver)
 }
 
 // metricValue sums the samples of name whose labels include every one of labels.

@@ -22,8 +22,9 @@ const benchRecords = 1_000_000
 // in turns, consume first, on the in-process broker and on Apache Kafka (one node, its
 // JVM warmed by a consume first). The records: 10,000 teams (a few heavy, most light) of
 // 20 users each over ten minutes of record time, on 8 partitions; the replay runs a
-// per-user rule and a team rule, as `gate replay -rules` does. It reports each side's
-// records/s and their ratio (replay_vs_consume_ratio in make bench).
+// per-user rule and a team rule, as `gate replay -rules -clock event` does (the event
+// clock: exact counts, the faster of replay's two). It reports each side's records/s and
+// their ratio (replay_vs_consume_ratio in make bench).
 func BenchmarkReplay(b *testing.B) {
 	b.Run("kfake", func(b *testing.B) {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(8, "events"))
@@ -64,7 +65,7 @@ func benchReplay(b *testing.B, opts ...kgo.Opt) {
 			b.Fatal(err)
 		}
 	}
-	cfg := testConfig(b, map[string]string{"GATE_TICK_INTERVAL": "250ms"})
+	cfg := testConfig(b, map[string]string{"GATE_CLOCK": "event"})
 	set := testRules(b, cfg, `
 rules:
 - name: user

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/outcome"
@@ -20,11 +21,13 @@ const MaxRowsPerMinute = 1_000_000
 
 // Candidate is one set of limits replayed: a rules file's rules, or the GATE_* limits
 // of a gate without one. Its limiters and router are those the gate builds from the same
-// settings (internal/gate), on the event clock, without Redis: a store in memory stands
-// for the fleet's (store.go).
+// settings (internal/gate), without Redis: a store in memory stands for the fleet's
+// (store.go).
 type Candidate struct {
 	name     string
-	wall     bool          // judged on the wall clock (learned thresholds need it)
+	cfg      config.Config
+	set      *rules.Set
+	wall     bool          // judged on the wall clock
 	every    time.Duration // how often its fleet ticks, in record time (NewEngine)
 	next     time.Time     // its next tick
 	router   *route.Router
@@ -37,63 +40,88 @@ type Candidate struct {
 }
 
 // NewCandidate builds the candidate name (how the report calls it) from cfg's limits,
-// or from set's rules when set is not nil, as the gate would run them, enforcing
-// (GATE_DRY_RUN is ignored: replay says what enforcement would do), with GATE_OVERRIDES
-// as the only overrides (the live ones are in Redis, which replay does not touch), and on
-// the event clock: records are judged in the window of their own time, counted exactly.
-// Learned thresholds (GATE_THRESHOLD_MODE=adaptive, threshold_mode: adaptive) are kept
-// on the wall clock only: a candidate with one is judged on the wall clock, a live gate's,
-// its "now" the replay's clock, its view of each key rebuilt every tick from the store
-// (store.go) as a gate's is from Redis.
+// or from set's rules when set is not nil, as the gate would run them, on cfg's clock
+// (GATE_CLOCK), enforcing (GATE_DRY_RUN is ignored: replay says what enforcement would
+// do), and with GATE_OVERRIDES as the only overrides (the live ones are in Redis, which
+// replay does not touch).
+//
+// On the event clock every record is judged in the window of its own time, on exact
+// counts. On the wall clock (the gate's default, and the one learned thresholds need)
+// each record is judged as a gate routing it at its record time would: each key's view
+// is rebuilt every GATE_TICK_INTERVAL of record time from the counts in memory, as a
+// gate's is from Redis, and a key over its limit is held (GATE_DIVERT_HOLD) as the
+// gate holds it. Either way every key is counted exactly: the sketch a per-user rule
+// keeps its quiet keys in, and with it max_keys, are the fleet's economy of Redis, not
+// a decision, and their hashes are seeded per process, which would make two replays
+// differ.
 func NewCandidate(name string, cfg config.Config, set *rules.Set) (*Candidate, error) {
-	wall := set == nil && cfg.LimitConfig().Adaptive != nil
+	c := &Candidate{name: name, cfg: cfg, set: set, wall: cfg.Clock.Clock == limit.WallClock, b: newBuilder()}
 	if set != nil {
 		for _, r := range set.Rules {
-			wall = wall || r.Adaptive
+			c.b.ruleSet = append(c.b.ruleSet, r.Name)
 		}
 	}
-	cfg.Clock.Clock = limit.EventClock
-	if wall {
-		cfg.Clock.Clock = limit.WallClock
+	// Built now to refuse bad settings at once; built again at the first record, on a
+	// clock at its time (start).
+	if err := c.build(time.Now()); err != nil {
+		return nil, err
 	}
+	return c, nil
+}
+
+// start builds the candidate afresh for a range starting at first: the limiters' clock
+// (their idle and least-recently-seen times count from it) an hour before it, a whole
+// second, so that two replays of a range see the same times.
+func (c *Candidate) start(first time.Time) error {
+	return c.build(first.Add(-time.Hour).Truncate(time.Second))
+}
+
+// build makes the limiters, the stores and the router on a clock fixed at base.
+func (c *Candidate) build(base time.Time) error {
+	cfg, set := c.cfg, c.set
+	clk := clock.NewFake(base)
 	rcfg := cfg.RouteConfig()
 	rcfg.DryRun = false
-	c := &Candidate{name: name, wall: wall, agg: outcome.NewAgg(time.Minute, outcome.NewBudget(MaxRowsPerMinute)), b: newBuilder()}
-	c.sc.Outcomes = c.agg
+	c.stores, c.adaptive = nil, 0
+	c.agg = outcome.NewAgg(time.Minute, outcome.NewBudget(MaxRowsPerMinute))
+	c.sc = route.Scratch{Outcomes: c.agg}
+	exact := func(lc limit.Config) limit.Config {
+		lc.SketchWidth, lc.KeyCardinality = 0, 0
+		return lc
+	}
 	var err error
 	if set == nil {
 		var lims []*limit.Limiter
 		for i, lc := range append([]limit.Config{cfg.LimitConfig()}, cfg.ExtraLimitConfigs()...) {
-			l, err := limit.New(lc, nil, nil)
+			l, err := limit.New(exact(lc), clk, nil)
 			if err != nil {
-				return nil, fmt.Errorf("building limit %d of %s: %w", i+1, name, err)
+				return fmt.Errorf("building limit %d of %s: %w", i+1, c.name, err)
 			}
 			lims = append(lims, l)
 		}
 		c.use(lims...)
 		if c.router, err = route.NewMulti(rcfg, lims, nil); err != nil {
-			return nil, fmt.Errorf("building the router of %s: %w", name, err)
+			return fmt.Errorf("building the router of %s: %w", c.name, err)
 		}
-		return c, nil
+		return nil
 	}
 	var rrs []route.Rule
 	for _, r := range set.Rules {
 		var lims []*limit.Limiter
 		for _, lc := range cfg.RuleLimitConfigs(r) {
-			l, err := limit.New(lc, nil, nil)
+			l, err := limit.New(exact(lc), clk, nil)
 			if err != nil {
-				return nil, fmt.Errorf("building rule %s's %s limiter: %w", r.Name, lc.Window, err)
+				return fmt.Errorf("building rule %s's %s limiter: %w", r.Name, lc.Window, err)
 			}
 			lims = append(lims, l)
 		}
 		c.use(lims...)
 		rrs = append(rrs, config.RouteRule(r, lims))
-		c.b.ruleSet = append(c.b.ruleSet, r.Name)
 	}
 	if c.router, err = route.NewRules(rcfg, rrs, nil); err != nil {
-		return nil, fmt.Errorf("building the router of %s: %w", name, err)
+		return fmt.Errorf("building the router of %s: %w", c.name, err)
 	}
-	return c, nil
+	return nil
 }
 
 func (c *Candidate) use(lims ...*limit.Limiter) {

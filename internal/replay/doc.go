@@ -7,18 +7,23 @@
 //     itself the partitions), commits no offset, and produces nothing; nothing here
 //     touches Redis. The gates' group and every topic are as they were.
 //   - The same decisions: each candidate is the router and the limiters the gate builds
-//     from the same settings (a rules file, or the GATE_* limits), on the event clock:
-//     every record is judged in the window of its own timestamp. One process sees every
-//     partition, so counting is exact; a store in memory stands for the fleet's Redis
-//     (store.go) so that learned thresholds are folded and holds shared as a fleet would.
-//     What the gate reads from Redis at run time (the live overrides) is not replayed:
-//     GATE_OVERRIDES is.
+//     from the same settings (a rules file, or the GATE_* limits), on the gate's clock:
+//     on the event clock every record is judged in the window of its own timestamp; on
+//     the wall clock as a gate routing it at its record time would, holds included. One
+//     process sees every partition, so counting is exact (every key is cached: the
+//     sketch of quiet keys, and max_keys with it, are left out); a store in memory stands
+//     for the fleet's Redis (store.go), so that views are read, learned thresholds folded
+//     and holds shared as a fleet's are. What the gate reads from Redis at run time (the
+//     live overrides) is not replayed: GATE_OVERRIDES is.
 //   - Deterministic: records are routed in record-time order across partitions (ties by
-//     partition, then offset), whatever way the fetches come, and the report is sorted:
-//     two replays of the same range give the same report byte for byte.
+//     partition, then offset), whatever way the fetches come, on limiters whose clock
+//     starts an hour before the range, and the report is sorted and in UTC: two replays
+//     of the same range give the same report byte for byte while no limiter's cache is
+//     full (an eviction's choice depends on hashes seeded per process).
 //   - Bounded: a candidate keeps a row per (minute, key, rule, outcome, reason) for the
 //     minute being routed (at most MaxRowsPerMinute; keys past it are folded into one
 //     row and counted), and a series only for the keys that came within half of their
-//     threshold. A partition read ahead of the others pauses its fetches.
+//     threshold, a point for each minute they were. A partition read ahead of the others
+//     pauses its fetches, and one read to its end stops them.
 //   - Bad input gets the gate's dead-letter reasons in the report, nothing more.
 package replay

@@ -19,18 +19,16 @@ type Engine struct {
 	records    int64
 	bytes      int64
 	minHistory time.Duration
+	err        error
 }
 
-// NewEngine replays through cands (one, or two to compare). A candidate on the event
-// clock ticks every tick (the gate's GATE_TICK_INTERVAL) of record time, or every tenth
-// of its shortest window if that is longer; and when none of its limiters holds keys
-// (GATE_DIVERT_HOLD) or learns thresholds, once a shortest window. A tick sweeps every
-// key cached, and counting on the event clock needs none of it (one process counts
-// exactly without reads): what it times is a hold's release, neither moved by more than
-// a tenth of a window, and otherwise only the expiry of idle keys, for memory; a tick
-// every 250 ms of record time would cost a replay of a busy day hundreds of thousands of
-// sweeps. A candidate on the wall clock (learned thresholds) ticks every tick, as a
-// gate does: its levels are rebuilt from the store's counts at each.
+// NewEngine replays through cands (one, or two to compare). A candidate on the wall
+// clock ticks every tick (the gate's GATE_TICK_INTERVAL) of record time, as a gate does:
+// its levels are rebuilt from the store's counts at each. One on the event clock counts
+// exactly without reads, and ticks every tenth of its shortest window, or once a
+// shortest window when none of its limiters holds keys: what its ticks time is a hold's
+// release and the expiry of idle keys. A tick sweeps every key cached; one every 250 ms
+// of record time would cost a replay of a busy day hundreds of thousands of sweeps.
 func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 	if len(cands) == 0 || len(cands) > 2 {
 		return nil, fmt.Errorf("replay: %d candidates (want one, or two to compare)", len(cands))
@@ -63,13 +61,19 @@ func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 
 // Route replays one record. rec is not kept.
 func (e *Engine) Route(rec *kgo.Record) {
-	t := rec.Timestamp
+	t := rec.Timestamp.UTC() // the report's times are UTC, whatever the host's zone
 	if e.records == 0 {
 		e.first, e.now = t, t
 		for _, c := range e.cands {
+			if err := c.start(t); err != nil && e.err == nil {
+				e.err = err
+			}
 			c.next = t.Truncate(c.every).Add(c.every)
 		}
 		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
+	}
+	if e.err != nil {
+		return
 	}
 	if t.After(e.now) {
 		e.advance(t)
@@ -80,6 +84,10 @@ func (e *Engine) Route(rec *kgo.Record) {
 		c.route(e.now, rec)
 	}
 }
+
+// Err is what stopped the replay from routing, if anything: a candidate that could not
+// be built again for the range's start (it was built once with the same settings).
+func (e *Engine) Err() error { return e.err }
 
 // Now is the replay's clock: the newest record time routed.
 func (e *Engine) Now() time.Time { return e.now }

@@ -179,3 +179,47 @@ rules:
 		t.Errorf("no diff between the candidates")
 	}
 }
+
+// TestReplayHoldsOnTheWallClock: on the wall clock (GATE_CLOCK's default) replay holds a
+// team in overflow as a gate does (GATE_DIVERT_HOLD: a window by default, released
+// under 0.8 of its threshold): a team at 1.5 × its threshold for two minutes, then at
+// 0.9 × for five, is held through the five; on the event clock, which has no holds, it
+// is let through as soon as it is under.
+func TestReplayHoldsOnTheWallClock(t *testing.T) {
+	var recs []*kgo.Record
+	add := func(from, to time.Duration, perMinute int) {
+		for m := from; m < to; m += time.Minute {
+			for i := range perMinute {
+				recs = append(recs, event("held", "u", m+time.Duration(i)*time.Minute/time.Duration(perMinute)))
+			}
+		}
+	}
+	add(0, 2*time.Minute, 150)
+	add(2*time.Minute, 7*time.Minute, 90)
+	for _, r := range recs {
+		r.Timestamp = r.Timestamp.Truncate(time.Millisecond)
+	}
+	limited := func(clk string) int64 {
+		cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
+		c, err := NewCandidate(clk, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewEngine(cfg.TickInterval, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			e.Route(r)
+		}
+		return e.Report(1).Candidates[0].Total.Limited
+	}
+	wall, ev := limited("wall"), limited("event")
+	t.Logf("limited: wall clock %d, event clock %d, of %d", wall, ev, len(recs))
+	if wall < 650 {
+		t.Errorf("wall clock: %d limited; want the 5 minutes at 0.9 × held too (over 650)", wall)
+	}
+	if ev > 300 {
+		t.Errorf("event clock: %d limited; want only the first two minutes' excess and what their window carries over", ev)
+	}
+}

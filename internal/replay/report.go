@@ -122,8 +122,8 @@ type KeyReport struct {
 	// 0 for a key only a shadow rule was over (the record's own decision was another's).
 	Threshold int64   `json:"threshold"`
 	PeakRatio float64 `json:"peak_ratio"`
-	// Series is the key's minutes from when it first came within half of its threshold
-	// (earlier ones are not kept: a key never that close is not worth a line).
+	// Series is the key's minutes within half of its threshold or more, or with records
+	// limited (a key never that close is not worth a line).
 	Series []Point `json:"series"`
 }
 
@@ -176,14 +176,19 @@ func (b *builder) observe(now time.Time, o *route.Outcome) {
 	if d.Threshold <= 0 || o.Team == "" {
 		return
 	}
+	near := d.Level >= trackFrom*float64(d.Threshold)
 	k := b.keys[keyID{o.KeyRule, o.Team}]
 	if k == nil {
-		if d.Level < trackFrom*float64(d.Threshold) {
+		if !near {
 			return
 		}
 		k = b.key(o.KeyRule, o.Team, "")
 	}
-	p := k.point(now.Truncate(time.Minute))
+	m := now.Truncate(time.Minute)
+	if !near && (len(k.Series) == 0 || !k.Series[len(k.Series)-1].Minute.Equal(m)) {
+		return // a minute far from its threshold: no point (the chart's line breaks)
+	}
+	p := k.point(m)
 	if d.Level > p.Level || p.Threshold == 0 {
 		p.Level, p.Threshold = d.Level, d.Threshold
 	}

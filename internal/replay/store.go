@@ -18,7 +18,7 @@ import (
 type store struct {
 	l        *limit.Limiter
 	sw       limit.Sweep
-	counts   map[int64]map[string]int64 // epoch → key → the fleet's count
+	counts   map[int64]map[string]*int64 // epoch → key → the fleet's count
 	holds    map[string]heldFlag
 	profiles map[string]spike.Profile
 	hold     time.Duration
@@ -32,7 +32,7 @@ type heldFlag struct {
 }
 
 func newStore(l *limit.Limiter) *store {
-	return &store{l: l, counts: map[int64]map[string]int64{}, holds: map[string]heldFlag{},
+	return &store{l: l, counts: map[int64]map[string]*int64{}, holds: map[string]heldFlag{},
 		profiles: map[string]spike.Profile{}, hold: l.DivertHold()}
 }
 
@@ -56,15 +56,17 @@ func (s *store) write(now time.Time) {
 	for _, c := range s.sw.Counts {
 		m := s.counts[c.Epoch]
 		if m == nil {
-			m = map[string]int64{}
+			m = map[string]*int64{}
 			s.counts[c.Epoch] = m
 		}
-		// A key's string may alias the limiter's table, whose slot a later key reuses: a
-		// key new to the store is copied.
-		if n, ok := m[c.Team]; ok {
-			m[c.Team] = n + c.N
+		// A key's string aliases the limiter's table: the store keeps a copy of its own
+		// (an assignment to m[c.Team] would put the alias in as the key), and adds
+		// through the pointer.
+		if n := m[c.Team]; n != nil {
+			*n += c.N
 		} else {
-			m[strings.Clone(c.Team)] = c.N
+			n := c.N
+			m[strings.Clone(c.Team)] = &n
 		}
 	}
 	for _, f := range s.sw.Holds {
@@ -77,7 +79,10 @@ func (s *store) read(now time.Time) {
 	adaptive := s.l.Adaptive() != nil
 	for i := range s.sw.Reads {
 		r := &s.sw.Reads[i]
-		s.l.ApplyRead(r, s.counts[r.Epoch][r.Team], s.counts[r.Epoch-1][r.Team], now)
+		// Fresh: every count of the tick is in the store before any read, as when every
+		// gate of a fleet writes before it reads.
+		r.Fresh = true
+		s.l.ApplyRead(r, s.count(r.Epoch, r.Team), s.count(r.Epoch-1, r.Team), now)
 		if r.Hold {
 			if h, ok := s.holds[r.Team]; ok && now.Before(h.expires) {
 				s.l.ApplyHold(r, h.f)
@@ -87,7 +92,7 @@ func (s *store) read(now time.Time) {
 			p, found := s.profiles[r.Team]
 			var n int64
 			if r.Fold {
-				n = s.counts[r.Epoch-2][r.Team]
+				n = s.count(r.Epoch-2, r.Team)
 			}
 			// As the tick's script: set only if the stored profile is still the one folded.
 			if w, ok := s.l.ApplyProfile(r, p, found, n, now); ok && found == w.Exists && (!found || p.Epoch == w.Old) {
@@ -95,6 +100,14 @@ func (s *store) read(now time.Time) {
 			}
 		}
 	}
+}
+
+// count is the fleet's count of key in epoch.
+func (s *store) count(epoch int64, key string) int64 {
+	if n := s.counts[epoch][key]; n != nil {
+		return *n
+	}
+	return 0
 }
 
 // forget drops the windows older than any the limiter still reads (a fold reads two
