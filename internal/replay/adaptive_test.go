@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestReplayLearnsThresholds: with learned thresholds, replay learns each team's as a
@@ -15,19 +13,8 @@ import (
 // lets the burst through; the learned one (4 × 60 = 240) limits most of it, once the
 // team has GATE_ADAPTIVE_MIN_HISTORY (1h) of history. Before that, no key is limited.
 func TestReplayLearnsThresholds(t *testing.T) {
-	var recs []*kgo.Record
-	add := func(from, to time.Duration, perMinute int) {
-		for m := from; m < to; m += time.Minute {
-			for i := range perMinute {
-				recs = append(recs, event("steady", "u", m+time.Duration(i)*time.Minute/time.Duration(perMinute)))
-			}
-		}
-	}
-	add(0, 3*time.Hour, 60)
-	add(3*time.Hour, 3*time.Hour+10*time.Minute, 600)
-	for _, r := range recs {
-		r.Timestamp = r.Timestamp.Truncate(time.Millisecond)
-	}
+	recs := steady(nil, "steady", 0, 3*time.Hour, 60)
+	recs = steady(recs, "steady", 3*time.Hour, 3*time.Hour+10*time.Minute, 600)
 	replayWith := func(mode string) *Report {
 		cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "1000", "GATE_LIMIT_MODE": "divert",
 			"GATE_THRESHOLD_MODE": mode, "GATE_ADAPTIVE_MIN_HISTORY": "1h"})

@@ -186,19 +186,8 @@ rules:
 // 0.9 × for five, is held through the five; on the event clock, which has no holds, it
 // is let through as soon as it is under.
 func TestReplayHoldsOnTheWallClock(t *testing.T) {
-	var recs []*kgo.Record
-	add := func(from, to time.Duration, perMinute int) {
-		for m := from; m < to; m += time.Minute {
-			for i := range perMinute {
-				recs = append(recs, event("held", "u", m+time.Duration(i)*time.Minute/time.Duration(perMinute)))
-			}
-		}
-	}
-	add(0, 2*time.Minute, 150)
-	add(2*time.Minute, 7*time.Minute, 90)
-	for _, r := range recs {
-		r.Timestamp = r.Timestamp.Truncate(time.Millisecond)
-	}
+	recs := steady(nil, "held", 0, 2*time.Minute, 150)
+	recs = steady(recs, "held", 2*time.Minute, 7*time.Minute, 90)
 	limited := func(clk string) int64 {
 		cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
 		c, err := NewCandidate(clk, cfg, nil)
@@ -222,4 +211,17 @@ func TestReplayHoldsOnTheWallClock(t *testing.T) {
 	if ev > 300 {
 		t.Errorf("event clock: %d limited; want only the first two minutes' excess and what their window carries over", ev)
 	}
+}
+
+// steady appends to recs team's records at perMinute a minute, evenly spread, from
+// start+from to start+to, their times in milliseconds as Kafka keeps them.
+func steady(recs []*kgo.Record, team string, from, to time.Duration, perMinute int) []*kgo.Record {
+	for m := from; m < to; m += time.Minute {
+		for i := range perMinute {
+			r := event(team, "u", m+time.Duration(i)*time.Minute/time.Duration(perMinute))
+			r.Timestamp = r.Timestamp.Truncate(time.Millisecond)
+			recs = append(recs, r)
+		}
+	}
+	return recs
 }
