@@ -23,16 +23,15 @@ import (
 	"github.com/capturegate/gate/internal/rules"
 )
 
-const replayUsage = `Usage: gate replay [-rules FILE] [-against FILE|current] [-from T] [-to T | -offsets P:A-B,...] [-top N] [-json] [-html FILE]
+const replayUsage = `Usage: gate replay [-rules FILE] [-against FILE|current] [-clock wall|event] [-from T] [-to T | -offsets P:A-B,...] [-top N] [-json] [-html FILE]
 
 Replays the input topic (GATE_INPUT_TOPIC on GATE_KAFKA_BROKERS, with the GATE_KAFKA_TLS_*
 and GATE_KAFKA_SASL_* settings) through the gate's router and limiter and reports what
 the gate would have done: per rule, the records accepted, tagged, sent to overflow or a
 topic, dropped and dead-lettered; per key, the most limited first, its records limited,
-its first and last limited minute and its peak over its threshold. It judges every
-record in the window of its own time, as one fleet that sees every partition, counting
-in memory: it joins no consumer group, commits nothing, and writes to no topic and no
-Redis.
+its first and last limited minute and its peak over its threshold. It judges as one
+fleet that sees every partition, counting in memory: it joins no consumer group, commits
+nothing, and writes to no topic and no Redis.
 
 The limits replayed are FILE's rules (-rules), else the environment's: GATE_RULES_FILE,
 else GATE_THRESHOLD, GATE_WINDOW, GATE_LIMITS and the other GATE_* limit settings, so
@@ -40,8 +39,9 @@ that "GATE_THRESHOLD=50000 gate replay" tries another limit. -against replays a 
 set beside it (a rules file, or "current": the environment's) and lists the teams whose
 records limited change. It judges on GATE_CLOCK's clock, or -clock's: on the wall clock
 as a gate routing each record at its record time would (holds included), on the event
-clock in each record's own window, faster. T is a time (RFC 3339, 2026-11-27T14:00:00Z) or a duration
-before now (24h); the range is found by record timestamps.
+clock in each record's own window, faster. T is a time (RFC 3339,
+2026-11-27T14:00:00Z) or a duration before now (24h); the range is found by record
+timestamps.
 `
 
 type replayOpts struct {
@@ -58,7 +58,7 @@ func replayFlags(o *replayOpts) *flag.FlagSet {
 	fs.StringVar(&o.to, "to", "", "end before `T`: a time (RFC 3339) or a duration before now (default: the end when the replay starts)")
 	fs.StringVar(&o.offsets, "offsets", "", "replay exactly these offsets instead of -from and -to: `P:A-B`,... (partition P, offsets A to B−1)")
 	fs.StringVar(&o.topic, "topic", "", "read `TOPIC` (default GATE_INPUT_TOPIC)")
-	fs.StringVar(&o.clock, "clock", "", "judge on the `wall` clock (each record at its record time, as a gate routing it then: holds, views read every tick) or the event clock (each record in its own window, exact counts, faster; no holds, no learned thresholds) (default GATE_CLOCK)")
+	fs.StringVar(&o.clock, "clock", "", "judge on `CLOCK`: wall (each record at its record time, as a gate routing it then: holds, views read every tick) or event (each record in its own window, exact counts, faster; no holds, no learned thresholds) (default GATE_CLOCK)")
 	fs.IntVar(&o.top, "top", 20, "list the `N` most affected keys of each set")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&o.html, "html", "", "also write the report as a self-contained page with a chart per key to `FILE`")
