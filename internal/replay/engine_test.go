@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,6 +178,11 @@ rules:
 	}
 	if len(r.Diff) == 0 {
 		t.Errorf("no diff between the candidates")
+	}
+	for _, k := range cand.Keys {
+		if want, _, _ := strings.Cut(k.Key, ":"); k.Team != want {
+			t.Errorf("key %s of rule %s: team %q, want %q", k.Key, k.Rule, k.Team, want)
+		}
 	}
 }
 

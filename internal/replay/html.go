@@ -285,7 +285,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		if v <= 0 {
 			return "—" // only a shadow rule was over: no ratio of its own
 		}
-		return strconv.FormatFloat(v, 'f', 1, 64) + "×"
+		return f1(v) + "×"
 	},
 	"signed": func(n int64) string {
 		if n > 0 {

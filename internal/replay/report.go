@@ -73,26 +73,27 @@ type Totals struct {
 
 func (t *Totals) add(r *outcome.Row) {
 	n := r.Records
-	switch {
-	case r.Outcome == outcome.ShadowOver.String():
+	switch o := r.Outcome; {
+	case o == outcome.ShadowOver.String():
 		t.ShadowOver += n
 		return // the record's own fate is in another row
-	case r.Outcome == outcome.Accepted.String():
+	case o == outcome.Accepted.String():
 		t.Accepted += n
-	case r.Outcome == outcome.Tagged.String():
+	case o == outcome.Tagged.String():
 		t.Accepted += n
 		t.Tagged += n
-	case r.Outcome == outcome.Overflow.String():
-		t.Overflow += n
-		t.Limited += n
-	case strings.HasPrefix(r.Outcome, "topic:"):
-		t.Topic += n
-		t.Limited += n
-	case r.Outcome == outcome.Dropped.String():
-		t.Dropped += n
-		t.Limited += n
-	case r.Outcome == outcome.DeadLetter.String():
+	case o == outcome.DeadLetter.String():
 		t.DeadLetter += n
+	case outcome.Limited(o):
+		t.Limited += n
+		switch o {
+		case outcome.Overflow.String():
+			t.Overflow += n
+		case outcome.Dropped.String():
+			t.Dropped += n
+		default: // topic:NAME
+			t.Topic += n
+		}
 	}
 	t.Records += n
 }
@@ -182,7 +183,7 @@ func (b *builder) observe(now time.Time, o *route.Outcome) {
 		if !near {
 			return
 		}
-		k = b.key(o.KeyRule, o.Team, "")
+		k = b.key(o.KeyRule, o.Team)
 	}
 	m := now.Truncate(time.Minute)
 	if !near && (len(k.Series) == 0 || !k.Series[len(k.Series)-1].Minute.Equal(m)) {
@@ -197,20 +198,14 @@ func (b *builder) observe(now time.Time, o *route.Outcome) {
 	}
 }
 
-// key returns the report of (rule, key), made (its strings copied) if new.
-func (b *builder) key(rule, key, team string) *KeyReport {
-	id := keyID{rule, key}
-	if k := b.keys[id]; k != nil {
+// key returns the report of (rule, key), made (its strings copied) if new. Its Team is
+// set by the first row that names the key: only keys with rows are reported.
+func (b *builder) key(rule, key string) *KeyReport {
+	if k := b.keys[keyID{rule, key}]; k != nil {
 		return k
 	}
-	id = keyID{strings.Clone(rule), strings.Clone(key)}
-	if team == "" {
-		team = key
-		if i := strings.IndexByte(key, ':'); i >= 0 {
-			team = key[:i] // a composite key's first field (the router's teamOf)
-		}
-	}
-	k := &KeyReport{Rule: id.rule, Key: id.key, Team: strings.Clone(team)}
+	id := keyID{strings.Clone(rule), strings.Clone(key)}
+	k := &KeyReport{Rule: id.rule, Key: id.key}
 	b.keys[id] = k
 	return k
 }
@@ -253,24 +248,18 @@ func (b *builder) rows(rows []outcome.Row) {
 			b.folded += r.Records
 			continue
 		}
-		var lim, tag, shadow int64
-		switch {
-		case r.Outcome == outcome.ShadowOver.String():
-			shadow = r.Records
-		case r.Outcome == outcome.Tagged.String():
-			tag = r.Records
-		case r.Outcome == outcome.Overflow.String(), r.Outcome == outcome.Dropped.String(), strings.HasPrefix(r.Outcome, "topic:"):
-			lim = r.Records
-		}
+		var d Totals // this row alone
+		d.add(r)
+		lim, tag, shadow := d.Limited, d.Tagged, d.ShadowOver
 		if lim+tag+shadow == 0 || r.Key == "" {
 			continue
 		}
 		if lim > 0 {
 			b.teams[r.Team] += lim
 		}
-		k := b.key(r.Rule, r.Key, r.Team)
-		if k.Team != r.Team && r.Team != "" {
-			k.Team = r.Team // the router's own word (a key made by observe guessed it)
+		k := b.key(r.Rule, r.Key)
+		if k.Team == "" {
+			k.Team = r.Team // the row's own copy: every key reported has a row
 		}
 		k.Limited += lim
 		k.Tagged += tag

@@ -13,12 +13,7 @@ import (
 )
 
 // minute formats a minute of the report.
-func minute(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format("2006-01-02 15:04Z")
-}
+func minute(t time.Time) string { return fmtTime(t, "2006-01-02 15:04Z") }
 
 // WriteText writes r as the terminal tables `gate replay` prints: per candidate, what
 // every record became and what each rule did, the dead letters' reasons, its most
