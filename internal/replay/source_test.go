@@ -161,6 +161,22 @@ func TestReadRange(t *testing.T) {
 		kgo.SeedBrokers(c.ListenAddrs()...)); err == nil || !strings.Contains(err.Error(), "no partition 7") {
 		t.Errorf("offsets of a partition the topic lacks: %v", err)
 	}
+	// Retention deleted the range's start: an error naming the partition, not a read
+	// that starts silently later and reports the range it was asked for.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: "events", Partition: 0, At: 20})
+	if _, err := kadm.NewClient(cl).DeleteRecords(t.Context(), del); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(t.Context(), Range{Topic: "events", Offsets: []PartitionRange{{Partition: 0, Start: 5, End: 30}}}, func(*kgo.Record) {}, nil,
+		kgo.SeedBrokers(c.ListenAddrs()...)); err == nil || !strings.Contains(err.Error(), "partition 0") {
+		t.Errorf("a range below the log start: %v, want an error naming partition 0", err)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := Read(ctx, Range{Topic: "events"}, func(*kgo.Record) {}, nil, kgo.SeedBrokers(c.ListenAddrs()...)); err == nil {
