@@ -145,7 +145,14 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		return err
 	}
 	began := clk.Now()
-	parts, err := replay.Read(ctx, rng, eng.Route, func(p replay.Progress) { replayProgress(stderr, p, clk.Now().Sub(began)) }, opts...)
+	var shown time.Time
+	pace := func(p replay.Progress) { // Read reports every fetch: a line a second at most
+		if now := clk.Now(); len(p.Waiting) > 0 || now.Sub(shown) >= time.Second {
+			shown = now
+			replayProgress(stderr, p, now.Sub(began))
+		}
+	}
+	parts, err := replay.Read(ctx, rng, eng.Route, pace, opts...)
 	if err == nil {
 		err = eng.Err()
 	}

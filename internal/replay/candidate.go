@@ -61,9 +61,9 @@ func NewCandidate(name string, cfg config.Config, set *rules.Set) (*Candidate, e
 			c.b.ruleSet = append(c.b.ruleSet, r.Name)
 		}
 	}
-	// Built now to refuse bad settings at once; built again at the first record, on a
-	// clock at its time (start).
-	if err := c.build(time.Now()); err != nil {
+	// Built now to refuse bad settings at once (on any clock: nothing is counted); built
+	// again at the first record, on a clock at its time (start).
+	if err := c.build(time.Unix(0, 0)); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -43,7 +43,8 @@ const maxQueued = 50_000
 // Read reads rng with a client of opts of its own: it joins no group, commits nothing and
 // produces nothing. It hands every record to fn once, in record-time order across
 // partitions (ties by partition, then offset), so that two reads of a range replay it
-// alike, and progress, if not nil, about once a second. It reads committed records only,
+// alike, and progress, if not nil, after every fetch (the caller paces what it shows)
+// and once at the end. It reads committed records only,
 // as the gate does, and returns the offsets it read. It stops early when ctx is done,
 // returning ctx's error with the offsets read so far.
 func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Progress), opts ...kgo.Opt) ([]PartitionRange, error) {
@@ -72,7 +73,6 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 	for _, p := range parts {
 		total += p.End - p.Start
 	}
-	last := time.Now()
 	for !m.done() {
 		pctx, cancel := context.WithTimeout(ctx, stallAfter)
 		fs := cl.PollFetches(pctx)
@@ -117,8 +117,7 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 		if len(resume) > 0 {
 			cl.ResumeFetchPartitions(map[string][]int32{rng.Topic: resume})
 		}
-		if progress != nil && time.Since(last) >= time.Second {
-			last = time.Now()
+		if progress != nil {
 			progress(Progress{Done: m.offsets, Total: total, At: m.at})
 		}
 	}
