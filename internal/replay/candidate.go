@@ -133,9 +133,6 @@ func (c *Candidate) use(lims ...*limit.Limiter) {
 	}
 }
 
-// Name is how the report calls the candidate.
-func (c *Candidate) Name() string { return c.name }
-
 // route routes rec at now, the replay's clock, and follows what became of it.
 func (c *Candidate) route(now time.Time, rec *kgo.Record) {
 	o := c.router.RouteInto(now, rec, &c.sc, &c.out)

@@ -89,12 +89,6 @@ func (e *Engine) Route(rec *kgo.Record) {
 // be built again for the range's start (it was built once with the same settings).
 func (e *Engine) Err() error { return e.err }
 
-// Now is the replay's clock: the newest record time routed.
-func (e *Engine) Now() time.Time { return e.now }
-
-// Records is how many records were routed.
-func (e *Engine) Records() int64 { return e.records }
-
 func (e *Engine) advance(t time.Time) {
 	e.now = t
 	if !t.Before(e.nextSeal) {
