@@ -96,6 +96,14 @@ func TestReplayTeamLimit(t *testing.T) {
 	}
 	r := run(t, c)
 	got := r.Candidates[0]
+	// Bounded: a key far from its threshold (quiet, 10 a minute against 100) is not kept;
+	// one near it (steady, 90) is, a point for each minute it was near, and not reported.
+	if _, ok := c.b.keys[keyID{"", "quiet"}]; ok {
+		t.Errorf("quiet, at a tenth of its threshold, is kept")
+	}
+	if k := c.b.keys[keyID{"", "steady"}]; k == nil || len(k.Series) == 0 || len(k.Series) > 10 || k.affected() != 0 {
+		t.Errorf("steady, at 0.9 of its threshold: %+v", k)
+	}
 	if r.Records != int64(len(traffic())) || got.Total.Records != r.Records {
 		t.Fatalf("records %d, fates %d, want %d", r.Records, got.Total.Records, len(traffic()))
 	}
