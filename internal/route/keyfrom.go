@@ -346,11 +346,13 @@ func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, reasonC
 func (k *KeyFrom) joinFields(js string, at, idx []int, s *Scratch, maxKey int) (string, reasonCode) {
 	buf := s.key[:0]
 	for i := range k.fields {
-		j := i
+		var val string
+		var code reasonCode
 		if idx != nil {
-			j = idx[i]
+			val, code = k.sharedValue(js, i, at, s)
+		} else {
+			val, code = k.fieldValue(js, i, at[i], s)
 		}
-		val, code := k.fieldValue(js, i, at[j], s)
 		if code != reasonNone {
 			s.key = buf
 			return "", code

@@ -155,9 +155,14 @@ type Outcome struct {
 // Scratch holds one goroutine's reusable buffers for Route. The zero value is ready to use;
 // a Scratch must not be used by two goroutines at once.
 type Scratch struct {
-	key  []byte  // a composite team key being joined
-	keep []byte  // with rules: Outcome.Team, kept past the next rule's key
-	at   []int   // a composite key's fields: where each one's value is (see members)
+	key  []byte // a composite team key being joined
+	keep []byte // with rules: Outcome.Team, kept past the next rule's key
+	at   []int  // a composite key's fields: where each one's value is (see members)
+	// With rules read in one shared pass: the value of each top-level field of the plan
+	// (fieldPlan.top, the first 64) a rule has read in this record, by plan index, valid
+	// where its bit of vals is set, so that two rules reading one field read it once.
+	val  []string
+	vals uint64
 	why  failure // the last failed key read's details, for its dead letter (fail)
 
 	// Replay is set by the caller while it routes records the limiter has counted
@@ -171,7 +176,7 @@ type Scratch struct {
 
 	// What this goroutine counted since its last Flush, for the router that counted it
 	// (owner): records by reason, dry run's diverted ones, and the primary limit's
-	// decisions. Counted here in plain words, added to the metrics once a batch: a
+	// decisions (each rule's first limit). Counted here in plain words, added to the metrics once a batch: a
 	// counter shared by the routing goroutines is a locked add to one cache line, which
 	// every core then writes on every record. The pads keep them off the lines of
 	// whatever is next to this Scratch (another goroutine's, in an array of them):
@@ -180,7 +185,7 @@ type Scratch struct {
 	owner    *Router
 	records  [numReasons]uint64
 	diverted [numReasons]uint64
-	tally    limit.Tally
+	tally    [MaxRules]limit.Tally        // by rule, its first limit's decisions
 	ruleN    [MaxRules][numResults]uint64 // by rule and result: gate_rule_records_total
 	_        [128]byte
 }
@@ -207,9 +212,9 @@ func (s *Scratch) Flush() {
 			s.diverted[c] = 0
 		}
 	}
-	r.lim.AddTally(&s.tally)
 	for i := range r.rules {
 		st := &r.rules[i]
+		st.Limiters[0].AddTally(&s.tally[i])
 		for res, n := range s.ruleN[i] {
 			if n != 0 {
 				if st.results[res] != nil { // the implicit rule has none
@@ -241,7 +246,7 @@ func (s *Scratch) own(r *Router) {
 // for byte as before the two routers became one (TestGoldenFileless).
 type Router struct {
 	cfg      Config
-	lim      *limit.Limiter // the first rule's primary limit: its decisions are tallied in the Scratch
+	lim      *limit.Limiter // the first rule's primary limit
 	maxKey   int
 	event    bool // the limiters count in event time: checks take each record's time
 	topics   [numRoutes]string
@@ -529,23 +534,23 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		switch {
 		case forced:
 			n *= st.forcedN
-			d = r.check(st.Limiters[0], now, at, key, n, s)
+			d = r.check(st.Limiters[0], now, at, key, n, &s.tally[i])
 			for _, l := range st.Limiters[1:] {
-				r.check(l, now, at, key, n, s)
+				r.check(l, now, at, key, n, nil)
 			}
 		case len(st.Limiters) == 1:
-			// One limit, the usual rule: a direct check; the primary one on the wall
-			// clock, as every gate without a rules file has it, without r.check's call.
-			if l := st.Limiters[0]; l == r.lim && !r.event {
-				d = l.CheckTally(now, key, n, &s.tally)
+			// One limit, the usual rule: a direct check on the wall clock, as every gate
+			// without a rules file has it, without r.check's call.
+			if l := st.Limiters[0]; !r.event {
+				d = l.CheckTally(now, key, n, &s.tally[i])
 			} else {
-				d = r.check(l, now, at, key, n, s)
+				d = r.check(l, now, at, key, n, &s.tally[i])
 			}
 			if d.Limited {
 				over = 0
 			}
 		default:
-			d, over = r.checkLimits(st, now, at, key, n, s)
+			d, over = r.checkLimits(st, now, at, key, n, &s.tally[i])
 		}
 		if !decided {
 			o.Decision, decided = d, true
@@ -746,17 +751,17 @@ func (r *Router) routeOnce(now time.Time, rec *kgo.Record, out *kgo.Record) Outc
 // divert mode every limit counts n; in cap mode the limits are first asked without
 // counting, and n counts in all of them only if none is over. It returns the first limit
 // over's decision and index into st.Limiters, or the primary's decision and -1.
-func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int64, s *Scratch) (limit.Decision, int) {
+func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int64, t *limit.Tally) (limit.Decision, int) {
 	if st.cap {
 		for i, l := range st.Limiters {
-			if d := r.check(l, now, at, key, 0, s); d.Limited {
+			if d := r.check(l, now, at, key, 0, tallyOf(i, t)); d.Limited {
 				return d, i
 			}
 		}
 	}
 	first, over := limit.Decision{}, -1
 	for i, l := range st.Limiters {
-		if d := r.check(l, now, at, key, n, s); i == 0 || d.Limited && over < 0 {
+		if d := r.check(l, now, at, key, n, tallyOf(i, t)); i == 0 || d.Limited && over < 0 {
 			first = d
 			if d.Limited {
 				over = i
@@ -766,15 +771,24 @@ func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int
 	return first, over
 }
 
+// tallyOf is the tally of a rule's limit i: t, the rule's, for its first limit (Scratch
+// holds one a rule), nil for the others.
+func tallyOf(i int, t *limit.Tally) *limit.Tally {
+	if i == 0 {
+		return t
+	}
+	return nil
+}
+
 // check asks l about key: at the record's event time at under the event clock, else at
-// now. The primary limit's decisions are tallied in s (Flush adds them); the others'
-// count at once.
-func (r *Router) check(l *limit.Limiter, now, at time.Time, key string, n int64, s *Scratch) limit.Decision {
-	if l == r.lim {
+// now. Its decision is tallied in t when t is not nil (a rule's first limit: Flush adds
+// them), else counted at once.
+func (r *Router) check(l *limit.Limiter, now, at time.Time, key string, n int64, t *limit.Tally) limit.Decision {
+	if t != nil {
 		if r.event {
-			return l.CheckEventTally(now, at, key, n, &s.tally)
+			return l.CheckEventTally(now, at, key, n, t)
 		}
-		return l.CheckTally(now, key, n, &s.tally)
+		return l.CheckTally(now, key, n, t)
 	}
 	if r.event {
 		return l.CheckEventAt(now, at, key, n)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
@@ -329,10 +330,17 @@ func missingKey(code reasonCode) bool {
 // record or s, valid until the next Route with s); with several, a copy in s's keep
 // buffer, as the next rule's composite key reuses the key buffer.
 func (r *Router) keepKey(key string, s *Scratch) string {
-	if len(r.rules) == 1 {
+	if len(r.rules) == 1 || !s.joined(key) {
 		return key
 	}
 	return s.keepKey(key)
+}
+
+// joined reports whether key is the composite key joined last in s's key buffer, the one
+// buffer a next rule's read writes over (joinFields starts it at s.key[0]): any other key
+// aliases the record, or a string of its own, and stays as it is.
+func (s *Scratch) joined(key string) bool {
+	return len(key) > 0 && len(s.key) > 0 && unsafe.StringData(key) == &s.key[0]
 }
 
 // keepKey copies key into s's keep buffer; it allocates only while the buffer grows.
@@ -359,6 +367,10 @@ func (r *Router) rulesJSON(rec *kgo.Record, s *Scratch) (string, reasonCode) {
 		return "", code
 	}
 	s.at = append(s.at[:0], make([]int, len(r.plan.top))...)
+	if len(s.val) < len(r.plan.top) {
+		s.val = make([]string, len(r.plan.top))
+	}
+	s.vals = 0
 	if members(js, firstNonSpace(js), r.plan.top, s.at) < 0 && r.cfg.ValidateJSON {
 		return "", s.fail(malformed()) // not reached: the value is valid JSON
 	}
@@ -375,7 +387,7 @@ func (k *KeyFrom) readAt(rec *kgo.Record, js string, at []int, s *Scratch, maxKe
 	var v string
 	var code reasonCode
 	if len(k.fields) == 1 {
-		v, code = k.fieldValue(js, 0, at[k.idx[0]], s)
+		v, code = k.sharedValue(js, 0, at, s)
 	} else {
 		v, code = k.joinFields(js, at, k.idx, s, maxKey)
 	}
@@ -384,6 +396,25 @@ func (k *KeyFrom) readAt(rec *kgo.Record, js string, at []int, s *Scratch, maxKe
 	}
 	if code != reasonNone && code != reasonKeyTooLong && k.lax && !gjson.Valid(js) {
 		return "", s.fail(malformed())
+	}
+	return v, code
+}
+
+// sharedValue is fieldValue of k's field i, read by the shared pass (at, as readAt's):
+// a top-level field another rule read in this record already is not read again. Only
+// values are kept: a failure is read again, as its details (s.why) name the field of k.
+func (k *KeyFrom) sharedValue(js string, i int, at []int, s *Scratch) (string, reasonCode) {
+	j := k.idx[i]
+	if j >= 64 || len(k.fields[i].parts) > 1 {
+		return k.fieldValue(js, i, at[j], s)
+	}
+	if s.vals&(1<<j) != 0 {
+		return s.val[j], reasonNone
+	}
+	v, code := k.fieldValue(js, i, at[j], s)
+	if code == reasonNone {
+		s.val[j] = v
+		s.vals |= 1 << j
 	}
 	return v, code
 }

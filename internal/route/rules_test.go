@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -441,5 +442,110 @@ func TestRulesRotatingTeam(t *testing.T) {
 				t.Errorf("steady team: topic %s, headers %v", out.Topic, out.Headers)
 			}
 		})
+	}
+}
+
+// Rules reading the same fields read each one once a record (the shared pass keeps the
+// values): every rule still gets its own key, from this record and not the one before,
+// and the outcome's team is the first rule's key even after a later composite key was
+// joined in the same buffer.
+func TestRulesSharedReadsPerRecord(t *testing.T) {
+	hi := []limit.Config{{Window: time.Minute, Threshold: limit.MaxThreshold}}
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "user", Key: mustKey(t, "json:team_id+distinct_id"), Action: ActionOverflow}, hi},
+		ruleSpec{Rule{Name: "token-user", Key: mustKey(t, "json:token+distinct_id"), Action: ActionOverflow}, hi},
+		ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow}, hi},
+		ruleSpec{Rule{Name: "token", Key: mustKey(t, "json:token"), Action: ActionOverflow}, hi},
+	)
+	var s Scratch
+	var out kgo.Record
+	for _, c := range []struct{ value, team string }{
+		{`{"team_id":"t1","distinct_id":"u1","token":"k1"}`, "t1:u1"},
+		{`{"team_id":"t2","distinct_id":"u\u00e9","token":"k2"}`, "t2:ué"},
+		{`{"token":"k3","distinct_id":"u3","team_id":3}`, "3:u3"},
+	} {
+		if o := f.r.RouteInto(t0, input(c.value, ""), &s, &out); o.Route != Accepted || o.Team != c.team {
+			t.Errorf("%s: %s %s, team %q; want accepted, team %q", c.value, o.Route, o.Reason, o.Team, c.team)
+		}
+	}
+	s.Flush()
+	for rule, want := range map[string]map[string]int64{
+		"user":       {"t1:u1": 1, "t2:ué": 1, "3:u3": 1},
+		"token-user": {"k1:u1": 1, "k2:ué": 1, "k3:u3": 1},
+		"team":       {"t1": 1, "t2": 1, "3": 1},
+		"token":      {"k1": 1, "k2": 1, "k3": 1},
+	} {
+		if got := f.counts(rule); !maps.Equal(got, want) {
+			t.Errorf("rule %s counted %v, want %v", rule, got, want)
+		}
+	}
+	// A field one rule cannot read fails that rule, whatever an earlier one read.
+	o := f.r.RouteInto(t0, input(`{"team_id":"t1","distinct_id":"u1"}`, ""), &s, &out)
+	if detail := headerValues(&out, HeaderErrorDetail); o.Route != DeadLetter || o.Reason != ReasonFieldMissing ||
+		!slices.Equal(detail, []string{`rule token-user: json field "token" not found or null`}) {
+		t.Errorf("no token: %s %s %q, want a dead letter for token-user's missing token", o.Route, o.Reason, detail)
+	}
+}
+
+// Every rule's first limit counts its decisions in the routing goroutine's Scratch and
+// hands them to its limiter at Flush (gate_limiter_decisions_total): none is lost, for the
+// first rule or any other.
+func TestRulesDecisionsCountedAtFlush(t *testing.T) {
+	clk := clock.NewFake(t0)
+	var rules []Rule
+	var regs []*prometheus.Registry
+	for _, c := range []struct{ name, key string }{{"user", "json:team_id+distinct_id"}, {"team", "json:team_id"}, {"team-hour", "json:team_id"}} {
+		reg := prometheus.NewRegistry()
+		l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 3}, clk, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims := []*limit.Limiter{l}
+		if c.name == "team-hour" { // a second limit: counted at once
+			l2, err := limit.New(limit.Config{Window: time.Hour, Threshold: 100}, clk, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lims = append(lims, l2)
+		}
+		rules = append(rules, Rule{Name: c.name, Key: mustKey(t, c.key), Action: ActionTag, Limiters: lims})
+		regs = append(regs, reg)
+	}
+	r, err := NewRules(Config{AcceptedTopic: topicAccepted, OverflowTopic: topicOverflow, DeadLetterTopic: topicDead}, rules, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Scratch
+	var out kgo.Record
+	for i := range 5 {
+		r.RouteInto(clk.Now(), event("t1", fmt.Sprint("u", i%2), "$pageview"), &s, &out)
+	}
+	s.Flush()
+	decisions := func(reg *prometheus.Registry) (allowed, limited float64) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "gate_limiter_decisions_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				switch m.GetLabel()[0].GetValue() {
+				case "allowed":
+					allowed = m.GetCounter().GetValue()
+				case "limited":
+					limited = m.GetCounter().GetValue()
+				}
+			}
+		}
+		return allowed, limited
+	}
+	// user: u0 three times and u1 twice, under 3 (tag checks go on: every record checked);
+	// team: t1 five times, over at the fourth.
+	for i, want := range [][2]float64{{5, 0}, {3, 2}, {3, 2}} {
+		if a, l := decisions(regs[i]); a != want[0] || l != want[1] {
+			t.Errorf("rule %s: allowed %v limited %v, want %v %v", rules[i].Name, a, l, want[0], want[1])
+		}
 	}
 }

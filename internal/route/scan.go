@@ -38,6 +38,12 @@ func members(js string, i int, names []memberName, at []int) int {
 		return i + 1
 	}
 	tried := false // whether stopping early was tried (and failed): once is enough
+	// The lengths of names, a bit each (63: any longer): a member whose name, without
+	// escapes, has none of them is none of names, told without comparing it to each.
+	var lens uint64
+	for _, n := range names {
+		lens |= 1 << min(len(n.s), 63)
+	}
 	for {
 		if i >= len(js) || js[i] != '"' {
 			return scanMalformed
@@ -53,13 +59,15 @@ func members(js string, i int, names []memberName, at []int) int {
 		}
 		i = skipSpace(js, i+1)
 		found := false
-		for j, want := range names {
-			if nameIs(name, esc, want.s) {
-				found = true
-				if at[j] == 0 {
-					at[j] = i
-				} else {
-					at[j] = -1
+		if esc || lens&(1<<min(len(name), 63)) != 0 {
+			for j, want := range names {
+				if nameIs(name, esc, want.s) {
+					found = true
+					if at[j] == 0 {
+						at[j] = i
+					} else {
+						at[j] = -1
+					}
 				}
 			}
 		}

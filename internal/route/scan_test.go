@@ -2,6 +2,7 @@ package route
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -124,5 +125,32 @@ func BenchmarkStringEnd(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// members finds a name whatever its length (the lengths are told apart by a bit each, the
+// last for every name of 63 bytes or more) and however the value escapes it.
+func TestMembersNameLengths(t *testing.T) {
+	long := strings.Repeat("n", 63)
+	longer := strings.Repeat("n", 90)
+	js := `{"a":1,"` + long + `":2,"` + longer + `x":3,"` + longer + `":4,"team\u005fid":5,"` + strings.Repeat("m", 7) + `":6}`
+	var names []memberName
+	for _, n := range []string{"a", long, longer, "team_id", "zzzzzzz", "absent"} {
+		names = append(names, newMemberName(n))
+	}
+	at := make([]int, len(names))
+	if members(js, 0, names, at) < 0 {
+		t.Fatal("malformed")
+	}
+	var got []string
+	for _, i := range at {
+		if i <= 0 {
+			got = append(got, "-")
+			continue
+		}
+		got = append(got, js[i:i+1])
+	}
+	if want := []string{"1", "2", "4", "5", "-", "-"}; !slices.Equal(got, want) {
+		t.Errorf("values %v, want %v", got, want)
 	}
 }
