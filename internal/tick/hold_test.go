@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
@@ -185,5 +187,63 @@ func TestHoldKeyAndValue(t *testing.T) {
 		if _, ok := parseHold("t", bad); ok {
 			t.Errorf("parseHold(%q) accepted", bad)
 		}
+	}
+}
+
+// TestHoldFlagsOneCommandALane: the hold flags of a lane go in one command (holdScript),
+// each set as a SET of its own would set it (value, TTL of the hold), and another gate
+// holds every one of those teams at its first read. A refused write of them is reported
+// as a refused SET was.
+func TestHoldFlagsOneCommandALane(t *testing.T) {
+	srv := redistest.Start(t)
+	gs, clk := holdGates(t, 2, srv)
+	a, b := gs[0], gs[1]
+	teams := []string{"h1", "h2", "h3", "h4", "h5"}
+	now := epochStart.Add(500 * time.Millisecond)
+	for _, team := range teams {
+		a.l.CheckAt(now, team, 610)
+		if d := a.l.CheckAt(now, team, 1); !d.Held {
+			t.Fatalf("gate a, %s at 611: %+v, want held", team, d)
+		}
+	}
+	clk.Set(epochStart.Add(time.Second))
+	if r := a.tk.Tick(context.Background()); r.Errors != 0 {
+		t.Fatalf("tick: %+v", r)
+	}
+	if n := testutil.ToFloat64(a.tk.m.commands.WithLabelValues("set")); n != 1 {
+		t.Errorf("hold commands %v, want 1 for the lane's 5 flags", n)
+	}
+	c := srv.Client(t)
+	ctx := context.Background()
+	for _, team := range teams {
+		key := HoldKeyFor(ModeStandalone, DefaultKeyPrefix, team)
+		v, err := c.Get(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if f, ok := parseHold(team, v); !ok || f.Threshold != 600 || !f.Since.Equal(epochStart.Add(time.Second)) {
+			t.Errorf("%s = %q (%+v), want held since the tick's 1 s at 600", key, v, f)
+		}
+		if ttl := c.PTTL(ctx, key).Val(); ttl <= 4*time.Second || ttl > 5*time.Second {
+			t.Errorf("%s TTL %v, want the hold's 5 s", key, ttl)
+		}
+	}
+	for _, team := range teams {
+		b.l.CheckAt(epochStart.Add(time.Second), team, 10) // over the sync floor (1%): read
+	}
+	clk.Set(epochStart.Add(2 * time.Second))
+	if r := b.tk.Tick(context.Background()); r.Errors != 0 || r.Reads != len(teams) {
+		t.Fatalf("gate b's tick: %+v, want a read of each team", r)
+	}
+	for _, team := range teams {
+		if d := b.l.CheckAt(epochStart.Add(2*time.Second), team, 0); !d.Held {
+			t.Errorf("gate b, %s after its first read: %+v, want held", team, d)
+		}
+	}
+
+	srv.RefuseWrites(t, redistest.RefuseReadOnly)
+	clk.Set(epochStart.Add(3 * time.Second))
+	if r := a.tk.Tick(context.Background()); r.Errors == 0 {
+		t.Errorf("tick with the hold flags refused: %+v, want an error", r)
 	}
 }

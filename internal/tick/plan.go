@@ -36,6 +36,8 @@ type plan struct {
 	sendErr error
 	rcmds   []readCmd
 	holds   []holdWrite // hold flags to set (limit.HoldFlag)
+	// holdCmds is the commands that set them: one a lane (send.go)
+	holdCmds int
 	// learned profiles to set (profile.go), and their scripts once queued
 	profiles []profileWrite
 	pcmds    []profileCmd
@@ -139,12 +141,13 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 			continue
 		}
 		budget--
-		o := li*len(t.limits) + k.lim
+		g := t.limits[k.lim].ttlGroup
+		o := li*t.ttlGroups + g
 		b := t.open[o]
 		if b == nil || len(b.items) == t.cfg.KeysPerCommand {
 			ln := &t.lanes[li]
 			ln.seq++
-			b = &batch{lane: li, lim: k.lim, seq: ln.seq, items: make([]item, 0, min(t.cfg.KeysPerCommand, len(t.pending)))}
+			b = &batch{lane: li, ttl: t.limits[k.lim].ttl, seq: ln.seq, items: make([]item, 0, min(t.cfg.KeysPerCommand, len(t.pending)))}
 			t.open[o] = b
 			p := &t.plans[ln.inst]
 			p.batches = append(p.batches, b)

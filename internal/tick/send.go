@@ -7,7 +7,9 @@
 package tick
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,7 +81,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 		}
 		t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches) + len(p.pcmds)))
 		t.profileErrors(i, p)
-		t.m.commands.WithLabelValues("set").Add(float64(len(p.holds)))
+		t.m.commands.WithLabelValues("set").Add(float64(p.holdCmds))
 	}
 	if part&partReads != 0 {
 		t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
@@ -152,7 +154,7 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 		keys := make([]string, 1, 1+len(b.items))
 		keys[0] = ln.key
 		args := make([]any, 3, 3+len(b.items))
-		args[0], args[1], args[2] = b.seq, seqTTL, (t.limits[b.lim].ttl + KeyTTLMargin).Milliseconds()
+		args[0], args[1], args[2] = b.seq, seqTTL, (b.ttl + KeyTTLMargin).Milliseconds()
 		for _, it := range b.items {
 			keys = append(keys, t.key(it.k.lim, it.k.team, it.k.epoch))
 			args = append(args, it.n)
@@ -162,10 +164,30 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 		// hash Redis computes per call costs nothing measurable (docs/benchmarks.md).
 		b.cmd = pipe.Eval(ctx, writeScript, keys, args...)
 	}
-	for _, hw := range p.holds {
-		// Not part of a batch: setting a flag twice is harmless, and one lost is set again
-		// next tick.
-		pipes[t.partOf[hw.lane]].Set(ctx, hw.key, hw.val, hw.ttl)
+	// Hold flags: not part of a batch, as setting a flag twice is harmless and one lost is
+	// set again next tick. One command a lane (holdScript), or a SET for a lane's only one.
+	slices.SortStableFunc(p.holds, func(a, b holdWrite) int { return cmp.Compare(a.lane, b.lane) })
+	p.holdCmds = 0
+	for i := 0; i < len(p.holds); {
+		j := i + 1
+		for j < len(p.holds) && p.holds[j].lane == p.holds[i].lane {
+			j++
+		}
+		pipe := pipes[t.partOf[p.holds[i].lane]]
+		if j == i+1 {
+			hw := p.holds[i]
+			pipe.Set(ctx, hw.key, hw.val, hw.ttl)
+		} else {
+			keys := make([]string, 0, j-i)
+			args := make([]any, 0, 2*(j-i))
+			for _, hw := range p.holds[i:j] {
+				keys = append(keys, hw.key)
+				args = append(args, hw.val, max(hw.ttl.Milliseconds(), 1))
+			}
+			pipe.Eval(ctx, holdScript, keys, args...)
+		}
+		p.holdCmds++
+		i = j
 	}
 	t.queueProfiles(ctx, pipes, p)
 }

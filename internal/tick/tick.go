@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -38,7 +39,8 @@ type Ticker struct {
 	pendingPeak int
 	lanes       []lane
 	laneReads   [][]readRef // by lane, this tick's reads
-	open        []*batch    // by lane and limiter, the batch being filled this tick
+	open        []*batch    // by lane and TTL group, the batch being filled this tick
+	ttlGroups   int         // distinct TTLs of the limits (limitState.ttlGroup)
 	partOf      []int       // by lane, its pipeline this tick (pipelines)
 
 	tickN      uint64     // ticks so far
@@ -70,8 +72,12 @@ type limitState struct {
 	l      *limit.Limiter
 	prefix string
 	ttl    time.Duration // Config.KeyTTL raised to the limiter's KeyLifetime
-	sweep  limit.Sweep
-	oldest int64 // the oldest epoch whose counts are still written, for this tick
+	// ttlGroup numbers the distinct TTLs of the limits (one for all of them when their
+	// windows are alike): one write batch carries any counters of its lane and TTL, so a
+	// gate with three rules of one window sends the commands of one.
+	ttlGroup int
+	sweep    limit.Sweep
+	oldest   int64 // the oldest epoch whose counts are still written, for this tick
 	// profiles folded by this tick's reads, written by the next tick (profile.go)
 	profiles []limit.ProfileWrite
 }
@@ -146,6 +152,15 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		prefixes[p] = true
 		states[i] = limitState{l: lm.Lim, prefix: p, ttl: max(cfg.KeyTTL, lm.Lim.KeyLifetime())}
 	}
+	var ttls []time.Duration
+	for i := range states {
+		g := slices.Index(ttls, states[i].ttl)
+		if g < 0 {
+			g = len(ttls)
+			ttls = append(ttls, states[i].ttl)
+		}
+		states[i].ttlGroup = g
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -167,6 +182,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		pending:   make(map[countKey]int64),
 		doubt:     make(map[countKey]int64),
 		plans:     make([]plan, len(instances)),
+		ttlGroups: len(ttls),
 	}
 	n := len(instances)
 	if cfg.Mode == ModeCluster {
@@ -182,7 +198,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		p.lanes = append(p.lanes, i)
 	}
 	t.laneReads = make([][]readRef, n)
-	t.open = make([]*batch, n*len(states))
+	t.open = make([]*batch, n*len(ttls))
 	t.partOf = make([]int, n)
 	return t, nil
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // writeScript adds one batch of counts to Redis at most once. KEYS[1] is the writer's
-// sequence key on the lane, KEYS[2..] the counters, all of one limiter; ARGV is the
+// sequence key on the lane, KEYS[2..] the counters, of any limiters whose counters live
+// as long (limitState.ttlGroup): a gate's rules of one window share its commands; ARGV is the
 // batch's sequence number, the sequence key's TTL and the counters' TTL in ms, then each
 // counter's increment.
 //
@@ -54,6 +55,21 @@ for i = 2, #KEYS do
 end
 return out`
 
+// holdScript sets a lane's hold flags (limit.HoldFlag) in one command, where a SET each
+// cost a gate whose rules held a dozen teams a dozen commands a tick. KEYS are the flags;
+// ARGV each one's value and TTL in ms. Each flag is set on its own (redis.pcall), as the
+// SETs were: one refused does not stop the others, and the last refusal is the reply, so
+// that it is counted and logged as a refused SET was.
+const holdScript = `
+local pcall = redis.pcall
+local err
+for i = 1, #KEYS do
+  local r = pcall('SET', KEYS[i], ARGV[2*i-1], 'PX', ARGV[2*i])
+  if type(r) == 'table' and r.err then err = r end
+end
+if err then return err end
+return #KEYS`
+
 // KeyTTLMargin is added to a counter's TTL: it is set when the key is created, which can
 // be a little before its epoch began on another gate's clock (clock skew), and the key must
 // outlive every gate's use of it. The docs state it (cmd/gate TestDocsStateKeyLifetimes).
@@ -85,8 +101,10 @@ type lane struct {
 
 // batch is one run of writeScript: up to KeysPerCommand counts of one lane and limiter.
 type batch struct {
-	lane  int
-	lim   int
+	lane int
+	// ttl is its counters' lifetime (limitState.ttl): a batch holds counters of any limits
+	// of one lifetime, as the script sets one.
+	ttl   time.Duration
 	seq   uint64
 	items []item
 	doubt bool   // sent before without an answer
