@@ -37,6 +37,11 @@ func redisFigures(b Samples, out map[string]float64) {
 			out["redis_cpu_rules3_vs_one_rule"] = r / o
 		}
 	}
+	if r, ok := b.Mean("BenchmarkReadReduction/rules3", "cmds/tick"); ok {
+		if o, ok := b.Mean(benchReadOurs, "cmds/tick"); ok && o > 0 {
+			out["redis_commands_rules3_vs_one_rule"] = r / o
+		}
+	}
 	if v, ok := b.Mean(benchReadBase, "cmds/tick"); ok {
 		out["redis_commands_per_tick_baseline"] = v
 	}

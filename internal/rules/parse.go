@@ -278,7 +278,11 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		r.MaxKeys = limit.DefaultKeyCardinality
 	}
 	if got["track"] == nil {
-		r.AboveFloor = r.Key.Composite()
+		// Keys that can matter only: a key of several fields (a user within a team) has a
+		// long tail, and a rule with a match counts a part of each team's records, so that
+		// most of its keys stay far under its limit. A plain rule keyed by one field (the
+		// team rule) keeps every team whole, for what operators read of teams.
+		r.AboveFloor = r.Key.Composite() || len(r.Match) > 0
 	}
 	if !r.Key.Composite() {
 		// A team's keys are counted only for a key of several fields, whose first is the

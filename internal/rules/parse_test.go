@@ -281,6 +281,8 @@ func TestParseCardinality(t *testing.T) {
   - {name: team, key: json:team_id, limits: [1m:100]}
   - {name: merges, key: json:team_id, limits: [1m:100], track: above_floor}
   - {name: exact, key: json:team_id+distinct_id, limits: [1m:100], track: all}
+  - {name: identify, key: json:team_id, match: [{field: header:event, in: [$identify]}], limits: [1m:100]}
+  - {name: identify-all, key: json:team_id, match: [{field: header:event, in: [$identify]}], limits: [1m:100], track: all}
 `), Options{Topics: topics})
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +292,9 @@ func TestParseCardinality(t *testing.T) {
 		on    limit.CardinalityAction
 		floor bool
 	}{{limit.DefaultKeyCardinality, limit.CardinalityCollapse, true}, {5000, limit.CardinalityOverflow, true}, {0, limit.CardinalityCollapse, true},
-		{0, limit.CardinalityCollapse, false}, {0, limit.CardinalityCollapse, true}, {0, limit.CardinalityCollapse, false}} {
+		{0, limit.CardinalityCollapse, false}, {0, limit.CardinalityCollapse, true}, {0, limit.CardinalityCollapse, false},
+		// A rule with a match: above the floor unless told otherwise, whatever its key.
+		{0, limit.CardinalityCollapse, true}, {0, limit.CardinalityCollapse, false}} {
 		if r := s.Rules[i]; r.MaxKeys != want.max || r.OnCardinality != want.on || r.AboveFloor != want.floor {
 			t.Errorf("%s: max_keys %d, on_cardinality %s, above floor %v; want %d, %s, %v", r.Name, r.MaxKeys, r.OnCardinality, r.AboveFloor, want.max, want.on, want.floor)
 		}

@@ -59,7 +59,8 @@ type Rule struct {
 	OnCardinality limit.CardinalityAction
 	// AboveFloor (track: above_floor) counts the keys under their floor in a sketch,
 	// neither cached nor written nor read (limit's sketch.go); track: all caches and
-	// writes every key. Default: above_floor for a key of several fields, all otherwise.
+	// writes every key. Default: above_floor for a key of several fields or a rule with a
+	// match, all otherwise.
 	AboveFloor bool
 }
 

@@ -342,8 +342,9 @@ func newSteady(b *testing.B, cfg limit.Config, o steadyOpts, fails *tickFailures
 			return x
 		}
 		// As the gate builds them (config.RuleLimitConfigs): the user rule's key has two
-		// parts, and counts its keys under the floor in a sketch.
-		g.user, g.merges = mk(30_000, limit.DefaultSketchWidth), mk(3_000, 0)
+		// parts and the merges rule a match, so both count their keys under the floor in
+		// a sketch (track: above_floor, their default).
+		g.user, g.merges = mk(30_000, limit.DefaultSketchWidth), mk(3_000, limit.DefaultSketchWidth)
 		var err error
 		g.tk, err = NewMulti([]Limit{{Lim: g.l, KeyPrefix: "gate:rule:team"}, {Lim: g.user, KeyPrefix: "gate:rule:team-user"}, {Lim: g.merges, KeyPrefix: "gate:rule:merges"}},
 			[]redis.UniversalClient{g.client}, Config{TickTimeout: time.Minute}, nil, nil)
