@@ -32,14 +32,12 @@ func redisFigures(b Samples, out map[string]float64) {
 			out[k.key] = v
 		}
 	}
-	if r, ok := b.Mean("BenchmarkReadReduction/rules3", "redis_cpu_s/Mevents"); ok {
-		if o, ok := b.Mean(benchReadOurs, "redis_cpu_s/Mevents"); ok && o > 0 {
-			out["redis_cpu_rules3_vs_one_rule"] = r / o
-		}
-	}
-	if r, ok := b.Mean("BenchmarkReadReduction/rules3", "cmds/tick"); ok {
-		if o, ok := b.Mean(benchReadOurs, "cmds/tick"); ok && o > 0 {
-			out["redis_commands_rules3_vs_one_rule"] = r / o
+	// Against the one rule run in lockstep beside the three (rulesBesideOne).
+	for _, k := range []struct{ unit, key string }{{"redis_cpu_s/Mevents", "redis_cpu_rules3_vs_one_rule"}, {"cmds/tick", "redis_commands_rules3_vs_one_rule"}} {
+		if r, ok := b.Mean("BenchmarkReadReduction/rules3", k.unit); ok {
+			if o, ok := b.Mean("BenchmarkReadReduction/rules3", "one_rule_"+k.unit); ok && o > 0 {
+				out[k.key] = r / o
+			}
 		}
 	}
 	if v, ok := b.Mean(benchReadBase, "cmds/tick"); ok {
