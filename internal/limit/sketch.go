@@ -249,10 +249,11 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 	sl.add(c, n)
 	if tally != nil {
 		tally.count(false)
+		tally.untracked++
 	} else {
 		l.stripe().count(false)
+		l.shards[h&l.mask].untracked.Add(1)
 	}
-	l.shards[h&l.mask].untracked.Add(1)
 	thr := l.cfg.Threshold
 	return Decision{Threshold: thr, Level: float64(est), verdict: verdict{Tier: tierOfLevel(float64(est), float64(thr))}}, true
 }

@@ -48,6 +48,31 @@ func TestUntrackedKeysNeitherCachedNorWrittenNorRead(t *testing.T) {
 	}
 }
 
+// A routing goroutine's tally counts its checks answered from the sketch with their
+// decisions, and AddTally adds both: the cache's hits (decisions less misses and untracked
+// checks) never go negative in between.
+func TestUntrackedChecksTallied(t *testing.T) {
+	l, _, reg := newTest(t, sketchCfg())
+	now := at(time.Second)
+	var tally Tally
+	for i := range 300 {
+		l.CheckTally(now, fmt.Sprintf("user-%d", i), 1, &tally)
+	}
+	if got := metricValue(t, reg, "gate_limiter_untracked_checks_total", nil); got != 0 {
+		t.Errorf("before AddTally: untracked checks %v, want 0 (tallied)", got)
+	}
+	l.AddTally(&tally)
+	if got := metricValue(t, reg, "gate_limiter_untracked_checks_total", nil); got != 300 {
+		t.Errorf("untracked checks %v, want 300", got)
+	}
+	if got := metricValue(t, reg, "gate_limiter_decisions_total", map[string]string{"decision": "allowed"}); got != 300 {
+		t.Errorf("allowed %v, want 300", got)
+	}
+	if got := metricValue(t, reg, "gate_limiter_cache_total", map[string]string{"result": "hit"}); got != 0 {
+		t.Errorf("cache hits %v, want 0: every check was answered from the sketch", got)
+	}
+}
+
 // A key reaching its floor is cached with what the sketch counted of it, handed to the
 // tick as its counts, and read on the next sweep.
 func TestKeyReachingItsFloorIsPromotedWithItsCounts(t *testing.T) {

@@ -17,6 +17,9 @@ type Tally struct {
 	allowed, limited uint64
 	// EventClock: timestamps clamped for being older than MaxEventAge, or too far ahead.
 	tooOld, future uint64
+	// untracked: checks answered from the sketch (gate_limiter_untracked_checks_total),
+	// added with the decisions, of which they are a part.
+	untracked uint64
 }
 
 func (t *Tally) count(limited bool) {
@@ -37,6 +40,7 @@ func (l *Limiter) AddTally(t *Tally) {
 	addNonZero(&st.limited, t.limited)
 	addNonZero(&st.tooOld, t.tooOld)
 	addNonZero(&st.future, t.future)
+	addNonZero(&l.shards[0].untracked, t.untracked) // summed over the shards (metrics.go)
 	*t = Tally{}
 }
 

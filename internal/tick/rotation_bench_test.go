@@ -28,7 +28,14 @@ type rotation struct {
 	tickCPU    time.Duration // the part of it in its ticks
 	redisCPU   float64
 	records    int64
+	// The routing goroutine's tallies, as the router keeps them in its Scratch: added
+	// to the limiters once a batch (here, every rotBatch records).
+	teamTally, userTally limit.Tally
 }
+
+// rotBatch is how many records BenchmarkRotation checks between two AddTally calls, as
+// the consumer routes a fetched batch between two flushes of its Scratch.
+const rotBatch = 1024
 
 const (
 	rotTeams          = 100_000
@@ -117,11 +124,15 @@ func (g *rotation) second(b *testing.B, load *rotLoad, now time.Time, measured b
 	}
 	for i := range rotRecordsPerSec {
 		team, key := load.next(i)
-		if g.user != nil && g.user.CheckAt(now, key, 1).Limited {
+		if i%rotBatch == rotBatch-1 {
+			g.flushTallies()
+		}
+		if g.user != nil && g.user.CheckTally(now, key, 1, &g.userTally).Limited {
 			continue // the user rule sends it away: the team rule does not check it
 		}
-		g.team.CheckAt(now, team, 1)
+		g.team.CheckTally(now, team, 1, &g.teamTally)
 	}
+	g.flushTallies()
 	var t0 time.Duration
 	if measured {
 		t0 = processCPU()
@@ -135,6 +146,14 @@ func (g *rotation) second(b *testing.B, load *rotLoad, now time.Time, measured b
 		g.cpu += t1 - cpu0
 		g.redisCPU += redisCPU(b, g.client) - r0
 		g.records += rotRecordsPerSec
+	}
+}
+
+// flushTallies adds the tallies to the limiters, as the router's Scratch.Flush does.
+func (g *rotation) flushTallies() {
+	g.team.AddTally(&g.teamTally)
+	if g.user != nil {
+		g.user.AddTally(&g.userTally)
 	}
 }
 
