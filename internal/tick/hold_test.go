@@ -210,8 +210,9 @@ func TestHoldFlagsOneCommandALane(t *testing.T) {
 	if r := a.tk.Tick(context.Background()); r.Errors != 0 {
 		t.Fatalf("tick: %+v", r)
 	}
-	if n := testutil.ToFloat64(a.tk.m.commands.WithLabelValues("set")); n != 1 {
-		t.Errorf("hold commands %v, want 1 for the lane's 5 flags", n)
+	// One EVAL for the 5 teams' counts, one for their 5 flags; no SET.
+	if set, eval := testutil.ToFloat64(a.tk.m.commands.WithLabelValues("set")), testutil.ToFloat64(a.tk.m.commands.WithLabelValues("eval")); set != 0 || eval != 2 {
+		t.Errorf("commands: set %v, eval %v; want 0 and 2 (the counts' batch, the lane's 5 flags)", set, eval)
 	}
 	c := srv.Client(t)
 	ctx := context.Background()

@@ -36,8 +36,9 @@ type plan struct {
 	sendErr error
 	rcmds   []readCmd
 	holds   []holdWrite // hold flags to set (limit.HoldFlag)
-	// holdCmds is the commands that set them: one a lane (send.go)
-	holdCmds int
+	// The commands that set them, one a lane (send.go): a SET for a lane's one flag, a
+	// holdScript EVAL for several.
+	holdSets, holdEvals int
 	// learned profiles to set (profile.go), and their scripts once queued
 	profiles []profileWrite
 	pcmds    []profileCmd

@@ -79,9 +79,9 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 				p.sendErr = b.err // a key that failed on its own: the script's reply says which
 			}
 		}
-		t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches) + len(p.pcmds)))
+		t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches) + len(p.pcmds) + p.holdEvals))
 		t.profileErrors(i, p)
-		t.m.commands.WithLabelValues("set").Add(float64(p.holdCmds))
+		t.m.commands.WithLabelValues("set").Add(float64(p.holdSets))
 	}
 	if part&partReads != 0 {
 		t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
@@ -167,7 +167,7 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 	// Hold flags: not part of a batch, as setting a flag twice is harmless and one lost is
 	// set again next tick. One command a lane (holdScript), or a SET for a lane's only one.
 	slices.SortStableFunc(p.holds, func(a, b holdWrite) int { return cmp.Compare(a.lane, b.lane) })
-	p.holdCmds = 0
+	p.holdSets, p.holdEvals = 0, 0
 	for i := 0; i < len(p.holds); {
 		j := i + 1
 		for j < len(p.holds) && p.holds[j].lane == p.holds[i].lane {
@@ -177,6 +177,7 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 		if j == i+1 {
 			hw := p.holds[i]
 			pipe.Set(ctx, hw.key, hw.val, hw.ttl)
+			p.holdSets++
 		} else {
 			keys := make([]string, 0, j-i)
 			args := make([]any, 0, 2*(j-i))
@@ -185,8 +186,8 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 				args = append(args, hw.val, max(hw.ttl.Milliseconds(), 1))
 			}
 			pipe.Eval(ctx, holdScript, keys, args...)
+			p.holdEvals++
 		}
-		p.holdCmds++
 		i = j
 	}
 	t.queueProfiles(ctx, pipes, p)
