@@ -288,6 +288,7 @@ type Config struct {
 	// TransactionInterval is how long a transaction stays open while polls go on
 	// routing into it: it ends (its records produced, the input offsets committed with
 	// them) at the first poll boundary after TransactionInterval from its first records,
+	// when a poll gets no record for a tenth of the interval (the input went quiet),
 	// after TransactionMaxRecords records, at a revoke or loss, at a failed produce, or
 	// at shutdown. Ending one costs a round trip to the group coordinator and one to
 	// the transaction coordinator, and polls wait meanwhile: per poll, that cost halved

@@ -110,6 +110,38 @@ func TestExactlyOnceEndToEnd(t *testing.T) {
 	}
 }
 
+// TestExactlyOnceQuietInputEndsTransaction: a transaction whose input goes quiet ends a
+// tenth of GATE_TRANSACTION_INTERVAL after its last poll with records, not at the
+// interval: with an interval of two minutes, each of two bursts is readable within the
+// minute (read_committed), in a transaction of its own. Before, the first burst waited
+// the two minutes.
+func TestExactlyOnceQuietInputEndsTransaction(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEOSEnv(t, parts)
+	env.ccfg.TransactionInterval = 2 * time.Minute // quiet after 12 s
+	prod := producer(t, env.cluster)
+	g := env.start(t, "a")
+	var recs []*kgo.Record
+	for burst := range 2 {
+		batch := make([]*kgo.Record, 10)
+		for i := range batch {
+			id := burst*len(batch) + i
+			batch[i] = inputRecord(id, "team-"+strconv.Itoa(id%3))
+		}
+		produceAll(t, prod, batch)
+		recs = append(recs, batch...)
+		out := collect(t, env.cluster, len(recs), time.Minute, 300*time.Millisecond, readCommitted())
+		if lost, dup := out.conservation(len(recs)); len(lost) > 0 || len(dup) > 0 {
+			t.Fatalf("burst %d, read_committed: %d lost %v, %d duplicated %v", burst, len(lost), head(lost), len(dup), head(dup))
+		}
+		if got := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")); got != float64(burst+1) {
+			t.Errorf("after burst %d: %v transactions committed, want %d (one a burst)", burst, got, burst+1)
+		}
+	}
+	g.stop(t)
+}
+
 // TestExactlyOnceSpansPolls: with GATE_TRANSACTION_INTERVAL 1 s and 20 records a poll,
 // records arriving for 3 s in small batches are routed in a handful of transactions,
 // each spanning many polls (one per poll would be over a hundred), and a read_committed

@@ -558,7 +558,7 @@ func realLatency(b *testing.B, c *kafkatest.Cluster, delivery Delivery) (p50, p9
 // the exactly-once gate: a franz-go GroupTransactSession with the gate's client options
 // and the gate's transaction policy (Config.TransactionInterval, TransactionMaxRecords):
 // a transaction opens with a poll's records and takes further polls until the interval
-// has passed, producing every record to one topic keeping key, value, headers and
+// has passed or a poll gets nothing for a tenth of it, producing every record to one topic keeping key, value, headers and
 // timestamp without waiting (a promise each), then ends (End flushes, commits the
 // offsets in the transaction and ends it). A failed produce or End is the run's error.
 func (e *benchEnv) passthroughEOS(ctx context.Context) error {
@@ -602,9 +602,13 @@ func (e *benchEnv) passthroughEOS(ctx context.Context) error {
 		start := time.Now()
 		n := produce(fs)
 		for deadline := start.Add(cfg.TransactionInterval); n < cfg.TransactionMaxRecords && time.Now().Before(deadline) && ctx.Err() == nil; {
-			pctx, cancel := context.WithDeadline(ctx, deadline)
-			n += produce(sess.PollRecords(pctx, cfg.MaxPollRecords))
+			until := quietUntil(time.Now(), deadline, cfg.TransactionInterval)
+			pctx, cancel := context.WithDeadline(ctx, until)
+			got := produce(sess.PollRecords(pctx, cfg.MaxPollRecords))
 			cancel()
+			if n += got; got == 0 && !time.Now().Before(until) {
+				break // the input went quiet: the gate's policy ends the transaction now
+			}
 		}
 		committed, err := sess.End(bg, kgo.TryCommit)
 		if err != nil {

@@ -587,13 +587,17 @@ func (c *Consumer) fillTxn(pollCtx context.Context, start time.Time, res *txnRes
 	deadline := start.Add(c.cfg.TransactionInterval)
 	for res.records < c.cfg.TransactionMaxRecords && pollCtx.Err() == nil && time.Now().Before(deadline) &&
 		!c.txn.interrupted.Load() && !c.txn.skipped.Load() && !c.txn.failing() {
-		fetches := c.pollTxnUntil(pollCtx, deadline)
+		until := quietUntil(time.Now(), deadline, c.cfg.TransactionInterval)
+		fetches := c.pollTxnUntil(pollCtx, until)
 		if fetches.IsClientClosed() {
 			return // End fails and says so
 		}
 		c.fetchErrors(fetches)
 		ws := c.works(fetches)
 		if len(ws) == 0 {
+			if !time.Now().Before(until) && pollCtx.Err() == nil {
+				return // the input went quiet: its records are committed now, not at the deadline
+			}
 			continue
 		}
 		for _, w := range ws {
@@ -601,6 +605,23 @@ func (c *Consumer) fillTxn(pollCtx context.Context, start time.Time, res *txnRes
 		}
 		c.routeTxn(ws)
 	}
+}
+
+// txnQuietShare is the part of Config.TransactionInterval a poll of an open transaction
+// waits for records: a poll that gets none in that time ends the transaction, so that
+// the last records before a pause (the input drained, a burst over) are readable at once
+// rather than when the interval ends. Under load a poll gets records long before (a
+// fetch round trip), and the transaction goes on to the interval.
+const txnQuietShare = 10
+
+// quietUntil is when a poll of an open transaction, made at now, gives up waiting for
+// records: a tenth of the interval later (txnQuietShare), or at the transaction's
+// deadline if that is sooner.
+func quietUntil(now, deadline time.Time, interval time.Duration) time.Time {
+	if q := now.Add(interval / txnQuietShare); q.Before(deadline) {
+		return q
+	}
+	return deadline
 }
 
 // errResync marks a failure to re-read the committed offsets after an abort: the
