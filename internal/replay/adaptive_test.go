@@ -18,18 +18,7 @@ func TestReplayLearnsThresholds(t *testing.T) {
 	replayWith := func(mode string) *Report {
 		cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "1000", "GATE_LIMIT_MODE": "divert",
 			"GATE_THRESHOLD_MODE": mode, "GATE_ADAPTIVE_MIN_HISTORY": "1h"})
-		c, err := NewCandidate(mode, cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := NewEngine(cfg.TickInterval, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			e.Route(r)
-		}
-		return e.Report(5)
+		return replayRecords(t, mode, cfg, recs, 5)
 	}
 	static := replayWith("static")
 	if n := static.Candidates[0].Total.Limited; n != 0 || len(static.Notes) != 0 {

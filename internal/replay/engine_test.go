@@ -204,18 +204,7 @@ func TestReplayHoldsOnTheWallClock(t *testing.T) {
 	recs = steady(recs, "held", 2*time.Minute, 7*time.Minute, 90)
 	limited := func(clk string) int64 {
 		cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
-		c, err := NewCandidate(clk, cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := NewEngine(cfg.TickInterval, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			e.Route(r)
-		}
-		return e.Report(1).Candidates[0].Total.Limited
+		return replayRecords(t, clk, cfg, recs, 1).Candidates[0].Total.Limited
 	}
 	wall, ev := limited("wall"), limited("event")
 	t.Logf("limited: wall clock %d, event clock %d, of %d", wall, ev, len(recs))
@@ -229,6 +218,24 @@ func TestReplayHoldsOnTheWallClock(t *testing.T) {
 
 // steady appends to recs team's records at perMinute a minute, evenly spread, from
 // start+from to start+to, their times in milliseconds as Kafka keeps them.
+// replayRecords runs recs through one candidate of cfg's limits (no rules file), ticking
+// as cfg says, and reports its top keys.
+func replayRecords(t testing.TB, name string, cfg config.Config, recs []*kgo.Record, top int) *Report {
+	t.Helper()
+	c, err := NewCandidate(name, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(cfg.TickInterval, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		e.Route(r)
+	}
+	return e.Report(top)
+}
+
 func steady(recs []*kgo.Record, team string, from, to time.Duration, perMinute int) []*kgo.Record {
 	for m := from; m < to; m += time.Minute {
 		for i := range perMinute {
