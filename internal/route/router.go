@@ -175,8 +175,8 @@ type Scratch struct {
 	Outcomes *outcome.Agg
 
 	// What this goroutine counted since its last Flush, for the router that counted it
-	// (owner): records by reason, dry run's diverted ones, and the primary limit's
-	// decisions (each rule's first limit). Counted here in plain words, added to the metrics once a batch: a
+	// (owner): records by reason, dry run's diverted ones, and each rule's first limit's
+	// decisions. Counted here in plain words, added to the metrics once a batch: a
 	// counter shared by the routing goroutines is a locked add to one cache line, which
 	// every core then writes on every record. The pads keep them off the lines of
 	// whatever is next to this Scratch (another goroutine's, in an array of them):
@@ -191,9 +191,9 @@ type Scratch struct {
 }
 
 // Flush adds what s counted to the metrics of the router that counted it
-// (gate_records_total, gate_dry_run_diverted_total, gate_rule_records_total and the
-// primary limit's gate_limiter_decisions_total). A goroutine routing with its own Scratch calls it once a
-// batch, as the consumer does after each fetched batch: until then those metrics lag by
+// (gate_records_total, gate_dry_run_diverted_total, gate_rule_records_total and each
+// rule's first limit's gate_limiter_decisions_total). A goroutine routing with its own
+// Scratch calls it once a batch, as the consumer does after each fetched batch: until then those metrics lag by
 // what s holds. Route, and RouteInto with a nil Scratch, flush before they return.
 func (s *Scratch) Flush() {
 	r := s.owner

@@ -2,6 +2,7 @@ package tick
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,5 +138,75 @@ func TestNewMultiRejectsSharedPrefix(t *testing.T) {
 	defer c.Close()
 	if _, err := NewMulti([]Limit{{Lim: l1}, {Lim: l2}}, []redis.UniversalClient{c}, Config{}, reg, nil); err == nil {
 		t.Error("two limits with one key prefix accepted")
+	}
+}
+
+// TestMultiClusterSharesBatchesAcrossLimits: in cluster mode, two limits of one window
+// share their lanes' write batches and hold commands (a lane is one slot, whatever the
+// limit's prefix), and Redis takes every one of them: each counter of both limits holds
+// its count with the window's TTL, and every team over both limits has both flags set.
+// A batch or hold command whose keys spanned slots would be refused (CROSSSLOT).
+func TestMultiClusterSharesBatchesAcrossLimits(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	clk := clock.NewFake(epochStart.Add(30 * time.Second))
+	lc := limit.Config{Window: time.Minute, Threshold: 100, Mode: limit.Divert, DivertHold: 5 * time.Second, DivertRelease: 0.8}
+	var lims []*limit.Limiter
+	for range 2 {
+		l, err := limit.New(lc, clk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims = append(lims, l)
+	}
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	prefixes := []string{"t:rule:a", "t:rule:b"}
+	tk, err := NewMulti([]Limit{{Lim: lims[0], KeyPrefix: prefixes[0]}, {Lim: lims[1], KeyPrefix: prefixes[1]}},
+		[]redis.UniversalClient{cc}, Config{Mode: ModeCluster, KeyPrefix: "t"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1,000 teams over 256 lanes: most lanes carry several teams of both limits.
+	var teams []string
+	for i := range 1000 {
+		teams = append(teams, fmt.Sprintf("team-%d", i))
+	}
+	teams = append(teams, "a{b}c", "{", "}")
+	now := clk.Now()
+	for i, team := range teams {
+		lims[0].CheckAt(now, team, int64(1+i%7))
+		lims[1].CheckAt(now, team, 150)
+		if d := lims[1].CheckAt(now, team, 1); !d.Held {
+			t.Fatalf("%q at 151 of 100: %+v, want held", team, d)
+		}
+	}
+	clk.Advance(time.Second)
+	r := tk.Tick(context.Background())
+	if r.Errors != 0 || r.Writes != 2*len(teams) {
+		t.Fatalf("tick = %+v, want %d writes and no error", r, 2*len(teams))
+	}
+	// Per lane, one write batch of both limits' counters, one hold command, one read.
+	if r.Commands > 3*ClusterShards {
+		t.Errorf("%d commands for %d counters and %d flags over %d lanes, want at most 3 a lane", r.Commands, 2*len(teams), len(teams), ClusterShards)
+	}
+	ctx := context.Background()
+	ep := lims[0].Epoch(now)
+	for i, team := range teams {
+		for li, want := range []int64{int64(1 + i%7), 151} {
+			key := ClusterKey(prefixes[li], team, ep)
+			got, err := cc.Get(ctx, key).Int64()
+			if err != nil || got != want {
+				t.Fatalf("%s = %d (%v), want %d", key, got, err, want)
+			}
+			if ttl := cc.TTL(ctx, key).Val(); ttl <= time.Minute || ttl > 2*time.Minute+KeyTTLMargin {
+				t.Errorf("%s TTL %s, want the window's", key, ttl)
+			}
+		}
+		if n := cc.Exists(ctx, HoldKeyFor(ModeCluster, prefixes[1], team)).Val(); n != 1 {
+			t.Errorf("%q: no hold flag under %s", team, prefixes[1])
+		}
 	}
 }
