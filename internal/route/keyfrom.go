@@ -337,18 +337,19 @@ func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, reasonC
 	if len(k.fields) == 1 {
 		return k.fieldValue(js, 0, at[0], s)
 	}
-	return k.joinFields(js, at, nil, s, maxKey)
+	return k.joinFields(js, at, false, s, maxKey)
 }
 
 // joinFields reads a composite key's fields, field i's top-level member being at at[i] as
-// members found it (at[idx[i]] when idx is not nil), and joins them in the scratch
-// buffer, so it costs no allocation once the buffer has grown to fit.
-func (k *KeyFrom) joinFields(js string, at, idx []int, s *Scratch, maxKey int) (string, reasonCode) {
+// members found it, or, shared, as the rules' shared pass found it (sharedValue: at
+// at[k.idx[i]], a field another rule read already taken as read), and joins them in the
+// scratch buffer, so it costs no allocation once the buffer has grown to fit.
+func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKey int) (string, reasonCode) {
 	buf := s.key[:0]
 	for i := range k.fields {
 		var val string
 		var code reasonCode
-		if idx != nil {
+		if shared {
 			val, code = k.sharedValue(js, i, at, s)
 		} else {
 			val, code = k.fieldValue(js, i, at[i], s)

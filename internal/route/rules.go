@@ -389,7 +389,7 @@ func (k *KeyFrom) readAt(rec *kgo.Record, js string, at []int, s *Scratch, maxKe
 	if len(k.fields) == 1 {
 		v, code = k.sharedValue(js, 0, at, s)
 	} else {
-		v, code = k.joinFields(js, at, k.idx, s, maxKey)
+		v, code = k.joinFields(js, at, true, s, maxKey)
 	}
 	if code == reasonNone && len(v) > maxKey {
 		return "", s.fail(failure{reason: reasonKeyTooLong, size: len(v)})
