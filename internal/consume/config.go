@@ -26,7 +26,7 @@ const (
 	// DefaultTransactionInterval and DefaultTransactionMaxRecords bound how long a
 	// transaction stays open and how many records it routes (see TransactionInterval).
 	DefaultTransactionInterval   = 100 * time.Millisecond
-	DefaultTransactionMaxRecords = 50_000
+	DefaultTransactionMaxRecords = 500_000
 	// DefaultOutcomesInterval and DefaultOutcomesMaxRows: see Config.OutcomesInterval.
 	// 100,000 rows are about 20 MB.
 	DefaultOutcomesInterval = time.Minute
@@ -298,7 +298,12 @@ type Config struct {
 	// shorter than a poll (1ns) ends every transaction after its first poll.
 	TransactionInterval time.Duration
 	// TransactionMaxRecords bounds the records routed in one transaction: what an abort
-	// replays, and what the transaction holds in memory until it ends.
+	// replays. Its default, DefaultTransactionMaxRecords, is ten times what a gate
+	// routes in DefaultTransactionInterval at the fastest measured (some 1.5 million
+	// records a second), so that the interval ends transactions: at 50,000 the cap ended
+	// them every 30 ms on Apache Kafka, and their ends (20 ms each, nothing polled) took
+	// 40% of the time. Memory does not grow with it: records in flight are bounded by
+	// MaxBufferedRecords, and an acknowledged record is not kept.
 	TransactionMaxRecords int
 
 	// OutcomesTopic, when set, is where every record's fate is written as outcome rows
