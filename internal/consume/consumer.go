@@ -190,11 +190,9 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		// serve: the gate's registry is served with everything else.
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(c.reg))))
 	}
-	if !c.exactlyOnce() {
-		// At-least-once recycles its input records (ackBatch); exactly-once does not,
-		// and the pools would only be missed.
-		opts = append(opts, kgo.WithPools(&c.pools), kgo.WithHooks(&c.pools))
-	}
+	// Both delivery modes recycle their input records once every record of a poll's
+	// batch is done (ackBatch).
+	opts = append(opts, kgo.WithPools(&c.pools), kgo.WithHooks(&c.pools))
 	opts = append(opts, kgoLoggerOpt(c.log)...)
 	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}))
 }

@@ -14,9 +14,10 @@ import (
 // fetchPools lends the Kafka client the memory it decodes fetched records into (franz-go's
 // kgo.WithPools): the []kgo.Record of each record batch and the buffer a compressed batch
 // is decompressed into. The gate gives both back by recycling each input record
-// (kgo.Record.Recycle) once it is done with it, at-least-once when the record's batch is
-// complete (Consumer.ackBatch); the client puts a record batch's slices back here when its
-// last record is recycled.
+// (kgo.Record.Recycle) once it is done with it, when the record's batch is complete
+// (Consumer.ackBatch): at-least-once at the acknowledgement of its last record,
+// exactly-once at the last promise (a batch with a failed produce is kept); the client
+// puts a record batch's slices back here when its last record is recycled.
 //
 // Without it the client allocates, per record, its 160-byte kgo.Record and its share of
 // the decompressed batch (the record's key, value and headers, and their framing): about
@@ -24,7 +25,7 @@ import (
 // and the garbage collector's work follows allocation.
 //
 // A record batch never recycled (its partition revoked or lost with records in flight,
-// records left unrouted, exactly-once delivery, which does not recycle) is not put back
+// records left unrouted, a transaction's batch with a failed produce) is not put back
 // and goes to the garbage collector, as without pools: a missed Recycle costs an
 // allocation, never a corruption. A recycled one is reused, so nothing may read an input
 // record, or any string or slice viewing its key, value or headers, after its Recycle:

@@ -10,6 +10,8 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -35,45 +37,9 @@ func (p *countingPools) PutDecompressBytes(b []byte) {
 // acknowledgement that completes their batch, not before: until then every record reads
 // as it was produced.
 func TestInputRecycledWhenBatchDone(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
 	const n = 50
-	var want []*kgo.Record
-	for i := range n {
-		want = append(want, &kgo.Record{Topic: "in", Key: []byte("k" + strconv.Itoa(i)),
-			Value: bytes.Repeat([]byte(`{"team_id":"t`+strconv.Itoa(i)+`"}`), 20)})
-	}
-	// Snappy, one batch: the records are decompressed into a pooled buffer.
-	pr, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ProducerBatchCompression(kgo.SnappyCompression()),
-		kgo.ProducerLinger(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := pr.ProduceSync(ctx, want...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-
 	var pools countingPools
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ConsumeTopics("in"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithPools(&pools))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var recs []*kgo.Record
-	for len(recs) < n && ctx.Err() == nil {
-		recs = append(recs, cl.PollFetches(ctx).Records()...)
-	}
-	if len(recs) != n {
-		t.Fatalf("polled %d records of %d", len(recs), n)
-	}
-
+	recs, want := pooledInput(t, &pools, n)
 	c := &Consumer{}
 	b := newPartition("in", 0).add(n, 0, n)
 	b.slab = c.slabs.get(n)
@@ -100,6 +66,108 @@ func TestInputRecycledWhenBatchDone(t *testing.T) {
 	if fs[0].in != nil {
 		t.Fatal("slab put back holding its input")
 	}
+}
+
+// TestExactlyOnceInputRecycledWhenBatchDone: with exactly-once, a poll's input records go
+// back to the client with the last promise of their batch (routeTxnWork's slab, counted
+// down by onProducedTxn, routing holding one count until it is done), not before; and a
+// batch with a failed produce is kept whole, since the transaction's end reads its
+// failures. Before, exactly-once recycled nothing: its client had no pools, and every
+// poll's records and slab were garbage.
+func TestExactlyOnceInputRecycledWhenBatchDone(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(map[bool]string{false: "all produced", true: "one failed"}[fail], func(t *testing.T) {
+			var pools countingPools
+			recs, want := pooledInput(t, &pools, 50)
+			n := len(recs)
+			c := &Consumer{}
+			var err error
+			if c.m, err = newMetrics(prometheus.NewRegistry(), c); err != nil {
+				t.Fatal(err)
+			}
+			// As routeTxnWork builds it: one count a record, and routing's own.
+			b := &batch{slab: c.slabs.get(n)}
+			b.remaining.Store(int64(n) + 1)
+			fs := b.slab
+			for i, in := range recs {
+				fs[i].b, fs[i].in = b, in
+				fs[i].out = kgo.Record{Topic: "out", Value: in.Value}
+				c.txn.pending.Add(1)
+			}
+			for i := range fs {
+				var perr error
+				if fail && i == 3 {
+					perr = kerr.MessageTooLarge
+				}
+				c.onProducedTxn(&fs[i].out, perr)
+			}
+			if pools.recPuts.Load() != 0 || pools.bufPuts.Load() != 0 {
+				t.Fatal("input given back while routing still held its batch")
+			}
+			for i, in := range recs {
+				if !bytes.Equal(in.Value, want[i].Value) || !bytes.Equal(in.Key, want[i].Key) {
+					t.Fatalf("record %d changed before its batch completed: %q", i, in.Value)
+				}
+			}
+			c.ackBatch(b, 1) // routing done, every record produced
+			puts := pools.recPuts.Load() + pools.bufPuts.Load()
+			if fail {
+				if puts != 0 || fs[0].in == nil {
+					t.Fatalf("a batch with a failed produce was recycled (%d puts)", puts)
+				}
+				if got := c.txn.takeFailures(); len(got) != 1 || got[0].in != recs[3] || !bytes.Equal(got[0].in.Value, want[3].Value) {
+					t.Fatalf("failures %v: want record 3, whole", got)
+				}
+				return
+			}
+			if pools.recPuts.Load() == 0 || pools.bufPuts.Load() == 0 {
+				t.Fatalf("input not given back when its batch completed: %d record slices, %d buffers",
+					pools.recPuts.Load(), pools.bufPuts.Load())
+			}
+			if fs[0].in != nil {
+				t.Fatal("slab put back holding its input")
+			}
+		})
+	}
+}
+
+// pooledInput polls n snappy records, decompressed into pools: with want, the records as
+// produced.
+func pooledInput(t *testing.T, pools *countingPools, n int) (recs, want []*kgo.Record) {
+	t.Helper()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	for i := range n {
+		want = append(want, &kgo.Record{Topic: "in", Key: []byte("k" + strconv.Itoa(i)),
+			Value: bytes.Repeat([]byte(`{"team_id":"t`+strconv.Itoa(i)+`"}`), 20)})
+	}
+	pr, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ProducerBatchCompression(kgo.SnappyCompression()),
+		kgo.ProducerLinger(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pr.ProduceSync(ctx, want...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ConsumeTopics("in"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithPools(pools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	for len(recs) < n && ctx.Err() == nil {
+		recs = append(recs, cl.PollFetches(ctx).Records()...)
+	}
+	if len(recs) != n {
+		t.Fatalf("polled %d records of %d", len(recs), n)
+	}
+	return recs, want
 }
 
 // TestFetchPoolsSizes: record slices and buffers come empty with the capacity asked for, a

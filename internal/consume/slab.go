@@ -60,7 +60,7 @@ func (s *slabs) put(fs []failed) {
 // slab, nor its input, after its own ackBatch: another partition's routing may be
 // filling it already.
 func (c *Consumer) ackBatch(b *batch, n int64) {
-	if b.remaining.Add(-n) == 0 && b.slab != nil {
+	if b.remaining.Add(-n) == 0 && b.slab != nil && !b.keep.Load() {
 		fs := b.slab
 		b.slab = nil
 		for i := range fs {

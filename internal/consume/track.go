@@ -56,9 +56,13 @@ type batch struct {
 	end       int64 // offset after the batch's last record
 	epoch     int32 // leader epoch of the last record, committed with the offset
 	remaining atomic.Int64
-	// slab is the batch's records in flight (routeWork), put back for reuse by the
-	// call that takes remaining to zero (Consumer.ackBatch); nil with exactly-once.
+	// slab is the batch's records in flight (routeWork, routeTxnWork), put back for
+	// reuse by the call that takes remaining to zero (Consumer.ackBatch).
 	slab []failed
+	// keep is set, with exactly-once, when a record of the batch failed to produce: the
+	// transaction's end reads the failures (txnState.failures), so the batch's slab and
+	// input are left to the garbage collector instead of being reused.
+	keep atomic.Bool
 }
 
 func newPartition(topic string, id int32) *partition {

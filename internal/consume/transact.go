@@ -687,9 +687,15 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		c.txn.countTo(w.p.id, next)
 		endOutcomes(w.p, next, routedEpoch)
 	}()
-	// One allocation for the records in flight; not reused as routeWork's slabs are: a
-	// transaction has no per-batch count of its records to tell when the last is done.
-	fs := make([]failed, len(w.recs))
+	// The records in flight in a slab, reused as routeWork's are (slab.go): b counts them
+	// down as their promises run, and routing holds one more until it has given back
+	// the records it did not produce (skipped, dropped, not routed). A batch with a
+	// failed produce is kept (batch.keep).
+	fs := c.slabs.get(len(w.recs))
+	b := &batch{slab: fs}
+	b.remaining.Store(int64(len(w.recs)) + 1)
+	produced := 0
+	defer func() { c.ackBatch(b, int64(len(w.recs)-produced)+1) }()
 	for i, in := range w.recs {
 		if i%clockRefresh == 0 {
 			if c.txn.interrupted.Load() || w.p.stopped.Load() || c.txn.ctx.Err() != nil {
@@ -721,6 +727,8 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 			}
 		}
 		routedEpoch = in.LeaderEpoch
+		f.b = b
+		produced++
 		if rerouted && r.isolate {
 			c.produceAlone(f)
 		} else {
@@ -765,13 +773,16 @@ func (c *Consumer) produceAlone(f *failed) {
 // onProducedTxn is the promise of every record produced in a transaction; the record
 // is the out field of a failed, as for onProduced.
 func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
+	f := (*failed)(unsafe.Pointer(r))
+	b := f.b
 	if err != nil {
-		f := (*failed)(unsafe.Pointer(r))
 		f.err = err
 		c.m.produceError(r.Topic, err)
 		c.produceProblem(r.Topic, err)
+		b.keep.Store(true) // before ackBatch: the call that completes b sees it
 		c.txn.fail(f)
 	}
+	c.ackBatch(b, 1) // f may be reused from here on, unless b is kept
 	c.txn.pending.Done()
 }
 
