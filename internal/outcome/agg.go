@@ -2,6 +2,7 @@ package outcome
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -123,14 +124,100 @@ type entry struct {
 type Agg struct {
 	ivNs   int64
 	budget *Budget
-	// byKey is each key's first row, an index into entries; a key's other rows (other
+	// slots index each key's first row in entries; a key's other rows (other
 	// intervals, outcomes, rules or reasons: few) follow entry.next. One string hashed a
 	// record: the key's. A new row appends to entries, its key copied once, and nothing
 	// else is allocated until the slices grow.
-	byKey   map[string]int32
+	slots   index
 	entries []entry
 	held    int   // rows drawn from the budget
 	folded  int64 // records folded since the last seal
+	// cur is the interval of the last record and its bounds in Unix ns: a record of
+	// the same interval, nearly all, needs no division.
+	cur, curFrom, curTo int64
+}
+
+// index maps a key to its first row: open addressing, linear probing, a power of two
+// slots at most half full, each holding the key's hash and, up to slotKey bytes, the
+// key itself. A lookup so reads one slot, and compares a key that short without reading
+// its row, whose copy of the key is elsewhere in memory: with a Go map, finding a key
+// read the map's group, the key's bytes and then the row, three lines far apart for a
+// gate's thousands of teams (BenchmarkRecord).
+type index struct {
+	seed  maphash.Seed
+	slots []slot
+	used  int
+}
+
+// slotKey is how many bytes of its key a slot holds (a slot is 32 bytes).
+const slotKey = 19
+
+// longKey is slot.klen for a key longer than slotKey, compared at its row.
+const longKey = 255
+
+type slot struct {
+	h    uint64
+	row  int32 // the key's first row + 1; 0: an empty slot
+	klen uint8 // len(key), or longKey
+	kb   [slotKey]byte
+}
+
+const firstSlots = 1 << 10
+
+func newIndex() index {
+	return index{seed: maphash.MakeSeed(), slots: make([]slot, firstSlots)}
+}
+
+// find returns key's first row (-1: none) and the slot it is in or would go in.
+func (a *Agg) find(key string, h uint64) (int32, uint64) {
+	x := &a.slots
+	mask := uint64(len(x.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &x.slots[i]
+		if s.row == 0 {
+			return -1, i
+		}
+		if s.h == h && a.keyIs(s, key) {
+			return s.row - 1, i
+		}
+	}
+}
+
+func (a *Agg) keyIs(s *slot, key string) bool {
+	if len(key) <= slotKey {
+		return int(s.klen) == len(key) && string(s.kb[:len(key)]) == key
+	}
+	return s.klen == longKey && a.entries[s.row-1].key == key
+}
+
+// put makes row the first of key (hash h) in slot i, as find returned it; the index
+// grows first when it would be over half full, and i is found again.
+func (a *Agg) put(i uint64, h uint64, key string, row int32) {
+	x := &a.slots
+	if (x.used+1)*2 > len(x.slots) {
+		old := x.slots
+		x.slots = make([]slot, 2*len(old))
+		mask := uint64(len(x.slots) - 1)
+		for _, s := range old {
+			if s.row == 0 {
+				continue
+			}
+			j := s.h & mask
+			for x.slots[j].row != 0 {
+				j = (j + 1) & mask
+			}
+			x.slots[j] = s
+		}
+		for i = h & mask; x.slots[i].row != 0; i = (i + 1) & mask {
+		}
+	}
+	s := slot{h: h, row: row + 1, klen: longKey}
+	if len(key) <= slotKey {
+		s.klen = uint8(len(key))
+		copy(s.kb[:], key)
+	}
+	x.slots[i] = s
+	x.used++
 }
 
 // NewAgg returns an Agg of the given interval (rows' interval_start is a multiple of it
@@ -139,43 +226,66 @@ func NewAgg(interval time.Duration, budget *Budget) *Agg {
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	return &Agg{ivNs: int64(interval), budget: budget, byKey: make(map[string]int32)}
+	return &Agg{ivNs: int64(interval), budget: budget, slots: newIndex(), curFrom: 1, curTo: 0}
 }
 
 // Record counts f: route.Scratch.Outcomes is an Agg, called with a Fate on the caller's
 // stack (a pointer, as the Fate is some 200 bytes).
 func (a *Agg) Record(f *Fate) {
-	ns := f.At.UnixNano()
-	iv := ns / a.ivNs
-	if ns < 0 && ns%a.ivNs != 0 {
-		iv--
-	}
-	first, ok := a.byKey[f.Key] // a string key: the lookup does not allocate
-	if ok && a.bump(first, iv, f) {
+	iv := a.interval(f.At)
+	h := maphash.String(a.slots.seed, f.Key)
+	first, at := a.find(f.Key, h)
+	ok := first >= 0
+	if ok && a.bump(first, iv, f.Kind, f.Rule, f.Reason, f.Bytes) {
 		return
 	}
 	if a.budget.take() {
 		a.held++
-		a.add(first, ok, iv, f)
+		a.add(first, ok, at, h, iv, f)
 		return
 	}
 	// The budget is spent: the folded row of its interval, kind, rule and reason, which
 	// is not drawn from the budget (there are few).
 	a.folded++
-	first, ok = a.byKey[""]
+	h = maphash.String(a.slots.seed, "")
+	first, at = a.find("", h)
+	ok = first >= 0
 	if ok && a.bumpFolded(first, iv, f) {
 		return
 	}
 	i := a.push(entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, topic: f.Topic, records: 1, bytes: int64(f.Bytes), folded: true, next: -1})
-	a.link(first, ok, "", i)
+	a.link(first, ok, at, h, "", i)
 }
 
-// bump counts f in the row of its key's chain from i that matches it, if any.
-func (a *Agg) bump(i int32, iv int64, f *Fate) bool {
+// Bump counts one record of bytes bytes routed at at in key's row of its interval,
+// kind, rule and reason, when key has that row already: Record's work without a Fate,
+// which the caller then needs only for a new row. It reports whether it counted.
+func (a *Agg) Bump(at time.Time, key string, kind Kind, rule, reason string, bytes int) bool {
+	iv := a.interval(at)
+	first, _ := a.find(key, maphash.String(a.slots.seed, key))
+	return first >= 0 && a.bump(first, iv, kind, rule, reason, bytes)
+}
+
+// interval is the index of the interval t is in.
+func (a *Agg) interval(t time.Time) int64 {
+	ns := t.UnixNano()
+	if ns >= a.curFrom && ns < a.curTo {
+		return a.cur
+	}
+	iv := ns / a.ivNs
+	if ns < 0 && ns%a.ivNs != 0 {
+		iv--
+	}
+	a.cur, a.curFrom, a.curTo = iv, iv*a.ivNs, (iv+1)*a.ivNs
+	return iv
+}
+
+// bump counts a record in the row of its key's chain from i that matches it, if any.
+func (a *Agg) bump(i int32, iv int64, kind Kind, rule, reason string, bytes int) bool {
 	for ; i >= 0; i = a.entries[i].next {
-		if e := &a.entries[i]; e.iv == iv && e.kind == f.Kind && e.reason == f.Reason && e.rule == f.Rule && !e.folded {
+		if e := &a.entries[i]; e.iv == iv && e.kind == kind && e.reason == reason && e.rule == rule && !e.folded {
 			e.records++
-			e.bytes += int64(f.Bytes)
+			e.bytes += int64(bytes)
 			return true
 		}
 	}
@@ -194,8 +304,9 @@ func (a *Agg) bumpFolded(i int32, iv int64, f *Fate) bool {
 	return false
 }
 
-// add makes f's row in interval iv, chained after its key's first (when has).
-func (a *Agg) add(first int32, has bool, iv int64, f *Fate) {
+// add makes f's row in interval iv, chained after its key's first (when has), or
+// first in slot at.
+func (a *Agg) add(first int32, has bool, at, h uint64, iv int64, f *Fate) {
 	e := entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, key: strings.Clone(f.Key), topic: f.Topic, records: 1, bytes: int64(f.Bytes), next: -1}
 	e.team = e.key[:min(len(f.Team), len(e.key))]
 	if f.Key != "" {
@@ -211,13 +322,14 @@ func (a *Agg) add(first int32, has bool, iv int64, f *Fate) {
 		}
 	}
 	i := a.push(e)
-	a.link(first, has, e.key, i)
+	a.link(first, has, at, h, e.key, i)
 }
 
-// link puts row i in key's chain: its first row, or after the first.
-func (a *Agg) link(first int32, has bool, key string, i int32) {
+// link puts row i in key's chain: its first row (in slot at, key's hash being h), or
+// after the first.
+func (a *Agg) link(first int32, has bool, at, h uint64, key string, i int32) {
 	if !has {
-		a.byKey[key] = i
+		a.put(at, h, key, i)
 		return
 	}
 	a.entries[i].next = a.entries[first].next
@@ -238,7 +350,8 @@ func (a *Agg) Folded() int64 {
 
 // reset starts a afresh, giving its rows back to the budget; its memory is kept.
 func (a *Agg) reset() {
-	clear(a.byKey)
+	clear(a.slots.slots)
+	a.slots.used = 0
 	clear(a.entries) // the strings go
 	a.entries = a.entries[:0]
 	a.budget.give(a.held)

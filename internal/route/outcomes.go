@@ -40,39 +40,46 @@ func (r *Router) TeamOf(rec *kgo.Record, s *Scratch) string {
 }
 
 // recordOutcome tells s.Outcomes the fate of rec as o says it; teamRule is the rule whose
-// key o.Team is (-1: none read), ro what the rules decided.
+// key o.Team is (-1: none read), ro what the rules decided. A record whose row exists
+// is counted in it (Agg.Bump); only a new row needs the whole Fate.
 func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Outcome, teamRule int, ro *ruleOutcome) {
-	f := outcome.Fate{At: now, Reason: o.Reason, Bytes: len(rec.Value), Threshold: o.Decision.Threshold}
+	var kind outcome.Kind
 	acted := ro.action != 0
 	switch o.Route {
 	case Accepted:
-		f.Kind = outcome.Accepted
+		kind = outcome.Accepted
 		if o.Reason == ReasonTagged {
-			f.Kind = outcome.Tagged
+			kind = outcome.Tagged
 		}
 	case Overflow:
-		f.Kind = outcome.Overflow
+		kind = outcome.Overflow
 	case RuleTopic:
-		f.Kind = outcome.Topic
-		f.Topic = r.rules[ro.rule].Topic
+		kind = outcome.Topic
 	case Dropped:
-		f.Kind = outcome.Dropped
+		kind = outcome.Dropped
 	default:
-		f.Kind, acted = outcome.DeadLetter, false
+		kind, acted = outcome.DeadLetter, false
 	}
+	var rule, key, team string
 	if acted {
-		f.Rule, f.Forced = r.rules[ro.rule].Name, ro.forced
+		rule = r.rules[ro.rule].Name
 	}
 	if teamRule >= 0 {
-		st := &r.rules[teamRule]
-		f.Key = o.Team
-		f.Team = teamOf(o.Team, st.Key.Composite())
-		if !acted || f.Kind == outcome.Accepted {
-			f.Key = f.Team // no rule's key: the team's row
+		key = o.Team
+		team = teamOf(o.Team, r.rules[teamRule].Key.Composite())
+		if !acted || kind == outcome.Accepted {
+			key = team // no rule's key: the team's row
 		}
-		f.Limiter = st.Limiters[0]
-	} else {
-		f.Threshold = 0
+	}
+	if s.Outcomes.Bump(now, key, kind, rule, o.Reason, len(rec.Value)) {
+		return
+	}
+	f := outcome.Fate{At: now, Kind: kind, Rule: rule, Reason: o.Reason, Key: key, Team: team, Bytes: len(rec.Value), Forced: acted && ro.forced}
+	if kind == outcome.Topic {
+		f.Topic = r.rules[ro.rule].Topic
+	}
+	if teamRule >= 0 {
+		f.Threshold, f.Limiter = o.Decision.Threshold, r.rules[teamRule].Limiters[0]
 	}
 	s.Outcomes.Record(&f)
 }
