@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/capturegate/gate/internal/limit"
 )
@@ -135,22 +136,55 @@ type Agg struct {
 	// cur is the interval of the last record and its bounds in Unix ns: a record of
 	// the same interval, nearly all, needs no division.
 	cur, curFrom, curTo int64
+	// classes are the rule and reason pairs seen, a slot's class indexing them; last
+	// is the pair last looked up, by the strings' data (the router's rule names and
+	// reasons are constants), and its class.
+	classes                []class
+	lastRule, lastReason   *byte
+	lastRuleN, lastReasonN int
+	lastClass              uint16
+}
+
+// classOf returns the class of rule and reason + 1, or 0 past maxClasses.
+func (a *Agg) classOf(rule, reason string) uint16 {
+	rp, sp := unsafe.StringData(rule), unsafe.StringData(reason)
+	if a.lastClass != 0 && rp == a.lastRule && sp == a.lastReason && len(rule) == a.lastRuleN && len(reason) == a.lastReasonN {
+		return a.lastClass
+	}
+	c := uint16(0)
+	for i := range a.classes {
+		if a.classes[i].rule == rule && a.classes[i].reason == reason {
+			c = uint16(i + 1)
+			break
+		}
+	}
+	if c == 0 {
+		if len(a.classes) >= maxClasses {
+			return 0
+		}
+		a.classes = append(a.classes, class{strings.Clone(rule), strings.Clone(reason)})
+		c = uint16(len(a.classes))
+	}
+	a.lastRule, a.lastReason, a.lastRuleN, a.lastReasonN, a.lastClass = rp, sp, len(rule), len(reason), c
+	return c
 }
 
 // index maps a key to its first row: open addressing, linear probing, a power of two
-// slots at most half full, each holding the key's hash and, up to slotKey bytes, the
-// key itself. A lookup so reads one slot, and compares a key that short without reading
-// its row, whose copy of the key is elsewhere in memory: with a Go map, finding a key
+// slots at most half full, each one cache line holding the key's hash, up to slotKey
+// bytes of the key itself, and the first row's identity (interval, kind, and rule and
+// reason as a class) and counts. A record of the key's first row, nearly every record
+// (a team's accepted row), so reads and writes one line: with a Go map, finding a key
 // read the map's group, the key's bytes and then the row, three lines far apart for a
-// gate's thousands of teams (BenchmarkRecord).
+// gate's thousands of teams. The counts a slot holds are its row's, added to the row's
+// own (those counted by the chain, Record's path) when the Agg is sealed (settle).
 type index struct {
 	seed  maphash.Seed
 	slots []slot
 	used  int
 }
 
-// slotKey is how many bytes of its key a slot holds (a slot is 32 bytes).
-const slotKey = 19
+// slotKey is how many bytes of its key a slot holds.
+const slotKey = 24
 
 // longKey is slot.klen for a key longer than slotKey, compared at its row.
 const longKey = 255
@@ -159,8 +193,21 @@ type slot struct {
 	h    uint64
 	row  int32 // the key's first row + 1; 0: an empty slot
 	klen uint8 // len(key), or longKey
-	kb   [slotKey]byte
+	kind Kind  // the first row's
+	// class is the first row's rule and reason (Agg.classOf) + 1; 0: records are
+	// never counted in the slot (a folded first row).
+	class          uint16
+	iv             int64 // the first row's
+	records, bytes int64 // counted in the slot, not yet in the row
+	kb             [slotKey]byte
 }
+
+// class is a rule and reason pair, interned per Agg: few (the rules × the reasons).
+type class struct{ rule, reason string }
+
+// maxClasses bounds the pairs an Agg interns: a pair past it is counted through the
+// rows' chain, as before the slots held counts.
+const maxClasses = 1 << 12
 
 const firstSlots = 1 << 10
 
@@ -191,7 +238,8 @@ func (a *Agg) keyIs(s *slot, key string) bool {
 }
 
 // put makes row the first of key (hash h) in slot i, as find returned it; the index
-// grows first when it would be over half full, and i is found again.
+// grows first when it would be over half full, and i is found again. The slot counts the
+// row's records from here on unless it is folded.
 func (a *Agg) put(i uint64, h uint64, key string, row int32) {
 	x := &a.slots
 	if (x.used+1)*2 > len(x.slots) {
@@ -212,6 +260,9 @@ func (a *Agg) put(i uint64, h uint64, key string, row int32) {
 		}
 	}
 	s := slot{h: h, row: row + 1, klen: longKey}
+	if e := &a.entries[row]; !e.folded {
+		s.kind, s.iv, s.class = e.kind, e.iv, a.classOf(e.rule, e.reason)
+	}
 	if len(key) <= slotKey {
 		s.klen = uint8(len(key))
 		copy(s.kb[:], key)
@@ -236,6 +287,9 @@ func (a *Agg) Record(f *Fate) {
 	h := maphash.String(a.slots.seed, f.Key)
 	first, at := a.find(f.Key, h)
 	ok := first >= 0
+	if ok && a.bumpSlot(at, iv, f.Kind, f.Rule, f.Reason, f.Bytes) {
+		return
+	}
 	if ok && a.bump(first, iv, f.Kind, f.Rule, f.Reason, f.Bytes) {
 		return
 	}
@@ -262,8 +316,35 @@ func (a *Agg) Record(f *Fate) {
 // which the caller then needs only for a new row. It reports whether it counted.
 func (a *Agg) Bump(at time.Time, key string, kind Kind, rule, reason string, bytes int) bool {
 	iv := a.interval(at)
-	first, _ := a.find(key, maphash.String(a.slots.seed, key))
-	return first >= 0 && a.bump(first, iv, kind, rule, reason, bytes)
+	first, i := a.find(key, maphash.String(a.slots.seed, key))
+	if first < 0 {
+		return false
+	}
+	return a.bumpSlot(i, iv, kind, rule, reason, bytes) || a.bump(first, iv, kind, rule, reason, bytes)
+}
+
+// bumpSlot counts a record in slot i, the slot of its key, when it is of the key's first
+// row.
+func (a *Agg) bumpSlot(i uint64, iv int64, kind Kind, rule, reason string, bytes int) bool {
+	s := &a.slots.slots[i]
+	if s.class == 0 || s.iv != iv || s.kind != kind || s.class != a.classOf(rule, reason) {
+		return false
+	}
+	s.records++
+	s.bytes += int64(bytes)
+	return true
+}
+
+// settle adds the counts the slots hold to their rows.
+func (a *Agg) settle() {
+	for i := range a.slots.slots {
+		if s := &a.slots.slots[i]; s.row != 0 && s.records != 0 {
+			e := &a.entries[s.row-1]
+			e.records += s.records
+			e.bytes += s.bytes
+			s.records, s.bytes = 0, 0
+		}
+	}
 }
 
 // interval is the index of the interval t is in.
@@ -369,6 +450,9 @@ func Seal(gate, id string, aggs ...*Agg) []Row {
 	}
 	if n == 0 {
 		return nil
+	}
+	for _, a := range aggs {
+		a.settle()
 	}
 	rows := make([]Row, 0, n)
 	type merged struct {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/row.golden.json")
@@ -188,6 +189,9 @@ func TestAggMatchesReference(t *testing.T) {
 // can find, so made here) are two keys: the index compares the keys, short ones in the
 // slot, long ones at their row, not only their hashes.
 func TestIndexComparesKeys(t *testing.T) {
+	if n := unsafe.Sizeof(slot{}); n != 64 {
+		t.Errorf("a slot is %d bytes: the index reads one cache line (64 bytes) a record", n)
+	}
 	long := strings.Repeat("k", slotKey+5)
 	for _, pair := range [][2]string{{"team-1", "team-2"}, {"team-1", "team-1x"}, {long + "a", long + "b"}, {"", "a"}, {long, long[:slotKey]}} {
 		a := NewAgg(time.Minute, nil)
