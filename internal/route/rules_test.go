@@ -522,24 +522,8 @@ func TestRulesDecisionsCountedAtFlush(t *testing.T) {
 	}
 	s.Flush()
 	decisions := func(reg *prometheus.Registry) (allowed, limited float64) {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "gate_limiter_decisions_total" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				switch m.GetLabel()[0].GetValue() {
-				case "allowed":
-					allowed = m.GetCounter().GetValue()
-				case "limited":
-					limited = m.GetCounter().GetValue()
-				}
-			}
-		}
-		return allowed, limited
+		const name = "gate_limiter_decisions_total"
+		return metric(t, reg, name, map[string]string{"decision": "allowed"}), metric(t, reg, name, map[string]string{"decision": "limited"})
 	}
 	// user: u0 three times and u1 twice, under 3 (tag checks go on: every record checked);
 	// team: t1 five times, over at the fourth.
