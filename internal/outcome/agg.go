@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/capturegate/gate/internal/limit"
 )
@@ -55,7 +54,8 @@ type Fate struct {
 	Topic  string // Topic: the rule's topic
 	Reason string
 	// Key and Team are Row.Key and Row.Team; they may alias the record or the
-	// router's scratch: a new row copies them. Team is a prefix of Key.
+	// router's scratch: a new row copies them. Team is a prefix of Key. Rule, Topic
+	// and Reason are kept as given: they must not change (the router's are constants).
 	Key, Team string
 	Bytes     int
 	Threshold int64
@@ -136,19 +136,18 @@ type Agg struct {
 	// cur is the interval of the last record and its bounds in Unix ns: a record of
 	// the same interval, nearly all, needs no division.
 	cur, curFrom, curTo int64
-	// classes are the rule and reason pairs seen, a slot's class indexing them; last
-	// is the pair last looked up, by the strings' data (the router's rule names and
-	// reasons are constants), and its class.
-	classes                []class
-	lastRule, lastReason   *byte
-	lastRuleN, lastReasonN int
-	lastClass              uint16
+	// classes are the rule and reason pairs seen, a slot's class indexing them; last is
+	// the pair last looked up and its class. Rule names and reasons are constants (a
+	// Fate's Rule and Reason are kept as given, as a row keeps them), so comparing with
+	// last's strings finds their data the same and reads no bytes.
+	classes              []class
+	lastRule, lastReason string
+	lastClass            uint16
 }
 
 // classOf returns the class of rule and reason + 1, or 0 past maxClasses.
 func (a *Agg) classOf(rule, reason string) uint16 {
-	rp, sp := unsafe.StringData(rule), unsafe.StringData(reason)
-	if a.lastClass != 0 && rp == a.lastRule && sp == a.lastReason && len(rule) == a.lastRuleN && len(reason) == a.lastReasonN {
+	if a.lastClass != 0 && rule == a.lastRule && reason == a.lastReason {
 		return a.lastClass
 	}
 	c := uint16(0)
@@ -162,10 +161,10 @@ func (a *Agg) classOf(rule, reason string) uint16 {
 		if len(a.classes) >= maxClasses {
 			return 0
 		}
-		a.classes = append(a.classes, class{strings.Clone(rule), strings.Clone(reason)})
+		a.classes = append(a.classes, class{rule, reason})
 		c = uint16(len(a.classes))
 	}
-	a.lastRule, a.lastReason, a.lastRuleN, a.lastReasonN, a.lastClass = rp, sp, len(rule), len(reason), c
+	a.lastRule, a.lastReason, a.lastClass = rule, reason, c
 	return c
 }
 
@@ -287,10 +286,7 @@ func (a *Agg) Record(f *Fate) {
 	h := maphash.String(a.slots.seed, f.Key)
 	first, at := a.find(f.Key, h)
 	ok := first >= 0
-	if ok && a.bumpSlot(at, iv, f.Kind, f.Rule, f.Reason, f.Bytes) {
-		return
-	}
-	if ok && a.bump(first, iv, f.Kind, f.Rule, f.Reason, f.Bytes) {
+	if a.count(first, at, iv, f.Kind, f.Rule, f.Reason, f.Bytes) {
 		return
 	}
 	if a.budget.take() {
@@ -317,10 +313,13 @@ func (a *Agg) Record(f *Fate) {
 func (a *Agg) Bump(at time.Time, key string, kind Kind, rule, reason string, bytes int) bool {
 	iv := a.interval(at)
 	first, i := a.find(key, maphash.String(a.slots.seed, key))
-	if first < 0 {
-		return false
-	}
-	return a.bumpSlot(i, iv, kind, rule, reason, bytes) || a.bump(first, iv, kind, rule, reason, bytes)
+	return a.count(first, i, iv, kind, rule, reason, bytes)
+}
+
+// count counts a record in its key's existing row, first being the key's first row (-1:
+// none) and at its slot: in the slot when it is the first row, else along the chain.
+func (a *Agg) count(first int32, at uint64, iv int64, kind Kind, rule, reason string, bytes int) bool {
+	return first >= 0 && (a.bumpSlot(at, iv, kind, rule, reason, bytes) || a.bump(first, iv, kind, rule, reason, bytes))
 }
 
 // bumpSlot counts a record in slot i, the slot of its key, when it is of the key's first
