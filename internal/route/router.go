@@ -246,7 +246,6 @@ func (s *Scratch) own(r *Router) {
 // for byte as before the two routers became one (TestGoldenFileless).
 type Router struct {
 	cfg      Config
-	lim      *limit.Limiter // the first rule's primary limit
 	maxKey   int
 	event    bool // the limiters count in event time: checks take each record's time
 	topics   [numRoutes]string
@@ -303,12 +302,10 @@ func newRouter(cfg Config, rules []Rule, named bool, reg prometheus.Registerer) 
 			return nil, fmt.Errorf("%w: a rule without a limiter", ErrBadConfig)
 		}
 	}
-	lim := rules[0].Limiters[0]
 	r := &Router{
 		cfg:    cfg,
-		lim:    lim,
 		maxKey: cfg.MaxKeyBytes,
-		event:  lim.Config().Clock == limit.EventClock,
+		event:  rules[0].Limiters[0].Config().Clock == limit.EventClock,
 		named:  named,
 	}
 	r.topics[Accepted] = cfg.AcceptedTopic

@@ -204,7 +204,7 @@ func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
 		}, []string{"rule", "reason"})
 	}
 	var errs []error
-	clk := r.lim.Config().Clock
+	clk := rules[0].Limiters[0].Config().Clock
 	for _, ru := range rules {
 		st := ruleState{Rule: ru, forced: make(map[string]struct{}, len(ru.Forced)), forcedN: 1}
 		st.Limiters = slices.Clone(ru.Limiters)
