@@ -174,6 +174,7 @@ func Header(rec *kgo.Record, key string) (string, bool) {
 // It fails the test if the records cannot all be read within timeout.
 func ReadTopics(t testing.TB, c *kfake.Cluster, timeout time.Duration, opts []kgo.Opt, topics ...string) []*kgo.Record {
 	t.Helper()
+	waitStable(t, c, timeout, topics...)
 	want := map[string]map[int32]kgo.Offset{}
 	ends := map[string]map[int32]int64{}
 	left := 0
@@ -243,6 +244,34 @@ func ReadTopics(t testing.TB, c *kfake.Cluster, timeout time.Duration, opts []kg
 		out = append(out, byPart[k]...)
 	}
 	return out
+}
+
+// waitStable waits until no partition of topics has a transaction open (its last stable
+// offset is its high watermark). A producer killed mid-transaction leaves its records
+// below the end until the broker aborts them at the transaction timeout, and the abort
+// marker then lands past an end taken before it: a read_committed reader, which skips the
+// aborted records, would never reach that end. A transaction open for longer than timeout
+// fails the test, naming the partitions.
+func waitStable(t testing.TB, c *kfake.Cluster, timeout time.Duration, topics ...string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var open []string
+		for _, topic := range topics {
+			for _, p := range c.PartitionInfos(topic) {
+				if p.LastStableOffset < p.HighWatermark {
+					open = append(open, fmt.Sprintf("%s/%d (stable to %d of %d)", topic, p.Partition, p.LastStableOffset, p.HighWatermark))
+				}
+			}
+		}
+		if len(open) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("faulttest: reading %v: transactions still open after %s on %v", topics, timeout, open)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Conservation reads the input topic and the output topics to their ends and matches them.

@@ -2,7 +2,9 @@ package faulttest_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/faulttest"
@@ -51,5 +53,56 @@ func TestCheck(t *testing.T) {
 	}
 	if r := faulttest.Check(in[:2], out[:2]); !r.OK() || r.String() == "" {
 		t.Errorf("a clean run: %s", r)
+	}
+}
+
+// TestReadTopicsWaitsForOpenTransactions: a transaction still open when the read starts
+// (a killed gate's, until the transaction timeout aborts it) is waited for, so a
+// read_committed read ends. Taking the ends at once put them among the open
+// transaction's records, which read_committed skips once aborted: the read never ended
+// (CI, 2026-11-29: "1 partitions not read to their end within 1m0s").
+func TestReadTopicsWaitsForOpenTransactions(t *testing.T) {
+	t.Parallel()
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	ctx := t.Context()
+	plain, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.ProduceSync(ctx, &kgo.Record{Value: []byte("committed")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	txn, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("t"),
+		kgo.TransactionalID("killed-gate"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := txn.ProduceSync(ctx, &kgo.Record{Value: []byte("aborted")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := c.PartitionInfos("t")[0]; p.LastStableOffset >= p.HighWatermark {
+		t.Fatalf("the transaction is not open on the broker: stable to %d of %d", p.LastStableOffset, p.HighWatermark)
+	}
+	aborted := make(chan error, 1)
+	time.AfterFunc(time.Second, func() {
+		aborted <- txn.EndTransaction(ctx, kgo.TryAbort)
+	})
+	got := faulttest.ReadTopics(t, c, 30*time.Second, faulttest.ReadCommitted(), "t")
+	if err := <-aborted; err != nil {
+		t.Fatalf("aborting: %v", err)
+	}
+	if len(got) != 1 || string(got[0].Value) != "committed" {
+		var vs []string
+		for _, r := range got {
+			vs = append(vs, string(r.Value))
+		}
+		t.Fatalf("read_committed read %q, want only the committed record", vs)
 	}
 }

@@ -245,10 +245,37 @@ func sum(m map[int32]int64) int64 {
 	return n
 }
 
+// WaitStable waits until no partition of topics has a transaction open (its last stable
+// offset, what ListOffsets answers read_committed, is its end). A producer killed
+// mid-transaction leaves its records below the end until the broker aborts them at the
+// transaction timeout, and the abort marker lands past an end taken before it: a
+// read_committed reader, which skips the aborted records, would never reach that end.
+func (k *kafka) WaitStable(t *testing.T, topics ...string) {
+	t.Helper()
+	faulttest.WaitFor(t, 2*time.Minute, fmt.Sprintf("the transactions open on %v to end", topics), func() bool {
+		ends, err := k.Admin.ListEndOffsets(t.Context(), topics...)
+		if err != nil || ends.Error() != nil {
+			return false
+		}
+		stable, err := k.Admin.ListCommittedOffsets(t.Context(), topics...)
+		if err != nil || stable.Error() != nil {
+			return false
+		}
+		open := false
+		ends.Each(func(o kadm.ListedOffset) {
+			if s, ok := stable.Lookup(o.Topic, o.Partition); !ok || s.Offset != o.Offset {
+				open = true
+			}
+		})
+		return !open
+	})
+}
+
 // ReadAll reads topics from the start to the ends they have now and returns their records
 // (control records dropped); opts are added to the reader's options (read_committed).
 func (k *kafka) ReadAll(t *testing.T, opts []kgo.Opt, topics ...string) []*kgo.Record {
 	t.Helper()
+	k.WaitStable(t, topics...)
 	ends := k.Ends(t, topics...)
 	want := map[string]map[int32]kgo.Offset{}
 	left := 0
@@ -270,8 +297,7 @@ func (k *kafka) ReadAll(t *testing.T, opts []kgo.Opt, topics ...string) []*kgo.R
 		kgo.ConsumePartitions(want),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		// Transaction markers take offsets, the last one's often: keep them to see the end
-		// (every transaction is over when a test reads: committed, or aborted with its
-		// marker when its gate was fenced by its restart or stopped).
+		// (every transaction is over when the ends are taken: WaitStable).
 		kgo.KeepControlRecords(),
 	}, opts...)...)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
