@@ -405,7 +405,8 @@ func (c *Cluster) waitBrokers(timeout time.Duration, ids ...int32) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
-		ready := 0
+		// Every node's process first: one that exited (its port taken) is found at once,
+		// not behind another node that cannot list it yet.
 		for _, id := range ids {
 			n := c.nodes[id-1]
 			n.mu.Lock()
@@ -419,6 +420,10 @@ func (c *Cluster) waitBrokers(timeout time.Duration, ids ...int32) error {
 				return &exitedError{node: n.id, err: p.waitErr}
 			default:
 			}
+		}
+		ready := 0
+		for _, id := range ids {
+			n := c.nodes[id-1]
 			if err := c.nodeLists(n, ids); err != nil {
 				last = fmt.Errorf("node %d: %w", n.id, err)
 				break
