@@ -143,6 +143,20 @@ type Agg struct {
 	classes              []class
 	lastRule, lastReason string
 	lastClass            uint16
+	// touched is what Touch read: kept so that the read is not left out.
+	touched int32
+}
+
+// Touch reads key's slot ahead of its Bump and returns key's hash, for BumpHashed:
+// called once the key is known, before the record's limits are checked, it has the
+// processor fetch the slot's line while the checks run, and the Bump finds the line in
+// its caches. A gate's thousands of keys keep few of their slots there between two of
+// their records.
+func (a *Agg) Touch(key string) uint64 {
+	x := &a.slots
+	h := maphash.String(x.seed, key)
+	a.touched = x.slots[h&uint64(len(x.slots)-1)].row
+	return h
 }
 
 // classOf returns the class of rule and reason + 1, or 0 past maxClasses.
@@ -311,8 +325,15 @@ func (a *Agg) Record(f *Fate) {
 // kind, rule and reason, when key has that row already: Record's work without a Fate,
 // which the caller then needs only for a new row. It reports whether it counted.
 func (a *Agg) Bump(at time.Time, key string, kind Kind, rule, reason string, bytes int) bool {
+	return a.BumpHashed(maphash.String(a.slots.seed, key), at, key, kind, rule, reason, bytes)
+}
+
+// BumpHashed is Bump of key whose hash h Touch returned. A slot matches on its hash and
+// its key both, so an h that is not key's finds no row: it reports false, and Record then
+// counts the record where it belongs.
+func (a *Agg) BumpHashed(h uint64, at time.Time, key string, kind Kind, rule, reason string, bytes int) bool {
 	iv := a.interval(at)
-	first, i := a.find(key, maphash.String(a.slots.seed, key))
+	first, i := a.find(key, h)
 	return a.count(first, i, iv, kind, rule, reason, bytes)
 }
 

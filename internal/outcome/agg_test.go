@@ -255,3 +255,28 @@ func TestSealRecord(t *testing.T) {
 		t.Errorf("Decode(seal record) = %v, want ErrSealRecord", err)
 	}
 }
+
+// BumpHashed with the hash Touch returned counts as Bump does, and with another key's
+// hash counts nothing (the router passes the first rule's team's hash, and a later
+// rule's key may have replaced it): Record then counts the record in its own row.
+func TestBumpHashed(t *testing.T) {
+	a := NewAgg(time.Minute, nil)
+	at := time.Unix(1_800_000_000, 0)
+	a.Record(&Fate{At: at, Kind: Accepted, Key: "t1", Team: "t1", Bytes: 10})
+	a.Record(&Fate{At: at, Kind: Accepted, Key: "t2", Team: "t2", Bytes: 10})
+	h1 := a.Touch("t1")
+	if !a.BumpHashed(h1, at, "t1", Accepted, "", "", 10) {
+		t.Fatal("BumpHashed with t1's own hash did not count t1")
+	}
+	if a.BumpHashed(h1, at, "t2", Accepted, "", "", 10) {
+		t.Fatal("BumpHashed counted t2 with t1's hash")
+	}
+	rows := Seal("g", "s", a)
+	got := map[string]int64{}
+	for _, r := range rows {
+		got[r.Key] += r.Records
+	}
+	if got["t1"] != 2 || got["t2"] != 1 {
+		t.Errorf("rows %v, want t1 2 and t2 1", got)
+	}
+}

@@ -64,14 +64,22 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Ou
 	if acted {
 		rule = r.rules[ro.rule].Name
 	}
+	hashed := false
 	if teamRule >= 0 {
 		key = o.Team
 		team = teamOf(o.Team, r.rules[teamRule].Key.Composite())
 		if !acted || kind == outcome.Accepted {
 			key = team // no rule's key: the team's row
 		}
+		// o.Team is the touched rule's key still, so team is what was touched: its hash
+		// is known. key is team when as long (team is o.Team's first field).
+		hashed = teamRule == s.touchedRule && len(key) == len(team)
 	}
-	if s.Outcomes.Bump(now, key, kind, rule, o.Reason, len(rec.Value)) {
+	if hashed {
+		if s.Outcomes.BumpHashed(s.touched, now, key, kind, rule, o.Reason, len(rec.Value)) {
+			return
+		}
+	} else if s.Outcomes.Bump(now, key, kind, rule, o.Reason, len(rec.Value)) {
 		return
 	}
 	f := outcome.Fate{At: now, Kind: kind, Rule: rule, Reason: o.Reason, Key: key, Team: team, Bytes: len(rec.Value), Forced: acted && ro.forced}

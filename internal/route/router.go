@@ -173,6 +173,11 @@ type Scratch struct {
 	// Outcomes, when set by the caller, is told every record's fate (outcomes.go): the
 	// consumer sets its partition's aggregate before routing the partition's records.
 	Outcomes *outcome.Agg
+	// touchedRule is the rule whose key's team was given Outcomes.Touch for the record
+	// being routed (-1: none), touched the hash it returned: the team's row is bumped
+	// by it while Outcome.Team is still that rule's key.
+	touchedRule int
+	touched     uint64
 
 	// What this goroutine counted since its last Flush, for the router that counted it
 	// (owner): records by reason, dry run's diverted ones, and each rule's first limit's
@@ -461,6 +466,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		return r.routeOnce(now, rec, out)
 	}
 	s.own(r)
+	s.touchedRule = -1
 	var o Outcome
 	var ro ruleOutcome
 	var js string // the value, when the rules' fields are read in one shared pass
@@ -520,6 +526,9 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		}
 		if o.Team == "" {
 			o.Team, teamRule = r.keepKey(key, s), i
+			if s.Outcomes != nil {
+				s.touched, s.touchedRule = s.Outcomes.Touch(teamOf(o.Team, st.Key.Composite())), i
+			}
 		}
 		forced := false
 		if len(st.forced) > 0 {

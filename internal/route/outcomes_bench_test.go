@@ -1,0 +1,76 @@
+package route
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/outcome"
+)
+
+// BenchmarkRouteOutcomesTurns routes the end-to-end benches' records (about 200 bytes,
+// 10k teams, Zipf 1.1: internal/consume's benchRecords) through a router without a rules
+// file, with outcomes off and on (Scratch.Outcomes), in turns of 1<<18 records, each
+// round starting with the other, on one goroutine as a partition worker routes: what
+// recording outcomes costs the routing alone, the broker's and the client's work left
+// out (outcomes_vs_off_ratio in make bench has them). The Agg is sealed after every
+// turn, untimed, as the consumer seals once a commit interval: a turn's first record of
+// each team makes its row anew.
+func BenchmarkRouteOutcomesTurns(b *testing.B) {
+	const turn = 1 << 18
+	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, 9_999)
+	recs := make([]*kgo.Record, turn)
+	for i := range recs {
+		recs[i] = input(fmt.Sprintf(`{"team_id":"team-%d","event":"$pageview","distinct_id":"user-%d","properties":{"$current_url":"https://example.com/a/b","$browser":"Firefox","seq":%d}}`, z.Uint64(), i%5000, i), "k")
+	}
+	f := newFixture(b, Config{}, limit.Config{Threshold: limit.MaxThreshold})
+	type contender struct {
+		name string
+		agg  *outcome.Agg
+		ns   []float64
+	}
+	cs := []*contender{{name: "off"}, {name: "on", agg: outcome.NewAgg(time.Minute, nil)}}
+	run := func(c *contender) float64 {
+		s := Scratch{Outcomes: c.agg}
+		var out kgo.Record
+		start := time.Now()
+		for i, rec := range recs {
+			f.r.RouteInto(t0, rec, &s, &out)
+			if i&255 == 255 {
+				s.Flush()
+			}
+		}
+		s.Flush()
+		ns := float64(time.Since(start).Nanoseconds()) / turn
+		if c.agg != nil {
+			outcome.Seal("g", "s", c.agg) // untimed: a gate seals once a commit interval
+		}
+		return ns
+	}
+	for _, c := range cs {
+		run(c) // warm: every team cached, the Agg's index grown
+	}
+	round := 0
+	for b.Loop() {
+		for k := range cs {
+			c := cs[(round+k)%len(cs)]
+			c.ns = append(c.ns, run(c))
+		}
+		round++
+	}
+	med := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	for _, c := range cs {
+		b.ReportMetric(med(c.ns), c.name+"_ns/record")
+	}
+	b.ReportMetric(med(cs[1].ns)/med(cs[0].ns), "on/off")
+	b.ReportMetric(0, "ns/op")
+}
