@@ -273,17 +273,17 @@ func BenchmarkRouteTurns(b *testing.B) {
 		return cases[i]
 	}
 	type contender struct {
-		name string
-		r    *Router
-		in   *kgo.Record
-		ns   []float64 // per record, one a round
+		r  *Router
+		in *kgo.Record
 	}
-	var cs []*contender
-	for _, name := range []string{"json", "json_1rule", "json_3rules"} {
+	names := []string{"json", "json_1rule", "json_3rules"}
+	var cs []contender
+	for _, name := range names {
 		r, in := find(name).setup(b)
-		cs = append(cs, &contender{name: name, r: r, in: in})
+		cs = append(cs, contender{r: r, in: in})
 	}
-	run := func(c *contender) float64 {
+	meds := inTurns(b, names, func(i int) float64 {
+		c := cs[i]
 		var s Scratch
 		var out kgo.Record
 		start := time.Now()
@@ -295,28 +295,35 @@ func BenchmarkRouteTurns(b *testing.B) {
 		}
 		s.Flush()
 		return float64(time.Since(start).Nanoseconds()) / turn
+	})
+	b.ReportMetric(meds[1]/meds[0], "1rule/nofile")
+	b.ReportMetric(meds[2]/meds[1], "3rules/1rule")
+	b.ReportMetric(0, "ns/op")
+}
+
+// inTurns runs the contenders of a benchmark in turns: each once to warm, then a turn of
+// each a round (run(i) times contender i's turn and returns it per record) while the
+// benchmark loops, each round starting with the next contender so that none always runs
+// first, and so a noisy machine moves them all alike. It reports each one's median as
+// NAME_ns/record and returns the medians, in names' order.
+func inTurns(b *testing.B, names []string, run func(i int) float64) []float64 {
+	for i := range names {
+		run(i)
 	}
-	for _, c := range cs {
-		run(c) // warm
-	}
+	ns := make([][]float64, len(names))
 	round := 0
 	for b.Loop() {
-		// Each round starts with the next contender, so none always runs first.
-		for k := range cs {
-			c := cs[(round+k)%len(cs)]
-			c.ns = append(c.ns, run(c))
+		for k := range names {
+			i := (round + k) % len(names)
+			ns[i] = append(ns[i], run(i))
 		}
 		round++
 	}
-	med := func(v []float64) float64 {
-		v = slices.Clone(v)
+	meds := make([]float64, len(names))
+	for i, v := range ns {
 		slices.Sort(v)
-		return v[len(v)/2]
+		meds[i] = v[len(v)/2]
+		b.ReportMetric(meds[i], names[i]+"_ns/record")
 	}
-	for _, c := range cs {
-		b.ReportMetric(med(c.ns), c.name+"_ns/record")
-	}
-	b.ReportMetric(med(cs[1].ns)/med(cs[0].ns), "1rule/nofile")
-	b.ReportMetric(med(cs[2].ns)/med(cs[1].ns), "3rules/1rule")
-	b.ReportMetric(0, "ns/op")
+	return meds
 }

@@ -3,7 +3,6 @@ package route
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -29,14 +28,9 @@ func BenchmarkRouteOutcomesTurns(b *testing.B) {
 		recs[i] = input(fmt.Sprintf(`{"team_id":"team-%d","event":"$pageview","distinct_id":"user-%d","properties":{"$current_url":"https://example.com/a/b","$browser":"Firefox","seq":%d}}`, z.Uint64(), i%5000, i), "k")
 	}
 	f := newFixture(b, Config{}, limit.Config{Threshold: limit.MaxThreshold})
-	type contender struct {
-		name string
-		agg  *outcome.Agg
-		ns   []float64
-	}
-	cs := []*contender{{name: "off"}, {name: "on", agg: outcome.NewAgg(time.Minute, nil)}}
-	run := func(c *contender) float64 {
-		s := Scratch{Outcomes: c.agg}
+	aggs := []*outcome.Agg{nil, outcome.NewAgg(time.Minute, nil)}
+	meds := inTurns(b, []string{"off", "on"}, func(i int) float64 {
+		s := Scratch{Outcomes: aggs[i]}
 		var out kgo.Record
 		start := time.Now()
 		for i, rec := range recs {
@@ -47,30 +41,11 @@ func BenchmarkRouteOutcomesTurns(b *testing.B) {
 		}
 		s.Flush()
 		ns := float64(time.Since(start).Nanoseconds()) / turn
-		if c.agg != nil {
-			outcome.Seal("g", "s", c.agg) // untimed: a gate seals once a commit interval
+		if aggs[i] != nil {
+			outcome.Seal("g", "s", aggs[i]) // untimed: a gate seals once a commit interval
 		}
 		return ns
-	}
-	for _, c := range cs {
-		run(c) // warm: every team cached, the Agg's index grown
-	}
-	round := 0
-	for b.Loop() {
-		for k := range cs {
-			c := cs[(round+k)%len(cs)]
-			c.ns = append(c.ns, run(c))
-		}
-		round++
-	}
-	med := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
-	for _, c := range cs {
-		b.ReportMetric(med(c.ns), c.name+"_ns/record")
-	}
-	b.ReportMetric(med(cs[1].ns)/med(cs[0].ns), "on/off")
+	})
+	b.ReportMetric(meds[1]/meds[0], "on/off")
 	b.ReportMetric(0, "ns/op")
 }
