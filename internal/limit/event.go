@@ -200,8 +200,18 @@ func (l *Limiter) table(ep int64) *epochTable {
 		return old
 	}
 	t := &epochTable{epoch: ep, shards: make([]shard, len(l.shards))}
+	// Sized for the window before's entries: a window's keys are mostly the last one's,
+	// and a table grown from the smallest up to them was rebuilt a dozen times over,
+	// each time under its shard's mutex, at every window's start (in a replay, the
+	// rebuilds were an eighth of its time). A burst of keys sizes one window only: the
+	// next is sized by the count of this one.
+	perShard := 0
+	if prev := l.tableIfAny(ep - 1); prev != nil {
+		perShard = int(prev.count.Load()) / len(t.shards)
+	}
 	for i := range t.shards {
 		l.initShard(&t.shards[i], true)
+		t.shards[i].idx.presize(perShard)
 	}
 	if old != nil && !old.dead.Load() {
 		l.retire(old) // older than any record may be: the sweep drops such tables first

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -364,5 +365,42 @@ func BenchmarkCheckEventClock(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// A window's table starts sized for the window before's keys: refilled with the same keys,
+// nearly no shard's table is rebuilt. Each table started at the smallest size, and every
+// shard rebuilt its table a dozen times over as a window filled (a replay spent an eighth
+// of its time there).
+func TestEventClockWindowTableSizedFromTheLast(t *testing.T) {
+	l, _, _ := newTest(t, eventConfig(time.Minute, MaxThreshold))
+	const keys = 20_000
+	key := func(i int) string { return "team-" + strconv.Itoa(i) }
+	fill := func(at time.Time) {
+		for i := range keys {
+			l.CheckEventAt(at, at, key(i), 1)
+		}
+	}
+	e0 := t0.Truncate(time.Minute)
+	fill(e0)
+	e1 := e0.Add(time.Minute)
+	l.CheckEventAt(e1, e1, key(0), 1) // makes the next window's table
+	tbl := l.tableIfAny(floorDiv(e1.UnixNano(), l.windowNs))
+	if tbl == nil {
+		t.Fatal("no table for the next window")
+	}
+	before := make([]*table, len(tbl.shards))
+	for i := range tbl.shards {
+		before[i] = tbl.shards[i].idx.tab.Load()
+	}
+	fill(e1)
+	rebuilt := 0
+	for i := range tbl.shards {
+		if tbl.shards[i].idx.tab.Load() != before[i] {
+			rebuilt++
+		}
+	}
+	if rebuilt > len(tbl.shards)/10 {
+		t.Errorf("%d of %d shards rebuilt their table refilling the window before's %d keys, want under a tenth", rebuilt, len(tbl.shards), keys)
 	}
 }

@@ -224,6 +224,14 @@ func (x *index) init(seed maphash.Seed, event bool) {
 	x.tab.Store(newTable(minTableSize))
 }
 
+// presize replaces the index's table, empty, by one that holds n entries at a load of ½
+// (as a rebuild leaves it) without growing. Only for an index nothing uses yet.
+func (x *index) presize(n int) {
+	if size := 2 * n; size > minTableSize && x.used == 0 {
+		x.tab.Store(newTable(size))
+	}
+}
+
 // len returns how many entries the index holds. The caller holds the shard's mutex.
 func (x *index) len() int { return x.live }
 
