@@ -219,3 +219,37 @@ func TestReadEndsOnAnAbortedTail(t *testing.T) {
 		t.Fatalf("read %d records to %v: %v; want the 5 committed, to offset 9", n, parts, err)
 	}
 }
+
+// The merge hands records on by record time, then partition, then offset, whatever order
+// their fetches come in, and only when every partition not at its end has a record
+// waiting.
+func TestMergeOrder(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	rec := func(p int32, off int64, ms int64) *kgo.Record {
+		return &kgo.Record{Partition: p, Offset: off, Timestamp: base.Add(time.Duration(ms) * time.Millisecond)}
+	}
+	m := newMerge([]PartitionRange{{Partition: 0, Start: 0, End: 3}, {Partition: 1, Start: 0, End: 2}, {Partition: 2, Start: 0, End: 2}})
+	var got []string
+	emit := func() {
+		m.emit(func(r *kgo.Record) {
+			got = append(got, fmt.Sprintf("%d/%d@%d", r.Partition, r.Offset, r.Timestamp.Sub(base).Milliseconds()))
+		})
+	}
+	m.add(1, []*kgo.Record{rec(1, 0, 5), rec(1, 1, 9)})
+	m.add(0, []*kgo.Record{rec(0, 0, 5), rec(0, 1, 7)})
+	emit()
+	if len(got) != 0 {
+		t.Fatalf("emitted %v before partition 2 had a record", got)
+	}
+	m.add(2, []*kgo.Record{rec(2, 0, 1), rec(2, 1, 9)})
+	emit()
+	m.add(0, []*kgo.Record{rec(0, 2, 9)})
+	emit()
+	want := "2/0@1 0/0@5 1/0@5 0/1@7 0/2@9 1/1@9 2/1@9"
+	if s := strings.Join(got, " "); s != want {
+		t.Errorf("merged %s, want %s", s, want)
+	}
+	if !m.done() {
+		t.Errorf("not done after every partition's range: waiting on %v", m.waiting())
+	}
+}
