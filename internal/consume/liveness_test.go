@@ -95,6 +95,12 @@ func TestExactlyOnceSurvivesCrashLoopingPeer(t *testing.T) {
 	t.Parallel()
 	env := newEOSEnv(t, 4)
 	env.ccfg.TransactionTimeout = 300 * time.Millisecond // below the peer's 1s session, on purpose
+	// Small transactions, so that a rebalance is what outlives the timeout: after each
+	// fence the gate routes again what it had not committed, and a poll of the default
+	// 10,000 such records took more than 300 ms to produce under -race on a loaded
+	// machine, a slow transaction of the gate's own, six of which stop it by design.
+	env.ccfg.MaxPollRecords = 100
+	env.ccfg.TransactionMaxRecords = 200
 	g := env.start(t, "healthy")
 	produced := trickle(t, env)
 	waitFor(t, 20*time.Second, "the healthy gate's first commits", func() bool {
