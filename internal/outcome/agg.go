@@ -299,13 +299,12 @@ func (a *Agg) Record(f *Fate) {
 	iv := a.interval(f.At)
 	h := maphash.String(a.slots.seed, f.Key)
 	first, at := a.find(f.Key, h)
-	ok := first >= 0
 	if a.count(first, at, iv, f.Kind, f.Rule, f.Reason, f.Bytes) {
 		return
 	}
 	if a.budget.take() {
 		a.held++
-		a.add(first, ok, at, h, iv, f)
+		a.add(first, at, h, iv, f)
 		return
 	}
 	// The budget is spent: the folded row of its interval, kind, rule and reason, which
@@ -313,12 +312,11 @@ func (a *Agg) Record(f *Fate) {
 	a.folded++
 	h = maphash.String(a.slots.seed, "")
 	first, at = a.find("", h)
-	ok = first >= 0
-	if ok && a.bumpFolded(first, iv, f) {
+	if first >= 0 && a.bumpFolded(first, iv, f) {
 		return
 	}
 	i := a.push(entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, topic: f.Topic, records: 1, bytes: int64(f.Bytes), folded: true, next: -1})
-	a.link(first, ok, at, h, "", i)
+	a.link(first, at, h, "", i)
 }
 
 // Bump counts one record of bytes bytes routed at at in key's row of its interval,
@@ -405,9 +403,9 @@ func (a *Agg) bumpFolded(i int32, iv int64, f *Fate) bool {
 	return false
 }
 
-// add makes f's row in interval iv, chained after its key's first (when has), or
+// add makes f's row in interval iv, chained after its key's first (first ≥ 0), or
 // first in slot at.
-func (a *Agg) add(first int32, has bool, at, h uint64, iv int64, f *Fate) {
+func (a *Agg) add(first int32, at, h uint64, iv int64, f *Fate) {
 	e := entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, key: strings.Clone(f.Key), topic: f.Topic, records: 1, bytes: int64(f.Bytes), next: -1}
 	e.team = e.key[:min(len(f.Team), len(e.key))]
 	if f.Key != "" {
@@ -423,13 +421,13 @@ func (a *Agg) add(first int32, has bool, at, h uint64, iv int64, f *Fate) {
 		}
 	}
 	i := a.push(e)
-	a.link(first, has, at, h, e.key, i)
+	a.link(first, at, h, e.key, i)
 }
 
 // link puts row i in key's chain: its first row (in slot at, key's hash being h), or
 // after the first.
-func (a *Agg) link(first int32, has bool, at, h uint64, key string, i int32) {
-	if !has {
+func (a *Agg) link(first int32, at, h uint64, key string, i int32) {
+	if first < 0 {
 		a.put(at, h, key, i)
 		return
 	}

@@ -198,7 +198,7 @@ func TestIndexComparesKeys(t *testing.T) {
 		const h = 42 // both keys' hash
 		f := Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: pair[0], Team: pair[0]}
 		first, at := a.find(pair[0], h)
-		a.add(first, first >= 0, at, h, a.interval(t0), &f)
+		a.add(first, at, h, a.interval(t0), &f)
 		if got, _ := a.find(pair[0], h); got != 0 {
 			t.Errorf("%q: found row %d, want 0", pair[0], got)
 		}
