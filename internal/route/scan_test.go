@@ -2,6 +2,7 @@ package route
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -52,6 +53,41 @@ func TestStringEnd(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stringEnd agrees with the byte loop on random strings up to 300 bytes long, of runs of
+// backslashes and quotes: runs that cross its words' edges, of odd and even lengths, and
+// starts anywhere in them.
+func TestStringEndRandom(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 8))
+	alphabet := []string{"a", "a", "a", `\`, `\`, `"`, `\\`, `\"`}
+	for range 20_000 {
+		var b strings.Builder
+		for n := rng.IntN(300); b.Len() < n; {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		js := b.String()
+		for _, i := range []int{0, rng.IntN(len(js) + 1)} {
+			if got, want := stringEnd(js, i), stringEndLoop(js, i); got != want {
+				t.Fatalf("stringEnd(%q, %d) = %d, want %d", js, i, got, want)
+			}
+		}
+	}
+}
+
+// FuzzStringEnd checks stringEnd against the byte loop on any bytes from any start.
+func FuzzStringEnd(f *testing.F) {
+	f.Add(strings.Repeat(`a\"`, 30)+`"`, 0)
+	f.Add(strings.Repeat(`\`, 63)+`""`, 1)
+	f.Fuzz(func(t *testing.T, js string, i int) {
+		if i < 0 || i > len(js) {
+			return
+		}
+		if got, want := stringEnd(js, i), stringEndLoop(js, i); got != want {
+			t.Fatalf("stringEnd(%q, %d) = %d, want %d", js, i, got, want)
+		}
+	})
 }
 
 func TestSkipNested(t *testing.T) {
