@@ -30,6 +30,7 @@ const (
 	benchOutGateOn   = "BenchmarkOutcomes/gate-outcomes"
 	benchOutEOS      = "BenchmarkOutcomes/exactly-once"
 	benchOutEOSOn    = "BenchmarkOutcomes/exactly-once-outcomes"
+	benchRepPass     = "BenchmarkRealKafkaReplicated/passthrough"
 	benchRepGate     = "BenchmarkRealKafkaReplicated/gate"
 	benchRepPassEOS  = "BenchmarkRealKafkaReplicated/passthrough-eos"
 	benchRepExactly  = "BenchmarkRealKafkaReplicated/exactly-once"
@@ -120,6 +121,8 @@ func e2eFigures(b Samples, out map[string]float64) {
 	b.putRatio(out, "records/s", benchRealExactly, "", benchRealPassEOS, "real_kafka_eos_passthrough_records_per_s", "real_kafka_eos_vs_eos_passthrough_ratio")
 	b.putRatio(out, "records/s", benchRepExactly, "real_kafka_replicated_exactly_once_records_per_s", benchRepGate, "real_kafka_replicated_gate_records_per_s", "real_kafka_replicated_eos_vs_alo_ratio")
 	b.putRatio(out, "records/s", benchRepExactly, "", benchRepPassEOS, "real_kafka_replicated_eos_passthrough_records_per_s", "real_kafka_replicated_eos_vs_eos_passthrough_ratio")
+	b.putRatio(out, "records/s", benchRepGate, "", benchRepPass, "real_kafka_replicated_passthrough_records_per_s", "real_kafka_replicated_e2e_vs_passthrough_ratio")
+	b.putRatio(out, "records/s", benchRepPassEOS, "", benchRepPass, "", "real_kafka_replicated_passthrough_eos_vs_alo_ratio")
 	for _, l := range []struct{ bench, suffix string }{{benchRealLatALO, ""}, {benchRealLatEOS, "_eos"}} {
 		if v, ok := b.Mean(l.bench, "p50_ms"); ok {
 			out["real_kafka_latency_p50_ms"+l.suffix] = v

@@ -140,3 +140,34 @@ BenchmarkRealKafka/exactly-once-2        	  300000	      3444 ns/op	       698.5
 	}
 	t.Error("real_kafka_e2e_vs_passthrough_ratio has no row")
 }
+
+// BenchmarkRealKafkaReplicated's ceiling: the two pass-throughs' ratio is what
+// exactly-once costs a franz-go program that does nothing else on the three brokers, beside
+// the gate's own ratio; the lines are two runs of it on a 2-core VM, 2026-11-29.
+func TestRealKafkaReplicatedCeiling(t *testing.T) {
+	const runs = `BenchmarkRealKafkaReplicated/passthrough-2         	  300000	      4553 ns/op	       762.1 alloc-B/record	         1.514 cpu-s/Mrecords	        20.00 gc/Mrecords	         2.000 gomaxprocs	      3125 records/batch	    226729 records/s	       320.0 requests/Mrecords
+BenchmarkRealKafkaReplicated/gate-2                	  300000	      4363 ns/op	       656.6 alloc-B/record	         2.027 cpu-s/Mrecords	         0 failed-ticks	        20.00 gc/Mrecords	         2.000 gomaxprocs	      2344 records/batch	    238730 records/s	       296.7 redis-cmds/Mrecords	         0.1388 redis-cpu-s/Mrecords	       426.7 requests/Mrecords	         2.000 ticks
+BenchmarkRealKafkaReplicated/passthrough-eos-2     	  300000	      7348 ns/op	       751.2 alloc-B/record	         2.310 cpu-s/Mrecords	        23.33 gc/Mrecords	         2.000 gomaxprocs	      3125 records/batch	    136991 records/s	       370.0 requests/Mrecords
+BenchmarkRealKafkaReplicated/exactly-once-2        	  300000	      5158 ns/op	       613.3 alloc-B/record	         1.868 cpu-s/Mrecords	         0 failed-ticks	        16.67 gc/Mrecords	         2.000 gomaxprocs	      3061 records/batch	    201513 records/s	       266.7 redis-cmds/Mrecords	         0.09986 redis-cpu-s/Mrecords	       326.7 requests/Mrecords	         3.000 ticks
+BenchmarkRealKafkaReplicated/passthrough-2         	  300000	      4466 ns/op	       771.3 alloc-B/record	         1.697 cpu-s/Mrecords	        23.33 gc/Mrecords	         2.000 gomaxprocs	      2857 records/batch	    226849 records/s	       350.0 requests/Mrecords
+BenchmarkRealKafkaReplicated/gate-2                	  300000	      5398 ns/op	       636.8 alloc-B/record	         2.371 cpu-s/Mrecords	         0 failed-ticks	        16.67 gc/Mrecords	         2.000 gomaxprocs	      2655 records/batch	    194505 records/s	       286.7 redis-cmds/Mrecords	         0.1634 redis-cpu-s/Mrecords	       376.7 requests/Mrecords	         3.000 ticks
+BenchmarkRealKafkaReplicated/passthrough-eos-2     	  300000	      5552 ns/op	       775.0 alloc-B/record	         1.745 cpu-s/Mrecords	        23.33 gc/Mrecords	         2.000 gomaxprocs	      3226 records/batch	    180279 records/s	       310.0 requests/Mrecords
+BenchmarkRealKafkaReplicated/exactly-once-2        	  300000	      6552 ns/op	       624.0 alloc-B/record	         2.242 cpu-s/Mrecords	         0 failed-ticks	        20.00 gc/Mrecords	         2.000 gomaxprocs	      2419 records/batch	    161820 records/s	       310.0 redis-cmds/Mrecords	         0.1745 redis-cpu-s/Mrecords	       413.3 requests/Mrecords	         3.000 ticks
+`
+	p, err := Parse(strings.NewReader(runs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Measure(p).Rounded()
+	for k, w := range map[string]float64{
+		"real_kafka_replicated_passthrough_records_per_s":    round((226729. + 226849) / 2),
+		"real_kafka_replicated_e2e_vs_passthrough_ratio":     round((238730. + 194505) / (226729 + 226849)),
+		"real_kafka_replicated_passthrough_eos_vs_alo_ratio": round((136991. + 180279) / (226729 + 226849)),
+		"real_kafka_replicated_eos_vs_alo_ratio":             round((201513. + 161820) / (238730 + 194505)),
+		"real_kafka_replicated_eos_vs_eos_passthrough_ratio": round((201513. + 161820) / (136991 + 180279)),
+	} {
+		if g, ok := res[k]; !ok || g != w {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, w)
+		}
+	}
+}

@@ -49,15 +49,18 @@ func BenchmarkRealKafka(b *testing.B) {
 // BenchmarkRealKafkaReplicated is BenchmarkRealKafka's exactly-once figures on three
 // Apache Kafka brokers, every topic (and the transaction and offsets topics) replicated
 // three times, as a production cluster runs exactly-once: each transaction's end and
-// each acks=all write then wait for the followers. Its sides: the at-least-once gate
-// (the ratio's base), the exactly-once pass-through and the exactly-once gate.
+// each acks=all write then wait for the followers. Its sides: the at-least-once
+// pass-through, the at-least-once gate (the ratio's base), the exactly-once pass-through
+// and the exactly-once gate. The two pass-throughs' ratio is what exactly-once costs a
+// franz-go program that does nothing else on the same cluster: the ceiling the gate's own
+// ratio is measured against (real_kafka_replicated_passthrough_eos_vs_alo_ratio).
 func BenchmarkRealKafkaReplicated(b *testing.B) {
 	c := kafkatest.Start(b, kafkatest.Options{Nodes: 3, Heap: "768m", Throughput: true})
 	r, _ := startE2ERedis(b, -1)
 	warm := newBrokerBenchEnv(b, c, "warm-up", 200_000).timeToSameEnd(b, c)
 	warm.runPassthroughBehind(b, time.Now())
 	warm.drop(b)
-	runEndToEnd(b, []string{"gate", "passthrough-eos", "exactly-once"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv {
+	runEndToEnd(b, []string{"passthrough", "gate", "passthrough-eos", "exactly-once"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv {
 		return newBrokerBenchEnv(b, c, mode, b.N).with(r).timeToSameEnd(b, c)
 	})
 }
