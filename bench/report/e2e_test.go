@@ -110,23 +110,14 @@ BenchmarkRealKafka/passthrough-2         	  300000	      2236 ns/op	       772.6
 BenchmarkRealKafka/gate-2                	  300000	      2253 ns/op	       578.9 alloc-B/record	         1.330 cpu-s/Mrecords	         0 failed-ticks	        13.33 gc/Mrecords	         2.000 gomaxprocs	      2970 records/batch	    472339 records/s	       160.0 redis-cmds/Mrecords	         0.05766 redis-cpu-s/Mrecords	       113.3 requests/Mrecords	         1.000 ticks
 BenchmarkRealKafka/exactly-once-2        	  300000	      3444 ns/op	       698.5 alloc-B/record	         2.041 cpu-s/Mrecords	         0 failed-ticks	        26.67 gc/Mrecords	         2.000 gomaxprocs	      2703 records/batch	    297875 records/s	       280.0 redis-cmds/Mrecords	         0.1299 redis-cpu-s/Mrecords	       123.3 requests/Mrecords	         2.000 ticks
 `
-	p, err := Parse(strings.NewReader(runs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := Measure(p).Rounded()
-	for k, w := range map[string]float64{
+	checkFigures(t, runs, map[string]float64{
 		"real_kafka_passthrough_records_per_s":  round((287427. + 451637) / 2),
 		"real_kafka_gate_records_per_s":         round((305842. + 472339) / 2),
 		"real_kafka_exactly_once_records_per_s": round((169414. + 297875) / 2),
 		"real_kafka_e2e_vs_passthrough_ratio":   round((305842. + 472339) / (287427 + 451637)),
 		"real_kafka_cpu_vs_passthrough_ratio":   round((1.498 + 1.330) / (1.522 + 1.265)),
 		"real_kafka_eos_vs_alo_ratio":           round((169414. + 297875) / (305842 + 472339)),
-	} {
-		if g, ok := res[k]; !ok || g != w {
-			t.Errorf("%s = %v (present %v), want %v", k, g, ok, w)
-		}
-	}
+	})
 	// The ratio's note says what its clocks are: the same end for both sides.
 	for _, r := range rows {
 		if r.key == "real_kafka_e2e_vs_passthrough_ratio" {
@@ -154,18 +145,24 @@ BenchmarkRealKafkaReplicated/gate-2                	  300000	      5398 ns/op	  
 BenchmarkRealKafkaReplicated/passthrough-eos-2     	  300000	      5552 ns/op	       775.0 alloc-B/record	         1.745 cpu-s/Mrecords	        23.33 gc/Mrecords	         2.000 gomaxprocs	      3226 records/batch	    180279 records/s	       310.0 requests/Mrecords
 BenchmarkRealKafkaReplicated/exactly-once-2        	  300000	      6552 ns/op	       624.0 alloc-B/record	         2.242 cpu-s/Mrecords	         0 failed-ticks	        20.00 gc/Mrecords	         2.000 gomaxprocs	      2419 records/batch	    161820 records/s	       310.0 redis-cmds/Mrecords	         0.1745 redis-cpu-s/Mrecords	       413.3 requests/Mrecords	         3.000 ticks
 `
-	p, err := Parse(strings.NewReader(runs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := Measure(p).Rounded()
-	for k, w := range map[string]float64{
+	checkFigures(t, runs, map[string]float64{
 		"real_kafka_replicated_passthrough_records_per_s":    round((226729. + 226849) / 2),
 		"real_kafka_replicated_e2e_vs_passthrough_ratio":     round((238730. + 194505) / (226729 + 226849)),
 		"real_kafka_replicated_passthrough_eos_vs_alo_ratio": round((136991. + 180279) / (226729 + 226849)),
 		"real_kafka_replicated_eos_vs_alo_ratio":             round((201513. + 161820) / (238730 + 194505)),
 		"real_kafka_replicated_eos_vs_eos_passthrough_ratio": round((201513. + 161820) / (136991 + 180279)),
-	} {
+	})
+}
+
+// checkFigures checks the figures the report derives from a benchmark's output lines.
+func checkFigures(t *testing.T, lines string, want map[string]float64) {
+	t.Helper()
+	p, err := Parse(strings.NewReader(lines))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Measure(p).Rounded()
+	for k, w := range want {
 		if g, ok := res[k]; !ok || g != w {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, w)
 		}
