@@ -129,6 +129,7 @@ part consume-build consume_bin
 part end-to-end repeat 6 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkEndToEnd$' -test.benchtime 1000000x
 part end-to-end-shared-cores repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkEndToEndSharedCores$' -test.benchtime 1000000x
 part end-to-end-same-clock repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkEndToEndSameClock$' -test.benchtime 300000x
+part rotation-gate repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRotationGate$' -test.benchtime 1000000x
 part outcomes repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkOutcomes$' -test.benchtime 2000000x
 part real-kafka repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x
 part real-kafka-replicated repeat 4 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafkaReplicated$' -test.benchtime 300000x

@@ -30,6 +30,8 @@ const (
 	benchOutGateOn   = "BenchmarkOutcomes/gate-outcomes"
 	benchOutEOS      = "BenchmarkOutcomes/exactly-once"
 	benchOutEOSOn    = "BenchmarkOutcomes/exactly-once-outcomes"
+	benchRotTeam     = "BenchmarkRotationGate/rotation-team-rule"
+	benchRotUser     = "BenchmarkRotationGate/rotation-user-rule"
 	benchRepPass     = "BenchmarkRealKafkaReplicated/passthrough"
 	benchRepGate     = "BenchmarkRealKafkaReplicated/gate"
 	benchRepPassEOS  = "BenchmarkRealKafkaReplicated/passthrough-eos"
@@ -94,6 +96,8 @@ func e2eFigures(b Samples, out map[string]float64) {
 	b.putRatio(out, "records/s", benchSameExactly, "", benchSamePassEOS, "kfake_eos_passthrough_records_per_s", "kfake_eos_vs_eos_passthrough_ratio")
 	// Outcomes on ÷ off, each right after the other in every run: over runs of seconds
 	// (BenchmarkOutcomes, the goal's), and over the same clock's short ones.
+	// The rotation load through the whole gate, the per-user rule's gate ÷ the team rule's.
+	b.putRatio(out, "cpu-s/Mrecords", benchRotUser, "rotation_whole_gate_user_rule_cpu_s_per_million", benchRotTeam, "rotation_whole_gate_team_rule_cpu_s_per_million", "rotation_whole_gate_cpu_vs_team_rule")
 	b.putRatio(out, "records/s", benchOutGateOn, "outcomes_gate_records_per_s", benchOutGate, "outcomes_off_gate_records_per_s", "outcomes_vs_off_ratio")
 	b.putRatio(out, "records/s", benchOutEOSOn, "outcomes_exactly_once_records_per_s", benchOutEOS, "outcomes_off_exactly_once_records_per_s", "outcomes_eos_vs_off_ratio")
 	b.putRatio(out, "cpu-s/Mrecords", benchOutGateOn, "", benchOutGate, "", "outcomes_cpu_vs_off_ratio")

@@ -168,3 +168,19 @@ func checkFigures(t *testing.T, lines string, want map[string]float64) {
 		}
 	}
 }
+
+// BenchmarkRotationGate's figure: the per-user rule's whole gate ÷ the team rule's, CPU per
+// record, ratio of the means; the lines' figures are a run of it on a 2-core VM, 2026-11-29
+// (one line each, twice).
+func TestRotationWholeGate(t *testing.T) {
+	const runs = `BenchmarkRotationGate/rotation-team-rule-2         	 1000000	       988.3 ns/op	       1.631 cpu-s/Mrecords	   1011835 records/s
+BenchmarkRotationGate/rotation-user-rule-2         	 1000000	      1750 ns/op	       2.491 cpu-s/Mrecords	    571549 records/s
+BenchmarkRotationGate/rotation-team-rule-2         	  300000	      1172 ns/op	       1.815 cpu-s/Mrecords	    853315 records/s
+BenchmarkRotationGate/rotation-user-rule-2         	  300000	      2121 ns/op	       2.906 cpu-s/Mrecords	    471370 records/s
+`
+	checkFigures(t, runs, map[string]float64{
+		"rotation_whole_gate_team_rule_cpu_s_per_million": round((1.631 + 1.815) / 2),
+		"rotation_whole_gate_user_rule_cpu_s_per_million": round((2.491 + 2.906) / 2),
+		"rotation_whole_gate_cpu_vs_team_rule":            round((2.491 + 2.906) / (1.631 + 1.815)),
+	})
+}

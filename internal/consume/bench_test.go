@@ -20,6 +20,7 @@ import (
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 const benchParts = 4
@@ -191,7 +192,7 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 			env := newEnv(b, mode)
 			batches := new(produceBatches)
 			env.cfg.ClientOpts = append(env.cfg.ClientOpts, kgo.WithHooks(batches))
-			gate := mode == "gate" || mode == "exactly-once" || mode == "gate-outcomes" || mode == "exactly-once-outcomes"
+			gate := mode == "gate" || mode == "exactly-once" || mode == "gate-outcomes" || mode == "exactly-once-outcomes" || strings.HasPrefix(mode, "rotation-")
 			if gate {
 				env.redis.flush(b)
 			}
@@ -209,7 +210,7 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 			var elapsed time.Duration
 			var reg *prometheus.Registry
 			switch mode {
-			case "gate", "gate-outcomes":
+			case "gate", "gate-outcomes", "rotation-team-rule", "rotation-user-rule":
 				elapsed, reg = env.runGate(b, start)
 			case "exactly-once", "exactly-once-outcomes":
 				env.cfg.Delivery, env.cfg.TransactionalID = ExactlyOnce, env.cfg.GroupID
@@ -315,6 +316,9 @@ type benchEnv struct {
 	drop func(testing.TB)
 	// redis is the server the gate's tick syncs with (with); a gate run needs one.
 	redis *e2eRedis
+	// rules, when set, makes the gate's router and the limits its tick syncs (a rules
+	// file's); unset, the gate has no rules file and one limit.
+	rules func(b *testing.B, e *benchEnv, reg prometheus.Registerer) (*route.Router, []tick.Limit)
 	// sameEnd, when set (BenchmarkRealKafka: timeToSameEnd), is every mode's clock: it
 	// waits for the run's end, read off the broker the same way whichever side runs,
 	// calls stop to ask the side to stop, and returns the time since start; the
@@ -343,6 +347,13 @@ type benchBroker interface {
 // each, and returns the run's settings.
 func newBrokerBenchEnv(b *testing.B, c benchBroker, name string, n int) *benchEnv {
 	b.Helper()
+	return newBrokerBenchEnvOf(b, c, name, n, benchRecords)
+}
+
+// newBrokerBenchEnvOf is newBrokerBenchEnv with the input's records from gen (as
+// benchRecords makes them: n records on topic, given in chunks to each).
+func newBrokerBenchEnvOf(b *testing.B, c benchBroker, name string, n int, gen func(topic string, n int, each func([]*kgo.Record))) *benchEnv {
+	b.Helper()
 	run := fmt.Sprintf("bench-%s-%d-%d", name, n, time.Now().UnixNano())
 	e := &benchEnv{n: n, in: run + ".in", acc: run + ".acc", ovf: run + ".ovf", dlq: run + ".dlq"}
 	c.CreateTopic(b, e.in, benchParts)
@@ -355,7 +366,7 @@ func newBrokerBenchEnv(b *testing.B, c benchBroker, name string, n int) *benchEn
 		c.CreateTopic(b, t, 3)
 	}
 	prod := c.Client(b, kgo.ProducerLinger(5*time.Millisecond))
-	benchRecords(e.in, n, func(recs []*kgo.Record) {
+	gen(e.in, n, func(recs []*kgo.Record) {
 		if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 			b.Fatalf("filling the input: %v", err)
 		}
@@ -458,15 +469,22 @@ func (e *benchEnv) runGate(b *testing.B, start time.Time) (time.Duration, *prome
 		b.Fatal("a gate run without a redis-server for its tick (benchEnv.with)")
 	}
 	reg := prometheus.NewRegistry()
-	lim, err := limit.New(limit.Config{}, nil, reg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	stopTick := e.redis.startTick(b, lim, reg)
-	kf, _ := route.ParseKeyFrom("json:team_id")
-	r, err := route.New(route.Config{KeyFrom: kf, AcceptedTopic: e.acc, OverflowTopic: e.ovf, DeadLetterTopic: e.dlq}, lim, reg)
-	if err != nil {
-		b.Fatal(err)
+	var r *route.Router
+	var stopTick func()
+	if e.rules != nil {
+		var lims []tick.Limit
+		r, lims = e.rules(b, e, reg)
+		stopTick = e.redis.startTickOf(b, lims, reg)
+	} else {
+		lim, err := limit.New(limit.Config{}, nil, reg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stopTick = e.redis.startTick(b, lim, reg)
+		kf, _ := route.ParseKeyFrom("json:team_id")
+		if r, err = route.New(route.Config{KeyFrom: kf, AcceptedTopic: e.acc, OverflowTopic: e.ovf, DeadLetterTopic: e.dlq}, lim, reg); err != nil {
+			b.Fatal(err)
+		}
 	}
 	c, err := New(e.cfg, r, nil, reg, nil)
 	if err != nil {

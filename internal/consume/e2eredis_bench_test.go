@@ -97,6 +97,12 @@ func (r *e2eRedis) flush(b *testing.B) {
 // returns what stops it and waits for its final flush.
 func (r *e2eRedis) startTick(b *testing.B, lim *limit.Limiter, reg prometheus.Registerer) (stop func()) {
 	b.Helper()
+	return r.startTickOf(b, []tick.Limit{{Lim: lim}}, reg)
+}
+
+// startTickOf is startTick for a tick over several limits (a rules file's).
+func (r *e2eRedis) startTickOf(b *testing.B, lims []tick.Limit, reg prometheus.Registerer) (stop func()) {
+	b.Helper()
 	clients, err := tick.Dial([]string{r.srv.URL()}, tick.RedisOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -105,7 +111,7 @@ func (r *e2eRedis) startTick(b *testing.B, lim *limit.Limiter, reg prometheus.Re
 	for i, c := range clients {
 		inst[i] = c
 	}
-	tk, err := tick.NewMulti([]tick.Limit{{Lim: lim}}, inst, tick.Config{}, reg, nil)
+	tk, err := tick.NewMulti(lims, inst, tick.Config{}, reg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
