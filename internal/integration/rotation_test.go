@@ -69,6 +69,16 @@ func TestIdentityRotation(t *testing.T) {
 			return sum(ends[s.n.Acc])+sum(ends[s.n.Ovf])+sum(ends[s.n.Dlq]) >= int64(len(recs))
 		})
 	}
+	// The runaway user's diversion is exact within one window. Across a window's start the
+	// sliding window weighs the window before by the part of it still covered, so a few
+	// more of its records pass (498 of 500 diverted were seen once, the records routed
+	// across a minute's turn): the records go in with at least 30 s of the minute left,
+	// the windows being the wall clock's minutes, and the check is exact only if they were
+	// all routed before it turned.
+	if left := time.Until(time.Now().Truncate(time.Minute).Add(time.Minute)); left < 30*time.Second {
+		time.Sleep(left) // a wall-clock instant, not a condition: the next minute's start
+	}
+	window := time.Now().Truncate(time.Minute)
 	// Found rotating by the tick after its keys pass the bound: a candidate at 500 records,
 	// rotating past 1,000 keys.
 	produce(t, s.k, batch(0, 3000)...)
@@ -78,6 +88,7 @@ func TestIdentityRotation(t *testing.T) {
 	})
 	produce(t, s.k, batch(3000, 4000)...)
 	routed("every record routed")
+	oneWindow := time.Now().Truncate(time.Minute).Equal(window)
 	// From then on its records go to overflow, saying why.
 	var ovfRot, accOK, ovfHot int
 	for _, r := range s.k.ReadAll(t, nil, s.n.Acc, s.n.Ovf) {
@@ -97,7 +108,13 @@ func TestIdentityRotation(t *testing.T) {
 			ovfHot++
 		}
 	}
-	if ovfRot < 1000 || accOK != 1000 || ovfHot != 500 {
+	wantHot := ovfHot == 500
+	if !oneWindow {
+		// A slow run crossed the minute: the divert guarantee, at least 90 % of the excess.
+		t.Logf("the records were routed across a minute's turn: %d of the runaway user's 500 over its limit diverted", ovfHot)
+		wantHot = ovfHot >= 450 && ovfHot <= 500
+	}
+	if ovfRot < 1000 || accOK != 1000 || !wantHot {
 		t.Errorf("rotating team's records in overflow with key_cardinality: %d, want its last 1,000 at least; steady users' accepted %d of 1,000; the runaway user's diverted %d, want the 500 over its limit",
 			ovfRot, accOK, ovfHot)
 	}
