@@ -94,10 +94,10 @@ func e2eFigures(b Samples, out map[string]float64) {
 	b.putRatio(out, "records/s", benchSameGate, "kfake_gate_records_per_s", benchSamePass, "kfake_passthrough_records_per_s", "kfake_e2e_vs_passthrough_ratio")
 	b.putRatio(out, "records/s", benchSameExactly, "kfake_exactly_once_records_per_s", benchSameGate, "", "kfake_eos_vs_alo_ratio")
 	b.putRatio(out, "records/s", benchSameExactly, "", benchSamePassEOS, "kfake_eos_passthrough_records_per_s", "kfake_eos_vs_eos_passthrough_ratio")
-	// Outcomes on ÷ off, each right after the other in every run: over runs of seconds
-	// (BenchmarkOutcomes, the goal's), and over the same clock's short ones.
 	// The rotation load through the whole gate, the per-user rule's gate ÷ the team rule's.
 	b.putRatio(out, "cpu-s/Mrecords", benchRotUser, "rotation_whole_gate_user_rule_cpu_s_per_million", benchRotTeam, "rotation_whole_gate_team_rule_cpu_s_per_million", "rotation_whole_gate_cpu_vs_team_rule")
+	// Outcomes on ÷ off, each right after the other in every run: over runs of seconds
+	// (BenchmarkOutcomes, the goal's), and over the same clock's short ones.
 	b.putRatio(out, "records/s", benchOutGateOn, "outcomes_gate_records_per_s", benchOutGate, "outcomes_off_gate_records_per_s", "outcomes_vs_off_ratio")
 	b.putRatio(out, "records/s", benchOutEOSOn, "outcomes_exactly_once_records_per_s", benchOutEOS, "outcomes_off_exactly_once_records_per_s", "outcomes_eos_vs_off_ratio")
 	b.putRatio(out, "cpu-s/Mrecords", benchOutGateOn, "", benchOutGate, "", "outcomes_cpu_vs_off_ratio")

@@ -192,7 +192,9 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 			env := newEnv(b, mode)
 			batches := new(produceBatches)
 			env.cfg.ClientOpts = append(env.cfg.ClientOpts, kgo.WithHooks(batches))
-			gate := mode == "gate" || mode == "exactly-once" || mode == "gate-outcomes" || mode == "exactly-once-outcomes" || strings.HasPrefix(mode, "rotation-")
+			// A gate at least once: the plain modes, and any whose env brings a rules file.
+			aloGate := mode == "gate" || mode == "gate-outcomes" || env.rules != nil
+			gate := aloGate || mode == "exactly-once" || mode == "exactly-once-outcomes"
 			if gate {
 				env.redis.flush(b)
 			}
@@ -209,13 +211,13 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 			start := time.Now()
 			var elapsed time.Duration
 			var reg *prometheus.Registry
-			switch mode {
-			case "gate", "gate-outcomes", "rotation-team-rule", "rotation-user-rule":
+			switch {
+			case aloGate:
 				elapsed, reg = env.runGate(b, start)
-			case "exactly-once", "exactly-once-outcomes":
+			case mode == "exactly-once" || mode == "exactly-once-outcomes":
 				env.cfg.Delivery, env.cfg.TransactionalID = ExactlyOnce, env.cfg.GroupID
 				elapsed, reg = env.runGate(b, start)
-			case "passthrough-eos":
+			case mode == "passthrough-eos":
 				elapsed = env.runOnClock(b, start, env.passthroughEOS)
 			default:
 				if env.sameEnd != nil {

@@ -20,8 +20,11 @@ import (
 // black-box: consumed from kfake (a process of its own), read, routed and produced, the
 // tick on a real redis-server. "rotation-team-rule" has a rules file with the team rule
 // alone (1m:300,000), "rotation-user-rule" a team_id+distinct_id rule (1m:30,000, keys
-// under the floor in its sketch, a rotating team collapsed) before the same team rule,
-// their limits built as config.RuleLimitConfigs builds a rules file's. The ratio of their
+// under the floor in its sketch, a rotating team collapsed) before the same team rule.
+// Their limits set what config.RuleLimitConfigs sets for such rules (a sketch and a bound
+// on a team's keys for the composite key), the rest limit.Config's defaults, which are the
+// gate's environment defaults; config cannot be imported here (it imports this package).
+// The ratio of their
 // CPU per record is the gate's CPU a per-user rule costs under identity rotation
 // (rotation_whole_gate_cpu_vs_team_rule in make bench); BenchmarkRotation measures the
 // limiters and the tick alone.
