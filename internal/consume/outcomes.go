@@ -52,6 +52,9 @@ type outcomeState struct {
 type outcomes struct {
 	aggs   []*outcome.Agg // one per routing goroutine: Consumer.scratch[i].Outcomes
 	budget *outcome.Budget
+	// rows and ends are the last seal's, cleared: the next one's (seals run one at a time).
+	rows   []outcome.Row
+	ends   []int
 	sealMu sync.Mutex // one seal at a time: the poll loop's and a revoke's
 	sealed time.Time  // the last periodic seal (at-least-once), under sealMu
 	// run and seq name the seals: the consumer's start (Unix ms) and a random suffix,
@@ -171,25 +174,33 @@ func (c *Consumer) seal(ps []*partition) []*outcomeRow {
 	}
 	c.out.seq++
 	id := fmt.Sprintf("%s/%s/%d", c.cfg.Gate, c.out.run, c.out.seq)
-	rows := outcome.Seal(c.cfg.Gate, id, c.out.aggs...)
+	rows := outcome.SealAppend(c.out.rows[:0], c.cfg.Gate, id, c.out.aggs...)
+	// The rows are copied into the records below: the slice is the next seal's.
+	var ends []int
+	defer func() { clear(rows); c.out.rows, c.out.ends = rows[:0], ends[:0] }()
 	if len(rows) == 0 {
 		return nil
 	}
 	out := make([]*outcomeRow, len(rows)+1)
-	// One allocation for the rows' records, one for their values.
+	// One allocation for the rows' records, one for their values, one for their keys
+	// (the teams), each sized before it is filled: a seal writes a row for every key
+	// that routed since the last (under exactly-once, every transaction), and growing
+	// them by appending copied each several times.
 	recs := make([]outcomeRow, len(rows)+1)
-	var buf []byte
-	ends := make([]int, len(rows))
+	nkeys := 0
 	for i := range rows {
-		buf = outcome.AppendJSON(buf, &rows[i])
-		ends[i] = len(buf)
+		nkeys += len(rows[i].Team)
 	}
+	keys := make([]byte, 0, nkeys)
+	var buf []byte
+	buf, ends = outcome.AppendRowsJSON(make([]byte, 0, len(rows)*rowBytes), rows, c.out.ends[:0])
 	from := 0
 	for i := range rows {
 		r := &recs[i]
 		r.rec = kgo.Record{Topic: c.cfg.OutcomesTopic, Value: buf[from:ends[i]:ends[i]]}
-		if rows[i].Team != "" {
-			r.rec.Key = []byte(rows[i].Team)
+		if t := rows[i].Team; t != "" {
+			keys = append(keys, t...)
+			r.rec.Key = keys[len(keys)-len(t) : len(keys) : len(keys)]
 		}
 		from = ends[i]
 		out[i] = r
@@ -201,6 +212,10 @@ func (c *Consumer) seal(ps []*partition) []*outcomeRow {
 	c.m.outcomeRows.Add(float64(len(rows)))
 	return out
 }
+
+// rowBytes is about how long a row's encoding is (internal/outcome's golden row is 315
+// bytes): the size a seal's buffer is made for, a seal of longer rows growing it once.
+const rowBytes = 320
 
 // counted returns the partitions among ps with records counted since the last seal.
 func counted(ps []*partition) []*partition {

@@ -3,6 +3,7 @@ package outcome
 import (
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -97,13 +98,6 @@ func (b *Budget) give(n int) {
 
 // Used returns the rows held.
 func (b *Budget) Used() int64 { return b.used.Load() }
-
-type rowKey struct {
-	iv           int64 // the interval's index: At ÷ the interval
-	kind         Kind
-	rule, reason string
-	key          string
-}
 
 // entry is a row. What every record of the row reads and writes comes first, in one
 // cache line: iv, rule, reason, the counts, next, kind, folded.
@@ -460,54 +454,75 @@ func (a *Agg) reset() {
 // Seal returns the rows the aggs recorded since their last seal, one per (interval, key,
 // rule, outcome, reason) whichever agg counted it, in the order the aggs first saw them
 // (aggs in turn), each stamped with gate and the seal's id, and starts them afresh,
-// giving their rows back to the budget.
-func Seal(gate, id string, aggs ...*Agg) []Row {
+// giving their rows back to the budget. The aggs' rows are merged into the first's
+// (absorb), through its index: a gate's routing goroutines seal together, and a Go map of
+// every row cost more than the rest of the seal. Aggs of another interval than the
+// first's (the consumer's share one) are not merged, their rows following.
+func Seal(gate, id string, aggs ...*Agg) []Row { return SealAppend(nil, gate, id, aggs...) }
+
+// SealAppend is Seal appending the rows to rows: a caller that seals often (under
+// exactly-once, every transaction) reuses one slice of rows, some 200 bytes each.
+func SealAppend(rows []Row, gate, id string, aggs ...*Agg) []Row {
 	n := 0
 	for _, a := range aggs {
 		n += len(a.entries)
 	}
 	if n == 0 {
-		return nil
+		return rows
 	}
 	for _, a := range aggs {
 		a.settle()
 	}
-	rows := make([]Row, 0, n)
-	type merged struct {
-		rowKey
-		folded bool
+	a0 := aggs[0]
+	own := []*Agg{a0}
+	for _, a := range aggs[1:] {
+		if a.ivNs != a0.ivNs {
+			own = append(own, a)
+			continue
+		}
+		for i := range a.entries {
+			a0.absorb(&a.entries[i])
+		}
 	}
-	var at map[merged]int // with several aggs: where each key's row is
-	if len(aggs) > 1 {
-		at = make(map[merged]int, n)
-	}
-	for _, a := range aggs {
+	rows = slices.Grow(rows, n) // n: at least the rows, as they were before merging
+	for _, a := range own {
 		for i := range a.entries {
 			e := &a.entries[i]
-			k := rowKey{iv: e.iv, kind: e.kind, rule: e.rule, reason: e.reason, key: e.key}
-			if at != nil {
-				m := merged{k, e.folded}
-				if j, ok := at[m]; ok {
-					rows[j].Records += e.records
-					rows[j].Bytes += e.bytes
-					continue
-				}
-				at[m] = len(rows)
-			}
-			start := time.Unix(0, k.iv*a.ivNs).UTC()
-			out := k.kind.String()
-			if k.kind == Topic {
+			start := time.Unix(0, e.iv*a.ivNs).UTC()
+			out := e.kind.String()
+			if e.kind == Topic {
 				out = "topic:" + e.topic
 			}
 			rows = append(rows, Row{
 				Schema: SchemaVersion, ID: id, Gate: gate,
 				IntervalStart: start, IntervalEnd: start.Add(time.Duration(a.ivNs)),
-				Team: e.team, Key: k.key, Rule: k.rule, Outcome: out, Reason: k.reason,
+				Team: e.team, Key: e.key, Rule: e.rule, Outcome: out, Reason: e.reason,
 				Records: e.records, Bytes: e.bytes, Threshold: e.threshold, ThresholdSource: e.source,
 				Folded: e.folded,
 			})
 		}
+	}
+	for _, a := range aggs {
 		a.reset()
 	}
 	return rows
+}
+
+// absorb adds e, a settled row of another Agg of the same interval, to a's row of the same
+// interval, key, kind, rule, reason and folding, or as a row of its own, a copy of e
+// drawn from no budget (e's Agg gives its rows back when reset). a is settled and
+// sealed: its slots' counts are not used again before it is reset.
+func (a *Agg) absorb(e *entry) {
+	h := maphash.String(a.slots.seed, e.key)
+	first, at := a.find(e.key, h)
+	for i := first; i >= 0; i = a.entries[i].next {
+		if x := &a.entries[i]; x.iv == e.iv && x.kind == e.kind && x.folded == e.folded && x.rule == e.rule && x.reason == e.reason {
+			x.records += e.records
+			x.bytes += e.bytes
+			return
+		}
+	}
+	ne := *e
+	ne.next = -1
+	a.link(first, at, h, ne.key, a.push(ne))
 }

@@ -245,6 +245,43 @@ func TestAppendJSONIsEncodingJSON(t *testing.T) {
 	}
 }
 
+// AppendRowsJSON writes each row as AppendJSON does, whichever of the fields it encodes
+// once for rows in a row change between them: the interval (also only its zone, which
+// the encoding shows), the id, the gate, the schema.
+func TestAppendRowsJSON(t *testing.T) {
+	est := time.FixedZone("EST", -5*3600)
+	base := Row{Schema: 1, ID: "g/1/2", Gate: "g", IntervalStart: t0, IntervalEnd: t0.Add(time.Minute), Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed", Records: 3, Bytes: 9}
+	var rows []Row
+	for i, change := range []func(r *Row){
+		func(r *Row) {},
+		func(r *Row) { r.Team, r.Key, r.Records = "43", "43:u\\1", 7 },
+		func(r *Row) { r.IntervalStart, r.IntervalEnd = t0.Add(time.Minute), t0.Add(2*time.Minute) },
+		func(r *Row) { r.IntervalStart = r.IntervalStart.In(est) }, // the same instant, written otherwise
+		func(r *Row) { r.ID = "g/1/3" },
+		func(r *Row) { r.Gate = "g<\\"; r.Folded = true },
+		func(r *Row) { r.Schema = 2 },
+		func(r *Row) {},
+	} {
+		r := base
+		if i > 0 {
+			r = rows[i-1]
+		}
+		change(&r)
+		rows = append(rows, r)
+	}
+	b, ends := AppendRowsJSON([]byte("x"), rows, nil)
+	if len(ends) != len(rows) {
+		t.Fatalf("%d ends for %d rows", len(ends), len(rows))
+	}
+	from := 1
+	for i := range rows {
+		if got, want := b[from:ends[i]], AppendJSON(nil, &rows[i]); !bytes.Equal(got, want) {
+			t.Errorf("row %d:\n got %s\nwant %s", i, got, want)
+		}
+		from = ends[i]
+	}
+}
+
 // A seal's record says which input ranges its rows count; Decode tells it from a row.
 func TestSealRecord(t *testing.T) {
 	v := AppendSealJSON(nil, &SealInfo{Schema: 1, Seal: "g/1/2", Gate: "g", Rows: 3, Sources: []Source{{Topic: "events", Partition: 3, FirstOffset: 100, LastOffset: 199}}})

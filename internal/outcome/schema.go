@@ -82,6 +82,30 @@ type Source struct {
 // would write them (TestAppendJSONIsEncodingJSON), without its reflection, as a gate
 // writes a row for every key of every seal.
 func AppendJSON(b []byte, r *Row) []byte {
+	return appendRest(appendPrefix(b, r), r)
+}
+
+// AppendRowsJSON appends the rows' encodings to b one after another, each as AppendJSON
+// writes it, and each one's end in b to ends. A seal's rows share their schema, id and
+// gate and, nearly all, their interval: the encoding of those, everything before
+// "team", is made once for the rows in a row that share it and copied, where encoding it
+// for each row cost as much as the rest of the row.
+func AppendRowsJSON(b []byte, rows []Row, ends []int) ([]byte, []int) {
+	var pre []byte
+	for i := range rows {
+		r := &rows[i]
+		if p := &rows[max(i-1, 0)]; i == 0 || r.Schema != p.Schema || r.ID != p.ID || r.Gate != p.Gate ||
+			r.IntervalStart != p.IntervalStart || r.IntervalEnd != p.IntervalEnd {
+			pre = appendPrefix(pre[:0], r)
+		}
+		b = appendRest(append(b, pre...), r)
+		ends = append(ends, len(b))
+	}
+	return b, ends
+}
+
+// appendPrefix appends r's encoding up to its team: its fields that a seal's rows share.
+func appendPrefix(b []byte, r *Row) []byte {
 	b = append(b, `{"schema":`...)
 	b = strconv.AppendInt(b, int64(r.Schema), 10)
 	b = appendField(b, "id", r.ID)
@@ -90,7 +114,11 @@ func AppendJSON(b []byte, r *Row) []byte {
 	b = r.IntervalStart.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","interval_end":"`...)
 	b = r.IntervalEnd.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
+	return append(b, '"')
+}
+
+// appendRest appends r's encoding from its team on.
+func appendRest(b []byte, r *Row) []byte {
 	b = appendField(b, "team", r.Team)
 	b = appendField(b, "key", r.Key)
 	b = appendField(b, "rule", r.Rule)
