@@ -137,19 +137,21 @@ type Agg struct {
 	classes              []class
 	lastRule, lastReason string
 	lastClass            uint16
-	// touched is what Touch read: kept so that the read is not left out.
-	touched int32
 }
 
-// Touch reads key's slot ahead of its Bump and returns key's hash, for BumpHashed:
+// Touch fetches key's slot ahead of its Bump and returns key's hash, for BumpHashed:
 // called once the key is known, before the record's limits are checked, it has the
-// processor fetch the slot's line while the checks run, and the Bump finds the line in
-// its caches. A gate's thousands of keys keep few of their slots there between two of
-// their records.
+// processor fetch the slot's line while the checks run (prefetch), and the Bump finds
+// the line in its caches. A gate's thousands of keys keep few of their slots there
+// between two of their records: in the whole gate, between the records a transaction or
+// a commit interval streams through the caches, nearly every slot read went to memory.
+// Read with a load, as Touch first did, the slot held the instructions after it from
+// retiring until its line came; prefetched, it holds nothing (profiled in
+// BenchmarkOutcomes: docs/benchmarks.md).
 func (a *Agg) Touch(key string) uint64 {
 	x := &a.slots
 	h := maphash.String(x.seed, key)
-	a.touched = x.slots[h&uint64(len(x.slots)-1)].row
+	prefetch(&x.slots[h&uint64(len(x.slots)-1)])
 	return h
 }
 
