@@ -7,7 +7,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
+	"github.com/capturegate/gate/internal/cpu"
 	"github.com/capturegate/gate/internal/limit"
 )
 
@@ -141,7 +143,7 @@ type Agg struct {
 
 // Touch fetches key's slot ahead of its Bump and returns key's hash, for BumpHashed:
 // called once the key is known, before the record's limits are checked, it has the
-// processor fetch the slot's line while the checks run (prefetch), and the Bump finds
+// processor fetch the slot's line while the checks run (cpu.Prefetch), and the Bump finds
 // the line in its caches. A gate's thousands of keys keep few of their slots there
 // between two of their records: in the whole gate, between the records a transaction or
 // a commit interval streams through the caches, nearly every slot read went to memory.
@@ -151,7 +153,7 @@ type Agg struct {
 func (a *Agg) Touch(key string) uint64 {
 	x := &a.slots
 	h := maphash.String(x.seed, key)
-	prefetch(&x.slots[h&uint64(len(x.slots)-1)])
+	cpu.Prefetch(unsafe.Pointer(&x.slots[h&uint64(len(x.slots)-1)]))
 	return h
 }
 
