@@ -101,10 +101,24 @@ func e2eFigures(b Samples, out map[string]float64) {
 	b.putRatio(out, "records/s", benchOutGateOn, "outcomes_gate_records_per_s", benchOutGate, "outcomes_off_gate_records_per_s", "outcomes_vs_off_ratio")
 	b.putRatio(out, "records/s", benchOutEOSOn, "outcomes_exactly_once_records_per_s", benchOutEOS, "outcomes_off_exactly_once_records_per_s", "outcomes_eos_vs_off_ratio")
 	b.putRatio(out, "cpu-s/Mrecords", benchOutGateOn, "", benchOutGate, "", "outcomes_cpu_vs_off_ratio")
-	if on, ok := b.Mean(benchOutGateOn, "alloc-B/record"); ok {
-		if off, ok := b.Mean(benchOutGate, "alloc-B/record"); ok {
-			out["outcomes_alloc_bytes_per_record"] = on - off
+	b.putRatio(out, "cpu-s/Mrecords", benchOutEOSOn, "", benchOutEOS, "", "outcomes_eos_cpu_vs_off_ratio")
+	for _, m := range []struct{ on, off, key string }{
+		{benchOutGateOn, benchOutGate, "outcomes_alloc_bytes_per_record"},
+		{benchOutEOSOn, benchOutEOS, "outcomes_eos_alloc_bytes_per_record"},
+	} {
+		if on, ok := b.Mean(m.on, "alloc-B/record"); ok {
+			if off, ok := b.Mean(m.off, "alloc-B/record"); ok {
+				out[m.key] = on - off
+			}
 		}
+	}
+	// What the rows' cost follows: rows written a million records, a seal a commit
+	// interval at least once, a transaction exactly once.
+	if v, ok := b.Mean(benchOutGateOn, "outcome-rows/Mrecords"); ok {
+		out["outcomes_rows_per_million_records"] = v
+	}
+	if v, ok := b.Mean(benchOutEOSOn, "outcome-rows/Mrecords"); ok {
+		out["outcomes_eos_rows_per_million_records"] = v
 	}
 	b.putRatio(out, "records/s", benchSameGateOut, "", benchSameGate, "", "outcomes_short_run_vs_off_ratio")
 	b.putRatio(out, "records/s", benchSameEOSOut, "", benchSameExactly, "", "outcomes_short_run_eos_vs_off_ratio")

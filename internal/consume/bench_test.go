@@ -242,11 +242,17 @@ func runEndToEnd(b *testing.B, modes []string, pin e2ePin, newEnv func(b *testin
 			b.ReportMetric(cpu.Seconds()/float64(b.N)*1e6, "cpu-s/Mrecords")
 			b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "gomaxprocs")
 			if gate {
-				ticks, cmds, errs := tickFigures(b, reg)
+				f := figuresOf(b, reg)
 				b.ReportMetric(redisCPU/float64(b.N)*1e6, "redis-cpu-s/Mrecords")
-				b.ReportMetric(ticks, "ticks")
-				b.ReportMetric(cmds/float64(b.N)*1e6, "redis-cmds/Mrecords")
-				b.ReportMetric(errs, "failed-ticks")
+				b.ReportMetric(f.ticks, "ticks")
+				b.ReportMetric(f.commands/float64(b.N)*1e6, "redis-cmds/Mrecords")
+				b.ReportMetric(f.errors, "failed-ticks")
+				if env.out != "" { // what the outcome rows' cost follows: rows a record
+					b.ReportMetric(f.outcomeRows/float64(b.N)*1e6, "outcome-rows/Mrecords")
+				}
+				if f.txns > 0 {
+					b.ReportMetric(f.txns/float64(b.N)*1e6, "txns/Mrecords")
+				}
 			}
 			if n := batches.n.Load(); n > 0 {
 				b.ReportMetric(float64(batches.records.Load())/float64(n), "records/batch")

@@ -134,6 +134,18 @@ func (r *e2eRedis) startTickOf(b *testing.B, lims []tick.Limit, reg prometheus.R
 // final flush among them), the Redis commands it sent and the errors it counted
 // (gate_limiter_errors_total: one Redis instance, so about one a failed tick).
 func tickFigures(b *testing.B, reg *prometheus.Registry) (ticks, commands, errors float64) {
+	f := figuresOf(b, reg)
+	return f.ticks, f.commands, f.errors
+}
+
+// gateFigures are what a gate run's metrics say: its tick's (tickFigures), and the outcome
+// rows it wrote (gate_outcome_rows_total) and transactions it committed.
+type gateFigures struct {
+	ticks, commands, errors float64
+	outcomeRows, txns       float64
+}
+
+func figuresOf(b *testing.B, reg *prometheus.Registry) (f gateFigures) {
 	b.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -143,13 +155,21 @@ func tickFigures(b *testing.B, reg *prometheus.Registry) (ticks, commands, error
 		for _, m := range mf.GetMetric() {
 			switch mf.GetName() {
 			case "gate_limiter_tick_duration_seconds":
-				ticks += float64(m.GetHistogram().GetSampleCount())
+				f.ticks += float64(m.GetHistogram().GetSampleCount())
 			case "gate_limiter_redis_commands_total":
-				commands += m.GetCounter().GetValue()
+				f.commands += m.GetCounter().GetValue()
 			case "gate_limiter_errors_total":
-				errors += m.GetCounter().GetValue()
+				f.errors += m.GetCounter().GetValue()
+			case "gate_outcome_rows_total":
+				f.outcomeRows += m.GetCounter().GetValue()
+			case "gate_transactions_total":
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "result" && l.GetValue() == "committed" {
+						f.txns += m.GetCounter().GetValue()
+					}
+				}
 			}
 		}
 	}
-	return ticks, commands, errors
+	return f
 }
