@@ -130,16 +130,10 @@ func (r *e2eRedis) startTickOf(b *testing.B, lims []tick.Limit, reg prometheus.R
 	}
 }
 
-// tickFigures are what a gate run's tick did, from its metrics on reg: its ticks (the
+// gateFigures are what a gate run's metrics on its registry say: its tick's ticks (the
 // final flush among them), the Redis commands it sent and the errors it counted
-// (gate_limiter_errors_total: one Redis instance, so about one a failed tick).
-func tickFigures(b *testing.B, reg *prometheus.Registry) (ticks, commands, errors float64) {
-	f := figuresOf(b, reg)
-	return f.ticks, f.commands, f.errors
-}
-
-// gateFigures are what a gate run's metrics say: its tick's (tickFigures), and the outcome
-// rows it wrote (gate_outcome_rows_total) and transactions it committed.
+// (gate_limiter_errors_total: one Redis instance, so about one a failed tick), and the
+// outcome rows it wrote (gate_outcome_rows_total) and transactions it committed.
 type gateFigures struct {
 	ticks, commands, errors float64
 	outcomeRows, txns       float64
