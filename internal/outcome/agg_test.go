@@ -317,3 +317,80 @@ func TestBumpHashed(t *testing.T) {
 		t.Errorf("rows %v, want t1 2 and t2 1", got)
 	}
 }
+
+// TestSealMergesAggs: rows counted by several Aggs (a gate's routing goroutines), through
+// Touch and BumpHashed or Record as the router counts them, seal into one row per
+// interval, outcome, rule, reason and key, each the sum of every Agg's records: what a
+// plain map counts, across seals.
+func TestSealMergesAggs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	long := strings.Repeat("k", 40)
+	var keys []string
+	for i := range 500 {
+		switch i % 3 {
+		case 0:
+			keys = append(keys, strconv.Itoa(i))
+		case 1:
+			keys = append(keys, long+strconv.Itoa(i))
+		default:
+			keys = append(keys, "")
+		}
+	}
+	type id struct {
+		iv                int64
+		kind              string
+		rule, reason, key string
+	}
+	for _, nagg := range []int{2, 3, 5} {
+		b := NewBudget(0)
+		var aggs []*Agg
+		for range nagg {
+			aggs = append(aggs, NewAgg(time.Minute, b))
+		}
+		for seal := range 3 {
+			want := map[id]int64{}
+			for range 20_000 {
+				key := keys[rng.IntN(len(keys))]
+				f := Fate{At: t0.Add(time.Duration(rng.IntN(120)) * time.Second), Kind: Kind(rng.IntN(int(numKinds))), Rule: []string{"", "r"}[rng.IntN(2)], Reason: "x", Key: string([]byte(key)), Bytes: 1}
+				f.Team = f.Key
+				if f.Kind == Topic {
+					f.Topic = "t"
+				}
+				a := aggs[rng.IntN(nagg)]
+				if f.Key != "" && rng.IntN(2) == 0 {
+					h := a.Touch(f.Key)
+					if a.BumpHashed(h, f.At, f.Key, f.Kind, f.Rule, f.Reason, f.Bytes) {
+						want[id{a.interval(f.At), kindOut(f), f.Rule, f.Reason, f.Key}]++
+						continue
+					}
+				}
+				a.Record(&f)
+				want[id{a.interval(f.At), kindOut(f), f.Rule, f.Reason, f.Key}]++
+			}
+			got := map[id]int64{}
+			for _, r := range Seal("g", "s", aggs...) {
+				k := id{r.IntervalStart.UnixNano() / int64(time.Minute), r.Outcome, r.Rule, r.Reason, r.Key}
+				if _, dup := got[k]; dup {
+					t.Fatalf("n %d seal %d: two rows %+v", nagg, seal, k)
+				}
+				got[k] = r.Records
+			}
+			if len(got) != len(want) {
+				t.Errorf("n %d seal %d: %d rows want %d", nagg, seal, len(got), len(want))
+			}
+			for k, w := range want {
+				if got[k] != w {
+					t.Fatalf("n %d seal %d: %+v got %d want %d", nagg, seal, k, got[k], w)
+				}
+			}
+		}
+	}
+}
+
+// kindOut is f's Row.Outcome.
+func kindOut(f Fate) string {
+	if f.Kind == Topic {
+		return "topic:" + f.Topic
+	}
+	return f.Kind.String()
+}
