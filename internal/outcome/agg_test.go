@@ -98,6 +98,26 @@ func TestBudgetFoldsTheRest(t *testing.T) {
 	}
 }
 
+// mixedKeys are n keys of every kind an Agg tells apart: short, longer than a slot holds
+// sharing a prefix, slotKey long and shorter ("" among them), and composite.
+func mixedKeys(n int) []string {
+	long := strings.Repeat("k", 40)
+	var keys []string
+	for i := range n {
+		switch i % 5 {
+		case 0:
+			keys = append(keys, strconv.Itoa(i))
+		case 1:
+			keys = append(keys, long+strconv.Itoa(i)) // longer than slotKey, same prefix
+		case 2:
+			keys = append(keys, strings.Repeat("x", slotKey)[:i/5%(slotKey+1)]) // slotKey and shorter, "" among them
+		default:
+			keys = append(keys, "team-"+strconv.Itoa(i)+":u-"+strconv.Itoa(i%7))
+		}
+	}
+	return keys
+}
+
 // TestAggMatchesReference: whatever the keys (short, longer than a slot holds, empty,
 // sharing prefixes), intervals (across their ends, before 1970), kinds, rules and
 // reasons, with or without Bump first (as the router calls it), across seals and past
@@ -105,20 +125,7 @@ func TestBudgetFoldsTheRest(t *testing.T) {
 // row of its key, interval, kind, rule and reason, or folded once the budget is spent.
 func TestAggMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	long := strings.Repeat("k", 40)
-	var keys []string
-	for i := range 3000 {
-		switch i % 5 {
-		case 0:
-			keys = append(keys, strconv.Itoa(i))
-		case 1:
-			keys = append(keys, long+strconv.Itoa(i)) // longer than slotKey, same prefix
-		case 2:
-			keys = append(keys, strings.Repeat("x", slotKey)[:i%(slotKey+1)]) // slotKey and shorter, "" among them
-		default:
-			keys = append(keys, "team-"+strconv.Itoa(i)+":u-"+strconv.Itoa(i%7))
-		}
-	}
+	keys := mixedKeys(3000)
 	rules, reasons := []string{"", "team", "user"}, []string{"allowed", "rate_limited", "tagged"}
 	type id struct {
 		iv                int64
@@ -318,72 +325,99 @@ func TestBumpHashed(t *testing.T) {
 	}
 }
 
-// TestSealMergesAggs: rows counted by several Aggs (a gate's routing goroutines), through
-// Touch and BumpHashed or Record as the router counts them, seal into one row per
-// interval, outcome, rule, reason and key, each the sum of every Agg's records: what a
-// plain map counts, across seals.
+// TestSealMergesAggs: rows counted by several Aggs sharing a budget (a gate's routing
+// goroutines), through Touch and BumpHashed or Record as the router counts them, seal
+// into one row per interval, outcome, rule, reason and key, or one folded row per
+// interval, outcome, rule and reason for the records of keys past the budget, each the
+// sum of every Agg's records and bytes: what a plain map counts, across seals. A key's
+// row takes a row of the budget in each Agg that counts it.
 func TestSealMergesAggs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	long := strings.Repeat("k", 40)
-	var keys []string
-	for i := range 500 {
-		switch i % 3 {
-		case 0:
-			keys = append(keys, strconv.Itoa(i))
-		case 1:
-			keys = append(keys, long+strconv.Itoa(i))
-		default:
-			keys = append(keys, "")
-		}
-	}
+	keys := mixedKeys(500)
 	type id struct {
 		iv                int64
 		kind              string
 		rule, reason, key string
+		folded            bool
 	}
-	for _, nagg := range []int{2, 3, 5} {
-		b := NewBudget(0)
+	for _, c := range []struct {
+		aggs   int
+		budget int64
+	}{{2, 0}, {3, 0}, {5, 0}, {2, 300}, {5, 300}} {
+		b := NewBudget(c.budget)
 		var aggs []*Agg
-		for range nagg {
+		for range c.aggs {
 			aggs = append(aggs, NewAgg(time.Minute, b))
 		}
 		for seal := range 3 {
-			want := map[id]int64{}
+			want := map[id][2]int64{}
+			held := map[int]map[id]bool{} // by Agg: the rows it made
 			for range 20_000 {
-				key := keys[rng.IntN(len(keys))]
-				f := Fate{At: t0.Add(time.Duration(rng.IntN(120)) * time.Second), Kind: Kind(rng.IntN(int(numKinds))), Rule: []string{"", "r"}[rng.IntN(2)], Reason: "x", Key: string([]byte(key)), Bytes: 1}
+				f := Fate{At: t0.Add(time.Duration(rng.IntN(120)) * time.Second), Kind: Kind(rng.IntN(int(numKinds))),
+					Rule: []string{"", "r"}[rng.IntN(2)], Reason: "x", Key: string([]byte(keys[rng.IntN(len(keys))])), Bytes: rng.IntN(100)}
 				f.Team = f.Key
 				if f.Kind == Topic {
 					f.Topic = "t"
 				}
-				a := aggs[rng.IntN(nagg)]
-				if f.Key != "" && rng.IntN(2) == 0 {
-					h := a.Touch(f.Key)
-					if a.BumpHashed(h, f.At, f.Key, f.Kind, f.Rule, f.Reason, f.Bytes) {
-						want[id{a.interval(f.At), kindOut(f), f.Rule, f.Reason, f.Key}]++
-						continue
-					}
+				ai := rng.IntN(c.aggs)
+				a := aggs[ai]
+				k := id{a.interval(f.At), kindOut(f), f.Rule, f.Reason, f.Key, false}
+				if held[ai] == nil {
+					held[ai] = map[id]bool{}
+				}
+				rows := 0
+				for _, h := range held {
+					rows += len(h)
+				}
+				switch {
+				case held[ai][k]:
+				case c.budget == 0 || int64(rows) < c.budget:
+					held[ai][k] = true
+				default:
+					k.key, k.folded = "", true
+				}
+				w := want[k]
+				want[k] = [2]int64{w[0] + 1, w[1] + int64(f.Bytes)}
+				if f.Key != "" && rng.IntN(2) == 0 && a.BumpHashed(a.Touch(f.Key), f.At, f.Key, f.Kind, f.Rule, f.Reason, f.Bytes) {
+					continue
 				}
 				a.Record(&f)
-				want[id{a.interval(f.At), kindOut(f), f.Rule, f.Reason, f.Key}]++
 			}
-			got := map[id]int64{}
+			got := map[id][2]int64{}
 			for _, r := range Seal("g", "s", aggs...) {
-				k := id{r.IntervalStart.UnixNano() / int64(time.Minute), r.Outcome, r.Rule, r.Reason, r.Key}
+				k := id{r.IntervalStart.UnixNano() / int64(time.Minute), r.Outcome, r.Rule, r.Reason, r.Key, r.Folded}
 				if _, dup := got[k]; dup {
-					t.Fatalf("n %d seal %d: two rows %+v", nagg, seal, k)
+					t.Fatalf("%+v, seal %d: two rows %+v", c, seal, k)
 				}
-				got[k] = r.Records
+				got[k] = [2]int64{r.Records, r.Bytes}
 			}
 			if len(got) != len(want) {
-				t.Errorf("n %d seal %d: %d rows want %d", nagg, seal, len(got), len(want))
+				t.Errorf("%+v, seal %d: %d rows, want %d", c, seal, len(got), len(want))
 			}
 			for k, w := range want {
 				if got[k] != w {
-					t.Fatalf("n %d seal %d: %+v got %d want %d", nagg, seal, k, got[k], w)
+					t.Fatalf("%+v, seal %d: row %+v counts %v, want %v", c, seal, k, got[k], w)
 				}
 			}
+			if b.Used() != 0 {
+				t.Errorf("%+v, seal %d: the budget holds %d rows after the seal, want 0", c, seal, b.Used())
+			}
 		}
+	}
+}
+
+// Aggs of different intervals seal together without merging: each one's rows are its
+// own, of its own interval.
+func TestSealKeepsOtherIntervals(t *testing.T) {
+	minute, tenSec := NewAgg(time.Minute, nil), NewAgg(10*time.Second, nil)
+	f := Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "42", Team: "42", Bytes: 1}
+	minute.Record(&f)
+	tenSec.Record(&f)
+	tenSec.Record(&f)
+	rows := Seal("g", "s", minute, tenSec)
+	if len(rows) != 2 || rows[0].Records != 1 || rows[0].IntervalEnd.Sub(rows[0].IntervalStart) != time.Minute ||
+		rows[1].Records != 2 || rows[1].IntervalEnd.Sub(rows[1].IntervalStart) != 10*time.Second {
+		t.Errorf("rows %+v: want the minute's one record and the ten seconds' two, apart", rows)
 	}
 }
 
