@@ -94,14 +94,20 @@ func AppendRowsJSON(b []byte, rows []Row, ends []int) ([]byte, []int) {
 	var pre []byte
 	for i := range rows {
 		r := &rows[i]
-		if p := &rows[max(i-1, 0)]; i == 0 || r.Schema != p.Schema || r.ID != p.ID || r.Gate != p.Gate ||
-			r.IntervalStart != p.IntervalStart || r.IntervalEnd != p.IntervalEnd {
+		if i == 0 || !samePrefix(r, &rows[i-1]) {
 			pre = appendPrefix(pre[:0], r)
 		}
 		b = appendRest(append(b, pre...), r)
 		ends = append(ends, len(b))
 	}
 	return b, ends
+}
+
+// samePrefix reports whether r and p encode alike up to their team (appendPrefix): the
+// times compared with ==, as a zone of its own writes an instant otherwise.
+func samePrefix(r, p *Row) bool {
+	return r.Schema == p.Schema && r.ID == p.ID && r.Gate == p.Gate &&
+		r.IntervalStart == p.IntervalStart && r.IntervalEnd == p.IntervalEnd
 }
 
 // appendPrefix appends r's encoding up to its team: its fields that a seal's rows share.
