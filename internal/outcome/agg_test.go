@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -180,14 +181,7 @@ func TestAggMatchesReference(t *testing.T) {
 				}
 				got[k] = [2]int64{r.Records, r.Bytes}
 			}
-			if len(got) != len(want) {
-				t.Errorf("budget %d, seal %d: %d rows, want %d", budget, seal, len(got), len(want))
-			}
-			for k, w := range want {
-				if got[k] != w {
-					t.Fatalf("budget %d, seal %d: row %+v counts %v, want %v", budget, seal, k, got[k], w)
-				}
-			}
+			sameCounts(t, fmt.Sprintf("budget %d, seal %d", budget, seal), got, want)
 		}
 	}
 }
@@ -391,14 +385,7 @@ func TestSealMergesAggs(t *testing.T) {
 				}
 				got[k] = [2]int64{r.Records, r.Bytes}
 			}
-			if len(got) != len(want) {
-				t.Errorf("%+v, seal %d: %d rows, want %d", c, seal, len(got), len(want))
-			}
-			for k, w := range want {
-				if got[k] != w {
-					t.Fatalf("%+v, seal %d: row %+v counts %v, want %v", c, seal, k, got[k], w)
-				}
-			}
+			sameCounts(t, fmt.Sprintf("%+v, seal %d", c, seal), got, want)
 			if b.Used() != 0 {
 				t.Errorf("%+v, seal %d: the budget holds %d rows after the seal, want 0", c, seal, b.Used())
 			}
@@ -418,6 +405,19 @@ func TestSealKeepsOtherIntervals(t *testing.T) {
 	if len(rows) != 2 || rows[0].Records != 1 || rows[0].IntervalEnd.Sub(rows[0].IntervalStart) != time.Minute ||
 		rows[1].Records != 2 || rows[1].IntervalEnd.Sub(rows[1].IntervalStart) != 10*time.Second {
 		t.Errorf("rows %+v: want the minute's one record and the ten seconds' two, apart", rows)
+	}
+}
+
+// sameCounts fails t unless got, the sealed rows' records and bytes by row, are want's.
+func sameCounts[K comparable](t *testing.T, what string, got, want map[K][2]int64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d rows, want %d", what, len(got), len(want))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Fatalf("%s: row %+v counts %v, want %v", what, k, got[k], w)
+		}
 	}
 }
 
