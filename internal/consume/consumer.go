@@ -498,7 +498,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 			// Shutting down, a rebalance waiting, or the partition revoked or
 			// stopped: the rest is not routed now.
 			if i > 0 { // w.recs[i-1] is not recycled: the batch awaits w.recs[i:]
-				endOutcomes(w.p, w.recs[i].Offset, w.recs[i-1].LeaderEpoch)
+				endOutcomes(w.p, w.recs[i].Offset)
 			}
 			c.unroute(w, b, i)
 			return
@@ -516,7 +516,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		c.outstanding.Add(1)
 		c.cl.Produce(rctx, &f.out, c.promise)
 	}
-	endOutcomes(w.p, end, epoch)
+	endOutcomes(w.p, end)
 	c.setLag(w.p, w.hwm, end)
 }
 

@@ -36,13 +36,12 @@ import (
 // twice is what can be routed twice: the records after the last commit, routed again by
 // a partition's next owner after a crash or a loss; their seals' sources overlap.
 
-// outcomeState is what a partition's records counted since the last seal cover. from,
-// to and epoch are written by the goroutine routing the partition (one at a time) and
+// outcomeState is what a partition's records counted since the last seal cover. from
+// and to are written by the goroutine routing the partition (one at a time) and
 // read by the seal (while nothing routes); hold is read by the commit loop too.
 type outcomeState struct {
-	from  int64 // the first offset counted since the last seal; -1: none
-	to    int64 // the offset after the last one counted
-	epoch int32 // the last counted record's leader epoch
+	from int64 // the first offset counted since the last seal; -1: none
+	to   int64 // the offset after the last one counted
 	// hold is from while anything is counted and not sealed, else -1: commits stop there
 	// (at-least-once).
 	hold atomic.Int64
@@ -125,12 +124,11 @@ func beginOutcomes(p *partition, first *kgo.Record) {
 	}
 }
 
-// endOutcomes notes that p's records before offset to were counted, the last of them
-// in leader epoch epoch. Offsets, not the record: a record handed to the producer may be
-// acknowledged and recycled meanwhile.
-func endOutcomes(p *partition, to int64, epoch int32) {
+// endOutcomes notes that p's records before offset to were counted. An offset, not the
+// record: a record handed to the producer may be acknowledged and recycled meanwhile.
+func endOutcomes(p *partition, to int64) {
 	if p.out != nil {
-		p.out.to, p.out.epoch = to, epoch
+		p.out.to = to
 	}
 }
 
@@ -229,8 +227,8 @@ func counted(ps []*partition) []*partition {
 }
 
 // sealALO seals (at-least-once): every row of the seal, then a batch of each partition it
-// covers that completes once they are all acknowledged, after every record they count;
-// then the commit hold moves past them. Called while nothing routes: between polls, in
+// covers that completes once they are all acknowledged, ahead of every record they
+// count; then the commit hold, which it takes over, is lifted. Called while nothing routes: between polls, in
 // a revoke, at shutdown.
 //
 // Rows are produced under ctx: the poll loop's routing context (a rebalance waiting
@@ -248,26 +246,26 @@ func (c *Consumer) sealALO(ctx context.Context) {
 	if len(ps) == 0 {
 		return
 	}
-	// The partitions whose records the rows count, where their batch goes: after the
-	// last record counted (before seal clears from). A partition whose routing stopped
-	// before its first record counted nothing, and gets none.
-	type end struct {
-		p     *partition
-		to    int64
-		epoch int32
+	// The partitions whose records the rows count, and where each one's batch goes: at
+	// the first record counted (read before seal clears from), ahead of the records'
+	// own batches (addSeal). A partition whose routing stopped before its first record
+	// counted nothing, and gets none.
+	type start struct {
+		p    *partition
+		from int64
 	}
-	var ends []end
+	var starts []start
 	for _, p := range ps {
 		if p.out.to > p.out.from {
-			ends = append(ends, end{p, p.out.to, p.out.epoch})
+			starts = append(starts, start{p, p.out.from})
 		}
 	}
 	rows := c.seal(ps)
 	if len(rows) > 0 {
 		sb := &sealBatch{}
 		sb.rows.Store(int64(len(rows)))
-		for _, e := range ends {
-			sb.batches = append(sb.batches, e.p.addSeal(e.to, e.epoch))
+		for _, s := range starts {
+			sb.batches = append(sb.batches, s.p.addSeal(s.from))
 		}
 		for _, r := range rows {
 			r.seal = sb

@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/outcome"
 	"github.com/capturegate/gate/internal/route"
@@ -251,6 +254,60 @@ func TestOutcomesAtLeastOnce(t *testing.T) {
 		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
 	}
 	sameCounts(t, "at-least-once", got, out.byTeam())
+}
+
+// At-least-once, rows that cannot be written hold the commits: while every produce to
+// the outcomes topic fails (retriably), the records' outputs are written and
+// acknowledged, and no input offset past the first record is committed, however many
+// commit intervals pass; a gate killed then is followed by one that routes and counts
+// every record again. Before, the first commit after a seal covered the seal's records
+// while its rows were still in flight: killed in between, a gate left them on the
+// outputs, committed, and in no row (TestOutcomesOnApacheKafka/at-least-once found
+// such a loss once). Once the rows are written the commits reach the end, and the
+// rows count every record.
+func TestOutcomeRowsHoldCommits(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 400
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	f := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: outTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	prod := producer(t, env.cluster)
+	a := env.start(t, "a")
+	produceAll(t, prod, outcomesTraffic(0, n))
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond)
+	// Rows refused again and again after every output was read (a seal's rows, so the
+	// seal is made); then the commit loop's own call, at once and waiting for the
+	// answer, so that the test does not rest on when its ticker fires: it commits what
+	// is acknowledged, which must stop at the seal's first record.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.Wait(ctx, f.Hits()+4); err != nil {
+		t.Fatalf("waiting for the rows to be refused four more times: %v (%d refused)", err, f.Hits())
+	}
+	sent, err := a.c.commit(ctx, true, nil)
+	if err != nil {
+		t.Fatalf("committing: %v", err)
+	}
+	for p, off := range sent {
+		if off > 0 {
+			t.Errorf("partition %d: a commit of %d sent while no outcome row was written", p, off)
+		}
+	}
+	if gi := env.cluster.GroupInfo(testGroup); gi != nil {
+		for p := range int32(parts) {
+			if c, ok := gi.Commits[inTopic][p]; ok && c.Offset > 0 {
+				t.Errorf("partition %d committed at %d while no outcome row was written", p, c.Offset)
+			}
+		}
+	}
+	f.Remove()
+	waitCommitted(t, env.cluster, parts, 30*time.Second)
+	got, _ := readOutcomes(t, env, n, false, 20*time.Second, 300*time.Millisecond)
+	a.stop(t)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	sameCounts(t, "rows written late", got, out.byTeam())
 }
 
 // A revoke seals the partitions it takes before their offsets are committed: a second

@@ -79,19 +79,29 @@ func (p *partition) add(end int64, epoch int32, n int) *batch {
 	return b
 }
 
-// addSeal registers the batch of an outcome seal (outcomes.go) covering p's records up to
-// to (exclusive), which completes when the seal's rows are acknowledged. It goes in
-// offset order, before any batch past to (a gap's, resumeAt: nothing routed is past the
-// seal's records), so no commit passes to before the rows are acknowledged.
-func (p *partition) addSeal(to int64, epoch int32) *batch {
+// addSeal registers the batch of an outcome seal (outcomes.go) whose rows count p's
+// records from offset from on, which completes when the seal's rows are acknowledged.
+// It ends at from and goes before every batch that ends past it, the batches of the
+// records the rows count among them, so no commit passes from before the rows are
+// acknowledged: once a commit covers a record, its next owner does not route it again,
+// and a row still in flight then (lost with the gate) would leave it counted nowhere.
+// (Placed after those batches, as it was, it held back only the records after the seal,
+// and a commit between the seal and its rows' acknowledgement covered the seal's.)
+func (p *partition) addSeal(from int64) *batch {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	b := &batch{p: p, end: to, epoch: epoch}
-	b.remaining.Store(1)
 	i := len(p.batches)
-	for i > 0 && p.batches[i-1].end > to {
+	for i > 0 && p.batches[i-1].end > from {
 		i--
 	}
+	// Committed with the leader epoch of the record before from: the batch before it
+	// ended there, or everything up to it is acknowledged already.
+	epoch := p.acked.Epoch
+	if i > 0 {
+		epoch = p.batches[i-1].epoch
+	}
+	b := &batch{p: p, end: from, epoch: epoch}
+	b.remaining.Store(1)
 	p.batches = slices.Insert(p.batches, i, b)
 	return b
 }

@@ -40,29 +40,30 @@ func TestResumeAtBackKeepsAwaiting(t *testing.T) {
 }
 
 // With outcomes on, commits stop where the records counted but not sealed begin (the
-// hold), and a seal's batch goes in offset order even when a gap moved the partition
-// past the records it counts (before the gap's batch): before, it went in behind the
-// gap's, and the gap's end was committed before the seal's rows were acknowledged.
+// hold), and a seal's batch goes in offset order at the first record it counts, ahead
+// of the records' batches and of a gap's that moved the partition past them: before, it
+// went in behind the gap's, and the gap's end was committed before the seal's rows were
+// acknowledged.
 func TestSealBatchAfterAGap(t *testing.T) {
 	t.Parallel()
 	p := newPartition("events", 0)
 	p.out = &outcomeState{from: -1}
 	p.out.hold.Store(-1)
 	b := p.add(200, 1, 2) // [100, 200), counted and not sealed
-	p.out.from, p.out.to, p.out.epoch = 100, 200, 1
+	p.out.from, p.out.to = 100, 200
 	p.out.hold.Store(100)
 	b.remaining.Store(0)
 	if off, _, ok := p.advance(); ok && off.Offset > 100 {
 		t.Fatalf("commit %d offered past the hold at 100", off.Offset)
 	}
 	p.resumeAt(kgo.EpochOffset{Epoch: 1, Offset: 500}) // records [200, 500) lost
-	seal := p.addSeal(p.out.to, p.out.epoch)
+	seal := p.addSeal(p.out.from)
 	p.out.from = -1
 	p.out.hold.Store(-1)
-	if seal.end != 200 || len(p.batches) != 3 || p.batches[1] != seal {
-		t.Errorf("seal batch ends at %d, %d batches; want it at 200, between the records' and the gap's", seal.end, len(p.batches))
+	if seal.end != 100 || len(p.batches) != 3 || p.batches[0] != seal {
+		t.Errorf("seal batch ends at %d, %d batches; want it at 100, ahead of the records' and the gap's", seal.end, len(p.batches))
 	}
-	if off, _, ok := p.advance(); ok && off.Offset > 200 {
+	if off, _, ok := p.advance(); ok && off.Offset > 100 {
 		t.Fatalf("commit %d offered before the seal's rows were acknowledged", off.Offset)
 	}
 	seal.remaining.Store(0)
@@ -71,12 +72,57 @@ func TestSealBatchAfterAGap(t *testing.T) {
 	}
 }
 
+// A seal's records are not committed before its rows are acknowledged, however long
+// those take, though their outputs are: a commit in between, followed by a crash,
+// would leave them on the outputs, committed (so never routed again) and in no row.
+// Before, the seal's batch went in behind the records' batches, and the first commit
+// after the seal covered them. Two seals in flight hold the commits at the first one's
+// records until its rows are acknowledged, then at the second's.
+func TestCommitWaitsForSealRows(t *testing.T) {
+	t.Parallel()
+	p := newPartition("events", 0)
+	p.out = &outcomeState{from: -1}
+	p.out.hold.Store(-1)
+	seal := func(from, to int64, epoch int32) *batch {
+		b := p.add(to, epoch, int(to-from)) // routed and counted
+		p.out.from, p.out.to = from, to
+		p.out.hold.Store(from)
+		b.remaining.Store(0) // every output acknowledged
+		sb := p.addSeal(p.out.from)
+		p.out.from = -1
+		p.out.hold.Store(-1)
+		return sb
+	}
+	want := func(what string, off int64, epoch int32) {
+		t.Helper()
+		got, _, _ := p.advance()
+		if got.Offset != off || got.Epoch != epoch {
+			t.Fatalf("%s: acknowledged up to %d (epoch %d), want %d (epoch %d)", what, got.Offset, got.Epoch, off, epoch)
+		}
+	}
+	first := seal(100, 200, 1)
+	want("first seal's rows in flight", -1, -1)
+	second := seal(200, 300, 2)
+	want("both seals' rows in flight", -1, -1)
+	second.remaining.Store(0)
+	want("only the second seal's rows acknowledged", -1, -1)
+	first.remaining.Store(0)
+	want("both acknowledged", 300, 2)
+
+	// The records' batches acknowledged first, before the seal's rows: the commit
+	// stays at the seal's first record, with the leader epoch of the record before it.
+	third := seal(300, 400, 3)
+	want("third seal's rows in flight", 300, 2)
+	third.remaining.Store(0)
+	want("third acknowledged", 400, 3)
+}
+
 // A rewind below the records counted since the last seal moves the hold back with it:
 // what is routed again from there is not committed before it is sealed.
 func TestRewindMovesTheHold(t *testing.T) {
 	t.Parallel()
 	p := newPartition("events", 0)
-	p.out = &outcomeState{from: 150, to: 300, epoch: 1}
+	p.out = &outcomeState{from: 150, to: 300}
 	p.out.hold.Store(150)
 	p.add(300, 1, 3)
 	p.resumeAt(kgo.EpochOffset{Epoch: 2, Offset: 120})

@@ -681,11 +681,10 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 	next := w.recs[0].Offset
 	counted := c.txn.countedTo(w.p.id)
 	beginOutcomes(w.p, w.recs[0])
-	routedEpoch := w.recs[0].LeaderEpoch // the epoch of the last record counted
 	defer func() {
 		s.Replay = false
 		c.txn.countTo(w.p.id, next)
-		endOutcomes(w.p, next, routedEpoch)
+		endOutcomes(w.p, next)
 	}()
 	// The records in flight in a slab, reused as routeWork's are (slab.go): b counts them
 	// down as their promises run, and routing holds one more until it has given back
@@ -713,7 +712,7 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		case rerouted && r.stage == stageUndeliverable:
 			// Skipped (GATE_ON_UNDELIVERABLE=skip): committed past, not produced.
 			c.recordFate(s, now, in, outcome.Dropped, "undeliverable")
-			next, routedEpoch = in.Offset+1, in.LeaderEpoch
+			next = in.Offset + 1
 			continue
 		case rerouted && r.stage > stageRouted:
 			f.stage = int8(r.stage)
@@ -722,11 +721,10 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		default:
 			s.Replay = in.Offset < counted
 			if c.router.RouteInto(now, in, s, &f.out).Route == route.Dropped {
-				next, routedEpoch = in.Offset+1, in.LeaderEpoch // written nowhere: its outcome row counts it
+				next = in.Offset + 1 // written nowhere: its outcome row counts it
 				continue
 			}
 		}
-		routedEpoch = in.LeaderEpoch
 		f.b = b
 		produced++
 		if rerouted && r.isolate {
