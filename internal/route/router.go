@@ -650,9 +650,6 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		return o
 	}
 	o.Route, o.Reason = route, code.String()
-	if s.Outcomes != nil {
-		r.recordOutcome(s, now, rec, &o, teamRule, &ro)
-	}
 	switch route {
 	case Accepted:
 		s.records[code]++
@@ -662,6 +659,9 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		// of a previous record's can be produced by mistake.
 		s.records[code]++
 		*out = kgo.Record{}
+		if s.Outcomes != nil {
+			r.recordOutcome(s, now, rec, &o, teamRule, &ro)
+		}
 		return o
 	default: // Overflow, RuleTopic
 		var key []byte
@@ -712,6 +712,12 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 				out.Headers = append(out.Headers, kgo.RecordHeader{Key: HeaderTag, Value: r.rules[i].name})
 			}
 		}
+	}
+	// Last: the record's row, whose slot Touch prefetched at the first rule's key, is
+	// read as late as it can be, so that its line has come by then (it reads o, ro and
+	// rec, none of which building out changed).
+	if s.Outcomes != nil {
+		r.recordOutcome(s, now, rec, &o, teamRule, &ro)
 	}
 	return o
 }
