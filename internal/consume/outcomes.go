@@ -348,6 +348,12 @@ func (c *Consumer) retryRows() {
 	rt.rows, rt.armed = nil, false
 	rt.mu.Unlock()
 	for _, r := range rows {
+		// A record of its own, as the record retries make one (retryRecord): franz-go
+		// keeps the context a record was first produced under (Record.Context, set only
+		// when nil), and a row first produced under a context since cancelled (the
+		// routing context a rebalance cancels, a revoke's) would fail at once on every
+		// try, its seal holding its partitions' commits for good.
+		r.rec = kgo.Record{Topic: r.rec.Topic, Key: r.rec.Key, Value: r.rec.Value, Timestamp: r.rec.Timestamp}
 		c.cl.Produce(c.produceCtx, &r.rec, c.out.promise)
 	}
 }

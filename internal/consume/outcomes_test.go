@@ -259,8 +259,9 @@ func TestOutcomesAtLeastOnce(t *testing.T) {
 // At-least-once, rows that cannot be written hold the commits: while every produce to
 // the outcomes topic fails (retriably), the records' outputs are written and
 // acknowledged, and no input offset past the first record is committed, however many
-// commit intervals pass; a gate killed then is followed by one that routes and counts
-// every record again. Before, the first commit after a seal covered the seal's records
+// commit intervals pass, so that a gate killed then would leave every record to its
+// partitions' next owner, to route and count again. Before, the first commit after a
+// seal covered the seal's records
 // while its rows were still in flight: killed in between, a gate left them on the
 // outputs, committed, and in no row (TestOutcomesOnApacheKafka/at-least-once found
 // such a loss once). Once the rows are written the commits reach the end, and the
@@ -308,6 +309,39 @@ func TestOutcomeRowsHoldCommits(t *testing.T) {
 		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
 	}
 	sameCounts(t, "rows written late", got, out.byTeam())
+}
+
+// A row whose first produce was cancelled is written when tried again: franz-go keeps
+// the context a record was first produced under (Record.Context, set only when nil), and
+// a row first produced under a context since ended (the routing context a rebalance
+// cancels, a revoke's) failed as cancelled on every retry, never written, its seal
+// holding its partitions' commits for good (seen in TestOutcomesAtLeastOnceRebalance
+// under load: rows retried as cancelled for 10 s). The row here is one such, handed to
+// the retries as onOutcomeProduced hands them a failed row.
+func TestRowRetriedAfterItsContextEnds(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	withOutcomes(t, env)
+	a := env.start(t, "a")
+	for deadline := time.Now().Add(30 * time.Second); !a.c.ready.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) { // running, its partition assigned
+			t.Fatal("the gate was not ready in 30s")
+		}
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := &outcomeRow{rec: kgo.Record{Topic: outTopic, Key: []byte("team-1"), Value: []byte(`{"retried":true}`), Context: ended}, seal: &sealBatch{}}
+	r.seal.rows.Store(1)
+	rt := &a.c.out.retries
+	rt.mu.Lock()
+	rt.rows = append(rt.rows, r)
+	rt.mu.Unlock()
+	a.c.retryRows()
+	for deadline := time.Now().Add(30 * time.Second); r.seal.rows.Load() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the row, tried again, was not written in 30s")
+		}
+	}
 }
 
 // A revoke seals the partitions it takes before their offsets are committed: a second
