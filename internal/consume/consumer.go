@@ -243,7 +243,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	// Nothing routes any more: every partition's outcome rows go out with the drain.
 	c.sealALO(c.produceCtx)
-	c.closing.Store(true)
 	left := c.waitInFlight(grace, nil)
 	// Whatever is still buffered is failed now: a broker that stopped answering does
 	// not hold the shutdown past its timeout. Nothing unacknowledged is committed.
@@ -260,7 +259,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.log.Error("final commit failed; the next owner replays from the last commit", "err", err)
 	}
 	// Leaving the group revokes everything: onRevoked commits again (a no-op when
-	// nothing moved) without waiting, as closing is set.
+	// nothing moved) without waiting, as closing is set. Set only now: a revoke during
+	// the drain above (another member joining) must wait for the partitions' records
+	// and outcome rows as any revoke does, or its commit stops at the shutdown seal's
+	// first record and the next owner routes everything since again.
+	c.closing.Store(true)
 	c.closeClient(c.cl.CloseAllowingRebalance)
 	c.ready.Store(false)
 	c.log.Info("consumer stopped", "committed", committed, "abandoned_records", left)

@@ -115,6 +115,19 @@ func TestCommitWaitsForSealRows(t *testing.T) {
 	want("third seal's rows in flight", 300, 2)
 	third.remaining.Store(0)
 	want("third acknowledged", 400, 3)
+
+	// A seal's rows acknowledged after the batch before it was popped, the records'
+	// outputs after that: the offset offered at the seal is its first record's, with
+	// the epoch of the record before it (the popped batch's), not another's.
+	before := p.add(450, 4, 1) // [400, 450), counted by an earlier seal
+	after := p.add(500, 5, 1)  // [450, 500), this seal's
+	fourth := p.addSeal(450)
+	before.remaining.Store(0)
+	want("the batch before the seal acknowledged", 450, 4)
+	fourth.remaining.Store(0)
+	want("the seal's rows acknowledged, its records' outputs not", 450, 4)
+	after.remaining.Store(0)
+	want("everything acknowledged", 500, 5)
 }
 
 // A rewind below the records counted since the last seal moves the hold back with it:
