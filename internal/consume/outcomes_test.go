@@ -246,14 +246,22 @@ func TestOutcomesAtLeastOnce(t *testing.T) {
 	a := env.start(t, "a")
 	produceAll(t, prod, outcomesTraffic(0, n))
 	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond)
-	waitCommitted(t, env.cluster, parts, 20*time.Second)
-	// Every committed record's row is written: read it before stopping the gate.
-	got, _ := readOutcomes(t, env, n, false, 20*time.Second, 300*time.Millisecond)
-	a.stop(t)
+	rowsMatchOutputs(t, env, a, out, parts, n, "at-least-once")
+}
+
+// rowsMatchOutputs waits for the commits to reach the input's end, reads the rows (every
+// committed record's row is written: before the gate stops), stops the gate, and checks
+// that the n records' outputs are each there once and that the rows count them exactly,
+// per team and outcome.
+func rowsMatchOutputs(t *testing.T, env *gateEnv, g *testGate, out *outputs, parts int32, n int, what string) {
+	t.Helper()
+	waitCommitted(t, env.cluster, parts, 30*time.Second)
+	got, _ := readOutcomes(t, env, int64(n), false, 20*time.Second, 300*time.Millisecond)
+	g.stop(t)
 	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
 		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
 	}
-	sameCounts(t, "at-least-once", got, out.byTeam())
+	sameCounts(t, what, got, out.byTeam())
 }
 
 // At-least-once, rows that cannot be written hold the commits: while every produce to
@@ -261,11 +269,10 @@ func TestOutcomesAtLeastOnce(t *testing.T) {
 // acknowledged, and no input offset past the first record is committed, however many
 // commit intervals pass, so that a gate killed then would leave every record to its
 // partitions' next owner, to route and count again. Before, the first commit after a
-// seal covered the seal's records
-// while its rows were still in flight: killed in between, a gate left them on the
-// outputs, committed, and in no row (TestOutcomesOnApacheKafka/at-least-once found
-// such a loss once). Once the rows are written the commits reach the end, and the
-// rows count every record.
+// seal covered the seal's records while its rows were still in flight: killed in
+// between, a gate left them on the outputs, committed, and in no row
+// (TestOutcomesOnApacheKafka/at-least-once found such a loss once). Once the rows are
+// written the commits reach the end, and the rows count every record.
 func TestOutcomeRowsHoldCommits(t *testing.T) {
 	t.Parallel()
 	const parts, n = 2, 400
@@ -302,13 +309,7 @@ func TestOutcomeRowsHoldCommits(t *testing.T) {
 		}
 	}
 	f.Remove()
-	waitCommitted(t, env.cluster, parts, 30*time.Second)
-	got, _ := readOutcomes(t, env, n, false, 20*time.Second, 300*time.Millisecond)
-	a.stop(t)
-	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
-		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
-	}
-	sameCounts(t, "rows written late", got, out.byTeam())
+	rowsMatchOutputs(t, env, a, out, parts, n, "rows written late")
 }
 
 // A row whose first produce was cancelled is written when tried again: franz-go keeps
