@@ -228,8 +228,8 @@ func counted(ps []*partition) []*partition {
 
 // sealALO seals (at-least-once): every row of the seal, then a batch of each partition it
 // covers that completes once they are all acknowledged, ahead of every record they
-// count; then the commit hold, which it takes over, is lifted. Called while nothing routes: between polls, in
-// a revoke, at shutdown.
+// count; then the commit hold, which it takes over, is lifted. Called while nothing
+// routes: between polls, in a revoke, at shutdown.
 //
 // Rows are produced under ctx: the poll loop's routing context (a rebalance waiting
 // cancels it, so that a full buffer cannot hold the group), a revoke's bounded by

@@ -324,11 +324,7 @@ func TestRowRetriedAfterItsContextEnds(t *testing.T) {
 	env := newEnv(t, 1)
 	withOutcomes(t, env)
 	a := env.start(t, "a")
-	for deadline := time.Now().Add(30 * time.Second); !a.c.ready.Load(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) { // running, its partition assigned
-			t.Fatal("the gate was not ready in 30s")
-		}
-	}
+	waitFor(t, 30*time.Second, "gate ready (running, its partition assigned)", a.c.ready.Load)
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	r := &outcomeRow{rec: kgo.Record{Topic: outTopic, Key: []byte("team-1"), Value: []byte(`{"retried":true}`), Context: ended}, seal: &sealBatch{}}
@@ -338,11 +334,7 @@ func TestRowRetriedAfterItsContextEnds(t *testing.T) {
 	rt.rows = append(rt.rows, r)
 	rt.mu.Unlock()
 	a.c.retryRows()
-	for deadline := time.Now().Add(30 * time.Second); r.seal.rows.Load() != 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the row, tried again, was not written in 30s")
-		}
-	}
+	waitFor(t, 30*time.Second, "write of the row tried again", func() bool { return r.seal.rows.Load() == 0 })
 }
 
 // A revoke seals the partitions it takes before their offsets are committed: a second
