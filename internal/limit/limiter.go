@@ -79,7 +79,12 @@ type Limiter struct {
 
 	// Keys below the fleet floor (sketch.go): counted in sk, not cached. sk is nil when
 	// every key is cached (Config.SketchWidth < 0, adaptive thresholds, the event clock).
-	sk             *sketch
+	sk *sketch
+	// skPrefetch: most checks since the last sweep missed the cache (the sketch
+	// answered, or the key was cached then), so a check has the processor fetch the
+	// key's sketch lines before it looks the key up (sketchMisses).
+	skPrefetch     atomic.Bool
+	skSeen         [2]uint64    // checks and misses at the last sweep; the sweep's alone
 	fleetSize      atomic.Int64 // gates sharing the input, ≥ 1 (SetFleetSize)
 	untrackedFloor atomic.Int64 // records of a key at the default threshold; 0: none untracked
 	card           *cardinality // teams rotating identities (cardinality.go); nil without a bound
@@ -247,6 +252,11 @@ func (l *Limiter) CheckTally(now time.Time, team string, n int64, t *Tally) Deci
 func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decision {
 	ns := now.UnixNano()
 	h := maphash.String(l.seed, team)
+	if l.skPrefetch.Load() {
+		// The lookup and the sketch's lines then miss the caches together, not one
+		// after the other.
+		l.sk.prefetch(h, floorDiv(ns, l.windowNs))
+	}
 	sh := &l.shards[h&l.mask]
 	t := sh.idx.tab.Load()
 	e, st := t.lookup(h, team)

@@ -248,3 +248,27 @@ func TestFullCacheKeepsHotKeys(t *testing.T) {
 		t.Error("gate_limiter_cache_overfull_total = 0, want the inserts that evicted nothing")
 	}
 }
+
+// A limiter prefetches sketch lines only while most of its checks miss the cache: on after
+// a sweep that follows mostly fresh keys, off again after one that follows cached keys.
+func TestSketchPrefetchFollowsMisses(t *testing.T) {
+	l, _, _ := newTest(t, sketchCfg())
+	now := at(time.Second)
+	if l.skPrefetch.Load() {
+		t.Fatal("prefetching before any sweep")
+	}
+	for i := range 1000 {
+		l.CheckAt(now, fmt.Sprintf("user-%d", i), 1)
+	}
+	sweep(t, l, at(2*time.Second))
+	if !l.skPrefetch.Load() {
+		t.Fatal("1,000 checks of fresh keys since the last sweep: not prefetching")
+	}
+	for range 4000 {
+		l.CheckAt(at(2*time.Second), "hot", 1) // in the sketch to its floor (1,000), then cached
+	}
+	sweep(t, l, at(3*time.Second))
+	if l.skPrefetch.Load() {
+		t.Fatal("4,000 checks of one key, three in four of them cached, since the last sweep: still prefetching")
+	}
+}
