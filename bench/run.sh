@@ -134,8 +134,9 @@ part outcomes repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^B
 part real-kafka repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x
 part real-kafka-replicated repeat 4 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafkaReplicated$' -test.benchtime 300000x
 # gate replay against a bare consume of the same 1,000,000 records, in turns, on kfake and
-# on Apache Kafka (issue Replay's goal).
-part replay "$GO" test -v -run '^$' -bench '^BenchmarkReplay$' -benchtime 1x -count=3 -timeout 30m ./internal/replay/
+# on Apache Kafka (issue Replay's goal); then its routing alone on one worker and on one a
+# processor.
+part replay "$GO" test -v -run '^$' -bench '^(BenchmarkReplay|BenchmarkEngineWorkers)$' -benchtime 1x -count=3 -timeout 30m ./internal/replay/
 part real-kafka-latency bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafkaLatency$' -test.benchtime 1x
 
 echo "=== bench parts (seconds)"

@@ -27,6 +27,7 @@ const (
 	benchOutGate     = "BenchmarkOutcomes/gate"
 	benchReplayKfake = "BenchmarkReplay/kfake"
 	benchReplayKafka = "BenchmarkReplay/kafka"
+	benchReplayWork  = "BenchmarkEngineWorkers"
 	benchOutGateOn   = "BenchmarkOutcomes/gate-outcomes"
 	benchOutEOS      = "BenchmarkOutcomes/exactly-once"
 	benchOutEOSOn    = "BenchmarkOutcomes/exactly-once-outcomes"
@@ -127,6 +128,14 @@ func e2eFigures(b Samples, out map[string]float64) {
 	b.putRatio(out, "consume-records/s", benchReplayKfake, "replay_consume_records_per_s", "", "", "")
 	b.putRatio(out, "replay-records/s", benchReplayKafka, "real_kafka_replay_records_per_s", "", "", "")
 	b.putRatio(out, "consume-records/s", benchReplayKafka, "real_kafka_replay_consume_records_per_s", "", "", "")
+	b.putRatio(out, "replay1-records/s", benchReplayKfake, "replay_one_worker_records_per_s", "", "", "")
+	b.putRatio(out, "replay1-records/s", benchReplayKafka, "real_kafka_replay_one_worker_records_per_s", "", "", "")
+	// Its routing alone, on one worker and on one a processor, in turns.
+	b.putRatio(out, "one-worker-records/s", benchReplayWork, "replay_routing_one_worker_records_per_s", "", "", "")
+	b.putRatio(out, "workers-records/s", benchReplayWork, "replay_routing_workers_records_per_s", "", "", "")
+	if v, ok := b.Mean(benchReplayWork, "speedup"); ok {
+		out["replay_routing_workers_speedup"] = v
+	}
 	for _, k := range []string{"", "real_kafka_"} {
 		if r, ok := out[k+"replay_records_per_s"]; ok && out[k+"replay_consume_records_per_s"] > 0 {
 			out[k+"replay_vs_consume_ratio"] = r / out[k+"replay_consume_records_per_s"]

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +24,7 @@ import (
 	"github.com/capturegate/gate/internal/rules"
 )
 
-const replayUsage = `Usage: gate replay [-rules FILE] [-against FILE|current] [-clock wall|event] [-from T] [-to T | -offsets P:A-B,...] [-top N] [-json] [-html FILE]
+const replayUsage = `Usage: gate replay [-rules FILE] [-against FILE|current] [-clock wall|event] [-from T] [-to T | -offsets P:A-B,...] [-top N] [-workers N] [-json] [-html FILE]
 
 Replays the input topic (GATE_INPUT_TOPIC on GATE_KAFKA_BROKERS, with the GATE_KAFKA_TLS_*
 and GATE_KAFKA_SASL_* settings) through the gate's router and limiter and reports what
@@ -41,12 +42,14 @@ records limited change. It judges on GATE_CLOCK's clock, or -clock's: on the wal
 as a gate routing each record at its record time would (holds included), on the event
 clock in each record's own window, faster. T is a time (RFC 3339,
 2026-11-27T14:00:00Z) or a duration before now (24h); the range is found by record
-timestamps.
+timestamps. Records are routed on -workers goroutines, dealt by a field every key of
+every rule is made of (team_id, when the rules count by team_id and team_id+distinct_id),
+so that the report is the same as one goroutine's; on one when the keys share none.
 `
 
 type replayOpts struct {
 	rules, against, from, to, offsets, html, topic, clock string
-	top                                                   int
+	top, workers                                          int
 	asJSON                                                bool
 }
 
@@ -60,6 +63,7 @@ func replayFlags(o *replayOpts) *flag.FlagSet {
 	fs.StringVar(&o.topic, "topic", "", "read `TOPIC` (default GATE_INPUT_TOPIC)")
 	fs.StringVar(&o.clock, "clock", "", "judge on `CLOCK`: wall (each record at its record time, as a gate routing it then: holds, views read every tick) or event (each record in its own window, exact counts, faster; no holds, no learned thresholds) (default GATE_CLOCK)")
 	fs.IntVar(&o.top, "top", 20, "list the `N` most affected keys of each set")
+	fs.IntVar(&o.workers, "workers", 0, "route on up to `N` goroutines (0: as many as the processors this process may use)")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&o.html, "html", "", "also write the report as a self-contained page with a chart per key to `FILE`")
 	return fs
@@ -81,6 +85,12 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if len(args) > 0 {
 		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("replay takes no arguments, got %q", args)}
+	}
+	if o.workers < 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("replay: -workers %d: want a number of goroutines, or 0 for one a processor", o.workers)}
+	}
+	if o.workers == 0 {
+		o.workers = runtime.GOMAXPROCS(0)
 	}
 	if o.top < 1 {
 		return &cli.UsageError{Msg: fmt.Sprintf("replay: -top %d: want a number of keys of 1 or more", o.top)}
@@ -143,6 +153,11 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	opts, err := toolClientOpts(cfg, clk, log, "replay") // TLS and SASL, as the gate connects
 	if err != nil {
 		return err
+	}
+	if n, by := eng.Workers(o.workers); n > 1 {
+		fmt.Fprintf(stderr, "gate replay: %d workers, records dealt by %s\n", n, by)
+	} else if o.workers > 1 {
+		fmt.Fprintln(stderr, "gate replay: one worker: the keys replayed share no field to deal records by")
 	}
 	began := clk.Now()
 	var shown time.Time

@@ -75,6 +75,23 @@ func TestReplayCommand(t *testing.T) {
 		t.Errorf("gate replay -json: %d records of %v, keys %+v", rep.Records, rep.Partitions, loud)
 	}
 
+	// Any number of workers, the same report.
+	reports := map[string]string{}
+	for _, n := range []string{"1", "3"} {
+		stdout.Reset()
+		stderr.Reset()
+		if err := run(t.Context(), []string{"replay", "-json", "-to", "30m", "-workers", n}, testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("gate replay -workers %s: %v\n%s", n, err, stderr.String())
+		}
+		reports[n] = stdout.String()
+	}
+	if reports["1"] != reports["3"] {
+		t.Errorf("gate replay -workers 3 reports otherwise than -workers 1:\n%s\n%s", reports["3"], reports["1"])
+	}
+	if !strings.Contains(stderr.String(), "3 workers, records dealt by json:team_id") {
+		t.Errorf("gate replay -workers 3 does not say how it deals records:\n%s", stderr.String())
+	}
+
 	// Stopped (Ctrl-C) before it read anything: a partial report, not an error.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -100,6 +117,7 @@ func TestReplayCommandRefusesBadFlags(t *testing.T) {
 		{[]string{"-offsets", "0:9-5"}, "want P:A-B"},
 		{[]string{"-offsets", "0:1-5", "-from", "1h"}, "-offsets replaces -from and -to"},
 		{[]string{"-top", "0"}, "-top 0"},
+		{[]string{"-workers", "-2"}, "-workers -2"},
 		{[]string{"-clock", "processing"}, `-clock "processing": want wall or event`},
 		{[]string{"extra"}, "takes no arguments"},
 		{[]string{"-rules", "/nonexistent/rules.yaml"}, "/nonexistent/rules.yaml"},

@@ -106,7 +106,7 @@ func replayIsFaithful(t *testing.T, clk string) {
 	// The replay, as an operator runs it, with the gates' settings.
 	var stdout, stderr bytes.Buffer
 	html := filepath.Join(t.TempDir(), "report.html")
-	cmd := exec.CommandContext(t.Context(), s.bin, "replay", "-rules", rulesFile, "-from", "1h", "-top", "100", "-json", "-html", html)
+	cmd := exec.CommandContext(t.Context(), s.bin, "replay", "-rules", rulesFile, "-from", "1h", "-top", "100", "-json", "-html", html, "-workers", "3")
 	cmd.Env = faulttest.Env(vars)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -116,14 +116,14 @@ func replayIsFaithful(t *testing.T, clk string) {
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("gate replay -json: %v\n%s", err, stdout.String())
 	}
-	// Deterministic: the same range again, the same report byte for byte.
+	// Deterministic: the same range again, on one worker, the same report byte for byte.
 	first := slices.Clone(stdout.Bytes())
 	stdout.Reset()
 	offsets := make([]string, 0, len(rep.Partitions))
 	for _, p := range rep.Partitions {
 		offsets = append(offsets, fmt.Sprintf("%d:%d-%d", p.Partition, p.Start, p.End))
 	}
-	again := exec.CommandContext(t.Context(), s.bin, "replay", "-rules", rulesFile, "-offsets", strings.Join(offsets, ","), "-top", "100", "-json")
+	again := exec.CommandContext(t.Context(), s.bin, "replay", "-rules", rulesFile, "-offsets", strings.Join(offsets, ","), "-top", "100", "-json", "-workers", "1")
 	again.Env, again.Stdout, again.Stderr = cmd.Env, &stdout, &stderr
 	if err := again.Run(); err != nil {
 		t.Fatalf("gate replay -offsets: %v\n%s", err, stderr.String())

@@ -23,8 +23,9 @@ const benchRecords = 1_000_000
 // JVM warmed by a consume first). The records: 10,000 teams (a few heavy, most light) of
 // 20 users each over ten minutes of record time, on 8 partitions; the replay runs a
 // per-user rule and a team rule, as `gate replay -rules -clock event` does (the event
-// clock: exact counts, the faster of replay's two). It reports each side's records/s and
-// their ratio (replay_vs_consume_ratio in make bench).
+// clock: exact counts, the faster of replay's two), on as many workers as the process has
+// processors (gate replay's default), and then on one. It reports each one's records/s and
+// the ratio of the first to the consume's (replay_vs_consume_ratio in make bench).
 func BenchmarkReplay(b *testing.B) {
 	b.Run("kfake", func(b *testing.B) {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(8, "events"))
@@ -44,29 +45,8 @@ func BenchmarkReplay(b *testing.B) {
 	})
 }
 
-func benchReplay(b *testing.B, opts ...kgo.Opt) {
-	cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic("events"), kgo.ProducerLinger(5*time.Millisecond))...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	rng := rand.New(rand.NewPCG(1, 2))
-	zipf := rand.NewZipf(rng, 1.2, 1, 9_999)
-	at := time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)
-	for i := 0; i < benchRecords; {
-		recs := make([]*kgo.Record, 0, 10_000)
-		for ; len(recs) < cap(recs) && i < benchRecords; i++ {
-			team := zipf.Uint64()
-			v := fmt.Appendf(nil, `{"team_id":"t%d","distinct_id":"u%d","event":"$pageview","properties":{"$current_url":"https://example.com/p/%d"}}`, team, rng.IntN(20), i%97)
-			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "t%d", team), Value: v,
-				Timestamp: at.Add(time.Duration(i) * 10 * time.Minute / benchRecords)})
-		}
-		if err := cl.ProduceSync(b.Context(), recs...).FirstErr(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cfg := testConfig(b, map[string]string{"GATE_CLOCK": "event"})
-	set := testRules(b, cfg, `
+// benchRulesYAML are the rules BenchmarkReplay replays: a per-user rule and a team rule.
+const benchRulesYAML = `
 rules:
 - name: user
   key: json:team_id+distinct_id
@@ -76,14 +56,45 @@ rules:
   key: json:team_id
   limits: [1m:20000]
   action: overflow
-`)
+`
+
+// benchEvents are BenchmarkReplay's records: benchRecords events of 10,000 Zipf-spread
+// teams of 20 users each, over ten minutes of record time, in time order.
+func benchEvents() []*kgo.Record {
+	rng := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(rng, 1.2, 1, 9_999)
+	at := time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)
+	recs := make([]*kgo.Record, 0, benchRecords)
+	for i := range benchRecords {
+		team := zipf.Uint64()
+		v := fmt.Appendf(nil, `{"team_id":"t%d","distinct_id":"u%d","event":"$pageview","properties":{"$current_url":"https://example.com/p/%d"}}`, team, rng.IntN(20), i%97)
+		recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "t%d", team), Value: v, Topic: "events",
+			Timestamp: at.Add(time.Duration(i) * 10 * time.Minute / benchRecords)})
+	}
+	return recs
+}
+
+func benchReplay(b *testing.B, opts ...kgo.Opt) {
+	cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic("events"), kgo.ProducerLinger(5*time.Millisecond))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	recs := benchEvents()
+	for i := 0; i < len(recs); i += 10_000 {
+		if err := cl.ProduceSync(b.Context(), recs[i:min(i+10_000, len(recs))]...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := testConfig(b, map[string]string{"GATE_CLOCK": "event"})
+	set := testRules(b, cfg, benchRulesYAML)
 	consume := func() {
 		n := bareConsume(b, opts)
 		if n != benchRecords {
 			b.Fatalf("consumed %d records, want %d", n, benchRecords)
 		}
 	}
-	replayed := func() {
+	replayed := func(workers int) {
 		cand, err := NewCandidate("bench", cfg, set)
 		if err != nil {
 			b.Fatal(err)
@@ -92,6 +103,9 @@ rules:
 		if err != nil {
 			b.Fatal(err)
 		}
+		if n, _ := e.Workers(workers); n != workers {
+			b.Fatalf("%d workers, want %d", n, workers)
+		}
 		if _, err := Read(b.Context(), Range{Topic: "events"}, e.Route, nil, opts...); err != nil {
 			b.Fatal(err)
 		}
@@ -99,8 +113,9 @@ rules:
 			b.Fatalf("replayed %d records, %d limited", r.Records, r.Candidates[0].Total.Limited)
 		}
 	}
-	consume() // warm: the broker's caches (and a JVM's compiler)
-	var tc, tr time.Duration
+	consume()                        // warm: the broker's caches (and a JVM's compiler)
+	workers := runtime.GOMAXPROCS(0) // gate replay's default
+	var tc, tr, t1 time.Duration
 	b.ResetTimer()
 	for range b.N {
 		runtime.GC()
@@ -109,15 +124,20 @@ rules:
 		tc += time.Since(s)
 		runtime.GC()
 		s = time.Now()
-		replayed()
+		replayed(workers)
 		tr += time.Since(s)
+		runtime.GC()
+		s = time.Now()
+		replayed(1)
+		t1 += time.Since(s)
 	}
 	b.StopTimer()
 	n := float64(b.N * benchRecords)
 	b.ReportMetric(n/tc.Seconds(), "consume-records/s")
 	b.ReportMetric(n/tr.Seconds(), "replay-records/s")
+	b.ReportMetric(n/t1.Seconds(), "replay1-records/s")
 	b.ReportMetric(tc.Seconds()/tr.Seconds(), "replay/consume")
-	b.Logf("FIGURES replay %s: consume %.0f records/s, replay %.0f records/s, ratio %.3f", b.Name(), n/tc.Seconds(), n/tr.Seconds(), tc.Seconds()/tr.Seconds())
+	b.Logf("FIGURES replay %s: consume %.0f records/s, replay %.0f records/s (%d workers; one: %.0f), ratio %.3f", b.Name(), n/tc.Seconds(), n/tr.Seconds(), workers, n/t1.Seconds(), tc.Seconds()/tr.Seconds())
 }
 
 // bareConsume reads every partition of events from its start to its last stable offset,
@@ -157,4 +177,47 @@ func bareConsume(b *testing.B, opts []kgo.Opt) int {
 		})
 	}
 	return n
+}
+
+// BenchmarkEngineWorkers is replay's routing alone, without a broker: BenchmarkReplay's
+// million records and rules, already read, through an engine on one worker and on as many
+// as the process has processors, in turns. Its ratio is how replay's routing scales with
+// processors when nothing else needs them.
+func BenchmarkEngineWorkers(b *testing.B) {
+	recs := benchEvents()
+	cfg := testConfig(b, map[string]string{"GATE_CLOCK": "event"})
+	set := testRules(b, cfg, benchRulesYAML)
+	route := func(workers int) time.Duration {
+		cand, err := NewCandidate("bench", cfg, set)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := NewEngine(cfg.TickInterval, cand)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, _ := e.Workers(workers); n != workers {
+			b.Fatalf("%d workers, want %d", n, workers)
+		}
+		runtime.GC()
+		s := time.Now()
+		for _, r := range recs {
+			e.Route(r)
+		}
+		if r := e.Report(20); r.Records != benchRecords || r.Candidates[0].Total.Limited == 0 {
+			b.Fatalf("replayed %d records, %d limited", r.Records, r.Candidates[0].Total.Limited)
+		}
+		return time.Since(s)
+	}
+	n := runtime.GOMAXPROCS(0)
+	var t1, tn time.Duration
+	for b.Loop() {
+		t1 += route(1)
+		tn += route(n)
+	}
+	recsN := float64(b.N * benchRecords)
+	b.ReportMetric(recsN/t1.Seconds(), "one-worker-records/s")
+	b.ReportMetric(recsN/tn.Seconds(), "workers-records/s")
+	b.ReportMetric(t1.Seconds()/tn.Seconds(), "speedup")
+	b.Logf("FIGURES replay_engine: one worker %.0f records/s, %d workers %.0f records/s, speedup %.2f", recsN/t1.Seconds(), n, recsN/tn.Seconds(), t1.Seconds()/tn.Seconds())
 }

@@ -37,6 +37,7 @@ type Candidate struct {
 	sc       route.Scratch
 	out      kgo.Record
 	b        *builder
+	rows     int64 // the row budget of a minute: MaxRowsPerMinute, a worker's share of it
 }
 
 // NewCandidate builds the candidate name (how the report calls it) from cfg's limits,
@@ -55,7 +56,7 @@ type Candidate struct {
 // a decision, and their hashes are seeded per process, which would make two replays
 // differ.
 func NewCandidate(name string, cfg config.Config, set *rules.Set) (*Candidate, error) {
-	c := &Candidate{name: name, cfg: cfg, set: set, wall: cfg.Clock.Clock == limit.WallClock, b: newBuilder()}
+	c := &Candidate{name: name, cfg: cfg, set: set, wall: cfg.Clock.Clock == limit.WallClock, b: newBuilder(), rows: MaxRowsPerMinute}
 	if set != nil {
 		for _, r := range set.Rules {
 			c.b.ruleSet = append(c.b.ruleSet, r.Name)
@@ -83,7 +84,7 @@ func (c *Candidate) build(base time.Time) error {
 	rcfg := cfg.RouteConfig()
 	rcfg.DryRun = false
 	c.stores, c.adaptive = nil, 0
-	c.agg = outcome.NewAgg(time.Minute, outcome.NewBudget(MaxRowsPerMinute))
+	c.agg = outcome.NewAgg(time.Minute, outcome.NewBudget(c.rows))
 	c.sc = route.Scratch{Outcomes: c.agg}
 	exact := func(lc limit.Config) limit.Config {
 		lc.SketchWidth, lc.KeyCardinality = 0, 0
@@ -122,6 +123,33 @@ func (c *Candidate) build(base time.Time) error {
 		return fmt.Errorf("building the router of %s: %w", c.name, err)
 	}
 	return nil
+}
+
+// worker is a copy of c for one of n workers (parallel.go): its own limiters, stores,
+// outcomes and report, with a share of the row budget.
+func (c *Candidate) worker(n int) *Candidate {
+	w := *c
+	w.b = newBuilder()
+	w.b.ruleSet = c.b.ruleSet
+	w.rows = max(c.rows/int64(n), 1)
+	w.router, w.stores, w.sc, w.out = nil, nil, route.Scratch{}, kgo.Record{}
+	return &w
+}
+
+// keys are the key sources of c's rules, or the GATE_KEY_FROM of a gate without a file.
+func (c *Candidate) keys() []route.KeyFrom {
+	if c.set == nil {
+		k := c.cfg.RouteConfig().KeyFrom
+		if k.IsZero() {
+			k, _ = route.ParseKeyFrom(route.DefaultKeyFrom)
+		}
+		return []route.KeyFrom{k}
+	}
+	var out []route.KeyFrom
+	for _, r := range c.set.Rules {
+		out = append(out, r.Key)
+	}
+	return out
 }
 
 func (c *Candidate) use(lims ...*limit.Limiter) {

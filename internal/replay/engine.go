@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/route"
 )
 
 // Engine routes recorded records through its candidates, on the replay's clock: the
@@ -20,6 +22,11 @@ type Engine struct {
 	bytes      int64
 	minHistory time.Duration
 	err        error
+	// With workers (Workers; parallel.go), cands keep the clock (each one's next tick)
+	// and the workers' candidates route; by is the member records are dealt by.
+	workers []*worker
+	by      route.KeyFrom
+	peek    route.Scratch
 }
 
 // NewEngine replays through cands (one, or two to compare). A candidate on the wall
@@ -59,7 +66,31 @@ func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 	return e, nil
 }
 
-// Route replays one record. rec is not kept.
+// Workers has up to n goroutines route the records (parallel.go), and returns how many
+// will and the member records are dealt to them by: one, and "", when n is under 2 or
+// the keys share no member. It is called before the first Route. The report is the
+// same whatever the number of workers.
+func (e *Engine) Workers(n int) (int, string) {
+	if n < 2 || e.records > 0 || e.workers != nil {
+		return max(len(e.workers), 1), e.by.String()
+	}
+	by, ok := sharedMember(e.cands)
+	if !ok {
+		return 1, ""
+	}
+	e.by = by
+	for range n {
+		var cs []*Candidate
+		for _, c := range e.cands {
+			cs = append(cs, c.worker(n))
+		}
+		e.workers = append(e.workers, newWorker(cs))
+	}
+	return n, by.String()
+}
+
+// Route replays one record. With workers, rec is kept until a worker has routed it (at
+// the latest when Report returns); it must not change meanwhile.
 func (e *Engine) Route(rec *kgo.Record) {
 	t := rec.Timestamp.UTC() // the report's times are UTC, whatever the host's zone
 	if e.records == 0 {
@@ -71,6 +102,7 @@ func (e *Engine) Route(rec *kgo.Record) {
 			c.next = t.Truncate(c.every).Add(c.every)
 		}
 		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
+		e.broadcast(task{kind: evStart, now: t})
 	}
 	if e.err != nil {
 		return
@@ -80,8 +112,20 @@ func (e *Engine) Route(rec *kgo.Record) {
 	}
 	e.records++
 	e.bytes += int64(len(rec.Value))
+	if e.workers != nil {
+		v, ok := e.by.Peek(rec, &e.peek)
+		e.workers[workerOf(v, ok, len(e.workers))].push(task{kind: evRecord, now: e.now, rec: rec})
+		return
+	}
 	for _, c := range e.cands {
 		c.route(e.now, rec)
+	}
+}
+
+// broadcast hands ev to every worker.
+func (e *Engine) broadcast(ev task) {
+	for _, w := range e.workers {
+		w.push(ev)
 	}
 }
 
@@ -92,14 +136,22 @@ func (e *Engine) Err() error { return e.err }
 func (e *Engine) advance(t time.Time) {
 	e.now = t
 	if !t.Before(e.nextSeal) {
-		for _, c := range e.cands {
-			c.seal()
+		if e.workers != nil {
+			e.broadcast(task{kind: evSeal})
+		} else {
+			for _, c := range e.cands {
+				c.seal()
+			}
 		}
 		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
 	}
-	for _, c := range e.cands {
+	for i, c := range e.cands {
 		if !t.Before(c.next) {
-			c.tick(t)
+			if e.workers != nil {
+				e.broadcast(task{kind: evTick, cand: i, now: t})
+			} else {
+				c.tick(t)
+			}
 			c.next = t.Truncate(c.every).Add(c.every)
 		}
 	}
@@ -109,15 +161,43 @@ func (e *Engine) advance(t time.Time) {
 // top most affected keys.
 func (e *Engine) Report(top int) *Report {
 	r := &Report{From: e.first, To: e.now, Records: e.records, Bytes: e.bytes}
-	for _, c := range e.cands {
-		c.seal()
-		for _, s := range c.stores {
-			s.flush(e.now)
+	bs := make([]*builder, len(e.cands))
+	for i, c := range e.cands {
+		bs[i] = c.b
+	}
+	if e.workers != nil {
+		for _, w := range e.workers {
+			w.stop()
 		}
-		r.Candidates = append(r.Candidates, c.b.report(c.name, top))
+		for i := range e.cands {
+			bs[i] = newBuilder()
+			bs[i].ruleSet = e.cands[i].b.ruleSet
+		}
+		for _, w := range e.workers {
+			for i, c := range w.cands {
+				if e.records > 0 {
+					c.seal()
+				}
+				bs[i].merge(c.b)
+			}
+		}
+		e.workers = nil // a second Report reports the same
+		for i, c := range e.cands {
+			c.b = bs[i]
+		}
+	} else {
+		for _, c := range e.cands {
+			c.seal()
+			for _, s := range c.stores {
+				s.flush(e.now)
+			}
+		}
+	}
+	for i, c := range e.cands {
+		r.Candidates = append(r.Candidates, bs[i].report(c.name, top))
 	}
 	if len(e.cands) == 2 {
-		r.Diff = diff(e.cands[0].b.teams, e.cands[1].b.teams)
+		r.Diff = diff(bs[0].teams, bs[1].teams)
 	}
 	if e.minHistory > 0 {
 		span := e.now.Sub(e.first)

@@ -275,6 +275,68 @@ func (b *builder) rows(rows []outcome.Row) {
 	}
 }
 
+// merge adds o, what another worker gathered of the same candidate (parallel.go). The
+// workers' keys are apart; a key both have is summed all the same.
+func (b *builder) merge(o *builder) {
+	b.total.plus(&o.total)
+	for _, r := range o.order {
+		t := b.rules[r]
+		if t == nil {
+			t = new(Totals)
+			b.rules[r] = t
+			b.order = append(b.order, r)
+		}
+		t.plus(o.rules[r])
+	}
+	for r, n := range o.dead {
+		b.dead[r] += n
+	}
+	for t, n := range o.teams {
+		b.teams[t] += n
+	}
+	b.folded += o.folded
+	for id, ok := range o.keys {
+		k := b.keys[id]
+		if k == nil {
+			b.keys[id] = ok
+			continue
+		}
+		k.Team = cmp.Or(k.Team, ok.Team)
+		k.Limited += ok.Limited
+		k.Tagged += ok.Tagged
+		k.ShadowOver += ok.ShadowOver
+		if !ok.FirstLimited.IsZero() && (k.FirstLimited.IsZero() || ok.FirstLimited.Before(k.FirstLimited)) {
+			k.FirstLimited = ok.FirstLimited
+		}
+		if ok.LastLimited.After(k.LastLimited) {
+			k.LastLimited = ok.LastLimited
+		}
+		if ok.PeakRatio > k.PeakRatio {
+			k.PeakRatio, k.Threshold = ok.PeakRatio, ok.Threshold
+		}
+		for _, p := range ok.Series {
+			q := k.point(p.Minute)
+			if p.Level > q.Level || q.Threshold == 0 {
+				q.Level, q.Threshold = p.Level, p.Threshold
+			}
+			q.Affected += p.Affected
+		}
+	}
+}
+
+// plus adds o's counts to t.
+func (t *Totals) plus(o *Totals) {
+	t.Records += o.Records
+	t.Accepted += o.Accepted
+	t.Tagged += o.Tagged
+	t.Limited += o.Limited
+	t.Overflow += o.Overflow
+	t.Topic += o.Topic
+	t.Dropped += o.Dropped
+	t.DeadLetter += o.DeadLetter
+	t.ShadowOver += o.ShadowOver
+}
+
 // report is the candidate's report with its top most affected keys.
 func (b *builder) report(name string, top int) CandidateReport {
 	c := CandidateReport{Name: name, Total: b.total, Folded: b.folded}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"unsafe"
 
@@ -164,6 +165,31 @@ func (k KeyFrom) String() string {
 // Composite reports whether the key joins several fields (json:team_id+distinct_id): a
 // key within a team, whose cardinality no operator bounds.
 func (k KeyFrom) Composite() bool { return len(k.fields) > 1 }
+
+// Members are the sources k's key is made of: each field of a json: key as a json: source
+// of its own, in k's order; a header: or key source is its own one member. Two records
+// with the same key under k have the same value under each member.
+func (k KeyFrom) Members() []KeyFrom {
+	if k.src != sourceJSON {
+		return []KeyFrom{{src: k.src, header: k.header}}
+	}
+	out := make([]KeyFrom, len(k.fields))
+	for i, f := range k.fields {
+		out[i] = KeyFrom{src: sourceJSON, fields: []jsonField{f}, top: []memberName{f.names[0]}}
+	}
+	return out
+}
+
+// Peek reads rec's key under k as a router without JSON validation reads it, for a caller
+// that only needs to tell records apart by it: wherever any router reads a key of which
+// k is a member (Members) from rec, Peek reads the same value of k (a router with
+// GATE_VALIDATE_JSON only dead-letters more). ok is false where no key of k can be
+// read, and then no router reads one either. The value aliases rec or s.
+func (k KeyFrom) Peek(rec *kgo.Record, s *Scratch) (v string, ok bool) {
+	k.lax = true
+	v, code := k.team(rec, s, math.MaxInt)
+	return v, code == reasonNone
+}
 
 // IsZero reports whether k is the zero value, which reads nothing.
 func (k KeyFrom) IsZero() bool { return k.src == sourceNone }

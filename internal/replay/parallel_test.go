@@ -1,0 +1,156 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// manyTeams is ten minutes of 60 teams at rates from far under to three times their
+// limits, some with a user sending most of their records, and a bad record a minute: enough
+// keys for every worker to get some.
+func manyTeams() []*kgo.Record {
+	var recs []*kgo.Record
+	for m := range 10 {
+		base := time.Duration(m) * time.Minute
+		for team := range 60 {
+			n := 20 + team*5
+			if team%7 == 3 && m >= 2 && m <= 6 {
+				n *= 3
+			}
+			for i := range n {
+				user := fmt.Sprint("u", i%(1+team%5))
+				if team%4 == 1 && i%2 == 0 {
+					user = "bot"
+				}
+				recs = append(recs, event(fmt.Sprint("t", team), user, base+time.Duration(i)*time.Minute/time.Duration(n)+time.Duration(team)*time.Millisecond))
+			}
+		}
+		recs = append(recs, &kgo.Record{Topic: "events", Value: []byte("not json"), Timestamp: start.Add(base + 30*time.Second)})
+	}
+	for _, r := range recs {
+		r.Timestamp = r.Timestamp.Truncate(time.Millisecond)
+	}
+	slices.SortStableFunc(recs, func(a, b *kgo.Record) int { return a.Timestamp.Compare(b.Timestamp) })
+	return recs
+}
+
+// TestWorkersReportAsOne: routed by several workers, a replay reports byte for byte what
+// one goroutine does, on either clock, with rules and without, one candidate or two.
+func TestWorkersReportAsOne(t *testing.T) {
+	const userRules = `
+rules:
+- name: user
+  key: json:team_id+distinct_id
+  limits: [1m:60]
+  action: overflow
+- name: team
+  key: json:team_id
+  limits: [1m:150]
+  action: tag
+- name: team-shadow
+  key: json:team_id
+  limits: [1m:100, 5m:300]
+  shadow: true
+`
+	recs := manyTeams()
+	for _, clk := range []string{"wall", "event"} {
+		for _, tc := range []struct {
+			name  string
+			rules []string // "" for the GATE_* limits
+		}{{"limits", []string{""}}, {"rules", []string{userRules}}, {"compare", []string{userRules, ""}}} {
+			t.Run(clk+"/"+tc.name, func(t *testing.T) {
+				cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "200", "GATE_LIMIT_MODE": "divert"})
+				report := func(workers int) []byte {
+					var cands []*Candidate
+					for i, y := range tc.rules {
+						var c *Candidate
+						var err error
+						if y == "" {
+							c, err = NewCandidate(fmt.Sprint("c", i), cfg, nil)
+						} else {
+							c, err = NewCandidate(fmt.Sprint("c", i), cfg, testRules(t, cfg, y))
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						cands = append(cands, c)
+					}
+					e, err := NewEngine(cfg.TickInterval, cands...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if n, by := e.Workers(workers); workers > 1 && (n != workers || by != "json:team_id") {
+						t.Fatalf("Workers(%d) = %d, %q; want %d by json:team_id", workers, n, by, workers)
+					}
+					for _, r := range recs {
+						e.Route(r)
+					}
+					var buf bytes.Buffer
+					if err := json.NewEncoder(&buf).Encode(e.Report(50)); err != nil {
+						t.Fatal(err)
+					}
+					return buf.Bytes()
+				}
+				one := report(1)
+				var r Report
+				if err := json.Unmarshal(one, &r); err != nil {
+					t.Fatal(err)
+				}
+				if c := r.Candidates[0]; c.Total.Limited+c.Total.Tagged == 0 || len(c.Keys) < 5 || c.Total.DeadLetter != 10 {
+					t.Fatalf("the traffic limits too little to compare: %+v, %d keys", c.Total, len(c.Keys))
+				}
+				for _, n := range []int{2, 3, 4} {
+					if got := report(n); !bytes.Equal(got, one) {
+						t.Errorf("%d workers report otherwise than one:\n%s\n%s", n, got, one)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Rules whose keys share no field are routed by one worker: a record's keys could then
+// be on two workers.
+func TestWorkersNeedASharedMember(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_CLOCK": "event"})
+	set := testRules(t, cfg, `
+rules:
+- name: team
+  key: json:team_id
+  limits: [1m:100]
+  action: overflow
+- name: events
+  key: json:event
+  limits: [1m:1000]
+  action: overflow
+`)
+	c, err := NewCandidate("c", cfg, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(time.Second, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, by := e.Workers(4); n != 1 || by != "" {
+		t.Fatalf("Workers(4) = %d, %q; want 1, none", n, by)
+	}
+	// The file-less gate's composite key is shared by its one rule: the first field.
+	cfg = testConfig(t, map[string]string{"GATE_KEY_FROM": "json:distinct_id+team_id"})
+	if c, err = NewCandidate("c", cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e, err = NewEngine(time.Second, c); err != nil {
+		t.Fatal(err)
+	}
+	if n, by := e.Workers(3); n != 3 || by != "json:distinct_id" {
+		t.Fatalf("Workers(3) = %d, %q; want 3 by json:distinct_id", n, by)
+	}
+	e.Report(1) // stops the workers
+}
