@@ -19,7 +19,8 @@
 //     partition, then offset), whatever way the fetches come, on limiters whose clock
 //     starts an hour before the range, and the report is sorted and in UTC: two replays
 //     of the same range give the same report byte for byte while no limiter's cache is
-//     full (an eviction's choice depends on hashes seeded per process).
+//     full (an eviction's choice depends on hashes seeded per process). On several
+//     workers (Engine.Workers, parallel.go) too: the report is one goroutine's.
 //   - Bounded: a candidate keeps a row per (minute, key, rule, outcome, reason) for the
 //     minute being routed (at most MaxRowsPerMinute; keys past it are folded into one
 //     row and counted), and a series only for the keys that came within half of their
