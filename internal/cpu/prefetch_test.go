@@ -12,6 +12,7 @@ func TestPrefetch(t *testing.T) {
 	Prefetch(unsafe.Pointer(&b[0]))
 	Prefetch(unsafe.Pointer(&b[len(b)-1]))
 	Prefetch(nil)
+	Prefetch4(unsafe.Pointer(&b[0]), nil, unsafe.Pointer(&b[len(b)-1]), nil)
 	if string(b) != "line" {
 		t.Errorf("the prefetched bytes changed: %q", b)
 	}

@@ -254,8 +254,13 @@ func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decis
 	h := maphash.String(l.seed, team)
 	if l.skPrefetch.Load() {
 		// The lookup and the sketch's lines then miss the caches together, not one
-		// after the other.
-		l.sk.prefetch(h, floorDiv(ns, l.windowNs))
+		// after the other. The window from the span, as checkUntracked has it: a
+		// division costs more than the prefetches.
+		sp := l.span.Load()
+		if sp == nil || ns < sp.start || ns >= sp.end {
+			sp = l.spanAt(ns)
+		}
+		l.sk.prefetch(h, sp.epoch)
 	}
 	sh := &l.shards[h&l.mask]
 	t := sh.idx.tab.Load()

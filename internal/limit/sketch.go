@@ -131,11 +131,11 @@ func (s *sketch) cells(h uint64) cells {
 // ep-1 without waiting for them.
 func (s *sketch) prefetch(h uint64, ep int64) {
 	c := s.cells(h)
-	for _, e := range [2]int64{ep, ep - 1} {
-		k := uint64(e) % sketchSlots
-		cpu.Prefetch(unsafe.Pointer(&s.slots[0].c[(c.line[0]*sketchSlots+k)*sketchLine]))
-		cpu.Prefetch(unsafe.Pointer(&s.slots[0].c[(c.line[1]*sketchSlots+k)*sketchLine]))
-	}
+	k, pk := uint64(ep)%sketchSlots, uint64(ep-1)%sketchSlots
+	a, b := c.line[0]*sketchSlots*sketchLine, c.line[1]*sketchSlots*sketchLine
+	cnt := s.slots[0].c
+	cpu.Prefetch4(unsafe.Pointer(&cnt[a+k*sketchLine]), unsafe.Pointer(&cnt[b+k*sketchLine]),
+		unsafe.Pointer(&cnt[a+pk*sketchLine]), unsafe.Pointer(&cnt[b+pk*sketchLine]))
 }
 
 // sketchMisses sets skPrefetch from the checks since the last sweep: on when more than
