@@ -157,7 +157,7 @@ func noMemberAfter(rest string, n memberName) bool {
 			return false
 		}
 	} else {
-		for off := 0; ; {
+		for off := 0; off < len(rest); { // a backslash last sets off past the end
 			p := strings.IndexByte(rest[off:], '\\')
 			if p < 0 {
 				break

@@ -6,6 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/limit"
 )
 
 // stringEndLoop is stringEnd as a plain byte loop (gjson's way): the reference for
@@ -188,5 +193,59 @@ func TestMembersNameLengths(t *testing.T) {
 	}
 	if want := []string{"1", "2", "4", "5", "-", "-"}; !slices.Equal(got, want) {
 		t.Errorf("values %v, want %v", got, want)
+	}
+}
+
+// A value cut off anywhere is dead-lettered as not JSON, whatever the key source: never a
+// panic, which would stop every gate reading the record. Cut after a dotted key's
+// top-level name, the scan found the name's value at the value's end; cut after a
+// backslash, the look for an escaped name ran past it.
+func TestCutOffValuesAreDeadLettered(t *testing.T) {
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, value string }{
+		{"json:properties.team", `{"properties":`},
+		{"json:properties.team", `{"a":1,"properties": `},
+		{"json:team_id", `{"team_id":"abc\`},
+		{"json:team_id", `{"team_id":\`},
+		{"json:team_id+distinct_id", `{"team_id":"a","distinct_id":"b\`},
+		{"json:team_id", `{"team_id":`},
+		{"json:team_id", `{"team_id": `},
+		{"json:p.0.team", `{"p":`},
+		{"json:p.0.team", `{"p":[`},
+		{"json:properties.team", `{"properties":{"team":`},
+	} {
+		// Through a rules router too, whose fields are read in one shared pass.
+		rr := newRuleFixture(t, Config{}, ruleSpec{Rule{Name: "r", Key: mustKeyFrom(t, c.from), Action: ActionOverflow}, []limit.Config{{Threshold: 1000}}},
+			ruleSpec{Rule{Name: "u", Key: mustKeyFrom(t, "json:distinct_id+team_id"), SkipMissing: true, Action: ActionOverflow}, []limit.Config{{Threshold: 1000}}})
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s, %q, with rules: Route panics: %v", c.from, c.value, p)
+				}
+			}()
+			if _, o := rr.r.Route(t0, &kgo.Record{Value: []byte(c.value)}, &Scratch{}); o.Route != DeadLetter || o.Reason != "not_json" {
+				t.Errorf("%s, %q, with rules: %s %s, want dead-lettered not_json", c.from, c.value, o.Route, o.Reason)
+			}
+		}()
+		for _, validate := range []bool{false, true} {
+			r, err := New(Config{KeyFrom: mustKeyFrom(t, c.from), ValidateJSON: validate, AcceptedTopic: "a", OverflowTopic: "o", DeadLetterTopic: "d"}, l, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Errorf("%s, %q (validate %t): Route panics: %v", c.from, c.value, validate, p)
+					}
+				}()
+				out, o := r.Route(t0, &kgo.Record{Value: []byte(c.value)}, &Scratch{})
+				if o.Route != DeadLetter || o.Reason != "not_json" || out.Topic != "d" {
+					t.Errorf("%s, %q (validate %t): %s %s to %q, want dead-lettered not_json", c.from, c.value, validate, o.Route, o.Reason, out.Topic)
+				}
+			}()
+		}
 	}
 }
