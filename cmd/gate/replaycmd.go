@@ -47,6 +47,10 @@ every rule is made of (team_id, when the rules count by team_id and team_id+dist
 so that the report is the same as one goroutine's; on one when the keys share none.
 `
 
+// maxReplayWorkers bounds -workers: each worker builds every limiter of the rules
+// replayed, some megabytes before the first record.
+const maxReplayWorkers = 256
+
 type replayOpts struct {
 	rules, against, from, to, offsets, html, topic, clock string
 	top, workers                                          int
@@ -86,8 +90,8 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("replay takes no arguments, got %q", args)}
 	}
-	if o.workers < 0 {
-		return &cli.UsageError{Msg: fmt.Sprintf("replay: -workers %d: want a number of goroutines, or 0 for one a processor", o.workers)}
+	if o.workers < 0 || o.workers > maxReplayWorkers {
+		return &cli.UsageError{Msg: fmt.Sprintf("replay: -workers %d: want a number of goroutines up to %d, or 0 for one a processor", o.workers, maxReplayWorkers)}
 	}
 	if o.workers == 0 {
 		o.workers = runtime.GOMAXPROCS(0)
@@ -154,6 +158,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if err != nil {
 		return err
 	}
+	defer eng.Close() // a replay that fails reports nothing: its workers stop here
 	if n, by := eng.Workers(o.workers); n > 1 {
 		fmt.Fprintf(stderr, "gate replay: %d workers, records dealt by %s\n", n, by)
 	} else if o.workers > 1 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,7 @@ func TestReplayCommandRefusesBadFlags(t *testing.T) {
 		{[]string{"-offsets", "0:1-5", "-from", "1h"}, "-offsets replaces -from and -to"},
 		{[]string{"-top", "0"}, "-top 0"},
 		{[]string{"-workers", "-2"}, "-workers -2"},
+		{[]string{"-workers", "1000"}, "-workers 1000: want a number of goroutines up to 256"},
 		{[]string{"-clock", "processing"}, `-clock "processing": want wall or event`},
 		{[]string{"extra"}, "takes no arguments"},
 		{[]string{"-rules", "/nonexistent/rules.yaml"}, "/nonexistent/rules.yaml"},
@@ -143,5 +145,27 @@ func TestReplayProgressLine(t *testing.T) {
 	want := "gate replay: 2,500,000 of 10,000,000 records (25%), 500,000/s, at 2026-11-27 14:03:00Z, 15s left\n"
 	if b.String() != want {
 		t.Errorf("progress line %q, want %q", b.String(), want)
+	}
+}
+
+// A replay that fails after its workers started stops them: none is left routing nothing.
+// Not parallel: it counts the process's replay workers before and after.
+func TestReplayFailureStopsWorkers(t *testing.T) {
+	_, env := kafkaEnv(t)
+	workers := func() int {
+		buf := make([]byte, 1<<22)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "replay.(*worker).run")
+	}
+	before := workers()
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"replay", "-workers", "3", "-topic", "no-such-topic"}, testHost(env), &stdout, &stderr)
+	if err == nil {
+		t.Fatalf("gate replay of a missing topic: no error\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "3 workers") {
+		t.Fatalf("the replay did not start its workers before failing (%v):\n%s", err, stderr.String())
+	}
+	if n := workers() - before; n > 0 {
+		t.Errorf("%d replay workers still running after gate replay failed: %v", n, err)
 	}
 }

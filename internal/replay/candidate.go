@@ -37,7 +37,7 @@ type Candidate struct {
 	sc       route.Scratch
 	out      kgo.Record
 	b        *builder
-	rows     int64 // the row budget of a minute: MaxRowsPerMinute, a worker's share of it
+	rows     int64 // the row budget of a minute: MaxRowsPerMinute (a test's less)
 }
 
 // NewCandidate builds the candidate name (how the report calls it) from cfg's limits,
@@ -125,13 +125,13 @@ func (c *Candidate) build(base time.Time) error {
 	return nil
 }
 
-// worker is a copy of c for one of n workers (parallel.go): its own limiters, stores,
-// outcomes and report, with a share of the row budget.
-func (c *Candidate) worker(n int) *Candidate {
+// worker is a copy of c for a worker (parallel.go): its own limiters, stores, outcomes
+// and report. Its row budget is c's whole: all of a team's keys go to one worker, so a
+// share of it would fold a minute one goroutine keeps whole.
+func (c *Candidate) worker() *Candidate {
 	w := *c
 	w.b = newBuilder()
 	w.b.ruleSet = c.b.ruleSet
-	w.rows = max(c.rows/int64(n), 1)
 	w.router, w.stores, w.sc, w.out = nil, nil, route.Scratch{}, kgo.Record{}
 	return &w
 }

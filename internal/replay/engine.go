@@ -82,7 +82,7 @@ func (e *Engine) Workers(n int) (int, string) {
 	for range n {
 		var cs []*Candidate
 		for _, c := range e.cands {
-			cs = append(cs, c.worker(n))
+			cs = append(cs, c.worker())
 		}
 		e.workers = append(e.workers, newWorker(cs))
 	}
@@ -120,6 +120,15 @@ func (e *Engine) Route(rec *kgo.Record) {
 	for _, c := range e.cands {
 		c.route(e.now, rec)
 	}
+}
+
+// Close stops the workers, if any, without a report: for a replay that failed. It does
+// nothing after Report.
+func (e *Engine) Close() {
+	for _, w := range e.workers {
+		w.stop()
+	}
+	e.workers = nil
 }
 
 // broadcast hands ev to every worker.

@@ -20,10 +20,10 @@ import (
 // the order the one-goroutine replay meets them. So each key is counted, read, held and
 // decided as the one-goroutine replay decides it, and the report, the workers' parts
 // summed, is the same byte for byte (TestWorkersReportAsOne) — while no limiter's cache
-// is full and no minute reaches MaxRowsPerMinute. Each worker has its share of the rows
-// a minute, and caches of GATE_CACHE_CAPACITY keys of its own: a worker's cache fills no
-// sooner than the one goroutine's would, though the memory they may take is the
-// workers' number times as much.
+// is full and no minute reaches MaxRowsPerMinute. Each worker has the whole row budget
+// and caches of GATE_CACHE_CAPACITY keys of its own, so none folds a row or evicts a key
+// before the one goroutine would, though the memory they may take is the workers'
+// number times as much.
 //
 // Where the rules share no member (a rule keyed by ip beside one keyed by team_id), one
 // worker routes every record.

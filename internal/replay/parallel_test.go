@@ -154,3 +154,83 @@ rules:
 	}
 	e.Report(1) // stops the workers
 }
+
+// A minute whose rows are under the budget is kept whole on workers too, though all of a
+// team's rows are on one worker: each worker has the whole budget, not a share.
+func TestWorkersKeepTheRowBudget(t *testing.T) {
+	var recs []*kgo.Record
+	for m := range 3 {
+		for i := range 300 { // one team, 300 users a minute, each over its limit
+			for k := range 2 {
+				recs = append(recs, event("big", fmt.Sprint("u", i), time.Duration(m)*time.Minute+time.Duration(i)*100*time.Millisecond+time.Duration(k)*time.Millisecond))
+			}
+		}
+		for team := range 20 {
+			recs = append(recs, event(fmt.Sprint("s", team), "u", time.Duration(m)*time.Minute+time.Duration(team)*time.Second))
+		}
+	}
+	for _, r := range recs {
+		r.Timestamp = r.Timestamp.Truncate(time.Millisecond)
+	}
+	slices.SortStableFunc(recs, func(a, b *kgo.Record) int { return a.Timestamp.Compare(b.Timestamp) })
+	cfg := testConfig(t, map[string]string{"GATE_CLOCK": "event"})
+	set := testRules(t, cfg, "rules:\n- name: user\n  key: json:team_id+distinct_id\n  limits: [1m:1]\n  action: overflow\n")
+	report := func(workers int) []byte {
+		c, err := NewCandidate("c", cfg, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.rows = 400 // 321 rows a minute: one goroutine folds nothing
+		e, err := NewEngine(cfg.TickInterval, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Workers(workers)
+		for _, r := range recs {
+			e.Route(r)
+		}
+		rep := e.Report(1000)
+		if workers == 1 && (rep.Candidates[0].Folded != 0 || rep.Candidates[0].KeysAffected < 300) {
+			t.Fatalf("one goroutine: %d records folded, %d keys affected; want none folded, the 300 users among them", rep.Candidates[0].Folded, rep.Candidates[0].KeysAffected)
+		}
+		var buf bytes.Buffer
+		if err := json.NewEncoder(&buf).Encode(rep); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	one := report(1)
+	for _, n := range []int{2, 3, 5} {
+		if got := report(n); !bytes.Equal(got, one) {
+			t.Errorf("%d workers report otherwise than one:\n%s\n%s", n, got, one)
+		}
+	}
+}
+
+// Close stops the workers of a replay that ends without a report, and does nothing after
+// one.
+func TestEngineCloseStopsWorkers(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_CLOCK": "event"})
+	c, err := NewCandidate("c", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(time.Second, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Workers(3)
+	ws := slices.Clone(e.workers)
+	for _, r := range traffic()[:100] {
+		e.Route(r)
+	}
+	e.Close()
+	for i, w := range ws {
+		select {
+		case <-w.done:
+		default:
+			t.Errorf("worker %d still running after Close", i)
+		}
+	}
+	e.Close() // again: nothing to stop
+}
