@@ -130,6 +130,8 @@ func e2eFigures(b Samples, out map[string]float64) {
 	b.putRatio(out, "consume-records/s", benchReplayKafka, "real_kafka_replay_consume_records_per_s", "", "", "")
 	b.putRatio(out, "replay1-records/s", benchReplayKfake, "replay_one_worker_records_per_s", "", "", "")
 	b.putRatio(out, "replay1-records/s", benchReplayKafka, "real_kafka_replay_one_worker_records_per_s", "", "", "")
+	b.putRatio(out, "consume-cpu-ns/record", benchReplayKfake, "replay_consume_cpu_ns_per_record", "", "", "")
+	b.putRatio(out, "replay-cpu-ns/record", benchReplayKfake, "replay_cpu_ns_per_record", "", "", "")
 	// Its routing alone, on one worker and on one a processor, in turns.
 	b.putRatio(out, "one-worker-records/s", benchReplayWork, "replay_routing_one_worker_records_per_s", "", "", "")
 	b.putRatio(out, "workers-records/s", benchReplayWork, "replay_routing_workers_records_per_s", "", "", "")

@@ -115,6 +115,8 @@ var rows = []row{
 	{"replay_consume_records_per_s", nil, "BenchmarkReplay/kfake: a bare franz-go consume of 1,000,000 records (8 partitions, read_committed, nothing done per record), mean over the runs"},
 	{"replay_records_per_s", nil, "gate replay's read (merged in record-time order) and decision (a per-user rule and a team rule) of the same range, in turns with the consume, the same, on its default workers (one a processor, dealt by team_id)"},
 	{"replay_one_worker_records_per_s", nil, "the same replay on one worker (-workers 1), in turns with the others"},
+	{"replay_consume_cpu_ns_per_record", nil, "the bare consume's CPU a record, the process's (kfake's included)"},
+	{"replay_cpu_ns_per_record", nil, "the replay's on its default workers, the same: with replay_consume_cpu_ns_per_record, how many cores replay_vs_consume_ratio ≥ 0.8 needs"},
 	{"replay_vs_consume_ratio", ptr(atLeast(0.8)), "replay_records_per_s ÷ replay_consume_records_per_s, ratio of the means (issue Replay: a replay reads and decides at ≥ 0.8 × a bare consume)"},
 	{"real_kafka_replay_consume_records_per_s", nil, "BenchmarkReplay/kafka: the same on Apache Kafka 4.3.1, one node on the same machine, its JVM warmed by a consume first"},
 	{"real_kafka_replay_records_per_s", nil, "the replay, the same"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,17 +116,19 @@ func benchReplay(b *testing.B, opts ...kgo.Opt) {
 	}
 	consume()                        // warm: the broker's caches (and a JVM's compiler)
 	workers := runtime.GOMAXPROCS(0) // gate replay's default
-	var tc, tr, t1 time.Duration
+	var tc, tr, t1, cc, cr time.Duration
 	b.ResetTimer()
 	for range b.N {
 		runtime.GC()
-		s := time.Now()
+		s, c := time.Now(), processCPU()
 		consume()
 		tc += time.Since(s)
+		cc += processCPU() - c
 		runtime.GC()
-		s = time.Now()
+		s, c = time.Now(), processCPU()
 		replayed(workers)
 		tr += time.Since(s)
+		cr += processCPU() - c
 		runtime.GC()
 		s = time.Now()
 		replayed(1)
@@ -137,7 +140,18 @@ func benchReplay(b *testing.B, opts ...kgo.Opt) {
 	b.ReportMetric(n/tr.Seconds(), "replay-records/s")
 	b.ReportMetric(n/t1.Seconds(), "replay1-records/s")
 	b.ReportMetric(tc.Seconds()/tr.Seconds(), "replay/consume")
+	// The process's CPU a record (the in-process broker's included): what each needs of
+	// the machine, whatever its cores.
+	b.ReportMetric(float64(cc.Nanoseconds())/n, "consume-cpu-ns/record")
+	b.ReportMetric(float64(cr.Nanoseconds())/n, "replay-cpu-ns/record")
 	b.Logf("FIGURES replay %s: consume %.0f records/s, replay %.0f records/s (%d workers; one: %.0f), ratio %.3f", b.Name(), n/tc.Seconds(), n/tr.Seconds(), workers, n/t1.Seconds(), tc.Seconds()/tr.Seconds())
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // bareConsume reads every partition of events from its start to its last stable offset,
