@@ -12,7 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/kafkatest"
+	"github.com/capturegate/gate/internal/rules"
 )
 
 // benchRecords is how many records BenchmarkReplay reads in each turn.
@@ -96,17 +98,7 @@ func benchReplay(b *testing.B, opts ...kgo.Opt) {
 		}
 	}
 	replayed := func(workers int) {
-		cand, err := NewCandidate("bench", cfg, set)
-		if err != nil {
-			b.Fatal(err)
-		}
-		e, err := NewEngine(cfg.TickInterval, cand)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n, _ := e.Workers(workers); n != workers {
-			b.Fatalf("%d workers, want %d", n, workers)
-		}
+		e := benchEngine(b, cfg, set, workers)
 		if _, err := Read(b.Context(), Range{Topic: "events"}, e.Route, nil, opts...); err != nil {
 			b.Fatal(err)
 		}
@@ -145,6 +137,22 @@ func benchReplay(b *testing.B, opts ...kgo.Opt) {
 	b.ReportMetric(float64(cc.Nanoseconds())/n, "consume-cpu-ns/record")
 	b.ReportMetric(float64(cr.Nanoseconds())/n, "replay-cpu-ns/record")
 	b.Logf("FIGURES replay %s: consume %.0f records/s, replay %.0f records/s (%d workers; one: %.0f), ratio %.3f", b.Name(), n/tc.Seconds(), n/tr.Seconds(), workers, n/t1.Seconds(), tc.Seconds()/tr.Seconds())
+}
+
+// benchEngine is an engine replaying set on workers workers.
+func benchEngine(b *testing.B, cfg config.Config, set *rules.Set, workers int) *Engine {
+	cand, err := NewCandidate("bench", cfg, set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := NewEngine(cfg.TickInterval, cand)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n, _ := e.Workers(workers); n != workers {
+		b.Fatalf("%d workers, want %d", n, workers)
+	}
+	return e
 }
 
 // processCPU is the CPU time the process has used, user and system.
@@ -202,17 +210,7 @@ func BenchmarkEngineWorkers(b *testing.B) {
 	cfg := testConfig(b, map[string]string{"GATE_CLOCK": "event"})
 	set := testRules(b, cfg, benchRulesYAML)
 	route := func(workers int) time.Duration {
-		cand, err := NewCandidate("bench", cfg, set)
-		if err != nil {
-			b.Fatal(err)
-		}
-		e, err := NewEngine(cfg.TickInterval, cand)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n, _ := e.Workers(workers); n != workers {
-			b.Fatalf("%d workers, want %d", n, workers)
-		}
+		e := benchEngine(b, cfg, set, workers)
 		runtime.GC()
 		s := time.Now()
 		for _, r := range recs {

@@ -66,7 +66,7 @@ rules:
 		}{{"limits", []string{""}}, {"rules", []string{userRules}}, {"compare", []string{userRules, ""}}} {
 			t.Run(clk+"/"+tc.name, func(t *testing.T) {
 				cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "200", "GATE_LIMIT_MODE": "divert"})
-				report := func(workers int) []byte {
+				cands := func() []*Candidate {
 					var cands []*Candidate
 					for i, y := range tc.rules {
 						var c *Candidate
@@ -81,34 +81,11 @@ rules:
 						}
 						cands = append(cands, c)
 					}
-					e, err := NewEngine(cfg.TickInterval, cands...)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if n, by := e.Workers(workers); workers > 1 && (n != workers || by != "json:team_id") {
-						t.Fatalf("Workers(%d) = %d, %q; want %d by json:team_id", workers, n, by, workers)
-					}
-					for _, r := range recs {
-						e.Route(r)
-					}
-					var buf bytes.Buffer
-					if err := json.NewEncoder(&buf).Encode(e.Report(50)); err != nil {
-						t.Fatal(err)
-					}
-					return buf.Bytes()
+					return cands
 				}
-				one := report(1)
-				var r Report
-				if err := json.Unmarshal(one, &r); err != nil {
-					t.Fatal(err)
-				}
+				r := sameOnWorkers(t, cfg.TickInterval, recs, cands, 2, 3, 4)
 				if c := r.Candidates[0]; c.Total.Limited+c.Total.Tagged == 0 || len(c.Keys) < 5 || c.Total.DeadLetter != 10 {
-					t.Fatalf("the traffic limits too little to compare: %+v, %d keys", c.Total, len(c.Keys))
-				}
-				for _, n := range []int{2, 3, 4} {
-					if got := report(n); !bytes.Equal(got, one) {
-						t.Errorf("%d workers report otherwise than one:\n%s\n%s", n, got, one)
-					}
+					t.Errorf("the traffic limits too little to compare: %+v, %d keys", c.Total, len(c.Keys))
 				}
 			})
 		}
@@ -175,36 +152,48 @@ func TestWorkersKeepTheRowBudget(t *testing.T) {
 	slices.SortStableFunc(recs, func(a, b *kgo.Record) int { return a.Timestamp.Compare(b.Timestamp) })
 	cfg := testConfig(t, map[string]string{"GATE_CLOCK": "event"})
 	set := testRules(t, cfg, "rules:\n- name: user\n  key: json:team_id+distinct_id\n  limits: [1m:1]\n  action: overflow\n")
-	report := func(workers int) []byte {
+	r := sameOnWorkers(t, cfg.TickInterval, recs, func() []*Candidate {
 		c, err := NewCandidate("c", cfg, set)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.rows = 400 // 321 rows a minute: one goroutine folds nothing
-		e, err := NewEngine(cfg.TickInterval, c)
+		return []*Candidate{c}
+	}, 2, 3, 5)
+	if c := r.Candidates[0]; c.Folded != 0 || c.KeysAffected < 300 {
+		t.Errorf("one goroutine: %d records folded, %d keys affected; want none folded, the 300 users among them", c.Folded, c.KeysAffected)
+	}
+}
+
+// sameOnWorkers replays recs through the candidates cands makes, ticking every tick, on
+// one worker, then on each of ns, and fails where a report differs from one's. It returns one's report.
+func sameOnWorkers(t *testing.T, tick time.Duration, recs []*kgo.Record, cands func() []*Candidate, ns ...int) *Report {
+	t.Helper()
+	report := func(workers int) ([]byte, *Report) {
+		e, err := NewEngine(tick, cands()...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.Workers(workers)
+		if n, by := e.Workers(workers); n != workers {
+			t.Fatalf("Workers(%d) = %d, %q", workers, n, by)
+		}
 		for _, r := range recs {
 			e.Route(r)
 		}
 		rep := e.Report(1000)
-		if workers == 1 && (rep.Candidates[0].Folded != 0 || rep.Candidates[0].KeysAffected < 300) {
-			t.Fatalf("one goroutine: %d records folded, %d keys affected; want none folded, the 300 users among them", rep.Candidates[0].Folded, rep.Candidates[0].KeysAffected)
-		}
 		var buf bytes.Buffer
 		if err := json.NewEncoder(&buf).Encode(rep); err != nil {
 			t.Fatal(err)
 		}
-		return buf.Bytes()
+		return buf.Bytes(), rep
 	}
-	one := report(1)
-	for _, n := range []int{2, 3, 5} {
-		if got := report(n); !bytes.Equal(got, one) {
+	one, rep := report(1)
+	for _, n := range ns {
+		if got, _ := report(n); !bytes.Equal(got, one) {
 			t.Errorf("%d workers report otherwise than one:\n%s\n%s", n, got, one)
 		}
 	}
+	return rep
 }
 
 // Close stops the workers of a replay that ends without a report, and does nothing after
