@@ -80,11 +80,11 @@ type Limiter struct {
 	// Keys below the fleet floor (sketch.go): counted in sk, not cached. sk is nil when
 	// every key is cached (Config.SketchWidth < 0, adaptive thresholds, the event clock).
 	sk *sketch
-	// skPrefetch: most checks since the last sweep missed the cache (the sketch
-	// answered, or the key was cached then), so a check has the processor fetch the
-	// key's sketch lines before it looks the key up (sketchMisses).
+	// skPrefetch: the sketch answered most checks since the last sweep, so a check has
+	// the processor fetch the key's sketch lines before it looks the key up
+	// (sketchMisses).
 	skPrefetch     atomic.Bool
-	skSeen         [2]uint64    // checks and misses at the last sweep; the sweep's alone
+	skSeen         [2]uint64    // checks and sketch answers at the last sweep; the sweep's alone
 	fleetSize      atomic.Int64 // gates sharing the input, ≥ 1 (SetFleetSize)
 	untrackedFloor atomic.Int64 // records of a key at the default threshold; 0: none untracked
 	card           *cardinality // teams rotating identities (cardinality.go); nil without a bound

@@ -138,22 +138,25 @@ func (s *sketch) prefetch(h uint64, ep int64) {
 		unsafe.Pointer(&cnt[a+pk*sketchLine]), unsafe.Pointer(&cnt[b+pk*sketchLine]))
 }
 
-// sketchMisses sets skPrefetch from the checks since the last sweep: on when more than
-// half of them missed the cache. A per-user rule's checks mostly miss, and its key's
-// sketch lines and its probe of the cache then come from memory together, one wait (a
-// quarter less CPU a record: BenchmarkRotation); a team rule's mostly hit, and would pay
-// the prefetches and their lines in the caches for nothing. Only the sweep calls it.
+// sketchMisses sets skPrefetch from the checks since the last sweep: on when the sketch
+// answered more than half of them. A per-user rule's checks mostly go to it, and its key's
+// sketch lines and its probe of the cache then come from memory together, one wait; a
+// team rule's checks mostly hit the cache, and would pay the prefetches and their lines
+// in the caches for nothing. Checks and sketch answers are both counted in the routing
+// goroutines' tallies (AddTally), so a sweep between two flushes sees them lag alike;
+// and with no floor (untrackedFloor 0) the sketch answers none, and nothing is fetched.
+// Only the sweep calls it.
 func (l *Limiter) sketchMisses() {
-	var checks, missed uint64
+	var checks, untracked uint64
 	for i := range l.decisions {
 		checks += l.decisions[i].allowed.Load() + l.decisions[i].limited.Load()
 	}
 	for i := range l.shards {
-		missed += l.shards[i].untracked.Load() + l.shards[i].misses.Load()
+		untracked += l.shards[i].untracked.Load()
 	}
-	dc, dm := checks-l.skSeen[0], missed-l.skSeen[1]
-	l.skSeen = [2]uint64{checks, missed}
-	if on := dc > 0 && 2*dm > dc; on != l.skPrefetch.Load() {
+	dc, du := checks-l.skSeen[0], untracked-l.skSeen[1]
+	l.skSeen = [2]uint64{checks, untracked}
+	if on := dc > 0 && 2*du > dc; on != l.skPrefetch.Load() {
 		l.skPrefetch.Store(on)
 	}
 }

@@ -272,3 +272,57 @@ func TestSketchPrefetchFollowsMisses(t *testing.T) {
 		t.Fatal("4,000 checks of one key, three in four of them cached, since the last sweep: still prefetching")
 	}
 }
+
+// The prefetch's switch counts checks and sketch answers alike, both late when they wait
+// in a routing goroutine's tally: a sweep between two flushes does not see a batch's keys
+// missed without its checks. And with no floor (nothing untracked) it stays off, whatever
+// the keys inserted.
+func TestSketchPrefetchCountsAlike(t *testing.T) {
+	l, _, _ := newTest(t, sketchCfg())
+	now := at(time.Second)
+	for range 2000 {
+		l.CheckAt(now, "hot", 1) // cached past its floor (1,000)
+	}
+	sweep(t, l, at(2*time.Second))
+	sweep(t, l, at(3*time.Second)) // no checks since: off
+	// 150 keys with an override, cached (inserted) at their first check.
+	ovr := map[string]int64{}
+	for i := range 150 {
+		ovr[fmt.Sprintf("new-%d", i)] = 50_000
+	}
+	if err := l.SetOverrides(ovr); err != nil {
+		t.Fatal(err)
+	}
+	var tally Tally
+	for range 10_000 {
+		l.CheckTally(at(3*time.Second), "hot", 1, &tally)
+	}
+	for i := range 150 {
+		for range 3 {
+			l.CheckTally(at(3*time.Second), fmt.Sprintf("new-%d", i), 1, &tally)
+		}
+	}
+	for range 200 {
+		l.CheckAt(at(3*time.Second), "hot", 1)
+	}
+	sweep(t, l, at(4*time.Second)) // the tally not yet flushed
+	if l.skPrefetch.Load() {
+		t.Fatal("prefetching after a sweep that saw 200 cached checks and 150 keys inserted, a tally of their 10,450 checks waiting")
+	}
+	l.AddTally(&tally)
+	sweep(t, l, at(5*time.Second))
+	if l.skPrefetch.Load() {
+		t.Fatal("prefetching after 10,450 checks, 450 of them of new keys")
+	}
+
+	cfg := sketchCfg()
+	cfg.Threshold = 100 // a floor of 1 record: none, every key cached
+	l, _, _ = newTest(t, cfg)
+	for i := range 1000 {
+		l.CheckAt(now, fmt.Sprintf("user-%d", i), 1)
+	}
+	sweep(t, l, at(2*time.Second))
+	if l.skPrefetch.Load() {
+		t.Fatal("prefetching sketch lines with no floor, nothing in the sketch")
+	}
+}
