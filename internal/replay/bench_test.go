@@ -233,3 +233,35 @@ func BenchmarkEngineWorkers(b *testing.B) {
 	b.ReportMetric(t1.Seconds()/tn.Seconds(), "speedup")
 	b.Logf("FIGURES replay_engine: one worker %.0f records/s, %d workers %.0f records/s, speedup %.2f", recsN/t1.Seconds(), n, recsN/tn.Seconds(), t1.Seconds()/tn.Seconds())
 }
+
+// BenchmarkMerge is the reader's merge in record-time order alone: BenchmarkReplay's
+// records on 8 partitions (as a key hash spreads them), added a fetch of 500 records a
+// partition at a time and emitted.
+func BenchmarkMerge(b *testing.B) {
+	recs := benchEvents()
+	const parts = 8
+	byPart := make([][]*kgo.Record, parts)
+	for i, r := range recs {
+		p := int32(i * 7919 % parts)
+		r.Partition, r.Offset = p, int64(len(byPart[p]))
+		byPart[p] = append(byPart[p], r)
+	}
+	var ranges []PartitionRange
+	for p := range parts {
+		ranges = append(ranges, PartitionRange{Partition: int32(p), Start: 0, End: int64(len(byPart[p]))})
+	}
+	n := 0
+	for b.Loop() {
+		m := newMerge(ranges)
+		at := make([]int, parts)
+		for !m.done() {
+			for p := range parts {
+				end := min(at[p]+500, len(byPart[p]))
+				m.add(int32(p), byPart[p][at[p]:end])
+				at[p] = end
+			}
+			m.emit(func(*kgo.Record) { n++ })
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/record")
+}

@@ -204,6 +204,7 @@ type queue struct {
 	PartitionRange
 	next   int64 // the offset after the last one received
 	recs   []*kgo.Record
+	head   int64 // recs[0]'s time in Unix ns, while recs is not empty: compared without a load of it
 	paused bool
 	ended  bool // its fetches paused for good
 }
@@ -257,6 +258,9 @@ func (m *merge) add(p int32, recs []*kgo.Record) {
 		m.offsets += r.Offset + 1 - q.next
 		q.next = r.Offset + 1
 		if !r.Attrs.IsControl() {
+			if len(q.recs) == 0 {
+				q.head = r.Timestamp.UnixNano()
+			}
 			q.recs = append(q.recs, r)
 		}
 	}
@@ -273,7 +277,7 @@ func (m *merge) emit(fn func(*kgo.Record)) {
 				}
 				continue
 			}
-			if best == nil || before(q.recs[0], best.recs[0]) {
+			if best == nil || q.head < best.head || q.head == best.head && before(q.recs[0], best.recs[0]) {
 				best = q
 			}
 		}
@@ -286,6 +290,8 @@ func (m *merge) emit(fn func(*kgo.Record)) {
 		best.recs = best.recs[1:]
 		if len(best.recs) == 0 {
 			best.recs = best.recs[:0:0] // let the fetch's array go
+		} else {
+			best.head = best.recs[0].Timestamp.UnixNano()
 		}
 		m.at = r.Timestamp
 		fn(r)
