@@ -24,7 +24,8 @@
 //   - Bounded: a candidate keeps a row per (minute, key, rule, outcome, reason) for the
 //     minute being routed (at most MaxRowsPerMinute; keys past it are folded into one
 //     row and counted), and a series only for the keys that came within half of their
-//     threshold, a point for each minute they were. A partition read ahead of the others
-//     pauses its fetches, and one read to its end stops them.
+//     threshold, a point for each minute they were; on workers, each worker as much. A
+//     partition read ahead of the others pauses its fetches, and one read to its end
+//     stops them; a worker behind holds the reader once 8 batches wait for it.
 //   - Bad input gets the gate's dead-letter reasons in the report, nothing more.
 package replay
