@@ -445,11 +445,7 @@ func (k *KeyFrom) fieldValue(js string, i, at int, s *Scratch) (string, reasonCo
 			break
 		}
 		// Go down to the next part: a member of an object, or an element of an array when
-		// the part is an index. Anything else has no such field. A value cut off just
-		// after the name (read without validation) has nothing there.
-		if at >= len(js) {
-			return "", s.fail(malformed())
-		}
+		// the part is an index. Anything else has no such field.
 		switch js[at] {
 		case '{':
 			var next [1]int

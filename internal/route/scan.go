@@ -25,8 +25,9 @@ const scanMalformed = -1
 // members reads the members of the object whose '{' is at js[i]. For each member whose
 // name, unescaped, equals names[j], it sets at[j] to the index of the member's value the
 // first time and to -1 (appears more than once) after; at must hold zeros on entry and be
-// as long as names. It returns the index just past the object's closing '}', or
-// scanMalformed; or, when it stopped early, the index of the last name's value.
+// as long as names; every index it sets is inside js. It returns the index just past the
+// object's closing '}', or scanMalformed; or, when it stopped early, the index of the last
+// name's value.
 //
 // It stops early once every name has been seen and nothing after can be a member by any
 // of them (noMemberAfter): a field near the start of a large event is then read without
@@ -58,6 +59,9 @@ func members(js string, i int, names []memberName, at []int) int {
 			return scanMalformed
 		}
 		i = skipSpace(js, i+1)
+		if i >= len(js) {
+			return scanMalformed // cut off after the name: no value to point at
+		}
 		found := false
 		if esc || lens&(1<<min(len(name), 63)) != 0 {
 			for j, want := range names {
