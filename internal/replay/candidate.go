@@ -136,14 +136,11 @@ func (c *Candidate) worker() *Candidate {
 	return &w
 }
 
-// keys are the key sources of c's rules, or the GATE_KEY_FROM of a gate without a file.
+// keys are the key sources of c's rules, or the GATE_KEY_FROM of a gate without a file
+// (its router's: defaulted).
 func (c *Candidate) keys() []route.KeyFrom {
 	if c.set == nil {
-		k := c.cfg.RouteConfig().KeyFrom
-		if k.IsZero() {
-			k, _ = route.ParseKeyFrom(route.DefaultKeyFrom)
-		}
-		return []route.KeyFrom{k}
+		return []route.KeyFrom{c.router.Config().KeyFrom}
 	}
 	var out []route.KeyFrom
 	for _, r := range c.set.Rules {

@@ -102,7 +102,7 @@ func (e *Engine) Route(rec *kgo.Record) {
 			c.next = t.Truncate(c.every).Add(c.every)
 		}
 		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
-		e.broadcast(task{kind: evStart, now: t})
+		e.broadcast(task{kind: taskStart, now: t})
 	}
 	if e.err != nil {
 		return
@@ -114,7 +114,7 @@ func (e *Engine) Route(rec *kgo.Record) {
 	e.bytes += int64(len(rec.Value))
 	if e.workers != nil {
 		v, ok := e.by.Peek(rec, &e.peek)
-		e.workers[workerOf(v, ok, len(e.workers))].push(task{kind: evRecord, now: e.now, rec: rec})
+		e.workers[workerOf(v, ok, len(e.workers))].push(task{kind: taskRecord, now: e.now, rec: rec})
 		return
 	}
 	for _, c := range e.cands {
@@ -131,10 +131,10 @@ func (e *Engine) Close() {
 	e.workers = nil
 }
 
-// broadcast hands ev to every worker.
-func (e *Engine) broadcast(ev task) {
+// broadcast hands t to every worker.
+func (e *Engine) broadcast(t task) {
 	for _, w := range e.workers {
-		w.push(ev)
+		w.push(t)
 	}
 }
 
@@ -146,7 +146,7 @@ func (e *Engine) advance(t time.Time) {
 	e.now = t
 	if !t.Before(e.nextSeal) {
 		if e.workers != nil {
-			e.broadcast(task{kind: evSeal})
+			e.broadcast(task{kind: taskSeal})
 		} else {
 			for _, c := range e.cands {
 				c.seal()
@@ -157,7 +157,7 @@ func (e *Engine) advance(t time.Time) {
 	for i, c := range e.cands {
 		if !t.Before(c.next) {
 			if e.workers != nil {
-				e.broadcast(task{kind: evTick, cand: i, now: t})
+				e.broadcast(task{kind: taskTick, cand: i, now: t})
 			} else {
 				c.tick(t)
 			}
@@ -170,43 +170,34 @@ func (e *Engine) advance(t time.Time) {
 // top most affected keys.
 func (e *Engine) Report(top int) *Report {
 	r := &Report{From: e.first, To: e.now, Records: e.records, Bytes: e.bytes}
-	bs := make([]*builder, len(e.cands))
-	for i, c := range e.cands {
-		bs[i] = c.b
-	}
 	if e.workers != nil {
+		// The workers' reports, summed, become the candidates' own; their limiters,
+		// which never routed, have nothing to seal or flush below.
 		for _, w := range e.workers {
 			w.stop()
 		}
-		for i := range e.cands {
-			bs[i] = newBuilder()
-			bs[i].ruleSet = e.cands[i].b.ruleSet
-		}
-		for _, w := range e.workers {
-			for i, c := range w.cands {
-				if e.records > 0 {
-					c.seal()
+		for i, c := range e.cands {
+			b := newBuilder()
+			b.ruleSet = c.b.ruleSet
+			for _, w := range e.workers {
+				if e.records > 0 { // else never started: nothing to seal
+					w.cands[i].seal()
 				}
-				bs[i].merge(c.b)
+				b.merge(w.cands[i].b)
 			}
+			c.b = b
 		}
 		e.workers = nil // a second Report reports the same
-		for i, c := range e.cands {
-			c.b = bs[i]
-		}
-	} else {
-		for _, c := range e.cands {
-			c.seal()
-			for _, s := range c.stores {
-				s.flush(e.now)
-			}
-		}
 	}
-	for i, c := range e.cands {
-		r.Candidates = append(r.Candidates, bs[i].report(c.name, top))
+	for _, c := range e.cands {
+		c.seal()
+		for _, s := range c.stores {
+			s.flush(e.now)
+		}
+		r.Candidates = append(r.Candidates, c.b.report(c.name, top))
 	}
 	if len(e.cands) == 2 {
-		r.Diff = diff(bs[0].teams, bs[1].teams)
+		r.Diff = diff(e.cands[0].b.teams, e.cands[1].b.teams)
 	}
 	if e.minHistory > 0 {
 		span := e.now.Sub(e.first)

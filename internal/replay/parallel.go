@@ -35,19 +35,19 @@ const workerBatch = 512
 // workerQueue is how many batches may wait for a worker before the engine waits for it.
 const workerQueue = 8
 
-type eventKind uint8
+type taskKind uint8
 
 const (
-	evRecord eventKind = iota
-	evStart
-	evTick // one candidate's tick (event.cand)
-	evSeal
+	taskRecord taskKind = iota
+	taskStart
+	taskTick // one candidate's tick (task.cand)
+	taskSeal
 )
 
 // task is what the engine hands a worker: a record to route at now, or a step of the
 // replay's clock.
 type task struct {
-	kind eventKind
+	kind taskKind
 	cand int
 	now  time.Time
 	rec  *kgo.Record
@@ -94,26 +94,26 @@ func (w *worker) run() {
 	defer close(w.done)
 	for batch := range w.in {
 		for i := range batch {
-			ev := &batch[i]
-			switch ev.kind {
-			case evRecord:
+			t := &batch[i]
+			switch t.kind {
+			case taskRecord:
 				for _, c := range w.cands {
-					c.route(ev.now, ev.rec)
+					c.route(t.now, t.rec)
 				}
-			case evStart:
+			case taskStart:
 				for _, c := range w.cands {
 					// The engine's own candidates were built the same way and stop the
 					// replay on an error: a worker's cannot differ.
-					_ = c.start(ev.now)
+					_ = c.start(t.now)
 				}
-			case evTick:
-				w.cands[ev.cand].tick(ev.now)
-			case evSeal:
+			case taskTick:
+				w.cands[t.cand].tick(t.now)
+			case taskSeal:
 				for _, c := range w.cands {
 					c.seal()
 				}
 			}
-			*ev = task{} // the record is not kept
+			*t = task{} // the record is not kept
 		}
 		select {
 		case w.free <- batch[:0]:
@@ -122,9 +122,9 @@ func (w *worker) run() {
 	}
 }
 
-// push queues ev for w, handing the batch over when it is full.
-func (w *worker) push(ev task) {
-	w.buf = append(w.buf, ev)
+// push queues t for w, handing the batch over when it is full.
+func (w *worker) push(t task) {
+	w.buf = append(w.buf, t)
 	if len(w.buf) == workerBatch {
 		w.hand()
 	}

@@ -276,7 +276,8 @@ func (b *builder) rows(rows []outcome.Row) {
 }
 
 // merge adds o, what another worker gathered of the same candidate (parallel.go). The
-// workers' keys are apart; a key both have is summed all the same.
+// workers' keys are apart (each key's records go to one worker), so o's are taken as
+// they are.
 func (b *builder) merge(o *builder) {
 	b.total.plus(&o.total)
 	for _, r := range o.order {
@@ -295,33 +296,7 @@ func (b *builder) merge(o *builder) {
 		b.teams[t] += n
 	}
 	b.folded += o.folded
-	for id, ok := range o.keys {
-		k := b.keys[id]
-		if k == nil {
-			b.keys[id] = ok
-			continue
-		}
-		k.Team = cmp.Or(k.Team, ok.Team)
-		k.Limited += ok.Limited
-		k.Tagged += ok.Tagged
-		k.ShadowOver += ok.ShadowOver
-		if !ok.FirstLimited.IsZero() && (k.FirstLimited.IsZero() || ok.FirstLimited.Before(k.FirstLimited)) {
-			k.FirstLimited = ok.FirstLimited
-		}
-		if ok.LastLimited.After(k.LastLimited) {
-			k.LastLimited = ok.LastLimited
-		}
-		if ok.PeakRatio > k.PeakRatio {
-			k.PeakRatio, k.Threshold = ok.PeakRatio, ok.Threshold
-		}
-		for _, p := range ok.Series {
-			q := k.point(p.Minute)
-			if p.Level > q.Level || q.Threshold == 0 {
-				q.Level, q.Threshold = p.Level, p.Threshold
-			}
-			q.Affected += p.Affected
-		}
-	}
+	maps.Copy(b.keys, o.keys)
 }
 
 // plus adds o's counts to t.
