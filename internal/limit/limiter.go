@@ -82,7 +82,7 @@ type Limiter struct {
 	sk *sketch
 	// skPrefetch: the sketch answered most checks since the last sweep, so a check has
 	// the processor fetch the key's sketch lines before it looks the key up
-	// (sketchMisses).
+	// (setSketchPrefetch).
 	skPrefetch     atomic.Bool
 	skSeen         [2]uint64    // checks and sketch answers at the last sweep; the sweep's alone
 	fleetSize      atomic.Int64 // gates sharing the input, ≥ 1 (SetFleetSize)

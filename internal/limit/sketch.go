@@ -138,7 +138,7 @@ func (s *sketch) prefetch(h uint64, ep int64) {
 		unsafe.Pointer(&cnt[a+pk*sketchLine]), unsafe.Pointer(&cnt[b+pk*sketchLine]))
 }
 
-// sketchMisses sets skPrefetch from the checks since the last sweep: on when the sketch
+// setSketchPrefetch sets skPrefetch from the checks since the last sweep: on when the sketch
 // answered more than half of them. A per-user rule's checks mostly go to it, and its key's
 // sketch lines and its probe of the cache then come from memory together, one wait; a
 // team rule's checks mostly hit the cache, and would pay the prefetches and their lines
@@ -146,7 +146,7 @@ func (s *sketch) prefetch(h uint64, ep int64) {
 // goroutines' tallies (AddTally), so a sweep between two flushes sees them lag alike;
 // and with no floor (untrackedFloor 0) the sketch answers none, and nothing is fetched.
 // Only the sweep calls it.
-func (l *Limiter) sketchMisses() {
+func (l *Limiter) setSketchPrefetch() {
 	var checks, untracked uint64
 	for i := range l.decisions {
 		checks += l.decisions[i].allowed.Load() + l.decisions[i].limited.Load()

@@ -225,7 +225,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 	if l.sk != nil {
 		l.sk.prepare(cur)
 		demoteUnder = float64(l.untrackedFloor.Load()) / 2
-		l.sketchMisses()
+		l.setSketchPrefetch()
 	}
 	if l.card != nil {
 		l.sweepCardinality(ns, cur, into)
