@@ -325,6 +325,10 @@ func TestRowRetriedAfterItsContextEnds(t *testing.T) {
 	withOutcomes(t, env)
 	a := env.start(t, "a")
 	waitFor(t, 30*time.Second, "gate ready (running, its partition assigned)", a.c.ready.Load)
+	// Run sets the context the retries produce under before it first marks progress:
+	// seen marked, the test may call retryRows (ready, set from the client's group
+	// goroutine, does not order the test after that write).
+	waitFor(t, 30*time.Second, "the gate's loop running", func() bool { return a.c.progressAt.Load() != 0 })
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	r := &outcomeRow{rec: kgo.Record{Topic: outTopic, Key: []byte("team-1"), Value: []byte(`{"retried":true}`), Context: ended}, seal: &sealBatch{}}
