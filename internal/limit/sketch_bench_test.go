@@ -7,12 +7,16 @@ import (
 	"unsafe"
 )
 
+// benchWindowChecks is BenchmarkCheckUntracked's checks a window: a million a minute, the
+// sketch's design load (sketch.go), whatever b.N is.
+const benchWindowChecks = 1 << 20
+
 // BenchmarkCheckUntracked is the check of a key under the floor (sketch.go) beside a
 // cached key's, in one process: "untracked" checks keys of 100k teams × 50 users, each
 // under a floor of 300 (threshold 30,000), "cached" the same keys with every key cached
 // (SketchWidth 0, capacity 300,000 against 5 million keys: evicting), the keys built in a reused buffer as the router's are; "rotating" is
 // "untracked" with one record in five from a team with a fresh key each, found rotating
-// and collapsed.
+// and collapsed. A minute passes every benchWindowChecks checks, with its sweep (untimed).
 func BenchmarkCheckUntracked(b *testing.B) {
 	for _, v := range []struct {
 		name     string
@@ -45,7 +49,15 @@ func BenchmarkCheckUntracked(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				l.CheckAt(now, key(i*7919), 1)
-				i++
+				if i++; i%benchWindowChecks == 0 {
+					// A window's load and no more: left in one window, the sketch's
+					// counters grew by b.N ÷ its width, every key reached its floor past
+					// some ten million checks, and the figure became the caching one's.
+					b.StopTimer()
+					now = now.Add(time.Minute)
+					l.Sweep(now, &sw)
+					b.StartTimer()
+				}
 			}
 		})
 	}
