@@ -92,6 +92,14 @@ func (b *Budget) take() bool {
 	return true
 }
 
+// force claims a row whatever the budget holds: a kept key's (Record). Used may then
+// exceed the cap by them.
+func (b *Budget) force() {
+	if b != nil && b.max > 0 {
+		b.used.Add(1)
+	}
+}
+
 func (b *Budget) give(n int) {
 	if b != nil && b.max > 0 {
 		b.used.Add(-int64(n))
@@ -298,6 +306,17 @@ func (a *Agg) Record(f *Fate) {
 	h := maphash.String(a.slots.seed, f.Key)
 	first, at := a.find(f.Key, h)
 	if a.count(first, at, iv, f.Kind, f.Rule, f.Reason, f.Bytes) {
+		return
+	}
+	// A key already kept keeps its other rows (another outcome, rule, reason or
+	// interval: a handful, at most its rules × outcomes × reasons a seal), drawn from the
+	// budget all the same so that they bring the cap on new keys nearer: folded, a kept
+	// team's overflow would leave its history (its key is gone from a folded row) just
+	// when it matters. Only a key that first comes once the cap is reached is folded.
+	if first >= 0 && f.Key != "" { // "" is the folded rows' too: not a kept key
+		a.budget.force()
+		a.held++
+		a.add(first, at, h, iv, f)
 		return
 	}
 	if a.budget.take() {

@@ -99,6 +99,36 @@ func TestBudgetFoldsTheRest(t *testing.T) {
 	}
 }
 
+// A key kept before the budget was spent keeps its rows after: a team accepted first
+// and then overflowed, or counted again in the next interval, is in its own rows with
+// every record (its history shows its limiting), never in the folded row.
+func TestBudgetKeepsKeptKeys(t *testing.T) {
+	b := NewBudget(2)
+	a := NewAgg(time.Minute, b)
+	a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "heavy", Team: "heavy"})
+	a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "small", Team: "small"})
+	for range 1000 {
+		a.Record(&Fate{At: t0, Kind: Overflow, Reason: "rate_limited", Key: "heavy", Team: "heavy"})
+	}
+	a.Record(&Fate{At: t0.Add(time.Minute), Kind: Accepted, Reason: "allowed", Key: "heavy", Team: "heavy"})
+	a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "late", Team: "late"})
+	if n := a.Folded(); n != 1 {
+		t.Errorf("folded %d records, want 1 (the late key's)", n)
+	}
+	rows := Seal("g", "s", a)
+	if h := TeamHistory(rows, "heavy"); h.Total.Limited != 1000 || h.Total.Accepted != 2 {
+		t.Errorf("team heavy's history: %d accepted, %d limited; want 2 and 1000 (rows %+v)", h.Total.Accepted, h.Total.Limited, rows)
+	}
+	for _, r := range rows {
+		if r.Folded && r.Records != 1 {
+			t.Errorf("folded row %+v: want the late key's one record", r)
+		}
+	}
+	if b.Used() != 0 {
+		t.Errorf("after the seal the budget holds %d rows, want 0", b.Used())
+	}
+}
+
 // mixedKeys are n keys of every kind an Agg tells apart: short, longer than a slot holds
 // sharing a prefix, slotKey long and shorter ("" among them), and composite.
 func mixedKeys(n int) []string {
@@ -123,7 +153,8 @@ func mixedKeys(n int) []string {
 // sharing prefixes), intervals (across their ends, before 1970), kinds, rules and
 // reasons, with or without Bump first (as the router calls it), across seals and past
 // the budget, an Agg's rows are a plain map's sums: every record counted once, in the
-// row of its key, interval, kind, rule and reason, or folded once the budget is spent.
+// row of its key, interval, kind, rule and reason, or folded once the budget is spent
+// when its key has no row yet.
 func TestAggMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	keys := mixedKeys(3000)
@@ -144,6 +175,7 @@ func TestAggMatchesReference(t *testing.T) {
 				base = time.Unix(-90, 0) // before 1970: intervals below zero
 			}
 			rowsHeld := map[id]bool{}
+			keysHeld := map[string]bool{} // keys with a row of their own: their other rows are never folded
 			for n := range 20_000 {
 				key := keys[rng.IntN(len(keys))]
 				if rng.IntN(3) == 0 {
@@ -153,10 +185,10 @@ func TestAggMatchesReference(t *testing.T) {
 					Rule: rules[rng.IntN(3)], Reason: reasons[rng.IntN(3)], Key: string([]byte(key)), Bytes: rng.IntN(1000)}
 				f.Team = f.Key
 				k := id{iv: a.interval(f.At), kind: f.Kind, rule: f.Rule, reason: f.Reason, key: f.Key}
-				if budget > 0 && !rowsHeld[k] && int64(len(rowsHeld)) >= budget {
+				if budget > 0 && !rowsHeld[k] && !(k.key != "" && keysHeld[k.key]) && int64(len(rowsHeld)) >= budget {
 					k.key, k.folded = "", true
 				} else {
-					rowsHeld[k] = true
+					rowsHeld[k], keysHeld[k.key] = true, true
 				}
 				w := want[k]
 				want[k] = [2]int64{w[0] + 1, w[1] + int64(f.Bytes)}
@@ -324,7 +356,8 @@ func TestBumpHashed(t *testing.T) {
 // into one row per interval, outcome, rule, reason and key, or one folded row per
 // interval, outcome, rule and reason for the records of keys past the budget, each the
 // sum of every Agg's records and bytes: what a plain map counts, across seals. A key's
-// row takes a row of the budget in each Agg that counts it.
+// row takes a row of the budget in each Agg that counts it; a key with a row in an Agg
+// is never folded there.
 func TestSealMergesAggs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	keys := mixedKeys(500)
@@ -345,7 +378,8 @@ func TestSealMergesAggs(t *testing.T) {
 		}
 		for seal := range 3 {
 			want := map[id][2]int64{}
-			held := map[int]map[id]bool{} // by Agg: the rows it made
+			held := map[int]map[id]bool{}     // by Agg: the rows it made
+			kept := map[int]map[string]bool{} // by Agg: the keys it made rows of
 			for range 20_000 {
 				f := Fate{At: t0.Add(time.Duration(rng.IntN(120)) * time.Second), Kind: Kind(rng.IntN(int(numKinds))),
 					Rule: []string{"", "r"}[rng.IntN(2)], Reason: "x", Key: string([]byte(keys[rng.IntN(len(keys))])), Bytes: rng.IntN(100)}
@@ -357,7 +391,7 @@ func TestSealMergesAggs(t *testing.T) {
 				a := aggs[ai]
 				k := id{a.interval(f.At), kindOut(f), f.Rule, f.Reason, f.Key, false}
 				if held[ai] == nil {
-					held[ai] = map[id]bool{}
+					held[ai], kept[ai] = map[id]bool{}, map[string]bool{}
 				}
 				rows := 0
 				for _, h := range held {
@@ -365,8 +399,8 @@ func TestSealMergesAggs(t *testing.T) {
 				}
 				switch {
 				case held[ai][k]:
-				case c.budget == 0 || int64(rows) < c.budget:
-					held[ai][k] = true
+				case c.budget == 0 || int64(rows) < c.budget || k.key != "" && kept[ai][k.key]:
+					held[ai][k], kept[ai][k.key] = true, true
 				default:
 					k.key, k.folded = "", true
 				}
