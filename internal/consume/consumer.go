@@ -273,9 +273,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 // pollLoop polls and routes until ctx ends or the client is closed.
 func (c *Consumer) pollLoop(ctx context.Context) error {
 	for {
-		// While records are being retried, poll nothing new: a failing broker must
-		// slow consumption, not grow the retry queue.
-		if err := c.retry.waitIdle(ctx); err != nil {
+		// While records or outcome rows are being retried, poll nothing new: a failing
+		// broker must slow consumption, not grow the retry queue (or the seals awaiting
+		// their rows, which hold the commits).
+		if err := waitUntil(ctx, func() bool { return c.retry.pending.Load() == 0 && c.rowsRetrying() == 0 }); err != nil {
 			return nil
 		}
 		// The routing context exists before the poll returns: a rebalance that starts

@@ -128,6 +128,10 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			Help: "Records whose produce failed and is being retried; no new records are polled while it is above zero.",
 		}, func() float64 { return float64(c.retry.pending.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gate_retrying_outcome_rows",
+			Help: "Outcome rows (at-least-once) whose produce failed and is being retried; no new records are polled while it is above zero.",
+		}, func() float64 { return float64(c.rowsRetrying()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_inflight_records",
 			Help: "Output records handed to the producer and not yet acknowledged by the broker.",
 		}, func() float64 {

@@ -72,6 +72,10 @@ type outcomes struct {
 type outcomeRow struct {
 	rec  kgo.Record
 	seal *sealBatch // at-least-once
+	// failing: its produce failed and it is being retried, counted in
+	// rowRetries.pending until acknowledged. Only its promise reads and writes it (one
+	// at a time: a row is produced again only after its promise failed).
+	failing bool
 }
 
 // rowRetries holds at-least-once rows whose produce failed, produced again together
@@ -81,6 +85,11 @@ type rowRetries struct {
 	rows     []*outcomeRow
 	armed    bool
 	attempts int // failed rounds in a row
+	// pending counts the rows that failed and are not yet acknowledged. While it is
+	// above zero nothing new is polled, as while records are retried: each seal adds a
+	// row per key, each poll a batch its seal holds, and a gate routing on while its
+	// rows fail would hold them and every commit for as long as the topic fails.
+	pending atomic.Int64
 }
 
 // sealBatch is an at-least-once seal in flight: when its last row is acknowledged, the
@@ -314,6 +323,10 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 		c.out.retries.mu.Lock()
 		c.out.retries.attempts = 0
 		c.out.retries.mu.Unlock()
+		if r.failing {
+			r.failing = false
+			c.out.retries.pending.Add(-1)
+		}
 		if r.seal.rows.Add(-1) == 0 {
 			for _, b := range r.seal.batches {
 				c.ackBatch(b, 1)
@@ -329,6 +342,10 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 		c.produceProblem(rec.Topic, err)
 	}
 	rt := &c.out.retries
+	if !r.failing {
+		r.failing = true
+		rt.pending.Add(1)
+	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.rows = append(rt.rows, r)
@@ -356,6 +373,14 @@ func (c *Consumer) retryRows() {
 		r.rec = kgo.Record{Topic: r.rec.Topic, Key: r.rec.Key, Value: r.rec.Value, Timestamp: r.rec.Timestamp}
 		c.cl.Produce(c.produceCtx, &r.rec, c.out.promise)
 	}
+}
+
+// rowsRetrying is how many at-least-once outcome rows failed and await their retry.
+func (c *Consumer) rowsRetrying() int64 {
+	if c.out == nil {
+		return 0
+	}
+	return c.out.retries.pending.Load()
 }
 
 // sealTxn seals into the open transaction everything routed into it (exactly-once).

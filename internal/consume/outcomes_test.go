@@ -312,6 +312,47 @@ func TestOutcomeRowsHoldCommits(t *testing.T) {
 	rowsMatchOutputs(t, env, a, out, parts, n, "rows written late")
 }
 
+// At-least-once, while outcome rows fail, nothing new is polled, as while records are
+// retried: each seal adds rows and each poll a batch its seal holds, and a gate routing
+// on would hold them, and every commit, for as long as the topic fails (memory and the
+// replay after a crash growing with the outage). Records produced meanwhile are routed
+// once the rows are written. Before, the gate polled and routed on.
+func TestOutcomeRowsFailingHoldPolling(t *testing.T) {
+	t.Parallel()
+	const parts, n, poll = 2, 200, 10
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	// A poll already waiting when the rows first fail returns what comes: at most poll
+	// records are routed after that.
+	env.ccfg.MaxPollRecords = poll
+	f := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: outTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	prod := producer(t, env.cluster)
+	a := env.start(t, "a")
+	produceAll(t, prod, outcomesTraffic(0, n))
+	collect(t, env.cluster, n, 30*time.Second, 0)
+	waitFor(t, 30*time.Second, "rows failing, being retried", func() bool { return a.c.rowsRetrying() > 0 })
+	produceAll(t, prod, outcomesTraffic(n, n))
+	// Four more rounds of the rows refused: time enough to route the new records many
+	// times over had the gate polled them.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.Wait(ctx, f.Hits()+4); err != nil {
+		t.Fatalf("waiting for the rows to be refused four more times: %v (%d refused)", err, f.Hits())
+	}
+	if seen, _ := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond).routed(idRange(n, 2*n)); len(seen) > poll {
+		t.Errorf("%d records polled and routed while the outcome rows failed, want at most one poll's %d", len(seen), poll)
+	}
+	if got := a.c.rowsRetrying(); got == 0 {
+		t.Error("gate_retrying_outcome_rows is 0 while rows fail")
+	}
+	f.Remove()
+	out := collect(t, env.cluster, 2*n, 30*time.Second, 300*time.Millisecond)
+	if a.c.rowsRetrying() != 0 {
+		t.Errorf("%d rows still counted as retrying once written", a.c.rowsRetrying())
+	}
+	rowsMatchOutputs(t, env, a, out, parts, 2*n, "rows written once the topic takes them")
+}
+
 // A row whose first produce was cancelled is written when tried again: franz-go keeps
 // the context a record was first produced under (Record.Context, set only when nil), and
 // a row first produced under a context since ended (the routing context a rebalance

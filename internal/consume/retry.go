@@ -143,11 +143,6 @@ func (q *retryQueue) peek() (first *failed, n int, transient bool, brokerErr *fa
 	return q.items[0], len(q.items), transient, brokerErr
 }
 
-// waitIdle returns once no record is pending a retry, or with ctx's error.
-func (q *retryQueue) waitIdle(ctx context.Context) error {
-	return waitUntil(ctx, func() bool { return q.pending.Load() == 0 })
-}
-
 // waitUntil polls cond until it holds (nil) or ctx ends (ctx's error).
 func waitUntil(ctx context.Context, cond func() bool) error {
 	if cond() {
