@@ -457,11 +457,16 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 	var vteam string
 	var vseen uint32
 	i := 0
+	cur := floorDiv(ns, l.windowNs)
 	sh.idx.all(func(seen uint32, e *entry, team string) bool { // from a random slot: a random sample
 		i++
 		// A team that could be over its limit is never evicted: at half its threshold or
-		// more, or held. Evicted, it would start again from nothing.
-		if e.thr.Load()&heldBit != 0 || e.level(ns, l.readFloor.Load()) >= tierNormal*float64(l.threshold(e, team)) {
+		// more, or held. Evicted, it would start again from nothing. Nor one whose
+		// promotion out of the sketch the sketch still holds (two windows at most): seen
+		// again, it would be promoted again and its counts carried again, once a cycle,
+		// as records it never sent.
+		if e.thr.Load()&heldBit != 0 || e.level(ns, l.readFloor.Load()) >= tierNormal*float64(l.threshold(e, team)) ||
+			l.sk != nil && tbl == nil && l.sketchHolds(team, cur) {
 			return i < evictionScan
 		}
 		if victim == nil || seen < vseen {
@@ -470,9 +475,11 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 		return i < evictionScan && (i < evictionSample || victim == nil)
 	})
 	if victim == nil {
-		// Every team looked at could be over its limit: the cache grows past its capacity
-		// rather than forget one. Such teams each hold half a threshold of the window's
-		// records at least, so there are no more than 2 × records a window ÷ threshold.
+		// Every team looked at could be over its limit, or was just promoted: the cache
+		// grows past its capacity rather than forget one. Such teams each hold half a
+		// threshold of the window's records at least, or an eighth of a floor of the last
+		// two windows', so there are no more than 2 × records a window ÷ threshold, plus
+		// 16 × records a window ÷ floor.
 		sh.overfull.Add(1)
 		return
 	}

@@ -300,12 +300,11 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 // were counted here and never written. Less the noise: what the least of four counters of
 // another line holds, the other keys' records a key's counters hold at this load (the
 // count-mean-min correction, Deng and Rafiei 2007), so that a key met for the first time
-// at a high load is not carried in with other keys' records. A team with an override was
-// never counted in the sketch and carries nothing.
+// at a high load is not carried in with other keys' records. A team with an override is
+// never counted in the sketch, but one given its override while the gate runs was until
+// then: those counts are carried too (an override that lowers its threshold must find
+// them), and one always overridden has none of its own to carry.
 func (l *Limiter) carry(sh *shard, e *entry, h uint64, team string, ns int64) {
-	if l.overridden(team) {
-		return
-	}
 	ep := floorDiv(ns, l.windowNs)
 	cur, prev := l.sk.ownCounts(h, ep)
 	if cur > 0 {
@@ -357,8 +356,16 @@ func (l *Limiter) demotable(e *entry, team string, cur int64) bool {
 	if l.overridden(team) {
 		return false
 	}
+	return !l.sketchHolds(team, cur)
+}
+
+// sketchHolds reports whether the sketch still holds counts of team, cached, from before
+// its promotion, in windows cur and cur−1 (its own, less the noise, an eighth of its floor
+// or more): those were carried into its entry and written, so a team out of the cache
+// (demoted or evicted) would carry and write them again at its next promotion.
+func (l *Limiter) sketchHolds(team string, cur int64) bool {
 	c, p := l.sk.ownCounts(maphash.String(l.seed, team), cur)
-	return c+p < max(l.untrackedFloor.Load()/8, 1)
+	return c+p >= max(l.untrackedFloor.Load()/8, 1)
 }
 
 // Untracked is what this gate knows of key when it is under its floor, not cached: the

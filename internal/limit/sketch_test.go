@@ -326,3 +326,66 @@ func TestSketchPrefetchCountsAlike(t *testing.T) {
 		t.Fatal("prefetching sketch lines with no floor, nothing in the sketch")
 	}
 }
+
+// A key counted in the sketch and then given an override while the gate runs keeps its
+// sketch counts when promoted at its override: cap mode, 900 records admitted under the
+// floor, then an override of 500 admits no more. Before, promotion carried nothing for a
+// key with an override ("never counted in the sketch"), and the key started from 0
+// under its new, lower threshold: up to a floor's worth over it for the window.
+func TestLiveOverrideKeepsSketchCounts(t *testing.T) {
+	cfg := sketchCfg() // floor 1,000
+	cfg.Mode = Cap
+	l, _, _ := newTest(t, cfg)
+	now := at(time.Second)
+	for range 900 {
+		l.CheckAt(now, "k", 1)
+	}
+	if l.Len() != 0 {
+		t.Fatalf("k cached at 900 records, under its floor")
+	}
+	if err := l.SetOverrides(map[string]int64{"k": 500}); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 1000 {
+		if !l.CheckAt(now, "k", 1).Limited {
+			admitted++
+		}
+	}
+	if admitted > 0 {
+		t.Errorf("k had 900 records admitted, then an override of 500: %d more admitted, want 0", admitted)
+	}
+}
+
+// A key promoted out of the sketch is not evicted for capacity while the sketch still
+// holds the counts its promotion carried: seen again, it would be promoted again and its
+// counts carried again, once a cycle, written as records it never sent (an innocent key
+// limited). Capacity 1, a key promoted at its floor, then 50 overridden keys (always
+// cached) each followed by the key again: what the tick is handed of it stays what it
+// sent. Before, 51,000 for 1,050 records.
+func TestEvictionKeepsCarriedKeys(t *testing.T) {
+	cfg := sketchCfg() // floor 1,000
+	cfg.Capacity, cfg.Shards = 1, 1
+	l, _, _ := newTest(t, cfg)
+	ovr := map[string]int64{}
+	for i := range 50 {
+		ovr[fmt.Sprintf("o%d", i)] = 100_000
+	}
+	if err := l.SetOverrides(ovr); err != nil {
+		t.Fatal(err)
+	}
+	now := at(time.Second)
+	sent := int64(0)
+	for range 1000 {
+		l.CheckAt(now, "a", 1)
+		sent++
+	}
+	for i := range 50 {
+		l.CheckAt(now, fmt.Sprintf("o%d", i), 1) // cached (an override): the cache is full
+		l.CheckAt(now, "a", 1)
+		sent++
+	}
+	if written := sumCounts(sweep(t, l, at(2*time.Second)), "a"); written < sent || written > sent+sent/10 {
+		t.Errorf("a sent %d records; its counts handed to the tick: %d", sent, written)
+	}
+}

@@ -101,6 +101,9 @@ type Sweep struct {
 	// Rotations are the teams found rotating identities, or no longer, in this sweep
 	// (Config.KeyCardinality), for the tick to log.
 	Rotations []RotationEvent
+	// Overfull is how many inserts so far found the cache full with nothing it may evict
+	// (gate_limiter_cache_overfull_total), for the tick to log when it grows.
+	Overfull uint64
 }
 
 func (s *Sweep) reset() {
@@ -331,6 +334,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			return true
 		})
 		into.Entries += sh.idx.len()
+		into.Overfull += sh.overfull.Load()
 		for _, c := range sh.orphans {
 			if c.Epoch < cur-1 {
 				into.Stale += c.N

@@ -225,3 +225,51 @@ func TestRunAlignsTicks(t *testing.T) {
 		t.Errorf("stopping between a tick's halves logged a warning:\n%s", logs.String())
 	}
 }
+
+// A limiter's cache past its capacity, every key it looks at to evict over half its
+// threshold, is logged at the tick's sweep, once an hour at most, naming the limit and
+// the capacity: the metric alone said it before, and the issue asked for a line.
+func TestCacheOverfullLogged(t *testing.T) {
+	srv := redistest.Start(t)
+	var logs bytes.Buffer
+	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10, Capacity: 1, Shards: 1}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{srv.Client(t)}, Config{KeyPrefix: "of"}, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := func(keys ...string) {
+		for _, k := range keys {
+			for range 6 { // over half of 10: never evicted
+				l.Check(k, 1)
+			}
+		}
+	}
+	const line = "limiter cache past its capacity"
+	fill("a")
+	tk.Tick(context.Background())
+	if strings.Contains(logs.String(), line) {
+		t.Fatalf("logged with the cache at its capacity, not past it:\n%s", logs.String())
+	}
+	fill("b", "c")
+	tk.Tick(context.Background())
+	if n := strings.Count(logs.String(), line); n != 1 || !strings.Contains(logs.String(), "capacity=1") {
+		t.Fatalf("%d lines say the cache is past its capacity, want 1 naming it:\n%s", n, logs.String())
+	}
+	clk.Advance(time.Minute)
+	fill("d")
+	tk.Tick(context.Background())
+	if n := strings.Count(logs.String(), line); n != 1 {
+		t.Errorf("logged again within the hour (%d lines)", n)
+	}
+	clk.Advance(time.Hour)
+	tk.Tick(context.Background()) // the idle keys expire
+	fill("a", "b", "c")
+	tk.Tick(context.Background())
+	if n := strings.Count(logs.String(), line); n != 2 {
+		t.Errorf("%d lines after an hour more of it, want 2", n)
+	}
+}

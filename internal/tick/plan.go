@@ -89,6 +89,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		t.m.dropped.WithLabelValues("stale_epoch").Add(float64(ls.sweep.Stale))
 		t.logSpikes(ls)
 		t.logRotations(ls)
+		t.logOverfull(ls, now)
 		for _, c := range ls.sweep.Counts {
 			k := countKey{li, c.Team, c.Epoch}
 			if _, ok := t.pending[k]; !ok && len(t.pending) >= t.cfg.MaxPendingWrites {

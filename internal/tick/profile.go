@@ -228,6 +228,26 @@ func (t *Ticker) logRotations(ls *limitState) {
 	}
 }
 
+// overfullLogEvery is how often at most a limiter's cache growing past its capacity is
+// logged: it grows for as long as the keys it may not evict last, and the metric counts
+// every insert.
+const overfullLogEvery = time.Hour
+
+// logOverfull logs that ls's cache grew past its capacity since the last sweep (every key
+// it looked at could be over its limit, or was just promoted), once an hour at most.
+func (t *Ticker) logOverfull(ls *limitState, now time.Time) {
+	n := ls.sweep.Overfull
+	grew := n > ls.overfull
+	ls.overfull = n
+	if !grew || !ls.overfullLogged.IsZero() && now.Sub(ls.overfullLogged) < overfullLogEvery {
+		return
+	}
+	ls.overfullLogged = now
+	t.log.Warn("limiter cache past its capacity: every key it looked at to evict could be over its limit, or was just promoted out of the sketch; "+
+		"it grows rather than forget one (gate_limiter_cache_overfull_total; logged once an hour at most)",
+		"key_prefix", ls.prefix, "capacity", ls.l.Config().Capacity, "cached", ls.sweep.Entries)
+}
+
 func rotationDoes(a limit.CardinalityAction) string {
 	switch a {
 	case limit.CardinalityOverflow:

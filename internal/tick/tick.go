@@ -80,6 +80,10 @@ type limitState struct {
 	oldest   int64 // the oldest epoch whose counts are still written, for this tick
 	// profiles folded by this tick's reads, written by the next tick (profile.go)
 	profiles []limit.ProfileWrite
+	// overfull is the limiter's count of inserts into a full cache that could evict
+	// nothing, as last swept, and overfullLogged when that last grew into a log line.
+	overfull       uint64
+	overfullLogged time.Time
 }
 
 type countKey struct {
