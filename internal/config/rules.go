@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -24,6 +25,16 @@ func (c Config) RulesOptions() rules.Options {
 	}
 	if c.OutcomesTopic != "" {
 		o.Topics[c.OutcomesTopic] = "GATE_OUTCOMES_TOPIC"
+	}
+	// A rule whose limits the gate's settings make unbuildable (an adaptive rule's window
+	// against GATE_ADAPTIVE_MAX_SPIKE, say) is a problem of the file, found when read.
+	o.Check = func(r rules.Rule) error {
+		for i, lc := range c.RuleLimitConfigs(r) {
+			if err := lc.Validate(); err != nil {
+				return fmt.Errorf("limit %s: %w", r.Limits[i], err)
+			}
+		}
+		return nil
 	}
 	return o
 }

@@ -108,3 +108,23 @@ func TestRuleKeyPrefixWindows(t *testing.T) {
 		t.Errorf("only %d windows parsed", parsed)
 	}
 }
+
+// A rule the parser reads but whose limits the gate's settings make unbuildable (an
+// adaptive rule of 1h under GATE_ADAPTIVE_MAX_SPIKE=2h, valid against GATE_WINDOW's
+// minute) is a problem of the file, at the rule's limits, so that a reload refuses it
+// and gate rules check reports it. Before, it parsed, and the gate found it unusable
+// only when building it: at start with an error in no FILE:LINE:COL form, at a reload
+// after reporting it loaded and valid, keeping the old rules in silence.
+func TestRuleLimitsTheGateCannotBuild(t *testing.T) {
+	c, err := loadMap(map[string]string{"GATE_ADAPTIVE_MAX_SPIKE": "2h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rules.Parse("r.yaml", []byte("rules:\n  - name: r\n    key: json:team_id\n    limits: [1h:1000]\n    threshold_mode: adaptive\n"), c.RulesOptions())
+	if err == nil || !strings.Contains(err.Error(), `r.yaml:4:13: rules[0] "r".limits: limit 1h0m0s:1000:`) {
+		t.Fatalf("err = %v, want the rule's limits named at r.yaml:4:13", err)
+	}
+	if _, err := rules.Parse("r.yaml", []byte("rules:\n  - {name: r, key: json:team_id, limits: [1m:1000], threshold_mode: adaptive}\n"), c.RulesOptions()); err != nil {
+		t.Errorf("a minute's adaptive rule under the same settings: %v", err)
+	}
+}

@@ -261,6 +261,12 @@ func CheckEventAge(maxEventAge, window time.Duration) error {
 	return nil
 }
 
+// Validate reports what New would refuse in c.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // withDefaults fills zero fields and checks the result.
 func (c Config) withDefaults() (Config, error) {
 	if c.Window == 0 {

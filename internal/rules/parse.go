@@ -27,6 +27,11 @@ type Options struct {
 	MinWindow time.Duration
 	// Outcomes is whether GATE_OUTCOMES_TOPIC is set: action drop needs it.
 	Outcomes bool
+	// Check, when set, is asked about each rule that parsed: whether the gate can build
+	// its limits under its own settings (GATE_ADAPTIVE_*, the clock, ...). Its error is
+	// the rule's problem, at its limits, so that a file the gate cannot use is refused
+	// when read, as any other problem is, not found unusable once in use.
+	Check func(Rule) error
 }
 
 // Problems is every problem found in a rules file, each on its own, all on one line.
@@ -129,6 +134,18 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 			continue
 		}
 		names[r.Name] = i
+		if p.o.Check != nil {
+			if err := p.o.Check(r); err != nil {
+				at := n
+				for k, v := range pairs(&parser{}, n, "") {
+					if k.Value == "limits" {
+						at = v
+					}
+				}
+				p.bad(at, fmt.Sprintf("rules[%d] %q.limits", i, r.Name), "%v", err)
+				continue
+			}
+		}
 		s.Rules = append(s.Rules, r)
 	}
 	if len(p.errs) > 0 {
