@@ -301,6 +301,22 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		// team rule) keeps every team whole, for what operators read of teams.
 		r.AboveFloor = r.Key.Composite() || len(r.Match) > 0
 	}
+	// The sketch of keys under their floor (and with it a team's keys counted) is kept
+	// under static thresholds on the wall clock only: learned thresholds learn from every
+	// key's counts, and the event clock caches each window apart (limit.New).
+	noSketch := ""
+	switch {
+	case r.Adaptive:
+		noSketch = "threshold_mode: adaptive"
+	case p.o.EventClock:
+		noSketch = "GATE_CLOCK=event"
+	}
+	if noSketch != "" && r.AboveFloor {
+		if got["track"] != nil {
+			p.bad(got["track"], path+".track", "all with %s: keys under their floor are counted in a sketch under static thresholds on the wall clock only", noSketch)
+		}
+		r.AboveFloor = false
+	}
 	if !r.Key.Composite() {
 		// A team's keys are counted only for a key of several fields, whose first is the
 		// team: one field has one key a team.
@@ -313,9 +329,13 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 	} else if !r.AboveFloor {
 		// A team's keys are counted among those under the floor: with every key cached there
 		// are none.
+		why := "only with track: above_floor (the default for a key of several fields)"
+		if noSketch != "" {
+			why = "not with " + noSketch + ": a team's keys are counted among those under their floor, kept in a sketch under static thresholds on the wall clock only"
+		}
 		for _, f := range []string{"max_keys", "on_cardinality"} {
 			if got[f] != nil {
-				p.bad(got[f], path+"."+f, "only with track: above_floor (the default for a key of several fields)")
+				p.bad(got[f], path+"."+f, "%s", why)
 			}
 		}
 		r.MaxKeys = 0
