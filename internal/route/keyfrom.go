@@ -402,6 +402,36 @@ func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKe
 	return bytesString(buf), reasonNone
 }
 
+// CheckKey reports whether key can be a key k reads, for the places an operator writes
+// one (a rule's force list): a composite key must be escaped as appendKeyPart writes it,
+// one ':' between each two fields, a value's ':' as %3A and '%' as %25. Written unescaped,
+// it would name nothing the rule ever counts, silently.
+func (k KeyFrom) CheckKey(key string) error {
+	if key == "" {
+		return errors.New("an empty key")
+	}
+	if !k.Composite() {
+		return nil
+	}
+	parts := strings.Split(key, ":")
+	want := fmt.Sprintf("a key of %s is its %d values joined with ':', each value's ':' written %%3A and '%%' %%25 (token phc_x and distinct_id user:1: phc_x:user%%3A1)", k, len(k.fields))
+	if len(parts) != len(k.fields) {
+		return fmt.Errorf("%q has %d parts: %s", key, len(parts), want)
+	}
+	for _, p := range parts {
+		if p == "" {
+			return fmt.Errorf("%q has an empty value: %s", key, want)
+		}
+		for i := strings.IndexByte(p, '%'); i >= 0; i = strings.IndexByte(p, '%') {
+			if esc := p[i+1:]; !strings.HasPrefix(esc, "25") && !strings.HasPrefix(esc, "3A") {
+				return fmt.Errorf("%q holds a '%%' not written %%25: %s", key, want)
+			}
+			p = p[i+3:]
+		}
+	}
+	return nil
+}
+
 // appendKeyPart appends one field's value to a composite key being joined: '%' as %25 and
 // ':' as %3A, everything else as is. The ':' between fields is then the only ':' of the
 // key, and each part decodes back to its value alone, so two distinct tuples of values

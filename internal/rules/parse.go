@@ -196,6 +196,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 	}
 	r := Rule{Mode: limit.Divert, Cost: route.CostEvents, Action: Action{Kind: Overflow}}
 	got := map[string]*yaml.Node{}
+	var forced []*yaml.Node // the force list's keys, checked against the key once read
 	for k, v := range pairs(&parser{}, n, path) { // duplicates were reported above
 		if !slices.Contains(ruleFields, k.Value) {
 			p.bad(k, path+"."+k.Value, "unknown field (want one of %s)", strings.Join(ruleFields, ", "))
@@ -260,6 +261,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 						continue
 					}
 					r.Force = append(r.Force, e.Value)
+					forced = append(forced, e)
 				}
 			}
 		case "shadow":
@@ -289,6 +291,11 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 				}
 				r.OnCardinality = a
 			}
+		}
+	}
+	for j, e := range forced { // checked once the key is read, whatever the fields' order
+		if err := r.Key.CheckKey(e.Value); err != nil {
+			p.bad(e, fmt.Sprintf("%s.force[%d]", path, j), "%v", err)
 		}
 	}
 	if got["max_keys"] == nil {

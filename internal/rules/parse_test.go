@@ -331,3 +331,27 @@ func TestParseNoSketchWithoutStaticWallClock(t *testing.T) {
 		})
 	}
 }
+
+// A force key of a composite rule must be written as the gate builds the key: one ':'
+// between the fields, a value's ':' as %3A and '%' as %25. Written otherwise it names
+// nothing the rule counts, and was taken in silence.
+func TestParseForceKeysEscaped(t *testing.T) {
+	s, err := Parse("rules.yaml", []byte(`rules:
+  - {name: user, key: json:token+distinct_id, limits: [1m:100], force: ["phc_x:user%3A1", "a%25b:c"]}
+  - {name: team, key: json:team_id, limits: [1m:100], force: ["a:b:c"]}
+`), Options{Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Rules[0].Force; len(got) != 2 {
+		t.Errorf("force %v", got)
+	}
+	_, err = Parse("rules.yaml", []byte(`rules:
+  - {name: user, force: ["phc_x:user:1", "phc_x", "a%b:c", "a:"], key: json:token+distinct_id, limits: [1m:100]}
+`), Options{Topics: topics})
+	for j, want := range []string{`has 3 parts`, `has 1 parts`, `holds a '%' not written %25`, `has an empty value`} {
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf(`rules[0] "user".force[%d]: `, j)) || !strings.Contains(err.Error(), want) {
+			t.Errorf("force[%d]: err = %v, want %q", j, err, want)
+		}
+	}
+}
