@@ -196,7 +196,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 	}
 	r := Rule{Mode: limit.Divert, Cost: route.CostEvents, Action: Action{Kind: Overflow}}
 	got := map[string]*yaml.Node{}
-	var forced []*yaml.Node // the force list's keys, checked against the key once read
+	var forced []*yaml.Node                       // the force list's keys, checked against the key once read
 	for k, v := range pairs(&parser{}, n, path) { // duplicates were reported above
 		if !slices.Contains(ruleFields, k.Value) {
 			p.bad(k, path+"."+k.Value, "unknown field (want one of %s)", strings.Join(ruleFields, ", "))
