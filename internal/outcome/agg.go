@@ -63,8 +63,8 @@ type Fate struct {
 	Bytes     int
 	Threshold int64
 	Forced    bool
-	// Limiter is the rule's primary limit, asked for the threshold's source when the
-	// row is made (nil: static).
+	// Limiter is the limit whose threshold Threshold is, asked for its source when the
+	// row is made (nil: static, or none without a Threshold; Forced: forced).
 	Limiter *limit.Limiter
 }
 
@@ -426,6 +426,8 @@ func (a *Agg) add(first int32, at, h uint64, iv int64, f *Fate) {
 	e := entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, key: strings.Clone(f.Key), topic: f.Topic, records: 1, bytes: int64(f.Bytes), next: -1}
 	e.team = e.key[:min(len(f.Team), len(e.key))]
 	if f.Key != "" {
+		// No threshold, no source: a row the consumer decides (a dead letter after the
+		// broker refused a record), or a team's under a composite key, has neither.
 		e.threshold = f.Threshold
 		switch {
 		case f.Forced:
@@ -433,7 +435,7 @@ func (a *Agg) add(first int32, at, h uint64, iv int64, f *Fate) {
 		case f.Limiter != nil:
 			_, src := f.Limiter.ThresholdOf(f.Key)
 			e.source = src.String()
-		default:
+		case f.Threshold > 0:
 			e.source = limit.SourceStatic.String()
 		}
 	}

@@ -86,8 +86,16 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Ou
 	if kind == outcome.Topic {
 		f.Topic = r.rules[ro.rule].Topic
 	}
-	if teamRule >= 0 {
-		f.Threshold, f.Limiter = o.Decision.Threshold, r.rules[teamRule].Limiters[0]
+	// The threshold is of the key the decision was about (o.Team): a row keyed by that
+	// key has it, from the limit that decided (the first one over, for a rule that acted
+	// over a further limit); a team's row under a composite key has none of its own.
+	if teamRule >= 0 && len(key) == len(o.Team) {
+		st := &r.rules[teamRule]
+		lim := st.Limiters[0]
+		if acted && ro.limit > 0 {
+			lim = st.Limiters[ro.limit]
+		}
+		f.Threshold, f.Limiter = o.Decision.Threshold, lim
 	}
 	s.Outcomes.Record(&f)
 }

@@ -3,6 +3,7 @@ package route
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -109,5 +110,51 @@ func TestOutcomesNoAllocation(t *testing.T) {
 	f.r.RouteInto(t0, in, &s, &out)
 	if n := testing.AllocsPerRun(1000, func() { f.r.RouteInto(t0, in, &s, &out) }); n != 0 {
 		t.Errorf("RouteInto with outcomes: %v allocations a record, want 0", n)
+	}
+}
+
+// A row's threshold and its source are those of one limit of its key: a rule that acted
+// over its second limit gives that limit's threshold and source (static, where the first
+// has an override for the key), a team's accepted row under a composite key has none (the
+// decision was a user's), and a team rule's accepted row its team's. Before, the source
+// was always looked up on the first limit, and the team's row took the user's threshold.
+func TestOutcomeThresholdOfItsLimit(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "user", Key: mustKeyFrom(t, "json:team_id+distinct_id"), Action: ActionOverflow},
+			[]limit.Config{{Threshold: 10, Overrides: map[string]int64{"1:u1": 99}}}},
+		ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow},
+			[]limit.Config{{Threshold: 1000, Window: time.Minute, Overrides: map[string]int64{"1": 500}}, {Threshold: 2, Window: time.Hour}}})
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	for range 3 {
+		f.r.RouteInto(t0, input(`{"team_id":1,"distinct_id":"u1"}`, ""), &s, &out)
+	}
+	type th struct {
+		threshold int64
+		source    string
+	}
+	got := map[string]th{}
+	for _, r := range outcome.Seal("g", "s", agg) {
+		got[r.Key+" "+r.Outcome] = th{r.Threshold, r.ThresholdSource}
+	}
+	want := map[string]th{
+		"1 accepted": {},            // the user rule decided first: a user's threshold, not the team's
+		"1 overflow": {2, "static"}, // over the team rule's hour limit, static, not the minute's override
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("thresholds by row:\n got %v\nwant %v", got, want)
+	}
+
+	// A team rule alone: its accepted row has the team's threshold and source.
+	g := newRuleFixture(t, Config{}, ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow},
+		[]limit.Config{{Threshold: 1000, Overrides: map[string]int64{"1": 500}}}})
+	agg = outcome.NewAgg(60e9, nil)
+	s = Scratch{Outcomes: agg}
+	g.r.RouteInto(t0, input(`{"team_id":1}`, ""), &s, &out)
+	for _, r := range outcome.Seal("g", "s", agg) {
+		if r.Threshold != 500 || r.ThresholdSource != "override" {
+			t.Errorf("team rule's accepted row: threshold %d (%s), want 500 (override)", r.Threshold, r.ThresholdSource)
+		}
 	}
 }
