@@ -72,17 +72,26 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	from := clk.Now().Add(-since)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	rows, skipped, err := outcome.Read(ctx, cfg.OutcomesTopic, from, opts...)
+	// Neither holds the topic's rows: a team's history reads its partition and keeps its
+	// rows; the summary keeps each team's totals.
+	var rows []outcome.Row
+	sums := outcome.NewSummaries()
+	each, team := sums.Add, ""
+	if len(args) == 1 {
+		team = args[0]
+		each = func(r *outcome.Row) { rows = append(rows, *r) }
+	}
+	skipped, err := outcome.Scan(ctx, cfg.OutcomesTopic, from, team, each, opts...)
 	if err != nil {
 		return err
 	}
 	if skipped > 0 {
 		fmt.Fprintf(stderr, "gate outcomes: %d records of %s are not outcome rows of schema %d; skipped\n", skipped, cfg.OutcomesTopic, outcome.SchemaVersion)
 	}
-	if len(args) == 1 {
-		return printHistory(stdout, outcome.TeamHistory(rows, args[0]), cfg.OutcomesTopic, from)
+	if team != "" {
+		return printHistory(stdout, outcome.TeamHistory(rows, team), cfg.OutcomesTopic, from)
 	}
-	return printMostLimited(stdout, outcome.MostLimited(rows, top), len(rows), cfg.OutcomesTopic, from)
+	return printMostLimited(stdout, sums.Top(top), sums.Rows(), cfg.OutcomesTopic, from)
 }
 
 // minute formats the start or end of an interval.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -12,21 +13,35 @@ import (
 )
 
 // Read returns the rows written to topic from since (by record timestamp) up to the end
-// the topic had when Read began, as a read_committed reader sees them (rows of aborted
-// transactions, and of transactions still open, are not rows), each once: a row seen
-// again with the same (ID, IntervalStart, Key, Rule, Outcome, Reason, Folded) is
-// dropped. opts are the client's (brokers, TLS, SASL). A record that is not a row of
-// this schema is counted in skipped, not returned.
+// the topic had when Read began, as Scan passes them: every committed row once.
+func Read(ctx context.Context, topic string, since time.Time, opts ...kgo.Opt) (rows []Row, skipped int, err error) {
+	skipped, err = Scan(ctx, topic, since, "", func(r *Row) { rows = append(rows, *r) }, opts...)
+	return rows, skipped, err
+}
+
+// Scan reads the rows written to topic from since (by record timestamp) up to the end
+// the topic had when Scan began, as a read_committed reader sees them (rows of aborted
+// transactions, and of transactions still open, are not rows), and passes each to each
+// once, in its partition's order: a row seen again with the same (ID, IntervalStart,
+// Key, Rule, Outcome, Reason, Folded) is dropped. With team set, it reads only the
+// partition the gates' producers put that team's rows in (they are keyed by team, placed
+// by Kafka's default partitioner), and passes only its rows: what it holds is that
+// team's, whatever the topic holds. opts are the client's (brokers, TLS, SASL). A record
+// that is not a row of this schema is counted in skipped, not passed.
+//
+// Memory: the rows are the caller's to keep or not; Scan remembers 16 bytes of each row
+// it passes (to know a row written again: a retry after an answer lost), and the rows of
+// transactions still open.
 //
 // It reads uncommitted, control records (transaction markers) included, and keeps a
 // transaction's rows until its marker says commit: every offset below the high watermark
 // is then delivered, so reaching the end is seen for certain. A read_committed client
 // would skip an aborted transaction's records, and when the last offsets before the end
 // are such records, nothing tells it the end was reached.
-func Read(ctx context.Context, topic string, since time.Time, opts ...kgo.Opt) (rows []Row, skipped int, err error) {
+func Scan(ctx context.Context, topic string, since time.Time, team string, each func(*Row), opts ...kgo.Opt) (skipped int, err error) {
 	cl, err := kgo.NewClient(append(opts, kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("creating the Kafka client: %w", err)
+		return 0, fmt.Errorf("creating the Kafka client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -35,50 +50,65 @@ func Read(ctx context.Context, topic string, since time.Time, opts ...kgo.Opt) (
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
+		return 0, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
+	}
+	only := int32(-1) // the team's partition, with team set
+	if team != "" {
+		n := 0
+		ends.Each(func(kadm.ListedOffset) { n++ })
+		only = int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(team)}, n))
 	}
 	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topic)
 	if err == nil {
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("finding the offsets of %s at %s: %w", topic, since.Format(time.RFC3339), err)
+		return 0, fmt.Errorf("finding the offsets of %s at %s: %w", topic, since.Format(time.RFC3339), err)
 	}
 	from := map[int32]kgo.Offset{}
 	left := map[int32]int64{} // partition → its end, while records remain before it
 	starts.Each(func(o kadm.ListedOffset) {
+		if only >= 0 && o.Partition != only {
+			return
+		}
 		if end, ok := ends.Lookup(topic, o.Partition); ok && end.Offset > o.Offset {
 			from[o.Partition] = kgo.NewOffset().At(o.Offset)
 			left[o.Partition] = end.Offset
 		}
 	})
 	if len(from) == 0 {
-		return nil, 0, nil
+		return 0, nil
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
-	seen := map[rowID]struct{}{}
+	// seen holds a 128-bit hash of each row passed (a collision, a row taken for another
+	// written again, is one in 2^64 for any two of them).
+	seen := map[[2]uint64]struct{}{}
+	seeds := [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 	// open holds, by partition and producer id, the rows of transactions whose marker
 	// has not come yet.
 	open := map[int32]map[int64][]Row{}
-	keep := func(row Row) {
-		id := rowID{row.ID, row.IntervalStart.UnixNano(), row.Key, row.Rule, row.Outcome, row.Reason, row.Folded}
+	keep := func(row *Row) {
+		if team != "" && row.Team != team {
+			return
+		}
+		id := [2]uint64{rowHash(seeds[0], row), rowHash(seeds[1], row)}
 		if _, dup := seen[id]; dup {
 			return
 		}
 		seen[id] = struct{}{}
-		rows = append(rows, row)
+		each(row)
 	}
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return rows, skipped, fmt.Errorf("reading %s: %w", topic, err)
+			return skipped, fmt.Errorf("reading %s: %w", topic, err)
 		}
 		var ferr error
 		fs.EachError(func(_ string, p int32, err error) {
 			ferr = fmt.Errorf("reading %s partition %d: %w", topic, p, err)
 		})
 		if ferr != nil {
-			return rows, skipped, ferr
+			return skipped, ferr
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := left[r.Partition]
@@ -93,8 +123,8 @@ func Read(ctx context.Context, topic string, since time.Time, opts ...kgo.Opt) (
 				pending := open[r.Partition][r.ProducerID]
 				delete(open[r.Partition], r.ProducerID)
 				if len(r.Key) >= 4 && binary.BigEndian.Uint16(r.Key[2:4]) == 1 {
-					for _, row := range pending {
-						keep(row)
+					for i := range pending {
+						keep(&pending[i])
 					}
 				}
 				return
@@ -114,15 +144,26 @@ func Read(ctx context.Context, topic string, since time.Time, opts ...kgo.Opt) (
 				open[r.Partition][r.ProducerID] = append(open[r.Partition][r.ProducerID], row)
 				return
 			}
-			keep(row)
+			keep(&row)
 		})
 	}
-	return rows, skipped, nil
+	return skipped, nil
 }
 
-type rowID struct {
-	id                         string
-	start                      int64
-	key, rule, outcome, reason string
-	folded                     bool
+// rowHash hashes what makes a row the same row written again (Scan).
+func rowHash(seed maphash.Seed, r *Row) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	var n [binary.MaxVarintLen64]byte
+	for _, s := range [...]string{r.ID, r.Key, r.Rule, r.Outcome, r.Reason} {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))]) // each string's length first: no two lists of strings write the same bytes
+		h.WriteString(s)
+	}
+	var b [9]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(r.IntervalStart.UnixNano()))
+	if r.Folded {
+		b[8] = 1
+	}
+	h.Write(b[:])
+	return h.Sum64()
 }

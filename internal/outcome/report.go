@@ -139,24 +139,64 @@ type Summary struct {
 // MostLimited returns the n teams with the most limited records (ties by team), each
 // with its totals; teams never limited are left out.
 func MostLimited(rows []Row, n int) []Summary {
-	teams := map[string]bool{}
+	s := NewSummaries()
 	for i := range rows {
-		if Limited(rows[i].Outcome) {
-			teams[rows[i].Team] = true
+		s.Add(&rows[i])
+	}
+	return s.Top(n)
+}
+
+// Summaries sums rows into each team's totals as they are read (Scan), for the most
+// limited teams without holding the rows: a team's state is its totals and the bounds of
+// its limited intervals, whatever its rows.
+type Summaries struct {
+	teams map[string]*teamTotals
+	rows  int
+}
+
+type teamTotals struct {
+	total                     Interval
+	firstLimited, lastLimited time.Time
+}
+
+// NewSummaries returns empty Summaries.
+func NewSummaries() *Summaries { return &Summaries{teams: map[string]*teamTotals{}} }
+
+// Add counts r in its team's totals.
+func (s *Summaries) Add(r *Row) {
+	s.rows++
+	t := s.teams[r.Team]
+	if t == nil {
+		t = &teamTotals{total: Interval{By: map[string]int64{}}}
+		s.teams[r.Team] = t
+	}
+	t.total.add(r)
+	// As TeamHistory's: the first interval with a limited record's start, the last one's
+	// end.
+	if Limited(r.Outcome) && r.Records > 0 {
+		if t.firstLimited.IsZero() || r.IntervalStart.Before(t.firstLimited) {
+			t.firstLimited = r.IntervalStart
+		}
+		if r.IntervalEnd.After(t.lastLimited) {
+			t.lastLimited = r.IntervalEnd
 		}
 	}
+}
+
+// Rows is how many rows were added.
+func (s *Summaries) Rows() int { return s.rows }
+
+// Top returns the n teams with the most limited records (ties by team), each with its
+// totals; teams never limited are left out.
+func (s *Summaries) Top(n int) []Summary {
 	var out []Summary
-	byTeam := map[string][]Row{}
-	for i := range rows {
-		if teams[rows[i].Team] {
-			byTeam[rows[i].Team] = append(byTeam[rows[i].Team], rows[i])
+	for team, t := range s.teams {
+		if t.firstLimited.IsZero() {
+			continue
 		}
-	}
-	for team, rs := range byTeam {
-		h := TeamHistory(rs, team)
-		t := h.Total
-		out = append(out, Summary{Team: team, Records: t.Accepted + t.Limited + t.DeadLetter, Accepted: t.Accepted, Limited: t.Limited,
-			DeadLetter: t.DeadLetter, FirstLimited: h.FirstLimited, LastLimited: h.LastLimited, By: t.LimitedBy()})
+		tt := t.total
+		out = append(out, Summary{Team: team, Records: tt.Accepted + tt.Limited + tt.DeadLetter, Accepted: tt.Accepted, Limited: tt.Limited,
+			DeadLetter: tt.DeadLetter, FirstLimited: t.firstLimited, LastLimited: t.lastLimited, By: tt.LimitedBy()})
 	}
 	slices.SortFunc(out, func(a, b Summary) int { return cmp.Or(cmp.Compare(b.Limited, a.Limited), cmp.Compare(a.Team, b.Team)) })
 	if len(out) > n {
