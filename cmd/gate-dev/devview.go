@@ -107,6 +107,18 @@ func (r *statsRouter) RouteInto(now time.Time, in *kgo.Record, s *route.Scratch,
 	return o
 }
 
+// TeamOf is the gate's router's, when it reads teams (the consumer's outcome rows of the
+// records it decides itself are counted under their team): embedded as a
+// consume.Router, it would be hidden.
+func (r *statsRouter) TeamOf(in *kgo.Record, s *route.Scratch) string {
+	if tr, ok := r.Router.(interface {
+		TeamOf(*kgo.Record, *route.Scratch) string
+	}); ok {
+		return tr.TeamOf(in, s)
+	}
+	return ""
+}
+
 // devSnapshot is everything the view shows, read once a second.
 type devSnapshot struct {
 	at       time.Time
