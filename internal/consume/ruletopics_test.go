@@ -96,3 +96,51 @@ func TestRuleTopicMissingHoldsUpNothing(t *testing.T) {
 		})
 	}
 }
+
+// A rule removed by a reload while records for its topic are in flight, and its topic
+// deleted meanwhile: the records' produce fails (the topic unknown), and the topic is no
+// rule's any more, so nothing marks it missing. They go to overflow naming the topic, as
+// for a rule topic missing, and every other record is routed. Before, they were retried
+// to the deleted topic without end, and routing waited for them on every partition.
+func TestRetiredRuleTopicHoldsUpNothing(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 2)
+	w := route.NewTopicWatch(ovfTopic)
+	env.ccfg.RuleTopics = w
+	const merges = "merges" // never created: deleted
+	env.wrap = func(Router) Router {
+		rcfg := env.rcfg
+		rcfg.RuleTopics = w
+		// The old rules' router, still routing as the reload retires it; the watch is
+		// the new rules', which send nothing to merges.
+		r := forcedRuleRouter(t, rcfg, route.Rule{Name: "bad-teams", Action: route.ActionTopic, Topic: merges, Forced: []string{"bad"}})
+		w.Use(nil)
+		return r
+	}
+	g := env.start(t, "g")
+	defer g.stop(t)
+	var in []*kgo.Record
+	for i := range 20 {
+		team := "good"
+		if i%4 == 0 {
+			team = "bad"
+		}
+		in = append(in, inputRecord(i, team))
+	}
+	produceAll(t, producer(t, env.cluster), in)
+	o := collect(t, env.cluster, len(in), time.Minute, 200*time.Millisecond)
+	if lost, dup := o.conservation(len(in)); len(lost)+len(dup) > 0 {
+		t.Fatalf("lost %v, duplicated %v", lost, dup)
+	}
+	if len(o.recs[ovfTopic]) != 5 {
+		t.Fatalf("%d on overflow, want the rule's 5", len(o.recs[ovfTopic]))
+	}
+	for _, r := range o.recs[ovfTopic] {
+		if header(r, route.HeaderRuleTopicMissing) != merges {
+			t.Errorf("on overflow without naming the topic: %v", r.Headers)
+		}
+	}
+	if nr := strings.Join(g.c.NotReady(), "; "); strings.Contains(nr, merges) {
+		t.Errorf("not ready for a topic no rule in use sends to: %q", nr)
+	}
+}

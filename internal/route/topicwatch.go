@@ -83,6 +83,14 @@ func (w *TopicWatch) Watched(topic string) bool {
 	return w.used[topic]
 }
 
+// Retired reports whether topic was a rule topic in use and is no longer (a reload
+// removed its rules): records the old rules sent there may still be in flight.
+func (w *TopicWatch) Retired(topic string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flags[topic] != nil && !w.used[topic]
+}
+
 // Missing reports whether topic is marked missing.
 func (w *TopicWatch) Missing(topic string) bool {
 	w.mu.Lock()
