@@ -303,10 +303,15 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 // at a high load is not carried in with other keys' records. A team with an override is
 // never counted in the sketch, but one given its override while the gate runs was until
 // then: those counts are carried too (an override that lowers its threshold must find
-// them), and one always overridden has none of its own to carry.
+// them) when they are its own beyond the noise, an eighth of its floor or more (as
+// sketchHolds): one always overridden has only the noise the correction leaves, which
+// would otherwise count against it at each insert.
 func (l *Limiter) carry(sh *shard, e *entry, h uint64, team string, ns int64) {
 	ep := floorDiv(ns, l.windowNs)
 	cur, prev := l.sk.ownCounts(h, ep)
+	if l.overridden(team) && cur+prev < max(l.untrackedFloor.Load()/8, 1) {
+		return
+	}
 	if cur > 0 {
 		e.addUnsent(ep, cur)
 	}

@@ -389,3 +389,60 @@ func TestEvictionKeepsCarriedKeys(t *testing.T) {
 		t.Errorf("a sent %d records; its counts handed to the tick: %d", sent, written)
 	}
 }
+
+// A key promoted out of the sketch and then expired for being idle (GATE_CACHE_IDLE_TIMEOUT
+// shorter than two windows: the default 300 s against a 1h rule) is not expired while the
+// sketch holds the counts its promotion carried: seen again it would carry them again.
+// Before, 6,000 counts were handed to the tick for 1,005 records.
+func TestIdleExpiryKeepsCarriedKeys(t *testing.T) {
+	cfg := sketchCfg() // floor 1,000
+	cfg.Window = time.Hour
+	cfg.IdleTimeout = 300 * time.Second
+	l, _, _ := newTest(t, cfg)
+	sent, written := int64(0), int64(0)
+	for range 1000 {
+		l.CheckAt(at(time.Second), "a", 1)
+		sent++
+	}
+	written += sumCounts(sweep(t, l, at(2*time.Second)), "a")
+	for c := range 5 {
+		base := time.Duration(c+1) * 6 * time.Minute
+		written += sumCounts(sweep(t, l, at(base)), "a") // idle past its timeout
+		l.CheckAt(at(base+time.Second), "a", 1)
+		sent++
+		written += sumCounts(sweep(t, l, at(base+2*time.Second)), "a")
+	}
+	if written < sent || written > sent+sent/10 {
+		t.Errorf("a sent %d records; its counts handed to the tick: %d", sent, written)
+	}
+}
+
+// A key always overridden was never counted in the sketch: promoted (at its first
+// record, an override being always cached), it carries none of the noise the sketch's
+// other keys leave in its counters, which would count against its own threshold.
+func TestOverriddenKeysCarryNoNoise(t *testing.T) {
+	l, _, _ := newTest(t, sketchCfg())
+	for i := range 400_000 {
+		l.CheckAt(at(time.Second), fmt.Sprintf("u%d", i), 5)
+	}
+	ovr := map[string]int64{}
+	for i := range 200 {
+		ovr[fmt.Sprintf("o%d", i)] = 100
+	}
+	if err := l.SetOverrides(ovr); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		l.CheckAt(at(time.Second), fmt.Sprintf("o%d", i), 1)
+	}
+	sw := sweep(t, l, at(2*time.Second))
+	var carried, worst int64
+	for i := range 200 {
+		n := sumCounts(sw, fmt.Sprintf("o%d", i)) - 1
+		carried += n
+		worst = max(worst, n)
+	}
+	if carried > 0 {
+		t.Errorf("200 keys with an override of 100, one record each: %d records of noise carried (worst %d)", carried, worst)
+	}
+}

@@ -241,7 +241,10 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 		sh.mu.Lock()
 		tab := sh.idx.tab.Load()
 		sh.idx.all(func(seen uint32, e *entry, team string) bool {
-			if l.cfg.IdleTimeout > 0 && nowSeen-min(seen, nowSeen) >= idleSecs {
+			// Idle, it goes; but not while the sketch holds the counts its promotion carried
+			// (two windows at most, longer than the idle timeout for a long window): seen
+			// again, it would carry them again (sketchHolds).
+			if l.cfg.IdleTimeout > 0 && nowSeen-min(seen, nowSeen) >= idleSecs && (l.sk == nil || !l.sketchHolds(team, cur)) {
 				unsent := sh.idx.remove(e)
 				l.count.Add(-1)
 				into.Expired++
