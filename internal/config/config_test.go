@@ -794,7 +794,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	c, err := loadMap(map[string]string{
 		"GATE_KAFKA_BROKERS": "k1:9092, k2:9093", "GATE_INPUT_TOPIC": "raw", "GATE_ACCEPTED_TOPIC": "ok",
 		"GATE_OVERFLOW_TOPIC": "over", "GATE_DEAD_LETTER_TOPIC": "dlq", "GATE_GROUP_ID": "g1", "GATE_KAFKA_START_OFFSET": "latest",
-		"GATE_KEY_FROM": "json:token+distinct_id", "GATE_MAX_KEY_BYTES": "64", "GATE_VALIDATE_JSON": "true", "GATE_COST": "bytes", "GATE_FORCE_OVERFLOW": "t1, t2",
+		"GATE_KEY_FROM": "json:token+distinct_id", "GATE_MAX_KEY_BYTES": "64", "GATE_VALIDATE_JSON": "true", "GATE_COST": "bytes", "GATE_FORCE_OVERFLOW": "t1:u1, t2:u2",
 		"GATE_DRY_RUN": "true", "GATE_OVERFLOW_KEEP_KEY": "true", "GATE_MAX_POLL_RECORDS": "500",
 		"GATE_COMMIT_INTERVAL": "2s", "GATE_PRODUCE_RETRIES": "3", "GATE_MAX_BUFFERED_RECORDS": "1000",
 		"GATE_MAX_BUFFERED_BYTES": "2097152", "GATE_KAFKA_MAX_MESSAGE_BYTES": "2048", "GATE_REVOKE_TIMEOUT": "3s",
@@ -809,7 +809,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	}
 	rc := c.RouteConfig()
 	if rc.KeyFrom.String() != "json:token+distinct_id" || rc.AcceptedTopic != "ok" || rc.OverflowTopic != "over" ||
-		rc.DeadLetterTopic != "dlq" || !slices.Equal(rc.ForceOverflow, []string{"t1", "t2"}) || !rc.DryRun ||
+		rc.DeadLetterTopic != "dlq" || !slices.Equal(rc.ForceOverflow, []string{"t1:u1", "t2:u2"}) || !rc.DryRun ||
 		!rc.OverflowKeepKey || rc.MaxKeyBytes != 64 || !rc.ValidateJSON || rc.Cost != route.CostBytes ||
 		rc.EventTimeFrom.String() != "json:meta.ts" {
 		t.Errorf("route config %+v", rc)

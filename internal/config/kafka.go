@@ -32,7 +32,7 @@ type Kafka struct {
 	ValidateJSON          bool            `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
 	MaxKeyBytes           int             `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes; a longer one sends the record to dead letter with reason key_too_long (default 256)."`
 	Cost                  cost            `envconfig:"COST" default:"events" desc:"What a record counts toward its team's window: events (1 per record) or bytes (its value's size), so that with bytes a team sending few huge events is limited too and every threshold is in bytes per window (default events)."`
-	ForceOverflow         teamList        `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate (default none)."`
+	ForceOverflow         teamList        `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate, each written as GATE_KEY_FROM builds keys (a composite one escaped: token phc_x and distinct_id user:1 is phc_x:user%3A1) (default none)."`
 	DryRun                bool            `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
 	OverflowKeepKey       bool            `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one)."`
 	MaxPollRecords        int             `envconfig:"MAX_POLL_RECORDS" default:"10000" desc:"Most records routed per poll (default 10000); rebalances wait for a poll's records to be handed to the producer, so smaller lets a rebalance through sooner, larger batches more."`
@@ -271,6 +271,14 @@ func (c Kafka) validate(bad report) {
 
 // validateBetween checks the rules between Kafka variables, once every value is sane.
 func (c Kafka) validateBetween(bad report) {
+	// A forced team is a key as GATE_KEY_FROM builds it: a composite one escaped, or it
+	// names nothing the gate counts, in silence.
+	for _, t := range c.ForceOverflow {
+		if err := c.KeyFrom.CheckKey(t); err != nil {
+			bad("FORCE_OVERFLOW", fmt.Sprintf("keys as GATE_KEY_FROM builds them: %v", err))
+			break
+		}
+	}
 	// A record routed to the topic it was read from would be read again, forever.
 	topics := map[string]string{}
 	for _, k := range []struct{ key, v string }{{"INPUT_TOPIC", c.InputTopic}, {"ACCEPTED_TOPIC", c.AcceptedTopic}, {"OVERFLOW_TOPIC", c.OverflowTopic}, {"DEAD_LETTER_TOPIC", c.DeadLetterTopic}, {"OUTCOMES_TOPIC", c.OutcomesTopic}} {

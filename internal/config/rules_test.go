@@ -128,3 +128,20 @@ func TestRuleLimitsTheGateCannotBuild(t *testing.T) {
 		t.Errorf("a minute's adaptive rule under the same settings: %v", err)
 	}
 }
+
+// GATE_FORCE_OVERFLOW names keys as GATE_KEY_FROM builds them, as a rule's force list
+// does: under a composite key, unescaped, it names nothing the gate counts, and the gate
+// refuses it at start, naming the variable.
+func TestForceOverflowKeysEscaped(t *testing.T) {
+	if _, err := loadMap(map[string]string{"GATE_KEY_FROM": "json:token+distinct_id", "GATE_FORCE_OVERFLOW": "phc_x:user:1"}); err == nil || !strings.Contains(err.Error(), "GATE_FORCE_OVERFLOW") {
+		t.Errorf("unescaped composite key: err = %v, want GATE_FORCE_OVERFLOW named", err)
+	}
+	for _, env := range []map[string]string{
+		{"GATE_KEY_FROM": "json:token+distinct_id", "GATE_FORCE_OVERFLOW": "phc_x:user%3A1,phc_y:u2"},
+		{"GATE_FORCE_OVERFLOW": "team:with:colons"}, // one field: never escaped
+	} {
+		if _, err := loadMap(env); err != nil {
+			t.Errorf("%v: %v", env, err)
+		}
+	}
+}

@@ -82,7 +82,7 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Ou
 	} else if s.Outcomes.Bump(now, key, kind, rule, o.Reason, len(rec.Value)) {
 		return
 	}
-	f := outcome.Fate{At: now, Kind: kind, Rule: rule, Reason: o.Reason, Key: key, Team: team, Bytes: len(rec.Value), Forced: acted && ro.forced}
+	f := outcome.Fate{At: now, Kind: kind, Rule: rule, Reason: o.Reason, Key: key, Team: team, Bytes: len(rec.Value), Forced: acted && ro.forced && len(key) == len(o.Team)}
 	if kind == outcome.Topic {
 		f.Topic = r.rules[ro.rule].Topic
 	}

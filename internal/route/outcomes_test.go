@@ -158,3 +158,20 @@ func TestOutcomeThresholdOfItsLimit(t *testing.T) {
 		}
 	}
 }
+
+// In a dry run a forced user's record is accepted: its row is the team's under a
+// composite key, which has no threshold and no source, "forced" being the user's.
+func TestOutcomeDryRunForcedTeamRow(t *testing.T) {
+	f := newRuleFixture(t, Config{DryRun: true},
+		ruleSpec{Rule{Name: "user", Key: mustKeyFrom(t, "json:team_id+distinct_id"), Action: ActionOverflow, Forced: []string{"1:u1"}},
+			[]limit.Config{{Threshold: 10}}})
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	f.r.RouteInto(t0, input(`{"team_id":1,"distinct_id":"u1"}`, ""), &s, &out)
+	for _, r := range outcome.Seal("g", "s", agg) {
+		if r.Key != "1" || r.ThresholdSource != "" || r.Threshold != 0 {
+			t.Errorf("row %q %s: threshold %d, source %q; want the team's row, with neither", r.Key, r.Outcome, r.Threshold, r.ThresholdSource)
+		}
+	}
+}
