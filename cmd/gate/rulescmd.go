@@ -94,6 +94,13 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 			continue
 		}
 		line := fmt.Sprintf("%s: keys under their floor (GATE_SYNC_FLOOR x threshold / the gates in the fleet) stay in a sketch, neither written to Redis nor read (track: above_floor)", r.Name)
+		if r.Adaptive {
+			// The learned first limit keeps no sketch (limit.New): it learns from every key.
+			line = fmt.Sprintf("%s: its further limits keep keys under their floor (GATE_SYNC_FLOOR x threshold / the gates in the fleet) in a sketch, neither written to Redis nor read (track: above_floor); its first, adaptive, caches and writes every key", r.Name)
+			if len(r.Limits) == 1 {
+				continue
+			}
+		}
 		if r.Key.Composite() && r.MaxKeys > 0 {
 			line += fmt.Sprintf("; a team with more than %d keys a window: on_cardinality %s", r.MaxKeys, r.OnCardinality)
 		}

@@ -23,6 +23,7 @@ func TestRulesCheck(t *testing.T) {
 	for path, body := range map[string]string{
 		notYAML: "rules:\n  - name: a\n    key: key\n    limits: [1m:10\n",
 		good: "rules:\n  - {name: team-user, key: \"json:team_id+distinct_id\", missing: skip, limits: [1m:5000, 1h:100000], mode: cap}\n" +
+			"  - {name: learned-user, key: \"json:team_id+distinct_id\", limits: [1m:5000, 1h:100000], threshold_mode: adaptive}\n" +
 			"  - name: merges\n    key: json:team_id\n    match: [{field: json:event, in: [$identify]}]\n    limits: [1m:1000]\n    action: topic:merges\n    shadow: true\n",
 		bad: "rules:\n  - {name: a, key: key, limits: [1m:10], action: topic:raw}\n  - {name: b, key: key, limits: [1s:10]}\n",
 	} {
@@ -44,7 +45,7 @@ func TestRulesCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"2 rules", "team-user", "json:team_id+distinct_id (skip if missing)", "1m0s:5000,1h0m0s:100000", "cap",
+	for _, want := range []string{"3 rules", "team-user", "learned-user: its further limits keep keys under their floor", "its first, adaptive, caches and writes every key", "json:team_id+distinct_id (skip if missing)", "1m0s:5000,1h0m0s:100000", "cap",
 		"json:event in [$identify]", "topic:merges (shadow)", "prod:rule:merges:{key}:{epoch}",
 		"team-user: keys under their floor", "a team with more than 100000 keys a window: on_cardinality collapse"} {
 		if !strings.Contains(out, want) {

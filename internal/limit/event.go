@@ -38,8 +38,8 @@ type epochTable struct {
 
 // retiredCounters keeps the counters of dropped tables, so the metrics never go back.
 type retiredCounters struct {
-	misses, evicted, displaced atomic.Uint64
-	transitions                [numTiers * numTiers]atomic.Uint64
+	misses, evicted, displaced, overfull atomic.Uint64
+	transitions                          [numTiers * numTiers]atomic.Uint64
 }
 
 // add keeps the counters of sh, a shard of a table being dropped.
@@ -47,6 +47,7 @@ func (r *retiredCounters) add(sh *shard) {
 	r.misses.Add(sh.misses.Load())
 	r.evicted.Add(sh.evicted.Load())
 	r.displaced.Add(sh.displaced.Load())
+	r.overfull.Add(sh.overfull.Load())
 	for j := range sh.transitions {
 		r.transitions[j].Add(uint64(sh.transitions[j].Load()))
 	}
@@ -375,6 +376,26 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 			l.dropIfEmpty(i, tbl)
 		}
 	}
+	into.Overfull = l.eventOverfull()
+}
+
+// eventOverfull is the inserts into a full window's cache that could evict nothing, over
+// every window the event clock kept, live or dropped: each table's counter once (under
+// ringMu, as the tables are dropped).
+func (l *Limiter) eventOverfull() uint64 {
+	l.ringMu.Lock()
+	defer l.ringMu.Unlock()
+	n := l.retired.overfull.Load()
+	for i := range l.ring {
+		t := l.ring[i].Load()
+		if t == nil || t.dead.Load() {
+			continue
+		}
+		for j := range t.shards {
+			n += t.shards[j].overfull.Load()
+		}
+	}
+	return n
 }
 
 // dropIfEmpty drops table tbl, in ring slot i, if it is still empty once every shard lock

@@ -404,3 +404,30 @@ func TestEventClockWindowTableSizedFromTheLast(t *testing.T) {
 		t.Errorf("%d of %d shards rebuilt their table refilling the window before's %d keys, want under a tenth", rebuilt, len(tbl.shards), keys)
 	}
 }
+
+// Under the event clock a window's full cache never evicts a key over half its
+// threshold, and keeping every key it looks at grows past its capacity as the wall
+// clock's does, saying so alike: gate_limiter_cache_overfull_total and Sweep.Overfull,
+// which the tick logs. Before, eviction read an event entry's level as a wall-clock
+// entry's (0 here) and evicted such keys, their counts starting afresh, and neither
+// figure counted the windows' caches.
+func TestEventCacheOverfullCounted(t *testing.T) {
+	cfg := eventConfig(time.Minute, 10)
+	cfg.Capacity, cfg.Shards = 1, 1
+	l, _, reg := newTest(t, cfg)
+	for _, k := range []string{"a", "b", "c"} {
+		for range 6 { // over half of 10: never evicted
+			l.CheckEventAt(t0, t0, k, 1)
+		}
+	}
+	if n := l.Len(); n != 3 {
+		t.Errorf("%d keys cached, want the 3, each at 6 of 10", n)
+	}
+	sw := sweep(t, l, t0.Add(time.Second))
+	if sw.Overfull == 0 {
+		t.Errorf("Sweep.Overfull = 0 with 3 keys in a cache of 1 that may evict none")
+	}
+	if got := metricValue(t, reg, "gate_limiter_cache_overfull_total", nil); got == 0 {
+		t.Errorf("gate_limiter_cache_overfull_total = 0")
+	}
+}

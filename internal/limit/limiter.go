@@ -465,7 +465,15 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 		// promotion out of the sketch the sketch still holds (two windows at most): seen
 		// again, it would be promoted again and its counts carried again, once a cycle,
 		// as records it never sent.
-		if e.thr.Load()&heldBit != 0 || e.level(ns, l.readFloor.Load()) >= tierNormal*float64(l.threshold(e, team)) ||
+		var lvl float64
+		if tbl != nil {
+			// A window's entry of the event clock: its count, and the window before's
+			// weighed by how far the wall clock is through this one (as its sweep has it).
+			lvl = e.evLevel(min(max(float64(ns-tbl.epoch*l.windowNs)*l.invWindow, 0), 1))
+		} else {
+			lvl = e.level(ns, l.readFloor.Load())
+		}
+		if e.thr.Load()&heldBit != 0 || lvl >= tierNormal*float64(l.threshold(e, team)) ||
 			l.sk != nil && tbl == nil && l.sketchHolds(team, cur) {
 			return i < evictionScan
 		}

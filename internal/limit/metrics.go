@@ -113,6 +113,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		misses += l.retired.misses.Load()
 		evicted += l.retired.evicted.Load()
 		displaced += l.retired.displaced.Load()
+		overfull += l.retired.overfull.Load()
 		for j := range trans {
 			trans[j] += l.retired.transitions[j].Load()
 		}
@@ -126,6 +127,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				misses += sh.misses.Load()
 				evicted += sh.evicted.Load()
 				displaced += sh.displaced.Load()
+				overfull += sh.overfull.Load()
 				for k := range sh.transitions {
 					trans[k] += uint64(sh.transitions[k].Load())
 				}

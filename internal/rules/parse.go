@@ -308,21 +308,23 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		// team rule) keeps every team whole, for what operators read of teams.
 		r.AboveFloor = r.Key.Composite() || len(r.Match) > 0
 	}
-	// The sketch of keys under their floor (and with it a team's keys counted) is kept
-	// under static thresholds on the wall clock only: learned thresholds learn from every
-	// key's counts, and the event clock caches each window apart (limit.New).
+	// The sketch of keys under their floor is kept under static thresholds on the wall
+	// clock only (limit.New): learned thresholds learn from every key's counts, and the
+	// event clock caches each window apart. Under the event clock no limit keeps one; an
+	// adaptive rule's first limit keeps none, its further (static) limits do. A team's
+	// keys are counted in the first limit's sketch (noSketch: why it has none).
 	noSketch := ""
 	switch {
-	case r.Adaptive:
-		noSketch = "threshold_mode: adaptive"
 	case p.o.EventClock:
 		noSketch = "GATE_CLOCK=event"
-	}
-	if noSketch != "" && r.AboveFloor {
-		if got["track"] != nil {
-			p.bad(got["track"], path+".track", "all with %s: keys under their floor are counted in a sketch under static thresholds on the wall clock only", noSketch)
+		if r.AboveFloor {
+			if got["track"] != nil {
+				p.bad(got["track"], path+".track", "all with GATE_CLOCK=event: keys under their floor are counted in a sketch on the wall clock only")
+			}
+			r.AboveFloor = false
 		}
-		r.AboveFloor = false
+	case r.Adaptive:
+		noSketch = "threshold_mode: adaptive"
 	}
 	if !r.Key.Composite() {
 		// A team's keys are counted only for a key of several fields, whose first is the
@@ -333,12 +335,12 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 			}
 		}
 		r.MaxKeys = 0
-	} else if !r.AboveFloor {
-		// A team's keys are counted among those under the floor: with every key cached there
-		// are none.
+	} else if !r.AboveFloor || noSketch != "" {
+		// A team's keys are counted among those under the floor, in the first limit's
+		// sketch: with every key cached, or no sketch there, there are none.
 		why := "only with track: above_floor (the default for a key of several fields)"
 		if noSketch != "" {
-			why = "not with " + noSketch + ": a team's keys are counted among those under their floor, kept in a sketch under static thresholds on the wall clock only"
+			why = "not with " + noSketch + ": a team's keys are counted among those under their floor, in the first limit's sketch, kept under static thresholds on the wall clock only"
 		}
 		for _, f := range []string{"max_keys", "on_cardinality"} {
 			if got[f] != nil {

@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -301,31 +302,37 @@ func TestParseCardinality(t *testing.T) {
 	}
 }
 
-// The sketch of keys under their floor, and with it the count of a team's keys, is kept
-// under static thresholds on the wall clock only (limit.New). An adaptive rule, or any
-// rule under GATE_CLOCK=event, keyed by several fields is therefore track: all, as the
-// gate runs it (gate rules check says so); asking it for above_floor, max_keys or
-// on_cardinality is a problem. Before, such a rule parsed as above_floor with max_keys
-// 100,000, and its limiter kept neither: every key cached and written, no team ever
-// found rotating.
+// The sketch of keys under their floor, and with it the count of a team's keys (in the
+// first limit's), is kept under static thresholds on the wall clock only (limit.New).
+// Under GATE_CLOCK=event a rule keyed by several fields is therefore track: all, as the
+// gate runs it (gate rules check says so); an adaptive one keeps above_floor for its
+// further, static, limits, and no bound on a team's keys. Asking either for what it
+// cannot keep is a problem. Before, both parsed as above_floor with max_keys 100,000,
+// and no team could ever be found rotating.
 func TestParseNoSketchWithoutStaticWallClock(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		o    Options
-		mode string
-	}{{"adaptive", Options{Topics: topics}, "threshold_mode: adaptive, "}, {"event clock", Options{Topics: topics, EventClock: true}, ""}} {
+		name       string
+		o          Options
+		mode       string
+		aboveFloor bool
+		refused    []string
+	}{
+		{"adaptive", Options{Topics: topics}, "threshold_mode: adaptive, ", true, []string{"max_keys", "on_cardinality"}},
+		{"event clock", Options{Topics: topics, EventClock: true}, "", false, []string{"track", "max_keys", "on_cardinality"}},
+	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := Parse("rules.yaml", []byte("rules:\n  - {name: user, key: json:team_id+distinct_id, "+c.mode+"limits: [1m:100]}\n"), c.o)
+			s, err := Parse("rules.yaml", []byte("rules:\n  - {name: user, key: json:team_id+distinct_id, "+c.mode+"limits: [1m:100, 1h:1000]}\n"), c.o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r := s.Rules[0]; r.AboveFloor || r.MaxKeys != 0 {
-				t.Errorf("above floor %v, max_keys %d: want track: all, no bound on a team's keys", r.AboveFloor, r.MaxKeys)
+			if r := s.Rules[0]; r.AboveFloor != c.aboveFloor || r.MaxKeys != 0 {
+				t.Errorf("above floor %v, max_keys %d: want %v, no bound on a team's keys", r.AboveFloor, r.MaxKeys, c.aboveFloor)
 			}
 			_, err = Parse("rules.yaml", []byte("rules:\n  - {name: user, key: json:team_id+distinct_id, "+c.mode+"limits: [1m:100], track: above_floor, max_keys: 10, on_cardinality: tag}\n"), c.o)
 			for _, f := range []string{"track", "max_keys", "on_cardinality"} {
-				if err == nil || !strings.Contains(err.Error(), `rules[0] "user".`+f+": ") {
-					t.Errorf("%s given: err = %v, want a problem naming it", f, err)
+				named := err != nil && strings.Contains(err.Error(), `rules[0] "user".`+f+": ")
+				if want := slices.Contains(c.refused, f); named != want {
+					t.Errorf("%s given: err = %v; a problem naming it: %v, want %v", f, err, named, want)
 				}
 			}
 		})
