@@ -134,7 +134,10 @@ type shard struct {
 	// overfull: inserts into a full cache that evicted nothing, every team looked at
 	// being one that could be over its limit.
 	overfull atomic.Uint64
-	_        [64]byte // keep neighbouring shards' hot words off this shard's lines
+	// carried: what promotions out of the sketch carried of each team, by window, for the
+	// two windows the sketch still holds (carry); under mu.
+	carried map[string]carriedCounts
+	_       [64]byte // keep neighbouring shards' hot words off this shard's lines
 }
 
 // epochSpan caches the current epoch and its bounds, so a check finds its epoch with two
@@ -144,6 +147,9 @@ type epochSpan struct{ epoch, start, end int64 }
 type overrides struct {
 	gen uint64
 	m   map[string]int64
+	// since is when each key's override appeared (unix ns; 0: at the limiter's start):
+	// before it, the sketch may have counted the key (carry).
+	since map[string]int64
 }
 
 // threshold is team's threshold under o: its override, or def; and whether it is an
@@ -457,14 +463,10 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 	var vteam string
 	var vseen uint32
 	i := 0
-	cur := floorDiv(ns, l.windowNs)
 	sh.idx.all(func(seen uint32, e *entry, team string) bool { // from a random slot: a random sample
 		i++
 		// A team that could be over its limit is never evicted: at half its threshold or
-		// more, or held. Evicted, it would start again from nothing. Nor one whose
-		// promotion out of the sketch the sketch still holds (two windows at most): seen
-		// again, it would be promoted again and its counts carried again, once a cycle,
-		// as records it never sent.
+		// more, or held. Evicted, it would start again from nothing.
 		var lvl float64
 		if tbl != nil {
 			// A window's entry of the event clock: its count, and the window before's
@@ -473,8 +475,7 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 		} else {
 			lvl = e.level(ns, l.readFloor.Load())
 		}
-		if e.thr.Load()&heldBit != 0 || lvl >= tierNormal*float64(l.threshold(e, team)) ||
-			l.sk != nil && tbl == nil && l.sketchHolds(team, cur) {
+		if e.thr.Load()&heldBit != 0 || lvl >= tierNormal*float64(l.threshold(e, team)) {
 			return i < evictionScan
 		}
 		if victim == nil || seen < vseen {
@@ -483,11 +484,9 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 		return i < evictionScan && (i < evictionSample || victim == nil)
 	})
 	if victim == nil {
-		// Every team looked at could be over its limit, or was just promoted: the cache
-		// grows past its capacity rather than forget one. Such teams each hold half a
-		// threshold of the window's records at least, or an eighth of a floor of the last
-		// two windows', so there are no more than 2 × records a window ÷ threshold, plus
-		// 16 × records a window ÷ floor.
+		// Every team looked at could be over its limit: the cache grows past its capacity
+		// rather than forget one. Such teams each hold half a threshold of the window's
+		// records at least, so there are no more than 2 × records a window ÷ threshold.
 		sh.overfull.Add(1)
 		return
 	}
@@ -578,7 +577,19 @@ func (l *Limiter) SetOverrides(m map[string]int64) error {
 			sh.mu.Unlock()
 		}
 	}
-	l.overrides.Store(&overrides{gen: gen, m: maps.Clone(m)})
+	old := l.overrides.Load()
+	since := make(map[string]int64, len(m))
+	now := l.clock.Now().UnixNano()
+	for k := range m {
+		if t, ok := old.since[k]; ok {
+			since[k] = t
+		} else if _, had := old.m[k]; had {
+			since[k] = 0
+		} else {
+			since[k] = now
+		}
+	}
+	l.overrides.Store(&overrides{gen: gen, m: maps.Clone(m), since: since})
 	return nil
 }
 

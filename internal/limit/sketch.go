@@ -3,6 +3,7 @@ package limit
 import (
 	"hash/maphash"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -300,18 +301,21 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 // were counted here and never written. Less the noise: what the least of four counters of
 // another line holds, the other keys' records a key's counters hold at this load (the
 // count-mean-min correction, Deng and Rafiei 2007), so that a key met for the first time
-// at a high load is not carried in with other keys' records. A team with an override is
-// never counted in the sketch, but one given its override while the gate runs was until
-// then: those counts are carried too (an override that lowers its threshold must find
-// them) when they are its own beyond the noise, an eighth of its floor or more (as
-// sketchHolds): one always overridden has only the noise the correction leaves, which
-// would otherwise count against it at each insert.
+// at a high load is not carried in with other keys' records. Less what an earlier
+// promotion of it carried of those windows (sh.carried): a key promoted, then evicted,
+// expired or demoted, and promoted again within two windows finds the same counts in the
+// sketch, and would carry them as records again at each return. A team whose override
+// predates both windows was never counted in the sketch there and carries nothing; one
+// given its override since was, and carries what it was counted. The caller holds sh.mu.
 func (l *Limiter) carry(sh *shard, e *entry, h uint64, team string, ns int64) {
 	ep := floorDiv(ns, l.windowNs)
-	cur, prev := l.sk.ownCounts(h, ep)
-	if l.overridden(team) && cur+prev < max(l.untrackedFloor.Load()/8, 1) {
+	if since, ok := l.overrides.Load().overriddenSince(team); ok && since < (ep-1)*l.windowNs {
 		return
 	}
+	cur, prev := l.sk.ownCounts(h, ep)
+	done := sh.carried[team] // zero: nothing carried of team in these windows
+	cur = max(cur-done.of(ep), 0)
+	prev = max(prev-done.of(ep-1), 0)
 	if cur > 0 {
 		e.addUnsent(ep, cur)
 	}
@@ -320,7 +324,33 @@ func (l *Limiter) carry(sh *shard, e *entry, h uint64, team string, ns int64) {
 	}
 	if cur+prev > 0 {
 		sh.promoted.Add(1)
+		// Remembered for the two windows the sketch holds them, a shard's capacity of
+		// teams at most (past it, a team promoted again may carry them twice).
+		if _, known := sh.carried[team]; known || len(sh.carried) < max(l.cfg.Capacity/len(l.shards), 1) {
+			if sh.carried == nil {
+				sh.carried = map[string]carriedCounts{}
+			}
+			sh.carried[strings.Clone(team)] = carriedCounts{epoch: ep, n: [2]int64{done.of(ep) + cur, done.of(ep-1) + prev}}
+		}
 	}
+}
+
+// carriedCounts are what promotions carried of a team out of the sketch: n[0] of window
+// epoch, n[1] of the one before.
+type carriedCounts struct {
+	epoch int64
+	n     [2]int64
+}
+
+// of is what was carried of window w.
+func (c carriedCounts) of(w int64) int64 {
+	switch w {
+	case c.epoch:
+		return c.n[0]
+	case c.epoch - 1:
+		return c.n[1]
+	}
+	return 0
 }
 
 // ownCounts are the sketch's counts of the key of hash h in windows ep and ep−1 less the
@@ -333,6 +363,15 @@ func (s *sketch) ownCounts(h uint64, ep int64) (cur, prev int64) {
 	}
 	ncur, nprev := s.counts(s.cells(^h), ep)
 	return max(cur-ncur, 0), max(prev-nprev, 0)
+}
+
+// overriddenSince reports whether team has an override, and since when (unix ns; 0: at
+// the limiter's start).
+func (o *overrides) overriddenSince(team string) (int64, bool) {
+	if _, ok := o.m[team]; !ok {
+		return 0, false
+	}
+	return o.since[team], true
 }
 
 // overridden reports whether team has an override: such a key is always cached, at its

@@ -239,12 +239,14 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 		// Under the shard's mutex, which inserts, the tick's applies and checks racing a
 		// rebuild or a removal also take: other checks go on.
 		sh.mu.Lock()
+		for team, c := range sh.carried {
+			if c.epoch < cur-1 { // its windows are past any promotion's now (carry)
+				delete(sh.carried, team)
+			}
+		}
 		tab := sh.idx.tab.Load()
 		sh.idx.all(func(seen uint32, e *entry, team string) bool {
-			// Idle, it goes; but not while the sketch holds the counts its promotion carried
-			// (two windows at most, longer than the idle timeout for a long window): seen
-			// again, it would carry them again (sketchHolds).
-			if l.cfg.IdleTimeout > 0 && nowSeen-min(seen, nowSeen) >= idleSecs && (l.sk == nil || !l.sketchHolds(team, cur)) {
+			if l.cfg.IdleTimeout > 0 && nowSeen-min(seen, nowSeen) >= idleSecs {
 				unsent := sh.idx.remove(e)
 				l.count.Add(-1)
 				into.Expired++

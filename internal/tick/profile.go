@@ -234,7 +234,7 @@ func (t *Ticker) logRotations(ls *limitState) {
 const overfullLogEvery = time.Hour
 
 // logOverfull logs that ls's cache grew past its capacity since the last sweep (every key
-// it looked at could be over its limit, or was just promoted), once an hour at most.
+// it looked at could be over its limit), once an hour at most.
 func (t *Ticker) logOverfull(ls *limitState, now time.Time) {
 	n := ls.sweep.Overfull
 	grew := n > ls.overfull
@@ -243,7 +243,7 @@ func (t *Ticker) logOverfull(ls *limitState, now time.Time) {
 		return
 	}
 	ls.overfullLogged = now
-	t.log.Warn("limiter cache past its capacity: every key it looked at to evict could be over its limit, or was just promoted out of the sketch; "+
+	t.log.Warn("limiter cache past its capacity: every key it looked at to evict could be over its limit; "+
 		"it grows rather than forget one (gate_limiter_cache_overfull_total; logged once an hour at most)",
 		"key_prefix", ls.prefix, "capacity", ls.l.Config().Capacity, "cached", ls.sweep.Entries)
 }
