@@ -129,12 +129,19 @@ func TestRuleLimitsTheGateCannotBuild(t *testing.T) {
 	}
 }
 
-// GATE_FORCE_OVERFLOW names keys as GATE_KEY_FROM builds them, as a rule's force list
-// does: under a composite key, unescaped, it names nothing the gate counts, and the gate
+// GATE_FORCE_OVERFLOW and GATE_OVERRIDES name keys as GATE_KEY_FROM builds them, as a
+// rule's force list does: under a composite key, unescaped, it names nothing the gate counts, and the gate
 // refuses it at start, naming the variable.
 func TestForceOverflowKeysEscaped(t *testing.T) {
 	if _, err := loadMap(map[string]string{"GATE_KEY_FROM": "json:token+distinct_id", "GATE_FORCE_OVERFLOW": "phc_x:user:1"}); err == nil || !strings.Contains(err.Error(), "GATE_FORCE_OVERFLOW") {
 		t.Errorf("unescaped composite key: err = %v, want GATE_FORCE_OVERFLOW named", err)
+	}
+	// GATE_OVERRIDES, named beside it, likewise.
+	if _, err := loadMap(map[string]string{"GATE_KEY_FROM": "json:token+distinct_id", "GATE_OVERRIDES": "phc_x:user:1=5"}); err == nil || !strings.Contains(err.Error(), "GATE_OVERRIDES") {
+		t.Errorf("unescaped composite override: err = %v, want GATE_OVERRIDES named", err)
+	}
+	if _, err := loadMap(map[string]string{"GATE_KEY_FROM": "json:token+distinct_id", "GATE_OVERRIDES": "phc_x:user%3A1=5"}); err != nil {
+		t.Errorf("escaped composite override: %v", err)
 	}
 	for _, env := range []map[string]string{
 		{"GATE_KEY_FROM": "json:token+distinct_id", "GATE_FORCE_OVERFLOW": "phc_x:user%3A1,phc_y:u2"},

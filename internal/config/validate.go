@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 )
 
@@ -40,6 +42,13 @@ func (c Config) validate(between bool) Problems {
 	}
 
 	c.Kafka.validateBetween(bad)
+	// An override's team is a key as GATE_KEY_FROM builds it, as GATE_FORCE_OVERFLOW's is.
+	for _, t := range slices.Sorted(maps.Keys(c.Overrides)) {
+		if err := c.KeyFrom.CheckKey(t); err != nil {
+			bad("OVERRIDES", fmt.Sprintf("keys as GATE_KEY_FROM builds them: %v", err))
+			break
+		}
+	}
 	// A tick as long as the window would let a whole epoch pass between two writes.
 	if c.TickInterval >= c.Window {
 		bad("TICK_INTERVAL", fmt.Sprintf("a duration shorter than GATE_WINDOW (%s)", c.Window))

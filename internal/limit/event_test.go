@@ -431,3 +431,32 @@ func TestEventCacheOverfullCounted(t *testing.T) {
 		t.Errorf("gate_limiter_cache_overfull_total = 0")
 	}
 }
+
+// A full window's cache under the event clock judges a key as a check in the window can:
+// a lagging partition's records, early in their window whatever the wall clock, weigh
+// nearly all of the window before. A key at 7.2 of 10 so (8 the window before, 6 s into
+// this one) is over half its threshold and never evicted: cap mode admits it 3 more
+// records. Before, eviction weighed the window before by the wall clock's progress (none
+// of it, minutes later), evicted the key at each new one, and admitted it 15.
+func TestEventEvictionOfLaggingKey(t *testing.T) {
+	cfg := eventConfig(time.Minute, 10)
+	cfg.Capacity, cfg.Shards, cfg.Mode = 1, 1, Cap
+	l, _, _ := newTest(t, cfg)
+	wall := t0.Add(5 * time.Minute)
+	for range 8 {
+		l.CheckEventAt(wall, t0.Add(-30*time.Second), "a", 1)
+	}
+	ev := t0.Add(6 * time.Second)
+	admitted := 0
+	for round := range 5 {
+		for range 10 {
+			if d := l.CheckEventAt(wall, ev, "a", 1); !d.Limited {
+				admitted++
+			}
+		}
+		l.CheckEventAt(wall, ev, "b"+strconv.Itoa(round), 1)
+	}
+	if admitted != 3 {
+		t.Errorf("a, at 7.2 of 10 at its first record in the window, admitted %d more, want 3", admitted)
+	}
+}

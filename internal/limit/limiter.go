@@ -469,9 +469,11 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 		// more, or held. Evicted, it would start again from nothing.
 		var lvl float64
 		if tbl != nil {
-			// A window's entry of the event clock: its count, and the window before's
-			// weighed by how far the wall clock is through this one (as its sweep has it).
-			lvl = e.evLevel(min(max(float64(ns-tbl.epoch*l.windowNs)*l.invWindow, 0), 1))
+			// A window's entry of the event clock: the highest level a check in the
+			// window can find, its count and the whole of the window before's (a check
+			// weighs that by its record's own progress through the window, which a
+			// lagging partition or a replay holds near its start, whatever the wall clock).
+			lvl = e.evLevel(0)
 		} else {
 			lvl = e.level(ns, l.readFloor.Load())
 		}
