@@ -244,6 +244,10 @@ func polled(fetches kgo.Fetches, topic string, id int32) bool {
 // gap's resume offset.
 func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool) {
 	topic := c.cfg.InputTopic
+	if c.txn.filling {
+		c.gapInTxn(p, g)
+		return
+	}
 	if n := g.count(); n > 0 {
 		c.m.lost.WithLabelValues(topic, itoa(p.id), g.cause).Add(float64(n))
 	}
@@ -271,6 +275,39 @@ func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool)
 	err := c.commitGap(ctx, p, g.resume)
 	c.log.Error("input records lost: "+what+"; the partition goes on at resumed_at (GATE_ON_DATA_LOSS=continue)",
 		append(attrs, "resumed_at", g.resume.Offset, "commit_err", err)...)
+}
+
+// gapInTxn handles g, met in partition p while a transaction holds records (fillTxn):
+// the transaction aborts, and the session rewinds every partition to its last commit,
+// where the gap is met again with nothing in flight and handled as ever. Handled here,
+// its commit and the client's move would pass records routed only in the aborted
+// transaction (lost, never reported), or keep the transaction's own offset commit from
+// covering what it produced (duplicates). Records a broker lost are counted and reported
+// now, though: read from the last commit again, the partition goes on in the broker's
+// new log, and nothing would say that what the gate had read past its divergence is
+// gone. With GATE_ON_DATA_LOSS=stop the partition stops at its last commit.
+func (c *Consumer) gapInTxn(p *partition, g gap) {
+	c.txn.gapMet = true
+	c.txn.skipped.Store(true)
+	if g.cause != lossBroker {
+		return // retention: met from the last commit, counted from there
+	}
+	topic := c.cfg.InputTopic
+	if n := g.count(); n > 0 {
+		c.m.lost.WithLabelValues(topic, itoa(p.id), g.cause).Add(float64(n))
+	}
+	attrs := []any{"topic", topic, "partition", p.id, "cause", g.cause, "offsets", g.offsets(), "lost_records", g.count()}
+	what := "lost by the broker (its log truncated: an unclean leader election, a lost disk) after the gate read them, in a transaction " +
+		"still open: it is aborted, and the partition read again from its last commit"
+	if c.cfg.OnDataLoss == DataLossStop {
+		if c.halt(p, fmt.Sprintf("partition %s/%d stopped at its last committed offset: %d input records, offsets %s, %s (GATE_ON_DATA_LOSS=stop); "+
+			"to go on without them, replay them from elsewhere if they are kept, then set GATE_ON_DATA_LOSS=continue and restart the gate",
+			topic, p.id, g.count(), g.offsets(), what)) {
+			c.log.Error("input records lost: "+what+"; partition stopped (GATE_ON_DATA_LOSS=stop), not ready until an operator acts", attrs...)
+		}
+		return
+	}
+	c.log.Error("input records lost: "+what+" (GATE_ON_DATA_LOSS=continue)", attrs...)
 }
 
 // commitGap makes g.resume the partition's committed offset, so that the next owner

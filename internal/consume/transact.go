@@ -43,6 +43,10 @@ type txnState struct {
 	// the open transaction, so routing stops (skipped) and the poll is woken.
 	interrupted atomic.Bool
 	skipped     atomic.Bool
+	// filling is set while fillTxn handles a poll's fetch errors, the transaction open
+	// with records in it; gapMet, when that poll met input records lost (loss.go), whose
+	// handling then waits for the transaction's abort. The loop's goroutine only.
+	filling, gapMet bool
 	// rebalanced is set by every rebalance callback: with the generation, how a
 	// transaction tells that the group rebalanced while it was open.
 	rebalanced atomic.Bool
@@ -493,6 +497,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 		c.log.Info("kafka: transactions start again: the brokers take GATE_TRANSACTION_TIMEOUT now")
 	}
 	c.txn.skipped.Store(false)
+	c.txn.gapMet = false
 	tctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c.txn.pollMu.Lock()
@@ -519,6 +524,10 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 		end, what = kgo.TryAbort, "aborting after failed produces"
 	case res.outcomeErr != nil:
 		end, what = kgo.TryAbort, "aborting after a failed outcome row"
+	case c.txn.gapMet:
+		// Input records lost under the open transaction (loss.go): met again, and
+		// handled, from the last commit.
+		end, what = kgo.TryAbort, "aborting after input records lost"
 	case c.txn.skipped.Load():
 		// Routing stopped short: committing the poll's offsets would skip records.
 		end, what = kgo.TryAbort, "aborting after a rebalance"
@@ -592,7 +601,12 @@ func (c *Consumer) fillTxn(pollCtx context.Context, start time.Time, res *txnRes
 		if fetches.IsClientClosed() {
 			return // End fails and says so
 		}
+		c.txn.filling = true
 		c.fetchErrors(fetches)
+		c.txn.filling = false
+		if c.txn.gapMet {
+			return // the transaction aborts, this poll unrouted: replayed from the last commit
+		}
 		ws := c.works(fetches)
 		if len(ws) == 0 {
 			if !time.Now().Before(until) && pollCtx.Err() == nil {

@@ -1,0 +1,208 @@
+package consume
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/route"
+)
+
+// spyRouter records the test ids of the records it routes.
+type spyRouter struct {
+	Router
+	mu  sync.Mutex
+	ids map[int]int
+}
+
+func (s *spyRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratch, out *kgo.Record) route.Outcome {
+	if id, err := strconv.Atoi(header(in, idHeader)); err == nil {
+		s.mu.Lock()
+		s.ids[id]++
+		s.mu.Unlock()
+	}
+	return s.Router.RouteInto(now, in, sc, out)
+}
+
+func (s *spyRouter) routed(ids []int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if s.ids[id] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// lossInTxnEnv is an exactly-once gate whose transaction is held open (20 s, partition 1
+// kept busy) after partition 0's records at offsets 50..79 (ids 100..129) were routed
+// into it; stop ends the load.
+func lossInTxnEnv(t *testing.T, onLoss DataLoss) (env *gateEnv, g *testGate, prod *kgo.Client, stop func()) {
+	t.Helper()
+	env = newEOSEnv(t, 2)
+	env.ccfg.OnDataLoss = onLoss
+	env.ccfg.TransactionInterval = 20 * time.Second
+	spy := &spyRouter{ids: map[int]int{}}
+	env.wrap = func(r Router) Router { spy.Router = r; return spy }
+	prod = partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, 50)    // ids 0..49 at offsets 0..49
+	produceTo(t, prod, 1, 1000, 50) // ids 1000..1049
+	g = env.start(t, "a")
+	waitCommitted(t, env.cluster, 2, 40*time.Second)
+	var done atomic.Bool
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		for id := 5000; !done.Load(); id++ {
+			produceTo(t, prod, 1, id, 1)
+			time.Sleep(30 * time.Millisecond) // a steady load, not a wait
+		}
+	})
+	stop = func() { done.Store(true); bg.Wait() }
+	t.Cleanup(stop)
+	produceTo(t, prod, 0, 100, 30) // ids 100..129 at offsets 50..79
+	waitFor(t, 20*time.Second, "ids 100..129 routed", func() bool { return spy.routed(idRange(100, 130)) })
+	if gc := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; gc.Offset != 50 {
+		t.Fatalf("partition 0 committed at %d: the transaction ended already (want it open, the commit at 50)", gc.Offset)
+	}
+	return env, g, prod, stop
+}
+
+// Exactly once, retention deletes partition 0 up to offset 140 while offsets 50..79 are
+// in a transaction still open, and the gate meets the gap in it: the transaction aborts
+// and the gap is handled from the last commit, with nothing in flight. Every offset of
+// 50..139 is then either on the outputs once (read_committed) or counted lost, and the
+// rest is routed once, a later transaction aborting or not. Before, the gap's commit
+// (outside the transaction) and the client's move passed offsets 50..79, and when that
+// transaction then aborted (a failed produce) they were neither delivered nor counted:
+// skipped in silence.
+func TestRetentionGapInOpenTransaction(t *testing.T) {
+	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
+	hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+		Err: kerr.NotLeaderForPartition, Count: -1})
+	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
+	produceTo(t, prod, 0, 200, 100) // ids 200..299 at offsets 80..179
+	if err := env.cluster.DeleteRecords(inTopic, 0, 140); err != nil {
+		t.Fatal(err)
+	}
+	hold.Remove()
+	waitFor(t, 30*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "retention") > 0 })
+	// Then a transaction aborts (its produces fail): before, the one the gap was met in,
+	// rewound past what it held.
+	aborted := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted"))
+	fail := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	waitFor(t, 30*time.Second, "a transaction aborted", func() bool {
+		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) > aborted
+	})
+	fail.Remove()
+	stop() // the input goes quiet: the transaction ends
+	waitFor(t, 30*time.Second, "partition 0 committed to its end", func() bool {
+		return env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 180
+	})
+	out := collect(t, env.cluster, 100+40, 20*time.Second, 300*time.Millisecond, readCommitted())
+	g.stop(t)
+	seen, dup := out.routed(append(idRange(100, 130), idRange(200, 300)...))
+	lost := lostMetric(t, g.reg, 0, "retention")
+	if len(dup) > 0 {
+		t.Errorf("duplicated on the outputs: %v", head(dup))
+	}
+	if kept, _ := out.routed(idRange(260, 300)); len(kept) != 40 {
+		t.Errorf("%d of the 40 records past the gap (offsets 140..179) on the outputs", len(kept))
+	}
+	if got := float64(len(seen)-40) + lost; got != 90 {
+		t.Errorf("offsets 50..139: %d on the outputs + %v counted lost = %v, want 90", len(seen)-40, lost, got)
+	}
+}
+
+// Exactly once, a broker loses partition 0's records from offset 65 (an unclean leader
+// election) while offsets 50..79 are in a transaction still open: the loss is counted,
+// the transaction aborts, and the records the broker kept (50..64) are on the outputs
+// once, as read from the last commit again. Before, the gap's commit outside the
+// transaction and the client's move made the abort rewind to 65: 50..64, routed only in
+// the aborted transaction, were lost, and counted nowhere. Then with GATE_ON_DATA_LOSS=stop:
+// the partition stops at its last commit, and a gate started after it with continue
+// routes those records once, not twice (the transaction's offset commit left the
+// partition out before, while its records were on the outputs).
+func TestBrokerLossInOpenTransaction(t *testing.T) {
+	for _, onLoss := range []DataLoss{DataLossContinue, DataLossStop} {
+		t.Run(onLoss.String(), func(t *testing.T) {
+			env, g, prod, stop := lossInTxnEnv(t, onLoss)
+			// The broker's log diverged at 65 (kfake keeps the records: the epoch's end is
+			// what says so), and the fetch at 80 is out of range once.
+			env.cluster.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+				resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+					st.Topic = rt.Topic
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+						sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, rp.LeaderEpoch, 65
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp, nil, true
+			})
+			env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+				Err: kerr.OffsetOutOfRange, Count: 1})
+			produceTo(t, prod, 0, 200, 10) // offsets 80..89: partition 0 fetched at 80
+			waitFor(t, 30*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "broker") > 0 })
+			if got := lostMetric(t, g.reg, 0, "broker"); got != 15 {
+				t.Errorf("gate_records_lost_total{cause=broker} = %v, want 15 (offsets 65..79)", got)
+			}
+			if onLoss == DataLossContinue {
+				// A transaction aborts (its produces fail): before, the one the loss was met
+				// in, rewound past the records the broker kept.
+				aborted := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted"))
+				fail := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+				waitFor(t, 30*time.Second, "a transaction aborted", func() bool {
+					return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) > aborted
+				})
+				fail.Remove()
+			}
+			stop() // the input goes quiet: the transaction ends
+			if onLoss == DataLossStop {
+				waitFor(t, 30*time.Second, "partition 0 stopped", func() bool {
+					for _, r := range g.c.NotReady() {
+						if r != "" && containsAll(r, "stopped at its last committed offset") {
+							return true
+						}
+					}
+					return false
+				})
+				g.stop(t)
+				env.ccfg.OnDataLoss = DataLossContinue
+				env.wrap = nil
+				g = env.start(t, "a")
+			}
+			waitFor(t, 30*time.Second, "partition 0 committed to its end", func() bool {
+				return env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 90
+			})
+			out := collect(t, env.cluster, 50+30+10, 20*time.Second, 300*time.Millisecond, readCommitted())
+			g.stop(t)
+			seen, dup := out.routed(idRange(100, 115))
+			if len(seen) != 15 || len(dup) > 0 {
+				t.Errorf("offsets 50..64, kept by the broker: %d of 15 on the outputs (read_committed), %d twice", len(seen), len(dup))
+			}
+		})
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
