@@ -307,7 +307,35 @@ func (c *Consumer) gapInTxn(p *partition, g gap) {
 		}
 		return
 	}
+	c.txn.gaps = append(c.txn.gaps, partGap{p, g})
 	c.log.Error("input records lost: "+what+" (GATE_ON_DATA_LOSS=continue)", attrs...)
+}
+
+// partGap is a gap met in partition p.
+type partGap struct {
+	p *partition
+	g gap
+}
+
+// resumeTxnGaps resumes each partition whose broker loss gapInTxn met at the gap's resume
+// offset when that is below the commit the transaction's abort went back to: the log
+// diverged below it, and the gate reads the new log from there, as applyGap does
+// outside a transaction. Nothing is in flight: the transaction has ended.
+func (c *Consumer) resumeTxnGaps(ctx context.Context) {
+	committed := c.cl.CommittedOffsets()[c.cfg.InputTopic]
+	for _, pg := range c.txn.gaps {
+		p, g := pg.p, pg.g
+		at, ok := committed[p.id]
+		if p.gone.Load() || p.stopped.Load() || !ok || g.resume.Offset >= at.Offset {
+			continue // gone, stopped, or read again from the commit already
+		}
+		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: {p.id: {Epoch: -1, Offset: g.resume.Offset}}})
+		p.movedTo, p.hasMoved = kgo.EpochOffset{Epoch: -1, Offset: g.resume.Offset}, true
+		err := c.commitGap(ctx, p, g.resume)
+		c.log.Warn("the partition goes on where the broker's log diverged, below its last commit: the records there are the new leader's",
+			"topic", c.cfg.InputTopic, "partition", p.id, "resumed_at", g.resume.Offset, "last_commit", at.Offset, "commit_err", err)
+	}
+	c.txn.gaps = c.txn.gaps[:0]
 }
 
 // commitGap makes g.resume the partition's committed offset, so that the next owner

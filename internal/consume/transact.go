@@ -45,8 +45,11 @@ type txnState struct {
 	skipped     atomic.Bool
 	// filling is set while fillTxn handles a poll's fetch errors, the transaction open
 	// with records in it; gapMet, when that poll met input records lost (loss.go), whose
-	// handling then waits for the transaction's abort. The loop's goroutine only.
+	// handling then waits for the transaction's abort, and gaps the broker losses among
+	// them, whose resume offset may be below the commit the abort goes back to. The
+	// loop's goroutine only.
 	filling, gapMet bool
+	gaps            []partGap
 	// rebalanced is set by every rebalance callback: with the generation, how a
 	// transaction tells that the group rebalanced while it was open.
 	rebalanced atomic.Bool
@@ -497,7 +500,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 		c.log.Info("kafka: transactions start again: the brokers take GATE_TRANSACTION_TIMEOUT now")
 	}
 	c.txn.skipped.Store(false)
-	c.txn.gapMet = false
+	c.txn.gapMet, c.txn.gaps = false, c.txn.gaps[:0]
 	tctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c.txn.pollMu.Lock()
@@ -543,6 +546,9 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	c.txn.interrupted.Store(false)
 	committed, err := c.tx.End(ctx, end)
 	c.progressed()
+	if err == nil && len(c.txn.gaps) > 0 {
+		c.resumeTxnGaps(ctx)
+	}
 	if c.txn.afterEnd != nil {
 		c.txn.afterEnd()
 	}
