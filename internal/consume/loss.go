@@ -244,7 +244,7 @@ func polled(fetches kgo.Fetches, topic string, id int32) bool {
 // gap's resume offset.
 func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool) {
 	topic := c.cfg.InputTopic
-	if c.txn.filling {
+	if c.txn.filling && c.txn.routed[p.id] {
 		c.gapInTxn(p, g)
 		return
 	}
@@ -277,7 +277,7 @@ func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool)
 		append(attrs, "resumed_at", g.resume.Offset, "commit_err", err)...)
 }
 
-// gapInTxn handles g, met in partition p while a transaction holds records (fillTxn):
+// gapInTxn handles g, met in partition p while a transaction holds records of it (fillTxn):
 // the transaction aborts, and the session rewinds every partition to its last commit,
 // where the gap is met again with nothing in flight and handled as ever. Handled here,
 // its commit and the client's move would pass records routed only in the aborted

@@ -254,3 +254,52 @@ func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
 	}
 	g.stop(t)
 }
+
+// A retention gap met in a partition the open transaction holds nothing of is handled
+// at once, the transaction going on: aborting it would replay every other partition's
+// records for nothing, and a gap met inside the next transaction again could abort it
+// too. Partition 1 keeps the transaction open; partition 0, committed to 50, loses 50..119.
+func TestGapOutsideTheOpenTransaction(t *testing.T) {
+	env := newEOSEnv(t, 2)
+	env.ccfg.TransactionInterval = 20 * time.Second
+	spy := &spyRouter{ids: map[int]int{}}
+	env.wrap = func(r Router) Router { spy.Router = r; return spy }
+	prod := partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, 50)
+	produceTo(t, prod, 1, 1000, 50)
+	g := env.start(t, "a")
+	waitCommitted(t, env.cluster, 2, 40*time.Second)
+	hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+		Err: kerr.NotLeaderForPartition, Count: -1})
+	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
+	var done atomic.Bool
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		for id := 5000; !done.Load(); id++ {
+			produceTo(t, prod, 1, id, 1)
+			time.Sleep(30 * time.Millisecond) // a steady load, not a wait
+		}
+	})
+	defer func() { done.Store(true); bg.Wait() }()
+	produceTo(t, prod, 0, 100, 100) // ids 100..199 at offsets 50..149
+	if err := env.cluster.DeleteRecords(inTopic, 0, 120); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 1's records routed: a transaction is open with them (the load never
+	// goes quiet for the tenth of the interval that would end it).
+	waitFor(t, 20*time.Second, "a transaction open with partition 1's records", func() bool { return spy.routed(idRange(5000, 5003)) })
+	hold.Remove()
+	waitFor(t, 30*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "retention") > 0 })
+	done.Store(true)
+	bg.Wait()
+	waitFor(t, 30*time.Second, "partition 0 committed to its end", func() bool {
+		return env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 150
+	})
+	if got := lostMetric(t, g.reg, 0, "retention"); got != 70 {
+		t.Errorf("gate_records_lost_total{cause=retention} = %v, want 70", got)
+	}
+	if n := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")); n != 0 {
+		t.Errorf("%v transactions aborted for a gap in a partition none of them held", n)
+	}
+	g.stop(t)
+}

@@ -50,6 +50,9 @@ type txnState struct {
 	// loop's goroutine only.
 	filling, gapMet bool
 	gaps            []partGap
+	// routed are the input partitions the open transaction holds records of: a gap met
+	// in another needs no abort. The loop's goroutine only.
+	routed map[int32]bool
 	// rebalanced is set by every rebalance callback: with the generation, how a
 	// transaction tells that the group rebalanced while it was open.
 	rebalanced atomic.Bool
@@ -501,6 +504,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	}
 	c.txn.skipped.Store(false)
 	c.txn.gapMet, c.txn.gaps = false, c.txn.gaps[:0]
+	clear(c.txn.routed)
 	tctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c.txn.pollMu.Lock()
@@ -581,6 +585,12 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 
 // routeTxn routes one poll's records into the open transaction.
 func (c *Consumer) routeTxn(ws []work) {
+	if c.txn.routed == nil {
+		c.txn.routed = map[int32]bool{}
+	}
+	for _, w := range ws {
+		c.txn.routed[w.p.id] = true
+	}
 	if c.isolating(ws) {
 		// A record must be produced alone: one goroutine routes the poll, so that
 		// nothing else is in flight when it is.
