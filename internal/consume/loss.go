@@ -320,8 +320,17 @@ type partGap struct {
 // resumeTxnGaps resumes each partition whose broker loss gapInTxn met at the gap's resume
 // offset when that is below the commit the transaction's abort went back to: the log
 // diverged below it, and the gate reads the new log from there, as applyGap does
-// outside a transaction. Nothing is in flight: the transaction has ended.
-func (c *Consumer) resumeTxnGaps(ctx context.Context) {
+// outside a transaction. Nothing is in flight: the transaction has ended. Not after a
+// rebalance since the transaction began (gen): a partition may have another owner now,
+// whose commit this one would pull back; its next owner starts from the commit, and
+// franz-go validates that against the leader epochs and finds the divergence itself.
+func (c *Consumer) resumeTxnGaps(ctx context.Context, gen int32) {
+	defer func() { c.txn.gaps = c.txn.gaps[:0] }()
+	if _, now := c.cl.GroupMetadata(); now != gen {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, lossLookupTimeout) // not through a rebalance
+	defer cancel()
 	committed := c.cl.CommittedOffsets()[c.cfg.InputTopic]
 	for _, pg := range c.txn.gaps {
 		p, g := pg.p, pg.g
@@ -335,15 +344,15 @@ func (c *Consumer) resumeTxnGaps(ctx context.Context) {
 		c.log.Warn("the partition goes on where the broker's log diverged, below its last commit: the records there are the new leader's",
 			"topic", c.cfg.InputTopic, "partition", p.id, "resumed_at", g.resume.Offset, "last_commit", at.Offset, "commit_err", err)
 	}
-	c.txn.gaps = c.txn.gaps[:0]
 }
 
 // commitGap makes g.resume the partition's committed offset, so that the next owner
 // (or this gate, restarted) does not meet the gap again. In at-least-once mode it
 // goes through the partition's tracking, behind the records routed before the gap;
-// in exactly-once mode nothing is in flight between transactions, and the offset is
-// committed at once (the next transaction's commit would leave it out, as the client
-// takes it for committed once moved there).
+// in exactly-once mode the offset is committed at once, between transactions or in one
+// that holds no records of the partition (gapInTxn takes the others): the transaction's
+// own commit leaves the partition out, as the client takes the offset for committed
+// once moved there, and its abort rewinds the partition to it.
 func (c *Consumer) commitGap(ctx context.Context, p *partition, to kgo.EpochOffset) error {
 	if !c.exactlyOnce() {
 		p.resumeAt(to)

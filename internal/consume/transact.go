@@ -551,7 +551,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	committed, err := c.tx.End(ctx, end)
 	c.progressed()
 	if err == nil && len(c.txn.gaps) > 0 {
-		c.resumeTxnGaps(ctx)
+		c.resumeTxnGaps(ctx, gen)
 	}
 	if c.txn.afterEnd != nil {
 		c.txn.afterEnd()
