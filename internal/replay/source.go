@@ -76,7 +76,10 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 	for !m.done() {
 		pctx, cancel := context.WithTimeout(ctx, stallAfter)
 		fs := cl.PollFetches(pctx)
-		stalled := pctx.Err() != nil // before cancel, which sets it
+		// Stalled: the poll's time ran out with nothing fetched. Its time can also run out
+		// once it has taken records (a pause of the process as it returns): those are
+		// the client's no longer, and go on below.
+		stalled := pctx.Err() != nil && fs.NumRecords() == 0 // before cancel, which sets it
 		cancel()
 		if err := ctx.Err(); err != nil {
 			return m.read(), err
@@ -89,6 +92,9 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 		}
 		var ferr error
 		fs.EachError(func(_ string, p int32, err error) {
+			if pctx.Err() != nil && errors.Is(err, pctx.Err()) {
+				return // the poll's own time ran out, its records taken
+			}
 			ferr = errors.Join(ferr, fmt.Errorf("reading %s partition %d: %w", rng.Topic, p, err))
 		})
 		if ferr != nil {
