@@ -73,7 +73,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 			if t.writes != nil {
 				b.out, b.failed, b.err = t.writes.result(b)
 			} else {
-				b.out, b.failed, b.err = b.result()
+				b.out, b.failed, b.err = b.result(t.cfg.Mode == ModeCluster)
 			}
 			if len(b.failed) > 0 && p.sendErr == nil {
 				p.sendErr = b.err // a key that failed on its own: the script's reply says which

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -140,13 +141,28 @@ func (o outcome) String() string {
 	return [...]string{"applied", "duplicate", "refused", "unknown", "replayed", "lost"}[o]
 }
 
+// resentOn reports whether err, an error reply, is one go-redis's cluster client resends
+// a pipeline on (after a lost reply too) within one Exec, whatever MaxRetries says: the
+// batch may have run on an earlier attempt whose reply was lost, so its answer says
+// nothing of whether it was applied. Resent as it is, its number kept, the script tells.
+func resentOn(err error) bool {
+	msg := err.Error()
+	for _, p := range [...]string{"TRYAGAIN", "CLUSTERDOWN", "LOADING", "READONLY", "MASTERDOWN", "MOVED", "ASK"} {
+		if strings.HasPrefix(msg, p+" ") || msg == p {
+			return true
+		}
+	}
+	return false
+}
+
 // result reads a batch's reply: its outcome and, when applied, the positions (from 1) of
-// counters that failed on their own, with the first one's error.
-func (b *batch) result() (outcome, []int64, error) {
+// counters that failed on their own, with the first one's error. cluster: the client is a
+// Redis Cluster's, which resends a pipeline by itself (resentOn).
+func (b *batch) result(cluster bool) (outcome, []int64, error) {
 	v, err := b.cmd.Slice()
 	if err != nil {
 		var re redis.Error
-		if errors.As(err, &re) {
+		if errors.As(err, &re) && !(cluster && resentOn(err)) {
 			return outRefused, nil, err
 		}
 		return outUnknown, nil, err
