@@ -102,6 +102,17 @@ func (s causeSet) String() string {
 	return b.String()
 }
 
+// resentOn reports whether err, an error reply, is one go-redis's cluster client resends
+// a pipeline on (after a lost reply too) within one Exec, whatever MaxRetries says: the
+// batch may have run on an earlier attempt whose reply was lost, so its answer says
+// nothing of whether it was applied. Resent as it is, its number kept, the script tells.
+func resentOn(err error) bool {
+	_, moved := redis.IsMovedError(err)
+	_, ask := redis.IsAskError(err)
+	return moved || ask || redis.IsTryAgainError(err) || redis.IsClusterDownError(err) || redis.IsLoadingError(err) ||
+		redis.IsReadOnlyError(err) || redis.IsMasterDownError(err)
+}
+
 // classify names an error's cause for the errors metric.
 func classify(err error) cause {
 	var ne net.Error

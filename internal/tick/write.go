@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -139,20 +138,6 @@ const (
 
 func (o outcome) String() string {
 	return [...]string{"applied", "duplicate", "refused", "unknown", "replayed", "lost"}[o]
-}
-
-// resentOn reports whether err, an error reply, is one go-redis's cluster client resends
-// a pipeline on (after a lost reply too) within one Exec, whatever MaxRetries says: the
-// batch may have run on an earlier attempt whose reply was lost, so its answer says
-// nothing of whether it was applied. Resent as it is, its number kept, the script tells.
-func resentOn(err error) bool {
-	msg := err.Error()
-	for _, p := range [...]string{"TRYAGAIN", "CLUSTERDOWN", "LOADING", "READONLY", "MASTERDOWN", "MOVED", "ASK"} {
-		if strings.HasPrefix(msg, p+" ") || msg == p {
-			return true
-		}
-	}
-	return false
 }
 
 // result reads a batch's reply: its outcome and, when applied, the positions (from 1) of
