@@ -243,14 +243,11 @@ func polled(fetches kgo.Fetches, topic string, id int32) bool {
 // there (Config.OnDataLoss). move says whether the client is to be moved to the
 // gap's resume offset.
 func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool) {
-	topic := c.cfg.InputTopic
 	if c.txn.filling && c.txn.routed[p.id] {
 		c.gapInTxn(p, g)
 		return
 	}
-	if n := g.count(); n > 0 {
-		c.m.lost.WithLabelValues(topic, itoa(p.id), g.cause).Add(float64(n))
-	}
+	attrs := c.countGap(p, g)
 	var what string
 	switch {
 	case g.cause == lossRetention:
@@ -262,19 +259,33 @@ func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool)
 		what = "lost by the broker (its log truncated: an unclean leader election, a lost disk) after the gate read them; " +
 			"the partition holds other records at those offsets now, or none yet, and the gate reads them"
 	}
-	attrs := []any{"topic", topic, "partition", p.id, "cause", g.cause, "offsets", g.offsets(), "lost_records", g.count()}
 	if c.cfg.OnDataLoss == DataLossStop {
 		c.stopAtGap(p, g, what, attrs)
 		return
 	}
-	if move {
-		// Epoch -1: set the position as it is, without franz-go validating it again.
-		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p.id: {Epoch: -1, Offset: g.resume.Offset}}})
-	}
-	p.movedTo, p.hasMoved = kgo.EpochOffset{Epoch: -1, Offset: g.resume.Offset}, true
-	err := c.commitGap(ctx, p, g.resume)
+	err := c.goOnAt(ctx, p, g.resume, move)
 	c.log.Error("input records lost: "+what+"; the partition goes on at resumed_at (GATE_ON_DATA_LOSS=continue)",
 		append(attrs, "resumed_at", g.resume.Offset, "commit_err", err)...)
+}
+
+// countGap counts g's records in gate_records_lost_total and returns the attributes its
+// log lines carry.
+func (c *Consumer) countGap(p *partition, g gap) []any {
+	if n := g.count(); n > 0 {
+		c.m.lost.WithLabelValues(c.cfg.InputTopic, itoa(p.id), g.cause).Add(float64(n))
+	}
+	return []any{"topic", c.cfg.InputTopic, "partition", p.id, "cause", g.cause, "offsets", g.offsets(), "lost_records", g.count()}
+}
+
+// goOnAt makes p go on at resume past a gap, moving the client there when move (franz-go
+// has not already), and commits it (commitGap).
+func (c *Consumer) goOnAt(ctx context.Context, p *partition, resume kgo.EpochOffset, move bool) error {
+	if move {
+		// Epoch -1: set the position as it is, without franz-go validating it again.
+		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: {p.id: {Epoch: -1, Offset: resume.Offset}}})
+	}
+	p.movedTo, p.hasMoved = kgo.EpochOffset{Epoch: -1, Offset: resume.Offset}, true
+	return c.commitGap(ctx, p, resume)
 }
 
 // gapInTxn handles g, met in partition p while a transaction holds records of it (fillTxn):
@@ -293,10 +304,7 @@ func (c *Consumer) gapInTxn(p *partition, g gap) {
 		return // retention: met from the last commit, counted from there
 	}
 	topic := c.cfg.InputTopic
-	if n := g.count(); n > 0 {
-		c.m.lost.WithLabelValues(topic, itoa(p.id), g.cause).Add(float64(n))
-	}
-	attrs := []any{"topic", topic, "partition", p.id, "cause", g.cause, "offsets", g.offsets(), "lost_records", g.count()}
+	attrs := c.countGap(p, g)
 	what := "lost by the broker (its log truncated: an unclean leader election, a lost disk) after the gate read them, in a transaction " +
 		"still open: it is aborted, and the partition read again from its last commit"
 	if c.cfg.OnDataLoss == DataLossStop {
@@ -338,9 +346,7 @@ func (c *Consumer) resumeTxnGaps(ctx context.Context, gen int32) {
 		if p.gone.Load() || p.stopped.Load() || !ok || g.resume.Offset >= at.Offset {
 			continue // gone, stopped, or read again from the commit already
 		}
-		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: {p.id: {Epoch: -1, Offset: g.resume.Offset}}})
-		p.movedTo, p.hasMoved = kgo.EpochOffset{Epoch: -1, Offset: g.resume.Offset}, true
-		err := c.commitGap(ctx, p, g.resume)
+		err := c.goOnAt(ctx, p, g.resume, true)
 		c.log.Warn("the partition goes on where the broker's log diverged, below its last commit: the records there are the new leader's",
 			"topic", c.cfg.InputTopic, "partition", p.id, "resumed_at", g.resume.Offset, "last_commit", at.Offset, "commit_err", err)
 	}
