@@ -211,7 +211,11 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 	for i := range l.shards {
 		l.initShard(&l.shards[i], false)
 	}
-	l.overrides.Store(&overrides{gen: 1, m: maps.Clone(cfg.Overrides)})
+	since := make(map[string]int64, len(cfg.Overrides)) // all at the start: 0
+	for k := range cfg.Overrides {
+		since[k] = 0
+	}
+	l.overrides.Store(&overrides{gen: 1, m: maps.Clone(cfg.Overrides), since: since})
 	if cfg.Clock == EventClock {
 		l.maxAgeNs = cfg.MaxEventAge.Nanoseconds()
 		// Windows a check may count in: MaxEventAge back, one ahead (future skew), one
@@ -583,13 +587,11 @@ func (l *Limiter) SetOverrides(m map[string]int64) error {
 	since := make(map[string]int64, len(m))
 	now := l.clock.Now().UnixNano()
 	for k := range m {
-		if t, ok := old.since[k]; ok {
-			since[k] = t
-		} else if _, had := old.m[k]; had {
-			since[k] = 0
-		} else {
-			since[k] = now
+		t, ok := old.since[k]
+		if !ok {
+			t = now
 		}
+		since[k] = t
 	}
 	l.overrides.Store(&overrides{gen: gen, m: maps.Clone(m), since: since})
 	return nil

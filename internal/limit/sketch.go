@@ -400,16 +400,8 @@ func (l *Limiter) demotable(e *entry, team string, cur int64) bool {
 	if l.overridden(team) {
 		return false
 	}
-	return !l.sketchHolds(team, cur)
-}
-
-// sketchHolds reports whether the sketch still holds counts of team, cached, from before
-// its promotion, in windows cur and cur−1 (its own, less the noise, an eighth of its floor
-// or more): those were carried into its entry and written, so a team out of the cache
-// (demoted or evicted) would carry and write them again at its next promotion.
-func (l *Limiter) sketchHolds(team string, cur int64) bool {
 	c, p := l.sk.ownCounts(maphash.String(l.seed, team), cur)
-	return c+p >= max(l.untrackedFloor.Load()/8, 1)
+	return c+p < max(l.untrackedFloor.Load()/8, 1)
 }
 
 // Untracked is what this gate knows of key when it is under its floor, not cached: the
