@@ -480,19 +480,7 @@ func TestOutOfRangeWithinLog(t *testing.T) {
 							env.cluster.KeepControl()
 							return nil, nil, false
 						}
-						req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
-						resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-						for _, rt := range req.Topics {
-							st := kmsg.NewOffsetForLeaderEpochResponseTopic()
-							st.Topic = rt.Topic
-							for _, rp := range rt.Partitions {
-								sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-								sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, rp.LeaderEpoch, pos-back
-								st.Partitions = append(st.Partitions, sp)
-							}
-							resp.Topics = append(resp.Topics, st)
-						}
-						return resp, nil, true
+						return epochEnds(kreq, func(int32) int64 { return pos - back }), nil, true
 					})
 				}
 				waitFor(t, 20*time.Second, "the fetch out of range", func() bool { return oor.Hits() > 0 })
@@ -782,4 +770,22 @@ func TestStoppedReasonOfRevokedPartition(t *testing.T) {
 	if got := c.problems.list(); len(got) != 1 || got[0] != "partition 1 stopped" {
 		t.Errorf("not-ready reasons %q, want only the owned partition's", got)
 	}
+}
+
+// epochEnds answers an OffsetForLeaderEpoch request (kreq) as a broker whose log of each
+// partition p diverged at end(p): the leader epoch asked about ended there.
+func epochEnds(kreq kmsg.Request, end func(p int32) int64) kmsg.Response {
+	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, rp.LeaderEpoch, end(rp.Partition)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

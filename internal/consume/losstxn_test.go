@@ -139,19 +139,7 @@ func TestBrokerLossInOpenTransaction(t *testing.T) {
 			// The broker's log diverged at 65 (kfake keeps the records: the epoch's end is
 			// what says so), and the fetch at 80 is out of range once.
 			env.cluster.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-				req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
-				resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-				for _, rt := range req.Topics {
-					st := kmsg.NewOffsetForLeaderEpochResponseTopic()
-					st.Topic = rt.Topic
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-						sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, rp.LeaderEpoch, 65
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp, nil, true
+				return epochEnds(kreq, func(int32) int64 { return 65 }), nil, true
 			})
 			env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
 				Err: kerr.OffsetOutOfRange, Count: 1})
@@ -216,22 +204,12 @@ func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
 	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
 	env.cluster.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
-		req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
-		resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewOffsetForLeaderEpochResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-				sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, rp.LeaderEpoch, 1<<40
-				if rp.Partition == 0 {
-					sp.EndOffset = 40
-				}
-				st.Partitions = append(st.Partitions, sp)
+		return epochEnds(kreq, func(p int32) int64 {
+			if p == 0 {
+				return 40
 			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+			return 1 << 40 // no divergence
+		}), nil, true
 	})
 	env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
 		Err: kerr.OffsetOutOfRange, Count: 1})

@@ -26,26 +26,11 @@ func TestRuleTopicMissingHoldsUpNothing(t *testing.T) {
 			t.Parallel()
 			env := newEnv(t, 2)
 			env.ccfg.Delivery = d
-			w := route.NewTopicWatch(ovfTopic)
-			env.ccfg.RuleTopics = w
 			const merges = "merges"
-			env.wrap = func(Router) Router {
-				rcfg := env.rcfg
-				rcfg.RuleTopics = w
-				r := forcedRuleRouter(t, rcfg, route.Rule{Name: "bad-teams", Action: route.ActionTopic, Topic: merges, Forced: []string{"bad"}})
-				w.Use([]string{merges})
-				return r
-			}
+			w := ruleTopicRouter(t, env, merges, []string{merges})
 			g := env.start(t, "g")
 			defer g.stop(t)
-			var in []*kgo.Record
-			for i := range 20 {
-				team := "good"
-				if i%4 == 0 {
-					team = "bad"
-				}
-				in = append(in, inputRecord(i, team))
-			}
+			in := badAndGood(20)
 			prod := producer(t, env.cluster)
 			produceAll(t, prod, in)
 			var opts []kgo.Opt
@@ -105,28 +90,13 @@ func TestRuleTopicMissingHoldsUpNothing(t *testing.T) {
 func TestRetiredRuleTopicHoldsUpNothing(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 2)
-	w := route.NewTopicWatch(ovfTopic)
-	env.ccfg.RuleTopics = w
 	const merges = "merges" // never created: deleted
-	env.wrap = func(Router) Router {
-		rcfg := env.rcfg
-		rcfg.RuleTopics = w
-		// The old rules' router, still routing as the reload retires it; the watch is
-		// the new rules', which send nothing to merges.
-		r := forcedRuleRouter(t, rcfg, route.Rule{Name: "bad-teams", Action: route.ActionTopic, Topic: merges, Forced: []string{"bad"}})
-		w.Use(nil)
-		return r
-	}
+	// The old rules' router, still routing as the reload retires it; the watch is the new
+	// rules', which send nothing to merges.
+	ruleTopicRouter(t, env, merges, nil)
 	g := env.start(t, "g")
 	defer g.stop(t)
-	var in []*kgo.Record
-	for i := range 20 {
-		team := "good"
-		if i%4 == 0 {
-			team = "bad"
-		}
-		in = append(in, inputRecord(i, team))
-	}
+	in := badAndGood(20)
 	produceAll(t, producer(t, env.cluster), in)
 	o := collect(t, env.cluster, len(in), time.Minute, 200*time.Millisecond)
 	if lost, dup := o.conservation(len(in)); len(lost)+len(dup) > 0 {
@@ -143,4 +113,34 @@ func TestRetiredRuleTopicHoldsUpNothing(t *testing.T) {
 	if nr := strings.Join(g.c.NotReady(), "; "); strings.Contains(nr, merges) {
 		t.Errorf("not ready for a topic no rule in use sends to: %q", nr)
 	}
+}
+
+// ruleTopicRouter makes env's gate route team "bad" to the rule topic topic (rule
+// bad-teams; the others by a team rule), its watch putting inUse in use, and returns the
+// watch.
+func ruleTopicRouter(t *testing.T, env *gateEnv, topic string, inUse []string) *route.TopicWatch {
+	t.Helper()
+	w := route.NewTopicWatch(ovfTopic)
+	env.ccfg.RuleTopics = w
+	env.wrap = func(Router) Router {
+		rcfg := env.rcfg
+		rcfg.RuleTopics = w
+		r := forcedRuleRouter(t, rcfg, route.Rule{Name: "bad-teams", Action: route.ActionTopic, Topic: topic, Forced: []string{"bad"}})
+		w.Use(inUse)
+		return r
+	}
+	return w
+}
+
+// badAndGood is n input records, every fourth of team "bad", the others of "good".
+func badAndGood(n int) []*kgo.Record {
+	var in []*kgo.Record
+	for i := range n {
+		team := "good"
+		if i%4 == 0 {
+			team = "bad"
+		}
+		in = append(in, inputRecord(i, team))
+	}
+	return in
 }
