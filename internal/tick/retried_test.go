@@ -3,9 +3,7 @@ package tick
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -108,36 +106,14 @@ func TestClusterRetriedBatchCountsOnce(t *testing.T) {
 	ep = g.l.Epoch(clk.Now())
 	key = ClusterKey(DefaultKeyPrefix, team, ep)
 
-	from := cl.Owner(t, key)
-	var to *redistest.Server
-	for _, p := range cl.Primaries {
-		if p != from {
-			to = p
-			break
-		}
-	}
-	fc, tc := from.Client(t), to.Client(t)
-	slot := fc.ClusterKeySlot(ctx, key).Val()
-	fromID, err1 := fc.Do(ctx, "CLUSTER", "MYID").Text()
-	toID, err2 := tc.Do(ctx, "CLUSTER", "MYID").Text()
-	if err := errors.Join(err1, err2); err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := strings.Cut(to.Addr(), ":")
-	mustDo := func(c *redis.Client, args ...any) {
-		if err := c.Do(ctx, args...).Err(); err != nil {
-			t.Errorf("%v on %s: %v", args, c.Options().Addr, err)
-		}
-	}
+	mv := newSlotMove(t, cl, key)
 	var seqAtDrop, keyAtDrop string
 	onDrop = func() {
 		// The batch ran: its number and count are in Redis. A rebalance now starts moving
 		// the slot, the counter first.
-		seqAtDrop, _ = fc.Get(ctx, seqKey).Result()
-		keyAtDrop, _ = fc.Get(ctx, key).Result()
-		mustDo(tc, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
-		mustDo(fc, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
-		mustDo(fc, "MIGRATE", host, port, key, 0, 5000)
+		seqAtDrop, _ = mv.fc.Get(ctx, seqKey).Result()
+		keyAtDrop, _ = mv.fc.Get(ctx, key).Result()
+		mv.start(key)
 	}
 
 	g.l.Check(team, 10)
@@ -148,17 +124,7 @@ func TestClusterRetriedBatchCountsOnce(t *testing.T) {
 		t.Fatal("the fault never fired")
 	}
 
-	// The rebalance ends: the slot is the new owner's.
-	keys, err := fc.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		mustDo(fc, "MIGRATE", host, port, k, 0, 5000)
-	}
-	for _, p := range cl.Primaries {
-		mustDo(p.Client(t), "CLUSTER", "SETSLOT", slot, "NODE", toID)
-	}
+	mv.finish() // the rebalance ends: the slot is the new owner's
 	for i := 0; ; i++ {
 		clk.Advance(time.Second)
 		r = g.tk.Tick(ctx)

@@ -337,31 +337,8 @@ func TestClusterTryAgainDuringMigration(t *testing.T) {
 	}
 
 	key := ClusterKey(DefaultKeyPrefix, "mover", ep)
-	from := cl.Owner(t, key)
-	var to *redistest.Server
-	for _, p := range cl.Primaries {
-		if p != from {
-			to = p
-			break
-		}
-	}
-	fc, tc := from.Client(t), to.Client(t)
-	slot := fc.ClusterKeySlot(ctx, key).Val()
-	fromID, err1 := fc.Do(ctx, "CLUSTER", "MYID").Text()
-	toID, err2 := tc.Do(ctx, "CLUSTER", "MYID").Text()
-	if err := errors.Join(err1, err2); err != nil {
-		t.Fatal(err)
-	}
-	mustDo := func(c *redis.Client, args ...any) {
-		t.Helper()
-		if err := c.Do(ctx, args...).Err(); err != nil {
-			t.Fatalf("%v on %s: %v", args, c.Options().Addr, err)
-		}
-	}
-	mustDo(tc, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
-	mustDo(fc, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
-	host, port, _ := strings.Cut(to.Addr(), ":")
-	mustDo(fc, "MIGRATE", host, port, key, 0, 5000) // the current epoch's key moves first
+	mv := newSlotMove(t, cl, key)
+	mv.start(key) // the current epoch's key moves first
 
 	g.l.Check("mover", 5)
 	clk.Advance(time.Second)
@@ -378,17 +355,7 @@ func TestClusterTryAgainDuringMigration(t *testing.T) {
 		}
 	}
 
-	// The migration ends: the remaining keys move, the slot is the new owner's.
-	keys, err := fc.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		mustDo(fc, "MIGRATE", host, port, k, 0, 5000)
-	}
-	for _, p := range cl.Primaries {
-		mustDo(p.Client(t), "CLUSTER", "SETSLOT", slot, "NODE", toID)
-	}
+	mv.finish() // the remaining keys move, the slot is the new owner's
 	clk.Advance(time.Second)
 	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 || r.Reads != 1 {
 		t.Fatalf("tick after the migration = %+v, want the kept write made and the team read again", r)
@@ -398,5 +365,69 @@ func TestClusterTryAgainDuringMigration(t *testing.T) {
 	}
 	if got := stored(t, cc, ModeCluster, DefaultKeyPrefix, "mover", prev); got != 10 {
 		t.Errorf("previous epoch holds %d, want 10", got)
+	}
+}
+
+// slotMove moves the slot of a key of cluster cl from its owner to another primary, in a
+// rebalance's steps: start (the slot IMPORTING and MIGRATING, a first key moved), then
+// finish (its other keys moved, the slot the new owner's). A step that fails fails the
+// test with Errorf: start may run on a connection's goroutine (a fault's hook).
+type slotMove struct {
+	t              *testing.T
+	cl             *redistest.Cluster
+	fc, tc         *redis.Client // the slot's owner and its next
+	slot           int64
+	fromID, toID   string
+	toHost, toPort string
+}
+
+func newSlotMove(t *testing.T, cl *redistest.Cluster, key string) *slotMove {
+	t.Helper()
+	ctx := context.Background()
+	from := cl.Owner(t, key)
+	var to *redistest.Server
+	for _, p := range cl.Primaries {
+		if p != from {
+			to = p
+			break
+		}
+	}
+	m := &slotMove{t: t, cl: cl, fc: from.Client(t), tc: to.Client(t)}
+	m.slot = m.fc.ClusterKeySlot(ctx, key).Val()
+	var err1, err2 error
+	m.fromID, err1 = m.fc.Do(ctx, "CLUSTER", "MYID").Text()
+	m.toID, err2 = m.tc.Do(ctx, "CLUSTER", "MYID").Text()
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	m.toHost, m.toPort, _ = strings.Cut(to.Addr(), ":")
+	return m
+}
+
+func (m *slotMove) do(c *redis.Client, args ...any) {
+	if err := c.Do(context.Background(), args...).Err(); err != nil {
+		m.t.Errorf("%v on %s: %v", args, c.Options().Addr, err)
+	}
+}
+
+// start marks the slot migrating and moves key.
+func (m *slotMove) start(key string) {
+	m.do(m.tc, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", m.fromID)
+	m.do(m.fc, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", m.toID)
+	m.do(m.fc, "MIGRATE", m.toHost, m.toPort, key, 0, 5000)
+}
+
+// finish moves the slot's other keys and gives it to the new owner on every primary.
+func (m *slotMove) finish() {
+	m.t.Helper()
+	keys, err := m.fc.ClusterGetKeysInSlot(context.Background(), int(m.slot), 100).Result()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, k := range keys {
+		m.do(m.fc, "MIGRATE", m.toHost, m.toPort, k, 0, 5000)
+	}
+	for _, p := range m.cl.Primaries {
+		m.do(p.Client(m.t), "CLUSTER", "SETSLOT", m.slot, "NODE", m.toID)
 	}
 }
