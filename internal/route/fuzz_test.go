@@ -371,7 +371,7 @@ func refAmbiguous(t *testing.T, value []byte, path []string) bool {
 
 // FuzzCompositeKey checks that a composite key is one-to-one: the key of two field values
 // splits at ':' into two parts that percent-decode back to the values, so two distinct
-// pairs never share a key.
+// pairs never share a key; and that CheckKey takes every key so built.
 func FuzzCompositeKey(f *testing.F) {
 	f.Add("x:y", "z", "x", "y:z")
 	f.Add("x%3Ay", "z", "x:y", "z")
@@ -407,6 +407,10 @@ func FuzzCompositeKey(f *testing.F) {
 				if got, err := url.PathUnescape(p); err != nil || got != vals[i] {
 					t.Fatalf("%s: team %q part %d decodes to %q (%v), want %q", v, team, i, got, err, vals[i])
 				}
+			}
+			// Every key the gate builds is one an operator may write (a force list).
+			if err := k.CheckKey(team); err != nil {
+				t.Fatalf("%s: CheckKey refuses the gate's own key %q: %v", v, team, err)
 			}
 			return strings.Clone(team), vals, true
 		}
