@@ -98,8 +98,6 @@ type Consumer struct {
 	// produceBlocked is set while a produce problem (see produceProblem) is recorded,
 	// so that an acknowledgement checks for one at the cost of an atomic load.
 	produceBlocked atomic.Bool
-	// retiredSaid: the retired rule topics whose failed produces were logged (once each).
-	retiredSaid sync.Map
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)

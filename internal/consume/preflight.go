@@ -262,15 +262,17 @@ func (c *Consumer) produceProblem(topic string, err error) {
 		c.ruleTopicMissing(context.Background(), topic, fmt.Sprintf("producing to it fails with %v", err))
 		return
 	}
-	if w := c.cfg.RuleTopics; w != nil && w.Retired(topic) && topicClosed(err) {
+	if w := c.cfg.RuleTopics; w != nil && topicClosed(err) && !w.Watched(topic) {
 		// No rule in use sends there any more (deleted with its rules): the old rules'
-		// records in flight go to overflow (retryRecord), and nothing the operator must
-		// fix is left. Said once a topic.
-		if _, said := c.retiredSaid.LoadOrStore(topic, true); !said {
+		// records in flight go to overflow (retryRecord: it is marked missing), and
+		// nothing the operator must fix is left. Said once a retirement.
+		if w.RetiredGone(topic) {
 			c.log.Warn("kafka: producing to a rule topic no rule in use sends to fails; the records the old rules sent there go to the overflow topic",
 				"topic", topic, "err", err)
 		}
-		return
+		if w.Missing(topic) {
+			return
+		}
 	}
 	if errors.Is(err, kerr.InvalidTransactionTimeout) {
 		c.produceBlocked.Store(true)

@@ -293,11 +293,10 @@ func (c *Consumer) retryRecord(f *failed) *kgo.Record {
 		f.moved = false
 		return c.deadLetterRecord(f.in, f.out.Topic, f.err, int(f.stage))
 	}
-	if w := c.cfg.RuleTopics; w != nil && (w.Missing(f.out.Topic) || w.Retired(f.out.Topic) && topicClosed(f.err)) {
+	if w := c.cfg.RuleTopics; w != nil && w.Missing(f.out.Topic) {
 		// A rule's topic found missing: to overflow, as the router now sends its records
-		// (ruletopics.go). So too a topic no rule in use sends to any more, deleted with
-		// its rules: nothing watches it, nothing would mark it back, and its records
-		// would be retried there without end.
+		// (ruletopics.go); or one no rule in use sends to any more, deleted with its rules
+		// (produceProblem marks it, TopicWatch.RetiredGone).
 		hdrs := append(f.out.Headers[:len(f.out.Headers):len(f.out.Headers)], kgo.RecordHeader{Key: route.HeaderRuleTopicMissing, Value: []byte(f.out.Topic)})
 		return &kgo.Record{Topic: w.Fallback(), Key: f.out.Key, Value: f.out.Value, Headers: hdrs, Timestamp: f.out.Timestamp}
 	}

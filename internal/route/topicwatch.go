@@ -55,11 +55,16 @@ func (w *TopicWatch) flag(topic string) *atomic.Bool {
 func (w *TopicWatch) Use(topics []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	old := w.used
 	w.used = map[string]bool{}
 	for _, t := range topics {
 		w.used[t] = true
 		if w.flags[t] == nil {
 			w.flags[t] = new(atomic.Bool)
+		} else if !old[t] {
+			// In use again (a reload checked it first): whatever it was marked while no
+			// rule used it (RetiredGone) is stale.
+			w.flags[t].Store(false)
 		}
 	}
 	for t, f := range w.flags {
@@ -83,12 +88,16 @@ func (w *TopicWatch) Watched(topic string) bool {
 	return w.used[topic]
 }
 
-// Retired reports whether topic was a rule topic in use and is no longer (a reload
-// removed its rules): records the old rules sent there may still be in flight.
-func (w *TopicWatch) Retired(topic string) bool {
+// RetiredGone marks topic missing when it was a rule topic in use and is no longer (a
+// reload removed its rules, the topic deleted with them): records the old rules sent
+// there may still be in flight, and go to the fallback like a missing topic's (Missing).
+// Nothing watches it to mark it back; a reload that uses it again has it checked. It
+// reports whether that changed its mark (false for a topic in use, or never one).
+func (w *TopicWatch) RetiredGone(topic string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.flags[topic] != nil && !w.used[topic]
+	f := w.flags[topic]
+	return f != nil && !w.used[topic] && !f.Swap(true)
 }
 
 // Missing reports whether topic is marked missing.

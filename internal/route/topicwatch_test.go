@@ -66,3 +66,25 @@ func TestRuleTopicMissingGoesToOverflow(t *testing.T) {
 		t.Error("a topic no longer used is still watched")
 	}
 }
+
+// A topic a reload retired is marked missing once its produce fails for want of it
+// (RetiredGone: once, so that the failure is said once), never one in use or never used;
+// and a reload that uses it again clears the mark, the reload having checked the topic.
+func TestRetiredGone(t *testing.T) {
+	w := NewTopicWatch(topicOverflow)
+	w.Use([]string{"a"})
+	if w.RetiredGone("a") || w.RetiredGone("never") || w.Missing("a") {
+		t.Fatal("a topic in use, or never one, marked by RetiredGone")
+	}
+	w.Use(nil)
+	if !w.RetiredGone("a") || !w.Missing("a") {
+		t.Fatal("a retired topic not marked missing")
+	}
+	if w.RetiredGone("a") {
+		t.Error("a retired topic's mark changed twice")
+	}
+	w.Use([]string{"a"})
+	if w.Missing("a") {
+		t.Error("a topic used again still marked missing from its retirement")
+	}
+}
