@@ -86,7 +86,8 @@ func outcomesOnApacheKafka(t *testing.T, delivery string) {
 		}
 		want[team][kind]++
 	}
-	rows, skipped, err := outcome.Read(t.Context(), outTopic, time.Now().Add(-time.Hour), kgo.SeedBrokers(s.k.Brokers))
+	var rows []outcome.Row
+	skipped, err := outcome.Scan(t.Context(), outTopic, time.Now().Add(-time.Hour), "", func(r *outcome.Row) { rows = append(rows, *r) }, kgo.SeedBrokers(s.k.Brokers))
 	if err != nil || skipped > 0 {
 		t.Fatalf("reading the outcomes: %v (%d records skipped)", err, skipped)
 	}

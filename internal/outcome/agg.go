@@ -313,13 +313,11 @@ func (a *Agg) Record(f *Fate) {
 	// budget all the same so that they bring the cap on new keys nearer: folded, a kept
 	// team's overflow would leave its history (its key is gone from a folded row) just
 	// when it matters. Only a key that first comes once the cap is reached is folded.
-	if first >= 0 && f.Key != "" { // "" is the folded rows' too: not a kept key
+	kept := first >= 0 && f.Key != "" // "" is the folded rows' too: not a kept key
+	if kept {
 		a.budget.force()
-		a.held++
-		a.add(first, at, h, iv, f)
-		return
 	}
-	if a.budget.take() {
+	if kept || a.budget.take() {
 		a.held++
 		a.add(first, at, h, iv, f)
 		return

@@ -12,13 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Read returns the rows written to topic from since (by record timestamp) up to the end
-// the topic had when Read began, as Scan passes them: every committed row once.
-func Read(ctx context.Context, topic string, since time.Time, opts ...kgo.Opt) (rows []Row, skipped int, err error) {
-	skipped, err = Scan(ctx, topic, since, "", func(r *Row) { rows = append(rows, *r) }, opts...)
-	return rows, skipped, err
-}
-
 // Scan reads the rows written to topic from since (by record timestamp) up to the end
 // the topic had when Scan began, as a read_committed reader sees them (rows of aborted
 // transactions, and of transactions still open, are not rows), and passes each to each

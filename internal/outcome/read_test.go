@@ -13,7 +13,7 @@ import (
 )
 
 // Scan of one team reads only the partition its rows are keyed to and passes only its
-// rows: what Read passes of that team, each once, without reading the others' (a record
+// rows: what a Scan of every team passes of that team, each once, without reading the others' (a record
 // that is no row elsewhere is not even seen). gate outcomes TEAM then holds one team's
 // rows, not the topic's.
 func TestScanOneTeam(t *testing.T) {
@@ -52,9 +52,10 @@ func TestScanOneTeam(t *testing.T) {
 	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	all, skipped, err := Read(t.Context(), "outcomes", start.Add(-time.Hour), kgo.SeedBrokers(c.ListenAddrs()...))
+	var all []Row
+	skipped, err := Scan(t.Context(), "outcomes", start.Add(-time.Hour), "", func(r *Row) { all = append(all, *r) }, kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil || skipped != 1 || len(all) != 400 {
-		t.Fatalf("Read: %d rows, %d skipped, %v; want 400 and 1", len(all), skipped, err)
+		t.Fatalf("Scan of every team: %d rows, %d skipped, %v; want 400 and 1", len(all), skipped, err)
 	}
 	var want, got []string
 	for _, r := range all {
@@ -69,7 +70,7 @@ func TestScanOneTeam(t *testing.T) {
 	slices.Sort(want)
 	slices.Sort(got)
 	if len(want) != 20 || !slices.Equal(got, want) {
-		t.Errorf("Scan %s passed %d rows, Read %d of the team's", team, len(got), len(want))
+		t.Errorf("Scan %s passed %d rows, the Scan of every team %d of the team's", team, len(got), len(want))
 	}
 }
 

@@ -136,16 +136,6 @@ type Summary struct {
 	By                                     string // what limited it (ByString)
 }
 
-// MostLimited returns the n teams with the most limited records (ties by team), each
-// with its totals; teams never limited are left out.
-func MostLimited(rows []Row, n int) []Summary {
-	s := NewSummaries()
-	for i := range rows {
-		s.Add(&rows[i])
-	}
-	return s.Top(n)
-}
-
 // Summaries sums rows into each team's totals as they are read (Scan), for the most
 // limited teams without holding the rows: a team's state is its totals and the bounds of
 // its limited intervals, whatever its rows.
