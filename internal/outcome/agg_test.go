@@ -115,6 +115,9 @@ func TestBudgetKeepsKeptKeys(t *testing.T) {
 	if n := a.Folded(); n != 1 {
 		t.Errorf("folded %d records, want 1 (the late key's)", n)
 	}
+	if b.Used() != 4 {
+		t.Errorf("budget used %d, want 4: heavy's further rows count against the cap too", b.Used())
+	}
 	rows := Seal("g", "s", a)
 	if h := TeamHistory(rows, "heavy"); h.Total.Limited != 1000 || h.Total.Accepted != 2 {
 		t.Errorf("team heavy's history: %d accepted, %d limited; want 2 and 1000 (rows %+v)", h.Total.Accepted, h.Total.Limited, rows)
