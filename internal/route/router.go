@@ -852,19 +852,27 @@ func (r *Router) deadLetter(rec *kgo.Record, code []byte, detail string) *kgo.Re
 }
 
 // output returns a new record for route with rec's value (the same bytes, not a copy),
-// timestamp and headers (a new slice with room for extra more), and key. Partition is left
-// for the producer's partitioner to choose; Context is left nil.
+// timestamp and headers (fill: shared, or a new slice with room for extra more), and
+// key. Partition is left for the producer's partitioner to choose; Context is left nil.
 func (r *Router) output(rec *kgo.Record, route Route, key []byte, extra int) *kgo.Record {
 	out := new(kgo.Record)
 	r.fill(out, rec, route, key, extra)
 	return out
 }
 
-// fill writes into *out the output record for rec on route: value and timestamp shared,
-// headers copied with room for extra more.
+// fill writes into *out the output record for rec on route: value and timestamp shared;
+// headers shared too when the gate adds none (extra 0: an accepted record, the common
+// path, allocates nothing), else copied with room for extra more. Shared headers are the
+// input's slice capped at its length, so that a later append (a retry's header) copies
+// it rather than writing into the input's: they live as long as the value, which is
+// shared already (until the input record's Recycle, consume/pools.go).
 func (r *Router) fill(out, rec *kgo.Record, route Route, key []byte, extra int) {
 	*out = kgo.Record{Topic: r.topics[route], Key: key, Value: rec.Value, Timestamp: rec.Timestamp}
-	if n := len(rec.Headers) + extra; n > 0 {
-		out.Headers = append(make([]kgo.RecordHeader, 0, n), rec.Headers...)
+	if extra == 0 {
+		if n := len(rec.Headers); n > 0 {
+			out.Headers = rec.Headers[:n:n]
+		}
+		return
 	}
+	out.Headers = append(make([]kgo.RecordHeader, 0, len(rec.Headers)+extra), rec.Headers...)
 }
