@@ -61,6 +61,7 @@ type Gate struct {
 	gens      int               // generations built
 	reload    time.Duration     // how often the rules file is read again
 	topics    *route.TopicWatch // the rules' own topics, shared by the routers and the consumer
+	redirects *tick.Redirects   // on Redis Cluster, the client's redirects, shared by the rule sets' ticks
 }
 
 // RuleLimits is one rule's limiters and where their keys are in Redis.
@@ -145,6 +146,14 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		// Every part that counts, one generation per rule set (rules.go).
 		g.cfg, g.instances, g.log, g.writer = cfg, instances, log, o.Writer
 		g.topics = route.NewTopicWatch(cfg.OverflowTopic)
+		if cc, ok := instances[0].(*redis.ClusterClient); ok {
+			// One redirect counter for the client's life, watching it before any tick
+			// makes a node client: each rule set's tick counts into it (tick.Redirects).
+			if g.redirects, err = tick.NewRedirects(g.Reg); err != nil {
+				return nil, err
+			}
+			g.redirects.Watch(cc)
+		}
 		gen, err := g.newGeneration(set)
 		if err != nil {
 			return nil, err

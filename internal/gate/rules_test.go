@@ -19,6 +19,7 @@ import (
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 const fleetRules = `rules:
@@ -281,6 +282,120 @@ func counterValue(t *testing.T, g *Gate, name, result string) float64 {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if mf.GetName() == name && l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// A rules gate on Redis Cluster counts the redirects of its ticks after a reload too. The
+// cluster client's hook is added to a node client as go-redis makes it; the first rule
+// set's tick made them all, so a later set's tick, which added a hook of its own for new
+// nodes only, counted no MOVED: gate_limiter_redis_redirects_total stopped at the first
+// reload. The counter is now the client's, for its life.
+func TestRulesReloadKeepsCountingRedirects(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	write := func(threshold int) {
+		t.Helper()
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, fmt.Appendf(nil, "rules:\n  - {name: team, key: json:team_id, limits: [1m:%d]}\n", threshold), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(1000)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    strings.Join(c.URLs(), ","),
+		"GATE_REDIS_MODE":    "cluster",
+		"GATE_RULES_FILE":    path,
+	})
+	log := slog.New(slog.DiscardHandler)
+	g, err := New(cfg, log, Options{Writer: "redirects-test", RulesReload: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.CloseRedis(log)
+	defer g.Consumer.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.RunTick(ctx) }()
+	defer func() { cancel(); <-done }()
+	send := func(team string) {
+		var out kgo.Record
+		switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: fmt.Appendf(nil, `{"team_id":%q}`, team)}, &route.Scratch{}, &out)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited 30s for %s", what)
+			}
+		}
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{c.Primaries[0].Addr()}})
+	defer rdb.Close()
+	written := func(team string) bool {
+		keys := 0
+		_ = rdb.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			ks, err := n.Keys(ctx, "gate:rule:team:*:"+team+":*").Result()
+			keys += len(ks)
+			return err
+		})
+		return keys > 0
+	}
+	// The first rule set's tick writes, and so makes the node clients.
+	send("t1")
+	waitFor("t1's count in Redis", func() bool { return written("t1") })
+	first := g.gen.Load()
+	write(2000)
+	waitFor("the edit to be in use", func() bool { return g.gen.Load() != first })
+
+	// A team of another slot, none of whose keys exist yet: the slot may simply be
+	// reassigned, and the client's slot map is then stale for it.
+	t2 := "t2"
+	for i := 3; tick.ClusterShard(t2) == tick.ClusterShard("t1"); i++ {
+		t2 = fmt.Sprintf("t%d", i)
+	}
+	key := tick.ClusterKey("gate:rule:team", t2, 0)
+	from := c.Owner(t, key)
+	to := c.Primaries[0]
+	if to == from {
+		to = c.Primaries[1]
+	}
+	slot := from.Client(t).ClusterKeySlot(ctx, key).Val()
+	id, err := to.Client(t).Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range c.Primaries {
+		if err := p.Client(t).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", id).Err(); err != nil {
+			t.Fatalf("CLUSTER SETSLOT on %s: %v", p.Addr(), err)
+		}
+	}
+	send(t2)
+	waitFor("the second rule set's MOVED counted", func() bool {
+		return labelValue(t, g, "gate_limiter_redis_redirects_total", "kind", "moved") >= 1
+	})
+	waitFor(t2+"'s count in Redis", func() bool { return written(t2) })
+}
+
+// labelValue is the value of the counter name{label=value} on g's registry (0: none).
+func labelValue(t *testing.T, g *Gate, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := g.Reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if mf.GetName() == name && l.GetName() == label && l.GetValue() == value {
 					return m.GetCounter().GetValue()
 				}
 			}

@@ -55,6 +55,11 @@ type Config struct {
 	// while that one's keys live. Default: 16 random hex digits. The gate passes its host
 	// name and start time.
 	Writer string
+	// Redirects, when set, is the cluster client's redirect counter, made and watching
+	// the client before this tick (NewRedirects): a gate's successive rule sets' ticks
+	// share it. Nil: the tick makes its own, with its metrics, and watches a cluster
+	// client itself.
+	Redirects *Redirects
 }
 
 // Defaults for Config.

@@ -27,7 +27,9 @@ type metrics struct {
 	profiles      *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
+// newMetrics makes the tick's metrics, registered with reg when it is not nil; the redirect
+// counter is redirects' (registered by its maker) when it is not nil, else its own.
+func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects) (*metrics, error) {
 	ms := prometheus.ExponentialBuckets(0.0005, 2, 14) // 0.5 ms .. 4 s
 	m := &metrics{
 		tickDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_tick_duration_seconds",
@@ -60,8 +62,6 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 			Help: "Team reads planned, by reason (first, pending, hot, cadence, ttl, retry: the last read of the team failed; profile: GATE_THRESHOLD_MODE=adaptive, a look at its learned profile)."}, []string{"reason"}),
 		skippedReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "gate_limiter_reads_skipped_total",
 			Help: "Due reads put off to a later tick because a tick's budget was spent."}),
-		redirects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_redirects_total",
-			Help: "MOVED, ASK and TRYAGAIN replies from Redis Cluster (cluster mode), by kind (moved, ask, tryagain); the client follows MOVED and ASK, the next tick retries TRYAGAIN (a slot in migration)."}, []string{"kind"}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_write_batches_total",
 			Help: "Batches of counts sent to Redis, by outcome: applied; duplicate (a resend that found its batch applied: an earlier reply was lost); refused (an error reply: its counts go again in a new batch); unknown (no reply: resent as it is next tick); replayed (confirmed, then lost by Redis in a failover or restart: its counts sent again); lost (the same, confirmed too long ago to be kept, one per lane and event)."}, []string{"outcome"}),
 		clockOffset: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_limiter_clock_offset_seconds",
@@ -71,9 +71,6 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 	}
 	for o := range numOutcomes {
 		m.batches.WithLabelValues(o.String())
-	}
-	for _, k := range []string{"moved", "ask", "tryagain"} {
-		m.redirects.WithLabelValues(k)
 	}
 	for _, r := range []string{"set", "lost"} {
 		m.profiles.WithLabelValues(r)
@@ -86,11 +83,19 @@ func newMetrics(reg prometheus.Registerer, instances int) (*metrics, error) {
 			m.errors.WithLabelValues(c.String(), fmt.Sprint(i))
 		}
 	}
+	if redirects == nil {
+		own, err := NewRedirects(reg)
+		if err != nil {
+			return nil, err
+		}
+		redirects = own
+	}
+	m.redirects = redirects.c
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
-		m.pendingWrites, m.fleetGates, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.redirects, m.batches, m.clockOffset, m.profiles} {
+		m.pendingWrites, m.fleetGates, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.batches, m.clockOffset, m.profiles} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering tick metrics: %w", err)
 		}

@@ -168,13 +168,14 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(reg, len(instances))
+	m, err := newMetrics(reg, len(instances), cfg.Redirects)
 	if err != nil {
 		return nil, err
 	}
-	if cc, ok := instances[0].(*redis.ClusterClient); ok {
-		// Node clients are created lazily, so a hook added now sees every node's pipelines.
-		cc.OnNewNode(func(nc *redis.Client) { nc.AddHook(redirectHook{m}) })
+	if cc, ok := instances[0].(*redis.ClusterClient); ok && cfg.Redirects == nil {
+		// Node clients are created lazily, so a hook added now sees every node's pipelines
+		// (while this is the client's first tick: Redirects).
+		(&Redirects{c: m.redirects}).Watch(cc)
 	}
 	t := &Ticker{
 		cfg:       cfg,
@@ -240,8 +241,8 @@ func (t *Ticker) Run(ctx context.Context) {
 		if !wait(at) {
 			break
 		}
-		// One deadline for both phases: a node that hangs costs its teams this tick, never
-		// the next tick's start.
+		// One deadline for both phases and the errands after them: a node that hangs costs
+		// its teams this tick, never the next tick's start.
 		tctx, cancel := context.WithDeadline(ctx, at.Add(t.cfg.TickTimeout))
 		if t.onPhase != nil {
 			t.onPhase(partWrites, at, false)
@@ -258,9 +259,12 @@ func (t *Ticker) Run(ctx context.Context) {
 			t.onPhase(partReads, at, false)
 		}
 		t.ReadPhase(tctx)
+		// The errands that ask instance 0 (the fleet count, the minute's clock check) keep
+		// the tick's deadline too: with their own, a hung instance 0 held the loop past the
+		// next boundary, and Run skipped every other tick for every instance.
+		t.checkClock(tctx)
+		t.countFleet(tctx, time.Now())
 		cancel()
-		t.checkClock(ctx)
-		t.countFleet(ctx, time.Now())
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/limit"
@@ -94,10 +95,38 @@ func ClusterShard(team string) int {
 	return int(fnv64a(team) % ClusterShards)
 }
 
+// Redirects counts a cluster client's MOVED and ASK replies, and the tick's TRYAGAINs,
+// as gate_limiter_redis_redirects_total: one counter for the client's life. Its hook is
+// added to each node client as go-redis creates it (OnNewNode), so only whoever watches
+// the client first sees every node: a tick made later (a gate's next rule set) found its
+// nodes made already and counted no redirect. Such ticks share the first's Redirects
+// (Config.Redirects).
+type Redirects struct{ c *prometheus.CounterVec }
+
+// NewRedirects makes the counter, registered with reg when it is not nil.
+func NewRedirects(reg prometheus.Registerer) (*Redirects, error) {
+	r := &Redirects{c: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_redirects_total",
+		Help: "MOVED, ASK and TRYAGAIN replies from Redis Cluster (cluster mode), by kind (moved, ask, tryagain); the client follows MOVED and ASK, the next tick retries TRYAGAIN (a slot in migration)."}, []string{"kind"})}
+	for _, k := range []string{"moved", "ask", "tryagain"} {
+		r.c.WithLabelValues(k)
+	}
+	if reg != nil {
+		if err := reg.Register(r.c); err != nil {
+			return nil, fmt.Errorf("registering the redirect counter: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Watch counts cc's redirects from now on: call it before cc makes its first node client.
+func (r *Redirects) Watch(cc *redis.ClusterClient) {
+	cc.OnNewNode(func(nc *redis.Client) { nc.AddHook(redirectHook{r.c}) })
+}
+
 // redirectHook counts MOVED and ASK replies in the cluster client's per-node pipelines.
 // go-redis follows them itself (up to MaxRedirects) and exposes no counter, but a node
 // client's pipeline hook sees each reply after it is read, before the redirect is retried.
-type redirectHook struct{ m *metrics }
+type redirectHook struct{ c *prometheus.CounterVec }
 
 func (redirectHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (redirectHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
@@ -109,9 +138,9 @@ func (h redirectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 			if e := c.Err(); e != nil {
 				switch msg := e.Error(); {
 				case strings.HasPrefix(msg, "MOVED "):
-					h.m.redirects.WithLabelValues("moved").Inc()
+					h.c.WithLabelValues("moved").Inc()
 				case strings.HasPrefix(msg, "ASK "):
-					h.m.redirects.WithLabelValues("ask").Inc()
+					h.c.WithLabelValues("ask").Inc()
 				}
 			}
 		}
