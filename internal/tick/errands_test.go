@@ -2,6 +2,8 @@ package tick
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,5 +56,51 @@ func TestHungFirstInstanceSkipsNoTick(t *testing.T) {
 	// A loaded machine may miss a boundary now and then; the fault missed every other.
 	if skipped > 3 {
 		t.Errorf("Run skipped %d boundaries in %d ticks with instance 0 hung, want none: %v", skipped, len(ticks), ticks)
+	}
+}
+
+// TestFlushWritesPastAFailedInstance: the final flush goes on while it writes, so that a
+// failed instance costs only its own counts. It returned at its first tick with an error:
+// instance 1's counts past that tick's key budget were never written, though instance 1
+// answered every time.
+func TestFlushWritesPastAFailedInstance(t *testing.T) {
+	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t)}
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{srvs[0].Client(t), srvs[1].Client(t)}, Config{KeysPerTick: 40, KeyPrefix: "flush"}, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var healthy []string
+	for i := 0; len(healthy) < 50; i++ {
+		team := fmt.Sprintf("team-%d", i)
+		l.Check(team, 1)
+		if InstanceFor(team, 2) == 1 {
+			healthy = append(healthy, team)
+		}
+	}
+	srvs[0].Stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := tk.Flush(ctx); err == nil {
+		t.Error("Flush with instance 0 down returned no error")
+	}
+	rdb := srvs[1].Client(t)
+	keys, err := rdb.Keys(ctx, "flush:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := 0
+	for _, k := range keys {
+		for _, team := range healthy {
+			if strings.Contains(k, ":"+team+":") {
+				written++
+			}
+		}
+	}
+	if written != len(healthy) {
+		t.Errorf("instance 1 holds %d of its %d teams' counts after the flush, want all", written, len(healthy))
 	}
 }

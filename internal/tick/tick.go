@@ -287,18 +287,20 @@ func (t *Ticker) readDelay() time.Duration {
 }
 
 // Flush writes every pending count, tick after tick without reads, until none is left,
-// Redis fails, or ctx ends.
+// a tick with a failed instance writes nothing more, or ctx ends. A failed instance costs
+// only its own counts: the others' are written past the first tick's key budget.
 func (t *Ticker) Flush(ctx context.Context) error {
 	t.ReadPhase(ctx) // reads planned by a write phase are made first
 	for {
 		r := t.tick(ctx, false)
 		switch {
-		case r.Errors > 0:
-			return fmt.Errorf("flushing %d pending counts: Redis failed", len(t.pending))
 		case len(t.pending) == 0:
 			return nil
 		case ctx.Err() != nil:
 			return fmt.Errorf("flushing %d pending counts: %w", len(t.pending), ctx.Err())
+		case r.Errors > 0 && r.Writes == 0:
+			// Each tick that writes takes what it wrote out of pending: the loop ends.
+			return fmt.Errorf("flushing %d pending counts: Redis failed", len(t.pending))
 		}
 	}
 }
