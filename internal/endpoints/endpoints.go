@@ -180,6 +180,7 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		cancel()
 		if err == nil {
 			r.markUp(i, attempt)
+			r.checkEviction(ctx, i)
 			return
 		}
 		if ctx.Err() != nil {
@@ -209,4 +210,48 @@ func (r *Readiness) markUp(i, attempt int) {
 	}
 	r.ok.Store(true)
 	r.log.Info("ready: every redis instance has answered")
+}
+
+// checkEviction warns once, when instance i first answers, if it may evict the gate's
+// keys: a maxmemory with a maxmemory-policy other than noeviction. Every key the gate
+// writes expires, so the volatile-* policies evict them as the allkeys-* ones do, and
+// Redis evicts silently: an evicted counter forgets what the fleet counted of a window
+// (its team admitted past its limit), an evicted lane sequence key lets a resent batch
+// count twice. Under noeviction a full Redis refuses writes instead, which the tick counts
+// (oom) and the gate fails open through, keeping its counts to write later. Advice only:
+// an instance that does not answer INFO (an ACL without +info) is not checked.
+func (r *Readiness) checkEviction(ctx context.Context, i int) {
+	check := func(ctx context.Context, c redis.UniversalClient, node string) error {
+		cctx, cancel := context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+		info, err := c.Info(cctx, "memory").Result()
+		if err != nil {
+			r.log.Debug("redis: INFO memory not answered; its eviction policy is not checked", "instance", i, "url", r.urls[i], "node", node, "err", err)
+			return nil
+		}
+		if policy, maxmemory := evictionOf(info); maxmemory != "" && maxmemory != "0" && policy != "" && policy != "noeviction" {
+			r.log.Warn("redis may evict the gate's keys: maxmemory is set with an evicting maxmemory-policy, and an evicted counter lets its team past its limit, an evicted write sequence lets a resent batch count twice; set maxmemory-policy noeviction (a full Redis then refuses writes, which the gate waits out)",
+				"instance", i, "url", r.urls[i], "node", node, "maxmemory_policy", policy, "maxmemory", maxmemory)
+		}
+		return nil
+	}
+	if cc, ok := r.clients[i].(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return check(ctx, n, n.Options().Addr) })
+		return
+	}
+	_ = check(ctx, r.clients[i], "")
+}
+
+// evictionOf reads maxmemory_policy and maxmemory from an INFO memory reply ("" when
+// absent).
+func evictionOf(info string) (policy, maxmemory string) {
+	for line := range strings.Lines(info) {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "maxmemory_policy:"); ok {
+			policy = v
+		} else if v, ok := strings.CutPrefix(line, "maxmemory:"); ok {
+			maxmemory = v
+		}
+	}
+	return policy, maxmemory
 }
