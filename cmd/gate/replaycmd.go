@@ -172,7 +172,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 			replayProgress(stderr, p, now.Sub(began))
 		}
 	}
-	parts, err := replay.Read(ctx, rng, eng.Route, pace, opts...)
+	parts, err := replay.Read(ctx, rng, eng.RouteAt, pace, opts...)
 	if err == nil {
 		err = eng.Err()
 	}

@@ -99,7 +99,7 @@ func benchReplay(b *testing.B, opts ...kgo.Opt) {
 	}
 	replayed := func(workers int) {
 		e := benchEngine(b, cfg, set, workers)
-		if _, err := Read(b.Context(), Range{Topic: "events"}, e.Route, nil, opts...); err != nil {
+		if _, err := Read(b.Context(), Range{Topic: "events"}, e.RouteAt, nil, opts...); err != nil {
 			b.Fatal(err)
 		}
 		if r := e.Report(20); r.Records != benchRecords || r.Candidates[0].Total.Limited == 0 {
@@ -260,7 +260,7 @@ func BenchmarkMerge(b *testing.B) {
 				m.add(int32(p), byPart[p][at[p]:end])
 				at[p] = end
 			}
-			m.emit(func(*kgo.Record) { n++ })
+			m.emit(func(*kgo.Record, time.Time) { n++ })
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/record")

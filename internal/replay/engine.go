@@ -89,10 +89,14 @@ func (e *Engine) Workers(n int) (int, string) {
 	return n, by.String()
 }
 
-// Route replays one record. With workers, rec is kept until a worker has routed it (at
-// the latest when Report returns); it must not change meanwhile.
-func (e *Engine) Route(rec *kgo.Record) {
-	t := rec.Timestamp.UTC() // the report's times are UTC, whatever the host's zone
+// Route replays one record at its record time: RouteAt(rec, rec.Timestamp).
+func (e *Engine) Route(rec *kgo.Record) { e.RouteAt(rec, rec.Timestamp) }
+
+// RouteAt replays one record at at, its replay time as Read hands it on: the replay's
+// clock moves to it, if it is later. With workers, rec is kept until a worker has routed
+// it (at the latest when Report returns); it must not change meanwhile.
+func (e *Engine) RouteAt(rec *kgo.Record, at time.Time) {
+	t := at.UTC() // the report's times are UTC, whatever the host's zone
 	if e.records == 0 {
 		e.first, e.now = t, t
 		for _, c := range e.cands {

@@ -47,7 +47,7 @@ func TestReadKeepsRecordsOfALatePoll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
 	var n int
-	parts, err := Read(ctx, Range{Topic: "events"}, func(*kgo.Record) { n++ }, nil,
+	parts, err := Read(ctx, Range{Topic: "events"}, func(*kgo.Record, time.Time) { n++ }, nil,
 		kgo.SeedBrokers(c.ListenAddrs()...), kgo.FetchMaxBytes(1), kgo.FetchMaxPartitionBytes(1), kgo.WithHooks(&slowPoll{}))
 	t.Logf("read %d records of offsets %v: %v", n, parts, err)
 	if err == nil && n != 20 {

@@ -47,7 +47,7 @@ const maxQueued = 50_000
 // and once at the end. It reads committed records only,
 // as the gate does, and returns the offsets it read. It stops early when ctx is done,
 // returning ctx's error with the offsets read so far.
-func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Progress), opts ...kgo.Opt) ([]PartitionRange, error) {
+func Read(ctx context.Context, rng Range, fn func(*kgo.Record, time.Time), progress func(Progress), opts ...kgo.Opt) ([]PartitionRange, error) {
 	// No reset: a range starting below a partition's log start (retention deleted it
 	// since) is an error naming it, not a silent skip to what is left.
 	cl, err := kgo.NewClient(append(slices.Clone(opts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
@@ -56,23 +56,22 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 		return nil, fmt.Errorf("creating the Kafka client: %w", err)
 	}
 	defer cl.Close()
-	parts, err := offsets(ctx, kadm.NewClient(cl), rng)
+	parts, hard, err := offsets(ctx, kadm.NewClient(cl), rng)
 	if err != nil {
 		return nil, err
 	}
 	m := newMerge(parts)
+	if len(rng.Offsets) == 0 {
+		m.bound(rng.From, rng.To, hard)
+	}
 	if len(m.live) == 0 {
-		return parts, nil
+		return m.read(), nil
 	}
 	from := map[int32]kgo.Offset{}
 	for _, p := range m.live {
 		from[p.Partition] = kgo.NewOffset().At(p.Start)
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{rng.Topic: from})
-	var total int64
-	for _, p := range parts {
-		total += p.End - p.Start
-	}
 	for !m.done() {
 		pctx, cancel := context.WithTimeout(ctx, stallAfter)
 		fs := cl.PollFetches(pctx)
@@ -86,7 +85,7 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 		}
 		if stalled {
 			if progress != nil {
-				progress(Progress{Done: m.offsets, Total: total, At: m.at, Waiting: m.waiting()})
+				progress(Progress{Done: m.offsets, Total: m.total, At: m.at, Waiting: m.waiting()})
 			}
 			continue
 		}
@@ -103,12 +102,12 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 		fs.EachPartition(func(p kgo.FetchTopicPartition) { m.add(p.Partition, p.Records) })
 		m.emit(fn)
 		var pause, resume []int32
-		for _, q := range m.live {
+		for _, q := range m.all { // the ended too: one ended at -to may be far from its log's end
 			switch {
 			case len(q.recs) >= maxQueued && !q.paused:
 				q.paused = true
 				pause = append(pause, q.Partition)
-			case q.next >= q.End && !q.ended:
+			case q.exhausted() && !q.ended:
 				// Read to its end: fetching on would read its tail only to drop it.
 				q.ended, q.paused = true, true
 				pause = append(pause, q.Partition)
@@ -124,17 +123,19 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record), progress func(Pr
 			cl.ResumeFetchPartitions(map[string][]int32{rng.Topic: resume})
 		}
 		if progress != nil {
-			progress(Progress{Done: m.offsets, Total: total, At: m.at})
+			progress(Progress{Done: m.offsets, Total: m.total, At: m.at})
 		}
 	}
 	if progress != nil {
-		progress(Progress{Done: m.offsets, Total: total, At: m.at})
+		progress(Progress{Done: m.offsets, Total: m.total, At: m.at})
 	}
-	return parts, nil
+	return m.read(), nil
 }
 
-// offsets finds each partition's [start, end) of rng.
-func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange, error) {
+// offsets finds each partition's [start, end) of rng, and its last stable offset (hard):
+// with -to, end is where ListOffsets found it, which a record stamped far ahead can put
+// early (merge.bound).
+func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange, map[int32]int64, error) {
 	list := func(what string, f func() (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
 		l, err := f()
 		if err == nil {
@@ -148,10 +149,10 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 	// The last stable offset: a read_committed reader gets nothing past it.
 	ends, err := list("last stable", func() (kadm.ListedOffsets, error) { return adm.ListCommittedOffsets(ctx, rng.Topic) })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(ends[rng.Topic]) == 0 {
-		return nil, fmt.Errorf("listing the offsets of %s: the topic does not exist", rng.Topic)
+		return nil, nil, fmt.Errorf("listing the offsets of %s: the topic does not exist", rng.Topic)
 	}
 	if len(rng.Offsets) > 0 {
 		// Exact offsets, each partition's end no further than its last stable offset: a
@@ -160,22 +161,22 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 		for i := range out {
 			e, ok := ends.Lookup(rng.Topic, out[i].Partition)
 			if !ok || out[i].Partition < 0 {
-				return nil, fmt.Errorf("reading %s: it has no partition %d", rng.Topic, out[i].Partition)
+				return nil, nil, fmt.Errorf("reading %s: it has no partition %d", rng.Topic, out[i].Partition)
 			}
 			out[i].End = min(out[i].End, e.Offset)
 			out[i].Start = min(out[i].Start, out[i].End)
 		}
-		return out, nil
+		return out, nil, nil
 	}
 	starts, err := list("start", func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, rng.Topic) })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !rng.From.IsZero() {
 		if starts, err = list("from", func() (kadm.ListedOffsets, error) {
 			return adm.ListOffsetsAfterMilli(ctx, rng.From.UnixMilli(), rng.Topic)
 		}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var to kadm.ListedOffsets
@@ -183,14 +184,16 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 		if to, err = list("to", func() (kadm.ListedOffsets, error) {
 			return adm.ListOffsetsAfterMilli(ctx, rng.To.UnixMilli(), rng.Topic)
 		}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var out []PartitionRange
+	hard := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Partition < 0 {
 			return
 		}
+		hard[o.Partition] = o.Offset
 		pr := PartitionRange{Partition: o.Partition, End: o.Offset}
 		if s, ok := starts.Lookup(rng.Topic, o.Partition); ok {
 			pr.Start = s.Offset
@@ -202,37 +205,81 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 		out = append(out, pr)
 	})
 	slices.SortFunc(out, func(a, b PartitionRange) int { return int(a.Partition - b.Partition) })
-	return out, nil
+	return out, hard, nil
 }
 
 // queue is one partition's records waiting to be handed on.
 type queue struct {
 	PartitionRange
+	// hint is where ListOffsets found -to, or End when End is exact (the last stable
+	// offset, or -offsets); hard the offset the partition may be read to: End, or the last
+	// stable offset past hint, as a record stamped far ahead can put hint early
+	// (merge.ready). Once the partition ends, hard is its end.
+	hint, hard int64
 	next   int64 // the offset after the last one received
 	recs   []*kgo.Record
-	head   int64 // recs[0]'s time in Unix ns, while recs is not empty: compared without a load of it
+	head   int64 // recs[0]'s replay time in Unix ns, set by ready
+	start  bool  // past the records before -from
 	paused bool
 	ended  bool // its fetches paused for good
 }
 
-// merge hands on the records of several partitions in record-time order: a record goes
-// only when every partition not yet at its end has one waiting, so the order does not
-// depend on how the fetches came.
+// exhausted reports whether q has received every record it may read.
+func (q *queue) exhausted() bool { return q.next >= q.hard }
+
+// merge hands on the records of several partitions in the order of their replay times: a
+// record's time, or its partition's next record's when that is earlier, so that one
+// record stamped far ahead (a producer's clock; a CreateTime topic keeps what the
+// producer says) is replayed among its neighbours, not after every other partition, and
+// moves the replay's clock no further than they do. A record goes only when every
+// partition not yet at its end has one waiting whose time is known (its next record
+// come, or none to come), so the order does not depend on how the fetches came.
+//
+// With -from and -to, a partition's range is the records whose replay times are in
+// [from, to): ListOffsets, which looks at record times alone, gives where to start (no
+// later than the first such record) and where the range may end; a record stamped far
+// ahead there (its replay time before -to) does not end it.
 type merge struct {
-	live    []*queue // partitions with records left to read or hand on
-	parts   []PartitionRange
-	offsets int64 // offsets received, for progress
-	at      time.Time
+	live     []*queue // partitions with records left to read or hand on
+	all      []*queue
+	from, to int64 // the range's times in Unix ns; 0: none
+	offsets  int64 // offsets received, for progress
+	total    int64 // offsets of the range, as far as known
+	at       time.Time
 }
 
 func newMerge(parts []PartitionRange) *merge {
-	m := &merge{parts: parts}
+	m := &merge{}
 	for _, p := range parts {
+		q := &queue{PartitionRange: p, next: p.Start, hint: p.End, hard: p.End, start: true}
+		m.all = append(m.all, q)
+		m.total += p.End - p.Start
 		if p.End > p.Start {
-			m.live = append(m.live, &queue{PartitionRange: p, next: p.Start})
+			m.live = append(m.live, q)
 		}
 	}
 	return m
+}
+
+// bound has q read its partition to hard, the last stable offset, when q's End was found
+// by -to's time (and its records before -from skipped): m's range by replay times.
+func (m *merge) bound(from, to time.Time, hard map[int32]int64) {
+	if !from.IsZero() {
+		m.from = from.UnixNano()
+	}
+	if !to.IsZero() {
+		m.to = to.UnixNano()
+	}
+	for _, q := range m.all {
+		q.start = m.from == 0
+		if h, ok := hard[q.Partition]; ok && m.to != 0 && h > q.End {
+			q.hard = h
+		}
+		if q.hard > q.Start && !slices.Contains(m.live, q) {
+			m.live = append(m.live, q)
+		}
+	}
+	slices.SortFunc(m.live, func(a, b *queue) int { return int(a.Partition - b.Partition) })
 }
 
 func (m *merge) byPartition(p int32) *queue {
@@ -250,68 +297,92 @@ func (m *merge) add(p int32, recs []*kgo.Record) {
 	if q == nil {
 		return
 	}
+	next := q.next
 	for _, r := range recs {
-		if r.Offset >= q.End {
-			// Past the range: everything before it came or was filtered (an aborted
-			// transaction's records, offsets compacted away), so the partition is done.
-			m.offsets += q.End - q.next
-			q.next = q.End
+		if r.Offset >= q.hard {
+			// Past what it may read: everything before it came or was filtered (an
+			// aborted transaction's records, offsets compacted away).
+			q.next = q.hard
 			break
 		}
 		if r.Offset < q.next {
 			continue
 		}
-		m.offsets += r.Offset + 1 - q.next
 		q.next = r.Offset + 1
 		if !r.Attrs.IsControl() {
-			if len(q.recs) == 0 {
-				q.head = r.Timestamp.UnixNano()
-			}
 			q.recs = append(q.recs, r)
 		}
 	}
+	m.offsets += q.next - next
+	m.total += max(q.next, q.hint) - max(next, q.hint) // read past where -to was found
 }
 
-// emit hands on every record it can.
-func (m *merge) emit(fn func(*kgo.Record)) {
+// ready readies q's first record to go, its replay time in q.head, and reports whether
+// there is one: false when q has none, or one whose time waits on the next record. It
+// drops the records before -from a partition starts with, and ends the partition at its
+// first record past the offset -to was found at whose replay time is -to or later.
+func (m *merge) ready(q *queue) bool {
+	for len(q.recs) > 0 {
+		if len(q.recs) == 1 && !q.exhausted() {
+			return false
+		}
+		r := q.recs[0]
+		at := r.Timestamp.UnixNano()
+		if len(q.recs) > 1 {
+			at = min(at, q.recs[1].Timestamp.UnixNano())
+		}
+		if !q.start && at < m.from {
+			q.pop()
+			continue
+		}
+		q.start = true
+		if m.to != 0 && r.Offset >= q.hint && at >= m.to {
+			// The range's end: what was read past it goes uncounted.
+			m.offsets -= q.next - r.Offset
+			m.total -= q.next - r.Offset
+			q.hard, q.next = r.Offset, r.Offset
+			q.recs = nil
+			return false
+		}
+		q.head = at
+		return true
+	}
+	return false
+}
+
+// pop takes q's first record off.
+func (q *queue) pop() {
+	q.recs[0] = nil
+	q.recs = q.recs[1:]
+	if len(q.recs) == 0 {
+		q.recs = q.recs[:0:0] // let the fetch's array go
+	}
+}
+
+// emit hands on every record it can, with its replay time.
+func (m *merge) emit(fn func(*kgo.Record, time.Time)) {
 	for {
 		var best *queue
 		for _, q := range m.live {
-			if len(q.recs) == 0 {
-				if q.next < q.End {
-					return // it may yet hold an earlier record
+			if !m.ready(q) {
+				if !q.exhausted() {
+					return // its next record may yet be earlier
 				}
 				continue
 			}
-			if best == nil || q.head < best.head || q.head == best.head && before(q.recs[0], best.recs[0]) {
+			if best == nil || q.head < best.head || q.head == best.head && q.Partition < best.Partition {
 				best = q
 			}
 		}
 		if best == nil {
-			m.live = slices.DeleteFunc(m.live, func(q *queue) bool { return q.next >= q.End && len(q.recs) == 0 })
+			m.live = slices.DeleteFunc(m.live, func(q *queue) bool { return q.exhausted() && len(q.recs) == 0 })
 			return
 		}
 		r := best.recs[0]
-		best.recs[0] = nil
-		best.recs = best.recs[1:]
-		if len(best.recs) == 0 {
-			best.recs = best.recs[:0:0] // let the fetch's array go
-		} else {
-			best.head = best.recs[0].Timestamp.UnixNano()
-		}
-		m.at = r.Timestamp
-		fn(r)
+		best.pop()
+		m.at = time.Unix(0, best.head)
+		fn(r, m.at)
 	}
-}
-
-func before(a, b *kgo.Record) bool {
-	if c := a.Timestamp.Compare(b.Timestamp); c != 0 {
-		return c < 0
-	}
-	if a.Partition != b.Partition {
-		return a.Partition < b.Partition
-	}
-	return a.Offset < b.Offset
 }
 
 func (m *merge) done() bool { return len(m.live) == 0 }
@@ -320,7 +391,7 @@ func (m *merge) done() bool { return len(m.live) == 0 }
 func (m *merge) waiting() []int32 {
 	var out []int32
 	for _, q := range m.live {
-		if q.next < q.End {
+		if !q.exhausted() {
 			out = append(out, q.Partition)
 		}
 	}
@@ -330,14 +401,17 @@ func (m *merge) waiting() []int32 {
 // read is the offsets replayed so far: each partition up to its first record not yet
 // handed on.
 func (m *merge) read() []PartitionRange {
-	out := slices.Clone(m.parts)
-	for i := range out {
-		if q := m.byPartition(out[i].Partition); q != nil {
-			out[i].End = q.next
+	var out []PartitionRange
+	for _, q := range m.all {
+		pr := q.PartitionRange
+		pr.End = max(q.hard, pr.Start) // read to its end
+		if slices.Contains(m.live, q) {
+			pr.End = q.next
 			if len(q.recs) > 0 {
-				out[i].End = q.recs[0].Offset
+				pr.End = q.recs[0].Offset
 			}
 		}
+		out = append(out, pr)
 	}
 	return out
 }

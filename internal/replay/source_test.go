@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ func TestReadReplaysTheTopicAsInMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		var calls int
-		parts, err := Read(t.Context(), Range{Topic: "events"}, e.Route, func(Progress) { calls++ }, kgo.SeedBrokers(c.ListenAddrs()...))
+		parts, err := Read(t.Context(), Range{Topic: "events"}, e.RouteAt, func(Progress) { calls++ }, kgo.SeedBrokers(c.ListenAddrs()...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +128,7 @@ func TestReadRange(t *testing.T) {
 	produced(t, c, "events")
 	count := func(rng Range) (n int64, first, last time.Time) {
 		rng.Topic = "events"
-		if _, err := Read(t.Context(), rng, func(r *kgo.Record) {
+		if _, err := Read(t.Context(), rng, func(r *kgo.Record, _ time.Time) {
 			if n == 0 {
 				first = r.Timestamp
 			}
@@ -157,7 +158,7 @@ func TestReadRange(t *testing.T) {
 	if n != all {
 		t.Errorf("offsets 0:0-2^40,1:0-2^40: %d records, want all %d", n, all)
 	}
-	if _, err := Read(t.Context(), Range{Topic: "events", Offsets: []PartitionRange{{Partition: 7, End: 5}}}, func(*kgo.Record) {}, nil,
+	if _, err := Read(t.Context(), Range{Topic: "events", Offsets: []PartitionRange{{Partition: 7, End: 5}}}, func(*kgo.Record, time.Time) {}, nil,
 		kgo.SeedBrokers(c.ListenAddrs()...)); err == nil || !strings.Contains(err.Error(), "no partition 7") {
 		t.Errorf("offsets of a partition the topic lacks: %v", err)
 	}
@@ -173,13 +174,13 @@ func TestReadRange(t *testing.T) {
 	if _, err := kadm.NewClient(cl).DeleteRecords(t.Context(), del); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Read(t.Context(), Range{Topic: "events", Offsets: []PartitionRange{{Partition: 0, Start: 5, End: 30}}}, func(*kgo.Record) {}, nil,
+	if _, err := Read(t.Context(), Range{Topic: "events", Offsets: []PartitionRange{{Partition: 0, Start: 5, End: 30}}}, func(*kgo.Record, time.Time) {}, nil,
 		kgo.SeedBrokers(c.ListenAddrs()...)); err == nil || !strings.Contains(err.Error(), "partition 0") {
 		t.Errorf("a range below the log start: %v, want an error naming partition 0", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := Read(ctx, Range{Topic: "events"}, func(*kgo.Record) {}, nil, kgo.SeedBrokers(c.ListenAddrs()...)); err == nil {
+	if _, err := Read(ctx, Range{Topic: "events"}, func(*kgo.Record, time.Time) {}, nil, kgo.SeedBrokers(c.ListenAddrs()...)); err == nil {
 		t.Errorf("a cancelled read returned no error")
 	}
 }
@@ -213,7 +214,7 @@ func TestReadEndsOnAnAbortedTail(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var n int
-	parts, err := Read(ctx, Range{Topic: "events", Offsets: []PartitionRange{{Partition: 0, Start: 0, End: 9}}}, func(*kgo.Record) { n++ }, nil,
+	parts, err := Read(ctx, Range{Topic: "events", Offsets: []PartitionRange{{Partition: 0, Start: 0, End: 9}}}, func(*kgo.Record, time.Time) { n++ }, nil,
 		kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil || n != 5 || parts[0].End != 9 {
 		t.Fatalf("read %d records to %v: %v; want the 5 committed, to offset 9", n, parts, err)
@@ -231,7 +232,7 @@ func TestMergeOrder(t *testing.T) {
 	m := newMerge([]PartitionRange{{Partition: 0, Start: 0, End: 3}, {Partition: 1, Start: 0, End: 2}, {Partition: 2, Start: 0, End: 2}})
 	var got []string
 	emit := func() {
-		m.emit(func(r *kgo.Record) {
+		m.emit(func(r *kgo.Record, _ time.Time) {
 			got = append(got, fmt.Sprintf("%d/%d@%d", r.Partition, r.Offset, r.Timestamp.Sub(base).Milliseconds()))
 		})
 	}
@@ -251,5 +252,128 @@ func TestMergeOrder(t *testing.T) {
 	}
 	if !m.done() {
 		t.Errorf("not done after every partition's range: waiting on %v", m.waiting())
+	}
+}
+
+// mergeAll runs m over recs of each partition, fetched in batches of two, and returns
+// what it handed on, as partition/offset@replay-ms.
+func mergeAll(m *merge, base time.Time, recs map[int32][]*kgo.Record) []string {
+	var got []string
+	for !m.done() {
+		for _, q := range slices.Clone(m.live) {
+			rs := recs[q.Partition]
+			var batch []*kgo.Record
+			for _, r := range rs {
+				if r.Offset >= q.next && len(batch) < 2 {
+					batch = append(batch, r)
+				}
+			}
+			if len(batch) == 0 && q.next < q.hard {
+				q.next = q.hard // the log ends here
+			}
+			m.add(q.Partition, batch)
+		}
+		m.emit(func(r *kgo.Record, at time.Time) {
+			got = append(got, fmt.Sprintf("%d/%d@%d", r.Partition, r.Offset, at.Sub(base).Milliseconds()))
+		})
+	}
+	return got
+}
+
+// A record stamped far ahead of its partition's next record is handed on at that record's
+// time: among its neighbours, not after every other partition's records (which would
+// hold its partition's next ones back to the end of the replay, judged then), and the
+// replay's clock moves no further.
+func TestMergeRecordStampedAhead(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	rec := func(p int32, off int64, ms int64) *kgo.Record {
+		return &kgo.Record{Partition: p, Offset: off, Timestamp: base.Add(time.Duration(ms) * time.Millisecond)}
+	}
+	day := int64(24 * time.Hour / time.Millisecond)
+	recs := map[int32][]*kgo.Record{
+		0: {rec(0, 0, 10), rec(0, 1, 20), rec(0, 2, day), rec(0, 3, 30), rec(0, 4, 40)},
+		1: {rec(1, 0, 15), rec(1, 1, 25), rec(1, 2, 35)},
+	}
+	m := newMerge([]PartitionRange{{Partition: 0, End: 5}, {Partition: 1, End: 3}})
+	got := strings.Join(mergeAll(m, base, recs), " ")
+	if want := "0/0@10 1/0@15 0/1@20 1/1@25 0/2@30 0/3@30 1/2@35 0/4@40"; got != want {
+		t.Errorf("merged %s, want %s", got, want)
+	}
+}
+
+// With -from and -to, a partition's range is its records whose replay times are in
+// [from, to): a record stamped far ahead before -from, where ListOffsets starts the
+// partition, is skipped with the records before -from after it; one before -to, where
+// ListOffsets ends it, does not end it: the range goes on to the first record at or past
+// -to, and says so.
+func TestMergeRangeByReplayTime(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	rec := func(off int64, ms int64) *kgo.Record {
+		return &kgo.Record{Offset: off, Timestamp: base.Add(time.Duration(ms) * time.Millisecond)}
+	}
+	day := int64(24 * time.Hour / time.Millisecond)
+	recs := map[int32][]*kgo.Record{0: {
+		rec(0, day), rec(1, 5), rec(2, 10), // before -from (10 ms): ListOffsets starts at 0
+		rec(3, 12), rec(4, 14), rec(5, day), rec(6, 16), rec(7, 18), // in the range
+		rec(8, 20), rec(9, 22), // -to (20 ms) and past: ListOffsets ends at 5
+	}}
+	m := newMerge([]PartitionRange{{Partition: 0, Start: 0, End: 5}})
+	m.bound(base.Add(11*time.Millisecond), base.Add(20*time.Millisecond), map[int32]int64{0: 10})
+	got := strings.Join(mergeAll(m, base, recs), " ")
+	if want := "0/3@12 0/4@14 0/5@16 0/6@16 0/7@18"; got != want {
+		t.Errorf("merged %s, want %s", got, want)
+	}
+	if r := m.read(); len(r) != 1 || r[0].End != 8 {
+		t.Errorf("read %v, want partition 0 to offset 8", r)
+	}
+	if m.offsets != m.total || m.total != 8 {
+		t.Errorf("progress %d of %d offsets, want 8 of 8", m.offsets, m.total)
+	}
+}
+
+// One record stamped a day ahead (a producer with a wrong clock; a CreateTime topic
+// keeps what the producer says), read from a broker, neither moves the replay's clock
+// to that day (every later record routed at that frozen instant: a calm team at 60 a
+// minute against 100 reported limited) nor ends the range -to asks for where
+// ListOffsets finds it (every later record of the range left out).
+func TestReadRecordStampedAhead(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := steady(nil, "calm", 0, 10*time.Minute, 60)
+	bad := event("skewed", "u", 24*time.Hour)
+	bad.Timestamp = bad.Timestamp.Truncate(time.Millisecond)
+	recs = append(recs[:100:100], append([]*kgo.Record{bad}, recs[100:]...)...)
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, clk := range []string{"wall", "event"} {
+		t.Run(clk, func(t *testing.T) {
+			cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
+			cand, err := NewCandidate("env", cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := NewEngine(time.Second, cand)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts, err := Read(t.Context(), Range{Topic: "events", From: start, To: start.Add(20 * time.Minute)}, e.RouteAt, nil,
+				kgo.SeedBrokers(c.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := e.Report(5)
+			total := r.Candidates[0].Total
+			if total.Records != 601 || total.Limited != 0 || len(parts) != 1 || parts[0].End != 601 {
+				t.Errorf("-from start -to start+20m: %d records, %d limited, offsets %v; want the 601, none limited, offsets to 601", total.Records, total.Limited, parts)
+			}
+			if !r.To.Before(start.Add(10 * time.Minute)) {
+				t.Errorf("the replay's clock ended at %s, past the range's records", r.To)
+			}
+		})
 	}
 }
