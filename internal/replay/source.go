@@ -216,12 +216,12 @@ type queue struct {
 	// stable offset past hint, as a record stamped far ahead can put hint early
 	// (merge.ready). Once the partition ends, hard is its end.
 	hint, hard int64
-	next   int64 // the offset after the last one received
-	recs   []*kgo.Record
-	head   int64 // recs[0]'s replay time in Unix ns, set by ready
-	start  bool  // past the records before -from
-	paused bool
-	ended  bool // its fetches paused for good
+	next       int64 // the offset after the last one received
+	recs       []*kgo.Record
+	head       int64 // recs[0]'s replay time in Unix ns, set by ready
+	start      bool  // past the records before -from
+	paused     bool
+	ended      bool // its fetches paused for good
 }
 
 // exhausted reports whether q has received every record it may read.
