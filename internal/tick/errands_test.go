@@ -104,3 +104,67 @@ func TestFlushWritesPastAFailedInstance(t *testing.T) {
 		t.Errorf("instance 1 holds %d of its %d teams' counts after the flush, want all", written, len(healthy))
 	}
 }
+
+// TestHungSecondInstanceKeepsErrands: with instance 1 of two hung, the fleet count and the
+// clock check still reach instance 0, which answers. Given the tick's deadline, which the
+// write phase to instance 1 uses up, they ran under an expired context on every tick while
+// it hung: no gate counted itself in the fleet (a gate starting then took the fleet for
+// one, and its floors for the whole fleet's), the live key expired, the clock offset went
+// unmeasured, and nothing said so. (Found by a reviewing helper.)
+func TestHungSecondInstanceKeepsErrands(t *testing.T) {
+	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t)}
+	const interval = 400 * time.Millisecond
+	const prefix = "hung2"
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0 := srvs[0].Client(t)
+	tk, err := New(l, []redis.UniversalClient{c0, srvs[1].Client(t)}, Config{TickInterval: interval, KeyPrefix: prefix}, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	team := "t0"
+	for i := 1; InstanceFor(team, 2) != 1; i++ {
+		team = fmt.Sprintf("t%d", i)
+	}
+	// A count for instance 1 every tick: its write phase waits for it to the deadline.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for tc := time.NewTicker(interval / 4); ; {
+			select {
+			case <-stop:
+				tc.Stop()
+				return
+			case <-tc.C:
+				l.Check(team, 1)
+			}
+		}
+	}()
+	srvs[1].Pause(t)
+	defer srvs[1].Resume(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	first := time.Now().UnixNano() / int64(FleetSlot) // counted before the first tick
+	go func() { tk.Run(ctx); close(done) }()
+	defer func() { cancel(); srvs[1].Resume(t); <-done }()
+	bg := context.Background()
+	counted := func() bool {
+		for s := first + 1; s <= first+3; s++ {
+			if n, _ := c0.Exists(bg, FleetKeyFor(prefix, s)).Result(); n == 1 {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		live, _ := c0.Exists(bg, LiveKeyFor(prefix)).Result()
+		if live == 1 && counted() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s of ticks with instance 1 hung, instance 0 holds the live key: %v, a fleet count after the first slot: %v; want both", live == 1, counted())
+		}
+	}
+}

@@ -241,8 +241,8 @@ func (t *Ticker) Run(ctx context.Context) {
 		if !wait(at) {
 			break
 		}
-		// One deadline for both phases and the errands after them: a node that hangs costs
-		// its teams this tick, never the next tick's start.
+		// One deadline for both phases: a node that hangs costs its teams this tick, never
+		// the next tick's start.
 		tctx, cancel := context.WithDeadline(ctx, at.Add(t.cfg.TickTimeout))
 		if t.onPhase != nil {
 			t.onPhase(partWrites, at, false)
@@ -259,12 +259,16 @@ func (t *Ticker) Run(ctx context.Context) {
 			t.onPhase(partReads, at, false)
 		}
 		t.ReadPhase(tctx)
-		// The errands that ask instance 0 (the fleet count, the minute's clock check) keep
-		// the tick's deadline too: with their own, a hung instance 0 held the loop past the
-		// next boundary, and Run skipped every other tick for every instance.
-		t.checkClock(tctx)
-		t.countFleet(tctx, time.Now())
 		cancel()
+		// The errands that ask instance 0 (the fleet count, the minute's clock check) end
+		// an eighth of an interval before the next boundary: with a timeout of their own, a
+		// hung instance 0 held the loop past it, and Run skipped every other tick for every
+		// instance; with the tick's deadline, which a hung other instance uses up, they
+		// never ran while it hung, though instance 0 answers.
+		ectx, ecancel := context.WithDeadline(ctx, at.Add(t.cfg.TickInterval-t.cfg.TickInterval/8))
+		t.checkClock(ectx)
+		t.countFleet(ectx, time.Now())
+		ecancel()
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
 	defer cancel()
