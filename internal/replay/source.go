@@ -219,6 +219,7 @@ type queue struct {
 	next       int64 // the offset after the last one received
 	recs       []*kgo.Record
 	head       int64 // recs[0]'s replay time in Unix ns, set by ready
+	scan       int   // recs[:scan] are known not to end the range (findEnd)
 	start      bool  // past the records before -from
 	paused     bool
 	ended      bool // its fetches paused for good
@@ -315,6 +316,45 @@ func (m *merge) add(p int32, recs []*kgo.Record) {
 	}
 	m.offsets += q.next - next
 	m.total += max(q.next, q.hint) - max(next, q.hint) // read past where -to was found
+	m.findEnd(q)
+}
+
+// findEnd ends q, read past where -to was found, at its first record there whose replay
+// time is -to or later, as soon as that record and the next are queued: the partition's
+// fetches then stop (Read pauses it) rather than going on until the merge reaches its
+// end, each fetch held, up to maxQueued records, and counted in the progress's total.
+func (m *merge) findEnd(q *queue) {
+	if m.to == 0 || q.hard <= q.hint {
+		return
+	}
+	for i := q.scan; i < len(q.recs); i++ {
+		r := q.recs[i]
+		if r.Offset < q.hint {
+			q.scan = i + 1
+			continue
+		}
+		at := r.Timestamp.UnixNano()
+		switch {
+		case i+1 < len(q.recs):
+			at = min(at, q.recs[i+1].Timestamp.UnixNano())
+		case !q.exhausted():
+			return // its time waits on the next record
+		}
+		if at >= m.to {
+			m.end(q, r.Offset)
+			clear(q.recs[i:])
+			q.recs = q.recs[:i]
+			return
+		}
+		q.scan = i + 1
+	}
+}
+
+// end ends q at offset off: what was read from there goes uncounted.
+func (m *merge) end(q *queue, off int64) {
+	m.offsets -= q.next - off
+	m.total -= q.next - off
+	q.hard, q.next, q.scan = off, off, 0
 }
 
 // ready readies q's first record to go, its replay time in q.head, and reports whether
@@ -337,10 +377,8 @@ func (m *merge) ready(q *queue) bool {
 		}
 		q.start = true
 		if m.to != 0 && r.Offset >= q.hint && at >= m.to {
-			// The range's end: what was read past it goes uncounted.
-			m.offsets -= q.next - r.Offset
-			m.total -= q.next - r.Offset
-			q.hard, q.next = r.Offset, r.Offset
+			// The range's end (found here when the partition was read to its end only).
+			m.end(q, r.Offset)
 			q.recs = nil
 			return false
 		}
@@ -354,6 +392,7 @@ func (m *merge) ready(q *queue) bool {
 func (q *queue) pop() {
 	q.recs[0] = nil
 	q.recs = q.recs[1:]
+	q.scan = max(q.scan-1, 0)
 	if len(q.recs) == 0 {
 		q.recs = q.recs[:0:0] // let the fetch's array go
 	}

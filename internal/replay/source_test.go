@@ -377,3 +377,60 @@ func TestReadRecordStampedAhead(t *testing.T) {
 		})
 	}
 }
+
+// With -to, a partition whose range ends sooner than the others' (a quiet partition
+// beside a busy one) stops at its end as soon as its fetch holds the record there and the
+// next: read on past the offset ListOffsets found -to at (for a record stamped far ahead
+// there), it went on fetching until the merge reached its end, up to maxQueued records
+// held, and the progress's total grew with them (46,057 for a range of 1,610). (Found by a
+// reviewing helper.)
+func TestReadStopsAtTheEndOfTo(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "events"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	to := start.Add(10 * time.Minute)
+	var recs []*kgo.Record
+	for i := range 10 { // partition 0: 10 records just before -to, then 60,000 past it
+		r := event("a", "u", 10*time.Minute-time.Duration(10-i)*time.Second)
+		r.Partition = 0
+		recs = append(recs, r)
+	}
+	for i := range 60_000 {
+		r := event("a", "u", 20*time.Minute+time.Duration(i)*time.Millisecond)
+		r.Partition = 0
+		recs = append(recs, r)
+	}
+	pad := strings.Repeat("x", 4096) // partition 1: 1,600 records of 4 KB, slower to fetch
+	for i := range 1600 {
+		r := event("b", "u", time.Duration(i)*9*time.Minute/1600)
+		r.Value = []byte(`{"team_id":"b","pad":"` + pad + `"}`)
+		r.Partition = 1
+		recs = append(recs, r)
+	}
+	for i := range recs {
+		recs[i].Timestamp = recs[i].Timestamp.Truncate(time.Millisecond)
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var maxTotal int64
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	parts, err := Read(ctx, Range{Topic: "events", To: to}, func(*kgo.Record, time.Time) { n++ },
+		func(p Progress) { maxTotal = max(maxTotal, p.Total) },
+		kgo.SeedBrokers(c.ListenAddrs()...), kgo.FetchMaxPartitionBytes(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1610 || parts[0].End != 10 || parts[1].End != 1600 {
+		t.Fatalf("read %d records to %v, want 1610 to 0:10 1:1600", n, parts)
+	}
+	if maxTotal > 1610 {
+		t.Errorf("progress said %d offsets to read at most, for a range of 1,610: partition 0 was read on past its end", maxTotal)
+	}
+}
