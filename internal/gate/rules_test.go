@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,13 +342,13 @@ func TestRulesReloadKeepsCountingRedirects(t *testing.T) {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{c.Primaries[0].Addr()}})
 	defer rdb.Close()
 	written := func(team string) bool {
-		keys := 0
+		var keys atomic.Int64 // ForEachMaster asks the primaries at once
 		_ = rdb.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
 			ks, err := n.Keys(ctx, "gate:rule:team:*:"+team+":*").Result()
-			keys += len(ks)
+			keys.Add(int64(len(ks)))
 			return err
 		})
-		return keys > 0
+		return keys.Load() > 0
 	}
 	// The first rule set's tick writes, and so makes the node clients.
 	send("t1")
