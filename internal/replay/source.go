@@ -11,9 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Range is what a replay reads from Topic: every partition's records from From to To
-// (record times, found through ListOffsets; zero: the partition's start, and its last
-// stable offset when the read begins), or, when Offsets is set, exactly those offsets.
+// Range is what a replay reads from Topic: every partition's records whose replay times
+// (merge) are from From to To (found through ListOffsets, then by the records read; zero:
+// the partition's start, and its last stable offset when the read begins), or, when
+// Offsets is set, exactly those offsets.
 type Range struct {
 	Topic    string
 	From, To time.Time
@@ -41,9 +42,10 @@ const stallAfter = 10 * time.Second
 const maxQueued = 50_000
 
 // Read reads rng with a client of opts of its own: it joins no group, commits nothing and
-// produces nothing. It hands every record to fn once, in record-time order across
-// partitions (ties by partition, then offset), so that two reads of a range replay it
-// alike, and progress, if not nil, after every fetch (the caller paces what it shows)
+// produces nothing. It hands every record to fn once with its replay time, in
+// replay-time order across partitions (ties by partition, then offset; see merge), so
+// that two reads of a range replay it alike, and progress, if not nil, after every fetch
+// (the caller paces what it shows)
 // and once at the end. It reads committed records only,
 // as the gate does, and returns the offsets it read. It stops early when ctx is done,
 // returning ctx's error with the offsets read so far.
