@@ -105,6 +105,8 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 	if part&partWrites != 0 {
 		for _, b := range p.batches {
 			switch {
+			case b.out == outRefused && b.err == nil:
+				p.failedWrites += len(b.items) // behind a batch not applied, noted as its own
 			case b.out == outRefused || b.out == outUnknown:
 				p.failedWrites += len(b.items)
 				note(b.err)
@@ -144,6 +146,9 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 // queueWrites queues the plan's count batches and hold flags on its pipelines.
 func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipeliner) {
 	seqTTL := t.seqTTL()
+	for _, li := range p.lanes {
+		t.lanes[li].queued = 0
+	}
 	for _, b := range p.batches {
 		ln := &t.lanes[b.lane]
 		pipe := pipes[t.partOf[b.lane]]
@@ -153,8 +158,10 @@ func (t *Ticker) queueWrites(ctx context.Context, p *plan, pipes []redis.Pipelin
 		}
 		keys := make([]string, 1, 1+len(b.items))
 		keys[0] = ln.key
-		args := make([]any, 3, 3+len(b.items))
-		args[0], args[1], args[2] = b.seq, seqTTL, (b.ttl + KeyTTLMargin).Milliseconds()
+		args := make([]any, 4, 4+len(b.items))
+		// The lane's batch before it in this pipeline, which it must not overtake.
+		args[0], args[1], args[2], args[3] = b.seq, seqTTL, (b.ttl + KeyTTLMargin).Milliseconds(), ln.queued
+		ln.queued = b.seq
 		for _, it := range b.items {
 			keys = append(keys, t.key(it.k.lim, it.k.team, it.k.epoch))
 			args = append(args, it.n)

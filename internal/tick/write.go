@@ -13,12 +13,20 @@ import (
 // writeScript adds one batch of counts to Redis at most once. KEYS[1] is the writer's
 // sequence key on the lane, KEYS[2..] the counters, of any limiters whose counters live
 // as long (limitState.ttlGroup): a gate's rules of one window share its commands; ARGV is the
-// batch's sequence number, the sequence key's TTL and the counters' TTL in ms, then each
-// counter's increment.
+// batch's sequence number, the sequence key's TTL and the counters' TTL in ms, the number
+// of the lane's batch before it in the same pipeline (0: none), then each counter's
+// increment.
 //
 // A batch whose number is not above the one the lane last took is a repeat of a batch
 // already applied (its first reply was lost: a timeout, a stall, a broken connection) and
-// changes nothing: that is what makes a write safe to send again. The sequence number is
+// changes nothing: that is what makes a write safe to send again. That holds only while a
+// lane's batches are applied in the order of their numbers, and one pipeline can hold
+// several of a lane's (a tick's counts past KeysPerCommand, or of limits of other
+// lifetimes): when one is not run (TRYAGAIN on a slot in migration, kept in doubt with its
+// number), a later one applied past it would make its resend look applied, its counts
+// never written. So a batch whose predecessor in the pipeline has not been applied is not
+// applied either ({2, last}: refused, its counts go in a new batch), and the predecessor's
+// resend finds the lane where it left it. The sequence number is
 // set before any counter, with redis.call, so a refusal (OOM, READONLY, MISCONF) stops the
 // script before it changes anything. A counter that fails on its own (a key of the wrong
 // type) is skipped with redis.pcall and its position returned, so its count is kept and
@@ -31,7 +39,8 @@ import (
 // What the script costs Redis, against INCRBY + EXPIRE per count: docs/benchmarks.md.
 //
 // Reply: {1, last, position, error, position, error...} when applied, for each counter
-// that failed; {0, last} when a repeat; last is the number the lane held before. A last
+// that failed; {0, last} when a repeat; {2, last} when its predecessor was not applied;
+// last is the number the lane held before. A last
 // below a number this writer saw applied means Redis lost batches it had acknowledged (a
 // failover promoted a replica that had not received them, or Redis restarted without
 // them): the tick sends those again from what it kept (Config.KeepConfirmed).
@@ -39,12 +48,13 @@ const writeScript = `
 local seq = tonumber(ARGV[1])
 local last = tonumber(redis.call('GET', KEYS[1]) or '0')
 if seq <= last then return {0, last} end
+if last < tonumber(ARGV[4]) then return {2, last} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local ttl = ARGV[3]
 local pcall = redis.pcall
 local out = {1, last}
 for i = 2, #KEYS do
-  local a = ARGV[i+2]
+  local a = ARGV[i+3]
   local v = pcall('INCRBY', KEYS[i], a)
   if v == tonumber(a) then
     pcall('PEXPIRE', KEYS[i], ttl)
@@ -97,6 +107,9 @@ type lane struct {
 	// it is reported as beyond recovery.
 	forgot     uint64
 	forgotTick uint64
+	// queued is the number of the lane's last batch queued in the pipeline being built
+	// (queueWrites): the next one must not be applied unless it was (writeScript).
+	queued uint64
 }
 
 // batch is one run of writeScript: up to KeysPerCommand counts of one lane and limiter.
@@ -159,15 +172,18 @@ func (b *batch) result(cluster bool) (outcome, []int64, error) {
 		return outUnknown, nil, fmt.Errorf("sync: short reply from the write script: %v", v)
 	}
 	b.last, _ = v[1].(int64)
-	if x, _ := v[0].(int64); x == 0 {
+	switch x, _ := v[0].(int64); x {
+	case 0:
 		return outDuplicate, nil, nil
+	case 2:
+		return outRefused, nil, nil // its predecessor's failure is the one to report
 	}
 	var failed []int64
 	for j := 2; j+1 < len(v); j += 2 {
 		if i, ok := v[j].(int64); ok {
 			failed = append(failed, i)
 			if args := b.cmd.Args(); err == nil && 3+int(i) < len(args) {
-				err = fmt.Errorf("writing %v: %v", args[3+int(i)], v[j+1]) // args: evalsha, sha, numkeys, KEYS...
+				err = fmt.Errorf("writing %v: %v", args[3+int(i)], v[j+1]) // args: eval, script, numkeys, KEYS...
 			}
 		}
 	}
