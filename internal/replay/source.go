@@ -216,7 +216,7 @@ type queue struct {
 	// hint is where ListOffsets found -to, or End when End is exact (the last stable
 	// offset, or -offsets); hard the offset the partition may be read to: End, or the last
 	// stable offset past hint, as a record stamped far ahead can put hint early
-	// (merge.ready). Once the partition ends, hard is its end.
+	// (merge.findEnd). Once the partition ends, hard is its end.
 	hint, hard int64
 	next       int64 // the offset after the last one received
 	recs       []*kgo.Record
@@ -335,12 +335,9 @@ func (m *merge) findEnd(q *queue) {
 			q.scan = i + 1
 			continue
 		}
-		at := r.Timestamp.UnixNano()
-		switch {
-		case i+1 < len(q.recs):
-			at = min(at, q.recs[i+1].Timestamp.UnixNano())
-		case !q.exhausted():
-			return // its time waits on the next record
+		at, ok := q.replayTime(i)
+		if !ok {
+			return
 		}
 		if at >= m.to {
 			m.end(q, r.Offset)
@@ -352,6 +349,19 @@ func (m *merge) findEnd(q *queue) {
 	}
 }
 
+// replayTime is q.recs[i]'s replay time in Unix ns: its timestamp, or the partition's
+// next record's when that is earlier; false while the next record may yet come.
+func (q *queue) replayTime(i int) (int64, bool) {
+	at := q.recs[i].Timestamp.UnixNano()
+	switch {
+	case i+1 < len(q.recs):
+		return min(at, q.recs[i+1].Timestamp.UnixNano()), true
+	case q.exhausted():
+		return at, true
+	}
+	return 0, false
+}
+
 // end ends q at offset off: what was read from there goes uncounted.
 func (m *merge) end(q *queue, off int64) {
 	m.offsets -= q.next - off
@@ -361,29 +371,19 @@ func (m *merge) end(q *queue, off int64) {
 
 // ready readies q's first record to go, its replay time in q.head, and reports whether
 // there is one: false when q has none, or one whose time waits on the next record. It
-// drops the records before -from a partition starts with, and ends the partition at its
-// first record past the offset -to was found at whose replay time is -to or later.
+// drops the records before -from a partition starts with; its end at -to is found as the
+// records come (findEnd).
 func (m *merge) ready(q *queue) bool {
 	for len(q.recs) > 0 {
-		if len(q.recs) == 1 && !q.exhausted() {
+		at, ok := q.replayTime(0)
+		if !ok {
 			return false
-		}
-		r := q.recs[0]
-		at := r.Timestamp.UnixNano()
-		if len(q.recs) > 1 {
-			at = min(at, q.recs[1].Timestamp.UnixNano())
 		}
 		if !q.start && at < m.from {
 			q.pop()
 			continue
 		}
 		q.start = true
-		if m.to != 0 && r.Offset >= q.hint && at >= m.to {
-			// The range's end (found here when the partition was read to its end only).
-			m.end(q, r.Offset)
-			q.recs = nil
-			return false
-		}
 		q.head = at
 		return true
 	}
