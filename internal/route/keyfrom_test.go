@@ -441,22 +441,3 @@ func (k *KeyFrom) teamFailure(rec *kgo.Record, s *Scratch, maxKey int) (string, 
 	return team, s.why
 }
 
-// TestPlainKeyPart checks the word-at-a-time scan against strings.ContainsAny for every
-// length around the word's and every place of a ':' or a '%', and bytes near both.
-func TestPlainKeyPart(t *testing.T) {
-	t.Parallel()
-	for n := range 25 {
-		base := strings.Repeat("a9;$&\xff", 5)[:n]
-		if !plainKeyPart(base) {
-			t.Errorf("%q: not plain", base)
-		}
-		for i := range n {
-			for _, c := range []byte{':', '%', ';', '$', 0x3A | 0x80, 0x25 | 0x80} {
-				v := base[:i] + string(c) + base[i+1:]
-				if got, want := plainKeyPart(v), !strings.ContainsAny(v, ":%"); got != want {
-					t.Errorf("plainKeyPart(%q) = %v, want %v", v, got, want)
-				}
-			}
-		}
-	}
-}
