@@ -440,4 +440,3 @@ func (k *KeyFrom) teamFailure(rec *kgo.Record, s *Scratch, maxKey int) (string, 
 	}
 	return team, s.why
 }
-
