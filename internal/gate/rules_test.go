@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/route"
@@ -178,16 +179,7 @@ func testRulesFleet(t *testing.T, env map[string]string, keysOf func(context.Con
 func TestRulesFileReload(t *testing.T) {
 	srv := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
-	write := func(s string) {
-		t.Helper()
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(s string) { t.Helper(); writeRules(t, path, s) }
 	userRule := func(name string, threshold int) string {
 		return fmt.Sprintf("rules:\n  - {name: %s, key: json:team_id+distinct_id, limits: [1m:%d]}\n", name, threshold)
 	}
@@ -197,17 +189,8 @@ func TestRulesFileReload(t *testing.T) {
 		"GATE_REDIS_URLS":    srv.URL(),
 		"GATE_RULES_FILE":    path,
 	})
-	log := slog.New(slog.DiscardHandler)
-	g, err := New(cfg, log, Options{Writer: "reload-test", RulesReload: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.CloseRedis(log)
-	defer g.Consumer.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); g.RunTick(ctx) }()
-	defer func() { cancel(); <-done }()
+	g := startReloading(t, cfg, "reload-test")
+	ctx := context.Background()
 
 	router := switchRouter{g}
 	send := func(n int) map[string]int {
@@ -222,17 +205,9 @@ func TestRulesFileReload(t *testing.T) {
 	if got := send(10); got[cfg.AcceptedTopic] != 5 || got[cfg.OverflowTopic] != 5 {
 		t.Fatalf("under 5 a minute: %v", got)
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited 30s for %s", what)
-			}
-		}
-	}
 	first := g.gen.Load()
 	write(userRule("user", 1000))
-	waitFor("the edit to be in use", func() bool { return g.gen.Load() != first })
+	waitFor(t, "the edit to be in use", func() bool { return g.gen.Load() != first })
 	// The first generation's 10 reach Redis by its final flush, a tick after the swap.
 	rdb := srv.Client(t)
 	sum := func(pattern string) int {
@@ -249,46 +224,27 @@ func TestRulesFileReload(t *testing.T) {
 		}
 		return n
 	}
-	waitFor("the old generation's counts in Redis", func() bool { return sum("gate:rule:user:t1:u1:*") >= 10 })
+	waitFor(t, "the old generation's counts in Redis", func() bool { return sum("gate:rule:user:t1:u1:*") >= 10 })
 	if got := send(10); got[cfg.AcceptedTopic] != 10 {
 		t.Errorf("under 1000 a minute: %v", got)
 	}
 
 	second := g.gen.Load()
 	write("rules:\n  - {name: user, key: json:team_id+distinct_id, limits: [1m:zero]}\n")
-	waitFor("the bad edit to be counted", func() bool {
-		return counterValue(t, g, "gate_rules_loads_total", "error") == 1
+	waitFor(t, "the bad edit to be counted", func() bool {
+		return labelValue(t, g, "gate_rules_loads_total", "result", "error") == 1
 	})
 	if g.gen.Load() != second {
 		t.Fatal("a bad edit replaced the rules")
 	}
 	write(userRule("user-v2", 3))
-	waitFor("the renamed rule to be in use", func() bool { return g.gen.Load() != second })
+	waitFor(t, "the renamed rule to be in use", func() bool { return g.gen.Load() != second })
 	if got := send(5); got[cfg.AcceptedTopic] != 3 {
 		t.Errorf("the renamed rule, 3 a minute under new keys: %v", got)
 	}
 	if rs := g.CurrentRules(); len(rs) != 1 || rs[0].Name != "user-v2" || rs[0].KeyPrefixes[0] != "gate:rule:user-v2" {
 		t.Errorf("rules in use: %+v", rs)
 	}
-}
-
-// counterValue is the value of the counter name{result} on g's registry (0: none).
-func counterValue(t *testing.T, g *Gate, name, result string) float64 {
-	t.Helper()
-	mfs, err := g.Reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if mf.GetName() == name && l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // A rules gate on Redis Cluster counts the redirects of its ticks after a reload too. The
@@ -301,13 +257,7 @@ func TestRulesReloadKeepsCountingRedirects(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	write := func(threshold int) {
 		t.Helper()
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, fmt.Appendf(nil, "rules:\n  - {name: team, key: json:team_id, limits: [1m:%d]}\n", threshold), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			t.Fatal(err)
-		}
+		writeRules(t, path, fmt.Sprintf("rules:\n  - {name: team, key: json:team_id, limits: [1m:%d]}\n", threshold))
 	}
 	write(1000)
 	cfg := load(t, map[string]string{
@@ -316,28 +266,11 @@ func TestRulesReloadKeepsCountingRedirects(t *testing.T) {
 		"GATE_REDIS_MODE":    "cluster",
 		"GATE_RULES_FILE":    path,
 	})
-	log := slog.New(slog.DiscardHandler)
-	g, err := New(cfg, log, Options{Writer: "redirects-test", RulesReload: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.CloseRedis(log)
-	defer g.Consumer.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); g.RunTick(ctx) }()
-	defer func() { cancel(); <-done }()
+	g := startReloading(t, cfg, "redirects-test")
+	ctx := context.Background()
 	send := func(team string) {
 		var out kgo.Record
 		switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: fmt.Appendf(nil, `{"team_id":%q}`, team)}, &route.Scratch{}, &out)
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited 30s for %s", what)
-			}
-		}
 	}
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{c.Primaries[0].Addr()}})
 	defer rdb.Close()
@@ -352,10 +285,10 @@ func TestRulesReloadKeepsCountingRedirects(t *testing.T) {
 	}
 	// The first rule set's tick writes, and so makes the node clients.
 	send("t1")
-	waitFor("t1's count in Redis", func() bool { return written("t1") })
+	waitFor(t, "t1's count in Redis", func() bool { return written("t1") })
 	first := g.gen.Load()
 	write(2000)
-	waitFor("the edit to be in use", func() bool { return g.gen.Load() != first })
+	waitFor(t, "the edit to be in use", func() bool { return g.gen.Load() != first })
 
 	// A team of another slot, none of whose keys exist yet: the slot may simply be
 	// reassigned, and the client's slot map is then stale for it.
@@ -380,10 +313,10 @@ func TestRulesReloadKeepsCountingRedirects(t *testing.T) {
 		}
 	}
 	send(t2)
-	waitFor("the second rule set's MOVED counted", func() bool {
+	waitFor(t, "the second rule set's MOVED counted", func() bool {
 		return labelValue(t, g, "gate_limiter_redis_redirects_total", "kind", "moved") >= 1
 	})
-	waitFor(t2+"'s count in Redis", func() bool { return written(t2) })
+	waitFor(t, t2+"'s count in Redis", func() bool { return written(t2) })
 }
 
 // labelValue is the value of the counter name{label=value} on g's registry (0: none).
@@ -403,4 +336,43 @@ func labelValue(t *testing.T, g *Gate, name, label, value string) float64 {
 		}
 	}
 	return 0
+}
+
+// writeRules replaces the rules file at path with text in one rename, as a ConfigMap's
+// update does, so that a reload never reads it half written.
+func writeRules(t *testing.T, path, text string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startReloading builds a gate of cfg (its rules file read again every 50 ms) and runs its
+// tick until the test ends.
+func startReloading(t *testing.T, cfg config.Config, writer string) *Gate {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	g, err := New(cfg, log, Options{Writer: writer, RulesReload: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.RunTick(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; g.Consumer.Close(); g.CloseRedis(log) })
+	return g
+}
+
+// waitFor polls cond until it holds, failing the test after 30 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for %s", what)
+		}
+	}
 }
