@@ -1,36 +1,17 @@
 package endpoints
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/redistest"
 )
-
-// syncBuffer is a bytes.Buffer the probes' goroutines may log to at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
 
 // TestReadinessWarnsOfEviction: an instance with maxmemory and an evicting policy is
 // named in one warning when it first answers (Redis would drop the gate's counters and
@@ -52,7 +33,7 @@ func TestReadinessWarnsOfEviction(t *testing.T) {
 		clients = append(clients, c)
 		urls = append(urls, srv.Addr())
 	}
-	var logs syncBuffer
+	var logs faulttest.Buffer
 	r := &Readiness{clients: clients, urls: urls, timeout: 10 * time.Second, up: make([]bool, len(clients)),
 		log: slog.New(slog.NewTextHandler(&logs, nil))}
 	r.Run(ctx)
