@@ -21,16 +21,8 @@ import (
 // the loop came round and Run skipped it: the teams on the healthy instance were written
 // every other interval.
 func TestHungFirstInstanceSkipsNoTick(t *testing.T) {
-	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t)}
 	const interval = 800 * time.Millisecond // the loop has an eighth of it to spare: 100 ms on a loaded machine
-	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(l, []redis.UniversalClient{srvs[0].Client(t), srvs[1].Client(t)}, Config{TickInterval: interval, KeyPrefix: "hung"}, prometheus.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srvs, _, tk := twoInstances(t, Config{TickInterval: interval, KeyPrefix: "hung"})
 	boundaries := make(chan time.Time, 1000)
 	tk.onPhase = func(part int, boundary time.Time, ended bool) {
 		if part == partWrites && !ended {
@@ -64,15 +56,7 @@ func TestHungFirstInstanceSkipsNoTick(t *testing.T) {
 // instance 1's counts past that tick's key budget were never written, though instance 1
 // answered every time.
 func TestFlushWritesPastAFailedInstance(t *testing.T) {
-	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t)}
-	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(l, []redis.UniversalClient{srvs[0].Client(t), srvs[1].Client(t)}, Config{KeysPerTick: 40, KeyPrefix: "flush"}, prometheus.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srvs, l, tk := twoInstances(t, Config{KeysPerTick: 40, KeyPrefix: "flush"})
 	var healthy []string
 	for i := 0; len(healthy) < 50; i++ {
 		team := fmt.Sprintf("team-%d", i)
@@ -112,18 +96,10 @@ func TestFlushWritesPastAFailedInstance(t *testing.T) {
 // one, and its floors for the whole fleet's), the live key expired, the clock offset went
 // unmeasured, and nothing said so. (Found by a reviewing helper.)
 func TestHungSecondInstanceKeepsErrands(t *testing.T) {
-	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t)}
 	const interval = 400 * time.Millisecond
 	const prefix = "hung2"
-	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srvs, l, tk := twoInstances(t, Config{TickInterval: interval, KeyPrefix: prefix})
 	c0 := srvs[0].Client(t)
-	tk, err := New(l, []redis.UniversalClient{c0, srvs[1].Client(t)}, Config{TickInterval: interval, KeyPrefix: prefix}, prometheus.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	team := "t0"
 	for i := 1; InstanceFor(team, 2) != 1; i++ {
 		team = fmt.Sprintf("t%d", i)
@@ -167,4 +143,20 @@ func TestHungSecondInstanceKeepsErrands(t *testing.T) {
 			t.Fatalf("after 30 s of ticks with instance 1 hung, instance 0 holds the live key: %v, a fleet count after the first slot: %v; want both", live == 1, counted())
 		}
 	}
+}
+
+// twoInstances is a tick of cfg over two redis-servers (standalone: teams spread by
+// InstanceFor), for one limiter of a minute's window.
+func twoInstances(t *testing.T, cfg Config) ([]*redistest.Server, *limit.Limiter, *Ticker) {
+	t.Helper()
+	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t)}
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{srvs[0].Client(t), srvs[1].Client(t)}, cfg, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srvs, l, tk
 }
