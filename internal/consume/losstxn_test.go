@@ -98,12 +98,7 @@ func TestRetentionGapInOpenTransaction(t *testing.T) {
 	waitFor(t, 30*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "retention") > 0 })
 	// Then a transaction aborts (its produces fail): before, the one the gap was met in,
 	// rewound past what it held.
-	aborted := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted"))
-	fail := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
-	waitFor(t, 30*time.Second, "a transaction aborted", func() bool {
-		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) > aborted
-	})
-	fail.Remove()
+	abortOne(t, env, g)
 	stop() // the input goes quiet: the transaction ends
 	waitFor(t, 30*time.Second, "partition 0 committed to its end", func() bool {
 		return env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 180
@@ -151,12 +146,7 @@ func TestBrokerLossInOpenTransaction(t *testing.T) {
 			if onLoss == DataLossContinue {
 				// A transaction aborts (its produces fail): before, the one the loss was met
 				// in, rewound past the records the broker kept.
-				aborted := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted"))
-				fail := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
-				waitFor(t, 30*time.Second, "a transaction aborted", func() bool {
-					return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) > aborted
-				})
-				fail.Remove()
+				abortOne(t, env, g)
 			}
 			stop() // the input goes quiet: the transaction ends
 			if onLoss == DataLossStop {
@@ -280,4 +270,16 @@ func TestGapOutsideTheOpenTransaction(t *testing.T) {
 		t.Errorf("%v transactions aborted for a gap in a partition none of them held", n)
 	}
 	g.stop(t)
+}
+
+// abortOne makes g's open transaction abort, its produces to the accepted topic failing
+// until it has, then lets them through again.
+func abortOne(t *testing.T, env *gateEnv, g *testGate) {
+	t.Helper()
+	aborted := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted"))
+	fail := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	defer fail.Remove()
+	waitFor(t, 30*time.Second, "a transaction aborted", func() bool {
+		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) > aborted
+	})
 }
