@@ -139,8 +139,10 @@ func benchReplay(b *testing.B, opts ...kgo.Opt) {
 	b.Logf("FIGURES replay %s: consume %.0f records/s, replay %.0f records/s (%d workers; one: %.0f), ratio %.3f", b.Name(), n/tc.Seconds(), n/tr.Seconds(), workers, n/t1.Seconds(), tc.Seconds()/tr.Seconds())
 }
 
-// benchEngine is an engine replaying set on workers workers.
-func benchEngine(b *testing.B, cfg config.Config, set *rules.Set, workers int) *Engine {
+// benchEngine is an engine replaying set (nil: cfg's GATE_* limits) on workers workers,
+// ticking every GATE_TICK_INTERVAL.
+func benchEngine(b testing.TB, cfg config.Config, set *rules.Set, workers int) *Engine {
+	b.Helper()
 	cand, err := NewCandidate("bench", cfg, set)
 	if err != nil {
 		b.Fatal(err)

@@ -353,14 +353,7 @@ func TestReadRecordStampedAhead(t *testing.T) {
 	for _, clk := range []string{"wall", "event"} {
 		t.Run(clk, func(t *testing.T) {
 			cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
-			cand, err := NewCandidate("env", cfg, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := NewEngine(time.Second, cand)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := benchEngine(t, cfg, nil, 1)
 			parts, err := Read(t.Context(), Range{Topic: "events", From: start, To: start.Add(20 * time.Minute)}, e.RouteAt, nil,
 				kgo.SeedBrokers(c.ListenAddrs()...))
 			if err != nil {
