@@ -160,7 +160,7 @@ var rows = []row{
 	{"redis_cpu_s_per_million_events_rules3", nil, "the same, Redis CPU"},
 	{"redis_cpu_rules3_vs_one_rule", ptr(atMost(1.5)), "redis_cpu_s_per_million_events_rules3 ÷ the one rule's (the team), run in lockstep beside it: the keys of the user rule and of the event-type rule (a match) under the floor neither written nor read"},
 	{"redis_commands_rules3_vs_one_rule", ptr(atMost(1.5)), "redis_commands_per_tick_rules3 ÷ the one rule's, in lockstep: a write batch carries counters of every rule of one window, and a lane's hold flags go in one command"},
-	{"rotation_redis_cpu_vs_team_rule", ptr(atMost(1.5)), "BenchmarkRotation (three runs, the means): 20k records/s of 100k Zipf teams × 50 users and one team with a fresh distinct_id on 20% of them, a team+distinct_id rule before the team rule ÷ the team rule alone, in lockstep: Redis CPU per million records"},
+	{"rotation_redis_cpu_vs_team_rule", ptr(atMost(1.5)), "BenchmarkRotation (five runs, the means): 20k records/s of 100k Zipf teams × 50 users and one team with a fresh distinct_id on 20% of them, a team+distinct_id rule before the team rule ÷ the team rule alone, in lockstep: Redis CPU per million records"},
 	{"rotation_gate_cpu_vs_team_rule", ptr(atMost(1.3)), "the same, the process's CPU per record (checks and the tick's client side, the load's generation included in both)"},
 	{"rotation_whole_gate_team_rule_cpu_s_per_million", nil, "BenchmarkRotationGate: the rotation load through the whole gate (kfake, read, route, produce, the tick on redis-server) with the team rule alone: the bench process's CPU seconds per million records, mean over the runs"},
 	{"rotation_whole_gate_user_rule_cpu_s_per_million", nil, "the same with the team_id+distinct_id rule before the team rule"},

@@ -177,6 +177,25 @@ func teamOf(key string) string {
 	return key
 }
 
+// rotatingKey reports whether key is a rotating team's or a collapsed key (checkUntracked
+// answers both without reading the sketch). Candidates are few, as observe says.
+func (l *Limiter) rotatingKey(key string) bool {
+	if l.card == nil || key == "" {
+		return false
+	}
+	if key[len(key)-1] == ':' {
+		return true
+	}
+	if cands := l.card.cands.Load(); cands != nil {
+		for _, c := range *cands {
+			if strings.HasPrefix(key, c.collapsed) && c.rotating.Load() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // observe counts a record of key (hash h, under the floor in epoch ep) toward its team's
 // candidacy and keys, and returns the team's rotation when it is rotating.
 func (l *Limiter) observe(key string, h uint64, ep int64) *rotation {

@@ -124,3 +124,24 @@ func TestEmptyKeyUnderTheFloor(t *testing.T) {
 		t.Errorf("empty key: %+v", d)
 	}
 }
+
+// rotatingKey is what a check asks before it fetches a key's sketch lines: true for a key
+// of a team found rotating and for a collapsed key, false for a steady team's key, for a
+// candidate not (yet) rotating, and on a limiter without a bound on a team's keys.
+func TestRotatingKey(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
+	now := at(time.Second)
+	seq := 0
+	rotate(l, now, "rot", 2000, &seq)
+	rotate(l, now, "cand", 600, &seq) // over half the bound: a candidate, not rotating
+	sweep(t, l, at(2*time.Second))
+	for key, want := range map[string]bool{"rot:id-99999": true, "rot:": true, "ok:user-1": false, "cand:id-1": false, "rotx:id-1": false} {
+		if got := l.rotatingKey(key); got != want {
+			t.Errorf("rotatingKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+	plain, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 10_000, SketchWidth: DefaultSketchWidth})
+	if plain.rotatingKey("rot:") {
+		t.Error("rotatingKey on a limiter without KeyCardinality = true, want false")
+	}
+}

@@ -306,3 +306,36 @@ func TestReadFollowsMove(t *testing.T) {
 }
 
 func hashOf(l *Limiter, team string) uint64 { return maphash.String(l.seed, team) }
+
+// Prefetch reads the index without a lock while inserts grow and rebuild it: it must
+// neither race nor cache anything (Len is the keys checked, not those prefetched), on a
+// limiter past prefetchKeys, one under it and one on the event clock.
+func TestPrefetchCachesNothing(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		keys int
+	}{
+		{"wall", Config{Threshold: 1000, Shards: 4}, prefetchKeys + 4000},
+		{"small", Config{Threshold: 1000, Shards: 4}, 100},
+		{"event", Config{Threshold: 1000, Shards: 4, Clock: EventClock, MaxEventAge: time.Minute}, prefetchKeys + 4000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, _, _ := newTest(t, c.cfg)
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for i := range c.keys {
+					l.CheckAt(at(time.Second), fmt.Sprintf("team-%d", i), 1)
+				}
+			})
+			for i := range 3 * c.keys {
+				l.Prefetch(fmt.Sprintf("absent-%d", i))
+				l.Prefetch(fmt.Sprintf("team-%d", i%c.keys))
+			}
+			wg.Wait()
+			if n := l.Len(); n != c.keys {
+				t.Errorf("Len %d after %d keys checked and others prefetched, want %d", n, c.keys, c.keys)
+			}
+		})
+	}
+}

@@ -521,6 +521,16 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			failed, failedRule, failedKey = kf, i, &st.Key
 			break
 		}
+		if st.prefetchNext {
+			// A per-user rule before the team rule, say: the team's slot comes from memory
+			// while this rule's check waits for its own (the next key is one field the
+			// shared pass found, read already for a composite key of this rule's, or read
+			// now and kept for the next rule; a key it cannot read is read again there).
+			nx := &r.rules[i+1]
+			if v, c := nx.Key.sharedValue(js, 0, s.at, s); c == reasonNone {
+				nx.Limiters[0].Prefetch(v)
+			}
+		}
 		if r.event && !timed {
 			at, timed = r.eventTime(rec), true
 		}

@@ -85,6 +85,10 @@ type ruleState struct {
 	topicGone *atomic.Bool
 	topicName []byte
 	limHdr    [][]byte // with several limits, each one's window as a header value
+	// prefetchNext: the next rule has no match and a key of one top-level JSON field, which
+	// the shared pass found and sharedValue keeps, and so costs next to nothing to read
+	// before this rule's check, for its limiter to prefetch its slot (Limiter.Prefetch).
+	prefetchNext bool
 	// gate_rule_records_total by result, resolved once; nil for the implicit rule. under,
 	// over, ... are the same counters by name.
 	results                                     [numResults]prometheus.Counter
@@ -284,6 +288,11 @@ func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
 	// no shared pass to set up. Otherwise one shared pass reads the fields of them all.
 	first := &r.rules[0]
 	r.plan.shared = readers > 1 || readers == 1 && (first.Key.src != sourceJSON || len(first.Match) > 0)
+	for i := 0; i+1 < len(r.rules) && r.plan.shared; i++ {
+		nx := &r.rules[i+1]
+		r.rules[i].prefetchNext = len(nx.Match) == 0 && nx.Key.src == sourceJSON && len(nx.Key.fields) == 1 &&
+			len(nx.Key.fields[0].parts) == 1 && nx.Key.idx[0] < 64 // a value sharedValue keeps
+	}
 	if !r.named {
 		return nil, nil
 	}

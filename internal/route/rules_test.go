@@ -533,3 +533,98 @@ func TestRulesDecisionsCountedAtFlush(t *testing.T) {
 		}
 	}
 }
+
+// A rule before one whose key is a single top-level field has its limiter prefetch that
+// key's slot (prefetchNext): the record's route, output, rule results and counts are the
+// same with it as without it, for records whose next key is there, missing, escaped, of
+// another type or ambiguous, and for values that are not JSON. The team limiter holds
+// enough keys that Prefetch fetches.
+func TestRulesPrefetchNextRoutesAlike(t *testing.T) {
+	specs := func() []ruleSpec {
+		return []ruleSpec{
+			{Rule{Name: "user", Key: mustKey(t, "json:team_id+distinct_id"), SkipMissing: true, Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 3}}},
+			{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 5}}},
+			{Rule{Name: "token", Key: mustKey(t, "json:token"), SkipMissing: true, Action: ActionTag}, []limit.Config{{Window: time.Minute, Threshold: 2}}},
+		}
+	}
+	on, off := newRuleFixture(t, Config{}, specs()...), newRuleFixture(t, Config{}, specs()...)
+	if !on.r.rules[0].prefetchNext || !on.r.rules[1].prefetchNext || on.r.rules[2].prefetchNext {
+		t.Fatalf("prefetchNext %v %v %v, want the user and team rules' set (a single field follows each)",
+			on.r.rules[0].prefetchNext, on.r.rules[1].prefetchNext, on.r.rules[2].prefetchNext)
+	}
+	for i := range off.r.rules {
+		off.r.rules[i].prefetchNext = false
+	}
+	for _, f := range []*ruleFixture{on, off} {
+		for i := range 20_000 { // past prefetchKeys: the team limiter's Prefetch fetches
+			f.lims["team"][0].CheckAt(t0, fmt.Sprintf("filler-%d", i), 0)
+		}
+	}
+	values := []string{
+		`{"team_id":"t1","distinct_id":"u1","token":"k"}`,
+		`{"distinct_id":"u1","token":"k"}`,
+		`{"team_id":"t\"1","distinct_id":"u:1","token":"k"}`,
+		`{"team_id":{"x":1},"distinct_id":"u1"}`,
+		`{"team_id":"t1","team_id":"t2","distinct_id":"u1"}`,
+		`{"team_id":7,"distinct_id":"u2"}`,
+		`{"team_id":"t1","distinct_id":null,"token":""}`,
+		`{"team_id":"t1",`,
+		`not json`,
+	}
+	var s [2]Scratch
+	for round := range 4 { // past every threshold: overflow and tags too
+		for _, v := range values {
+			var out [2]kgo.Record
+			var o [2]Outcome
+			for k, f := range []*ruleFixture{on, off} {
+				o[k] = f.r.RouteInto(t0, input(v, "key"), &s[k], &out[k])
+			}
+			if o[0] != o[1] {
+				t.Errorf("round %d, %s: outcome %+v with prefetch, %+v without", round, v, o[0], o[1])
+			}
+			if out[0].Topic != out[1].Topic || string(out[0].Value) != string(out[1].Value) || fmt.Sprint(out[0].Headers) != fmt.Sprint(out[1].Headers) {
+				t.Errorf("round %d, %s: output %s %v with prefetch, %s %v without", round, v, out[0].Topic, out[0].Headers, out[1].Topic, out[1].Headers)
+			}
+		}
+	}
+	s[0].Flush()
+	s[1].Flush()
+	for _, rule := range []string{"user", "team", "token"} {
+		for _, res := range resultNames {
+			if a, b := on.ruleCount(rule, res), off.ruleCount(rule, res); a != b {
+				t.Errorf("rule %s %s: %v with prefetch, %v without", rule, res, a, b)
+			}
+		}
+		if a, b := on.counts(rule), off.counts(rule); !maps.Equal(a, b) {
+			t.Errorf("rule %s counted %v with prefetch, %v without", rule, a, b)
+		}
+	}
+}
+
+// prefetchNext is set only where the next rule's key is cheap to read ahead: one
+// top-level JSON field, no match, a shared pass.
+func TestRulesPrefetchNextWhere(t *testing.T) {
+	hi := []limit.Config{{Window: time.Minute, Threshold: limit.MaxThreshold}}
+	rule := func(name, key string, match ...RuleMatch) ruleSpec {
+		return ruleSpec{Rule{Name: name, Key: mustKey(t, key), Match: match, Action: ActionOverflow}, hi}
+	}
+	ev := RuleMatch{Field: mustKey(t, "header:event"), Values: []string{"$pageview"}}
+	for _, c := range []struct {
+		name  string
+		specs []ruleSpec
+		want  []bool
+	}{
+		{"composite then nested", []ruleSpec{rule("a", "json:team_id+distinct_id"), rule("b", "json:properties.team")}, []bool{false, false}},
+		{"then composite", []ruleSpec{rule("a", "json:team_id"), rule("b", "json:team_id+distinct_id")}, []bool{false, false}},
+		{"then matched", []ruleSpec{rule("a", "json:team_id+distinct_id"), rule("b", "json:team_id", ev)}, []bool{false, false}},
+		{"then header", []ruleSpec{rule("a", "json:team_id+distinct_id"), rule("b", "header:team")}, []bool{false, false}},
+		{"then field", []ruleSpec{rule("a", "header:team"), rule("b", "json:team_id")}, []bool{true, false}},
+	} {
+		f := newRuleFixture(t, Config{}, c.specs...)
+		for i, want := range c.want {
+			if got := f.r.rules[i].prefetchNext; got != want {
+				t.Errorf("%s: rule %d prefetchNext %v, want %v", c.name, i, got, want)
+			}
+		}
+	}
+}

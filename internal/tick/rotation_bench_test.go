@@ -127,6 +127,11 @@ func (g *rotation) second(b *testing.B, load *rotLoad, now time.Time, measured b
 		if i%rotBatch == rotBatch-1 {
 			g.flushTallies()
 		}
+		if g.user != nil {
+			// As the router does with a team rule after the user rule (route's
+			// prefetchNext): the team's slot is fetched while the user's check waits.
+			g.team.Prefetch(team)
+		}
 		if g.user != nil && g.user.CheckTally(now, key, 1, &g.userTally).Limited {
 			continue // the user rule sends it away: the team rule does not check it
 		}
