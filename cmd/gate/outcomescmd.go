@@ -20,9 +20,10 @@ const outcomesUsage = `Usage: gate outcomes [-since D] [-top N] [TEAM]
 
 Reads the outcome rows the gates wrote to GATE_OUTCOMES_TOPIC (on GATE_KAFKA_BROKERS,
 with the GATE_KAFKA_TLS_* and GATE_KAFKA_SASL_* settings) from D ago to now, as a
-read_committed consumer, and prints TEAM's history: per interval, its records accepted
-(tagged among them), limited (overflow, a rule's topic, dropped) and by which rule,
-dead-lettered, and the first and last interval it was limited in. Without TEAM, the N
+read_committed consumer, and prints TEAM's history: per interval (each one that ends
+after D ago, whole), its records accepted (tagged among them), limited (overflow, a
+rule's topic, dropped) and by which rule, dead-lettered, skipped as undeliverable
+(GATE_ON_UNDELIVERABLE=skip), and the first and last interval it was limited in. Without TEAM, the N
 teams with the most records limited. TEAM is a team key as the gate reads it (the first
 field of a composite key).
 `
@@ -81,7 +82,18 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		team = args[0]
 		each = func(r *outcome.Row) { rows = append(rows, *r) }
 	}
-	skipped, err := outcome.Scan(ctx, cfg.OutcomesTopic, from, team, each, opts...)
+	// Rows are found by their records' timestamps, when they were sealed: every row of an
+	// interval is sealed after the interval began. Reading from an interval before from
+	// finds every row of each interval that ends after from, the one from falls in whole;
+	// the intervals that ended before it are left out, and so is one that began before
+	// the read did (longer than GATE_OUTCOMES_INTERVAL says), of which rows were missed.
+	scanFrom := from.Add(-cfg.OutcomesInterval)
+	whole := func(r *outcome.Row) {
+		if r.IntervalEnd.After(from) && !r.IntervalStart.Before(scanFrom) {
+			each(r)
+		}
+	}
+	skipped, err := outcome.Scan(ctx, cfg.OutcomesTopic, scanFrom, team, whole, opts...)
 	if err != nil {
 		return err
 	}
@@ -104,17 +116,17 @@ func printHistory(w io.Writer, h outcome.History, topic string, from time.Time) 
 	}
 	t := h.Total
 	fmt.Fprintf(w, "team %s: %s records from %s to %s (gates: %d)\n", h.Team,
-		outcome.Thousands(t.Accepted+t.Limited+t.DeadLetter), minute(t.Start), minute(t.End), len(h.Gates))
+		outcome.Thousands(t.Accepted+t.Limited+t.DeadLetter+t.Skipped), minute(t.Start), minute(t.End), len(h.Gates))
 	if h.FirstLimited.IsZero() {
 		fmt.Fprintln(w, "never limited")
 	} else {
 		fmt.Fprintf(w, "limited from %s to %s: %s records (%s)\n", minute(h.FirstLimited), minute(h.LastLimited), outcome.Thousands(t.Limited), t.LimitedBy())
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INTERVAL\tACCEPTED\tTAGGED\tLIMITED\tDEAD LETTER\tSHADOW OVER\tBY")
+	fmt.Fprintln(tw, "INTERVAL\tACCEPTED\tTAGGED\tLIMITED\tDEAD LETTER\tSKIPPED\tSHADOW OVER\tBY")
 	for _, iv := range h.Intervals {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", minute(iv.Start), outcome.Thousands(iv.Accepted), outcome.Thousands(iv.Tagged),
-			outcome.Thousands(iv.Limited), outcome.Thousands(iv.DeadLetter), outcome.Thousands(iv.ShadowOver), iv.ByString())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", minute(iv.Start), outcome.Thousands(iv.Accepted), outcome.Thousands(iv.Tagged),
+			outcome.Thousands(iv.Limited), outcome.Thousands(iv.DeadLetter), outcome.Thousands(iv.Skipped), outcome.Thousands(iv.ShadowOver), iv.ByString())
 	}
 	return tw.Flush()
 }

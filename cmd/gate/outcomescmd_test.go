@@ -116,3 +116,62 @@ func TestOutcomesCommand(t *testing.T) {
 		t.Errorf("gate outcomes nobody:\n%s", got)
 	}
 }
+
+// -since D shows every interval that ends after D ago whole, the one D ago falls in too,
+// though some of its rows were sealed before D ago; an interval that ended before is left
+// out, and so is one that began before the read could see all of its rows. Records
+// skipped as undeliverable are their own column, not limited. GATE_OUTCOMES_INTERVAL 1h.
+func TestOutcomesSinceWholeIntervals(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	env["GATE_OUTCOMES_TOPIC"], env["GATE_OUTCOMES_INTERVAL"] = "outcomes", "1h"
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	if _, err := kadm.NewClient(admCl).CreateTopic(t.Context(), 1, 1, nil, "outcomes"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 28, 15, 20, 0, 0, time.UTC) // -since 1h: from 14:20
+	h := func(hh, mm int) time.Time { return time.Date(2026, 11, 28, hh, mm, 0, 0, time.UTC) }
+	row := func(start time.Time, length time.Duration, sealed time.Time, out, reason string, n int64) *kgo.Record {
+		r := outcome.Row{Schema: outcome.SchemaVersion, ID: "g1/r/" + sealed.Format("1504") + out, Gate: "g1", IntervalStart: start,
+			IntervalEnd: start.Add(length), Team: "42", Key: "42", Outcome: out, Reason: reason, Records: n}
+		return &kgo.Record{Topic: "outcomes", Key: []byte("42"), Value: outcome.AppendJSON(nil, &r), Timestamp: sealed}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(t.Context(),
+		row(h(13, 0), time.Hour, h(13, 59), "accepted", "allowed", 1),   // ended before from
+		row(h(12, 0), 3*time.Hour, h(13, 30), "accepted", "allowed", 2), // began before the read: partly unseen
+		row(h(14, 0), time.Hour, h(14, 10), "accepted", "allowed", 100), // sealed before from, its interval after
+		row(h(14, 0), time.Hour, h(14, 30), "accepted", "allowed", 50),
+		row(h(15, 0), time.Hour, h(15, 10), "accepted", "allowed", 7),
+		row(h(15, 0), time.Hour, h(15, 11), "dropped", "undeliverable", 4),
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := outcomesCmd(ctx, []string{"-since", "1h", "42"}, getenvFrom(env), nil, clock.NewFake(now), &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	got := stdout.String()
+	for _, want := range []string{
+		"team 42: 161 records from " + minute(h(14, 0)) + " to " + minute(h(16, 0)),
+		"never limited",
+		"SKIPPED",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("gate outcomes -since 1h 42 lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, minute(h(13, 0))) || strings.Contains(got, minute(h(12, 0))) {
+		t.Errorf("gate outcomes -since 1h 42 shows an interval that ended before 14:20, or one it saw only part of:\n%s", got)
+	}
+}

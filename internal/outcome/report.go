@@ -16,12 +16,19 @@ func Limited(outcome string) bool {
 	return outcome == "overflow" || outcome == "dropped" || strings.HasPrefix(outcome, "topic:")
 }
 
+// limitedRow reports whether r's records were kept from the accepted topic by a limit: a
+// record GATE_ON_UNDELIVERABLE=skip skipped (dropped, reason undeliverable) was not.
+func limitedRow(r *Row) bool { return Limited(r.Outcome) && !skippedRow(r) }
+
+func skippedRow(r *Row) bool { return r.Outcome == "dropped" && r.Reason == "undeliverable" }
+
 // Interval is one interval of a team's history: its records by outcome, summed over the
 // rows (gates, partitions, seals) that counted them.
 type Interval struct {
 	Start, End time.Time
-	// Accepted counts tagged records too; Tagged is those of them with a tag.
-	Accepted, Tagged, Limited, DeadLetter, ShadowOver int64
+	// Accepted counts tagged records too; Tagged is those of them with a tag. Skipped is
+	// the records GATE_ON_UNDELIVERABLE=skip skipped: neither limited nor dead-lettered.
+	Accepted, Tagged, Limited, DeadLetter, Skipped, ShadowOver int64
 	// By is what limited or tagged the records, "RULE OUTCOME" (no rule: the gate's
 	// GATE_LIMITS), and shadow rules over, "RULE shadow_over": records each.
 	By map[string]int64
@@ -41,7 +48,8 @@ type History struct {
 // TeamHistory sums rows of team into its history.
 func TeamHistory(rows []Row, team string) History {
 	h := History{Team: team}
-	byStart := map[time.Time]*Interval{}
+	type span struct{ start, end int64 }
+	byStart := map[span]*Interval{}
 	gates := map[string]bool{}
 	for i := range rows {
 		r := &rows[i]
@@ -49,27 +57,31 @@ func TeamHistory(rows []Row, team string) History {
 			continue
 		}
 		gates[r.Gate] = true
-		iv := byStart[r.IntervalStart]
+		k := span{r.IntervalStart.UnixNano(), r.IntervalEnd.UnixNano()}
+		iv := byStart[k]
 		if iv == nil {
 			iv = &Interval{Start: r.IntervalStart, End: r.IntervalEnd, By: map[string]int64{}}
-			byStart[r.IntervalStart] = iv
+			byStart[k] = iv
 		}
 		iv.add(r)
 	}
 	for _, iv := range byStart {
 		h.Intervals = append(h.Intervals, *iv)
 	}
-	slices.SortFunc(h.Intervals, func(a, b Interval) int { return a.Start.Compare(b.Start) })
+	slices.SortFunc(h.Intervals, func(a, b Interval) int { return cmp.Or(a.Start.Compare(b.Start), a.End.Compare(b.End)) })
 	h.Total.By = map[string]int64{}
 	for i, iv := range h.Intervals {
 		if i == 0 {
 			h.Total.Start = iv.Start
 		}
-		h.Total.End = iv.End
+		if iv.End.After(h.Total.End) {
+			h.Total.End = iv.End
+		}
 		h.Total.Accepted += iv.Accepted
 		h.Total.Tagged += iv.Tagged
 		h.Total.Limited += iv.Limited
 		h.Total.DeadLetter += iv.DeadLetter
+		h.Total.Skipped += iv.Skipped
 		h.Total.ShadowOver += iv.ShadowOver
 		for k, n := range iv.By {
 			h.Total.By[k] += n
@@ -78,7 +90,9 @@ func TeamHistory(rows []Row, team string) History {
 			if h.FirstLimited.IsZero() {
 				h.FirstLimited = iv.Start
 			}
-			h.LastLimited = iv.End
+			if iv.End.After(h.LastLimited) {
+				h.LastLimited = iv.End
+			}
 		}
 	}
 	h.Gates = slices.Sorted(maps.Keys(gates))
@@ -96,6 +110,8 @@ func (iv *Interval) add(r *Row) {
 		iv.By[by] += r.Records
 	case r.Outcome == "dead_letter":
 		iv.DeadLetter += r.Records
+	case skippedRow(r):
+		iv.Skipped += r.Records
 	case r.Outcome == "shadow_over":
 		iv.ShadowOver += r.Records
 		iv.By[by] += r.Records
@@ -163,7 +179,7 @@ func (s *Summaries) Add(r *Row) {
 	t.total.add(r)
 	// As TeamHistory's: the first interval with a limited record's start, the last one's
 	// end.
-	if Limited(r.Outcome) && r.Records > 0 {
+	if limitedRow(r) && r.Records > 0 {
 		if t.firstLimited.IsZero() || r.IntervalStart.Before(t.firstLimited) {
 			t.firstLimited = r.IntervalStart
 		}
@@ -185,7 +201,7 @@ func (s *Summaries) Top(n int) []Summary {
 			continue
 		}
 		tt := t.total
-		out = append(out, Summary{Team: team, Records: tt.Accepted + tt.Limited + tt.DeadLetter, Accepted: tt.Accepted, Limited: tt.Limited,
+		out = append(out, Summary{Team: team, Records: tt.Accepted + tt.Limited + tt.DeadLetter + tt.Skipped, Accepted: tt.Accepted, Limited: tt.Limited,
 			DeadLetter: tt.DeadLetter, FirstLimited: t.firstLimited, LastLimited: t.lastLimited, By: tt.LimitedBy()})
 	}
 	slices.SortFunc(out, func(a, b Summary) int { return cmp.Or(cmp.Compare(b.Limited, a.Limited), cmp.Compare(a.Team, b.Team)) })

@@ -1,0 +1,54 @@
+package outcome
+
+import (
+	"testing"
+	"time"
+)
+
+// A history of rows of different intervals (GATE_OUTCOMES_INTERVAL changed while gates rolled)
+// ends, and was last limited, where its latest interval ends, as the summary says.
+func TestHistoryMixedIntervals(t *testing.T) {
+	h0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	rows := []Row{
+		// gate A, hourly rows: limited from 14:00 to 15:00
+		{Team: "42", Key: "42", Outcome: "overflow", Reason: "rate_limited", Gate: "a", IntervalStart: h0, IntervalEnd: h0.Add(time.Hour), Records: 10},
+		// gate B, minute rows: limited in 14:30-14:31
+		{Team: "42", Key: "42", Outcome: "overflow", Reason: "rate_limited", Gate: "b", IntervalStart: h0.Add(30 * time.Minute), IntervalEnd: h0.Add(31 * time.Minute), Records: 1},
+	}
+	h := TeamHistory(rows, "42")
+	s := NewSummaries()
+	for i := range rows {
+		s.Add(&rows[i])
+	}
+	top := s.Top(1)
+	if !h.LastLimited.Equal(h0.Add(time.Hour)) {
+		t.Errorf("TeamHistory LastLimited %s, want %s (the hourly row's end); Summaries says %s",
+			h.LastLimited.Format(time.TimeOnly), h0.Add(time.Hour).Format(time.TimeOnly), top[0].LastLimited.Format(time.TimeOnly))
+	}
+	if !h.Total.End.Equal(h0.Add(time.Hour)) {
+		t.Errorf("TeamHistory Total.End %s, want %s", h.Total.End.Format(time.TimeOnly), h0.Add(time.Hour).Format(time.TimeOnly))
+	}
+}
+
+// Records GATE_ON_UNDELIVERABLE=skip skipped (dropped, undeliverable) are counted as
+// skipped, not limited: a team never limited is not said to be, nor listed among the most
+// limited.
+func TestUndeliverableIsNotLimited(t *testing.T) {
+	h0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	rows := []Row{
+		{Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed", Gate: "a", IntervalStart: h0, IntervalEnd: h0.Add(time.Minute), Records: 10},
+		{Team: "42", Key: "42", Outcome: "dropped", Reason: "undeliverable", Gate: "a", IntervalStart: h0, IntervalEnd: h0.Add(time.Minute), Records: 3},
+	}
+	h := TeamHistory(rows, "42")
+	if !h.FirstLimited.IsZero() || h.Total.Limited != 0 {
+		t.Errorf("team 42 reported limited from %s, %d records (%s); its records were skipped as undeliverable, not limited",
+			h.FirstLimited.Format(time.TimeOnly), h.Total.Limited, h.Total.LimitedBy())
+	}
+	s := NewSummaries()
+	for i := range rows {
+		s.Add(&rows[i])
+	}
+	if top := s.Top(10); len(top) != 0 {
+		t.Errorf("gate outcomes -top lists %+v as limited", top)
+	}
+}
