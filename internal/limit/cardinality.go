@@ -36,8 +36,11 @@ import (
 // collapsed key, the team followed by ':' (no key a record makes can end so: an empty
 // field is missing), at the limiter's threshold: the team is limited as one user would be
 // (CardinalityCollapse). Or the check answers limited without counting, flagged Rotating,
-// for the router to overflow or tag it. Its cached keys, those that reached their floor
-// before, are checked as they are; no other key of it is promoted while it rotates.
+// for the router to overflow or tag it. Each record its mode counts is counted as its
+// key's own in the sketch too (never promoting it while the team rotates), so that when
+// the rotation ends a key's sliding window holds what it sent meanwhile. Its cached keys,
+// those that reached their floor before, are checked as they are; no other key of it is
+// promoted while it rotates.
 
 // CardinalityAction is what becomes of a rotating team's records (Config.OnCardinality).
 type CardinalityAction uint8
@@ -177,23 +180,10 @@ func teamOf(key string) string {
 	return key
 }
 
-// rotatingKey reports whether key is a rotating team's or a collapsed key (checkUntracked
-// answers both without reading the sketch). Candidates are few, as observe says.
-func (l *Limiter) rotatingKey(key string) bool {
-	if l.card == nil || key == "" {
-		return false
-	}
-	if key[len(key)-1] == ':' {
-		return true
-	}
-	if cands := l.card.cands.Load(); cands != nil {
-		for _, c := range *cands {
-			if strings.HasPrefix(key, c.collapsed) && c.rotating.Load() {
-				return true
-			}
-		}
-	}
-	return false
+// collapsedKey reports whether key is a rotating team's collapsed key (ending in ':',
+// which no key a record makes does): always cached, checked without the sketch.
+func (l *Limiter) collapsedKey(key string) bool {
+	return l.card != nil && key != "" && key[len(key)-1] == ':'
 }
 
 // observe counts a record of key (hash h, under the floor in epoch ep) toward its team's

@@ -125,23 +125,54 @@ func TestEmptyKeyUnderTheFloor(t *testing.T) {
 	}
 }
 
-// rotatingKey is what a check asks before it fetches a key's sketch lines: true for a key
-// of a team found rotating and for a collapsed key, false for a steady team's key, for a
-// candidate not (yet) rotating, and on a limiter without a bound on a team's keys.
-func TestRotatingKey(t *testing.T) {
+// collapsedKey is what a check asks before it fetches a key's sketch lines: true for a
+// collapsed key (a rotating team's, always cached), false for any key a record makes,
+// and on a limiter without a bound on a team's keys.
+func TestCollapsedKey(t *testing.T) {
 	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
-	now := at(time.Second)
-	seq := 0
-	rotate(l, now, "rot", 2000, &seq)
-	rotate(l, now, "cand", 600, &seq) // over half the bound: a candidate, not rotating
-	sweep(t, l, at(2*time.Second))
-	for key, want := range map[string]bool{"rot:id-99999": true, "rot:": true, "ok:user-1": false, "cand:id-1": false, "rotx:id-1": false} {
-		if got := l.rotatingKey(key); got != want {
-			t.Errorf("rotatingKey(%q) = %v, want %v", key, got, want)
+	for key, want := range map[string]bool{"rot:": true, "rot:id-1": false, "ok:user-1": false, "": false} {
+		if got := l.collapsedKey(key); got != want {
+			t.Errorf("collapsedKey(%q) = %v, want %v", key, got, want)
 		}
 	}
 	plain, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 10_000, SketchWidth: DefaultSketchWidth})
-	if plain.rotatingKey("rot:") {
-		t.Error("rotatingKey on a limiter without KeyCardinality = true, want false")
+	if plain.collapsedKey("rot:") {
+		t.Error("collapsedKey on a limiter without KeyCardinality = true, want false")
+	}
+}
+
+// A key of a rotating team under its floor is counted as the team's collapsed key while
+// the team rotates, and as its own in the sketch too: when the rotation ends, a user that
+// sent 9,000 records in the window before (threshold 10,000) is admitted what its sliding
+// window leaves, not a whole threshold more (as it was while the sketch held nothing of
+// its records from the rotation).
+func TestRotationReleaseKeepsCollapsedRecords(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
+	seq := 0
+	rotate(l, at(time.Second), "rot", 2000, &seq)
+	if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
+		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
+	}
+	sweep(t, l, at(61*time.Second)) // window 1: still rotating (window 0 had 2,000 keys)
+	// The rotation stops; one user of the team sends 9,000 records, late in window 1.
+	for i := range 9000 {
+		if d := l.CheckAt(at(100*time.Second), "rot:heavy", 1); d.Limited {
+			t.Fatalf("rot:heavy limited at its record %d of 9,000 (threshold 10,000)", i)
+		}
+	}
+	sw := sweep(t, l, at(120*time.Second)) // window 2: window 1 had one key, released
+	if len(sw.Rotations) != 1 || sw.Rotations[0].Started {
+		t.Fatalf("rotations %+v, want rot released", sw.Rotations)
+	}
+	// At 121 s the sliding window still covers 59/60 of window 1: 8,850 of rot:heavy's
+	// records. Room is left for 1,150 more (3% over: 1,450).
+	var admitted int
+	for range 10_000 {
+		if d := l.CheckAt(at(121*time.Second), "rot:heavy", 1); !d.Limited {
+			admitted++
+		}
+	}
+	if admitted > 1450 {
+		t.Errorf("rot:heavy admitted %d more records after 9,000 in the window before, threshold 10,000: want at most 1,450", admitted)
 	}
 }

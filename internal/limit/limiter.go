@@ -263,12 +263,12 @@ func (l *Limiter) CheckTally(now time.Time, team string, n int64, t *Tally) Deci
 func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decision {
 	ns := now.UnixNano()
 	h := maphash.String(l.seed, team)
-	if l.skPrefetch.Load() && !l.rotatingKey(team) {
+	if l.skPrefetch.Load() && !l.collapsedKey(team) {
 		// The lookup and the sketch's lines then miss the caches together, not one
 		// after the other. The window from the span, as checkUntracked has it: a
-		// division costs more than the prefetches. Not for a rotating team's key, which
-		// checkUntracked answers without the sketch: four lines fetched for nothing, a
-		// fifth of the records under identity rotation, pushing out lines that count.
+		// division costs more than the prefetches. Not for a rotating team's collapsed
+		// key, checked from checkUntracked for each of the team's keys: always cached, it
+		// would fetch four lines for nothing.
 		sp := l.span.Load()
 		if sp == nil || ns < sp.start || ns >= sp.end {
 			sp = l.spanAt(ns)

@@ -267,10 +267,16 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 	}
 	// A rotating team's keys under the floor count as its collapsed key, which ends in
 	// ':' (no record's key does) and is checked as any key. Asked first: its keys are
-	// fresh, and the sketch's lines, which miss the processor's caches, need not be read.
+	// fresh, and the sketch's lines need not be read, only added to.
 	if l.card != nil && len(team) > 0 && team[len(team)-1] != ':' {
 		if r := l.observe(team, h, sp.epoch); r != nil {
-			return l.rotatingCheck(ns, h, r, n, tally), true
+			d := l.rotatingCheck(ns, h, r, n, tally)
+			// Counted as its own too, not promoted: when the rotation ends, the key's
+			// sliding window still holds what it was admitted as the collapsed key.
+			if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
+				sl.add(l.sk.cells(h), n)
+			}
+			return d, true
 		}
 	}
 	c := l.sk.cells(h)
@@ -389,9 +395,10 @@ func (l *Limiter) sliding(cur, prev, ns, end int64) int64 {
 
 // demotable reports whether team, cached as e and under half its floor at epoch cur, may
 // go back to the sketch: not with an override (always cached, at its own threshold), nor
-// while held, nor while the sketch still holds its counts from before it was promoted
+// while held, nor while the sketch still holds counts of it from before it was promoted
 // (those were carried into its entry and written: back in the sketch, its next promotion
-// would carry and write them again). After a promotion nothing of the team is added to
+// would carry and write them again), nor while other keys' counts there would promote it
+// again at once. After a promotion nothing of the team is added to
 // the sketch, so that is two windows at most. The caller holds the shard's mutex.
 func (l *Limiter) demotable(e *entry, team string, cur int64) bool {
 	if e.thr.Load()&heldBit != 0 {
@@ -400,7 +407,11 @@ func (l *Limiter) demotable(e *entry, team string, cur int64) bool {
 	if l.overridden(team) {
 		return false
 	}
-	c, p := l.sk.ownCounts(maphash.String(l.seed, team), cur)
+	// The sketch's estimate, not its noise-corrected count: the estimate is what promotes
+	// the key again (checkUntracked), and a key demoted while its estimate is at its floor
+	// would be promoted at its next record with nothing carried, never reaching the read
+	// floor.
+	c, p := l.sk.counts(l.sk.cells(maphash.String(l.seed, team)), cur)
 	return c+p < max(l.untrackedFloor.Load()/8, 1)
 }
 

@@ -460,3 +460,45 @@ func TestOverriddenKeysCarryNoNoise(t *testing.T) {
 		t.Errorf("200 keys with an override of 100, one record each: %d records of noise carried (worst %d)", carried, worst)
 	}
 }
+
+// When the sketch's noise reaches the floor (a high load for its width: here a one-line
+// sketch), every key's estimate is at its floor at its first record, so a key is promoted
+// at once, carried in with its noise-corrected count (about 0). A sweep must not demote
+// it by that corrected count, under an eighth of its floor, while its estimate, which
+// promotes it again at its next record, is at the floor: it would cycle, its level never
+// reaching the read floor, never read, and a key sending 450 records a tick (under half
+// its floor of 1,000 a tick) for an hour would pass its threshold of 100,000 unlimited
+// (it did). Demoted by its estimate, it stays cached, is read and limited.
+func TestNoisyKeyStaysCachedAndRead(t *testing.T) {
+	cfg := Config{Window: time.Hour, Threshold: 100_000, SketchWidth: 4, SyncInterval: 15 * time.Second}
+	l, _, _ := newTest(t, cfg)
+	// Fillers, one record each, bring every counter to the floor.
+	for i := range 8000 {
+		l.CheckAt(at(time.Second), fmt.Sprintf("filler-%d", i), 1)
+	}
+	var sent, reads int64
+	limited := false
+	for tick := 1; tick < 240; tick++ { // 15 s ticks through the hour
+		now := at(time.Duration(tick) * 15 * time.Second)
+		for range 450 {
+			sent++
+			if d := l.CheckAt(now, "k", 1); d.Limited {
+				limited = true
+			}
+		}
+		sw := sweep(t, l, now.Add(time.Second))
+		if r := findRead(sw, "k"); r != nil {
+			reads++
+			// A gate alone: the fleet's count is what it wrote.
+			l.ApplyRead(r, sent, 0, now.Add(time.Second))
+		}
+		for i := range sw.Reads {
+			if sw.Reads[i].Team != "k" {
+				l.ApplyRead(&sw.Reads[i], 0, 0, now.Add(time.Second))
+			}
+		}
+	}
+	if !limited {
+		t.Errorf("k sent %d records in the window against a threshold of 100,000 and was never limited (read %d times)", sent, reads)
+	}
+}
