@@ -357,10 +357,18 @@ func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, reasonC
 		s.at = append(s.at[:0], make([]int, len(k.fields))...)
 		at = s.at
 	}
-	if members(js, start, k.top, at) < 0 && !k.lax {
+	var ahead *touchAhead
+	if s.Outcomes != nil && len(k.fields) == 1 && len(k.fields[0].parts) == 1 {
+		ahead = &s.ahead
+		ahead.s, ahead.ok = s, false
+	}
+	if members(js, start, k.top, at, ahead) < 0 && !k.lax {
 		return "", s.fail(malformed()) // not reached: the value is valid JSON
 	}
 	if len(k.fields) == 1 {
+		if ahead != nil && ahead.ok && ahead.at == at[0] {
+			return ahead.v, reasonNone // read for the touch, and found alone
+		}
 		return k.fieldValue(js, 0, at[0], s)
 	}
 	return k.joinFields(js, at, false, s, maxKey)
@@ -479,7 +487,7 @@ func (k *KeyFrom) fieldValue(js string, i, at int, s *Scratch) (string, reasonCo
 		switch js[at] {
 		case '{':
 			var next [1]int
-			if members(js, at, k.fields[i].names[p:p+1], next[:]) < 0 && !k.lax {
+			if members(js, at, k.fields[i].names[p:p+1], next[:], nil) < 0 && !k.lax {
 				return "", s.fail(malformed()) // not reached: the value is valid JSON
 			}
 			at = next[0]

@@ -100,6 +100,52 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Ou
 	s.Outcomes.Record(&f)
 }
 
+// touchAhead has the outcomes row of a record's team fetched (outcome.Agg.Touch) as soon
+// as the router's one JSON reader (a gate without a rules file, or a file whose first
+// rule alone reads JSON: not a shared pass) has found its key's field, before it looks
+// through the rest of the value for a second member of that name, which on an event with
+// the team first is most of the read: the row's line, which misses the caches between
+// two of a team's records, then has that long to come, not the check's time alone.
+// Only a plain value, a string without escapes or a number, is touched: what fieldValue
+// would return for it without allocating; the read then returns it as it is, the field
+// having been found once. A value found twice (ambiguous) was touched for nothing.
+type touchAhead struct {
+	s  *Scratch
+	ok bool   // touched for this read: v, at and the hash in s.ahead
+	at int    // where v's member value starts
+	v  string // the value touched
+	h  uint64 // Touch's hash of v
+}
+
+// touch touches the value at js[at], if it is a plain one.
+func (t *touchAhead) touch(js string, at int) {
+	if at <= 0 {
+		return
+	}
+	var v string
+	switch c := js[at]; {
+	case c == '"':
+		end := stringEnd(js, at+1)
+		if end < 0 {
+			return
+		}
+		v = js[at+1 : end]
+		if v == "" || strings.IndexByte(v, '\\') >= 0 {
+			return
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		end := skipValue(js, at)
+		if end < 0 {
+			return
+		}
+		v = js[at:end]
+	default:
+		return
+	}
+	t.v, t.at, t.ok = v, at, true
+	t.h = t.s.Outcomes.Touch(v)
+}
+
 // recordShadow tells s.Outcomes that shadow rule st was over rec (key, its decision d):
 // a shadow_over row beside the record's own outcome.
 func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, st *ruleState, key string, d limit.Decision, forced bool) {

@@ -43,6 +43,47 @@ func TestOutcomesFileless(t *testing.T) {
 	}
 }
 
+// A gate without a rules file touches its team's row as soon as it finds team_id, before
+// it looks through the rest of the value (touchAhead): a value whose team_id comes first
+// and again later is dead-lettered (ambiguous) with no row for the first one; one whose
+// team has escapes, is a number, or comes last is counted under the team it reads; and
+// the output records are those of a router with outcomes off.
+func TestOutcomesTouchedAhead(t *testing.T) {
+	f := newFixture(t, Config{}, limit.Config{Threshold: limit.MaxThreshold})
+	off := newFixture(t, Config{}, limit.Config{Threshold: limit.MaxThreshold})
+	agg := outcome.NewAgg(60e9, nil)
+	s, s0 := Scratch{Outcomes: agg}, Scratch{}
+	values := []string{
+		`{"team_id":"a","x":1}`,
+		`{"team_id":"a","x":{"team_id":"nested"},"y":"team_id"}`,
+		`{"team_id":"b","x":1,"team_id":"c"}`,
+		`{"team_id":"t\u0031","x":1}`,
+		`{"team_id":-12.5e3,"x":"m"}`,
+		`{"x":"team_id","team_id":"d"}`,
+		`{"team_id":"","x":1}`,
+		`{"team_id":"e","x":`,
+	}
+	for _, v := range values {
+		var out, out0 kgo.Record
+		o, o0 := f.r.RouteInto(t0, input(v, ""), &s, &out), off.r.RouteInto(t0, input(v, ""), &s0, &out0)
+		if o != o0 || out.Topic != out0.Topic || fmt.Sprint(out.Headers) != fmt.Sprint(out0.Headers) {
+			t.Errorf("%s: %+v to %s %v with outcomes, %+v to %s %v without", v, o, out.Topic, out.Headers, o0, out0.Topic, out0.Headers)
+		}
+	}
+	want := map[string]int64{
+		"a|a||accepted|allowed":             2,
+		"t1|t1||accepted|allowed":           1,
+		"-12.5e3|-12.5e3||accepted|allowed": 1,
+		"d|d||accepted|allowed":             1,
+		"e|e||accepted|allowed":             1, // lax: read as far as it goes
+		"|||dead_letter|ambiguous_team":     1,
+		"|||dead_letter|field_empty":        1,
+	}
+	if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows:\n got %v\nwant %v", got, want)
+	}
+}
+
 // With rules, a limited record's row is keyed by the acting rule's key (a user of a
 // team), an accepted one's by its team, a shadow rule over adds a shadow_over row beside
 // the record's own, and a drop rule's records are dropped: written nowhere, recorded.

@@ -178,6 +178,7 @@ type Scratch struct {
 	// by it while Outcome.Team is still that rule's key.
 	touchedRule int
 	touched     uint64
+	ahead       touchAhead // the one JSON reader's key, touched as soon as found
 
 	// What this goroutine counted since its last Flush, for the router that counted it
 	// (owner): records by reason, dry run's diverted ones, and each rule's first limit's
@@ -466,7 +467,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		return r.routeOnce(now, rec, out)
 	}
 	s.own(r)
-	s.touchedRule = -1
+	s.touchedRule, s.ahead.ok = -1, false
 	var o Outcome
 	var ro ruleOutcome
 	var js string // the value, when the rules' fields are read in one shared pass
@@ -537,7 +538,11 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		if o.Team == "" {
 			o.Team, teamRule = r.keepKey(key, s), i
 			if s.Outcomes != nil {
-				s.touched, s.touchedRule = s.Outcomes.Touch(teamOf(o.Team, st.Key.Composite())), i
+				if s.ahead.ok && o.Team == s.ahead.v {
+					s.touched, s.touchedRule = s.ahead.h, i // touched as its field was found
+				} else {
+					s.touched, s.touchedRule = s.Outcomes.Touch(teamOf(o.Team, st.Key.Composite())), i
+				}
 			}
 		}
 		forced := false

@@ -380,7 +380,7 @@ func (r *Router) rulesJSON(rec *kgo.Record, s *Scratch) (string, reasonCode) {
 		s.val = make([]string, len(r.plan.top))
 	}
 	s.vals = 0
-	if members(js, firstNonSpace(js), r.plan.top, s.at) < 0 && r.cfg.ValidateJSON {
+	if members(js, firstNonSpace(js), r.plan.top, s.at, nil) < 0 && r.cfg.ValidateJSON {
 		return "", s.fail(malformed()) // not reached: the value is valid JSON
 	}
 	return js, reasonNone

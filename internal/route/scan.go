@@ -33,7 +33,10 @@ const scanMalformed = -1
 // of them (noMemberAfter): a field near the start of a large event is then read without
 // walking the rest, member by member, to its end. The answer in at is the same as the
 // whole walk's, since that walk would find no other member by those names.
-func members(js string, i int, names []memberName, at []int) int {
+//
+// ahead, when not nil, is told the first name's value as soon as every name has been
+// seen, before the rest is looked through (touchAhead).
+func members(js string, i int, names []memberName, at []int, ahead *touchAhead) int {
 	i = skipSpace(js, i+1)
 	if i < len(js) && js[i] == '}' {
 		return i + 1
@@ -77,6 +80,9 @@ func members(js string, i int, names []memberName, at []int) int {
 		}
 		if found && !tried && !slices.Contains(at, 0) {
 			tried = true
+			if ahead != nil {
+				ahead.touch(js, at[0])
+			}
 			if allAbsentAfter(js[i:], names) {
 				return i
 			}

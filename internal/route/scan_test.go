@@ -180,7 +180,7 @@ func TestMembersNameLengths(t *testing.T) {
 		names = append(names, newMemberName(n))
 	}
 	at := make([]int, len(names))
-	if members(js, 0, names, at) < 0 {
+	if members(js, 0, names, at, nil) < 0 {
 		t.Fatal("malformed")
 	}
 	var got []string
