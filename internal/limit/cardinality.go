@@ -257,7 +257,11 @@ func (l *Limiter) nominate(team string, th uint64, ep int64) {
 
 // rotatingCheck answers a check at unix ns ns of a key under the floor of rotating team r.
 func (l *Limiter) rotatingCheck(ns int64, h uint64, r *rotation, n int64, tally *Tally) Decision {
-	l.shards[h&l.mask].rotated.Add(1) // on the key's shard: a rotating team's records are many, on every core
+	if tally != nil {
+		tally.rotated++
+	} else {
+		l.shards[h&l.mask].rotated.Add(1) // on the key's shard: a rotating team's records are many, on every core
+	}
 	switch l.card.action {
 	case CardinalityCollapse:
 		return l.check(time.Unix(0, ns), r.collapsed, n, tally)

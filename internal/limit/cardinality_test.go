@@ -176,3 +176,28 @@ func TestRotationReleaseKeepsCollapsedRecords(t *testing.T) {
 		t.Errorf("rot:heavy admitted %d more records after 9,000 in the window before, threshold 10,000: want at most 1,450", admitted)
 	}
 }
+
+// A rotating team's records checked through a Tally (the router's way) are counted in
+// gate_limiter_rotation_records_total when the tally is added, none lost.
+func TestRotationRecordsCountedThroughTally(t *testing.T) {
+	l, _, reg := newTest(t, rotationCfg(CardinalityCollapse))
+	seq := 0
+	rotate(l, at(time.Second), "rot", 2000, &seq)
+	if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
+		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
+	}
+	var tally Tally
+	for i := range 300 {
+		l.CheckTally(at(3*time.Second), fmt.Sprintf("rot:fresh-%d", i), 1, &tally)
+	}
+	rotated := func() float64 {
+		return metricValue(t, reg, "gate_limiter_rotation_records_total", map[string]string{"on_cardinality": "collapse"})
+	}
+	if got := rotated(); got != 0 {
+		t.Errorf("before AddTally: %v, want 0 (counted in the tally)", got)
+	}
+	l.AddTally(&tally)
+	if got := rotated(); got != 300 {
+		t.Errorf("after AddTally: %v, want 300", got)
+	}
+}

@@ -18,8 +18,10 @@ type Tally struct {
 	// EventClock: timestamps clamped for being older than MaxEventAge, or too far ahead.
 	tooOld, future uint64
 	// untracked: checks answered from the sketch (gate_limiter_untracked_checks_total),
-	// added with the decisions, of which they are a part.
-	untracked uint64
+	// added with the decisions, of which they are a part; rotated, those of a rotating
+	// team's keys (gate_limiter_rotation_records_total), a fifth of every record under
+	// the rotation, each a locked add when counted at once.
+	untracked, rotated uint64
 }
 
 func (t *Tally) count(limited bool) {
@@ -41,6 +43,7 @@ func (l *Limiter) AddTally(t *Tally) {
 	addNonZero(&st.tooOld, t.tooOld)
 	addNonZero(&st.future, t.future)
 	addNonZero(&l.shards[0].untracked, t.untracked) // summed over the shards (metrics.go)
+	addNonZero(&l.shards[0].rotated, t.rotated)
 	*t = Tally{}
 }
 
