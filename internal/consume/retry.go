@@ -297,6 +297,13 @@ func (c *Consumer) retryRecord(f *failed) *kgo.Record {
 		// A rule's topic found missing: to overflow, as the router now sends its records
 		// (ruletopics.go); or one no rule in use sends to any more, deleted with its rules
 		// (produceProblem marks it, TopicWatch.RetiredGone).
+		if rc, ok := c.router.(interface{ CountRuleTopicMissing(string) }); ok {
+			for _, h := range f.out.Headers {
+				if h.Key == route.HeaderOverflowRule {
+					rc.CountRuleTopicMissing(string(h.Value))
+				}
+			}
+		}
 		hdrs := append(f.out.Headers[:len(f.out.Headers):len(f.out.Headers)], kgo.RecordHeader{Key: route.HeaderRuleTopicMissing, Value: []byte(f.out.Topic)})
 		return &kgo.Record{Topic: w.Fallback(), Key: f.out.Key, Value: f.out.Value, Headers: hdrs, Timestamp: f.out.Timestamp}
 	}

