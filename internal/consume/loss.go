@@ -285,6 +285,8 @@ func (c *Consumer) goOnAt(ctx context.Context, p *partition, resume kgo.EpochOff
 		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: {p.id: {Epoch: -1, Offset: resume.Offset}}})
 	}
 	p.movedTo, p.hasMoved = kgo.EpochOffset{Epoch: -1, Offset: resume.Offset}, true
+	// The records from resume on are the broker's new log's, not the ones counted.
+	c.txn.uncountFrom(p.id, resume.Offset)
 	return c.commitGap(ctx, p, resume)
 }
 

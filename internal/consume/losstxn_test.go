@@ -283,3 +283,44 @@ func abortOne(t *testing.T, env *gateEnv, g *testGate) {
 		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) > aborted
 	})
 }
+
+// As TestBrokerLossBelowCommitInOpenTransaction, the broker's log of partition 0
+// diverging at 40 (below the last commit, 50) while offsets 50..79 are in an open
+// transaction. The gate goes on at 40 and routes the new leader's records at 40..79:
+// records the limiter never saw, which count, as at least once. They were judged as
+// replayed (Scratch.Replay: the partition's counted mark stayed at 80), and the limiter
+// counted none of them. (kfake keeps the old records at those offsets: the same records
+// here, read as the new log's.)
+func TestBrokerLossNewLogCounted(t *testing.T) {
+	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
+	env.cluster.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		return epochEnds(kreq, func(p int32) int64 {
+			if p == 0 {
+				return 40
+			}
+			return 1 << 40
+		}), nil, true
+	})
+	env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+		Err: kerr.OffsetOutOfRange, Count: 1})
+	produceTo(t, prod, 0, 200, 10) // offsets 80..89
+	waitFor(t, 30*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "broker") > 0 })
+	stop()
+	waitFor(t, 30*time.Second, "both partitions committed to their end", func() bool {
+		return len(committedBehind(env.cluster, 2)) == 0 && env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 90
+	})
+	g.stop(t)
+	input := env.cluster.PartitionInfo(inTopic, 0).HighWatermark + env.cluster.PartitionInfo(inTopic, 1).HighWatermark
+	var counted int64
+	for i := range 5 {
+		st, ok := g.lim.Snapshot(time.Now(), "team-"+strconv.Itoa(i))
+		if ok {
+			counted += int64(st.Pending)
+		}
+	}
+	// Every input record once, plus the new log's 40 records at offsets 40..79.
+	if want := input + 40; counted != want {
+		t.Errorf("limiter counted %d records; want %d (%d input records + the new leader's 40 at offsets 40..79)", counted, want, input)
+	}
+}

@@ -98,6 +98,16 @@ func (t *txnState) countTo(p int32, off int64) {
 	}
 }
 
+// uncountFrom notes that partition p's records from off on were not counted: the log
+// diverged there (a broker's loss), and the records now at those offsets are others.
+func (t *txnState) uncountFrom(p int32, off int64) {
+	t.countedMu.Lock()
+	defer t.countedMu.Unlock()
+	if c, ok := t.counted[p]; ok && off < c {
+		t.counted[p] = max(off, 0)
+	}
+}
+
 func (t *txnState) fail(f *failed) {
 	t.mu.Lock()
 	t.failures = append(t.failures, f)
