@@ -20,6 +20,7 @@ import (
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/overrides"
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/tick"
 )
@@ -98,8 +99,16 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	if err := checkRule(cfg, *rule); err != nil {
+	keyFrom, err := checkRule(cfg, *rule)
+	if err != nil {
 		return err
+	}
+	// A key the gates never build names nothing they count: refused, as GATE_OVERRIDES'
+	// and a force list's are. delete takes any key, to clean one up.
+	if verb == "set" {
+		if err := keyFrom.CheckKey(team); err != nil {
+			return bad(fmt.Sprintf("set %s: %v", team, err))
+		}
 	}
 	ropts, err := cfg.RedisOptions()
 	if err != nil {
@@ -197,25 +206,28 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 // checkRule checks -rule against the environment: a gate with rules reads one hash per
 // rule, so -rule is needed and must name one of them; without GATE_RULES_FILE here, a
 // rule is taken as given (an operator's shell may lack the file).
-func checkRule(cfg config.Config, rule string) error {
+func checkRule(cfg config.Config, rule string) (route.KeyFrom, error) {
 	if cfg.RulesFile == "" {
-		return nil
+		if rule != "" {
+			return route.KeyFrom{}, nil // taken as given: its key is not known here
+		}
+		return cfg.KeyFrom.KeyFrom, nil
 	}
 	set, err := rules.ReadFile(cfg.RulesFile, cfg.RulesOptions())
 	if err != nil {
-		return config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
+		return route.KeyFrom{}, config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
 	}
 	var names []string
 	for _, r := range set.Rules {
 		if r.Name == rule {
-			return nil
+			return r.Key, nil
 		}
 		names = append(names, r.Name)
 	}
 	if rule == "" {
-		return &cli.UsageError{Msg: fmt.Sprintf("overrides: this gate runs rules (GATE_RULES_FILE): name one with -rule (%s)", strings.Join(names, ", "))}
+		return route.KeyFrom{}, &cli.UsageError{Msg: fmt.Sprintf("overrides: this gate runs rules (GATE_RULES_FILE): name one with -rule (%s)", strings.Join(names, ", "))}
 	}
-	return &cli.UsageError{Msg: fmt.Sprintf("overrides: no rule %q in %s (it has %s)", rule, cfg.RulesFile, strings.Join(names, ", "))}
+	return route.KeyFrom{}, &cli.UsageError{Msg: fmt.Sprintf("overrides: no rule %q in %s (it has %s)", rule, cfg.RulesFile, strings.Join(names, ", "))}
 }
 
 // warnNoFleet warns on w when no gate has run under prefix for tick.LiveTTL: its live

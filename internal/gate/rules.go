@@ -108,6 +108,16 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("building rule %s's overrides refresher: %w", r.Name, err)
 		}
+		// A rule that was in use keeps its live overrides until its hash is read again.
+		if prev := g.gen.Load(); prev != nil {
+			for k, pr := range prev.rules {
+				if pr.Name == r.Name {
+					if err := ref.Inherit(prev.overrides[k]); err != nil {
+						g.log.Warn("rule's live overrides not carried over the reload", "rule", r.Name, "err", err)
+					}
+				}
+			}
+		}
 		gen.overrides = append(gen.overrides, ref)
 		rrs = append(rrs, config.RouteRule(r, rl.Lims))
 	}

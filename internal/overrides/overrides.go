@@ -288,22 +288,11 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 	// saves each gate two copies of it a minute, and the limiter's cached thresholds.
 	changed := !maps.Equal(live, r.live)
 	if changed || r.live == nil {
-		merged := maps.Clone(r.cfg.Base)
-		if merged == nil {
-			merged = make(map[string]int64, len(live))
-		}
-		maps.Copy(merged, live)
-		if err := r.lim.SetOverrides(merged); err != nil {
+		merged, err := r.apply(live)
+		if err != nil {
 			r.errs.WithLabelValues(CauseInvalid).Inc()
-			return fmt.Errorf("applying %s: %w", r.cfg.Key, err)
+			return err
 		}
-		for _, e := range r.cfg.Extra {
-			// Cannot fail: Scale keeps every threshold in range.
-			if err := e.Lim.SetOverrides(Scale(merged, e.Factor)); err != nil {
-				return fmt.Errorf("applying %s to the %s limit: %w", r.cfg.Key, e.Lim.Config().Window, err)
-			}
-		}
-		r.loaded.Set(float64(len(merged)))
 		if changed {
 			r.log.Info("live overrides applied", "key", r.cfg.Key, "live", len(live), "effective", len(merged))
 		}
@@ -318,6 +307,47 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		r.missingSince = time.Time{}
 		r.missingLog.Reset() // the next loss is reported at once
 	}
+	return nil
+}
+
+// apply lays live over the base set and swaps the result into the limiters.
+func (r *Refresher) apply(live map[string]int64) (map[string]int64, error) {
+	merged := maps.Clone(r.cfg.Base)
+	if merged == nil {
+		merged = make(map[string]int64, len(live))
+	}
+	maps.Copy(merged, live)
+	if err := r.lim.SetOverrides(merged); err != nil {
+		return nil, fmt.Errorf("applying %s: %w", r.cfg.Key, err)
+	}
+	for _, e := range r.cfg.Extra {
+		// Cannot fail: Scale keeps every threshold in range.
+		if err := e.Lim.SetOverrides(Scale(merged, e.Factor)); err != nil {
+			return nil, fmt.Errorf("applying %s to the %s limit: %w", r.cfg.Key, e.Lim.Config().Window, err)
+		}
+	}
+	r.loaded.Set(float64(len(merged)))
+	return merged, nil
+}
+
+// Inherit applies to r's limiters, before r's first read, the live set old last read from
+// the same hash, and takes over its state: a rules reload builds new limiters, and they
+// keep the rule's live overrides while the hash cannot be read (fail-static), and report
+// it lost if it was.
+func (r *Refresher) Inherit(old *Refresher) error {
+	old.mu.Lock()
+	live, since := maps.Clone(old.live), old.missingSince
+	old.mu.Unlock()
+	if live == nil || old.cfg.Key != r.cfg.Key {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := r.apply(live); err != nil {
+		return err
+	}
+	r.live, r.missingSince = live, since
+	r.liveTeams.Set(float64(len(live)))
 	return nil
 }
 
