@@ -38,9 +38,9 @@ func commands() []command {
 		{name: "serve", summary: `run the gate (the default; "run" is the same)`, run: noArgs("serve", func(ctx context.Context, h host, _, stderr io.Writer) error {
 			return serve(ctx, h, stderr)
 		})},
-		{name: "env", summary: "print the GATE_* environment variables as a Markdown table", run: noArgs("env", func(_ context.Context, _ host, stdout, _ io.Writer) error {
-			return config.WriteEnvTable(stdout)
-		})},
+		{name: "env", summary: "print the GATE_* environment variables as a Markdown table; -check: check this environment's as the gate does at start",
+			flags: func() *flag.FlagSet { return envFlags(new(bool)) },
+			run:   envCmd},
 		{name: "load", summary: "produce the demo load to GATE_KAFKA_BROKERS",
 			flags: func() *flag.FlagSet { s := load.DefaultSpec(); return loadFlags(&s) },
 			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
@@ -209,4 +209,39 @@ func toolClientOpts(cfg config.Config, clk clock.Clock, log *slog.Logger, tool s
 	}
 	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, ccfg.ClientOpts...)
 	return append(opts, kgo.ClientID(cfg.KafkaClientID+"-"+tool)), nil
+}
+
+func envFlags(check *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("env", flag.ContinueOnError)
+	fs.BoolVar(check, "check", false, "load the GATE_* variables set here as the gate does at start: every problem, one a line (exit status 2), or how many are set")
+	return fs
+}
+
+// envCmd runs `gate env [-check]`. -check is what a deploy pipeline runs on a pod's
+// rendered environment (the chart's tests do, on each of its value sets): a gate given it
+// would start, or every variable it would refuse, the files it names (GATE_RULES_FILE)
+// left to their own checks.
+func envCmd(_ context.Context, args []string, h host, stdout, stderr io.Writer) error {
+	var check bool
+	fs := envFlags(&check)
+	fs.SetOutput(stderr)
+	args, err := cli.ParseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("env takes no arguments, got %q (settings are GATE_* environment variables)", args)}
+	}
+	if !check {
+		return config.WriteEnvTable(stdout)
+	}
+	names := h.names()
+	if _, err := config.Load(h.getenv, names); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "ok: %d GATE_* variables set, the rest at their defaults\n", len(names))
+	return err
 }

@@ -408,7 +408,8 @@ func TestRunCommands(t *testing.T) {
 		{args: []string{"bogus"}, usageErr: true, stderrHas: "Usage: gate", errHas: `unknown command "bogus"`},
 		{args: []string{"-x"}, usageErr: true, errHas: `unknown command "-x"`},
 		{args: []string{"serve", "extra"}, usageErr: true, errHas: "serve takes no arguments"},
-		{args: []string{"env", "--markdown"}, usageErr: true, errHas: "env takes no arguments"},
+		{args: []string{"env", "markdown"}, usageErr: true, errHas: "env takes no arguments"},
+		{args: []string{"env", "-check"}, errHas: "GATE_WINDOW"},
 		// version needs no configuration (GATE_WINDOW is bad here) and prints four lines.
 		{args: []string{"version"}, stdoutHas: "version: dev\ncommit: ", wantNilErr: true},
 		{args: []string{"version", "-v"}, usageErr: true, errHas: "version takes no arguments"},
@@ -561,5 +562,24 @@ func TestServeTransactionalIDFromHostname(t *testing.T) {
 	}
 	if want := `"transactional_id":"fleet-` + testHostname + `"`; !strings.Contains(g.stderr.String(), want) {
 		t.Errorf("start-up line lacks %s:\n%s", want, g.stderr)
+	}
+}
+
+// gate env -check loads this environment's GATE_* variables as the gate does at start:
+// "ok" and how many are set, or every problem at once, one a line, each naming its
+// variable (a configuration error: exit status 2).
+func TestEnvCheck(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	good := map[string]string{"GATE_KAFKA_BROKERS": "k:9092", "GATE_REDIS_URLS": "redis://r:6379", "GATE_LIMITS": "1m:100,1h:2000"}
+	if err := run(t.Context(), []string{"env", "-check"}, testHost(good), &stdout, &stderr); err != nil || !strings.HasPrefix(stdout.String(), "ok: 3 GATE_* variables set") {
+		t.Errorf("env -check of a good environment: %v, stdout %q", err, stdout.String())
+	}
+	stdout.Reset()
+	bad := map[string]string{"GATE_KAFKA_BROKERS": "k:9092", "GATE_WINDOW": "soon", "GATE_LIMIT_MODE": "maybe"}
+	err := run(t.Context(), []string{"env", "-check"}, testHost(bad), &stdout, &stderr)
+	var p config.Problems
+	if !errors.As(err, &p) || !strings.Contains(err.Error(), "GATE_WINDOW") || !strings.Contains(err.Error(), "GATE_LIMIT_MODE") || stdout.Len() != 0 {
+		t.Errorf("env -check of a bad environment: %v (%T), stdout %q; want both problems, as configuration problems", err, err, stdout.String())
 	}
 }

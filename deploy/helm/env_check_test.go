@@ -1,0 +1,103 @@
+package helm
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// gateBinary builds the root module's cmd/gate once per test binary, for the tests that
+// run it on what the chart renders.
+var gateBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "chart-gate-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "gate")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gate")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/gate: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// TestRenderedEnvLoads runs `gate env -check` on the environment each value set gives the
+// gate's container: a value set the gate would refuse at start (GATE_FORCE_OVERFLOW's
+// one-part keys beside a two-field GATE_KEY_FROM, say: monitoring.yaml's were) renders
+// and installs, and its pods crash-loop. Values taken from a Secret or the pod are given
+// placeholders: the gate checks their form only where they have one. A value's $(NAME)
+// is expanded as the kubelet does, from the variables defined before it.
+func TestRenderedEnvLoads(t *testing.T) {
+	bin, err := gateBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vs := range valueSets {
+		t.Run(strings.TrimSuffix(vs.file, ".yaml"), func(t *testing.T) {
+			d := renderDeployment(t, readValues(t, filepath.Join("testdata", vs.file)), capabilities(vs.caps...))
+			var env []string
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "GATE_") {
+					env = append(env, kv)
+				}
+			}
+			defined := map[string]string{}
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				v := expandEnv(e.Value, defined)
+				if e.ValueFrom != nil {
+					v = "from-" + strings.ToLower(strings.ReplaceAll(e.Name, "_", "-")) // a pod's name, say
+				}
+				defined[e.Name] = v
+				if strings.HasPrefix(e.Name, "GATE_") {
+					env = append(env, e.Name+"="+v)
+				}
+			}
+			cmd := exec.Command(bin, "env", "-check")
+			cmd.Env = env
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Errorf("gate env -check on %s's rendered environment: %v\n%s%s", vs.file, err, stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+// expandEnv expands v's $(NAME) references to variables defined before it, as the kubelet
+// expands a container's env: $$ is a '$', and a reference to a name not defined stays as
+// it is.
+func expandEnv(v string, defined map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] != '$' || i+1 == len(v) {
+			b.WriteByte(v[i])
+			continue
+		}
+		switch v[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			if end := strings.IndexByte(v[i+2:], ')'); end >= 0 {
+				name := v[i+2 : i+2+end]
+				if val, ok := defined[name]; ok {
+					b.WriteString(val)
+				} else {
+					b.WriteString(v[i : i+3+end])
+				}
+				i += 2 + end
+				continue
+			}
+			b.WriteByte('$')
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,54 @@
+package helm
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// alertExpr renders the chart's alerts with vals and returns the expression of alert name.
+func alertExpr(t *testing.T, vals map[string]any, name string) string {
+	t.Helper()
+	u, _ := promRule(t, vals)
+	for _, g := range u.Object["spec"].(map[string]any)["groups"].([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			if r := r.(map[string]any); r["alert"] == name {
+				return r["expr"].(string)
+			}
+		}
+	}
+	t.Fatalf("no alert %s", name)
+	return ""
+}
+
+// TestOverridesStaleAlertPerRule: with a rules file every rule has its own live overrides
+// hash and refresher (internal/gate/rules.go), whose
+// gate_overrides_last_refresh_timestamp_seconds carries its rule label. One rule's hash
+// that cannot be used (an invalid entry, too many teams) leaves that rule's overrides stale
+// while the others refresh; an aggregation that takes the newest timestamp of a pod's
+// rules (max by (namespace, pod)) hides it. The timestamp must be aggregated per rule, or
+// by its oldest (min).
+func TestOverridesStaleAlertPerRule(t *testing.T) {
+	vals := mergeValues(readValues(t, "testdata/rules.yaml"), mustParse(t, "prometheusRule: {enabled: true}"))
+	expr := alertExpr(t, vals, "GateOverridesStale")
+	e, err := promql.ParseExpr(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		agg, ok := n.(*parser.AggregateExpr)
+		if !ok {
+			return nil
+		}
+		names, _ := metricNames(agg.Expr.String())
+		if !slices.Contains(names, "gate_overrides_last_refresh_timestamp_seconds") {
+			return nil
+		}
+		perRule := !agg.Without && slices.Contains(agg.Grouping, "rule") || agg.Without && !slices.Contains(agg.Grouping, "rule")
+		if !perRule && agg.Op != parser.MIN {
+			t.Errorf("GateOverridesStale takes %s of the rules' refresh timestamps (%s): a rule whose overrides are stale is hidden by a rule that refreshes", agg.Op, agg)
+		}
+		return nil
+	})
+}
