@@ -355,8 +355,8 @@ func failAcceptedProduces(env *gateEnv, every int64) *kfake.FaultHandle {
 
 // forcedRuleRouter is a rules router (its limiters its own, at a limit no team reaches) of
 // two rules on json:team_id: first, for the keys it forces, ru (its name, action, topic
-// and forced keys), then the team rule, overflow.
-func forcedRuleRouter(t testing.TB, rcfg route.Config, ru route.Rule) Router {
+// and forced keys), then the team rule, overflow; its metrics on reg (nil: none).
+func forcedRuleRouter(t testing.TB, rcfg route.Config, ru route.Rule, reg prometheus.Registerer) Router {
 	t.Helper()
 	team, err := route.ParseKeyFrom("json:team_id")
 	if err != nil {
@@ -371,7 +371,7 @@ func forcedRuleRouter(t testing.TB, rcfg route.Config, ru route.Rule) Router {
 		lims = append(lims, l)
 	}
 	ru.Key, ru.Limiters = team, lims[:1]
-	r, err := route.NewRules(rcfg, []route.Rule{ru, {Name: "team", Key: team, Limiters: lims[1:], Action: route.ActionOverflow}}, nil)
+	r, err := route.NewRules(rcfg, []route.Rule{ru, {Name: "team", Key: team, Limiters: lims[1:], Action: route.ActionOverflow}}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

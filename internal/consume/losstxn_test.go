@@ -185,13 +185,11 @@ func containsAll(s string, subs ...string) bool {
 	return true
 }
 
-// As above, the broker's log diverging at 40, below the last commit (50): the gate goes
-// on at 40 once the transaction has aborted, reading the new leader's records there (kfake
-// keeps the old ones: each is routed a second time), as it does outside a transaction.
-// Before, the abort put it back at the commit, and offsets 40..49 of the new log were
-// never read.
-func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
-	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
+// divergeAt40 has the broker's log of partition 0 diverge at 40 (OffsetForLeaderEpoch
+// says so, one fetch answers OFFSET_OUT_OF_RANGE), produces offsets 80..89 to it and
+// waits until the gate has counted the loss.
+func divergeAt40(t *testing.T, env *gateEnv, g *testGate, prod *kgo.Client) {
+	t.Helper()
 	env.cluster.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
 		return epochEnds(kreq, func(p int32) int64 {
@@ -205,6 +203,16 @@ func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
 		Err: kerr.OffsetOutOfRange, Count: 1})
 	produceTo(t, prod, 0, 200, 10) // offsets 80..89
 	waitFor(t, 30*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "broker") > 0 })
+}
+
+// As above, the broker's log diverging at 40, below the last commit (50): the gate goes
+// on at 40 once the transaction has aborted, reading the new leader's records there (kfake
+// keeps the old ones: each is routed a second time), as it does outside a transaction.
+// Before, the abort put it back at the commit, and offsets 40..49 of the new log were
+// never read.
+func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
+	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
+	divergeAt40(t, env, g, prod)
 	stop() // the input goes quiet: the transaction ends
 	spy := g.c.router.(*spyRouter)
 	waitFor(t, 30*time.Second, "offsets 40..49 read again and partition 0 committed to its end", func() bool {
@@ -293,19 +301,7 @@ func abortOne(t *testing.T, env *gateEnv, g *testGate) {
 // here, read as the new log's.)
 func TestBrokerLossNewLogCounted(t *testing.T) {
 	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
-	env.cluster.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		env.cluster.KeepControl()
-		return epochEnds(kreq, func(p int32) int64 {
-			if p == 0 {
-				return 40
-			}
-			return 1 << 40
-		}), nil, true
-	})
-	env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
-		Err: kerr.OffsetOutOfRange, Count: 1})
-	produceTo(t, prod, 0, 200, 10) // offsets 80..89
-	waitFor(t, 30*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "broker") > 0 })
+	divergeAt40(t, env, g, prod)
 	stop()
 	waitFor(t, 30*time.Second, "both partitions committed to their end", func() bool {
 		return len(committedBehind(env.cluster, 2)) == 0 && env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 90

@@ -420,7 +420,7 @@ func TestDropRuleCountedInOutcomes(t *testing.T) {
 			env.ccfg.Delivery = d
 			withOutcomes(t, env)
 			env.wrap = func(Router) Router {
-				return forcedRuleRouter(t, env.rcfg, route.Rule{Name: "bots", Action: route.ActionDrop, Forced: []string{"bot"}})
+				return forcedRuleRouter(t, env.rcfg, route.Rule{Name: "bots", Action: route.ActionDrop, Forced: []string{"bot"}}, nil)
 			}
 			g := env.start(t, "g")
 			var in []*kgo.Record

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
 )
 
@@ -29,7 +28,7 @@ func TestRuleTopicMissingHoldsUpNothing(t *testing.T) {
 			env := newEnv(t, 2)
 			env.ccfg.Delivery = d
 			const merges = "merges"
-			w := ruleTopicRouter(t, env, merges, []string{merges})
+			w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
 			g := env.start(t, "g")
 			defer g.stop(t)
 			in := badAndGood(20)
@@ -98,7 +97,7 @@ func TestRetiredRuleTopicHoldsUpNothing(t *testing.T) {
 	const merges = "merges" // never created: deleted
 	// The old rules' router, still routing as the reload retires it; the watch is the new
 	// rules', which send nothing to merges.
-	ruleTopicRouter(t, env, merges, nil)
+	ruleTopicRouter(t, env, merges, nil, nil)
 	g := env.start(t, "g")
 	defer g.stop(t)
 	in := badAndGood(20)
@@ -123,14 +122,14 @@ func TestRetiredRuleTopicHoldsUpNothing(t *testing.T) {
 // ruleTopicRouter makes env's gate route team "bad" to the rule topic topic (rule
 // bad-teams; the others by a team rule), its watch putting inUse in use, and returns the
 // watch.
-func ruleTopicRouter(t *testing.T, env *gateEnv, topic string, inUse []string) *route.TopicWatch {
+func ruleTopicRouter(t *testing.T, env *gateEnv, topic string, inUse []string, reg prometheus.Registerer) *route.TopicWatch {
 	t.Helper()
 	w := route.NewTopicWatch(ovfTopic)
 	env.ccfg.RuleTopics = w
 	env.wrap = func(Router) Router {
 		rcfg := env.rcfg
 		rcfg.RuleTopics = w
-		r := forcedRuleRouter(t, rcfg, route.Rule{Name: "bad-teams", Action: route.ActionTopic, Topic: topic, Forced: []string{"bad"}})
+		r := forcedRuleRouter(t, rcfg, route.Rule{Name: "bad-teams", Action: route.ActionTopic, Topic: topic, Forced: []string{"bad"}}, reg)
 		w.Use(inUse)
 		return r
 	}
@@ -166,7 +165,7 @@ func TestRuleTopicDeletedAndCreatedAgain(t *testing.T) {
 			if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, merges); err != nil {
 				t.Fatal(err)
 			}
-			w := ruleTopicRouter(t, env, merges, []string{merges})
+			w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
 			g := env.start(t, "g")
 			defer g.stop(t)
 			read := func(topic string, id string, within time.Duration) bool {
@@ -226,33 +225,8 @@ func TestRuleTopicDeletedAndCreatedAgain(t *testing.T) {
 func TestRuleTopicMissingCounted(t *testing.T) {
 	env := newEnv(t, 2)
 	const merges = "merges" // never created: deleted
-	w := route.NewTopicWatch(ovfTopic)
-	env.ccfg.RuleTopics = w
 	reg := prometheus.NewRegistry()
-	env.wrap = func(Router) Router {
-		team, err := route.ParseKeyFrom("json:team_id")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lims []*limit.Limiter
-		for range 2 {
-			l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1_000_000}, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lims = append(lims, l)
-		}
-		rcfg := env.rcfg
-		rcfg.RuleTopics = w
-		r, err := route.NewRules(rcfg, []route.Rule{
-			{Name: "bad-teams", Key: team, Limiters: lims[:1], Action: route.ActionTopic, Topic: merges, Forced: []string{"bad"}},
-			{Name: "team", Key: team, Limiters: lims[1:], Action: route.ActionOverflow}}, reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Use([]string{merges})
-		return r
-	}
+	ruleTopicRouter(t, env, merges, []string{merges}, reg)
 	g := env.start(t, "g")
 	defer g.stop(t)
 	in := badAndGood(20)
