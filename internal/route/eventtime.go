@@ -68,7 +68,7 @@ func (f EventTimeFrom) String() string {
 // for the record timestamp, unset).
 func (f EventTimeFrom) time(rec *kgo.Record) (time.Time, bool) {
 	if f.field == "" {
-		return rec.Timestamp, !rec.Timestamp.IsZero()
+		return recordTime(rec)
 	}
 	if len(rec.Value) == 0 || tooDeep(rec.Value) {
 		return time.Time{}, false
@@ -85,6 +85,16 @@ func (f EventTimeFrom) time(rec *kgo.Record) (time.Time, bool) {
 		return unixTime(r.Num)
 	}
 	return time.Time{}, false
+}
+
+// recordTime is rec's Kafka timestamp, or false when it has none: the zero time (a v0
+// message) or a negative one (-1, Kafka's NO_TIMESTAMP, decoded by franz-go as
+// time.Unix(0, -1e6); brokers refuse any other negative timestamp).
+func recordTime(rec *kgo.Record) (time.Time, bool) {
+	if rec.Timestamp.IsZero() || rec.Timestamp.UnixMilli() < 0 {
+		return time.Time{}, false
+	}
+	return rec.Timestamp, true
 }
 
 // unixInt is unixTime for an integer, without rounding.

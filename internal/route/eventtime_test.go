@@ -99,3 +99,38 @@ func TestRouteEventClock(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Kafka's "no timestamp" is -1 ms (RecordBatch.NO_TIMESTAMP: a batch up-converted from
+// message format v0, or a client that sent none), which franz-go decodes as
+// time.Unix(0, -1e6), never the zero time.Time. Under the event clock such a record must
+// be handled as an unset timestamp (judged now, counted unreadable), not as a time of
+// 1969 clamped to GATE_MAX_EVENT_AGE and judged in a window a quarter hour old.
+func TestRecordWithoutTimestampJudgedNow(t *testing.T) {
+	f := newFixture(t, Config{},
+		limit.Config{Window: time.Minute, Threshold: 2, Clock: limit.EventClock, MaxEventAge: 15 * time.Minute})
+	now := t0
+	for i := range 2 { // the team's whole limit, in the current window
+		rec := input(`{"team_id":"acme"}`, "")
+		rec.Timestamp = now
+		if _, o := f.r.Route(now, rec, nil); o.Route != Accepted {
+			t.Fatalf("record %d: %s", i, o.Route)
+		}
+	}
+	rec := input(`{"team_id":"acme"}`, "")
+	rec.Timestamp = time.Unix(0, -1*int64(time.Millisecond)) // franz-go's decoding of timestamp -1
+	_, o := f.r.Route(now, rec, nil)
+	if o.Route != Overflow {
+		t.Errorf("record without a timestamp, team at its limit now: %s (level %.0f), want overflow", o.Route, o.Decision.Level)
+	}
+	if got := metric(t, f.reg, "gate_event_time_unreadable_total", nil); got != 1 {
+		t.Errorf("gate_event_time_unreadable_total = %v, want 1", got)
+	}
+	var sw limit.Sweep
+	f.lim.Sweep(now, &sw)
+	for _, c := range sw.Counts {
+		if c.Epoch != f.lim.Epoch(now) {
+			t.Errorf("%d record(s) counted in epoch %d (%v before now), want every one in the current epoch %d",
+				c.N, c.Epoch, now.Sub(time.Unix(c.Epoch*60, 0)), f.lim.Epoch(now))
+		}
+	}
+}

@@ -829,7 +829,8 @@ func (r *Router) eventTime(rec *kgo.Record) time.Time {
 		return t
 	}
 	r.unreadable.Inc()
-	return rec.Timestamp
+	t, _ := recordTime(rec) // none: the zero time, judged now
+	return t
 }
 
 // DeadLetter returns a dead-letter copy of rec, for a record the broker refused for good
