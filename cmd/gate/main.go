@@ -153,6 +153,9 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	// actual address when GATE_HTTP_ADDR asks for port 0.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
+		// The Kafka client joins the group as soon as it is built: leave it, so a failed
+		// start holds no partitions until its session times out.
+		consumer.Close()
 		return fmt.Errorf("GATE_HTTP_ADDR=%q: listening: %w", cfg.HTTPAddr, err)
 	}
 	mux, ready := endpoints.ForGate(cfg, g, log)

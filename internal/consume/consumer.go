@@ -98,6 +98,8 @@ type Consumer struct {
 	// produceBlocked is set while a produce problem (see produceProblem) is recorded,
 	// so that an acknowledgement checks for one at the cost of an atomic load.
 	produceBlocked atomic.Bool
+	// stallLogged is set while a stall past StallNotReady has been logged (watchdog.go).
+	stallLogged atomic.Bool
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)

@@ -60,7 +60,14 @@ func (c *Consumer) stallProblem() string {
 		return ""
 	}
 	if d := c.Stalled(); d >= c.cfg.StallNotReady {
+		if !c.stallLogged.Swap(true) {
+			c.log.Error("kafka: no progress while records wait (no poll, commit or transaction end); not ready until the gate progresses",
+				"stalled", d.Round(time.Second).String(), "stall_not_ready", c.cfg.StallNotReady.String(), "stall_restart", c.cfg.StallRestart.String())
+		}
 		return fmt.Sprintf("kafka: no progress for %s while records wait (no poll, commit or transaction end): the broker or the group is holding the gate", d.Round(time.Second))
+	}
+	if c.stallLogged.Swap(false) {
+		c.log.Info("kafka: progressing again; the stall is over")
 	}
 	return ""
 }
