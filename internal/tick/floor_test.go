@@ -293,3 +293,42 @@ func TestRunawayKeyDivertedWithTheSketch(t *testing.T) {
 		})
 	}
 }
+
+// Redis stalls while countFleet's INCRBY is in flight: the client times out, Redis
+// applies it when it wakes, and the next tick of the same slot sent INCRBY again. One gate
+// counts once in a slot, or every gate of the fleet believes the fleet a gate larger for
+// two slots (floors shrink, gate_fleet_gates lies).
+func TestFleetCountStallCountsGateOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	g := newGateWith(t, nil, limit.Config{Window: time.Minute}, Config{KeyPrefix: "fs", Writer: "w0", TickTimeout: 300 * time.Millisecond},
+		RedisOptions{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, srv)
+	ctx := context.Background()
+	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
+	at := func(s int, off time.Duration) time.Time { return slot0.Add(time.Duration(s)*FleetSlot + off) }
+	slot := at(1, 0).UnixNano() / int64(FleetSlot)
+	key := FleetKeyFor("fs", slot)
+
+	g.tk.countFleet(ctx, at(0, time.Second)) // a first, clean count
+	srv.Pause(t)
+	g.tk.countFleet(ctx, at(1, time.Second)) // times out: Redis has the INCRBY in its socket
+	srv.Resume(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n, _ := rc.Get(ctx, key).Int(); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled INCRBY was never applied")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.tk.countFleet(ctx, at(1, 2*time.Second)) // the next tick, same slot
+	if n, _ := rc.Get(ctx, key).Int(); n != 1 {
+		t.Errorf("slot counter of one gate = %d after a stalled INCRBY and the next tick, want 1", n)
+	}
+	g.tk.countFleet(ctx, at(2, time.Second))
+	if got := g.l.FleetSize(); got != 1 {
+		t.Errorf("a lone gate finds a fleet of %d, want 1", got)
+	}
+}
