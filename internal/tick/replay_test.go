@@ -209,3 +209,50 @@ func TestSentinelFailoverLosesNoCounts(t *testing.T) {
 		t.Errorf("the new primary holds %d, want the %d counted", got, counted)
 	}
 }
+
+// A batch is applied while one of its counters fails on its own (a key of the wrong type),
+// and its reply is lost to a stall. Its resend, found a repeat, hands back the failed
+// position the script kept beside the lane's number, and that count stays pending, to be
+// written once the key is repaired, as an answered batch's is. It was taken out of pending
+// as written: lost.
+func TestResendFoundAppliedKeepsAFailedKeysCount(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart.Add(10 * time.Second))
+	g := newGateWith(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{},
+		RedisOptions{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, srv)
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+	bad := Key(DefaultKeyPrefix, "team-a", ep)
+	if err := rc.HSet(ctx, bad, "x", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g.l.Check("team-c", 1) // a first tick opens the connection
+	if r := g.tk.Tick(ctx); r.Errors != 0 {
+		t.Fatalf("first tick = %+v", r)
+	}
+	clk.Advance(time.Second)
+	g.l.Check("team-a", 5)
+	g.l.Check("team-b", 3)
+	srv.Pause(t)
+	r := g.tk.Tick(ctx)
+	srv.Resume(t)
+	if r.Batches[outUnknown] != 1 {
+		t.Fatalf("tick during the stall = %+v, want its batch in doubt", r)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team-b", ep) != 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled batch was never applied")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rc.Del(ctx, bad) // the wrong-type key is removed
+	for range 3 {
+		clk.Advance(time.Second)
+		g.tk.Tick(ctx)
+	}
+	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team-a", ep); got != 5 {
+		t.Errorf("team-a holds %d, want the 5 counted (its key failed in the batch whose reply was lost)", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,16 +39,29 @@ import (
 // 0.0087 → 0.0078 CPU-s a second; four: 0.0064 → 0.0053 each).
 // What the script costs Redis, against INCRBY + EXPIRE per count: docs/benchmarks.md.
 //
+// A batch with counters that failed keeps their positions beside its number in the
+// sequence key ("7 2,5"), so that its resend after a lost reply, found a repeat, hands
+// them back and their counts stay pending: else they would be taken as written, lost.
+// Only the lane's latest batch keeps them (an earlier one of two in doubt would not),
+// and only until the lane's next batch; a counter failing is an operator's error (a key
+// of the wrong type) in any case.
+//
 // Reply: {1, last, position, error, position, error...} when applied, for each counter
-// that failed; {0, last} when a repeat; {2, last} when its predecessor was not applied;
-// last is the number the lane held before. A last
+// that failed; {0, last} when a repeat, {0, last, "position,position..."} when a repeat of
+// the lane's latest batch, whose counters at those positions failed when it was applied;
+// {2, last} when its predecessor was not applied; last is the number the lane held before. A last
 // below a number this writer saw applied means Redis lost batches it had acknowledged (a
 // failover promoted a replica that had not received them, or Redis restarted without
 // them): the tick sends those again from what it kept (Config.KeepConfirmed).
 const writeScript = `
 local seq = tonumber(ARGV[1])
-local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-if seq <= last then return {0, last} end
+local cur = redis.call('GET', KEYS[1]) or '0'
+local sp = string.find(cur, ' ', 1, true)
+local last = tonumber(sp and string.sub(cur, 1, sp - 1) or cur)
+if seq <= last then
+  if seq == last and sp then return {0, last, string.sub(cur, sp + 1)} end
+  return {0, last}
+end
 if last < tonumber(ARGV[4]) then return {2, last} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local ttl = ARGV[3]
@@ -62,6 +76,11 @@ for i = 2, #KEYS do
     out[#out+1] = i-1
     out[#out+1] = v.err
   end
+end
+if #out > 2 then
+  local f = {}
+  for j = 3, #out, 2 do f[#f+1] = out[j] end
+  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. table.concat(f, ','), 'PX', ARGV[2])
 end
 return out`
 
@@ -174,7 +193,21 @@ func (b *batch) result(cluster bool) (outcome, []int64, error) {
 	b.last, _ = v[1].(int64)
 	switch x, _ := v[0].(int64); x {
 	case 0:
-		return outDuplicate, nil, nil
+		// A repeat; of the lane's latest batch, with the positions of its counters that
+		// failed when it was applied.
+		var failed []int64
+		if len(v) > 2 {
+			ps, _ := v[2].(string)
+			for p := range strings.SplitSeq(ps, ",") {
+				if i, perr := strconv.ParseInt(p, 10, 64); perr == nil {
+					failed = append(failed, i)
+					if args := b.cmd.Args(); err == nil && 3+int(i) < len(args) {
+						err = fmt.Errorf("writing %v: failed when first applied, its reply lost", args[3+int(i)])
+					}
+				}
+			}
+		}
+		return outDuplicate, failed, err
 	case 2:
 		return outRefused, nil, nil // its predecessor's failure is the one to report
 	}
