@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"hash/maphash"
 	"testing"
 	"time"
 )
@@ -164,5 +165,56 @@ func allHandedOver(t *testing.T, l *Limiter, now time.Time, counted, written map
 		if written[team] != n {
 			t.Fatalf("%s: %d handed to the tick, want the %d counted", team, written[team], n)
 		}
+	}
+}
+
+// At the default ColdWriteInterval (one window) a cold team's count of window A reaches the
+// tick by the end of window A+1, with sweeps about a second apart throughout. A team whose
+// phase point fell in the last tick of a window had it seen by a sweep just before the
+// boundary one window (A's counts not ended: kept) and just after it the next (one tick
+// 0.1–0.25 s late): that sweep was in window A+2, and A's count was dropped as stale.
+func TestColdCountsSurviveALateTick(t *testing.T) {
+	const W = 10 * time.Second
+	l, _, _ := newTest(t, Config{Window: W, Threshold: 1_000_000})
+	var team string
+	var off time.Duration
+	for i := 0; ; i++ {
+		team = fmt.Sprintf("team-%d", i)
+		off = time.Duration(maphash.String(l.seed, team) % uint64(W))
+		if off >= 100*time.Millisecond && off <= 250*time.Millisecond {
+			break
+		}
+	}
+	written, stale := int64(0), int64(0)
+	sweepAt := func(at time.Time) {
+		sw := sweep(t, l, at)
+		for _, c := range sw.Counts {
+			if c.Team == team {
+				written += c.N
+			}
+		}
+		stale += sw.Stale
+	}
+	// t0 is a window boundary: epoch A starts at t0.
+	sweepAt(t0.Add(50 * time.Millisecond)) // the first sweep (hands over everything)
+	l.CheckAt(t0.Add(60*time.Millisecond), team, 1)
+	// Ticks a second apart, the last one 20 ms after the team's point in window A
+	// (t0 + W − off), still in window A.
+	p1 := t0.Add(W - off + 20*time.Millisecond)
+	for k := 9; k >= 0; k-- {
+		sweepAt(p1.Add(-time.Duration(k) * time.Second))
+	}
+	// Ticks a second apart through window A+1; the one after its point comes 20 ms past
+	// the boundary (late by off − 0 … a quarter second).
+	for k := 1; k <= 9; k++ {
+		sweepAt(p1.Add(time.Duration(k) * time.Second))
+	}
+	sweepAt(t0.Add(2*W + 20*time.Millisecond))
+	// And a while more.
+	for k := 1; k <= 25; k++ {
+		sweepAt(t0.Add(2*W + 20*time.Millisecond + time.Duration(k)*time.Second))
+	}
+	if written != 1 || stale != 0 {
+		t.Fatalf("team %q (phase %v): written %d, stale %d; want the one record written, none stale", team, off, written, stale)
 	}
 }

@@ -1622,3 +1622,24 @@ func TestStripeSpreadsNeighbouringStacks(t *testing.T) {
 		}
 	}
 }
+
+// A check counting n ≥ 2^47 records set the moved bit of its own live entry's unsent word
+// (n << epochTagBits reached bit 63), and the team's next check looped in recount for
+// good: every insert returned the same live entry, whose word said moved. A check's n is
+// capped at MaxThreshold, which decides the same.
+func TestCheckHugeNReturns(t *testing.T) {
+	l, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 1000})
+	done := make(chan Decision, 1)
+	go func() {
+		l.CheckAt(t0, "team", 1<<47)
+		done <- l.CheckAt(t0, "team", 1)
+	}()
+	select {
+	case d := <-done:
+		if !d.Limited {
+			t.Errorf("a team at 2^47 of a threshold of 1000 not limited: %+v", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a check after CheckAt(n = 2^47) did not return in 30 s")
+	}
+}

@@ -308,6 +308,9 @@ func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decis
 		d.Limited, d.Held = true, true
 	}
 	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
+		// More than any threshold counts as any threshold: a count of 2^47 would reach the
+		// unsent word's moved bit.
+		n = min(n, MaxThreshold)
 		sp := l.span.Load()
 		if sp == nil || ns < sp.start || ns >= sp.end {
 			sp = l.spanAt(ns)

@@ -200,13 +200,22 @@ func (cw *coldWrites) drain(team string, p float64, unsent int64, thr float64, d
 	if cw.every == 0 || cw.everything || due || TierOf(p) != Idle || float64(unsent) >= cw.share*thr {
 		return drainAll
 	}
-	// Its phase point, one per interval, fell between the last sweep and this one.
 	off := int64(maphash.String(cw.seed, team) % uint64(cw.every))
+	if cw.endedOnly {
+		// The interval is the window: its point is in the first three quarters of each
+		// window, and every sweep from there to the window's end hands over the windows
+		// that have ended (the first one takes them, the rest find nothing). A point near
+		// the window's end, crossed by a sweep that came a little late, was seen only
+		// after the next boundary, where the last window's counts are stale (and the
+		// next window's checks displace them): lost to a tick's jitter.
+		if cw.now-floorDiv(cw.now, cw.every)*cw.every < off/4*3 {
+			return drainNone
+		}
+		return drainEnded
+	}
+	// Its phase point, one per interval, fell between the last sweep and this one.
 	if floorDiv(cw.now+off, cw.every) == floorDiv(cw.prev+off, cw.every) {
 		return drainNone
-	}
-	if cw.endedOnly {
-		return drainEnded
 	}
 	return drainAll
 }
