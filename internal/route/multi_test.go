@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
@@ -165,5 +166,44 @@ func TestNewMultiRejectsMixedModes(t *testing.T) {
 	}
 	if _, err := NewMulti(cfg, nil, nil); err == nil {
 		t.Error("no limiter accepted")
+	}
+}
+
+// A cap rule of two limits asks each limit twice for a record it admits (checkLimits:
+// once without counting, once counting); gate_limiter_decisions_total must still count
+// one decision a record, as for a divert rule or a rule of one limit.
+// In cap mode a rule of several limits asks each without counting, then counts in each:
+// one decision a record and limit in gate_limiter_decisions_total, not two (it was two).
+func TestCapSeveralLimitsDecisionsOnce(t *testing.T) {
+	for _, mode := range []limit.Mode{limit.Divert, limit.Cap} {
+		t.Run(mode.String(), func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			reg0, reg1 := prometheus.NewRegistry(), prometheus.NewRegistry()
+			l0, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, Mode: mode}, clk, reg0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l1, err := limit.New(limit.Config{Window: time.Hour, Threshold: 1000, Mode: mode}, clk, reg1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := NewRules(Config{AcceptedTopic: topicAccepted, OverflowTopic: topicOverflow, DeadLetterTopic: topicDead},
+				[]Rule{{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow, Limiters: []*limit.Limiter{l0, l1}}},
+				prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s Scratch
+			var out kgo.Record
+			for range 5 {
+				r.RouteInto(clk.Now(), event("t1", "u", "e"), &s, &out)
+			}
+			s.Flush()
+			for i, reg := range []*prometheus.Registry{reg0, reg1} {
+				if a := metric(t, reg, "gate_limiter_decisions_total", map[string]string{"decision": "allowed"}); a != 5 {
+					t.Errorf("limit %d: %v allowed decisions for 5 records, want 5", i, a)
+				}
+			}
+		})
 	}
 }

@@ -491,6 +491,12 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 				m := &st.Match[j]
 				v, mf := r.read(&m.Field, rec, js, s, maxMatchBytes)
 				if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
+					if st.Shadow {
+						// A shadow rule never changes where a record goes: a field it
+						// cannot read leaves the record to the enforced rules.
+						matched = false
+						break
+					}
 					failed, failedRule, failedKey = mf, i, &m.Field
 					break
 				}
@@ -515,7 +521,8 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		}
 		key, kf := r.read(&st.Key, rec, js, s, r.maxKey)
 		if kf != reasonNone {
-			if st.SkipMissing && missingKey(kf) {
+			if st.SkipMissing && missingKey(kf) || st.Shadow {
+				// Skipped; a shadow rule's unreadable key too: it never dead-letters.
 				s.ruleN[i][resultMissing]++
 				continue
 			}
@@ -786,9 +793,16 @@ func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int
 			}
 		}
 	}
+	// Cap: every limit's decision was counted by the pass above; the counting pass is not
+	// a second decision, and its tally is dropped.
+	var again limit.Tally
 	first, over := limit.Decision{}, -1
 	for i, l := range st.Limiters {
-		if d := r.check(l, now, at, key, n, tallyOf(i, t)); i == 0 || d.Limited && over < 0 {
+		tt := tallyOf(i, t)
+		if st.cap {
+			tt = &again
+		}
+		if d := r.check(l, now, at, key, n, tt); i == 0 || d.Limited && over < 0 {
 			first = d
 			if d.Limited {
 				over = i

@@ -628,3 +628,33 @@ func TestRulesPrefetchNextWhere(t *testing.T) {
 		}
 	}
 }
+
+// docs/rules.md: shadow "true: counted, measured and logged as if enforced; never changes
+// where a record goes or its headers". A shadow rule (missing left at its default) does
+// not dead-letter a record that lacks its key, or whose key is unusable: the enforced
+// rules alone decide where it goes (it did, naming the shadow rule).
+func TestShadowRuleNeverDeadLetters(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "ip", Key: mustKey(t, "header:ip"), Action: ActionOverflow, Shadow: true},
+			[]limit.Config{{Window: 10 * time.Second, Threshold: 200}}},
+		ruleSpec{Rule{Name: "user", Key: mustKey(t, "json:distinct_id"), Action: ActionOverflow, Shadow: true},
+			[]limit.Config{{Window: time.Minute, Threshold: 200}}},
+		ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow},
+			[]limit.Config{{Window: time.Minute, Threshold: 1000}}},
+	)
+	for _, c := range []struct {
+		name, value string
+		hdrs        []string
+	}{
+		{"no ip header", `{"team_id":"t1","distinct_id":"u1"}`, nil},
+		{"empty ip header", `{"team_id":"t1","distinct_id":"u1"}`, []string{"ip", ""}},
+		{"no distinct_id", `{"team_id":"t1"}`, []string{"ip", "1.2.3.4"}},
+		{"distinct_id an object", `{"team_id":"t1","distinct_id":{}}`, []string{"ip", "1.2.3.4"}},
+		{"distinct_id twice", `{"team_id":"t1","distinct_id":"a","distinct_id":"b"}`, []string{"ip", "1.2.3.4"}},
+	} {
+		out, o := f.r.Route(f.clk.Now(), input(c.value, "", c.hdrs...), nil)
+		if out.Topic != topicAccepted || o.Reason != ReasonAllowed {
+			t.Errorf("%s: to %s (%s, %q), want accepted: only shadow rules could not read it", c.name, out.Topic, o.Reason, headerValues(out, HeaderErrorDetail))
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package rules
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strconv"
@@ -93,6 +95,21 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		p.errs = append(p.errs, syntaxProblem(file, data, err))
 		return nil, p.result()
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first, second yaml.Node
+	if dec.Decode(&first) == nil {
+		// A second document (after ---) would be read by no one: refused, not ignored.
+		err := dec.Decode(&second)
+		switch {
+		case err == nil && len(second.Content) > 0 && second.Content[0].Tag != "!!null":
+			p.bad(second.Content[0], "(top)", "a second YAML document: want one, a mapping with one key, rules:")
+			return nil, p.result()
+		case err != nil && !errors.Is(err, io.EOF):
+			msg, line := yamlMessage(err)
+			p.errs = append(p.errs, &Problem{File: file, Line: max(line, 1), Col: 1, Msg: "a second YAML document: " + msg})
+			return nil, p.result()
+		}
 	}
 	if len(doc.Content) == 0 {
 		p.bad(&yaml.Node{Line: 1, Column: 1}, "rules", "the file is empty: want a list of rules under rules:")
@@ -232,12 +249,8 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		case "threshold_mode":
 			r.Adaptive = p.either(v, fp, "static", "adaptive", "static or adaptive")
 		case "mode":
-			if p.scalar(v, fp) {
-				m, err := limit.ParseMode(v.Value)
-				if err != nil {
-					p.bad(v, fp, "%q: want divert or cap", v.Value)
-				}
-				r.Mode = m
+			if p.either(v, fp, "divert", "cap", "divert or cap") {
+				r.Mode = limit.Cap
 			}
 		case "cost":
 			if p.scalar(v, fp) {
@@ -265,13 +278,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 				}
 			}
 		case "shadow":
-			if p.scalar(v, fp) {
-				b, err := strconv.ParseBool(v.Value)
-				if err != nil {
-					p.bad(v, fp, "%q: want true or false", v.Value)
-				}
-				r.Shadow = b
-			}
+			r.Shadow = p.either(v, fp, "false", "true", "true or false")
 		case "track":
 			r.AboveFloor = p.either(v, fp, "all", "above_floor",
 				"all (every key cached and written) or above_floor (keys under the floor counted in a sketch)")

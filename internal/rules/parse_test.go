@@ -362,3 +362,26 @@ func TestParseForceKeysEscaped(t *testing.T) {
 		}
 	}
 }
+
+// docs/rules.md: mode is `divert` (default) or `cap`, shadow `true` (default false): a
+// value that is neither is a problem of the file, as `cost: Bytes` or
+// `on_cardinality: ""` are.
+// mode and shadow take the values the docs give, spelled as they give them: divert or
+// cap, true or false (ParseMode and ParseBool took "", Cap, " cap", 1, T, "0").
+func TestModeAndShadowValues(t *testing.T) {
+	for _, field := range []string{`mode: ""`, `mode: Cap`, `mode: " cap"`, `mode: DIVERT`, `shadow: 1`, `shadow: T`, `shadow: "0"`} {
+		y := "rules:\n  - name: a\n    key: json:t\n    limits: [1m:10]\n    " + field + "\n"
+		if s, err := Parse("f.yaml", []byte(y), Options{MinWindow: time.Second}); err == nil {
+			t.Errorf("%s: accepted (%+v), want a problem at f.yaml:5", field, s.Rules[0])
+		}
+	}
+}
+
+// A file of two YAML documents: the second one's rules are not read, and nothing says so.
+// A second YAML document (after ---) is refused, not silently ignored.
+func TestSecondDocumentRefused(t *testing.T) {
+	y := "rules:\n  - name: a\n    key: json:t\n    limits: [1m:10]\n---\nrules:\n  - name: b\n    key: json:u\n    limits: [1m:10]\n"
+	if s, err := Parse("f.yaml", []byte(y), Options{MinWindow: time.Second}); err == nil {
+		t.Errorf("accepted with %d rule(s) (%s): the second document's rule b is silently ignored", len(s.Rules), s.Rules[0].Name)
+	}
+}
