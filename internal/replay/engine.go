@@ -27,6 +27,9 @@ type Engine struct {
 	workers []*worker
 	by      route.KeyFrom
 	peek    route.Scratch
+	// untimed are the records without a timestamp (Kafka's -1) met before any with one:
+	// routed at the first timed record's time, as a gate routes them at its own.
+	untimed []*kgo.Record
 }
 
 // NewEngine replays through cands (one, or two to compare). A candidate on the wall
@@ -96,8 +99,21 @@ func (e *Engine) Route(rec *kgo.Record) { e.RouteAt(rec, rec.Timestamp) }
 // clock moves to it, if it is later. With workers, rec is kept until a worker has routed
 // it (at the latest when Report returns); it must not change meanwhile.
 func (e *Engine) RouteAt(rec *kgo.Record, at time.Time) {
+	if at.UnixMilli() < 0 { // no timestamp (Kafka's -1): the replay's clock, not 1969
+		if e.records == 0 {
+			e.untimed = append(e.untimed, rec)
+			return
+		}
+		at = e.now
+	}
 	t := at.UTC() // the report's times are UTC, whatever the host's zone
 	if e.records == 0 {
+		defer func(held []*kgo.Record) {
+			for _, r := range held {
+				e.RouteAt(r, t)
+			}
+		}(e.untimed)
+		e.untimed = nil
 		e.first, e.now = t, t
 		for _, c := range e.cands {
 			if err := c.start(t); err != nil && e.err == nil {
@@ -173,6 +189,14 @@ func (e *Engine) advance(t time.Time) {
 // Report ends the replay: the last minute sealed, and the report with each candidate's
 // top most affected keys.
 func (e *Engine) Report(top int) *Report {
+	if held := e.untimed; e.records == 0 && len(held) > 0 {
+		// Not one record of the range had a timestamp: they are routed at the epoch's
+		// start, which the report then shows, rather than left out.
+		e.untimed = nil
+		for _, r := range held {
+			e.RouteAt(r, time.Unix(0, 0))
+		}
+	}
 	r := &Report{From: e.first, To: e.now, Records: e.records, Bytes: e.bytes}
 	if e.workers != nil {
 		// The workers' reports, summed, become the candidates' own; their limiters,

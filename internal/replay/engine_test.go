@@ -246,3 +246,36 @@ func steady(recs []*kgo.Record, team string, from, to time.Duration, perMinute i
 	}
 	return recs
 }
+
+// A record without a timestamp (Kafka's -1, read as 1969-12-31T23:59:59.999Z) first in
+// the range: the range is the records' times, not 56 years, and a learned threshold's
+// range of 30 minutes is called too short.
+func TestReplayRecordWithoutTimestampFirst(t *testing.T) {
+	first := event("steady", "u", 0)
+	first.Timestamp = time.UnixMilli(-1)
+	recs := append([]*kgo.Record{first}, steady(nil, "steady", 0, 30*time.Minute, 60)...)
+	cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "1000", "GATE_THRESHOLD_MODE": "adaptive", "GATE_ADAPTIVE_MIN_HISTORY": "1h"})
+	r := replayRecords(t, "c", cfg, recs, 5)
+	if !r.From.Equal(start) {
+		t.Errorf("report From %s, want the first timestamped record's, %s", r.From, start)
+	}
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "too short") {
+		t.Errorf("notes %q: want the 30-minute range called too short", r.Notes)
+	}
+}
+
+// A range in which not one record has a timestamp is replayed all the same, at the epoch's
+// start (it was held for a first timed record that never came, and left out).
+func TestReplayOnlyRecordsWithoutTimestamp(t *testing.T) {
+	var recs []*kgo.Record
+	for range 10 {
+		r := event("steady", "u", 0)
+		r.Timestamp = time.UnixMilli(-1)
+		recs = append(recs, r)
+	}
+	cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "1000"})
+	r := replayRecords(t, "c", cfg, recs, 5)
+	if r.Records != 10 || !r.From.Equal(time.Unix(0, 0).UTC()) {
+		t.Errorf("report of 10 records without timestamps: %d records from %s, want 10 from the epoch's start", r.Records, r.From)
+	}
+}

@@ -223,3 +223,33 @@ func TestEngineCloseStopsWorkers(t *testing.T) {
 	}
 	e.Close() // again: nothing to stop
 }
+
+// One team spelled several ways in its JSON ("ab", "a\u0062", 1, 1.0, "1", 10e-1...):
+// dealing and routing read the field alike, so the report is the same byte for byte on
+// any number of workers, on either clock, with two sets compared.
+func TestWorkersTeamSpelledSeveralWays(t *testing.T) {
+	var recs []*kgo.Record
+	forms := []string{`"ab"`, `"a\u0062"`, `"\u0061b"`, `"a\/b"`, `"a/b"`, `1`, `1.0`, `"1"`, `10e-1`}
+	for i := range 600 {
+		v := fmt.Sprintf(`{"team_id":%s,"distinct_id":"u%d"}`, forms[i%len(forms)], i%3)
+		recs = append(recs, &kgo.Record{Topic: "events", Value: []byte(v), Timestamp: start.Add(time.Duration(i) * 50 * time.Millisecond)})
+	}
+	for _, clk := range []string{"event", "wall"} {
+		cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "20", "GATE_LIMIT_MODE": "divert"})
+		set := testRules(t, cfg, "rules:\n- name: user\n  key: json:team_id+distinct_id\n  limits: [1m:30]\n  action: overflow\n- name: team\n  key: json:team_id\n  limits: [1m:50]\n  action: overflow\n")
+		r := sameOnWorkers(t, cfg.TickInterval, recs, func() []*Candidate {
+			c, err := NewCandidate("c", cfg, set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2, err := NewCandidate("d", cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []*Candidate{c, c2}
+		}, 2, 3, 4, 5, 7)
+		if len(r.Candidates[0].Keys) == 0 {
+			t.Errorf("%s clock: no key limited; the test wants some", clk)
+		}
+	}
+}
