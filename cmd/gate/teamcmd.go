@@ -76,7 +76,13 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return teamTop(ctx, base, top, stdout)
 	}
 	team := args[0]
-	u := base + "/v1/teams/" + url.PathEscape(team)
+	// "." and ".." are path segments a server cleans away (the mux redirects
+	// /v1/teams/. to /v1/teams): escape their dots, which the mux unescapes in the value.
+	seg := url.PathEscape(team)
+	if team == "." || team == ".." {
+		seg = strings.Repeat("%2E", len(team))
+	}
+	u := base + "/v1/teams/" + seg
 	code, body, err := askGate(ctx, u, 1<<20)
 	if err != nil {
 		return err
