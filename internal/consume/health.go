@@ -153,7 +153,11 @@ func (c *Consumer) sayStopped(p *partition, msg string) {
 // is done, so that not ready never says more than is true yet. It reports whether p
 // was running.
 func (c *Consumer) park(p *partition) bool {
-	if p.stopped.Swap(true) {
+	// Under partsMu, as drop marks p gone: a partition revoked or lost is not paused
+	// (nothing would resume it), and one paused before is resumed by releaseStopped.
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	if p.gone.Load() || p.stopped.Swap(true) {
 		return false
 	}
 	// c.live, not c.cl: a rebuilt session's client runs its callbacks while the
@@ -168,11 +172,13 @@ func stoppedKey(p int32) string { return fmt.Sprintf("stopped/%06d", p) }
 // revoked or lost: fetching them is resumed for whenever they come back, when the
 // record that stopped them stops them again unless it was fixed.
 func (c *Consumer) releaseStopped(ids []int32) {
-	var resume []int32
+	// Every one is resumed, not only those whose reason is cleared: a partition parked
+	// (paused) and then revoked before its reason was said has none, and a paused
+	// partition stays paused in the client across rebalances. Resuming one that is not
+	// paused does nothing.
+	resume := ids
 	for _, id := range ids {
-		if c.problems.clear(func(k string) bool { return k == stoppedKey(id) }) {
-			resume = append(resume, id)
-		}
+		c.problems.clear(func(k string) bool { return k == stoppedKey(id) })
 	}
 	if len(resume) > 0 {
 		// c.live, not c.cl: a rebuilt session's client runs its callbacks while the

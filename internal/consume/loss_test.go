@@ -789,3 +789,34 @@ func epochEnds(kreq kmsg.Request, end func(p int32) int64) kmsg.Response {
 	}
 	return resp
 }
+
+// A partition revoked (or lost) between
+// park, which pauses its fetching in the client, and sayStopped (restart commits in
+// between; the retry loop's undeliverable stop races onRevoked) is left paused in the
+// client for good: releaseStopped resumed only partitions whose not-ready reason it
+// cleared, and sayStopped sets none for a gone partition. Paused partitions persist
+// across rebalances in franz-go, so when the partition is assigned to this gate again
+// it is never fetched, and nothing says so (no reason, the gate ready).
+func TestStoppedPartitionRevokedMidStopIsResumed(t *testing.T) {
+	env := newEnv(t, 2)
+	c, err := New(env.ccfg, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.onAssigned(t.Context(), c.cl, map[string][]int32{inTopic: {0, 1}})
+	p := c.owned(1)
+
+	// restart / stopPartition: park, then (the revoke runs here), then say why.
+	if !c.park(p) {
+		t.Fatal("park: partition was not running")
+	}
+	c.drop([]int32{1}) // onRevoked / onLost
+	c.releaseStopped([]int32{1})
+	c.sayStopped(p, "partition 1 stopped")
+
+	if paused := c.cl.PauseFetchPartitions(nil); len(paused[inTopic]) != 0 {
+		t.Errorf("partitions %v of %s still paused in the client after partition 1 was revoked; "+
+			"assigned again, it would never be fetched (not-ready reasons: %q)", paused[inTopic], inTopic, c.problems.list())
+	}
+}
