@@ -77,7 +77,10 @@ type learned struct {
 	// current spike (as the fleet's folds saw it) ends by re-learning, unix ns; 0 none.
 	relearned atomic.Int64
 	spikeEnds atomic.Int64
-	pattern   atomic.Uint32 // the profile's pattern hours (spike.Profile.Pattern)
+	// relearnedEnded is the profile's Relearned that last ended a spike here: one
+	// re-learning ends one spike, not every spike started after it.
+	relearnedEnded atomic.Int64
+	pattern        atomic.Uint32 // the profile's pattern hours (spike.Profile.Pattern)
 }
 
 func newAdaptive(c spike.Config) *adaptive {
@@ -293,6 +296,7 @@ func (l *Limiter) endSpike(team string, ls *learned, ns int64, into *Sweep) {
 	relearned := l.relearnedSince(ls, since)
 	if relearned {
 		l.adapt.relearned.Add(1)
+		ls.relearnedEnded.Store(ls.relearned.Load())
 	}
 	if into != nil {
 		into.Spikes = append(into.Spikes, SpikeEvent{Team: team, Since: time.Unix(0, since), At: time.Unix(0, ns), Threshold: ls.spikeThr.Load(), Baseline: math.Float64frombits(ls.base.Load()),
@@ -306,7 +310,7 @@ func (l *Limiter) endSpike(team string, ls *learned, ns int64, into *Sweep) {
 // period's windows at the rate of its last.
 func (l *Limiter) relearnedSince(ls *learned, since int64) bool {
 	rl := ls.relearned.Load()
-	return rl != 0 && rl*l.windowNs >= since-int64(spike.MaxFoldEvery)
+	return rl != 0 && rl > ls.relearnedEnded.Load() && rl*l.windowNs >= since-int64(spike.MaxFoldEvery)
 }
 
 // forgetLearned drops e's learned state: e, team's entry, left the cache. The caller
@@ -337,8 +341,9 @@ func (l *Limiter) movedLearned(sh *shard, old, new *entry) {
 func (l *Limiter) setLearned(e *entry, team string, ls *learned, cur int64) {
 	a := l.adapt
 	var thr int64
-	if t, ok := a.cfg.Threshold(&ls.prof, cur); ok {
-		thr = min(max(int64(math.Ceil(t)), 1), MaxThreshold)
+	if t, ok := a.cfg.Threshold(&ls.prof, cur); ok && !math.IsNaN(t) {
+		// Clamped as a float: a float64 beyond int64 (or +Inf) converts to MinInt64.
+		thr = int64(min(max(math.Ceil(t), 1), MaxThreshold))
 	}
 	ls.part = a.cfg.ThresholdPart(cur)
 	ls.base.Store(math.Float64bits(a.cfg.Baseline(&ls.prof, cur)))

@@ -461,3 +461,65 @@ func TestAdaptiveThresholdAtAnImportsEdge(t *testing.T) {
 		t.Errorf("at 08:45, after a sweep: threshold %d, want the reached %g", d.Threshold, math.Ceil(edge))
 	}
 }
+
+// A profile whose baseline × factor is beyond
+// int64 (a finite float32 level that UnmarshalBinary accepts) must give a learned
+// threshold clamped to MaxThreshold, not 1 (under the floor of 100), as it was: the
+// float was converted to int64 before it was clamped.
+func TestLearnedThresholdHugeBaselineNotOne(t *testing.T) {
+	l := adaptiveLimiter(t, Config{})
+	now := adaptT0
+	l.CheckAt(now, "huge", 1)
+	learn(t, l, now, "huge", 3e18) // 4 × 3e18 = 1.2e19 > MaxInt64
+	d := l.CheckAt(now, "huge", 0)
+	if d.Threshold != MaxThreshold {
+		t.Fatalf("learned threshold %d, want MaxThreshold %d (floor 100)", d.Threshold, int64(MaxThreshold))
+	}
+}
+
+// The fleet's folds re-learned a team (a lasting step
+// over GATE_ADAPTIVE_CEILING: its learned threshold is still the ceiling, and it is still
+// over it). The gate ends the spike it had, and starts one over the new threshold; that
+// new spike must not be ended again, as "re-learned", by the same re-learning at the next
+// sweep, and so on at every sweep (for up to spike.MaxFoldEvery after it): it was, 14
+// times in 29 sweeps.
+func TestSpikeAfterRelearnDoesNotFlap(t *testing.T) {
+	l := adaptiveLimiter(t, Config{Mode: Divert, Adaptive: &spike.Config{Ceiling: 1000}})
+	now := adaptT0.Add(time.Second)
+	l.CheckAt(now, "t", 1)
+	var sw Sweep
+	l.Sweep(now, &sw)
+	var r *Read
+	for i := range sw.Reads {
+		if sw.Reads[i].Team == "t" {
+			r = &sw.Reads[i]
+		}
+	}
+	if r == nil {
+		t.Fatal("no read of t")
+	}
+	p := learnedProfile(l, 1000, r.Epoch) // 4000, capped at the ceiling: 1000
+	p.Relearned = r.Epoch - 1             // the fleet re-learned it a window ago
+	l.ApplyProfile(r, p, true, 0, now)
+	if d := l.CheckAt(now, "t", 5000); d.Threshold != 1000 {
+		t.Fatalf("threshold %d, want the ceiling 1000", d.Threshold)
+	}
+	started, ended := 0, 0
+	for s := 2; s <= 30; s++ {
+		at := adaptT0.Add(time.Duration(s) * time.Second)
+		l.CheckAt(at, "t", 200) // still sending far over the ceiling
+		l.Sweep(at, &sw)
+		for _, ev := range sw.Spikes {
+			if ev.Started {
+				started++
+			} else {
+				ended++
+			}
+		}
+	}
+	// The re-learning may end the first spike (its slack of a fold period), once.
+	if started > 2 || ended > 1 {
+		t.Fatalf("29 sweeps of a team steadily over its learned threshold: %d spikes started, %d ended (relearned counted %d), want at most 2 and 1",
+			started, ended, l.adapt.relearned.Load())
+	}
+}

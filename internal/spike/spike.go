@@ -733,9 +733,13 @@ func (p *Profile) UnmarshalBinary(b []byte) error {
 	if len(b) == ProfileSize {
 		q.Pattern = le.Uint32(b[124:])
 	}
-	for _, v := range append([]float32{q.Level, q.Recent}, q.Week[:]...) {
+	vals := append([]float32{q.Level, q.Recent}, q.Week[:]...)
+	for _, h := range q.Season {
+		vals = append(vals, float32(h.float()))
+	}
+	for _, v := range vals {
 		if !(v >= 0) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("%w: level %v, recent %v, week %v", ErrBadProfile, q.Level, q.Recent, q.Week)
+			return fmt.Errorf("%w: level %v, recent %v, week %v, a season %v", ErrBadProfile, q.Level, q.Recent, q.Week, v)
 		}
 	}
 	*p = q

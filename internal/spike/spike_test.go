@@ -289,3 +289,23 @@ func TestThresholdPart(t *testing.T) {
 		}
 	}
 }
+
+// UnmarshalBinary refuses a level, recent or week
+// factor that is not finite, and an hour's season too: it took one of +Inf (bfloat16 0x7f80), and the
+// learned threshold was then +Inf: over any ceiling-less clamp, and 1 once the limiter
+// converted it to int64.
+func TestUnmarshalRefusesNonFiniteSeason(t *testing.T) {
+	c, err := Config{Window: time.Minute}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Profile{Epoch: 29_000_000, Windows: 1440, Level: 100, Recent: 100}
+	b, _ := p.MarshalBinary()
+	s := c.slot(p.Epoch + 1)
+	b[16+2*s], b[16+2*s+1] = 0x80, 0x7f // season of that hour: +Inf
+	var q Profile
+	if err := q.UnmarshalBinary(b); err == nil {
+		thr, _ := c.Threshold(&q, p.Epoch+1)
+		t.Fatalf("a profile with an infinite season was accepted; its threshold: %v (finite: %v)", thr, !math.IsInf(thr, 0) && !math.IsNaN(thr))
+	}
+}
