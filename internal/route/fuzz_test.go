@@ -267,6 +267,14 @@ func gjsonTeam(k KeyFrom, value []byte, maxKey int) (string, reasonCode) {
 				return "", reasonFieldEmpty
 			}
 			val = r.Str
+			// gjson swallows the \u escape after a lone surrogate; the gate decodes escapes
+			// as encoding/json does.
+			if strings.Contains(r.Raw, `\u`) && utf8.ValidString(r.Raw) {
+				var dec string
+				if json.Unmarshal([]byte(r.Raw), &dec) == nil {
+					val = dec
+				}
+			}
 		case gjson.Number:
 			val = r.Raw
 		case gjson.Null:

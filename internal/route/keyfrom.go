@@ -469,7 +469,9 @@ func appendKeyPart(buf []byte, v string) []byte {
 // unescaped value (aliasing js unless it held escapes); a number gives its text as written
 // ({"team_id": 42} gives "42"; 42.0 would give "42.0"). Null counts as missing: producers
 // write null for a field they do not have. Booleans, objects and arrays are of the wrong
-// type. These are gjson.Get's readings, which the gate used before it read fields itself.
+// type. These are gjson.Get's readings, which the gate used before it read fields itself,
+// but for a string's escapes, decoded as encoding/json decodes them (unescape): gjson
+// swallowed the escape after a lone surrogate, and two teams shared a key.
 func (k *KeyFrom) fieldValue(js string, i, at int, s *Scratch) (string, reasonCode) {
 	parts := k.fields[i].parts
 	for p := 1; ; p++ {
@@ -512,7 +514,7 @@ func (k *KeyFrom) fieldValue(js string, i, at int, s *Scratch) (string, reasonCo
 	case '"':
 		str := raw[1 : len(raw)-1]
 		if strings.IndexByte(str, '\\') >= 0 {
-			str = gjson.Parse(raw).Str // unescaped into a new string: one allocation
+			str = unescape(str) // into a new string: one allocation
 		}
 		if str == "" {
 			return "", s.fail(failure{reason: reasonFieldEmpty, field: i})

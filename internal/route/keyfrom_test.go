@@ -440,3 +440,38 @@ func (k *KeyFrom) teamFailure(rec *kgo.Record, s *Scratch, maxKey int) (string, 
 	}
 	return team, s.why
 }
+
+// A string team holding a lone UTF-16 surrogate escape followed by another \u escape is
+// read as encoding/json reads it: the lone surrogate is U+FFFD and the next escape is a
+// character of its own. gjson's unescape, used before, swallowed that next escape, so
+// distinct teams ("t\ud800\u0041", "t\ud800\u0042") shared one key, "t\uFFFD".
+func TestLoneSurrogateThenEscape(t *testing.T) {
+	for _, from := range []string{"json:team_id", "json:team_id+u"} {
+		k, err := ParseKeyFrom(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]string{}
+		for _, raw := range []string{
+			`"t\ud800\u0041"`, `"t\ud800\u0042"`, `"t\ud800"`,
+			`"\udc00\ud800"`, `"\ud800\ud800\udc00"`,
+		} {
+			var want string
+			if err := json.Unmarshal([]byte(raw), &want); err != nil {
+				t.Fatal(err)
+			}
+			if k.Composite() {
+				want += ":u1"
+			}
+			v := []byte(`{"team_id":` + raw + `,"u":"u1"}`)
+			team, code := k.team(&kgo.Record{Value: v}, &Scratch{}, 1<<10)
+			if code != reasonNone || team != want {
+				t.Errorf("%s: %s: team %q (%v), encoding/json reads %q", from, v, team, code, want)
+			}
+			if other, dup := seen[team]; dup {
+				t.Errorf("%s: %s and %s, two teams to encoding/json, share the key %q", from, other, raw, team)
+			}
+			seen[team] = raw
+		}
+	}
+}

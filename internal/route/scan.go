@@ -456,45 +456,11 @@ func unescapedIs(raw, want string) bool {
 			j++
 			continue
 		}
-		if i+1 >= len(raw) {
+		r, next, ok := unescapeAt(raw, i)
+		if !ok {
 			return false
 		}
-		var r rune
-		switch raw[i+1] {
-		case '"', '\\', '/':
-			r = rune(raw[i+1])
-		case 'b':
-			r = '\b'
-		case 'f':
-			r = '\f'
-		case 'n':
-			r = '\n'
-		case 'r':
-			r = '\r'
-		case 't':
-			r = '\t'
-		case 'u':
-			var ok bool
-			if r, ok = hex4(raw, i+2); !ok {
-				return false
-			}
-			i += 4
-			if utf16.IsSurrogate(r) {
-				r2, ok := rune(0), false
-				if i+8 <= len(raw) && raw[i+2] == '\\' && raw[i+3] == 'u' {
-					r2, ok = hex4(raw, i+4)
-				}
-				if dec := utf16.DecodeRune(r, r2); ok && dec != unicode.ReplacementChar {
-					r = dec
-					i += 6
-				} else {
-					r = unicode.ReplacementChar
-				}
-			}
-		default:
-			return false
-		}
-		i += 2
+		i = next
 		n := utf8.EncodeRune(buf[:], r)
 		if j+n > len(want) || want[j:j+n] != string(buf[:n]) {
 			return false
@@ -502,6 +468,71 @@ func unescapedIs(raw, want string) bool {
 		j += n
 	}
 	return j == len(want)
+}
+
+// unescape returns the JSON string contents raw with its escapes decoded as encoding/json
+// decodes them (unescapedIs), every other byte as it is. Where raw is not valid (lax
+// reading), it stops, as gjson does, at a control byte or an escape it cannot read.
+func unescape(raw string) string {
+	b := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c < ' ' {
+			break
+		}
+		if c != '\\' {
+			b = append(b, c)
+			i++
+			continue
+		}
+		r, next, ok := unescapeAt(raw, i)
+		if !ok {
+			break
+		}
+		b = utf8.AppendRune(b, r)
+		i = next
+	}
+	return string(b)
+}
+
+// unescapeAt decodes the escape at raw[i] (a backslash): the rune it stands for and the
+// index just past it, a valid surrogate pair being one escape; a lone or malformed
+// surrogate is U+FFFD and the escape after it is left to be read on its own.
+func unescapeAt(raw string, i int) (rune, int, bool) {
+	if i+1 >= len(raw) {
+		return 0, 0, false
+	}
+	switch raw[i+1] {
+	case '"', '\\', '/':
+		return rune(raw[i+1]), i + 2, true
+	case 'b':
+		return '\b', i + 2, true
+	case 'f':
+		return '\f', i + 2, true
+	case 'n':
+		return '\n', i + 2, true
+	case 'r':
+		return '\r', i + 2, true
+	case 't':
+		return '\t', i + 2, true
+	case 'u':
+		r, ok := hex4(raw, i+2)
+		if !ok {
+			return 0, 0, false
+		}
+		if !utf16.IsSurrogate(r) {
+			return r, i + 6, true
+		}
+		if i+12 <= len(raw) && raw[i+6] == '\\' && raw[i+7] == 'u' {
+			if r2, ok := hex4(raw, i+8); ok {
+				if dec := utf16.DecodeRune(r, r2); dec != unicode.ReplacementChar {
+					return dec, i + 12, true
+				}
+			}
+		}
+		return unicode.ReplacementChar, i + 6, true
+	}
+	return 0, 0, false
 }
 
 // hex4 reads the four hexadecimal digits at s[i:].
