@@ -350,12 +350,18 @@ func (m *merge) findEnd(q *queue) {
 }
 
 // replayTime is q.recs[i]'s replay time in Unix ns: its timestamp, or the partition's
-// next record's when that is earlier; false while the next record may yet come.
+// next record's when that is earlier; false while the next record may yet come. A next
+// record without a timestamp (Kafka's -1, before 1970 here) is no earlier time: it would
+// put this record in 1969, before -from (the engine routes such a record itself at the
+// replay's clock).
 func (q *queue) replayTime(i int) (int64, bool) {
 	at := q.recs[i].Timestamp.UnixNano()
 	switch {
 	case i+1 < len(q.recs):
-		return min(at, q.recs[i+1].Timestamp.UnixNano()), true
+		if next := q.recs[i+1].Timestamp.UnixNano(); next >= 0 {
+			return min(at, next), true
+		}
+		return at, true
 	case q.exhausted():
 		return at, true
 	}

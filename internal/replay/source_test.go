@@ -427,3 +427,17 @@ func TestReadStopsAtTheEndOfTo(t *testing.T) {
 		t.Errorf("progress said %d offsets to read at most, for a range of 1,610: partition 0 was read on past its end", maxTotal)
 	}
 }
+
+// A record followed by one without a timestamp (Kafka's -1) keeps its own replay time: the
+// next record's "earlier" time was 1969, which put it before any -from (dropped there) or
+// routed it at the replay's clock instead of its own.
+func TestReplayTimeIgnoresNextWithoutTimestamp(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	q := &queue{recs: []*kgo.Record{{Timestamp: t0}, {Timestamp: time.UnixMilli(-1)}, {Timestamp: t0.Add(time.Second)}}, next: 3, hard: 3}
+	if at, ok := q.replayTime(0); !ok || at != t0.UnixNano() {
+		t.Errorf("replay time of a record before one without a timestamp: %v (%v), want its own %v", time.Unix(0, at).UTC(), ok, t0)
+	}
+	if at, _ := q.replayTime(1); at >= 0 {
+		t.Errorf("replay time of the record without a timestamp: %v, want its own (-1 ms), which the engine routes at its clock", time.Unix(0, at).UTC())
+	}
+}
