@@ -473,15 +473,17 @@ func unescapedIs(raw, want string) bool {
 // unescape returns the JSON string contents raw with its escapes decoded as encoding/json
 // decodes them (unescapedIs), every other byte as it is. Where raw is not valid (lax
 // reading), it stops, as gjson does, at a control byte or an escape it cannot read.
+// One allocation: the decoded string is never longer than raw.
 func unescape(raw string) string {
-	b := make([]byte, 0, len(raw))
+	var b strings.Builder
+	b.Grow(len(raw))
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		if c < ' ' {
 			break
 		}
 		if c != '\\' {
-			b = append(b, c)
+			b.WriteByte(c)
 			i++
 			continue
 		}
@@ -489,10 +491,10 @@ func unescape(raw string) string {
 		if !ok {
 			break
 		}
-		b = utf8.AppendRune(b, r)
+		b.WriteRune(r)
 		i = next
 	}
-	return string(b)
+	return b.String()
 }
 
 // unescapeAt decodes the escape at raw[i] (a backslash): the rune it stands for and the

@@ -2,6 +2,7 @@ package route
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -20,4 +21,16 @@ func FuzzUnescape(f *testing.F) {
 			t.Fatalf("%s: %q, encoding/json %q", raw, got, want)
 		}
 	})
+}
+
+// unescape makes one allocation, the string it returns (make test runs it without -race:
+// test-norace).
+func TestUnescapeAllocatesOnce(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	raw := strings.Repeat(`team \u00e9\n\ud83d\ude00 \"x\"`, 4) // past what a slice made on the stack holds
+	if n := testing.AllocsPerRun(100, func() { _ = unescape(raw) }); n != 1 {
+		t.Errorf("unescape allocated %v times, want 1", n)
+	}
 }
