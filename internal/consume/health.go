@@ -176,14 +176,13 @@ func (c *Consumer) releaseStopped(ids []int32) {
 	// (paused) and then revoked before its reason was said has none, and a paused
 	// partition stays paused in the client across rebalances. Resuming one that is not
 	// paused does nothing.
-	resume := ids
 	for _, id := range ids {
 		c.problems.clear(func(k string) bool { return k == stoppedKey(id) })
 	}
-	if len(resume) > 0 {
+	if len(ids) > 0 {
 		// c.live, not c.cl: a rebuilt session's client runs its callbacks while the
 		// transaction loop is still installing it.
-		c.live.Load().ResumeFetchPartitions(map[string][]int32{c.cfg.InputTopic: resume})
+		c.live.Load().ResumeFetchPartitions(map[string][]int32{c.cfg.InputTopic: ids})
 	}
 }
 
