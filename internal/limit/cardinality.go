@@ -38,7 +38,9 @@ import (
 // (CardinalityCollapse). Or the check answers limited without counting, flagged Rotating,
 // for the router to overflow or tag it. Each record its mode counts is counted as its
 // key's own in the sketch too (never promoting it while the team rotates), so that when
-// the rotation ends a key's sliding window holds what it sent meanwhile. Its cached keys,
+// the rotation ends a key's sliding window holds what it sent meanwhile; through a Tally,
+// eight of the team's records late, when the key's lines have come from memory, and all
+// by AddTally, which a router calls once a batch. Its cached keys,
 // those that reached their floor before, are checked as they are; no other key of it is
 // promoted while it rotates.
 

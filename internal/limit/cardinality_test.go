@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"hash/maphash"
 	"testing"
 	"time"
 )
@@ -174,6 +175,78 @@ func TestRotationReleaseKeepsCollapsedRecords(t *testing.T) {
 	}
 	if admitted > 1450 {
 		t.Errorf("rot:heavy admitted %d more records after 9,000 in the window before, threshold 10,000: want at most 1,450", admitted)
+	}
+}
+
+// The same through a Tally, the router's way: a rotating key's own sketch counts are added
+// a few of the team's checks late (Tally.deferAdd), and every one of them by AddTally. The
+// tally is added every 1,000 records, a count the queue's length does not divide.
+func TestRotationReleaseKeepsCollapsedRecordsThroughTally(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
+	seq := 0
+	rotate(l, at(time.Second), "rot", 2000, &seq)
+	if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
+		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
+	}
+	sweep(t, l, at(61*time.Second))
+	var tally Tally
+	for i := range 9000 {
+		if d := l.CheckTally(at(100*time.Second), "rot:heavy", 1, &tally); d.Limited {
+			t.Fatalf("rot:heavy limited at its record %d of 9,000 (threshold 10,000)", i)
+		}
+		if i%1000 == 999 {
+			l.AddTally(&tally)
+		}
+	}
+	l.AddTally(&tally)
+	if sw := sweep(t, l, at(120*time.Second)); len(sw.Rotations) != 1 || sw.Rotations[0].Started {
+		t.Fatalf("rotations %+v, want rot released", sw.Rotations)
+	}
+	var admitted int
+	for range 10_000 {
+		if d := l.CheckTally(at(121*time.Second), "rot:heavy", 1, &tally); !d.Limited {
+			admitted++
+		}
+	}
+	l.AddTally(&tally)
+	if admitted > 1450 {
+		t.Errorf("rot:heavy admitted %d more records after 9,000 in the window before, threshold 10,000: want at most 1,450", admitted)
+	}
+}
+
+// A Tally's queued sketch adds land when the tally is added (AddTally), the last rotDefer
+// of them too, and an add queued for a window whose slot has since been cleared for another is
+// dropped with that window rather than counted in the new one.
+func TestTallyDeferredAdds(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
+	keyHash := func(i int) uint64 { return maphash.String(l.seed, fmt.Sprintf("rot:id-%d", i)) }
+	sk := l.sk
+	sk.prepare(5)
+	sl := sk.slot(5)
+	var tally Tally
+	for i := range 2*rotDefer + 3 {
+		tally.deferAdd(sl, 5, sk.cells(keyHash(i)), 2)
+	}
+	for i := range 2*rotDefer + 3 {
+		got := sl.estimate(sk.cells(keyHash(i)))
+		if applied := i < rotDefer+3; applied != (got == 2) || got > 2 {
+			t.Errorf("key %d: count %d before AddTally's drain, want %d", i, got, map[bool]int{true: 2}[applied])
+		}
+	}
+	tally.rotated = 1 // AddTally skips a zero tally; a rotating key's add comes with its count
+	l.AddTally(&tally)
+	for i := range 2*rotDefer + 3 {
+		if got := sl.estimate(sk.cells(keyHash(i))); got != 2 {
+			t.Errorf("key %d: count %d after the drain, want 2", i, got)
+		}
+	}
+	tally = Tally{}
+	tally.deferAdd(sl, 5, sk.cells(keyHash(99)), 7)
+	sk.prepare(7) // clears window 5's slot for window 8
+	sk.prepare(8)
+	tally.applyDeferred()
+	if s8 := sk.slot(8); s8 == nil || s8.estimate(sk.cells(keyHash(99))) != 0 {
+		t.Errorf("a late add of window 5 counted in window 8's slot")
 	}
 }
 

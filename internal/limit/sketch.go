@@ -273,8 +273,15 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 			d := l.rotatingCheck(ns, h, r, n, tally)
 			// Counted as its own too, not promoted: when the rotation ends, the key's
 			// sliding window still holds what it was admitted as the collapsed key.
+			// Through a tally, a few of the team's checks later (Tally.deferAdd), when
+			// the key's lines have come: the key is counted as the collapsed one
+			// meanwhile, and its own count matters only once the rotation ends.
 			if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
-				sl.add(l.sk.cells(h), n)
+				if tally != nil {
+					tally.deferAdd(sl, sp.epoch, l.sk.cells(h), n)
+				} else {
+					sl.add(l.sk.cells(h), n)
+				}
 			}
 			return d, true
 		}

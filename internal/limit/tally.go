@@ -22,6 +22,61 @@ type Tally struct {
 	// team's keys (gate_limiter_rotation_records_total), a fifth of every record under
 	// the rotation, each a locked add when counted at once.
 	untracked, rotated uint64
+	// deferred: a rotating team's keys' own sketch counts (checkUntracked), added
+	// rotDefer checks of the team later, when the lines the check had fetched ahead
+	// (sketch.prefetch) have come: a fresh key's lines are in no cache, and an add at once
+	// waited for them on every fifth record of the rotation. ndeferred counts
+	// those queued since the last AddTally; the last rotDefer of them are in deferred.
+	deferred  [rotDefer]deferredAdd
+	ndeferred uint32
+}
+
+// rotDefer is how many of a rotating team's keys' sketch adds a Tally holds back: enough
+// checks for the lines of the first to arrive from memory before it is added.
+const rotDefer = 8
+
+// deferredAdd is n records of the key of cells c, to add to sl while it counts window ep.
+type deferredAdd struct {
+	sl *sketchSlot
+	ep int64
+	c  cells
+	n  int64
+}
+
+// apply adds d, unless its slot has since been cleared for another window (a Tally held
+// over two windows): what it counted is then gone with the window.
+func (d *deferredAdd) apply() {
+	if d.sl.epoch.Load() == d.ep {
+		d.sl.add(d.c, d.n)
+	}
+}
+
+// deferAdd queues n records of the key of cells c for sl, adding the one queued rotDefer
+// adds ago.
+func (t *Tally) deferAdd(sl *sketchSlot, ep int64, c cells, n int64) {
+	d := &t.deferred[t.ndeferred%rotDefer]
+	if t.ndeferred >= rotDefer {
+		d.apply()
+	}
+	*d = deferredAdd{sl: sl, ep: ep, c: c, n: n}
+	t.ndeferred++
+}
+
+// Discard zeroes t, dropping its decision counts but adding the sketch counts it held back:
+// for a pass of checks whose decisions an earlier pass counted (a cap rule's counting pass
+// after its asking one), whose records still count.
+func (t *Tally) Discard() {
+	if t.ndeferred != 0 {
+		t.applyDeferred()
+	}
+	*t = Tally{}
+}
+
+// applyDeferred adds every queued sketch add.
+func (t *Tally) applyDeferred() {
+	for i := range min(t.ndeferred, rotDefer) {
+		t.deferred[i].apply()
+	}
 }
 
 func (t *Tally) count(limited bool) {
@@ -37,6 +92,7 @@ func (l *Limiter) AddTally(t *Tally) {
 	if *t == (Tally{}) {
 		return
 	}
+	t.applyDeferred()
 	st := l.stripe()
 	addNonZero(&st.allowed, t.allowed)
 	addNonZero(&st.limited, t.limited)

@@ -794,7 +794,7 @@ func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int
 		}
 	}
 	// Cap: every limit's decision was counted by the pass above; the counting pass is not
-	// a second decision, and its tally is dropped.
+	// a second decision, and its tally is dropped (Discard: its records' counts are not).
 	var again limit.Tally
 	first, over := limit.Decision{}, -1
 	for i, l := range st.Limiters {
@@ -809,6 +809,7 @@ func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int
 			}
 		}
 	}
+	again.Discard()
 	return first, over
 }
 

@@ -445,6 +445,43 @@ func TestRulesRotatingTeam(t *testing.T) {
 	}
 }
 
+// A rotating team's key is counted as its own in the sketch as well as the collapsed key
+// (limit's cardinality.go), through the Scratch's tally, late: in a rule of two limits in
+// cap mode too, where the counting pass's decisions are not kept, its sketch counts are.
+func TestRulesRotatingKeyCountedInCapMode(t *testing.T) {
+	for _, mode := range []limit.Mode{limit.Cap, limit.Divert} {
+		t.Run(mode.String(), func(t *testing.T) {
+			f := newRuleFixture(t, Config{},
+				ruleSpec{Rule{Name: "team-user", Key: mustKey(t, "json:team_id+distinct_id"), Action: ActionOverflow},
+					[]limit.Config{
+						{Window: time.Minute, Threshold: 10_000, Mode: mode, SketchWidth: limit.DefaultSketchWidth, KeyCardinality: 100, OnCardinality: limit.CardinalityCollapse},
+						{Window: time.Hour, Threshold: 100_000, Mode: mode},
+					}},
+			)
+			lim := f.lims["team-user"][0]
+			for i := range 300 {
+				f.r.Route(f.clk.Now(), event("rot", fmt.Sprint("id-", i), "e"), nil)
+			}
+			var sw limit.Sweep
+			lim.Sweep(f.clk.Now(), &sw)
+			if len(sw.Rotations) != 1 {
+				t.Fatalf("rotations %+v, want rot's", sw.Rotations)
+			}
+			var s Scratch
+			var out kgo.Record
+			for range 50 {
+				if o := f.r.RouteInto(f.clk.Now(), event("rot", "heavy", "e"), &s, &out); o.Route != Accepted {
+					t.Fatalf("rot:heavy: %s %s, want accepted (collapsed, under the threshold)", o.Route, o.Reason)
+				}
+			}
+			s.Flush()
+			if n, _, ok := lim.Untracked(f.clk.Now(), "rot:heavy"); !ok || n != 50 {
+				t.Errorf("rot:heavy's own sketch count %d (untracked %v), want 50", n, ok)
+			}
+		})
+	}
+}
+
 // Rules reading the same fields read each one once a record (the shared pass keeps the
 // values): every rule still gets its own key, from this record and not the one before,
 // and the outcome's team is the first rule's key even after a later composite key was
