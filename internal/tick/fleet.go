@@ -14,8 +14,18 @@ import (
 // FleetSlot is how long one count of the fleet lasts: in each slot of the wall clock every
 // running gate adds one to the slot's counter ({prefix}:fleet:{slot}:gates), and the
 // fleet's size is the larger of the last two whole slots' counts. A gate that starts is
-// counted by the others within two slots; one that stops, after two.
+// counted by the others within two slots; one that stops, after two. A tick longer than
+// FleetSlot makes the slot the tick's length (fleetSlot).
 const FleetSlot = 5 * time.Second
+
+// fleetSlot is the length of this tick's slots: FleetSlot, or the tick interval when that
+// is longer. Run counts the fleet once a tick, a quarter interval after its boundary: with
+// slots shorter than a tick, a gate skips slots (ticks of over two slots count in none of
+// the two whole slots read, and every gate finds itself alone), and gates whose clocks
+// are a little apart count in different slots (a count near a slot's edge), each slot
+// holding part of the fleet. Slots of the tick's length start at its boundaries, and the
+// count, a quarter interval in, falls in the same slot on every gate.
+func (t *Ticker) fleetSlot() time.Duration { return max(FleetSlot, t.cfg.TickInterval) }
 
 // FleetKeyFor is the counter of slot's gates. Its last part is no number, ":hold",
 // ":profile" nor ":seq", so no counter or other key of a team can take its form.
@@ -37,7 +47,7 @@ type fleetCount struct {
 // change size with its Redis.
 func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	f := &t.fleet
-	slot := now.UnixNano() / int64(FleetSlot)
+	slot := now.UnixNano() / int64(t.fleetSlot())
 	if f.counted[0] == slot {
 		return
 	}
@@ -46,7 +56,7 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	pipe := t.instances[0].Pipeline()
 	cur := FleetKeyFor(t.cfg.KeyPrefix, slot)
 	incr := pipe.IncrBy(cctx, cur, 1)
-	pipe.PExpire(cctx, cur, 4*FleetSlot)
+	pipe.PExpire(cctx, cur, 4*t.fleetSlot())
 	prev := [2]*redis.StringCmd{pipe.Get(cctx, FleetKeyFor(t.cfg.KeyPrefix, slot-1)), pipe.Get(cctx, FleetKeyFor(t.cfg.KeyPrefix, slot-2))}
 	_, err := pipe.Exec(cctx)
 	t.m.commands.WithLabelValues("incrby").Inc()

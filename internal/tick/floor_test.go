@@ -332,3 +332,40 @@ func TestFleetCountStallCountsGateOnce(t *testing.T) {
 		t.Errorf("a lone gate finds a fleet of %d, want 1", got)
 	}
 }
+
+// Run counts the fleet once a tick, after its read phase. At any tick interval the config
+// allows (GATE_TICK_INTERVAL up to GATE_SYNC_INTERVAL, 15 s by default, and under the
+// window), three gates that each count themselves on every tick find a fleet of 3: with
+// ticks longer than two FleetSlots, every gate counts itself in one slot of three and
+// reads only the two before it, which no gate counted in, and believes itself alone: every
+// gate's floor is then SyncFloor × threshold, N times the floor's share, and a key under
+// it on every gate is admitted fleet-wide up to N × SyncFloor of its threshold, unread.
+func TestFleetCountsItsGatesAtLongTicks(t *testing.T) {
+	for _, interval := range []time.Duration{time.Second, 7 * time.Second, 10 * time.Second, 12 * time.Second, 15 * time.Second} {
+		t.Run(interval.String(), func(t *testing.T) {
+			srv := redistest.Start(t)
+			var gates []*gate
+			for i := range 3 {
+				gates = append(gates, newGate(t, nil, limit.Config{Window: time.Minute},
+					Config{KeyPrefix: "fl", Writer: fmt.Sprint("w", i), TickInterval: interval}, srv))
+			}
+			ctx := context.Background()
+			at := nextTick(time.Unix(1_800_000_000, 0), interval)
+			for k := range 12 { // Run's calls: one a tick, after the read phase
+				for i, g := range gates {
+					// the gates' clocks a little apart, well within the quarter interval
+					skew := time.Duration(i) * interval / 40
+					g.tk.countFleet(ctx, at.Add(g.tk.readDelay()+skew))
+				}
+				if k >= 4 {
+					for i, g := range gates {
+						if got := g.l.FleetSize(); got != 3 {
+							t.Fatalf("tick %d, gate %d: fleet size %d, want 3", k, i, got)
+						}
+					}
+				}
+				at = at.Add(interval)
+			}
+		})
+	}
+}
