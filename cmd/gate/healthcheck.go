@@ -54,6 +54,9 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 	if !strings.HasPrefix(o.path, "/") {
 		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: path %q must start with /", o.path)}
 	}
+	if o.timeout <= 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: -timeout %s: want a positive duration, such as 2s", o.timeout)}
+	}
 	base, err := gateURL("healthcheck", o.addr, getenv)
 	if err != nil {
 		return err

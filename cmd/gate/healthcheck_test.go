@@ -8,6 +8,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/endpoints"
+	"github.com/capturegate/gate/internal/limit"
 )
 
 // TestHealthcheck: gate healthcheck exits 0 on a 200 from the path asked, and fails with the
@@ -51,5 +60,51 @@ func TestHealthcheck(t *testing.T) {
 	}
 	if _, err := check([]string{"-path", "readyz"}, nil); err == nil {
 		t.Error("a path without its slash: want a usage error")
+	}
+}
+
+// GATE_HTTP_ADDR with blanks around it (an env file's trailing space) is the address the
+// gate listens on once trimmed, as config.Load reads every variable: gate healthcheck and
+// gate team must ask that address too, not fail on the blanks.
+func TestToolsTrimHTTPAddr(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.CheckAt(t0, "t1", 1)
+	mux := endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{}, endpoints.FixedRules(lim)))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	env := map[string]string{"GATE_HTTP_ADDR": " :" + port + " "}
+	cfg, err := config.Load(getenvFrom(env), []string{"GATE_HTTP_ADDR"})
+	if err != nil || cfg.HTTPAddr != ":"+port {
+		t.Fatalf("config.Load: HTTPAddr %q, %v; want the gate to listen on :%s", cfg.HTTPAddr, err, port)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"healthcheck", "-path", "/healthz"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Errorf("gate healthcheck with GATE_HTTP_ADDR %q: %v; want the gate at :%s asked", env["GATE_HTTP_ADDR"], err, port)
+	}
+	stdout.Reset()
+	if err := run(t.Context(), []string{"team", "t1"}, testHost(env), &stdout, &stderr); err != nil || !strings.Contains(stdout.String(), "team t1:") {
+		t.Errorf("gate team with GATE_HTTP_ADDR %q: %v, stdout %q", env["GATE_HTTP_ADDR"], err, stdout.String())
+	}
+}
+
+// gate healthcheck -timeout 0 (or a negative one) can never succeed: a usage error
+// (exit status 2) naming the flag, not a failed check of a healthy gate.
+func TestHealthcheckTimeoutMustBePositive(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, nil))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, d := range []string{"0", "0s", "-1s"} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), []string{"healthcheck", "-addr", addr, "-path", "/healthz", "-timeout", d}, testHost(nil), &stdout, &stderr)
+		if cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "-timeout") {
+			t.Errorf("-timeout %s: %v (exit %d); want a usage error naming -timeout", d, err, cli.ExitCode(err))
+		}
 	}
 }

@@ -70,7 +70,13 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, nam
 	for {
 		select {
 		case err := <-done:
-			_, werr := fmt.Fprintf(stdout, "load: stopped; produced=%d failed=%d\n", counts.Produced.Load(), counts.Failed.Load())
+			p, f := counts.Produced.Load(), counts.Failed.Load()
+			_, werr := fmt.Fprintf(stdout, "load: stopped; produced=%d failed=%d\n", p, f)
+			if err == nil && p == 0 {
+				// No broker reached, or the topic refused every record: a failure.
+				err = fmt.Errorf("gate load: no record acknowledged by GATE_KAFKA_BROKERS=%s on topic %s (%d refused): is the broker reachable and the topic there?",
+					strings.Join(cfg.KafkaBrokers, ","), cfg.InputTopic, f)
+			}
 			return errors.Join(err, werr)
 		case <-tick.C:
 			p := counts.Produced.Load()

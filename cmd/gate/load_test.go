@@ -57,3 +57,25 @@ func TestLoadFlags(t *testing.T) {
 		t.Errorf("err = %v, want a usage error about -hot-share", err)
 	}
 }
+
+// gate load that gets no record acknowledged (no broker at GATE_KAFKA_BROKERS, or no
+// GATE_INPUT_TOPIC there) has failed: exit status 1 and a message that says so, not a
+// silent "produced=0" and exit 0 after its -duration.
+func TestLoadNothingProducedFails(t *testing.T) {
+	t.Parallel()
+	_, kenv := kafkaEnv(t)
+	for name, env := range map[string]map[string]string{
+		"no broker": {"GATE_KAFKA_BROKERS": closedPort(t)},
+		"no topic":  {"GATE_KAFKA_BROKERS": kenv["GATE_KAFKA_BROKERS"], "GATE_INPUT_TOPIC": "no_such_topic"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var stdout bytes.Buffer
+			stderr := &syncBuffer{}
+			err := loadCmd(t.Context(), []string{"-duration", "1500ms", "-rate", "400"}, getenvFrom(env), nil, clock.Real{}, &stdout, stderr)
+			if err == nil || cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), env["GATE_KAFKA_BROKERS"]) {
+				t.Errorf("gate load: err %v (exit %d); want a failure naming the brokers\nstdout:\n%s", err, cli.ExitCode(err), stdout.String())
+			}
+		})
+	}
+}

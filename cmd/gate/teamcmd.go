@@ -284,7 +284,8 @@ func thresholdText(l endpoints.LimitJSON) string {
 // gateURL is the http:// base of the gate a subcommand (cmd) asks: addr, else
 // GATE_HTTP_ADDR, else :8080, a listen-anywhere host meaning this machine's gate.
 func gateURL(cmd, addr string, getenv func(string) string) (string, error) {
-	target := cmp.Or(addr, getenv("GATE_HTTP_ADDR"), ":8080")
+	// Trimmed, as config.Load reads it: the address the gate listens on.
+	target := cmp.Or(addr, strings.TrimSpace(getenv("GATE_HTTP_ADDR")), ":8080")
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {
 		return "", &cli.UsageError{Msg: fmt.Sprintf("%s: address %q is not host:port", cmd, target)}
