@@ -1154,3 +1154,68 @@ func TestValidate(t *testing.T) {
 		t.Errorf("Validate: %v", err)
 	}
 }
+
+// Every GATE_LIMITS entry Load takes builds: a further limit shorter than
+// GATE_COLD_WRITE_INTERVAL is built with an interval of at most its window, as a rule's
+// further limit is (RuleLimitConfigs); it failed in gate.New, naming no variable.
+func TestExtraLimitColdWriteInterval(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(map[string]string{"GATE_LIMITS": "1m:1000,10s:100", "GATE_COLD_WRITE_INTERVAL": "30s"})
+	if err != nil {
+		t.Fatalf("Load: %v; want it taken, as a rule's limits are", err)
+	}
+	for _, lc := range c.ExtraLimitConfigs() {
+		if err := lc.Validate(); err != nil {
+			t.Errorf("Load took it, the %s limit cannot be built: %v", lc.Window, err)
+		}
+	}
+}
+
+// A static gate's window is not refused for the adaptive learner's sake, as a rule's
+// static limit of the same window is not.
+func TestStaticWindowNotRefusedForAdaptive(t *testing.T) {
+	t.Parallel()
+	for _, env := range []map[string]string{
+		{"GATE_WINDOW": "2h"},
+		{"GATE_LIMITS": "2h:1000"},
+	} {
+		if _, err := loadMap(env); err != nil {
+			t.Errorf("%v: %v", env, err)
+		}
+	}
+	c, _ := loadMap(nil)
+	if _, err := ruleLimits(c, "2h:1000"); err != nil {
+		t.Errorf("rule: %v", err)
+	}
+}
+
+// No window or event age Load takes overflows a key's lifetime (2 x the window, plus
+// GATE_MAX_EVENT_AGE under the event clock): a negative one would let the tick expire a
+// long limit's counts after GATE_REDIS_KEY_TTL's floor, and the limit would never hold.
+func TestKeyLifetimeDoesNotOverflow(t *testing.T) {
+	t.Parallel()
+	for _, env := range []map[string]string{
+		{"GATE_LIMITS": "1m:1000,2000000h:1"},
+		{"GATE_CLOCK": "event", "GATE_WINDOW": "30h", "GATE_MAX_EVENT_AGE": "2562000h",
+			"GATE_ADAPTIVE_MAX_SPIKE": "61h", "GATE_ADAPTIVE_MIN_HISTORY": "30h"},
+	} {
+		c, err := loadMap(env)
+		if err != nil {
+			// Refused at start, naming the variable.
+			if !strings.Contains(err.Error(), "GATE_LIMITS") && !strings.Contains(err.Error(), "GATE_MAX_EVENT_AGE") {
+				t.Errorf("%v: refused by %v, which names neither GATE_LIMITS nor GATE_MAX_EVENT_AGE", env, err)
+			}
+			continue
+		}
+		for _, lc := range append([]limit.Config{c.LimitConfig()}, c.ExtraLimitConfigs()...) {
+			l, err := limit.New(lc, nil, nil)
+			if err != nil {
+				t.Errorf("%v: Load took it, the %s limit cannot be built: %v", env, lc.Window, err)
+				continue
+			}
+			if kl := l.KeyLifetime(); kl <= 0 {
+				t.Errorf("%v: Load took it, the %s limit's keys live %s", env, lc.Window, kl)
+			}
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
+	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/spike"
 )
 
@@ -17,7 +18,7 @@ type Limiter struct {
 	LimitMode          limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
 	DivertHold         divertHold    `envconfig:"DIVERT_HOLD" default:"" desc:"In divert mode, how long a team that reached its threshold stays diverted once its level is back under GATE_DIVERT_RELEASE of it, on every gate (a held team's flag is shared through Redis in the tick's own commands), or 0 for no hold; one GATE_WINDOW when unset (default none). A team swinging around its limit then stays in the overflow topic instead of switching on every crossing, which reorders its events downstream, and a longer hold keeps a team that calmed down in the slower overflow pipeline longer. Not supported with GATE_CLOCK=event (set 0 or leave unset: nothing is held); ignored in cap mode."`
 	DivertRelease      float64       `envconfig:"DIVERT_RELEASE" default:"0.8" desc:"In divert mode, the share of its threshold a held team's level must stay under for GATE_DIVERT_HOLD before it is released, above 0 and at most 1 (default 0.8); 1 with GATE_DIVERT_HOLD=0 is the divert of 0.1.0, switching the moment the level crosses the threshold either way, and lower keeps a team just under its limit diverted. Ignored in cap mode and with GATE_CLOCK=event."`
-	Window             time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s); a longer window smooths bursts but remembers an overrun for longer."`
+	Window             time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s, at most 8784h: 366 days); a longer window smooths bursts but remembers an overrun for longer."`
 	Threshold          int64         `envconfig:"THRESHOLD" default:"1000000" desc:"Events per window a team may send across the whole fleet before it is limited, for teams without an override (default 1000000); lower protects downstream sooner, higher lets bigger bursts through."`
 	ThresholdMode      thresholdMode `envconfig:"THRESHOLD_MODE" default:"static" desc:"How a team's threshold is set: static (GATE_THRESHOLD, or its override) or adaptive (learned from the team's own history: clamp(GATE_ADAPTIVE_FACTOR x its usual volume per window at that hour of the day and day of the week, GATE_ADAPTIVE_FLOOR, GATE_ADAPTIVE_CEILING), shared by the fleet through Redis, once it has GATE_ADAPTIVE_MIN_HISTORY of history; GATE_THRESHOLD until then) (default static); an override still wins, adaptive needs a GATE_WINDOW that divides an hour and the wall clock, and with GATE_LIMITS it applies to the primary limit only. Adaptive catches a team sending far more than it usually does, whatever its size, for a profile of 128 bytes per team in Redis and a few more keys in the tick's reads."`
 	AdaptiveFactor     float64       `envconfig:"ADAPTIVE_FACTOR" default:"4" desc:"With GATE_THRESHOLD_MODE=adaptive, a team's threshold as a multiple of its usual volume, above 1.5 (default 4); lower catches smaller spikes and diverts more of a team's own noise, higher lets spikes under it through."`
@@ -26,7 +27,7 @@ type Limiter struct {
 	AdaptiveHalfLife   time.Duration `envconfig:"ADAPTIVE_HALF_LIFE" default:"72h" desc:"With GATE_THRESHOLD_MODE=adaptive, how fast a team's learned level follows its volume (the daily and weekly cycles taken out): a change is half learned after this long, at least GATE_WINDOW (default 72h: a quiet weekend moves it less than the week's profile learns the weekend, and growth of 50% a week is followed); shorter follows growth sooner but lets a weekend pull a business-day team's threshold down, longer is slower to learn a lasting step under GATE_ADAPTIVE_FACTOR. A step over it is learned by GATE_ADAPTIVE_MAX_SPIKE."`
 	AdaptiveMaxSpike   time.Duration `envconfig:"ADAPTIVE_MAX_SPIKE" default:"3h" desc:"With GATE_THRESHOLD_MODE=adaptive, how long a team may be in a spike (over its learned threshold, then over 1.5 x its usual volume) before the spike ends: it is re-learned at the volume it has sent lately and accepted again (a lasting step up, such as a launch or a large customer, is not a spike for ever), from 1h plus two GATE_WINDOWs to 168h (default 3h: an hour over the longest real spikes, 10 to 120 minutes, which are still caught whole); GATE_THRESHOLD's overrides and GATE_ADAPTIVE_CEILING still cap the team."`
 	AdaptiveMinHistory time.Duration `envconfig:"ADAPTIVE_MIN_HISTORY" default:"24h" desc:"With GATE_THRESHOLD_MODE=adaptive, how much history a team needs before its threshold is learned, GATE_THRESHOLD applying until then, at least GATE_WINDOW (default 24h: one whole daily cycle, so that a team's evening peak is known before it can be taken for a spike)."`
-	Limits             limitList     `envconfig:"LIMITS" default:"" desc:"Several limits per team, as comma-separated window:threshold pairs such as 1m:1000000,1h:20000000 (default none), GATE_WINDOW and GATE_THRESHOLD being the one limit without it; the first pair is the primary limit, in place of GATE_WINDOW and GATE_THRESHOLD (which must then be unset), keyed {prefix}:{team}:{epoch} as ever, and each further one, a whole number of seconds longer than GATE_TICK_INTERVAL and distinct from the others, has its own keys {prefix}:w{seconds}:{team}:{epoch}; a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's primary threshold and scales each further limit by the same factor, rounded, at least 1."`
+	Limits             limitList     `envconfig:"LIMITS" default:"" desc:"Several limits per team, as comma-separated window:threshold pairs such as 1m:1000000,1h:20000000 (default none), GATE_WINDOW and GATE_THRESHOLD being the one limit without it; the first pair is the primary limit, in place of GATE_WINDOW and GATE_THRESHOLD (which must then be unset), keyed {prefix}:{team}:{epoch} as ever, and each further one, a whole number of seconds longer than GATE_TICK_INTERVAL, at most 8784h (366 days) and distinct from the others, has its own keys {prefix}:w{seconds}:{team}:{epoch}; a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's primary threshold and scales each further limit by the same factor, rounded, at least 1."`
 	RulesFile          string        `envconfig:"RULES_FILE" default:"" desc:"A YAML file of rules (docs/rules.md), each with its own key, match, limits, mode, cost, threshold mode, action (overflow, tag or topic:NAME), force list and shadow flag, in place of the one limit of GATE_KEY_FROM (default none); without it that one limit is kept, with its keys as ever; every problem in it stops the gate at start naming its line and field; each gate reads it again every 5s, counted from its own start, and puts a valid change in use at that read, without a restart; a change it cannot use (a problem in the file, or a rule's topic that does not exist or refuses the gate's writes) is refused, logged and counted in gate_rules_loads_total, and the rules in use stay; each rule's keys are {prefix}:rule:{name}:{key}:{epoch} and its live overrides the hash {prefix}:rule:{name}:overrides; GATE_KEY_FROM, GATE_WINDOW, GATE_THRESHOLD, GATE_LIMITS, GATE_LIMIT_MODE, GATE_COST, GATE_THRESHOLD_MODE, GATE_OVERRIDES and GATE_FORCE_OVERFLOW must then be unset."`
 	Overrides          overrideList  `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is the base the live overrides (GATE_OVERRIDES_REFRESH) are laid over; its length costs nothing per record."`
 	OverridesRefresh   time.Duration `envconfig:"OVERRIDES_REFRESH" default:"60s" desc:"How often every gate reads the live per-team limits from the hash {prefix}:overrides in the first Redis instance, managed with gate overrides set/delete (default 60s); the live set is laid over GATE_OVERRIDES (a team in it takes its live limit, one deleted from it falls back to GATE_OVERRIDES or GATE_THRESHOLD), and a Redis error or a missing hash keeps the current limits."`
@@ -44,7 +45,7 @@ type Limiter struct {
 	CacheIdleTimeout  time.Duration `envconfig:"CACHE_IDLE_TIMEOUT" default:"300s" desc:"A team not seen for this long is dropped from memory (default 300s); shorter frees memory sooner, but a team that returns is treated as first contact until its next read."`
 	Clock             clockSetting  `envconfig:"CLOCK" default:"wall" desc:"Which time a record is counted and judged at: wall (when the gate reads it) or event (its own timestamp, from GATE_EVENT_TIME_FROM), so that a gate catching up on a backlog at ten times the normal rate judges each window's traffic in its own window instead of sending well-behaved teams to overflow (default wall); with event, every gate keeps a window of state per window a team is seen in, and Redis keeps each window's counts GATE_MAX_EVENT_AGE longer."`
 	EventTimeFrom     eventTimeFrom `envconfig:"EVENT_TIME_FROM" default:"timestamp" desc:"With GATE_CLOCK=event, where a record's time is read: timestamp (the Kafka record timestamp) or json:FIELD (a top-level or dotted field holding an RFC 3339 string or a Unix time in seconds, milliseconds, microseconds or nanoseconds) (default timestamp); a record whose field is missing or unreadable is judged at its record timestamp and counted in gate_event_time_unreadable_total, and one with no record timestamp (Kafka's -1: a message of format v0, or a client that set none) is judged now and counted there too."`
-	MaxEventAge       time.Duration `envconfig:"MAX_EVENT_AGE" default:"15m" desc:"With GATE_CLOCK=event, the oldest a record's time may be: an older one is counted and judged as if it were this old, and one more than 5s ahead of the gate's clock as if it were now, both counted in gate_limiter_event_time_clamped_total (default 15m); longer lets a longer backlog replay in its own windows, for more Redis memory (each window's counts are kept this much longer)."`
+	MaxEventAge       time.Duration `envconfig:"MAX_EVENT_AGE" default:"15m" desc:"With GATE_CLOCK=event, the oldest a record's time may be: an older one is counted and judged as if it were this old, and one more than 5s ahead of the gate's clock as if it were now, both counted in gate_limiter_event_time_clamped_total (default 15m); longer lets a longer backlog replay in its own windows, for more Redis memory (each window's counts are kept this much longer); at most 8784h (366 days)."`
 }
 
 // LimitConfig maps Config to the limiter's settings. Every field is set explicitly, so
@@ -99,6 +100,8 @@ func (c Limiter) ExtraLimitConfigs() []limit.Config {
 		lc := c.LimitConfig()
 		lc.Window, lc.Threshold = e.Window, e.Threshold
 		lc.Overrides = overrides.Scale(lc.Overrides, c.LimitFactor(i))
+		// At most its window, as a rule's further limit's (RuleLimitConfigs).
+		lc.ColdWriteInterval = min(lc.ColdWriteInterval, e.Window)
 		lc.Adaptive = nil // adaptive thresholds are the primary limit's only
 		out[i] = lc
 	}
@@ -130,6 +133,8 @@ func (c Limiter) divertRelease() float64 {
 func (c Limiter) validate(bad report) {
 	if c.Window < time.Millisecond {
 		bad("WINDOW", "a duration of at least 1ms such as 60s")
+	} else if c.Window > rules.MaxWindow {
+		bad("WINDOW", "a duration of at most 8784h (366 days) such as 60s")
 	}
 	if c.Threshold < 1 || c.Threshold > limit.MaxThreshold {
 		bad("THRESHOLD", fmt.Sprintf("a whole number from 1 to %d", int64(limit.MaxThreshold)))
@@ -175,6 +180,9 @@ func (c Limiter) validateBetween(bad report) {
 		}
 		if limit.CheckEventAge(c.MaxEventAge, shortest) != nil {
 			bad("MAX_EVENT_AGE", fmt.Sprintf("a duration of at most %d of the shortest window (%s)", limit.MaxEventWindows, shortest))
+		} else if c.MaxEventAge > rules.MaxWindow {
+			// A key lives 2 × its window plus this, each at most a year: no overflow.
+			bad("MAX_EVENT_AGE", "a duration of at most 8784h (366 days) such as 1h")
 		}
 	}
 }
@@ -191,14 +199,20 @@ func (c Limiter) validateAdaptive(bad report) {
 	if c.AdaptiveCeiling != 0 && (c.AdaptiveCeiling < c.AdaptiveFloor || c.AdaptiveCeiling > limit.MaxThreshold) {
 		bad("ADAPTIVE_CEILING", fmt.Sprintf("0 for none, or a whole number from GATE_ADAPTIVE_FLOOR (%d) to %d", c.AdaptiveFloor, int64(limit.MaxThreshold)))
 	}
-	if c.AdaptiveHalfLife < c.Window {
-		bad("ADAPTIVE_HALF_LIFE", fmt.Sprintf("a duration of at least GATE_WINDOW (%s) such as 72h", c.Window))
+	// In static mode the learner runs on adaptive rules only, whose windows divide an
+	// hour: a static GATE_WINDOW over an hour does not make these values bad.
+	w, name, two := c.Window, "GATE_WINDOW", "two GATE_WINDOWs"
+	if c.ThresholdMode != adaptiveMode && w > time.Hour {
+		w, name, two = time.Hour, "an adaptive rule's longest window", "two hours"
 	}
-	if lo := spike.MaxFoldEvery + 2*c.Window; c.AdaptiveMaxSpike < lo || c.AdaptiveMaxSpike > 7*24*time.Hour {
-		bad("ADAPTIVE_MAX_SPIKE", fmt.Sprintf("a duration from %s (an hour and two GATE_WINDOWs) to 168h such as 3h", lo))
+	if c.AdaptiveHalfLife < w {
+		bad("ADAPTIVE_HALF_LIFE", fmt.Sprintf("a duration of at least %s (%s) such as 72h", name, w))
 	}
-	if c.AdaptiveMinHistory < c.Window {
-		bad("ADAPTIVE_MIN_HISTORY", fmt.Sprintf("a duration of at least GATE_WINDOW (%s) such as 24h", c.Window))
+	if lo := spike.MaxFoldEvery + 2*w; c.AdaptiveMaxSpike < lo || c.AdaptiveMaxSpike > 7*24*time.Hour {
+		bad("ADAPTIVE_MAX_SPIKE", fmt.Sprintf("a duration from %s (an hour and %s) to 168h such as 3h", lo, two))
+	}
+	if c.AdaptiveMinHistory < w {
+		bad("ADAPTIVE_MIN_HISTORY", fmt.Sprintf("a duration of at least %s (%s) such as 24h", name, w))
 	}
 	if c.ThresholdMode != adaptiveMode {
 		return

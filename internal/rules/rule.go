@@ -72,6 +72,11 @@ type Limit struct {
 
 func (l Limit) String() string { return fmt.Sprintf("%s:%d", l.Window, l.Threshold) }
 
+// MaxWindow bounds a limit's window (and GATE_WINDOW and GATE_MAX_EVENT_AGE): a key lives
+// 2 × its window (plus the event clock's MaxEventAge), which must not overflow a
+// time.Duration. Messages name it as 8784h (366 days).
+const MaxWindow = 366 * 24 * time.Hour
+
 // ParseLimit reads one WINDOW:THRESHOLD: an entry of a rule's limits, and of GATE_LIMITS
 // (internal/config reads those with it too, so the two take the same pairs). The window
 // is a whole number of seconds, at least 1s, since a further limit's Redis keys are named
@@ -88,6 +93,9 @@ func ParseLimit(s string) (Limit, error) {
 	d, err := time.ParseDuration(w)
 	if err != nil || d < time.Second || d%time.Second != 0 {
 		return Limit{}, fmt.Errorf("%q: window %q is not a whole number of seconds such as 1h", s, w)
+	}
+	if d > MaxWindow {
+		return Limit{}, fmt.Errorf("%q: window %q is longer than 8784h (366 days)", s, w)
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
 	if err != nil || n < 1 || n > limit.MaxThreshold {
