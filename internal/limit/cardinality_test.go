@@ -96,7 +96,7 @@ func TestRotatingTeamOverflowOrTag(t *testing.T) {
 }
 
 // Checks of teams that are not candidates allocate nothing, and those of a rotating one
-// neither.
+// neither, counted at once or through a tally.
 func TestRotationCheckAllocs(t *testing.T) {
 	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
 	seq := 0
@@ -114,6 +114,17 @@ func TestRotationCheckAllocs(t *testing.T) {
 		i++
 	}); n != 0 {
 		t.Errorf("%v allocations a check, want 0", n)
+	}
+	// Through a tally, the router's way: the rotating keys' sketch adds queued in it.
+	var tally Tally
+	if n := testing.AllocsPerRun(1000, func() {
+		l.CheckTally(now, keys[i%len(keys)], 1, &tally)
+		l.CheckTally(now, "ok:u", 1, &tally)
+		if i++; i%100 == 0 {
+			l.AddTally(&tally)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations a check through a tally, want 0", n)
 	}
 }
 
