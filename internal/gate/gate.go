@@ -62,6 +62,7 @@ type Gate struct {
 	reload    time.Duration     // how often the rules file is read again
 	topics    *route.TopicWatch // the rules' own topics, shared by the routers and the consumer
 	redirects *tick.Redirects   // on Redis Cluster, the client's redirects, shared by the rule sets' ticks
+	fleet     *tick.Fleet       // the gate's count of its fleet, shared by the rule sets' ticks
 }
 
 // RuleLimits is one rule's limiters and where their keys are in Redis.
@@ -146,6 +147,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		// Every part that counts, one generation per rule set (rules.go).
 		g.cfg, g.instances, g.log, g.writer = cfg, instances, log, o.Writer
 		g.topics = route.NewTopicWatch(cfg.OverflowTopic)
+		g.fleet = tick.NewFleet()
 		if cc, ok := instances[0].(*redis.ClusterClient); ok {
 			// One redirect counter for the client's life, watching it before any tick
 			// makes a node client: each rule set's tick counts into it (tick.Redirects).

@@ -85,6 +85,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	scfg := cfg.SyncConfig()
 	scfg.Writer = g.writer
 	scfg.Redirects = g.redirects
+	scfg.Fleet = g.fleet
 	if scfg.Writer != "" && gen.n > 1 {
 		// Each tick writes under a name of its own: two generations' ticks overlap for a
 		// tick, and a writer's batches are numbered in one sequence.

@@ -208,6 +208,10 @@ func TestRulesFileReload(t *testing.T) {
 	first := g.gen.Load()
 	write(userRule("user", 1000))
 	waitFor(t, "the edit to be in use", func() bool { return g.gen.Load() != first })
+	// The rule sets' ticks share the gate's fleet count (tick.Config.Fleet).
+	if f := g.gen.Load().ticker.Config().Fleet; f == nil || f != first.ticker.Config().Fleet {
+		t.Errorf("the reloaded rules' tick counts the fleet on its own (%p, the first's %p)", f, first.ticker.Config().Fleet)
+	}
 	// The first generation's 10 reach Redis by its final flush, a tick after the swap.
 	rdb := srv.Client(t)
 	sum := func(pattern string) int {

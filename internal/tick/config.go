@@ -60,6 +60,11 @@ type Config struct {
 	// share it. Nil: the tick makes its own, with its metrics, and watches a cluster
 	// client itself.
 	Redirects *Redirects
+	// Fleet, when set, is the gate's count of its fleet (NewFleet), shared by its
+	// successive rule sets' ticks: a new one neither counts the gate again in a slot
+	// another counted it in nor starts its limiters at a fleet of one. Nil: the tick's
+	// own.
+	Fleet *Fleet
 }
 
 // Defaults for Config.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,10 +34,38 @@ func FleetKeyFor(prefix string, slot int64) string {
 	return prefix + ":fleet:" + strconv.FormatInt(slot, 10) + ":gates"
 }
 
-// fleetCount is Run's count of the fleet, kept between ticks.
-type fleetCount struct {
+// Fleet is a gate's count of its fleet, kept between ticks, and shared by the ticks of a
+// gate's successive rule sets (Config.Fleet): two of them run together for a tick after a
+// reload, and the new one, counting on its own, added the gate to a slot the old one had
+// counted it in (the fleet one gate larger for two slots), and its limiters started at a
+// fleet of one until its first count came back (their floors the whole fleet's). Safe
+// for concurrent use.
+type Fleet struct {
+	mu      sync.Mutex
 	counted [3]int64 // the last three slots this gate added itself to, the latest first
+	adding  int64    // the slot a tick is adding the gate to now; 0: none
 	size    int      // the last size found; 0: none yet
+}
+
+// NewFleet returns a fleet count to share between a gate's ticks (Config.Fleet).
+func NewFleet() *Fleet { return &Fleet{} }
+
+// Size is the last size found, 0 before the first.
+func (f *Fleet) Size() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.size
+}
+
+// applyFleet tells t's limiters the fleet's size, when one is known.
+func (t *Ticker) applyFleet(size int) {
+	if size < 1 {
+		return
+	}
+	t.m.fleetGates.Set(float64(size))
+	for i := range t.limits {
+		t.limits[i].l.SetFleetSize(size)
+	}
 }
 
 // countFleet adds this gate to the current slot's count, once a slot, reads the last two
@@ -44,13 +73,21 @@ type fleetCount struct {
 // larger count, plus this gate when it did not count itself in that slot (it was not
 // running yet). Four commands a slot on the first instance (single-key commands, so any
 // slot of a cluster). When Redis does not answer, the last size stays: a fleet does not
-// change size with its Redis.
+// change size with its Redis. A slot another tick of the gate counted, or is counting
+// (Config.Fleet), is not counted again: this tick takes the size found.
 func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
-	f := &t.fleet
+	f := t.fleet
 	slot := now.UnixNano() / int64(t.fleetSlot())
-	if f.counted[0] == slot {
+	f.mu.Lock()
+	if f.counted[0] == slot || f.adding == slot {
+		size := f.size
+		f.mu.Unlock()
+		t.applyFleet(size)
 		return
 	}
+	f.adding = slot
+	f.mu.Unlock()
+	defer func() { f.mu.Lock(); f.adding = 0; f.mu.Unlock() }()
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
 	pipe := t.instances[0].Pipeline()
@@ -62,6 +99,8 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	t.m.commands.WithLabelValues("incrby").Inc()
 	t.m.commands.WithLabelValues("pexpire").Inc()
 	t.m.commands.WithLabelValues("get").Add(2)
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		var re redis.Error
 		if errors.As(err, &re) {
@@ -87,8 +126,5 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 		size = max(size, n)
 	}
 	f.size = size
-	t.m.fleetGates.Set(float64(size))
-	for i := range t.limits {
-		t.limits[i].l.SetFleetSize(size)
-	}
+	t.applyFleet(size)
 }

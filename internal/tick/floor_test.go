@@ -369,3 +369,39 @@ func TestFleetCountsItsGatesAtLongTicks(t *testing.T) {
 		})
 	}
 }
+
+// A gate's rule sets' ticks share its fleet count (Config.Fleet): after a reload the new
+// set's tick, running beside the old one for a tick, neither adds the gate to a slot the
+// old one counted it in (gate_fleet_gates one too many for two slots, on every gate
+// reading it) nor starts its limiters at a fleet of one, their floors the whole fleet's,
+// until its first count comes back. Each tick kept a count of its own: both happened.
+func TestFleetSharedByRuleSets(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	at := time.Unix(1_800_000_000, 0).Truncate(FleetSlot).Add(FleetSlot / 4)
+	slot := at.UnixNano() / int64(FleetSlot)
+	rdb := srv.Client(t)
+	for _, s := range []int64{slot - 1, slot - 2} { // two other gates
+		if err := rdb.Set(ctx, FleetKeyFor("fl", s), 2, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fleet := NewFleet()
+	old := newGate(t, nil, limit.Config{Window: time.Minute}, Config{KeyPrefix: "fl", Writer: "w", Fleet: fleet}, srv)
+	old.tk.countFleet(ctx, at)
+	if got := old.l.FleetSize(); got != 3 {
+		t.Fatalf("the first rule set's fleet %d, want 3", got)
+	}
+	reloaded := newGate(t, nil, limit.Config{Window: time.Minute}, Config{KeyPrefix: "fl", Writer: "w-r2", Fleet: fleet}, srv)
+	if got := reloaded.l.FleetSize(); got != 3 {
+		t.Errorf("the reloaded rule set's limiters start at a fleet of %d, want 3", got)
+	}
+	reloaded.tk.countFleet(ctx, at.Add(time.Second))
+	old.tk.countFleet(ctx, at.Add(time.Second))
+	if n, err := rdb.Get(ctx, FleetKeyFor("fl", slot)).Int(); err != nil || n != 1 {
+		t.Errorf("the slot counts %d gates (%v), want 1: the gate counted once", n, err)
+	}
+	if got := reloaded.l.FleetSize(); got != 3 {
+		t.Errorf("the reloaded rule set's fleet %d, want 3", got)
+	}
+}

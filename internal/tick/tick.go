@@ -43,10 +43,10 @@ type Ticker struct {
 	ttlGroups   int         // distinct TTLs of the limits (limitState.ttlGroup)
 	partOf      []int       // by lane, its pipeline this tick (pipelines)
 
-	tickN      uint64     // ticks so far
-	fleet      fleetCount // Run's count of the fleet (fleet.go)
-	split      splitTick  // a split tick between its write and read phases
-	clockCheck            // Run's, once a minute
+	tickN      uint64    // ticks so far
+	fleet      *Fleet    // Run's count of the fleet (fleet.go): Config.Fleet, or its own
+	split      splitTick // a split tick between its write and read phases
+	clockCheck           // Run's, once a minute
 	// onPhase, when set (tests), is called by Run as each phase of a tick starts, and as
 	// its write phase ends, with the tick's boundary.
 	onPhase func(part int, boundary time.Time, ended bool)
@@ -189,6 +189,11 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		plans:     make([]plan, len(instances)),
 		ttlGroups: len(ttls),
 	}
+	if t.fleet = cfg.Fleet; t.fleet == nil {
+		t.fleet = NewFleet()
+	}
+	// A gate's later rule set starts at the fleet its earlier one found, not at one.
+	t.applyFleet(t.fleet.Size())
 	n := len(instances)
 	if cfg.Mode == ModeCluster {
 		n = ClusterShards
