@@ -105,10 +105,13 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 		var re redis.Error
 		if errors.As(err, &re) {
 			t.countError(classify(err), 0)
-		} else if ierr := incr.Err(); ierr != nil && !errors.As(ierr, &re) && f.counted[0] != slot {
-			// No reply: the INCRBY may have been applied (a stall, a lost reply). Sent again
-			// this slot it would count this gate twice; not sent, it leaves this gate out of
-			// one slot at worst, which the larger of two slots covers.
+		}
+		if ierr := incr.Err(); ierr == nil || !errors.As(ierr, &re) {
+			// The INCRBY was applied (a GET failed on its own: on a cluster the slots'
+			// counters live on other nodes, one of them down), or may have been (no reply:
+			// a stall, a lost reply). Sent again this slot it would count this gate twice;
+			// not sent, it leaves this gate out of one slot at worst, which the larger of
+			// two slots covers.
 			f.counted = [3]int64{slot, f.counted[0], f.counted[1]}
 		}
 		return // out of reach: the tick's to report

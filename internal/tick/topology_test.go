@@ -431,3 +431,40 @@ func (m *slotMove) finish() {
 		m.do(p.Client(m.t), "CLUSTER", "SETSLOT", m.slot, "NODE", m.toID)
 	}
 }
+
+// TestClusterFleetCountWithANodeDownCountsGateOnce: in cluster mode the fleet's slot
+// counters are spread over the primaries. With the primary that holds a previous slot's
+// counter down, countFleet's INCRBY of the current slot is applied by its own (healthy)
+// primary while the GET of the previous slot fails: the gate has counted itself, and the
+// next tick of the same slot must not count it again, or every gate of the fleet believes
+// the fleet larger (floors shrink, gate_fleet_gates lies) for as long as the node is down.
+func TestClusterFleetCountWithANodeDownCountsGateOnce(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newTopologyGate(t, nil, limit.Config{Window: time.Minute}, Config{Mode: ModeCluster, KeyPrefix: "fc", Writer: "w0"}, cc)
+	ctx := context.Background()
+	// A slot whose counter and the one before it live on different primaries.
+	base := time.Unix(1_800_000_000, 0).Truncate(FleetSlot).UnixNano() / int64(FleetSlot)
+	s := base + 10
+	for ; ; s++ {
+		if cl.Owner(t, FleetKeyFor("fc", s)) != cl.Owner(t, FleetKeyFor("fc", s-1)) {
+			break
+		}
+	}
+	at := func(slot int64, off time.Duration) time.Time { return time.Unix(0, slot*int64(FleetSlot)).Add(off) }
+	g.tk.countFleet(ctx, at(s-5, time.Second)) // the client has its slot map
+	owner := cl.Owner(t, FleetKeyFor("fc", s))
+	oc := owner.Client(t)
+	cl.Owner(t, FleetKeyFor("fc", s-1)).Stop(t)
+
+	g.tk.countFleet(ctx, at(s, time.Second))
+	g.tk.countFleet(ctx, at(s, 2*time.Second)) // the next tick, same slot
+	g.tk.countFleet(ctx, at(s, 3*time.Second))
+	if n, err := oc.Get(ctx, FleetKeyFor("fc", s)).Int(); err != nil || n != 1 {
+		t.Errorf("slot counter of one gate = %d (%v) after three ticks of one slot with a node down, want 1", n, err)
+	}
+}
