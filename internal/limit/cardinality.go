@@ -40,7 +40,8 @@ import (
 // key's own in the sketch too (never promoting it while the team rotates), so that when
 // the rotation ends a key's sliding window holds what it sent meanwhile; through a Tally,
 // eight of the team's records late, when the key's lines have come from memory, and all
-// by AddTally, which a router calls once a batch. Its cached keys,
+// by AddTally, which a router calls once a batch (to the key's entry instead if the
+// rotation ended and another goroutine's check promoted the key meanwhile). Its cached keys,
 // those that reached their floor before, are checked as they are; no other key of it is
 // promoted while it rotates.
 

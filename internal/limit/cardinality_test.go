@@ -230,13 +230,16 @@ func TestRotationReleaseKeepsCollapsedRecordsThroughTally(t *testing.T) {
 // dropped with that window rather than counted in the new one.
 func TestTallyDeferredAdds(t *testing.T) {
 	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
-	keyHash := func(i int) uint64 { return maphash.String(l.seed, fmt.Sprintf("rot:id-%d", i)) }
+	keyOf := func(i int) string { return fmt.Sprintf("rot:id-%d", i) }
+	keyHash := func(i int) uint64 { return maphash.String(l.seed, keyOf(i)) }
+	r := &rotation{team: "rot", collapsed: "rot:"}
+	r.rotating.Store(true)
 	sk := l.sk
 	sk.prepare(5)
 	sl := sk.slot(5)
 	var tally Tally
 	for i := range 2*rotDefer + 3 {
-		tally.deferAdd(sl, 5, sk.cells(keyHash(i)), 2)
+		tally.deferAdd(l, r, sl, 5, 5*int64(time.Minute), keyHash(i), sk.cells(keyHash(i)), keyOf(i), 2)
 	}
 	for i := range 2*rotDefer + 3 {
 		got := sl.estimate(sk.cells(keyHash(i)))
@@ -252,12 +255,43 @@ func TestTallyDeferredAdds(t *testing.T) {
 		}
 	}
 	tally = Tally{}
-	tally.deferAdd(sl, 5, sk.cells(keyHash(99)), 7)
+	tally.deferAdd(l, r, sl, 5, 5*int64(time.Minute), keyHash(99), sk.cells(keyHash(99)), keyOf(99), 7)
 	sk.prepare(7) // clears window 5's slot for window 8
 	sk.prepare(8)
 	tally.applyDeferred()
 	if s8 := sk.slot(8); s8 == nil || s8.estimate(sk.cells(keyHash(99))) != 0 {
 		t.Errorf("a late add of window 5 counted in window 8's slot")
+	}
+}
+
+// A rotating key's sketch adds still queued in a routing goroutine's tally when the rotation
+// ends and another goroutine's check promotes the key were carried by no one: the
+// promotion read the sketch without them, and they landed in it after the key was cached.
+// They are counted in its entry now: what the tick is handed of the key is what it sent.
+func TestDeferredAddsCarriedOnPromotionAfterRelease(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse)) // floor 100
+	seq := 0
+	rotate(l, at(time.Second), "rot", 2000, &seq)
+	if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
+		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
+	}
+	sweep(t, l, at(61*time.Second))
+	var tally Tally // a routing goroutine's, its batch spanning the tick's sweep
+	sent := int64(0)
+	for range 200 {
+		l.CheckTally(at(100*time.Second), "rot:heavy", 1, &tally)
+		sent++
+	}
+	if sw := sweep(t, l, at(120*time.Second)); len(sw.Rotations) != 1 || sw.Rotations[0].Started {
+		t.Fatalf("rotations %+v, want rot released", sw.Rotations)
+	}
+	l.CheckAt(at(121*time.Second), "rot:heavy", 1) // another goroutine: promoted
+	sent++
+	l.AddTally(&tally) // the batch ends
+	var all Sweep
+	l.SweepAll(at(122*time.Second), &all)
+	if written := sumCounts(&all, "rot:heavy"); written < sent {
+		t.Errorf("rot:heavy sent %d records; its counts handed to the tick: %d", sent, written)
 	}
 }
 

@@ -275,10 +275,11 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 			// sliding window still holds what it was admitted as the collapsed key.
 			// Through a tally, a few of the team's checks later (Tally.deferAdd), when
 			// the key's lines have come: the key is counted as the collapsed one
-			// meanwhile, and its own count matters only once the rotation ends.
+			// meanwhile, and its own count matters only once the rotation ends (then
+			// in its entry, should another check have promoted it meanwhile).
 			if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
 				if tally != nil {
-					tally.deferAdd(sl, sp.epoch, l.sk.cells(h), n)
+					tally.deferAdd(l, r, sl, sp.epoch, ns, h, l.sk.cells(h), team, n)
 				} else {
 					sl.add(l.sk.cells(h), n)
 				}
@@ -307,6 +308,29 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 	}
 	thr := l.cfg.Threshold
 	return Decision{Threshold: thr, Level: float64(est), verdict: verdict{Tier: tierOfLevel(float64(est), float64(thr))}}, true
+}
+
+// countCached counts n records of key (hash h) of window ep, checked at ns, in its
+// entry when it is cached, as a check of it would: a rotating key's add that a Tally held
+// back past its rotation's end, the key promoted meanwhile. It reports whether the key was
+// cached (the count then in its entry, or dropped with its window when ep is no longer
+// one the entry holds).
+func (l *Limiter) countCached(h uint64, key string, ep, ns, n int64) bool {
+	sh := &l.shards[h&l.mask]
+	e, _ := sh.idx.tab.Load().lookup(h, key)
+	if e == nil {
+		return false
+	}
+	sp := l.span.Load()
+	if sp == nil || ep < sp.epoch-1 || ep > sp.epoch {
+		return true // an entry holds two windows' counts: this one's went with its window
+	}
+	if lost, moved := e.addUnsent(ep, n); moved {
+		l.recount(h, key, ns, ep, n)
+	} else if lost > 0 {
+		sh.displaced.Add(uint64(lost))
+	}
+	return true
 }
 
 // carry gives e, the new entry of team promoted out of the sketch (not yet published), the

@@ -35,30 +35,54 @@ type Tally struct {
 // checks for the lines of the first to arrive from memory before it is added.
 const rotDefer = 8
 
-// deferredAdd is n records of the key of cells c, to add to sl while it counts window ep.
+// deferKey is the longest key whose add a Tally holds back (its bytes are copied: the
+// key a check is given aliases a record's buffer); a longer key's is made at once.
+const deferKey = 64
+
+// deferredAdd is n records of a rotating team's key (its hash h, cells c, bytes key) to
+// add to its own count in sl, while sl counts window ep: in the sketch while the team
+// rotates, and to the key's entry if the rotation has ended and another goroutine's
+// check has since promoted the key (the promotion's carry read the sketch without them).
 type deferredAdd struct {
-	sl *sketchSlot
-	ep int64
-	c  cells
-	n  int64
+	l    *Limiter
+	r    *rotation
+	sl   *sketchSlot
+	ep   int64
+	ns   int64 // the check's time
+	h    uint64
+	n    int64
+	c    cells
+	klen uint8
+	key  [deferKey]byte
 }
 
-// apply adds d, unless its slot has since been cleared for another window (a Tally held
-// over two windows): what it counted is then gone with the window.
+// apply adds d: to the key's entry when its team's rotation has ended and the key is
+// cached (countCached), else to the sketch, unless its slot has since been cleared for
+// another window (a Tally held over two windows): what it counted is then gone with the
+// window.
 func (d *deferredAdd) apply() {
+	if !d.r.rotating.Load() && d.l.countCached(d.h, unsafe.String(&d.key[0], int(d.klen)), d.ep, d.ns, d.n) {
+		return
+	}
 	if d.sl.epoch.Load() == d.ep {
 		d.sl.add(d.c, d.n)
 	}
 }
 
-// deferAdd queues n records of the key of cells c for sl, adding the one queued rotDefer
-// adds ago.
-func (t *Tally) deferAdd(sl *sketchSlot, ep int64, c cells, n int64) {
+// deferAdd queues n records of key (hash h, cells c), a key of the rotating team r
+// counted in sl (window ep) at ns, adding the one queued rotDefer adds ago. A key longer
+// than deferKey is added at once.
+func (t *Tally) deferAdd(l *Limiter, r *rotation, sl *sketchSlot, ep, ns int64, h uint64, c cells, key string, n int64) {
+	if len(key) > deferKey || len(key) == 0 {
+		sl.add(c, n)
+		return
+	}
 	d := &t.deferred[t.ndeferred%rotDefer]
 	if t.ndeferred >= rotDefer {
 		d.apply()
 	}
-	*d = deferredAdd{sl: sl, ep: ep, c: c, n: n}
+	d.l, d.r, d.sl, d.ep, d.ns, d.h, d.n, d.c = l, r, sl, ep, ns, h, n, c
+	d.klen = uint8(copy(d.key[:], key))
 	t.ndeferred++
 }
 
