@@ -109,12 +109,16 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("building rule %s's overrides refresher: %w", r.Name, err)
 		}
-		// A rule that was in use keeps its live overrides until its hash is read again.
+		// A rule that was in use keeps its live overrides until its hash is read again, and,
+		// with the same key, the teams it found rotating identities.
 		if prev := g.gen.Load(); prev != nil {
 			for k, pr := range prev.rules {
 				if pr.Name == r.Name {
 					if err := ref.Inherit(prev.overrides[k]); err != nil {
 						g.log.Warn("rule's live overrides not carried over the reload", "rule", r.Name, "err", err)
+					}
+					if prev.set.Rules[k].Key.String() == r.Key.String() {
+						rl.Lims[0].InheritRotation(pr.Lims[0])
 					}
 				}
 			}

@@ -380,3 +380,43 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// A team found rotating identities stays so across a reload that leaves its rule
+// unchanged (an unrelated rule added): its fresh keys keep going where on_cardinality
+// says, not accepted until the new limiter finds it again, 1.5 × max_keys keys later.
+func TestRulesReloadKeepsRotatingTeam(t *testing.T) {
+	srv := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	user := "rules:\n  - {name: user, key: json:team_id+distinct_id, missing: skip, max_keys: 50, on_cardinality: overflow, limits: [1m:1000]}\n"
+	writeRules(t, path, user)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_RULES_FILE":    path,
+	})
+	g := startReloading(t, cfg, "rotation")
+	id := 0
+	send := func(n int) map[string]int {
+		topics := map[string]int{}
+		for range n {
+			id++
+			var out kgo.Record
+			switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: fmt.Appendf(nil, `{"team_id":"t1","distinct_id":"u%d"}`, id)}, &route.Scratch{}, &out)
+			topics[out.Topic]++
+		}
+		return topics
+	}
+	send(500)
+	waitFor(t, "t1 found rotating", func() bool { return len(g.CurrentRules()[0].Lims[0].Rotating()) == 1 })
+	if got := send(20); got[cfg.OverflowTopic] != 20 {
+		t.Fatalf("a rotating team's fresh keys before the reload: %v, want all to overflow", got)
+	}
+	first := g.gen.Load()
+	writeRules(t, path, user+"  - {name: ev, key: json:event, missing: skip, limits: [1m:100]}\n")
+	waitFor(t, "the edit in use", func() bool { return g.gen.Load() != first })
+	got := send(60)
+	t.Logf("after the reload, 60 fresh keys of t1: %v; rotating teams %v", got, g.CurrentRules()[0].Lims[0].Rotating())
+	if got[cfg.AcceptedTopic] != 0 {
+		t.Errorf("a rotating team after a reload that left its rule unchanged: %d of 60 fresh keys accepted, want all to overflow (on_cardinality: overflow)", got[cfg.AcceptedTopic])
+	}
+}

@@ -366,3 +366,41 @@ func (l *Limiter) Rotating() []RotatingTeam {
 	}
 	return out
 }
+
+// InheritRotation takes over old's teams rotating identities and candidates, with their
+// windows' registers: a rules reload builds new limiters for a rule that did not change,
+// and a team found rotating must not be let through until the new limiter has counted
+// 1.5 × the bound of its keys again. Call it before l checks a record; it does nothing
+// unless both limiters bound their keys' cardinality.
+func (l *Limiter) InheritRotation(old *Limiter) {
+	if l.card == nil || old == nil || old.card == nil {
+		return
+	}
+	old.card.mu.Lock()
+	p := old.card.cands.Load()
+	var cands []*rotation
+	if p != nil {
+		for _, o := range *p {
+			// The team's hash by this limiter's seed (nominate compares it); the
+			// registers keep the old limiter's hashes of the window's keys: a key met
+			// again is counted twice there, which errs on the rotating side.
+			r := &rotation{team: o.team, h: maphash.String(l.seed, o.team), collapsed: o.collapsed, lastSeen: o.lastSeen}
+			for i := range r.regs {
+				for j := range r.regs[i].w {
+					r.regs[i].w[j].Store(o.regs[i].w[j].Load())
+				}
+				r.regs[i].epoch.Store(o.regs[i].epoch.Load())
+			}
+			r.rotating.Store(o.rotating.Load())
+			r.since.Store(o.since.Load())
+			r.distinct.Store(o.distinct.Load())
+			cands = append(cands, r)
+		}
+	}
+	old.card.mu.Unlock()
+	l.card.mu.Lock()
+	defer l.card.mu.Unlock()
+	if len(cands) > 0 {
+		l.card.cands.Store(&cands)
+	}
+}

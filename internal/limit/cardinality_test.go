@@ -319,3 +319,28 @@ func TestRotationRecordsCountedThroughTally(t *testing.T) {
 		t.Errorf("after AddTally: %v, want 300", got)
 	}
 }
+
+// A limiter that took over another's rotating teams (a rules reload: InheritRotation) keeps
+// them rotating, and nominating one of them again adds no second candidate: its hash is the
+// new limiter's (each limiter hashes by a seed of its own).
+func TestInheritRotation(t *testing.T) {
+	old, _, _ := newTest(t, rotationCfg(CardinalityOverflow))
+	seq := 0
+	rotate(old, at(time.Second), "rot", 2000, &seq)
+	if sw := sweep(t, old, at(2*time.Second)); len(sw.Rotations) != 1 {
+		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
+	}
+	l, _, _ := newTest(t, rotationCfg(CardinalityOverflow))
+	l.InheritRotation(old)
+	sweep(t, l, at(3*time.Second)) // its sketch's windows ready, as a tick's first sweep makes them
+	if rs := l.Rotating(); len(rs) != 1 || rs[0].Team != "rot" {
+		t.Fatalf("rotating after the takeover: %+v, want rot", rs)
+	}
+	if d := l.CheckAt(at(3*time.Second), "rot:fresh", 1); !d.Rotating {
+		t.Errorf("a fresh key of rot: %+v, want it checked as the rotating team's", d)
+	}
+	l.nominate("rot", maphash.String(l.seed, "rot"), 0)
+	if n := len(*l.card.cands.Load()); n != 1 {
+		t.Errorf("%d candidates after rot was nominated again, want 1", n)
+	}
+}
