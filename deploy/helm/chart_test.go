@@ -2,10 +2,12 @@ package helm
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -1057,8 +1059,68 @@ func checkNotesCommands(t *testing.T, notes string, d *appsv1.Deployment) {
 	if !strings.Contains(string(dockerfile), `ENTRYPOINT ["`+bin+`"]`) {
 		t.Fatalf("the image's entrypoint is not %s, which NOTES.txt runs", bin)
 	}
-	cmd := fmt.Sprintf("kubectl -n %s exec deploy/%s -c %s -- %s overrides list", namespace, d.Name, c.Name, bin)
+	overrides := "overrides"
+	if _, rules := envOf(c)["GATE_RULES_FILE"]; rules {
+		overrides += " -rule <rule>" // the gate refuses overrides without -rule under rules
+	}
+	cmd := fmt.Sprintf("kubectl -n %s exec deploy/%s -c %s -- %s %s list", namespace, d.Name, c.Name, bin, overrides)
 	if !strings.Contains(notes, cmd) {
 		t.Errorf("NOTES.txt lacks %q:\n%s", cmd, notes)
+	}
+}
+
+// TestNotesWithRules: with rules, NOTES.txt's live-override commands must work as
+// printed, and it must not state the one limit (limit.threshold per limit.window) the
+// gates do not use. The gate's `overrides` refuses to run without -rule when
+// GATE_RULES_FILE is set; each command is run here with the pod's environment and the
+// rendered rules file, up to the point where it would dial Redis.
+func TestNotesWithRules(t *testing.T) {
+	bin, err := gateBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := readValues(t, "testdata/rules.yaml")
+	r := mustRender(t, vals, capabilities())
+	objs, err := decode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := objs.typed["Deployment"][0].(*appsv1.Deployment)
+	cm := objs.typed["ConfigMap"][0].(*corev1.ConfigMap)
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte(cm.Data["rules.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(r.notes, "1000000 events per 60s per team") {
+		t.Errorf("NOTES.txt states limit.threshold per limit.window, which rules leave unused:\n%s", r.notes)
+	}
+	cmds := regexp.MustCompile(`(?m)/usr/local/bin/gate (overrides .*)$`).FindAllStringSubmatch(r.notes, -1)
+	if len(cmds) == 0 {
+		t.Fatalf("NOTES.txt has no overrides command:\n%s", r.notes)
+	}
+	for _, m := range cmds {
+		args := strings.Fields(strings.NewReplacer("<team>", "team-1", "<limit>", "500", "<rule>", "team").Replace(m[1]))
+		cmd := exec.Command(bin, args...)
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "GATE_") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			switch {
+			case e.Name == "GATE_RULES_FILE":
+				cmd.Env = append(cmd.Env, e.Name+"="+rulesFile)
+			case strings.HasPrefix(e.Name, "GATE_REDIS_URLS"):
+				cmd.Env = append(cmd.Env, e.Name+"=redis://127.0.0.1:1/0") // nothing listens: fails fast at the dial
+			case strings.HasPrefix(e.Name, "GATE_") && e.ValueFrom == nil:
+				cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+			}
+		}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		_ = cmd.Run() // Redis is not there: only a refusal before the dial is a defect
+		if strings.Contains(out.String(), "name one with -rule") || strings.Contains(out.String(), "Usage:") {
+			t.Errorf("NOTES.txt's %q is refused by the gate under rules:\n%s", "gate "+m[1], out.String())
+		}
 	}
 }

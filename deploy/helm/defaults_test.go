@@ -84,3 +84,30 @@ func TestChartStatesTheGatesDefaults(t *testing.T) {
 		t.Error("found no statement of a gate default; has their wording changed?")
 	}
 }
+
+// TestLargeCountsRenderAsIntegers: Helm reads a values file's numbers as float64, which
+// Go prints in exponent form from 1e+06 on ("1e+06"); every count the gate reads as an
+// integer must go through int64 before it is quoted, or a plausible value (a million
+// outcome rows, two million records per transaction) renders as a string the gate
+// refuses at start.
+func TestLargeCountsRenderAsIntegers(t *testing.T) {
+	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, `
+outcomes: {topic: events_outcomes, maxRows: 1000000}
+kafka: {delivery: exactly-once, transactionMaxRecords: 2000000}
+`))
+	d := renderDeployment(t, vals, capabilities())
+	env := envOf(d.Spec.Template.Spec.Containers[0])
+	for name, want := range map[string]string{
+		"GATE_OUTCOMES_MAX_ROWS":       "1000000",
+		"GATE_TRANSACTION_MAX_RECORDS": "2000000",
+	} {
+		if got := env[name].Value; got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if strings.HasPrefix(e.Name, "GATE_") && strings.Contains(e.Value, "e+") {
+			t.Errorf("%s = %q: a number in exponent form", e.Name, e.Value)
+		}
+	}
+}

@@ -288,7 +288,7 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 - name: GATE_TRANSACTION_INTERVAL
   value: {{ $v.kafka.transactionInterval | quote }}
 - name: GATE_TRANSACTION_MAX_RECORDS
-  value: {{ $v.kafka.transactionMaxRecords | quote }}
+  value: {{ $v.kafka.transactionMaxRecords | int64 | quote }}
 {{- if eq $v.kafka.delivery "exactly-once" }}
 {{- /* One transactional id per pod: pods sharing one would fence each other. */}}
 - name: POD_NAME
@@ -358,7 +358,7 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 - name: GATE_OUTCOMES_INTERVAL
   value: {{ $v.outcomes.interval | quote }}
 - name: GATE_OUTCOMES_MAX_ROWS
-  value: {{ $v.outcomes.maxRows | quote }}
+  value: {{ $v.outcomes.maxRows | int64 | quote }}
 {{- else }}
 {{- range $v.rules }}
 {{- if eq (toString .action) "drop" }}
