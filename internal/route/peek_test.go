@@ -59,7 +59,7 @@ func FuzzPeekAgreesWithRules(f *testing.F) {
 					break
 				}
 				st := &r.rules[i]
-				key, kf := r.read(&st.Key, rec, js, s, r.maxKey)
+				key, kf := r.read(&st.Key, rec, js, false, s, r.maxKey)
 				if kf != reasonNone {
 					continue
 				}

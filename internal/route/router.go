@@ -472,8 +472,11 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	var ro ruleOutcome
 	var js string // the value, when the rules' fields are read in one shared pass
 	failed := reasonNone
+	noJSON := false    // the value is no JSON object, and only shadow rules read JSON
 	if r.plan.shared { // tested here: a call per record saved for the usual one-reader router
-		js, failed = r.rulesJSON(rec, s)
+		if js, failed = r.rulesJSON(rec, s); failed != reasonNone && !r.plan.enforcedJSON {
+			failed, noJSON = reasonNone, true // a shadow rule never dead-letters a record
+		}
 	}
 	failedRule := -1
 	teamRule := -1                 // the rule whose key o.Team is
@@ -489,7 +492,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			matched := true
 			for j := range st.Match {
 				m := &st.Match[j]
-				v, mf := r.read(&m.Field, rec, js, s, maxMatchBytes)
+				v, mf := r.read(&m.Field, rec, js, noJSON, s, maxMatchBytes)
 				if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
 					if st.Shadow {
 						// A shadow rule never changes where a record goes: a field it
@@ -519,7 +522,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			s.ruleN[i][resultNotChecked]++
 			continue
 		}
-		key, kf := r.read(&st.Key, rec, js, s, r.maxKey)
+		key, kf := r.read(&st.Key, rec, js, noJSON, s, r.maxKey)
 		if kf != reasonNone {
 			if st.SkipMissing && missingKey(kf) || st.Shadow {
 				// Skipped; a shadow rule's unreadable key too: it never dead-letters.
@@ -529,7 +532,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			failed, failedRule, failedKey = kf, i, &st.Key
 			break
 		}
-		if st.prefetchNext {
+		if st.prefetchNext && !noJSON {
 			// A per-user rule before the team rule, say: the team's slot comes from memory
 			// while this rule's check waits for its own (the next key is one field the
 			// shared pass found, read already for a composite key of this rule's, or read

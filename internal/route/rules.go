@@ -279,9 +279,13 @@ func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
 	readers := 0
 	for i := range r.rules {
 		st := &r.rules[i]
-		readers += r.plan.add(&st.Key)
+		n := r.plan.add(&st.Key)
 		for j := range st.Match {
-			readers += r.plan.add(&st.Match[j].Field)
+			n += r.plan.add(&st.Match[j].Field)
+		}
+		readers += n
+		if n > 0 && !st.Shadow {
+			r.plan.enforcedJSON = true
 		}
 	}
 	// One JSON reader, the first rule's key checked for every record (the implicit rule,
@@ -306,6 +310,9 @@ type fieldPlan struct {
 	// shared is whether the fields are read in one pass for all the rules (rulesJSON);
 	// otherwise the one JSON reader reads its own (addRules).
 	shared bool
+	// enforcedJSON is whether an enforced rule reads JSON: else a value that is not a JSON
+	// object is only unreadable to the shadow rules, which never dead-letter it.
+	enforcedJSON bool
 }
 
 // add puts k's top-level names in the plan and records where (KeyFrom.idx). It returns
@@ -431,8 +438,12 @@ func (k *KeyFrom) sharedValue(js string, i int, at []int, s *Scratch) (string, r
 
 // read reads k from rec: from the fields the shared pass found (readAt), or by itself when
 // it is the router's one JSON reader (fieldPlan.shared) or reads no JSON.
-func (r *Router) read(k *KeyFrom, rec *kgo.Record, js string, s *Scratch, maxKey int) (string, reasonCode) {
+// noJSON: the shared pass found the value no JSON object, which only shadow rules read.
+func (r *Router) read(k *KeyFrom, rec *kgo.Record, js string, noJSON bool, s *Scratch, maxKey int) (string, reasonCode) {
 	if k.src == sourceJSON && r.plan.shared {
+		if noJSON {
+			return "", reasonNotJSON
+		}
 		return k.readAt(rec, js, s.at, s, maxKey)
 	}
 	return k.team(rec, s, maxKey)

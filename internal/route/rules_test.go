@@ -695,3 +695,31 @@ func TestShadowRuleNeverDeadLetters(t *testing.T) {
 		}
 	}
 }
+
+// A shadow rule never changes where a record goes: adding one that reads JSON to rules
+// that read only a header must not dead-letter the records whose value is not a JSON
+// object (a tombstone, a binary payload), which the enforced rules route as ever; and
+// where the shadow rule is listed must not matter.
+func TestShadowJSONRuleNeverDeadLettersNonJSON(t *testing.T) {
+	enforced := ruleSpec{Rule{Name: "ip", Key: mustKey(t, "header:ip"), Action: ActionOverflow},
+		[]limit.Config{{Window: time.Minute, Threshold: 1000}}}
+	shadow := ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow, Shadow: true},
+		[]limit.Config{{Window: time.Minute, Threshold: 1000}}}
+	for _, order := range []struct {
+		name  string
+		specs []ruleSpec
+	}{
+		{"enforced only", []ruleSpec{enforced}},
+		{"shadow first", []ruleSpec{shadow, enforced}},
+		{"shadow last", []ruleSpec{enforced, shadow}},
+	} {
+		f := newRuleFixture(t, Config{}, order.specs...)
+		for _, v := range []string{"", "\x00\x01binary", `[1,2]`} {
+			out, o := f.r.Route(f.clk.Now(), input(v, "", "ip", "1.2.3.4"), nil)
+			if out.Topic != topicAccepted || o.Reason != ReasonAllowed {
+				t.Errorf("%s: value %q to %s (%s, %q), want accepted: only a shadow rule reads JSON",
+					order.name, v, out.Topic, o.Reason, headerValues(out, HeaderErrorDetail))
+			}
+		}
+	}
+}
