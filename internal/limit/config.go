@@ -142,8 +142,9 @@ type Config struct {
 	// of busy teams only.
 	HotEveryTick *bool
 	// PendingReadShare reads a team on the next tick once the records counted locally
-	// since its last read reach this share of its threshold. Default 0.05; negative
-	// disables. Smaller catches a jump sooner and costs more reads.
+	// since its last read reach this share of its threshold ÷ the fleet's size
+	// (SetFleetSize). Default 0.05; negative disables. Smaller catches a jump sooner and
+	// costs more reads.
 	PendingReadShare float64
 	// SyncFloor is the pressure below which an idle team is never read, so a flood of
 	// teams seen once does not become a flood of reads. Default 0.01 (1% of the threshold).

@@ -371,7 +371,11 @@ type readPolicy struct {
 }
 
 func (l *Limiter) readPolicy() readPolicy {
-	rp := readPolicy{share: l.cfg.PendingReadShare, floor: l.readFloorShare(), ttl: l.cfg.TTL.Nanoseconds()}
+	// The pending share, as the sync floor, is of the fleet's count, the sum of the gates':
+	// each gate's part of it is the share ÷ the fleet's size. A gate whose view of a team
+	// predicts too little of the others' traffic (a first read's fleet factor is 1) would
+	// otherwise wait for its own records to reach the whole share, N × it fleet-wide.
+	rp := readPolicy{share: l.cfg.PendingReadShare / float64(l.fleetSize.Load()), floor: l.readFloorShare(), ttl: l.cfg.TTL.Nanoseconds()}
 	for t := range numTiers {
 		rp.cadence[t] = l.cfg.cadence(t).Nanoseconds()
 	}

@@ -405,3 +405,36 @@ func TestFleetSharedByRuleSets(t *testing.T) {
 		t.Errorf("the reloaded rule set's fleet %d, want 3", got)
 	}
 }
+
+// TestFleetDivertsNewTeamSpreadOverManyGates: a team none of 64 gates has seen, that
+// starts at 2 × its limit spread evenly over them, is diverted within a few ticks of the
+// fleet's count crossing its threshold, as a team that steps up from half its limit is.
+// Each gate reads it once it passes the sync floor ÷ the fleet, but that first read gives a
+// fleet factor of 1 and a level of a few percent: the team is idle on every gate, its own
+// records (1/64 of the fleet's) reach the pending-read share only after 1.6 windows, and
+// the idle cadence (4 × sync interval) next reads it a window later.
+func TestFleetDivertsNewTeamSpreadOverManyGates(t *testing.T) {
+	const gates, threshold = 64, 60_000
+	f := newFleet(t, gates, limit.Divert, threshold)
+	for _, g := range f.gates {
+		g.l.SetFleetSize(gates)
+	}
+	perGate := 2 * threshold / 60 / gates // 2 × the threshold a window, fleet-wide
+	counted, crossed, admitted := 0, -1, 0
+	for tick := range 2 * 60 {
+		allowed := f.step(t, "team", perGate)
+		counted += perGate * gates
+		if crossed < 0 && counted >= threshold {
+			crossed = tick
+		}
+		if allowed == 0 {
+			t.Logf("%d gates: crossed at tick %d, diverted at tick %d, admitted %.3f × threshold", gates, crossed, tick, float64(admitted)/threshold)
+			if tick > crossed+3 {
+				t.Errorf("diverted %d ticks after the fleet crossed the threshold, want within 3; admitted %.3f × threshold", tick-crossed, float64(admitted)/threshold)
+			}
+			return
+		}
+		admitted += allowed
+	}
+	t.Fatalf("never diverted; admitted %.3f × threshold", float64(admitted)/threshold)
+}
