@@ -49,11 +49,15 @@ func ForGate(cfg config.Config, g *gate.Gate, log *slog.Logger) (*http.ServeMux,
 }
 
 // NewServer is the HTTP server of a gate's endpoints, with its timeouts; its errors go
-// to log at warn.
+// to log at warn. ReadTimeout bounds a request's body as ReadHeaderTimeout its headers:
+// the endpoints read none, and the server discards one (unbounded without a deadline)
+// before it answers, so a client announcing a body it never sends would hold its
+// connection and goroutine forever.
 func NewServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
 		IdleTimeout:       time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

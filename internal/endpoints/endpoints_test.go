@@ -1,13 +1,17 @@
 package endpoints
 
 import (
+	"bufio"
 	"errors"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -57,5 +61,41 @@ func TestHealthzAndReadyzFollowTheConsumer(t *testing.T) {
 	mu.Unlock()
 	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no progress") {
 		t.Errorf("/healthz when stuck: %d %q", code, body)
+	}
+}
+
+// TestServerBoundsASlowRequestBody: a client that sends a request's headers in time
+// but never the body it announces (slowloris after the headers) must not hold a
+// connection, and the goroutine serving it, forever: the server answers or closes it
+// within a bound. ReadHeaderTimeout alone covers the headers only.
+func TestServerBoundsASlowRequestBody(t *testing.T) {
+	t.Parallel()
+	r := &Readiness{kafka: func() []string { return nil }}
+	r.ok.Store(true)
+	srv := NewServer(NewMux(prometheus.NewRegistry(), r, nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The headers at once, then none of the body they announce.
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: gate\r\nContent-Length: 10\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 20 * time.Second
+	start := time.Now()
+	_ = conn.SetReadDeadline(start.Add(bound))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("after %s the server still holds the connection of a request whose body never comes (no ReadTimeout)", time.Since(start).Round(time.Second))
 	}
 }
