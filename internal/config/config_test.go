@@ -568,7 +568,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_CACHE_CAPACITY", value: "0", want: "at least 1"},
 		{key: "GATE_CACHE_CAPACITY", value: "lots", want: "whole number"},
 		{key: "GATE_CACHE_TTL", value: "0s", want: "above zero"},
-		{key: "GATE_CACHE_IDLE_TIMEOUT", value: "-5m", want: "above zero"},
+		{key: "GATE_CACHE_IDLE_TIMEOUT", value: "-5m", want: "at least 1s"},
 		{key: "GATE_TICK_INTERVAL", value: "0s", want: "above zero"},
 		{key: "GATE_TICK_INTERVAL", value: "2m", want: "shorter than GATE_WINDOW", env: map[string]string{"GATE_SYNC_INTERVAL": "5m"}},
 		{key: "GATE_TICK_INTERVAL", value: "60s", want: "shorter than GATE_WINDOW", env: map[string]string{"GATE_SYNC_INTERVAL": "5m"}},
@@ -1217,5 +1217,23 @@ func TestKeyLifetimeDoesNotOverflow(t *testing.T) {
 				t.Errorf("%v: Load took it, the %s limit's keys live %s", env, lc.Window, kl)
 			}
 		}
+	}
+}
+
+// GATE_CACHE_IDLE_TIMEOUT under a second is refused at start: entries keep when they were
+// last seen in whole seconds, and every entry expired at every sweep, every team met as
+// for the first time on each tick.
+func TestCacheIdleTimeoutUnderASecondRefused(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"500ms", "999ms"} {
+		if _, err := loadMap(map[string]string{"GATE_CACHE_IDLE_TIMEOUT": v}); err == nil || !strings.Contains(err.Error(), "GATE_CACHE_IDLE_TIMEOUT") {
+			t.Errorf("GATE_CACHE_IDLE_TIMEOUT=%s: %v, want refused naming it", v, err)
+		}
+	}
+	if _, err := loadMap(map[string]string{"GATE_CACHE_IDLE_TIMEOUT": "1s"}); err != nil {
+		t.Errorf("GATE_CACHE_IDLE_TIMEOUT=1s: %v", err)
+	}
+	if _, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10, IdleTimeout: 500 * time.Millisecond}, nil, nil); err == nil {
+		t.Error("limit.New took an idle timeout of 500ms")
 	}
 }

@@ -42,7 +42,7 @@ type Limiter struct {
 	ColdWriteInterval time.Duration `envconfig:"COLD_WRITE_INTERVAL" default:"" desc:"How often a cold team's counts are written to Redis instead of every tick, a cold team being one under 10% of its threshold, not due for a read, with less than 0.5% of its threshold waiting, at most GATE_WINDOW, once per GATE_WINDOW when unset (default none), each window's counts then going in one write after the window ends; most teams of a long-tailed workload are cold, and writing each once a window is most of what cuts the Redis work per gate to about a sixth (docs/benchmarks.md); other gates see a cold team's counts up to two windows late (one at a shorter interval), at most 0.5% of its threshold per gate, and GATE_TICK_INTERVAL writes every team on every tick."`
 	CacheCapacity     int           `envconfig:"CACHE_CAPACITY" default:"300000" desc:"Most teams kept in memory, the least recently seen of a small sample being evicted past it (default 300000); larger keeps more teams' fleet-wide views for more memory, and an evicted team that comes back starts again from first contact."`
 	CacheTTL          time.Duration `envconfig:"CACHE_TTL" default:"600s" desc:"Longest a cached team's fleet-wide view may go without a read before it is read again (default 600s); shorter bounds how stale a quiet team's view gets, for more reads."`
-	CacheIdleTimeout  time.Duration `envconfig:"CACHE_IDLE_TIMEOUT" default:"300s" desc:"A team not seen for this long is dropped from memory (default 300s); shorter frees memory sooner, but a team that returns is treated as first contact until its next read."`
+	CacheIdleTimeout  time.Duration `envconfig:"CACHE_IDLE_TIMEOUT" default:"300s" desc:"A team not seen for this long is dropped from memory (default 300s, at least 1s); shorter frees memory sooner, but a team that returns is treated as first contact until its next read."`
 	Clock             clockSetting  `envconfig:"CLOCK" default:"wall" desc:"Which time a record is counted and judged at: wall (when the gate reads it) or event (its own timestamp, from GATE_EVENT_TIME_FROM), so that a gate catching up on a backlog at ten times the normal rate judges each window's traffic in its own window instead of sending well-behaved teams to overflow (default wall); with event, every gate keeps a window of state per window a team is seen in, and Redis keeps each window's counts GATE_MAX_EVENT_AGE longer."`
 	EventTimeFrom     eventTimeFrom `envconfig:"EVENT_TIME_FROM" default:"timestamp" desc:"With GATE_CLOCK=event, where a record's time is read: timestamp (the Kafka record timestamp) or json:FIELD (a top-level or dotted field holding an RFC 3339 string or a Unix time in seconds, milliseconds, microseconds or nanoseconds) (default timestamp); a record whose field is missing or unreadable is judged at its record timestamp and counted in gate_event_time_unreadable_total, and one with no record timestamp (Kafka's -1: a message of format v0, or a client that set none) is judged now and counted there too."`
 	MaxEventAge       time.Duration `envconfig:"MAX_EVENT_AGE" default:"15m" desc:"With GATE_CLOCK=event, the oldest a record's time may be: an older one is counted and judged as if it were this old, and one more than 5s ahead of the gate's clock as if it were now, both counted in gate_limiter_event_time_clamped_total (default 15m); longer lets a longer backlog replay in its own windows, for more Redis memory (each window's counts are kept this much longer); at most 8784h (366 days)."`
@@ -162,7 +162,11 @@ func (c Limiter) validate(bad report) {
 	}
 	bad.atLeast("CACHE_CAPACITY", c.CacheCapacity, 1)
 	bad.positive("CACHE_TTL", c.CacheTTL)
-	bad.positive("CACHE_IDLE_TIMEOUT", c.CacheIdleTimeout)
+	// Entries keep the time they were last seen in whole seconds: under a second every
+	// entry would expire at every sweep.
+	if c.CacheIdleTimeout < time.Second {
+		bad("CACHE_IDLE_TIMEOUT", "a duration of at least 1s such as 300s")
+	}
 	bad.positive("MAX_EVENT_AGE", c.MaxEventAge)
 }
 

@@ -394,6 +394,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.TTL < 0 || c.IdleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ttl %s, idle timeout %s: must be positive", c.TTL, c.IdleTimeout))
+	} else if c.IdleTimeout > 0 && c.IdleTimeout < time.Second {
+		// Entries keep when they were last seen in whole seconds (sweep): under a second,
+		// every entry expired at every sweep.
+		errs = append(errs, fmt.Errorf("idle timeout %s: must be at least 1s", c.IdleTimeout))
 	}
 	if c.KeyCardinality < 0 {
 		errs = append(errs, fmt.Errorf("key cardinality %d: must not be negative", c.KeyCardinality))
