@@ -909,3 +909,64 @@ func TestExactlyOnceRecoverBounds(t *testing.T) {
 		t.Errorf("after the window: %v", err)
 	}
 }
+
+// TestExactlyOnceAbortBeforeFirstCommitKeepsStartLatest: a new group with StartLatest
+// whose first transaction aborts replays from where it started, not from the start
+// of the log: the records written before the group joined are never routed.
+func TestExactlyOnceAbortBeforeFirstCommitKeepsStartLatest(t *testing.T) {
+	t.Parallel()
+	const parts, before, after = 1, 20, 10
+	env := newEOSEnv(t, parts)
+	env.ccfg.StartOffset = StartLatest
+	env.ccfg.ProduceRetries = 1
+	prod := producer(t, env.cluster)
+	var old []*kgo.Record
+	for id := range before {
+		old = append(old, inputRecord(id, "team-"+strconv.Itoa(id%3)))
+	}
+	produceAll(t, prod, old) // in the log before the group exists
+
+	// The gate's first fetch: it has resolved its start offset (the log's end) by then,
+	// and the records below come after it.
+	var fetching atomic.Bool
+	env.cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		fetching.Store(true)
+		return nil, nil, false
+	})
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "the group's assignment", g.c.Ready)
+	waitFor(t, 20*time.Second, "the gate's first fetch", fetching.Load)
+
+	fault := env.cluster.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1,
+	})
+	var recs []*kgo.Record
+	for id := before; id < before+after; id++ {
+		recs = append(recs, inputRecord(id, "team-new"))
+	}
+	produceAll(t, prod, recs)
+	waitFor(t, 20*time.Second, "the first transaction aborted", func() bool {
+		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) >= 1
+	})
+	fault.Remove()
+
+	out := collect(t, env.cluster, after, 20*time.Second, time.Second, readCommitted())
+	g.stop(t)
+	var oldSeen []int
+	for id := range before {
+		if len(out.ids[id]) > 0 {
+			oldSeen = append(oldSeen, id)
+		}
+	}
+	newSeen := 0
+	for id := before; id < before+after; id++ {
+		newSeen += len(out.ids[id])
+	}
+	if len(oldSeen) > 0 {
+		t.Errorf("StartLatest: %d of the %d records written before the group joined were routed after an abort: %v", len(oldSeen), before, head(oldSeen))
+	}
+	if newSeen != after {
+		t.Errorf("%d of the %d new records seen, want each once", newSeen, after)
+	}
+}

@@ -53,6 +53,11 @@ type txnState struct {
 	// routed are the input partitions the open transaction holds records of: a gap met
 	// in another needs no abort. The loop's goroutine only.
 	routed map[int32]bool
+	// from is, by input partition, the first offset the open transaction routed: where
+	// its abort must replay from. franz-go rewinds to the group's commit, and a
+	// partition the group has none of yet to offset 0: the start of the log, not
+	// Config.StartOffset's. The loop's goroutine only.
+	from map[int32]int64
 	// rebalanced is set by every rebalance callback: with the generation, how a
 	// transaction tells that the group rebalanced while it was open.
 	rebalanced atomic.Bool
@@ -515,6 +520,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	c.txn.skipped.Store(false)
 	c.txn.gapMet, c.txn.gaps = false, c.txn.gaps[:0]
 	clear(c.txn.routed)
+	clear(c.txn.from)
 	tctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c.txn.pollMu.Lock()
@@ -560,6 +566,9 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	c.txn.interrupted.Store(false)
 	committed, err := c.tx.End(ctx, end)
 	c.progressed()
+	if err == nil && !committed {
+		c.rewindTxnStarts(gen)
+	}
 	if err == nil && len(c.txn.gaps) > 0 {
 		c.resumeTxnGaps(ctx, gen)
 	}
@@ -593,13 +602,40 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	return res, nil
 }
 
+// rewindTxnStarts puts each partition an aborted transaction routed back where the
+// transaction began reading it, when the session's rewind went below that: to offset 0
+// for a partition the group has not committed yet (franz-go's placeholder), which would
+// route the records Config.StartOffset skipped (StartLatest: the whole log). Not after a
+// rebalance since the transaction began (gen): its next owner starts from the commit.
+func (c *Consumer) rewindTxnStarts(gen int32) {
+	if _, now := c.cl.GroupMetadata(); now != gen || c.txn.rebalanced.Load() {
+		return
+	}
+	cur := c.cl.CommittedOffsets()[c.cfg.InputTopic]
+	set := map[int32]kgo.EpochOffset{}
+	for id, from := range c.txn.from {
+		if off, ok := cur[id]; (!ok || off.Offset < from) && c.owned(id) != nil {
+			set[id] = kgo.EpochOffset{Epoch: -1, Offset: from}
+		}
+	}
+	if len(set) > 0 {
+		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: set})
+	}
+}
+
 // routeTxn routes one poll's records into the open transaction.
 func (c *Consumer) routeTxn(ws []work) {
 	if c.txn.routed == nil {
 		c.txn.routed = map[int32]bool{}
 	}
+	if c.txn.from == nil {
+		c.txn.from = map[int32]int64{}
+	}
 	for _, w := range ws {
 		c.txn.routed[w.p.id] = true
+		if _, ok := c.txn.from[w.p.id]; !ok {
+			c.txn.from[w.p.id] = w.recs[0].Offset
+		}
 	}
 	if c.isolating(ws) {
 		// A record must be produced alone: one goroutine routes the poll, so that
