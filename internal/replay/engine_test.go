@@ -279,3 +279,43 @@ func TestReplayOnlyRecordsWithoutTimestamp(t *testing.T) {
 		t.Errorf("report of 10 records without timestamps: %d records from %s, want 10 from the epoch's start", r.Records, r.From)
 	}
 }
+
+// TestDiffTeamSpelledAlikeUnderEitherKey: a team whose id holds ':' (or '%') is one team
+// in the comparison of a per-user rule set with the GATE_* limits by team: the composite
+// key's escaping (acme%3Aeu:bot) is not the team's name.
+func TestDiffTeamSpelledAlikeUnderEitherKey(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_THRESHOLD": "100", "GATE_WINDOW": "1m", "GATE_LIMIT_MODE": "divert"})
+	yaml := `
+rules:
+- name: user
+  key: json:team_id+distinct_id
+  limits: [1m:50]
+  action: overflow
+`
+	a, err := NewCandidate("candidate", cfg, testRules(t, cfg, yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewCandidate("current", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(time.Second, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 300 { // one minute: 300 records of one user of team acme:eu
+		recs = append(recs, event("acme:eu", "bot", time.Duration(i)*200*time.Millisecond))
+	}
+	for _, r := range recs {
+		e.Route(r)
+	}
+	r := e.Report(10)
+	// Under the per-user rule the bot's 250 past 50 are limited; under the team limit 200
+	// past 100: one team, limited 50 more by the candidate.
+	want := []TeamDiff{{Team: "acme:eu", A: 250, B: 200, Change: 50}}
+	if fmt.Sprint(r.Diff) != fmt.Sprint(want) {
+		t.Errorf("diff %+v, want %+v", r.Diff, want)
+	}
+}

@@ -255,7 +255,7 @@ func (b *builder) rows(rows []outcome.Row) {
 			continue
 		}
 		if lim > 0 {
-			b.teams[r.Team] += lim
+			b.teams[teamName(r)] += lim
 		}
 		k := b.key(r.Rule, r.Key)
 		if k.Team == "" {
@@ -273,6 +273,30 @@ func (b *builder) rows(rows []outcome.Row) {
 			k.LastLimited = r.IntervalStart
 		}
 	}
+}
+
+// teamName is r's team as the record has it: a composite key's first field is escaped
+// (route's appendKeyPart: ':' as %3A, '%' as %25), so that a team keyed alone and the
+// same team under a per-user key are one team in the comparison of two rule sets.
+func teamName(r *outcome.Row) string {
+	if r.Key == r.Team || !strings.Contains(r.Team, "%") { // not a composite key's, or nothing escaped
+		return r.Team
+	}
+	var sb strings.Builder
+	for v := r.Team; v != ""; {
+		switch {
+		case strings.HasPrefix(v, "%3A"):
+			sb.WriteByte(':')
+			v = v[3:]
+		case strings.HasPrefix(v, "%25"):
+			sb.WriteByte('%')
+			v = v[3:]
+		default:
+			sb.WriteByte(v[0])
+			v = v[1:]
+		}
+	}
+	return sb.String()
 }
 
 // merge adds o, what another worker gathered of the same candidate (parallel.go). The

@@ -58,7 +58,8 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record, time.Time), progr
 		return nil, fmt.Errorf("creating the Kafka client: %w", err)
 	}
 	defer cl.Close()
-	parts, hard, err := offsets(ctx, kadm.NewClient(cl), rng)
+	adm := kadm.NewClient(cl)
+	parts, hard, err := offsets(ctx, adm, rng)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +87,9 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record, time.Time), progr
 			return m.read(), err
 		}
 		if stalled {
+			if err := m.leaders(ctx, adm, rng.Topic); err != nil {
+				return m.read(), err
+			}
 			if progress != nil {
 				progress(Progress{Done: m.offsets, Total: m.total, At: m.at, Waiting: m.waiting()})
 			}
@@ -433,6 +437,40 @@ func (m *merge) emit(fn func(*kgo.Record, time.Time)) {
 }
 
 func (m *merge) done() bool { return len(m.live) == 0 }
+
+// leaders checks, after a stall, that the partitions waited for still answer: their
+// last stable offsets are listed, within stallAfter. A partition whose leader is
+// unavailable (its broker down, no replica to take over) sends nothing and the client
+// retries its fetches for ever: the read fails naming it, rather than waiting as for an
+// open transaction, whose partition answers.
+func (m *merge) leaders(ctx context.Context, adm *kadm.Client, topic string) error {
+	waiting := m.waiting()
+	if len(waiting) == 0 {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, stallAfter)
+	defer cancel()
+	l, err := adm.ListCommittedOffsets(lctx, topic)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var errs error
+	for _, p := range waiting {
+		var perr error
+		switch o, ok := l.Lookup(topic, p); {
+		case ok && o.Err == nil:
+			continue // it answers: an open transaction holds it back
+		case ok:
+			perr = o.Err
+		case err != nil:
+			perr = err
+		default:
+			perr = errors.New("not listed")
+		}
+		errs = errors.Join(errs, fmt.Errorf("reading %s partition %d: nothing fetched for %s and its offsets cannot be listed (its leader unavailable?): %w", topic, p, stallAfter, perr))
+	}
+	return errs
+}
 
 // waiting is the partitions not read to their end.
 func (m *merge) waiting() []int32 {

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/faulttest"
 )
@@ -440,4 +443,38 @@ func TestReplayTimeIgnoresNextWithoutTimestamp(t *testing.T) {
 	if at, _ := q.replayTime(1); at >= 0 {
 		t.Errorf("replay time of the record without a timestamp: %v, want its own (-1 ms), which the engine routes at its clock", time.Unix(0, at).UTC())
 	}
+}
+
+// TestReadFailsWhenALeaderIsUnavailable: partition 1's leader stops answering once the
+// read has listed its offsets. The read fails with an error naming the partition, not
+// a wait that lasts until the operator gives up, saying a transaction may be open.
+func TestReadFailsWhenALeaderIsUnavailable(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "events"))
+	for p := range int32(2) {
+		if err := c.MoveTopicPartition("events", p, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produced(t, c, "events")
+	var down atomic.Bool
+	gone := func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if c.CurrentNode() == 1 && down.Load() {
+			return nil, errors.New("broker 1 is down"), true // the connection closed
+		}
+		return nil, nil, false
+	}
+	c.ControlKey(int16(kmsg.ListOffsets), gone)
+	c.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		down.Store(true) // the offsets are listed: the read has begun
+		return gone(r)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := Read(ctx, Range{Topic: "events"}, func(*kgo.Record, time.Time) {}, nil, kgo.SeedBrokers(c.ListenAddrs()...))
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "partition 1") {
+		t.Fatalf("after %s: %v (context: %v), want an error naming partition 1 before the context's end", time.Since(began).Round(time.Second), err, ctx.Err())
+	}
+	t.Logf("after %s: %v", time.Since(began).Round(time.Second), err)
 }
