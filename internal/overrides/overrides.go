@@ -142,6 +142,9 @@ type Refresher struct {
 
 	mu   sync.Mutex // serialises refreshes
 	live map[string]int64
+	// lastOK is when live was last read (zero: never), what lastSuccess shows; a reload's
+	// refresher inherits it with the set.
+	lastOK time.Time
 	// missingSince is when the hash was first found gone after a read of it (zero: it
 	// is not gone, or was never read); missingLog paces the warning while it lasts.
 	missingSince time.Time
@@ -299,7 +302,8 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 	}
 	r.live = live
 	r.liveTeams.Set(float64(len(live)))
-	r.lastSuccess.Set(float64(time.Now().Unix()))
+	r.lastOK = time.Now()
+	r.lastSuccess.Set(float64(r.lastOK.Unix()))
 	r.hashMissing.Set(0)
 	if !r.missingSince.IsZero() {
 		r.log.Info("live overrides hash is back", "key", r.cfg.Key, "live", len(live),
@@ -336,7 +340,7 @@ func (r *Refresher) apply(live map[string]int64) (map[string]int64, error) {
 // it lost if it was.
 func (r *Refresher) Inherit(old *Refresher) error {
 	old.mu.Lock()
-	live, since := maps.Clone(old.live), old.missingSince
+	live, since, lastOK := maps.Clone(old.live), old.missingSince, old.lastOK
 	old.mu.Unlock()
 	if live == nil || old.cfg.Key != r.cfg.Key {
 		return nil
@@ -346,8 +350,15 @@ func (r *Refresher) Inherit(old *Refresher) error {
 	if _, err := r.apply(live); err != nil {
 		return err
 	}
-	r.live, r.missingSince = live, since
+	r.live, r.missingSince, r.lastOK = live, since, lastOK
 	r.liveTeams.Set(float64(len(live)))
+	if !lastOK.IsZero() {
+		// The set in force was read then: GateOverridesStale keeps measuring from it.
+		r.lastSuccess.Set(float64(lastOK.Unix()))
+	}
+	if !since.IsZero() {
+		r.hashMissing.Set(1)
+	}
 	return nil
 }
 

@@ -481,3 +481,49 @@ func TestChangeUnderTheScanIsReadAgain(t *testing.T) {
 		t.Errorf("%d teams after the hash was deleted under the scan, want the 3000 kept", len(lim.Overrides()))
 	}
 }
+
+// A rules reload while the hash cannot be read (Redis down, an invalid entry) builds a new
+// refresher that inherits the old one's set: it must also inherit when that set was last
+// read, or gate_overrides_last_refresh_timestamp_seconds drops to 0 ("none yet"), which
+// GateOverridesStale (`... > 0`) leaves out: the stale gate stops being reported.
+func TestInheritKeepsTheLastRefreshTime(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	old, _ := newRefresher(t, srv, nil)
+	c := srv.Client(t)
+	if err := Set(ctx, c, key, "x", 5, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := testutil.ToFloat64(old.lastSuccess)
+	if last == 0 {
+		t.Fatal("old refresher: no last refresh time")
+	}
+	// The hash goes bad (an entry written by hand), then the rules are reloaded.
+	if err := c.HSet(ctx, key, "y", "lots").Err(); err != nil {
+		t.Fatal(err)
+	}
+	lim, err := limit.New(limit.Config{Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Key: key, Timeout: 300 * time.Millisecond}, lim, srv.Client(t), prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Inherit(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); err == nil {
+		t.Fatal("refresh of an invalid hash succeeded")
+	}
+	if got := lim.Overrides(); !maps.Equal(got, map[string]int64{"x": 5}) {
+		t.Errorf("inherited overrides %v, want x=5", got)
+	}
+	if got := testutil.ToFloat64(r.lastSuccess); got != last {
+		t.Errorf("gate_overrides_last_refresh_timestamp_seconds after the reload = %v, want the old refresher's %v (the set in force was read then)", got, last)
+	}
+}
