@@ -144,9 +144,9 @@ type Agg struct {
 	// the pair last looked up and its class. Rule names and reasons are constants (a
 	// Fate's Rule and Reason are kept as given, as a row keeps them), so comparing with
 	// last's strings finds their data the same and reads no bytes.
-	classes              []class
-	lastRule, lastReason string
-	lastClass            uint16
+	classes                         []class
+	lastRule, lastReason, lastTopic string
+	lastClass                       uint16
 }
 
 // Touch fetches key's slot ahead of its Bump and returns key's hash, for BumpHashed:
@@ -165,14 +165,15 @@ func (a *Agg) Touch(key string) uint64 {
 	return h
 }
 
-// classOf returns the class of rule and reason + 1, or 0 past maxClasses.
-func (a *Agg) classOf(rule, reason string) uint16 {
-	if a.lastClass != 0 && rule == a.lastRule && reason == a.lastReason {
+// classOf returns the class of rule, reason and topic (a Topic row's, else "") + 1, or 0
+// past maxClasses.
+func (a *Agg) classOf(rule, reason, topic string) uint16 {
+	if a.lastClass != 0 && rule == a.lastRule && reason == a.lastReason && topic == a.lastTopic {
 		return a.lastClass
 	}
 	c := uint16(0)
 	for i := range a.classes {
-		if a.classes[i].rule == rule && a.classes[i].reason == reason {
+		if a.classes[i].rule == rule && a.classes[i].reason == reason && a.classes[i].topic == topic {
 			c = uint16(i + 1)
 			break
 		}
@@ -181,10 +182,10 @@ func (a *Agg) classOf(rule, reason string) uint16 {
 		if len(a.classes) >= maxClasses {
 			return 0
 		}
-		a.classes = append(a.classes, class{rule, reason})
+		a.classes = append(a.classes, class{rule, reason, topic})
 		c = uint16(len(a.classes))
 	}
-	a.lastRule, a.lastReason, a.lastClass = rule, reason, c
+	a.lastRule, a.lastReason, a.lastTopic, a.lastClass = rule, reason, topic, c
 	return c
 }
 
@@ -221,8 +222,17 @@ type slot struct {
 	kb             [slotKey]byte
 }
 
-// class is a rule and reason pair, interned per Agg: few (the rules × the reasons).
-type class struct{ rule, reason string }
+// class is a rule, reason and topic (a Topic row's: a rules file reloaded may give a
+// rule another) triple, interned per Agg: few (the rules × the reasons).
+type class struct{ rule, reason, topic string }
+
+// topicOf is the topic that tells rows of kind apart: a Topic row's, none for the others.
+func topicOf(kind Kind, topic string) string {
+	if kind != Topic {
+		return ""
+	}
+	return topic
+}
 
 // maxClasses bounds the pairs an Agg interns: a pair past it is counted through the
 // rows' chain, as before the slots held counts.
@@ -280,7 +290,7 @@ func (a *Agg) put(i uint64, h uint64, key string, row int32) {
 	}
 	s := slot{h: h, row: row + 1, klen: longKey}
 	if e := &a.entries[row]; !e.folded {
-		s.kind, s.iv, s.class = e.kind, e.iv, a.classOf(e.rule, e.reason)
+		s.kind, s.iv, s.class = e.kind, e.iv, a.classOf(e.rule, e.reason, e.topic)
 	}
 	if len(key) <= slotKey {
 		s.klen = uint8(len(key))
@@ -305,7 +315,7 @@ func (a *Agg) Record(f *Fate) {
 	iv := a.interval(f.At)
 	h := maphash.String(a.slots.seed, f.Key)
 	first, at := a.find(f.Key, h)
-	if a.count(first, at, iv, f.Kind, f.Rule, f.Reason, f.Bytes) {
+	if a.count(first, at, iv, f.Kind, f.Rule, topicOf(f.Kind, f.Topic), f.Reason, f.Bytes) {
 		return
 	}
 	// A key already kept keeps its other rows (another outcome, rule, reason or
@@ -330,37 +340,38 @@ func (a *Agg) Record(f *Fate) {
 	if first >= 0 && a.bumpFolded(first, iv, f) {
 		return
 	}
-	i := a.push(entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, topic: f.Topic, records: 1, bytes: int64(f.Bytes), folded: true, next: -1})
+	i := a.push(entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, topic: topicOf(f.Kind, f.Topic), records: 1, bytes: int64(f.Bytes), folded: true, next: -1})
 	a.link(first, at, h, "", i)
 }
 
 // Bump counts one record of bytes bytes routed at at in key's row of its interval,
-// kind, rule and reason, when key has that row already: Record's work without a Fate,
-// which the caller then needs only for a new row. It reports whether it counted.
-func (a *Agg) Bump(at time.Time, key string, kind Kind, rule, reason string, bytes int) bool {
-	return a.BumpHashed(maphash.String(a.slots.seed, key), at, key, kind, rule, reason, bytes)
+// kind, rule, topic (Fate.Topic: a Topic record's) and reason, when key has that row
+// already: Record's work without a Fate, which the caller then needs only for a new row.
+// It reports whether it counted.
+func (a *Agg) Bump(at time.Time, key string, kind Kind, rule, topic, reason string, bytes int) bool {
+	return a.BumpHashed(maphash.String(a.slots.seed, key), at, key, kind, rule, topic, reason, bytes)
 }
 
 // BumpHashed is Bump of key whose hash h Touch returned. A slot matches on its hash and
 // its key both, so an h that is not key's finds no row: it reports false, and Record then
 // counts the record where it belongs.
-func (a *Agg) BumpHashed(h uint64, at time.Time, key string, kind Kind, rule, reason string, bytes int) bool {
+func (a *Agg) BumpHashed(h uint64, at time.Time, key string, kind Kind, rule, topic, reason string, bytes int) bool {
 	iv := a.interval(at)
 	first, i := a.find(key, h)
-	return a.count(first, i, iv, kind, rule, reason, bytes)
+	return a.count(first, i, iv, kind, rule, topicOf(kind, topic), reason, bytes)
 }
 
 // count counts a record in its key's existing row, first being the key's first row (-1:
 // none) and at its slot: in the slot when it is the first row, else along the chain.
-func (a *Agg) count(first int32, at uint64, iv int64, kind Kind, rule, reason string, bytes int) bool {
-	return first >= 0 && (a.bumpSlot(at, iv, kind, rule, reason, bytes) || a.bump(first, iv, kind, rule, reason, bytes))
+func (a *Agg) count(first int32, at uint64, iv int64, kind Kind, rule, topic, reason string, bytes int) bool {
+	return first >= 0 && (a.bumpSlot(at, iv, kind, rule, topic, reason, bytes) || a.bump(first, iv, kind, rule, topic, reason, bytes))
 }
 
 // bumpSlot counts a record in slot i, the slot of its key, when it is of the key's first
 // row.
-func (a *Agg) bumpSlot(i uint64, iv int64, kind Kind, rule, reason string, bytes int) bool {
+func (a *Agg) bumpSlot(i uint64, iv int64, kind Kind, rule, topic, reason string, bytes int) bool {
 	s := &a.slots.slots[i]
-	if s.class == 0 || s.iv != iv || s.kind != kind || s.class != a.classOf(rule, reason) {
+	if s.class == 0 || s.iv != iv || s.kind != kind || s.class != a.classOf(rule, reason, topic) {
 		return false
 	}
 	s.records++
@@ -395,9 +406,9 @@ func (a *Agg) interval(t time.Time) int64 {
 }
 
 // bump counts a record in the row of its key's chain from i that matches it, if any.
-func (a *Agg) bump(i int32, iv int64, kind Kind, rule, reason string, bytes int) bool {
+func (a *Agg) bump(i int32, iv int64, kind Kind, rule, topic, reason string, bytes int) bool {
 	for ; i >= 0; i = a.entries[i].next {
-		if e := &a.entries[i]; e.iv == iv && e.kind == kind && e.reason == reason && e.rule == rule && !e.folded {
+		if e := &a.entries[i]; e.iv == iv && e.kind == kind && e.reason == reason && e.rule == rule && e.topic == topic && !e.folded {
 			e.records++
 			e.bytes += int64(bytes)
 			return true
@@ -409,7 +420,7 @@ func (a *Agg) bump(i int32, iv int64, kind Kind, rule, reason string, bytes int)
 // bumpFolded is bump for the folded rows (key "").
 func (a *Agg) bumpFolded(i int32, iv int64, f *Fate) bool {
 	for ; i >= 0; i = a.entries[i].next {
-		if e := &a.entries[i]; e.iv == iv && e.kind == f.Kind && e.reason == f.Reason && e.rule == f.Rule && e.folded {
+		if e := &a.entries[i]; e.iv == iv && e.kind == f.Kind && e.reason == f.Reason && e.rule == f.Rule && e.topic == topicOf(f.Kind, f.Topic) && e.folded {
 			e.records++
 			e.bytes += int64(f.Bytes)
 			return true
@@ -421,7 +432,7 @@ func (a *Agg) bumpFolded(i int32, iv int64, f *Fate) bool {
 // add makes f's row in interval iv, chained after its key's first (first ≥ 0), or
 // first in slot at.
 func (a *Agg) add(first int32, at, h uint64, iv int64, f *Fate) {
-	e := entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, key: strings.Clone(f.Key), topic: f.Topic, records: 1, bytes: int64(f.Bytes), next: -1}
+	e := entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, key: strings.Clone(f.Key), topic: topicOf(f.Kind, f.Topic), records: 1, bytes: int64(f.Bytes), next: -1}
 	e.team = e.key[:min(len(f.Team), len(e.key))]
 	if f.Key != "" {
 		// No threshold, no source: a row the consumer decides (a dead letter after the
@@ -539,7 +550,7 @@ func (a *Agg) absorb(e *entry) {
 	h := maphash.String(a.slots.seed, e.key)
 	first, at := a.find(e.key, h)
 	for i := first; i >= 0; i = a.entries[i].next {
-		if x := &a.entries[i]; x.iv == e.iv && x.kind == e.kind && x.folded == e.folded && x.rule == e.rule && x.reason == e.reason {
+		if x := &a.entries[i]; x.iv == e.iv && x.kind == e.kind && x.folded == e.folded && x.rule == e.rule && x.reason == e.reason && x.topic == e.topic {
 			x.records += e.records
 			x.bytes += e.bytes
 			return

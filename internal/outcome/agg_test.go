@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -195,7 +196,7 @@ func TestAggMatchesReference(t *testing.T) {
 				}
 				w := want[k]
 				want[k] = [2]int64{w[0] + 1, w[1] + int64(f.Bytes)}
-				if rng.IntN(2) == 0 && a.Bump(f.At, f.Key, f.Kind, f.Rule, f.Reason, f.Bytes) {
+				if rng.IntN(2) == 0 && a.Bump(f.At, f.Key, f.Kind, f.Rule, f.Topic, f.Reason, f.Bytes) {
 					continue
 				}
 				a.Record(&f)
@@ -258,7 +259,7 @@ func TestRecordNoAllocation(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { a.Record(&f) }); n != 0 {
 		t.Errorf("%v allocations a record, want 0", n)
 	}
-	if n := testing.AllocsPerRun(1000, func() { a.Bump(f.At, f.Key, f.Kind, f.Rule, f.Reason, f.Bytes) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { a.Bump(f.At, f.Key, f.Kind, f.Rule, f.Topic, f.Reason, f.Bytes) }); n != 0 {
 		t.Errorf("%v allocations a bump, want 0", n)
 	}
 }
@@ -338,10 +339,10 @@ func TestBumpHashed(t *testing.T) {
 	a.Record(&Fate{At: at, Kind: Accepted, Key: "t1", Team: "t1", Bytes: 10})
 	a.Record(&Fate{At: at, Kind: Accepted, Key: "t2", Team: "t2", Bytes: 10})
 	h1 := a.Touch("t1")
-	if !a.BumpHashed(h1, at, "t1", Accepted, "", "", 10) {
+	if !a.BumpHashed(h1, at, "t1", Accepted, "", "", "", 10) {
 		t.Fatal("BumpHashed with t1's own hash did not count t1")
 	}
-	if a.BumpHashed(h1, at, "t2", Accepted, "", "", 10) {
+	if a.BumpHashed(h1, at, "t2", Accepted, "", "", "", 10) {
 		t.Fatal("BumpHashed counted t2 with t1's hash")
 	}
 	rows := Seal("g", "s", a)
@@ -409,7 +410,7 @@ func TestSealMergesAggs(t *testing.T) {
 				}
 				w := want[k]
 				want[k] = [2]int64{w[0] + 1, w[1] + int64(f.Bytes)}
-				if f.Key != "" && rng.IntN(2) == 0 && a.BumpHashed(a.Touch(f.Key), f.At, f.Key, f.Kind, f.Rule, f.Reason, f.Bytes) {
+				if f.Key != "" && rng.IntN(2) == 0 && a.BumpHashed(a.Touch(f.Key), f.At, f.Key, f.Kind, f.Rule, f.Topic, f.Reason, f.Bytes) {
 					continue
 				}
 				a.Record(&f)
@@ -464,4 +465,27 @@ func kindOut(f Fate) string {
 		return "topic:" + f.Topic
 	}
 	return f.Kind.String()
+}
+
+// A rule's topic is part of its rows' outcome (topic:NAME): records one rule sent to two
+// topics within one seal (the rules file reloaded with the rule's topic changed) are in
+// two rows, each counting what went to its topic.
+func TestTopicRowsKeepTheirTopic(t *testing.T) {
+	a := NewAgg(time.Minute, nil)
+	f := Fate{At: t0, Kind: Topic, Rule: "merges", Topic: "merges-slow", Reason: "rate_limited", Key: "42", Team: "42", Bytes: 10}
+	a.Record(&f)
+	g := f
+	g.Topic, g.Bytes = "merges-slower", 1
+	a.Record(&g) // the reloaded rule's topic
+	g.At = t0.Add(time.Second)
+	if !a.Bump(g.At, g.Key, g.Kind, g.Rule, g.Topic, g.Reason, g.Bytes) {
+		t.Error("Bump did not count a record of merges-slower's row")
+	}
+	got := map[string][2]int64{}
+	for _, r := range Seal("g", "s", a) {
+		got[r.Outcome] = [2]int64{r.Records, r.Bytes}
+	}
+	if want := map[string][2]int64{"topic:merges-slow": {1, 10}, "topic:merges-slower": {2, 2}}; !maps.Equal(got, want) {
+		t.Errorf("rows by outcome %v, want %v", got, want)
+	}
 }

@@ -60,9 +60,12 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Ou
 	default:
 		kind, acted = outcome.DeadLetter, false
 	}
-	var rule, key, team string
+	var rule, topic, key, team string
 	if acted {
 		rule = r.rules[ro.rule].Name
+	}
+	if kind == outcome.Topic {
+		topic = r.rules[ro.rule].Topic
 	}
 	hashed := false
 	if teamRule >= 0 {
@@ -76,16 +79,13 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Ou
 		hashed = teamRule == s.touchedRule && len(key) == len(team)
 	}
 	if hashed {
-		if s.Outcomes.BumpHashed(s.touched, now, key, kind, rule, o.Reason, len(rec.Value)) {
+		if s.Outcomes.BumpHashed(s.touched, now, key, kind, rule, topic, o.Reason, len(rec.Value)) {
 			return
 		}
-	} else if s.Outcomes.Bump(now, key, kind, rule, o.Reason, len(rec.Value)) {
+	} else if s.Outcomes.Bump(now, key, kind, rule, topic, o.Reason, len(rec.Value)) {
 		return
 	}
-	f := outcome.Fate{At: now, Kind: kind, Rule: rule, Reason: o.Reason, Key: key, Team: team, Bytes: len(rec.Value), Forced: acted && ro.forced && len(key) == len(o.Team)}
-	if kind == outcome.Topic {
-		f.Topic = r.rules[ro.rule].Topic
-	}
+	f := outcome.Fate{At: now, Kind: kind, Rule: rule, Reason: o.Reason, Key: key, Team: team, Topic: topic, Bytes: len(rec.Value), Forced: acted && ro.forced && len(key) == len(o.Team)}
 	// The threshold is of the key the decision was about (o.Team): a row keyed by that
 	// key has it, from the limit that decided (the first one over, for a rule that acted
 	// over a further limit); a team's row under a composite key has none of its own.
