@@ -47,6 +47,17 @@ type Fleet struct {
 	size    int      // the last size found; 0: none yet
 }
 
+// record notes that the gate was added to slot, unless a later slot was noted already (a
+// tick that waited on Redis finishing after another tick's count of the next slot), and
+// reports whether it did. f.mu held.
+func (f *Fleet) record(slot int64) bool {
+	if slot <= f.counted[0] {
+		return false
+	}
+	f.counted = [3]int64{slot, f.counted[0], f.counted[1]}
+	return true
+}
+
 // NewFleet returns a fleet count to share between a gate's ticks (Config.Fleet).
 func NewFleet() *Fleet { return &Fleet{} }
 
@@ -87,7 +98,13 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	}
 	f.adding = slot
 	f.mu.Unlock()
-	defer func() { f.mu.Lock(); f.adding = 0; f.mu.Unlock() }()
+	defer func() {
+		f.mu.Lock()
+		if f.adding == slot { // another tick may be adding a later slot now
+			f.adding = 0
+		}
+		f.mu.Unlock()
+	}()
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
 	pipe := t.instances[0].Pipeline()
@@ -112,11 +129,15 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 			// a stall, a lost reply). Sent again this slot it would count this gate twice;
 			// not sent, it leaves this gate out of one slot at worst, which the larger of
 			// two slots covers.
-			f.counted = [3]int64{slot, f.counted[0], f.counted[1]}
+			f.record(slot)
 		}
 		return // out of reach: the tick's to report
 	}
-	f.counted = [3]int64{slot, f.counted[0], f.counted[1]}
+	if !f.record(slot) {
+		// Another tick of the gate counted a later slot while this one waited: its
+		// count and size are newer.
+		return
+	}
 	size := 1
 	for i, c := range prev {
 		n, err := c.Int()

@@ -438,3 +438,43 @@ func TestFleetDivertsNewTeamSpreadOverManyGates(t *testing.T) {
 	}
 	t.Fatalf("never diverted; admitted %.3f × threshold", float64(admitted)/threshold)
 }
+
+// A rule set's tick whose fleet count stalls (a lost reply) past the slot's end
+// finishes after the other rule set's tick counted the gate in the next slot: the shared
+// count must keep that later slot, or the next tick of that slot counts the gate again
+// (every gate then finds the fleet one larger for two slots).
+func TestFleetSharedStalledCountKeepsLaterSlot(t *testing.T) {
+	srv := redistest.Start(t)
+	stalled := redistest.Start(t) // the old rule set's connection, whose reply is lost
+	ctx := context.Background()
+	fleet := NewFleet()
+	old := newGateWith(t, nil, limit.Config{Window: time.Minute}, Config{KeyPrefix: "fo", Writer: "w", Fleet: fleet, TickTimeout: 3 * time.Second},
+		RedisOptions{ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}, stalled)
+	reloaded := newGate(t, nil, limit.Config{Window: time.Minute}, Config{KeyPrefix: "fo", Writer: "w-r2", Fleet: fleet}, srv)
+	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
+	at := func(s int, off time.Duration) time.Time { return slot0.Add(time.Duration(s)*FleetSlot + off) }
+	slot1 := at(1, 0).UnixNano() / int64(FleetSlot)
+
+	stalled.Pause(t)
+	done := make(chan struct{})
+	go func() { old.tk.countFleet(ctx, at(0, FleetSlot-100*time.Millisecond)); close(done) }()
+	for deadline := time.Now().Add(30 * time.Second); ; { // the old tick is adding the gate to slot 0
+		fleet.mu.Lock()
+		adding := fleet.adding
+		fleet.mu.Unlock()
+		if adding != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the old tick never began adding the gate to slot 0")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	reloaded.tk.countFleet(ctx, at(1, 100*time.Millisecond)) // the new rule set's tick, next slot
+	<-done                                                   // the old tick times out
+	stalled.Resume(t)
+	reloaded.tk.countFleet(ctx, at(1, 1100*time.Millisecond)) // its next tick, same slot
+	if n, err := srv.Client(t).Get(ctx, FleetKeyFor("fo", slot1)).Int(); err != nil || n != 1 {
+		t.Errorf("slot counts the gate %d times (%v), want 1; fleet.counted %v", n, err, fleet.counted)
+	}
+}
