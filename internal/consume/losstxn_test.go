@@ -215,7 +215,7 @@ func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
 	divergeAt40(t, env, g, prod)
 	stop() // the input goes quiet: the transaction ends
 	spy := g.c.router.(*spyRouter)
-	waitFor(t, 30*time.Second, "offsets 40..49 read again and partition 0 committed to its end", func() bool {
+	waitFor(t, 60*time.Second, "offsets 40..49 read again and partition 0 committed to its end", func() bool {
 		spy.mu.Lock()
 		defer spy.mu.Unlock()
 		for id := 40; id < 50; id++ {
