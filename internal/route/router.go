@@ -193,7 +193,10 @@ type Scratch struct {
 	diverted [numReasons]uint64
 	tally    [MaxRules]limit.Tally        // by rule, its first limit's decisions
 	ruleN    [MaxRules][numResults]uint64 // by rule and result: gate_rule_records_total
-	_        [128]byte
+	// again is a cap rule's counting pass's tally (checkLimits), discarded every record:
+	// kept here, not made on the stack, as a Tally is 1.2 KB to zero.
+	again limit.Tally
+	_     [128]byte
 }
 
 // Flush adds what s counted to the metrics of the router that counted it
@@ -581,7 +584,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 				over = 0
 			}
 		default:
-			d, over = r.checkLimits(st, now, at, key, n, &s.tally[i])
+			d, over = r.checkLimits(st, now, at, key, n, &s.tally[i], &s.again)
 		}
 		if !decided {
 			o.Decision, decided = d, true
@@ -788,7 +791,7 @@ func (r *Router) routeOnce(now time.Time, rec *kgo.Record, out *kgo.Record) Outc
 // divert mode every limit counts n; in cap mode the limits are first asked without
 // counting, and n counts in all of them only if none is over. It returns the first limit
 // over's decision and index into st.Limiters, or the primary's decision and -1.
-func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int64, t *limit.Tally) (limit.Decision, int) {
+func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int64, t, again *limit.Tally) (limit.Decision, int) {
 	if st.cap {
 		for i, l := range st.Limiters {
 			if d := r.check(l, now, at, key, 0, tallyOf(i, t)); d.Limited {
@@ -797,13 +800,13 @@ func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int
 		}
 	}
 	// Cap: every limit's decision was counted by the pass above; the counting pass is not
-	// a second decision, and its tally is dropped (Discard: its records' counts are not).
-	var again limit.Tally
+	// a second decision, and its tally (again, the Scratch's) is dropped (Discard: its
+	// records' counts are not).
 	first, over := limit.Decision{}, -1
 	for i, l := range st.Limiters {
 		tt := tallyOf(i, t)
 		if st.cap {
-			tt = &again
+			tt = again
 		}
 		if d := r.check(l, now, at, key, n, tt); i == 0 || d.Limited && over < 0 {
 			first = d
@@ -812,7 +815,9 @@ func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int
 			}
 		}
 	}
-	again.Discard()
+	if st.cap {
+		again.Discard()
+	}
 	return first, over
 }
 
