@@ -276,27 +276,13 @@ func (b *builder) rows(rows []outcome.Row) {
 }
 
 // teamName is r's team as the record has it: a composite key's first field is escaped
-// (route's appendKeyPart: ':' as %3A, '%' as %25), so that a team keyed alone and the
-// same team under a per-user key are one team in the comparison of two rule sets.
+// (route.KeyPartValue decodes it), so that a team keyed alone and the same team under a
+// per-user key are one team in the comparison of two rule sets.
 func teamName(r *outcome.Row) string {
-	if r.Key == r.Team || !strings.Contains(r.Team, "%") { // not a composite key's, or nothing escaped
+	if r.Key == r.Team { // not a composite key's
 		return r.Team
 	}
-	var sb strings.Builder
-	for v := r.Team; v != ""; {
-		switch {
-		case strings.HasPrefix(v, "%3A"):
-			sb.WriteByte(':')
-			v = v[3:]
-		case strings.HasPrefix(v, "%25"):
-			sb.WriteByte('%')
-			v = v[3:]
-		default:
-			sb.WriteByte(v[0])
-			v = v[1:]
-		}
-	}
-	return sb.String()
+	return route.KeyPartValue(r.Team)
 }
 
 // merge adds o, what another worker gathered of the same candidate (parallel.go). The

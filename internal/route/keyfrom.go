@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 	"unsafe"
 
@@ -462,6 +463,20 @@ func appendKeyPart(buf []byte, v string) []byte {
 		}
 		v = v[i+1:]
 	}
+}
+
+// KeyPartValue is the value one part of a composite key was written from, appendKeyPart's
+// inverse: the parts are percent-encoded, only ':' and '%' escaped (FuzzCompositeKey
+// decodes every key the gate builds so). A part holding a '%' that is no escape, which no
+// key the gate builds has, is returned as it is.
+func KeyPartValue(part string) string {
+	if strings.IndexByte(part, '%') < 0 {
+		return part
+	}
+	if v, err := url.PathUnescape(part); err == nil {
+		return v
+	}
+	return part
 }
 
 // fieldValue reads field number i of the JSON object js, whose top-level member is at
