@@ -157,71 +157,55 @@ func TestCollapsedKey(t *testing.T) {
 // the team rotates, and as its own in the sketch too: when the rotation ends, a user that
 // sent 9,000 records in the window before (threshold 10,000) is admitted what its sliding
 // window leaves, not a whole threshold more (as it was while the sketch held nothing of
-// its records from the rotation).
+// its records from the rotation). Checked at once, and through a Tally, the router's way:
+// there a rotating key's own counts are added a few of the team's checks late
+// (Tally.deferAdd), and every one of them by AddTally, here every 1,000 records, a count
+// the queue's length does not divide.
 func TestRotationReleaseKeepsCollapsedRecords(t *testing.T) {
-	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
-	seq := 0
-	rotate(l, at(time.Second), "rot", 2000, &seq)
-	if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
-		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
-	}
-	sweep(t, l, at(61*time.Second)) // window 1: still rotating (window 0 had 2,000 keys)
-	// The rotation stops; one user of the team sends 9,000 records, late in window 1.
-	for i := range 9000 {
-		if d := l.CheckAt(at(100*time.Second), "rot:heavy", 1); d.Limited {
-			t.Fatalf("rot:heavy limited at its record %d of 9,000 (threshold 10,000)", i)
-		}
-	}
-	sw := sweep(t, l, at(120*time.Second)) // window 2: window 1 had one key, released
-	if len(sw.Rotations) != 1 || sw.Rotations[0].Started {
-		t.Fatalf("rotations %+v, want rot released", sw.Rotations)
-	}
-	// At 121 s the sliding window still covers 59/60 of window 1: 8,850 of rot:heavy's
-	// records. Room is left for 1,150 more (3% over: 1,450).
-	var admitted int
-	for range 10_000 {
-		if d := l.CheckAt(at(121*time.Second), "rot:heavy", 1); !d.Limited {
-			admitted++
-		}
-	}
-	if admitted > 1450 {
-		t.Errorf("rot:heavy admitted %d more records after 9,000 in the window before, threshold 10,000: want at most 1,450", admitted)
-	}
-}
-
-// The same through a Tally, the router's way: a rotating key's own sketch counts are added
-// a few of the team's checks late (Tally.deferAdd), and every one of them by AddTally. The
-// tally is added every 1,000 records, a count the queue's length does not divide.
-func TestRotationReleaseKeepsCollapsedRecordsThroughTally(t *testing.T) {
-	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
-	seq := 0
-	rotate(l, at(time.Second), "rot", 2000, &seq)
-	if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
-		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
-	}
-	sweep(t, l, at(61*time.Second))
-	var tally Tally
-	for i := range 9000 {
-		if d := l.CheckTally(at(100*time.Second), "rot:heavy", 1, &tally); d.Limited {
-			t.Fatalf("rot:heavy limited at its record %d of 9,000 (threshold 10,000)", i)
-		}
-		if i%1000 == 999 {
+	for _, tallied := range []bool{false, true} {
+		t.Run(fmt.Sprint("tally=", tallied), func(t *testing.T) {
+			l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
+			var tally Tally
+			check := func(now time.Time, i int) Decision {
+				if !tallied {
+					return l.CheckAt(now, "rot:heavy", 1)
+				}
+				d := l.CheckTally(now, "rot:heavy", 1, &tally)
+				if i%1000 == 999 {
+					l.AddTally(&tally)
+				}
+				return d
+			}
+			seq := 0
+			rotate(l, at(time.Second), "rot", 2000, &seq)
+			if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
+				t.Fatalf("rotations %+v, want rot started", sw.Rotations)
+			}
+			sweep(t, l, at(61*time.Second)) // window 1: still rotating (window 0 had 2,000 keys)
+			// The rotation stops; one user of the team sends 9,000 records, late in window 1.
+			for i := range 9000 {
+				if d := check(at(100*time.Second), i); d.Limited {
+					t.Fatalf("rot:heavy limited at its record %d of 9,000 (threshold 10,000)", i)
+				}
+			}
 			l.AddTally(&tally)
-		}
-	}
-	l.AddTally(&tally)
-	if sw := sweep(t, l, at(120*time.Second)); len(sw.Rotations) != 1 || sw.Rotations[0].Started {
-		t.Fatalf("rotations %+v, want rot released", sw.Rotations)
-	}
-	var admitted int
-	for range 10_000 {
-		if d := l.CheckTally(at(121*time.Second), "rot:heavy", 1, &tally); !d.Limited {
-			admitted++
-		}
-	}
-	l.AddTally(&tally)
-	if admitted > 1450 {
-		t.Errorf("rot:heavy admitted %d more records after 9,000 in the window before, threshold 10,000: want at most 1,450", admitted)
+			sw := sweep(t, l, at(120*time.Second)) // window 2: window 1 had one key, released
+			if len(sw.Rotations) != 1 || sw.Rotations[0].Started {
+				t.Fatalf("rotations %+v, want rot released", sw.Rotations)
+			}
+			// At 121 s the sliding window still covers 59/60 of window 1: 8,850 of
+			// rot:heavy's records. Room is left for 1,150 more (3% over: 1,450).
+			var admitted int
+			for i := range 10_000 {
+				if d := check(at(121*time.Second), i); !d.Limited {
+					admitted++
+				}
+			}
+			l.AddTally(&tally)
+			if admitted > 1450 {
+				t.Errorf("rot:heavy admitted %d more records after 9,000 in the window before, threshold 10,000: want at most 1,450", admitted)
+			}
+		})
 	}
 }
 
