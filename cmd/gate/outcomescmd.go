@@ -24,8 +24,8 @@ read_committed consumer, and prints TEAM's history: per interval (each one that 
 after D ago, whole), its records accepted (tagged among them), limited (overflow, a
 rule's topic, dropped) and by which rule, dead-lettered, skipped as undeliverable
 (GATE_ON_UNDELIVERABLE=skip), and the first and last interval it was limited in. Without TEAM, the N
-teams with the most records limited. TEAM is a team key as the gate reads it (the first
-field of a composite key).
+teams with the most records limited. TEAM is the team as the events have it: the rows of
+a composite key's rules, which name it escaped (':' as %3A, '%' as %25), count too.
 `
 
 func outcomesFlags(since *time.Duration, top *int) *flag.FlagSet {

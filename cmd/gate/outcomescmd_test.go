@@ -175,3 +175,67 @@ func TestOutcomesSinceWholeIntervals(t *testing.T) {
 		t.Errorf("gate outcomes -since 1h 42 shows an interval that ended before 14:20, or one it saw only part of:\n%s", got)
 	}
 }
+
+// A team whose id holds ':' (or '%') is one team to gate outcomes, though its rows name it
+// two ways: as the events have it ("a:b") where a rule keyed by the team alone decided
+// (accepted), as a composite key's first field escapes it ("a%3Ab", docs/outcomes.md)
+// where a per-user rule limited it, each the Kafka key of its rows (two partitions here).
+// Its history has both, and so has its line among the most limited.
+func TestOutcomesTeamEscapedInCompositeKey(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	env["GATE_OUTCOMES_TOPIC"] = "outcomes"
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	const parts = 4
+	if _, err := kadm.NewClient(admCl).CreateTopic(t.Context(), parts, 1, nil, "outcomes"); err != nil {
+		t.Fatal(err)
+	}
+	raw, escaped := "a:b", "a%3Ab"
+	p := kgo.StickyKeyPartitioner(nil).ForTopic("outcomes")
+	if p.Partition(&kgo.Record{Key: []byte(raw)}, parts) == p.Partition(&kgo.Record{Key: []byte(escaped)}, parts) {
+		t.Fatalf("%q and %q share a partition of %d: the test needs them apart", raw, escaped, parts)
+	}
+	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	row := func(team, key, rule, out, reason string, n int64) *kgo.Record {
+		r := outcome.Row{Schema: outcome.SchemaVersion, ID: "g1/1-x/1", Gate: "g1", IntervalStart: at, IntervalEnd: at.Add(time.Minute),
+			Team: team, Key: key, Rule: rule, Outcome: out, Reason: reason, Records: n}
+		return &kgo.Record{Topic: "outcomes", Key: []byte(team), Value: outcome.AppendJSON(nil, &r)}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(t.Context(),
+		row(raw, raw, "", "accepted", "allowed", 100),
+		row(escaped, escaped+":u%3A1", "user", "overflow", "rate_limited", 30),
+		row("7", "7", "", "overflow", "rate_limited", 20),
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		if err := outcomesCmd(ctx, args, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
+			t.Fatalf("gate outcomes %v: %v\n%s", args, err, stderr.String())
+		}
+		return stdout.String()
+	}
+	got := run(raw)
+	for _, want := range []string{"team a:b: 130 records", "limited from " + minute(at) + " to " + minute(at.Add(time.Minute)) + ": 30 records (user overflow 30)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("gate outcomes %s lacks %q:\n%s", raw, want, got)
+		}
+	}
+	got = run("-top", "5")
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[2], "a:b ") || !strings.Contains(lines[2], " 130 ") || !strings.HasPrefix(lines[3], "7 ") {
+		t.Errorf("gate outcomes -top 5: want a:b (130 records, 30 limited) then 7:\n%s", got)
+	}
+}

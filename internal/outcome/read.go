@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -17,10 +18,11 @@ import (
 // transactions, and of transactions still open, are not rows), and passes each to each
 // once, in its partition's order: a row seen again with the same (ID, IntervalStart,
 // Key, Rule, Outcome, Reason, Folded) is dropped. With team set, it reads only the
-// partition the gates' producers put that team's rows in (they are keyed by team, placed
-// by Kafka's default partitioner), and passes only its rows: what it holds is that
-// team's, whatever the topic holds. opts are the client's (brokers, TLS, SASL). A record
-// that is not a row of this schema is counted in skipped, not passed.
+// partitions the gates' producers put that team's rows in (they are keyed by team, placed
+// by Kafka's default partitioner: the partition of each of its TeamNames), and passes
+// only its rows: what it holds is that team's, whatever the topic holds. opts are the
+// client's (brokers, TLS, SASL). A record that is not a row of this schema is counted in
+// skipped, not passed.
 //
 // Memory: the rows are the caller's to keep or not; Scan remembers 16 bytes of each row
 // it passes (to know a row written again: a retry after an answer lost), and the rows of
@@ -45,11 +47,17 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	if err != nil {
 		return 0, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
 	}
-	only := int32(-1) // the team's partition, with team set
+	// With team set, the partitions of its names (TeamNames: a team with ':' or '%' has
+	// two, each the Kafka key of its rows).
+	var names []string
+	var only map[int32]bool
 	if team != "" {
 		n := 0
 		ends.Each(func(kadm.ListedOffset) { n++ })
-		only = int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(team)}, n))
+		names, only = TeamNames(team), map[int32]bool{}
+		for _, name := range names {
+			only[int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(name)}, n))] = true
+		}
 	}
 	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topic)
 	if err == nil {
@@ -61,7 +69,7 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	from := map[int32]kgo.Offset{}
 	left := map[int32]int64{} // partition → its end, while records remain before it
 	starts.Each(func(o kadm.ListedOffset) {
-		if only >= 0 && o.Partition != only {
+		if only != nil && !only[o.Partition] {
 			return
 		}
 		if end, ok := ends.Lookup(topic, o.Partition); ok && end.Offset > o.Offset {
@@ -81,7 +89,7 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	// has not come yet.
 	open := map[int32]map[int64][]Row{}
 	keep := func(row *Row) {
-		if team != "" && row.Team != team {
+		if team != "" && !slices.Contains(names, row.Team) {
 			return
 		}
 		id := [2]uint64{rowHash(seeds[0], row), rowHash(seeds[1], row)}

@@ -45,15 +45,40 @@ type History struct {
 	Gates                     []string
 }
 
-// TeamHistory sums rows of team into its history.
+// TeamNames returns the names a team's rows give it (Row.Team): the team as the events
+// have it, in the rows of a rule keyed by the team alone (and of the records it
+// accepted), and, for a team holding ':' or '%', the team as a composite key's first field
+// escapes it, in the rows of a rule keyed by the team and more fields. A team holding
+// neither has one name.
+func TeamNames(team string) []string {
+	// As route's appendKeyPart writes a composite key's field: '%' as %25, ':' as %3A.
+	if esc := strings.NewReplacer("%", "%25", ":", "%3A").Replace(team); esc != team {
+		return []string{team, esc}
+	}
+	return []string{team}
+}
+
+// TeamOf returns the team a row's Team names, a composite key's escapes read back, so
+// that a team's rows are one team's whichever rule wrote them (TeamNames' inverse). A
+// team keyed alone whose id holds an escape itself ("a%3Ab") is taken for the team it
+// would escape ("a:b"): the row does not say which it is.
+func TeamOf(rowTeam string) string {
+	if strings.IndexByte(rowTeam, '%') < 0 {
+		return rowTeam
+	}
+	return strings.NewReplacer("%25", "%", "%3A", ":").Replace(rowTeam)
+}
+
+// TeamHistory sums rows of team (by any of its TeamNames) into its history.
 func TeamHistory(rows []Row, team string) History {
 	h := History{Team: team}
+	names := TeamNames(team)
 	type span struct{ start, end int64 }
 	byStart := map[span]*Interval{}
 	gates := map[string]bool{}
 	for i := range rows {
 		r := &rows[i]
-		if r.Team != team {
+		if !slices.Contains(names, r.Team) {
 			continue
 		}
 		gates[r.Gate] = true
@@ -168,13 +193,14 @@ type teamTotals struct {
 // NewSummaries returns empty Summaries.
 func NewSummaries() *Summaries { return &Summaries{teams: map[string]*teamTotals{}} }
 
-// Add counts r in its team's totals.
+// Add counts r in its team's totals (TeamOf its Team).
 func (s *Summaries) Add(r *Row) {
 	s.rows++
-	t := s.teams[r.Team]
+	team := TeamOf(r.Team)
+	t := s.teams[team]
 	if t == nil {
 		t = &teamTotals{total: Interval{By: map[string]int64{}}}
-		s.teams[r.Team] = t
+		s.teams[team] = t
 	}
 	t.total.add(r)
 	// As TeamHistory's: the first interval with a limited record's start, the last one's
