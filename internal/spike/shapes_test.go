@@ -391,3 +391,45 @@ func TestRiseAfterASpikeIsLearnedAtItsVolume(t *testing.T) {
 		t.Errorf("a 5 × spike two days after a rise to 1.8 ×: %.1f%% diverted after its first window, want it caught", 100*d)
 	}
 }
+
+// TestTwoHourSpikeNotRelearnedWithLongWindows: with windows of 20 minutes (a fold every
+// window, its result applying three windows on), spikes of 5 × and 100 × lasting 120
+// minutes (the longest real spikes) are caught whole and not re-learned, as with windows
+// of a minute: the last fold before the bound (MaxSpike, 3 h: 9 windows) is the one whose
+// result applies from the bound's window, not the one before it. A lasting step is still
+// accepted within MaxSpike of its start. Before, the spike's last window was folded as
+// "lasted MaxSpike": the team was re-learned at its spike's volume in Recent.
+func TestTwoHourSpikeNotRelearnedWithLongWindows(t *testing.T) {
+	c, err := Config{Window: 20 * time.Minute}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perDay = 72
+	maxW := int64(c.MaxSpike / c.Window)
+	usual := func(e int64) float64 { return 20 * daily(1000, e%perDay*20) } // 20 minutes of daily
+	for _, x := range []float64{5, 100} {
+		start := int64(4*perDay + 11*3)
+		run := runShape(t, c, start+perDay, func(e int64) float64 {
+			if e >= start && e < start+6 {
+				return x * usual(e)
+			}
+			return usual(e)
+		})
+		if d := run.divertedIn(start+1, start+6); d < 0.99 {
+			t.Errorf("a 120-minute spike of %g ×: %.1f%% diverted after its first window, want it all", x, 100*d)
+		}
+		if run.relearn >= 0 {
+			t.Errorf("a 120-minute spike of %g × re-learned at its window %d: want it not learned", x, run.relearn-start)
+		}
+	}
+	step := int64(3*perDay + 14*3)
+	run := runShape(t, c, step+2*perDay, func(e int64) float64 {
+		if e >= step {
+			return 6 * usual(e)
+		}
+		return usual(e)
+	})
+	if last := run.lastDiverted(step, step+2*perDay); last < 0 || last-step+1 > maxW {
+		t.Errorf("a step to 6 ×: last diverted window %d after it, want caught and accepted within MaxSpike (%d windows)", last-step+1, maxW)
+	}
+}

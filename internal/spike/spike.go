@@ -450,8 +450,11 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 			if p.SpikeFrom == 0 {
 				p.SpikeFrom = epoch
 			}
-			if epoch+lead-p.SpikeFrom >= c.maxSpikeWindows() {
-				// The spike has lasted: it is the team's new volume.
+			if epoch+lead-p.SpikeFrom > c.maxSpikeWindows() {
+				// The spike has lasted: it is the team's new volume. Re-learned at the
+				// last fold before the bound: the next one applies from window
+				// epoch+lead, past SpikeFrom+MaxSpike; one applying from that window
+				// itself still accepts the team within the bound.
 				p.Level, p.SpikeFrom, p.Relearned = p.Recent, 0, epoch
 			}
 			return true
@@ -461,7 +464,7 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 		case count < clip:
 			// Back under Clip × the baseline: the spike is over.
 			p.SpikeFrom = 0
-		case p.SpikeFrom != 0 && epoch+lead-p.SpikeFrom >= c.maxSpikeWindows():
+		case p.SpikeFrom != 0 && epoch+lead-p.SpikeFrom > c.maxSpikeWindows():
 			// Between that and the threshold, a team sending a little more than
 			// usual, or at a new level near its threshold, is still in its spike, and
 			// is re-learned if it stays: a lasting step up that the hours of the day
