@@ -970,3 +970,72 @@ func TestExactlyOnceAbortBeforeFirstCommitKeepsStartLatest(t *testing.T) {
 		t.Errorf("%d of the %d new records seen, want each once", newSeen, after)
 	}
 }
+
+// TestExactlyOnceAbortKeepsStartLatestOfAnIdlePartition is the abort of a new group's first
+// transaction beside a partition that transaction read nothing of, never committed either:
+// the abort's rewind (franz-go's, then rewindTxnStarts) must leave it where
+// GATE_START_OFFSET=latest put it, or the gate would route the whole log written to it
+// before the group joined.
+func TestExactlyOnceAbortKeepsStartLatestOfAnIdlePartition(t *testing.T) {
+	t.Parallel()
+	const parts, before, after = 2, 20, 10
+	env := newEOSEnv(t, parts)
+	env.ccfg.StartOffset = StartLatest
+	env.ccfg.ProduceRetries = 1
+	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	var old []*kgo.Record
+	for id := range before {
+		r := inputRecord(id, "team-"+strconv.Itoa(id%3))
+		r.Partition = int32(id % parts) // both partitions hold a log before the group
+		old = append(old, r)
+	}
+	produceAll(t, prod, old)
+
+	var fetching atomic.Bool
+	env.cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		fetching.Store(true)
+		return nil, nil, false
+	})
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "the group's assignment", g.c.Ready)
+	waitFor(t, 20*time.Second, "the gate's first fetch", fetching.Load)
+
+	fault := env.cluster.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1,
+	})
+	var recs []*kgo.Record
+	for id := before; id < before+after; id++ {
+		r := inputRecord(id, "team-new")
+		r.Partition = 0 // the first transaction reads partition 0 only
+		recs = append(recs, r)
+	}
+	produceAll(t, prod, recs)
+	waitFor(t, 20*time.Second, "the first transaction aborted", func() bool {
+		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) >= 1
+	})
+	fault.Remove()
+
+	out := collect(t, env.cluster, after, 20*time.Second, time.Second, readCommitted())
+	g.stop(t)
+	var oldSeen []int
+	for id := range before {
+		if len(out.ids[id]) > 0 {
+			oldSeen = append(oldSeen, id)
+		}
+	}
+	newSeen := 0
+	for id := before; id < before+after; id++ {
+		newSeen += len(out.ids[id])
+	}
+	if len(oldSeen) > 0 {
+		t.Errorf("StartLatest: %d of the %d records written before the group joined were routed after an abort: %v", len(oldSeen), before, head(oldSeen))
+	}
+	if newSeen != after {
+		t.Errorf("%d of the %d new records seen, want each once", newSeen, after)
+	}
+}
