@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/clock"
@@ -19,17 +21,8 @@ import (
 // aborted transaction not at all, a row from before -since not at all.
 func TestOutcomesCommand(t *testing.T) {
 	t.Parallel()
-	c, env := kafkaEnv(t)
-	env["GATE_OUTCOMES_TOPIC"] = "outcomes"
+	c, env := outcomesTopicEnv(t, 2)
 	now := time.Now().UTC().Truncate(time.Minute)
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	if _, err := kadm.NewClient(admCl).CreateTopic(t.Context(), 2, 1, nil, "outcomes"); err != nil {
-		t.Fatal(err)
-	}
 	row := func(at time.Time, id, team, key, rule, out, reason string, n int64) *kgo.Record {
 		r := outcome.Row{Schema: outcome.SchemaVersion, ID: id, Gate: "g1", IntervalStart: at, IntervalEnd: at.Add(time.Minute),
 			Team: team, Key: key, Rule: rule, Outcome: out, Reason: reason, Records: n, Bytes: 100 * n}
@@ -183,50 +176,20 @@ func TestOutcomesSinceWholeIntervals(t *testing.T) {
 // Its history has both, and so has its line among the most limited.
 func TestOutcomesTeamEscapedInCompositeKey(t *testing.T) {
 	t.Parallel()
-	c, env := kafkaEnv(t)
-	env["GATE_OUTCOMES_TOPIC"] = "outcomes"
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
 	const parts = 4
-	if _, err := kadm.NewClient(admCl).CreateTopic(t.Context(), parts, 1, nil, "outcomes"); err != nil {
-		t.Fatal(err)
-	}
+	c, env := outcomesTopicEnv(t, parts)
 	raw, escaped := "a:b", "a%3Ab"
 	p := kgo.StickyKeyPartitioner(nil).ForTopic("outcomes")
 	if p.Partition(&kgo.Record{Key: []byte(raw)}, parts) == p.Partition(&kgo.Record{Key: []byte(escaped)}, parts) {
 		t.Fatalf("%q and %q share a partition of %d: the test needs them apart", raw, escaped, parts)
 	}
 	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
-	row := func(team, key, rule, out, reason string, n int64) *kgo.Record {
-		r := outcome.Row{Schema: outcome.SchemaVersion, ID: "g1/1-x/1", Gate: "g1", IntervalStart: at, IntervalEnd: at.Add(time.Minute),
-			Team: team, Key: key, Rule: rule, Outcome: out, Reason: reason, Records: n}
-		return &kgo.Record{Topic: "outcomes", Key: []byte(team), Value: outcome.AppendJSON(nil, &r)}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(t.Context(),
-		row(raw, raw, "", "accepted", "allowed", 100),
-		row(escaped, escaped+":u%3A1", "user", "overflow", "rate_limited", 30),
-		row("7", "7", "", "overflow", "rate_limited", 20),
-	).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) string {
-		t.Helper()
-		var stdout, stderr bytes.Buffer
-		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-		defer cancel()
-		if err := outcomesCmd(ctx, args, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
-			t.Fatalf("gate outcomes %v: %v\n%s", args, err, stderr.String())
-		}
-		return stdout.String()
-	}
+	produceRows(t, c,
+		testRow(at, raw, raw, "", "accepted", "allowed", 100),
+		testRow(at, escaped, escaped+":u%3A1", "user", "overflow", "rate_limited", 30),
+		testRow(at, "7", "7", "", "overflow", "rate_limited", 20),
+	)
+	run := func(args ...string) string { return runOutcomes(t, env, args...) }
 	got := run(raw)
 	for _, want := range []string{"team a:b: 130 records", "limited from " + minute(at) + " to " + minute(at.Add(time.Minute)) + ": 30 records (user overflow 30)"} {
 		if !strings.Contains(got, want) {
@@ -238,4 +201,74 @@ func TestOutcomesTeamEscapedInCompositeKey(t *testing.T) {
 	if len(lines) != 4 || !strings.HasPrefix(lines[2], "a:b ") || !strings.Contains(lines[2], " 130 ") || !strings.HasPrefix(lines[3], "7 ") {
 		t.Errorf("gate outcomes -top 5: want a:b (130 records, 30 limited) then 7:\n%s", got)
 	}
+}
+
+// TestOutcomesTopNamesFoldedRows: the rows of keys folded past GATE_OUTCOMES_MAX_ROWS,
+// and of records no key could be read from, have no team; -top lists their limited
+// records under "(no key)", not under a blank name that reads as a misprinted team.
+func TestOutcomesTopNamesFoldedRows(t *testing.T) {
+	t.Parallel()
+	c, env := outcomesTopicEnv(t, 1)
+	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	folded := testRow(at, "", "", "", "overflow", "rate_limited", 50)
+	var r outcome.Row
+	if err := json.Unmarshal(folded.Value, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Folded = true
+	folded.Value = outcome.AppendJSON(nil, &r)
+	produceRows(t, c, folded, testRow(at, "7", "7", "", "overflow", "rate_limited", 20))
+	lines := strings.Split(strings.TrimSpace(runOutcomes(t, env, "-top", "5")), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[2], outcome.NoKey+" ") || !strings.Contains(lines[2], " 50 ") || !strings.HasPrefix(lines[3], "7 ") {
+		t.Errorf("gate outcomes -top 5: want %s (50 limited) then 7:\n%s", outcome.NoKey, strings.Join(lines, "\n"))
+	}
+}
+
+// outcomesTopicEnv is a broker with an outcomes topic of parts partitions and the
+// environment that names it.
+func outcomesTopicEnv(t *testing.T, parts int32) (*kfake.Cluster, map[string]string) {
+	t.Helper()
+	c, env := kafkaEnv(t)
+	env["GATE_OUTCOMES_TOPIC"] = "outcomes"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(t.Context(), parts, 1, nil, "outcomes"); err != nil {
+		t.Fatal(err)
+	}
+	return c, env
+}
+
+// testRow is an outcome row of the interval from at, as a gate writes it, keyed by its
+// team.
+func testRow(at time.Time, team, key, rule, out, reason string, n int64) *kgo.Record {
+	r := outcome.Row{Schema: outcome.SchemaVersion, ID: "g1/1-x/1", Gate: "g1", IntervalStart: at, IntervalEnd: at.Add(time.Minute),
+		Team: team, Key: key, Rule: rule, Outcome: out, Reason: reason, Records: n}
+	return &kgo.Record{Topic: "outcomes", Key: []byte(team), Value: outcome.AppendJSON(nil, &r)}
+}
+
+func produceRows(t *testing.T, c *kfake.Cluster, rows ...*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(t.Context(), rows...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runOutcomes runs gate outcomes with args in env and returns what it printed.
+func runOutcomes(t *testing.T, env map[string]string, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := outcomesCmd(ctx, args, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
+		t.Fatalf("gate outcomes %v: %v\n%s", args, err, stderr.String())
+	}
+	return stdout.String()
 }

@@ -193,10 +193,17 @@ type teamTotals struct {
 // NewSummaries returns empty Summaries.
 func NewSummaries() *Summaries { return &Summaries{teams: map[string]*teamTotals{}} }
 
-// Add counts r in its team's totals (TeamOf its Team).
+// NoKey is the team Summaries list the rows of no team under: the keys folded once
+// GATE_OUTCOMES_MAX_ROWS was reached, and records no key could be read from.
+const NoKey = "(no key)"
+
+// Add counts r in its team's totals (TeamOf its Team; NoKey's for a row of no team).
 func (s *Summaries) Add(r *Row) {
 	s.rows++
 	team := TeamOf(r.Team)
+	if team == "" {
+		team = NoKey
+	}
 	t := s.teams[team]
 	if t == nil {
 		t = &teamTotals{total: Interval{By: map[string]int64{}}}
