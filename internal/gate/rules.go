@@ -138,12 +138,12 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 // checkRuleTopics checks, before a reloaded rule set is put in use, that each of its
 // rules' topics exists and takes the gate's writes: a set naming one that does not is
 // refused as a bad file is (rules.ReloadOptions.Check).
-func (g *Gate) checkRuleTopics(set *rules.Set) error {
+func (g *Gate) checkRuleTopics(ctx context.Context, set *rules.Set) error {
 	topics := set.Topics()
 	if len(topics) == 0 || g.Consumer == nil {
 		return nil
 	}
-	if err := g.Consumer.CheckTopics(context.Background(), topics); err != nil {
+	if err := g.Consumer.CheckTopics(ctx, topics); err != nil {
 		return fmt.Errorf("a rule's topic cannot take the gate's records: %w", err)
 	}
 	return nil
@@ -228,7 +228,7 @@ func (g *Gate) RunTick(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !g.reloader.CheckNow() {
+		if !g.reloader.CheckNow(ctx) {
 			continue
 		}
 		set := g.reloader.Current()

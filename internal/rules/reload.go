@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,8 +30,10 @@ type ReloadOptions struct {
 	// refusal logged once and counted), and the set is asked about again at the next
 	// read, so that it is taken once what failed is fixed. The gate checks that each
 	// rule's topic exists and takes its writes. Not asked about the set read at start,
-	// whose topics the gate's start-up check covers.
-	Check func(*Set) error
+	// whose topics the gate's start-up check covers. It is given the context of the read
+	// (Reloader.Check's): a check cut short by its end neither refuses nor takes the set,
+	// which is asked about again at the next read.
+	Check func(context.Context, *Set) error
 }
 
 // Reloader keeps a rule set in step with its file (GATE_RULES_FILE). Current is safe for
@@ -38,7 +41,7 @@ type ReloadOptions struct {
 type Reloader struct {
 	path     string
 	opts     Options
-	check    func(*Set) error
+	check    func(context.Context, *Set) error
 	interval time.Duration
 	clock    clock.Clock
 	log      *slog.Logger
@@ -125,26 +128,26 @@ func (r *Reloader) Current() *Set { return r.cur.Load() }
 // stepped back), and puts what it holds in use if it changed and is valid; it reports
 // whether the set in use changed. A file that cannot be read or used leaves the last good
 // set in use, logged once per distinct state and counted.
-func (r *Reloader) Check() bool {
+func (r *Reloader) Check(ctx context.Context) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
 	if now.Before(r.next) && !now.Before(r.next.Add(-r.interval)) {
 		return false
 	}
-	return r.read(now)
+	return r.read(ctx, now)
 }
 
 // CheckNow is Check without waiting for the interval: for a caller that paces the reads
 // itself (the gate's tick loop).
-func (r *Reloader) CheckNow() bool {
+func (r *Reloader) CheckNow(ctx context.Context) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.read(r.clock.Now())
+	return r.read(ctx, r.clock.Now())
 }
 
 // read is Check's read of the file at now; r.mu is held.
-func (r *Reloader) read(now time.Time) bool {
+func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 	r.next = now.Add(r.interval)
 	raw, err := readRaw(r.path)
 	if err == nil && bytes.Equal(raw, r.raw) {
@@ -160,7 +163,11 @@ func (r *Reloader) read(now time.Time) bool {
 		s, err = Parse(r.path, raw, r.opts)
 	}
 	if err == nil && r.check != nil {
-		if cerr := r.check(s); cerr != nil {
+		if cerr := r.check(ctx, s); cerr != nil {
+			if ctx.Err() != nil {
+				// Cut short (the gate stopping): nothing is known of the set.
+				return false
+			}
 			err = fmt.Errorf("%w: %s: %w", ErrRules, r.path, cerr)
 		}
 	}

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"os"
@@ -54,11 +55,11 @@ func TestReloaderKeepsTheLastGoodSet(t *testing.T) {
 	}
 
 	write(twoRules)
-	if r.Check() || ruleNames() != "team" {
+	if r.Check(t.Context()) || ruleNames() != "team" {
 		t.Fatal("read again before the interval passed")
 	}
 	clk.Advance(5 * time.Second)
-	if !r.Check() || ruleNames() != "user,team" || metric("ok") != 2 || testutil.ToFloat64(r.rules) != 2 {
+	if !r.Check(t.Context()) || ruleNames() != "user,team" || metric("ok") != 2 || testutil.ToFloat64(r.rules) != 2 {
 		t.Fatalf("good edit: changed set %s, ok %v", ruleNames(), metric("ok"))
 	}
 	if !strings.Contains(logs.String(), "rules file reloaded") {
@@ -68,7 +69,7 @@ func TestReloaderKeepsTheLastGoodSet(t *testing.T) {
 	write(badRule)
 	for range 3 {
 		clk.Advance(5 * time.Second)
-		if r.Check() {
+		if r.Check(t.Context()) {
 			t.Fatal("a bad edit changed the set")
 		}
 	}
@@ -86,14 +87,14 @@ func TestReloaderKeepsTheLastGoodSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(5 * time.Second)
-	if r.Check() || ruleNames() != "user,team" || metric("error") != 2 {
+	if r.Check(t.Context()) || ruleNames() != "user,team" || metric("error") != 2 {
 		t.Fatalf("removed file: set %s, errors %v", ruleNames(), metric("error"))
 	}
 
 	// Back to what is in use: valid again, nothing reloaded.
 	write(twoRules)
 	clk.Advance(5 * time.Second)
-	if r.Check() || testutil.ToFloat64(r.good) != 1 || metric("ok") != 2 {
+	if r.Check(t.Context()) || testutil.ToFloat64(r.good) != 1 || metric("ok") != 2 {
 		t.Fatalf("restored: valid %v, ok %v", testutil.ToFloat64(r.good), metric("ok"))
 	}
 	if !strings.Contains(logs.String(), "back to the rules in use") {
@@ -102,12 +103,12 @@ func TestReloaderKeepsTheLastGoodSet(t *testing.T) {
 	// A clock stepped back does not hold reads off.
 	write(oneRule)
 	clk.Set(clk.Now().Add(-time.Hour))
-	if !r.Check() || ruleNames() != "team" {
+	if !r.Check(t.Context()) || ruleNames() != "team" {
 		t.Fatalf("after the clock stepped back: %s", ruleNames())
 	}
 	// CheckNow reads at once.
 	write(twoRules)
-	if !r.CheckNow() || ruleNames() != "user,team" {
+	if !r.CheckNow(t.Context()) || ruleNames() != "user,team" {
 		t.Fatalf("CheckNow: %s", ruleNames())
 	}
 }
@@ -137,7 +138,7 @@ func TestReloaderCheckRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	topicThere := false
-	check := func(s *Set) error {
+	check := func(_ context.Context, s *Set) error {
 		for _, ru := range s.Rules {
 			if ru.Action.Kind == Topic && !topicThere {
 				return errors.New(`topic "merges" does not exist: create it (the gate does not)`)
@@ -156,7 +157,7 @@ func TestReloaderCheckRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if r.CheckNow() || len(r.Current().Rules) != 1 {
+		if r.CheckNow(t.Context()) || len(r.Current().Rules) != 1 {
 			t.Fatal("a set naming a missing topic was put in use")
 		}
 	}
@@ -167,7 +168,49 @@ func TestReloaderCheckRefuses(t *testing.T) {
 		t.Errorf("refusals counted %v, want 1", got)
 	}
 	topicThere = true
-	if !r.CheckNow() || len(r.Current().Rules) != 2 {
+	if !r.CheckNow(t.Context()) || len(r.Current().Rules) != 2 {
 		t.Error("the set was not taken once its topic exists")
+	}
+}
+
+// A check cut short by the end of the read's context (the gate stopping while a rule's
+// topic is being asked about) neither refuses the set nor takes it: nothing is logged or
+// counted, the rules in use stay, and the next read asks again.
+func TestReloaderCheckCutShort(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(path, []byte(oneRule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	check := func(cctx context.Context, _ *Set) error {
+		if ctx.Err() == nil {
+			cancel() // the gate stops while the topics are being checked
+			select {
+			case <-cctx.Done():
+				return cctx.Err()
+			case <-time.After(30 * time.Second):
+				return errors.New("the check was not given the read's context")
+			}
+		}
+		return nil
+	}
+	var logs bytes.Buffer
+	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(oneRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r.CheckNow(ctx) || len(r.Current().Rules) != 1 {
+		t.Fatal("a set whose check was cut short was put in use")
+	}
+	if got := testutil.ToFloat64(r.loads.WithLabelValues("error")); got != 0 || testutil.ToFloat64(r.good) != 1 || strings.Contains(logs.String(), "cannot be used") {
+		t.Errorf("a check cut short was taken for a refusal: %v counted, good %v:\n%s", got, testutil.ToFloat64(r.good), logs.String())
+	}
+	if !r.CheckNow(t.Context()) || len(r.Current().Rules) != 2 {
+		t.Error("the set was not asked about again at the next read")
 	}
 }
