@@ -492,15 +492,16 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		}
 		st := &r.rules[i]
 		if len(st.Match) > 0 {
-			matched := true
+			matched, unreadable := true, false
 			for j := range st.Match {
 				m := &st.Match[j]
 				v, mf := r.read(&m.Field, rec, js, noJSON, s, maxMatchBytes)
 				if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
 					if st.Shadow {
 						// A shadow rule never changes where a record goes: a field it
-						// cannot read leaves the record to the enforced rules.
-						matched = false
+						// cannot read leaves the record to the enforced rules, counted
+						// missing, as its unreadable key is.
+						matched, unreadable = false, true
 						break
 					}
 					failed, failedRule, failedKey = mf, i, &m.Field
@@ -513,6 +514,10 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			}
 			if failed != reasonNone {
 				break
+			}
+			if unreadable {
+				s.ruleN[i][resultMissing]++
+				continue
 			}
 			if !matched {
 				s.ruleN[i][resultUnmatched]++

@@ -198,7 +198,7 @@ func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
 		records = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_rule_records_total",
 			Help: "Records each rule saw, by result: under or over (a shadow rule's over is what it would have done), " +
-				"unmatched (its match did not hold), missing (its key was absent and it skips such records), " +
+				"unmatched (its match did not hold), missing (its key was absent and it skips such records, or a shadow rule could not read its key or match field), " +
 				"not_checked (for a record an earlier enforced rule sent away with an action at least as strong).",
 		}, []string{"rule", "result"})
 		topicRecords = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -723,3 +723,20 @@ func TestShadowJSONRuleNeverDeadLettersNonJSON(t *testing.T) {
 		}
 	}
 }
+
+// A shadow rule that cannot read its match field (given twice) counts the record missing,
+// as docs/rules.md says of a shadow rule's unreadable key or match field, not unmatched:
+// unmatched says the record is none of the rule's, which is not known.
+func TestShadowUnreadableMatchCountedMissing(t *testing.T) {
+	shadow := ruleSpec{Rule{Name: "merges", Key: mustKey(t, "json:team_id"), Action: ActionOverflow, Shadow: true,
+		Match: []RuleMatch{{Field: mustKey(t, "json:event"), Values: []string{"$merge"}}}},
+		[]limit.Config{{Window: time.Minute, Threshold: 1000}}}
+	f := newRuleFixture(t, Config{}, shadow)
+	out, o := f.r.Route(f.clk.Now(), input(`{"team_id":7,"event":"$merge","event":"$pageview"}`, ""), nil)
+	if out.Topic != topicAccepted || o.Reason != ReasonAllowed {
+		t.Errorf("to %s (%s): want accepted, a shadow rule never dead-letters", out.Topic, o.Reason)
+	}
+	if m, u := f.ruleCount("merges", "missing"), f.ruleCount("merges", "unmatched"); m != 1 || u != 0 {
+		t.Errorf("counted missing %v, unmatched %v: want missing 1", m, u)
+	}
+}
