@@ -491,6 +491,12 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			break
 		}
 		st := &r.rules[i]
+		if ro.sendsAway() && st.Action <= ro.action {
+			// Already sent away by an action as strong: this rule neither checks nor counts
+			// it (NewRules), nor reads its match or key.
+			s.ruleN[i][resultNotChecked]++
+			continue
+		}
 		if len(st.Match) > 0 {
 			matched, unreadable := true, false
 			for j := range st.Match {
@@ -523,12 +529,6 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 				s.ruleN[i][resultUnmatched]++
 				continue
 			}
-		}
-		if ro.sendsAway() && st.Action <= ro.action {
-			// Already sent away by an action as strong: this rule neither checks nor counts
-			// it (NewRules).
-			s.ruleN[i][resultNotChecked]++
-			continue
 		}
 		key, kf := r.read(&st.Key, rec, js, noJSON, s, r.maxKey)
 		if kf != reasonNone {

@@ -724,19 +724,49 @@ func TestShadowJSONRuleNeverDeadLettersNonJSON(t *testing.T) {
 	}
 }
 
-// A shadow rule that cannot read its match field (given twice) counts the record missing,
-// as docs/rules.md says of a shadow rule's unreadable key or match field, not unmatched:
-// unmatched says the record is none of the rule's, which is not known.
-func TestShadowUnreadableMatchCountedMissing(t *testing.T) {
-	shadow := ruleSpec{Rule{Name: "merges", Key: mustKey(t, "json:team_id"), Action: ActionOverflow, Shadow: true,
-		Match: []RuleMatch{{Field: mustKey(t, "json:event"), Values: []string{"$merge"}}}},
-		[]limit.Config{{Window: time.Minute, Threshold: 1000}}}
-	f := newRuleFixture(t, Config{}, shadow)
-	out, o := f.r.Route(f.clk.Now(), input(`{"team_id":7,"event":"$merge","event":"$pageview"}`, ""), nil)
-	if out.Topic != topicAccepted || o.Reason != ReasonAllowed {
-		t.Errorf("to %s (%s): want accepted, a shadow rule never dead-letters", out.Topic, o.Reason)
+// docs/rules.md: a rule is not checked (not_checked) when an earlier enforced rule already
+// sends the record away with an action at least as strong; its key is then not read, and
+// neither is its match. A later rule's match field given twice dead-lettered a record the
+// user rule had sent to overflow (a key field given twice did not), and a record it would
+// not have matched was counted unmatched rather than not_checked.
+func TestRulesNotCheckedReadsNoMatch(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "user", Key: mustKey(t, "json:team_id+distinct_id"), Action: ActionOverflow, Forced: []string{"t1:runaway"}},
+			[]limit.Config{{Window: time.Minute, Threshold: 1000}}},
+		ruleSpec{Rule{Name: "merges", Key: mustKey(t, "json:team_id"), Action: ActionOverflow,
+			Match: []RuleMatch{{Field: mustKey(t, "json:event"), Values: []string{"$identify"}}}},
+			[]limit.Config{{Window: time.Minute, Threshold: 1000}}},
+	)
+	out, o := f.r.Route(f.clk.Now(), input(`{"team_id":"t1","distinct_id":"runaway","event":"$identify","event":"$pageview"}`, ""), nil)
+	if out.Topic != topicOverflow || o.Rule != "user" || o.Reason != ReasonForced {
+		t.Errorf("forced user, merges' match field given twice: to %s (%s, rule %q, %q), want overflow by rule user: merges is not checked",
+			out.Topic, o.Reason, o.Rule, headerValues(out, HeaderErrorDetail))
 	}
-	if m, u := f.ruleCount("merges", "missing"), f.ruleCount("merges", "unmatched"); m != 1 || u != 0 {
-		t.Errorf("counted missing %v, unmatched %v: want missing 1", m, u)
+	f.r.Route(f.clk.Now(), event("t1", "runaway", "$pageview"), nil)
+	if nc, um := f.ruleCount("merges", "not_checked"), f.ruleCount("merges", "unmatched"); nc != 2 || um != 0 {
+		t.Errorf("merges: not_checked %v, unmatched %v; want 2 and 0 (both records were sent away by user first)", nc, um)
+	}
+}
+
+// docs/rules.md: a shadow rule's record "whose key or match field it cannot read (absent,
+// of another type, given twice) is counted missing for it". A match field given twice, or
+// a value that is no JSON object, was counted unmatched, which hides the records the rule
+// would dead-letter once enforced.
+func TestShadowRuleUnreadableMatchCountedMissing(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "merges", Key: mustKey(t, "json:team_id"), Action: ActionOverflow, Shadow: true,
+			Match: []RuleMatch{{Field: mustKey(t, "json:event"), Values: []string{"$identify"}}}},
+			[]limit.Config{{Window: time.Minute, Threshold: 1000}}},
+		ruleSpec{Rule{Name: "ip", Key: mustKey(t, "header:ip"), Action: ActionOverflow},
+			[]limit.Config{{Window: time.Minute, Threshold: 1000}}},
+	)
+	for _, v := range []string{`{"team_id":"t1","event":"$identify","event":"$pageview"}`, "\x00binary"} {
+		out, o := f.r.Route(f.clk.Now(), input(v, "", "ip", "1.2.3.4"), nil)
+		if out.Topic != topicAccepted || o.Reason != ReasonAllowed {
+			t.Errorf("%q: to %s (%s), want accepted", v, out.Topic, o.Reason)
+		}
+	}
+	if m, um := f.ruleCount("merges", "missing"), f.ruleCount("merges", "unmatched"); m != 2 || um != 0 {
+		t.Errorf("shadow merges: missing %v, unmatched %v; want 2 and 0", m, um)
 	}
 }
