@@ -385,10 +385,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // unchanged (an unrelated rule added): its fresh keys keep going where on_cardinality
 // says, not accepted until the new limiter finds it again, 1.5 × max_keys keys later.
 func TestRulesReloadKeepsRotatingTeam(t *testing.T) {
+	g, cfg, send := rotatingTeamReload(t, userRule(50)+"  - {name: ev, key: json:event, missing: skip, limits: [1m:100]}\n")
+	got := send(60)
+	t.Logf("after the reload, 60 fresh keys of t1: %v; rotating teams %v", got, g.CurrentRules()[0].Lims[0].Rotating())
+	if got[cfg.AcceptedTopic] != 0 {
+		t.Errorf("a rotating team after a reload that left its rule unchanged: %d of 60 fresh keys accepted, want all to overflow (on_cardinality: overflow)", got[cfg.AcceptedTopic])
+	}
+}
+
+// A reload raising a rule's max_keys over a rotating team's keys lets the team through at
+// once: the operator raised the bound for it, and its rotation, found under the old bound,
+// would otherwise last until the window ends (a day, with a 1d window).
+func TestRulesReloadRaisingMaxKeysReleasesTeam(t *testing.T) {
+	g, cfg, send := rotatingTeamReload(t, userRule(100_000))
+	got := send(60)
+	if got[cfg.AcceptedTopic] != 60 {
+		t.Errorf("after max_keys 50 -> 100000, 60 fresh keys of a team of ~600: %v, want all accepted; rotating teams %v", got, g.CurrentRules()[0].Lims[0].Rotating())
+	}
+}
+
+// userRule is a rules file of one per-user rule bounding each team's keys to maxKeys.
+func userRule(maxKeys int) string {
+	return fmt.Sprintf("rules:\n  - {name: user, key: json:team_id+distinct_id, missing: skip, max_keys: %d, on_cardinality: overflow, limits: [1m:1000]}\n", maxKeys)
+}
+
+// rotatingTeamReload starts a reloading gate with userRule(50), has team t1 found rotating
+// identities, then reloads the rules file edit and returns the gate, its config and send,
+// which routes n records of t1, each a fresh key, and counts them by output topic.
+func rotatingTeamReload(t *testing.T, edit string) (*Gate, config.Config, func(n int) map[string]int) {
+	t.Helper()
 	srv := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
-	user := "rules:\n  - {name: user, key: json:team_id+distinct_id, missing: skip, max_keys: 50, on_cardinality: overflow, limits: [1m:1000]}\n"
-	writeRules(t, path, user)
+	writeRules(t, path, userRule(50))
 	cfg := load(t, map[string]string{
 		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
 		"GATE_REDIS_URLS":    srv.URL(),
@@ -412,11 +440,7 @@ func TestRulesReloadKeepsRotatingTeam(t *testing.T) {
 		t.Fatalf("a rotating team's fresh keys before the reload: %v, want all to overflow", got)
 	}
 	first := g.gen.Load()
-	writeRules(t, path, user+"  - {name: ev, key: json:event, missing: skip, limits: [1m:100]}\n")
+	writeRules(t, path, edit)
 	waitFor(t, "the edit in use", func() bool { return g.gen.Load() != first })
-	got := send(60)
-	t.Logf("after the reload, 60 fresh keys of t1: %v; rotating teams %v", got, g.CurrentRules()[0].Lims[0].Rotating())
-	if got[cfg.AcceptedTopic] != 0 {
-		t.Errorf("a rotating team after a reload that left its rule unchanged: %d of 60 fresh keys accepted, want all to overflow (on_cardinality: overflow)", got[cfg.AcceptedTopic])
-	}
+	return g, cfg, send
 }

@@ -370,8 +370,11 @@ func (l *Limiter) Rotating() []RotatingTeam {
 // InheritRotation takes over old's teams rotating identities and candidates, with their
 // windows' registers: a rules reload builds new limiters for a rule that did not change,
 // and a team found rotating must not be let through until the new limiter has counted
-// 1.5 × the bound of its keys again. Call it before l checks a record; it does nothing
-// unless both limiters bound their keys' cardinality.
+// 1.5 × the bound of its keys again. Under a higher bound than old's (max_keys raised), a
+// team stays rotating only while its window's keys are over the new bound: the operator
+// raised it to let the team through, and a release waits for a window's end otherwise
+// (the sweep finds it rotating again if its keys pass the new bound). Call it before l
+// checks a record; it does nothing unless both limiters bound their keys' cardinality.
 func (l *Limiter) InheritRotation(old *Limiter) {
 	if l.card == nil || old == nil || old.card == nil {
 		return
@@ -391,7 +394,7 @@ func (l *Limiter) InheritRotation(old *Limiter) {
 				}
 				r.regs[i].epoch.Store(o.regs[i].epoch.Load())
 			}
-			r.rotating.Store(o.rotating.Load())
+			r.rotating.Store(o.rotating.Load() && (l.card.bound <= old.card.bound || o.distinct.Load() > l.card.bound))
 			r.since.Store(o.since.Load())
 			r.distinct.Store(o.distinct.Load())
 			cands = append(cands, r)
