@@ -77,16 +77,7 @@ func TestOutcomesCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	run := func(args ...string) string {
-		t.Helper()
-		var stdout, stderr bytes.Buffer
-		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-		defer cancel()
-		if err := outcomesCmd(ctx, args, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
-			t.Fatalf("gate outcomes %v: %v\n%s", args, err, stderr.String())
-		}
-		return stdout.String()
-	}
+	run := func(args ...string) string { return runOutcomes(t, env, args...) }
 	got := run("42")
 	for _, want := range []string{
 		"team 42: 1,043 records from " + minute(m0) + " to " + minute(now),

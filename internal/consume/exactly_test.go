@@ -915,60 +915,7 @@ func TestExactlyOnceRecoverBounds(t *testing.T) {
 // of the log: the records written before the group joined are never routed.
 func TestExactlyOnceAbortBeforeFirstCommitKeepsStartLatest(t *testing.T) {
 	t.Parallel()
-	const parts, before, after = 1, 20, 10
-	env := newEOSEnv(t, parts)
-	env.ccfg.StartOffset = StartLatest
-	env.ccfg.ProduceRetries = 1
-	prod := producer(t, env.cluster)
-	var old []*kgo.Record
-	for id := range before {
-		old = append(old, inputRecord(id, "team-"+strconv.Itoa(id%3)))
-	}
-	produceAll(t, prod, old) // in the log before the group exists
-
-	// The gate's first fetch: it has resolved its start offset (the log's end) by then,
-	// and the records below come after it.
-	var fetching atomic.Bool
-	env.cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		env.cluster.KeepControl()
-		fetching.Store(true)
-		return nil, nil, false
-	})
-	g := env.start(t, "a")
-	waitFor(t, 20*time.Second, "the group's assignment", g.c.Ready)
-	waitFor(t, 20*time.Second, "the gate's first fetch", fetching.Load)
-
-	fault := env.cluster.Fault(kfake.Fault{
-		Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1,
-	})
-	var recs []*kgo.Record
-	for id := before; id < before+after; id++ {
-		recs = append(recs, inputRecord(id, "team-new"))
-	}
-	produceAll(t, prod, recs)
-	waitFor(t, 20*time.Second, "the first transaction aborted", func() bool {
-		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) >= 1
-	})
-	fault.Remove()
-
-	out := collect(t, env.cluster, after, 20*time.Second, time.Second, readCommitted())
-	g.stop(t)
-	var oldSeen []int
-	for id := range before {
-		if len(out.ids[id]) > 0 {
-			oldSeen = append(oldSeen, id)
-		}
-	}
-	newSeen := 0
-	for id := before; id < before+after; id++ {
-		newSeen += len(out.ids[id])
-	}
-	if len(oldSeen) > 0 {
-		t.Errorf("StartLatest: %d of the %d records written before the group joined were routed after an abort: %v", len(oldSeen), before, head(oldSeen))
-	}
-	if newSeen != after {
-		t.Errorf("%d of the %d new records seen, want each once", newSeen, after)
-	}
+	abortFirstTxnKeepsStartLatest(t, 1)
 }
 
 // TestExactlyOnceAbortKeepsStartLatestOfAnIdlePartition is the abort of a new group's first
@@ -978,7 +925,15 @@ func TestExactlyOnceAbortBeforeFirstCommitKeepsStartLatest(t *testing.T) {
 // before the group joined.
 func TestExactlyOnceAbortKeepsStartLatestOfAnIdlePartition(t *testing.T) {
 	t.Parallel()
-	const parts, before, after = 2, 20, 10
+	abortFirstTxnKeepsStartLatest(t, 2)
+}
+
+// abortFirstTxnKeepsStartLatest writes a log to each of parts input partitions, starts a
+// gate of a new group with StartLatest, and has its first transaction, of records written
+// to partition 0 after it joined, abort on a failing produce: it checks that none of the
+// log before the group is routed, and the new records once each.
+func abortFirstTxnKeepsStartLatest(t *testing.T, parts int32) {
+	const before, after = 20, 10
 	env := newEOSEnv(t, parts)
 	env.ccfg.StartOffset = StartLatest
 	env.ccfg.ProduceRetries = 1
@@ -990,11 +945,13 @@ func TestExactlyOnceAbortKeepsStartLatestOfAnIdlePartition(t *testing.T) {
 	var old []*kgo.Record
 	for id := range before {
 		r := inputRecord(id, "team-"+strconv.Itoa(id%3))
-		r.Partition = int32(id % parts) // both partitions hold a log before the group
+		r.Partition = int32(id) % parts // in the log before the group exists
 		old = append(old, r)
 	}
 	produceAll(t, prod, old)
 
+	// The gate's first fetch: it has resolved its start offset (the log's end) by then,
+	// and the records below come after it.
 	var fetching atomic.Bool
 	env.cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
