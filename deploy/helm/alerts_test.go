@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -384,5 +385,62 @@ func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
 	}
 	if n < 20 {
 		t.Errorf("found %d queries in the dashboard; is its format changed?", n)
+	}
+}
+
+// k8sPodName is the name Kubernetes gives a pod of Deployment deploy whose pod template
+// hashes to hash: the ReplicaSet is deploy-hash, its pods' generateName is that and "-",
+// and the API server cuts a generateName to 58 characters before it appends 5 random ones
+// (k8s.io/apiserver/pkg/storage/names), so that a pod name never exceeds 63.
+func k8sPodName(deploy, hash, random string) string {
+	base := deploy + "-" + hash + "-"
+	return base[:min(len(base), 58)] + random
+}
+
+// TestAlertsSelectLongNamedPods: the alerts' default selector picks the release's pods
+// by name. A full name of up to 63 characters is allowed, but past 46 the pod names
+// Kubernetes generates are cut (k8sPodName): with a pattern that wants both the
+// ReplicaSet's hash and the random suffix after their dashes, every alert matched no pod
+// and none could fire. Where no name is cut, another release's pods stay unmatched.
+func TestAlertsSelectLongNamedPods(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	full := "ingest-capture-gate-" + strings.Repeat("fleet", 9) // 65 characters
+	for _, n := range []int{17, 46, 47, 50, 56, 57, 58, 63} {
+		name := full[:n]
+		vals := mergeValues(base, mustParse(t, fmt.Sprintf("fullnameOverride: %s\nprometheusRule: {enabled: true}", name)))
+		objs := renderObjects(t, vals, prometheusOperator...)
+		deploy := objs.typed["Deployment"][0].(*appsv1.Deployment).Name
+		var pods []string
+		for _, hash := range []string{"7d9c5b8f6d", "5f4b9c7d8"} { // pod-template-hash: 9 or 10 characters
+			pods = append(pods, k8sPodName(deploy, hash, "x2k9p"))
+		}
+		other := k8sPodName(deploy+"-canary", "7d9c5b8f6d", "x2k9p") // another release's pod
+		for _, alert := range []string{"GateDown", "GateNotReady", "GateStalled"} {
+			e, err := promql.ParseExpr(alertExpr(t, vals, alert))
+			if err != nil {
+				t.Fatal(err)
+			}
+			parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
+				vs, ok := node.(*parser.VectorSelector)
+				if !ok {
+					return nil
+				}
+				for _, m := range vs.LabelMatchers {
+					if m.Name != "pod" {
+						continue
+					}
+					for _, pod := range pods {
+						if !m.Matches(pod) {
+							t.Errorf("full name %s (%d characters): %s's %s does not match its pod %s", deploy, len(deploy), alert, m, pod)
+						}
+					}
+					if len(other) < 63 && m.Matches(other) { // neither name cut
+
+						t.Errorf("full name %s: %s's %s matches %s, another release's pod", deploy, alert, m, other)
+					}
+				}
+				return nil
+			})
+		}
 	}
 }

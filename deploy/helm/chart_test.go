@@ -684,6 +684,7 @@ func TestGracePeriod(t *testing.T) {
 		{"kafka: {shutdownTimeout: 1m30s}", 125},
 		{"kafka: {shutdownTimeout: 500ms}", 36},
 		{"kafka: {shutdownTimeout: 2.5s}", 38},
+		{"kafka: {shutdownTimeout: .5s}", 36}, // as Go reads it: half a second, not 5s
 		{"kafka: {shutdownTimeout: 1h}", 3635},
 		{"kafka: {shutdownTimeout: 20s, revokeTimeout: 30s, rebalanceTimeout: 90s, stallNotReady: 3m}", 95},
 		{"kafka: {shutdownTimeout: 20s}\nterminationGracePeriodSeconds: 50", 50},

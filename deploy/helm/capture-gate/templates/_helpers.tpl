@@ -129,7 +129,7 @@ in sentinel mode, of redis.sentinel.addrs. */}}
 {{- end -}}
 
 {{/*
-capture-gate.seconds: a Go duration ("20s", "1m30s", "500ms") as whole seconds, rounded up.
+capture-gate.seconds: a Go duration ("20s", "1m30s", "500ms", ".5s") as whole seconds, rounded up.
 The schema has already checked the format.
 */}}
 {{- define "capture-gate.seconds" -}}
@@ -138,8 +138,8 @@ The schema has already checked the format.
 
 {{- define "capture-gate.exactSeconds" -}}
 {{- $total := 0.0 -}}
-{{- range $part := regexFindAll "[0-9]+(\\.[0-9]*)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
-{{- $num := regexFind "^[0-9]+(\\.[0-9]*)?" $part -}}
+{{- range $part := regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $num := regexFind "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)" $part -}}
 {{- $unit := trimPrefix $num $part -}}
 {{- $scale := get (dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001) $unit -}}
 {{- $total = addf $total (mulf (float64 $num) $scale) -}}
@@ -617,9 +617,20 @@ Prometheus Operator puts on every target of a PodMonitor or ServiceMonitor). */}
 {{- default (include "capture-gate.podRuleSelector" .) .Values.prometheusRule.selector -}}
 {{- end -}}
 
-{{/* The release's pods by namespace and name, for kube-state-metrics' series. */}}
+{{/* The release's pods by namespace and name, for kube-state-metrics' series. A pod is
+named <fullname>-<pod-template-hash, up to 10 characters>-<5 random characters>, but the
+API server cuts what comes before the random part to 58 characters: past a full name of
+46 characters the hash is cut (with the dash after it); from 57, all that is left before
+the random part is "<fullname>-" cut to 58. */}}
 {{- define "capture-gate.podRuleSelector" -}}
-{{- printf "namespace=%q, pod=~%q" .Release.Namespace (printf "%s-[a-z0-9]+-[a-z0-9]+" (include "capture-gate.fullname" .)) -}}
+{{- $full := include "capture-gate.fullname" . -}}
+{{- $pods := printf "%s-[a-z0-9]+-[a-z0-9]+" $full -}}
+{{- if ge (len $full) 57 -}}
+{{- $pods = printf "%s[a-z0-9]+" (trunc 58 (printf "%s-" $full)) -}}
+{{- else if gt (len $full) 46 -}}
+{{- $pods = printf "%s-[a-z0-9]+(-[a-z0-9]+)?" $full -}}
+{{- end -}}
+{{- printf "namespace=%q, pod=~%q" .Release.Namespace $pods -}}
 {{- end -}}
 
 {{/*
