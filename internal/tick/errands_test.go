@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/limit"
@@ -159,4 +160,61 @@ func twoInstances(t *testing.T, cfg Config) ([]*redistest.Server, *limit.Limiter
 		t.Fatal(err)
 	}
 	return srvs, l, tk
+}
+
+// TestHungInstanceCostsOthersNoReads: with instance 1 of two hung (SIGSTOP), the teams of
+// instance 0, which answers, are still read every tick of Run. The write phase waits for
+// instance 1 to the tick's deadline, and the read phase, sharing that deadline, then ran
+// already expired: every read of instance 0 failed without being sent, its teams' views
+// were rebuilt from this gate's own counts (a team the fleet had taken far past its limit
+// let through), and instance 0 was counted and logged as timing out, though it never did.
+func TestHungInstanceCostsOthersNoReads(t *testing.T) {
+	const interval = 400 * time.Millisecond
+	const prefix = "hung3"
+	srvs, l, tk := twoInstances(t, Config{TickInterval: interval, KeyPrefix: prefix})
+	pick := func(inst int) string {
+		for i := 0; ; i++ {
+			if team := fmt.Sprintf("t%d", i); InstanceFor(team, 2) == inst {
+				return team
+			}
+		}
+	}
+	busy, onHung := pick(0), pick(1)
+	bg := context.Background()
+	// The rest of the fleet has taken busy far past its limit (1,000 a minute).
+	ep := l.Epoch(time.Now())
+	for _, e := range []int64{ep, ep + 1} {
+		if err := srvs[0].Client(t).Set(bg, Key(prefix, busy, e), 100_000, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A count for instance 1 every tick: its write phase waits for it to the deadline.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for tc := time.NewTicker(interval / 4); ; {
+			select {
+			case <-stop:
+				tc.Stop()
+				return
+			case <-tc.C:
+				l.Check(onHung, 1)
+			}
+		}
+	}()
+	srvs[1].Pause(t)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan struct{})
+	go func() { tk.Run(ctx); close(done) }()
+	defer func() { cancel(); srvs[1].Resume(t); <-done }()
+	limited := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !limited; time.Sleep(interval / 4) {
+		limited = l.Check(busy, 1).Limited
+	}
+	if !limited {
+		t.Errorf("a team on instance 0 at 100× its limit in Redis was never limited while instance 1 hung: its reads failed")
+	}
+	if n := testutil.ToFloat64(tk.m.errors.WithLabelValues("timeout", "0")); n != 0 {
+		t.Errorf("instance 0 counted %v timeouts while only instance 1 hung", n)
+	}
 }

@@ -125,6 +125,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 	budget := t.cfg.KeysPerTick
 	for li := range t.lanes {
 		ln := &t.lanes[li]
+		ln.hung = false
 		p := &t.plans[ln.inst]
 		for _, b := range ln.doubt {
 			p.batches = append(p.batches, b)

@@ -52,15 +52,23 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 		t.queueReads(ctx, p, pipes)
 	}
 	errs := make([]error, len(pipes))
+	late := make([]bool, len(pipes))
 	var wg sync.WaitGroup
 	p.sent, p.sendErr = 0, nil
 	for j, pipe := range pipes {
 		if n := pipe.Len(); n > 0 {
 			p.sent += n
-			wg.Go(func() { _, errs[j] = pipe.Exec(ctx) })
+			wg.Go(func() { _, errs[j] = pipe.Exec(ctx); late[j] = ctx.Err() != nil })
 		}
 	}
 	wg.Wait()
+	if part == partWrites {
+		// A split tick's write phase: the lanes whose pipeline waited to the deadline
+		// (their node hung, or is too slow) have their reads failed unsent (queueReads).
+		for _, li := range p.lanes {
+			t.lanes[li].hung = late[t.partOf[li]]
+		}
+	}
 	for _, err := range errs {
 		if err != nil {
 			p.sendErr = err
@@ -205,6 +213,17 @@ func (t *Ticker) queueReads(ctx context.Context, p *plan, pipes []redis.Pipeline
 	for _, li := range p.lanes {
 		reads := t.laneReads[li]
 		pipe := pipes[t.partOf[li]]
+		if t.lanes[li].hung && len(reads) > 0 {
+			// Its node held this tick's write phase to the deadline: the read phase, which
+			// Run gives time of its own for the other nodes' reads (the write phase used
+			// up the tick's), fails these at once as that deadline would have, rather than
+			// wait for them.
+			cmd := redis.NewSliceCmd(ctx)
+			cmd.SetErr(context.DeadlineExceeded)
+			p.rcmds = append(p.rcmds, readCmd{cmd, reads})
+			p.failedReads++
+			continue
+		}
 		for j := 0; j < len(reads); {
 			// Up to KeysPerCommand keys: two counters per team, its hold flag if asked, and
 			// its profile (appendReadKeys).

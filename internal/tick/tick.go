@@ -246,8 +246,8 @@ func (t *Ticker) Run(ctx context.Context) {
 		if !wait(at) {
 			break
 		}
-		// One deadline for both phases: a node that hangs costs its teams this tick, never
-		// the next tick's start.
+		// The tick's deadline: a node that hangs costs its teams this tick, never the next
+		// tick's start.
 		tctx, cancel := context.WithDeadline(ctx, at.Add(t.cfg.TickTimeout))
 		if t.onPhase != nil {
 			t.onPhase(partWrites, at, false)
@@ -263,7 +263,17 @@ func (t *Ticker) Run(ctx context.Context) {
 		if t.onPhase != nil {
 			t.onPhase(partReads, at, false)
 		}
-		t.ReadPhase(tctx)
+		// The reads keep the time the tick gives them after the read delay when a node that
+		// hung held the write phase to the tick's deadline (its own reads are not sent:
+		// queueReads), up to the errands' deadline below. Under the tick's deadline, passed
+		// by then, every other node's reads failed unsent, each tick the node hung.
+		rdl := at.Add(t.cfg.TickTimeout)
+		if late := time.Now().Add(t.cfg.TickTimeout - t.readDelay()); late.After(rdl) {
+			rdl = laterOf(rdl, earlierOf(late, at.Add(t.cfg.TickInterval-t.cfg.TickInterval/8)))
+		}
+		rctx, rcancel := context.WithDeadline(ctx, rdl)
+		t.ReadPhase(rctx)
+		rcancel()
 		cancel()
 		// The errands that ask instance 0 (the fleet count, the minute's clock check) end
 		// an eighth of an interval before the next boundary: with a timeout of their own, a
@@ -280,6 +290,20 @@ func (t *Ticker) Run(ctx context.Context) {
 	if err := t.Flush(fctx); err != nil {
 		t.log.Warn("final flush of pending counts incomplete", "err", err, "pending_writes", len(t.pending))
 	}
+}
+
+func earlierOf(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // nextTick is the first multiple of interval since the Unix epoch after now.

@@ -129,6 +129,9 @@ type lane struct {
 	// queued is the number of the lane's last batch queued in the pipeline being built
 	// (queueWrites): the next one must not be applied unless it was (writeScript).
 	queued uint64
+	// hung: this tick's write phase waited for the lane's node to the deadline (execute);
+	// its read phase fails the lane's reads unsent (queueReads).
+	hung bool
 }
 
 // batch is one run of writeScript: up to KeysPerCommand counts of one lane and limiter.
