@@ -30,7 +30,9 @@ type metrics struct {
 // newMetrics makes the tick's metrics, registered with reg when it is not nil; the redirect
 // counter is redirects' (registered by its maker) when it is not nil, else its own.
 func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects) (*metrics, error) {
-	ms := prometheus.ExponentialBuckets(0.0005, 2, 14) // 0.5 ms .. 4 s
+	// 0.5 ms .. 65.5 s: a tick as long as a long GATE_TICK_INTERVAL is measured, not +Inf
+	// (GateTickSlow compares the 99th percentile with the interval).
+	ms := prometheus.ExponentialBuckets(0.0005, 2, 18)
 	m := &metrics{
 		tickDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_tick_duration_seconds",
 			Help: "Time one tick takes: sweep, pipelines, applying reads.", Buckets: ms}),

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capturegate/gate/internal/clock"
@@ -79,5 +80,32 @@ func TestStallCountsOnce(t *testing.T) {
 	}
 	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team", ep); got != 113 {
 		t.Errorf("Redis holds %d, want 113", got)
+	}
+}
+
+// A tick or pipeline that takes up to a minute (GATE_TICK_INTERVAL may be that long) lands
+// in a bucket of its own, not +Inf: GateTickSlow compares the 99th percentile with
+// GATE_TICK_INTERVAL, and histogram_quantile reads no further than the last finite bound
+// (4 s before: the alert could not fire from a 5 s interval).
+func TestTickDurationMeasuresLongTicks(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.tickDur.Observe(50)
+	m.pipelineDur.WithLabelValues("0").Observe(50)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "gate_limiter_tick_duration_seconds" && f.GetName() != "gate_limiter_pipeline_duration_seconds" {
+			continue
+		}
+		top := f.GetMetric()[0].GetHistogram().GetBucket()
+		if last := top[len(top)-1].GetUpperBound(); last < 60 {
+			t.Errorf("%s: last finite bucket %gs, want a minute or more", f.GetName(), last)
+		}
 	}
 }
