@@ -106,19 +106,7 @@ func TestHungSecondInstanceKeepsErrands(t *testing.T) {
 		team = fmt.Sprintf("t%d", i)
 	}
 	// A count for instance 1 every tick: its write phase waits for it to the deadline.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for tc := time.NewTicker(interval / 4); ; {
-			select {
-			case <-stop:
-				tc.Stop()
-				return
-			case <-tc.C:
-				l.Check(team, 1)
-			}
-		}
-	}()
+	defer countEvery(l, team, interval/4)()
 	srvs[1].Pause(t)
 	defer srvs[1].Resume(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -189,19 +177,7 @@ func TestHungInstanceCostsOthersNoReads(t *testing.T) {
 		}
 	}
 	// A count for instance 1 every tick: its write phase waits for it to the deadline.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for tc := time.NewTicker(interval / 4); ; {
-			select {
-			case <-stop:
-				tc.Stop()
-				return
-			case <-tc.C:
-				l.Check(onHung, 1)
-			}
-		}
-	}()
+	defer countEvery(l, onHung, interval/4)()
 	srvs[1].Pause(t)
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan struct{})
@@ -217,4 +193,22 @@ func TestHungInstanceCostsOthersNoReads(t *testing.T) {
 	if n := testutil.ToFloat64(tk.m.errors.WithLabelValues("timeout", "0")); n != 0 {
 		t.Errorf("instance 0 counted %v timeouts while only instance 1 hung", n)
 	}
+}
+
+// countEvery checks one record of team with l every d until the function it returns is
+// called.
+func countEvery(l *limit.Limiter, team string, d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		for tc := time.NewTicker(d); ; {
+			select {
+			case <-done:
+				tc.Stop()
+				return
+			case <-tc.C:
+				l.Check(team, 1)
+			}
+		}
+	}()
+	return func() { close(done) }
 }
