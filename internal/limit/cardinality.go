@@ -16,7 +16,7 @@ import (
 // one key, or its records flagged for the rule's router (Config.OnCardinality).
 //
 // A key's team is its first part: a composite key's fields are joined with ':' and a
-// field's own ':' is escaped (route.appendKeyPart), so the team is what precedes the first
+// field's own ':' is escaped (keypart.Append), so the team is what precedes the first
 // ':'. Detection is in two stages, so that a check of an ordinary team pays one hash in
 // eight of its records under the floor and nothing else:
 //

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/capturegate/gate/internal/keypart"
 )
 
 // Limited reports whether an outcome keeps a record from the accepted topic for its
@@ -51,8 +53,7 @@ type History struct {
 // escapes it, in the rows of a rule keyed by the team and more fields. A team holding
 // neither has one name.
 func TeamNames(team string) []string {
-	// As route's appendKeyPart writes a composite key's field: '%' as %25, ':' as %3A.
-	if esc := strings.NewReplacer("%", "%25", ":", "%3A").Replace(team); esc != team {
+	if esc := keypart.Escape(team); esc != team {
 		return []string{team, esc}
 	}
 	return []string{team}
@@ -62,12 +63,7 @@ func TeamNames(team string) []string {
 // that a team's rows are one team's whichever rule wrote them (TeamNames' inverse). A
 // team keyed alone whose id holds an escape itself ("a%3Ab") is taken for the team it
 // would escape ("a:b"): the row does not say which it is.
-func TeamOf(rowTeam string) string {
-	if strings.IndexByte(rowTeam, '%') < 0 {
-		return rowTeam
-	}
-	return strings.NewReplacer("%25", "%", "%3A", ":").Replace(rowTeam)
-}
+func TeamOf(rowTeam string) string { return keypart.Value(rowTeam) }
 
 // TeamHistory sums rows of team (by any of its TeamNames) into its history.
 func TeamHistory(rows []Row, team string) History {

@@ -255,7 +255,7 @@ func (b *builder) rows(rows []outcome.Row) {
 			continue
 		}
 		if lim > 0 {
-			b.teams[teamName(r)] += lim
+			b.teams[outcome.TeamOf(r.Team)] += lim
 		}
 		k := b.key(r.Rule, r.Key)
 		if k.Team == "" {
@@ -273,16 +273,6 @@ func (b *builder) rows(rows []outcome.Row) {
 			k.LastLimited = r.IntervalStart
 		}
 	}
-}
-
-// teamName is r's team as the record has it: a composite key's first field is escaped
-// (route.KeyPartValue decodes it), so that a team keyed alone and the same team under a
-// per-user key are one team in the comparison of two rule sets.
-func teamName(r *outcome.Row) string {
-	if r.Key == r.Team { // not a composite key's
-		return r.Team
-	}
-	return route.KeyPartValue(r.Team)
 }
 
 // merge adds o, what another worker gathered of the same candidate (parallel.go). The

@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/keypart"
 	"github.com/capturegate/gate/internal/limit"
 )
 
@@ -287,7 +288,7 @@ func gjsonTeam(k KeyFrom, value []byte, maxKey int) (string, reasonCode) {
 			if i > 0 {
 				key = append(key, ':')
 			}
-			key = appendKeyPart(key, val)
+			key = keypart.Append(key, val)
 		}
 		if len(key) > maxKey {
 			return "", reasonKeyTooLong
@@ -411,7 +412,7 @@ func FuzzCompositeKey(f *testing.F) {
 				t.Fatalf("%s: team %q has %d parts", v, team, len(parts))
 			}
 			for i, p := range parts {
-				if got := KeyPartValue(p); got != vals[i] {
+				if got := keypart.Value(p); got != vals[i] {
 					t.Fatalf("%s: team %q part %d decodes to %q, want %q", v, team, i, got, vals[i])
 				}
 			}

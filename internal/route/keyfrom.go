@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"strings"
 	"unsafe"
 
+	"github.com/capturegate/gate/internal/keypart"
 	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -41,7 +41,7 @@ const (
 //     downstream the last. Several fields joined with '+' (json:token+distinct_id) make a
 //     composite key, to limit per user within a team: their values joined with ':', each
 //     with '%' written %25 and ':' written %3A, so that distinct values never make the
-//     same key (see appendKeyPart); a field name cannot contain '+'.
+//     same key (see keypart.Append); a field name cannot contain '+'.
 //   - header:NAME reads the value of the first record header named NAME (case-sensitive,
 //     as Kafka headers are).
 //   - key reads the record key.
@@ -401,7 +401,7 @@ func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKe
 			s.key = buf
 			return "", s.fail(failure{reason: reasonKeyTooLong, size: len(buf) + len(val)})
 		}
-		buf = appendKeyPart(buf, val)
+		buf = keypart.Append(buf, val)
 		if len(buf) > maxKey {
 			s.key = buf
 			return "", s.fail(failure{reason: reasonKeyTooLong, size: len(buf)})
@@ -412,7 +412,7 @@ func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKe
 }
 
 // CheckKey reports whether key can be a key k reads, for the places an operator writes
-// one (a rule's force list): a composite key must be escaped as appendKeyPart writes it,
+// one (a rule's force list): a composite key must be escaped as keypart.Append writes it,
 // one ':' between each two fields, a value's ':' as %3A and '%' as %25. Written unescaped,
 // it would name nothing the rule ever counts, silently.
 func (k KeyFrom) CheckKey(key string) error {
@@ -439,44 +439,6 @@ func (k KeyFrom) CheckKey(key string) error {
 		}
 	}
 	return nil
-}
-
-// appendKeyPart appends one field's value to a composite key being joined: '%' as %25 and
-// ':' as %3A, everything else as is. The ':' between fields is then the only ':' of the
-// key, and each part decodes back to its value alone, so two distinct tuples of values
-// never share a key: the encoding is one-to-one (FuzzCompositeKey). A value holding neither
-// byte, the usual case, is appended unchanged in one copy.
-func appendKeyPart(buf []byte, v string) []byte {
-	if strings.IndexByte(v, ':') < 0 && strings.IndexByte(v, '%') < 0 {
-		return append(buf, v...)
-	}
-	for {
-		i := strings.IndexAny(v, ":%")
-		if i < 0 {
-			return append(buf, v...)
-		}
-		buf = append(buf, v[:i]...)
-		if v[i] == ':' {
-			buf = append(buf, "%3A"...)
-		} else {
-			buf = append(buf, "%25"...)
-		}
-		v = v[i+1:]
-	}
-}
-
-// KeyPartValue is the value one part of a composite key was written from, appendKeyPart's
-// inverse: the parts are percent-encoded, only ':' and '%' escaped (FuzzCompositeKey
-// decodes every key the gate builds so). A part holding a '%' that is no escape, which no
-// key the gate builds has, is returned as it is.
-func KeyPartValue(part string) string {
-	if strings.IndexByte(part, '%') < 0 {
-		return part
-	}
-	if v, err := url.PathUnescape(part); err == nil {
-		return v
-	}
-	return part
 }
 
 // fieldValue reads field number i of the JSON object js, whose top-level member is at

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/keypart"
 	"github.com/capturegate/gate/internal/limit"
 )
 
@@ -78,7 +79,7 @@ func FuzzPeekAgreesWithRules(f *testing.F) {
 					if !pok || pv != want {
 						t.Fatalf("validate %v %s: key %q, Peek %q %v on %q", validate, st.Key, key, pv, pok, value)
 					}
-				} else if !pok || string(appendKeyPart(nil, pv)) != want {
+				} else if !pok || string(keypart.Append(nil, pv)) != want {
 					t.Fatalf("validate %v %s: key %q, Peek %q %v on %q", validate, st.Key, key, pv, pok, value)
 				}
 			}
