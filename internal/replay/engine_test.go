@@ -76,6 +76,21 @@ func traffic() []*kgo.Record {
 	return recs
 }
 
+// rulesAgainstEnv is the candidate of the rules file yaml ("candidate") and the gate of
+// cfg's GATE_* limits ("current"), as gate replay -against compares them.
+func rulesAgainstEnv(t *testing.T, cfg config.Config, yaml string) (candidate, current *Candidate) {
+	t.Helper()
+	a, err := NewCandidate("candidate", cfg, testRules(t, cfg, yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewCandidate("current", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
 func run(t *testing.T, cands ...*Candidate) *Report {
 	t.Helper()
 	e, err := NewEngine(time.Second, cands...)
@@ -151,14 +166,7 @@ rules:
 `
 	var out [][]byte
 	for range 2 {
-		a, err := NewCandidate("candidate", cfg, testRules(t, cfg, yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := NewCandidate("current", cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a, b := rulesAgainstEnv(t, cfg, yaml)
 		var buf bytes.Buffer
 		if err := json.NewEncoder(&buf).Encode(run(t, a, b)); err != nil {
 			t.Fatal(err)
@@ -292,14 +300,7 @@ rules:
   limits: [1m:50]
   action: overflow
 `
-	a, err := NewCandidate("candidate", cfg, testRules(t, cfg, yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewCandidate("current", cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := rulesAgainstEnv(t, cfg, yaml)
 	e, err := NewEngine(time.Second, a, b)
 	if err != nil {
 		t.Fatal(err)
