@@ -176,11 +176,7 @@ func TestRotationReleaseKeepsCollapsedRecords(t *testing.T) {
 				}
 				return d
 			}
-			seq := 0
-			rotate(l, at(time.Second), "rot", 2000, &seq)
-			if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
-				t.Fatalf("rotations %+v, want rot started", sw.Rotations)
-			}
+			startRotation(t, l)
 			sweep(t, l, at(61*time.Second)) // window 1: still rotating (window 0 had 2,000 keys)
 			// The rotation stops; one user of the team sends 9,000 records, late in window 1.
 			for i := range 9000 {
@@ -254,11 +250,7 @@ func TestTallyDeferredAdds(t *testing.T) {
 // They are counted in its entry now: what the tick is handed of the key is what it sent.
 func TestDeferredAddsCarriedOnPromotionAfterRelease(t *testing.T) {
 	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse)) // floor 100
-	seq := 0
-	rotate(l, at(time.Second), "rot", 2000, &seq)
-	if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
-		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
-	}
+	startRotation(t, l)
 	sweep(t, l, at(61*time.Second))
 	var tally Tally // a routing goroutine's, its batch spanning the tick's sweep
 	sent := int64(0)
@@ -283,11 +275,7 @@ func TestDeferredAddsCarriedOnPromotionAfterRelease(t *testing.T) {
 // gate_limiter_rotation_records_total when the tally is added, none lost.
 func TestRotationRecordsCountedThroughTally(t *testing.T) {
 	l, _, reg := newTest(t, rotationCfg(CardinalityCollapse))
-	seq := 0
-	rotate(l, at(time.Second), "rot", 2000, &seq)
-	if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
-		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
-	}
+	startRotation(t, l)
 	var tally Tally
 	for i := range 300 {
 		l.CheckTally(at(3*time.Second), fmt.Sprintf("rot:fresh-%d", i), 1, &tally)
@@ -309,11 +297,7 @@ func TestRotationRecordsCountedThroughTally(t *testing.T) {
 // new limiter's (each limiter hashes by a seed of its own).
 func TestInheritRotation(t *testing.T) {
 	old, _, _ := newTest(t, rotationCfg(CardinalityOverflow))
-	seq := 0
-	rotate(old, at(time.Second), "rot", 2000, &seq)
-	if sw := sweep(t, old, at(2*time.Second)); len(sw.Rotations) != 1 {
-		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
-	}
+	startRotation(t, old)
 	l, _, _ := newTest(t, rotationCfg(CardinalityOverflow))
 	l.InheritRotation(old)
 	sweep(t, l, at(3*time.Second)) // its sketch's windows ready, as a tick's first sweep makes them
@@ -326,5 +310,16 @@ func TestInheritRotation(t *testing.T) {
 	l.nominate("rot", maphash.String(l.seed, "rot"), 0)
 	if n := len(*l.card.cands.Load()); n != 1 {
 		t.Errorf("%d candidates after rot was nominated again, want 1", n)
+	}
+}
+
+// startRotation has team "rot" send 2,000 fresh keys at 1s and l's sweep at 2s find it
+// rotating.
+func startRotation(t *testing.T, l *Limiter) {
+	t.Helper()
+	seq := 0
+	rotate(l, at(time.Second), "rot", 2000, &seq)
+	if sw := sweep(t, l, at(2*time.Second)); len(sw.Rotations) != 1 {
+		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
 	}
 }
