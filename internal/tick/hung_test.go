@@ -112,3 +112,52 @@ func TestClusterHungNodeCostsOnlyItsTeams(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterHungNodeCostsOthersNoReads is TestHungInstanceCostsOthersNoReads on Redis
+// Cluster, whose lanes are shards and whose pipelines go one per primary: with one primary
+// hung, a team of another primary's, which the fleet has taken far past its limit, is
+// still read by Run and limited.
+func TestClusterHungNodeCostsOthersNoReads(t *testing.T) {
+	t.Parallel()
+	const interval = 400 * time.Millisecond
+	const prefix = "hungc"
+	cl := redistest.StartCluster(t, 3, 0)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newTopologyGate(t, nil, limit.Config{Window: time.Minute, Threshold: 1000},
+		Config{Mode: ModeCluster, TickInterval: interval, KeyPrefix: prefix}, cc)
+	ctx := context.Background()
+	for _, n := range cl.Primaries { // the other nodes keep serving their slots (see above)
+		if err := n.Client(t).ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ep := g.l.Epoch(time.Now())
+	victim := cl.Owner(t, ClusterKey(prefix, "t0", ep))
+	busy := ""
+	for i := 1; busy == ""; i++ {
+		if team := fmt.Sprintf("t%d", i); cl.Owner(t, ClusterKey(prefix, team, ep)) != victim {
+			busy = team
+		}
+	}
+	for _, e := range []int64{ep, ep + 1} {
+		if err := cc.Set(ctx, ClusterKey(prefix, busy, e), 100_000, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer countEvery(g.l, "t0", interval/4)() // the victim's write phase waits to the deadline
+	victim.Pause(t)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { g.tk.Run(rctx); close(done) }()
+	defer func() { cancel(); victim.Resume(t); <-done }()
+	limited := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !limited; time.Sleep(interval / 4) {
+		limited = g.l.Check(busy, 1).Limited
+	}
+	if !limited {
+		t.Errorf("a team of a healthy primary at 100× its limit in Redis was never limited while another primary hung: its reads failed")
+	}
+}
