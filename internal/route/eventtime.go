@@ -76,8 +76,7 @@ func (f EventTimeFrom) time(rec *kgo.Record) (time.Time, bool) {
 	r := gjson.Get(bytesString(rec.Value), f.field)
 	switch r.Type {
 	case gjson.String:
-		t, err := time.Parse(time.RFC3339Nano, r.Str)
-		return t, err == nil
+		return parseRFC3339(r.Str)
 	case gjson.Number:
 		if n, err := strconv.ParseInt(r.Raw, 10, 64); err == nil {
 			return unixInt(n) // exact: a float64 loses nanoseconds past 2^53
@@ -85,6 +84,43 @@ func (f EventTimeFrom) time(rec *kgo.Record) (time.Time, bool) {
 		return unixTime(r.Num)
 	}
 	return time.Time{}, false
+}
+
+// parseRFC3339 reads an RFC 3339 timestamp as the RFC has it, which time.Parse does not
+// wholly: its "T" and "Z" may be written "t" and "z" (section 5.6), or the two halves
+// parted by a space (the RFC's own note), and a positive leap second reads 23:59:60 (taken
+// as the next second's start, as Unix time has it). Such a string is rewritten on the
+// stack and parsed again; the usual one is parsed once.
+func parseRFC3339(s string) (time.Time, bool) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, true
+	}
+	// 2006-01-02T15:04:05 then a fraction and a zone: at least 20 bytes.
+	var buf [64]byte
+	if len(s) < 20 || len(s) > len(buf) {
+		return time.Time{}, false
+	}
+	b := buf[:copy(buf[:], s)]
+	if c := b[10]; c == 't' || c == ' ' {
+		b[10] = 'T'
+	}
+	if b[len(b)-1] == 'z' {
+		b[len(b)-1] = 'Z'
+	}
+	// A leap second ends a minute: 59:60 (in the zone written: an offset moves the hour).
+	leap := string(b[13:19]) == ":59:60"
+	if leap {
+		b[17] = '5'
+		b[18] = '9'
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(b))
+	if err != nil {
+		return time.Time{}, false
+	}
+	if leap {
+		t = t.Add(time.Second)
+	}
+	return t, true
 }
 
 // recordTime is rec's Kafka timestamp, or false when it has none: the zero time (a v0

@@ -30,6 +30,15 @@ func TestEventTimeFrom(t *testing.T) {
 		{"json:ts", rec(`{"ts":1717998000000000}`), want, true},
 		{"json:ts", rec(`{"ts":1717998000000000000}`), want, true},
 		{"json:meta.at", rec(`{"meta":{"at":1717998000123}}`), want.Add(123 * time.Millisecond), true},
+		// RFC 3339 as the RFC allows it (section 5.6): "t" and "z" in lower case, a space
+		// for the "T", and a leap second, the next second's start as in Unix time.
+		{"json:ts", rec(`{"ts":"2024-06-10t05:40:00z"}`), want, true},
+		{"json:ts", rec(`{"ts":"2024-06-10 07:40:00.25+02:00"}`), want.Add(250 * time.Millisecond), true},
+		{"json:ts", rec(`{"ts":"2016-12-31T23:59:60Z"}`), time.Date(2017, 1, 1, 0, 0, 0, 0, time.UTC), true},
+		{"json:ts", rec(`{"ts":"2016-12-31t23:59:60.5z"}`), time.Date(2017, 1, 1, 0, 0, 0, 5e8, time.UTC), true},
+		{"json:ts", rec(`{"ts":"2024-06-10T05:40:60Z"}`), time.Time{}, false}, // not at a minute's end
+		{"json:ts", rec(`{"ts":"2024-06-10x05:40:00Z"}`), time.Time{}, false},
+		{"json:ts", rec(`{"ts":"2024-06-10T05:40:00"}`), time.Time{}, false}, // no zone
 		{"json:ts", rec(`{"team_id":"a"}`), time.Time{}, false},
 		{"json:ts", rec(`{"ts":"yesterday"}`), time.Time{}, false},
 		{"json:ts", rec(`{"ts":-5}`), time.Time{}, false},
