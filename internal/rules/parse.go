@@ -115,6 +115,9 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		p.bad(&yaml.Node{Line: 1, Column: 1}, "rules", "the file is empty: want a list of rules under rules:")
 		return nil, p.result()
 	}
+	if !p.expand(&doc) {
+		return nil, p.result()
+	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		p.bad(root, "(top)", "want a mapping with one key, rules:")
@@ -374,7 +377,11 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 
 // scalar reports whether n is a scalar, reporting it when not.
 func (p *parser) scalar(n *yaml.Node, path string) bool {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!null":
+		p.bad(n, path, "empty (null): want a single value")
+		return false
+	case n.Kind != yaml.ScalarNode:
 		p.bad(n, path, "want a single value")
 		return false
 	}
@@ -464,6 +471,12 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 			p.bad(list, lp, "want a list of at least one value")
 		default:
 			for j, v := range list.Content {
+				if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+					// A field that is absent or null reads no value: in no list.
+					p.bad(v, fmt.Sprintf("%s[%d]", lp, j), "null matches nothing: a field that is absent or null reads no value, in no list "+
+						"(not_in holds for it); quote it, \"null\", for the text null")
+					continue
+				}
 				if p.scalar(v, fmt.Sprintf("%s[%d]", lp, j)) {
 					m.Values = append(m.Values, v.Value)
 				}

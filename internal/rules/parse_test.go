@@ -225,6 +225,9 @@ func TestParseSyntaxErrors(t *testing.T) {
 			7, "did not find expected ',' or ']'"},
 		{"unclosed quote", "rules:\n  - name: a\n    key: \"key\n    limits: [1m:1]\n", 3, "found unexpected end of stream"},
 		{"unknown alias", "rules:\n" + rule + "  - name: b\n    key: *k\n", 6, "unknown anchor 'k' referenced"},
+		// YAML breaks lines at CR LF and at CR alone too: the line is counted as it does.
+		{"CR LF line breaks", strings.ReplaceAll("rules:\n"+rule+"  - name: b\n    key: key\n  limits: [1m:1]\n", "\n", "\r\n"), 7, "did not find expected '-' indicator"},
+		{"CR line breaks", strings.ReplaceAll("rules:\n"+rule+"  - name: b\n    key: key\n  limits: [1m:1]\n", "\n", "\r"), 7, "did not find expected '-' indicator"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := Parse("rules.yaml", []byte(c.yaml), Options{})
@@ -383,5 +386,75 @@ func TestSecondDocumentRefused(t *testing.T) {
 	y := "rules:\n  - name: a\n    key: json:t\n    limits: [1m:10]\n---\nrules:\n  - name: b\n    key: json:u\n    limits: [1m:10]\n"
 	if s, err := Parse("f.yaml", []byte(y), Options{MinWindow: time.Second}); err == nil {
 		t.Errorf("accepted with %d rule(s) (%s): the second document's rule b is silently ignored", len(s.Rules), s.Rules[0].Name)
+	}
+}
+
+// Aliases and merge keys read as YAML reads them: a rule may share another's limits
+// (limits: *std) or take its fields and change some (<<: *team); a problem in what an
+// alias brings is reported where the alias is; a merge of anything but mappings, and
+// aliases that expand past maxExpanded nodes, are problems, found without walking them all.
+func TestParseAliases(t *testing.T) {
+	s, err := Parse("r.yaml", []byte(`rules:
+  - &team
+    name: team
+    key: json:team_id
+    limits: &std [1m:100, 1h:1000]
+    mode: cap
+  - <<: *team
+    name: team-user
+    key: json:team_id+distinct_id
+  - <<: [{name: ignored, action: tag}, *team]
+    name: team-tag
+    limits: *std
+    mode: divert
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	team, tu, tag := s.Rules[0], s.Rules[1], s.Rules[2]
+	if tu.Name != "team-user" || tu.Key.String() != "json:team_id+distinct_id" || tu.Mode != limit.Cap || !slices.Equal(tu.Limits, team.Limits) || len(team.Limits) != 2 {
+		t.Errorf("team-user, merged from team: %+v (team %+v)", tu, team)
+	}
+	if tag.Name != "team-tag" || tag.Key.String() != "json:team_id" || tag.Mode != limit.Divert || tag.Action.Kind != Tag || !slices.Equal(tag.Limits, team.Limits) {
+		t.Errorf("team-tag, merged from a mapping and team: %+v", tag)
+	}
+	for _, c := range []struct{ name, yaml, want string }{
+		{"a bad value through an alias", "rules:\n  - {name: a, key: &k jsn:x, limits: [1m:1]}\n  - name: b\n    key: *k\n    limits: [1m:1]\n",
+			`r.yaml:4:10: rules[1] "b".key: "jsn:x": want json:FIELD`},
+		{"a list where one value goes", "rules:\n  - {name: a, key: key, limits: &l [1m:1]}\n  - {name: b, key: *l, limits: [1m:1]}\n",
+			`r.yaml:3:20: rules[1] "b".key: want a single value`},
+		{"a merge of a list of values", "rules:\n  - {name: a, key: key, limits: &l [1m:1]}\n  - {<<: *l, name: b}\n",
+			`r.yaml:3:6: <<: want a mapping to merge`},
+		{"a merge of a value", "rules:\n  - {name: a, key: &k key, limits: [1m:1]}\n  - {<<: *k, name: b}\n",
+			`r.yaml:3:6: <<: want a mapping to merge`},
+	} {
+		if _, err := Parse("r.yaml", []byte(c.yaml), Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %s", c.name, err, c.want)
+		}
+	}
+	// Ten aliases of ten aliases, six deep: a million nodes.
+	var b strings.Builder
+	b.WriteString("rules:\n  - name: a\n    key: key\n    limits: [1m:1]\n    force: &l0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i <= 6; i++ {
+		fmt.Fprintf(&b, "  - name: r%d\n    key: key\n    limits: [1m:1]\n    force: &l%d [%s]\n", i, i, strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 9)+fmt.Sprintf("*l%d", i-1))
+	}
+	if _, err := Parse("r.yaml", []byte(b.String()), Options{}); err == nil || !strings.Contains(err.Error(), "aliases expand past 65536 nodes") {
+		t.Errorf("a million nodes of aliases: %v", err)
+	}
+}
+
+// A null in a match's list matches nothing (an absent or null field reads no value): a
+// problem saying so, not a bare "want a single value".
+func TestParseMatchNull(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], match: [{field: header:x, in: [a, null]}]}\n"), Options{})
+	const want = `r.yaml:2:75: rules[0] "a".match[0].in[1]: null matches nothing: a field that is absent or null reads no value, in no list (not_in holds for it); quote it, "null", for the text null`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want %s", err, want)
+	}
+	if _, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], match: [{field: header:x, in: [a, \"null\"]}]}\n"), Options{}); err != nil {
+		t.Errorf("a quoted null: %v", err)
+	}
+	if _, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: , limits: [1m:1]}\n"), Options{}); err == nil || !strings.Contains(err.Error(), `rules[0] "a".key: empty (null): want a single value`) {
+		t.Errorf("an empty key: %v", err)
 	}
 }

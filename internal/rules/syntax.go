@@ -56,15 +56,19 @@ const syntaxSearchBytes = 512 << 10
 // opened earlier and closed later (a list over several lines) can fail as the whole
 // file does.
 func syntaxLine(data []byte, msg string) int {
-	// ends[i] is the end of line i+1, its newline included.
+	// ends[i] is the end of line i+1, its line break included: LF, CR LF or CR alone, as
+	// YAML breaks lines (a file saved with CR alone would be one line otherwise).
 	var ends []int
 	for off := 0; off < len(data); {
-		n := bytes.IndexByte(data[off:], '\n')
+		n := bytes.IndexAny(data[off:], "\r\n")
 		if n < 0 {
 			ends = append(ends, len(data))
 			break
 		}
 		off += n + 1
+		if data[off-1] == '\r' && off < len(data) && data[off] == '\n' {
+			off++
+		}
 		ends = append(ends, off)
 	}
 	r := &countingReader{}

@@ -1,0 +1,101 @@
+package rules
+
+import (
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// maxExpanded bounds the nodes a file's aliases expand to: a few rules sharing their
+// limits or their fields take some hundreds; a file of aliases of aliases (a "billion
+// laughs") would have the parser walk billions.
+const maxExpanded = 1 << 16
+
+// expand reads n's aliases and merge keys as YAML does, in place: an alias (*name) as a
+// copy of the node its anchor names, at the alias's line and column; a mapping's merge
+// key (<<: *name, or a list of them) as the named mappings' fields that the mapping does
+// not give itself, the first mapping of a list first. So a rule may share its limits with
+// another (limits: *std) or take a whole rule's fields and change some (<<: *team). It
+// reports false, with a problem, for a merge of something else than mappings and past
+// maxExpanded nodes.
+func (p *parser) expand(n *yaml.Node) bool {
+	x := expander{p: p}
+	x.node(n)
+	return !x.bad
+}
+
+type expander struct {
+	p     *parser
+	nodes int
+	bad   bool
+}
+
+// node returns n read: an alias's copy of its target, its contents read.
+func (x *expander) node(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		c := *n.Alias
+		c.Line, c.Column, c.Anchor = n.Line, n.Column, ""
+		c.Content = slices.Clone(c.Content) // the anchor's own list stays as it is
+		n = &c
+	}
+	if x.nodes++; x.nodes > maxExpanded {
+		if !x.bad {
+			x.p.bad(n, "(top)", "aliases expand past %d nodes: write the rules out", maxExpanded)
+		}
+		x.bad = true
+		return n
+	}
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for i, c := range n.Content {
+			if x.bad {
+				break
+			}
+			n.Content[i] = x.node(c)
+		}
+	case yaml.MappingNode:
+		x.mapping(n)
+	}
+	return n
+}
+
+// mapping reads n's fields, its merge keys replaced by the fields they bring.
+func (x *expander) mapping(n *yaml.Node) {
+	var own, merged []*yaml.Node
+	for i := 0; i+1 < len(n.Content) && !x.bad; i += 2 {
+		k, v := n.Content[i], x.node(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode || k.Tag != "!!merge" {
+			own = append(own, k, v)
+			continue
+		}
+		from := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			from = v.Content // read above
+		}
+		for _, m := range from {
+			if m.Kind != yaml.MappingNode {
+				x.p.bad(k, "<<", "want a mapping to merge, such as <<: *name where &name names a rule")
+				x.bad = true
+				return
+			}
+			merged = append(merged, m.Content...)
+		}
+	}
+	if merged == nil {
+		n.Content = own
+		return
+	}
+	// A field given in the mapping wins over a merged one, and an earlier merged one over
+	// a later (YAML's merge key).
+	given := map[string]bool{}
+	for i := 0; i < len(own); i += 2 {
+		given[own[i].Value] = true
+	}
+	for i := 0; i+1 < len(merged); i += 2 {
+		if k := merged[i]; !given[k.Value] {
+			given[k.Value] = true
+			own = append(own, k, merged[i+1])
+		}
+	}
+	n.Content = own
+}
