@@ -49,6 +49,9 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 			if b.doubt {
 				t.addTo(t.doubt, it.k, -it.n)
 			}
+			if it.n == 0 {
+				continue // a stale count taken out of the batch in doubt (dropStaleDoubt)
+			}
 			if slices.Contains(failed, int64(j+1)) {
 				// This key failed on its own: its count stays pending, to go in a new batch.
 				res.CarriedWrites++
@@ -94,13 +97,18 @@ func (t *Ticker) recoverLost(ln *lane, last int64, res *TickResult) {
 		i--
 	}
 	for _, b := range ln.kept[i:] {
+		var n int64
 		for _, it := range b.items {
 			if it.k.epoch < t.limits[it.k.lim].oldest {
 				continue // no longer written: as if dropped
 			}
 			t.pending[it.k] += it.n
-			res.Replayed += it.n
+			n += it.n
 		}
+		if n == 0 {
+			continue // every count stale: nothing is sent again, nothing replayed
+		}
+		res.Replayed += n
 		res.Batches[outReplayed]++
 		t.m.batches.WithLabelValues(outReplayed.String()).Inc()
 	}
@@ -133,17 +141,23 @@ func (t *Ticker) forgetConfirmed() {
 }
 
 // dropStaleDoubt forgets batches in doubt whose every count is of an epoch no longer
-// written (prepare's step 1 dropped those counts from pending and counted them).
+// written (prepare's step 1 dropped those counts from pending and counted them). In a
+// batch that keeps live counts, a stale one's increment becomes 0, which the script
+// skips: counted dropped, it must not be written by the resend. Its key keeps its place,
+// as a repeat's reply names the counters that failed by their position in the batch.
 func (t *Ticker) dropStaleDoubt() {
 	for li := range t.lanes {
 		ln := &t.lanes[li]
 		ln.doubt = slices.DeleteFunc(ln.doubt, func(b *batch) bool {
-			for _, it := range b.items {
-				if it.k.epoch >= t.limits[it.k.lim].oldest {
-					return false
+			live := false
+			for j, it := range b.items {
+				if it.k.epoch < t.limits[it.k.lim].oldest {
+					b.items[j].n = 0
+				} else {
+					live = true
 				}
 			}
-			return true
+			return !live
 		})
 	}
 }

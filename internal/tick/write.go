@@ -33,6 +33,8 @@ import (
 // type) is skipped with redis.pcall and its position returned, so its count is kept and
 // sent again under a new number. A counter gets its TTL when this write created it (the
 // reply equals the increment): one PEXPIRE per key and epoch instead of one per write.
+// An increment of 0 is skipped, creating no key: a stale count taken out of a batch in
+// doubt, its key kept in place (dropStaleDoubt).
 // Each increment goes to INCRBY as the string it came in: a Lua number passed to
 // redis.call is formatted back into a string by the server, which cost one gate's ticks
 // about a tenth of their Redis CPU on redis-server 7.0 (BenchmarkFleetRedis, one gate:
@@ -69,12 +71,14 @@ local pcall = redis.pcall
 local out = {1, last}
 for i = 2, #KEYS do
   local a = ARGV[i+3]
-  local v = pcall('INCRBY', KEYS[i], a)
-  if v == tonumber(a) then
-    pcall('PEXPIRE', KEYS[i], ttl)
-  elseif type(v) == 'table' then
-    out[#out+1] = i-1
-    out[#out+1] = v.err
+  if a ~= '0' then
+    local v = pcall('INCRBY', KEYS[i], a)
+    if v == tonumber(a) then
+      pcall('PEXPIRE', KEYS[i], ttl)
+    elseif type(v) == 'table' then
+      out[#out+1] = i-1
+      out[#out+1] = v.err
+    end
   end
 end
 if #out > 2 then
