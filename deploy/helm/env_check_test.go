@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
 )
 
 // gateBuild is the root module's cmd/gate, built once per test binary (gateBinary) in a
@@ -62,32 +64,39 @@ func TestRenderedEnvLoads(t *testing.T) {
 	for _, vs := range valueSets {
 		t.Run(strings.TrimSuffix(vs.file, ".yaml"), func(t *testing.T) {
 			d := renderDeployment(t, readValues(t, filepath.Join("testdata", vs.file)), capabilities(vs.caps...))
-			var env []string
-			for _, kv := range os.Environ() {
-				if !strings.HasPrefix(kv, "GATE_") {
-					env = append(env, kv)
-				}
-			}
-			defined := map[string]string{}
-			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-				v := expandEnv(e.Value, defined)
-				if e.ValueFrom != nil {
-					v = "from-" + strings.ToLower(strings.ReplaceAll(e.Name, "_", "-")) // a pod's name, say
-				}
-				defined[e.Name] = v
-				if strings.HasPrefix(e.Name, "GATE_") {
-					env = append(env, e.Name+"="+v)
-				}
-			}
-			cmd := exec.Command(bin, "env", "-check")
-			cmd.Env = env
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				t.Errorf("gate env -check on %s's rendered environment: %v\n%s%s", vs.file, err, stdout.String(), stderr.String())
+			if out, err := gateCheck(bin, d); err != nil {
+				t.Errorf("gate env -check on %s's rendered environment: %v\n%s", vs.file, err, out)
 			}
 		})
 	}
+}
+
+// gateCheck runs `gate env -check` (bin) on the GATE_ environment of d's gate container,
+// as TestRenderedEnvLoads describes, and returns its output.
+func gateCheck(bin string, d *appsv1.Deployment) (string, error) {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GATE_") {
+			env = append(env, kv)
+		}
+	}
+	defined := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		v := expandEnv(e.Value, defined)
+		if e.ValueFrom != nil {
+			v = "from-" + strings.ToLower(strings.ReplaceAll(e.Name, "_", "-")) // a pod's name, say
+		}
+		defined[e.Name] = v
+		if strings.HasPrefix(e.Name, "GATE_") {
+			env = append(env, e.Name+"="+v)
+		}
+	}
+	cmd := exec.Command(bin, "env", "-check")
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
 }
 
 // expandEnv expands v's $(NAME) references to variables defined before it, as the kubelet

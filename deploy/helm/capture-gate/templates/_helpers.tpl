@@ -397,7 +397,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.limit.mode | quote }}
 {{- end }}
 {{- with $v.limit.divertHold }}
-{{- if and (eq $v.limit.clock "event") (not (has . (list "0" "0s"))) }}
+{{- /* Any zero duration (0, 0s, 0ms, 0m0s, ...) is no hold, as the gate reads it. */}}
+{{- if and (eq $v.limit.clock "event") (not (regexMatch "^(0|((0+(\\.0*)?|\\.0+)(ns|us|µs|ms|s|m|h))+)$" (toString .))) }}
 {{- fail (printf "capture-gate: limit.divertHold (%s) must be \"\" or \"0\" with limit.clock event (holds are not kept under the event clock)" .) }}
 {{- end }}
 - name: GATE_DIVERT_HOLD
