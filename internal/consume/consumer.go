@@ -653,12 +653,17 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 	}
 	c.drop(ids)
 	c.releaseStopped(ids)
-	c.m.rebalances.WithLabelValues("lost").Inc()
 	c.partsMu.Lock()
 	if len(c.parts) == 0 {
 		c.ready.Store(false)
 	}
 	c.partsMu.Unlock()
+	if len(ids) == 0 {
+		// franz-go calls this on every failed join or heartbeat with what the member
+		// held: holding nothing, it lost nothing (the member is out, hence not ready).
+		return
+	}
+	c.m.rebalances.WithLabelValues("lost").Inc()
 	c.log.Log(ctx, slog.LevelWarn, "partitions lost; their uncommitted records will be replayed by the next owner",
 		"topic", c.cfg.InputTopic, "partitions", ids, "in_flight_records", left)
 }

@@ -849,6 +849,13 @@ func (c *Consumer) produceAlone(f *failed) {
 func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 	f := (*failed)(unsafe.Pointer(r))
 	b := f.b
+	if err != nil && errors.Is(err, context.Canceled) {
+		// Failed because the routing context ended (a revoke or loss, or the end of the
+		// shutdown's grace), as onProduced treats it: no broker error, nothing to count
+		// or back off for, but the record is not in the transaction, which must abort.
+		c.txn.skipped.Store(true)
+		err = nil
+	}
 	if err != nil {
 		f.err = err
 		c.m.produceError(r.Topic, err)

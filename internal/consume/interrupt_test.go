@@ -1,0 +1,97 @@
+// Tests of what an interrupted group session does: a revoke that cancels a produce, a
+// join that fails before the member holds anything.
+
+package consume
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestExactlyOnceRevokeCancelledProduceIsNoFailure: a revoke lands while the open
+// transaction's routing is blocked in Produce on a full buffer (the broker holds the
+// produces). The revoke cancels the routing context, so the blocked Produce fails its
+// record with context.Canceled: the transaction aborts and is replayed, but that is no
+// produce failure. Before, the exactly-once promise counted it in
+// gate_produce_errors_total, and the loop logged "produce failed" and backed off before
+// the replay, as the at-least-once promise does not.
+func TestExactlyOnceRevokeCancelledProduceIsNoFailure(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 200
+	env := newEOSEnv(t, parts)
+	env.ccfg.MaxBufferedRecords = 10
+	logs := &logSink{}
+	env.logs = logs
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+
+	// Hold every produce until released: the gate's buffer fills and routing blocks.
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var held atomic.Int64
+	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		held.Add(1)
+		env.cluster.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "routing blocked on a full buffer", func() bool {
+		cl := g.c.live.Load()
+		return held.Load() > 0 && cl != nil && cl.BufferedProduceRecords() >= 10
+	})
+	g.c.interruptTxn() // what onRevoked does
+	free()
+	waitCommitted(t, env.cluster, parts, 30*time.Second)
+
+	if got := counterSum(t, g.reg, "gate_produce_errors_total"); got != 0 {
+		t.Errorf("gate_produce_errors_total = %v after a revoke cancelled a produce, want 0", got)
+	}
+	if s := logs.String(); strings.Contains(s, "produce failed") {
+		t.Errorf("a produce cancelled by a revoke was logged as a failure:\n%s", s)
+	}
+}
+
+// TestFailedJoinLosesNothing: a join the coordinator refuses before the gate holds any
+// partition makes franz-go call OnPartitionsLost with the empty assignment. Nothing
+// was lost: the gate must not count a loss nor warn that partitions were lost. Before,
+// every failed join or heartbeat while the gate held nothing did both.
+func TestFailedJoinLosesNothing(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 2)
+	logs := &logSink{}
+	env.logs = logs
+	var refused atomic.Bool
+	env.cluster.ControlKey(kmsg.JoinGroup.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.Version = req.GetVersion()
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		refused.Store(true)
+		return resp, nil, true // once: the control is dropped after it handled a request
+	})
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "the gate assigned after the refused join", func() bool {
+		return refused.Load() && g.c.Ready()
+	})
+	if got := testutil.ToFloat64(g.c.m.rebalances.WithLabelValues("lost")); got != 0 {
+		t.Errorf(`gate_rebalances_total{event="lost"} = %v after a refused join, want 0`, got)
+	}
+	if s := logs.String(); strings.Contains(s, "partitions lost") {
+		t.Errorf("a refused join was logged as lost partitions:\n%s", s)
+	}
+}
