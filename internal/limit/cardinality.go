@@ -148,6 +148,19 @@ func (x *hll) clear(epoch int64) {
 	x.epoch.Store(epoch)
 }
 
+// merge adds y's keys to x's: the union's registers are each the larger of the two. x
+// must not be shared yet (a load and a store, not a compare-and-swap).
+func (x *hll) merge(y *hll) {
+	for i := range x.w {
+		a, b := x.w[i].Load(), y.w[i].Load()
+		var v uint32
+		for k := 0; k < 32; k += 8 {
+			v |= max(a>>k&0xff, b>>k&0xff) << k
+		}
+		x.w[i].Store(v)
+	}
+}
+
 // estimate is the HyperLogLog estimate of the keys added, with the small-range
 // correction (linear counting while registers are still empty).
 func (x *hll) estimate() int64 {
@@ -387,12 +400,33 @@ func (l *Limiter) InheritRotation(old *Limiter) {
 			// The team's hash by this limiter's seed (nominate compares it); the
 			// registers keep the old limiter's hashes of the window's keys: a key met
 			// again is counted twice there, which errs on the rotating side.
-			r := &rotation{team: o.team, h: maphash.String(l.seed, o.team), collapsed: o.collapsed, lastSeen: o.lastSeen}
-			for i := range r.regs {
-				for j := range r.regs[i].w {
-					r.regs[i].w[j].Store(o.regs[i].w[j].Load())
+			//
+			// Under a changed window (a reload of the rule's window alone) an old window's
+			// keys are keys of the new window holding it, if one holds it whole: its
+			// registers are merged into that window's, so the new limiter neither forgets
+			// them (releasing the team at the end of a window that was over the bound) nor
+			// keeps them in a window they are not of (a shorter one's: they start afresh).
+			// lastSeen is the new window holding the old one's end, so a candidate whose
+			// evidence is in old epochs is dropped on the new epochs' schedule.
+			r := &rotation{team: o.team, h: maphash.String(l.seed, o.team), collapsed: o.collapsed,
+				lastSeen: floorDiv((o.lastSeen+1)*old.windowNs-1, l.windowNs)}
+			r.regs[0].epoch.Store(noEpoch)
+			r.regs[1].epoch.Store(noEpoch)
+			for i := range o.regs {
+				e := o.regs[i].epoch.Load()
+				if e == noEpoch {
+					continue
 				}
-				r.regs[i].epoch.Store(o.regs[i].epoch.Load())
+				start := e * old.windowNs
+				k := floorDiv(start, l.windowNs)
+				if floorDiv(start+old.windowNs-1, l.windowNs) != k {
+					continue // across two of the new windows: in neither whole
+				}
+				x := &r.regs[k&1]
+				if x.epoch.Load() != k {
+					x.clear(k)
+				}
+				x.merge(&o.regs[i])
 			}
 			r.rotating.Store(o.rotating.Load() && (l.card.bound <= old.card.bound || o.distinct.Load() > l.card.bound))
 			r.since.Store(o.since.Load())

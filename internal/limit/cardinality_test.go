@@ -323,3 +323,56 @@ func startRotation(t *testing.T, l *Limiter) {
 		t.Fatalf("rotations %+v, want rot started", sw.Rotations)
 	}
 }
+
+// A reload that lengthens the rule's window (1m → 1h) keeps the keys the rotating team had
+// in the minute: they are keys of the hour holding it too. So the hour ends over the bound
+// and the team stays rotating through the next one, as a limiter on the hour all along
+// would have it; it is released when an hour ends under the bound, and then stops being a
+// candidate: its last window over half the bound is an hour, not a minute.
+func TestInheritRotationLongerWindow(t *testing.T) {
+	old, _, _ := newTest(t, rotationCfg(CardinalityOverflow))
+	startRotation(t, old) // 2,000 keys in the first minute, bound 1,000
+	cfg := rotationCfg(CardinalityOverflow)
+	cfg.Window = time.Hour
+	l, _, _ := newTest(t, cfg)
+	l.InheritRotation(old)
+	sweep(t, l, at(3*time.Second))
+	seq := 1_000_000
+	if d := rotate(l, at(10*time.Minute), "rot", 300, &seq); !d.Rotating {
+		t.Fatalf("rot in the first hour after the reload: %+v, want rotating", d)
+	}
+	if sw := sweep(t, l, at(time.Hour)); len(sw.Rotations) != 0 {
+		t.Errorf("rotations at the end of the first hour %+v, want none: it had 2,300 keys, bound 1,000", sw.Rotations)
+	}
+	if rs := l.Rotating(); len(rs) != 1 {
+		t.Fatalf("rotating in the second hour: %+v, want rot", rs)
+	}
+	rotate(l, at(time.Hour+time.Minute), "rot", 10, &seq)
+	if sw := sweep(t, l, at(2*time.Hour)); len(sw.Rotations) != 1 || sw.Rotations[0].Started {
+		t.Errorf("rotations at the end of the second hour %+v, want rot released (10 keys)", sw.Rotations)
+	}
+	if p := l.card.cands.Load(); p != nil {
+		t.Errorf("candidates after the release: %d, want none (no hour since the first had 500 keys)", len(*p))
+	}
+}
+
+// A reload that shortens the rule's window (1h → 1m) has no evidence of the team's keys in
+// a minute (the hour's are more): the team stays rotating to the end of the current minute
+// only, released then on that minute's keys.
+func TestInheritRotationShorterWindow(t *testing.T) {
+	cfg := rotationCfg(CardinalityOverflow)
+	cfg.Window = time.Hour
+	old, _, _ := newTest(t, cfg)
+	startRotation(t, old)
+	l, _, _ := newTest(t, rotationCfg(CardinalityOverflow))
+	l.InheritRotation(old)
+	sweep(t, l, at(3*time.Second))
+	if rs := l.Rotating(); len(rs) != 1 {
+		t.Fatalf("rotating after the reload: %+v, want rot", rs)
+	}
+	seq := 1_000_000
+	rotate(l, at(10*time.Second), "rot", 10, &seq)
+	if sw := sweep(t, l, at(time.Minute)); len(sw.Rotations) != 1 || sw.Rotations[0].Started {
+		t.Errorf("rotations at the end of the first minute %+v, want rot released (10 keys)", sw.Rotations)
+	}
+}
