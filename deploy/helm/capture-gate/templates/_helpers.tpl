@@ -147,6 +147,32 @@ The schema has already checked the format.
 {{- $total -}}
 {{- end -}}
 
+{{/*
+capture-gate.nanoseconds: a Go duration ("1h30m", "500ms", "1.5s", ".5s", "0"; "" is 0) as
+a whole number of nanoseconds, as time.ParseDuration reads it (a fraction of a unit cut to
+whole nanoseconds), for comparing durations exactly. The schema has already checked the
+format; one past Go's longest duration (about 2562047h), which the gate cannot read, fails.
+*/}}
+{{- define "capture-gate.nanoseconds" -}}
+{{- $d := toString . -}}
+{{- if gt (include "capture-gate.exactSeconds" $d | float64) 9223372036.0 -}}
+{{- fail (printf "capture-gate: the duration %q is longer than the gate can read (a Go duration is at most about 2562047h)" $d) -}}
+{{- end -}}
+{{- $total := int64 0 -}}
+{{- range $part := regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h)" $d -1 -}}
+{{- $num := regexFind "^[0-9.]+" $part -}}
+{{- $unit := get (dict "h" 3600000000000 "m" 60000000000 "s" 1000000000 "ms" 1000000 "us" 1000 "µs" 1000 "ns" 1) (trimPrefix $num $part) | int64 -}}
+{{- /* The whole part without leading zeros (int64 would read "010" as octal). */ -}}
+{{- $whole := regexReplaceAll "^0+" (regexFind "^[0-9]*" $num) "" | default "0" -}}
+{{- $total = add $total (mul (int64 $whole) $unit) -}}
+{{- $frac := trimPrefix "." (regexFind "\\.[0-9]*$" $num) | trunc 18 -}}
+{{- if $frac -}}
+{{- $total = add $total (divf (mulf (float64 $frac) $unit) (float64 (printf "1%s" (repeat (len $frac) "0"))) | floor | int64) -}}
+{{- end -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
 {{/* Whether an autoscaler owns the replica count. */}}
 {{- define "capture-gate.autoscaled" -}}
 {{- if or .Values.autoscaling.keda.enabled .Values.autoscaling.hpa.enabled }}true{{ end -}}
@@ -684,6 +710,7 @@ nothing; fails with a message naming the values to change.
 {{- fail (printf "capture-gate: kafka.transactionInterval (%s) must be at most 10s and below half kafka.transactionTimeout (%s): a transaction stays open that long before it ends" $v.kafka.transactionInterval $v.kafka.transactionTimeout) -}}
 {{- end -}}
 {{- end -}}
+{{- include "capture-gate.validateLimit" . -}}
 {{- if le (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64) (include "capture-gate.exactSeconds" $v.kafka.revokeTimeout | float64) -}}
 {{- fail (printf "capture-gate: kafka.rebalanceTimeout (%s) must be longer than kafka.revokeTimeout (%s): a rebalance waits for the revoked partitions' drain" $v.kafka.rebalanceTimeout $v.kafka.revokeTimeout) -}}
 {{- end -}}
@@ -744,6 +771,71 @@ nothing; fails with a message naming the values to change.
 {{- end -}}
 {{- if $a.keda.enabled -}}
 {{- include "capture-gate.needAPI" (dict "top" . "value" "autoscaling.keda.enabled" "force" false "forceValue" "" "gv" "keda.sh/v1alpha1" "kind" "ScaledObject" "provider" "KEDA") -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+capture-gate.validateLimit: the gate's bounds on the window and the durations measured
+against it (internal/config's Limiter.validate, validateAdaptive and Config.validate).
+Under rules GATE_WINDOW and GATE_THRESHOLD_MODE are unset, so the gate measures against
+its default window (60s) in static mode.
+*/}}
+{{- define "capture-gate.validateLimit" -}}
+{{- $v := .Values -}}
+{{- $ms := int64 1000000 -}}
+{{- $sec := int64 1000000000 -}}
+{{- $hour := mul 3600 $sec -}}
+{{- $window := $v.limit.window -}}
+{{- $windowName := printf "limit.window (%s)" $v.limit.window -}}
+{{- $mode := $v.limit.thresholdMode -}}
+{{- if $v.rules -}}
+{{- $window = "60s" -}}
+{{- $windowName = "the gate's window under rules (60s: GATE_WINDOW is unset)" -}}
+{{- $mode = "static" -}}
+{{- end -}}
+{{- $w := include "capture-gate.nanoseconds" $window | int64 -}}
+{{- if not $v.rules -}}
+{{- if lt $w $ms -}}
+{{- fail (printf "capture-gate: limit.window (%s) must be at least 1ms" $v.limit.window) -}}
+{{- end -}}
+{{- if gt $w (mul 8784 $hour) -}}
+{{- fail (printf "capture-gate: limit.window (%s) must be at most 8784h (366 days)" $v.limit.window) -}}
+{{- end -}}
+{{- end -}}
+{{- if lt (include "capture-gate.nanoseconds" $v.limit.cacheIdleTimeout | int64) $sec -}}
+{{- fail (printf "capture-gate: limit.cacheIdleTimeout (%s) must be at least 1s: the gate keeps when a team was last seen in whole seconds" $v.limit.cacheIdleTimeout) -}}
+{{- end -}}
+{{- $a := $v.limit.adaptive -}}
+{{- if and (ne ($a.ceiling | int64) 0) (lt ($a.ceiling | int64) ($a.floor | int64)) -}}
+{{- fail (printf "capture-gate: limit.adaptive.ceiling (%d) must be 0 (none) or at least limit.adaptive.floor (%d)" ($a.ceiling | int64) ($a.floor | int64)) -}}
+{{- end -}}
+{{- /* The learned level and history are measured in windows; in static mode only adaptive
+       rules learn, whose windows divide an hour, so a longer window counts as an hour. */ -}}
+{{- $learn := $w -}}
+{{- $learnName := $windowName -}}
+{{- if and (ne $mode "adaptive") (gt $w $hour) -}}
+{{- $learn = $hour -}}
+{{- $learnName = printf "1h (limit.window, %s, counts as an hour with limit.thresholdMode static)" $window -}}
+{{- end -}}
+{{- if lt (include "capture-gate.nanoseconds" $a.halfLife | int64) $learn -}}
+{{- fail (printf "capture-gate: limit.adaptive.halfLife (%s) must be at least %s" $a.halfLife $learnName) -}}
+{{- end -}}
+{{- if lt (include "capture-gate.nanoseconds" $a.minHistory | int64) $learn -}}
+{{- fail (printf "capture-gate: limit.adaptive.minHistory (%s) must be at least %s" $a.minHistory $learnName) -}}
+{{- end -}}
+{{- $spike := include "capture-gate.nanoseconds" $a.maxSpike | int64 -}}
+{{- if or (lt $spike (add $hour (mul 2 $learn))) (gt $spike (mul 168 $hour)) -}}
+{{- fail (printf "capture-gate: limit.adaptive.maxSpike (%s) must be from 1h plus twice %s to 168h (how long a team may stay over its learned threshold before it is re-learned)" $a.maxSpike $learnName) -}}
+{{- end -}}
+{{- $tick := include "capture-gate.nanoseconds" $v.sync.tickInterval | int64 -}}
+{{- if ge $tick $w -}}
+{{- fail (printf "capture-gate: sync.tickInterval (%s) must be shorter than %s: a tick as long as the window would let a whole window pass between two writes" $v.sync.tickInterval $windowName) -}}
+{{- end -}}
+{{- if lt (include "capture-gate.nanoseconds" $v.sync.interval | int64) $tick -}}
+{{- fail (printf "capture-gate: sync.interval (%s) must be at least sync.tickInterval (%s): reads are made on ticks" $v.sync.interval $v.sync.tickInterval) -}}
+{{- end -}}
+{{- if gt (include "capture-gate.nanoseconds" $v.sync.coldWriteInterval | int64) $w -}}
+{{- fail (printf "capture-gate: sync.coldWriteInterval (%s) must be at most %s (\"\" = once a window)" $v.sync.coldWriteInterval $windowName) -}}
 {{- end -}}
 {{- end -}}
 
