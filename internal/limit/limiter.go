@@ -136,7 +136,7 @@ type shard struct {
 	// being one that could be over its limit.
 	overfull atomic.Uint64
 	// carried: what promotions out of the sketch carried of each team, by window, for the
-	// two windows the sketch still holds (carry); under mu.
+	// windows the sketch still holds (carry, carriedCounts); under mu.
 	carried map[string]carriedCounts
 	_       [64]byte // keep neighbouring shards' hot words off this shard's lines
 }

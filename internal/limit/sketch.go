@@ -33,9 +33,10 @@ import (
 //     reaches the floor; other keys' records sharing its counters only promote it sooner.
 //   - The fleet-wide count a read misses of a key over its limit is at most what the gates
 //     counted of it before promotion, each under its floor: SyncFloor × threshold. Its
-//     carried counts overstate it by the sketch's noise (below), and a key demoted and
-//     promoted again within two windows is carried twice: at most the floor, per gate,
-//     and upwards only.
+//     carried counts overstate it by the sketch's noise (below); what promotions carried
+//     is remembered (carriedCounts), so a key demoted or evicted and promoted again is
+//     not carried twice, unless its shard remembers a capacity's worth of teams already:
+//     then at most the floor, per gate, and upwards only.
 //   - The noise: a key's counter in one row holds, besides its own records, those of the
 //     keys sharing it; with M records in a window and W counters a row, M ÷ W on average,
 //     and the least of four rows is less. With the default width (65,536) and a million
@@ -350,7 +351,10 @@ func (l *Limiter) carry(sh *shard, e *entry, h uint64, team string, ns int64) {
 		return
 	}
 	cur, prev := l.sk.ownCounts(h, ep)
-	done := sh.carried[team] // zero: nothing carried of team in these windows
+	done, known := sh.carried[team]
+	if !known {
+		done.epoch = ep // nothing carried of team in these windows
+	}
 	cur = max(cur-done.of(ep), 0)
 	prev = max(prev-done.of(ep-1), 0)
 	if cur > 0 {
@@ -363,31 +367,49 @@ func (l *Limiter) carry(sh *shard, e *entry, h uint64, team string, ns int64) {
 		sh.promoted.Add(1)
 		// Remembered for the two windows the sketch holds them, a shard's capacity of
 		// teams at most (past it, a team promoted again may carry them twice).
-		if _, known := sh.carried[team]; known || len(sh.carried) < max(l.cfg.Capacity/len(l.shards), 1) {
+		if known || len(sh.carried) < max(l.cfg.Capacity/len(l.shards), 1) {
 			if sh.carried == nil {
 				sh.carried = map[string]carriedCounts{}
 			}
-			sh.carried[strings.Clone(team)] = carriedCounts{epoch: ep, n: [2]int64{done.of(ep) + cur, done.of(ep-1) + prev}}
+			sh.carried[strings.Clone(team)] = done.plus(ep, cur, prev)
 		}
 	}
 }
 
-// carriedCounts are what promotions carried of a team out of the sketch: n[0] of window
-// epoch, n[1] of the one before.
+// carriedCounts are what promotions carried of a team out of the sketch: n[i] of window
+// epoch−i. Three windows: a promotion carries two, and one timed a window before the
+// last (a check whose clock read is older: another routing goroutine's, read before the
+// boundary) carries the one before those.
 type carriedCounts struct {
 	epoch int64
-	n     [2]int64
+	n     [3]int64
 }
 
 // of is what was carried of window w.
 func (c carriedCounts) of(w int64) int64 {
-	switch w {
-	case c.epoch:
-		return c.n[0]
-	case c.epoch - 1:
-		return c.n[1]
+	if d := c.epoch - w; d >= 0 && d < int64(len(c.n)) {
+		return c.n[d]
 	}
 	return 0
+}
+
+// plus is c and a promotion's carry of cur records of window ep and prev of ep−1: from
+// the later of c's newest window and ep, so that a promotion timed before the last one
+// does not forget what that one carried of its newer window (carried again at the next
+// promotion in it: records written twice).
+func (c carriedCounts) plus(ep, cur, prev int64) carriedCounts {
+	r := carriedCounts{epoch: max(c.epoch, ep)}
+	for i := range r.n {
+		w := r.epoch - int64(i)
+		r.n[i] = c.of(w)
+		switch w {
+		case ep:
+			r.n[i] += cur
+		case ep - 1:
+			r.n[i] += prev
+		}
+	}
+	return r
 }
 
 // ownCounts are the sketch's counts of the key of hash h in windows ep and ep−1 less the

@@ -502,3 +502,61 @@ func TestNoisyKeyStaysCachedAndRead(t *testing.T) {
 		t.Errorf("k sent %d records in the window against a threshold of 100,000 and was never limited (read %d times)", sent, reads)
 	}
 }
+
+// A check timed in an older window than a promotion before it (a routing goroutine's
+// clock read of a batch begun before the boundary, another's in the next window) that
+// promotes the key again, after an eviction, must not make the shard forget what the
+// earlier promotion carried of the newer window: promoted once more in that window, the
+// key carried those counts again, written as records it never sent. Capacity 1, so each
+// overridden key's check evicts it. Before, window 2's count handed to the tick was its
+// records plus the 26 its first promotion carried.
+func TestStaleEpochPromotionCarriesOnce(t *testing.T) {
+	cfg := sketchCfg() // floor 1,000, 1-minute windows
+	cfg.Capacity, cfg.Shards = 1, 1
+	l, _, _ := newTest(t, cfg)
+	if err := l.SetOverrides(map[string]int64{"o0": 100_000, "o1": 100_000}); err != nil {
+		t.Fatal(err)
+	}
+	ep2 := l.Epoch(at(120 * time.Second))
+	cached := func(now time.Time) bool { _, _, ok := l.Untracked(now, "a"); return !ok }
+	for range 300 { // window 0
+		l.CheckAt(at(10*time.Second), "a", 1)
+	}
+	sweep(t, l, at(61*time.Second)) // readies window 2's counts, keeps window 0's
+	for range 990 {                 // window 1, late: 995 of the sliding window's 1,000
+		l.CheckAt(at(119*time.Second), "a", 1)
+	}
+	if cached(at(119 * time.Second)) {
+		t.Fatal("a promoted in window 1")
+	}
+	var sent2 int64
+	promote := func(now time.Time) { // window 2: until a's promotion, which carries
+		for i := 0; !cached(now); i++ {
+			if i == 1000 {
+				t.Fatal("a never promoted")
+			}
+			l.CheckAt(now, "a", 1)
+			sent2++
+		}
+	}
+	promote(at(121 * time.Second))
+	l.CheckAt(at(121*time.Second), "o0", 1) // evicts a
+	// A check of window 1 promotes a again (window 0's 300 to carry), then is evicted.
+	l.CheckAt(at(119*time.Second), "a", 10)
+	if !cached(at(119 * time.Second)) {
+		t.Fatal("a not promoted by its check in window 1")
+	}
+	l.CheckAt(at(122*time.Second), "o1", 1) // evicts a
+	promote(at(122 * time.Second))
+	var sw Sweep
+	l.SweepAll(at(130*time.Second), &sw)
+	var written2 int64
+	for _, c := range sw.Counts {
+		if c.Team == "a" && c.Epoch == ep2 {
+			written2 += c.N
+		}
+	}
+	if written2 != sent2 {
+		t.Errorf("a sent %d records in window 2; its counts of window 2 handed to the tick: %d", sent2, written2)
+	}
+}
