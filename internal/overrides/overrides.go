@@ -55,6 +55,7 @@ import (
 	"maps"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -163,7 +164,7 @@ type Refresher struct {
 const (
 	CauseRedis    = "redis"     // unreachable, timed out
 	CauseMissing  = "missing"   // no hash
-	CauseInvalid  = "invalid"   // an entry is not a valid limit
+	CauseInvalid  = "invalid"   // an entry is not a valid limit, or the key not a hash
 	CauseTooLarge = "too_large" // more teams than Config.MaxEntries
 	CauseChanging = "changing"  // changed under two reads in a row
 )
@@ -209,7 +210,7 @@ func New(cfg Config, lim *limit.Limiter, client redis.UniversalClient, reg prome
 		}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_overrides_refresh_errors_total",
-			Help: "Refreshes that kept the current overrides, by cause: redis (unreachable, timeout), missing (no hash), invalid (an entry is not a valid limit), too_large (more teams than GATE_OVERRIDES_MAX_ENTRIES), changing (changed under two reads in a row).",
+			Help: "Refreshes that kept the current overrides, by cause: redis (unreachable, timeout), missing (no hash), invalid (an entry is not a valid limit, or the key is not a hash), too_large (more teams than GATE_OVERRIDES_MAX_ENTRIES), changing (changed under two reads in a row).",
 		}, []string{"cause"}),
 	}
 	for _, c := range []string{CauseRedis, CauseMissing, CauseInvalid, CauseTooLarge, CauseChanging} {
@@ -258,6 +259,9 @@ var (
 	ErrTooLarge = errors.New("overrides: live overrides hash too large")
 	// ErrChanging: the hash changed during two reads in a row.
 	ErrChanging = errors.New("overrides: live overrides hash changing while read")
+	// ErrNotHash: the key holds another type than a hash (a SET by hand, say): the
+	// operator's to fix, not Redis unreachable.
+	ErrNotHash = errors.New("overrides: live overrides key is not a hash")
 )
 
 // Refresh reads the hash once and, if it is readable and valid, applies the merged set.
@@ -277,6 +281,9 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		return err
 	case errors.Is(err, ErrChanging):
 		r.errs.WithLabelValues(CauseChanging).Inc()
+		return err
+	case errors.Is(err, ErrNotHash):
+		r.errs.WithLabelValues(CauseInvalid).Inc()
 		return err
 	case err != nil:
 		r.errs.WithLabelValues(CauseRedis).Inc()
@@ -482,6 +489,9 @@ func readHead(ctx context.Context, c redis.UniversalClient, key string) (head, e
 		return nil
 	})
 	if err := n.Err(); err != nil {
+		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			return head{}, fmt.Errorf("%w: %s (%w): delete it, and set overrides with gate overrides set", ErrNotHash, key, err)
+		}
 		return head{}, fmt.Errorf("reading %s: %w", key, err)
 	}
 	if err := m.Err(); err != nil && !errors.Is(err, redis.Nil) {

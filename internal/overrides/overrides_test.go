@@ -109,6 +109,15 @@ func TestRefreshIsFailStatic(t *testing.T) {
 		t.Errorf("after an invalid set: %v, want the previous one kept", got)
 	}
 
+	// A key of another type (a SET by hand) keeps it, counted invalid: the operator's to
+	// fix, not Redis unreachable.
+	if err := c.Set(ctx, key, "5", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); !errors.Is(err, ErrNotHash) || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("refresh of a key that is not a hash: %v", err)
+	}
+
 	// A missing hash (Redis restarted empty, say) keeps the current set.
 	if err := c.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
@@ -124,7 +133,7 @@ func TestRefreshIsFailStatic(t *testing.T) {
 	if got := lim.Overrides(); !maps.Equal(got, map[string]int64{"x": 5}) {
 		t.Errorf("after failures: %v, want the previous set kept", got)
 	}
-	for cause, want := range map[string]float64{"invalid": 1, "missing": 1, "redis": 1} {
+	for cause, want := range map[string]float64{"invalid": 2, "missing": 1, "redis": 1} {
 		if got := testutil.ToFloat64(r.errs.WithLabelValues(cause)); got != want {
 			t.Errorf("gate_overrides_refresh_errors_total{cause=%s} = %v, want %v", cause, got, want)
 		}
