@@ -1,0 +1,50 @@
+package replay
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// A key is whatever bytes an event carried: the text report prints one that is not
+// plain text quoted, in its own cell. A raw 0xff is text/tabwriter's escape character
+// (it swallowed the rest of the table, tabs and all), a tab or a newline would shift
+// the columns or start a row, and an escape sequence would reach the terminal.
+func TestWriteTextQuotesOddKeys(t *testing.T) {
+	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	odd := []string{"a\xffb", "title\x1b]0;pwned\x07", "tab\there", "new\nline"}
+	r := &Report{Topic: "events", From: at, To: at.Add(time.Hour), Records: 10,
+		Candidates: []CandidateReport{{Name: "a", Rules: []RuleFate{{Rule: "r\xff"}}, DeadLetters: map[string]int64{"why\x1b[2J": 1}, KeysAffected: 5}, {Name: "b"}}}
+	for i, k := range append(odd, "plain") {
+		r.Candidates[0].Keys = append(r.Candidates[0].Keys, KeyReport{Rule: "r", Key: k, Team: k, Limited: int64(10 - i), FirstLimited: at, LastLimited: at})
+		r.Diff = append(r.Diff, TeamDiff{Team: k, A: int64(10 - i), Change: int64(10 - i)})
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !utf8.ValidString(out) || strings.ContainsAny(out, "\t\x1b\x07") {
+		t.Errorf("the report holds a key's raw bytes (invalid UTF-8, a tab or an escape):\n%q", out)
+	}
+	for _, k := range odd {
+		if q := `"` + strings.NewReplacer("\xff", `\xff`, "\x1b", `\x1b`, "\x07", `\a`, "\t", `\t`, "\n", `\n`).Replace(k) + `"`; !strings.Contains(out, q) {
+			t.Errorf("key %q is not shown quoted, as %s:\n%s", k, q, out)
+		}
+	}
+	// Every row of the keys table has its columns where the header has them.
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "RULE  KEY") {
+			continue
+		}
+		col := strings.Index(l, "LIMITED")
+		for _, row := range lines[i+1 : i+6] {
+			if len(row) <= col || row[col-1] != ' ' || !strings.ContainsRune("0123456789", rune(row[col])) {
+				t.Errorf("a key's row is out of its columns (LIMITED at %d):\n%s\n%s", col, l, row)
+			}
+		}
+	}
+}
