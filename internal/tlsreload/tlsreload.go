@@ -15,7 +15,9 @@
 //     in-place write and a Kubernetes symlink swap are seen alike. No goroutine runs and
 //     nothing watches the files between connections.
 //   - A file that becomes unreadable or invalid (including a certificate whose key does
-//     not match) leaves the last good certificate and CAs in use. It is logged as a
+//     not match, a PEM block cut short by a write in progress, and a client certificate
+//     outside its validity at the Clock's time) leaves the last good certificate and CAs
+//     in use, and is read again at each due read until it can be used. It is logged as a
 //     warning once per distinct state of the files, not once per check, and counted in
 //     gate_tls_reload_errors_total{target}; a good reload is logged at info and counted
 //     in gate_tls_reloads_total{target}. gate_tls_client_cert_expiry_timestamp_seconds
@@ -39,6 +41,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -177,6 +180,13 @@ func (f Files) read() ([3][]byte, error) {
 // parse turns the files' contents into material.
 func (f Files) parse(raw [3][]byte) (*material, error) {
 	m := &material{raw: raw}
+	for i, x := range []struct{ file, key string }{{f.CAFile, f.CAVar}, {f.CertFile, f.CertVar}, {f.KeyFile, f.KeyVar}} {
+		if x.file != "" && !wholePEM(raw[i]) {
+			// A file read while it was being written in place: its complete blocks alone
+			// (a bundle's first CAs, a certificate without its chain) are not what it holds.
+			return nil, fmt.Errorf("%s=%q: a PEM block is cut short or malformed (a file being written?)", x.key, x.file)
+		}
+	}
 	if f.CAFile != "" {
 		m.pool = x509.NewCertPool()
 		if !m.pool.AppendCertsFromPEM(raw[0]) {
@@ -196,6 +206,19 @@ func (f Files) parse(raw [3][]byte) (*material, error) {
 		m.cert = &cert
 	}
 	return m, nil
+}
+
+// wholePEM reports whether every PEM block begun in b decodes: none is cut short.
+func wholePEM(b []byte) bool {
+	begun := bytes.Count(b, []byte("-----BEGIN "))
+	n := 0
+	for rest := b; ; n++ {
+		var p *pem.Block
+		if p, rest = pem.Decode(rest); p == nil {
+			break
+		}
+	}
+	return n == begun
 }
 
 // current returns the material in use, reading the files first when they are due.
@@ -228,6 +251,14 @@ func (r *Reloader) reload() {
 	var m *material
 	if err == nil {
 		m, err = r.files.parse(raw)
+	}
+	if err == nil && m.cert != nil {
+		// A client certificate outside its validity would be refused by the server: the
+		// one in use stays, and this one is taken at the first read once its time comes.
+		if now, l := r.clock.Now(), m.cert.Leaf; now.Before(l.NotBefore) || now.After(l.NotAfter) {
+			err = fmt.Errorf("%s=%q: the client certificate is valid from %s to %s, not now", r.files.CertVar, r.files.CertFile,
+				l.NotBefore.UTC().Format(time.RFC3339), l.NotAfter.UTC().Format(time.RFC3339))
+		}
 	}
 	if err != nil {
 		// One warning per state of the files: the error, and what they held.

@@ -591,11 +591,116 @@ func TestClockSteppedBackStillReloads(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	dir, r, _ := f.start(t)
-	f.clk.Advance(-time.Hour)
+	// Half an hour: the certificates' validity starts an hour before they were made, and
+	// one not valid yet at the clock's time is refused.
+	f.clk.Advance(-30 * time.Minute)
 	write(t, filepath.Join(dir, "tls.crt"), f.c2.certPEM)
 	write(t, filepath.Join(dir, "tls.key"), f.c2.keyPEM)
 	m := r.current()
 	if m.cert == nil || !bytes.Equal(m.cert.Certificate[0], f.c2.tls.Certificate[0]) {
-		t.Error("an hour after the clock stepped back, the new certificate is not in use")
+		t.Error("after the clock stepped back, the new certificate is not in use")
+	}
+}
+
+// issueValid signs a client certificate for cn valid from notBefore to notAfter.
+func (a *authority) issueValid(t *testing.T, cn string, notBefore, notAfter time.Time) pair {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(t), Subject: pkix.Name{CommonName: cn},
+		NotBefore: notBefore, NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pair{
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+	}
+	if p.tls, err = tls.X509KeyPair(p.certPEM, p.keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A file read while it is being written in place (its last PEM block cut short: a CA
+// bundle's second CA, a certificate's chain) is refused as a bad file is, not put in use
+// with what its complete blocks hold; the complete file is taken at the next read.
+func TestHalfWrittenFilesKeepLastGood(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir, r, _ := f.start(t)
+	ca2 := newCA(t, "server CA 2")
+	bundle := append(append([]byte{}, f.serverCA.pem...), ca2.pem...)
+	write(t, filepath.Join(dir, "ca.crt"), bundle[:len(f.serverCA.pem)+len(ca2.pem)/2])
+	f.clk.Advance(time.Second)
+	r.current()
+	if n, e := testutil.ToFloat64(r.reloads), testutil.ToFloat64(r.failures); n != 0 || e != 1 {
+		t.Errorf("a CA bundle cut short in its second certificate: %v reloads, %v errors; want 0 and 1", n, e)
+	}
+	write(t, filepath.Join(dir, "ca.crt"), bundle)
+	f.clk.Advance(time.Second)
+	if m := r.current(); len(m.pool.Subjects()) != 2 { //nolint:staticcheck // a pool of PEM files
+		t.Errorf("the complete bundle: %d CAs in use, want 2", len(m.pool.Subjects())) //nolint:staticcheck
+	}
+	// A certificate file with a chain, cut short in its second block, and its key.
+	chain := append(append([]byte{}, f.c2.certPEM...), f.clientCA.pem...)
+	write(t, filepath.Join(dir, "tls.key"), f.c2.keyPEM)
+	write(t, filepath.Join(dir, "tls.crt"), chain[:len(f.c2.certPEM)+len(f.clientCA.pem)/2])
+	f.clk.Advance(time.Second)
+	if m := r.current(); !bytes.Equal(m.cert.Certificate[0], f.c1.tls.Certificate[0]) {
+		t.Error("a certificate file cut short in its chain is in use; want the last good, client-1")
+	}
+	write(t, filepath.Join(dir, "tls.crt"), chain)
+	f.clk.Advance(time.Second)
+	if m := r.current(); !bytes.Equal(m.cert.Certificate[0], f.c2.tls.Certificate[0]) || len(m.cert.Certificate) != 2 {
+		t.Error("the complete chain is not in use")
+	}
+	if n, e := testutil.ToFloat64(r.reloads), testutil.ToFloat64(r.failures); n != 2 || e != 2 {
+		t.Errorf("after two cut files, each completed: %v reloads, %v errors; want 2 and 2", n, e)
+	}
+}
+
+// A client certificate that has expired, or is not valid yet, at the reloader's clock is
+// refused while the one in use stays, with one warning; a not-yet-valid one is taken
+// once its time comes, with no change to the files.
+func TestCertOutsideValidityKeepsLastGood(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir, r, _ := f.start(t)
+	now := f.clk.Now()
+	inUse := func(want pair, stage string) {
+		t.Helper()
+		if m := r.current(); !bytes.Equal(m.cert.Certificate[0], want.tls.Certificate[0]) {
+			t.Errorf("%s: in use %s, want %s", stage, m.cert.Leaf.Subject, want.tls.Leaf.Subject)
+		}
+	}
+	expired := f.clientCA.issueValid(t, "expired", now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	write(t, filepath.Join(dir, "tls.crt"), expired.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), expired.keyPEM)
+	for range 3 {
+		f.clk.Advance(time.Second)
+		inUse(f.c1, "an expired certificate written")
+	}
+	if n, w := testutil.ToFloat64(r.failures), f.log.count(warning); n != 1 || w != 1 {
+		t.Errorf("an expired certificate: %v errors, %d warnings; want 1 and 1", n, w)
+	}
+	early := f.clientCA.issueValid(t, "early", now.Add(time.Hour), now.Add(48*time.Hour))
+	write(t, filepath.Join(dir, "tls.crt"), early.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), early.keyPEM)
+	for range 3 {
+		f.clk.Advance(time.Second)
+		inUse(f.c1, "a certificate not valid yet written")
+	}
+	f.clk.Advance(2 * time.Hour)
+	inUse(early, "the certificate's time come")
+	if n, w := testutil.ToFloat64(r.failures), f.log.count(warning); n != 2 || w != 2 {
+		t.Errorf("after two certificates outside their time: %v errors, %d warnings; want 2 and 2", n, w)
 	}
 }
