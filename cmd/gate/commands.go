@@ -240,7 +240,18 @@ func envCmd(_ context.Context, args []string, h host, stdout, stderr io.Writer) 
 	}
 	names := h.names()
 	if _, err := config.Load(h.getenv, names); err != nil {
-		return err
+		var ps config.Problems
+		if !errors.As(err, &ps) {
+			return err
+		}
+		// One problem a line, as its help and docs/configuration.md say (main prints an
+		// error on one line, which serve's log wants): the error counts them after.
+		for _, p := range ps {
+			if _, err := fmt.Fprintln(stderr, cli.OneLine(p)); err != nil {
+				return err
+			}
+		}
+		return config.Problems{&printedProblems{path: "the GATE_* environment", n: len(ps), err: err}}
 	}
 	_, err = fmt.Fprintf(stdout, "ok: %d GATE_* variables set, the rest at their defaults\n", len(names))
 	return err

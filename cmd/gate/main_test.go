@@ -409,7 +409,7 @@ func TestRunCommands(t *testing.T) {
 		{args: []string{"-x"}, usageErr: true, errHas: `unknown command "-x"`},
 		{args: []string{"serve", "extra"}, usageErr: true, errHas: "serve takes no arguments"},
 		{args: []string{"env", "markdown"}, usageErr: true, errHas: "env takes no arguments"},
-		{args: []string{"env", "-check"}, errHas: "GATE_WINDOW"},
+		{args: []string{"env", "-check"}, errHas: "1 problem, on the line above", stderrHas: "GATE_WINDOW"},
 		// version needs no configuration (GATE_WINDOW is bad here) and prints four lines.
 		{args: []string{"version"}, stdoutHas: "version: dev\ncommit: ", wantNilErr: true},
 		{args: []string{"version", "-v"}, usageErr: true, errHas: "version takes no arguments"},
@@ -579,7 +579,7 @@ func TestEnvCheck(t *testing.T) {
 	bad := map[string]string{"GATE_KAFKA_BROKERS": "k:9092", "GATE_WINDOW": "soon", "GATE_LIMIT_MODE": "maybe"}
 	err := run(t.Context(), []string{"env", "-check"}, testHost(bad), &stdout, &stderr)
 	var p config.Problems
-	if !errors.As(err, &p) || !strings.Contains(err.Error(), "GATE_WINDOW") || !strings.Contains(err.Error(), "GATE_LIMIT_MODE") || stdout.Len() != 0 {
-		t.Errorf("env -check of a bad environment: %v (%T), stdout %q; want both problems, as configuration problems", err, err, stdout.String())
+	if !errors.As(err, &p) || !strings.Contains(stderr.String(), "GATE_WINDOW") || !strings.Contains(stderr.String(), "GATE_LIMIT_MODE") || stdout.Len() != 0 {
+		t.Errorf("env -check of a bad environment: %v (%T), stdout %q, stderr %q; want both problems, as configuration problems", err, err, stdout.String(), stderr.String())
 	}
 }

@@ -49,10 +49,16 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
+	topSet := false
+	fs.Visit(func(f *flag.Flag) { topSet = topSet || f.Name == "top" })
 	switch {
 	case len(args) > 1:
 		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: want at most one TEAM, got %q", args)}
+	case topSet && len(args) == 1:
+		// -top counts the teams listed without TEAM: with one, it would be ignored.
+		fs.Usage()
+		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: -top lists the most limited teams and takes no TEAM, got %q", args[0])}
 	case since <= 0:
 		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: -since %s: want a positive duration such as 24h", since)}
 	case top < 1:
@@ -111,11 +117,11 @@ func minute(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") 
 
 func printHistory(w io.Writer, h outcome.History, topic string, from time.Time) error {
 	if len(h.Intervals) == 0 {
-		_, err := fmt.Fprintf(w, "team %s: no outcomes in %s since %s\n", h.Team, topic, minute(from))
+		_, err := fmt.Fprintf(w, "team %s: no outcomes in %s since %s\n", cli.Shown(h.Team), topic, minute(from))
 		return err
 	}
 	t := h.Total
-	fmt.Fprintf(w, "team %s: %s records from %s to %s (gates: %d)\n", h.Team,
+	fmt.Fprintf(w, "team %s: %s records from %s to %s (gates: %d)\n", cli.Shown(h.Team),
 		outcome.Thousands(t.Accepted+t.Limited+t.DeadLetter+t.Skipped), minute(t.Start), minute(t.End), len(h.Gates))
 	if h.FirstLimited.IsZero() {
 		fmt.Fprintln(w, "never limited")
@@ -140,7 +146,7 @@ func printMostLimited(w io.Writer, top []outcome.Summary, rows int, topic string
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TEAM\tRECORDS\tACCEPTED\tLIMITED\tDEAD LETTER\tFIRST LIMITED\tLAST LIMITED\tBY")
 	for _, s := range top {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Team, outcome.Thousands(s.Records), outcome.Thousands(s.Accepted),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cli.Shown(s.Team), outcome.Thousands(s.Records), outcome.Thousands(s.Accepted),
 			outcome.Thousands(s.Limited), outcome.Thousands(s.DeadLetter), minute(s.FirstLimited), minute(s.LastLimited), s.By)
 	}
 	return tw.Flush()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -262,4 +263,21 @@ func runOutcomes(t *testing.T, env map[string]string, args ...string) string {
 		t.Fatalf("gate outcomes %v: %v\n%s", args, err, stderr.String())
 	}
 	return stdout.String()
+}
+
+// A team is whatever bytes an event carried: one holding a terminal escape sequence or a
+// tab is printed quoted, so that it neither reaches the terminal nor breaks the table's
+// columns (as gate replay's report, gate team and gate overrides list print it).
+func TestOutcomesTopQuotesOddTeams(t *testing.T) {
+	t.Parallel()
+	c, env := outcomesTopicEnv(t, 1)
+	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	const evil, tab = "evil\x1b]0;pwned\x07", "tab\tteam"
+	produceRows(t, c, testRow(at, evil, evil, "", "overflow", "rate_limited", 30), testRow(at, tab, tab, "", "overflow", "rate_limited", 20))
+	out := runOutcomes(t, env, "-top", "5")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if strings.ContainsAny(out, "\x1b\x07\t") || len(lines) != 4 ||
+		!strings.HasPrefix(lines[2], strconv.Quote(evil)+" ") || !strings.HasPrefix(lines[3], strconv.Quote(tab)+" ") {
+		t.Errorf("gate outcomes -top 5: want both teams quoted, one a line:\n%q", out)
+	}
 }

@@ -141,7 +141,8 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	defer cancel()
 	note := warnNoFleet(ctx, c, cfg.RedisPrefix, stderr)
 	if err := overridesDo(ctx, c, cfg, verb, key, team, lim, clk, stdout); err != nil {
-		return err
+		// Name the instance tried: a timeout from go-redis names none.
+		return fmt.Errorf("%w (GATE_REDIS_URLS=%s)", err, cfg.RedisURLs)
 	}
 	_, err = io.WriteString(stderr, note)
 	return err
@@ -191,7 +192,7 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "TEAM\tLIMIT\n")
 	for _, t := range slices.Sorted(maps.Keys(live)) {
-		fmt.Fprintf(tw, "%s\t%s\n", t, strconv.FormatInt(live[t], 10))
+		fmt.Fprintf(tw, "%s\t%s\n", cli.Shown(t), strconv.FormatInt(live[t], 10))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

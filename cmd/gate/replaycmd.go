@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -153,6 +154,21 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if err != nil {
 		return err
 	}
+	// The page's file is made now, in -html's directory, so that one that cannot be
+	// written fails before the replay rather than after it; it takes -html's name when
+	// written, a file there before kept until then.
+	var page *os.File
+	if o.html != "" {
+		if page, err = os.CreateTemp(filepath.Dir(o.html), "."+filepath.Base(o.html)+".*"); err != nil {
+			return fmt.Errorf("writing the report page %s: %w", o.html, err)
+		}
+		defer func() {
+			if page != nil { // not written: the replay failed
+				page.Close()
+				os.Remove(page.Name())
+			}
+		}()
+	}
 	log := gate.NewLogger(cfg, stderr)
 	opts, err := toolClientOpts(cfg, clk, log, "replay") // TLS and SASL, as the gate connects
 	if err != nil {
@@ -186,12 +202,15 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	}
 	rep := eng.Report(o.top)
 	rep.Topic, rep.Partitions, rep.Partial = rng.Topic, parts, partial
-	if o.html != "" {
-		f, err := os.Create(o.html)
-		if err != nil {
-			return fmt.Errorf("writing the report page: %w", err)
+	if page != nil {
+		f := page
+		page = nil
+		err := errors.Join(replay.WriteHTML(f, rep), f.Chmod(0o644), f.Close())
+		if err == nil {
+			err = os.Rename(f.Name(), o.html)
 		}
-		if err := errors.Join(replay.WriteHTML(f, rep), f.Close()); err != nil {
+		if err != nil {
+			os.Remove(f.Name())
 			return fmt.Errorf("writing the report page %s: %w", o.html, err)
 		}
 	}

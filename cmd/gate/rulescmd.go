@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -23,6 +24,10 @@ file changes into one it cannot use.
 
 // rulesCmd runs `gate rules check FILE`.
 func rulesCmd(args []string, getenv func(string) string, names []string, stdout, stderr io.Writer) error {
+	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		_, _ = io.WriteString(stderr, rulesUsage) // as every command's -h: the usage, exit status 0
+		return nil
+	}
 	if len(args) != 2 || args[0] != "check" {
 		_, _ = io.WriteString(stderr, rulesUsage)
 		return &cli.UsageError{Msg: fmt.Sprintf("rules: want check FILE, got %q", args)}

@@ -254,7 +254,7 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN")
 	for _, t := range a.Teams {
 		for _, l := range t.Limits {
-			fmt.Fprintf(tw, "%s\t", t.Team)
+			fmt.Fprintf(tw, "%s\t", cli.Shown(t.Team))
 			if byRule {
 				fmt.Fprintf(tw, "%s\t", orDash(l.Rule))
 			}

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/capturegate/gate/internal/config"
 )
@@ -32,6 +35,18 @@ func ExitCode(err error) int {
 // are read as log lines.
 func OneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
+// Shown is s as a command prints it in a table or a line: as it is when it is plain
+// printable text, else quoted (Go syntax). A team or key is whatever bytes an event
+// carried: a raw 0xff is text/tabwriter's escape character (it would swallow the rest of
+// a table), a tab or a newline would break the columns, and an escape sequence would
+// reach the terminal.
+func Shown(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
 // ParseFlags parses args into fs: -h prints the flags and returns flag.ErrHelp, which the
 // commands turn into a clean exit; a bad flag or an argument left over is a usage error.
 func ParseFlags(fs *flag.FlagSet, args []string) error {
@@ -51,8 +66,9 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 // arguments, before, between and after them (gate overrides set -rule R TEAM LIMIT as
 // well as gate overrides -rule R set TEAM LIMIT), and returns the arguments that are not
 // flags, in order. "--" ends the flags: what follows it is arguments, a TEAM that starts
-// with '-' included; a lone "-" is an argument. Errors are as ParseFlags's: -h returns
-// flag.ErrHelp, a bad flag a usage error.
+// with '-' included; a lone "-" is an argument, and so is a negative number that names no
+// flag (gate overrides set TEAM -5: the command's check of LIMIT then says what is
+// wrong). Errors are as ParseFlags's: -h returns flag.ErrHelp, a bad flag a usage error.
 func ParseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var rest []string
 	for i := 0; i < len(args); i++ {
@@ -60,7 +76,7 @@ func ParseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		if a == "--" {
 			return append(rest, args[i+1:]...), nil
 		}
-		if len(a) < 2 || a[0] != '-' {
+		if len(a) < 2 || a[0] != '-' || isNegativeNumber(fs, a) {
 			rest = append(rest, a)
 			continue
 		}
@@ -80,6 +96,18 @@ func ParseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 	}
 	return rest, nil
+}
+
+// isNegativeNumber reports whether a is a negative number, such as -5 or -1.5, that is
+// not the name of one of fs's flags.
+func isNegativeNumber(fs *flag.FlagSet, a string) bool {
+	if len(a) < 2 || a[0] != '-' || (a[1] < '0' || a[1] > '9') && a[1] != '.' {
+		return false // not -Inf or -NaN, which ParseFloat takes
+	}
+	if _, err := strconv.ParseFloat(a, 64); err != nil {
+		return false
+	}
+	return fs.Lookup(strings.TrimPrefix(a, "-")) == nil
 }
 
 // isBoolFlag reports whether f takes no value (-v rather than -v true), as flag decides.

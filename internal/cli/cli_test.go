@@ -98,12 +98,35 @@ func TestParseInterleaved(t *testing.T) {
 		{[]string{"set", "--", "-a", "-rule", "5"}, got{Rest: []string{"set", "-a", "-rule", "5"}}},
 		{[]string{"-rule", "--", "x", "-"}, got{Rule: "--", Rest: []string{"x", "-"}}}, // a value, not the end of the flags
 		{nil, got{}},
+		// A negative number is an argument (a LIMIT, a TEAM), no flag being named by one:
+		// its own check then says what is wrong with it.
+		{[]string{"set", "a", "-5"}, got{Rest: []string{"set", "a", "-5"}}},
+		{[]string{"set", "-1.5", "-v", "5"}, got{Verbose: true, Rest: []string{"set", "-1.5", "5"}}},
 		{[]string{"list", "-h"}, got{Err: "help"}},
 		{[]string{"list", "-bogus"}, got{Err: "usage: overrides: flag provided but not defined: -bogus"}},
 		{[]string{"set", "-rule"}, got{Err: "usage: overrides: flag needs an argument: -rule"}},
 	} {
 		if g := parse(tt.args...); fmt.Sprintf("%+v", g) != fmt.Sprintf("%+v", tt.want) {
 			t.Errorf("%q: got %+v, want %+v", tt.args, g, tt.want)
+		}
+	}
+}
+
+// Shown leaves plain text as it is, spaces and non-ASCII letters included, and quotes
+// anything a terminal or a table would not show as written.
+func TestShown(t *testing.T) {
+	for in, want := range map[string]string{
+		"team-42":           "team-42",
+		"phc_x:user%3A1":    "phc_x:user%3A1",
+		"Zürich team":       "Zürich team",
+		"":                  "",
+		"a\xffb":            `"a\xffb"`,
+		"tab\there":         `"tab\there"`,
+		"new\nline":         `"new\nline"`,
+		"t\x1b]0;pwned\x07": `"t\x1b]0;pwned\a"`,
+	} {
+		if got := Shown(in); got != want {
+			t.Errorf("Shown(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -5,36 +5,23 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/outcome"
 )
 
 // minute formats a minute of the report.
 func minute(t time.Time) string { return fmtTime(t, "2006-01-02 15:04Z") }
 
-// shown is s as the report prints it: as it is when it is plain text, else quoted (Go
-// syntax). A key is whatever bytes an event carried: a raw 0xff is text/tabwriter's
-// escape character (it would swallow the rest of a table), a tab or a newline would
-// break the columns, and an escape sequence would reach the terminal.
-func shown(s string) string {
-	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
-		return s
-	}
-	return strconv.Quote(s)
-}
-
 // WriteText writes r as the terminal tables `gate replay` prints: per candidate, what
 // every record became and what each rule did, the dead letters' reasons, its most
 // affected keys, and with two candidates the teams whose records limited change.
 func WriteText(w io.Writer, r *Report) error {
 	n := outcome.Thousands
-	fmt.Fprintf(w, "replayed %s records (%s bytes) of %s from %s to %s\n", n(r.Records), n(r.Bytes), shown(r.Topic), minute(r.From), minute(r.To))
+	fmt.Fprintf(w, "replayed %s records (%s bytes) of %s from %s to %s\n", n(r.Records), n(r.Bytes), cli.Shown(r.Topic), minute(r.From), minute(r.To))
 	if r.Partial {
 		fmt.Fprintln(w, "PARTIAL: stopped before the end of the range; the figures cover what was read")
 	}
@@ -44,11 +31,11 @@ func WriteText(w io.Writer, r *Report) error {
 	for _, c := range r.Candidates {
 		t := c.Total
 		fmt.Fprintf(w, "\n== %s: accepted %s (tagged %s), limited %s (overflow %s, topic %s, dropped %s), dead letter %s, shadow over %s\n",
-			shown(c.Name), n(t.Accepted), n(t.Tagged), n(t.Limited), n(t.Overflow), n(t.Topic), n(t.Dropped), n(t.DeadLetter), n(t.ShadowOver))
+			cli.Shown(c.Name), n(t.Accepted), n(t.Tagged), n(t.Limited), n(t.Overflow), n(t.Topic), n(t.Dropped), n(t.DeadLetter), n(t.ShadowOver))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "RULE\tACCEPTED\tTAGGED\tOVERFLOW\tTOPIC\tDROPPED\tDEAD LETTER\tSHADOW OVER\t")
 		for _, rf := range c.Rules {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", shown(ruleName(rf.Rule)), n(rf.Accepted), n(rf.Tagged), n(rf.Overflow), n(rf.Topic),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", cli.Shown(ruleName(rf.Rule)), n(rf.Accepted), n(rf.Tagged), n(rf.Overflow), n(rf.Topic),
 				n(rf.Dropped), n(rf.DeadLetter), n(rf.ShadowOver))
 		}
 		if err := tw.Flush(); err != nil {
@@ -57,7 +44,7 @@ func WriteText(w io.Writer, r *Report) error {
 		if len(c.DeadLetters) > 0 {
 			var parts []string
 			for _, reason := range slices.Sorted(maps.Keys(c.DeadLetters)) {
-				parts = append(parts, fmt.Sprintf("%s %s", shown(reason), n(c.DeadLetters[reason])))
+				parts = append(parts, fmt.Sprintf("%s %s", cli.Shown(reason), n(c.DeadLetters[reason])))
 			}
 			fmt.Fprintf(w, "dead letters by reason: %s\n", strings.Join(parts, ", "))
 		}
@@ -76,7 +63,7 @@ func WriteText(w io.Writer, r *Report) error {
 			if k.Threshold > 0 {
 				peak = fmt.Sprintf("%.2f × %s", k.PeakRatio, n(k.Threshold))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shown(ruleName(k.Rule)), shown(k.Key), n(k.Limited), n(k.Tagged), n(k.ShadowOver),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cli.Shown(ruleName(k.Rule)), cli.Shown(k.Key), n(k.Limited), n(k.Tagged), n(k.ShadowOver),
 				minute(k.FirstLimited), minute(k.LastLimited), peak)
 		}
 		if err := tw.Flush(); err != nil {
@@ -84,7 +71,7 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 	}
 	if len(r.Candidates) == 2 {
-		a, b := shown(r.Candidates[0].Name), shown(r.Candidates[1].Name)
+		a, b := cli.Shown(r.Candidates[0].Name), cli.Shown(r.Candidates[1].Name)
 		if len(r.Diff) == 0 {
 			_, err := fmt.Fprintf(w, "\n%s and %s limit every team alike\n", a, b)
 			return err
@@ -93,7 +80,7 @@ func WriteText(w io.Writer, r *Report) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "TEAM\tLIMITED (%s)\tLIMITED (%s)\tCHANGE\n", a, b)
 		for _, d := range r.Diff[:min(len(r.Diff), 50)] {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%+d\n", shown(d.Team), n(d.A), n(d.B), d.Change)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%+d\n", cli.Shown(d.Team), n(d.A), n(d.B), d.Change)
 		}
 		return tw.Flush()
 	}

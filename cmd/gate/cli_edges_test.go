@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/capturegate/gate/internal/cli"
+)
+
+// gate outcomes TEAM prints one team's history: -top, which counts the teams listed
+// without TEAM, cannot apply, and is refused (as gate team refuses -top with a TEAM)
+// rather than ignored.
+func TestOutcomesTopWithTeamRefused(t *testing.T) {
+	t.Parallel()
+	_, env := outcomesTopicEnv(t, 1)
+	for _, args := range [][]string{{"-top", "5", "42"}, {"42", "-top", "5"}} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"outcomes"}, args...), testHost(env), &stdout, &stderr)
+		var ue *cli.UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "-top") || stdout.Len() != 0 {
+			t.Errorf("gate outcomes %q: %v, stdout %q; want a usage error naming -top, nothing on stdout", args, err, stdout.String())
+		}
+	}
+}
+
+// gate env -check prints every problem one a line, as its help and
+// docs/configuration.md say, not all of them on the one line main prints an error on.
+func TestEnvCheckOneProblemALine(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	bad := map[string]string{"GATE_WINDOW": "soon", "GATE_LIMIT_MODE": "maybe", "GATE_FOO": "1"}
+	err := run(t.Context(), []string{"env", "-check"}, testHost(bad), &stdout, &stderr)
+	if cli.ExitCode(err) != 2 || stdout.Len() != 0 {
+		t.Fatalf("env -check: %v (exit %d), stdout %q; want exit status 2, nothing on stdout", err, cli.ExitCode(err), stdout.String())
+	}
+	// What the operator sees: stderr, then main's last line.
+	out := stderr.String() + "gate: " + cli.OneLine(err) + "\n"
+	for _, name := range []string{"GATE_WINDOW", "GATE_LIMIT_MODE", "GATE_FOO"} {
+		n := 0
+		for line := range strings.SplitSeq(out, "\n") {
+			if strings.Contains(line, name) {
+				n++
+				if strings.Contains(strings.ReplaceAll(line, name, ""), "GATE_WINDOW=") || strings.Count(line, "GATE_") > 2 {
+					t.Errorf("line %q holds more than the problem of %s", line, name)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s is named on %d lines, want 1:\n%s", name, n, out)
+		}
+	}
+}
+
+// gate rules -h prints the usage and exits 0, as every other command's -h does.
+func TestRulesHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"check", "-h"}} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"rules"}, args...), testHost(nil), &stdout, &stderr)
+		if err != nil || !strings.Contains(stderr.String(), "Usage: gate rules check FILE") {
+			t.Errorf("gate rules %q: %v, stderr %q; want the usage and exit status 0", args, err, stderr.String())
+		}
+	}
+}
+
+// When Redis accepts the connection and never answers, gate overrides fails within its
+// timeout with an error naming the Redis instance it tried, not a bare "i/o timeout".
+func TestOverridesUnansweredRedisNamed(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	url := "redis://" + ln.Addr().String() + "/0"
+	env := map[string]string{"GATE_REDIS_URLS": url, "GATE_REDIS_READ_TIMEOUT": "200ms", "GATE_REDIS_WRITE_TIMEOUT": "200ms"}
+	for _, args := range [][]string{{"set", "7", "10"}, {"delete", "7"}, {"list"}} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"overrides"}, args...), testHost(env), &stdout, &stderr)
+		if err == nil || cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), ln.Addr().String()) {
+			t.Errorf("gate overrides %q against a Redis that never answers: %v; want exit status 1 and an error naming %s", args, err, url)
+		}
+	}
+}
+
+// gate overrides set TEAM -5 says the limit is wrong, not that -5 is an unknown flag.
+func TestOverridesNegativeLimitSaysLimit(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"overrides", "set", "7", "-5"}, testHost(nil), &stdout, &stderr)
+	if cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), `limit "-5"`) {
+		t.Errorf("gate overrides set 7 -5: %v; want a usage error about the limit -5", err)
+	}
+}
+
+// gate replay -html FILE where FILE cannot be written fails before it reads anything
+// (here: before it dials a broker that is not there), not after an hours-long replay
+// whose report it then loses.
+func TestReplayHTMLUnwritableFailsFirst(t *testing.T) {
+	t.Parallel()
+	html := filepath.Join(t.TempDir(), "no-such-dir", "report.html")
+	env := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1"}
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"replay", "-from", "1h", "-html", html}, testHost(env), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), html) || strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("gate replay -html %s: %v; want an error naming the page file, before any broker is dialled", html, err)
+	}
+}
