@@ -1237,3 +1237,31 @@ func TestCacheIdleTimeoutUnderASecondRefused(t *testing.T) {
 		t.Error("limit.New took an idle timeout of 500ms")
 	}
 }
+
+// A window that is itself refused is reported alone: the checks of other variables
+// against it (GATE_COLD_WRITE_INTERVAL, the adaptive durations, adaptive's hour) are not
+// made, as they would name variables the operator never set, or, dividing an hour by a
+// window of 0, stop the gate with a panic instead of the line naming GATE_WINDOW.
+func TestBadWindowReportedAlone(t *testing.T) {
+	t.Parallel()
+	for _, env := range []map[string]string{
+		{"GATE_WINDOW": "0s", "GATE_THRESHOLD_MODE": "adaptive"},
+		{"GATE_WINDOW": "-1s"},
+		{"GATE_WINDOW": "-1s", "GATE_THRESHOLD_MODE": "adaptive"},
+		{"GATE_WINDOW": "8785h", "GATE_THRESHOLD_MODE": "adaptive"},
+	} {
+		var err error
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("panic: %v", p)
+				}
+			}()
+			_, err = loadMap(env)
+		}()
+		var ps Problems
+		if !errors.As(err, &ps) || len(ps) != 1 || !strings.Contains(ps[0].Error(), "GATE_WINDOW") {
+			t.Errorf("%v: %v, want the one problem of GATE_WINDOW", env, err)
+		}
+	}
+}

@@ -157,7 +157,7 @@ func (c Limiter) validate(bad report) {
 		bad("DIVERT_RELEASE", "a share above 0 and at most 1 such as 0.8")
 	}
 	c.validateAdaptive(bad)
-	if c.ColdWriteInterval < 0 || c.ColdWriteInterval > c.Window {
+	if c.ColdWriteInterval < 0 || c.windowOK() && c.ColdWriteInterval > c.Window {
 		bad("COLD_WRITE_INTERVAL", fmt.Sprintf("a duration above 0 and at most the window (%s), such as 30s", c.Window))
 	}
 	bad.atLeast("CACHE_CAPACITY", c.CacheCapacity, 1)
@@ -191,6 +191,13 @@ func (c Limiter) validateBetween(bad report) {
 	}
 }
 
+// windowOK reports whether GATE_WINDOW is one validate takes: the values checked against
+// it are checked only then, so that a bad window is reported alone, not through
+// variables the operator never set (nor, dividing an hour by a window of 0, a panic).
+func (c Limiter) windowOK() bool {
+	return c.Window >= time.Millisecond && c.Window <= rules.MaxWindow
+}
+
 // validateAdaptive checks the GATE_ADAPTIVE_* values, whatever the mode (a bad value is
 // bad before it is used), and what adaptive mode needs of the rest.
 func (c Limiter) validateAdaptive(bad report) {
@@ -209,20 +216,21 @@ func (c Limiter) validateAdaptive(bad report) {
 	if c.ThresholdMode != adaptiveMode && w > time.Hour {
 		w, name, two = time.Hour, "an adaptive rule's longest window", "two hours"
 	}
-	if c.AdaptiveHalfLife < w {
+	ok := c.windowOK()
+	if ok && c.AdaptiveHalfLife < w {
 		bad("ADAPTIVE_HALF_LIFE", fmt.Sprintf("a duration of at least %s (%s) such as 72h", name, w))
 	}
-	if lo := spike.MaxFoldEvery + 2*w; c.AdaptiveMaxSpike < lo || c.AdaptiveMaxSpike > 7*24*time.Hour {
+	if lo := spike.MaxFoldEvery + 2*w; ok && c.AdaptiveMaxSpike < lo || c.AdaptiveMaxSpike > 7*24*time.Hour {
 		bad("ADAPTIVE_MAX_SPIKE", fmt.Sprintf("a duration from %s (an hour and %s) to 168h such as 3h", lo, two))
 	}
-	if c.AdaptiveMinHistory < w {
+	if ok && c.AdaptiveMinHistory < w {
 		bad("ADAPTIVE_MIN_HISTORY", fmt.Sprintf("a duration of at least %s (%s) such as 24h", name, w))
 	}
 	if c.ThresholdMode != adaptiveMode {
 		return
 	}
 	switch {
-	case c.Window > time.Hour || time.Hour%c.Window != 0:
+	case ok && (c.Window > time.Hour || time.Hour%c.Window != 0): // a bad window is its own problem
 		bad("THRESHOLD_MODE", fmt.Sprintf("static unless GATE_WINDOW (%s) divides an hour, such as 60s (adaptive learns per hour of the day)", c.Window))
 	case c.Clock.Clock == limit.EventClock:
 		bad("THRESHOLD_MODE", "static with GATE_CLOCK=event (learned thresholds are kept under the wall clock only)")
