@@ -646,8 +646,16 @@ func TestHalfWrittenFilesKeepLastGood(t *testing.T) {
 	}
 	write(t, filepath.Join(dir, "ca.crt"), bundle)
 	f.clk.Advance(time.Second)
-	if m := r.current(); len(m.pool.Subjects()) != 2 { //nolint:staticcheck // a pool of PEM files
-		t.Errorf("the complete bundle: %d CAs in use, want 2", len(m.pool.Subjects())) //nolint:staticcheck
+	// Both CAs in use: a server certificate of each verifies.
+	m := r.current()
+	for _, ca := range []*authority{f.serverCA, ca2} {
+		leaf, err := x509.ParseCertificate(ca.issue(t, "localhost", true).tls.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: m.pool, CurrentTime: time.Now()}); err != nil {
+			t.Errorf("the complete bundle: a certificate of %s: %v", ca.cert.Subject.CommonName, err)
+		}
 	}
 	// A certificate file with a chain, cut short in its second block, and its key.
 	chain := append(append([]byte{}, f.c2.certPEM...), f.clientCA.pem...)
