@@ -138,8 +138,9 @@ miniredis), two gates in one consumer group sharing the limit, and a load genera
 shows what they route, once a second, until the duration ends or Ctrl-C. Other GATE_*
 variables apply to both gates (gate-dev defaults: GATE_WINDOW=10s, GATE_THRESHOLD=2000,
 GATE_SYNC_INTERVAL=5s, GATE_REDIS_PREFIX=gate-dev, GATE_LOG_LEVEL=warn, GATE_LOG_FORMAT=text,
-GATE_TEAM_API=true). Each gate serves its HTTP endpoints, as gate serve does, on
--http-addr and the port after it (GATE_HTTP_ADDR is not used). This is the demo, not the
+GATE_TEAM_API=true, GATE_OUTCOMES_TOPIC=events_outcomes). Each gate serves its HTTP
+endpoints, as gate serve does, on -http-addr and the port after it (GATE_HTTP_ADDR is not
+used). This is the demo, not the
 production binary: that is gate (cmd/gate), which links none of this.
 
 Flags:

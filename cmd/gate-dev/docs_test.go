@@ -110,3 +110,36 @@ func TestDocsKcatExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsListTheDemoDefaults: every GATE_ setting the demo uses where the environment
+// sets none (devDefaults) is listed, as NAME=VALUE, by docs/demo.md and by gate-dev -h,
+// and every topic one of them names is among the topics README.md and docs/demo.md say
+// the demo's broker has.
+func TestDocsListTheDemoDefaults(t *testing.T) {
+	var help strings.Builder
+	if _, _, err := parseDevFlags([]string{"-h"}, &help); err == nil {
+		t.Fatal("gate-dev -h: no error")
+	}
+	texts := map[string]string{"gate-dev -h": strings.Join(strings.Fields(help.String()), " ")}
+	for _, doc := range demoDocs {
+		b, err := os.ReadFile(filepath.Join("..", "..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[doc] = strings.Join(strings.Fields(string(b)), " ")
+	}
+	for name, value := range devDefaults() {
+		for _, where := range []string{"gate-dev -h", "docs/demo.md"} {
+			if !strings.Contains(texts[where], name+"="+value) {
+				t.Errorf("%s does not list the demo's default %s=%s", where, name, value)
+			}
+		}
+		if strings.HasSuffix(name, "_TOPIC") {
+			for _, doc := range demoDocs {
+				if !strings.Contains(texts[doc], "`"+value+"`") {
+					t.Errorf("%s does not name the topic %s (%s) among the demo broker's", doc, value, name)
+				}
+			}
+		}
+	}
+}
