@@ -33,8 +33,9 @@ type Config struct {
 	// MaxPendingWrites bounds the (team, epoch) counts kept waiting for Redis, for example
 	// while it is down. Past it new counts are dropped and counted. Default 1,000,000.
 	MaxPendingWrites int
-	// MaxReadsPerTick bounds the reads one tick makes; the hottest go first and the rest
-	// are planned again next tick. Default 100,000.
+	// MaxReadsPerTick bounds the reads one tick makes; the hottest go first (a read put
+	// off gaining on them each tick: readAging) and the rest are planned again next tick.
+	// Default 100,000.
 	MaxReadsPerTick int
 	// FlushTimeout bounds the final flush when Run stops. Default 5 s.
 	FlushTimeout time.Duration

@@ -9,7 +9,9 @@ package tick
 
 import (
 	"cmp"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,8 +21,34 @@ import (
 
 // readRef is a planned read and the limiter it belongs to.
 type readRef struct {
-	lim int
-	r   *limit.Read
+	lim  int
+	r    *limit.Read
+	prio float64 // over budget: the order reads are made in (readPriority)
+}
+
+// teamRef is one limiter's team.
+type teamRef struct {
+	lim  int
+	team string
+}
+
+// putOff is how many ticks in a row a due read has been put off by the read budget, as of
+// tick (Ticker.tickN).
+type putOff struct {
+	n    int
+	tick uint64
+}
+
+// readAging is what each tick a due read was put off adds to its pressure when the reads
+// due are over budget: the hottest go first, but a read put off catches up with hotter
+// ones, a tier's width in about three ticks. Sorted by pressure alone, a team due on every
+// tick (hot, HotEveryTick; or a failed read's retry) behind as many hotter ones as the
+// budget holds was never read: its view stayed this gate's own counts for as long.
+const readAging = 0.1
+
+// readPriority is the order a due read is made in when over budget, highest first.
+func (t *Ticker) readPriority(rr readRef) float64 {
+	return rr.r.Pressure + readAging*float64(t.putOff[teamRef{rr.lim, rr.r.Team}].n)
 }
 
 // plan is one instance's share of a tick.
@@ -179,26 +207,48 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		reads := t.reads[:0]
 		for li := range t.limits {
 			for i := range t.limits[li].sweep.Reads {
-				reads = append(reads, readRef{li, &t.limits[li].sweep.Reads[i]})
+				reads = append(reads, readRef{lim: li, r: &t.limits[li].sweep.Reads[i]})
 			}
 		}
 		t.reads = reads
-		if len(reads) > maxReads {
-			// Over budget: the hottest teams first; the rest are planned again next tick.
-			slices.SortFunc(reads, func(a, b readRef) int { return cmp.Compare(b.r.Pressure, a.r.Pressure) })
+		over := len(reads) > maxReads
+		if over {
+			// Over budget: the hottest teams first, those put off before gaining on them
+			// (readAging); the rest are planned again next tick.
+			for i := range reads {
+				reads[i].prio = t.readPriority(reads[i])
+			}
+			slices.SortFunc(reads, func(a, b readRef) int { return cmp.Compare(b.prio, a.prio) })
+		} else {
+			clear(t.putOff)
 		}
 		for _, rr := range reads {
 			// A team whose counts were not all sent is read all the same: what Redis
 			// does not hold is added to the read (notInRedis), so none is forgotten.
 			if res.Reads >= maxReads {
 				res.SkippedReads++
+				k := teamRef{rr.lim, rr.r.Team}
+				if po, ok := t.putOff[k]; !ok || po.tick != t.tickN { // a team read in two epochs counts once
+					if !ok {
+						k.team = strings.Clone(k.team) // kept past the sweep whose read it was
+					}
+					t.putOff[k] = putOff{po.n + 1, t.tickN}
+				}
 				continue
+			}
+			if over {
+				delete(t.putOff, teamRef{rr.lim, rr.r.Team})
 			}
 			li := t.laneFor(rr.r.Team)
 			t.laneReads[li] = append(t.laneReads[li], rr)
 			t.plans[t.lanes[li].inst].reads++
 			res.Reads++
 			t.m.reads.WithLabelValues(rr.r.Reason.String()).Inc()
+		}
+		if over && len(t.putOff) > res.SkippedReads {
+			// Teams put off before and not due now (read in the meantime, or gone)
+			// start again from nothing when they are due again.
+			maps.DeleteFunc(t.putOff, func(_ teamRef, po putOff) bool { return po.tick != t.tickN })
 		}
 		t.m.skippedReads.Add(float64(res.SkippedReads))
 	}

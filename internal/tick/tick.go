@@ -57,6 +57,9 @@ type Ticker struct {
 	writes batchWriter
 	plans  []plan
 	reads  []readRef // every limiter's due reads, reused
+	// putOff is, for the due reads the read budget put off, how many ticks in a row it
+	// did (readPriority); empty while the budget holds every due read.
+	putOff map[teamRef]putOff
 }
 
 // Limit is one limiter the tick syncs, with the prefix of its Redis keys.
@@ -186,6 +189,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		errLogs:   make([]errLog, len(instances)),
 		pending:   make(map[countKey]int64),
 		doubt:     make(map[countKey]int64),
+		putOff:    make(map[teamRef]putOff),
 		plans:     make([]plan, len(instances)),
 		ttlGroups: len(ttls),
 	}
