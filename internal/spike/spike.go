@@ -377,11 +377,12 @@ func (c Config) maxSpikeWindows() int64 { return max(int64(c.MaxSpike/c.Window),
 // from (silence is not a volume). It reports whether the window was over its learned
 // threshold (a spike, not learned from unless it recurs daily or has lasted MaxSpike).
 func (c Config) Fold(p *Profile, epoch int64, count float64) (spike bool) {
-	return c.foldLead(p, epoch, count, 1, true)
+	// The next fold, of window epoch+1, applies from window epoch+2.
+	return c.foldLead(p, epoch, count, 2, true)
 }
 
-// foldLead is Fold for a caller whose next fold comes lead windows after this one: a
-// spike is re-learned at the last fold before it would last MaxSpike. A window not
+// foldLead is Fold for a caller whose next fold applies from window epoch+lead: a spike
+// is re-learned at the last fold before it would last MaxSpike. A window not
 // observed (one FoldSpan takes at the observed one's rate) is learned from but is no
 // burst and raises no pattern hour: taken at the rate of an observed window elsewhere in
 // the day, with that hour's season, it would keep a pattern hour's bursts coming after
@@ -557,7 +558,7 @@ func (c Config) FoldScheduled(p *Profile, f int64, count float64) (spike bool) {
 	if p.Windows > 0 {
 		span = min(max(span, f-p.Epoch), 2*span)
 	}
-	return c.foldSpan(p, f, count, span, next)
+	return c.foldSpan(p, f, count, span, next+3) // folded at next+2, applying from the window after
 }
 
 // FoldSpan learns window epoch's final count as the volume of the span windows ending at
@@ -569,16 +570,17 @@ func (c Config) FoldScheduled(p *Profile, f int64, count float64) (spike bool) {
 // 1 or less is Fold. It reports whether the observed window was over its learned
 // threshold: then so is the span, which is not learned from.
 func (c Config) FoldSpan(p *Profile, epoch int64, count float64, span int64) (spike bool) {
-	return c.foldSpan(p, epoch, count, span, epoch+span)
+	// As Fold: the next fold, of window epoch+span, applies from the window after it.
+	return c.foldSpan(p, epoch, count, span, epoch+max(span, 1)+1)
 }
 
-// foldSpan is FoldSpan for a caller whose next fold is of window next, made two windows
-// later (it is final then) and applying to every record from the window after.
-func (c Config) foldSpan(p *Profile, epoch int64, count float64, span, next int64) bool {
+// foldSpan is FoldSpan for a caller whose next fold applies to every record from window
+// applies on.
+func (c Config) foldSpan(p *Profile, epoch int64, count float64, span, applies int64) bool {
 	if p.Windows > 0 && epoch <= p.Epoch {
 		return false
 	}
-	lead := max(next+3-epoch, 1)
+	lead := max(applies-epoch, 1)
 	if span <= 1 || p.Windows == 0 {
 		return c.foldLead(p, epoch, count, lead, true)
 	}
@@ -602,7 +604,7 @@ func (c Config) foldSpan(p *Profile, epoch int64, count float64, span, next int6
 		if s, d := c.slot(e), c.weekday(e); s != obs || d != obsDay {
 			n = rate * seasons[s] * weeks[d]
 		}
-		c.foldLead(p, e, n, next+3-e, false)
+		c.foldLead(p, e, n, applies-e, false)
 	}
 	return c.foldLead(p, epoch, count, lead, true)
 }
