@@ -195,6 +195,11 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 	// Both delivery modes recycle their input records once every record of a poll's
 	// batch is done (ackBatch).
 	opts = append(opts, kgo.WithPools(&c.pools), kgo.WithHooks(&c.pools))
+	// Control records (the commit or abort marker that ends a transaction of the
+	// input's producers) are polled, so that the gate sees its position move past them
+	// (works drops them): a marker after the last record otherwise counts as lag no
+	// poll ever clears, and an idle gate reads as stalled (watchdog.go).
+	opts = append(opts, kgo.KeepControlRecords())
 	opts = append(opts, kgoLoggerOpt(c.log)...)
 	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}))
 }
@@ -385,8 +390,11 @@ func (c *Consumer) fetchErrors(fetches kgo.Fetches) {
 // work is one partition's records from one poll.
 type work struct {
 	p    *partition
-	recs []*kgo.Record
+	recs []*kgo.Record // without control records (see dataRecords)
 	hwm  int64
+	// next is the offset after the last record polled, control records included: where
+	// the partition's lag is measured from once every record of recs is routed.
+	next int64
 }
 
 // works gathers a poll's records of the input topic, one work item per partition.
@@ -396,7 +404,8 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 		if ftp.Topic != c.cfg.InputTopic {
 			return
 		}
-		if len(ftp.Records) == 0 {
+		recs, next := dataRecords(ftp.Records)
+		if next < 0 {
 			c.m.setLag(ftp.Partition, ftp.HighWatermark, -1)
 			return
 		}
@@ -405,8 +414,9 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 		for i := range ws {
 			if ws[i].p.id == ftp.Partition {
 				// Clip: the first slice's spare capacity belongs to the client.
-				ws[i].recs = append(slices.Clip(ws[i].recs), ftp.Records...)
+				ws[i].recs = append(slices.Clip(ws[i].recs), recs...)
 				ws[i].hwm = max(ws[i].hwm, ftp.HighWatermark)
+				ws[i].next = next
 				return
 			}
 		}
@@ -414,9 +424,39 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 		if p.stopped.Load() {
 			return // fetched before it was paused: nothing past the stop is routed
 		}
-		ws = append(ws, work{p: p, recs: ftp.Records, hwm: ftp.HighWatermark})
+		if len(recs) == 0 {
+			// Only control records: nothing to route, but the partition's position moved
+			// past them (a record of it polled later in this poll sets its lag again).
+			c.setLag(p, ftp.HighWatermark, next)
+			return
+		}
+		ws = append(ws, work{p: p, recs: recs, hwm: ftp.HighWatermark, next: next})
 	})
 	return ws
+}
+
+// dataRecords returns recs without their control records (transaction markers, polled
+// only so that the gate sees its position move: see clientOpts), which it recycles, and
+// the offset after the last record of either kind (-1 when recs is empty). recs comes
+// back as is when it holds none, else in a slice of its own: recs is the client's.
+func dataRecords(recs []*kgo.Record) ([]*kgo.Record, int64) {
+	if len(recs) == 0 {
+		return recs, -1
+	}
+	next := recs[len(recs)-1].Offset + 1
+	i := slices.IndexFunc(recs, func(r *kgo.Record) bool { return r.Attrs.IsControl() })
+	if i < 0 {
+		return recs, next
+	}
+	data := recs[:i:i]
+	for _, r := range recs[i:] {
+		if r.Attrs.IsControl() {
+			r.Recycle()
+			continue
+		}
+		data = append(data, r)
+	}
+	return data, next
 }
 
 // process routes ws with routeFn: each partition's records in order, by one goroutine,
@@ -523,7 +563,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		c.cl.Produce(rctx, &f.out, c.promise)
 	}
 	endOutcomes(w.p, end)
-	c.setLag(w.p, w.hwm, end)
+	c.setLag(w.p, w.hwm, max(end, w.next))
 }
 
 // produce hands f.out to the producer; onProduced acknowledges it in its batch or

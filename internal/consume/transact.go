@@ -811,7 +811,11 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		}
 		next = in.Offset + 1
 	}
-	c.setLag(w.p, w.hwm, next)
+	lagFrom := next
+	if next == w.recs[len(w.recs)-1].Offset+1 {
+		lagFrom = max(next, w.next) // every record routed: past the control records after them too
+	}
+	c.setLag(w.p, w.hwm, lagFrom)
 }
 
 // isolating reports whether a record of ws must be produced alone.
