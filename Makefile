@@ -198,9 +198,9 @@ fuzz:
 # without holds (BenchmarkDivertSwitches, 1x), spike protection's learner on a week of
 # 10k teams beside the best static threshold (BenchmarkSpikeTrace, 1x, about 40 s; it draws
 # bench/spike.svg), four gate processes enforcing one cap
-# (BenchmarkFleetProcessWindow, 1x, about a minute), the check beside a bare map five more
-# times, interleaved (the report takes the medians of the six), and the whole gate beside a bare franz-go pass-through through the
-# kfake broker, run in a process of its own so the bench process's CPU is the client's (six runs of the test binary of a million records each, the pass-through, the gate, then the gate
+# (BenchmarkFleetProcessWindow, 1x, about a minute), the check beside a bare map fifteen more
+# times, interleaved, each in a process of its own (the report takes the medians of the sixteen), and the whole gate beside a bare franz-go pass-through through the
+# kfake broker, run in a process of its own so the bench process's CPU is the client's (six runs of the test binary of a million records each, the pooled pass-through, the gate, the plain pass-through, then the gate
 # with exactly-once delivery, so a drifting machine affects all alike), the same three on Apache Kafka itself (BenchmarkRealKafka,
 # three runs of 300,000 records on one JVM broker) and the real broker's produced-to-readable latency at 2,000 records/s
 # in each delivery mode (BenchmarkRealKafkaLatency). Compare figures within one run: these machines are noisy. All output

@@ -13,6 +13,10 @@ const (
 	benchTickStandalo = "BenchmarkTick/standalone"
 )
 
+// fleetRedisSizes are BenchmarkFleetRedis/ours' fleet sizes (ours/n<size>), all of which
+// gates_per_redis_core is the least over.
+var fleetRedisSizes = []int{1, 4, 16, 64}
+
 // catchupFigures puts the shares falsely limited while replaying a backlog.
 func catchupFigures(b Samples, out map[string]float64) {
 	if v, ok := b.Mean(benchCatchUp, "false_overflow_event"); ok {
@@ -25,16 +29,19 @@ func catchupFigures(b Samples, out map[string]float64) {
 
 // fleetFigures puts the fleet's and the million teams' figures.
 func fleetFigures(b Samples, out map[string]float64) {
-	// The fleet's Redis cost: every fleet size's figures, and the gates one core carries
-	// at the largest fleet measured (the least, should they differ).
-	gpc := 0.0
-	for _, n := range []int{1, 4, 16, 64} {
+	// The fleet's Redis cost: every fleet size's figures, and the gates one core carries:
+	// the least over every fleet size, put only when each was measured (a size missing,
+	// its sub-benchmark renamed or not run, would leave the least of the others standing
+	// for the goal's figure).
+	gpc, sizes := 0.0, 0
+	for _, n := range fleetRedisSizes {
 		name := fmt.Sprintf("BenchmarkFleetRedis/ours/n%d", n)
 		if v, ok := b.Mean(name, "gates_per_core"); ok {
 			out[fmt.Sprintf("fleet_gates_per_redis_core_n%d", n)] = v
-			if gpc == 0 || v < gpc {
+			if sizes == 0 || v < gpc {
 				gpc = v
 			}
+			sizes++
 		}
 		if v, ok := b.Mean(name, "redis_cpu"); ok {
 			out[fmt.Sprintf("fleet_redis_cpu_n%d", n)] = v
@@ -46,7 +53,7 @@ func fleetFigures(b Samples, out map[string]float64) {
 			out[fmt.Sprintf("fleet_tick_p99_ms_n%d", n)] = v
 		}
 	}
-	if gpc > 0 {
+	if sizes == len(fleetRedisSizes) {
 		out["gates_per_redis_core"] = gpc
 	}
 	if v, ok := b.Mean("BenchmarkFleetRedis/baseline/n1", "gates_per_core"); ok {

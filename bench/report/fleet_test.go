@@ -1,0 +1,50 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// gates_per_redis_core is the least over BenchmarkFleetRedis/ours' fleet sizes 1 to 64: a
+// size missing from the input (its sub-benchmark renamed, or not run) leaves the figure
+// not measured, which fails make bench, rather than the least of the others standing for
+// it; and a size that measures 0 gates a core is that least, not skipped.
+func TestGatesPerRedisCoreEverySize(t *testing.T) {
+	full := fullRaw(t)
+	f := Measure(mustParse(t, full))
+	if v, ok := f.Values["gates_per_redis_core"]; !ok || v != 72.84 {
+		t.Fatalf("gates_per_redis_core = %v (present %v), want 72.84, the least of the four sizes", v, ok)
+	}
+
+	// n64 renamed: the three others meet the goal (≥ 64) without it.
+	p := mustParse(t, edit(t, full, `^BenchmarkFleetRedis/ours/n64-2 `, "BenchmarkFleetRedis/ours/gates64-2 "))
+	f = Measure(p)
+	if v, ok := f.Values["gates_per_redis_core"]; ok {
+		t.Errorf("gates_per_redis_core = %v without BenchmarkFleetRedis/ours/n64: want it not measured", v)
+	}
+	if got, want := RunProblems(p, f), "not measured: gates_per_redis_core (goal ≥ 64): not in the benchmark output"; !slices.Contains(got, want) {
+		t.Errorf("run problems = %q, want %q among them", got, want)
+	}
+	if md := Markdown(f.Rounded(), Machine{}, Run{Input: p}); !strings.Contains(md, "| `gates_per_redis_core` | not measured | ≥ 64 | — |") {
+		t.Errorf("RESULTS.md does not say gates_per_redis_core was not measured")
+	}
+
+	// One size at 0 gates a core: the least is 0, a goal missed.
+	f = Measure(mustParse(t, edit(t, full, `^(BenchmarkFleetRedis/ours/n1-2 \t 1\t 1 ns/op\t) 72\.84 gates_per_core`, "$1 0 gates_per_core")))
+	if v, ok := f.Values["gates_per_redis_core"]; !ok || v != 0 {
+		t.Errorf("gates_per_redis_core = %v (present %v) with n1 at 0 gates a core, want 0", v, ok)
+	}
+	if got, want := GoalsMissed(f), "goal missed: gates_per_redis_core = 0, goal ≥ 64: short by 64"; !slices.Contains(got, want) {
+		t.Errorf("goals missed = %q, want %q among them", got, want)
+	}
+}
+
+func mustParse(t *testing.T, raw string) *Parsed {
+	t.Helper()
+	p, err := Parse(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
