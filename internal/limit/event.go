@@ -341,9 +341,24 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 					into.Expired++
 					return true
 				}
-				fthr := float64(l.threshold(e, team))
+				was := e.thr.Load()
+				thr := l.threshold(e, team)
+				fthr := float64(thr)
 				p := e.evLevel(progress) / fthr
-				tier := max(TierOf(p), Tier(e.thr.Load()>>tierShift&tierMask))
+				tier := TierOf(p)
+				if int64(was&thresholdMask) == thr {
+					// The tier the last check found, at its record's own progress: of
+					// this threshold.
+					tier = max(tier, Tier(was>>tierShift&tierMask))
+				} else if w := e.thr.Load(); w&movedBit == 0 {
+					// Found under another threshold (an override changed since): replaced
+					// by this one's, or a team raised far over its level would be read
+					// as hot, and counted so, until its next check.
+					if old := Tier(w >> tierShift & tierMask); old != tier &&
+						e.thr.CompareAndSwap(w, w&^(tierMask<<tierShift)|uint64(tier)<<tierShift) {
+						sh.transitions[old*numTiers+tier].Add(1)
+					}
+				}
 				into.Tiers[tier]++
 				reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.evPending(), fthr)
 				due = due && idle <= liveSecs

@@ -576,18 +576,19 @@ func (l *Limiter) SetOverrides(m map[string]int64) error {
 	gen := l.overrides.Load().gen + 1
 	if gen > genMask {
 		// The generation wraps: clear every cached threshold so that none taken under an
-		// old generation of the same number is ever believed current. Once per ~1M swaps.
+		// old generation of the same number is ever believed current. Once per 2^17 − 1 swaps.
 		gen = 1 // 0 never matches: a new entry's thr word is 0
-		for i := range l.shards {
-			sh := &l.shards[i]
-			sh.mu.Lock()
-			sh.idx.all(func(_ uint32, e *entry, _ string) bool {
-				for v := e.thr.Load(); !e.thr.CompareAndSwap(v, v&(tierMask<<tierShift|heldBit)); v = e.thr.Load() {
-				} // keeps the tier and hold
-				return true
-			})
-			sh.mu.Unlock()
+		clearThresholds(l.shards)
+		// Under EventClock the entries are in the windows' tables, not in l.shards: each
+		// table in the ring, under ringMu so none is made or dropped meanwhile (one made
+		// after starts with thr words of 0).
+		l.ringMu.Lock()
+		for i := range l.ring {
+			if tbl := l.ring[i].Load(); tbl != nil && !tbl.dead.Load() {
+				clearThresholds(tbl.shards)
+			}
 		}
+		l.ringMu.Unlock()
 	}
 	old := l.overrides.Load()
 	since := make(map[string]int64, len(m))
@@ -601,6 +602,21 @@ func (l *Limiter) SetOverrides(m map[string]int64) error {
 	}
 	l.overrides.Store(&overrides{gen: gen, m: maps.Clone(m), since: since})
 	return nil
+}
+
+// clearThresholds clears the cached threshold and generation of every entry of shards,
+// keeping its tier and hold: its next use computes the threshold afresh.
+func clearThresholds(shards []shard) {
+	for i := range shards {
+		sh := &shards[i]
+		sh.mu.Lock()
+		sh.idx.all(func(_ uint32, e *entry, _ string) bool {
+			for v := e.thr.Load(); !e.thr.CompareAndSwap(v, v&(tierMask<<tierShift|heldBit)); v = e.thr.Load() {
+			} // keeps the tier and hold
+			return true
+		})
+		sh.mu.Unlock()
+	}
 }
 
 // Overrides returns a copy of the current per-team thresholds.
