@@ -41,13 +41,15 @@ func Escape(v string) string {
 	return string(Append(nil, v))
 }
 
-// Value is the value a part was written from, Append's inverse. A part holding a '%'
-// that is no escape, which no key the gate builds has, is returned as it is.
+// Value is the value a part was written from, Append's inverse. A part that Append does
+// not write (a '%' that is no escape of ':' or '%', such as a team keyed alone whose id
+// is "acme%20inc" or "%41") is returned as it is: only %3A and %25 are read back, and only
+// where Escape of the result gives the part again.
 func Value(part string) string {
 	if strings.IndexByte(part, '%') < 0 {
 		return part
 	}
-	if v, err := url.PathUnescape(part); err == nil {
+	if v, err := url.PathUnescape(part); err == nil && Escape(v) == part {
 		return v
 	}
 	return part

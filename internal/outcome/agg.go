@@ -122,6 +122,9 @@ type entry struct {
 	key, team, topic string
 	threshold        int64
 	source           string
+	// first is when the row's first record was routed (Unix ns): threshold and source
+	// are that record's, and the earliest's win when Aggs' rows merge (absorb).
+	first int64
 }
 
 // Agg aggregates the Fates one routing goroutine records between seals. Not safe for
@@ -432,7 +435,7 @@ func (a *Agg) bumpFolded(i int32, iv int64, f *Fate) bool {
 // add makes f's row in interval iv, chained after its key's first (first ≥ 0), or
 // first in slot at.
 func (a *Agg) add(first int32, at, h uint64, iv int64, f *Fate) {
-	e := entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, key: strings.Clone(f.Key), topic: topicOf(f.Kind, f.Topic), records: 1, bytes: int64(f.Bytes), next: -1}
+	e := entry{iv: iv, kind: f.Kind, rule: f.Rule, reason: f.Reason, key: strings.Clone(f.Key), topic: topicOf(f.Kind, f.Topic), records: 1, bytes: int64(f.Bytes), next: -1, first: f.At.UnixNano()}
 	e.team = e.key[:min(len(f.Team), len(e.key))]
 	if f.Key != "" {
 		// No threshold, no source: a row the consumer decides (a dead letter after the
@@ -544,8 +547,11 @@ func SealAppend(rows []Row, gate, id string, aggs ...*Agg) []Row {
 
 // absorb adds e, a settled row of another Agg of the same interval, to a's row of the same
 // interval, key, kind, rule, reason and folding, or as a row of its own, a copy of e
-// drawn from no budget (e's Agg gives its rows back when reset). a is settled and
-// sealed: its slots' counts are not used again before it is reset.
+// drawn from no budget (e's Agg gives its rows back when reset). Merged, the row keeps
+// the threshold and source of the one whose first record was routed first, whichever
+// Agg counted it (docs/outcomes.md: the threshold when the row's first record was
+// routed). a is settled and sealed: its slots' counts are not used again before it is
+// reset.
 func (a *Agg) absorb(e *entry) {
 	h := maphash.String(a.slots.seed, e.key)
 	first, at := a.find(e.key, h)
@@ -553,6 +559,9 @@ func (a *Agg) absorb(e *entry) {
 		if x := &a.entries[i]; x.iv == e.iv && x.kind == e.kind && x.folded == e.folded && x.rule == e.rule && x.reason == e.reason && x.topic == e.topic {
 			x.records += e.records
 			x.bytes += e.bytes
+			if e.first < x.first {
+				x.threshold, x.source, x.first = e.threshold, e.source, e.first
+			}
 			return
 		}
 	}

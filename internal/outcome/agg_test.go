@@ -489,3 +489,30 @@ func TestTopicRowsKeepTheirTopic(t *testing.T) {
 		t.Errorf("rows by outcome %v, want %v", got, want)
 	}
 }
+
+// A row's threshold is the key's when the row's first record was routed
+// (docs/outcomes.md): merged at the seal, a row two routing goroutines counted takes the
+// threshold and source of the goroutine that routed its first record, whichever Agg is
+// listed first.
+func TestSealKeepsFirstRecordsThreshold(t *testing.T) {
+	early := Fate{At: t0, Kind: Overflow, Rule: "user", Reason: "rate_limited", Key: "42", Team: "42", Bytes: 1, Threshold: 100}
+	late := early
+	late.At, late.Threshold, late.Forced = t0.Add(20*time.Second), 7, true
+	for _, order := range []string{"late first", "early first"} {
+		a0, a1 := NewAgg(time.Minute, nil), NewAgg(time.Minute, nil)
+		if order == "late first" {
+			a0.Record(&late)
+			a1.Record(&early)
+		} else {
+			a0.Record(&early)
+			a1.Record(&late)
+		}
+		rows := Seal("g", "s", a0, a1)
+		if len(rows) != 1 || rows[0].Records != 2 {
+			t.Fatalf("%s: rows %+v, want one of 2 records", order, rows)
+		}
+		if r := rows[0]; r.Threshold != 100 || r.ThresholdSource != "static" {
+			t.Errorf("%s: threshold %d (%s), want 100 (static): the row's first record's", order, r.Threshold, r.ThresholdSource)
+		}
+	}
+}

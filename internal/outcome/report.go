@@ -62,7 +62,8 @@ func TeamNames(team string) []string {
 // TeamOf returns the team a row's Team names, a composite key's escapes read back, so
 // that a team's rows are one team's whichever rule wrote them (TeamNames' inverse). A
 // team keyed alone whose id holds an escape itself ("a%3Ab") is taken for the team it
-// would escape ("a:b"): the row does not say which it is.
+// would escape ("a:b"): the row does not say which it is. Any other '%' is the team's own
+// ("acme%20inc", keyed alone): only what keypart.Escape writes is read back.
 func TeamOf(rowTeam string) string { return keypart.Value(rowTeam) }
 
 // TeamHistory sums rows of team (by any of its TeamNames) into its history.

@@ -52,3 +52,26 @@ func TestUndeliverableIsNotLimited(t *testing.T) {
 		t.Errorf("gate outcomes -top lists %+v as limited", top)
 	}
 }
+
+// TeamOf reads back only what TeamNames escapes: a team keyed alone whose id holds a
+// '%' that is not an escape of ':' or '%' ("acme%20inc", "%41") is that team, not the
+// team URL decoding makes of it ("acme inc", "A"), which gate outcomes would then list
+// its records under, beside another team's.
+func TestTeamOfOnlyReadsKeyEscapes(t *testing.T) {
+	for in, want := range map[string]string{
+		"42": "42", "a%3Ab": "a:b", "100%25": "100%", "a%3Ab%25c": "a:b%c",
+		"acme%20inc": "acme%20inc", "%41": "%41", "a%2Fb": "a%2Fb", "a%3ab": "a%3ab", "100%": "100%",
+	} {
+		if got := TeamOf(in); got != want {
+			t.Errorf("TeamOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+	s := NewSummaries()
+	for _, team := range []string{"A", "%41"} {
+		s.Add(&Row{Team: team, Key: team, Outcome: "overflow", Reason: "rate_limited", Records: 1,
+			IntervalStart: t0, IntervalEnd: t0.Add(time.Minute)})
+	}
+	if top := s.Top(10); len(top) != 2 {
+		t.Errorf("-top of teams A and %%41: %+v, want two teams of 1 record each", top)
+	}
+}
