@@ -12,8 +12,9 @@ import (
 
 // What RouteInto tells Scratch.Outcomes. A record's own outcome is keyed by the key of the
 // rule whose action it got; a record no rule acted on (accepted, or dead-lettered) by its
-// team, the first field of the first rule's key checked, so that a per-user rule makes a
-// row per user only for the users it limits.
+// team, the first field of the key of the first enforced rule checked (a shadow rule's
+// only when no enforced rule checked it), so that a per-user rule makes a row per user
+// only for the users it limits, and a shadow rule listed first changes no row's team.
 
 // teamOf returns key's team: key itself for a key of one field, a composite key's first
 // field (its values escape ':', so the first ':' ends it).
@@ -26,12 +27,19 @@ func teamOf(key string, composite bool) string {
 	return key
 }
 
-// TeamOf returns rec's team as its outcome row has it (the first rule's key's team), or
-// "" when it cannot be read: for a record the consumer decides itself (dead-lettered
-// after the broker refused it), whose row must count under its team. It may alias rec or
-// s (valid until s is used again).
+// TeamOf returns rec's team as its outcome row has it (the first enforced rule's key's
+// team; the first rule's when every rule is a shadow one), or "" when it cannot be read:
+// for a record the consumer decides itself (dead-lettered after the broker refused it),
+// whose row must count under its team. It may alias rec or s (valid until s is used
+// again).
 func (r *Router) TeamOf(rec *kgo.Record, s *Scratch) string {
 	st := &r.rules[0]
+	for i := range r.rules {
+		if !r.rules[i].Shadow {
+			st = &r.rules[i]
+			break
+		}
+	}
 	key, code := st.Key.team(rec, s, r.maxKey) // on its own, not from a shared pass
 	if code != reasonNone {
 		return ""

@@ -216,3 +216,68 @@ func TestOutcomeDryRunForcedTeamRow(t *testing.T) {
 		}
 	}
 }
+
+// A shadow rule changes no record's outcome, its row included: listed first (as the
+// docs' shadow example lists an IP rule before the team's), it does not make its key the
+// team of the records the enforced rules accept, nor of those the consumer dead-letters
+// itself (TeamOf). Before, every accepted record's row was keyed by its IP.
+func TestOutcomesShadowRuleFirstKeepsTeamRows(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "ip", Key: mustKeyFrom(t, "header:ip"), SkipMissing: true, Action: ActionOverflow, Shadow: true}, []limit.Config{{Threshold: 1}}},
+		ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Threshold: 1000, Overrides: map[string]int64{"1": 500}}}},
+	)
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	var o Outcome
+	for range 2 {
+		o = f.r.RouteInto(t0, input(`{"team_id":1}`, "", "ip", "10.0.0.1"), &s, &out)
+	}
+	if o.Team != "1" || o.KeyRule != "team" || o.Decision.Threshold != 500 {
+		t.Errorf("Outcome: team %q of rule %q, threshold %d; want the team rule's 1 (500)", o.Team, o.KeyRule, o.Decision.Threshold)
+	}
+	want := map[string]int64{
+		"1|1||accepted|allowed":                         2,
+		"10.0.0.1|10.0.0.1|ip|shadow_over|rate_limited": 1,
+	}
+	got := map[string]int64{}
+	for _, r := range outcome.Seal("g", "s", agg) {
+		got[fmt.Sprintf("%s|%s|%s|%s|%s", r.Team, r.Key, r.Rule, r.Outcome, r.Reason)] += r.Records
+		if r.Outcome == "accepted" && (r.Threshold != 500 || r.ThresholdSource != "override") {
+			t.Errorf("accepted row: threshold %d (%s), want the team's 500 (override)", r.Threshold, r.ThresholdSource)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows:\n got %v\nwant %v", got, want)
+	}
+	if got := f.r.TeamOf(input(`{"team_id":1}`, "", "ip", "10.0.0.1"), &s); got != "1" {
+		t.Errorf("TeamOf = %q, want the team rule's 1", got)
+	}
+	// A record no enforced rule checks (the merges rule's match fails) keeps the shadow
+	// rule's key: the only key read.
+	g := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "ip", Key: mustKeyFrom(t, "header:ip"), Action: ActionOverflow, Shadow: true}, []limit.Config{{Threshold: 1000}}},
+		ruleSpec{Rule{Name: "merges", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow,
+			Match: []RuleMatch{{Field: mustKeyFrom(t, "json:event"), Values: []string{"$identify"}}}}, []limit.Config{{Threshold: 1000}}},
+	)
+	if o := g.r.RouteInto(t0, input(`{"team_id":1,"event":"x"}`, "", "ip", "10.0.0.2"), &s, &out); o.Team != "10.0.0.2" || o.KeyRule != "ip" {
+		t.Errorf("only the shadow rule checked: team %q of rule %q, want its key", o.Team, o.KeyRule)
+	}
+}
+
+// In a dry run a record a tagging rule would have tagged is accepted without the header,
+// reason allowed, and its row names the rule that would have acted (docs/outcomes.md).
+func TestOutcomeDryRunTagRow(t *testing.T) {
+	f := newRuleFixture(t, Config{DryRun: true},
+		ruleSpec{Rule{Name: "tg", Key: mustKeyFrom(t, "json:team_id"), Action: ActionTag}, []limit.Config{{Threshold: 1}}})
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	for range 2 {
+		f.r.RouteInto(t0, input(`{"team_id":1}`, ""), &s, &out)
+	}
+	want := map[string]int64{"1|1||accepted|allowed": 1, "1|1|tg|accepted|allowed": 1}
+	if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) || len(headerValues(&out, HeaderTag)) != 0 {
+		t.Errorf("rows %v, tags %v; want %v and no tag", got, headerValues(&out, HeaderTag), want)
+	}
+}

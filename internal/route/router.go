@@ -135,15 +135,16 @@ type Outcome struct {
 	Team string
 	// Decision is the limiter's answer; zero when no team could be read. With several
 	// limits it is the first limited limit's answer, else the primary's; with rules, that
-	// of the rule whose action the record got, else of the first rule checked.
+	// of the rule whose action the record got, else of KeyRule's.
 	Decision limit.Decision
 	// Rule is, with rules (NewRules), the rule whose action the record got; empty when
-	// none was over. Team is then that rule's key (else the first checked rule's), in the
-	// Scratch: valid until the next Route with it.
+	// none was over. Team is then that rule's key (else KeyRule's), in the Scratch: valid
+	// until the next Route with it.
 	Rule string
 	// KeyRule is the name of the rule whose key Team is (Rule when a rule acted, else the
-	// first rule checked; empty for the gate without rules), for a caller that follows
-	// keys rule by rule (gate replay).
+	// first enforced rule checked, or, when no enforced rule checked the record, the first
+	// shadow rule checked: a shadow rule listed first changes no record's team; empty for
+	// the gate without rules), for a caller that follows keys rule by rule (gate replay).
 	KeyRule string
 	// Enforced and EnforcedReason are where the record would go, and why, were the gate
 	// enforcing. They equal Route and Reason except in dry run, where Route is always
@@ -326,7 +327,7 @@ func newRouter(cfg Config, rules []Rule, named bool, reg prometheus.Registerer) 
 
 	records := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gate_records_total",
-		Help: "Records routed, by the topic they were sent to (route: accepted, overflow, dead_letter) " +
+		Help: "Records routed, by the topic they were sent to (route: accepted, overflow, dead_letter; dropped: a drop rule's) " +
 			"and why (reason). In dry run every record is accepted, with reason allowed or dry_run. " +
 			"A record the broker refused and that was dead-lettered with reason rejected is counted " +
 			"twice: where it was first routed, and as dead_letter/rejected.",
@@ -344,8 +345,8 @@ func newRouter(cfg Config, rules []Rule, named bool, reg prometheus.Registerer) 
 	r.unreadable = unreadable
 	for c := reasonAllowed; c < numReasons; c++ {
 		r.records[c] = records.WithLabelValues(c.route().String(), c.String())
-		// A dry run counts a rotating team's records as rate limited, as it counts a rule
-		// topic's (RouteInto).
+		// A dry run counts a rotating team's records as rate limited (RouteInto), and a
+		// rule topic's under the overflow route, by their reason (rate_limited, forced).
 		if c.route() != Accepted && c != reasonRejected && c != reasonKeyCardinality {
 			r.diverted[c] = diverted.WithLabelValues(c.route().String(), c.String())
 		}
@@ -483,9 +484,10 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	}
 	failedRule := -1
 	teamRule := -1                 // the rule whose key o.Team is
+	teamShadow := false            // teamRule is a shadow rule: the first enforced rule checked takes over
 	var failedKey *KeyFrom         // the key or match field that could not be read
 	var at time.Time               // the record's event time, read at its first check
-	timed, decided := false, false // at read; o.Decision set, by the first rule checked
+	timed, decided := false, false // at read; o.Decision set, by teamRule
 	for i := range r.rules {
 		if failed != reasonNone {
 			break
@@ -553,8 +555,11 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		if r.event && !timed {
 			at, timed = r.eventTime(rec), true
 		}
-		if o.Team == "" {
-			o.Team, teamRule = r.keepKey(key, s), i
+		// The record's team is the first enforced rule checked's key; a shadow rule's only
+		// until one is, so that a shadow rule listed first leaves the outcome rows as they
+		// were without it.
+		if o.Team == "" || teamShadow && !st.Shadow {
+			o.Team, teamRule, teamShadow, decided = r.keepKey(key, s), i, st.Shadow, false
 			if s.Outcomes != nil {
 				if s.ahead.ok && o.Team == s.ahead.v {
 					s.touched, s.touchedRule = s.ahead.h, i // touched as its field was found
@@ -591,7 +596,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		default:
 			d, over = r.checkLimits(st, now, at, key, n, &s.tally[i], &s.again)
 		}
-		if !decided {
+		if !decided && teamRule == i {
 			o.Decision, decided = d, true
 		}
 		if !forced && over < 0 && !d.Rotating {
@@ -621,7 +626,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		}
 		if act > ro.action {
 			ro.action, ro.rule, ro.forced, ro.limit, ro.rotating = act, i, forced, over, rotating
-			o.Team, o.Decision, teamRule = r.keepKey(key, s), d, i
+			o.Team, o.Decision, teamRule, teamShadow = r.keepKey(key, s), d, i, false
 		}
 	}
 	if teamRule >= 0 {
@@ -665,7 +670,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	o.Enforced, o.EnforcedReason = route, code.String()
 	if r.cfg.DryRun {
 		if route != Accepted {
-			if route == RuleTopic || code == reasonKeyCardinality {
+			if code == reasonKeyCardinality {
 				s.diverted[reasonRateLimited]++
 			} else {
 				s.diverted[code]++

@@ -131,8 +131,8 @@ func (o *ruleOutcome) sendsAway() bool { return o.action >= ActionOverflow }
 
 // NewRules returns a Router that checks each record against rules, in order: every rule
 // whose Match holds is checked against its limiters, the record gets the strongest action
-// of the enforced rules over (a topic of its own, then overflow, then tag; between two of a
-// kind, the earlier rule's), and its headers name the rule whose action it got, the first
+// of the enforced rules over (drop, then a topic of its own, then overflow, then tag;
+// between two of a kind, the earlier rule's), and its headers name the rule whose action it got, the first
 // of its limits over when it has several (gate-overflow-limit, as for GATE_LIMITS), and
 // every tagging rule over it. A shadow rule is counted and measured only.
 //

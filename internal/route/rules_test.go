@@ -770,3 +770,83 @@ func TestShadowRuleUnreadableMatchCountedMissing(t *testing.T) {
 		t.Errorf("shadow merges: missing %v, unmatched %v; want 2 and 0", m, um)
 	}
 }
+
+// Dry run counts a forced key's record for a rule's topic as forced, as it counts a
+// forced key's record for overflow: what enforcement would have done. Before, it was
+// counted rate_limited.
+func TestRulesDryRunForcedTopicCountedForced(t *testing.T) {
+	f := newRuleFixture(t, Config{DryRun: true},
+		ruleSpec{Rule{Name: "tp", Key: mustKey(t, "json:team_id"), Action: ActionTopic, Topic: "quarantine", Forced: []string{"bad"}},
+			[]limit.Config{{Window: time.Minute, Threshold: 1}}},
+	)
+	f.r.Route(f.clk.Now(), event("bad", "u", "e"), nil)
+	f.r.Route(f.clk.Now(), event("good", "u", "e"), nil)
+	f.r.Route(f.clk.Now(), event("good", "u", "e"), nil) // over its threshold of 1
+	forced, limited := testutil.ToFloat64(f.r.diverted[reasonForced]), testutil.ToFloat64(f.r.diverted[reasonRateLimited])
+	if forced != 1 || limited != 1 {
+		t.Errorf("gate_dry_run_diverted_total: forced %v, rate_limited %v; want 1 and 1", forced, limited)
+	}
+}
+
+// What the docs say of combined rules, in one table: the strongest action wins (drop,
+// then a topic, then overflow, then tag), the gate-tag of every tagging rule over goes
+// wherever the record goes, a rule's second limit over is named, a missing rule topic
+// sends to overflow naming it, an earlier rule that sends the record away (drop
+// included) leaves weaker or equal later rules not_checked, and dry run adds no header.
+func TestRulesCombinedActions(t *testing.T) {
+	over := []limit.Config{{Window: time.Minute, Threshold: 1}}
+	two := []limit.Config{{Window: time.Minute, Threshold: 1000}, {Window: time.Hour, Threshold: 1}}
+	sp := func(name string, a RuleAction, topic string, lims []limit.Config) ruleSpec {
+		return ruleSpec{Rule{Name: name, Key: mustKey(t, "json:team_id"), Action: a, Topic: topic}, lims}
+	}
+	for _, c := range []struct {
+		name       string
+		gone, dry  bool
+		rules      []ruleSpec
+		topic      string
+		reason     string
+		headers    string // the gate's headers, in order
+		notChecked string // the rule counted not_checked, if any
+	}{
+		{"tag and overflow", false, false, []ruleSpec{sp("tg", ActionTag, "", over), sp("ov", ActionOverflow, "", over)}, topicOverflow, ReasonRateLimited,
+			"gate-overflow-reason=rate_limited gate-overflow-rule=ov gate-tag=tg", ""},
+		{"overflow then tag", false, false, []ruleSpec{sp("ov", ActionOverflow, "", over), sp("tg", ActionTag, "", over)}, topicOverflow, ReasonRateLimited,
+			"gate-overflow-reason=rate_limited gate-overflow-rule=ov", "tg"},
+		{"topic then drop", false, false, []ruleSpec{sp("tp", ActionTopic, "mine", over), sp("dr", ActionDrop, "", over)}, "", ReasonDropped, "", ""},
+		{"drop then topic", false, false, []ruleSpec{sp("dr", ActionDrop, "", over), sp("tp", ActionTopic, "mine", over)}, "", ReasonDropped, "", "tp"},
+		{"tag, topic, tag", false, false, []ruleSpec{sp("tg1", ActionTag, "", over), sp("tp", ActionTopic, "mine", over), sp("tg2", ActionTag, "", over)}, "mine", ReasonRateLimited,
+			"gate-overflow-reason=rate_limited gate-overflow-rule=tp gate-tag=tg1", "tg2"},
+		{"second limit over", false, false, []ruleSpec{sp("ov", ActionOverflow, "", two)}, topicOverflow, ReasonRateLimited,
+			"gate-overflow-reason=rate_limited gate-overflow-rule=ov gate-overflow-limit=1h0m0s", ""},
+		{"topic missing", true, false, []ruleSpec{sp("tp", ActionTopic, "mine", two), sp("ov", ActionOverflow, "", over)}, topicOverflow, ReasonRateLimited,
+			"gate-overflow-reason=rate_limited gate-overflow-rule=tp gate-overflow-limit=1h0m0s gate-rule-topic-missing=mine", "ov"},
+		{"dry run tag", false, true, []ruleSpec{sp("tg", ActionTag, "", over)}, topicAccepted, ReasonAllowed, "", ""},
+		{"dry run drop", false, true, []ruleSpec{sp("dr", ActionDrop, "", over)}, topicAccepted, ReasonDryRun, "", ""},
+		{"dry run topic missing", true, true, []ruleSpec{sp("tp", ActionTopic, "mine", over)}, topicAccepted, ReasonDryRun, "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := NewTopicWatch(topicOverflow)
+			f := newRuleFixture(t, Config{DryRun: c.dry, RuleTopics: w}, c.rules...)
+			w.Use([]string{"mine"})
+			w.SetMissing("mine", c.gone)
+			f.r.Route(f.clk.Now(), event("t1", "u", "e"), nil)
+			out, o := f.r.Route(f.clk.Now(), event("t1", "u", "e"), nil)
+			var hdrs []string
+			for _, h := range out.Headers {
+				hdrs = append(hdrs, h.Key+"="+string(h.Value))
+			}
+			if out.Topic != c.topic || o.Reason != c.reason || strings.Join(hdrs, " ") != c.headers {
+				t.Errorf("%q %s [%s], want %q %s [%s]", out.Topic, o.Reason, strings.Join(hdrs, " "), c.topic, c.reason, c.headers)
+			}
+			for _, st := range f.r.rules {
+				want := 0.0
+				if st.Name == c.notChecked {
+					want = 1
+				}
+				if n := f.ruleCount(st.Name, "not_checked"); n != want {
+					t.Errorf("rule %s not_checked %v, want %v", st.Name, n, want)
+				}
+			}
+		})
+	}
+}
