@@ -72,10 +72,11 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, nam
 		case err := <-done:
 			p, f := counts.Produced.Load(), counts.Failed.Load()
 			_, werr := fmt.Fprintf(stdout, "load: stopped; produced=%d failed=%d\n", p, f)
-			if err == nil && p == 0 {
-				// No broker reached, or the topic refused every record: a failure.
-				err = fmt.Errorf("gate load: no record acknowledged by GATE_KAFKA_BROKERS=%s on topic %s (%d refused): is the broker reachable and the topic there?",
-					strings.Join(cfg.KafkaBrokers, ","), cfg.InputTopic, f)
+			if p == 0 {
+				// No broker reached, or the topic refused every record: a failure, named so
+				// even when the wait for the last acknowledgements timed out too.
+				err = errors.Join(fmt.Errorf("gate load: no record acknowledged by GATE_KAFKA_BROKERS=%s on topic %s (%d refused): is the broker reachable and the topic there?",
+					strings.Join(cfg.KafkaBrokers, ","), cfg.InputTopic, f), err)
 			}
 			return errors.Join(err, werr)
 		case <-tick.C:

@@ -79,3 +79,17 @@ func TestLoadNothingProducedFails(t *testing.T) {
 		})
 	}
 }
+
+// A slow load over a short run still produces: -rate 1 -duration 1s sends its one record
+// at the start, and gate load succeeds, instead of sending none and failing with "no
+// record acknowledged ... is the broker reachable".
+func TestLoadSlowRateShortRun(t *testing.T) {
+	t.Parallel()
+	_, env := kafkaEnv(t)
+	var stdout bytes.Buffer
+	stderr := &syncBuffer{}
+	err := loadCmd(t.Context(), []string{"-duration", "1s", "-rate", "1"}, getenvFrom(env), nil, clock.Real{}, &stdout, stderr)
+	if err != nil || !strings.Contains(stdout.String(), "load: stopped; produced=1 failed=0") {
+		t.Errorf("gate load -rate 1 -duration 1s: err %v (exit %d)\nstdout:\n%s", err, cli.ExitCode(err), stdout.String())
+	}
+}

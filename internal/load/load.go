@@ -9,6 +9,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -85,8 +87,8 @@ func (s Spec) Check() error {
 	if !(s.RunawayShare >= 0 && s.HotShare+s.RunawayShare < 1) {
 		errs = append(errs, fmt.Errorf("-runaway-share %g: want a share from 0, below 1 with -hot-share (%g)", s.RunawayShare, s.HotShare))
 	}
-	if !(s.ZipfS > 1) {
-		errs = append(errs, fmt.Errorf("-zipf %g: want an exponent above 1", s.ZipfS))
+	if !(s.ZipfS > 1) || math.IsInf(s.ZipfS, 1) { // math/rand's Zipf never answers at +Inf
+		errs = append(errs, fmt.Errorf("-zipf %g: want a finite exponent above 1", s.ZipfS))
 	}
 	if s.BadEvery < 0 {
 		errs = append(errs, fmt.Errorf("-bad-every %d is negative", s.BadEvery))
@@ -179,14 +181,11 @@ type Counts struct {
 }
 
 // Produce produces spec's records to topic through cl at spec.Rate until ctx ends or
-// spec.Duration passes, then waits (bounded) for the last acknowledgements. A refused
-// record is counted and logged once per reason; it stops nothing.
+// spec.Duration passes, then waits (bounded) for the last acknowledgements. Record i
+// (from 0) is due i/Rate after the start, the first at once, so a run of spec.Duration
+// makes ceil(Duration x Rate) records, those due before its end. A refused record is
+// counted and logged once per reason; it stops nothing.
 func Produce(ctx context.Context, cl *kgo.Client, topic string, spec Spec, counts *Counts, log *slog.Logger) error {
-	if spec.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, spec.Duration)
-		defer cancel()
-	}
 	gen := NewGenerator(spec, time.Now)
 	var warned atomic.Bool
 	done := func(_ *kgo.Record, err error) {
@@ -202,28 +201,64 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, spec Spec, count
 			}
 		}
 	}
+	// The run's end is a timer, not a deadline on ctx: the records are produced with ctx,
+	// and those of the last step, produced at the end, must not be cancelled by it.
+	total := int64(math.MaxInt64)
+	var end <-chan time.Time
+	if spec.Duration > 0 {
+		total = recordsIn(spec.Duration, spec.Rate)
+		timer := time.NewTimer(spec.Duration)
+		defer timer.Stop()
+		end = timer.C
+	}
+	var sent int64
+	produce := func(due int64) {
+		for ; sent < due && ctx.Err() == nil; sent++ {
+			rec := gen.Next()
+			rec.Topic = topic
+			cl.Produce(ctx, rec, done)
+		}
+	}
 	start := time.Now()
 	tick := time.NewTicker(loadStep)
 	defer tick.Stop()
-	var sent int64
+	produce(min(1, total))
 	for {
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadFlushTimeout)
-			defer cancel()
-			if err := cl.Flush(fctx); err != nil {
-				return fmt.Errorf("waiting for the last load records: %w", err)
-			}
-			return nil
+			return flush(ctx, cl)
+		case <-end:
+			produce(total) // those due since the last tick
+			return flush(ctx, cl)
 		case now := <-tick.C:
-			due := int64(now.Sub(start).Seconds() * float64(spec.Rate))
+			due := int64(now.Sub(start).Seconds()*float64(spec.Rate)) + 1
 			// After a stall, catch up by at most a tenth of a second of records.
-			due = min(due, sent+int64(spec.Rate)/10+1)
-			for ; sent < due && ctx.Err() == nil; sent++ {
-				rec := gen.Next()
-				rec.Topic = topic
-				cl.Produce(ctx, rec, done)
-			}
+			due = min(due, sent+int64(spec.Rate)/10+1, total)
+			produce(due)
 		}
 	}
+}
+
+// flush waits, at most loadFlushTimeout, for the acknowledgements of the records produced.
+func flush(ctx context.Context, cl *kgo.Client) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadFlushTimeout)
+	defer cancel()
+	if err := cl.Flush(fctx); err != nil {
+		return fmt.Errorf("waiting for the last load records: %w", err)
+	}
+	return nil
+}
+
+// recordsIn is the number of records due within d at rate records a second, the first at
+// its start: ceil(d x rate), in integers, so that 300ms at 10/s is 3, not 4.
+func recordsIn(d time.Duration, rate int) int64 {
+	hi, lo := bits.Mul64(uint64(d), uint64(rate))
+	if hi >= uint64(time.Second) {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, uint64(time.Second))
+	if r > 0 {
+		q++
+	}
+	return int64(min(q, math.MaxInt64))
 }

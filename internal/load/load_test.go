@@ -3,6 +3,7 @@ package load
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +63,21 @@ func TestGeneratorRoutes(t *testing.T) {
 	// The hot team leads, then the tail's head; the tail is long.
 	if !(perTeam["1"] > perTeam["1000"] && perTeam["1000"] > perTeam["1001"] && perTeam["1001"] > 0) || len(perTeam) < 100 {
 		t.Errorf("teams 1, 1000, 1001: %d %d %d, %d teams", perTeam["1"], perTeam["1000"], perTeam["1001"], len(perTeam))
+	}
+}
+
+// Check refuses an infinite -zipf exponent: "> 1" lets +Inf through (flag parses "inf"),
+// and math/rand's Zipf then never returns a value, so the generator spins for ever and
+// gate load never ends, -duration or not.
+func TestCheckZipfFinite(t *testing.T) {
+	t.Parallel()
+	spec := DefaultSpec()
+	spec.ZipfS = math.Inf(1)
+	if err := spec.Check(); err == nil || !strings.Contains(err.Error(), "-zipf") {
+		t.Errorf("Check with -zipf +Inf = %v, want an error naming -zipf", err)
+	}
+	spec.ZipfS = 1e300 // large but finite: a Zipf that answers
+	if err := spec.Check(); err != nil {
+		t.Errorf("Check with -zipf 1e300 = %v", err)
 	}
 }
