@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -301,11 +302,15 @@ func kcatIDs(t *testing.T, brokers string, topics ...string) map[string]int {
 	kcat := needKcat(t)
 	ids := map[string]int{}
 	for _, topic := range topics {
-		cmd := exec.Command(kcat, "-C", "-b", brokers, "-t", topic, "-o", "beginning", "-e", "-q",
+		// Bounded: read_committed, kcat's -e waits for the last stable offset, which a
+		// transaction left hanging never moves past (TestExactlyOnceBrokerRestart's doc).
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, kcat, "-C", "-b", brokers, "-t", topic, "-o", "beginning", "-e", "-q",
 			"-X", "isolation.level=read_committed", "-f", "%h\\n")
 		out, err := cmd.Output()
+		cancel()
 		if err != nil {
-			t.Fatalf("kcat -C %s: %v", topic, err)
+			t.Fatalf("kcat -C %s (within 2 minutes): %v", topic, err)
 		}
 		for _, line := range strings.Split(string(out), "\n") {
 			for _, h := range strings.Split(line, ",") {

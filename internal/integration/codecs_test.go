@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,11 +54,15 @@ func TestLibrdkafkaCodecs(t *testing.T) {
 			in.WriteString(v)
 			in.WriteByte('\n')
 		}
-		cmd := exec.Command(kcat, "-b", s.k.Brokers, "-t", s.n.In, "-P", "-z", codec,
+		// Bounded: librdkafka retries an unreachable broker for message.timeout.ms (5 min).
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, kcat, "-b", s.k.Brokers, "-t", s.n.In, "-P", "-z", codec,
 			"-H", "codec="+codec, "-X", "linger.ms=50", "-X", "batch.num.messages=100")
 		cmd.Stdin = &in
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("kcat -z %s: %v\n%s", codec, err, out)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("kcat -z %s (within 2 minutes): %v\n%s", codec, err, out)
 		}
 	}
 	faulttest.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d output records", len(want)), func() bool {

@@ -41,8 +41,10 @@ func TestHangingTransaction(t *testing.T) {
 	})
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, ir.ProducerID, ir.ProducerEpoch, s.n.Group
-	if r, err := add.RequestWith(t.Context(), cl); err != nil || r.ErrorCode != 0 {
-		t.Fatalf("AddOffsetsToTxn: %v %v", err, kerr.ErrorForCode(r.ErrorCode))
+	if r, err := add.RequestWith(t.Context(), cl); err != nil {
+		t.Fatalf("AddOffsetsToTxn: %v", err)
+	} else if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		t.Fatalf("AddOffsetsToTxn: %v", err)
 	}
 	commit := kmsg.NewPtrTxnOffsetCommitRequest()
 	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = txnID, s.n.Group, ir.ProducerID, ir.ProducerEpoch

@@ -8,7 +8,8 @@
 //
 //   - The broker is Apache Kafka Version (maven/pom.xml), resolved once per machine
 //     into CacheDir by Maven (dependency:copy-dependencies), under a lock so that test
-//     binaries of several packages resolve it once between them, and started with
+//     binaries of several packages resolve it once between them (a GATETEST_KAFKA_JARS
+//     that already holds kafka_2.13-Version.jar is used as it is), and started with
 //     java -cp 'jars/*' kafka.Kafka after kafka.tools.StorageTool format, as the
 //     release's bin/ scripts do. Logging goes through maven/log4j2.xml to one file per
 //     node, whose tail is printed when a test fails.

@@ -90,8 +90,14 @@ func FindTools(getenv func(string) string) (Tools, error) {
 	if err != nil {
 		return Tools{}, err
 	}
-	if err := resolve(filepath.Join(src, "maven", "pom.xml"), dir); err != nil {
-		return Tools{}, err
+	// Jars put in GATETEST_KAFKA_JARS by hand (a Kafka release's libs/, as the missing-mvn
+	// message suggests) carry no completeMark: they are used as they are, not resolved
+	// again, which would replace (remove) that directory.
+	byHand := getenv("GATETEST_KAFKA_JARS") != "" && fileExists(filepath.Join(dir, "kafka_2.13-"+Version+".jar"))
+	if !byHand {
+		if err := resolve(filepath.Join(src, "maven", "pom.xml"), dir); err != nil {
+			return Tools{}, err
+		}
 	}
 	return Tools{Java: java, Jars: dir, Log4j: filepath.Join(src, "maven", "log4j2.xml")}, nil
 }
