@@ -646,6 +646,33 @@ func TestLoadConfigNeverRepeatsAPassword(t *testing.T) {
 	}
 }
 
+// A URL password holding '/', '?' or '#' unescaped ends the URL's authority early: the
+// rest of the password lands in the host's port, the path, the query or the fragment,
+// where no redaction finds it; without the scheme's "://" there is no user info at all.
+// Such a URL is refused, and its error repeats no part of the password.
+func TestRedisURLWithAnUnescapedPasswordIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, tail string }{ // tail: the password after its '/', '?' or '#'
+		{"redis://default:1234/abcd@redis:6379/0", "abcd"}, // read as host default, port 1234
+		{"redis://:123#xyz@redis:6379", "xyz"},             // read as localhost:123, no password
+		{"redis://:4242?xyz@redis:6379/0", "xyz"},
+		{"rediss://gate:1/2@redis:6379", "2@"}, // read as database 2
+		{"gate:secret@redis:6379", "secret"},   // the scheme forgotten: read as scheme gate
+	} {
+		_, err := loadMap(map[string]string{"GATE_REDIS_URLS": tc.url})
+		if err == nil {
+			t.Errorf("%s: loaded without error", tc.url)
+			continue
+		}
+		if strings.Contains(err.Error(), tc.tail) {
+			t.Errorf("%s: the error repeats the password: %v", tc.url, err)
+		}
+		if want := map[bool]string{true: "escape", false: "want redis://"}[strings.Contains(tc.url, "://")]; !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: the error does not say to escape the password: %v", tc.url, err)
+		}
+	}
+}
+
 func TestLoadConfigReportsEveryProblemOnOneLine(t *testing.T) {
 	t.Parallel()
 	_, err := loadMap(map[string]string{

@@ -101,6 +101,9 @@ func (redisURLs) redact(s string) string {
 func (u redisURLs) String() string { return u.redact(strings.Join(u, ",")) }
 
 func redactURL(s string) string {
+	if tick.UnescapedPassword(s) {
+		return "(redacted: an '@' outside the user info)" // a password, or a part of one
+	}
 	pu, err := url.Parse(s)
 	if err != nil {
 		if strings.Contains(s, "@") {

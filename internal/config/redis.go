@@ -19,7 +19,7 @@ import (
 type Redis struct {
 	// The tick (internal/tick) and Redis.
 	TickInterval        time.Duration  `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); ticks fall on the wall clock's multiples of it, the same instants on every gate, writes at the boundary and reads a quarter of it later, so every gate with this interval and a clock within that quarter of the others reads the whole fleet's writes; shorter lets the fleet react sooner, longer batches more work into each round trip."`
-	RedisMode           redisMode      `envconfig:"REDIS_MODE" default:"standalone" desc:"Redis topology: standalone (independent instances listed in GATE_REDIS_URLS, teams spread by a stable hash), cluster (a Redis Cluster whose seed nodes are GATE_REDIS_URLS, database 0 only, keys hash-tagged by one of 256 shards) or sentinel (the primary that GATE_REDIS_SENTINEL_ADDRS know as GATE_REDIS_SENTINEL_MASTER, followed through failovers, with password, database and TLS from the one URL in GATE_REDIS_URLS) (default standalone); cluster scales past one instance, sentinel survives losing the primary."`
+	RedisMode           redisMode      `envconfig:"REDIS_MODE" default:"standalone" desc:"Redis topology: standalone (independent instances listed in GATE_REDIS_URLS, teams spread by a stable hash), cluster (a Redis Cluster whose seed nodes are GATE_REDIS_URLS, database 0 only, keys hash-tagged by one of 256 shards) or sentinel (the primary that GATE_REDIS_SENTINEL_ADDRS know as GATE_REDIS_SENTINEL_MASTER, followed through failovers, with password, database and TLS from the one URL in GATE_REDIS_URLS, whose host is only the name the primary's and the sentinels' TLS certificates are checked against) (default standalone); cluster scales past one instance, sentinel survives losing the primary."`
 	RedisSentinelMaster sentinelMaster `envconfig:"REDIS_SENTINEL_MASTER" default:"" desc:"With GATE_REDIS_MODE=sentinel, the name the sentinels know the primary by, as in their sentinel monitor line (default none)."`
 	RedisSentinelAddrs  sentinelAddrs  `envconfig:"REDIS_SENTINEL_ADDRS" default:"" desc:"With GATE_REDIS_MODE=sentinel, comma-separated sentinels as host:port, asked for the current primary (default none); list several, so that losing one still finds the primary."`
 	RedisURLs           redisURLs      `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
@@ -236,7 +236,7 @@ func (c Redis) validate(bad report) {
 			bad("REDIS_SENTINEL_ADDRS", "sentinel host:port entries such as sentinel-1:26379,sentinel-2:26379 with GATE_REDIS_MODE=sentinel")
 		}
 		if len(c.RedisURLs) > 1 {
-			bad("REDIS_URLS", "one URL with GATE_REDIS_MODE=sentinel (its password, database and TLS apply to the primary; its host is not used)")
+			bad("REDIS_URLS", "one URL with GATE_REDIS_MODE=sentinel (its password, database and TLS apply to the primary; its host is only the name TLS certificates are checked against)")
 		}
 	} else {
 		// Set without sentinel mode, they would be ignored: most likely GATE_REDIS_MODE

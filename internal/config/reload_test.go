@@ -412,3 +412,19 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, target string) fl
 	t.Fatalf("no %s{target=%q}", name, target)
 	return 0
 }
+
+// In sentinel mode the URL's host is dialed nowhere, but with rediss:// it is the name
+// every certificate is checked against, the primary's and the sentinels' (one TLS
+// configuration, which go-redis shares between them), as the documentation says.
+func TestSentinelTLSNameIsTheURLHost(t *testing.T) {
+	t.Parallel()
+	ca := faulttest.NewCA(t)
+	cs := dialRedis(t, map[string]string{
+		"GATE_REDIS_MODE": "sentinel", "GATE_REDIS_SENTINEL_MASTER": "m", "GATE_REDIS_SENTINEL_ADDRS": "10.0.0.1:26379,10.0.0.2:26379",
+		"GATE_REDIS_URLS": "rediss://:pw@redis.example:6379/2", "GATE_REDIS_TLS_CA_FILE": ca.CAFile,
+	}, Reload{})
+	o := cs[0].(*redis.Client).Options()
+	if o.TLSConfig == nil || o.TLSConfig.ServerName != "redis.example" || o.TLSConfig.VerifyConnection == nil || o.DB != 2 || o.Password != "pw" {
+		t.Errorf("failover client: TLS %+v, database %d", o.TLSConfig, o.DB)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -69,6 +70,12 @@ func Dial(urls []string, o RedisOptions) ([]*redis.Client, error) {
 
 // ParseURL checks and parses one Redis URL. The error never repeats a password.
 func ParseURL(u string) (*redis.Options, error) {
+	if !strings.Contains(u, "://") {
+		return nil, fmt.Errorf("%w: %q: want redis://[[user]:password@]host:port[/db] or rediss://...", ErrBadURL, redact(u))
+	}
+	if UnescapedPassword(u) {
+		return nil, fmt.Errorf("%w: a URL has an '@' after its host: escape its password's '/', '?' and '#' (%%2F, %%3F, %%23), which end the host otherwise", ErrBadURL)
+	}
 	pu, err := url.Parse(u)
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot parse %q (want redis://[:password@]host:port[/db] or rediss://...)", ErrBadURL, redact(u))
@@ -87,10 +94,31 @@ func ParseURL(u string) (*redis.Options, error) {
 }
 
 func redact(u string) string {
+	if UnescapedPassword(u) {
+		return "(redacted: an '@' outside the user info)"
+	}
 	if pu, err := url.Parse(u); err == nil {
 		return pu.Redacted()
 	}
 	return "(unparsable)"
+}
+
+// UnescapedPassword reports a URL with an '@' after its host, as in
+// redis://user:12/ab@host:6379: a password holding '/', '?' or '#' unescaped ends the
+// host early, and the rest of it is read as the port, the database, the query or the
+// fragment, where url.URL.Redacted does not hide it. No Redis URL has an '@' there
+// otherwise (an '@' in an option's value is %40). Without "://" (user:password@host,
+// the scheme forgotten), any '@' counts: url.Parse reads no user info there at all.
+func UnescapedPassword(u string) bool {
+	rest := u
+	if _, r, ok := strings.Cut(u, "://"); ok {
+		i := strings.IndexAny(r, "/?#")
+		if i < 0 {
+			return false
+		}
+		rest = r[i:]
+	}
+	return strings.Contains(rest, "@")
 }
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -196,7 +224,9 @@ func DialCluster(urls []string, o RedisOptions) (*redis.ClusterClient, error) {
 // (host:port) know as master. It asks the sentinels for the primary on every new
 // connection and drops its connections when they announce a failover, so the tick follows
 // a promotion without a restart. Credentials, database and TLS of the data nodes come from
-// url (its host is not used); the sentinels themselves are reached without a password.
+// url, whose host is only the name every TLS certificate, the primary's and the sentinels'
+// alike, is checked against (rediss://); the sentinels are reached without a password,
+// over TLS with a rediss:// url.
 func DialSentinel(master string, sentinelAddrs []string, url string, o RedisOptions) (*redis.Client, error) {
 	if master == "" {
 		return nil, fmt.Errorf("%w: sentinel mode needs a master name", ErrBadURL)
