@@ -420,6 +420,7 @@ func TestAlertsSelectLongNamedPods(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			podMatchers := 0
 			parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
 				vs, ok := node.(*parser.VectorSelector)
 				if !ok {
@@ -429,6 +430,7 @@ func TestAlertsSelectLongNamedPods(t *testing.T) {
 					if m.Name != "pod" {
 						continue
 					}
+					podMatchers++
 					for _, pod := range pods {
 						if !m.Matches(pod) {
 							t.Errorf("full name %s (%d characters): %s's %s does not match its pod %s", deploy, len(deploy), alert, m, pod)
@@ -441,6 +443,9 @@ func TestAlertsSelectLongNamedPods(t *testing.T) {
 				}
 				return nil
 			})
+			if podMatchers == 0 {
+				t.Errorf("full name %s: %s selects no pod: nothing checked", deploy, alert)
+			}
 		}
 	}
 }

@@ -184,7 +184,14 @@ func TestOutcomesExactlyOnceConservation(t *testing.T) {
 			default:
 			}
 			from := int(sent.Load())
-			produceAll(t, prod, outcomesTraffic(from, 100))
+			// Not produceAll: its t.Fatalf must not run on this goroutine.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := prod.ProduceSync(ctx, outcomesTraffic(from, 100)...).FirstErr()
+			cancel()
+			if err != nil {
+				t.Errorf("producing input: %v", err)
+				return
+			}
 			sent.Add(100)
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -208,7 +208,9 @@ func TestEngineCloseStopsWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Workers(3)
+	if n, _ := e.Workers(3); n != 3 || len(e.workers) != 3 {
+		t.Fatalf("Workers(3) = %d, %d workers: no workers to stop, the test tests nothing", n, len(e.workers))
+	}
 	ws := slices.Clone(e.workers)
 	for _, r := range traffic()[:100] {
 		e.Route(r)

@@ -210,7 +210,11 @@ func TestOutcomeDryRunForcedTeamRow(t *testing.T) {
 	s := Scratch{Outcomes: agg}
 	var out kgo.Record
 	f.r.RouteInto(t0, input(`{"team_id":1,"distinct_id":"u1"}`, ""), &s, &out)
-	for _, r := range outcome.Seal("g", "s", agg) {
+	rows := outcome.Seal("g", "s", agg)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want the team's one: %+v", len(rows), rows)
+	}
+	for _, r := range rows {
 		if r.Key != "1" || r.ThresholdSource != "" || r.Threshold != 0 {
 			t.Errorf("row %q %s: threshold %d, source %q; want the team's row, with neither", r.Key, r.Outcome, r.Threshold, r.ThresholdSource)
 		}

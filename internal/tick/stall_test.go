@@ -99,13 +99,18 @@ func TestTickDurationMeasuresLongTicks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	found := 0
 	for _, f := range fams {
 		if f.GetName() != "gate_limiter_tick_duration_seconds" && f.GetName() != "gate_limiter_pipeline_duration_seconds" {
 			continue
 		}
+		found++
 		top := f.GetMetric()[0].GetHistogram().GetBucket()
 		if last := top[len(top)-1].GetUpperBound(); last < 60 {
 			t.Errorf("%s: last finite bucket %gs, want a minute or more", f.GetName(), last)
 		}
+	}
+	if found != 2 {
+		t.Errorf("found %d of the two duration histograms among %d families", found, len(fams))
 	}
 }
