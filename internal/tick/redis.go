@@ -71,7 +71,7 @@ func Dial(urls []string, o RedisOptions) ([]*redis.Client, error) {
 // ParseURL checks and parses one Redis URL. The error never repeats a password.
 func ParseURL(u string) (*redis.Options, error) {
 	if !strings.Contains(u, "://") {
-		return nil, fmt.Errorf("%w: %q: want redis://[[user]:password@]host:port[/db] or rediss://...", ErrBadURL, redact(u))
+		return nil, fmt.Errorf("%w: %q: want redis:// or rediss://, as redis://[[user]:password@]host:port[/db]", ErrBadURL, redact(u))
 	}
 	if UnescapedPassword(u) {
 		return nil, fmt.Errorf("%w: a URL has an '@' after its host: escape its password's '/', '?' and '#' (%%2F, %%3F, %%23), which end the host otherwise", ErrBadURL)
