@@ -415,6 +415,11 @@ func (l *Limiter) effective(o *overrides, e *entry, team string) (int64, Source)
 	return t, SourceStatic
 }
 
+// ProfileTTL is how long a team's profile outlives its last fold in the store: a team
+// silent for a week starts learning again. A gate's copy of a profile the store lost is
+// written back only while younger than this (ApplyProfile).
+const ProfileTTL = 7 * 24 * time.Hour
+
 // ProfileWrite is a team's profile folded by this gate, for the tick to write to the store
 // if the stored one is still at epoch Old (absent when !Exists).
 type ProfileWrite struct {
@@ -437,7 +442,8 @@ func (l *Limiter) Adaptive() *spike.Config {
 // ApplyProfile applies the profile a read fetched (Read.Profile) for r's team: p as stored
 // (found false: none), and count, the team's shared count of window r.Epoch−2 (Read.Fold).
 // When the profile is due for a fold and r.Fold is set, this gate folds it and returns the
-// write for the tick to send with its next pipeline. The team's learned threshold is then
+// write for the tick to send with its next pipeline. A profile not found that this gate
+// still holds a copy of (the store lost it) is kept, and returned to be written back. The team's learned threshold is then
 // that of the profile. Call it from the goroutine that sweeps, after ApplyRead.
 func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64, now time.Time) (ProfileWrite, bool) {
 	a := l.adapt
@@ -452,17 +458,30 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		return ProfileWrite{}, false // the team left the cache since the sweep
 	}
 	ls := l.learnedFor(r.sh, e, r.Epoch)
-	if !found {
-		p = spike.Profile{}
-	}
 	cur := r.Epoch
 	f := cur - 2
+	// restore: the store lost the profile (an eviction, a restart without persistence, a
+	// failover) while this gate holds a copy younger than ProfileTTL. The copy is the
+	// fleet's profile (or a fold past it): it is kept, folded if due, and written back
+	// where none is, rather than the team starting over from nothing (the static threshold
+	// for MinHistory). A copy older than ProfileTTL is a profile that expired: start over.
+	restore := false
+	if !found {
+		p = spike.Profile{}
+		if ls.prof.Windows > 0 && cur-ls.prof.Epoch < int64(ProfileTTL)/l.windowNs {
+			p, restore = ls.prof, true
+		}
+	}
 	var w ProfileWrite
 	var write bool
 	switch {
 	case p.Windows > 0 && a.cfg.NextFold(&p, r.Team) > f:
-		// Not due: someone folded it, or its period has not passed.
-	case !found && count == 0:
+		// Not due: someone folded it, or its period has not passed. A copy restored is
+		// written back as it is.
+		if restore {
+			w, write = ProfileWrite{Team: r.Team, Profile: p}, true
+		}
+	case !found && !restore && count == 0:
 		// No history, and nothing two windows back (a team just met, or a fleet just
 		// started): a profile started at 0 would take hours to learn the team. Look again
 		// a fold period on.
@@ -474,7 +493,7 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		// result); about one or two of the fleet write it.
 		w = ProfileWrite{Team: r.Team, Old: p.Epoch, Exists: found}
 		a.cfg.FoldScheduled(&p, f, float64(count))
-		w.Profile, write = p, a.wantsFold(e, ls, f, count, r.prev)
+		w.Profile, write = p, a.wantsFold(e, ls, f, count, r.prev) || restore
 	default:
 		// Due, without the count to fold: look again next window.
 		ls.prof, ls.next = p, cur+1

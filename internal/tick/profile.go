@@ -22,7 +22,7 @@ import (
 
 // ProfileTTL is how long a profile outlives its last fold: a team silent for a week
 // starts learning again.
-const ProfileTTL = 7 * 24 * time.Hour
+const ProfileTTL = limit.ProfileTTL
 
 // profileScript sets each KEYS[i] to ARGV[2i+1] (a spike.Profile's binary form) if the
 // key is absent or its first 8 bytes (the epoch) are ARGV[2i] (empty: it was absent when
@@ -111,7 +111,7 @@ func (t *Ticker) queueProfiles(ctx context.Context, pipes []redis.Pipeliner, p *
 }
 
 // profileErrors counts the profile writes that failed. A write lost is harmless: the fold
-// is not taken up, and the gates that look at the team next window fold it again.
+// is not taken up, and the team's next fold covers both periods (spike.FoldScheduled).
 func (t *Ticker) profileErrors(i int, p *plan) {
 	for _, c := range p.pcmds {
 		set, err := c.cmd.Int()
