@@ -106,7 +106,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	// A key the gates never build names nothing they count: refused, as GATE_OVERRIDES'
 	// and a force list's are. delete takes any key, to clean one up.
 	if verb == "set" {
-		if err := keyFrom.CheckKey(team); err != nil {
+		if err := keyFrom.CheckKey(team, cfg.MaxKeyBytes); err != nil {
 			return bad(fmt.Sprintf("set %s: %v", team, err))
 		}
 	}

@@ -30,7 +30,7 @@ type Kafka struct {
 	KafkaStartOffset      startOffset     `envconfig:"KAFKA_START_OFFSET" default:"earliest" desc:"Where the group starts reading a partition it has no committed offset for, as when the group is new: earliest (the oldest record the partition still holds, so what was written before the group existed is routed too) or latest (only what is written from then on) (default earliest); it does not decide where a partition resumes when its committed offset is no longer in the log, and the chart gives the same value to KEDA as offsetResetPolicy."`
 	KeyFrom               keyFrom         `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':', each value's ':' and '%' written %3A and %25 so that distinct values never make one team (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
 	ValidateJSON          bool            `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
-	MaxKeyBytes           int             `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes; a longer one sends the record to dead letter with reason key_too_long (default 256)."`
+	MaxKeyBytes           int             `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes (a composite key as escaped); a longer one sends the record to dead letter with reason key_too_long, and a longer key in GATE_FORCE_OVERFLOW, GATE_OVERRIDES, a rule's force list or gate overrides set is refused (default 256)."`
 	Cost                  cost            `envconfig:"COST" default:"events" desc:"What a record counts toward its team's window: events (1 per record) or bytes (its value's size), so that with bytes a team sending few huge events is limited too and every threshold is in bytes per window (default events)."`
 	ForceOverflow         teamList        `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate, each written as GATE_KEY_FROM builds keys (a composite one escaped: token phc_x and distinct_id user:1 is phc_x:user%3A1) (default none)."`
 	DryRun                bool            `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
@@ -274,7 +274,7 @@ func (c Kafka) validateBetween(bad report) {
 	// A forced team is a key as GATE_KEY_FROM builds it: a composite one escaped, or it
 	// names nothing the gate counts, in silence.
 	for _, t := range c.ForceOverflow {
-		if err := c.KeyFrom.CheckKey(t); err != nil {
+		if err := c.KeyFrom.CheckKey(t, c.MaxKeyBytes); err != nil {
 			bad("FORCE_OVERFLOW", fmt.Sprintf("keys as GATE_KEY_FROM builds them: %v", err))
 			break
 		}

@@ -19,9 +19,10 @@ func (c Config) RulesOptions() rules.Options {
 			c.InputTopic: "GATE_INPUT_TOPIC", c.AcceptedTopic: "GATE_ACCEPTED_TOPIC",
 			c.OverflowTopic: "GATE_OVERFLOW_TOPIC", c.DeadLetterTopic: "GATE_DEAD_LETTER_TOPIC",
 		},
-		EventClock: c.Clock.Clock == limit.EventClock,
-		MinWindow:  c.TickInterval,
-		Outcomes:   c.OutcomesTopic != "",
+		EventClock:  c.Clock.Clock == limit.EventClock,
+		MinWindow:   c.TickInterval,
+		Outcomes:    c.OutcomesTopic != "",
+		MaxKeyBytes: c.MaxKeyBytes,
 	}
 	if c.OutcomesTopic != "" {
 		o.Topics[c.OutcomesTopic] = "GATE_OUTCOMES_TOPIC"

@@ -152,3 +152,26 @@ func TestForceOverflowKeysEscaped(t *testing.T) {
 		}
 	}
 }
+
+// A forced or overridden key longer than GATE_MAX_KEY_BYTES names nothing the gate counts
+// (its records are dead-lettered, key_too_long): refused at start, as an unescaped one is,
+// in GATE_FORCE_OVERFLOW, GATE_OVERRIDES and a rule's force list.
+func TestForcedKeyLongerThanMaxKeyBytes(t *testing.T) {
+	for _, env := range []map[string]string{
+		{"GATE_MAX_KEY_BYTES": "8", "GATE_FORCE_OVERFLOW": "short,123456789"},
+		{"GATE_MAX_KEY_BYTES": "8", "GATE_OVERRIDES": "123456789=5"},
+		{"GATE_MAX_KEY_BYTES": "8", "GATE_KEY_FROM": "json:a+b", "GATE_FORCE_OVERFLOW": "1234:%3A12"}, // 10 bytes as escaped
+	} {
+		if _, err := loadMap(env); err == nil || !strings.Contains(err.Error(), "GATE_MAX_KEY_BYTES") {
+			t.Errorf("%v: err = %v, want the key refused for GATE_MAX_KEY_BYTES", env, err)
+		}
+	}
+	c, err := loadMap(map[string]string{"GATE_MAX_KEY_BYTES": "8", "GATE_FORCE_OVERFLOW": "12345678", "GATE_OVERRIDES": "12345678=5"})
+	if err != nil {
+		t.Fatalf("keys of exactly GATE_MAX_KEY_BYTES: %v", err)
+	}
+	_, err = rules.Parse("r.yaml", []byte("rules:\n  - {name: r, key: json:team_id, limits: [1m:1000], force: [\"12345678\", \"123456789\"]}\n"), c.RulesOptions())
+	if err == nil || !strings.Contains(err.Error(), "force[1]") || strings.Contains(err.Error(), "force[0]") {
+		t.Errorf("rule force list: err = %v, want force[1] alone refused", err)
+	}
+}

@@ -44,7 +44,7 @@ func (c Config) validate(between bool) Problems {
 	c.Kafka.validateBetween(bad)
 	// An override's team is a key as GATE_KEY_FROM builds it, as GATE_FORCE_OVERFLOW's is.
 	for _, t := range slices.Sorted(maps.Keys(c.Overrides)) {
-		if err := c.KeyFrom.CheckKey(t); err != nil {
+		if err := c.KeyFrom.CheckKey(t, c.MaxKeyBytes); err != nil {
 			bad("OVERRIDES", fmt.Sprintf("keys as GATE_KEY_FROM builds them: %v", err))
 			break
 		}

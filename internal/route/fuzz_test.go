@@ -417,7 +417,7 @@ func FuzzCompositeKey(f *testing.F) {
 				}
 			}
 			// Every key the gate builds is one an operator may write (a force list).
-			if err := k.CheckKey(team); err != nil {
+			if err := k.CheckKey(team, 0); err != nil {
 				t.Fatalf("%s: CheckKey refuses the gate's own key %q: %v", v, team, err)
 			}
 			return strings.Clone(team), vals, true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -414,10 +415,17 @@ func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKe
 // CheckKey reports whether key can be a key k reads, for the places an operator writes
 // one (a rule's force list): a composite key must be escaped as keypart.Append writes it,
 // one ':' between each two fields, a value's ':' as %3A and '%' as %25. Written unescaped,
-// it would name nothing the rule ever counts, silently.
-func (k KeyFrom) CheckKey(key string) error {
+// it would name nothing the rule ever counts, silently. The error shows the key escaped
+// where that can be told: each '%' that is no escape written %25, and, for a key of too
+// many parts, each way (up to 4) of joining them into as many values as k has fields.
+// A key longer than maxKey bytes (GATE_MAX_KEY_BYTES; no bound if maxKey <= 0) is refused
+// too: a record with that key is dead-lettered (key_too_long), never counted under it.
+func (k KeyFrom) CheckKey(key string, maxKey int) error {
 	if key == "" {
 		return errors.New("an empty key")
+	}
+	if maxKey > 0 && len(key) > maxKey {
+		return fmt.Errorf("a key of %d bytes is longer than the %d bytes of GATE_MAX_KEY_BYTES: records with it are dead-lettered (key_too_long), never counted under it", len(key), maxKey)
 	}
 	if !k.Composite() {
 		return nil
@@ -425,20 +433,94 @@ func (k KeyFrom) CheckKey(key string) error {
 	parts := strings.Split(key, ":")
 	want := fmt.Sprintf("a key of %s is its %d values joined with ':', each value's ':' written %%3A and '%%' %%25 (token phc_x and distinct_id user:1: phc_x:user%%3A1)", k, len(k.fields))
 	if len(parts) != len(k.fields) {
-		return fmt.Errorf("%q has %d parts: %s", key, len(parts), want)
+		return fmt.Errorf("%q has %d parts%s: %s", key, len(parts), escapedForms(parts, len(k.fields)), want)
 	}
 	for _, p := range parts {
 		if p == "" {
 			return fmt.Errorf("%q has an empty value: %s", key, want)
 		}
-		for i := strings.IndexByte(p, '%'); i >= 0; i = strings.IndexByte(p, '%') {
-			if esc := p[i+1:]; !strings.HasPrefix(esc, "25") && !strings.HasPrefix(esc, "3A") {
-				return fmt.Errorf("%q holds a '%%' not written %%25: %s", key, want)
+	}
+	for _, p := range parts {
+		if i := badPercent(p); i >= 0 {
+			if strings.HasPrefix(p[i+1:], "3a") {
+				return fmt.Errorf("%q holds %%3a, which the gate never writes (a value's ':' is %%3A): %s", key, want)
 			}
-			p = p[i+3:]
+			esc := make([]string, len(parts))
+			for j, p := range parts {
+				esc[j] = escapePercents(p)
+			}
+			return fmt.Errorf("%q holds a '%%' not written %%25 (escaped: %q): %s", key, strings.Join(esc, ":"), want)
 		}
 	}
 	return nil
+}
+
+// badPercent is the index of the first '%' of a composite key's part that is neither %25
+// nor %3A, or -1.
+func badPercent(p string) int {
+	for i := 0; i < len(p); i++ {
+		if p[i] == '%' && !strings.HasPrefix(p[i+1:], "25") && !strings.HasPrefix(p[i+1:], "3A") {
+			return i
+		}
+	}
+	return -1
+}
+
+// escapePercents is p with each '%' that is no escape (badPercent) written %25.
+func escapePercents(p string) string {
+	var b strings.Builder
+	for i := badPercent(p); i >= 0; i = badPercent(p) {
+		b.WriteString(p[:i])
+		b.WriteString("%25")
+		p = p[i+1:]
+	}
+	b.WriteString(p)
+	return b.String()
+}
+
+// escapedForms, for a composite key of n fields written as the parts split at ':', more
+// parts than n, is ", escaped: K1 or K2 ..." listing each key that joins them into n
+// non-empty values (a ':' inside a value written %3A), or "" when there are none or more
+// than 4.
+func escapedForms(parts []string, n int) string {
+	if len(parts) <= n {
+		return ""
+	}
+	var keys []string
+	var walk func(from int, vals []string) bool
+	walk = func(from int, vals []string) bool {
+		if len(vals) == n-1 { // the last value takes the rest
+			last := strings.Join(parts[from:], "%3A")
+			if last == "" {
+				return true
+			}
+			if len(keys) == 4 {
+				return false
+			}
+			keys = append(keys, strings.Join(append(vals, last), ":"))
+			return true
+		}
+		for to := from + 1; len(parts)-to >= n-1-len(vals); to++ {
+			v := strings.Join(parts[from:to], "%3A")
+			if v == "" {
+				continue
+			}
+			if !walk(to, append(vals[:len(vals):len(vals)], v)) {
+				return false
+			}
+		}
+		return true
+	}
+	for i, p := range parts {
+		parts[i] = escapePercents(p)
+	}
+	if !walk(0, nil) || len(keys) == 0 {
+		return ""
+	}
+	for i, key := range keys {
+		keys[i] = strconv.Quote(key)
+	}
+	return ", escaped: " + strings.Join(keys, " or ")
 }
 
 // fieldValue reads field number i of the JSON object js, whose top-level member is at

@@ -475,3 +475,37 @@ func TestLoneSurrogateThenEscape(t *testing.T) {
 		}
 	}
 }
+
+// A key written for a composite rule (a force entry, GATE_FORCE_OVERFLOW, gate overrides
+// set) but not escaped is refused with the key escaped, where that can be told: every way
+// of joining too many parts into the rule's values, and a lone '%' written %25.
+func TestCheckKeyShowsEscapedForm(t *testing.T) {
+	t.Parallel()
+	k2 := mustKeyFrom(t, "json:token+distinct_id")
+	k3 := mustKeyFrom(t, "json:a+b+c")
+	tests := []struct {
+		k         KeyFrom
+		key, want string
+	}{
+		{k2, "phc_x:user:1", `has 3 parts, escaped: "phc_x:user%3A1" or "phc_x%3Auser:1": `},
+		{k2, "phc_x::1", `has 3 parts, escaped: "phc_x:%3A1" or "phc_x%3A:1": `},
+		{k2, ":a:b", `has 3 parts, escaped: "%3Aa:b": `},
+		{k2, "phc_x:50%off", `holds a '%' not written %25 (escaped: "phc_x:50%25off"): `},
+		{k2, "p%:u%2", `holds a '%' not written %25 (escaped: "p%25:u%252"): `},
+		{k2, "phc_x:user%3a1", `holds %3a, which the gate never writes (a value's ':' is %3A)`},
+		{k2, "phc_x", `has 1 parts: `},
+		{k2, "a:b:c:d:e:f", `has 6 parts: `}, // 5 ways: none listed
+		{k3, "a:b:c:d", `has 4 parts, escaped: "a:b:c%3Ad" or "a:b%3Ac:d" or "a%3Ab:c:d": `},
+	}
+	for _, tt := range tests {
+		err := tt.k.CheckKey(tt.key, 0)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("CheckKey(%q) = %v, want it to contain %q", tt.key, err, tt.want)
+		}
+	}
+	for _, key := range []string{"phc_x:user%3A1", "a%25:b", "phc_x%3Auser:1"} {
+		if err := k2.CheckKey(key, 0); err != nil {
+			t.Errorf("CheckKey(%q) = %v, want nil", key, err)
+		}
+	}
+}

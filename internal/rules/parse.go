@@ -29,6 +29,9 @@ type Options struct {
 	MinWindow time.Duration
 	// Outcomes is whether GATE_OUTCOMES_TOPIC is set: action drop needs it.
 	Outcomes bool
+	// MaxKeyBytes is GATE_MAX_KEY_BYTES: a force entry longer names nothing a rule
+	// counts (0: no bound).
+	MaxKeyBytes int
 	// Check, when set, is asked about each rule that parsed: whether the gate can build
 	// its limits under its own settings (GATE_ADAPTIVE_*, the clock, ...). Its error is
 	// the rule's problem, at its limits, so that a file the gate cannot use is refused
@@ -304,7 +307,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		}
 	}
 	for j, e := range forced { // checked once the key is read, whatever the fields' order
-		if err := r.Key.CheckKey(e.Value); err != nil {
+		if err := r.Key.CheckKey(e.Value, p.o.MaxKeyBytes); err != nil {
 			p.bad(e, fmt.Sprintf("%s.force[%d]", path, j), "%v", err)
 		}
 	}
