@@ -30,6 +30,7 @@ type Candidate struct {
 	wall     bool          // judged on the wall clock
 	every    time.Duration // how often its fleet ticks, in record time (NewEngine)
 	next     time.Time     // its next tick
+	idle     time.Duration // its limiters' longest idle timeout: a key unseen that long is in no cache
 	router   *route.Router
 	stores   []*store
 	adaptive time.Duration // the learner's MinHistory; 0 when no rule learns

@@ -51,10 +51,12 @@ func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 		e.minHistory = max(e.minHistory, c.adaptive)
 		var shortest time.Duration
 		timed := false
+		c.idle = 0
 		for _, s := range c.stores {
 			if w := s.l.Config().Window; shortest == 0 || w < shortest {
 				shortest = w
 			}
+			c.idle = max(c.idle, s.l.Config().IdleTimeout)
 			timed = timed || s.l.DivertHold() > 0
 		}
 		switch {
@@ -175,13 +177,23 @@ func (e *Engine) advance(t time.Time) {
 		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
 	}
 	for i, c := range e.cands {
-		if !t.Before(c.next) {
-			if e.workers != nil {
-				e.broadcast(task{kind: taskTick, cand: i, now: t})
-			} else {
-				c.tick(t)
+		// A gate ticks at every multiple of its interval, records or not: so does the
+		// fleet here, through a pause in the input too, or a hold's release and the views
+		// would be judged by the one tick after it. Past the limiters' idle timeout
+		// every key has left their caches and a tick changes nothing a later one would
+		// not: the ticks of a long pause are skipped from there, to the record's.
+		quiet := c.next.Add(max(c.idle, 2*time.Second) + c.every + time.Second)
+		for !t.Before(c.next) {
+			at := c.next
+			if !at.Before(quiet) {
+				at = t
 			}
-			c.next = t.Truncate(c.every).Add(c.every)
+			if e.workers != nil {
+				e.broadcast(task{kind: taskTick, cand: i, now: at})
+			} else {
+				c.tick(at)
+			}
+			c.next = at.Truncate(c.every).Add(c.every)
 		}
 	}
 }

@@ -1,0 +1,81 @@
+package replay
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/config"
+)
+
+// asAGate routes recs through a candidate of cfg's limits as a gate routes them: each at
+// its own time, its fleet ticking at every multiple of GATE_TICK_INTERVAL (a candidate on
+// the event clock, of its own interval), whether records come or not. It returns the
+// records limited.
+func asAGate(t *testing.T, cfg config.Config, recs []*kgo.Record) int64 {
+	t.Helper()
+	c, err := NewCandidate("gate", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewEngine(cfg.TickInterval, c); err != nil { // sets c.every
+		t.Fatal(err)
+	}
+	first := recs[0].Timestamp
+	if err := c.start(first); err != nil {
+		t.Fatal(err)
+	}
+	next := first.Truncate(c.every).Add(c.every)
+	for _, r := range recs {
+		for !r.Timestamp.Before(next) {
+			c.tick(next)
+			next = next.Add(c.every)
+		}
+		c.route(r.Timestamp, r)
+	}
+	c.seal()
+	return c.b.report("gate", 5).Total.Limited
+}
+
+// TestReplayTicksThroughAGap: a gate ticks every GATE_TICK_INTERVAL whether records come
+// or not, and so must replay's fleet, or a hold's release is judged on what the tick
+// after a pause in the input sees. A team at 1.5 × its threshold for a minute is held
+// (GATE_DIVERT_HOLD, a window); from 1m28s its level is under 0.8 of its threshold, and
+// a gate ticking through the quiet releases it a window later, at 2m28s: its next
+// record, at 2m40s, is accepted. Replay ticked only when that record came: its one tick
+// saw the level of the last view read (the whole minute's count, never rebuilt during
+// the quiet) and held the team a window more.
+func TestReplayTicksThroughAGap(t *testing.T) {
+	for _, clk := range []string{"wall", "event"} {
+		cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
+		for _, at := range []time.Duration{100 * time.Second, 125 * time.Second, 160 * time.Second, 10 * time.Minute} {
+			recs := append(steady(nil, "held", 0, time.Minute, 150), event("held", "u", at))
+			want := asAGate(t, cfg, recs)
+			for _, workers := range []int{1, 2} {
+				c, err := NewCandidate(clk, cfg, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e, err := NewEngine(cfg.TickInterval, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.Workers(workers)
+				for _, r := range recs {
+					e.Route(r)
+				}
+				if got := e.Report(5).Candidates[0].Total.Limited; got != want {
+					t.Errorf("%s clock, a record at %s after a minute at 1.5 × (%d workers): replay limits %d, a gate %d", clk, at, workers, got, want)
+				}
+			}
+		}
+	}
+	// The case above, spelled out: held through 2m05s, released by 2m40s.
+	cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
+	for at, want := range map[time.Duration]int64{125 * time.Second: 51, 160 * time.Second: 50} {
+		if got := asAGate(t, cfg, append(steady(nil, "held", 0, time.Minute, 150), event("held", "u", at))); got != want {
+			t.Errorf("a gate, a record at %s: %d limited, want %d", at, got, want)
+		}
+	}
+}
