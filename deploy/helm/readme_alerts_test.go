@@ -2,7 +2,6 @@ package helm
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -33,14 +32,7 @@ func TestReadmeListsEveryAlert(t *testing.T) {
 // and what its threshold's unit is. TestReadmeValues checks prometheusRule.alerts as one
 // value, so an alert without its comment passed it.
 func TestValuesDocumentEveryAlert(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := valuesNode(t)
 	child := func(n *yaml.Node, key string) *yaml.Node {
 		if n == nil || n.Kind != yaml.MappingNode {
 			return nil

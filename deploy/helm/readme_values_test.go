@@ -26,14 +26,7 @@ const (
 // values.yaml's order, one table per top-level key. A value documented only in the README
 // cannot drift from the file users copy.
 func TestReadmeValues(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := valuesNode(t)
 	var schema map[string]any
 	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
 	if err != nil {
@@ -141,8 +134,8 @@ func inline(t *testing.T, n *yaml.Node) string {
 	return s
 }
 
-// valueComments returns the `# --` comment of every key of values.yaml, one line each.
-func valueComments(t *testing.T) []string {
+// valuesNode is values.yaml as a YAML node tree, its comments kept.
+func valuesNode(t *testing.T) *yaml.Node {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
 	if err != nil {
@@ -152,6 +145,13 @@ func valueComments(t *testing.T) []string {
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		t.Fatal(err)
 	}
+	return &doc
+}
+
+// valueComments returns the `# --` comment of every key of values.yaml, one line each.
+func valueComments(t *testing.T) []string {
+	t.Helper()
+	doc := valuesNode(t)
 	var out []string
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
@@ -166,6 +166,6 @@ func valueComments(t *testing.T) []string {
 			walk(c)
 		}
 	}
-	walk(&doc)
+	walk(doc)
 	return out
 }

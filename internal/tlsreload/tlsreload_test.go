@@ -103,22 +103,7 @@ func (a *authority) issue(t *testing.T, cn string, server bool) pair {
 		tmpl.DNSNames = []string{"localhost"}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := pair{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-	}
-	if p.tls, err = tls.X509KeyPair(p.certPEM, p.keyPEM); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return a.sign(t, tmpl, key)
 }
 
 // --- A server that requires and reports client certificates ------------------------------
@@ -611,6 +596,12 @@ func (a *authority) issueValid(t *testing.T, cn string, notBefore, notAfter time
 		NotBefore: notBefore, NotAfter: notAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
+	return a.sign(t, tmpl, key)
+}
+
+// sign signs tmpl, for key, with a: the certificate and key in PEM, and as a pair.
+func (a *authority) sign(t *testing.T, tmpl *x509.Certificate, key *ecdsa.PrivateKey) pair {
+	t.Helper()
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
 	if err != nil {
 		t.Fatal(err)
