@@ -392,8 +392,9 @@ type work struct {
 	p    *partition
 	recs []*kgo.Record // without control records (see dataRecords)
 	hwm  int64
-	// next is the offset after the last record polled, control records included: where
-	// the partition's lag is measured from once every record of recs is routed.
+	// next is the offset after the last record polled, control records included (never
+	// before the last of recs): where the partition's lag is measured from once every
+	// record of recs is routed.
 	next int64
 }
 
@@ -563,7 +564,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		c.cl.Produce(rctx, &f.out, c.promise)
 	}
 	endOutcomes(w.p, end)
-	c.setLag(w.p, w.hwm, max(end, w.next))
+	c.setLag(w.p, w.hwm, w.next) // every record routed: past the control records after them too
 }
 
 // produce hands f.out to the producer; onProduced acknowledges it in its batch or

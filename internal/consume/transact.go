@@ -811,9 +811,9 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 		}
 		next = in.Offset + 1
 	}
-	lagFrom := next
+	lagFrom := next // next is the deferred countTo's and endOutcomes': not moved past markers
 	if next == w.recs[len(w.recs)-1].Offset+1 {
-		lagFrom = max(next, w.next) // every record routed: past the control records after them too
+		lagFrom = w.next // every record routed: past the control records after them too
 	}
 	c.setLag(w.p, w.hwm, lagFrom)
 }
@@ -853,7 +853,7 @@ func (c *Consumer) produceAlone(f *failed) {
 func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 	f := (*failed)(unsafe.Pointer(r))
 	b := f.b
-	if err != nil && errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) {
 		// Failed because the routing context ended (a revoke or loss, or the end of the
 		// shutdown's grace), as onProduced treats it: no broker error, nothing to count
 		// or back off for, but the record is not in the transaction, which must abort.
