@@ -271,9 +271,13 @@ func (t *Ticker) Run(ctx context.Context) {
 		// hung held the write phase to the tick's deadline (its own reads are not sent:
 		// queueReads), up to the errands' deadline below. Under the tick's deadline, passed
 		// by then, every other node's reads failed unsent, each tick the node hung.
+		edl := at.Add(t.cfg.TickInterval - t.cfg.TickInterval/8) // the errands' deadline
 		rdl := at.Add(t.cfg.TickTimeout)
-		if late := time.Now().Add(t.cfg.TickTimeout - t.readDelay()); late.After(rdl) {
-			rdl = laterOf(rdl, earlierOf(late, at.Add(t.cfg.TickInterval-t.cfg.TickInterval/8)))
+		if late := time.Now().Add(t.cfg.TickTimeout - t.readDelay()); late.After(rdl) && edl.After(rdl) {
+			rdl = late
+			if edl.Before(rdl) {
+				rdl = edl
+			}
 		}
 		rctx, rcancel := context.WithDeadline(ctx, rdl)
 		t.ReadPhase(rctx)
@@ -284,7 +288,7 @@ func (t *Ticker) Run(ctx context.Context) {
 		// hung instance 0 held the loop past it, and Run skipped every other tick for every
 		// instance; with the tick's deadline, which a hung other instance uses up, they
 		// never ran while it hung, though instance 0 answers.
-		ectx, ecancel := context.WithDeadline(ctx, at.Add(t.cfg.TickInterval-t.cfg.TickInterval/8))
+		ectx, ecancel := context.WithDeadline(ctx, edl)
 		t.checkClock(ectx)
 		t.countFleet(ectx, time.Now())
 		ecancel()
@@ -294,20 +298,6 @@ func (t *Ticker) Run(ctx context.Context) {
 	if err := t.Flush(fctx); err != nil {
 		t.log.Warn("final flush of pending counts incomplete", "err", err, "pending_writes", len(t.pending))
 	}
-}
-
-func earlierOf(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func laterOf(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 // nextTick is the first multiple of interval since the Unix epoch after now.
