@@ -55,7 +55,6 @@ import (
 	"maps"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -489,7 +488,7 @@ func readHead(ctx context.Context, c redis.UniversalClient, key string) (head, e
 		return nil
 	})
 	if err := n.Err(); err != nil {
-		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		if redis.HasErrorPrefix(err, "WRONGTYPE") {
 			return head{}, fmt.Errorf("%w: %s (%w): delete it, and set overrides with gate overrides set", ErrNotHash, key, err)
 		}
 		return head{}, fmt.Errorf("reading %s: %w", key, err)
