@@ -49,8 +49,7 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	topSet := false
-	fs.Visit(func(f *flag.Flag) { topSet = topSet || f.Name == "top" })
+	topSet := cli.Set(fs, "top")
 	switch {
 	case len(args) > 1:
 		fs.Usage()

@@ -123,7 +123,7 @@ func orDash(s string) string {
 	return s
 }
 
-// printedProblems is a rules file's problems once printed, one a line: its message
+// printedProblems is a rules file's or the environment's problems once printed, one a line: its message
 // counts them (main prints it after them), and it wraps them.
 type printedProblems struct {
 	path string

@@ -54,8 +54,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	topSet := false
-	fs.Visit(func(f *flag.Flag) { topSet = topSet || f.Name == "top" })
+	topSet := cli.Set(fs, "top")
 	switch {
 	case topSet && len(args) > 0:
 		fs.Usage()

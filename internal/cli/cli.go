@@ -35,6 +35,14 @@ func ExitCode(err error) int {
 // are read as log lines.
 func OneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
+// Set reports whether the flag name was set on the command line of fs (parsed), as
+// opposed to left at its default.
+func Set(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // Shown is s as a command prints it in a table or a line: as it is when it is plain
 // printable text, else quoted (Go syntax). A team or key is whatever bytes an event
 // carried: a raw 0xff is text/tabwriter's escape character (it would swallow the rest of
