@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -72,6 +73,13 @@ type Fate struct {
 type Budget struct {
 	max  int64
 	used atomic.Int64
+	// kept are the keys that drew a row from the budget since the last seal, whichever
+	// Agg drew it: a key kept by one routing goroutine is kept by all (Record), as the
+	// consumer hands a partition's polls to whichever goroutine is free, and a team's
+	// overflow routed by another goroutine than its first record's must not be folded.
+	// Written once per key a seal, not per record.
+	mu   sync.Mutex
+	kept map[string]struct{}
 }
 
 // NewBudget returns a Budget of max rows (0: no cap).
@@ -90,6 +98,40 @@ func (b *Budget) take() bool {
 		return false
 	}
 	return true
+}
+
+// keep marks key, which drew a row, as kept until the next seal.
+func (b *Budget) keep(key string) {
+	if b == nil || b.max <= 0 || key == "" {
+		return
+	}
+	b.mu.Lock()
+	if b.kept == nil {
+		b.kept = make(map[string]struct{})
+	}
+	b.kept[key] = struct{}{}
+	b.mu.Unlock()
+}
+
+// isKept reports whether key drew a row since the last seal, in any Agg of the budget.
+func (b *Budget) isKept(key string) bool {
+	if b == nil || b.max <= 0 || key == "" {
+		return false
+	}
+	b.mu.Lock()
+	_, ok := b.kept[key]
+	b.mu.Unlock()
+	return ok
+}
+
+// forget starts the kept keys afresh: the Aggs of the budget were sealed.
+func (b *Budget) forget() {
+	if b == nil || b.max <= 0 {
+		return
+	}
+	b.mu.Lock()
+	clear(b.kept)
+	b.mu.Unlock()
 }
 
 // force claims a row whatever the budget holds: a kept key's (Record). Used may then
@@ -326,11 +368,19 @@ func (a *Agg) Record(f *Fate) {
 	// budget all the same so that they bring the cap on new keys nearer: folded, a kept
 	// team's overflow would leave its history (its key is gone from a folded row) just
 	// when it matters. Only a key that first comes once the cap is reached is folded.
-	kept := first >= 0 && f.Key != "" // "" is the folded rows' too: not a kept key
+	// Kept by another Agg of the budget counts as kept here (Budget.kept).
+	kept := f.Key != "" && first >= 0 // "" is the folded rows' too: not a kept key
+	took := !kept && a.budget.take()
+	if !kept && !took && a.budget.isKept(f.Key) {
+		kept = true
+	}
 	if kept {
 		a.budget.force()
 	}
-	if kept || a.budget.take() {
+	if kept || took {
+		if took {
+			a.budget.keep(f.Key)
+		}
 		a.held++
 		a.add(first, at, h, iv, f)
 		return
@@ -541,6 +591,11 @@ func SealAppend(rows []Row, gate, id string, aggs ...*Agg) []Row {
 	}
 	for _, a := range aggs {
 		a.reset()
+	}
+	for i, a := range aggs {
+		if !slices.ContainsFunc(aggs[:i], func(b *Agg) bool { return b.budget == a.budget }) {
+			a.budget.forget()
+		}
 	}
 	return rows
 }

@@ -383,7 +383,7 @@ func TestSealMergesAggs(t *testing.T) {
 		for seal := range 3 {
 			want := map[id][2]int64{}
 			held := map[int]map[id]bool{}     // by Agg: the rows it made
-			kept := map[int]map[string]bool{} // by Agg: the keys it made rows of
+			kept := map[string]bool{} // the keys any Agg made rows of: kept by all (Budget.kept)
 			for range 20_000 {
 				f := Fate{At: t0.Add(time.Duration(rng.IntN(120)) * time.Second), Kind: Kind(rng.IntN(int(numKinds))),
 					Rule: []string{"", "r"}[rng.IntN(2)], Reason: "x", Key: string([]byte(keys[rng.IntN(len(keys))])), Bytes: rng.IntN(100)}
@@ -395,7 +395,7 @@ func TestSealMergesAggs(t *testing.T) {
 				a := aggs[ai]
 				k := id{a.interval(f.At), kindOut(f), f.Rule, f.Reason, f.Key, false}
 				if held[ai] == nil {
-					held[ai], kept[ai] = map[id]bool{}, map[string]bool{}
+					held[ai] = map[id]bool{}
 				}
 				rows := 0
 				for _, h := range held {
@@ -403,8 +403,8 @@ func TestSealMergesAggs(t *testing.T) {
 				}
 				switch {
 				case held[ai][k]:
-				case c.budget == 0 || int64(rows) < c.budget || k.key != "" && kept[ai][k.key]:
-					held[ai][k], kept[ai][k.key] = true, true
+				case c.budget == 0 || int64(rows) < c.budget || k.key != "" && kept[k.key]:
+					held[ai][k], kept[k.key] = true, true
 				default:
 					k.key, k.folded = "", true
 				}
@@ -513,6 +513,44 @@ func TestSealKeepsFirstRecordsThreshold(t *testing.T) {
 		}
 		if r := rows[0]; r.Threshold != 100 || r.ThresholdSource != "static" {
 			t.Errorf("%s: threshold %d (%s), want 100 (static): the row's first record's", order, r.Threshold, r.ThresholdSource)
+		}
+	}
+}
+
+// TestKeptKeyKeptByEveryAgg: a key kept by one routing goroutine's Agg before the cap is
+// kept by every Agg of the budget after it, as docs/outcomes.md promises (a team's
+// limiting never leaves its history): the consumer hands a partition's polls to whichever
+// goroutine is free, so a team's overflow is often routed by another goroutine than its
+// first accepted record. Before, it went to the folded row, and `gate outcomes heavy`
+// showed a team never limited.
+func TestKeptKeyKeptByEveryAgg(t *testing.T) {
+	b := NewBudget(2)
+	a0, a1 := NewAgg(time.Minute, b), NewAgg(time.Minute, b)
+	for _, k := range []string{"heavy", "small"} {
+		a0.Record(&Fate{At: t0, Kind: Accepted, Key: k, Team: k, Bytes: 10})
+	}
+	a1.Record(&Fate{At: t0, Kind: Overflow, Rule: "team", Reason: "rate_limited", Key: "heavy", Team: "heavy", Bytes: 10})
+	a1.Record(&Fate{At: t0, Kind: Overflow, Rule: "team", Reason: "rate_limited", Key: "new", Team: "new", Bytes: 10})
+	rows := Seal("g", "id", a0, a1)
+	var heavyOver, folded int64
+	for _, r := range rows {
+		switch {
+		case r.Folded:
+			folded += r.Records
+		case r.Key == "heavy" && r.Outcome == "overflow":
+			heavyOver += r.Records
+		}
+	}
+	if heavyOver != 1 || folded != 1 {
+		t.Fatalf("heavy's overflow %d (want 1) and folded %d (want 1, the key that came after the cap): %+v", heavyOver, folded, rows)
+	}
+	// The next seal starts afresh: nothing is kept from the last.
+	a0.Record(&Fate{At: t0, Kind: Accepted, Key: "x", Team: "x"})
+	a0.Record(&Fate{At: t0, Kind: Accepted, Key: "y", Team: "y"})
+	a1.Record(&Fate{At: t0, Kind: Overflow, Key: "heavy", Team: "heavy"})
+	for _, r := range Seal("g", "id2", a0, a1) {
+		if r.Key == "heavy" {
+			t.Fatalf("heavy kept from the last seal: %+v", r)
 		}
 	}
 }
