@@ -382,8 +382,8 @@ func TestSealMergesAggs(t *testing.T) {
 		}
 		for seal := range 3 {
 			want := map[id][2]int64{}
-			held := map[int]map[id]bool{}     // by Agg: the rows it made
-			kept := map[string]bool{} // the keys any Agg made rows of: kept by all (Budget.kept)
+			held := map[int]map[id]bool{} // by Agg: the rows it made
+			kept := map[string]bool{}     // the keys any Agg made rows of: kept by all (Budget.kept)
 			for range 20_000 {
 				f := Fate{At: t0.Add(time.Duration(rng.IntN(120)) * time.Second), Kind: Kind(rng.IntN(int(numKinds))),
 					Rule: []string{"", "r"}[rng.IntN(2)], Reason: "x", Key: string([]byte(keys[rng.IntN(len(keys))])), Bytes: rng.IntN(100)}
