@@ -226,6 +226,10 @@ func (l *Limiter) SetFleetSize(n int) {
 // FleetSize is the fleet's size as last set (1 until then).
 func (l *Limiter) FleetSize() int { return int(l.fleetSize.Load()) }
 
+// maxSketchFloor is the highest untracked floor: half of what a sketch counter holds, so
+// that no counter wraps under it.
+const maxSketchFloor = math.MaxUint32 / 2
+
 // setFloor computes the untracked floor, in records of a key at the default threshold
 // (overridden keys are always cached): 0, nothing untracked, when it is under 2 records,
 // no sketch being of use.
@@ -237,6 +241,10 @@ func (l *Limiter) setFloor() {
 	if f < 2 {
 		f = 0
 	}
+	// A counter holds 2^32: a floor past half of it (a threshold in bytes, a long window)
+	// would let a key's counters wrap under it, the key never promoted nor limited. A
+	// lower floor only caches a key sooner.
+	f = min(f, maxSketchFloor)
 	l.untrackedFloor.Store(f)
 }
 

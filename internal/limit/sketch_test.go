@@ -560,3 +560,26 @@ func TestStaleEpochPromotionCarriesOnce(t *testing.T) {
 		t.Errorf("a sent %d records in window 2; its counts of window 2 handed to the tick: %d", sent2, written2)
 	}
 }
+
+// A threshold whose floor is past what a sketch counter holds (2^32: bytes, a long
+// window) still promotes a key at its floor, and limits it at its threshold: the counters
+// must not wrap under the floor, leaving the key counted in the sketch, allowed, forever.
+func TestFloorBeyondSketchCounterPromotes(t *testing.T) {
+	const thr = 1_000_000_000_000 // a terabyte a window: floor 1e10 > 2^32
+	l, _, _ := newTest(t, Config{Window: time.Hour, Threshold: thr, SketchWidth: DefaultSketchWidth})
+	now := at(time.Second)
+	const n = 100_000_000 // 100 MB a record
+	var cached bool
+	for i := range thr/n + 1 {
+		d := l.CheckAt(now, "u", n)
+		if l.Len() == 1 {
+			cached = true
+		}
+		if i == thr/n && !d.Limited {
+			t.Errorf("record %d at level %v: allowed, want limited at its threshold %d (cached: %v)", i+1, d.Level, int64(thr), cached)
+		}
+	}
+	if !cached {
+		t.Errorf("key of %d records never cached: its floor (%d) is past a sketch counter", int64(thr+n), int64(thr/100))
+	}
+}

@@ -148,3 +148,56 @@ func TestRunWithTheDocumentedACL(t *testing.T) {
 		})
 	}
 }
+
+// TestClockCheckLeavesRedisWideErrorsToTheTick: the clock check's warning tells the
+// operator to allow +time for the gate's Redis user. That is the cure only when TIME alone
+// is refused (NOPERM); a gate that cannot authenticate at all (no password, NOAUTH; a
+// wrong one, WRONGPASS) has every command refused, which the tick counts and logs with the
+// error. Told to grant +time, the operator was sent to the wrong fix, and each refusal was
+// counted a second time.
+func TestClockCheckLeavesRedisWideErrorsToTheTick(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		opts       redistest.Options
+		user, pass string
+		acl        bool // the documented ACL without +time, for user "gate"
+		warn       bool
+	}{
+		{name: "noauth", opts: redistest.Options{Password: "pw"}},
+		{name: "wrongpass", opts: redistest.Options{Password: "pw"}, pass: "not-pw"},
+		{name: "noperm", user: "gate", pass: "gate-pw", acl: true, warn: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := redistest.StartWith(t, c.opts)
+			if c.acl {
+				rules := slices.DeleteFunc(documentedACL(), func(r any) bool { return r == "+time" })
+				if err := srv.Client(t).Do(context.Background(), rules...).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clients, err := Dial([]string{srv.URLAs(c.user, c.pass)}, RedisOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = clients[0].Close() })
+			l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &logBuffer{}
+			tk, err := New(l, []redis.UniversalClient{clients[0]}, Config{}, nil, slog.New(slog.NewTextHandler(logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.checkClock(context.Background())
+			var errs float64
+			for c := range numCauses {
+				errs += testutil.ToFloat64(tk.m.errors.WithLabelValues(c.String(), "0"))
+			}
+			warned := len(logs.lines("clock check cannot run TIME")) > 0
+			if want := map[bool]float64{true: 1}[c.warn]; warned != c.warn || errs != want {
+				t.Errorf("clock check warned %v and counted %v errors, want %v and %v; log:\n%s", warned, errs, c.warn, want, logs.buf.String())
+			}
+		})
+	}
+}

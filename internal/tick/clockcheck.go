@@ -3,6 +3,7 @@ package tick
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -51,11 +52,12 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	defer cancel()
 	theirs, err := t.instances[0].Time(cctx).Result()
 	if err != nil {
-		var re redis.Error
-		if !errors.As(err, &re) {
-			return // Redis out of reach: the tick's to report, as it does
+		if !timeRefused(err) {
+			// Redis out of reach, or refusing every command (NOAUTH, WRONGPASS, LOADING...):
+			// the tick's to report, as it does, with the error.
+			return
 		}
-		// An error reply is this check's own: typically an ACL without +time (NOPERM),
+		// TIME alone refused: an ACL without +time (NOPERM), or the command renamed away,
 		// under which the offset is never measured and GateClockSkew can never fire.
 		t.countError(classify(err), 0)
 		if ok, quiet := c.warn.Allow(); ok {
@@ -74,4 +76,12 @@ func (t *Ticker) checkClock(ctx context.Context) {
 				"offset", offset.Round(time.Millisecond), "round_trip", rtt.Round(time.Millisecond), "limit", limit, "warnings_unlogged", quiet)
 		}
 	}
+}
+
+// timeRefused reports whether err refuses TIME itself, not every command: NOPERM (an ACL
+// without +time) or an unknown command (TIME renamed or disabled). Only then is allowing
+// +time the cure the clock check's warning gives.
+func timeRefused(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && (redis.HasErrorPrefix(err, "NOPERM") || strings.HasPrefix(err.Error(), "ERR unknown command"))
 }
