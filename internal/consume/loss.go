@@ -210,7 +210,7 @@ func (c *Consumer) outOfRange(id int32) {
 			"topic", c.cfg.InputTopic, "partition", id, "offset", pos.Offset, "log_start", start.Offset, "log_end", end.Offset)
 		return
 	}
-	c.applyGap(ctx, p, g, true)
+	c.applyGap(ctx, p, g, true, end.Offset)
 }
 
 // brokerLost handles franz-go's report that the broker lost records the gate had
@@ -227,7 +227,7 @@ func (c *Consumer) brokerLost(fetches kgo.Fetches, dl *kgo.ErrDataLoss) {
 	// The client's own record of the partition's position moves with the records
 	// polled: when this poll holds some of the partition's (read after the reset),
 	// it is already right, else it is still dl.ConsumedTo.
-	c.applyGap(ctx, p, g, !polled(fetches, c.cfg.InputTopic, dl.Partition))
+	c.applyGap(ctx, p, g, !polled(fetches, c.cfg.InputTopic, dl.Partition), -1)
 }
 
 // polled reports whether fetches hold records of the partition.
@@ -241,8 +241,8 @@ func polled(fetches kgo.Fetches, topic string, id int32) bool {
 
 // applyGap counts and reports g, a gap in partition p, and resumes after it or stops
 // there (Config.OnDataLoss). move says whether the client is to be moved to the
-// gap's resume offset.
-func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool) {
+// gap's resume offset; end is the partition's log end, -1 when unknown.
+func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool, end int64) {
 	if c.txn.filling && c.txn.routed[p.id] {
 		c.gapInTxn(p, g)
 		return
@@ -264,6 +264,10 @@ func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool)
 		return
 	}
 	err := c.goOnAt(ctx, p, g.resume, move)
+	// The lag is measured from the resume offset now: the last poll's, from below the
+	// gap, would stay while nothing past the gap is polled (a gap up to the log end),
+	// and an idle gate would count as stalled (watchdog.go).
+	c.setLag(p, end, g.resume.Offset)
 	c.log.Error("input records lost: "+what+"; the partition goes on at resumed_at (GATE_ON_DATA_LOSS=continue)",
 		append(attrs, "resumed_at", g.resume.Offset, "commit_err", err)...)
 }

@@ -15,10 +15,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/route"
 )
 
 // Records that vanish before the gate reads them (see docs/design.md, "Guarantees", and
@@ -818,5 +821,73 @@ func TestStoppedPartitionRevokedMidStopIsResumed(t *testing.T) {
 	if paused := c.cl.PauseFetchPartitions(nil); len(paused[inTopic]) != 0 {
 		t.Errorf("partitions %v of %s still paused in the client after partition 1 was revoked; "+
 			"assigned again, it would never be fetched (not-ready reasons: %q)", paused[inTopic], inTopic, c.problems.list())
+	}
+}
+
+// firstRouter routes as its Router, calling first once, before the first record.
+type firstRouter struct {
+	Router
+	once  *sync.Once
+	first func()
+}
+
+func (f firstRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratch, out *kgo.Record) route.Outcome {
+	f.once.Do(f.first)
+	return f.Router.RouteInto(now, in, sc, out)
+}
+
+// TestGapToLogEndClearsLag: a gate lagging on its partition (polls see records past
+// what they return) meets a gap that reaches the log end: an operator purges the
+// backlog (kafka-delete-records up to the high watermark) and no more records come.
+// The gate reports the gap and goes on at the log end, with nothing left to read: its
+// lag is 0 (gate_partition_lag_records, and the watchdog's), and the idle gate stays
+// ready and live. Before, the lag of the last poll stayed, so the idle gate counted as
+// having work and no progress: not ready after GATE_STALL_NOT_READY, then not live.
+func TestGapToLogEndClearsLag(t *testing.T) {
+	t.Parallel()
+	const n = 300
+	env := newEnv(t, 1)
+	env.ccfg.StallNotReady = 300 * time.Millisecond
+	env.ccfg.StallRestart = 600 * time.Millisecond
+	// Small fetches: a poll sees the records it does not return as lag.
+	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.FetchMaxPartitionBytes(512), kgo.FetchMaxBytes(512))
+	logs := &syncBuffer{}
+	env.logs = logs
+	prod := partProducer(t, env.cluster)
+	for id := range n { // one batch per record, so that a fetch returns a few
+		produceTo(t, prod, 0, id, 1)
+	}
+	var hold *kfake.FaultHandle
+	held := make(chan struct{})
+	env.wrap = func(r Router) Router {
+		return firstRouter{r, new(sync.Once), func() {
+			hold = env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+				Err: kerr.NotLeaderForPartition, Count: -1})
+			close(held)
+		}}
+	}
+	g := env.start(t, "a")
+	<-held
+	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
+	p := g.c.owned(0)
+	if p == nil || p.lag.Load() == 0 {
+		t.Fatalf("no lag seen before the purge (partition %v)", p)
+	}
+	end := env.cluster.PartitionInfo(inTopic, 0).HighWatermark
+	if err := env.cluster.DeleteRecords(inTopic, 0, end); err != nil {
+		t.Fatal(err)
+	}
+	hold.Remove()
+	waitFor(t, 20*time.Second, "the gap counted", func() bool { return lostMetric(t, g.reg, 0, "retention") > 0 })
+	waitCommitted(t, env.cluster, 1, 20*time.Second)
+	time.Sleep(4 * env.ccfg.StallRestart)
+	if lag := p.lag.Load(); lag != 0 {
+		t.Errorf("lag %d after going on at the log end, want 0", lag)
+	}
+	if got := testutil.ToFloat64(g.c.m.lag.WithLabelValues("0")); got != 0 {
+		t.Errorf("gate_partition_lag_records{partition=0} = %v after going on at the log end, want 0", got)
+	}
+	if !g.c.Ready() || g.c.Live() != nil {
+		t.Errorf("an idle gate after a gap to the log end: ready %v (%v), live %v", g.c.Ready(), g.c.NotReady(), g.c.Live())
 	}
 }
