@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capturegate/gate/internal/cli"
 )
@@ -123,5 +124,44 @@ func TestReplayHTMLUnwritableFailsFirst(t *testing.T) {
 	err := run(t.Context(), []string{"replay", "-from", "1h", "-html", html}, testHost(env), &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), html) || strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("gate replay -html %s: %v; want an error naming the page file, before any broker is dialled", html, err)
+	}
+}
+
+// gate outcomes "" (a script's unset $TEAM) is refused, not read as every row of one
+// team and then reported as "no team limited" while teams were.
+func TestOutcomesEmptyTeamRefused(t *testing.T) {
+	t.Parallel()
+	c, env := outcomesTopicEnv(t, 1)
+	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	produceRows(t, c, testRow(at, "42", "42", "", "overflow", "rate_limited", 30))
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"outcomes", ""}, testHost(env), &stdout, &stderr)
+	var ue *cli.UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "TEAM") || stdout.Len() != 0 {
+		t.Errorf(`gate outcomes "": %v, stdout %q; want a usage error naming TEAM, nothing on stdout`, err, stdout.String())
+	}
+}
+
+// gate team and gate healthcheck read the gate's address from GATE_HTTP_ADDR: a bad one
+// stops them with a line naming the variable (exit status 2), as the gate's own check
+// does; a bad -addr names -addr.
+func TestGateAddrErrorNamesItsSource(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"team", "42"}, map[string]string{"GATE_HTTP_ADDR": "bad"}, `GATE_HTTP_ADDR="bad"`},
+		{[]string{"team", "-top", "5"}, map[string]string{"GATE_HTTP_ADDR": "bad"}, `GATE_HTTP_ADDR="bad"`},
+		{[]string{"healthcheck"}, map[string]string{"GATE_HTTP_ADDR": "bad"}, `GATE_HTTP_ADDR="bad"`},
+		{[]string{"team", "-addr", "nope", "42"}, map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:1"}, `-addr "nope"`},
+		{[]string{"healthcheck", "-addr", "nope"}, nil, `-addr "nope"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), tt.args, testHost(tt.env), &stdout, &stderr)
+		if cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("gate %q with %v: %v; want exit status 2 and one line naming %s", tt.args, tt.env, err, tt.want)
+		}
 	}
 }

@@ -90,6 +90,10 @@ func commands() []command {
 // environment variables.
 func noArgs(name string, run func(ctx context.Context, h host, stdout, stderr io.Writer) error) func(context.Context, []string, host, io.Writer, io.Writer) error {
 	return func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
+		if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			_, _ = io.WriteString(stderr, helpText()) // as every command's -h: the usage, exit status 0
+			return nil
+		}
 		if len(args) > 0 {
 			_, _ = io.WriteString(stderr, helpText())
 			return &cli.UsageError{Msg: fmt.Sprintf("%s takes no arguments, got %q (settings are GATE_* environment variables)", name, args)}

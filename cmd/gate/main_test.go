@@ -413,6 +413,10 @@ func TestRunCommands(t *testing.T) {
 		// version needs no configuration (GATE_WINDOW is bad here) and prints four lines.
 		{args: []string{"version"}, stdoutHas: "version: dev\ncommit: ", wantNilErr: true},
 		{args: []string{"version", "-v"}, usageErr: true, errHas: "version takes no arguments"},
+		// -h is the usage, exit status 0, for the commands that take no arguments too.
+		{args: []string{"serve", "-h"}, stderrHas: "Usage: gate", wantNilErr: true},
+		{args: []string{"run", "--help"}, stderrHas: "Usage: gate", wantNilErr: true},
+		{args: []string{"version", "-h"}, stderrHas: "Usage: gate", wantNilErr: true},
 		{args: []string{"load", "-h"}, stderrHas: "Usage: gate load", wantNilErr: true},
 		{args: []string{"load", "-rate", "0"}, usageErr: true, errHas: "gate load: -rate 0"},
 		{args: []string{"load", "extra"}, usageErr: true, errHas: "gate load takes flags only"},

@@ -54,6 +54,11 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	case len(args) > 1:
 		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: want at most one TEAM, got %q", args)}
+	case len(args) == 1 && args[0] == "":
+		// An empty TEAM (an unset shell variable) would read every row as one team's and
+		// then report that no team was limited.
+		fs.Usage()
+		return &cli.UsageError{Msg: `outcomes: TEAM "" is empty: give a team, or no TEAM for the most limited teams`}
 	case topSet && len(args) == 1:
 		// -top counts the teams listed without TEAM: with one, it would be ignored.
 		fs.Usage()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/endpoints"
 )
 
@@ -284,10 +285,14 @@ func thresholdText(l endpoints.LimitJSON) string {
 // GATE_HTTP_ADDR, else :8080, a listen-anywhere host meaning this machine's gate.
 func gateURL(cmd, addr string, getenv func(string) string) (string, error) {
 	// Trimmed, as config.Load reads it: the address the gate listens on.
-	target := cmp.Or(addr, strings.TrimSpace(getenv("GATE_HTTP_ADDR")), ":8080")
+	env := strings.TrimSpace(getenv("GATE_HTTP_ADDR"))
+	target := cmp.Or(addr, env, ":8080")
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {
-		return "", &cli.UsageError{Msg: fmt.Sprintf("%s: address %q is not host:port", cmd, target)}
+		if addr == "" { // from the environment: name the variable, as config.Load does
+			return "", config.Problems{fmt.Errorf("GATE_HTTP_ADDR=%q: want host:port such as :8080 or 127.0.0.1:8080 (or give %s -addr HOST:PORT)", env, cmd)}
+		}
+		return "", &cli.UsageError{Msg: fmt.Sprintf("%s: -addr %q is not host:port", cmd, target)}
 	}
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1" // a listen-anywhere address: ask the local gate
