@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -177,7 +178,7 @@ func TestPrometheusRuleParses(t *testing.T) {
 			name: "defaults",
 			vals: mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true}")),
 			base: "https://github.com/capturegate/gate/blob/main/docs/operations.md",
-			want: allAlerts, selector: `namespace="ingest", pod=~"gate-capture-gate-[a-z0-9]+-[a-z0-9]+"`,
+			want: allAlerts, selector: `namespace="ingest", pod=~"gate-capture-gate-[a-z0-9]+-[a-z0-9]{5}"`,
 		},
 		{
 			name:   "operations",
@@ -446,6 +447,49 @@ func TestAlertsSelectLongNamedPods(t *testing.T) {
 			if podMatchers == 0 {
 				t.Errorf("full name %s: %s selects no pod: nothing checked", deploy, alert)
 			}
+		}
+	}
+}
+
+// TestAlertsSkipTheHelmTestPod: the `helm test` pod, <fullname>-test-readyz, is no gate.
+// A failed test leaves it (its hook-delete-policy deletes it only on success), Failed and
+// never ready, and kube-state-metrics goes on exporting kube_pod_status_ready for it: a
+// pod pattern that takes any two dash-separated words after the full name selected it,
+// and GateNotReady fired for it until someone deleted the pod. A gate's pod ends in the 5
+// random characters the API server appends to its ReplicaSet's name.
+func TestAlertsSkipTheHelmTestPod(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	full := "ingest-capture-gate-" + strings.Repeat("fleet", 9) // 65 characters
+	for _, n := range []int{17, 46, 47, 50, 56, 57, 58, 63} {
+		vals := mergeValues(base, mustParse(t, fmt.Sprintf("fullnameOverride: %s\nprometheusRule: {enabled: true}", full[:n])))
+		objs := renderObjects(t, vals, prometheusOperator...)
+		if len(objs.typed["Pod"]) != 1 {
+			t.Fatalf("rendered %v: want the helm test pod", objs.kinds())
+		}
+		testPod := objs.typed["Pod"][0].(*corev1.Pod).Name
+		deploy := objs.typed["Deployment"][0].(*appsv1.Deployment).Name
+		gatePod := k8sPodName(deploy, "7d9c5b8f6d", "x2k9p")
+		for _, alert := range []string{"GateDown", "GateNotReady", "GateStalled"} {
+			e, err := promql.ParseExpr(alertExpr(t, vals, alert))
+			if err != nil {
+				t.Fatal(err)
+			}
+			parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
+				if vs, ok := node.(*parser.VectorSelector); ok {
+					for _, m := range vs.LabelMatchers {
+						if m.Name != "pod" {
+							continue
+						}
+						if m.Matches(testPod) {
+							t.Errorf("full name %s (%d characters): %s's %s matches the helm test pod %s", deploy, len(deploy), alert, m, testPod)
+						}
+						if !m.Matches(gatePod) {
+							t.Errorf("full name %s (%d characters): %s's %s does not match its pod %s", deploy, len(deploy), alert, m, gatePod)
+						}
+					}
+				}
+				return nil
+			})
 		}
 	}
 }

@@ -648,14 +648,16 @@ Prometheus Operator puts on every target of a PodMonitor or ServiceMonitor). */}
 named <fullname>-<pod-template-hash, up to 10 characters>-<5 random characters>, but the
 API server cuts what comes before the random part to 58 characters: past a full name of
 46 characters the hash is cut (with the dash after it); from 57, all that is left before
-the random part is "<fullname>-" cut to 58. */}}
+the random part is "<fullname>-" cut to 58. The random part is exactly 5 characters, so
+that the helm test pod, <fullname>-test-readyz (left Failed when a test fails), is no
+gate. */}}
 {{- define "capture-gate.podRuleSelector" -}}
 {{- $full := include "capture-gate.fullname" . -}}
-{{- $pods := printf "%s-[a-z0-9]+-[a-z0-9]+" $full -}}
+{{- $pods := printf "%s-[a-z0-9]+-[a-z0-9]{5}" $full -}}
 {{- if ge (len $full) 57 -}}
 {{- $pods = printf "%s[a-z0-9]+" (trunc 58 (printf "%s-" $full)) -}}
 {{- else if gt (len $full) 46 -}}
-{{- $pods = printf "%s-[a-z0-9]+(-[a-z0-9]+)?" $full -}}
+{{- $pods = printf "%s-[a-z0-9]+(-[a-z0-9]{5})?" $full -}}
 {{- end -}}
 {{- printf "namespace=%q, pod=~%q" .Release.Namespace $pods -}}
 {{- end -}}
