@@ -31,10 +31,21 @@ type expander struct {
 }
 
 // node returns n read: an alias's copy of its target, its contents read.
-func (x *expander) node(n *yaml.Node) *yaml.Node {
+func (x *expander) node(n *yaml.Node) *yaml.Node { return x.nodeAt(n, nil) }
+
+// nodeAt is node for n inside what the alias at brings (nil: outside any alias): n is
+// copied, at the alias's line and column, every node below it too, so that a problem in
+// it is reported where this rule takes it, not at the anchor (in another rule).
+func (x *expander) nodeAt(n, at *yaml.Node) *yaml.Node {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		c := *n.Alias
-		c.Line, c.Column, c.Anchor = n.Line, n.Column, ""
+		if at == nil {
+			at = n
+		}
+		n = n.Alias
+	}
+	if at != nil {
+		c := *n
+		c.Line, c.Column, c.Anchor = at.Line, at.Column, ""
 		c.Content = slices.Clone(c.Content) // the anchor's own list stays as it is
 		n = &c
 	}
@@ -51,19 +62,25 @@ func (x *expander) node(n *yaml.Node) *yaml.Node {
 			if x.bad {
 				break
 			}
-			n.Content[i] = x.node(c)
+			n.Content[i] = x.nodeAt(c, at)
 		}
 	case yaml.MappingNode:
-		x.mapping(n)
+		x.mapping(n, at)
 	}
 	return n
 }
 
-// mapping reads n's fields, its merge keys replaced by the fields they bring.
-func (x *expander) mapping(n *yaml.Node) {
+// mapping reads n's fields, its merge keys replaced by the fields they bring; at as for
+// nodeAt.
+func (x *expander) mapping(n, at *yaml.Node) {
 	var own, merged []*yaml.Node
 	for i := 0; i+1 < len(n.Content) && !x.bad; i += 2 {
-		k, v := n.Content[i], x.node(n.Content[i+1])
+		k, v := n.Content[i], x.nodeAt(n.Content[i+1], at)
+		if at != nil {
+			kc := *k
+			kc.Line, kc.Column = at.Line, at.Column
+			k = &kc
+		}
 		if k.Kind != yaml.ScalarNode || k.Tag != "!!merge" {
 			own = append(own, k, v)
 			continue

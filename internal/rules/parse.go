@@ -481,6 +481,11 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 					continue
 				}
 				if p.scalar(v, fmt.Sprintf("%s[%d]", lp, j)) {
+					if v.Value == "" {
+						// An empty field, header or record key reads no value either.
+						p.bad(v, fmt.Sprintf("%s[%d]", lp, j), `"" matches nothing: a field, header or record key that is empty reads no value, in no list (not_in holds for it)`)
+						continue
+					}
 					m.Values = append(m.Values, v.Value)
 				}
 			}

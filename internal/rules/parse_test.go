@@ -427,6 +427,14 @@ func TestParseAliases(t *testing.T) {
 			`r.yaml:3:6: <<: want a mapping to merge`},
 		{"a merge of a value", "rules:\n  - {name: a, key: &k key, limits: [1m:1]}\n  - {<<: *k, name: b}\n",
 			`r.yaml:3:6: <<: want a mapping to merge`},
+		// What a list or a mapping brings is at the alias's line too, not the anchor's (in
+		// another rule, whose own use of it may be fine).
+		{"a bad value in a list through an alias", "rules:\n  - name: a\n    key: key\n    limits: &l [1m:0]\n  - name: b\n    key: key\n    limits: *l\n",
+			`r.yaml:7:13: rules[1] "b".limits[0]: "1m:0"`},
+		{"a force list fit for one key, not the other", "rules:\n  - {name: a, key: key, limits: [1m:1], force: &f [x:y:z]}\n  - {name: b, key: json:t+u, limits: [1m:1], force: *f}\n",
+			`r.yaml:3:53: rules[1] "b".force[0]: "x:y:z" has 3 parts`},
+		{"a bad field merged", "rules:\n  - &t\n    name: a\n    key: key\n    limits: [1m:1]\n    mode: bad\n  - <<: *t\n    name: b\n",
+			`r.yaml:7:9: rules[1] "b".mode: "bad"`},
 	} {
 		if _, err := Parse("r.yaml", []byte(c.yaml), Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %s", c.name, err, c.want)
@@ -456,5 +464,17 @@ func TestParseMatchNull(t *testing.T) {
 	}
 	if _, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: , limits: [1m:1]}\n"), Options{}); err == nil || !strings.Contains(err.Error(), `rules[0] "a".key: empty (null): want a single value`) {
 		t.Errorf("an empty key: %v", err)
+	}
+}
+
+// An empty string in a match's list matches nothing either: a field, header or record key
+// that is empty reads no value (docs/rules.md), so in: [""] never held and not_in: [""]
+// (meant to leave out the records whose field is empty) always did. Refused as null is.
+func TestParseMatchEmptyString(t *testing.T) {
+	for _, list := range []string{`in: [a, ""]`, `not_in: [a, ""]`} {
+		_, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], match: [{field: json:e, "+list+"}]}\n"), Options{})
+		if err == nil || !strings.Contains(err.Error(), `"a".match[0].`) || !strings.Contains(err.Error(), `[1]: "" matches nothing`) {
+			t.Errorf("%s: %v, want the empty value refused", list, err)
+		}
 	}
 }
