@@ -996,3 +996,83 @@ func abortFirstTxnKeepsStartLatest(t *testing.T, parts int32) {
 		t.Errorf("%d of the %d new records seen, want each once", newSeen, after)
 	}
 }
+
+// TestExactlyOnceRebalanceAbortKeepsStartLatest: a new group with StartLatest, whose
+// first transaction (records of both partitions, written after it joined) is aborted by
+// a rebalance in which the gate keeps a partition (cooperative-sticky: a second gate
+// joins and takes the other). The kept partition, never committed, must go on from
+// where the transaction began reading it, not from franz-go's placeholder (offset 0):
+// none of the log written before the group joined is routed.
+func TestExactlyOnceRebalanceAbortKeepsStartLatest(t *testing.T) {
+	t.Parallel()
+	const parts, before, after = 2, 20, 10
+	env := newEOSEnv(t, parts)
+	env.ccfg.StartOffset = StartLatest
+	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	var old []*kgo.Record
+	for id := range before {
+		r := inputRecord(id, "team-"+strconv.Itoa(id%3))
+		r.Partition = int32(id) % parts // in the log before the group exists
+		old = append(old, r)
+	}
+	produceAll(t, prod, old)
+
+	var fetching atomic.Bool
+	env.cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		fetching.Store(true)
+		return nil, nil, false
+	})
+	br := &blockingRouter{from: before, blocked: make(chan struct{}), release: make(chan struct{})}
+	env.wrap = func(r Router) Router { br.Router = r; return br }
+	a := env.start(t, "a")
+	env.wrap = nil
+	waitFor(t, 20*time.Second, "the group's assignment", a.c.Ready)
+	waitFor(t, 20*time.Second, "the gate's first fetch", fetching.Load)
+
+	var recs []*kgo.Record
+	for id := before; id < before+after; id++ {
+		r := inputRecord(id, "team-new")
+		r.Partition = int32(id) % parts
+		recs = append(recs, r)
+	}
+	produceAll(t, prod, recs)
+	select {
+	case <-br.blocked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the gate never routed the new records")
+	}
+	// A second gate joins: a gives up one partition, keeps the other; its transaction aborts.
+	b := env.start(t, "b")
+	waitFor(t, 20*time.Second, "a partition revoked from gate a", func() bool {
+		return testutil.ToFloat64(a.c.m.rebalances.WithLabelValues("revoked")) >= 1
+	})
+	close(br.release)
+	waitFor(t, 20*time.Second, "gate a's transaction aborted", func() bool {
+		return testutil.ToFloat64(a.c.m.transactions.WithLabelValues("aborted")) >= 1
+	})
+	waitFor(t, 20*time.Second, "both gates assigned", b.c.Ready)
+
+	out := collect(t, env.cluster, before+after, 5*time.Second, time.Second, readCommitted())
+	a.stop(t)
+	b.stop(t)
+	var oldSeen []int
+	for id := range before {
+		if len(out.ids[id]) > 0 {
+			oldSeen = append(oldSeen, id)
+		}
+	}
+	if len(oldSeen) > 0 {
+		t.Errorf("StartLatest: %d of the %d records written before the group joined were routed after a rebalance aborted the first transaction: %v",
+			len(oldSeen), before, head(oldSeen))
+	}
+	for id := before; id < before+after; id++ {
+		if len(out.ids[id]) > 1 {
+			t.Errorf("new record %d seen %d times", id, len(out.ids[id]))
+		}
+	}
+}

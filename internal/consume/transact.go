@@ -29,6 +29,13 @@ import (
 // next owner. A crash loses nothing and duplicates nothing for read_committed readers;
 // it costs at most the open transaction's records routed again.
 
+// txnStart is where the open transaction began reading a partition, and the
+// partition's state then: a revoke replaces it.
+type txnStart struct {
+	p      *partition
+	offset int64
+}
+
 // txnState is the exactly-once loop's state for its open transaction.
 type txnState struct {
 	// pending counts the records produced in the open transaction whose promise has not
@@ -56,8 +63,9 @@ type txnState struct {
 	// from is, by input partition, the first offset the open transaction routed: where
 	// its abort must replay from. franz-go rewinds to the group's commit, and a
 	// partition the group has none of yet to offset 0: the start of the log, not
-	// Config.StartOffset's. The loop's goroutine only.
-	from map[int32]int64
+	// Config.StartOffset's. With it, the partition's state then (see rewindTxnStarts).
+	// The loop's goroutine only.
+	from map[int32]txnStart
 	// rebalanced is set by every rebalance callback: with the generation, how a
 	// transaction tells that the group rebalanced while it was open.
 	rebalanced atomic.Bool
@@ -567,7 +575,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	committed, err := c.tx.End(ctx, end)
 	c.progressed()
 	if err == nil && !committed {
-		c.rewindTxnStarts(gen)
+		c.rewindTxnStarts()
 	}
 	if err == nil && len(c.txn.gaps) > 0 {
 		c.resumeTxnGaps(ctx, gen)
@@ -605,17 +613,16 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 // rewindTxnStarts puts each partition an aborted transaction routed back where the
 // transaction began reading it, when the session's rewind went below that: to offset 0
 // for a partition the group has not committed yet (franz-go's placeholder), which would
-// route the records Config.StartOffset skipped (StartLatest: the whole log). Not after a
-// rebalance since the transaction began (gen): its next owner starts from the commit.
-func (c *Consumer) rewindTxnStarts(gen int32) {
-	if _, now := c.cl.GroupMetadata(); now != gen || c.txn.rebalanced.Load() {
-		return
-	}
+// route the records Config.StartOffset skipped (StartLatest: the whole log). Only a
+// partition owned throughout, its state the one the transaction routed (a rebalance
+// can abort the transaction and leave it here: cooperative-sticky keeps what it can); a
+// partition revoked since is its next owner's, who starts from the commit.
+func (c *Consumer) rewindTxnStarts() {
 	cur := c.cl.CommittedOffsets()[c.cfg.InputTopic]
 	set := map[int32]kgo.EpochOffset{}
 	for id, from := range c.txn.from {
-		if off, ok := cur[id]; (!ok || off.Offset < from) && c.owned(id) != nil {
-			set[id] = kgo.EpochOffset{Epoch: -1, Offset: from}
+		if off, ok := cur[id]; (!ok || off.Offset < from.offset) && c.owned(id) == from.p {
+			set[id] = kgo.EpochOffset{Epoch: -1, Offset: from.offset}
 		}
 	}
 	if len(set) > 0 {
@@ -629,12 +636,12 @@ func (c *Consumer) routeTxn(ws []work) {
 		c.txn.routed = map[int32]bool{}
 	}
 	if c.txn.from == nil {
-		c.txn.from = map[int32]int64{}
+		c.txn.from = map[int32]txnStart{}
 	}
 	for _, w := range ws {
 		c.txn.routed[w.p.id] = true
 		if _, ok := c.txn.from[w.p.id]; !ok {
-			c.txn.from[w.p.id] = w.recs[0].Offset
+			c.txn.from[w.p.id] = txnStart{w.p, w.recs[0].Offset}
 		}
 	}
 	if c.isolating(ws) {
