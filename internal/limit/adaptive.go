@@ -17,7 +17,7 @@ import (
 // tick's goroutine, keeping its generation, tier and held bit.
 //
 // The tick's goroutine keeps, for each cached team it has looked up, a learned state: the
-// profile as last fetched (64 bytes), when to look at it next, the threshold and
+// profile as last fetched (128 bytes), when to look at it next, the threshold and
 // baseline it gives, and what this gate counted of the last three windows (who writes a
 // fold). It is dropped when the team leaves the cache (expired or evicted).
 //
