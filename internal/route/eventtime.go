@@ -107,8 +107,9 @@ func parseRFC3339(s string) (time.Time, bool) {
 	if b[len(b)-1] == 'z' {
 		b[len(b)-1] = 'Z'
 	}
-	// A leap second ends a minute: 59:60 (in the zone written: an offset moves the hour).
-	leap := string(b[13:19]) == ":59:60"
+	// A leap second ends a UTC minute: second 60 of the minute that is 59 in UTC, which
+	// in the zone written is another one when the offset is not whole hours (05:29:60+05:30).
+	leap := string(b[16:19]) == ":60"
 	if leap {
 		b[17] = '5'
 		b[18] = '9'
@@ -118,6 +119,9 @@ func parseRFC3339(s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if leap {
+		if t.UTC().Minute() != 59 {
+			return time.Time{}, false
+		}
 		t = t.Add(time.Second)
 	}
 	return t, true

@@ -37,6 +37,11 @@ func TestEventTimeFrom(t *testing.T) {
 		{"json:ts", rec(`{"ts":"2016-12-31T23:59:60Z"}`), time.Date(2017, 1, 1, 0, 0, 0, 0, time.UTC), true},
 		{"json:ts", rec(`{"ts":"2016-12-31t23:59:60.5z"}`), time.Date(2017, 1, 1, 0, 0, 0, 5e8, time.UTC), true},
 		{"json:ts", rec(`{"ts":"2024-06-10T05:40:60Z"}`), time.Time{}, false}, // not at a minute's end
+		// A leap second in a zone whose offset is not whole hours ends a UTC minute at
+		// another local minute (RFC 3339 section 5.7); :59:60 there ends none.
+		{"json:ts", rec(`{"ts":"2017-01-01T05:29:60+05:30"}`), time.Date(2017, 1, 1, 0, 0, 0, 0, time.UTC), true},
+		{"json:ts", rec(`{"ts":"2016-12-31T20:29:60.5-03:30"}`), time.Date(2017, 1, 1, 0, 0, 0, 5e8, time.UTC), true},
+		{"json:ts", rec(`{"ts":"2017-01-01T05:59:60+05:30"}`), time.Time{}, false},
 		{"json:ts", rec(`{"ts":"2024-06-10x05:40:00Z"}`), time.Time{}, false},
 		{"json:ts", rec(`{"ts":"2024-06-10T05:40:00"}`), time.Time{}, false}, // no zone
 		{"json:ts", rec(`{"team_id":"a"}`), time.Time{}, false},
