@@ -489,12 +489,19 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_REVOKE_TIMEOUT", value: "0s", want: "above zero"},
 		{key: "GATE_SHUTDOWN_TIMEOUT", value: "later", want: "want a duration such as 20s"},
 		{key: "GATE_KAFKA_TLS", value: "on", want: "true or false"},
-		{key: "GATE_KAFKA_SESSION_TIMEOUT", value: "100ms", want: "at least 1s"},
+		{key: "GATE_KAFKA_SESSION_TIMEOUT", value: "100ms", want: "from 1s"},
 		{key: "GATE_KAFKA_REBALANCE_TIMEOUT", value: "5s", want: "longer than GATE_REVOKE_TIMEOUT"},
-		{key: "GATE_KAFKA_FETCH_MAX_WAIT", value: "0s", want: "at least 1ms"},
+		{key: "GATE_KAFKA_FETCH_MAX_WAIT", value: "0s", want: "from 10ms"},
+		{key: "GATE_KAFKA_FETCH_MAX_WAIT", value: "5ms", want: "from 10ms"},
+		{key: "GATE_KAFKA_FETCH_MAX_WAIT", value: "900h", want: "to 596h"},
+		{key: "GATE_KAFKA_SESSION_TIMEOUT", value: "800h", want: "to 596h", env: map[string]string{"GATE_KAFKA_REBALANCE_TIMEOUT": "500h", "GATE_STALL_NOT_READY": "0"}},
+		{key: "GATE_KAFKA_REBALANCE_TIMEOUT", value: "900h", want: "at most 596h", env: map[string]string{"GATE_STALL_NOT_READY": "0"}},
+		{key: "GATE_KAFKA_MAX_MESSAGE_BYTES", value: "200000000", want: "to 104857600"},
 		{key: "GATE_KAFKA_TLS_CERT_FILE", value: "/tmp/cert.pem", want: "together with GATE_KAFKA_TLS_KEY_FILE"},
 		{key: "GATE_KAFKA_SASL_MECHANISM", value: "gssapi", want: "want none, plain, scram-sha-256 or scram-sha-512"},
 		{key: "GATE_KAFKA_SASL_MECHANISM", value: "plain", want: "GATE_KAFKA_SASL_USERNAME and GATE_KAFKA_SASL_PASSWORD"},
+		{key: "GATE_KAFKA_SASL_USERNAME", value: "gate", want: "unset unless GATE_KAFKA_SASL_MECHANISM is plain", env: map[string]string{"GATE_KAFKA_SASL_PASSWORD": "hunter2"}},
+		{key: "GATE_KAFKA_SASL_PASSWORD", value: "hunter2", want: "unset unless GATE_KAFKA_SASL_MECHANISM is plain", env: map[string]string{"GATE_KAFKA_SASL_MECHANISM": "none"}},
 		{key: "GATE_WINDOW", value: "abc", want: `GATE_WINDOW="abc": want a duration such as 60s`},
 		{key: "GATE_WINDOW", value: "60", want: "want a duration"},
 		{key: "GATE_WINDOW", value: "0s", want: "at least 1ms"},
@@ -579,6 +586,11 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_REDIS_URLS", value: "redis://a:1/0,redis://:pw@a:1/0", want: "same instance"},
 		{key: "GATE_REDIS_URLS", value: "redis://a:1/notadb", want: "bad redis URL"},
 		{key: "GATE_REDIS_KEY_TTL", value: "-1s", want: "0 (meaning 2 x GATE_WINDOW)"},
+		{key: "GATE_REDIS_TLS_CA_FILE", value: "/etc/gate/ca.pem", want: "unset unless GATE_REDIS_URLS has rediss:// URLs"},
+		{key: "GATE_REDIS_TLS_CERT_FILE", value: "/etc/gate/tls.crt", want: "unset unless GATE_REDIS_URLS has rediss:// URLs",
+			env: map[string]string{"GATE_REDIS_TLS_KEY_FILE": "/etc/gate/tls.key", "GATE_REDIS_URLS": "redis://a:6379/0,redis://b:6379/0"}},
+		{key: "GATE_REDIS_TLS_CA_FILE", value: "/etc/gate/ca.pem", want: "unset unless GATE_REDIS_URLS has rediss:// URLs",
+			env: map[string]string{"GATE_REDIS_MODE": "sentinel", "GATE_REDIS_SENTINEL_MASTER": "m", "GATE_REDIS_SENTINEL_ADDRS": "s:26379"}},
 		{key: "GATE_REDIS_MODE", value: "ring", want: "standalone, cluster or sentinel"},
 		{key: "GATE_REDIS_SENTINEL_MASTER", value: "my master", want: "without spaces"},
 		{key: "GATE_REDIS_SENTINEL_MASTER", value: "mymaster", want: "unset unless GATE_REDIS_MODE=sentinel"},
@@ -858,7 +870,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	if !slices.Equal(cc.Brokers, []string{"k1:9092", "k2:9093"}) || cc.InputTopic != "raw" || cc.GroupID != "g1" ||
 		cc.MaxPollRecords != 500 || cc.CommitInterval != 2*time.Second || cc.ProduceRetries != 3 ||
 		cc.MaxBufferedRecords != 1000 || cc.MaxBufferedBytes != 2<<20 || cc.MaxMessageBytes != 2048 ||
-		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 5 ||
+		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 6 ||
 		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 75*time.Second ||
 		cc.StartOffset != consume.StartLatest || cc.OnUndeliverable != consume.UndeliverableSkip || cc.OnDataLoss != consume.DataLossStop ||
 		!slices.Equal(cc.OutputTopics, []string{"ok", "over", "dlq"}) {
@@ -894,7 +906,7 @@ func TestKafkaTLSFiles(t *testing.T) {
 	if _, err := c.ConsumeConfig(Reload{}); err == nil || !strings.Contains(err.Error(), "want PEM certificates") {
 		t.Errorf("ConsumeConfig: %v", err)
 	}
-	c, _ = loadMap(map[string]string{"GATE_REDIS_TLS_CA_FILE": notPEM})
+	c, _ = loadMap(map[string]string{"GATE_REDIS_TLS_CA_FILE": notPEM, "GATE_REDIS_URLS": "rediss://127.0.0.1:6379/0"})
 	if _, err := c.RedisOptions(); err == nil || !strings.Contains(err.Error(), "GATE_REDIS_TLS_CA_FILE") || !errors.As(err, new(Problems)) {
 		t.Errorf("RedisOptions: %v", err)
 	}
@@ -933,6 +945,41 @@ func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
 			t.Errorf("%v: overrides.New: %v", env, err)
 		}
 		_ = client.Close()
+	}
+}
+
+// Every Kafka value Load accepts, the Kafka client accepts too: the edges of each range.
+// The client refuses a heartbeat interval (3s) longer than the session, a fetch wait
+// under 10ms, a timeout that does not fit its wire's 32-bit milliseconds and a batch
+// larger than a produce request, with a line that names no variable.
+func TestAcceptedKafkaConfigIsAcceptedByClient(t *testing.T) {
+	t.Parallel()
+	for _, env := range []map[string]string{
+		nil,
+		{"GATE_KAFKA_SESSION_TIMEOUT": "1s"},
+		{"GATE_KAFKA_SESSION_TIMEOUT": "2999ms", "GATE_DELIVERY": "exactly-once", "GATE_TRANSACTIONAL_ID": "gate-0"},
+		{"GATE_KAFKA_SESSION_TIMEOUT": "596h", "GATE_KAFKA_REBALANCE_TIMEOUT": "596h", "GATE_STALL_NOT_READY": "0"},
+		{"GATE_KAFKA_FETCH_MAX_WAIT": "10ms"},
+		{"GATE_KAFKA_FETCH_MAX_WAIT": "596h"},
+		{"GATE_KAFKA_MAX_MESSAGE_BYTES": "1024"},
+		{"GATE_KAFKA_MAX_MESSAGE_BYTES": "104857600"},
+	} {
+		c, err := loadMap(env)
+		if err != nil {
+			t.Errorf("%v: %v", env, err)
+			continue
+		}
+		cc, err := c.ConsumeConfig(Reload{})
+		if err != nil {
+			t.Errorf("%v: ConsumeConfig: %v", env, err)
+			continue
+		}
+		cons, err := consume.New(cc, nil, nil, nil, nil)
+		if err != nil {
+			t.Errorf("%v: consume.New: %v", env, err)
+			continue
+		}
+		cons.Close()
 	}
 }
 

@@ -73,6 +73,20 @@ type Kafka struct {
 // franz-go's own default, which a dialer of ours replaces.
 const kafkaDialTimeout = 10 * time.Second
 
+// kafkaMaxWireTimeout is the longest session, rebalance and fetch wait the Kafka client
+// takes: it sends them in milliseconds as 32-bit numbers (at most 596h31m23.647s).
+const kafkaMaxWireTimeout = 596 * time.Hour
+
+// kafkaMaxRequestBytes is the largest produce request the Kafka client writes (its
+// BrokerMaxWriteBytes default, as Kafka's socket.request.max.bytes): a record batch
+// may be no larger.
+const kafkaMaxRequestBytes = 100 << 20
+
+// kafkaHeartbeatInterval is how often a member of a classic group heartbeats (franz-go's
+// and Kafka's default), a third of GATE_KAFKA_SESSION_TIMEOUT when that is shorter, as
+// Kafka advises: the client refuses a heartbeat interval longer than the session.
+const kafkaHeartbeatInterval = 3 * time.Second
+
 // ConsumeConfig maps Config to the consumer's settings, with the TLS and SASL options
 // built from the files and credentials named; TLS files are read again when they change
 // (see Reload). Its errors name the variable at fault.
@@ -80,6 +94,7 @@ func (c Kafka) ConsumeConfig(r Reload) (consume.Config, error) {
 	opts := []kgo.Opt{
 		kgo.ClientID(c.KafkaClientID),
 		kgo.SessionTimeout(c.KafkaSessionTimeout),
+		kgo.HeartbeatInterval(min(kafkaHeartbeatInterval, c.KafkaSessionTimeout/3)),
 		kgo.RebalanceTimeout(c.KafkaRebalanceTimeout),
 		kgo.FetchMaxWait(c.KafkaFetchMaxWait),
 	}
@@ -227,15 +242,22 @@ func (c Kafka) validate(bad report) {
 	bad.atLeast("PRODUCE_RETRIES", c.ProduceRetries, 0)
 	bad.atLeast("MAX_BUFFERED_RECORDS", c.MaxBufferedRecords, 1)
 	bad.atLeast("MAX_BUFFERED_BYTES", c.MaxBufferedBytes, 1<<20)
-	if c.KafkaMaxMessageBytes < 1024 {
-		bad("KAFKA_MAX_MESSAGE_BYTES", "a whole number of bytes from 1024 to 2147483647 such as 1048588")
+	// The client refuses a batch larger than a produce request it may write (its
+	// BrokerMaxWriteBytes, Kafka's socket.request.max.bytes default).
+	if c.KafkaMaxMessageBytes < 1024 || c.KafkaMaxMessageBytes > kafkaMaxRequestBytes {
+		bad("KAFKA_MAX_MESSAGE_BYTES", "a whole number of bytes from 1024 to 104857600 such as 1048588")
 	}
 	bad.positive("REVOKE_TIMEOUT", c.RevokeTimeout)
-	if c.KafkaSessionTimeout < time.Second {
-		bad("KAFKA_SESSION_TIMEOUT", "a duration of at least 1s such as 45s, within the brokers' group.min/max.session.timeout.ms")
+	// The client sends these in milliseconds as 32-bit numbers, and refuses what would
+	// not fit; and it waits at least 10ms for a fetch.
+	if c.KafkaSessionTimeout < time.Second || c.KafkaSessionTimeout > kafkaMaxWireTimeout {
+		bad("KAFKA_SESSION_TIMEOUT", "a duration from 1s to 596h such as 45s, within the brokers' group.min/max.session.timeout.ms")
 	}
-	if c.KafkaFetchMaxWait < time.Millisecond {
-		bad("KAFKA_FETCH_MAX_WAIT", "a duration of at least 1ms such as 500ms")
+	if c.KafkaRebalanceTimeout > kafkaMaxWireTimeout {
+		bad("KAFKA_REBALANCE_TIMEOUT", "a duration of at most 596h such as 60s")
+	}
+	if c.KafkaFetchMaxWait < 10*time.Millisecond || c.KafkaFetchMaxWait > kafkaMaxWireTimeout {
+		bad("KAFKA_FETCH_MAX_WAIT", "a duration from 10ms to 596h such as 500ms")
 	}
 	bad.positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 	if c.StallNotReady < 0 {
@@ -266,6 +288,16 @@ func (c Kafka) validate(bad report) {
 	}
 	if c.KafkaSASLMechanism != "none" && (c.KafkaSASLUsername == "" || c.KafkaSASLPassword == "") {
 		bad("KAFKA_SASL_MECHANISM", "none, or a mechanism with GATE_KAFKA_SASL_USERNAME and GATE_KAFKA_SASL_PASSWORD set")
+	}
+	// Set without a mechanism they would be ignored, and the gate would connect without
+	// authenticating: most likely GATE_KAFKA_SASL_MECHANISM is missing.
+	if c.KafkaSASLMechanism == "none" {
+		if c.KafkaSASLUsername != "" {
+			bad("KAFKA_SASL_USERNAME", "unset unless GATE_KAFKA_SASL_MECHANISM is plain, scram-sha-256 or scram-sha-512")
+		}
+		if c.KafkaSASLPassword != "" {
+			bad("KAFKA_SASL_PASSWORD", "unset unless GATE_KAFKA_SASL_MECHANISM is plain, scram-sha-256 or scram-sha-512")
+		}
 	}
 }
 

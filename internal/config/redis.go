@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -220,6 +221,26 @@ func loadCAs(key, file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("GATE_%s=%q: want PEM certificates, found none", key, file)
 	}
 	return pool, nil
+}
+
+// validateBetween checks the rules between the tick's and Redis's variables, once every
+// value is sane.
+func (c Redis) validateBetween(bad report) {
+	// The TLS files are used on rediss:// URLs only: with none, the gate would talk to
+	// Redis in plain text, its password too, while the operator thinks it uses TLS.
+	if c.RedisTLSCAFile != "" || c.RedisTLSCertFile != "" {
+		tls := slices.ContainsFunc(c.RedisURLs, func(u string) bool {
+			opt, err := tick.ParseURL(u)
+			return err == nil && opt.TLSConfig != nil
+		})
+		if !tls {
+			key := "REDIS_TLS_CA_FILE"
+			if c.RedisTLSCAFile == "" {
+				key = "REDIS_TLS_CERT_FILE"
+			}
+			bad(key, "unset unless GATE_REDIS_URLS has rediss:// URLs (TLS), the only ones the files are used on")
+		}
+	}
 }
 
 // validate checks the tick's and Redis's variables' values, each on its own.

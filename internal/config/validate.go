@@ -42,6 +42,7 @@ func (c Config) validate(between bool) Problems {
 	}
 
 	c.Kafka.validateBetween(bad)
+	c.Redis.validateBetween(bad)
 	// An override's team is a key as GATE_KEY_FROM builds it, as GATE_FORCE_OVERFLOW's is.
 	for _, t := range slices.Sorted(maps.Keys(c.Overrides)) {
 		if err := c.KeyFrom.CheckKey(t, c.MaxKeyBytes); err != nil {

@@ -79,7 +79,7 @@ func TestNewConfigurationError(t *testing.T) {
 	if err := os.WriteFile(ca, []byte("not PEM"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := load(t, map[string]string{"GATE_REDIS_TLS_CA_FILE": ca})
+	cfg := load(t, map[string]string{"GATE_REDIS_TLS_CA_FILE": ca, "GATE_REDIS_URLS": "rediss://127.0.0.1:6379/0"})
 	_, err := New(cfg, slog.New(slog.DiscardHandler), Options{})
 	if !errors.As(err, new(config.Problems)) {
 		t.Errorf("err = %v, want a config.Problems naming GATE_REDIS_TLS_CA_FILE", err)
