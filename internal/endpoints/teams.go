@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -243,7 +244,14 @@ func (a *TeamAPI) team(w http.ResponseWriter, r *http.Request) {
 
 func (a *TeamAPI) top(w http.ResponseWriter, r *http.Request) {
 	n := defaultTop
-	if v := r.URL.Query().Get("top"); v != "" {
+	// URL.Query drops a pair it cannot decode (a bad escape, a ';'): a top lost so would be
+	// answered as no top at all, with the default.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "query " + strconv.Quote(r.URL.RawQuery) + ": " + err.Error()})
+		return
+	}
+	if v := q.Get("top"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > MaxTop {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "top must be a whole number from 1 to " + strconv.Itoa(MaxTop)})

@@ -76,7 +76,9 @@ func TestTeamAPI(t *testing.T) {
 		t.Errorf("top: %d %+v", code, top)
 	}
 	var e map[string]string
-	for _, bad := range []string{"0", "-1", "x", fmt.Sprint(MaxTop + 1)} {
+	// A top the query's syntax loses (a bad escape, a ';') is refused too, not taken
+	// for no top at all and answered with the default 20.
+	for _, bad := range []string{"0", "-1", "x", fmt.Sprint(MaxTop + 1), "%ZZ", "1;2", "1%"} {
 		if code := get("/v1/teams?top="+bad, &e); code != http.StatusBadRequest || e["error"] == "" {
 			t.Errorf("top=%s: %d %v", bad, code, e)
 		}
@@ -130,5 +132,39 @@ func TestTeamAPISeveralLimits(t *testing.T) {
 	// Ranked by the highest pressure over the limits: minnow 2.5 (hour), whale 2 (hour).
 	if len(top.Teams) != 1 || top.Teams[0].Team != "minnow" {
 		t.Errorf("top 1: %+v", top)
+	}
+}
+
+// threshold_source says where threshold comes from in every mode, not only the adaptive
+// one: an overridden team's is override (the view showed static under the static mode and
+// the event clock, where override is true and the threshold is the override's).
+func TestTeamAPIThresholdSource(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, clk := range []limit.Clock{limit.WallClock, limit.EventClock} {
+		t.Run(clk.String(), func(t *testing.T) {
+			lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, Clock: clk, Overrides: map[string]int64{"whale": 10}}, clock.NewFake(t0), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, team := range []string{"whale", "minnow"} {
+				lim.CheckEventAt(t0, t0, team, 1)
+			}
+			mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, FixedRules(lim)))
+			for team, want := range map[string]struct {
+				thr int64
+				src string
+			}{"whale": {10, "override"}, "minnow": {100, "static"}} {
+				rec := httptest.NewRecorder()
+				mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/"+team, nil))
+				var v TeamJSON
+				if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || len(v.Limits) != 1 {
+					t.Fatalf("GET /v1/teams/%s: %d %v %s", team, rec.Code, err, rec.Body)
+				}
+				if l := v.Limits[0]; l.Threshold != want.thr || l.ThresholdMode != "static" || l.ThresholdSource != want.src {
+					t.Errorf("%s: threshold %d, threshold_mode %q, threshold_source %q; want %d, static, %s", team, l.Threshold, l.ThresholdMode, l.ThresholdSource, want.thr, want.src)
+				}
+			}
+		})
 	}
 }

@@ -42,8 +42,9 @@ type TeamState struct {
 	// later each tick.
 	HeldSince time.Time
 	ReleaseAt time.Time
-	// Adaptive thresholds (Config.Adaptive): Adaptive is set in that mode; Source is where
-	// Threshold comes from (static: too little history yet, or not looked up yet);
+	// Source is where Threshold comes from: an override, the learned threshold, or the
+	// default (static; in adaptive mode also too little history yet, or not looked up yet).
+	// Adaptive thresholds (Config.Adaptive): Adaptive is set in that mode;
 	// Learned is the learned threshold (0: none yet), Baseline the team's usual volume in
 	// this window (0: none yet), SpikeSince when its current spike started (zero: none),
 	// SpikeEnds when that spike ends by re-learning the team at its new volume if it lasts
@@ -143,13 +144,14 @@ func (l *Limiter) state(now time.Time, e *entry, team string) TeamState {
 		FleetShare: 1,
 		Tier:       tierOfLevel(lvl, fthr),
 		Limited:    lvl >= fthr,
+		Source:     src,
 	}
 	if at := e.readAt.Load(); at != 0 {
 		s.ReadAt = time.Unix(0, readTime(at))
 		s.FleetShare = 1 / factor
 	}
 	if l.adapt != nil {
-		s.Adaptive, s.Source = true, src
+		s.Adaptive = true
 		if ls := l.adapt.of(e); ls != nil {
 			s.Learned = ls.thr.Load()
 			s.Baseline = math.Float64frombits(ls.base.Load())
@@ -194,6 +196,9 @@ func (l *Limiter) eventState(e *entry, team string, progress float64) TeamState 
 		FleetShare: 1,
 		Tier:       tierOfLevel(lvl, float64(thr)),
 		Limited:    lvl >= float64(thr),
+	}
+	if ok {
+		s.Source = SourceOverride
 	}
 	if at := e.readAt.Load(); at != 0 {
 		s.ReadAt = time.Unix(0, readTime(at))
