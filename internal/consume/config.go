@@ -157,7 +157,10 @@ type Config struct {
 	GroupProtocol GroupProtocol
 	// StartOffset is where the group starts a partition it has no committed offset for
 	// (a new group, or a partition new to it): StartEarliest, the default, or
-	// StartLatest. It sets franz-go's ConsumeStartOffset and nothing else.
+	// StartLatest. It sets franz-go's ConsumeStartOffset; with exactly-once and
+	// StartLatest, the gate also commits where it starts such a partition before
+	// producing its first records (see commitTxnStarts), so that a transaction aborted
+	// before the group's first commit of it is replayed from there by its next owner.
 	//
 	// Where a partition resumes on OFFSET_OUT_OF_RANGE is not decided here, nor by
 	// franz-go: the gate sets ConsumeResetOffset(NoResetOffset()), so that an

@@ -1002,7 +1002,9 @@ func abortFirstTxnKeepsStartLatest(t *testing.T, parts int32) {
 // a rebalance in which the gate keeps a partition (cooperative-sticky: a second gate
 // joins and takes the other). The kept partition, never committed, must go on from
 // where the transaction began reading it, not from franz-go's placeholder (offset 0):
-// none of the log written before the group joined is routed.
+// none of the log written before the group joined is routed. The partition given up,
+// never committed either, is the new gate's to replay from there too: none of the
+// records routed in the aborted transaction is lost.
 func TestExactlyOnceRebalanceAbortKeepsStartLatest(t *testing.T) {
 	t.Parallel()
 	const parts, before, after = 2, 20, 10
@@ -1070,9 +1072,106 @@ func TestExactlyOnceRebalanceAbortKeepsStartLatest(t *testing.T) {
 		t.Errorf("StartLatest: %d of the %d records written before the group joined were routed after a rebalance aborted the first transaction: %v",
 			len(oldSeen), before, head(oldSeen))
 	}
+	// Every record written after the group joined is routed exactly once: those of the
+	// partition gate a gave up too, which no one had committed (its next owner starts
+	// where a's aborted transaction began, not at the log's end at its own join).
+	var missing []int
 	for id := before; id < before+after; id++ {
-		if len(out.ids[id]) > 1 {
-			t.Errorf("new record %d seen %d times", id, len(out.ids[id]))
+		switch n := len(out.ids[id]); {
+		case n == 0:
+			missing = append(missing, id)
+		case n > 1:
+			t.Errorf("new record %d seen %d times", id, n)
 		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("%d of the %d records written after the group joined never reached the outputs (read_committed): %v",
+			len(missing), after, missing)
+	}
+}
+
+// TestExactlyOnceCrashFirstTransactionStartLatest: a new group with StartLatest whose
+// gate dies in the middle of its first transaction, some of the transaction's records
+// already written, and restarts under the same transactional id (which aborts the
+// transaction). The group never committed: the restarted gate must replay from where
+// the dead one began, not start at the log's end as of its own join, so that every
+// record written after the group first joined is read once (read_committed), and none
+// written before it.
+func TestExactlyOnceCrashFirstTransactionStartLatest(t *testing.T) {
+	t.Parallel()
+	const parts, before, after = 2, 20, 20
+	env := newEOSEnv(t, parts)
+	env.ccfg.StartOffset = StartLatest
+	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	var recs []*kgo.Record
+	for id := range before + after {
+		r := inputRecord(id, "team-"+strconv.Itoa(id%3))
+		r.Partition = int32(id) % parts
+		recs = append(recs, r)
+	}
+	produceAll(t, prod, recs[:before]) // in the log before the group exists
+
+	var fetching atomic.Bool
+	env.cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		fetching.Store(true)
+		return nil, nil, false
+	})
+	br := &blockingRouter{from: before + after/2, blocked: make(chan struct{}), release: make(chan struct{})}
+	env.wrap = func(r Router) Router { br.Router = r; return br }
+	env.ccfg.ShutdownTimeout = time.Second // the crashed gate's wind-down
+	a := env.start(t, "a")
+	env.wrap = nil
+	env.ccfg.ShutdownTimeout = 10 * time.Second
+	waitFor(t, 20*time.Second, "the group's assignment", a.c.Ready)
+	waitFor(t, 20*time.Second, "the gate's first fetch", fetching.Load)
+
+	produceAll(t, prod, recs[before:])
+	select {
+	case <-br.blocked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the gate never routed the new records")
+	}
+	// The open transaction's first records are on the broker.
+	collect(t, env.cluster, after/2, 20*time.Second, 0)
+
+	// The crash: the client goes away without ending the transaction.
+	a.c.cl.Close()
+	close(br.release)
+	a.cancel()
+	a.cancel = nil
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the crashed gate's Run did not return")
+	}
+
+	a2 := env.start(t, "a")
+	out := collect(t, env.cluster, after, 30*time.Second, time.Second, readCommitted())
+	a2.stop(t)
+	var oldSeen, missing []int
+	for id := range before {
+		if len(out.ids[id]) > 0 {
+			oldSeen = append(oldSeen, id)
+		}
+	}
+	for id := before; id < before+after; id++ {
+		switch n := len(out.ids[id]); {
+		case n == 0:
+			missing = append(missing, id)
+		case n > 1:
+			t.Errorf("new record %d seen %d times", id, n)
+		}
+	}
+	if len(oldSeen) > 0 {
+		t.Errorf("StartLatest: %d of the %d records written before the group joined were routed: %v", len(oldSeen), before, head(oldSeen))
+	}
+	if len(missing) > 0 {
+		t.Errorf("%d of the %d records written after the group joined never reached the outputs (read_committed): %v",
+			len(missing), after, missing)
 	}
 }

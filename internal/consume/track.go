@@ -45,6 +45,11 @@ type partition struct {
 	// written by the poll loop only.
 	movedTo  kgo.EpochOffset
 	hasMoved bool
+	// startCommitted, with exactly-once and StartLatest, is set once the group is known
+	// to have an offset committed for the partition: found at assignment, committed by
+	// a transaction, or committed by the gate before it produced the partition's first
+	// records (Consumer.commitTxnStarts). The exactly-once loop's goroutine only.
+	startCommitted bool
 
 	// out is the partition's outcome aggregate (outcomes.go); nil when outcomes are off.
 	out *outcomeState

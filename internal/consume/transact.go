@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/outcome"
 	"github.com/capturegate/gate/internal/route"
@@ -66,6 +67,10 @@ type txnState struct {
 	// Config.StartOffset's. With it, the partition's state then (see rewindTxnStarts).
 	// The loop's goroutine only.
 	from map[int32]txnStart
+	// startErr is why the offsets where the open transaction began reading partitions
+	// the group has not committed could not be committed (commitTxnStarts): the
+	// transaction aborts with their records unrouted. The loop's goroutine only.
+	startErr error
 	// rebalanced is set by every rebalance callback: with the generation, how a
 	// transaction tells that the group rebalanced while it was open.
 	rebalanced atomic.Bool
@@ -402,15 +407,22 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		if res.outcomeErr != nil && !errors.Is(res.outcomeErr, context.Canceled) {
 			transient = true
 		}
+		if res.startErr != nil && !errors.Is(res.startErr, context.Canceled) {
+			transient = true
+		}
 		if transient {
 			// Something retrying may cure (the broker is failing): wait before the
 			// replay, as the at-least-once retries do.
+			msg := "produce failed; transaction aborted, its records are replayed"
 			topic, err := c.cfg.OutcomesTopic, res.outcomeErr
 			if len(res.failures) > 0 {
 				topic, err = res.failures[0].out.Topic, res.failures[0].err
+			} else if res.startErr != nil {
+				msg = "committing where the group starts partitions it never committed failed; transaction aborted, its records are replayed"
+				topic, err = c.cfg.InputTopic, res.startErr
 			}
 			if ok, unlogged := logs.Allow(); ok {
-				c.log.Warn("produce failed; transaction aborted, its records are replayed",
+				c.log.Warn(msg,
 					"records", res.records, "failed", len(res.failures), "topic", topic, "attempt", failures+1, "err", err,
 					"aborts_unlogged", unlogged)
 			}
@@ -505,6 +517,8 @@ type txnResult struct {
 	churn     bool          // the group's generation moved meanwhile: a rebalance ran
 	// outcomeErr is a failed outcome row's error: the transaction aborted for it.
 	outcomeErr error
+	// startErr is commitTxnStarts' error: the transaction aborted for it.
+	startErr error
 }
 
 // transact routes and produces ws in one transaction, goes on polling (under pollCtx)
@@ -527,6 +541,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	}
 	c.txn.skipped.Store(false)
 	c.txn.gapMet, c.txn.gaps = false, c.txn.gaps[:0]
+	c.txn.startErr = nil
 	clear(c.txn.routed)
 	clear(c.txn.from)
 	tctx, stop := context.WithCancel(ctx)
@@ -550,9 +565,12 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	}
 	res.failures = c.txn.takeFailures()
 	res.outcomeErr = c.outcomeFailed()
+	res.startErr = c.txn.startErr
 	switch {
 	case len(res.failures) > 0:
 		end, what = kgo.TryAbort, "aborting after failed produces"
+	case res.startErr != nil:
+		end, what = kgo.TryAbort, "aborting after a failed commit of the start offsets"
 	case res.outcomeErr != nil:
 		end, what = kgo.TryAbort, "aborting after a failed outcome row"
 	case c.txn.gapMet:
@@ -644,6 +662,9 @@ func (c *Consumer) routeTxn(ws []work) {
 			c.txn.from[w.p.id] = txnStart{w.p, w.recs[0].Offset}
 		}
 	}
+	if c.cfg.StartOffset == StartLatest && !c.commitTxnStarts(ws) {
+		return // the transaction aborts: the poll is replayed
+	}
 	if c.isolating(ws) {
 		// A record must be produced alone: one goroutine routes the poll, so that
 		// nothing else is in flight when it is.
@@ -654,6 +675,72 @@ func (c *Consumer) routeTxn(ws []work) {
 		c.process(ws, c.routeTxnWork)
 	}
 	c.progressed()
+}
+
+// commitTxnStarts commits, outside the transaction and before any of their records is
+// produced, where the open transaction began reading the partitions of ws the group has
+// no offset committed for (StartLatest only). Their next owner would otherwise start at
+// the log's end as of its own assignment, past the records this transaction routed:
+// whatever aborts the transaction (a rebalance that moves the partition, a crash, a
+// fence) would lose them. From there it replays them, and nothing written before the
+// group first read the partition. With StartEarliest the next owner starts below them.
+// It reports whether ws may be routed: if not, the transaction must abort
+// (txnState.skipped, and startErr says why when the commit failed).
+func (c *Consumer) commitTxnStarts(ws []work) bool {
+	var cur, offs map[int32]kgo.EpochOffset
+	for _, w := range ws {
+		if w.p.startCommitted {
+			continue
+		}
+		if cur == nil {
+			cur = c.cl.CommittedOffsets()[c.cfg.InputTopic]
+		}
+		// franz-go's placeholder for a partition the group has not committed is offset
+		// 0 (or none): committing where the transaction began is then harmless anyway,
+		// as the client reads from there.
+		if off, ok := cur[w.p.id]; ok && off.Offset > 0 {
+			w.p.startCommitted = true
+			continue
+		}
+		if offs == nil {
+			offs = map[int32]kgo.EpochOffset{}
+		}
+		offs[w.p.id] = kgo.EpochOffset{Epoch: -1, Offset: c.txn.from[w.p.id].offset}
+	}
+	if len(offs) == 0 {
+		return true
+	}
+	if c.txn.interrupted.Load() || c.txn.ctx.Err() != nil {
+		// Revoked or lost meanwhile: this member may no longer own them.
+		c.txn.skipped.Store(true)
+		return false
+	}
+	var err error
+	c.cl.CommitOffsetsSync(c.txn.ctx, map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: offs},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
+			if cerr != nil {
+				err = cerr
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil && err == nil {
+						err = fmt.Errorf("partition %d: %w", p.Partition, perr)
+					}
+				}
+			}
+		})
+	if err != nil {
+		c.txn.startErr = fmt.Errorf("committing the start offsets of %s, partitions the group never committed: %w", c.cfg.InputTopic, err)
+		c.txn.skipped.Store(true)
+		return false
+	}
+	for _, w := range ws {
+		if _, ok := offs[w.p.id]; ok {
+			w.p.startCommitted = true
+		}
+	}
+	return true
 }
 
 // fillTxn polls and routes into the transaction opened at start while it may stay
