@@ -206,12 +206,32 @@ func slotEpoch(cur int64, v uint64) int64 {
 	return cur - int64(int16(uint16(uint64(cur)-v)))
 }
 
+// unsentEpoch is the epoch a sweep at current epoch cur counts the unsent word v in: its
+// tag's, read as slotEpoch does, when that is cur, the epoch before or the one after. A
+// tag that reads later than that was either counted before the clock stepped back (its
+// epoch no later than high, the latest any check or sweep saw: highEpoch), those records
+// then counted now, in cur; or left unswept for more windows than the tag tells (a clock
+// jump forward, a suspend), and its epoch is unknown: it returns math.MinInt64, stale.
+func unsentEpoch(cur int64, high *atomic.Int64, v uint64) int64 {
+	epoch := slotEpoch(cur, v)
+	if epoch <= cur+1 {
+		return epoch
+	}
+	if epoch <= high.Load() {
+		return cur
+	}
+	return math.MinInt64
+}
+
 // addUnsent adds n to the counts waiting for the tick in epoch. It returns what it
-// displaced: counts of the epoch two back in the same slot that no sweep collected, which
-// only happens when no sweep ran for a whole window; and whether e was moved (or removed)
-// before n was added, n then being in no entry the tick reads: the caller counts it again
-// in the team's current entry.
-func (e *entry) addUnsent(epoch, n int64) (displaced int64, moved bool) {
+// displaced: counts of an earlier epoch in the same slot that no sweep collected, which
+// only happens when no sweep ran for a whole window (or for longer than the tag tells,
+// which may make them read later than epoch); and whether e was moved (or removed) before
+// n was added, n then being in no entry the tick reads: the caller counts it again in the
+// team's current entry. Counts of a later epoch in the slot, no later than high (the
+// limiter's highEpoch), were counted before the clock stepped back: they are kept, now
+// of epoch, with n.
+func (e *entry) addUnsent(epoch, n int64, high *atomic.Int64) (displaced int64, moved bool) {
 	slot := &e.unsent[epoch&1]
 	tag := uint64(epoch) & epochTagMask
 	for {
@@ -222,8 +242,12 @@ func (e *entry) addUnsent(epoch, n int64) (displaced int64, moved bool) {
 		if v&epochTagMask == tag {
 			return 0, slot.Add(uint64(n)<<epochTagBits)&movedBit != 0
 		}
-		if slot.CompareAndSwap(v, tag|uint64(n)<<epochTagBits) {
-			return int64(v >> epochTagBits), false
+		nv, lost := tag|uint64(n)<<epochTagBits, int64(v>>epochTagBits)
+		if ve := slotEpoch(epoch, v); lost > 0 && ve > epoch && ve <= high.Load() {
+			nv, lost = nv+v&^epochTagMask, 0 // the clock stepped back: counted now
+		}
+		if slot.CompareAndSwap(v, nv) {
+			return lost, false
 		}
 	}
 }
@@ -232,13 +256,13 @@ func (e *entry) addUnsent(epoch, n int64) (displaced int64, moved bool) {
 // unsent words as they were when it was marked (index.remove), as of current epoch cur:
 // as drain does, but only what was counted before the mark, what checks added since
 // being counted again in the team's next entry.
-func removedCounts(counts []Count, team string, cur int64, unsent [2]uint64) (_ []Count, stale int64) {
+func removedCounts(counts []Count, team string, cur int64, high *atomic.Int64, unsent [2]uint64) (_ []Count, stale int64) {
 	for _, v := range unsent {
 		n := unsentCount(v)
 		if n == 0 {
 			continue
 		}
-		if epoch := slotEpoch(cur, v); epoch >= cur-1 {
+		if epoch := unsentEpoch(cur, high, v); epoch >= cur-1 {
 			counts = append(counts, Count{Team: team, Epoch: epoch, N: n})
 		} else {
 			stale += n
@@ -250,9 +274,10 @@ func removedCounts(counts []Count, team string, cur int64, unsent [2]uint64) (_ 
 // drain takes every unsent count, adds it to flushed and appends it to counts, as team's,
 // as of current epoch cur; only the counts of epochs before cur when endedOnly: those of
 // windows that have ended, which no check adds to any more. Counts for epochs older than
-// cur−1 are not appended: their sum is returned as stale. Only the tick (one goroutine)
-// calls it, under the shard's mutex.
-func (e *entry) drain(counts []Count, team string, cur int64, endedOnly bool) (_ []Count, stale int64) {
+// cur−1, or of no epoch the tag can tell, are not appended: their sum is returned as stale
+// (see unsentEpoch, which high is for). Only the tick (one goroutine) calls it, under the
+// shard's mutex.
+func (e *entry) drain(counts []Count, team string, cur int64, high *atomic.Int64, endedOnly bool) (_ []Count, stale int64) {
 	for i := range e.unsent {
 		slot := &e.unsent[i]
 		v0 := slot.Load()
@@ -260,7 +285,7 @@ func (e *entry) drain(counts []Count, team string, cur int64, endedOnly bool) (_
 		if seen == 0 {
 			continue
 		}
-		if endedOnly && slotEpoch(cur, v0) >= cur {
+		if endedOnly && unsentEpoch(cur, high, v0) >= cur {
 			continue // the current epoch's (or, timed just after cur was read, the next's)
 		}
 		// Add to flushed before taking from unsent, so a concurrent check sees these
@@ -269,7 +294,7 @@ func (e *entry) drain(counts []Count, team string, cur int64, endedOnly bool) (_
 		v := slot.And(epochTagMask | movedBit) // keep the tag and mark, take the count
 		n := unsentCount(v)
 		e.flushed.Add(n - seen)
-		epoch := slotEpoch(cur, v)
+		epoch := unsentEpoch(cur, high, v)
 		if epoch < cur-1 {
 			e.flushed.Add(-n) // never written, so never part of a read
 			stale += n

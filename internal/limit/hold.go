@@ -140,6 +140,9 @@ func (l *Limiter) sweepHold(ns int64, e *entry, team string, thr int64, lvl floa
 			return
 		}
 	}
+	// Over at a time the clock has stepped back from since: as if now, or the hold would
+	// last until the clock is back there as well.
+	st.lastOver = min(st.lastOver, ns)
 	if over {
 		st.lastOver = ns
 	} else if ns-st.lastOver >= h.holdNs {

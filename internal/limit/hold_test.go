@@ -148,3 +148,22 @@ func TestHoldOffInCapMode(t *testing.T) {
 		t.Errorf("cap mode a second later, level %.0f: %+v, want allowed", d.Level, d)
 	}
 }
+
+// TestHoldAfterClockStepBack: a hold whose last time over the release level is later than
+// the clock after it stepped back (NTP) is released DivertHold after the team calms down,
+// not once the clock has caught up with that time as well.
+func TestHoldAfterClockStepBack(t *testing.T) {
+	l, _, _ := newTest(t, holdConfig())
+	establish(t, l, at(time.Hour), "a", 600)
+	if d := l.CheckAt(at(time.Hour), "a", 0); !d.Held {
+		t.Fatalf("at its threshold: %+v, want held", d)
+	}
+	// Tracked, over the release level at 1 h + 1 s; its read there finds it calm.
+	sw := sweep(t, l, at(time.Hour+time.Second))
+	l.ApplyRead(mustRead(t, sw, "a"), 0, 0, at(time.Hour+time.Second))
+	// The clock steps back an hour.
+	sweepEvery(t, l, 0, 15*time.Second)
+	if d := l.CheckAt(at(15*time.Second), "a", 0); d.Held {
+		t.Errorf("under the release level for 15 s after the step back (hold 10 s): %+v, want released", d)
+	}
+}

@@ -1643,3 +1643,90 @@ func TestCheckHugeNReturns(t *testing.T) {
 		t.Fatal("a check after CheckAt(n = 2^47) did not return in 30 s")
 	}
 }
+
+// TestClockJumps: counts left unswept across a jump of the wall clock. A jump forward
+// further than the 16-bit epoch tag reaches (a suspend, a paused VM, a frozen container)
+// leaves counts whose tag no longer tells their epoch: they are stale, not counts of a
+// window to come. A step back (NTP) leaves counts of windows later than the clock's
+// now: they are records admitted a moment ago, counted in the current window rather than
+// lost to the slot's next check or written to a window that has not come.
+func TestClockJumps(t *testing.T) {
+	const win = time.Minute
+	for _, gap := range []int64{32768, 40000, 65534} {
+		t.Run(fmt.Sprintf("forward %d windows, swept", gap), func(t *testing.T) {
+			l, _, _ := newTest(t, Config{Window: win, Threshold: 1000})
+			l.CheckAt(t0, "a", 4)
+			sw := sweep(t, l, t0.Add(time.Duration(gap)*win+time.Second))
+			if len(sw.Counts) != 0 || sw.Stale != 4 {
+				t.Errorf("counts %+v, stale %d; want none and 4 stale", sw.Counts, sw.Stale)
+			}
+			if got := l.CheckAt(t0.Add(time.Duration(gap)*win+time.Second), "a", 0).Level; got != 0 {
+				t.Errorf("level = %v, want 0", got)
+			}
+		})
+	}
+	t.Run("forward 40000 windows, a check first", func(t *testing.T) {
+		l, _, reg := newTest(t, Config{Window: win, Threshold: 1000})
+		l.CheckAt(t0, "a", 4)
+		now := t0.Add(40000*win + time.Second) // the same slot's parity
+		l.CheckAt(now, "a", 5)
+		sw := sweep(t, l, now)
+		if want := []Count{{"a", l.Epoch(now), 5}}; !slices.Equal(sw.Counts, want) {
+			t.Errorf("counts = %+v, want %+v", sw.Counts, want)
+		}
+		if got := metricValue(t, reg, "gate_limiter_displaced_counts_total", nil); got != 4 {
+			t.Errorf("displaced = %v, want 4", got)
+		}
+	})
+	t.Run("back two windows, a check first", func(t *testing.T) {
+		l, _, reg := newTest(t, Config{Window: win, Threshold: 1000})
+		e := l.Epoch(t0)
+		l.CheckAt(at(2*win), "a", 5) // e+2, the clock ahead
+		l.CheckAt(t0, "a", 4)        // e, stepped back: the same slot
+		sw := sweep(t, l, at(time.Second))
+		if want := []Count{{"a", e, 9}}; !slices.Equal(sw.Counts, want) {
+			t.Errorf("counts = %+v, want %+v", sw.Counts, want)
+		}
+		if sw.Stale != 0 {
+			t.Errorf("stale = %d, want 0", sw.Stale)
+		}
+		if got := metricValue(t, reg, "gate_limiter_displaced_counts_total", nil); got != 0 {
+			t.Errorf("displaced = %v, want 0", got)
+		}
+		if got := l.CheckAt(at(time.Second), "a", 0).Level; got != 9 {
+			t.Errorf("level = %v, want 9", got)
+		}
+	})
+	t.Run("back three windows, swept first", func(t *testing.T) {
+		l, _, _ := newTest(t, Config{Window: win, Threshold: 1000})
+		e := l.Epoch(t0)
+		l.CheckAt(at(3*win), "a", 5) // e+3, the clock ahead
+		sw := sweep(t, l, at(time.Second))
+		if want := []Count{{"a", e, 5}}; !slices.Equal(sw.Counts, want) || sw.Stale != 0 {
+			t.Errorf("counts = %+v, stale %d; want %+v, none stale", sw.Counts, sw.Stale, want)
+		}
+	})
+}
+
+// TestReadDueAfterClockStepBack: a team whose view was read at a time the clock has
+// stepped back from since is due for a read. Its view ages out by the time since the read,
+// which the clock no longer tells: a team read near its limit would otherwise keep that
+// level, and stay limited, until the clock caught up with the read (unless read as hot).
+func TestReadDueAfterClockStepBack(t *testing.T) {
+	f := false
+	l, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 600, HotEveryTick: &f})
+	establish(t, l, at(time.Hour), "a", 600) // limited, Hot
+	back := at(time.Second)
+	if d := l.CheckAt(back, "a", 0); d.Level != 600 {
+		t.Fatalf("right after the step back: %+v, want level 600 (no read yet)", d)
+	}
+	sw := sweep(t, l, back)
+	r := findRead(sw, "a")
+	if r == nil {
+		t.Fatalf("no read planned for a team whose view was read an hour ahead of the clock")
+	}
+	l.ApplyRead(r, 0, 0, back)
+	if d := l.CheckAt(back, "a", 0); d.Level != 0 {
+		t.Errorf("after the read: %+v, want level 0", d)
+	}
+}

@@ -109,6 +109,12 @@ type Limiter struct {
 	lastSweep int64
 	// sweepGap is the time between the last two sweeps: the tick interval, as it runs.
 	sweepGap int64
+	// highEpoch is the latest epoch a check counted in or a sweep ran in (wall clock): an
+	// unsent count whose tag reads later than the clock's epoch is one counted before the
+	// clock stepped back when its epoch is no later than this, and otherwise one left
+	// unswept for longer than the tag can tell (entry.addUnsent, unsentEpoch). Written
+	// when a check's epoch span changes and by the sweep; read on those rare paths only.
+	highEpoch atomic.Int64
 }
 
 // shard is one independently locked part of the cache. A check reads its index without
@@ -315,7 +321,7 @@ func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decis
 		if sp == nil || ns < sp.start || ns >= sp.end {
 			sp = l.spanAt(ns)
 		}
-		if lost, moved := e.addUnsent(sp.epoch, n); moved {
+		if lost, moved := e.addUnsent(sp.epoch, n, &l.highEpoch); moved {
 			l.recount(h, team, ns, sp.epoch, n)
 		} else if lost > 0 {
 			sh.displaced.Add(uint64(lost))
@@ -340,7 +346,7 @@ func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decis
 func (l *Limiter) recount(h uint64, team string, ns, epoch, n int64) {
 	for {
 		e := l.insert(h, team, ns)
-		lost, moved := e.addUnsent(epoch, n)
+		lost, moved := e.addUnsent(epoch, n, &l.highEpoch)
 		if !moved {
 			if lost > 0 {
 				l.shards[h&l.mask].displaced.Add(uint64(lost))
@@ -401,8 +407,19 @@ func (l *Limiter) touch(sh *shard, t *table, e *entry, st, sn uint32, h uint64, 
 func (l *Limiter) spanAt(ns int64) *epochSpan {
 	ep := floorDiv(ns, l.windowNs)
 	sp := &epochSpan{epoch: ep, start: ep * l.windowNs, end: (ep + 1) * l.windowNs}
+	raiseTo(&l.highEpoch, ep)
 	l.span.Store(sp)
 	return sp
+}
+
+// raiseTo raises a to v if it is lower.
+func raiseTo(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if old >= v || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 // insert adds team to its shard of the wall-clock cache (see insertIn).
@@ -516,7 +533,7 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 		return
 	}
 	var stale int64
-	sh.orphans, stale = removedCounts(sh.orphans, vteam, floorDiv(ns, l.windowNs), unsent)
+	sh.orphans, stale = removedCounts(sh.orphans, vteam, floorDiv(ns, l.windowNs), &l.highEpoch, unsent)
 	sh.displaced.Add(uint64(stale))
 }
 

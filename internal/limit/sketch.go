@@ -334,7 +334,7 @@ func (l *Limiter) countCached(h uint64, key string, ep, ns, n int64) bool {
 	if sp == nil || ep < sp.epoch-1 || ep > sp.epoch {
 		return true // an entry holds two windows' counts: this one's went with its window
 	}
-	if lost, moved := e.addUnsent(ep, n); moved {
+	if lost, moved := e.addUnsent(ep, n, &l.highEpoch); moved {
 		l.recount(h, key, ns, ep, n)
 	} else if lost > 0 {
 		sh.displaced.Add(uint64(lost))
@@ -366,10 +366,10 @@ func (l *Limiter) carry(sh *shard, e *entry, h uint64, team string, ns int64) {
 	cur = max(cur-done.of(ep), 0)
 	prev = max(prev-done.of(ep-1), 0)
 	if cur > 0 {
-		e.addUnsent(ep, cur)
+		e.addUnsent(ep, cur, &l.highEpoch)
 	}
 	if prev > 0 {
-		e.addUnsent(ep-1, prev)
+		e.addUnsent(ep-1, prev, &l.highEpoch)
 	}
 	if cur+prev > 0 {
 		sh.promoted.Add(1)

@@ -79,7 +79,8 @@ type Sweep struct {
 	// Reads due now, in no particular order.
 	Reads []Read
 	// Stale is how many counted records were dropped because their epoch was older than
-	// the previous one (no sweep ran for a whole window).
+	// the previous one (no sweep ran for a whole window), or too old for their epoch tag
+	// to tell (unsentEpoch).
 	Stale int64
 	// Entries is how many teams are cached after the sweep; Tiers splits them by tier.
 	Entries int
@@ -223,6 +224,7 @@ func (cw *coldWrites) drain(team string, p float64, unsent int64, thr float64, d
 func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 	ns := now.UnixNano()
 	cur := floorDiv(ns, l.windowNs)
+	raiseTo(&l.highEpoch, cur)
 	var part int64 // the part of the day learned thresholds are for (spike.Config.ThresholdPart)
 	if l.adapt != nil {
 		part = l.adapt.cfg.ThresholdPart(cur)
@@ -260,7 +262,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				l.count.Add(-1)
 				into.Expired++
 				var stale int64
-				into.Counts, stale = removedCounts(into.Counts, team, cur, unsent)
+				into.Counts, stale = removedCounts(into.Counts, team, cur, &l.highEpoch, unsent)
 				into.Stale += stale
 				if l.adapt != nil {
 					l.forgetLearned(sh, e, team, ns, into)
@@ -277,7 +279,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				l.count.Add(-1)
 				sh.demoted.Add(1)
 				var stale int64
-				into.Counts, stale = removedCounts(into.Counts, team, cur, unsent)
+				into.Counts, stale = removedCounts(into.Counts, team, cur, &l.highEpoch, unsent)
 				into.Stale += stale
 				into.Demoted++
 				return true
@@ -310,7 +312,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			} else {
 				var stale int64
 				n0 := len(into.Counts)
-				into.Counts, stale = e.drain(into.Counts, team, cur, k == drainEnded)
+				into.Counts, stale = e.drain(into.Counts, team, cur, &l.highEpoch, k == drainEnded)
 				into.Stale += stale
 				if ls != nil {
 					for _, c := range into.Counts[n0:] {
@@ -393,6 +395,10 @@ func (rp *readPolicy) due(ns, at int64, p float64, tier Tier, pending int64, thr
 		return ReadFirst, p >= rp.floor
 	case at&readLocal != 0:
 		return ReadRetry, true
+	case readTime(at) > ns:
+		// Read at a time the clock has stepped back from since: how old the view is, and
+		// how much of it has aged out, is unknown (entry.level ages none of it).
+		return ReadTTL, true
 	case rp.share > 0 && float64(pending) >= rp.share*thr:
 		return ReadPending, true
 	case tier == Hot && rp.cadence[Hot] == 0:
