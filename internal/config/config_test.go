@@ -495,7 +495,9 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_KAFKA_FETCH_MAX_WAIT", value: "5ms", want: "from 10ms"},
 		{key: "GATE_KAFKA_FETCH_MAX_WAIT", value: "900h", want: "to 596h"},
 		{key: "GATE_KAFKA_SESSION_TIMEOUT", value: "800h", want: "to 596h", env: map[string]string{"GATE_KAFKA_REBALANCE_TIMEOUT": "500h", "GATE_STALL_NOT_READY": "0"}},
-		{key: "GATE_KAFKA_REBALANCE_TIMEOUT", value: "900h", want: "at most 596h", env: map[string]string{"GATE_STALL_NOT_READY": "0"}},
+		{key: "GATE_KAFKA_REBALANCE_TIMEOUT", value: "900h", want: "from 100ms to 596h", env: map[string]string{"GATE_STALL_NOT_READY": "0"}},
+		// Longer than the revoke timeout, but under the client's 100ms: refused at load, not by the client at start.
+		{key: "GATE_KAFKA_REBALANCE_TIMEOUT", value: "50ms", want: "from 100ms to 596h", env: map[string]string{"GATE_REVOKE_TIMEOUT": "10ms"}},
 		{key: "GATE_KAFKA_MAX_MESSAGE_BYTES", value: "200000000", want: "to 104857600"},
 		{key: "GATE_KAFKA_TLS_CERT_FILE", value: "/tmp/cert.pem", want: "together with GATE_KAFKA_TLS_KEY_FILE"},
 		{key: "GATE_KAFKA_SASL_MECHANISM", value: "gssapi", want: "want none, plain, scram-sha-256 or scram-sha-512"},
@@ -963,6 +965,7 @@ func TestAcceptedKafkaConfigIsAcceptedByClient(t *testing.T) {
 		{"GATE_KAFKA_FETCH_MAX_WAIT": "596h"},
 		{"GATE_KAFKA_MAX_MESSAGE_BYTES": "1024"},
 		{"GATE_KAFKA_MAX_MESSAGE_BYTES": "104857600"},
+		{"GATE_KAFKA_REBALANCE_TIMEOUT": "100ms", "GATE_REVOKE_TIMEOUT": "10ms"},
 	} {
 		c, err := loadMap(env)
 		if err != nil {

@@ -249,12 +249,12 @@ func (c Kafka) validate(bad report) {
 	}
 	bad.positive("REVOKE_TIMEOUT", c.RevokeTimeout)
 	// The client sends these in milliseconds as 32-bit numbers, and refuses what would
-	// not fit; and it waits at least 10ms for a fetch.
+	// not fit; and it waits at least 10ms for a fetch, 100ms for a rebalance.
 	if c.KafkaSessionTimeout < time.Second || c.KafkaSessionTimeout > kafkaMaxWireTimeout {
 		bad("KAFKA_SESSION_TIMEOUT", "a duration from 1s to 596h such as 45s, within the brokers' group.min/max.session.timeout.ms")
 	}
-	if c.KafkaRebalanceTimeout > kafkaMaxWireTimeout {
-		bad("KAFKA_REBALANCE_TIMEOUT", "a duration of at most 596h such as 60s")
+	if c.KafkaRebalanceTimeout < 100*time.Millisecond || c.KafkaRebalanceTimeout > kafkaMaxWireTimeout {
+		bad("KAFKA_REBALANCE_TIMEOUT", "a duration from 100ms to 596h such as 60s")
 	}
 	if c.KafkaFetchMaxWait < 10*time.Millisecond || c.KafkaFetchMaxWait > kafkaMaxWireTimeout {
 		bad("KAFKA_FETCH_MAX_WAIT", "a duration from 10ms to 596h such as 500ms")

@@ -77,9 +77,10 @@ type Budget struct {
 	// Agg drew it: a key kept by one routing goroutine is kept by all (Record), as the
 	// consumer hands a partition's polls to whichever goroutine is free, and a team's
 	// overflow routed by another goroutine than its first record's must not be folded.
-	// Written once per key a seal, not per record.
-	mu   sync.Mutex
-	kept map[string]struct{}
+	// Written once per key a seal, not per record; read, once the budget is spent, for
+	// each record of a key new to its Agg: a sync.Map, whose reads take no lock that the
+	// routing goroutines would contend for.
+	kept sync.Map // string → struct{}
 }
 
 // NewBudget returns a Budget of max rows (0: no cap).
@@ -105,12 +106,7 @@ func (b *Budget) keep(key string) {
 	if b == nil || b.max <= 0 || key == "" {
 		return
 	}
-	b.mu.Lock()
-	if b.kept == nil {
-		b.kept = make(map[string]struct{})
-	}
-	b.kept[key] = struct{}{}
-	b.mu.Unlock()
+	b.kept.Store(key, struct{}{})
 }
 
 // isKept reports whether key drew a row since the last seal, in any Agg of the budget.
@@ -118,9 +114,7 @@ func (b *Budget) isKept(key string) bool {
 	if b == nil || b.max <= 0 || key == "" {
 		return false
 	}
-	b.mu.Lock()
-	_, ok := b.kept[key]
-	b.mu.Unlock()
+	_, ok := b.kept.Load(key)
 	return ok
 }
 
@@ -129,9 +123,7 @@ func (b *Budget) forget() {
 	if b == nil || b.max <= 0 {
 		return
 	}
-	b.mu.Lock()
-	clear(b.kept)
-	b.mu.Unlock()
+	b.kept.Clear()
 }
 
 // force claims a row whatever the budget holds: a kept key's (Record). Used may then
@@ -378,11 +370,13 @@ func (a *Agg) Record(f *Fate) {
 		a.budget.force()
 	}
 	if kept || took {
-		if took {
-			a.budget.keep(f.Key)
-		}
 		a.held++
 		a.add(first, at, h, iv, f)
+		if took {
+			// The new row's copy of the key: f.Key may alias the record or the router's
+			// scratch, which the next record writes over.
+			a.budget.keep(a.entries[len(a.entries)-1].key)
+		}
 		return
 	}
 	// The budget is spent: the folded row of its interval, kind, rule and reason, which

@@ -554,3 +554,31 @@ func TestKeptKeyKeptByEveryAgg(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptKeyOfScratchKept: a Fate's Key may alias the record or the router's scratch,
+// which the next record writes over (Fate's doc: a new row copies it); the budget's kept
+// keys must be the rows' own copies, or a key kept before the cap is forgotten, or taken
+// for another, as soon as its buffer is reused, and its overflow routed by another
+// goroutine goes to the folded row (a composite key, joined in the router's key buffer).
+func TestKeptKeyOfScratchKept(t *testing.T) {
+	b := NewBudget(2)
+	a0, a1 := NewAgg(time.Minute, b), NewAgg(time.Minute, b)
+	buf := []byte("heavy")
+	key := unsafe.String(&buf[0], len(buf)) // as the router's bytesString
+	a0.Record(&Fate{At: t0, Kind: Accepted, Key: key, Team: key, Bytes: 10})
+	copy(buf, "small") // the next record's key, in the same buffer
+	a0.Record(&Fate{At: t0, Kind: Accepted, Key: key, Team: key, Bytes: 10})
+	a1.Record(&Fate{At: t0, Kind: Overflow, Rule: "team", Reason: "rate_limited", Key: "heavy", Team: "heavy", Bytes: 10})
+	var heavyOver, folded int64
+	for _, r := range Seal("g", "id", a0, a1) {
+		switch {
+		case r.Folded:
+			folded += r.Records
+		case r.Key == "heavy" && r.Outcome == "overflow":
+			heavyOver += r.Records
+		}
+	}
+	if heavyOver != 1 || folded != 0 {
+		t.Fatalf("heavy's overflow %d (want 1), folded %d (want 0): heavy was kept before the cap", heavyOver, folded)
+	}
+}
