@@ -49,12 +49,10 @@ func fidelityFigures(p *Parsed, out map[string]float64) {
 				continue
 			}
 			v, _ := b.Mean(benchFidelity+"/"+sub, unit)
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				continue // JSON holds finite numbers only
-			}
 			if w, ok := strings.CutPrefix(unit, seriesPrefix); ok {
-				// A point of the chart's series, not a figure of results.json.
-				if n, err := strconv.Atoi(w); err == nil {
+				// A point of the chart's series, not a figure of results.json. (A figure
+				// that is not finite goes to Measure, which fails make bench on it.)
+				if n, err := strconv.Atoi(w); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
 					p.Series[sub] = append(p.Series[sub], point{n, v})
 				}
 				continue

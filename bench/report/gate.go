@@ -15,6 +15,7 @@ import (
 //   - a benchmark was skipped ("--- SKIP:", as the real-Kafka ones are without Java):
 //     the part did not run, whatever its exit status;
 //   - a figure with a goal is not in the input: the benchmark behind it did not run;
+//   - a figure with a goal came out NaN or infinite (Figures.NotFinite);
 //   - a figure came from a fallback (Figures.Fallbacks): another statistic stood in for it;
 //   - a goal is missed, judged on the unrounded figure.
 
@@ -45,8 +46,14 @@ func RunProblems(p *Parsed, f Figures) []string {
 		out = append(out, "benchmark skipped: "+e.describe())
 	}
 	for _, r := range goalRows() {
-		if _, ok := f.Values[r.key]; !ok {
+		_, notFinite := f.NotFinite[r.key]
+		if _, ok := f.Values[r.key]; !ok && !notFinite {
 			out = append(out, fmt.Sprintf("not measured: %s (goal %s): not in the benchmark output", r.key, r.goal.text))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.NotFinite)) {
+		if g := goalOf(k); g != nil {
+			out = append(out, fmt.Sprintf("not a number: %s = %v (goal %s): left out of results.json", k, f.NotFinite[k], g.text))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(f.Fallbacks)) {

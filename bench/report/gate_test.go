@@ -105,6 +105,22 @@ func gateCases(t *testing.T) []gateCase {
 		name: "failed part",
 		raw:  edit(t, full, `^(real-kafka-latency +\d+ s)$`, "$1  FAILED"),
 		want: []string{"part failed: real-kafka-latency (bench/run.sh)"},
+	}, {
+		// A share of nothing (0 ÷ 0) and a ratio to 0, as go test prints them: named, not
+		// a report that dies on results.json ("json: unsupported value: NaN") having
+		// written nothing, nor +Inf meeting "≥ 0.9".
+		name: "not a number",
+		raw: edit(t, edit(t, full, `^(BenchmarkCatchUp-2 .*) 0 false_overflow_event`, "$1 NaN false_overflow_event"),
+			`^(BenchmarkSpikeTrace-2 .*\t) *[0-9.]+ adaptive_spike_recall\t`, "$1 +Inf adaptive_spike_recall\t"),
+		want: []string{
+			"not a number: adaptive_spike_recall = +Inf (goal ≥ 0.9): left out of results.json",
+			"not a number: catchup_false_overflow_event = NaN (goal ≤ 0): left out of results.json",
+		},
+	}, {
+		// BenchmarkFidelity's figures the same: not "not in the benchmark output".
+		name: "fidelity not a number",
+		raw:  edit(t, full, `^(BenchmarkFidelity/ours-2 .*\t) *[0-9.]+ divert_detect_ticks\t`, "$1 NaN divert_detect_ticks\t"),
+		want: []string{"not a number: divert_detect_ticks = NaN (goal ≤ 3): left out of results.json"},
 	}}
 }
 
@@ -264,5 +280,46 @@ func TestMainExitStatus(t *testing.T) {
 				t.Errorf("stderr:\n%s\nwant it to start:\n%s", got, want)
 			}
 		})
+	}
+}
+
+// runMain runs the command (this test binary, re-executed as in TestMainExitStatus) on
+// raw, writing into a temporary directory, and returns that directory and its stderr.
+func runMain(t *testing.T, raw string) (dir, stderr string) {
+	t.Helper()
+	dir = t.TempDir()
+	out := func(name string) string { return filepath.Join(dir, name) }
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMainExitStatus$")
+	cmd.Env = append(os.Environ(), "BENCH_REPORT_MAIN="+strings.Join([]string{
+		"-json", out("results.json"), "-md", out("RESULTS.md"), "-svg", out("fidelity.svg"), "-readme-file", out("README.md")}, "\n"))
+	cmd.Stdin = strings.NewReader(raw)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	_ = cmd.Run()
+	return dir, errb.String()
+}
+
+// TestMachineFromTheRun: RESULTS.md's machine line (and so the README's "Measured by
+// make bench on ...") names the processor, CPUs and Go version the benchmarks ran on, as
+// bench/run.sh's machine line and go test's cpu lines give them, not those of the machine
+// that re-derives the report from bench/raw.txt.gz.
+func TestMachineFromTheRun(t *testing.T) {
+	raw := edit(t, edit(t, fullRaw(t), `^machine: .*$`, "machine: Test CPU 9000 @ 1.00GHz, 96 CPUs, go1.99.7"), `^cpu: .*$`, "cpu: Test CPU 9000 @ 1.00GHz")
+	dir, stderr := runMain(t, raw)
+	md, err := os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, stderr)
+	}
+	if want := "\nMachine: Test CPU 9000 @ 1.00GHz, 96 CPUs, go1.99.7, "; !bytes.Contains(md, []byte(want)) {
+		t.Errorf("RESULTS.md lacks %q:\n%s", want, md[:min(len(md), 600)])
+	}
+	// Without run.sh's line, go test's cpu line names the processor.
+	dir, stderr = runMain(t, edit(t, raw, `^machine: .*\n`, ""))
+	md, err = os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, stderr)
+	}
+	if want := "\nMachine: Test CPU 9000 @ 1.00GHz, "; !bytes.Contains(md, []byte(want)) {
+		t.Errorf("without the machine line, RESULTS.md lacks %q:\n%s", want, md[:min(len(md), 600)])
 	}
 }

@@ -79,7 +79,7 @@ func main() {
 		fmt.Printf("drew %s\n", *svgPath)
 		run.Chart = relativeTo(*mdPath, *svgPath)
 	}
-	m := machine(p.CPU)
+	m := machine(p)
 	m.Parts = p.Parts
 	if err := os.WriteFile(*mdPath, []byte(Markdown(res, m, run)), 0o644); err != nil {
 		fatal(err)

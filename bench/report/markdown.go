@@ -18,13 +18,32 @@ type Machine struct {
 	Parts                      []string // how long each part of the run took (Parsed.Parts)
 }
 
-func machine(benchCPU string) Machine {
-	m := Machine{GoVersion: runtime.Version(), CPU: benchCPU, CPUs: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+// machine is where the benchmarks in p ran: the processor, CPUs and Go version that
+// bench/run.sh's "machine:" line and go test's "cpu:" lines name, and where the input has
+// neither, the machine running the report (as make bench runs it, the same one); the
+// date and the load are the report's.
+func machine(p *Parsed) Machine {
+	m := Machine{GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for l := range strings.SplitSeq(string(b), "\n") {
 			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
 				m.CPU = strings.TrimSpace(v)
 				break
+			}
+		}
+	}
+	if p.CPU != "" {
+		m.CPU = p.CPU
+	}
+	// "CPU, N CPUs, GOVERSION"; the CPU is empty where /proc/cpuinfo names no model.
+	if rest, gov, ok := cutLast(p.Machine, ", "); ok {
+		if cpu, cpus, ok := cutLast(rest, ", "); ok {
+			var n int
+			if _, err := fmt.Sscanf(cpus, "%d CPUs", &n); err == nil && n > 0 && strings.HasPrefix(gov, "go") {
+				m.CPUs, m.GoVersion = n, gov
+				if cpu = strings.TrimSpace(cpu); cpu != "" {
+					m.CPU = cpu
+				}
 			}
 		}
 	}
@@ -34,6 +53,14 @@ func machine(benchCPU string) Machine {
 		}
 	}
 	return m
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
 }
 
 // count is n with the noun for one or for several.

@@ -20,6 +20,9 @@ type Parsed struct {
 	BytesPerLongEntity map[int]float64
 	// CPU is the last "cpu:" header line's value.
 	CPU string
+	// Machine is bench/run.sh's opening "machine:" line's value: the processor, the
+	// CPUs and the Go version of the machine the benchmarks ran on ("" when absent).
+	Machine string
 	// Parts are bench/run.sh's closing lines: each part and how long it took, then the
 	// total.
 	Parts []string
@@ -47,6 +50,9 @@ type Event struct{ Part, Bench, Reason string }
 
 // partPrefix starts bench/run.sh's line naming the part that runs next.
 const partPrefix = "=== bench part: "
+
+// machinePrefix starts bench/run.sh's first line: "machine: CPU, N CPUs, GOVERSION".
+const machinePrefix = "machine:"
 
 var (
 	eventLine    = regexp.MustCompile(`^--- (SKIP|FAIL): (\S+)`)
@@ -133,6 +139,10 @@ func Parse(r io.Reader) (*Parsed, error) {
 			if v, err := strconv.ParseFloat(m[2], 64); err == nil && nerr == nil {
 				p.BytesPerLongEntity[n] = v
 			}
+			continue
+		}
+		if m, ok := strings.CutPrefix(line, machinePrefix); ok {
+			p.Machine = strings.TrimSpace(m)
 			continue
 		}
 		if cpu, ok := strings.CutPrefix(line, "cpu:"); ok {

@@ -8,6 +8,10 @@ import "math"
 type Figures struct {
 	Values    map[string]float64
 	Fallbacks map[string]string
+	// NotFinite are the figures that came out NaN or infinite (a share of nothing, a
+	// ratio to 0), by key: left out of Values, as results.json holds finite numbers only;
+	// make bench fails on those with a goal (Problems).
+	NotFinite map[string]float64
 }
 
 // Measure computes the figures. Each area's come from a file of their own (hotpath.go,
@@ -33,7 +37,14 @@ func Measure(p *Parsed) Figures {
 	if v, ok := failedTicks(b); ok {
 		out["bench_failed_ticks"] = v
 	}
-	return Figures{Values: out, Fallbacks: fellBack}
+	notFinite := map[string]float64{}
+	for k, v := range out {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			notFinite[k] = v
+			delete(out, k)
+		}
+	}
+	return Figures{Values: out, Fallbacks: fellBack, NotFinite: notFinite}
 }
 
 // Results is the figures of results.json: Measure's, rounded (Rounded).
