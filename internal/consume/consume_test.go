@@ -374,6 +374,47 @@ func TestRecordTooLargeGoesToDeadLetter(t *testing.T) {
 	}
 }
 
+// TestStrippedDeadLetterKeepsOriginalTimestamp: a dead letter replayed into the input
+// topic carries gate-original-timestamp already; when it is refused again and its large
+// headers are dropped with its value, the new dead letter still says when the record was
+// first written (the replayed one's header, as a dead letter with its value keeps it).
+func TestStrippedDeadLetterKeepsOriginalTimestamp(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.MaxMessageBytes = 4096
+	g := env.start(t, "a")
+
+	big := inputRecord(1, "team-big")
+	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
+	big.Headers = append(big.Headers,
+		kgo.RecordHeader{Key: HeaderOriginalTimestamp, Value: []byte("1600000000000")},
+		kgo.RecordHeader{Key: "pad", Value: bytes.Repeat([]byte{'h'}, 2000)}) // over a quarter of 4096: dropped
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{big})
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(dlqTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var r *kgo.Record
+	for r == nil && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { r = rec })
+	}
+	g.stop(t)
+	if r == nil {
+		t.Fatal("no dead letter")
+	}
+	if got := header(r, HeaderOriginalTimestamp); got != "1600000000000" {
+		t.Errorf("%s = %q, want the replayed dead letter's 1600000000000", HeaderOriginalTimestamp, got)
+	}
+	if got := header(r, "gate-dropped"); !strings.Contains(got, "headers=3") {
+		t.Errorf("gate-dropped %q, want the input's other 3 headers dropped", got)
+	}
+}
+
 // TestConfigDefaultsAndErrors checks the zero values take the defaults and that missing
 // settings are reported together.
 func TestConfigDefaultsAndErrors(t *testing.T) {

@@ -338,6 +338,14 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 	if hb > int(c.cfg.MaxMessageBytes)/4 && len(r.Headers) >= len(in.Headers) {
 		r.Headers = r.Headers[len(in.Headers):] // DeadLetter appends its headers after the input's
 		dropped = len(in.Headers)
+		for _, h := range in.Headers {
+			if h.Key == HeaderOriginalTimestamp {
+				// A dead letter replayed: stampNow kept its header, dropped with the others.
+				r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], h)
+				dropped--
+				break
+			}
+		}
 	}
 	r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], kgo.RecordHeader{
 		Key:   "gate-dropped",
