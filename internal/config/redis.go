@@ -210,6 +210,26 @@ func (c Redis) RedisLabels() []string {
 	return urls
 }
 
+// sameScheme reports whether the URLs all use TLS (rediss://) or none does.
+func sameScheme(urls []string) bool {
+	tls := -1
+	for _, u := range urls {
+		opt, err := tick.ParseURL(u)
+		if err != nil {
+			continue // reported by the URLs' own check
+		}
+		t := 0
+		if opt.TLSConfig != nil {
+			t = 1
+		}
+		if tls >= 0 && t != tls {
+			return false
+		}
+		tls = t
+	}
+	return true
+}
+
 // loadCAs reads a PEM file of CA certificates named by GATE_<key>.
 func loadCAs(key, file string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(file)
@@ -275,6 +295,11 @@ func (c Redis) validate(bad report) {
 				bad("REDIS_URLS", "URLs of database 0 with GATE_REDIS_MODE=cluster: Redis Cluster has no other")
 				break
 			}
+		}
+		// The cluster client takes TLS from the first URL for every node: a rediss:// URL
+		// after a redis:// one would be dialed in plain text, its password too.
+		if !sameScheme(c.RedisURLs) {
+			bad("REDIS_URLS", "URLs all redis:// or all rediss:// with GATE_REDIS_MODE=cluster: the first URL's TLS applies to every node")
 		}
 	}
 	if tick.CheckKeyPrefix(c.RedisMode.value(), c.RedisPrefix) != nil {

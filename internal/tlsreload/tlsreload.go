@@ -126,6 +126,9 @@ func New(f Files, o Options) (*Reloader, error) {
 		return nil, err
 	}
 	m, err := f.parse(raw)
+	if err == nil {
+		err = f.checkValidity(m, r.clock.Now())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +211,19 @@ func (f Files) parse(raw [3][]byte) (*material, error) {
 	return m, nil
 }
 
+// checkValidity refuses a client certificate outside its validity at now: a server
+// would refuse it.
+func (f Files) checkValidity(m *material, now time.Time) error {
+	if m.cert == nil {
+		return nil
+	}
+	if l := m.cert.Leaf; now.Before(l.NotBefore) || now.After(l.NotAfter) {
+		return fmt.Errorf("%s=%q: the client certificate is valid from %s to %s, not now", f.CertVar, f.CertFile,
+			l.NotBefore.UTC().Format(time.RFC3339), l.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 // wholePEM reports whether every PEM block begun in b decodes: none is cut short.
 func wholePEM(b []byte) bool {
 	begun := bytes.Count(b, []byte("-----BEGIN "))
@@ -252,13 +268,10 @@ func (r *Reloader) reload() {
 	if err == nil {
 		m, err = r.files.parse(raw)
 	}
-	if err == nil && m.cert != nil {
+	if err == nil {
 		// A client certificate outside its validity would be refused by the server: the
 		// one in use stays, and this one is taken at the first read once its time comes.
-		if now, l := r.clock.Now(), m.cert.Leaf; now.Before(l.NotBefore) || now.After(l.NotAfter) {
-			err = fmt.Errorf("%s=%q: the client certificate is valid from %s to %s, not now", r.files.CertVar, r.files.CertFile,
-				l.NotBefore.UTC().Format(time.RFC3339), l.NotAfter.UTC().Format(time.RFC3339))
-		}
+		err = r.files.checkValidity(m, r.clock.Now())
 	}
 	if err != nil {
 		// One warning per state of the files: the error, and what they held.

@@ -703,3 +703,25 @@ func TestCertOutsideValidityKeepsLastGood(t *testing.T) {
 		t.Errorf("after two certificates outside their time: %v errors, %d warnings; want 2 and 2", n, w)
 	}
 }
+
+// At start a client certificate that has expired, or is not valid yet, is an error
+// naming its variable, as any invalid file is, not a gate whose every connection the
+// server refuses.
+func TestNewRefusesCertOutsideValidity(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := f.clk.Now()
+	for name, p := range map[string]pair{
+		"expired":       f.clientCA.issueValid(t, "expired", now.Add(-48*time.Hour), now.Add(-24*time.Hour)),
+		"not valid yet": f.clientCA.issueValid(t, "early", now.Add(time.Hour), now.Add(48*time.Hour)),
+	} {
+		dir := t.TempDir()
+		write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
+		write(t, filepath.Join(dir, "tls.crt"), p.certPEM)
+		write(t, filepath.Join(dir, "tls.key"), p.keyPEM)
+		_, err := New(files(dir), Options{Clock: f.clk})
+		if want := `GATE_KAFKA_TLS_CERT_FILE="` + filepath.Join(dir, "tls.crt") + `": the client certificate is valid from`; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want an error containing %q", name, err, want)
+		}
+	}
+}
