@@ -109,10 +109,40 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	defer cancel()
 	pipe := t.instances[0].Pipeline()
 	cur := FleetKeyFor(t.cfg.KeyPrefix, slot)
-	incr := pipe.IncrBy(cctx, cur, 1)
-	pipe.PExpire(cctx, cur, 4*t.fleetSlot())
+	// The INCRBY is not safe to repeat. A cluster client resends a node's pipeline by
+	// itself after a timeout or a lost connection (up to MaxRedirects, whatever MaxRetries
+	// says), and a node that stalled applied each copy when it woke: the gate counted
+	// several times in one slot. In cluster mode it goes to its slot's primary on that
+	// node's own client, which does not resend; the GETs, safe to repeat, go through the
+	// cluster client.
+	ipipe := pipe
+	cc, cluster := t.instances[0].(*redis.ClusterClient)
+	if cluster {
+		if node, err := cc.MasterForKey(cctx, cur); err == nil {
+			ipipe = node.Pipeline()
+		}
+	}
+	incr := ipipe.IncrBy(cctx, cur, 1)
+	ipipe.PExpire(cctx, cur, 4*t.fleetSlot())
 	prev := [2]*redis.StringCmd{pipe.Get(cctx, FleetKeyFor(t.cfg.KeyPrefix, slot-1)), pipe.Get(cctx, FleetKeyFor(t.cfg.KeyPrefix, slot-2))}
-	_, err := pipe.Exec(cctx)
+	var err error
+	if ipipe != pipe {
+		var ierr error
+		var wg sync.WaitGroup
+		wg.Go(func() { _, ierr = ipipe.Exec(cctx) })
+		_, err = pipe.Exec(cctx)
+		wg.Wait()
+		if ierr != nil {
+			if _, moved := redis.IsMovedError(ierr); moved {
+				cc.ReloadState(cctx) // the slot moved: not applied, sent to its owner next tick
+			}
+			if err == nil || errors.Is(err, redis.Nil) {
+				err = ierr
+			}
+		}
+	} else {
+		_, err = pipe.Exec(cctx)
+	}
 	t.m.commands.WithLabelValues("incrby").Inc()
 	t.m.commands.WithLabelValues("pexpire").Inc()
 	t.m.commands.WithLabelValues("get").Add(2)

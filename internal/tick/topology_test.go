@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -466,5 +467,62 @@ func TestClusterFleetCountWithANodeDownCountsGateOnce(t *testing.T) {
 	g.tk.countFleet(ctx, at(s, 3*time.Second))
 	if n, err := oc.Get(ctx, FleetKeyFor("fc", s)).Int(); err != nil || n != 1 {
 		t.Errorf("slot counter of one gate = %d (%v) after three ticks of one slot with a node down, want 1", n, err)
+	}
+}
+
+// TestClusterFleetCountStallCountsGateOnce is TestFleetCountStallCountsGateOnce on Redis
+// Cluster: the primary that holds the slot's counter stalls while countFleet's INCRBY is
+// in flight. The cluster client resends a node's pipeline by itself after a read timeout
+// (up to MaxRedirects, whatever MaxRetries says), so the stalled node held the INCRBY
+// several times and applied each when it woke: one gate counted as several in a slot, and
+// every gate of the fleet believed the fleet that much larger for two slots.
+func TestClusterFleetCountStallCountsGateOnce(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newTopologyGate(t, nil, limit.Config{Window: time.Minute}, Config{Mode: ModeCluster, KeyPrefix: "fcs", Writer: "w0"}, cc)
+	ctx := context.Background()
+	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
+	at := func(s int, off time.Duration) time.Time { return slot0.Add(time.Duration(s)*FleetSlot + off) }
+	slot := at(1, 0).UnixNano() / int64(FleetSlot)
+	key := FleetKeyFor("fcs", slot)
+	owner := cl.Owner(t, key)
+	oc := owner.Client(t)
+
+	g.tk.countFleet(ctx, at(0, time.Second)) // a first, clean count: the client has its slot map
+	// Several connections to the node in the client's pool, as a gate's client has from
+	// its other users (readiness, overrides, the tick's own pipelines): a resend after a
+	// timeout takes another one, on which the command is written again.
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			pipe := cc.Pipeline()
+			for range 2000 {
+				pipe.Get(ctx, key)
+			}
+			_, _ = pipe.Exec(ctx)
+		})
+	}
+	wg.Wait()
+	owner.Pause(t)
+	g.tk.countFleet(ctx, at(1, time.Second)) // times out: the node has the INCRBY in its socket
+	owner.Resume(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n, _ := oc.Get(ctx, key).Int(); n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled INCRBY was never applied")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)         // any resent INCRBY behind it is applied too
+	g.tk.countFleet(ctx, at(1, 2*time.Second)) // the next tick, same slot
+	if n, _ := oc.Get(ctx, key).Int(); n != 1 {
+		t.Errorf("slot counter of one gate = %d after a stalled INCRBY on its node and the next tick, want 1", n)
 	}
 }
