@@ -80,6 +80,11 @@ func devRules(cfg config.Config) (*rules.Set, error) {
 	return set, nil
 }
 
+// devRulesIgnore are the variables that a rules file replaces (config's list, less
+// GATE_WINDOW, GATE_THRESHOLD and GATE_LIMIT_MODE, which devRulesYAML carries into the
+// demo's rules): with the demo's rules they would do nothing.
+var devRulesIgnore = []string{"GATE_KEY_FROM", "GATE_LIMITS", "GATE_COST", "GATE_THRESHOLD_MODE", "GATE_OVERRIDES", "GATE_FORCE_OVERFLOW"}
+
 // devRulesYAML is devRules as a rules file.
 func devRulesYAML(cfg config.Config) string {
 	w := cfg.Window.String()
@@ -136,7 +141,9 @@ Runs, in this process, an in-memory Kafka broker (kfake) on a fixed loopback por
 (GATE_REDIS_URLS if set, else a redis-server started on a free port, else an embedded
 miniredis), two gates in one consumer group sharing the limit, and a load generator, and
 shows what they route, once a second, until the duration ends or Ctrl-C. Other GATE_*
-variables apply to both gates (gate-dev defaults: GATE_WINDOW=10s, GATE_THRESHOLD=2000,
+variables apply to both gates, but for those the demo's rules replace (GATE_KEY_FROM,
+GATE_LIMITS, GATE_COST, GATE_THRESHOLD_MODE, GATE_OVERRIDES, GATE_FORCE_OVERFLOW: refused
+without GATE_RULES_FILE; say them in a rules file) (gate-dev defaults: GATE_WINDOW=10s, GATE_THRESHOLD=2000,
 GATE_SYNC_INTERVAL=5s, GATE_REDIS_PREFIX=gate-dev, GATE_LOG_LEVEL=warn, GATE_LOG_FORMAT=text,
 GATE_TEAM_API=true, GATE_OUTCOMES_TOPIC=events_outcomes). Each gate serves its HTTP
 endpoints, as gate serve does, on -http-addr and the port after it (GATE_HTTP_ADDR is not
@@ -187,6 +194,20 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 			if _, set := flagEnv["GATE_"+strings.ToUpper(f)]; set {
 				return &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -%s: with GATE_RULES_FILE each rule says its own limits", f)}
 			}
+		}
+	} else {
+		// The demo's rules take GATE_WINDOW, GATE_THRESHOLD and GATE_LIMIT_MODE; the other
+		// variables a rules file replaces would be ignored (GATE_LIMITS refused as set
+		// beside the demo's own GATE_WINDOW and GATE_THRESHOLD): say so.
+		var set []string
+		for _, k := range devRulesIgnore {
+			if strings.TrimSpace(getenv(k)) != "" {
+				set = append(set, k)
+			}
+		}
+		if len(set) > 0 {
+			return &cli.UsageError{Msg: fmt.Sprintf("gate-dev: %s: the demo's rules say their own key, limits, cost, threshold mode and forced keys (they take GATE_WINDOW, GATE_THRESHOLD and GATE_LIMIT_MODE only); write a rules file (docs/rules.md) and run it with GATE_RULES_FILE",
+				strings.Join(set, ", "))}
 		}
 	}
 	defaults := devDefaults()

@@ -227,6 +227,14 @@ func TestDevFlagsAndConfig(t *testing.T) {
 			errHas: "-threshold: with GATE_RULES_FILE each rule says its own limits"},
 		{name: "typo in env", args: devArgs(), names: []string{"GATE_TRESHOLD"}, errHas: "GATE_TRESHOLD: unknown variable (did you mean GATE_THRESHOLD?)"},
 		{name: "bad env", args: []string{"-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, env: map[string]string{"GATE_WINDOW": "1s"}, errHas: "GATE_TICK_INTERVAL"},
+		// The demo's rules say their own key, limits, cost, threshold mode and forced keys:
+		// these variables did nothing (GATE_LIMITS was refused as set beside GATE_WINDOW).
+		{name: "forced teams without a rules file", args: devArgs(), env: map[string]string{"GATE_FORCE_OVERFLOW": "1002"}, usageErr: true,
+			errHas: "gate-dev: GATE_FORCE_OVERFLOW: the demo's rules say their own"},
+		{name: "several variables without a rules file", args: devArgs(), env: map[string]string{"GATE_THRESHOLD_MODE": "adaptive", "GATE_OVERRIDES": "1=100000", "GATE_COST": "bytes"},
+			usageErr: true, errHas: "gate-dev: GATE_COST, GATE_THRESHOLD_MODE, GATE_OVERRIDES: the demo's rules say their own"},
+		{name: "limits without a rules file", args: devRulesFileArgs(), env: map[string]string{"GATE_LIMITS": "10s:2000,1m:8000"}, usageErr: true,
+			errHas: "gate-dev: GATE_LIMITS: the demo's rules say their own"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
