@@ -19,38 +19,49 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// trickle produces input records, a few every 5 ms, until the test ends, so that the
-// gates always have a transaction open; it returns how many it produced so far.
-func trickle(t *testing.T, env *gateEnv) func() int {
+// trickle produces input records, a few every 5 ms, so that the gates always have a
+// transaction open, until the function it returns is called (or the test ends): that
+// stops it, waits for the produce in flight, and returns how many records were written.
+// Production stops before a test counts the outputs: records written while it collects
+// would count toward the records it waits for, and end the wait while some of those
+// written before were still to come (a partition a dead peer held until its session
+// timed out).
+func trickle(t *testing.T, env *gateEnv) (stop func() int) {
 	t.Helper()
 	cl := producer(t, env.cluster)
-	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		mu sync.Mutex
-		n  int
-		wg sync.WaitGroup
-	)
-	wg.Go(func() {
+	stopc, done := make(chan struct{}), make(chan struct{})
+	n := 0 // the goroutine's; read after done
+	go func() {
+		defer close(done)
 		tk := time.NewTicker(5 * time.Millisecond)
 		defer tk.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-stopc:
 				return
 			case <-tk.C:
 			}
-			mu.Lock()
 			recs := make([]*kgo.Record, 5)
 			for i := range recs {
-				recs[i] = inputRecord(n, "team-"+strconv.Itoa(n%7))
-				n++
+				recs[i] = inputRecord(n+i, "team-"+strconv.Itoa((n+i)%7))
 			}
-			mu.Unlock()
-			_ = cl.ProduceSync(ctx, recs...).FirstErr()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := cl.ProduceSync(ctx, recs...).FirstErr()
+			cancel()
+			if err != nil {
+				t.Errorf("trickle: producing input: %v", err)
+				return
+			}
+			n += len(recs)
 		}
-	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return func() int { mu.Lock(); defer mu.Unlock(); return n }
+	}()
+	var once sync.Once
+	stop = func() int {
+		once.Do(func() { close(stopc); <-done })
+		return n
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 // crashPeer joins the group as a new member (a static one, so that closing does not
@@ -102,7 +113,7 @@ func TestExactlyOnceSurvivesCrashLoopingPeer(t *testing.T) {
 	env.ccfg.MaxPollRecords = 100
 	env.ccfg.TransactionMaxRecords = 200
 	g := env.start(t, "healthy")
-	produced := trickle(t, env)
+	stopProducing := trickle(t, env)
 	waitFor(t, 20*time.Second, "the healthy gate's first commits", func() bool {
 		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) > 0
 	})
@@ -123,8 +134,8 @@ func TestExactlyOnceSurvivesCrashLoopingPeer(t *testing.T) {
 	if fences() <= maxRecoveries {
 		t.Fatalf("only %v fences in %d peer crashes: the test did not test", fences(), cycles)
 	}
-	// Everything produced so far is routed, once, by the healthy gate alone.
-	n := produced()
+	// Everything produced is routed, once, by the healthy gate alone.
+	n := stopProducing()
 	out := collect(t, env.cluster, n, 60*time.Second, 300*time.Millisecond, readCommitted())
 	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
 		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))

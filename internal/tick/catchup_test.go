@@ -54,7 +54,9 @@ func runCatchUp(tb testing.TB, lc limit.Clock) catchUpResult {
 		gates = append(gates, newGate(tb, fclk,
 			limit.Config{Window: fleetWindow, Threshold: catchUpThreshold, SyncInterval: fleetWindow / 4,
 				Clock: lc, MaxEventAge: 2 * backlog},
-			Config{TickInterval: tick}, srv))
+			// The fake clock paces the ticks; the deadline only has to outlast a loaded
+			// machine (the default, 3/4 of a 167 ms tick, is real time).
+			Config{TickInterval: tick, TickTimeout: time.Minute}, srv))
 	}
 	res := catchUpResult{perTeam: make([]int, len(catchUpRates))}
 	ticks := int(backlog / catchUpSpeed / tick)
@@ -129,7 +131,7 @@ func TestFleetEventClockCapsReplay(t *testing.T) {
 		gates = append(gates, newGate(t, fclk,
 			limit.Config{Window: fleetWindow, Threshold: threshold, SyncInterval: fleetWindow / 4,
 				Mode: limit.Cap, Clock: limit.EventClock, MaxEventAge: time.Hour},
-			Config{TickInterval: tick}, srv))
+			Config{TickInterval: tick, TickTimeout: time.Minute}, srv)) // as runCatchUp's
 	}
 	admitted := make([]int, windows)
 	evTick := tick * speed
