@@ -292,6 +292,44 @@ func TestRotationRecordsCountedThroughTally(t *testing.T) {
 	}
 }
 
+// A per-user rule whose floor is under 2 records (threshold 1,000 over 10 gates: 1% of it ÷
+// 10 is 1) keeps no key in the sketch and caches every key. A team minting a key per
+// record is still found, and its keys not cached collapse into one: the cache and the
+// tick's writes stop growing with its keys once it is found. It was never found, and each
+// of its keys was cached and written to Redis, as before the sketch (PostHog #83004).
+func TestRotationFoundWithoutAFloor(t *testing.T) {
+	cfg := rotationCfg(CardinalityCollapse)
+	cfg.Threshold = 1000
+	l, _, reg := newTest(t, cfg)
+	l.SetFleetSize(10)
+	if f := l.untrackedFloor.Load(); f != 0 {
+		t.Fatalf("floor %d, want 0 (every key cached)", f)
+	}
+	seq := 0
+	rotate(l, at(time.Second), "rot", 2000, &seq)
+	sw := sweep(t, l, at(2*time.Second))
+	if len(sw.Rotations) != 1 || !sw.Rotations[0].Started || sw.Rotations[0].Team != "rot" {
+		t.Fatalf("rotations %+v, want rot started (2,000 keys against a bound of 1,000)", sw.Rotations)
+	}
+	if got := metricValue(t, reg, "gate_limiter_rotating_teams", nil); got != 1 {
+		t.Errorf("gate_limiter_rotating_teams = %v, want 1", got)
+	}
+	cached := l.Len()
+	if d := rotate(l, at(3*time.Second), "rot", 1001, &seq); !d.Limited {
+		t.Errorf("rot after 1,001 more fresh keys, collapsed into one at a threshold of 1,000: %+v, want limited", d)
+	}
+	if n := l.Len(); n != cached+1 {
+		t.Errorf("cached %d keys after 1,001 more fresh keys, want %d: the collapsed rot: alone more", n, cached+1)
+	}
+	sw = sweep(t, l, at(4*time.Second))
+	if len(sw.Counts) != 1 || sw.Counts[0].Team != "rot:" {
+		t.Errorf("the tick writes %d counts (first %+v), want rot:'s alone", len(sw.Counts), sw.Counts[:min(len(sw.Counts), 1)])
+	}
+	if d := l.CheckAt(at(4*time.Second), "ok:user", 1); d.Limited || d.Rotating {
+		t.Errorf("another team's user: %+v", d)
+	}
+}
+
 // A limiter that took over another's rotating teams (a rules reload: InheritRotation) keeps
 // them rotating, and nominating one of them again adds no second candidate: its hash is the
 // new limiter's (each limiter hashes by a seed of its own).

@@ -257,10 +257,13 @@ func (l *Limiter) readFloorShare() float64 {
 // checkUntracked answers a check of team, not cached, from the sketch: allowed and counted
 // there while its count stays under the floor. It reports false when the team must be
 // cached: the sketch is off or not ready for the epoch, the team has an override, or this
-// record takes it to its floor.
+// record takes it to its floor. With no floor (under 2 records: a small threshold over a
+// large fleet) every key is cached, but a rotating team's keys not cached are still
+// handled as on_cardinality says, and counted toward their team's keys: otherwise a team
+// minting a key per record would be cached, and written, key by key, and never found.
 func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally *Tally) (Decision, bool) {
 	floor := l.untrackedFloor.Load()
-	if floor == 0 {
+	if floor == 0 && l.card == nil {
 		return Decision{}, false
 	}
 	if l.overridden(team) {
@@ -295,6 +298,9 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 			}
 			return d, true
 		}
+	}
+	if floor == 0 {
+		return Decision{}, false
 	}
 	c := l.sk.cells(h)
 	// The sliding window's count, as a cached key's level weighs it: a key whose rate
