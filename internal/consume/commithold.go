@@ -21,7 +21,8 @@ import (
 // CommitInterval of traffic. The hold is judged by its own loop, not the commit loop: a
 // commit the client holds in flight (retrying a coordinator that is gone) fails no
 // callback and may hold the commit loop too. An attempt that finds nothing to commit
-// (nothing acknowledged past the last commit) counts as a success: holding then would
+// for any partition owned (nothing acknowledged past the last commit; a revoke's
+// partitions alone say nothing of the others') counts as a success: holding then would
 // bound nothing, and would keep a newly assigned partition from ever producing the
 // acknowledgement a commit needs.
 type commitHold struct {

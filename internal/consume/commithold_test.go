@@ -1,9 +1,12 @@
 package consume
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,5 +122,140 @@ func TestCommitHoldHangingCommit(t *testing.T) {
 	g.stop(t)
 	if seen, _ := out.routed(idRange(0, 300)); len(seen) != 300 {
 		t.Errorf("%d of 300 records routed after the hold", len(seen))
+	}
+}
+
+// owned returns the input partitions g owns, in order.
+func owned(g *testGate) []int32 {
+	var ids []int32
+	for _, p := range g.c.snapshot(nil) {
+		ids = append(ids, p.id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestCommitHoldRevokeNothingToCommit: fetching is held while commits fail, and a
+// rebalance revokes partitions of the gate that have nothing to commit (idle since the
+// last commit). The revoke's commit finds nothing to send, and the hold must stay: the
+// partitions the gate keeps still have records routed and not committed, and their
+// commits still fail. Before, nothing to commit for the revoked partitions counted as a
+// successful commit: the revoke resumed fetching the whole input, and the gate fetched
+// and routed another GATE_COMMIT_INTERVAL × 2 of records a rebalance would replay.
+func TestCommitHoldRevokeNothingToCommit(t *testing.T) {
+	t.Parallel()
+	const parts = 4
+	env := newEnv(t, parts)
+	env.ccfg.CommitInterval = 100 * time.Millisecond
+	var logs logSink
+	env.logs = &logs
+	prod := partProducer(t, env.cluster)
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "gate a owning every partition", func() bool { return len(owned(a)) == parts })
+	for p := range int32(parts) {
+		produceTo(t, prod, p, int(p)*100, 50)
+	}
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+
+	fail := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.UnknownServerError, Count: -1})
+	defer fail.Remove()
+	// Traffic on every partition a keeps when b joins (the cooperative-sticky balancer
+	// moves the last ones), none on those it gives up.
+	for _, p := range []int32{0, 1} {
+		produceTo(t, prod, p, 1000+int(p)*100, 50)
+	}
+	waitFor(t, 20*time.Second, "fetching held after failed commits", func() bool {
+		return slices.Contains(a.c.live.Load().PauseFetchTopics(), inTopic) && testutil.ToFloat64(a.c.m.commitHeld) == 1
+	})
+
+	b := env.start(t, "b")
+	waitFor(t, 20*time.Second, "the partitions shared by a and b", func() bool {
+		return len(owned(a)) == parts/2 && len(owned(b)) == parts/2 && b.c.Ready()
+	})
+	t.Logf("a owns %v, b owns %v", owned(a), owned(b))
+	if slices.Contains(owned(b), 0) || slices.Contains(owned(b), 1) {
+		t.Fatalf("b took a partition with uncommitted records (%v): the test needs them kept by a", owned(b))
+	}
+	if !slices.Contains(a.c.live.Load().PauseFetchTopics(), inTopic) || testutil.ToFloat64(a.c.m.commitHeld) != 1 {
+		t.Errorf("gate a resumed fetching at a revoke with nothing to commit, while its commits still fail (gate_fetch_held_by_commits %v)",
+			testutil.ToFloat64(a.c.m.commitHeld))
+	}
+	if strings.Contains(logs.String(), `"msg":"kafka: offsets commit again; fetching the input resumes","gate":"a"`) {
+		t.Error("gate a says offsets commit again while every commit fails")
+	}
+}
+
+// TestCommitAnsweredAfterLost: an interval commit is in flight when the gate loses its
+// partitions (a heartbeat refused: the group moved on without it), and the broker takes
+// it after. The partitions are gone, and so must their gate_committed_offset series be:
+// another gate owns them now and exports its own. Before, the late answer brought the
+// series back, at a stale offset, for partitions the gate no longer owned.
+func TestCommitAnsweredAfterLost(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEnv(t, parts)
+	var block atomic.Bool
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	// The commit waits in the client, before it is sent: the connection the heartbeats
+	// use stays free.
+	env.ctx = func(ctx context.Context) context.Context {
+		return kgo.PreCommitFnContext(ctx, func(*kmsg.OffsetCommitRequest) error {
+			if block.Load() {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				<-release
+			}
+			return nil
+		})
+	}
+	prod := producer(t, env.cluster)
+	g := env.start(t, "a")
+	recs := make([]*kgo.Record, 100)
+	for i := range recs {
+		recs[i] = inputRecord(i, "team-"+strconv.Itoa(i%7))
+	}
+	produceAll(t, prod, recs[:50])
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+
+	block.Store(true)
+	produceAll(t, prod, recs[50:])
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no interval commit in flight")
+	}
+	// The gate is out of the group from its next heartbeat on, and stays out (every
+	// join refused) while the commit in flight is answered.
+	env.cluster.ControlKey(kmsg.Heartbeat.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.Version = req.GetVersion()
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	env.cluster.ControlKey(kmsg.JoinGroup.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.Version = req.GetVersion()
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp, nil, true
+	})
+	waitFor(t, 20*time.Second, "partitions lost", func() bool {
+		return testutil.ToFloat64(g.c.m.rebalances.WithLabelValues("lost")) == 1 && len(owned(g)) == 0 &&
+			testutil.CollectAndCount(g.c.m.committed) == 0
+	})
+	free()
+	waitCommitted(t, env.cluster, parts, 20*time.Second) // the broker took the commit
+	deadline := time.Now().Add(time.Second)              // its answer reaches the gate meanwhile
+	for time.Now().Before(deadline) {
+		if n := testutil.CollectAndCount(g.c.m.committed); n != 0 {
+			t.Fatalf("gate_committed_offset has %d series after the gate lost every partition, want 0", n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

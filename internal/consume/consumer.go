@@ -790,7 +790,12 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 		}
 	}
 	if len(offs) == 0 {
-		c.commitSucceeded(time.Now()) // nothing acknowledged past the last commit: nothing to hold for
+		// Nothing acknowledged past the last commit: nothing to hold for. Only when that
+		// holds for every partition owned (ids nil): a revoke's partitions having nothing
+		// says nothing of the others', whose commits may still fail.
+		if ids == nil {
+			c.commitSucceeded(time.Now())
+		}
 		return nil, nil
 	}
 	sent := make(map[int32]int64, len(offs))
@@ -856,7 +861,13 @@ func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int3
 			}
 			p.markCommitted(offs[rp.Partition].Offset, gens[rp.Partition])
 			c.progressed()
-			c.m.committed.WithLabelValues(itoa(p.id)).Set(float64(offs[rp.Partition].Offset))
+			// Not for a partition revoked or lost since the commit was sent (drop
+			// deleted its series under partsMu): another gate owns it now.
+			c.partsMu.Lock()
+			if !p.gone.Load() {
+				c.m.committed.WithLabelValues(itoa(p.id)).Set(float64(offs[rp.Partition].Offset))
+			}
+			c.partsMu.Unlock()
 		}
 	}
 	return first

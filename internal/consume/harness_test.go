@@ -78,6 +78,9 @@ type gateEnv struct {
 	before func(*Consumer)
 	// logs, when set, receives the log lines (JSON) of the gates started next.
 	logs io.Writer
+	// ctx, when set, makes the context the gates started next run under from theirs
+	// (kgo.PreCommitFnContext, say).
+	ctx func(context.Context) context.Context
 }
 
 func newEnv(t testing.TB, parts int32) *gateEnv {
@@ -141,6 +144,9 @@ func (e *gateEnv) start(t testing.TB, name string) *testGate {
 		e.before(c)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if e.ctx != nil {
+		ctx = e.ctx(ctx)
+	}
 	g := &testGate{name: name, c: c, lim: lim, reg: reg, cancel: cancel, done: make(chan error, 1)}
 
 	var tickDone chan struct{}
