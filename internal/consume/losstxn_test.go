@@ -47,10 +47,13 @@ func (s *spyRouter) routed(ids []int) bool {
 // lossInTxnEnv is an exactly-once gate whose transaction is held open (20 s, partition 1
 // kept busy) after partition 0's records at offsets 50..79 (ids 100..129) were routed
 // into it; stop ends the load.
-func lossInTxnEnv(t *testing.T, onLoss DataLoss) (env *gateEnv, g *testGate, prod *kgo.Client, stop func()) {
+func lossInTxnEnv(t *testing.T, onLoss DataLoss, setup ...func(*gateEnv)) (env *gateEnv, g *testGate, prod *kgo.Client, stop func()) {
 	t.Helper()
 	env = newEOSEnv(t, 2)
 	env.ccfg.OnDataLoss = onLoss
+	for _, f := range setup {
+		f(env)
+	}
 	env.ccfg.TransactionInterval = 20 * time.Second
 	spy := &spyRouter{ids: map[int]int{}}
 	env.wrap = func(r Router) Router { spy.Router = r; return spy }
@@ -319,4 +322,32 @@ func TestBrokerLossNewLogCounted(t *testing.T) {
 	if want := input + 40; counted != want {
 		t.Errorf("limiter counted %d records; want %d (%d input records + the new leader's 40 at offsets 40..79)", counted, want, input)
 	}
+}
+
+// As TestRetentionGapInOpenTransaction, with outcomes on: the rows a read_committed
+// reader finds count, per team, exactly what it finds on the outputs, the gap met in an
+// open transaction (which aborts with its rows) and a later transaction aborting.
+func TestRetentionGapInOpenTransactionOutcomes(t *testing.T) {
+	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue, func(env *gateEnv) {
+		withOutcomes(t, env)
+		env.lcfg.Threshold = 1_000_000
+	})
+	hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+		Err: kerr.NotLeaderForPartition, Count: -1})
+	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
+	produceTo(t, prod, 0, 200, 100)
+	if err := env.cluster.DeleteRecords(inTopic, 0, 140); err != nil {
+		t.Fatal(err)
+	}
+	hold.Remove()
+	waitFor(t, 30*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "retention") > 0 })
+	abortOne(t, env, g)
+	stop()
+	waitFor(t, 30*time.Second, "both partitions committed to their end", func() bool {
+		return len(committedBehind(env.cluster, 2)) == 0 && env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 180
+	})
+	g.stop(t)
+	out := collect(t, env.cluster, 1<<30, 5*time.Second, 0, readCommitted())
+	got, _ := readOutcomes(t, env, int64(out.n), true, 20*time.Second, 500*time.Millisecond)
+	sameCounts(t, "read_committed", got, out.byTeam())
 }

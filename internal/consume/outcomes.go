@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/outcome"
@@ -65,6 +66,13 @@ type outcomes struct {
 	// txnErr is the first failed outcome produce of the open transaction (exactly-once).
 	txnErr  atomic.Pointer[error]
 	retries rowRetries // at-least-once
+	// chunk bounds the bytes of rows produced together (0: no bound), learned from a
+	// batch of rows the outcomes topic refused as too large: a topic's max.message.bytes
+	// may be below GATE_KAFKA_MAX_MESSAGE_BYTES, the batches the producer makes, and
+	// franz-go does not split a batch the broker refuses. Halved at each refusal of rows
+	// produced under it; rows are then produced a chunk at a time, each awaited before
+	// the next is buffered, so that no batch holds more.
+	chunk atomic.Int64
 }
 
 // outcomeRow is a row's record in flight: record first, so a promise's *kgo.Record
@@ -72,6 +80,8 @@ type outcomes struct {
 type outcomeRow struct {
 	rec  kgo.Record
 	seal *sealBatch // at-least-once
+	// chunk is outcomes.chunk when it was produced: a refusal as too large halves it once.
+	chunk int64
 	// failing: its produce failed and it is being retried, counted in
 	// rowRetries.pending until acknowledged. Only its promise reads and writes it (one
 	// at a time: a row is produced again only after its promise failed).
@@ -278,8 +288,8 @@ func (c *Consumer) sealALO(ctx context.Context) {
 		}
 		for _, r := range rows {
 			r.seal = sb
-			c.cl.Produce(ctx, &r.rec, c.out.promise)
 		}
+		c.produceRows(ctx, rows)
 	}
 	// After the batches are in place: a commit snapshotted from here on stops at them.
 	for _, p := range ps {
@@ -340,6 +350,7 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 	if !errors.Is(err, context.Canceled) {
 		c.m.produceError(rec.Topic, err)
 		c.produceProblem(rec.Topic, err)
+		c.rowsTooLarge(r, err)
 	}
 	rt := &c.out.retries
 	if !r.failing {
@@ -371,8 +382,53 @@ func (c *Consumer) retryRows() {
 		// routing context a rebalance cancels, a revoke's) would fail at once on every
 		// try, its seal holding its partitions' commits for good.
 		r.rec = kgo.Record{Topic: r.rec.Topic, Key: r.rec.Key, Value: r.rec.Value, Timestamp: r.rec.Timestamp}
-		c.cl.Produce(c.produceCtx, &r.rec, c.out.promise)
 	}
+	c.produceRows(c.produceCtx, rows)
+}
+
+// produceRows produces rows with the outcomes' promise: all at once, or, once the
+// outcomes topic refused a batch of rows as too large (outcomes.chunk), a chunk at a
+// time, each chunk's promises awaited before the next is produced.
+func (c *Consumer) produceRows(ctx context.Context, rows []*outcomeRow) {
+	limit := c.out.chunk.Load()
+	if limit == 0 {
+		for _, r := range rows {
+			r.chunk = 0
+			c.cl.Produce(ctx, &r.rec, c.out.promise)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	done := func(rec *kgo.Record, err error) {
+		c.out.promise(rec, err)
+		wg.Done()
+	}
+	size := int64(0)
+	for _, r := range rows {
+		n := int64(len(r.rec.Key) + len(r.rec.Value))
+		if size > 0 && size+n > limit {
+			wg.Wait()
+			size = 0
+		}
+		r.chunk = limit
+		wg.Add(1)
+		c.cl.Produce(ctx, &r.rec, done)
+		size += n
+	}
+	wg.Wait()
+}
+
+// rowsTooLarge halves the bytes of rows produced together when the outcomes topic
+// refused r's batch as too large (once for the rows produced under one bound).
+func (c *Consumer) rowsTooLarge(r *outcomeRow, err error) {
+	if !errors.Is(err, kerr.MessageTooLarge) && !errors.Is(err, kerr.RecordListTooLarge) {
+		return
+	}
+	from := r.chunk
+	if from == 0 {
+		from = int64(c.cfg.MaxMessageBytes)
+	}
+	c.out.chunk.CompareAndSwap(r.chunk, max(from/2, 1))
 }
 
 // rowsRetrying is how many at-least-once outcome rows failed and await their retry.
@@ -391,10 +447,9 @@ func (c *Consumer) sealTxn() {
 	ps := counted(c.snapshot(nil))
 	// A partition revoked meanwhile is no longer among them: its records' counts are
 	// in the aggregates all the same, and the transaction aborts.
-	for _, r := range c.seal(ps) {
-		c.txn.pending.Add(1)
-		c.cl.Produce(c.txn.ctx, &r.rec, c.out.promise)
-	}
+	rows := c.seal(ps)
+	c.txn.pending.Add(len(rows))
+	c.produceRows(c.txn.ctx, rows)
 }
 
 // onOutcomeProducedTxn is the promise of a row in a transaction: a failure aborts the
@@ -405,6 +460,7 @@ func (c *Consumer) onOutcomeProducedTxn(rec *kgo.Record, err error) {
 			// Cancelled: the transaction was interrupted, and aborts for that anyway.
 			c.m.produceError(rec.Topic, err)
 			c.produceProblem(rec.Topic, err)
+			c.rowsTooLarge((*outcomeRow)(unsafe.Pointer(rec)), err)
 		}
 		// Whatever the error, the transaction must not commit without its rows.
 		c.out.txnErr.CompareAndSwap(nil, &err)

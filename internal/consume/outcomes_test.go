@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -454,6 +455,116 @@ func TestDropRuleCountedInOutcomes(t *testing.T) {
 			if got["bot"]["dropped"] != int64(bots) {
 				t.Errorf("outcomes %v: want the bot's %d records dropped", got, bots)
 			}
+		})
+	}
+}
+
+// Exactly-once, a record the broker refuses for good is dead-lettered (or, refused there
+// too and GATE_ON_UNDELIVERABLE=skip, skipped) by the consumer in a later transaction:
+// the read_committed rows count it once, under its team, in the outcome it got, and the
+// records around it once each.
+func TestOutcomesExactlyOnceRejected(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name            string
+		skip            bool
+		outcome, reason string
+	}{
+		{"dead-lettered", false, "dead_letter", route.ReasonRejected},
+		{"skipped", true, "dropped", "undeliverable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := newEOSEnv(t, 1)
+			withOutcomes(t, env)
+			env.ccfg.MaxMessageBytes = 4096
+			if tc.skip {
+				env.ccfg.OnUndeliverable = UndeliverableSkip
+				// The dead letter, stripped of its value, refused as well.
+				env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: dlqTopic, Err: kerr.InvalidRecord, Count: -1})
+			}
+			g := env.start(t, "a")
+			big := inputRecord(1, "team-big")
+			big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
+			produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-a"), big, inputRecord(2, "team-a")})
+			waitCommitted(t, env.cluster, 1, 20*time.Second)
+			g.stop(t)
+			got := map[string]map[string]int64{}
+			reasons := map[string]string{}
+			cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(outTopic),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond), readCommitted())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			deadline := time.Now().Add(3 * time.Second)
+			for time.Now().Before(deadline) {
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				fs := cl.PollFetches(ctx)
+				cancel()
+				fs.EachRecord(func(r *kgo.Record) {
+					row, err := outcome.Decode(r.Value)
+					if err != nil {
+						return
+					}
+					if got[row.Team] == nil {
+						got[row.Team] = map[string]int64{}
+					}
+					got[row.Team][row.Outcome] += row.Records
+					reasons[row.Team+"/"+row.Outcome] = row.Reason
+				})
+			}
+			want := map[string]map[string]int64{"team-a": {"accepted": 2}, "team-big": {tc.outcome: 1}}
+			sameCounts(t, tc.name, got, want)
+			if r := reasons["team-big/"+tc.outcome]; r != tc.reason {
+				t.Errorf("team-big's row has reason %q, want %q", r, tc.reason)
+			}
+		})
+	}
+}
+
+// An outcomes topic whose max.message.bytes is below the batches the gate's producer
+// makes (GATE_KAFKA_MAX_MESSAGE_BYTES is the brokers' limit; a topic may set a lower
+// one) refuses a batch of many rows that it would take one by one.
+func TestOutcomeRowsOverTopicBatchLimit(t *testing.T) {
+	t.Parallel()
+	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			const parts, n = 2, 2000
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = d
+			cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			mb := "4096"
+			if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &mb}, outTopic); err != nil {
+				t.Fatal(err)
+			}
+			env.ccfg.OutcomesTopic, env.ccfg.Gate = outTopic, "test-gate"
+			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, outTopic}
+			g := env.start(t, "a")
+			var in []*kgo.Record
+			for i := range n {
+				in = append(in, inputRecord(i, "team-"+strconv.Itoa(i%500)))
+			}
+			produceAll(t, producer(t, env.cluster), in)
+			var opts []kgo.Opt
+			if d == ExactlyOnce {
+				opts = append(opts, readCommitted())
+			}
+			out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, opts...)
+			if out.n != n {
+				t.Fatalf("%d of %d records on the outputs", out.n, n)
+			}
+			waitCommitted(t, env.cluster, parts, 30*time.Second)
+			got, _ := readOutcomes(t, env, n, d == ExactlyOnce, 20*time.Second, 300*time.Millisecond)
+			g.stop(t)
+			sameCounts(t, d.String(), got, out.byTeam())
 		})
 	}
 }
