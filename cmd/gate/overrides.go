@@ -80,7 +80,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 		team = args[0]
 		n, err := overrides.ParseLimit(args[1])
 		if err != nil {
-			return bad(fmt.Sprintf("set %s: %v", team, err))
+			return bad(fmt.Sprintf("set %s: %v", cli.Shown(team), err))
 		}
 		lim = n
 	case "delete":
@@ -107,7 +107,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	// and a force list's are. delete takes any key, to clean one up.
 	if verb == "set" {
 		if err := keyFrom.CheckKey(team, cfg.MaxKeyBytes); err != nil {
-			return bad(fmt.Sprintf("set %s: %v", team, err))
+			return bad(fmt.Sprintf("set %s: %v", cli.Shown(team), err))
 		}
 	}
 	ropts, err := cfg.RedisOptions()
@@ -157,11 +157,11 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 		if err := overrides.Set(ctx, c, key, team, lim, clk.Now()); err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(stdout, "set %s = %d in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s)\n", team, lim, key, cfg.OverridesRefresh); err != nil {
+		if _, err := fmt.Fprintf(stdout, "set %s = %d in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s)\n", cli.Shown(team), lim, key, cfg.OverridesRefresh); err != nil {
 			return err
 		}
 		if existsErr == nil && existed == 0 {
-			_, err := fmt.Fprintf(stdout, "%s did not exist: the live set is now %s alone, in place of any set the gates kept from a lost hash (if it was lost, restore it: docs/operations.md, Overrides hash lost)\n", key, team)
+			_, err := fmt.Fprintf(stdout, "%s did not exist: the live set is now %s alone, in place of any set the gates kept from a lost hash (if it was lost, restore it: docs/operations.md, Overrides hash lost)\n", key, cli.Shown(team))
 			return err
 		}
 		return nil
@@ -175,10 +175,10 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 			return err
 		}
 		if !found {
-			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", team, key)
+			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", cli.Shown(team), key)
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to GATE_OVERRIDES or GATE_THRESHOLD within GATE_OVERRIDES_REFRESH (%s)\n", team, key, cfg.OverridesRefresh)
+		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to GATE_OVERRIDES or GATE_THRESHOLD within GATE_OVERRIDES_REFRESH (%s)\n", cli.Shown(team), key, cfg.OverridesRefresh)
 		return err
 	}
 	live, updated, err := overrides.List(ctx, c, key, cfg.OverridesConfig().MaxEntries)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +194,90 @@ func TestOverridesPerRule(t *testing.T) {
 	}
 	if _, err := do("list", "-rule"); err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "flag needs an argument: -rule") {
 		t.Errorf("-rule without a rule: %v", err)
+	}
+}
+
+// The runbook's copy of the live set (docs/operations.md, Overrides hash lost), written
+// back with its loop, gives back the teams it keeps, each at its limit, and no other: a
+// team list shows quoted (bytes that are not printable text) is left out, not written
+// back under its quoted form, and a team that starts with '-' is written back, not taken
+// for a flag.
+func TestOverridesRunbookCopyRestores(t *testing.T) {
+	t.Parallel()
+	bin := gateBinary(t)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup := regexp.MustCompile("`(gate overrides list \\| awk '[^`]*' > overrides\\.txt)`").FindSubmatch(doc)
+	restore := regexp.MustCompile(`(?m)^\s*(while read -r team limit; do .*; done < overrides\.txt)$`).FindSubmatch(doc)
+	if backup == nil || restore == nil {
+		t.Fatalf("docs/operations.md: no copy (%q) or no restore loop (%q)", backup, restore)
+	}
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	src := map[string]string{"team-1": "5", "a:b": "6", "50%": "7", "-neg": "8", "x\xff": "9", "with space": "10", "é": "11", "-5": "12"}
+	for team, lim := range src {
+		if err := rs.Client(t).HSet(ctx, "src:overrides", team, lim, ".updated", "2026-01-01T00:00:00Z").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	sh := func(prefix, script string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+			"GATE_REDIS_URLS=" + rs.URL(), "GATE_REDIS_PREFIX=" + prefix}
+		out, _ := cmd.CombinedOutput() // the loop's status is its last set's
+		t.Logf("%s:\n%s", script, out)
+	}
+	sh("src", string(backup[1]))
+	sh("dst", string(restore[1]))
+	dst, err := rs.Client(t).HGetAll(ctx, "dst:overrides").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(dst, ".updated")
+	for team, lim := range dst {
+		if src[team] != lim {
+			t.Errorf("written back: %q = %s, which the copied hash does not hold (it holds %q)", team, lim, src[team])
+		}
+	}
+	for team, lim := range src {
+		if _, ok := dst[team]; !ok && team == cli.Shown(team) && !strings.Contains(team, " ") {
+			t.Errorf("not written back: %q = %s", team, lim)
+		}
+	}
+}
+
+// gate overrides set and delete name the team as list does (cli.Shown): a newline in it
+// does not split their line, and an escape sequence does not reach the terminal.
+func TestOverridesOddNamesQuoted(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	env := map[string]string{"GATE_REDIS_URLS": rs.URL(), "GATE_REDIS_PREFIX": "odd"}
+	do := func(args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"overrides"}, args...), testHost(env), &stdout, &stderr)
+		return stdout.String(), err
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"set", "x\ny", "5"}, `set "x\ny" = 5 in odd:overrides;`},
+		{[]string{"set", "\x1b[31mred", "6"}, `set "\x1b[31mred" = 6 in odd:overrides;`},
+		{[]string{"list"}, "\n\"x\\ny\" "},
+		{[]string{"delete", "\x1b[31mred"}, `deleted "\x1b[31mred" from odd:overrides;`},
+		{[]string{"delete", "\x1b[31mred"}, `"\x1b[31mred" has no live override in odd:overrides;`},
+	} {
+		out, err := do(tc.args...)
+		if err != nil || !strings.Contains(out, tc.want) || strings.Contains(out, "\x1b") {
+			t.Errorf("overrides %q: err %v, stdout %q; want %q", tc.args, err, out, tc.want)
+		}
+	}
+	if _, err := do("set", "x\ny", "0"); err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), `set "x\ny": limit "0"`) {
+		t.Errorf("set with a bad limit: %v; want one line naming the team quoted", err)
 	}
 }

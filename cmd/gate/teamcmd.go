@@ -94,7 +94,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		// as a script asking about a team must be able to tell.
 		var e struct{ Error string }
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("team %s: no state on the gate at %s: %s", team, strings.TrimPrefix(base, "http://"), e.Error)
+			return fmt.Errorf("team %s: no state on the gate at %s: %s", cli.Shown(team), strings.TrimPrefix(base, "http://"), e.Error)
 		}
 		return fmt.Errorf("asking %s: 404 (is GATE_TEAM_API off on that gate?)", u)
 	default:
@@ -108,7 +108,9 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	if t.Limited {
 		state = "LIMITED"
 	}
-	if _, err := fmt.Fprintf(stdout, "team %s: %s\n", t.Team, state); err != nil {
+	// The team asked, as the tables show it: the answer's JSON has any byte that is not
+	// UTF-8 replaced, and a newline or an escape sequence would reach the terminal.
+	if _, err := fmt.Fprintf(stdout, "team %s: %s\n", cli.Shown(team), state); err != nil {
 		return err
 	}
 	// Whose view this is: a gate counts with the fleet under its Redis prefix only, and

@@ -312,3 +312,40 @@ func TestTeamAPIUnderFloorAndRotating(t *testing.T) {
 		t.Errorf("gate team rot:\n%s", out.String())
 	}
 }
+
+// gate team prints the team it was asked about as its tables do (cli.Shown): a newline
+// in it does not split the first line, an escape sequence does not reach the terminal,
+// and bytes that are not UTF-8 are not shown as the JSON's U+FFFD.
+func TestTeamCommandOddNamesQuoted(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, team := range []string{"x\ny", "\x1b[31mred", "\xff\xfe", "plain:a%3Ab"} {
+		for range 40 {
+			lim.CheckAt(t0, team, 1)
+		}
+	}
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{}, endpoints.FixedRules(lim))))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for team, want := range map[string]string{
+		"x\ny":        `team "x\ny": LIMITED`,
+		"\x1b[31mred": `team "\x1b[31mred": LIMITED`,
+		"\xff\xfe":    `team "\xff\xfe": LIMITED`,
+		"plain:a%3Ab": `team plain:a%3Ab: LIMITED`,
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), []string{"team", "-addr", addr, "--", team}, testHost(nil), &stdout, &stderr)
+		if first, _, _ := strings.Cut(stdout.String(), "\n"); err != nil || first != want {
+			t.Errorf("gate team %q: err %v, first line %q; want %q", team, err, first, want)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	err = run(t.Context(), []string{"team", "-addr", addr, "no\nbody"}, testHost(nil), &stdout, &stderr)
+	if err == nil || cli.ExitCode(err) != 1 || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), `team "no\nbody": no state on the gate at `+addr) {
+		t.Errorf("unknown team with a newline: %v (exit %d); want one line naming it quoted", err, cli.ExitCode(err))
+	}
+}
