@@ -16,6 +16,7 @@ import (
 
 	"github.com/capturegate/gate/internal/keypart"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/outcome"
 )
 
 // deepValue returns a JSON object nested depth levels deep, with team_id at the top level
@@ -53,6 +54,9 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 		[]byte(`{"team_id":"a","event":"$pagev`),
 	)
 }
+
+// fuzzAgg is the outcomes aggregate FuzzTeam reads with: only touched, never sealed.
+var fuzzAgg = outcome.NewAgg(60e9, nil)
 
 // fuzzKeyFroms are the key sources FuzzTeam and FuzzRoute pick from.
 var fuzzKeyFroms = []string{
@@ -107,6 +111,16 @@ func FuzzTeam(f *testing.F) {
 		laxTeam, laxFail := lax.teamFailure(rec, &Scratch{}, max)
 		if object && (laxTeam != team || laxFail != fail) {
 			t.Fatalf("%s: lax %q %+v, validated %q %+v, value %q", from, laxTeam, laxFail, team, fail, value)
+		}
+		// A router telling outcomes has the team's row touched as soon as its field is found
+		// (touchAhead), and may return the value touched: the same answer either way.
+		for _, kk := range []KeyFrom{k, lax} {
+			wantTeam, wantFail := kk.teamFailure(rec, &Scratch{}, max)
+			wantTeam = strings.Clone(wantTeam)
+			gotTeam, gotFail := kk.teamFailure(rec, &Scratch{Outcomes: fuzzAgg}, max)
+			if gotTeam != wantTeam || gotFail != wantFail {
+				t.Fatalf("%s (lax %v): with outcomes %q %+v, without %q %+v, value %q", from, kk.lax, gotTeam, gotFail, wantTeam, wantFail, value)
+			}
 		}
 		if !object {
 			return

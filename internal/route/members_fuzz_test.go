@@ -30,6 +30,13 @@ func FuzzMembersAgainstEncodingJSON(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// Each member's value as encoding/json reads it: for a name that appears once,
+		// members must point at that member's value, not another's of the same name
+		// elsewhere (nested, or in a string).
+		var raws map[string]json.RawMessage
+		if err := json.Unmarshal(v, &raws); err != nil {
+			t.Fatalf("encoding/json: %v on valid %q", err, v)
+		}
 		js := string(v)
 		for a := 0; a < len(fuzzMemberNames); a++ {
 			for b := a; b < len(fuzzMemberNames); b++ {
@@ -56,6 +63,12 @@ func FuzzMembersAgainstEncodingJSON(f *testing.F) {
 					ok := cnt == 0 && got == 0 || cnt == 1 && got > 0 || cnt > 1 && got == -1
 					if !ok {
 						t.Fatalf("name %q (set %q): at %d, encoding/json count %d, value %q", s, set, got, cnt, v)
+					}
+					if cnt == 1 {
+						end := skipValue(js, got)
+						if end < 0 || js[got:end] != string(raws[s]) {
+							t.Fatalf("name %q (set %q): value at %d reads %q, encoding/json %q, value %q", s, set, got, js[got:max(end, got)], raws[s], v)
+						}
 					}
 				}
 			}
