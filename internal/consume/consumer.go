@@ -66,6 +66,9 @@ type Consumer struct {
 	retry   retryQueue
 	ready   atomic.Bool // has joined the group and holds an assignment (maybe empty)
 	closing atomic.Bool // shutting down: revokes do not wait for in-flight records
+	// preflighted is set once the preflight has passed: until then it reports the topics
+	// missing, and the rule topic watch waits (nothing is routed yet).
+	preflighted atomic.Bool
 	// outstanding counts the records handed to the client whose promise has not
 	// finished (at-least-once): zero means every failure is in the retry queue.
 	outstanding paddedCount

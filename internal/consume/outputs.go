@@ -56,7 +56,10 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 		if cl == nil {
 			continue
 		}
-		c.checkRuleTopics(ctx, cl)
+		if c.preflighted.Load() {
+			// Before, the preflight reports a missing rule topic: nothing is routed yet.
+			c.checkRuleTopics(ctx, cl)
+		}
 		if c.exactlyOnce() {
 			c.checkUnstable(ctx, cl, time.Now())
 		}

@@ -65,6 +65,7 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, "preflight/") }) || attempt > 1 {
 				c.log.Info("preflight passed: topics exist and permissions suffice", "attempts", attempt)
 			}
+			c.preflighted.Store(true)
 			c.logGroupProtocol(ctx)
 			return nil
 		}

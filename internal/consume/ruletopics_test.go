@@ -267,3 +267,56 @@ func TestRuleTopicMissingCounted(t *testing.T) {
 			got, named, count(route.ReasonForced))
 	}
 }
+
+// A rule topic missing at start is the preflight's to report: the gate is not ready and
+// nothing is routed until it exists. The rule topic watch, which runs from the start,
+// marked it missing meanwhile too, saying "every other record is routed as ever" (false:
+// nothing was), and kept the mark once the preflight had found the topic created: the
+// rule's first records, up to outputCheckEvery's worth, went to overflow instead of the
+// topic the preflight had just checked.
+func TestRuleTopicMissingAtStartTakesRecordsOnceCreated(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 2)
+	const merges = "merges"
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges}
+	env.ccfg.PreflightInterval = 100 * time.Millisecond
+	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
+	g := env.start(t, "g")
+	defer g.stop(t)
+	preflightProblem := `topic "` + merges + `" does not exist`
+	waitFor(t, 20*time.Second, "the preflight naming the topic", func() bool {
+		return strings.Contains(strings.Join(g.c.NotReady(), ";"), preflightProblem)
+	})
+	time.Sleep(outputCheckEvery + time.Second) // the rule topic watch has run meanwhile
+	if nr := strings.Join(g.c.NotReady(), "; "); strings.Contains(nr, "routed as ever") || w.Missing(merges) {
+		t.Errorf("before the preflight passed: marked missing %v, not ready %q: nothing is routed yet", w.Missing(merges), nr)
+	}
+	if err := env.cluster.CreateTopic(merges, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the preflight passing", func() bool {
+		return !strings.Contains(strings.Join(g.c.NotReady(), ";"), preflightProblem)
+	})
+	in := badAndGood(8)
+	produceAll(t, producer(t, env.cluster), in)
+	o := collect(t, env.cluster, 6, 20*time.Second, 300*time.Millisecond)
+	if len(o.recs[accTopic]) != 6 || len(o.recs[ovfTopic]) != 0 {
+		t.Errorf("%d accepted, %d on overflow: want the 6 of team good accepted and none on overflow (the rule's topic exists)",
+			len(o.recs[accTopic]), len(o.recs[ovfTopic]))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(merges),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := 0
+	for deadline := time.Now().Add(10 * time.Second); got < 2 && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		got += cl.PollFetches(ctx).NumRecords()
+		cancel()
+	}
+	if got != 2 {
+		t.Errorf("%d records on %s, want the rule's 2", got, merges)
+	}
+}
