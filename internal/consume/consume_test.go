@@ -415,6 +415,46 @@ func TestStrippedDeadLetterKeepsOriginalTimestamp(t *testing.T) {
 	}
 }
 
+// TestStrippedDeadLetterHugeOriginalTimestamp: an input record whose
+// gate-original-timestamp header is not a timestamp but kilobytes of bytes (its bulk,
+// over the dead-letter topic's limit) is refused whole by the dead-letter topic too; the
+// stripped dead letter, which drops the input's headers so that it fits, must drop that
+// one as well (stamping the input's own timestamp in its place), and be delivered.
+// Before, it kept the header, was refused again, and stopped the partition
+// (GATE_ON_UNDELIVERABLE=stop, the default).
+func TestStrippedDeadLetterHugeOriginalTimestamp(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.MaxMessageBytes = 4096
+	g := env.start(t, "a")
+
+	big := inputRecord(1, "team-big")
+	big.Timestamp = time.UnixMilli(1_700_000_000_000)
+	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
+	big.Headers = append(big.Headers, kgo.RecordHeader{Key: HeaderOriginalTimestamp, Value: bytes.Repeat([]byte{'9'}, 5000)})
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{big})
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(dlqTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var r *kgo.Record
+	for r == nil && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { r = rec })
+	}
+	g.stop(t)
+	if r == nil {
+		t.Fatal("no dead letter: the stripped one kept the input's 5000-byte gate-original-timestamp and was refused")
+	}
+	if got := header(r, HeaderOriginalTimestamp); got != "1700000000000" {
+		t.Errorf("%s = %.40q, want the input's timestamp 1700000000000", HeaderOriginalTimestamp, got)
+	}
+}
+
 // TestConfigDefaultsAndErrors checks the zero values take the defaults and that missing
 // settings are reported together.
 func TestConfigDefaultsAndErrors(t *testing.T) {

@@ -388,7 +388,10 @@ func (c *Consumer) retryRows() {
 
 // produceRows produces rows with the outcomes' promise: all at once, or, once the
 // outcomes topic refused a batch of rows as too large (outcomes.chunk), a chunk at a
-// time, each chunk's promises awaited before the next is produced.
+// time, each chunk's promises awaited before the next is produced. The waits end with
+// ctx too: franz-go does not fail a record sent to a broker that does not answer when
+// its context ends, and the callers (a revoke, the shutdown, the exactly-once loop) are
+// bounded by ctx; the rows left are then produced under it, and fail with it.
 func (c *Consumer) produceRows(ctx context.Context, rows []*outcomeRow) {
 	limit := c.out.chunk.Load()
 	if limit == 0 {
@@ -398,24 +401,46 @@ func (c *Consumer) produceRows(ctx context.Context, rows []*outcomeRow) {
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	done := func(rec *kgo.Record, err error) {
-		c.out.promise(rec, err)
-		wg.Done()
+	// left counts the chunk's rows whose promise has not run, plus one while the chunk
+	// is being produced; acked is closed when it reaches zero.
+	var (
+		left  *atomic.Int64
+		acked chan struct{}
+	)
+	next := func() {
+		left, acked = new(atomic.Int64), make(chan struct{})
+		left.Store(1)
 	}
+	wait := func() {
+		if left.Add(-1) == 0 {
+			close(acked)
+		}
+		select {
+		case <-acked:
+		case <-ctx.Done():
+		}
+	}
+	next()
 	size := int64(0)
 	for _, r := range rows {
 		n := int64(len(r.rec.Key) + len(r.rec.Value))
 		if size > 0 && size+n > limit {
-			wg.Wait()
+			wait()
+			next()
 			size = 0
 		}
 		r.chunk = limit
-		wg.Add(1)
-		c.cl.Produce(ctx, &r.rec, done)
+		l, a := left, acked
+		l.Add(1)
+		c.cl.Produce(ctx, &r.rec, func(rec *kgo.Record, err error) {
+			c.out.promise(rec, err)
+			if l.Add(-1) == 0 {
+				close(a)
+			}
+		})
 		size += n
 	}
-	wg.Wait()
+	wait()
 }
 
 // rowsTooLarge halves the bytes of rows produced together when the outcomes topic

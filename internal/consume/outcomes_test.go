@@ -568,3 +568,90 @@ func TestOutcomeRowsOverTopicBatchLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestOutcomeRowsChunkedHungBrokerBoundsShutdown: the outcomes topic refused a batch of
+// rows as too large (its max.message.bytes under the gate's), so rows go out a chunk at
+// a time, each awaited; then the broker stops answering produces of rows. A chunk in
+// flight is never answered, and franz-go does not fail a record sent and unanswered when
+// its context ends: the wait for it must end with the rows' context, or nothing bounds
+// the poll loop (at-least-once: the periodic seal), the transaction's seal
+// (exactly-once), a revoke or shutdown. Run must return within the package doc's bound,
+// as TestHungBrokerBoundsShutdownAndRebalance. Before, it had not returned at all.
+func TestOutcomeRowsChunkedHungBrokerBoundsShutdown(t *testing.T) {
+	t.Parallel()
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const parts, n = 2, 2000
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = tc.d
+			env.ccfg.ShutdownTimeout = time.Second
+			env.ccfg.RevokeTimeout = time.Second
+			env.ccfg.TransactionInterval = 200 * time.Millisecond
+			cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			mb := "4096"
+			created, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &mb}, outTopic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.ccfg.OutcomesTopic, env.ccfg.Gate = outTopic, "test-gate"
+			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, outTopic}
+			a := env.start(t, "a")
+			prod := producer(t, env.cluster)
+			in := func(from int) []*kgo.Record {
+				var recs []*kgo.Record
+				for i := from; i < from+n; i++ {
+					recs = append(recs, inputRecord(i, "team-"+strconv.Itoa(i%500)))
+				}
+				return recs
+			}
+			produceAll(t, prod, in(0))
+			waitFor(t, 30*time.Second, "rows sent in chunks", func() bool { return a.c.out.chunk.Load() > 0 })
+			waitCommitted(t, env.cluster, parts, 30*time.Second)
+
+			// The broker stops answering every produce that carries rows.
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release) })
+			var held atomic.Int64
+			env.cluster.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				env.cluster.KeepControl()
+				for _, tp := range req.(*kmsg.ProduceRequest).Topics {
+					if tp.Topic == outTopic || tp.TopicID == created.ID {
+						held.Add(1)
+						env.cluster.SleepControl(func() { <-release })
+						break
+					}
+				}
+				return nil, nil, false
+			})
+			produceAll(t, prod, in(n))
+			waitFor(t, 30*time.Second, "a chunk of rows unanswered", func() bool { return held.Load() > 0 })
+			time.Sleep(200 * time.Millisecond) // the gate waiting for it
+
+			bound := env.ccfg.ShutdownTimeout + 2*env.ccfg.RevokeTimeout
+			if tc.d == ExactlyOnce {
+				bound = env.ccfg.ShutdownTimeout + env.ccfg.RevokeTimeout
+			}
+			const margin = 500 * time.Millisecond
+			start := time.Now()
+			a.cancel()
+			a.cancel = nil
+			select {
+			case err := <-a.done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(time.Until(start.Add(bound + margin))):
+				t.Fatalf("Run had not returned %s after cancel, rows in flight to a broker that does not answer: want within %s plus %s",
+					time.Since(start).Round(10*time.Millisecond), bound, margin)
+			}
+			t.Logf("Run returned %s after cancel", time.Since(start).Round(10*time.Millisecond))
+		})
+	}
+}

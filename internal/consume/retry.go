@@ -339,12 +339,22 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 		r.Headers = r.Headers[len(in.Headers):] // DeadLetter appends its headers after the input's
 		dropped = len(in.Headers)
 		for _, h := range in.Headers {
-			if h.Key == HeaderOriginalTimestamp {
-				// A dead letter replayed: stampNow kept its header, dropped with the others.
+			if h.Key != HeaderOriginalTimestamp {
+				continue
+			}
+			// A dead letter replayed: stampNow kept its header, dropped with the others.
+			// Kept only if it is what it says, Unix milliseconds: anything else (as large
+			// as the headers dropped here) is dropped too, the input's own timestamp in
+			// its place, or the stripped dead letter could be refused as well.
+			if _, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
 				r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], h)
 				dropped--
-				break
+			} else {
+				r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], kgo.RecordHeader{
+					Key: HeaderOriginalTimestamp, Value: strconv.AppendInt(nil, in.Timestamp.UnixMilli(), 10),
+				})
 			}
+			break
 		}
 	}
 	r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], kgo.RecordHeader{
