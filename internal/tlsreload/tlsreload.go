@@ -7,7 +7,9 @@
 // Guarantees:
 //
 //   - New reads every file once: a missing, unreadable or invalid file is an error naming
-//     its variable (GATE_..._FILE="path"), so start-up fails on it.
+//     its variable (GATE_..._FILE="path"), so start-up fails on it; so is a client
+//     certificate outside its validity, but for one whose validity begins at most
+//     startSkew after the Clock's time (a clock skew): that one is used, with a warning.
 //   - After that, the files are read again when a connection is being set up (its
 //     handshake asks for the client certificate or checks the server's), at most once per
 //     Options.Interval: a new connection uses what the files held at most one interval
@@ -126,8 +128,16 @@ func New(f Files, o Options) (*Reloader, error) {
 		return nil, err
 	}
 	m, err := f.parse(raw)
-	if err == nil {
-		err = f.checkValidity(m, r.clock.Now())
+	if now := r.clock.Now(); err == nil {
+		// A certificate issued a moment ago may begin a little after this gate's clock (a
+		// clock behind the issuer's, a start just after the renewal): the servers, whose
+		// clocks are the issuer's, take it; refused, the gate would not start at all.
+		if m.cert != nil && now.Before(m.cert.Leaf.NotBefore) && !now.Add(startSkew).Before(m.cert.Leaf.NotBefore) {
+			r.log.Warn("the client certificate is not valid yet by this gate's clock; used all the same (a clock behind its issuer's?)",
+				"var", f.CertVar, "not_before", m.cert.Leaf.NotBefore.UTC().Format(time.RFC3339))
+		} else {
+			err = f.checkValidity(m, now)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -210,6 +220,10 @@ func (f Files) parse(raw [3][]byte) (*material, error) {
 	}
 	return m, nil
 }
+
+// startSkew is how far after the clock at start a client certificate's validity may begin
+// (New): a clock skew, not a certificate to refuse.
+const startSkew = time.Minute
 
 // checkValidity refuses a client certificate outside its validity at now: a server
 // would refuse it.

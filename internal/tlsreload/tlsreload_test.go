@@ -725,3 +725,25 @@ func TestNewRefusesCertOutsideValidity(t *testing.T) {
 		}
 	}
 }
+
+// A client certificate whose validity begins a few seconds after the gate's clock at start
+// (issued just before a restart, by an issuer whose clock is a little ahead) is taken: the
+// servers, on the issuer's time, accept it, and refusing it stopped the gate from starting
+// at all. One that begins further off is still refused (TestNewRefusesCertOutsideValidity).
+func TestNewTakesCertJustIssuedAheadOfClock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := f.clk.Now()
+	p := f.clientCA.issueValid(t, "fresh", now.Add(3*time.Second), now.Add(48*time.Hour))
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
+	write(t, filepath.Join(dir, "tls.crt"), p.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), p.keyPEM)
+	r, err := New(files(dir), Options{Clock: f.clk})
+	if err != nil {
+		t.Fatalf("a certificate valid from 3 s after the gate's clock: %v; want it taken", err)
+	}
+	if got := r.current().cert.Leaf.Subject.CommonName; got != "fresh" {
+		t.Errorf("certificate in use %q, want fresh", got)
+	}
+}
