@@ -69,6 +69,10 @@ type Consumer struct {
 	// preflighted is set once the preflight has passed: until then it reports the topics
 	// missing, and the rule topic watch waits (nothing is routed yet).
 	preflighted atomic.Bool
+	// startRuleTopics are the rule topics in use when the consumer was made (those
+	// Config.OutputTopics lists with the gate's own): the preflight checks each only
+	// while a rule in use still sends to it.
+	startRuleTopics []string
 	// outstanding counts the records handed to the client whose promise has not
 	// finished (at-least-once): zero means every failure is in the retry queue.
 	outstanding paddedCount
@@ -158,6 +162,9 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 		scratch: make([]route.Scratch, runtime.GOMAXPROCS(0)),
 		// Wall time, not clk (which may be a routing clock a test drives): it paces a log.
 		commitLog: throttle.NewEvery(commitLogEvery, nil),
+	}
+	if cfg.RuleTopics != nil {
+		c.startRuleTopics = cfg.RuleTopics.Topics()
 	}
 	c.retry.init()
 	c.initOutcomes()

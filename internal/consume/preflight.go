@@ -96,6 +96,21 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 // available yet). The error is for a check that could not be made at all.
 func (c *Consumer) preflight(ctx context.Context) (found, transient []string, err error) {
 	topics := append([]string{c.cfg.InputTopic}, c.cfg.OutputTopics...)
+	if w := c.cfg.RuleTopics; w != nil {
+		// The rule topics are those of the rules in use now: a reload while the
+		// preflight waits may have removed a rule (its topic is left out, once: it may
+		// be one of the gate's own topics too) or added one.
+		for _, t := range c.startRuleTopics {
+			if i := slices.Index(topics[1:], t); i >= 0 && !w.Watched(t) {
+				topics = slices.Delete(topics, i+1, i+2)
+			}
+		}
+		for _, t := range w.Topics() {
+			if !slices.Contains(c.startRuleTopics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
 	slices.Sort(topics[1:])
 	topics = slices.Compact(topics)
 

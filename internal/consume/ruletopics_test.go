@@ -320,3 +320,53 @@ func TestRuleTopicMissingAtStartTakesRecordsOnceCreated(t *testing.T) {
 		t.Errorf("%d records on %s, want the rule's 2", got, merges)
 	}
 }
+
+// The preflight checks the rule topics of the rules in use at each attempt, not those
+// in use at start. A rule topic missing at start holds the gate up (not ready, nothing
+// routed) until it exists or a reload removes its rule: then the gate starts routing.
+// Before, the preflight went on checking the start's rule topics until a restart, so an
+// operator who fixed it by removing the rule waited for ever. A rule topic a reload puts
+// in use while the preflight waits is checked by it too.
+func TestPreflightChecksRuleTopicsInUse(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reload []string // the rule topics in use after the reload
+	}{
+		{"rule removed", nil},
+		{"rule replaced by one whose topic is missing", []string{"audit"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := newEnv(t, 2)
+			const merges = "merges"
+			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges}
+			env.ccfg.PreflightInterval = 100 * time.Millisecond
+			w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
+			g := env.start(t, "g")
+			defer g.stop(t)
+			missing := func(topic string) bool {
+				return strings.Contains(strings.Join(g.c.NotReady(), ";"), `topic "`+topic+`" does not exist`)
+			}
+			waitFor(t, 20*time.Second, "the preflight naming the rule topic", func() bool { return missing(merges) })
+
+			w.Use(tc.reload) // the reload, accepted while the preflight waits
+			waitFor(t, 20*time.Second, "the preflight no longer naming the removed rule's topic", func() bool { return !missing(merges) })
+			if len(tc.reload) > 0 {
+				waitFor(t, 20*time.Second, "the preflight naming the new rule's topic", func() bool { return missing("audit") })
+				if err := env.cluster.CreateTopic("audit", 1, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var in []*kgo.Record
+			for i := range 4 {
+				in = append(in, inputRecord(i, "good"))
+			}
+			produceAll(t, producer(t, env.cluster), in)
+			o := collect(t, env.cluster, len(in), 20*time.Second, 300*time.Millisecond)
+			if len(o.recs[accTopic]) != len(in) {
+				t.Errorf("%d accepted, want %d: not ready %v", len(o.recs[accTopic]), len(in), g.c.NotReady())
+			}
+			waitFor(t, 20*time.Second, "the gate ready", g.c.Ready)
+		})
+	}
+}
