@@ -474,12 +474,14 @@ func TestAlertsSkipTheHelmTestPod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			podMatchers := 0
 			parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
 				if vs, ok := node.(*parser.VectorSelector); ok {
 					for _, m := range vs.LabelMatchers {
 						if m.Name != "pod" {
 							continue
 						}
+						podMatchers++
 						if m.Matches(testPod) {
 							t.Errorf("full name %s (%d characters): %s's %s matches the helm test pod %s", deploy, len(deploy), alert, m, testPod)
 						}
@@ -490,6 +492,9 @@ func TestAlertsSkipTheHelmTestPod(t *testing.T) {
 				}
 				return nil
 			})
+			if podMatchers == 0 {
+				t.Errorf("full name %s: %s selects no pod: the helm test pod is not checked", deploy, alert)
+			}
 		}
 	}
 }

@@ -36,15 +36,20 @@ func TestWriteTextQuotesOddKeys(t *testing.T) {
 	}
 	// Every row of the keys table has its columns where the header has them.
 	lines := strings.Split(out, "\n")
+	headers := 0
 	for i, l := range lines {
 		if !strings.HasPrefix(l, "RULE  KEY") {
 			continue
 		}
+		headers++
 		col := strings.Index(l, "LIMITED")
 		for _, row := range lines[i+1 : i+6] {
 			if len(row) <= col || row[col-1] != ' ' || !strings.ContainsRune("0123456789", rune(row[col])) {
 				t.Errorf("a key's row is out of its columns (LIMITED at %d):\n%s\n%s", col, l, row)
 			}
 		}
+	}
+	if headers != 1 {
+		t.Errorf("%d keys tables (a line starting RULE  KEY), want 1: no row's columns checked:\n%s", headers, out)
 	}
 }
