@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -416,6 +417,88 @@ func TestPreflightMissingTopic(t *testing.T) {
 	}
 }
 
+// TestOutputTopicDeletedAndCreatedAgain: an output topic the gate has written to (the
+// accepted topic, the outcomes topic), deleted and created again by an operator (as a
+// topic is reset), takes the gate's records again, nothing lost or committed past them,
+// and the gate is ready again. franz-go keeps the deleted topic's ID and fails every
+// produce to the new one with UNKNOWN_TOPIC_ID until the topic is purged from the
+// client, so the gate must purge it, as it does rule topics. Before, the records routed
+// after the topic was created again were retried for ever, nothing was committed past
+// them and the gate stayed not ready.
+func TestOutputTopicDeletedAndCreatedAgain(t *testing.T) {
+	t.Parallel()
+	for _, topic := range []string{accTopic, outTopic} {
+		for _, tc := range deliveries() {
+			t.Run(topic+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				const parts, n1, n2 = 2, 20, 40
+				env := newEnv(t, parts)
+				env.ccfg.Delivery = tc.d
+				if topic == outTopic {
+					withOutcomes(t, env)
+				}
+				g := env.start(t, "a")
+				waitFor(t, 20*time.Second, "ready", g.c.Ready)
+				prod := producer(t, env.cluster)
+				in := func(from, to int) []*kgo.Record {
+					var recs []*kgo.Record
+					for id := from; id < to; id++ {
+						recs = append(recs, inputRecord(id, "team-"+strconv.Itoa(id%7)))
+					}
+					return recs
+				}
+				produceAll(t, prod, in(0, n1))
+				if out := collect(t, env.cluster, n1, 30*time.Second, 0, tc.opts...); out.n < n1 {
+					t.Fatalf("%d of the first %d records arrived", out.n, n1)
+				}
+				waitCommitted(t, env.cluster, parts, 20*time.Second)
+
+				adm := kadm.NewClient(prod)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+					t.Fatal(err)
+				}
+				produceAll(t, prod, in(n1, n1+n2))
+				out := collect(t, env.cluster, n2, 45*time.Second, 300*time.Millisecond, tc.opts...)
+				var lost, dup []int
+				for id := n1; id < n1+n2; id++ {
+					switch got := out.ids[id]; {
+					case len(got) == 0:
+						lost = append(lost, id)
+					case len(got) > 1:
+						dup = append(dup, id)
+					}
+				}
+				if len(lost) > 0 || len(dup) > 0 {
+					t.Fatalf("after %s was created again: %d lost %v, %d duplicated %v; commits behind %v; not ready: %v",
+						topic, len(lost), head(lost), len(dup), head(dup), committedBehind(env.cluster, parts), g.c.NotReady())
+				}
+				if topic == accTopic && len(out.recs[accTopic]) != n2 {
+					t.Errorf("%d on the accepted topic created again, want %d", len(out.recs[accTopic]), n2)
+				}
+				waitCommitted(t, env.cluster, parts, 20*time.Second)
+				if topic == outTopic {
+					got, _ := readOutcomes(t, env, n2, tc.d == ExactlyOnce, 20*time.Second, 300*time.Millisecond)
+					var counted int64
+					for _, byOutcome := range got {
+						for _, k := range byOutcome {
+							counted += k
+						}
+					}
+					if counted != n2 {
+						t.Errorf("rows on the outcomes topic created again count %d records, want %d", counted, n2)
+					}
+				}
+				waitFor(t, 20*time.Second, "ready again", g.c.Ready)
+			})
+		}
+	}
+}
+
 // TestPreflightMissingACL: on a cluster with ACLs, a gate whose principal may not
 // write the overflow topic is not ready and says so, naming the topic and the ACL.
 func TestPreflightMissingACL(t *testing.T) {
@@ -474,8 +557,18 @@ func TestPreflightMissingACL(t *testing.T) {
 // itself and every record routed meanwhile arrives.
 func TestProduceProblemWhileRunning(t *testing.T) {
 	t.Parallel()
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testProduceProblemWhileRunning(t, tc.d, tc.opts)
+		})
+	}
+}
+
+func testProduceProblemWhileRunning(t *testing.T, d Delivery, opts []kgo.Opt) {
 	const parts, n = 2, 100
 	env := newEnv(t, parts)
+	env.ccfg.Delivery = d
 	env.ccfg.ClientOpts = append(testClientOpts(), kgo.UnknownTopicRetries(2))
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "ready", g.c.Ready)
@@ -497,7 +590,7 @@ func TestProduceProblemWhileRunning(t *testing.T) {
 	if err := env.cluster.CreateTopic(accTopic, 3, nil); err != nil {
 		t.Fatal(err)
 	}
-	out := collect(t, env.cluster, n, 60*time.Second, 300*time.Millisecond)
+	out := collect(t, env.cluster, n, 60*time.Second, 300*time.Millisecond, opts...)
 	waitCommitted(t, env.cluster, parts, 30*time.Second)
 	waitFor(t, 20*time.Second, "ready again", g.c.Ready)
 	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {

@@ -480,6 +480,9 @@ func (c *Consumer) sealTxn() {
 // onOutcomeProducedTxn is the promise of a row in a transaction: a failure aborts the
 // transaction, whose records are routed again (and counted in new rows).
 func (c *Consumer) onOutcomeProducedTxn(rec *kgo.Record, err error) {
+	if err == nil && c.produceBlocked.Load() {
+		c.produceRecovered(rec.Topic)
+	}
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			// Cancelled: the transaction was interrupted, and aborts for that anyway.

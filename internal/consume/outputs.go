@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,7 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 		if cl == nil {
 			continue
 		}
+		c.purgeStale(ctx, cl)
 		if c.preflighted.Load() {
 			// Before, the preflight reports a missing rule topic: nothing is routed yet.
 			c.checkRuleTopics(ctx, cl)
@@ -83,6 +85,64 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 		for _, k := range slices.Sorted(maps.Keys(found)) {
 			c.logProblem(ctx, k, found[k], "records_waiting", waiting)
 		}
+	}
+}
+
+// staleTopics is a set of topic names, safe for concurrent use.
+type staleTopics struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+func (s *staleTopics) add(topic string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]struct{}{}
+	}
+	s.m[topic] = struct{}{}
+}
+
+func (s *staleTopics) remove(topic string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, topic)
+}
+
+func (s *staleTopics) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.m))
+}
+
+// purgeStale purges from cl the output topics a produce to failed with UNKNOWN_TOPIC_ID
+// that exist and take the gate's writes: franz-go keeps a topic's ID for as long as it
+// holds the topic, and fails every produce to one deleted and created again (an operator
+// resetting it) with UNKNOWN_TOPIC_ID until it is purged, so the records routed to it
+// would be retried, and the commits held, for ever. Purged, the client learns the topic
+// anew; its records still buffered fail and are retried (at-least-once) or their
+// transaction aborts and is replayed (exactly-once), as for any produce error. A topic
+// still missing stays marked until it is created again. Rule topics are purged by
+// checkRuleTopics.
+func (c *Consumer) purgeStale(ctx context.Context, cl *kgo.Client) {
+	topics := c.stale.list()
+	if len(topics) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+	defer cancel()
+	found, err := c.topicProblems(ctx, cl, topics)
+	if err != nil {
+		c.log.Debug("kafka: could not check the output topics failing with UNKNOWN_TOPIC_ID", "err", err)
+		return
+	}
+	for _, t := range topics {
+		if found[t] != "" {
+			continue
+		}
+		c.stale.remove(t)
+		cl.PurgeTopicsFromProducing(t)
+		c.log.Info("kafka: output topic fails with UNKNOWN_TOPIC_ID and exists: created again; the client learns it anew", "topic", t)
 	}
 }
 

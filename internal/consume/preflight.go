@@ -300,6 +300,11 @@ func (c *Consumer) produceProblem(topic string, err error) {
 	for _, e := range []error{kerr.TopicAuthorizationFailed, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID,
 		kerr.ClusterAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed} {
 		if errors.Is(err, e) {
+			if e == kerr.UnknownTopicID {
+				// Maybe deleted and created again: the client keeps the old ID until
+				// the topic is purged from it (purgeStale).
+				c.stale.add(topic)
+			}
 			c.produceBlocked.Store(true)
 			c.logProblem(context.Background(), "produce/"+topic,
 				fmt.Sprintf("kafka: producing to topic %q fails with %v: create the topic or grant the gate's principal the WRITE ACL on it; records are retried, nothing is committed past them", topic, err),

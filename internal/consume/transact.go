@@ -947,6 +947,9 @@ func (c *Consumer) produceAlone(f *failed) {
 func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 	f := (*failed)(unsafe.Pointer(r))
 	b := f.b
+	if err == nil && c.produceBlocked.Load() {
+		c.produceRecovered(r.Topic)
+	}
 	if errors.Is(err, context.Canceled) {
 		// Failed because the routing context ended (a revoke or loss, or the end of the
 		// shutdown's grace), as onProduced treats it: no broker error, nothing to count
