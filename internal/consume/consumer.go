@@ -405,6 +405,9 @@ type work struct {
 	p    *partition
 	recs []*kgo.Record // without control records (see dataRecords)
 	hwm  int64
+	// stable is where the records the gate can poll end: hwm, or with exactly-once
+	// (read_committed) the last stable offset, below an open transaction's records.
+	stable int64
 	// next is the offset after the last record polled, control records included (never
 	// before the last of recs): where the partition's lag is measured from once every
 	// record of recs is routed.
@@ -430,6 +433,7 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 				// Clip: the first slice's spare capacity belongs to the client.
 				ws[i].recs = append(slices.Clip(ws[i].recs), recs...)
 				ws[i].hwm = max(ws[i].hwm, ftp.HighWatermark)
+				ws[i].stable = max(ws[i].stable, c.stableEnd(ftp))
 				ws[i].next = next
 				return
 			}
@@ -441,10 +445,10 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 		if len(recs) == 0 {
 			// Only control records: nothing to route, but the partition's position moved
 			// past them (a record of it polled later in this poll sets its lag again).
-			c.setLag(p, ftp.HighWatermark, next)
+			c.setLag(p, ftp.HighWatermark, c.stableEnd(ftp), next)
 			return
 		}
-		ws = append(ws, work{p: p, recs: recs, hwm: ftp.HighWatermark, next: next})
+		ws = append(ws, work{p: p, recs: recs, hwm: ftp.HighWatermark, stable: c.stableEnd(ftp), next: next})
 	})
 	return ws
 }
@@ -522,15 +526,27 @@ func (c *Consumer) partition(id int32) *partition {
 	return p
 }
 
+// stableEnd is where the records of ftp the gate can poll end: the high watermark, or
+// with exactly-once delivery, which reads read_committed, the last stable offset. The
+// records of a transaction an upstream producer keeps open are not lag the gate can
+// route: it waits for their transaction to end, and that wait is no stall (watchdog.go).
+func (c *Consumer) stableEnd(ftp kgo.FetchTopicPartition) int64 {
+	if c.exactlyOnce() && ftp.LastStableOffset >= 0 {
+		return min(ftp.HighWatermark, ftp.LastStableOffset)
+	}
+	return ftp.HighWatermark
+}
+
 // setLag sets the lag of p unless it was revoked or lost meanwhile, which would leave
-// a series for a partition this gate no longer owns.
-func (c *Consumer) setLag(p *partition, hwm, next int64) {
+// a series for a partition this gate no longer owns: the metric from hwm, the
+// watchdog's from stable (see stableEnd).
+func (c *Consumer) setLag(p *partition, hwm, stable, next int64) {
 	c.partsMu.Lock()
 	defer c.partsMu.Unlock()
 	if !p.gone.Load() {
 		c.m.setLag(p.id, hwm, next)
-		if next >= 0 && hwm >= 0 {
-			p.lag.Store(max(hwm-next, 0))
+		if next >= 0 && stable >= 0 {
+			p.lag.Store(max(stable-next, 0))
 		}
 	}
 }
@@ -577,7 +593,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		c.cl.Produce(rctx, &f.out, c.promise)
 	}
 	endOutcomes(w.p, end)
-	c.setLag(w.p, w.hwm, w.next) // every record routed: past the control records after them too
+	c.setLag(w.p, w.hwm, w.stable, w.next) // every record routed: past the control records after them too
 }
 
 // produce hands f.out to the producer; onProduced acknowledges it in its batch or

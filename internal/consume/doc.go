@@ -2,7 +2,8 @@
 // the input topic as a member of a consumer group, routes every record through a Router
 // (internal/route, which asks the limiter) and produces it to its output topic, and
 // commits input offsets only behind what the broker has acknowledged (at-least-once,
-// the default) or together with the output in one transaction per poll (exactly-once,
+// the default) or together with the output in transactions that span polls, up to
+// Config.TransactionInterval and Config.TransactionMaxRecords (exactly-once,
 // Config.Delivery).
 //
 // Guarantees (at-least-once):
@@ -63,11 +64,12 @@
 //
 //   - Consumers reading the output topics with read_committed see every input record
 //     exactly once, on one output topic, across rebalances, produce failures and
-//     crashes: each poll's records are produced, and its input offsets committed, in
+//     crashes: a transaction's records (its polls', up to Config.TransactionInterval and
+//     Config.TransactionMaxRecords) are produced, and their input offsets committed, in
 //     one transaction (franz-go's GroupTransactSession), which commits whole or not
 //     at all. Readers with read_uncommitted (Kafka's default) also see the records of
 //     aborted transactions, replayed ones included.
-//   - A transaction aborts when a produce in it fails (the poll is replayed after a
+//   - A transaction aborts when a produce in it fails (its records are replayed after a
 //     backoff, 100 ms growing to 5 s) or when the group rebalances before it ends (the
 //     records are replayed by whichever member owns their partition next; with
 //     Config.StartOffset StartLatest, a partition the group never committed has where

@@ -140,6 +140,35 @@ func TestExactlyOnceDefaultCapLeavesEndToTheInterval(t *testing.T) {
 	}
 }
 
+// TestExactlyOnceMaxRecordsBoundsTransactions: GATE_TRANSACTION_MAX_RECORDS is the most
+// input records one transaction routes, also below GATE_MAX_POLL_RECORDS: a backlog of
+// 300 records with a cap of 30 and polls of up to 100 commits in transactions of 30,
+// each read_committed once. Before, a transaction took whole polls and ended only once
+// past the cap: one poll of 100 records each, over three times what an abort was to
+// replay at most.
+func TestExactlyOnceMaxRecordsBoundsTransactions(t *testing.T) {
+	t.Parallel()
+	const n, maxRecords = 300, 30
+	env := newEOSEnv(t, 1)
+	env.ccfg.TransactionInterval = 20 * time.Second // quiet after 2 s: the cap ends them
+	env.ccfg.TransactionMaxRecords = maxRecords
+	env.ccfg.MaxPollRecords = 100
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = inputRecord(i, "team-"+strconv.Itoa(i%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	g := env.start(t, "a")
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	g.stop(t)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	if got := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")); got < n/maxRecords {
+		t.Errorf("%d records with TransactionMaxRecords %d: %v transactions committed, want at least %d", n, maxRecords, got, n/maxRecords)
+	}
+}
+
 // TestExactlyOnceQuietInputEndsTransaction: a transaction whose input goes quiet ends a
 // tenth of GATE_TRANSACTION_INTERVAL after its last poll with records, not at the
 // interval: with an interval of two minutes, each of two bursts is readable within the
@@ -176,8 +205,8 @@ func TestExactlyOnceQuietInputEndsTransaction(t *testing.T) {
 // records arriving for 3 s in small batches are routed in a handful of transactions,
 // each spanning many polls (one per poll would be over a hundred), and a read_committed
 // reader sees each once. TransactionMaxRecords ends one early: a transaction then holds
-// at most that many records and one poll's less one, so there are at least n over that
-// many, and more than the interval alone makes (the bound follows n, which the machine's
+// at most that many records, so there are at least n over that many, and more than the
+// interval alone makes (the bound follows n, which the machine's
 // speed sets: a fixed one of 15 failed a run that produced 1,190 records in 3 s).
 func TestExactlyOnceSpansPolls(t *testing.T) {
 	t.Parallel()
@@ -219,7 +248,7 @@ func TestExactlyOnceSpansPolls(t *testing.T) {
 			t.Logf("%d records in %v committed transactions", n, committed)
 			wantMin := c.wantMin
 			if c.maxRecords > 0 {
-				wantMin = max(wantMin, math.Ceil(float64(n)/float64(c.maxRecords+env.ccfg.MaxPollRecords-1)))
+				wantMin = max(wantMin, math.Ceil(float64(n)/float64(c.maxRecords)))
 			}
 			if committed < wantMin || committed > c.wantMax {
 				t.Errorf("%d records arriving over 3 s: %v transactions committed, want %v to %v", n, committed, wantMin, c.wantMax)

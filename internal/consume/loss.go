@@ -267,7 +267,7 @@ func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool,
 	// The lag is measured from the resume offset now: the last poll's, from below the
 	// gap, would stay while nothing past the gap is polled (a gap up to the log end),
 	// and an idle gate would count as stalled (watchdog.go).
-	c.setLag(p, end, g.resume.Offset)
+	c.setLag(p, end, end, g.resume.Offset)
 	c.log.Error("input records lost: "+what+"; the partition goes on at resumed_at (GATE_ON_DATA_LOSS=continue)",
 		append(attrs, "resumed_at", g.resume.Offset, "commit_err", err)...)
 }

@@ -79,6 +79,10 @@ type txnState struct {
 	rearms   atomic.Int64
 	afterEnd func()
 
+	// ending is set while End runs: the gate polls nothing until it returns, so an End
+	// the broker does not answer is work waiting (watchdog.go), not an idle gate.
+	ending atomic.Bool
+
 	pollMu     sync.Mutex
 	cancelPoll context.CancelFunc // the running poll's, nil between polls
 
@@ -451,13 +455,16 @@ func (c *Consumer) stopped(ctx context.Context, err error) error {
 	return err
 }
 
-// pollTxn polls; a revoke or a loss cuts the poll short (see rearm).
+// pollTxn polls the records a transaction opens with: no more than
+// Config.TransactionMaxRecords. A revoke or a loss cuts the poll short (see rearm).
 func (c *Consumer) pollTxn(ctx context.Context) kgo.Fetches {
-	return c.pollTxnUntil(ctx, time.Time{})
+	return c.pollTxnUntil(ctx, time.Time{}, c.cfg.TransactionMaxRecords)
 }
 
-// pollTxnUntil is pollTxn that also returns at deadline (unless it is zero).
-func (c *Consumer) pollTxnUntil(ctx context.Context, deadline time.Time) kgo.Fetches {
+// pollTxnUntil is pollTxn that also returns at deadline (unless it is zero), with at
+// most room records (and Config.MaxPollRecords): what the open transaction may still
+// route. The client keeps the rest for the next poll.
+func (c *Consumer) pollTxnUntil(ctx context.Context, deadline time.Time, room int) kgo.Fetches {
 	pctx, cancel := context.WithCancel(ctx)
 	if !deadline.IsZero() {
 		pctx, cancel = context.WithDeadline(ctx, deadline)
@@ -474,7 +481,7 @@ func (c *Consumer) pollTxnUntil(ctx context.Context, deadline time.Time) kgo.Fet
 	if c.txn.interrupted.Load() {
 		cancel() // interrupted before the poll was registered
 	}
-	return c.tx.PollRecords(pctx, c.cfg.MaxPollRecords)
+	return c.tx.PollRecords(pctx, min(c.cfg.MaxPollRecords, max(room, 1)))
 }
 
 // interruptTxn is called on a revoke or a loss: the session aborts the open transaction.
@@ -500,7 +507,9 @@ func (c *Consumer) rearm(ctx context.Context) error {
 		return nil
 	}
 	c.txn.interrupted.Store(false) // before End: see transact
+	c.txn.ending.Store(true)
 	_, err := c.tx.End(ctx, kgo.TryAbort)
+	c.txn.ending.Store(false)
 	c.txn.rearms.Add(1)
 	if err != nil {
 		return fmt.Errorf("ending an empty transaction after a rebalance: %w", err)
@@ -590,7 +599,9 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	// session (franz-go passes it on then) must stay seen, or the session would not
 	// pass on the next one until a transaction ends (see rearm).
 	c.txn.interrupted.Store(false)
+	c.txn.ending.Store(true)
 	committed, err := c.tx.End(ctx, end)
+	c.txn.ending.Store(false)
 	c.progressed()
 	if err == nil && !committed {
 		c.rewindTxnStarts()
@@ -753,7 +764,7 @@ func (c *Consumer) fillTxn(pollCtx context.Context, start time.Time, res *txnRes
 	for res.records < c.cfg.TransactionMaxRecords && pollCtx.Err() == nil && time.Now().Before(deadline) &&
 		!c.txn.interrupted.Load() && !c.txn.skipped.Load() && !c.txn.failing() {
 		until := quietUntil(time.Now(), deadline, c.cfg.TransactionInterval)
-		fetches := c.pollTxnUntil(pollCtx, until)
+		fetches := c.pollTxnUntil(pollCtx, until, c.cfg.TransactionMaxRecords-res.records)
 		if fetches.IsClientClosed() {
 			return // End fails and says so
 		}
@@ -909,7 +920,7 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 	if next == w.recs[len(w.recs)-1].Offset+1 {
 		lagFrom = w.next // every record routed: past the control records after them too
 	}
-	c.setLag(w.p, w.hwm, lagFrom)
+	c.setLag(w.p, w.hwm, w.stable, lagFrom)
 }
 
 // isolating reports whether a record of ws must be produced alone.

@@ -13,7 +13,7 @@ import (
 // Progress is a poll returning records, a commit the broker accepted, or a transaction
 // ended.
 // Work is lag on an owned partition, or records handed to the producer and not yet
-// acknowledged, or awaiting a retry.
+// acknowledged, or awaiting a retry, or a transaction being ended.
 
 // Defaults for Config.StallNotReady and Config.StallRestart.
 const (
@@ -30,7 +30,7 @@ func (c *Consumer) progressed() { c.progressAt.Store(time.Now().UnixNano()) }
 
 // hasWork reports whether the gate has records to route or to see acknowledged.
 func (c *Consumer) hasWork() bool {
-	if c.outstanding.Load() > 0 || c.retry.pending.Load() > 0 {
+	if c.outstanding.Load() > 0 || c.retry.pending.Load() > 0 || c.txn.ending.Load() {
 		return true
 	}
 	if cl := c.live.Load(); cl != nil && cl.BufferedProduceRecords() > 0 {

@@ -3,10 +3,13 @@ package consume
 import (
 	"context"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestWatchdogIdleAfterTransactionalInput: input written in a transaction ends with its
@@ -67,5 +70,109 @@ func TestWatchdogIdleAfterTransactionalInput(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// TestWatchdogExactlyOnceWaitsForOpenInputTransaction: an exactly-once gate reads its
+// input read_committed, so records of a transaction an upstream producer keeps open
+// cannot be polled until it ends: the gate, having routed and committed every record
+// below it, waits, and that wait is no stall: it stays ready and live. Before, the open
+// transaction's records counted as lag (the high watermark, not the last stable offset),
+// so the gate went not ready past StallNotReady and not live past StallRestart, and
+// Kubernetes restarted it for a transaction no restart can end.
+func TestWatchdogExactlyOnceWaitsForOpenInputTransaction(t *testing.T) {
+	t.Parallel()
+	const n, open = 50, 5
+	env := newEOSEnv(t, 1)
+	env.ccfg.StallNotReady = 300 * time.Millisecond
+	env.ccfg.StallRestart = 600 * time.Millisecond
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.TransactionalID("input-writer"),
+		kgo.TransactionTimeout(time.Minute), kgo.DefaultProduceTopic(inTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for id := n; id < n+open; id++ {
+		if err := prod.ProduceSync(ctx, inputRecord(id, "team-1")).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := env.cluster.PartitionInfo(inTopic, 0); p.LastStableOffset != n || p.HighWatermark != n+open {
+		t.Fatalf("input stable to %d of %d, want %d of %d (the transaction open)", p.LastStableOffset, p.HighWatermark, n, n+open)
+	}
+
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "every record below the open transaction committed", func() bool {
+		gi := env.cluster.GroupInfo(testGroup)
+		if gi == nil {
+			return false
+		}
+		gc, ok := gi.Commits[inTopic][0]
+		return ok && gc.Offset >= n
+	})
+	for deadline := time.Now().Add(4 * env.ccfg.StallRestart); time.Now().Before(deadline); {
+		if !g.c.Ready() || g.c.Live() != nil {
+			t.Fatalf("a gate waiting for an input transaction to end: ready %v (%v), live %v", g.c.Ready(), g.c.NotReady(), g.c.Live())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Committed, the transaction's records are routed: the gate did not forget them.
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	out := collect(t, env.cluster, n+open, 20*time.Second, 300*time.Millisecond, readCommitted())
+	if lost, dup := out.conservation(n + open); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+}
+
+// TestWatchdogExactlyOnceHungTransactionEnd: the transaction coordinator stops
+// answering EndTxn while records keep arriving. The gate cannot end its transaction, so
+// it polls nothing more: it is stuck, not idle, and is reported not ready past
+// StallNotReady and not live past StallRestart. Before, the records it had polled were
+// all routed and produced, the lag it last saw was 0 and nothing was buffered, so the
+// watchdog took the gate for idle: ready and live for as long as End hung, its input
+// piling up unread.
+func TestWatchdogExactlyOnceHungTransactionEnd(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	env.ccfg.StallNotReady = 300 * time.Millisecond
+	env.ccfg.StallRestart = 600 * time.Millisecond
+	release := make(chan struct{})
+	var held atomic.Int64
+	env.cluster.ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		held.Add(1)
+		env.cluster.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	prod := producer(t, env.cluster)
+	g := env.start(t, "a")
+	t.Cleanup(func() { close(release) }) // before the gate's stop: its last End is answered
+	id := 0
+	waitFor(t, 20*time.Second, "not ready for want of progress, not live", func() bool {
+		batch := make([]*kgo.Record, 5)
+		for i := range batch {
+			batch[i] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+			id++
+		}
+		produceAll(t, prod, batch)
+		time.Sleep(20 * time.Millisecond)
+		return strings.Contains(strings.Join(g.c.NotReady(), ";"), "no progress for") && g.c.Live() != nil
+	})
+	if held.Load() == 0 {
+		t.Fatal("no EndTxn reached the broker")
 	}
 }
