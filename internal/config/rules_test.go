@@ -7,6 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
 )
 
@@ -173,5 +179,144 @@ func TestForcedKeyLongerThanMaxKeyBytes(t *testing.T) {
 	_, err = rules.Parse("r.yaml", []byte("rules:\n  - {name: r, key: json:team_id, limits: [1m:1000], force: [\"12345678\", \"123456789\"]}\n"), c.RulesOptions())
 	if err == nil || !strings.Contains(err.Error(), "force[1]") || strings.Contains(err.Error(), "force[0]") {
 		t.Errorf("rule force list: err = %v, want force[1] alone refused", err)
+	}
+}
+
+// gateRouter builds the router a gate builds from env, as internal/gate does: the
+// file-less gate's (NewMulti over GATE_WINDOW/GATE_LIMITS's limiters) or, with
+// GATE_RULES_FILE, the router of file's rules (rules.Parse, RuleLimitConfigs,
+// RouteRule, NewRules), every limiter on clk.
+func gateRouter(t *testing.T, env map[string]string, file string, clk *clock.Fake) *route.Router {
+	t.Helper()
+	if file != "" {
+		env = withEnv(env, map[string]string{"GATE_RULES_FILE": "rules.yaml"})
+	}
+	c, err := loadMap(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if file == "" {
+		var lims []*limit.Limiter
+		for _, lc := range append([]limit.Config{c.LimitConfig()}, c.ExtraLimitConfigs()...) {
+			l, err := limit.New(lc, clk, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lims = append(lims, l)
+		}
+		r, err := route.NewMulti(c.RouteConfig(), lims, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	set, err := rules.Parse("rules.yaml", []byte(file), c.RulesOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rrs []route.Rule
+	for _, ru := range set.Rules {
+		var lims []*limit.Limiter
+		for _, lc := range c.RuleLimitConfigs(ru) {
+			l, err := limit.New(lc, clk, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lims = append(lims, l)
+		}
+		rrs = append(rrs, RouteRule(ru, lims))
+	}
+	r, err := route.NewRules(c.RouteConfig(), rrs, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A gate with a rules file of one rule saying what the file-less gate's variables say
+// (GATE_KEY_FROM as key, GATE_WINDOW/GATE_LIMITS as limits, GATE_LIMIT_MODE as mode,
+// GATE_COST as cost, GATE_FORCE_OVERFLOW as force; docs/rules.md's "Moving from
+// GATE_LIMITS to a rules file") routes every record as the file-less gate does, byte for
+// byte, but for what docs/rules.md says the rule's name adds: gate-overflow-rule on a
+// record sent to overflow, and the rule named in gate-error-detail (not for a value that
+// is not JSON). The route package's TestRulesOneRuleFileRoutesAsFileless holds the router
+// to it record by record; this holds the way the gate builds either router from its
+// settings.
+func TestOneRuleFileRoutesAsFileless(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		common map[string]string // both gates' settings
+		vars   map[string]string // the file-less gate's
+		rule   string            // the rule's fields past its name
+	}{
+		{"team", map[string]string{},
+			map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "3", "GATE_FORCE_OVERFLOW": "forced,42"},
+			"key: json:team_id, limits: [1m:3], force: [forced, \"42\"]"},
+		{"team_limits_cap_bytes", map[string]string{"GATE_OVERFLOW_KEEP_KEY": "true"},
+			map[string]string{"GATE_LIMITS": "1m:90,1h:200", "GATE_LIMIT_MODE": "cap", "GATE_COST": "bytes", "GATE_FORCE_OVERFLOW": "forced"},
+			"key: json:team_id, limits: [1m:90, 1h:200], mode: cap, cost: bytes, force: [forced]"},
+		{"header", map[string]string{"GATE_DRY_RUN": "true"},
+			map[string]string{"GATE_KEY_FROM": "header:team", "GATE_LIMITS": "1m:3,2m:4", "GATE_FORCE_OVERFLOW": "forced"},
+			"key: header:team, limits: [1m:3, 2m:4], force: [forced]"},
+		{"key", map[string]string{"GATE_MAX_KEY_BYTES": "8"},
+			map[string]string{"GATE_KEY_FROM": "key", "GATE_WINDOW": "1m", "GATE_THRESHOLD": "3", "GATE_FORCE_OVERFLOW": "forced"},
+			"key: key, limits: [1m:3], force: [forced]"},
+		{"composite", map[string]string{"GATE_VALIDATE_JSON": "true"},
+			map[string]string{"GATE_KEY_FROM": "json:team_id+distinct_id", "GATE_WINDOW": "1m", "GATE_THRESHOLD": "3", "GATE_FORCE_OVERFLOW": "forced:u%3A2"},
+			// track: all, as the file-less gate keeps every key (docs/rules.md: track)
+			"key: json:team_id+distinct_id, limits: [1m:3], force: [\"forced:u%3A2\"], track: all"},
+		{"event", map[string]string{"GATE_CLOCK": "event"},
+			map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "3"},
+			"key: json:team_id, limits: [1m:3]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clkA, clkB := clock.NewFake(time.Unix(1_800_000_000, 0)), clock.NewFake(time.Unix(1_800_000_000, 0))
+			fileless := gateRouter(t, withEnv(c.common, c.vars), "", clkA)
+			file := gateRouter(t, c.common, "rules:\n  - {name: team, "+c.rule+"}\n", clkB)
+			var values []string
+			for i := range 6 {
+				values = append(values, fmt.Sprintf(`{"team_id":"t1","distinct_id":"u1","n":%d}`, i))
+			}
+			values = append(values,
+				`{"team_id":"forced","distinct_id":"u:2"}`, `{"team_id":42,"distinct_id":"u"}`, `{"team_id":"t2"}`,
+				`{"distinct_id":"u"}`, `{"team_id":null}`, `{"team_id":""}`, `{"team_id":true}`, `{"team_id":{}}`,
+				`{"team_id":"a","team_id":"b"}`, `{"team_id":"`+strings.Repeat("x", 300)+`"}`, `{"team_id":"t2",`,
+				`{"team_id":"t2","distinct_id":"u","x":}`, `[1]`, `not json`, ``, "{\"team_id\":\"\xff\"}",
+				`{"team_id":"t3","distinct_id":"u","blob":"`+strings.Repeat("b", 10_000)+`"}`)
+			var sA, sB route.Scratch
+			for i, v := range values {
+				for _, h := range []string{"t1", "forced", "", "a-much-too-long-team"} {
+					in := &kgo.Record{Topic: "events", Partition: 1, Offset: int64(i), Value: []byte(v), Key: []byte(h),
+						Timestamp: time.Unix(1_799_999_990, 0), Headers: []kgo.RecordHeader{{Key: "team", Value: []byte(h)}}}
+					var outA, outB kgo.Record
+					oA := fileless.RouteInto(clkA.Now(), in, &sA, &outA)
+					oB := file.RouteInto(clkB.Now(), in, &sB, &outB)
+					want := outA
+					want.Headers = nil
+					for _, hd := range outA.Headers {
+						if hd.Key == route.HeaderErrorDetail && oA.Reason != route.ReasonNotJSON {
+							hd.Value = append([]byte("rule team: "), hd.Value...)
+						}
+						want.Headers = append(want.Headers, hd)
+						if hd.Key == route.HeaderOverflowReason {
+							want.Headers = append(want.Headers, kgo.RecordHeader{Key: route.HeaderOverflowRule, Value: []byte("team")})
+						}
+					}
+					show := func(r kgo.Record) string {
+						return fmt.Sprintf("%s key=%q %q", r.Topic, r.Key, r.Headers)
+					}
+					if show(outB) != show(want) || string(outB.Value) != string(outA.Value) || outB.Timestamp != outA.Timestamp {
+						t.Errorf("value %.60q header/key %q:\n file     %s\n fileless %s", v, h, show(outB), show(outA))
+					}
+					oB.Rule, oB.KeyRule = "", ""
+					if fmt.Sprint(oA) != fmt.Sprint(oB) {
+						t.Errorf("value %.60q header/key %q: outcome\n file     %+v\n fileless %+v", v, h, oB, oA)
+					}
+				}
+				clkA.Advance(time.Second)
+				clkB.Advance(time.Second)
+			}
+		})
 	}
 }

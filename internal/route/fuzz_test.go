@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -441,5 +442,35 @@ func FuzzCompositeKey(f *testing.F) {
 		if okA && okB && (ta == tb) != (va == vb) {
 			t.Fatalf("values %q and %q: teams %q and %q", va, vb, ta, tb)
 		}
+	})
+}
+
+// FuzzOneRuleFileRoutesAsFileless routes arbitrary records through each pair of
+// TestRulesOneRuleFileRoutesAsFileless (the file-less gate and a one-rule file saying
+// the same) and checks that both write the same record, but for what the rule's name
+// adds (docs/rules.md). Seeded from that test's inputs.
+func FuzzOneRuleFileRoutesAsFileless(f *testing.F) {
+	for i, in := range diffInputs() {
+		var hdr []byte
+		if len(in.Headers) > 0 {
+			hdr = in.Headers[0].Value
+		}
+		f.Add(in.Value, in.Key, hdr, uint8(i), i%5 == 0)
+	}
+	var pairs []*diffPair
+	for _, c := range diffCases() {
+		p := newDiffPair(f, c)
+		p.sA.Outcomes, p.sB.Outcomes = nil, nil // rows unbounded over a fuzzing run
+		pairs = append(pairs, p)
+	}
+	f.Fuzz(func(t *testing.T, value, key, hdr []byte, pick uint8, tick bool) {
+		p := pairs[int(pick)%len(pairs)]
+		if tick {
+			p.clkA.Advance(time.Second)
+			p.clkB.Advance(time.Second)
+		}
+		in := input("", "", "a", "1", "team", string(hdr), "team", "second")
+		in.Key, in.Value = key, value
+		p.route(t, in)
 	})
 }

@@ -269,6 +269,33 @@ func TestOutcomesShadowRuleFirstKeepsTeamRows(t *testing.T) {
 	}
 }
 
+// A shadow rule listed first leaves the row of a record the enforced rules dead-letter
+// as it is with the shadow rule listed after, or without it: under no key, as the team
+// rule read none (docs/rules.md: "the record's own row keeps the team the enforced rules
+// read, wherever the shadow rule is listed"). Before, a record without a team_id was
+// dead-lettered under its IP, the shadow rule's key, with its threshold, and Outcome
+// named the shadow rule's key as its team.
+func TestOutcomesShadowRuleFirstKeepsDeadLetterRows(t *testing.T) {
+	ip := ruleSpec{Rule{Name: "ip", Key: mustKeyFrom(t, "header:ip"), SkipMissing: true, Action: ActionOverflow, Shadow: true}, []limit.Config{{Threshold: 1000}}}
+	team := ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Threshold: 1000}}}
+	for _, order := range [][]ruleSpec{{ip, team}, {team, ip}} {
+		f := newRuleFixture(t, Config{}, order...)
+		agg := outcome.NewAgg(60e9, nil)
+		s := Scratch{Outcomes: agg}
+		var out kgo.Record
+		for _, v := range []string{`{"distinct_id":"u1"}`, `{"team_id":{"a":1}}`} {
+			o := f.r.RouteInto(t0, input(v, "", "ip", "10.0.0.1"), &s, &out)
+			if o.Route != DeadLetter || o.Team != "" || o.KeyRule != "" || o.Decision != (limit.Decision{}) {
+				t.Errorf("%s first, %s: %s, team %q of rule %q, decision %+v; want a dead letter of no team", order[0].Name, v, o.Route, o.Team, o.KeyRule, o.Decision)
+			}
+		}
+		want := map[string]int64{"|||dead_letter|field_missing": 1, "|||dead_letter|field_type": 1}
+		if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s first: rows\n got %v\nwant %v", order[0].Name, got, want)
+		}
+	}
+}
+
 // In a dry run a record a tagging rule would have tagged is accepted without the header,
 // reason allowed, and its row names the rule that would have acted (docs/outcomes.md).
 func TestOutcomeDryRunTagRow(t *testing.T) {

@@ -143,8 +143,9 @@ type Outcome struct {
 	Rule string
 	// KeyRule is the name of the rule whose key Team is (Rule when a rule acted, else the
 	// first enforced rule checked, or, when no enforced rule checked the record, the first
-	// shadow rule checked: a shadow rule listed first changes no record's team; empty for
-	// the gate without rules), for a caller that follows keys rule by rule (gate replay).
+	// shadow rule checked, but for a record an enforced rule dead-letters: a shadow rule
+	// listed first changes no record's team; empty for the gate without rules and when
+	// Team is empty), for a caller that follows keys rule by rule (gate replay).
 	KeyRule string
 	// Enforced and EnforcedReason are where the record would go, and why, were the gate
 	// enforcing. They equal Route and Reason except in dry run, where Route is always
@@ -628,6 +629,12 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			ro.action, ro.rule, ro.forced, ro.limit, ro.rotating = act, i, forced, over, rotating
 			o.Team, o.Decision, teamRule, teamShadow = r.keepKey(key, s), d, i, false
 		}
+	}
+	if failed != reasonNone && teamShadow {
+		// Dead-lettered by an enforced rule that read no key: the record's team is the
+		// enforced rules' (none), not a shadow rule's listed before them, as it is with
+		// the shadow rule listed after (it never changes a record's outcome row).
+		o.Team, o.Decision, teamRule = "", limit.Decision{}, -1
 	}
 	if teamRule >= 0 {
 		o.KeyRule = r.rules[teamRule].Name

@@ -14,6 +14,7 @@ import (
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/outcome"
 )
 
 // ruleFixture is a router with rules, each rule's limiters on one fake clock.
@@ -847,6 +848,346 @@ func TestRulesCombinedActions(t *testing.T) {
 					t.Errorf("rule %s not_checked %v, want %v", st.Name, n, want)
 				}
 			}
+		})
+	}
+}
+
+// diffRuleName is the name of the rule of the one-rule router in the differential tests.
+const diffRuleName = "team"
+
+// diffPair is the gate without a rules file (fileless: route.Config's KeyFrom, limits,
+// ForceOverflow) and a gate with a one-rule file saying the same (file: the rule's key,
+// limits, force, cost, action overflow), each on its own limiters, clock and registry.
+type diffPair struct {
+	clkA, clkB *clock.Fake
+	regA, regB *prometheus.Registry
+	fileless   *Router
+	file       *Router
+	sA, sB     Scratch
+	aggA, aggB *outcome.Agg
+	keyFrom    string
+}
+
+// diffCase is one setting of the file-less gate the differential tests compare.
+type diffCase struct {
+	name   string
+	key    string
+	cfg    Config // KeyFrom is set from key; ForceOverflow is the rule's force
+	limits []limit.Config
+	// shadow, when set, adds a shadow rule to the file, before or after the rule: a
+	// shadow rule "never changes where a record goes, its headers or its outcome row"
+	// (docs/rules.md), so the file still writes what the file-less gate writes.
+	shadow string
+}
+
+func newDiffPair(t testing.TB, c diffCase) *diffPair {
+	t.Helper()
+	p := &diffPair{clkA: clock.NewFake(t0), clkB: clock.NewFake(t0), regA: prometheus.NewRegistry(), regB: prometheus.NewRegistry(), keyFrom: c.key}
+	lims := func(clk *clock.Fake) []*limit.Limiter {
+		var out []*limit.Limiter
+		for _, lc := range c.limits {
+			l, err := limit.New(lc, clk, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+	cfg := c.cfg
+	cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic = topicAccepted, topicOverflow, topicDead
+	cfg.KeyFrom = mustKey(t, c.key)
+	var err error
+	if p.fileless, err = NewMulti(cfg, lims(p.clkA), p.regA); err != nil {
+		t.Fatal(err)
+	}
+	// A rules file: the variables a rule says for itself are unset (docs/rules.md), the
+	// rule says them.
+	fcfg := cfg
+	fcfg.KeyFrom, fcfg.ForceOverflow, fcfg.Cost = KeyFrom{}, nil, CostEvents
+	rule := Rule{Name: diffRuleName, Key: mustKey(t, c.key), Limiters: lims(p.clkB), Cost: cfg.Cost, Action: ActionOverflow, Forced: slices.Clone(cfg.ForceOverflow)}
+	rules := []Rule{rule}
+	if c.shadow != "" {
+		l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 2, Clock: c.limits[0].Clock}, p.clkB, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh := Rule{Name: "shadow", Key: mustKey(t, "json:distinct_id"), Limiters: []*limit.Limiter{l}, Action: ActionOverflow, Shadow: true, Forced: []string{"u2"}}
+		if c.shadow == "before" {
+			rules = []Rule{sh, rule}
+		} else {
+			rules = append(rules, sh)
+		}
+	}
+	if p.file, err = NewRules(fcfg, rules, p.regB); err != nil {
+		t.Fatal(err)
+	}
+	p.aggA, p.aggB = outcome.NewAgg(time.Minute, nil), outcome.NewAgg(time.Minute, nil)
+	p.sA.Outcomes, p.sB.Outcomes = p.aggA, p.aggB
+	return p
+}
+
+// fileDetail is the dead-letter detail the one-rule file writes for the file-less gate's
+// detail d of reason: the rule named ("gate-error-detail names the rule"), except for a
+// value that is not JSON ("its detail naming no rule: the value is at fault").
+func fileDetail(reason, d string) string {
+	if reason == ReasonNotJSON {
+		return d
+	}
+	return "rule " + diffRuleName + ": " + d
+}
+
+// expectFromFileless is what the one-rule file must write for in, given what the
+// file-less gate wrote (out) and decided (o): the same record, but for what docs/rules.md
+// says a rule's name adds: gate-overflow-rule: NAME after gate-overflow-reason on a record
+// that leaves the accepted topic, and the rule named in gate-error-detail; and Outcome's
+// Rule (when the rule acted) and KeyRule (when its key was read).
+func expectFromFileless(out kgo.Record, o Outcome) (kgo.Record, Outcome) {
+	want := out
+	want.Headers = nil
+	for _, h := range out.Headers {
+		switch {
+		case h.Key == HeaderErrorDetail && out.Topic == topicDead:
+			h.Value = []byte(fileDetail(o.Reason, string(h.Value)))
+		}
+		want.Headers = append(want.Headers, h)
+		if h.Key == HeaderOverflowReason && out.Topic == topicOverflow {
+			want.Headers = append(want.Headers, kgo.RecordHeader{Key: HeaderOverflowRule, Value: []byte(diffRuleName)})
+		}
+	}
+	if out.Headers != nil && want.Headers == nil {
+		want.Headers = []kgo.RecordHeader{}
+	}
+	if o.Team != "" {
+		o.KeyRule = diffRuleName
+	}
+	if o.Enforced == Overflow {
+		o.Rule = diffRuleName
+	}
+	return want, o
+}
+
+func fmtRecord(r kgo.Record) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "topic=%q key=%q value=%q ts=%s part=%d", r.Topic, r.Key, r.Value, r.Timestamp.Format(time.RFC3339Nano), r.Partition)
+	for _, h := range r.Headers {
+		fmt.Fprintf(&b, " %s=%q", h.Key, h.Value)
+	}
+	return b.String()
+}
+
+// route routes in through both routers at the same time and reports every difference
+// but the documented ones.
+func (p *diffPair) route(t testing.TB, in *kgo.Record) {
+	t.Helper()
+	inA, inB := cloneRecord(in), cloneRecord(in)
+	var outA, outB kgo.Record
+	oA := p.fileless.RouteInto(p.clkA.Now(), inA, &p.sA, &outA)
+	oB := p.file.RouteInto(p.clkB.Now(), inB, &p.sB, &outB)
+	wantOut, wantO := expectFromFileless(outA, oA)
+	if g, w := fmtRecord(outB), fmtRecord(wantOut); g != w {
+		t.Errorf("%s: value %q key %q headers %v:\n file     %s\n fileless %s\n want     %s", p.keyFrom, in.Value, in.Key, in.Headers, g, fmtRecord(outA), w)
+	}
+	if g, w := fmt.Sprintf("%+v", oB), fmt.Sprintf("%+v", wantO); g != w {
+		t.Errorf("%s: value %q key %q: outcome\n file     %s\n fileless %+v\n want     %s", p.keyFrom, in.Value, in.Key, g, oA, w)
+	}
+	if a, b := p.fileless.TeamOf(inA, &p.sA), p.file.TeamOf(inB, &p.sB); a != b {
+		t.Errorf("%s: value %q: TeamOf %q with the file, %q without", p.keyFrom, in.Value, b, a)
+	}
+}
+
+// cloneRecord is a deep copy of in: neither router may see what the other did to it.
+func cloneRecord(in *kgo.Record) *kgo.Record {
+	c := *in
+	c.Value, c.Key = slices.Clone(in.Value), slices.Clone(in.Key)
+	c.Headers = nil
+	for _, h := range in.Headers {
+		c.Headers = append(c.Headers, kgo.RecordHeader{Key: h.Key, Value: slices.Clone(h.Value)})
+	}
+	return &c
+}
+
+// finish compares what each router counted (gate_records_total,
+// gate_dry_run_diverted_total) and the outcome rows, the rule column aside (the file's
+// rule is named in the rows it acted on: outcomes.md).
+func (p *diffPair) finish(t testing.TB) {
+	t.Helper()
+	p.sA.Flush()
+	p.sB.Flush()
+	for _, name := range []string{"gate_records_total", "gate_dry_run_diverted_total"} {
+		a, b := metricSeries(t, p.regA, name), metricSeries(t, p.regB, name)
+		if a != b {
+			t.Errorf("%s: %s\n file     %s\n fileless %s", p.keyFrom, name, b, a)
+		}
+	}
+	rows := func(agg *outcome.Agg) string {
+		got := map[string]int64{}
+		for _, r := range outcome.Seal("g", "s", agg) {
+			if r.Outcome == "shadow_over" {
+				continue // the shadow rule's own rows, beside the records'
+			}
+			rule := r.Rule
+			if rule == diffRuleName {
+				rule = ""
+			}
+			got[fmt.Sprintf("%s|%s|%s|%s|%s|thr=%d/%s|bytes=%d", r.Team, r.Key, rule, r.Outcome, r.Reason, r.Threshold, r.ThresholdSource, r.Bytes)] += r.Records
+		}
+		return fmt.Sprint(got)
+	}
+	if a, b := rows(p.aggA), rows(p.aggB); a != b {
+		t.Errorf("%s: outcome rows\n file     %s\n fileless %s", p.keyFrom, b, a)
+	}
+}
+
+// metricSeries is every series of the metric name on reg, with its value, as text.
+func metricSeries(t testing.TB, reg *prometheus.Registry, name string) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			out = append(out, fmt.Sprintf("{%s} %v", strings.Join(labels, ","), m.GetCounter().GetValue()))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
+
+// diffCases are the file-less settings the differential tests compare with a one-rule
+// file: each key source, one limit and several, both modes, dry run, validation, cost
+// in bytes with the record key kept, a small key bound, and the event clock.
+func diffCases() []diffCase {
+	one := func(mode limit.Mode, clk limit.Clock) []limit.Config {
+		return []limit.Config{{Window: time.Minute, Threshold: 3, Mode: mode, Clock: clk}}
+	}
+	three := func(mode limit.Mode) []limit.Config {
+		return []limit.Config{{Window: time.Minute, Threshold: 3, Mode: mode}, {Window: 2 * time.Minute, Threshold: 4, Mode: mode}, {Window: time.Hour, Threshold: 5, Mode: mode}}
+	}
+	forced := []string{"forced", "hdr-forced", "kf", "forced:u2", "42"}
+	var cases []diffCase
+	for _, key := range []string{"json:team_id", "header:team", "key", "json:team_id+distinct_id", "json:properties.team"} {
+		cases = append(cases,
+			diffCase{key + "/divert", key, Config{ForceOverflow: forced}, one(limit.Divert, limit.WallClock), ""},
+			diffCase{key + "/cap", key, Config{ForceOverflow: forced}, one(limit.Cap, limit.WallClock), ""},
+			diffCase{key + "/three", key, Config{ForceOverflow: forced}, three(limit.Divert), ""},
+			diffCase{key + "/three_cap", key, Config{ForceOverflow: forced}, three(limit.Cap), ""},
+			diffCase{key + "/dry_run", key, Config{ForceOverflow: forced, DryRun: true}, three(limit.Divert), ""},
+			diffCase{key + "/validate", key, Config{ForceOverflow: forced, ValidateJSON: true}, one(limit.Divert, limit.WallClock), ""},
+			diffCase{key + "/bytes_keep_key", key, Config{ForceOverflow: forced, Cost: CostBytes, OverflowKeepKey: true}, []limit.Config{{Window: time.Minute, Threshold: 60}}, ""},
+			diffCase{key + "/short_keys", key, Config{ForceOverflow: forced, MaxKeyBytes: 8}, one(limit.Divert, limit.WallClock), ""},
+			diffCase{key + "/event", key, Config{ForceOverflow: forced}, one(limit.Divert, limit.EventClock), ""},
+			diffCase{key + "/shadow_after", key, Config{ForceOverflow: forced}, three(limit.Divert), "after"},
+			diffCase{key + "/shadow_before", key, Config{ForceOverflow: forced}, three(limit.Cap), "before"},
+			diffCase{key + "/shadow_validate_short", key, Config{ForceOverflow: forced, ValidateJSON: true, MaxKeyBytes: 8}, one(limit.Divert, limit.WallClock), "before"},
+		)
+	}
+	return cases
+}
+
+// diffInputs are records of every kind: readable keys, keys repeated past the limits,
+// forced keys, and every way a value, a header or a record key can be unusable.
+func diffInputs() []*kgo.Record {
+	var in []*kgo.Record
+	add := func(value, key string, hdrs ...string) {
+		r := input(value, key, hdrs...)
+		r.Offset = int64(len(in))
+		in = append(in, r)
+	}
+	for i := range 6 { // over every limit by the sixth
+		add(fmt.Sprintf(`{"team_id":"t1","distinct_id":"u1","properties":{"team":"t1"},"n":%d}`, i), "t1", "team", "t1", "h", "v")
+	}
+	for _, v := range []string{
+		`{"team_id":42,"distinct_id":"u:1","properties":{"team":42}}`,
+		`{"team_id":"forced","distinct_id":"u2","properties":{"team":"forced"}}`,
+		`{"team_id":"forced","distinct_id":"u3"}`,
+		`{"team_id":"esc\u0061ped","distinct_id":"u%3","properties":{"team":"esc\u0061ped"}}`,
+		`{"team_id":"a:b%c","distinct_id":"d:e"}`,
+		`{"team_id":-1.5e3,"distinct_id":0}`,
+		`{"distinct_id":"u1"}`,
+		`{"team_id":"t2"}`,
+		`{"team_id":null,"distinct_id":null,"properties":null}`,
+		`{"team_id":"","distinct_id":"","properties":{"team":""}}`,
+		`{"team_id":"t2","distinct_id":""}`,
+		`{"team_id":true,"distinct_id":false,"properties":{"team":true}}`,
+		`{"team_id":{"a":1},"distinct_id":[1],"properties":[1]}`,
+		`{"team_id":[],"distinct_id":{}}`,
+		`{"team_id":"a","team_id":"b","distinct_id":"x","distinct_id":"y","properties":{"team":1,"team":2}}`,
+		`{"team_id":"a","distinct_id":"x","properties":{"team":1},"properties":{"team":2}}`,
+		`{"team_id":"` + strings.Repeat("x", 300) + `","distinct_id":"u","properties":{"team":"` + strings.Repeat("y", 300) + `"}}`,
+		`{"team_id":"t12345678","distinct_id":"u"}`,
+		`{"team_id":"t5","distinct_id":"` + strings.Repeat("z", 300) + `"}`,
+		`{"team_id":"t2",`,
+		`{"team_id":"t2","distinct_id":"u","x":}`,
+		`{"x":}`,
+		`{"team_id":"t2","distinct_id":"u","properties":{"team":"t2"},"x":[1,2}`,
+		`[1,2]`,
+		`"str"`,
+		`42`,
+		`null`,
+		``,
+		`   `,
+		`not json`,
+		"{\"team_id\":\"t\xff\",\"distinct_id\":\"\xfe\"}",
+		"{\"team_id\":\"t3\",\"distinct_id\":\"u\",\"x\":\"\xff\"}",
+		"\xff\xfe",
+		`{"team_id":"\ud800","distinct_id":"a\u0000b"}`,
+		`{"team_id":"huge","distinct_id":"u","blob":"` + strings.Repeat("b", 100_000) + `"}`,
+		`{"team_id":"t1","distinct_id":"u1","properties":{"team":"t1"}}`,
+		`{"team_id":"kf","distinct_id":"u"}`,
+		`{"team_id":"forced:u2"}`,
+	} {
+		add(v, "")
+	}
+	// Headers and record keys, with readable values.
+	v := `{"team_id":"t4","distinct_id":"u4","properties":{"team":"t4"}}`
+	add(v, "kf", "team", "hdr-forced")
+	add(v, "kf", "team", "hdr-forced")
+	add(v, "", "team", "")
+	add(v, "", "Team", "t4")
+	add(v, "k4", "team", "first", "team", "second")
+	add(v, "k4", "team", "", "team", "second")
+	add(v, "k4", "team", strings.Repeat("h", 300))
+	add(v, strings.Repeat("k", 300), "team", "\xff\xfe")
+	add(`not json`, "onlykey", "team", "hdr-team")
+	add(``, "onlykey", "team", "hdr-team")
+	add(`{"team_id":"t3"}`, "", "team", "")
+	add(`{"team_id":"t3"}`, "", "team", "forced")
+	for i := range 4 { // t1 again, over
+		add(fmt.Sprintf(`{"team_id":"t1","distinct_id":"u1","properties":{"team":"t1"},"again":%d}`, i), "t1", "team", "t1")
+	}
+	return in
+}
+
+// TestRulesOneRuleFileRoutesAsFileless: a gate whose rules file has one rule saying what
+// the file-less gate's variables say (key, limits, force, cost; action overflow) writes
+// every output record as the file-less gate does, byte for byte (topic, key, value,
+// timestamp, headers in order, detail strings), decides the same outcomes, counts the
+// same records and outcome rows, but for what docs/rules.md says the rule's name adds:
+// gate-overflow-rule: NAME on a record it sends to overflow, the rule named in
+// gate-error-detail (not for a value that is not JSON), Outcome.Rule and KeyRule, and
+// the rule column of the outcome rows it acted on.
+func TestRulesOneRuleFileRoutesAsFileless(t *testing.T) {
+	for _, c := range diffCases() {
+		t.Run(c.name, func(t *testing.T) {
+			p := newDiffPair(t, c)
+			for i, in := range diffInputs() {
+				if i%7 == 6 { // time passes, a little, the same on both
+					p.clkA.Advance(time.Second)
+					p.clkB.Advance(time.Second)
+				}
+				p.route(t, in)
+			}
+			p.finish(t)
 		})
 	}
 }
