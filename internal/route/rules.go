@@ -146,8 +146,8 @@ func (o *ruleOutcome) sendsAway() bool { return o.action >= ActionOverflow }
 // (its windows measure the offered rate) and cap the records it admits. Put the
 // narrowest rules first.
 //
-// One pass over a JSON value finds every top-level field any rule reads. cfg.KeyFrom and
-// cfg.ForceOverflow are not used (each rule has its own); cfg.Cost is each rule's.
+// One pass over a JSON value finds every top-level field any rule reads. cfg.KeyFrom,
+// cfg.ForceOverflow and cfg.Cost are not used: each rule has its own (Rule.Cost).
 func NewRules(cfg Config, rules []Rule, reg prometheus.Registerer) (*Router, error) {
 	cfg.ForceOverflow = nil
 	cfg, err := cfg.withDefaults()
