@@ -506,6 +506,22 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 	return w, write
 }
 
+// RefuseProfile says the profile a read fetched for r's team (Read.Profile) could not be
+// read: one of a newer schema, or corrupt. This gate does not fold it, keeps what it had
+// learned, and looks at it again a fold period on, as at a team with no history, not at
+// every sweep. Call it from the goroutine that sweeps, after ApplyRead.
+func (l *Limiter) RefuseProfile(r *Read) {
+	if l.adapt == nil || r.e == nil {
+		return
+	}
+	e := l.lockedEntry(r)
+	defer r.sh.mu.Unlock()
+	if e == nil {
+		return
+	}
+	l.learnedFor(r.sh, e, r.Epoch).next = r.Epoch + l.adapt.minPeriod
+}
+
 // learnedFor returns e's learned state, made if need be in epoch ep. A state made now knows
 // this gate's counts from epoch ep+2 on: the sweep before it may have handed over counts
 // of ep, and of ep+1 (timed just after its clock read). The caller holds sh.mu, sh being

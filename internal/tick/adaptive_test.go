@@ -393,3 +393,28 @@ func TestAdaptiveFleetPauseAndStep(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileScriptWrongTypeKey: a profile key of the wrong type (an operator's error: a
+// list where the profile goes) fails on its own, as a counter of the wrong type does: the
+// other profiles in the same script are still set, the bad key is left as it is, and the
+// script answers its error, counted and logged with the pipeline's.
+func TestProfileScriptWrongTypeKey(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	bad, good := ProfileKeyFor(ModeStandalone, "gate", "bad"), ProfileKeyFor(ModeStandalone, "gate", "good")
+	if err := c.LPush(ctx, bad, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := (&spike.Profile{Epoch: 10, Windows: 1}).MarshalBinary()
+	err := c.Eval(ctx, profileScript, []string{bad, good}, int64(60_000), "", string(b), "", string(b)).Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Errorf("script's reply: %v, want the WRONGTYPE error", err)
+	}
+	if v, _ := c.Get(ctx, good).Result(); v != string(b) {
+		t.Errorf("the good key behind the bad one: %q, want its profile set", v)
+	}
+	if typ := c.Type(ctx, bad).Val(); typ != "list" {
+		t.Errorf("the bad key is now a %s, want it left as it is", typ)
+	}
+}

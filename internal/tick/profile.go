@@ -28,17 +28,24 @@ const ProfileTTL = limit.ProfileTTL
 // key is absent or its first 8 bytes (the epoch) are ARGV[2i] (empty: it was absent when
 // read), and gives it a TTL of ARGV[1] ms. A gate that lost the race to another leaves
 // the other's: both folded the same counts into the same profile, or the other folded a
-// later window. Returns how many it set.
+// later window. Returns how many it set. A key of the wrong type (an operator's error) is
+// left as it is, on its own (redis.pcall), as a counter's is: the other keys are set all
+// the same, and its error is the reply, counted and logged with the pipeline's. A write
+// refused (OOM, READONLY) stops the script at the first SET.
 const profileScript = `
 local n = 0
+local err
 for i, k in ipairs(KEYS) do
   local want = ARGV[2*i]
-  local cur = redis.call('GET', k)
-  if not cur or (want ~= '' and string.sub(cur, 1, 8) == want) then
+  local cur = redis.pcall('GET', k)
+  if type(cur) == 'table' and cur.err then
+    err = cur
+  elseif not cur or (want ~= '' and string.sub(cur, 1, 8) == want) then
     redis.call('SET', k, ARGV[2*i+1], 'PX', ARGV[1])
     n = n + 1
   end
 end
+if err then return err end
 return n
 `
 
@@ -110,13 +117,14 @@ func (t *Ticker) queueProfiles(ctx context.Context, pipes []redis.Pipeliner, p *
 	}
 }
 
-// profileErrors counts the profile writes that failed. A write lost is harmless: the fold
-// is not taken up, and the team's next fold covers both periods (spike.FoldScheduled).
-func (t *Ticker) profileErrors(i int, p *plan) {
+// profileResults counts the profile writes set and lost. One that failed is not counted
+// here: its error is one of the pipeline's causes (execute), counted once a pipeline and
+// cause. A write lost or failed is harmless: the fold is not taken up, and the team's next
+// fold covers both periods (spike.FoldScheduled).
+func (t *Ticker) profileResults(p *plan) {
 	for _, c := range p.pcmds {
 		set, err := c.cmd.Int()
 		if err != nil {
-			t.countError(classify(err), i)
 			continue
 		}
 		t.m.profiles.WithLabelValues("set").Add(float64(set))
@@ -174,11 +182,13 @@ func (t *Ticker) applyProfile(i int, rr readRef, vals []any, now time.Time) {
 	case string:
 		if err := p.UnmarshalBinary([]byte(v)); err != nil {
 			t.countError(causeParse, i)
+			ls.l.RefuseProfile(rr.r) // looked at again a fold period on
 			return
 		}
 		found = true
 	default:
 		t.countError(causeParse, i)
+		ls.l.RefuseProfile(rr.r)
 		return
 	}
 	var count int64
@@ -186,6 +196,7 @@ func (t *Ticker) applyProfile(i int, rr readRef, vals []any, now time.Time) {
 		c, err := counterValue(vals[1])
 		if err != nil {
 			t.countError(causeParse, i)
+			ls.l.RefuseProfile(rr.r)
 			return
 		}
 		count = c

@@ -88,7 +88,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 			}
 		}
 		t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches) + len(p.pcmds) + p.holdEvals))
-		t.profileErrors(i, p)
+		t.profileResults(p)
 		t.m.commands.WithLabelValues("set").Add(float64(p.holdSets))
 	}
 	if part&partReads != 0 {
@@ -121,6 +121,11 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 			case len(b.failed) > 0:
 				p.failedWrites += len(b.failed)
 				causes.add(causeRedis)
+			}
+		}
+		for _, pc := range p.pcmds {
+			if err := pc.cmd.Err(); err != nil {
+				note(err) // a profile write: no count is lost with it
 			}
 		}
 	}
