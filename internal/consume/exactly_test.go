@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -1205,5 +1206,35 @@ func TestExactlyOnceCrashFirstTransactionStartLatest(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("%d of the %d records written after the group joined never reached the outputs (read_committed): %v",
 			len(missing), after, missing)
+	}
+}
+
+// gate_transaction_duration_seconds resolves a transaction as long as the timeout
+// (GATE_TRANSACTION_TIMEOUT, 90 s by default, up to 15 m), which the runbook tells an
+// operator to compare it with for slow_transaction recoveries: a duration past the
+// histogram's last finite bucket lands in +Inf only, and histogram_quantile then reports
+// that bucket's bound (16 s, before) whatever the transactions' length.
+func TestTransactionDurationBucketsReachTheTimeout(t *testing.T) {
+	for _, d := range []time.Duration{DefaultTransactionTimeout - time.Second, 15*time.Minute - time.Second} {
+		c := &Consumer{}
+		m, err := newMetrics(prometheus.NewRegistry(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.txnDuration.Observe(d.Seconds())
+		var pb dto.Metric
+		if err := m.txnDuration.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		var in float64 = math.Inf(1) // the bound of the first bucket holding it
+		for _, b := range pb.GetHistogram().GetBucket() {
+			if b.GetCumulativeCount() == 1 {
+				in = b.GetUpperBound()
+				break
+			}
+		}
+		if math.IsInf(in, 1) || in > 2*d.Seconds() {
+			t.Errorf("a %s transaction is in the bucket up to %v s; want a finite one within 2× of it", d, in)
+		}
 	}
 }

@@ -2,6 +2,10 @@ package tick
 
 import (
 	"context"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +124,50 @@ func TestFleetDivertsTeamOverLimit(t *testing.T) {
 		if allowed := f.step(t, "team", perTick(5)); allowed != 0 {
 			t.Fatalf("tick %d after diversion: %d allowed", i, allowed)
 		}
+	}
+}
+
+// docs/operations.md's metric reference names every command gate_limiter_redis_commands_total
+// counts, the fleet count's among them (every 5 s), so that an operator reading the
+// commands by command finds each series explained.
+func TestRedisCommandsDocumented(t *testing.T) {
+	f := newFleet(t, 1, limit.Cap, 6000)
+	g := f.gates[0]
+	g.tk.countFleet(context.Background(), f.now)
+	for range 3 {
+		f.step(t, "t1", 200) // over its limit: writes, reads and a hold flag
+	}
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for l := range strings.SplitSeq(string(doc), "\n") {
+		if strings.HasPrefix(l, "| `gate_limiter_redis_commands_total{command}`") {
+			row = l
+		}
+	}
+	if row == "" {
+		t.Fatal("docs/operations.md: no metric reference row for gate_limiter_redis_commands_total")
+	}
+	mfs, err := g.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, mf := range mfs {
+		if mf.GetName() != "gate_limiter_redis_commands_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			cmd := m.GetLabel()[0].GetValue()
+			seen = append(seen, cmd)
+			if !regexp.MustCompile(`\b` + cmd + `\b`).MatchString(row) {
+				t.Errorf("command=%q is counted but not named in docs/operations.md's row: %s", cmd, row)
+			}
+		}
+	}
+	if !slices.Contains(seen, "incrby") || !slices.Contains(seen, "mget") {
+		t.Errorf("commands counted: %v; want the fleet count's and the reads'", seen)
 	}
 }
