@@ -200,6 +200,11 @@ func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
 	defer h.mu.Unlock()
 	st := h.teams[r.Team]
 	if st == nil {
+		if l.lastSweep-last >= h.holdNs {
+			// The flag outlived its hold (a SET that reached the store late, a gate whose
+			// clock is behind): the next sweep would release the team at once.
+			return
+		}
 		st = &hold{since: since, lastOver: last, thr: thr, sweep: h.sweep}
 		h.teams[strings.Clone(r.Team)] = st // r.Team aliases the cache's table
 		if set, _ := setHeld(e); set {

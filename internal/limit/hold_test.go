@@ -167,3 +167,28 @@ func TestHoldAfterClockStepBack(t *testing.T) {
 		t.Errorf("under the release level for 15 s after the step back (hold 10 s): %+v, want released", d)
 	}
 }
+
+// TestHoldStaleFlagIgnored: a flag read after its hold is over (last time over a hold or
+// more ago: a SET that reached the store late, a gate whose clock is behind) does not hold
+// the team: the next sweep would release it at once, and in between its records would go
+// to overflow, two switches for nothing.
+func TestHoldStaleFlagIgnored(t *testing.T) {
+	b, _, breg := newTest(t, holdConfig())
+	b.CheckAt(at(20*time.Second), "team", 10)
+	r := mustRead(t, sweep(t, b, at(20*time.Second)), "team")
+	b.ApplyRead(r, 500, 0, at(20*time.Second))
+	b.CheckAt(at(21*time.Second), "team", 1)
+	r = mustRead(t, sweep(t, b, at(21*time.Second)), "team")
+	if !r.Hold {
+		t.Fatalf("read of a team at normal pressure: Hold false")
+	}
+	b.ApplyRead(r, 500, 0, at(21*time.Second))
+	// Held since 1 s, last over at 10 s: the hold (10 s) ended at 20 s.
+	b.ApplyHold(r, HoldFlag{Team: "team", Since: at(time.Second), LastOver: at(10 * time.Second), Threshold: 600})
+	if d := b.CheckAt(at(21500*time.Millisecond), "team", 0); d.Held {
+		t.Errorf("after a flag whose hold ended a second ago: %+v, want not held", d)
+	}
+	if got := metricValue(t, breg, "gate_limiter_divert_starts_total", map[string]string{"source": "fleet"}); got != 0 {
+		t.Errorf("divert starts (fleet) = %v, want 0", got)
+	}
+}
