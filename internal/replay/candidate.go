@@ -30,6 +30,8 @@ type Candidate struct {
 	wall     bool          // judged on the wall clock
 	every    time.Duration // how often its fleet ticks, in record time (NewEngine)
 	next     time.Time     // its next tick
+	delay    time.Duration // how long after a tick's writes its reads are made (NewEngine)
+	readAt   time.Time     // when the reads of the last tick are made; zero when made
 	idle     time.Duration // its limiters' longest idle timeout: a key unseen that long is in no cache
 	router   *route.Router
 	stores   []*store
@@ -165,10 +167,19 @@ func (c *Candidate) route(now time.Time, rec *kgo.Record) {
 	c.b.observe(now, &o)
 }
 
-// tick is the fleet's tick at now.
+// tick is the write phase of the fleet's tick at now: every count written, the reads
+// planned (read makes them).
 func (c *Candidate) tick(now time.Time) {
 	for _, s := range c.stores {
-		s.tick(now)
+		s.writePhase(now)
+	}
+}
+
+// read is the read phase of the fleet's last tick, at now: the reads its write phase
+// planned made and applied.
+func (c *Candidate) read(now time.Time) {
+	for _, s := range c.stores {
+		s.readPhase(now)
 	}
 }
 

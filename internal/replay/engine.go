@@ -59,6 +59,9 @@ func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 			c.idle = max(c.idle, s.l.Config().IdleTimeout)
 			timed = timed || s.l.DivertHold() > 0
 		}
+		// The gate's read delay (tick.Ticker's readDelay: a quarter of its interval, within
+		// half its tick timeout, 3/4 of the interval).
+		c.delay = tick / 4
 		switch {
 		case c.wall:
 			c.every = tick
@@ -122,6 +125,7 @@ func (e *Engine) RouteAt(rec *kgo.Record, at time.Time) {
 				e.err = err
 			}
 			c.next = t.Truncate(c.every).Add(c.every)
+			c.readAt = time.Time{}
 		}
 		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
 		e.broadcast(task{kind: taskStart, now: t})
@@ -183,19 +187,43 @@ func (e *Engine) advance(t time.Time) {
 		// every key has left their caches and a tick changes nothing a later one would
 		// not: the ticks of a long pause are skipped from there, to the record's.
 		quiet := c.next.Add(max(c.idle, 2*time.Second) + c.every + time.Second)
-		for !t.Before(c.next) {
+		for {
+			// Each tick is split as the gate's (tick.Ticker.Run): the counts written at
+			// the boundary, the views read a read delay later; a record routed between
+			// the two is judged on the views of the tick before, as at a gate.
+			if !c.readAt.IsZero() && !t.Before(c.readAt) && c.readAt.Before(c.next) {
+				e.read(i, c.readAt)
+				continue
+			}
+			if t.Before(c.next) {
+				break
+			}
 			at := c.next
 			if !at.Before(quiet) {
 				at = t
+			}
+			if !c.readAt.IsZero() {
+				e.read(i, at) // a write phase makes the reads planned before it first
 			}
 			if e.workers != nil {
 				e.broadcast(task{kind: taskTick, cand: i, now: at})
 			} else {
 				c.tick(at)
 			}
+			c.readAt = at.Add(c.delay)
 			c.next = at.Truncate(c.every).Add(c.every)
 		}
 	}
+}
+
+// read is candidate i's read phase at now.
+func (e *Engine) read(i int, now time.Time) {
+	if e.workers != nil {
+		e.broadcast(task{kind: taskRead, cand: i, now: now})
+	} else {
+		e.cands[i].read(now)
+	}
+	e.cands[i].readAt = time.Time{}
 }
 
 // Report ends the replay: the last minute sealed, and the report with each candidate's

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -10,10 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/faulttest"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // testConfig is the gate's configuration from vars (GATE_* settings).
@@ -319,4 +328,268 @@ rules:
 	if fmt.Sprint(r.Diff) != fmt.Sprint(want) {
 		t.Errorf("diff %+v, want %+v", r.Diff, want)
 	}
+}
+
+// diffTraffic is four minutes of four teams, a record every few hundred milliseconds:
+// calm (30 a minute), over (180 a minute against a limit of 100), burst (quiet, then 150
+// records in five seconds at 1m30s) and late (nothing for a minute and a half, then 60 a
+// minute), and no record at all from 2m to 3m (a pause), when over comes back.
+func diffTraffic() []*kgo.Record {
+	var recs []*kgo.Record
+	add := func(team string, from, to time.Duration, n int) {
+		for i := range n {
+			at := from + time.Duration(i)*(to-from)/time.Duration(n)
+			if at >= 2*time.Minute && at < 3*time.Minute {
+				continue // the pause
+			}
+			recs = append(recs, event(team, "u1", at))
+		}
+	}
+	add("calm", 0, 4*time.Minute, 120)
+	add("over", 0, 4*time.Minute, 720)
+	add("burst", 0, 90*time.Second, 15)
+	add("burst", 90*time.Second, 95*time.Second, 150)
+	add("late", 90*time.Second, 4*time.Minute, 150)
+	for _, r := range recs {
+		r.Timestamp = r.Timestamp.Truncate(time.Millisecond)
+		var v struct {
+			Team string `json:"team_id"`
+		}
+		_ = json.Unmarshal(r.Value, &v)
+		r.Key = []byte(v.Team)
+	}
+	slices.SortStableFunc(recs, func(a, b *kgo.Record) int { return a.Timestamp.Compare(b.Timestamp) })
+	return recs
+}
+
+type recID struct {
+	p int32
+	o int64
+}
+
+// liveGate is one gate with rules as internal/gate builds it (each rule's limiters from
+// cfg.RuleLimitConfigs, unchanged; the tick syncing them through a real Redis; the router
+// from route.NewRules), on a fake clock that the records' times drive: it ticks at every
+// multiple of the tick interval, writes at the boundary and reads a quarter interval
+// later, as tick.Ticker.Run does.
+type liveGate struct {
+	clk    *clock.Fake
+	tk     *tick.Ticker
+	router *route.Router
+	every  time.Duration
+	next   time.Time
+	readAt time.Time // a read phase pending at this time (zero: none)
+	sc     route.Scratch
+	out    kgo.Record
+}
+
+// TestReplayDecidesAsALiveGate: records read from a topic and replayed with a rules file
+// go where a gate with those rules sends them, record by record. The gate is built as
+// internal/gate builds one (unchanged limiter configs, tick.Ticker on a real Redis,
+// route.NewRules), on a fake clock the record times drive, its tick split as Run's.
+// What docs/rules.md says replay does not replay is kept out of the traffic: no live
+// overrides, no lag (the gate routes each record at its record time), one user per team
+// (a per-user rule's sketch of quiet keys is not replayed), one gate (a fleet's other
+// gates are what its Redis reads add). Any difference left is replay's.
+func TestReplayDecidesAsALiveGate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		yaml string
+	}{
+		{"overflow", map[string]string{"GATE_LIMIT_MODE": "divert", "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100"}, `
+rules:
+- name: team
+  key: json:team_id
+  limits: [1m:100]
+  action: overflow
+`},
+		{"no hold, two limits", map[string]string{"GATE_LIMIT_MODE": "divert", "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_DIVERT_HOLD": "0"}, `
+rules:
+- name: team
+  key: json:team_id
+  limits: [10s:25, 1m:100]
+  action: overflow
+`},
+		{"cap", map[string]string{"GATE_LIMIT_MODE": "cap", "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100"}, `
+rules:
+- name: team
+  key: json:team_id
+  limits: [1m:100]
+  action: overflow
+`},
+		{"user and team", map[string]string{"GATE_LIMIT_MODE": "divert", "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100"}, `
+rules:
+- name: user
+  key: json:team_id+distinct_id
+  limits: [1m:60]
+  action: overflow
+- name: team
+  key: json:team_id
+  limits: [30s:70]
+  action: overflow
+`},
+		{"event clock", map[string]string{"GATE_LIMIT_MODE": "divert", "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_CLOCK": "event", "GATE_DIVERT_HOLD": "0"}, `
+rules:
+- name: team
+  key: json:team_id
+  limits: [1m:100]
+  action: overflow
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { replayVersusLive(t, tc.vars, tc.yaml) })
+	}
+}
+
+func replayVersusLive(t *testing.T, vars map[string]string, yaml string) {
+	srv := redistest.Start(t)
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(3, "events"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	if err := cl.ProduceSync(t.Context(), diffTraffic()...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := testConfig(t, vars)
+	set := testRules(t, cfg, yaml)
+
+	// (a) gate replay.
+	cand, err := NewCandidate("candidate", cfg, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(cfg.TickInterval, cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type routed struct {
+		id    recID
+		at    time.Time
+		rec   *kgo.Record
+		topic string
+	}
+	var got []routed
+	if _, err := Read(t.Context(), Range{Topic: "events"}, func(rec *kgo.Record, at time.Time) {
+		e.RouteAt(rec, at)
+		got = append(got, routed{recID{rec.Partition, rec.Offset}, at, rec, cand.out.Topic})
+	}, nil, kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.Report(10)
+
+	// (b) a live gate, fed the same records in the same order at the same times.
+	first := got[0].at
+	clk := clock.NewFake(first.Add(-time.Hour).Truncate(time.Second))
+	var tlims []tick.Limit
+	var rrs []route.Rule
+	for _, r := range set.Rules {
+		var lims []*limit.Limiter
+		for i, lc := range cfg.RuleLimitConfigs(r) {
+			l, err := limit.New(lc, clk, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lims = append(lims, l)
+			tlims = append(tlims, tick.Limit{Lim: l, KeyPrefix: cfg.RuleKeyPrefix(r.Name, i, lc.Window)})
+		}
+		rrs = append(rrs, config.RouteRule(r, lims))
+	}
+	rc, err := tick.Dial([]string{srv.URL()}, tick.RedisOptions{ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, DialTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rc[0].Close() })
+	scfg := cfg.SyncConfig()
+	scfg.Writer = "live"
+	tk, err := tick.NewMulti(tlims, []redis.UniversalClient{rc[0]}, scfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := route.NewRules(cfg.RouteConfig(), rrs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &liveGate{clk: clk, tk: tk, router: router, every: cfg.TickInterval}
+	g.next = first.Truncate(g.every).Add(g.every)
+	ctx := context.Background()
+	advance := func(to time.Time) {
+		for {
+			// The next event of the tick: a pending read phase, or the next write phase.
+			if !g.readAt.IsZero() && !to.Before(g.readAt) {
+				clk.Set(g.readAt)
+				g.tk.ReadPhase(ctx)
+				g.readAt = time.Time{}
+				continue
+			}
+			if !to.Before(g.next) && g.readAt.IsZero() {
+				clk.Set(g.next)
+				g.tk.WritePhase(ctx)
+				g.readAt = g.next.Add(g.every / 4) // tick.Ticker.Run's read delay
+				g.next = g.next.Add(g.every)
+				continue
+			}
+			break
+		}
+		if to.After(clk.Now()) {
+			clk.Set(to)
+		}
+	}
+
+	type counts struct{ accepted, limited int }
+	replayTeams, liveTeams := map[string]*counts{}, map[string]*counts{}
+	count := func(m map[string]*counts, rec *kgo.Record, topic string) {
+		var v struct {
+			Team string `json:"team_id"`
+		}
+		_ = json.Unmarshal(rec.Value, &v)
+		if m[v.Team] == nil {
+			m[v.Team] = &counts{}
+		}
+		if topic != cfg.AcceptedTopic {
+			m[v.Team].limited++
+		} else {
+			m[v.Team].accepted++
+		}
+	}
+	var diffs []string
+	for _, r := range got {
+		advance(r.at)
+		g.router.RouteInto(clk.Now(), r.rec, &g.sc, &g.out)
+		count(replayTeams, r.rec, r.topic)
+		count(liveTeams, r.rec, g.out.Topic)
+		if g.out.Topic != r.topic {
+			diffs = append(diffs, fmt.Sprintf("%s p%d@%d at %s: replay %s, live %s", r.rec.Key, r.id.p, r.id.o, r.at.Sub(start), r.topic, g.out.Topic))
+		}
+	}
+	for team, l := range liveTeams {
+		t.Logf("%s: live %+v, replay %+v", team, *l, *replayTeams[team])
+	}
+	if len(diffs) > 0 {
+		t.Errorf("%d records routed differently:\n%s", len(diffs), joinFirst(diffs, 30))
+	}
+	if liveTeams["over"].limited == 0 {
+		t.Errorf("the traffic does not test what it should: %+v %+v", *liveTeams["over"], *liveTeams["calm"])
+	}
+	var limited int64
+	for _, n := range liveTeams {
+		limited += int64(n.limited)
+	}
+	if got := rep.Candidates[0].Total.Limited; got != limited {
+		t.Errorf("replay's report: %d records limited, the live gate limited %d", got, limited)
+	}
+}
+
+func joinFirst(s []string, n int) string {
+	out := ""
+	for i, l := range s {
+		if i == n {
+			out += fmt.Sprintf("... and %d more\n", len(s)-n)
+			break
+		}
+		out += l + "\n"
+	}
+	return out
 }

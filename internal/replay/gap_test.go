@@ -11,8 +11,8 @@ import (
 
 // asAGate routes recs through a candidate of cfg's limits as a gate routes them: each at
 // its own time, its fleet ticking at every multiple of GATE_TICK_INTERVAL (a candidate on
-// the event clock, of its own interval), whether records come or not. It returns the
-// records limited.
+// the event clock, of its own interval), whether records come or not, writing at the
+// boundary and reading the read delay later. It returns the records limited.
 func asAGate(t *testing.T, cfg config.Config, recs []*kgo.Record) int64 {
 	t.Helper()
 	c, err := NewCandidate("gate", cfg, nil)
@@ -27,9 +27,19 @@ func asAGate(t *testing.T, cfg config.Config, recs []*kgo.Record) int64 {
 		t.Fatal(err)
 	}
 	next := first.Truncate(c.every).Add(c.every)
+	var readAt time.Time
 	for _, r := range recs {
-		for !r.Timestamp.Before(next) {
+		for {
+			if !readAt.IsZero() && !r.Timestamp.Before(readAt) {
+				c.read(readAt)
+				readAt = time.Time{}
+				continue
+			}
+			if r.Timestamp.Before(next) {
+				break
+			}
 			c.tick(next)
+			readAt = next.Add(c.delay)
 			next = next.Add(c.every)
 		}
 		c.route(r.Timestamp, r)

@@ -40,7 +40,8 @@ type taskKind uint8
 const (
 	taskRecord taskKind = iota
 	taskStart
-	taskTick // one candidate's tick (task.cand)
+	taskTick // one candidate's tick (task.cand): its write phase
+	taskRead // one candidate's read phase (task.cand)
 	taskSeal
 )
 
@@ -108,6 +109,8 @@ func (w *worker) run() {
 				}
 			case taskTick:
 				w.cands[t.cand].tick(t.now)
+			case taskRead:
+				w.cands[t.cand].read(t.now)
 			case taskSeal:
 				for _, c := range w.cands {
 					c.seal()

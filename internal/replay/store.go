@@ -36,12 +36,16 @@ func newStore(l *limit.Limiter) *store {
 		profiles: map[string]spike.Profile{}, hold: l.DivertHold()}
 }
 
-// tick is the tick's work at now: sweep, write the counts, set the hold flags, apply
-// the reads with their flags and profiles, keep the profiles folded, and forget the
-// windows no record may count in any more.
-func (s *store) tick(now time.Time) {
+// writePhase is the first half of the tick's work at now: sweep, write the counts, set
+// the hold flags. readPhase, the tick's read delay later, applies the reads with their
+// flags and profiles, keeps the profiles folded, and forgets the windows no record may
+// count in any more.
+func (s *store) writePhase(now time.Time) {
 	s.l.Sweep(now, &s.sw)
 	s.write(now)
+}
+
+func (s *store) readPhase(now time.Time) {
 	s.read(now)
 	s.forget(now)
 }
