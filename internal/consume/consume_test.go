@@ -380,30 +380,12 @@ func TestRecordTooLargeGoesToDeadLetter(t *testing.T) {
 // first written (the replayed one's header, as a dead letter with its value keeps it).
 func TestStrippedDeadLetterKeepsOriginalTimestamp(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, 1)
-	env.ccfg.MaxMessageBytes = 4096
-	g := env.start(t, "a")
-
 	big := inputRecord(1, "team-big")
 	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
 	big.Headers = append(big.Headers,
 		kgo.RecordHeader{Key: HeaderOriginalTimestamp, Value: []byte("1600000000000")},
 		kgo.RecordHeader{Key: "pad", Value: bytes.Repeat([]byte{'h'}, 2000)}) // over a quarter of 4096: dropped
-	produceAll(t, producer(t, env.cluster), []*kgo.Record{big})
-
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(dlqTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var r *kgo.Record
-	for r == nil && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { r = rec })
-	}
-	g.stop(t)
+	r := firstDeadLetter(t, 4096, big)
 	if r == nil {
 		t.Fatal("no dead letter")
 	}
@@ -424,35 +406,41 @@ func TestStrippedDeadLetterKeepsOriginalTimestamp(t *testing.T) {
 // (GATE_ON_UNDELIVERABLE=stop, the default).
 func TestStrippedDeadLetterHugeOriginalTimestamp(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, 1)
-	env.ccfg.MaxMessageBytes = 4096
-	g := env.start(t, "a")
-
 	big := inputRecord(1, "team-big")
 	big.Timestamp = time.UnixMilli(1_700_000_000_000)
 	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
 	big.Headers = append(big.Headers, kgo.RecordHeader{Key: HeaderOriginalTimestamp, Value: bytes.Repeat([]byte{'9'}, 5000)})
-	produceAll(t, producer(t, env.cluster), []*kgo.Record{big})
-
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(dlqTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var r *kgo.Record
-	for r == nil && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { r = rec })
-	}
-	g.stop(t)
+	r := firstDeadLetter(t, 4096, big)
 	if r == nil {
 		t.Fatal("no dead letter: the stripped one kept the input's 5000-byte gate-original-timestamp and was refused")
 	}
 	if got := header(r, HeaderOriginalTimestamp); got != "1700000000000" {
 		t.Errorf("%s = %.40q, want the input's timestamp 1700000000000", HeaderOriginalTimestamp, got)
 	}
+}
+
+// firstDeadLetter runs a gate of GATE_KAFKA_MAX_MESSAGE_BYTES maxBytes over in and
+// returns the first record on the dead-letter topic, nil when none came within 20 s.
+func firstDeadLetter(t *testing.T, maxBytes int32, in *kgo.Record) *kgo.Record {
+	t.Helper()
+	env := newEnv(t, 1)
+	env.ccfg.MaxMessageBytes = maxBytes
+	g := env.start(t, "a")
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{in})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(dlqTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var r *kgo.Record
+	for r == nil && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { r = rec })
+	}
+	g.stop(t)
+	return r
 }
 
 // TestConfigDefaultsAndErrors checks the zero values take the defaults and that missing
