@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -218,16 +219,38 @@ func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
 	divergeAt40(t, env, g, prod)
 	stop() // the input goes quiet: the transaction ends
 	spy := g.c.router.(*spyRouter)
-	waitFor(t, 60*time.Second, "offsets 40..49 read again and partition 0 committed to its end", func() bool {
+	// What was seen, for a failure's message: how often each of 40..49 was routed, and
+	// partition 0's commit.
+	state := func() string {
 		spy.mu.Lock()
 		defer spy.mu.Unlock()
+		seen := make([]int, 0, 10)
 		for id := 40; id < 50; id++ {
-			if spy.ids[id] < 2 {
-				return false
-			}
+			seen = append(seen, spy.ids[id])
 		}
-		return env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 90
-	})
+		return fmt.Sprintf("ids 40..49 routed %v times, partition 0 committed at %d, lost %v", seen,
+			env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset, lostMetric(t, g.reg, 0, "broker"))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		done := func() bool {
+			spy.mu.Lock()
+			defer spy.mu.Unlock()
+			for id := 40; id < 50; id++ {
+				if spy.ids[id] < 2 {
+					return false
+				}
+			}
+			return true
+		}() && env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 90
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offsets 40..49 not read again, or partition 0 not committed to its end (90), after 60s: %s", state())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if got := lostMetric(t, g.reg, 0, "broker"); got != 40 {
 		t.Errorf("gate_records_lost_total{cause=broker} = %v, want 40 (offsets 40..79, once)", got)
 	}
