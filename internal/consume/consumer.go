@@ -611,9 +611,7 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 	defer c.outstanding.Add(-1)
 	f := (*failed)(unsafe.Pointer(r))
 	if err == nil {
-		if c.produceBlocked.Load() {
-			c.produceRecovered(r.Topic)
-		}
+		c.producedOK(r.Topic)
 		retried := f.attempts > 0
 		c.ackBatch(f.b, 1) // f may be reused from here on
 		if retried {

@@ -327,9 +327,7 @@ func (c *Consumer) pollContext(ctx context.Context) (context.Context, context.Ca
 func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 	r := (*outcomeRow)(unsafe.Pointer(rec))
 	if err == nil {
-		if c.produceBlocked.Load() {
-			c.produceRecovered(rec.Topic)
-		}
+		c.producedOK(rec.Topic)
 		c.out.retries.mu.Lock()
 		c.out.retries.attempts = 0
 		c.out.retries.mu.Unlock()
@@ -480,8 +478,8 @@ func (c *Consumer) sealTxn() {
 // onOutcomeProducedTxn is the promise of a row in a transaction: a failure aborts the
 // transaction, whose records are routed again (and counted in new rows).
 func (c *Consumer) onOutcomeProducedTxn(rec *kgo.Record, err error) {
-	if err == nil && c.produceBlocked.Load() {
-		c.produceRecovered(rec.Topic)
+	if err == nil {
+		c.producedOK(rec.Topic)
 	}
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {

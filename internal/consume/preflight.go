@@ -315,6 +315,15 @@ func (c *Consumer) produceProblem(topic string, err error) {
 }
 
 // produceRecovered clears a produce problem on topic once a record is acknowledged there.
+// producedOK is every produce promise's on success: one atomic load unless a produce
+// problem is recorded, then its topic's cleared (produceRecovered). Both deliveries'
+// record and outcome-row promises call it, so a problem clears whichever wrote.
+func (c *Consumer) producedOK(topic string) {
+	if c.produceBlocked.Load() {
+		c.produceRecovered(topic)
+	}
+}
+
 func (c *Consumer) produceRecovered(topic string) {
 	if c.problems.clear(func(k string) bool { return k == "produce/"+topic || k == problemTxnTimeout }) {
 		c.log.Info("kafka: producing works again", "topic", topic)

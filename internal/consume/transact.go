@@ -958,8 +958,8 @@ func (c *Consumer) produceAlone(f *failed) {
 func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 	f := (*failed)(unsafe.Pointer(r))
 	b := f.b
-	if err == nil && c.produceBlocked.Load() {
-		c.produceRecovered(r.Topic)
+	if err == nil {
+		c.producedOK(r.Topic)
 	}
 	if errors.Is(err, context.Canceled) {
 		// Failed because the routing context ended (a revoke or loss, or the end of the
