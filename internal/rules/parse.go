@@ -100,18 +100,26 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		return nil, p.result()
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var first, second yaml.Node
+	var first yaml.Node
 	if dec.Decode(&first) == nil {
-		// A second document (after ---) would be read by no one: refused, not ignored.
-		err := dec.Decode(&second)
-		switch {
-		case err == nil && len(second.Content) > 0 && second.Content[0].Tag != "!!null":
-			p.bad(second.Content[0], "(top)", "a second YAML document: want one, a mapping with one key, rules:")
-			return nil, p.result()
-		case err != nil && !errors.Is(err, io.EOF):
-			msg, line := yamlMessage(err)
-			p.errs = append(p.errs, &Problem{File: file, Line: max(line, 1), Col: 1, Msg: "a second YAML document: " + msg})
-			return nil, p.result()
+		// A further document (after ---) would be read by no one: refused, not ignored,
+		// whichever it is (empty ones between, "---\n---\nrules: ...", included).
+		for {
+			var more yaml.Node
+			err := dec.Decode(&more)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err == nil && len(more.Content) > 0 && more.Content[0].Tag != "!!null" {
+				p.bad(more.Content[0], "(top)", "a second YAML document: want one, a mapping with one key, rules:")
+				return nil, p.result()
+			}
+			if err != nil {
+				sp := syntaxProblem(file, data, err)
+				sp.Msg = "a second YAML document: " + sp.Msg
+				p.errs = append(p.errs, sp)
+				return nil, p.result()
+			}
 		}
 	}
 	if len(doc.Content) == 0 {

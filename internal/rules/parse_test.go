@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -386,6 +387,44 @@ func TestSecondDocumentRefused(t *testing.T) {
 	y := "rules:\n  - name: a\n    key: json:t\n    limits: [1m:10]\n---\nrules:\n  - name: b\n    key: json:u\n    limits: [1m:10]\n"
 	if s, err := Parse("f.yaml", []byte(y), Options{MinWindow: time.Second}); err == nil {
 		t.Errorf("accepted with %d rule(s) (%s): the second document's rule b is silently ignored", len(s.Rules), s.Rules[0].Name)
+	}
+}
+
+// Every document after the first is refused, not only the second: an empty one between
+// (a stray ---) hid a third document's rules, and a syntax error in a later document is
+// reported at its own line, not at the line the library names (the flow's opening line,
+// 0-based: the --- before it).
+func TestFurtherDocumentsRefused(t *testing.T) {
+	const a = "rules:\n  - name: a\n    key: json:t\n    limits: [1m:10]\n"
+	for _, c := range []struct{ name, yaml, want string }{
+		{"a third document after an empty second", a + "---\n---\nrules:\n  - name: b\n    key: json:u\n    limits: [1m:10]\n",
+			"f.yaml:7:1: (top): a second YAML document"},
+		{"a third document after a null second", a + "--- ~\n---\nrules: []\n", "f.yaml:7:1: (top): a second YAML document"},
+		{"a syntax error in the second document", a + "---\nrules: [\n  a,\n  b: c: d\n", "f.yaml:8:1: a second YAML document: did not find expected ',' or ']'"},
+	} {
+		s, err := Parse("f.yaml", []byte(c.yaml), Options{MinWindow: time.Second})
+		if err == nil {
+			t.Errorf("%s: accepted with %d rule(s): the later document is silently ignored", c.name, len(s.Rules))
+		} else if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %s", c.name, err, c.want)
+		}
+	}
+}
+
+// Only what aliases bring counts toward maxExpanded: a file without an alias, its match
+// list of 70,000 teams, is no "billion laughs".
+func TestParseLongListWithoutAliases(t *testing.T) {
+	vals := make([]string, 70000)
+	for i := range vals {
+		vals[i] = strconv.Itoa(i)
+	}
+	y := "rules:\n  - name: a\n    key: json:t\n    limits: [1m:10]\n    match: [{field: json:team_id, not_in: [" + strings.Join(vals, ", ") + "]}]\n"
+	s, err := Parse("f.yaml", []byte(y), Options{})
+	if err != nil {
+		t.Fatalf("a match list of 70000 values, no alias: %.300v", err)
+	}
+	if got := len(s.Rules[0].Match[0].Values); got != len(vals) {
+		t.Errorf("%d values, want %d", got, len(vals))
 	}
 }
 

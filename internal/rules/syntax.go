@@ -79,12 +79,17 @@ func syntaxLine(data []byte, msg string) int {
 		}
 		// A cut the parser fails in early costs what it read, not its length.
 		r.b = data[:cut]
-		var n yaml.Node
-		err := yaml.NewDecoder(r).Decode(&n)
+		// Every document of the cut: the error may be in a later one than the first.
+		dec := yaml.NewDecoder(r)
+		var err error
+		for err == nil {
+			var n yaml.Node
+			err = dec.Decode(&n)
+		}
 		if r.n > syntaxSearchBytes {
 			return 0
 		}
-		if err == nil || errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) {
 			return i + 2
 		}
 		if m, _ := yamlMessage(err); m != msg {
