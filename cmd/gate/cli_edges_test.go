@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"path/filepath"
@@ -124,6 +125,24 @@ func TestReplayHTMLUnwritableFailsFirst(t *testing.T) {
 	err := run(t.Context(), []string{"replay", "-from", "1h", "-html", html}, testHost(env), &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), html) || strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("gate replay -html %s: %v; want an error naming the page file, before any broker is dialled", html, err)
+	}
+}
+
+// gate replay -html DIR, an existing directory (or a name ending in '/'), fails before
+// it reads anything too: the page's temporary file was made beside it, so the replay ran
+// and only the last rename failed, the text report never printed.
+func TestReplayHTMLDirectoryFailsFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1"}
+	for _, html := range []string{dir, dir + "/"} {
+		var stdout, stderr bytes.Buffer
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err := run(ctx, []string{"replay", "-from", "1h", "-html", html}, testHost(env), &stdout, &stderr)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), html) || strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Errorf("gate replay -html %s: %v; want an error naming the page file, before any broker is dialled", html, err)
+		}
 	}
 }
 

@@ -159,6 +159,11 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	// written, a file there before kept until then.
 	var page *os.File
 	if o.html != "" {
+		// A directory cannot take the page's name at the end (the rename fails there, the
+		// replay done and its report lost): refused now, as an unwritable directory is.
+		if fi, err := os.Stat(o.html); err == nil && fi.IsDir() {
+			return fmt.Errorf("writing the report page %s: it is a directory", o.html)
+		}
 		if page, err = os.CreateTemp(filepath.Dir(o.html), "."+filepath.Base(o.html)+".*"); err != nil {
 			return fmt.Errorf("writing the report page %s: %w", o.html, err)
 		}
