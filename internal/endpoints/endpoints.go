@@ -52,12 +52,15 @@ func ForGate(cfg config.Config, g *gate.Gate, log *slog.Logger) (*http.ServeMux,
 // to log at warn. ReadTimeout bounds a request's body as ReadHeaderTimeout its headers:
 // the endpoints read none, and the server discards one (unbounded without a deadline)
 // before it answers, so a client announcing a body it never sends would hold its
-// connection and goroutine forever.
+// connection and goroutine forever. WriteTimeout bounds the answer likewise: a client
+// that reads none of an answer larger than the sockets' buffers (a large /metrics, a
+// ?top=1000) would hold the handler's goroutine, blocked in its write, forever.
 func NewServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
 		IdleTimeout:       time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

@@ -99,3 +99,47 @@ func TestServerBoundsASlowRequestBody(t *testing.T) {
 		t.Fatalf("after %s the server still holds the connection of a request whose body never comes (no ReadTimeout)", time.Since(start).Round(time.Second))
 	}
 }
+
+// TestServerBoundsASlowReader: a client that asks for an answer larger than the sockets'
+// buffers (a large /metrics) and never reads it must not hold a connection, and the
+// goroutine writing to it, forever: the server gives up on the write within a bound and
+// closes the connection.
+func TestServerBoundsASlowReader(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	big := prometheus.NewGauge(prometheus.GaugeOpts{Name: "big", Help: "h", ConstLabels: prometheus.Labels{"l": strings.Repeat("x", 32<<20)}})
+	reg.MustRegister(big)
+	r := &Readiness{kafka: func() []string { return nil }}
+	r.ok.Store(true)
+	srv := NewServer(NewMux(reg, r, nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	closed := make(chan struct{})
+	var once sync.Once
+	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			once.Do(func() { close(closed) })
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	// The request, then nothing read of the answer.
+	if _, err := io.WriteString(conn, "GET /metrics HTTP/1.1\r\nHost: gate\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 20 * time.Second
+	start := time.Now()
+	select {
+	case <-closed:
+	case <-time.After(bound):
+		t.Fatalf("after %s the server still holds the connection of a client that reads nothing of its answer (no WriteTimeout)", time.Since(start).Round(time.Second))
+	}
+}

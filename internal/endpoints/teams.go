@@ -251,9 +251,15 @@ func (a *TeamAPI) top(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "query " + strconv.Quote(r.URL.RawQuery) + ": " + err.Error()})
 		return
 	}
-	if v := q.Get("top"); v != "" {
+	// A top given empty (?top=, a dashboard's unset variable) or more than once is refused
+	// as a bad one is, not answered with the default or the first of them.
+	if vs, ok := q["top"]; ok {
 		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > MaxTop {
+		if len(vs) != 1 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "top given " + strconv.Itoa(len(vs)) + " times: give it once"})
+			return
+		}
+		if n, err = strconv.Atoi(vs[0]); err != nil || n < 1 || n > MaxTop {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "top must be a whole number from 1 to " + strconv.Itoa(MaxTop)})
 			return
 		}

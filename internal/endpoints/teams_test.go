@@ -78,7 +78,8 @@ func TestTeamAPI(t *testing.T) {
 	var e map[string]string
 	// A top the query's syntax loses (a bad escape, a ';') is refused too, not taken
 	// for no top at all and answered with the default 20.
-	for _, bad := range []string{"0", "-1", "x", fmt.Sprint(MaxTop + 1), "%ZZ", "1;2", "1%"} {
+	// So is a top given empty or twice, not answered with the default or the first.
+	for _, bad := range []string{"0", "-1", "x", fmt.Sprint(MaxTop + 1), "%ZZ", "1;2", "1%", "", "1&top=5000"} {
 		if code := get("/v1/teams?top="+bad, &e); code != http.StatusBadRequest || e["error"] == "" {
 			t.Errorf("top=%s: %d %v", bad, code, e)
 		}
