@@ -102,3 +102,43 @@ func TestDropRuleNeedsOutcomes(t *testing.T) {
 		t.Errorf("outcomes env: %v", env)
 	}
 }
+
+// A rule's track, max_keys and on_cardinality (docs/rules.md), which the runbook's "Team
+// rotating identities" (GateTeamRotatingIdentities) says to change, are values the chart
+// takes and renders into the rules file as given, and the gate accepts the file.
+func TestRuleCardinalityFields(t *testing.T) {
+	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, `
+rules:
+  - {name: team-user, key: json:team_id+distinct_id, limits: ['1m:5000'], max_keys: 20000, on_cardinality: tag}
+  - {name: team-user-all, key: json:team_id+distinct_id, limits: ['1m:5000'], max_keys: 0}
+  - {name: team, key: json:team_id, limits: ['1m:100000'], track: above_floor}
+`))
+	objs := renderObjects(t, vals)
+	if len(objs.typed["ConfigMap"]) != 1 {
+		t.Fatalf("%d ConfigMaps", len(objs.typed["ConfigMap"]))
+	}
+	body := objs.typed["ConfigMap"][0].(*corev1.ConfigMap).Data["rules.yaml"]
+	for _, want := range []string{"max_keys: 20000", "on_cardinality: tag", "max_keys: 0", "track: above_floor"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("rules file lacks %q:\n%s", want, body)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "run", "./cmd/gate", "rules", "check", path)
+	cmd.Dir = filepath.Join("..", "..")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GATE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gate rules check of the rendered file: %v\n%s\nfile:\n%s", err, out, body)
+	}
+	if !strings.Contains(string(out), "a team with more than 20000 keys a window: on_cardinality tag") {
+		t.Errorf("gate rules check output lacks team-user's max_keys and on_cardinality:\n%s", out)
+	}
+}
