@@ -484,6 +484,9 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_PRODUCE_RETRIES", value: "-1", want: "at least 0"},
 		{key: "GATE_MAX_BUFFERED_RECORDS", value: "-1", want: "at least 1"},
 		{key: "GATE_MAX_BUFFERED_BYTES", value: "1000", want: "at least 1048576"},
+		{key: "GATE_MAX_BUFFERED_BYTES", value: "1048576", env: map[string]string{"GATE_KAFKA_MAX_MESSAGE_BYTES": "10485760"},
+			want: "at least GATE_KAFKA_MAX_MESSAGE_BYTES (10485760) less a record batch's 61-byte header"},
+		{key: "GATE_KAFKA_CLIENT_ID", value: strings.Repeat("x", 248), want: "a client id of at most 247 bytes"},
 		{key: "GATE_KAFKA_MAX_MESSAGE_BYTES", value: "100", want: "from 1024"},
 		{key: "GATE_KAFKA_MAX_MESSAGE_BYTES", value: "3000000000", want: "whole number"},
 		{key: "GATE_REVOKE_TIMEOUT", value: "0s", want: "above zero"},
@@ -932,6 +935,8 @@ func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
 		{"GATE_THRESHOLD": "1", "GATE_SYNC_FLOOR": "0.0999", "GATE_PENDING_READ_SHARE": "1"},
 		{"GATE_THRESHOLD": strconv.FormatInt(limit.MaxThreshold, 10), "GATE_CACHE_CAPACITY": "1"},
 		{"GATE_KEYS_PER_COMMAND": "2", "GATE_KEYS_PER_TICK": "2", "GATE_MAX_PENDING_WRITES": "1", "GATE_MAX_READS_PER_TICK": "1", "GATE_OVERRIDES_MAX_ENTRIES": "1"},
+		// GATE_MAX_EVENT_AGE is the event clock's: under the wall clock it bounds nothing.
+		{"GATE_WINDOW": "1s", "GATE_TICK_INTERVAL": "500ms", "GATE_MAX_EVENT_AGE": "720h"},
 	} {
 		c, err := loadMap(env)
 		if err != nil {
@@ -970,6 +975,9 @@ func TestAcceptedKafkaConfigIsAcceptedByClient(t *testing.T) {
 		{"GATE_KAFKA_MAX_MESSAGE_BYTES": "1024"},
 		{"GATE_KAFKA_MAX_MESSAGE_BYTES": "104857600"},
 		{"GATE_KAFKA_REBALANCE_TIMEOUT": "100ms", "GATE_REVOKE_TIMEOUT": "10ms"},
+		{"GATE_KAFKA_CLIENT_ID": strings.Repeat("x", 247)},
+		{"GATE_MAX_BUFFERED_BYTES": "1048576"},
+		{"GATE_MAX_BUFFERED_BYTES": "104857539", "GATE_KAFKA_MAX_MESSAGE_BYTES": "104857600"},
 	} {
 		c, err := loadMap(env)
 		if err != nil {

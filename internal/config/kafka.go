@@ -39,14 +39,14 @@ type Kafka struct {
 	CommitInterval        time.Duration   `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"How often offsets acknowledged on the output topics are committed (default 1s); a crash replays at most about this much traffic, and shorter means more commit requests."`
 	ProduceRetries        int             `envconfig:"PRODUCE_RETRIES" default:"0" desc:"Tries the client makes for an output record a broker failed with a retriable error before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it; 0 for no bound, the client retrying in order until the record is written (default 0); a bound shows broker errors sooner in gate_produce_errors_total but can reorder a key's records, a broker failing for long shows in gate_stalled_seconds either way."`
 	MaxBufferedRecords    int             `envconfig:"MAX_BUFFERED_RECORDS" default:"50000" desc:"Most output records waiting for the broker's acknowledgement; routing blocks when reached, so a slow broker slows consumption instead of growing memory (default 50000)."`
-	MaxBufferedBytes      int             `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB)."`
+	MaxBufferedBytes      int             `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB); at least 1048576 and GATE_KAFKA_MAX_MESSAGE_BYTES less 61 (a record batch's header), as the client refuses a record larger than it."`
 	KafkaMaxMessageBytes  int32           `envconfig:"KAFKA_MAX_MESSAGE_BYTES" default:"1048588" desc:"Largest record batch the producer sends, as the brokers' message.max.bytes (default 1048588); a record larger than the output topic takes goes to dead letter, without its value if it is too large for that topic too."`
 	RevokeTimeout         time.Duration   `envconfig:"REVOKE_TIMEOUT" default:"10s" desc:"Longest a revoked partition's in-flight records are awaited before what is acknowledged is committed and the rest left to the next owner (default 10s); keep it well under the group's rebalance timeout (60s)."`
 	ShutdownTimeout       time.Duration   `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"Longest a shutdown waits for in-flight records before committing what is acknowledged and leaving the group (default 20s); keep the pod's terminationGracePeriodSeconds above the whole shutdown, logged at start as shutdown_bound: this + 2 x GATE_REVOKE_TIMEOUT + 10s (50s by default)."`
 	KafkaSessionTimeout   time.Duration   `envconfig:"KAFKA_SESSION_TIMEOUT" default:"45s" desc:"How long the group waits without a heartbeat before it gives a gate's partitions to the others (default 45s); shorter moves a crashed gate's partitions sooner, too short evicts gates that pause (GC, slow node)."`
 	KafkaRebalanceTimeout time.Duration   `envconfig:"KAFKA_REBALANCE_TIMEOUT" default:"60s" desc:"How long a rebalance waits for every member to rejoin, which includes a revoked partition's drain (default 60s); keep it above GATE_REVOKE_TIMEOUT."`
 	KafkaFetchMaxWait     time.Duration   `envconfig:"KAFKA_FETCH_MAX_WAIT" default:"500ms" desc:"Longest a fetch waits at the broker for new records when a partition is idle (default 500ms); it only matters for quiet topics, shorter lowering their latency for more fetch requests."`
-	KafkaClientID         string          `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas (default capture-gate)."`
+	KafkaClientID         string          `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas, at most 247 bytes (default capture-gate)."`
 	KafkaTLS              bool            `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any GATE_KAFKA_TLS_* file."`
 	KafkaTLSCAFile        string          `envconfig:"KAFKA_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the brokers' certificates (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
 	KafkaTLSCertFile      string          `envconfig:"KAFKA_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS, with GATE_KAFKA_TLS_KEY_FILE (default none); the files are read again when they change (checked at most once a second, when a connection is opened), so a certificate renewed in place (cert-manager, a Secret volume) is used by new connections without a restart, and files that turn unreadable or invalid leave the last good ones in use, with a warning and gate_tls_reload_errors_total."`
@@ -81,6 +81,15 @@ const kafkaMaxWireTimeout = 596 * time.Hour
 // BrokerMaxWriteBytes default, as Kafka's socket.request.max.bytes): a record batch
 // may be no larger.
 const kafkaMaxRequestBytes = 100 << 20
+
+// kafkaRecordBatchHeader is the bytes of a record batch besides its records (Kafka's v2
+// batch header): a record larger than GATE_KAFKA_MAX_MESSAGE_BYTES less this is never
+// sent, whatever GATE_MAX_BUFFERED_BYTES.
+const kafkaRecordBatchHeader = 61
+
+// kafkaMaxClientID is the longest GATE_KAFKA_CLIENT_ID: the client refuses an id over
+// 256 bytes, and the tools send it with "-" and their name (gate outcomes: "-outcomes").
+const kafkaMaxClientID = 256 - len("-outcomes")
 
 // kafkaHeartbeatInterval is how often a member of a classic group heartbeats (franz-go's
 // and Kafka's default), a third of GATE_KAFKA_SESSION_TIMEOUT when that is shorter, as
@@ -247,6 +256,9 @@ func (c Kafka) validate(bad report) {
 	if c.KafkaMaxMessageBytes < 1024 || c.KafkaMaxMessageBytes > kafkaMaxRequestBytes {
 		bad("KAFKA_MAX_MESSAGE_BYTES", "a whole number of bytes from 1024 to 104857600 such as 1048588")
 	}
+	if len(c.KafkaClientID) > kafkaMaxClientID {
+		bad("KAFKA_CLIENT_ID", fmt.Sprintf("a client id of at most %d bytes such as capture-gate", kafkaMaxClientID))
+	}
 	bad.positive("REVOKE_TIMEOUT", c.RevokeTimeout)
 	// The client sends these in milliseconds as 32-bit numbers, and refuses what would
 	// not fit; and it waits at least 10ms for a fetch, 100ms for a rebalance.
@@ -321,6 +333,13 @@ func (c Kafka) validateBetween(bad report) {
 			bad(k.key, fmt.Sprintf("a topic other than GATE_%s's (%s): the input and the outputs must all differ", other, k.v))
 		}
 		topics[k.v] = k.key
+	}
+	// The client fails a record larger than its buffer as too large (MESSAGE_TOO_LARGE,
+	// before any broker sees it): one the output topic would take would go to dead letter
+	// without its value.
+	if c.MaxBufferedBytes < int(c.KafkaMaxMessageBytes)-kafkaRecordBatchHeader {
+		bad("MAX_BUFFERED_BYTES", fmt.Sprintf("a whole number of bytes of at least GATE_KAFKA_MAX_MESSAGE_BYTES (%d) less a record batch's %d-byte header, so that every record a batch takes fits the buffer",
+			c.KafkaMaxMessageBytes, kafkaRecordBatchHeader))
 	}
 	// A drain longer than the rebalance would get the gate evicted while it drains.
 	if c.KafkaRebalanceTimeout <= c.RevokeTimeout {

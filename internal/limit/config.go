@@ -346,7 +346,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxEventAge < 0 {
 		errs = append(errs, fmt.Errorf("max event age %s: must be positive", c.MaxEventAge))
-	} else if c.Window >= time.Millisecond {
+	} else if c.Clock == EventClock && c.Window >= time.Millisecond {
+		// Only the event clock keeps a slot per window back to MaxEventAge; the wall
+		// clock never reads it.
 		if err := CheckEventAge(c.MaxEventAge, c.Window); err != nil {
 			errs = append(errs, err)
 		}
