@@ -240,6 +240,9 @@ func (l *Limiter) sweepLearned(ls *learned, ns, cur, part int64, e *entry, team 
 	}
 	if part != ls.part {
 		l.setLearned(e, team, ls, cur)
+		// The team's threshold now, the new part's: trackSpike compares it with the
+		// learned one, and the one read before would end a spike at every hour's edge.
+		thr = l.threshold(e, team)
 	}
 	l.trackSpike(ns, e, team, ls, thr, lvl, into)
 	if cur >= ls.next {

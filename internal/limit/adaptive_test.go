@@ -523,3 +523,51 @@ func TestSpikeAfterRelearnDoesNotFlap(t *testing.T) {
 			started, ended, l.adapt.relearned.Load())
 	}
 }
+
+// TestSpikeAcrossAnHourIsOneSpike: a team steadily over its learned threshold across an
+// hour's edge, where its threshold moves to the next hour's season, is in one spike: the
+// sweep that moved the learned threshold to the new hour judged the spike by the
+// threshold it read before, took the team for one whose threshold is no longer its
+// learned one, and ended the spike (logged, counted, spike_since reset) only to start it
+// again at the next sweep, at every hour's edge.
+func TestSpikeAcrossAnHourIsOneSpike(t *testing.T) {
+	for _, mode := range []Mode{Cap, Divert} {
+		l := adaptiveLimiter(t, Config{Mode: mode})
+		start := adaptT0.Add(-10 * time.Minute)
+		l.CheckAt(start, "t", 1)
+		var sw Sweep
+		l.Sweep(start, &sw)
+		var r *Read
+		for i := range sw.Reads {
+			if sw.Reads[i].Team == "t" {
+				r = &sw.Reads[i]
+			}
+		}
+		if r == nil {
+			t.Fatal("no read of t")
+		}
+		p := learnedProfile(l, 1000, r.Epoch) // 4,000 a window
+		b, _ := p.MarshalBinary()
+		h := int((r.Epoch + 10) % 1440 / 60) // the next hour
+		b[16+2*h], b[16+2*h+1] = 0xa0, 0x3f  // its season 1.25 (bfloat16): 5,000 a window
+		if err := p.UnmarshalBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		l.ApplyProfile(r, p, true, 0, start)
+		var events []string
+		var since []time.Time
+		for at := start.Add(15 * time.Second); at.Before(adaptT0.Add(10 * time.Minute)); at = at.Add(15 * time.Second) {
+			l.CheckAt(at, "t", 5000) // 20,000 a minute: over both hours' thresholds
+			l.Sweep(at, &sw)
+			for _, ev := range sw.Spikes {
+				events = append(events, fmt.Sprintf("%s started %v over %d", at.Sub(adaptT0), ev.Started, ev.Threshold))
+			}
+			if st, ok := l.Snapshot(at, "t"); ok && !st.SpikeSince.IsZero() && (len(since) == 0 || !since[len(since)-1].Equal(st.SpikeSince)) {
+				since = append(since, st.SpikeSince)
+			}
+		}
+		if len(events) != 1 || len(since) != 1 {
+			t.Errorf("%v: a team over its threshold from 10 minutes before an hour's edge to 10 after: spike events %q, spike_since %v; want one spike started and not ended", mode, events, since)
+		}
+	}
+}

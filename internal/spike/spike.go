@@ -391,6 +391,13 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 	if p.Windows > 0 && epoch <= p.Epoch {
 		return false
 	}
+	if epoch > p.Epoch+1 {
+		// Windows skipped since the last fold are silence (no gate looked at the team):
+		// they end a spike as a silent window does, or a team back from a pause in a new
+		// spike would be taken for one in the spike before it, and re-learned at its
+		// first fold.
+		p.SpikeFrom = 0
+	}
 	c.turnDay(p, epoch)
 	p.Epoch = epoch
 	if count <= 0 {

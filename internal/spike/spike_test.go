@@ -309,3 +309,46 @@ func TestUnmarshalRefusesNonFiniteSeason(t *testing.T) {
 		t.Fatalf("a profile with an infinite season was accepted; its threshold: %v (finite: %v)", thr, !math.IsInf(thr, 0) && !math.IsNaN(thr))
 	}
 }
+
+// TestSpikeDoesNotLastAcrossSkippedWindows: a team caught in a 30-minute spike of 100 ×
+// that then stops (no window folded: the gates forgot it) and comes back six hours later
+// with another 100 × spike, of an hour, has that spike caught whole, whether folded every
+// window or at the windows NextFold names. Skipped windows are silence, which ends a
+// spike: the first spike's start was kept across them, the second was taken for a spike
+// that had lasted MaxSpike at its first fold, and the team was re-learned at Recent (the
+// first spike's volume), accepting the second and every spike under 30 × for days.
+func TestSpikeDoesNotLastAcrossSkippedWindows(t *testing.T) {
+	c := cfg(t)
+	first := int64(3*1440 + 14*60)
+	second := first + 30 + 6*60
+	for _, scheduled := range []bool{false, true} {
+		var p Profile
+		for e := int64(0); e < first+30; e++ {
+			v := usual(1000, 0.3, 0, e)
+			if e >= first {
+				v *= 100
+			}
+			c.Fold(&p, e, v)
+		}
+		if p.SpikeFrom == 0 {
+			t.Fatalf("scheduled %v: the first spike not caught", scheduled)
+		}
+		caught := 0
+		for e := second; e < second+60; e++ {
+			v := 100 * usual(1000, 0.3, 0, e)
+			if thr, ok := c.Threshold(&p, e); ok && v >= thr {
+				caught++
+			}
+			switch {
+			case !scheduled:
+				c.Fold(&p, e, v)
+			case e == second || c.NextFold(&p, "t") <= e:
+				c.FoldScheduled(&p, e, v)
+			}
+		}
+		if caught != 60 || p.Relearned != 0 {
+			t.Errorf("scheduled %v: back after 6 h with a 100 × spike of 60 windows: %d over the threshold, re-learned at window %d (level %v); want all 60, not re-learned",
+				scheduled, caught, p.Relearned, p.Level)
+		}
+	}
+}
