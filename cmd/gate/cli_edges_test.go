@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,5 +184,53 @@ func TestGateAddrErrorNamesItsSource(t *testing.T) {
 		if cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("gate %q with %v: %v; want exit status 2 and one line naming %s", tt.args, tt.env, err, tt.want)
 		}
+	}
+}
+
+// gate replay -clock event with learned thresholds (GATE_THRESHOLD_MODE=adaptive, or a
+// rule of threshold_mode: adaptive, in -rules or -against) is a usage error saying why:
+// they are kept on the wall clock only. It was an internal error for the GATE_* limits
+// (exit status 1), and blamed GATE_CLOCK=event, never set, for a rules file.
+func TestReplayClockEventRefusesLearnedThresholds(t *testing.T) {
+	t.Parallel()
+	adaptive := filepath.Join(t.TempDir(), "adaptive.yaml")
+	if err := os.WriteFile(adaptive, []byte("rules:\n  - name: team\n    key: json:team_id\n    limits: [1m:100]\n    threshold_mode: adaptive\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	static := filepath.Join(t.TempDir(), "static.yaml")
+	if err := os.WriteFile(static, []byte("rules:\n  - name: team\n    key: json:team_id\n    limits: [1m:100]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"GATE_* limits", map[string]string{"GATE_THRESHOLD_MODE": "adaptive"}, nil, "GATE_THRESHOLD_MODE=adaptive"},
+		{"-rules", nil, []string{"-rules", adaptive}, "rule team of " + adaptive},
+		{"-against", nil, []string{"-rules", static, "-against", adaptive}, "rule team of " + adaptive},
+		{"-against current", map[string]string{"GATE_RULES_FILE": adaptive}, []string{"-rules", static, "-against", "current"}, "rule team of " + adaptive},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1"}
+			maps.Copy(env, c.env)
+			var stdout, stderr bytes.Buffer
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			err := run(ctx, append([]string{"replay", "-clock", "event", "-from", "1h"}, c.args...), testHost(env), &stdout, &stderr)
+			var ue *cli.UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "wall clock only") {
+				t.Errorf("gate replay -clock event %v: %v; want a usage error naming %q and the wall clock", c.args, err, c.want)
+			}
+		})
+	}
+	// The same sets replay on the event clock when none of them learns.
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"replay", "-clock", "event", "-from", "1h", "-rules", static}, testHost(map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1"}), &stdout, &stderr)
+	if err == nil || strings.Contains(err.Error(), "wall clock only") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("gate replay -clock event -rules %s: %v; want it to reach the broker (and fail to dial it)", static, err)
 	}
 }

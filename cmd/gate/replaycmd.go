@@ -128,6 +128,11 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		if err != nil {
 			return &cli.UsageError{Msg: fmt.Sprintf("replay: -clock %q: want wall or event", o.clock)}
 		}
+		if c == limit.EventClock && cfg.Clock.Clock != limit.EventClock {
+			if err := learnedOnWallOnly(cfg, o.rules, o.against); err != nil {
+				return err
+			}
+		}
 		cfg.Clock.Clock = c
 	}
 	rng.Topic = cfg.InputTopic
@@ -242,6 +247,42 @@ func replayCandidate(cfg config.Config, file string) (*replay.Candidate, error) 
 		return nil, config.Problems{fmt.Errorf("rules file %s: %w", file, err)}
 	}
 	return replay.NewCandidate(file, cfg, set)
+}
+
+// learnedOnWallOnly refuses -clock event for candidates with learned thresholds (the
+// GATE_* limits under GATE_THRESHOLD_MODE=adaptive, or a rule of threshold_mode:
+// adaptive), which are kept on the wall clock only: replayed on the event clock they
+// failed to build, blaming GATE_CLOCK, which the user had not set. rulesFile and against are
+// the flags; a file that cannot be read is left for the replay to report.
+func learnedOnWallOnly(cfg config.Config, rulesFile, against string) error {
+	files := []string{cmp.Or(rulesFile, cfg.RulesFile)}
+	if against != "" {
+		if against == "current" {
+			against = cfg.RulesFile
+		}
+		files = append(files, against)
+	}
+	refuse := func(what string) error {
+		return &cli.UsageError{Msg: fmt.Sprintf("replay: -clock event: %s: learned thresholds are kept on the wall clock only; replay on it (-clock wall)", what)}
+	}
+	for _, file := range files {
+		if file == "" {
+			if cfg.LimitConfig().Adaptive != nil {
+				return refuse("GATE_THRESHOLD_MODE=adaptive")
+			}
+			continue
+		}
+		set, err := rules.ReadFile(file, cfg.RulesOptions())
+		if err != nil {
+			continue
+		}
+		for _, r := range set.Rules {
+			if r.Adaptive {
+				return refuse(fmt.Sprintf("rule %s of %s has threshold_mode: adaptive", r.Name, file))
+			}
+		}
+	}
+	return nil
 }
 
 // parseWhen reads -from or -to: a time, or a duration before now.
