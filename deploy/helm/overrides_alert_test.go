@@ -2,6 +2,7 @@ package helm
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
@@ -51,4 +52,24 @@ func TestOverridesStaleAlertPerRule(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOverridesStaleAlertScalesWithRefresh: the alert's threshold counts refreshes
+// (GATE_OVERRIDES_REFRESH, limit.overridesRefresh), as GateTickSlow counts ticks: a fixed
+// 600 s fired on every healthy gate of a refresh of 15m, each cycle.
+func TestOverridesStaleAlertScalesWithRefresh(t *testing.T) {
+	for _, tc := range []struct{ refresh, want string }{
+		{"", "> 600"}, // the default 60s
+		{"15m", "> 9000"},
+		{"2s", "> 20"},
+	} {
+		v := "prometheusRule: {enabled: true}"
+		if tc.refresh != "" {
+			v += "\nlimit: {overridesRefresh: " + tc.refresh + "}"
+		}
+		vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, v))
+		if expr := alertExpr(t, vals, "GateOverridesStale"); !strings.HasSuffix(expr, tc.want) {
+			t.Errorf("limit.overridesRefresh %q: GateOverridesStale %q; want it ending %q (ten refreshes)", tc.refresh, expr, tc.want)
+		}
+	}
 }
