@@ -20,8 +20,8 @@
 //     offsets.
 //   - Memory is bounded: a Budget shared by a gate's Aggs caps the rows held at once.
 //     Keys that arrive once it is spent are summed into one row per (interval, rule,
-//     outcome, reason) with an empty key and folded_keys saying how many were summed
-//     (counted: gate_outcome_folded_keys_total). Keys are taken first come: a key that
+//     outcome, reason) with an empty key and "folded": true, their records counted in
+//     gate_outcome_folded_records_total. Keys are taken first come: a key that
 //     sends much arrives early in each seal, so the keys that matter stay exact.
 //   - Recording allocates nothing once a row exists: the lookup uses the record's own
 //     key bytes, and only a new row copies it.
