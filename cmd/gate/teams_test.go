@@ -311,6 +311,17 @@ func TestTeamAPIUnderFloorAndRotating(t *testing.T) {
 	if !strings.Contains(out.String(), "rule team-user: rotating identities since") || !strings.Contains(out.String(), "on_cardinality: collapse") {
 		t.Errorf("gate team rot:\n%s", out.String())
 	}
+	// A team that is only rotating has no limit rows: "limits" is an empty list, as ?top=N
+	// gives it, not null (jq '.limits[]' fails on null).
+	resp, err := http.Get(srv.URL + "/v1/teams/rot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"limits": []`) {
+		t.Errorf("GET /v1/teams/rot: %d %s; want 200 and \"limits\":[]", resp.StatusCode, body)
+	}
 }
 
 // gate team prints the team it was asked about as its tables do (cli.Shown): a newline

@@ -178,6 +178,9 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 			}
 		}
 	}
+	if v.Limits == nil {
+		v.Limits = []LimitJSON{} // a team only rotating: [] as ?top=N gives it, not null
+	}
 	return v, len(v.Limits) > 0 || len(v.Rotating) > 0
 }
 
