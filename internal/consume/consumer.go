@@ -76,6 +76,9 @@ type Consumer struct {
 	// outstanding counts the records handed to the client whose promise has not
 	// finished (at-least-once): zero means every failure is in the retry queue.
 	outstanding paddedCount
+	// buffered counts the records (and outcome rows) handed to the client whose promise
+	// has not run (bufferedHook): BufferedProduceRecords without its lock.
+	buffered paddedCount
 	// route is what routed records are produced under (at-least-once): a child of
 	// produceCtx that onBlocked cancels when a rebalance waits for the poll being
 	// routed, so that a Produce blocked on a full buffer returns and routing stops.
@@ -214,7 +217,7 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 	// poll ever clears, and an idle gate reads as stalled (watchdog.go).
 	opts = append(opts, kgo.KeepControlRecords())
 	opts = append(opts, kgoLoggerOpt(c.log)...)
-	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}))
+	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}, bufferedHook{&c.buffered.Int64}))
 }
 
 // exactlyOnce reports whether the consumer runs the transaction loop. Unlike c.tx,
@@ -718,6 +721,18 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 	var left int64
 	for _, p := range c.snapshot(ids) {
 		left += p.inFlight()
+	}
+	if !c.exactlyOnce() && len(c.snapshot(ids)) > 0 {
+		// Nothing routes during a loss: the rows of what the lost partitions routed go
+		// out in a seal naming them, before their state is dropped. Left in the
+		// aggregates, they went into the next seal, whose sources do not name them: a
+		// next owner (this gate, rejoining) routing them again counted them twice in
+		// one seal, the overlap invisible. Nothing waits for the rows (nothing of the
+		// lost partitions is committed); their context outlives the callback, so
+		// that they are not failed once it returns.
+		sctx, cancelSeal := context.WithTimeout(ctx, 2*c.cfg.RevokeTimeout)
+		time.AfterFunc(2*c.cfg.RevokeTimeout, cancelSeal)
+		c.sealALO(sctx)
 	}
 	c.drop(ids)
 	c.releaseStopped(ids)

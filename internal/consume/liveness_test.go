@@ -522,3 +522,70 @@ func TestRebalanceDuringSlowRoutingYields(t *testing.T) {
 	}
 	t.Logf("%d records, routing stopped short %d times (a) and %d (b), 0 lost, 0 duplicated", n, a.c.unrouted.Load(), b.c.unrouted.Load())
 }
+
+// TestHealthAnswersWhileTransactionCannotBegin: exactly-once, the transaction coordinator
+// answers COORDINATOR_NOT_AVAILABLE (as while __transaction_state loads after a broker
+// restart), so the session's Begin retries InitProducerId for the client's retry timeout
+// holding franz-go's producer lock. NotReady and Live (/readyz, /healthz) must still
+// answer at once. Before, each waited for that lock, BufferedProduceRecords's: every
+// probe hung for the whole retry timeout (30 s by default, and again at each retry of
+// the transaction), so the chart's 2 s probes failed and Kubernetes restarted the gate
+// long before GATE_STALL_RESTART.
+func TestHealthAnswersWhileTransactionCannotBegin(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	const retry = 8 * time.Second
+	// franz-go's retries of a request are bounded by their count (20) as by the timeout:
+	// a backoff of a quarter second makes the timeout the bound, as the defaults do.
+	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.RetryTimeout(retry), kgo.RetryBackoffFn(func(int) time.Duration { return 250 * time.Millisecond }))
+	var asked atomic.Int64
+	var down atomic.Bool
+	down.Store(true)
+	env.cluster.ControlKey(kmsg.FindCoordinator.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		r := req.(*kmsg.FindCoordinatorRequest)
+		if r.CoordinatorType != 1 || !down.Load() {
+			return nil, nil, false
+		}
+		asked.Add(1)
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		for _, k := range r.CoordinatorKeys {
+			co := kmsg.NewFindCoordinatorResponseCoordinator()
+			co.Key, co.ErrorCode = k, kerr.CoordinatorNotAvailable.Code
+			resp.Coordinators = append(resp.Coordinators, co)
+		}
+		return resp, nil, true
+	})
+	t.Cleanup(func() { down.Store(false) })
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "partitions assigned", func() bool { return g.c.ready.Load() })
+	before := asked.Load() // the preflight's
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-0")})
+	waitFor(t, 20*time.Second, "Begin asking for the transaction coordinator", func() bool { return asked.Load() > before+1 })
+	// Both at once, as the two probes may come.
+	probes := map[string]func(){
+		"NotReady (/readyz)": func() { g.c.NotReady() },
+		"Live (/healthz)":    func() { _ = g.c.Live() },
+	}
+	start := time.Now()
+	answered := make(map[string]chan time.Duration)
+	for name, fn := range probes {
+		ch := make(chan time.Duration, 1)
+		answered[name] = ch
+		go func() { fn(); ch <- time.Since(start) }()
+	}
+	time.Sleep(time.Second)
+	late := map[string]chan time.Duration{}
+	for name, ch := range answered {
+		select {
+		case <-ch:
+		default:
+			late[name] = ch
+		}
+	}
+	for name, ch := range late {
+		t.Errorf("%s did not answer within 1s while Begin waits for the transaction coordinator (answered after %s)", name, (<-ch).Round(time.Millisecond))
+	}
+	down.Store(false)
+}

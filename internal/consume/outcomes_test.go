@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -653,5 +654,92 @@ func TestOutcomeRowsChunkedHungBrokerBoundsShutdown(t *testing.T) {
 			}
 			t.Logf("Run returned %s after cancel", time.Since(start).Round(10*time.Millisecond))
 		})
+	}
+}
+
+// At-least-once, a partition lost (the gate's heartbeat refused: it is out of the group)
+// with records routed and not yet sealed: the gate rejoins, gets the partitions back and
+// routes those records again from the last commit. Each seal's rows must count exactly
+// the input offsets its seal record names, so that a reader sees the second routing as
+// a seal whose sources overlap the first's (docs/outcomes.md). Before, the lost
+// partitions' counts stayed in the aggregates and went into the next seal, whose sources
+// named only the second routing's offsets: the rows counted every such record twice in
+// one seal, the overlap invisible.
+func TestOutcomesAtLeastOnceLost(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 200
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	// No periodic seal between the routing and the loss.
+	env.ccfg.CommitInterval = 20 * time.Second
+	prod := producer(t, env.cluster)
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "gate a owning every partition", func() bool { return len(owned(a)) == parts })
+	produceAll(t, prod, outcomesTraffic(0, n))
+	collect(t, env.cluster, n, 30*time.Second, 0)
+	if got := testutil.ToFloat64(a.c.m.outcomeRows); got != 0 {
+		t.Fatalf("%v outcome rows sealed before the loss: the test needs the records unsealed", got)
+	}
+	// One heartbeat refused: the partitions are lost, and the gate joins again.
+	env.cluster.ControlKey(kmsg.Heartbeat.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.Version = req.GetVersion()
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	waitFor(t, 20*time.Second, "partitions lost", func() bool {
+		return testutil.ToFloat64(a.c.m.rebalances.WithLabelValues("lost")) == 1
+	})
+	waitFor(t, 20*time.Second, "gate a owning every partition again", func() bool { return len(owned(a)) == parts })
+	collect(t, env.cluster, 2*n, 30*time.Second, 0) // routed again from the last commit
+	a.stop(t)                                       // seals and writes the rest
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(outTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	counted := map[string]int64{} // by seal: the records its rows count
+	covered := map[string]int64{} // by seal: the offsets its sources name
+	var total int64
+	deadline := time.Now().Add(20 * time.Second)
+	for idle := 0; idle < 5 && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			idle++
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			row, err := outcome.Decode(r.Value)
+			if errors.Is(err, outcome.ErrSealRecord) {
+				var si outcome.SealInfo
+				if err := json.Unmarshal(r.Value, &si); err != nil {
+					t.Errorf("seal record: %v", err)
+					return
+				}
+				for _, s := range si.Sources {
+					covered[si.Seal] += s.LastOffset - s.FirstOffset + 1
+				}
+				return
+			}
+			if err != nil {
+				t.Errorf("outcome record: %v", err)
+				return
+			}
+			if row.Outcome != "shadow_over" {
+				counted[row.ID] += row.Records
+				total += row.Records
+			}
+		})
+	}
+	if total < 2*n {
+		t.Fatalf("rows count %d records, want at least the %d routed", total, 2*n)
+	}
+	for id, c := range counted {
+		if covered[id] != c {
+			t.Errorf("seal %s: rows count %d records, its sources name %d offsets", id, c, covered[id])
+		}
 	}
 }

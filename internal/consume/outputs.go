@@ -42,6 +42,23 @@ func (h ackHook) OnProduceBatchWritten(kgo.BrokerMetadata, string, int32, kgo.Pr
 	h.at.Store(time.Now().UnixNano())
 }
 
+// bufferedHook counts the records handed to the client whose promise has not run, as
+// BufferedProduceRecords does (the records buffered and those blocked on a full buffer),
+// but without the producer's lock: franz-go holds that lock while a transaction's Begin
+// (or an aborting End) gets a producer ID, retrying for up to the client's retry timeout
+// (30 s) while the transaction coordinator is unavailable, and /readyz and /healthz read
+// the count (watchdog.go). Every client of the consumer counts into the one count: a
+// closed client fails, and so unbuffers, what it still held.
+type bufferedHook struct{ n *atomic.Int64 }
+
+var (
+	_ kgo.HookProduceRecordBuffered   = bufferedHook{}
+	_ kgo.HookProduceRecordUnbuffered = bufferedHook{}
+)
+
+func (h bufferedHook) OnProduceRecordBuffered(*kgo.Record)          { h.n.Add(1) }
+func (h bufferedHook) OnProduceRecordUnbuffered(*kgo.Record, error) { h.n.Add(-1) }
+
 // watchOutputs runs the output watch until ctx ends.
 func (c *Consumer) watchOutputs(ctx context.Context) {
 	c.ackAt.Store(time.Now().UnixNano())
