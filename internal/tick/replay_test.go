@@ -2,7 +2,9 @@ package tick
 
 import (
 	"context"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,5 +256,75 @@ func TestResendFoundAppliedKeepsAFailedKeysCount(t *testing.T) {
 	}
 	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team-a", ep); got != 5 {
 		t.Errorf("team-a holds %d, want the 5 counted (its key failed in the batch whose reply was lost)", got)
+	}
+}
+
+// TestLossFoundThoughTheRevealingReplyIsLost: Redis loses acknowledged writes (restarted
+// empty here; a failover to a replica that lacked them is the same), and the reply of the
+// first write after the loss, the one whose number says the lane is behind, is itself
+// lost (a timeout: failovers and restarts are when connections break). The batch stays in
+// doubt and its resend finds it applied. That answer must still say where the lane stood
+// before the batch, or the batches lost before it are never sent again: before, the
+// resend answered with the batch's own number, and the 22 counts Redis lost were gone
+// without a word.
+func TestLossFoundThoughTheRevealingReplyIsLost(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clients, err := Dial([]string{srv.URL()}, testRedisOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqKey := laneKey(ModeStandalone, DefaultKeyPrefix, "w1", 0)
+	var armed atomic.Bool
+	clients[0].AddHook(dialWrapHook{func(cn net.Conn) net.Conn {
+		return &dropReplyConn{Conn: cn, marker: []byte(seqKey), armed: &armed, onDrop: func() {}}
+	}})
+	clk := clock.NewFake(epochStart.Add(10 * time.Second))
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000},
+		Config{Writer: "w1"}, clients[0])
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+
+	g.l.Check("team-a", 10)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v", r)
+	}
+	g.l.Check("team-a", 5)
+	g.l.Check("team-b", 7)
+	clk.Advance(time.Second)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 2 {
+		t.Fatalf("tick = %+v", r)
+	}
+	// The loss: everything the gate wrote is gone.
+	if err := rc.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The next write is applied, and its reply lost.
+	g.l.Check("team-a", 1)
+	clk.Advance(time.Second)
+	armed.Store(true)
+	if r := g.tk.Tick(ctx); r.Batches[outUnknown] != 1 {
+		t.Fatalf("tick whose reply is lost = %+v, want its batch in doubt", r)
+	}
+	if armed.Load() {
+		t.Fatal("the fault never fired")
+	}
+	replayed := 0
+	for i := 0; ; i++ {
+		clk.Advance(time.Second)
+		r := g.tk.Tick(ctx)
+		replayed += r.Batches[outReplayed]
+		if r.Errors == 0 && r.CarriedWrites == 0 && len(g.tk.pending) == 0 {
+			break
+		}
+		if i == 5 {
+			t.Fatalf("writes never settled: %+v", r)
+		}
+	}
+	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team-a", ep); got != 16 {
+		t.Errorf("team-a holds %d, want the 16 counted (batches replayed: %d)", got, replayed)
+	}
+	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team-b", ep); got != 7 {
+		t.Errorf("team-b holds %d, want the 7 counted", got)
 	}
 }

@@ -41,17 +41,21 @@ import (
 // 0.0087 → 0.0078 CPU-s a second; four: 0.0064 → 0.0053 each).
 // What the script costs Redis, against INCRBY + EXPIRE per count: docs/benchmarks.md.
 //
-// A batch with counters that failed keeps their positions beside its number in the
-// sequence key ("7 2,5"), so that its resend after a lost reply, found a repeat, hands
-// them back and their counts stay pending: else they would be taken as written, lost.
-// Only the lane's latest batch keeps them (an earlier one of two in doubt would not),
-// and only until the lane's next batch; a counter failing is an operator's error (a key
-// of the wrong type) in any case.
+// The sequence key holds the lane's number and the number it held before that batch
+// ("7 4"), so that the resend of the lane's latest batch after a lost reply, found a
+// repeat, still says where the lane stood before it: the first write after Redis lost
+// batches is the one whose reply reveals the loss, and a reply lost then hid it for good.
+// A batch with counters that failed keeps their positions there too ("7 4 2,5"), so that
+// its resend, found a repeat, hands them back and their counts stay pending: else they
+// would be taken as written, lost. Only the lane's latest batch keeps them (an earlier
+// one of two in doubt would not), and only until the lane's next batch; a counter failing
+// is an operator's error (a key of the wrong type) in any case.
 //
 // Reply: {1, last, position, error, position, error...} when applied, for each counter
-// that failed; {0, last} when a repeat, {0, last, "position,position..."} when a repeat of
-// the lane's latest batch, whose counters at those positions failed when it was applied;
-// {2, last} when its predecessor was not applied; last is the number the lane held before. A last
+// that failed; {0, last} when a repeat, {0, before, "position,position..."} when a repeat
+// of the lane's latest batch (before: the number the lane held before it was applied;
+// positions: its counters that failed then, if any); {2, last} when its predecessor was
+// not applied; last is the number the lane held before. A last
 // below a number this writer saw applied means Redis lost batches it had acknowledged (a
 // failover promoted a replica that had not received them, or Redis restarted without
 // them): the tick sends those again from what it kept (Config.KeepConfirmed).
@@ -61,11 +65,15 @@ local cur = redis.call('GET', KEYS[1]) or '0'
 local sp = string.find(cur, ' ', 1, true)
 local last = tonumber(sp and string.sub(cur, 1, sp - 1) or cur)
 if seq <= last then
-  if seq == last and sp then return {0, last, string.sub(cur, sp + 1)} end
+  if seq == last and sp then
+    local rest = string.sub(cur, sp + 1)
+    local sp2 = string.find(rest, ' ', 1, true)
+    return {0, tonumber(sp2 and string.sub(rest, 1, sp2 - 1) or rest) or last, sp2 and string.sub(rest, sp2 + 1) or ''}
+  end
   return {0, last}
 end
 if last < tonumber(ARGV[4]) then return {2, last} end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. last, 'PX', ARGV[2])
 local ttl = ARGV[3]
 local pcall = redis.pcall
 local out = {1, last}
@@ -84,7 +92,7 @@ end
 if #out > 2 then
   local f = {}
   for j = 3, #out, 2 do f[#f+1] = out[j] end
-  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. table.concat(f, ','), 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. last .. ' ' .. table.concat(f, ','), 'PX', ARGV[2])
 end
 return out`
 
