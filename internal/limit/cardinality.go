@@ -339,6 +339,9 @@ func (l *Limiter) sweepCardinality(ns, cur int64, into *Sweep) {
 				if r.rotating.Load() && est <= cd.bound {
 					r.rotating.Store(false)
 					into.Rotations = append(into.Rotations, RotationEvent{RotatingTeam{Team: r.team, Keys: est, Since: time.Unix(0, r.since.Load()), Action: cd.action}, false})
+				} else if est > cd.bound && !r.rotating.Load() {
+					// Over the bound by keys met after the window's last sweep.
+					l.startRotation(r, ns, est, into)
 				}
 			}
 			x.clear(cur)
@@ -346,10 +349,7 @@ func (l *Limiter) sweepCardinality(ns, cur int64, into *Sweep) {
 		est := x.estimate()
 		r.distinct.Store(est)
 		if est > cd.bound && !r.rotating.Load() {
-			r.since.Store(ns)
-			r.rotating.Store(true)
-			cd.detected.Add(1)
-			into.Rotations = append(into.Rotations, RotationEvent{RotatingTeam{Team: r.team, Keys: est, Since: time.Unix(0, ns), Action: cd.action}, true})
+			l.startRotation(r, ns, est, into)
 		}
 		if r.rotating.Load() || r.lastSeen >= cur-1 {
 			keep = append(keep, r)
@@ -360,6 +360,15 @@ func (l *Limiter) sweepCardinality(ns, cur int64, into *Sweep) {
 	} else {
 		cd.cands.Store(&keep)
 	}
+}
+
+// startRotation marks r rotating from unix ns ns, found with est keys in a window, and
+// counts and reports it. The sweep's goroutine only.
+func (l *Limiter) startRotation(r *rotation, ns, est int64, into *Sweep) {
+	r.since.Store(ns)
+	r.rotating.Store(true)
+	l.card.detected.Add(1)
+	into.Rotations = append(into.Rotations, RotationEvent{RotatingTeam{Team: r.team, Keys: est, Since: time.Unix(0, ns), Action: l.card.action}, true})
 }
 
 // Rotating lists the teams rotating identities under this limiter now.
@@ -392,14 +401,22 @@ func (l *Limiter) InheritRotation(old *Limiter) {
 	if l.card == nil || old == nil || old.card == nil {
 		return
 	}
+	// The old limiter's seed, l having hashed nothing yet: a key met again after the
+	// reload hashes as it did before it, so the registers taken over count it once. With
+	// a seed of its own, every key of a candidate's window seen on both sides of the
+	// reload counted twice: a team with 0.5 to 1 × the bound of steady users was taken
+	// for rotating, its users limited as one.
+	l.seed = old.seed
+	for i := range l.shards {
+		l.shards[i].idx.seed = old.seed
+	}
 	old.card.mu.Lock()
 	p := old.card.cands.Load()
 	var cands []*rotation
 	if p != nil {
 		for _, o := range *p {
-			// The team's hash by this limiter's seed (nominate compares it); the
-			// registers keep the old limiter's hashes of the window's keys: a key met
-			// again is counted twice there, which errs on the rotating side.
+			// The team's hash (nominate compares it) and the registers' hashes of the
+			// window's keys are this limiter's, its seed the old one's.
 			//
 			// Under a changed window (a reload of the rule's window alone) an old window's
 			// keys are keys of the new window holding it, if one holds it whole: its

@@ -332,7 +332,7 @@ func TestRotationFoundWithoutAFloor(t *testing.T) {
 
 // A limiter that took over another's rotating teams (a rules reload: InheritRotation) keeps
 // them rotating, and nominating one of them again adds no second candidate: its hash is the
-// new limiter's (each limiter hashes by a seed of its own).
+// new limiter's (which hashes by the old one's seed).
 func TestInheritRotation(t *testing.T) {
 	old, _, _ := newTest(t, rotationCfg(CardinalityOverflow))
 	startRotation(t, old)
@@ -412,5 +412,55 @@ func TestInheritRotationShorterWindow(t *testing.T) {
 	rotate(l, at(10*time.Second), "rot", 10, &seq)
 	if sw := sweep(t, l, at(time.Minute)); len(sw.Rotations) != 1 || sw.Rotations[0].Started {
 		t.Errorf("rotations at the end of the first minute %+v, want rot released (10 keys)", sw.Rotations)
+	}
+}
+
+// A rules reload mid-window (InheritRotation) does not count twice the keys a candidate
+// team had before it: a team of 700 steady users, a candidate under a bound of 1,000,
+// whose users send again after the reload, still has 700 keys in the window, and is not
+// taken for rotating (its users then limited as one).
+func TestInheritRotationCountsAKeyOnce(t *testing.T) {
+	users := func(l *Limiter, now time.Time) {
+		for u := range 700 {
+			if d := l.CheckAt(now, fmt.Sprintf("big:user-%d", u), 1); d.Limited || d.Rotating {
+				t.Fatalf("big's user %d: %+v", u, d)
+			}
+		}
+	}
+	old, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
+	for range 3 {
+		users(old, at(time.Second))
+	}
+	if sw := sweep(t, old, at(2*time.Second)); len(sw.Rotations) != 0 {
+		t.Fatalf("rotations before the reload %+v, want none", sw.Rotations)
+	}
+	if p := old.card.cands.Load(); p == nil || len(*p) != 1 {
+		t.Fatalf("big not a candidate before the reload")
+	}
+	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
+	l.InheritRotation(old)
+	sweep(t, l, at(3*time.Second))
+	users(l, at(4*time.Second))
+	if sw := sweep(t, l, at(5*time.Second)); len(sw.Rotations) != 0 {
+		t.Errorf("rotations after the reload %+v, want none: big has 700 keys, bound 1,000", sw.Rotations)
+	}
+}
+
+// A window that ends with more keys than the bound finds its team rotating, though the
+// keys that took it over the bound came after the window's last sweep: the next sweep
+// judges the window that ended, not only the one that starts.
+func TestRotationFoundAtTheWindowsEnd(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityOverflow))
+	seq := 0
+	rotate(l, at(10*time.Second), "rot", 600, &seq) // a candidate from about the 500th
+	if sw := sweep(t, l, at(11*time.Second)); len(sw.Rotations) != 0 {
+		t.Fatalf("rotations %+v, want none yet", sw.Rotations)
+	}
+	rotate(l, at(59*time.Second), "rot", 1500, &seq)
+	if sw := sweep(t, l, at(61*time.Second)); len(sw.Rotations) != 1 || !sw.Rotations[0].Started {
+		t.Errorf("rotations %+v, want rot started: its window ended with 1,600 keys, bound 1,000", sw.Rotations)
+	}
+	if d := rotate(l, at(62*time.Second), "rot", 1, &seq); !d.Rotating {
+		t.Errorf("a fresh key of rot: %+v, want rotating", d)
 	}
 }
