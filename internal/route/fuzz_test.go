@@ -273,6 +273,7 @@ func reasonRoute(s string) (Route, bool) {
 func gjsonTeam(k KeyFrom, value []byte, maxKey int) (string, reasonCode) {
 	js := bytesString(value)
 	var key []byte
+	long := false // too long: key_too_long once every field is read (a later one may be missing)
 	for i, f := range k.fields {
 		r := gjson.Get(js, f.path)
 		var val string
@@ -306,8 +307,11 @@ func gjsonTeam(k KeyFrom, value []byte, maxKey int) (string, reasonCode) {
 			key = keypart.Append(key, val)
 		}
 		if len(key) > maxKey {
-			return "", reasonKeyTooLong
+			long = true
 		}
+	}
+	if long {
+		return "", reasonKeyTooLong
 	}
 	return string(key), reasonNone
 }

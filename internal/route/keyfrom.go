@@ -380,8 +380,13 @@ func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, reasonC
 // members found it, or, shared, as the rules' shared pass found it (sharedValue: at
 // at[k.idx[i]], a field another rule read already taken as read), and joins them in the
 // scratch buffer, so it costs no allocation once the buffer has grown to fit.
+//
+// A key found too long is key_too_long only once every field has been read: a field after
+// the long ones that is missing makes the key missing (a rule's missing: skip applies), and
+// one that cannot be used is that field's fault, as it would be were the others short.
 func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKey int) (string, reasonCode) {
 	buf := s.key[:0]
+	long := 0 // once the key is too long: its size when found so, a lower bound
 	for i := range k.fields {
 		var val string
 		var code reasonCode
@@ -394,21 +399,26 @@ func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKe
 			s.key = buf
 			return "", code
 		}
+		if long > 0 {
+			continue // only read, for a failure of its own
+		}
 		if i > 0 {
 			buf = append(buf, ':')
 		}
 		if len(buf)+len(val) > maxKey {
-			// Stop before copying a huge field into the buffer: size is a lower bound.
-			s.key = buf
-			return "", s.fail(failure{reason: reasonKeyTooLong, size: len(buf) + len(val)})
+			// Copy no huge field into the buffer: size is a lower bound.
+			long = len(buf) + len(val)
+			continue
 		}
 		buf = keypart.Append(buf, val)
 		if len(buf) > maxKey {
-			s.key = buf
-			return "", s.fail(failure{reason: reasonKeyTooLong, size: len(buf)})
+			long = len(buf)
 		}
 	}
 	s.key = buf
+	if long > 0 {
+		return "", s.fail(failure{reason: reasonKeyTooLong, size: long})
+	}
 	return bytesString(buf), reasonNone
 }
 

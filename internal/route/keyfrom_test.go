@@ -167,6 +167,8 @@ func TestTeamJSON(t *testing.T) {
 		{"deep garbage", "json:team_id", strings.Repeat("]", 5_000) + strings.Repeat("[", 6_000), "", reasonNotJSON, "value is not valid JSON"},
 		{"too long", "json:team_id", `{"team_id":"` + strings.Repeat("x", 257) + `"}`, "", reasonKeyTooLong, "longer than the 256 bytes allowed (257 bytes or more)"},
 		{"composite too long", "json:a+b", `{"a":"` + strings.Repeat("x", 200) + `","b":"` + strings.Repeat("y", 56) + `"}`, "", reasonKeyTooLong, "257 bytes or more"},
+		{"composite too long, then missing", "json:a+b", `{"a":"` + strings.Repeat("x", 300) + `"}`, "", reasonFieldMissing, `json field "b" not found`},
+		{"composite too long, then empty", "json:a+b", `{"a":"` + strings.Repeat("x", 300) + `","b":""}`, "", reasonFieldEmpty, `json field "b" is an empty string`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -281,6 +281,35 @@ func TestRulesMissingKey(t *testing.T) {
 	}
 }
 
+// A composite key is missing when any of its fields is, however long the fields before
+// the missing one: a per-user rule with missing: skip lets a record without a distinct_id
+// pass to the next rule, even when its team id alone is longer than GATE_MAX_KEY_BYTES,
+// and a dead letter then names the rule whose key is at fault.
+func TestRulesCompositeKeyMissingFieldAfterLongOne(t *testing.T) {
+	long := strings.Repeat("t", DefaultMaxKeyBytes+10)
+	for _, c := range []struct {
+		teamKey, topic, reason, detail string
+	}{
+		{"json:token", topicAccepted, ReasonAllowed, ""},
+		{"json:team_id", topicDead, ReasonKeyTooLong, "rule team: "},
+	} {
+		f := newRuleFixture(t, Config{},
+			ruleSpec{Rule{Name: "user", Key: mustKey(t, "json:team_id+distinct_id"), SkipMissing: true, Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 100}}},
+			ruleSpec{Rule{Name: "team", Key: mustKey(t, c.teamKey), Action: ActionOverflow}, []limit.Config{{Window: time.Minute, Threshold: 100}}},
+		)
+		out, o := f.r.Route(f.clk.Now(), input(`{"team_id":"`+long+`","token":"phc"}`, ""), nil)
+		if out.Topic != c.topic || o.Reason != c.reason {
+			t.Errorf("team rule %s: %s %s, want %s %s", c.teamKey, out.Topic, o.Reason, c.topic, c.reason)
+		}
+		if c.detail != "" && !strings.HasPrefix(strings.Join(headerValues(out, HeaderErrorDetail), ""), c.detail) {
+			t.Errorf("team rule %s: detail %q, want it to start %q", c.teamKey, headerValues(out, HeaderErrorDetail), c.detail)
+		}
+		if n := f.ruleCount("user", "missing"); n != 1 {
+			t.Errorf("team rule %s: user rule missing %v, want 1", c.teamKey, n)
+		}
+	}
+}
+
 // Forced keys take their rule's action; dry run accepts everything and counts what would
 // have happened.
 func TestRulesForcedAndDryRun(t *testing.T) {
