@@ -180,3 +180,36 @@ func TestReadmeIsAFirstPage(t *testing.T) {
 		}
 	}
 }
+
+// TestDevelopmentLayoutNamesEveryDir: the layout in docs/development.md, which the README
+// sends a reader to for where each part of the code is, names every directory of cmd/ and
+// internal/.
+func TestDevelopmentLayoutNamesEveryDir(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "docs", "development.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)## Layout\n.*?```\n(.*?)```").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("docs/development.md has no ## Layout block")
+	}
+	named := map[string]bool{}
+	for _, l := range strings.Split(string(m[1]), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			named[strings.TrimSuffix(f[0], "/")] = true
+		}
+	}
+	for _, parent := range []string{"cmd", "internal"} {
+		entries, err := os.ReadDir(filepath.Join(root, parent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.IsDir() && !named[parent+"/"+e.Name()] {
+				t.Errorf("docs/development.md's layout does not name %s/%s/", parent, e.Name())
+			}
+		}
+	}
+}

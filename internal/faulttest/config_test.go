@@ -1,6 +1,7 @@
 package faulttest_test
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/faulttest"
 )
 
@@ -50,6 +52,7 @@ var badConfig = map[string]string{
 	"GATE_KAFKA_TLS_CERT_FILE":     "/nonexistent/cert.pem", // without a key file
 	"GATE_KAFKA_TLS_KEY_FILE":      "/nonexistent/key.pem",  // without a cert file
 	"GATE_KAFKA_SASL_MECHANISM":    "gssapi",
+	"GATE_KAFKA_CLIENT_ID":         strings.Repeat("c", 248), // at most 247 bytes
 	"GATE_LIMIT_MODE":              "drop",
 	"GATE_CLOCK":                   "processing",
 	"GATE_EVENT_TIME_FROM":         "header:ts",
@@ -110,7 +113,7 @@ var badConfig = map[string]string{
 }
 
 var freeForm = []string{
-	"GATE_GROUP_ID", "GATE_KAFKA_CLIENT_ID", "GATE_KAFKA_TLS_SERVER_NAME",
+	"GATE_GROUP_ID", "GATE_KAFKA_TLS_SERVER_NAME",
 	"GATE_KAFKA_SASL_USERNAME", "GATE_KAFKA_SASL_PASSWORD", "GATE_REDIS_PASSWORD", "GATE_REDIS_PREFIX",
 }
 
@@ -200,5 +203,38 @@ func TestConfigErrorsAtProcessLevel(t *testing.T) {
 				t.Errorf("the password is repeated: %s", logs)
 			}
 		})
+	}
+}
+
+// TestFreeFormVariablesTakeAnyValue: each variable freeForm exempts from badConfig takes
+// any string (a long one with spaces, ':' and braces), as docs/reliability.md says of
+// them, and that page counts them as freeForm does; a variable that came to be checked
+// must move to badConfig, with a value its check refuses.
+func TestFreeFormVariablesTakeAnyValue(t *testing.T) {
+	t.Parallel()
+	value := "a b:{c}/%" + strings.Repeat("z", 300)
+	for _, name := range freeForm {
+		env := map[string]string{name: value}
+		if strings.HasPrefix(name, "GATE_KAFKA_SASL_") {
+			env["GATE_KAFKA_SASL_MECHANISM"] = "plain" // the user and password need one
+			env["GATE_KAFKA_SASL_USERNAME"], env["GATE_KAFKA_SASL_PASSWORD"] = "u", "p"
+			env[name] = value // one of the two just set
+		}
+		names := slices.Collect(maps.Keys(env))
+		if _, err := config.Load(func(k string) string { return env[k] }, names); err != nil {
+			t.Errorf("%s is in freeForm, but a value of %d bytes is refused: %v", name, len(value), err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "reliability.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := []string{"none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"}
+	if len(freeForm) >= len(words) {
+		t.Fatalf("%d free-form variables: extend this test's words", len(freeForm))
+	}
+	want := "except " + words[len(freeForm)] + " free-form strings"
+	if doc := strings.Join(strings.Fields(string(b)), " "); !strings.Contains(doc, want) {
+		t.Errorf("docs/reliability.md does not say %q: %d variables take any value (%v)", want, len(freeForm), freeForm)
 	}
 }
