@@ -67,8 +67,12 @@ type Consumer struct {
 	ready   atomic.Bool // has joined the group and holds an assignment (maybe empty)
 	closing atomic.Bool // shutting down: revokes do not wait for in-flight records
 	// preflighted is set once the preflight has passed: until then it reports the topics
-	// missing, and the rule topic watch waits (nothing is routed yet).
+	// missing, the rule topic watch waits (nothing is routed yet), and the consumer is
+	// not ready, though franz-go may have joined the group already.
 	preflighted atomic.Bool
+	// preflightWait is what a preflight retrying quietly waits for (awaitPreflight's
+	// transient answers), for NotReady; nil when it waits for nothing such.
+	preflightWait atomic.Pointer[string]
 	// startRuleTopics are the rule topics in use when the consumer was made (those
 	// Config.OutputTopics lists with the gate's own): the preflight checks each only
 	// while a rule in use still sends to it.
@@ -77,7 +81,8 @@ type Consumer struct {
 	// finished (at-least-once): zero means every failure is in the retry queue.
 	outstanding paddedCount
 	// buffered counts the records (and outcome rows) handed to the client whose promise
-	// has not run (bufferedHook): BufferedProduceRecords without its lock.
+	// has not run (bufferedHook, exactly once only): BufferedProduceRecords without its
+	// lock.
 	buffered paddedCount
 	// route is what routed records are produced under (at-least-once): a child of
 	// produceCtx that onBlocked cancels when a rebalance waits for the poll being
@@ -206,7 +211,11 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 	if c.reg != nil {
 		// kprom's gatherer is only used by its own HTTP handler, which the gate does not
 		// serve: the gate's registry is served with everything else.
-		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(c.reg))))
+		reg := c.reg
+		if c.exactlyOnce() {
+			reg = withoutKpromBuffered{reg} // served from bufferedHook (metrics.go)
+		}
+		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(reg))))
 	}
 	// Both delivery modes recycle their input records once every record of a poll's
 	// batch is done (ackBatch).
@@ -217,7 +226,29 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 	// poll ever clears, and an idle gate reads as stalled (watchdog.go).
 	opts = append(opts, kgo.KeepControlRecords())
 	opts = append(opts, kgoLoggerOpt(c.log)...)
-	return append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}, bufferedHook{&c.buffered.Int64}))
+	opts = append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}))
+	if c.exactlyOnce() {
+		// Only here is the producer's lock held for long (a Begin or an aborting End
+		// getting a producer ID): at least once, outstanding counts the records in flight
+		// already, and the hook's two atomic adds a record would be paid twice.
+		opts = append(opts, kgo.WithHooks(bufferedHook{&c.buffered.Int64}))
+	}
+	return opts
+}
+
+// producerBuffered is the output records (and outcome rows) handed to the client and not yet
+// finished: exactly once, counted by bufferedHook without the producer's lock, which a
+// Begin waiting for the transaction coordinator holds for as long as 30 s; at least once,
+// BufferedProduceRecords (nothing holds that lock for long there).
+func (c *Consumer) producerBuffered() int64 {
+	if c.exactlyOnce() {
+		n, _ := bufferedCounts(c.buffered.Load())
+		return n
+	}
+	if cl := c.live.Load(); cl != nil {
+		return cl.BufferedProduceRecords()
+	}
+	return 0
 }
 
 // exactlyOnce reports whether the consumer runs the transaction loop. Unlike c.tx,
@@ -227,7 +258,7 @@ func (c *Consumer) exactlyOnce() bool { return c.cfg.Delivery == ExactlyOnce }
 // Ready reports whether the consumer has joined its group and holds an assignment, and
 // no condition an operator must fix holds (NotReady says which).
 func (c *Consumer) Ready() bool {
-	return c.ready.Load() && c.problems.empty() && c.stallProblem() == ""
+	return c.ready.Load() && c.preflighted.Load() && c.problems.empty() && c.stallProblem() == ""
 }
 
 // Close releases the client of a Consumer whose Run is never called (Run closes it
@@ -722,7 +753,7 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 	for _, p := range c.snapshot(ids) {
 		left += p.inFlight()
 	}
-	if !c.exactlyOnce() && len(c.snapshot(ids)) > 0 {
+	if !c.exactlyOnce() && len(ids) > 0 && len(c.snapshot(ids)) > 0 {
 		// Nothing routes during a loss: the rows of what the lost partitions routed go
 		// out in a seal naming them, before their state is dropped. Left in the
 		// aggregates, they went into the next seal, whose sources do not name them: a

@@ -597,3 +597,47 @@ func testProduceProblemWhileRunning(t *testing.T, d Delivery, opts []kgo.Opt) {
 		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
 	}
 }
+
+// TestPreflightWaitsForTransactionCoordinator: exactly once, a transaction coordinator
+// the cluster cannot name yet (COORDINATOR_NOT_AVAILABLE in the FindCoordinator answer's
+// body, as while __transaction_state loads after a broker restart) keeps the gate in its
+// preflight, not ready; it passed, the gate reporting ready with records no transaction
+// could take. Once the coordinator answers, the gate starts and routes.
+func TestPreflightWaitsForTransactionCoordinator(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	env.ccfg.PreflightInterval = 100 * time.Millisecond
+	var asked atomic.Int64
+	var down atomic.Bool
+	down.Store(true)
+	env.cluster.ControlKey(kmsg.FindCoordinator.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		r := req.(*kmsg.FindCoordinatorRequest)
+		if r.CoordinatorType != 1 || !down.Load() {
+			return nil, nil, false
+		}
+		asked.Add(1)
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		for _, k := range r.CoordinatorKeys {
+			co := kmsg.NewFindCoordinatorResponseCoordinator()
+			co.Key, co.ErrorCode = k, kerr.CoordinatorNotAvailable.Code
+			resp.Coordinators = append(resp.Coordinators, co)
+		}
+		return resp, nil, true
+	})
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "the preflight asking for the transaction coordinator again", func() bool { return asked.Load() >= 3 })
+	if g.c.Ready() {
+		t.Fatalf("ready (partitions assigned: %v) while the transaction coordinator is not available", g.c.ready.Load())
+	}
+	if why := strings.Join(g.c.NotReady(), "; "); !strings.Contains(why, `kafka: waiting for the cluster before consuming: transactional id "gate-a": COORDINATOR_NOT_AVAILABLE`) {
+		t.Errorf("not ready because %q; want it to name the transactional id and the coordinator", why)
+	}
+	down.Store(false)
+	waitFor(t, 30*time.Second, "ready once the coordinator answers", g.c.Ready)
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-0")})
+	if out := collect(t, env.cluster, 1, 30*time.Second, 200*time.Millisecond, readCommitted()); out.n != 1 {
+		t.Fatalf("%d records on the outputs, want 1", out.n)
+	}
+}

@@ -193,6 +193,15 @@ func (c *Consumer) NotReady() []string {
 	if s := c.stallProblem(); s != "" {
 		ps = append(ps, s)
 	}
+	if !c.preflighted.Load() {
+		// Not consuming yet: what the preflight waits for, or that it checks (its
+		// problems, when it found some, are listed already).
+		if w := c.preflightWait.Load(); w != nil {
+			ps = append([]string{"kafka: waiting for the cluster before consuming: " + *w}, ps...)
+		} else if c.problems.empty() {
+			ps = append([]string{"kafka: checking topics and permissions before consuming"}, ps...)
+		}
+	}
 	if !c.ready.Load() {
 		ps = append([]string{"kafka: not joined to consumer group " + c.cfg.GroupID + " yet"}, ps...)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -539,8 +540,7 @@ func TestHealthAnswersWhileTransactionCannotBegin(t *testing.T) {
 	// a backoff of a quarter second makes the timeout the bound, as the defaults do.
 	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.RetryTimeout(retry), kgo.RetryBackoffFn(func(int) time.Duration { return 250 * time.Millisecond }))
 	var asked atomic.Int64
-	var down atomic.Bool
-	down.Store(true)
+	var down atomic.Bool // from once the gate is ready: the preflight waits for the coordinator
 	env.cluster.ControlKey(kmsg.FindCoordinator.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
 		r := req.(*kmsg.FindCoordinatorRequest)
@@ -560,13 +560,17 @@ func TestHealthAnswersWhileTransactionCannotBegin(t *testing.T) {
 	t.Cleanup(func() { down.Store(false) })
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "partitions assigned", func() bool { return g.c.ready.Load() })
-	before := asked.Load() // the preflight's
+	down.Store(true)
+	before := asked.Load()
 	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-0")})
 	waitFor(t, 20*time.Second, "Begin asking for the transaction coordinator", func() bool { return asked.Load() > before+1 })
 	// Both at once, as the two probes may come.
 	probes := map[string]func(){
 		"NotReady (/readyz)": func() { g.c.NotReady() },
 		"Live (/healthz)":    func() { _ = g.c.Live() },
+		// kprom's gauges of the producer's buffer, and gate_inflight_records, read it
+		// under the producer's lock: a scrape hung, and Prometheus saw the gate down.
+		"Gather (/metrics)": func() { _, _ = g.reg.Gather() },
 	}
 	start := time.Now()
 	answered := make(map[string]chan time.Duration)
@@ -588,4 +592,25 @@ func TestHealthAnswersWhileTransactionCannotBegin(t *testing.T) {
 		t.Errorf("%s did not answer within 1s while Begin waits for the transaction coordinator (answered after %s)", name, (<-ch).Round(time.Millisecond))
 	}
 	down.Store(false)
+	// The gauges kprom no longer serves exactly once are served, once each, and count
+	// what the client holds: none once the record is written.
+	waitFor(t, 60*time.Second, "a transaction committed and nothing buffered", func() bool {
+		mfs, err := g.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, mf := range mfs {
+			if slices.Contains(kpromBufferedProduce, mf.GetName()) {
+				found++
+				if len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetGauge().GetValue() != 0 {
+					return false
+				}
+			}
+		}
+		if found != len(kpromBufferedProduce) {
+			t.Fatalf("%d of %v gathered", found, kpromBufferedProduce)
+		}
+		return g.c.producerBuffered() == 0 && testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 1
+	})
 }

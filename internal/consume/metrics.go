@@ -136,13 +136,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_inflight_records",
 			Help: "Output records handed to the producer and not yet acknowledged by the broker.",
-		}, func() float64 {
-			cl := c.live.Load()
-			if cl == nil {
-				return 0
-			}
-			return float64(cl.BufferedProduceRecords())
-		}),
+		}, func() float64 { return float64(c.producerBuffered()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_stalled_seconds",
 			Help: "How long the gate has had work (lag, records in flight or awaiting a retry) and made no progress (no poll, commit or transaction end); 0 when it progresses or is idle. /readyz fails past GATE_STALL_NOT_READY, /healthz past GATE_STALL_RESTART.",
@@ -155,6 +149,20 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			defer c.partsMu.Unlock()
 			return float64(len(c.parts))
 		}),
+	}
+	if c.exactlyOnce() {
+		// kprom's two gauges of the producer's buffer, from bufferedHook: kprom's read it
+		// under the producer's lock (withoutKpromBuffered keeps them out).
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: kpromBufferedProduce[0],
+				Help: "Total number of records buffered within the client ready to be produced",
+			}, func() float64 { n, _ := bufferedCounts(c.buffered.Load()); return float64(n) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: kpromBufferedProduce[1],
+				Help: "Total number of bytes buffered within the client ready to be produced",
+			}, func() float64 { _, n := bufferedCounts(c.buffered.Load()); return float64(n) }),
+		)
 	}
 	for _, col := range cs {
 		if err := reg.Register(col); err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -42,22 +43,81 @@ func (h ackHook) OnProduceBatchWritten(kgo.BrokerMetadata, string, int32, kgo.Pr
 	h.at.Store(time.Now().UnixNano())
 }
 
-// bufferedHook counts the records handed to the client whose promise has not run, as
-// BufferedProduceRecords does (the records buffered and those blocked on a full buffer),
+// bufferedHook counts the records handed to the client whose promise has not run, and
+// their bytes, as BufferedProduceRecords and BufferedProduceBytes do (the records buffered
+// and those blocked on a full buffer; a record's bytes its key's, value's and headers'),
 // but without the producer's lock: franz-go holds that lock while a transaction's Begin
 // (or an aborting End) gets a producer ID, retrying for up to the client's retry timeout
-// (30 s) while the transaction coordinator is unavailable, and /readyz and /healthz read
-// the count (watchdog.go). Every client of the consumer counts into the one count: a
-// closed client fails, and so unbuffers, what it still held.
+// (30 s) while the transaction coordinator is unavailable, and /readyz, /healthz
+// (watchdog.go) and /metrics read the counts. Every client of the consumer counts into
+// the one count: a closed client fails, and so unbuffers, what it still held. Records and
+// bytes share one word (records << bufferedRecordShift + bytes: one atomic add a record
+// each way), the bytes well under 2^40 (GATE_MAX_BUFFERED_BYTES).
 type bufferedHook struct{ n *atomic.Int64 }
+
+const bufferedRecordShift = 40
 
 var (
 	_ kgo.HookProduceRecordBuffered   = bufferedHook{}
 	_ kgo.HookProduceRecordUnbuffered = bufferedHook{}
 )
 
-func (h bufferedHook) OnProduceRecordBuffered(*kgo.Record)          { h.n.Add(1) }
-func (h bufferedHook) OnProduceRecordUnbuffered(*kgo.Record, error) { h.n.Add(-1) }
+func (h bufferedHook) OnProduceRecordBuffered(r *kgo.Record) {
+	h.n.Add(1<<bufferedRecordShift + recordBytes(r))
+}
+
+func (h bufferedHook) OnProduceRecordUnbuffered(r *kgo.Record, _ error) {
+	h.n.Add(-(1<<bufferedRecordShift + recordBytes(r)))
+}
+
+// recordBytes is r's size as the client's buffer counts it.
+func recordBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// bufferedCounts splits bufferedHook's word into records and bytes.
+func bufferedCounts(v int64) (records, bytes int64) {
+	return v >> bufferedRecordShift, v & (1<<bufferedRecordShift - 1)
+}
+
+// kpromBufferedProduce names kprom's two gauges of the producer's buffer, which read it
+// under the producer's lock: exactly once, the consumer serves them itself from
+// bufferedHook (metrics.go) and keeps kprom's from its registry (withoutKpromBuffered),
+// so that a scrape during a long Begin does not hang, and Prometheus see the gate down.
+var kpromBufferedProduce = []string{"gate_kafka_buffered_produce_records_total", "gate_kafka_buffered_produce_bytes"}
+
+// withoutKpromBuffered is a Registerer that registers everything but kprom's gauges of
+// the producer's buffer (kpromBufferedProduce).
+type withoutKpromBuffered struct{ prometheus.Registerer }
+
+func (r withoutKpromBuffered) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc, 8)
+	go func() { c.Describe(ch); close(ch) }()
+	skip := false
+	for d := range ch {
+		for _, name := range kpromBufferedProduce {
+			if strings.Contains(d.String(), `fqName: "`+name+`"`) {
+				skip = true
+			}
+		}
+	}
+	if skip {
+		return nil
+	}
+	return r.Registerer.Register(c)
+}
+
+func (r withoutKpromBuffered) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
 
 // watchOutputs runs the output watch until ctx ends.
 func (c *Consumer) watchOutputs(ctx context.Context) {
@@ -82,7 +142,7 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 		if c.exactlyOnce() {
 			c.checkUnstable(ctx, cl, time.Now())
 		}
-		waiting := cl.BufferedProduceRecords()
+		waiting := c.producerBuffered()
 		if waiting == 0 || time.Since(time.Unix(0, c.ackAt.Load())) < outputStuckAfter {
 			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) }) {
 				c.log.Info("kafka: output partitions take writes again")

@@ -65,12 +65,15 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, "preflight/") }) || attempt > 1 {
 				c.log.Info("preflight passed: topics exist and permissions suffice", "attempts", attempt)
 			}
+			c.preflightWait.Store(nil)
 			c.preflighted.Store(true)
 			c.logGroupProtocol(ctx)
 			return nil
 		}
 		if len(found) == 0 {
 			// Only answers that a retry cures: retried quietly for a while.
+			wait := strings.Join(transient, "; ")
+			c.preflightWait.Store(&wait)
 			if transientSince.IsZero() {
 				transientSince = time.Now()
 				c.log.Info("kafka: waiting for the cluster before consuming", "waiting_for", strings.Join(transient, "; "))
@@ -81,6 +84,7 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 			}
 		}
 		found = append(found, transient...)
+		c.preflightWait.Store(nil) // a problem now, listed as one
 		c.problems.clear(func(k string) bool { return strings.HasPrefix(k, "preflight/") })
 		for i, p := range found {
 			c.problems.set(fmt.Sprintf("preflight/%03d", i), p)
@@ -172,8 +176,15 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 		for _, co := range fresp.Coordinators {
 			code = max(code, co.ErrorCode)
 		}
-		if errors.Is(kerr.ErrorForCode(code), kerr.TransactionalIDAuthorizationFailed) {
+		switch err := kerr.ErrorForCode(code); {
+		case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 			found = append(found, fmt.Sprintf("transactional id %q: not authorized: grant the WRITE and DESCRIBE ACLs on it to the gate's principal", c.cfg.TransactionalID))
+		case kerr.IsRetriable(err):
+			// The lookup's answer is in the response (franz-go returns no error): a
+			// transaction coordinator not available (__transaction_state loading after a
+			// broker restart, or not yet created) cannot begin the first transaction, and
+			// the gate passed as ready with records no transaction could take.
+			transient = append(transient, fmt.Sprintf("transactional id %q: %v", c.cfg.TransactionalID, err))
 		}
 		if len(resp.Brokers) > 0 {
 			if p := c.transactionTimeoutProblem(ctx, resp.Brokers[0].NodeID); p != "" {

@@ -33,7 +33,7 @@ func (c *Consumer) hasWork() bool {
 	if c.outstanding.Load() > 0 || c.retry.pending.Load() > 0 || c.txn.ending.Load() {
 		return true
 	}
-	if c.buffered.Load() > 0 {
+	if c.producerBuffered() > 0 {
 		return true
 	}
 	for _, p := range c.snapshot(nil) {
