@@ -169,7 +169,9 @@ func unixTime(v float64) (time.Time, bool) {
 		ns = v
 	}
 	if ns >= math.MaxInt64 {
-		return time.Time{}, false
+		// Past 2262, more nanoseconds than an int64 holds: a time far in the future all
+		// the same, as the integer is (unixInt), which the limiter clamps to now.
+		return time.Unix(int64(min(ns/1e9, math.MaxInt64/2)), 0), true
 	}
 	return time.Unix(0, int64(ns)), true
 }

@@ -148,3 +148,34 @@ func TestRecordWithoutTimestampJudgedNow(t *testing.T) {
 		}
 	}
 }
+
+// A Unix time as a float past 2262 (beyond what nanoseconds since 1970 hold in an int64)
+// is a time far in the future, as the same value written as an integer is: clamped to now
+// and counted in gate_limiter_event_time_clamped_total{reason="future"}, not taken for an
+// unreadable field and judged at the record timestamp.
+func TestEventTimeFarFutureFloat(t *testing.T) {
+	from, _ := ParseEventTimeFrom("json:ts")
+	for _, ts := range []string{"9999999999", "9999999999.5", "9999999999999.5", "99999999999999999999"} {
+		got, ok := from.time(input(`{"ts":`+ts+`}`, ""))
+		if !ok || got.Year() < 2262 {
+			t.Errorf("ts %s: %v, %v; want a time after 2262, readable", ts, got, ok)
+		}
+	}
+	f := newFixture(t, Config{EventTimeFrom: from},
+		limit.Config{Window: time.Minute, Threshold: 100, Clock: limit.EventClock, MaxEventAge: time.Hour})
+	now := t0 // the record timestamp is two seconds before, in the minute before
+	f.r.Route(now, input(`{"team_id":"acme","ts":9999999999.5}`, ""), nil)
+	if got := metric(t, f.reg, "gate_event_time_unreadable_total", nil); got != 0 {
+		t.Errorf("gate_event_time_unreadable_total = %v, want 0", got)
+	}
+	if got := metric(t, f.reg, "gate_limiter_event_time_clamped_total", map[string]string{"reason": "future"}); got != 1 {
+		t.Errorf("gate_limiter_event_time_clamped_total{reason=future} = %v, want 1", got)
+	}
+	var sw limit.Sweep
+	f.lim.Sweep(now, &sw)
+	for _, c := range sw.Counts {
+		if c.Epoch != f.lim.Epoch(now) {
+			t.Errorf("counted in epoch %d, want the current one %d", c.Epoch, f.lim.Epoch(now))
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -27,24 +28,51 @@ func teamOf(key string, composite bool) string {
 	return key
 }
 
-// TeamOf returns rec's team as its outcome row has it (the first enforced rule's key's
-// team; the first rule's when every rule is a shadow one), or "" when it cannot be read:
-// for a record the consumer decides itself (dead-lettered after the broker refused it),
-// whose row must count under its team. It may alias rec or s (valid until s is used
-// again).
+// TeamOf returns rec's team as its outcome row has it, RouteInto's: that of the key of the
+// first enforced rule that checks it (its match holds, its key is not missing under
+// missing: skip), a shadow rule's only when no enforced rule does, or "" when it cannot
+// be read (a record RouteInto dead-letters has no team either): for a record the consumer
+// decides itself (dead-lettered after the broker refused it), whose row must count under
+// its team. It may alias rec or s (valid until s is used again).
 func (r *Router) TeamOf(rec *kgo.Record, s *Scratch) string {
-	st := &r.rules[0]
+	shadow := ""
 	for i := range r.rules {
-		if !r.rules[i].Shadow {
-			st = &r.rules[i]
-			break
+		st := &r.rules[i]
+		matched := true
+		for j := range st.Match {
+			m := &st.Match[j]
+			v, mf := m.Field.team(rec, s, maxMatchBytes) // on its own, not from a shared pass
+			if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
+				if st.Shadow {
+					matched = false
+					break
+				}
+				return "" // dead-lettered by this rule's match
+			}
+			if (mf == reasonNone && slices.Contains(m.Values, v)) == m.Not {
+				matched = false
+				break
+			}
+		}
+		if !matched {
+			continue
+		}
+		key, code := st.Key.team(rec, s, r.maxKey)
+		if code != reasonNone {
+			if st.SkipMissing && missingKey(code) || st.Shadow {
+				continue
+			}
+			return "" // dead-lettered by this rule's key
+		}
+		team := teamOf(key, st.Key.Composite())
+		if !st.Shadow {
+			return team
+		}
+		if shadow == "" {
+			shadow = strings.Clone(team) // a later rule's read may write over s's key
 		}
 	}
-	key, code := st.Key.team(rec, s, r.maxKey) // on its own, not from a shared pass
-	if code != reasonNone {
-		return ""
-	}
-	return teamOf(key, st.Key.Composite())
+	return shadow
 }
 
 // recordOutcome tells s.Outcomes the fate of rec as o says it; teamRule is the rule whose
@@ -154,9 +182,10 @@ func (t *touchAhead) touch(js string, at int) {
 	t.h = t.s.Outcomes.Touch(v)
 }
 
-// recordShadow tells s.Outcomes that shadow rule st was over rec (key, its decision d):
-// a shadow_over row beside the record's own outcome.
-func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, st *ruleState, key string, d limit.Decision, forced bool) {
+// recordShadow tells s.Outcomes that shadow rule st was over rec (key, its decision d, of
+// its limit over: an index into st.Limiters, -1 for a forced or rotating key, whose d is
+// the first limit's): a shadow_over row beside the record's own outcome.
+func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, st *ruleState, key string, d limit.Decision, over int, forced bool) {
 	reason := ReasonRateLimited
 	switch {
 	case forced:
@@ -165,5 +194,5 @@ func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, st *ru
 		reason = ReasonKeyCardinality
 	}
 	s.Outcomes.Record(&outcome.Fate{At: now, Kind: outcome.ShadowOver, Rule: st.Name, Reason: reason, Key: key,
-		Team: teamOf(key, st.Key.Composite()), Bytes: len(rec.Value), Threshold: d.Threshold, Forced: forced, Limiter: st.Limiters[0]})
+		Team: teamOf(key, st.Key.Composite()), Bytes: len(rec.Value), Threshold: d.Threshold, Forced: forced, Limiter: st.Limiters[max(over, 0)]})
 }

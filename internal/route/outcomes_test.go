@@ -312,3 +312,61 @@ func TestOutcomeDryRunTagRow(t *testing.T) {
 		t.Errorf("rows %v, tags %v; want %v and no tag", got, headerValues(&out, HeaderTag), want)
 	}
 }
+
+// A shadow rule over its second limit gives its shadow_over row that limit's threshold
+// and source: the source is not looked up on the first limit (an override there for the
+// key made the second limit's static threshold read "override").
+func TestOutcomeShadowThresholdOfItsLimit(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "watch", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow, Shadow: true},
+			[]limit.Config{{Threshold: 1000, Window: time.Minute, Overrides: map[string]int64{"1": 500}}, {Threshold: 2, Window: time.Hour}}})
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	for range 3 {
+		f.r.RouteInto(t0, input(`{"team_id":1}`, ""), &s, &out)
+	}
+	n := 0
+	for _, r := range outcome.Seal("g", "s", agg) {
+		if r.Outcome != "shadow_over" {
+			continue
+		}
+		n++
+		if r.Threshold != 2 || r.ThresholdSource != "static" {
+			t.Errorf("shadow_over row: threshold %d (%s), want the hour limit's 2 (static)", r.Threshold, r.ThresholdSource)
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d shadow_over rows, want 1", n)
+	}
+}
+
+// TeamOf, the team of a record the consumer decides itself (exactly once: rejected by the
+// broker, or skipped as undeliverable), is the team RouteInto gives it: the first
+// enforced rule that checked it, past a rule whose key is missing under missing: skip (the
+// docs' team-user rule, for a record without a distinct_id) or whose match does not hold.
+// Before, it read the first enforced rule's key whatever, so such records were counted
+// under no team.
+func TestTeamOfFirstRuleChecked(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "merges", Key: mustKeyFrom(t, "json:event"), Action: ActionOverflow,
+			Match: []RuleMatch{{Field: mustKeyFrom(t, "json:event"), Values: []string{"$merge"}}}}, []limit.Config{{Threshold: 1000}}},
+		ruleSpec{Rule{Name: "team-user", Key: mustKeyFrom(t, "json:team_id+distinct_id"), SkipMissing: true, Action: ActionOverflow}, []limit.Config{{Threshold: 1000}}},
+		ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Threshold: 1000}}},
+	)
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	for _, c := range []struct{ value, team string }{
+		{`{"team_id":1,"distinct_id":"u1","event":"x"}`, "1"},
+		{`{"team_id":2,"event":"x"}`, "2"},
+		{`{"team_id":3,"distinct_id":"u1","event":"$merge"}`, "$merge"},
+		{`{"distinct_id":"u1","event":"x"}`, ""},
+		{`not json`, ""},
+	} {
+		f.r.RouteInto(t0, input(c.value, ""), &s, &out)
+		if got := f.r.TeamOf(input(c.value, ""), &s); got != c.team {
+			t.Errorf("%s: TeamOf = %q, want %q", c.value, got, c.team)
+		}
+	}
+}

@@ -607,7 +607,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		s.ruleN[i][resultOver]++
 		if st.Shadow {
 			if s.Outcomes != nil {
-				r.recordShadow(s, now, rec, st, key, d, forced)
+				r.recordShadow(s, now, rec, st, key, d, over, forced)
 			}
 			continue
 		}
