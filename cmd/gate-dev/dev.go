@@ -295,7 +295,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 			err = errors.Join(err, fmt.Errorf("stopping Redis: %w", serr))
 		}
 	}()
-	cfg.RedisURLs = strings.Split(rd.url, ",")
+	if getenv("GATE_REDIS_URLS") == "" {
+		cfg.RedisURLs = []string{rd.url} // the Redis started above; else config's list, as parsed
+	}
 
 	// 3. Two gates, built as gate serve builds one, counting their outcomes in stats, with
 	// the demo's rules unless GATE_RULES_FILE names others.
@@ -316,6 +318,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 		if gcfg.TransactionalID == "" {
 			// One per gate: two gates of one process share a host name.
 			gcfg.TransactionalID = cfg.GroupID + "-dev-" + strconv.Itoa(i)
+		} else {
+			// GATE_TRANSACTIONAL_ID: one per gate too, or each fences the other.
+			gcfg.TransactionalID += "-" + strconv.Itoa(i)
 		}
 		g, err := gate.New(gcfg, log.With("gate", i), gate.Options{
 			WrapRouter: stats.wrap,

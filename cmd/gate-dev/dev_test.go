@@ -194,6 +194,23 @@ func TestDevUsesGateRedisURLs(t *testing.T) {
 	}
 }
 
+// GATE_REDIS_URLS as gate serve takes it, spaces after the commas included: the gates
+// use the list config parsed, not the raw variable.
+func TestDevGateRedisURLsWithSpaces(t *testing.T) {
+	t.Parallel()
+	a, b := redistest.Start(t), redistest.Start(t)
+	out := runDev(t, devArgs(), map[string]string{"GATE_REDIS_URLS": a.URL() + ", " + b.URL()}, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	checkDevOutput(t, out, "GATE_REDIS_URLS ")
+}
+
+// GATE_TRANSACTIONAL_ID, which must differ between gates, is made one per gate: shared,
+// each gate's producer would fence the other's and the demo stop at once.
+func TestDevTransactionalIDPerGate(t *testing.T) {
+	t.Parallel()
+	out := runDev(t, devArgs(), map[string]string{"GATE_DELIVERY": "exactly-once", "GATE_TRANSACTIONAL_ID": "demo"}, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	checkDevOutput(t, out, "embedded miniredis")
+}
+
 func TestDevTerminalRedraws(t *testing.T) {
 	t.Parallel()
 	out := runDev(t, devArgs("-duration", "2s"), nil, devDeps{lookPath: noRedisServer, isTerminal: func(io.Writer) bool { return true }})

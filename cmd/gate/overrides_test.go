@@ -216,7 +216,7 @@ func TestOverridesRunbookCopyRestores(t *testing.T) {
 	}
 	rs := redistest.Start(t)
 	ctx := context.Background()
-	src := map[string]string{"team-1": "5", "a:b": "6", "50%": "7", "-neg": "8", "x\xff": "9", "with space": "10", "é": "11", "-5": "12"}
+	src := map[string]string{"team-1": "5", "a:b": "6", "50%": "7", "-neg": "8", "x\xff": "9", "with space": "10", "é": "11", "-5": "12", `"acme"`: "13"}
 	for team, lim := range src {
 		if err := rs.Client(t).HSet(ctx, "src:overrides", team, lim, ".updated", "2026-01-01T00:00:00Z").Err(); err != nil {
 			t.Fatal(err)
@@ -279,5 +279,36 @@ func TestOverridesOddNamesQuoted(t *testing.T) {
 	}
 	if _, err := do("set", "x\ny", "0"); err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), `set "x\ny": limit "0"`) {
 		t.Errorf("set with a bad limit: %v; want one line naming the team quoted", err)
+	}
+}
+
+// gate overrides set refuses to grow the live hash past GATE_OVERRIDES_MAX_ENTRIES: every
+// gate refuses a hash over it (too_large) and keeps its limits, so the new team's limit,
+// and every other change to the hash, would never apply, while set said "gates apply it".
+// A team already in the hash may still be changed while the hash is at the cap.
+func TestOverridesSetRefusesGrowingPastMaxEntries(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	env := map[string]string{"GATE_REDIS_URLS": rs.URL(), "GATE_REDIS_PREFIX": "cap", "GATE_OVERRIDES_MAX_ENTRIES": "2"}
+	do := func(args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"overrides"}, args...), testHost(env), &stdout, &stderr)
+		return stdout.String(), err
+	}
+	for _, args := range [][]string{{"set", "a", "5"}, {"set", "b", "6"}, {"set", "a", "7"}} {
+		if out, err := do(args...); err != nil {
+			t.Fatalf("overrides %q at or under the cap: %q %v", args, out, err)
+		}
+	}
+	out, err := do("set", "c", "8")
+	if err == nil || cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), "cap:overrides holds 2 teams") ||
+		!strings.Contains(err.Error(), "GATE_OVERRIDES_MAX_ENTRIES") {
+		t.Errorf("set a third team with GATE_OVERRIDES_MAX_ENTRIES=2: stdout %q, err %v (exit %d); want it refused, exit status 1", out, err, cli.ExitCode(err))
+	}
+	if n, err := rs.Client(t).HLen(context.Background(), "cap:overrides").Result(); err != nil || n != 3 { // a, b and the marker
+		t.Errorf("cap:overrides holds %d fields (%v), want 3: nothing written", n, err)
+	}
+	if out, err := do("list"); err != nil || !strings.Contains(out, "2 live overrides") {
+		t.Errorf("list after the refused set: %q %v", out, err)
 	}
 }

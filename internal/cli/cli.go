@@ -47,9 +47,11 @@ func Set(fs *flag.FlagSet, name string) bool {
 // printable text, else quoted (Go syntax). A team or key is whatever bytes an event
 // carried: a raw 0xff is text/tabwriter's escape character (it would swallow the rest of
 // a table), a tab or a newline would break the columns, and an escape sequence would
-// reach the terminal.
+// reach the terminal. One that starts with '"' is quoted too: as it is, it would read as
+// the quoted form of another (and docs/operations.md's copy of the overrides leaves out
+// what is shown quoted).
 func Shown(s string) string {
-	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if utf8.ValidString(s) && !strings.HasPrefix(s, `"`) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		return s
 	}
 	return strconv.Quote(s)

@@ -124,6 +124,10 @@ func TestShown(t *testing.T) {
 		"tab\there":         `"tab\there"`,
 		"new\nline":         `"new\nline"`,
 		"t\x1b]0;pwned\x07": `"t\x1b]0;pwned\a"`,
+		// A key that starts with '"' (a double-encoded JSON string) is quoted too: shown as
+		// it is, it would read as the quoted form of another key.
+		`"x\ny"`: `"\"x\\ny\""`,
+		`"acme"`: `"\"acme\""`,
 	} {
 		if got := Shown(in); got != want {
 			t.Errorf("Shown(%q) = %s, want %s", in, got, want)

@@ -11,11 +11,11 @@
 //     certificate outside its validity, but for one whose validity begins at most
 //     startSkew after the Clock's time (a clock skew): that one is used, with a warning.
 //   - After that, the files are read again when a connection is being set up (its
-//     handshake asks for the client certificate or checks the server's), at most once per
-//     Options.Interval: a new connection uses what the files held at most one interval
-//     before. Their contents are compared, not their names or modification times, so an
-//     in-place write and a Kubernetes symlink swap are seen alike. No goroutine runs and
-//     nothing watches the files between connections.
+//     handshake asks for the client certificate or checks the server's), or when the
+//     expiry gauge is collected, at most once per Options.Interval: a new connection uses
+//     what the files held at most one interval before. Their contents are compared, not
+//     their names or modification times, so an in-place write and a Kubernetes symlink
+//     swap are seen alike. No goroutine runs and nothing watches the files in between.
 //   - A file that becomes unreadable or invalid (including a certificate whose key does
 //     not match, a PEM block cut short by a write in progress, and a client certificate
 //     outside its validity at the Clock's time) leaves the last good certificate and CAs
@@ -159,7 +159,12 @@ func New(f Files, o Options) (*Reloader, error) {
 			cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "gate_tls_client_cert_expiry_timestamp_seconds", ConstLabels: labels,
 				Help: "NotAfter of the TLS client certificate in use for new connections, in Unix seconds.",
-			}, func() float64 { return float64(r.cur.Load().cert.Leaf.NotAfter.Unix()) }))
+			}, func() float64 {
+				// What a new connection would present: the files read when due, so that a
+				// renewal shows without waiting for a connection (a Redis pool may open
+				// none for days) and the expiry alert does not fire on one that worked.
+				return float64(r.current().cert.Leaf.NotAfter.Unix())
+			}))
 		}
 		for _, c := range cs {
 			if err := o.Reg.Register(c); err != nil {

@@ -747,3 +747,28 @@ func TestNewTakesCertJustIssuedAheadOfClock(t *testing.T) {
 		t.Errorf("certificate in use %q, want fresh", got)
 	}
 }
+
+// A certificate renewed on disk shows in the expiry gauge once the interval has passed,
+// though no connection is opened meanwhile (a Redis pool keeps its connections): the
+// gauge is what a new connection would present, not the one read last, so the expiry
+// alert does not fire on a renewal that worked.
+func TestExpiryGaugeSeesRenewalWithoutConnection(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir, r, _ := f.start(t)
+	renewed := f.clientCA.sign(t, &x509.Certificate{
+		SerialNumber: serial(t), Subject: pkix.Name{CommonName: "client-1"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(20 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, newKey(t))
+	write(t, filepath.Join(dir, "tls.crt"), renewed.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), renewed.keyPEM)
+	f.clk.Advance(time.Second)
+	if got, want := gaugeValue(t, f.reg, "gate_tls_client_cert_expiry_timestamp_seconds"), float64(renewed.tls.Leaf.NotAfter.Unix()); got != want {
+		t.Errorf("expiry gauge %v after a renewal on disk, want the renewed certificate's NotAfter %v (the old one's is %v)",
+			got, want, f.c1.tls.Leaf.NotAfter.Unix())
+	}
+	if n := testutil.ToFloat64(r.reloads); n != 1 {
+		t.Errorf("gate_tls_reloads_total = %v, want 1", n)
+	}
+}
