@@ -178,7 +178,12 @@ func (l *Limiter) state(now time.Time, e *entry, team string) TeamState {
 	if s.Limited && leak > 0 && lvl > fthr {
 		// A team held at its limit ages out at threshold / window: an estimate of the wait,
 		// as the fleet's count ages out at whatever rate its last window came in.
-		s.UnderIn = time.Duration(math.Ceil((lvl - fthr) / leak))
+		// At most the longest Duration: a level millions of times its threshold (bytes
+		// counted against a small override) would wrap to a negative wait.
+		s.UnderIn = time.Duration(math.MaxInt64)
+		if w := math.Ceil((lvl - fthr) / leak); w < math.MaxInt64 {
+			s.UnderIn = time.Duration(w)
+		}
 	}
 	return s
 }

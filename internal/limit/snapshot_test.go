@@ -66,3 +66,24 @@ func TestSnapshotAndTop(t *testing.T) {
 		t.Errorf("swept %d records, want 81", n)
 	}
 }
+
+// A team far over a small threshold (bytes counted, a team blocked with an override of 1)
+// is under again in a long time, never in a negative one: the wait overflowed a Duration.
+func TestSnapshotUnderInHuge(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	l, err := New(Config{Window: time.Minute, Threshold: 1_000_000, Overrides: map[string]int64{"blocked": 1}}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		l.CheckAt(t0, "blocked", 1<<20) // 200 MiB of 1 MiB records, in divert mode all counted
+	}
+	s, ok := l.Snapshot(t0, "blocked")
+	if !ok || !s.Limited {
+		t.Fatalf("blocked: %+v", s)
+	}
+	if s.UnderIn <= 0 {
+		t.Errorf("blocked, level %g over a threshold of %d: under again in %s, want a positive wait", s.Level, s.Threshold, s.UnderIn)
+	}
+}
