@@ -320,3 +320,18 @@ func TestOneRuleFileRoutesAsFileless(t *testing.T) {
 		})
 	}
 }
+
+// TestRulesFileTickNotCheckedAgainstGateWindow: with a rules file GATE_WINDOW must be
+// unset, and each rule's window is checked against the tick by the rules themselves; a
+// tick of a minute (every rule's window an hour) was refused against GATE_WINDOW's
+// default, a variable the user may not set.
+func TestRulesFileTickNotCheckedAgainstGateWindow(t *testing.T) {
+	env := map[string]string{"GATE_RULES_FILE": "rules.yaml", "GATE_TICK_INTERVAL": "60s", "GATE_SYNC_INTERVAL": "60s"}
+	if _, err := loadMap(env); err != nil {
+		t.Errorf("GATE_RULES_FILE with GATE_TICK_INTERVAL=60s: %v; want it loaded (each rule's window is checked by the rules)", err)
+	}
+	// Without a rules file, GATE_WINDOW's check stands.
+	if _, err := loadMap(map[string]string{"GATE_TICK_INTERVAL": "60s", "GATE_SYNC_INTERVAL": "60s"}); err == nil || !strings.Contains(err.Error(), "GATE_TICK_INTERVAL") {
+		t.Errorf("GATE_TICK_INTERVAL=60s without a rules file: %v; want it refused against GATE_WINDOW (60s)", err)
+	}
+}

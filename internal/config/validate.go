@@ -50,8 +50,10 @@ func (c Config) validate(between bool) Problems {
 			break
 		}
 	}
-	// A tick as long as the window would let a whole epoch pass between two writes.
-	if c.TickInterval >= c.Window {
+	// A tick as long as the window would let a whole epoch pass between two writes. A
+	// rules file's windows are its rules' (GATE_WINDOW unset): the rules check each one
+	// against the tick.
+	if c.RulesFile == "" && c.TickInterval >= c.Window {
 		bad("TICK_INTERVAL", fmt.Sprintf("a duration shorter than GATE_WINDOW (%s)", c.Window))
 	}
 	// Each further limit needs its own epochs, and a tick per epoch at least.
