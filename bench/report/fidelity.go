@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,15 +20,23 @@ const benchFidelity = "BenchmarkFidelity"
 // under <key>_<baseline>.
 var fidelityBaselines = []string{"reference", "local", "lua"}
 
-// isFidelity reports whether key comes from BenchmarkFidelity.
+// isFidelity reports whether key is one the Fidelity section shows: a fidelityRows key,
+// a scenario's (fidelityScenario), or a baseline's of either. Not every fleet_, cap_ or
+// divert_ key is (BenchmarkFleetRedis' fleet_*_n<size>, BenchmarkDivertSwitches'
+// divert_*): those go in the Speed table.
 func isFidelity(key string) bool {
-	for _, p := range []string{"fleet_", "cap_", "divert_", "false_overflow_"} {
-		if strings.HasPrefix(key, p) {
-			return true
+	for _, b := range fidelityBaselines {
+		if k, ok := strings.CutSuffix(key, "_"+b); ok {
+			key = k
+			break
 		}
 	}
-	return false
+	return fidelityScenario.MatchString(key) || slices.ContainsFunc(fidelityRows, func(r row) bool { return r.key == key })
 }
+
+// fidelityScenario matches BenchmarkFidelity's scenario keys, ours:
+// <metric>_n<instances>_x<rate × limit>.
+var fidelityScenario = regexp.MustCompile(`^(cap|divert)_.+_n\d+_x[0-9.]+$`)
 
 // seriesPrefix starts the BenchmarkFidelity metrics that are chart points, window number
 // after it, rather than figures.
@@ -104,10 +113,8 @@ func fidelity(res map[string]float64, chart string) string {
 	}
 	var extra []string
 	for k := range res {
-		if strings.HasPrefix(k, "cap_") || strings.HasPrefix(k, "divert_") && strings.Contains(k, "_n") {
-			if !slices.ContainsFunc(fidelityBaselines, func(b string) bool { return strings.HasSuffix(k, "_"+b) }) {
-				extra = append(extra, k)
-			}
+		if fidelityScenario.MatchString(k) {
+			extra = append(extra, k)
 		}
 	}
 	sort.Strings(extra)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -47,4 +48,40 @@ func mustParse(t *testing.T, raw string) *Parsed {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// RESULTS.md shows every figure of results.json: BenchmarkFleetRedis' per-size figures,
+// whose least is gates_per_redis_core, in the Speed table, though their keys start with
+// fleet_ as BenchmarkFidelity's do; and the Fidelity section's every-scenario table holds
+// BenchmarkFidelity's scenarios (_n<instances>_x<rate>) only, not BenchmarkDivertSwitches'
+// figures, which the Speed table has.
+func TestResultsMarkdownShowsEveryFigure(t *testing.T) {
+	res := Measure(mustParse(t, fullRaw(t))).Rounded()
+	md := Markdown(res, Machine{}, Run{})
+	speed, fid, ok := strings.Cut(md, "\n## Fidelity\n")
+	if !ok {
+		t.Fatal("RESULTS.md has no Fidelity section")
+	}
+	for _, n := range fleetRedisSizes {
+		for _, k := range []string{"fleet_gates_per_redis_core_n%d", "fleet_redis_cpu_n%d", "fleet_tick_p50_ms_n%d", "fleet_tick_p99_ms_n%d"} {
+			key := fmt.Sprintf(k, n)
+			if _, ok := res[key]; !ok {
+				t.Fatalf("testdata/full.txt gives no %s", key)
+			}
+			if !strings.Contains(speed, "| `"+key+"` | "+format(res[key])+" |") {
+				t.Errorf("RESULTS.md's Speed table lacks %s = %v", key, res[key])
+			}
+		}
+	}
+	for _, key := range []string{"divert_switches_per_min_swing_n4", "divert_switches_per_min_swing_n4_baseline", "divert_diverted_x0.8_n4", "divert_release_after_calm_s_n4"} {
+		if strings.Contains(fid, "`"+key+"`") {
+			t.Errorf("RESULTS.md's Fidelity section lists %s, a BenchmarkDivertSwitches figure, as a scenario", key)
+		}
+		if !strings.Contains(speed, "| `"+key+"` |") {
+			t.Errorf("RESULTS.md's Speed table lacks %s", key)
+		}
+	}
+	if !strings.Contains(fid, "| `cap_admitted_over_threshold_n4_x2` |") {
+		t.Errorf("RESULTS.md's Fidelity section lacks the scenario cap_admitted_over_threshold_n4_x2:\n%s", fid)
+	}
 }
