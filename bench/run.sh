@@ -53,6 +53,7 @@ repeat() {
 }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, $($GO env GOVERSION)"
+echo "started: $(date -u '+%Y-%m-%d %H:%M UTC')"
 
 memory() { "$GO" test -run 'TestMemoryPerTeam' -v -count=1 ./internal/limit/ | grep -E 'bytes|ok|FAIL|SKIP|_test\.go:[0-9]+: '; }
 part memory-per-team memory

@@ -313,6 +313,15 @@ func TestMachineFromTheRun(t *testing.T) {
 	if want := "\nMachine: Test CPU 9000 @ 1.00GHz, 96 CPUs, go1.99.7, "; !bytes.Contains(md, []byte(want)) {
 		t.Errorf("RESULTS.md lacks %q:\n%s", want, md[:min(len(md), 600)])
 	}
+	// run.sh's started line dates the run: a report re-derived later keeps the run's date.
+	dir, stderr = runMain(t, edit(t, raw, `^(machine: .*)$`, "$1\nstarted: 2001-02-03 04:05 UTC"))
+	md, err = os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, stderr)
+	}
+	if want := "\nMachine: Test CPU 9000 @ 1.00GHz, 96 CPUs, go1.99.7, 2001-02-03 04:05 UTC, "; !bytes.Contains(md, []byte(want)) {
+		t.Errorf("with run.sh's started line, RESULTS.md lacks %q:\n%s", want, md[:min(len(md), 600)])
+	}
 	// Without run.sh's line, go test's cpu line names the processor.
 	dir, stderr = runMain(t, edit(t, raw, `^machine: .*\n`, ""))
 	md, err = os.ReadFile(filepath.Join(dir, "RESULTS.md"))

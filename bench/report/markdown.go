@@ -21,9 +21,14 @@ type Machine struct {
 // machine is where the benchmarks in p ran: the processor, CPUs and Go version that
 // bench/run.sh's "machine:" line and go test's "cpu:" lines name, and where the input has
 // neither, the machine running the report (as make bench runs it, the same one); the
-// date and the load are the report's.
+// date is when the run started (run.sh's "started:" line), else the report's, and the
+// load the report's.
 func machine(p *Parsed) Machine {
 	m := Machine{GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+	if p.Started != "" {
+		// Re-deriving the report from bench/raw.txt.gz keeps the run's date.
+		m.Date = p.Started
+	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for l := range strings.SplitSeq(string(b), "\n") {
 			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {

@@ -23,6 +23,9 @@ type Parsed struct {
 	// Machine is bench/run.sh's opening "machine:" line's value: the processor, the
 	// CPUs and the Go version of the machine the benchmarks ran on ("" when absent).
 	Machine string
+	// Started is bench/run.sh's "started:" line's value: when the run began, in UTC to
+	// the minute ("" when absent: a run from before the line was written).
+	Started string
 	// Parts are bench/run.sh's closing lines: each part and how long it took, then the
 	// total.
 	Parts []string
@@ -53,6 +56,9 @@ const partPrefix = "=== bench part: "
 
 // machinePrefix starts bench/run.sh's first line: "machine: CPU, N CPUs, GOVERSION".
 const machinePrefix = "machine:"
+
+// startedPrefix starts bench/run.sh's second line: "started: 2006-01-02 15:04 UTC".
+const startedPrefix = "started:"
 
 var (
 	eventLine    = regexp.MustCompile(`^--- (SKIP|FAIL): (\S+)`)
@@ -143,6 +149,10 @@ func Parse(r io.Reader) (*Parsed, error) {
 		}
 		if m, ok := strings.CutPrefix(line, machinePrefix); ok {
 			p.Machine = strings.TrimSpace(m)
+			continue
+		}
+		if d, ok := strings.CutPrefix(line, startedPrefix); ok {
+			p.Started = strings.TrimSpace(d)
 			continue
 		}
 		if cpu, ok := strings.CutPrefix(line, "cpu:"); ok {
