@@ -112,7 +112,7 @@ part spike-trace "$GO" test -v -run '^$' -bench '^BenchmarkSpikeTrace$' -benchti
 # of sixteen, 1.62 once. So each process also measures them in turns
 # (BenchmarkCheckBesideMap), which share the machine's state: its ratio is the goal's.
 hotpath_once() {
-	bench/limit.test -test.v -test.run '^$' -test.bench 'BenchmarkCheck/zipf100k/parallel/(baremap|baremap-copied|divert-batchclock)$' -test.benchtime "$BENCHTIME" -test.benchmem &&
+	bench/limit.test -test.v -test.run '^$' -test.bench '^BenchmarkCheck$/^zipf100k$/^parallel$/^(baremap|baremap-copied|divert-batchclock)$' -test.benchtime "$BENCHTIME" -test.benchmem &&
 		bench/limit.test -test.v -test.run '^$' -test.bench '^BenchmarkCheckBesideMap$' -test.benchtime 1x
 }
 hotpath() {
