@@ -343,6 +343,7 @@ func replayProgress(w io.Writer, p replay.Progress, took time.Duration) {
 	if rate > 0 {
 		eta = time.Duration(float64(p.Total-p.Done) / rate * float64(time.Second)).Round(time.Second).String()
 	}
-	fmt.Fprintf(w, "gate replay: %s of %s records (%.0f%%), %s/s, at %s, %s left\n", outcome.Thousands(p.Done), outcome.Thousands(p.Total),
-		100*float64(p.Done)/float64(p.Total), outcome.Thousands(int64(rate)), p.At.UTC().Format("2006-01-02 15:04:05Z"), eta)
+	// Whole percents, rounded down: 100% once every record is read, not at 99.5%.
+	fmt.Fprintf(w, "gate replay: %s of %s records (%d%%), %s/s, at %s, %s left\n", outcome.Thousands(p.Done), outcome.Thousands(p.Total),
+		100*p.Done/p.Total, outcome.Thousands(int64(rate)), p.At.UTC().Format("2006-01-02 15:04:05Z"), eta)
 }

@@ -146,6 +146,12 @@ func TestReplayProgressLine(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("progress line %q, want %q", b.String(), want)
 	}
+	// Near the end: 100% only once every record is read, not with records still to go.
+	b.Reset()
+	replayProgress(&b, replay.Progress{Done: 9_999_000, Total: 10_000_000, At: p.At}, 20*time.Second)
+	if !strings.Contains(b.String(), "(99%)") {
+		t.Errorf("progress line %q with 1,000 records left: want (99%%)", b.String())
+	}
 }
 
 // A replay that fails after its workers started stops them: none is left routing nothing.

@@ -245,6 +245,14 @@ func niceCeil(v float64) float64 {
 
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
+// ratioDown is a key's peak ratio to prec decimals, rounded down: a key that stayed under
+// its threshold (a forced one, limited at 0.96 of it) is never shown at it ("1.0×").
+// The tolerance keeps a ratio such as 2.3, whose product by 10 is 22.999…, at 2.3.
+func ratioDown(v float64, prec int) string {
+	p := math.Pow10(prec)
+	return strconv.FormatFloat(math.Floor(v*p+1e-9)/p, 'f', prec, 64)
+}
+
 func fmtTime(t time.Time, layout string) string {
 	if t.IsZero() {
 		return "—"
@@ -285,7 +293,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		if v <= 0 {
 			return "—" // only a shadow rule was over: no ratio of its own
 		}
-		return f1(v) + "×"
+		return ratioDown(v, 1) + "×"
 	},
 	"signed": func(n int64) string {
 		if n > 0 {

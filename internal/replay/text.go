@@ -61,7 +61,7 @@ func WriteText(w io.Writer, r *Report) error {
 		for _, k := range c.Keys {
 			peak := "-"
 			if k.Threshold > 0 {
-				peak = fmt.Sprintf("%.2f × %s", k.PeakRatio, n(k.Threshold))
+				peak = ratioDown(k.PeakRatio, 2) + " × " + n(k.Threshold)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cli.Shown(ruleName(k.Rule)), cli.Shown(k.Key), n(k.Limited), n(k.Tagged), n(k.ShadowOver),
 				minute(k.FirstLimited), minute(k.LastLimited), peak)

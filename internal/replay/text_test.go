@@ -53,3 +53,39 @@ func TestWriteTextQuotesOddKeys(t *testing.T) {
 		t.Errorf("%d keys tables (a line starting RULE  KEY), want 1: no row's columns checked:\n%s", headers, out)
 	}
 }
+
+// A key limited under its threshold (a forced team at 0.96 of it) is not shown at its
+// threshold by either report: the ratios are rounded down, not to nearest (the page
+// showed 0.96 as "1.0×", the text 0.996 as "1.00 × 100"); an exact one keeps its digits.
+func TestPeakRatioNotRoundedUpToThreshold(t *testing.T) {
+	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	r := &Report{Topic: "events", From: at, To: at.Add(time.Hour), Records: 10,
+		Candidates: []CandidateReport{{Name: "a", KeysAffected: 3, Keys: []KeyReport{
+			{Rule: "r", Key: "forced", Team: "forced", Limited: 5, FirstLimited: at, LastLimited: at, Threshold: 100, PeakRatio: 0.996},
+			{Rule: "r", Key: "near", Team: "near", Limited: 4, FirstLimited: at, LastLimited: at, Threshold: 100, PeakRatio: 0.96},
+			{Rule: "r", Key: "over", Team: "over", Limited: 3, FirstLimited: at, LastLimited: at, Threshold: 100, PeakRatio: 2.3},
+		}}}}
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	for _, want := range []string{"0.99 × 100", "0.96 × 100", "2.30 × 100"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text report lacks %q:\n%s", want, text)
+		}
+	}
+	b.Reset()
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if strings.Contains(page, "1.0×") {
+		t.Errorf("the page shows a key under its threshold at 1.0×")
+	}
+	for _, want := range []string{"<td>0.9×</td>", "<td>2.3×</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
