@@ -507,8 +507,10 @@ func (c *Consumer) restart(ctx context.Context, p *partition, start, end kgo.Epo
 // position returns where the gate stands in partition id: past its committed offset
 // when it read records since (the client's position), else the group's committed
 // offset, asked of the broker (the client takes a partition it has read but never
-// committed for committed at 0, and rewinds there when a transaction aborts). read is
-// false when the group has no committed offset and the gate read nothing.
+// committed for committed at 0, and rewinds there when a transaction aborts); with
+// none there, the client's own, where it was moved back to after reading the
+// partition. read is false when the group has no committed offset and the gate read
+// nothing.
 func (c *Consumer) position(ctx context.Context, p *partition) (pos kgo.EpochOffset, read bool, err error) {
 	id := p.id
 	if off, ok := c.cl.UncommittedOffsets()[c.cfg.InputTopic][id]; ok {
@@ -520,6 +522,13 @@ func (c *Consumer) position(ctx context.Context, p *partition) (pos kgo.EpochOff
 		return pos, false, err
 	}
 	pos, read = offs[id]
+	if !read {
+		// Read, and moved back to where the gate began reading it (an aborted
+		// transaction: rewindTxnStarts; routing cut by a rebalance: unroute) before the
+		// group ever committed it: the client's committed offset is then its position
+		// (it keeps one only for a partition it has read or found committed).
+		pos, read = c.cl.CommittedOffsets()[c.cfg.InputTopic][id]
+	}
 	if p.hasMoved && (!read || p.movedTo.Offset > pos.Offset) {
 		// Moved past a gap and nothing read since: the group's committed offset may
 		// still be below that gap (its commit is asynchronous, or failing), and

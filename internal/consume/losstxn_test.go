@@ -374,3 +374,64 @@ func TestRetentionGapInOpenTransactionOutcomes(t *testing.T) {
 	got, _ := readOutcomes(t, env, int64(out.n), true, 20*time.Second, 500*time.Millisecond)
 	sameCounts(t, "read_committed", got, out.byTeam())
 }
+
+// Exactly once with GATE_KAFKA_START_OFFSET=earliest (the default), a new group: the
+// first transaction holds partition 0's offsets 0..29 when retention deletes the
+// partition up to 80 under it. The transaction aborts, and the gap is met again at the
+// partition's start, where nothing was ever committed: the 80 offsets, 30 routed only in
+// the aborted transaction and 50 never read, are counted lost and the partition goes on
+// at 80. Before, the gate took the partition for one it had read nothing of: no loss
+// counted or logged, the partition stopped and the gate not ready until restarted.
+func TestRetentionGapInFirstTransaction(t *testing.T) {
+	env := newEOSEnv(t, 2)
+	env.ccfg.TransactionInterval = 20 * time.Second
+	logs := &syncBuffer{}
+	env.logs = logs
+	spy := &spyRouter{ids: map[int]int{}}
+	env.wrap = func(r Router) Router { spy.Router = r; return spy }
+	prod := partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, 30) // ids 0..29 at offsets 0..29
+	var done atomic.Bool
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		for id := 5000; !done.Load(); id++ {
+			produceTo(t, prod, 1, id, 1)
+			time.Sleep(30 * time.Millisecond) // keeps the first transaction open
+		}
+	})
+	stop := func() { done.Store(true); bg.Wait() }
+	t.Cleanup(stop)
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "ids 0..29 routed", func() bool { return spy.routed(idRange(0, 30)) })
+	if gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; ok {
+		t.Fatalf("partition 0 committed at %d: the first transaction ended already", gc.Offset)
+	}
+	hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+		Err: kerr.NotLeaderForPartition, Count: -1})
+	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
+	produceTo(t, prod, 0, 100, 100) // ids 100..199 at offsets 30..129
+	if err := env.cluster.DeleteRecords(inTopic, 0, 80); err != nil {
+		t.Fatal(err)
+	}
+	hold.Remove()
+	waitFor(t, 30*time.Second, "the loss counted, or the partition stopped", func() bool {
+		return lostMetric(t, g.reg, 0, "retention") > 0 || strings.Contains(strings.Join(g.c.NotReady(), "; "), "stopped")
+	})
+	stop()
+	if why := g.c.NotReady(); len(why) > 0 {
+		t.Errorf("not ready: %v", why)
+	}
+	waitFor(t, 30*time.Second, "partition 0 committed to its end", func() bool {
+		gc, ok := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]
+		return ok && gc.Offset == 130
+	})
+	out := collect(t, env.cluster, 50, 20*time.Second, 300*time.Millisecond, readCommitted())
+	g.stop(t)
+	if seen, dup := out.routed(idRange(150, 200)); len(seen) != 50 || len(dup) > 0 {
+		t.Errorf("%d of the 50 records past the gap on the outputs, duplicated %v", len(seen), head(dup))
+	}
+	if got := lostMetric(t, g.reg, 0, "retention"); got != 80 {
+		t.Errorf("gate_records_lost_total{partition=0,cause=retention} = %v, want 80", got)
+	}
+	checkLossLine(t, logs, 0, "retention", 0, 80)
+}
