@@ -551,6 +551,81 @@ func TestPreflightMissingACL(t *testing.T) {
 	}
 }
 
+// TestPreflightKIP848GroupWithoutRead: with GATE_KAFKA_GROUP_PROTOCOL=consumer, a gate
+// whose principal may describe the group but not read it (join it) is not ready and
+// says so, as with the classic protocol, when the group already runs KIP-848. Kafka
+// 4's DescribeGroups knows only classic groups: for a KIP-848 one it answers
+// GROUP_ID_NOT_FOUND ("Group ... is not a classic group.", state Dead, no authorized
+// operations), which the control below reproduces (kfake describes every group); the
+// preflight took that for a new group and passed, and the gate stayed not ready saying
+// only that it had not joined the group, its heartbeats refused.
+func TestPreflightKIP848GroupWithoutRead(t *testing.T) {
+	t.Parallel()
+	allow := func(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
+		var acls []kfake.ACL
+		for _, op := range ops {
+			acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
+		}
+		return acls
+	}
+	var acls []kfake.ACL
+	acls = append(acls, allow(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allow(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationDescribe)...) // no READ
+	for _, tp := range []string{accTopic, ovfTopic, dlqTopic} {
+		acls = append(acls, allow(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	}
+	acls = append(acls, allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
+		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "gate", "gate-secret", acls...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	// Kafka 4's answer for a group that is not a classic one.
+	c.ControlKey(kmsg.DescribeGroups.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.DescribeGroupsRequest)
+		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		resp.Version = r.Version
+		for _, g := range r.Groups {
+			sg := kmsg.NewDescribeGroupsResponseGroup()
+			sg.Group, sg.State = g, "Dead"
+			if r.Version >= 6 {
+				sg.ErrorCode = kerr.GroupIDNotFound.Code
+			}
+			resp.Groups = append(resp.Groups, sg)
+		}
+		return resp, nil, true
+	})
+	// The group exists, running KIP-848: another member of it, allowed to read it.
+	member, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.SASL(plain.Auth{User: "admin", Pass: "admin"}.AsMechanism()),
+		kgo.ConsumerGroup(testGroup), kgo.ConsumeTopics(inTopic), kgo.ServerSideBalancer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(member.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	member.PollFetches(ctx) // joins
+	cancel()
+
+	env := newEnv(t, 2)
+	env.cluster = c
+	env.ccfg.GroupProtocol = GroupConsumer
+	env.ccfg.Brokers = c.ListenAddrs()
+	env.ccfg.PreflightInterval = 100 * time.Millisecond
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.SASL(plain.Auth{User: "gate", Pass: "gate-secret"}.AsMechanism()))
+	g := env.start(t, "a")
+	want := `consumer group "` + testGroup + `": no permission to join it: grant the READ ACL`
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(strings.Join(g.c.NotReady(), ";"), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s not ready because %q; want it to name the group and its READ ACL", strings.Join(g.c.NotReady(), "; "))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestProduceProblemWhileRunning: an output topic deleted while the gate runs (as an
 // operator's mistake would) makes the gate not ready, naming the topic, with its records
 // retried and nothing committed past them; once the topic is back the gate recovers by

@@ -144,19 +144,43 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 	if err != nil {
 		return found, nil, fmt.Errorf("describing group %q: %w", c.cfg.GroupID, err)
 	}
-	for _, g := range gresp.Groups {
-		switch err := kerr.ErrorForCode(g.ErrorCode); {
+	// groupAnswer reads one group's answer to DescribeGroups or ConsumerGroupDescribe,
+	// and reports whether the group was not found.
+	groupAnswer := func(code int16, ops int32) (notFound bool) {
+		switch err := kerr.ErrorForCode(code); {
 		case errors.Is(err, kerr.GroupIDNotFound):
 			// A new group (newer brokers say so; older ones describe it as Dead): the
 			// first join creates it.
+			return true
 		case kerr.IsRetriable(err):
 			transient = append(transient, fmt.Sprintf("consumer group %q: %v", c.cfg.GroupID, err))
 		case errors.Is(err, kerr.GroupAuthorizationFailed):
 			found = append(found, fmt.Sprintf("consumer group %q: not authorized: grant the READ ACL on the group to the gate's principal", c.cfg.GroupID))
 		case err != nil:
 			found = append(found, fmt.Sprintf("consumer group %q: %v", c.cfg.GroupID, err))
-		case g.AuthorizedOperations != opsUnknown && g.AuthorizedOperations&opRead == 0:
+		case ops != opsUnknown && ops&opRead == 0:
 			found = append(found, fmt.Sprintf("consumer group %q: no permission to join it: grant the READ ACL on the group to the gate's principal", c.cfg.GroupID))
+		}
+		return false
+	}
+	notFound := false
+	for _, g := range gresp.Groups {
+		notFound = groupAnswer(g.ErrorCode, g.AuthorizedOperations) || notFound
+	}
+	if notFound && c.cfg.GroupProtocol == GroupConsumer {
+		// DescribeGroups describes classic groups only: Kafka 4 answers GROUP_ID_NOT_FOUND
+		// ("is not a classic group") for a KIP-848 one, whose permissions only
+		// ConsumerGroupDescribe tells. A broker without it (classic only) has no such
+		// group: nothing more to check.
+		cg := kmsg.NewPtrConsumerGroupDescribeRequest()
+		cg.Groups = []string{c.cfg.GroupID}
+		cg.IncludeAuthorizedOperations = true
+		if cresp, err := cg.RequestWith(ctx, c.cl); err == nil {
+			for _, g := range cresp.Groups {
+				groupAnswer(g.ErrorCode, g.AuthorizedOperations)
+			}
+		} else if kerr.IsRetriable(err) {
+			transient = append(transient, fmt.Sprintf("consumer group %q: %v", c.cfg.GroupID, err))
 		}
 	}
 
