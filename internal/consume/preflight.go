@@ -367,9 +367,10 @@ func (c *Consumer) produceRecovered(topic string) {
 }
 
 // logGroupProtocol says which consumer group protocol the gate will run: the one asked
-// for, or classic when KIP-848 was asked for and a broker does not offer it (franz-go
-// falls back by itself, needing ConsumerGroupHeartbeat v1 from every broker it knows;
-// one broker's answer tells for a cluster at one version).
+// for, or classic when KIP-848 was asked for and the brokers do not offer it (franz-go
+// falls back by itself, running KIP-848 when any broker it knows offers
+// ConsumerGroupHeartbeat v1; the one broker asked here tells for a cluster at one
+// version, not for one half way through a rolling upgrade).
 func (c *Consumer) logGroupProtocol(ctx context.Context) {
 	asked := c.cfg.GroupProtocol
 	if asked != GroupConsumer {
