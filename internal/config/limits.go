@@ -16,7 +16,7 @@ import (
 type Limiter struct {
 	// The limiter (internal/limit).
 	LimitMode          limit.Mode    `envconfig:"LIMIT_MODE" default:"divert" desc:"Which records count toward a team's window (default divert): divert counts every record, so a team over its threshold goes wholly to overflow and keeps its order there, while cap counts only accepted records, so a team gets up to its threshold per window but its records split between the two topics while it is over."`
-	DivertHold         divertHold    `envconfig:"DIVERT_HOLD" default:"" desc:"In divert mode, how long a team that reached its threshold stays diverted once its level is back under GATE_DIVERT_RELEASE of it, on every gate (a held team's flag is shared through Redis in the tick's own commands), or 0 for no hold; one GATE_WINDOW when unset (default none). A team swinging around its limit then stays in the overflow topic instead of switching on every crossing, which reorders its events downstream, and a longer hold keeps a team that calmed down in the slower overflow pipeline longer. Not supported with GATE_CLOCK=event (set 0 or leave unset: nothing is held); ignored in cap mode."`
+	DivertHold         divertHold    `envconfig:"DIVERT_HOLD" default:"" desc:"In divert mode, how long a team that reached its threshold stays diverted once its level is back under GATE_DIVERT_RELEASE of it, on every gate (a held team's flag is shared through Redis in the tick's own commands), or 0 for no hold; one GATE_WINDOW when unset (default none), for each limit of GATE_LIMITS too, and with a rules file a rule's first window for each of its limits. A team swinging around its limit then stays in the overflow topic instead of switching on every crossing, which reorders its events downstream, and a longer hold keeps a team that calmed down in the slower overflow pipeline longer. Not supported with GATE_CLOCK=event (set 0 or leave unset: nothing is held); ignored in cap mode."`
 	DivertRelease      float64       `envconfig:"DIVERT_RELEASE" default:"0.8" desc:"In divert mode, the share of its threshold a held team's level must stay under for GATE_DIVERT_HOLD before it is released, above 0 and at most 1 (default 0.8); 1 with GATE_DIVERT_HOLD=0 is the divert of 0.1.0, switching the moment the level crosses the threshold either way, and lower keeps a team just under its limit diverted. Ignored in cap mode and with GATE_CLOCK=event."`
 	Window             time.Duration `envconfig:"WINDOW" default:"60s" desc:"Length of one epoch of the fleet-wide counter, the period a threshold applies to (default 60s, at most 8784h: 366 days); a longer window smooths bursts but remembers an overrun for longer."`
 	Threshold          int64         `envconfig:"THRESHOLD" default:"1000000" desc:"Events per window a team may send across the whole fleet before it is limited, for teams without an override (default 1000000); lower protects downstream sooner, higher lets bigger bursts through."`
@@ -102,6 +102,11 @@ func (c Limiter) ExtraLimitConfigs() []limit.Config {
 		lc.Overrides = overrides.Scale(lc.Overrides, c.LimitFactor(i))
 		// At most its window, as a rule's further limit's (RuleLimitConfigs).
 		lc.ColdWriteInterval = min(lc.ColdWriteInterval, e.Window)
+		if lc.DivertHold == 0 {
+			// Unset: one GATE_WINDOW, the primary's, as for the primary: the limiter's
+			// default, its own window, held a team a day after it calmed under a 24h limit.
+			lc.DivertHold = c.Window
+		}
 		lc.Adaptive = nil // adaptive thresholds are the primary limit's only
 		out[i] = lc
 	}

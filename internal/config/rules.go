@@ -69,6 +69,9 @@ func (c Config) RuleLimitConfigs(r rules.Rule) []limit.Config {
 		lc.Overrides = nil
 		lc.ColdWriteInterval = min(lc.ColdWriteInterval, l.Window)
 		lc.Adaptive = nil
+		if i > 0 && lc.DivertHold == 0 {
+			lc.DivertHold = r.Limits[0].Window // unset: the rule's primary window, for each limit
+		}
 		if r.AboveFloor {
 			// Keys below the fleet floor are neither cached nor written nor read: a per-user
 			// rule costs Redis what its users near their limits cost (limit's sketch.go).

@@ -335,3 +335,32 @@ func TestRulesFileTickNotCheckedAgainstGateWindow(t *testing.T) {
 		t.Errorf("GATE_TICK_INTERVAL=60s without a rules file: %v; want it refused against GATE_WINDOW (60s)", err)
 	}
 }
+
+// TestDivertHoldUnsetIsOnePrimaryWindow: GATE_DIVERT_HOLD unset holds a team one
+// GATE_WINDOW (a rule's first window) after it calmed, under every limit; a further
+// limit's hold was its own window (a team over a 24h limit held a day after it calmed).
+// A hold that is set is every limit's.
+func TestDivertHoldUnsetIsOnePrimaryWindow(t *testing.T) {
+	c, err := loadMap(map[string]string{"GATE_LIMITS": "1m:1000,1h:20000,24h:100000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, lc := range c.ExtraLimitConfigs() {
+		if lc.DivertHold != time.Minute {
+			t.Errorf("GATE_LIMITS limit %d (%s): hold %s, want GATE_WINDOW's 1m", i+1, lc.Window, lc.DivertHold)
+		}
+	}
+	r := rules.Rule{Name: "r", Limits: []rules.Limit{{Window: 30 * time.Second, Threshold: 10}, {Window: 24 * time.Hour, Threshold: 1000}}}
+	for i, lc := range c.RuleLimitConfigs(r) {
+		if want := time.Duration(0); i == 0 && lc.DivertHold != want || i > 0 && lc.DivertHold != 30*time.Second {
+			t.Errorf("rule limit %d (%s): hold %s, want the rule's first window (30s; the first limit's 0: the limiter's default, its window)", i, lc.Window, lc.DivertHold)
+		}
+	}
+	c, err = loadMap(map[string]string{"GATE_LIMITS": "1m:1000,24h:100000", "GATE_DIVERT_HOLD": "5m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.ExtraLimitConfigs()[0].DivertHold; h != 5*time.Minute {
+		t.Errorf("GATE_DIVERT_HOLD=5m: the 24h limit's hold %s, want 5m", h)
+	}
+}
