@@ -334,23 +334,22 @@ type partGap struct {
 // resumeTxnGaps resumes each partition whose broker loss gapInTxn met at the gap's resume
 // offset when that is below the commit the transaction's abort went back to: the log
 // diverged below it, and the gate reads the new log from there, as applyGap does
-// outside a transaction. Nothing is in flight: the transaction has ended. Not after a
-// rebalance since the transaction began (gen): a partition may have another owner now,
-// whose commit this one would pull back; its next owner starts from the commit, and
-// franz-go validates that against the leader epochs and finds the divergence itself.
-func (c *Consumer) resumeTxnGaps(ctx context.Context, gen int32) {
+// outside a transaction. Nothing is in flight: the transaction has ended. Only a
+// partition owned throughout, its state the one the gap was met in: one revoked since
+// (and maybe assigned again) may have had another owner, whose commit this one would
+// pull back; it starts from the commit, and franz-go validates that against the leader
+// epochs and finds the divergence itself. A partition kept through a rebalance
+// (cooperative-sticky) is not: its commit is not fetched again, so nothing else would.
+func (c *Consumer) resumeTxnGaps(ctx context.Context) {
 	defer func() { c.txn.gaps = c.txn.gaps[:0] }()
-	if _, now := c.cl.GroupMetadata(); now != gen {
-		return
-	}
 	ctx, cancel := context.WithTimeout(ctx, lossLookupTimeout) // not through a rebalance
 	defer cancel()
 	committed := c.cl.CommittedOffsets()[c.cfg.InputTopic]
 	for _, pg := range c.txn.gaps {
 		p, g := pg.p, pg.g
 		at, ok := committed[p.id]
-		if p.gone.Load() || p.stopped.Load() || !ok || g.resume.Offset >= at.Offset {
-			continue // gone, stopped, or read again from the commit already
+		if p.gone.Load() || c.owned(p.id) != p || p.stopped.Load() || !ok || g.resume.Offset >= at.Offset {
+			continue // revoked, stopped, or read again from the commit already
 		}
 		err := c.goOnAt(ctx, p, g.resume, true)
 		c.log.Warn("the partition goes on where the broker's log diverged, below its last commit: the records there are the new leader's",

@@ -228,8 +228,9 @@ func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
 		for id := 40; id < 50; id++ {
 			seen = append(seen, spy.ids[id])
 		}
-		return fmt.Sprintf("ids 40..49 routed %v times, partition 0 committed at %d, lost %v", seen,
-			env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset, lostMetric(t, g.reg, 0, "broker"))
+		gi := env.cluster.GroupInfo(testGroup)
+		return fmt.Sprintf("ids 40..49 routed %v times, partition 0 committed at %d, lost %v, group generation %d", seen,
+			gi.Commits[inTopic][0].Offset, lostMetric(t, g.reg, 0, "broker"), gi.Epoch)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -254,6 +255,50 @@ func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
 	if got := lostMetric(t, g.reg, 0, "broker"); got != 40 {
 		t.Errorf("gate_records_lost_total{cause=broker} = %v, want 40 (offsets 40..79, once)", got)
 	}
+	g.stop(t)
+}
+
+// As TestBrokerLossBelowCommitInOpenTransaction, with a rebalance during the open
+// transaction that leaves both partitions with the gate (a member subscribed to another
+// topic joins the group: the generation moves, cooperative-sticky revokes nothing). The
+// gate still goes on at 40. Before, the rebalance made it skip the move (resumeTxnGaps:
+// "the partition may have another owner now"), and as nobody fetched the commit again
+// (the partition was kept), franz-go validated nothing either: the abort put partition 0
+// back at 50, offsets 40..49 of the new log were never read, and nothing said so.
+func TestBrokerLossBelowCommitKeptThroughRebalance(t *testing.T) {
+	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
+	before := env.cluster.GroupInfo(testGroup).Epoch
+	bystander, err := kgo.NewClient(append(testClientOpts(), kgo.SeedBrokers(env.cluster.ListenAddrs()...),
+		kgo.ConsumerGroup(testGroup), kgo.ConsumeTopics(accTopic))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bystander.Close()
+	go bystander.PollFetches(t.Context()) // joins the group
+	waitFor(t, 20*time.Second, "the group rebalanced, the gate keeping both partitions", func() bool {
+		gi := env.cluster.GroupInfo(testGroup)
+		if gi.Epoch == before || gi.State != "Stable" || len(gi.Members) != 2 {
+			return false
+		}
+		_, gen := g.c.cl.GroupMetadata()
+		return gen == gi.Epoch
+	})
+	if gc := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; gc.Offset != 50 {
+		t.Fatalf("partition 0 committed at %d: the transaction ended already (want it open, the commit at 50)", gc.Offset)
+	}
+	divergeAt40(t, env, g, prod)
+	stop()
+	spy := g.c.router.(*spyRouter)
+	waitFor(t, 30*time.Second, "offsets 40..49 read again and partition 0 committed to its end", func() bool {
+		spy.mu.Lock()
+		defer spy.mu.Unlock()
+		for id := 40; id < 50; id++ {
+			if spy.ids[id] < 2 {
+				return false
+			}
+		}
+		return env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 90
+	})
 	g.stop(t)
 }
 

@@ -607,7 +607,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 		c.rewindTxnStarts()
 	}
 	if err == nil && len(c.txn.gaps) > 0 {
-		c.resumeTxnGaps(ctx, gen)
+		c.resumeTxnGaps(ctx)
 	}
 	if c.txn.afterEnd != nil {
 		c.txn.afterEnd()
