@@ -68,6 +68,9 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 		}
 		b.doubt = false
 		b.tick = t.tickN
+		// Kept for its items alone (recoverLost): the command, every key and boxed
+		// argument again, is let go, or a kept count cost some 120 bytes, not 48.
+		b.cmd = nil
 		ln.kept = append(ln.kept, b)
 	case outRefused:
 		// Not applied. A batch in doubt stays in doubt, with its number: an earlier send
