@@ -191,7 +191,8 @@ func (c *Consumer) seal(ps []*partition) []*outcomeRow {
 	}
 	c.out.seq++
 	id := fmt.Sprintf("%s/%s/%d", c.cfg.Gate, c.out.run, c.out.seq)
-	rows := outcome.SealAppend(c.out.rows[:0], c.cfg.Gate, id, c.out.aggs...)
+	// Keys that read back alike (bytes not UTF-8) as one row: a reader would keep one.
+	rows := outcome.MergeAsEncoded(outcome.SealAppend(c.out.rows[:0], c.cfg.Gate, id, c.out.aggs...))
 	// The rows are copied into the records below: the slice is the next seal's.
 	var ends []int
 	defer func() { clear(rows); c.out.rows, c.out.ends = rows[:0], ends[:0] }()

@@ -743,3 +743,43 @@ func TestOutcomesAtLeastOnceLost(t *testing.T) {
 		}
 	}
 }
+
+// Teams whose ids hold bytes that are not UTF-8 (a record key, a header, or a JSON
+// string holding them raw) are routed and counted as the distinct keys they are, but a
+// row's JSON writes each such byte as U+FFFD: the rows of "t\xff" and "t\xfe" read back
+// alike, and gate outcomes (outcome.Scan), which passes a row seen again with the same
+// id and fields once, dropped all but one of them. A seal writes them as one row, their
+// sum, as a reader can only tell them apart that way.
+func TestOutcomesKeysNotUTF8Counted(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	withOutcomes(t, env)
+	prod := producer(t, env.cluster)
+	teams := map[string]int{"t\xff": 10, "t\xfe": 20, "t\ufffd": 5, "u\xff\xfe": 7}
+	var recs []*kgo.Record
+	id := 0
+	for team, n := range teams {
+		for range n {
+			recs = append(recs, &kgo.Record{Topic: inTopic, Key: []byte("key-" + strconv.Itoa(id)),
+				Value:   []byte(`{"team_id":"` + team + `","seq":` + strconv.Itoa(id) + `}`),
+				Headers: []kgo.RecordHeader{{Key: idHeader, Value: []byte(strconv.Itoa(id))}}})
+			id++
+		}
+	}
+	a := env.start(t, "a")
+	produceAll(t, prod, recs)
+	collect(t, env.cluster, id, 30*time.Second, 100*time.Millisecond)
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+	a.stop(t)
+	got := map[string]int64{}
+	if _, err := outcome.Scan(t.Context(), outTopic, time.Unix(0, 0), "", func(r *outcome.Row) { got[r.Team] += r.Records },
+		kgo.SeedBrokers(env.cluster.ListenAddrs()...)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"t\ufffd": 35, "u\ufffd\ufffd": 7}
+	for team, n := range want {
+		if got[team] != n {
+			t.Errorf("team %q: the rows read count %d records, want %d (all: %v)", team, got[team], n, got)
+		}
+	}
+}

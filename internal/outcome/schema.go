@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -196,4 +197,55 @@ func Decode(b []byte) (Row, error) {
 		return r.Row, ErrSealRecord
 	}
 	return r.Row, nil
+}
+
+// MergeAsEncoded merges the rows that encode as one row would and returns rows: keys
+// that differ only in bytes that are not UTF-8, which JSON writes each as U+FFFD ("t\xff"
+// and "t\xfe" are both "t\ufffd"), read back as the same row, and a reader passes a row
+// seen again with the same id and fields once (Scan): each would count but one of them.
+// Such rows are summed into the first of them, written with the key as it reads back;
+// the threshold is the first's. A seal of valid keys only, nearly every one, is only
+// checked.
+func MergeAsEncoded(rows []Row) []Row {
+	if !slices.ContainsFunc(rows, func(r Row) bool { return !utf8.ValidString(r.Key) || !utf8.ValidString(r.Team) }) {
+		return rows
+	}
+	type same struct {
+		start, end                 int64
+		key, rule, outcome, reason string
+		folded                     bool
+	}
+	at := make(map[same]int, len(rows))
+	out := rows[:0]
+	for _, r := range rows {
+		r.Team, r.Key = asEncoded(r.Team), asEncoded(r.Key)
+		k := same{r.IntervalStart.UnixNano(), r.IntervalEnd.UnixNano(), r.Key, r.Rule, r.Outcome, r.Reason, r.Folded}
+		if i, ok := at[k]; ok {
+			out[i].Records += r.Records
+			out[i].Bytes += r.Bytes
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, r)
+	}
+	clear(rows[len(out):])
+	return out
+}
+
+// asEncoded is s as its JSON encoding reads back: each byte that is not UTF-8 U+FFFD.
+func asEncoded(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = utf8.AppendRune(b, utf8.RuneError)
+		} else {
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return string(b)
 }
