@@ -162,7 +162,9 @@ func (c Limiter) validate(bad report) {
 		bad("DIVERT_RELEASE", "a share above 0 and at most 1 such as 0.8")
 	}
 	c.validateAdaptive(bad)
-	if c.ColdWriteInterval < 0 || c.windowOK() && c.ColdWriteInterval > c.Window {
+	// A rules file's windows are its rules' (GATE_WINDOW unset): each rule's limit takes
+	// the interval capped at its own window (RuleLimitConfigs).
+	if c.ColdWriteInterval < 0 || c.RulesFile == "" && c.windowOK() && c.ColdWriteInterval > c.Window {
 		bad("COLD_WRITE_INTERVAL", fmt.Sprintf("a duration above 0 and at most the window (%s), such as 30s", c.Window))
 	}
 	bad.atLeast("CACHE_CAPACITY", c.CacheCapacity, 1)

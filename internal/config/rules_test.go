@@ -364,3 +364,24 @@ func TestDivertHoldUnsetIsOnePrimaryWindow(t *testing.T) {
 		t.Errorf("GATE_DIVERT_HOLD=5m: the 24h limit's hold %s, want 5m", h)
 	}
 }
+
+// TestRulesFileColdWriteNotCheckedAgainstGateWindow: with a rules file GATE_WINDOW must be
+// unset, and each rule's limit takes GATE_COLD_WRITE_INTERVAL capped at its own window
+// (RuleLimitConfigs); an interval of 5m (every rule's window an hour) was refused against
+// GATE_WINDOW's default, a variable the user may not set.
+func TestRulesFileColdWriteNotCheckedAgainstGateWindow(t *testing.T) {
+	c, err := loadMap(map[string]string{"GATE_RULES_FILE": "rules.yaml", "GATE_COLD_WRITE_INTERVAL": "5m"})
+	if err != nil {
+		t.Fatalf("GATE_RULES_FILE with GATE_COLD_WRITE_INTERVAL=5m: %v; want it loaded (each rule's limit caps it at its window)", err)
+	}
+	r := rules.Rule{Name: "r", Limits: []rules.Limit{{Window: time.Hour, Threshold: 10}, {Window: time.Minute, Threshold: 1}}}
+	for i, lc := range c.RuleLimitConfigs(r) {
+		if want := min(5*time.Minute, r.Limits[i].Window); lc.ColdWriteInterval != want {
+			t.Errorf("rule limit %d (%s): cold-write interval %s, want %s", i, lc.Window, lc.ColdWriteInterval, want)
+		}
+	}
+	// Without a rules file, GATE_WINDOW's check stands.
+	if _, err := loadMap(map[string]string{"GATE_COLD_WRITE_INTERVAL": "5m"}); err == nil || !strings.Contains(err.Error(), "GATE_COLD_WRITE_INTERVAL") {
+		t.Errorf("GATE_COLD_WRITE_INTERVAL=5m without a rules file: %v; want it refused against GATE_WINDOW (60s)", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -613,4 +614,48 @@ func TestHealthAnswersWhileTransactionCannotBegin(t *testing.T) {
 		}
 		return g.c.producerBuffered() == 0 && testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 1
 	})
+}
+
+// TestBufferedGaugesKeptThroughClientRebuild: exactly once, the gauges of the producer's
+// buffer the consumer serves in kprom's place stay on /metrics when the transactional
+// client is rebuilt (a refused transaction timeout, a fence). kprom unregisters its
+// collectors from the registry when its client closes, its two buffered gauges with
+// them though withoutKpromBuffered kept them out: the registry unregistered the
+// consumer's own, of the same name, and they were gone until a restart.
+func TestBufferedGaugesKeptThroughClientRebuild(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	cfg := env.ccfg
+	cfg.TransactionalID = "gate-a"
+	reg := prometheus.NewRegistry()
+	c, err := New(cfg, nil, nil, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered := func() []string {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, mf := range mfs {
+			if slices.Contains(kpromBufferedProduce, mf.GetName()) {
+				names = append(names, mf.GetName())
+			}
+		}
+		return names
+	}
+	if got := gathered(); len(got) != len(kpromBufferedProduce) {
+		t.Fatalf("before any rebuild: %v gathered, want %v", got, kpromBufferedProduce)
+	}
+	for i := range 2 {
+		c.closeClient(c.tx.Close)
+		if err := c.newSession(); err != nil {
+			t.Fatal(err)
+		}
+		if got := gathered(); len(got) != len(kpromBufferedProduce) {
+			t.Fatalf("after rebuild %d: %v gathered, want %v", i+1, got, kpromBufferedProduce)
+		}
+	}
+	c.tx.Close()
 }

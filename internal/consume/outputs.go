@@ -95,6 +95,24 @@ var kpromBufferedProduce = []string{"gate_kafka_buffered_produce_records_total",
 type withoutKpromBuffered struct{ prometheus.Registerer }
 
 func (r withoutKpromBuffered) Register(c prometheus.Collector) error {
+	if isKpromBuffered(c) {
+		return nil
+	}
+	return r.Registerer.Register(c)
+}
+
+// Unregister leaves kprom's gauges of the producer's buffer alone as Register does: kprom
+// unregisters them when its client closes, and the registry, which knows a collector by
+// its metrics' names, would take the consumer's own of the same names out.
+func (r withoutKpromBuffered) Unregister(c prometheus.Collector) bool {
+	if isKpromBuffered(c) {
+		return false
+	}
+	return r.Registerer.Unregister(c)
+}
+
+// isKpromBuffered reports whether c describes one of kpromBufferedProduce.
+func isKpromBuffered(c prometheus.Collector) bool {
 	ch := make(chan *prometheus.Desc, 8)
 	go func() { c.Describe(ch); close(ch) }()
 	skip := false
@@ -105,10 +123,7 @@ func (r withoutKpromBuffered) Register(c prometheus.Collector) error {
 			}
 		}
 	}
-	if skip {
-		return nil
-	}
-	return r.Registerer.Register(c)
+	return skip
 }
 
 func (r withoutKpromBuffered) MustRegister(cs ...prometheus.Collector) {
