@@ -220,8 +220,8 @@ func TestSentinelFollowsPromotion(t *testing.T) {
 	}
 	// The replica must hold the count before the primary dies, or the promotion loses it.
 	replica := set.Replicas[0].Client(t)
-	for i := 0; getInt(t, replica, Key(DefaultKeyPrefix, "team", ep)) != 5; i++ {
-		if i > 100 {
+	for deadline := time.Now().Add(30 * time.Second); getInt(t, replica, Key(DefaultKeyPrefix, "team", ep)) != 5; {
+		if time.Now().After(deadline) {
 			t.Fatal("replica never caught up")
 		}
 		time.Sleep(20 * time.Millisecond)
