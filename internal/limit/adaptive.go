@@ -469,11 +469,20 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 	// where none is, rather than the team starting over from nothing (the static threshold
 	// for MinHistory). A copy older than ProfileTTL is a profile that expired: start over.
 	restore := false
-	if !found {
+	old := p.Epoch // the stored profile's, for the compare-and-set
+	young := ls.prof.Windows > 0 && cur-ls.prof.Epoch < int64(ProfileTTL)/l.windowNs
+	switch {
+	case !found:
 		p = spike.Profile{}
-		if ls.prof.Windows > 0 && cur-ls.prof.Epoch < int64(ProfileTTL)/l.windowNs {
+		if young {
 			p, restore = ls.prof, true
 		}
+	case young && p.Windows < ls.prof.Windows && !a.cfg.Learned(&p) && a.cfg.Learned(&ls.prof):
+		// Lost, and started over since by a gate that held no copy (one that met the team
+		// after the loss, before this gate's look): a profile still being learned where this
+		// gate's copy, with more history, is learned. The copy is kept and set over it,
+		// or the team would be back on the static threshold for MinHistory.
+		p, restore = ls.prof, true
 	}
 	var w ProfileWrite
 	var write bool
@@ -482,19 +491,26 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		// Not due: someone folded it, or its period has not passed. A copy restored is
 		// written back as it is.
 		if restore {
-			w, write = ProfileWrite{Team: r.Team, Profile: p}, true
+			w, write = ProfileWrite{Team: r.Team, Old: old, Exists: found, Profile: p}, true
 		}
 	case !found && !restore && count == 0:
 		// No history, and nothing two windows back (a team just met, or a fleet just
-		// started): a profile started at 0 would take hours to learn the team. Look again
-		// a fold period on.
-		ls.next = cur + a.minPeriod
+		// started): a profile started at 0 would take hours to learn the team. The first
+		// look again is once the window this gate met the team in is final (two windows
+		// on): a fold period on, a team sending in bursts shorter than that (a cron job)
+		// had left the cache, and its every first look folded the silent window before
+		// its burst, never learned. Then a fold period on.
+		if ls.next == math.MinInt64 {
+			ls.next = cur + 2
+		} else {
+			ls.next = cur + a.minPeriod
+		}
 		l.setLearned(e, r.Team, ls, l.Epoch(now))
 		return w, false
 	case r.Fold:
 		// Every gate looking folds (the same counts into the same profile: the same
 		// result); about one or two of the fleet write it.
-		w = ProfileWrite{Team: r.Team, Old: p.Epoch, Exists: found}
+		w = ProfileWrite{Team: r.Team, Old: old, Exists: found}
 		a.cfg.FoldScheduled(&p, f, float64(count))
 		w.Profile, write = p, a.wantsFold(e, ls, f, count, r.prev) || restore
 	default:
