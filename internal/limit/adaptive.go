@@ -495,16 +495,12 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 		}
 	case !found && !restore && count == 0:
 		// No history, and nothing two windows back (a team just met, or a fleet just
-		// started): a profile started at 0 would take hours to learn the team. The first
-		// look again is once the window this gate met the team in is final (two windows
-		// on): a fold period on, a team sending in bursts shorter than that (a cron job)
-		// had left the cache, and its every first look folded the silent window before
-		// its burst, never learned. Then a fold period on.
-		if ls.next == math.MinInt64 {
-			ls.next = cur + 2
-		} else {
-			ls.next = cur + a.minPeriod
-		}
+		// started): a profile started at 0 would take hours to learn the team. Look again
+		// a fold period on. (Not sooner: a key met once, under a per-user adaptive rule
+		// one per distinct_id a team mints, would leave a 7-day profile in Redis each. A
+		// team sending in bursts shorter than the period has left the cache by then, and
+		// is not learned: docs/design.md.)
+		ls.next = cur + a.minPeriod
 		l.setLearned(e, r.Team, ls, l.Epoch(now))
 		return w, false
 	case r.Fold:

@@ -162,51 +162,6 @@ func TestAdaptiveProfileRefusedLooksEveryPeriod(t *testing.T) {
 	}
 }
 
-// TestAdaptiveProfileLostBurstyTeamLearnsAgain: a team sending 10 minutes of every hour (a
-// cron job) has a learned profile; the profile is lost (a Redis restart, an eviction)
-// while no gate holds a copy (the team leaves every cache GATE_CACHE_IDLE_TIMEOUT after
-// each burst). It starts learning again (docs/design.md: a fleet starting from nothing
-// learns nothing in a team's first two windows, then folds it every period). Before, a
-// team met with no profile and nothing two windows back was looked at again only a fold
-// period (20 minutes) on, after it had left the cache: each burst's one look folded the
-// silent window before it, and the team never had a profile again, on GATE_THRESHOLD for
-// ever.
-func TestAdaptiveProfileLostBurstyTeamLearnsAgain(t *testing.T) {
-	srv := redistest.Start(t)
-	gs, clk := adaptiveGates(t, 1, srv, 24*time.Hour)
-	g := gs[0]
-	day0 := clk.Now()
-	const team = "cron"
-	c := srv.Client(t)
-	key := ProfileKeyFor(ModeStandalone, DefaultKeyPrefix, team)
-	p := spike.Profile{Epoch: g.l.Epoch(day0) - 1, Windows: 1440, Level: 1000}
-	v, _ := p.MarshalBinary()
-	if err := c.Set(context.Background(), key, v, ProfileTTL).Err(); err != nil {
-		t.Fatal(err)
-	}
-	tick := 15 * time.Second
-	run := func(from, to time.Duration) {
-		for now := day0.Add(from); now.Before(day0.Add(to)); now = now.Add(tick) {
-			if now.Sub(day0)%time.Hour < 10*time.Minute {
-				checkSpread(g, now, tick, team, 1000*15/60, func(time.Time, limit.Decision) {})
-			}
-			clk.Set(now.Add(tick))
-			g.tk.Tick(context.Background())
-		}
-	}
-	run(0, 2*time.Hour+30*time.Minute)
-	if st, ok := g.l.Snapshot(clk.Now(), team); ok {
-		t.Fatalf("team still cached 20 minutes after its burst: %+v", st)
-	}
-	if err := c.Del(context.Background(), key).Err(); err != nil {
-		t.Fatal(err)
-	}
-	run(2*time.Hour+30*time.Minute, 8*time.Hour)
-	if got, ok := storedProfile(t, srv, team); !ok || got.Windows == 0 {
-		t.Errorf("5.5 hours (6 bursts) after the profile was lost: stored %v, %+v; want the team learning again", ok, got)
-	}
-}
-
 // TestAdaptiveProfileLostStartedOverByANewGate: a gate holds a team's learned profile; Redis
 // loses it, and before that gate's next look another gate meets the team (a rebalance, a
 // gate started) and, finding no profile, starts one from nothing. The first gate's look
