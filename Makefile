@@ -90,7 +90,7 @@ deps-test:
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing (Debian packages)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@for p in $(DEPS_TEST_PKGS); do command -v "$${p%%:*}" >/dev/null 2>&1 || { echo "$${p%%:*} is still missing"; exit 1; }; done
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/config"
@@ -443,4 +444,46 @@ func rotatingTeamReload(t *testing.T, edit string) (*Gate, config.Config, func(n
 	writeRules(t, path, edit)
 	waitFor(t, "the edit in use", func() bool { return g.gen.Load() != first })
 	return g, cfg, send
+}
+
+// A reloaded rules file naming a rule topic the cluster does not have is refused as a bad
+// file is, through the gate's own check (Consumer.CheckTopics, not a stand-in): the rules
+// in use stay and the refusal is counted; the same rule naming a topic that exists is
+// put in use.
+func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter", "merges"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"
+	writeRules(t, path, team)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": strings.Join(kc.ListenAddrs(), ","),
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_RULES_FILE":    path,
+	})
+	g := startReloading(t, cfg, "reload-topic-test")
+	first := g.gen.Load()
+
+	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:no-such-topic'}\n")
+	waitFor(t, "the edit naming a missing topic to be refused", func() bool {
+		return labelValue(t, g, "gate_rules_loads_total", "result", "error") == 1
+	})
+	time.Sleep(200 * time.Millisecond) // a few more reads: still refused, counted once
+	if g.gen.Load() != first {
+		t.Fatalf("a rules file naming a missing topic was put in use: rules %+v", g.CurrentRules())
+	}
+	if got := labelValue(t, g, "gate_rules_loads_total", "result", "error"); got != 1 {
+		t.Errorf("the refusal counted %v times, want once", got)
+	}
+
+	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
+	waitFor(t, "the edit naming an existing topic to be in use", func() bool { return g.gen.Load() != first })
+	if rs := g.CurrentRules(); len(rs) != 2 || rs[1].Name != "merges" {
+		t.Errorf("rules in use: %+v", rs)
+	}
 }

@@ -3,6 +3,8 @@ package kafkatest
 import (
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -34,5 +36,64 @@ func TestWaitBrokersFindsAnExitedNodeBehindAnother(t *testing.T) {
 	var ex *exitedError
 	if !errors.As(err, &ex) || ex.node != 2 {
 		t.Fatalf("waitBrokers = %v, want node 2's exit", err)
+	}
+}
+
+// TestJarCacheFollowsThePom: the jars are resolved again when the POM changes. A cache
+// keyed by Version alone kept the jars of whatever POM first resolved them (a log4j or
+// SLF4J binding moved, a dependency added): a machine that had run the tests went on
+// starting the old classpath, and a POM that no longer resolved passed there while a new
+// machine failed.
+func TestJarCacheFollowsThePom(t *testing.T) {
+	cache := t.TempDir()
+	env := map[string]string{"XDG_CACHE_HOME": cache, "JAVA_HOME": os.Getenv("JAVA_HOME")}
+	getenv := func(k string) string { return env[k] }
+	// What an earlier POM of the same Version left: complete, with a broker jar.
+	stale := filepath.Join(cache, "capture-gate", "kafka-"+Version)
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{completeMark, "kafka_2.13-" + Version + ".jar"} {
+		if err := os.WriteFile(filepath.Join(stale, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An mvn that resolves offline: the broker jar, and a copy of the POM it was given.
+	bin := t.TempDir()
+	mvn := `#!/bin/sh
+for a; do case "$a" in -DoutputDirectory=*) out="${a#*=}";; esac; done
+prev=""; for a; do [ "$prev" = -f ] && pom="$a"; prev="$a"; done
+mkdir -p "$out" && : > "$out/kafka_2.13-` + Version + `.jar" && cp "$pom" "$out/resolved-from.xml"
+`
+	if err := os.WriteFile(filepath.Join(bin, "mvn"), []byte(mvn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	tools, err := FindTools(getenv)
+	if IsMissing(err) {
+		t.Skipf("%v", err) // no Java 17: FindTools stops before the jars
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tools.Jars == stale {
+		t.Fatalf("FindTools used %s, resolved by an earlier POM, without resolving this one", stale)
+	}
+	got, err := os.ReadFile(filepath.Join(tools.Jars, "resolved-from.xml"))
+	if err != nil {
+		t.Fatalf("the jars in %s were not resolved from this POM: %v", tools.Jars, err)
+	}
+	want, err := os.ReadFile(filepath.Join("maven", "pom.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("the jars in %s were resolved from another POM", tools.Jars)
+	}
+	// Another POM, another directory.
+	a, errA := cacheDir(getenv, []byte("<project>a</project>"))
+	b, errB := cacheDir(getenv, []byte("<project>b</project>"))
+	if errA != nil || errB != nil || a == b {
+		t.Fatalf("cacheDir of two POMs: %q (%v), %q (%v); want two directories", a, errA, b, errB)
 	}
 }

@@ -7,7 +7,7 @@
 // Guarantees:
 //
 //   - The broker is Apache Kafka Version (maven/pom.xml), resolved once per machine
-//     into CacheDir by Maven (dependency:copy-dependencies), under a lock so that test
+//     and POM into CacheDir by Maven (dependency:copy-dependencies), under a lock so that test
 //     binaries of several packages resolve it once between them (a GATETEST_KAFKA_JARS
 //     that already holds kafka_2.13-Version.jar is used as it is), and started with
 //     java -cp 'jars/*' kafka.Kafka after kafka.tools.StorageTool format, as the

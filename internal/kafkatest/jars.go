@@ -2,6 +2,8 @@ package kafkatest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -55,12 +57,27 @@ func sourceDir() (string, error) {
 }
 
 // CacheDir is where the jars are resolved to: $GATETEST_KAFKA_JARS when set, else
-// kafka-Version under the user's cache directory ($XDG_CACHE_HOME or ~/.cache), which
-// outlives a checkout so that a machine resolves them once.
+// kafka-Version-<digest of maven/pom.xml> under the user's cache directory
+// ($XDG_CACHE_HOME or ~/.cache), which outlives a checkout so that a machine resolves
+// them once per POM: an edited POM (a dependency added, a version moved) is resolved
+// afresh, as on a new machine, instead of finding the jars an earlier POM resolved.
 func CacheDir(getenv func(string) string) (string, error) {
 	if d := getenv("GATETEST_KAFKA_JARS"); d != "" {
 		return d, nil
 	}
+	src, err := sourceDir()
+	if err != nil {
+		return "", err
+	}
+	pom, err := os.ReadFile(filepath.Join(src, "maven", "pom.xml"))
+	if err != nil {
+		return "", fmt.Errorf("kafkatest: reading the POM: %w", err)
+	}
+	return cacheDir(getenv, pom)
+}
+
+// cacheDir is CacheDir for the POM pom, without GATETEST_KAFKA_JARS.
+func cacheDir(getenv func(string) string, pom []byte) (string, error) {
 	base := getenv("XDG_CACHE_HOME")
 	if base == "" {
 		home := getenv("HOME")
@@ -69,7 +86,8 @@ func CacheDir(getenv func(string) string) (string, error) {
 		}
 		base = filepath.Join(home, ".cache")
 	}
-	return filepath.Join(base, "capture-gate", "kafka-"+Version), nil
+	sum := sha256.Sum256(pom)
+	return filepath.Join(base, "capture-gate", "kafka-"+Version+"-"+hex.EncodeToString(sum[:6])), nil
 }
 
 // FindTools finds java (JAVA_HOME's, else the one on PATH) and checks that it is at

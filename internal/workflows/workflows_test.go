@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -166,5 +167,74 @@ func TestMissingTargetCaught(t *testing.T) {
 	}
 	if !slices.Equal(missing, []string{"typo:tset"}) {
 		t.Errorf("missing = %v, want [typo:tset]", missing)
+	}
+}
+
+// TestDepsTestInstallsNoninteractively: on a machine that lacks the suite's programs,
+// make deps-test runs apt-get update before apt-get install (on a new machine the package
+// lists are empty, and install finds nothing), and installs with -y and
+// DEBIAN_FRONTEND=noninteractive (make test runs with no one to answer), as root and
+// through sudo. Through sudo, whose env_reset drops the caller's environment,
+// DEBIAN_FRONTEND set before sudo never reached apt-get. apt-get, sudo and id are
+// stand-ins that record what they were asked; PATH holds nothing else of the machine's.
+func TestDepsTestInstallsNoninteractively(t *testing.T) {
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		t.Skipf("no make: %v", err)
+	}
+	for _, uid := range []string{"0", "1000"} {
+		t.Run("uid"+uid, func(t *testing.T) {
+			bin, log := t.TempDir(), filepath.Join(t.TempDir(), "apt.log")
+			for _, tool := range []string{"bash", "env", "chmod", "git", "sed", "awk"} {
+				p, err := exec.LookPath(tool)
+				if err != nil {
+					t.Skipf("no %s: %v", tool, err)
+				}
+				if err := os.Symlink(p, filepath.Join(bin, tool)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stubs := map[string]string{
+				"id": "echo " + uid,
+				// sudo's env_reset: the command gets PATH, not the caller's environment.
+				"sudo": `exec env -i PATH="$PATH" "$@"`,
+				// install finds no package before an update; it adds each package's program.
+				"apt-get": `echo "DEBIAN_FRONTEND=$DEBIAN_FRONTEND $*" >> ` + log + `
+[ "$1" = install ] || exit 0
+[[ "$(< ` + log + `)" == *" update"* ]] || { echo "E: Unable to locate package" >&2; exit 100; }
+for a in "${@:2}"; do
+	case "$a" in -*) continue;; maven) a=mvn;; esac
+	printf '#!/bin/sh\n' > "` + bin + `/$a" && chmod +x "` + bin + `/$a"
+done`,
+			}
+			for name, body := range stubs {
+				if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/bash\n"+body+"\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command(mk, "-s", "-C", root, "deps-test")
+			cmd.Env = []string{"PATH=" + bin, "HOME=" + t.TempDir()}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("make deps-test: %v\n%s", err, out)
+			}
+			b, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatalf("apt-get was not run: %v\n%s", err, out)
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) != 2 || !strings.Contains(lines[0], " update") {
+				t.Fatalf("apt-get runs:\n%s\nwant update, then install", b)
+			}
+			install := strings.Fields(lines[1])
+			if install[0] != "DEBIAN_FRONTEND=noninteractive" || install[1] != "install" || !slices.Contains(install, "-y") {
+				t.Errorf("apt-get install ran as %q, want DEBIAN_FRONTEND=noninteractive install -y ...", lines[1])
+			}
+			for _, pkg := range []string{"redis-server", "kcat", "maven", "chromium"} {
+				if !slices.Contains(install, pkg) {
+					t.Errorf("apt-get install ran as %q: %s missing", lines[1], pkg)
+				}
+			}
+		})
 	}
 }
