@@ -432,7 +432,7 @@ type Applied struct {
 // with the fleet's and hands the team back to its tier's cadence. A gate that meets a team
 // during a blip of the shared store so learns of the fleet's traffic on the next tick, not
 // a cadence later. Through a long outage every team whose read failed is due on every
-// tick: the tick's read budget, hottest first, bounds that.
+// tick: the tick's read budget, nearest the limit first, bounds that.
 func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 	e := l.lockedEntry(r)
 	defer r.sh.mu.Unlock()

@@ -27,15 +27,15 @@ type Config struct {
 	// KeysPerCommand is how many keys one MGET carries. Default 200.
 	KeysPerCommand int
 	// KeysPerTick bounds the keys one tick touches across all instances (each write is
-	// one key, each read two); the rest waits for the next tick, writes first. Default
-	// 500,000.
+	// one key, each read the keys its MGET carries: readCost); the rest waits for the
+	// next tick, writes first. Default 500,000.
 	KeysPerTick int
 	// MaxPendingWrites bounds the (team, epoch) counts kept waiting for Redis, for example
 	// while it is down. Past it new counts are dropped and counted. Default 1,000,000.
 	MaxPendingWrites int
-	// MaxReadsPerTick bounds the reads one tick makes; the hottest go first (a read put
-	// off gaining on them each tick: readAging) and the rest are planned again next tick.
-	// Default 100,000.
+	// MaxReadsPerTick bounds the reads one tick makes; the teams nearest their limit go
+	// first (readPriority; a read put off gaining on them each tick: readAging) and the
+	// rest are planned again next tick. Default 100,000.
 	MaxReadsPerTick int
 	// FlushTimeout bounds the final flush when Run stops. Default 5 s.
 	FlushTimeout time.Duration

@@ -1,9 +1,10 @@
 // Planning a tick: what each instance's pipeline writes and reads. Writes go first, then
-// reads, within the tick's key budget (KeysPerTick; reads also MaxReadsPerTick, hottest
-// teams first), the rest waiting for the next tick. A lane with batches in doubt resends
-// them as they are and gets no new batch until they are answered, so a lane's batches
-// reach Redis in the order of their numbers. Counts are dropped only past the
-// pending-write cap or once their epoch is no longer written, and every drop is counted.
+// reads, within the tick's key budget (KeysPerTick; reads also MaxReadsPerTick, teams
+// nearest their limit first), the rest waiting for the next tick. A lane with batches in
+// doubt resends them as they are and gets no new batch until they are answered, so a
+// lane's batches reach Redis in the order of their numbers. Counts are dropped only past
+// the pending-write cap or once their epoch is no longer written, and every drop is
+// counted.
 
 package tick
 
@@ -40,15 +41,23 @@ type putOff struct {
 }
 
 // readAging is what each tick a due read was put off adds to its pressure when the reads
-// due are over budget: the hottest go first, but a read put off catches up with hotter
-// ones, a tier's width in about three ticks. Sorted by pressure alone, a team due on every
+// due are over budget: the nearest their limit go first, but a read put off catches up
+// with nearer ones, a tier's width in about three ticks. Sorted by pressure alone, a team due on every
 // tick (hot, HotEveryTick; or a failed read's retry) behind as many hotter ones as the
 // budget holds was never read: its view stayed this gate's own counts for as long.
 const readAging = 0.1
 
-// readPriority is the order a due read is made in when over budget, highest first.
+// readPriority is the order a due read is made in when over budget, highest first: the
+// teams nearest their limit, whose decision a read changes, from under it by pressure and
+// from over it by its inverse, so a team far over its limit (limited whatever a read
+// says) ranks as one as far under it. By pressure alone, teams at 5 × their threshold read
+// every tick put a team at 0.95 × off for 40 ticks, one at 50 × for 490.
 func (t *Ticker) readPriority(rr readRef) float64 {
-	return rr.r.Pressure + readAging*float64(t.putOff[teamRef{rr.lim, rr.r.Team}].n)
+	p := rr.r.Pressure
+	if p > 1 {
+		p = 1 / p
+	}
+	return p + readAging*float64(t.putOff[teamRef{rr.lim, rr.r.Team}].n)
 }
 
 // plan is one instance's share of a tick.
@@ -202,19 +211,22 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		t.laneReads[li] = t.laneReads[li][:0]
 	}
 	if withReads {
-		maxReads := min(t.cfg.MaxReadsPerTick, max(budget, 0)/2)
+		// The keys left for reads, each read counted as the keys its MGET carries (its
+		// counters, and its hold flag, profile and folded count when asked for them).
+		maxReads, keys, need := t.cfg.MaxReadsPerTick, max(budget, 0), 0
 		clear(t.reads)
 		reads := t.reads[:0]
 		for li := range t.limits {
 			for i := range t.limits[li].sweep.Reads {
 				reads = append(reads, readRef{lim: li, r: &t.limits[li].sweep.Reads[i]})
+				need += readCost(reads[len(reads)-1].r)
 			}
 		}
 		t.reads = reads
-		over := len(reads) > maxReads
+		over := len(reads) > maxReads || need > keys
 		if over {
-			// Over budget: the hottest teams first, those put off before gaining on them
-			// (readAging); the rest are planned again next tick.
+			// Over budget: the teams nearest their limit first, those put off before
+			// gaining on them (readAging); the rest are planned again next tick.
 			for i := range reads {
 				reads[i].prio = t.readPriority(reads[i])
 			}
@@ -225,7 +237,13 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		for _, rr := range reads {
 			// A team whose counts were not all sent is read all the same: what Redis
 			// does not hold is added to the read (notInRedis), so none is forgotten.
-			if res.Reads >= maxReads {
+			// A read that no tick's budget could hold (GATE_KEYS_PER_TICK may be as low as
+			// 2, a read carry up to 5 keys) goes as the tick's first read when two keys are
+			// left, as before reads were counted by their keys: else no team is read ever.
+			c := readCost(rr.r)
+			fits := c <= keys || res.Reads == 0 && c > t.cfg.KeysPerTick && keys >= 2
+			if res.Reads >= maxReads || !fits {
+				keys = 0 // in order: a cheaper read after this one waits as well
 				res.SkippedReads++
 				k := teamRef{rr.lim, rr.r.Team}
 				if po, ok := t.putOff[k]; !ok || po.tick != t.tickN { // a team read in two epochs counts once
@@ -236,6 +254,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 				}
 				continue
 			}
+			keys -= c
 			if over {
 				delete(t.putOff, teamRef{rr.lim, rr.r.Team})
 			}

@@ -141,6 +141,18 @@ func readKeys(r *limit.Read) int {
 	return 3
 }
 
+// readCost is how many keys r's MGET carries (appendReadKeys), as the tick's key budget
+// counts them.
+func readCost(r *limit.Read) int {
+	n := 2
+	for _, b := range [...]bool{r.Hold, r.Profile, r.Fold} {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
 // appendReadKeys appends the keys rr reads, in the order applyRead takes them.
 func (t *Ticker) appendReadKeys(keys []string, rr readRef) []string {
 	r := rr.r

@@ -39,3 +39,87 @@ func TestReadsOverBudgetStarveNoTeam(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsOverBudgetNearLimitFirst: over the read budget, teams far over their limit
+// (already limited: a read changes nothing for them) must not crowd out a team near its
+// limit, whose decision a read changes. Two teams at 5 × their threshold, read every tick
+// (hot), and one at 0.95 ×, with room for two reads a tick: the near one was read only
+// once its put-off ticks had raised it past 5 (about 40 ticks, minutes for a team at
+// 50 ×).
+func TestReadsOverBudgetNearLimitFirst(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 1000}, Config{MaxReadsPerTick: 2}, srv)
+	levels := map[string]int64{"far-0": 5000, "far-1": 5000, "near": 950}
+	for team, n := range levels {
+		g.l.Check(team, n)
+	}
+	for range 8 {
+		g.tk.Tick(context.Background())
+		clk.Advance(time.Second)
+		for team := range levels {
+			g.l.Check(team, 1)
+		}
+	}
+	s, ok := g.l.Snapshot(clk.Now(), "near")
+	if !ok {
+		t.Fatal("near not cached")
+	}
+	if s.ReadAt.IsZero() || clk.Now().Sub(s.ReadAt) > 3*time.Second {
+		t.Errorf("near (pressure %.2f, tier %s) last read at %v, now %v: crowded out by teams far over their limit", s.Pressure(), s.Tier, s.ReadAt, clk.Now())
+	}
+}
+
+// TestReadsKeysWithinKeysPerTick: a read that fetches a team's hold flag with its two
+// counters touches three keys, and the tick's key budget must count them: budgeted as two,
+// a tick of first reads (each with its flag) touched half as many keys again as
+// GATE_KEYS_PER_TICK allows.
+func TestReadsKeysWithinKeysPerTick(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	const keysPerTick = 12
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100, DivertHold: 5 * time.Second, DivertRelease: 0.8},
+		Config{KeysPerTick: keysPerTick}, srv)
+	if !g.l.HoldsShared() {
+		t.Fatal("holds not shared: reads carry no flag")
+	}
+	for i := range 4 {
+		g.l.Check(fmt.Sprintf("team-%d", i), 90)
+	}
+	r := g.tk.Tick(context.Background())
+	var read int
+	for _, p := range g.tk.plans {
+		for _, rc := range p.rcmds {
+			read += len(rc.cmd.Args()) - 1 // MGET key...
+		}
+	}
+	if r.Writes+read > keysPerTick {
+		t.Errorf("tick touched %d keys (%d written, %d read in %d reads), over KeysPerTick %d", r.Writes+read, r.Writes, read, r.Reads, keysPerTick)
+	}
+	if r.Reads == 0 {
+		t.Errorf("tick = %+v: no read made within the budget", r)
+	}
+}
+
+// TestReadsUnderATinyKeyBudget: a GATE_KEYS_PER_TICK under what a read carries (2 is
+// allowed; a first read with its hold flag carries 3) still reads, one read a tick when
+// the writes leave two keys, as before reads were counted by their keys: counted so and
+// nothing more, no team was read ever.
+func TestReadsUnderATinyKeyBudget(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100, DivertHold: 5 * time.Second, DivertRelease: 0.8},
+		Config{KeysPerTick: 2}, srv)
+	if !g.l.HoldsShared() {
+		t.Fatal("holds not shared: reads carry no flag")
+	}
+	g.l.Check("team-0", 90)
+	reads := 0
+	for range 5 {
+		reads += g.tk.Tick(context.Background()).Reads
+		clk.Advance(time.Second)
+	}
+	if reads == 0 {
+		t.Error("no read in 5 ticks under GATE_KEYS_PER_TICK=2: a read with its hold flag never fits")
+	}
+}
