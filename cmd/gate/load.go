@@ -71,7 +71,11 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, nam
 		select {
 		case err := <-done:
 			p, f := counts.Produced.Load(), counts.Failed.Load()
-			_, werr := fmt.Fprintf(stdout, "load: stopped; produced=%d failed=%d\n", p, f)
+			skipped := ""
+			if n := counts.Skipped.Load(); n > 0 {
+				skipped = fmt.Sprintf(" skipped=%d (behind the rate: the broker too slow for it)", n)
+			}
+			_, werr := fmt.Fprintf(stdout, "load: stopped; produced=%d failed=%d%s\n", p, f, skipped)
 			if p == 0 {
 				// No broker reached, or the topic refused every record: a failure, named so
 				// even when the wait for the last acknowledgements timed out too.

@@ -178,13 +178,19 @@ func (g *Generator) malformed() *kgo.Record {
 type Counts struct {
 	Produced atomic.Int64
 	Failed   atomic.Int64
+	// Skipped is the records not produced because the run fell more than a tenth of a
+	// second behind the rate (a broker too slow for it, or this process not scheduled):
+	// they are skipped, not sent later in a burst.
+	Skipped atomic.Int64
 }
 
 // Produce produces spec's records to topic through cl at spec.Rate until ctx ends or
 // spec.Duration passes, then waits (bounded) for the last acknowledgements. Record i
 // (from 0) is due i/Rate after the start, the first at once, so a run of spec.Duration
-// makes ceil(Duration x Rate) records, those due before its end. A refused record is
-// counted and logged once per reason; it stops nothing.
+// makes ceil(Duration x Rate) records, those due before its end, when the broker keeps
+// up; the records a stall put more than a tenth of a second behind are skipped, so the
+// rate holds after it and the run ends on time. A refused record is counted and logged
+// once per reason; it stops nothing.
 func Produce(ctx context.Context, cl *kgo.Client, topic string, spec Spec, counts *Counts, log *slog.Logger) error {
 	gen := NewGenerator(spec, time.Now)
 	var warned atomic.Bool
@@ -211,13 +217,25 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, spec Spec, count
 		defer timer.Stop()
 		end = timer.C
 	}
-	var sent int64
+	var sent, skipped int64
 	produce := func(due int64) {
 		for ; sent < due && ctx.Err() == nil; sent++ {
 			rec := gen.Next()
 			rec.Topic = topic
 			cl.Produce(ctx, rec, done)
 		}
+	}
+	// step produces the records due, counted from the run's start. After a stall (a broker too slow for the rate, blocking Produce), it catches
+	// up by at most a tenth of a second of records and skips the rest for good: the
+	// backlog is not sent later at up to ten times the rate, nor at the run's end.
+	step := func(due int64) {
+		due = min(due, total) - skipped
+		if most := sent + int64(spec.Rate)/10 + 1; due > most {
+			skipped += due - most
+			counts.Skipped.Add(due - most)
+			due = most
+		}
+		produce(due)
 	}
 	start := time.Now()
 	tick := time.NewTicker(loadStep)
@@ -228,13 +246,10 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, spec Spec, count
 		case <-ctx.Done():
 			return flush(ctx, cl)
 		case <-end:
-			produce(total) // those due since the last tick
+			step(total) // those due since the last tick
 			return flush(ctx, cl)
 		case now := <-tick.C:
-			due := int64(now.Sub(start).Seconds()*float64(spec.Rate)) + 1
-			// After a stall, catch up by at most a tenth of a second of records.
-			due = min(due, sent+int64(spec.Rate)/10+1, total)
-			produce(due)
+			step(int64(now.Sub(start).Seconds()*float64(spec.Rate)) + 1)
 		}
 	}
 }
