@@ -38,6 +38,9 @@ type teamRef struct {
 type putOff struct {
 	n    int
 	tick uint64
+	// short: it was the tick's first read and put off with two keys or more left, fewer
+	// than it carries; it goes as the next tick's first read if two keys are left.
+	short bool
 }
 
 // readAging is what each tick a due read was put off adds to its pressure when the reads
@@ -240,17 +243,22 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 			// A read that no tick's budget could hold (GATE_KEYS_PER_TICK may be as low as
 			// 2, a read carry up to 5 keys) goes as the tick's first read when two keys are
 			// left, as before reads were counted by their keys: else no team is read ever.
+			// So does one put off so the tick before (short): writes leaving fewer keys
+			// than it carries every tick put off it and every read after it for as long,
+			// ageing no help (it ages as they do).
 			c := readCost(rr.r)
-			fits := c <= keys || res.Reads == 0 && c > t.cfg.KeysPerTick && keys >= 2
+			k := teamRef{rr.lim, rr.r.Team}
+			first := res.Reads == 0 && keys >= 2
+			fits := c <= keys || first && (c > t.cfg.KeysPerTick || t.putOff[k].short)
 			if res.Reads >= maxReads || !fits {
+				short := first && res.Reads < maxReads
 				keys = 0 // in order: a cheaper read after this one waits as well
 				res.SkippedReads++
-				k := teamRef{rr.lim, rr.r.Team}
 				if po, ok := t.putOff[k]; !ok || po.tick != t.tickN { // a team read in two epochs counts once
 					if !ok {
 						k.team = strings.Clone(k.team) // kept past the sweep whose read it was
 					}
-					t.putOff[k] = putOff{po.n + 1, t.tickN}
+					t.putOff[k] = putOff{po.n + 1, t.tickN, short}
 				}
 				continue
 			}

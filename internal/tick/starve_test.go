@@ -123,3 +123,34 @@ func TestReadsUnderATinyKeyBudget(t *testing.T) {
 		t.Error("no read in 5 ticks under GATE_KEYS_PER_TICK=2: a read with its hold flag never fits")
 	}
 }
+
+// TestReadsUnderKeysLeftByWrites: writes every tick leaving two keys of
+// GATE_KEYS_PER_TICK=4, and reads carrying three (the hold flag): no read fit the keys left
+// and none was over GATE_KEYS_PER_TICK itself, so no team was read ever, each gate going
+// by its own counts alone for as long as the traffic lasted. A read put off goes as the
+// tick's first read when two keys are left.
+func TestReadsUnderKeysLeftByWrites(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100, DivertHold: 5 * time.Second, DivertRelease: 0.8},
+		Config{KeysPerTick: 4}, srv)
+	if !g.l.HoldsShared() {
+		t.Fatal("holds not shared: reads carry no flag")
+	}
+	teams := []string{"team-0", "team-1"}
+	for _, team := range teams {
+		g.l.Check(team, 60)
+	}
+	reads := 0
+	for range 6 {
+		r := g.tk.Tick(context.Background())
+		reads += r.Reads
+		clk.Advance(time.Second)
+		for _, team := range teams {
+			g.l.Check(team, 1)
+		}
+	}
+	if reads == 0 {
+		t.Error("no read in 6 ticks: the writes left two keys each tick, a read carries three")
+	}
+}
