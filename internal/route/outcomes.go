@@ -80,7 +80,9 @@ func (r *Router) TeamOf(rec *kgo.Record, s *Scratch) string {
 // is counted in it (Agg.Bump); only a new row needs the whole Fate.
 func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Outcome, teamRule int, ro *ruleOutcome) {
 	var kind outcome.Kind
-	acted := ro.action != 0
+	// A record an enforced rule dead-letters got no rule's action, whatever rules were
+	// over it before: in a dry run too, whose row is then the dead letter's, accepted.
+	acted := ro.action != 0 && o.Enforced != DeadLetter
 	switch o.Route {
 	case Accepted:
 		kind = outcome.Accepted

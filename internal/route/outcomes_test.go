@@ -370,3 +370,30 @@ func TestTeamOfFirstRuleChecked(t *testing.T) {
 		}
 	}
 }
+
+// In a dry run a record a later rule would dead-letter, after an earlier rule was over
+// for it, is accepted: its row is the dead letter's as a dry run has it (reason dry_run),
+// naming no rule, as enforcement's dead_letter row names none. Before, it named the
+// earlier rule, as if that rule would have sent the record away.
+func TestOutcomeDryRunDeadLetterAfterRuleOver(t *testing.T) {
+	for _, dry := range []bool{false, true} {
+		f := newRuleFixture(t, Config{DryRun: dry},
+			ruleSpec{Rule{Name: "ov", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow, Forced: []string{"1"}}, []limit.Config{{Threshold: 1000}}},
+			ruleSpec{Rule{Name: "tp", Key: mustKeyFrom(t, "json:distinct_id"), Action: ActionTopic, Topic: "quarantine"}, []limit.Config{{Threshold: 1000}}},
+		)
+		agg := outcome.NewAgg(60e9, nil)
+		s := Scratch{Outcomes: agg}
+		var out kgo.Record
+		o := f.r.RouteInto(t0, input(`{"team_id":1}`, ""), &s, &out)
+		if o.Enforced != DeadLetter || o.EnforcedReason != ReasonFieldMissing {
+			t.Fatalf("dry run %v: enforced %s %s, want dead_letter field_missing", dry, o.Enforced, o.EnforcedReason)
+		}
+		want := map[string]int64{"1|1||dead_letter|field_missing": 1}
+		if dry {
+			want = map[string]int64{"1|1||accepted|dry_run": 1}
+		}
+		if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("dry run %v: rows\n got %v\nwant %v", dry, got, want)
+		}
+	}
+}

@@ -599,7 +599,7 @@ func TestMetrics(t *testing.T) {
 	for _, fam := range fams {
 		series[fam.GetName()] = len(fam.GetMetric())
 	}
-	if series["gate_records_total"] != int(numReasons-1) || series["gate_dry_run_diverted_total"] != 11 {
+	if series["gate_records_total"] != int(numReasons-1) || series["gate_dry_run_diverted_total"] != 12 {
 		t.Errorf("series: %v", series)
 	}
 	for c := reasonAllowed; c < numReasons; c++ {

@@ -346,9 +346,10 @@ func newRouter(cfg Config, rules []Rule, named bool, reg prometheus.Registerer) 
 	r.unreadable = unreadable
 	for c := reasonAllowed; c < numReasons; c++ {
 		r.records[c] = records.WithLabelValues(c.route().String(), c.String())
-		// A dry run counts a rotating team's records as rate limited (RouteInto), and a
-		// rule topic's under the overflow route, by their reason (rate_limited, forced).
-		if c.route() != Accepted && c != reasonRejected && c != reasonKeyCardinality {
+		// A dry run counts a rotating team's records by their reason, key_cardinality, as
+		// enforcement does, and a rule topic's under the overflow route, by their reason
+		// (rate_limited, forced).
+		if c.route() != Accepted && c != reasonRejected {
 			r.diverted[c] = diverted.WithLabelValues(c.route().String(), c.String())
 		}
 	}
@@ -677,11 +678,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	o.Enforced, o.EnforcedReason = route, code.String()
 	if r.cfg.DryRun {
 		if route != Accepted {
-			if code == reasonKeyCardinality {
-				s.diverted[reasonRateLimited]++
-			} else {
-				s.diverted[code]++
-			}
+			s.diverted[code]++
 			code = reasonDryRun
 		} else if code == reasonTagged {
 			code = reasonAllowed // dry run adds no header

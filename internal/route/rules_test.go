@@ -475,6 +475,34 @@ func TestRulesRotatingTeam(t *testing.T) {
 	}
 }
 
+// Dry run counts a rotating team's records under on_cardinality: overflow as enforcement
+// would have sent them, key_cardinality in gate_dry_run_diverted_total (configuration.md:
+// decisions counted "as if enforced"). Before, they were counted rate_limited, as if each
+// user were over the rule's threshold.
+func TestRulesDryRunRotatingTeamCountedKeyCardinality(t *testing.T) {
+	f := newRuleFixture(t, Config{DryRun: true},
+		ruleSpec{Rule{Name: "team-user", Key: mustKey(t, "json:team_id+distinct_id"), Action: ActionOverflow},
+			[]limit.Config{{Window: time.Minute, Threshold: 10_000, SketchWidth: limit.DefaultSketchWidth, KeyCardinality: 100, OnCardinality: limit.CardinalityOverflow}}},
+	)
+	for i := range 300 {
+		f.r.Route(f.clk.Now(), event("rot", fmt.Sprint("id-", i), "e"), nil)
+	}
+	var sw limit.Sweep
+	f.lims["team-user"][0].Sweep(f.clk.Now(), &sw)
+	if len(sw.Rotations) != 1 {
+		t.Fatalf("rotations %+v, want rot's", sw.Rotations)
+	}
+	out, o := f.r.Route(f.clk.Now(), event("rot", "id-new", "e"), nil)
+	if out.Topic != topicAccepted || o.Reason != ReasonDryRun || o.EnforcedReason != ReasonKeyCardinality {
+		t.Fatalf("rotating team's record: topic %s, reason %s (enforced %s); want accepted, dry_run (key_cardinality)", out.Topic, o.Reason, o.EnforcedReason)
+	}
+	kc := counter(t, f.reg, "gate_dry_run_diverted_total", "overflow", ReasonKeyCardinality)
+	rl := counter(t, f.reg, "gate_dry_run_diverted_total", "overflow", ReasonRateLimited)
+	if kc != 1 || rl != 0 {
+		t.Errorf("gate_dry_run_diverted_total: key_cardinality %v, rate_limited %v; want 1 and 0", kc, rl)
+	}
+}
+
 // A rotating team's key is counted as its own in the sketch as well as the collapsed key
 // (limit's cardinality.go), through the Scratch's tally, late: in a rule of two limits in
 // cap mode too, where the counting pass's decisions are not kept, its sketch counts are.
