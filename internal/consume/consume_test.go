@@ -490,3 +490,25 @@ func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return s
 }
+
+// TestStrippedDeadLetterManyEmptyHeaders: an input record whose headers are thousands of
+// empty ones (a few bytes of keys and values, kilobytes once encoded) and whose value is
+// too large for every topic is dead-lettered stripped, its headers dropped with its value:
+// they are large on the wire, whatever their keys' and values' lengths. Before, they
+// were kept as small, the stripped dead letter was refused as well, and the partition
+// stopped (GATE_ON_UNDELIVERABLE=stop, the default).
+func TestStrippedDeadLetterManyEmptyHeaders(t *testing.T) {
+	t.Parallel()
+	big := inputRecord(1, "team-big")
+	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
+	for range 3000 {
+		big.Headers = append(big.Headers, kgo.RecordHeader{})
+	}
+	r := firstDeadLetter(t, 4096, big)
+	if r == nil {
+		t.Fatal("no dead letter: the stripped one kept the input's 3000 empty headers and was refused")
+	}
+	if got := header(r, "gate-dropped"); !strings.Contains(got, "headers=3002") {
+		t.Errorf("gate-dropped %q, want the input's 3002 headers dropped", got)
+	}
+}

@@ -329,10 +329,11 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 		return r
 	}
 	// The input's headers stay when they are small (ids and trace context are what an
-	// operator looks for); thousands of them, or huge ones, go with the value.
+	// operator looks for); thousands of them, or huge ones, go with the value. Counted
+	// as encoded: each header's two lengths too, most of the size of thousands of tiny ones.
 	var hb int
 	for _, h := range in.Headers {
-		hb += len(h.Key) + len(h.Value)
+		hb += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
 	}
 	dropped := 0
 	if hb > int(c.cfg.MaxMessageBytes)/4 && len(r.Headers) >= len(in.Headers) {
@@ -366,6 +367,15 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 		r.Key = nil
 	}
 	return r
+}
+
+// varintLen is the size of n encoded as a Kafka record's lengths are: a zigzag varint.
+func varintLen(n int) int {
+	l := 1
+	for v := uint64(n) << 1; v >= 0x80; v >>= 7 {
+		l++
+	}
+	return l
 }
 
 // HeaderOriginalTimestamp carries, on a dead letter stamped anew, the input record's
