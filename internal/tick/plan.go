@@ -38,9 +38,6 @@ type teamRef struct {
 type putOff struct {
 	n    int
 	tick uint64
-	// short: it was the tick's first read and put off with two keys or more left, fewer
-	// than it carries; it goes as the next tick's first read if two keys are left.
-	short bool
 }
 
 // readAging is what each tick a due read was put off adds to its pressure when the reads
@@ -240,25 +237,21 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		for _, rr := range reads {
 			// A team whose counts were not all sent is read all the same: what Redis
 			// does not hold is added to the read (notInRedis), so none is forgotten.
-			// A read that no tick's budget could hold (GATE_KEYS_PER_TICK may be as low as
-			// 2, a read carry up to 5 keys) goes as the tick's first read when two keys are
-			// left, as before reads were counted by their keys: else no team is read ever.
-			// So does one put off so the tick before (short): writes leaving fewer keys
-			// than it carries every tick put off it and every read after it for as long,
-			// ageing no help (it ages as they do).
+			// The tick's first read goes when two keys are left, as before reads were
+			// counted by their keys, though it carries up to five: a budget under a read's
+			// keys (GATE_KEYS_PER_TICK may be 2), or writes leaving fewer keys than it
+			// carries on every tick, would read no team ever (ageing no help: the read put
+			// off ages as those behind it do). A tick goes over by three keys at most.
 			c := readCost(rr.r)
-			k := teamRef{rr.lim, rr.r.Team}
-			first := res.Reads == 0 && keys >= 2
-			fits := c <= keys || first && (c > t.cfg.KeysPerTick || t.putOff[k].short)
-			if res.Reads >= maxReads || !fits {
-				short := first && res.Reads < maxReads
+			if res.Reads >= maxReads || c > keys && !(res.Reads == 0 && keys >= 2) {
 				keys = 0 // in order: a cheaper read after this one waits as well
 				res.SkippedReads++
+				k := teamRef{rr.lim, rr.r.Team}
 				if po, ok := t.putOff[k]; !ok || po.tick != t.tickN { // a team read in two epochs counts once
 					if !ok {
 						k.team = strings.Clone(k.team) // kept past the sweep whose read it was
 					}
-					t.putOff[k] = putOff{po.n + 1, t.tickN, short}
+					t.putOff[k] = putOff{po.n + 1, t.tickN}
 				}
 				continue
 			}
