@@ -685,22 +685,7 @@ func TestPreflightWaitsForTransactionCoordinator(t *testing.T) {
 	var asked atomic.Int64
 	var down atomic.Bool
 	down.Store(true)
-	env.cluster.ControlKey(kmsg.FindCoordinator.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		env.cluster.KeepControl()
-		r := req.(*kmsg.FindCoordinatorRequest)
-		if r.CoordinatorType != 1 || !down.Load() {
-			return nil, nil, false
-		}
-		asked.Add(1)
-		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		for _, k := range r.CoordinatorKeys {
-			co := kmsg.NewFindCoordinatorResponseCoordinator()
-			co.Key, co.ErrorCode = k, kerr.CoordinatorNotAvailable.Code
-			resp.Coordinators = append(resp.Coordinators, co)
-		}
-		return resp, nil, true
-	})
+	txnCoordinatorUnavailable(env.cluster, &down, &asked)
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "the preflight asking for the transaction coordinator again", func() bool { return asked.Load() >= 3 })
 	if g.c.Ready() {

@@ -542,22 +542,7 @@ func TestHealthAnswersWhileTransactionCannotBegin(t *testing.T) {
 	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.RetryTimeout(retry), kgo.RetryBackoffFn(func(int) time.Duration { return 250 * time.Millisecond }))
 	var asked atomic.Int64
 	var down atomic.Bool // from once the gate is ready: the preflight waits for the coordinator
-	env.cluster.ControlKey(kmsg.FindCoordinator.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		env.cluster.KeepControl()
-		r := req.(*kmsg.FindCoordinatorRequest)
-		if r.CoordinatorType != 1 || !down.Load() {
-			return nil, nil, false
-		}
-		asked.Add(1)
-		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		for _, k := range r.CoordinatorKeys {
-			co := kmsg.NewFindCoordinatorResponseCoordinator()
-			co.Key, co.ErrorCode = k, kerr.CoordinatorNotAvailable.Code
-			resp.Coordinators = append(resp.Coordinators, co)
-		}
-		return resp, nil, true
-	})
+	txnCoordinatorUnavailable(env.cluster, &down, &asked)
 	t.Cleanup(func() { down.Store(false) })
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "partitions assigned", func() bool { return g.c.ready.Load() })
@@ -658,4 +643,26 @@ func TestBufferedGaugesKeptThroughClientRebuild(t *testing.T) {
 		}
 	}
 	c.tx.Close()
+}
+
+// txnCoordinatorUnavailable makes c answer every lookup of a transaction coordinator
+// COORDINATOR_NOT_AVAILABLE, in the answer's body as Kafka does (franz-go then returns no
+// error), while down holds, counting the lookups so answered in asked.
+func txnCoordinatorUnavailable(c *kfake.Cluster, down *atomic.Bool, asked *atomic.Int64) {
+	c.ControlKey(kmsg.FindCoordinator.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.FindCoordinatorRequest)
+		if r.CoordinatorType != 1 || !down.Load() {
+			return nil, nil, false
+		}
+		asked.Add(1)
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		for _, k := range r.CoordinatorKeys {
+			co := kmsg.NewFindCoordinatorResponseCoordinator()
+			co.Key, co.ErrorCode = k, kerr.CoordinatorNotAvailable.Code
+			resp.Coordinators = append(resp.Coordinators, co)
+		}
+		return resp, nil, true
+	})
 }
