@@ -639,24 +639,7 @@ func TestOutcomeRowsChunkedHungBrokerBoundsShutdown(t *testing.T) {
 			waitFor(t, 30*time.Second, "a chunk of rows unanswered", func() bool { return held.Load() > 0 })
 			time.Sleep(200 * time.Millisecond) // the gate waiting for it
 
-			bound := env.ccfg.ShutdownTimeout + 2*env.ccfg.RevokeTimeout
-			if tc.d == ExactlyOnce {
-				bound = env.ccfg.ShutdownTimeout + env.ccfg.RevokeTimeout
-			}
-			const margin = 500 * time.Millisecond
-			start := time.Now()
-			a.cancel()
-			a.cancel = nil
-			select {
-			case err := <-a.done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(time.Until(start.Add(bound + margin))):
-				t.Fatalf("Run had not returned %s after cancel, rows in flight to a broker that does not answer: want within %s plus %s",
-					time.Since(start).Round(10*time.Millisecond), bound, margin)
-			}
-			t.Logf("Run returned %s after cancel", time.Since(start).Round(10*time.Millisecond))
+			stopWithinShutdownBound(t, env, a, tc.d, "rows in flight to a broker that does not answer")
 		})
 	}
 }
