@@ -59,7 +59,10 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 			only[int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(name)}, n))] = true
 		}
 	}
-	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topic)
+	// Kafka takes a negative timestamp for a special offset (-1 the end, -2 the start, ...)
+	// and refuses any other (UNSUPPORTED_VERSION): a since before 1970 reads from the
+	// epoch, which no record's timestamp is before.
+	starts, err := adm.ListOffsetsAfterMilli(ctx, max(since.UnixMilli(), 0), topic)
 	if err == nil {
 		err = starts.Error()
 	}
