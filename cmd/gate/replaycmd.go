@@ -109,7 +109,10 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		return err
 	}
 	if !rng.From.IsZero() && !rng.To.IsZero() && !rng.To.After(rng.From) {
-		return &cli.UsageError{Msg: fmt.Sprintf("replay: -to %s is not after -from %s", o.to, o.from)}
+		// With the times: a duration counts back from now, so "-from 1h -to 2h" ends
+		// before it starts, which the flags' values alone do not show.
+		return &cli.UsageError{Msg: fmt.Sprintf("replay: -to %s (%s) is not after -from %s (%s)",
+			o.to, rng.To.UTC().Format(time.RFC3339), o.from, rng.From.UTC().Format(time.RFC3339))}
 	}
 	if o.offsets != "" {
 		if o.from != "" || o.to != "" {

@@ -113,7 +113,9 @@ func TestReplayCommandRefusesBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"-from", "yesterday"}, `-from "yesterday": want a time`},
-		{[]string{"-from", "1h", "-to", "2h"}, "is not after -from"},
+		// Durations count back from now (testNow, 15:09:26): -to 2h is before -from 1h,
+		// which the times say and the flags' values alone do not.
+		{[]string{"-from", "1h", "-to", "2h"}, "-to 2h (2026-03-14T13:09:26Z) is not after -from 1h (2026-03-14T14:09:26Z)"},
 		{[]string{"-offsets", "0:5"}, "want P:A-B"},
 		{[]string{"-offsets", "0:9-5"}, "want P:A-B"},
 		{[]string{"-offsets", "0:1-5", "-from", "1h"}, "-offsets replaces -from and -to"},

@@ -124,7 +124,7 @@ func (e *Engine) RouteAt(rec *kgo.Record, at time.Time) {
 			if err := c.start(t); err != nil && e.err == nil {
 				e.err = err
 			}
-			c.next = t.Truncate(c.every).Add(c.every)
+			c.next = nextTick(t, c.every)
 			c.readAt = time.Time{}
 		}
 		e.nextSeal = t.Truncate(time.Minute).Add(time.Minute)
@@ -211,9 +211,22 @@ func (e *Engine) advance(t time.Time) {
 				c.tick(at)
 			}
 			c.readAt = at.Add(c.delay)
-			c.next = at.Truncate(c.every).Add(c.every)
+			c.next = nextTick(at, c.every)
 		}
 	}
+}
+
+// nextTick is the first multiple of every since the Unix epoch after t: where a gate's
+// ticks fall (tick.Ticker.Run). Not t.Truncate(every), whose multiples count from year
+// 1: the same instants only for intervals that divide the 62,135,596,800 s between the
+// two (a tick of 7s fell 4s early).
+func nextTick(t time.Time, every time.Duration) time.Time {
+	ns, d := t.UnixNano(), int64(every)
+	r := ns % d
+	if r < 0 { // before 1970 (records without a timestamp, alone): still the multiple below
+		r += d
+	}
+	return time.Unix(0, ns-r+d).UTC()
 }
 
 // read is candidate i's read phase at now.

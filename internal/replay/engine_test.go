@@ -513,7 +513,7 @@ func replayVersusLive(t *testing.T, vars map[string]string, yaml string) {
 		t.Fatal(err)
 	}
 	g := &liveGate{clk: clk, tk: tk, router: router, every: cfg.TickInterval}
-	g.next = first.Truncate(g.every).Add(g.every)
+	g.next = time.Unix(0, first.UnixNano()-first.UnixNano()%int64(g.every)+int64(g.every)).UTC() // tick.nextTick
 	ctx := context.Background()
 	advance := func(to time.Time) {
 		for {

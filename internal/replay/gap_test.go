@@ -26,7 +26,8 @@ func asAGate(t *testing.T, cfg config.Config, recs []*kgo.Record) int64 {
 	if err := c.start(first); err != nil {
 		t.Fatal(err)
 	}
-	next := first.Truncate(c.every).Add(c.every)
+	// tick.nextTick: the multiples of the interval since the Unix epoch, as every gate.
+	next := time.Unix(0, first.UnixNano()-first.UnixNano()%int64(c.every)+int64(c.every)).UTC()
 	var readAt time.Time
 	for _, r := range recs {
 		for {
@@ -86,6 +87,25 @@ func TestReplayTicksThroughAGap(t *testing.T) {
 	for at, want := range map[time.Duration]int64{125 * time.Second: 51, 160 * time.Second: 50} {
 		if got := asAGate(t, cfg, append(steady(nil, "held", 0, time.Minute, 150), event("held", "u", at))); got != want {
 			t.Errorf("a gate, a record at %s: %d limited, want %d", at, got, want)
+		}
+	}
+}
+
+// TestReplayTicksOnTheGatesInstants: a gate ticks at the multiples of GATE_TICK_INTERVAL
+// since the Unix epoch (tick.Ticker.Run), and so must replay's fleet. Replay ticked at
+// time.Truncate's multiples, counted from year 1, the same instants only for intervals
+// that divide the 62,135,596,800 s between the two: with GATE_TICK_INTERVAL=7s its ticks
+// fell 4 s before the gate's, and a held team was released, and its record accepted, 4 s
+// before a gate releases it.
+func TestReplayTicksOnTheGatesInstants(t *testing.T) {
+	for _, iv := range []string{"7s", "700ms"} {
+		cfg := testConfig(t, map[string]string{"GATE_TICK_INTERVAL": iv, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
+		for at := 120 * time.Second; at < 160*time.Second; at += 500 * time.Millisecond {
+			recs := append(steady(nil, "held", 0, time.Minute, 150), event("held", "u", at))
+			want := asAGate(t, cfg, recs)
+			if got := replayRecords(t, "replay", cfg, recs, 5).Candidates[0].Total.Limited; got != want {
+				t.Errorf("GATE_TICK_INTERVAL=%s, a record at %s after a minute at 1.5 × its threshold: replay limits %d, a gate %d", iv, at, got, want)
+			}
 		}
 	}
 }

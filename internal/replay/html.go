@@ -189,9 +189,15 @@ func newSVGChart(k *KeyReport) *svgChart {
 		c.Shades = append(c.Shades, svgRect{f1(x0), f1(chartPadT), f1(max(x1-x0, 1)), f1(plotH)})
 		i = j
 	}
+	// A minute with no threshold has no level either: the key was affected then (over a
+	// shadow rule, whose level the record's decision does not carry) without a record
+	// judged on it near its threshold. Its level is not 0, it is unknown: not drawn.
 	for i := 0; i < len(pts); i++ {
+		if pts[i].Threshold <= 0 {
+			continue
+		}
 		j := i
-		for next(j) {
+		for next(j) && pts[j+1].Threshold > 0 {
 			j++
 		}
 		if i == j {

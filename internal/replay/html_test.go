@@ -157,7 +157,13 @@ func TestHTMLChartEdgeCases(t *testing.T) {
 	if len(c.Thresholds) != 0 {
 		t.Errorf("threshold 0 drawn: %q", c.Thresholds)
 	}
-	for _, s := range append(c.Levels, c.Dots[0].X, c.Dots[0].Y, c.YMaxLabel) {
+	// Level 5 of threshold 0 (no level seen, TestHTMLChartDrawsNoLevelNotSeen) beside one
+	// of the same minute seen: one dot, and still no NaN.
+	d := newSVGChart(&KeyReport{Series: []Point{{Minute: m, Level: 5}, {Minute: m, Level: 2, Threshold: 4}}})
+	if len(d.Dots) != 1 {
+		t.Fatalf("%d dots for one minute with a level, want 1", len(d.Dots))
+	}
+	for _, s := range append(c.Levels, d.Dots[0].X, d.Dots[0].Y, c.YMaxLabel, d.YMaxLabel) {
 		if strings.Contains(s, "NaN") || strings.Contains(s, "Inf") {
 			t.Errorf("a coordinate is %q", s)
 		}
@@ -295,4 +301,42 @@ func countNear(img image.Image, c color.RGBA) int {
 		}
 	}
 	return n
+}
+
+// TestHTMLChartDrawsNoLevelNotSeen: a key only a shadow rule was over has minutes in its
+// series (its records over in shadow) but no level of its own (the record's decision was
+// another rule's): its chart shades those minutes and draws no level there. It drew a
+// level of 0 along them, a key over its shadow threshold every minute charted as idle.
+func TestHTMLChartDrawsNoLevelNotSeen(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_THRESHOLD": "100", "GATE_WINDOW": "1m"})
+	c, err := NewCandidate("candidate", cfg, testRules(t, cfg, `
+rules:
+- name: team
+  key: json:team_id
+  limits: [1m:1000]
+  action: overflow
+- name: burst
+  key: json:team_id
+  limits: [1m:50]
+  shadow: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steady *KeyReport
+	for _, k := range run(t, c).Candidates[0].Keys {
+		if k.Rule == "burst" && k.Key == "steady" {
+			steady = &k
+		}
+	}
+	if steady == nil || steady.ShadowOver == 0 || len(steady.Series) == 0 {
+		t.Fatalf("the steady team (90 a minute) is not over its shadow rule of 50: %+v", steady)
+	}
+	ch := newSVGChart(steady)
+	if ch == nil || len(ch.Shades) == 0 {
+		t.Fatalf("no chart, or no minutes shaded, for %d records over in shadow", steady.ShadowOver)
+	}
+	if len(ch.Levels) > 0 || len(ch.Dots) > 0 {
+		t.Errorf("a level drawn for a key no level was seen of: lines %q, dots %v (series %+v)", ch.Levels, ch.Dots, steady.Series)
+	}
 }

@@ -131,7 +131,9 @@ type KeyReport struct {
 func (k *KeyReport) affected() int64 { return k.Limited + k.Tagged + k.ShadowOver }
 
 // Point is one minute of a key: its highest level and its threshold then, and its
-// records limited, tagged or over in shadow.
+// records limited, tagged or over in shadow. Level and Threshold are 0 in a minute no
+// record was judged on the key near its threshold: a key only a shadow rule was over
+// (the record's decision was another rule's) has no level of its own.
 type Point struct {
 	Minute    time.Time `json:"minute"`
 	Level     float64   `json:"level"`
