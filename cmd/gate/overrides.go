@@ -91,7 +91,9 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	default:
 		return bad(fmt.Sprintf("unknown action %q (want list, set or delete)", verb))
 	}
-	if (verb == "set" || verb == "delete") && (team == "" || team == overrides.MarkerField) {
+	// delete takes the empty team: an entry written by hand can hold one, and it makes
+	// every gate refuse the whole hash until it is removed.
+	if verb == "set" && team == "" || (verb == "set" || verb == "delete") && team == overrides.MarkerField {
 		return bad(fmt.Sprintf("team %q cannot be overridden", team))
 	}
 
@@ -169,6 +171,10 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 		}
 		return nil
 	case "delete":
+		shown := cli.Shown(team)
+		if team == "" {
+			shown = `""` // shown as it is, it would be nothing
+		}
 		found, err := overrides.Delete(ctx, c, key, team, clk.Now())
 		if errors.Is(err, overrides.ErrMissing) {
 			_, err := fmt.Fprintf(stdout, "%s does not exist; nothing changed (gates that read it before keep the set they last read: docs/operations.md, Overrides hash lost)\n", key)
@@ -178,10 +184,10 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 			return err
 		}
 		if !found {
-			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", cli.Shown(team), key)
+			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", shown, key)
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to GATE_OVERRIDES or GATE_THRESHOLD within GATE_OVERRIDES_REFRESH (%s)\n", cli.Shown(team), key, cfg.OverridesRefresh)
+		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to GATE_OVERRIDES or GATE_THRESHOLD within GATE_OVERRIDES_REFRESH (%s)\n", shown, key, cfg.OverridesRefresh)
 		return err
 	}
 	live, updated, err := overrides.List(ctx, c, key, cfg.OverridesConfig().MaxEntries)

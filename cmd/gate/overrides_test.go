@@ -312,3 +312,34 @@ func TestOverridesSetRefusesGrowingPastMaxEntries(t *testing.T) {
 		t.Errorf("list after the refused set: %q %v", out, err)
 	}
 }
+
+// An entry with an empty team, written by hand (HSET with an unset shell variable), makes
+// every gate refuse the hash (invalid) and keep its limits; the runbook's remedy is gate
+// overrides delete, which must take the empty team to remove it. set still refuses it.
+func TestOverridesDeleteRemovesAnEmptyTeam(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := rs.Client(t)
+	ctx := context.Background()
+	if err := c.HSet(ctx, "empty:overrides", "a", 5, "", 7, ".updated", "2026-01-01T00:00:00Z").Err(); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GATE_REDIS_URLS": rs.URL(), "GATE_REDIS_PREFIX": "empty"}
+	do := func(args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"overrides"}, args...), testHost(env), &stdout, &stderr)
+		return stdout.String(), err
+	}
+	if _, err := do("list"); err == nil || !strings.Contains(err.Error(), "an entry has an empty team") {
+		t.Fatalf("list of a hash with an empty team: %v", err)
+	}
+	if out, err := do("delete", ""); err != nil || !strings.Contains(out, `deleted "" from empty:overrides`) {
+		t.Errorf(`delete "": stdout %q, err %v`, out, err)
+	}
+	if out, err := do("list"); err != nil || !strings.Contains(out, "1 live overrides in empty:overrides") {
+		t.Errorf("list after the delete: %q %v", out, err)
+	}
+	if _, err := do("set", "", "5"); err == nil || cli.ExitCode(err) != 2 {
+		t.Errorf(`set "": %v, want a usage error`, err)
+	}
+}

@@ -141,10 +141,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		if l.EstimateAgeSeconds != nil {
 			age = (time.Duration(*l.EstimateAgeSeconds * float64(time.Second))).Round(100 * time.Millisecond).String()
 		}
-		under := "-"
-		if l.Limited {
-			under = (time.Duration(l.SecondsUntilUnder * float64(time.Second))).Round(time.Second).String()
-		}
+		under := underText(l)
 		since, release := "-", "-"
 		if l.DivertedSince != nil && l.ReleaseAt != nil {
 			since = l.DivertedSince.UTC().Format(time.RFC3339)
@@ -260,14 +257,22 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 			if byRule {
 				fmt.Fprintf(tw, "%s\t", orDash(l.Rule))
 			}
-			under := "-"
-			if l.Limited {
-				under = (time.Duration(l.SecondsUntilUnder * float64(time.Second))).Round(time.Second).String()
-			}
+			under := underText(l)
 			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\n", l.Window, thresholdText(l), l.Level, 100*l.Pressure, l.Tier, l.Limited, under)
 		}
 	}
 	return tw.Flush()
+}
+
+// underText is the UNDER IN column of l: how long its level takes to drain under its
+// threshold, for a limited team. A wait of 0 for a team over its threshold and not held
+// is no wait: under the event clock the view gives none (how soon depends on the
+// partitions' event time), and "0s" would read as under now.
+func underText(l endpoints.LimitJSON) string {
+	if !l.Limited || l.SecondsUntilUnder <= 0 && l.DivertedSince == nil {
+		return "-"
+	}
+	return (time.Duration(l.SecondsUntilUnder * float64(time.Second))).Round(time.Second).String()
 }
 
 // thresholdText is l's threshold as the tables show it, with where it comes from when it

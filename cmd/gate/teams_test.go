@@ -360,3 +360,33 @@ func TestTeamCommandOddNamesQuoted(t *testing.T) {
 		t.Errorf("unknown team with a newline: %v (exit %d); want one line naming it quoted", err, cli.ExitCode(err))
 	}
 }
+
+// Under the event clock the view gives no wait until a limited team is under (how soon
+// depends on its partitions' event time, not the wall clock: seconds_until_under is 0);
+// gate team must not print that 0 as "under in 0s" for a team that is over.
+func TestTeamCommandEventClockUnderIn(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10, Clock: limit.EventClock}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		lim.CheckEventAt(t0, t0, "whale", 1)
+	}
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{}, endpoints.FixedRules(lim))))
+	defer srv.Close()
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"team", "-addr", strings.TrimPrefix(srv.URL, "http://"), "whale"}, testHost(nil), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(stdout.String(), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "1m0s") })
+	if i < 0 {
+		t.Fatalf("no row for the limit:\n%s", stdout.String())
+	}
+	// WINDOW THRESHOLD LEVEL PRESSURE TIER LIMITED UNDER-IN ...
+	if f := strings.Fields(lines[i]); len(f) < 7 || f[5] != "true" || f[6] != "-" {
+		t.Errorf("row %q: want LIMITED true and UNDER IN -, not a wait of 0s\n%s", lines[i], stdout.String())
+	}
+}

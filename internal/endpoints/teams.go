@@ -107,7 +107,8 @@ type LimitJSON struct {
 	Tier               string   `json:"tier"`
 	Limited            bool     `json:"limited"`
 	// SecondsUntilUnder is how long the level takes to drain under the threshold if the
-	// team sends nothing more (0 when it is under).
+	// team sends nothing more (0 when it is under, and under the event clock, where that
+	// depends on the partitions' event time).
 	SecondsUntilUnder float64 `json:"seconds_until_under"`
 	// FleetShare is this gate's share of the team's traffic as its reads measured it.
 	FleetShare float64 `json:"fleet_share"`

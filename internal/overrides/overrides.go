@@ -550,17 +550,19 @@ func Set(ctx context.Context, c redis.UniversalClient, key, team string, lim int
 	return nil
 }
 
-// deleteScript is Delete: HDEL and the marker, in a hash that exists only.
+// deleteScript is Delete: HDEL and the marker, in a hash that exists only. The marker
+// moves only when a team went: it is when the live set last changed (gate overrides list).
 var deleteScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local n = redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+if n > 0 then redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) end
 return n`)
 
 // Delete removes one team's live limit, keeping the marker so an empty set stays
-// readable as empty. It reports whether the team was there. A missing hash is left
-// missing (ErrMissing): writing the marker would make it an empty live set, and every
-// gate that kept the set of a lost hash would drop it.
+// readable as empty. It reports whether the team was there; when it was not, the hash is
+// left as it is. A missing hash is left missing (ErrMissing): writing the marker would
+// make it an empty live set, and every gate that kept the set of a lost hash would drop
+// it.
 func Delete(ctx context.Context, c redis.UniversalClient, key, team string, now time.Time) (bool, error) {
 	n, err := deleteScript.Run(ctx, c, []string{key}, team, MarkerField, now.UTC().Format(time.RFC3339Nano)).Int64()
 	if err != nil {

@@ -536,3 +536,34 @@ func TestInheritKeepsTheLastRefreshTime(t *testing.T) {
 		t.Errorf("gate_overrides_last_refresh_timestamp_seconds after the reload = %v, want the old refresher's %v (the set in force was read then)", got, last)
 	}
 }
+
+// A delete of a team the hash does not hold changes nothing, its marker included: the
+// marker is when the live set last changed (gate overrides list prints it), and the
+// command says "nothing changed".
+func TestDeleteOfAnAbsentTeamKeepsTheMarker(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c := srv.Client(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := Set(ctx, c, key, "a", 5, t0); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := Delete(ctx, c, key, "nobody", t0.Add(time.Hour)); err != nil || found {
+		t.Fatalf("delete of an absent team: %v %v", found, err)
+	}
+	live, updated, err := List(ctx, c, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := t0.Format(time.RFC3339Nano); updated != want || !maps.Equal(live, map[string]int64{"a": 5}) {
+		t.Errorf("after deleting an absent team: %v, last changed %q; want the set and %q unchanged", live, updated, want)
+	}
+	// A delete that removes a team still moves the marker.
+	if found, err := Delete(ctx, c, key, "a", t0.Add(2*time.Hour)); err != nil || !found {
+		t.Fatalf("delete: %v %v", found, err)
+	}
+	if _, updated, err := List(ctx, c, key, 0); err != nil || updated != t0.Add(2*time.Hour).Format(time.RFC3339Nano) {
+		t.Errorf("after deleting a team: last changed %q (%v)", updated, err)
+	}
+}
