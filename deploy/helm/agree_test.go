@@ -40,6 +40,24 @@ var agreeCases = []agreeCase{
 	{"stallNotReady 0s", `kafka: {stallNotReady: "0s", stallRestart: "0s"}`, true},
 	{"stallNotReady 0", `kafka: {stallNotReady: "0", stallRestart: "0"}`, true},
 	{"stallNotReady -1s", `kafka: {stallNotReady: "-1s"}`, false},
+	// ... longer than GATE_KAFKA_REBALANCE_TIMEOUT, and GATE_STALL_RESTART longer than it,
+	// unless off.
+	{"stallNotReady = rebalanceTimeout", `kafka: {stallNotReady: 60s}`, false},
+	{"stallNotReady 61s", `kafka: {stallNotReady: 61s}`, true},
+	{"rebalanceTimeout 3m, stallNotReady 2m", `kafka: {rebalanceTimeout: 3m}`, false},
+	{"rebalanceTimeout 3m, stallNotReady 0", `kafka: {rebalanceTimeout: 3m, stallNotReady: "0"}`, true},
+	{"stallRestart = stallNotReady", `kafka: {stallNotReady: 10m}`, false},
+	{"stallRestart 0, stallNotReady 15m", `kafka: {stallNotReady: 15m, stallRestart: "0"}`, true},
+	// GATE_TRANSACTION_TIMEOUT from 1s to 15m, GATE_TRANSACTION_INTERVAL up to 10s and
+	// below half of it: checked in either delivery mode.
+	{"transactionTimeout 15m", `kafka: {transactionTimeout: 15m}`, true},
+	{"transactionTimeout 15m1s", `kafka: {transactionTimeout: 15m1s}`, false},
+	{"transactionTimeout 20m exactly-once", `kafka: {delivery: exactly-once, transactionTimeout: 20m}`, false},
+	{"transactionTimeout 999ms", `kafka: {transactionTimeout: 999ms}`, false},
+	{"transactionInterval 10s", `kafka: {transactionInterval: 10s}`, true},
+	{"transactionInterval 11s", `kafka: {transactionInterval: 11s}`, false},
+	{"transactionInterval 7.499s timeout 15s", `kafka: {transactionTimeout: 15s, transactionInterval: 7.499s}`, true},
+	{"transactionInterval 7.5s timeout 15s", `kafka: {transactionTimeout: 15s, transactionInterval: 7.5s}`, false},
 	// GATE_COLD_WRITE_INTERVAL: unset (once a window), 0 or a duration (at most the window).
 	{"coldWriteInterval 30s", `sync: {coldWriteInterval: "30s"}`, true},
 	{"coldWriteInterval 0", `sync: {coldWriteInterval: "0"}`, true},
@@ -113,8 +131,10 @@ var agreeCases = []agreeCase{
 	{"maxSpike 2h59m window 2h static", `limit: {window: 2h, adaptive: {maxSpike: 2h59m}}`, false},
 	{"maxSpike 1h2m window 2h with rules (60s)", "{limit: {window: 2h, adaptive: {maxSpike: 1h2m}}, rules: [{name: all, key: 'json:team_id', limits: ['1m:10']}]}", true},
 	{"halfLife 30s with rules (60s)", "{limit: {adaptive: {halfLife: 30s}}, rules: [{name: all, key: 'json:team_id', limits: ['1m:10']}]}", false},
-	// GATE_TICK_INTERVAL: shorter than GATE_WINDOW (60s under rules, which leave it
-	// unset), and no longer than GATE_SYNC_INTERVAL.
+	// GATE_TICK_INTERVAL: shorter than GATE_WINDOW (under rules, which leave it unset, than
+	// each rule's windows: the gate reads them from the file, which gate env -check does
+	// not, so TestRulesTickAgainstTheRulesWindows checks a rule's window the tick's), and
+	// no longer than GATE_SYNC_INTERVAL.
 	{"tickInterval 59s", `sync: {tickInterval: 59s, interval: 59s}`, true},
 	{"tickInterval 59.999s", `sync: {tickInterval: 59.999s, interval: 1m}`, true},
 	{"tickInterval = window", `sync: {tickInterval: 60s, interval: 60s}`, false},
@@ -123,7 +143,8 @@ var agreeCases = []agreeCase{
 	{"tickInterval 1s window 2s", `limit: {window: 2s}`, true},
 	{"tickInterval 1s window 1s", `limit: {window: 1s}`, false},
 	{"tickInterval 90s window 2m", `{limit: {window: 2m}, sync: {tickInterval: 90s, interval: 90s}}`, true},
-	{"tickInterval 60s with rules", "{sync: {tickInterval: 60s, interval: 60s}, rules: [{name: all, key: 'json:team_id', limits: ['2m:10']}]}", false},
+	{"tickInterval 60s with rules", "{sync: {tickInterval: 60s, interval: 60s}, rules: [{name: all, key: 'json:team_id', limits: ['2m:10']}]}", true},
+	{"tickInterval 90s with rules of 1h", "{sync: {tickInterval: 90s, interval: 90s}, rules: [{name: all, key: 'json:team_id', limits: ['1h:10']}]}", true},
 	{"tickInterval over sync interval", `sync: {tickInterval: 20s}`, false},
 	{"sync interval = tickInterval", `sync: {tickInterval: 15s, interval: 15s}`, true},
 	// GATE_COLD_WRITE_INTERVAL: at most the window.
@@ -133,6 +154,11 @@ var agreeCases = []agreeCase{
 	{"coldWriteInterval 1m0.001s", `sync: {coldWriteInterval: 1m0.001s}`, false},
 	{"coldWriteInterval 90s window 2m", `{limit: {window: 2m}, sync: {coldWriteInterval: 90s}}`, true},
 	{"coldWriteInterval 2m window 90s", `{limit: {window: 90s}, sync: {coldWriteInterval: 2m}}`, false},
+	{"coldWriteInterval 5m with rules (each rule's window caps it)", "{sync: {coldWriteInterval: 5m}, rules: [{name: all, key: 'json:team_id', limits: ['1h:10']}]}", true},
+	// GATE_THRESHOLD_MODE adaptive: a window that divides an hour.
+	{"adaptive window 20m", `limit: {window: 20m, thresholdMode: adaptive}`, true},
+	{"adaptive window 7m", `limit: {window: 7m, thresholdMode: adaptive}`, false},
+	{"adaptive window 2h", `limit: {window: 2h, thresholdMode: adaptive, adaptive: {maxSpike: 6h}}`, false},
 }
 
 // TestChartAgreesWithGate: for each of agreeCases the chart (values.schema.json, then

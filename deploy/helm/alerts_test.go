@@ -498,3 +498,31 @@ func TestAlertsSkipTheHelmTestPod(t *testing.T) {
 		}
 	}
 }
+
+// TestRunbookLogCommandsReadWholeLogs: with a label selector, `kubectl logs` prints only
+// the last 10 lines of each pod (its --tail defaults to 10 then, -1 without one): a
+// runbook step that greps the gates' logs for the one line a condition wrote must ask for
+// whole logs, or it finds nothing on a gate that logged ten lines since.
+func TestRunbookLogCommandsReadWholeLogs(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A command may wrap over lines in the Markdown: join them.
+	doc := strings.Join(strings.Fields(string(b)), " ")
+	cmds := regexp.MustCompile("`(kubectl logs [^`]*)`").FindAllStringSubmatch(doc, -1)
+	selectors := 0
+	for _, m := range cmds {
+		cmd := m[1]
+		if !strings.Contains(cmd, " -l ") && !strings.Contains(cmd, "--selector") {
+			continue
+		}
+		selectors++
+		if !strings.Contains(cmd, "--tail=-1") {
+			t.Errorf("runbook command %q reads only the last 10 lines of each pod: add --tail=-1", cmd)
+		}
+	}
+	if selectors == 0 {
+		t.Fatal("no `kubectl logs -l` command in docs/operations.md: nothing checked")
+	}
+}

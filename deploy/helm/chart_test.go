@@ -1125,3 +1125,18 @@ func TestNotesWithRules(t *testing.T) {
 		}
 	}
 }
+
+// TestNotesStateTheLimitsUnit: with routing.cost bytes, limit.threshold is bytes per
+// window (GATE_COST), and NOTES.txt must not tell the operator it is events.
+func TestNotesStateTheLimitsUnit(t *testing.T) {
+	for cost, want := range map[string]string{
+		"events": "limit           1000000 events per 60s per team",
+		"bytes":  "limit           1000000 bytes per 60s per team",
+	} {
+		vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "routing: {cost: "+cost+"}"))
+		r := mustRender(t, vals, capabilities())
+		if !strings.Contains(r.notes, want) {
+			t.Errorf("routing.cost %s: NOTES.txt lacks %q:\n%s", cost, want, r.notes)
+		}
+	}
+}

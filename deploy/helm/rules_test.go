@@ -142,3 +142,64 @@ rules:
 		t.Errorf("gate rules check output lacks team-user's max_keys and on_cardinality:\n%s", out)
 	}
 }
+
+// TestRulesTickAgainstTheRulesWindows: under rules GATE_WINDOW is unset and the gate checks
+// GATE_TICK_INTERVAL against each rule's windows, and caps GATE_COLD_WRITE_INTERVAL at each
+// rule's window, not at the default window (60s). The chart refused a tick or a cold-write
+// interval over 60s beside rules of hourly windows, which the gate runs, and rendered a
+// tick as long as a rule's 10s window, which the gate refuses at start.
+func TestRulesTickAgainstTheRulesWindows(t *testing.T) {
+	bin, err := gateBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := readValues(t, "testdata/defaults.yaml")
+	hourly := mergeValues(base, mustParse(t, `
+rules:
+  - {name: team, key: json:team_id, limits: ['1h:100000']}
+  - {name: team-day, key: json:team_id, limits: ['1h:100000', '24h:1000000']}
+sync: {tickInterval: 90s, interval: 90s, coldWriteInterval: 5m}
+`))
+	r, err := render(t, hourly, capabilities())
+	if err != nil {
+		t.Fatalf("render of rules of hourly windows, a 90s tick and a 5m cold-write interval: %v", err)
+	}
+	objs, err := decode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := objs.typed["Deployment"][0].(*appsv1.Deployment)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(objs.typed["ConfigMap"][0].(*corev1.ConfigMap).Data["rules.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "rules", "check", path)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GATE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		switch {
+		case e.Name == "GATE_RULES_FILE":
+			cmd.Env = append(cmd.Env, e.Name+"="+path)
+		case strings.HasPrefix(e.Name, "GATE_") && e.ValueFrom == nil:
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the gate refuses what the chart rendered: %v\n%s", err, out)
+	}
+
+	short := mergeValues(base, mustParse(t, `
+rules:
+  - {name: team, key: json:team_id, limits: ['1m:100000']}
+  - {name: try-ip, key: header:ip, limits: ['10s:200']}
+sync: {tickInterval: 10s, interval: 15s}
+`))
+	_, err = render(t, short, capabilities())
+	want := `rule "try-ip"'s window 10s must be longer than sync.tickInterval (10s)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("render of a rule whose window is the tick's: %v; want an error containing %q", err, want)
+	}
+}

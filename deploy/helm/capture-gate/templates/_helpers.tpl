@@ -702,19 +702,35 @@ nothing; fails with a message naming the values to change.
 {{- else -}}
 {{- $_ := include "capture-gate.replicas" . -}}
 {{- end -}}
+{{- /* The gate checks the transaction settings' own bounds in either delivery mode (the
+chart sets them in both), their relation to the group's timeouts with exactly-once only. */ -}}
+{{- $sec := int64 1000000000 -}}
+{{- $txnNs := include "capture-gate.nanoseconds" $v.kafka.transactionTimeout | int64 -}}
+{{- if or (lt $txnNs $sec) (gt $txnNs (mul 900 $sec)) -}}
+{{- fail (printf "capture-gate: kafka.transactionTimeout (%s) must be from 1s to 15m, within the brokers' transaction.max.timeout.ms: the gate refuses it at start otherwise, whatever kafka.delivery" $v.kafka.transactionTimeout) -}}
+{{- end -}}
 {{- if eq $v.kafka.delivery "exactly-once" -}}
 {{- $txn := include "capture-gate.exactSeconds" $v.kafka.transactionTimeout | float64 -}}
 {{- if or (le $txn (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64)) (le $txn (include "capture-gate.exactSeconds" $v.kafka.sessionTimeout | float64)) -}}
 {{- fail (printf "capture-gate: kafka.transactionTimeout (%s) must be longer than kafka.rebalanceTimeout (%s) and kafka.sessionTimeout (%s): a transaction's end waits out a rebalance, which waits out a dead member's session" $v.kafka.transactionTimeout $v.kafka.rebalanceTimeout $v.kafka.sessionTimeout) -}}
 {{- end -}}
-{{- $interval := include "capture-gate.exactSeconds" $v.kafka.transactionInterval | float64 -}}
-{{- if or (gt $interval 10.0) (ge $interval (divf $txn 2.0)) -}}
-{{- fail (printf "capture-gate: kafka.transactionInterval (%s) must be at most 10s and below half kafka.transactionTimeout (%s): a transaction stays open that long before it ends" $v.kafka.transactionInterval $v.kafka.transactionTimeout) -}}
 {{- end -}}
+{{- $intervalNs := include "capture-gate.nanoseconds" $v.kafka.transactionInterval | int64 -}}
+{{- if or (gt $intervalNs (mul 10 $sec)) (ge $intervalNs (div $txnNs 2)) -}}
+{{- fail (printf "capture-gate: kafka.transactionInterval (%s) must be at most 10s and below half kafka.transactionTimeout (%s): a transaction stays open that long before it ends (the gate refuses it at start otherwise, whatever kafka.delivery)" $v.kafka.transactionInterval $v.kafka.transactionTimeout) -}}
 {{- end -}}
 {{- include "capture-gate.validateLimit" . -}}
 {{- if le (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64) (include "capture-gate.exactSeconds" $v.kafka.revokeTimeout | float64) -}}
 {{- fail (printf "capture-gate: kafka.rebalanceTimeout (%s) must be longer than kafka.revokeTimeout (%s): a rebalance waits for the revoked partitions' drain" $v.kafka.rebalanceTimeout $v.kafka.revokeTimeout) -}}
+{{- end -}}
+{{- /* The stall bounds, as the gate checks them at start ("0" turns either off). */ -}}
+{{- $notReadyNs := include "capture-gate.nanoseconds" $v.kafka.stallNotReady | int64 -}}
+{{- if and (gt $notReadyNs 0) (le $notReadyNs (include "capture-gate.nanoseconds" $v.kafka.rebalanceTimeout | int64)) -}}
+{{- fail (printf "capture-gate: kafka.stallNotReady (%s) must be 0 (off) or longer than kafka.rebalanceTimeout (%s): a healthy gate waits behind a rebalance that long, and is not stalled" $v.kafka.stallNotReady $v.kafka.rebalanceTimeout) -}}
+{{- end -}}
+{{- $restartNs := include "capture-gate.nanoseconds" $v.kafka.stallRestart | int64 -}}
+{{- if and (gt $restartNs 0) (le $restartNs $notReadyNs) -}}
+{{- fail (printf "capture-gate: kafka.stallRestart (%s) must be 0 (off) or longer than kafka.stallNotReady (%s): a stalled pod is taken out of service before it is restarted" $v.kafka.stallRestart $v.kafka.stallNotReady) -}}
 {{- end -}}
 {{- if and $v.kafka.tls.secretName (not $v.kafka.tls.enabled) -}}
 {{- fail "capture-gate: kafka.tls.secretName is set but kafka.tls.enabled is false; enable TLS or drop the Secret" -}}
@@ -779,8 +795,9 @@ nothing; fails with a message naming the values to change.
 {{/*
 capture-gate.validateLimit: the gate's bounds on the window and the durations measured
 against it (internal/config's Limiter.validate, validateAdaptive and Config.validate).
-Under rules GATE_WINDOW and GATE_THRESHOLD_MODE are unset, so the gate measures against
-its default window (60s) in static mode.
+Under rules GATE_WINDOW and GATE_THRESHOLD_MODE are unset, so the gate measures the adaptive
+and cache durations against its default window (60s) in static mode, and the tick against
+each rule's windows.
 */}}
 {{- define "capture-gate.validateLimit" -}}
 {{- $v := .Values -}}
@@ -802,6 +819,9 @@ its default window (60s) in static mode.
 {{- end -}}
 {{- if gt $w (mul 8784 $hour) -}}
 {{- fail (printf "capture-gate: limit.window (%s) must be at most 8784h (366 days)" $v.limit.window) -}}
+{{- end -}}
+{{- if and (eq $mode "adaptive") (or (gt $w $hour) (ne (mod $hour $w) 0)) -}}
+{{- fail (printf "capture-gate: limit.thresholdMode adaptive needs a limit.window (%s) that divides an hour, such as 60s: adaptive learns per hour of the day" $v.limit.window) -}}
 {{- end -}}
 {{- end -}}
 {{- if lt (include "capture-gate.nanoseconds" $v.limit.cacheIdleTimeout | int64) $sec -}}
@@ -830,13 +850,25 @@ its default window (60s) in static mode.
 {{- fail (printf "capture-gate: limit.adaptive.maxSpike (%s) must be from 1h plus twice %s to 168h (how long a team may stay over its learned threshold before it is re-learned)" $a.maxSpike $learnName) -}}
 {{- end -}}
 {{- $tick := include "capture-gate.nanoseconds" $v.sync.tickInterval | int64 -}}
-{{- if ge $tick $w -}}
+{{- if $v.rules -}}
+{{- /* Under rules the windows are the rules': the gate checks the tick against each of
+       them (and caps the cold-write interval at each rule's window), not against the
+       default window. */ -}}
+{{- range $r := $v.rules -}}
+{{- range $l := $r.limits -}}
+{{- $win := regexFind "^[^:]+" (toString $l) -}}
+{{- if le (include "capture-gate.nanoseconds" $win | int64) $tick -}}
+{{- fail (printf "capture-gate: rule %q's window %s must be longer than sync.tickInterval (%s): a tick as long as the window would let a whole window pass between two writes" (toString $r.name) $win $v.sync.tickInterval) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- else if ge $tick $w -}}
 {{- fail (printf "capture-gate: sync.tickInterval (%s) must be shorter than %s: a tick as long as the window would let a whole window pass between two writes" $v.sync.tickInterval $windowName) -}}
 {{- end -}}
 {{- if lt (include "capture-gate.nanoseconds" $v.sync.interval | int64) $tick -}}
 {{- fail (printf "capture-gate: sync.interval (%s) must be at least sync.tickInterval (%s): reads are made on ticks" $v.sync.interval $v.sync.tickInterval) -}}
 {{- end -}}
-{{- if gt (include "capture-gate.nanoseconds" $v.sync.coldWriteInterval | int64) $w -}}
+{{- if and (not $v.rules) (gt (include "capture-gate.nanoseconds" $v.sync.coldWriteInterval | int64) $w) -}}
 {{- fail (printf "capture-gate: sync.coldWriteInterval (%s) must be at most %s (\"\" = once a window)" $v.sync.coldWriteInterval $windowName) -}}
 {{- end -}}
 {{- end -}}
