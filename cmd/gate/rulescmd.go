@@ -33,12 +33,13 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		return &cli.UsageError{Msg: fmt.Sprintf("rules: want check FILE, got %q", args)}
 	}
 	// The environment gives the topics and the tick interval the file is checked
-	// against; FILE is checked whatever GATE_RULES_FILE names.
-	cfg, err := config.Load(getenv, names)
+	// against; FILE is checked whatever GATE_RULES_FILE names, in the environment as a
+	// gate with FILE reads it (a tick interval over the GATE_WINDOW no rule uses is fine).
+	path := args[1]
+	cfg, err := config.Load(config.RulesFileEnv(getenv, path), names)
 	if err != nil {
 		return err
 	}
-	path := args[1]
 	set, err := rules.ReadFile(path, cfg.RulesOptions())
 	var ps rules.Problems
 	if errors.As(err, &ps) {

@@ -77,3 +77,41 @@ func TestRulesCheck(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// gate rules check reads the environment as a gate started with GATE_RULES_FILE=FILE
+// would, whether or not it names the file: a tick interval or a cold-write interval
+// longer than the default GATE_WINDOW, which a gate with rules takes (each rule's windows
+// are checked against them), is no problem of the file; a window of the file under that
+// tick interval is.
+func TestRulesCheckReadsTheEnvironmentAsAGateWithRules(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	hour := filepath.Join(dir, "hour.yaml")
+	minute := filepath.Join(dir, "minute.yaml")
+	for path, body := range map[string]string{
+		hour:   "rules:\n  - {name: team, key: json:team_id, limits: [1h:100000]}\n",
+		minute: "rules:\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n",
+	} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(env map[string]string, path string) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), []string{"rules", "check", path}, testHost(env), &stdout, &stderr)
+		return stdout.String(), stderr.String(), err
+	}
+	for _, env := range []map[string]string{
+		{"GATE_TICK_INTERVAL": "2m", "GATE_SYNC_INTERVAL": "5m"},
+		{"GATE_COLD_WRITE_INTERVAL": "5m"},
+		{"GATE_TICK_INTERVAL": "2m", "GATE_SYNC_INTERVAL": "5m", "GATE_RULES_FILE": hour},
+	} {
+		if out, stderr, err := check(env, hour); err != nil || !strings.Contains(out, "1 rules") {
+			t.Errorf("%v: %v, stdout %q, stderr %q; want the file accepted, as a gate with it starts", env, err, out, stderr)
+		}
+	}
+	_, stderr, err := check(map[string]string{"GATE_TICK_INTERVAL": "2m", "GATE_SYNC_INTERVAL": "5m"}, minute)
+	if cli.ExitCode(err) != 2 || !strings.Contains(stderr, minute+`:2:46: rules[0] "team".limits[0]: "1m:1000": want a window longer than GATE_TICK_INTERVAL (2m0s)`) {
+		t.Errorf("a window under the tick interval: %v, stderr %q", err, stderr)
+	}
+}

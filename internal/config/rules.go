@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/capturegate/gate/internal/limit"
@@ -38,6 +39,24 @@ func (c Config) RulesOptions() rules.Options {
 		return nil
 	}
 	return o
+}
+
+// RulesFileEnv is getenv as a gate started with GATE_RULES_FILE=path reads it, for
+// checking the file at path in an environment that may not name it (gate rules check):
+// Load then checks the environment as a gate with rules, not as one without (its
+// GATE_TICK_INTERVAL and GATE_COLD_WRITE_INTERVAL against GATE_WINDOW's default, which no
+// rule uses). The variables a rules file replaces read as unset: a shell's GATE_KEY_FROM
+// is not the file's problem.
+func RulesFileEnv(getenv func(string) string, path string) func(string) string {
+	return func(key string) string {
+		if key == envPrefix+"_RULES_FILE" {
+			return path
+		}
+		if v, ok := strings.CutPrefix(key, envPrefix+"_"); ok && slices.Contains(rulesReplace, v) {
+			return ""
+		}
+		return getenv(key)
+	}
 }
 
 // RuleKeyPrefix is the Redis key prefix of limit i (window w) of the rule named name:

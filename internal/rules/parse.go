@@ -157,14 +157,18 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 	names := map[string]int{}
 	for i, n := range list.Content {
 		r, ok := p.rule(n, i)
+		// A name taken is reported beside the rule's other problems, not once they are
+		// fixed: every problem at once.
+		if r.Name != "" {
+			if j, dup := names[r.Name]; dup {
+				p.bad(n, fmt.Sprintf("rules[%d]", i), "name %q is rules[%d]'s too: names must differ", r.Name, j)
+				continue
+			}
+			names[r.Name] = i
+		}
 		if !ok {
 			continue
 		}
-		if j, dup := names[r.Name]; dup {
-			p.bad(n, fmt.Sprintf("rules[%d]", i), "name %q is rules[%d]'s too: names must differ", r.Name, j)
-			continue
-		}
-		names[r.Name] = i
 		if p.o.Check != nil {
 			if err := p.o.Check(r); err != nil {
 				at := n

@@ -137,6 +137,7 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:11:13: rules[1] "b".match[1].in: want a list of at least one value`,
 			`rules.yaml:12:9: rules[1] "b".match[2].field: missing`,
 			`rules.yaml:15:5: rules[2].key: given twice`,
+			`rules.yaml:13:5: rules[2]: name "b" is rules[1]'s too`,
 		}},
 		// A rule's windows are GATE_LIMITS's: whole seconds (rules.ParseLimit reads both), so
 		// that two windows never share a Redis key (1500ms and 1900ms were both /w1).
@@ -146,6 +147,10 @@ func TestParseProblems(t *testing.T) {
 		}},
 		{"duplicate names", "rules:\n  - {name: a, key: key, limits: [1m:1]}\n  - {name: a, key: key, limits: [1m:1]}\n",
 			[]string{`rules.yaml:3:5: rules[1]: name "a" is rules[0]'s too`}},
+		// A rule's other problems hide not that its name is taken: every problem at once.
+		{"duplicate names beside other problems", "rules:\n  - {name: a, key: key, limits: [1m:0]}\n  - {name: a, key: key, limits: [1m:1], mode: drop}\n",
+			[]string{`rules.yaml:2:34: rules[0] "a".limits[0]: "1m:0": threshold "0"`, `rules.yaml:3:47: rules[1] "a".mode: "drop": want divert or cap`,
+				`rules.yaml:3:5: rules[1]: name "a" is rules[0]'s too`}},
 		{"adaptive window", "rules:\n  - {name: a, key: key, limits: [7m:1], threshold_mode: adaptive}\n",
 			[]string{`rules.yaml:2:57: rules[0] "a".threshold_mode: static unless the first limit's window (7m0s) divides an hour`}},
 		{"cardinality", "rules:\n  - {name: a, key: json:team_id, limits: [1m:1], max_keys: 10}\n  - {name: b, key: json:team_id+distinct_id, limits: [1m:1], max_keys: -1, on_cardinality: drop}\n", []string{
