@@ -293,10 +293,11 @@ func (c Config) Threshold(p *Profile, epoch int64) (float64, bool) {
 }
 
 // judgedSeason is the season window epoch's threshold takes: its hour's, or, in the
-// part of its hour a neighbouring hour that holds an import reaches (reachSide: a fold
-// period less the window observed, 19 minutes with windows of a minute), that hour's when
-// higher. An hour holds an import if it is a pattern hour, or if its season is over Clip ×
-// both its neighbours' (isolated). An import seldom starts on the hour: one from 05:29 to
+// part of its hour a neighbouring hour that holds an import reaches (reachSide: at the
+// hour's end a fold period less the window observed, 19 minutes with windows of a minute;
+// at its start three windows more, 22 minutes), that hour's when higher. An hour holds an
+// import if it is a pattern hour, or if its season is over Clip × both its neighbours'
+// (isolated). An import seldom starts on the hour: one from 05:29 to
 // 06:15 fills a quarter of hour 6, which the folds, one window in MinFoldEvery at the same
 // minutes every day, may never observe, so that hour's season would never learn it and
 // its part of the import would be diverted every night for good. The cost: a spike
@@ -342,24 +343,34 @@ func (c Config) ThresholdPart(epoch int64) int64 {
 	return hour*3 + int64(c.reachSide(epoch))
 }
 
-// reachSide is 1 for a window in the first reach windows of its hour, 2 in the last, 0
-// otherwise, reach being the most of an hour's edge the folds can leave unobserved: a
-// fold period (MinFoldEvery, for a team over the floor) less the window observed, up to
-// half an hour. With windows of MinFoldEvery or longer every window is observed, and
-// nothing is reached.
+// reachSide is 1 for a window in the first windows of its hour that a neighbouring hour
+// reaches, 2 in the last, 0 otherwise. At an hour's end the reach is the most of it the
+// folds can leave unobserved: a fold period (MinFoldEvery, for a team over the floor) less
+// the window observed. At its start it is foldLag windows more: until the fold of the
+// hour's first observed window applies, the hour's own season is what the day before's
+// last folds of it left, and for an import filling most of the hour from its start, which
+// the folds see one window in three of, that dips under the import every night (the
+// trace's worst import team, 15:57 to 16:34, lost 16:19 on two nights: 204,710 records at
+// its peak). Each side up to half an hour. With windows of MinFoldEvery or longer every
+// window is observed, and nothing is reached.
 func (c Config) reachSide(epoch int64) int {
 	perHour := int64(time.Hour / c.Window)
 	reach, i := min(c.foldWindows(MinFoldEvery)-1, perHour/2), floorMod(epoch, perHour)
 	switch {
 	case reach == 0:
 		return 0
-	case i < reach:
+	case i < min(reach+foldLag, perHour/2):
 		return 1
 	case i >= perHour-reach:
 		return 2
 	}
 	return 0
 }
+
+// foldLag is the windows after window F whose thresholds are still computed without F's
+// count: a gate folds F during F + 2, once its count is final (limit's adaptive tick),
+// and the threshold of F + 3 is the first computed after that fold.
+const foldLag = 3
 
 // SpikeEnds is the window by which p's current spike ends by re-learning if it lasts
 // (MaxSpike after its first window), and true; false when p is in no spike.

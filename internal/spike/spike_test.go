@@ -233,16 +233,17 @@ func TestFoldScheduledCoversMissedFold(t *testing.T) {
 
 // TestThresholdPart: a threshold is constant within each part ThresholdPart names, and a
 // neighbouring import hour's reach begins and ends on a part's edge: with one-minute
-// windows, the first and last 19 minutes of an hour (a fold period less the window
-// observed) and the rest; with windows of MinFoldEvery or more, every window is observed
-// and an hour is one part. A business day's first hour, as high as the next, reaches
+// windows, the first 22 minutes of an hour (a fold period less the window observed, and
+// the fold's lag), the last 19 and the rest; with windows of MinFoldEvery or more, every
+// window is observed and an hour is one part. A business day's first hour, as high as the next, reaches
 // nothing: the hour before it keeps its own threshold.
 func TestThresholdPart(t *testing.T) {
 	for _, tc := range []struct {
 		window time.Duration
 		parts  int
-		reach  int64 // windows
-	}{{time.Minute, 3, 19}, {10 * time.Second, 3, 119}, {10 * time.Minute, 3, 1}, {30 * time.Minute, 1, 0}, {time.Hour, 1, 0}} {
+		reach  int64 // windows, at an hour's end
+		start  int64 // windows, at an hour's start
+	}{{time.Minute, 3, 19, 22}, {10 * time.Second, 3, 119, 122}, {10 * time.Minute, 3, 1, 3}, {30 * time.Minute, 1, 0, 0}, {time.Hour, 1, 0, 0}} {
 		c, err := Config{Window: tc.window}.WithDefaults()
 		if err != nil {
 			t.Fatal(err)
@@ -277,6 +278,14 @@ func TestThresholdPart(t *testing.T) {
 		if tc.reach > 0 {
 			if e := 6*perHour - 1 - tc.reach; math.Abs(at(e)-own) > 0.5 {
 				t.Errorf("window %s: window %d, %d windows before the import's hour, has threshold %g, want its own %g", tc.window, e, tc.reach+1, at(e), own)
+			}
+			// After the hour the import is in, its reach lasts until the fold of the next
+			// hour's first observed window applies (foldLag).
+			if e := 7*perHour + tc.start - 1; math.Abs(at(e)-imp) > 0.5 {
+				t.Errorf("window %s: window %d, %d into the hour after the import's, has threshold %g, want the import's %g", tc.window, e, tc.start-1, at(e), imp)
+			}
+			if e := 7*perHour + tc.start; math.Abs(at(e)-own) > 0.5 {
+				t.Errorf("window %s: window %d, %d into the hour after the import's, has threshold %g, want its own %g", tc.window, e, tc.start, at(e), own)
 			}
 		}
 		// A plateau from hour 6 on: hour 6 is not isolated, and reaches nothing.
