@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,7 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/endpoints"
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/replay"
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/tick"
 )
@@ -18,7 +28,7 @@ import (
 // stated in several, the tests below hold each statement to the code.
 var docFiles = []string{
 	"README.md", "docs/configuration.md", "docs/design.md", "docs/operations.md", "docs/reliability.md", "docs/rules.md",
-	"docs/demo.md", "docs/development.md",
+	"docs/demo.md", "docs/development.md", "docs/outcomes.md",
 	"deploy/helm/capture-gate/README.md", "deploy/helm/capture-gate/values.yaml", "docker-compose.yml",
 	// the variables' descriptions, which gate env prints
 	"internal/config/kafka.go", "internal/config/limits.go", "internal/config/redis.go", "internal/config/process.go",
@@ -135,6 +145,40 @@ func TestDocsStateTheRulesReload(t *testing.T) {
 	if n < 3 {
 		t.Errorf("found %d statements of how often the rules file is read; has their wording changed?", n)
 	}
+	// A reload builds the router again with the rules, its metrics on their registry: a
+	// statement that counters start again from 0 names every one the router registers,
+	// not only the rules' own.
+	reg := prometheus.NewRegistry()
+	cfg, err := config.Load(func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(time.Unix(0, 0)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := route.New(cfg.RouteConfig(), lim, reg); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) == 0 {
+		t.Fatalf("the router's metrics: %d, %v", len(mfs), err)
+	}
+	resets := 0
+	for _, s := range docSentences(t) {
+		if !regexp.MustCompile(`(?i)start(?:s|ing)? again from 0`).MatchString(s.text) {
+			continue
+		}
+		resets++
+		for _, mf := range mfs {
+			if !strings.Contains(s.text, mf.GetName()) {
+				t.Errorf("%s: %q: a reload registers the router's %s anew too, from 0", s.where, s.text, mf.GetName())
+			}
+		}
+	}
+	if resets == 0 {
+		t.Error("found no statement of the counters a reload starts again from 0; has its wording changed?")
+	}
 	var env strings.Builder
 	if err := config.WriteEnvTable(&env); err != nil {
 		t.Fatal(err)
@@ -211,5 +255,122 @@ func TestDevelopmentLayoutNamesEveryDir(t *testing.T) {
 				t.Errorf("docs/development.md's layout does not name %s/%s/", parent, e.Name())
 			}
 		}
+	}
+}
+
+// TestDocsStateWhatEndsATransaction: no statement has a smaller GATE_MAX_POLL_RECORDS make
+// an exactly-once transaction shorter (it takes polls for GATE_TRANSACTION_INTERVAL, the
+// next poll routing into it), and every statement of the interval's bound gives the
+// longest GATE_TRANSACTION_INTERVAL the gate takes.
+func TestDocsStateWhatEndsATransaction(t *testing.T) {
+	shorter := regexp.MustCompile("(?i)GATE_MAX_POLL_RECORDS`?[^;]*\\bso (?:that )?(?:each|every|a|the) transactions? (?:is|are|gets?) shorter")
+	bound := regexp.MustCompile("GATE_TRANSACTION_INTERVAL`? \\(at most (\\d+) ?s\\b")
+	n := 0
+	for _, s := range docSentences(t) {
+		if m := shorter.FindString(s.text); m != "" {
+			t.Errorf("%s: %q: a transaction takes polls for GATE_TRANSACTION_INTERVAL, the next poll routing into it: a smaller poll does not end it sooner", s.where, m)
+		}
+		for _, m := range bound.FindAllStringSubmatch(s.text, -1) {
+			n++
+			secs, _ := strconv.Atoi(m[1])
+			for _, c := range []struct {
+				interval time.Duration
+				ok       bool
+			}{{time.Duration(secs) * time.Second, true}, {time.Duration(secs)*time.Second + time.Millisecond, false}} {
+				_, err := config.Load(getenvFrom(map[string]string{"GATE_DELIVERY": "exactly-once", "GATE_TRANSACTION_INTERVAL": c.interval.String()}), nil)
+				if (err == nil) != c.ok {
+					t.Errorf("%s: %q: GATE_TRANSACTION_INTERVAL=%v loads with %v", s.where, m[0], c.interval, err)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("found no statement of the longest GATE_TRANSACTION_INTERVAL; has its wording changed?")
+	}
+}
+
+// TestDocsStateTheReplayCharts: gate replay -html draws a chart for the first
+// replay.MaxChartsPerSet keys of each set, not one per key (-top lists 20 by default):
+// the docs and the flag's help say so, with the code's figure.
+func TestDocsStateTheReplayCharts(t *testing.T) {
+	sentences := append(docSentences(t), docSentence{where: "gate replay's -html help", text: replayFlags(new(replayOpts)).Lookup("html").Usage})
+	perKey := regexp.MustCompile(`(?i)\ba chart (?:per|for each|for every) key\b`)
+	figure := regexp.MustCompile(`(?i)chart for each of the (\d+) most affected keys`)
+	n := 0
+	for _, s := range sentences {
+		if m := perKey.FindString(s.text); m != "" {
+			t.Errorf("%s: %q: the page has charts for the first %d keys of each set only", s.where, m, replay.MaxChartsPerSet)
+		}
+		for _, m := range figure.FindAllStringSubmatch(s.text, -1) {
+			n++
+			if m[1] != strconv.Itoa(replay.MaxChartsPerSet) {
+				t.Errorf("%s: %q: the page charts %d keys of each set", s.where, m[0], replay.MaxChartsPerSet)
+			}
+		}
+	}
+	if n < 2 {
+		t.Errorf("found %d statements of how many keys the replay page charts (docs/rules.md, the -html help); has their wording changed?", n)
+	}
+}
+
+// TestDocsCurlTheTeamViewEscaped: the server decodes the team view's path before it looks
+// the key up, so a composite key's % must be written %25 in a URL. Every documented curl
+// of a key with an escape is asked of a real team view holding the docs' composite key,
+// phc_x:user%3A1, and must find it.
+func TestDocsCurlTheTeamViewEscaped(t *testing.T) {
+	const key = "phc_x:user%3A1"
+	t0 := time.Now()
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.CheckAt(t0, key, 1)
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{}, endpoints.FixedRules(lim))))
+	defer srv.Close()
+	curl := regexp.MustCompile(`curl [^\n]*?/v1/teams/([^\s'"` + "`" + `]+)`)
+	n := 0
+	for _, f := range docFiles {
+		b, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range curl.FindAllStringSubmatch(string(b), -1) {
+			if !strings.Contains(m[1], "%") {
+				continue
+			}
+			n++
+			resp, err := http.Get(srv.URL + "/v1/teams/" + m[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v struct{ Team string }
+			err = json.NewDecoder(resp.Body).Decode(&v)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || err != nil || v.Team != key {
+				t.Errorf("%s: %q: %d, team %q (%v), want %q's view", f, m[0], resp.StatusCode, v.Team, err, key)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("found no curl of the team view with a composite key; has its wording changed?")
+	}
+}
+
+// TestDocsStateTheOutcomesLimit: every statement of how long gate outcomes reads before it
+// gives up (docs/outcomes.md, its usage) gives outcomesLimit.
+func TestDocsStateTheOutcomesLimit(t *testing.T) {
+	sentences := append(docSentences(t), docSentence{where: "gate outcomes' usage", text: strings.Join(strings.Fields(outcomesUsage), " ")})
+	limit := regexp.MustCompile(`gives up after (\d+) minutes`)
+	n := 0
+	for _, s := range sentences {
+		for _, m := range limit.FindAllStringSubmatch(s.text, -1) {
+			n++
+			if m[1] != strconv.Itoa(int(outcomesLimit.Minutes())) {
+				t.Errorf("%s: %q: gate outcomes gives up after %v", s.where, m[0], outcomesLimit)
+			}
+		}
+	}
+	if n < 2 {
+		t.Errorf("found %d statements of gate outcomes' limit (docs/outcomes.md, its usage); has their wording changed?", n)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
@@ -25,7 +27,8 @@ after D ago, whole), its records accepted (tagged among them), limited (overflow
 rule's topic, dropped) and by which rule, dead-lettered, skipped as undeliverable
 (GATE_ON_UNDELIVERABLE=skip), and the first and last interval it was limited in. Without TEAM, the N
 teams with the most records limited. TEAM is the team as the events have it: the rows of
-a composite key's rules, which name it escaped (':' as %3A, '%' as %25), count too.
+a composite key's rules, which name it escaped (':' as %3A, '%' as %25), count too. It
+gives up after 5 minutes, a limit of its own: a shorter -since reads less.
 `
 
 func outcomesFlags(since *time.Duration, top *int) *flag.FlagSet {
@@ -81,8 +84,6 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	from := clk.Now().Add(-since)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
 	// Neither holds the topic's rows: a team's history reads its partition and keeps its
 	// rows; the summary keeps each team's totals.
 	var rows []outcome.Row
@@ -103,7 +104,7 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 			each(r)
 		}
 	}
-	skipped, err := outcome.Scan(ctx, cfg.OutcomesTopic, scanFrom, team, whole, opts...)
+	skipped, err := scanOutcomes(ctx, outcomesLimit, since, cfg.OutcomesTopic, scanFrom, team, whole, opts...)
 	if err != nil {
 		return err
 	}
@@ -114,6 +115,27 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		return printHistory(stdout, outcome.TeamHistory(rows, team), cfg.OutcomesTopic, from)
 	}
 	return printMostLimited(stdout, sums.Top(top), sums.Rows(), cfg.OutcomesTopic, from)
+}
+
+// outcomesLimit bounds a read of gate outcomes, so that a broker that stops answering
+// does not hold the command for ever. A long -since on a busy topic can reach it too.
+const outcomesLimit = 5 * time.Minute
+
+// errOutcomesLimit is the cause of a read's end at its limit (scanOutcomes).
+var errOutcomesLimit = errors.New("gate outcomes' own limit on a read")
+
+// scanOutcomes is outcome.Scan within limit. A read that reaches it fails saying that the
+// limit is the command's own and that a shorter -since reads less, as the deadline alone
+// reads "context deadline exceeded", which names neither.
+func scanOutcomes(ctx context.Context, limit, since time.Duration, topic string, from time.Time, team string, each func(*outcome.Row), opts ...kgo.Opt) (int, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, errOutcomesLimit)
+	defer cancel()
+	skipped, err := outcome.Scan(ctx, topic, from, team, each, opts...)
+	if err != nil && errors.Is(context.Cause(ctx), errOutcomesLimit) {
+		return skipped, fmt.Errorf("gate outcomes gave up after %s, its own limit on a read (-since %s of %s): "+
+			"give a shorter -since: %w", limit, since, topic, err)
+	}
+	return skipped, err
 }
 
 // minute formats the start or end of an interval.

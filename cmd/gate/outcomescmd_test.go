@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/outcome"
@@ -295,5 +297,35 @@ func TestOutcomesSinceBeforeUnixEpoch(t *testing.T) {
 	}
 	if got := runOutcomes(t, env, "-since", "600000h"); !strings.Contains(got, "\n42 ") {
 		t.Errorf("gate outcomes -since 600000h:\n%s", got)
+	}
+}
+
+// gate outcomes gives up after outcomesLimit, a limit of its own: the error says so and
+// that a shorter -since reads less, not only "context deadline exceeded". Here the broker
+// holds every fetch, as a read of a long -since on a busy topic takes long.
+func TestOutcomesGivesUpNamingItsLimit(t *testing.T) {
+	t.Parallel()
+	c, env := outcomesTopicEnv(t, 1)
+	produceRows(t, c, testRow(time.Now().UTC().Truncate(time.Minute), "42", "42", "", "overflow", "rate_limited", 1))
+	release := make(chan struct{})
+	defer close(release)
+	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	const limit, since = 300 * time.Millisecond, 24 * time.Hour
+	start := time.Now()
+	_, err := scanOutcomes(t.Context(), limit, since, "outcomes", start.Add(-since), "", func(*outcome.Row) {}, kgo.SeedBrokers(env["GATE_KAFKA_BROKERS"]))
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("gave up after %v, want about %v", took, limit)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the limit's deadline", err)
+	}
+	for _, want := range []string{"gate outcomes gave up after 300ms, its own limit", "-since 24h0m0s", "shorter -since"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

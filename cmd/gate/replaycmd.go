@@ -70,7 +70,7 @@ func replayFlags(o *replayOpts) *flag.FlagSet {
 	fs.IntVar(&o.top, "top", 20, "list the `N` most affected keys of each set")
 	fs.IntVar(&o.workers, "workers", 0, "route on up to `N` goroutines (0: as many as the processors this process may use)")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
-	fs.StringVar(&o.html, "html", "", "also write the report as a self-contained page with a chart per key to `FILE`")
+	fs.StringVar(&o.html, "html", "", fmt.Sprintf("also write the report to `FILE` as a self-contained page, with a chart for each of the %d most affected keys of each set (the rest of -top's in its table only)", replay.MaxChartsPerSet))
 	return fs
 }
 

@@ -26,8 +26,10 @@ const (
 
 // Limits keep the page readable (and small) however large the report.
 const (
-	maxChartsPerCandidate = 10
-	maxDiffRows           = 50
+	// MaxChartsPerSet is how many of a rule set's keys (the most affected first) get a
+	// chart; the rest of the -top keys are in its table only.
+	MaxChartsPerSet = 10
+	maxDiffRows     = 50
 )
 
 // Chart geometry, in SVG user units (pixels at 100%).
@@ -95,7 +97,7 @@ func newHTMLPage(r *Report) *htmlPage {
 		for _, reason := range slices.Sorted(maps.Keys(c.DeadLetters)) {
 			hc.Dead = append(hc.Dead, deadRow{reason, c.DeadLetters[reason]})
 		}
-		n := min(len(c.Keys), maxChartsPerCandidate)
+		n := min(len(c.Keys), MaxChartsPerSet)
 		hc.ChartMore = len(c.Keys) - n
 		for j := range c.Keys[:n] {
 			k := &c.Keys[j]
