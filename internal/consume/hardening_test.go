@@ -252,6 +252,57 @@ func TestUndeliverable(t *testing.T) {
 	}
 }
 
+// TestPartitionsStoppedGauge: gate_partitions_stopped counts the partitions a gate owns
+// and has stopped, so an alert on it lasts as long as the stop: 1 while gate a holds the
+// partition stopped at an undeliverable record, 0 once its partitions are revoked; 1 on the
+// partition's next owner, which stops at the same record, and 0 on an owner after the
+// topics were fixed, which routes past it. Before, only the counter
+// gate_records_undeliverable_total{action="stopped"} said so, whose increase over the
+// alert's 15 minutes went back to 0 while the partition was still stopped.
+func TestPartitionsStoppedGauge(t *testing.T) {
+	t.Parallel()
+	const parts, n, bad = 3, 300, 150
+	env := newEnv(t, parts)
+	env.ccfg.OnUndeliverable = UndeliverableStop
+	produceAll(t, producer(t, env.cluster), futureInputs(n, bad))
+	validateTimestamps(t, env.cluster, time.Hour)
+	refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: dlqTopic, Err: kerr.InvalidRecord, Count: -1})
+	const name = "gate_partitions_stopped"
+
+	a := env.start(t, "a")
+	waitFor(t, 30*time.Second, "partition stopped on a", func() bool {
+		return testutil.ToFloat64(a.c.m.undeliverable.WithLabelValues("stopped")) == 1
+	})
+	if got := gaugeValue(t, a, name); got != 1 {
+		t.Errorf("%s on a = %v with a partition stopped, want 1", name, got)
+	}
+	// b joins, a leaves: every partition of a is revoked, the stopped one with them.
+	b := env.start(t, "b")
+	waitFor(t, 30*time.Second, "b assigned", b.c.ready.Load)
+	a.stop(t)
+	if got := gaugeValue(t, a, name); got != 0 {
+		t.Errorf("%s on a = %v after its partitions were revoked, want 0", name, got)
+	}
+	waitFor(t, 30*time.Second, "partition stopped on b", func() bool {
+		return testutil.ToFloat64(b.c.m.undeliverable.WithLabelValues("stopped")) == 1
+	})
+	if got := gaugeValue(t, b, name); got != 1 {
+		t.Errorf("%s on b = %v with the partition stopped again, want 1", name, got)
+	}
+	// Fixed: the dead-letter topic takes the record, and the partition's next owner
+	// routes past it.
+	refused.Remove()
+	b.stop(t)
+	if got := gaugeValue(t, b, name); got != 0 {
+		t.Errorf("%s on b = %v after its partitions were revoked, want 0", name, got)
+	}
+	c := env.start(t, "c")
+	waitCommitted(t, env.cluster, parts, 30*time.Second)
+	if got := gaugeValue(t, c, name); got != 0 {
+		t.Errorf("%s on c = %v with every partition routed to its end, want 0", name, got)
+	}
+}
+
 // partitionOf finds where input record id was written.
 func partitionOf(t *testing.T, c *kfake.Cluster, id int) (int32, int64) {
 	t.Helper()

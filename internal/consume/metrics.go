@@ -142,6 +142,22 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			Help: "How long the gate has had work (lag, records in flight or awaiting a retry) and made no progress (no poll, commit or transaction end); 0 when it progresses or is idle. /readyz fails past GATE_STALL_NOT_READY, /healthz past GATE_STALL_RESTART.",
 		}, func() float64 { return c.Stalled().Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			// A gauge, not only the counter gate_records_undeliverable_total: a stop lasts
+			// until the partition leaves the gate, and an alert must last as long.
+			Name: "gate_partitions_stopped",
+			Help: "Input partitions this gate owns and has stopped routing: at a record refused by every topic (GATE_ON_UNDELIVERABLE=stop), at input records lost (GATE_ON_DATA_LOSS=stop), or deleted before its first fetch. Each stays stopped, the gate not ready, until it is revoked or lost (a restart, a rebalance); /readyz says why.",
+		}, func() float64 {
+			c.partsMu.Lock()
+			defer c.partsMu.Unlock()
+			n := 0
+			for _, p := range c.parts {
+				if p.stopped.Load() {
+					n++
+				}
+			}
+			return float64(n)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_owned_partitions",
 			Help: "Input partitions this gate owns.",
 		}, func() float64 {

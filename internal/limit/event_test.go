@@ -432,6 +432,43 @@ func TestEventCacheOverfullCounted(t *testing.T) {
 	}
 }
 
+// GATE_CACHE_CAPACITY bounds each window's cache under the event clock, and a key idle
+// in a window stays cached there up to two windows, so gate_limiter_cache_entries (every
+// window's keys) reaches the capacity with each window's cache far under it.
+// gate_limiter_cache_fullest_entries is what the capacity is held to: the fullest
+// window's keys (the one cache's under the wall clock), which an alert compares with it.
+// Before, only the sum was exported, and the chart's alert fired on it.
+func TestCacheFullestEntries(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		cfg           Config
+		entries, full float64
+	}{
+		{"event", eventConfig(time.Minute, 1000), 10, 6},
+		{"wall", Config{Window: time.Minute, Threshold: 1000}, 10, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Capacity = 10
+			l, _, reg := newTest(t, tc.cfg)
+			for i := range 6 { // the window before: 6 keys
+				l.CheckEventAt(t0, t0.Add(-time.Minute), "a"+strconv.Itoa(i), 1)
+			}
+			for i := range 4 { // this one: 4
+				l.CheckEventAt(t0, t0, "b"+strconv.Itoa(i), 1)
+			}
+			if got := metricValue(t, reg, "gate_limiter_evictions_total", map[string]string{"reason": "capacity"}); got != 0 {
+				t.Fatalf("%v keys evicted for capacity, want none", got)
+			}
+			if got := metricValue(t, reg, "gate_limiter_cache_entries", nil); got != tc.entries {
+				t.Errorf("gate_limiter_cache_entries = %v, want %v", got, tc.entries)
+			}
+			if got := metricValue(t, reg, "gate_limiter_cache_fullest_entries", nil); got != tc.full {
+				t.Errorf("gate_limiter_cache_fullest_entries = %v, want %v (capacity %d)", got, tc.full, tc.cfg.Capacity)
+			}
+		})
+	}
+}
+
 // A full window's cache under the event clock judges a key as a check in the window can:
 // a lagging partition's records, early in their window whatever the wall clock, weigh
 // nearly all of the window before. A key at 7.2 of 10 so (8 the window before, 6 s into

@@ -10,6 +10,7 @@ type collector struct {
 	decisions   *prometheus.Desc
 	cache       *prometheus.Desc
 	entries     *prometheus.Desc
+	fullest     *prometheus.Desc
 	tiers       *prometheus.Desc
 	transitions *prometheus.Desc
 	evictions   *prometheus.Desc
@@ -40,6 +41,8 @@ func newCollector(l *Limiter) *collector {
 			"Cache results: hit and miss per check, sync_queued per read planned by the tick.", []string{"result"}, nil),
 		entries: prometheus.NewDesc("gate_limiter_cache_entries",
 			"Teams in the local cache.", nil, nil),
+		fullest: prometheus.NewDesc("gate_limiter_cache_fullest_entries",
+			"Teams in the fullest of the caches GATE_CACHE_CAPACITY bounds each: the one cache under GATE_CLOCK=wall (gate_limiter_cache_entries); under GATE_CLOCK=event, the fullest window's cache (gate_limiter_cache_entries adds up every window's). Past the capacity, that cache evicts.", nil, nil),
 		tiers: prometheus.NewDesc("gate_limiter_tier_entities",
 			"Cached teams per pressure tier, as of the last tick.", []string{"tier"}, nil),
 		transitions: prometheus.NewDesc("gate_limiter_tier_transitions_total",
@@ -82,7 +85,7 @@ func newCollector(l *Limiter) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held, c.spikeStarts, c.spikeEnds, c.relearned, c.spiking, c.untracked, c.moves, c.overfull, c.floor, c.rotating, c.rotations, c.rotated} {
+	for _, d := range []*prometheus.Desc{c.decisions, c.cache, c.entries, c.fullest, c.tiers, c.transitions, c.evictions, c.displaced, c.clamped, c.starts, c.releases, c.held, c.spikeStarts, c.spikeEnds, c.relearned, c.spiking, c.untracked, c.moves, c.overfull, c.floor, c.rotating, c.rotations, c.rotated} {
 		ch <- d
 	}
 }
@@ -91,6 +94,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	l := c.l
 	var allowed, limited, misses, evicted, displaced, untracked, promoted, demoted, overfull, rotated uint64
 	var trans [numTiers * numTiers]uint64
+	// The capacity bounds each window's cache under EventClock on its own (insertIn).
+	fullest := l.count.Load()
 	for i := range l.shards {
 		sh := &l.shards[i]
 		misses += sh.misses.Load()
@@ -117,11 +122,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for j := range trans {
 			trans[j] += l.retired.transitions[j].Load()
 		}
+		fullest = 0
 		for i := range l.ring {
 			t := l.ring[i].Load()
 			if t == nil || t.dead.Load() {
 				continue // a dropped table's counters are in l.retired
 			}
+			fullest = max(fullest, t.count.Load())
 			for j := range t.shards {
 				sh := &t.shards[j]
 				misses += sh.misses.Load()
@@ -180,6 +187,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.spiking, prometheus.GaugeValue, float64(a.spiking.Load()))
 	}
 	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(l.Len()))
+	ch <- prometheus.MustNewConstMetric(c.fullest, prometheus.GaugeValue, float64(fullest))
 	for t := range numTiers {
 		ch <- prometheus.MustNewConstMetric(c.tiers, prometheus.GaugeValue, float64(l.swept.tiers[t].Load()), t.String())
 		for u := range numTiers {

@@ -1,0 +1,153 @@
+package helm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	engine "github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// evalPod is a gate pod the chart's default selector picks (release gate, namespace ingest).
+const evalPod = `namespace="ingest", pod="gate-capture-gate-7d9f8b6c5-x2k4p"`
+
+// firingAt evaluates the chart's alert name (rendered with the defaults) with
+// Prometheus' query engine at each of at, minutes after the start of load, and returns
+// whether it fired then: as Prometheus does, once its expression returns a series. load
+// has a series a line, as promtool's tests write them: its name and labels, then a sample
+// a minute from minute 0 (0x4 1x60: 0 five times, then 1 sixty-one times).
+func firingAt(t *testing.T, name, load string, at ...int) []bool {
+	t.Helper()
+	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true}"))
+	expr := alertExpr(t, vals, name)
+	var series []storage.Series
+	for _, l := range strings.Split(strings.TrimSpace(load), "\n") {
+		lbls, vs, err := promql.ParseSeriesDesc(strings.TrimSpace(l))
+		if err != nil {
+			t.Fatalf("series %q: %v", l, err)
+		}
+		var ss []chunks.Sample
+		for i, v := range vs {
+			if !v.Omitted {
+				ss = append(ss, floatSample{t: int64(i) * time.Minute.Milliseconds(), f: v.Value})
+			}
+		}
+		series = append(series, storage.NewListSeries(lbls, ss))
+	}
+	slices.SortFunc(series, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
+	db := storage.QueryableFunc(func(int64, int64) (storage.Querier, error) {
+		return &storage.MockQuerier{SelectMockFunction: func(_ bool, _ *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+			var sel []storage.Series
+			for _, s := range series {
+				if matchAll(s.Labels(), ms) {
+					sel = append(sel, s)
+				}
+			}
+			return &seriesList{s: sel, i: -1}
+		}}, nil
+	})
+	ng := engine.NewEngine(engine.EngineOpts{MaxSamples: 1_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	fired := make([]bool, len(at))
+	for i, m := range at {
+		q, err := ng.NewInstantQuery(context.Background(), db, nil, expr, time.UnixMilli(int64(m)*time.Minute.Milliseconds()))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		res := q.Exec(context.Background())
+		if res.Err != nil {
+			t.Fatalf("%s: %v", expr, res.Err)
+		}
+		v, err := res.Vector()
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		fired[i] = len(v) > 0
+		q.Close()
+	}
+	return fired
+}
+
+func matchAll(ls labels.Labels, ms []*labels.Matcher) bool {
+	for _, m := range ms {
+		if !m.Matches(ls.Get(m.Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// seriesList is a storage.SeriesSet of series in memory.
+type seriesList struct {
+	s []storage.Series
+	i int
+}
+
+func (l *seriesList) Next() bool                        { l.i++; return l.i < len(l.s) }
+func (l *seriesList) At() storage.Series                { return l.s[l.i] }
+func (l *seriesList) Err() error                        { return nil }
+func (l *seriesList) Warnings() annotations.Annotations { return nil }
+
+// floatSample is a float sample at t (ms).
+type floatSample struct {
+	t int64
+	f float64
+}
+
+func (s floatSample) T() int64                      { return s.t }
+func (s floatSample) ST() int64                     { return 0 }
+func (s floatSample) F() float64                    { return s.f }
+func (s floatSample) H() *histogram.Histogram       { return nil }
+func (s floatSample) FH() *histogram.FloatHistogram { return nil }
+func (s floatSample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (s floatSample) Copy() chunks.Sample           { return s }
+
+// TestPartitionStoppedAlertLastsWhileStopped: a partition stopped at minute 5 stays
+// stopped until minute 65, when it is revoked (gate_partitions_stopped back to 0; the
+// counter of undeliverable records stays at 1). GatePartitionStopped fires for the whole
+// stop and resolves after it. Before, it read increase(...[15m]) of the counter and
+// resolved at minute 20, the partition still stopped and the gate not ready.
+func TestPartitionStoppedAlertLastsWhileStopped(t *testing.T) {
+	load := fmt.Sprintf("  gate_partitions_stopped{%s} 0x4 1x60 0x20\n", evalPod) +
+		fmt.Sprintf("  gate_records_undeliverable_total{%s, action=\"stopped\"} 0x4 1x80\n", evalPod) +
+		fmt.Sprintf("  gate_records_undeliverable_total{%s, action=\"skipped\"} 0x84\n", evalPod)
+	at := []int{2, 6, 19, 21, 40, 64, 70, 84}
+	want := []bool{false, true, true, true, true, true, false, false}
+	if got := firingAt(t, "GatePartitionStopped", load, at...); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("GatePartitionStopped at minutes %v fired %v, want %v (stopped from 5 to 65)", at, got, want)
+	}
+}
+
+// TestCacheNearCapacityAlertPerWindow: under GATE_CLOCK=event each window's cache holds up
+// to GATE_CACHE_CAPACITY (300000 by default) on its own, and a window's keys stay cached a
+// window or two after it. A gate whose two windows hold 160000 keys each (53 %) is not
+// near its capacity; one whose fullest window holds 280000 is.
+// GateLimiterCacheNearCapacity fires for the second only. Before, it compared
+// gate_limiter_cache_entries, every window's keys added up (320000), with 0.9 x the
+// capacity and fired for the first.
+func TestCacheNearCapacityAlertPerWindow(t *testing.T) {
+	for _, tc := range []struct {
+		entries, fullest int
+		want             bool
+	}{
+		{320000, 160000, false},
+		{400000, 280000, true},
+		{250000, 250000, false}, // wall clock: one cache
+		{290000, 290000, true},
+	} {
+		load := fmt.Sprintf("  gate_limiter_cache_entries{%s} %dx40\n", evalPod, tc.entries) +
+			fmt.Sprintf("  gate_limiter_cache_fullest_entries{%s} %dx40\n", evalPod, tc.fullest)
+		if got := firingAt(t, "GateLimiterCacheNearCapacity", load, 30)[0]; got != tc.want {
+			t.Errorf("%d keys cached, the fullest cache %d of 300000: GateLimiterCacheNearCapacity fired %v, want %v",
+				tc.entries, tc.fullest, got, tc.want)
+		}
+	}
+}
