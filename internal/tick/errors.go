@@ -142,11 +142,15 @@ const errorLogInterval = time.Minute
 // errLog rate-limits one Redis instance's failure logs: the first failed pipeline is
 // logged at once, then one line per errorLogInterval (its pace), or sooner when the
 // causes change, each saying how many failed since the last; the first pipeline to
-// succeed after them is logged too. Wall time, not the limiter's clock: it paces a log.
+// succeed after logged failures is logged too. The pace outlasts a recovery: failures
+// that come and go (a Redis at its maxmemory whose keys expire, one answering near the
+// timeout) fail and recover tick after tick, and a fresh pace at each recovery logged
+// both, two lines a tick. Wall time, not the limiter's clock: it paces a log.
 type errLog struct {
 	pace    *throttle.Every // errorLogInterval; nil until the first failure
 	clock   clock.Clock     // wall time, for failing_for
 	failing bool
+	logged  bool      // a line said these failures: their end is logged too
 	causes  causeSet  // as last logged
 	since   time.Time // when the failures began
 	ticks   int       // failed pipelines since the failures began
@@ -161,7 +165,7 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 	}
 	now := e.clock.Now()
 	if !e.failing {
-		e.since = now
+		e.failing, e.since, e.ticks = true, now, 0
 	}
 	e.ticks++
 	if p.causes != e.causes {
@@ -178,14 +182,18 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 	log.Warn(msg, "instance", instance, "cause", p.causes.String(),
 		"failed_writes", p.failedWrites, "writes", p.writes, "failed_reads", p.failedReads, "reads", p.reads,
 		"failed_unlogged", quiet, "failing_for", now.Sub(e.since).Round(time.Millisecond), "err", p.err)
-	e.failing, e.causes = true, p.causes
+	e.logged, e.causes = true, p.causes
 }
 
 func (e *errLog) recovered(log *slog.Logger, instance string, took time.Duration) {
 	if !e.failing {
 		return
 	}
-	log.Info("redis pipeline succeeds again; counts kept meanwhile are written from now on", "instance", instance,
-		"failed_ticks", e.ticks, "failing_for", e.clock.Now().Sub(e.since).Round(time.Millisecond), "pipeline", took)
-	*e = errLog{clock: e.clock} // the next failures start a fresh pace
+	if e.logged {
+		log.Info("redis pipeline succeeds again; counts kept meanwhile are written from now on", "instance", instance,
+			"failed_ticks", e.ticks, "failing_for", e.clock.Now().Sub(e.since).Round(time.Millisecond), "pipeline", took)
+	}
+	// The pace and the causes last logged stay: the next failures are logged at once
+	// only past errorLogInterval, or with other causes.
+	e.failing, e.logged = false, false
 }

@@ -143,6 +143,49 @@ func TestRedisRefusingWritesKeepsLimit(t *testing.T) {
 	}
 }
 
+// TestRedisFailingOnAndOffLogsOncePerMinute: a Redis whose failures come and go (here
+// writes refused on every other tick, as by one at its maxmemory under noeviction whose
+// keys expire, or one answering near the timeout) is logged as a steady failure is: its
+// failure and its recovery once per errorLogInterval, the failures in between counted in
+// the next line. Before, each recovery started a fresh pace: two lines every tick.
+func TestRedisFailingOnAndOffLogsOncePerMinute(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{}, srv)
+	logs := g.withLog()
+	g.tk.errLogs[0].clock = clk // the logs' pace, on the test's clock
+	flap := func(ticks int) {
+		t.Helper()
+		for i := range ticks {
+			if i%2 == 0 {
+				srv.RefuseWrites(t, redistest.RefuseOOM)
+			} else {
+				srv.AcceptWrites(t)
+			}
+			g.l.Check("team", 1)
+			clk.Advance(time.Second)
+			if r := g.tk.Tick(context.Background()); (r.Errors == 1) != (i%2 == 0) {
+				t.Fatalf("tick %d = %+v, want it to fail on even ticks only", i, r)
+			}
+		}
+	}
+	flap(10) // five failures, five recoveries, within a minute
+	warns, oks := logs.lines("level=WARN", "redis refused writes"), logs.lines("level=INFO", "succeeds again")
+	if len(warns) != 1 || len(oks) != 1 {
+		t.Fatalf("%d failure and %d recovery lines over 5 failed ticks in 10 s, want 1 of each (at most once a minute):\n%s",
+			len(warns), len(oks), strings.Join(append(warns, oks...), "\n"))
+	}
+	clk.Advance(errorLogInterval)
+	flap(2) // a minute on: logged again, with the failures left unlogged
+	warns, oks = logs.lines("level=WARN", "redis refused writes"), logs.lines("level=INFO", "succeeds again")
+	if len(warns) != 2 || len(oks) != 2 {
+		t.Fatalf("%d failure and %d recovery lines after a minute, want 2 of each:\n%s", len(warns), len(oks), strings.Join(append(warns, oks...), "\n"))
+	}
+	if !strings.Contains(warns[1], "failed_unlogged=4") {
+		t.Errorf("the minute's line does not count the 4 failures left unlogged: %s", warns[1])
+	}
+}
+
 // TestPipelinePartlyFails: one team's INCRBY fails (its key holds a list: WRONGTYPE)
 // while the rest of the same pipeline, other teams' writes and every read, succeeds. The
 // failed team stays limited on its own counts; the others' writes land and leave pending.
