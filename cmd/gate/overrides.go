@@ -133,7 +133,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	ocfg := cfg.OverridesConfig()
 	key := ocfg.Key
 	if *rule != "" {
-		key = overrides.Key(cfg.RuleKeyPrefix(*rule, 0, 0))
+		key = overrides.Key(cfg.RulePrefix(*rule))
 	}
 	timeout := 5 * time.Second
 	if verb == "list" {

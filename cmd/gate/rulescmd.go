@@ -11,6 +11,7 @@ import (
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/rules"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 const rulesUsage = `Usage: gate rules check FILE
@@ -87,11 +88,16 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		if r.SkipMissing {
 			key += " (skip if missing)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s:{key}:{epoch}\n", r.Name, key, orDash(strings.Join(match, " and ")),
-			strings.Join(lims, ","), mode, r.Cost, action, cfg.RuleKeyPrefix(r.Name, 0, 0))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, key, orDash(strings.Join(match, " and ")),
+			strings.Join(lims, ","), mode, r.Cost, action, ruleKeys(cfg, r))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if tick.Mode(cfg.RedisMode) == tick.ModeCluster {
+		if _, err := fmt.Fprintf(stdout, "GATE_REDIS_MODE=cluster: {sN} is the key's shard in braces, its hash tag (N from 0 to %d)\n", tick.ClusterShards-1); err != nil {
+			return err
+		}
 	}
 	// Which rules keep their keys under the floor out of Redis, and what a rotating team
 	// gets: what the table's last column does not show.
@@ -115,6 +121,21 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		}
 	}
 	return nil
+}
+
+// ruleKeys is where r's counters are in Redis, a layout a limit, as the gates name them
+// in cfg's Redis mode (tick.KeyFor): in cluster mode each key has its shard's hash tag
+// after the prefix.
+func ruleKeys(cfg config.Config, r rules.Rule) string {
+	tag := ""
+	if tick.Mode(cfg.RedisMode) == tick.ModeCluster {
+		tag = "{sN}:"
+	}
+	keys := make([]string, len(r.Limits))
+	for i := range r.Limits {
+		keys[i] = cfg.RuleKeyPrefix(r, i) + ":" + tag + "{key}:{epoch}"
+	}
+	return strings.Join(keys, ", ")
 }
 
 func orDash(s string) string {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/rules"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // gate rules check prints each rule and its keys, or every problem (exit status 2),
@@ -113,5 +115,57 @@ func TestRulesCheckReadsTheEnvironmentAsAGateWithRules(t *testing.T) {
 	_, stderr, err := check(map[string]string{"GATE_TICK_INTERVAL": "2m", "GATE_SYNC_INTERVAL": "5m"}, minute)
 	if cli.ExitCode(err) != 2 || !strings.Contains(stderr, minute+`:2:46: rules[0] "team".limits[0]: "1m:1000": want a window longer than GATE_TICK_INTERVAL (2m0s)`) {
 		t.Errorf("a window under the tick interval: %v, stderr %q", err, stderr)
+	}
+}
+
+// gate rules check shows each rule's keys as the gates name them in this environment's
+// Redis mode: on Redis Cluster every key carries its shard's hash tag after the rule's
+// prefix ({sN}), which the column left out, so a KEYS or SCAN for the keys it showed
+// found none; and each limit's, a further window's under /w{seconds}, a bytes rule's
+// under /bytes.
+func TestRulesCheckShowsTheKeysOfTheRedisMode(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	body := "rules:\n  - {name: team, key: json:team_id, limits: [1m:1000, 1h:20000]}\n" +
+		"  - {name: big, key: json:team_id, cost: bytes, limits: [1m:1000000]}\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func(env map[string]string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), []string{"rules", "check", path}, testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("%v: %v, stderr %q", env, err, stderr.String())
+		}
+		return stdout.String()
+	}
+	for _, c := range []struct {
+		mode string
+		want []string // each limit's key layout, as the gates name a key
+	}{
+		{"standalone", []string{"prod:rule:team:{key}:{epoch}", "prod:rule:team/w3600:{key}:{epoch}", "prod:rule:big/bytes:{key}:{epoch}"}},
+		{"sentinel", []string{"prod:rule:team:{key}:{epoch}", "prod:rule:team/w3600:{key}:{epoch}", "prod:rule:big/bytes:{key}:{epoch}"}},
+		{"cluster", []string{"prod:rule:team:{sN}:{key}:{epoch}", "prod:rule:team/w3600:{sN}:{key}:{epoch}", "prod:rule:big/bytes:{sN}:{key}:{epoch}"}},
+	} {
+		env := map[string]string{"GATE_REDIS_PREFIX": "prod", "GATE_REDIS_MODE": c.mode}
+		if c.mode == "sentinel" {
+			env["GATE_REDIS_SENTINEL_ADDRS"] = "127.0.0.1:26379"
+			env["GATE_REDIS_SENTINEL_MASTER"] = "mymaster"
+		}
+		out := check(env)
+		for _, layout := range c.want {
+			if !strings.Contains(out, layout) {
+				t.Errorf("%s: output lacks %s:\n%s", c.mode, layout, out)
+			}
+			// The layout is the key a gate writes, for a key t1 in epoch 7.
+			prefix, _, _ := strings.Cut(layout, ":{")
+			re := regexp.MustCompile("^" + strings.NewReplacer(`\{sN\}`, `\{s\d+\}`, `\{key\}`, "t1", `\{epoch\}`, "7").Replace(regexp.QuoteMeta(layout)) + "$")
+			if k := tick.KeyFor(tick.Mode(c.mode), prefix, "t1", 7); !re.MatchString(k) {
+				t.Errorf("%s: the gates' key %s is not %s", c.mode, k, layout)
+			}
+		}
+		if hasTag := strings.Contains(out, "{sN}"); hasTag != (c.mode == "cluster") {
+			t.Errorf("%s: {sN} shown: %v\n%s", c.mode, hasTag, out)
+		}
 	}
 }

@@ -59,18 +59,30 @@ func RulesFileEnv(getenv func(string) string, path string) func(string) string {
 	}
 }
 
-// RuleKeyPrefix is the Redis key prefix of limit i (window w) of the rule named name:
-// {prefix}:rule:{name} for its first limit, {prefix}:rule:{name}/w{seconds} for the
-// others. A rule's keys never meet another rule's, nor a further window's its first's: a
-// rule name holds no ':' or '/', so no key of one prefix followed by ':' and a key can
-// spell a key of another. Nor do two windows of a rule meet: a parsed rule's windows are
-// distinct whole numbers of seconds (rules.ParseLimit, as GATE_LIMITS's), so {seconds}
-// is exact and one-to-one (TestRuleKeyPrefixWindows). The gate without rules keeps
-// {prefix} (and GATE_LIMITS' {prefix}:w{seconds}), as before rules.
-func (c Config) RuleKeyPrefix(name string, i int, w time.Duration) string {
-	p := c.RedisPrefix + ":rule:" + name
+// RulePrefix is {prefix}:rule:{name}, which names what a rule keeps by its name alone:
+// its live overrides' hash ({prefix}:rule:{name}:overrides), kept whatever else of the
+// rule changes, and its events-cost counters (RuleKeyPrefix).
+func (c Config) RulePrefix(name string) string { return c.RedisPrefix + ":rule:" + name }
+
+// RuleKeyPrefix is the Redis key prefix of r's limit i: {prefix}:rule:{name} for its
+// first limit, {prefix}:rule:{name}/w{seconds} for the others, and with cost: bytes
+// {prefix}:rule:{name}/bytes and {prefix}:rule:{name}/bytes/w{seconds}. A count is in the
+// rule's unit, so a rule whose cost changes under the same name starts its counts afresh,
+// as one whose window does: bytes read as events would make every key far over its
+// limit. Events, the default, keep the keys rules always had. A rule's keys never meet
+// another rule's, nor a further window's its first's, nor a bytes rule's an events
+// rule's: a rule name holds no ':' or '/', so no key of one prefix followed by ':' and a
+// key can spell a key of another. Nor do two windows of a rule meet: a parsed rule's
+// windows are distinct whole numbers of seconds (rules.ParseLimit, as GATE_LIMITS's), so
+// {seconds} is exact and one-to-one (TestRuleKeyPrefixWindows). The gate without rules
+// keeps {prefix} (and GATE_LIMITS' {prefix}:w{seconds}), as before rules.
+func (c Config) RuleKeyPrefix(r rules.Rule, i int) string {
+	p := c.RulePrefix(r.Name)
+	if r.Cost == route.CostBytes {
+		p += "/bytes"
+	}
 	if i > 0 {
-		p += "/w" + strconv.FormatInt(int64(w/time.Second), 10)
+		p += "/w" + strconv.FormatInt(int64(r.Limits[i].Window/time.Second), 10)
 	}
 	return p
 }
@@ -79,7 +91,7 @@ func (c Config) RuleKeyPrefix(name string, i int, w time.Duration) string {
 // (GATE_SYNC_*, GATE_CACHE_*, GATE_DIVERT_*, the clock) with the rule's window, threshold
 // and mode, a cold-write interval of at most the window, and on its first limit in
 // adaptive mode the learner (GATE_ADAPTIVE_*) over that window. A rule's overrides are
-// its own hash's (RuleKeyPrefix), not GATE_OVERRIDES, which is the gate's without rules.
+// its own hash's (RulePrefix), not GATE_OVERRIDES, which is the gate's without rules.
 func (c Config) RuleLimitConfigs(r rules.Rule) []limit.Config {
 	out := make([]limit.Config, len(r.Limits))
 	for i, l := range r.Limits {

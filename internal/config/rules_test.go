@@ -79,11 +79,20 @@ func TestRuleKeyPrefixWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := c.RuleKeyPrefix("team", 0, time.Minute); p != "prod:rule:team" {
+	team := func(w time.Duration) rules.Rule {
+		return rules.Rule{Name: "team", Limits: []rules.Limit{{Window: time.Minute}, {Window: w}}}
+	}
+	if p := c.RuleKeyPrefix(team(time.Hour), 0); p != "prod:rule:team" {
 		t.Errorf("first limit: %s", p)
 	}
-	if p := c.RuleKeyPrefix("team", 1, time.Hour); p != "prod:rule:team/w3600" {
+	if p := c.RuleKeyPrefix(team(time.Hour), 1); p != "prod:rule:team/w3600" {
 		t.Errorf("a further 1h limit: %s", p)
+	}
+	// A bytes rule's counts are in another unit: its keys are its own.
+	bytes := team(time.Hour)
+	bytes.Cost = route.CostBytes
+	if p0, p1 := c.RuleKeyPrefix(bytes, 0), c.RuleKeyPrefix(bytes, 1); p0 != "prod:rule:team/bytes" || p1 != "prod:rule:team/bytes/w3600" {
+		t.Errorf("a bytes rule's prefixes: %s, %s", p0, p1)
 	}
 	windows := []string{"1500ms", "1900ms", "2s", "2500ms", "2.9s", "1m", "60s", "1m0.5s", "1m1s", "1h", "3600s", "3600.001s", "24h", "1m0.000000001s"}
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -101,7 +110,7 @@ func TestRuleKeyPrefixWindows(t *testing.T) {
 		}
 		parsed++
 		d := lims[0].Window
-		p := c.RuleKeyPrefix("team", 1, d)
+		p := c.RuleKeyPrefix(team(d), 1)
 		if other, taken := byPrefix[p]; taken && other != d {
 			t.Errorf("windows %s and %s share the prefix %s", other, d, p)
 		}

@@ -27,8 +27,8 @@ import (
 // goes through its router, and the old one's tick, a tick later (every record it routed
 // counted by then), makes its final flush and stops. The new limiters start empty and read
 // each key's fleet-wide count, and any hold, from Redis when they first meet it, as a
-// restarted gate's do: a rule whose name, key and windows did not change keeps its keys,
-// and so its counts. Counters of the metrics a generation registers start again from 0.
+// restarted gate's do: a rule whose name, cost and windows did not change keeps its keys,
+// and so its counts (config.RuleKeyPrefix). Counters of the metrics a generation registers start again from 0.
 
 // generation is the parts of one rule set.
 type generation struct {
@@ -77,7 +77,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 				return nil, fmt.Errorf("building rule %s's %s limiter: %w", r.Name, lc.Window, err)
 			}
 			rl.Lims = append(rl.Lims, l)
-			rl.KeyPrefixes = append(rl.KeyPrefixes, cfg.RuleKeyPrefix(r.Name, i, lc.Window))
+			rl.KeyPrefixes = append(rl.KeyPrefixes, cfg.RuleKeyPrefix(r, i))
 			tlims = append(tlims, tick.Limit{Lim: l, KeyPrefix: rl.KeyPrefixes[i]})
 		}
 		gen.rules = append(gen.rules, rl)
@@ -99,7 +99,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	for i, r := range set.Rules {
 		rl := gen.rules[i]
 		ocfg := cfg.OverridesConfig()
-		ocfg.Key = overrides.Key(rl.KeyPrefixes[0])
+		ocfg.Key = overrides.Key(cfg.RulePrefix(r.Name)) // kept whatever else of the rule changes
 		ocfg.Base = nil
 		for j, l := range rl.Lims[1:] {
 			ocfg.Extra = append(ocfg.Extra, overrides.Extra{Lim: l, Factor: float64(r.Limits[j+1].Threshold) / float64(r.Limits[0].Threshold)})

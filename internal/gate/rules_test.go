@@ -487,3 +487,64 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 		t.Errorf("rules in use: %+v", rs)
 	}
 }
+
+// A rule whose cost changes (bytes to events) under the same name starts its counts
+// afresh, as one whose windows change does: its keys differ by unit. Read in the new unit,
+// the bytes it had counted made the team thousands of events over its limit, diverted (and
+// held) for up to two windows.
+func TestRulesReloadCostChangeStartsCountsAfresh(t *testing.T) {
+	srv := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, cost: bytes, limits: [1m:100000]}\n")
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_RULES_FILE":    path,
+	})
+	g := startReloading(t, cfg, "cost-test")
+	ctx := context.Background()
+	send := func(n int) map[string]int {
+		topics := map[string]int{}
+		for range n {
+			var out kgo.Record
+			switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"t1","distinct_id":"u1"}`)}, &route.Scratch{}, &out)
+			topics[out.Topic]++
+		}
+		return topics
+	}
+	if got := send(100); got[cfg.AcceptedTopic] != 100 { // 3,500 bytes of 100,000
+		t.Fatalf("under 100,000 bytes a minute: %v", got)
+	}
+	first := g.gen.Load()
+	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n")
+	waitFor(t, "the edit in use", func() bool { return g.gen.Load() != first })
+	rdb := srv.Client(t)
+	// The first generation's 3,500 bytes reach Redis by its final flush, a tick after the
+	// swap, wherever its keys are.
+	waitFor(t, "the bytes counted in Redis", func() bool {
+		keys, err := rdb.Keys(ctx, "gate:rule:team*:t1:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, k := range keys {
+			if v, err := rdb.Get(ctx, k).Int(); err == nil {
+				n += v
+			}
+		}
+		return n >= 3500
+	})
+	send(20) // at its floor (1% of 1,000) or more: read at the next sweep
+	lim := g.CurrentRules()[0].Lims[0]
+	waitFor(t, "the events rule to read t1 from Redis", func() bool {
+		s, ok := lim.Snapshot(time.Now(), "t1")
+		return ok && !s.ReadAt.IsZero()
+	})
+	if got := send(100); got[cfg.AcceptedTopic] != 100 {
+		s, _ := lim.Snapshot(time.Now(), "t1")
+		t.Errorf("120 events under 1,000 a minute, after 3,500 bytes under the rule's bytes cost: %v (level %.0f); want all accepted", got, s.Level)
+	}
+	if rs := g.CurrentRules(); rs[0].KeyPrefixes[0] != "gate:rule:team" {
+		t.Errorf("an events rule's keys: %v, want gate:rule:team as ever", rs[0].KeyPrefixes)
+	}
+}

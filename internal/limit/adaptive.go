@@ -470,9 +470,19 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 	// for MinHistory). A copy older than ProfileTTL is a profile that expired: start over.
 	restore := false
 	old := p.Epoch // the stored profile's, for the compare-and-set
-	young := ls.prof.Windows > 0 && cur-ls.prof.Epoch < int64(ProfileTTL)/l.windowNs
+	ttl := int64(ProfileTTL) / l.windowNs
+	young := ls.prof.Windows > 0 && cur-ls.prof.Epoch < ttl
+	// foreign: the stored profile was learned over other windows. Its key is the team's
+	// under the limiter's prefix, which a rule's first limit keeps when its window changes
+	// (or its limits are reordered), and its Epoch counts that window's: one whose last
+	// fold is further from now than a profile lives, either way, in this limiter's windows,
+	// is no profile of theirs (two adaptive windows, each dividing an hour, differ by 4% at
+	// least: their epochs now, by years). Read as one, a minute's volumes held the team to
+	// them per hour. It is started over, as a renamed rule's is, and replaced (the
+	// compare-and-set on its epoch) at the fold.
+	foreign := found && (p.Epoch-cur >= ttl || cur-p.Epoch >= ttl)
 	switch {
-	case !found:
+	case !found || foreign:
 		p = spike.Profile{}
 		if young {
 			p, restore = ls.prof, true

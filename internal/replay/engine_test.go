@@ -493,7 +493,7 @@ func replayVersusLive(t *testing.T, vars map[string]string, yaml string) {
 				t.Fatal(err)
 			}
 			lims = append(lims, l)
-			tlims = append(tlims, tick.Limit{Lim: l, KeyPrefix: cfg.RuleKeyPrefix(r.Name, i, lc.Window)})
+			tlims = append(tlims, tick.Limit{Lim: l, KeyPrefix: cfg.RuleKeyPrefix(r, i)})
 		}
 		rrs = append(rrs, config.RouteRule(r, lims))
 	}
