@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -25,10 +26,13 @@ import (
 // rule's overrides refresher, the router) with its metrics on a registry of its own. A
 // changed rules file makes a new generation; RunTick starts it, the consumer's next record
 // goes through its router, and the old one's tick, a tick later (every record it routed
-// counted by then), makes its final flush and stops. The new limiters start empty and read
-// each key's fleet-wide count, and any hold, from Redis when they first meet it, as a
-// restarted gate's do: a rule whose name, cost and windows did not change keeps its keys,
-// and so its counts (config.RuleKeyPrefix). Counters of the metrics a generation registers start again from 0.
+// counted by then), makes its final flush and stops. The limiters of a rule whose name,
+// key, limits and cost did not change start from the old ones' view of each key (its last
+// read, what the old ones counted since, its hold: limit.InheritState); the others start
+// empty and read each key's fleet-wide count, and any hold, from Redis when they first
+// meet it, as a restarted gate's do. A rule whose name, cost and windows did not change
+// keeps its keys, and so its counts (config.RuleKeyPrefix). Counters of the metrics a
+// generation registers start again from 0.
 
 // generation is the parts of one rule set.
 type generation struct {
@@ -119,6 +123,15 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 					}
 					if prev.set.Rules[k].Key.String() == r.Key.String() {
 						rl.Lims[0].InheritRotation(pr.Lims[0])
+					}
+					// With its limits and cost too, what each key's limiter knew: the last
+					// read of the fleet's count, what the old one counted since (its tick
+					// writes that, not this one's), and the hold. After the overrides: a
+					// hold is kept under the threshold it was held under.
+					if pp := prev.set.Rules[k]; pp.Key.String() == r.Key.String() && slices.Equal(pp.Limits, r.Limits) && pp.Cost == r.Cost {
+						for j, l := range rl.Lims {
+							l.InheritState(pr.Lims[j])
+						}
 					}
 				}
 			}

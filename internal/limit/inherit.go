@@ -1,0 +1,102 @@
+package limit
+
+import (
+	"hash/maphash"
+	"strings"
+)
+
+// InheritState takes over what old knows of each key it caches: a rules reload builds new
+// limiters for a rule whose name, key, windows, thresholds and cost did not change, and
+// one that knew nothing let a team far over its limit, even held, through until its tick
+// read the team again (for as long as the store was out of reach). Each key keeps its last
+// read of the fleet's count (the estimate, when it was read, the fleet factor, whether the
+// read failed and must be made again), what old counted of it since that read, and its
+// hold (since when, when it was last over its release level, the threshold it is held
+// under), so a check of l limits the team as a check of old would have.
+//
+// What old counted is kept in flushed, never in unsent: old's tick writes it to the store
+// (its last tick and final flush), and l's must not write it again. In flushed it stays in
+// the level, and l's first read of the team takes it out as it does its own writes. That
+// read may come before old's last write of those records (the two ticks overlap for a
+// tick): they are then missing from the level until the next read, as this gate's own
+// records are when a write fails and its read does not.
+//
+// Call it before l checks a record, and after l's overrides are set (a hold is released
+// when the team's threshold rose above its level); old may be in use meanwhile: each of
+// its shards is copied under the shard's mutex, which its tick's sweeps and applies take,
+// so a key's read and its counts are copied as of one moment. l takes old's seed (as
+// InheritRotation does, for the same reason: l has hashed nothing yet), and each key is
+// seen now. Under the event clock, or with learned thresholds on either side, or a
+// different window, it does nothing: the keys start afresh there, as before.
+func (l *Limiter) InheritState(old *Limiter) {
+	if old == nil || l.ring != nil || old.ring != nil || l.adapt != nil || old.adapt != nil || l.windowNs != old.windowNs {
+		return
+	}
+	l.seed = old.seed
+	for i := range l.shards {
+		l.shards[i].idx.seed = old.seed
+	}
+	// The tick interval as old's sweeps measured it: the floor the estimate is under the
+	// level for (entry.level), until l's own sweeps measure it.
+	l.readFloor.Store(old.readFloor.Load())
+	holds := l.holds.on && old.holds.on
+	keep := uint64(tierMask << tierShift) // the tier at the last check; the threshold is looked up afresh
+	if holds {
+		keep |= heldBit
+	}
+	ns := l.clock.Now().UnixNano()
+	seen := l.seenAt(ns)
+	cur := floorDiv(ns, l.windowNs)
+	raiseTo(&l.highEpoch, old.highEpoch.Load())
+	for i := range old.shards {
+		osh := &old.shards[i]
+		osh.mu.Lock()
+		if len(old.shards) == len(l.shards) {
+			// The same seed and mask: old's shard i is l's shard i.
+			l.shards[i].idx.presize(osh.idx.len())
+		}
+		osh.idx.all(func(_ uint32, oe *entry, team string) bool {
+			// flushed and what unsent holds of the windows a sweep still writes (drain):
+			// what old counted since its last read.
+			counted := oe.flushed.Load()
+			for j := range oe.unsent {
+				if v := oe.unsent[j].Load(); unsentCount(v) > 0 && unsentEpoch(cur, &old.highEpoch, v) >= cur-1 {
+					counted += unsentCount(v)
+				}
+			}
+			thr := oe.thr.Load()
+			h := maphash.String(l.seed, team)
+			sh := &l.shards[h&l.mask]
+			sh.mu.Lock()
+			if e, _ := sh.idx.tab.Load().lookup(h, team); e == nil {
+				e = sh.idx.reserve(h, team) // copies team, which aliases old's table
+				e.estimate.Store(oe.estimate.Load())
+				e.readAt.Store(oe.readAt.Load())
+				e.flushed.Store(counted)
+				e.thr.Store(thr & keep)
+				sh.idx.publish(e, seen)
+				l.count.Add(1)
+			}
+			sh.mu.Unlock()
+			if holds && thr&heldBit != 0 {
+				// Held by a check since old's last sweep, the team has no state there yet: l's
+				// first sweep starts it, from the held bit.
+				old.holds.mu.Lock()
+				st := old.holds.teams[team]
+				var cp hold
+				if st != nil {
+					cp = *st
+				}
+				old.holds.mu.Unlock()
+				if st != nil {
+					l.holds.mu.Lock()
+					cp.sweep = l.holds.sweep
+					l.holds.teams[strings.Clone(team)] = &cp
+					l.holds.mu.Unlock()
+				}
+			}
+			return true
+		})
+		osh.mu.Unlock()
+	}
+}

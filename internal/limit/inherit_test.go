@@ -1,0 +1,74 @@
+package limit
+
+import (
+	"testing"
+	"time"
+)
+
+// TestInheritStateKeepsHoldsAndCountsOnce: a limiter built for a reloaded rule that did
+// not change takes over, from the one it replaces, each team's last read, what that one
+// counted since, and its hold, so a held team stays held, and is released when its hold
+// would have ended; the new limiter hands none of the old one's counts to its tick, which
+// the old one's last sweep writes.
+func TestInheritStateKeepsHoldsAndCountsOnce(t *testing.T) {
+	old, _, _ := newTest(t, holdConfig())
+	// a and b: read at 600 of 600, held from the first sweep (1 s), ageing out at 10/s,
+	// under the release level (480) from 12 s, less a's own records.
+	establish(t, old, t0, "a", 600)
+	establish(t, old, t0, "b", 600)
+	old.CheckAt(t0, "a", 0)
+	old.CheckAt(t0, "b", 0)
+	sweepEvery(t, old, 0, 5*time.Second)
+	old.CheckAt(at(5*time.Second), "a", 30) // handed to old's tick by the next sweep
+	sweepEvery(t, old, 5*time.Second, 14*time.Second)
+	old.CheckAt(at(14500*time.Millisecond), "a", 20) // unsent at the reload
+	now := at(15 * time.Second)
+
+	l, _, _ := newTest(t, holdConfig())
+	l.InheritState(old)
+	for _, team := range []string{"a", "b"} {
+		was, _ := old.Snapshot(now, team)
+		got, ok := l.Snapshot(now, team)
+		if !ok || got.Level != was.Level || got.Estimate != was.Estimate || !got.ReadAt.Equal(was.ReadAt) || !got.HeldSince.Equal(was.HeldSince) || !got.ReleaseAt.Equal(was.ReleaseAt) {
+			t.Errorf("%s after the reload: %+v (cached %v), want as before it: %+v", team, got, ok, was)
+		}
+	}
+	// b is at 450, under its threshold: held only by its hold.
+	if d := l.CheckAt(now, "b", 0); !d.Limited || !d.Held {
+		t.Errorf("b, held, at %.0f of 600 after the reload: %+v, want held", d.Level, d)
+	}
+
+	// Old's final flush writes a's 20; the new limiter's sweeps hand nothing of a's 50.
+	var flush Sweep
+	old.SweepAll(at(15100*time.Millisecond), &flush)
+	var n int64
+	for _, c := range flush.Counts {
+		if c.Team == "a" {
+			n += c.N
+		}
+	}
+	if n != 20 {
+		t.Errorf("old limiter's final flush: %d of a's records, want the 20 unsent", n)
+	}
+	// b is released when the old limiter, sweeping on, releases it: its hold ends
+	// DivertHold after its level was last over the release level, not after the reload.
+	released := 0
+	for s := 16; s <= 25; s++ {
+		sw := sweep(t, l, at(time.Duration(s)*time.Second))
+		for _, c := range sw.Counts {
+			t.Errorf("new limiter's sweep at %d s hands %+v to its tick: counted by the old one", s, c)
+		}
+		sweep(t, old, at(time.Duration(s)*time.Second))
+		now := at(time.Duration(s)*time.Second + 500*time.Millisecond)
+		want, got := old.CheckAt(now, "b", 0), l.CheckAt(now, "b", 0)
+		if got.Held != want.Held {
+			t.Errorf("b at %d.5 s: %+v; the old limiter's %+v", s, got, want)
+		}
+		if !got.Held && released == 0 {
+			released = s
+		}
+	}
+	if released < 20 || released > 23 {
+		t.Errorf("b released at the sweep of %d s, want 20–23 s: under the release level from about 12 s", released)
+	}
+}
