@@ -239,8 +239,8 @@ type Config struct {
 	// to the overflow topic meanwhile, so a missing rule topic holds up no record
 	// (ruletopics.go). The topics in use at start belong in OutputTopics too.
 	RuleTopics *route.TopicWatch
-	// StallNotReady is how long the gate may make no progress (no poll, commit or
-	// transaction end) while it has work before it reports not ready
+	// StallNotReady is how long the gate may make no progress (no poll or commit; exactly
+	// once, no transaction committed) while it has work before it reports not ready
 	// (DefaultStallNotReady); StallRestart how long before Live fails, so that
 	// Kubernetes restarts it (DefaultStallRestart). Negative disables either. An idle
 	// gate, with no lag and nothing in flight, never stalls.

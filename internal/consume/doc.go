@@ -32,8 +32,9 @@
 //     why; output partitions without a leader or under their min.insync.replicas are
 //     named and make it not ready until writes are acknowledged again (outputs.go). A
 //     broker's throttling under a client quota is counted and logged (quota.go).
-//   - A gate with work and no progress (no poll returning records, no commit, no
-//     transaction end) is reported not ready after Config.StallNotReady and not live
+//   - A gate with work and no progress (at least once no poll returning records and no
+//     commit; exactly once no transaction committed, an aborted one's records being
+//     polled again) is reported not ready after Config.StallNotReady and not live
 //     after Config.StallRestart (watchdog.go); an idle one never is.
 //   - A record gone from the input before it was polled (deleted by retention below the
 //     gate's position or the group's committed offset, or lost by a broker) cannot be

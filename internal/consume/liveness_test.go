@@ -509,13 +509,15 @@ func TestRebalanceDuringSlowRoutingYields(t *testing.T) {
 }
 
 // TestHealthAnswersWhileTransactionCannotBegin: exactly-once, the transaction coordinator
-// answers COORDINATOR_NOT_AVAILABLE (as while __transaction_state loads after a broker
-// restart), so the session's Begin retries InitProducerId for the client's retry timeout
-// holding franz-go's producer lock. NotReady and Live (/readyz, /healthz) must still
-// answer at once. Before, each waited for that lock, BufferedProduceRecords's: every
-// probe hung for the whole retry timeout (30 s by default, and again at each retry of
-// the transaction), so the chart's 2 s probes failed and Kubernetes restarted the gate
-// long before GATE_STALL_RESTART.
+// moves and the cluster cannot name the new one (COORDINATOR_NOT_AVAILABLE, as while
+// __transaction_state loads after a broker restart): a transaction's End retries for the
+// client's retry timeout, fails, and the rebuilt client retries InitProducerId before
+// its first poll, franz-go's producer locks held meanwhile. NotReady and Live (/readyz,
+// /healthz) and the metrics must still answer at once, at either stage. Before, each
+// waited for the producer's lock, BufferedProduceRecords's, while Begin initialised the
+// producer id: every probe hung for the whole retry timeout (30 s by default, and again
+// at each retry of the transaction), so the chart's 2 s probes failed and Kubernetes
+// restarted the gate long before GATE_STALL_RESTART.
 func TestHealthAnswersWhileTransactionCannotBegin(t *testing.T) {
 	t.Parallel()
 	env := newEOSEnv(t, 1)
@@ -524,16 +526,56 @@ func TestHealthAnswersWhileTransactionCannotBegin(t *testing.T) {
 	// a backoff of a quarter second makes the timeout the bound, as the defaults do.
 	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.RetryTimeout(retry), kgo.RetryBackoffFn(func(int) time.Duration { return 250 * time.Millisecond }))
 	var asked atomic.Int64
-	var down atomic.Bool // from once the gate is ready: the preflight waits for the coordinator
+	var down atomic.Bool // from once a transaction committed: the preflight waits for the coordinator
 	txnCoordinatorUnavailable(env.cluster, &down, &asked)
+	txnCoordinatorMoved(env.cluster, &down)
 	t.Cleanup(func() { down.Store(false) })
+	prod := producer(t, env.cluster)
 	g := env.start(t, "a")
-	waitFor(t, 20*time.Second, "partitions assigned", func() bool { return g.c.ready.Load() })
+	produceAll(t, prod, []*kgo.Record{inputRecord(0, "team-0")})
+	waitFor(t, 20*time.Second, "a transaction committed", func() bool {
+		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 1
+	})
 	down.Store(true)
 	before := asked.Load()
-	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-0")})
-	waitFor(t, 20*time.Second, "Begin asking for the transaction coordinator", func() bool { return asked.Load() > before+1 })
-	// Both at once, as the two probes may come.
+	produceAll(t, prod, []*kgo.Record{inputRecord(1, "team-0")})
+	waitFor(t, 20*time.Second, "End asking for the transaction coordinator", func() bool { return asked.Load() > before+1 })
+	probeAtOnce(t, g, "End")
+	waitFor(t, 3*retry, "End failing and the client rebuilt", func() bool {
+		return testutil.ToFloat64(g.c.m.recoveries.WithLabelValues("end_error")) >= 1
+	})
+	before = asked.Load()
+	waitFor(t, 20*time.Second, "the rebuilt client asking for the transaction coordinator", func() bool { return asked.Load() > before+1 })
+	probeAtOnce(t, g, "the rebuilt client's InitProducerId")
+	down.Store(false)
+	// The gauges kprom no longer serves exactly once are served, once each, and count
+	// what the client holds: none once the record is written.
+	waitFor(t, 60*time.Second, "a transaction committed and nothing buffered", func() bool {
+		mfs, err := g.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, mf := range mfs {
+			if slices.Contains(kpromBufferedProduce, mf.GetName()) {
+				found++
+				if len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetGauge().GetValue() != 0 {
+					return false
+				}
+			}
+		}
+		if found != len(kpromBufferedProduce) {
+			t.Fatalf("%d of %v gathered", found, kpromBufferedProduce)
+		}
+		return g.c.producerBuffered() == 0 && testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 2
+	})
+}
+
+// probeAtOnce fails t unless /readyz's, /healthz's and /metrics's reads of g answer
+// within a second, all at once, as the probes and a scrape may come; waiting says what
+// waits for the transaction coordinator meanwhile, for the failure.
+func probeAtOnce(t *testing.T, g *testGate, waiting string) {
+	t.Helper()
 	probes := map[string]func(){
 		"NotReady (/readyz)": func() { g.c.NotReady() },
 		"Live (/healthz)":    func() { _ = g.c.Live() },
@@ -558,30 +600,8 @@ func TestHealthAnswersWhileTransactionCannotBegin(t *testing.T) {
 		}
 	}
 	for name, ch := range late {
-		t.Errorf("%s did not answer within 1s while Begin waits for the transaction coordinator (answered after %s)", name, (<-ch).Round(time.Millisecond))
+		t.Errorf("%s did not answer within 1s while %s waits for the transaction coordinator (answered after %s)", name, waiting, (<-ch).Round(time.Millisecond))
 	}
-	down.Store(false)
-	// The gauges kprom no longer serves exactly once are served, once each, and count
-	// what the client holds: none once the record is written.
-	waitFor(t, 60*time.Second, "a transaction committed and nothing buffered", func() bool {
-		mfs, err := g.reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		found := 0
-		for _, mf := range mfs {
-			if slices.Contains(kpromBufferedProduce, mf.GetName()) {
-				found++
-				if len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetGauge().GetValue() != 0 {
-					return false
-				}
-			}
-		}
-		if found != len(kpromBufferedProduce) {
-			t.Fatalf("%d of %v gathered", found, kpromBufferedProduce)
-		}
-		return g.c.producerBuffered() == 0 && testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 1
-	})
 }
 
 // TestBufferedGaugesKeptThroughClientRebuild: exactly once, the gauges of the producer's
@@ -677,4 +697,168 @@ func stopWithinShutdownBound(t *testing.T, env *gateEnv, g *testGate, d Delivery
 			time.Since(start).Round(10*time.Millisecond), held, bound, margin)
 	}
 	t.Logf("Run returned %s after cancel", time.Since(start).Round(10*time.Millisecond))
+}
+
+// TestExactlyOnceStopWhileTransactionCoordinatorUnavailable: exactly once, the
+// transaction coordinator answers COORDINATOR_NOT_AVAILABLE while a record waits, and
+// the gate is stopped (SIGTERM) while a transaction waits for it: to begin (a failed
+// produce made franz-go reload the producer id, which the abort could not, so Begin
+// initialises it) or to end (the coordinator moved, NOT_COORDINATOR, after the
+// transaction's offsets were added). Run returns within the bound the gate logs,
+// exactly once GATE_SHUTDOWN_TIMEOUT + GATE_REVOKE_TIMEOUT, commits nothing it did
+// not produce, and the record is routed once by the next start. Before, Begin was not
+// cut short by the shutdown: it retried under a context of franz-go's own for the
+// client's retry timeout (30 s by default), and Run with it.
+func TestExactlyOnceStopWhileTransactionCoordinatorUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, stage := range []string{"begin", "end"} {
+		t.Run(stage, func(t *testing.T) {
+			t.Parallel()
+			env := newEOSEnv(t, 1)
+			env.ccfg.ShutdownTimeout = time.Second
+			env.ccfg.RevokeTimeout = time.Second
+			// Ten minutes: the next start routes the record within collect's 30 s only
+			// if it does not wait for the broker to time the stopped gate's transaction
+			// out.
+			env.ccfg.TransactionTimeout = 10 * time.Minute
+			// As in TestHealthAnswersWhileTransactionCannotBegin: the retry timeout,
+			// well above the bound, is what bounds franz-go's retries.
+			env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.RetryTimeout(5*time.Second),
+				kgo.RetryBackoffFn(func(int) time.Duration { return 250 * time.Millisecond }))
+			var asked atomic.Int64
+			var down atomic.Bool
+			txnCoordinatorUnavailable(env.cluster, &down, &asked)
+			txnCoordinatorMoved(env.cluster, &down)
+			t.Cleanup(func() { down.Store(false) })
+			prod := producer(t, env.cluster)
+			g := env.start(t, "a")
+			// A transaction committed first: the producer id is initialised.
+			produceAll(t, prod, []*kgo.Record{inputRecord(0, "team-0")})
+			waitFor(t, 20*time.Second, "a transaction committed", func() bool {
+				return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 1
+			})
+			var fault *kfake.FaultHandle
+			if stage == "begin" {
+				fault = failAcceptedProduces(env, 1<<62)
+			}
+			down.Store(true)
+			produceAll(t, prod, []*kgo.Record{inputRecord(1, "team-0")})
+			if stage == "begin" {
+				waitFor(t, 30*time.Second, "the transaction aborted", func() bool {
+					return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) >= 1
+				})
+			}
+			from := asked.Load()
+			waitFor(t, 20*time.Second, "the transaction asking for its coordinator", func() bool { return asked.Load() > from+1 })
+			stopWithinShutdownBound(t, env, g, ExactlyOnce, "a transaction waiting for its coordinator")
+			if gi := env.cluster.GroupInfo(testGroup); gi != nil {
+				if gc, ok := gi.Commits[inTopic][0]; ok && gc.Offset > 1 {
+					t.Errorf("committed to %d, past the record no transaction produced (want at most 1)", gc.Offset)
+				}
+			}
+			if fault != nil {
+				fault.Remove()
+			}
+			down.Store(false)
+			env.start(t, "a")
+			out := collect(t, env.cluster, 2, 30*time.Second, 300*time.Millisecond, readCommitted())
+			if lost, dup := out.conservation(2); len(lost) > 0 || len(dup) > 0 {
+				t.Fatalf("read_committed after the next start: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+			}
+		})
+	}
+}
+
+// txnCoordinatorMoved makes c answer EndTxn NOT_COORDINATOR while down holds: the
+// coordinator the client knows has moved, and the client looks it up again (see
+// txnCoordinatorUnavailable).
+func txnCoordinatorMoved(c *kfake.Cluster, down *atomic.Bool) {
+	c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !down.Load() {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp, nil, true
+	})
+}
+
+// TestExactlyOnceNewSessionFencesOpenTransaction: exactly once, a transaction's End
+// fails after its offsets were added to it (the group's commit pending) and before the
+// EndTxn reached a coordinator: the transaction coordinator moved and the cluster cannot
+// name the new one for longer than the client's retry timeout. The gate rebuilds its
+// client under the same transactional id, which must fence the open transaction at
+// once, as the package doc promises of a restart: until it ends, the group coordinator
+// answers the new member's offset fetch UNSTABLE_OFFSET_COMMIT, and the member polls
+// nothing. Before, the new client fenced it only in its first Begin, after a poll that
+// never came: the gate routed nothing until the broker timed the transaction out
+// (GATE_TRANSACTION_TIMEOUT, 90 s by default).
+func TestExactlyOnceNewSessionFencesOpenTransaction(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	env.ccfg.TransactionTimeout = 10 * time.Minute // read_committed sees the record within 30 s only if the rebuild fences
+	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.RetryTimeout(2*time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 250 * time.Millisecond }))
+	var asked atomic.Int64
+	var down atomic.Bool
+	txnCoordinatorUnavailable(env.cluster, &down, &asked)
+	txnCoordinatorMoved(env.cluster, &down)
+	t.Cleanup(func() { down.Store(false) })
+	prod := producer(t, env.cluster)
+	g := env.start(t, "a")
+	produceAll(t, prod, []*kgo.Record{inputRecord(0, "team-0")})
+	waitFor(t, 20*time.Second, "a transaction committed", func() bool {
+		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 1
+	})
+	down.Store(true)
+	produceAll(t, prod, []*kgo.Record{inputRecord(1, "team-0")})
+	waitFor(t, 30*time.Second, "End failing and the client rebuilt", func() bool {
+		return testutil.ToFloat64(g.c.m.recoveries.WithLabelValues("end_error")) >= 1
+	})
+	down.Store(false)
+	out := collect(t, env.cluster, 2, 30*time.Second, 300*time.Millisecond, readCommitted())
+	if lost, dup := out.conservation(2); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed after the rebuild: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+}
+
+// TestExactlyOnceNotReadyWhileTransactionsCannotBegin: exactly once, a transaction's End
+// fails for want of a transaction coordinator, and the rebuilt client cannot initialise
+// its producer id while the coordinator stays unavailable: no transaction can begin, and
+// the gate says so on /readyz (naming its transactional id), as the preflight does at
+// start, until the coordinator answers; then it routes the record and is ready again.
+// Before, the rebuilt client joined the group and read ready while no record could be
+// routed, and having polled nothing it had no lag: the watchdog took it for idle too.
+func TestExactlyOnceNotReadyWhileTransactionsCannotBegin(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.RetryTimeout(2*time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 250 * time.Millisecond }))
+	var asked atomic.Int64
+	var down atomic.Bool
+	txnCoordinatorUnavailable(env.cluster, &down, &asked)
+	txnCoordinatorMoved(env.cluster, &down)
+	t.Cleanup(func() { down.Store(false) })
+	prod := producer(t, env.cluster)
+	g := env.start(t, "a")
+	produceAll(t, prod, []*kgo.Record{inputRecord(0, "team-0")})
+	waitFor(t, 20*time.Second, "a transaction committed", func() bool {
+		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 1
+	})
+	down.Store(true)
+	produceAll(t, prod, []*kgo.Record{inputRecord(1, "team-0")})
+	const want = `kafka: transactional id "gate-a": no transaction can begin`
+	waitFor(t, 30*time.Second, "not ready, naming the transactional id", func() bool {
+		return strings.Contains(strings.Join(g.c.NotReady(), ";"), want)
+	})
+	if g.c.Ready() {
+		t.Error("ready while no transaction can begin")
+	}
+	down.Store(false)
+	out := collect(t, env.cluster, 2, 30*time.Second, 300*time.Millisecond, readCommitted())
+	if lost, dup := out.conservation(2); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	waitFor(t, 20*time.Second, "ready again", g.c.Ready)
 }

@@ -82,6 +82,10 @@ type txnState struct {
 	// ending is set while End runs: the gate polls nothing until it returns, so an End
 	// the broker does not answer is work waiting (watchdog.go), not an idle gate.
 	ending atomic.Bool
+	// unfenced is set by newSession: the session's producer id is not initialised yet,
+	// and a transaction its transactional id left open may still hold the group's
+	// offsets (see fenceOpen). The loop's goroutine only.
+	unfenced bool
 
 	pollMu     sync.Mutex
 	cancelPoll context.CancelFunc // the running poll's, nil between polls
@@ -199,6 +203,10 @@ const txnTimeoutRetry = 30 * time.Second
 // problemTxnTimeout is the problems key of that refusal.
 const problemTxnTimeout = "produce/transaction-timeout"
 
+// problemTxnInit is the problems key of a session's producer id that cannot be
+// initialised (fenceOpen): no transaction can begin.
+const problemTxnInit = "produce/transaction-init"
+
 // awaitTransactionTimeout handles a transaction the brokers refused to begin because
 // Config.TransactionTimeout is above their transaction.max.timeout.ms (the preflight
 // catches it first where the gate may read the brokers' configuration). It is a
@@ -230,7 +238,54 @@ func (c *Consumer) newSession() error {
 	}
 	c.tx, c.cl = tx, tx.Client()
 	c.live.Store(c.cl)
+	c.txn.unfenced = true
 	return nil
+}
+
+// fenceOpen initialises the new session's producer id before its first poll, which
+// fences a transaction its transactional id left open (a crash, a shutdown or a failed
+// End between the transaction's offset commit and its EndTxn): the broker aborts it
+// at once. Until it ends, the group coordinator answers this member's offset fetch
+// UNSTABLE_OFFSET_COMMIT (KIP-447), so the member polls nothing, and franz-go
+// initialises the id only in the first Begin, after a poll: the gate routed nothing
+// until the broker timed the transaction out (Config.TransactionTimeout). A coordinator
+// that does not answer is asked again after a backoff, as Begin would, the gate not
+// ready meanwhile, as the preflight keeps it at start (no transaction can begin, so no
+// record can be routed); a refusal is returned (InvalidTransactionTimeout: see
+// awaitTransactionTimeout).
+func (c *Consumer) fenceOpen(ctx context.Context) error {
+	logs := throttle.NewEvery(retryLogEvery, nil) // wall time: it paces a log
+	defer c.problems.clear(func(k string) bool { return k == problemTxnInit })
+	for attempt := 0; ; attempt++ {
+		_, _, err := c.cl.ProducerID(ctx)
+		if err == nil {
+			c.txn.unfenced = false
+			c.txnTimeoutTaken()
+			return nil
+		}
+		if ctx.Err() != nil || errors.Is(err, kgo.ErrClientClosed) || !outcomeUnknown(err) {
+			return fmt.Errorf("initialising the transactional producer: %w", err)
+		}
+		c.problems.set(problemTxnInit, fmt.Sprintf("kafka: transactional id %q: no transaction can begin: %v", c.cfg.TransactionalID, err))
+		if ok, unlogged := logs.Allow(); ok {
+			c.log.Warn("kafka: initialising the transactional producer failed; retrying before the first poll",
+				"transactional_id", c.cfg.TransactionalID, "attempt", attempt+1, "err", err, "failures_unlogged", unlogged)
+		}
+		t := time.NewTimer(c.backoff(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// txnTimeoutTaken clears the problem of a transaction timeout the brokers refused, once
+// they took it.
+func (c *Consumer) txnTimeoutTaken() {
+	if c.problems.clear(func(k string) bool { return k == problemTxnTimeout }) {
+		c.log.Info("kafka: transactions start again: the brokers take GATE_TRANSACTION_TIMEOUT now")
+	}
 }
 
 // fenced reports whether err says the producer's epoch is no longer the broker's:
@@ -370,6 +425,20 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		logs     = throttle.NewEvery(retryLogEvery, nil) // wall time: it paces a log
 	)
 	for {
+		if c.txn.unfenced {
+			if err := c.fenceOpen(ctx); err != nil {
+				if ctx.Err() != nil {
+					return n, nil // nothing open: nothing to end
+				}
+				if errors.Is(err, kerr.InvalidTransactionTimeout) {
+					if err := c.awaitTransactionTimeout(ctx, err); err != nil {
+						return n, c.stopped(ctx, err)
+					}
+					continue
+				}
+				return n, err
+			}
+		}
 		fetches := c.pollTxn(ctx)
 		if fetches.IsClientClosed() {
 			return n, errors.New("kafka client closed while consuming")
@@ -545,9 +614,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	if err := c.tx.Begin(); err != nil {
 		return res, fmt.Errorf("beginning a transaction: %w", err)
 	}
-	if c.problems.clear(func(k string) bool { return k == problemTxnTimeout }) {
-		c.log.Info("kafka: transactions start again: the brokers take GATE_TRANSACTION_TIMEOUT now")
-	}
+	c.txnTimeoutTaken()
 	c.txn.skipped.Store(false)
 	c.txn.gapMet, c.txn.gaps = false, c.txn.gaps[:0]
 	c.txn.startErr = nil
@@ -602,7 +669,11 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	c.txn.ending.Store(true)
 	committed, err := c.tx.End(ctx, end)
 	c.txn.ending.Store(false)
-	c.progressed()
+	if err == nil && committed {
+		// Only a commit is progress: an aborted transaction's records are polled and
+		// routed again, and a gate whose every transaction aborts is stuck (watchdog.go).
+		c.progressed()
+	}
 	if err == nil && !committed {
 		c.rewindTxnStarts()
 	}
@@ -645,12 +716,19 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 // route the records Config.StartOffset skipped (StartLatest: the whole log). Only a
 // partition owned throughout, its state the one the transaction routed (a rebalance
 // can abort the transaction and leave it here: cooperative-sticky keeps what it can); a
-// partition revoked since is its next owner's, who starts from the commit.
+// partition revoked since is its next owner's, who starts from the commit. The records
+// of such a partition are polled again: it has lag, whatever routing them left (none
+// when the poll held its last records), or the watchdog would take a gate whose every
+// transaction aborts for idle.
 func (c *Consumer) rewindTxnStarts() {
 	cur := c.cl.CommittedOffsets()[c.cfg.InputTopic]
 	set := map[int32]kgo.EpochOffset{}
 	for id, from := range c.txn.from {
-		if off, ok := cur[id]; (!ok || off.Offset < from.offset) && c.owned(id) == from.p {
+		if c.owned(id) != from.p {
+			continue
+		}
+		from.p.lag.Store(max(from.p.lag.Load(), 1))
+		if off, ok := cur[id]; !ok || off.Offset < from.offset {
 			set[id] = kgo.EpochOffset{Epoch: -1, Offset: from.offset}
 		}
 	}
@@ -685,7 +763,6 @@ func (c *Consumer) routeTxn(ws []work) {
 	} else {
 		c.process(ws, c.routeTxnWork)
 	}
-	c.progressed()
 }
 
 // commitTxnStarts commits, outside the transaction and before any of their records is

@@ -10,9 +10,12 @@ import (
 // client wedged), and readiness and liveness must say so; a gate with nothing to do is
 // merely idle and must not be restarted.
 //
-// Progress is a poll returning records, a commit the broker accepted, or a transaction
-// ended.
-// Work is lag on an owned partition, or records handed to the producer and not yet
+// Progress is, at least once, a poll returning records or a commit the broker accepted;
+// exactly once, a transaction committed. A poll's records count only once their
+// transaction commits: an aborted transaction's are polled again, and a gate whose every
+// transaction aborts (a produce failing each time) is stuck, not progressing.
+// Work is lag on an owned partition (an aborted transaction's records, to be polled
+// again, are lag: see rewindTxnStarts), or records handed to the producer and not yet
 // acknowledged, or awaiting a retry, or a transaction being ended.
 
 // Defaults for Config.StallNotReady and Config.StallRestart.
@@ -61,10 +64,10 @@ func (c *Consumer) stallProblem() string {
 	}
 	if d := c.Stalled(); d >= c.cfg.StallNotReady {
 		if !c.stallLogged.Swap(true) {
-			c.log.Error("kafka: no progress while records wait (no poll, commit or transaction end); not ready until the gate progresses",
+			c.log.Error("kafka: no progress while records wait (no poll, commit or committed transaction); not ready until the gate progresses",
 				"stalled", d.Round(time.Second).String(), "stall_not_ready", c.cfg.StallNotReady.String(), "stall_restart", c.cfg.StallRestart.String())
 		}
-		return fmt.Sprintf("kafka: no progress for %s while records wait (no poll, commit or transaction end): the broker or the group is holding the gate", d.Round(time.Second))
+		return fmt.Sprintf("kafka: no progress for %s while records wait (no poll, commit or committed transaction): the broker or the group is holding the gate", d.Round(time.Second))
 	}
 	if c.stallLogged.Swap(false) {
 		c.log.Info("kafka: progressing again; the stall is over")

@@ -176,3 +176,38 @@ func TestWatchdogExactlyOnceHungTransactionEnd(t *testing.T) {
 		t.Fatal("no EndTxn reached the broker")
 	}
 }
+
+// TestWatchdogEveryProduceFailing: the broker fails every produce to the accepted topic
+// (a retriable error, for good), so no record is ever written: the gate makes no
+// progress while records wait, and is reported not ready past StallNotReady and not
+// live past StallRestart, in both delivery modes; once the broker takes records again
+// it commits them and is ready again. Before, exactly once, each aborted transaction
+// (and each poll replaying it) counted as progress, and between the replays the lag
+// measured from the routed records read 0, the gate idle: ready and live for as long
+// as every transaction aborted, as GATE_STALL_RESTART promises otherwise.
+func TestWatchdogEveryProduceFailing(t *testing.T) {
+	t.Parallel()
+	const n = 50
+	for _, tc := range deliveries() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := newEnv(t, 1)
+			env.ccfg.Delivery = tc.d
+			env.ccfg.StallNotReady = 300 * time.Millisecond
+			env.ccfg.StallRestart = 600 * time.Millisecond
+			recs := make([]*kgo.Record, n)
+			for id := range recs {
+				recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+			}
+			produceAll(t, producer(t, env.cluster), recs)
+			fault := failAcceptedProduces(env, 1<<62)
+			g := env.start(t, "a")
+			waitFor(t, 30*time.Second, "not ready for want of progress, not live", func() bool {
+				return strings.Contains(strings.Join(g.c.NotReady(), ";"), "no progress for") && g.c.Live() != nil
+			})
+			fault.Remove()
+			waitCommitted(t, env.cluster, 1, 30*time.Second)
+			waitFor(t, 20*time.Second, "ready and live again", func() bool { return g.c.Ready() && g.c.Live() == nil })
+		})
+	}
+}
