@@ -67,7 +67,7 @@ func TestRulesCheck(t *testing.T) {
 	// A file that is not YAML: one problem in the same form, at its line.
 	_, stderr, err = doAll(nil, "check", notYAML)
 	if cli.ExitCode(err) != 2 || err.Error() != "configuration: "+notYAML+": 1 problem, on the line above" ||
-		stderr != notYAML+":4:1: did not find expected ',' or ']'\n" {
+		stderr != notYAML+":4:19: did not find expected ',' or ']'\n" {
 		t.Errorf("not YAML: %v, stderr %q", err, stderr)
 	}
 	for _, args := range [][]string{nil, {"check"}, {"lint", good}} {

@@ -91,7 +91,7 @@ func (p *parser) bad(n *yaml.Node, path, format string, args ...any) {
 
 // Parse reads the rules file named file, whose content is data: every problem or a
 // checked Set. Errors wrap ErrRules and are a Problems: every problem of a YAML file, or
-// the one problem of a file that is not YAML (its Path empty, its Col 1).
+// the one problem of a file that is not YAML (its Path empty).
 func Parse(file string, data []byte, o Options) (*Set, error) {
 	var doc yaml.Node
 	p := &parser{file: file, o: o}

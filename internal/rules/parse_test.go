@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"go.yaml.in/yaml/v3"
 
@@ -81,7 +83,7 @@ func TestParseProblems(t *testing.T) {
 		name, yaml string
 		want       []string
 	}{
-		{"not yaml", "rules: [", []string{"rules.yaml:1:1: did not find expected node content"}},
+		{"not yaml", "rules: [", []string{"rules.yaml:1:9: did not find expected node content"}},
 		{"empty", "", []string{"rules.yaml:1:1: rules: the file is empty"}},
 		{"no rules", "rule: []\n", []string{`rules.yaml:1:1: rule: unknown field (want rules:)`, "rules.yaml:1:1: rules: missing"}},
 		{"empty list", "rules: []\n", []string{"rules.yaml:1:8: rules: want a list of at least one rule"}},
@@ -214,26 +216,53 @@ func TestParseMinWindow(t *testing.T) {
 
 // A file that is not YAML is one Problem as a field's is, FILE:LINE:COL: MESSAGE, at the
 // line where it stops being YAML (the library's own line is often the enclosing block's,
-// and 0-based), column 1, the library's message without its "yaml: line N: ".
+// and 0-based) and the column in it where it does (the library gives none), counted as a
+// field's is, the library's message without its "yaml: line N: ". Each column is the one
+// a user would put the cursor on to fix the file.
 func TestParseSyntaxErrors(t *testing.T) {
 	const rule = "  - name: a\n    key: key\n    limits: [1m:1]\n"
 	for _, c := range []struct {
 		name, yaml string
-		line       int
+		line, col  int
 		msg        string
 	}{
-		{"unclosed flow on the first line", "rules: [", 1, "did not find expected node content"},
-		{"indented as no item can be", "rules:\n" + rule + "  - name: b\n    key: key\n  limits: [1m:1]\n", 7, "did not find expected '-' indicator"},
-		{"text after a quoted value", "rules:\n" + rule + "    mode: cap\n    cost: \"bytes\"x\n", 6, "did not find expected key"},
-		{"a tab", "rules:\n  - name: a\n\tkey: key\n", 3, "found a tab character that violates indentation"},
-		{"a second colon", "rules:\n" + rule + "  - name: b\n    key: key: x\n    limits: [1m:1]\n", 6, "mapping values are not allowed in this context"},
+		// Just after the '[': the content (or the ']') it wants is missing there.
+		{"unclosed flow on the first line", "rules: [", 1, 9, "did not find expected node content"},
+		// The key two columns left of its rule's other keys, where the list wants a '-'.
+		{"indented as no item can be", "rules:\n" + rule + "  - name: b\n    key: key\n  limits: [1m:1]\n", 7, 3, "did not find expected '-' indicator"},
+		// The x after the closing quote: nothing may follow a quoted value but a comment.
+		{"text after a quoted value", "rules:\n" + rule + "    mode: cap\n    cost: \"bytes\"x\n", 6, 18, "did not find expected key"},
+		// A tab that starts a line: YAML indents with spaces only.
+		{"a tab", "rules:\n  - name: a\n\tkey: key\n", 3, 1, "found a tab character that violates indentation"},
+		// A tab after the spaces of an indentation: the tab, not the line's start.
+		{"a tab among the spaces of an indentation", "rules:\n  - name: a\n  \tkey: key\n", 3, 3, "found a tab character that violates indentation"},
+		// The second ':' (and its space) makes key: x a mapping in a plain value.
+		{"a second colon", "rules:\n" + rule + "  - name: b\n    key: key: x\n    limits: [1m:1]\n", 6, 13, "mapping values are not allowed in this context"},
+		{"a second colon in a name", "rules:\n  - name: a: b\n    key: key\n    limits: [1m:1]\n", 2, 12, "mapping values are not allowed in this context"},
+		// Just after the list's last entry, where its ']' is missing: the next line does
+		// not continue it.
+		{"unclosed flow list", "rules:\n  - name: a\n    key: key\n    limits: [1m:5\n    mode: cap\n", 4, 18, "did not find expected ',' or ']'"},
 		{"unclosed flow after a flow over lines", "rules:\n  - name: a\n    key: key\n    limits: [\n      1m:1,\n      1h:2]\n    force: [a, b\n    mode: cap\n  - name: c\n",
-			7, "did not find expected ',' or ']'"},
-		{"unclosed quote", "rules:\n  - name: a\n    key: \"key\n    limits: [1m:1]\n", 3, "found unexpected end of stream"},
-		{"unknown alias", "rules:\n" + rule + "  - name: b\n    key: *k\n", 6, "unknown anchor 'k' referenced"},
+			7, 17, "did not find expected ',' or ']'"},
+		// The opening quote that nothing closes: its value runs to the end of the file.
+		{"unclosed quote", "rules:\n  - name: a\n    key: \"key\n    limits: [1m:1]\n", 3, 10, "found unexpected end of stream"},
+		// The '-' one column right of the list's other items, where no item can start.
+		{"a list item indented too far", "rules:\n" + rule + "   - name: b\n    key: key\n    limits: [1m:1]\n", 5, 4, "did not find expected '-' indicator"},
+		// The second ']', which closes nothing.
+		{"a stray ]", "rules:\n  - name: a\n    key: key\n    limits: [1m:1]]\n", 4, 19, "did not find expected key"},
+		// The name no anchor has.
+		{"unknown alias", "rules:\n" + rule + "  - name: b\n    key: *k\n", 6, 11, "unknown anchor 'k' referenced"},
 		// YAML breaks lines at CR LF and at CR alone too: the line is counted as it does.
-		{"CR LF line breaks", strings.ReplaceAll("rules:\n"+rule+"  - name: b\n    key: key\n  limits: [1m:1]\n", "\n", "\r\n"), 7, "did not find expected '-' indicator"},
-		{"CR line breaks", strings.ReplaceAll("rules:\n"+rule+"  - name: b\n    key: key\n  limits: [1m:1]\n", "\n", "\r"), 7, "did not find expected '-' indicator"},
+		{"CR LF line breaks", strings.ReplaceAll("rules:\n"+rule+"  - name: b\n    key: key\n  limits: [1m:1]\n", "\n", "\r\n"), 7, 3, "did not find expected '-' indicator"},
+		{"CR line breaks", strings.ReplaceAll("rules:\n"+rule+"  - name: b\n    key: key\n  limits: [1m:1]\n", "\n", "\r"), 7, 3, "did not find expected '-' indicator"},
+		// Columns are characters, as a field's are (é is one, though two bytes), and a byte
+		// order mark that starts the file is none (the library drops it before counting).
+		{"a character of two bytes", "rules:\n  - name: é: b\n", 2, 12, "mapping values are not allowed in this context"},
+		{"a byte order mark", "\ufeffrules: a: b\n", 1, 9, "mapping values are not allowed in this context"},
+		// The library reads a file in UTF-16 that starts with its byte order mark: its lines
+		// and columns are the characters' it reads, not its bytes' (UTF-16LE's line was 3).
+		{"UTF-16LE", inUTF16("rules:\n  - name: a: b\n", binary.LittleEndian), 2, 12, "mapping values are not allowed in this context"},
+		{"UTF-16BE", inUTF16("rules:\n  - name: a\n    key: \"k€y\n    limits: [1m:1]\n", binary.BigEndian), 3, 10, "found unexpected end of stream"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := Parse("rules.yaml", []byte(c.yaml), Options{})
@@ -241,20 +270,37 @@ func TestParseSyntaxErrors(t *testing.T) {
 			if s != nil || !errors.Is(err, ErrRules) || !errors.As(err, &ps) || len(ps) != 1 {
 				t.Fatalf("set %v, error %v: want no set and one Problem, wrapping ErrRules", s, err)
 			}
-			want := &Problem{File: "rules.yaml", Line: c.line, Col: 1, Msg: c.msg}
+			want := &Problem{File: "rules.yaml", Line: c.line, Col: c.col, Msg: c.msg}
 			if got, ok := ps[0].(*Problem); !ok || *got != *want {
 				t.Errorf("%#v, want %#v", ps[0], want)
 			}
-			if w := fmt.Sprintf("rules: rules.yaml:%d:1: %s", c.line, c.msg); err.Error() != w {
+			if w := fmt.Sprintf("rules: rules.yaml:%d:%d: %s", c.line, c.col, c.msg); err.Error() != w {
 				t.Errorf("%q, want %q", err, w)
 			}
 		})
 	}
+	// A syntax error and a field's problem at the same place of a line have one column.
+	const field, broken = "rules:\n  - {name: é, key: key, limits: [1m:1], mode: bad}\n", "rules:\n  - {name: é, key: key, limits: [1m:1], mode: ]ad}\n"
+	_, ferr := Parse("r.yaml", []byte(field), Options{})
+	_, serr := Parse("r.yaml", []byte(broken), Options{})
+	if ferr == nil || serr == nil || !strings.Contains(ferr.Error(), "r.yaml:2:47: ") || !strings.HasPrefix(serr.Error(), "rules: r.yaml:2:47: ") {
+		t.Errorf("a field's problem: %v; a syntax error at its place: %v; want both at 2:47", ferr, serr)
+	}
 }
 
-// Finding the line costs a bounded read: a long file broken at its start in a way every
-// cut of it is broken too (a list in flow style without its ']') gets the library's line
-// past syntaxSearchBytes, and its first line when it is short.
+// inUTF16 is s in UTF-16 in order, after its byte order mark.
+func inUTF16(s string, order binary.AppendByteOrder) string {
+	b := order.AppendUint16(nil, 0xFEFF)
+	for _, u := range utf16.Encode([]rune(s)) {
+		b = order.AppendUint16(b, u)
+	}
+	return string(b)
+}
+
+// Finding the line and column costs a bounded read: a long file broken at its start in a
+// way every cut of it is broken too (a list in flow style without its ']') gets the
+// library's line past syntaxSearchBytes, column 1, and its first line and the column after
+// its '[' when it is short. A line found whose column would cost more to find gets column 1.
 func TestParseSyntaxErrorSearchBounded(t *testing.T) {
 	entry := "  {name: r, key: key, limits: [1m:1]},\n"
 	long := "rules: [\n" + strings.Repeat(entry, 4000)
@@ -264,8 +310,21 @@ func TestParseSyntaxErrorSearchBounded(t *testing.T) {
 	if _, err := Parse("r.yaml", []byte(long), Options{}); !errors.As(err, &ps) || *ps[0].(*Problem) != (Problem{File: "r.yaml", Line: libLine, Col: 1, Msg: msg}) {
 		t.Errorf("a long broken file: %v, want the library's line %d", err, libLine)
 	}
-	if _, err := Parse("r.yaml", []byte("rules: [\n"+strings.Repeat(entry, MaxRules)), Options{}); !errors.As(err, &ps) || ps[0].(*Problem).Line != 1 {
-		t.Errorf("%d rules without their ']': %v, want line 1", MaxRules, err)
+	if _, err := Parse("r.yaml", []byte("rules: [\n"+strings.Repeat(entry, MaxRules)), Options{}); !errors.As(err, &ps) || ps[0].(*Problem).Line != 1 || ps[0].(*Problem).Col != 9 {
+		t.Errorf("%d rules without their ']': %v, want line 1, column 9", MaxRules, err)
+	}
+	// A quote nothing closes, early in a long last line: every cut of the line after it
+	// fails as the file does, each read after MaxRules rules.
+	rules := "rules:\n" + strings.Repeat("  - name: r\n    key: json:team_id\n    limits: [1m:1000, 1h:20000]\n", MaxRules)
+	last := strings.Count(rules, "\n") + 1
+	for _, c := range []struct {
+		tail string
+		col  int
+	}{{strings.Repeat("x", 10), 11}, {strings.Repeat("x", 5000), 1}} {
+		_, err := Parse("r.yaml", []byte(rules+"  - name: \""+c.tail+"\n"), Options{})
+		if !errors.As(err, &ps) || *ps[0].(*Problem) != (Problem{File: "r.yaml", Line: last, Col: c.col, Msg: "found unexpected end of stream"}) {
+			t.Errorf("an unclosed quote before %d characters: %v, want line %d, column %d", len(c.tail), err, last, c.col)
+		}
 	}
 }
 
@@ -405,7 +464,7 @@ func TestFurtherDocumentsRefused(t *testing.T) {
 		{"a third document after an empty second", a + "---\n---\nrules:\n  - name: b\n    key: json:u\n    limits: [1m:10]\n",
 			"f.yaml:7:1: (top): a second YAML document"},
 		{"a third document after a null second", a + "--- ~\n---\nrules: []\n", "f.yaml:7:1: (top): a second YAML document"},
-		{"a syntax error in the second document", a + "---\nrules: [\n  a,\n  b: c: d\n", "f.yaml:8:1: a second YAML document: did not find expected ',' or ']'"},
+		{"a syntax error in the second document", a + "---\nrules: [\n  a,\n  b: c: d\n", "f.yaml:8:7: a second YAML document: did not find expected ',' or ']'"},
 	} {
 		s, err := Parse("f.yaml", []byte(c.yaml), Options{MinWindow: time.Second})
 		if err == nil {
