@@ -1092,6 +1092,29 @@ func TestLimitsFirstIsPrimary(t *testing.T) {
 	}
 }
 
+// The gate without rules names GATE_COST's unit in its keys as a bytes rule does: events
+// keep {prefix} and {prefix}:w{seconds}, as ever; bytes are under {prefix}/bytes, so a
+// gate restarted with another cost reads none of the other unit's counts.
+func TestKeyPrefixNamesTheCost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ cost, primary, hour string }{
+		{"", "prod", "prod:w3600"},
+		{"events", "prod", "prod:w3600"},
+		{"bytes", "prod/bytes", "prod/bytes:w3600"},
+	} {
+		cfg, err := loadMap(map[string]string{"GATE_REDIS_PREFIX": "prod", "GATE_COST": c.cost, "GATE_LIMITS": "1m:1000,1h:20000"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, h := cfg.PrimaryKeyPrefix(), cfg.LimitKeyPrefix(0); p != c.primary || h != c.hour {
+			t.Errorf("GATE_COST=%q: key prefixes %q and %q, want %q and %q", c.cost, p, h, c.primary, c.hour)
+		}
+		if k := cfg.OverridesConfig().Key; k != "prod:overrides" {
+			t.Errorf("GATE_COST=%q: live overrides %q, want prod:overrides whatever the cost", c.cost, k)
+		}
+	}
+}
+
 // kubernetesServiceLinks are exactly the variables the kubelet sets in every pod of a
 // namespace holding a release named gate, unless the pod spec sets enableServiceLinks:
 // false: for a Service gate (port http, 8080) and a Service gate-metrics (port

@@ -8,6 +8,7 @@ import (
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/spike"
 )
@@ -27,7 +28,7 @@ type Limiter struct {
 	AdaptiveHalfLife   time.Duration `envconfig:"ADAPTIVE_HALF_LIFE" default:"72h" desc:"With GATE_THRESHOLD_MODE=adaptive, how fast a team's learned level follows its volume (the daily and weekly cycles taken out): a change is half learned after this long, at least GATE_WINDOW (default 72h: a quiet weekend moves it less than the week's profile learns the weekend, and growth of 50% a week is followed); shorter follows growth sooner but lets a weekend pull a business-day team's threshold down, longer is slower to learn a lasting step under GATE_ADAPTIVE_FACTOR. A step over it is learned by GATE_ADAPTIVE_MAX_SPIKE."`
 	AdaptiveMaxSpike   time.Duration `envconfig:"ADAPTIVE_MAX_SPIKE" default:"3h" desc:"With GATE_THRESHOLD_MODE=adaptive, how long a team may be in a spike (over its learned threshold, then over 1.5 x its usual volume) before the spike ends: it is re-learned at the volume it has sent lately and accepted again (a lasting step up, such as a launch or a large customer, is not a spike for ever), from 1h plus two GATE_WINDOWs to 168h (default 3h: an hour over the longest real spikes, 10 to 120 minutes, which are still caught whole); GATE_THRESHOLD's overrides and GATE_ADAPTIVE_CEILING still cap the team."`
 	AdaptiveMinHistory time.Duration `envconfig:"ADAPTIVE_MIN_HISTORY" default:"24h" desc:"With GATE_THRESHOLD_MODE=adaptive, how much history a team needs before its threshold is learned, GATE_THRESHOLD applying until then, at least GATE_WINDOW (default 24h: one whole daily cycle, so that a team's evening peak is known before it can be taken for a spike)."`
-	Limits             limitList     `envconfig:"LIMITS" default:"" desc:"Several limits per team, as comma-separated window:threshold pairs such as 1m:1000000,1h:20000000 (default none), GATE_WINDOW and GATE_THRESHOLD being the one limit without it; the first pair is the primary limit, in place of GATE_WINDOW and GATE_THRESHOLD (which must then be unset), keyed {prefix}:{team}:{epoch} as ever, and each further one, a whole number of seconds longer than GATE_TICK_INTERVAL, at most 8784h (366 days) and distinct from the others, has its own keys {prefix}:w{seconds}:{team}:{epoch}; a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's primary threshold and scales each further limit by the same factor, rounded, at least 1."`
+	Limits             limitList     `envconfig:"LIMITS" default:"" desc:"Several limits per team, as comma-separated window:threshold pairs such as 1m:1000000,1h:20000000 (default none), GATE_WINDOW and GATE_THRESHOLD being the one limit without it; the first pair is the primary limit, in place of GATE_WINDOW and GATE_THRESHOLD (which must then be unset), keyed {prefix}:{team}:{epoch} as ever, and each further one, a whole number of seconds longer than GATE_TICK_INTERVAL, at most 8784h (366 days) and distinct from the others, has its own keys {prefix}:w{seconds}:{team}:{epoch} ({prefix}/bytes:... for both with GATE_COST=bytes); a record overflows when any limit is over (header gate-overflow-limit names which); an override (GATE_OVERRIDES or live) sets a team's primary threshold and scales each further limit by the same factor, rounded, at least 1."`
 	RulesFile          string        `envconfig:"RULES_FILE" default:"" desc:"A YAML file of rules (docs/rules.md), each with its own key, match, limits, mode, cost, threshold mode, action (overflow, tag, topic:NAME or drop), force list and shadow flag, in place of the one limit of GATE_KEY_FROM (default none); without it that one limit is kept, with its keys as ever; every problem in it stops the gate at start naming its line and field; each gate reads it again every 5s, counted from its own start, and puts a valid change in use at that read, without a restart; a change it cannot use (a problem in the file, or a rule's topic that does not exist or refuses the gate's writes) is refused, logged and counted in gate_rules_loads_total, and the rules in use stay; each rule's keys are {prefix}:rule:{name}:{key}:{epoch} ({prefix}:rule:{name}/bytes:... with cost: bytes) and its live overrides the hash {prefix}:rule:{name}:overrides; GATE_KEY_FROM, GATE_WINDOW, GATE_THRESHOLD, GATE_LIMITS, GATE_LIMIT_MODE, GATE_COST, GATE_THRESHOLD_MODE, GATE_OVERRIDES and GATE_FORCE_OVERFLOW must then be unset."`
 	Overrides          overrideList  `envconfig:"OVERRIDES" default:"" desc:"Per-team thresholds as comma-separated team=limit pairs such as team1=5000,team2=200000 (default none); teams not listed use GATE_THRESHOLD, and the list is the base the live overrides (GATE_OVERRIDES_REFRESH) are laid over; its length costs nothing per record."`
 	OverridesRefresh   time.Duration `envconfig:"OVERRIDES_REFRESH" default:"60s" desc:"How often every gate reads the live per-team limits from the hash {prefix}:overrides in the first Redis instance, managed with gate overrides set/delete (default 60s); the live set is laid over GATE_OVERRIDES (a team in it takes its live limit, one deleted from it falls back to GATE_OVERRIDES or GATE_THRESHOLD), and a Redis error or a missing hash keeps the current limits."`
@@ -119,9 +120,25 @@ func (c Limiter) LimitFactor(i int) float64 {
 	return float64(c.Limits[i].Threshold) / float64(c.Threshold)
 }
 
-// LimitKeyPrefix is the Redis key prefix of GATE_LIMITS entry i: {prefix}:w{seconds}.
+// PrimaryKeyPrefix is the Redis key prefix of the gate without rules' primary limit:
+// {prefix}, as ever, and with GATE_COST=bytes {prefix}/bytes. A count is in GATE_COST's
+// unit, so a gate restarted with GATE_COST changed starts its counts afresh, as a bytes
+// rule's does (RuleKeyPrefix): bytes read as events made every team far over its limit,
+// diverted and held, and events read as bytes let every team through. The counters, hold
+// flags and learned profiles are under it; the live overrides ({prefix}:overrides), the
+// writers' sequence keys and the fleet's count stay under {prefix}, whatever the unit. No
+// key under {prefix}/bytes is one under {prefix}: the next byte differs (':' or '/').
+func (c Config) PrimaryKeyPrefix() string {
+	if c.Cost.Cost == route.CostBytes {
+		return c.RedisPrefix + "/bytes"
+	}
+	return c.RedisPrefix
+}
+
+// LimitKeyPrefix is the Redis key prefix of GATE_LIMITS entry i: {prefix}:w{seconds}
+// ({prefix}/bytes:w{seconds} with GATE_COST=bytes, PrimaryKeyPrefix).
 func (c Config) LimitKeyPrefix(i int) string {
-	return c.RedisPrefix + ":w" + strconv.FormatInt(int64(c.Limits[i].Window/time.Second), 10)
+	return c.PrimaryKeyPrefix() + ":w" + strconv.FormatInt(int64(c.Limits[i].Window/time.Second), 10)
 }
 
 // divertRelease is GATE_DIVERT_RELEASE for the limiter: 1 under the event clock, which

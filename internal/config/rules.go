@@ -75,7 +75,8 @@ func (c Config) RulePrefix(name string) string { return c.RedisPrefix + ":rule:"
 // key can spell a key of another. Nor do two windows of a rule meet: a parsed rule's
 // windows are distinct whole numbers of seconds (rules.ParseLimit, as GATE_LIMITS's), so
 // {seconds} is exact and one-to-one (TestRuleKeyPrefixWindows). The gate without rules
-// keeps {prefix} (and GATE_LIMITS' {prefix}:w{seconds}), as before rules.
+// keeps {prefix} (and GATE_LIMITS' {prefix}:w{seconds}), as before rules, with
+// {prefix}/bytes in its place with GATE_COST=bytes (PrimaryKeyPrefix).
 func (c Config) RuleKeyPrefix(r rules.Rule, i int) string {
 	p := c.RulePrefix(r.Name)
 	if r.Cost == route.CostBytes {

@@ -167,7 +167,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	} else {
 		scfg := cfg.SyncConfig()
 		scfg.Writer = o.Writer
-		tlims := []tick.Limit{{Lim: g.Lim}}
+		tlims := []tick.Limit{{Lim: g.Lim, KeyPrefix: cfg.PrimaryKeyPrefix()}}
 		for i, l := range g.Extra {
 			tlims = append(tlims, tick.Limit{Lim: l, KeyPrefix: cfg.LimitKeyPrefix(i)})
 		}

@@ -52,7 +52,8 @@
 // Team keys in Redis: the team key, byte for byte as routed (a composite one encoded), is
 // what the limiter counts, what internal/tick writes at {prefix}:{team}:{epoch} (at
 // {prefix}:{<team>}:{epoch} in Redis Cluster, the team as hash tag with '%', '{' and '}'
-// percent-escaped; at {prefix}:w{seconds}:... for each further limit), and what
+// percent-escaped; at {prefix}:w{seconds}:... for each further limit; {prefix}/bytes in
+// place of {prefix} with GATE_COST=bytes), and what
 // Config.ForceOverflow, GATE_OVERRIDES and the live overrides hash ({prefix}:overrides,
 // field = team) name: token phc_x and distinct_id user:1 count at
 // gate:phc_x:user%3A1:{epoch}, and an override for them is phc_x:user%3A1=LIMIT.
