@@ -387,6 +387,7 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 			sh.mu.Unlock()
 		}
 		into.Entries += entries
+		into.Fullest = max(into.Fullest, entries)
 		if entries == 0 && tbl.epoch < floorDiv(ns, l.windowNs)-1 {
 			l.dropIfEmpty(i, tbl)
 		}

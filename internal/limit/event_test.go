@@ -465,6 +465,10 @@ func TestCacheFullestEntries(t *testing.T) {
 			if got := metricValue(t, reg, "gate_limiter_cache_fullest_entries", nil); got != tc.full {
 				t.Errorf("gate_limiter_cache_fullest_entries = %v, want %v (capacity %d)", got, tc.full, tc.cfg.Capacity)
 			}
+			// The sweep says the same, for the tick's log of a cache past its capacity.
+			if sw := sweep(t, l, t0); sw.Fullest != int(tc.full) || sw.Entries != int(tc.entries) {
+				t.Errorf("Sweep.Fullest = %d, Entries = %d; want %v and %v", sw.Fullest, sw.Entries, tc.full, tc.entries)
+			}
 		})
 	}
 }

@@ -84,6 +84,10 @@ type Sweep struct {
 	Stale int64
 	// Entries is how many teams are cached after the sweep; Tiers splits them by tier.
 	Entries int
+	// Fullest is how many teams the fullest cache the capacity bounds holds after the
+	// sweep, as gate_limiter_cache_fullest_entries: Entries under the wall clock; under
+	// the event clock, which gives each window a cache of its own, the fullest window's.
+	Fullest int
 	Tiers   [numTiers]int
 	// Expired is how many teams the sweep expired for being idle.
 	Expired int
@@ -140,6 +144,7 @@ func (l *Limiter) sweep(now time.Time, into *Sweep, all bool) {
 		l.sweepEvent(now, into, cw)
 	} else {
 		l.sweepWall(now, into, cw)
+		into.Fullest = into.Entries
 	}
 	if l.lastSweep != 0 {
 		l.sweepGap = max(now.UnixNano()-l.lastSweep, 0) // a clock stepped back: no gap

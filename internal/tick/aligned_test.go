@@ -273,3 +273,42 @@ func TestCacheOverfullLogged(t *testing.T) {
 		t.Errorf("%d lines after an hour more of it, want 2", n)
 	}
 }
+
+// Under the event clock the capacity bounds each window's cache on its own, and the
+// warning that a cache grew past it gives the fullest window's teams (as
+// gate_limiter_cache_fullest_entries does), not every window's added up: 2 teams in the
+// window before and 3 in this one, with a capacity of 2, said cached=5, a cache more than
+// twice over its capacity where the fullest holds 3.
+func TestCacheOverfullLoggedPerWindow(t *testing.T) {
+	srv := redistest.Start(t)
+	var logs bytes.Buffer
+	now := time.Unix(1_800_000_000, 0)
+	clk := clock.NewFake(now)
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10, Capacity: 2, Shards: 1,
+		Clock: limit.EventClock, MaxEventAge: 10 * time.Minute}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{srv.Client(t)}, Config{KeyPrefix: "ofw"}, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := func(at time.Time, keys ...string) {
+		for _, k := range keys {
+			for range 6 { // over half of 10: never evicted
+				l.CheckEventAt(now, at, k, 1)
+			}
+		}
+	}
+	fill(now.Add(-time.Minute), "a", "b") // the window before: at its capacity
+	fill(now, "c", "d", "e")              // this one: past it
+	clk.Advance(time.Second)
+	tk.Tick(context.Background())
+	const line = "limiter cache past its capacity"
+	if n := strings.Count(logs.String(), line); n != 1 {
+		t.Fatalf("%d lines say a cache is past its capacity, want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "capacity=2 cached=3") {
+		t.Errorf("want the capacity and the fullest window's 3 teams (capacity=2 cached=3):\n%s", logs.String())
+	}
+}

@@ -6,7 +6,6 @@
 package tick
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 )
@@ -40,6 +39,7 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 			at := 0
 			for _, rr := range rc.teams {
 				l := t.limits[rr.lim].l
+				base := at
 				curr, err1 := counterValue(vals[at])
 				prev, err2 := counterValue(vals[at+1])
 				var flag any
@@ -49,8 +49,12 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 				}
 				pvals := vals[at : at+profileVals(rr.r)]
 				at += len(pvals)
-				if err := errors.Join(err1, err2); err != nil {
-					t.countError(causeParse, i)
+				if err1 != nil || err2 != nil {
+					epoch, v := rr.r.Epoch, vals[base]
+					if err1 == nil {
+						epoch, v = rr.r.Epoch-1, vals[base+1]
+					}
+					t.unreadable(i, valueCounter, t.key(rr.lim, rr.r.Team, epoch), v, nil)
 					l.ApplyLocal(rr.r, applyAt)
 					res.FailedReads++
 					continue
@@ -63,7 +67,7 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 					if f, ok := parseHold(rr.r.Team, v); ok {
 						l.ApplyHold(rr.r, f)
 					} else {
-						t.countError(causeParse, i)
+						t.unreadable(i, valueHold, HoldKeyFor(t.cfg.Mode, t.limits[rr.lim].prefix, rr.r.Team), v, nil)
 					}
 				}
 				if len(pvals) > 0 {

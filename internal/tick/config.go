@@ -47,8 +47,9 @@ type Config struct {
 	// Redis loses them: a Sentinel failover drops what the old primary acknowledged
 	// after its last replication, and the client learns of the switch 1-2 s after the
 	// promotion, and up to 4.6 s in the tests with 100 ms ticks (docs/design.md, "Redis
-	// failover and lost counts"). Default 10 s: ten ticks' writes in memory, about 48
-	// bytes per count written.
+	// failover and lost counts"). Counted in ticks whose writes Redis answered on the
+	// batch's lane (forgetConfirmed): only an answer reveals a loss, so an outage ages
+	// nothing. Default 10 s: ten ticks' writes in memory, about 48 bytes per count written.
 	KeepConfirmed time.Duration
 	// Writer names this process in Redis: each lane's sequence key carries it, which is
 	// what makes a resent write harmless (writeScript). It must differ between every two

@@ -21,7 +21,8 @@
 //     both drops are counted. When Redis loses writes it acknowledged (a failover to a
 //     replica that had not received them, a restart), the next write's reply shows the
 //     lane's number behind, and the batches confirmed in the last Config.KeepConfirmed
-//     are sent again; older ones are reported lost.
+//     (counted in ticks Redis answered the lane's writes in, so an outage ages none) are
+//     sent again; older ones are reported lost.
 //   - A counter's TTL is set once, when a write creates it: KeyTTL (at least 2 windows)
 //     plus a margin for clock skew between gates.
 //   - Counts Redis has not taken stay in the level until it takes them. A pipeline can

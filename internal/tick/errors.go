@@ -8,6 +8,7 @@ package tick
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -132,6 +133,59 @@ func classify(err error) cause {
 		return causeRedis
 	}
 	return causeConnection
+}
+
+// valueKind is a kind of value the tick reads from Redis, as the log of one it cannot
+// read names it.
+type valueKind uint8
+
+const (
+	valueCounter valueKind = iota
+	valueHold
+	valueProfile
+	numValueKinds
+)
+
+func (k valueKind) String() string {
+	return [...]string{"counter", "hold flag", "profile"}[k]
+}
+
+// unreadableDoes is what the tick does with a value of kind k it cannot read, for its log.
+func unreadableDoes(k valueKind) string {
+	switch k {
+	case valueCounter:
+		return "the team's view is rebuilt from this gate's own counts, as when a read fails"
+	case valueHold:
+		return "the fleet's hold of the team is not taken up"
+	}
+	return "refused: the team keeps its static threshold, looked at again a fold period on"
+}
+
+// maxValueLog is how much of a value it cannot read the tick logs: enough to tell what
+// wrote it, not every byte of a key that can hold 512 MB.
+const maxValueLog = 64
+
+// unreadable counts a value read on instance i that does not parse (cause parse, which the
+// chart's GateRedisErrors alert fires on) and logs it with its key and what it held, at
+// most once per errorLogInterval for each kind of value (Ticker.parseLogs): a corrupt
+// counter is read every tick, and one kind must not hide another. err, when not nil, says
+// why it does not parse; it must not hold the whole value.
+func (t *Ticker) unreadable(i int, kind valueKind, key string, v any, err error) {
+	t.countError(causeParse, i)
+	ok, quiet := t.parseLogs[kind].Allow()
+	if !ok {
+		return
+	}
+	shown, size := fmt.Sprintf("(a %T)", v), -1
+	if x, isStr := v.(string); isStr {
+		shown, size = x[:min(len(x), maxValueLog)], len(x)
+	}
+	attrs := []any{"instance", strconv.Itoa(i), "cause", causeParse.String(), "kind", kind.String(), "key", key,
+		"value", shown, "value_bytes", size, "unreadable_unlogged", quiet}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	t.log.Warn("redis value unreadable: "+unreadableDoes(kind)+" (logged once a minute at most for each kind)", attrs...)
 }
 
 // errorLogInterval is how often, at most, the tick logs the failures of one Redis

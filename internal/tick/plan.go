@@ -110,7 +110,6 @@ type holdWrite struct {
 // prepare takes each limiter's counts and due reads and plans the tick's commands.
 func (t *Ticker) prepare(withReads bool, res *TickResult) {
 	t.tickN++
-	t.forgetConfirmed()
 
 	// 1. Take each limiter's counts and due reads.
 	for li := range t.limits {
@@ -146,6 +145,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		}
 	}
 	t.dropStaleDoubt()
+	t.forgetConfirmed()
 
 	// 2. Plan: writes first, then reads, within the key budget. A lane with batches in
 	// doubt resends them as they are and gets no new batch until they are answered.

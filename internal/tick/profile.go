@@ -193,13 +193,13 @@ func (t *Ticker) applyProfile(i int, rr readRef, vals []any, now time.Time) {
 	case nil:
 	case string:
 		if err := p.UnmarshalBinary([]byte(v)); err != nil {
-			t.countError(causeParse, i)
+			t.unreadable(i, valueProfile, ProfileKeyFor(t.cfg.Mode, ls.prefix, rr.r.Team), v, err)
 			ls.l.RefuseProfile(rr.r) // looked at again a fold period on
 			return
 		}
 		found = true
 	default:
-		t.countError(causeParse, i)
+		t.unreadable(i, valueProfile, ProfileKeyFor(t.cfg.Mode, ls.prefix, rr.r.Team), v, nil)
 		ls.l.RefuseProfile(rr.r)
 		return
 	}
@@ -207,7 +207,7 @@ func (t *Ticker) applyProfile(i int, rr readRef, vals []any, now time.Time) {
 	if rr.r.Fold {
 		c, err := counterValue(vals[1])
 		if err != nil {
-			t.countError(causeParse, i)
+			t.unreadable(i, valueCounter, t.key(rr.lim, rr.r.Team, rr.r.Epoch-2), vals[1], nil)
 			ls.l.RefuseProfile(rr.r)
 			return
 		}
@@ -257,7 +257,9 @@ func (t *Ticker) logRotations(ls *limitState) {
 const overfullLogEvery = time.Hour
 
 // logOverfull logs that ls's cache grew past its capacity since the last sweep (every key
-// it looked at could be over its limit), once an hour at most.
+// it looked at could be over its limit), once an hour at most. It gives the fullest
+// cache's teams: the capacity bounds each window's cache under the event clock, and every
+// window's added up (Sweep.Entries) made a cache look over it that was not.
 func (t *Ticker) logOverfull(ls *limitState, now time.Time) {
 	n := ls.sweep.Overfull
 	grew := n > ls.overfull
@@ -268,7 +270,7 @@ func (t *Ticker) logOverfull(ls *limitState, now time.Time) {
 	ls.overfullLogged = now
 	t.log.Warn("limiter cache past its capacity: every key it looked at to evict could be over its limit; "+
 		"it grows rather than forget one (gate_limiter_cache_overfull_total; logged once an hour at most)",
-		"key_prefix", ls.prefix, "capacity", ls.l.Config().Capacity, "cached", ls.sweep.Entries)
+		"key_prefix", ls.prefix, "capacity", ls.l.Config().Capacity, "cached", ls.sweep.Fullest)
 }
 
 func rotationDoes(a limit.CardinalityAction) string {

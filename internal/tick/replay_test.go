@@ -365,3 +365,101 @@ func TestKeptBatchesHoldItemsOnly(t *testing.T) {
 		t.Fatal("no batch kept after a confirmed write")
 	}
 }
+
+// TestRestartAfterLongOutageReplaysKeptBatches: Redis is unreachable for longer than
+// KeepConfirmed (12 s of 100 ms ticks against the default 10 s), then comes back empty
+// (a restart without persistence; a primary that died and a replica promoted after
+// Sentinel's default 30 s is the same seen from the gate). Only an answered write can
+// reveal the loss, and none answers during the outage: the batches confirmed before it
+// must still be kept when the first write after it answers. Before, they aged by the tick
+// whether or not Redis answered, were forgotten 10 s into the outage, and their counts
+// were reported lost (outcome="lost"), never sent again. Nothing is confirmed while
+// nothing answers, so what is kept does not grow meanwhile.
+func TestRestartAfterLongOutageReplaysKeptBatches(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000},
+		Config{TickInterval: 100 * time.Millisecond}, srv)
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+	var counted int64
+	for i := range 3 {
+		g.l.Check("team", 10)
+		counted += 10
+		clk.Advance(100 * time.Millisecond)
+		if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+			t.Fatalf("tick %d = %+v", i, r)
+		}
+	}
+	kept := len(g.tk.lanes[0].kept)
+	if kept != 3 {
+		t.Fatalf("%d batches kept after 3 confirmed, want 3", kept)
+	}
+
+	srv.Stop(t)
+	const outageTicks = 120 // 12 s: past the 10 s KeepConfirmed
+	for i := range outageTicks {
+		g.l.Check("team", 1)
+		counted++
+		clk.Advance(100 * time.Millisecond)
+		if r := g.tk.Tick(ctx); r.Errors != 1 {
+			t.Fatalf("tick %d with Redis down = %+v, want 1 error", i, r)
+		}
+		if n := len(g.tk.lanes[0].kept); n > kept {
+			t.Fatalf("tick %d with Redis down: %d batches kept, more than the %d before the outage", i, n, kept)
+		}
+	}
+
+	srv.Restart(t) // empty
+	rc := srv.Client(t)
+	// After so many failed dials the client's pool tries a dial once a second (wall time)
+	// before it hands out connections again: tick at a pace the wall clock sees too.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		clk.Advance(100 * time.Millisecond)
+		r := g.tk.Tick(ctx)
+		if r.Errors == 0 && r.CarriedWrites == 0 && len(g.tk.pending) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts never settled after Redis came back: %+v", r)
+		}
+	}
+	replayed := testutil.ToFloat64(g.tk.m.batches.WithLabelValues("replayed"))
+	lost := testutil.ToFloat64(g.tk.m.batches.WithLabelValues("lost"))
+	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team", ep); got != counted {
+		t.Errorf("Redis holds %d after coming back empty, want the %d counted (batches replayed %v, lost %v)", got, counted, replayed, lost)
+	}
+	if replayed != 3 || lost != 0 {
+		t.Errorf("batches replayed %v, lost %v; want the 3 confirmed before the outage replayed, none lost", replayed, lost)
+	}
+}
+
+// TestQuietLaneLetsGoOfStaleBatches: kept batches age only in ticks their lane's writes
+// are answered in (TestRestartAfterLongOutageReplaysKeptBatches), and a lane whose teams
+// went quiet gets none: its batches are let go once every count in them is of an epoch
+// no longer written, which no loss could need, rather than kept for good.
+func TestQuietLaneLetsGoOfStaleBatches(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: 10 * time.Second, Threshold: 1_000_000}, Config{}, srv)
+	ctx := context.Background()
+	g.l.Check("team", 1)
+	clk.Advance(time.Second)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 || len(g.tk.lanes[0].kept) != 1 {
+		t.Fatalf("tick = %+v, %d batches kept; want its write kept", r, len(g.tk.lanes[0].kept))
+	}
+	for range 5 { // within the window after: the count is still written, so kept
+		clk.Advance(time.Second)
+		g.tk.Tick(ctx)
+	}
+	if n := len(g.tk.lanes[0].kept); n != 1 {
+		t.Fatalf("%d batches kept with their epoch still written, want 1", n)
+	}
+	for range 20 { // two windows on, nothing written
+		clk.Advance(time.Second)
+		g.tk.Tick(ctx)
+	}
+	if n := len(g.tk.lanes[0].kept); n != 0 {
+		t.Errorf("%d batches kept of an epoch no longer written, want none", n)
+	}
+}

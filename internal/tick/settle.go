@@ -1,10 +1,10 @@
 // Settling writes: what each batch's answer does to the pending counts. This is what
 // makes a count written exactly once while Redis keeps what it acknowledged. A batch
-// answered is confirmed, and kept for KeepConfirmed; a refused batch's counts go in a new
-// one; an unanswered batch stays in doubt and is resent as it is. When an answer shows a
-// lane's number behind one this gate saw applied (a failover to a replica that had not
-// received the batch, a restart), the kept batches past that number are sent again; those
-// no longer kept are reported lost.
+// answered is confirmed, and kept for KeepConfirmed's worth of ticks its lane is answered
+// in; a refused batch's counts go in a new one; an unanswered batch stays in doubt and is
+// resent as it is. When an answer shows a lane's number behind one this gate saw applied
+// (a failover to a replica that had not received the batch, a restart), the kept batches
+// past that number are sent again; those no longer kept are reported lost.
 
 package tick
 
@@ -67,7 +67,11 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 			b.items = applied
 		}
 		b.doubt = false
-		b.tick = t.tickN
+		if ln.answeredAt != t.tickN {
+			ln.answeredAt = t.tickN
+			ln.answers++
+		}
+		b.tick, b.answered = t.tickN, ln.answers
 		// Kept for its items alone (recoverLost): the command, every key and boxed
 		// argument again, is let go, or a kept count cost some 120 bytes, not 48.
 		b.cmd = nil
@@ -126,13 +130,22 @@ func (t *Ticker) recoverLost(ln *lane, last int64, res *TickResult) {
 	}
 }
 
-// forgetConfirmed stops keeping batches confirmed more than KeepConfirmed ago.
+// forgetConfirmed stops keeping batches confirmed more than KeepConfirmed ago, counted
+// in ticks that their lane's writes were answered in: a loss is revealed only by an
+// answer, so a tick without one (Redis down, hung, refusing writes) must not age what it
+// could need. Before, a Redis down for more than KeepConfirmed that came back empty (or a
+// primary that died, replaced after Sentinel's 30 s) had every batch it lost forgotten.
+// Batches are confirmed only in answered ticks, so a lane keeps at most KeepConfirmed's
+// worth of ticks' batches, as before. A batch whose every count is of an epoch no longer
+// written is let go too, whatever its age: recoverLost would send none of it again, and a
+// lane no longer written to (its teams quiet) would otherwise keep its last batches for
+// good. Called once the tick has each limiter's oldest epoch.
 func (t *Ticker) forgetConfirmed() {
 	keep := uint64(max(1, int64(t.cfg.KeepConfirmed/t.cfg.TickInterval)))
 	for li := range t.lanes {
 		ln := &t.lanes[li]
 		n := 0
-		for n < len(ln.kept) && ln.kept[n].tick+keep < t.tickN {
+		for n < len(ln.kept) && ln.kept[n].answered+keep <= ln.answers {
 			ln.forgot, ln.forgotTick = ln.kept[n].seq, ln.kept[n].tick
 			n++
 		}
@@ -140,6 +153,14 @@ func (t *Ticker) forgetConfirmed() {
 			clear(ln.kept[:n])
 			ln.kept = slices.Delete(ln.kept, 0, n)
 		}
+		ln.kept = slices.DeleteFunc(ln.kept, func(b *batch) bool {
+			for _, it := range b.items {
+				if it.k.epoch >= t.limits[it.k.lim].oldest {
+					return false
+				}
+			}
+			return true
+		})
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 // Ticker runs the tick for one or more limiters against one or more Redis instances: every
@@ -31,6 +32,8 @@ type Ticker struct {
 	log       *slog.Logger
 	m         *metrics
 	errLogs   []errLog // by instance; each written only by its instance's pipeline goroutine
+	// parseLogs pace the logs of values read that do not parse, by kind (unreadable).
+	parseLogs [numValueKinds]*throttle.Every
 
 	// Owned by the tick goroutine.
 	pending map[countKey]int64 // counts Redis has not confirmed: unsent, refused or in doubt
@@ -192,6 +195,9 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 		putOff:    make(map[teamRef]putOff),
 		plans:     make([]plan, len(instances)),
 		ttlGroups: len(ttls),
+	}
+	for k := range t.parseLogs {
+		t.parseLogs[k] = throttle.NewEvery(errorLogInterval, nil) // wall time: it paces a log
 	}
 	if t.fleet = cfg.Fleet; t.fleet == nil {
 		t.fleet = NewFleet()

@@ -133,7 +133,13 @@ type lane struct {
 	key   string   // this writer's sequence key on the lane
 	seq   uint64   // the last number given
 	doubt []*batch // sent, outcome unknown: resent as they are, in order, until answered
-	kept  []*batch // confirmed in the last KeepConfirmed, in order: sent again if Redis loses them
+	kept  []*batch // confirmed in the lane's last KeepConfirmed of answered ticks, in order: sent again if Redis loses them
+	// answers is how many ticks the lane's writes were answered in (the script's reply,
+	// which says where the lane stood), the last at tick answeredAt: a kept batch ages by
+	// them, not by the tick. Only an answer can reveal that Redis lost batches, so while
+	// none comes (Redis down, hung, refusing writes) the batches such a loss would need
+	// stay kept; nothing is confirmed meanwhile, so what is kept does not grow.
+	answers, answeredAt uint64
 	// The newest batch no longer kept, and when it was confirmed: a loss reaching back to
 	// it is reported as beyond recovery.
 	forgot     uint64
@@ -155,8 +161,11 @@ type batch struct {
 	seq   uint64
 	items []item
 	doubt bool   // sent before without an answer
-	tick  uint64 // when confirmed: kept until KeepConfirmed has passed
-	cmd   *redis.Cmd
+	tick  uint64 // when confirmed (Ticker.tickN)
+	// answered is the lane's answers when it was confirmed: kept until KeepConfirmed's
+	// worth of ticks more were answered (forgetConfirmed).
+	answered uint64
+	cmd      *redis.Cmd
 
 	// This tick's result (result).
 	out    outcome
