@@ -187,6 +187,9 @@ func TestQuietKeyReturnsToTheSketch(t *testing.T) {
 // Identity rotation: a million keys seen once each take the sketch's fixed memory, not a
 // cache entry each, and leave the keys that matter cached.
 func TestRotatingKeysTakeNoMemory(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a heap measurement: run without the race detector (make test-norace)")
+	}
 	l, _, _ := newTest(t, sketchCfg())
 	for range 2000 {
 		l.CheckAt(at(time.Second), "runaway", 1)

@@ -57,8 +57,8 @@ func BenchmarkTTLCacheGet(b *testing.B) {
 // TestTTLCacheMemoryPerTeam reports heap per team if ttlcache owned the entries, beside
 // the limiter's own (TestMemoryPerTeam).
 func TestTTLCacheMemoryPerTeam(t *testing.T) {
-	if testing.Short() {
-		t.Skip("memory comparison: not a behaviour test")
+	if testing.Short() || raceEnabled {
+		t.Skip("memory comparison: not a behaviour test, run without the race detector (make test-norace)")
 	}
 	const teams = 300_000
 	names := make([]string, teams)
