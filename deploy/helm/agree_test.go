@@ -48,6 +48,14 @@ var agreeCases = []agreeCase{
 	{"rebalanceTimeout 3m, stallNotReady 0", `kafka: {rebalanceTimeout: 3m, stallNotReady: "0"}`, true},
 	{"stallRestart = stallNotReady", `kafka: {stallNotReady: 10m}`, false},
 	{"stallRestart 0, stallNotReady 15m", `kafka: {stallNotReady: 15m, stallRestart: "0"}`, true},
+	// ... and with exactly-once longer than GATE_KAFKA_REBALANCE_TIMEOUT plus
+	// GATE_TRANSACTION_INTERVAL: only a committed transaction is progress.
+	{"exactly-once stallNotReady = rebalanceTimeout + transactionInterval", `kafka: {delivery: exactly-once, revokeTimeout: 500ms, rebalanceTimeout: 1s, transactionInterval: 5s, stallNotReady: 6s}`, false},
+	{"exactly-once stallNotReady 5s, transactionInterval 5s", `kafka: {delivery: exactly-once, revokeTimeout: 500ms, rebalanceTimeout: 1s, transactionInterval: 5s, stallNotReady: 5s}`, false},
+	{"exactly-once stallNotReady 6001ms", `kafka: {delivery: exactly-once, revokeTimeout: 500ms, rebalanceTimeout: 1s, transactionInterval: 5s, stallNotReady: 6001ms}`, true},
+	{"exactly-once stallNotReady 6s, transactionInterval 0", `kafka: {delivery: exactly-once, revokeTimeout: 500ms, rebalanceTimeout: 1s, transactionInterval: "0", stallNotReady: 6s}`, true},
+	{"exactly-once stallNotReady 0, transactionInterval 5s", `kafka: {delivery: exactly-once, revokeTimeout: 500ms, rebalanceTimeout: 1s, transactionInterval: 5s, stallNotReady: "0", stallRestart: "0"}`, true},
+	{"at-least-once stallNotReady 5s, transactionInterval 5s", `kafka: {revokeTimeout: 500ms, rebalanceTimeout: 1s, transactionInterval: 5s, stallNotReady: 5s}`, true},
 	// GATE_TRANSACTION_TIMEOUT from 1s to 15m, GATE_TRANSACTION_INTERVAL up to 10s and
 	// below half of it: checked in either delivery mode.
 	{"transactionTimeout 15m", `kafka: {transactionTimeout: 15m}`, true},

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	engine "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/template"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -148,6 +149,59 @@ func TestCacheNearCapacityAlertPerWindow(t *testing.T) {
 		if got := firingAt(t, "GateLimiterCacheNearCapacity", load, 30)[0]; got != tc.want {
 			t.Errorf("%d keys cached, the fullest cache %d of 300000: GateLimiterCacheNearCapacity fired %v, want %v",
 				tc.entries, tc.fullest, got, tc.want)
+		}
+	}
+}
+
+// alertText is the summary and description of the chart's alert name (rendered with the
+// defaults) as Prometheus expands them for an alert of lbls at value.
+func alertText(t *testing.T, name string, lbls map[string]string, value float64) string {
+	t.Helper()
+	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true}"))
+	u, _ := promRule(t, vals)
+	for _, g := range u.Object["spec"].(map[string]any)["groups"].([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			r := r.(map[string]any)
+			if r["alert"] != name {
+				continue
+			}
+			data := template.AlertTemplateData(lbls, nil, "", engine.Sample{F: value})
+			var out []string
+			for _, k := range []string{"summary", "description"} {
+				// As Prometheus' rules manager expands an alert's annotations.
+				text := "{{$labels := .Labels}}{{$value := .Value}}" + r["annotations"].(map[string]any)[k].(string)
+				s, err := template.NewTemplateExpander(context.Background(), text, name, data, 0, nil, nil, nil).Expand()
+				if err != nil {
+					t.Fatalf("%s's %s: %v", name, k, err)
+				}
+				out = append(out, s)
+			}
+			return strings.Join(out, "\n")
+		}
+	}
+	t.Fatalf("no alert %s", name)
+	return ""
+}
+
+// TestTransactionRecoveriesAlertSaysItsCause: GateTransactionRecoveries fires for each
+// cause of gate_transaction_recoveries_total that counts toward the gate's stop
+// (internal/consume recoverFenced): slow_transaction, a transaction that outlived
+// GATE_TRANSACTION_TIMEOUT and was fenced, and end_error, ending a transaction failed with
+// its outcome unknown, no fence at all. What it says, expanded for each, is what happened.
+// Before, its summary said "after fenced transactions" for an end_error too.
+func TestTransactionRecoveriesAlertSaysItsCause(t *testing.T) {
+	for _, tc := range []struct{ cause, want, not string }{
+		{"slow_transaction", "fenced", "ending a transaction failed"},
+		{"end_error", "ending a transaction failed", "fence"},
+	} {
+		load := fmt.Sprintf("  gate_transaction_recoveries_total{%s, cause=%q} 0x4 1 2 2x10\n", evalPod, tc.cause)
+		if !firingAt(t, "GateTransactionRecoveries", load, 7)[0] {
+			t.Errorf("cause %s: two recoveries in 10 minutes did not fire GateTransactionRecoveries", tc.cause)
+			continue
+		}
+		text := alertText(t, "GateTransactionRecoveries", map[string]string{"namespace": "ingest", "pod": "gate-capture-gate-7d9f8b6c5-x2k4p", "cause": tc.cause}, 2)
+		if !strings.Contains(text, tc.want) || strings.Contains(strings.ToLower(text), tc.not) {
+			t.Errorf("cause %s: GateTransactionRecoveries says\n%s\nwant it to say %q and not %q", tc.cause, text, tc.want, tc.not)
 		}
 	}
 }

@@ -413,6 +413,12 @@ func TestLoadConfigValid(t *testing.T) {
 			}
 		}},
 		{"sync interval equal to tick", map[string]string{"GATE_SYNC_INTERVAL": "2s", "GATE_TICK_INTERVAL": "2s"}, nil},
+		// Past a rebalance and a transaction's interval, exactly once; at least once the
+		// interval is not progress's pace.
+		{"stall bound past rebalance and transaction interval", map[string]string{"GATE_DELIVERY": "exactly-once", "GATE_KAFKA_REBALANCE_TIMEOUT": "1s",
+			"GATE_REVOKE_TIMEOUT": "500ms", "GATE_TRANSACTION_INTERVAL": "5s", "GATE_STALL_NOT_READY": "6001ms"}, nil},
+		{"stall bound within transaction interval at least once", map[string]string{"GATE_KAFKA_REBALANCE_TIMEOUT": "1s",
+			"GATE_REVOKE_TIMEOUT": "500ms", "GATE_TRANSACTION_INTERVAL": "5s", "GATE_STALL_NOT_READY": "2s"}, nil},
 		{"any port", map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:0"}, nil},
 		{"non-GATE variables ignored", map[string]string{"GATEWAY": "x", "HOME": "/root", "gate_window": "nonsense"}, nil},
 	}
@@ -456,6 +462,13 @@ func TestLoadConfigMalformed(t *testing.T) {
 			want: "a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s) and GATE_KAFKA_SESSION_TIMEOUT (45s)"},
 		{key: "GATE_STALL_NOT_READY", value: "30s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s)"},
 		{key: "GATE_STALL_RESTART", value: "1m", want: "longer than GATE_STALL_NOT_READY (2m0s)"},
+		// Exactly once only a committed transaction is progress, and a healthy gate's commits
+		// come GATE_TRANSACTION_INTERVAL apart, its end waiting out a rebalance: a stall bound
+		// within that would take every healthy gate with steady input for stalled.
+		{key: "GATE_STALL_NOT_READY", value: "5s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1s) plus GATE_TRANSACTION_INTERVAL (5s)",
+			env: map[string]string{"GATE_DELIVERY": "exactly-once", "GATE_KAFKA_REBALANCE_TIMEOUT": "1s", "GATE_REVOKE_TIMEOUT": "500ms", "GATE_TRANSACTION_INTERVAL": "5s"}},
+		{key: "GATE_STALL_NOT_READY", value: "6s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1s) plus GATE_TRANSACTION_INTERVAL (5s)",
+			env: map[string]string{"GATE_DELIVERY": "exactly-once", "GATE_KAFKA_REBALANCE_TIMEOUT": "1s", "GATE_REVOKE_TIMEOUT": "500ms", "GATE_TRANSACTION_INTERVAL": "5s"}},
 		{key: "GATE_ON_UNDELIVERABLE", value: "drop", want: `GATE_ON_UNDELIVERABLE="drop": unknown policy "drop"; want stop or skip`},
 		{key: "GATE_ON_DATA_LOSS", value: "skip", want: `GATE_ON_DATA_LOSS="skip": unknown policy "skip"; want continue or stop`},
 		{key: "GATE_KEY_FROM", value: "json:", want: "want json:FIELD, json:FIELD+FIELD, header:NAME or key"},

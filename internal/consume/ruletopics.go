@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/route"
 )
@@ -92,9 +94,16 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 	}
 }
 
+// ErrUnasked is wrapped by a CheckTopics error that says the cluster could not be asked
+// about a topic (no answer in time, a broker unreachable, an answer Kafka calls
+// retriable), not that the topic is missing or closed to the gate.
+var ErrUnasked = errors.New("kafka could not be asked")
+
 // CheckTopics checks that each of topics exists and that the gate may write to it, as
 // preflight checks the gate's own topics: a rules reload naming a topic that fails is
-// refused (internal/gate). The error names every topic that fails, and what to do.
+// refused (internal/gate). The error names every topic that fails, and what to do; when
+// none is known to fail but the cluster could not be asked about some, it wraps
+// ErrUnasked instead.
 func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 	if len(topics) == 0 {
 		return nil
@@ -105,17 +114,36 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	found, err := c.topicProblems(ctx, cl, topics)
+	resp, err := topicsMetadata(ctx, cl, topics)
 	if err != nil {
-		return fmt.Errorf("checking the rule topics %s: %w", strings.Join(topics, ", "), err)
+		return fmt.Errorf("checking the rule topics %s: %w: metadata: %w", strings.Join(topics, ", "), ErrUnasked, err)
 	}
-	var errs []error
+	var errs, unasked []error
 	for _, t := range topics {
-		if p := found[t]; p != "" {
+		switch p := topicProblem(resp, t, opWrite); {
+		case p == "":
+		case topicUnanswered(resp, t):
+			unasked = append(unasked, errors.New(p))
+		default:
 			errs = append(errs, errors.New(p))
 		}
 	}
+	if len(errs) == 0 && len(unasked) > 0 {
+		return fmt.Errorf("checking the rule topics: %w: %w", ErrUnasked, errors.Join(unasked...))
+	}
 	return errors.Join(errs...)
+}
+
+// topicUnanswered reports that the metadata answer resp says nothing of topic t's
+// existence or permissions: t is left out of it, or its error is one Kafka calls
+// retriable (a leader being elected) other than the topic being unknown.
+func topicUnanswered(resp *kmsg.MetadataResponse, t string) bool {
+	i := slices.IndexFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == t })
+	if i < 0 {
+		return true
+	}
+	err := kerr.ErrorForCode(resp.Topics[i].ErrorCode)
+	return kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.UnknownTopicID)
 }
 
 // topicProblems asks the cluster about topics (to be written): what keeps the gate from

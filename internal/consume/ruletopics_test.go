@@ -2,13 +2,17 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/route"
 )
@@ -368,5 +372,52 @@ func TestPreflightChecksRuleTopicsInUse(t *testing.T) {
 			}
 			waitFor(t, 20*time.Second, "the gate ready", g.c.Ready)
 		})
+	}
+}
+
+// CheckTopics tells a topic Kafka could not say anything of (its metadata answer a
+// retriable error other than the topic being unknown, here LEADER_NOT_AVAILABLE, as
+// while a broker restarts) from one missing: the first wraps ErrUnasked, so that a rules
+// reload is asked about again rather than refused as a bad file; a missing topic beside it
+// refuses the set as ever, and the same topic answered normally passes.
+func TestCheckTopicsTellsUnansweredFromMissing(t *testing.T) {
+	env := newEnv(t, 1)
+	var leaderless atomic.Bool
+	leaderless.Store(true)
+	env.cluster.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		m := req.(*kmsg.MetadataRequest)
+		if !leaderless.Load() || !m.IncludeTopicAuthorizedOperations {
+			return nil, nil, false
+		}
+		resp := m.ResponseKind().(*kmsg.MetadataResponse)
+		for _, rt := range m.Topics {
+			st := kmsg.NewMetadataResponseTopic()
+			st.Topic = rt.Topic
+			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if *rt.Topic == accTopic {
+				st.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	c, err := New(env.ccfg, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+
+	err = c.CheckTopics(t.Context(), []string{accTopic})
+	if !errors.Is(err, ErrUnasked) || !strings.Contains(err.Error(), "LEADER_NOT_AVAILABLE") {
+		t.Errorf("a topic whose leader is being elected: %v, want an error wrapping ErrUnasked naming why", err)
+	}
+	err = c.CheckTopics(t.Context(), []string{accTopic, "no-such-topic"})
+	if err == nil || errors.Is(err, ErrUnasked) || !strings.Contains(err.Error(), `"no-such-topic" does not exist`) {
+		t.Errorf("a missing topic beside it: %v, want a refusal naming it", err)
+	}
+	leaderless.Store(false)
+	if err := c.CheckTopics(t.Context(), []string{accTopic}); err != nil {
+		t.Errorf("the topic answered normally: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package gate
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
@@ -150,13 +152,17 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 
 // checkRuleTopics checks, before a reloaded rule set is put in use, that each of its
 // rules' topics exists and takes the gate's writes: a set naming one that does not is
-// refused as a bad file is (rules.ReloadOptions.Check).
+// refused as a bad file is (rules.ReloadOptions.Check). A check Kafka could not answer
+// (a broker's brief outage) says nothing of the file: neither refused nor taken, it is
+// made again at the next read.
 func (g *Gate) checkRuleTopics(ctx context.Context, set *rules.Set) error {
 	topics := set.Topics()
 	if len(topics) == 0 || g.Consumer == nil {
 		return nil
 	}
-	if err := g.Consumer.CheckTopics(ctx, topics); err != nil {
+	if err := g.Consumer.CheckTopics(ctx, topics); errors.Is(err, consume.ErrUnasked) {
+		return fmt.Errorf("%w: %w", rules.ErrUnchecked, err)
+	} else if err != nil {
 		return fmt.Errorf("a rule's topic cannot take the gate's records: %w", err)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/overrides"
@@ -486,6 +487,75 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 	if rs := g.CurrentRules(); len(rs) != 2 || rs[1].Name != "merges" {
 		t.Errorf("rules in use: %+v", rs)
 	}
+}
+
+// A reloaded rules file whose rule topic Kafka could not be asked about (its metadata
+// request timing out, as in a broker's brief outage) is neither refused nor taken: it is
+// not counted invalid and gate_rules_file_valid stays 1 (no GateRulesFileInvalid for a
+// good file), it is counted unchecked once, and once Kafka answers it is put in use
+// without another edit.
+func TestRulesReloadTopicCheckUnansweredNotInvalid(t *testing.T) {
+	srv := redistest.Start(t)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter", "merges"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	var down atomic.Bool
+	down.Store(true)
+	kc.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		m := req.(*kmsg.MetadataRequest)
+		asksMerges := slices.ContainsFunc(m.Topics, func(rt kmsg.MetadataRequestTopic) bool { return rt.Topic != nil && *rt.Topic == "merges" })
+		// Handled without an answer: the gate's request times out.
+		return nil, nil, down.Load() && asksMerges && m.IncludeTopicAuthorizedOperations
+	})
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"
+	writeRules(t, path, team)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": strings.Join(kc.ListenAddrs(), ","),
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_RULES_FILE":    path,
+	})
+	g := startReloading(t, cfg, "reload-unanswered-test")
+	first := g.gen.Load()
+
+	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
+	waitFor(t, "the edit's topic check to end", func() bool {
+		return labelValue(t, g, "gate_rules_loads_total", "result", "error")+labelValue(t, g, "gate_rules_loads_total", "result", "unchecked") > 0
+	})
+	if g.gen.Load() != first {
+		t.Fatal("a rules file whose topic check could not be made was put in use")
+	}
+	if got, valid := labelValue(t, g, "gate_rules_loads_total", "result", "error"), gaugeValue(t, g, "gate_rules_file_valid"); got != 0 || valid != 1 {
+		t.Errorf("a valid file whose topic check timed out: counted invalid %v times, gate_rules_file_valid %v; want 0 and 1", got, valid)
+	}
+	if got := labelValue(t, g, "gate_rules_loads_total", "result", "unchecked"); got != 1 {
+		t.Errorf("unchecked counted %v, want 1", got)
+	}
+
+	down.Store(false)
+	waitFor(t, "the edit in use once Kafka answers", func() bool { return g.gen.Load() != first })
+	if rs := g.CurrentRules(); len(rs) != 2 || rs[1].Name != "merges" {
+		t.Errorf("rules in use: %+v", rs)
+	}
+}
+
+// gaugeValue is the value of the unlabelled gauge name on g's registry (-1: none).
+func gaugeValue(t *testing.T, g *Gate, name string) float64 {
+	t.Helper()
+	mfs, err := g.Reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }
 
 // A rule whose cost changes (bytes to events) under the same name starts its counts

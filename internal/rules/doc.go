@@ -28,5 +28,7 @@
 //     away are the router's: route.NewRules states them. MaxRules bounds a set.
 //   - A Reloader keeps the last good set: a rules file that becomes unreadable or invalid
 //     is logged (once per distinct content) and counted in gate_rules_loads_total
-//     {result="error"}, and the set in use does not change. No package-level state.
+//     {result="error"}, and the set in use does not change. A set whose check could not
+//     be made (ErrUnchecked) is neither: counted {result="unchecked"} once, it is checked
+//     again at the next read. No package-level state.
 package rules

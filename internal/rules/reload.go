@@ -3,6 +3,7 @@ package rules
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -18,6 +19,10 @@ import (
 // DefaultReloadInterval is the least time between two reads of the rules file.
 const DefaultReloadInterval = 5 * time.Second
 
+// ErrUnchecked is wrapped by a ReloadOptions.Check error that says the check could not
+// be made (Kafka could not be asked about a rule's topic), not that the set fails it.
+var ErrUnchecked = errors.New("rules not checked")
+
 // ReloadOptions are a Reloader's surroundings.
 type ReloadOptions struct {
 	// Interval is the least time between two reads of the file (0: DefaultReloadInterval).
@@ -32,7 +37,10 @@ type ReloadOptions struct {
 	// rule's topic exists and takes its writes. Not asked about the set read at start,
 	// whose topics the gate's start-up check covers. It is given the context of the read
 	// (Reloader.Check's): a check cut short by its end neither refuses nor takes the set,
-	// which is asked about again at the next read.
+	// which is asked about again at the next read. Nor does an error wrapping ErrUnchecked
+	// (the check could not be made: Kafka not answering): the set is neither refused nor
+	// taken, gate_rules_file_valid stays as it was, and it is logged and counted
+	// (result "unchecked") once an edit.
 	Check func(context.Context, *Set) error
 }
 
@@ -51,7 +59,9 @@ type Reloader struct {
 	mu      sync.Mutex
 	next    time.Time // when the file is next read
 	raw     []byte    // what the file held when cur was made from it
-	lastBad string    // the last bad state logged (error and content), "" when good
+	lastBad string    // the last bad state logged (readState), "" when good
+	// unchecked is the last state whose check could not be made, logged once.
+	unchecked string
 
 	loads *prometheus.CounterVec
 	rules prometheus.Gauge
@@ -64,7 +74,7 @@ func NewReloader(path string, o Options, ro ReloadOptions) (*Reloader, error) {
 	r := &Reloader{
 		path: path, opts: o, interval: ro.Interval, clock: ro.Clock, log: ro.Log, check: ro.Check,
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_rules_loads_total",
-			Help: "Reads of GATE_RULES_FILE that found it changed, by result: ok (put in use) or error (unreadable or invalid: the last good rules stay in use)."}, []string{"result"}),
+			Help: "Reads of GATE_RULES_FILE that found it changed, by result: ok (put in use), error (unreadable or invalid: the last good rules stay in use) or unchecked (its rules could not be checked now, Kafka not answering about a rule's topic: neither taken nor refused, checked again at the next read; once an edit)."}, []string{"result"}),
 		rules: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_rules", Help: "Rules in use."}),
 		good: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_rules_file_valid",
 			Help: "1 when GATE_RULES_FILE as it is now is the rule set in use; 0 while an edit that cannot be used is ignored."}),
@@ -91,6 +101,7 @@ func NewReloader(path string, o Options, ro ReloadOptions) (*Reloader, error) {
 	r.next = r.clock.Now().Add(r.interval)
 	r.loads.WithLabelValues("ok").Inc()
 	r.loads.WithLabelValues("error")
+	r.loads.WithLabelValues("unchecked")
 	r.rules.Set(float64(len(s.Rules)))
 	r.good.Set(1)
 	if ro.Reg != nil {
@@ -127,7 +138,7 @@ func (r *Reloader) Current() *Set { return r.cur.Load() }
 // Check reads the file again if Interval has passed since the last read (or the clock
 // stepped back), and puts what it holds in use if it changed and is valid; it reports
 // whether the set in use changed. A file that cannot be read or used leaves the last good
-// set in use, logged once per distinct state and counted.
+// set in use, logged once per distinct state (readState) and counted.
 func (r *Reloader) Check(ctx context.Context) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -151,6 +162,7 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 	r.next = now.Add(r.interval)
 	raw, err := readRaw(r.path)
 	if err == nil && bytes.Equal(raw, r.raw) {
+		r.unchecked = ""
 		if r.lastBad != "" {
 			r.lastBad = ""
 			r.good.Set(1)
@@ -158,6 +170,7 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 		}
 		return false
 	}
+	state := readState(raw, err)
 	var s *Set
 	if err == nil {
 		s, err = Parse(r.path, raw, r.opts)
@@ -168,12 +181,24 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 				// Cut short (the gate stopping): nothing is known of the set.
 				return false
 			}
+			if errors.Is(cerr, ErrUnchecked) {
+				// Nor when the check could not be made: the file may be good, and
+				// counting it invalid would raise GateRulesFileInvalid for a broker's
+				// blip.
+				if state != r.unchecked {
+					r.unchecked = state
+					r.loads.WithLabelValues("unchecked").Inc()
+					r.log.Warn("rules file changed but could not be checked now; the rules in use stay, and it is checked again at every read",
+						"file", r.path, "err", cerr, "rules_in_use", names(r.cur.Load()))
+				}
+				return false
+			}
 			err = fmt.Errorf("%w: %s: %w", ErrRules, r.path, cerr)
 		}
 	}
 	if err != nil {
 		r.good.Set(0)
-		if state := err.Error() + "\x00" + string(raw); state != r.lastBad {
+		if state != r.lastBad {
 			r.lastBad = state
 			r.loads.WithLabelValues("error").Inc()
 			r.log.Error("rules file changed but cannot be used; the last good rules stay in use until it is fixed",
@@ -182,12 +207,22 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 		return false
 	}
 	old := r.cur.Swap(s)
-	r.raw, r.lastBad = raw, ""
+	r.raw, r.lastBad, r.unchecked = raw, "", ""
 	r.loads.WithLabelValues("ok").Inc()
 	r.rules.Set(float64(len(s.Rules)))
 	r.good.Set(1)
 	r.log.Info("rules file reloaded", "file", r.path, "rules", names(s), "before", names(old))
 	return true
+}
+
+// readState is what a read of the file found: its content, or (err) why it could not be
+// read. A file that cannot be used is logged and counted once a state, an edit, however
+// the error is worded at each read (a check's words are Kafka's, and change).
+func readState(raw []byte, err error) string {
+	if err != nil {
+		return "\x00" + err.Error()
+	}
+	return "\x01" + string(raw)
 }
 
 func names(s *Set) []string {

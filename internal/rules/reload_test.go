@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -212,5 +213,86 @@ func TestReloaderCheckCutShort(t *testing.T) {
 	}
 	if !r.CheckNow(t.Context()) || len(r.Current().Rules) != 2 {
 		t.Error("the set was not asked about again at the next read")
+	}
+}
+
+// A refusal is counted and logged once an edit, whatever its words: a check whose error
+// text changes from one read to the next (a topic's problem as Kafka words it) does not
+// count the same file as invalid again at every read.
+func TestReloaderCheckRefusalOncePerEdit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(path, []byte(oneRule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	check := func(context.Context, *Set) error {
+		asked++
+		return fmt.Errorf(`topic "merges": no permission to write it (read %d)`, asked)
+	}
+	var logs bytes.Buffer
+	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(oneRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if r.CheckNow(t.Context()) {
+			t.Fatal("a refused set was put in use")
+		}
+	}
+	if got := testutil.ToFloat64(r.loads.WithLabelValues("error")); got != 1 || asked != 3 {
+		t.Errorf("one edit refused at 3 reads (asked %d times): counted %v, want 1", asked, got)
+	}
+	if n := strings.Count(logs.String(), "cannot be used"); n != 1 {
+		t.Errorf("one edit's refusal logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// A check that could not be made (an error wrapping ErrUnchecked: Kafka not answering
+// about a rule's topic) neither refuses the set nor takes it: the file is not counted
+// invalid nor gate_rules_file_valid set to 0, it is counted as unchecked and logged once,
+// saying so, and the next read asks again; a refusal after it is counted as ever.
+func TestReloaderCheckUnanswered(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(path, []byte(oneRule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	answer := fmt.Errorf("%w: checking the rule topics merges: metadata: context deadline exceeded", ErrUnchecked)
+	check := func(context.Context, *Set) error { return answer }
+	var logs bytes.Buffer
+	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTopic := oneRule + "  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"
+	if err := os.WriteFile(path, []byte(withTopic), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if r.CheckNow(t.Context()) || len(r.Current().Rules) != 1 {
+			t.Fatal("a set whose check could not be made was put in use")
+		}
+	}
+	metric := func(result string) float64 { return testutil.ToFloat64(r.loads.WithLabelValues(result)) }
+	if metric("error") != 0 || testutil.ToFloat64(r.good) != 1 || strings.Contains(logs.String(), "cannot be used") {
+		t.Errorf("a check that could not be made was taken for a refusal: %v counted, valid %v:\n%s", metric("error"), testutil.ToFloat64(r.good), logs.String())
+	}
+	if metric("unchecked") != 1 || strings.Count(logs.String(), "could not be checked") != 1 || !strings.Contains(logs.String(), "context deadline exceeded") {
+		t.Errorf("unchecked counted %v, want 1, and logged once with why:\n%s", metric("unchecked"), logs.String())
+	}
+
+	answer = errors.New(`topic "merges" does not exist: create it (the gate does not)`)
+	if r.CheckNow(t.Context()) || metric("error") != 1 || testutil.ToFloat64(r.good) != 0 {
+		t.Errorf("a missing topic once Kafka answers: counted %v, valid %v; want refused", metric("error"), testutil.ToFloat64(r.good))
+	}
+	answer = nil
+	if !r.CheckNow(t.Context()) || len(r.Current().Rules) != 2 {
+		t.Error("the set was not taken once its check passed")
 	}
 }

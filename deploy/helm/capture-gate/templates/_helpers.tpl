@@ -725,8 +725,14 @@ chart sets them in both), their relation to the group's timeouts with exactly-on
 {{- end -}}
 {{- /* The stall bounds, as the gate checks them at start ("0" turns either off). */ -}}
 {{- $notReadyNs := include "capture-gate.nanoseconds" $v.kafka.stallNotReady | int64 -}}
-{{- if and (gt $notReadyNs 0) (le $notReadyNs (include "capture-gate.nanoseconds" $v.kafka.rebalanceTimeout | int64)) -}}
+{{- $rebalanceNs := include "capture-gate.nanoseconds" $v.kafka.rebalanceTimeout | int64 -}}
+{{- if and (gt $notReadyNs 0) (le $notReadyNs $rebalanceNs) -}}
 {{- fail (printf "capture-gate: kafka.stallNotReady (%s) must be 0 (off) or longer than kafka.rebalanceTimeout (%s): a healthy gate waits behind a rebalance that long, and is not stalled" $v.kafka.stallNotReady $v.kafka.rebalanceTimeout) -}}
+{{- end -}}
+{{- /* Exactly once only a committed transaction is progress: commits come
+transactionInterval apart, and a transaction's end waits out a rebalance. */ -}}
+{{- if and (eq $v.kafka.delivery "exactly-once") (gt $notReadyNs 0) (le $notReadyNs (add $rebalanceNs $intervalNs)) -}}
+{{- fail (printf "capture-gate: kafka.stallNotReady (%s) must be 0 (off) or, with exactly-once, longer than kafka.rebalanceTimeout (%s) plus kafka.transactionInterval (%s): only a committed transaction is progress, commits come transactionInterval apart, and a transaction's end waits out a rebalance" $v.kafka.stallNotReady $v.kafka.rebalanceTimeout $v.kafka.transactionInterval) -}}
 {{- end -}}
 {{- $restartNs := include "capture-gate.nanoseconds" $v.kafka.stallRestart | int64 -}}
 {{- if and (gt $restartNs 0) (le $restartNs $notReadyNs) -}}
