@@ -18,6 +18,7 @@ import (
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/endpoints"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/replay"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
@@ -372,5 +373,27 @@ func TestDocsStateTheOutcomesLimit(t *testing.T) {
 	}
 	if n < 2 {
 		t.Errorf("found %d statements of gate outcomes' limit (docs/outcomes.md, its usage); has their wording changed?", n)
+	}
+}
+
+// TestDocsStateTheOverridesStartWait: every statement of how long a starting gate waits
+// for its first read of the live overrides before it routes gives overrides.StartWait.
+func TestDocsStateTheOverridesStartWait(t *testing.T) {
+	about := regexp.MustCompile(`(?i)first read|not read in time|given up waiting|before (?:it|the gate) routes`)
+	figure := regexp.MustCompile(`(?i)\b(?:after|past|at most|within the same) (\d+) ?s\b`)
+	n := 0
+	for _, s := range docSentences(t) {
+		if !about.MatchString(s.text) {
+			continue
+		}
+		for _, m := range figure.FindAllStringSubmatch(s.text, -1) {
+			n++
+			if m[1] != strconv.Itoa(int(overrides.StartWait.Seconds())) {
+				t.Errorf("%s: %q: a gate waits %v for its first read of the live overrides", s.where, m[0], overrides.StartWait)
+			}
+		}
+	}
+	if n < 4 {
+		t.Errorf("found %d statements of the wait for the live overrides at start; has their wording changed?", n)
 	}
 }

@@ -17,11 +17,13 @@
 //     Redis clients, tick, router, Kafka client, HTTP listener) runs before the first
 //     goroutine starts.
 //   - Redis being down does not stop start-up or the process: /healthz answers 200 while
-//     the process runs; /readyz answers 503 until the gate has joined its consumer group
-//     and every Redis instance has answered a PING once (the Redis part latches:
-//     readiness does not flap on a Redis blip, through which the tick fails open), and
-//     while a condition an operator must fix holds (a topic missing, a permission
-//     lacking, a partition stopped at an undeliverable record), each named in the body.
+//     the process runs; /readyz answers 503 until the gate has joined its consumer group,
+//     has read its live overrides once (the consumer routes nothing before, for at most
+//     overrides.StartWait: internal/gate) and every Redis instance has answered a PING
+//     once (the Redis part latches: readiness does not flap on a Redis blip, through
+//     which the tick fails open), and while a condition an operator must fix holds (a
+//     topic missing, a permission lacking, a partition stopped at an undeliverable
+//     record), each named in the body.
 //   - SIGTERM or SIGINT stops the consumer first (no new poll; in-flight records
 //     awaited; acknowledged offsets committed; the group left), then the tick, whose
 //     final flush writes the counts of the last records routed to Redis, then the HTTP

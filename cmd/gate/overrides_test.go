@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/redistest"
 )
 
@@ -147,6 +153,155 @@ func TestServeAppliesLiveOverrides(t *testing.T) {
 	if !strings.Contains(g.stderr.String(), `"msg":"live overrides applied"`) {
 		t.Errorf("no log line for the applied overrides:\n%s", g.stderr)
 	}
+}
+
+// A restarted gate routes its first records on the live overrides: a team cut off by one
+// is not admitted at its static limit while the first read of the hash is on its way.
+// Redis is slow to answer at the start (paused for 3 s, within the read timeout), so the
+// consumer has joined and could route long before the read lands; /readyz says what it
+// waits for meanwhile.
+func TestServeRoutesOnLiveOverridesFromTheFirstRecord(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	kc, kenv := kafkaEnv(t)
+	rc := rs.Client(t)
+	if err := overrides.Set(t.Context(), rc, "gate:overrides", "whale", 5, testNow); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var in []*kgo.Record
+	for i := range 10 {
+		in = append(in, &kgo.Record{Topic: "events", Value: []byte(fmt.Sprintf(`{"team_id":"whale","i":%d}`, i))})
+	}
+	if err := prod.ProduceSync(t.Context(), in...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Do(t.Context(), "CLIENT", "PAUSE", 3000, "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := startGate(t, withEnv(kenv, map[string]string{
+		"GATE_REDIS_URLS":         rs.URL(),
+		"GATE_HTTP_ADDR":          "127.0.0.1:0",
+		"GATE_THRESHOLD":          "1000",
+		"GATE_TICK_INTERVAL":      "50ms",
+		"GATE_REDIS_READ_TIMEOUT": "10s", // Redis paused answers late, not never
+	}))
+	if code, body := get(t, g.addr, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "overrides: waiting for the first read of the live overrides (gate:overrides) before routing") {
+		t.Errorf("/readyz while the overrides are read: %d %q", code, body)
+	}
+	got := map[string]int{}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ConsumeTopics("events_accepted", "events_overflow"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	waitFor(t, 30*time.Second, "10 output records", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[r.Topic]++ })
+		return got["events_accepted"]+got["events_overflow"] >= 10
+	})
+	if got["events_accepted"] != 5 || got["events_overflow"] != 5 {
+		t.Errorf("outputs %v, want 5 accepted and 5 overflow: whale's live limit is 5\n%s", got, g.stderr)
+	}
+	waitFor(t, 10*time.Second, "/readyz 200", func() bool {
+		code, _ := get(t, g.addr, "/readyz")
+		return code == http.StatusOK
+	})
+}
+
+// The wait for the first read of the live overrides is bounded (fail-static): a read that
+// fails starts routing at once, on GATE_OVERRIDES, and one that hangs starts it after
+// overrides.StartWait, logged once; the live set applies when the read lands.
+func TestServeRoutesWhenLiveOverridesCannotBeRead(t *testing.T) {
+	t.Parallel()
+	outputs := func(t *testing.T, kc *kfake.Cluster, within time.Duration) map[string]int {
+		t.Helper()
+		prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prod.Close()
+		var in []*kgo.Record
+		for i := range 10 {
+			in = append(in, &kgo.Record{Topic: "events", Value: []byte(fmt.Sprintf(`{"team_id":"whale","i":%d}`, i))})
+		}
+		if err := prod.ProduceSync(t.Context(), in...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		cons, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.FetchMaxWait(100*time.Millisecond),
+			kgo.ConsumeTopics("events_accepted", "events_overflow"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		waitFor(t, within, "10 output records", func() bool {
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancel()
+			cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[r.Topic]++ })
+			return got["events_accepted"]+got["events_overflow"] >= 10
+		})
+		return got
+	}
+	const notRead = "live overrides not read in time"
+	t.Run("redis down", func(t *testing.T) {
+		t.Parallel()
+		kc, kenv := kafkaEnv(t)
+		g := startGate(t, withEnv(kenv, map[string]string{
+			"GATE_REDIS_URLS":    "redis://" + closedPort(t) + "/0",
+			"GATE_HTTP_ADDR":     "127.0.0.1:0",
+			"GATE_OVERRIDES":     "whale=5",
+			"GATE_TICK_INTERVAL": "50ms",
+		}))
+		if got := outputs(t, kc, overrides.StartWait/2); got["events_accepted"] != 5 || got["events_overflow"] != 5 {
+			t.Errorf("outputs %v, want 5 accepted and 5 overflow (GATE_OVERRIDES whale=5)", got)
+		}
+		if strings.Contains(g.stderr.String(), notRead) {
+			t.Errorf("a failed read logged as one not read in time:\n%s", g.stderr)
+		}
+	})
+	t.Run("redis hung", func(t *testing.T) {
+		t.Parallel()
+		rs := redistest.Start(t)
+		if err := overrides.Set(t.Context(), rs.Client(t), "gate:overrides", "whale", 2, testNow); err != nil {
+			t.Fatal(err)
+		}
+		kc, kenv := kafkaEnv(t)
+		rs.Pause(t)
+		resumed := false
+		defer func() {
+			if !resumed {
+				rs.Resume(t)
+			}
+		}()
+		start := time.Now()
+		g := startGate(t, withEnv(kenv, map[string]string{
+			"GATE_REDIS_URLS":         rs.URL(),
+			"GATE_HTTP_ADDR":          "127.0.0.1:0",
+			"GATE_OVERRIDES":          "whale=5",
+			"GATE_TICK_INTERVAL":      "50ms",
+			"GATE_REDIS_READ_TIMEOUT": "1m",
+		}))
+		got := outputs(t, kc, overrides.StartWait+20*time.Second)
+		if waited := time.Since(start); waited < overrides.StartWait || got["events_accepted"] != 5 || got["events_overflow"] != 5 {
+			t.Errorf("outputs %v after %s, want 5 accepted and 5 overflow (GATE_OVERRIDES whale=5) after %s", got, waited, overrides.StartWait)
+		}
+		if n := strings.Count(g.stderr.String(), notRead); n != 1 || !strings.Contains(g.stderr.String(), `"keys":["gate:overrides"]`) {
+			t.Errorf("%q logged %d times, want once naming gate:overrides:\n%s", notRead, n, g.stderr)
+		}
+		// The read lands once Redis answers: the live limit applies then.
+		rs.Resume(t)
+		resumed = true
+		waitFor(t, 20*time.Second, "the live overrides applied", func() bool {
+			return strings.Contains(g.stderr.String(), `"msg":"live overrides applied"`)
+		})
+	})
 }
 
 // With rules, gate overrides works on one rule's hash, named by -rule, which must be one of

@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -239,6 +240,10 @@ type Config struct {
 	// to the overflow topic meanwhile, so a missing rule topic holds up no record
 	// (ruletopics.go). The topics in use at start belong in OutputTopics too.
 	RuleTopics *route.TopicWatch
+	// BeforeRouting, if set, is called once the preflight has passed, before the first
+	// poll; nothing is routed until it returns (the gate waits there for its first read of
+	// the live overrides, internal/gate). It must return soon after ctx ends.
+	BeforeRouting func(ctx context.Context)
 	// StallNotReady is how long the gate may make no progress (no poll or commit; exactly
 	// once, no transaction committed) while it has work before it reports not ready
 	// (DefaultStallNotReady); StallRestart how long before Live fails, so that

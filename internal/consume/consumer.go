@@ -291,7 +291,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	c.progressed()
 	var runErr error
-	if c.awaitPreflight(ctx) == nil {
+	if c.awaitPreflight(ctx) == nil && c.beforeRouting(ctx) == nil {
 		runErr = c.pollLoop(ctx)
 	}
 
@@ -322,6 +322,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.ready.Store(false)
 	c.log.Info("consumer stopped", "committed", committed, "abandoned_records", left)
 	return runErr
+}
+
+// beforeRouting runs Config.BeforeRouting, if any, and returns ctx's error once it has.
+func (c *Consumer) beforeRouting(ctx context.Context) error {
+	if c.cfg.BeforeRouting != nil {
+		c.cfg.BeforeRouting(ctx)
+	}
+	return ctx.Err()
 }
 
 // pollLoop polls and routes until ctx ends or the client is closed.

@@ -400,7 +400,7 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 	watched := make(chan struct{})
 	go func() { defer close(watched); c.watchOutputs(watchCtx) }()
 	defer func() { stopWatch(); <-watched }()
-	if c.awaitPreflight(ctx) == nil {
+	if c.awaitPreflight(ctx) == nil && c.beforeRouting(ctx) == nil {
 		n, runErr = c.txnLoop(ctx, endCtx)
 	}
 	if runErr == nil {

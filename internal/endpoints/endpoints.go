@@ -8,7 +8,8 @@
 //
 //   - /healthz answers 200 while the process runs and its consumer is not stuck for good
 //     (GATE_STALL_RESTART); Redis state is no part of it.
-//   - /readyz answers 503 until the consumer has joined its group and every Redis
+//   - /readyz answers 503 until the consumer has joined its group, the gate has read its
+//     live overrides once (or given up waiting: overrides.StartWait) and every Redis
 //     instance has answered a PING once (the Redis part latches: readiness does not flap
 //     on a Redis blip, through which the gate fails open), and while a condition an
 //     operator must fix holds, each named in the body.
@@ -45,6 +46,7 @@ const (
 func ForGate(cfg config.Config, g *gate.Gate, log *slog.Logger) (*http.ServeMux, *Readiness) {
 	ready := newReadiness(g.Clients, cfg, g.Consumer.NotReady, log)
 	ready.live = g.Consumer.Live
+	ready.overrides = g.OverridesNotReady
 	return NewMux(g.Reg, ready, TeamsFor(cfg, g)), ready
 }
 
@@ -103,6 +105,9 @@ func NewMux(reg *prometheus.Registry, ready *Readiness, teams *TeamAPI) *http.Se
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		var why []string
 		why = append(why, ready.kafka()...)
+		if ready.overrides != nil {
+			why = append(why, ready.overrides()...)
+		}
 		if waiting := ready.waiting(); len(waiting) > 0 {
 			why = append(why, "no PING reply yet from redis "+strings.Join(waiting, ", "))
 		}
@@ -121,12 +126,13 @@ func NewMux(reg *prometheus.Registry, ready *Readiness, teams *TeamAPI) *http.Se
 // of a fleet out of service at the same moment on a Redis blip, when the gate is built to
 // keep routing (fail-open) through one.
 type Readiness struct {
-	kafka   func() []string // why the consumer is not ready: not joined yet, or what an operator must fix
-	live    func() error    // nil while the consumer is not stuck for good (see /healthz)
-	clients []redis.UniversalClient
-	urls    []string // redacted, for logs and the 503 body
-	timeout time.Duration
-	log     *slog.Logger
+	kafka     func() []string // why the consumer is not ready: not joined yet, or what an operator must fix
+	live      func() error    // nil while the consumer is not stuck for good (see /healthz)
+	overrides func() []string // the live overrides hashes the gate waits to read before it routes
+	clients   []redis.UniversalClient
+	urls      []string // redacted, for logs and the 503 body
+	timeout   time.Duration
+	log       *slog.Logger
 
 	mu sync.Mutex
 	up []bool

@@ -13,6 +13,7 @@ import (
 	"github.com/jellydator/ttlcache/v3"
 
 	"github.com/capturegate/gate/internal/gate"
+	"github.com/capturegate/gate/internal/keypart"
 	"github.com/capturegate/gate/internal/limit"
 )
 
@@ -159,6 +160,10 @@ func (a *TeamAPI) now() time.Time { return a.rules()[0].Lims[0].Clock().Now() }
 // may have evicted or expired it on its own: then that row is left out.
 func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSON, bool) {
 	v := TeamJSON{Team: key}
+	// A rule records a rotating team as its keys' first field, escaped (keypart): team
+	// a:b as a%3Ab. It is asked for by its id (the team rule's key), or by that field
+	// (as the rotation's log line names it).
+	field := keypart.Escape(key)
 	for _, rl := range rs {
 		for _, l := range rl.Lims {
 			if s, ok := l.Snapshot(now, key); ok {
@@ -174,7 +179,7 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 			}
 		}
 		for _, rt := range rl.Lims[0].Rotating() {
-			if rt.Team == key {
+			if rt.Team == field || rt.Team == key {
 				v.Rotating = append(v.Rotating, RotatingJSON{Rule: rl.Name, Keys: rt.Keys, Since: rt.Since.UTC(), OnCardinality: rt.Action.String()})
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
 )
 
@@ -167,5 +168,47 @@ func TestTeamAPIThresholdSource(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A team whose id holds ':' is shown rotating when asked by its id: the per-user rule
+// records the team as its key's first field, escaped (team a:b as a%3Ab, internal/keypart),
+// while the team rule's key, and what an operator asks for, is the id itself. The escaped
+// field, as the rotation's log line names it, still finds it.
+func TestTeamAPIRotatingTeamWithColon(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	clk := clock.NewFake(t0)
+	user, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10_000, SketchWidth: limit.DefaultSketchWidth, KeyCardinality: 100}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	team, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10_000}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The keys the router builds for team a:b: a%3Ab:USER under the per-user rule, a:b
+	// under the team rule.
+	for i := range 300 {
+		user.CheckAt(t0, fmt.Sprintf("a%%3Ab:id-%d", i), 1)
+		team.CheckAt(t0, "a:b", 1)
+	}
+	var sw limit.Sweep
+	user.Sweep(t0, &sw)
+	if rt := user.Rotating(); len(rt) != 1 || rt[0].Team != "a%3Ab" {
+		t.Fatalf("rotating %+v, want team a%%3Ab", rt)
+	}
+	rs := []gate.RuleLimits{{Name: "team-user", Lims: []*limit.Limiter{user}}, {Name: "team", Lims: []*limit.Limiter{team}}}
+	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, func() []gate.RuleLimits { return rs }))
+	for _, path := range []string{"/v1/teams/a:b", "/v1/teams/a%253Ab"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var v TeamJSON
+		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %v %s", path, rec.Code, err, rec.Body)
+		}
+		if len(v.Rotating) != 1 || v.Rotating[0].Rule != "team-user" {
+			t.Errorf("GET %s: rotating %+v, want the team-user rule's\n%s", path, v.Rotating, rec.Body)
+		}
 	}
 }

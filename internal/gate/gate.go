@@ -43,7 +43,8 @@ type Gate struct {
 	Consumer *consume.Consumer
 	// Overrides keeps the limiter's per-team thresholds in step with the live hash in
 	// the first Redis instance; serve runs it (RunOverrides). Nil with rules: each rule
-	// generation runs its own refreshers (RunTick).
+	// generation runs its own refreshers (RunTick). The consumer routes nothing before
+	// their first read, for at most overrides.StartWait (awaitOverrides).
 	//
 	// With rules, Lim, Ticker and Router are the first generation's (the first rule's
 	// first limit, its tick, its router), as the gate started; CurrentRules is what is in
@@ -63,6 +64,10 @@ type Gate struct {
 	topics    *route.TopicWatch // the rules' own topics, shared by the routers and the consumer
 	redirects *tick.Redirects   // on Redis Cluster, the client's redirects, shared by the rule sets' ticks
 	fleet     *tick.Fleet       // the gate's count of its fleet, shared by the rule sets' ticks
+
+	// routing is set once the consumer may route: the first reads of the live overrides
+	// have finished, or overrides.StartWait has passed (awaitOverrides).
+	routing atomic.Bool
 }
 
 // RuleLimits is one rule's limiters and where their keys are in Redis.
@@ -102,7 +107,7 @@ type Options struct {
 // clients and closes them (CloseRedis) after the tick's final flush; on failure they are
 // closed already.
 func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
-	g := &Gate{Reg: prometheus.NewRegistry()}
+	g := &Gate{Reg: prometheus.NewRegistry(), log: log}
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -145,7 +150,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	}
 	if set != nil {
 		// Every part that counts, one generation per rule set (rules.go).
-		g.cfg, g.instances, g.log, g.writer = cfg, instances, log, o.Writer
+		g.cfg, g.instances, g.writer = cfg, instances, o.Writer
 		g.topics = route.NewTopicWatch(cfg.OverflowTopic)
 		g.fleet = tick.NewFleet()
 		if cc, ok := instances[0].(*redis.ClusterClient); ok {
@@ -184,6 +189,9 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	}
 	ccfg.ClientOpts = append(ccfg.ClientOpts, o.ClientOpts...)
 	ccfg.Gate = o.Host
+	// A restarted gate routes its first record on the live overrides, not GATE_OVERRIDES
+	// alone: a team cut off by one would be let through, a team raised by one diverted.
+	ccfg.BeforeRouting = g.awaitOverrides
 	if set != nil {
 		// A rule's own topic is one of the gate's: checked at start with the others, and
 		// watched while the gate runs (consume's ruletopics.go).

@@ -62,3 +62,46 @@ func TestRulesReloadKeepsLiveOverridesWithRedisDown(t *testing.T) {
 		t.Errorf("after a reload with Redis down, rule %s: t1's override %d, threshold %d; want 5000 kept (fail-static)", rs[0].Name, got, thr)
 	}
 }
+
+// A rule a reload adds routes on its live overrides from its first record, as a gate at
+// start does: its hash (kept from when the rule was in use before, or set ahead of it) is
+// read before the new rules are put in use. Redis answers late (paused for 2 s, within the
+// read timeout), so a rule put in use at once would route on its static limit meanwhile.
+func TestRulesReloadNewRuleStartsWithItsLiveOverrides(t *testing.T) {
+	srv := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n")
+	rc := srv.Client(t)
+	if err := overrides.Set(context.Background(), rc, "gate:rule:ev:overrides", "signup", 7, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS":      "127.0.0.1:1",
+		"GATE_REDIS_URLS":         srv.URL(),
+		"GATE_RULES_FILE":         path,
+		"GATE_REDIS_READ_TIMEOUT": "10s", // Redis paused answers late, not never
+	})
+	g := startReloading(t, cfg, "reload-new-rule")
+	first := g.gen.Load()
+	waitFor(t, "the first read of the team rule's overrides", func() bool {
+		select {
+		case <-first.overrides[0].FirstRead():
+			return true
+		default:
+			return false
+		}
+	})
+	if err := rc.Do(context.Background(), "CLIENT", "PAUSE", 2000, "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n  - {name: ev, key: json:event, limits: [1m:100]}\n")
+	for deadline := time.Now().Add(30 * time.Second); g.gen.Load() == first; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("waited 30s for the edit in use")
+		}
+	}
+	rs := g.CurrentRules()
+	if got := rs[1].Lims[0].Threshold("signup"); rs[1].Name != "ev" || got != 7 {
+		t.Errorf("rule %s in use with signup's threshold %d, want rule ev's live override 7", rs[1].Name, got)
+	}
+}

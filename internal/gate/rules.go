@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -258,6 +259,9 @@ func (g *Gate) RunTick(ctx context.Context) {
 		}
 		old, oldStop := g.gen.Load(), stop
 		stop = g.start(gen)
+		// A rule that was not in use (nothing carried over) routes on its live overrides
+		// from its first record too.
+		g.awaitFirstReads(ctx, gen.overrides)
 		g.topics.Use(gen.topics)
 		g.gen.Store(gen)
 		names, prefixes := gen.describe()
@@ -297,4 +301,64 @@ func (g *Gate) RunOverrides(ctx context.Context) {
 		return
 	}
 	g.Overrides.Run(ctx)
+}
+
+// refreshers are the overrides refreshers of the rules in use, or the gate's.
+func (g *Gate) refreshers() []*overrides.Refresher {
+	if gen := g.gen.Load(); gen != nil {
+		return gen.overrides
+	}
+	return []*overrides.Refresher{g.Overrides}
+}
+
+// awaitOverrides is the consumer's BeforeRouting: it returns once every refresher has read
+// its hash (RunOverrides, or RunTick with rules), or overrides.StartWait has passed.
+func (g *Gate) awaitOverrides(ctx context.Context) {
+	g.awaitFirstReads(ctx, g.refreshers())
+	g.routing.Store(true)
+}
+
+// awaitFirstReads waits until each of refs has a set to route on (FirstRead), for at most
+// overrides.StartWait, or until ctx ends. Past the bound it logs the hashes still being
+// read, once: their teams are routed without their live overrides (on GATE_OVERRIDES, a
+// rule's static limits) until the read lands, as after a failed read.
+func (g *Gate) awaitFirstReads(ctx context.Context, refs []*overrides.Refresher) {
+	t := time.NewTimer(overrides.StartWait)
+	defer t.Stop()
+	for _, r := range refs {
+		select {
+		case <-r.FirstRead():
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.log.Warn("live overrides not read in time; routing without them until they are (GATE_OVERRIDES, or the rule's limits)",
+				"component", "overrides", "keys", pendingReads(refs), "waited", overrides.StartWait.String())
+			return
+		}
+	}
+}
+
+// pendingReads are the hashes of refs not read yet.
+func pendingReads(refs []*overrides.Refresher) []string {
+	var keys []string
+	for _, r := range refs {
+		select {
+		case <-r.FirstRead():
+		default:
+			keys = append(keys, r.HashKey())
+		}
+	}
+	return keys
+}
+
+// OverridesNotReady says, until the consumer may route, which live overrides hashes the
+// gate still waits to read (/readyz); nothing once it routes.
+func (g *Gate) OverridesNotReady() []string {
+	if g.routing.Load() {
+		return nil
+	}
+	if keys := pendingReads(g.refreshers()); len(keys) > 0 {
+		return []string{"overrides: waiting for the first read of the live overrides (" + strings.Join(keys, ", ") + ") before routing"}
+	}
+	return nil
 }

@@ -39,6 +39,10 @@
 //     Set and Delete, makes a hash with no team in it exist, which clears the live set.
 //     (Redis deletes a hash whose last field goes, so without it "deleted the last
 //     override" would read as "missing" and be ignored.)
+//   - Read before routing: FirstRead is closed once the first read has finished, applied
+//     or failed; a starting gate routes nothing before it, for at most StartWait
+//     (internal/gate), so a team restricted or raised by a live override is routed at its
+//     live limit from its first record.
 //   - Merge: the effective set is GATE_OVERRIDES with the live hash laid over it. A team
 //     in the hash takes the hash's limit; a team deleted from it falls back to its
 //     GATE_OVERRIDES limit, or the default threshold.
@@ -87,6 +91,14 @@ const DefaultMaxEntries = 1_000_000
 // hash of a million entries one such command takes Redis about 0.7 ms, under 1 ms on a
 // quiet machine (5000 would take 3 ms, for a whole read only 10% faster).
 const ScanCount = 1000
+
+// StartWait bounds how long a gate waits, at start, for the first read of its hashes
+// before it routes a record (internal/gate): until then a team restricted or raised by a
+// live override would be routed at its GATE_OVERRIDES or default limit. A read that ends
+// sooner, applied or failed, starts routing at once (no hash: a round trip); one still
+// going then starts it on GATE_OVERRIDES, and its set applies when it lands. A million
+// teams read in about a second.
+const StartWait = 10 * time.Second
 
 // MissingLogInterval is how often, at most, the warning that the hash is gone is
 // repeated while it lasts; the first one is written at once.
@@ -151,6 +163,10 @@ type Refresher struct {
 	missingLog   *throttle.Every
 	// afterScan, when set (tests), runs after each scan, before the marker is read again.
 	afterScan func(attempt int)
+	// first is closed once the first read has finished, applied or failed, or a set was
+	// carried over (Inherit): FirstRead.
+	first     chan struct{}
+	firstOnce sync.Once
 
 	loaded      prometheus.Gauge
 	liveTeams   prometheus.Gauge
@@ -189,7 +205,7 @@ func New(cfg Config, lim *limit.Limiter, client redis.UniversalClient, reg prome
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Refresher{
-		cfg: cfg, lim: lim, client: client, log: log,
+		cfg: cfg, lim: lim, client: client, log: log, first: make(chan struct{}),
 		missingLog: throttle.NewEvery(MissingLogInterval, nil), // wall time: it paces a log
 		loaded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gate_overrides_loaded",
@@ -250,6 +266,17 @@ func (r *Refresher) Run(ctx context.Context) {
 	}
 }
 
+// FirstRead is closed once r has a set to route on: its first read of the hash has
+// finished, applied or failed (fail-static: GATE_OVERRIDES then), or a rules reload
+// carried over the set its rule's last refresher read (Inherit).
+func (r *Refresher) FirstRead() <-chan struct{} { return r.first }
+
+// HashKey is the hash r reads.
+func (r *Refresher) HashKey() string { return r.cfg.Key }
+
+// firstDone closes first, once.
+func (r *Refresher) firstDone() { r.firstOnce.Do(func() { close(r.first) }) }
+
 // Errors of a read that Refresh, Read and List return, wrapped with the key.
 var (
 	// ErrMissing: the hash does not exist.
@@ -267,6 +294,7 @@ var (
 func (r *Refresher) Refresh(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.firstDone() // after the set is applied: what waits for it routes on it
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	h, err := read(rctx, r.client, r.cfg.Key, r.cfg.MaxEntries, r.afterScan)
 	cancel()
@@ -357,6 +385,7 @@ func (r *Refresher) Inherit(old *Refresher) error {
 		return err
 	}
 	r.live, r.missingSince, r.lastOK = live, since, lastOK
+	r.firstDone()
 	r.liveTeams.Set(float64(len(live)))
 	if !lastOK.IsZero() {
 		// The set in force was read then: GateOverridesStale keeps measuring from it.
