@@ -49,10 +49,12 @@ const (
 	// AtLeastOnce commits input offsets behind acknowledged output: a crash or a
 	// produce that fails ambiguously can write a record twice, never lose one.
 	AtLeastOnce Delivery = iota
-	// ExactlyOnce produces each poll's output and commits its input offsets in one
-	// Kafka transaction: consumers reading the output topics with read_committed see
-	// every input record once. It costs a transaction per poll and needs a
-	// transactional id per instance (Config.TransactionalID).
+	// ExactlyOnce produces the output of its polls and commits their input offsets in
+	// Kafka transactions, one spanning polls up to Config.TransactionInterval and
+	// Config.TransactionMaxRecords: consumers reading the output topics with
+	// read_committed see every input record once. Ending a transaction costs two
+	// round trips, spread over its polls. It needs a transactional id per instance
+	// (Config.TransactionalID).
 	ExactlyOnce
 )
 
@@ -261,8 +263,11 @@ type Config struct {
 
 	// Delivery chooses at-least-once (the default) or exactly-once output. With
 	// ExactlyOnce, CommitInterval, RevokeTimeout and the gate's own produce retries
-	// do not apply: offsets are committed in each poll's transaction, a rebalance
-	// aborts the open one, and a failed produce aborts it and replays the poll.
+	// do not apply: the input offsets are committed in the transaction of their
+	// records, one transaction spanning polls (up to TransactionInterval and
+	// TransactionMaxRecords); a rebalance aborts the open one, and a failed produce
+	// aborts it and replays its records, every poll routed into it, from the last
+	// commit.
 	Delivery Delivery
 	// TransactionalID identifies this instance's transactions; required with
 	// ExactlyOnce, unused otherwise. It must be unique per instance, so that replicas
@@ -279,19 +284,20 @@ type Config struct {
 	TransactionalID string
 	// TransactionTimeout is how long the broker lets a transaction stay open before
 	// aborting it: the bound on how long a crashed instance's open transaction
-	// holds readers back (see TransactionalID). It should exceed the time one poll's
-	// records take to route and produce, client retries included, and the group's
-	// session timeout, better its rebalance timeout: ending a transaction waits for a
+	// holds readers back (see TransactionalID). It should exceed the time a
+	// transaction stays open (TransactionInterval, then the time its records still in
+	// flight take to produce, client retries included) and the group's session
+	// timeout, better its rebalance timeout: ending a transaction waits for a
 	// rebalance in progress (franz-go holds the transaction's offset commit while the
 	// group joins and syncs), and a join waits for a dead member until its session
 	// times out, for a slow one up to the rebalance timeout. The broker aborts a
 	// transaction that outlives the timeout and fences its producer; Run then
 	// rebuilds its client under the same TransactionalID, as a restart would (the
-	// member leaves and rejoins the group, the aborted poll is replayed), and goes on.
-	// It does so at most 5 times in 10 minutes: the next such fence stops Run with an
-	// error, as a timeout too short for the gate's polls would otherwise loop for
-	// ever. It must stay within the brokers' transaction.max.timeout.ms (15 minutes
-	// by default).
+	// member leaves and rejoins the group, the aborted transaction's records are
+	// replayed), and goes on. It does so at most 5 times in 10 minutes: the next such
+	// fence stops Run with an error, as a timeout too short for the gate's
+	// transactions would otherwise loop for ever. It must stay within the brokers'
+	// transaction.max.timeout.ms (15 minutes by default).
 	TransactionTimeout time.Duration
 	// TransactionInterval is how long a transaction stays open while polls go on
 	// routing into it: it ends (its records produced, the input offsets committed with
@@ -432,7 +438,7 @@ func (c Config) clientOpts() []kgo.Opt {
 		// (loss.go) rather than the client to resume somewhere in silence.
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		// Commits are ours: only behind acknowledged output (see track.go), or in
-		// each poll's transaction.
+		// the transaction of their records.
 		kgo.DisableAutoCommit(),
 		kgo.MaxBufferedRecords(c.MaxBufferedRecords),
 		kgo.MaxBufferedBytes(c.MaxBufferedBytes),

@@ -94,17 +94,18 @@
 //     whenever a member restarts. The gate then recovers in-process, as a restart
 //     would: it closes its client, leaving the group, builds a new one under the same
 //     transactional id (whose initialisation bumps the producer's epoch), rejoins and
-//     replays the aborted poll, logging a warning. A fence that comes before the
-//     transaction was open for the timeout can only be another live instance with the
-//     same transactional id: Run stops with an error naming the id. So does a sixth
-//     timeout within 10 minutes that no rebalance explains, so that a timeout too short
-//     for the gate's polls stops the gate rather than aborting every transaction for
-//     ever; a fence behind a rebalance (a peer that died without leaving holds every
+//     replays the aborted transaction's records, logging a warning. A fence that comes
+//     before the transaction was open for the timeout can only be another live instance
+//     with the same transactional id: Run stops with an error naming the id. So does a
+//     sixth timeout within 10 minutes that no rebalance explains, so that a timeout too
+//     short for the gate's transactions stops the gate rather than aborting every
+//     transaction for ever; a fence behind a rebalance (a peer that died without leaving holds every
 //     join for its session) is the group's doing and never counts.
 //   - A record counts once toward its team however often its transaction is replayed
 //     by this gate: records below how far the limiter has counted a partition are
 //     judged without being counted again. A partition that moves to another gate
-//     mid-transaction is counted again there (at most one poll per rebalance).
+//     mid-transaction is counted again there (at most the open transaction's records of
+//     it per rebalance).
 //   - A crashed instance's open transaction holds back read_committed readers of the
 //     partitions it wrote to until it ends: at once when the instance restarts with the
 //     same Config.TransactionalID (the restart fences it), else after

@@ -183,7 +183,8 @@ type txnCounts struct{ committed, aborted int }
 // refused as fenced (kfake: txns.go, updateTimer then doTxnOffsetCommit). The id is
 // still this gate's own, so the loop does what a restart would: it closes the client,
 // leaving the group, and builds a new one under the same transactional id, whose
-// InitProducerID bumps the epoch; the aborted poll is replayed from the last commit.
+// InitProducerID bumps the epoch; the aborted transaction's records are replayed from the
+// last commit.
 // A fence that comes sooner than the transaction timeout cannot be the broker's:
 // another live instance has the same id, and the loop stops (see
 // Config.TransactionalID). So does a sixth timeout within recoveryWindow: a timeout

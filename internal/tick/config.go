@@ -1,3 +1,8 @@
+// The tick's settings: Config, its defaults and its checks. A zero field takes its
+// default; KeyTTL is raised to 2 × the first limiter's window (and each limiter's to its
+// KeyLifetime in NewMulti). Every problem of the settings is reported at once, joined in
+// one error that wraps ErrBadConfig, and New refuses a Config with any.
+
 package tick
 
 import (

@@ -1,3 +1,8 @@
+// The fleet's live key, {prefix}:live: each running gate sets it once a minute, with its
+// clock check, to expire LiveTTL later, so operator tools can tell a prefix some gate set
+// within LiveTTL from one no gate reads. Setting it is best effort: a failure is left to
+// the tick to report, as it meets the same Redis.
+
 package tick
 
 import (

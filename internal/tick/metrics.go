@@ -1,3 +1,9 @@
+// The tick's metrics (gate_limiter_*, gate_fleet_gates). The series of every batch
+// outcome, profile-write result, drop reason and error cause of each instance exist at
+// zero from the start (the redirect kinds too: NewRedirects), so a rate of one is defined
+// before its first event. They are registered on New's registry when it is not nil, and a
+// registration that fails fails New. The redirect counter is Config.Redirects' when set.
+
 package tick
 
 import (

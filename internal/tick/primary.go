@@ -1,3 +1,8 @@
+// Watching the primary in sentinel mode. PrimaryWatch logs and counts each switch of the
+// primary the gate writes to, when the client opens its first connection to the new one.
+// It only reports: the counts a switch loses are found by the tick, and sent again if
+// still in the batches it keeps (settle.go). It runs no goroutine and sends no command.
+
 package tick
 
 import (

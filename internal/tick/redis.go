@@ -1,3 +1,10 @@
+// Connecting to Redis, and placing a team in standalone mode. Dial, DialCluster and
+// DialSentinel make clients that connect lazily (a gate starts while Redis is down) and
+// retry no command but to follow a cluster's redirects, with one dial attempt: the next
+// tick is the retry, and a write is safe to repeat (writeScript). A URL's error never
+// repeats its password. InstanceFor places a team alike in every gate, and moves about
+// 1/(n+1) of the teams when a fleet goes from n instances to n+1.
+
 package tick
 
 import (

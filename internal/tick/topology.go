@@ -1,3 +1,10 @@
+// The Redis topologies (Mode) and the keys a team's state lives under in each. Every gate
+// computes a team's keys alike, and within one key prefix a key is one team's counter,
+// hold flag or profile, whatever the team's name. In cluster mode a team's keys share one
+// slot (its shard's hash tag), so one command on one node reaches them all; standalone and
+// sentinel keys are the same, so switching between the two keeps the counts. Redirects
+// counts a cluster's MOVED, ASK and TRYAGAIN replies.
+
 package tick
 
 import (

@@ -1,3 +1,12 @@
+// Writing counts: the write script, the lanes and batches it runs on, and what its reply
+// means. A lane (an instance; a hash tag in cluster mode) numbers this writer's batches,
+// and the script applies a batch only if its number is above the lane's last and the
+// lane's batch before it in the same pipeline was applied: a batch resent after a lost
+// reply is applied at most once, and a lane's batches in the order of their numbers.
+// A refusal (OOM, READONLY, MISCONF) stops the script before it changes anything. Each
+// reply says where the lane stood before it, which reveals batches Redis acknowledged and
+// then lost (settle.go).
+
 package tick
 
 import (
