@@ -798,21 +798,7 @@ func TestExactlyOnceNewSessionFencesOpenTransaction(t *testing.T) {
 	t.Parallel()
 	env := newEOSEnv(t, 1)
 	env.ccfg.TransactionTimeout = 10 * time.Minute // read_committed sees the record within 30 s only if the rebuild fences
-	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.RetryTimeout(2*time.Second),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 250 * time.Millisecond }))
-	var asked atomic.Int64
-	var down atomic.Bool
-	txnCoordinatorUnavailable(env.cluster, &down, &asked)
-	txnCoordinatorMoved(env.cluster, &down)
-	t.Cleanup(func() { down.Store(false) })
-	prod := producer(t, env.cluster)
-	g := env.start(t, "a")
-	produceAll(t, prod, []*kgo.Record{inputRecord(0, "team-0")})
-	waitFor(t, 20*time.Second, "a transaction committed", func() bool {
-		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 1
-	})
-	down.Store(true)
-	produceAll(t, prod, []*kgo.Record{inputRecord(1, "team-0")})
+	g, down := coordinatorLostAfterACommit(t, env)
 	waitFor(t, 30*time.Second, "End failing and the client rebuilt", func() bool {
 		return testutil.ToFloat64(g.c.m.recoveries.WithLabelValues("end_error")) >= 1
 	})
@@ -833,21 +819,7 @@ func TestExactlyOnceNewSessionFencesOpenTransaction(t *testing.T) {
 func TestExactlyOnceNotReadyWhileTransactionsCannotBegin(t *testing.T) {
 	t.Parallel()
 	env := newEOSEnv(t, 1)
-	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.RetryTimeout(2*time.Second),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 250 * time.Millisecond }))
-	var asked atomic.Int64
-	var down atomic.Bool
-	txnCoordinatorUnavailable(env.cluster, &down, &asked)
-	txnCoordinatorMoved(env.cluster, &down)
-	t.Cleanup(func() { down.Store(false) })
-	prod := producer(t, env.cluster)
-	g := env.start(t, "a")
-	produceAll(t, prod, []*kgo.Record{inputRecord(0, "team-0")})
-	waitFor(t, 20*time.Second, "a transaction committed", func() bool {
-		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 1
-	})
-	down.Store(true)
-	produceAll(t, prod, []*kgo.Record{inputRecord(1, "team-0")})
+	g, down := coordinatorLostAfterACommit(t, env)
 	const want = `kafka: transactional id "gate-a": no transaction can begin`
 	waitFor(t, 30*time.Second, "not ready, naming the transactional id", func() bool {
 		return strings.Contains(strings.Join(g.c.NotReady(), ";"), want)
@@ -861,4 +833,28 @@ func TestExactlyOnceNotReadyWhileTransactionsCannotBegin(t *testing.T) {
 		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
 	}
 	waitFor(t, 20*time.Second, "ready again", g.c.Ready)
+}
+
+// coordinatorLostAfterACommit starts gate a on env with a client retry timeout of 2 s, has
+// it commit a transaction of record 0, then makes the transaction coordinator unavailable
+// (until down is cleared, at the latest when the test ends) and gives it record 1: that
+// transaction's End fails, and the rebuilt client cannot set its producer id up.
+func coordinatorLostAfterACommit(t *testing.T, env *gateEnv) (*testGate, *atomic.Bool) {
+	t.Helper()
+	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.RetryTimeout(2*time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 250 * time.Millisecond }))
+	var asked atomic.Int64
+	down := new(atomic.Bool)
+	txnCoordinatorUnavailable(env.cluster, down, &asked)
+	txnCoordinatorMoved(env.cluster, down)
+	t.Cleanup(func() { down.Store(false) })
+	prod := producer(t, env.cluster)
+	g := env.start(t, "a")
+	produceAll(t, prod, []*kgo.Record{inputRecord(0, "team-0")})
+	waitFor(t, 20*time.Second, "a transaction committed", func() bool {
+		return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("committed")) >= 1
+	})
+	down.Store(true)
+	produceAll(t, prod, []*kgo.Record{inputRecord(1, "team-0")})
+	return g, down
 }
