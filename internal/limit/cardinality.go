@@ -406,10 +406,7 @@ func (l *Limiter) InheritRotation(old *Limiter) {
 	// a seed of its own, every key of a candidate's window seen on both sides of the
 	// reload counted twice: a team with 0.5 to 1 × the bound of steady users was taken
 	// for rotating, its users limited as one.
-	l.seed = old.seed
-	for i := range l.shards {
-		l.shards[i].idx.seed = old.seed
-	}
+	l.adoptSeed(old)
 	old.card.mu.Lock()
 	p := old.card.cands.Load()
 	var cands []*rotation

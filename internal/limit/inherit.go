@@ -32,10 +32,7 @@ func (l *Limiter) InheritState(old *Limiter) {
 	if old == nil || l.ring != nil || old.ring != nil || l.adapt != nil || old.adapt != nil || l.windowNs != old.windowNs {
 		return
 	}
-	l.seed = old.seed
-	for i := range l.shards {
-		l.shards[i].idx.seed = old.seed
-	}
+	l.adoptSeed(old)
 	// The tick interval as old's sweeps measured it: the floor the estimate is under the
 	// level for (entry.level), until l's own sweeps measure it.
 	l.readFloor.Store(old.readFloor.Load())
@@ -98,5 +95,15 @@ func (l *Limiter) InheritState(old *Limiter) {
 			return true
 		})
 		osh.mu.Unlock()
+	}
+}
+
+// adoptSeed has l hash keys with old's seed. Only before l has hashed a key: a key then
+// hashes as it did in old, which is what InheritRotation's registers and InheritState's
+// copied entries need.
+func (l *Limiter) adoptSeed(old *Limiter) {
+	l.seed = old.seed
+	for i := range l.shards {
+		l.shards[i].idx.seed = old.seed
 	}
 }
