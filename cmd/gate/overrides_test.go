@@ -168,18 +168,7 @@ func TestServeRoutesOnLiveOverridesFromTheFirstRecord(t *testing.T) {
 	if err := overrides.Set(t.Context(), rc, "gate:overrides", "whale", 5, testNow); err != nil {
 		t.Fatal(err)
 	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	var in []*kgo.Record
-	for i := range 10 {
-		in = append(in, &kgo.Record{Topic: "events", Value: []byte(fmt.Sprintf(`{"team_id":"whale","i":%d}`, i))})
-	}
-	if err := prod.ProduceSync(t.Context(), in...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceRows(t, kc, whaleRecords()...)
 	if err := rc.Do(t.Context(), "CLIENT", "PAUSE", 3000, "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -193,19 +182,7 @@ func TestServeRoutesOnLiveOverridesFromTheFirstRecord(t *testing.T) {
 	if code, body := get(t, g.addr, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "overrides: waiting for the first read of the live overrides (gate:overrides) before routing") {
 		t.Errorf("/readyz while the overrides are read: %d %q", code, body)
 	}
-	got := map[string]int{}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.ConsumeTopics("events_accepted", "events_overflow"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	waitFor(t, 30*time.Second, "10 output records", func() bool {
-		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-		defer cancel()
-		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[r.Topic]++ })
-		return got["events_accepted"]+got["events_overflow"] >= 10
-	})
+	got := tenOutputs(t, kc, 30*time.Second)
 	if got["events_accepted"] != 5 || got["events_overflow"] != 5 {
 		t.Errorf("outputs %v, want 5 accepted and 5 overflow: whale's live limit is 5\n%s", got, g.stderr)
 	}
@@ -222,32 +199,8 @@ func TestServeRoutesWhenLiveOverridesCannotBeRead(t *testing.T) {
 	t.Parallel()
 	outputs := func(t *testing.T, kc *kfake.Cluster, within time.Duration) map[string]int {
 		t.Helper()
-		prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer prod.Close()
-		var in []*kgo.Record
-		for i := range 10 {
-			in = append(in, &kgo.Record{Topic: "events", Value: []byte(fmt.Sprintf(`{"team_id":"whale","i":%d}`, i))})
-		}
-		if err := prod.ProduceSync(t.Context(), in...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]int{}
-		cons, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.FetchMaxWait(100*time.Millisecond),
-			kgo.ConsumeTopics("events_accepted", "events_overflow"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cons.Close()
-		waitFor(t, within, "10 output records", func() bool {
-			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-			defer cancel()
-			cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[r.Topic]++ })
-			return got["events_accepted"]+got["events_overflow"] >= 10
-		})
-		return got
+		produceRows(t, kc, whaleRecords()...)
+		return tenOutputs(t, kc, within)
 	}
 	const notRead = "live overrides not read in time"
 	t.Run("redis down", func(t *testing.T) {
@@ -497,4 +450,33 @@ func TestOverridesDeleteRemovesAnEmptyTeam(t *testing.T) {
 	if _, err := do("set", "", "5"); err == nil || cli.ExitCode(err) != 2 {
 		t.Errorf(`set "": %v, want a usage error`, err)
 	}
+}
+
+// whaleRecords is ten records of team whale for the input topic.
+func whaleRecords() []*kgo.Record {
+	var in []*kgo.Record
+	for i := range 10 {
+		in = append(in, &kgo.Record{Topic: "events", Value: []byte(fmt.Sprintf(`{"team_id":"whale","i":%d}`, i))})
+	}
+	return in
+}
+
+// tenOutputs reads events_accepted and events_overflow from their start until they hold
+// ten records together, for at most within, and returns how many each holds.
+func tenOutputs(t *testing.T, kc *kfake.Cluster, within time.Duration) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ConsumeTopics("events_accepted", "events_overflow"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	waitFor(t, within, "10 output records", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[r.Topic]++ })
+		return got["events_accepted"]+got["events_overflow"] >= 10
+	})
+	return got
 }
