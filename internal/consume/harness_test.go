@@ -76,8 +76,10 @@ type gateEnv struct {
 	wrap func(Router) Router
 	// before, when set, is given each consumer started next before it runs.
 	before func(*Consumer)
-	// logs, when set, receives the log lines (JSON) of the gates started next.
-	logs io.Writer
+	// logs, when set, receives the log lines (JSON) of the gates started next, at
+	// logLevel (info when zero; debug takes franz-go's lines too).
+	logs     io.Writer
+	logLevel slog.Level
 	// ctx, when set, makes the context the gates started next run under from theirs
 	// (kgo.PreCommitFnContext, say).
 	ctx func(context.Context) context.Context
@@ -126,7 +128,7 @@ func (e *gateEnv) start(t testing.TB, name string) *testGate {
 	}
 	log := testLogger(t, name)
 	if e.logs != nil {
-		log = slog.New(slog.NewJSONHandler(e.logs, nil)).With("gate", name)
+		log = slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: e.logLevel})).With("gate", name)
 	}
 	cfg := e.ccfg
 	if cfg.Delivery == ExactlyOnce && cfg.TransactionalID == "" {
