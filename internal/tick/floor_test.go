@@ -49,6 +49,9 @@ func (f *fleet) stepWith(t testing.TB, team string, perGate, noise int, seq *int
 // under a floor of 5%: 1.28 × the threshold fleet-wide. Before the floor was divided no
 // gate ever read the key, and the fleet admitted all of it.
 func TestKeyOverOnlyFleetWideIsLimited(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a fleet of 32 gates: run without the race detector (make test-norace)")
+	}
 	const gates, threshold = 32, 60_000
 	f := newFloorFleet(t, gates, limit.Cap, threshold, 0.05)
 	perGate := threshold * 4 / 100 / 60 // 4% of the threshold a window, per gate
@@ -74,6 +77,9 @@ func TestRunawayKeyFidelityWithTheSketch(t *testing.T) {
 	for _, gates := range []int{1, 4, 16} {
 		for _, x := range []int{2, 10} {
 			t.Run(fmt.Sprintf("%dgates/%dx", gates, x), func(t *testing.T) {
+				if raceEnabled && gates*x > 8 {
+					t.Skip("a large fleet: run without the race detector (make test-norace)")
+				}
 				t.Parallel()
 				for w, ratio := range runawayWindows(t, gates, x) {
 					t.Logf("window %d admitted %.3f × threshold", w, ratio)
@@ -253,6 +259,9 @@ func TestRunawayKeyDivertedWithTheSketch(t *testing.T) {
 	const threshold = 12_000
 	for _, gates := range []int{1, 4, 16} {
 		t.Run(fmt.Sprintf("%dgates", gates), func(t *testing.T) {
+			if raceEnabled && gates > 4 {
+				t.Skip("a large fleet: run without the race detector (make test-norace)")
+			}
 			t.Parallel()
 			f := newFloorFleet(t, gates, limit.Divert, threshold, limit.DefaultSyncFloor)
 			seq := 0

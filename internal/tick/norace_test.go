@@ -1,0 +1,5 @@
+//go:build !race
+
+package tick
+
+const raceEnabled = false
