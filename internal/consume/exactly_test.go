@@ -3,6 +3,8 @@ package consume
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -937,6 +939,63 @@ func TestExactlyOnceRecoverBounds(t *testing.T) {
 	c.recoveries[0] = c.recoveries[0].Add(-recoveryWindow) // the oldest is out of the window
 	if err := c.recoverFenced(kerr.ProducerFenced, time.Minute, false); err != nil {
 		t.Errorf("after the window: %v", err)
+	}
+}
+
+// TestExactlyOnceRecoveryLogSaysTheTransactionIsReplayed: a transaction spans the polls
+// of Config.TransactionInterval, so what a recovery replays is the transaction's records
+// since its last commit, not a poll, and the error that stops the gate after too many
+// timeouts sizes the timeout by the transaction (its interval and its produces), not by
+// a poll. Before, the warn line said "the poll is replayed" and the error "the time a
+// poll takes to produce".
+func TestExactlyOnceRecoveryLogSaysTheTransactionIsReplayed(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	cfg := env.ccfg
+	cfg.TransactionalID, cfg.TransactionTimeout, cfg.TransactionInterval = "gate-x", 2*time.Second, 700*time.Millisecond
+	logs := &syncBuffer{}
+	c, err := New(cfg, nil, nil, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Close() }()
+	if err := c.recoverFenced(kerr.ProducerFenced, 2500*time.Millisecond, false); err != nil {
+		t.Fatalf("a fence after the timeout: %v, want a recovery", err)
+	}
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line not JSON: %v: %s", err, l)
+		}
+		if m["cause"] == "slow_transaction" {
+			line = m
+		}
+	}
+	if line == nil {
+		t.Fatalf("no recovery line logged:\n%s", logs)
+	}
+	msg, _ := line["msg"].(string)
+	if strings.Contains(msg, "poll") || !strings.Contains(msg, "the transaction's records since its last commit are replayed") {
+		t.Errorf("recovery line %q: want it to say the transaction's records since its last commit are replayed", msg)
+	}
+	for k, want := range map[string]any{"transactional_id": "gate-x", "open": "2.5s", "transaction_timeout": "2s",
+		"transaction_interval": "700ms", "counted_recoveries": float64(1)} {
+		if line[k] != want {
+			t.Errorf("recovery line's %s: %v, want %v (line %v)", k, line[k], want, line)
+		}
+	}
+	for range maxRecoveries - 1 {
+		if err := c.recoverFenced(kerr.ProducerFenced, 2500*time.Millisecond, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = c.recoverFenced(kerr.ProducerFenced, 2500*time.Millisecond, false)
+	if err == nil {
+		t.Fatal("one timeout too many: no error")
+	}
+	if s := err.Error(); strings.Contains(s, "poll") || !strings.Contains(s, "the time a transaction stays open (the transaction interval, 700ms,") {
+		t.Errorf("the stop error %q: want the timeout sized by the time a transaction stays open, its interval named", s)
 	}
 }
 

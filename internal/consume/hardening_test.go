@@ -394,8 +394,8 @@ func (s slowRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratch, 
 }
 
 // TestExactlyOnceReplayCountsOnce: transactions abort several times on failed produces
-// and their poll is replayed; each record still counts once toward its team. Before,
-// every replay counted the poll again.
+// and their records are replayed; each record still counts once toward its team. Before,
+// every replay counted them again.
 func TestExactlyOnceReplayCountsOnce(t *testing.T) {
 	t.Parallel()
 	const parts, n = 1, 100

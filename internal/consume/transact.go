@@ -188,7 +188,7 @@ type txnCounts struct{ committed, aborted int }
 // A fence that comes sooner than the transaction timeout cannot be the broker's:
 // another live instance has the same id, and the loop stops (see
 // Config.TransactionalID). So does a sixth timeout within recoveryWindow: a timeout
-// too short for the gate's polls, or a fence misread, must not loop for ever.
+// too short for the gate's transactions, or a fence misread, must not loop for ever.
 const (
 	maxRecoveries  = 5
 	recoveryWindow = 10 * time.Minute
@@ -353,8 +353,10 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	}
 	if !churn && len(recent) >= maxRecoveries {
 		return fmt.Errorf("%w (transactions outlived the transaction timeout of %s %d times within %s: "+
-			"raise it above the group's session and rebalance timeouts and the time a poll takes to produce, "+
-			"and check that no other instance uses transactional id %q)", err, timeout, len(recent)+1, recoveryWindow, id)
+			"raise it above the group's session and rebalance timeouts and the time a transaction stays open "+
+			"(the transaction interval, %s, then the time its records in flight take to produce), "+
+			"and check that no other instance uses transactional id %q)", err, timeout, len(recent)+1, recoveryWindow,
+			c.cfg.TransactionInterval, id)
 	}
 	cause := "group_churn"
 	switch {
@@ -366,15 +368,16 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 		cause = "slow_transaction"
 	}
 	c.m.recoveries.WithLabelValues(cause).Inc()
+	// A transaction spans the polls of TransactionInterval: the abort replays them all.
 	msg := "the broker aborted a transaction that outlived the transaction timeout and fenced the producer; " +
-		"rebuilding the Kafka client under the same transactional id, the poll is replayed"
+		"rebuilding the Kafka client under the same transactional id, the transaction's records since its last commit are replayed"
 	if !isFence {
 		msg = "ending a transaction failed and its outcome is unknown; rebuilding the Kafka client under the same " +
 			"transactional id, which resumes from the group's committed offsets"
 	}
 	c.log.Warn(msg,
 		"transactional_id", id, "open", open.Round(time.Millisecond).String(), "transaction_timeout", timeout.String(),
-		"cause", cause, "counted_recoveries", len(c.recoveries), "err", err)
+		"transaction_interval", c.cfg.TransactionInterval.String(), "cause", cause, "counted_recoveries", len(c.recoveries), "err", err)
 	// Leaving the group revokes everything: onRevoked drops the partitions' state, and
 	// the new member is assigned afresh.
 	c.closeClient(c.tx.CloseAllowingRebalance)
@@ -753,7 +756,7 @@ func (c *Consumer) routeTxn(ws []work) {
 		}
 	}
 	if c.cfg.StartOffset == StartLatest && !c.commitTxnStarts(ws) {
-		return // the transaction aborts: the poll is replayed
+		return // the transaction aborts: its records since the last commit, this poll's too, are replayed
 	}
 	if c.isolating(ws) {
 		// A record must be produced alone: one goroutine routes the poll, so that

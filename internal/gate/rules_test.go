@@ -543,6 +543,65 @@ func TestRulesReloadTopicCheckUnansweredNotInvalid(t *testing.T) {
 	}
 }
 
+// A rules file refused (GateRulesFileInvalid firing) and then fixed while Kafka cannot be
+// asked about the fixed file's rule topics is no longer invalid: gate_rules_file_valid
+// goes back to 1 as the file parses, the alert clears, and what is pending (the topic
+// check) is counted unchecked and logged; once Kafka answers the file is put in use.
+// Before, the gauge stayed 0 until Kafka answered, the alert firing for a fixed file.
+func TestRulesReloadFixedFileTopicCheckUnansweredClearsInvalid(t *testing.T) {
+	srv := redistest.Start(t)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter", "merges"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	var down atomic.Bool
+	down.Store(true)
+	kc.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		m := req.(*kmsg.MetadataRequest)
+		asksMerges := slices.ContainsFunc(m.Topics, func(rt kmsg.MetadataRequestTopic) bool { return rt.Topic != nil && *rt.Topic == "merges" })
+		// Handled without an answer: the gate's request times out.
+		return nil, nil, down.Load() && asksMerges && m.IncludeTopicAuthorizedOperations
+	})
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"
+	writeRules(t, path, team)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": strings.Join(kc.ListenAddrs(), ","),
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_RULES_FILE":    path,
+	})
+	g := startReloading(t, cfg, "reload-fixed-unanswered-test")
+	first := g.gen.Load()
+
+	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:zero], action: 'topic:merges'}\n")
+	waitFor(t, "the bad edit to be refused", func() bool {
+		return labelValue(t, g, "gate_rules_loads_total", "result", "error") == 1 && gaugeValue(t, g, "gate_rules_file_valid") == 0
+	})
+
+	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
+	waitFor(t, "the fixed file's topic check to end unanswered", func() bool {
+		return labelValue(t, g, "gate_rules_loads_total", "result", "unchecked") == 1
+	})
+	if g.gen.Load() != first {
+		t.Fatal("a rules file whose topic check could not be made was put in use")
+	}
+	if got, valid := labelValue(t, g, "gate_rules_loads_total", "result", "error"), gaugeValue(t, g, "gate_rules_file_valid"); got != 1 || valid != 1 {
+		t.Errorf("the fixed file, its topic check unanswered: counted invalid %v times, gate_rules_file_valid %v; want 1 (the bad edit) and 1", got, valid)
+	}
+
+	down.Store(false)
+	waitFor(t, "the fixed file in use once Kafka answers", func() bool { return g.gen.Load() != first })
+	if rs := g.CurrentRules(); len(rs) != 2 || rs[1].Name != "merges" {
+		t.Errorf("rules in use: %+v", rs)
+	}
+	if valid := gaugeValue(t, g, "gate_rules_file_valid"); valid != 1 {
+		t.Errorf("gate_rules_file_valid %v once the fixed file is in use, want 1", valid)
+	}
+}
+
 // gaugeValue is the value of the unlabelled gauge name on g's registry (-1: none).
 func gaugeValue(t *testing.T, g *Gate, name string) float64 {
 	t.Helper()

@@ -39,8 +39,8 @@ type ReloadOptions struct {
 	// (Reloader.Check's): a check cut short by its end neither refuses nor takes the set,
 	// which is asked about again at the next read. Nor does an error wrapping ErrUnchecked
 	// (the check could not be made: Kafka not answering): the set is neither refused nor
-	// taken, gate_rules_file_valid stays as it was, and it is logged and counted
-	// (result "unchecked") once an edit.
+	// taken, gate_rules_file_valid is 1 (the file parses: an earlier refused edit is
+	// fixed), and it is logged and counted (result "unchecked") once an edit.
 	Check func(context.Context, *Set) error
 }
 
@@ -77,7 +77,7 @@ func NewReloader(path string, o Options, ro ReloadOptions) (*Reloader, error) {
 			Help: "Reads of GATE_RULES_FILE that found it changed, by result: ok (put in use), error (unreadable or invalid: the last good rules stay in use) or unchecked (its rules could not be checked now, Kafka not answering about a rule's topic: neither taken nor refused, checked again at the next read; once an edit)."}, []string{"result"}),
 		rules: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_rules", Help: "Rules in use."}),
 		good: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_rules_file_valid",
-			Help: "1 when GATE_RULES_FILE as it is now is the rule set in use; 0 while an edit that cannot be used is ignored."}),
+			Help: "0 while an edit of GATE_RULES_FILE that cannot be used (unreadable, invalid, or a rule topic Kafka says is missing or unwritable) is ignored; 1 otherwise, also while an edit waits for Kafka to answer about its rule topics (gate_rules_loads_total{result=\"unchecked\"})."}),
 	}
 	if r.interval <= 0 {
 		r.interval = DefaultReloadInterval
@@ -182,14 +182,19 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 				return false
 			}
 			if errors.Is(cerr, ErrUnchecked) {
-				// Nor when the check could not be made: the file may be good, and
-				// counting it invalid would raise GateRulesFileInvalid for a broker's
-				// blip.
+				// Nor when the check could not be made: the file parses, and what is
+				// pending is Kafka's answer, not an operator's fix. Counting it invalid,
+				// or keeping a refused edit's 0 once that edit is fixed, would raise or
+				// hold GateRulesFileInvalid for a broker's blip; the pending check is
+				// the warn line and {result="unchecked"}.
+				fixed := r.lastBad != ""
+				r.lastBad = ""
+				r.good.Set(1)
 				if state != r.unchecked {
 					r.unchecked = state
 					r.loads.WithLabelValues("unchecked").Inc()
 					r.log.Warn("rules file changed but could not be checked now; the rules in use stay, and it is checked again at every read",
-						"file", r.path, "err", cerr, "rules_in_use", names(r.cur.Load()))
+						"file", r.path, "err", cerr, "rules_in_use", names(r.cur.Load()), "replaces_refused_edit", fixed)
 				}
 				return false
 			}

@@ -296,3 +296,53 @@ func TestReloaderCheckUnanswered(t *testing.T) {
 		t.Error("the set was not taken once its check passed")
 	}
 }
+
+// A bad edit fixed while the fixed file's check cannot be made is no longer invalid:
+// gate_rules_file_valid goes back to 1 (GateRulesFileInvalid clears, the file now
+// parsing), the pending check is counted unchecked and logged as such, and an edit back to
+// the same bad file is refused, counted and logged again. Before, the gauge stayed 0 until
+// the check could be made.
+func TestReloaderFixedFileUncheckedNotInvalid(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(oneRule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var answer error
+	check := func(context.Context, *Set) error { return answer }
+	var logs bytes.Buffer
+	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metric := func(result string) float64 { return testutil.ToFloat64(r.loads.WithLabelValues(result)) }
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(badRule)
+	if r.CheckNow(t.Context()) || metric("error") != 1 || testutil.ToFloat64(r.good) != 0 {
+		t.Fatalf("the bad edit: counted %v, valid %v; want refused", metric("error"), testutil.ToFloat64(r.good))
+	}
+
+	answer = fmt.Errorf("%w: checking the rule topics merges: metadata: context deadline exceeded", ErrUnchecked)
+	write(oneRule + "  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
+	for range 3 {
+		if r.CheckNow(t.Context()) || len(r.Current().Rules) != 1 {
+			t.Fatal("a set whose check could not be made was put in use")
+		}
+		if testutil.ToFloat64(r.good) != 1 {
+			t.Fatalf("the fixed file, its check not made: gate_rules_file_valid %v, want 1", testutil.ToFloat64(r.good))
+		}
+	}
+	if metric("unchecked") != 1 || metric("error") != 1 || strings.Count(logs.String(), "could not be checked") != 1 {
+		t.Errorf("the fixed file: unchecked %v, error %v; want 1 and 1 (the bad edit), logged once:\n%s", metric("unchecked"), metric("error"), logs.String())
+	}
+
+	write(badRule)
+	if r.CheckNow(t.Context()) || metric("error") != 2 || testutil.ToFloat64(r.good) != 0 || strings.Count(logs.String(), "cannot be used") != 2 {
+		t.Errorf("back to the bad edit: counted %v, valid %v; want refused again, logged again:\n%s", metric("error"), testutil.ToFloat64(r.good), logs.String())
+	}
+}
