@@ -755,6 +755,57 @@ func TestUnknownVariable(t *testing.T) {
 	}
 }
 
+// A name that only looks like a known one (a trailing space, a zero-width space, a
+// Cyrillic letter for a Latin one) is shown quoted and escaped: printed as is, "GATE_WINDOW :
+// unknown variable (did you mean GATE_WINDOW?)" reads as a contradiction.
+func TestUnknownVariableLookalikeShownEscaped(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, want string }{
+		{"GATE_WINDOW ", `"GATE_WINDOW ": unknown variable (did you mean GATE_WINDOW?)`},
+		{"GATE_WINDOW\u200b", `"GATE_WINDOW\u200b": unknown variable (did you mean GATE_WINDOW?)`},
+		{"GATE_WIND\u041eW", `"GATE_WIND\u041eW": unknown variable`},
+		{"GATE_window", "GATE_window: unknown variable"}, // plain letters: as written
+	} {
+		t.Run(tt.want, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadMap(map[string]string{tt.name: "30s"})
+			var ps Problems
+			if !errors.As(err, &ps) || len(ps) != 1 || !strings.HasPrefix(ps[0].Error(), tt.want) {
+				t.Errorf("error %v, want one problem starting %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// A number or duration too large to read says so: "want a whole number such as 1000000"
+// alone, for a whole number, leaves the operator looking for a typo that is not there.
+func TestLoadOutOfRangeSaysSo(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ key, value, want string }{
+		{"GATE_THRESHOLD", "99999999999999999999", `GATE_THRESHOLD="99999999999999999999": out of range; want a whole number`},
+		{"GATE_CACHE_CAPACITY", "-99999999999999999999", `GATE_CACHE_CAPACITY="-99999999999999999999": out of range; want a whole number`},
+		{"GATE_WINDOW", "999999999h", `GATE_WINDOW="999999999h": out of range (a duration is at most 2562047h); want a duration`},
+		{"GATE_TICK_INTERVAL", "1.5e9h", ""},                      // not a duration at all: no "out of range"
+		{"GATE_LIMITS", "99999999999h:1", "is longer than 8784h"}, // a window as a rule's
+	} {
+		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadMap(map[string]string{tt.key: tt.value})
+			var ps Problems
+			if !errors.As(err, &ps) || len(ps) != 1 {
+				t.Fatalf("error %v, want one problem", err)
+			}
+			if tt.want == "" {
+				if strings.Contains(err.Error(), "out of range") {
+					t.Errorf("error %v says out of range, want not", err)
+				}
+			} else if !strings.Contains(ps[0].Error(), tt.want) {
+				t.Errorf("error %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestEnvNames(t *testing.T) {
 	t.Parallel()
 	environ := []string{"GATE_WINDOW=30s", "GATE_TYPO=1", "GATE_EMPTY=", "HOME=/root", "GATEWAY=x"}

@@ -1,10 +1,14 @@
 package config
 
 import (
+	"errors"
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/capturegate/gate/internal/rules"
 )
 
 // Load reads Config through getenv and checks it (Validate). names lists the variables
@@ -58,8 +62,13 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 		}
 		if err := decode(fv, s); err != nil {
 			e := &varError{Key: f.key, Value: raw[f.key], Want: wantFor(fv, f.def), Err: err}
-			if _, ok := fv.Addr().Interface().(wanter); ok {
+			switch _, ok := fv.Addr().Interface().(wanter); {
+			case ok:
 				e.Detail = err.Error() // our own types' errors say which part is wrong
+			case errors.Is(err, strconv.ErrRange):
+				e.Detail = "out of range" // a number, but past what its field holds
+			case fv.Type() == durationType && rules.DurationOutOfRange(s):
+				e.Detail = "out of range (a duration is at most 2562047h)" // time.ParseDuration's error says only "invalid"
 			}
 			p.add(e)
 			failed[f.key] = true

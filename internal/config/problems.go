@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -27,10 +28,19 @@ func (e *varError) Unwrap() error { return e.Err }
 type unknownVarError struct{ Name, Suggest string }
 
 func (e *unknownVarError) Error() string {
-	if e.Suggest != "" {
-		return fmt.Sprintf("%s: unknown variable (did you mean %s?)", e.Name, e.Suggest)
+	name := e.Name
+	// A name of other characters than a variable's own (a trailing space, a zero-width
+	// space, a Cyrillic letter for a Latin one) is quoted and escaped: as is, it would
+	// print as the very name it is told apart from.
+	if strings.ContainsFunc(name, func(r rune) bool {
+		return !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	}) {
+		name = strconv.QuoteToASCII(name)
 	}
-	return fmt.Sprintf("%s: unknown variable (`gate env` lists the known ones)", e.Name)
+	if e.Suggest != "" {
+		return fmt.Sprintf("%s: unknown variable (did you mean %s?)", name, e.Suggest)
+	}
+	return fmt.Sprintf("%s: unknown variable (`gate env` lists the known ones)", name)
 }
 
 // problems collects every configuration error, so an operator fixes them in one round.

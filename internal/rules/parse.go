@@ -142,6 +142,7 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		}
 		list = v
 	}
+	listOK := false
 	switch {
 	case list == nil:
 		p.bad(root, "rules", "missing: want a list of rules")
@@ -149,8 +150,12 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		p.bad(list, "rules", "want a list of at least one rule")
 	case len(list.Content) > MaxRules:
 		p.bad(list, "rules", "%d rules: at most %d", len(list.Content), MaxRules)
+	default:
+		listOK = true
 	}
-	if len(p.errs) > 0 {
+	// Beside a list that reads, a problem of the top (an unknown key, rules: given twice)
+	// is reported with the rules' own: every problem at once.
+	if !listOK {
 		return nil, p.result()
 	}
 	s := &Set{Source: file}
@@ -220,8 +225,9 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		return Rule{}, false
 	}
 	before := len(p.errs)
-	// The name first, so that every other message can carry it.
-	for k, v := range pairs(p, n, path) {
+	// The name first, so that every other message, a field given twice included, can
+	// carry it; the first name given is the rule's, a second one a field given twice.
+	for k, v := range pairs(&parser{}, n, path) { // duplicates are reported below
 		if k.Value == "name" {
 			if p.scalar(v, path+".name") && !nameRE.MatchString(v.Value) {
 				p.bad(v, path+".name", "%q: want 1 to 40 of a-z, 0-9, '_' and '-', starting and ending with a letter or digit (it names metrics and Redis keys)", v.Value)
@@ -231,8 +237,8 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 	}
 	r := Rule{Mode: limit.Divert, Cost: route.CostEvents, Action: Action{Kind: Overflow}}
 	got := map[string]*yaml.Node{}
-	var forced []*yaml.Node                       // the force list's keys, checked against the key once read
-	for k, v := range pairs(&parser{}, n, path) { // duplicates were reported above
+	var forced []*yaml.Node // the force list's keys, checked against the key once read
+	for k, v := range pairs(p, n, path) {
 		if !slices.Contains(ruleFields, k.Value) {
 			p.bad(k, path+"."+k.Value, "unknown field (want one of %s)", strings.Join(ruleFields, ", "))
 			continue

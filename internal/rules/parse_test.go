@@ -138,7 +138,7 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:10:16: rules[1] "b".match[1].field: "json:": want json:FIELD`,
 			`rules.yaml:11:13: rules[1] "b".match[1].in: want a list of at least one value`,
 			`rules.yaml:12:9: rules[1] "b".match[2].field: missing`,
-			`rules.yaml:15:5: rules[2].key: given twice`,
+			`rules.yaml:15:5: rules[2] "b".key: given twice`,
 			`rules.yaml:13:5: rules[2]: name "b" is rules[1]'s too`,
 		}},
 		// A rule's windows are GATE_LIMITS's: whole seconds (rules.ParseLimit reads both), so
@@ -188,6 +188,76 @@ func TestParseProblems(t *testing.T) {
 				t.Errorf("%d problems, want %d:\n%s", len(ps), len(c.want), strings.ReplaceAll(err.Error(), "; ", "\n"))
 			}
 		})
+	}
+}
+
+// A field given twice inside a rule names the rule, as every other problem of it does:
+// in a file of many rules "rules[7].key" alone sends the operator counting.
+func TestParseDuplicateFieldNamesRule(t *testing.T) {
+	for _, c := range []struct{ name, yaml, want string }{
+		{"key", "rules:\n  - name: team\n    key: json:team_id\n    key: json:org_id\n    limits: [1m:1]\n",
+			`rules.yaml:4:5: rules[0] "team".key: given twice`},
+		{"before the name", "rules:\n  - key: json:team_id\n    key: json:org_id\n    name: team\n    limits: [1m:1]\n",
+			`rules.yaml:3:5: rules[0] "team".key: given twice`},
+		{"name", "rules:\n  - name: team\n    name: org\n    key: json:team_id\n    limits: [1m:1]\n",
+			`rules.yaml:3:5: rules[0] "team".name: given twice`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("rules.yaml", []byte(c.yaml), Options{})
+			var ps Problems
+			if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Error() != c.want {
+				t.Errorf("error %v: want the one problem %q", err, c.want)
+			}
+		})
+	}
+}
+
+// A problem beside rules: (an unknown top-level key, rules: given twice) hides not the
+// rules' own problems: every problem at once, not one round of fixes each.
+func TestParseTopLevelProblemsBesideRules(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown key", "version: 2\nrules:\n  - {name: a, key: key, limits: [1m:1], mode: drop}\n", []string{
+			`rules.yaml:1:1: version: unknown field (want rules:)`,
+			`rules.yaml:3:47: rules[0] "a".mode: "drop": want divert or cap`,
+		}},
+		{"rules twice", "rules:\n  - {name: a, key: key, limits: [1m:0]}\nrules:\n  - {name: b, key: key, limits: [1m:1]}\n", []string{
+			`rules.yaml:3:1: (top).rules: given twice`,
+			`rules.yaml:2:34: rules[0] "a".limits[0]: "1m:0": threshold "0" is not a whole number from 1`,
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Parse("rules.yaml", []byte(c.yaml), Options{})
+			var ps Problems
+			if !errors.As(err, &ps) || s != nil {
+				t.Fatalf("set %v, error %v: want problems", s, err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%s", w, strings.ReplaceAll(err.Error(), "; ", "\n"))
+				}
+			}
+			if len(ps) != len(c.want) {
+				t.Errorf("%d problems, want %d:\n%s", len(ps), len(c.want), strings.ReplaceAll(err.Error(), "; ", "\n"))
+			}
+		})
+	}
+}
+
+// A window too long for a duration is too long, as one of 9000h is: not a window of
+// other than whole seconds.
+func TestParseLimitWindowTooLarge(t *testing.T) {
+	for _, s := range []string{"9000h:1", "99999999999h:1", "9999999999999999999s:1"} {
+		if _, err := ParseLimit(s); err == nil || !strings.Contains(err.Error(), "is longer than 8784h (366 days)") {
+			t.Errorf("ParseLimit(%q) = %v: want longer than 8784h", s, err)
+		}
+	}
+	for _, s := range []string{"1x:1", "h:1", "1.2.3h:1"} {
+		if _, err := ParseLimit(s); err == nil || !strings.Contains(err.Error(), "is not a whole number of seconds") {
+			t.Errorf("ParseLimit(%q) = %v: want not a whole number of seconds", s, err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +78,17 @@ func (l Limit) String() string { return fmt.Sprintf("%s:%d", l.Window, l.Thresho
 // time.Duration. Messages name it as 8784h (366 days).
 const MaxWindow = 366 * 24 * time.Hour
 
+// durationRE is a duration as time.ParseDuration writes one, whatever its size.
+var durationRE = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// DurationOutOfRange reports whether s is written as a duration that time.ParseDuration
+// refuses all the same: one past a time.Duration's range (about 2562047h either way),
+// which its error does not tell from a typo.
+func DurationOutOfRange(s string) bool {
+	_, err := time.ParseDuration(s)
+	return err != nil && durationRE.MatchString(s)
+}
+
 // ParseLimit reads one WINDOW:THRESHOLD: an entry of a rule's limits, and of GATE_LIMITS
 // (internal/config reads those with it too, so the two take the same pairs). The window
 // is a whole number of seconds, at least 1s, since a further limit's Redis keys are named
@@ -91,10 +103,11 @@ func ParseLimit(s string) (Limit, error) {
 	}
 	w, t = strings.TrimSpace(w), strings.TrimSpace(t)
 	d, err := time.ParseDuration(w)
-	if err != nil || d < time.Second || d%time.Second != 0 {
+	tooLong := err != nil && DurationOutOfRange(w) && !strings.HasPrefix(w, "-")
+	if !tooLong && (err != nil || d < time.Second || d%time.Second != 0) {
 		return Limit{}, fmt.Errorf("%q: window %q is not a whole number of seconds such as 1h", s, w)
 	}
-	if d > MaxWindow {
+	if tooLong || d > MaxWindow {
 		return Limit{}, fmt.Errorf("%q: window %q is longer than 8784h (366 days)", s, w)
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
