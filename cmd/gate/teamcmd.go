@@ -20,6 +20,7 @@ import (
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/endpoints"
+	"github.com/capturegate/gate/internal/limit"
 )
 
 const teamUsage = `Usage: gate team [-addr HOST:PORT] TEAM
@@ -243,7 +244,7 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 		return err
 	}
 	byRule := slices.ContainsFunc(a.Teams, func(t endpoints.TeamJSON) bool {
-		return slices.ContainsFunc(t.Limits, func(l endpoints.LimitJSON) bool { return l.Rule != "" })
+		return len(t.Rotating) > 0 || slices.ContainsFunc(t.Limits, func(l endpoints.LimitJSON) bool { return l.Rule != "" })
 	})
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "TEAM\t")
@@ -260,8 +261,25 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 			under := underText(l)
 			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\n", l.Window, thresholdText(l), l.Level, 100*l.Pressure, l.Tier, l.Limited, under)
 		}
+		// A team rotating identities may have no limit row at all (on_cardinality overflow
+		// or tag caches none of its keys under the floor): a row of its own, so that no
+		// team the heading counts is missing from the table.
+		for _, r := range t.Rotating {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\trotating\t%v\t-\n", cli.Shown(t.Team), r.Rule, r.OnCardinality == limit.CardinalityOverflow.String())
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, t := range a.Teams {
+		for _, r := range t.Rotating {
+			if _, err := fmt.Fprintf(stdout, "%s: rotating identities under rule %s since %s: about %d distinct keys this window on this gate, more than its max_keys; its keys under the floor take on_cardinality: %s\n",
+				cli.Shown(t.Team), r.Rule, r.Since.UTC().Format(time.RFC3339), r.Keys, r.OnCardinality); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // underText is the UNDER IN column of l: how long its level takes to drain under its

@@ -390,3 +390,41 @@ func TestTeamCommandEventClockUnderIn(t *testing.T) {
 		t.Errorf("row %q: want LIMITED true and UNDER IN -, not a wait of 0s\n%s", lines[i], stdout.String())
 	}
 }
+
+// gate team -top lists a team rotating identities that has no limit row (on_cardinality
+// overflow: its keys under the floor are never cached), with a row saying so, rather than
+// leaving it out of the table its count in the heading includes.
+func TestTeamTopShowsRotatingTeam(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	clk := clock.NewFake(t0)
+	user, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10_000, SketchWidth: limit.DefaultSketchWidth,
+		KeyCardinality: 100, OnCardinality: limit.CardinalityOverflow}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		user.CheckAt(t0, fmt.Sprintf("rot:id-%d", i), 1)
+	}
+	var sw limit.Sweep
+	user.Sweep(t0, &sw)
+	rs := []gate.RuleLimits{{Name: "team-user", Lims: []*limit.Limiter{user}}}
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{}, func() []gate.RuleLimits { return rs })))
+	defer srv.Close()
+	var out strings.Builder
+	if err := teamCmd(t.Context(), []string{"-addr", strings.TrimPrefix(srv.URL, "http://"), "-top", "5"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for line := range strings.Lines(out.String()) {
+		if strings.HasPrefix(line, "rot ") {
+			row = line
+		}
+	}
+	if f := strings.Fields(row); len(f) < 8 || f[1] != "team-user" || !slices.Contains(f, "rotating") || !slices.Contains(f, "true") {
+		t.Errorf("gate team -top: row of rot %q, want one under team-user, rotating and limited\n%s", row, out.String())
+	}
+	if !strings.Contains(out.String(), "rot: rotating identities under rule team-user") {
+		t.Errorf("gate team -top: no line saying rot rotates identities\n%s", out.String())
+	}
+}

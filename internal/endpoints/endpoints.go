@@ -19,6 +19,7 @@ package endpoints
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -108,9 +109,7 @@ func NewMux(reg *prometheus.Registry, ready *Readiness, teams *TeamAPI) *http.Se
 		if ready.overrides != nil {
 			why = append(why, ready.overrides()...)
 		}
-		if waiting := ready.waiting(); len(waiting) > 0 {
-			why = append(why, "no PING reply yet from redis "+strings.Join(waiting, ", "))
-		}
+		why = append(why, ready.waiting()...)
 		if len(why) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "not ready: "+strings.Join(why, "; ")+"\n")
@@ -136,7 +135,11 @@ type Readiness struct {
 
 	mu sync.Mutex
 	up []bool
-	ok atomic.Bool // every instance has answered; the fast path of /readyz
+	// refused holds, per instance, the error of its last PING when Redis answered it with
+	// one (a wrong password, an ACL without +ping): /readyz says so rather than "no
+	// reply", which would send an operator to the network. Nil until a PING fails.
+	refused []string
+	ok      atomic.Bool // every instance has answered; the fast path of /readyz
 }
 
 // newReadiness is the readiness of a gate whose consumer says why it is not ready
@@ -153,20 +156,43 @@ func newReadiness(clients []redis.UniversalClient, cfg config.Config, kafka func
 	return r
 }
 
-// waiting returns the instances that have not answered yet.
+// waiting returns /readyz's reasons for the instances that have not answered yet: those
+// that gave no reply, then each that refused its PING, with Redis's error.
 func (r *Readiness) waiting() []string {
 	if r.ok.Load() {
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var w []string
+	var silent, why []string
 	for i, up := range r.up {
-		if !up {
-			w = append(w, r.urls[i])
+		switch {
+		case up:
+		case i < len(r.refused) && r.refused[i] != "":
+			why = append(why, "redis "+r.urls[i]+" refuses PING: "+r.refused[i])
+		default:
+			silent = append(silent, r.urls[i])
 		}
 	}
-	return w
+	if len(silent) > 0 {
+		why = append([]string{"no PING reply yet from redis " + strings.Join(silent, ", ")}, why...)
+	}
+	return why
+}
+
+// setRefused records err, the last PING's failure of instance i, when Redis itself gave
+// it (a reply, not a timeout or a closed connection), and forgets a refusal otherwise.
+func (r *Readiness) setRefused(i int, err error) {
+	msg := ""
+	if redisErr, ok := errors.AsType[redis.Error](err); ok {
+		msg = redisErr.Error()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refused == nil {
+		r.refused = make([]string, len(r.up))
+	}
+	r.refused[i] = msg
 }
 
 // Run PINGs every instance, in parallel, until each has answered once or ctx ends.
@@ -199,6 +225,7 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		if ctx.Err() != nil {
 			return
 		}
+		r.setRefused(i, err)
 		// Warn once, then keep quiet: the tick's error metrics and logs tell the rest.
 		lvl := slog.LevelDebug
 		if attempt == 1 {

@@ -2,11 +2,15 @@ package endpoints
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/faulttest"
@@ -53,5 +57,38 @@ func TestEvictionOf(t *testing.T) {
 	info := "# Memory\r\nused_memory:1\r\nmaxmemory:104857600\r\nmaxmemory_human:100.00M\r\nmaxmemory_policy:volatile-ttl\r\n"
 	if p, m := evictionOf(info); p != "volatile-ttl" || m != "104857600" {
 		t.Errorf("evictionOf = %q, %q", p, m)
+	}
+}
+
+// TestReadyzSaysWhyRedisRefusesPing: an instance that answers, but refuses the gate (a
+// wrong password), is named in /readyz with Redis's own error, not as one that has given
+// no reply: "no PING reply yet" sends an operator to the network while the fix is the
+// password in GATE_REDIS_URLS. The log says it once only, at the first attempt.
+func TestReadyzSaysWhyRedisRefusesPing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartWith(t, redistest.Options{Password: "right"})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "wrong", MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	r := &Readiness{kafka: func() []string { return nil }, clients: []redis.UniversalClient{c}, urls: []string{"redis://" + srv.Addr()},
+		timeout: 10 * time.Second, up: make([]bool, 1), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	mux := NewMux(prometheus.NewRegistry(), r, nil)
+	var code int
+	var body string
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); <-poll.C {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		code, body = rec.Code, rec.Body.String()
+		if strings.Contains(body, "WRONGPASS") {
+			break
+		}
+	}
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis://"+srv.Addr()) || !strings.Contains(body, "WRONGPASS") {
+		t.Errorf("/readyz with a wrong password: %d %q; want 503 naming the instance and Redis's WRONGPASS", code, body)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -83,7 +84,9 @@ func newTopCache() *ttlcache.Cache[int, cachedTop] {
 }
 
 // TeamJSON is one team on this gate: one entry in Limits per limit (GATE_WINDOW's first,
-// then GATE_LIMITS' in order), and Limited when any of them is.
+// then GATE_LIMITS' in order), and Limited when any of them is. A team rotating
+// identities under a rule (Rotating) has, under on_cardinality collapse, its collapsed
+// key's rows as its rows of that rule, and is Limited under overflow.
 type TeamJSON struct {
 	Gate    *GateJSON   `json:"gate,omitempty"` // GET /v1/teams/{team} only: ?top=N says it once
 	Team    string      `json:"team"`
@@ -165,22 +168,38 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 	// (as the rotation's log line names it).
 	field := keypart.Escape(key)
 	for _, rl := range rs {
-		for _, l := range rl.Lims {
-			if s, ok := l.Snapshot(now, key); ok {
-				row := limitView(now, l, s)
-				row.Rule = rl.Name
-				v.Limits = append(v.Limits, row)
-				v.Limited = v.Limited || s.Limited
-			} else if n, floor, ok := l.Untracked(now, key); ok && n > 0 {
-				thr := l.Config().Threshold
-				v.Limits = append(v.Limits, LimitJSON{Rule: rl.Name, Window: l.Config().Window.String(), Threshold: thr,
-					Level: float64(n), Pressure: float64(n) / float64(thr), Tier: limit.TierOf(float64(n) / float64(thr)).String(),
-					FleetShare: 1, UnderFloor: true, Floor: floor, ThresholdMode: "static", ThresholdSource: limit.SourceStatic.String()})
+		keys := []string{key}
+		for _, rt := range rl.Lims[0].Rotating() {
+			// The collapsed key (the field and ':'), which ?top=N names under
+			// on_cardinality collapse, is the rotating team's too.
+			collapsed := rt.Team + ":"
+			if rt.Team != field && rt.Team != key && key != collapsed {
+				continue
+			}
+			v.Rotating = append(v.Rotating, RotatingJSON{Rule: rl.Name, Keys: rt.Keys, Since: rt.Since.UTC(), OnCardinality: rt.Action.String()})
+			switch {
+			case rt.Action == limit.CardinalityOverflow:
+				// The checks of its keys under the floor answer limited.
+				v.Limited = true
+			case rt.Action == limit.CardinalityCollapse && key != collapsed:
+				// Its keys under the floor are checked as the collapsed key: that key's
+				// rows are the team's under this rule, limited when its records are.
+				keys = append(keys, collapsed)
 			}
 		}
-		for _, rt := range rl.Lims[0].Rotating() {
-			if rt.Team == field || rt.Team == key {
-				v.Rotating = append(v.Rotating, RotatingJSON{Rule: rl.Name, Keys: rt.Keys, Since: rt.Since.UTC(), OnCardinality: rt.Action.String()})
+		for _, l := range rl.Lims {
+			for _, k := range keys {
+				if s, ok := l.Snapshot(now, k); ok {
+					row := limitView(now, l, s)
+					row.Rule = rl.Name
+					v.Limits = append(v.Limits, row)
+					v.Limited = v.Limited || s.Limited
+				} else if n, floor, ok := l.Untracked(now, k); ok && n > 0 && k == key {
+					thr := l.Config().Threshold
+					v.Limits = append(v.Limits, LimitJSON{Rule: rl.Name, Window: l.Config().Window.String(), Threshold: thr,
+						Level: float64(n), Pressure: float64(n) / float64(thr), Tier: limit.TierOf(float64(n) / float64(thr)).String(),
+						FleetShare: 1, UnderFloor: true, Floor: floor, ThresholdMode: "static", ThresholdSource: limit.SourceStatic.String()})
+				}
 			}
 		}
 	}
@@ -301,23 +320,52 @@ func (a *TeamAPI) rank(now time.Time, n int) TopAnswer {
 	// The top n of each limit, each key with all its rows, ranked by the highest
 	// pressure over its rows.
 	rs := a.rules()
+	// A rotating team's collapsed key is shown as the team, by its id (view gives the team
+	// that key's rows), not apart from it.
+	collapsed := make(map[string]string)
+	for _, rl := range rs {
+		for _, rt := range rl.Lims[0].Rotating() {
+			if rt.Action == limit.CardinalityCollapse {
+				collapsed[rt.Team+":"] = keypart.Value(rt.Team)
+			}
+		}
+	}
 	seen := make(map[string]bool)
+	add := func(key string) {
+		if id, ok := collapsed[key]; ok {
+			key = id
+		}
+		if !seen[key] {
+			seen[key] = true
+			if v, ok := a.view(now, rs, key); ok {
+				out.Teams = append(out.Teams, v)
+			}
+		}
+	}
 	for _, rl := range rs {
 		for _, l := range rl.Lims {
 			for _, s := range l.Top(now, n) {
-				if !seen[s.Team] {
-					seen[s.Team] = true
-					if v, ok := a.view(now, rs, s.Team); ok {
-						out.Teams = append(out.Teams, v)
-					}
-				}
+				add(s.Team)
 			}
+		}
+		// A team rotating identities may have no cached key for Top to name (under
+		// on_cardinality overflow or tag its keys under the floor stay in the sketch), yet
+		// overflow sends its records away: named by its id, as /v1/teams/{team} finds it.
+		for _, rt := range rl.Lims[0].Rotating() {
+			add(keypart.Value(rt.Team))
 		}
 	}
 	maxPressure := func(t TeamJSON) float64 {
 		p := 0.0
 		for _, l := range t.Limits {
 			p = max(p, l.Pressure)
+		}
+		// Every record of its keys under the floor goes to overflow, whatever their level:
+		// it is over its limit, ranked with the most pressed.
+		for _, r := range t.Rotating {
+			if r.OnCardinality == limit.CardinalityOverflow.String() {
+				p = math.Inf(1)
+			}
 		}
 		return p
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -210,5 +211,123 @@ func TestTeamAPIRotatingTeamWithColon(t *testing.T) {
 		if len(v.Rotating) != 1 || v.Rotating[0].Rule != "team-user" {
 			t.Errorf("GET %s: rotating %+v, want the team-user rule's\n%s", path, v.Rotating, rec.Body)
 		}
+	}
+}
+
+// A team found rotating identities under a per-user rule is in ?top=N even when it has no
+// cached key of its own: with on_cardinality overflow (or tag) its keys under the floor
+// are never cached, so the limiters' Top never names it, yet every such record of it goes
+// to overflow. It is ranked as over its limit (overflow) and named by its id, as
+// /v1/teams/{team} finds it; a team only tagged ranks by its rows like any other.
+func TestTeamAPITopListsRotatingTeams(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	clk := clock.NewFake(t0)
+	rs := []gate.RuleLimits{}
+	for _, action := range []limit.CardinalityAction{limit.CardinalityOverflow, limit.CardinalityTag} {
+		user, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10_000, SketchWidth: limit.DefaultSketchWidth,
+			KeyCardinality: 100, OnCardinality: action}, clk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, gate.RuleLimits{Name: "user-" + action.String(), Lims: []*limit.Limiter{user}})
+	}
+	team, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = append(rs, gate.RuleLimits{Name: "team", Lims: []*limit.Limiter{team}})
+	// Team a:b rotates under the overflow rule (its keys' first field a%3Ab), team tagged
+	// under the tag rule; busy is at half its team limit, the only key any Top names.
+	for i := range 300 {
+		rs[0].Lims[0].CheckAt(t0, fmt.Sprintf("a%%3Ab:id-%d", i), 1)
+		rs[1].Lims[0].CheckAt(t0, fmt.Sprintf("tagged:id-%d", i), 1)
+	}
+	for range 50 {
+		team.CheckAt(t0, "busy", 1)
+	}
+	for _, rl := range rs[:2] {
+		var sw limit.Sweep
+		rl.Lims[0].Sweep(t0, &sw)
+		if len(rl.Lims[0].Rotating()) != 1 {
+			t.Fatalf("rule %s: rotating %+v, want one team", rl.Name, rl.Lims[0].Rotating())
+		}
+	}
+	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, func() []gate.RuleLimits { return rs }))
+	get := func(top int) []TeamJSON {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, fmt.Sprintf("/v1/teams?top=%d", top), nil))
+		var a TopAnswer
+		if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil || rec.Code != http.StatusOK {
+			t.Fatalf("GET ?top=%d: %d %v %s", top, rec.Code, err, rec.Body)
+		}
+		return a.Teams
+	}
+	names := func(ts []TeamJSON) []string {
+		var s []string
+		for _, v := range ts {
+			s = append(s, v.Team)
+		}
+		return s
+	}
+	all := get(10)
+	if got := names(all); !slices.Equal(got, []string{"a:b", "busy", "tagged"}) {
+		t.Fatalf("?top=10 lists %q, want [a:b busy tagged]: the rotating team sent to overflow first, the tagged one by its rows (none)", got)
+	}
+	if r := all[0].Rotating; len(r) != 1 || r[0].Rule != "user-overflow" || r[0].OnCardinality != "overflow" || !all[0].Limited {
+		t.Errorf("a:b: limited %v, rotating %+v; want limited, rotating under user-overflow", all[0].Limited, r)
+	}
+	if r := all[2].Rotating; len(r) != 1 || r[0].Rule != "user-tag" || all[2].Limited {
+		t.Errorf("tagged: limited %v, rotating %+v; want not limited, rotating under user-tag", all[2].Limited, r)
+	}
+	if got := names(get(1)); !slices.Equal(got, []string{"a:b"}) {
+		t.Errorf("?top=1 lists %q, want [a:b]", got)
+	}
+}
+
+// Under on_cardinality collapse, a rotating team's keys under the floor are counted as
+// one, its collapsed key (the team's field and ':'). Asked for by its id, the team shows
+// that key's row under the rule, limited when it is: its records are sent away by it. And
+// ?top=N names the team once, by its id, not the collapsed key apart.
+func TestTeamAPIRotatingCollapsedTeam(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	clk := clock.NewFake(t0)
+	user, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10_000, SketchWidth: limit.DefaultSketchWidth, KeyCardinality: 100}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		user.CheckAt(t0, fmt.Sprintf("a%%3Ab:id-%d", i), 1)
+	}
+	var sw limit.Sweep
+	user.Sweep(t0, &sw)
+	// Rotating now: its next keys count as the collapsed key, over the threshold.
+	for i := range 10_100 {
+		user.CheckAt(t0, fmt.Sprintf("a%%3Ab:new-%d", i), 1)
+	}
+	if s, ok := user.Snapshot(t0, "a%3Ab:"); !ok || !s.Limited {
+		t.Fatalf("collapsed key: %+v %v; want cached and limited", s, ok)
+	}
+	rs := []gate.RuleLimits{{Name: "team-user", Lims: []*limit.Limiter{user}}}
+	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, func() []gate.RuleLimits { return rs }))
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/a:b", nil))
+	var v TeamJSON
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("GET /v1/teams/a:b: %d %v %s", rec.Code, err, rec.Body)
+	}
+	if !v.Limited || len(v.Limits) != 1 || v.Limits[0].Rule != "team-user" || !v.Limits[0].Limited || len(v.Rotating) != 1 {
+		t.Errorf("a:b: %s\nwant limited, with the collapsed key's row under team-user, rotating", rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams?top=10", nil))
+	var a TopAnswer
+	if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("GET ?top=10: %d %v %s", rec.Code, err, rec.Body)
+	}
+	if len(a.Teams) != 1 || a.Teams[0].Team != "a:b" || !a.Teams[0].Limited || len(a.Teams[0].Rotating) != 1 {
+		t.Errorf("?top=10: %s\nwant a:b alone, limited and rotating", rec.Body)
 	}
 }
