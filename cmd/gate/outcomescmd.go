@@ -104,12 +104,24 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 			each(r)
 		}
 	}
-	skipped, err := scanOutcomes(ctx, outcomesLimit, since, cfg.OutcomesTopic, scanFrom, team, whole, opts...)
+	read, err := scanOutcomes(ctx, outcomesLimit, since, cfg.OutcomesTopic, scanFrom, team, whole, opts...)
 	if err != nil {
 		return err
 	}
-	if skipped > 0 {
-		fmt.Fprintf(stderr, "gate outcomes: %d records of %s are not outcome rows of schema %d; skipped\n", skipped, cfg.OutcomesTopic, outcome.SchemaVersion)
+	if read.Skipped > 0 {
+		fmt.Fprintf(stderr, "gate outcomes: %d records of %s are not outcome rows of schema %d; skipped\n", read.Skipped, cfg.OutcomesTopic, outcome.SchemaVersion)
+	}
+	for _, tr := range read.Trimmed {
+		held := "holds no rows"
+		if !tr.Oldest.IsZero() {
+			held = "holds rows from " + minute(tr.Oldest) + " on"
+		}
+		fmt.Fprintf(stderr, "gate outcomes: %s partition %d %s, retention having deleted those before: rows since %s may be missing\n",
+			cfg.OutcomesTopic, tr.Partition, held, minute(from))
+	}
+	for _, g := range read.Gone {
+		fmt.Fprintf(stderr, "gate outcomes: offsets %d to %d of %s partition %d were deleted (retention) while it read; their rows are not counted\n",
+			g.From, g.To-1, cfg.OutcomesTopic, g.Partition)
 	}
 	if team != "" {
 		return printHistory(stdout, outcome.TeamHistory(rows, team), cfg.OutcomesTopic, from)
@@ -127,15 +139,15 @@ var errOutcomesLimit = errors.New("gate outcomes' own limit on a read")
 // scanOutcomes is outcome.Scan within limit. A read that reaches it fails saying that the
 // limit is the command's own and that a shorter -since reads less, as the deadline alone
 // reads "context deadline exceeded", which names neither.
-func scanOutcomes(ctx context.Context, limit, since time.Duration, topic string, from time.Time, team string, each func(*outcome.Row), opts ...kgo.Opt) (int, error) {
+func scanOutcomes(ctx context.Context, limit, since time.Duration, topic string, from time.Time, team string, each func(*outcome.Row), opts ...kgo.Opt) (outcome.Scanned, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, limit, errOutcomesLimit)
 	defer cancel()
-	skipped, err := outcome.Scan(ctx, topic, from, team, each, opts...)
+	read, err := outcome.Scan(ctx, topic, from, team, each, opts...)
 	if err != nil && errors.Is(context.Cause(ctx), errOutcomesLimit) {
-		return skipped, fmt.Errorf("gate outcomes gave up after %s, its own limit on a read (-since %s of %s): "+
+		return read, fmt.Errorf("gate outcomes gave up after %s, its own limit on a read (-since %s of %s): "+
 			"give a shorter -since: %w", limit, since, topic, err)
 	}
-	return skipped, err
+	return read, err
 }
 
 // minute formats the start or end of an interval.

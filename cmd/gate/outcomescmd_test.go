@@ -329,3 +329,86 @@ func TestOutcomesGivesUpNamingItsLimit(t *testing.T) {
 		}
 	}
 }
+
+// Rows that retention deletes after gate outcomes looked up where to read and before it
+// read them are named on stderr, offsets and partition, and the rest is printed: the
+// command neither waits for them (it did, until its 5-minute limit, when every row before
+// the end went) nor leaves them out without a word.
+func TestOutcomesSaysWhichRowsRetentionDeleted(t *testing.T) {
+	t.Parallel()
+	c, env := outcomesTopicEnv(t, 1)
+	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	var rows []*kgo.Record
+	for range 4 {
+		rows = append(rows, testRow(at, "42", "42", "", "overflow", "rate_limited", 10))
+	}
+	for i := range rows {
+		var r outcome.Row
+		if err := json.Unmarshal(rows[i].Value, &r); err != nil {
+			t.Fatal(err)
+		}
+		r.ID = "g1/1-x/" + strconv.Itoa(i) // four seals, four rows
+		rows[i].Value = outcome.AppendJSON(nil, &r)
+	}
+	produceRows(t, c, rows...)
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.DropControl()
+		c.SleepControl(func() {
+			to := kadm.Offsets{}
+			to.Add(kadm.Offset{Topic: "outcomes", Partition: 0, At: 3})
+			if _, err := kadm.NewClient(adm).DeleteRecords(t.Context(), to); err != nil {
+				t.Errorf("deleting records: %v", err)
+			}
+		})
+		return nil, nil, false
+	})
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := outcomesCmd(ctx, []string{"42"}, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
+		t.Fatalf("gate outcomes 42: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "team 42: 10 records") {
+		t.Errorf("gate outcomes 42: want the row retention left:\n%s", stdout.String())
+	}
+	if want := "offsets 0 to 2 of outcomes partition 0 were deleted (retention)"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("gate outcomes 42: stderr lacks %q:\n%s", want, stderr.String())
+	}
+}
+
+// A -since older than what retention kept of the outcomes topic is said on stderr: the
+// partition, and when its oldest row left is from. Without it, "team 42: no outcomes in
+// outcomes since ..." reads as a team that was never limited then, when its rows of then
+// were deleted.
+func TestOutcomesSaysRetentionDeletedSinceRows(t *testing.T) {
+	t.Parallel()
+	c, env := outcomesTopicEnv(t, 1)
+	now := time.Now().UTC().Truncate(time.Minute)
+	old, kept := testRow(now.Add(-3*time.Hour), "42", "42", "", "overflow", "rate_limited", 500), testRow(now.Add(-time.Hour), "7", "7", "", "accepted", "allowed", 1)
+	old.Timestamp, kept.Timestamp = now.Add(-3*time.Hour), now.Add(-time.Hour)
+	produceRows(t, c, old, kept)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	to := kadm.Offsets{}
+	to.Add(kadm.Offset{Topic: "outcomes", Partition: 0, At: 1})
+	if _, err := kadm.NewClient(cl).DeleteRecords(t.Context(), to); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := outcomesCmd(ctx, []string{"-since", "4h", "42"}, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
+		t.Fatalf("gate outcomes -since 4h 42: %v\n%s", err, stderr.String())
+	}
+	if want := "outcomes partition 0 holds rows from " + minute(now.Add(-time.Hour)) + " on, retention having deleted those before"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("gate outcomes -since 4h 42: stderr lacks %q:\nstdout:\n%sstderr:\n%s", want, stdout.String(), stderr.String())
+	}
+}

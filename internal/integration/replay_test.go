@@ -87,9 +87,9 @@ func replayIsFaithful(t *testing.T, clk string) {
 		g.Term(t, time.Minute)
 	}
 	var rows []outcome.Row
-	skipped, err := outcome.Scan(t.Context(), outTopic, time.Now().Add(-time.Hour), "", func(r *outcome.Row) { rows = append(rows, *r) }, kgo.SeedBrokers(s.k.Brokers))
-	if err != nil || skipped > 0 {
-		t.Fatalf("reading the outcomes: %v (%d records skipped)", err, skipped)
+	read, err := outcome.Scan(t.Context(), outTopic, time.Now().Add(-time.Hour), "", func(r *outcome.Row) { rows = append(rows, *r) }, kgo.SeedBrokers(s.k.Brokers))
+	if err != nil || read.Skipped > 0 {
+		t.Fatalf("reading the outcomes: %v (%d records skipped)", err, read.Skipped)
 	}
 	live := map[string]map[string]int64{} // rule → key → records over (shadow) or overflowed
 	for _, r := range rows {

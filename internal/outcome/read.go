@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -22,7 +23,9 @@ import (
 // by Kafka's default partitioner: the partition of each of its TeamNames), and passes
 // only its rows: what it holds is that team's, whatever the topic holds. opts are the
 // client's (brokers, TLS, SASL). A record that is not a row of this schema is counted in
-// skipped, not passed.
+// Skipped, not passed. Offsets retention deletes after Scan looked them up (or while it
+// reads) are noted in Gone, and the read goes on from what is left; a partition whose
+// rows from since on may be among those retention deleted before, in Trimmed.
 //
 // Memory: the rows are the caller's to keep or not; Scan remembers 16 bytes of each row
 // it passes (to know a row written again: a retry after an answer lost), and the rows of
@@ -33,10 +36,14 @@ import (
 // is then delivered, so reaching the end is seen for certain. A read_committed client
 // would skip an aborted transaction's records, and when the last offsets before the end
 // are such records, nothing tells it the end was reached.
-func Scan(ctx context.Context, topic string, since time.Time, team string, each func(*Row), opts ...kgo.Opt) (skipped int, err error) {
-	cl, err := kgo.NewClient(append(opts, kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())...)
+func Scan(ctx context.Context, topic string, since time.Time, team string, each func(*Row), opts ...kgo.Opt) (read Scanned, err error) {
+	// No reset: an offset retention deleted meanwhile is an error the read handles
+	// (gone), where a reset would skip to the log start without a word, and past the
+	// end, when all before it went, wait for ever.
+	cl, err := kgo.NewClient(append(opts, kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()))...)
 	if err != nil {
-		return 0, fmt.Errorf("creating the Kafka client: %w", err)
+		return read, fmt.Errorf("creating the Kafka client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -45,7 +52,7 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 		err = ends.Error()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
+		return read, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
 	}
 	// With team set, the partitions of its names (TeamNames: a team with ':' or '%' has
 	// two, each the Kafka key of its rows).
@@ -67,21 +74,43 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 		err = starts.Error()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("finding the offsets of %s at %s: %w", topic, since.Format(time.RFC3339), err)
+		return read, fmt.Errorf("finding the offsets of %s at %s: %w", topic, since.Format(time.RFC3339), err)
+	}
+	// Where each partition starts: a lookup by time that lands there, past rows retention
+	// deleted, cannot tell whether they were from before since (Kafka keeps no time of
+	// them), so the read says the rows since then may be short (Trimmed).
+	kept, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = kept.Error()
+	}
+	if err != nil {
+		return read, fmt.Errorf("listing the start offsets of %s: %w", topic, err)
 	}
 	from := map[int32]kgo.Offset{}
 	left := map[int32]int64{} // partition → its end, while records remain before it
+	next := map[int32]int64{} // partition → the offset to read next
 	starts.Each(func(o kadm.ListedOffset) {
 		if only != nil && !only[o.Partition] {
 			return
 		}
+		// The read begins at the start of a partition retention deleted rows of, at a row
+		// after since or at its end (none left, the timestamp -1): the deleted rows may
+		// have been since then. A row found at since is kept whole.
+		if k, ok := kept.Lookup(topic, o.Partition); ok && k.Offset > 0 && o.Offset == k.Offset && (o.Timestamp < 0 || o.Timestamp > since.UnixMilli()) {
+			tr := Trimmed{Partition: o.Partition}
+			if o.Timestamp >= 0 {
+				tr.Oldest = time.UnixMilli(o.Timestamp).UTC()
+			}
+			read.Trimmed = append(read.Trimmed, tr)
+		}
 		if end, ok := ends.Lookup(topic, o.Partition); ok && end.Offset > o.Offset {
 			from[o.Partition] = kgo.NewOffset().At(o.Offset)
 			left[o.Partition] = end.Offset
+			next[o.Partition] = o.Offset
 		}
 	})
 	if len(from) == 0 {
-		return 0, nil
+		return read, nil
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
 	// seen holds a 128-bit hash of each row passed (a collision, a row taken for another
@@ -105,20 +134,31 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return skipped, fmt.Errorf("reading %s: %w", topic, err)
+			return read, fmt.Errorf("reading %s: %w", topic, err)
 		}
 		var ferr error
+		var outOfRange []int32
 		fs.EachError(func(_ string, p int32, err error) {
+			if _, ok := left[p]; ok && errors.Is(err, kerr.OffsetOutOfRange) {
+				outOfRange = append(outOfRange, p)
+				return
+			}
 			ferr = fmt.Errorf("reading %s partition %d: %w", topic, p, err)
 		})
 		if ferr != nil {
-			return skipped, ferr
+			return read, ferr
+		}
+		if len(outOfRange) > 0 {
+			if err := skipGone(ctx, cl, adm, topic, outOfRange, next, left, &read); err != nil {
+				return read, err
+			}
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := left[r.Partition]
-			if !ok || r.Offset >= end {
-				return // past the end the read began at
+			if !ok || r.Offset >= end || r.Offset < next[r.Partition] {
+				return // past the end the read began at, or before where it was moved on
 			}
+			next[r.Partition] = r.Offset + 1
 			if r.Offset >= end-1 {
 				delete(left, r.Partition)
 			}
@@ -138,7 +178,7 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 				return
 			}
 			if err != nil {
-				skipped++
+				read.Skipped++
 				return
 			}
 			if r.Attrs.IsTransactional() {
@@ -151,7 +191,83 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 			keep(&row)
 		})
 	}
-	return skipped, nil
+	return read, nil
+}
+
+// Scanned is what a Scan met besides its rows.
+type Scanned struct {
+	// Skipped counts the records that are not rows of this schema.
+	Skipped int
+	// Gone is the offsets the read was to read and could not.
+	Gone []Gone
+	// Trimmed is the partitions whose oldest rows retention deleted, the read beginning at
+	// the oldest row left, after since: rows since then may be among those deleted.
+	Trimmed []Trimmed
+}
+
+// Trimmed is a partition the read began at its start, retention having deleted the rows
+// before it: Oldest is the oldest row left's timestamp, zero when none is.
+type Trimmed struct {
+	Partition int32
+	Oldest    time.Time
+}
+
+// Gone is a range of offsets of a partition, From up to To.
+type Gone struct {
+	Partition int32
+	From, To  int64
+}
+
+// skipGone moves the read of each partition of parts, whose offset to read next the
+// broker no longer has (out of range), to the partition's start: retention deleted the
+// offsets before it after Scan looked them up (or while it read). The offsets skipped are
+// noted in read.Gone; a partition whose every offset to read went is done. An offset out
+// of range above the partition's start is not retention's: it is still held and read
+// again, or, when the partition now ends below it (a broker lost records), an error.
+func skipGone(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string, parts []int32, next, left map[int32]int64, read *Scanned) error {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	var ends kadm.ListedOffsets
+	if err == nil {
+		ends, err = adm.ListEndOffsets(ctx, topic)
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("finding where %s partitions %v start, an offset to read being gone: %w", topic, parts, err)
+	}
+	set := map[int32]kgo.EpochOffset{}
+	for _, p := range parts {
+		start, okStart := starts.Lookup(topic, p)
+		end, okEnd := ends.Lookup(topic, p)
+		switch {
+		case !okStart || !okEnd:
+			return fmt.Errorf("reading %s partition %d at offset %d: %w; the partition's offsets were not listed", topic, p, next[p], kerr.OffsetOutOfRange)
+		case start.Offset > next[p]:
+			to := min(start.Offset, left[p])
+			if n := len(read.Gone); n > 0 && read.Gone[n-1].Partition == p && read.Gone[n-1].To == next[p] {
+				read.Gone[n-1].To = to
+			} else {
+				read.Gone = append(read.Gone, Gone{Partition: p, From: next[p], To: to})
+			}
+			next[p] = start.Offset
+		case end.Offset < next[p]:
+			return fmt.Errorf("reading %s partition %d at offset %d: the partition now ends at %d (a broker lost records): %w", topic, p, next[p], end.Offset, kerr.OffsetOutOfRange)
+		}
+		if next[p] >= left[p] {
+			delete(left, p)
+			cl.RemoveConsumePartitions(map[string][]int32{topic: {p}})
+			continue
+		}
+		set[p] = kgo.EpochOffset{Epoch: -1, Offset: next[p]}
+	}
+	if len(set) > 0 {
+		cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: set})
+	}
+	return nil
 }
 
 // rowHash hashes what makes a row the same row written again (Scan).

@@ -1,6 +1,7 @@
 package outcome
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -8,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Scan of one team reads only the partition its rows are keyed to and passes only its
@@ -53,9 +56,9 @@ func TestScanOneTeam(t *testing.T) {
 		t.Fatal(err)
 	}
 	var all []Row
-	skipped, err := Scan(t.Context(), "outcomes", start.Add(-time.Hour), "", func(r *Row) { all = append(all, *r) }, kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil || skipped != 1 || len(all) != 400 {
-		t.Fatalf("Scan of every team: %d rows, %d skipped, %v; want 400 and 1", len(all), skipped, err)
+	read, err := Scan(t.Context(), "outcomes", start.Add(-time.Hour), "", func(r *Row) { all = append(all, *r) }, kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil || read.Skipped != 1 || len(all) != 400 {
+		t.Fatalf("Scan of every team: %d rows, %d skipped, %v; want 400 and 1", len(all), read.Skipped, err)
 	}
 	var want, got []string
 	for _, r := range all {
@@ -63,9 +66,9 @@ func TestScanOneTeam(t *testing.T) {
 			want = append(want, fmt.Sprint(r))
 		}
 	}
-	skipped, err = Scan(t.Context(), "outcomes", start.Add(-time.Hour), team, func(r *Row) { got = append(got, fmt.Sprint(*r)) }, kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil || skipped != 0 {
-		t.Fatalf("Scan %s: %d skipped, %v; want 0 (the record that is no row is in another partition)", team, skipped, err)
+	read, err = Scan(t.Context(), "outcomes", start.Add(-time.Hour), team, func(r *Row) { got = append(got, fmt.Sprint(*r)) }, kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil || read.Skipped != 0 {
+		t.Fatalf("Scan %s: %d skipped, %v; want 0 (the record that is no row is in another partition)", team, read.Skipped, err)
 	}
 	slices.Sort(want)
 	slices.Sort(got)
@@ -105,5 +108,117 @@ func TestSummariesAreHistories(t *testing.T) {
 	}
 	if s.Rows() != len(rows) {
 		t.Errorf("Rows() = %d, want %d", s.Rows(), len(rows))
+	}
+}
+
+// Retention can delete the offsets a Scan looked up before it fetches them (or while it
+// reads). The Scan reads what is left, says which offsets were gone, and ends: it does
+// not wait for records that will never come, which is what it did when every offset
+// before the end was deleted (until its caller's deadline; gate outcomes' 5 minutes).
+func TestScanRowsDeletedMeanwhile(t *testing.T) {
+	for _, deleteTo := range []int64{6, 10} {
+		t.Run(fmt.Sprintf("below %d of 10", deleteTo), func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "outcomes"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+			var recs []*kgo.Record
+			for i := range 10 {
+				r := Row{Schema: SchemaVersion, ID: "g/1/" + strconv.Itoa(i), Gate: "g", IntervalStart: start, IntervalEnd: start.Add(time.Minute),
+					Team: "42", Key: "42", Outcome: "overflow", Reason: "rate_limited", Records: int64(i)}
+				recs = append(recs, &kgo.Record{Key: []byte("42"), Value: AppendJSON(nil, &r)})
+			}
+			if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			// Retention, between the Scan's lookup of its offsets and its first fetch.
+			c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.DropControl()
+				c.SleepControl(func() {
+					to := kadm.Offsets{}
+					to.Add(kadm.Offset{Topic: "outcomes", Partition: 0, At: deleteTo})
+					if _, err := kadm.NewClient(cl).DeleteRecords(t.Context(), to); err != nil {
+						t.Errorf("deleting the records below %d: %v", deleteTo, err)
+					}
+				})
+				return nil, nil, false
+			})
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			var got []int64
+			read, err := Scan(ctx, "outcomes", start.Add(-time.Hour), "", func(r *Row) { got = append(got, r.Records) }, kgo.SeedBrokers(c.ListenAddrs()...))
+			if err != nil {
+				t.Fatalf("Scan: %v", err)
+			}
+			var want []int64
+			for i := deleteTo; i < 10; i++ {
+				want = append(want, i)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("Scan passed the rows %v, want %v (those retention left)", got, want)
+			}
+			if wantGone := []Gone{{Partition: 0, From: 0, To: deleteTo}}; !slices.Equal(read.Gone, wantGone) {
+				t.Errorf("Scan says %+v were gone, want %+v", read.Gone, wantGone)
+			}
+		})
+	}
+}
+
+// A since older than what retention kept reads from the oldest row left: the rows from
+// since up to it may have been deleted, and the Scan says so, partition and the oldest
+// row's time, rather than passing what is left as if it were all since then. A since the
+// partition still holds rows from says nothing; nor does a partition nothing was deleted
+// from.
+func TestScanSaysRetentionTrimmedSince(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "outcomes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	now := time.Now().UTC().Truncate(time.Second)
+	rec := func(p int32, sealed time.Time) *kgo.Record {
+		r := Row{Schema: SchemaVersion, ID: "g/1/" + sealed.Format(time.RFC3339), Gate: "g", IntervalStart: sealed.Truncate(time.Minute),
+			IntervalEnd: sealed.Truncate(time.Minute).Add(time.Minute), Team: "42", Key: "42", Outcome: "overflow", Reason: "rate_limited", Records: 1}
+		return &kgo.Record{Topic: "outcomes", Partition: p, Key: []byte("42"), Value: AppendJSON(nil, &r), Timestamp: sealed}
+	}
+	// Partition 0: a row of 3 h ago, deleted, and one of 1 h ago, kept. Partition 1: a row
+	// of 3 h ago, kept.
+	if err := cl.ProduceSync(t.Context(), rec(0, now.Add(-3*time.Hour)), rec(0, now.Add(-time.Hour)), rec(1, now.Add(-3*time.Hour))).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	to := kadm.Offsets{}
+	to.Add(kadm.Offset{Topic: "outcomes", Partition: 0, At: 1})
+	if _, err := kadm.NewClient(cl).DeleteRecords(t.Context(), to); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		since time.Duration
+		want  []Trimmed
+	}{
+		{4 * time.Hour, []Trimmed{{Partition: 0, Oldest: now.Add(-time.Hour)}}},
+		{30 * time.Minute, nil}, // partition 0 holds a row from before then
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		n := 0
+		read, err := Scan(ctx, "outcomes", now.Add(-tc.since), "", func(*Row) { n++ }, kgo.SeedBrokers(c.ListenAddrs()...))
+		cancel()
+		if err != nil {
+			t.Fatalf("Scan since %v ago: %v", tc.since, err)
+		}
+		if len(read.Trimmed) != len(tc.want) || (len(tc.want) > 0 && (read.Trimmed[0].Partition != tc.want[0].Partition || !read.Trimmed[0].Oldest.Equal(tc.want[0].Oldest))) {
+			t.Errorf("Scan since %v ago (%d rows) says %+v were trimmed by retention, want %+v", tc.since, n, read.Trimmed, tc.want)
+		}
 	}
 }
