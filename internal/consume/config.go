@@ -206,7 +206,9 @@ type Config struct {
 	MaxBufferedRecords int
 	MaxBufferedBytes   int
 	// MaxMessageBytes is the largest record batch the producer sends, as the brokers'
-	// message.max.bytes; a record larger than it goes to the dead-letter topic.
+	// message.max.bytes; a record larger than it goes to the dead-letter topic. An output
+	// topic whose max.message.bytes the preflight read lower gets batches within that
+	// (batchlimit.go).
 	MaxMessageBytes int32
 	// RevokeTimeout bounds how long a revoked partition's in-flight records are awaited
 	// before what is acknowledged is committed and the rest abandoned to the new owner

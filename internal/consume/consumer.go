@@ -118,6 +118,9 @@ type Consumer struct {
 	// stale holds the output topics a produce to failed with UNKNOWN_TOPIC_ID, for the
 	// output watch to purge from the client once they exist (outputs.go).
 	stale staleTopics
+	// batchLimits are the output topics' max.message.bytes, read at preflight, which
+	// the producer's batches to them stay within (batchlimit.go).
+	batchLimits batchLimits
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)
@@ -203,6 +206,9 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 // closed client unregisters its collectors, and a rebuilt one registers them anew.
 func (c *Consumer) clientOpts() []kgo.Opt {
 	opts := append(c.cfg.clientOpts(),
+		// After Config.clientOpts's ProducerBatchMaxBytes, which it replaces: asked once a
+		// partition, when the client first produces to it, which is after the preflight.
+		kgo.ProducerBatchMaxBytesFn(c.batchMaxBytes),
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),

@@ -131,6 +131,10 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 			found = append(found, p)
 		}
 	}
+	if len(found) == 0 {
+		// Before the first produce, which fixes a partition's batch limit in the client.
+		c.readBatchLimits(ctx, topics[1:])
+	}
 
 	dg := kmsg.NewPtrDescribeGroupsRequest()
 	dg.Groups = []string{c.cfg.GroupID}

@@ -331,12 +331,14 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 	// The input's headers stay when they are small (ids and trace context are what an
 	// operator looks for); thousands of them, or huge ones, go with the value. Counted
 	// as encoded: each header's two lengths too, most of the size of thousands of tiny ones.
+	// Small against the dead-letter topic's own batch limit (batchlimit.go), which its
+	// max.message.bytes may set far below GATE_KAFKA_MAX_MESSAGE_BYTES.
 	var hb int
 	for _, h := range in.Headers {
 		hb += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
 	}
 	dropped := 0
-	if hb > int(c.cfg.MaxMessageBytes)/4 && len(r.Headers) >= len(in.Headers) {
+	if hb > int(c.batchMaxBytes(r.Topic))/4 && len(r.Headers) >= len(in.Headers) {
 		r.Headers = r.Headers[len(in.Headers):] // DeadLetter appends its headers after the input's
 		dropped = len(in.Headers)
 		for _, h := range in.Headers {

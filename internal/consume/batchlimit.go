@@ -1,0 +1,100 @@
+package consume
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Output topics' own batch limits. A broker refuses a produce batch larger than its
+// topic's max.message.bytes (MESSAGE_TOO_LARGE, for the whole batch), and an output topic
+// may set one below GATE_KAFKA_MAX_MESSAGE_BYTES, the brokers' message.max.bytes, up to
+// which the producer would fill its batches. Every batch over the topic's limit would be
+// refused, and each of its records, small as it is, produced again alone (retry.go), one
+// round trip at a time: under load, a stream of produce errors and a record routed a
+// round trip. So the preflight reads the output topics' max.message.bytes, and the
+// producer's batches to each stay within it (a record larger than it alone is refused by
+// the client at once, with the same error, and goes to dead letter).
+
+// minBatchMaxBytes is the smallest batch limit franz-go takes.
+const minBatchMaxBytes = 512
+
+// batchLimits holds the max.message.bytes of the output topics read at preflight.
+type batchLimits struct {
+	mu sync.RWMutex
+	m  map[string]int32
+}
+
+func (l *batchLimits) get(topic string) (int32, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n, ok := l.m[topic]
+	return n, ok
+}
+
+func (l *batchLimits) set(m map[string]int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.m = m
+}
+
+// batchMaxBytes is the producer's batch limit for topic (kgo.ProducerBatchMaxBytesFn,
+// asked when the client first produces to a partition of it): GATE_KAFKA_MAX_MESSAGE_BYTES,
+// or the topic's max.message.bytes when the preflight read a smaller one.
+func (c *Consumer) batchMaxBytes(topic string) int32 {
+	limit := c.cfg.MaxMessageBytes
+	if n, ok := c.batchLimits.get(topic); ok && n < limit {
+		limit = max(n, minBatchMaxBytes)
+	}
+	return limit
+}
+
+// readBatchLimits reads the max.message.bytes of topics for batchMaxBytes. The outcomes
+// topic is left to its rows' own bound, which they learn from its refusals (outcomes.go).
+// A topic the gate may not describe (DESCRIBE_CONFIGS), or an answer that does not come,
+// leaves the gate's own limit for it: its batches over the topic's are refused as before.
+func (c *Consumer) readBatchLimits(ctx context.Context, topics []string) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, t := range topics {
+		if t == c.cfg.OutcomesTopic {
+			continue
+		}
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType = kmsg.ConfigResourceTypeTopic
+		r.ResourceName = t
+		r.ConfigNames = []string{"max.message.bytes"}
+		req.Resources = append(req.Resources, r)
+	}
+	if len(req.Resources) == 0 {
+		return
+	}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		c.log.Debug("kafka: could not read the output topics' max.message.bytes; batches up to GATE_KAFKA_MAX_MESSAGE_BYTES", "err", err)
+		return
+	}
+	limits := make(map[string]int32)
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			c.log.Debug("kafka: could not read an output topic's max.message.bytes; batches up to GATE_KAFKA_MAX_MESSAGE_BYTES",
+				"topic", r.ResourceName, "err", err)
+			continue
+		}
+		for _, cfg := range r.Configs {
+			if cfg.Name != "max.message.bytes" || cfg.Value == nil {
+				continue
+			}
+			if n, err := strconv.ParseInt(*cfg.Value, 10, 32); err == nil && n > 0 {
+				limits[r.ResourceName] = int32(n)
+				if int32(n) < c.cfg.MaxMessageBytes {
+					c.log.Info("kafka: output topic's max.message.bytes is below GATE_KAFKA_MAX_MESSAGE_BYTES; the producer's batches to it stay within it",
+						"topic", r.ResourceName, "max_message_bytes", n, "gate_max_message_bytes", c.cfg.MaxMessageBytes)
+				}
+			}
+		}
+	}
+	c.batchLimits.set(limits)
+}

@@ -1,0 +1,120 @@
+package consume
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestOutputTopicBatchLimit: an output topic whose max.message.bytes is below
+// GATE_KAFKA_MAX_MESSAGE_BYTES takes every record the gate routes to it when each is
+// small: the producer's batches to it stay within the topic's limit. Before, the producer
+// filled batches up to the gate's limit, the broker refused every batch over the
+// topic's (MESSAGE_TOO_LARGE, for the whole batch), and each of its records was produced
+// again alone, one round trip at a time: under load a stream of produce errors and
+// retries, throughput collapsing, for records no topic refuses.
+func TestOutputTopicBatchLimit(t *testing.T) {
+	t.Parallel()
+	const parts, n = 1, 2000
+	env := newEnv(t, parts)
+	env.ccfg.ProduceRetries = 0
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	prod := producer(t, env.cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	limit := "4096" // some forty records of the test's
+	resp, err := kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, accTopic)
+	if err == nil {
+		_, err = resp.On(accTopic, nil)
+	}
+	if err != nil {
+		t.Fatalf("setting %s's max.message.bytes: %v", accTopic, err)
+	}
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	// All in before the gate starts, so that its polls are large and its batches full.
+	produceAll(t, prod, recs)
+	g := env.start(t, "a")
+
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	g.stop(t)
+	lost, dup := out.conservation(n)
+	if len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	if got := len(out.recs[accTopic]); got != n {
+		t.Errorf("%d accepted, want %d (dead letters: %d)", got, n, len(out.recs[dlqTopic]))
+	}
+	if got := testutil.ToFloat64(g.c.m.retries); got != 0 {
+		t.Errorf("gate_produce_retries_total = %v for records each well under %s's max.message.bytes, want 0", got, accTopic)
+	}
+}
+
+// TestStrippedDeadLetterWithinDeadLetterTopicLimit: a record too large for its output
+// topic and for the dead-letter topic, whose max.message.bytes (2048) is far below
+// GATE_KAFKA_MAX_MESSAGE_BYTES, with two kilobytes of headers: the dead letter without
+// its value drops them too, as they are large for that topic, and is delivered. Before,
+// headers were judged against a quarter of GATE_KAFKA_MAX_MESSAGE_BYTES (256 KiB), kept,
+// the stripped dead letter refused as well, and the partition stopped
+// (GATE_ON_UNDELIVERABLE=stop) on a record the dead-letter topic could have taken.
+func TestStrippedDeadLetterWithinDeadLetterTopicLimit(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	prod := producer(t, env.cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	accLimit, dlqLimit := "4096", "2048"
+	resp, err := kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &accLimit}}, accTopic)
+	if err == nil {
+		_, err = resp.On(accTopic, nil)
+	}
+	if err == nil {
+		resp, err = kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &dlqLimit}}, dlqTopic)
+	}
+	if err == nil {
+		_, err = resp.On(dlqTopic, nil)
+	}
+	if err != nil {
+		t.Fatalf("setting max.message.bytes: %v", err)
+	}
+	big := inputRecord(1, "team-big")
+	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
+	for i := range 20 {
+		big.Headers = append(big.Headers, kgo.RecordHeader{Key: "baggage-" + strconv.Itoa(i), Value: []byte(strings.Repeat("b", 100))})
+	}
+	g := env.start(t, "a")
+	produceAll(t, prod, []*kgo.Record{big})
+
+	// Read here, not with collect: the dead letter has none of the input's headers, its
+	// test id among them.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(dlqTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer rcancel()
+	var r *kgo.Record
+	for r == nil && rctx.Err() == nil {
+		cl.PollFetches(rctx).EachRecord(func(rec *kgo.Record) { r = rec })
+	}
+	g.stop(t)
+	if r == nil {
+		t.Fatalf("no dead letter (undeliverable, stopped: %v)", testutil.ToFloat64(g.c.m.undeliverable.WithLabelValues("stopped")))
+	}
+	if len(r.Value) != 0 || !strings.Contains(header(r, "gate-dropped"), "headers=22") || header(r, "baggage-0") != "" {
+		t.Errorf("dead letter: %d-byte value, gate-dropped %q, baggage-0 %q: want no value and the input's 22 headers dropped",
+			len(r.Value), header(r, "gate-dropped"), header(r, "baggage-0"))
+	}
+}
