@@ -19,9 +19,13 @@
 //     (reason rejected), then there without its value; one refused even so is
 //     undeliverable, and Config.OnUndeliverable stops its partition (not ready, named)
 //     or skips it (logged, counted). Never an endless retry.
-//   - One key's records keep their input order on their output topic through retries:
-//     routing holds while a record awaits its retry, and retries go out in the order the
-//     client failed them, once every produce in flight has been answered.
+//   - One key's records keep their input order on their output topic through the
+//     retries of failures the broker may cure (a leader moving, a timeout): routing
+//     holds while a record awaits its retry, and retries go out in the order the client
+//     failed them, once every produce in flight has been answered. Not through a batch
+//     the broker refuses for good (too large, invalid, a timestamp out of bounds): the
+//     client reports it only after later records of its partition may have been sent,
+//     so the batch's other records, produced again alone, can land after them.
 //   - Before consuming, the input and output topics are checked to exist and to be
 //     readable and writable; until they are, and while a produce fails for want of a
 //     topic or an ACL, the consumer is not ready (NotReady names the problem). A

@@ -175,7 +175,11 @@ const retryLogEvery = 10 * time.Second
 // queue, so the queue holds every failure, in the order the client failed them, which
 // for one output partition is the order they were produced; the records are produced
 // again in that order. When a produce of its own fails meanwhile, the rest waits behind
-// it. So one key's records keep their input order on its output topic through retries.
+// it. So one key's records keep their input order on its output topic through retries,
+// save one case: a batch the broker refuses for good is reported by franz-go on its own
+// goroutine, after records routed meanwhile may have been sent in a later batch to the
+// same partition; the refused batch's records, produced again alone, land after those.
+// Nothing in the client holds a partition's later batches back until the gate has heard.
 func (c *Consumer) retryLoop(ctx context.Context) {
 	// Wall time: it paces a log.
 	logs := throttle.NewEvery(retryLogEvery, nil)
