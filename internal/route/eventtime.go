@@ -20,7 +20,8 @@ var ErrBadEventTimeFrom = errors.New("route: bad event time source")
 // JSON field of the value ("json:FIELD", dotted for nested fields). A field holds an RFC
 // 3339 string or a Unix time as a number, in seconds, milliseconds, microseconds or
 // nanoseconds told apart by magnitude (below 10^11 seconds, 10^14 milliseconds, 10^17
-// microseconds: the ranges do not overlap for any date after 1973).
+// microseconds: the ranges do not overlap for any date after 1973). A time before 1970
+// is no time, as a negative number is not.
 type EventTimeFrom struct {
 	field string // gjson path; empty: the record timestamp
 	name  string
@@ -76,7 +77,14 @@ func (f EventTimeFrom) time(rec *kgo.Record) (time.Time, bool) {
 	r := gjson.Get(bytesString(rec.Value), f.field)
 	switch r.Type {
 	case gjson.String:
-		return parseRFC3339(r.Str)
+		t, ok := parseRFC3339(r.Str)
+		if ok && t.Unix() < 0 {
+			// Before 1970, as a negative number is: a producer's unset time (Go's zero
+			// time.Time is "0001-01-01T00:00:00Z"), which would otherwise be judged now,
+			// uncounted, as the zero time is.
+			return time.Time{}, false
+		}
+		return t, ok
 	case gjson.Number:
 		if n, err := strconv.ParseInt(r.Raw, 10, 64); err == nil {
 			return unixInt(n) // exact: a float64 loses nanoseconds past 2^53

@@ -179,3 +179,47 @@ func TestEventTimeFarFutureFloat(t *testing.T) {
 		}
 	}
 }
+
+// A time field before 1970 is no event time, as a negative Unix time is not: most often
+// it is a producer's unset value, Go's zero time.Time marshalled as
+// "0001-01-01T00:00:00Z". Such a record is judged at its record timestamp and counted in
+// gate_event_time_unreadable_total, not judged at the wall clock uncounted (the zero
+// time) nor clamped to GATE_MAX_EVENT_AGE (a time before 1970): during a catch-up, the
+// first put a lagging partition's records in the current window, the very false
+// overflow the event clock is for, with no metric saying why.
+func TestEventTimeBefore1970IsUnreadable(t *testing.T) {
+	from, _ := ParseEventTimeFrom("json:ts")
+	for _, ts := range []string{`"0001-01-01T00:00:00Z"`, `"1969-12-31T23:59:59Z"`, `"0000-01-01T00:00:00+01:00"`} {
+		if got, ok := from.time(input(`{"ts":`+ts+`}`, "")); ok {
+			t.Errorf("ts %s: %v, readable; want unreadable", ts, got)
+		}
+	}
+	f := newFixture(t, Config{EventTimeFrom: from},
+		limit.Config{Window: time.Minute, Threshold: 2, Clock: limit.EventClock, MaxEventAge: time.Hour})
+	now := t0
+	for i := range 2 { // the team's whole limit, in the current window
+		if _, o := f.r.Route(now, input(`{"team_id":"acme","ts":`+itoa(now.Unix())+`}`, ""), nil); o.Route != Accepted {
+			t.Fatalf("record %d: %s", i, o.Route)
+		}
+	}
+	// A record of a partition ten minutes behind whose producer left the time unset.
+	rec := input(`{"team_id":"acme","ts":"0001-01-01T00:00:00Z"}`, "")
+	rec.Timestamp = now.Add(-10 * time.Minute)
+	if _, o := f.r.Route(now, rec, nil); o.Route != Accepted {
+		t.Errorf("record stamped ten minutes ago, time field unset: %s (level %.0f), want accepted in its own window",
+			o.Route, o.Decision.Level)
+	}
+	if got := metric(t, f.reg, "gate_event_time_unreadable_total", nil); got != 1 {
+		t.Errorf("gate_event_time_unreadable_total = %v, want 1", got)
+	}
+	var sw limit.Sweep
+	f.lim.Sweep(now, &sw)
+	counts := map[int64]int64{}
+	for _, c := range sw.Counts {
+		counts[c.Epoch] += c.N
+	}
+	if want := f.lim.Epoch(rec.Timestamp); counts[want] != 1 || counts[f.lim.Epoch(now)] != 2 {
+		t.Errorf("counts by epoch %v, want 1 in epoch %d (the record timestamp's) and 2 in the current %d",
+			counts, want, f.lim.Epoch(now))
+	}
+}

@@ -66,9 +66,10 @@ type Config struct {
 	ValidateJSON bool
 	// EventTimeFrom is where a record's event time is read when the limiters count in
 	// event time (limit.EventClock): the record timestamp by default, or a JSON field. A
-	// record whose field is missing or unreadable is judged at its record timestamp
-	// (gate_event_time_unreadable_total), not dead-lettered: its team is known, and a
-	// late or odd timestamp is no reason to drop an event. Unused under the wall clock.
+	// record whose field is missing, unreadable or before 1970 is judged at its record
+	// timestamp (gate_event_time_unreadable_total), not dead-lettered: its team is known,
+	// and a late or odd timestamp is no reason to drop an event. Unused under the wall
+	// clock.
 	EventTimeFrom EventTimeFrom
 	// RuleTopics, if set, is the gate's watch of its rules' own topics, shared with the
 	// consumer: a rule whose topic it marks missing sends its records to OverflowTopic
@@ -341,7 +342,7 @@ func newRouter(cfg Config, rules []Rule, named bool, reg prometheus.Registerer) 
 	unreadable := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gate_event_time_unreadable_total",
 		Help: "GATE_CLOCK=event: records whose event time field (GATE_EVENT_TIME_FROM) was missing " +
-			"or unreadable, judged at their record timestamp instead.",
+			"or unreadable (or before 1970), judged at their record timestamp instead.",
 	})
 	r.unreadable = unreadable
 	for c := reasonAllowed; c < numReasons; c++ {
