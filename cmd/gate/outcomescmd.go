@@ -126,7 +126,7 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if team != "" {
 		return printHistory(stdout, outcome.TeamHistory(rows, team), cfg.OutcomesTopic, from)
 	}
-	return printMostLimited(stdout, sums.Top(top), sums.Rows(), cfg.OutcomesTopic, from)
+	return printMostLimited(stdout, sums.Top(top), sums.Limited(), sums.Rows(), cfg.OutcomesTopic, from)
 }
 
 // outcomesLimit bounds a read of gate outcomes, so that a broker that stops answering
@@ -175,12 +175,20 @@ func printHistory(w io.Writer, h outcome.History, topic string, from time.Time) 
 	return tw.Flush()
 }
 
-func printMostLimited(w io.Writer, top []outcome.Summary, rows int, topic string, from time.Time) error {
+// printMostLimited prints top, the most limited of the limited teams: when that leaves
+// some out, the heading says how many were limited in all (a team that limited as many as
+// the last one listed is left out by its name, and would otherwise vanish unsaid).
+func printMostLimited(w io.Writer, top []outcome.Summary, limited, rows int, topic string, from time.Time) error {
 	if len(top) == 0 {
 		_, err := fmt.Fprintf(w, "no team limited in %s since %s (%d rows read)\n", topic, minute(from), rows)
 		return err
 	}
-	fmt.Fprintf(w, "the %d teams with the most records limited in %s since %s\n", len(top), topic, minute(from))
+	if limited > len(top) {
+		fmt.Fprintf(w, "the %d teams with the most records limited, of %d limited, in %s since %s (-top %d lists them all)\n",
+			len(top), limited, topic, minute(from), limited)
+	} else {
+		fmt.Fprintf(w, "the %d teams limited in %s since %s, most records limited first\n", len(top), topic, minute(from))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TEAM\tRECORDS\tACCEPTED\tLIMITED\tDEAD LETTER\tFIRST LIMITED\tLAST LIMITED\tBY")
 	for _, s := range top {

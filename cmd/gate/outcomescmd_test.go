@@ -412,3 +412,30 @@ func TestOutcomesSaysRetentionDeletedSinceRows(t *testing.T) {
 		t.Errorf("gate outcomes -since 4h 42: stderr lacks %q:\nstdout:\n%sstderr:\n%s", want, stdout.String(), stderr.String())
 	}
 }
+
+// -top says when it lists fewer teams than were limited, and how many were: a team that
+// limited as many records as the last one listed is left out by its name, and before
+// nothing said so ("the 2 teams with the most records limited", three limited).
+func TestOutcomesTopSaysWhatItLeavesOut(t *testing.T) {
+	at := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	s := outcome.NewSummaries()
+	for _, team := range []string{"a", "b", "c"} {
+		s.Add(&outcome.Row{Team: team, Key: team, Outcome: "overflow", Reason: "rate_limited", Records: 5,
+			IntervalStart: at, IntervalEnd: at.Add(time.Minute)})
+	}
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{2, "the 2 teams with the most records limited, of 3 limited, in outcomes since 2026-11-28 14:00:00Z (-top 3 lists them all)\n"},
+		{3, "the 3 teams limited in outcomes since 2026-11-28 14:00:00Z, most records limited first\n"},
+	} {
+		var b strings.Builder
+		if err := printMostLimited(&b, s.Top(c.n), s.Limited(), s.Rows(), "outcomes", at); err != nil {
+			t.Fatal(err)
+		}
+		if head, _, _ := strings.Cut(b.String(), "TEAM"); head != c.want {
+			t.Errorf("-top %d heading %q, want %q", c.n, head, c.want)
+		}
+	}
+}

@@ -222,6 +222,17 @@ func (s *Summaries) Add(r *Row) {
 // Rows is how many rows were added.
 func (s *Summaries) Rows() int { return s.rows }
 
+// Limited is how many teams were limited: Top's list when n is at least that.
+func (s *Summaries) Limited() int {
+	n := 0
+	for _, t := range s.teams {
+		if !t.firstLimited.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
 // Top returns the n teams with the most limited records (ties by team), each with its
 // totals; teams never limited are left out.
 func (s *Summaries) Top(n int) []Summary {
