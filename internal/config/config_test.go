@@ -588,7 +588,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_DIVERT_RELEASE", value: "0", want: "above 0 and at most 1"},
 		{key: "GATE_DIVERT_RELEASE", value: "1.5", want: "above 0 and at most 1"},
 		{key: "GATE_COLD_WRITE_INTERVAL", value: "2m", want: "at most the window"},
-		{key: "GATE_COLD_WRITE_INTERVAL", value: "-1s", want: "above 0"},
+		{key: "GATE_COLD_WRITE_INTERVAL", value: "-1s", want: "or 0 or unset for once a window"}, // 0 is taken: not "above 0"
 		{key: "GATE_COLD_WRITE_INTERVAL", value: "soon", want: "duration"},
 		{key: "GATE_CACHE_CAPACITY", value: "0", want: "at least 1"},
 		{key: "GATE_CACHE_CAPACITY", value: "lots", want: "whole number"},

@@ -182,7 +182,7 @@ func (c Limiter) validate(bad report) {
 	// A rules file's windows are its rules' (GATE_WINDOW unset): each rule's limit takes
 	// the interval capped at its own window (RuleLimitConfigs).
 	if c.ColdWriteInterval < 0 || c.RulesFile == "" && c.windowOK() && c.ColdWriteInterval > c.Window {
-		bad("COLD_WRITE_INTERVAL", fmt.Sprintf("a duration above 0 and at most the window (%s), such as 30s", c.Window))
+		bad("COLD_WRITE_INTERVAL", fmt.Sprintf("a duration of at most the window (%s), such as 30s, or 0 or unset for once a window", c.Window))
 	}
 	bad.atLeast("CACHE_CAPACITY", c.CacheCapacity, 1)
 	bad.positive("CACHE_TTL", c.CacheTTL)
