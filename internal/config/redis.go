@@ -28,7 +28,7 @@ type Redis struct {
 	RedisPassword       secret         `envconfig:"REDIS_PASSWORD" default:"" desc:"Redis password for every instance of GATE_REDIS_URLS, in place of any password in the URLs, taken as is, so it need not be URL-escaped (default none), the URLs' password, if any, being used without it; in sentinel mode it is the primary's, the sentinels being reached without one; set it from a Secret, it is never logged."`
 	RedisPrefix         string         `envconfig:"REDIS_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} ({prefix}/bytes:{team}:{epoch} with GATE_COST=bytes) (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
 	RedisKeyTTL         time.Duration  `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry of each counter key: this value raised to 2 x the limit's window (default 0, meaning exactly that; 2 x the window plus GATE_MAX_EVENT_AGE with GATE_CLOCK=event), plus 30 s for clock skew between gates. The previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer. Profile keys (adaptive mode) live 7 days and hold flags GATE_DIVERT_HOLD, whatever this says."`
-	RedisTLSCAFile      string         `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
+	RedisTLSCAFile      string         `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE; refused with a URL's skip_verify=true, which turns the check off."`
 	RedisTLSCertFile    string         `envconfig:"REDIS_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS with rediss:// URLs, with GATE_REDIS_TLS_KEY_FILE (default none); read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
 	RedisTLSKeyFile     string         `envconfig:"REDIS_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_REDIS_TLS_CERT_FILE (default none); read again with it."`
 	RedisReadTimeout    time.Duration  `envconfig:"REDIS_READ_TIMEOUT" default:"250ms" desc:"Longest wait for a Redis reply (default 250ms); shorter gives up on a slow Redis sooner (views go stale, records are never held up), longer rides out pauses but delays the tick."`
@@ -259,6 +259,17 @@ func (c Redis) validateBetween(bad report) {
 				key = "REDIS_TLS_CERT_FILE"
 			}
 			bad(key, "unset unless GATE_REDIS_URLS has rediss:// URLs (TLS), the only ones the files are used on")
+		}
+	}
+	// skip_verify=true turns the server's certificate check off, and the CA file with it:
+	// the gate would trust any server while the operator thinks it checks against the file.
+	if c.RedisTLSCAFile != "" {
+		for _, u := range c.RedisURLs {
+			if opt, err := tick.ParseURL(u); err == nil && opt.TLSConfig != nil && opt.TLSConfig.InsecureSkipVerify {
+				bad("REDIS_TLS_CA_FILE", fmt.Sprintf("unset while GATE_REDIS_URLS has skip_verify=true (%s), which turns the servers' certificate check off and this file with it; "+
+					"drop skip_verify to check the servers against this file", redactURL(u)))
+				break
+			}
 		}
 	}
 }

@@ -428,3 +428,43 @@ func TestSentinelTLSNameIsTheURLHost(t *testing.T) {
 		t.Errorf("failover client: TLS %+v, database %d", o.TLSConfig, o.DB)
 	}
 }
+
+// A rediss:// URL's skip_verify=true turns the server's certificate check off, and with
+// it GATE_REDIS_TLS_CA_FILE: a gate given both reached a real Redis whose certificate
+// the CA file does not sign, the operator believing the check on. Load refuses the
+// pair, naming the CA file and the URL (its password redacted).
+func TestRedisSkipVerifyWithCAFileRefused(t *testing.T) {
+	t.Parallel()
+	ca, other := faulttest.NewCA(t), faulttest.NewCA(t)
+	cert := ca.Issue(t, "redis")
+	srv := redistest.StartWith(t, redistest.Options{Password: "pw", TLS: &redistest.TLS{CertFile: cert.CertFile, KeyFile: cert.KeyFile, CAFile: ca.CAFile, RootCAs: ca.Pool}})
+	env := map[string]string{"GATE_REDIS_URLS": srv.URL() + "?skip_verify=true", "GATE_REDIS_TLS_CA_FILE": other.CAFile}
+	c, err := loadMap(env)
+	if err == nil {
+		// What the gate did with it: trust a server the CA file does not sign.
+		o, err := c.RedisOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := c.DialRedis(o, Reload{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs[0].Close()
+		t.Fatalf("Load took skip_verify=true with GATE_REDIS_TLS_CA_FILE; PING a server the CA file does not sign: %v (nil: the CA file ignored)", cs[0].Ping(t.Context()).Err())
+	}
+	msg := err.Error()
+	for _, want := range []string{"GATE_REDIS_TLS_CA_FILE", "skip_verify", "rediss://:xxxxx@127.0.0.1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Load: %v; want it to name %q", err, want)
+		}
+	}
+	if strings.Contains(msg, ":pw@") {
+		t.Errorf("Load's error repeats the URL's password: %v", err)
+	}
+	// skip_verify=false, or none, keeps the check: the CA file is used.
+	env["GATE_REDIS_URLS"] = srv.URL() + "?skip_verify=false"
+	if _, err := loadMap(env); err != nil {
+		t.Errorf("skip_verify=false with GATE_REDIS_TLS_CA_FILE: %v; want it taken", err)
+	}
+}

@@ -8,8 +8,10 @@
 //
 //   - New reads every file once: a missing, unreadable or invalid file is an error naming
 //     its variable (GATE_..._FILE="path"), so start-up fails on it; so is a client
-//     certificate outside its validity, but for one whose validity begins at most
-//     startSkew after the Clock's time (a clock skew): that one is used, with a warning.
+//     certificate whose extended key usage leaves out client authentication (every
+//     server refuses it), and one outside its validity, but for one whose validity
+//     begins at most startSkew after the Clock's time (a clock skew): that one is used,
+//     with a warning.
 //   - After that, the files are read again when a connection is being set up (its
 //     handshake asks for the client certificate or checks the server's), or when the
 //     expiry gauge is collected, at most once per Options.Interval: a new connection uses
@@ -17,10 +19,11 @@
 //     their names or modification times, so an in-place write and a Kubernetes symlink
 //     swap are seen alike. No goroutine runs and nothing watches the files in between.
 //   - A file that becomes unreadable or invalid (including a certificate whose key does
-//     not match, a PEM block cut short by a write in progress, and a client certificate
-//     outside its validity at the Clock's time) leaves the last good certificate and CAs
-//     in use, and is read again at each due read until it can be used. It is logged as a
-//     warning once per distinct state of the files, not once per check, and counted in
+//     not match, a PEM block cut short by a write in progress, a client certificate not
+//     for client authentication and one outside its validity at the Clock's time)
+//     leaves the last good certificate and CAs in use, and is read again at each due
+//     read until it can be used. It is logged as a warning once per distinct state of
+//     the files, not once per check, and counted in
 //     gate_tls_reload_errors_total{target}; a good reload is logged at info and counted
 //     in gate_tls_reloads_total{target}. gate_tls_client_cert_expiry_timestamp_seconds
 //     gives the NotAfter of the certificate in use.
@@ -49,6 +52,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,9 +225,54 @@ func (f Files) parse(raw [3][]byte) (*material, error) {
 				return nil, fmt.Errorf("%s=%q: parsing the client certificate: %w", f.CertVar, f.CertFile, err)
 			}
 		}
+		if !forClientAuth(cert.Leaf) {
+			// Every server that checks client certificates refuses it (crypto/tls, OpenSSL's
+			// Redis, Java's Kafka) with a bare "unsupported certificate": say which file.
+			return nil, fmt.Errorf("%s=%q: the client certificate is not for client authentication (its extended key usage is %s); "+
+				"issue it with client auth usage (cert-manager: usages: [client auth])", f.CertVar, f.CertFile, extKeyUsages(cert.Leaf))
+		}
 		m.cert = &cert
 	}
 	return m, nil
+}
+
+// forClientAuth reports whether a server may take c as a TLS client certificate, by its
+// extended key usage, as crypto/x509 decides: none at all means any use.
+func forClientAuth(c *x509.Certificate) bool {
+	if len(c.ExtKeyUsage) == 0 && len(c.UnknownExtKeyUsage) == 0 {
+		return true
+	}
+	for _, u := range c.ExtKeyUsage {
+		if u == x509.ExtKeyUsageClientAuth || u == x509.ExtKeyUsageAny {
+			return true
+		}
+	}
+	return false
+}
+
+// extKeyUsages names c's extended key usages, for forClientAuth's error.
+func extKeyUsages(c *x509.Certificate) string {
+	var names []string
+	for _, u := range c.ExtKeyUsage {
+		switch u {
+		case x509.ExtKeyUsageServerAuth:
+			names = append(names, "server auth")
+		case x509.ExtKeyUsageCodeSigning:
+			names = append(names, "code signing")
+		case x509.ExtKeyUsageEmailProtection:
+			names = append(names, "email protection")
+		case x509.ExtKeyUsageTimeStamping:
+			names = append(names, "time stamping")
+		case x509.ExtKeyUsageOCSPSigning:
+			names = append(names, "OCSP signing")
+		default:
+			names = append(names, fmt.Sprintf("usage %d", u))
+		}
+	}
+	for _, oid := range c.UnknownExtKeyUsage {
+		names = append(names, oid.String())
+	}
+	return strings.Join(names, ", ")
 }
 
 // startSkew is how far after the clock at start a client certificate's validity may begin

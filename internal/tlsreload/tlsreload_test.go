@@ -772,3 +772,65 @@ func TestExpiryGaugeSeesRenewalWithoutConnection(t *testing.T) {
 		t.Errorf("gate_tls_reloads_total = %v, want 1", n)
 	}
 }
+
+// A client certificate whose extended key usage leaves out client authentication (a
+// server's certificate reused, a cert-manager Certificate with usages: [server auth]) is
+// refused by every server that checks client certificates: Go's, OpenSSL's (Redis) and
+// Java's (Kafka) alike. At start it is an error naming its variable, not a gate whose
+// every connection fails with "tls: unsupported certificate"; renewed into one, it
+// leaves the last good certificate in use.
+func TestClientCertWithoutClientAuthUsage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	serverOnly := func(cn string) pair {
+		return f.clientCA.sign(t, &x509.Certificate{
+			SerialNumber: serial(t), Subject: pkix.Name{CommonName: cn},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(12 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		}, newKey(t))
+	}
+	bad := serverOnly("server-only")
+	// The server this package's tests use refuses it: the certificate is unusable.
+	refused := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: "localhost", Certificates: []tls.Certificate{bad.tls}, RootCAs: x509.NewCertPool()}
+	refused.RootCAs.AddCert(f.serverCA.cert)
+	if got, err := connect(t, (&tls.Dialer{Config: refused}).DialContext, f.srv.addr); err == nil {
+		t.Fatalf("the server took a certificate without client authentication usage (saw %q); the test's premise is wrong", got)
+	}
+
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
+	write(t, filepath.Join(dir, "tls.crt"), bad.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), bad.keyPEM)
+	_, err := New(files(dir), f.options())
+	if want := `GATE_KAFKA_TLS_CERT_FILE="` + filepath.Join(dir, "tls.crt") + `": the client certificate is not for client authentication`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("New with a server-only certificate: %v; want an error containing %q", err, want)
+	}
+
+	// A certificate with no extended key usage at all is for any use: taken.
+	anyUse := f.clientCA.sign(t, &x509.Certificate{
+		SerialNumber: serial(t), Subject: pkix.Name{CommonName: "any-use"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(12 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature,
+	}, newKey(t))
+	write(t, filepath.Join(dir, "tls.crt"), anyUse.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), anyUse.keyPEM)
+	r, err := New(files(dir), Options{Target: "kafka", Clock: f.clk, Log: slog.New(slog.NewTextHandler(f.log, nil))})
+	if err != nil {
+		t.Fatalf("New with a certificate without extended key usage: %v", err)
+	}
+	dial := r.DialContext(&net.Dialer{Timeout: 10 * time.Second}, "localhost")
+	eventually(t, dial, f.srv.addr, "any-use")
+
+	// Renewed into a server-only certificate: the last good one stays in use, with a warning.
+	write(t, filepath.Join(dir, "tls.crt"), bad.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), bad.keyPEM)
+	for range 3 {
+		f.clk.Advance(time.Second)
+		if got, err := connect(t, dial, f.srv.addr); err != nil || got != "any-use" {
+			t.Fatalf("after a renewal into a server-only certificate: a new connection presents %q, %v; want any-use, the last good", got, err)
+		}
+	}
+	if w := f.log.count(warning); w != 1 {
+		t.Errorf("after a renewal into a server-only certificate: %d warnings, want 1", w)
+	}
+}
