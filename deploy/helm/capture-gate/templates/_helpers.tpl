@@ -257,8 +257,10 @@ against it: the drain (kafka.shutdownTimeout), the final commit and leaving the 
 password is GATE_REDIS_PASSWORD, from redis.passwordSecret). */}}
 {{- define "capture-gate.redisURLs" -}}
 {{- range $u := .Values.redis.urls -}}
-{{- if regexMatch "^rediss?://[^/@]*:[^/@]*@" $u -}}
-{{- fail (printf "capture-gate: redis.urls entry %q holds a password; put it in a Secret (redis.passwordSecret or redis.urlsSecret), never in values" (regexReplaceAll ":[^/@:]*@" $u ":xxxxx@")) -}}
+{{- /* A ':' before an '@': a password, even one holding '/', ':' or '@' unescaped, shown
+as xxxxx up to the last '@' (a user name alone is taken: its password from a Secret). */ -}}
+{{- if regexMatch "^rediss?://[^@]*:[^@]*@" $u -}}
+{{- fail (printf "capture-gate: redis.urls entry %q holds a password; put it in a Secret (redis.passwordSecret or redis.urlsSecret), never in values" (regexReplaceAll "^(rediss?://[^:@/]*):.*@" $u "${1}:xxxxx@")) -}}
 {{- end -}}
 {{- end -}}
 {{- join "," .Values.redis.urls -}}
