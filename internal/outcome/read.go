@@ -179,6 +179,10 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 			}
 			if err != nil {
 				read.Skipped++
+				if errors.Is(err, ErrNewerSchema) {
+					read.Newer++
+					read.NewestSchema = max(read.NewestSchema, row.Schema)
+				}
 				return
 			}
 			if r.Attrs.IsTransactional() {
@@ -196,8 +200,11 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 
 // Scanned is what a Scan met besides its rows.
 type Scanned struct {
-	// Skipped counts the records that are not rows of this schema.
-	Skipped int
+	// Skipped counts the records that are not rows of this schema; Newer those of them
+	// that are rows of a newer one (written by a newer gate), the newest NewestSchema.
+	Skipped      int
+	Newer        int
+	NewestSchema int
 	// Gone is the offsets the read was to read and could not.
 	Gone []Gone
 	// Trimmed is the partitions whose oldest rows retention deleted, the read beginning at

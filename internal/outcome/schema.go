@@ -180,6 +180,10 @@ func AppendSealJSON(b []byte, s *SealInfo) []byte {
 // ErrSealRecord is Decode's error for a seal's SealInfo record: not a row.
 var ErrSealRecord = errors.New("a seal record, not a row")
 
+// ErrNewerSchema is Decode's error for a row of a schema newer than SchemaVersion: written
+// by a newer gate, which a reader of this version must not misread; its Row has Schema.
+var ErrNewerSchema = errors.New("a row of a newer schema")
+
 // Decode reads one row, refusing a schema it does not know; a SealInfo record gives
 // ErrSealRecord.
 func Decode(b []byte) (Row, error) {
@@ -191,7 +195,11 @@ func Decode(b []byte) (Row, error) {
 		return r.Row, fmt.Errorf("decoding an outcome row: %w", err)
 	}
 	if r.Schema != SchemaVersion {
-		return r.Row, fmt.Errorf("decoding an outcome row: schema %d, this gate reads %d", r.Schema, SchemaVersion)
+		err := fmt.Errorf("decoding an outcome row: schema %d, this gate reads %d", r.Schema, SchemaVersion)
+		if r.Schema > SchemaVersion {
+			err = fmt.Errorf("%w: %w", ErrNewerSchema, err)
+		}
+		return r.Row, err
 	}
 	if r.Seal != "" {
 		return r.Row, ErrSealRecord
