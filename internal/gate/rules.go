@@ -29,7 +29,9 @@ import (
 // rule's overrides refresher, the router) with its metrics on a registry of its own. A
 // changed rules file makes a new generation; RunTick starts it, the consumer's next record
 // goes through its router, and the old one's tick, a tick later (every record it routed
-// counted by then), makes its final flush and stops. The limiters of a rule whose name,
+// counted by then), makes its final flush and stops; what that flush could not write (Redis
+// down or refusing writes) it keeps writing, under its own writer, until Redis takes it
+// (tick.Drain). The limiters of a rule whose name,
 // key, limits and cost did not change start from the old ones' view of each key (its last
 // read, what the old ones counted since, its hold: limit.InheritState); the others start
 // empty and read each key's fleet-wide count, and any hold, from Redis when they first
@@ -276,6 +278,20 @@ func (g *Gate) RunTick(ctx context.Context) {
 			case <-ctx.Done():
 			}
 			oldStop()
+			// With Redis down or refusing writes its final flush failed: the tick keeps
+			// what it could not write, and writes it when Redis answers, under its own
+			// writer (tick.Drain). Dropped, it was never counted fleet-wide, and the
+			// gate's teams could exceed their limits by what it routed meanwhile.
+			if n := old.ticker.PendingWrites(); n > 0 {
+				g.log.Warn("retired rules' counts not written yet; their tick writes them when Redis answers", "generation", old.n, "pending_writes", n)
+				dropped, err := old.ticker.Drain(ctx)
+				if err != nil {
+					g.log.Warn("retired rules' counts not all written", "generation", old.n, "dropped_counts", dropped, "err", err)
+				} else {
+					// Dropped: of epochs no longer written, as any tick drops them.
+					g.log.Info("retired rules' counts written", "generation", old.n, "dropped_counts", dropped)
+				}
+			}
 		}()
 	}
 }

@@ -60,5 +60,6 @@
 //     in the next tick's pipeline, one script per lane and KeysPerCommand profiles, each set
 //     only if the stored one is still at the epoch it was folded from (profile.go). A lost race or a lost write leaves the
 //     stored profile as another gate folded it, or for the next fold.
-//   - Run ends with a final flush of pending counts.
+//   - Run ends with a final flush of pending counts. A tick whose final flush failed can
+//     go on flushing (Drain): its counts in doubt can be sent again only under its writer.
 package tick

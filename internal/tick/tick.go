@@ -306,6 +306,45 @@ func (t *Ticker) Run(ctx context.Context) {
 	}
 }
 
+// PendingWrites is how many (team, epoch) counts Redis has not confirmed. Only the
+// goroutine that ticks may call it.
+func (t *Ticker) PendingWrites() int { return len(t.pending) }
+
+// Drain is for a tick whose Run has returned while counts are left to write (its final
+// flush failed: Redis down or refusing writes), whose limiters no longer count: a rule
+// set a reload replaced. It flushes again each TickInterval until nothing is left to write,
+// the counts written or dropped as a tick drops them (an epoch no longer written), or ctx
+// ends, and then makes one last flush bounded by FlushTimeout. Its counts cannot go to
+// another tick: a batch in doubt is safe to send again only under this tick's writer and
+// number (writeScript), and only this tick's lanes can tell from an answer that Redis lost
+// batches it had confirmed, and send them again. With ctx done on entry it makes no flush
+// (Run made the last one). It returns the counts dropped meanwhile, and an error if some
+// are left unwritten.
+func (t *Ticker) Drain(ctx context.Context) (dropped int64, err error) {
+	if len(t.pending) == 0 {
+		return 0, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("draining %d pending counts: %w", len(t.pending), err)
+	}
+	timer := time.NewTimer(t.cfg.TickInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
+			defer cancel()
+			return dropped, t.flush(fctx, &dropped)
+		case <-timer.C:
+		}
+		// A flush ends at its first tick that writes nothing: Redis still failing.
+		if t.flush(ctx, &dropped) == nil {
+			return dropped, nil
+		}
+		timer.Reset(t.cfg.TickInterval)
+	}
+}
+
 // nextTick is the first multiple of interval since the Unix epoch after now.
 func nextTick(now time.Time, interval time.Duration) time.Time {
 	ns := now.UnixNano()
@@ -323,9 +362,16 @@ func (t *Ticker) readDelay() time.Duration {
 // a tick with a failed instance writes nothing more, or ctx ends. A failed instance costs
 // only its own counts: the others' are written past the first tick's key budget.
 func (t *Ticker) Flush(ctx context.Context) error {
+	var dropped int64
+	return t.flush(ctx, &dropped)
+}
+
+// flush is Flush, adding the counts its ticks drop to dropped.
+func (t *Ticker) flush(ctx context.Context, dropped *int64) error {
 	t.ReadPhase(ctx) // reads planned by a write phase are made first
 	for {
 		r := t.tick(ctx, false)
+		*dropped += r.Dropped
 		switch {
 		case len(t.pending) == 0:
 			return nil
