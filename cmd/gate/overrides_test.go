@@ -480,3 +480,43 @@ func tenOutputs(t *testing.T, kc *kfake.Cluster, within time.Duration) map[strin
 	})
 	return got
 }
+
+// TestOverridesThroughSentinelsWithAPassword: gate overrides finds the primary through
+// sentinels that require a password of their own (GATE_REDIS_SENTINEL_PASSWORD, apart
+// from the primary's GATE_REDIS_PASSWORD), and a wrong one fails naming the variable,
+// never the password.
+func TestOverridesThroughSentinelsWithAPassword(t *testing.T) {
+	t.Parallel()
+	set := redistest.StartSentinelWith(t, 0, 1, redistest.SentinelOptions{Password: "data-pw", SentinelPassword: "sentinel-pw"})
+	env := map[string]string{
+		"GATE_REDIS_MODE":              "sentinel",
+		"GATE_REDIS_SENTINEL_MASTER":   set.Master,
+		"GATE_REDIS_SENTINEL_ADDRS":    strings.Join(set.SentinelAddrs(), ","),
+		"GATE_REDIS_SENTINEL_PASSWORD": "sentinel-pw",
+		"GATE_REDIS_URLS":              "redis://127.0.0.1:6379/0",
+		"GATE_REDIS_PASSWORD":          "data-pw",
+		"GATE_REDIS_PREFIX":            "ops",
+	}
+	do := func(args ...string) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"overrides"}, args...), testHost(env), &stdout, &stderr)
+		return stdout.String(), stderr.String(), err
+	}
+	if out, _, err := do("set", "team-a", "5000"); err != nil || !strings.Contains(out, "set team-a = 5000") {
+		t.Fatalf("set through the sentinels: %q %v", out, err)
+	}
+	if v, err := set.Primary.Client(t).HGet(context.Background(), "ops:overrides", "team-a").Result(); err != nil || v != "5000" {
+		t.Errorf("the primary holds team-a=%q (%v)", v, err)
+	}
+	env["GATE_REDIS_SENTINEL_PASSWORD"] = "not-it"
+	out, stderr, err := do("list")
+	t.Logf("list with a wrong sentinel password: %v\n%s%s", err, out, stderr)
+	if err == nil || !strings.Contains(err.Error(), "GATE_REDIS_SENTINEL_PASSWORD") || cli.ExitCode(err) != 1 {
+		t.Errorf("list with a wrong sentinel password: %v (exit %d), want an error naming GATE_REDIS_SENTINEL_PASSWORD", err, cli.ExitCode(err))
+	}
+	for _, pw := range []string{"not-it", "sentinel-pw", "data-pw"} {
+		if strings.Contains(out+stderr, pw) || (err != nil && strings.Contains(err.Error(), pw)) {
+			t.Errorf("a password is shown: %v\n%s%s", err, out, stderr)
+		}
+	}
+}

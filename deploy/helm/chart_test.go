@@ -41,7 +41,7 @@ var requiredVars = []string{
 
 // secretVars may only be set from a Secret: never as a plain value (GATE_REDIS_URLS may
 // be a plain value when none of its URLs holds a password).
-var secretVars = []string{"GATE_KAFKA_SASL_PASSWORD", "GATE_REDIS_PASSWORD"}
+var secretVars = []string{"GATE_KAFKA_SASL_PASSWORD", "GATE_REDIS_PASSWORD", "GATE_REDIS_SENTINEL_PASSWORD"}
 
 // valueSet is one file of testdata/ and what its render must hold.
 type valueSet struct {
@@ -622,6 +622,44 @@ redis:
 	}
 	if ref := env["GATE_REDIS_PASSWORD"].ValueFrom; ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "redis-auth" || ref.SecretKeyRef.Key != "password" {
 		t.Errorf("GATE_REDIS_PASSWORD not from Secret redis-auth/password beside urlsSecret: %+v", ref)
+	}
+}
+
+// TestRedisSentinelSecrets: in sentinel mode the sentinels' user is
+// GATE_REDIS_SENTINEL_USERNAME and their password GATE_REDIS_SENTINEL_PASSWORD from its
+// own Secret, apart from the primary's; neither is set unless asked for.
+func TestRedisSentinelSecrets(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	d := renderDeployment(t, mergeValues(base, mustParse(t, `
+redis:
+  mode: sentinel
+  sentinel:
+    master: m
+    addrs: [s-0:26379]
+    username: gate-sentinel
+    passwordSecret: {name: redis, key: redis-password}
+  urls: [redis://redis:6379/0]
+  passwordSecret: {name: redis, key: redis-password}`)), capabilities())
+	env := envOf(d.Spec.Template.Spec.Containers[0])
+	if e := env["GATE_REDIS_SENTINEL_USERNAME"]; e.Value != "gate-sentinel" || e.ValueFrom != nil {
+		t.Errorf("GATE_REDIS_SENTINEL_USERNAME = %+v, want the plain value gate-sentinel", e)
+	}
+	if e := env["GATE_REDIS_SENTINEL_PASSWORD"]; e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+		e.ValueFrom.SecretKeyRef.Name != "redis" || e.ValueFrom.SecretKeyRef.Key != "redis-password" {
+		t.Errorf("GATE_REDIS_SENTINEL_PASSWORD = %+v, want it from Secret redis/redis-password", e)
+	}
+
+	d = renderDeployment(t, mergeValues(base, mustParse(t, `
+redis:
+  mode: sentinel
+  sentinel: {master: m, addrs: [s-0:26379]}
+  urls: [redis://redis:6379/0]
+  passwordSecret: {name: redis}`)), capabilities())
+	env = envOf(d.Spec.Template.Spec.Containers[0])
+	for _, name := range []string{"GATE_REDIS_SENTINEL_USERNAME", "GATE_REDIS_SENTINEL_PASSWORD"} {
+		if e, ok := env[name]; ok {
+			t.Errorf("%s = %+v without a value for it (the primary's password is not the sentinels')", name, e)
+		}
 	}
 }
 

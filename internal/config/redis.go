@@ -1,9 +1,11 @@
 package config
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -19,25 +21,27 @@ import (
 // Redis is Config's variables for the tick and Redis.
 type Redis struct {
 	// The tick (internal/tick) and Redis.
-	TickInterval        time.Duration  `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); ticks fall on the wall clock's multiples of it, the same instants on every gate, writes at the boundary and reads a quarter of it later, so every gate with this interval and a clock within that quarter of the others reads the whole fleet's writes; shorter lets the fleet react sooner, longer batches more work into each round trip."`
-	RedisMode           redisMode      `envconfig:"REDIS_MODE" default:"standalone" desc:"Redis topology: standalone (independent instances listed in GATE_REDIS_URLS, teams spread by a stable hash), cluster (a Redis Cluster whose seed nodes are GATE_REDIS_URLS, database 0 only, keys hash-tagged by one of 256 shards) or sentinel (the primary that GATE_REDIS_SENTINEL_ADDRS know as GATE_REDIS_SENTINEL_MASTER, followed through failovers, with password, database and TLS from the one URL in GATE_REDIS_URLS, whose host is only the name the primary's and the sentinels' TLS certificates are checked against) (default standalone); cluster scales past one instance, sentinel survives losing the primary."`
-	RedisSentinelMaster sentinelMaster `envconfig:"REDIS_SENTINEL_MASTER" default:"" desc:"With GATE_REDIS_MODE=sentinel, the name the sentinels know the primary by, as in their sentinel monitor line (default none)."`
-	RedisSentinelAddrs  sentinelAddrs  `envconfig:"REDIS_SENTINEL_ADDRS" default:"" desc:"With GATE_REDIS_MODE=sentinel, comma-separated sentinels as host:port, asked for the current primary (default none); list several, so that losing one still finds the primary."`
-	RedisURLs           redisURLs      `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
-	RedisUsername       string         `envconfig:"REDIS_USERNAME" default:"" desc:"Redis ACL user the gate logs in as on every instance of GATE_REDIS_URLS, in place of any user name in the URLs, with GATE_REDIS_PASSWORD (default none), the URLs' user, else Redis's default user, being used without it; in sentinel mode it is the primary's, the sentinels being reached without one."`
-	RedisPassword       secret         `envconfig:"REDIS_PASSWORD" default:"" desc:"Redis password for every instance of GATE_REDIS_URLS, in place of any password in the URLs, taken as is, so it need not be URL-escaped (default none), the URLs' password, if any, being used without it; in sentinel mode it is the primary's, the sentinels being reached without one; set it from a Secret, it is never logged."`
-	RedisPrefix         string         `envconfig:"REDIS_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} ({prefix}/bytes:{team}:{epoch} with GATE_COST=bytes) (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
-	RedisKeyTTL         time.Duration  `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry of each counter key: this value raised to 2 x the limit's window (default 0, meaning exactly that; 2 x the window plus GATE_MAX_EVENT_AGE with GATE_CLOCK=event), plus 30 s for clock skew between gates. The previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer. Profile keys (adaptive mode) live 7 days and hold flags GATE_DIVERT_HOLD, whatever this says."`
-	RedisTLSCAFile      string         `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE; refused with a URL's skip_verify=true, which turns the check off."`
-	RedisTLSCertFile    string         `envconfig:"REDIS_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS with rediss:// URLs, with GATE_REDIS_TLS_KEY_FILE (default none); read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
-	RedisTLSKeyFile     string         `envconfig:"REDIS_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_REDIS_TLS_CERT_FILE (default none); read again with it."`
-	RedisReadTimeout    time.Duration  `envconfig:"REDIS_READ_TIMEOUT" default:"250ms" desc:"Longest wait for a Redis reply (default 250ms); shorter gives up on a slow Redis sooner (views go stale, records are never held up), longer rides out pauses but delays the tick."`
-	RedisWriteTimeout   time.Duration  `envconfig:"REDIS_WRITE_TIMEOUT" default:"250ms" desc:"Longest wait to send a command to Redis (default 250ms); shorter gives up on a stuck connection sooner, longer rides out pauses but delays the tick."`
-	RedisDialTimeout    time.Duration  `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"Longest wait to open a connection to Redis (default 1s); shorter notices a lost instance sooner, too short fails on a slow network."`
-	KeysPerCommand      int            `envconfig:"KEYS_PER_COMMAND" default:"200" desc:"Keys in one MGET, at least 2 (default 200); larger sends fewer commands per tick, but each one holds Redis a little longer."`
-	KeysPerTick         int            `envconfig:"KEYS_PER_TICK" default:"500000" desc:"Most keys one tick touches over all instances, a write being one key and a read two to five (its counters, and its hold flag and learned profile when fetched with them), the rest waiting for the next tick, writes first (default 500000), but for one read a tick when the writes leave two keys and a read carries more (up to 3 keys over); it bounds a tick's Redis work after an outage at the cost of a slower catch-up."`
-	MaxPendingWrites    int            `envconfig:"MAX_PENDING_WRITES" default:"1000000" desc:"Most (team, epoch) counts kept waiting for Redis, for example while it is down, new counts past it being dropped and counted in gate_limiter_dropped_counts_total (default 1000000); larger rides out longer outages for more memory."`
-	MaxReadsPerTick     int            `envconfig:"MAX_READS_PER_TICK" default:"100000" desc:"Most team reads one tick makes, the teams nearest their limit first (under it or over it) and the rest planned again next tick (default 100000); it bounds Redis load in a read storm, at the cost of staler views for cooler teams."`
+	TickInterval          time.Duration  `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); ticks fall on the wall clock's multiples of it, the same instants on every gate, writes at the boundary and reads a quarter of it later, so every gate with this interval and a clock within that quarter of the others reads the whole fleet's writes; shorter lets the fleet react sooner, longer batches more work into each round trip."`
+	RedisMode             redisMode      `envconfig:"REDIS_MODE" default:"standalone" desc:"Redis topology: standalone (independent instances listed in GATE_REDIS_URLS, teams spread by a stable hash), cluster (a Redis Cluster whose seed nodes are GATE_REDIS_URLS, database 0 only, keys hash-tagged by one of 256 shards) or sentinel (the primary that GATE_REDIS_SENTINEL_ADDRS know as GATE_REDIS_SENTINEL_MASTER, followed through failovers, with password, database and TLS from the one URL in GATE_REDIS_URLS, whose host is only the name the primary's and the sentinels' TLS certificates are checked against) (default standalone); cluster scales past one instance, sentinel survives losing the primary."`
+	RedisSentinelMaster   sentinelMaster `envconfig:"REDIS_SENTINEL_MASTER" default:"" desc:"With GATE_REDIS_MODE=sentinel, the name the sentinels know the primary by, as in their sentinel monitor line (default none)."`
+	RedisSentinelAddrs    sentinelAddrs  `envconfig:"REDIS_SENTINEL_ADDRS" default:"" desc:"With GATE_REDIS_MODE=sentinel, comma-separated sentinels as host:port, asked for the current primary (default none); list several, so that losing one still finds the primary."`
+	RedisSentinelUsername string         `envconfig:"REDIS_SENTINEL_USERNAME" default:"" desc:"With GATE_REDIS_MODE=sentinel, the ACL user the gate logs in to the sentinels as, with GATE_REDIS_SENTINEL_PASSWORD (default none), the sentinels' default user being used without it."`
+	RedisSentinelPassword secret         `envconfig:"REDIS_SENTINEL_PASSWORD" default:"" desc:"With GATE_REDIS_MODE=sentinel, the sentinels' own password (requirepass in sentinel.conf; Bitnami's Redis chart sets one by default, the same as Redis's), taken as is (default none); unset, the sentinels are reached without a password; GATE_REDIS_PASSWORD, the primary's, is not used in its place, which would hand the primary's password to servers that may not want it, so with Bitnami's chart give both the same Secret; set it from a Secret, it is never logged."`
+	RedisURLs             redisURLs      `envconfig:"REDIS_URLS" default:"redis://127.0.0.1:6379/0" desc:"Comma-separated Redis instances as redis:// or rediss:// URLs with optional password and database, over which teams are spread by a stable hash (default redis://127.0.0.1:6379/0); every gate of a fleet needs the same list in the same order, and changing it moves teams and briefly resets their counts."`
+	RedisUsername         string         `envconfig:"REDIS_USERNAME" default:"" desc:"Redis ACL user the gate logs in as on every instance of GATE_REDIS_URLS, in place of any user name in the URLs, with GATE_REDIS_PASSWORD (default none), the URLs' user, else Redis's default user, being used without it; in sentinel mode it is the primary's, GATE_REDIS_SENTINEL_USERNAME being the sentinels'."`
+	RedisPassword         secret         `envconfig:"REDIS_PASSWORD" default:"" desc:"Redis password for every instance of GATE_REDIS_URLS, in place of any password in the URLs, taken as is, so it need not be URL-escaped (default none), the URLs' password, if any, being used without it; in sentinel mode it is the primary's, GATE_REDIS_SENTINEL_PASSWORD being the sentinels'; set it from a Secret, it is never logged."`
+	RedisPrefix           string         `envconfig:"REDIS_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} ({prefix}/bytes:{team}:{epoch} with GATE_COST=bytes) (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
+	RedisKeyTTL           time.Duration  `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry of each counter key: this value raised to 2 x the limit's window (default 0, meaning exactly that; 2 x the window plus GATE_MAX_EVENT_AGE with GATE_CLOCK=event), plus 30 s for clock skew between gates. The previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer. Profile keys (adaptive mode) live 7 days and hold flags GATE_DIVERT_HOLD, whatever this says."`
+	RedisTLSCAFile        string         `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE; refused with a URL's skip_verify=true, which turns the check off."`
+	RedisTLSCertFile      string         `envconfig:"REDIS_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS with rediss:// URLs, with GATE_REDIS_TLS_KEY_FILE (default none); read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
+	RedisTLSKeyFile       string         `envconfig:"REDIS_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_REDIS_TLS_CERT_FILE (default none); read again with it."`
+	RedisReadTimeout      time.Duration  `envconfig:"REDIS_READ_TIMEOUT" default:"250ms" desc:"Longest wait for a Redis reply (default 250ms); shorter gives up on a slow Redis sooner (views go stale, records are never held up), longer rides out pauses but delays the tick."`
+	RedisWriteTimeout     time.Duration  `envconfig:"REDIS_WRITE_TIMEOUT" default:"250ms" desc:"Longest wait to send a command to Redis (default 250ms); shorter gives up on a stuck connection sooner, longer rides out pauses but delays the tick."`
+	RedisDialTimeout      time.Duration  `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"Longest wait to open a connection to Redis (default 1s); shorter notices a lost instance sooner, too short fails on a slow network."`
+	KeysPerCommand        int            `envconfig:"KEYS_PER_COMMAND" default:"200" desc:"Keys in one MGET, at least 2 (default 200); larger sends fewer commands per tick, but each one holds Redis a little longer."`
+	KeysPerTick           int            `envconfig:"KEYS_PER_TICK" default:"500000" desc:"Most keys one tick touches over all instances, a write being one key and a read two to five (its counters, and its hold flag and learned profile when fetched with them), the rest waiting for the next tick, writes first (default 500000), but for one read a tick when the writes leave two keys and a read carries more (up to 3 keys over); it bounds a tick's Redis work after an outage at the cost of a slower catch-up."`
+	MaxPendingWrites      int            `envconfig:"MAX_PENDING_WRITES" default:"1000000" desc:"Most (team, epoch) counts kept waiting for Redis, for example while it is down, new counts past it being dropped and counted in gate_limiter_dropped_counts_total (default 1000000); larger rides out longer outages for more memory."`
+	MaxReadsPerTick       int            `envconfig:"MAX_READS_PER_TICK" default:"100000" desc:"Most team reads one tick makes, the teams nearest their limit first (under it or over it) and the rest planned again next tick (default 100000); it bounds Redis load in a read storm, at the cost of staler views for cooler teams."`
 }
 
 // KeyTTL returns the expiry to set on counter keys: GATE_REDIS_KEY_TTL raised to 2 × window
@@ -70,9 +74,11 @@ func (c Config) SyncConfig() tick.Config {
 // variable at fault.
 func (c Redis) RedisOptions() (tick.RedisOptions, error) {
 	o := tick.RedisOptions{
-		ReadTimeout:  c.RedisReadTimeout,
-		WriteTimeout: c.RedisWriteTimeout,
-		DialTimeout:  c.RedisDialTimeout,
+		ReadTimeout:      c.RedisReadTimeout,
+		WriteTimeout:     c.RedisWriteTimeout,
+		DialTimeout:      c.RedisDialTimeout,
+		SentinelUsername: c.RedisSentinelUsername,
+		SentinelPassword: string(c.RedisSentinelPassword),
 	}
 	if c.RedisTLSCAFile != "" {
 		pool, err := loadCAs("REDIS_TLS_CA_FILE", c.RedisTLSCAFile)
@@ -88,10 +94,12 @@ func (c Redis) RedisOptions() (tick.RedisOptions, error) {
 // mode, else one cluster or failover client. None connects yet.
 //
 // GATE_REDIS_USERNAME and GATE_REDIS_PASSWORD, when set, replace the URLs' user and
-// password (see dialURLs). With rediss:// URLs and a GATE_REDIS_TLS_* file, every
-// connection (to the sentinels too, in sentinel mode) presents the current client
-// certificate and checks the server against the current CAs and the URL's host name,
-// the files being read again when they change (see Reload).
+// password (see dialURLs); in sentinel mode GATE_REDIS_SENTINEL_USERNAME and
+// GATE_REDIS_SENTINEL_PASSWORD (in o, from RedisOptions) log in to the sentinels. With
+// rediss:// URLs and a GATE_REDIS_TLS_* file, every connection (to the sentinels too, in
+// sentinel mode) presents the current client certificate and checks the server against
+// the current CAs and the URL's host name, the files being read again when they change
+// (see Reload).
 func (c Redis) DialRedis(o tick.RedisOptions, r Reload) ([]redis.UniversalClient, error) {
 	var u []redis.UniversalClient
 	urls := c.dialURLs()
@@ -107,6 +115,7 @@ func (c Redis) DialRedis(o tick.RedisOptions, r Reload) ([]redis.UniversalClient
 		if err != nil {
 			return nil, err
 		}
+		fc.AddHook(sentinelAuthHook{withPassword: c.RedisSentinelPassword != ""})
 		u = []redis.UniversalClient{fc}
 	default:
 		cs, err := tick.Dial(urls, o)
@@ -125,6 +134,84 @@ func (c Redis) DialRedis(o tick.RedisOptions, r Reload) ([]redis.UniversalClient
 	}
 	return u, nil
 }
+
+// sentinelAuthHook names GATE_REDIS_SENTINEL_PASSWORD in the error of a dial that the
+// sentinels refused for want of a password or a right one. Without it the error is
+// Redis's bare NOAUTH or WRONGPASS, which sends the operator to GATE_REDIS_PASSWORD, the
+// primary's. Only the sentinels answer inside a failover client's dial (the primary's
+// AUTH comes after it), so a refusal there is theirs.
+type sentinelAuthHook struct{ withPassword bool }
+
+func (h sentinelAuthHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cn, err := next(ctx, network, addr)
+		if err != nil && sentinelAuthRefused(err) {
+			return cn, &sentinelAuthError{withPassword: h.withPassword, err: err}
+		}
+		return cn, err
+	}
+}
+
+func (sentinelAuthHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (sentinelAuthHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// sentinelAuthRefused reports whether err holds a sentinel's refusal of the gate's login:
+// no password given (NOAUTH), a wrong one or an unknown user (WRONGPASS), or, from a
+// client that sends AUTH without a user, a password to a sentinel that has none (ERR AUTH
+// ... called without any password configured).
+func sentinelAuthRefused(err error) bool {
+	var found bool
+	walkRedisErrors(err, func(re redis.Error) {
+		m := re.Error()
+		if strings.HasPrefix(m, "NOAUTH") || strings.HasPrefix(m, "WRONGPASS") ||
+			(strings.HasPrefix(m, "ERR AUTH") && strings.Contains(m, "without any password configured")) {
+			found = true
+		}
+	})
+	return found
+}
+
+// walkRedisErrors calls f on every redis.Error in err's tree: the failover client joins
+// one error per sentinel.
+func walkRedisErrors(err error, f func(redis.Error)) {
+	if re, ok := err.(redis.Error); ok {
+		f(re)
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if e := u.Unwrap(); e != nil {
+			walkRedisErrors(e, f)
+		}
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			walkRedisErrors(e, f)
+		}
+	}
+}
+
+// sentinelAuthError is a refused sentinel login, named by its variable. It is a
+// redis.Error, so that /readyz shows it as Redis's refusal, which it is, in place of
+// the bare NOAUTH or WRONGPASS. Redis's replies never repeat the password given.
+type sentinelAuthError struct {
+	withPassword bool
+	err          error
+}
+
+func (e *sentinelAuthError) Error() string {
+	if e.withPassword {
+		return fmt.Sprintf("the sentinels refuse %s_REDIS_SENTINEL_PASSWORD (with %s_REDIS_SENTINEL_USERNAME, if set): check it against their requirepass, which may differ from %s_REDIS_PASSWORD, the primary's: %v",
+			envPrefix, envPrefix, envPrefix, e.err)
+	}
+	return fmt.Sprintf("the sentinels require a password: set %s_REDIS_SENTINEL_PASSWORD to their requirepass (%s_REDIS_PASSWORD is the primary's only): %v",
+		envPrefix, envPrefix, e.err)
+}
+
+func (e *sentinelAuthError) Unwrap() error { return e.err }
+
+func (e *sentinelAuthError) RedisError() {}
 
 // dialURLs returns GATE_REDIS_URLS with GATE_REDIS_USERNAME and GATE_REDIS_PASSWORD, each
 // when set, in place of the user and password the URLs hold; net/url escapes them, and
@@ -299,6 +386,12 @@ func (c Redis) validate(bad report) {
 		if len(c.RedisSentinelAddrs) > 0 {
 			bad("REDIS_SENTINEL_ADDRS", "unset unless GATE_REDIS_MODE=sentinel")
 		}
+		if c.RedisSentinelUsername != "" {
+			bad("REDIS_SENTINEL_USERNAME", "unset unless GATE_REDIS_MODE=sentinel")
+		}
+		if c.RedisSentinelPassword != "" {
+			bad("REDIS_SENTINEL_PASSWORD", "unset unless GATE_REDIS_MODE=sentinel")
+		}
 	}
 	if c.RedisMode.value() == tick.ModeCluster {
 		for _, u := range c.RedisURLs {
@@ -328,5 +421,8 @@ func (c Redis) validate(bad report) {
 	}
 	if c.RedisUsername != "" && c.RedisPassword == "" {
 		bad("REDIS_USERNAME", "unset, or a user name with GATE_REDIS_PASSWORD set")
+	}
+	if c.RedisSentinelUsername != "" && c.RedisSentinelPassword == "" {
+		bad("REDIS_SENTINEL_USERNAME", "unset, or a user name with GATE_REDIS_SENTINEL_PASSWORD set")
 	}
 }

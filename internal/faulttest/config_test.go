@@ -93,6 +93,8 @@ var badConfig = map[string]string{
 	"GATE_REDIS_MODE":              "ring",
 	"GATE_REDIS_SENTINEL_MASTER":   "my master",
 	"GATE_REDIS_SENTINEL_ADDRS":    "sentinel-1",
+	"GATE_REDIS_SENTINEL_USERNAME": "gate",      // without GATE_REDIS_MODE=sentinel
+	"GATE_REDIS_SENTINEL_PASSWORD": "hunter2pw", // without GATE_REDIS_MODE=sentinel, and never repeated
 	"GATE_REDIS_URLS":              "http://127.0.0.1:6379",
 	"GATE_REDIS_KEY_TTL":           "-1s",
 	"GATE_REDIS_TLS_CA_FILE":       "/nonexistent/ca.pem",

@@ -511,12 +511,19 @@ func (hd head) teams(n int64) int64 {
 func readHead(ctx context.Context, c redis.UniversalClient, key string) (head, error) {
 	var n *redis.IntCmd
 	var m *redis.StringCmd
-	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, perr := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		n = p.HLen(ctx, key)
 		m = p.HGet(ctx, key, MarkerField)
 		return nil
 	})
-	if err := n.Err(); err != nil {
+	err := n.Err()
+	if err == nil && perr != nil && !errors.Is(perr, redis.Nil) {
+		// A connection refused with a Redis reply (a login the primary or the sentinels
+		// refuse) leaves the commands without an error, HLEN reading 0: the pipeline's
+		// own error is the only one, and the hash is not missing.
+		err = perr
+	}
+	if err != nil {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
 			return head{}, fmt.Errorf("%w: %s (%w): delete it, and set overrides with gate overrides set", ErrNotHash, key, err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
@@ -565,5 +566,27 @@ func TestDeleteOfAnAbsentTeamKeepsTheMarker(t *testing.T) {
 	}
 	if _, updated, err := List(ctx, c, key, 0); err != nil || updated != t0.Add(2*time.Hour).Format(time.RFC3339Nano) {
 		t.Errorf("after deleting a team: last changed %q (%v)", updated, err)
+	}
+}
+
+// TestRefusedLoginIsNotAMissingHash: a Redis that refuses the client's login (a wrong
+// password, refused when the connection opens, by the primary or by the sentinels) is an
+// error of Read and List, not a missing hash: go-redis gives the pipeline's commands no
+// error of their own then, and read as they were, they said the hash was empty, so gate
+// overrides list printed "no live overrides" and a gate took the set for lost.
+func TestRefusedLoginIsNotAMissingHash(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartWith(t, redistest.Options{Password: "right"})
+	ctx := context.Background()
+	if err := Set(ctx, srv.Client(t), key, "a", 5, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "wrong", MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := Read(ctx, c, key, 0); err == nil || errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("Read with a refused login: %v, want Redis's WRONGPASS", err)
+	}
+	if live, _, err := List(ctx, c, key, 0); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("List with a refused login: %v, %v; want Redis's WRONGPASS", live, err)
 	}
 }

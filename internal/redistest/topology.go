@@ -142,18 +142,41 @@ type SentinelSet struct {
 // silent primary down.
 const SentinelDownAfter = time.Second
 
+// SentinelOptions protect a set started by StartSentinelWith; the zero value is
+// StartSentinel's open set.
+type SentinelOptions struct {
+	// Password is the primary's and the replicas' requirepass (and the replicas' and
+	// sentinels' password for the primary); empty for none.
+	Password string
+	// SentinelPassword is the sentinels' own requirepass, which they also give each
+	// other, as Bitnami's chart sets it; empty for none.
+	SentinelPassword string
+}
+
 // StartSentinel starts a primary, replicas replicas of it and sentinels sentinels (quorum
 // a majority) watching it as master "gate-master", and returns once every replica is in
 // sync and every sentinel knows every replica and the other sentinels.
 func StartSentinel(t testing.TB, replicas, sentinels int) *SentinelSet {
 	t.Helper()
+	return StartSentinelWith(t, replicas, sentinels, SentinelOptions{})
+}
+
+// StartSentinelWith is StartSentinel with passwords on the data nodes and on the
+// sentinels (opts).
+func StartSentinelWith(t testing.TB, replicas, sentinels int, opts SentinelOptions) *SentinelSet {
+	t.Helper()
 	if sentinels < 1 {
 		t.Fatalf("redistest: StartSentinel: need at least one sentinel")
 	}
-	set := &SentinelSet{Master: "gate-master", Primary: Start(t)}
+	data := Options{Password: opts.Password}
+	set := &SentinelSet{Master: "gate-master", Primary: StartWith(t, data)}
 	deadline := time.Now().Add(topologyTimeout)
+	var masterauth []string
+	if opts.Password != "" {
+		masterauth = []string{"--masterauth", opts.Password}
+	}
 	for range replicas {
-		r := start(t, nil, []string{"--replicaof", "127.0.0.1", strconv.Itoa(set.Primary.port)}, Options{})
+		r := start(t, nil, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(set.Primary.port)}, masterauth...), data)
 		waitFor(t, deadline, r, func(info string) bool { return field(info, "master_link_status") == "up" }, "INFO", "replication")
 		set.Replicas = append(set.Replicas, r)
 	}
@@ -166,12 +189,16 @@ func StartSentinel(t testing.TB, replicas, sentinels int) *SentinelSet {
 				"sentinel failover-timeout %[1]s 10000\n"+
 				"sentinel parallel-syncs %[1]s 1\n",
 				set.Master, set.Primary.port, quorum, SentinelDownAfter.Milliseconds())
+			if opts.Password != "" {
+				body += fmt.Sprintf("sentinel auth-pass %s %s\n", set.Master, opts.Password)
+			}
 			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 				t.Fatalf("redistest: writing %s: %v", p, err)
 			}
 			return p
 		}
-		set.Sentinels = append(set.Sentinels, start(t, conf, []string{"--sentinel"}, Options{}))
+		// requirepass (from Options.Password) protects the sentinel itself.
+		set.Sentinels = append(set.Sentinels, start(t, conf, []string{"--sentinel"}, Options{Password: opts.SentinelPassword}))
 	}
 	for _, s := range set.Sentinels {
 		waitFor(t, deadline, s, func(info string) bool {
@@ -197,7 +224,7 @@ func (s *SentinelSet) CurrentPrimary(t testing.TB) string {
 		if !x.running() {
 			continue
 		}
-		sc := redis.NewSentinelClient(&redis.Options{Addr: x.Addr()})
+		sc := redis.NewSentinelClient(&redis.Options{Addr: x.Addr(), Password: x.opts.Password})
 		addr, err := sc.GetMasterAddrByName(context.Background(), s.Master).Result()
 		_ = sc.Close()
 		if err == nil && len(addr) == 2 {
@@ -221,7 +248,7 @@ func (s *SentinelSet) Failover(t testing.TB) {
 			if !x.running() {
 				continue
 			}
-			sc := redis.NewSentinelClient(&redis.Options{Addr: x.Addr()})
+			sc := redis.NewSentinelClient(&redis.Options{Addr: x.Addr(), Password: x.opts.Password})
 			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 			last = sc.Failover(ctx, s.Master).Err()
 			cancel()
@@ -263,7 +290,7 @@ func lookCLI(t testing.TB) string {
 // waitFor runs the command on s until ok accepts its reply (as text) or deadline passes.
 func waitFor(t testing.TB, deadline time.Time, s *Server, ok func(string) bool, args ...any) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.opts.Password, MaxRetries: -1})
 	defer c.Close()
 	var last string
 	for time.Now().Before(deadline) {

@@ -29,6 +29,9 @@ type RedisOptions struct {
 	PoolSize int
 	// RootCAs, when set, replaces the system's CA certificates for rediss:// URLs.
 	RootCAs *x509.CertPool
+	// SentinelUsername and SentinelPassword log in to the sentinels (DialSentinel), whose
+	// password is their own requirepass, not the primary's; empty for none.
+	SentinelUsername, SentinelPassword string
 }
 
 // Defaults for RedisOptions.
@@ -232,8 +235,8 @@ func DialCluster(urls []string, o RedisOptions) (*redis.ClusterClient, error) {
 // connection and drops its connections when they announce a failover, so the tick follows
 // a promotion without a restart. Credentials, database and TLS of the data nodes come from
 // url, whose host is only the name every TLS certificate, the primary's and the sentinels'
-// alike, is checked against (rediss://); the sentinels are reached without a password,
-// over TLS with a rediss:// url.
+// alike, is checked against (rediss://); the sentinels are reached with o's
+// SentinelUsername and SentinelPassword (none when empty), over TLS with a rediss:// url.
 func DialSentinel(master string, sentinelAddrs []string, url string, o RedisOptions) (*redis.Client, error) {
 	if master == "" {
 		return nil, fmt.Errorf("%w: sentinel mode needs a master name", ErrBadURL)
@@ -251,6 +254,8 @@ func DialSentinel(master string, sentinelAddrs []string, url string, o RedisOpti
 		SentinelAddrs:         sentinelAddrs,
 		Username:              opt.Username,
 		Password:              opt.Password,
+		SentinelUsername:      o.SentinelUsername,
+		SentinelPassword:      o.SentinelPassword,
 		DB:                    opt.DB,
 		TLSConfig:             opt.TLSConfig,
 		ReadTimeout:           o.ReadTimeout,

@@ -38,6 +38,25 @@ func (t *Ticker) send(ctx context.Context, part int, res *TickResult) {
 	}
 }
 
+// carryPipelineErr gives err, a pipeline's error, to each of its commands when none
+// carries an error: go-redis leaves them so when it could not open a connection for a
+// reason that is a Redis reply (a login refused when the connection opens, by the
+// primary or by the sentinels), and read as replies, an MGET without one has no values.
+// A pipeline that ran returns its first command's error, which that command carries.
+func carryPipelineErr(cmds []redis.Cmder, err error) {
+	if err == nil {
+		return
+	}
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return
+		}
+	}
+	for _, c := range cmds {
+		c.SetErr(err)
+	}
+}
+
 // execute sends one instance's pipeline: every batch of writes (writeScript: resends
 // first, in order), then the reads in MGETs of up to KeysPerCommand keys of one lane. In
 // cluster mode the one pipeline goes to the ClusterClient, which splits it by node and
@@ -58,7 +77,12 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 	for j, pipe := range pipes {
 		if n := pipe.Len(); n > 0 {
 			p.sent += n
-			wg.Go(func() { _, errs[j] = pipe.Exec(ctx); late[j] = ctx.Err() != nil })
+			wg.Go(func() {
+				var cmds []redis.Cmder
+				cmds, errs[j] = pipe.Exec(ctx)
+				late[j] = ctx.Err() != nil
+				carryPipelineErr(cmds, errs[j])
+			})
 		}
 	}
 	wg.Wait()

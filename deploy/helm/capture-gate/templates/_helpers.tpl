@@ -529,7 +529,21 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.redis.sentinel.master | quote }}
 - name: GATE_REDIS_SENTINEL_ADDRS
   value: {{ join "," $v.redis.sentinel.addrs | quote }}
-{{- else if or $v.redis.sentinel.master $v.redis.sentinel.addrs }}
+{{- if and $v.redis.sentinel.username (not $v.redis.sentinel.passwordSecret.name) }}
+{{- fail "capture-gate: redis.sentinel.username needs redis.sentinel.passwordSecret.name, the Secret of its password" }}
+{{- end }}
+{{- with $v.redis.sentinel.username }}
+- name: GATE_REDIS_SENTINEL_USERNAME
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.redis.sentinel.passwordSecret.name }}
+- name: GATE_REDIS_SENTINEL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $v.redis.sentinel.passwordSecret.key | quote }}
+{{- end }}
+{{- else if or $v.redis.sentinel.master $v.redis.sentinel.addrs $v.redis.sentinel.username $v.redis.sentinel.passwordSecret.name }}
 {{- fail "capture-gate: redis.sentinel is only read with redis.mode sentinel" }}
 {{- end }}
 {{- with $v.redis.username }}
@@ -774,7 +788,7 @@ transactionInterval apart, and a transaction's end waits out a rebalance. */ -}}
 {{- if hasKey $chartEnv $e.name -}}
 {{- fail (printf "capture-gate: extraEnv sets %s, which the chart sets from its values; set that value instead (see the chart's README)" $e.name) -}}
 {{- end -}}
-{{- if and (has $e.name (list "GATE_KAFKA_SASL_PASSWORD" "GATE_REDIS_PASSWORD" "GATE_REDIS_URLS")) (hasKey $e "value") -}}
+{{- if and (has $e.name (list "GATE_KAFKA_SASL_PASSWORD" "GATE_REDIS_PASSWORD" "GATE_REDIS_SENTINEL_PASSWORD" "GATE_REDIS_URLS")) (hasKey $e "value") -}}
 {{- fail (printf "capture-gate: extraEnv gives %s a plain value; it holds a secret, so take it from a Secret (valueFrom.secretKeyRef or envFrom)" $e.name) -}}
 {{- end -}}
 {{- end -}}
