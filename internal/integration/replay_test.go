@@ -146,13 +146,24 @@ func replayIsFaithful(t *testing.T, clk string) {
 	if len(live["would-be"]) < 21 || live["team"]["hot"] == 0 {
 		t.Fatalf("live outcomes %v: want every team over the shadow rule and the hot team overflowing", live)
 	}
+	// Within 1 %, but what the enforced rule overflowed: the live fleet learns the hot
+	// team's fleet-wide count at its ticks, and a tick that runs late (a loaded machine)
+	// lets more through before the team is diverted, where replay ticks on time. One tick
+	// (100 ms) late in a window moves some 33 of the hot team's 3,300 records, 1.4 % of the
+	// 2,300 it overflows a window: 1 % is less than a tick, and a CI run, the limit package
+	// beside it, failed at 2.2 % (live under replay, as late ticks make it). Two ticks late
+	// a window are allowed there (2.9 %); more, or live over replay, is a fault.
 	var worst float64
 	for rule, keys := range live {
 		for key, n := range keys {
 			d := math.Abs(float64(got[rule][key]-n)) / float64(n)
 			worst = max(worst, d)
-			if d > 0.01 {
-				t.Errorf("rule %s key %s: replay %d, live %d (%.2f %% apart)", rule, key, got[rule][key], n, 100*d)
+			limit := 0.01
+			if rule == "team" && n <= got[rule][key] {
+				limit = 0.029
+			}
+			if d > limit {
+				t.Errorf("rule %s key %s: replay %d, live %d (%.2f %% apart, %.1f %% allowed)", rule, key, got[rule][key], n, 100*d, 100*limit)
 			}
 		}
 	}
