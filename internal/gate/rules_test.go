@@ -489,12 +489,14 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 	}
 }
 
-// A reloaded rules file whose rule topic Kafka could not be asked about (its metadata
-// request timing out, as in a broker's brief outage) is neither refused nor taken: it is
-// not counted invalid and gate_rules_file_valid stays 1 (no GateRulesFileInvalid for a
-// good file), it is counted unchecked once, and once Kafka answers it is put in use
-// without another edit.
-func TestRulesReloadTopicCheckUnansweredNotInvalid(t *testing.T) {
+// teamRule is the one-rule file the topic-check tests start from.
+const teamRule = "rules:\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"
+
+// unansweredTopicGate is a reloading gate on teamRule (file path) whose Kafka leaves every
+// topic check of the topic "merges" unanswered (its metadata request times out, as in a
+// broker's brief outage) while down holds, which it does at first.
+func unansweredTopicGate(t *testing.T, name string) (*Gate, string, *atomic.Bool) {
+	t.Helper()
 	srv := redistest.Start(t)
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
 		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter", "merges"))
@@ -502,7 +504,7 @@ func TestRulesReloadTopicCheckUnansweredNotInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	var down atomic.Bool
+	down := new(atomic.Bool)
 	down.Store(true)
 	kc.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		kc.KeepControl()
@@ -512,17 +514,25 @@ func TestRulesReloadTopicCheckUnansweredNotInvalid(t *testing.T) {
 		return nil, nil, down.Load() && asksMerges && m.IncludeTopicAuthorizedOperations
 	})
 	path := filepath.Join(t.TempDir(), "rules.yaml")
-	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"
-	writeRules(t, path, team)
+	writeRules(t, path, teamRule)
 	cfg := load(t, map[string]string{
 		"GATE_KAFKA_BROKERS": strings.Join(kc.ListenAddrs(), ","),
 		"GATE_REDIS_URLS":    srv.URL(),
 		"GATE_RULES_FILE":    path,
 	})
-	g := startReloading(t, cfg, "reload-unanswered-test")
+	return startReloading(t, cfg, name), path, down
+}
+
+// A reloaded rules file whose rule topic Kafka could not be asked about (its metadata
+// request timing out, as in a broker's brief outage) is neither refused nor taken: it is
+// not counted invalid and gate_rules_file_valid stays 1 (no GateRulesFileInvalid for a
+// good file), it is counted unchecked once, and once Kafka answers it is put in use
+// without another edit.
+func TestRulesReloadTopicCheckUnansweredNotInvalid(t *testing.T) {
+	g, path, down := unansweredTopicGate(t, "reload-unanswered-test")
 	first := g.gen.Load()
 
-	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
+	writeRules(t, path, teamRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
 	waitFor(t, "the edit's topic check to end", func() bool {
 		return labelValue(t, g, "gate_rules_loads_total", "result", "error")+labelValue(t, g, "gate_rules_loads_total", "result", "unchecked") > 0
 	})
@@ -549,39 +559,15 @@ func TestRulesReloadTopicCheckUnansweredNotInvalid(t *testing.T) {
 // check) is counted unchecked and logged; once Kafka answers the file is put in use.
 // Before, the gauge stayed 0 until Kafka answered, the alert firing for a fixed file.
 func TestRulesReloadFixedFileTopicCheckUnansweredClearsInvalid(t *testing.T) {
-	srv := redistest.Start(t)
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter", "merges"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	var down atomic.Bool
-	down.Store(true)
-	kc.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		m := req.(*kmsg.MetadataRequest)
-		asksMerges := slices.ContainsFunc(m.Topics, func(rt kmsg.MetadataRequestTopic) bool { return rt.Topic != nil && *rt.Topic == "merges" })
-		// Handled without an answer: the gate's request times out.
-		return nil, nil, down.Load() && asksMerges && m.IncludeTopicAuthorizedOperations
-	})
-	path := filepath.Join(t.TempDir(), "rules.yaml")
-	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"
-	writeRules(t, path, team)
-	cfg := load(t, map[string]string{
-		"GATE_KAFKA_BROKERS": strings.Join(kc.ListenAddrs(), ","),
-		"GATE_REDIS_URLS":    srv.URL(),
-		"GATE_RULES_FILE":    path,
-	})
-	g := startReloading(t, cfg, "reload-fixed-unanswered-test")
+	g, path, down := unansweredTopicGate(t, "reload-fixed-unanswered-test")
 	first := g.gen.Load()
 
-	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:zero], action: 'topic:merges'}\n")
+	writeRules(t, path, teamRule+"  - {name: merges, key: json:team_id, limits: [1m:zero], action: 'topic:merges'}\n")
 	waitFor(t, "the bad edit to be refused", func() bool {
 		return labelValue(t, g, "gate_rules_loads_total", "result", "error") == 1 && gaugeValue(t, g, "gate_rules_file_valid") == 0
 	})
 
-	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
+	writeRules(t, path, teamRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
 	waitFor(t, "the fixed file's topic check to end unanswered", func() bool {
 		return labelValue(t, g, "gate_rules_loads_total", "result", "unchecked") == 1
 	})
