@@ -15,21 +15,29 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// outcomesTopic is a kfake cluster with an "outcomes" topic of parts partitions, and a
+// client producing to it; both close at t's end.
+func outcomesTopic(t *testing.T, parts int32) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "outcomes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return c, cl
+}
+
 // Scan of one team reads only the partition its rows are keyed to and passes only its
 // rows: what a Scan of every team passes of that team, each once, without reading the others' (a record
 // that is no row elsewhere is not even seen). gate outcomes TEAM then holds one team's
 // rows, not the topic's.
 func TestScanOneTeam(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "outcomes"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl := outcomesTopic(t, 4)
 	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
 	var recs []*kgo.Record
 	for i := range 400 {
@@ -118,16 +126,7 @@ func TestSummariesAreHistories(t *testing.T) {
 func TestScanRowsDeletedMeanwhile(t *testing.T) {
 	for _, deleteTo := range []int64{6, 10} {
 		t.Run(fmt.Sprintf("below %d of 10", deleteTo), func(t *testing.T) {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "outcomes"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			c, cl := outcomesTopic(t, 1)
 			start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
 			var recs []*kgo.Record
 			for i := range 10 {
@@ -228,16 +227,7 @@ func TestScanSaysRetentionTrimmedSince(t *testing.T) {
 // figures are short by rows it cannot read, and which version can. Before, both were one
 // count of "not outcome rows".
 func TestScanCountsNewerSchemaRows(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "outcomes"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl := outcomesTopic(t, 1)
 	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
 	row := func(schema int, id string) *kgo.Record {
 		r := Row{Schema: schema, ID: id, Gate: "g", IntervalStart: start, IntervalEnd: start.Add(time.Minute),
