@@ -2,11 +2,9 @@ package consume
 
 import (
 	"context"
-	"strconv"
+	"math"
+	"slices"
 	"sync"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Output topics' own batch limits. A broker refuses a produce batch larger than its
@@ -57,43 +55,25 @@ func (c *Consumer) batchMaxBytes(topic string) int32 {
 // A topic the gate may not describe (DESCRIBE_CONFIGS), or an answer that does not come,
 // leaves the gate's own limit for it: its batches over the topic's are refused as before.
 func (c *Consumer) readBatchLimits(ctx context.Context, topics []string) {
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	for _, t := range topics {
-		if t == c.cfg.OutcomesTopic {
-			continue
-		}
-		r := kmsg.NewDescribeConfigsRequestResource()
-		r.ResourceType = kmsg.ConfigResourceTypeTopic
-		r.ResourceName = t
-		r.ConfigNames = []string{"max.message.bytes"}
-		req.Resources = append(req.Resources, r)
-	}
-	if len(req.Resources) == 0 {
-		return
-	}
-	resp, err := req.RequestWith(ctx, c.cl)
+	topics = slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return t == c.cfg.OutcomesTopic })
+	ns, errs, err := topicConfig(ctx, c.cl, topics, "max.message.bytes")
 	if err != nil {
 		c.log.Debug("kafka: could not read the output topics' max.message.bytes; batches up to GATE_KAFKA_MAX_MESSAGE_BYTES", "err", err)
 		return
 	}
+	for t, err := range errs {
+		c.log.Debug("kafka: could not read an output topic's max.message.bytes; batches up to GATE_KAFKA_MAX_MESSAGE_BYTES",
+			"topic", t, "err", err)
+	}
 	limits := make(map[string]int32)
-	for _, r := range resp.Resources {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			c.log.Debug("kafka: could not read an output topic's max.message.bytes; batches up to GATE_KAFKA_MAX_MESSAGE_BYTES",
-				"topic", r.ResourceName, "err", err)
+	for t, n := range ns {
+		if n <= 0 || n > math.MaxInt32 {
 			continue
 		}
-		for _, cfg := range r.Configs {
-			if cfg.Name != "max.message.bytes" || cfg.Value == nil {
-				continue
-			}
-			if n, err := strconv.ParseInt(*cfg.Value, 10, 32); err == nil && n > 0 {
-				limits[r.ResourceName] = int32(n)
-				if int32(n) < c.cfg.MaxMessageBytes {
-					c.log.Info("kafka: output topic's max.message.bytes is below GATE_KAFKA_MAX_MESSAGE_BYTES; the producer's batches to it stay within it",
-						"topic", r.ResourceName, "max_message_bytes", n, "gate_max_message_bytes", c.cfg.MaxMessageBytes)
-				}
-			}
+		limits[t] = int32(n)
+		if int32(n) < c.cfg.MaxMessageBytes {
+			c.log.Info("kafka: output topic's max.message.bytes is below GATE_KAFKA_MAX_MESSAGE_BYTES; the producer's batches to it stay within it",
+				"topic", t, "max_message_bytes", n, "gate_max_message_bytes", c.cfg.MaxMessageBytes)
 		}
 	}
 	c.batchLimits.set(limits)

@@ -286,30 +286,46 @@ func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[str
 // minInsync reads the output topics' min.insync.replicas; a topic the gate may not
 // describe (DESCRIBE_CONFIGS) is left out.
 func (c *Consumer) minInsync(ctx context.Context, cl *kgo.Client) map[string]int {
+	out := map[string]int{}
+	ns, _, _ := topicConfig(ctx, cl, c.cfg.OutputTopics, "min.insync.replicas")
+	for t, n := range ns {
+		out[t] = int(n)
+	}
+	return out
+}
+
+// topicConfig reads the integer setting name of topics (DESCRIBE_CONFIGS): each topic's
+// value, each topic the broker would not describe with why (refused, unknown), and the
+// request's own error. A value that is not a number is left out.
+func topicConfig(ctx context.Context, cl *kgo.Client, topics []string, name string) (map[string]int64, map[string]error, error) {
 	req := kmsg.NewPtrDescribeConfigsRequest()
-	for _, t := range c.cfg.OutputTopics {
+	for _, t := range topics {
 		r := kmsg.NewDescribeConfigsRequestResource()
 		r.ResourceType = kmsg.ConfigResourceTypeTopic
 		r.ResourceName = t
-		r.ConfigNames = []string{"min.insync.replicas"}
+		r.ConfigNames = []string{name}
 		req.Resources = append(req.Resources, r)
 	}
-	out := map[string]int{}
+	if len(req.Resources) == 0 {
+		return nil, nil, nil
+	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return out
+		return nil, nil, err
 	}
+	vals, errs := map[string]int64{}, map[string]error{}
 	for _, r := range resp.Resources {
-		if kerr.ErrorForCode(r.ErrorCode) != nil {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			errs[r.ResourceName] = err
 			continue
 		}
 		for _, cfg := range r.Configs {
-			if cfg.Name == "min.insync.replicas" && cfg.Value != nil {
-				if n, err := strconv.Atoi(*cfg.Value); err == nil {
-					out[r.ResourceName] = n
+			if cfg.Name == name && cfg.Value != nil {
+				if n, err := strconv.ParseInt(*cfg.Value, 10, 64); err == nil {
+					vals[r.ResourceName] = n
 				}
 			}
 		}
 	}
-	return out
+	return vals, errs, nil
 }
