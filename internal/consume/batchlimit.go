@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Output topics' own batch limits. A broker refuses a produce batch larger than its
@@ -20,7 +22,9 @@ import (
 // minBatchMaxBytes is the smallest batch limit franz-go takes.
 const minBatchMaxBytes = 512
 
-// batchLimits holds the max.message.bytes of the output topics read at preflight.
+// batchLimits holds the max.message.bytes of the output topics, read at preflight and,
+// for a rule topic a reload brings, before the reloaded rules are put in use
+// (CheckTopics).
 type batchLimits struct {
 	mu sync.RWMutex
 	m  map[string]int32
@@ -33,10 +37,22 @@ func (l *batchLimits) get(topic string) (int32, bool) {
 	return n, ok
 }
 
-func (l *batchLimits) set(m map[string]int32) {
+// merge adds m's limits to l's, replacing those of the same topics, and returns the
+// topics whose limit it set anew or changed.
+func (l *batchLimits) merge(m map[string]int32) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.m = m
+	if l.m == nil {
+		l.m = make(map[string]int32, len(m))
+	}
+	var changed []string
+	for t, n := range m {
+		if old, ok := l.m[t]; !ok || old != n {
+			changed = append(changed, t)
+		}
+		l.m[t] = n
+	}
+	return changed
 }
 
 // batchMaxBytes is the producer's batch limit for topic (kgo.ProducerBatchMaxBytesFn,
@@ -50,13 +66,15 @@ func (c *Consumer) batchMaxBytes(topic string) int32 {
 	return limit
 }
 
-// readBatchLimits reads the max.message.bytes of topics for batchMaxBytes. The outcomes
-// topic is left to its rows' own bound, which they learn from its refusals (outcomes.go).
-// A topic the gate may not describe (DESCRIBE_CONFIGS), or an answer that does not come,
-// leaves the gate's own limit for it: its batches over the topic's are refused as before.
-func (c *Consumer) readBatchLimits(ctx context.Context, topics []string) {
+// readBatchLimits reads the max.message.bytes of topics for batchMaxBytes, with cl. The
+// outcomes topic is left to its rows' own bound, which they learn from its refusals
+// (outcomes.go). A topic the gate may not describe (DESCRIBE_CONFIGS), or an answer that
+// does not come, leaves the gate's own limit for it: its batches over the topic's are
+// refused as before. It must run before the first record to a topic is produced: the
+// client asks for a partition's limit once, at its first record.
+func (c *Consumer) readBatchLimits(ctx context.Context, cl *kgo.Client, topics []string) {
 	topics = slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return t == c.cfg.OutcomesTopic })
-	ns, errs, err := topicConfig(ctx, c.cl, topics, "max.message.bytes")
+	ns, errs, err := topicConfig(ctx, cl, topics, "max.message.bytes")
 	if err != nil {
 		c.log.Debug("kafka: could not read the output topics' max.message.bytes; batches up to GATE_KAFKA_MAX_MESSAGE_BYTES", "err", err)
 		return
@@ -71,10 +89,13 @@ func (c *Consumer) readBatchLimits(ctx context.Context, topics []string) {
 			continue
 		}
 		limits[t] = int32(n)
-		if int32(n) < c.cfg.MaxMessageBytes {
+	}
+	// Said once a topic and limit: a preflight retried, or a reload naming a topic the
+	// gate knows, says nothing new.
+	for _, t := range c.batchLimits.merge(limits) {
+		if n := limits[t]; n < c.cfg.MaxMessageBytes {
 			c.log.Info("kafka: output topic's max.message.bytes is below GATE_KAFKA_MAX_MESSAGE_BYTES; the producer's batches to it stay within it",
 				"topic", t, "max_message_bytes", n, "gate_max_message_bytes", c.cfg.MaxMessageBytes)
 		}
 	}
-	c.batchLimits.set(limits)
 }

@@ -118,3 +118,63 @@ func TestStrippedDeadLetterWithinDeadLetterTopicLimit(t *testing.T) {
 			len(r.Value), header(r, "gate-dropped"), header(r, "baggage-0"))
 	}
 }
+
+// TestReloadedRuleTopicBatchLimit: a rule topic that a reload brings (not one of the
+// topics the preflight read) gets its max.message.bytes read when the reload checks it
+// (CheckTopics), before its rule is put in use, and the producer's batches to it stay
+// within it. Before, only the preflight read the limits: such a topic got batches up to
+// GATE_KAFKA_MAX_MESSAGE_BYTES, the broker refused each one over its own limit, and every
+// record of those went again alone.
+func TestReloadedRuleTopicBatchLimit(t *testing.T) {
+	t.Parallel()
+	const parts, n, merges = 1, 2000, "merges"
+	env := newEnv(t, parts)
+	env.ccfg.ProduceRetries = 0
+	prod := producer(t, env.cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(prod)
+	limit := "4096" // some forty records of the test's
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &limit}, merges); err != nil {
+		t.Fatalf("creating %s: %v", merges, err)
+	}
+	w := ruleTopicRouter(t, env, merges, nil, nil) // the preflight checks no rule topic
+	g := env.start(t, "a")
+	defer g.stop(t)
+	waitFor(t, 20*time.Second, "the gate ready", g.c.Ready)
+	if got := g.c.batchMaxBytes(merges); got != g.c.cfg.MaxMessageBytes {
+		t.Fatalf("batch limit of %s before the reload checked it: %d, want the gate's %d", merges, got, g.c.cfg.MaxMessageBytes)
+	}
+	// The reload: its topics checked (internal/gate's checkRuleTopics), then in use.
+	if err := g.c.CheckTopics(ctx, []string{merges}); err != nil {
+		t.Fatalf("checking %s: %v", merges, err)
+	}
+	w.Use([]string{merges})
+	if got := g.c.batchMaxBytes(merges); got != 4096 {
+		t.Fatalf("batch limit of %s after the reload checked it: %d, want its max.message.bytes 4096", merges, got)
+	}
+
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		team := "good"
+		if id%2 == 0 {
+			team = "bad" // the rule's: to merges
+		}
+		recs[id] = inputRecord(id, team)
+	}
+	produceAll(t, prod, recs)
+	waitCommitted(t, env.cluster, parts, time.Minute)
+	ends, err := adm.ListEndOffsets(ctx, merges)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ends.Lookup(merges, 0); got.Offset != n/2 {
+		t.Errorf("%d records on %s, want %d", got.Offset, merges, n/2)
+	}
+	if got := testutil.ToFloat64(g.c.m.retries); got != 0 {
+		t.Errorf("gate_produce_retries_total = %v for records each well under %s's max.message.bytes, want 0", got, merges)
+	}
+}

@@ -133,7 +133,7 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 	}
 	if len(found) == 0 {
 		// Before the first produce, which fixes a partition's batch limit in the client.
-		c.readBatchLimits(ctx, topics[1:])
+		c.readBatchLimits(ctx, c.cl, topics[1:])
 	}
 
 	dg := kmsg.NewPtrDescribeGroupsRequest()

@@ -101,7 +101,8 @@ var ErrUnasked = errors.New("kafka could not be asked")
 
 // CheckTopics checks that each of topics exists and that the gate may write to it, as
 // preflight checks the gate's own topics: a rules reload naming a topic that fails is
-// refused (internal/gate). The error names every topic that fails, and what to do; when
+// refused (internal/gate). Topics that pass get their batch limits read, as the
+// preflight reads the gate's own (readBatchLimits). The error names every topic that fails, and what to do; when
 // none is known to fail but the cluster could not be asked about some, it wraps
 // ErrUnasked instead.
 func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
@@ -131,7 +132,14 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 	if len(errs) == 0 && len(unasked) > 0 {
 		return fmt.Errorf("checking the rule topics: %w: %w", ErrUnasked, errors.Join(unasked...))
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// Each topic's batch limit, before its rule is put in use: a topic the preflight did
+	// not know (a rule the reload adds) would otherwise get batches up to
+	// GATE_KAFKA_MAX_MESSAGE_BYTES, every one over its own max.message.bytes refused.
+	c.readBatchLimits(ctx, cl, topics)
+	return nil
 }
 
 // topicUnanswered reports that the metadata answer resp says nothing of topic t's
