@@ -190,10 +190,7 @@ func (s *sketch) prepare(cur int64) {
 		}
 		sl.epoch.Store(noEpoch) // checks stop adding before the counts go
 		for li := range s.lines {
-			line := sl.line(li)
-			for i := range line {
-				line[i].Store(0)
-			}
+			clearCounters(sl.line(li))
 		}
 		sl.epoch.Store(ep)
 	}
