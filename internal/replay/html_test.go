@@ -174,6 +174,7 @@ func TestHTMLChartEdgeCases(t *testing.T) {
 }
 
 func TestHTMLReportShowsTheChart(t *testing.T) {
+	t.Parallel()
 	bin := chromium(t)
 	r := htmlSampleReport()
 	level, threshold := hexColour(t, levelColour), hexColour(t, thresholdColour)

@@ -27,6 +27,7 @@ func (h *slowPoll) OnFetchRecordUnbuffered(_ *kgo.Record, polled bool) {
 // returns them) hands them on: the client's cursor is past them. Before, they were taken
 // for a stall and dropped, and Read returned no error having handed on 10 of 20.
 func TestReadKeepsRecordsOfALatePoll(t *testing.T) {
+	t.Parallel()
 	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"))
 	if err != nil {

@@ -449,6 +449,7 @@ func TestReplayTimeIgnoresNextWithoutTimestamp(t *testing.T) {
 // read has listed its offsets. The read fails with an error naming the partition, not
 // a wait that lasts until the operator gives up, saying a transaction may be open.
 func TestReadFailsWhenALeaderIsUnavailable(t *testing.T) {
+	t.Parallel()
 	c := faulttest.NewCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "events"))
 	for p := range int32(2) {
 		if err := c.MoveTopicPartition("events", p, p); err != nil {

@@ -248,6 +248,7 @@ func TestProfileScriptCompareAndSet(t *testing.T) {
 // hours: with an hour of history asked for and a fold every spike.MinFoldEvery, the last
 // teams are learned after about 85 minutes.
 func TestAdaptiveCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	day0 := epochStart.Truncate(time.Hour)
 	clk := clock.NewFake(day0)
