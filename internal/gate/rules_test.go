@@ -529,6 +529,7 @@ func unansweredTopicGate(t *testing.T, name string) (*Gate, string, *atomic.Bool
 // good file), it is counted unchecked once, and once Kafka answers it is put in use
 // without another edit.
 func TestRulesReloadTopicCheckUnansweredNotInvalid(t *testing.T) {
+	t.Parallel()
 	g, path, down := unansweredTopicGate(t, "reload-unanswered-test")
 	first := g.gen.Load()
 
@@ -559,6 +560,7 @@ func TestRulesReloadTopicCheckUnansweredNotInvalid(t *testing.T) {
 // check) is counted unchecked and logged; once Kafka answers the file is put in use.
 // Before, the gauge stayed 0 until Kafka answered, the alert firing for a fixed file.
 func TestRulesReloadFixedFileTopicCheckUnansweredClearsInvalid(t *testing.T) {
+	t.Parallel()
 	g, path, down := unansweredTopicGate(t, "reload-fixed-unanswered-test")
 	first := g.gen.Load()
 
