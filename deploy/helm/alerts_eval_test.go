@@ -205,3 +205,34 @@ func TestTransactionRecoveriesAlertSaysItsCause(t *testing.T) {
 		}
 	}
 }
+
+// TestNotReadyAlertSkipsFinishedPods: kube-state-metrics goes on exporting
+// kube_pod_status_ready for a pod that has ended, Failed or Succeeded, until the pod object
+// is deleted: a gate pod evicted under node pressure, or ended by a node's graceful
+// shutdown, is such a pod, named as a gate is, never ready again, while its ReplicaSet
+// runs a new one in its place. GateNotReady fired for it until someone deleted the pod,
+// with nothing to curl. A running or pending pod that is not ready still fires it.
+func TestNotReadyAlertSkipsFinishedPods(t *testing.T) {
+	for _, tc := range []struct {
+		phase string
+		want  bool
+	}{
+		{"Failed", false}, // evicted, or ended by a node's shutdown
+		{"Succeeded", false},
+		{"Running", true},
+		{"Pending", true},
+	} {
+		load := fmt.Sprintf("  kube_pod_status_ready{%s, condition=\"true\"} 0x40\n", evalPod) +
+			fmt.Sprintf("  kube_pod_status_ready{%s, condition=\"false\"} 1x40\n", evalPod)
+		for _, p := range []string{"Pending", "Running", "Succeeded", "Failed", "Unknown"} {
+			v := 0
+			if p == tc.phase {
+				v = 1
+			}
+			load += fmt.Sprintf("  kube_pod_status_phase{%s, phase=%q} %dx40\n", evalPod, p, v)
+		}
+		if got := firingAt(t, "GateNotReady", load, 30)[0]; got != tc.want {
+			t.Errorf("a gate pod %s and not ready: GateNotReady fired %v, want %v", tc.phase, got, tc.want)
+		}
+	}
+}

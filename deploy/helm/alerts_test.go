@@ -31,6 +31,7 @@ const metricsFile = "testdata/metrics.txt"
 var externalMetrics = map[string]string{
 	"up":                    "Prometheus' own, one per scrape target",
 	"kube_pod_status_ready": "kube-state-metrics",
+	"kube_pod_status_phase": "kube-state-metrics",
 }
 
 var exportedMetrics = sync.OnceValues(func() (map[string]bool, error) {
