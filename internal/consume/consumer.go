@@ -326,7 +326,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.closing.Store(true)
 	c.closeClient(c.cl.CloseAllowingRebalance)
 	c.ready.Store(false)
-	c.log.Info("consumer stopped", "committed", committed, "abandoned_records", left)
+	// Rows unwritten hold the commits at their seal: the records they count are routed
+	// and counted again by the partitions' next owner, though none is abandoned.
+	unwritten := c.rowsUnwritten()
+	lvl := slog.LevelInfo
+	if left > 0 || unwritten > 0 {
+		lvl = slog.LevelWarn
+	}
+	c.log.Log(bg, lvl, "consumer stopped", "committed", committed, "abandoned_records", left, "outcome_rows_unwritten", unwritten)
 	return runErr
 }
 
@@ -747,12 +754,13 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	c.drop(ids)
 	c.releaseStopped(ids)
 	c.m.rebalances.WithLabelValues("revoked").Inc()
+	unwritten := c.rowsUnwritten()
 	lvl := slog.LevelInfo
-	if err != nil || left > 0 {
+	if err != nil || left > 0 || unwritten > 0 {
 		lvl = slog.LevelWarn
 	}
 	c.log.Log(ctx, lvl, "partitions revoked", "topic", c.cfg.InputTopic, "partitions", ids,
-		"committed", committed, "abandoned_records", left, "commit_err", err)
+		"committed", committed, "abandoned_records", left, "outcome_rows_unwritten", unwritten, "commit_err", err)
 }
 
 // onLost drops the partitions' state without committing: the group has already moved
@@ -765,7 +773,8 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 	}
 	var left int64
 	for _, p := range c.snapshot(ids) {
-		left += p.inFlight()
+		r, _ := p.inFlight()
+		left += r
 	}
 	if !c.exactlyOnce() && len(ids) > 0 && len(c.snapshot(ids)) > 0 {
 		// Nothing routes during a loss: the rows of what the lost partitions routed go
@@ -828,17 +837,20 @@ func (c *Consumer) snapshot(ids []int32) []*partition {
 }
 
 // waitInFlight waits until the partitions (all when ids is nil) have no unacknowledged
-// record, or ctx ends; it returns how many were left.
+// record nor outcome seal awaiting its rows, or ctx ends; it returns how many records
+// were left (rowsUnwritten says how many rows).
 func (c *Consumer) waitInFlight(ctx context.Context, ids []int32) int64 {
 	var n int64
 	_ = waitUntil(ctx, func() bool {
 		n = 0
+		rows := false
 		for _, p := range c.snapshot(ids) {
 			if !p.stopped.Load() { // a stopped partition's stuck record is never acknowledged
-				n += p.inFlight()
+				r, w := p.inFlight()
+				n, rows = n+r, rows || w
 			}
 		}
-		return n == 0
+		return n == 0 && !rows
 	})
 	return n
 }

@@ -66,6 +66,9 @@ type outcomes struct {
 	// txnErr is the first failed outcome produce of the open transaction (exactly-once).
 	txnErr  atomic.Pointer[error]
 	retries rowRetries // at-least-once
+	// unwritten counts the at-least-once rows (seal records too) produced and not yet
+	// acknowledged, for the logs of a revoke and the shutdown.
+	unwritten atomic.Int64
 	// chunk bounds the bytes of rows produced together (0: no bound), learned from a
 	// batch of rows the outcomes topic refused as too large: a topic's max.message.bytes
 	// may be below GATE_KAFKA_MAX_MESSAGE_BYTES, the batches the producer makes, and
@@ -290,6 +293,7 @@ func (c *Consumer) sealALO(ctx context.Context) {
 		for _, r := range rows {
 			r.seal = sb
 		}
+		c.out.unwritten.Add(int64(len(rows)))
 		c.produceRows(ctx, rows)
 	}
 	// After the batches are in place: a commit snapshotted from here on stops at them.
@@ -336,6 +340,7 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 			r.failing = false
 			c.out.retries.pending.Add(-1)
 		}
+		c.out.unwritten.Add(-1)
 		if r.seal.rows.Add(-1) == 0 {
 			for _, b := range r.seal.batches {
 				c.ackBatch(b, 1)
@@ -461,6 +466,15 @@ func (c *Consumer) rowsRetrying() int64 {
 		return 0
 	}
 	return c.out.retries.pending.Load()
+}
+
+// rowsUnwritten is how many at-least-once outcome rows were produced and are not
+// acknowledged.
+func (c *Consumer) rowsUnwritten() int64 {
+	if c.out == nil {
+		return 0
+	}
+	return c.out.unwritten.Load()
 }
 
 // sealTxn seals into the open transaction everything routed into it (exactly-once).

@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -319,6 +320,52 @@ func TestOutcomeRowsHoldCommits(t *testing.T) {
 	}
 	f.Remove()
 	rowsMatchOutputs(t, env, a, out, parts, n, "rows written late")
+}
+
+// At-least-once, a shutdown whose outcome rows the outcomes topic refuses to the end
+// commits nothing past them, and says so: every output record is acknowledged, so no
+// record is abandoned, and the stop line warns that rows went unwritten (the next owner
+// routes and counts their records again). Before, it logged at info
+// "abandoned_records": 2, a seal awaiting its rows counted as a record, and nothing of
+// the rows.
+func TestShutdownRowsRefusedLogged(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 300
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	env.ccfg.ShutdownTimeout = time.Second
+	logs := &syncBuffer{}
+	env.logs = logs
+	env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: outTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	a := env.start(t, "a")
+	produceAll(t, producer(t, env.cluster), outcomesTraffic(0, n))
+	collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond)
+	waitFor(t, 30*time.Second, "rows failing, being retried", func() bool { return a.c.rowsRetrying() > 0 })
+	waitFor(t, 30*time.Second, "every output record acknowledged", func() bool {
+		return a.c.outstanding.Load() == 0 && a.c.retry.pending.Load() == 0
+	})
+	a.stop(t)
+	if gi := env.cluster.GroupInfo(testGroup); gi != nil {
+		for p := range int32(parts) {
+			if c, ok := gi.Commits[inTopic][p]; ok && c.Offset > 0 {
+				t.Errorf("partition %d committed at %d while no outcome row was written", p, c.Offset)
+			}
+		}
+	}
+	var stopped map[string]any
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "consumer stopped" {
+			stopped = line
+		}
+	}
+	if stopped == nil {
+		t.Fatalf("no \"consumer stopped\" line:\n%s", logs.String())
+	}
+	if stopped["level"] != "WARN" || stopped["abandoned_records"] != 0.0 || !(stopped["outcome_rows_unwritten"].(float64) > 0) {
+		t.Errorf("stop line %v: want a warning, abandoned_records 0 (every record acknowledged), outcome_rows_unwritten above 0", stopped)
+	}
 }
 
 // At-least-once, while outcome rows fail, nothing new is polled, as while records are

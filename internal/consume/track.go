@@ -68,6 +68,9 @@ type batch struct {
 	// transaction's end reads the failures (txnState.failures), so the batch's slab and
 	// input are left to the garbage collector instead of being reused.
 	keep atomic.Bool
+	// seal is set on an outcome seal's batch (addSeal): it counts no record, only the
+	// seal's rows, one.
+	seal bool
 }
 
 func newPartition(topic string, id int32) *partition {
@@ -105,7 +108,7 @@ func (p *partition) addSeal(from int64) *batch {
 	if i > 0 {
 		epoch = p.batches[i-1].epoch
 	}
-	b := &batch{p: p, end: from, epoch: epoch}
+	b := &batch{p: p, end: from, epoch: epoch, seal: true}
 	b.remaining.Store(1)
 	p.batches = slices.Insert(p.batches, i, b)
 	return b
@@ -131,15 +134,22 @@ func (p *partition) advance() (kgo.EpochOffset, int, bool) {
 	return p.acked, p.gen, p.acked.Offset > p.committed
 }
 
-// inFlight returns how many records are routed but not acknowledged.
-func (p *partition) inFlight() int64 {
+// inFlight returns how many records are routed but not acknowledged, and whether an
+// outcome seal counting records of p awaits its rows: a seal's batch is no record, and
+// counted as one it made a shutdown whose rows went unwritten report records abandoned
+// where none were.
+func (p *partition) inFlight() (records int64, rows bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var n int64
 	for _, b := range p.batches {
-		n += b.remaining.Load()
+		n := b.remaining.Load()
+		if b.seal {
+			rows = rows || n > 0
+			continue
+		}
+		records += n
 	}
-	return n
+	return records, rows
 }
 
 // markCommitted records a successful commit of off.
