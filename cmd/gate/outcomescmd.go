@@ -18,31 +18,34 @@ import (
 	"github.com/capturegate/gate/internal/outcome"
 )
 
-const outcomesUsage = `Usage: gate outcomes [-since D] [-top N] [TEAM]
+const outcomesUsage = `Usage: gate outcomes [-since T] [-until T] [-top N] [TEAM]
 
 Reads the outcome rows the gates wrote to GATE_OUTCOMES_TOPIC (on GATE_KAFKA_BROKERS,
-with the GATE_KAFKA_TLS_* and GATE_KAFKA_SASL_* settings) from D ago to now, as a
+with the GATE_KAFKA_TLS_* and GATE_KAFKA_SASL_* settings) from -since to now, as a
 read_committed consumer, and prints TEAM's history: per interval (each one that ends
-after D ago, whole), its records accepted (tagged among them), limited (overflow, a
+after -since, whole, and, with -until, begins before it), its records accepted (tagged among them), limited (overflow, a
 rule's topic, dropped) and by which rule, dead-lettered, skipped as undeliverable
 (GATE_ON_UNDELIVERABLE=skip), and the first and last interval it was limited in. Without TEAM, the N
 teams with the most records limited. TEAM is the team as the events have it: the rows of
-a composite key's rules, which name it escaped (':' as %3A, '%' as %25), count too. It
-gives up after 5 minutes, a limit of its own: a shorter -since reads less.
+a composite key's rules, which name it escaped (':' as %3A, '%' as %25), count too. T is
+a time (RFC 3339, 2026-11-24T14:00:00Z) or a duration before now (24h, 7d). It reads
+from -since to the topic's end whatever -until says, and gives up after 5 minutes, a limit
+of its own: a later -since reads less.
 `
 
-func outcomesFlags(since *time.Duration, top *int) *flag.FlagSet {
+func outcomesFlags(since, until *string, top *int) *flag.FlagSet {
 	fs := flag.NewFlagSet("outcomes", flag.ContinueOnError)
-	fs.DurationVar(since, "since", 24*time.Hour, "read the rows of the last `D` (a duration such as 24h)")
+	fs.StringVar(since, "since", "24h", "read the rows from `T`: a time (RFC 3339) or a duration before now (24h, 7d)")
+	fs.StringVar(until, "until", "", "show only the intervals that begin before `T`, a time or a duration before now (default: now)")
 	fs.IntVar(top, "top", 20, "without TEAM, list the `N` teams with the most records limited")
 	return fs
 }
 
 // outcomesCmd runs `gate outcomes [TEAM]`.
 func outcomesCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
-	var since time.Duration
+	var sinceFlag, untilFlag string
 	var top int
-	fs := outcomesFlags(&since, &top)
+	fs := outcomesFlags(&sinceFlag, &untilFlag, &top)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { writeUsage(stderr, outcomesUsage, fs) }
 	args, err := cli.ParseInterleaved(fs, args)
@@ -66,10 +69,26 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		// -top counts the teams listed without TEAM: with one, it would be ignored.
 		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: -top lists the most limited teams and takes no TEAM, got %q", args[0])}
-	case since <= 0:
-		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: -since %s: want a positive duration such as 24h", since)}
 	case top < 1:
 		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: -top %d: want a number of teams of 1 or more", top)}
+	}
+	now := clk.Now()
+	if sinceFlag == "" {
+		return &cli.UsageError{Msg: "outcomes: -since is empty: want a time (RFC 3339) or a duration before now (24h, 7d)"}
+	}
+	from, err := parseWhen("outcomes", "since", sinceFlag, now)
+	if err != nil {
+		return err
+	}
+	if !from.Before(now) {
+		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: -since %s is %s, not before now (%s): no row was written since", sinceFlag, minute(from), minute(now))}
+	}
+	until, err := parseWhen("outcomes", "until", untilFlag, now)
+	if err != nil {
+		return err
+	}
+	if !until.IsZero() && !until.After(from) {
+		return &cli.UsageError{Msg: fmt.Sprintf("outcomes: -until %s (%s) is not after -since %s (%s): no interval is between", untilFlag, minute(until), sinceFlag, minute(from))}
 	}
 	cfg, err := config.Load(getenv, names)
 	if err != nil {
@@ -83,7 +102,6 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	from := clk.Now().Add(-since)
 	// Neither holds the topic's rows: a team's history reads its partition and keeps its
 	// rows; the summary keeps each team's totals.
 	var rows []outcome.Row
@@ -100,11 +118,11 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	// the read did (longer than GATE_OUTCOMES_INTERVAL says), of which rows were missed.
 	scanFrom := from.Add(-cfg.OutcomesInterval)
 	whole := func(r *outcome.Row) {
-		if r.IntervalEnd.After(from) && !r.IntervalStart.Before(scanFrom) {
+		if r.IntervalEnd.After(from) && !r.IntervalStart.Before(scanFrom) && (until.IsZero() || r.IntervalStart.Before(until)) {
 			each(r)
 		}
 	}
-	read, err := scanOutcomes(ctx, outcomesLimit, since, cfg.OutcomesTopic, scanFrom, team, whole, opts...)
+	read, err := scanOutcomes(ctx, outcomesLimit, sinceFlag, cfg.OutcomesTopic, scanFrom, team, whole, opts...)
 	if err != nil {
 		return err
 	}
@@ -129,10 +147,14 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintf(stderr, "gate outcomes: offsets %d to %d of %s partition %d were deleted (retention) while it read; their rows are not counted\n",
 			g.From, g.To-1, cfg.OutcomesTopic, g.Partition)
 	}
-	if team != "" {
-		return printHistory(stdout, outcome.TeamHistory(rows, team), cfg.OutcomesTopic, from)
+	span := "since " + minute(from)
+	if !until.IsZero() {
+		span = "from " + minute(from) + " to " + minute(until)
 	}
-	return printMostLimited(stdout, sums.Top(top), sums.Limited(), sums.Rows(), cfg.OutcomesTopic, from)
+	if team != "" {
+		return printHistory(stdout, outcome.TeamHistory(rows, team), cfg.OutcomesTopic, span)
+	}
+	return printMostLimited(stdout, sums.Top(top), sums.Limited(), sums.Rows(), cfg.OutcomesTopic, span)
 }
 
 // outcomesLimit bounds a read of gate outcomes, so that a broker that stops answering
@@ -143,15 +165,15 @@ const outcomesLimit = 5 * time.Minute
 var errOutcomesLimit = errors.New("gate outcomes' own limit on a read")
 
 // scanOutcomes is outcome.Scan within limit. A read that reaches it fails saying that the
-// limit is the command's own and that a shorter -since reads less, as the deadline alone
-// reads "context deadline exceeded", which names neither.
-func scanOutcomes(ctx context.Context, limit, since time.Duration, topic string, from time.Time, team string, each func(*outcome.Row), opts ...kgo.Opt) (outcome.Scanned, error) {
+// limit is the command's own and that a later -since reads less, as the deadline alone
+// reads "context deadline exceeded", which names neither. since is -since as given.
+func scanOutcomes(ctx context.Context, limit time.Duration, since string, topic string, from time.Time, team string, each func(*outcome.Row), opts ...kgo.Opt) (outcome.Scanned, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, limit, errOutcomesLimit)
 	defer cancel()
 	read, err := outcome.Scan(ctx, topic, from, team, each, opts...)
 	if err != nil && errors.Is(context.Cause(ctx), errOutcomesLimit) {
 		return read, fmt.Errorf("gate outcomes gave up after %s, its own limit on a read (-since %s of %s): "+
-			"give a shorter -since: %w", limit, since, topic, err)
+			"give a later -since: %w", limit, since, topic, err)
 	}
 	return read, err
 }
@@ -159,9 +181,10 @@ func scanOutcomes(ctx context.Context, limit, since time.Duration, topic string,
 // minute formats the start or end of an interval.
 func minute(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 
-func printHistory(w io.Writer, h outcome.History, topic string, from time.Time) error {
+// printHistory prints h, read from topic over span ("since T", "from T to U").
+func printHistory(w io.Writer, h outcome.History, topic, span string) error {
 	if len(h.Intervals) == 0 {
-		_, err := fmt.Fprintf(w, "team %s: no outcomes in %s since %s\n", cli.Shown(h.Team), topic, minute(from))
+		_, err := fmt.Fprintf(w, "team %s: no outcomes in %s %s\n", cli.Shown(h.Team), topic, span)
 		return err
 	}
 	t := h.Total
@@ -184,16 +207,16 @@ func printHistory(w io.Writer, h outcome.History, topic string, from time.Time) 
 // printMostLimited prints top, the most limited of the limited teams: when that leaves
 // some out, the heading says how many were limited in all (a team that limited as many as
 // the last one listed is left out by its name, and would otherwise vanish unsaid).
-func printMostLimited(w io.Writer, top []outcome.Summary, limited, rows int, topic string, from time.Time) error {
+func printMostLimited(w io.Writer, top []outcome.Summary, limited, rows int, topic, span string) error {
 	if len(top) == 0 {
-		_, err := fmt.Fprintf(w, "no team limited in %s since %s (%d rows read)\n", topic, minute(from), rows)
+		_, err := fmt.Fprintf(w, "no team limited in %s %s (%d rows read)\n", topic, span, rows)
 		return err
 	}
 	if limited > len(top) {
-		fmt.Fprintf(w, "the %d teams with the most records limited, of %d limited, in %s since %s (-top %d lists them all)\n",
-			len(top), limited, topic, minute(from), limited)
+		fmt.Fprintf(w, "the %d teams with the most records limited, of %d limited, in %s %s (-top %d lists them all)\n",
+			len(top), limited, topic, span, limited)
 	} else {
-		fmt.Fprintf(w, "the %d teams limited in %s since %s, most records limited first\n", len(top), topic, minute(from))
+		fmt.Fprintf(w, "the %d teams limited in %s %s, most records limited first\n", len(top), topic, span)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TEAM\tRECORDS\tACCEPTED\tLIMITED\tDEAD LETTER\tFIRST LIMITED\tLAST LIMITED\tBY")

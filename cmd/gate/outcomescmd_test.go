@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/outcome"
 )
@@ -161,6 +162,54 @@ func TestOutcomesSinceWholeIntervals(t *testing.T) {
 	if strings.Contains(got, minute(h(13, 0))) || strings.Contains(got, minute(h(12, 0))) {
 		t.Errorf("gate outcomes -since 1h 42 shows an interval that ended before 14:20, or one it saw only part of:\n%s", got)
 	}
+
+	// -since as a time and -until: the intervals that end after the one and begin before
+	// the other, the one -until falls in whole; -since in days reads a day back.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-since", "2026-11-28T14:20:00Z", "-until", "2026-11-28T15:00:00Z", "42"}, "team 42: 150 records from " + minute(h(14, 0)) + " to " + minute(h(15, 0))},
+		{[]string{"-since", "2026-11-28T14:20:00Z", "-until", "10m", "42"}, "team 42: 161 records from " + minute(h(14, 0)) + " to " + minute(h(16, 0))},
+		{[]string{"-since", "1d", "42"}, "team 42: 164 records from " + minute(h(12, 0)) + " to " + minute(h(16, 0))},
+		{[]string{"-since", "0d90m", "-until", "2026-11-28T14:59:59Z"}, "no team limited in outcomes from " + minute(h(13, 50)) + " to 2026-11-28 14:59:59Z"},
+	} {
+		stdout.Reset()
+		stderr.Reset()
+		if err := outcomesCmd(ctx, c.args, getenvFrom(env), nil, clock.NewFake(now), &stdout, &stderr); err != nil {
+			t.Fatalf("gate outcomes %q: %v\n%s", c.args, err, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), c.want) {
+			t.Errorf("gate outcomes %q lacks %q:\n%s", c.args, c.want, stdout.String())
+		}
+	}
+}
+
+// -since and -until take a time or a duration before now, in days too, and are refused
+// with a usage error that says what is wanted when they name no instant, or no span.
+func TestOutcomesSinceUntilRefused(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 28, 15, 20, 0, 0, time.UTC)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-since", "7x"}, `-since "7x": want a time (RFC 3339, 2026-11-27T14:00:00Z) or a duration before now (24h, 7d)`},
+		{[]string{"-since", "d"}, `-since "d": want a time`},
+		{[]string{"-since", "1d-1h"}, `-since "1d-1h": want a time`},
+		{[]string{"-since", ""}, "-since is empty"},
+		{[]string{"-since", "0s"}, "-since 0s: want a positive duration before now"},
+		{[]string{"-since", "2026-11-29T00:00:00Z"}, "is 2026-11-29 00:00:00Z, not before now (2026-11-28 15:20:00Z)"},
+		{[]string{"-since", "1h", "-until", "2h"}, "-until 2h (2026-11-28 13:20:00Z) is not after -since 1h (2026-11-28 14:20:00Z)"},
+		{[]string{"-until", "tuesday"}, `-until "tuesday": want a time`},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := outcomesCmd(t.Context(), c.args, func(string) string { return "" }, nil, clock.NewFake(now), &stdout, &stderr)
+		var ue *cli.UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("gate outcomes %q: error %v, want a usage error saying %q", c.args, err, c.want)
+		}
+	}
 }
 
 // A team whose id holds ':' (or '%') is one team to gate outcomes, though its rows name it
@@ -301,7 +350,7 @@ func TestOutcomesSinceBeforeUnixEpoch(t *testing.T) {
 }
 
 // gate outcomes gives up after outcomesLimit, a limit of its own: the error says so and
-// that a shorter -since reads less, not only "context deadline exceeded". Here the broker
+// that a later -since reads less, not only "context deadline exceeded". Here the broker
 // holds every fetch, as a read of a long -since on a busy topic takes long.
 func TestOutcomesGivesUpNamingItsLimit(t *testing.T) {
 	t.Parallel()
@@ -316,14 +365,14 @@ func TestOutcomesGivesUpNamingItsLimit(t *testing.T) {
 	})
 	const limit, since = 300 * time.Millisecond, 24 * time.Hour
 	start := time.Now()
-	_, err := scanOutcomes(t.Context(), limit, since, "outcomes", start.Add(-since), "", func(*outcome.Row) {}, kgo.SeedBrokers(env["GATE_KAFKA_BROKERS"]))
+	_, err := scanOutcomes(t.Context(), limit, "24h", "outcomes", start.Add(-since), "", func(*outcome.Row) {}, kgo.SeedBrokers(env["GATE_KAFKA_BROKERS"]))
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("gave up after %v, want about %v", took, limit)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want the limit's deadline", err)
 	}
-	for _, want := range []string{"gate outcomes gave up after 300ms, its own limit", "-since 24h0m0s", "shorter -since"} {
+	for _, want := range []string{"gate outcomes gave up after 300ms, its own limit", "-since 24h of outcomes", "later -since"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -431,7 +480,7 @@ func TestOutcomesTopSaysWhatItLeavesOut(t *testing.T) {
 		{3, "the 3 teams limited in outcomes since 2026-11-28 14:00:00Z, most records limited first\n"},
 	} {
 		var b strings.Builder
-		if err := printMostLimited(&b, s.Top(c.n), s.Limited(), s.Rows(), "outcomes", at); err != nil {
+		if err := printMostLimited(&b, s.Top(c.n), s.Limited(), s.Rows(), "outcomes", "since "+minute(at)); err != nil {
 			t.Fatal(err)
 		}
 		if head, _, _ := strings.Cut(b.String(), "TEAM"); head != c.want {

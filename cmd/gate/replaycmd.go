@@ -102,10 +102,10 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	}
 	now := clk.Now()
 	rng := replay.Range{}
-	if rng.From, err = parseWhen("from", o.from, now); err != nil {
+	if rng.From, err = parseWhen("replay", "from", o.from, now); err != nil {
 		return err
 	}
-	if rng.To, err = parseWhen("to", o.to, now); err != nil {
+	if rng.To, err = parseWhen("replay", "to", o.to, now); err != nil {
 		return err
 	}
 	if !rng.From.IsZero() && !rng.To.IsZero() && !rng.To.After(rng.From) {
@@ -288,22 +288,48 @@ func learnedOnWallOnly(cfg config.Config, rulesFile, against string) error {
 	return nil
 }
 
-// parseWhen reads -from or -to: a time, or a duration before now.
-func parseWhen(flag, v string, now time.Time) (time.Time, error) {
+// parseWhen reads a flag of command cmd that names an instant (replay's -from and -to,
+// outcomes' -since and -until): a time (RFC 3339), or a duration before now, in Go's
+// units or days ("7d", "1d12h": Go's durations have none, and days are what a question
+// about last Tuesday is asked in). Empty is the zero time.
+func parseWhen(cmd, flag, v string, now time.Time) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	if d, err := time.ParseDuration(v); err == nil {
+	if d, ok := parseAgo(v); ok {
 		if d <= 0 {
-			return time.Time{}, &cli.UsageError{Msg: fmt.Sprintf("replay: -%s %s: want a positive duration before now", flag, v)}
+			return time.Time{}, &cli.UsageError{Msg: fmt.Sprintf("%s: -%s %s: want a positive duration before now", cmd, flag, v)}
 		}
 		return now.Add(-d), nil
 	}
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return time.Time{}, &cli.UsageError{Msg: fmt.Sprintf("replay: -%s %q: want a time (RFC 3339, 2026-11-27T14:00:00Z) or a duration before now (24h)", flag, v)}
+		return time.Time{}, &cli.UsageError{Msg: fmt.Sprintf("%s: -%s %q: want a time (RFC 3339, 2026-11-27T14:00:00Z) or a duration before now (24h, 7d)", cmd, flag, v)}
 	}
 	return t, nil
+}
+
+// parseAgo reads a duration in Go's units with, first, a whole number of days: "7d",
+// "1d12h", "90m". It reports false for anything else, or days past what a Duration holds.
+func parseAgo(v string) (time.Duration, bool) {
+	days, rest, ok := strings.Cut(v, "d")
+	if !ok {
+		d, err := time.ParseDuration(v)
+		return d, err == nil
+	}
+	n, err := strconv.ParseUint(days, 10, 16) // 65,535 days: 179 years
+	if err != nil || days == "" || days[0] == '+' {
+		return 0, false
+	}
+	d := time.Duration(n) * 24 * time.Hour
+	if rest == "" {
+		return d, true
+	}
+	r, err := time.ParseDuration(rest)
+	if err != nil || r < 0 || rest[0] == '-' || rest[0] == '+' {
+		return 0, false
+	}
+	return d + r, true
 }
 
 // parseOffsets reads -offsets: P:A-B,...
