@@ -197,6 +197,12 @@ func TestReplayClockEventRefusesLearnedThresholds(t *testing.T) {
 	if err := os.WriteFile(adaptive, []byte("rules:\n  - name: team\n    key: json:team_id\n    limits: [1m:100]\n    threshold_mode: adaptive\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A drop rule reads only with GATE_OUTCOMES_TOPIC set, which replay sets for its
+	// rules (it records every fate): unset here, as in an on-call engineer's shell.
+	dropping := filepath.Join(t.TempDir(), "dropping.yaml")
+	if err := os.WriteFile(dropping, []byte("rules:\n  - name: team\n    key: json:team_id\n    limits: [1m:100]\n    threshold_mode: adaptive\n    action: drop\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	static := filepath.Join(t.TempDir(), "static.yaml")
 	if err := os.WriteFile(static, []byte("rules:\n  - name: team\n    key: json:team_id\n    limits: [1m:100]\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -211,6 +217,7 @@ func TestReplayClockEventRefusesLearnedThresholds(t *testing.T) {
 		{"-rules", nil, []string{"-rules", adaptive}, "rule team of " + adaptive},
 		{"-against", nil, []string{"-rules", static, "-against", adaptive}, "rule team of " + adaptive},
 		{"-against current", map[string]string{"GATE_RULES_FILE": adaptive}, []string{"-rules", static, "-against", "current"}, "rule team of " + adaptive},
+		{"a drop rule", nil, []string{"-rules", dropping}, "rule team of " + dropping},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1"}

@@ -142,7 +142,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	note := warnNoFleet(ctx, c, cfg.RedisPrefix, stderr)
-	if err := overridesDo(ctx, c, cfg, verb, key, team, lim, clk, stdout); err != nil {
+	if err := overridesDo(ctx, c, cfg, *rule, verb, key, team, lim, clk, stdout); err != nil {
 		// Name the instance tried: a timeout from go-redis names none.
 		return fmt.Errorf("%w (GATE_REDIS_URLS=%s)", err, cfg.RedisURLs)
 	}
@@ -150,8 +150,9 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	return err
 }
 
-// overridesDo does verb (list, set or delete) on the overrides hash key through c.
-func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config, verb, key, team string, lim int64, clk clock.Clock, stdout io.Writer) error {
+// overridesDo does verb (list, set or delete) on the overrides hash key through c, rule's
+// ("": the gate's without rules).
+func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config, rule, verb, key, team string, lim int64, clk clock.Clock, stdout io.Writer) error {
 	switch verb {
 	case "set":
 		// For the note below only: Set reports a Redis error itself.
@@ -187,7 +188,13 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", shown, key)
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to GATE_OVERRIDES or GATE_THRESHOLD within GATE_OVERRIDES_REFRESH (%s)\n", shown, key, cfg.OverridesRefresh)
+		// A rule's key has no GATE_OVERRIDES or GATE_THRESHOLD under it (a gate with rules
+		// has them unset): it falls back to the rule's own limits.
+		fallback := "GATE_OVERRIDES or GATE_THRESHOLD"
+		if rule != "" {
+			fallback = "rule " + rule + "'s threshold"
+		}
+		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to %s within GATE_OVERRIDES_REFRESH (%s)\n", shown, key, fallback, cfg.OverridesRefresh)
 		return err
 	}
 	live, updated, err := overrides.List(ctx, c, key, cfg.OverridesConfig().MaxEntries)

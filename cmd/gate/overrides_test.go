@@ -520,3 +520,30 @@ func TestOverridesThroughSentinelsWithAPassword(t *testing.T) {
 		}
 	}
 }
+
+// A rule's key whose live override is deleted falls back to the rule's own threshold, and
+// delete says so: it said "GATE_OVERRIDES or GATE_THRESHOLD", two variables a gate with
+// rules must have unset (GATE_THRESHOLD's default being 1000000), so an operator read the
+// key's limit as a million.
+func TestOverridesDeleteOfARuleNamesItsFallback(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte("rules:\n  - {name: team-user, key: \"json:team_id+distinct_id\", limits: [1m:100]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GATE_REDIS_URLS": rs.URL(), "GATE_REDIS_PREFIX": "ops", "GATE_RULES_FILE": path}
+	do := func(args ...string) string {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), append([]string{"overrides"}, args...), testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("overrides %v: %v", args, err)
+		}
+		return stdout.String()
+	}
+	do("-rule", "team-user", "set", "t1:u%3A1", "5")
+	out := do("-rule", "team-user", "delete", "t1:u%3A1")
+	if !strings.Contains(out, "deleted t1:u%3A1 from ops:rule:team-user:overrides; it falls back to rule team-user's threshold") ||
+		strings.Contains(out, "GATE_THRESHOLD") {
+		t.Errorf("delete of a rule's key: %q, want it to fall back to rule team-user's threshold", out)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -213,6 +214,9 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		partial = true // Ctrl-C: report what was read
 		fmt.Fprintln(stderr, "gate replay: stopped; reporting what was read")
 	}
+	if !partial {
+		cutOffsets(stderr, rng.Offsets, parts)
+	}
 	rep := eng.Report(o.top)
 	rep.Topic, rep.Partitions, rep.Partial = rng.Topic, parts, partial
 	if page != nil {
@@ -242,14 +246,20 @@ func replayCandidate(cfg config.Config, file string) (*replay.Candidate, error) 
 	if file == "" {
 		return replay.NewCandidate("GATE_* limits", cfg, nil)
 	}
-	o := cfg.RulesOptions()
-	// Replay records every fate: a drop rule has its outcome.
-	o.Outcomes = true
-	set, err := rules.ReadFile(file, o)
+	set, err := rules.ReadFile(file, replayRulesOptions(cfg))
 	if err != nil {
 		return nil, config.Problems{fmt.Errorf("rules file %s: %w", file, err)}
 	}
 	return replay.NewCandidate(file, cfg, set)
+}
+
+// replayRulesOptions are the options replay reads a rules file with: the gate's, but
+// with outcomes, as replay records every fate (a drop rule has its outcome) whether or
+// not GATE_OUTCOMES_TOPIC is set where it runs.
+func replayRulesOptions(cfg config.Config) rules.Options {
+	o := cfg.RulesOptions()
+	o.Outcomes = true
+	return o
 }
 
 // learnedOnWallOnly refuses -clock event for candidates with learned thresholds (the
@@ -275,7 +285,9 @@ func learnedOnWallOnly(cfg config.Config, rulesFile, against string) error {
 			}
 			continue
 		}
-		set, err := rules.ReadFile(file, cfg.RulesOptions())
+		// Read as the replay reads it: without outcomes a drop rule fails here, and the
+		// replay's own read then blamed GATE_CLOCK.
+		set, err := rules.ReadFile(file, replayRulesOptions(cfg))
 		if err != nil {
 			continue
 		}
@@ -355,6 +367,24 @@ func parseOffsets(v string) ([]replay.PartitionRange, error) {
 		out = append(out, replay.PartitionRange{Partition: int32(pn), Start: an, End: bn})
 	}
 	return out, nil
+}
+
+// cutOffsets says which -offsets ranges (asked) went past their partition's end, where
+// the read stopped (read): the report alone gave the records read with no word that the
+// range was cut, or "replayed 0 records" for one wholly past the end.
+func cutOffsets(w io.Writer, asked, read []replay.PartitionRange) {
+	for _, a := range asked {
+		i := slices.IndexFunc(read, func(r replay.PartitionRange) bool { return r.Partition == a.Partition })
+		if i < 0 || read[i].End >= a.End {
+			continue
+		}
+		r := read[i]
+		got := "nothing"
+		if r.End > r.Start {
+			got = fmt.Sprintf("%d-%d", r.Start, r.End)
+		}
+		fmt.Fprintf(w, "gate replay: partition %d ends at offset %d: -offsets %d:%d-%d read %s\n", a.Partition, r.End, a.Partition, a.Start, a.End, got)
+	}
 }
 
 // replayProgress writes the progress line: records read, the rate, where in time, and

@@ -177,3 +177,39 @@ func TestReplayFailureStopsWorkers(t *testing.T) {
 		t.Errorf("%d replay workers still running after gate replay failed: %v", n, err)
 	}
 }
+
+// -offsets past a partition's end reads to its end, where a read_committed reader stops,
+// and says so: the report gave the records read with no word that the range asked for was
+// cut (or, wholly past the end, "replayed 0 records" as of an empty range).
+func TestReplayOffsetsPastTheEndSaySo(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := range 10 {
+		recs = append(recs, &kgo.Record{Value: []byte(`{"team_id":"a"}`), Timestamp: testNow.Add(-time.Hour + time.Duration(i)*time.Second)})
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ offsets, read, want string }{
+		{"0:5-100", "replayed 5 records", "partition 0 ends at offset 10: -offsets 0:5-100 read 5-10"},
+		{"0:20-30", "replayed 0 records", "partition 0 ends at offset 10: -offsets 0:20-30 read nothing"},
+		{"0:2-4", "replayed 2 records", ""},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), []string{"replay", "-offsets", tc.offsets}, testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("gate replay -offsets %s: %v\n%s", tc.offsets, err, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), tc.read) {
+			t.Errorf("gate replay -offsets %s: want %q:\n%s", tc.offsets, tc.read, stdout.String())
+		}
+		if tc.want == "" && strings.Contains(stderr.String(), "ends at offset") || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("gate replay -offsets %s: stderr %q, want %q", tc.offsets, stderr.String(), tc.want)
+		}
+	}
+}

@@ -576,11 +576,18 @@ func Set(ctx context.Context, c redis.UniversalClient, key, team string, lim int
 	if _, err := ParseLimit(strconv.FormatInt(lim, 10)); err != nil {
 		return err
 	}
+	var hset *redis.IntCmd
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, key, team, lim, MarkerField, now.UTC().Format(time.RFC3339Nano))
+		hset = p.HSet(ctx, key, team, lim, MarkerField, now.UTC().Format(time.RFC3339Nano))
 		return nil
 	})
 	if err != nil {
+		// A write Redis refuses (READONLY on a replica, OOM, MISCONF) is refused when
+		// queued, and EXEC then fails with only "EXECABORT Transaction discarded": the
+		// HSET's own error says why.
+		if herr := hset.Err(); herr != nil && redis.HasErrorPrefix(err, "EXECABORT") {
+			err = herr
+		}
 		return fmt.Errorf("setting %s in %s: %w", team, key, err)
 	}
 	return nil

@@ -590,3 +590,29 @@ func TestRefusedLoginIsNotAMissingHash(t *testing.T) {
 		t.Errorf("List with a refused login: %v, %v; want Redis's WRONGPASS", live, err)
 	}
 }
+
+// TestSetRefusedSaysWhy: a Redis that refuses writes (a replica, as after a failover; out
+// of memory) refuses Set with its own reason: queued in MULTI, the HSET's refusal made
+// EXEC fail with "EXECABORT Transaction discarded because of previous errors", and that
+// was all gate overrides set said.
+func TestSetRefusedSaysWhy(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		how  redistest.Refusal
+		want string
+	}{
+		{redistest.RefuseReadOnly, "READONLY"},
+		{redistest.RefuseOOM, "OOM"},
+		{redistest.RefuseMisconf, "MISCONF"},
+	} {
+		t.Run(tt.how.String(), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			srv.RefuseWrites(t, tt.how)
+			err := Set(context.Background(), srv.Client(t), key, "a", 5, time.Now())
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Set on a Redis refusing writes (%s): %v, want Redis's %s", tt.how, err, tt.want)
+			}
+		})
+	}
+}

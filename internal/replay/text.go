@@ -79,10 +79,18 @@ func WriteText(w io.Writer, r *Report) error {
 		fmt.Fprintf(w, "\n%d teams limited differently, most changed first (change = %s − %s):\n", len(r.Diff), a, b)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "TEAM\tLIMITED (%s)\tLIMITED (%s)\tCHANGE\n", a, b)
-		for _, d := range r.Diff[:min(len(r.Diff), 50)] {
+		shown := min(len(r.Diff), maxDiffRows)
+		for _, d := range r.Diff[:shown] {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%+d\n", cli.Shown(d.Team), n(d.A), n(d.B), d.Change)
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if more := len(r.Diff) - shown; more > 0 {
+			// Said, as the page says it: the header counts every team, the rows stop short.
+			_, err := fmt.Fprintf(w, "and %s more teams (-json lists every one)\n", n(int64(more)))
+			return err
+		}
 	}
 	return nil
 }

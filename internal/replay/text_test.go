@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,27 @@ func TestPeakRatioNotRoundedUpToThreshold(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}
+	}
+}
+
+// With -against, the text lists the first maxDiffRows teams limited differently and says
+// how many more there are, as the page does: it cut the rest off without a word, under
+// a header counting them all.
+func TestWriteTextSaysTeamsNotListed(t *testing.T) {
+	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	r := &Report{Topic: "events", From: at, To: at.Add(time.Hour), Candidates: []CandidateReport{{Name: "a"}, {Name: "b"}}}
+	for i := range maxDiffRows + 12 {
+		r.Diff = append(r.Diff, TeamDiff{Team: fmt.Sprintf("team%03d", i), A: int64(1000 - i), Change: int64(1000 - i)})
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "62 teams limited differently") || strings.Contains(out, fmt.Sprintf("team%03d", maxDiffRows)) {
+		t.Fatalf("the diff's header or rows are not as expected:\n%s", out)
+	}
+	if !strings.Contains(out, "and 12 more teams") {
+		t.Errorf("the text lists %d of 62 teams and does not say 12 are left out:\n%s", maxDiffRows, out)
 	}
 }
