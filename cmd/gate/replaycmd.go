@@ -234,10 +234,21 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		err = enc.Encode(rep)
+	} else {
+		err = replay.WriteText(stdout, rep)
 	}
-	return replay.WriteText(stdout, rep)
+	if err == nil && partial {
+		// The report is written, and marked partial; the exit status says it too, so that
+		// a script (a CI job stopped by its timeout) does not take it for the whole range.
+		err = errReplayStopped
+	}
+	return err
 }
+
+// errReplayStopped ends a replay stopped (Ctrl-C, SIGTERM) before the end of its range,
+// once the report of what it read is written: exit status 1.
+var errReplayStopped = errors.New("replay stopped before the end of its range: the report (marked partial) covers what was read")
 
 // replayCandidate is the set of limits of the rules file file, or, when file is empty,
 // the environment's (GATE_RULES_FILE, else the GATE_* limits).

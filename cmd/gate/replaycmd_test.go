@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/replay"
 )
 
@@ -93,12 +95,13 @@ func TestReplayCommand(t *testing.T) {
 		t.Errorf("gate replay -workers 3 does not say how it deals records:\n%s", stderr.String())
 	}
 
-	// Stopped (Ctrl-C) before it read anything: a partial report, not an error.
+	// Stopped (Ctrl-C) before it read anything: a partial report, and exit status 1, so
+	// that a script does not take it for the whole range.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	stdout.Reset()
-	if err := run(ctx, []string{"replay"}, testHost(env), &stdout, &stderr); err != nil {
-		t.Fatalf("gate replay, stopped: %v", err)
+	if err := run(ctx, []string{"replay"}, testHost(env), &stdout, &stderr); !errors.Is(err, errReplayStopped) || cli.ExitCode(err) != 1 {
+		t.Fatalf("gate replay, stopped: error %v, want errReplayStopped (exit status 1)", err)
 	}
 	if !strings.Contains(stdout.String(), "PARTIAL") {
 		t.Errorf("a stopped replay's report is not marked partial:\n%s", stdout.String())
