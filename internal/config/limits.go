@@ -241,15 +241,7 @@ func (c Limiter) validateAdaptive(bad report) {
 		w, name, two = time.Hour, "an adaptive rule's longest window", "two hours"
 	}
 	ok := c.windowOK()
-	if ok && c.AdaptiveHalfLife < w {
-		bad("ADAPTIVE_HALF_LIFE", fmt.Sprintf("a duration of at least %s (%s) such as 72h", name, w))
-	}
-	if lo := spike.MaxFoldEvery + 2*w; ok && c.AdaptiveMaxSpike < lo || c.AdaptiveMaxSpike > 7*24*time.Hour {
-		bad("ADAPTIVE_MAX_SPIKE", fmt.Sprintf("a duration from %s (an hour and %s) to 168h such as 3h", lo, two))
-	}
-	if ok && c.AdaptiveMinHistory < w {
-		bad("ADAPTIVE_MIN_HISTORY", fmt.Sprintf("a duration of at least %s (%s) such as 24h", name, w))
-	}
+	c.validateAdaptiveWindow(bad, ok, w, name, two)
 	if c.ThresholdMode != adaptiveMode {
 		return
 	}
@@ -258,6 +250,21 @@ func (c Limiter) validateAdaptive(bad report) {
 		bad("THRESHOLD_MODE", fmt.Sprintf("static unless GATE_WINDOW (%s) divides an hour, such as 60s (adaptive learns per hour of the day)", c.Window))
 	case c.Clock.Clock == limit.EventClock:
 		bad("THRESHOLD_MODE", "static with GATE_CLOCK=event (learned thresholds are kept under the wall clock only)")
+	}
+}
+
+// validateAdaptiveWindow checks the GATE_ADAPTIVE_* durations against w, the window
+// learned over (name and two say which: GATE_WINDOW, or an adaptive rule's first window);
+// against w only when ok (a bad GATE_WINDOW is its own problem).
+func (c Limiter) validateAdaptiveWindow(bad report, ok bool, w time.Duration, name, two string) {
+	if ok && c.AdaptiveHalfLife < w {
+		bad("ADAPTIVE_HALF_LIFE", fmt.Sprintf("a duration of at least %s (%s) such as 72h", name, w))
+	}
+	if lo := spike.MaxFoldEvery + 2*w; ok && c.AdaptiveMaxSpike < lo || c.AdaptiveMaxSpike > 7*24*time.Hour {
+		bad("ADAPTIVE_MAX_SPIKE", fmt.Sprintf("a duration from %s (an hour and %s) to 168h such as 3h", lo, two))
+	}
+	if ok && c.AdaptiveMinHistory < w {
+		bad("ADAPTIVE_MIN_HISTORY", fmt.Sprintf("a duration of at least %s (%s) such as 24h", name, w))
 	}
 }
 

@@ -31,6 +31,21 @@ func (c Config) RulesOptions() rules.Options {
 	// A rule whose limits the gate's settings make unbuildable (an adaptive rule's window
 	// against GATE_ADAPTIVE_MAX_SPIKE, say) is a problem of the file, found when read.
 	o.Check = func(r rules.Rule) error {
+		if r.Adaptive && len(r.Limits) > 0 {
+			// GATE_ADAPTIVE_* were checked against GATE_WINDOW (or an hour); an adaptive
+			// rule learns over its first window, which may want more of them: say which
+			// variable, as the gate's start does, not the learner's field ("max spike").
+			var err error
+			c.Limiter.validateAdaptiveWindow(func(key, want string) {
+				key = envPrefix + "_" + key
+				if err == nil { // the first: one a rule, as the limiter's check gives
+					err = &varError{Key: key, Value: c.shown(key), Want: want}
+				}
+			}, true, r.Limits[0].Window, "the rule's first window", "two of the rule's first windows")
+			if err != nil {
+				return fmt.Errorf("limit %s (threshold_mode: adaptive): %w", r.Limits[0], err)
+			}
+		}
 		for i, lc := range c.RuleLimitConfigs(r) {
 			if err := lc.Validate(); err != nil {
 				return fmt.Errorf("limit %s: %w", r.Limits[i], err)
