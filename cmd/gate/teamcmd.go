@@ -235,9 +235,20 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 		return fmt.Errorf("reading the answer from %s: %w", u, err)
 	}
 	where := strings.TrimPrefix(base, "http://")
+	// A gate not ready (starting, stopped on a partition) caches no team, or fewer, for
+	// that reason: said, not blamed on the teams' traffic.
+	notReady := ""
+	if len(a.NotReady) > 0 {
+		notReady = "it is not ready (/readyz): " + strings.Join(a.NotReady, "; ")
+	}
 	if len(a.Teams) == 0 {
-		_, err := fmt.Fprintf(stdout, "no teams cached on the gate at %s: none has sent anything there lately\n", where)
+		_, err := fmt.Fprintf(stdout, "no teams cached on the gate at %s: %s\n", where, cmp.Or(notReady, "none has sent anything there lately"))
 		return err
+	}
+	if notReady != "" {
+		if _, err := fmt.Fprintf(stdout, "the gate at %s: %s\n", where, notReady); err != nil {
+			return err
+		}
 	}
 	if _, err := fmt.Fprintf(stdout, "%d teams on the gate at %s, closest to or over their limits first: Redis prefix %q (GATE_REDIS_PREFIX for gate overrides), consumer group %q\n",
 		len(a.Teams), where, a.Gate.RedisPrefix, a.Gate.ConsumerGroup); err != nil {

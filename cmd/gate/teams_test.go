@@ -428,3 +428,19 @@ func TestTeamTopShowsRotatingTeam(t *testing.T) {
 		t.Errorf("gate team -top: no line saying rot rotates identities\n%s", out.String())
 	}
 }
+
+// gate team -top against a gate that is not ready says so and why, not that no team has
+// sent anything there lately.
+func TestTeamTopSaysTheGateIsNotReady(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"gate": {"redis_prefix": "gate", "consumer_group": "g"}, "teams": [], "not_ready": ["kafka: not joined to consumer group g yet"]}`)
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"team", "-addr", addr, "-top", "5"}, testHost(nil), &stdout, &stderr)
+	if want := "no teams cached on the gate at " + addr + ": it is not ready (/readyz): kafka: not joined to consumer group g yet\n"; err != nil || stdout.String() != want {
+		t.Errorf("gate team -top, gate not ready: %v\n%s\nwant %q", err, stdout.String(), want)
+	}
+}

@@ -86,6 +86,9 @@ func TeamsFor(cfg config.Config, g *gate.Gate) *TeamAPI {
 func NewMux(reg *prometheus.Registry, ready *Readiness, teams *TeamAPI) *http.ServeMux {
 	mux := http.NewServeMux()
 	if teams != nil {
+		if ready != nil {
+			teams.notReady = ready.reasons
+		}
 		teams.register(mux)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -104,13 +107,7 @@ func NewMux(reg *prometheus.Registry, ready *Readiness, teams *TeamAPI) *http.Se
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		var why []string
-		why = append(why, ready.kafka()...)
-		if ready.overrides != nil {
-			why = append(why, ready.overrides()...)
-		}
-		why = append(why, ready.waiting()...)
-		if len(why) > 0 {
+		if why := ready.reasons(); len(why) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "not ready: "+strings.Join(why, "; ")+"\n")
 			return
@@ -140,6 +137,16 @@ type Readiness struct {
 	// reply", which would send an operator to the network. Nil until a PING fails.
 	refused []string
 	ok      atomic.Bool // every instance has answered; the fast path of /readyz
+}
+
+// reasons is why the gate is not ready, as /readyz names them: none when it is.
+func (r *Readiness) reasons() []string {
+	var why []string
+	why = append(why, r.kafka()...)
+	if r.overrides != nil {
+		why = append(why, r.overrides()...)
+	}
+	return append(why, r.waiting()...)
 }
 
 // newReadiness is the readiness of a gate whose consumer says why it is not ready

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jellydator/ttlcache/v3"
@@ -48,6 +50,10 @@ type TeamAPI struct {
 	tops *ttlcache.Cache[int, cachedTop]
 	// gate names the limits this gate enforces, so an answer says whose it is.
 	gate GateJSON
+	// notReady is /readyz's reasons (nil: not known, as without a Readiness): a gate not
+	// ready may have cached no team because it reads nothing yet, and a 404 or an empty
+	// ?top=N says so rather than blame the team's traffic.
+	notReady func() []string
 }
 
 // FixedRules is the view's limiters of a gate without rules: lim, then extra.
@@ -257,13 +263,39 @@ func (a *TeamAPI) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/teams", a.top)
 }
 
+// query is r's query parameters, each of them one of known; else it answers 400, naming
+// the query that does not decode or the first parameter the endpoint does not take, and
+// returns false. takes says what the endpoint takes. A parameter it ignored would leave a
+// mistake unseen: ?tpo=100 (a typo) answered with the default 20 teams, read as all the
+// gate has; /v1/teams/a?b (a key's ? not written %3F) answered for team a.
+func query(w http.ResponseWriter, r *http.Request, takes string, known ...string) (url.Values, bool) {
+	// URL.Query drops a pair it cannot decode (a bad escape, a ';'): a top lost so would be
+	// answered as no top at all, with the default.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "query " + strconv.Quote(r.URL.RawQuery) + ": " + err.Error()})
+		return nil, false
+	}
+	names := slices.Sorted(maps.Keys(q))
+	if i := slices.IndexFunc(names, func(k string) bool { return !slices.Contains(known, k) }); i >= 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "unknown query parameter " + strconv.Quote(names[i]) + ": " + takes})
+		return nil, false
+	}
+	return q, true
+}
+
 func (a *TeamAPI) team(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r, "/v1/teams/{team} takes none (a ?, # or % in a team is written %3F, %23 or %25)"); !ok {
+		return
+	}
 	now := a.now()
 	v, ok := a.view(now, a.rules(), r.PathValue("team"))
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{
-			"error": "team not cached on this gate: it has sent nothing here lately (each gate sees the teams of the partitions it owns)",
-		})
+		msg := "team not cached on this gate: it has sent nothing here lately (each gate sees the teams of the partitions it owns)"
+		if why := a.notReadyReasons(); len(why) > 0 {
+			msg += "; this gate is not ready (/readyz): " + strings.Join(why, "; ")
+		}
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": msg})
 		return
 	}
 	v.Gate = &a.gate
@@ -272,11 +304,8 @@ func (a *TeamAPI) team(w http.ResponseWriter, r *http.Request) {
 
 func (a *TeamAPI) top(w http.ResponseWriter, r *http.Request) {
 	n := defaultTop
-	// URL.Query drops a pair it cannot decode (a bad escape, a ';'): a top lost so would be
-	// answered as no top at all, with the default.
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "query " + strconv.Quote(r.URL.RawQuery) + ": " + err.Error()})
+	q, ok := query(w, r, "/v1/teams takes top only", "top")
+	if !ok {
 		return
 	}
 	// A top given empty (?top=, a dashboard's unset variable) or more than once is refused
@@ -301,17 +330,31 @@ func (a *TeamAPI) top(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	body := encodeJSON(a.rank(now, n))
+	ans := a.rank(now, n)
+	ans.NotReady = a.notReadyReasons()
+	body := encodeJSON(ans)
 	if a.tops != nil {
 		a.tops.Set(n, cachedTop{at: now, body: body}, ttlcache.DefaultTTL)
 	}
 	writeBody(w, http.StatusOK, body)
 }
 
+// notReadyReasons is why the gate is not ready, nil when it is or that is not known.
+func (a *TeamAPI) notReadyReasons() []string {
+	if a.notReady == nil {
+		return nil
+	}
+	return a.notReady()
+}
+
 // TopAnswer is the body of GET /v1/teams?top=N.
 type TopAnswer struct {
 	Gate  GateJSON   `json:"gate"`
 	Teams []TeamJSON `json:"teams"`
+	// NotReady is /readyz's reasons while the gate is not ready: a gate starting (not
+	// joined to its group yet) or stopped on a partition caches no team, or fewer, for
+	// that reason and not because the teams sent nothing.
+	NotReady []string `json:"not_ready,omitempty"`
 }
 
 // rank computes the answer to ?top=n at now.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -329,5 +330,69 @@ func TestTeamAPIRotatingCollapsedTeam(t *testing.T) {
 	}
 	if len(a.Teams) != 1 || a.Teams[0].Team != "a:b" || !a.Teams[0].Limited || len(a.Teams[0].Rotating) != 1 {
 		t.Errorf("?top=10: %s\nwant a:b alone, limited and rotating", rec.Body)
+	}
+}
+
+// A query parameter the team view does not take is refused, naming it: ?tpo=100 (a typo)
+// answered with the default 20 teams read as all there are, and /v1/teams/a?b (a key's ?
+// not written %3F) answered for team a.
+func TestTeamAPIRefusesUnknownParameters(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.CheckAt(t0, "a", 1)
+	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, FixedRules(lim)))
+	for path, want := range map[string]string{
+		"/v1/teams?tpo=100":       `unknown query parameter "tpo": /v1/teams takes top only`,
+		"/v1/teams?top=5&limit=1": `unknown query parameter "limit": /v1/teams takes top only`,
+		"/v1/teams/a?b":           `unknown query parameter "b": /v1/teams/{team} takes none (a ?, # or % in a team is written %3F, %23 or %25)`,
+		"/v1/teams/a?top=5":       `unknown query parameter "top": /v1/teams/{team} takes none (a ?, # or % in a team is written %3F, %23 or %25)`,
+		"/v1/teams/a?%ZZ":         `query "%ZZ": invalid URL escape "%ZZ"`,
+	} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var e map[string]string
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != http.StatusBadRequest || e["error"] != want {
+			t.Errorf("GET %s: %d %s, want 400 %q", path, rec.Code, rec.Body, want)
+		}
+	}
+	for _, path := range []string{"/v1/teams", "/v1/teams?top=1", "/v1/teams/a"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+}
+
+// A gate that is not ready (starting: not joined to its group yet) has cached no team
+// because it reads nothing yet, not because the team "has sent nothing here lately": the
+// team view's 404 and an empty ?top=N say it is not ready, and why.
+func TestTeamAPISaysTheGateIsNotReady(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := &Readiness{kafka: func() []string { return []string{"kafka: not joined to consumer group g yet"} }}
+	ready.ok.Store(true)
+	mux := NewMux(prometheus.NewRegistry(), ready, NewTeamAPI(GateJSON{}, FixedRules(lim)))
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/whale", nil))
+	var e map[string]string
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != http.StatusNotFound ||
+		!strings.Contains(e["error"], "this gate is not ready (/readyz): kafka: not joined to consumer group g yet") {
+		t.Errorf("GET /v1/teams/whale not ready: %d %s", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams?top=5", nil))
+	var top TopAnswer
+	if err := json.Unmarshal(rec.Body.Bytes(), &top); err != nil || rec.Code != http.StatusOK ||
+		!slices.Equal(top.NotReady, []string{"kafka: not joined to consumer group g yet"}) {
+		t.Errorf("GET /v1/teams?top=5 not ready: %d %s", rec.Code, rec.Body)
 	}
 }
