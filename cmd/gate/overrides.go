@@ -30,9 +30,11 @@ const overridesUsage = `Usage: gate overrides [-rule RULE] list | set TEAM LIMIT
 Shows or changes the live per-team limits in the hash {GATE_REDIS_PREFIX}:overrides of the
 first instance in GATE_REDIS_URLS; with rules (GATE_RULES_FILE), those of one rule, in
 {GATE_REDIS_PREFIX}:rule:{RULE}:overrides, TEAM being a key of that rule (TEAM:USER for a
-json:team_id+distinct_id rule) and LIMIT its first limit's threshold. Every gate reads it every GATE_OVERRIDES_REFRESH and lays
-it over its GATE_OVERRIDES. list reads it as the gates do, in short commands, and refuses
-a hash of more than GATE_OVERRIDES_MAX_ENTRIES teams. -rule may come before the action or
+json:team_id+distinct_id rule) and LIMIT its first limit's threshold. Every gate reads it
+every GATE_OVERRIDES_REFRESH and lays it over its GATE_OVERRIDES (then GATE_THRESHOLD), a
+rule's over the rule's thresholds (GATE_OVERRIDES is unset with rules). list reads it as
+the gates do, in short commands, and refuses a hash of more than
+GATE_OVERRIDES_MAX_ENTRIES teams. -rule may come before the action or
 after it (gate overrides set -rule RULE TEAM LIMIT); a TEAM that starts with '-' goes
 after "--".
 `

@@ -359,6 +359,110 @@ func TestOverridesRunbookCopyRestores(t *testing.T) {
 	}
 }
 
+// The runbook's copy and restore (docs/operations.md, Overrides hash lost) on a gate with
+// a rules file, whose every rule has its own hash ({prefix}:rule:{name}:overrides) and
+// whose gate overrides needs -rule: the copy of rule $RULE's hash, written back with the
+// loop, and written back with the redis-cli line, lands in the hash that rule's gates
+// read, each team at its limit. Before, the runbook showed only the commands without
+// -rule: its copy there failed (name one with -rule) and left overrides.txt empty, and
+// its redis-cli line wrote gate:overrides, which no rule reads.
+func TestOverridesRunbookRulesCopyRestores(t *testing.T) {
+	t.Parallel()
+	bin := gateBinary(t)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := regexp.MustCompile(`(?s)### Overrides hash lost\n(.*?)\n### `).FindSubmatch(doc)
+	if sec == nil {
+		t.Fatal("docs/operations.md: no Overrides hash lost section")
+	}
+	// The rules form of each command where the runbook gives one, else its only form.
+	pick := func(what string, re *regexp.Regexp) string {
+		t.Helper()
+		var got []string
+		for _, m := range re.FindAllSubmatch(sec[1], -1) {
+			got = append(got, string(m[1]))
+		}
+		for _, c := range got {
+			if strings.Contains(c, "-rule") || strings.Contains(c, ":rule:") {
+				return c
+			}
+		}
+		if len(got) == 0 {
+			t.Fatalf("Overrides hash lost: no %s", what)
+		}
+		return got[0]
+	}
+	backup := pick("copy", regexp.MustCompile("`(gate overrides [^`]*list \\| awk '[^`]*' > [^`]*)`"))
+	restore := pick("restore loop", regexp.MustCompile(`(?m)^\s*(while read -r team limit; do .*; done < .*)$`))
+	bulk := pick("redis-cli line", regexp.MustCompile(`(?m)^\s*(awk -v key=.*\| redis-cli -u "\$URL")$`))
+
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	rulesFile := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte("rules:\n  - {name: team-user, key: \"json:team_id+distinct_id\", limits: [1m:100]}\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := map[string]string{"team-1": "5", "-neg": "8", "50%": "7"}
+	for team, lim := range src {
+		if err := rs.Client(t).HSet(ctx, "src:rule:team:overrides", team, lim, ".updated", "2026-01-01T00:00:00Z").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh := func(prefix, script string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+			"GATE_REDIS_URLS=" + rs.URL(), "GATE_RULES_FILE=" + rulesFile, "RULE=team", "URL=" + rs.URL()}
+		if prefix != "" {
+			cmd.Env = append(cmd.Env, "GATE_REDIS_PREFIX="+prefix)
+		}
+		out, _ := cmd.CombinedOutput()
+		t.Logf("%s:\n%s", script, out)
+	}
+	// What rule team's gates read under the default prefix, gate, as its examples have it.
+	const read = "gate:rule:team:overrides"
+	check := func(how string) {
+		t.Helper()
+		dst, err := rs.Client(t).HGetAll(ctx, read).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(dst, ".updated")
+		if fmt.Sprint(dst) != fmt.Sprint(src) {
+			t.Errorf("written back with the runbook's %s: %s holds %v, want %v", how, read, dst, src)
+		}
+	}
+	sh("src", backup)
+	sh("", restore)
+	check("loop")
+	if err := rs.Client(t).Del(ctx, read).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sh("", bulk)
+	check("redis-cli line")
+}
+
+// gate overrides' usage says what each hash is laid over: without rules GATE_OVERRIDES
+// (then GATE_THRESHOLD), a rule's over the rule's own thresholds, as delete -rule says
+// ("falls back to rule R's threshold"): with a rules file GATE_OVERRIDES must be unset.
+// Before, it said every hash, -rule's too, was laid over GATE_OVERRIDES.
+func TestOverridesUsageSaysWhatARuleIsLaidOver(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"overrides", "-h"}, testHost(nil), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	usage := strings.Join(strings.Fields(stderr.String()), " ")
+	for _, want := range []string{"lays it over its GATE_OVERRIDES (then GATE_THRESHOLD)", "a rule's over the rule's thresholds"} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("gate overrides -h lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
 // gate overrides set and delete name the team as list does (cli.Shown): a newline in it
 // does not split their line, and an escape sequence does not reach the terminal.
 func TestOverridesOddNamesQuoted(t *testing.T) {
