@@ -34,6 +34,10 @@ team the gate has no state for (it has sent nothing there lately) is an error: e
 status 1. The gate serves these with GATE_TEAM_API=true only.
 `
 
+// teamLimit bounds gate team's request, so that a gate that does not answer (overloaded,
+// or -addr a port that accepts and says nothing) does not hold the command for ever.
+const teamLimit = 5 * time.Second
+
 // teamFlags is gate team's flag set, bound to addr and top.
 func teamFlags(addr *string, top *int) *flag.FlagSet {
 	fs := flag.NewFlagSet("team", flag.ContinueOnError)
@@ -71,12 +75,24 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, teamLimit)
 	defer cancel()
 	if topSet {
-		return teamTop(ctx, base, top, stdout)
+		err = teamTop(rctx, base, top, stdout)
+	} else {
+		err = teamOne(rctx, base, args[0], stdout)
 	}
-	team := args[0]
+	// The deadline alone reads "context deadline exceeded": say it is the command's own
+	// (the caller's context still live), and how long it waited for which gate.
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return fmt.Errorf("team: no answer from the gate at %s within %s, the command's limit (is it overloaded, or is that not its HTTP address?): %w",
+			strings.TrimPrefix(base, "http://"), teamLimit, err)
+	}
+	return err
+}
+
+// teamOne runs `gate team TEAM` against the gate at base.
+func teamOne(ctx context.Context, base, team string, stdout io.Writer) error {
 	// "." and ".." are path segments a server cleans away (the mux redirects
 	// /v1/teams/. to /v1/teams): escape their dots, which the mux unescapes in the value.
 	seg := url.PathEscape(team)

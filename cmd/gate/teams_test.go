@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -442,5 +443,31 @@ func TestTeamTopSaysTheGateIsNotReady(t *testing.T) {
 	err := run(t.Context(), []string{"team", "-addr", addr, "-top", "5"}, testHost(nil), &stdout, &stderr)
 	if want := "no teams cached on the gate at " + addr + ": it is not ready (/readyz): kafka: not joined to consumer group g yet\n"; err != nil || stdout.String() != want {
 		t.Errorf("gate team -top, gate not ready: %v\n%s\nwant %q", err, stdout.String(), want)
+	}
+}
+
+// TestTeamCommandSlowGateSaysWhatItWaitedFor: a gate that takes longer than the
+// command's 5 s to answer (overloaded, or -addr a port that accepts and says nothing)
+// fails gate team, of a TEAM or -top, with an error that names the gate's address and
+// the 5 s the command waited, its own limit. Before, it ended in "context deadline
+// exceeded", a deadline nobody had set, with no word of how long it had waited.
+func TestTeamCommandSlowGateSaysWhatItWaitedFor(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // never answers: the client gives up
+	}))
+	t.Cleanup(srv.Close) // after the parallel subtests
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, args := range [][]string{{"whale"}, {"-top", "5"}} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			err := teamCmd(t.Context(), append([]string{"-addr", addr}, args...), func(string) string { return "" }, io.Discard, io.Discard)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err %v, want the command's deadline", err)
+			}
+			if want := "no answer from the gate at " + addr + " within 5s"; !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		})
 	}
 }

@@ -316,3 +316,61 @@ func TestOverridesHashMissingAlertPerRule(t *testing.T) {
 		t.Errorf("for rule team-user, GateOverridesHashMissing says\n%s\nnaming GATE_OVERRIDES, unset with rules", text)
 	}
 }
+
+// TestRedisRefusingWritesAlertSumsCauses: GateRedisRefusingWrites' threshold is writes
+// refused a second, per gate and instance (0.1/s by default), whatever Redis refused them
+// with: in a failover the old primary answers readonly and the new one noreplicas until
+// its replicas attach, taking turns, and the gate's counts go unwritten either way. 4 of
+// each a minute, 0.13/s, fire it; 4 of one alone, 0.07/s, do not, nor do 4 a minute on
+// each of two instances. Before, it took each cause on its own and stayed silent at 4
+// and 4.
+func TestRedisRefusingWritesAlertSumsCauses(t *testing.T) {
+	for _, tc := range []struct {
+		load string
+		want bool
+	}{
+		{`cause="readonly", redis_instance="0"} 0+4x20` + "\n" + `cause="noreplicas", redis_instance="0"} 0+4x20`, true},
+		{`cause="readonly", redis_instance="0"} 0+4x20`, false},
+		{`cause="readonly", redis_instance="0"} 0+4x20` + "\n" + `cause="noreplicas", redis_instance="1"} 0+4x20`, false},
+		{`cause="readonly", redis_instance="0"} 0+4x20` + "\n" + `cause="timeout", redis_instance="0"} 0+4x20`, false},
+		{`cause="oom", redis_instance="0"} 0+7x20`, true},
+	} {
+		load := ""
+		for _, l := range strings.Split(tc.load, "\n") {
+			load += fmt.Sprintf("  gate_limiter_errors_total{%s, %s\n", evalPod, l)
+		}
+		if got := firingAt(t, "GateRedisRefusingWrites", load, 15)[0]; got != tc.want {
+			t.Errorf("%s: GateRedisRefusingWrites fired %v, want %v", load, got, tc.want)
+		}
+	}
+	text := alertText(t, "GateRedisRefusingWrites", map[string]string{"namespace": "ingest", "pod": "gate-capture-gate-7d9f8b6c5-x2k4p", "redis_instance": "0"}, 0.13)
+	for _, want := range []string{"Redis instance 0", "oom, readonly, misconf and noreplicas together", "gate_limiter_errors_total{cause}"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GateRedisRefusingWrites says\n%s\nwant it to say %q", text, want)
+		}
+	}
+}
+
+// TestDeadLetterRateAlertSumsReasons: GateDeadLetterRateHigh's threshold is the share of
+// the records routed that go to the dead-letter topic (1 % by default), whatever their
+// reason: a producer's release that breaks 0.6 % of its records one way and 0.6 %
+// another sends 1.2 % of them to dead letter. It fires then, and not at 0.6 % of one
+// reason alone. Before, it took each reason on its own and stayed silent at 0.6 and 0.6.
+func TestDeadLetterRateAlertSumsReasons(t *testing.T) {
+	for _, tc := range []struct {
+		notJSON, missing int
+		want             bool
+	}{
+		{6, 6, true},
+		{6, 0, false},
+		{12, 0, true},
+	} {
+		load := fmt.Sprintf("  gate_records_total{%s, route=\"accepted\", reason=\"\"} 0+%dx30\n", evalPod, 1000-tc.notJSON-tc.missing) +
+			fmt.Sprintf("  gate_records_total{%s, route=\"dead_letter\", reason=\"not_json\"} 0+%dx30\n", evalPod, tc.notJSON) +
+			fmt.Sprintf("  gate_records_total{%s, route=\"dead_letter\", reason=\"field_missing\"} 0+%dx30\n", evalPod, tc.missing)
+		if got := firingAt(t, "GateDeadLetterRateHigh", load, 25)[0]; got != tc.want {
+			t.Errorf("%d not_json and %d field_missing of 1000 records a minute: GateDeadLetterRateHigh fired %v, want %v",
+				tc.notJSON, tc.missing, got, tc.want)
+		}
+	}
+}

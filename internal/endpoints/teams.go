@@ -261,6 +261,12 @@ func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) LimitJSON {
 func (a *TeamAPI) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/teams/{team}", a.team)
 	mux.HandleFunc("GET /v1/teams", a.top)
+	// Any other path under it (/v1/teams/, /v1/teams/whale/): a 404 in JSON, as the view's
+	// other answers are, giving its forms, not the router's plain "404 page not found".
+	mux.HandleFunc("GET /v1/teams/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no team view at " + strconv.Quote(r.URL.EscapedPath()) +
+			": a team is one path segment, /v1/teams/{team} (a / in it written %2F), and /v1/teams?top=N lists the teams"})
+	})
 }
 
 // query is r's query parameters, each of them one of known; else it answers 400, naming

@@ -396,3 +396,36 @@ func TestTeamAPISaysTheGateIsNotReady(t *testing.T) {
 		t.Errorf("GET /v1/teams?top=5 not ready: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// A path under /v1/teams/ that is not one team's, /v1/teams/ (no team) or
+// /v1/teams/whale/ (a trailing slash), is a 404 in JSON with an "error" that gives the
+// forms the view takes, as its other answers are JSON. Before, it was the router's plain
+// "404 page not found", which a script reading .error could not parse. A team with a /,
+// written %2F, is still answered.
+func TestTeamAPIUnknownPathIsJSON(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.CheckAt(t0, "whale", 1)
+	lim.CheckAt(t0, "a/b", 1)
+	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, FixedRules(lim)))
+	for _, path := range []string{"/v1/teams/", "/v1/teams/whale/", "/v1/teams/whale/x"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var e map[string]string
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != http.StatusNotFound ||
+			!strings.Contains(e["error"], "/v1/teams/{team}") || !strings.Contains(e["error"], "%2F") || !strings.Contains(e["error"], "/v1/teams?top=N") {
+			t.Errorf("GET %s: %d %q, want a JSON 404 whose error gives /v1/teams/{team} (a / written %%2F) and /v1/teams?top=N", path, rec.Code, rec.Body)
+		}
+	}
+	for _, path := range []string{"/v1/teams/whale", "/v1/teams/a%2Fb"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+}

@@ -124,7 +124,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		res.Dropped += ls.sweep.Stale
 		t.m.dropped.WithLabelValues("stale_epoch").Add(float64(ls.sweep.Stale))
 		t.logSpikes(ls)
-		t.logRotations(ls)
+		t.logRotations(ls, now)
 		t.logOverfull(ls, now)
 		for _, c := range ls.sweep.Counts {
 			k := countKey{li, c.Team, c.Epoch}

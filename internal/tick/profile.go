@@ -238,8 +238,10 @@ func (t *Ticker) logSpikes(ls *limitState) {
 }
 
 // logRotations logs the teams a sweep found rotating identities, or no longer: once each
-// way, with the limiter's key prefix (a rule's: {prefix}:rule:{name}).
-func (t *Ticker) logRotations(ls *limitState) {
+// way, with the limiter's key prefix (a rule's: {prefix}:rule:{name}). now is the
+// limiter's clock's, the one a rotation's Since is read on, which need not be the wall
+// clock (time comes in as an argument: a fake clock's, say).
+func (t *Ticker) logRotations(ls *limitState, now time.Time) {
 	for _, r := range ls.sweep.Rotations {
 		if r.Started {
 			t.log.Warn("team rotating identities: more distinct keys in a window than the rule's max_keys; its keys under the floor now "+rotationDoes(r.Action),
@@ -247,7 +249,7 @@ func (t *Ticker) logRotations(ls *limitState) {
 			continue
 		}
 		t.log.Info("team no longer rotating identities: a window ended under the rule's max_keys", "key_prefix", ls.prefix, "team", r.Team,
-			"keys", r.Keys, "duration", time.Since(r.Since).Round(time.Second))
+			"keys", r.Keys, "duration", now.Sub(r.Since).Round(time.Second))
 	}
 }
 
