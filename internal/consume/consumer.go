@@ -494,6 +494,7 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 			}
 		}
 		p := c.partition(ftp.Partition)
+		p.polled.Store(true)
 		if p.stopped.Load() {
 			return // fetched before it was paused: nothing past the stop is routed
 		}
@@ -696,9 +697,13 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 	c.retry.push(f)
 }
 
-// onAssigned creates state for new partitions.
-func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+// onAssigned creates state for new partitions. With exactly-once delivery it first
+// drops the partitions revoked without a call to onRevoked (dropRevokedUntold).
+func (c *Consumer) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	ids := slices.Sorted(slices.Values(assigned[c.cfg.InputTopic]))
+	if c.exactlyOnce() {
+		c.dropRevokedUntold(cl, ids)
+	}
 	c.partsMu.Lock()
 	for _, id := range ids {
 		p := newPartition(c.cfg.InputTopic, id)

@@ -95,3 +95,50 @@ func TestFailedJoinLosesNothing(t *testing.T) {
 		t.Errorf("a refused join was logged as lost partitions:\n%s", s)
 	}
 }
+
+// TestExactlyOnceSecondRevokeWhileEnding: exactly once, a second member joins and takes
+// partitions from the gate (the open transaction interrupted), and a third joins while
+// that transaction is still ending (its produces held by the broker) and takes one more.
+// franz-go's transact session passes only the first revoke after each End on to
+// onRevoked: before, the gate kept the second revoke's partition for good, counted in
+// gate_owned_partitions (7 among three gates for 6 partitions) and with its lag of 1
+// left by the abort, which made an idle gate count as having work (hasWork), so the
+// watchdog took it for stalled: not ready after GATE_STALL_NOT_READY, restarted after
+// GATE_STALL_RESTART.
+func TestExactlyOnceSecondRevokeWhileEnding(t *testing.T) {
+	t.Parallel()
+	const parts, n = 6, 600
+	env := newEOSEnv(t, parts)
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var held atomic.Int64
+	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		held.Add(1)
+		env.cluster.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	owned := func(g *testGate) int { return int(gaugeValue(t, g, "gate_owned_partitions")) }
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "a's transaction's produces held", func() bool { return held.Load() > 0 })
+	b := env.start(t, "b")
+	waitFor(t, 20*time.Second, "b given partitions of a", func() bool { return owned(b) > 0 && owned(a) < parts })
+	c := env.start(t, "c")
+	waitFor(t, 20*time.Second, "c given partitions", func() bool { return owned(c) > 0 })
+	free()
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 30*time.Second)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	waitFor(t, 10*time.Second, "the three gates owning the 6 partitions between them, none with work left", func() bool {
+		return owned(a)+owned(b)+owned(c) == parts && !a.c.hasWork() && !b.c.hasWork() && !c.c.hasWork()
+	})
+}

@@ -32,6 +32,10 @@ type partition struct {
 	gen int
 
 	gone atomic.Bool // revoked or lost: late acknowledgements and retries are dropped
+	// polled is set once a poll returned records of the partition (control records
+	// too): the client then holds offsets for it until it is revoked or lost (see
+	// Consumer.dropRevokedUntold).
+	polled atomic.Bool
 	// stopped is set when a record of the partition is refused by every topic and
 	// Config.OnUndeliverable is stop, or records of it were lost before the gate read
 	// them and Config.OnDataLoss is stop: nothing more of it is routed or committed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -568,6 +569,38 @@ func (c *Consumer) interruptTxn() {
 		c.txn.routeStop()
 	}
 	c.txn.pollMu.Unlock()
+}
+
+// dropRevokedUntold drops the state of the partitions the client no longer owns though
+// onRevoked never said so: the session passes on only the first revoke after each End,
+// and a partition revoked while the transaction that revoke interrupted is still
+// ending (the next step of a cooperative or KIP-848 rebalance: another member joining,
+// a heartbeat's reconciliation) stayed owned here for good, its lag counted as work by
+// the watchdog (an idle gate went not ready, then failed its liveness probe), its
+// series still exported. franz-go calls onAssigned after every revoke, told or not,
+// and forgets a revoked partition's offsets first: a partition polled here whose
+// offsets the client no longer holds, and not in assigned, is no longer this gate's.
+// The open transaction, which may hold its records, is interrupted (it aborts).
+func (c *Consumer) dropRevokedUntold(cl *kgo.Client, assigned []int32) {
+	held := cl.CommittedOffsets()[c.cfg.InputTopic]
+	var ids []int32
+	c.partsMu.Lock()
+	for id, p := range c.parts {
+		if _, ok := held[id]; !ok && p.polled.Load() && !slices.Contains(assigned, id) {
+			ids = append(ids, id)
+		}
+	}
+	c.partsMu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	c.txn.rebalanced.Store(true)
+	c.interruptTxn()
+	c.drop(ids)
+	c.releaseStopped(ids)
+	c.m.rebalances.WithLabelValues("revoked").Inc()
+	c.log.Info("partitions revoked", "topic", c.cfg.InputTopic, "partitions", ids, "seen_at", "assignment")
 }
 
 // rearm ends the session's transaction, with nothing in it, after a revoke or a loss

@@ -49,7 +49,8 @@
 //     shard (ClusterKey: ClusterShards tags), so a shard's keys share a slot and one
 //     script writes, one MGET reads, many teams. MOVED and ASK are followed by the client
 //     and counted; TRYAGAIN (a multi-key command on a slot in migration) is counted too,
-//     and what it refused is written and read again next tick, without an error.
+//     and what it refused is written and read again next tick, without an error, as is
+//     what is left with an ASK when the client's redirects run out.
 //   - In sentinel mode there is one failover client, which asks the sentinels for the
 //     primary and so follows a promotion without a restart; keys are those of standalone.
 //   - Under the event clock (limit.EventClock) counts go to the epoch of each record's

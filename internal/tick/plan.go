@@ -83,7 +83,7 @@ type plan struct {
 	// refuses writes (OOM, READONLY, MISCONF) and still answers reads.
 	failedWrites int // counts whose batch was refused or unanswered, or whose key failed
 	failedReads  int // MGETs that failed
-	tryAgain     int // commands answered TRYAGAIN (a slot in migration): retried next tick
+	tryAgain     int // commands answered TRYAGAIN or left with an ASK (a slot in migration): retried next tick
 	causes       causeSet
 }
 
