@@ -351,13 +351,18 @@ func committedBehind(c *kfake.Cluster, parts int32) []string {
 	return behind
 }
 
-// failAcceptedProduces fails the produce requests to the accepted topic with a retriable
-// error (NOT_ENOUGH_REPLICAS), all but every every-th, until the fault is removed.
+// failAcceptedProduces fails produces to the accepted topic with a retriable error
+// (NOT_ENOUGH_REPLICAS), until the fault is removed: all but every every-th of its
+// checks pass. kfake checks a fault once for a request's topic and once for each of its
+// partitions, so this is no rate of requests: with every > 1, a request whose topic
+// check fails fails whole, and one that passes it fails each partition but those whose
+// check falls on a multiple of every. Produces to one or two partitions may then never
+// pass: the tests that use it remove it after so many failures, or fail everything.
 func failAcceptedProduces(env *gateEnv, every int64) *kfake.FaultHandle {
-	var reqs atomic.Int64
+	var checks atomic.Int64
 	return env.cluster.Fault(kfake.Fault{
 		Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1,
-		When: func(kmsg.Request) bool { return reqs.Add(1)%every != 0 },
+		When: func(kmsg.Request) bool { return checks.Add(1)%every != 0 },
 	})
 }
 
