@@ -1,0 +1,113 @@
+package outcome
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// kcatJq is docs/outcomes.md's recipe for reading the rows without the gate: a sh block
+// whose kcat command (up to its -q) pipes into jq.
+var kcatJq = regexp.MustCompile("(?s)```sh\n(kcat -C [^\n]*? -q)( \\|.*?\n)```")
+
+// TestDocsJqRecipe runs docs/outcomes.md's kcat | jq recipe, its kcat replaced by the
+// records as kcat prints them (a value a line), on rows the gate encodes: two seals, each
+// with its seal record, one of them written twice (an at-least-once row retried after its
+// answer was lost), a folded row, a team of bytes that are not UTF-8, a shadow_over row.
+// It must give each team's records by outcome as gate outcomes counts them: seal records
+// left out, a row written again counted once.
+func TestDocsJqRecipe(t *testing.T) {
+	jq, err := exec.LookPath("jq")
+	if err != nil {
+		if redistest.InCI() {
+			t.Fatalf("jq not on PATH (%v); CI=%s, so this is a failure, not a skip", err, os.Getenv("CI"))
+		}
+		t.Skip("jq not on PATH (the Debian package jq; set CI=true to make this a failure)")
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "outcomes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := kcatJq.FindSubmatch(doc)
+	if m == nil || !bytes.Contains(m[2], []byte("jq ")) {
+		t.Fatalf("docs/outcomes.md has no sh block of kcat ... -q | jq ...: a reader is told to \"sum .records by .team and .outcome\" with no command that leaves out seal records and counts a row written again once")
+	}
+
+	b := NewBudget(4)
+	a := NewAgg(time.Minute, b)
+	rec := func(n int, f Fate) {
+		for range n {
+			a.Record(&f)
+		}
+	}
+	var stream []byte
+	seal := func(id string, times int) {
+		rows := MergeAsEncoded(Seal("gate-0", id, a))
+		buf, ends := AppendRowsJSON(nil, rows, nil)
+		for range times {
+			from := 0
+			for _, end := range ends {
+				stream = append(append(stream, buf[from:end]...), '\n')
+				from = end
+			}
+		}
+		stream = append(AppendSealJSON(stream, &SealInfo{Schema: SchemaVersion, Seal: id, Gate: "gate-0", Rows: len(rows),
+			Sources: []Source{{Topic: "events", Partition: 0, FirstOffset: 0, LastOffset: 99}}}), '\n')
+	}
+	rec(5, Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "42", Team: "42", Bytes: 10})
+	rec(2, Fate{At: t0, Kind: Overflow, Rule: "user", Reason: "rate_limited", Key: "42:u1", Team: "42", Bytes: 10, Threshold: 5})
+	rec(1, Fate{At: t0, Kind: ShadowOver, Rule: "watch", Reason: "rate_limited", Key: "42", Team: "42", Bytes: 10})
+	rec(3, Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "t\xff", Team: "t\xff", Bytes: 10})
+	rec(4, Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "7", Team: "7", Bytes: 10}) // past the budget: folded
+	seal("gate-0/1764338400000-9f3a61c2/1", 2)                                              // written twice
+	rec(1, Fate{At: t0.Add(time.Minute), Kind: Accepted, Reason: "allowed", Key: "42", Team: "42", Bytes: 10})
+	rec(6, Fate{At: t0.Add(time.Minute), Kind: Accepted, Reason: "allowed", Key: "t\xfe", Team: "t\xfe", Bytes: 10})
+	rec(1, Fate{At: t0.Add(time.Minute), Kind: Topic, Rule: "merges", Topic: "merges-slow", Reason: "rate_limited", Key: "42", Team: "42", Bytes: 10})
+	seal("gate-0/1764338400000-9f3a61c2/2", 1)
+
+	rowsFile := filepath.Join(t.TempDir(), "rows")
+	if err := os.WriteFile(rowsFile, stream, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `cat "$ROWS"` + strings.ReplaceAll(string(m[2]), "jq ", jq+" ")
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "ROWS="+rowsFile)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v running\n%s\nstderr: %s", err, script, err.(*exec.ExitError).Stderr)
+	}
+	type sum struct {
+		Team, Outcome string
+		Records       int64
+	}
+	var got []sum
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var s sum
+		if err := dec.Decode(&s); err != nil {
+			t.Fatalf("the recipe's output %s: %v", out, err)
+		}
+		got = append(got, s)
+	}
+	slices.SortFunc(got, func(x, y sum) int { return strings.Compare(x.Team+"\x00"+x.Outcome, y.Team+"\x00"+y.Outcome) })
+	want := []sum{
+		{"", "accepted", 4}, // folded: team 7's
+		{"42", "accepted", 6},
+		{"42", "overflow", 2},
+		{"42", "shadow_over", 1},
+		{"42", "topic:merges-slow", 1},
+		{"t\uFFFD", "accepted", 9}, // t\xff and t\xfe read back alike
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the recipe\n%s\ngave %+v\n want %+v", script, got, want)
+	}
+}
