@@ -346,3 +346,100 @@ func TestReloaderFixedFileUncheckedNotInvalid(t *testing.T) {
 		t.Errorf("back to the bad edit: counted %v, valid %v; want refused again, logged again:\n%s", metric("error"), testutil.ToFloat64(r.good), logs.String())
 	}
 }
+
+// configMapVolume lays rules.yaml out as the kubelet does for a ConfigMap volume: the file
+// lives in a timestamped directory, ..data links to it, and rules.yaml links through
+// ..data. update writes a new directory, renames a new ..data link over the old one and
+// deletes the old directory, as the kubelet's atomic writer does.
+type configMapVolume struct {
+	t   *testing.T
+	dir string
+	gen int
+}
+
+func newConfigMapVolume(t *testing.T, content string, mtime time.Time) *configMapVolume {
+	v := &configMapVolume{t: t, dir: t.TempDir()}
+	v.update(content, mtime)
+	if err := os.Symlink(filepath.Join("..data", "rules.yaml"), v.path()); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func (v *configMapVolume) path() string { return filepath.Join(v.dir, "rules.yaml") }
+
+func (v *configMapVolume) update(content string, mtime time.Time) {
+	t := v.t
+	t.Helper()
+	v.gen++
+	gen := fmt.Sprintf("..2026_11_30_10_00_00.%d", 12345+v.gen)
+	if err := os.Mkdir(filepath.Join(v.dir, gen), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(v.dir, gen, "rules.yaml")
+	if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(f, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.Readlink(filepath.Join(v.dir, "..data"))
+	if err := os.Symlink(gen, filepath.Join(v.dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(v.dir, "..data_tmp"), filepath.Join(v.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(v.dir, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A ConfigMap volume update (a ..data symlink swap, the old directory deleted) is taken at
+// the next read, also when only the content changed at the same size and the new file's
+// mtime is older than the old one's; swapped back, the first set is taken again.
+func TestReloaderConfigMapSymlinkSwap(t *testing.T) {
+	sameSize := strings.Replace(oneRule, "1m:100", "1m:200", 1)
+	if len(sameSize) != len(oneRule) {
+		t.Fatal("test contents differ in size")
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	v := newConfigMapVolume(t, oneRule, t0)
+	clk := clock.NewFake(t0)
+	var logs bytes.Buffer
+	r, err := NewReloader(v.path(), Options{}, ReloadOptions{Interval: 5 * time.Second, Clock: clk, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	threshold := func() int64 { return r.Current().Rules[0].Limits[0].Threshold }
+	if threshold() != 100 {
+		t.Fatalf("start: threshold %d", threshold())
+	}
+	// Same size, mtime an hour back.
+	v.update(sameSize, t0.Add(-time.Hour))
+	clk.Advance(5 * time.Second)
+	if !r.Check(t.Context()) || threshold() != 200 {
+		t.Fatalf("same-size update, older mtime: threshold %d\n%s", threshold(), logs.String())
+	}
+	// Another rule, mtime further back still.
+	v.update(twoRules, t0.Add(-2*time.Hour))
+	clk.Advance(5 * time.Second)
+	if !r.Check(t.Context()) || strings.Join(names(r.Current()), ",") != "user,team" {
+		t.Fatalf("second update: %v\n%s", names(r.Current()), logs.String())
+	}
+	v.update(oneRule, t0)
+	clk.Advance(5 * time.Second)
+	if !r.Check(t.Context()) || threshold() != 100 {
+		t.Fatalf("swapped back: threshold %d\n%s", threshold(), logs.String())
+	}
+	// Nothing changed: nothing reloaded, nothing refused.
+	clk.Advance(5 * time.Second)
+	if r.Check(t.Context()) {
+		t.Fatal("reloaded with nothing changed")
+	}
+	if n := testutil.ToFloat64(r.loads.WithLabelValues("error")); n != 0 || strings.Contains(logs.String(), "cannot be used") {
+		t.Errorf("errors %v on good swaps:\n%s", n, logs.String())
+	}
+}

@@ -22,8 +22,10 @@
 //     not match, a PEM block cut short by a write in progress, a client certificate not
 //     for client authentication and one outside its validity at the Clock's time)
 //     leaves the last good certificate and CAs in use, and is read again at each due
-//     read until it can be used. It is logged as a warning once per distinct state of
-//     the files, not once per check, and counted in
+//     read until it can be used; a read that fails is made again at once, so that files
+//     read across a Secret volume's symlink swap (the certificate from before it, the key
+//     from after) are taken as they are after it, not warned about. It is logged as a
+//     warning once per distinct state of the files, not once per check, and counted in
 //     gate_tls_reload_errors_total{target}; a good reload is logged at info and counted
 //     in gate_tls_reloads_total{target}. gate_tls_client_cert_expiry_timestamp_seconds
 //     gives the NotAfter of the certificate in use.
@@ -327,19 +329,18 @@ func (r *Reloader) current() *material {
 // r.mu is held.
 func (r *Reloader) reload() {
 	old := r.cur.Load()
-	raw, err := r.files.read()
-	if err == nil && sameRaw(raw, old.raw) {
+	raw, m, err := r.load(old)
+	if err != nil {
+		// The files may have been read while they changed: a Kubernetes Secret volume
+		// swapped between the reads of the certificate and of its key (a pair that does
+		// not match), or its old directory deleted under the read. The swap itself is
+		// atomic, so a second read sees the files as they are now: only what it finds
+		// counts, and a good rotation is not warned about.
+		raw, m, err = r.load(old)
+	}
+	if err == nil && m == nil {
 		r.recovered("unchanged")
 		return
-	}
-	var m *material
-	if err == nil {
-		m, err = r.files.parse(raw)
-	}
-	if err == nil {
-		// A client certificate outside its validity would be refused by the server: the
-		// one in use stays, and this one is taken at the first read once its time comes.
-		err = r.files.checkValidity(m, r.clock.Now())
 	}
 	if err != nil {
 		// One warning per state of the files: the error, and what they held.
@@ -364,6 +365,25 @@ func (r *Reloader) reload() {
 		attrs = append(attrs, "cert_subject", m.cert.Leaf.Subject.String(), "cert_not_after", m.cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	r.log.Info("TLS files reloaded; new connections use them", attrs...)
+}
+
+// load reads the files and makes material of them: nil material and no error when they
+// hold what old does.
+func (r *Reloader) load(old *material) ([3][]byte, *material, error) {
+	raw, err := r.files.read()
+	if err != nil {
+		return raw, nil, err
+	}
+	if sameRaw(raw, old.raw) {
+		return raw, nil, nil
+	}
+	m, err := r.files.parse(raw)
+	if err == nil {
+		// A client certificate outside its validity would be refused by the server: the
+		// one in use stays, and this one is taken at the first read once its time comes.
+		err = r.files.checkValidity(m, r.clock.Now())
+	}
+	return raw, m, err
 }
 
 // recovered notes files that read well again after a failure.
