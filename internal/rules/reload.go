@@ -55,6 +55,9 @@ type Reloader struct {
 	log      *slog.Logger
 
 	cur atomic.Pointer[Set]
+	// readFile reads the file: os.ReadFile, a test's stand-in for a read that meets a
+	// volume's swap.
+	readFile func(string) ([]byte, error)
 
 	mu      sync.Mutex
 	next    time.Time // when the file is next read
@@ -72,7 +75,7 @@ type Reloader struct {
 // every problem in it) stops the gate at start.
 func NewReloader(path string, o Options, ro ReloadOptions) (*Reloader, error) {
 	r := &Reloader{
-		path: path, opts: o, interval: ro.Interval, clock: ro.Clock, log: ro.Log, check: ro.Check,
+		path: path, opts: o, interval: ro.Interval, clock: ro.Clock, log: ro.Log, check: ro.Check, readFile: os.ReadFile,
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_rules_loads_total",
 			Help: "Reads of GATE_RULES_FILE that found it changed, by result: ok (put in use), error (unreadable or invalid: the last good rules stay in use) or unchecked (its rules could not be checked now, Kafka not answering about a rule's topic: neither taken nor refused, checked again at the next read; once an edit)."}, []string{"result"}),
 		rules: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_rules", Help: "Rules in use."}),
@@ -124,8 +127,11 @@ func ReadFile(path string, o Options) (*Set, error) {
 }
 
 // readRaw is the rules file at path, its error wrapping ErrRules.
-func readRaw(path string) ([]byte, error) {
-	raw, err := os.ReadFile(path)
+func readRaw(path string) ([]byte, error) { return readWith(os.ReadFile, path) }
+
+// readWith is readRaw with read for os.ReadFile.
+func readWith(read func(string) ([]byte, error), path string) ([]byte, error) {
+	raw, err := read(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading the rules file: %w", ErrRules, err)
 	}
@@ -160,7 +166,14 @@ func (r *Reloader) CheckNow(ctx context.Context) bool {
 // read is Check's read of the file at now; r.mu is held.
 func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 	r.next = now.Add(r.interval)
-	raw, err := readRaw(r.path)
+	raw, err := readWith(r.readFile, r.path)
+	if err != nil {
+		// A Kubernetes ConfigMap volume swaps its files by renaming a new ..data symlink
+		// over the old one, then deletes the old directory: a read that resolved the path
+		// through the old link just before may find the file gone. The swap is atomic, so
+		// a second read finds the new file; only a file unreadable twice is a bad one.
+		raw, err = readWith(r.readFile, r.path)
+	}
 	if err == nil && bytes.Equal(raw, r.raw) {
 		r.unchecked = ""
 		if r.lastBad != "" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -441,5 +442,37 @@ func TestReloaderConfigMapSymlinkSwap(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(r.loads.WithLabelValues("error")); n != 0 || strings.Contains(logs.String(), "cannot be used") {
 		t.Errorf("errors %v on good swaps:\n%s", n, logs.String())
+	}
+}
+
+// A read that finds the file gone once, as one that resolved a ConfigMap volume's path
+// through the old ..data link just before the kubelet deleted the old directory: the
+// update is put in use at that read, with no error logged or counted and
+// gate_rules_file_valid never 0. Before, that read was a bad file: an error line, a
+// count of result="error" and the gauge at 0 until the next read, for a good update.
+func TestReloaderReadOnceGoneDuringSwap(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	v := newConfigMapVolume(t, oneRule, t0)
+	clk := clock.NewFake(t0)
+	var logs bytes.Buffer
+	r, err := NewReloader(v.path(), Options{}, ReloadOptions{Interval: 5 * time.Second, Clock: clk, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.update(twoRules, t0)
+	gone := true
+	r.readFile = func(p string) ([]byte, error) {
+		if gone {
+			gone = false
+			return nil, &os.PathError{Op: "open", Path: p, Err: syscall.ENOENT}
+		}
+		return os.ReadFile(p)
+	}
+	clk.Advance(5 * time.Second)
+	if !r.Check(t.Context()) || strings.Join(names(r.Current()), ",") != "user,team" {
+		t.Errorf("the update, read once gone: rules in use %v\n%s", names(r.Current()), logs.String())
+	}
+	if n, valid := testutil.ToFloat64(r.loads.WithLabelValues("error")), testutil.ToFloat64(r.good); n != 0 || valid != 1 || strings.Contains(logs.String(), "cannot be used") {
+		t.Errorf("a read gone once during a swap: result=error %v, gate_rules_file_valid %v:\n%s", n, valid, logs.String())
 	}
 }
