@@ -730,14 +730,7 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 		return
 	}
 	if c.exactlyOnce() {
-		// The session aborts the open transaction, if any: nothing to await or
-		// commit, and the partitions' next owner replays from the last commit.
-		c.txn.rebalanced.Store(true)
-		c.interruptTxn()
-		c.drop(ids)
-		c.releaseStopped(ids)
-		c.m.rebalances.WithLabelValues("revoked").Inc()
-		c.log.Info("partitions revoked", "topic", c.cfg.InputTopic, "partitions", ids)
+		c.revokedTxn(ids)
 		return
 	}
 	var left int64

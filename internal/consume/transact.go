@@ -595,12 +595,20 @@ func (c *Consumer) dropRevokedUntold(cl *kgo.Client, assigned []int32) {
 		return
 	}
 	slices.Sort(ids)
+	c.revokedTxn(ids, "seen_at", "assignment")
+}
+
+// revokedTxn gives up the partitions ids under exactly-once delivery: the session aborts
+// the open transaction, if any (interrupted here), so there is nothing to await or
+// commit, and the partitions' next owner replays from the last commit. attrs are added
+// to the log line.
+func (c *Consumer) revokedTxn(ids []int32, attrs ...any) {
 	c.txn.rebalanced.Store(true)
 	c.interruptTxn()
 	c.drop(ids)
 	c.releaseStopped(ids)
 	c.m.rebalances.WithLabelValues("revoked").Inc()
-	c.log.Info("partitions revoked", "topic", c.cfg.InputTopic, "partitions", ids, "seen_at", "assignment")
+	c.log.Info("partitions revoked", append([]any{"topic", c.cfg.InputTopic, "partitions", ids}, attrs...)...)
 }
 
 // rearm ends the session's transaction, with nothing in it, after a revoke or a loss
