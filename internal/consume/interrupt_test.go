@@ -38,17 +38,7 @@ func TestExactlyOnceRevokeCancelledProduceIsNoFailure(t *testing.T) {
 	produceAll(t, producer(t, env.cluster), recs)
 
 	// Hold every produce until released: the gate's buffer fills and routing blocks.
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(free)
-	var held atomic.Int64
-	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		env.cluster.KeepControl()
-		held.Add(1)
-		env.cluster.SleepControl(func() { <-release })
-		return nil, nil, false
-	})
+	held, free := holdProduces(t, env)
 
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "routing blocked on a full buffer", func() bool {
@@ -114,17 +104,7 @@ func TestExactlyOnceSecondRevokeWhileEnding(t *testing.T) {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
 	}
 	produceAll(t, producer(t, env.cluster), recs)
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(free)
-	var held atomic.Int64
-	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		env.cluster.KeepControl()
-		held.Add(1)
-		env.cluster.SleepControl(func() { <-release })
-		return nil, nil, false
-	})
+	held, free := holdProduces(t, env)
 	owned := func(g *testGate) int { return int(gaugeValue(t, g, "gate_owned_partitions")) }
 	a := env.start(t, "a")
 	waitFor(t, 20*time.Second, "a's transaction's produces held", func() bool { return held.Load() > 0 })
@@ -141,4 +121,21 @@ func TestExactlyOnceSecondRevokeWhileEnding(t *testing.T) {
 	waitFor(t, 10*time.Second, "the three gates owning the 6 partitions between them, none with work left", func() bool {
 		return owned(a)+owned(b)+owned(c) == parts && !a.c.hasWork() && !b.c.hasWork() && !c.c.hasWork()
 	})
+}
+
+// holdProduces holds every produce request env's broker gets until free is called (at
+// the test's end at the latest), and counts them in held.
+func holdProduces(t *testing.T, env *gateEnv) (held *atomic.Int64, free func()) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free = func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	held = new(atomic.Int64)
+	env.cluster.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		held.Add(1)
+		env.cluster.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	return held, free
 }

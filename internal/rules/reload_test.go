@@ -407,13 +407,7 @@ func TestReloaderConfigMapSymlinkSwap(t *testing.T) {
 		t.Fatal("test contents differ in size")
 	}
 	t0 := time.Unix(1_800_000_000, 0)
-	v := newConfigMapVolume(t, oneRule, t0)
-	clk := clock.NewFake(t0)
-	var logs bytes.Buffer
-	r, err := NewReloader(v.path(), Options{}, ReloadOptions{Interval: 5 * time.Second, Clock: clk, Log: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, v, clk, logs := configMapReloader(t, oneRule, t0)
 	threshold := func() int64 { return r.Current().Rules[0].Limits[0].Threshold }
 	if threshold() != 100 {
 		t.Fatalf("start: threshold %d", threshold())
@@ -452,13 +446,7 @@ func TestReloaderConfigMapSymlinkSwap(t *testing.T) {
 // count of result="error" and the gauge at 0 until the next read, for a good update.
 func TestReloaderReadOnceGoneDuringSwap(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
-	v := newConfigMapVolume(t, oneRule, t0)
-	clk := clock.NewFake(t0)
-	var logs bytes.Buffer
-	r, err := NewReloader(v.path(), Options{}, ReloadOptions{Interval: 5 * time.Second, Clock: clk, Log: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, v, clk, logs := configMapReloader(t, oneRule, t0)
 	v.update(twoRules, t0)
 	gone := true
 	r.readFile = func(p string) ([]byte, error) {
@@ -475,4 +463,18 @@ func TestReloaderReadOnceGoneDuringSwap(t *testing.T) {
 	if n, valid := testutil.ToFloat64(r.loads.WithLabelValues("error")), testutil.ToFloat64(r.good); n != 0 || valid != 1 || strings.Contains(logs.String(), "cannot be used") {
 		t.Errorf("a read gone once during a swap: result=error %v, gate_rules_file_valid %v:\n%s", n, valid, logs.String())
 	}
+}
+
+// configMapReloader is a Reloader, read every 5 s on a fake clock at t0 and logging to
+// logs, of a rules file holding content on a ConfigMap volume.
+func configMapReloader(t *testing.T, content string, t0 time.Time) (*Reloader, *configMapVolume, *clock.Fake, *bytes.Buffer) {
+	t.Helper()
+	v := newConfigMapVolume(t, content, t0)
+	clk := clock.NewFake(t0)
+	logs := new(bytes.Buffer)
+	r, err := NewReloader(v.path(), Options{}, ReloadOptions{Interval: 5 * time.Second, Clock: clk, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, v, clk, logs
 }
