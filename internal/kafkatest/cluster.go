@@ -89,6 +89,9 @@ type node struct {
 	proc                 *process // nil while stopped
 }
 
+// tmpDir is the node's java.io.tmpdir, inside its directory (jvmArgs).
+func (n *node) tmpDir() string { return filepath.Join(n.dir, "tmp") }
+
 type process struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -164,7 +167,7 @@ func newAttempt(tools Tools, dir string, o Options) (*Cluster, error) {
 		n.dir = filepath.Join(dir, "node-"+strconv.Itoa(n.id))
 		n.props = filepath.Join(n.dir, "server.properties")
 		n.logPath = filepath.Join(n.dir, "server.log")
-		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		if err := os.MkdirAll(n.tmpDir(), 0o755); err != nil {
 			return nil, fmt.Errorf("kafkatest: %w", err)
 		}
 		c.nodes = append(c.nodes, n)
@@ -320,7 +323,10 @@ func (c *Cluster) properties(n *node) string {
 
 // jvmArgs are the java arguments before the main class: bounded heap; with Throughput,
 // Kafka's own G1 settings (bin/kafka-run-class.sh), else the serial collector and the C1
-// compiler alone (Options.Throughput says why); our logging.
+// compiler alone (Options.Throughput says why); our logging; and the node's own temporary
+// directory, removed with it: the compression codecs' native libraries (snappy-java,
+// lz4-java) are unpacked into java.io.tmpdir at each JVM's first compressed batch, and a
+// broker killed (as the fault tests kill them) never deletes them: /tmp gathered hundreds.
 func (c *Cluster) jvmArgs(n *node, heap string) []string {
 	gc := []string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1", "-XX:-UsePerfData"}
 	if c.opts.Throughput {
@@ -331,6 +337,7 @@ func (c *Cluster) jvmArgs(n *node, heap string) []string {
 		"-Djava.awt.headless=true",
 		"-Dlog4j2.configurationFile="+c.tools.Log4j,
 		"-Dkafka.logs.dir="+n.dir,
+		"-Djava.io.tmpdir="+n.tmpDir(),
 		"-cp", filepath.Join(c.tools.Jars, "*"),
 	)
 }
