@@ -769,6 +769,47 @@ transactionInterval apart, and a transaction's end waits out a rebalance. */ -}}
 {{- if and $v.redis.tls.certKey (not $v.redis.tls.secretName) -}}
 {{- fail "capture-gate: redis.tls.certKey needs redis.tls.secretName, the Secret holding the client certificate" -}}
 {{- end -}}
+{{- /* The gate uses the TLS files on rediss:// URLs only, and refuses them at start
+without one (it would talk to Redis in plain text). URLs in a Secret cannot be read. */ -}}
+{{- if and $v.redis.tls.secretName (or $v.redis.tls.caKey $v.redis.tls.certKey) $v.redis.urls (not $v.redis.urlsSecret.name) -}}
+{{- $tls := false -}}
+{{- range $v.redis.urls }}{{ if hasPrefix "rediss://" . }}{{ $tls = true }}{{ end }}{{ end -}}
+{{- if not $tls -}}
+{{- fail "capture-gate: redis.tls.secretName is set but no redis.urls entry is rediss:// (TLS): the gate uses the TLS files on rediss:// URLs only and refuses them at start otherwise; write the URLs as rediss://, or drop redis.tls.secretName" -}}
+{{- end -}}
+{{- end -}}
+{{- /* The input and the outputs all differ, as the gate checks at start: a record routed
+to the topic it was read from would be read again, forever. */ -}}
+{{- $topicOf := dict -}}
+{{- range $t := list (list "topics.input" $v.topics.input) (list "topics.accepted" $v.topics.accepted) (list "topics.overflow" $v.topics.overflow) (list "topics.deadLetter" $v.topics.deadLetter) (list "outcomes.topic" $v.outcomes.topic) -}}
+{{- $name := index $t 1 | toString -}}
+{{- if $name -}}
+{{- if hasKey $topicOf $name -}}
+{{- fail (printf "capture-gate: %s (%s) is %s's too: the input and the outputs must all differ (the gate refuses them at start)" (index $t 0) $name (get $topicOf $name)) -}}
+{{- end -}}
+{{- $_ := set $topicOf $name (index $t 0) -}}
+{{- end -}}
+{{- end -}}
+{{- /* redis.urls as the gate reads them in each mode (it refuses them at start otherwise). */ -}}
+{{- if and (eq $v.redis.mode "sentinel") (gt (len $v.redis.urls) 1) -}}
+{{- fail (printf "capture-gate: redis.mode sentinel takes one redis.urls entry, not %d: its password, database and TLS apply to the primary the sentinels name, and its host is only the name TLS certificates are checked against" (len $v.redis.urls)) -}}
+{{- end -}}
+{{- if eq $v.redis.mode "cluster" -}}
+{{- $schemes := dict -}}
+{{- range $i, $u := $v.redis.urls -}}
+{{- $p := urlParse $u -}}
+{{- $_ := set $schemes $p.scheme true -}}
+{{- /* The database is the path's, or the db query parameter's, as go-redis reads it. */ -}}
+{{- range $db := list (trimPrefix "/" $p.path) (regexFind "(^|&)db=[^&]*" $p.query | regexFind "[^=]*$") -}}
+{{- if and $db (ne $db (regexReplaceAll "[^0]" $db "")) -}}
+{{- fail (printf "capture-gate: redis.mode cluster needs redis.urls of database 0 (Redis Cluster has no other); entry %d names database %s" $i $db) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if gt (len $schemes) 1 -}}
+{{- fail "capture-gate: redis.mode cluster needs redis.urls all redis:// or all rediss://: the first URL's TLS applies to every node" -}}
+{{- end -}}
+{{- end -}}
 {{- if ne $v.kafka.sasl.mechanism "none" -}}
 {{- if not $v.kafka.sasl.existingSecret -}}
 {{- fail (printf "capture-gate: kafka.sasl.existingSecret is required with SASL mechanism %s: the password comes from a Secret, never from values" $v.kafka.sasl.mechanism) -}}
@@ -886,6 +927,30 @@ each rule's windows.
 {{- end -}}
 {{- else if ge $tick $w -}}
 {{- fail (printf "capture-gate: sync.tickInterval (%s) must be shorter than %s: a tick as long as the window would let a whole window pass between two writes" $v.sync.tickInterval $windowName) -}}
+{{- end -}}
+{{- /* limit.extra: GATE_LIMITS takes each window, limit.window's too, as a rule's limit
+       (a whole number of seconds, at most 8784h), each once, and each further one longer
+       than a tick, as the gate checks them at start. */ -}}
+{{- if and (not $v.rules) $v.limit.extra -}}
+{{- $seen := dict -}}
+{{- range $i, $l := prepend $v.limit.extra (dict "window" $v.limit.window) -}}
+{{- $name := printf "limit.extra window %s" (toString $l.window) -}}
+{{- if eq $i 0 }}{{ $name = printf "limit.window (%s), with limit.extra," $v.limit.window }}{{ end -}}
+{{- $ns := include "capture-gate.nanoseconds" $l.window | int64 -}}
+{{- if or (lt $ns $sec) (ne (mod $ns $sec) 0) -}}
+{{- fail (printf "capture-gate: %s must be a whole number of seconds such as 1h (GATE_LIMITS takes no fraction of a second)" $name) -}}
+{{- end -}}
+{{- if gt $ns (mul 8784 $hour) -}}
+{{- fail (printf "capture-gate: %s must be at most 8784h (366 days)" $name) -}}
+{{- end -}}
+{{- if hasKey $seen (toString $ns) -}}
+{{- fail (printf "capture-gate: %s is limit.window's (%s) or another entry's: each limit needs a window of its own" $name $v.limit.window) -}}
+{{- end -}}
+{{- $_ := set $seen (toString $ns) true -}}
+{{- if and (gt $i 0) (le $ns $tick) -}}
+{{- fail (printf "capture-gate: %s must be longer than sync.tickInterval (%s): a tick as long as the window would let a whole window pass between two writes" $name $v.sync.tickInterval) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if lt (include "capture-gate.nanoseconds" $v.sync.interval | int64) $tick -}}
 {{- fail (printf "capture-gate: sync.interval (%s) must be at least sync.tickInterval (%s): reads are made on ticks" $v.sync.interval $v.sync.tickInterval) -}}
