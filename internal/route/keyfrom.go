@@ -120,6 +120,14 @@ func parseFields(list string) ([]jsonField, error) {
 			if p == "" {
 				return nil, fmt.Errorf("field %q: path part %d of %d is empty (parts are joined with .)", name, j+1, len(parts))
 			}
+			// json:team_id + distinct_id would read "team_id " and " distinct_id", members
+			// no record has: every record missing its key, without a word at start.
+			if strings.TrimSpace(p) != p {
+				if p != name {
+					return nil, fmt.Errorf("field %q: path part %q starts or ends with a space (parts are joined with . alone)", name, p)
+				}
+				return nil, fmt.Errorf("field %q starts or ends with a space (fields are joined with + alone: json:team_id+distinct_id)", name)
+			}
 			// gjson.Escape backslash-escapes every character gjson would read as syntax
 			// (* ? | # @ ! [ { = < > …), so a field name means itself and nothing else.
 			escaped[j] = gjson.Escape(p)

@@ -76,6 +76,9 @@ func TestParseKeyFromErrors(t *testing.T) {
 		{"json:a..b", `field "a..b": path part 2 of 3 is empty`},
 		{"json:.a", `field ".a": path part 1 of 2 is empty`},
 		{"json:a.", `field "a.": path part 2 of 2 is empty`},
+		{"json:team_id + distinct_id", `field "team_id " starts or ends with a space`},
+		{"json: team_id", `field " team_id" starts or ends with a space`},
+		{"json:a. b", `field "a. b": path part " b" starts or ends with a space`},
 		{"header:", "empty header name"},
 		{"key:x", "source key takes no argument"},
 	}

@@ -252,7 +252,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 			if p.scalar(v, fp) {
 				kf, err := route.ParseKeyFrom(v.Value)
 				if err != nil {
-					p.bad(v, fp, "%q: want json:FIELD[+FIELD...], header:NAME or key", v.Value)
+					p.bad(v, fp, "%s", keyFromProblem(v.Value, err, "json:FIELD[+FIELD...], header:NAME or key"))
 				}
 				r.Key = kf
 			}
@@ -396,11 +396,30 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 	return r, len(p.errs) == before
 }
 
+// keyFromProblem is what is wrong with the key source v, whose ParseKeyFrom error is err:
+// for a json: source whose form is right and a field wrong (empty, or starting or ending
+// with a space), v and what is wrong with the field; else v and the forms a source takes,
+// want.
+func keyFromProblem(v string, err error, want string) string {
+	q := strconv.Quote(v)
+	if _, why, ok := strings.Cut(err.Error(), q+": "); ok && strings.HasPrefix(why, "field ") {
+		return q + ": " + why
+	}
+	return q + ": want " + want
+}
+
 // scalar reports whether n is a scalar, reporting it when not.
 func (p *parser) scalar(n *yaml.Node, path string) bool {
 	switch {
 	case n.Kind == yaml.ScalarNode && n.Tag == "!!null":
 		p.bad(n, path, "empty (null): want a single value")
+		return false
+	case n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[0].Kind == yaml.ScalarNode &&
+		n.Content[1].Kind == yaml.ScalarNode && n.Line == n.Content[0].Line && n.Column == n.Content[0].Column:
+		// 1m: 5000, the space after ':' that YAML's own mappings have (no '{' before it): a
+		// value meant as one, which the bare "want a single value" does not explain.
+		k, v := n.Content[0].Value, n.Content[1].Value
+		p.bad(n, path, "want a single value, not the mapping YAML reads %q as (a space after ':'): write %s:%s, or quote it", k+": "+v, k, v)
 		return false
 	case n.Kind != yaml.ScalarNode:
 		p.bad(n, path, "want a single value")
@@ -477,7 +496,7 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 		} else if p.scalar(field, ep+".field") {
 			kf, err := route.ParseKeyFrom(field.Value)
 			if err != nil {
-				p.bad(field, ep+".field", "%q: want json:FIELD, header:NAME or key", field.Value)
+				p.bad(field, ep+".field", "%s", keyFromProblem(field.Value, err, "json:FIELD, header:NAME or key"))
 			}
 			m.Field = kf
 		}
@@ -503,6 +522,15 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 						// An empty field, header or record key reads no value either.
 						p.bad(v, fmt.Sprintf("%s[%d]", lp, j), `"" matches nothing: a field, header or record key that is empty reads no value, in no list (not_in holds for it)`)
 						continue
+					}
+					if m.Field.Composite() {
+						// A composite field's value is its key's escaped form (docs/rules.md):
+						// one the key never builds (phc_x:user:1 unescaped) would match
+						// nothing, as a force entry so written would name nothing.
+						if err := m.Field.CheckKey(v.Value, 0); err != nil {
+							p.bad(v, fmt.Sprintf("%s[%d]", lp, j), "%v", err)
+							continue
+						}
 					}
 					m.Values = append(m.Values, v.Value)
 				}
