@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"time"
 
@@ -23,9 +24,12 @@ import (
 // by Kafka's default partitioner: the partition of each of its TeamNames), and passes
 // only its rows: what it holds is that team's, whatever the topic holds. opts are the
 // client's (brokers, TLS, SASL). A record that is not a row of this schema is counted in
-// Skipped, not passed. Offsets retention deletes after Scan looked them up (or while it
-// reads) are noted in Gone, and the read goes on from what is left; a partition whose
-// rows from since on may be among those retention deleted before, in Trimmed.
+// Skipped, not passed, where a row would have been passed (committed; with team set,
+// keyed by one of its names); seal records, of any schema, are not. Offsets retention
+// deletes after Scan looked them up (or while it reads) are noted in Gone, and the read
+// goes on from what is left; a partition whose rows from since on may be among those
+// retention deleted before, in Trimmed. A partition that sends nothing for stallAfter and
+// whose offsets cannot be listed fails the read, naming it.
 //
 // Memory: the rows are the caller's to keep or not; Scan remembers 16 bytes of each row
 // it passes (to know a row written again: a retry after an answer lost), and the rows of
@@ -117,10 +121,26 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	// written again, is one in 2^64 for any two of them).
 	seen := map[[2]uint64]struct{}{}
 	seeds := [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
-	// open holds, by partition and producer id, the rows of transactions whose marker
-	// has not come yet.
-	open := map[int32]map[int64][]Row{}
-	keep := func(row *Row) {
+	// open holds, by partition and producer id, the records of transactions whose marker
+	// has not come yet: their rows, and those that are not rows, counted in Skipped only
+	// once committed.
+	open := map[int32]map[int64][]decoded{}
+	keep := func(d *decoded) {
+		if d.err != nil {
+			// Counted as a record that is not a row only where it would have been one
+			// passed: for one team, a record keyed by one of its names (the Kafka key of
+			// a row is its team), not another team's on its partition.
+			if team != "" && !slices.Contains(names, string(d.key)) {
+				return
+			}
+			read.Skipped++
+			if errors.Is(d.err, ErrNewerSchema) {
+				read.Newer++
+				read.NewestSchema = max(read.NewestSchema, d.row.Schema)
+			}
+			return
+		}
+		row := &d.row
 		if team != "" && !slices.Contains(names, row.Team) {
 			return
 		}
@@ -132,13 +152,27 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 		each(row)
 	}
 	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
+		pctx, cancel := context.WithTimeout(ctx, stallAfter)
+		fs := cl.PollFetches(pctx)
+		// Stalled: the poll's time ran out with nothing fetched (records taken as it ran
+		// out are the client's no longer, and go on below).
+		stalled := pctx.Err() != nil && fs.NumRecords() == 0 // before cancel, which sets it
+		cancel()
 		if err := ctx.Err(); err != nil {
 			return read, fmt.Errorf("reading %s: %w", topic, err)
+		}
+		if stalled {
+			if err := answering(ctx, adm, topic, left); err != nil {
+				return read, err
+			}
+			continue
 		}
 		var ferr error
 		var outOfRange []int32
 		fs.EachError(func(_ string, p int32, err error) {
+			if pctx.Err() != nil && errors.Is(err, pctx.Err()) {
+				return // the poll's own time ran out, its records taken
+			}
 			if _, ok := left[p]; ok && errors.Is(err, kerr.OffsetOutOfRange) {
 				outOfRange = append(outOfRange, p)
 				return
@@ -177,31 +211,33 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 			if errors.Is(err, ErrSealRecord) {
 				return
 			}
-			if err != nil {
-				read.Skipped++
-				if errors.Is(err, ErrNewerSchema) {
-					read.Newer++
-					read.NewestSchema = max(read.NewestSchema, row.Schema)
-				}
-				return
-			}
+			d := decoded{row: row, err: err, key: r.Key}
 			if r.Attrs.IsTransactional() {
 				if open[r.Partition] == nil {
-					open[r.Partition] = map[int64][]Row{}
+					open[r.Partition] = map[int64][]decoded{}
 				}
-				open[r.Partition][r.ProducerID] = append(open[r.Partition][r.ProducerID], row)
+				open[r.Partition][r.ProducerID] = append(open[r.Partition][r.ProducerID], d)
 				return
 			}
-			keep(&row)
+			keep(&d)
 		})
 	}
 	return read, nil
 }
 
+// decoded is a record Scan read: its row, or why it is none (Decode's error), and its
+// Kafka key.
+type decoded struct {
+	row Row
+	err error
+	key []byte
+}
+
 // Scanned is what a Scan met besides its rows.
 type Scanned struct {
-	// Skipped counts the records that are not rows of this schema; Newer those of them
-	// that are rows of a newer one (written by a newer gate), the newest NewestSchema.
+	// Skipped counts the records that are not rows of this schema (committed; of the
+	// team, for one team's Scan; seal records aside); Newer those of them that are rows
+	// of a newer one (written by a newer gate), the newest NewestSchema.
 	Skipped      int
 	Newer        int
 	NewestSchema int
@@ -275,6 +311,41 @@ func skipGone(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic strin
 		cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: set})
 	}
 	return nil
+}
+
+// stallAfter is how long a Scan waits for a fetch before it checks that the partitions
+// it has not read to their end still answer (answering).
+const stallAfter = 10 * time.Second
+
+// answering checks, after a stall, that the partitions of left (those not read to their
+// end) still answer: their end offsets are listed, within stallAfter. A partition whose
+// leader is unavailable (its broker down, no replica to take over) sends nothing and the
+// client retries its fetches for ever: the read fails naming it, rather than waiting for
+// the caller's limit, which says nothing of the partition. Scan reads uncommitted, so no
+// open transaction holds a partition back: one that answers is read on.
+func answering(ctx context.Context, adm *kadm.Client, topic string, left map[int32]int64) error {
+	lctx, cancel := context.WithTimeout(ctx, stallAfter)
+	defer cancel()
+	l, err := adm.ListEndOffsets(lctx, topic)
+	if ctx.Err() != nil {
+		return fmt.Errorf("reading %s: %w", topic, ctx.Err())
+	}
+	var errs error
+	for _, p := range slices.Sorted(maps.Keys(left)) {
+		var perr error
+		switch o, ok := l.Lookup(topic, p); {
+		case ok && o.Err == nil:
+			continue
+		case ok:
+			perr = o.Err
+		case err != nil:
+			perr = err
+		default:
+			perr = errors.New("not listed")
+		}
+		errs = errors.Join(errs, fmt.Errorf("reading %s partition %d: nothing fetched for %s and its offsets cannot be listed (its leader unavailable?): %w", topic, p, stallAfter, perr))
+	}
+	return errs
 }
 
 // rowHash hashes what makes a row the same row written again (Scan).

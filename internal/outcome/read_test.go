@@ -2,10 +2,13 @@ package outcome
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,4 +251,97 @@ func TestScanCountsNewerSchemaRows(t *testing.T) {
 		t.Errorf("passed %d rows, skipped %d, newer %d (newest schema %d); want 1, 3, 2 (schema %d)",
 			n, read.Skipped, read.Newer, read.NewestSchema, SchemaVersion+2)
 	}
+}
+
+// The rows of a newer schema a Scan says it could not count are rows it would have
+// counted: not a newer gate's seal records (keyed by the gate, no rows), not the rows of
+// an aborted transaction (a read_committed reader has none), and, for one team, not
+// another team's rows on its partition. Before, each was one more row "not counted",
+// and gate outcomes 42 said team 42's figures were short by rows that were not its own.
+func TestScanCountsOnlyNewerRowsItWouldCount(t *testing.T) {
+	c, cl := outcomesTopic(t, 1)
+	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	row := func(schema int, team string) *kgo.Record {
+		r := Row{Schema: schema, ID: "g/1/1", Gate: "g", IntervalStart: start, IntervalEnd: start.Add(time.Minute),
+			Team: team, Key: team, Outcome: "accepted", Reason: "allowed", Records: 1}
+		return &kgo.Record{Key: []byte(team), Value: AppendJSON(nil, &r)}
+	}
+	seal := &kgo.Record{Key: []byte("g"), Value: []byte(`{"schema":2,"seal":"g/1/1","gate":"g","rows":2,"sources":[]}`)}
+	if err := cl.ProduceSync(t.Context(), row(SchemaVersion, "42"), row(SchemaVersion+1, "42"), row(SchemaVersion+1, "7"), seal).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	txn, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"), kgo.TransactionalID("newer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(t.Context(), row(SchemaVersion+1, "42")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.EndTransaction(t.Context(), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	for team, want := range map[string]int{"42": 1, "": 2} {
+		read, err := Scan(t.Context(), "outcomes", start.Add(-time.Hour), team, func(*Row) {}, kgo.SeedBrokers(c.ListenAddrs()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read.Newer != want || read.Skipped != want {
+			t.Errorf("Scan of team %q: %d rows of a newer schema (%d skipped), want %d", team, read.Newer, read.Skipped, want)
+		}
+	}
+}
+
+// A partition whose leader stops answering once the read has begun (its broker down, no
+// replica to take over) fails the read, naming the partition, rather than holding it to
+// gate outcomes' 5-minute limit, whose error blamed a long -since ("give a later
+// -since"), which would not help.
+func TestScanFailsWhenALeaderIsUnavailable(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "outcomes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	for p := range int32(2) {
+		if err := c.MoveTopicPartition("outcomes", p, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	for p := range int32(2) {
+		r := Row{Schema: SchemaVersion, ID: "g/1/1", Gate: "g", IntervalStart: start, IntervalEnd: start.Add(time.Minute),
+			Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed", Records: 1}
+		if err := cl.ProduceSync(t.Context(), &kgo.Record{Partition: p, Key: []byte("42"), Value: AppendJSON(nil, &r)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var down atomic.Bool
+	gone := func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if c.CurrentNode() == 1 && down.Load() {
+			return nil, errors.New("broker 1 is down"), true // the connection closed
+		}
+		return nil, nil, false
+	}
+	c.ControlKey(int16(kmsg.ListOffsets), gone)
+	c.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		down.Store(true) // the offsets are listed: the read has begun
+		return gone(r)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err = Scan(ctx, "outcomes", start.Add(-time.Hour), "", func(*Row) {}, kgo.SeedBrokers(c.ListenAddrs()...))
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "partition 1") {
+		t.Fatalf("after %s: %v (context: %v), want an error naming partition 1 before the context's end", time.Since(began).Round(time.Second), err, ctx.Err())
+	}
+	t.Logf("after %s: %v", time.Since(began).Round(time.Second), err)
 }

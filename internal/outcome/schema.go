@@ -185,7 +185,7 @@ var ErrSealRecord = errors.New("a seal record, not a row")
 var ErrNewerSchema = errors.New("a row of a newer schema")
 
 // Decode reads one row, refusing a schema it does not know; a SealInfo record gives
-// ErrSealRecord.
+// ErrSealRecord, of any schema: a newer gate's seal record is not a row a reader misses.
 func Decode(b []byte) (Row, error) {
 	var r struct {
 		Row
@@ -194,15 +194,15 @@ func Decode(b []byte) (Row, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r.Row, fmt.Errorf("decoding an outcome row: %w", err)
 	}
+	if r.Seal != "" {
+		return r.Row, ErrSealRecord
+	}
 	if r.Schema != SchemaVersion {
 		err := fmt.Errorf("decoding an outcome row: schema %d, this gate reads %d", r.Schema, SchemaVersion)
 		if r.Schema > SchemaVersion {
 			err = fmt.Errorf("%w: %w", ErrNewerSchema, err)
 		}
 		return r.Row, err
-	}
-	if r.Seal != "" {
-		return r.Row, ErrSealRecord
 	}
 	return r.Row, nil
 }

@@ -43,8 +43,11 @@ func FleetKeyFor(prefix string, slot int64) string {
 type Fleet struct {
 	mu      sync.Mutex
 	counted [3]int64 // the last three slots this gate added itself to, the latest first
-	adding  int64    // the slot a tick is adding the gate to now; 0: none
-	size    int      // the last size found; 0: none yet
+	// missed are the last two slots whose INCRBY Redis refused (OOM, READONLY...), the
+	// latest first: the gate ran then, uncounted.
+	missed [2]int64
+	adding int64 // the slot a tick is adding the gate to now; 0: none
+	size   int   // the last size found; 0: none yet
 }
 
 // record notes that the gate was added to slot, unless a later slot was noted already (a
@@ -82,9 +85,11 @@ func (t *Ticker) applyFleet(size int) {
 // countFleet adds this gate to the current slot's count, once a slot, reads the last two
 // whole slots' counts and tells every limiter the fleet's size (limit.SetFleetSize): the
 // larger count, plus this gate when it did not count itself in that slot (it was not
-// running yet). Four commands a slot on the first instance (single-key commands, so any
-// slot of a cluster). When Redis does not answer, the last size stays: a fleet does not
-// change size with its Redis. A slot another tick of the gate counted, or is counting
+// running yet); a slot with no count though this gate ran in it (Redis lost or refused
+// the slot's counts) is left out, and with both left out the last size stays. Four
+// commands a slot on the first instance (single-key commands, so any slot of a
+// cluster). When Redis does not answer, the last size stays: a fleet does not change
+// size with its Redis. A slot another tick of the gate counted, or is counting
 // (Config.Fleet), is not counted again: this tick takes the size found.
 func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	f := t.fleet
@@ -160,6 +165,8 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 			// not sent, it leaves this gate out of one slot at worst, which the larger of
 			// two slots covers.
 			f.record(slot)
+		} else if f.missed[0] != slot {
+			f.missed = [2]int64{slot, f.missed[0]}
 		}
 		return // out of reach: the tick's to report
 	}
@@ -168,16 +175,28 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 		// count and size are newer.
 		return
 	}
-	size := 1
+	size, known := 1, false
 	for i, c := range prev {
 		n, err := c.Int()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return
 		}
-		if s := slot - 1 - int64(i); f.counted[1] != s && f.counted[2] != s {
-			n++ // this gate was not running then
+		s := slot - 1 - int64(i)
+		counted := f.counted[1] == s || f.counted[2] == s
+		if n == 0 && (counted || f.missed[0] == s || f.missed[1] == s) {
+			// No count, though this gate ran then: Redis lost the slot's counts (restarted
+			// empty, or down through the slot, every gate's INCRBY failing) or refused them
+			// all. The slot says nothing of the fleet; read as it is, every gate found a
+			// fleet of 1 for a slot or two after, its floors N times the fleet's share.
+			continue
 		}
-		size = max(size, n)
+		if !counted {
+			n++ // this gate was not running then, or Redis refused its count
+		}
+		size, known = max(size, n), true
+	}
+	if !known && f.size > 0 {
+		size = f.size // the last size found stays, as while Redis does not answer
 	}
 	f.size = size
 	t.applyFleet(size)
