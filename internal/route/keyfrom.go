@@ -591,7 +591,10 @@ func (k *KeyFrom) fieldValue(js string, i, at int, s *Scratch) (string, reasonCo
 	case '"':
 		str := raw[1 : len(raw)-1]
 		if strings.IndexByte(str, '\\') >= 0 {
-			str = unescape(str) // into a new string: one allocation
+			var ok bool
+			if str, ok = unescape(str); !ok { // into a new string: one allocation
+				return "", s.fail(malformed()) // an escape that is none: only when lax
+			}
 		}
 		if str == "" {
 			return "", s.fail(failure{reason: reasonFieldEmpty, field: i})
@@ -606,7 +609,21 @@ func (k *KeyFrom) fieldValue(js string, i, at int, s *Scratch) (string, reasonCo
 	case '[':
 		return "", s.fail(failure{reason: reasonFieldType, field: i, what: "an array"})
 	}
+	if !numberWhole(js, end) {
+		return "", s.fail(malformed()) // only without validation: valid JSON has one whole
+	}
 	return raw, reasonNone // a number
+}
+
+// numberWhole reports whether the number that ends at js[end] is whole: what follows it,
+// past white space, ends a member or an element (',', '}' or ']'). Without validation a
+// number is read by its characters (numberEnd), and one run into other bytes, an id
+// written without its quotes (123e4567-e89b-…, 12abc), would be read up to the first
+// byte no number holds, two ids sharing that much one team; one at the value's end may
+// have been cut off inside it. Neither is read as a team.
+func numberWhole(js string, end int) bool {
+	i := skipSpace(js, end)
+	return i < len(js) && (js[i] == ',' || js[i] == '}' || js[i] == ']')
 }
 
 // jsonKind names the type of a JSON value, for messages.

@@ -514,3 +514,90 @@ func TestCheckKeyShowsEscapedForm(t *testing.T) {
 		}
 	}
 }
+
+// Without validation (the default), a team string the gate cannot decode is no team: an
+// escape that is none (\q, a \u with fewer than four hex digits) dead-letters the record
+// (not_json), and a raw control byte after an escape is kept, as it is in a string
+// without escapes. unescape used to stop there, as gjson does, so "a\qb" and "a\qc" were
+// both counted as team "a", a team of their own to a lenient decoder downstream.
+func TestUndecodableTeamStringNotTruncated(t *testing.T) {
+	k := mustKeyFrom(t, "json:team_id+u")
+	k.lax = true
+	for _, tt := range []struct {
+		team string // the raw team_id string, between its quotes
+		want string // "": dead-lettered not_json
+	}{
+		{`a\qb`, ""},
+		{`a\qc`, ""},
+		{`a\u00`, ""},
+		{`a\u12x4`, ""},
+		{"a\\nb\x01c", "a\nb\x01c:u1"},
+		{"a\\nb\x01d", "a\nb\x01d:u1"},
+		{"ab\x01c", "ab\x01c:u1"}, // no escape: kept as it always was
+	} {
+		for _, single := range []bool{false, true} {
+			kk, want := k, tt.want
+			if single {
+				kk = mustKeyFrom(t, "json:team_id")
+				kk.lax = true
+				want = strings.TrimSuffix(want, ":u1")
+			}
+			var s Scratch
+			v := []byte(`{"team_id":"` + tt.team + `","u":"u1"}`)
+			team, f := kk.teamFailure(&kgo.Record{Value: v}, &s, DefaultMaxKeyBytes)
+			switch {
+			case want == "" && (f.reason != reasonNotJSON || team != ""):
+				t.Errorf("%s on %q: team %q (%v), want not_json", kk, v, team, f.reason)
+			case want != "" && (f.reason != reasonNone || team != want):
+				t.Errorf("%s on %q: team %q (%v), want %q", kk, v, team, f.reason, want)
+			}
+		}
+	}
+}
+
+// Without validation, a number is the team only when it is whole: what follows it, past
+// white space, ends the member (',', '}' or ']'). An id written without its quotes was
+// read up to the first byte no number holds, so that two UUIDs sharing their first 12
+// bytes (123e4567-e89b-…, 123e4567-e89c-…) were one team, "123e4567-e89", and 12abc was
+// team 12; and a value cut off inside its team number was counted as a shorter one.
+func TestTeamNumberMustBeWhole(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  string // "": dead-lettered not_json
+	}{
+		{`{"team_id":123e4567-e89b-12d3-a456-426614174000}`, ""},
+		{`{"team_id":123e4567-e89c-12d3-a456-426614174000}`, ""},
+		{`{"team_id":12abc}`, ""},
+		{`{"team_id":0x1F}`, ""},
+		{`{"team_id":12 34}`, ""},
+		{`{"team_id":12`, ""},        // cut off: 12, or 123?
+		{`{"team_id":12 `, ""},       // cut off before its '}'
+		{`{"team_id":12 , "x`, "12"}, // cut off after the member: read as far as it goes
+		{`{"team_id":12}`, "12"},
+		{`{"team_id":-1.5e3 }`, "-1.5e3"},
+		{`{"team_id":12}x`, "12"},
+	} {
+		for _, from := range []string{"json:team_id", "json:p.0"} {
+			v := tt.value
+			if from == "json:p.0" {
+				// The same number as an array's first element: {"p":[12abc]}.
+				v = strings.Replace(strings.Replace(v, `"team_id":`, `"p":[`, 1), "}", "]}", 1)
+			}
+			for _, outcomes := range []bool{false, true} {
+				k := mustKeyFrom(t, from)
+				k.lax = true
+				s := &Scratch{}
+				if outcomes {
+					s.Outcomes = fuzzAgg
+				}
+				team, f := k.teamFailure(&kgo.Record{Value: []byte(v)}, s, DefaultMaxKeyBytes)
+				switch {
+				case tt.want == "" && (f.reason != reasonNotJSON || team != ""):
+					t.Errorf("%s on %s (outcomes %v): team %q (%v), want not_json", from, v, outcomes, team, f.reason)
+				case tt.want != "" && (f.reason != reasonNone || team != tt.want):
+					t.Errorf("%s on %s (outcomes %v): team %q (%v), want %q", from, v, outcomes, team, f.reason, tt.want)
+				}
+			}
+		}
+	}
+}

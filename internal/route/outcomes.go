@@ -173,7 +173,7 @@ func (t *touchAhead) touch(js string, at int) {
 		}
 	case c == '-' || c >= '0' && c <= '9':
 		end := skipValue(js, at)
-		if end < 0 {
+		if end < 0 || !numberWhole(js, end) {
 			return
 		}
 		v = js[at:end]

@@ -471,17 +471,16 @@ func unescapedIs(raw, want string) bool {
 }
 
 // unescape returns the JSON string contents raw with its escapes decoded as encoding/json
-// decodes them (unescapedIs), every other byte as it is. Where raw is not valid (lax
-// reading), it stops, as gjson does, at a control byte or an escape it cannot read.
+// decodes them (unescapedIs), every other byte as it is, a raw control byte too (lax
+// reading), as a string without escapes keeps it. ok is false when raw holds an escape
+// that is none (\q, a short \u): the string cannot be read. gjson stopped there, and at
+// a control byte, so that "a\qb" and "a\qc" both read "a", another team's key.
 // One allocation: the decoded string is never longer than raw.
-func unescape(raw string) string {
+func unescape(raw string) (string, bool) {
 	var b strings.Builder
 	b.Grow(len(raw))
 	for i := 0; i < len(raw); {
 		c := raw[i]
-		if c < ' ' {
-			break
-		}
 		if c != '\\' {
 			b.WriteByte(c)
 			i++
@@ -489,12 +488,12 @@ func unescape(raw string) string {
 		}
 		r, next, ok := unescapeAt(raw, i)
 		if !ok {
-			break
+			return "", false
 		}
 		b.WriteRune(r)
 		i = next
 	}
-	return b.String()
+	return b.String(), true
 }
 
 // unescapeAt decodes the escape at raw[i] (a backslash): the rune it stands for and the
