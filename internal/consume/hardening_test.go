@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/capturegate/gate/internal/route"
@@ -600,6 +601,120 @@ func TestPreflightMissingACL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOutputACLRevokedExactlyOncePreKIP890: with exactly-once delivery on brokers whose
+// transactions predate KIP-890 part 2 (Kafka 3.x, or 4.x with transaction.version below
+// 2), the WRITE ACL on one output topic (the dead-letter topic) revoked while the gate
+// runs. The brokers refuse the topic's AddPartitionsToTxn, which leaves franz-go's
+// transactional producer unable to go on (every record buffered fails with the error,
+// and the next Begin with "producer ID has a fatal, unrecoverable error"). The gate
+// must stay up and not ready naming that topic, as docs/operations.md says a revoked ACL
+// shows, never naming the accepted or outcomes topics, whose records and rows failed
+// with the same error, and route everything once the ACL is back, nothing lost or
+// duplicated. Before, Run returned the error (the process exited), after error lines
+// and /readyz named the accepted and outcomes topics, whose ACLs were never touched, as
+// refusing writes too.
+func TestOutputACLRevokedExactlyOncePreKIP890(t *testing.T) {
+	t.Parallel()
+	const parts, n = 3, 100
+	allow := func(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
+		var acls []kfake.ACL
+		for _, op := range ops {
+			acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
+		}
+		return acls
+	}
+	var acls []kfake.ACL
+	acls = append(acls, allow(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allow(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	for _, tp := range []string{accTopic, ovfTopic, dlqTopic, outTopic} {
+		acls = append(acls, allow(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	}
+	acls = append(acls, allow(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic, outTopic),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.MaxVersions(kversion.V3_9_0()),
+		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "gate", "gate-secret", acls...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	env := newEnv(t, parts)
+	env.cluster = c
+	env.ccfg.Delivery = ExactlyOnce
+	env.ccfg.Brokers = c.ListenAddrs()
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, outTopic}
+	env.ccfg.OutcomesTopic, env.ccfg.Gate = outTopic, "test-gate"
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.SASL(plain.Auth{User: "gate", Pass: "gate-secret"}.AsMechanism()))
+	logs := &syncBuffer{}
+	env.logs = logs
+	env.before = func(c *Consumer) { c.txn.closedRetry = 200 * time.Millisecond }
+	admin := kgo.SASL(plain.Auth{User: "admin", Pass: "admin"}.AsMechanism())
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admCl.Close)
+	adm := kadm.NewClient(admCl)
+
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	write := kadm.NewACLs().Allow("User:gate").AllowHosts("*").Topics(dlqTopic).Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral)
+	if _, err := adm.DeleteACLs(ctx, write); err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		team := "team-" + strconv.Itoa(id%7)
+		if id%10 == 0 {
+			team = "" // not JSON: to the dead-letter topic
+		}
+		recs[id] = inputRecord(id, team)
+	}
+	produceAll(t, admCl, recs)
+
+	// Up, not ready, naming the topic, through more than one new client.
+	const rebuilt = "building a new Kafka client"
+	waitFor(t, 30*time.Second, "the gate rebuilding its client for the closed topic", func() bool {
+		select {
+		case err := <-g.done:
+			g.done <- err
+			t.Fatalf("the gate stopped: %v", err)
+		default:
+		}
+		if why := strings.Join(g.c.NotReady(), "; "); strings.Contains(why, `"accepted"`) || strings.Contains(why, `"outcomes"`) {
+			t.Errorf("not ready naming a topic whose ACL is untouched: %s", why)
+		}
+		return strings.Count(logs.String(), rebuilt) >= 2
+	})
+	if g.c.Ready() {
+		t.Error("ready while the dead-letter topic refuses the gate's writes")
+	}
+	if why := strings.Join(g.c.NotReady(), "; "); !strings.Contains(why, `"dead-letter"`) {
+		t.Errorf("not ready because %q, want it to name the dead-letter topic", why)
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, rebuilt) && (strings.Contains(line, accTopic) || strings.Contains(line, outTopic) || !strings.Contains(line, dlqTopic)) {
+			t.Errorf("the line naming the topics that refuse writes names the wrong ones: %s", line)
+		}
+		if strings.Contains(line, `producing to topic \"accepted\"`) || strings.Contains(line, `producing to topic \"outcomes\"`) {
+			t.Errorf("a line blames a topic whose ACL is untouched: %s", line)
+		}
+	}
+
+	if _, err := adm.CreateACLs(ctx, write); err != nil {
+		t.Fatal(err)
+	}
+	out := collect(t, c, n, 45*time.Second, 300*time.Millisecond, readCommitted(), admin)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v; not ready: %v", len(lost), head(lost), len(dup), head(dup), g.c.NotReady())
+	}
+	waitCommitted(t, c, parts, 20*time.Second)
+	waitFor(t, 20*time.Second, "ready again", g.c.Ready)
 }
 
 // TestPreflightKIP848GroupWithoutRead: with GATE_KAFKA_GROUP_PROTOCOL=consumer, a gate

@@ -53,6 +53,13 @@ func (p *problems) list() []string {
 	return out
 }
 
+// keys returns the keys of the problems set, sorted.
+func (p *problems) keys() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.m))
+}
+
 func (p *problems) empty() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

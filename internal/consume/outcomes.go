@@ -500,7 +500,11 @@ func (c *Consumer) onOutcomeProducedTxn(rec *kgo.Record, err error) {
 		if !errors.Is(err, context.Canceled) {
 			// Cancelled: the transaction was interrupted, and aborts for that anyway.
 			c.m.produceError(rec.Topic, err)
-			c.produceProblem(rec.Topic, err)
+			if !topicClosed(err) {
+				// A topic missing or closed: said once the transaction has ended
+				// (closedProblems), as the error may be another topic's.
+				c.produceProblem(rec.Topic, err)
+			}
 			c.rowsTooLarge((*outcomeRow)(unsafe.Pointer(rec)), err)
 		}
 		// Whatever the error, the transaction must not commit without its rows.

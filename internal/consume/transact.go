@@ -1,10 +1,13 @@
 package consume
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +82,9 @@ type txnState struct {
 	// runs as soon as End returns, where a revoke can land.
 	rearms   atomic.Int64
 	afterEnd func()
+	// closedRetry is how long awaitClosedTopic waits before it builds a new client;
+	// zero is closedTopicRetry (tests shorten it).
+	closedRetry time.Duration
 
 	// ending is set while End runs: the gate polls nothing until it returns, so an End
 	// the broker does not answer is work waiting (watchdog.go), not an idle gate.
@@ -230,6 +236,86 @@ func (c *Consumer) awaitTransactionTimeout(ctx context.Context, err error) error
 	case <-t.C:
 	}
 	return c.newSession()
+}
+
+// closedTopicRetry is how long a gate whose client an output topic closed to it left
+// unable to go on (see awaitClosedTopic) waits before it builds a new one: each is a
+// leave and a join of the group, so not at every backoff; a topic created again or an
+// ACL granted again is picked up within it.
+const closedTopicRetry = 10 * time.Second
+
+// awaitClosedTopic handles a transaction that cannot begin or end because an output
+// topic refused the gate's writes (an ACL revoked, a topic deleted) on brokers whose
+// transactions predate KIP-890 part 2 (Kafka 3.x, or 4.x with transaction.version
+// below 2): there the refusal comes in answer to AddPartitionsToTxn, which franz-go
+// takes as fatal to its producer id, failing every record buffered (whatever its topic)
+// and every Begin after. As docs/operations.md says of a topic closed while the gate
+// runs, it stays up and not ready, naming the topic (produceProblem), its transaction
+// aborted and replayed: it builds a new client every closedTopicRetry, whose first
+// transaction writes to the topic again. Exiting instead would only make Kubernetes
+// restart it.
+func (c *Consumer) awaitClosedTopic(ctx context.Context, err error) error {
+	topics := c.closedTopics()
+	wait := cmp.Or(c.txn.closedRetry, closedTopicRetry)
+	c.log.Error("kafka: an output topic refuses the gate's writes, and the brokers' transactions (before KIP-890 part 2: "+
+		"Kafka 3.x, or transaction.version below 2) leave the Kafka client unable to go on; not ready, building a new Kafka client "+
+		"under the same transactional id (the transaction's records are replayed); create the topic or grant the gate's principal the WRITE ACL on it",
+		"topics", topics, "retry_in", wait.String(), "err", err)
+	c.closeClient(c.tx.CloseAllowingRebalance)
+	c.ready.Store(false)
+	c.txn.interrupted.Store(false)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return c.newSession()
+}
+
+// closedTopics returns the topics that the problems say refuse the gate's writes: the
+// produce problems' (closedProblems) and the rule topics found missing.
+func (c *Consumer) closedTopics() []string {
+	var topics []string
+	for _, k := range c.problems.keys() {
+		if t, ok := strings.CutPrefix(k, "produce/"); ok && k != problemTxnTimeout && k != problemTxnInit {
+			topics = append(topics, t)
+		} else if t, ok := strings.CutPrefix(k, problemRuleTopics); ok {
+			topics = append(topics, t)
+		}
+	}
+	return topics
+}
+
+// closedProblems says (produceProblem) which topics refuse the gate's writes, among
+// those of a transaction's records (fs) and outcome rows (rowErr, the first row's
+// error) failed for a topic missing or closed to the gate.
+// On brokers whose transactions predate KIP-890 part 2 the refusal comes in answer to
+// AddPartitionsToTxn, and franz-go fails every record buffered with it, whatever its
+// topic: when records of more than one topic failed so, the cluster is asked which it
+// closes, and only those are named (every one when it names none).
+func (c *Consumer) closedProblems(ctx context.Context, fs []*failed, rowErr error) {
+	errs := map[string]error{}
+	for _, f := range fs {
+		if _, ok := errs[f.out.Topic]; !ok && topicClosed(f.err) {
+			errs[f.out.Topic] = f.err
+		}
+	}
+	if topicClosed(rowErr) {
+		errs[c.cfg.OutcomesTopic] = rowErr
+	}
+	topics := slices.Sorted(maps.Keys(errs))
+	if len(topics) > 1 {
+		qctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+		found, err := c.topicProblems(qctx, c.cl, topics)
+		cancel()
+		if err == nil && len(found) > 0 {
+			topics = slices.DeleteFunc(topics, func(t string) bool { return found[t] == "" })
+		}
+	}
+	for _, t := range topics {
+		c.produceProblem(t, errs[t])
+	}
 }
 
 // newSession builds the transactional client, and makes it the consumer's.
@@ -458,12 +544,19 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		}
 		// Records polled together with a cancellation are routed and committed too.
 		res, err := c.transact(ctx, endCtx, ws)
+		c.closedProblems(ctx, res.failures, res.outcomeErr)
 		if err != nil {
 			if ctx.Err() != nil {
 				return n, c.stopped(ctx, err)
 			}
 			if errors.Is(err, kerr.InvalidTransactionTimeout) {
 				if err := c.awaitTransactionTimeout(ctx, err); err != nil {
+					return n, c.stopped(ctx, err)
+				}
+				continue
+			}
+			if topicClosed(err) {
+				if err := c.awaitClosedTopic(ctx, err); err != nil {
 					return n, c.stopped(ctx, err)
 				}
 				continue
@@ -1093,7 +1186,11 @@ func (c *Consumer) onProducedTxn(r *kgo.Record, err error) {
 	if err != nil {
 		f.err = err
 		c.m.produceError(r.Topic, err)
-		c.produceProblem(r.Topic, err)
+		if !topicClosed(err) {
+			// A topic missing or closed is said once the transaction has ended
+			// (closedProblems): the error may be another topic's.
+			c.produceProblem(r.Topic, err)
+		}
 		b.keep.Store(true) // before ackBatch: the call that completes b sees it
 		c.txn.fail(f)
 	}
