@@ -325,7 +325,10 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 		g, err := gate.New(gcfg, log.With("gate", i), gate.Options{
 			WrapRouter: stats.wrap,
 			ClientOpts: devClientOpts(cfg, i),
-			Rules:      demoRules, // nil: GATE_RULES_FILE's
+			// Each gate its own name in its outcome rows (gate outcomes counts the gates
+			// by it), as for the transactional id: two gates of one process share a host.
+			Host:  devHost() + "-dev-" + strconv.Itoa(i),
+			Rules: demoRules, // nil: GATE_RULES_FILE's
 		})
 		if err != nil {
 			return fmt.Errorf("gate %d: %w", i, err)
@@ -607,6 +610,16 @@ func startDevBroker(addr string, partitions int, cfg config.Config, ruleTopics [
 		return nil, fmt.Errorf("starting the embedded Kafka broker on %s (another gate-dev running? try -kafka-addr 127.0.0.1:0): %w", addr, err)
 	}
 	return c, nil
+}
+
+// devHost is os.Hostname, or "pid" and the process id when there is none, as gate
+// serve names its host in its outcome rows.
+func devHost() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "pid" + strconv.Itoa(os.Getpid())
+	}
+	return h
 }
 
 // devClientOpts make a dev gate's group react in a fraction of a second against the

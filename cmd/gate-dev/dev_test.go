@@ -6,12 +6,14 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +21,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/outcome"
 	"github.com/capturegate/gate/internal/redistest"
 )
 
@@ -464,3 +468,41 @@ func TestDevRulesFileBad(t *testing.T) {
 		t.Errorf("err = %v (exit %d), want a configuration error naming GATE_RULES_FILE", err, cli.ExitCode(err))
 	}
 }
+
+// Each of the demo's gates names itself in its outcome rows, as a gate serve names its
+// host: docs/outcomes.md's `gate` field, which gate outcomes counts ("gates: N") and
+// keys the seal records by. Both gates unnamed wrote rows of gate "" and seal ids
+// "/START-RANDOM/SEQ", and gate outcomes said "gates: 1" of the demo's two.
+func TestDevOutcomeRowsNameEachGate(t *testing.T) {
+	t.Parallel()
+	out := startDevInProcess(t, devArgs("-duration", "0"), nil)
+	m := devKafkaAddr.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no broker address in the header:\n%s", out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		gates := map[string]bool{}
+		badID := ""
+		if _, err := outcome.Scan(t.Context(), "events_outcomes", time.Time{}, "", func(r *outcome.Row) {
+			gates[r.Gate] = true
+			if !strings.HasPrefix(r.ID, r.Gate+"/") || r.Gate == "" {
+				badID = r.ID
+			}
+		}, kgo.SeedBrokers(m[1])); err != nil {
+			t.Fatalf("reading events_outcomes: %v", err)
+		}
+		if gates[""] || badID != "" {
+			t.Fatalf("outcome rows of an unnamed gate (id %q): gates %q", badID, slices.Sorted(maps.Keys(gates)))
+		}
+		if len(gates) == devGates {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want the rows of %d gates after 30s, got gates %q", devGates, slices.Sorted(maps.Keys(gates)))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+var devKafkaAddr = regexp.MustCompile(`kafka: kfake \(in-process Kafka-protocol broker\) on (127\.0\.0\.1:\d+);`)

@@ -215,6 +215,14 @@ func toolClientOpts(cfg config.Config, clk clock.Clock, log *slog.Logger, tool s
 	return append(opts, kgo.ClientID(cfg.KafkaClientID+"-"+tool)), nil
 }
 
+const envUsage = `Usage: gate env [-check]
+
+Prints every GATE_* environment variable the gate reads, its default and what it does, as
+a Markdown table (docs/configuration.md's). With -check, loads the GATE_* variables set
+here as the gate does at start and prints ok and how many are set, or every problem, one
+a line (exit status 2).
+`
+
 func envFlags(check *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("env", flag.ContinueOnError)
 	fs.BoolVar(check, "check", false, "load the GATE_* variables set here as the gate does at start: every problem, one a line (exit status 2), or how many are set")
@@ -229,6 +237,7 @@ func envCmd(_ context.Context, args []string, h host, stdout, stderr io.Writer) 
 	var check bool
 	fs := envFlags(&check)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { writeUsage(stderr, envUsage, fs) }
 	args, err := cli.ParseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

@@ -58,6 +58,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		{[]string{"overrides", "-h"}, []string{"Usage: gate overrides", "-rule RULE"}},
 		{[]string{"team", "-h"}, []string{"Usage: gate team", "-addr HOST:PORT", "-top N"}},
 		{[]string{"healthcheck", "-h"}, []string{"Usage: gate healthcheck", "-addr HOST:PORT", "-path PATH", "-timeout duration", "(default 2s)"}},
+		{[]string{"env", "-h"}, []string{"Usage: gate env [-check]", "Markdown table", "exit status 2", "-check"}},
 	} {
 		var stdout, stderr bytes.Buffer
 		if err := run(t.Context(), tt.args, testHost(nil), &stdout, &stderr); err != nil {
