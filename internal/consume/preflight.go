@@ -329,11 +329,13 @@ func (c *Consumer) produceProblem(topic string, err error) {
 			return
 		}
 	}
+	// The problem is recorded before produceBlocked is set: produceRecovered's check
+	// after its store of false then sees it, or this store comes after that one.
 	if errors.Is(err, kerr.InvalidTransactionTimeout) {
-		c.produceBlocked.Store(true)
 		c.logProblem(context.Background(), problemTxnTimeout,
 			"kafka: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, "unknown: the gate may not read it")+
 				"; records are retried, nothing is committed past them", "err", err)
+		c.produceBlocked.Store(true)
 		return
 	}
 	for _, e := range []error{kerr.TopicAuthorizationFailed, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID,
@@ -344,10 +346,10 @@ func (c *Consumer) produceProblem(topic string, err error) {
 				// the topic is purged from it (purgeStale).
 				c.stale.add(topic)
 			}
-			c.produceBlocked.Store(true)
 			c.logProblem(context.Background(), "produce/"+topic,
 				fmt.Sprintf("kafka: producing to topic %q fails with %v: create the topic or grant the gate's principal the WRITE ACL on it; records are retried, nothing is committed past them", topic, err),
 				"topic", topic)
+			c.produceBlocked.Store(true)
 			return
 		}
 	}
@@ -367,7 +369,15 @@ func (c *Consumer) produceRecovered(topic string) {
 	if c.problems.clear(func(k string) bool { return k == "produce/"+topic || k == problemTxnTimeout }) {
 		c.log.Info("kafka: producing works again", "topic", topic)
 	}
-	c.produceBlocked.Store(!c.problems.empty())
+	// Stored, then checked again: a problem recorded on another topic meanwhile
+	// (produceProblem records it before it stores true) would otherwise be left with
+	// produceBlocked false, which no acknowledgement then clears.
+	if c.problems.empty() {
+		c.produceBlocked.Store(false)
+		if !c.problems.empty() {
+			c.produceBlocked.Store(true)
+		}
+	}
 }
 
 // logGroupProtocol says which consumer group protocol the gate will run: the one asked
