@@ -398,10 +398,13 @@ func TestParseSyntaxErrorSearchBounded(t *testing.T) {
 	}
 }
 
-// A set's own topics: each topic:NAME once, in rule order.
+// A set's own topics: each topic:NAME once, in rule order; a shadow rule's is none (it
+// never writes there: a rule tried in shadow before its topic exists was refused, and a
+// gate starting with it not ready).
 func TestSetTopics(t *testing.T) {
 	s, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], action: topic:x}\n  - {name: b, key: key, limits: [1m:1], action: topic:y}\n"+
-		"  - {name: c, key: key, limits: [1m:1], action: topic:x}\n  - {name: d, key: key, limits: [1m:1]}\n"), Options{})
+		"  - {name: c, key: key, limits: [1m:1], action: topic:x}\n  - {name: d, key: key, limits: [1m:1]}\n"+
+		"  - {name: e, key: key, limits: [1m:1], action: 'topic:not-yet', shadow: true}\n"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

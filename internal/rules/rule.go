@@ -168,12 +168,14 @@ func (a Action) String() string {
 	return "topic:" + a.Topic
 }
 
-// Topics are the topics of the set's topic:NAME actions, each once, in rule order: the
-// gate's own topics of its rules, checked at start and before a reload is taken.
+// Topics are the topics of the set's enforced topic:NAME actions, each once, in rule
+// order: the gate's own topics of its rules, checked at start and before a reload is
+// taken. A shadow rule's topic is not one: the rule never sends a record there, and
+// trying a rule in shadow before its topic is created is what shadow is for.
 func (s *Set) Topics() []string {
 	var out []string
 	for _, r := range s.Rules {
-		if r.Action.Kind == Topic && !slices.Contains(out, r.Action.Topic) {
+		if r.Action.Kind == Topic && !r.Shadow && !slices.Contains(out, r.Action.Topic) {
 			out = append(out, r.Action.Topic)
 		}
 	}
