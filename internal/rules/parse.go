@@ -517,6 +517,13 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 						"(not_in holds for it); quote it, \"null\", for the text null")
 					continue
 				}
+				if v.Kind == yaml.ScalarNode && v.Tag == "!!bool" && field != nil && strings.HasPrefix(field.Value, "json:") {
+					// A JSON boolean reads no value (field_type): not_in: [true] would hold
+					// for every record, the ones holding true too.
+					p.bad(v, fmt.Sprintf("%s[%d]", lp, j), "%s matches nothing on a json: field: a JSON boolean reads no value, in no list "+
+						"(not_in holds for it); quote it, %q, for the string %q", v.Value, v.Value, v.Value)
+					continue
+				}
 				if p.scalar(v, fmt.Sprintf("%s[%d]", lp, j)) {
 					if v.Value == "" {
 						// An empty field, header or record key reads no value either.

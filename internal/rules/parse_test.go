@@ -643,6 +643,29 @@ func TestParseMatchNull(t *testing.T) {
 	}
 }
 
+// An unquoted true or false in the list of a json: field's match is a problem: a JSON
+// boolean reads no value (field_type), so `not_in: [true]` held for every record, the
+// is_test ones too, silently. A header's or the record key's true is its text: taken.
+func TestParseMatchJSONBoolean(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], match: [{field: json:is_test, not_in: [true]}]}\n"), Options{})
+	const want = `r.yaml:2:80: rules[0] "a".match[0].not_in[0]: true matches nothing on a json: field: a JSON boolean reads no value, in no list (not_in holds for it); quote it, "true", for the string "true"`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want %s", err, want)
+	}
+	if _, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], match: [{not_in: [true]}]}\n"), Options{}); err == nil || !strings.Contains(err.Error(), "match[0].field: missing") {
+		t.Errorf("a match without a field: %v", err) // and no panic
+	}
+	for _, ok := range []string{
+		`match: [{field: json:is_test, not_in: ["true"]}]`,
+		`match: [{field: header:is_test, in: [true, false]}]`,
+		`match: [{field: key, in: [false]}]`,
+	} {
+		if _, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], "+ok+"}\n"), Options{}); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
 // An empty string in a match's list matches nothing either: a field, header or record key
 // that is empty reads no value (docs/rules.md), so in: [""] never held and not_in: [""]
 // (meant to leave out the records whose field is empty) always did. Refused as null is.
