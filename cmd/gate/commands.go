@@ -220,7 +220,8 @@ const envUsage = `Usage: gate env [-check]
 Prints every GATE_* environment variable the gate reads, its default and what it does, as
 a Markdown table (docs/configuration.md's). With -check, loads the GATE_* variables set
 here as the gate does at start and prints ok and how many are set, or every problem, one
-a line (exit status 2).
+a line (exit status 2). The files the variables name are not read (a pipeline checks a
+pod's environment where they are not mounted): check a rules file with gate rules check.
 `
 
 func envFlags(check *bool) *flag.FlagSet {
