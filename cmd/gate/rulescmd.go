@@ -55,7 +55,11 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 	if err != nil {
 		return config.Problems{err}
 	}
-	if _, err := fmt.Fprintf(stdout, "%s: %d rules, checked in file order\n", path, len(set.Rules)); err != nil {
+	noun := "rules"
+	if len(set.Rules) == 1 {
+		noun = "rule"
+	}
+	if _, err := fmt.Fprintf(stdout, "%s: %d %s, checked in file order\n", path, len(set.Rules), noun); err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

@@ -108,7 +108,7 @@ func TestRulesCheckReadsTheEnvironmentAsAGateWithRules(t *testing.T) {
 		{"GATE_COLD_WRITE_INTERVAL": "5m"},
 		{"GATE_TICK_INTERVAL": "2m", "GATE_SYNC_INTERVAL": "5m", "GATE_RULES_FILE": hour},
 	} {
-		if out, stderr, err := check(env, hour); err != nil || !strings.Contains(out, "1 rules") {
+		if out, stderr, err := check(env, hour); err != nil || !strings.Contains(out, ": 1 rule, checked") {
 			t.Errorf("%v: %v, stdout %q, stderr %q; want the file accepted, as a gate with it starts", env, err, out, stderr)
 		}
 	}

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -194,7 +195,17 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 	return s, nil
 }
 
+// result is the problems found, in the file's order, whichever check found them (a
+// name given twice is found once every rule is read): a reader goes down the file.
 func (p *parser) result() error {
+	slices.SortStableFunc(p.errs, func(a, b error) int {
+		pa, oka := a.(*Problem)
+		pb, okb := b.(*Problem)
+		if !oka || !okb {
+			return 0
+		}
+		return cmp.Or(cmp.Compare(pa.Line, pb.Line), cmp.Compare(pa.Col, pb.Col))
+	})
 	return fmt.Errorf("%w: %w", ErrRules, p.errs)
 }
 

@@ -743,3 +743,16 @@ func TestParseValueReadAsMapping(t *testing.T) {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}
 }
+
+// A file's problems come in the file's order, whichever check found them: a name given
+// twice, found once every rule was read, came after the later rules' problems.
+func TestParseProblemsInFileOrder(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - name: a\n    key: key\n    limits: [1m:1]\n  - name: a\n    key: nope\n    limits: [1m:1]\n"), Options{})
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 2 {
+		t.Fatalf("%v, want two problems", err)
+	}
+	if l0, l1 := ps[0].(*Problem).Line, ps[1].(*Problem).Line; l0 > l1 {
+		t.Errorf("problems on lines %d then %d, want the file's order: %v", l0, l1, err)
+	}
+}
