@@ -29,7 +29,9 @@
 //     small sample is evicted when a shard is full, and teams not seen for IdleTimeout are
 //     expired by the sweep. A team that could be over its limit (at half its threshold or
 //     more, or held) is never evicted: when every team a full shard looks at is one, the
-//     cache grows past Capacity, by at most 2 × a window's records ÷ the threshold.
+//     cache grows past Capacity, by at most 2 × a window's records ÷ the threshold. Nor is
+//     it expired idle while a read has it there: under a window longer than IdleTimeout
+//     its next record is judged on the window's count, not as first contact.
 //   - With Config.SketchWidth, a key under its floor (SyncFloor × its threshold ÷ the
 //     fleet's size, SetFleetSize) is counted in a fixed-size sketch and neither cached nor
 //     handed to the tick; the record that brings it to its floor caches it with the

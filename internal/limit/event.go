@@ -332,7 +332,13 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 					}
 				}
 				idle := nowSeen - min(seen, nowSeen)
-				if idle >= idleSecs {
+				// Kept while a read has the team at half its threshold or more in this
+				// window, as under the wall clock (sweepWall): a window longer than the idle
+				// timeout would otherwise meet the team again as first contact. A window's
+				// count only grows, so the kept view errs high; its table's retirement
+				// (MaxEventAge on) ends it.
+				if idle >= idleSecs && (e.readAt.Load() == 0 ||
+					e.evLevel(progress) < tierNormal*float64(l.threshold(e, team))) {
 					if n := int64(sh.idx.remove(e)[0]); n > 0 { // as marked: see index.remove
 						into.Counts = append(into.Counts, Count{Team: team, Epoch: tbl.epoch, N: n})
 					}

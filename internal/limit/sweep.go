@@ -262,7 +262,21 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 		}
 		tab := sh.idx.tab.Load()
 		sh.idx.all(func(seen uint32, e *entry, team string) bool {
-			if l.cfg.IdleTimeout > 0 && nowSeen-min(seen, nowSeen) >= idleSecs {
+			thr := l.threshold(e, team)
+			fthr := float64(thr)
+			// The level counts unsent records as pending: draining them changes neither it
+			// nor whether a read is due.
+			lvl := e.level(ns, l.readFloor.Load())
+			// A team the fleet's count says could be over its limit (at half its threshold
+			// or more after a read, or held) is kept however long it is idle, as a full
+			// cache keeps it (evictOne): under a window longer than the idle timeout (an
+			// hour or a day of GATE_LIMITS), one dropped came back as first contact and was
+			// admitted until it had sent its sync floor again, however far over its limit
+			// the window held it. Its level drains as the window ages out (its reads go
+			// on), and it expires then. A team never read is judged on its own counts,
+			// which drain only once a read is applied: its idleness decides.
+			if l.cfg.IdleTimeout > 0 && nowSeen-min(seen, nowSeen) >= idleSecs &&
+				e.thr.Load()&heldBit == 0 && (e.readAt.Load() == 0 || lvl < tierNormal*fthr) {
 				unsent := sh.idx.remove(e)
 				l.count.Add(-1)
 				into.Expired++
@@ -274,11 +288,6 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				}
 				return true
 			}
-			thr := l.threshold(e, team)
-			fthr := float64(thr)
-			// The level counts unsent records as pending: draining them changes neither it
-			// nor whether a read is due.
-			lvl := e.level(ns, l.readFloor.Load())
 			if lvl < demoteUnder && l.demotable(e, team, cur) {
 				unsent := sh.idx.remove(e)
 				l.count.Add(-1)
