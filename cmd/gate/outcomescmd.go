@@ -117,10 +117,20 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	// the intervals that ended before it are left out, and so is one that began before
 	// the read did (longer than GATE_OUTCOMES_INTERVAL says), of which rows were missed.
 	scanFrom := from.Add(-cfg.OutcomesInterval)
+	// Rows of an interval longer than GATE_OUTCOMES_INTERVAL says (the gates' set to 1h,
+	// this shell's at its default) that began before the read: left out, and said, as
+	// support would otherwise read a team's figures short without a word.
+	longer, longest := 0, time.Duration(0)
 	whole := func(r *outcome.Row) {
-		if r.IntervalEnd.After(from) && !r.IntervalStart.Before(scanFrom) && (until.IsZero() || r.IntervalStart.Before(until)) {
-			each(r)
+		if !r.IntervalEnd.After(from) || !until.IsZero() && !r.IntervalStart.Before(until) {
+			return
 		}
+		if r.IntervalStart.Before(scanFrom) {
+			longer++
+			longest = max(longest, r.IntervalEnd.Sub(r.IntervalStart))
+			return
+		}
+		each(r)
 	}
 	read, err := scanOutcomes(ctx, outcomesLimit, sinceFlag, cfg.OutcomesTopic, scanFrom, team, whole, opts...)
 	if err != nil {
@@ -134,6 +144,14 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		// by them; a newer gate outcomes can.
 		fmt.Fprintf(stderr, "gate outcomes: %d rows of %s are of schema %d, newer than this gate outcomes reads (%d), and are not counted: "+
 			"read them with gate outcomes of the gates' version\n", read.Newer, cfg.OutcomesTopic, read.NewestSchema, outcome.SchemaVersion)
+	}
+	if longer > 0 {
+		rows := "rows"
+		if longer == 1 {
+			rows = "row"
+		}
+		fmt.Fprintf(stderr, "gate outcomes: left out %d %s of intervals up to %s long, longer than GATE_OUTCOMES_INTERVAL here (%s), which began before the read could see all their rows: "+
+			"set GATE_OUTCOMES_INTERVAL as the gates have it\n", longer, rows, longest, cfg.OutcomesInterval)
 	}
 	for _, tr := range read.Trimmed {
 		held := "holds no rows"

@@ -162,6 +162,11 @@ func TestOutcomesSinceWholeIntervals(t *testing.T) {
 	if strings.Contains(got, minute(h(13, 0))) || strings.Contains(got, minute(h(12, 0))) {
 		t.Errorf("gate outcomes -since 1h 42 shows an interval that ended before 14:20, or one it saw only part of:\n%s", got)
 	}
+	// The one it saw part of is said: GATE_OUTCOMES_INTERVAL here is shorter than the
+	// gate's that wrote it (support's shell at the default, the gates at 1h, say).
+	if want := "gate outcomes: left out 1 row of intervals up to 3h0m0s long, longer than GATE_OUTCOMES_INTERVAL here (1h0m0s), which began before the read could see all their rows"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
 
 	// -since as a time and -until: the intervals that end after the one and begin before
 	// the other, the one -until falls in whole; -since in days reads a day back.
