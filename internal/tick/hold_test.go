@@ -190,8 +190,8 @@ func TestHoldKeyAndValue(t *testing.T) {
 	}
 }
 
-// TestHoldFlagsOneCommandALane: the hold flags of a lane go in one command (holdScript),
-// each set as a SET of its own would set it (value, TTL of the hold), and another gate
+// TestHoldFlagsOneCommandALane: the hold flags of a lane go in one command (holdScript;
+// one per KeysPerCommand flags, TestHoldFlagsWithinKeysPerCommand), each set as a SET of its own would set it (value, TTL of the hold), and another gate
 // holds every one of those teams at its first read. A refused write of them is reported
 // as a refused SET was.
 func TestHoldFlagsOneCommandALane(t *testing.T) {

@@ -73,8 +73,8 @@ type plan struct {
 	sendErr error
 	rcmds   []readCmd
 	holds   []holdWrite // hold flags to set (limit.HoldFlag)
-	// The commands that set them, one a lane (send.go): a SET for a lane's one flag, a
-	// holdScript EVAL for several.
+	// The commands that set them (send.go): a SET for a lane's one flag, a holdScript
+	// EVAL per KeysPerCommand of several.
 	holdSets, holdEvals int
 	// learned profiles to set (profile.go), and their scripts once queued
 	profiles []profileWrite

@@ -105,8 +105,9 @@ if #out > 2 then
 end
 return out`
 
-// holdScript sets a lane's hold flags (limit.HoldFlag) in one command, where a SET each
-// cost a gate whose rules held a dozen teams a dozen commands a tick. KEYS are the flags;
+// holdScript sets up to KeysPerCommand of a lane's hold flags (limit.HoldFlag) in one
+// command, where a SET each cost a gate whose rules held a dozen teams a dozen commands a
+// tick. KEYS are the flags;
 // ARGV each one's value and TTL in ms. Each flag is set on its own (redis.pcall), as the
 // SETs were: one refused does not stop the others, and the last refusal is the reply, so
 // that it is counted and logged as a refused SET was.
