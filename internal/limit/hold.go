@@ -180,7 +180,8 @@ func (l *Limiter) endSweepHolds() {
 // ApplyHold applies the hold flag a read fetched (Read.Hold) for r's team: the fleet holds
 // the team, so this gate does too, with the flag's times. A flag set under a different
 // threshold than this gate's (an override changed since) is ignored. Call it after
-// ApplyRead, from the goroutine that sweeps.
+// ApplyRead, and after ApplyProfile (a first look sets the learned threshold a flag set
+// under one is judged by), from the goroutine that sweeps.
 func (l *Limiter) ApplyHold(r *Read, f HoldFlag) {
 	h := l.holds
 	if !h.fleet {

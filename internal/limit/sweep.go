@@ -355,8 +355,11 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 					Team: team, Epoch: cur, Pressure: p, Tier: tier, Reason: reason,
 					// The fleet may hold a team this gate sees at normal pressure or above,
 					// or knows nothing of yet: a gate that starts, or meets a team, while
-					// the fleet holds it must not send it back to the accepted topic.
-					Hold:    l.holds.fleet && (tier >= Normal || reason == ReadFirst || reason == ReadRetry || e.thr.Load()&heldBit != 0),
+					// the fleet holds it must not send it back to the accepted topic. In
+					// adaptive mode, its first look at the team's profile too (no learned
+					// state yet): its pressure is the static threshold's until then, and
+					// the tick judges the flag by the learned one the look sets.
+					Hold:    l.holds.fleet && (tier >= Normal || reason == ReadFirst || reason == ReadRetry || e.thr.Load()&heldBit != 0 || (look && ls == nil)),
 					Profile: look, Fold: fold,
 					e: e, tab: tab, sh: sh, flushed: pend,
 				})

@@ -87,11 +87,8 @@ func (s *store) read(now time.Time) {
 		// gate of a fleet writes before it reads.
 		r.Fresh = true
 		s.l.ApplyRead(r, s.count(r.Epoch, r.Team), s.count(r.Epoch-1, r.Team), now)
-		if r.Hold {
-			if h, ok := s.holds[r.Team]; ok && now.Before(h.expires) {
-				s.l.ApplyHold(r, h.f)
-			}
-		}
+		// The profile before the hold flag, as the tick: a first look sets the learned
+		// threshold a flag is judged by.
 		if adaptive && r.Profile {
 			p, found := s.profiles[r.Team]
 			var n int64
@@ -101,6 +98,11 @@ func (s *store) read(now time.Time) {
 			// As the tick's script: set only if the stored profile is still the one folded.
 			if w, ok := s.l.ApplyProfile(r, p, found, n, now); ok && found == w.Exists && (!found || p.Epoch == w.Old) {
 				s.profiles[strings.Clone(w.Team)] = w.Profile
+			}
+		}
+		if r.Hold {
+			if h, ok := s.holds[r.Team]; ok && now.Before(h.expires) {
+				s.l.ApplyHold(r, h.f)
 			}
 		}
 	}

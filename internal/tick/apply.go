@@ -63,15 +63,17 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 				prev += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch - 1})
 				rr.r.Fresh = fresh
 				a := l.ApplyRead(rr.r, curr, prev, applyAt)
+				// The profile before the hold flag: a flag set under a learned threshold
+				// is judged by this gate's learned threshold, which a first look sets.
+				if len(pvals) > 0 {
+					t.applyProfile(i, rr, pvals, applyAt)
+				}
 				if v, ok := flag.(string); ok {
 					if f, ok := parseHold(rr.r.Team, v); ok {
 						l.ApplyHold(rr.r, f)
 					} else {
 						t.unreadable(i, valueHold, HoldKeyFor(t.cfg.Mode, t.limits[rr.lim].prefix, rr.r.Team), v, nil)
 					}
-				}
-				if len(pvals) > 0 {
-					t.applyProfile(i, rr, pvals, applyAt)
 				}
 				t.m.drift.Observe(a.Drift)
 				if a.Staleness > 0 {
