@@ -254,7 +254,7 @@ type Config struct {
 	// Kubernetes restarts it (DefaultStallRestart). Negative disables either. An idle
 	// gate, with no lag and nothing in flight, never stalls.
 	StallNotReady, StallRestart time.Duration
-	// PreflightInterval is how often a failing preflight check is retried and logged
+	// PreflightInterval is how often a failing preflight check is retried
 	// (DefaultPreflightInterval).
 	PreflightInterval time.Duration
 	// Jitter draws each produce-retry delay (and each wait before an aborted

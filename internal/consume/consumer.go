@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,11 @@ type Consumer struct {
 	commitMu sync.Mutex
 	// commitLog paces the log of failed interval commits (see logCommitFailure).
 	commitLog *throttle.Every
+	// fetchLog paces the log of fetch errors a retry may cure (see fetchErrors).
+	fetchLog *throttle.Every
+	// fetchRefusedAt is when a poll last handed back a fetch error no retry cures
+	// (UnixNano; see fetchErrors), 0 when none is recorded.
+	fetchRefusedAt atomic.Int64
 	// hold is the commit hold (commithold.go).
 	hold commitHold
 
@@ -176,6 +182,7 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 		scratch: make([]route.Scratch, runtime.GOMAXPROCS(0)),
 		// Wall time, not clk (which may be a routing clock a test drives): it paces a log.
 		commitLog: throttle.NewEvery(commitLogEvery, nil),
+		fetchLog:  throttle.NewEvery(commitLogEvery, nil),
 	}
 	if cfg.RuleTopics != nil {
 		c.startRuleTopics = cfg.RuleTopics.Topics()
@@ -264,6 +271,7 @@ func (c *Consumer) exactlyOnce() bool { return c.cfg.Delivery == ExactlyOnce }
 // Ready reports whether the consumer has joined its group and holds an assignment, and
 // no condition an operator must fix holds (NotReady says which).
 func (c *Consumer) Ready() bool {
+	c.fetchRefusalOver(false)
 	return c.ready.Load() && c.preflighted.Load() && c.problems.empty() && c.stallProblem() == ""
 }
 
@@ -441,7 +449,25 @@ func (c *Consumer) closeClient(closeFn func()) {
 	}
 }
 
+// problemFetch keys the problem of a topic (or, "", the group) that the brokers refuse
+// to the gate's consumer for a reason only an operator can fix (fetchProblem).
+const problemFetch = "fetch/"
+
+// fetchRefusedQuiet is how long after the last refused fetch, with none since, such a
+// problem is taken as over though no record has been polled since (an idle topic): franz-go
+// fetches again at once after a refused fetch, and joins again a few seconds after a
+// refused group session, so a refusal that goes on is seen well within it.
+const fetchRefusedQuiet = 10 * time.Second
+
+// fetchErrors counts and reports the errors of a poll. franz-go hands back a fetch
+// error it does not retry by itself (TOPIC_AUTHORIZATION_FAILED: the READ ACL revoked
+// after the preflight) and fetches again at once, with no backoff: thousands of errors
+// a second; a group session that ends in an error (GROUP_AUTHORIZATION_FAILED) comes as
+// one too. Such a refusal is a problem (not ready, one error line), over (with a line)
+// once a poll returns records, or fetchRefusedQuiet after the last one; the others, which
+// a retry may cure, are logged at most once per commitLogEvery.
 func (c *Consumer) fetchErrors(fetches kgo.Fetches) {
+	refused := false
 	fetches.EachError(func(topic string, p int32, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return
@@ -450,9 +476,54 @@ func (c *Consumer) fetchErrors(fetches kgo.Fetches) {
 			return // records gone before they were read: counted and reported (loss.go)
 		}
 		c.m.fetchErrors.Inc()
+		if msg := c.fetchProblem(topic, err); msg != "" {
+			refused = true
+			c.fetchRefusedAt.Store(time.Now().UnixNano())
+			attrs := []any{"err", err}
+			if topic != "" {
+				attrs = append(attrs, "topic", topic, "partition", p)
+			}
+			c.logProblem(context.Background(), problemFetch+topic, msg, attrs...)
+			return
+		}
 		// franz-go retries fetches itself; this is for the operator.
-		c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
+		if ok, unlogged := c.fetchLog.Allow(); ok {
+			c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err, "errors_unlogged", unlogged)
+		}
 	})
+	if !refused {
+		c.fetchRefusalOver(fetches.NumRecords() > 0)
+	}
+}
+
+// fetchRefusalOver clears the refused-fetch problems, with a line, when records were
+// polled since the last refusal (polled) or fetchRefusedQuiet has passed without one.
+// NotReady asks too: a poll waits for records, and a refusal lifted from an idle topic
+// would otherwise keep the gate not ready until its next record.
+func (c *Consumer) fetchRefusalOver(polled bool) {
+	at := c.fetchRefusedAt.Load()
+	if at == 0 || !polled && time.Since(time.Unix(0, at)) < fetchRefusedQuiet {
+		return
+	}
+	if !c.fetchRefusedAt.CompareAndSwap(at, 0) {
+		return // refused again meanwhile
+	}
+	if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemFetch) }) {
+		c.log.Info("kafka: fetching works again", "topic", c.cfg.InputTopic, "group", c.cfg.GroupID)
+	}
+}
+
+// fetchProblem is what an operator must do about err, a fetch error on topic ("": of the
+// group session), when it is a refusal no retry cures: "" for any other (franz-go retries
+// those itself, and a group session ended by a rebalance or a member timed out rejoins).
+func (c *Consumer) fetchProblem(topic string, err error) string {
+	switch {
+	case topic == "" && errors.Is(err, kerr.GroupAuthorizationFailed):
+		return fmt.Sprintf("kafka: consumer group %q: %v: grant the gate's principal the READ ACL on the group; nothing is consumed meanwhile", c.cfg.GroupID, err)
+	case topic != "" && errors.Is(err, kerr.TopicAuthorizationFailed):
+		return fmt.Sprintf("kafka: fetching topic %q fails with %v: grant the gate's principal the READ and DESCRIBE ACLs on it; nothing of it is routed meanwhile", topic, err)
+	}
+	return ""
 }
 
 // work is one partition's records from one poll.

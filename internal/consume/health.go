@@ -196,6 +196,7 @@ func (c *Consumer) releaseStopped(ids []int32) {
 // NotReady returns why the consumer is not ready, or nothing when it is: it has not
 // joined its group yet, or a condition an operator must fix holds (see problems).
 func (c *Consumer) NotReady() []string {
+	c.fetchRefusalOver(false)
 	ps := c.problems.list()
 	if s := c.stallProblem(); s != "" {
 		ps = append(ps, s)

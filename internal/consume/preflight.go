@@ -13,15 +13,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 // Preflight: before the loop starts, the gate checks that the topics it reads and
 // writes exist and that it may read and write them, as a real cluster (auto-creation
 // off, ACLs on) requires. A missing topic or permission otherwise shows only as
-// produces retried for ever. Until every check passes the consumer is not ready and
-// logs, every Config.PreflightInterval, one error line naming each problem.
+// produces retried for ever. Until every check passes the consumer is not ready, checks
+// again every Config.PreflightInterval, and logs one error line naming each problem when
+// they change, repeated at most once per preflightLogEvery while they stay the same.
 
-// DefaultPreflightInterval is how often a failing preflight is retried and logged.
+// DefaultPreflightInterval is how often a failing preflight is retried.
 const DefaultPreflightInterval = 5 * time.Second
 
 // Kafka's ACL operations, as bits of an AuthorizedOperations field (KIP-430).
@@ -43,11 +46,18 @@ const (
 	transientRetry = 250 * time.Millisecond
 )
 
+// preflightLogEvery is how often, at most, a failing preflight repeats its error line
+// while what it finds stays the same: a topic created the next morning must not log an
+// error every PreflightInterval through the night.
+const preflightLogEvery = time.Minute
+
 // awaitPreflight runs preflight until it passes or ctx ends (ctx's error).
 func (c *Consumer) awaitPreflight(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var transientSince time.Time
+	logs := throttle.NewEvery(preflightLogEvery, nil) // wall time: it paces a log
+	logged := ""                                      // the problems last logged
 	for attempt := 1; ; attempt++ {
 		select {
 		case <-ctx.Done():
@@ -89,8 +99,14 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 		for i, p := range found {
 			c.problems.set(fmt.Sprintf("preflight/%03d", i), p)
 		}
-		c.log.Error("kafka: the gate cannot start consuming until an operator fixes this; not ready",
-			"problems", strings.Join(found, "; "), "retry_in", c.cfg.PreflightInterval.String())
+		if all := strings.Join(found, "; "); all != logged {
+			logged = all
+			logs.Reset() // other problems: said at once
+		}
+		if ok, unlogged := logs.Allow(); ok {
+			c.log.Error("kafka: the gate cannot start consuming until an operator fixes this; not ready",
+				"problems", logged, "retry_in", c.cfg.PreflightInterval.String(), "checks_unlogged", unlogged)
+		}
 		t.Reset(c.cfg.PreflightInterval)
 	}
 }

@@ -349,6 +349,11 @@ func (c *Consumer) fenceOpen(ctx context.Context) error {
 		if err == nil {
 			c.txn.unfenced = false
 			c.txnTimeoutTaken()
+			if attempt > 0 {
+				// Said, as the failures were: the reason leaves /readyz now.
+				c.log.Info("kafka: transactional producer initialised; transactions can begin again",
+					"transactional_id", c.cfg.TransactionalID, "attempts", attempt+1)
+			}
 			return nil
 		}
 		if ctx.Err() != nil || errors.Is(err, kgo.ErrClientClosed) || !outcomeUnknown(err) {

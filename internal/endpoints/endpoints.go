@@ -188,8 +188,9 @@ func (r *Readiness) waiting() []string {
 }
 
 // setRefused records err, the last PING's failure of instance i, when Redis itself gave
-// it (a reply, not a timeout or a closed connection), and forgets a refusal otherwise.
-func (r *Readiness) setRefused(i int, err error) {
+// it (a reply, not a timeout or a closed connection), and forgets a refusal otherwise. It
+// returns the refusal recorded ("" for none).
+func (r *Readiness) setRefused(i int, err error) string {
 	msg := ""
 	if redisErr, ok := errors.AsType[redis.Error](err); ok {
 		msg = redisErr.Error()
@@ -200,6 +201,7 @@ func (r *Readiness) setRefused(i int, err error) {
 		r.refused = make([]string, len(r.up))
 	}
 	r.refused[i] = msg
+	return msg
 }
 
 // Run PINGs every instance, in parallel, until each has answered once or ctx ends.
@@ -215,6 +217,7 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 	delay := probeMinDelay
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	warned := "" // the refusal last warned of ("\x00" for no reply): a new one is warned of too
 	for attempt := 1; ; attempt++ {
 		select {
 		case <-ctx.Done():
@@ -232,11 +235,17 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		if ctx.Err() != nil {
 			return
 		}
-		r.setRefused(i, err)
-		// Warn once, then keep quiet: the tick's error metrics and logs tell the rest.
+		cause := r.setRefused(i, err)
+		if cause == "" {
+			cause = "\x00"
+		}
+		// Warn once a cause, then keep quiet: the tick's error metrics and logs tell the
+		// rest. A gate started before its Redis warns that it gets no reply; the refusal
+		// that may follow (a wrong password, an ACL without +ping) is what /readyz names
+		// and the operator must fix, and is warned of too.
 		lvl := slog.LevelDebug
-		if attempt == 1 {
-			lvl = slog.LevelWarn
+		if cause != warned {
+			lvl, warned = slog.LevelWarn, cause
 		}
 		r.log.Log(ctx, lvl, "redis not reachable yet; /readyz answers 503 until it is",
 			"instance", i, "url", r.urls[i], "attempt", attempt, "err", err)

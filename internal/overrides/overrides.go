@@ -247,16 +247,27 @@ func (r *Refresher) Run(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	logs := throttle.NewEvery(time.Minute, nil) // wall time: it paces a log
+	var failingSince time.Time                  // the first failure warned of and not yet over
 	for {
-		if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
+		err := r.Refresh(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && !errors.Is(err, ErrMissing):
 			// A missing hash is logged by Refresh, which knows whether it was there before.
 			// Other failures are logged once a minute at most: an outage must not flood the
 			// log.
-			if !errors.Is(err, ErrMissing) {
-				if ok, unlogged := logs.Allow(); ok {
-					r.log.Warn("live overrides not refreshed; keeping the current ones", "err", err, "failures_unlogged", unlogged)
-				}
+			if failingSince.IsZero() {
+				failingSince = time.Now()
 			}
+			if ok, unlogged := logs.Allow(); ok {
+				r.log.Warn("live overrides not refreshed; keeping the current ones", "err", err, "failures_unlogged", unlogged)
+			}
+		case err == nil && !failingSince.IsZero():
+			// Said, as the warning was: a set read back equal to the one in force is not
+			// applied again, and nothing else would tell the operator that the fix took.
+			r.log.Info("live overrides refreshed again", "key", r.cfg.Key,
+				"failing_for", time.Since(failingSince).Round(time.Second).String())
+			failingSince = time.Time{}
+			logs.Reset() // the next failure is warned of at once
 		}
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,70 @@
+package overrides
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// TestRunSaysWhenRefreshesWorkAgain: the live overrides key overwritten by hand with a
+// string (the operator's to fix) makes Run warn that it keeps the current overrides;
+// once the hash is written back, with the same teams, refreshes work again and Run must
+// say so. Before, it warned and then said nothing: the set read back equals the one in
+// force, so not even "live overrides applied" told the operator the fix took.
+func TestRunSaysWhenRefreshesWorkAgain(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c := srv.Client(t)
+	var logs lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	lim, err := limit.New(limit.Config{Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Key: key, Interval: 20 * time.Millisecond}, lim, c, prometheus.NewRegistry(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Set(ctx, c, key, "t", 7, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	waitLog := func(what, prefix string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(logs.lines(t, prefix)) == 0 {
+			if time.Now().After(deadline) {
+				logs.mu.Lock()
+				defer logs.mu.Unlock()
+				t.Fatalf("no %s (a line starting %q) in 10s:\n%s", what, prefix, logs.b.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitLog("first set applied", "live overrides applied")
+
+	if err := c.Set(ctx, key, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitLog("warning", "live overrides not refreshed")
+	if err := c.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Set(ctx, c, key, "t", 7, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitLog("recovery line", "live overrides refreshed again")
+	if got := lim.Threshold("t"); got != 7 {
+		t.Errorf("threshold of t = %d, want 7", got)
+	}
+}
