@@ -28,7 +28,31 @@ const evalPod = `namespace="ingest", pod="gate-capture-gate-7d9f8b6c5-x2k4p"`
 // a minute from minute 0 (0x4 1x60: 0 five times, then 1 sixty-one times).
 func firingAt(t *testing.T, name, load string, at ...int) []bool {
 	t.Helper()
-	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true}"))
+	return firingAtWith(t, "prometheusRule: {enabled: true}", name, load, at...)
+}
+
+// firingAtWith is firingAt with the chart's defaults and values (YAML) merged over them,
+// e.g. an alert's threshold raised.
+func firingAtWith(t *testing.T, values, name, load string, at ...int) []bool {
+	t.Helper()
+	var fired []bool
+	for _, n := range alertsAt(t, values, name, load, at...) {
+		fired = append(fired, n > 0)
+	}
+	return fired
+}
+
+// alertSeries is how many alerts name fires at minute m: the series its expression returns.
+func alertSeries(t *testing.T, values, name, load string, m int) int {
+	t.Helper()
+	return alertsAt(t, values, name, load, m)[0]
+}
+
+// alertsAt evaluates as firingAtWith does and returns how many series the expression
+// returns at each of at: one alert each.
+func alertsAt(t *testing.T, values, name, load string, at ...int) []int {
+	t.Helper()
+	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, values))
 	expr := alertExpr(t, vals, name)
 	var series []storage.Series
 	for _, l := range strings.Split(strings.TrimSpace(load), "\n") {
@@ -57,7 +81,7 @@ func firingAt(t *testing.T, name, load string, at ...int) []bool {
 		}}, nil
 	})
 	ng := engine.NewEngine(engine.EngineOpts{MaxSamples: 1_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
-	fired := make([]bool, len(at))
+	fired := make([]int, len(at))
 	for i, m := range at {
 		q, err := ng.NewInstantQuery(context.Background(), db, nil, expr, time.UnixMilli(int64(m)*time.Minute.Milliseconds()))
 		if err != nil {
@@ -71,7 +95,7 @@ func firingAt(t *testing.T, name, load string, at ...int) []bool {
 		if err != nil {
 			t.Fatalf("%s: %v", expr, err)
 		}
-		fired[i] = len(v) > 0
+		fired[i] = len(v)
 		q.Close()
 	}
 	return fired
@@ -371,6 +395,117 @@ func TestDeadLetterRateAlertSumsReasons(t *testing.T) {
 		if got := firingAt(t, "GateDeadLetterRateHigh", load, 25)[0]; got != tc.want {
 			t.Errorf("%d not_json and %d field_missing of 1000 records a minute: GateDeadLetterRateHigh fired %v, want %v",
 				tc.notJSON, tc.missing, got, tc.want)
+		}
+	}
+}
+
+// TestCountsDroppedAlertSumsReasons: GateLimiterCountsDropped's threshold is counted
+// records a gate dropped unwritten in 10 minutes, whatever dropped them: stale_epoch and
+// write_cap (gate_limiter_dropped_counts_total{reason}) and displaced
+// (gate_limiter_displaced_counts_total) alike leave the fleet's levels low by that much.
+// With the threshold at 1000, 600 dropped for stale_epoch and 600 for write_cap in 10
+// minutes fire it, as do 600 and 600 displaced; 600 of one alone does not. Before, it took
+// each reason, and the displaced counts, on its own and stayed silent at 1200; at its
+// default threshold (0) a gate dropping all three ways fired three alerts.
+func TestCountsDroppedAlertSumsReasons(t *testing.T) {
+	for _, tc := range []struct {
+		stale, writeCap, displaced int
+		want                       bool
+	}{
+		{60, 60, 0, true},
+		{60, 0, 60, true},
+		{0, 0, 60, false},
+		{60, 0, 0, false},
+		{110, 0, 0, true},
+	} {
+		load := fmt.Sprintf("  gate_limiter_dropped_counts_total{%s, reason=\"stale_epoch\"} 0+%dx30\n", evalPod, tc.stale) +
+			fmt.Sprintf("  gate_limiter_dropped_counts_total{%s, reason=\"write_cap\"} 0+%dx30\n", evalPod, tc.writeCap) +
+			fmt.Sprintf("  gate_limiter_displaced_counts_total{%s} 0+%dx30\n", evalPod, tc.displaced)
+		if got := firingAtWith(t, "prometheusRule: {enabled: true, alerts: {GateLimiterCountsDropped: {threshold: 1000}}}",
+			"GateLimiterCountsDropped", load, 20)[0]; got != tc.want {
+			t.Errorf("%d stale_epoch, %d write_cap and %d displaced a minute, threshold 1000 in 10 minutes: GateLimiterCountsDropped fired %v, want %v",
+				tc.stale, tc.writeCap, tc.displaced, got, tc.want)
+		}
+	}
+	load := fmt.Sprintf("  gate_limiter_dropped_counts_total{%s, reason=\"stale_epoch\"} 0+5x30\n", evalPod) +
+		fmt.Sprintf("  gate_limiter_dropped_counts_total{%s, reason=\"write_cap\"} 0+5x30\n", evalPod) +
+		fmt.Sprintf("  gate_limiter_displaced_counts_total{%s} 0+5x30\n", evalPod)
+	if n := alertSeries(t, "prometheusRule: {enabled: true}", "GateLimiterCountsDropped", load, 20); n != 1 {
+		t.Errorf("one gate dropping counts three ways: GateLimiterCountsDropped fired %d alerts, want 1", n)
+	}
+	text := alertText(t, "GateLimiterCountsDropped", map[string]string{"namespace": "ingest", "pod": "gate-capture-gate-7d9f8b6c5-x2k4p"}, 1200)
+	for _, want := range []string{"1.2k counted records", "gate_limiter_dropped_counts_total{reason}", "gate_limiter_displaced_counts_total"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GateLimiterCountsDropped says\n%s\nwant it to say %q", text, want)
+		}
+	}
+}
+
+// TestInputRecordsLostAlertFiresOnAFreshGate: a gate's gate_records_lost_total series of
+// a partition is created when the partition is assigned, and a retention gap below the
+// group's committed offset (the fleet away longer than the retention) is counted at the
+// first fetch, a moment later: on a gate that has just started, or taken the partition
+// over, Prometheus' first sample of the series is already the records lost, and
+// increase() counts nothing before it. GateInputRecordsLost fires on such a series for
+// its first 15 minutes, as on one that grows, and stays silent on one that has not grown.
+// Before, it stayed silent on every gap found at a partition's first fetch.
+func TestInputRecordsLostAlertFiresOnAFreshGate(t *testing.T) {
+	lost := func(partition, samples string) string {
+		return fmt.Sprintf("  gate_records_lost_total{%s, topic=\"events\", partition=%q, cause=\"retention\"} %s\n", evalPod, partition, samples)
+	}
+	at := []int{20, 24, 34, 43}
+	for _, tc := range []struct {
+		what, load string
+		want       []bool
+	}{
+		{"born at 500 at minute 23", lost("0", "_x23 500x30"), []bool{false, true, true, false}},
+		{"born at 0 at minute 19, 500 from minute 23", lost("0", "_x19 0x3 500x30"), []bool{false, true, true, false}},
+		{"500 since minute 0, unchanged", lost("0", "500x55"), []bool{false, false, false, false}},
+		{"born at 0 at minute 23, unchanged", lost("0", "_x23 0x30"), []bool{false, false, false, false}},
+		// A gate restarted in place (same pod, same labels): the counter starts again.
+		{"500 since minute 0, restarted at minute 22 and born at 200 at minute 23", lost("0", "500x21 _ 200x30"), []bool{false, true, true, false}},
+	} {
+		if got := firingAt(t, "GateInputRecordsLost", tc.load, at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: GateInputRecordsLost at minutes %v fired %v, want %v", tc.what, at, got, tc.want)
+		}
+	}
+}
+
+// TestInputRecordsLostAlertSumsPartitions: GateInputRecordsLost's threshold is input
+// records lost in 15 minutes: a topic's retention catching a lagging fleet deletes records
+// of every partition, on every gate, the loss the sum of them. With the threshold at 1000,
+// 400 lost on each of three partitions, two of them on another gate, fire it once for the
+// topic; 400 on one alone does not. Before, it took each partition and cause on its own,
+// stayed silent at 1200, and at its default threshold fired an alert per partition.
+func TestInputRecordsLostAlertSumsPartitions(t *testing.T) {
+	other := strings.Replace(evalPod, "x2k4p", "q7z2m", 1)
+	lost := func(pod, partition, cause string) string {
+		return fmt.Sprintf("  gate_records_lost_total{%s, topic=\"events\", partition=%q, cause=%q} 0x4 400x30\n", pod, partition, cause)
+	}
+	none := func(pod, partition, cause string) string {
+		return fmt.Sprintf("  gate_records_lost_total{%s, topic=\"events\", partition=%q, cause=%q} 0x35\n", pod, partition, cause)
+	}
+	const raised = "prometheusRule: {enabled: true, alerts: {GateInputRecordsLost: {threshold: 1000}}}"
+	three := lost(evalPod, "0", "retention") + lost(other, "1", "retention") + lost(other, "2", "broker")
+	if !firingAtWith(t, raised, "GateInputRecordsLost", three, 10)[0] {
+		t.Errorf("400 records lost on each of 3 partitions, threshold 1000: GateInputRecordsLost did not fire")
+	}
+	one := lost(evalPod, "0", "retention") + none(other, "1", "retention") + none(other, "2", "broker")
+	if firingAtWith(t, raised, "GateInputRecordsLost", one, 10)[0] {
+		t.Errorf("400 records lost on one partition, threshold 1000: GateInputRecordsLost fired")
+	}
+	// A series born within the window is counted once, not also by its increase.
+	fresh := fmt.Sprintf("  gate_records_lost_total{%s, topic=\"events\", partition=\"0\", cause=\"retention\"} _x3 0x2 800x30\n", evalPod)
+	if firingAtWith(t, raised, "GateInputRecordsLost", fresh, 10)[0] {
+		t.Errorf("800 records lost on a partition assigned 7 minutes before, threshold 1000: GateInputRecordsLost fired")
+	}
+	if n := alertSeries(t, "prometheusRule: {enabled: true}", "GateInputRecordsLost", three, 10); n != 1 {
+		t.Errorf("records of topic events lost on 3 partitions: GateInputRecordsLost fired %d alerts, want 1", n)
+	}
+	text := alertText(t, "GateInputRecordsLost", map[string]string{"namespace": "ingest", "topic": "events"}, 1200)
+	for _, want := range []string{"1.2k records of events", "gate_records_lost_total{pod, partition, cause}", "input records lost"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GateInputRecordsLost says\n%s\nwant it to say %q", text, want)
 		}
 	}
 }

@@ -1202,8 +1202,14 @@ func TestRedisURLPasswordNeverShown(t *testing.T) {
 			t.Errorf("redis.urls %q: refused with %v; want it shown as %q", u, err, shown)
 		}
 	}
-	vals := mergeValues(base, mustParse(t, `redis: {urls: ["redis://app@redis:6379/0"]}`))
+	vals := mergeValues(base, mustParse(t, `redis: {urls: ["redis://app@redis:6379/0"], passwordSecret: {name: redis-pw}}`))
 	if _, err := render(t, vals, capabilities()); err != nil {
-		t.Errorf("redis.urls with a user name alone: %v; want it rendered", err)
+		t.Errorf("redis.urls with a user name alone, its password from redis.passwordSecret: %v; want it rendered", err)
+	}
+	// Without the Secret the gate refuses the URL at start (go-redis would log in as
+	// the default user): so does the chart, showing no name (it may be a password).
+	vals = mergeValues(base, mustParse(t, `redis: {urls: ["redis://hunter2@redis:6379/0"]}`))
+	if _, err := render(t, vals, capabilities()); err == nil || !strings.Contains(err.Error(), `"redis://xxxxx@redis:6379/0" has a user name and no password`) || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("redis.urls with a user name and no redis.passwordSecret: %v; want it refused, the name not shown", err)
 	}
 }

@@ -707,6 +707,46 @@ func TestRedisURLWithAnUnescapedPasswordIsRefused(t *testing.T) {
 	}
 }
 
+// A URL's user name without a password is not used by the client: it logs in as Redis's
+// default user, without a password. So redis://gate@host, meant for an ACL user, runs
+// as another user than the operator chose, and redis://secret@host, a password
+// written without its ':', printed the password in the start-up line, /readyz and the
+// readiness warnings. Such a URL is refused, naming GATE_REDIS_URLS and repeating no
+// part of the name, unless GATE_REDIS_PASSWORD supplies the password.
+func TestRedisURLWithAUserAndNoPasswordIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{
+		"redis://hunter2@a:6379/0",
+		"rediss://hunter2@a:6379/0",
+		"redis://hunter2:@a:6379/0",
+		"redis://:pw@a:6379/0,redis://hunter2@b:6379/0",
+	} {
+		_, err := loadMap(map[string]string{"GATE_REDIS_URLS": v})
+		if err == nil {
+			t.Errorf("%s: loaded without error", v)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "GATE_REDIS_URLS") || !strings.Contains(msg, "GATE_REDIS_PASSWORD") {
+			t.Errorf("%s: the error does not name GATE_REDIS_URLS and GATE_REDIS_PASSWORD: %v", v, err)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error repeats the user name, which may be a password: %v", v, err)
+		}
+	}
+	// The password from GATE_REDIS_PASSWORD: the URL's user is the user.
+	c, err := loadMap(map[string]string{"GATE_REDIS_URLS": "redis://gate@a:6379/0", "GATE_REDIS_PASSWORD": "pw"})
+	if err != nil {
+		t.Fatalf("a URL's user with GATE_REDIS_PASSWORD: %v", err)
+	}
+	if got := c.dialURLs(); len(got) != 1 || got[0] != "redis://gate:pw@a:6379/0" {
+		t.Errorf("dialed as %q, want redis://gate:pw@a:6379/0", got)
+	}
+	// A URL that fails to parse says so without its user name.
+	if _, err := loadMap(map[string]string{"GATE_REDIS_URLS": "redis://hunter2@a:1/notadb"}); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("redis://hunter2@a:1/notadb: %v", err)
+	}
+}
+
 func TestLoadConfigReportsEveryProblemOnOneLine(t *testing.T) {
 	t.Parallel()
 	_, err := loadMap(map[string]string{

@@ -111,5 +111,5 @@ func redactURL(s string) string {
 		}
 		return s
 	}
-	return pu.Redacted()
+	return tick.Redacted(pu)
 }

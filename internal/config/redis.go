@@ -422,7 +422,24 @@ func (c Redis) validate(bad report) {
 	if c.RedisUsername != "" && c.RedisPassword == "" {
 		bad("REDIS_USERNAME", "unset, or a user name with GATE_REDIS_PASSWORD set")
 	}
+	// The client uses a URL's user name only with a password: without one it logs in as
+	// the default user, and the name may be a password whose ':' was forgotten, which
+	// the logs would show as a user name.
+	if c.RedisPassword == "" && slices.ContainsFunc(c.RedisURLs, userWithoutPassword) {
+		bad("REDIS_URLS", "URLs whose user name comes with its password (redis://user:password@host:port, or redis://:password@host:port for the default user), "+
+			"or GATE_REDIS_PASSWORD set: without a password the user name is not used and the default user is logged in")
+	}
 	if c.RedisSentinelUsername != "" && c.RedisSentinelPassword == "" {
 		bad("REDIS_SENTINEL_USERNAME", "unset, or a user name with GATE_REDIS_SENTINEL_PASSWORD set")
 	}
+}
+
+// userWithoutPassword reports a URL with a user name and no password, or an empty one.
+func userWithoutPassword(u string) bool {
+	pu, err := url.Parse(u)
+	if err != nil || pu.User == nil || pu.User.Username() == "" {
+		return false
+	}
+	p, _ := pu.User.Password()
+	return p == ""
 }

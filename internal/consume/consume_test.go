@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/route"
 )
 
 // TestEndToEnd runs one gate between real topics (kfake) with a real Redis: every input
@@ -510,5 +511,85 @@ func TestStrippedDeadLetterManyEmptyHeaders(t *testing.T) {
 	}
 	if got := header(r, "gate-dropped"); !strings.Contains(got, "headers=3002") {
 		t.Errorf("gate-dropped %q, want the input's 3002 headers dropped", got)
+	}
+}
+
+// TestStrippedRedrivenDeadLetterKeepsGateHeaders: a dead letter re-driven into the input
+// topic (its gate-error, gate-error-detail and gate-source with it) and refused again for
+// its size is dead-lettered stripped with this failure's three headers, once each.
+func TestStrippedRedrivenDeadLetterKeepsGateHeaders(t *testing.T) {
+	t.Parallel()
+	big := inputRecord(1, "team-big")
+	big.Value = []byte(`{"team_id":"team-big","pad":"` + strings.Repeat("x", 10_000) + `"}`)
+	big.Headers = append(big.Headers,
+		kgo.RecordHeader{Key: route.HeaderError, Value: []byte("rejected")},
+		kgo.RecordHeader{Key: route.HeaderErrorDetail, Value: []byte("an earlier failure")},
+		kgo.RecordHeader{Key: route.HeaderSource, Value: []byte("elsewhere/0/7")},
+		kgo.RecordHeader{Key: "pad", Value: bytes.Repeat([]byte{'h'}, 2000)}) // over a quarter of 4096: dropped
+	r := firstDeadLetter(t, 4096, big)
+	if r == nil {
+		t.Fatal("no dead letter")
+	}
+	var gate []string
+	for _, h := range r.Headers {
+		if strings.HasPrefix(h.Key, "gate-error") || h.Key == route.HeaderSource {
+			gate = append(gate, h.Key+"="+string(h.Value))
+		}
+	}
+	if len(gate) != 3 || header(r, route.HeaderError) != "rejected" || header(r, route.HeaderSource) != inTopic+"/0/0" ||
+		!strings.Contains(header(r, route.HeaderErrorDetail), "rejected the record") {
+		t.Errorf("gate headers %q: want this failure's gate-error, gate-error-detail and gate-source, once each", gate)
+	}
+}
+
+// TestRefusedDeadLetterKeepsFirstReason: when the dead-letter topic itself refuses a
+// record, the dead letter it finally gets (here stripped of its value) says in
+// gate-error-detail what happened first: the output topic that refused it, or the
+// reason it was dead-lettered for (not_json), then the dead-letter topic's refusal.
+// Before, the detail named only the dead-letter topic's refusal: the topic to fix, or
+// the record's own fault, was written nowhere.
+func TestRefusedDeadLetterKeepsFirstReason(t *testing.T) {
+	t.Parallel()
+	pad := strings.Repeat("x", 10_000)
+	for _, tc := range deliveries() {
+		for _, c := range []struct{ name, value, first string }{
+			{"too large for accepted", `{"team_id":"team-big","pad":"` + pad + `"}`, "topic " + accTopic + " rejected the record: MESSAGE_TOO_LARGE"},
+			{"not json", `{"team_id":` + pad, "dead-lettered not_json (value is not valid JSON"},
+		} {
+			t.Run(tc.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				env := newEnv(t, 1)
+				env.ccfg.Delivery = tc.d
+				env.ccfg.MaxMessageBytes = 4096
+				env.rcfg.ValidateJSON = true
+				g := env.start(t, "a")
+				in := inputRecord(1, "team-big")
+				in.Value = []byte(c.value)
+				produceAll(t, producer(t, env.cluster), []*kgo.Record{in})
+				cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(dlqTopic),
+					kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50 * time.Millisecond)}, tc.opts...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cl.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				var r *kgo.Record
+				for r == nil && ctx.Err() == nil {
+					cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { r = rec })
+				}
+				g.stop(t)
+				if r == nil {
+					t.Fatal("no dead letter")
+				}
+				detail := header(r, route.HeaderErrorDetail)
+				if !strings.HasPrefix(detail, c.first) || !strings.Contains(detail, "topic "+dlqTopic+" rejected the record") {
+					t.Errorf("gate-error-detail %q: want it to start %q, then name the dead-letter topic's refusal", detail, c.first)
+				}
+				if len(r.Value) != 0 || header(r, route.HeaderError) != route.ReasonRejected {
+					t.Errorf("dead letter: %d-byte value, gate-error %q: want it stripped, rejected", len(r.Value), header(r, route.HeaderError))
+				}
+			})
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -295,7 +296,7 @@ func (c *Consumer) backoff(attempts int) time.Duration {
 func (c *Consumer) retryRecord(f *failed) *kgo.Record {
 	if f.moved {
 		f.moved = false
-		return c.deadLetterRecord(f.in, f.out.Topic, f.err, int(f.stage))
+		return c.deadLetterRecord(f.in, f.out.Topic, f.err, int(f.stage), refusedBefore(f.in, &f.out))
 	}
 	if w := c.cfg.RuleTopics; w != nil && w.Missing(f.out.Topic) {
 		// A rule's topic found missing: to overflow, as the router now sends its records
@@ -319,14 +320,19 @@ func (c *Consumer) retryRecord(f *failed) *kgo.Record {
 // dead-letter topic rejected it too: it is too large for any topic) the same without its
 // value (and without its headers if they are large), which stay readable in the input
 // topic at the offset the gate-source header gives: a record the broker can never accept
-// must not stop its partition for good.
+// must not stop its partition for good. before, when topic is the dead-letter topic and
+// the record refused there was already a dead letter (see refusedBefore), is what that
+// one said, kept ahead of this refusal in gate-error-detail.
 //
 // Either way the dead letter is stamped with the current time, the input's timestamp
 // kept in the gate-original-timestamp header (Unix milliseconds): a broker that
 // validates timestamps (message.timestamp.after.max.ms and before.max.ms, Kafka 3.6)
 // may have refused the record for its timestamp, and would refuse a copy bearing it.
-func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, stage int) *kgo.Record {
+func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, stage int, before string) *kgo.Record {
 	detail := fmt.Sprintf("topic %s rejected the record: %v", topic, err)
+	if before != "" {
+		detail = before + "; then " + detail
+	}
 	r := c.router.DeadLetter(in, "rejected", detail)
 	stampNow(r, in, c.clock.Now())
 	if stage < 2 {
@@ -342,8 +348,11 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 		hb += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
 	}
 	dropped := 0
-	if hb > int(c.batchMaxBytes(r.Topic))/4 && len(r.Headers) >= len(in.Headers) {
-		r.Headers = r.Headers[len(in.Headers):] // DeadLetter appends its headers after the input's
+	// DeadLetter appends its headers, gate-error first, after those of the input it
+	// keeps (all but an earlier dead letter's gate-error, gate-error-detail, gate-source).
+	own := slices.IndexFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == route.HeaderError })
+	if hb > int(c.batchMaxBytes(r.Topic))/4 && own >= 0 {
+		r.Headers = r.Headers[own:]
 		dropped = len(in.Headers)
 		for _, h := range in.Headers {
 			if h.Key != HeaderOriginalTimestamp {
@@ -373,6 +382,34 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 		r.Key = nil
 	}
 	return r
+}
+
+// refusedBefore returns, for out, a record produced for in that the broker refused for
+// good, what out said of in when it was in's dead letter already (its gate-source names
+// in): its gate-error-detail, after its reason unless that is rejected (whose detail
+// names the topic that refused it). The dead-letter topic refusing a dead letter must not
+// hide why the record is one: the output topic to fix, or the record's own fault. ""
+// when out is not in's dead letter (a re-driven record carries an earlier one's headers,
+// naming another offset).
+func refusedBefore(in, out *kgo.Record) string {
+	var reason, detail, source []byte
+	for _, h := range out.Headers {
+		switch h.Key {
+		case route.HeaderError:
+			reason = h.Value
+		case route.HeaderErrorDetail:
+			detail = h.Value
+		case route.HeaderSource:
+			source = h.Value
+		}
+	}
+	if reason == nil || string(source) != in.Topic+"/"+strconv.Itoa(int(in.Partition))+"/"+strconv.FormatInt(in.Offset, 10) {
+		return ""
+	}
+	if string(reason) == route.ReasonRejected {
+		return string(detail)
+	}
+	return "dead-lettered " + string(reason) + " (" + string(detail) + ")"
 }
 
 // varintLen is the size of n encoded as a Kafka record's lengths are: a zigzag varint.

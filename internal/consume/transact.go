@@ -176,6 +176,7 @@ type reroute struct {
 	isolate bool
 	topic   string // the topic that rejected it
 	err     error
+	before  string // what the record it refused said, when it was a dead letter already (refusedBefore)
 }
 
 // txnCounts are the transactions a run ended.
@@ -1117,7 +1118,7 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 			continue
 		case rerouted && r.stage > stageRouted:
 			f.stage = int8(r.stage)
-			f.out = *c.deadLetterRecord(in, r.topic, r.err, r.stage)
+			f.out = *c.deadLetterRecord(in, r.topic, r.err, r.stage, r.before)
 			c.recordFate(s, now, in, outcome.DeadLetter, route.ReasonRejected)
 		default:
 			s.Replay = in.Offset < counted
@@ -1219,10 +1220,10 @@ func (c *Consumer) rememberRejected(fs []*failed) (transient bool) {
 		key := rerouteKey{f.in.Partition, f.in.Offset}
 		prev, had := c.reroutes[key]
 		stage, moved := f.advance()
-		r := reroute{stage: stage, isolate: f.isolate, topic: f.out.Topic, err: f.err}
+		r := reroute{stage: stage, isolate: f.isolate, topic: f.out.Topic, err: f.err, before: refusedBefore(f.in, &f.out)}
 		if !moved && had {
 			// Same stage: its dead letter keeps naming the rejection that led to it.
-			r.topic, r.err = prev.topic, prev.err
+			r.topic, r.err, r.before = prev.topic, prev.err, prev.before
 		}
 		switch {
 		case stage < stageUndeliverable:

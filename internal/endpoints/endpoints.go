@@ -20,6 +20,7 @@ package endpoints
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -188,12 +189,14 @@ func (r *Readiness) waiting() []string {
 }
 
 // setRefused records err, the last PING's failure of instance i, when Redis itself gave
-// it (a reply, not a timeout or a closed connection), and forgets a refusal otherwise. It
-// returns the refusal recorded ("" for none).
+// it (a reply, not a timeout or a closed connection) or it is errWantsTLS, and forgets a
+// refusal otherwise. It returns the refusal recorded ("" for none).
 func (r *Readiness) setRefused(i int, err error) string {
 	msg := ""
 	if redisErr, ok := errors.AsType[redis.Error](err); ok {
 		msg = redisErr.Error()
+	} else if errors.Is(err, errWantsTLS) {
+		msg = err.Error()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -235,6 +238,9 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, io.EOF) && plainText(r.clients[i]) {
+			err = fmt.Errorf("%w (%w)", errWantsTLS, err)
+		}
 		cause := r.setRefused(i, err)
 		if cause == "" {
 			cause = "\x00"
@@ -252,6 +258,21 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		timer.Reset(delay)
 		delay = min(2*delay, probeMaxDelay)
 	}
+}
+
+// errWantsTLS is a plain connection closed before Redis's first reply: what a Redis that
+// requires TLS does, and the client reports as a bare EOF, which reads as Redis down.
+var errWantsTLS = errors.New("the connection was closed without a reply: a Redis that requires TLS closes a plain one (if so, write its URL rediss:// in GATE_REDIS_URLS), as does a proxy with no Redis behind it")
+
+// plainText reports whether c connects without TLS (redis:// URLs).
+func plainText(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().TLSConfig == nil
+	case *redis.ClusterClient:
+		return c.Options().TLSConfig == nil
+	}
+	return false
 }
 
 func (r *Readiness) markUp(i, attempt int) {

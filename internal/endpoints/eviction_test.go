@@ -92,3 +92,42 @@ func TestReadyzSaysWhyRedisRefusesPing(t *testing.T) {
 		t.Errorf("/readyz with a wrong password: %d %q; want 503 naming the instance and Redis's WRONGPASS", code, body)
 	}
 }
+
+// TestReadyzSaysARedisWantsTLS: a Redis that requires TLS closes a plain connection
+// without a reply, which the client reports as a bare EOF. /readyz said "no PING reply
+// yet", as for a Redis that is down, and the log line "EOF", neither saying that the fix
+// is a rediss:// URL; both now do.
+func TestReadyzSaysARedisWantsTLS(t *testing.T) {
+	t.Parallel()
+	ca := faulttest.NewCA(t)
+	kp := ca.Issue(t, "redis")
+	srv := redistest.StartWith(t, redistest.Options{TLS: &redistest.TLS{CertFile: kp.CertFile, KeyFile: kp.KeyFile, CAFile: ca.CAFile, RootCAs: ca.Pool}})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	var logs faulttest.Buffer
+	r := &Readiness{kafka: func() []string { return nil }, clients: []redis.UniversalClient{c}, urls: []string{"redis://" + srv.Addr()},
+		timeout: 10 * time.Second, up: make([]bool, 1), log: slog.New(slog.NewTextHandler(&logs, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	mux := NewMux(prometheus.NewRegistry(), r, nil)
+	var code int
+	var body string
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); <-poll.C {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		code, body = rec.Code, rec.Body.String()
+		if strings.Contains(body, "rediss://") {
+			break
+		}
+	}
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis://"+srv.Addr()) || !strings.Contains(body, "rediss://") {
+		t.Errorf("/readyz with a plain connection to a TLS Redis: %d %q; want 503 naming the instance and rediss://", code, body)
+	}
+	if !strings.Contains(logs.String(), "rediss://") {
+		t.Errorf("the warning does not say to use rediss://:\n%s", logs.String())
+	}
+}

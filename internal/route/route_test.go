@@ -734,3 +734,34 @@ func TestRouteConcurrent(t *testing.T) {
 		t.Errorf("limiter counted %d records, want %d", total, workers*each)
 	}
 }
+
+// TestRedrivenDeadLetterOneReason: a dead letter re-driven into the input topic after a
+// fix carries the gate-error, gate-error-detail and gate-source of its first failure;
+// when it fails again, its new dead letter carries one of each, the new failure's, after
+// the input's other headers. Before, the stale three came first, so a reader taking the
+// first header of a name (Go readers, kcat's first line) saw the old reason and offset.
+func TestRedrivenDeadLetterOneReason(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{}, limit.Config{})
+	in := input(`{"team":2}`, "k1", "trace", "t1",
+		HeaderError, ReasonNotJSON, HeaderErrorDetail, "value is not valid JSON", HeaderSource, "events_raw/0/7",
+		"gate-original-timestamp", "1600000000000")
+	var s Scratch
+	var out kgo.Record
+	if o := f.r.RouteInto(time.Now(), in, &s, &out); o.Reason != ReasonFieldMissing {
+		t.Fatalf("reason %s, want %s", o.Reason, ReasonFieldMissing)
+	}
+	want := []string{"trace", "gate-original-timestamp", HeaderError, HeaderErrorDetail, HeaderSource}
+	var got []string
+	for _, h := range out.Headers {
+		got = append(got, h.Key)
+	}
+	if !slices.Equal(got, want) || string(headerValue(&out, HeaderError)) != ReasonFieldMissing ||
+		string(headerValue(&out, HeaderSource)) != "events_raw/3/1234" {
+		t.Errorf("headers %s, want %v with the new failure's values", fmtHeaders(out.Headers), want)
+	}
+	rej := f.r.DeadLetter(in, "", "topic accepted rejected the record")
+	if vs := headerValues(rej, HeaderError); !slices.Equal(vs, []string{ReasonRejected}) {
+		t.Errorf("DeadLetter: gate-error %q, want only %s", vs, ReasonRejected)
+	}
+}

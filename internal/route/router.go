@@ -888,9 +888,16 @@ func (r *Router) DeadLetter(rec *kgo.Record, reason, detail string) *kgo.Record 
 }
 
 // deadLetter builds rec's dead-letter record: key kept, and the gate-error,
-// gate-error-detail and gate-source headers added.
+// gate-error-detail and gate-source headers added. A dead letter re-driven into the
+// input topic carries those of its earlier failure: they are left out, so that the new
+// dead letter has one of each, this failure's (a reader taking a name's first header,
+// as Go readers and kcat's eye do, would read the stale reason and offset); the earlier
+// ones stay readable on the input record the new gate-source names.
 func (r *Router) deadLetter(rec *kgo.Record, code []byte, detail string) *kgo.Record {
 	out := r.output(rec, DeadLetter, rec.Key, 3)
+	out.Headers = slices.DeleteFunc(out.Headers, func(h kgo.RecordHeader) bool { // a copy: output's extra > 0
+		return h.Key == HeaderError || h.Key == HeaderErrorDetail || h.Key == HeaderSource
+	})
 	src := make([]byte, 0, len(rec.Topic)+24)
 	src = append(src, rec.Topic...)
 	src = append(src, '/')

@@ -91,14 +91,14 @@ func ParseURL(u string) (*redis.Options, error) {
 		return nil, fmt.Errorf("%w: cannot parse %q (want redis://[:password@]host:port[/db] or rediss://...)", ErrBadURL, redact(u))
 	}
 	if pu.Scheme != "redis" && pu.Scheme != "rediss" {
-		return nil, fmt.Errorf("%w: %q: scheme must be redis or rediss", ErrBadURL, pu.Redacted())
+		return nil, fmt.Errorf("%w: %q: scheme must be redis or rediss", ErrBadURL, Redacted(pu))
 	}
 	if pu.Host == "" {
-		return nil, fmt.Errorf("%w: %q: no host", ErrBadURL, pu.Redacted())
+		return nil, fmt.Errorf("%w: %q: no host", ErrBadURL, Redacted(pu))
 	}
 	opt, err := redis.ParseURL(u)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrBadURL, pu.Redacted(), err)
+		return nil, fmt.Errorf("%w: %q: %v", ErrBadURL, Redacted(pu), err)
 	}
 	return opt, nil
 }
@@ -108,9 +108,24 @@ func redact(u string) string {
 		return "(redacted: an '@' outside the user info)"
 	}
 	if pu, err := url.Parse(u); err == nil {
-		return pu.Redacted()
+		return Redacted(pu)
 	}
 	return "(unparsable)"
+}
+
+// Redacted is pu as errors and logs show it: its password replaced by "xxxxx", as
+// url.URL.Redacted does, and so is a user name without a password, which may be a
+// password written without its ':' (redis://secret@host).
+func Redacted(pu *url.URL) string {
+	if pu.User == nil || pu.User.Username() == "" {
+		return pu.Redacted()
+	}
+	if p, _ := pu.User.Password(); p == "" {
+		c := *pu
+		c.User = url.User("xxxxx")
+		return c.String()
+	}
+	return pu.Redacted()
 }
 
 // UnescapedPassword reports a URL with an '@' after its host, as in

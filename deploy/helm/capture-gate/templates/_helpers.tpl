@@ -258,9 +258,15 @@ password is GATE_REDIS_PASSWORD, from redis.passwordSecret). */}}
 {{- define "capture-gate.redisURLs" -}}
 {{- range $u := .Values.redis.urls -}}
 {{- /* A ':' before an '@': a password, even one holding '/', ':' or '@' unescaped, shown
-as xxxxx up to the last '@' (a user name alone is taken: its password from a Secret). */ -}}
+as xxxxx up to the last '@' (a user name alone is taken with its password from a Secret). */ -}}
 {{- if regexMatch "^rediss?://[^@]*:[^@]*@" $u -}}
 {{- fail (printf "capture-gate: redis.urls entry %q holds a password; put it in a Secret (redis.passwordSecret or redis.urlsSecret), never in values" (regexReplaceAll "^(rediss?://[^:@/]*):.*@" $u "${1}:xxxxx@")) -}}
+{{- end -}}
+{{- /* A user name and no password: go-redis logs in as that user only with a password,
+so the gate refuses it at start unless GATE_REDIS_PASSWORD (redis.passwordSecret) gives
+one; the name is not shown, as it may be a password written without its ':'. */ -}}
+{{- if and (regexMatch "^rediss?://[^@/]+@" $u) (not $.Values.redis.passwordSecret.name) -}}
+{{- fail (printf "capture-gate: redis.urls entry %q has a user name and no password, and redis.passwordSecret.name is empty: set redis.passwordSecret.name to the Secret of the user's password (the gate refuses a user name alone, which would log in as Redis's default user)" (regexReplaceAll "^(rediss?://)[^@/]+@" $u "${1}xxxxx@")) -}}
 {{- end -}}
 {{- end -}}
 {{- join "," .Values.redis.urls -}}
