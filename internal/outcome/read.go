@@ -330,8 +330,18 @@ func answering(ctx context.Context, adm *kadm.Client, topic string, left map[int
 	if ctx.Err() != nil {
 		return fmt.Errorf("reading %s: %w", topic, ctx.Err())
 	}
+	return Unanswered(topic, slices.Sorted(maps.Keys(left)), l, err, stallAfter)
+}
+
+// Unanswered is an error for each of parts that a listing of topic's offsets (l, err:
+// kadm's answer) left out or failed, saying nothing was fetched from it for waited; nil
+// when every one answered. A partition whose leader is unavailable (its broker down, no
+// replica to take over) sends nothing and franz-go retries its fetches for ever: gate
+// outcomes and gate replay, which read a topic to its end, fail naming it rather than
+// wait as for an open transaction, whose partition answers.
+func Unanswered(topic string, parts []int32, l kadm.ListedOffsets, err error, waited time.Duration) error {
 	var errs error
-	for _, p := range slices.Sorted(maps.Keys(left)) {
+	for _, p := range parts {
 		var perr error
 		switch o, ok := l.Lookup(topic, p); {
 		case ok && o.Err == nil:
@@ -343,7 +353,7 @@ func answering(ctx context.Context, adm *kadm.Client, topic string, left map[int
 		default:
 			perr = errors.New("not listed")
 		}
-		errs = errors.Join(errs, fmt.Errorf("reading %s partition %d: nothing fetched for %s and its offsets cannot be listed (its leader unavailable?): %w", topic, p, stallAfter, perr))
+		errs = errors.Join(errs, fmt.Errorf("reading %s partition %d: nothing fetched for %s and its offsets cannot be listed (its leader unavailable?): %w", topic, p, waited, perr))
 	}
 	return errs
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/outcome"
 )
 
 // Range is what a replay reads from Topic: every partition's records whose replay times
@@ -454,22 +456,7 @@ func (m *merge) leaders(ctx context.Context, adm *kadm.Client, topic string) err
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	var errs error
-	for _, p := range waiting {
-		var perr error
-		switch o, ok := l.Lookup(topic, p); {
-		case ok && o.Err == nil:
-			continue // it answers: an open transaction holds it back
-		case ok:
-			perr = o.Err
-		case err != nil:
-			perr = err
-		default:
-			perr = errors.New("not listed")
-		}
-		errs = errors.Join(errs, fmt.Errorf("reading %s partition %d: nothing fetched for %s and its offsets cannot be listed (its leader unavailable?): %w", topic, p, stallAfter, perr))
-	}
-	return errs
+	return outcome.Unanswered(topic, waiting, l, err, stallAfter)
 }
 
 // waiting is the partitions not read to their end.
