@@ -509,3 +509,76 @@ func TestInputRecordsLostAlertSumsPartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchHeldByCommitsAlert: at least once, a gate whose offset commits fail for 2 ×
+// GATE_COMMIT_INTERVAL (a group coordinator gone, the READ ACL on the group revoked) holds
+// fetching its input (gate_fetch_held_by_commits 1) until one succeeds. A gate caught up
+// when it holds has no lag it knows of (its lag is read from fetches, held too) and
+// nothing in flight: it does not stall, stays ready and routes nothing, with its commit
+// errors only in a counter and a warn line. GateFetchHeldByCommits fires while the hold
+// lasts past its 5 minutes (not for a coordinator's failover of seconds) and resolves at
+// the first commit that succeeds. Before, no alert watched it.
+func TestFetchHeldByCommitsAlert(t *testing.T) {
+	load := fmt.Sprintf("  gate_fetch_held_by_commits{%s} 0x4 1x30 0x10\n", evalPod) +
+		fmt.Sprintf("  gate_commit_errors_total{%s} 0x4 0+60x30 1800x10\n", evalPod) +
+		fmt.Sprintf("  gate_stalled_seconds{%s} 0x45\n", evalPod)
+	at := []int{2, 6, 30, 34, 36, 44}
+	want := []bool{false, true, true, true, false, false}
+	if got := firingAt(t, "GateFetchHeldByCommits", load, at...); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("GateFetchHeldByCommits at minutes %v fired %v, want %v (held from 5 to 35)", at, got, want)
+	}
+	u, _ := promRule(t, mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true}")))
+	for _, r := range u.Object["spec"].(map[string]any)["groups"].([]any)[0].(map[string]any)["rules"].([]any) {
+		if r := r.(map[string]any); r["alert"] == "GateFetchHeldByCommits" {
+			if sev := r["labels"].(map[string]any)["severity"]; r["for"] != "5m" || sev != "critical" {
+				t.Errorf("GateFetchHeldByCommits: for %v severity %v, want 5m critical", r["for"], sev)
+			}
+		}
+	}
+	text := alertText(t, "GateFetchHeldByCommits", map[string]string{"namespace": "ingest", "pod": "gate-capture-gate-7d9f8b6c5-x2k4p"}, 1)
+	for _, want := range []string{"gate-capture-gate-7d9f8b6c5-x2k4p", "routes nothing", "gate_commit_errors_total", "interval commit failed"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GateFetchHeldByCommits says\n%s\nwant it to say %q", text, want)
+		}
+	}
+}
+
+// TestFetchErrorsAlert: the fetch errors franz-go hands back (gate_fetch_errors_total)
+// are those it does not cure by itself: a refused fetch or group (the gate then also not
+// ready), a group session ended otherwise (the coordinator unreachable), a corrupt batch
+// or an offset it cannot validate, retried without end on that partition while the
+// gate's other partitions progress (no stall). GateFetchErrors fires at more than 0.1 a
+// second (its default threshold) over 5 minutes, every error of the gate together: 12 a
+// minute do, 3 a minute do not, nor does a burst of 20 at a broker's restart once it is
+// 5 minutes past. The counter is created at the gate's start; a gate that fails from its
+// start, its first sample already past zero, or restarted (the counter reset), is counted
+// from its second sample. Before, no alert watched it.
+func TestFetchErrorsAlert(t *testing.T) {
+	at := []int{8, 20, 28}
+	for _, tc := range []struct {
+		what, samples string
+		want          []bool
+	}{
+		{"12 a minute", "0x4 0+12x30", []bool{true, true, true}},
+		{"3 a minute", "0x4 0+3x30", []bool{false, false, false}},
+		{"a burst of 20 at minute 5", "0x4 20x30", []bool{false, false, false}},
+		{"born at 500 at minute 14, 12 a minute", "_x14 500+12x20", []bool{false, true, true}},
+		{"restarted at minute 14, born again at 40, 12 a minute", "0+12x12 _ 40+12x20", []bool{true, true, true}},
+	} {
+		load := fmt.Sprintf("  gate_fetch_errors_total{%s} %s\n", evalPod, tc.samples)
+		if got := firingAt(t, "GateFetchErrors", load, at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: GateFetchErrors at minutes %v fired %v, want %v", tc.what, at, got, tc.want)
+		}
+	}
+	// Two series of one gate (scraped by two jobs, or a label added by a relabeling) make one alert.
+	two := fmt.Sprintf("  gate_fetch_errors_total{%s, job=\"a\"} 0+6x30\n  gate_fetch_errors_total{%s, job=\"b\"} 0+6x30\n", evalPod, evalPod)
+	if n := alertSeries(t, "prometheusRule: {enabled: true}", "GateFetchErrors", two, 20); n != 1 {
+		t.Errorf("one gate's fetch errors in two series, 6 a minute each: GateFetchErrors fired %d alerts, want 1", n)
+	}
+	text := alertText(t, "GateFetchErrors", map[string]string{"namespace": "ingest", "pod": "gate-capture-gate-7d9f8b6c5-x2k4p"}, 0.2)
+	for _, want := range []string{"gate-capture-gate-7d9f8b6c5-x2k4p", "0.20/s", "fetch failed; the client retries"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GateFetchErrors says\n%s\nwant it to say %q", text, want)
+		}
+	}
+}

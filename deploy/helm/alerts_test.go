@@ -155,6 +155,7 @@ func promRule(t *testing.T, vals map[string]any) (*unstructured.Unstructured, []
 // allAlerts are the alerts the chart defines, each on by default.
 var allAlerts = []string{"GateDown", "GateNotReady", "GateStalled", "GateConsumerLagGrowing", "GateRedisErrors",
 	"GateRedisRefusingWrites", "GateTickSlow", "GateClockSkew", "GatePartitionStopped", "GateRecordsSkipped", "GateInputRecordsLost",
+	"GateFetchHeldByCommits", "GateFetchErrors",
 	"GateDeadLetterRateHigh", "GateOverflowShareJump", "GateLimiterCacheNearCapacity", "GateLimiterCacheOverfull", "GateTeamRotatingIdentities", "GateLimiterPendingWritesNearCap",
 	"GateLimiterCountsDropped", "GateTransactionsAborting", "GateTransactionRecoveries", "GateOverridesStale",
 	"GateOverridesHashMissing", "GateRulesFileInvalid", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched"}
