@@ -70,6 +70,11 @@ func commands() []command {
 			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
 				return replayCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
 			}},
+		{name: "redrive", summary: "copy dead letters back into the input topic once their cause is fixed: key, value, original timestamp and headers, the gate's left out",
+			flags: func() *flag.FlagSet { return redriveFlags(new(redriveOpts)) },
+			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
+				return redriveCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
+			}},
 		{name: "rules", args: "check FILE", summary: "check a rules file (GATE_RULES_FILE) and print its rules",
 			run: func(_ context.Context, args []string, h host, stdout, stderr io.Writer) error {
 				return rulesCmd(args, h.getenv, h.names(), stdout, stderr)

@@ -119,7 +119,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		if o.from != "" || o.to != "" {
 			return &cli.UsageError{Msg: "replay: -offsets replaces -from and -to: give one or the other"}
 		}
-		if rng.Offsets, err = parseOffsets(o.offsets); err != nil {
+		if rng.Offsets, err = parseOffsets("replay", o.offsets); err != nil {
 			return err
 		}
 	}
@@ -355,10 +355,10 @@ func parseAgo(v string) (time.Duration, bool) {
 	return d + r, true
 }
 
-// parseOffsets reads -offsets: P:A-B,...
-func parseOffsets(v string) ([]replay.PartitionRange, error) {
+// parseOffsets reads command cmd's -offsets: P:A-B,...
+func parseOffsets(cmd, v string) ([]replay.PartitionRange, error) {
 	bad := func(part string) error {
-		return &cli.UsageError{Msg: fmt.Sprintf("replay: -offsets %q: want P:A-B (partition P, offsets A to B−1), comma separated; %q is not", v, part)}
+		return &cli.UsageError{Msg: fmt.Sprintf("%s: -offsets %q: want P:A-B (partition P, offsets A to B−1), comma separated; %q is not", cmd, v, part)}
 	}
 	var out []replay.PartitionRange
 	seen := map[int32]bool{}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/gate"
+	"github.com/capturegate/gate/internal/replay"
+	"github.com/capturegate/gate/internal/route"
+)
+
+const redriveUsage = `Usage: gate redrive [-from T] [-to T | -offsets P:A-B,...] [-reason R,...] [-topic TOPIC] [-dry-run]
+
+Copies dead letters (GATE_DEAD_LETTER_TOPIC, or -topic) back into the input topic
+(GATE_INPUT_TOPIC), once what sent them there is fixed, each with its key, value, headers
+and its original timestamp. The gate's own headers (gate-error, gate-error-detail,
+gate-source, gate-original-timestamp, gate-dropped: every gate-* header) are left out, so
+that a gate routing the record again does not pass its first failure's on to accepted or
+overflow; a dead letter stamped anew (rejected) gets back the timestamp its
+gate-original-timestamp kept. A dead letter whose value was not kept (gate-dropped) is
+not copied: its line names where it still is in the input (gate-source).
+
+The dead letters copied are those whose record times are from -from to -to (T: a time,
+RFC 3339, or a duration before now, 24h), or exactly -offsets, and with -reason those of
+the gate-error reasons given (not_json,rejected). It joins no group and commits nothing:
+a range copied twice is in the input twice; the offsets it read are printed, as
+-offsets takes them. -dry-run copies nothing and says what it would copy.
+`
+
+type redriveOpts struct {
+	from, to, offsets, reasons, topic string
+	dryRun                            bool
+}
+
+func redriveFlags(o *redriveOpts) *flag.FlagSet {
+	fs := flag.NewFlagSet("redrive", flag.ContinueOnError)
+	fs.StringVar(&o.from, "from", "", "copy dead letters from `T`: a time (RFC 3339) or a duration before now (default: each partition's start)")
+	fs.StringVar(&o.to, "to", "", "copy dead letters before `T`: a time (RFC 3339) or a duration before now (default: the end when the copy starts)")
+	fs.StringVar(&o.offsets, "offsets", "", "copy exactly these offsets instead of -from and -to: `P:A-B`,... (partition P, offsets A to B−1)")
+	fs.StringVar(&o.reasons, "reason", "", "copy only the dead letters of these gate-error `REASONS`, comma separated (default: every reason)")
+	fs.StringVar(&o.topic, "topic", "", "read dead letters from `TOPIC` (default GATE_DEAD_LETTER_TOPIC)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "copy nothing: say what would be copied")
+	return fs
+}
+
+// redriveCmd runs `gate redrive`: the recipe for "replay dead letters into the input topic
+// once fixed". kcat cannot do it: its producer takes no record's headers or timestamp
+// from its input, and copying them as they are would hand the gate's headers of the first
+// failure on to accepted and overflow (the router passes input headers through).
+func redriveCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
+	var o redriveOpts
+	fs := redriveFlags(&o)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { writeUsage(stderr, redriveUsage, fs) }
+	args, err := cli.ParseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		fs.Usage()
+		return &cli.UsageError{Msg: fmt.Sprintf("redrive takes no arguments, got %q", args)}
+	}
+	now := clk.Now()
+	var rng replay.Range
+	if rng.From, err = parseWhen("redrive", "from", o.from, now); err != nil {
+		return err
+	}
+	if rng.To, err = parseWhen("redrive", "to", o.to, now); err != nil {
+		return err
+	}
+	if !rng.From.IsZero() && !rng.To.IsZero() && !rng.To.After(rng.From) {
+		return &cli.UsageError{Msg: fmt.Sprintf("redrive: -to %s (%s) is not after -from %s (%s)",
+			o.to, rng.To.UTC().Format(time.RFC3339), o.from, rng.From.UTC().Format(time.RFC3339))}
+	}
+	if o.offsets != "" {
+		if o.from != "" || o.to != "" {
+			return &cli.UsageError{Msg: "redrive: -offsets replaces -from and -to: give one or the other"}
+		}
+		if rng.Offsets, err = parseOffsets("redrive", o.offsets); err != nil {
+			return err
+		}
+	}
+	var reasons map[string]bool
+	if o.reasons != "" {
+		reasons = map[string]bool{}
+		for r := range strings.SplitSeq(o.reasons, ",") {
+			reasons[strings.TrimSpace(r)] = true
+		}
+	}
+	cfg, err := config.Load(getenv, names)
+	if err != nil {
+		return err
+	}
+	rng.Topic = cmp.Or(o.topic, cfg.DeadLetterTopic)
+	if rng.Topic == cfg.InputTopic {
+		return &cli.UsageError{Msg: fmt.Sprintf("redrive: -topic %s is the input topic (GATE_INPUT_TOPIC): it copies dead letters into it", rng.Topic)}
+	}
+	opts, err := toolClientOpts(cfg, clk, gate.NewLogger(cfg, stderr), "redrive")
+	if err != nil {
+		return err
+	}
+	if len(rng.Offsets) == 0 {
+		// Read from the first offset at or after -from to the end, each dead letter judged
+		// by its own time: a dead-letter topic's times go back and forth (a rejected one is
+		// stamped when refused, the others keep their input's), which replay's reading by
+		// time (a record at its next one's time when that is earlier) would skip some of.
+		if rng.Offsets, err = redriveOffsets(ctx, opts, rng.Topic, rng.From); err != nil {
+			return err
+		}
+	}
+	var prod *kgo.Client
+	if !o.dryRun {
+		// Acks from every in-sync replica, idempotent: franz-go's defaults, as the gate's.
+		// No kgo.RecordDeliveryTimeout: franz-go counts it from the record's timestamp, and
+		// every record here keeps its old one (each would time out unsent).
+		prod, err = kgo.NewClient(append(slices.Clone(opts), kgo.DefaultProduceTopic(cfg.InputTopic),
+			kgo.ProducerBatchMaxBytes(cfg.KafkaMaxMessageBytes))...)
+		if err != nil {
+			return fmt.Errorf("creating the Kafka producer: %w", err)
+		}
+		defer prod.Close()
+	}
+
+	var (
+		mu       sync.Mutex
+		failed   int
+		firstErr error
+	)
+	copied := map[string]int{} // by reason
+	other := 0                 // of a reason not asked for
+	var dropped []string       // lines for the dead letters without their value
+	from, to := rng.From, rng.To
+	rng.From, rng.To = time.Time{}, time.Time{} // the exact offsets found above
+	parts, rerr := replay.Read(ctx, rng, func(r *kgo.Record, _ time.Time) {
+		if !from.IsZero() && r.Timestamp.Before(from) || !to.IsZero() && !r.Timestamp.Before(to) {
+			return
+		}
+		out, reason, src := redriven(r)
+		if reasons != nil && !reasons[reason] {
+			other++
+			return
+		}
+		if out == nil {
+			dropped = append(dropped, fmt.Sprintf("not copied: %s/%d/%d (%s) kept no value; the record is in the input at %s",
+				r.Topic, r.Partition, r.Offset, reason, cmp.Or(src, "(no gate-source)")))
+			return
+		}
+		copied[reason]++
+		if prod != nil {
+			prod.Produce(ctx, out, func(_ *kgo.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					failed++
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+				}
+			})
+		}
+	}, nil, opts...)
+	if prod != nil {
+		fctx := ctx
+		if ctx.Err() != nil {
+			// Stopped (Ctrl-C): a last half minute for what was handed over.
+			var cancel context.CancelFunc
+			fctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+		}
+		if prod.Flush(fctx) != nil {
+			prod.Close() // what it still holds fails, counted below
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range dropped {
+		fmt.Fprintln(stdout, l)
+	}
+	n := 0
+	var by []string
+	for _, r := range slices.Sorted(maps.Keys(copied)) {
+		n += copied[r]
+		by = append(by, fmt.Sprintf("%s %d", r, copied[r]))
+	}
+	verb := "re-drove"
+	if o.dryRun {
+		verb = "would re-drive"
+	}
+	letters := "dead letters"
+	if n-failed == 1 {
+		letters = "dead letter"
+	}
+	line := fmt.Sprintf("%s %d %s from %s to %s", verb, n-failed, letters, rng.Topic, cfg.InputTopic)
+	if len(by) > 0 {
+		line += " (" + strings.Join(by, ", ") + ")"
+	}
+	if other > 0 {
+		line += fmt.Sprintf("; %d of other reasons left", other)
+	}
+	var read []string
+	for _, p := range parts {
+		read = append(read, fmt.Sprintf("%d:%d-%d", p.Partition, p.Start, p.End))
+	}
+	fmt.Fprintf(stdout, "%s; read offsets %s\n", line, cmp.Or(strings.Join(read, ","), "none"))
+	if rerr != nil {
+		return fmt.Errorf("reading %s (what was read is copied): %w", rng.Topic, rerr)
+	}
+	if failed > 0 {
+		return fmt.Errorf("copying to %s: %d of %d dead letters not known to be copied (a second run of their offsets may copy some twice), the first error: %w", cfg.InputTopic, failed, n, firstErr)
+	}
+	return nil
+}
+
+// redriveOffsets is every partition of topic from its first offset at or after from (its
+// start when from is zero: Kafka's ListOffsets by time) to its last stable offset.
+func redriveOffsets(ctx context.Context, opts []kgo.Opt, topic string, from time.Time) ([]replay.PartitionRange, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating the Kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	list := func(what string, f func(context.Context, ...string) (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
+		l, err := f(ctx, topic)
+		if err == nil {
+			err = l.Error()
+		}
+		if err == nil && len(l[topic]) == 0 {
+			err = errors.New("the topic does not exist")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the %s offsets of %s: %w", what, topic, err)
+		}
+		return l, nil
+	}
+	ends, err := list("last stable", adm.ListCommittedOffsets)
+	if err != nil {
+		return nil, err
+	}
+	var starts kadm.ListedOffsets
+	if from.IsZero() {
+		starts, err = list("start", adm.ListStartOffsets)
+	} else {
+		starts, err = list("-from", func(ctx context.Context, t ...string) (kadm.ListedOffsets, error) {
+			return adm.ListOffsetsAfterMilli(ctx, from.UnixMilli(), t...)
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []replay.PartitionRange
+	ends.Each(func(e kadm.ListedOffset) {
+		pr := replay.PartitionRange{Partition: e.Partition, End: e.Offset}
+		if s, ok := starts.Lookup(topic, e.Partition); ok {
+			pr.Start = min(max(s.Offset, 0), pr.End)
+		}
+		out = append(out, pr)
+	})
+	slices.SortFunc(out, func(a, b replay.PartitionRange) int { return cmp.Compare(a.Partition, b.Partition) })
+	return out, nil
+}
+
+// redriven is the input record dead letter r was made from: its key, value and headers
+// but the gate's (gate-*), and the timestamp its gate-original-timestamp kept, else its
+// own; nil when r kept no value (gate-dropped). reason and src are r's gate-error and
+// gate-source.
+func redriven(r *kgo.Record) (out *kgo.Record, reason, src string) {
+	out = &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+	valueDropped := false
+	for _, h := range r.Headers {
+		switch h.Key {
+		case route.HeaderError:
+			reason = string(h.Value)
+		case route.HeaderSource:
+			src = string(h.Value)
+		case consume.HeaderOriginalTimestamp:
+			if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+				out.Timestamp = time.UnixMilli(ms)
+			}
+		case "gate-dropped":
+			valueDropped = true
+		}
+		if !strings.HasPrefix(h.Key, "gate-") {
+			out.Headers = append(out.Headers, h)
+		}
+	}
+	if valueDropped {
+		return nil, reason, src
+	}
+	return out, reason, src
+}

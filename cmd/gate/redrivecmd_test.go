@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/cli"
+)
+
+// redriveDocs is docs/operations.md's re-drive recipe: a sh block of gate redrive lines.
+var redriveDocs = regexp.MustCompile("(?s)```sh\n(gate redrive .*?)```")
+
+// gate redrive copies the dead letters of a range back into the input topic, as
+// docs/operations.md's recipe runs it: key, value and non-gate headers kept, a rejected
+// dead letter's timestamp taken back from gate-original-timestamp, and none of the gate's
+// headers of the first failure (gate-error, gate-error-detail, gate-source,
+// gate-original-timestamp), which a gate routing the record again would otherwise pass
+// through to accepted or overflow. A dead letter whose value was dropped is named, not
+// re-driven; -dry-run and -reason copy nothing, or only the reasons given.
+func TestRedriveCommand(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"),
+		kgo.ConsumeTopics("events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	h := func(kv ...string) (hs []kgo.RecordHeader) {
+		for i := 0; i < len(kv); i += 2 {
+			hs = append(hs, kgo.RecordHeader{Key: kv[i], Value: []byte(kv[i+1])})
+		}
+		return hs
+	}
+	first := testNow.Add(-3 * time.Hour).Truncate(time.Millisecond) // the rejected record's own time
+	notJSON := testNow.Add(-time.Hour).Truncate(time.Millisecond)
+	dls := []*kgo.Record{
+		{Key: []byte("k1"), Value: []byte("{bad"), Timestamp: notJSON, Headers: h("trace", "abc",
+			"gate-error", "not_json", "gate-error-detail", "the value is not JSON", "gate-source", "events/0/5")},
+		{Key: []byte("k2"), Value: []byte(`{"team_id":"t"}`), Timestamp: testNow.Add(-30 * time.Minute), Headers: h("x-id", "1",
+			"gate-error", "rejected", "gate-error-detail", "topic events_accepted rejected the record: MESSAGE_TOO_LARGE",
+			"gate-source", "events/1/7", "gate-original-timestamp", strconv.FormatInt(first.UnixMilli(), 10))},
+		{Key: []byte("k3"), Timestamp: testNow.Add(-20 * time.Minute), Headers: h("gate-error", "rejected",
+			"gate-error-detail", "topic events_dead_letter rejected the record: MESSAGE_TOO_LARGE", "gate-source", "events/1/9",
+			"gate-original-timestamp", strconv.FormatInt(first.UnixMilli(), 10), "gate-dropped", "value_bytes=2000000 headers=0")},
+		{Key: []byte("old"), Value: []byte("{old"), Timestamp: testNow.Add(-48 * time.Hour), Headers: h("gate-error", "not_json")},
+	}
+	if err := cl.ProduceSync(t.Context(), dls...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	// -dry-run copies nothing; -reason only the reasons given.
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"redrive", "-from", "6h", "-reason", "rejected", "-dry-run"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate redrive -dry-run: %v\n%s", err, stderr.String())
+	}
+	if out := stdout.String(); !strings.Contains(out, "would re-drive 1 dead letter") || !strings.Contains(out, "events/1/9") {
+		t.Errorf("gate redrive -reason rejected -dry-run said:\n%s", out)
+	}
+
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := redriveDocs.FindSubmatch(doc)
+	if m == nil {
+		t.Fatal(`docs/operations.md has no sh block of gate redrive lines: it says "replay them into the input topic once fixed" with no way to`)
+	}
+	for line := range strings.Lines(string(m[1])) {
+		line, _, _ = strings.Cut(line, "#")
+		args := strings.Fields(line)[1:]
+		stdout.Reset()
+		if err := run(t.Context(), args, testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("gate %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		t.Logf("gate %s:\n%s", strings.Join(args, " "), stdout.String())
+	}
+	if out := stdout.String(); !strings.Contains(out, "re-drove 2 dead letters from events_dead_letter to events") ||
+		!strings.Contains(out, "not_json 1, rejected 1") || !strings.Contains(out, "events/1/9") {
+		t.Errorf("the docs' gate redrive said:\n%s", out)
+	}
+
+	var got []*kgo.Record
+	for len(got) < 2 {
+		fs := cl.PollFetches(t.Context())
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fs.Records()...)
+	}
+	slices.SortFunc(got, func(a, b *kgo.Record) int { return strings.Compare(string(a.Key), string(b.Key)) })
+	for i, want := range []struct {
+		key, value string
+		at         time.Time
+		headers    []kgo.RecordHeader
+	}{
+		{"k1", "{bad", notJSON, h("trace", "abc")},
+		{"k2", `{"team_id":"t"}`, first, h("x-id", "1")},
+	} {
+		r := got[i]
+		if string(r.Key) != want.key || string(r.Value) != want.value || !r.Timestamp.Equal(want.at) ||
+			!slices.EqualFunc(r.Headers, want.headers, func(a, b kgo.RecordHeader) bool { return a.Key == b.Key && bytes.Equal(a.Value, b.Value) }) {
+			t.Errorf("re-driven record %d: key %q value %q at %v headers %v; want %q %q at %v headers %v", i,
+				r.Key, r.Value, r.Timestamp.UTC(), r.Headers, want.key, want.value, want.at.UTC(), want.headers)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("%d records in the input, want 2: the two of the docs' range with values", len(got))
+	}
+
+	for _, args := range [][]string{
+		{"redrive", "-from", "1h", "-offsets", "0:0-5"},
+		{"redrive", "-topic", "events"},
+		{"redrive", "-from", "1h", "-to", "2h"},
+	} {
+		if err := run(t.Context(), args, testHost(env), &stdout, &stderr); !errors.As(err, new(*cli.UsageError)) {
+			t.Errorf("gate %q: %v, want a usage error", args, err)
+		}
+	}
+}
