@@ -64,6 +64,8 @@ type Gate struct {
 	topics    *route.TopicWatch // the rules' own topics, shared by the routers and the consumer
 	redirects *tick.Redirects   // on Redis Cluster, the client's redirects, shared by the rule sets' ticks
 	fleet     *tick.Fleet       // the gate's count of its fleet, shared by the rule sets' ticks
+	unwritten *tick.Unwritten   // what retired rule sets' ticks hold unwritten, added to the others' reads
+	dropped   *tick.Dropped     // gate_limiter_dropped_counts_total, shared by the rule sets' ticks
 
 	// routing is set once the consumer may route: the first reads of the live overrides
 	// have finished, or overrides.StartWait has passed (awaitOverrides).
@@ -153,6 +155,12 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		g.cfg, g.instances, g.writer = cfg, instances, o.Writer
 		g.topics = route.NewTopicWatch(cfg.OverflowTopic)
 		g.fleet = tick.NewFleet()
+		g.unwritten = tick.NewUnwritten()
+		// On the gate's registry, not a generation's: a retired rule set's tick drops
+		// counts after the gate stopped showing its metrics (tick.Dropped).
+		if g.dropped, err = tick.NewDropped(g.Reg); err != nil {
+			return nil, err
+		}
 		if cc, ok := instances[0].(*redis.ClusterClient); ok {
 			// One redirect counter for the client's life, watching it before any tick
 			// makes a node client: each rule set's tick counts into it (tick.Redirects).

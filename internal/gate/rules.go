@@ -31,13 +31,15 @@ import (
 // goes through its router, and the old one's tick, a tick later (every record it routed
 // counted by then), makes its final flush and stops; what that flush could not write (Redis
 // down or refusing writes) it keeps writing, under its own writer, until Redis takes it
-// (tick.Drain). The limiters of a rule whose name,
+// (tick.Drain), and the gate's other ticks add it to their reads of the same keys
+// (tick.Unwritten), counting its drops meanwhile on the gate's metrics (tick.Dropped).
+// The limiters of a rule whose name,
 // key, limits and cost did not change start from the old ones' view of each key (its last
 // read, what the old ones counted since, its hold: limit.InheritState); the others start
 // empty and read each key's fleet-wide count, and any hold, from Redis when they first
 // meet it, as a restarted gate's do. A rule whose name, cost and windows did not change
 // keeps its keys, and so its counts (config.RuleKeyPrefix). Counters of the metrics a
-// generation registers start again from 0.
+// generation registers start again from 0, but for gate_limiter_dropped_counts_total.
 
 // generation is the parts of one rule set.
 type generation struct {
@@ -95,6 +97,8 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	scfg.Writer = g.writer
 	scfg.Redirects = g.redirects
 	scfg.Fleet = g.fleet
+	scfg.Unwritten = g.unwritten
+	scfg.Dropped = g.dropped
 	if scfg.Writer != "" && gen.n > 1 {
 		// Each tick writes under a name of its own: two generations' ticks overlap for a
 		// tick, and a writer's batches are numbered in one sequence.
@@ -260,6 +264,10 @@ func (g *Gate) RunTick(ctx context.Context) {
 			continue
 		}
 		old, oldStop := g.gen.Load(), stop
+		// From its next tick's writes on, what the old tick cannot write is added to the
+		// new one's reads: they drop from the level what the new limiters inherited, and
+		// with Redis refusing writes those counts are in neither Redis nor the new tick.
+		old.ticker.Retire()
 		stop = g.start(gen)
 		// A rule that was not in use (nothing carried over) routes on its live overrides
 		// from its first record too.

@@ -16,10 +16,11 @@ import (
 //
 // What old counted is kept in flushed, never in unsent: old's tick writes it to the store
 // (its last tick and final flush), and l's must not write it again. In flushed it stays in
-// the level, and l's first read of the team takes it out as it does its own writes. That
-// read may come before old's last write of those records (the two ticks overlap for a
-// tick): they are then missing from the level until the next read, as this gate's own
-// records are when a write fails and its read does not.
+// the level, and l's first read of the team takes it out as it does its own writes. What
+// of it old's tick has not written by then (Redis refusing writes; or the two ticks
+// overlap for a tick) that tick shares once retired, and l's tick adds to the read
+// (tick.Unwritten), as it adds its own refused counts: only records old counted after
+// its tick last shared what it holds are missing from the level until the next read.
 //
 // Call it before l checks a record, and after l's overrides are set (a hold is released
 // when the team's threshold rose above its level); old may be in use meanwhile: each of

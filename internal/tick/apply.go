@@ -87,10 +87,11 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 
 // notInRedis is what this gate counted for k that Redis surely does not hold: pending
 // counts not in doubt (not sent: over budget, or behind a lane's batches in doubt;
-// refused; or a key's own error). Counts in doubt are most likely in Redis (a reply lost
-// to a stall) and are not added.
+// refused; or a key's own error), this tick's and those of the rule sets a reload
+// retired that count into the same key (Config.Unwritten). Counts in doubt are most
+// likely in Redis (a reply lost to a stall) and are not added.
 func (t *Ticker) notInRedis(k countKey) int64 {
-	return max(t.pending[k]-t.doubt[k], 0)
+	return max(t.pending[k]-t.doubt[k], 0) + t.cfg.Unwritten.count(t, t.limits[k.lim].prefix, k.team, k.epoch)
 }
 
 // counterValue reads one MGET value: nil (no key) is 0.

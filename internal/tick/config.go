@@ -72,6 +72,15 @@ type Config struct {
 	// another counted it in nor starts its limiters at a fleet of one. Nil: the tick's
 	// own.
 	Fleet *Fleet
+	// Unwritten, when set, is what the gate's retired ticks hold that Redis does not
+	// (NewUnwritten, Retire), shared by its successive rule sets' ticks: each adds it to
+	// its reads. Nil: nothing is shared.
+	Unwritten *Unwritten
+	// Dropped, when set, is the counter of counts dropped unwritten (NewDropped,
+	// registered by its maker), shared by a gate's successive rule sets' ticks: a retired
+	// one's drops are counted where the gate's metrics show them. Nil: the tick makes its
+	// own, with its metrics.
+	Dropped *Dropped
 }
 
 // Defaults for Config.

@@ -63,4 +63,6 @@
 //     stored profile as another gate folded it, or for the next fold.
 //   - Run ends with a final flush of pending counts. A tick whose final flush failed can
 //     go on flushing (Drain): its counts in doubt can be sent again only under its writer.
+//     A tick retired by a rules reload (Retire) shares what it cannot write with the
+//     gate's other ticks (Config.Unwritten), which add it to their reads of its keys.
 package tick

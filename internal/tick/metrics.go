@@ -2,7 +2,8 @@
 // outcome, profile-write result, drop reason and error cause of each instance exist at
 // zero from the start (the redirect kinds too: NewRedirects), so a rate of one is defined
 // before its first event. They are registered on New's registry when it is not nil, and a
-// registration that fails fails New. The redirect counter is Config.Redirects' when set.
+// registration that fails fails New. The redirect counter is Config.Redirects' when set,
+// the dropped counter Config.Dropped's.
 
 package tick
 
@@ -33,9 +34,32 @@ type metrics struct {
 	profiles      *prometheus.CounterVec
 }
 
+// Dropped counts the counts dropped unwritten (gate_limiter_dropped_counts_total), by
+// reason. Shared by a gate's successive rule sets' ticks (Config.Dropped): a rule set a
+// reload retired keeps writing what Redis refused (Drain), and what it drops meanwhile
+// was counted on its own metrics, which the gate no longer shows, so
+// GateLimiterCountsDropped never saw it.
+type Dropped struct{ c *prometheus.CounterVec }
+
+// NewDropped makes the counter, registered with reg when it is not nil.
+func NewDropped(reg prometheus.Registerer) (*Dropped, error) {
+	d := &Dropped{c: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_dropped_counts_total",
+		Help: "Counted records never written to Redis, by reason (stale_epoch, write_cap)."}, []string{"reason"})}
+	for _, r := range []string{"stale_epoch", "write_cap"} {
+		d.c.WithLabelValues(r)
+	}
+	if reg != nil {
+		if err := reg.Register(d.c); err != nil {
+			return nil, fmt.Errorf("registering the dropped counts counter: %w", err)
+		}
+	}
+	return d, nil
+}
+
 // newMetrics makes the tick's metrics, registered with reg when it is not nil; the redirect
-// counter is redirects' (registered by its maker) when it is not nil, else its own.
-func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects) (*metrics, error) {
+// counter is redirects' (registered by its maker) when it is not nil, else its own, and
+// the dropped counter dropped's likewise.
+func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, dropped *Dropped) (*metrics, error) {
 	// 0.5 ms .. 65.5 s: a tick as long as a long GATE_TICK_INTERVAL is measured, not +Inf
 	// (GateTickSlow compares the 99th percentile with the interval).
 	ms := prometheus.ExponentialBuckets(0.0005, 2, 18)
@@ -64,8 +88,6 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects) 
 				"one per failed pipeline and cause among its commands' errors, oom, readonly, misconf and noreplicas being writes refused (maxmemory under noeviction, a replica, a failed snapshot, min-replicas-to-write); parse one per unreadable counter."}, []string{"cause", "redis_instance"}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_redis_commands_total",
 			Help: "Redis commands issued, by command."}, []string{"command"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_dropped_counts_total",
-			Help: "Counted records never written to Redis, by reason (stale_epoch, write_cap)."}, []string{"reason"}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_reads_total",
 			Help: "Team reads planned, by reason (first, pending, hot, cadence, ttl, retry: the last read of the team failed; profile: GATE_THRESHOLD_MODE=adaptive, a look at its learned profile)."}, []string{"reason"}),
 		skippedReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "gate_limiter_reads_skipped_total",
@@ -83,9 +105,6 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects) 
 	for _, r := range []string{"set", "lost"} {
 		m.profiles.WithLabelValues(r)
 	}
-	for _, r := range []string{"stale_epoch", "write_cap"} {
-		m.dropped.WithLabelValues(r)
-	}
 	for i := range instances {
 		for c := range numCauses {
 			m.errors.WithLabelValues(c.String(), fmt.Sprint(i))
@@ -99,11 +118,19 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects) 
 		redirects = own
 	}
 	m.redirects = redirects.c
+	if dropped == nil {
+		own, err := NewDropped(reg)
+		if err != nil {
+			return nil, err
+		}
+		dropped = own
+	}
+	m.dropped = dropped.c
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
-		m.pendingWrites, m.fleetGates, m.drift, m.staleness, m.errors, m.commands, m.dropped, m.reads, m.skippedReads, m.batches, m.clockOffset, m.profiles} {
+		m.pendingWrites, m.fleetGates, m.drift, m.staleness, m.errors, m.commands, m.reads, m.skippedReads, m.batches, m.clockOffset, m.profiles} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering tick metrics: %w", err)
 		}

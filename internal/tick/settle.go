@@ -35,6 +35,9 @@ func (t *Ticker) settleWrites(res *TickResult) {
 			"replayed_batches", res.Batches[outReplayed], "replayed_counts", res.Replayed,
 			"lost_batches", res.Batches[outLost], "keep_confirmed", t.cfg.KeepConfirmed)
 	}
+	if t.retired.Load() {
+		t.cfg.Unwritten.publish(t)
+	}
 }
 
 // settle applies one batch's outcome to the pending counts.

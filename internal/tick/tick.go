@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +64,9 @@ type Ticker struct {
 	// putOff is, for the due reads the read budget put off, how many ticks in a row it
 	// did (readPriority); empty while the budget holds every due read.
 	putOff map[teamRef]putOff
+	// retired is set once a rules reload replaced the limiters (Retire): each tick's
+	// writes then end by sharing what is left unwritten (Config.Unwritten).
+	retired atomic.Bool
 }
 
 // Limit is one limiter the tick syncs, with the prefix of its Redis keys.
@@ -174,7 +178,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(reg, len(instances), cfg.Redirects)
+	m, err := newMetrics(reg, len(instances), cfg.Redirects, cfg.Dropped)
 	if err != nil {
 		return nil, err
 	}

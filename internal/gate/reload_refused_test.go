@@ -1,0 +1,128 @@
+package gate
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/route"
+)
+
+// refusingReload is a gate on srv with a rules file at path reloaded every 50 ms, its log
+// in logs, and send, which routes n records of team t1 and says where they went.
+func refusingReload(t *testing.T, srv *redistest.Server, rulesText string, env map[string]string) (*Gate, config.Config, string, *syncBuffer, func(n int) map[string]int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, path, rulesText)
+	vars := map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_RULES_FILE":    path,
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg := load(t, vars)
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	g, err := New(cfg, log, Options{Writer: "reload-refused", RulesReload: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.RunTick(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; g.Consumer.Close(); g.CloseRedis(log) })
+	send := func(n int) map[string]int {
+		topics := map[string]int{}
+		for range n {
+			var out kgo.Record
+			switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"t1"}`)}, &route.Scratch{}, &out)
+			topics[out.Topic]++
+		}
+		return topics
+	}
+	return g, cfg, path, logs, send
+}
+
+// A rules reload while Redis refuses writes (OOM) keeps the old rules' unwritten counts
+// in the team's level: the new rules' reads add what the old rules' tick still holds, as
+// each tick adds its own. Before, the new rules' first read of the team dropped them,
+// and a team Redis had at 40 of 100 but the gate at 120 was let through again, 60
+// records, until the old tick could write them (when Redis took writes again).
+func TestRulesReloadWithWritesRefusedKeepsOldCounts(t *testing.T) {
+	srv := redistest.Start(t)
+	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n"
+	// No hold: the team's level alone says where its records go.
+	g, cfg, path, logs, send := refusingReload(t, srv, team, map[string]string{"GATE_DIVERT_HOLD": "0"})
+	if got := send(40); got[cfg.AcceptedTopic] != 40 {
+		t.Fatalf("40 records of t1 under 100 a minute: %v", got)
+	}
+	waitFor(t, "t1's 40 read back from Redis", func() bool {
+		s, ok := g.CurrentRules()[0].Lims[0].Snapshot(time.Now(), "t1")
+		return ok && !s.ReadAt.IsZero() && s.Estimate >= 40 && s.Pending == 0
+	})
+	srv.RefuseWrites(t, redistest.RefuseOOM)
+	got := send(80)
+	t.Logf("80 more records of t1, Redis refusing writes: %v", got)
+	// The old rules' tick reads 40 and adds the 80 it could not write.
+	start := time.Now()
+	waitFor(t, "t1 read at 120 with the writes refused", func() bool {
+		s, ok := g.CurrentRules()[0].Lims[0].Snapshot(time.Now(), "t1")
+		return ok && s.ReadAt.After(start) && s.Estimate >= 110
+	})
+	first := g.gen.Load()
+	writeRules(t, path, "# the team rule\n"+team)
+	waitFor(t, "the edit in use", func() bool { return g.gen.Load() != first })
+	reloaded := time.Now()
+	waitFor(t, "the new rules' read of t1", func() bool {
+		s, ok := g.CurrentRules()[0].Lims[0].Snapshot(time.Now(), "t1")
+		return ok && s.ReadAt.After(reloaded)
+	})
+	waitFor(t, "the old rules' tick stopped with counts unwritten", func() bool {
+		return strings.Contains(logs.String(), "retired rules' counts not written yet")
+	})
+	// A tick more: a team under its limit is released by the sweep after the read.
+	time.Sleep(2 * first.ticker.Config().TickInterval)
+	s, _ := g.CurrentRules()[0].Lims[0].Snapshot(time.Now(), "t1")
+	if got := send(60); got[cfg.AcceptedTopic] != 0 {
+		t.Errorf("t1 at 120 of 100 (40 in Redis, 80 refused) after a reload, read at %.0f: %v, want all 60 diverted", s.Estimate, got)
+	}
+}
+
+// The counts a retired rule set's tick drops while it waits for Redis (their epoch left
+// the window before Redis took writes again) are counted in
+// gate_limiter_dropped_counts_total, which GateLimiterCountsDropped watches. Before,
+// they were counted on the retired rules' metrics, no longer shown: only the log line
+// "retired rules' counts written" gave them.
+func TestRulesReloadRetiredDroppedCountsShown(t *testing.T) {
+	srv := redistest.Start(t)
+	const team = "rules:\n  - {name: team, key: json:team_id, limits: [2s:1000]}\n"
+	g, cfg, path, logs, send := refusingReload(t, srv, team, map[string]string{
+		"GATE_TICK_INTERVAL": "200ms",
+		"GATE_SYNC_INTERVAL": "1s",
+	})
+	srv.RefuseWrites(t, redistest.RefuseOOM)
+	if got := send(50); got[cfg.AcceptedTopic] != 50 {
+		t.Fatalf("50 records of t1 under 1000 in 2s: %v", got)
+	}
+	first := g.gen.Load()
+	writeRules(t, path, "# the team rule\n"+team)
+	waitFor(t, "the edit in use", func() bool { return g.gen.Load() != first })
+	waitFor(t, "the old rules' counts dropped", func() bool {
+		return strings.Contains(logs.String(), "retired rules' counts written")
+	})
+	if !strings.Contains(logs.String(), "dropped_counts=50") {
+		t.Fatalf("the old rules' 50 counts not dropped:\n%s", logs)
+	}
+	if n := labelValue(t, g, "gate_limiter_dropped_counts_total", "reason", "stale_epoch"); n != 50 {
+		t.Errorf("gate_limiter_dropped_counts_total{reason=\"stale_epoch\"} once the retired rules' tick dropped its 50 counts: %v, want 50", n)
+	}
+}
