@@ -41,12 +41,12 @@ func TestRunSaysWhenRefreshesWorkAgain(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	waitLog := func(what, prefix string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for len(logs.lines(t, prefix)) == 0 {
 			if time.Now().After(deadline) {
 				logs.mu.Lock()
 				defer logs.mu.Unlock()
-				t.Fatalf("no %s (a line starting %q) in 10s:\n%s", what, prefix, logs.b.String())
+				t.Fatalf("no %s (a line starting %q) in 30s:\n%s", what, prefix, logs.b.String())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

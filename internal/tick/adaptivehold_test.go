@@ -24,8 +24,10 @@ func TestAdaptiveHoldTakenAtFirstLook(t *testing.T) {
 	lc := limit.Config{Window: time.Minute, Threshold: 1_000_000, SyncInterval: 5 * time.Second,
 		Mode: limit.Divert, DivertHold: 5 * time.Minute, DivertRelease: 0.8,
 		Adaptive: &spike.Config{MinHistory: time.Hour}}
-	a := newGate(t, clk, lc, Config{TickInterval: 5 * time.Second}, srv)
-	b := newGate(t, clk, lc, Config{TickInterval: 5 * time.Second}, srv)
+	// TickTimeout a minute: a tick failed by a loaded machine's slow Redis is not what
+	// this test checks.
+	a := newGate(t, clk, lc, Config{TickInterval: 5 * time.Second, TickTimeout: time.Minute}, srv)
+	b := newGate(t, clk, lc, Config{TickInterval: 5 * time.Second, TickTimeout: time.Minute}, srv)
 	const team = "held"
 	// A learned profile: level 100 a window, threshold 400.
 	p := spike.Profile{Epoch: a.l.Epoch(epochStart) - 1, Windows: 100_000, Level: 100, Recent: 100}
