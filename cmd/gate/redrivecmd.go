@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/cli"
@@ -80,25 +79,9 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("redrive takes no arguments, got %q", args)}
 	}
-	now := clk.Now()
-	var rng replay.Range
-	if rng.From, err = parseWhen("redrive", "from", o.from, now); err != nil {
+	rng, err := parseRange("redrive", o.from, o.to, o.offsets, clk.Now())
+	if err != nil {
 		return err
-	}
-	if rng.To, err = parseWhen("redrive", "to", o.to, now); err != nil {
-		return err
-	}
-	if !rng.From.IsZero() && !rng.To.IsZero() && !rng.To.After(rng.From) {
-		return &cli.UsageError{Msg: fmt.Sprintf("redrive: -to %s (%s) is not after -from %s (%s)",
-			o.to, rng.To.UTC().Format(time.RFC3339), o.from, rng.From.UTC().Format(time.RFC3339))}
-	}
-	if o.offsets != "" {
-		if o.from != "" || o.to != "" {
-			return &cli.UsageError{Msg: "redrive: -offsets replaces -from and -to: give one or the other"}
-		}
-		if rng.Offsets, err = parseOffsets("redrive", o.offsets); err != nil {
-			return err
-		}
 	}
 	var reasons map[string]bool
 	if o.reasons != "" {
@@ -124,7 +107,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		// by its own time: a dead-letter topic's times go back and forth (a rejected one is
 		// stamped when refused, the others keep their input's), which replay's reading by
 		// time (a record at its next one's time when that is earlier) would skip some of.
-		if rng.Offsets, err = redriveOffsets(ctx, opts, rng.Topic, rng.From); err != nil {
+		if rng.Offsets, err = replay.Offsets(ctx, replay.Range{Topic: rng.Topic, From: rng.From}, opts...); err != nil {
 			return err
 		}
 	}
@@ -229,55 +212,6 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	return nil
 }
 
-// redriveOffsets is every partition of topic from its first offset at or after from (its
-// start when from is zero: Kafka's ListOffsets by time) to its last stable offset.
-func redriveOffsets(ctx context.Context, opts []kgo.Opt, topic string, from time.Time) ([]replay.PartitionRange, error) {
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("creating the Kafka client: %w", err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	list := func(what string, f func(context.Context, ...string) (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
-		l, err := f(ctx, topic)
-		if err == nil {
-			err = l.Error()
-		}
-		if err == nil && len(l[topic]) == 0 {
-			err = errors.New("the topic does not exist")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listing the %s offsets of %s: %w", what, topic, err)
-		}
-		return l, nil
-	}
-	ends, err := list("last stable", adm.ListCommittedOffsets)
-	if err != nil {
-		return nil, err
-	}
-	var starts kadm.ListedOffsets
-	if from.IsZero() {
-		starts, err = list("start", adm.ListStartOffsets)
-	} else {
-		starts, err = list("-from", func(ctx context.Context, t ...string) (kadm.ListedOffsets, error) {
-			return adm.ListOffsetsAfterMilli(ctx, from.UnixMilli(), t...)
-		})
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []replay.PartitionRange
-	ends.Each(func(e kadm.ListedOffset) {
-		pr := replay.PartitionRange{Partition: e.Partition, End: e.Offset}
-		if s, ok := starts.Lookup(topic, e.Partition); ok {
-			pr.Start = min(max(s.Offset, 0), pr.End)
-		}
-		out = append(out, pr)
-	})
-	slices.SortFunc(out, func(a, b replay.PartitionRange) int { return cmp.Compare(a.Partition, b.Partition) })
-	return out, nil
-}
-
 // redriven is the input record dead letter r was made from: its key, value and headers
 // but the gate's (gate-*), and the timestamp its gate-original-timestamp kept, else its
 // own; nil when r kept no value (gate-dropped). reason and src are r's gate-error and
@@ -295,7 +229,7 @@ func redriven(r *kgo.Record) (out *kgo.Record, reason, src string) {
 			if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
 				out.Timestamp = time.UnixMilli(ms)
 			}
-		case "gate-dropped":
+		case consume.HeaderDropped:
 			valueDropped = true
 		}
 		if !strings.HasPrefix(h.Key, "gate-") {

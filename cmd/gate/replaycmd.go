@@ -101,27 +101,9 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if o.top < 1 {
 		return &cli.UsageError{Msg: fmt.Sprintf("replay: -top %d: want a number of keys of 1 or more", o.top)}
 	}
-	now := clk.Now()
-	rng := replay.Range{}
-	if rng.From, err = parseWhen("replay", "from", o.from, now); err != nil {
+	rng, err := parseRange("replay", o.from, o.to, o.offsets, clk.Now())
+	if err != nil {
 		return err
-	}
-	if rng.To, err = parseWhen("replay", "to", o.to, now); err != nil {
-		return err
-	}
-	if !rng.From.IsZero() && !rng.To.IsZero() && !rng.To.After(rng.From) {
-		// With the times: a duration counts back from now, so "-from 1h -to 2h" ends
-		// before it starts, which the flags' values alone do not show.
-		return &cli.UsageError{Msg: fmt.Sprintf("replay: -to %s (%s) is not after -from %s (%s)",
-			o.to, rng.To.UTC().Format(time.RFC3339), o.from, rng.From.UTC().Format(time.RFC3339))}
-	}
-	if o.offsets != "" {
-		if o.from != "" || o.to != "" {
-			return &cli.UsageError{Msg: "replay: -offsets replaces -from and -to: give one or the other"}
-		}
-		if rng.Offsets, err = parseOffsets("replay", o.offsets); err != nil {
-			return err
-		}
 	}
 	cfg, err := config.Load(getenv, names)
 	if err != nil {
@@ -309,6 +291,34 @@ func learnedOnWallOnly(cfg config.Config, rulesFile, against string) error {
 		}
 	}
 	return nil
+}
+
+// parseRange is the range of cmd's -from, -to and -offsets (gate replay's, gate
+// redrive's): -to after -from, judged as times (a duration counts back from now, so
+// "-from 1h -to 2h" ends before it starts, which the flags' values alone do not show),
+// and -offsets in place of both. The topic is the caller's to set.
+func parseRange(cmd, from, to, offsets string, now time.Time) (replay.Range, error) {
+	var rng replay.Range
+	var err error
+	if rng.From, err = parseWhen(cmd, "from", from, now); err != nil {
+		return rng, err
+	}
+	if rng.To, err = parseWhen(cmd, "to", to, now); err != nil {
+		return rng, err
+	}
+	if !rng.From.IsZero() && !rng.To.IsZero() && !rng.To.After(rng.From) {
+		return rng, &cli.UsageError{Msg: fmt.Sprintf("%s: -to %s (%s) is not after -from %s (%s)",
+			cmd, to, rng.To.UTC().Format(time.RFC3339), from, rng.From.UTC().Format(time.RFC3339))}
+	}
+	if offsets != "" {
+		if from != "" || to != "" {
+			return rng, &cli.UsageError{Msg: cmd + ": -offsets replaces -from and -to: give one or the other"}
+		}
+		if rng.Offsets, err = parseOffsets(cmd, offsets); err != nil {
+			return rng, err
+		}
+	}
+	return rng, nil
 }
 
 // parseWhen reads a flag of command cmd that names an instant (replay's -from and -to,

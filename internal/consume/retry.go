@@ -374,7 +374,7 @@ func (c *Consumer) deadLetterRecord(in *kgo.Record, topic string, err error, sta
 		}
 	}
 	r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], kgo.RecordHeader{
-		Key:   "gate-dropped",
+		Key:   HeaderDropped,
 		Value: []byte("value_bytes=" + strconv.Itoa(len(in.Value)) + " headers=" + strconv.Itoa(dropped)),
 	})
 	r.Value = nil
@@ -424,6 +424,10 @@ func varintLen(n int) int {
 // HeaderOriginalTimestamp carries, on a dead letter stamped anew, the input record's
 // timestamp in Unix milliseconds.
 const HeaderOriginalTimestamp = "gate-original-timestamp"
+
+// HeaderDropped marks a dead letter sent without its value (and maybe its headers and
+// key): too large for the dead-letter topic as it was. It says what was left out.
+const HeaderDropped = "gate-dropped"
 
 // stampNow gives r the timestamp now, keeping in's in a header (once).
 func stampNow(r, in *kgo.Record, now time.Time) {

@@ -140,6 +140,22 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record, time.Time), progr
 	return m.read(), nil
 }
 
+// Offsets is what a Read of rng would read, partition by partition, before it bounds
+// the range by its records' times: from the first offset at or after From (each
+// partition's start without it) to the first at or after To (its last stable offset
+// without it), or rng.Offsets cut at the last stable offsets. A reader that judges each
+// record by its own time, as gate redrive does (a dead-letter topic's times go back and
+// forth, a rejected one stamped when refused), reads these exact offsets instead.
+func Offsets(ctx context.Context, rng Range, opts ...kgo.Opt) ([]PartitionRange, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating the Kafka client: %w", err)
+	}
+	defer cl.Close()
+	parts, _, err := offsets(ctx, kadm.NewClient(cl), rng)
+	return parts, err
+}
+
 // offsets finds each partition's [start, end) of rng, and its last stable offset (hard):
 // with -to, end is where ListOffsets found it, which a record stamped far ahead can put
 // early (merge.bound).
