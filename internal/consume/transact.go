@@ -296,6 +296,9 @@ func (c *Consumer) closedTopics() []string {
 // topic: when records of more than one topic failed so, the cluster is asked which it
 // closes, and only those are named (every one when it names none).
 func (c *Consumer) closedProblems(ctx context.Context, fs []*failed, rowErr error) {
+	if len(fs) == 0 && rowErr == nil {
+		return // every transaction that wrote all it had: no map made for it
+	}
 	errs := map[string]error{}
 	for _, f := range fs {
 		if _, ok := errs[f.out.Topic]; !ok && topicClosed(f.err) {
