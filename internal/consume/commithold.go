@@ -49,6 +49,13 @@ func (c *Consumer) commitSucceeded(now time.Time) {
 	c.log.Info("kafka: offsets commit again; fetching the input resumes")
 }
 
+// fetchHeld reports whether fetching is held for want of a successful commit.
+func (c *Consumer) fetchHeld() bool {
+	c.hold.mu.Lock()
+	defer c.hold.mu.Unlock()
+	return c.hold.held
+}
+
 // holdLoop checks the hold every CommitInterval / 2 until ctx ends.
 func (c *Consumer) holdLoop(ctx context.Context) {
 	c.commitSucceeded(time.Now()) // nothing was due before the start

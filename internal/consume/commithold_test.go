@@ -69,6 +69,56 @@ func TestCommitHold(t *testing.T) {
 	}
 }
 
+// TestCommitHoldIsAStall: at-least-once, every offset commit fails and fetching is held
+// (TestCommitHold) while records wait in the input: the gate makes no progress with work
+// to do, and the watchdog says so, not ready past StallNotReady naming the held fetches,
+// not live past StallRestart; once commits succeed it is ready again and routes every
+// record. Before, the paused fetches left each partition's lag at its last value, 0 on a
+// gate that had caught up: no work, no stall, and the gate stayed ready and live with
+// its input unread for as long as the commits failed.
+func TestCommitHoldIsAStall(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEnv(t, parts)
+	env.ccfg.CommitInterval = 100 * time.Millisecond
+	env.ccfg.StallNotReady = time.Second
+	env.ccfg.StallRestart = 2 * time.Second
+	prod := producer(t, env.cluster)
+	batch := func(from, n int) []*kgo.Record {
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = inputRecord(from+i, "team-"+strconv.Itoa((from+i)%7))
+		}
+		return recs
+	}
+	g := env.start(t, "a")
+	produceAll(t, prod, batch(0, 100))
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+
+	fail := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.UnknownServerError, Count: -1})
+	produceAll(t, prod, batch(100, 100))
+	waitFor(t, 20*time.Second, "fetching held after failed commits", func() bool {
+		return slices.Contains(g.c.live.Load().PauseFetchTopics(), inTopic)
+	})
+	produceAll(t, prod, batch(200, 100)) // not fetched while held
+	waitFor(t, 30*time.Second, "not ready for want of progress, the held fetches named", func() bool {
+		nr := strings.Join(g.c.NotReady(), ";")
+		return strings.Contains(nr, "no progress for") && strings.Contains(nr, "fetching the input is held")
+	})
+	waitFor(t, 30*time.Second, "not live", func() bool { return g.c.Live() != nil })
+
+	fail.Remove()
+	waitFor(t, 30*time.Second, "ready and live once commits succeed", func() bool {
+		return g.c.Ready() && g.c.Live() == nil
+	})
+	out := collect(t, env.cluster, 300, 30*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	g.stop(t)
+	if seen, _ := out.routed(idRange(0, 300)); len(seen) != 300 {
+		t.Errorf("%d of 300 records routed after the hold", len(seen))
+	}
+}
+
 // TestCommitHoldHangingCommit: the broker takes the commits and never answers them, as a
 // client retrying a coordinator that is gone keeps one in flight: no callback reports a
 // failure, and the gate holds its fetches all the same, judged from its last

@@ -139,7 +139,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		}, func() float64 { return float64(c.producerBuffered()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gate_stalled_seconds",
-			Help: "How long the gate has had work (lag, records in flight or awaiting a retry) and made no progress (no poll or commit; exactly once, no transaction committed); 0 when it progresses or is idle. /readyz fails past GATE_STALL_NOT_READY, /healthz past GATE_STALL_RESTART.",
+			Help: "How long the gate has had work (lag, records in flight or awaiting a retry, offsets it holds fetching to commit) and made no progress (no poll or commit; exactly once, no transaction committed); 0 when it progresses or is idle. /readyz fails past GATE_STALL_NOT_READY, /healthz past GATE_STALL_RESTART.",
 		}, func() float64 { return c.Stalled().Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			// A gauge, not only the counter gate_records_undeliverable_total: a stop lasts

@@ -16,7 +16,10 @@ import (
 // transaction aborts (a produce failing each time) is stuck, not progressing.
 // Work is lag on an owned partition (an aborted transaction's records, to be polled
 // again, are lag: see rewindTxnStarts), or records handed to the producer and not yet
-// acknowledged, or awaiting a retry, or a transaction being ended.
+// acknowledged, or awaiting a retry, or a transaction being ended, or offsets to commit
+// while fetching is held for want of a successful commit (commithold.go): the fetches
+// paused, no fetch updates a partition's lag, which then reads what it last was (0 on a
+// gate that had caught up) however many records wait.
 
 // Defaults for Config.StallNotReady and Config.StallRestart.
 const (
@@ -33,7 +36,7 @@ func (c *Consumer) progressed() { c.progressAt.Store(time.Now().UnixNano()) }
 
 // hasWork reports whether the gate has records to route or to see acknowledged.
 func (c *Consumer) hasWork() bool {
-	if c.outstanding.Load() > 0 || c.retry.pending.Load() > 0 || c.txn.ending.Load() {
+	if c.outstanding.Load() > 0 || c.retry.pending.Load() > 0 || c.txn.ending.Load() || c.fetchHeld() {
 		return true
 	}
 	if c.producerBuffered() > 0 {
@@ -67,7 +70,11 @@ func (c *Consumer) stallProblem() string {
 			c.log.Error("kafka: no progress while records wait (no poll, commit or committed transaction); not ready until the gate progresses",
 				"stalled", d.Round(time.Second).String(), "stall_not_ready", c.cfg.StallNotReady.String(), "stall_restart", c.cfg.StallRestart.String())
 		}
-		return fmt.Sprintf("kafka: no progress for %s while records wait (no poll, commit or committed transaction): the broker or the group is holding the gate", d.Round(time.Second))
+		why := "the broker or the group is holding the gate"
+		if c.fetchHeld() {
+			why = "no offset commit succeeds, and fetching the input is held until one does (gate_fetch_held_by_commits)"
+		}
+		return fmt.Sprintf("kafka: no progress for %s while records wait (no poll, commit or committed transaction): %s", d.Round(time.Second), why)
 	}
 	if c.stallLogged.Swap(false) {
 		c.log.Info("kafka: progressing again; the stall is over")
