@@ -48,6 +48,12 @@ var agreeCases = []agreeCase{
 	{"rebalanceTimeout 3m, stallNotReady 0", `kafka: {rebalanceTimeout: 3m, stallNotReady: "0"}`, true},
 	{"stallRestart = stallNotReady", `kafka: {stallNotReady: 10m}`, false},
 	{"stallRestart 0, stallNotReady 15m", `kafka: {stallNotReady: 15m, stallRestart: "0"}`, true},
+	// ... and with GATE_STALL_NOT_READY off, GATE_STALL_RESTART held to its bounds.
+	{"stallNotReady 0, stallRestart 30s", `kafka: {stallNotReady: "0", stallRestart: 30s}`, false},
+	{"stallNotReady 0, stallRestart = rebalanceTimeout", `kafka: {stallNotReady: "0", stallRestart: 60s}`, false},
+	{"stallNotReady 0, stallRestart 61s", `kafka: {stallNotReady: "0", stallRestart: 61s}`, true},
+	{"exactly-once stallNotReady 0, stallRestart 6s, transactionInterval 5s", `kafka: {delivery: exactly-once, revokeTimeout: 500ms, rebalanceTimeout: 1s, transactionInterval: 5s, stallNotReady: "0", stallRestart: 6s}`, false},
+	{"exactly-once stallNotReady 0, stallRestart 6001ms, transactionInterval 5s", `kafka: {delivery: exactly-once, revokeTimeout: 500ms, rebalanceTimeout: 1s, transactionInterval: 5s, stallNotReady: "0", stallRestart: 6001ms}`, true},
 	// ... and with exactly-once longer than GATE_KAFKA_REBALANCE_TIMEOUT plus
 	// GATE_TRANSACTION_INTERVAL: only a committed transaction is progress.
 	{"exactly-once stallNotReady = rebalanceTimeout + transactionInterval", `kafka: {delivery: exactly-once, revokeTimeout: 500ms, rebalanceTimeout: 1s, transactionInterval: 5s, stallNotReady: 6s}`, false},

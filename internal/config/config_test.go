@@ -462,6 +462,11 @@ func TestLoadConfigMalformed(t *testing.T) {
 			want: "a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s) and GATE_KAFKA_SESSION_TIMEOUT (45s)"},
 		{key: "GATE_STALL_NOT_READY", value: "30s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s)"},
 		{key: "GATE_STALL_RESTART", value: "1m", want: "longer than GATE_STALL_NOT_READY (2m0s)"},
+		// With GATE_STALL_NOT_READY off, GATE_STALL_RESTART is the only stall bound: one
+		// within a rebalance would restart a healthy gate waiting behind it.
+		{key: "GATE_STALL_RESTART", value: "30s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s)", env: map[string]string{"GATE_STALL_NOT_READY": "0"}},
+		{key: "GATE_STALL_RESTART", value: "5s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1s) plus GATE_TRANSACTION_INTERVAL (5s)",
+			env: map[string]string{"GATE_STALL_NOT_READY": "0", "GATE_DELIVERY": "exactly-once", "GATE_KAFKA_REBALANCE_TIMEOUT": "1s", "GATE_REVOKE_TIMEOUT": "500ms", "GATE_TRANSACTION_INTERVAL": "5s"}},
 		// Exactly once only a committed transaction is progress, and a healthy gate's commits
 		// come GATE_TRANSACTION_INTERVAL apart, its end waiting out a rebalance: a stall bound
 		// within that would take every healthy gate with steady input for stalled.
@@ -1073,7 +1078,7 @@ func TestAcceptedKafkaConfigIsAcceptedByClient(t *testing.T) {
 		nil,
 		{"GATE_KAFKA_SESSION_TIMEOUT": "1s"},
 		{"GATE_KAFKA_SESSION_TIMEOUT": "2999ms", "GATE_DELIVERY": "exactly-once", "GATE_TRANSACTIONAL_ID": "gate-0"},
-		{"GATE_KAFKA_SESSION_TIMEOUT": "596h", "GATE_KAFKA_REBALANCE_TIMEOUT": "596h", "GATE_STALL_NOT_READY": "0"},
+		{"GATE_KAFKA_SESSION_TIMEOUT": "596h", "GATE_KAFKA_REBALANCE_TIMEOUT": "596h", "GATE_STALL_NOT_READY": "0", "GATE_STALL_RESTART": "0"},
 		{"GATE_KAFKA_FETCH_MAX_WAIT": "10ms"},
 		{"GATE_KAFKA_FETCH_MAX_WAIT": "596h"},
 		{"GATE_KAFKA_MAX_MESSAGE_BYTES": "1024"},

@@ -60,7 +60,7 @@ type Kafka struct {
 	OnUndeliverable       onUndeliverable `envconfig:"ON_UNDELIVERABLE" default:"stop" desc:"What to do with a record refused by every topic (its output topic, then the dead-letter topic with and without its value, each tried with the record alone), as a broker validating timestamps or a small max.message.bytes can: stop (its partition stops there, nothing past it is committed, /readyz fails and an error line names the record) or skip (logged with its partition and offset, counted in gate_records_undeliverable_total, committed past) (default stop); skip keeps the pipeline moving at the cost of a gap an operator must replay by hand."`
 	OnDataLoss            onDataLoss      `envconfig:"ON_DATA_LOSS" default:"continue" desc:"What to do when input records are gone before the gate read them, deleted by the topic's retention below its position (a gate that fell behind, a group away longer than the retention) or lost by a broker (a log truncated by an unclean leader election): either way an error line names the partition and the offsets and gate_records_lost_total{cause} counts them, then continue (resume after them, committing past them) or stop (the partition stops there, nothing past it is routed or committed, /readyz fails naming it) (default continue); stop suits pipelines where a gap must stop the line until an operator replays it or accepts it."`
 	StallNotReady         time.Duration   `envconfig:"STALL_NOT_READY" default:"2m" desc:"How long the gate may make no progress (no poll returning records, no commit; exactly once, no transaction committed) while it has work (lag, records in flight or awaiting a retry, offsets it holds fetching to commit) before /readyz fails, naming the stall (default 2m); keep it above GATE_KAFKA_REBALANCE_TIMEOUT, the longest a healthy gate waits behind a rebalance, and with GATE_DELIVERY=exactly-once above it plus GATE_TRANSACTION_INTERVAL, how far apart commits come; 0 turns it off. An idle gate never stalls."`
-	StallRestart          time.Duration   `envconfig:"STALL_RESTART" default:"10m" desc:"How long the gate may make no progress while it has work before /healthz fails, so that Kubernetes restarts it (default 10m); longer than GATE_STALL_NOT_READY, and 0 turns it off."`
+	StallRestart          time.Duration   `envconfig:"STALL_RESTART" default:"10m" desc:"How long the gate may make no progress while it has work before /healthz fails, so that Kubernetes restarts it (default 10m); longer than GATE_STALL_NOT_READY, and 0 turns it off; with GATE_STALL_NOT_READY=0, longer than GATE_KAFKA_REBALANCE_TIMEOUT (plus GATE_TRANSACTION_INTERVAL with GATE_DELIVERY=exactly-once) in its place."`
 	TransactionInterval   time.Duration   `envconfig:"TRANSACTION_INTERVAL" default:"100ms" desc:"With GATE_DELIVERY=exactly-once, how long a transaction stays open while further polls route into it before it commits (default 100ms; it commits sooner when no record comes for a tenth of it); ending one takes two round trips during which nothing is polled, so longer is faster, but read-committed consumers see records later by up to this long and an aborted transaction replays up to this long of records; 0 ends a transaction after every poll."`
 	TransactionMaxRecords int             `envconfig:"TRANSACTION_MAX_RECORDS" default:"500000" desc:"With GATE_DELIVERY=exactly-once, the most input records routed in one transaction before it commits (default 500000), bounding what an abort replays; the default leaves GATE_TRANSACTION_INTERVAL to end transactions up to 5 million records a second, as a lower cap ends them sooner and each end stops polling for its round trips."`
 	OutcomesTopic         string          `envconfig:"OUTCOMES_TOPIC" default:"" desc:"Topic every record's fate is written to as outcome rows, one per interval, key, rule, outcome and reason, keyed by team (docs/outcomes.md; read them with gate outcomes); with GATE_DELIVERY=exactly-once in the transaction of the records they count, with at-least-once before those records' offsets are committed (default none); needed by a rule's action drop."`
@@ -313,6 +313,18 @@ func (c Kafka) validate(bad report) {
 	}
 }
 
+// stallBound reports a stall bound (GATE_STALL_NOT_READY, or GATE_STALL_RESTART when it
+// is the only one) within what a healthy gate may go without progress: a rebalance, and
+// exactly once a rebalance plus GATE_TRANSACTION_INTERVAL. 0 (off) is no bound.
+func (c Kafka) stallBound(bad report, key string, d time.Duration) {
+	if d > 0 && d <= c.KafkaRebalanceTimeout {
+		bad(key, fmt.Sprintf("0 (off) or a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s), the longest a healthy gate waits behind a rebalance", c.KafkaRebalanceTimeout))
+	} else if c.Delivery.value() == consume.ExactlyOnce && d > 0 && d <= c.KafkaRebalanceTimeout+c.TransactionInterval {
+		bad(key, fmt.Sprintf("0 (off) or, with GATE_DELIVERY=exactly-once, a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s) plus GATE_TRANSACTION_INTERVAL (%s): "+
+			"only a committed transaction is progress, commits come GATE_TRANSACTION_INTERVAL apart, and a transaction's end waits out a rebalance", c.KafkaRebalanceTimeout, c.TransactionInterval))
+	}
+}
+
 // validateBetween checks the rules between Kafka variables, once every value is sane.
 func (c Kafka) validateBetween(bad report) {
 	// A forced team is a key as GATE_KEY_FROM builds it: a composite one escaped, or it
@@ -358,14 +370,13 @@ func (c Kafka) validateBetween(bad report) {
 	// watchdog): a healthy gate with steady input commits GATE_TRANSACTION_INTERVAL apart,
 	// and a transaction's end waits out a rebalance, so that a bound within both took
 	// it for stalled between commits.
-	if c.StallNotReady > 0 && c.StallNotReady <= c.KafkaRebalanceTimeout {
-		bad("STALL_NOT_READY", fmt.Sprintf("0 (off) or a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s), the longest a healthy gate waits behind a rebalance", c.KafkaRebalanceTimeout))
-	} else if c.Delivery.value() == consume.ExactlyOnce && c.StallNotReady > 0 && c.StallNotReady <= c.KafkaRebalanceTimeout+c.TransactionInterval {
-		bad("STALL_NOT_READY", fmt.Sprintf("0 (off) or, with GATE_DELIVERY=exactly-once, a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s) plus GATE_TRANSACTION_INTERVAL (%s): "+
-			"only a committed transaction is progress, commits come GATE_TRANSACTION_INTERVAL apart, and a transaction's end waits out a rebalance", c.KafkaRebalanceTimeout, c.TransactionInterval))
-	}
+	c.stallBound(bad, "STALL_NOT_READY", c.StallNotReady)
 	if c.StallRestart > 0 && c.StallRestart <= c.StallNotReady {
 		bad("STALL_RESTART", fmt.Sprintf("0 (off) or a duration longer than GATE_STALL_NOT_READY (%s)", c.StallNotReady))
+	} else if c.StallNotReady == 0 {
+		// The only stall bound: within a rebalance, it would restart a healthy gate
+		// waiting behind one (and the restart start another rebalance).
+		c.stallBound(bad, "STALL_RESTART", c.StallRestart)
 	}
 	// Set without exactly-once they would be ignored: most likely GATE_DELIVERY is missing.
 	if c.TransactionalID != "" && c.Delivery.value() != consume.ExactlyOnce {

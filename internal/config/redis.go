@@ -46,8 +46,13 @@ type Redis struct {
 
 // KeyTTL returns the expiry to set on counter keys: GATE_REDIS_KEY_TTL raised to 2 × window
 // (0 means exactly that). clamped reports a non-zero setting that was raised, which the
-// caller logs: the operator asked for something else.
+// caller logs: the operator asked for something else. With a rules file GATE_WINDOW is
+// unset and no rule's: GATE_REDIS_KEY_TTL as is, which the tick raises to each rule's
+// limit's 2 × window (its KeyLifetime).
 func (c Config) KeyTTL() (ttl time.Duration, clamped bool) {
+	if c.RulesFile != "" {
+		return c.RedisKeyTTL, false
+	}
 	floor := 2 * c.Window
 	if c.RedisKeyTTL >= floor {
 		return c.RedisKeyTTL, false

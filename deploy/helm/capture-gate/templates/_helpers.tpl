@@ -760,6 +760,13 @@ transactionInterval apart, and a transaction's end waits out a rebalance. */ -}}
 {{- if and (gt $restartNs 0) (le $restartNs $notReadyNs) -}}
 {{- fail (printf "capture-gate: kafka.stallRestart (%s) must be 0 (off) or longer than kafka.stallNotReady (%s): a stalled pod is taken out of service before it is restarted" $v.kafka.stallRestart $v.kafka.stallNotReady) -}}
 {{- end -}}
+{{- /* With stallNotReady off, stallRestart is the only bound, held to the same. */ -}}
+{{- if and (eq $notReadyNs 0) (gt $restartNs 0) (le $restartNs $rebalanceNs) -}}
+{{- fail (printf "capture-gate: kafka.stallRestart (%s) must be 0 (off) or, with kafka.stallNotReady 0, longer than kafka.rebalanceTimeout (%s): a healthy gate waits behind a rebalance that long, and is not stalled" $v.kafka.stallRestart $v.kafka.rebalanceTimeout) -}}
+{{- end -}}
+{{- if and (eq $notReadyNs 0) (eq $v.kafka.delivery "exactly-once") (gt $restartNs 0) (le $restartNs (add $rebalanceNs $intervalNs)) -}}
+{{- fail (printf "capture-gate: kafka.stallRestart (%s) must be 0 (off) or, with kafka.stallNotReady 0 and exactly-once, longer than kafka.rebalanceTimeout (%s) plus kafka.transactionInterval (%s): only a committed transaction is progress" $v.kafka.stallRestart $v.kafka.rebalanceTimeout $v.kafka.transactionInterval) -}}
+{{- end -}}
 {{- if and $v.kafka.tls.secretName (not $v.kafka.tls.enabled) -}}
 {{- fail "capture-gate: kafka.tls.secretName is set but kafka.tls.enabled is false; enable TLS or drop the Secret" -}}
 {{- end -}}

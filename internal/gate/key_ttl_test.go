@@ -1,0 +1,50 @@
+package gate
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/tick"
+)
+
+// With a rules file a rule's counters expire after GATE_REDIS_KEY_TTL raised to 2 × the
+// rule's window, as the variable says, not after 2 × GATE_WINDOW's default (60s), which
+// no rule uses: a 10s rule's keys lived 150s, not 50s, and a GATE_REDIS_KEY_TTL under
+// 120s was raised "to 2 x GATE_WINDOW".
+func TestRulesKeyTTLFollowsTheRulesWindow(t *testing.T) {
+	srv := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, limits: [10s:100]}\n")
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_RULES_FILE":    path,
+	})
+	if ttl, clamped := cfg.KeyTTL(); clamped {
+		t.Errorf("KeyTTL() = %s, clamped, with GATE_REDIS_KEY_TTL unset", ttl)
+	}
+	g := startReloading(t, cfg, "key-ttl")
+	var out kgo.Record
+	switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"t1"}`)}, &route.Scratch{}, &out)
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	var keys []string
+	waitFor(t, "t1's counter written", func() bool {
+		var err error
+		keys, err = rdb.Keys(ctx, "gate:rule:team:t1:*").Result()
+		return err == nil && len(keys) > 0
+	})
+	ttl, err := rdb.PTTL(ctx, keys[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2*10*time.Second + tick.KeyTTLMargin; ttl <= 0 || ttl > want {
+		t.Errorf("%s expires in %s, want at most %s (2 × the rule's 10s window, plus the margin)", keys[0], ttl, want)
+	}
+}
