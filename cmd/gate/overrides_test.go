@@ -651,3 +651,89 @@ func TestOverridesDeleteOfARuleNamesItsFallback(t *testing.T) {
 		t.Errorf("delete of a rule's key: %q, want it to fall back to rule team-user's threshold", out)
 	}
 }
+
+// The runbook's redis-cli restore (docs/operations.md, Overrides hash lost) puts the whole
+// set back in one change of the hash the gates read, marker field included: a gate reads
+// either no hash, keeping the set it kept, or the whole set. Before, its line wrote the
+// hash one HSET a team: a gate reading it meanwhile took the teams written so far as the
+// whole live set, every other team back at its GATE_OVERRIDES limit until its next read,
+// and the marker came only with a gate overrides set afterwards.
+func TestOverridesRunbookRestoreIsOneChange(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := regexp.MustCompile(`(?s)### Overrides hash lost\n(.*?)\n### `).FindSubmatch(doc)
+	if sec == nil {
+		t.Fatal("docs/operations.md: no Overrides hash lost section")
+	}
+	lines := regexp.MustCompile(`(?m)^\s*(awk -v key=.*\| redis-cli -u "\$URL")$`).FindAllSubmatch(sec[1], -1)
+	if len(lines) != 2 {
+		t.Fatalf("Overrides hash lost: %d redis-cli lines, want 2 (without rules, with)", len(lines))
+	}
+	const teams = 50
+	var file strings.Builder
+	for i := range teams {
+		fmt.Fprintf(&file, "team-%d %d\n", i, i+1)
+	}
+	for _, m := range lines {
+		line := string(m[1])
+		rs := redistest.Start(t)
+		ctx := context.Background()
+		c := rs.Client(t)
+		dir := t.TempDir()
+		key, name := "gate:overrides", "overrides.txt"
+		if strings.Contains(line, ":rule:") {
+			key, name = "gate:rule:team:overrides", "overrides-team.txt"
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(file.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ConfigSet(ctx, "notify-keyspace-events", "KA").Err(); err != nil {
+			t.Fatal(err)
+		}
+		// Every change of the hash, in order, then "end": all of them were delivered.
+		sub := c.PSubscribe(ctx, "__keyspace@0__:"+key, "__keyspace@0__:end")
+		defer sub.Close()
+		for range 2 {
+			if _, err := sub.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "RULE=team", "URL=" + rs.URL()}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, out)
+		}
+		if err := c.Set(ctx, "end", "1", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var changes []string
+		for msg := range sub.Channel() {
+			if strings.HasSuffix(msg.Channel, ":end") {
+				break
+			}
+			changes = append(changes, msg.Payload)
+		}
+		if len(changes) != 1 {
+			t.Errorf("%s\nchanged %s %d times (%s ...), want once: a gate reading it between two took part of the set as the whole",
+				line, key, len(changes), strings.Join(changes[:min(3, len(changes))], ", "))
+		}
+		h, err := c.HGetAll(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := h[overrides.MarkerField]; !ok {
+			t.Errorf("%s\nleft %s without its marker field %s", line, key, overrides.MarkerField)
+		}
+		if live, err := overrides.Parse(h); err != nil || len(live) != teams {
+			t.Errorf("%s\nleft %s with %d teams (%v), want %d", line, key, len(live), err, teams)
+		}
+		if keys, _ := c.Keys(ctx, "*").Result(); len(keys) != 2 {
+			t.Errorf("%s\nleft keys %v, want %s and end only", line, keys, key)
+		}
+	}
+}

@@ -261,11 +261,17 @@ func (r *Refresher) Run(ctx context.Context) {
 			if ok, unlogged := logs.Allow(); ok {
 				r.log.Warn("live overrides not refreshed; keeping the current ones", "err", err, "failures_unlogged", unlogged)
 			}
-		case err == nil && !failingSince.IsZero():
+		case (err == nil || errors.Is(err, ErrMissing) && !r.readBefore()) && !failingSince.IsZero():
 			// Said, as the warning was: a set read back equal to the one in force is not
 			// applied again, and nothing else would tell the operator that the fix took.
-			r.log.Info("live overrides refreshed again", "key", r.cfg.Key,
-				"failing_for", time.Since(failingSince).Round(time.Second).String())
+			// No hash, where none was ever read, ends the failure too: it is the normal
+			// state of a fleet without live overrides, and Redis answered. (A hash read
+			// before and gone now is reported by Refresh, until it is back.)
+			attrs := []any{"key", r.cfg.Key, "failing_for", time.Since(failingSince).Round(time.Second).String()}
+			if err != nil {
+				attrs = append(attrs, "hash", "none")
+			}
+			r.log.Info("live overrides refreshed again", attrs...)
 			failingSince = time.Time{}
 			logs.Reset() // the next failure is warned of at once
 		}
@@ -275,6 +281,13 @@ func (r *Refresher) Run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// readBefore reports whether r has read its hash (or inherited a set read from it).
+func (r *Refresher) readBefore() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live != nil
 }
 
 // FirstRead is closed once r has a set to route on: its first read of the hash has

@@ -68,3 +68,48 @@ func TestRunSaysWhenRefreshesWorkAgain(t *testing.T) {
 		t.Errorf("threshold of t = %d, want 7", got)
 	}
 }
+
+// TestRunSaysWhenRedisAnswersAgainWithoutAHash: a fleet without live overrides (no hash,
+// the normal state) through a Redis outage. Run warns that it keeps the current
+// overrides while Redis is down; once Redis answers again, with no hash as before, it
+// must say that refreshes work again. Before, a missing hash did not end the failure: the
+// warning was never followed by the recovery line, and the next hash set, days later,
+// was logged as "refreshed again" after failing for days.
+func TestRunSaysWhenRedisAnswersAgainWithoutAHash(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	var logs lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	lim, err := limit.New(limit.Config{Threshold: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Key: key, Interval: 20 * time.Millisecond, Timeout: 300 * time.Millisecond}, lim, srv.Client(t), prometheus.NewRegistry(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	waitLog := func(what, prefix string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for len(logs.lines(t, prefix)) == 0 {
+			if time.Now().After(deadline) {
+				logs.mu.Lock()
+				defer logs.mu.Unlock()
+				t.Fatalf("no %s (a line starting %q) in 30s:\n%s", what, prefix, logs.b.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	<-r.FirstRead()
+	srv.Stop(t)
+	waitLog("warning", "live overrides not refreshed")
+	srv.Restart(t) // empty, as before: no hash
+	waitLog("recovery line", "live overrides refreshed again")
+	if got := logs.lines(t, "live overrides hash is gone"); len(got) != 0 {
+		t.Errorf("a hash never read reported gone: %v", got)
+	}
+}
