@@ -61,13 +61,16 @@ func (c Config) KeyTTL() (ttl time.Duration, clamped bool) {
 }
 
 // SyncConfig maps Config to the tick's settings.
+//
+// The tick gets GATE_REDIS_KEY_TTL as set: it raises it for each limit to 2 × that
+// limit's own window (tick.NewMulti), where KeyTTL's floor is the primary's alone and, with
+// GATE_LIMITS=1h:...,1m:..., would keep the minute limit's keys 2 hours.
 func (c Config) SyncConfig() tick.Config {
-	ttl, _ := c.KeyTTL()
 	return tick.Config{
 		TickInterval:     c.TickInterval,
 		Mode:             c.RedisMode.value(),
 		KeyPrefix:        c.RedisPrefix,
-		KeyTTL:           ttl,
+		KeyTTL:           c.RedisKeyTTL,
 		KeysPerCommand:   c.KeysPerCommand,
 		KeysPerTick:      c.KeysPerTick,
 		MaxPendingWrites: c.MaxPendingWrites,

@@ -48,3 +48,42 @@ func TestRulesKeyTTLFollowsTheRulesWindow(t *testing.T) {
 		t.Errorf("%s expires in %s, want at most %s (2 × the rule's 10s window, plus the margin)", keys[0], ttl, want)
 	}
 }
+
+// A rules file whose first rule counts by the day and whose second by 10 s: the second
+// rule's counters expire after 2 × 10 s (plus the margin), not after the first rule's 2
+// days. Before, the tick raised every limit's expiry to 2 × its first limit's window: a
+// per-user rule listed after a daily team rule kept each user's keys 48 hours.
+func TestRulesKeyTTLIsEachRulesOwn(t *testing.T) {
+	srv := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, path, "rules:\n  - {name: daily, key: json:team_id, limits: [24h:1000000]}\n  - {name: user, key: json:team_id+distinct_id, limits: [10s:100]}\n")
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_RULES_FILE":    path,
+	})
+	g := startReloading(t, cfg, "key-ttl-each")
+	var out kgo.Record
+	switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"t1","distinct_id":"u1"}`)}, &route.Scratch{}, &out)
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	ttlOf := func(pattern string) time.Duration {
+		var keys []string
+		waitFor(t, pattern+" written", func() bool {
+			var err error
+			keys, err = rdb.Keys(ctx, pattern).Result()
+			return err == nil && len(keys) > 0
+		})
+		ttl, err := rdb.PTTL(ctx, keys[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ttl
+	}
+	if ttl, want := ttlOf("gate:rule:user:t1:u1:*"), 2*10*time.Second+tick.KeyTTLMargin; ttl <= 0 || ttl > want {
+		t.Errorf("the 10s rule's counter expires in %s, want at most %s (2 × its own window, plus the margin)", ttl, want)
+	}
+	if ttl, want := ttlOf("gate:rule:daily:t1:*"), 2*24*time.Hour+tick.KeyTTLMargin; ttl <= 2*24*time.Hour || ttl > want {
+		t.Errorf("the daily rule's counter expires in %s, want within (48h, %s]", ttl, want)
+	}
+}

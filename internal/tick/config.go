@@ -1,6 +1,5 @@
 // The tick's settings: Config, its defaults and its checks. A zero field takes its
-// default; KeyTTL is raised to 2 × the first limiter's window (and each limiter's to its
-// KeyLifetime in NewMulti). Every problem of the settings is reported at once, joined in
+// default; KeyTTL is raised, for each limiter, to its KeyLifetime (NewMulti). Every problem of the settings is reported at once, joined in
 // one error that wraps ErrBadConfig, and New refuses a Config with any.
 
 package tick
@@ -24,10 +23,11 @@ type Config struct {
 	TickInterval time.Duration
 	// KeyPrefix starts every Redis key: {prefix}:{team}:{epoch}. Default "gate".
 	KeyPrefix string
-	// KeyTTL is the expiry set on each epoch key. It is clamped up to 2 × window (plus the
-	// limiter's MaxEventAge under the event clock: limit.Limiter.KeyLifetime), or the
-	// previous epoch would vanish while still in use and over-limit teams get free
-	// traffic. Default 2 × window.
+	// KeyTTL is the expiry set on each epoch key, raised for each limiter to 2 × its own
+	// window (plus its MaxEventAge under the event clock: limit.Limiter.KeyLifetime), or
+	// the previous epoch would vanish while still in use and over-limit teams get free
+	// traffic; a limiter's floor is its own, not the first one's, so that a minute
+	// limit's keys beside an hour's expire after minutes. Default 0: each one's floor.
 	KeyTTL time.Duration
 	// KeysPerCommand is how many keys one MGET carries. Default 200.
 	KeysPerCommand int
@@ -98,7 +98,7 @@ const (
 // ErrBadConfig wraps every configuration error.
 var ErrBadConfig = errors.New("sync: invalid configuration")
 
-func (c Config) withDefaults(window time.Duration) (Config, error) {
+func (c Config) withDefaults() (Config, error) {
 	if c.Mode == "" {
 		c.Mode = ModeStandalone
 	}
@@ -107,9 +107,6 @@ func (c Config) withDefaults(window time.Duration) (Config, error) {
 	}
 	if c.KeyPrefix == "" {
 		c.KeyPrefix = DefaultKeyPrefix
-	}
-	if c.KeyTTL < 2*window {
-		c.KeyTTL = 2 * window
 	}
 	if c.KeysPerCommand == 0 {
 		c.KeysPerCommand = DefaultKeysPerCommand

@@ -23,7 +23,7 @@
 //     lane's number behind, and the batches confirmed in the last Config.KeepConfirmed
 //     (counted in ticks Redis answered the lane's writes in, so an outage ages none) are
 //     sent again; older ones are reported lost.
-//   - A counter's TTL is set once, when a write creates it: KeyTTL (at least 2 windows)
+//   - A counter's TTL is set once, when a write creates it: KeyTTL (at least 2 of its own limit's windows)
 //     plus a margin for clock skew between gates.
 //   - Counts Redis has not taken stay in the level until it takes them. A pipeline can
 //     partly fail, and every command's error is checked, not only the pipeline's: when

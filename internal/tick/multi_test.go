@@ -210,3 +210,43 @@ func TestMultiClusterSharesBatchesAcrossLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiKeysExpireByTheirOwnWindow: the primary limit has the longest window (GATE_WINDOW
+// of an hour with a minute limit in GATE_LIMITS, or a rules file whose first rule counts by
+// the day), and every other limit's keys still expire after 2 × their own window, as
+// GATE_REDIS_KEY_TTL says. Before, the primary's 2 × window was every limit's floor: the
+// minute limit's keys (a per-user rule's, one key a user a minute) lived 2 hours.
+func TestMultiKeysExpireByTheirOwnWindow(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart.Add(59 * time.Second))
+	lh, err := limit.New(limit.Config{Window: time.Hour, Threshold: 100000}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URL()}, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = clients[0].Close() })
+	tk, err := NewMulti([]Limit{{Lim: lh}, {Lim: lm, KeyPrefix: "t:w60"}}, []redis.UniversalClient{clients[0]}, Config{KeyPrefix: "t"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lh.Check("team-a", 1)
+	lm.Check("team-a", 1)
+	if r := tk.Tick(context.Background()); r.Errors != 0 || r.Writes != 2 {
+		t.Fatalf("tick = %+v, want 2 writes and no error", r)
+	}
+	ctx := context.Background()
+	if ttl := rc.TTL(ctx, Key("t:w60", "team-a", lm.Epoch(clk.Now()))).Val(); ttl <= 2*time.Minute || ttl > 2*time.Minute+KeyTTLMargin {
+		t.Errorf("minute key TTL = %s, want within (2m, 2m + margin]", ttl)
+	}
+	if ttl := rc.TTL(ctx, Key("t", "team-a", lh.Epoch(clk.Now()))).Val(); ttl <= 2*time.Hour || ttl > 2*time.Hour+KeyTTLMargin {
+		t.Errorf("hour key TTL = %s, want within (2h, 2h + margin]", ttl)
+	}
+}

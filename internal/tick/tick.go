@@ -130,9 +130,9 @@ func New(l *limit.Limiter, instances []redis.UniversalClient, cfg Config, reg pr
 }
 
 // NewMulti is New for several limiters synced by one tick, in one pipeline per instance.
-// limits[0] is the primary: Config's defaults (KeyTTL's floor) follow its window. Each
-// limiter's keys use its own KeyPrefix and expire after KeyTTL raised to its KeyLifetime
-// (2 × its window, plus GATE_MAX_EVENT_AGE under the event clock).
+// limits[0] is the primary. Each limiter's keys use its own KeyPrefix and expire after
+// KeyTTL raised to its own KeyLifetime (2 × its window, plus GATE_MAX_EVENT_AGE under
+// the event clock).
 func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Ticker, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("%w: no Redis instance", ErrBadConfig)
@@ -140,7 +140,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	if len(limits) == 0 || limits[0].Lim == nil {
 		return nil, fmt.Errorf("%w: no limiter", ErrBadConfig)
 	}
-	cfg, err := cfg.withDefaults(limits[0].Lim.Config().Window)
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}

@@ -117,11 +117,19 @@ func TestCountsLandInEpochKeysWithTTL(t *testing.T) {
 	}
 }
 
+// TestKeyTTLClampedUp: a KeyTTL shorter than 2 × the window is raised to it on the keys
+// written, so the previous epoch outlives the window it still counts in.
 func TestKeyTTLClampedUp(t *testing.T) {
 	srv := redistest.Start(t)
-	g := newGate(t, clock.NewFake(epochStart), limit.Config{Window: 30 * time.Second}, Config{KeyTTL: time.Second}, srv)
-	if got := g.tk.Config().KeyTTL; got != time.Minute {
-		t.Errorf("KeyTTL = %s, want clamped up to 2 × window = 1m", got)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: 30 * time.Second}, Config{KeyPrefix: "t", KeyTTL: time.Second}, srv)
+	g.l.Check("team-a", 1)
+	if r := g.tk.Tick(context.Background()); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v, want 1 write and no error", r)
+	}
+	key := Key("t", "team-a", g.l.Epoch(clk.Now()))
+	if ttl := srv.Client(t).TTL(context.Background(), key).Val(); ttl <= time.Minute || ttl > time.Minute+KeyTTLMargin {
+		t.Errorf("%s TTL = %s, want clamped up to 2 × window = 1m (plus the margin)", key, ttl)
 	}
 }
 
