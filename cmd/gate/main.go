@@ -300,7 +300,7 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		"redis_username", cfg.RedisUsername,
 		"redis_password_set", cfg.RedisPassword != "",
 		"redis_prefix", tc.KeyPrefix,
-		"redis_key_ttl", tc.KeyTTL.String(),
+		"redis_key_ttl", keyTTLLine(tc.KeyTTL),
 		"redis_read_timeout", cfg.RedisReadTimeout.String(),
 		"redis_write_timeout", cfg.RedisWriteTimeout.String(),
 		"redis_dial_timeout", cfg.RedisDialTimeout.String(),
@@ -318,6 +318,15 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		log.Warn("GATE_REDIS_KEY_TTL raised to 2 x GATE_WINDOW: a shorter expiry would drop the previous epoch while it still counts",
 			"asked", cfg.RedisKeyTTL.String(), "using", ttl.String())
 	}
+}
+
+// keyTTLLine is GATE_REDIS_KEY_TTL as the start line says it: each limit's keys expire
+// after it raised to 2 × that limit's window (tick.NewMulti), 0 meaning that alone.
+func keyTTLLine(ttl time.Duration) string {
+	if ttl == 0 {
+		return "2 x each limit's window"
+	}
+	return ttl.String() + " (at least 2 x each limit's window)"
 }
 
 // writerName is this process's writer name in Redis (tick.Config.Writer): its host name,

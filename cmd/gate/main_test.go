@@ -302,7 +302,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("run returned %v after cancellation, want nil\n%s", err, g.stderr)
 	}
 	logs := g.stderr.String()
-	for _, want := range []string{`"msg":"gate started","version":"dev","commit":"` + buildinfo.Get().Commit + `"`, `"franz_go_version":"` + buildinfo.Get().FranzGo + `"`, `"msg":"partitions assigned"`, `"msg":"consumer stopped"`, `"redis_key_ttl":"2m0s"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"ready: every redis instance has answered"`, `"msg":"stopped"`} {
+	for _, want := range []string{`"msg":"gate started","version":"dev","commit":"` + buildinfo.Get().Commit + `"`, `"franz_go_version":"` + buildinfo.Get().FranzGo + `"`, `"msg":"partitions assigned"`, `"msg":"consumer stopped"`, `"redis_key_ttl":"1s (at least 2 x each limit's window)"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"ready: every redis instance has answered"`, `"msg":"stopped"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %s:\n%s", want, logs)
 		}
