@@ -282,9 +282,15 @@ func (l *Limiter) OldestEpoch(now time.Time) int64 {
 }
 
 // KeyLifetime is how long the shared store must keep a window's count after the window
-// starts: two windows under WallClock (a read needs the current and previous ones); under
-// EventClock, MaxEventAge more, as a record that old still reads its window.
+// starts: two windows under WallClock (a read needs the current and previous ones), three
+// with learned thresholds (the fold of window F reads its count during F+2, possibly at
+// its end: a read put off, Redis out at the window's edge; a count gone reads as 0, and
+// the fold learns the window as silent); under EventClock, MaxEventAge more, as a record
+// that old still reads its window.
 func (l *Limiter) KeyLifetime() time.Duration {
+	if l.adapt != nil {
+		return 3 * l.cfg.Window
+	}
 	if l.ring == nil {
 		return 2 * l.cfg.Window
 	}

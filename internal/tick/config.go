@@ -24,7 +24,8 @@ type Config struct {
 	// KeyPrefix starts every Redis key: {prefix}:{team}:{epoch}. Default "gate".
 	KeyPrefix string
 	// KeyTTL is the expiry set on each epoch key, raised for each limiter to 2 × its own
-	// window (plus its MaxEventAge under the event clock: limit.Limiter.KeyLifetime), or
+	// window (3 × with learned thresholds, whose folds read the window two back; plus its
+	// MaxEventAge under the event clock: limit.Limiter.KeyLifetime), or
 	// the previous epoch would vanish while still in use and over-limit teams get free
 	// traffic; a limiter's floor is its own, not the first one's, so that a minute
 	// limit's keys beside an hour's expire after minutes. Default 0: each one's floor.

@@ -131,8 +131,8 @@ func New(l *limit.Limiter, instances []redis.UniversalClient, cfg Config, reg pr
 
 // NewMulti is New for several limiters synced by one tick, in one pipeline per instance.
 // limits[0] is the primary. Each limiter's keys use its own KeyPrefix and expire after
-// KeyTTL raised to its own KeyLifetime (2 × its window, plus GATE_MAX_EVENT_AGE under
-// the event clock).
+// KeyTTL raised to its own KeyLifetime (2 × its window, 3 × with learned thresholds,
+// plus GATE_MAX_EVENT_AGE under the event clock).
 func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Ticker, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("%w: no Redis instance", ErrBadConfig)
