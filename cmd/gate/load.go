@@ -72,8 +72,14 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, nam
 		case err := <-done:
 			p, f := counts.Produced.Load(), counts.Failed.Load()
 			skipped := ""
+			// Records sent and neither acknowledged nor refused when the wait for the last
+			// acknowledgements ended (a broker or topic not answering): said, so that the
+			// line accounts for every record the run made.
+			if n := counts.Sent.Load() - p - f; n > 0 {
+				skipped = fmt.Sprintf(" unanswered=%d (no acknowledgement or refusal before the wait for them ended)", n)
+			}
 			if n := counts.Skipped.Load(); n > 0 {
-				skipped = fmt.Sprintf(" skipped=%d (behind the rate: the broker too slow for it)", n)
+				skipped += fmt.Sprintf(" skipped=%d (behind the rate: the broker too slow for it)", n)
 			}
 			_, werr := fmt.Fprintf(stdout, "load: stopped; produced=%d failed=%d%s\n", p, f, skipped)
 			if p == 0 {

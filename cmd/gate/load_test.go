@@ -76,6 +76,21 @@ func TestLoadNothingProducedFails(t *testing.T) {
 			if err == nil || cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), env["GATE_KAFKA_BROKERS"]) {
 				t.Errorf("gate load: err %v (exit %d); want a failure naming the brokers\nstdout:\n%s", err, cli.ExitCode(err), stdout.String())
 			}
+			// The last line accounts for every record of the run (1.5 s at 400/s: 600):
+			// acknowledged, refused, unanswered when the wait ended, or skipped.
+			i := strings.LastIndex(stdout.String(), "load: stopped;")
+			if i < 0 {
+				t.Fatalf("no last line:\n%s", stdout.String())
+			}
+			last, _, _ := strings.Cut(stdout.String()[i:], "\n")
+			sum := 0
+			for _, m := range regexp.MustCompile(`\b(?:produced|failed|unanswered|skipped)=(\d+)`).FindAllStringSubmatch(last, -1) {
+				n, _ := strconv.Atoi(m[1])
+				sum += n
+			}
+			if sum != 600 {
+				t.Errorf("the last line accounts for %d records, want the run's 600: %q", sum, last)
+			}
 		})
 	}
 }

@@ -174,8 +174,10 @@ func (g *Generator) malformed() *kgo.Record {
 	return &kgo.Record{Key: []byte("malformed"), Value: []byte(v)}
 }
 
-// Counts are the records a producer has had acknowledged or refused.
+// Counts are the records a producer has handed to its client (Sent), and of those the
+// ones acknowledged or refused; the rest are unanswered.
 type Counts struct {
+	Sent     atomic.Int64
 	Produced atomic.Int64
 	Failed   atomic.Int64
 	// Skipped is the records not produced because the run fell more than a tenth of a
@@ -222,6 +224,7 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, spec Spec, count
 		for ; sent < due && ctx.Err() == nil; sent++ {
 			rec := gen.Next()
 			rec.Topic = topic
+			counts.Sent.Add(1)
 			cl.Produce(ctx, rec, done)
 		}
 	}
