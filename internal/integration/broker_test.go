@@ -24,6 +24,24 @@ import (
 // test has topics and a group of its own (names), so one broker serves them all.
 var shared = kafkatest.NewShared(kafkatest.Options{})
 
+// saslUsers are the users of the SASL broker (kafkaOpts.sasl): the super user the tests
+// administer it as, and the principals the gates log in as, each granted only what a
+// test grants it on its own topics, group and transactional id.
+var saslUsers = map[string]string{
+	kafkatest.AdminUser: "admin-secret",
+	"gate":              "gate-secret", // never DESCRIBE_CONFIGS on the cluster
+	"describer":         "describer-secret",
+}
+
+// saslConfig is the SASL broker's own setting: transactions of at most 30 s
+// (TestTransactionTimeoutAboveBrokerMax; no other gate on it runs exactly-once).
+var saslConfig = map[string]string{"transaction.max.timeout.ms": "30000"}
+
+// sharedSASL is the SASL broker the tests that need one share on the JVM: a user's
+// permissions are the ACLs on resources named after each test, so the tests cannot
+// grant each other anything.
+var sharedSASL = kafkatest.NewShared(kafkatest.Options{SASL: saslUsers, Config: saslConfig})
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	// The tests mostly wait (for groups, brokers, sessions), each with a light load:
@@ -36,6 +54,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	shared.Close()
+	sharedSASL.Close()
 	gateBin.cleanup()
 	os.Exit(code)
 }
@@ -111,6 +130,11 @@ type kafka struct {
 
 // kafkaOpts say what broker a test needs.
 type kafkaOpts struct {
+	// sasl asks for the SASL broker: its client listener SASL_PLAINTEXT (PLAIN) with
+	// saslUsers, ACLs on (StandardAuthorizer, nothing allowed unless granted) and
+	// saslConfig. On the JVM the tests share one (sharedSASL), in containers each has
+	// its own.
+	sasl bool
 	// saslUsers, when set, turns the client listener into SASL_PLAINTEXT (PLAIN) with
 	// these users and passwords, and ACLs on (StandardAuthorizer, nothing allowed unless
 	// granted); "admin" must be one of them: it is the super user the test
@@ -127,11 +151,17 @@ type kafkaOpts struct {
 	config map[string]string
 }
 
-// startKafka gives t a broker as o asks: on the JVM the shared one unless o needs its
-// own, in a container a fresh one.
+// startKafka gives t a broker as o asks: on the JVM the shared one (with o.sasl the
+// shared SASL one) unless o needs its own, in a container a fresh one.
 func startKafka(t *testing.T, o kafkaOpts) *kafka {
 	t.Helper()
 	name, why := brokerKind()
+	if o.sasl {
+		if o.saslUsers != nil || o.config != nil || o.own || o.nodes > 1 || o.controller {
+			t.Fatal("kafkaOpts: sasl is the SASL broker as it is; it takes no other option")
+		}
+		o.saslUsers, o.config = saslUsers, saslConfig
+	}
 	switch {
 	case name == "":
 		t.Fatal(why)
@@ -139,14 +169,32 @@ func startKafka(t *testing.T, o kafkaOpts) *kafka {
 		return startContainerKafka(t, o)
 	}
 	var c *kafkatest.Cluster
-	if o.saslUsers == nil && o.nodes <= 1 && !o.own && o.config == nil && !o.controller {
+	switch {
+	case o.sasl:
+		c = sharedSASL.Get(t)
+	case o.saslUsers == nil && o.nodes <= 1 && !o.own && o.config == nil && !o.controller:
 		c = shared.Get(t)
-	} else {
+	default:
 		c = kafkatest.Start(t, kafkatest.Options{Nodes: o.nodes, SASL: o.saslUsers, Config: o.config, Controller: o.controller})
 	}
 	k := &kafka{Brokers: c.Bootstrap(), JVM: c, opts: c.ClientOpts(), Replicas: int16(c.Nodes())}
-	k.Admin = kadm.NewClient(k.Client(t))
+	k.Admin = k.newAdmin(t)
 	return k
+}
+
+// adminMetadataAge is how long the admin client answers a metadata question (kadm's
+// Metadata, and the leaders ListEndOffsets and the like are sent to) from its cache:
+// kgo's default, MetadataMinAge 5 s, made every wait on the brokers' metadata (a topic
+// just created having leaders, a deleted one gone, a killed broker's partitions led
+// elsewhere) last until the cache expired, whatever the brokers said meanwhile (each
+// CreateTopic waited 5 s). The waits poll every 20 ms; this bounds them to about what
+// the brokers take, at one metadata request per poll at most.
+const adminMetadataAge = 100 * time.Millisecond
+
+// newAdmin is the test's admin client of k.
+func (k *kafka) newAdmin(t *testing.T) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(k.Client(t, kgo.MetadataMinAge(adminMetadataAge)))
 }
 
 // Client returns a client of the broker (as the admin under SASL) with opts added.

@@ -13,7 +13,6 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 	"github.com/testcontainers/testcontainers-go/wait"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
@@ -135,7 +134,7 @@ func startContainerKafka(t *testing.T, o kafkaOpts) *kafka {
 	if o.saslUsers != nil {
 		k.opts = append(k.opts, kgo.SASL(plain.Auth{User: "admin", Pass: o.saslUsers["admin"]}.AsMechanism()))
 	}
-	k.Admin = kadm.NewClient(k.Client(t))
+	k.Admin = k.newAdmin(t)
 	return k
 }
 

@@ -8,8 +8,9 @@
 // pinned in its pom.xml, resolved from Maven Central), or the apache/kafka image of
 // the same version through testcontainers-go where a container runtime answers
 // (auto's choice there, as on GitHub's runners). Single-broker tests share one JVM
-// broker per test binary, each with topics and a group named after it; a test that
-// needs three brokers, SASL or broker settings of its own starts its own.
+// broker per test binary, each with topics and a group named after it, and the SASL
+// tests another (ACLs on their own topics, groups and transactional ids only); a test
+// that needs three brokers or broker settings of its own starts its own.
 //
 // The tests guarantee, on the real broker:
 //

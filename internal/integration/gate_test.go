@@ -71,14 +71,17 @@ func (s *scenario) vars() map[string]string {
 
 // startGate starts gate name in s's group with delivery (at-least-once or
 // exactly-once: a transactional id of its own, kept across a restart under the same
-// name, and a transaction timeout above the rebalance timeout), and the pairs kv added.
+// name, and a transaction timeout above the rebalance timeout unless kv sets one), and
+// the pairs kv added.
 func (s *scenario) startGate(name, delivery string, kv ...string) *faulttest.Gate {
 	s.t.Helper()
 	v := gateVarsFor(s, kv...)
 	v["GATE_DELIVERY"] = delivery
 	if delivery == "exactly-once" {
 		v["GATE_TRANSACTIONAL_ID"] = s.n.Group + "-" + name
-		v["GATE_TRANSACTION_TIMEOUT"] = (faulttest.RebalanceTimeout + 10*time.Second).String()
+		if _, ok := v["GATE_TRANSACTION_TIMEOUT"]; !ok {
+			v["GATE_TRANSACTION_TIMEOUT"] = (faulttest.RebalanceTimeout + 10*time.Second).String()
+		}
 	}
 	return faulttest.StartGate(s.t, s.bin, name, v)
 }

@@ -70,7 +70,12 @@ func TestHangingTransaction(t *testing.T) {
 	}
 
 	stop := s.produceLoad()
-	g := s.startGate("a", "exactly-once")
+	// The gate finds the offsets held once they have been unstable for its
+	// GATE_TRANSACTION_TIMEOUT and the brokers' abort sweep (30 s): 15 s here, not the
+	// 30 s of startGate (above faulttest.RebalanceTimeout), so the gate's rebalance
+	// timeout is 12 s (above GATE_REVOKE_TIMEOUT, 10 s). The gate is the group's only
+	// member: no rebalance waits on another.
+	g := s.startGate("a", "exactly-once", "GATE_TRANSACTION_TIMEOUT", "15s", "GATE_KAFKA_REBALANCE_TIMEOUT", "12s")
 	waitReady(t, g) // joined and assigned: ready until the bound passes
 	faulttest.WaitFor(t, 3*time.Minute, "/readyz naming the hanging transaction", func() bool {
 		code, body := g.Get(t, "/readyz")

@@ -98,7 +98,7 @@ func incompressible(n int) string {
 // permission, and once it is granted the gate becomes ready and routes.
 func TestACLs(t *testing.T) {
 	t.Parallel()
-	s := newScenario(t, kafkaOpts{saslUsers: map[string]string{"admin": "admin-secret", "gate": "gate-secret"}}, 1, 1)
+	s := newScenario(t, kafkaOpts{sasl: true}, 1, 1)
 	grant := func(b *kadm.ACLBuilder) {
 		t.Helper()
 		s.k.allow(t, b, "User:gate")
@@ -217,17 +217,25 @@ func TestFreshCluster(t *testing.T) {
 // itself does.
 func TestTransactionTimeoutAboveBrokerMax(t *testing.T) {
 	t.Parallel()
-	brokerMax := map[string]string{"transaction.max.timeout.ms": "30000"}
+	// The SASL broker's transaction.max.timeout.ms is 30 s (saslConfig). Its two users:
+	// describer may read the brokers' configuration, gate may not.
 	t.Run("preflight", func(t *testing.T) {
-		s := newScenario(t, kafkaOpts{config: brokerMax}, 1, 1)
+		t.Parallel()
+		s := newScenario(t, kafkaOpts{sasl: true}, 1, 1)
+		grantAll(t, s, "describer", s.n.Group+"-txn")
+		s.k.allow(t, kadm.NewACLs().Clusters().Operations(kadm.OpDescribeConfigs), "User:describer")
 		g := faulttest.StartGate(t, s.bin, "txn", gateVarsFor(s,
+			"GATE_KAFKA_SASL_MECHANISM", "plain",
+			"GATE_KAFKA_SASL_USERNAME", "describer",
+			"GATE_KAFKA_SASL_PASSWORD", saslUsers["describer"],
 			"GATE_DELIVERY", "exactly-once",
 			"GATE_TRANSACTIONAL_ID", s.n.Group+"-txn",
 			"GATE_TRANSACTION_TIMEOUT", "45s"))
 		txnTimeoutRefused(t, s, g, "transaction.max.timeout.ms (30s)")
 	})
 	t.Run("without DESCRIBE_CONFIGS", func(t *testing.T) {
-		s := newScenario(t, kafkaOpts{config: brokerMax, saslUsers: map[string]string{"admin": "admin-secret", "gate": "gate-secret"}}, 1, 1)
+		t.Parallel()
+		s := newScenario(t, kafkaOpts{sasl: true}, 1, 1)
 		grantAll(t, s, "gate", s.n.Group+"-txn")
 		g := faulttest.StartGate(t, s.bin, "txn", gateVarsFor(s,
 			"GATE_KAFKA_SASL_MECHANISM", "plain",
