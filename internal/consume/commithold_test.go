@@ -17,6 +17,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// holdBatch is input records from to from+n-1, of seven teams.
+func holdBatch(from, n int) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = inputRecord(from+i, "team-"+strconv.Itoa((from+i)%7))
+	}
+	return recs
+}
+
 // TestCommitHold: at-least-once, the broker refuses every offset commit (as while the
 // group coordinator is dead). After 2 × GATE_COMMIT_INTERVAL of failures the gate
 // stops fetching the input, says so and shows it in gate_fetch_held_by_commits; once
@@ -31,19 +40,12 @@ func TestCommitHold(t *testing.T) {
 	var logs logSink
 	env.logs = &logs
 	prod := producer(t, env.cluster)
-	batch := func(from, n int) []*kgo.Record {
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = inputRecord(from+i, "team-"+strconv.Itoa((from+i)%7))
-		}
-		return recs
-	}
 	g := env.start(t, "a")
-	produceAll(t, prod, batch(0, 100))
+	produceAll(t, prod, holdBatch(0, 100))
 	waitCommitted(t, env.cluster, parts, 20*time.Second)
 
 	fail := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.UnknownServerError, Count: -1})
-	produceAll(t, prod, batch(100, 100)) // routed, acknowledged, not committed
+	produceAll(t, prod, holdBatch(100, 100)) // routed, acknowledged, not committed
 	waitFor(t, 20*time.Second, "fetching held after failed commits", func() bool {
 		return slices.Contains(g.c.live.Load().PauseFetchTopics(), inTopic) &&
 			testutil.ToFloat64(g.c.m.commitHeld) == 1
@@ -51,7 +53,7 @@ func TestCommitHold(t *testing.T) {
 	if !strings.Contains(logs.String(), "fetching the input stops until one succeeds") {
 		t.Error("no line says fetching stopped")
 	}
-	produceAll(t, prod, batch(200, 100)) // not fetched while held
+	produceAll(t, prod, holdBatch(200, 100)) // not fetched while held
 
 	fail.Remove()
 	waitFor(t, 20*time.Second, "fetching resumed once commits succeed", func() bool {
@@ -84,23 +86,16 @@ func TestCommitHoldIsAStall(t *testing.T) {
 	env.ccfg.StallNotReady = time.Second
 	env.ccfg.StallRestart = 2 * time.Second
 	prod := producer(t, env.cluster)
-	batch := func(from, n int) []*kgo.Record {
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = inputRecord(from+i, "team-"+strconv.Itoa((from+i)%7))
-		}
-		return recs
-	}
 	g := env.start(t, "a")
-	produceAll(t, prod, batch(0, 100))
+	produceAll(t, prod, holdBatch(0, 100))
 	waitCommitted(t, env.cluster, parts, 20*time.Second)
 
 	fail := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.UnknownServerError, Count: -1})
-	produceAll(t, prod, batch(100, 100))
+	produceAll(t, prod, holdBatch(100, 100))
 	waitFor(t, 20*time.Second, "fetching held after failed commits", func() bool {
 		return slices.Contains(g.c.live.Load().PauseFetchTopics(), inTopic)
 	})
-	produceAll(t, prod, batch(200, 100)) // not fetched while held
+	produceAll(t, prod, holdBatch(200, 100)) // not fetched while held
 	waitFor(t, 30*time.Second, "not ready for want of progress, the held fetches named", func() bool {
 		nr := strings.Join(g.c.NotReady(), ";")
 		return strings.Contains(nr, "no progress for") && strings.Contains(nr, "fetching the input is held")
@@ -130,15 +125,8 @@ func TestCommitHoldHangingCommit(t *testing.T) {
 	env := newEnv(t, parts)
 	env.ccfg.CommitInterval = 100 * time.Millisecond
 	prod := producer(t, env.cluster)
-	batch := func(from, n int) []*kgo.Record {
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = inputRecord(from+i, "team-"+strconv.Itoa((from+i)%7))
-		}
-		return recs
-	}
 	g := env.start(t, "a")
-	produceAll(t, prod, batch(0, 100))
+	produceAll(t, prod, holdBatch(0, 100))
 	waitCommitted(t, env.cluster, parts, 20*time.Second)
 
 	release := make(chan struct{})
@@ -155,7 +143,7 @@ func TestCommitHoldHangingCommit(t *testing.T) {
 		env.cluster.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
-	produceAll(t, prod, batch(100, 100))
+	produceAll(t, prod, holdBatch(100, 100))
 	waitFor(t, 20*time.Second, "fetching held while commits hang", func() bool {
 		return slices.Contains(g.c.live.Load().PauseFetchTopics(), inTopic)
 	})
@@ -166,7 +154,7 @@ func TestCommitHoldHangingCommit(t *testing.T) {
 	waitFor(t, 20*time.Second, "fetching resumed once commits are answered", func() bool {
 		return !slices.Contains(g.c.live.Load().PauseFetchTopics(), inTopic)
 	})
-	produceAll(t, prod, batch(200, 100))
+	produceAll(t, prod, holdBatch(200, 100))
 	out := collect(t, env.cluster, 300, 30*time.Second, 300*time.Millisecond)
 	waitCommitted(t, env.cluster, parts, 20*time.Second)
 	g.stop(t)
