@@ -486,6 +486,10 @@ func TestOutputTopicDeletedAndCreatedAgain(t *testing.T) {
 				const parts, n1, n2 = 2, 20, 40
 				env := newEnv(t, parts)
 				env.ccfg.Delivery = tc.d
+				// The retries of the records meanwhile at a tenth of their delays: the
+				// first after the output watch found the topic (outputCheckEvery) is what
+				// the test waits for, not how long the gate backs off.
+				env.ccfg.Jitter = shortJitter
 				if topic == outTopic {
 					withOutcomes(t, env)
 				}

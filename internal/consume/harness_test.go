@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -64,6 +65,12 @@ func testClientOpts() []kgo.Opt {
 		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
 	}
 }
+
+// shortJitter is a Config.Jitter that keeps the gate's backoff shape (full jitter under a
+// cap doubling from retryMinBackoff) at a tenth of its length: 10 ms to 500 ms instead
+// of 100 ms to 5 s. For tests whose time is the gate's own retry delays and whose
+// behaviour does not depend on how long they are (backoff_test.go checks the delays).
+func shortJitter(n int64) int64 { return rand.Int64N(n/10 + 1) }
 
 // gateEnv is one shared limiter setup: the pieces a fleet of test gates need.
 type gateEnv struct {

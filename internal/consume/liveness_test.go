@@ -433,6 +433,9 @@ func TestWatchdog(t *testing.T) {
 			produceAll(t, producer(t, env.cluster), recs)
 			if stuck {
 				hangProduce(t, env.cluster)
+				// The stuck gate's stop at the end waits this out (the produce never
+				// answers); not what is tested.
+				env.ccfg.ShutdownTimeout = time.Second
 			}
 			g := env.start(t, "a")
 			if !stuck {

@@ -89,6 +89,9 @@ func TestSlabsReusedUnderRetries(t *testing.T) {
 	// One client retry: a failed produce comes back to the gate, whose records then wait
 	// in their slabs for the gate's own retries.
 	env.ccfg.ProduceRetries = 1
+	// The gate's retries at a tenth of their delays: how long they wait is not what is
+	// tested, that the records wait in their slabs for them is.
+	env.ccfg.Jitter = shortJitter
 	env.wrap = func(r Router) Router { return slowRouter{r, 20 * time.Microsecond} }
 	fault := failAcceptedProduces(env, 3)
 	recs := make([]*kgo.Record, n)

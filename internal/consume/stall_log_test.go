@@ -30,6 +30,9 @@ func TestStallIsLogged(t *testing.T) {
 	}
 	produceAll(t, producer(t, env.cluster), recs)
 	hangProduce(t, env.cluster)
+	// The gate's stop at the end waits this out (the produce never answers); not what is
+	// tested.
+	env.ccfg.ShutdownTimeout = time.Second
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "not ready for want of progress", func() bool {
 		return strings.Contains(strings.Join(g.c.NotReady(), ";"), "no progress for")

@@ -22,6 +22,8 @@ import (
 // the loop came round and Run skipped it: the teams on the healthy instance were written
 // every other interval.
 func TestHungFirstInstanceSkipsNoTick(t *testing.T) {
+	// It mostly waits (Redis, ticks): beside the package's other waiting tests.
+	t.Parallel()
 	const interval = 800 * time.Millisecond // the loop has an eighth of it to spare: 100 ms on a loaded machine
 	srvs, _, tk := twoInstances(t, Config{TickInterval: interval, KeyPrefix: "hung"})
 	boundaries := make(chan time.Time, 1000)
@@ -57,6 +59,7 @@ func TestHungFirstInstanceSkipsNoTick(t *testing.T) {
 // instance 1's counts past that tick's key budget were never written, though instance 1
 // answered every time.
 func TestFlushWritesPastAFailedInstance(t *testing.T) {
+	t.Parallel() // it mostly waits (Redis, ticks): beside the package's other waiting tests
 	srvs, l, tk := twoInstances(t, Config{KeysPerTick: 40, KeyPrefix: "flush"})
 	var healthy []string
 	for i := 0; len(healthy) < 50; i++ {

@@ -453,6 +453,7 @@ func TestFleetDivertsNewTeamSpreadOverManyGates(t *testing.T) {
 // count must keep that later slot, or the next tick of that slot counts the gate again
 // (every gate then finds the fleet one larger for two slots).
 func TestFleetSharedStalledCountKeepsLaterSlot(t *testing.T) {
+	t.Parallel() // it mostly waits (Redis, ticks): beside the package's other waiting tests
 	srv := redistest.Start(t)
 	stalled := redistest.Start(t) // the old rule set's connection, whose reply is lost
 	ctx := context.Background()
