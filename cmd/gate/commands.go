@@ -201,6 +201,20 @@ func zeroDefault(f *flag.Flag) bool {
 }
 
 // writeUsage writes a command's usage text, then its flags.
+// parseCommand parses a command's args into fs, flags anywhere among them
+// (cli.ParseInterleaved), its usage and errors written to stderr: it returns the
+// arguments, or done when -h printed the usage (the command then returns nil), or the
+// error of a bad flag.
+func parseCommand(fs *flag.FlagSet, usage string, args []string, stderr io.Writer) (rest []string, done bool, err error) {
+	fs.SetOutput(stderr)
+	fs.Usage = func() { writeUsage(stderr, usage, fs) }
+	rest, err = cli.ParseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, true, nil
+	}
+	return rest, false, err
+}
+
 func writeUsage(w io.Writer, usage string, fs *flag.FlagSet) {
 	_, _ = io.WriteString(w, usage)
 	if hasFlags(fs) {
@@ -242,13 +256,8 @@ func envFlags(check *bool) *flag.FlagSet {
 func envCmd(_ context.Context, args []string, h host, stdout, stderr io.Writer) error {
 	var check bool
 	fs := envFlags(&check)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { writeUsage(stderr, envUsage, fs) }
-	args, err := cli.ParseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
+	args, done, err := parseCommand(fs, envUsage, args, stderr)
+	if done || err != nil {
 		return err
 	}
 	if len(args) > 0 {

@@ -46,13 +46,8 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	var sinceFlag, untilFlag string
 	var top int
 	fs := outcomesFlags(&sinceFlag, &untilFlag, &top)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { writeUsage(stderr, outcomesUsage, fs) }
-	args, err := cli.ParseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
+	args, done, err := parseCommand(fs, outcomesUsage, args, stderr)
+	if done || err != nil {
 		return err
 	}
 	topSet := cli.Set(fs, "top")

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -66,13 +65,8 @@ func redriveFlags(o *redriveOpts) *flag.FlagSet {
 func redriveCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
 	var o redriveOpts
 	fs := redriveFlags(&o)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { writeUsage(stderr, redriveUsage, fs) }
-	args, err := cli.ParseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
+	args, done, err := parseCommand(fs, redriveUsage, args, stderr)
+	if done || err != nil {
 		return err
 	}
 	if len(args) > 0 {

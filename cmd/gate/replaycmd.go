@@ -79,13 +79,8 @@ func replayFlags(o *replayOpts) *flag.FlagSet {
 func replayCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
 	var o replayOpts
 	fs := replayFlags(&o)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { writeUsage(stderr, replayUsage, fs) }
-	args, err := cli.ParseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
+	args, done, err := parseCommand(fs, replayUsage, args, stderr)
+	if done || err != nil {
 		return err
 	}
 	if len(args) > 0 {

@@ -51,13 +51,8 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	var addr string
 	var top int
 	fs := teamFlags(&addr, &top)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { writeUsage(stderr, teamUsage, fs) }
-	args, err := cli.ParseInterleaved(fs, args) // -addr before TEAM or after it
-	if errors.Is(err, flag.ErrHelp) {
-		return nil // fs.Usage printed it
-	}
-	if err != nil {
+	args, done, err := parseCommand(fs, teamUsage, args, stderr)
+	if done || err != nil {
 		return err
 	}
 	topSet := cli.Set(fs, "top")
