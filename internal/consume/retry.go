@@ -403,7 +403,7 @@ func refusedBefore(in, out *kgo.Record) string {
 			source = h.Value
 		}
 	}
-	if reason == nil || string(source) != in.Topic+"/"+strconv.Itoa(int(in.Partition))+"/"+strconv.FormatInt(in.Offset, 10) {
+	if reason == nil || string(source) != string(route.AppendSource(nil, in)) {
 		return ""
 	}
 	if string(reason) == route.ReasonRejected {

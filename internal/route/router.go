@@ -898,18 +898,23 @@ func (r *Router) deadLetter(rec *kgo.Record, code []byte, detail string) *kgo.Re
 	out.Headers = slices.DeleteFunc(out.Headers, func(h kgo.RecordHeader) bool { // a copy: output's extra > 0
 		return h.Key == HeaderError || h.Key == HeaderErrorDetail || h.Key == HeaderSource
 	})
-	src := make([]byte, 0, len(rec.Topic)+24)
-	src = append(src, rec.Topic...)
-	src = append(src, '/')
-	src = strconv.AppendInt(src, int64(rec.Partition), 10)
-	src = append(src, '/')
-	src = strconv.AppendInt(src, rec.Offset, 10)
+	src := AppendSource(make([]byte, 0, len(rec.Topic)+24), rec)
 	out.Headers = append(out.Headers,
 		kgo.RecordHeader{Key: HeaderError, Value: code},
 		kgo.RecordHeader{Key: HeaderErrorDetail, Value: []byte(detail)},
 		kgo.RecordHeader{Key: HeaderSource, Value: src},
 	)
 	return out
+}
+
+// AppendSource appends rec's place as a dead letter's HeaderSource says it,
+// topic/partition/offset, to dst.
+func AppendSource(dst []byte, rec *kgo.Record) []byte {
+	dst = append(dst, rec.Topic...)
+	dst = append(dst, '/')
+	dst = strconv.AppendInt(dst, int64(rec.Partition), 10)
+	dst = append(dst, '/')
+	return strconv.AppendInt(dst, rec.Offset, 10)
 }
 
 // output returns a new record for route with rec's value (the same bytes, not a copy),
