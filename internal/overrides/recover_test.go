@@ -39,31 +39,19 @@ func TestRunSaysWhenRefreshesWorkAgain(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(rctx) }()
 	defer func() { cancel(); <-done }()
-	waitLog := func(what, prefix string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for len(logs.lines(t, prefix)) == 0 {
-			if time.Now().After(deadline) {
-				logs.mu.Lock()
-				defer logs.mu.Unlock()
-				t.Fatalf("no %s (a line starting %q) in 30s:\n%s", what, prefix, logs.b.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	waitLog("first set applied", "live overrides applied")
+	logs.wait(t, "first set applied", "live overrides applied")
 
 	if err := c.Set(ctx, key, "not a hash", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitLog("warning", "live overrides not refreshed")
+	logs.wait(t, "warning", "live overrides not refreshed")
 	if err := c.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := Set(ctx, c, key, "t", 7, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	waitLog("recovery line", "live overrides refreshed again")
+	logs.wait(t, "recovery line", "live overrides refreshed again")
 	if got := lim.Threshold("t"); got != 7 {
 		t.Errorf("threshold of t = %d, want 7", got)
 	}
@@ -92,24 +80,27 @@ func TestRunSaysWhenRedisAnswersAgainWithoutAHash(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(rctx) }()
 	defer func() { cancel(); <-done }()
-	waitLog := func(what, prefix string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for len(logs.lines(t, prefix)) == 0 {
-			if time.Now().After(deadline) {
-				logs.mu.Lock()
-				defer logs.mu.Unlock()
-				t.Fatalf("no %s (a line starting %q) in 30s:\n%s", what, prefix, logs.b.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	<-r.FirstRead()
 	srv.Stop(t)
-	waitLog("warning", "live overrides not refreshed")
+	logs.wait(t, "warning", "live overrides not refreshed")
 	srv.Restart(t) // empty, as before: no hash
-	waitLog("recovery line", "live overrides refreshed again")
+	logs.wait(t, "recovery line", "live overrides refreshed again")
 	if got := logs.lines(t, "live overrides hash is gone"); len(got) != 0 {
 		t.Errorf("a hash never read reported gone: %v", got)
+	}
+}
+
+// wait polls, up to 30 s, for a JSON log line whose msg starts with prefix (what it is,
+// for the failure).
+func (l *lockedBuffer) wait(t *testing.T, what, prefix string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(l.lines(t, prefix)) == 0 {
+		if time.Now().After(deadline) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			t.Fatalf("no %s (a line starting %q) in 30s:\n%s", what, prefix, l.b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
