@@ -296,28 +296,18 @@ func TestRulesReloadKeepsCountingRedirects(t *testing.T) {
 	write(2000)
 	waitFor(t, "the edit to be in use", func() bool { return g.gen.Load() != first })
 
-	// A team of another slot, none of whose keys exist yet: the slot may simply be
-	// reassigned, and the client's slot map is then stale for it.
+	// A team of another slot, none of whose keys exist yet: the slot moves with no key
+	// to migrate, and the client's slot map is then stale for it.
 	t2 := "t2"
 	for i := 3; tick.ClusterShard(t2) == tick.ClusterShard("t1"); i++ {
 		t2 = fmt.Sprintf("t%d", i)
 	}
 	key := tick.ClusterKey("gate:rule:team", t2, 0)
-	from := c.Owner(t, key)
 	to := c.Primaries[0]
-	if to == from {
+	if c.Owner(t, key) == to {
 		to = c.Primaries[1]
 	}
-	slot := from.Client(t).ClusterKeySlot(ctx, key).Val()
-	id, err := to.Client(t).Do(ctx, "CLUSTER", "MYID").Text()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range c.Primaries {
-		if err := p.Client(t).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", id).Err(); err != nil {
-			t.Fatalf("CLUSTER SETSLOT on %s: %v", p.Addr(), err)
-		}
-	}
+	c.MoveEmptySlot(t, key, to)
 	send(t2)
 	waitFor(t, "the second rule set's MOVED counted", func() bool {
 		return labelValue(t, g, "gate_limiter_redis_redirects_total", "kind", "moved") >= 1

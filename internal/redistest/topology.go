@@ -130,6 +130,88 @@ func (c *Cluster) Owner(t testing.TB, key string) *Server {
 	return nil
 }
 
+// MoveEmptySlot gives the slot of key, which must hold no key, from its owner to the
+// primary to, and returns once every running primary names to as its owner.
+//
+// It marks the slot importing on to before giving it (as redis-cli's resharding does),
+// whatever the slot holds: a node given a slot it was importing bumps its config epoch,
+// and only that keeps the move. A slot simply reassigned keeps the new owner's old epoch,
+// and the old owner's gossip, if it reaches the new owner before the old owner is told,
+// claims the slot back with its higher epoch: each node then names the other, and every
+// command on the slot is redirected between them for good (a CI run of a test that
+// reassigned slots that way waited 30 s for a write).
+func (c *Cluster) MoveEmptySlot(t testing.TB, key string, to *Server) {
+	t.Helper()
+	ctx := context.Background()
+	from := c.Owner(t, key)
+	if from == to {
+		t.Fatalf("redistest: MoveEmptySlot: %s owns the slot of %q already", to.Addr(), key)
+	}
+	fc, tc := from.Client(t), to.Client(t)
+	slot, err := fc.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatalf("redistest: CLUSTER KEYSLOT %q: %v", key, err)
+	}
+	if n, err := fc.ClusterCountKeysInSlot(ctx, int(slot)).Result(); err != nil || n != 0 {
+		t.Fatalf("redistest: MoveEmptySlot: slot %d holds %d keys (%v)", slot, n, err)
+	}
+	fromID, err1 := fc.Do(ctx, "CLUSTER", "MYID").Text()
+	toID, err2 := tc.Do(ctx, "CLUSTER", "MYID").Text()
+	if err1 != nil || err2 != nil {
+		t.Fatalf("redistest: CLUSTER MYID: %v, %v", err1, err2)
+	}
+	do := func(s *Server, args ...any) {
+		t.Helper()
+		if err := s.Client(t).Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("redistest: %v on %s: %v", args, s.Addr(), err)
+		}
+	}
+	do(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
+	do(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
+	do(to, "CLUSTER", "SETSLOT", slot, "NODE", toID) // first: its epoch bumped
+	for _, p := range c.Primaries {
+		if p != to && p.running() {
+			do(p, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+		}
+	}
+	deadline := time.Now().Add(topologyTimeout)
+	for _, p := range c.Primaries {
+		if !p.running() {
+			continue
+		}
+		for c.ownerAddr(t, p, key) != to.Addr() {
+			if time.Now().After(deadline) {
+				t.Fatalf("redistest: %s does not name %s the owner of slot %d after %v", p.Addr(), to.Addr(), slot, topologyTimeout)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// ownerAddr is the address of the node s names the owner of key's slot ("" if none).
+func (c *Cluster) ownerAddr(t testing.TB, s *Server, key string) string {
+	t.Helper()
+	ctx := context.Background()
+	rc := s.Client(t)
+	slot, err := rc.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatalf("redistest: CLUSTER KEYSLOT %q on %s: %v", key, s.Addr(), err)
+	}
+	// CLUSTER SLOTS, though deprecated in Redis 7 for CLUSTER SHARDS: tests run
+	// against whatever redis-server is on PATH, and 6.x has no CLUSTER SHARDS.
+	//lint:ignore SA1019 CLUSTER SHARDS needs Redis 7; this must run on 6.x too.
+	ranges, err := rc.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatalf("redistest: CLUSTER SLOTS on %s: %v", s.Addr(), err)
+	}
+	for _, r := range ranges {
+		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+			return r.Nodes[0].Addr
+		}
+	}
+	return ""
+}
+
 // SentinelSet is a primary, its replicas and the sentinels watching them.
 type SentinelSet struct {
 	Master    string // the name the sentinels know the primary by
