@@ -65,6 +65,9 @@ type Options struct {
 	Throughput bool
 	// Getenv reads the environment (JAVA_HOME, GATETEST_KAFKA_JARS, HOME); os.Getenv when nil.
 	Getenv func(string) string
+	// archiveTo has the brokers write the classes they loaded to this file when they
+	// exit normally (makeArchive), in place of mapping Tools.Archive.
+	archiveTo string
 }
 
 // Cluster is a running Apache Kafka cluster of JVM processes on loopback ports.
@@ -327,10 +330,20 @@ func (c *Cluster) properties(n *node) string {
 // directory, removed with it: the compression codecs' native libraries (snappy-java,
 // lz4-java) are unpacked into java.io.tmpdir at each JVM's first compressed batch, and a
 // broker killed (as the fault tests kill them) never deletes them: /tmp gathered hundreds.
-func (c *Cluster) jvmArgs(n *node, heap string) []string {
+//
+// The default Options' JVMs map the broker class archive (Tools.Archive, archive.go);
+// broker says the JVM is a broker's, not a format's, for the one that writes it.
+func (c *Cluster) jvmArgs(n *node, heap string, broker bool) []string {
 	gc := []string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1", "-XX:-UsePerfData"}
-	if c.opts.Throughput {
+	switch {
+	case c.opts.Throughput:
 		gc = []string{"-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35"}
+	case c.opts.archiveTo != "":
+		if broker {
+			gc = append(gc, "-XX:ArchiveClassesAtExit="+c.opts.archiveTo)
+		}
+	case c.tools.Archive != "":
+		gc = append(gc, "-XX:SharedArchiveFile="+c.tools.Archive)
 	}
 	args := append([]string{"-Xmx" + heap, "-Xms64m"}, gc...)
 	return append(args,
@@ -345,7 +358,7 @@ func (c *Cluster) jvmArgs(n *node, heap string) []string {
 // format runs StorageTool format on n (bin/kafka-storage.sh format), with the voters
 // in its properties, so no --standalone.
 func (c *Cluster) format(n *node) error {
-	args := append(c.jvmArgs(n, "256m"), "kafka.tools.StorageTool", "format", "-t", c.id, "-c", n.props)
+	args := append(c.jvmArgs(n, "256m", false), "kafka.tools.StorageTool", "format", "-t", c.id, "-c", n.props)
 	cmd := exec.Command(c.tools.Java, args...)
 	cmd.SysProcAttr = sysProcAttr()
 	out, err := cmd.CombinedOutput()
@@ -367,7 +380,7 @@ func (c *Cluster) launch(n *node) error {
 		return fmt.Errorf("kafkatest: opening node %d's log: %w", n.id, err)
 	}
 	defer logf.Close()
-	args := append(c.jvmArgs(n, c.opts.Heap), "kafka.Kafka", n.props)
+	args := append(c.jvmArgs(n, c.opts.Heap, true), "kafka.Kafka", n.props)
 	cmd := exec.Command(c.tools.Java, args...)
 	cmd.Dir = n.dir
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -13,6 +13,11 @@
 //     java -cp 'jars/*' kafka.Kafka after kafka.tools.StorageTool format, as the
 //     release's bin/ scripts do. Logging goes through maven/log4j2.xml to one file per
 //     node, whose tail is printed when a test fails.
+//   - The default Options' JVMs map a class-data-sharing archive of a broker's classes,
+//     made once per machine, java and jar set beside CacheDir (archive.go): a node is
+//     ready on some 2.5 CPU-seconds, not 4.3 to 5.3. A JVM that cannot use it loads the
+//     classes itself; one that cannot be made leaves its reason (Tools.ArchiveErr) and
+//     every JVM starting as before.
 //   - A cluster is one combined broker+controller node, or three (KRaft voters), each
 //     listening only on 127.0.0.1; Start returns once a metadata request lists every
 //     broker. Options.SASL adds PLAIN users and the StandardAuthorizer.

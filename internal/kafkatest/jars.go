@@ -32,6 +32,10 @@ type Tools struct {
 	Java  string // the java binary
 	Jars  string // directory of the runtime jars (java -cp 'Jars/*')
 	Log4j string // our log4j2 configuration (maven/log4j2.xml)
+	// Archive is the class-data-sharing archive of a broker's classes (archive.go) the
+	// default Options' JVMs map, or "" for none; ArchiveErr says why there is none.
+	Archive    string
+	ArchiveErr error
 }
 
 // missingError says which tool is missing and what to install.
@@ -96,7 +100,7 @@ func cacheDir(getenv func(string) string, pom []byte) (string, error) {
 // serialize on a lock file; the first resolves, the others find the result. A missing
 // java or mvn is a *missingError (IsMissing).
 func FindTools(getenv func(string) string) (Tools, error) {
-	java, err := findJava(getenv)
+	java, version, err := findJava(getenv)
 	if err != nil {
 		return Tools{}, err
 	}
@@ -117,12 +121,15 @@ func FindTools(getenv func(string) string) (Tools, error) {
 			return Tools{}, err
 		}
 	}
-	return Tools{Java: java, Jars: dir, Log4j: filepath.Join(src, "maven", "log4j2.xml")}, nil
+	tools := Tools{Java: java, Jars: dir, Log4j: filepath.Join(src, "maven", "log4j2.xml")}
+	tools.Archive, tools.ArchiveErr = sharedArchive(tools, version)
+	return tools, nil
 }
 
 var javaVersionRE = regexp.MustCompile(`version "(\d+)(?:\.(\d+))?`)
 
-func findJava(getenv func(string) string) (string, error) {
+// findJava returns the java to run and what its -version printed.
+func findJava(getenv func(string) string) (string, []byte, error) {
 	java := ""
 	if h := getenv("JAVA_HOME"); h != "" {
 		if p := filepath.Join(h, "bin", "java"); fileExists(p) {
@@ -132,26 +139,26 @@ func findJava(getenv func(string) string) (string, error) {
 	if java == "" {
 		p, err := exec.LookPath("java")
 		if err != nil {
-			return "", &missingError{fmt.Sprintf("kafkatest: no java on PATH: install Java %d or later (Debian: apt-get install openjdk-17-jre-headless) and Maven (apt-get install maven)", minJava)}
+			return "", nil, &missingError{fmt.Sprintf("kafkatest: no java on PATH: install Java %d or later (Debian: apt-get install openjdk-17-jre-headless) and Maven (apt-get install maven)", minJava)}
 		}
 		java = p
 	}
 	out, err := exec.Command(java, "-version").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("kafkatest: %s -version: %w\n%s", java, err, out)
+		return "", nil, fmt.Errorf("kafkatest: %s -version: %w\n%s", java, err, out)
 	}
 	m := javaVersionRE.FindSubmatch(out)
 	if m == nil {
-		return "", fmt.Errorf("kafkatest: cannot read the version of %s from %q", java, out)
+		return "", nil, fmt.Errorf("kafkatest: cannot read the version of %s from %q", java, out)
 	}
 	v, _ := strconv.Atoi(string(m[1]))
 	if v == 1 && len(m[2]) > 0 { // 1.8 style
 		v, _ = strconv.Atoi(string(m[2]))
 	}
 	if v < minJava {
-		return "", &missingError{fmt.Sprintf("kafkatest: %s is Java %d; Kafka %s needs Java %d or later (set JAVA_HOME to one)", java, v, Version, minJava)}
+		return "", nil, &missingError{fmt.Sprintf("kafkatest: %s is Java %d; Kafka %s needs Java %d or later (set JAVA_HOME to one)", java, v, Version, minJava)}
 	}
-	return java, nil
+	return java, out, nil
 }
 
 // completeMark is written into the cache directory once every jar is in it.
