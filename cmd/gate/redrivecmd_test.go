@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/cli"
 )
@@ -125,6 +129,137 @@ func TestRedriveCommand(t *testing.T) {
 	} {
 		if err := run(t.Context(), args, testHost(env), &stdout, &stderr); !errors.As(err, new(*cli.UsageError)) {
 			t.Errorf("gate %q: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// A redrive stopped (Ctrl-C) as it copies still copies every dead letter it read: the
+// offsets it prints are what docs/operations.md says to resume after ("after an
+// interrupted copy give -offsets from where its printed offsets end"), so one read and
+// not copied is left behind by that recipe. The records handed to the producer when
+// the stop came had their context canceled with it, and failed unsent, the half minute
+// given to the flush for them notwithstanding.
+func TestRedriveStoppedCopiesWhatItRead(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 40
+	var dls []*kgo.Record
+	for i := range n {
+		dls = append(dls, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: bytes.Repeat([]byte("x"), 600), Timestamp: testNow.Add(-time.Hour),
+			Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}})
+	}
+	if err := cl.ProduceSync(t.Context(), dls...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// One record a batch, so that most are still in the producer's buffer when the stop
+	// comes, at the broker's first produce request.
+	env["GATE_KAFKA_MAX_MESSAGE_BYTES"] = "1024"
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		stop()
+		time.Sleep(200 * time.Millisecond)
+		return nil, nil, false
+	})
+	var stdout, stderr bytes.Buffer
+	err = run(ctx, []string{"redrive"}, testHost(env), &stdout, &stderr)
+	t.Logf("gate redrive stopped: %v\n%s", err, stdout.String())
+	m := regexp.MustCompile(`read offsets (\S+)`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("gate redrive stopped printed no offsets:\n%s", stdout.String())
+	}
+	// The docs' recipe: again from where the printed offsets end.
+	var resume []string
+	for p := range strings.SplitSeq(m[1], ",") {
+		part, ab, _ := strings.Cut(p, ":")
+		_, end, _ := strings.Cut(ab, "-")
+		resume = append(resume, fmt.Sprintf("%s:%s-%d", part, end, n))
+	}
+	stdout.Reset()
+	if err := run(t.Context(), []string{"redrive", "-offsets", strings.Join(resume, ",")}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate redrive -offsets %s: %v\n%s", strings.Join(resume, ","), err, stderr.String())
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(t.Context(), "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copied int64
+	ends.Each(func(o kadm.ListedOffset) { copied += o.Offset })
+	if copied != n {
+		t.Errorf("the input holds %d of the %d dead letters after a stopped redrive and the docs' resume (-offsets %s)", copied, n, strings.Join(resume, ","))
+	}
+}
+
+// A redrive whose copies fail counts them out of its line's reasons too, not only out of
+// its total: "re-drove 0 dead letters (not_json 2)" said two were copied, and nothing
+// on it said which reasons' were not.
+func TestRedriveFailedCountsByReason(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	dl := func(reason string) *kgo.Record {
+		return &kgo.Record{Value: []byte("{bad"), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte(reason)}}}
+	}
+	if err := cl.ProduceSync(t.Context(), dl("not_json"), dl("not_json"), dl("field_missing")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// An input topic the cluster does not have: every copy fails.
+	env["GATE_INPUT_TOPIC"] = "events_gone"
+	var stdout, stderr bytes.Buffer
+	err = run(t.Context(), []string{"redrive", "-topic", "events_dead_letter"}, testHost(env), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "3 of 3 dead letters not known to be copied") {
+		t.Errorf("gate redrive to a missing input topic: %v", err)
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "re-drove 0 dead letters from events_dead_letter to events_gone (field_missing 0 of 1, not_json 0 of 2); ") {
+		t.Errorf("gate redrive to a missing input topic said:\n%s", out)
+	}
+}
+
+// gate redrive's line names the reason of every dead letter it counts: those it left for
+// -reason (a -reason misspelt copied none, "3 of other reasons left", with nothing to say
+// the reason was not_json), and one without gate-error, shown as a blank ("( 1, ...").
+func TestRedriveLineNamesEveryReason(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	dl := func(reason string) *kgo.Record {
+		r := &kgo.Record{Value: []byte("{bad")}
+		if reason != "" {
+			r.Headers = []kgo.RecordHeader{{Key: "gate-error", Value: []byte(reason)}}
+		}
+		return r
+	}
+	if err := cl.ProduceSync(t.Context(), dl("not_json"), dl("not_json"), dl("field_missing"), dl("")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-reason", "notjson"}, "would re-drive 0 dead letters from events_dead_letter to events; 4 of other reasons left (field_missing 1, no gate-error 1, not_json 2); "},
+		{nil, "would re-drive 4 dead letters from events_dead_letter to events (field_missing 1, no gate-error 1, not_json 2); "},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"redrive", "-dry-run"}, c.args...)
+		if err := run(t.Context(), args, testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("gate %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		if out := stdout.String(); !strings.HasPrefix(out, c.want) {
+			t.Errorf("gate %s said:\n%s\nwant it to begin %q", strings.Join(args, " "), out, c.want)
 		}
 	}
 }

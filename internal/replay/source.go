@@ -180,15 +180,25 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 	}
 	if len(rng.Offsets) > 0 {
 		// Exact offsets, each partition's end no further than its last stable offset: a
-		// read_committed reader gets nothing past it, and would wait for it.
+		// read_committed reader gets nothing past it, and would wait for it. A start below
+		// the log start (retention deleted it since the offsets were noted) is refused
+		// saying where the partition starts now: the fetch's OFFSET_OUT_OF_RANGE did not.
+		starts, err := list("start", func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, rng.Topic) })
+		if err != nil {
+			return nil, nil, err
+		}
 		out := slices.Clone(rng.Offsets)
-		for i := range out {
-			e, ok := ends.Lookup(rng.Topic, out[i].Partition)
-			if !ok || out[i].Partition < 0 {
-				return nil, nil, fmt.Errorf("reading %s: it has no partition %d", rng.Topic, out[i].Partition)
+		for i, asked := range out {
+			e, ok := ends.Lookup(rng.Topic, asked.Partition)
+			if !ok || asked.Partition < 0 {
+				return nil, nil, fmt.Errorf("reading %s: it has no partition %d", rng.Topic, asked.Partition)
 			}
-			out[i].End = min(out[i].End, e.Offset)
-			out[i].Start = min(out[i].Start, out[i].End)
+			out[i].End = min(asked.End, e.Offset)
+			out[i].Start = min(asked.Start, out[i].End)
+			if s, ok := starts.Lookup(rng.Topic, asked.Partition); ok && out[i].Start < min(s.Offset, out[i].End) {
+				return nil, nil, fmt.Errorf("reading %s: partition %d starts at offset %d (the records before it deleted): offsets %d:%d-%d start before it",
+					rng.Topic, asked.Partition, s.Offset, asked.Partition, asked.Start, asked.End)
+			}
 		}
 		return out, nil, nil
 	}

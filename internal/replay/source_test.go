@@ -479,3 +479,29 @@ func TestReadFailsWhenALeaderIsUnavailable(t *testing.T) {
 	}
 	t.Logf("after %s: %v", time.Since(began).Round(time.Second), err)
 }
+
+// -offsets below a partition's log start (retention or DeleteRecords took them since
+// the offsets were noted, as a redrive resumed from its printed offsets may meet) is an
+// error that says where the partition starts now, not the broker's bare
+// OFFSET_OUT_OF_RANGE, which left the on-call to find the offsets still there.
+func TestReadOffsetsBelowTheLogStartSayWhere(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "events"))
+	cl := produced(t, c, "events")
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: "events", Partition: 0, At: 20})
+	if _, err := kadm.NewClient(cl).DeleteRecords(t.Context(), del); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	_, err := Read(t.Context(), Range{Topic: "events", Offsets: []PartitionRange{{Partition: 0, Start: 5, End: 30}, {Partition: 1, Start: 0, End: 10}}},
+		func(*kgo.Record, time.Time) { n++ }, nil, kgo.SeedBrokers(c.ListenAddrs()...))
+	if err == nil || !strings.Contains(err.Error(), "partition 0 starts at offset 20") || !strings.Contains(err.Error(), "0:5-30") {
+		t.Errorf("offsets 0:5-30 below the log start 20: %v (%d records read), want an error saying where partition 0 starts", err, n)
+	}
+	// Wholly past the log start, and an empty range below it, are read as asked.
+	n = 0
+	if _, err := Read(t.Context(), Range{Topic: "events", Offsets: []PartitionRange{{Partition: 0, Start: 20, End: 30}, {Partition: 1, Start: 3, End: 3}}},
+		func(*kgo.Record, time.Time) { n++ }, nil, kgo.SeedBrokers(c.ListenAddrs()...)); err != nil || n != 10 {
+		t.Errorf("offsets 0:20-30: %d records, %v; want 10", n, err)
+	}
+}
