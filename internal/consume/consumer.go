@@ -806,24 +806,31 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	}
 	var left int64
 	// Nothing routes during a revoke: the partitions' outcome rows go out, and are
-	// awaited, with their records.
-	// The rows' context outlives the wait below: a record buffered under a context that
-	// ends before it is sent is failed.
-	sctx, cancelSeal := context.WithTimeout(ctx, 2*c.cfg.RevokeTimeout)
+	// awaited, with their records, the seal and the wait within one RevokeTimeout. A
+	// seal whose rows find the producer's buffer full (a broker that stopped answering)
+	// blocks in Produce until their context ends: with a context of its own it held the
+	// revoke that long before the wait began, even for partitions with nothing in
+	// flight. The rows' context ends with the wait, not at its deadline: a row still
+	// blocked or buffered then fails as cancelled and is retried (rowRetries), not
+	// reported as the outcomes topic's problem.
+	wctx, cancelWait := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
+	defer cancelWait()
+	sctx, cancelSeal := context.WithCancel(ctx)
 	defer cancelSeal()
+	defer context.AfterFunc(wctx, cancelSeal)()
 	c.sealALO(sctx)
 	if !c.closing.Load() {
-		wctx, cancel := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
 		left = c.waitInFlight(wctx, ids)
-		cancel()
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
 	committed, err := c.commit(cctx, true, ids)
 	cancel()
+	// The rows left unwritten that count the revoked partitions' records (read before
+	// their state goes): another partition's hold its own commits, and count nothing twice.
+	unwritten := c.rowsUnwrittenOf(ids)
 	c.drop(ids)
 	c.releaseStopped(ids)
 	c.m.rebalances.WithLabelValues("revoked").Inc()
-	unwritten := c.rowsUnwritten()
 	lvl := slog.LevelInfo
 	if err != nil || left > 0 || unwritten > 0 {
 		lvl = slog.LevelWarn

@@ -288,7 +288,7 @@ func (c *Consumer) sealALO(ctx context.Context) {
 		sb := &sealBatch{}
 		sb.rows.Store(int64(len(rows)))
 		for _, s := range starts {
-			sb.batches = append(sb.batches, s.p.addSeal(s.from))
+			sb.batches = append(sb.batches, s.p.addSeal(s.from, sb))
 		}
 		for _, r := range rows {
 			r.seal = sb
@@ -475,6 +475,26 @@ func (c *Consumer) rowsUnwritten() int64 {
 		return 0
 	}
 	return c.out.unwritten.Load()
+}
+
+// rowsUnwrittenOf is how many at-least-once outcome rows (seal records too) counting
+// records of the partitions ids were produced and are not yet acknowledged: those of the
+// seals whose batch on one of them is not complete. A revoke that gives up on them leaves
+// those records to count twice; rows of the partitions the gate keeps hold only their
+// commits.
+func (c *Consumer) rowsUnwrittenOf(ids []int32) int64 {
+	if c.out == nil {
+		return 0
+	}
+	seals := map[*sealBatch]bool{}
+	for _, p := range c.snapshot(ids) {
+		p.sealsUnwritten(seals)
+	}
+	var n int64
+	for sb := range seals {
+		n += sb.rows.Load()
+	}
+	return n
 }
 
 // sealTxn seals into the open transaction everything routed into it (exactly-once).

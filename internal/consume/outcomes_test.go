@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -461,6 +462,104 @@ func TestOutcomesAtLeastOnceRebalance(t *testing.T) {
 		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
 	}
 	sameCounts(t, "at-least-once through a rebalance", got, out.byTeam())
+}
+
+// At-least-once, a revoke with outcomes on ends within GATE_REVOKE_TIMEOUT, as without
+// them (the package doc's bound), when the broker stops answering with the producer's
+// buffer full: the revoke's seal cannot put its rows in the buffer, and Produce blocks
+// until their context ends. Before, that context was 2 × RevokeTimeout and the wait for
+// the revoked partitions' records began only after it: a revoke of partitions with
+// nothing in flight took 4.1 s with a revoke timeout of 2 s (0.1 s without outcomes), and
+// a rebalance timeout between the two could time the gate out of its group.
+func TestOutcomesRevokeWithinRevokeTimeout(t *testing.T) {
+	t.Parallel()
+	const parts, n = 4, 400
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	env.lcfg.Threshold = 1_000_000
+	env.ccfg.MaxBufferedRecords = 10
+	env.ccfg.ShutdownTimeout = time.Second
+	env.ccfg.RevokeTimeout = 2 * time.Second
+	env.ccfg.CommitInterval = 10 * time.Second // the revoke's seal has rows to write
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.RebalanceTimeout(60*time.Second))
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	held := hangProduce(t, env.cluster)
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "the producer blocked on a full buffer", func() bool {
+		return held.Load() > 0 && a.c.live.Load().BufferedProduceRecords() >= 10
+	})
+	revoked := func() bool { return testutil.ToFloat64(a.c.m.rebalances.WithLabelValues("revoked")) > 0 }
+	start := time.Now()
+	env.start(t, "b")
+	waitFor(t, 30*time.Second, "a's partitions revoked", revoked)
+	const margin = 500 * time.Millisecond
+	took := time.Since(start)
+	t.Logf("the revoke ended %s after the second member started", took.Round(10*time.Millisecond))
+	if took > env.ccfg.RevokeTimeout+margin {
+		t.Errorf("the revoke ended %s after the second member started: want within GATE_REVOKE_TIMEOUT (%s) plus %s",
+			took.Round(10*time.Millisecond), env.ccfg.RevokeTimeout, margin)
+	}
+}
+
+// At-least-once, a revoke's line counts, in outcome_rows_unwritten, the rows unwritten
+// that count the revoked partitions' records (docs/outcomes.md: what can count twice), not
+// every row the gate has not written: the rows of a partition the gate keeps hold that
+// partition's commits, and count nothing twice. Here only partition 0 has records, routed
+// and sealed while the broker answers no produce, and the partitions revoked have none.
+// Before, their revoke warned "outcome_rows_unwritten": 7.
+func TestOutcomesRevokeCountsItsOwnRows(t *testing.T) {
+	t.Parallel()
+	const parts, n = 4, 400
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	env.lcfg.Threshold = 1_000_000
+	env.ccfg.MaxBufferedRecords = 10
+	env.ccfg.ShutdownTimeout = time.Second
+	env.ccfg.RevokeTimeout = time.Second
+	env.ccfg.CommitInterval = 10 * time.Second // the revoke's seal has rows to write
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.RebalanceTimeout(60*time.Second))
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+		recs[id].Partition = 0
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produceAll(t, prod, recs)
+	held := hangProduce(t, env.cluster)
+	logs := &syncBuffer{}
+	env.logs = logs
+	a := env.start(t, "a")
+	env.logs = nil
+	waitFor(t, 20*time.Second, "the producer blocked on a full buffer", func() bool {
+		return held.Load() > 0 && a.c.live.Load().BufferedProduceRecords() >= 10
+	})
+	env.start(t, "b")
+	var line map[string]any
+	waitFor(t, 30*time.Second, "a's partitions revoked", func() bool {
+		sc := bufio.NewScanner(strings.NewReader(logs.String()))
+		for sc.Scan() {
+			var l map[string]any
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l["msg"] == "partitions revoked" {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	if ps, _ := line["partitions"].([]any); slices.Contains(ps, any(0.0)) {
+		t.Skipf("partition 0, the one with records, was revoked: %v", line)
+	}
+	if line["level"] != "INFO" || line["outcome_rows_unwritten"] != 0.0 || line["abandoned_records"] != 0.0 {
+		t.Errorf("revoke line %v: want info, outcome_rows_unwritten 0 and abandoned_records 0 (no record of the partitions revoked routed)", line)
+	}
 }
 
 // A drop rule's records are written nowhere, their offsets committed all the same, and

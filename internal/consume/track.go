@@ -73,8 +73,10 @@ type batch struct {
 	// input are left to the garbage collector instead of being reused.
 	keep atomic.Bool
 	// seal is set on an outcome seal's batch (addSeal): it counts no record, only the
-	// seal's rows, one.
+	// seal's rows, one. rows is the seal's rows in flight (nil in tests of the batches
+	// alone): those of a revoked partition's seals are what its revoke leaves unwritten.
 	seal bool
+	rows *sealBatch
 }
 
 func newPartition(topic string, id int32) *partition {
@@ -99,7 +101,7 @@ func (p *partition) add(end int64, epoch int32, n int) *batch {
 // and a row still in flight then (lost with the gate) would leave it counted nowhere.
 // (Placed after those batches, as it was, it held back only the records after the seal,
 // and a commit between the seal and its rows' acknowledgement covered the seal's.)
-func (p *partition) addSeal(from int64) *batch {
+func (p *partition) addSeal(from int64, rows *sealBatch) *batch {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i := len(p.batches)
@@ -112,7 +114,7 @@ func (p *partition) addSeal(from int64) *batch {
 	if i > 0 {
 		epoch = p.batches[i-1].epoch
 	}
-	b := &batch{p: p, end: from, epoch: epoch, seal: true}
+	b := &batch{p: p, end: from, epoch: epoch, seal: true, rows: rows}
 	b.remaining.Store(1)
 	p.batches = slices.Insert(p.batches, i, b)
 	return b
@@ -154,6 +156,18 @@ func (p *partition) inFlight() (records int64, rows bool) {
 		records += n
 	}
 	return records, rows
+}
+
+// sealsUnwritten adds to seals the seals whose rows count records of p and are not all
+// acknowledged.
+func (p *partition) sealsUnwritten(seals map[*sealBatch]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range p.batches {
+		if b.seal && b.rows != nil && b.remaining.Load() > 0 {
+			seals[b.rows] = true
+		}
+	}
 }
 
 // markCommitted records a successful commit of off.

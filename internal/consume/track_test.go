@@ -57,7 +57,7 @@ func TestSealBatchAfterAGap(t *testing.T) {
 		t.Fatalf("commit %d offered past the hold at 100", off.Offset)
 	}
 	p.resumeAt(kgo.EpochOffset{Epoch: 1, Offset: 500}) // records [200, 500) lost
-	seal := p.addSeal(p.out.from)
+	seal := p.addSeal(p.out.from, nil)
 	p.out.from = -1
 	p.out.hold.Store(-1)
 	if seal.end != 100 || len(p.batches) != 3 || p.batches[0] != seal {
@@ -88,7 +88,7 @@ func TestCommitWaitsForSealRows(t *testing.T) {
 		p.out.from, p.out.to = from, to
 		p.out.hold.Store(from)
 		b.remaining.Store(0) // every output acknowledged
-		sb := p.addSeal(p.out.from)
+		sb := p.addSeal(p.out.from, nil)
 		p.out.from = -1
 		p.out.hold.Store(-1)
 		return sb
@@ -121,7 +121,7 @@ func TestCommitWaitsForSealRows(t *testing.T) {
 	// the epoch of the record before it (the popped batch's), not another's.
 	before := p.add(450, 4, 1) // [400, 450), counted by an earlier seal
 	after := p.add(500, 5, 1)  // [450, 500), this seal's
-	fourth := p.addSeal(450)
+	fourth := p.addSeal(450, nil)
 	before.remaining.Store(0)
 	want("the batch before the seal acknowledged", 450, 4)
 	fourth.remaining.Store(0)
@@ -141,5 +141,29 @@ func TestRewindMovesTheHold(t *testing.T) {
 	p.resumeAt(kgo.EpochOffset{Epoch: 2, Offset: 120})
 	if p.out.hold.Load() != 120 || p.out.from != 120 || p.out.to != 120 {
 		t.Errorf("after a rewind to 120: hold %d, from %d, to %d; want 120 each", p.out.hold.Load(), p.out.from, p.out.to)
+	}
+}
+
+// rowsUnwrittenOf counts the rows in flight of the seals that count records of the
+// partitions asked about, each seal once however many of them it covers, and none of a
+// seal whose rows were all acknowledged.
+func TestRowsUnwrittenOfPartitions(t *testing.T) {
+	c := &Consumer{parts: map[int32]*partition{}, out: &outcomes{}}
+	p0, p1, p2 := newPartition(inTopic, 0), newPartition(inTopic, 1), newPartition(inTopic, 2)
+	c.parts[0], c.parts[1], c.parts[2] = p0, p1, p2
+	both, own, done := &sealBatch{}, &sealBatch{}, &sealBatch{}
+	both.rows.Store(5)
+	own.rows.Store(3)
+	p0.addSeal(0, both)
+	p1.addSeal(0, both)
+	p1.addSeal(10, own)
+	p2.addSeal(0, done).remaining.Store(0) // acknowledged
+	for _, tc := range []struct {
+		ids  []int32
+		want int64
+	}{{[]int32{0}, 5}, {[]int32{1}, 8}, {[]int32{0, 1}, 8}, {[]int32{2}, 0}, {nil, 8}} {
+		if got := c.rowsUnwrittenOf(tc.ids); got != tc.want {
+			t.Errorf("rowsUnwrittenOf(%v) = %d, want %d", tc.ids, got, tc.want)
+		}
 	}
 }
