@@ -1182,24 +1182,29 @@ func TestNotesStateTheLimitsUnit(t *testing.T) {
 // A redis.urls entry holding a password is refused, its message showing none of the
 // password: before, one holding ':' was shown in part (u:a:b shown u:a:xxxxx) and one
 // holding an unescaped '/' was not seen at all, and went into the Deployment as a plain
-// value. A user name alone (its password from redis.passwordSecret) is taken.
+// value. A user name alone (its password from redis.passwordSecret) is taken. In cluster
+// mode too: its checks of the URLs' databases and schemes parsed each URL first, and a
+// password holding '/' or '?' failed that parse with the whole URL, password and all, in
+// the error.
 func TestRedisURLPasswordNeverShown(t *testing.T) {
 	base := readValues(t, "testdata/defaults.yaml")
-	for u, shown := range map[string]string{
-		"redis://:secret@redis:6379/0":          "redis://:xxxxx@redis:6379/0",
-		"redis://u:a:b-secret@redis:6379/0":     "redis://u:xxxxx@redis:6379/0",
-		"rediss://u:pa/ss-secret@redis:6379/0":  "rediss://u:xxxxx@redis:6379/0",
-		"redis://:p@ss-secret@redis:6379/0":     "redis://:xxxxx@redis:6379/0",
-		"redis://u:pa?ss#secret@redis:6379/0?x": "redis://u:xxxxx@redis:6379/0?x",
-	} {
-		vals := mergeValues(base, mustParse(t, fmt.Sprintf("redis: {urls: [%q]}", u)))
-		_, err := render(t, vals, capabilities())
-		if err == nil || !strings.Contains(err.Error(), "holds a password") {
-			t.Errorf("redis.urls %q rendered (err %v); want it refused as holding a password", u, err)
-			continue
-		}
-		if want := fmt.Sprintf("entry %q holds", shown); !strings.Contains(err.Error(), want) {
-			t.Errorf("redis.urls %q: refused with %v; want it shown as %q", u, err, shown)
+	for _, mode := range []string{"standalone", "cluster"} {
+		for u, shown := range map[string]string{
+			"redis://:secret@redis:6379/0":          "redis://:xxxxx@redis:6379/0",
+			"redis://u:a:b-secret@redis:6379/0":     "redis://u:xxxxx@redis:6379/0",
+			"rediss://u:pa/ss-secret@redis:6379/0":  "rediss://u:xxxxx@redis:6379/0",
+			"redis://:p@ss-secret@redis:6379/0":     "redis://:xxxxx@redis:6379/0",
+			"redis://u:pa?ss#secret@redis:6379/0?x": "redis://u:xxxxx@redis:6379/0?x",
+		} {
+			vals := mergeValues(base, mustParse(t, fmt.Sprintf("redis: {mode: %s, urls: [%q]}", mode, u)))
+			_, err := render(t, vals, capabilities())
+			if err == nil || !strings.Contains(err.Error(), "holds a password") || strings.Contains(err.Error(), "secret") {
+				t.Errorf("%s: redis.urls %q rendered or shown (err %v); want it refused as holding a password, the password not shown", mode, u, err)
+				continue
+			}
+			if want := fmt.Sprintf("entry %q holds", shown); !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: redis.urls %q: refused with %v; want it shown as %q", mode, u, err, shown)
+			}
 		}
 	}
 	vals := mergeValues(base, mustParse(t, `redis: {urls: ["redis://app@redis:6379/0"], passwordSecret: {name: redis-pw}}`))

@@ -121,6 +121,8 @@ type Consumer struct {
 	produceBlocked atomic.Bool
 	// stallLogged is set while a stall past StallNotReady has been logged (watchdog.go).
 	stallLogged atomic.Bool
+	// deadLogged is set while a stall past StallRestart has been logged (watchdog.go).
+	deadLogged atomic.Bool
 	// stale holds the output topics a produce to failed with UNKNOWN_TOPIC_ID, for the
 	// output watch to purge from the client once they exist (outputs.go).
 	stale staleTopics

@@ -45,3 +45,31 @@ func TestStallIsLogged(t *testing.T) {
 		t.Fatalf("the stall logged %d times, want once (not ready %q, not live %v):\n%s", n, g.c.NotReady(), g.c.Live(), logs.String())
 	}
 }
+
+// A gate stalled past GATE_STALL_RESTART says so in its log once, when /healthz first
+// fails: with GATE_STALL_NOT_READY off (0) nothing else logs the stall, and the restart
+// that follows left `kubectl logs --previous` without a word of why.
+func TestStallRestartIsLogged(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 200
+	env := newEnv(t, parts)
+	var logs logSink
+	env.logs = &logs
+	env.ccfg.StallNotReady = -1 // off: GATE_STALL_NOT_READY=0
+	env.ccfg.StallRestart = 300 * time.Millisecond
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	hangProduce(t, env.cluster)
+	env.ccfg.ShutdownTimeout = time.Second
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "not live for want of progress", func() bool { return g.c.Live() != nil })
+	for range 3 { // probes asking again: logged once a stall, not once a probe
+		_ = g.c.Live()
+	}
+	if n := strings.Count(logs.String(), "GATE_STALL_RESTART"); n != 1 {
+		t.Fatalf("the stall past GATE_STALL_RESTART logged %d times, want once (not live %v):\n%s", n, g.c.Live(), logs.String())
+	}
+}

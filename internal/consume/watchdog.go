@@ -83,13 +83,20 @@ func (c *Consumer) stallProblem() string {
 }
 
 // Live returns an error when the gate has made no progress for Config.StallRestart
-// while it had work: stuck for good, and a restart is the cure (/healthz fails).
+// while it had work: stuck for good, and a restart is the cure (/healthz fails). The
+// first failure of a stall is logged at error level: the restart that follows leaves the
+// log the one place to say why, and with StallNotReady off nothing else logs the stall.
 func (c *Consumer) Live() error {
 	if c.cfg.StallRestart <= 0 {
 		return nil
 	}
 	if d := c.Stalled(); d >= c.cfg.StallRestart {
+		if !c.deadLogged.Swap(true) {
+			c.log.Error("kafka: no progress past GATE_STALL_RESTART while records wait (no poll, commit or committed transaction); /healthz fails so that the gate is restarted",
+				"stalled", d.Round(time.Second).String(), "stall_restart", c.cfg.StallRestart.String())
+		}
 		return fmt.Errorf("kafka: no progress for %s while records wait (GATE_STALL_RESTART is %s)", d.Round(time.Second), c.cfg.StallRestart)
 	}
+	c.deadLogged.Store(false)
 	return nil
 }

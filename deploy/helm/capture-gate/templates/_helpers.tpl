@@ -61,6 +61,35 @@ httpGet:
 {{ toYaml $p }}
 {{- end -}}
 
+{{/* capture-gate.checkKeys: (list . VALUE KEYS) fails unless each of KEYS (those of
+routing.forceOverflow or limit.overrides, named VALUE) is a key as routing.keyFrom builds
+them, as the gate checks at start: at most routing.maxKeyBytes bytes and, for json:A+B, its
+values joined with ':', none empty, each '%' written %25 or %3A (a value's ':'). */}}
+{{- define "capture-gate.checkKeys" -}}
+{{- $v := (index . 0).Values -}}
+{{- $what := index . 1 -}}
+{{- $fields := 1 -}}
+{{- if hasPrefix "json:" $v.routing.keyFrom }}{{ $fields = len (splitList "+" (trimPrefix "json:" $v.routing.keyFrom)) }}{{ end -}}
+{{- range $k := index . 2 -}}
+{{- $k = toString $k -}}
+{{- if not $k -}}
+{{- fail (printf "capture-gate: %s holds an empty key" $what) -}}
+{{- end -}}
+{{- if gt (len $k) ($v.routing.maxKeyBytes | int) -}}
+{{- fail (printf "capture-gate: %s key %q is longer than routing.maxKeyBytes (%d): records with it are dead-lettered, never counted under it (the gate refuses it at start)" $what $k ($v.routing.maxKeyBytes | int64)) -}}
+{{- end -}}
+{{- if gt $fields 1 -}}
+{{- $parts := splitList ":" $k -}}
+{{- if or (ne (len $parts) $fields) (has "" $parts) -}}
+{{- fail (printf "capture-gate: %s key %q is not %d values joined with ':', as routing.keyFrom (%s) builds its keys (each value's ':' written %%3A and '%%' %%25); the gate refuses it at start" $what $k $fields $v.routing.keyFrom) -}}
+{{- end -}}
+{{- if regexMatch "%($|[^23]|2($|[^5])|3($|[^A]))" $k -}}
+{{- fail (printf "capture-gate: %s key %q holds a '%%' not written %%25 (a value's ':' is %%3A), as routing.keyFrom (%s) builds its keys; the gate refuses it at start" $what $k $v.routing.keyFrom) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* capture-gate.extraEnvSets: (list . NAME) -> "true" when extraEnv sets NAME. */}}
 {{- define "capture-gate.extraEnvSets" -}}
 {{- $name := index . 1 -}}
@@ -413,6 +442,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.routing.keyFrom | quote }}
 - name: GATE_COST
   value: {{ $v.routing.cost | quote }}
+{{- include "capture-gate.checkKeys" (list $ "routing.forceOverflow" $v.routing.forceOverflow) }}
+{{- include "capture-gate.checkKeys" (list $ "limit.overrides" (keys ($v.limit.overrides | default dict) | sortAlpha)) }}
 {{- with $v.routing.forceOverflow }}
 - name: GATE_FORCE_OVERFLOW
   value: {{ join "," . | quote }}
@@ -551,6 +582,11 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- end }}
 {{- else if or $v.redis.sentinel.master $v.redis.sentinel.addrs $v.redis.sentinel.username $v.redis.sentinel.passwordSecret.name }}
 {{- fail "capture-gate: redis.sentinel is only read with redis.mode sentinel" }}
+{{- end }}
+{{- /* The client logs in as a user only with its password: the gate refuses a user name
+alone at start. The password may come from envFrom or extraEnv, which the chart cannot read. */}}
+{{- if and $v.redis.username (not $v.redis.passwordSecret.name) (not (include "capture-gate.extraEnvSets" (list . "GATE_REDIS_PASSWORD"))) (not $v.envFrom) (not $v.extraEnvFrom) }}
+{{- fail "capture-gate: redis.username needs redis.passwordSecret.name, the Secret of its password (the gate refuses a user name alone at start)" }}
 {{- end }}
 {{- with $v.redis.username }}
 - name: GATE_REDIS_USERNAME
@@ -736,6 +772,13 @@ chart sets them in both), their relation to the group's timeouts with exactly-on
 {{- if or (le $txn (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64)) (le $txn (include "capture-gate.exactSeconds" $v.kafka.sessionTimeout | float64)) -}}
 {{- fail (printf "capture-gate: kafka.transactionTimeout (%s) must be longer than kafka.rebalanceTimeout (%s) and kafka.sessionTimeout (%s): a transaction's end waits out a rebalance, which waits out a dead member's session" $v.kafka.transactionTimeout $v.kafka.rebalanceTimeout $v.kafka.sessionTimeout) -}}
 {{- end -}}
+{{- /* GATE_TRANSACTIONAL_ID is the prefix, "-" and the pod's name (at most 63), in the
+characters the gate takes in it (at most 200): the prefix's schema holds it to them, the
+group id it falls back to is any Kafka group id (a ':' or '/' in it, say). */ -}}
+{{- $gid := include "capture-gate.groupId" . -}}
+{{- if and (not $v.kafka.transactionalIdPrefix) (not (regexMatch "^[a-zA-Z0-9._-]{1,120}$" $gid)) -}}
+{{- fail (printf "capture-gate: kafka.groupId (%q) is no transactional id prefix: with kafka.delivery exactly-once, GATE_TRANSACTIONAL_ID is kafka.transactionalIdPrefix (\"\": kafka.groupId), \"-\" and the pod's name, of a-z, A-Z, 0-9, '.', '_' and '-' only (the gate refuses it at start otherwise); set kafka.transactionalIdPrefix" $gid) -}}
+{{- end -}}
 {{- end -}}
 {{- $intervalNs := include "capture-gate.nanoseconds" $v.kafka.transactionInterval | int64 -}}
 {{- if or (gt $intervalNs (mul 10 $sec)) (ge $intervalNs (div $txnNs 2)) -}}
@@ -791,6 +834,15 @@ without one (it would talk to Redis in plain text). URLs in a Secret cannot be r
 {{- fail "capture-gate: redis.tls.secretName is set but no redis.urls entry is rediss:// (TLS): the gate uses the TLS files on rediss:// URLs only and refuses them at start otherwise; write the URLs as rediss://, or drop redis.tls.secretName" -}}
 {{- end -}}
 {{- end -}}
+{{- /* skip_verify=true (or 1, as go-redis reads it) on a rediss:// URL turns the servers'
+certificate check off, and the CA file with it: the gate refuses the two together. */ -}}
+{{- if and $v.redis.tls.secretName $v.redis.tls.caKey (not $v.redis.urlsSecret.name) -}}
+{{- range $i, $u := $v.redis.urls -}}
+{{- if and (hasPrefix "rediss://" $u) (regexMatch "[?&]skip_verify=(true|1)(&|#|$)" $u) -}}
+{{- fail (printf "capture-gate: redis.urls entry %d turns the certificate check off (skip_verify), and redis.tls.caKey with it (the gate refuses the two together at start): drop skip_verify to check the servers against the CA, or set redis.tls.caKey to \"\"" $i) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- /* The input and the outputs all differ, as the gate checks at start: a record routed
 to the topic it was read from would be read again, forever. */ -}}
 {{- $topicOf := dict -}}
@@ -803,7 +855,10 @@ to the topic it was read from would be read again, forever. */ -}}
 {{- $_ := set $topicOf $name (index $t 0) -}}
 {{- end -}}
 {{- end -}}
-{{- /* redis.urls as the gate reads them in each mode (it refuses them at start otherwise). */ -}}
+{{- /* redis.urls as the gate reads them in each mode (it refuses them at start otherwise).
+First the passwords (capture-gate.redisURLs refuses them, showing none): the checks below
+parse each URL, and a parse error would show the whole of one that fails to parse. */ -}}
+{{- $_ := include "capture-gate.redisURLs" . -}}
 {{- if and (eq $v.redis.mode "sentinel") (gt (len $v.redis.urls) 1) -}}
 {{- fail (printf "capture-gate: redis.mode sentinel takes one redis.urls entry, not %d: its password, database and TLS apply to the primary the sentinels name, and its host is only the name TLS certificates are checked against" (len $v.redis.urls)) -}}
 {{- end -}}
@@ -822,6 +877,27 @@ to the topic it was read from would be read again, forever. */ -}}
 {{- if gt (len $schemes) 1 -}}
 {{- fail "capture-gate: redis.mode cluster needs redis.urls all redis:// or all rediss://: the first URL's TLS applies to every node" -}}
 {{- end -}}
+{{- /* The gate's keys carry their own hash tags in cluster mode: a brace in the prefix
+would change them (the gate refuses it at start). */ -}}
+{{- if regexMatch "[{}]" (default "" $v.redis.prefix) -}}
+{{- fail (printf "capture-gate: redis.prefix (%q) may hold no brace with redis.mode cluster: the gate's keys carry their own hash tags, which a brace would change (the gate refuses it at start)" $v.redis.prefix) -}}
+{{- end -}}
+{{- end -}}
+{{- /* Each entry a distinct instance, as the gate checks at start (a team's counts on two
+keys, neither seeing the sum): host:port (6379 when none) and database, as go-redis reads
+them (the path's, or the db query parameter's; 0 when none). */ -}}
+{{- $instances := dict -}}
+{{- range $i, $u := $v.redis.urls -}}
+{{- $p := urlParse $u -}}
+{{- $addr := trimSuffix ":" $p.host -}}
+{{- if not (regexMatch ":[0-9]+$" (regexReplaceAll "^\\[[^]]*\\]" $addr "")) }}{{ $addr = printf "%s:6379" $addr }}{{ end -}}
+{{- $db := trimPrefix "/" $p.path -}}
+{{- with regexFind "(^|&)db=[^&]*" $p.query | regexFind "[^=]*$" }}{{ $db = . }}{{ end -}}
+{{- $id := printf "%s/%d" $addr (atoi (default "0" $db)) -}}
+{{- if hasKey $instances $id -}}
+{{- fail (printf "capture-gate: redis.urls entries %v and %d are the same instance (%s): each must be a Redis of its own, or a team's counts are kept on two keys, neither seeing the sum (the gate refuses them at start)" (get $instances $id) $i $id) -}}
+{{- end -}}
+{{- $_ := set $instances $id $i -}}
 {{- end -}}
 {{- if ne $v.kafka.sasl.mechanism "none" -}}
 {{- if not $v.kafka.sasl.existingSecret -}}
