@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chartutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -201,5 +202,33 @@ sync: {tickInterval: 10s, interval: 15s}
 	want := `rule "try-ip"'s window 10s must be longer than sync.tickInterval (10s)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("render of a rule whose window is the tick's: %v; want an error containing %q", err, want)
+	}
+}
+
+// A match list's values reach the rules file as text only when written as strings: Helm
+// reads values files as YAML 1.1 into JSON's types, and the chart's toYaml writes them
+// back, so 010 became 8, 0x2A 42, 1.0 1 and an id past 2^53 another id, each a value no
+// record holds (a not_in then held for every record) where the gate, reading the file
+// itself, takes each as written (docs/rules.md). Values other than strings are refused
+// when the chart renders, naming the value, as the force list's are.
+func TestRuleMatchValuesAreStrings(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	for _, v := range []string{"010", "0x2A", "1.0", "1234567890123456789", "42"} {
+		src := "rules:\n  - name: team\n    key: json:team_id\n    limits: ['1m:100000']\n    match:\n      - field: json:project_id\n        not_in: [" + v + "]\n"
+		vals, err := chartutil.ReadValues([]byte(src)) // as helm reads a values file
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := render(t, mergeValues(base, vals.AsMap()), capabilities())
+		if err == nil {
+			t.Errorf("not_in: [%s] rendered, want it refused (quote it):\n%s", v, r.files["capture-gate/templates/rules-configmap.yaml"])
+		} else if !strings.Contains(err.Error(), "/rules/0/match/0/not_in/0") || !strings.Contains(err.Error(), "want string") {
+			t.Errorf("not_in: [%s] refused with %v, want the value named and a string asked for", v, err)
+		}
+		quoted := strings.Replace(src, "["+v+"]", "['"+v+"']", 1)
+		objs := renderObjects(t, mergeValues(base, mustParse(t, quoted)))
+		if body := objs.typed["ConfigMap"][0].(*corev1.ConfigMap).Data["rules.yaml"]; !strings.Contains(body, "'"+v+"'") && !strings.Contains(body, `"`+v+`"`) {
+			t.Errorf("not_in: ['%s'] rendered as:\n%s", v, body)
+		}
 	}
 }

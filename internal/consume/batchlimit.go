@@ -55,6 +55,14 @@ func (l *batchLimits) merge(m map[string]int32) []string {
 	return changed
 }
 
+// forget drops topic's limit: a topic deleted and created again is another topic, its
+// limit read anew (checkRuleTopics), and, unread, GATE_KAFKA_MAX_MESSAGE_BYTES.
+func (l *batchLimits) forget(topic string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, topic)
+}
+
 // batchMaxBytes is the producer's batch limit for topic (kgo.ProducerBatchMaxBytesFn,
 // asked when the client first produces to a partition of it): GATE_KAFKA_MAX_MESSAGE_BYTES,
 // or the topic's max.message.bytes when the preflight read a smaller one.

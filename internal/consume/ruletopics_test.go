@@ -421,3 +421,56 @@ func TestCheckTopicsTellsUnansweredFromMissing(t *testing.T) {
 		t.Errorf("the topic answered normally: %v", err)
 	}
 }
+
+// A rule topic deleted while the gate runs and created again with another
+// max.message.bytes (here the broker's default, larger than the 4096 it had): once it
+// takes writes again, a record of its rule under its new limit goes to it. Before, the
+// limit read at start stayed the producer's batch bound for the topic, the client
+// refused every record over the old limit at once (MESSAGE_TOO_LARGE) and the gate
+// dead-lettered records the topic takes; with a smaller new limit, every full batch was
+// refused and its records produced again one by one.
+func TestRuleTopicCreatedAgainBatchLimitReadAgain(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	const merges = "merges"
+	prod := producer(t, env.cluster)
+	adm := kadm.NewClient(prod)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	small := "4096"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &small}, merges); err != nil {
+		t.Fatal(err)
+	}
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges} // as the gate's (internal/gate)
+	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
+	g := env.start(t, "g")
+	defer g.stop(t)
+	waitFor(t, 20*time.Second, "the batch limit of the rule topic read at start", func() bool { return g.c.batchMaxBytes(merges) == 4096 })
+	if _, err := adm.DeleteTopics(ctx, merges); err != nil {
+		t.Fatal(err)
+	}
+	produceAll(t, prod, []*kgo.Record{inputRecord(1, "bad")})
+	waitFor(t, 20*time.Second, "the deleted rule topic marked missing", func() bool { return w.Missing(merges) })
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, merges); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the rule topic created again taking writes", func() bool { return !w.Missing(merges) && g.c.Ready() })
+	big := inputRecord(2, "bad")
+	big.Value = []byte(`{"team_id":"bad","seq":2,"pad":"` + strings.Repeat("x", 8000) + `"}`)
+	produceAll(t, prod, []*kgo.Record{big})
+	waitCommitted(t, env.cluster, 1, time.Minute)
+	ends, err := adm.ListEndOffsets(ctx, merges, dlqTopic, ovfTopic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]int64{}
+	ends.Each(func(o kadm.ListedOffset) { on[o.Topic] += o.Offset })
+	// Record 1 on overflow, sent there while the topic was missing; record 2 on merges.
+	if on[merges] != 1 || on[dlqTopic] != 0 || on[ovfTopic] != 1 {
+		t.Errorf("an 8 KB record of the rule: %d on %s, %d dead-lettered, %d on overflow with record 1; want it on %s, whose max.message.bytes is now the default (batch limit %d)",
+			on[merges], merges, on[dlqTopic], on[ovfTopic], merges, g.c.batchMaxBytes(merges))
+	}
+}

@@ -756,3 +756,29 @@ func TestParseProblemsInFileOrder(t *testing.T) {
 		t.Errorf("problems on lines %d then %d, want the file's order: %v", l0, l1, err)
 	}
 }
+
+// A window in days (1d, as gate replay's -from takes and docs/rules.md speaks of windows)
+// is refused saying how to write it: Go's durations stop at hours. Before, "1d" was "not
+// a whole number of seconds", which a day is.
+func TestParseLimitWindowInDays(t *testing.T) {
+	for in, want := range map[string]string{
+		"1d:500000": `"1d:500000": window "1d": durations have no unit d: write 24h for 1d`,
+		"7d:9":      `write 168h for 7d`,
+		"1d12h:9":   `window "1d12h": durations have no unit d: write a day as 24h`,
+		"1.5d:9":    `write a day as 24h`,
+	} {
+		_, err := ParseLimit(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseLimit(%q): %v, want it to say %q", in, err, want)
+		}
+	}
+	for _, in := range []string{"1500ms:1", "x:1", "dd:1"} {
+		if _, err := ParseLimit(in); err == nil || !strings.Contains(err.Error(), "not a whole number of seconds") {
+			t.Errorf("ParseLimit(%q): %v, want the message of a window that is no whole number of seconds", in, err)
+		}
+	}
+	_, err := Parse("rules.yaml", []byte("rules:\n  - {name: r, key: key, limits: [1m:1000, 1d:500000]}\n"), Options{})
+	if err == nil || !strings.Contains(err.Error(), `rules.yaml:2:43: rules[0] "r".limits[1]: "1d:500000": window "1d": durations have no unit d: write 24h for 1d`) {
+		t.Errorf("Parse: %v", err)
+	}
+}

@@ -194,6 +194,12 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 				// Cut short (the gate stopping): nothing is known of the set.
 				return false
 			}
+			if errors.Is(cerr, ErrUnchecked) && state == r.lastBad {
+				// This very edit was refused already: a read Kafka does not answer (a
+				// rolling restart) says nothing new of it. Clearing the refusal here had the
+				// next answer refuse, count and log it again, the gauge flapping.
+				return false
+			}
 			if errors.Is(cerr, ErrUnchecked) {
 				// Nor when the check could not be made: the file parses, and what is
 				// pending is Kafka's answer, not an operator's fix. Counting it invalid,

@@ -478,3 +478,52 @@ func configMapReloader(t *testing.T, content string, t0 time.Time) (*Reloader, *
 	}
 	return r, v, clk, logs
 }
+
+// An edit refused (its topic missing) whose later checks Kafka answers only some of the
+// time (a rolling restart of the brokers) stays one refusal: counted and logged once, and
+// gate_rules_file_valid stays 0 while the reads Kafka does not answer say nothing new of
+// it. Before, each unanswered read set the gauge back to 1 and forgot the refusal, and
+// the next answer refused the same edit again: counted and logged at every other read,
+// GateRulesFileInvalid flapping.
+func TestReloaderRefusedEditStaysRefusedWhileUnanswered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(oneRule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := errors.New(`topic "merges" does not exist: create it (the gate does not)`)
+	unanswered := fmt.Errorf("%w: checking the rule topics merges: metadata: context deadline exceeded", ErrUnchecked)
+	answer := missing
+	check := func(context.Context, *Set) error { return answer }
+	var logs bytes.Buffer
+	r, err := NewReloader(path, Options{}, ReloadOptions{Interval: time.Second, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)),
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), Check: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(oneRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		answer = missing
+		if i%2 == 1 {
+			answer = unanswered
+		}
+		if r.CheckNow(t.Context()) {
+			t.Fatal("a refused set was put in use")
+		}
+		if got := testutil.ToFloat64(r.good); got != 0 {
+			t.Errorf("read %d (%v): gate_rules_file_valid %v, want 0 for the refused edit", i, answer, got)
+		}
+	}
+	if got := testutil.ToFloat64(r.loads.WithLabelValues("error")); got != 1 {
+		t.Errorf("one edit refused: counted %v, want 1", got)
+	}
+	if n := strings.Count(logs.String(), "cannot be used"); n != 1 {
+		t.Errorf("one edit's refusal logged %d times, want once:\n%s", n, logs.String())
+	}
+	// The topic created, Kafka answering: the edit is taken.
+	answer = nil
+	if !r.CheckNow(t.Context()) || len(r.Current().Rules) != 2 || testutil.ToFloat64(r.good) != 1 {
+		t.Error("the edit was not taken once its check passed")
+	}
+}

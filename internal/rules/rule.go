@@ -81,6 +81,10 @@ const MaxWindow = 366 * 24 * time.Hour
 // durationRE is a duration as time.ParseDuration writes one, whatever its size.
 var durationRE = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
 
+// dayRE is a duration that starts with a number of days (1d, 1.5d, 1d12h), a unit
+// time.ParseDuration does not know.
+var dayRE = regexp.MustCompile(`^([0-9]+(\.[0-9]*)?|\.[0-9]+)d`)
+
 // DurationOutOfRange reports whether s is written as a duration that time.ParseDuration
 // refuses all the same: one past a time.Duration's range (about 2562047h either way),
 // which its error does not tell from a typo.
@@ -104,6 +108,15 @@ func ParseLimit(s string) (Limit, error) {
 	w, t = strings.TrimSpace(w), strings.TrimSpace(t)
 	d, err := time.ParseDuration(w)
 	tooLong := err != nil && DurationOutOfRange(w) && !strings.HasPrefix(w, "-")
+	if !tooLong && err != nil && dayRE.MatchString(w) {
+		// 1d, as gate replay takes it and the docs speak of windows: a whole number of
+		// seconds all the same, which "not a whole number of seconds" would deny.
+		how := "write a day as 24h"
+		if n, err := strconv.ParseUint(strings.TrimSuffix(w, "d"), 10, 16); err == nil {
+			how = fmt.Sprintf("write %dh for %s", n*24, w)
+		}
+		return Limit{}, fmt.Errorf("%q: window %q: durations have no unit d: %s", s, w, how)
+	}
 	if !tooLong && (err != nil || d < time.Second || d%time.Second != 0) {
 		return Limit{}, fmt.Errorf("%q: window %q is not a whole number of seconds such as 1h", s, w)
 	}
