@@ -82,6 +82,9 @@ func (c *Consumer) batchMaxBytes(topic string) int32 {
 // client asks for a partition's limit once, at its first record.
 func (c *Consumer) readBatchLimits(ctx context.Context, cl *kgo.Client, topics []string) {
 	topics = slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return t == c.cfg.OutcomesTopic })
+	if len(topics) == 0 {
+		return
+	}
 	ns, errs, err := topicConfig(ctx, cl, topics, "max.message.bytes")
 	if err != nil {
 		c.log.Debug("kafka: could not read the output topics' max.message.bytes; batches up to GATE_KAFKA_MAX_MESSAGE_BYTES", "err", err)

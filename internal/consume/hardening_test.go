@@ -871,3 +871,58 @@ func TestPreflightWaitsForTransactionCoordinator(t *testing.T) {
 		t.Fatalf("%d records on the outputs, want 1", out.n)
 	}
 }
+
+// TestOutputTopicCreatedAgainBatchLimitReadAgain: the accepted topic, deleted and created
+// again with another max.message.bytes (as a topic is reset), has its new limit used for
+// the records after: kept, the old smaller one made the client refuse a record the new
+// topic takes (MESSAGE_TOO_LARGE), which the gate then dead-lettered, as it did for rule
+// topics (TestRuleTopicCreatedAgainBatchLimitReadAgain).
+func TestOutputTopicCreatedAgainBatchLimitReadAgain(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.Jitter = shortJitter
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic} // as the gate's (internal/gate)
+	prod := producer(t, env.cluster)
+	adm := kadm.NewClient(prod)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	small := "4096"
+	if _, err := adm.DeleteTopics(ctx, accTopic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &small}, accTopic); err != nil {
+		t.Fatal(err)
+	}
+	g := env.start(t, "g")
+	defer g.stop(t)
+	waitFor(t, 20*time.Second, "the accepted topic's batch limit read at start", func() bool { return g.c.batchMaxBytes(accTopic) == 4096 })
+	produceAll(t, prod, []*kgo.Record{inputRecord(1, "t")})
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+	if _, err := adm.DeleteTopics(ctx, accTopic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, accTopic); err != nil {
+		t.Fatal(err)
+	}
+	// A record to the topic created again: refused with UNKNOWN_TOPIC_ID until the gate
+	// purges the topic from its client, then written.
+	produceAll(t, prod, []*kgo.Record{inputRecord(2, "t")})
+	waitCommitted(t, env.cluster, 1, time.Minute)
+	big := inputRecord(3, "t")
+	big.Value = []byte(`{"team_id":"t","seq":3,"pad":"` + strings.Repeat("x", 8000) + `"}`)
+	produceAll(t, prod, []*kgo.Record{big})
+	waitCommitted(t, env.cluster, 1, time.Minute)
+	ends, err := adm.ListEndOffsets(ctx, accTopic, dlqTopic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]int64{}
+	ends.Each(func(o kadm.ListedOffset) { on[o.Topic] += o.Offset })
+	if on[accTopic] != 2 || on[dlqTopic] != 0 {
+		t.Errorf("after the accepted topic was created again with the default max.message.bytes: %d accepted, %d dead-lettered; want records 2 and the 8 KB record 3 accepted (batch limit %d)",
+			on[accTopic], on[dlqTopic], g.c.batchMaxBytes(accTopic))
+	}
+}

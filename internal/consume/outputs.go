@@ -213,9 +213,9 @@ func (s *staleTopics) list() []string {
 // resetting it) with UNKNOWN_TOPIC_ID until it is purged, so the records routed to it
 // would be retried, and the commits held, for ever. Purged, the client learns the topic
 // anew; its records still buffered fail and are retried (at-least-once) or their
-// transaction aborts and is replayed (exactly-once), as for any produce error. A topic
-// still missing stays marked until it is created again. Rule topics are purged by
-// checkRuleTopics.
+// transaction aborts and is replayed (exactly-once), as for any produce error, and its
+// max.message.bytes is read again. A topic still missing stays marked until it is
+// created again. Rule topics are purged by checkRuleTopics.
 func (c *Consumer) purgeStale(ctx context.Context, cl *kgo.Client) {
 	topics := c.stale.list()
 	if len(topics) == 0 {
@@ -234,6 +234,11 @@ func (c *Consumer) purgeStale(ctx context.Context, cl *kgo.Client) {
 		}
 		c.stale.remove(t)
 		cl.PurgeTopicsFromProducing(t)
+		// Its max.message.bytes may be another now: read again before its next record,
+		// as checkRuleTopics does for a rule's topic (the old one, kept, had the client
+		// refuse records the new topic takes, and the gate dead-letter them).
+		c.batchLimits.forget(t)
+		c.readBatchLimits(ctx, cl, []string{t})
 		c.log.Info("kafka: output topic fails with UNKNOWN_TOPIC_ID and exists: created again; the client learns it anew", "topic", t)
 	}
 }
