@@ -861,9 +861,14 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 		// next owner (this gate, rejoining) routing them again counted them twice in
 		// one seal, the overlap invisible. Nothing waits for the rows (nothing of the
 		// lost partitions is committed); their context outlives the callback, so
-		// that they are not failed once it returns.
-		sctx, cancelSeal := context.WithTimeout(ctx, 2*c.cfg.RevokeTimeout)
-		time.AfterFunc(2*c.cfg.RevokeTimeout, cancelSeal)
+		// that they are not failed once it returns. It ends after one RevokeTimeout,
+		// as a revoke's does: rows that find the producer's buffer full (a broker that
+		// stopped answering) block in Produce until then, and with 2 × RevokeTimeout
+		// held the gate out of its group that long. Cancelled, not timed out: a row
+		// still blocked or buffered then is retried (rowRetries), not reported as the
+		// outcomes topic's problem.
+		sctx, cancelSeal := context.WithCancel(ctx)
+		time.AfterFunc(c.cfg.RevokeTimeout, cancelSeal)
 		c.sealALO(sctx)
 	}
 	c.drop(ids)

@@ -85,6 +85,8 @@ type outcomeRow struct {
 	seal *sealBatch // at-least-once
 	// chunk is outcomes.chunk when it was produced: a refusal as too large halves it once.
 	chunk int64
+	// info: the seal record, not a row (gate_outcome_rows_total counts rows).
+	info bool
 	// failing: its produce failed and it is being retried, counted in
 	// rowRetries.pending until acknowledged. Only its promise reads and writes it (one
 	// at a time: a row is produced again only after its promise failed).
@@ -227,10 +229,12 @@ func (c *Consumer) seal(ps []*partition) []*outcomeRow {
 		out[i] = r
 	}
 	info := &recs[len(rows)]
+	info.info = true
 	info.rec = kgo.Record{Topic: c.cfg.OutcomesTopic, Key: []byte(c.cfg.Gate),
 		Value: outcome.AppendSealJSON(nil, &outcome.SealInfo{Schema: outcome.SchemaVersion, Seal: id, Gate: c.cfg.Gate, Rows: len(rows), Sources: sources})}
 	out[len(rows)] = info
-	c.m.outcomeRows.Add(float64(len(rows)))
+	// gate_outcome_rows_total counts the rows once written (onOutcomeProduced, transact):
+	// a row sealed may never be, its transaction aborted or its gate gone first.
 	return out
 }
 
@@ -341,6 +345,9 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 			c.out.retries.pending.Add(-1)
 		}
 		c.out.unwritten.Add(-1)
+		if !r.info {
+			c.m.outcomeRows.Inc()
+		}
 		if r.seal.rows.Add(-1) == 0 {
 			for _, b := range r.seal.batches {
 				c.ackBatch(b, 1)
@@ -497,10 +504,12 @@ func (c *Consumer) rowsUnwrittenOf(ids []int32) int64 {
 	return n
 }
 
-// sealTxn seals into the open transaction everything routed into it (exactly-once).
-func (c *Consumer) sealTxn() {
+// sealTxn seals into the open transaction everything routed into it (exactly-once), and
+// returns how many rows (seal record aside) it produced: written if the transaction
+// commits.
+func (c *Consumer) sealTxn() int {
 	if c.out == nil {
-		return
+		return 0
 	}
 	ps := counted(c.snapshot(nil))
 	// A partition revoked meanwhile is no longer among them: its records' counts are
@@ -508,6 +517,7 @@ func (c *Consumer) sealTxn() {
 	rows := c.seal(ps)
 	c.txn.pending.Add(len(rows))
 	c.produceRows(c.txn.ctx, rows)
+	return max(len(rows)-1, 0)
 }
 
 // onOutcomeProducedTxn is the promise of a row in a transaction: a failure aborts the

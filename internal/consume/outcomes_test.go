@@ -505,6 +505,54 @@ func TestOutcomesRevokeWithinRevokeTimeout(t *testing.T) {
 	}
 }
 
+// At-least-once, a partition lost while a broker stops answering produces and the
+// producer's buffer is full: the loss's seal (its rows naming the lost partitions) must
+// not hold the gate out of its group longer than GATE_REVOKE_TIMEOUT, as a revoke's does
+// not (TestOutcomesRevokeWithinRevokeTimeout). Nothing waits for those rows; they are
+// retried once their produce is cancelled. Before, the seal's rows blocked in Produce
+// for their context's 2 × GATE_REVOKE_TIMEOUT before the gate could rejoin.
+func TestOutcomesLostWithinRevokeTimeout(t *testing.T) {
+	t.Parallel()
+	const parts, n = 4, 400
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	env.lcfg.Threshold = 1_000_000
+	env.ccfg.MaxBufferedRecords = 10
+	env.ccfg.ShutdownTimeout = time.Second
+	env.ccfg.RevokeTimeout = 2 * time.Second
+	env.ccfg.CommitInterval = 10 * time.Second // the loss's seal has rows to write
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.RebalanceTimeout(60*time.Second))
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	held := hangProduce(t, env.cluster)
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "the producer blocked on a full buffer", func() bool {
+		return held.Load() > 0 && a.c.live.Load().BufferedProduceRecords() >= 10
+	})
+	// One heartbeat refused: the partitions are lost.
+	var refused atomic.Int64 // Unix ns
+	env.cluster.ControlKey(kmsg.Heartbeat.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		refused.Store(time.Now().UnixNano())
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.Version = req.GetVersion()
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	waitFor(t, 30*time.Second, "a's partitions lost", func() bool {
+		return testutil.ToFloat64(a.c.m.rebalances.WithLabelValues("lost")) > 0
+	})
+	took := time.Since(time.Unix(0, refused.Load()))
+	const margin = 500 * time.Millisecond
+	t.Logf("the loss ended %s after the heartbeat was refused", took.Round(10*time.Millisecond))
+	if took > env.ccfg.RevokeTimeout+margin {
+		t.Errorf("the loss ended %s after the heartbeat was refused: want within GATE_REVOKE_TIMEOUT (%s) plus %s",
+			took.Round(10*time.Millisecond), env.ccfg.RevokeTimeout, margin)
+	}
+}
+
 // At-least-once, a revoke's line counts, in outcome_rows_unwritten, the rows unwritten
 // that count the revoked partitions' records (docs/outcomes.md: what can count twice), not
 // every row the gate has not written: the rows of a partition the gate keeps hold that
@@ -811,7 +859,7 @@ func TestOutcomesAtLeastOnceLost(t *testing.T) {
 	produceAll(t, prod, outcomesTraffic(0, n))
 	collect(t, env.cluster, n, 30*time.Second, 0)
 	if got := testutil.ToFloat64(a.c.m.outcomeRows); got != 0 {
-		t.Fatalf("%v outcome rows sealed before the loss: the test needs the records unsealed", got)
+		t.Fatalf("%v outcome rows written before the loss: the test needs the records unsealed", got)
 	}
 	// One heartbeat refused: the partitions are lost, and the gate joins again.
 	env.cluster.ControlKey(kmsg.Heartbeat.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -914,5 +962,44 @@ func TestOutcomesKeysNotUTF8Counted(t *testing.T) {
 		if got[team] != n {
 			t.Errorf("team %q: the rows read count %d records, want %d (all: %v)", team, got[team], n, got)
 		}
+	}
+}
+
+// gate_outcome_rows_total counts the rows written: at least once, those the outcomes
+// topic acknowledged; exactly once, those of the transactions that committed. While
+// every produce to the topic fails (rows retried; transactions aborting) it stays at 0,
+// and once the topic takes writes it equals the rows a reader finds (read_committed).
+// Before, it counted rows when sealed: it rose through the outage, with exactly-once by
+// every aborted transaction's rows, though none was written.
+func TestOutcomeRowsMetricCountsWritten(t *testing.T) {
+	t.Parallel()
+	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			const parts, n = 2, 200
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = d
+			withOutcomes(t, env)
+			f := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: outTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+			a := env.start(t, "a")
+			produceAll(t, producer(t, env.cluster), outcomesTraffic(0, n))
+			if d == ExactlyOnce {
+				waitFor(t, 30*time.Second, "transactions aborted for their rows", func() bool {
+					return testutil.ToFloat64(a.c.m.transactions.WithLabelValues("aborted")) >= 2
+				})
+			} else {
+				waitFor(t, 30*time.Second, "rows failing, being retried", func() bool { return a.c.rowsRetrying() > 0 })
+			}
+			if got := testutil.ToFloat64(a.c.m.outcomeRows); got != 0 {
+				t.Errorf("gate_outcome_rows_total = %v while every row is refused, want 0", got)
+			}
+			f.Remove()
+			waitCommitted(t, env.cluster, parts, 30*time.Second)
+			a.stop(t)
+			_, rows := readOutcomes(t, env, n, true, 20*time.Second, 300*time.Millisecond)
+			if got := testutil.ToFloat64(a.c.m.outcomeRows); got != float64(rows) {
+				t.Errorf("gate_outcome_rows_total = %v, the topic holds %d rows (read_committed)", got, rows)
+			}
+		})
 	}
 }

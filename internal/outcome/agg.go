@@ -532,12 +532,23 @@ func (a *Agg) Folded() int64 {
 	return n
 }
 
-// reset starts a afresh, giving its rows back to the budget; its memory is kept.
+// reset starts a afresh, giving its rows back to the budget. Its memory is kept for the
+// next seal, but not room for more than twice the rows it held in this one: kept as it
+// was, each of a gate's Aggs (one per routing goroutine, one per CPU) kept the room of
+// its busiest seal, and a load of many keys that one goroutine, then another, routed
+// (a partition of rotating keys, when the cap is reached) left every one with room for
+// GATE_OUTCOMES_MAX_ROWS: 8 kept 5.1 times one Agg's memory (TestSealKeepsBoundedMemory).
+// The index goes with the rows: it grew with their keys.
 func (a *Agg) reset() {
-	clear(a.slots.slots)
-	a.slots.used = 0
+	n := len(a.entries)
 	clear(a.entries) // the strings go
 	a.entries = a.entries[:0]
+	if cap(a.entries) > 2*max(n, firstSlots) {
+		a.entries, a.slots = nil, newIndex()
+	} else {
+		clear(a.slots.slots)
+		a.slots.used = 0
+	}
 	a.budget.give(a.held)
 	a.held = 0
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -580,5 +581,64 @@ func TestKeptKeyOfScratchKept(t *testing.T) {
 	}
 	if heavyOver != 1 || folded != 0 {
 		t.Fatalf("heavy's overflow %d (want 1), folded %d (want 0): heavy was kept before the cap", heavyOver, folded)
+	}
+}
+
+// A gate's memory for rows stays within twice what one routing goroutine's Agg keeps for
+// GATE_OUTCOMES_MAX_ROWS, however many goroutines (one per CPU) it routes on and however
+// its keys move between them: each Agg keeps between seals the room it last needed, not
+// the room of its busiest seal. Before, an Agg kept the room of its busiest seal, so a
+// load of many keys that one goroutine, then another, routed (a partition of rotating
+// keys: when the cap is reached) left every one with room for the cap: 8 goroutines
+// kept 4.9 times one's.
+func TestSealKeepsBoundedMemory(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const max, n = 20_000, 8
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	// kept is the heap the Aggs keep after seals in which the keys of each came from the
+	// Aggs pick gives.
+	kept := func(aggs int, pick func(seal, k int) int) uint64 {
+		h0 := heap()
+		b := NewBudget(max)
+		as := make([]*Agg, aggs)
+		for i := range as {
+			as[i] = NewAgg(time.Minute, b)
+		}
+		var rows []Row
+		for seal := range 2 * aggs {
+			for k := range max {
+				key := "team-" + strconv.Itoa(seal*max+k)
+				as[pick(seal, k)].Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: key, Team: key, Bytes: 100})
+			}
+			rows = SealAppend(rows[:0], "g", "s", as...)
+			clear(rows)
+		}
+		h := heap() - h0
+		runtime.KeepAlive(as)
+		runtime.KeepAlive(rows)
+		return h
+	}
+	one := kept(1, func(int, int) int { return 0 })
+	for _, tc := range []struct {
+		name string
+		pick func(seal, k int) int
+	}{
+		{"spread", func(_, k int) int { return k % n }},
+		{"moving", func(seal, _ int) int { return seal % n }},
+	} {
+		got := kept(n, tc.pick)
+		t.Logf("%s over %d Aggs: %d bytes a row kept, one Agg %d", tc.name, n, got/max, one/max)
+		if got > 2*one {
+			t.Errorf("%s over %d Aggs: %d bytes a row kept, %.1f times one Agg's %d: want at most twice",
+				tc.name, n, got/max, float64(got)/float64(one), one/max)
+		}
 	}
 }

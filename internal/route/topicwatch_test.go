@@ -1,6 +1,7 @@
 package route
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/outcome"
 )
 
 // While a rule's topic is marked missing, its records go to the overflow topic naming
@@ -86,5 +88,38 @@ func TestRetiredGone(t *testing.T) {
 	w.Use([]string{"a"})
 	if w.Missing("a") {
 		t.Error("a topic used again still marked missing from its retirement")
+	}
+}
+
+// A record a rule would send to its own topic while that topic is marked missing is
+// counted in an outcome row of overflow, under the rule and the reason it was over for
+// (rate_limited, or forced), as docs/outcomes.md says: its row names no topic (the
+// record's gate-rule-topic-missing header does). One whose topic is there is counted
+// under topic:NAME.
+func TestRuleTopicMissingOutcomeRow(t *testing.T) {
+	w := NewTopicWatch(topicOverflow)
+	f := newRuleFixture(t, Config{RuleTopics: w},
+		ruleSpec{Rule{Name: "merges", Key: mustKey(t, "json:team_id"), Action: ActionTopic, Topic: "events_merges"},
+			[]limit.Config{{Window: time.Minute, Threshold: 1}}},
+	)
+	w.Use([]string{"events_merges"})
+	agg := outcome.NewAgg(time.Minute, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	for range 2 { // the first within the threshold, the second over it
+		f.r.RouteInto(f.clk.Now(), event("t1", "u", "$identify"), &s, &out)
+	}
+	w.SetMissing("events_merges", true)
+	f.r.RouteInto(f.clk.Now(), event("t1", "u", "$identify"), &s, &out)
+	if out.Topic != topicOverflow {
+		t.Fatalf("over the rule with its topic missing: to %s, want %s", out.Topic, topicOverflow)
+	}
+	want := map[string]int64{
+		"t1|t1||accepted|allowed":                       1,
+		"t1|t1|merges|topic:events_merges|rate_limited": 1,
+		"t1|t1|merges|overflow|rate_limited":            1,
+	}
+	if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows:\n got %v\nwant %v", got, want)
 	}
 }
