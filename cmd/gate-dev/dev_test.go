@@ -386,9 +386,18 @@ func TestDevServesGateHTTP(t *testing.T) {
 		}
 		// gate team, the command itself, as the header prints it: the hot team, whose
 		// records (keyed by user) reach both gates.
-		team, err := exec.Command(gateBin, "team", "-addr", addr, "1").CombinedOutput()
-		if err != nil {
-			t.Fatalf("gate team -addr %s 1: %v\n%s", addr, err, team)
+		// Polled: ready with records routed is not yet the hot team's, limited, on both
+		// gates on a loaded machine ("team not cached on this gate").
+		var team []byte
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			var err error
+			team, err = exec.Command(gateBin, "team", "-addr", addr, "1").CombinedOutput()
+			if err == nil && strings.Contains(string(team), "team 1: LIMITED") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("gate team -addr %s 1, for 30s: %v\n%s", addr, err, team)
+			}
 		}
 		for _, want := range []string{"team 1: LIMITED", `Redis prefix "gate-dev"`, `consumer group "capture-gate"`, "RULE", "\nteam "} {
 			if !strings.Contains(string(team), want) {

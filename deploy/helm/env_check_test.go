@@ -131,3 +131,40 @@ func expandEnv(v string, defined map[string]string) string {
 	}
 	return b.String()
 }
+
+// TestOutcomesIntervalAsGate: the chart renders an outcomes.interval exactly when the gate
+// takes it as GATE_OUTCOMES_INTERVAL (from 1s to 1h, dividing an hour, in any form
+// time.ParseDuration reads): the schema's list of 23 intervals refused 8s, 45s, 90s,
+// 1.5s and 60s, all of which the gate takes.
+func TestOutcomesIntervalAsGate(t *testing.T) {
+	bin, err := gateBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := readValues(t, "testdata/defaults.yaml")
+	base["outcomes"] = map[string]any{"topic": "events_outcomes"}
+	d := renderDeployment(t, base, capabilities())
+	for _, interval := range []string{
+		"1s", "1.5s", "8s", "45s", "60s", "1m", "90s", "1m30s", "2.5m", "1500ms", "3600s", "1h", "60m",
+		"0.5s", "999ms", "7s", "50s", "61m", "2h", "1h0m0.000000001s",
+	} {
+		t.Run(interval, func(t *testing.T) {
+			gd := d.DeepCopy()
+			for i, e := range gd.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "GATE_OUTCOMES_INTERVAL" {
+					gd.Spec.Template.Spec.Containers[0].Env[i].Value = interval
+				}
+			}
+			out, gateErr := gateCheck(bin, gd)
+			vals := readValues(t, "testdata/defaults.yaml")
+			vals["outcomes"] = map[string]any{"topic": "events_outcomes", "interval": interval}
+			_, chartErr := render(t, vals, capabilities())
+			if (gateErr == nil) != (chartErr == nil) {
+				t.Fatalf("the gate's check: %v %s\nthe chart's render: %v", gateErr, out, chartErr)
+			}
+			if chartErr != nil && !strings.Contains(chartErr.Error(), "outcomes.interval ("+interval+") must be") {
+				t.Fatalf("the chart's error %q does not name outcomes.interval (%s) and what it must be", chartErr, interval)
+			}
+		})
+	}
+}

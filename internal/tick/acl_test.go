@@ -44,6 +44,89 @@ func documentedACL() []any {
 	return acl
 }
 
+// documentedSentinelACL is docs/operations.md's ACL SETUSER command for the sentinels'
+// user (`ACL SETUSER gate-sentinel ...`), read from the doc, the password given as
+// sentinel-pw.
+func documentedSentinelACL(t *testing.T) []any {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lead = "`ACL SETUSER gate-sentinel "
+	i := strings.Index(string(doc), lead)
+	if i < 0 {
+		t.Fatalf("docs/operations.md has no %s...` for the sentinels", lead)
+	}
+	rest := string(doc[i+1:])
+	var acl []any
+	for _, f := range strings.Fields(rest[:strings.IndexByte(rest, '`')]) {
+		if strings.HasPrefix(f, ">") {
+			f = ">sentinel-pw"
+		}
+		acl = append(acl, f)
+	}
+	return acl
+}
+
+// TestSentinelNeedsOnlyTheDocumentedSentinelACL: a sentinel user with docs/operations.md's
+// ACL for the sentinels is enough for the gate's client (the primary's address, the other
+// sentinels, the failover announcements and their health check): the sentinel refuses
+// nothing it sends (its ACL LOG stays empty), and after a failover the counts land on the
+// new primary.
+func TestSentinelNeedsOnlyTheDocumentedSentinelACL(t *testing.T) {
+	t.Parallel()
+	set := redistest.StartSentinel(t, 1, 1)
+	ctx := context.Background()
+	sentinel := set.Sentinels[0].Client(t)
+	if err := sentinel.Do(ctx, documentedSentinelACL(t)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fc, err := DialSentinel(set.Master, set.SentinelAddrs(), "redis://127.0.0.1:6379/0",
+		RedisOptions{SentinelUsername: "gate-sentinel", SentinelPassword: "sentinel-pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fc.Close() })
+	if err := fc.Set(ctx, "gate:acl", "1", 0).Err(); err != nil {
+		t.Fatalf("SET through the sentinels with the documented ACL: %v", err)
+	}
+	refused := func() []any {
+		t.Helper()
+		log, err := sentinel.Do(ctx, "ACL", "LOG").Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return log
+	}
+	// The subscription's health check pings after 3 s without a message.
+	time.Sleep(4 * time.Second)
+	set.Failover(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for set.CurrentPrimary(t) != set.Replicas[0].Addr() {
+		if time.Now().After(deadline) {
+			t.Fatal("no failover within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The old primary takes writes until the sentinel turns it into a replica: the
+	// client must move to the new one on +switch-master.
+	promoted := set.Replicas[0].Client(t)
+	for {
+		err := fc.Set(ctx, "gate:acl", "2", 0).Err()
+		if got, _ := promoted.Get(ctx, "gate:acl").Result(); err == nil && got == "2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client's writes never reached the promoted primary (last: %v); ACL LOG: %v", err, refused())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if log := refused(); len(log) > 0 {
+		t.Errorf("the sentinel refused the gate's client (ACL LOG): %v", log)
+	}
+}
+
 // TestTickNeedsOnlyTheDocumentedRedisCommands: a Redis ACL user limited to the commands
 // docs/operations.md lists for the tick ("What the gate needs from Redis") and to the
 // gate's keys writes, resends and reads: what a platform team that locks Redis down gives

@@ -785,6 +785,21 @@ group id it falls back to is any Kafka group id (a ':' or '/' in it, say). */ -}
 {{- fail (printf "capture-gate: kafka.transactionInterval (%s) must be at most 10s and below half kafka.transactionTimeout (%s): a transaction stays open that long before it ends (the gate refuses it at start otherwise, whatever kafka.delivery)" $v.kafka.transactionInterval $v.kafka.transactionTimeout) -}}
 {{- end -}}
 {{- include "capture-gate.validateLimit" . -}}
+{{- /* The Kafka client sends the group's timeouts and the fetch wait in milliseconds as
+32-bit numbers (at most 596h), and waits at least 1s for a session, 100ms for a rebalance
+and 10ms for a fetch: the gate refuses them at start outside these bounds. */ -}}
+{{- range $t := list (list "sessionTimeout" $v.kafka.sessionTimeout $sec "1s" "45s, within the brokers' group.min/max.session.timeout.ms") (list "rebalanceTimeout" $v.kafka.rebalanceTimeout (mul 100 1000000) "100ms" "60s") (list "fetchMaxWait" $v.kafka.fetchMaxWait (mul 10 1000000) "10ms" "500ms") -}}
+{{- $ns := include "capture-gate.nanoseconds" (index $t 1) | int64 -}}
+{{- if or (lt $ns (index $t 2)) (gt $ns (mul 596 3600 $sec)) -}}
+{{- fail (printf "capture-gate: kafka.%s (%s) must be from %s to 596h such as %s (the gate refuses it at start otherwise)" (index $t 0) (index $t 1) (index $t 3) (index $t 4)) -}}
+{{- end -}}
+{{- end -}}
+{{- /* GATE_OUTCOMES_INTERVAL's bounds, as the gate checks them at start; checked whatever
+outcomes.topic, as the schema's list of intervals was. */ -}}
+{{- $outcomesNs := include "capture-gate.nanoseconds" $v.outcomes.interval | int64 -}}
+{{- if or (lt $outcomesNs $sec) (gt $outcomesNs (mul 3600 $sec)) (ne (mod (mul 3600 $sec) $outcomesNs) 0) -}}
+{{- fail (printf "capture-gate: outcomes.interval (%s) must be from 1s to 1h and divide an hour, such as 1m, 8s or 90s (the gate refuses it at start otherwise)" $v.outcomes.interval) -}}
+{{- end -}}
 {{- if le (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64) (include "capture-gate.exactSeconds" $v.kafka.revokeTimeout | float64) -}}
 {{- fail (printf "capture-gate: kafka.rebalanceTimeout (%s) must be longer than kafka.revokeTimeout (%s): a rebalance waits for the revoked partitions' drain" $v.kafka.rebalanceTimeout $v.kafka.revokeTimeout) -}}
 {{- end -}}
@@ -1046,6 +1061,26 @@ each rule's windows.
 {{- end -}}
 {{- if and (not $v.rules) (gt (include "capture-gate.nanoseconds" $v.sync.coldWriteInterval | int64) $w) -}}
 {{- fail (printf "capture-gate: sync.coldWriteInterval (%s) must be at most %s (\"\" = once a window)" $v.sync.coldWriteInterval $windowName) -}}
+{{- end -}}
+{{- /* The event clock keeps a window of state per window back to limit.maxEventAge, at
+       most 1048576 of the shortest window (limit.window's, limit.extra's; under rules the
+       gate's 60s) and at most 8784h, as the gate checks them at start. */ -}}
+{{- if eq $v.limit.clock "event" -}}
+{{- $age := include "capture-gate.nanoseconds" $v.limit.maxEventAge | int64 -}}
+{{- $shortest := $w -}}
+{{- $shortestName := $window -}}
+{{- if not $v.rules -}}
+{{- range $l := $v.limit.extra -}}
+{{- $ns := include "capture-gate.nanoseconds" $l.window | int64 -}}
+{{- if lt $ns $shortest }}{{ $shortest = $ns }}{{ $shortestName = toString $l.window }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- if gt (div $age $shortest) 1048576 -}}
+{{- fail (printf "capture-gate: limit.maxEventAge (%s) must be at most 1048576 of the shortest window (%s) with limit.clock event: the gate keeps a window of state per window back to it" $v.limit.maxEventAge $shortestName) -}}
+{{- end -}}
+{{- if gt $age (mul 8784 $hour) -}}
+{{- fail (printf "capture-gate: limit.maxEventAge (%s) must be at most 8784h (366 days) with limit.clock event: each window's counts are kept this much longer in Redis" $v.limit.maxEventAge) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
