@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
@@ -1296,5 +1297,104 @@ func TestTransactionDurationBucketsReachTheTimeout(t *testing.T) {
 		if math.IsInf(in, 1) || in > 2*d.Seconds() {
 			t.Errorf("a %s transaction is in the bucket up to %v s; want a finite one within 2× of it", d, in)
 		}
+	}
+}
+
+// TestExactlyOnceRefusedOffsetCommitBacksOff: the group coordinator refuses every
+// transaction's offset commit for 2 s with an error franz-go answers by aborting
+// (UNKNOWN_SERVER_ERROR, as some brokers give; ILLEGAL_GENERATION, CONCURRENT_TRANSACTIONS
+// and the rest of its list alike), and End returns no error: the transaction aborted
+// though the gate asked to commit, no rebalance behind it. The gate must back off before
+// the replay, as after a failed produce, and say so, rather than produce and abort the
+// same records as fast as the broker answers, without a word. read_committed still sees
+// every record once.
+func TestExactlyOnceRefusedOffsetCommitBacksOff(t *testing.T) {
+	t.Parallel()
+	const parts, n = 1, 100
+	env := newEOSEnv(t, parts)
+	env.ccfg.Jitter = shortJitter
+	var logs syncBuffer
+	env.logs = &logs
+	var refused atomic.Int64
+	var down atomic.Bool
+	down.Store(true)
+	env.cluster.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		if !down.Load() {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	g := env.start(t, "a")
+	produceAll(t, producer(t, env.cluster), recs)
+	waitFor(t, 10*time.Second, "a refused offset commit", func() bool { return refused.Load() > 0 })
+	time.Sleep(2 * time.Second)
+	down.Store(false)
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	g.stop(t)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	t.Logf("%d transactions aborted for a refused offset commit", refused.Load())
+	// Backing off (10 ms to 500 ms here, doubling), 2 s hold some 10 attempts; without,
+	// one every few milliseconds.
+	if got := refused.Load(); got > 30 {
+		t.Errorf("%d transactions aborted for a refused offset commit within 2 s: the gate did not back off", got)
+	}
+	if !strings.Contains(logs.String(), "transaction aborted though the gate asked to commit") {
+		t.Errorf("no line says the transactions were aborted:\n%s", logs.String())
+	}
+}
+
+// TestExactlyOnceResyncFailureLogSaysWhatFailed: after a transaction aborted that the gate
+// asked to commit, re-reading the group's committed offsets failed (errResync), and the
+// session is rebuilt. The transaction's end did not fail, and its outcome is known (it
+// aborted): the warn line must say what failed, not "ending a transaction failed and its
+// outcome is unknown", which sent an operator after a commit that may have happened.
+func TestExactlyOnceResyncFailureLogSaysWhatFailed(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	cfg := env.ccfg
+	cfg.TransactionalID = "gate-x"
+	logs := &syncBuffer{}
+	c, err := New(cfg, nil, nil, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Close() }()
+	resync := fmt.Errorf("re-reading the committed offsets after a transaction the broker did not confirm: %w: %w", errResync, kerr.GroupAuthorizationFailed)
+	if err := c.recoverFenced(resync, 20*time.Millisecond, false); err != nil {
+		t.Fatalf("a failed re-read: %v, want a recovery", err)
+	}
+	var msg string
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line not JSON: %v: %s", err, l)
+		}
+		if m["level"] == "WARN" {
+			msg, _ = m["msg"].(string)
+		}
+	}
+	if strings.Contains(msg, "outcome is unknown") || !strings.Contains(msg, "re-reading the group's committed offsets") {
+		t.Errorf("recovery line %q: want it to say that re-reading the committed offsets after an abort failed", msg)
 	}
 }

@@ -90,11 +90,11 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		}, []string{"topic", "partition", "cause"}),
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_transaction_recoveries_total",
-			Help: "Exactly-once delivery: Kafka clients rebuilt to recover a transaction, by cause: group_churn (the broker aborted a transaction that outlived GATE_TRANSACTION_TIMEOUT while the group rebalanced; never counted toward the limit), slow_transaction (it outlived the timeout otherwise and fenced the producer), or end_error (ending a transaction failed otherwise, its outcome unknown). Five slow_transaction and end_error within 10 minutes are recovered from; the sixth stops the gate and is not counted. Zero in at-least-once mode.",
+			Help: "Exactly-once delivery: Kafka clients rebuilt to recover a transaction, by cause: group_churn (the broker aborted a transaction that outlived GATE_TRANSACTION_TIMEOUT while the group rebalanced, or the group's committed offsets could not be re-read after an abort; never counted toward the limit), slow_transaction (it outlived the timeout otherwise and fenced the producer), or end_error (ending a transaction failed otherwise, its outcome unknown). Five slow_transaction and end_error within 10 minutes are recovered from; the sixth stops the gate and is not counted. Zero in at-least-once mode.",
 		}, []string{"cause"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_transactions_total",
-			Help: "Exactly-once delivery: transactions ended, by result (committed; aborted: a rebalance or a failed produce, and the records are polled and routed again). Zero in at-least-once mode.",
+			Help: "Exactly-once delivery: transactions ended, by result (committed; aborted: a rebalance, a failed produce or a commit the brokers refused, and the records are polled and routed again). Zero in at-least-once mode.",
 		}, []string{"result"}),
 		txnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "gate_transaction_duration_seconds",

@@ -467,7 +467,12 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	// A transaction spans the polls of TransactionInterval: the abort replays them all.
 	msg := "the broker aborted a transaction that outlived the transaction timeout and fenced the producer; " +
 		"rebuilding the Kafka client under the same transactional id, the transaction's records since its last commit are replayed"
-	if !isFence {
+	switch {
+	case errors.Is(err, errResync):
+		// The transaction ended, aborted: what failed is the re-read after it.
+		msg = "re-reading the group's committed offsets after an aborted transaction failed; rebuilding the Kafka client " +
+			"under the same transactional id, which resumes from them"
+	case !isFence:
 		msg = "ending a transaction failed and its outcome is unknown; rebuilding the Kafka client under the same " +
 			"transactional id, which resumes from the group's committed offsets"
 	}
@@ -590,6 +595,11 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		if res.startErr != nil && !errors.Is(res.startErr, context.Canceled) {
 			transient = true
 		}
+		if res.refused && !res.churn {
+			// No rebalance explains it: the brokers refused the commit, and may again at
+			// once (franz-go does not retry these).
+			transient = true
+		}
 		if transient {
 			// Something retrying may cure (the broker is failing): wait before the
 			// replay, as the at-least-once retries do.
@@ -600,11 +610,17 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 			} else if res.startErr != nil {
 				msg = "committing where the group starts partitions it never committed failed; transaction aborted, its records are replayed"
 				topic, err = c.cfg.InputTopic, res.startErr
+			} else if res.refused {
+				msg = "transaction aborted though the gate asked to commit (the brokers refused its offset commit, " +
+					"the heartbeat after it, or its end); its records are replayed"
+				topic, err = c.cfg.InputTopic, nil
 			}
 			if ok, unlogged := logs.Allow(); ok {
-				c.log.Warn(msg,
-					"records", res.records, "failed", len(res.failures), "topic", topic, "attempt", failures+1, "err", err,
-					"aborts_unlogged", unlogged)
+				attrs := []any{"records", res.records, "failed", len(res.failures), "topic", topic, "attempt", failures + 1}
+				if err != nil {
+					attrs = append(attrs, "err", err) // none for a refused commit: franz-go keeps it
+				}
+				c.log.Warn(msg, append(attrs, "aborts_unlogged", unlogged)...)
 			}
 			t := time.NewTimer(c.backoff(failures))
 			failures++
@@ -744,6 +760,12 @@ type txnResult struct {
 	outcomeErr error
 	// startErr is commitTxnStarts' error: the transaction aborted for it.
 	startErr error
+	// refused: the gate asked to commit, and the transaction aborted all the same, End
+	// returning no error: franz-go aborts when the offset commit is refused with an
+	// error of its list (ILLEGAL_GENERATION, CONCURRENT_TRANSACTIONS,
+	// UNKNOWN_SERVER_ERROR...), when the heartbeat after it fails, or when EndTxn is
+	// refused so; it does not retry them, and the gate backs off (see txnLoop).
+	refused bool
 }
 
 // transact routes and produces ws in one transaction, goes on polling (under pollCtx)
@@ -838,6 +860,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 		return res, fmt.Errorf("ending a transaction of %d input records (%s): %w", res.records, what, err)
 	}
 	res.committed = committed
+	res.refused = !committed && end == kgo.TryCommit
 	if committed {
 		c.m.transactions.WithLabelValues("committed").Inc()
 		c.m.outcomeRows.Add(float64(rows)) // written only now: an aborted one's are not
