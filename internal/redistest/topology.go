@@ -99,29 +99,15 @@ func (c *Cluster) URLs() []string {
 // its own slot ranges (CLUSTER SHARDS would do, but CLUSTER SLOTS is enough for 7.0).
 func (c *Cluster) Owner(t testing.TB, key string) *Server {
 	t.Helper()
-	ctx := context.Background()
-	for _, s := range append(append([]*Server(nil), c.Primaries...), c.Replicas...) {
+	all := append(append([]*Server(nil), c.Primaries...), c.Replicas...)
+	for _, s := range all {
 		if !s.running() {
 			continue
 		}
-		rc := s.Client(t)
-		slot, err := rc.ClusterKeySlot(ctx, key).Result()
-		if err != nil {
-			t.Fatalf("redistest: CLUSTER KEYSLOT %q on %s: %v", key, s.Addr(), err)
-		}
-		// CLUSTER SLOTS, though deprecated in Redis 7 for CLUSTER SHARDS: tests run
-		// against whatever redis-server is on PATH, and 6.x has no CLUSTER SHARDS.
-		//lint:ignore SA1019 CLUSTER SHARDS needs Redis 7; this must run on 6.x too.
-		ranges, err := rc.ClusterSlots(ctx).Result()
-		if err != nil {
-			t.Fatalf("redistest: CLUSTER SLOTS on %s: %v", s.Addr(), err)
-		}
-		for _, r := range ranges {
-			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
-				for _, o := range append(append([]*Server(nil), c.Primaries...), c.Replicas...) {
-					if o.Addr() == r.Nodes[0].Addr {
-						return o
-					}
+		if addr := c.ownerAddr(t, s, key); addr != "" {
+			for _, o := range all {
+				if o.Addr() == addr {
+					return o
 				}
 			}
 		}
