@@ -223,13 +223,13 @@ func (c *Consumer) purgeStale(ctx context.Context, cl *kgo.Client) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
 	defer cancel()
-	found, err := c.topicProblems(ctx, cl, topics)
+	found, unasked, err := c.topicProblems(ctx, cl, topics)
 	if err != nil {
 		c.log.Debug("kafka: could not check the output topics failing with UNKNOWN_TOPIC_ID", "err", err)
 		return
 	}
 	for _, t := range topics {
-		if found[t] != "" {
+		if found[t] != "" || unasked[t] {
 			continue
 		}
 		c.stale.remove(t)

@@ -68,12 +68,15 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 	if len(topics) == 0 {
 		return
 	}
-	found, err := c.topicProblems(ctx, cl, topics)
+	found, unasked, err := c.topicProblems(ctx, cl, topics)
 	if err != nil {
 		c.log.Debug("kafka: could not check the rule topics", "err", err)
 		return
 	}
 	for _, t := range topics {
+		if unasked[t] {
+			continue // no answer on it this time: marked as it was
+		}
 		if p := found[t]; p != "" {
 			// The problem names the topic as the start-up check does; the line names it once.
 			c.ruleTopicMissing(ctx, t, strings.TrimLeft(strings.TrimPrefix(p, fmt.Sprintf("topic %q", t)), ": "))
@@ -163,17 +166,24 @@ func topicUnanswered(resp *kmsg.MetadataResponse, t string) bool {
 }
 
 // topicProblems asks the cluster about topics (to be written): what keeps the gate from
-// writing each, by topic; none for a topic it may write.
-func (c *Consumer) topicProblems(ctx context.Context, cl *kgo.Client, topics []string) (map[string]string, error) {
+// writing each, by topic; none for a topic it may write. A topic the answer says nothing
+// definite of (topicUnanswered: left out, or an error Kafka calls retriable, as while a
+// leader is elected) is in unasked, not found: the callers leave its state as it was,
+// rather than take a broker's passing answer for a missing topic.
+func (c *Consumer) topicProblems(ctx context.Context, cl *kgo.Client, topics []string) (found map[string]string, unasked map[string]bool, err error) {
 	resp, err := topicsMetadata(ctx, cl, topics)
 	if err != nil {
-		return nil, fmt.Errorf("metadata: %w", err)
+		return nil, nil, fmt.Errorf("metadata: %w", err)
 	}
-	found := map[string]string{}
+	found, unasked = map[string]string{}, map[string]bool{}
 	for _, t := range topics {
 		if p := topicProblem(resp, t, opWrite); p != "" {
+			if topicUnanswered(resp, t) {
+				unasked[t] = true
+				continue
+			}
 			found[t] = p
 		}
 	}
-	return found, nil
+	return found, unasked, nil
 }

@@ -474,3 +474,43 @@ func TestRuleTopicCreatedAgainBatchLimitReadAgain(t *testing.T) {
 			on[merges], merges, on[dlqTopic], on[ovfTopic], merges, g.c.batchMaxBytes(merges))
 	}
 }
+
+// TestRuleTopicLeaderElectionIsNotMissing: the periodic rule-topic check taking an answer
+// Kafka calls retriable (LEADER_NOT_AVAILABLE on the topic, while its leader is elected)
+// for no answer, as the reload's check does (CheckTopics): the topic stays in use and the
+// gate ready. Before, the first such answer marked the topic missing, sent its rule's
+// records to overflow and made the gate not ready until the next check.
+func TestRuleTopicLeaderElectionIsNotMissing(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	const merges = "merges"
+	prod := producer(t, env.cluster)
+	if _, err := kadm.NewClient(prod).CreateTopic(context.Background(), 1, 1, nil, merges); err != nil {
+		t.Fatal(err)
+	}
+	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
+	g := env.start(t, "g")
+	defer g.stop(t)
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+	// The check's own metadata request names the rule topics alone.
+	var answered atomic.Int64
+	env.cluster.ControlKey(kmsg.Metadata.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		mr := req.(*kmsg.MetadataRequest)
+		if len(mr.Topics) != 1 || mr.Topics[0].Topic == nil || *mr.Topics[0].Topic != merges {
+			return nil, nil, false
+		}
+		answered.Add(1)
+		resp := mr.ResponseKind().(*kmsg.MetadataResponse)
+		resp.Version = mr.GetVersion()
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic = kmsg.StringPtr(merges)
+		rt.ErrorCode = kerr.LeaderNotAvailable.Code
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	waitFor(t, 30*time.Second, "two checks answered LEADER_NOT_AVAILABLE", func() bool { return answered.Load() >= 2 })
+	if w.Missing(merges) || !g.c.Ready() {
+		t.Errorf("the rule topic answered LEADER_NOT_AVAILABLE: marked missing %v, not ready %v; want neither", w.Missing(merges), g.c.NotReady())
+	}
+}
