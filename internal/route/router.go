@@ -342,7 +342,8 @@ func newRouter(cfg Config, rules []Rule, named bool, reg prometheus.Registerer) 
 	unreadable := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gate_event_time_unreadable_total",
 		Help: "GATE_CLOCK=event: records whose event time field (GATE_EVENT_TIME_FROM) was missing " +
-			"or unreadable (or before 1970), judged at their record timestamp instead.",
+			"or unreadable (or before 1970), judged at their record timestamp instead, or, with no record " +
+			"timestamp where one was needed (Kafka's -1), judged now.",
 	})
 	r.unreadable = unreadable
 	for c := reasonAllowed; c < numReasons; c++ {
