@@ -240,9 +240,10 @@ func redisLogsTo(log *slog.Logger) {
 	redis.SetLogger(gate.RedisLogger{Log: log.With("component", "redis")})
 }
 
-// logStartup writes the one line that says how this process is set up. It reports the
-// settings the limiter and the tick actually use (with their defaults filled in), not
-// what was asked for, and Redis URLs without passwords. Durations are strings: slog's
+// logStartup writes the one line that says how this process is set up: every GATE_
+// setting but the secrets (TestStartLineStatesEverySetting). It reports the settings the
+// limiter and the tick actually use (with their defaults filled in), not what was asked
+// for, and Redis URLs without passwords. Durations are strings: slog's
 // JSON would print nanoseconds.
 func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick.Ticker, addr string) {
 	lc, tc := lim.Config(), t.Config()
@@ -257,6 +258,20 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		"delivery", string(cfg.Delivery),
 		"transactional_id", cfg.TransactionalID,
 		"kafka_start_offset", string(cfg.KafkaStartOffset),
+		"kafka_group_protocol", string(cfg.KafkaGroupProtocol),
+		"kafka_session_timeout", cfg.KafkaSessionTimeout.String(),
+		"kafka_rebalance_timeout", cfg.KafkaRebalanceTimeout.String(),
+		"kafka_fetch_max_wait", cfg.KafkaFetchMaxWait.String(),
+		"on_undeliverable", string(cfg.OnUndeliverable),
+		"on_data_loss", string(cfg.OnDataLoss),
+		"stall_not_ready", cfg.StallNotReady.String(),
+		"stall_restart", cfg.StallRestart.String(),
+		"transaction_timeout", cfg.TransactionTimeout.String(),
+		"transaction_interval", cfg.TransactionInterval.String(),
+		"transaction_max_records", cfg.TransactionMaxRecords,
+		"outcomes_topic", cfg.OutcomesTopic,
+		"outcomes_interval", cfg.OutcomesInterval.String(),
+		"outcomes_max_rows", cfg.OutcomesMaxRows,
 		"rules_file", cfg.RulesFile, // with one, the next line names the rules; key_from ... overrides are not used
 		"key_from", cfg.KeyFrom.String(),
 		"max_key_bytes", cfg.MaxKeyBytes,
@@ -275,7 +290,15 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		"shutdown_timeout", cfg.ShutdownTimeout.String(),
 		"kafka_client_id", cfg.KafkaClientID,
 		"kafka_tls", cfg.KafkaTLS || cfg.KafkaTLSCAFile != "" || cfg.KafkaTLSCertFile != "",
+		"kafka_tls_ca_file", cfg.KafkaTLSCAFile,
+		"kafka_tls_cert_file", cfg.KafkaTLSCertFile,
+		"kafka_tls_key_file", cfg.KafkaTLSKeyFile,
+		"kafka_tls_server_name", cfg.KafkaTLSServerName,
 		"kafka_sasl_mechanism", string(cfg.KafkaSASLMechanism),
+		"kafka_sasl_username", cfg.KafkaSASLUsername,
+		"clock", lc.Clock.String(),
+		"event_time_from", cfg.EventTimeFrom.String(),
+		"max_event_age", lc.MaxEventAge.String(),
 		"limit_mode", lc.Mode.String(),
 		"window", lc.Window.String(),
 		"threshold", lc.Threshold,
@@ -285,18 +308,31 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		"adaptive_ceiling", cfg.AdaptiveCeiling,
 		"adaptive_half_life", cfg.AdaptiveHalfLife.String(),
 		"adaptive_min_history", cfg.AdaptiveMinHistory.String(),
+		"adaptive_max_spike", cfg.AdaptiveMaxSpike.String(),
+		"divert_hold", divertHoldLine(lc),
+		"divert_release", lc.DivertRelease,
 		"further_limits", cfg.Limits.String(),
 		"overrides", len(lc.Overrides),
+		"overrides_refresh", cfg.OverridesRefresh.String(),
+		"overrides_max_entries", cfg.OverridesMaxEntries,
 		"sync_interval", lc.SyncInterval.String(),
 		"hot_every_tick", *lc.HotEveryTick,
 		"pending_read_share", lc.PendingReadShare,
 		"sync_floor", lc.SyncFloor,
+		"cold_write_interval", lc.ColdWriteInterval.String(),
 		"cache_capacity", lc.Capacity,
 		"cache_ttl", lc.TTL.String(),
 		"cache_idle_timeout", lc.IdleTimeout.String(),
 		"cache_shards", lc.Shards,
 		"tick_interval", tc.TickInterval.String(),
 		"redis_urls", cfg.RedisURLs.String(),
+		"redis_mode", string(tc.Mode),
+		"redis_sentinel_addrs", strings.Join(cfg.RedisSentinelAddrs, ","),
+		"redis_sentinel_master", string(cfg.RedisSentinelMaster),
+		"redis_sentinel_username", cfg.RedisSentinelUsername,
+		"redis_tls_ca_file", cfg.RedisTLSCAFile,
+		"redis_tls_cert_file", cfg.RedisTLSCertFile,
+		"redis_tls_key_file", cfg.RedisTLSKeyFile,
 		"redis_username", cfg.RedisUsername,
 		"redis_password_set", cfg.RedisPassword != "",
 		"redis_prefix", tc.KeyPrefix,
@@ -318,6 +354,15 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		log.Warn("GATE_REDIS_KEY_TTL raised to 2 x GATE_WINDOW: a shorter expiry would drop the previous epoch while it still counts",
 			"asked", cfg.RedisKeyTTL.String(), "using", ttl.String())
 	}
+}
+
+// divertHoldLine is GATE_DIVERT_HOLD as the limiter keeps it, after its default (one
+// window): 0s for none, as in cap mode and under the event clock.
+func divertHoldLine(lc limit.Config) string {
+	if lc.Mode != limit.Divert || lc.Clock != limit.WallClock || lc.DivertHold < 0 {
+		return "0s"
+	}
+	return lc.DivertHold.String()
 }
 
 // keyTTLLine is GATE_REDIS_KEY_TTL as the start line says it: each limit's keys expire
