@@ -27,8 +27,8 @@ func TestWatchdogIdleAfterTransactionalInput(t *testing.T) {
 			env := newEnv(t, 1)
 			env.ccfg.Delivery = d
 			env.ccfg.TransactionalID = "gate-" + d.String()
-			env.ccfg.StallNotReady = 300 * time.Millisecond
-			env.ccfg.StallRestart = 600 * time.Millisecond
+			env.ccfg.StallNotReady = time.Second
+			env.ccfg.StallRestart = 2 * time.Second
 
 			prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.TransactionalID("input-writer"),
 				kgo.DefaultProduceTopic(inTopic))
@@ -84,8 +84,8 @@ func TestWatchdogExactlyOnceWaitsForOpenInputTransaction(t *testing.T) {
 	t.Parallel()
 	const n, open = 50, 5
 	env := newEOSEnv(t, 1)
-	env.ccfg.StallNotReady = 300 * time.Millisecond
-	env.ccfg.StallRestart = 600 * time.Millisecond
+	env.ccfg.StallNotReady = time.Second
+	env.ccfg.StallRestart = 2 * time.Second
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
@@ -148,8 +148,8 @@ func TestWatchdogExactlyOnceWaitsForOpenInputTransaction(t *testing.T) {
 func TestWatchdogExactlyOnceHungTransactionEnd(t *testing.T) {
 	t.Parallel()
 	env := newEOSEnv(t, 1)
-	env.ccfg.StallNotReady = 300 * time.Millisecond
-	env.ccfg.StallRestart = 600 * time.Millisecond
+	env.ccfg.StallNotReady = time.Second
+	env.ccfg.StallRestart = 2 * time.Second
 	release := make(chan struct{})
 	var held atomic.Int64
 	env.cluster.ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -193,8 +193,8 @@ func TestWatchdogEveryProduceFailing(t *testing.T) {
 			t.Parallel()
 			env := newEnv(t, 1)
 			env.ccfg.Delivery = tc.d
-			env.ccfg.StallNotReady = 300 * time.Millisecond
-			env.ccfg.StallRestart = 600 * time.Millisecond
+			env.ccfg.StallNotReady = time.Second
+			env.ccfg.StallRestart = 2 * time.Second
 			recs := make([]*kgo.Record, n)
 			for id := range recs {
 				recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
