@@ -474,24 +474,13 @@ func TestOutcomesAtLeastOnceRebalance(t *testing.T) {
 func TestOutcomesRevokeWithinRevokeTimeout(t *testing.T) {
 	t.Parallel()
 	const parts, n = 4, 400
-	env := newEnv(t, parts)
-	withOutcomes(t, env)
-	env.lcfg.Threshold = 1_000_000
-	env.ccfg.MaxBufferedRecords = 10
-	env.ccfg.ShutdownTimeout = time.Second
-	env.ccfg.RevokeTimeout = 2 * time.Second
-	env.ccfg.CommitInterval = 10 * time.Second // the revoke's seal has rows to write
-	env.ccfg.ClientOpts = append(testClientOpts(), kgo.RebalanceTimeout(60*time.Second))
+	env := fullBufferOutcomesEnv(t, parts, 2 * time.Second)
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
 	}
 	produceAll(t, producer(t, env.cluster), recs)
-	held := hangProduce(t, env.cluster)
-	a := env.start(t, "a")
-	waitFor(t, 20*time.Second, "the producer blocked on a full buffer", func() bool {
-		return held.Load() > 0 && a.c.live.Load().BufferedProduceRecords() >= 10
-	})
+	a := startBlocked(t, env, "a")
 	revoked := func() bool { return testutil.ToFloat64(a.c.m.rebalances.WithLabelValues("revoked")) > 0 }
 	start := time.Now()
 	env.start(t, "b")
@@ -516,24 +505,13 @@ func TestOutcomesRevokeWithinRevokeTimeout(t *testing.T) {
 func TestOutcomesLostWithinRevokeTimeout(t *testing.T) {
 	t.Parallel()
 	const parts, n = 4, 400
-	env := newEnv(t, parts)
-	withOutcomes(t, env)
-	env.lcfg.Threshold = 1_000_000
-	env.ccfg.MaxBufferedRecords = 10
-	env.ccfg.ShutdownTimeout = time.Second
-	env.ccfg.RevokeTimeout = 2 * time.Second
-	env.ccfg.CommitInterval = 10 * time.Second // the loss's seal has rows to write
-	env.ccfg.ClientOpts = append(testClientOpts(), kgo.RebalanceTimeout(60*time.Second))
+	env := fullBufferOutcomesEnv(t, parts, 2 * time.Second)
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
 	}
 	produceAll(t, producer(t, env.cluster), recs)
-	held := hangProduce(t, env.cluster)
-	a := env.start(t, "a")
-	waitFor(t, 20*time.Second, "the producer blocked on a full buffer", func() bool {
-		return held.Load() > 0 && a.c.live.Load().BufferedProduceRecords() >= 10
-	})
+	a := startBlocked(t, env, "a")
 	// One heartbeat refused: the partitions are lost.
 	var refused atomic.Int64 // Unix ns
 	env.cluster.ControlKey(kmsg.Heartbeat.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -566,14 +544,7 @@ func TestOutcomesLostWithinRevokeTimeout(t *testing.T) {
 func TestOutcomesRevokeCountsItsOwnRows(t *testing.T) {
 	t.Parallel()
 	const parts, n = 4, 400
-	env := newEnv(t, parts)
-	withOutcomes(t, env)
-	env.lcfg.Threshold = 1_000_000
-	env.ccfg.MaxBufferedRecords = 10
-	env.ccfg.ShutdownTimeout = time.Second
-	env.ccfg.RevokeTimeout = time.Second
-	env.ccfg.CommitInterval = 10 * time.Second // the revoke's seal has rows to write
-	env.ccfg.ClientOpts = append(testClientOpts(), kgo.RebalanceTimeout(60*time.Second))
+	env := fullBufferOutcomesEnv(t, parts, time.Second)
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
@@ -585,14 +556,10 @@ func TestOutcomesRevokeCountsItsOwnRows(t *testing.T) {
 	}
 	defer prod.Close()
 	produceAll(t, prod, recs)
-	held := hangProduce(t, env.cluster)
 	logs := &syncBuffer{}
 	env.logs = logs
-	a := env.start(t, "a")
+	startBlocked(t, env, "a")
 	env.logs = nil
-	waitFor(t, 20*time.Second, "the producer blocked on a full buffer", func() bool {
-		return held.Load() > 0 && a.c.live.Load().BufferedProduceRecords() >= 10
-	})
 	env.start(t, "b")
 	var line map[string]any
 	waitFor(t, 30*time.Second, "a's partitions revoked", func() bool {
@@ -1006,4 +973,32 @@ func TestOutcomeRowsMetricCountsWritten(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fullBufferOutcomesEnv is an at-least-once gate's environment with outcomes on whose
+// producer buffer fills at 10 records (startBlocked), the revoke timeout revoke, and a
+// commit interval long enough that a revoke's or a loss's seal has rows to write.
+func fullBufferOutcomesEnv(t *testing.T, parts int32, revoke time.Duration) *gateEnv {
+	t.Helper()
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	env.lcfg.Threshold = 1_000_000
+	env.ccfg.MaxBufferedRecords = 10
+	env.ccfg.ShutdownTimeout = time.Second
+	env.ccfg.RevokeTimeout = revoke
+	env.ccfg.CommitInterval = 10 * time.Second
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.RebalanceTimeout(60*time.Second))
+	return env
+}
+
+// startBlocked has the broker answer no produce (hangProduce), starts gate name, and
+// returns once its producer's buffer is full (the input must hold records for it).
+func startBlocked(t *testing.T, env *gateEnv, name string) *testGate {
+	t.Helper()
+	held := hangProduce(t, env.cluster)
+	g := env.start(t, name)
+	waitFor(t, 20*time.Second, "the producer blocked on a full buffer", func() bool {
+		return held.Load() > 0 && g.c.live.Load().BufferedProduceRecords() >= 10
+	})
+	return g
 }
