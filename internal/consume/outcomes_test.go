@@ -474,7 +474,7 @@ func TestOutcomesAtLeastOnceRebalance(t *testing.T) {
 func TestOutcomesRevokeWithinRevokeTimeout(t *testing.T) {
 	t.Parallel()
 	const parts, n = 4, 400
-	env := fullBufferOutcomesEnv(t, parts, 2 * time.Second)
+	env := fullBufferOutcomesEnv(t, parts, 2*time.Second)
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
@@ -505,7 +505,7 @@ func TestOutcomesRevokeWithinRevokeTimeout(t *testing.T) {
 func TestOutcomesLostWithinRevokeTimeout(t *testing.T) {
 	t.Parallel()
 	const parts, n = 4, 400
-	env := fullBufferOutcomesEnv(t, parts, 2 * time.Second)
+	env := fullBufferOutcomesEnv(t, parts, 2*time.Second)
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
