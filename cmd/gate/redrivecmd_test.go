@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -202,21 +203,11 @@ func TestRedriveStoppedCopiesWhatItRead(t *testing.T) {
 func TestRedriveFailedCountsByReason(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	dl := func(reason string) *kgo.Record {
-		return &kgo.Record{Value: []byte("{bad"), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte(reason)}}}
-	}
-	if err := cl.ProduceSync(t.Context(), dl("not_json"), dl("not_json"), dl("field_missing")).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceDeadLetters(t, c, "not_json", "not_json", "field_missing")
 	// An input topic the cluster does not have: every copy fails.
 	env["GATE_INPUT_TOPIC"] = "events_gone"
 	var stdout, stderr bytes.Buffer
-	err = run(t.Context(), []string{"redrive", "-topic", "events_dead_letter"}, testHost(env), &stdout, &stderr)
+	err := run(t.Context(), []string{"redrive", "-topic", "events_dead_letter"}, testHost(env), &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "3 of 3 dead letters not known to be copied") {
 		t.Errorf("gate redrive to a missing input topic: %v", err)
 	}
@@ -231,21 +222,7 @@ func TestRedriveFailedCountsByReason(t *testing.T) {
 func TestRedriveLineNamesEveryReason(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	dl := func(reason string) *kgo.Record {
-		r := &kgo.Record{Value: []byte("{bad")}
-		if reason != "" {
-			r.Headers = []kgo.RecordHeader{{Key: "gate-error", Value: []byte(reason)}}
-		}
-		return r
-	}
-	if err := cl.ProduceSync(t.Context(), dl("not_json"), dl("not_json"), dl("field_missing"), dl("")).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceDeadLetters(t, c, "not_json", "not_json", "field_missing", "")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -261,5 +238,27 @@ func TestRedriveLineNamesEveryReason(t *testing.T) {
 		if out := stdout.String(); !strings.HasPrefix(out, c.want) {
 			t.Errorf("gate %s said:\n%s\nwant it to begin %q", strings.Join(args, " "), out, c.want)
 		}
+	}
+}
+
+// produceDeadLetters writes to events_dead_letter one dead letter a reason, its gate-error
+// header the reason ("": none).
+func produceDeadLetters(t *testing.T, c *kfake.Cluster, reasons ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for _, reason := range reasons {
+		r := &kgo.Record{Value: []byte("{bad")}
+		if reason != "" {
+			r.Headers = []kgo.RecordHeader{{Key: "gate-error", Value: []byte(reason)}}
+		}
+		recs = append(recs, r)
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
 	}
 }
