@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,13 +18,7 @@ import (
 // 120s was raised "to 2 x GATE_WINDOW".
 func TestRulesKeyTTLFollowsTheRulesWindow(t *testing.T) {
 	srv := redistest.Start(t)
-	path := filepath.Join(t.TempDir(), "rules.yaml")
-	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, limits: [10s:100]}\n")
-	cfg := load(t, map[string]string{
-		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
-		"GATE_REDIS_URLS":    srv.URL(),
-		"GATE_RULES_FILE":    path,
-	})
+	cfg := rulesConfig(t, srv.URL(), "rules:\n  - {name: team, key: json:team_id, limits: [10s:100]}\n")
 	if ttl, clamped := cfg.KeyTTL(); clamped {
 		t.Errorf("KeyTTL() = %s, clamped, with GATE_REDIS_KEY_TTL unset", ttl)
 	}
@@ -55,13 +48,7 @@ func TestRulesKeyTTLFollowsTheRulesWindow(t *testing.T) {
 // per-user rule listed after a daily team rule kept each user's keys 48 hours.
 func TestRulesKeyTTLIsEachRulesOwn(t *testing.T) {
 	srv := redistest.Start(t)
-	path := filepath.Join(t.TempDir(), "rules.yaml")
-	writeRules(t, path, "rules:\n  - {name: daily, key: json:team_id, limits: [24h:1000000]}\n  - {name: user, key: json:team_id+distinct_id, limits: [10s:100]}\n")
-	cfg := load(t, map[string]string{
-		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
-		"GATE_REDIS_URLS":    srv.URL(),
-		"GATE_RULES_FILE":    path,
-	})
+	cfg := rulesConfig(t, srv.URL(), "rules:\n  - {name: daily, key: json:team_id, limits: [24h:1000000]}\n  - {name: user, key: json:team_id+distinct_id, limits: [10s:100]}\n")
 	g := startReloading(t, cfg, "key-ttl-each")
 	var out kgo.Record
 	switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"t1","distinct_id":"u1"}`)}, &route.Scratch{}, &out)

@@ -347,6 +347,19 @@ func writeRules(t *testing.T, path, text string) {
 	}
 }
 
+// rulesConfig is the configuration of a gate with the rules file text, Redis at
+// redisURL and a broker it never reaches.
+func rulesConfig(t *testing.T, redisURL, text string) config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, path, text)
+	return load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    redisURL,
+		"GATE_RULES_FILE":    path,
+	})
+}
+
 // startReloading builds a gate of cfg (its rules file read again every 50 ms) and runs its
 // tick until the test ends.
 func startReloading(t *testing.T, cfg config.Config, writer string) *Gate {
