@@ -233,14 +233,20 @@ func (c *Consumer) purgeStale(ctx context.Context, cl *kgo.Client) {
 			continue
 		}
 		c.stale.remove(t)
-		cl.PurgeTopicsFromProducing(t)
-		// Its max.message.bytes may be another now: read again before its next record,
-		// as checkRuleTopics does for a rule's topic (the old one, kept, had the client
-		// refuse records the new topic takes, and the gate dead-letter them).
-		c.batchLimits.forget(t)
-		c.readBatchLimits(ctx, cl, []string{t})
+		c.relearnTopic(ctx, cl, t)
 		c.log.Info("kafka: output topic fails with UNKNOWN_TOPIC_ID and exists: created again; the client learns it anew", "topic", t)
 	}
+}
+
+// relearnTopic has cl learn topic t, deleted and created again, anew: purged, so that
+// its produces stop failing with the old topic's ID, and its max.message.bytes read again
+// before its next record, when the client asks for it. Kept, the old limit made the client
+// refuse (MESSAGE_TOO_LARGE) and the gate dead-letter records the new topic takes, or,
+// smaller, had every full batch refused.
+func (c *Consumer) relearnTopic(ctx context.Context, cl *kgo.Client, t string) {
+	cl.PurgeTopicsFromProducing(t)
+	c.batchLimits.forget(t)
+	c.readBatchLimits(ctx, cl, []string{t})
 }
 
 // diagnoseOutputs returns, by problems key, what keeps the output topics from taking

@@ -88,14 +88,8 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 			// it is purged: forget it before its records go to it again, so that the
 			// client learns the topic anew (records of it still buffered fail, and go to
 			// overflow, as it is still marked missing).
-			cl.PurgeTopicsFromProducing(t)
-			// One created again may have another max.message.bytes: its limit is read
-			// again before its first record, when the client asks for it. Kept, the old
-			// one made the client refuse (MESSAGE_TOO_LARGE) and the gate dead-letter
-			// records the new topic takes, or, smaller, had every full batch refused.
-			c.batchLimits.forget(t)
 			rctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
-			c.readBatchLimits(rctx, cl, []string{t})
+			c.relearnTopic(rctx, cl, t)
 			cancel()
 		}
 		back := w.SetMissing(t, false)
