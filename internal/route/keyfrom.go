@@ -372,14 +372,14 @@ func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, reasonC
 		ahead = &s.ahead
 		ahead.s, ahead.ok = s, false
 	}
-	if members(js, start, k.top, at, ahead) < 0 && !k.lax {
+	if members(js, start, k.top, at, nil, ahead) < 0 && !k.lax {
 		return "", s.fail(malformed()) // not reached: the value is valid JSON
 	}
 	if len(k.fields) == 1 {
 		if ahead != nil && ahead.ok && ahead.at == at[0] {
 			return ahead.v, reasonNone // read for the touch, and found alone
 		}
-		return k.fieldValue(js, 0, at[0], s)
+		return k.fieldValue(js, 0, at[0], 0, s)
 	}
 	return k.joinFields(js, at, false, s, maxKey)
 }
@@ -401,7 +401,7 @@ func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKe
 		if shared {
 			val, code = k.sharedValue(js, i, at, s)
 		} else {
-			val, code = k.fieldValue(js, i, at[i], s)
+			val, code = k.fieldValue(js, i, at[i], 0, s)
 		}
 		if code != reasonNone {
 			s.key = buf
@@ -542,14 +542,15 @@ func escapedForms(parts []string, n int) string {
 }
 
 // fieldValue reads field number i of the JSON object js, whose top-level member is at
-// index at as members found it (0: absent, -1: more than once). A string gives its
+// index at as members found it (0: absent, -1: more than once), its value ending at end
+// when members walked past it (0: not known, found again here). A string gives its
 // unescaped value (aliasing js unless it held escapes); a number gives its text as written
 // ({"team_id": 42} gives "42"; 42.0 would give "42.0"). Null counts as missing: producers
 // write null for a field they do not have. Booleans, objects and arrays are of the wrong
 // type. These are gjson.Get's readings, which the gate used before it read fields itself,
 // but for a string's escapes, decoded as encoding/json decodes them (unescape): gjson
 // swallowed the escape after a lone surrogate, and two teams shared a key.
-func (k *KeyFrom) fieldValue(js string, i, at int, s *Scratch) (string, reasonCode) {
+func (k *KeyFrom) fieldValue(js string, i, at, end int, s *Scratch) (string, reasonCode) {
 	parts := k.fields[i].parts
 	for p := 1; ; p++ {
 		switch at {
@@ -566,7 +567,7 @@ func (k *KeyFrom) fieldValue(js string, i, at int, s *Scratch) (string, reasonCo
 		switch js[at] {
 		case '{':
 			var next [1]int
-			if members(js, at, k.fields[i].names[p:p+1], next[:], nil) < 0 && !k.lax {
+			if members(js, at, k.fields[i].names[p:p+1], next[:], nil, nil) < 0 && !k.lax {
 				return "", s.fail(malformed()) // not reached: the value is valid JSON
 			}
 			at = next[0]
@@ -582,9 +583,10 @@ func (k *KeyFrom) fieldValue(js string, i, at int, s *Scratch) (string, reasonCo
 			return "", s.fail(failure{reason: reasonFieldMissing, field: i})
 		}
 	}
-	end := skipValue(js, at)
-	if end < 0 {
-		return "", s.fail(malformed())
+	if len(parts) > 1 || end <= at {
+		if end = skipValue(js, at); end < 0 {
+			return "", s.fail(malformed())
+		}
 	}
 	raw := js[at:end]
 	switch raw[0] {

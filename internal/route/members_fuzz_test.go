@@ -49,7 +49,7 @@ func FuzzMembersAgainstEncodingJSON(f *testing.F) {
 					names[i] = newMemberName(s)
 				}
 				at := make([]int, len(set))
-				if members(js, firstNonSpace(js), names, at, nil) < 0 {
+				if members(js, firstNonSpace(js), names, at, nil, nil) < 0 {
 					t.Fatalf("malformed on valid %q", v)
 				}
 				for i, s := range set {

@@ -161,6 +161,7 @@ type Scratch struct {
 	key  []byte // a composite team key being joined
 	keep []byte // with rules: Outcome.Team, kept past the next rule's key
 	at   []int  // a composite key's fields: where each one's value is (see members)
+	end  []int  // with rules read in one shared pass: where each value found ends (members' ends)
 	// With rules read in one shared pass: the value of each top-level field of the plan
 	// (fieldPlan.top, the first 64) a rule has read in this record, by plan index, valid
 	// where its bit of vals is set, so that two rules reading one field read it once.

@@ -384,11 +384,12 @@ func (r *Router) rulesJSON(rec *kgo.Record, s *Scratch) (string, reasonCode) {
 		return "", code
 	}
 	s.at = append(s.at[:0], make([]int, len(r.plan.top))...)
+	s.end = append(s.end[:0], make([]int, len(r.plan.top))...)
 	if len(s.val) < len(r.plan.top) {
 		s.val = make([]string, len(r.plan.top))
 	}
 	s.vals = 0
-	if members(js, firstNonSpace(js), r.plan.top, s.at, nil) < 0 && r.cfg.ValidateJSON {
+	if members(js, firstNonSpace(js), r.plan.top, s.at, s.end, nil) < 0 && r.cfg.ValidateJSON {
 		return "", s.fail(malformed()) // not reached: the value is valid JSON
 	}
 	return js, reasonNone
@@ -423,12 +424,12 @@ func (k *KeyFrom) readAt(rec *kgo.Record, js string, at []int, s *Scratch, maxKe
 func (k *KeyFrom) sharedValue(js string, i int, at []int, s *Scratch) (string, reasonCode) {
 	j := k.idx[i]
 	if j >= 64 || len(k.fields[i].parts) > 1 {
-		return k.fieldValue(js, i, at[j], s)
+		return k.fieldValue(js, i, at[j], s.end[j], s)
 	}
 	if s.vals&(1<<j) != 0 {
 		return s.val[j], reasonNone
 	}
-	v, code := k.fieldValue(js, i, at[j], s)
+	v, code := k.fieldValue(js, i, at[j], s.end[j], s)
 	if code == reasonNone {
 		s.val[j] = v
 		s.vals |= 1 << j

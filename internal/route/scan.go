@@ -34,9 +34,14 @@ const scanMalformed = -1
 // walking the rest, member by member, to its end. The answer in at is the same as the
 // whole walk's, since that walk would find no other member by those names.
 //
+// ends, when not nil (as long as names), gets, for each name's member it walked past, the
+// index just past its value: a reader of that value need not find its end again (a
+// 36-byte id costs a scan of its own). A value it did not walk past (where it stopped
+// early) is left as it was: ends must hold zeros on entry, as at.
+//
 // ahead, when not nil, is told the first name's value as soon as every name has been
 // seen, before the rest is looked through (touchAhead).
-func members(js string, i int, names []memberName, at []int, ahead *touchAhead) int {
+func members(js string, i int, names []memberName, at, ends []int, ahead *touchAhead) int {
 	i = skipSpace(js, i+1)
 	if i < len(js) && js[i] == '}' {
 		return i + 1
@@ -65,11 +70,11 @@ func members(js string, i int, names []memberName, at []int, ahead *touchAhead) 
 		if i >= len(js) {
 			return scanMalformed // cut off after the name: no value to point at
 		}
-		found := false
+		found, hit := false, -1
 		if esc || lens&(1<<min(len(name), 63)) != 0 {
 			for j, want := range names {
 				if nameIs(name, esc, want.s) {
-					found = true
+					found, hit = true, j
 					if at[j] == 0 {
 						at[j] = i
 					} else {
@@ -89,6 +94,9 @@ func members(js string, i int, names []memberName, at []int, ahead *touchAhead) 
 		}
 		if i = skipValue(js, i); i < 0 {
 			return scanMalformed
+		}
+		if hit >= 0 && ends != nil {
+			ends[hit] = i
 		}
 		i = skipSpace(js, i)
 		if i >= len(js) {

@@ -180,7 +180,7 @@ func TestMembersNameLengths(t *testing.T) {
 		names = append(names, newMemberName(n))
 	}
 	at := make([]int, len(names))
-	if members(js, 0, names, at, nil) < 0 {
+	if members(js, 0, names, at, nil, nil) < 0 {
 		t.Fatal("malformed")
 	}
 	var got []string
@@ -246,6 +246,32 @@ func TestCutOffValuesAreDeadLettered(t *testing.T) {
 					t.Errorf("%s, %q (validate %t): %s %s to %q, want dead-lettered not_json", c.from, c.value, validate, o.Route, o.Reason, out.Topic)
 				}
 			}()
+		}
+	}
+}
+
+// members gives the end of each value it walked past, the end skipValue finds, so that
+// a rule reading it (fieldValue) need not find it again; one where it stopped early, or
+// of a name found twice, it leaves unset or as skipValue has it.
+func TestMembersEnds(t *testing.T) {
+	js := `{"s":"a\"b}","n":-12.5e3 ,"o":{"x":[1,"]"]},"dup":1,"dup":"two","t":true,"last":"z"}`
+	names := []memberName{newMemberName("s"), newMemberName("n"), newMemberName("o"), newMemberName("t"), newMemberName("dup"), newMemberName("last")}
+	at, ends := make([]int, len(names)), make([]int, len(names))
+	if members(js, 0, names, at, ends, nil) < 0 {
+		t.Fatal("malformed")
+	}
+	for j, n := range names {
+		if at[j] <= 0 {
+			continue // dup: read again by whoever reads it (ambiguous)
+		}
+		if ends[j] == 0 {
+			if n.s != "last" {
+				t.Errorf("%s: no end, though members walked past it", n.s)
+			}
+			continue // where it stopped early
+		}
+		if want := skipValue(js, at[j]); ends[j] != want {
+			t.Errorf("%s: end %d (%q), want %d (%q)", n.s, ends[j], js[at[j]:ends[j]], want, js[at[j]:want])
 		}
 	}
 }
