@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -18,6 +19,15 @@ import (
 // round trip. So the preflight reads the output topics' max.message.bytes, and the
 // producer's batches to each stay within it (a record larger than it alone is refused by
 // the client at once, with the same error, and goes to dead letter).
+
+// The limits are read again every DefaultTopicConfigInterval (rereadBatchLimits): franz-go
+// asks for a partition's limit once, when it first produces to it, so a limit an operator
+// raises to let larger records through still sends them to dead letter, and one lowered
+// has every full batch refused, until the gate restarts, and the gate says so.
+
+// DefaultTopicConfigInterval is how often the output and rule topics' max.message.bytes
+// are read again (Config.TopicConfigInterval).
+const DefaultTopicConfigInterval = time.Minute
 
 // minBatchMaxBytes is the smallest batch limit franz-go takes.
 const minBatchMaxBytes = 512
@@ -107,6 +117,41 @@ func (c *Consumer) readBatchLimits(ctx context.Context, cl *kgo.Client, topics [
 		if n := limits[t]; n < c.cfg.MaxMessageBytes {
 			c.log.Info("kafka: output topic's max.message.bytes is below GATE_KAFKA_MAX_MESSAGE_BYTES; the producer's batches to it stay within it",
 				"topic", t, "max_message_bytes", n, "gate_max_message_bytes", c.cfg.MaxMessageBytes)
+		}
+	}
+}
+
+// rereadBatchLimits reads the max.message.bytes of the output topics and of the rule
+// topics in use (not those marked missing: checkRuleTopics learns them anew when they
+// come back) again, with cl, and warns, once a change, of each topic whose batch limit
+// (batchMaxBytes) changed: the client keeps the limit it asked for at its first record to
+// each partition (kgo.ProducerBatchMaxBytesFn), so the change takes effect when the gate
+// restarts. Having the client learn the topic anew instead (purged, as for a topic
+// created again, relearnTopic) would restart the partitions' sequence numbers under the
+// producer's id, which the brokers refuse as out of order: a transaction aborted, or
+// the idempotent producer's records renumbered, for a change a rolling restart applies
+// cleanly. A partition the client first produces to after the change gets the new limit.
+func (c *Consumer) rereadBatchLimits(ctx context.Context, cl *kgo.Client) {
+	topics := slices.DeleteFunc(slices.Clone(c.cfg.OutputTopics), func(t string) bool { return t == c.cfg.OutcomesTopic })
+	if w := c.cfg.RuleTopics; w != nil {
+		for _, t := range w.Topics() {
+			if !w.Missing(t) && !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
+	if len(topics) == 0 {
+		return
+	}
+	before := make([]int32, len(topics))
+	for i, t := range topics {
+		before[i] = c.batchMaxBytes(t)
+	}
+	c.readBatchLimits(ctx, cl, topics)
+	for i, t := range topics {
+		if now := c.batchMaxBytes(t); now != before[i] {
+			c.log.Warn("kafka: an output topic's max.message.bytes changed; the producer keeps the limit it had until the gate restarts (restart the gates to apply it)",
+				"topic", t, "batch_limit_in_use", before[i], "batch_limit_new", now)
 		}
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestOutputTopicBatchLimit: an output topic whose max.message.bytes is below
@@ -176,5 +178,76 @@ func TestReloadedRuleTopicBatchLimit(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(g.c.m.retries); got != 0 {
 		t.Errorf("gate_produce_retries_total = %v for records each well under %s's max.message.bytes, want 0", got, merges)
+	}
+}
+
+// TestOutputTopicBatchLimitChangeSaid: an output topic's max.message.bytes changed while
+// the gate runs (an operator raising it to let larger records through) is read again
+// and said, once, with what to do: franz-go keeps the limit it asked for at a
+// partition's first record, so the gate still sends a record over the old limit to dead
+// letter until it restarts. Before, nothing said so: the larger records kept going to
+// dead letter with no word of why the new limit did not take.
+func TestOutputTopicBatchLimitChangeSaid(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
+	logs := &syncBuffer{}
+	env.logs = logs
+	var describes atomic.Int64 // the gate's reads of topic configs, the test's own too
+	env.cluster.ControlKey(kmsg.DescribeConfigs.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		describes.Add(1)
+		return nil, nil, false
+	})
+	prod := producer(t, env.cluster)
+	adm := kadm.NewClient(prod)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	setLimit := func(v string) {
+		t.Helper()
+		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, accTopic)
+		if err == nil {
+			_, err = resp.On(accTopic, nil)
+		}
+		if err != nil {
+			t.Fatalf("setting %s's max.message.bytes to %s: %v", accTopic, v, err)
+		}
+	}
+	changed := func() []string {
+		var out []string
+		for l := range strings.SplitSeq(logs.String(), "\n") {
+			if strings.Contains(l, "max.message.bytes changed") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	readsAfter := func(what string) {
+		t.Helper()
+		n := describes.Load()
+		waitFor(t, 20*time.Second, what, func() bool { return describes.Load() >= n+3 })
+	}
+	setLimit("4096")
+	g := env.start(t, "g")
+	defer g.stop(t)
+	waitFor(t, 20*time.Second, "the accepted topic's batch limit read at start", func() bool { return g.c.batchMaxBytes(accTopic) == 4096 })
+	produceAll(t, prod, []*kgo.Record{inputRecord(1, "t")}) // the partition's batch limit taken: 4096
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+	readsAfter("the limits read again, unchanged")
+	if got := changed(); len(got) != 0 {
+		t.Fatalf("the limit unchanged, yet: %q", got)
+	}
+	setLimit("16384")
+	waitFor(t, 20*time.Second, "the change said", func() bool { return len(changed()) > 0 })
+	line := changed()[0]
+	for _, want := range []string{`"level":"WARN"`, `"topic":"` + accTopic + `"`, `"batch_limit_in_use":4096`, `"batch_limit_new":16384`, "restart"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the change's line lacks %s: %s", want, line)
+		}
+	}
+	readsAfter("the limits read again after the change")
+	if got := changed(); len(got) != 1 {
+		t.Errorf("the change said %d times, want once: %q", len(got), got)
 	}
 }

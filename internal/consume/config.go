@@ -257,6 +257,10 @@ type Config struct {
 	// PreflightInterval is how often a failing preflight check is retried
 	// (DefaultPreflightInterval).
 	PreflightInterval time.Duration
+	// TopicConfigInterval is how often the output topics' and the rule topics'
+	// max.message.bytes are read again, so that a limit an operator changes is logged
+	// with what to do (DefaultTopicConfigInterval).
+	TopicConfigInterval time.Duration
 	// Jitter draws each produce-retry delay (and each wait before an aborted
 	// transaction's replay): it returns a value in [0, n). Nil is math/rand/v2's
 	// Int64N, seeded at random in each process, so that no two gates draw the same
@@ -391,6 +395,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	defDur(&c.TransactionInterval, DefaultTransactionInterval, "TransactionInterval")
 	defDur(&c.PreflightInterval, DefaultPreflightInterval, "PreflightInterval")
+	defDur(&c.TopicConfigInterval, DefaultTopicConfigInterval, "TopicConfigInterval")
 	if c.Jitter == nil {
 		c.Jitter = rand.Int64N // safe for concurrent use, seeded at random per process
 	}

@@ -139,10 +139,20 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 	c.ackAt.Store(time.Now().UnixNano())
 	t := time.NewTicker(outputCheckEvery)
 	defer t.Stop()
+	limits := time.NewTicker(c.cfg.TopicConfigInterval)
+	defer limits.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-limits.C:
+			if cl := c.live.Load(); cl != nil && c.preflighted.Load() {
+				// After the preflight, which read them first.
+				rctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+				c.rereadBatchLimits(rctx, cl)
+				cancel()
+			}
+			continue
 		case <-t.C:
 		}
 		cl := c.live.Load()
