@@ -103,9 +103,16 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	keyFrom, err := checkRule(cfg, *rule)
+	r, err := checkRule(cfg, *rule)
 	if err != nil {
 		return err
+	}
+	keyFrom := cfg.KeyFrom.KeyFrom
+	switch {
+	case r != nil:
+		keyFrom = r.Key
+	case *rule != "":
+		keyFrom = route.KeyFrom{} // taken as given: its key is not known here
 	}
 	// A key the gates never build names nothing they count: refused, as GATE_OVERRIDES'
 	// and a force list's are. delete takes any key, to clean one up.
@@ -144,7 +151,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	note := warnNoFleet(ctx, c, cfg.RedisPrefix, stderr)
-	if err := overridesDo(ctx, c, cfg, *rule, verb, key, team, lim, clk, stdout); err != nil {
+	if err := overridesDo(ctx, c, cfg, limitOf(cfg, getenv, *rule, r), verb, key, team, lim, clk, stdout); err != nil {
 		// Name the instance tried: a timeout from go-redis names none.
 		return fmt.Errorf("%w (GATE_REDIS_URLS=%s)", err, cfg.RedisURLs)
 	}
@@ -152,9 +159,9 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	return err
 }
 
-// overridesDo does verb (list, set or delete) on the overrides hash key through c, rule's
-// ("": the gate's without rules).
-func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config, rule, verb, key, team string, lim int64, clk clock.Clock, stdout io.Writer) error {
+// overridesDo does verb (list, set or delete) on the overrides hash key through c, whose
+// live set is laid over ol.
+func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config, ol overriddenLimit, verb, key, team string, lim int64, clk clock.Clock, stdout io.Writer) error {
 	switch verb {
 	case "set":
 		// For the note below only: Set reports a Redis error itself.
@@ -169,7 +176,14 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 			return err
 		}
 		if existsErr == nil && existed == 0 {
-			_, err := fmt.Fprintf(stdout, "%s did not exist: the live set is now %s alone, in place of any set the gates kept from a lost hash (if it was lost, restore it: docs/operations.md, Overrides hash lost)\n", key, cli.Shown(team))
+			if _, err := fmt.Fprintf(stdout, "%s did not exist: the live set is now %s alone, in place of any set the gates kept from a lost hash (if it was lost, restore it: docs/operations.md, Overrides hash lost)\n", key, cli.Shown(team)); err != nil {
+				return err
+			}
+		}
+		if slices.Contains(ol.force, team) {
+			// A forced key takes the action whatever its limit: set, the override changes
+			// nothing until the key leaves the list, and the operator must hear it.
+			_, err := fmt.Fprintf(stdout, "note: %s is in %s: the gates %s (reason forced) whatever its limit; this override applies once it is taken out of it\n", cli.Shown(team), ol.forceName, ol.forced)
 			return err
 		}
 		return nil
@@ -190,13 +204,7 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", shown, key)
 			return err
 		}
-		// A rule's key has no GATE_OVERRIDES or GATE_THRESHOLD under it (a gate with rules
-		// has them unset): it falls back to the rule's own limits.
-		fallback := "GATE_OVERRIDES or GATE_THRESHOLD"
-		if rule != "" {
-			fallback = "rule " + rule + "'s threshold"
-		}
-		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to %s within GATE_OVERRIDES_REFRESH (%s)\n", shown, key, fallback, cfg.OverridesRefresh)
+		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to %s within GATE_OVERRIDES_REFRESH (%s)\n", shown, key, ol.fallback(team), cfg.OverridesRefresh)
 		return err
 	}
 	live, updated, err := overrides.List(ctx, c, key, cfg.OverridesConfig().MaxEntries)
@@ -258,30 +266,86 @@ func checkRoom(ctx context.Context, c redis.UniversalClient, key, team string, m
 }
 
 // checkRule checks -rule against the environment: a gate with rules reads one hash per
-// rule, so -rule is needed and must name one of them; without GATE_RULES_FILE here, a
-// rule is taken as given (an operator's shell may lack the file).
-func checkRule(cfg config.Config, rule string) (route.KeyFrom, error) {
+// rule, so -rule is needed and must name one of them, which it returns; without
+// GATE_RULES_FILE here it returns nil, a rule being taken as given (an operator's shell
+// may lack the file).
+func checkRule(cfg config.Config, rule string) (*rules.Rule, error) {
 	if cfg.RulesFile == "" {
-		if rule != "" {
-			return route.KeyFrom{}, nil // taken as given: its key is not known here
-		}
-		return cfg.KeyFrom.KeyFrom, nil
+		return nil, nil
 	}
 	set, err := rules.ReadFile(cfg.RulesFile, cfg.RulesOptions())
 	if err != nil {
-		return route.KeyFrom{}, config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
+		return nil, config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
 	}
 	var names []string
-	for _, r := range set.Rules {
+	for i, r := range set.Rules {
 		if r.Name == rule {
-			return r.Key, nil
+			return &set.Rules[i], nil
 		}
 		names = append(names, r.Name)
 	}
 	if rule == "" {
-		return route.KeyFrom{}, &cli.UsageError{Msg: fmt.Sprintf("overrides: this gate runs rules (GATE_RULES_FILE): name one with -rule (%s)", strings.Join(names, ", "))}
+		return nil, &cli.UsageError{Msg: fmt.Sprintf("overrides: this gate runs rules (GATE_RULES_FILE): name one with -rule (%s)", strings.Join(names, ", "))}
 	}
-	return route.KeyFrom{}, &cli.UsageError{Msg: fmt.Sprintf("overrides: no rule %q in %s (it has %s)", rule, cfg.RulesFile, strings.Join(names, ", "))}
+	return nil, &cli.UsageError{Msg: fmt.Sprintf("overrides: no rule %q in %s (it has %s)", rule, cfg.RulesFile, strings.Join(names, ", "))}
+}
+
+// overriddenLimit is what gate overrides knows of the limit a live set is laid over: its
+// forced keys, and what a key falls back to once its live override is deleted.
+type overriddenLimit struct {
+	force     []string
+	forceName string // where force comes from, for a message
+	forced    string // what the gates do with a forced key's records, for a message
+	// base are the static overrides under the live set (GATE_OVERRIDES; none with rules).
+	base      map[string]int64
+	threshold int64  // the default threshold; 0: not known here (a rule taken as given)
+	thrName   string // what sets it, for a message
+	adaptive  string // the setting that makes thresholds learned, "" when they are not
+}
+
+// limitOf is the limit the live overrides of rule ("": the gate's without rules) are laid
+// over, r being that rule as the rules file has it (nil: no file here).
+func limitOf(cfg config.Config, getenv func(string) string, rule string, r *rules.Rule) overriddenLimit {
+	switch {
+	case r != nil:
+		ol := overriddenLimit{force: r.Force, forceName: "rule " + rule + "'s force list", forced: "give its records the rule's action",
+			threshold: r.Limits[0].Threshold, thrName: "rule " + rule + "'s threshold"}
+		if r.Adaptive {
+			ol.adaptive, ol.thrName = "rule "+rule+"'s threshold_mode: adaptive", "its threshold" // the rule named once
+		}
+		return ol
+	case rule != "":
+		// A rule's key has no GATE_OVERRIDES or GATE_THRESHOLD under it (a gate with rules
+		// has them unset): it falls back to the rule's own limits, not known here.
+		return overriddenLimit{thrName: "rule " + rule + "'s threshold"}
+	}
+	ol := overriddenLimit{force: cfg.ForceOverflow, forceName: "GATE_FORCE_OVERFLOW", forced: "send its records to overflow", base: cfg.Overrides,
+		threshold: cfg.Threshold, thrName: "GATE_THRESHOLD"}
+	if strings.TrimSpace(getenv("GATE_LIMITS")) != "" {
+		ol.thrName = "GATE_LIMITS' first threshold" // GATE_THRESHOLD is then unset
+	}
+	if cfg.LimitConfig().Adaptive != nil {
+		ol.adaptive = "GATE_THRESHOLD_MODE=adaptive"
+	}
+	return ol
+}
+
+// fallback says what team's threshold is once its live override is deleted, as the gates
+// that share this environment have it: a static override, else a learned threshold, else
+// the default. It said "GATE_OVERRIDES or GATE_THRESHOLD" whatever they were, and a team
+// back on a learned threshold of a few thousand was read as back on a million.
+func (ol overriddenLimit) fallback(team string) string {
+	if t, ok := ol.base[team]; ok {
+		return fmt.Sprintf("its GATE_OVERRIDES limit, %d,", t)
+	}
+	thr := ol.thrName
+	if ol.threshold > 0 {
+		thr = fmt.Sprintf("%s, %d,", ol.thrName, ol.threshold)
+	}
+	if ol.adaptive != "" {
+		return fmt.Sprintf("its learned threshold (%s; %s until it has one)", ol.adaptive, thr)
+	}
+	return thr
 }
 
 // warnNoFleet warns on w when no gate has run under prefix for tick.LiveTTL: its live
