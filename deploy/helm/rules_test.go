@@ -97,6 +97,11 @@ func TestDropRuleNeedsOutcomes(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `rule "bots" has action drop, which needs outcomes.topic`) {
 		t.Fatalf("render of a drop rule without outcomes: %v", err)
 	}
+	// In shadow it drops nothing, and needs no outcomes (the gate takes it so too).
+	shadow := "rules:\n  - {name: bots, key: json:team_id, limits: ['1m:10'], action: drop, shadow: true}\n"
+	if _, err := render(t, mergeValues(base, mustParse(t, shadow)), capabilities()); err != nil {
+		t.Errorf("render of a drop rule in shadow without outcomes: %v", err)
+	}
 	objs := renderObjects(t, mergeValues(base, mustParse(t, drop+"outcomes: {topic: events_outcomes}\n")))
 	env := envOf(objs.typed["Deployment"][0].(*appsv1.Deployment).Spec.Template.Spec.Containers[0])
 	if env["GATE_OUTCOMES_TOPIC"].Value != "events_outcomes" || env["GATE_OUTCOMES_INTERVAL"].Value != "1m" || env["GATE_OUTCOMES_MAX_ROWS"].Value != "100000" {

@@ -36,7 +36,7 @@ const (
 	// ActionTopic sends the record to the rule's own topic (Rule.Topic).
 	ActionTopic
 	// ActionDrop writes the record nowhere: it is counted in the outcomes (Route
-	// Dropped), which must be on (the gate refuses a drop rule otherwise).
+	// Dropped), which must be on (the gate refuses an enforced drop rule otherwise).
 	ActionDrop
 )
 

@@ -391,6 +391,11 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		}
 		r.MaxKeys = 0
 	}
+	if r.Action.Kind == Drop && !r.Shadow && !p.o.Outcomes {
+		// A shadow rule drops nothing, and trying a drop rule in shadow first is how one
+		// is brought in: only an enforced one needs its records counted somewhere.
+		p.bad(got["action"], path+".action", "drop: needs GATE_OUTCOMES_TOPIC set, so that every dropped record is counted in the outcomes (nothing vanishes unrecorded); a shadow rule, which drops nothing, does not")
+	}
 	for _, f := range []string{"name", "key", "limits"} {
 		if got[f] == nil {
 			p.bad(n, path+"."+f, "missing (a rule needs name, key and limits)")
@@ -581,10 +586,7 @@ func (p *parser) action(n *yaml.Node, path string) Action {
 	case v == "overflow":
 		return Action{Kind: Overflow}
 	case v == "drop":
-		if !p.o.Outcomes {
-			p.bad(n, path, "drop: needs GATE_OUTCOMES_TOPIC set, so that every dropped record is counted in the outcomes (nothing vanishes unrecorded)")
-		}
-		return Action{Kind: Drop}
+		return Action{Kind: Drop} // needs the outcomes unless shadow: checked with the rule
 	case v == "tag":
 		return Action{Kind: Tag}
 	case strings.HasPrefix(v, "topic:"):

@@ -782,3 +782,26 @@ func TestParseLimitWindowInDays(t *testing.T) {
 		t.Errorf("Parse: %v", err)
 	}
 }
+
+// A drop rule in shadow drops nothing, so it needs no outcomes: trying a drop rule in
+// shadow before enforcing it is how one is brought in. Before, it was refused without
+// GATE_OUTCOMES_TOPIC as an enforced one is, whichever of action and shadow came first.
+func TestShadowDropNeedsNoOutcomes(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		ok   bool
+	}{
+		{"rules:\n  - {name: a, key: key, limits: [1m:1], action: drop, shadow: true}\n", true},
+		{"rules:\n  - {name: a, key: key, shadow: true, limits: [1m:1], action: drop}\n", true},
+		{"rules:\n  - {name: a, key: key, limits: [1m:1], action: drop, shadow: false}\n", false},
+		{"rules:\n  - {name: a, key: key, shadow: false, limits: [1m:1], action: drop}\n", false},
+	} {
+		_, err := Parse("rules.yaml", []byte(c.yaml), Options{})
+		if c.ok && err != nil {
+			t.Errorf("%q: %v", c.yaml, err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), `rules[0] "a".action: drop: needs GATE_OUTCOMES_TOPIC set`)) {
+			t.Errorf("%q: %v, want drop refused without outcomes", c.yaml, err)
+		}
+	}
+}

@@ -424,8 +424,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.outcomes.maxRows | int64 | quote }}
 {{- else }}
 {{- range $v.rules }}
-{{- if eq (toString .action) "drop" }}
-{{- fail (printf "capture-gate: rule %q has action drop, which needs outcomes.topic: a dropped record is counted only in the outcomes" .name) }}
+{{- if and (eq (toString .action) "drop") (not .shadow) }}
+{{- fail (printf "capture-gate: rule %q has action drop, which needs outcomes.topic: a dropped record is counted only in the outcomes (a shadow rule, which drops nothing, does not)" .name) }}
 {{- end }}
 {{- end }}
 {{- end }}
