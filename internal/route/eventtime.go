@@ -21,7 +21,8 @@ var ErrBadEventTimeFrom = errors.New("route: bad event time source")
 // 3339 string or a Unix time as a number, in seconds, milliseconds, microseconds or
 // nanoseconds told apart by magnitude (below 10^11 seconds, 10^14 milliseconds, 10^17
 // microseconds: the ranges do not overlap for any date after 1973). A time before 1970
-// is no time, as a negative number is not.
+// is no time, as a negative number is not, nor is 1970's first instant, 0: the zero value
+// a producer's unset integer or epoch-based date marshals to.
 type EventTimeFrom struct {
 	field string // gjson path; empty: the record timestamp
 	name  string
@@ -78,10 +79,12 @@ func (f EventTimeFrom) time(rec *kgo.Record) (time.Time, bool) {
 	switch r.Type {
 	case gjson.String:
 		t, ok := parseRFC3339(r.Str)
-		if ok && t.Unix() < 0 {
-			// Before 1970, as a negative number is: a producer's unset time (Go's zero
-			// time.Time is "0001-01-01T00:00:00Z"), which would otherwise be judged now,
-			// uncounted, as the zero time is.
+		if ok && (t.Unix() < 0 || t.Unix() == 0 && t.Nanosecond() == 0) {
+			// Before 1970, as a negative number is, or 1970's first instant, as 0 is: a
+			// producer's unset time (Go's zero time.Time is "0001-01-01T00:00:00Z",
+			// JavaScript's new Date(0) "1970-01-01T00:00:00.000Z"), which would otherwise
+			// be judged now, uncounted, as the zero time is, or clamped to
+			// GATE_MAX_EVENT_AGE and counted in a window that old.
 			return time.Time{}, false
 		}
 		return t, ok
@@ -136,10 +139,11 @@ func parseRFC3339(s string) (time.Time, bool) {
 }
 
 // recordTime is rec's Kafka timestamp, or false when it has none: the zero time (a v0
-// message) or a negative one (-1, Kafka's NO_TIMESTAMP, decoded by franz-go as
-// time.Unix(0, -1e6); brokers refuse any other negative timestamp).
+// message), a negative one (-1, Kafka's NO_TIMESTAMP, decoded by franz-go as
+// time.Unix(0, -1e6); brokers refuse any other negative timestamp) or 0, a producer's
+// unset one.
 func recordTime(rec *kgo.Record) (time.Time, bool) {
-	if rec.Timestamp.IsZero() || rec.Timestamp.UnixMilli() < 0 {
+	if rec.Timestamp.IsZero() || rec.Timestamp.UnixMilli() <= 0 {
 		return time.Time{}, false
 	}
 	return rec.Timestamp, true
@@ -148,7 +152,7 @@ func recordTime(rec *kgo.Record) (time.Time, bool) {
 // unixInt is unixTime for an integer, without rounding.
 func unixInt(v int64) (time.Time, bool) {
 	switch {
-	case v < 0:
+	case v <= 0:
 		return time.Time{}, false
 	case v < 1e11:
 		return time.Unix(v, 0), true
@@ -162,7 +166,7 @@ func unixInt(v int64) (time.Time, bool) {
 
 // unixTime reads a Unix time whose unit is told by its magnitude.
 func unixTime(v float64) (time.Time, bool) {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
 		return time.Time{}, false
 	}
 	var ns float64

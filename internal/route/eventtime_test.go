@@ -223,3 +223,43 @@ func TestEventTimeBefore1970IsUnreadable(t *testing.T) {
 			counts, want, f.lim.Epoch(now))
 	}
 }
+
+// A time of exactly 0 (the Unix epoch: a number 0, "1970-01-01T00:00:00Z", a record
+// timestamp of 0 ms) is no event time either: it is the zero value a producer's unset
+// integer or epoch-based date marshals to. Before, it was read as 1970, clamped to
+// GATE_MAX_EVENT_AGE and counted in a window that old, out of the current one's limit,
+// under too_old, while a time one second earlier was taken as unset.
+func TestEventTimeZeroIsUnset(t *testing.T) {
+	from, _ := ParseEventTimeFrom("json:ts")
+	for _, ts := range []string{`0`, `0.0`, `-0`, `0e3`, `"1970-01-01T00:00:00Z"`, `"1970-01-01T01:00:00+01:00"`} {
+		if got, ok := from.time(input(`{"ts":`+ts+`}`, "")); ok {
+			t.Errorf("ts %s: %v, readable; want unreadable", ts, got)
+		}
+	}
+	for _, ts := range []string{`1`, `"1970-01-01T00:00:00.000000001Z"`} { // the first instant after: a time
+		if _, ok := from.time(input(`{"ts":`+ts+`}`, "")); !ok {
+			t.Errorf("ts %s: unreadable; want a time", ts)
+		}
+	}
+	rec := input(`{"team_id":"acme"}`, "")
+	rec.Timestamp = time.UnixMilli(0)
+	if got, ok := (EventTimeFrom{}).time(rec); ok {
+		t.Errorf("record timestamp 0: %v, readable; want unreadable", got)
+	}
+	f := newFixture(t, Config{EventTimeFrom: from},
+		limit.Config{Window: time.Minute, Threshold: 100, Clock: limit.EventClock, MaxEventAge: time.Hour})
+	now := t0
+	rec = input(`{"team_id":"acme","ts":0}`, "")
+	rec.Timestamp = now.Add(-10 * time.Minute)
+	if _, o := f.r.Route(now, rec, nil); o.Route != Accepted {
+		t.Fatalf("record with ts 0: %s", o.Route)
+	}
+	if got := metric(t, f.reg, "gate_event_time_unreadable_total", nil); got != 1 {
+		t.Errorf("gate_event_time_unreadable_total = %v, want 1", got)
+	}
+	var sw limit.Sweep
+	f.lim.Sweep(now, &sw)
+	if want := f.lim.Epoch(rec.Timestamp); len(sw.Counts) != 1 || sw.Counts[0].Epoch != want {
+		t.Errorf("counts %+v, want the record in epoch %d (its record timestamp's)", sw.Counts, want)
+	}
+}
