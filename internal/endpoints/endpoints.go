@@ -19,10 +19,12 @@ package endpoints
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -134,9 +136,10 @@ type Readiness struct {
 	mu sync.Mutex
 	up []bool
 	// refused holds, per instance, the error of its last PING when Redis answered it with
-	// one (a wrong password, an ACL without +ping): /readyz says so rather than "no
-	// reply", which would send an operator to the network. Nil until a PING fails.
-	refused []string
+	// one (a wrong password, an ACL without +ping) or the TLS handshake failed on a
+	// certificate: /readyz says so rather than "no reply", which would send an operator
+	// to the network. Nil until a PING fails.
+	refused []refusal
 	ok      atomic.Bool // every instance has answered; the fast path of /readyz
 }
 
@@ -176,8 +179,10 @@ func (r *Readiness) waiting() []string {
 	for i, up := range r.up {
 		switch {
 		case up:
-		case i < len(r.refused) && r.refused[i] != "":
-			why = append(why, "redis "+r.urls[i]+" refuses PING: "+r.refused[i])
+		case i < len(r.refused) && r.refused[i].tls:
+			why = append(why, "redis "+r.urls[i]+" fails the TLS handshake: "+r.refused[i].msg)
+		case i < len(r.refused) && r.refused[i].msg != "":
+			why = append(why, "redis "+r.urls[i]+" refuses PING: "+r.refused[i].msg)
 		default:
 			silent = append(silent, r.urls[i])
 		}
@@ -188,23 +193,46 @@ func (r *Readiness) waiting() []string {
 	return why
 }
 
+// refusal is why an instance's last PING failed, when an operator must fix it: Redis's
+// error, or (tls) the TLS handshake's.
+type refusal struct {
+	msg string
+	tls bool
+}
+
 // setRefused records err, the last PING's failure of instance i, when Redis itself gave
-// it (a reply, not a timeout or a closed connection) or it is errWantsTLS, and forgets a
-// refusal otherwise. It returns the refusal recorded ("" for none).
+// it (a reply, not a timeout or a closed connection), it is errWantsTLS or the TLS
+// handshake failed on a certificate (tlsRefused), and forgets a refusal otherwise. It
+// returns the refusal recorded ("" for none).
 func (r *Readiness) setRefused(i int, err error) string {
-	msg := ""
+	var ref refusal
 	if redisErr, ok := errors.AsType[redis.Error](err); ok {
-		msg = redisErr.Error()
+		ref.msg = redisErr.Error()
 	} else if errors.Is(err, errWantsTLS) {
-		msg = err.Error()
+		ref.msg = err.Error()
+	} else if tlsRefused(err) {
+		ref = refusal{msg: err.Error(), tls: true}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.refused == nil {
-		r.refused = make([]string, len(r.up))
+		r.refused = make([]refusal, len(r.up))
 	}
-	r.refused[i] = msg
-	return msg
+	r.refused[i] = ref
+	return ref.msg
+}
+
+// tlsRefused reports whether err is a TLS handshake that failed on a certificate: the
+// server's, refused here (not signed by a CA of GATE_REDIS_TLS_CA_FILE or the system's,
+// not for the host name, expired), or the gate's, refused by the server with a TLS alert
+// (a client certificate missing, expired or of a CA it does not trust). Redis answers
+// those, unlike one that is down, and no retry cures them.
+func tlsRefused(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	opErr, ok := errors.AsType[*net.OpError](err)
+	return ok && opErr.Op == "remote error" // crypto/tls's error for the peer's alert
 }
 
 // Run PINGs every instance, in parallel, until each has answered once or ctx ends.

@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/tlsreload"
 )
 
 // TestReadinessWarnsOfEviction: an instance with maxmemory and an evicting policy is
@@ -130,5 +132,84 @@ func TestReadyzSaysARedisWantsTLS(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "rediss://") {
 		t.Errorf("the warning does not say to use rediss://:\n%s", logs.String())
+	}
+}
+
+// TestReadyzSaysRedisTLSFails: a rediss:// Redis that answers every connection but whose
+// TLS handshake fails on a certificate (its own, which GATE_REDIS_TLS_CA_FILE does not
+// sign, as after a CA rotation done out of order; or the gate's, which it refuses) was
+// named in /readyz as giving "no PING reply yet", as a Redis that is down, sending an
+// operator to the network; /readyz now names the TLS failure.
+func TestReadyzSaysRedisTLSFails(t *testing.T) {
+	t.Parallel()
+	ca, other := faulttest.NewCA(t), faulttest.NewCA(t)
+	kp := ca.Issue(t, "redis")
+	for _, tc := range []struct {
+		name string
+		addr func(t *testing.T) string
+		want string
+	}{
+		{"server certificate of another CA", func(t *testing.T) string {
+			srv := redistest.StartWith(t, redistest.Options{TLS: &redistest.TLS{CertFile: kp.CertFile, KeyFile: kp.KeyFile, CAFile: ca.CAFile, RootCAs: ca.Pool}})
+			return srv.Addr()
+		}, "GATE_REDIS_TLS_CA_FILE"},
+		{"client certificate required", func(t *testing.T) string {
+			// A Redis with tls-auth-clients yes refuses a client without a certificate
+			// with a TLS alert, as crypto/tls's server does.
+			ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{kp.TLS}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ln.Close() })
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+				}
+			}()
+			return ln.Addr().String()
+		}, "certificate required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addr := tc.addr(t)
+			trusted := other.CAFile
+			if tc.want != "GATE_REDIS_TLS_CA_FILE" {
+				trusted = ca.CAFile
+			}
+			rl, err := tlsreload.New(tlsreload.Files{CAFile: trusted, CAVar: "GATE_REDIS_TLS_CA_FILE"}, tlsreload.Options{Target: "redis"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: "localhost"}
+			rl.Apply(cfg)
+			c := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: cfg, MaxRetries: -1})
+			t.Cleanup(func() { _ = c.Close() })
+			r := &Readiness{kafka: func() []string { return nil }, clients: []redis.UniversalClient{c}, urls: []string{"rediss://" + addr},
+				timeout: 10 * time.Second, up: make([]bool, 1), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); r.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			mux := NewMux(prometheus.NewRegistry(), r, nil)
+			var code int
+			var body string
+			poll := time.NewTicker(10 * time.Millisecond)
+			defer poll.Stop()
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); <-poll.C {
+				rec := httptest.NewRecorder()
+				mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+				code, body = rec.Code, rec.Body.String()
+				if strings.Contains(body, tc.want) {
+					break
+				}
+			}
+			if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis rediss://"+addr+" fails the TLS handshake: ") || !strings.Contains(body, tc.want) {
+				t.Errorf("/readyz: %d %q; want 503 naming the instance, the TLS handshake and %q", code, body, tc.want)
+			}
+		})
 	}
 }
