@@ -43,7 +43,8 @@ type Config struct {
 	// first (readPriority; a read put off gaining on them each tick: readAging) and the
 	// rest are planned again next tick. Default 100,000.
 	MaxReadsPerTick int
-	// FlushTimeout bounds the final flush when Run stops. Default 5 s.
+	// FlushTimeout bounds the final flush when Run stops, tried again until then while
+	// Redis fails it. Default 5 s.
 	FlushTimeout time.Duration
 	// TickTimeout bounds one tick's wait for Redis. Default 3/4 of TickInterval: a
 	// server or node that hangs costs its own teams that tick's writes and reads (resent

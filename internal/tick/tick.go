@@ -305,10 +305,28 @@ func (t *Ticker) Run(ctx context.Context) {
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
 	defer cancel()
-	if err := t.Flush(fctx); err != nil {
+	// Tried again until FlushTimeout (within the shutdown bound the start line states):
+	// the counts are this gate's last, and a Redis that failed them for a moment (a
+	// connection reset, a node restarting, a refusal) would cost the fleet them for good.
+	err := t.Flush(fctx)
+	for wait := finalFlushRetry; err != nil && fctx.Err() == nil; wait = min(2*wait, finalFlushRetryMax) {
+		timer.Reset(wait)
+		select {
+		case <-fctx.Done():
+		case <-timer.C:
+			err = t.Flush(fctx)
+		}
+	}
+	if err != nil {
 		t.log.Warn("final flush of pending counts incomplete", "err", err, "pending_writes", len(t.pending))
 	}
 }
+
+// The final flush's waits between attempts, doubling from the first to the most.
+const (
+	finalFlushRetry    = 100 * time.Millisecond
+	finalFlushRetryMax = time.Second
+)
 
 // PendingWrites is how many (team, epoch) counts Redis has not confirmed. Only the
 // goroutine that ticks may call it.

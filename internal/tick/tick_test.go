@@ -548,3 +548,33 @@ func TestFinalFlushWritesColdCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestRunFinalFlushOutlastsABriefRefusal: Redis refusing writes for a moment as the gate
+// stops (a connection reset, a node restarting, here min-replicas-to-write unmet) does
+// not cost the gate's last counts: the final flush tries again until FlushTimeout. Before,
+// it made one attempt, and the counts of the gate's last tick were lost to the fleet.
+func TestRunFinalFlushOutlastsABriefRefusal(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	g := newGate(t, nil, limit.Config{Window: time.Hour}, Config{TickInterval: time.Hour, FlushTimeout: time.Minute}, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.tk.Run(ctx); close(done) }()
+	now := time.Now()
+	for range 9 {
+		g.l.CheckAt(now, "team", 1)
+	}
+	if err := rc.ConfigSet(context.Background(), "min-replicas-to-write", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	refused := g.tk.m.errors.WithLabelValues("noreplicas", "0")
+	pollFor(t, 30*time.Second, "the final flush refused", func() bool { return testutil.ToFloat64(refused) >= 1 })
+	if err := rc.ConfigSet(context.Background(), "min-replicas-to-write", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if got := getInt(t, rc, Key(DefaultKeyPrefix, "team", g.l.Epoch(now))); got != 9 {
+		t.Errorf("after Run returned: %d in Redis, want the 9 counted (final flush, tried again)", got)
+	}
+}
