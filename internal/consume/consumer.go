@@ -744,30 +744,33 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 		retried := f.attempts > 0
 		c.ackBatch(f.b, 1) // f may be reused from here on
 		if retried {
-			c.retry.done()
+			c.retryDone()
 		}
 		return
 	}
 	if f.b.p.gone.Load() {
 		// Revoked or lost: the new owner replays from the last commit.
 		if f.attempts > 0 {
-			c.retry.done()
+			c.retryDone()
 		}
 		return
 	}
 	f.err = err
-	if !errors.Is(err, context.Canceled) {
-		// A record failed because its routing context ended (a rebalance waiting, or
-		// the end of the shutdown's grace) is no broker error: it is produced again.
-		c.m.produceError(r.Topic, err)
-		c.produceProblem(r.Topic, err)
-	}
+	topic := r.Topic
 	if rejected(err) {
 		if stage, moved := f.advance(); moved && stage < stageUndeliverable {
 			c.m.countRerouted(stage)
 		}
 	}
+	// Queued (and so awaiting its retry) before its problem is recorded: see
+	// produceSettled. The retry loop takes it only once this promise has returned.
 	c.retry.push(f)
+	if !errors.Is(err, context.Canceled) {
+		// A record failed because its routing context ended (a rebalance waiting, or
+		// the end of the shutdown's grace) is no broker error: it is produced again.
+		c.m.produceError(topic, err)
+		c.produceProblem(topic, err)
+	}
 }
 
 // onAssigned creates state for new partitions. With exactly-once delivery it first
@@ -957,7 +960,9 @@ func (c *Consumer) commitLoop(ctx context.Context) {
 // commit commits, for the partitions among ids (all when nil), the offsets up to which
 // everything is acknowledged, when past the last commit. Synchronous commits wait for
 // the answer; asynchronous ones report errors through the metrics and the next call.
-// It returns the offsets sent, by partition.
+// It returns, by partition, the offsets the coordinator took (synchronous: what the
+// revoke and stop lines say was committed, none of a refused commit's) or sent
+// (asynchronous).
 func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int32]int64, error) {
 	c.commitMu.Lock()
 	defer c.commitMu.Unlock()
@@ -985,9 +990,10 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 		sent[id] = off.Offset
 	}
 	var result error
+	took := make(map[int32]int64, len(offs))
 	done := func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err == nil {
-			err = c.commitResponse(resp, byID, offs, gens)
+			err = c.commitResponse(resp, byID, offs, gens, took)
 		}
 		if err == nil {
 			c.commitSucceeded(time.Now())
@@ -1003,7 +1009,7 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 	req := map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: offs}
 	if sync {
 		c.cl.CommitOffsetsSync(ctx, req, done)
-		return sent, result
+		return took, result
 	}
 	c.cl.CommitOffsets(ctx, req, done)
 	return sent, nil
@@ -1025,9 +1031,9 @@ func (c *Consumer) logCommitFailure(err error) {
 		"err", err, "failures_since_last_line", suppressed+1)
 }
 
-// commitResponse marks the partitions the broker accepted and returns the first
-// partition error.
-func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int32]*partition, offs map[int32]kgo.EpochOffset, gens map[int32]int) error {
+// commitResponse marks the partitions the broker accepted, adding their offsets to took,
+// and returns the first partition error.
+func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int32]*partition, offs map[int32]kgo.EpochOffset, gens map[int32]int, took map[int32]int64) error {
 	var first error
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
@@ -1042,6 +1048,7 @@ func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int3
 				continue
 			}
 			p.markCommitted(offs[rp.Partition].Offset, gens[rp.Partition])
+			took[rp.Partition] = offs[rp.Partition].Offset
 			c.progressed()
 			// Not for a partition revoked or lost since the commit was sent (drop
 			// deleted its series under partsMu): another gate owns it now.

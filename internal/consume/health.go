@@ -105,11 +105,11 @@ func (c *Consumer) undeliverable(f *failed) {
 	if c.cfg.OnUndeliverable == UndeliverableSkip {
 		c.skipUndeliverable(f.in, f.out.Topic, f.err)
 		c.ackBatch(f.b, 1) // as if acknowledged: the commit may pass it; f may be reused
-		c.retry.done()
+		c.retryDone()
 		return
 	}
 	c.stopPartition(f.b.p, f.in, f.out.Topic, f.err)
-	c.retry.done() // given up: routing and polling go on for the other partitions
+	c.retryDone() // given up: routing and polling go on for the other partitions
 }
 
 func (c *Consumer) skipUndeliverable(in *kgo.Record, topic string, err error) {

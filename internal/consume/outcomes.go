@@ -336,7 +336,6 @@ func (c *Consumer) pollContext(ctx context.Context) (context.Context, context.Ca
 func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 	r := (*outcomeRow)(unsafe.Pointer(rec))
 	if err == nil {
-		c.producedOK(rec.Topic)
 		c.out.retries.mu.Lock()
 		c.out.retries.attempts = 0
 		c.out.retries.mu.Unlock()
@@ -344,6 +343,9 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 			r.failing = false
 			c.out.retries.pending.Add(-1)
 		}
+		// After the row no longer awaits its retry: the last one's settles every produce
+		// problem (produceSettled).
+		c.producedOK(rec.Topic)
 		c.out.unwritten.Add(-1)
 		if !r.info {
 			c.m.outcomeRows.Inc()
@@ -358,15 +360,16 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 	if c.produceCtx.Err() != nil {
 		return // shutting down: not committed past, counted again on replay
 	}
+	rt := &c.out.retries
+	if !r.failing {
+		// Counted awaiting its retry before its problem is recorded: see produceSettled.
+		r.failing = true
+		rt.pending.Add(1)
+	}
 	if !errors.Is(err, context.Canceled) {
 		c.m.produceError(rec.Topic, err)
 		c.produceProblem(rec.Topic, err)
 		c.rowsTooLarge(r, err)
-	}
-	rt := &c.out.retries
-	if !r.failing {
-		r.failing = true
-		rt.pending.Add(1)
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()

@@ -326,7 +326,8 @@ func transactionTimeoutMessage(gate time.Duration, brokerMax string) string {
 
 // produceProblem marks the gate not ready when a produce failed for a reason only an
 // operator can fix (a topic deleted, an ACL revoked after start); the retries go on,
-// and the next record acknowledged on the topic clears it.
+// and the next record acknowledged on the topic clears it, or at least once the failed
+// records given up (produceSettled).
 func (c *Consumer) produceProblem(topic string, err error) {
 	if w := c.cfg.RuleTopics; w != nil && w.Watched(topic) && topicClosed(err) {
 		// A rule's own topic: its records go to overflow meanwhile (ruletopics.go).
@@ -385,14 +386,48 @@ func (c *Consumer) produceRecovered(topic string) {
 	if c.problems.clear(func(k string) bool { return k == "produce/"+topic || k == problemTxnTimeout }) {
 		c.log.Info("kafka: producing works again", "topic", topic)
 	}
-	// Stored, then checked again: a problem recorded on another topic meanwhile
-	// (produceProblem records it before it stores true) would otherwise be left with
-	// produceBlocked false, which no acknowledgement then clears.
+	c.produceSettled()
+	c.produceUnblocked()
+}
+
+// produceUnblocked clears produceBlocked once no problem is recorded. Stored, then
+// checked again: a problem recorded on another topic meanwhile (produceProblem records
+// it before it stores true) would otherwise be left with produceBlocked false, which no
+// acknowledgement then clears.
+func (c *Consumer) produceUnblocked() {
 	if c.problems.empty() {
 		c.produceBlocked.Store(false)
 		if !c.problems.empty() {
 			c.produceBlocked.Store(true)
 		}
+	}
+}
+
+// produceSettled clears (at least once) every produce problem once no record or outcome
+// row that failed awaits a retry: the records that failed on a topic were given up with
+// their partition (revoked, lost or stopped), not written there, and no produce fails
+// any more. Left, the problem kept the gate not ready, saying its records were retried,
+// until it happened to write to that topic itself, which a gate that rarely writes a
+// dead letter, or owns nothing any more, may never do. A topic still closed is named
+// again at its next failure. A failure is counted awaiting its retry (retryQueue.pending,
+// the rows' retries) before its problem is recorded, and the counts are read under the
+// problems' lock, so a problem recorded meanwhile is never cleared here.
+func (c *Consumer) produceSettled() {
+	if c.exactlyOnce() || !c.produceBlocked.Load() {
+		return
+	}
+	var topics []string
+	if c.problems.clear(func(k string) bool {
+		t, ok := strings.CutPrefix(k, "produce/")
+		if ok = ok && c.retry.pending.Load() == 0 && c.rowsRetrying() == 0; ok {
+			topics = append(topics, t)
+		}
+		return ok
+	}) {
+		slices.Sort(topics)
+		c.log.Info("kafka: no failed produce awaits a retry any more: the records that failed were given up with their partitions, "+
+			"and the topics are no longer named as failing", "topics", topics)
+		c.produceUnblocked()
 	}
 }
 

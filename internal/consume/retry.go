@@ -112,8 +112,17 @@ func (q *retryQueue) signal() {
 	}
 }
 
-// done marks a retried record acknowledged (or abandoned).
-func (q *retryQueue) done() { q.pending.Add(-1) }
+// done marks a retried record acknowledged (or abandoned); it reports whether it was
+// the last awaiting its retry.
+func (q *retryQueue) done() bool { return q.pending.Add(-1) == 0 }
+
+// retryDone marks a retried record acknowledged or given up; after the last one no
+// produce fails any more (produceSettled).
+func (c *Consumer) retryDone() {
+	if c.retry.done() {
+		c.produceSettled()
+	}
+}
 
 func (q *retryQueue) take() []*failed {
 	q.mu.Lock()
@@ -232,7 +241,7 @@ func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 	mark := c.retry.pushes.Load()
 	for i, f := range items {
 		if f.b.p.gone.Load() || f.b.p.stopped.Load() {
-			c.retry.done() // the partition's new owner replays it, or it stopped before it
+			c.retryDone() // the partition's new owner replays it, or it stopped before it
 			continue
 		}
 		if f.stage == stageUndeliverable {

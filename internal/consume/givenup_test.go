@@ -1,0 +1,112 @@
+package consume
+
+import (
+	"bufio"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestProduceProblemOfRecordsGivenUpCleared: at least once, a record the dead-letter topic
+// refuses (TOPIC_AUTHORIZATION_FAILED) makes the gate not ready naming the topic; when the
+// record's partition then moves to another gate, which writes it once the ACL is back,
+// the first gate gives the record up and no produce of its fails any more. It stayed not
+// ready, saying records were retried, until it happened to write a dead letter itself.
+func TestProduceProblemOfRecordsGivenUpCleared(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 2)
+	env.ccfg.RevokeTimeout = 500 * time.Millisecond
+	env.ccfg.Jitter = shortJitter
+	// Eager range assignment over members sorted by client id: alone, a owns both
+	// partitions; once b ("a-gate" sorts first) joins, b gets partition 0 and a keeps 1.
+	base := append(testClientOpts(), kgo.Balancers(kgo.RangeBalancer()))
+	opts := func(id string) []kgo.Opt { return append(slices.Clip(base), kgo.ClientID(id)) }
+	fault := env.cluster.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: dlqTopic, Err: kerr.TopicAuthorizationFailed, Count: -1,
+	})
+	env.ccfg.ClientOpts = opts("b-gate")
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "a ready", a.c.Ready)
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	bad := inputRecord(0, "") // not JSON: a dead letter
+	bad.Partition = 0
+	produceAll(t, prod, []*kgo.Record{bad})
+	want := `producing to topic "` + dlqTopic + `" fails`
+	waitFor(t, 20*time.Second, "a not ready naming the dead-letter topic", func() bool {
+		return strings.Contains(strings.Join(a.c.NotReady(), "; "), want)
+	})
+
+	env.ccfg.ClientOpts = opts("a-gate")
+	b := env.start(t, "b")
+	waitFor(t, 20*time.Second, "partition 0 moved to b", func() bool {
+		return b.c.owned(0) != nil && a.c.owned(0) == nil && a.c.owned(1) != nil
+	})
+	fault.Remove()
+	if out := collect(t, env.cluster, 1, 20*time.Second, 200*time.Millisecond); len(out.recs[dlqTopic]) != 1 {
+		t.Fatalf("dead-letter topic holds %d records, want the one b wrote", len(out.recs[dlqTopic]))
+	}
+	waitFor(t, 10*time.Second, "a gave the record up (nothing awaits a retry)", func() bool { return a.c.retry.pending.Load() == 0 })
+	time.Sleep(time.Second)
+	if why := strings.Join(a.c.NotReady(), "; "); strings.Contains(why, want) {
+		t.Fatalf("a, which gave up the record that failed with its partition, is still not ready: %q", why)
+	}
+}
+
+// TestFinalCommitRefusedNotLoggedCommitted: at least once, a shutdown whose final commit
+// the coordinator refuses logs the error, and its "consumer stopped" line (and the
+// "partitions revoked" line of leaving the group, which commits again) name no offset as
+// committed. Before, both listed the offsets sent as "committed", at info for the stop.
+func TestFinalCommitRefusedNotLoggedCommitted(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	env := newEnv(t, 1)
+	env.ccfg.CommitInterval = time.Hour // only the shutdown commits
+	env.ccfg.RevokeTimeout = time.Second
+	logs := &syncBuffer{}
+	env.logs = logs
+	a := env.start(t, "a")
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-1")
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	collect(t, env.cluster, n, 30*time.Second, 0)
+	waitFor(t, 10*time.Second, "every output record acknowledged", func() bool {
+		return a.c.outstanding.Load() == 0 && a.c.retry.pending.Load() == 0
+	})
+	env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.GroupAuthorizationFailed, Count: -1})
+	a.stop(t)
+	if gi := env.cluster.GroupInfo(testGroup); gi != nil {
+		if c, ok := gi.Commits[inTopic][0]; ok {
+			t.Fatalf("partition 0 committed at %d: the fault let a commit through, the test tests nothing", c.Offset)
+		}
+	}
+	var lines []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) == nil && (line["msg"] == "consumer stopped" || line["msg"] == "partitions revoked") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatalf("no stop or revoke line:\n%s", logs.String())
+	}
+	for _, line := range lines {
+		if m, _ := line["committed"].(map[string]any); len(m) > 0 {
+			t.Errorf("%q line says committed %v, though the coordinator refused every commit: %v", line["msg"], m, line)
+		}
+	}
+}
