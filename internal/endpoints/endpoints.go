@@ -19,12 +19,10 @@ package endpoints
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -37,6 +35,7 @@ import (
 
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/gate"
+	"github.com/capturegate/gate/internal/tlsreload"
 )
 
 const (
@@ -202,15 +201,15 @@ type refusal struct {
 
 // setRefused records err, the last PING's failure of instance i, when Redis itself gave
 // it (a reply, not a timeout or a closed connection), it is errWantsTLS or the TLS
-// handshake failed on a certificate (tlsRefused), and forgets a refusal otherwise. It
-// returns the refusal recorded ("" for none).
+// handshake failed on a certificate (tlsreload.Refused), and forgets a refusal
+// otherwise. It returns the refusal recorded ("" for none).
 func (r *Readiness) setRefused(i int, err error) string {
 	var ref refusal
 	if redisErr, ok := errors.AsType[redis.Error](err); ok {
 		ref.msg = redisErr.Error()
 	} else if errors.Is(err, errWantsTLS) {
 		ref.msg = err.Error()
-	} else if tlsRefused(err) {
+	} else if tlsreload.Refused(err) {
 		ref = refusal{msg: err.Error(), tls: true}
 	}
 	r.mu.Lock()
@@ -220,19 +219,6 @@ func (r *Readiness) setRefused(i int, err error) string {
 	}
 	r.refused[i] = ref
 	return ref.msg
-}
-
-// tlsRefused reports whether err is a TLS handshake that failed on a certificate: the
-// server's, refused here (not signed by a CA of GATE_REDIS_TLS_CA_FILE or the system's,
-// not for the host name, expired), or the gate's, refused by the server with a TLS alert
-// (a client certificate missing, expired or of a CA it does not trust). Redis answers
-// those, unlike one that is down, and no retry cures them.
-func tlsRefused(err error) bool {
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
-		return true
-	}
-	opErr, ok := errors.AsType[*net.OpError](err)
-	return ok && opErr.Op == "remote error" // crypto/tls's error for the peer's alert
 }
 
 // Run PINGs every instance, in parallel, until each has answered once or ctx ends.

@@ -36,8 +36,8 @@
 //     would in Redis, so a team within its limit is not limited by them.
 //   - Work per tick is bounded (keys per tick, keys per command) and memory is bounded (a
 //     cap on pending writes; reads are planned afresh from the limiter each tick).
-//   - Redis errors and timeouts are counted by cause (timeout, connection, oom, readonly,
-//     noreplicas, misconf, redis, parse) and logged, never returned to a check: the
+//   - Redis errors and timeouts are counted by cause (timeout, connection, tls, oom,
+//     readonly, noreplicas, misconf, redis, parse) and logged, never returned to a check: the
 //     limiter's views go stale and keep draining (fail-open), dead connections are replaced
 //     by the client's pool, and the next tick tries again. The log says when an instance
 //     starts failing, then at most once a minute while it goes on (or when the causes

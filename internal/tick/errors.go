@@ -19,6 +19,7 @@ import (
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/throttle"
+	"github.com/capturegate/gate/internal/tlsreload"
 )
 
 // report counts and logs what failed in instance i's pipelines this tick, once a tick
@@ -49,6 +50,7 @@ type cause uint8
 const (
 	causeTimeout    cause = iota // no answer in time
 	causeConnection              // no connection, or it broke
+	causeTLS                     // the TLS handshake failed on a certificate (tlsreload.Refused)
 	causeRedis                   // an error reply not named below
 	causeOOM                     // write refused: used memory over maxmemory under noeviction
 	causeReadOnly                // write refused: a replica (a demoted primary)
@@ -64,6 +66,8 @@ func (c cause) String() string {
 		return "timeout"
 	case causeConnection:
 		return "connection"
+	case causeTLS:
+		return "tls"
 	case causeRedis:
 		return "redis"
 	case causeOOM:
@@ -131,6 +135,8 @@ func classify(err error) cause {
 		return causeNoReplicas
 	case errors.As(err, &re):
 		return causeRedis
+	case tlsreload.Refused(err):
+		return causeTLS // a Redis that answers, but whose certificate or the gate's is refused
 	}
 	return causeConnection
 }
@@ -230,7 +236,13 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 		return
 	}
 	msg := "redis pipeline failed; counts kept for the next tick, views go stale"
-	if p.causes&^refusals == 0 {
+	switch {
+	case p.causes.has(causeTLS):
+		// Not the network: a certificate, which no retry cures.
+		msg = "redis TLS handshake failed on a certificate, not the network: check GATE_REDIS_TLS_CA_FILE against Redis's " +
+			"(of another CA, expired, not for its host name) or, on a remote error, GATE_REDIS_TLS_CERT_FILE and " +
+			"GATE_REDIS_TLS_KEY_FILE (Redis refuses the gate's); counts kept for the next tick, views go stale"
+	case p.causes&^refusals == 0:
 		msg = "redis refused writes; counts kept in the level and for the next tick"
 	}
 	log.Warn(msg, "instance", instance, "cause", p.causes.String(),

@@ -476,3 +476,16 @@ func (r *Reloader) verify(cs tls.ConnectionState, name string) error {
 	}
 	return nil
 }
+
+// Refused reports whether err is a TLS handshake that failed on a certificate: the
+// server's, refused here (not signed by a CA of the CA file or the system's, not for the
+// host name, expired), or the client's, refused by the server with a TLS alert (a client
+// certificate missing, expired or of a CA it does not trust). The server answers those,
+// unlike one that is down, and no retry cures them: the files must be fixed.
+func Refused(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	opErr, ok := errors.AsType[*net.OpError](err)
+	return ok && opErr.Op == "remote error" // crypto/tls's error for the peer's alert
+}
