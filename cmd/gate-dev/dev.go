@@ -754,6 +754,13 @@ func devHeaderHTTP(b *strings.Builder, cfg config.Config, at devPlaces) {
 		try = fmt.Sprintf("bin/gate team -addr %s %d   |   %s", at.http[0], load.HotTeam, try)
 	}
 	fmt.Fprintf(b, "       try: %s\n", try)
-	fmt.Fprintf(b, "       a third gate in the group: GATE_KAFKA_BROKERS=%s GATE_REDIS_URLS=%s GATE_REDIS_PREFIX=%s GATE_RULES_FILE=%s GATE_TEAM_API=true GATE_HTTP_ADDR=127.0.0.1:8080 bin/gate serve\n",
-		at.broker, at.redisURLs, cfg.RedisPrefix, at.rulesFile)
+	// The demo's own defaults its gates run with, which gate serve's differ from (the
+	// window and threshold are in the rules file): without them a third gate would write
+	// no outcome rows, and gate outcomes would leave out what it routes.
+	demo := fmt.Sprintf(" GATE_SYNC_INTERVAL=%s", cfg.SyncInterval)
+	if cfg.OutcomesTopic != "" {
+		demo += " GATE_OUTCOMES_TOPIC=" + cfg.OutcomesTopic
+	}
+	fmt.Fprintf(b, "       a third gate in the group: GATE_KAFKA_BROKERS=%s GATE_REDIS_URLS=%s GATE_REDIS_PREFIX=%s GATE_RULES_FILE=%s GATE_TEAM_API=true%s GATE_HTTP_ADDR=127.0.0.1:8080 bin/gate serve\n",
+		at.broker, at.redisURLs, cfg.RedisPrefix, at.rulesFile, demo)
 }

@@ -419,6 +419,32 @@ func TestDevServesGateHTTP(t *testing.T) {
 	}
 }
 
+// The third gate's line carries the demo's own defaults that its gates run with and gate
+// serve would not take (devDefaults), so that the third gate counts and reports as the
+// two do: GATE_WINDOW and GATE_THRESHOLD are in its rules file, and the log settings
+// change nothing it does. Without GATE_OUTCOMES_TOPIC the third gate wrote no outcome
+// rows: gate outcomes, run as docs/demo.md shows, left out every record it routed (team
+// 1's 50,575 records of about 64,000, "gates: 2", with a third gate on 2 of the 6
+// partitions for 25 s).
+func TestDevThirdGateTakesTheDemosDefaults(t *testing.T) {
+	t.Parallel()
+	out := runDev(t, devArgs(), nil, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	m := devThirdGate.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no gate serve line in the header:\n%s", out)
+	}
+	line := strings.Fields(m[1])
+	for name, value := range devDefaults() {
+		switch name {
+		case "GATE_WINDOW", "GATE_THRESHOLD", "GATE_LOG_FORMAT", "GATE_LOG_LEVEL":
+			continue
+		}
+		if !slices.Contains(line, name+"="+value) {
+			t.Errorf("the third gate's line lacks the demo's %s=%s: %s", name, value, m[1])
+		}
+	}
+}
+
 // With GATE_RULES_FILE, the header lists the file's rules as they are (no limit or rule
 // of the demo's own), the broker has the rules' topics, and the view's totals add up:
 // accepted + overflow + rule topics + dead letter = produced.

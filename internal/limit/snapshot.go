@@ -176,16 +176,36 @@ func (l *Limiter) state(now time.Time, e *entry, team string) TeamState {
 		s.HeldSince, s.ReleaseAt, s.Limited = since, rel, true
 	}
 	if s.Limited && leak > 0 && lvl > fthr {
-		// A team held at its limit ages out at threshold / window: an estimate of the wait,
-		// as the fleet's count ages out at whatever rate its last window came in.
-		// At most the longest Duration: a level millions of times its threshold (bytes
-		// counted against a small override) would wrap to a negative wait.
-		s.UnderIn = time.Duration(math.MaxInt64)
-		if w := math.Ceil((lvl - fthr) / leak); w < math.MaxInt64 {
-			s.UnderIn = time.Duration(w)
-		}
+		s.UnderIn = l.underIn(ns, e, lvl, fthr, leak)
 	}
 	return s
+}
+
+// underIn is how long e's level lvl, over threshold thr, takes to drain under it if the
+// team sends nothing more. After a read of the fleet's counts the level is the sliding
+// window's, prev × (1 − progress) + curr: it falls at the view's drain (prev / window) to
+// the end of the epoch, where what is left, the epoch's own count, becomes the previous
+// epoch's and ages out over the next window, so a team far over its limit in divert mode
+// (every record counted) is under within two windows, not at threshold / window (65 s for
+// the demo's team at 7.5 × a 10 s window's threshold). A level rebuilt from this gate's
+// own counts (a failed read: ApplyLocal) drains at leak, threshold / window, as does one never
+// read yet, until its first read. At most the longest Duration: a level millions of times
+// its threshold (bytes counted against a small override) would wrap to a negative wait.
+func (l *Limiter) underIn(ns int64, e *entry, lvl, thr, leak float64) time.Duration {
+	wait := (lvl - thr) / leak
+	if at := e.readAt.Load(); at != 0 && at&readLocal == 0 {
+		_, drain, _ := unpackView(e.estimate.Load())
+		toEnd := float64((floorDiv(ns, l.windowNs)+1)*l.windowNs - ns)
+		if left := lvl - drain*toEnd; left <= thr {
+			wait = (lvl - thr) / drain // drain > 0: it takes lvl past thr before the end
+		} else {
+			wait = toEnd + float64(l.windowNs)*(left-thr)/left
+		}
+	}
+	if w := math.Ceil(wait); w < math.MaxInt64 {
+		return time.Duration(w)
+	}
+	return time.Duration(math.MaxInt64)
 }
 
 func (l *Limiter) eventState(e *entry, team string, progress float64) TeamState {
