@@ -583,3 +583,30 @@ func TestFetchErrorsAlert(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordSharesCountRuleTopics: a record a rule sends to its own topic (action
+// topic:NAME) is counted in gate_rule_topic_records_total, not gate_records_total, and is
+// a record routed all the same: the dead-letter and overflow shares are of every record
+// routed. Before, their denominators left the rule topics' records out, and a rule taking
+// 60 % of the traffic to its topic made 0.8 % dead letters read as 2 %: the alert fired.
+func TestRecordSharesCountRuleTopics(t *testing.T) {
+	for _, tc := range []struct {
+		ruleTopic, dead int
+		want            bool
+	}{
+		{600, 8, false}, // 8 of 1000: under 1 %
+		{600, 12, true}, // 12 of 1000
+		{0, 12, true},   // no rule topic: as before
+	} {
+		load := fmt.Sprintf("  gate_records_total{%s, route=\"accepted\", reason=\"allowed\"} 0+%dx30\n", evalPod, 1000-tc.ruleTopic-tc.dead) +
+			fmt.Sprintf("  gate_records_total{%s, route=\"dead_letter\", reason=\"not_json\"} 0+%dx30\n", evalPod, tc.dead)
+		if tc.ruleTopic > 0 {
+			load += fmt.Sprintf("  gate_rule_topic_records_total{%s, rule=\"merges\", reason=\"rate_limited\"} 0+%dx30\n", evalPod, tc.ruleTopic) +
+				fmt.Sprintf("  gate_rule_topic_records_total{%s, rule=\"merges\", reason=\"topic_missing\"} 0+0x30\n", evalPod)
+		}
+		if got := firingAt(t, "GateDeadLetterRateHigh", load, 25)[0]; got != tc.want {
+			t.Errorf("%d dead letters and %d records to a rule's topic of 1000 a minute: GateDeadLetterRateHigh fired %v, want %v",
+				tc.dead, tc.ruleTopic, got, tc.want)
+		}
+	}
+}
