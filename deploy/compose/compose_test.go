@@ -359,9 +359,10 @@ func exportedMetrics(t *testing.T) metricSet {
 		t.Fatal("no gate_kafka_ (kprom) metric described")
 	}
 	// A gate with rules exports the rules' metrics too: those of the rules in use are not
-	// described (they change with the file) but gathered, each child made at start.
+	// described (they change with the file) but gathered, each child made at start (a
+	// rule with a topic of its own, for gate_rule_topic_records_total).
 	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(rulesFile, []byte("rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n"), 0o644); err != nil {
+	if err := os.WriteFile(rulesFile, []byte("rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n  - {name: merges, key: json:team_id, limits: [1m:100], action: 'topic:merges'}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	vars["GATE_RULES_FILE"] = rulesFile
