@@ -97,14 +97,15 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	// Neither holds the topic's rows: a team's history reads its partition and keeps its
-	// rows; the summary keeps each team's totals.
-	var rows []outcome.Row
+	// Neither holds the rows: a team's history reads its partition and sums its rows into
+	// its intervals as they come; the summary keeps each team's totals.
 	sums := outcome.NewSummaries()
 	each, team := sums.Add, ""
+	var hist *outcome.TeamSum
 	if len(args) == 1 {
 		team = args[0]
-		each = func(r *outcome.Row) { rows = append(rows, *r) }
+		hist = outcome.NewTeamSum(team)
+		each = hist.Add
 	}
 	// Rows are found by their records' timestamps, when they were sealed: every row of an
 	// interval is sealed after the interval began. Reading from an interval before from
@@ -165,7 +166,7 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		span = "from " + minute(from) + " to " + minute(until)
 	}
 	if team != "" {
-		return printHistory(stdout, outcome.TeamHistory(rows, team), cfg.OutcomesTopic, span)
+		return printHistory(stdout, hist.History(), cfg.OutcomesTopic, span)
 	}
 	return printMostLimited(stdout, sums.Top(top), sums.Limited(), sums.Rows(), cfg.OutcomesTopic, span)
 }

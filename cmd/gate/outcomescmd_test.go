@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -491,5 +493,78 @@ func TestOutcomesTopSaysWhatItLeavesOut(t *testing.T) {
 		if head, _, _ := strings.Cut(b.String(), "TEAM"); head != c.want {
 			t.Errorf("-top %d heading %q, want %q", c.n, head, c.want)
 		}
+	}
+}
+
+// gate outcomes TEAM sums the team's rows into its intervals as it reads them: a busy
+// team has a row from every gate at every seal (a second at least once, a tenth of one
+// exactly once: millions a day), and holding them all before summing them took some 800
+// bytes a row, gigabytes for a day of such a team, where its history is a line an
+// interval. Not parallel: it measures the heap, with the collector set to run often.
+func TestOutcomesTeamHistoryHoldsIntervalsNotRows(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's allocations are not the command's (make test runs it without)")
+	}
+	c, env := outcomesTopicEnv(t, 1)
+	// Bytes a row the read may hold: Scan's note of each row, and the fetches buffered
+	// (some 150 in all here; holding the rows, 650 to 860).
+	const n, perRow = 100_000, 300
+	at := time.Now().UTC().Truncate(time.Minute).Add(-30 * time.Minute)
+	// Uncompressed, as a fetch's bytes are then its records' (a fetch is some 1 MB a
+	// partition, what the read buffers whatever the rows it has read).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := range n {
+		start, gate := at.Add(time.Duration(i%30)*time.Minute), "gate-"+strconv.Itoa(i%10)
+		r := outcome.Row{Schema: outcome.SchemaVersion, ID: gate + "/1764338400000-9f3a61c2/" + strconv.Itoa(i), Gate: gate,
+			IntervalStart: start, IntervalEnd: start.Add(time.Minute), Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed",
+			Records: 1, Bytes: 100, Threshold: 5000, ThresholdSource: "static"}
+		recs = append(recs, &kgo.Record{Key: []byte("42"), Value: outcome.AppendJSON(nil, &r), Timestamp: start.Add(time.Second)})
+		if len(recs) == 10_000 {
+			if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			recs = recs[:0]
+		}
+	}
+	// The heap's high mark while the command runs, over what it was before: the
+	// collector running at a tenth more than what is live, what is live.
+	defer debug.SetGCPercent(debug.SetGCPercent(10))
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base, peak := ms.HeapAlloc, ms.HeapAlloc
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapAlloc)
+		}
+	}()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	err = outcomesCmd(ctx, []string{"-since", "1h", "42"}, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr)
+	close(stop)
+	<-sampled
+	if err != nil {
+		t.Fatalf("gate outcomes 42: %v\n%s", err, stderr.String())
+	}
+	if want := "team 42: 100,000 records from " + minute(at) + " to " + minute(at.Add(30*time.Minute)) + " (gates: 10)"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("gate outcomes 42 lacks %q:\n%s", want, stdout.String())
+	}
+	if held := float64(peak-base) / n; held > perRow {
+		t.Errorf("gate outcomes 42 held %.0f bytes a row of the team's %d (%.1f MB), want at most %d", held, n, float64(peak-base)/(1<<20), perRow)
 	}
 }

@@ -31,9 +31,9 @@ import (
 // retention deleted before, in Trimmed. A partition that sends nothing for stallAfter and
 // whose offsets cannot be listed fails the read, naming it.
 //
-// Memory: the rows are the caller's to keep or not; Scan remembers 16 bytes of each row
-// it passes (to know a row written again: a retry after an answer lost), and the rows of
-// transactions still open.
+// Memory: the rows are the caller's to keep or not; Scan remembers a 16-byte hash of each
+// row it passes (to know a row written again: a retry after an answer lost), 35 to 56
+// bytes a row in its map (docs/outcomes.md), and the rows of transactions still open.
 //
 // It reads uncommitted, control records (transaction markers) included, and keeps a
 // transaction's rows until its marker says commit: every offset below the high watermark

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -344,4 +349,74 @@ func TestScanFailsWhenALeaderIsUnavailable(t *testing.T) {
 		t.Fatalf("after %s: %v (context: %v), want an error naming partition 1 before the context's end", time.Since(began).Round(time.Second), err, ctx.Err())
 	}
 	t.Logf("after %s: %v", time.Since(began).Round(time.Second), err)
+}
+
+// What a Scan keeps of each row it passes, to count a row written again once, is what
+// docs/outcomes.md says it is: a reader budgets gate outcomes' memory by it, and without
+// TEAM it keeps that of every row read. The docs said 16 bytes a row, the hash's size; in
+// the map that holds the hashes a row takes 35 to 56 bytes, as full as the map has grown.
+func TestScanKeepsWhatTheDocsSayOfARow(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's allocations are not a reader's (make test runs it without)")
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "outcomes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(\d+) bytes a\s+row to count each once`).FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/outcomes.md does not say how many bytes a row gate outcomes keeps to count each once")
+	}
+	said, _ := strconv.Atoi(string(m[1]))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "outcomes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 300_000 // the map more than half full at the end: 36 to 44 bytes a row measured
+	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	var recs []*kgo.Record
+	for i := range n {
+		r := Row{Schema: SchemaVersion, ID: "g/1/" + strconv.Itoa(i), Gate: "g", IntervalStart: start, IntervalEnd: start.Add(time.Minute),
+			Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed", Records: 1}
+		recs = append(recs, &kgo.Record{Key: []byte("42"), Value: AppendJSON(nil, &r)})
+		if len(recs) == 10_000 {
+			if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			recs = recs[:0]
+		}
+	}
+	// The heap live (after a collection), the least of five looks at the first tenth of
+	// the rows and at the last: what the Scan kept of the rows between, its fetches'
+	// records, which come and go, left out.
+	first, last := uint64(math.MaxUint64), uint64(math.MaxUint64)
+	live := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	seen := 0
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	if _, err := Scan(ctx, "outcomes", start.Add(-time.Hour), "", func(*Row) {
+		seen++
+		switch {
+		case seen <= n/10 && seen%(n/50) == 0:
+			first = min(first, live())
+		case seen > n-n/10 && seen%(n/50) == 0:
+			last = min(last, live())
+		}
+	}, kgo.SeedBrokers(c.ListenAddrs()...)); err != nil || seen != n {
+		t.Fatalf("Scan passed %d rows of %d: %v", seen, n, err)
+	}
+	if kept := (float64(last) - float64(first)) / (n - n/10); kept > float64(said) {
+		t.Errorf("Scan kept %.1f bytes a row to count each once (rows %d to %d); docs/outcomes.md says %d", kept, n/10, n, said)
+	}
 }

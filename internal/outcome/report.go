@@ -68,26 +68,51 @@ func TeamOf(rowTeam string) string { return keypart.Value(rowTeam) }
 
 // TeamHistory sums rows of team (by any of its TeamNames) into its history.
 func TeamHistory(rows []Row, team string) History {
-	h := History{Team: team}
-	names := TeamNames(team)
-	type span struct{ start, end int64 }
-	byStart := map[span]*Interval{}
-	gates := map[string]bool{}
+	s := NewTeamSum(team)
 	for i := range rows {
-		r := &rows[i]
-		if !slices.Contains(names, r.Team) {
-			continue
-		}
-		gates[r.Gate] = true
-		k := span{r.IntervalStart.UnixNano(), r.IntervalEnd.UnixNano()}
-		iv := byStart[k]
-		if iv == nil {
-			iv = &Interval{Start: r.IntervalStart, End: r.IntervalEnd, By: map[string]int64{}}
-			byStart[k] = iv
-		}
-		iv.add(r)
+		s.Add(&rows[i])
 	}
-	for _, iv := range byStart {
+	return s.History()
+}
+
+// TeamSum sums one team's rows into its history as they are read (Scan), without holding
+// the rows: its state is an Interval per interval the team has rows in, and its gates. A
+// busy team has a row from every gate at every seal (each second at least once, each
+// tenth of one exactly once), millions a day, where its history is one line an interval.
+type TeamSum struct {
+	team    string
+	names   []string
+	byStart map[span]*Interval
+	gates   map[string]bool
+}
+
+// span is an interval's bounds in Unix ns.
+type span struct{ start, end int64 }
+
+// NewTeamSum returns team's empty TeamSum.
+func NewTeamSum(team string) *TeamSum {
+	return &TeamSum{team: team, names: TeamNames(team), byStart: map[span]*Interval{}, gates: map[string]bool{}}
+}
+
+// Add counts r in its interval if it is a row of the team (by any of its TeamNames).
+func (s *TeamSum) Add(r *Row) {
+	if !slices.Contains(s.names, r.Team) {
+		return
+	}
+	s.gates[r.Gate] = true
+	k := span{r.IntervalStart.UnixNano(), r.IntervalEnd.UnixNano()}
+	iv := s.byStart[k]
+	if iv == nil {
+		iv = &Interval{Start: r.IntervalStart, End: r.IntervalEnd, By: map[string]int64{}}
+		s.byStart[k] = iv
+	}
+	iv.add(r)
+}
+
+// History is the team's history from the rows added.
+func (s *TeamSum) History() History {
+	h := History{Team: s.team}
+	for _, iv := range s.byStart {
 		h.Intervals = append(h.Intervals, *iv)
 	}
 	slices.SortFunc(h.Intervals, func(a, b Interval) int { return cmp.Or(a.Start.Compare(b.Start), a.End.Compare(b.End)) })
@@ -117,7 +142,7 @@ func TeamHistory(rows []Row, team string) History {
 			}
 		}
 	}
-	h.Gates = slices.Sorted(maps.Keys(gates))
+	h.Gates = slices.Sorted(maps.Keys(s.gates))
 	return h
 }
 
