@@ -364,12 +364,27 @@ func (c *Consumer) produceProblem(topic string, err error) {
 				c.stale.add(topic)
 			}
 			c.logProblem(context.Background(), "produce/"+topic,
-				fmt.Sprintf("kafka: producing to topic %q fails with %v: create the topic or grant the gate's principal the WRITE ACL on it; records are retried, nothing is committed past them", topic, err),
+				fmt.Sprintf("kafka: producing to topic %q fails with %v: %s; records are retried, nothing is committed past them", topic, err, c.produceAdvice(err)),
 				"topic", topic)
 			c.produceBlocked.Store(true)
 			return
 		}
 	}
+}
+
+// produceAdvice is what the operator must do about err, a produce refusal only they can
+// fix (produceProblem).
+func (c *Consumer) produceAdvice(err error) string {
+	switch {
+	case errors.Is(err, kerr.ClusterAuthorizationFailed):
+		// The broker refused the producer its id (InitProducerID): franz-go keeps a
+		// refusal that is not retriable for as long as the client lives.
+		return "grant the gate's principal the IDEMPOTENT_WRITE ACL on the cluster (its producer is idempotent; Kafka before 2.8 asks for it), " +
+			"then restart the gate: its client keeps the refusal of its producer id until then"
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		return fmt.Sprintf("grant the gate's principal the WRITE and DESCRIBE ACLs on its transactional id %q", c.cfg.TransactionalID)
+	}
+	return "create the topic or grant the gate's principal the WRITE ACL on it"
 }
 
 // produceRecovered clears a produce problem on topic once a record is acknowledged there.

@@ -1,0 +1,43 @@
+package consume
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestClusterAuthorizationProblemSaysWhatToGrant: a broker that refuses the idempotent
+// producer its id (CLUSTER_AUTHORIZATION_FAILED: no IDEMPOTENT_WRITE on the cluster, as
+// Kafka before 2.8 wants, or an ACL revoked) fails every produce, and franz-go keeps that
+// refusal until the client is made again. The gate is not ready saying what to grant and
+// that it must restart. Before, it said to create the topic or grant WRITE on it: neither
+// helps, and the gate stayed stuck after the right ACL was granted.
+func TestClusterAuthorizationProblemSaysWhatToGrant(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(1, "t")}) // before the refusals begin
+	env.cluster.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		resp := req.(*kmsg.InitProducerIDRequest).ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil, true
+	})
+	g := env.start(t, "a")
+	defer g.stop(t)
+	waitFor(t, 20*time.Second, "not ready naming the cluster ACL", func() bool {
+		return strings.Contains(strings.Join(g.c.NotReady(), "; "), "CLUSTER_AUTHORIZATION_FAILED")
+	})
+	why := strings.Join(g.c.NotReady(), "; ")
+	for _, want := range []string{"IDEMPOTENT_WRITE", "restart"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("not ready for %q; want it to say %s", why, want)
+		}
+	}
+	if strings.Contains(why, "create the topic") {
+		t.Errorf("not ready for %q: a missing topic is not the fault", why)
+	}
+}
