@@ -310,14 +310,22 @@ func (r *Readiness) markUp(i, attempt int) {
 // (its team admitted past its limit), an evicted lane sequence key lets a resent batch
 // count twice. Under noeviction a full Redis refuses writes instead, which the tick counts
 // (oom) and the gate fails open through, keeping its counts to write later. Advice only:
-// an instance that does not answer INFO (an ACL without +info) is not checked.
+// an instance that does not answer INFO (an ACL without +info) is not checked, which is
+// said at info level.
 func (r *Readiness) checkEviction(ctx context.Context, i int) {
 	check := func(ctx context.Context, c redis.UniversalClient, node string) error {
 		cctx, cancel := context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 		info, err := c.Info(cctx, "memory").Result()
 		if err != nil {
-			r.log.Debug("redis: INFO memory not answered; its eviction policy is not checked", "instance", i, "url", r.urls[i], "node", node, "err", err)
+			// Said at info level: a debug line left an operator who looked for the
+			// warning to read its absence as a policy that does not evict.
+			if _, refused := errors.AsType[redis.Error](err); refused {
+				r.log.Info("redis: INFO memory refused; its maxmemory-policy is not checked (grant the gate's Redis user +info to have it checked)",
+					"instance", i, "url", r.urls[i], "node", node, "err", err)
+			} else {
+				r.log.Info("redis: INFO memory not answered; its maxmemory-policy is not checked", "instance", i, "url", r.urls[i], "node", node, "err", err)
+			}
 			return nil
 		}
 		if policy, maxmemory := evictionOf(info); maxmemory != "" && maxmemory != "0" && policy != "" && policy != "noeviction" {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +53,68 @@ func TestReadinessWarnsOfEviction(t *testing.T) {
 	}
 	if len(warns) != 1 || !strings.Contains(warns[0], "instance=0") || !strings.Contains(warns[0], "maxmemory_policy=allkeys-lru") || !strings.Contains(warns[0], "noeviction") {
 		t.Errorf("warnings %q, want one for instance 0 naming allkeys-lru and what to set", warns)
+	}
+}
+
+// TestEvictionCheckedWithTheDocumentedACL: a gate whose Redis user is docs/operations.md's
+// example ACL warns of an evicting maxmemory-policy as one logged in as the default user
+// does. The example had no +info, so INFO memory was refused and the check skipped with a
+// debug line: an operator who followed the docs got no warning, on a Redis that evicted
+// the gate's counters. A user refused INFO is told, at info level, that the policy was
+// not checked and what to grant.
+func TestEvictionCheckedWithTheDocumentedACL(t *testing.T) {
+	ctx := context.Background()
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lead = "For example: `"
+	i := strings.Index(string(doc), lead+"ACL SETUSER gate ")
+	if i < 0 {
+		t.Fatal("docs/operations.md has no " + lead + "ACL SETUSER gate ...`")
+	}
+	rest := string(doc[i+len(lead):])
+	documented := strings.Fields(rest[:strings.IndexByte(rest, '`')])
+	withoutInfo := slices.DeleteFunc(slices.Clone(documented), func(f string) bool { return f == "+info" })
+	for _, tc := range []struct {
+		name string
+		acl  []string
+		want string // in the one line logged above debug level about the policy
+	}{
+		{"documented", documented, "level=WARN msg=\"redis may evict the gate's keys"},
+		{"without +info", withoutInfo, "level=INFO msg=\"redis: INFO memory refused; its maxmemory-policy is not checked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			admin := srv.Client(t)
+			args := []any{}
+			for _, f := range tc.acl {
+				if strings.HasPrefix(f, ">") {
+					f = ">gate-pw"
+				}
+				args = append(args, f)
+			}
+			for _, cmd := range [][]any{{"CONFIG", "SET", "maxmemory", "100mb"}, {"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}, args} {
+				if err := admin.Do(ctx, cmd...).Err(); err != nil {
+					t.Fatalf("%v: %v", cmd, err)
+				}
+			}
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "gate", Password: "gate-pw", MaxRetries: -1})
+			t.Cleanup(func() { _ = c.Close() })
+			var logs faulttest.Buffer
+			r := &Readiness{clients: []redis.UniversalClient{c}, urls: []string{srv.Addr()}, timeout: 10 * time.Second, up: make([]bool, 1),
+				log: slog.New(slog.NewTextHandler(&logs, nil))}
+			r.Run(ctx)
+			var said []string
+			for line := range strings.Lines(logs.String()) {
+				if strings.Contains(line, "maxmemory") {
+					said = append(said, line)
+				}
+			}
+			if len(said) != 1 || !strings.Contains(said[0], tc.want) || tc.name != "documented" && !strings.Contains(said[0], "+info") {
+				t.Errorf("ACL %q on an allkeys-lru Redis logged %q; want one line with %s", tc.acl, said, tc.want)
+			}
+		})
 	}
 }
 
