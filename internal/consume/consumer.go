@@ -2,9 +2,11 @@ package consume
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime"
 	"slices"
 	"strings"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/tlsreload"
 	"github.com/capturegate/gate/internal/throttle"
 )
 
@@ -455,6 +458,14 @@ func (c *Consumer) closeClient(closeFn func()) {
 // to the gate's consumer for a reason only an operator can fix (fetchProblem).
 const problemFetch = "fetch/"
 
+// problemSASL keys the brokers' refusal of the gate's SASL login while it runs; a
+// fetch problem (a space is in no topic name), cleared with the others.
+const problemSASL = problemFetch + " sasl"
+
+// problemTLS keys a TLS handshake with the brokers that fails on a certificate while
+// the gate runs, as problemSASL.
+const problemTLS = problemFetch + " tls"
+
 // fetchRefusedQuiet is how long after the last refused fetch, with none since, such a
 // problem is taken as over though no record has been polled since (an idle topic): franz-go
 // fetches again at once after a refused fetch, and joins again a few seconds after a
@@ -482,10 +493,16 @@ func (c *Consumer) fetchErrors(fetches kgo.Fetches) {
 			refused = true
 			c.fetchRefusedAt.Store(time.Now().UnixNano())
 			attrs := []any{"err", err}
+			key := problemFetch + topic
 			if topic != "" {
 				attrs = append(attrs, "topic", topic, "partition", p)
 			}
-			c.logProblem(context.Background(), problemFetch+topic, msg, attrs...)
+			if saslProblem(err) != "" {
+				key = problemSASL // one problem, whichever fetch or group session met it
+			} else if tlsProblem(err) != "" {
+				key = problemTLS
+			}
+			c.logProblem(context.Background(), key, msg, attrs...)
 			return
 		}
 		// franz-go retries fetches itself; this is for the operator.
@@ -519,6 +536,12 @@ func (c *Consumer) fetchRefusalOver(polled bool) {
 // group session), when it is a refusal no retry cures: "" for any other (franz-go retries
 // those itself, and a group session ended by a rebalance or a member timed out rejoins).
 func (c *Consumer) fetchProblem(topic string, err error) string {
+	if msg := saslProblem(err); msg != "" {
+		return msg
+	}
+	if msg := tlsProblem(err); msg != "" {
+		return msg
+	}
 	switch {
 	case topic == "" && errors.Is(err, kerr.GroupAuthorizationFailed):
 		return fmt.Sprintf("kafka: consumer group %q: %v: grant the gate's principal the READ ACL on the group; nothing is consumed meanwhile", c.cfg.GroupID, err)
@@ -526,6 +549,51 @@ func (c *Consumer) fetchProblem(topic string, err error) string {
 		return fmt.Sprintf("kafka: fetching topic %q fails with %v: grant the gate's principal the READ and DESCRIBE ACLs on it; nothing of it is routed meanwhile", topic, err)
 	}
 	return ""
+}
+
+// saslProblem says that the brokers refuse the gate's SASL login, with their answer and
+// the variables to check; "" when err is no such refusal. A wrong password or an unknown
+// user at start, or a password changed at the brokers while the gate runs (refused at
+// its next connection, or re-authentication under the brokers'
+// connections.max.reauth.ms, KIP-368): no retry cures it, and franz-go retries it as it
+// does a broker restarting, so that the gate said only that it had not joined its group,
+// or that checking topics and permissions failed. The text is the brokers' answer from
+// its code on, the same whichever request met it, so that it is logged once.
+func saslProblem(err error) string {
+	for _, e := range []*kerr.Error{kerr.SaslAuthenticationFailed, kerr.UnsupportedSaslMechanism, kerr.IllegalSaslState} {
+		if errors.Is(err, e) {
+			answer := err.Error()
+			if i := strings.Index(answer, e.Message); i >= 0 {
+				answer = answer[i:]
+			}
+			return fmt.Sprintf("kafka: the brokers refuse the gate's SASL login: %s: check GATE_KAFKA_SASL_MECHANISM, GATE_KAFKA_SASL_USERNAME and GATE_KAFKA_SASL_PASSWORD "+
+				"(read at start: restart the gate after changing them); nothing is consumed meanwhile", answer)
+		}
+	}
+	return ""
+}
+
+// tlsProblem says that the TLS handshake with a broker fails on a certificate, with
+// crypto/tls's error, naming the variables to check; "" when err is no such failure. The
+// brokers' certificate not signed by a CA of GATE_KAFKA_TLS_CA_FILE (else the system's:
+// a CA rotated out of order), not for their name or expired; or the gate's refused by
+// them (a remote error: none where they require one, or one they do not trust). The
+// files are read again at the next connection, but franz-go retries the handshake as it
+// does a broker down, so that the gate said only that it had not joined its group.
+func tlsProblem(err error) string {
+	if !tlsreload.Refused(err) { // as the tick and /readyz tell a Redis's apart
+		return ""
+	}
+	// The handshake's own error, without what franz-go wrapped it in (the request that
+	// met it), so that the line is the same whichever request did.
+	var why error = err
+	if v, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		why = v
+	} else if op, ok := errors.AsType[*net.OpError](err); ok {
+		why = op
+	}
+	return fmt.Sprintf("kafka: the TLS handshake with the brokers fails: %v: check GATE_KAFKA_TLS_CA_FILE (their CA), GATE_KAFKA_TLS_SERVER_NAME "+
+		"and GATE_KAFKA_TLS_CERT_FILE (the gate's certificate, which they may refuse), read again at the next connection; nothing is consumed meanwhile", why)
 }
 
 // work is one partition's records from one poll.

@@ -68,7 +68,11 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil {
+		if p := saslProblem(err); p != "" {
+			found = append(found, p) // not a topic's or a permission's: the login's
+		} else if p := tlsProblem(err); p != "" {
+			found = append(found, p) // the handshake's
+		} else if err != nil {
 			found = append(found, "checking topics and permissions: "+err.Error())
 		}
 		if len(found) == 0 && len(transient) == 0 {
