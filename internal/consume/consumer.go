@@ -23,8 +23,8 @@ import (
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/route"
-	"github.com/capturegate/gate/internal/tlsreload"
 	"github.com/capturegate/gate/internal/throttle"
+	"github.com/capturegate/gate/internal/tlsreload"
 )
 
 // Router decides each record's output. *route.Router is the gate's; it is an interface
