@@ -545,6 +545,10 @@ func (c *Consumer) fetchProblem(topic string, err error) string {
 	switch {
 	case topic == "" && errors.Is(err, kerr.GroupAuthorizationFailed):
 		return fmt.Sprintf("kafka: consumer group %q: %v: grant the gate's principal the READ ACL on the group; nothing is consumed meanwhile", c.cfg.GroupID, err)
+	case topic == "" && errors.Is(err, kerr.InvalidSessionTimeout):
+		// The classic protocol's join: GATE_KAFKA_SESSION_TIMEOUT is the gate's to fix.
+		return fmt.Sprintf("kafka: consumer group %q: the brokers refuse the gate's session timeout (INVALID_SESSION_TIMEOUT): "+
+			"set GATE_KAFKA_SESSION_TIMEOUT within their group.min.session.timeout.ms and group.max.session.timeout.ms (6 s and 30 min by default); nothing is consumed meanwhile", c.cfg.GroupID)
 	case topic != "" && errors.Is(err, kerr.TopicAuthorizationFailed):
 		return fmt.Sprintf("kafka: fetching topic %q fails with %v: grant the gate's principal the READ and DESCRIBE ACLs on it; nothing of it is routed meanwhile", topic, err)
 	}

@@ -141,3 +141,25 @@ func TestPreflightProblemLoggedOncePaced(t *testing.T) {
 		t.Errorf("the preflight passing not logged:\n%.2000s", logs.String())
 	}
 }
+
+// TestSessionTimeoutRefusedIsAProblem: brokers refuse a join whose session timeout is
+// outside their group.min.session.timeout.ms and group.max.session.timeout.ms
+// (INVALID_SESSION_TIMEOUT: GATE_KAFKA_SESSION_TIMEOUT=3s against the default 6 s
+// minimum): no retry cures it. The gate must say so, naming the variable and the brokers'
+// bounds, not only that it has not joined its group yet, as it did, the reason left to a
+// "fetch failed; the client retries" warning.
+func TestSessionTimeoutRefusedIsAProblem(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.JoinGroup}, Group: testGroup, Err: kerr.InvalidSessionTimeout, Count: -1})
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "not ready naming the session timeout", func() bool {
+		return strings.Contains(strings.Join(g.c.NotReady(), ";"), "INVALID_SESSION_TIMEOUT")
+	})
+	why := strings.Join(g.c.NotReady(), ";")
+	for _, want := range []string{"GATE_KAFKA_SESSION_TIMEOUT", "group.min.session.timeout.ms", "group.max.session.timeout.ms"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("not ready for %q; want it to name %s", why, want)
+		}
+	}
+}
