@@ -1,4 +1,4 @@
-// The tick's metrics (gate_limiter_*, gate_fleet_gates). The series of every batch
+// The tick's metrics (gate_limiter_*, gate_fleet_gates, gate_redis_evicted_keys_total). The series of every batch
 // outcome, profile-write result, drop reason and error cause of each instance exist at
 // zero from the start (the redirect kinds too: NewRedirects), so a rate of one is defined
 // before its first event. They are registered on New's registry when it is not nil, and a
@@ -32,6 +32,7 @@ type metrics struct {
 	batches       *prometheus.CounterVec
 	clockOffset   prometheus.Gauge
 	profiles      *prometheus.CounterVec
+	evicted       *prometheus.CounterVec
 }
 
 // Dropped counts the counts dropped unwritten (gate_limiter_dropped_counts_total), by
@@ -98,6 +99,8 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 			Help: "This host's clock minus the first Redis instance's (TIME, corrected by half the round trip), measured once a minute: epochs are cut and ticks aligned on the hosts' clocks, and a gate off the others by more than a quarter of GATE_TICK_INTERVAL reads their counts a tick late."}),
 		profiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_profile_writes_total",
 			Help: "GATE_THRESHOLD_MODE=adaptive: learned profiles this gate folded and sent, by result: set; lost (another gate had folded it first: harmless, the fold is deterministic)."}, []string{"result"}),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_redis_evicted_keys_total",
+			Help: "Keys Redis reports it evicted (INFO stats evicted_keys, read once a minute, every primary of a cluster added up) since this gate first looked, by Redis instance (its index in GATE_REDIS_URLS): any key, the gate's among them; an evicted counter lets its team past its limit, an evicted write sequence a resent batch count twice. Stays 0 when INFO is refused."}, []string{"redis_instance"}),
 	}
 	for o := range numOutcomes {
 		m.batches.WithLabelValues(o.String())
@@ -109,6 +112,7 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 		for c := range numCauses {
 			m.errors.WithLabelValues(c.String(), fmt.Sprint(i))
 		}
+		m.evicted.WithLabelValues(fmt.Sprint(i))
 	}
 	if redirects == nil {
 		own, err := NewRedirects(reg)
@@ -130,7 +134,7 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
-		m.pendingWrites, m.fleetGates, m.drift, m.staleness, m.errors, m.commands, m.reads, m.skippedReads, m.batches, m.clockOffset, m.profiles} {
+		m.pendingWrites, m.fleetGates, m.drift, m.staleness, m.errors, m.commands, m.reads, m.skippedReads, m.batches, m.clockOffset, m.profiles, m.evicted} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering tick metrics: %w", err)
 		}

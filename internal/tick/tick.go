@@ -47,10 +47,11 @@ type Ticker struct {
 	ttlGroups   int         // distinct TTLs of the limits (limitState.ttlGroup)
 	partOf      []int       // by lane, its pipeline this tick (pipelines)
 
-	tickN      uint64    // ticks so far
-	fleet      *Fleet    // Run's count of the fleet (fleet.go): Config.Fleet, or its own
-	split      splitTick // a split tick between its write and read phases
-	clockCheck           // Run's, once a minute
+	tickN         uint64    // ticks so far
+	fleet         *Fleet    // Run's count of the fleet (fleet.go): Config.Fleet, or its own
+	split         splitTick // a split tick between its write and read phases
+	clockCheck              // Run's, once a minute
+	evictionWatch           // Run's, once a minute, after the clock check (evictwatch.go)
 	// onPhase, when set (tests), is called by Run as each phase of a tick starts, and as
 	// its write phase ends, with the tick's boundary.
 	onPhase func(part int, boundary time.Time, ended bool)
@@ -293,7 +294,8 @@ func (t *Ticker) Run(ctx context.Context) {
 		t.ReadPhase(rctx)
 		rcancel()
 		cancel()
-		// The errands that ask instance 0 (the fleet count, the minute's clock check) end
+		// The errands that ask instance 0 (the fleet count, the minute's clock check; the
+		// minute's look at every instance's evictions after them) end
 		// an eighth of an interval before the next boundary: with a timeout of their own, a
 		// hung instance 0 held the loop past it, and Run skipped every other tick for every
 		// instance; with the tick's deadline, which a hung other instance uses up, they
@@ -301,6 +303,8 @@ func (t *Ticker) Run(ctx context.Context) {
 		ectx, ecancel := context.WithDeadline(ctx, edl)
 		t.checkClock(ectx)
 		t.countFleet(ectx, time.Now())
+		// Last: an instance that hangs holds it to the errands' deadline.
+		t.watchEviction(ectx)
 		ecancel()
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
@@ -308,8 +312,10 @@ func (t *Ticker) Run(ctx context.Context) {
 	// Tried again until FlushTimeout (within the shutdown bound the start line states):
 	// the counts are this gate's last, and a Redis that failed them for a moment (a
 	// connection reset, a node restarting, a refusal) would cost the fleet them for good.
+	// A retired tick's unwritten counts are Drain's, which its gate runs after (a rules
+	// reload): it keeps trying each interval, and says what it wrote and dropped.
 	err := t.Flush(fctx)
-	for wait := finalFlushRetry; err != nil && fctx.Err() == nil; wait = min(2*wait, finalFlushRetryMax) {
+	for wait := finalFlushRetry; err != nil && fctx.Err() == nil && !t.retired.Load(); wait = min(2*wait, finalFlushRetryMax) {
 		timer.Reset(wait)
 		select {
 		case <-fctx.Done():
