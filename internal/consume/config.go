@@ -89,8 +89,9 @@ const (
 	// routes what was written before it existed. franz-go's default.
 	StartEarliest StartOffset = iota
 	// StartLatest starts at the partition's end when the group first reads it: a new
-	// group routes only what is written from then on. So are skipped the records
-	// written to a partition added to the topic before the group sees it.
+	// group routes only what is written from then on. A partition added to the topic
+	// while gates run is read from its start (added.go): every record in it was
+	// written since.
 	StartLatest
 )
 

@@ -132,6 +132,9 @@ type Consumer struct {
 	// batchLimits are the output topics' max.message.bytes, read at preflight, which
 	// the producer's batches to them stay within (batchlimit.go).
 	batchLimits batchLimits
+	// added is the input topic's partition count the gate knows, for partitions added
+	// while it runs (added.go).
+	added addedWatch
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)
@@ -846,11 +849,19 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 }
 
 // onAssigned creates state for new partitions. With exactly-once delivery it first
-// drops the partitions revoked without a call to onRevoked (dropRevokedUntold).
-func (c *Consumer) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+// drops the partitions revoked without a call to onRevoked (dropRevokedUntold); with
+// StartLatest it commits the start of partitions added to the topic (checkAdded).
+func (c *Consumer) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	ids := slices.Sorted(slices.Values(assigned[c.cfg.InputTopic]))
 	if c.exactlyOnce() {
 		c.dropRevokedUntold(cl, ids)
+	}
+	if c.cfg.StartOffset == StartLatest && c.assignsAdded(ids) {
+		// Partitions added to the topic since the gate first saw it: their start is
+		// committed before franz-go, once this returns, fetches their offsets (added.go).
+		actx, cancel := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
+		c.checkAdded(actx, cl)
+		cancel()
 	}
 	c.partsMu.Lock()
 	for _, id := range ids {

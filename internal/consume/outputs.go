@@ -163,6 +163,9 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 		if c.preflighted.Load() {
 			// Before, the preflight reports a missing rule topic: nothing is routed yet.
 			c.checkRuleTopics(ctx, cl)
+			actx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+			c.checkAdded(actx, cl)
+			cancel()
 		}
 		if c.exactlyOnce() {
 			c.checkUnstable(ctx, cl, time.Now())

@@ -142,6 +142,7 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 	if err != nil {
 		return nil, nil, fmt.Errorf("metadata: %w", err)
 	}
+	c.sawInput(partitionCount(resp, c.cfg.InputTopic)) // partitions added later are new to the group (added.go)
 	for _, t := range topics {
 		want := int32(opWrite)
 		if t == c.cfg.InputTopic {

@@ -1,0 +1,183 @@
+package consume
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestPartitionsAddedWhileRunning: partitions added to the input topic while a gate runs
+// are assigned and read from their start, GATE_KAFKA_START_OFFSET latest included: each
+// of their records was written after the group began reading the topic. The records
+// written to them before the gate notices them (here at once after they are added, the
+// gate's client refreshing its metadata every 3 s) are routed too, once each. Before,
+// with latest, the gate started them at their end as of their assignment, and those
+// records were skipped without a word (none counted lost, the commits at the end).
+func TestPartitionsAddedWhileRunning(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		start    StartOffset
+		delivery Delivery
+		protocol GroupProtocol
+	}{
+		{"earliest", StartEarliest, AtLeastOnce, GroupClassic},
+		{"latest", StartLatest, AtLeastOnce, GroupClassic},
+		{"latest-exactly-once", StartLatest, ExactlyOnce, GroupClassic},
+		{"latest-kip848", StartLatest, AtLeastOnce, GroupConsumer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addPartitionsWhileRunning(t, tc.start, tc.delivery, tc.protocol, 3*time.Second, 30*time.Second)
+		})
+	}
+}
+
+// TestPartitionsAddedPickedUpPromptly: with franz-go's default metadata refresh (every
+// 5 minutes), partitions added to the input topic are assigned and routed within
+// seconds: the gate watches the topic's partition count and refreshes its metadata once
+// it grows. Before, their records waited up to 5 minutes, owned by no gate and in no
+// gate's lag.
+func TestPartitionsAddedPickedUpPromptly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		start StartOffset
+	}{
+		{"earliest", StartEarliest},
+		{"latest", StartLatest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addPartitionsWhileRunning(t, tc.start, AtLeastOnce, GroupClassic, 5*time.Minute, 20*time.Second)
+		})
+	}
+}
+
+// addPartitionsWhileRunning runs a gate on a 2-partition input topic, has it route a
+// record of each partition, adds 2 partitions and writes 5 records to each at once: all
+// 12 must come out once within the time given, and the group's commits cover them.
+func addPartitionsWhileRunning(t *testing.T, start StartOffset, d Delivery, proto GroupProtocol, metadataAge, within time.Duration) {
+	t.Helper()
+	const before, after = 2, 4
+	env := newEnv(t, before)
+	env.ccfg.StartOffset = start
+	env.ccfg.Delivery = d
+	env.ccfg.GroupProtocol = proto
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.MetadataMaxAge(metadataAge))
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "the group's assignment", g.c.Ready)
+
+	produce := func(from int, parts []int32, each int) int {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		var recs []*kgo.Record
+		for _, p := range parts {
+			for range each {
+				r := inputRecord(from, "team-a")
+				r.Partition = p
+				recs = append(recs, r)
+				from++
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("producing: %v", err)
+		}
+		return from
+	}
+	// The group reads the topic: a record routed and committed on each partition.
+	n := produce(0, []int32{0, 1}, 1)
+	waitCommitted(t, env.cluster, before, 20*time.Second)
+
+	adm := kadm.NewClient(producer(t, env.cluster))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := adm.CreatePartitions(ctx, after-before, inTopic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("adding partitions: %v", err)
+	}
+	n = produce(n, []int32{2, 3}, 5)
+
+	var opts []kgo.Opt
+	if d == ExactlyOnce {
+		opts = append(opts, readCommitted())
+	}
+	o := collect(t, env.cluster, n, within, 500*time.Millisecond, opts...)
+	if lost, dup := o.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Errorf("%d records, within %s of adding partitions: not routed %v, routed more than once %v", n, within, lost, dup)
+	}
+	waitCommitted(t, env.cluster, after, 20*time.Second)
+}
+
+// TestPartitionsAddedReadByAGateStartedAfter: with latest, partitions added to the input
+// topic while gate a runs, then read by gate b started after (a rolling restart, a
+// scale-up), are read from their start: a, which knew the topic before it grew, commits
+// their start for the group. Before, b (to which they are no different from the others)
+// started them at their end, past every record written to them since they were added.
+func TestPartitionsAddedReadByAGateStartedAfter(t *testing.T) {
+	t.Parallel()
+	const before, after = 2, 4
+	env := newEnv(t, before)
+	env.ccfg.StartOffset = StartLatest
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.MetadataMaxAge(5*time.Minute))
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "the group's assignment", a.c.Ready)
+	prod := producer(t, env.cluster)
+	produceAll(t, prod, []*kgo.Record{inputRecord(0, "team-a")})
+	waitCommitted(t, env.cluster, before, 20*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := kadm.NewClient(prod).CreatePartitions(ctx, after-before, inTopic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("adding partitions: %v", err)
+	}
+	mp, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mp.Close()
+	n := 1
+	for p := int32(before); p < after; p++ {
+		r := inputRecord(n, "team-b")
+		r.Partition = p
+		if err := mp.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	// Some seconds for a's watch (every 5 s), then b takes over: a leaves the group.
+	time.Sleep(2 * outputCheckEvery)
+	b := env.start(t, "b")
+	a.stop(t)
+	waitFor(t, 20*time.Second, "b's assignment", b.c.Ready)
+	for p := int32(before); p < after; p++ {
+		r := inputRecord(n, "team-b")
+		r.Partition = p
+		if err := mp.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	o := collect(t, env.cluster, n, 20*time.Second, 500*time.Millisecond)
+	if lost, dup := o.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Errorf("%d records: not routed %v, routed more than once %v", n, lost, dup)
+	}
+}
