@@ -162,7 +162,7 @@ func TestWatchdogExactlyOnceHungTransactionEnd(t *testing.T) {
 	g := env.start(t, "a")
 	t.Cleanup(func() { close(release) }) // before the gate's stop: its last End is answered
 	id := 0
-	waitFor(t, 20*time.Second, "not ready for want of progress, not live", func() bool {
+	more := func() {
 		batch := make([]*kgo.Record, 5)
 		for i := range batch {
 			batch[i] = inputRecord(id, "team-"+strconv.Itoa(id%7))
@@ -170,11 +170,17 @@ func TestWatchdogExactlyOnceHungTransactionEnd(t *testing.T) {
 		}
 		produceAll(t, prod, batch)
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The hung End first: on a loaded machine the gate may make no progress for a
+	// StallNotReady before its first transaction ends, which is not what is tested.
+	waitFor(t, 30*time.Second, "an EndTxn held at the broker", func() bool {
+		more()
+		return held.Load() > 0
+	})
+	waitFor(t, 20*time.Second, "not ready for want of progress, not live", func() bool {
+		more()
 		return strings.Contains(strings.Join(g.c.NotReady(), ";"), "no progress for") && g.c.Live() != nil
 	})
-	if held.Load() == 0 {
-		t.Fatal("no EndTxn reached the broker")
-	}
 }
 
 // TestWatchdogEveryProduceFailing: the broker fails every produce to the accepted topic
