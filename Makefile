@@ -107,13 +107,8 @@ check:
 # anything. On a 2-core Intel Xeon VM at 2.1 GHz, quiet, in .ci/run (2026-12-01),
 # internal/integration took 168 s, consume 131, tick 108, limit 101, replay 72; under
 # load from other work, 269, 141, 150, 190, 173.
-#
-# The slowest packages' tests start first: go test runs two at a time here (GOMAXPROCS),
-# in the order it is given them, so that none of them starts last and runs alone.
-SLOW_TEST_PKGS := ./internal/integration ./internal/consume ./internal/tick ./internal/limit ./internal/replay
-TEST_PKGS = $(if $(filter ./...,$(PKGS)),$(SLOW_TEST_PKGS) ./...,$(PKGS))
 test: deps-test check
-	$(GO) test -race -count=1 -timeout 12m $(TEST_PKGS)
+	$(GO) test -race -count=1 -timeout 12m $(PKGS)
 	$(MAKE) --no-print-directory test-norace
 	cd deploy/compose && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory test-chart
