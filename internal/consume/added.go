@@ -30,6 +30,13 @@ import (
 // a gate that knew the topic before it grew never starts one it is given at its end.
 // A gate that first saw the topic with them cannot tell them from the others: a
 // partition added while no gate ran is started at Config.StartOffset.
+//
+// Kafka has no conditional commit: a start committed for a partition another gate
+// (one started after the growth, which started it at its end) committed an offset of in
+// the instant between this gate's look at the group's offsets and its commit moves the
+// group's offset back, and that partition's next owner routes again what the first did
+// (twice, under exactly-once too). Only a gate's first check after the growth commits,
+// within outputCheckEvery of it, before such a gate is likely to own one.
 
 // addedWatch is the input topic's partition count the gate knows.
 type addedWatch struct {

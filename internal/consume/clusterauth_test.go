@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,5 +40,56 @@ func TestClusterAuthorizationProblemSaysWhatToGrant(t *testing.T) {
 	}
 	if strings.Contains(why, "create the topic") {
 		t.Errorf("not ready for %q: a missing topic is not the fault", why)
+	}
+}
+
+// TestClusterAuthorizationProblemStaysWhenRecordsGivenUp: at least once, the refusal of
+// the producer's id (CLUSTER_AUTHORIZATION_FAILED), which franz-go keeps until the client
+// is made again, keeps the gate not ready after the records that failed were given up
+// with their partition (moved to another gate): every produce of its still fails. Before,
+// the gate turned ready, no longer saying to grant IDEMPOTENT_WRITE and restart, until
+// its next record failed.
+func TestClusterAuthorizationProblemStaysWhenRecordsGivenUp(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 2)
+	env.ccfg.RevokeTimeout = 500 * time.Millisecond
+	env.ccfg.Jitter = shortJitter
+	// Eager range assignment over members sorted by client id: alone, a owns both
+	// partitions; once b ("a-gate" sorts first) joins, b gets partition 0 and a keeps 1.
+	base := append(testClientOpts(), kgo.Balancers(kgo.RangeBalancer()))
+	opts := func(id string) []kgo.Opt { return append(slices.Clip(base), kgo.ClientID(id)) }
+	env.cluster.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		resp := req.(*kmsg.InitProducerIDRequest).ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil, true
+	})
+	env.ccfg.ClientOpts = opts("b-gate")
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "a ready", a.c.Ready)
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableIdempotentWrite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	r := inputRecord(0, "t")
+	r.Partition = 0
+	produceAll(t, prod, []*kgo.Record{r})
+	waitFor(t, 20*time.Second, "a not ready naming the cluster ACL", func() bool {
+		return strings.Contains(strings.Join(a.c.NotReady(), "; "), "IDEMPOTENT_WRITE")
+	})
+
+	env.ccfg.ClientOpts = opts("a-gate")
+	b := env.start(t, "b")
+	defer b.stop(t)
+	waitFor(t, 20*time.Second, "partition 0 moved to b", func() bool {
+		return b.c.owned(0) != nil && a.c.owned(0) == nil && a.c.owned(1) != nil
+	})
+	waitFor(t, 10*time.Second, "a gave the record up (nothing awaits a retry)", func() bool { return a.c.retry.pending.Load() == 0 })
+	time.Sleep(time.Second)
+	if why := strings.Join(a.c.NotReady(), "; "); !strings.Contains(why, "IDEMPOTENT_WRITE") {
+		t.Fatalf("a, whose client still refuses every produce, says nothing of it: not ready for %q", why)
 	}
 }

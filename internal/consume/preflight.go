@@ -368,6 +368,9 @@ func (c *Consumer) produceProblem(topic string, err error) {
 				// the topic is purged from it (purgeStale).
 				c.stale.add(topic)
 			}
+			if e == kerr.ClusterAuthorizationFailed {
+				c.producerIDRefused.Store(true) // before the problem: see produceSettled
+			}
 			c.logProblem(context.Background(), "produce/"+topic,
 				fmt.Sprintf("kafka: producing to topic %q fails with %v: %s; records are retried, nothing is committed past them", topic, err, c.produceAdvice(err)),
 				"topic", topic)
@@ -403,6 +406,7 @@ func (c *Consumer) producedOK(topic string) {
 }
 
 func (c *Consumer) produceRecovered(topic string) {
+	c.producerIDRefused.Store(false) // a record acknowledged: the producer has its id
 	if c.problems.clear(func(k string) bool { return k == "produce/"+topic || k == problemTxnTimeout }) {
 		c.log.Info("kafka: producing works again", "topic", topic)
 	}
@@ -431,9 +435,11 @@ func (c *Consumer) produceUnblocked() {
 // dead letter, or owns nothing any more, may never do. A topic still closed is named
 // again at its next failure. A failure is counted awaiting its retry (retryQueue.pending,
 // the rows' retries) before its problem is recorded, and the counts are read under the
-// problems' lock, so a problem recorded meanwhile is never cleared here.
+// problems' lock, so a problem recorded meanwhile is never cleared here. Not while the
+// producer's id is refused (producerIDRefused): every produce still fails, and the gate
+// must say to grant the ACL and restart, though it may own nothing to produce.
 func (c *Consumer) produceSettled() {
-	if c.exactlyOnce() || !c.produceBlocked.Load() {
+	if c.exactlyOnce() || !c.produceBlocked.Load() || c.producerIDRefused.Load() {
 		return
 	}
 	var topics []string
