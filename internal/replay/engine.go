@@ -104,13 +104,20 @@ func (e *Engine) Route(rec *kgo.Record) { e.RouteAt(rec, rec.Timestamp) }
 // clock moves to it, if it is later. With workers, rec is kept until a worker has routed
 // it (at the latest when Report returns); it must not change meanwhile.
 func (e *Engine) RouteAt(rec *kgo.Record, at time.Time) {
-	if at.UnixMilli() < 0 { // no timestamp (Kafka's -1): the replay's clock, not 1969
+	// No timestamp (Kafka's -1), or 0, a producer's unset one, as the gate's event
+	// clock takes them (route's recordTime): the replay's clock, not 1969 or 1970.
+	if at.UnixMilli() <= 0 {
 		if e.records == 0 {
 			e.untimed = append(e.untimed, rec)
 			return
 		}
 		at = e.now
 	}
+	e.routeAt(rec, at)
+}
+
+// routeAt is RouteAt of a record whose replay time at is known.
+func (e *Engine) routeAt(rec *kgo.Record, at time.Time) {
 	t := at.UTC() // the report's times are UTC, whatever the host's zone
 	if e.records == 0 {
 		defer func(held []*kgo.Record) {
@@ -247,7 +254,7 @@ func (e *Engine) Report(top int) *Report {
 		// start, which the report then shows, rather than left out.
 		e.untimed = nil
 		for _, r := range held {
-			e.RouteAt(r, time.Unix(0, 0))
+			e.routeAt(r, time.Unix(0, 0))
 		}
 	}
 	r := &Report{From: e.first, To: e.now, Records: e.records, Bytes: e.bytes}

@@ -281,6 +281,21 @@ func TestReplayRecordWithoutTimestampFirst(t *testing.T) {
 	}
 }
 
+// A record timestamp of 0 is a producer's unset one, as the gate's event clock takes it
+// (route's recordTime): held for the first timed record, as one without a timestamp is.
+// Before, it was a time: the replay's clock started in 1970 and ran the whole range's
+// windows from there.
+func TestReplayRecordWithTimestampZeroFirst(t *testing.T) {
+	first := event("steady", "u", 0)
+	first.Timestamp = time.UnixMilli(0)
+	recs := append([]*kgo.Record{first}, steady(nil, "steady", 0, 30*time.Minute, 60)...)
+	cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "1000"})
+	r := replayRecords(t, "c", cfg, recs, 5)
+	if !r.From.Equal(start) || r.Records != int64(len(recs)) {
+		t.Errorf("report from %s with %d records, want from the first timestamped record's, %s, with %d", r.From, r.Records, start, len(recs))
+	}
+}
+
 // A range in which not one record has a timestamp is replayed all the same, at the epoch's
 // start (it was held for a first timed record that never came, and left out).
 func TestReplayOnlyRecordsWithoutTimestamp(t *testing.T) {
