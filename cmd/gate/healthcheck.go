@@ -62,6 +62,7 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 		return err
 	}
 	u := base + o.path
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -69,6 +70,11 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 		return fmt.Errorf("healthcheck: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
+	// The deadline alone reads "context deadline exceeded": say it is -timeout's (the
+	// caller's context still live), as gate team does, and how long it waited.
+	if errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {
+		return fmt.Errorf("healthcheck: no answer from %s within %s (-timeout): %w", u, o.timeout, err)
+	}
 	if err != nil {
 		return fmt.Errorf("healthcheck: asking %s: %w", u, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -106,5 +107,30 @@ func TestHealthcheckTimeoutMustBePositive(t *testing.T) {
 		if cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "-timeout") {
 			t.Errorf("-timeout %s: %v (exit %d); want a usage error naming -timeout", d, err, cli.ExitCode(err))
 		}
+	}
+}
+
+// TestHealthcheckSlowGateSaysWhatItWaitedFor: a gate that does not answer within -timeout
+// (overloaded, or -addr a port that accepts and says nothing) fails gate healthcheck with
+// an error that names the URL asked and the -timeout waited, as gate team's does. Before,
+// it ended in "context deadline exceeded", with no word of how long it had waited or
+// which flag set that.
+func TestHealthcheckSlowGateSaysWhatItWaitedFor(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // never answers: the client gives up
+	}))
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"healthcheck", "-addr", addr, "-timeout", "200ms"}, testHost(nil), &stdout, &stderr)
+	if cli.ExitCode(err) != 1 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v (exit %d), want the -timeout's deadline, exit status 1", err, cli.ExitCode(err))
+	}
+	if want := "no answer from http://" + addr + "/readyz within 200ms (-timeout)"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+	if stdout.Len() > 0 {
+		t.Errorf("stdout %q, want nothing on a failed check", stdout.String())
 	}
 }
