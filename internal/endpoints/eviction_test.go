@@ -135,25 +135,8 @@ func TestReadyzSaysWhyRedisRefusesPing(t *testing.T) {
 	srv := redistest.StartWith(t, redistest.Options{Password: "right"})
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "wrong", MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	r := &Readiness{kafka: func() []string { return nil }, clients: []redis.UniversalClient{c}, urls: []string{"redis://" + srv.Addr()},
-		timeout: 10 * time.Second, up: make([]bool, 1), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	mux := NewMux(prometheus.NewRegistry(), r, nil)
-	var code int
-	var body string
-	poll := time.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); <-poll.C {
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-		code, body = rec.Code, rec.Body.String()
-		if strings.Contains(body, "WRONGPASS") {
-			break
-		}
-	}
+	mux := oneRedisReadiness(t, c, "redis://"+srv.Addr(), io.Discard)
+	code, body := readyzUntil(mux, 10*time.Second, func(body string) bool { return strings.Contains(body, "WRONGPASS") })
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis://"+srv.Addr()) || !strings.Contains(body, "WRONGPASS") {
 		t.Errorf("/readyz with a wrong password: %d %q; want 503 naming the instance and Redis's WRONGPASS", code, body)
 	}
@@ -171,26 +154,11 @@ func TestReadyzSaysARedisWantsTLS(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	var logs faulttest.Buffer
-	r := &Readiness{kafka: func() []string { return nil }, clients: []redis.UniversalClient{c}, urls: []string{"redis://" + srv.Addr()},
-		timeout: 10 * time.Second, up: make([]bool, 1), log: slog.New(slog.NewTextHandler(&logs, nil))}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	mux := NewMux(prometheus.NewRegistry(), r, nil)
-	var code int
-	var body string
-	poll := time.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
+	mux := oneRedisReadiness(t, c, "redis://"+srv.Addr(), &logs)
 	// Until both say it: the probe records the refusal (/readyz) before it logs the line.
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); <-poll.C {
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-		code, body = rec.Code, rec.Body.String()
-		if strings.Contains(body, "rediss://") && strings.Contains(logs.String(), "rediss://") {
-			break
-		}
-	}
+	code, body := readyzUntil(mux, 20*time.Second, func(body string) bool {
+		return strings.Contains(body, "rediss://") && strings.Contains(logs.String(), "rediss://")
+	})
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis://"+srv.Addr()) || !strings.Contains(body, "rediss://") {
 		t.Errorf("/readyz with a plain connection to a TLS Redis: %d %q; want 503 naming the instance and rediss://", code, body)
 	}
@@ -218,23 +186,7 @@ func TestReadyzSaysRedisTLSFails(t *testing.T) {
 			return srv.Addr()
 		}, "GATE_REDIS_TLS_CA_FILE"},
 		{"client certificate required", func(t *testing.T) string {
-			// A Redis with tls-auth-clients yes refuses a client without a certificate
-			// with a TLS alert, as crypto/tls's server does.
-			ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{kp.TLS}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = ln.Close() })
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
-				}
-			}()
-			return ln.Addr().String()
+			return ca.ClientCertRequired(t, kp)
 		}, "certificate required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -252,28 +204,39 @@ func TestReadyzSaysRedisTLSFails(t *testing.T) {
 			rl.Apply(cfg)
 			c := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: cfg, MaxRetries: -1})
 			t.Cleanup(func() { _ = c.Close() })
-			r := &Readiness{kafka: func() []string { return nil }, clients: []redis.UniversalClient{c}, urls: []string{"rediss://" + addr},
-				timeout: 10 * time.Second, up: make([]bool, 1), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); r.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-done })
-			mux := NewMux(prometheus.NewRegistry(), r, nil)
-			var code int
-			var body string
-			poll := time.NewTicker(10 * time.Millisecond)
-			defer poll.Stop()
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); <-poll.C {
-				rec := httptest.NewRecorder()
-				mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-				code, body = rec.Code, rec.Body.String()
-				if strings.Contains(body, tc.want) {
-					break
-				}
-			}
+			mux := oneRedisReadiness(t, c, "rediss://"+addr, io.Discard)
+			code, body := readyzUntil(mux, 10*time.Second, func(body string) bool { return strings.Contains(body, tc.want) })
 			if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis rediss://"+addr+" fails the TLS handshake: ") || !strings.Contains(body, tc.want) {
 				t.Errorf("/readyz: %d %q; want 503 naming the instance, the TLS handshake and %q", code, body, tc.want)
 			}
 		})
 	}
+}
+
+// oneRedisReadiness runs, until t ends, the Readiness of one Redis instance c, named
+// url in its reasons, logging to log, and returns its mux.
+func oneRedisReadiness(t *testing.T, c redis.UniversalClient, url string, log io.Writer) http.Handler {
+	t.Helper()
+	r := &Readiness{kafka: func() []string { return nil }, clients: []redis.UniversalClient{c}, urls: []string{url},
+		timeout: 10 * time.Second, up: make([]bool, 1), log: slog.New(slog.NewTextHandler(log, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return NewMux(prometheus.NewRegistry(), r, nil)
+}
+
+// readyzUntil asks mux's /readyz every 10 ms until done holds for its body or timeout
+// passes, and returns the last answer.
+func readyzUntil(mux http.Handler, timeout time.Duration, done func(body string) bool) (code int, body string) {
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); <-poll.C {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if code, body = rec.Code, rec.Body.String(); done(body) {
+			break
+		}
+	}
+	return code, body
 }

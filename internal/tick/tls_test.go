@@ -2,8 +2,6 @@ package tick
 
 import (
 	"context"
-	"crypto/tls"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -41,23 +39,7 @@ func TestTLSRefusedHasItsOwnCause(t *testing.T) {
 			return srv.URL()
 		}, other.CAFile, "GATE_REDIS_TLS_CA_FILE"},
 		{"client certificate required", func(t *testing.T) string {
-			// A Redis with tls-auth-clients yes refuses a client without a certificate
-			// with a TLS alert, as crypto/tls's server does.
-			ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{kp.TLS}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = ln.Close() })
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
-				}
-			}()
-			return "rediss://" + ln.Addr().String() + "/0"
+			return "rediss://" + ca.ClientCertRequired(t, kp) + "/0"
 		}, ca.CAFile, "remote error: tls: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
