@@ -122,11 +122,6 @@ type Consumer struct {
 	// produceBlocked is set while a produce problem (see produceProblem) is recorded,
 	// so that an acknowledgement checks for one at the cost of an atomic load.
 	produceBlocked atomic.Bool
-	// producerIDRefused is set once a produce failed for the brokers' refusal of the
-	// producer's id (CLUSTER_AUTHORIZATION_FAILED), which franz-go keeps for as long as
-	// the client lives: produceSettled leaves the produce problems while it is set, and an
-	// acknowledgement clears it (produceRecovered).
-	producerIDRefused atomic.Bool
 	// stallLogged is set while a stall past StallNotReady has been logged (watchdog.go).
 	stallLogged atomic.Bool
 	// deadLogged is set while a stall past StallRestart has been logged (watchdog.go).

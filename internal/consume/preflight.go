@@ -368,10 +368,15 @@ func (c *Consumer) produceProblem(topic string, err error) {
 				// the topic is purged from it (purgeStale).
 				c.stale.add(topic)
 			}
+			key := "produce/" + topic
 			if e == kerr.ClusterAuthorizationFailed {
-				c.producerIDRefused.Store(true) // before the problem: see produceSettled
+				// The producer's, not the topic's: franz-go keeps the refusal of its id
+				// for as long as the client lives, so every produce fails until an
+				// acknowledgement (produceRecovered) or a restart, whatever the records
+				// given up meanwhile (produceSettled clears topics' problems only).
+				key = problemProducerID
 			}
-			c.logProblem(context.Background(), "produce/"+topic,
+			c.logProblem(context.Background(), key,
 				fmt.Sprintf("kafka: producing to topic %q fails with %v: %s; records are retried, nothing is committed past them", topic, err, c.produceAdvice(err)),
 				"topic", topic)
 			c.produceBlocked.Store(true)
@@ -379,6 +384,10 @@ func (c *Consumer) produceProblem(topic string, err error) {
 		}
 	}
 }
+
+// problemProducerID keys the brokers' refusal of the producer's id
+// (CLUSTER_AUTHORIZATION_FAILED), a produce problem of no one topic.
+const problemProducerID = "producer-id"
 
 // produceAdvice is what the operator must do about err, a produce refusal only they can
 // fix (produceProblem).
@@ -406,8 +415,8 @@ func (c *Consumer) producedOK(topic string) {
 }
 
 func (c *Consumer) produceRecovered(topic string) {
-	c.producerIDRefused.Store(false) // a record acknowledged: the producer has its id
-	if c.problems.clear(func(k string) bool { return k == "produce/"+topic || k == problemTxnTimeout }) {
+	// A record acknowledged: the topic takes it, and the producer has its id.
+	if c.problems.clear(func(k string) bool { return k == "produce/"+topic || k == problemTxnTimeout || k == problemProducerID }) {
 		c.log.Info("kafka: producing works again", "topic", topic)
 	}
 	c.produceSettled()
@@ -435,11 +444,12 @@ func (c *Consumer) produceUnblocked() {
 // dead letter, or owns nothing any more, may never do. A topic still closed is named
 // again at its next failure. A failure is counted awaiting its retry (retryQueue.pending,
 // the rows' retries) before its problem is recorded, and the counts are read under the
-// problems' lock, so a problem recorded meanwhile is never cleared here. Not while the
-// producer's id is refused (producerIDRefused): every produce still fails, and the gate
-// must say to grant the ACL and restart, though it may own nothing to produce.
+// problems' lock, so a problem recorded meanwhile is never cleared here. The producer's
+// id refused (problemProducerID) is no topic's problem, and stays: every produce still
+// fails, and the gate must say to grant the ACL and restart, though it may own nothing
+// to produce.
 func (c *Consumer) produceSettled() {
-	if c.exactlyOnce() || !c.produceBlocked.Load() || c.producerIDRefused.Load() {
+	if c.exactlyOnce() || !c.produceBlocked.Load() {
 		return
 	}
 	var topics []string
