@@ -132,7 +132,7 @@ func (c *Consumer) readBatchLimits(ctx context.Context, cl *kgo.Client, topics [
 // the idempotent producer's records renumbered, for a change a rolling restart applies
 // cleanly. A partition the client first produces to after the change gets the new limit.
 func (c *Consumer) rereadBatchLimits(ctx context.Context, cl *kgo.Client) {
-	topics := slices.DeleteFunc(slices.Clone(c.cfg.OutputTopics), func(t string) bool { return t == c.cfg.OutcomesTopic })
+	topics := slices.Clone(c.cfg.OutputTopics) // the outcomes topic's left out by readBatchLimits
 	if w := c.cfg.RuleTopics; w != nil {
 		for _, t := range w.Topics() {
 			if !w.Missing(t) && !slices.Contains(topics, t) {

@@ -474,6 +474,19 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// waitNotReady waits up to timeout for g's not-ready reasons, joined, to satisfy named;
+// past it, it fails with the reasons it last read and want, what they should say.
+func waitNotReady(t *testing.T, g *testGate, timeout time.Duration, want string, named func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for why := strings.Join(g.c.NotReady(), "; "); !named(why); why = strings.Join(g.c.NotReady(), "; ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready because %q; want %s", why, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // counterSum adds up every series of a counter family on reg.
 func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()

@@ -475,11 +475,7 @@ func TestOutcomesRevokeWithinRevokeTimeout(t *testing.T) {
 	t.Parallel()
 	const parts, n = 4, 400
 	env := fullBufferOutcomesEnv(t, parts, 2*time.Second)
-	recs := make([]*kgo.Record, n)
-	for id := range recs {
-		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
-	}
-	produceAll(t, producer(t, env.cluster), recs)
+	produceAll(t, producer(t, env.cluster), holdBatch(0, n))
 	a := startBlocked(t, env, "a")
 	revoked := func() bool { return testutil.ToFloat64(a.c.m.rebalances.WithLabelValues("revoked")) > 0 }
 	start := time.Now()
@@ -506,11 +502,7 @@ func TestOutcomesLostWithinRevokeTimeout(t *testing.T) {
 	t.Parallel()
 	const parts, n = 4, 400
 	env := fullBufferOutcomesEnv(t, parts, 2*time.Second)
-	recs := make([]*kgo.Record, n)
-	for id := range recs {
-		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
-	}
-	produceAll(t, producer(t, env.cluster), recs)
+	produceAll(t, producer(t, env.cluster), holdBatch(0, n))
 	a := startBlocked(t, env, "a")
 	// One heartbeat refused: the partitions are lost.
 	var refused atomic.Int64 // Unix ns

@@ -76,13 +76,7 @@ func TestSASLRefusedAtStartIsNamed(t *testing.T) {
 	c := saslCluster(t, &refuse)
 	env, logs := saslEnv(t, c)
 	g := env.start(t, "a")
-	deadline := time.Now().Add(10 * time.Second)
-	for !saslNamed(strings.Join(g.c.NotReady(), "; ")) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready because %q; want the broker's SASL refusal and GATE_KAFKA_SASL_USERNAME/PASSWORD named", strings.Join(g.c.NotReady(), "; "))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitNotReady(t, g, 10*time.Second, "the broker's SASL refusal and GATE_KAFKA_SASL_USERNAME/PASSWORD named", saslNamed)
 	if why := strings.Join(g.c.NotReady(), "; "); strings.Contains(why, "checking topics and permissions") {
 		t.Errorf("a refused login reported as a topic or permission check: %s", why)
 	}
@@ -121,13 +115,7 @@ func TestSASLRefusedWhileRunningIsNamed(t *testing.T) {
 
 	refuse.Store(true)
 	produceAll(t, admCl, recs[n/2:])
-	deadline := time.Now().Add(20 * time.Second)
-	for !saslNamed(strings.Join(g.c.NotReady(), "; ")) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready because %q; want the broker's SASL refusal and GATE_KAFKA_SASL_USERNAME/PASSWORD named", strings.Join(g.c.NotReady(), "; "))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitNotReady(t, g, 20*time.Second, "the broker's SASL refusal and GATE_KAFKA_SASL_USERNAME/PASSWORD named", saslNamed)
 	time.Sleep(3 * time.Second) // refused by every re-authentication, join and fetch meanwhile
 	errorLines := 0
 	for _, line := range strings.Split(logs.String(), "\n") {

@@ -104,13 +104,7 @@ func TestTLSRefusedWhileRunningIsNamed(t *testing.T) {
 		c.ControlKey(k.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) { return nil, errors.New("dropped"), true })
 	}
 	produceAll(t, prod, recs[n/2:])
-	deadline := time.Now().Add(20 * time.Second)
-	for !tlsNamed(strings.Join(g.c.NotReady(), "; ")) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready because %q; want the failed TLS handshake and GATE_KAFKA_TLS_CA_FILE named", strings.Join(g.c.NotReady(), "; "))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitNotReady(t, g, 20*time.Second, "the failed TLS handshake and GATE_KAFKA_TLS_CA_FILE named", tlsNamed)
 	time.Sleep(2 * time.Second) // refused at every join and fetch meanwhile
 	errorLines := 0
 	for _, line := range strings.Split(logs.String(), "\n") {
@@ -144,13 +138,7 @@ func TestTLSRefusedAtStartIsNamed(t *testing.T) {
 	t.Cleanup(c.Close)
 	env, logs := tlsEnv(t, c, other.CAFile)
 	g := env.start(t, "a")
-	deadline := time.Now().Add(10 * time.Second)
-	for !tlsNamed(strings.Join(g.c.NotReady(), "; ")) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready because %q; want the failed TLS handshake and GATE_KAFKA_TLS_CA_FILE named", strings.Join(g.c.NotReady(), "; "))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitNotReady(t, g, 10*time.Second, "the failed TLS handshake and GATE_KAFKA_TLS_CA_FILE named", tlsNamed)
 	if why := strings.Join(g.c.NotReady(), "; "); strings.Contains(why, "checking topics and permissions") {
 		t.Errorf("a failed TLS handshake reported as a topic or permission check: %s", why)
 	}
