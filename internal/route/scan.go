@@ -70,11 +70,11 @@ func members(js string, i int, names []memberName, at, ends []int, ahead *touchA
 		if i >= len(js) {
 			return scanMalformed // cut off after the name: no value to point at
 		}
-		found, hit := false, -1
+		hit := -1 // which of names the member is, if any
 		if esc || lens&(1<<min(len(name), 63)) != 0 {
 			for j, want := range names {
 				if nameIs(name, esc, want.s) {
-					found, hit = true, j
+					hit = j
 					if at[j] == 0 {
 						at[j] = i
 					} else {
@@ -83,7 +83,7 @@ func members(js string, i int, names []memberName, at, ends []int, ahead *touchA
 				}
 			}
 		}
-		if found && !tried && !slices.Contains(at, 0) {
+		if hit >= 0 && !tried && !slices.Contains(at, 0) {
 			tried = true
 			if ahead != nil {
 				ahead.touch(js, at[0])
