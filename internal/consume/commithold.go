@@ -25,20 +25,27 @@ import (
 // partitions alone say nothing of the others') counts as a success: holding then would
 // bound nothing, and would keep a newly assigned partition from ever producing the
 // acknowledgement a commit needs.
+//
+// Only a commit sent while the gate held resumes it: one sent before the hold began and
+// answered during it (the coordinator slow with it, while the later ones fail) covers
+// none of what was routed between its send and the hold, and resuming on it would let
+// the gate fetch on while every commit since fails.
 type commitHold struct {
 	mu     sync.Mutex
 	lastOK time.Time // the last commit that succeeded, or found nothing to commit
 	held   bool
+	since  time.Time // when held: when the hold began
 }
 
-// commitSucceeded notes a successful commit (or nothing to commit) at now, resuming
-// fetching if it was held.
-func (c *Consumer) commitSucceeded(now time.Time) {
+// commitSucceeded notes a successful commit (or nothing to commit) sent at sent and
+// answered at now, resuming fetching if it was held and the commit was sent since the
+// hold began.
+func (c *Consumer) commitSucceeded(sent, now time.Time) {
 	h := &c.hold
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastOK = now
-	if !h.held {
+	if !h.held || sent.Before(h.since) {
 		return
 	}
 	h.held = false
@@ -58,7 +65,8 @@ func (c *Consumer) fetchHeld() bool {
 
 // holdLoop checks the hold every CommitInterval / 2 until ctx ends.
 func (c *Consumer) holdLoop(ctx context.Context) {
-	c.commitSucceeded(time.Now()) // nothing was due before the start
+	now := time.Now()
+	c.commitSucceeded(now, now) // nothing was due before the start
 	t := time.NewTicker(max(c.cfg.CommitInterval/2, time.Millisecond))
 	defer t.Stop()
 	for {
@@ -83,7 +91,7 @@ func (c *Consumer) checkCommitHold(now time.Time) {
 	if cl == nil {
 		return
 	}
-	h.held = true
+	h.held, h.since = true, now
 	cl.PauseFetchTopics(c.cfg.InputTopic)
 	c.m.commitHeld.Set(1)
 	c.log.Warn("kafka: no offset commit has succeeded for "+now.Sub(h.lastOK).Round(time.Millisecond).String()+

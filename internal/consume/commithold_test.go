@@ -297,3 +297,92 @@ func TestCommitAnsweredAfterLost(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCommitHoldNotEndedByACommitSentBefore: a commit the coordinator is slow with is
+// answered, successfully, only after the gate began holding its fetches, and every
+// commit after it fails. It covers nothing routed between its send and the hold, and
+// must not end the hold; the first commit sent during the hold that succeeds does.
+// Before, its late answer resumed fetching (and said offsets commit again) while no
+// commit since had succeeded, and the gate fetched and routed on what a rebalance
+// would replay.
+func TestCommitHoldNotEndedByACommitSentBefore(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEnv(t, parts)
+	env.ccfg.CommitInterval = 100 * time.Millisecond
+	// Time enough before the hold for records routed after the held commit was sent.
+	env.ccfg.CommitHoldAfter = 2 * time.Second
+	var logs logSink
+	env.logs = &logs
+	prod := producer(t, env.cluster)
+	g := env.start(t, "a")
+	produceAll(t, prod, holdBatch(0, 100))
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+
+	release := make(chan struct{})
+	released := false
+	free := func() {
+		if !released {
+			released = true
+			close(release)
+		}
+	}
+	t.Cleanup(free)
+	var seen atomic.Int32 // commits the broker was sent since the first was held
+	var failing atomic.Bool
+	failing.Store(true)
+	env.cluster.ControlKey(kmsg.OffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		if seen.Add(1) == 1 {
+			env.cluster.SleepControl(func() { <-release })
+			return nil, nil, false // answered as the broker answers: taken
+		}
+		if !failing.Load() {
+			return nil, nil, false
+		}
+		creq := req.(*kmsg.OffsetCommitRequest)
+		resp := creq.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range creq.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	produceAll(t, prod, holdBatch(100, 100))
+	waitFor(t, 20*time.Second, "a commit held", func() bool { return seen.Load() == 1 })
+	// Routed after the held commit was sent: the next commit has them to send.
+	produceAll(t, prod, holdBatch(200, 100))
+	waitFor(t, 20*time.Second, "fetching held while the first commit hangs", func() bool {
+		return slices.Contains(g.c.live.Load().PauseFetchTopics(), inTopic)
+	})
+	free()
+	// The held commit answered, franz-go sends the next: it fails, as every one after.
+	waitFor(t, 20*time.Second, "a commit after the held one failed", func() bool {
+		return seen.Load() >= 3 && testutil.ToFloat64(g.c.m.commitErrors) >= 2
+	})
+	if !slices.Contains(g.c.live.Load().PauseFetchTopics(), inTopic) || testutil.ToFloat64(g.c.m.commitHeld) != 1 {
+		t.Errorf("fetching resumed on the answer of a commit sent before the hold, every commit since failing (gate_fetch_held_by_commits %v)",
+			testutil.ToFloat64(g.c.m.commitHeld))
+	}
+	if strings.Contains(logs.String(), "offsets commit again") {
+		t.Error("the gate says offsets commit again while every commit since the hold fails")
+	}
+
+	failing.Store(false)
+	waitFor(t, 20*time.Second, "fetching resumed once a commit sent during the hold is taken", func() bool {
+		return !slices.Contains(g.c.live.Load().PauseFetchTopics(), inTopic) && strings.Contains(logs.String(), "offsets commit again")
+	})
+	produceAll(t, prod, holdBatch(300, 100))
+	out := collect(t, env.cluster, 400, 30*time.Second, 300*time.Millisecond)
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	g.stop(t)
+	if got, _ := out.routed(idRange(0, 400)); len(got) != 400 {
+		t.Errorf("%d of 400 records routed after the hold", len(got))
+	}
+}

@@ -1064,7 +1064,8 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 		// holds for every partition owned (ids nil): a revoke's partitions having nothing
 		// says nothing of the others', whose commits may still fail.
 		if ids == nil {
-			c.commitSucceeded(time.Now())
+			now := time.Now()
+			c.commitSucceeded(now, now)
 		}
 		return nil, nil
 	}
@@ -1074,12 +1075,13 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 	}
 	var result error
 	took := make(map[int32]int64, len(offs))
+	sentAt := time.Now() // a commit sent before a hold began does not end it (commitHold)
 	done := func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err == nil {
 			err = c.commitResponse(resp, byID, offs, gens, took)
 		}
 		if err == nil {
-			c.commitSucceeded(time.Now())
+			c.commitSucceeded(sentAt, time.Now())
 		}
 		if err != nil {
 			c.m.commitErrors.Inc()
