@@ -249,3 +249,67 @@ func TestHelmTestPod(t *testing.T) {
 		t.Errorf("tests.enabled=false rendered %v, want no Pod and no Service", got)
 	}
 }
+
+// TestRecreateStrategy: strategy.type Recreate renders without the chart's default
+// rollingUpdate, which Helm merges into a values file's strategy and which the API server
+// refuses beside Recreate ("may not be specified when strategy `type` is 'Recreate'"):
+// `--set strategy.type=Recreate` rendered a Deployment no install could apply. The default
+// and a rollingUpdate of one's own are kept.
+func TestRecreateStrategy(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	for _, tc := range []struct {
+		values      string
+		want        appsv1.DeploymentStrategyType
+		wantRolling bool
+	}{
+		{"", appsv1.RollingUpdateDeploymentStrategyType, true},
+		{"strategy: {type: Recreate}", appsv1.RecreateDeploymentStrategyType, false},
+		{"strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 2}}", appsv1.RollingUpdateDeploymentStrategyType, true},
+	} {
+		vals := base
+		if tc.values != "" {
+			vals = mergeValues(base, mustParse(t, tc.values))
+		}
+		s := renderDeployment(t, vals, capabilities()).Spec.Strategy
+		if s.Type != tc.want || (s.RollingUpdate != nil) != tc.wantRolling {
+			t.Errorf("%q: strategy %s with rollingUpdate %+v; want %s, rollingUpdate %v", tc.values, s.Type, s.RollingUpdate, tc.want, tc.wantRolling)
+		}
+	}
+}
+
+// TestProbeFieldsKubernetesTakes: each probe takes successThreshold and
+// terminationGracePeriodSeconds only as Kubernetes does (successThreshold 1 for the
+// liveness and startup probes, no terminationGracePeriodSeconds on the readiness probe;
+// the API server refused the Deployment they rendered), and a liveness or startup probe's
+// own terminationGracePeriodSeconds, which replaces the pod's when that probe restarts the
+// gate, is held to the gate's worst-case shutdown as the pod's is: 10 cut a restarted
+// gate's drain, commit and final Redis flush short.
+func TestProbeFieldsKubernetesTakes(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	for _, tc := range []struct {
+		values string
+		want   string // part of the error; "" renders
+	}{
+		{"readinessProbe: {successThreshold: 2}", ""},
+		{"livenessProbe: {successThreshold: 1, terminationGracePeriodSeconds: 50}", ""},
+		{"startupProbe: {terminationGracePeriodSeconds: 60}", ""},
+		{"livenessProbe: {successThreshold: 2}", "/livenessProbe/successThreshold"},
+		{"startupProbe: {successThreshold: 3}", "/startupProbe/successThreshold"},
+		{"readinessProbe: {terminationGracePeriodSeconds: 60}", "'terminationGracePeriodSeconds' not allowed"},
+		{"livenessProbe: {terminationGracePeriodSeconds: 10}", "livenessProbe.terminationGracePeriodSeconds (10) must be at least"},
+		{"startupProbe: {terminationGracePeriodSeconds: 49}", "startupProbe.terminationGracePeriodSeconds (49) must be at least"},
+	} {
+		r, err := render(t, mergeValues(base, mustParse(t, tc.values)), capabilities())
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", tc.values, err)
+			} else if _, err := decode(r); err != nil {
+				t.Errorf("%q: %v", tc.values, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v; want one containing %q", tc.values, err, tc.want)
+		}
+	}
+}

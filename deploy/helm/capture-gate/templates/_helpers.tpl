@@ -267,6 +267,16 @@ against it: the drain (kafka.shutdownTimeout), the final commit and leaving the 
 {{- $shutdown := include "capture-gate.seconds" .Values.kafka.shutdownTimeout | int64 -}}
 {{- $revoke := include "capture-gate.seconds" .Values.kafka.revokeTimeout | int64 -}}
 {{- $worst := add $shutdown (mul 2 $revoke) 10 -}}
+{{- /* A liveness or startup probe's own grace period replaces the pod's when that probe
+restarts the gate: held to the same worst case. */ -}}
+{{- range $name := list "livenessProbe" "startupProbe" -}}
+{{- $p := index $.Values $name -}}
+{{- if and (hasKey $p "terminationGracePeriodSeconds") (or (ne $name "startupProbe") $p.enabled) -}}
+{{- if lt ($p.terminationGracePeriodSeconds | int64) $worst -}}
+{{- fail (printf "capture-gate: %s.terminationGracePeriodSeconds (%d) must be at least kafka.shutdownTimeout (%s) + 2 × kafka.revokeTimeout (%s) + 10s: it replaces the pod's grace period when the probe restarts the gate, which drains, commits, leaves the group and flushes its counts to Redis first" $name ($p.terminationGracePeriodSeconds | int64) $.Values.kafka.shutdownTimeout $.Values.kafka.revokeTimeout) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if kindIs "invalid" .Values.terminationGracePeriodSeconds -}}
 {{- add $worst 5 -}}
 {{- else -}}
