@@ -100,6 +100,14 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if err != nil {
 		return err
 	}
+	if o.rules != "" && o.against != "current" {
+		// Every set replayed is a rules file: the environment is read as a gate with
+		// -rules's file reads it (as gate rules check does), not as one without, whose
+		// GATE_WINDOW no rule uses (a GATE_TICK_INTERVAL of 1m, which a gate with rules of
+		// hours takes, failed the replay against it). -against current replays the GATE_*
+		// limits when GATE_RULES_FILE is unset: they are read, and checked, as they are.
+		getenv = config.RulesFileEnv(getenv, o.rules)
+	}
 	cfg, err := config.Load(getenv, names)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -213,6 +214,45 @@ func TestReplayOffsetsPastTheEndSaySo(t *testing.T) {
 		}
 		if tc.want == "" && strings.Contains(stderr.String(), "ends at offset") || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("gate replay -offsets %s: stderr %q, want %q", tc.offsets, stderr.String(), tc.want)
+		}
+	}
+}
+
+// gate replay -rules FILE reads the environment as a gate with FILE reads it (as gate
+// rules check does), when every set it replays is a rules file: a GATE_TICK_INTERVAL of
+// 1m or more, or a GATE_COLD_WRITE_INTERVAL over 1m, which a gate with that file takes,
+// failed the replay against a GATE_WINDOW no rule uses, nothing read. Against the
+// environment's GATE_* limits (-against current), GATE_WINDOW is replayed, and checked.
+func TestReplayRulesReadsTheEnvironmentAsAGateWithRules(t *testing.T) {
+	t.Parallel()
+	_, env := kafkaEnv(t)
+	dir := t.TempDir()
+	hour, day := filepath.Join(dir, "hour.yaml"), filepath.Join(dir, "day.yaml")
+	for path, body := range map[string]string{
+		hour: "rules:\n  - {name: team, key: json:team_id, limits: [1h:100000]}\n",
+		day:  "rules:\n  - {name: team, key: json:team_id, limits: [24h:1000000]}\n",
+	} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, vars := range []map[string]string{
+		{"GATE_TICK_INTERVAL": "2m", "GATE_SYNC_INTERVAL": "5m"},
+		{"GATE_COLD_WRITE_INTERVAL": "5m"},
+	} {
+		e := maps.Clone(env)
+		maps.Copy(e, vars)
+		for _, args := range [][]string{{"-rules", hour}, {"-rules", hour, "-against", day}} {
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), append([]string{"replay"}, args...), testHost(e), &stdout, &stderr)
+			if err != nil || !strings.Contains(stdout.String(), "replayed 0 records") {
+				t.Errorf("%v gate replay %q: %v, stdout %q; want the file replayed, as a gate with it runs", vars, args, err, stdout.String())
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), []string{"replay", "-rules", hour, "-against", "current"}, testHost(e), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "(1m0s)") {
+			t.Errorf("%v gate replay -against current (the GATE_* limits): %v; want the problem with GATE_WINDOW (1m0s)", vars, err)
 		}
 	}
 }
