@@ -386,3 +386,47 @@ func TestCommitHoldNotEndedByACommitSentBefore(t *testing.T) {
 		t.Errorf("%d of 400 records routed after the hold", len(got))
 	}
 }
+
+// TestIntervalCommitCanceledAtShutdownIsNoError: at-least-once, the shutdown cancels
+// the commit loop while an interval commit is in flight (franz-go then answers its
+// callback with the context's error); the final commit commits what was routed. Nothing
+// failed: the interval commit was given up, its offsets in the final one. Before, it was
+// counted in gate_commit_errors_total and logged as an interval commit that failed, at
+// every shutdown that met one in flight.
+func TestIntervalCommitCanceledAtShutdownIsNoError(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEnv(t, parts)
+	env.ccfg.CommitInterval = time.Hour // only the commits the test makes
+	var logs logSink
+	env.logs = &logs
+	prod := producer(t, env.cluster)
+	g := env.start(t, "a")
+	produceAll(t, prod, holdBatch(0, 100))
+	out := collect(t, env.cluster, 100, 30*time.Second, 300*time.Millisecond)
+	if got, _ := out.routed(idRange(0, 100)); len(got) != 100 {
+		t.Fatalf("%d of 100 records routed", len(got))
+	}
+	waitFor(t, 20*time.Second, "every record acknowledged", func() bool {
+		for _, p := range g.c.snapshot(nil) {
+			if n, _ := p.inFlight(); n > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// The commit loop's commit as the shutdown cancels its context under it.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := g.c.commit(ctx, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.stop(t)
+	if got := testutil.ToFloat64(g.c.m.commitErrors); got != 0 {
+		t.Errorf("gate_commit_errors_total = %v after a shutdown that canceled an interval commit, want 0", got)
+	}
+	if strings.Contains(logs.String(), "commit failed") {
+		t.Errorf("a shutdown that canceled an interval commit logged a failed commit:\n%s", logs.String())
+	}
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+}
