@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -123,7 +124,7 @@ func (c Redis) DialRedis(o tick.RedisOptions, r Reload) ([]redis.UniversalClient
 		if err != nil {
 			return nil, err
 		}
-		fc.AddHook(sentinelAuthHook{withPassword: c.RedisSentinelPassword != ""})
+		fc.AddHook(sentinelAuthHook{withPassword: c.RedisSentinelPassword != "", master: string(c.RedisSentinelMaster)})
 		u = []redis.UniversalClient{fc}
 	default:
 		cs, err := tick.Dial(urls, o)
@@ -147,14 +148,26 @@ func (c Redis) DialRedis(o tick.RedisOptions, r Reload) ([]redis.UniversalClient
 // sentinels refused for want of a password or a right one. Without it the error is
 // Redis's bare NOAUTH or WRONGPASS, which sends the operator to GATE_REDIS_PASSWORD, the
 // primary's. Only the sentinels answer inside a failover client's dial (the primary's
-// AUTH comes after it), so a refusal there is theirs.
-type sentinelAuthHook struct{ withPassword bool }
+// AUTH comes after it), so a refusal there is theirs. It names GATE_REDIS_SENTINEL_MASTER
+// too when the sentinels that answered know no master by that name: go-redis says "all
+// sentinels specified in configuration are unreachable: redis: nil", and /readyz showed
+// "refuses PING: redis: nil", both of which send the operator to the network.
+type sentinelAuthHook struct {
+	withPassword bool
+	master       string
+}
 
 func (h sentinelAuthHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cn, err := next(ctx, network, addr)
-		if err != nil && sentinelAuthRefused(err) {
+		switch {
+		case err == nil:
+		case sentinelAuthRefused(err):
 			return cn, &sentinelAuthError{withPassword: h.withPassword, err: err}
+		case errors.Is(err, redis.Nil):
+			// SENTINEL GET-MASTER-ADDR-BY-NAME answers nil for a name it does not monitor;
+			// nothing else in the dial answers nil.
+			return cn, &sentinelMasterError{master: h.master, err: err}
 		}
 		return cn, err
 	}
@@ -220,6 +233,22 @@ func (e *sentinelAuthError) Error() string {
 func (e *sentinelAuthError) Unwrap() error { return e.err }
 
 func (e *sentinelAuthError) RedisError() {}
+
+// sentinelMasterError is a master name the sentinels that answered do not monitor,
+// named by its variable. A redis.Error, as sentinelAuthError, for /readyz.
+type sentinelMasterError struct {
+	master string
+	err    error
+}
+
+func (e *sentinelMasterError) Error() string {
+	return fmt.Sprintf("the sentinels that answered monitor no master named %q: set %s_REDIS_SENTINEL_MASTER to the name of their sentinel monitor line (SENTINEL MASTERS lists them): %v",
+		e.master, envPrefix, e.err)
+}
+
+func (e *sentinelMasterError) Unwrap() error { return e.err }
+
+func (e *sentinelMasterError) RedisError() {}
 
 // dialURLs returns GATE_REDIS_URLS with GATE_REDIS_USERNAME and GATE_REDIS_PASSWORD, each
 // when set, in place of the user and password the URLs hold; net/url escapes them, and

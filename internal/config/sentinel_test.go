@@ -114,3 +114,31 @@ func TestSentinelCredentialsNeedSentinelMode(t *testing.T) {
 		}
 	}
 }
+
+// TestSentinelMasterUnknown: sentinels that answer but monitor no master by the name in
+// GATE_REDIS_SENTINEL_MASTER (a typo, or the chart's name, such as Bitnami's mymaster,
+// not the one given) kept the gate not ready with /readyz saying "refuses PING: redis:
+// nil" and the log "all sentinels specified in configuration are unreachable: redis:
+// nil", which sends the operator to the network. The error names the variable and the
+// name given, and is a Redis error, so /readyz shows it.
+func TestSentinelMasterUnknown(t *testing.T) {
+	t.Parallel()
+	set := redistest.StartSentinel(t, 0, 2)
+	err := pingSentinel(t, sentinelEnv(set, map[string]string{"GATE_REDIS_SENTINEL_MASTER": "not-the-master", "GATE_REDIS_PASSWORD": ""}))
+	if err == nil {
+		t.Fatal("PING through sentinels that know no such master succeeded")
+	}
+	re, ok := errors.AsType[redis.Error](err)
+	if !ok {
+		t.Fatalf("%T is not a redis.Error, so /readyz would not show it: %v", err, err)
+	}
+	for _, want := range []string{"GATE_REDIS_SENTINEL_MASTER", `"not-the-master"`} {
+		if !strings.Contains(re.Error(), want) {
+			t.Errorf("the Redis error /readyz shows does not name %s: %v", want, re)
+		}
+	}
+	// The master the sentinels do know is found as before.
+	if err := pingSentinel(t, sentinelEnv(set, map[string]string{"GATE_REDIS_PASSWORD": ""})); err != nil {
+		t.Fatalf("PING through the sentinels with the right master name: %v", err)
+	}
+}
