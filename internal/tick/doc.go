@@ -44,8 +44,9 @@
 //     change), and when it works again: not a line per tick.
 //   - A team is always sent to the same Redis instance, by a stable hash of its name that
 //     every gate in the fleet computes alike (standalone mode).
-//   - In cluster mode (Config.Mode) there is one ClusterClient and one pipeline per tick,
-//     which the client splits per node and runs in parallel; keys are hash-tagged by
+//   - In cluster mode (Config.Mode) there is one ClusterClient and, each tick, one of its
+//     pipelines per primary, run in parallel, so that a node that hangs fails its own
+//     commands only (send.go); keys are hash-tagged by
 //     shard (ClusterKey: ClusterShards tags), so a shard's keys share a slot and one
 //     script writes, one MGET reads, many teams. MOVED and ASK are followed by the client
 //     and counted; TRYAGAIN (a multi-key command on a slot in migration) is counted too,
