@@ -92,7 +92,8 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if rng.Topic == cfg.InputTopic {
 		return &cli.UsageError{Msg: fmt.Sprintf("redrive: -topic %s is the input topic (GATE_INPUT_TOPIC): it copies dead letters into it", rng.Topic)}
 	}
-	opts, err := toolClientOpts(cfg, clk, gate.NewLogger(cfg, stderr), "redrive")
+	log := gate.NewLogger(cfg, stderr)
+	opts, err := toolClientOpts(cfg, clk, log, "redrive")
 	if err != nil {
 		return err
 	}
@@ -109,13 +110,23 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if !o.dryRun {
 		// Acks from every in-sync replica, idempotent: franz-go's defaults, as the gate's.
 		// No kgo.RecordDeliveryTimeout: franz-go counts it from the record's timestamp, and
-		// every record here keeps its old one (each would time out unsent).
+		// every record here keeps its old one (each would time out unsent). Batches stay
+		// within the input topic's own max.message.bytes, read before the first record
+		// (franz-go asks for a partition's limit at its first record): one below
+		// GATE_KAFKA_MAX_MESSAGE_BYTES refused every full batch whole, and a redrive of
+		// 300 letters the topic had taken one by one copied none.
+		batchMax := cfg.KafkaMaxMessageBytes
 		prod, err = kgo.NewClient(append(slices.Clone(opts), kgo.DefaultProduceTopic(cfg.InputTopic),
-			kgo.ProducerBatchMaxBytes(cfg.KafkaMaxMessageBytes))...)
+			kgo.ProducerBatchMaxBytesFn(func(string) int32 { return batchMax }))...)
 		if err != nil {
 			return fmt.Errorf("creating the Kafka producer: %w", err)
 		}
 		defer prod.Close()
+		var lerr error
+		if batchMax, lerr = consume.TopicBatchMaxBytes(ctx, prod, cfg.InputTopic, batchMax); lerr != nil {
+			log.Info("redrive: batches up to GATE_KAFKA_MAX_MESSAGE_BYTES; a lower max.message.bytes of the input topic refuses larger ones (MESSAGE_TOO_LARGE)",
+				"gate_max_message_bytes", batchMax, "err", lerr)
+		}
 	}
 
 	// What is handed to the producer is produced on a context of its own, given a last

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -260,5 +261,48 @@ func produceDeadLetters(t *testing.T, c *kfake.Cluster, reasons ...string) {
 	}
 	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A redrive into an input topic whose own max.message.bytes is below
+// GATE_KAFKA_MAX_MESSAGE_BYTES copies every dead letter, each of which the input took
+// once: its producer's batches stay within the topic's limit, as the gate's to its output
+// topics do, rather than filling up to the brokers' and being refused whole
+// (MESSAGE_TOO_LARGE for records that fit on their own).
+func TestRedriveWithinTheInputTopicsLimit(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	limit := "8192"
+	if _, err := kadm.NewClient(cl).AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, "events"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	var dls []*kgo.Record
+	for i := range n {
+		v := make([]byte, 500) // random: as large compressed
+		rand.Read(v)
+		dls = append(dls, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%7), Value: v, Timestamp: testNow.Add(-time.Hour),
+			Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}})
+	}
+	if err := cl.ProduceSync(t.Context(), dls...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"redrive"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Errorf("gate redrive into an input of max.message.bytes %s: %v\n%s", limit, err, stdout.String())
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(t.Context(), "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copied int64
+	ends.Each(func(o kadm.ListedOffset) { copied += o.Offset })
+	if copied != n {
+		t.Errorf("the input holds %d of the %d dead letters re-driven", copied, n)
 	}
 }

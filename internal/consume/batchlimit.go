@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -82,6 +83,26 @@ func (c *Consumer) batchMaxBytes(topic string) int32 {
 		limit = max(n, minBatchMaxBytes)
 	}
 	return limit
+}
+
+// TopicBatchMaxBytes is the batch limit of a producer of cl's own to topic, as the
+// gate's to its output topics (batchMaxBytes): limit (GATE_KAFKA_MAX_MESSAGE_BYTES), or
+// topic's max.message.bytes when that is lower, read with cl (DESCRIBE_CONFIGS). gate
+// redrive writes the input topic with it: a batch over the topic's limit is refused
+// whole, MESSAGE_TOO_LARGE for records the topic took one by one. err says why the
+// topic's limit was not read; limit is returned with it.
+func TopicBatchMaxBytes(ctx context.Context, cl *kgo.Client, topic string, limit int32) (int32, error) {
+	ns, errs, err := topicConfig(ctx, cl, []string{topic}, "max.message.bytes")
+	if err == nil {
+		err = errs[topic]
+	}
+	if err != nil {
+		return limit, fmt.Errorf("reading the max.message.bytes of %s: %w", topic, err)
+	}
+	if n, ok := ns[topic]; ok && n > 0 && n < int64(limit) {
+		return max(int32(n), minBatchMaxBytes), nil
+	}
+	return limit, nil
 }
 
 // readBatchLimits reads the max.message.bytes of topics for batchMaxBytes, with cl. The
