@@ -289,7 +289,7 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		"revoke_timeout", cfg.RevokeTimeout.String(),
 		"shutdown_timeout", cfg.ShutdownTimeout.String(),
 		"kafka_client_id", cfg.KafkaClientID,
-		"kafka_tls", cfg.KafkaTLS || cfg.KafkaTLSCAFile != "" || cfg.KafkaTLSCertFile != "",
+		"kafka_tls", cfg.KafkaTLSOn(),
 		"kafka_tls_ca_file", cfg.KafkaTLSCAFile,
 		"kafka_tls_cert_file", cfg.KafkaTLSCertFile,
 		"kafka_tls_key_file", cfg.KafkaTLSKeyFile,

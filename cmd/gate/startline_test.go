@@ -77,3 +77,43 @@ func TestStartLineStatesEverySetting(t *testing.T) {
 		}
 	}
 }
+
+// GATE_KAFKA_TLS_SERVER_NAME alone turns TLS on (config's kafkaTLS): the start line said
+// kafka_tls=false while the gate dialed the brokers over TLS, and an operator looking
+// there for why a plaintext broker refused it was told TLS was off.
+func TestStartLineKafkaTLSAsDialed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{map[string]string{}, false},
+		{map[string]string{"GATE_KAFKA_TLS": "true"}, true},
+		{map[string]string{"GATE_KAFKA_TLS_SERVER_NAME": "kafka.internal"}, true},
+	} {
+		env := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1", "GATE_REDIS_URLS": "redis://127.0.0.1:1/0"}
+		for k, v := range tc.env {
+			env[k] = v
+		}
+		cfg, err := config.Load(getenvFrom(env), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		discard := slog.New(slog.DiscardHandler)
+		g, err := gate.New(cfg, discard, gate.Options{Writer: "start-line-tls"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		logStartup(slog.New(slog.NewJSONHandler(&out, nil)), cfg, g.Lim, g.Ticker, "127.0.0.1:8080")
+		g.CloseRedis(discard)
+		g.Consumer.Close()
+		var line map[string]any
+		if err := json.Unmarshal(bytes.SplitN(out.Bytes(), []byte("\n"), 2)[0], &line); err != nil {
+			t.Fatal(err)
+		}
+		if line["kafka_tls"] != tc.want {
+			t.Errorf("%v: kafka_tls %v, want %v", tc.env, line["kafka_tls"], tc.want)
+		}
+	}
+}

@@ -752,6 +752,65 @@ func TestRedisURLWithAUserAndNoPasswordIsRefused(t *testing.T) {
 	}
 }
 
+// A Redis URL's port out of 1..65535, or a negative database, was taken: the gate
+// started, dialed "h:99999" at every tick and never became ready, where the same port in
+// GATE_KAFKA_BROKERS stops it at start. Such a URL is refused, naming GATE_REDIS_URLS.
+func TestRedisURLPortOutOfRangeIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, want string }{
+		{"redis://a:99999/0", `port "99999"`},
+		{"redis://a:0/0", `port "0"`},
+		{"rediss://a:65536", `port "65536"`},
+		{"redis://[::1]:70000/0", `port "70000"`},
+		{"redis://a:6379/0,redis://b:123456/0", `port "123456"`},
+		{"redis://a:6379/-1", "database -1"},
+		{"redis://a:6379/0?db=-2", "database -2"},
+	} {
+		_, err := loadMap(map[string]string{"GATE_REDIS_URLS": tc.url})
+		if err == nil {
+			t.Errorf("%s: loaded without error", tc.url)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "GATE_REDIS_URLS") || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: the error does not name GATE_REDIS_URLS and %s: %v", tc.url, tc.want, err)
+		}
+	}
+	for _, v := range []string{"redis://a:1/0", "redis://a:65535/15", "redis://a/0", "rediss://[::1]:6380"} {
+		if _, err := loadMap(map[string]string{"GATE_REDIS_URLS": v}); err != nil {
+			t.Errorf("%s: %v", v, err)
+		}
+	}
+}
+
+// The gate sets its Redis clients' timeouts (GATE_REDIS_*_TIMEOUT), pool size and retries
+// itself, over a URL's: redis://h:6379/0?read_timeout=2s loaded, and the gate went on
+// giving up on replies after 250ms, the operator's fix for a slow Redis silently
+// ignored. Such a URL is refused, naming the variable that sets it.
+func TestRedisURLOptionsTheGateSetsAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, want string }{
+		{"redis://a:6379/0?read_timeout=2s", "GATE_REDIS_READ_TIMEOUT"},
+		{"redis://a:6379/0?write_timeout=2s", "GATE_REDIS_WRITE_TIMEOUT"},
+		{"rediss://a:6379/0?skip_verify=true&dial_timeout=5s", "GATE_REDIS_DIAL_TIMEOUT"},
+		{"redis://a:6379/0?pool_size=20", "pool_size"},
+		{"redis://a:6379/0?max_retries=3", "max_retries"},
+		{"redis://a:6379/0,redis://b:6379/0?read_timeout=1s", "GATE_REDIS_READ_TIMEOUT"},
+	} {
+		_, err := loadMap(map[string]string{"GATE_REDIS_URLS": tc.url})
+		if err == nil {
+			t.Errorf("%s: loaded without error", tc.url)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "GATE_REDIS_URLS") || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: the error does not name GATE_REDIS_URLS and %s: %v", tc.url, tc.want, err)
+		}
+	}
+	// What the clients do take from a URL still loads.
+	if _, err := loadMap(map[string]string{"GATE_REDIS_URLS": "rediss://a:6379/0?skip_verify=true&client_name=gate"}); err != nil {
+		t.Errorf("skip_verify and client_name: %v", err)
+	}
+}
+
 func TestLoadConfigReportsEveryProblemOnOneLine(t *testing.T) {
 	t.Parallel()
 	_, err := loadMap(map[string]string{

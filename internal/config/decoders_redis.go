@@ -78,6 +78,9 @@ func (u *redisURLs) Decode(text string) error {
 		if err != nil {
 			return err // names the URL with its password redacted
 		}
+		if err := gateSetOption(s); err != nil {
+			return err
+		}
 		id := fmt.Sprintf("%s/%d", opt.Addr, opt.DB)
 		if j, dup := seen[id]; dup {
 			return fmt.Errorf("entries %d and %d are the same instance (%s)", j+1, i+1, id)
@@ -86,6 +89,33 @@ func (u *redisURLs) Decode(text string) error {
 		out = append(out, s)
 	}
 	*u = out
+	return nil
+}
+
+// gateOwnOptions are the URL options the gate's clients set themselves over a URL's
+// (tick.Dial, DialCluster, DialSentinel), with what sets them instead.
+var gateOwnOptions = []struct{ name, instead string }{
+	{"dial_timeout", "set GATE_REDIS_DIAL_TIMEOUT instead"},
+	{"read_timeout", "set GATE_REDIS_READ_TIMEOUT instead"},
+	{"write_timeout", "set GATE_REDIS_WRITE_TIMEOUT instead"},
+	{"pool_size", "the gate sets its own pool size"},
+	{"max_retries", "the gate retries at its next tick, never within one"},
+}
+
+// gateSetOption refuses a URL option the gate's clients would override: taken, it was
+// ignored in silence (an operator's ?read_timeout=2s for a slow Redis left 250ms).
+// u parses (tick.ParseURL), and the error names only the option, never the URL.
+func gateSetOption(u string) error {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return nil
+	}
+	q := pu.Query()
+	for _, o := range gateOwnOptions {
+		if q.Has(o.name) {
+			return fmt.Errorf("option %s is not used: %s", o.name, o.instead)
+		}
+	}
 	return nil
 }
 

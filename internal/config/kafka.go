@@ -47,7 +47,7 @@ type Kafka struct {
 	KafkaRebalanceTimeout time.Duration   `envconfig:"KAFKA_REBALANCE_TIMEOUT" default:"60s" desc:"How long a rebalance waits for every member to rejoin, which includes a revoked partition's drain (default 60s); keep it above GATE_REVOKE_TIMEOUT."`
 	KafkaFetchMaxWait     time.Duration   `envconfig:"KAFKA_FETCH_MAX_WAIT" default:"500ms" desc:"Longest a fetch waits at the broker for new records when a partition is idle (default 500ms); it only matters for quiet topics, shorter lowering their latency for more fetch requests."`
 	KafkaClientID         string          `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas, at most 247 bytes (default capture-gate)."`
-	KafkaTLS              bool            `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any GATE_KAFKA_TLS_* file."`
+	KafkaTLS              bool            `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any other GATE_KAFKA_TLS_* variable."`
 	KafkaTLSCAFile        string          `envconfig:"KAFKA_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the brokers' certificates (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
 	KafkaTLSCertFile      string          `envconfig:"KAFKA_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS, with GATE_KAFKA_TLS_KEY_FILE (default none); the files are read again when they change (checked at most once a second, when a connection is opened), so a certificate renewed in place (cert-manager, a Secret volume) is used by new connections without a restart, and files that turn unreadable or invalid leave the last good ones in use, with a warning and gate_tls_reload_errors_total."`
 	KafkaTLSKeyFile       string          `envconfig:"KAFKA_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_KAFKA_TLS_CERT_FILE (default none); read again with it."`
@@ -182,13 +182,19 @@ func (c Kafka) transactionalID() string {
 // Those are a topic name's characters, so the router's check decides.
 func validTransactionalID(s string) bool { return len(s) <= 200 && route.CheckTopic(s) == nil }
 
+// KafkaTLSOn reports whether the gate dials the brokers over TLS: GATE_KAFKA_TLS, or any
+// other GATE_KAFKA_TLS_* variable set (kafkaTLS), as the start line says it.
+func (c Kafka) KafkaTLSOn() bool {
+	return c.KafkaTLS || c.KafkaTLSCAFile != "" || c.KafkaTLSCertFile != "" || c.KafkaTLSServerName != ""
+}
+
 // kafkaTLS returns the client option that dials the brokers over TLS, or nil when TLS
 // is off. With a CA or certificate file, a dialer of ours makes each connection with the
 // files' current contents (tlsreload), checking each broker's certificate against
 // GATE_KAFKA_TLS_SERVER_NAME, else the broker's host name, as franz-go's own TLS dialer
 // does; without one, franz-go's dialer and the system's CAs.
 func (c Kafka) kafkaTLS(r Reload) (kgo.Opt, error) {
-	if !c.KafkaTLS && c.KafkaTLSCAFile == "" && c.KafkaTLSCertFile == "" && c.KafkaTLSServerName == "" {
+	if !c.KafkaTLSOn() {
 		return nil, nil
 	}
 	if c.KafkaTLSCAFile == "" && c.KafkaTLSCertFile == "" {

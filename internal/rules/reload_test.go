@@ -527,3 +527,51 @@ func TestReloaderRefusedEditStaysRefusedWhileUnanswered(t *testing.T) {
 		t.Error("the edit was not taken once its check passed")
 	}
 }
+
+// On a ConfigMap volume (the kubelet's ..data swap): an invalid update keeps the rules in
+// use, said once (at FILE:LINE:COL) however many reads find it; the valid update after it
+// is put in use; the file gone for a while (..data pointing at nothing) is one error, the
+// gate going on with its rules, and its return clears it.
+func TestReloaderConfigMapInvalidThenValidSwap(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	r, v, clk, logs := configMapReloader(t, oneRule, t0)
+	refused := func() float64 { return testutil.ToFloat64(r.loads.WithLabelValues("error")) }
+	v.update(badRule, t0)
+	for range 3 {
+		clk.Advance(5 * time.Second)
+		if r.Check(t.Context()) {
+			t.Fatal("an invalid update was put in use")
+		}
+	}
+	if n := strings.Count(logs.String(), "cannot be used"); n != 1 || refused() != 1 || testutil.ToFloat64(r.good) != 0 {
+		t.Errorf("invalid update: logged %d times, counted %v, valid %v; want once, 1, 0:\n%s", n, refused(), testutil.ToFloat64(r.good), logs.String())
+	}
+	if want := filepath.Join(v.dir, "rules.yaml") + ":2:46: "; !strings.Contains(logs.String(), want) {
+		t.Errorf("the error line does not name %s:\n%s", want, logs.String())
+	}
+	v.update(twoRules, t0)
+	clk.Advance(5 * time.Second)
+	if !r.Check(t.Context()) || strings.Join(names(r.Current()), ",") != "user,team" || testutil.ToFloat64(r.good) != 1 {
+		t.Fatalf("the valid update after an invalid one: rules %v, valid %v\n%s", names(r.Current()), testutil.ToFloat64(r.good), logs.String())
+	}
+	gen, _ := os.Readlink(filepath.Join(v.dir, "..data"))
+	if err := os.Rename(filepath.Join(v.dir, gen), filepath.Join(v.dir, "aside")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		clk.Advance(5 * time.Second)
+		if r.Check(t.Context()) {
+			t.Fatal("a missing file changed the rules")
+		}
+	}
+	if strings.Join(names(r.Current()), ",") != "user,team" || refused() != 2 {
+		t.Errorf("file gone: rules %v, errors %v; want user,team and 2", names(r.Current()), refused())
+	}
+	if err := os.Rename(filepath.Join(v.dir, "aside"), filepath.Join(v.dir, gen)); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5 * time.Second)
+	if r.Check(t.Context()) || testutil.ToFloat64(r.good) != 1 || !strings.Contains(logs.String(), "back to the rules in use") {
+		t.Errorf("file back: valid %v\n%s", testutil.ToFloat64(r.good), logs.String())
+	}
+}

@@ -96,9 +96,19 @@ func ParseURL(u string) (*redis.Options, error) {
 	if pu.Host == "" {
 		return nil, fmt.Errorf("%w: %q: no host", ErrBadURL, Redacted(pu))
 	}
+	// The client takes any port and database as they are, and a dial or SELECT fails at
+	// every tick while the gate stays unready: refused here, they stop it at start.
+	if p := pu.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%w: %q: port %q is not from 1 to 65535", ErrBadURL, Redacted(pu), p)
+		}
+	}
 	opt, err := redis.ParseURL(u)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %v", ErrBadURL, Redacted(pu), err)
+	}
+	if opt.DB < 0 {
+		return nil, fmt.Errorf("%w: %q: database %d is not 0 or more", ErrBadURL, Redacted(pu), opt.DB)
 	}
 	return opt, nil
 }
