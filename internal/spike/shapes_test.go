@@ -433,3 +433,33 @@ func TestTwoHourSpikeNotRelearnedWithLongWindows(t *testing.T) {
 		t.Errorf("a step to 6 ×: last diverted window %d after it, want caught and accepted within MaxSpike (%d windows)", last-step+1, maxW)
 	}
 }
+
+// TestFallOnTheHourIsNotDiverted: a team whose volume falls by more than the factor on
+// the hour, every day (a business day of 2,000 a minute closing at 18:00 to a night of
+// 100; a nightly import of 20 × from 02:00 to 04:00 there from the team's first day,
+// which is no pattern, nor one hour), has nothing diverted once learned. In the first
+// window after the fall divert's sliding count still holds the window before's volume;
+// judged by the new hour's threshold alone, most of that window was diverted every day,
+// for good (about 90 records a day of the business day, 200 of the import).
+func TestFallOnTheHourIsNotDiverted(t *testing.T) {
+	c := cfg(t)
+	for name, usual := range map[string]func(e int64) float64{
+		"a business day closing at 18:00": func(e int64) float64 {
+			if m := e % 1440; m >= 8*60 && m < 18*60 {
+				return 2000
+			}
+			return 100
+		},
+		"a two-hour import ending at 04:00": func(e int64) float64 {
+			if m := e % 1440; m >= 2*60 && m < 4*60 {
+				return 20 * daily(300, e)
+			}
+			return daily(300, e)
+		},
+	} {
+		run := runShape(t, c, 10*1440, usual)
+		if last := run.lastDiverted(2*1440, 10*1440); last >= 0 {
+			t.Errorf("%s: diverted until day %d %02d:%02d (%.2f%% of days 3 to 10), want nothing once learned", name, last/1440+1, last%1440/60, last%60, 100*run.divertedIn(2*1440, 10*1440))
+		}
+	}
+}

@@ -32,6 +32,10 @@
 //     stays diverted. Within a fold period of an hour holding an import, a window's
 //     threshold is that hour's, so that an import's part in the next hour, which the
 //     folds may never observe, is not diverted every night.
+//   - A fall is no spike: a window's threshold is at least the window before's, since a
+//     limiter's sliding count starts each window at the count of the window before, so a
+//     team whose volume falls by more than Factor on the hour every day (a business day's
+//     close) is not over its threshold in the window after.
 //   - A team with less than MinHistory of history has no learned threshold (Threshold
 //     returns false): the static one applies. Until it has a week, the days of the week it
 //     has not seen count as its average day.
@@ -280,16 +284,28 @@ func (c Config) Learned(p *Profile) bool {
 // Threshold is the learned threshold of window epoch, clamp(Factor × baseline, Floor,
 // Ceiling), the baseline taking a neighbouring import hour's season at the hour's edge
 // (judgedSeason), and true; or false while the team has too little history (the static
-// threshold applies).
+// threshold applies). It is at least the window before's (ownThreshold): a limiter's
+// sliding count starts a window at the count of the window before, so a team whose
+// volume falls by more than Factor on the hour, every day (a business day's close, the
+// end of a nightly import filling whole hours), judged by the new hour's threshold alone
+// was over it for most of the window after, and diverted there every day for good. The
+// cost: a spike in the window right after a fall is caught from the window after it.
 func (c Config) Threshold(p *Profile, epoch int64) (float64, bool) {
 	if !c.Learned(p) {
 		return 0, false
 	}
+	return max(c.ownThreshold(p, epoch), c.ownThreshold(p, epoch-1)), true
+}
+
+// ownThreshold is window epoch's threshold for its own count: clamp(Factor × baseline,
+// Floor, Ceiling), the baseline's season judgedSeason's. The fold judges a window's count
+// by it: a count, unlike a sliding one, holds nothing of the window before.
+func (c Config) ownThreshold(p *Profile, epoch int64) float64 {
 	t := max(c.Factor*c.atSeason(p, epoch, c.judgedSeason(p, epoch)), c.Floor)
 	if c.Ceiling > 0 {
 		t = min(t, c.Ceiling)
 	}
-	return t, true
+	return t
 }
 
 // judgedSeason is the season window epoch's threshold takes: its hour's, or, in the
@@ -336,9 +352,21 @@ func (c Config) reachFrom(epoch int64) int {
 
 // ThresholdPart names the part of the day window epoch's threshold is constant over, for
 // a caller that caches it: two windows with the same part have the same threshold from
-// the same profile. An hour has three: its start and its end, which a neighbouring hour
-// may reach (reachSide), and the rest.
+// the same profile. An hour has three parts of its own threshold (ownThreshold): its start
+// and its end, which a neighbouring hour may reach (reachSide), and the rest; and the
+// first window of each is a part of its own, which takes the part before's when higher
+// (Threshold).
 func (c Config) ThresholdPart(epoch int64) int64 {
+	own := c.ownPart(epoch)
+	if own != c.ownPart(epoch-1) {
+		return 2*own + 1
+	}
+	return 2 * own
+}
+
+// ownPart names the part of the day window epoch's own threshold (ownThreshold) is
+// constant over.
+func (c Config) ownPart(epoch int64) int64 {
 	hour := floorDiv(epoch, int64(time.Hour/c.Window))
 	return hour*3 + int64(c.reachSide(epoch))
 }
@@ -386,7 +414,8 @@ func (c Config) maxSpikeWindows() int64 { return max(int64(c.MaxSpike/c.Window),
 // Fold learns window epoch's final count. Windows must be folded in order, each once: a
 // window at or before p.Epoch is ignored; windows skipped since p.Epoch are not learned
 // from (silence is not a volume). It reports whether the window was over its learned
-// threshold (a spike, not learned from unless it recurs daily or has lasted MaxSpike).
+// threshold (a spike, not learned from unless it recurs daily or has lasted MaxSpike):
+// its own hour's, which a count, holding nothing of the window before, is judged by.
 func (c Config) Fold(p *Profile, epoch int64, count float64) (spike bool) {
 	// The next fold, of window epoch+1, applies from window epoch+2.
 	return c.foldLead(p, epoch, count, 2, true)
@@ -448,7 +477,7 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 			// learned as it.
 			sv = c.follow(p, epoch, s, sv, min(count/(level*wv), c.Factor*sv))
 		}
-		thr, _ := c.Threshold(p, epoch)
+		thr := c.ownThreshold(p, epoch)
 		if burst && p.Yesterday&p.Before&bit != 0 && p.Pattern&bit == 0 {
 			// A burst in an hour that had one on the two days before too: a daily
 			// pattern, from now on followed at its highest (Pattern), its season

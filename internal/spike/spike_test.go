@@ -235,15 +235,18 @@ func TestFoldScheduledCoversMissedFold(t *testing.T) {
 // neighbouring import hour's reach begins and ends on a part's edge: with one-minute
 // windows, the first 22 minutes of an hour (a fold period less the window observed, and
 // the fold's lag), the last 19 and the rest; with windows of MinFoldEvery or more, every
-// window is observed and an hour is one part. A business day's first hour, as high as the next, reaches
-// nothing: the hour before it keeps its own threshold.
+// window is observed and an hour is one part. The first window of each part is a part of
+// its own, and takes the part before's threshold when higher (the sliding count there
+// starts at the window before's count): the window after the reach, and with windows of
+// MinFoldEvery or more the first window after the import's hour. A business day's first
+// hour, as high as the next, reaches nothing: the hour before it keeps its own threshold.
 func TestThresholdPart(t *testing.T) {
 	for _, tc := range []struct {
 		window time.Duration
 		parts  int
 		reach  int64 // windows, at an hour's end
 		start  int64 // windows, at an hour's start
-	}{{time.Minute, 3, 19, 22}, {10 * time.Second, 3, 119, 122}, {10 * time.Minute, 3, 1, 3}, {30 * time.Minute, 1, 0, 0}, {time.Hour, 1, 0, 0}} {
+	}{{time.Minute, 6, 19, 22}, {10 * time.Second, 6, 119, 122}, {10 * time.Minute, 5, 1, 3}, {30 * time.Minute, 2, 0, 0}, {time.Hour, 1, 0, 0}} {
 		c, err := Config{Window: tc.window}.WithDefaults()
 		if err != nil {
 			t.Fatal(err)
@@ -270,22 +273,29 @@ func TestThresholdPart(t *testing.T) {
 		}
 		own, imp := 4*100.0, 4*100.0*20
 		at := func(e int64) float64 { thr, _ := c.Threshold(&p, e); return thr }
-		for _, e := range []int64{6*perHour - 1, 7 * perHour} {
-			if want := map[bool]float64{true: imp, false: own}[tc.reach > 0]; math.Abs(at(e)-want) > 0.5 {
-				t.Errorf("window %s: window %d next to the import's hour has threshold %g, want %g", tc.window, e, at(e), want)
-			}
+		if want := map[bool]float64{true: imp, false: own}[tc.reach > 0]; math.Abs(at(6*perHour-1)-want) > 0.5 {
+			t.Errorf("window %s: window %d before the import's hour has threshold %g, want %g", tc.window, 6*perHour-1, at(6*perHour-1), want)
+		}
+		// After it, the import's threshold: reached, or (windows of MinFoldEvery or more)
+		// as the window after the import's hour, whose sliding count starts at its count.
+		if e := 7 * perHour; math.Abs(at(e)-imp) > 0.5 {
+			t.Errorf("window %s: window %d after the import's hour has threshold %g, want the import's %g", tc.window, e, at(e), imp)
+		}
+		if e := 7*perHour + 1; tc.reach == 0 && math.Abs(at(e)-own) > 0.5 {
+			t.Errorf("window %s: window %d, the second after the import's hour, has threshold %g, want its own %g", tc.window, e, at(e), own)
 		}
 		if tc.reach > 0 {
 			if e := 6*perHour - 1 - tc.reach; math.Abs(at(e)-own) > 0.5 {
 				t.Errorf("window %s: window %d, %d windows before the import's hour, has threshold %g, want its own %g", tc.window, e, tc.reach+1, at(e), own)
 			}
 			// After the hour the import is in, its reach lasts until the fold of the next
-			// hour's first observed window applies (foldLag).
-			if e := 7*perHour + tc.start - 1; math.Abs(at(e)-imp) > 0.5 {
-				t.Errorf("window %s: window %d, %d into the hour after the import's, has threshold %g, want the import's %g", tc.window, e, tc.start-1, at(e), imp)
+			// hour's first observed window applies (foldLag), and the window after the
+			// reach takes it too (its sliding count starts at the reach's last window).
+			if e := 7*perHour + tc.start; math.Abs(at(e)-imp) > 0.5 {
+				t.Errorf("window %s: window %d, %d into the hour after the import's, has threshold %g, want the import's %g", tc.window, e, tc.start, at(e), imp)
 			}
-			if e := 7*perHour + tc.start; math.Abs(at(e)-own) > 0.5 {
-				t.Errorf("window %s: window %d, %d into the hour after the import's, has threshold %g, want its own %g", tc.window, e, tc.start, at(e), own)
+			if e := 7*perHour + tc.start + 1; math.Abs(at(e)-own) > 0.5 {
+				t.Errorf("window %s: window %d, %d into the hour after the import's, has threshold %g, want its own %g", tc.window, e, tc.start+1, at(e), own)
 			}
 		}
 		// A plateau from hour 6 on: hour 6 is not isolated, and reaches nothing.
