@@ -27,10 +27,15 @@ import (
 // its shards is copied under the shard's mutex, which its tick's sweeps and applies take,
 // so a key's read and its counts are copied as of one moment. l takes old's seed (as
 // InheritRotation does, for the same reason: l has hashed nothing yet), and each key is
-// seen now. Under the event clock, or with learned thresholds on either side, or a
-// different window, it does nothing: the keys start afresh there, as before.
+// seen now. Under the event clock each window's cache is taken over so (inheritEvent).
+// With learned thresholds on either side, or a different window or clock, it does
+// nothing: the keys start afresh there, as before.
 func (l *Limiter) InheritState(old *Limiter) {
-	if old == nil || l.ring != nil || old.ring != nil || l.adapt != nil || old.adapt != nil || l.windowNs != old.windowNs {
+	if old == nil || (l.ring == nil) != (old.ring == nil) || l.adapt != nil || old.adapt != nil || l.windowNs != old.windowNs {
+		return
+	}
+	if l.ring != nil {
+		l.inheritEvent(old)
 		return
 	}
 	l.adoptSeed(old)
@@ -96,6 +101,54 @@ func (l *Limiter) InheritState(old *Limiter) {
 			return true
 		})
 		osh.mu.Unlock()
+	}
+}
+
+// inheritEvent is InheritState under the event clock: each window's cache that a record
+// may still be counted in is copied into l's cache of the same window, each key with its
+// last read of the window's count and of the one before, and what old counted since, in
+// flushed (old's tick writes it). Without it a reload let a team far over its limit
+// through until l's first read of it in each window, and for as long as the store was out
+// of reach.
+func (l *Limiter) inheritEvent(old *Limiter) {
+	l.adoptSeed(old)
+	keep := uint64(tierMask << tierShift) // the tier at the last check; the threshold is looked up afresh
+	now := l.clock.Now()
+	seen := l.seenAt(now.UnixNano())
+	oldest := l.OldestEpoch(now)
+	for i := range old.ring {
+		ot := old.ring[i].Load()
+		if ot == nil || ot.dead.Load() || ot.epoch < oldest {
+			continue
+		}
+		tbl := l.table(ot.epoch)
+		for j := range ot.shards {
+			osh := &ot.shards[j]
+			osh.mu.Lock()
+			if len(ot.shards) == len(tbl.shards) {
+				// The same seed and mask: old's shard j is l's shard j.
+				tbl.shards[j].idx.presize(osh.idx.len())
+			}
+			osh.idx.all(func(_ uint32, oe *entry, team string) bool {
+				h := maphash.String(l.seed, team)
+				sh := &tbl.shards[h&l.mask]
+				sh.mu.Lock()
+				if e, _ := sh.idx.tab.Load().lookup(h, team); e == nil {
+					e = sh.idx.reserve(h, team) // copies team, which aliases old's table
+					e.estimate.Store(oe.estimate.Load())
+					e.readAt.Store(oe.readAt.Load())
+					e.flushed.Store(oe.evPending())
+					e.unsent[1].Store(oe.unsent[1].Load())
+					e.thr.Store(oe.thr.Load() & keep)
+					sh.idx.publish(e, seen)
+					l.count.Add(1)
+					tbl.count.Add(1)
+				}
+				sh.mu.Unlock()
+				return true
+			})
+			osh.mu.Unlock()
+		}
 	}
 }
 

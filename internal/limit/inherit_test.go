@@ -72,3 +72,49 @@ func TestInheritStateKeepsHoldsAndCountsOnce(t *testing.T) {
 		t.Errorf("b released at the sweep of %d s, want 20–23 s: under the release level from about 12 s", released)
 	}
 }
+
+// TestInheritStateEventClock: under the event clock a limiter built for a reloaded rule
+// that did not change takes over each window's cache: a team read over its limit in a
+// lagging partition's window and in the live one stays limited in both, the next window's
+// entry is seeded from the live one's count as before, and the new limiter hands none of
+// the old one's counts to its tick. It started empty and let the team through.
+func TestInheritStateEventClock(t *testing.T) {
+	cfg := eventConfig(10*time.Second, 100)
+	old, _, _ := newTest(t, cfg)
+	now := t0.Add(time.Minute) // a window start
+	lag := t0.Add(-2 * time.Minute)
+	for _, at := range []time.Time{lag, now} {
+		for range 30 {
+			old.CheckEventAt(now, at.Add(time.Second), "acme", 1)
+		}
+	}
+	sw := sweep(t, old, now)
+	for _, at := range []time.Time{lag, now} {
+		var r *Read
+		for i := range sw.Reads {
+			if sw.Reads[i].Team == "acme" && sw.Reads[i].Epoch == old.Epoch(at) {
+				r = &sw.Reads[i]
+			}
+		}
+		if r == nil {
+			t.Fatalf("reads %+v, want one of acme in epoch %d", sw.Reads, old.Epoch(at))
+		}
+		old.ApplyRead(r, 150, 80, now) // the fleet's counts: over the limit
+	}
+	old.CheckEventAt(now, lag.Add(2*time.Second), "acme", 5) // unsent at the reload
+
+	l, _, _ := newTest(t, cfg)
+	l.InheritState(old)
+	wall := now.Add(9 * time.Second)
+	for _, at := range []time.Time{lag.Add(3 * time.Second), now.Add(3 * time.Second), now.Add(10 * time.Second)} {
+		want := old.CheckEventAt(wall, at, "acme", 0)
+		got := l.CheckEventAt(wall, at, "acme", 0)
+		if !got.Limited || got.Level != want.Level {
+			t.Errorf("acme at %s after the reload: level %.0f limited %v, want level %.0f limited %v as before it",
+				at.Sub(now), got.Level, got.Limited, want.Level, want.Limited)
+		}
+	}
+	if s := sweep(t, l, wall); len(s.Counts) != 0 {
+		t.Errorf("new limiter's sweep hands %+v to its tick: counted by the old one", s.Counts)
+	}
+}

@@ -110,3 +110,63 @@ func TestRedisMemoryPerTeamAsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisCountersPerTeamEventClockAsDocumented: docs/operations.md's `oom` runbook said
+// a team sending in every window holds 2 or 3 counters a limit, 350 MB a million teams,
+// whatever the clock; under GATE_CLOCK=event each counter lives GATE_MAX_EVENT_AGE longer,
+// as the tick writes it, so such a team holds 17 or 18 with the defaults (a minute's
+// window, 15 minutes), seven times the memory. The runbook must give the event clock's
+// count, as the TTL the tick sets implies, and the memory it takes.
+func TestRedisCountersPerTeamEventClockAsDocumented(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Clock: limit.EventClock}, Config{}, srv) // the defaults
+	g.l.CheckEventAt(clk.Now(), clk.Now(), "team-0000001", 1)
+	clk.Advance(time.Second)
+	if r := g.tk.Tick(context.Background()); r.Writes != 1 || r.Errors != 0 {
+		t.Fatalf("tick = %+v, want 1 write", r)
+	}
+	key := KeyFor(ModeStandalone, DefaultKeyPrefix, "team-0000001", g.l.Epoch(epochStart))
+	life, err := c.PTTL(context.Background(), key).Result()
+	if err != nil || life <= 0 {
+		t.Fatalf("PTTL %s = %v, %v", key, life, err)
+	}
+	// A counter made at each window's start, living life: floor or ceil of life ÷ window
+	// of them at once.
+	w := limit.DefaultWindow
+	lo, hi := int(life/w), int((life+w-1)/w)
+	if lo == hi {
+		hi++
+	}
+
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(doc), "\n- `oom`:")
+	if i < 0 {
+		t.Fatal("docs/operations.md has no `oom` runbook item")
+	}
+	item := string(doc[i+1:])
+	item = item[:strings.Index(item, "\n- ")]
+	flat := strings.Join(strings.Fields(item), " ")
+	m := regexp.MustCompile("GATE_CLOCK=event`[^;)]*?(\\d+) or (\\d+) with the defaults").FindStringSubmatch(flat)
+	if m == nil {
+		t.Fatalf("docs/operations.md's `oom` item gives no count of a team's counters under GATE_CLOCK=event (%d or %d with the defaults: each lives %s):\n%s", lo, hi, life.Round(time.Second), item)
+	}
+	if m[1] != strconv.Itoa(lo) || m[2] != strconv.Itoa(hi) {
+		t.Errorf("docs/operations.md: %q: a team sending in every window holds %d or %d counters (each lives %s)", m[0], lo, hi, life.Round(time.Second))
+	}
+	// A million teams: the documented bytes a counter, times the counters a team holds.
+	bytes := regexp.MustCompile(`counters \((?:about )?(\d+) bytes`).FindStringSubmatch(flat)
+	gb := regexp.MustCompile("about ([\\d.]+) GB with `GATE_CLOCK=event`").FindStringSubmatch(flat)
+	if bytes == nil || gb == nil {
+		t.Fatalf("docs/operations.md's `oom` item gives no memory for a million teams' counters under GATE_CLOCK=event:\n%s", item)
+	}
+	per, _ := strconv.ParseFloat(bytes[1], 64)
+	want := 1e6 * per * float64(lo+hi) / 2 / 1e9
+	if got, _ := strconv.ParseFloat(gb[1], 64); got < 0.9*want || got > 1.1*want {
+		t.Errorf("docs/operations.md: %q: a million teams' counters take %.2f GB under GATE_CLOCK=event (%s bytes × %.1f)", gb[0], want, bytes[1], float64(lo+hi)/2)
+	}
+}
