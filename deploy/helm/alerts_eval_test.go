@@ -53,7 +53,17 @@ func alertSeries(t *testing.T, values, name, load string, m int) int {
 func alertsAt(t *testing.T, values, name, load string, at ...int) []int {
 	t.Helper()
 	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, values))
-	expr := alertExpr(t, vals, name)
+	var fired []int
+	for _, v := range queryAt(t, alertExpr(t, vals, name), load, at...) {
+		fired = append(fired, len(v))
+	}
+	return fired
+}
+
+// queryAt evaluates expr with Prometheus' query engine over load (as alertsAt takes it)
+// at each of at, minutes after the start of load, and returns the vector at each.
+func queryAt(t *testing.T, expr, load string, at ...int) []engine.Vector {
+	t.Helper()
 	var series []storage.Series
 	for _, l := range strings.Split(strings.TrimSpace(load), "\n") {
 		lbls, vs, err := promql.ParseSeriesDesc(strings.TrimSpace(l))
@@ -81,7 +91,7 @@ func alertsAt(t *testing.T, values, name, load string, at ...int) []int {
 		}}, nil
 	})
 	ng := engine.NewEngine(engine.EngineOpts{MaxSamples: 1_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
-	fired := make([]int, len(at))
+	out := make([]engine.Vector, len(at))
 	for i, m := range at {
 		q, err := ng.NewInstantQuery(context.Background(), db, nil, expr, time.UnixMilli(int64(m)*time.Minute.Milliseconds()))
 		if err != nil {
@@ -95,10 +105,10 @@ func alertsAt(t *testing.T, values, name, load string, at ...int) []int {
 		if err != nil {
 			t.Fatalf("%s: %v", expr, err)
 		}
-		fired[i] = len(v)
+		out[i] = slices.Clone(v) // the query's own, until Close
 		q.Close()
 	}
-	return fired
+	return out
 }
 
 func matchAll(ls labels.Labels, ms []*labels.Matcher) bool {

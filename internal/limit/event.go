@@ -98,6 +98,25 @@ func (l *Limiter) CheckEventAt(now, at time.Time, team string, n int64) Decision
 	return l.checkEvent(now, at, team, n, nil)
 }
 
+// ClampEventTime is at as a check under EventClock counts it: now − MaxEventAge for a
+// time older than that, now for one more than MaxFutureSkew ahead, else at itself (a zero
+// at too); under WallClock, at. A caller checking one record against several limiters
+// (each limit of a rule, each rule) passes it to every check after the first: checked at
+// the clamped time, a limiter counts the record where the first did and counts no clamp,
+// so that gate_limiter_event_time_clamped_total, added up over the limiters, counts
+// records, once each.
+func (l *Limiter) ClampEventTime(now, at time.Time) time.Time {
+	switch {
+	case l.ring == nil || at.IsZero():
+		return at
+	case at.Before(now.Add(-l.cfg.MaxEventAge)):
+		return now.Add(-l.cfg.MaxEventAge)
+	case at.After(now.Add(MaxFutureSkew)):
+		return now
+	}
+	return at
+}
+
 // CheckEventTally is CheckEventAt counting its decision, and a clamped timestamp, in t
 // rather than in the limiter's counters (see CheckTally).
 func (l *Limiter) CheckEventTally(now, at time.Time, team string, n int64, t *Tally) Decision {

@@ -52,7 +52,7 @@ func newCollector(l *Limiter) *collector {
 		displaced: prometheus.NewDesc("gate_limiter_displaced_counts_total",
 			"Counted records dropped because no tick collected them for a whole window.", nil, nil),
 		clamped: prometheus.NewDesc("gate_limiter_event_time_clamped_total",
-			"GATE_CLOCK=event: records whose timestamp was clamped, by reason: too_old (older than GATE_MAX_EVENT_AGE, counted as that old), future (more than 5 s ahead of the wall clock, counted as now).", []string{"reason"}, nil),
+			"GATE_CLOCK=event: records whose timestamp was clamped, by reason: too_old (older than GATE_MAX_EVENT_AGE, counted as that old), future (more than 5 s ahead of the wall clock, counted as now); a record checked by several limits (a rule's, the rules') is counted once, by the first that checked it.", []string{"reason"}, nil),
 		starts: prometheus.NewDesc("gate_limiter_divert_starts_total",
 			"Teams held in overflow (GATE_DIVERT_HOLD), by source: local (this gate saw the team reach its threshold), fleet (another gate's hold flag, read from Redis).", []string{"source"}, nil),
 		releases: prometheus.NewDesc("gate_limiter_divert_releases_total",

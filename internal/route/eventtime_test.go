@@ -1,12 +1,15 @@
 package route
 
 import (
+	"maps"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 )
 
@@ -261,5 +264,83 @@ func TestEventTimeZeroIsUnset(t *testing.T) {
 	f.lim.Sweep(now, &sw)
 	if want := f.lim.Epoch(rec.Timestamp); len(sw.Counts) != 1 || sw.Counts[0].Epoch != want {
 		t.Errorf("counts %+v, want the record in epoch %d (its record timestamp's)", sw.Counts, want)
+	}
+}
+
+// A record whose event time is clamped (older than GATE_MAX_EVENT_AGE, or too far ahead)
+// is one record in gate_limiter_event_time_clamped_total, however many limiters check it:
+// the dashboard's and the docs' "records clamped" add the series up over the rule and
+// limit labels the gate gives each limiter. Before, every limit of every rule that checked
+// the record counted it: two rules of two limits each showed 4 records clamped for 1.
+func TestEventTimeClampedOncePerRecord(t *testing.T) {
+	from, _ := ParseEventTimeFrom("json:ts")
+	for _, mode := range []limit.Mode{limit.Divert, limit.Cap} {
+		t.Run(mode.String(), func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			clk := clock.NewFake(t0)
+			var rules []Rule
+			for _, name := range []string{"team", "team-event"} {
+				ru := Rule{Name: name, Key: mustKey(t, "json:team_id"), Action: ActionOverflow}
+				if name == "team-event" {
+					ru.Key = mustKey(t, "json:team_id+event")
+				}
+				for _, w := range []time.Duration{time.Minute, time.Hour} {
+					l, err := limit.New(limit.Config{Window: w, Threshold: 1000, Mode: mode, Clock: limit.EventClock, MaxEventAge: 15 * time.Minute},
+						clk, prometheus.WrapRegistererWith(prometheus.Labels{"rule": name, "limit": w.String()}, reg))
+					if err != nil {
+						t.Fatal(err)
+					}
+					ru.Limiters = append(ru.Limiters, l)
+				}
+				rules = append(rules, ru)
+			}
+			r, err := NewRules(Config{AcceptedTopic: topicAccepted, OverflowTopic: topicOverflow, DeadLetterTopic: topicDead, EventTimeFrom: from}, rules, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s Scratch
+			for _, ts := range []time.Time{t0.Add(-time.Hour), t0.Add(time.Minute), t0} {
+				if _, o := r.Route(t0, input(`{"team_id":"acme","event":"e","ts":`+itoa(ts.Unix())+`}`, ""), &s); o.Route != Accepted {
+					t.Fatalf("record at %v: %s (%s)", ts, o.Route, o.Reason)
+				}
+			}
+			// What the dashboard's panel shows: sum by (reason) over every series.
+			fams, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := map[string]float64{}
+			for _, fam := range fams {
+				if fam.GetName() != "gate_limiter_event_time_clamped_total" {
+					continue
+				}
+				for _, m := range fam.GetMetric() {
+					for _, l := range m.GetLabel() {
+						if l.GetName() == "reason" {
+							sum[l.GetValue()] += m.GetCounter().GetValue()
+						}
+					}
+				}
+			}
+			if sum["too_old"] != 1 || sum["future"] != 1 {
+				t.Errorf("sum by (reason) (gate_limiter_event_time_clamped_total) = %v, want too_old 1 and future 1: one record each", sum)
+			}
+			// The records still count where they were clamped to, in every limit.
+			for _, ru := range rules {
+				for _, l := range ru.Limiters {
+					var sw limit.Sweep
+					l.Sweep(t0, &sw)
+					byEpoch := map[int64]int64{}
+					for _, c := range sw.Counts {
+						byEpoch[c.Epoch] += c.N
+					}
+					want := map[int64]int64{l.Epoch(t0.Add(-15 * time.Minute)): 1}
+					want[l.Epoch(t0)] += 2
+					if !maps.Equal(byEpoch, want) {
+						t.Errorf("rule %s, %s limit: counts by epoch %v, want %v", ru.Name, l.Config().Window, byEpoch, want)
+					}
+				}
+			}
+		})
 	}
 }

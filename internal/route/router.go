@@ -583,9 +583,9 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		switch {
 		case forced:
 			n *= st.forcedN
-			d = r.check(st.Limiters[0], now, at, key, n, &s.tally[i])
+			d = r.check(st.Limiters[0], now, &at, key, n, &s.tally[i])
 			for _, l := range st.Limiters[1:] {
-				r.check(l, now, at, key, n, nil)
+				r.check(l, now, &at, key, n, nil)
 			}
 		case len(st.Limiters) == 1:
 			// One limit, the usual rule: a direct check on the wall clock, as every gate
@@ -593,13 +593,13 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			if l := st.Limiters[0]; !r.event {
 				d = l.CheckTally(now, key, n, &s.tally[i])
 			} else {
-				d = r.check(l, now, at, key, n, &s.tally[i])
+				d = r.check(l, now, &at, key, n, &s.tally[i])
 			}
 			if d.Limited {
 				over = 0
 			}
 		default:
-			d, over = r.checkLimits(st, now, at, key, n, &s.tally[i], &s.again)
+			d, over = r.checkLimits(st, now, &at, key, n, &s.tally[i], &s.again)
 		}
 		if !decided && teamRule == i {
 			o.Decision, decided = d, true
@@ -807,8 +807,9 @@ func (r *Router) routeOnce(now time.Time, rec *kgo.Record, out *kgo.Record) Outc
 // checkLimits checks key against every limit of st, counting n as its mode says: in
 // divert mode every limit counts n; in cap mode the limits are first asked without
 // counting, and n counts in all of them only if none is over. It returns the first limit
-// over's decision and index into st.Limiters, or the primary's decision and -1.
-func (r *Router) checkLimits(st *ruleState, now, at time.Time, key string, n int64, t, again *limit.Tally) (limit.Decision, int) {
+// over's decision and index into st.Limiters, or the primary's decision and -1. *at is the
+// record's event time, clamped by its first check (check).
+func (r *Router) checkLimits(st *ruleState, now time.Time, at *time.Time, key string, n int64, t, again *limit.Tally) (limit.Decision, int) {
 	if st.cap {
 		for i, l := range st.Limiters {
 			if d := r.check(l, now, at, key, 0, tallyOf(i, t)); d.Limited {
@@ -847,18 +848,24 @@ func tallyOf(i int, t *limit.Tally) *limit.Tally {
 	return nil
 }
 
-// check asks l about key: at the record's event time at under the event clock, else at
+// check asks l about key: at the record's event time *at under the event clock, else at
 // now. Its decision is tallied in t when t is not nil (a rule's first limit: Flush adds
-// them), else counted at once.
-func (r *Router) check(l *limit.Limiter, now, at time.Time, key string, n int64, t *limit.Tally) limit.Decision {
-	if t != nil {
-		if r.event {
-			return l.CheckEventTally(now, at, key, n, t)
-		}
-		return l.CheckTally(now, key, n, t)
-	}
+// them), else counted at once. Under the event clock *at is then clamped as l clamped it
+// (limit.Limiter.ClampEventTime): the record's later checks, by the rule's other limits
+// and the rules after it, count it at the same time and count no clamp again.
+func (r *Router) check(l *limit.Limiter, now time.Time, at *time.Time, key string, n int64, t *limit.Tally) limit.Decision {
 	if r.event {
-		return l.CheckEventAt(now, at, key, n)
+		var d limit.Decision
+		if t != nil {
+			d = l.CheckEventTally(now, *at, key, n, t)
+		} else {
+			d = l.CheckEventAt(now, *at, key, n)
+		}
+		*at = l.ClampEventTime(now, *at)
+		return d
+	}
+	if t != nil {
+		return l.CheckTally(now, key, n, t)
 	}
 	return l.CheckAt(now, key, n)
 }

@@ -9,6 +9,7 @@ package tick
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -59,14 +60,13 @@ func NewDropped(reg prometheus.Registerer) (*Dropped, error) {
 
 // newMetrics makes the tick's metrics, registered with reg when it is not nil; the redirect
 // counter is redirects' (registered by its maker) when it is not nil, else its own, and
-// the dropped counter dropped's likewise.
-func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, dropped *Dropped) (*metrics, error) {
-	// 0.5 ms .. 65.5 s: a tick as long as a long GATE_TICK_INTERVAL is measured, not +Inf
-	// (GateTickSlow compares the 99th percentile with the interval).
+// the dropped counter dropped's likewise. interval is the tick's (TickInterval).
+func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, dropped *Dropped, interval time.Duration) (*metrics, error) {
+	// 0.5 ms .. 65.5 s: a pipeline as long as a long GATE_TICK_INTERVAL is measured, not +Inf.
 	ms := prometheus.ExponentialBuckets(0.0005, 2, 18)
 	m := &metrics{
 		tickDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gate_limiter_tick_duration_seconds",
-			Help: "Time one tick takes: sweep, pipelines, applying reads.", Buckets: ms}),
+			Help: "Time one tick takes: sweep, pipelines, applying reads.", Buckets: tickBuckets(interval)}),
 		pipelineDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gate_limiter_pipeline_duration_seconds",
 			Help: "Time one Redis pipeline takes, by Redis instance (its index in GATE_REDIS_URLS).", Buckets: ms}, []string{"redis_instance"}),
 		pipelineSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gate_limiter_pipeline_size",
@@ -140,4 +140,19 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 		}
 	}
 	return m, nil
+}
+
+// tickBuckets are the tick duration's buckets: interval × 2^k from 1/2048 to 64 times the
+// interval, so that the interval and its halves and doubles are bounds. GateTickSlow
+// compares histogram_quantile(0.99) with threshold × the interval (1 × by default), and
+// the quantile interpolates within the bucket its rank falls in: with fixed bounds around
+// the interval (0.512 and 1.024 s around 1 s), ticks all within it, such as those a Redis
+// that hangs cuts at 3/4 of it, read as a p99 of 1.02 s, and the alert fired. A bound at
+// the interval keeps the p99 of ticks within it within it. Up to 64 intervals: a tick
+// that long is measured, not +Inf.
+func tickBuckets(interval time.Duration) []float64 {
+	if interval <= 0 {
+		interval = DefaultTickInterval
+	}
+	return prometheus.ExponentialBuckets(interval.Seconds()/2048, 2, 18)
 }

@@ -179,7 +179,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(reg, len(instances), cfg.Redirects, cfg.Dropped)
+	m, err := newMetrics(reg, len(instances), cfg.Redirects, cfg.Dropped, cfg.TickInterval)
 	if err != nil {
 		return nil, err
 	}
