@@ -117,7 +117,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		// 300 letters the topic had taken one by one copied none.
 		batchMax := cfg.KafkaMaxMessageBytes
 		prod, err = kgo.NewClient(append(slices.Clone(opts), kgo.DefaultProduceTopic(cfg.InputTopic),
-			kgo.ProducerBatchMaxBytesFn(func(string) int32 { return batchMax }))...)
+			kgo.ProducerBatchMaxBytesFn(func(string) int32 { return consume.ClientBatchLimit(batchMax) }))...)
 		if err != nil {
 			return fmt.Errorf("creating the Kafka producer: %w", err)
 		}

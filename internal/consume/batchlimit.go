@@ -74,9 +74,10 @@ func (l *batchLimits) forget(topic string) {
 	delete(l.m, topic)
 }
 
-// batchMaxBytes is the producer's batch limit for topic (kgo.ProducerBatchMaxBytesFn,
-// asked when the client first produces to a partition of it): GATE_KAFKA_MAX_MESSAGE_BYTES,
-// or the topic's max.message.bytes when the preflight read a smaller one.
+// batchMaxBytes is the producer's batch limit for topic as a broker counts it (franz-go
+// is given ClientBatchLimit of it, kgo.ProducerBatchMaxBytesFn, asked when the client
+// first produces to a partition of it): GATE_KAFKA_MAX_MESSAGE_BYTES, or the topic's
+// max.message.bytes when the preflight read a smaller one.
 func (c *Consumer) batchMaxBytes(topic string) int32 {
 	limit := c.cfg.MaxMessageBytes
 	if n, ok := c.batchLimits.get(topic); ok && n < limit {
@@ -84,6 +85,25 @@ func (c *Consumer) batchMaxBytes(topic string) int32 {
 	}
 	return limit
 }
+
+// ClientBatchLimit is what franz-go is given (kgo.ProducerBatchMaxBytesFn) for batches
+// within maxMessageBytes, a topic's max.message.bytes. A broker compares that with a batch
+// as its log holds it (Kafka's sizeInBytes: the 61-byte header and the records); franz-go
+// compares its limit with the batch and the length the produce request writes before it,
+// never less than one byte (one for a record alone in its batch on the produce versions
+// of Kafka 2.4 and later; four before, and until the client has learned a broker's
+// version). Given the topic's limit as it is, it refused a batch of exactly that size: a
+// record at the topic's limit, which an input topic of the same limit took, went to dead
+// letter as rejected by a topic that never saw it. One byte more lets that batch through,
+// and never one over the limit. Capped at franz-go's BrokerMaxWriteBytes default, which
+// the gate keeps.
+func ClientBatchLimit(maxMessageBytes int32) int32 {
+	return min(maxMessageBytes+1, max(maxMessageBytes, clientMaxWriteBytes))
+}
+
+// clientMaxWriteBytes is franz-go's BrokerMaxWriteBytes default (Kafka's
+// socket.request.max.bytes): it refuses a batch limit above it.
+const clientMaxWriteBytes = 100 << 20
 
 // TopicBatchMaxBytes is the batch limit of a producer of cl's own to topic, as the
 // gate's to its output topics (batchMaxBytes): limit (GATE_KAFKA_MAX_MESSAGE_BYTES), or

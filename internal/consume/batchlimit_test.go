@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/route"
 )
 
 // TestOutputTopicBatchLimit: an output topic whose max.message.bytes is below
@@ -249,5 +252,92 @@ func TestOutputTopicBatchLimitChangeSaid(t *testing.T) {
 	readsAfter("the limits read again after the change")
 	if got := changed(); len(got) != 1 {
 		t.Errorf("the change said %d times, want once: %q", len(got), got)
+	}
+}
+
+// TestRecordAtOutputTopicLimitDelivered: a record whose batch is exactly its output
+// topic's max.message.bytes, which the broker takes (a producer of the test's writes it
+// there), is delivered, and one byte more goes to dead letter. Before, franz-go, given
+// the topic's limit, counted against it the length the produce request writes before a
+// batch too, which the broker does not: a record within those few bytes of the limit,
+// taken by an input topic of the same limit, went to dead letter as "rejected" by a
+// topic that never saw it.
+func TestRecordAtOutputTopicLimitDelivered(t *testing.T) {
+	t.Parallel()
+	const limit = 4096
+	env := newEnv(t, 1)
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	prod := producer(t, env.cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v := strconv.Itoa(limit)
+	resp, err := kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, accTopic)
+	if err == nil {
+		_, err = resp.On(accTopic, nil)
+	}
+	if err != nil {
+		t.Fatalf("setting %s's max.message.bytes: %v", accTopic, err)
+	}
+	// sized returns input record id whose batch alone is size bytes as the broker counts
+	// it against max.message.bytes: the 61 bytes of a batch's header and the record.
+	// Padded with random letters, as large compressed.
+	letters := make([]byte, limit)
+	for i := range letters {
+		letters[i] = 'a' + byte(rand.IntN(26))
+	}
+	sized := func(id, size int) *kgo.Record {
+		r := inputRecord(id, "t")
+		r.Headers = r.Headers[:1]
+		for pad := 0; ; pad++ {
+			r.Value = []byte(`{"team_id":"t","pad":"` + string(letters[:pad]) + `"}`)
+			n := 3 + varintLen(len(r.Key)) + len(r.Key) + varintLen(len(r.Value)) + len(r.Value) + varintLen(len(r.Headers))
+			for _, h := range r.Headers {
+				n += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
+			}
+			if got := 61 + varintLen(n) + n; got >= size {
+				if got != size {
+					t.Fatalf("no record of %d bytes (%d)", size, got)
+				}
+				return r
+			}
+		}
+	}
+	big, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ProducerBatchMaxBytes(2*limit),
+		kgo.ProducerBatchCompression(kgo.NoCompression())) // the broker counts the batch as sent
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	at := sized(1, limit)
+	direct := *at
+	direct.Topic, direct.Headers = accTopic, []kgo.RecordHeader{{Key: idHeader, Value: []byte("9")}} // as large as at's
+	if err := big.ProduceSync(ctx, &direct).FirstErr(); err != nil {
+		t.Fatalf("the broker refused a batch of exactly %s's max.message.bytes: %v", accTopic, err)
+	}
+
+	g := env.start(t, "a")
+	// A first record, so that the gate's producer knows the broker's produce version
+	// before the large ones (until then franz-go sizes batches for the largest framing).
+	produceAll(t, prod, []*kgo.Record{inputRecord(0, "t")})
+	collect(t, env.cluster, 1, 20*time.Second, 0)
+	if err := big.ProduceSync(ctx, at, sized(2, limit+1)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out := collect(t, env.cluster, 3, 20*time.Second, 300*time.Millisecond)
+	g.stop(t)
+	if lost, dup := out.conservation(3); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("lost %v, duplicated %v", lost, dup)
+	}
+	if got := out.ids[1]; got[0] != accTopic {
+		var why string
+		for _, r := range out.recs[dlqTopic] {
+			if header(r, idHeader) == "1" {
+				why = header(r, route.HeaderErrorDetail)
+			}
+		}
+		t.Errorf("a record of exactly %s's max.message.bytes (%d) went to %s (%s), want %s", accTopic, limit, got[0], why, accTopic)
+	}
+	if got := out.ids[2]; got[0] != dlqTopic {
+		t.Errorf("a record one byte over %s's max.message.bytes went to %s, want %s", accTopic, got[0], dlqTopic)
 	}
 }

@@ -450,7 +450,7 @@ func (c Config) clientOpts() []kgo.Opt {
 		kgo.DisableAutoCommit(),
 		kgo.MaxBufferedRecords(c.MaxBufferedRecords),
 		kgo.MaxBufferedBytes(c.MaxBufferedBytes),
-		kgo.ProducerBatchMaxBytes(c.MaxMessageBytes),
+		kgo.ProducerBatchMaxBytes(ClientBatchLimit(c.MaxMessageBytes)),
 		// acks=all and the idempotent producer are franz-go's defaults: an acknowledged
 		// record is on every in-sync replica, and client retries write no duplicates.
 		kgo.RequiredAcks(kgo.AllISRAcks()),

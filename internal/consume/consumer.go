@@ -223,7 +223,7 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 	opts := append(c.cfg.clientOpts(),
 		// After Config.clientOpts's ProducerBatchMaxBytes, which it replaces: asked once a
 		// partition, when the client first produces to it, which is after the preflight.
-		kgo.ProducerBatchMaxBytesFn(c.batchMaxBytes),
+		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 { return ClientBatchLimit(c.batchMaxBytes(topic)) }),
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),

@@ -90,6 +90,9 @@ type gateEnv struct {
 	// ctx, when set, makes the context the gates started next run under from theirs
 	// (kgo.PreCommitFnContext, say).
 	ctx func(context.Context) context.Context
+	// tickEvery, when set, is the tick interval of the gates started next (50 ms when
+	// zero).
+	tickEvery time.Duration
 }
 
 func newEnv(t testing.TB, parts int32) *gateEnv {
@@ -162,7 +165,11 @@ func (e *gateEnv) start(t testing.TB, name string) *testGate {
 	if e.redis != nil {
 		cl := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
 		t.Cleanup(func() { _ = cl.Close() })
-		tk, err := tick.New(lim, []redis.UniversalClient{cl}, tick.Config{TickInterval: 50 * time.Millisecond}, reg, log)
+		every := e.tickEvery
+		if every == 0 {
+			every = 50 * time.Millisecond
+		}
+		tk, err := tick.New(lim, []redis.UniversalClient{cl}, tick.Config{TickInterval: every}, reg, log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -482,6 +482,11 @@ func (c *Consumer) logGroupProtocol(ctx context.Context) {
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
+	if err != nil && ctx.Err() != nil {
+		// The gate is stopping (a pod replaced while it started): the stop cut the
+		// question short, no broker failed to answer it.
+		return
+	}
 	if err != nil {
 		c.log.Warn("kafka: could not ask the broker whether it offers the KIP-848 group protocol", "group_protocol_asked", asked.String(), "err", err)
 		return

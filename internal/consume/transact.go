@@ -595,7 +595,7 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		if res.startErr != nil && !errors.Is(res.startErr, context.Canceled) {
 			transient = true
 		}
-		if res.refused && !res.churn {
+		if res.refused && !res.churn && !c.rebalanceTold(ctx) {
 			// No rebalance explains it: the brokers refused the commit, and may again at
 			// once (franz-go does not retry these).
 			transient = true
@@ -634,6 +634,26 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 			return n, nil
 		}
 	}
+}
+
+// rebalanceToldWithin is how long after a transaction the session aborted though the
+// gate asked to commit, no rebalance seen, the gate waits for one to be passed on before
+// taking the abort for the brokers' refusal (rebalanceTold).
+const rebalanceToldWithin = 100 * time.Millisecond
+
+// rebalanceTold reports whether a revoke, a loss or an assignment is passed on to the
+// consumer within rebalanceToldWithin (or was since the transaction ended). Under the
+// consumer group protocol (KIP-848) the heartbeat End forces is what usually learns that
+// partitions are taken from the gate; the session aborts the transaction for it, and
+// passes the revoke on only once End has returned, without a new member epoch meanwhile:
+// transact sees no rebalance. Taken for a refusal, every join and leave of a rolling
+// update logged a warning sending the operator to the brokers, and delayed the replay
+// by a backoff.
+func (c *Consumer) rebalanceTold(ctx context.Context) bool {
+	wctx, cancel := context.WithTimeout(ctx, rebalanceToldWithin)
+	defer cancel()
+	_ = waitUntil(wctx, c.txn.rebalanced.Load) // a stop cuts the wait short, not what was told
+	return c.txn.rebalanced.Load()
 }
 
 // stopped returns what the loop returns after err: err, unless ctx has ended, when an
