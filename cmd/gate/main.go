@@ -262,6 +262,7 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		"kafka_session_timeout", cfg.KafkaSessionTimeout.String(),
 		"kafka_rebalance_timeout", cfg.KafkaRebalanceTimeout.String(),
 		"kafka_fetch_max_wait", cfg.KafkaFetchMaxWait.String(),
+		"kafka_fetch_max_bytes", cfg.KafkaFetchMaxBytes,
 		"on_undeliverable", string(cfg.OnUndeliverable),
 		"on_data_loss", string(cfg.OnDataLoss),
 		"stall_not_ready", cfg.StallNotReady.String(),

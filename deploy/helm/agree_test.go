@@ -36,6 +36,11 @@ var agreeCases = []agreeCase{
 	{"divertHold -1s", `limit: {divertHold: "-1s"}`, false},
 	{"divertHold 5 (no unit)", `limit: {divertHold: "5"}`, false},
 	{"divertHold abc", `limit: {divertHold: "abc"}`, false},
+	// GATE_KAFKA_FETCH_MAX_BYTES: a whole number of bytes from 1024 to 52428800.
+	{"fetchMaxBytes 1024", `kafka: {fetchMaxBytes: 1024}`, true},
+	{"fetchMaxBytes 52428800", `kafka: {fetchMaxBytes: 52428800}`, true},
+	{"fetchMaxBytes 1000", `kafka: {fetchMaxBytes: 1000}`, false},
+	{"fetchMaxBytes 52428801", `kafka: {fetchMaxBytes: 52428801}`, false},
 	// GATE_STALL_NOT_READY, GATE_STALL_RESTART: a duration, any zero one turning it off.
 	{"stallNotReady 0s", `kafka: {stallNotReady: "0s", stallRestart: "0s"}`, true},
 	{"stallNotReady 0", `kafka: {stallNotReady: "0", stallRestart: "0"}`, true},

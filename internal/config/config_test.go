@@ -19,6 +19,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/limit"
@@ -98,6 +99,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 			KafkaClientID:         "capture-gate",
 			KafkaSessionTimeout:   45 * time.Second,
 			KafkaRebalanceTimeout: time.Minute,
+			KafkaFetchMaxBytes:    50 << 20,
 			KafkaFetchMaxWait:     500 * time.Millisecond,
 			KafkaSASLMechanism:    "none",
 			Delivery:              "at-least-once",
@@ -520,6 +522,8 @@ func TestLoadConfigMalformed(t *testing.T) {
 		// Longer than the revoke timeout, but under the client's 100ms: refused at load, not by the client at start.
 		{key: "GATE_KAFKA_REBALANCE_TIMEOUT", value: "50ms", want: "from 100ms to 596h", env: map[string]string{"GATE_REVOKE_TIMEOUT": "10ms"}},
 		{key: "GATE_KAFKA_MAX_MESSAGE_BYTES", value: "200000000", want: "to 104857600"},
+		{key: "GATE_KAFKA_FETCH_MAX_BYTES", value: "1000", want: "from 1024 to 52428800"},
+		{key: "GATE_KAFKA_FETCH_MAX_BYTES", value: "104857600", want: "from 1024 to 52428800"},
 		{key: "GATE_KAFKA_TLS_CERT_FILE", value: "/tmp/cert.pem", want: "together with GATE_KAFKA_TLS_KEY_FILE"},
 		{key: "GATE_KAFKA_SASL_MECHANISM", value: "gssapi", want: "want none, plain, scram-sha-256 or scram-sha-512"},
 		{key: "GATE_KAFKA_SASL_MECHANISM", value: "plain", want: "GATE_KAFKA_SASL_USERNAME and GATE_KAFKA_SASL_PASSWORD"},
@@ -1019,7 +1023,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		"GATE_DRY_RUN": "true", "GATE_OVERFLOW_KEEP_KEY": "true", "GATE_MAX_POLL_RECORDS": "500",
 		"GATE_COMMIT_INTERVAL": "2s", "GATE_PRODUCE_RETRIES": "3", "GATE_MAX_BUFFERED_RECORDS": "1000",
 		"GATE_MAX_BUFFERED_BYTES": "2097152", "GATE_KAFKA_MAX_MESSAGE_BYTES": "2048", "GATE_REVOKE_TIMEOUT": "3s",
-		"GATE_SHUTDOWN_TIMEOUT": "4s", "GATE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+		"GATE_SHUTDOWN_TIMEOUT": "4s", "GATE_KAFKA_FETCH_MAX_BYTES": "8388608", "GATE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
 		"GATE_KAFKA_SASL_USERNAME": "u", "GATE_KAFKA_SASL_PASSWORD": "hunter2",
 		"GATE_DELIVERY": "exactly-once", "GATE_TRANSACTIONAL_ID": "gate-7", "GATE_TRANSACTION_TIMEOUT": "75s",
 		"GATE_ON_UNDELIVERABLE": "Skip", "GATE_ON_DATA_LOSS": "STOP",
@@ -1052,11 +1056,19 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 	if !slices.Equal(cc.Brokers, []string{"k1:9092", "k2:9093"}) || cc.InputTopic != "raw" || cc.GroupID != "g1" ||
 		cc.MaxPollRecords != 500 || cc.CommitInterval != 2*time.Second || cc.ProduceRetries != 3 ||
 		cc.MaxBufferedRecords != 1000 || cc.MaxBufferedBytes != 2<<20 || cc.MaxMessageBytes != 2048 ||
-		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 6 ||
+		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 7 ||
 		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 75*time.Second ||
 		cc.StartOffset != consume.StartLatest || cc.OnUndeliverable != consume.UndeliverableSkip || cc.OnDataLoss != consume.DataLossStop ||
 		!slices.Equal(cc.OutputTopics, []string{"ok", "over", "dlq"}) {
 		t.Errorf("consume config %+v", cc)
+	}
+	if cl, err := kgo.NewClient(cc.ClientOpts...); err != nil {
+		t.Error(err)
+	} else {
+		if got := cl.OptValue(kgo.FetchMaxBytes); got != int32(8<<20) {
+			t.Errorf("the client's fetch max bytes %v, want GATE_KAFKA_FETCH_MAX_BYTES's 8388608", got)
+		}
+		cl.Close()
 	}
 	if c.kafkaSASL() == nil || c.kafkaSASL().Name() != "SCRAM-SHA-512" {
 		t.Errorf("SASL mechanism %v", c.kafkaSASL())
@@ -1147,6 +1159,8 @@ func TestAcceptedKafkaConfigIsAcceptedByClient(t *testing.T) {
 		{"GATE_KAFKA_FETCH_MAX_WAIT": "596h"},
 		{"GATE_KAFKA_MAX_MESSAGE_BYTES": "1024"},
 		{"GATE_KAFKA_MAX_MESSAGE_BYTES": "104857600"},
+		{"GATE_KAFKA_FETCH_MAX_BYTES": "1024"},
+		{"GATE_KAFKA_FETCH_MAX_BYTES": "52428800"},
 		{"GATE_KAFKA_REBALANCE_TIMEOUT": "100ms", "GATE_REVOKE_TIMEOUT": "10ms"},
 		{"GATE_KAFKA_CLIENT_ID": strings.Repeat("x", 247)},
 		{"GATE_MAX_BUFFERED_BYTES": "1048576"},

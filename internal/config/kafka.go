@@ -45,6 +45,7 @@ type Kafka struct {
 	ShutdownTimeout       time.Duration   `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"Longest a shutdown waits for in-flight records before committing what is acknowledged and leaving the group (default 20s); keep the pod's terminationGracePeriodSeconds above the whole shutdown, logged at start as shutdown_bound: this + 2 x GATE_REVOKE_TIMEOUT + 10s (50s by default)."`
 	KafkaSessionTimeout   time.Duration   `envconfig:"KAFKA_SESSION_TIMEOUT" default:"45s" desc:"How long the group waits without a heartbeat before it gives a gate's partitions to the others (default 45s); shorter moves a crashed gate's partitions sooner, too short evicts gates that pause (GC, slow node)."`
 	KafkaRebalanceTimeout time.Duration   `envconfig:"KAFKA_REBALANCE_TIMEOUT" default:"60s" desc:"How long a rebalance waits for every member to rejoin, which includes a revoked partition's drain (default 60s); keep it above GATE_REVOKE_TIMEOUT."`
+	KafkaFetchMaxBytes    int32           `envconfig:"KAFKA_FETCH_MAX_BYTES" default:"52428800" desc:"Most bytes one fetch from a broker returns, as fetched, so compressed (default 52428800, 50 MiB, Kafka's fetch.max.bytes; from 1024, a record batch larger than it still coming whole); the gate holds, per broker, the poll it routes and the next fetch, each decompressed, so with compressed input it holds up to 2 x this x the compression ratio a broker besides the records in flight: lower it when a backlog of well-compressed large records runs the pod out of memory (docs/operations.md, sizing)."`
 	KafkaFetchMaxWait     time.Duration   `envconfig:"KAFKA_FETCH_MAX_WAIT" default:"500ms" desc:"Longest a fetch waits at the broker for new records when a partition is idle (default 500ms); it only matters for quiet topics, shorter lowering their latency for more fetch requests."`
 	KafkaClientID         string          `envconfig:"KAFKA_CLIENT_ID" default:"capture-gate" desc:"Client id sent to the brokers, seen in their logs and quotas, at most 247 bytes (default capture-gate)."`
 	KafkaTLS              bool            `envconfig:"KAFKA_TLS" default:"false" desc:"Connect to the brokers over TLS (default false); implied by any other GATE_KAFKA_TLS_* variable."`
@@ -82,6 +83,12 @@ const kafkaMaxWireTimeout = 596 * time.Hour
 // may be no larger.
 const kafkaMaxRequestBytes = 100 << 20
 
+// kafkaMaxFetchBytes is the largest GATE_KAFKA_FETCH_MAX_BYTES, its default (Kafka's
+// fetch.max.bytes and franz-go's): half the largest response the client reads
+// (BrokerMaxReadBytes, 100 MiB), as franz-go pairs them; larger would only hold more
+// memory.
+const kafkaMaxFetchBytes = 50 << 20
+
 // kafkaRecordBatchHeader is the bytes of a record batch besides its records (Kafka's v2
 // batch header): a record larger than GATE_KAFKA_MAX_MESSAGE_BYTES less this is never
 // sent, whatever GATE_MAX_BUFFERED_BYTES.
@@ -106,6 +113,7 @@ func (c Kafka) ConsumeConfig(r Reload) (consume.Config, error) {
 		kgo.HeartbeatInterval(min(kafkaHeartbeatInterval, c.KafkaSessionTimeout/3)),
 		kgo.RebalanceTimeout(c.KafkaRebalanceTimeout),
 		kgo.FetchMaxWait(c.KafkaFetchMaxWait),
+		kgo.FetchMaxBytes(c.KafkaFetchMaxBytes),
 	}
 	tlsOpt, err := c.kafkaTLS(r)
 	if err != nil {
@@ -273,6 +281,11 @@ func (c Kafka) validate(bad report) {
 	}
 	if c.KafkaRebalanceTimeout < 100*time.Millisecond || c.KafkaRebalanceTimeout > kafkaMaxWireTimeout {
 		bad("KAFKA_REBALANCE_TIMEOUT", "a duration from 100ms to 596h such as 60s")
+	}
+	// Up to the client's default (kafkaMaxFetchBytes): a response may exceed a fetch's
+	// bytes by a record batch, and must stay within what the client reads.
+	if c.KafkaFetchMaxBytes < 1024 || c.KafkaFetchMaxBytes > kafkaMaxFetchBytes {
+		bad("KAFKA_FETCH_MAX_BYTES", "a whole number of bytes from 1024 to 52428800 such as 8388608")
 	}
 	if c.KafkaFetchMaxWait < 10*time.Millisecond || c.KafkaFetchMaxWait > kafkaMaxWireTimeout {
 		bad("KAFKA_FETCH_MAX_WAIT", "a duration from 10ms to 596h such as 500ms")

@@ -60,6 +60,9 @@
 //   - Memory is bounded: the producer buffers at most Config.MaxBufferedRecords records
 //     and Config.MaxBufferedBytes bytes, and blocks when full; while any record is being
 //     retried no new records are polled. A slow or failing broker slows consumption.
+//     Besides the records in flight, the poll being routed and the fetch the client
+//     buffers meanwhile (one a broker) are held, decompressed: kgo.FetchMaxBytes in
+//     Config.ClientOpts bounds each as fetched (GATE_KAFKA_FETCH_MAX_BYTES).
 //   - Run stops gracefully when its context ends, within Config.ShutdownTimeout + 2 ×
 //     Config.RevokeTimeout whatever hangs: no new poll, in-flight produces awaited (up to
 //     Config.ShutdownTimeout, after which what is buffered is failed), acknowledged

@@ -377,6 +377,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.kafka.rebalanceTimeout | quote }}
 - name: GATE_KAFKA_FETCH_MAX_WAIT
   value: {{ $v.kafka.fetchMaxWait | quote }}
+- name: GATE_KAFKA_FETCH_MAX_BYTES
+  value: {{ $v.kafka.fetchMaxBytes | int64 | quote }}
 - name: GATE_KAFKA_TLS
   value: {{ $v.kafka.tls.enabled | toString | quote }}
 {{- with $v.kafka.tls.serverName }}
