@@ -207,7 +207,6 @@ func rollingUpdate(t *testing.T, d Delivery, proto GroupProtocol) {
 
 	// The whale's records accepted from the rollout on.
 	var whaleAccepted, whaleDuring, whaleDuringAcc int
-	var accDuring []int
 	for _, r := range out.recs[accTopic] {
 		if teamOfRecord(r) != "whale" {
 			continue
@@ -216,7 +215,6 @@ func rollingUpdate(t *testing.T, d Delivery, proto GroupProtocol) {
 		id, _ := strconv.Atoi(header(r, idHeader))
 		if id >= rollFrom {
 			whaleDuringAcc++
-			accDuring = append(accDuring, id)
 		}
 	}
 	for id := rollFrom; id < n; id++ {
