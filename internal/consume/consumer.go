@@ -552,6 +552,16 @@ func (c *Consumer) fetchProblem(topic string, err error) string {
 		// The classic protocol's join: GATE_KAFKA_SESSION_TIMEOUT is the gate's to fix.
 		return fmt.Sprintf("kafka: consumer group %q: the brokers refuse the gate's session timeout (INVALID_SESSION_TIMEOUT): "+
 			"set GATE_KAFKA_SESSION_TIMEOUT within their group.min.session.timeout.ms and group.max.session.timeout.ms (6 s and 30 min by default); nothing is consumed meanwhile", c.cfg.GroupID)
+	case topic == "" && errors.Is(err, kerr.GroupIDNotFound):
+		// Kafka's answer to a join in a group of the other protocol with members that it
+		// may not switch ("Cannot upgrade classic group ..."), as a rolling update from
+		// one GATE_KAFKA_GROUP_PROTOCOL to the other meets; or of a share or streams
+		// group of that name. The group is there: "does not exist" misled. Kafka's reason
+		// is in the line's err.
+		return fmt.Sprintf("kafka: consumer group %q does not take this gate as a member of the %s group protocol (GATE_KAFKA_GROUP_PROTOCOL): "+
+			"its members run the other one and the brokers' group.consumer.migration.policy does not let it switch (bidirectional, Kafka 4's default, does), "+
+			"or it is a share or streams group; set GATE_KAFKA_GROUP_PROTOCOL as the gates in it have it, or stop them first; nothing is consumed meanwhile",
+			c.cfg.GroupID, c.cfg.GroupProtocol)
 	case topic != "" && errors.Is(err, kerr.TopicAuthorizationFailed):
 		return fmt.Sprintf("kafka: fetching topic %q fails with %v: grant the gate's principal the READ and DESCRIBE ACLs on it; nothing of it is routed meanwhile", topic, err)
 	}

@@ -195,14 +195,18 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 	if notFound && c.cfg.GroupProtocol == GroupConsumer {
 		// DescribeGroups describes classic groups only: Kafka 4 answers GROUP_ID_NOT_FOUND
 		// ("is not a classic group") for a KIP-848 one, whose permissions only
-		// ConsumerGroupDescribe tells. A broker without it (classic only) has no such
-		// group: nothing more to check.
+		// ConsumerGroupDescribe tells. A broker without it (classic only), or with KIP-848
+		// off (Kafka 4 answers UNSUPPORTED_VERSION then), has no such group: nothing more
+		// to check. Taken for a problem, that answer kept a new group's first gates from
+		// consuming until franz-go's classic join had created the group.
 		cg := kmsg.NewPtrConsumerGroupDescribeRequest()
 		cg.Groups = []string{c.cfg.GroupID}
 		cg.IncludeAuthorizedOperations = true
 		if cresp, err := cg.RequestWith(ctx, c.cl); err == nil {
 			for _, g := range cresp.Groups {
-				groupAnswer(g.ErrorCode, g.AuthorizedOperations)
+				if g.ErrorCode != kerr.UnsupportedVersion.Code {
+					groupAnswer(g.ErrorCode, g.AuthorizedOperations)
+				}
 			}
 		} else if kerr.IsRetriable(err) {
 			transient = append(transient, fmt.Sprintf("consumer group %q: %v", c.cfg.GroupID, err))
@@ -468,10 +472,17 @@ func (c *Consumer) produceSettled() {
 }
 
 // logGroupProtocol says which consumer group protocol the gate will run: the one asked
-// for, or classic when KIP-848 was asked for and the brokers do not offer it (franz-go
+// for, or classic when KIP-848 was asked for and the brokers do not run it (franz-go
 // falls back by itself, running KIP-848 when any broker it knows offers
-// ConsumerGroupHeartbeat v1; the one broker asked here tells for a cluster at one
-// version, not for one half way through a rolling upgrade).
+// ConsumerGroupHeartbeat v1 and the first one it joins through does not answer it
+// UNSUPPORTED_VERSION; the one broker asked here tells for a cluster at one version, not
+// for one half way through a rolling upgrade).
+//
+// Kafka 4 lists ConsumerGroupHeartbeat among its APIs whether KIP-848 is on or not (the
+// group.version feature at 1 or more, which a cluster upgraded from 3.x does not have
+// until it is raised, and consumer among group.coordinator.rebalance.protocols): off, it
+// answers it, and ConsumerGroupDescribe, with UNSUPPORTED_VERSION. The API list alone
+// made the gate log that the consumer protocol ran while franz-go ran the classic one.
 func (c *Consumer) logGroupProtocol(ctx context.Context) {
 	asked := c.cfg.GroupProtocol
 	if asked != GroupConsumer {
@@ -491,12 +502,29 @@ func (c *Consumer) logGroupProtocol(ctx context.Context) {
 		c.log.Warn("kafka: could not ask the broker whether it offers the KIP-848 group protocol", "group_protocol_asked", asked.String(), "err", err)
 		return
 	}
-	for _, k := range resp.ApiKeys {
-		if k.ApiKey == int16(kmsg.ConsumerGroupHeartbeat) && k.MaxVersion >= 1 {
-			c.log.Info("kafka: consumer group protocol", "group_protocol", asked.String())
+	offered := slices.ContainsFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool {
+		return k.ApiKey == int16(kmsg.ConsumerGroupHeartbeat) && k.MaxVersion >= 1
+	})
+	if offered {
+		cg := kmsg.NewPtrConsumerGroupDescribeRequest()
+		cg.Groups = []string{c.cfg.GroupID}
+		cresp, err := cg.RequestWith(ctx, c.cl)
+		if err != nil {
+			c.log.Warn("kafka: could not ask the broker whether it runs the KIP-848 group protocol", "group_protocol_asked", asked.String(), "err", err)
 			return
 		}
+		// Any other answer (the group, none, a refused DESCRIBE) comes from a broker
+		// that runs it: Kafka checks that KIP-848 is on first.
+		offered = !slices.ContainsFunc(cresp.Groups, func(g kmsg.ConsumerGroupDescribeResponseGroup) bool {
+			return g.ErrorCode == kerr.UnsupportedVersion.Code
+		})
 	}
-	c.log.Warn("kafka: the brokers do not offer the KIP-848 consumer group protocol (Kafka 4.0 or later with group.coordinator.rebalance.protocols including consumer); running the classic one",
+	if offered {
+		c.log.Info("kafka: consumer group protocol", "group_protocol", asked.String())
+		return
+	}
+	c.log.Warn("kafka: GATE_KAFKA_GROUP_PROTOCOL is consumer but the brokers do not run the KIP-848 consumer group protocol "+
+		"(Kafka 4.0 or later, with the group.version feature at 1 or more and consumer among group.coordinator.rebalance.protocols); "+
+		"running the classic one, under which GATE_KAFKA_SESSION_TIMEOUT is the session timeout",
 		"group_protocol_asked", asked.String(), "group_protocol", GroupClassic.String())
 }
