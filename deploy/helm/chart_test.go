@@ -1185,10 +1185,11 @@ func TestNotesStateTheLimitsUnit(t *testing.T) {
 // value. A user name alone (its password from redis.passwordSecret) is taken. In cluster
 // mode too: its checks of the URLs' databases and schemes parsed each URL first, and a
 // password holding '/' or '?' failed that parse with the whole URL, password and all, in
-// the error.
+// the error. With networkPolicy.enabled too: the NetworkPolicy's template parsed each URL
+// for its port, before the Deployment's checks, and showed such a URL whole.
 func TestRedisURLPasswordNeverShown(t *testing.T) {
 	base := readValues(t, "testdata/defaults.yaml")
-	for _, mode := range []string{"standalone", "cluster"} {
+	for _, mode := range []string{"standalone", "cluster", "standalone, networkPolicy"} {
 		for u, shown := range map[string]string{
 			"redis://:secret@redis:6379/0":          "redis://:xxxxx@redis:6379/0",
 			"redis://u:a:b-secret@redis:6379/0":     "redis://u:xxxxx@redis:6379/0",
@@ -1196,7 +1197,8 @@ func TestRedisURLPasswordNeverShown(t *testing.T) {
 			"redis://:p@ss-secret@redis:6379/0":     "redis://:xxxxx@redis:6379/0",
 			"redis://u:pa?ss#secret@redis:6379/0?x": "redis://u:xxxxx@redis:6379/0?x",
 		} {
-			vals := mergeValues(base, mustParse(t, fmt.Sprintf("redis: {mode: %s, urls: [%q]}", mode, u)))
+			m, np, _ := strings.Cut(mode, ", ")
+			vals := mergeValues(base, mustParse(t, fmt.Sprintf("redis: {mode: %s, urls: [%q]}\nnetworkPolicy: {enabled: %t}", m, u, np != "")))
 			_, err := render(t, vals, capabilities())
 			if err == nil || !strings.Contains(err.Error(), "holds a password") || strings.Contains(err.Error(), "secret") {
 				t.Errorf("%s: redis.urls %q rendered or shown (err %v); want it refused as holding a password, the password not shown", mode, u, err)

@@ -689,6 +689,70 @@ func TestLoadConfigNeverRepeatsAPassword(t *testing.T) {
 	}
 }
 
+// GATE_REDIS_URLS is split at its commas, so a password holding an unescaped ',' split
+// its URL in two: the error showed the first piece as is (GATE_REDIS_URLS=
+// "redis://user:p4ss,(redacted: ...)"), the password's head in clear, and said the
+// piece could not be parsed. The error now shows the URL with its password redacted and
+// says to escape the ','.
+func TestRedisURLPasswordWithACommaIsNeverShown(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ urls, head string }{ // head: the password before its ','
+		{"redis://user:p4ss,w0rd@a:6379/0", "p4ss"},
+		{"redis://user:1234,w0rd@a:6379/0", "1234"}, // its head parses, as host user, port 1234
+		{"redis://:sec,r,et@a:6379/0", "sec"},
+		{"redis://:pw@b:6379/0,rediss://:p4ss,w0rd@a:6379/0", "p4ss"},
+	} {
+		_, err := loadMap(map[string]string{"GATE_REDIS_URLS": tc.urls})
+		if err == nil {
+			t.Errorf("%s: loaded without error", tc.urls)
+			continue
+		}
+		if strings.Contains(err.Error(), tc.head) {
+			t.Errorf("%s: the error repeats the password's head %q: %v", tc.urls, tc.head, err)
+		}
+		if !strings.Contains(err.Error(), "%2C") {
+			t.Errorf("%s: the error does not say to escape the ',' as %%2C: %v", tc.urls, err)
+		}
+	}
+}
+
+// GATE_REDIS_SENTINEL_ADDRS and GATE_KAFKA_BROKERS take host:port, but a sentinel's or
+// broker's URL with its credentials was refused with the whole value in clear, twice
+// (GATE_REDIS_SENTINEL_ADDRS="redis://:hunter2@s:26379": entry "redis://:hunter2@s:26379"
+// is not host:port), and the credentials alone before the host (hunter2@s:26379) were
+// taken as part of a host name: the gate started, showed them in its start line and in
+// /readyz, and never reached the sentinels. Both are refused, naming the '@' and
+// repeating none of the value before it.
+func TestHostListWithCredentialsIsRefusedUnshown(t *testing.T) {
+	t.Parallel()
+	sentinel := map[string]string{"GATE_REDIS_MODE": "sentinel", "GATE_REDIS_SENTINEL_MASTER": "m"}
+	for _, tc := range []struct{ key, value string }{
+		{"GATE_REDIS_SENTINEL_ADDRS", "redis://:hunter2@s:26379"},
+		{"GATE_REDIS_SENTINEL_ADDRS", "hunter2@s:26379"},
+		{"GATE_REDIS_SENTINEL_ADDRS", "s1:26379,u:hunter2@s2:26379"},
+		{"GATE_REDIS_SENTINEL_ADDRS", "redis://:hun,ter2@s:26379"},
+		{"GATE_KAFKA_BROKERS", "SASL_SSL://gate:hunter2@k:9092"},
+		{"GATE_KAFKA_BROKERS", "hunter2@k:9092"},
+	} {
+		env := map[string]string{tc.key: tc.value}
+		if tc.key == "GATE_REDIS_SENTINEL_ADDRS" {
+			maps.Copy(env, sentinel)
+		}
+		_, err := loadMap(env)
+		if err == nil {
+			t.Errorf("%s=%s: loaded without error", tc.key, tc.value)
+			continue
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "hunter2") || strings.Contains(msg, "hun,") {
+			t.Errorf("%s=%s: the error repeats the credentials: %v", tc.key, tc.value, err)
+		}
+		if !strings.Contains(msg, tc.key) || !strings.Contains(msg, "'@'") {
+			t.Errorf("%s=%s: the error does not name %s and the '@': %v", tc.key, tc.value, tc.key, err)
+		}
+	}
+}
+
 // A URL password holding '/', '?' or '#' unescaped ends the URL's authority early: the
 // rest of the password lands in the host's port, the path, the query or the fragment,
 // where no redaction finds it; without the scheme's "://" there is no user info at all.

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/capturegate/gate/internal/consume"
@@ -16,7 +17,14 @@ func (brokerList) want() string {
 	return "host:port entries separated by commas such as kafka-1:9092,kafka-2:9092"
 }
 
+// Decode refuses an '@' first, without repeating the value: no host:port holds one, and
+// one here is a URL's or its user info's (redis://:password@sentinel:26379), whose
+// password the error would show, or the gate's start line and /readyz, had the rest read
+// as a host name (password@sentinel).
 func (b *brokerList) Decode(text string) error {
+	if i := slices.IndexFunc(strings.Split(text, ","), func(s string) bool { return strings.Contains(s, "@") }); i >= 0 {
+		return fmt.Errorf("entry %d holds an '@', as a URL's user name or password would: want host:port alone, the credentials set by their own variables", i+1)
+	}
 	var out brokerList
 	for i, s := range strings.Split(text, ",") {
 		s = strings.TrimSpace(s)
@@ -31,6 +39,17 @@ func (b *brokerList) Decode(text string) error {
 	}
 	*b = out
 	return nil
+}
+
+func (brokerList) redact(s string) string { return redactHosts(s) }
+
+// redactHosts is a host:port list as errors show it: whole, unless it holds an '@' (see
+// brokerList.Decode), and then none of it, as a password may hold a ',' too.
+func redactHosts(s string) string {
+	if strings.Contains(s, "@") {
+		return "(redacted: it holds an '@')"
+	}
+	return s
 }
 
 // startOffset is GATE_KAFKA_START_OFFSET.

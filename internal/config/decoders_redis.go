@@ -43,6 +43,8 @@ func (a *sentinelAddrs) Decode(text string) error {
 	return nil
 }
 
+func (sentinelAddrs) redact(s string) string { return redactHosts(s) }
+
 // sentinelMaster is GATE_REDIS_SENTINEL_MASTER: a name as sentinel.conf takes it, one word.
 type sentinelMaster string
 
@@ -67,9 +69,18 @@ func (redisURLs) want() string {
 // listed twice: the tick needs distinct instances, and a duplicate would count a team's
 // events on two keys without either seeing the sum.
 func (u *redisURLs) Decode(text string) error {
+	pieces := strings.Split(text, ",")
+	// A ',' in a password splits its URL, the rest of the password going to a piece with
+	// an '@' and no scheme: said first, as the URL's first piece fails to parse too, in a
+	// way that does not point at the ','.
+	for i, s := range pieces {
+		if i > 0 && !strings.Contains(s, "://") && strings.Contains(s, "@") {
+			return fmt.Errorf("entry %d has an '@' and no scheme: a ',' in a password splits its URL in two; escape it as %%2C", i+1)
+		}
+	}
 	var out redisURLs
 	seen := make(map[string]int)
-	for i, s := range strings.Split(text, ",") {
+	for i, s := range pieces {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			return fmt.Errorf("entry %d is empty", i+1)
@@ -119,10 +130,21 @@ func gateSetOption(u string) error {
 	return nil
 }
 
+// redact redacts each URL of s. A piece without a scheme is the rest of the URL before
+// it, split by a ',' in its password (Decode refuses it): redacted alone, the URL's first
+// piece was shown as is, the password's head with it.
 func (redisURLs) redact(s string) string {
-	parts := strings.Split(s, ",")
+	var parts []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if n := len(parts); n > 0 && !strings.Contains(p, "://") {
+			parts[n-1] += "," + p
+			continue
+		}
+		parts = append(parts, p)
+	}
 	for i, p := range parts {
-		parts[i] = redactURL(strings.TrimSpace(p))
+		parts[i] = redactURL(p)
 	}
 	return strings.Join(parts, ",")
 }

@@ -138,6 +138,10 @@ in sentinel mode, of redis.sentinel.addrs. */}}
 {{- if .Values.redis.urlsSecret.name -}}
 {{- fail "capture-gate: networkPolicy.redis.ports is required with redis.urlsSecret: the chart cannot read the ports of URLs kept in a Secret" -}}
 {{- end -}}
+{{- /* First the passwords (capture-gate.redisURLs refuses them, showing none): this
+template renders before the Deployment's checks, and urlParse's error would show the whole
+of a URL that fails to parse, a password holding '/' or '?' with it. */ -}}
+{{- $_ := include "capture-gate.redisURLs" . -}}
 {{- range .Values.redis.urls -}}
 {{- $port := regexFind ":[0-9]+$" (urlParse .).host | trimPrefix ":" -}}
 {{- $ports = append $ports (default "6379" $port | int64) -}}
