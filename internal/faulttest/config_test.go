@@ -41,6 +41,7 @@ var badConfig = map[string]string{
 	"GATE_KAFKA_SESSION_TIMEOUT":   "10ms",
 	"GATE_KAFKA_REBALANCE_TIMEOUT": "1s",
 	"GATE_KAFKA_FETCH_MAX_WAIT":    "soon",
+	"GATE_KAFKA_FETCH_MAX_BYTES":   "100",
 	"GATE_KAFKA_START_OFFSET":      "newest",
 	"GATE_KAFKA_GROUP_PROTOCOL":    "eager",
 	"GATE_ON_UNDELIVERABLE":        "drop",
