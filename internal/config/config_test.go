@@ -1123,8 +1123,14 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 7 ||
 		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 75*time.Second ||
 		cc.StartOffset != consume.StartLatest || cc.OnUndeliverable != consume.UndeliverableSkip || cc.OnDataLoss != consume.DataLossStop ||
-		!slices.Equal(cc.OutputTopics, []string{"ok", "over", "dlq"}) {
+		!slices.Equal(cc.OutputTopics, []string{"ok", "over", "dlq"}) || cc.KeylessTopics != nil {
 		t.Errorf("consume config %+v", cc)
+	}
+	// Overflow records without their key: a compacted overflow topic refuses them.
+	dropKey := c
+	dropKey.Kafka.OverflowKeepKey = false
+	if cc, err := dropKey.ConsumeConfig(Reload{}); err != nil || !slices.Equal(cc.KeylessTopics, []string{"over"}) {
+		t.Errorf("GATE_OVERFLOW_KEEP_KEY=false: keyless topics %v (%v), want the overflow topic", cc.KeylessTopics, err)
 	}
 	if cl, err := kgo.NewClient(cc.ClientOpts...); err != nil {
 		t.Error(err)

@@ -152,6 +152,7 @@ func (c Kafka) ConsumeConfig(r Reload) (consume.Config, error) {
 		StallRestart:          orDisabled(c.StallRestart),
 		OnDataLoss:            c.OnDataLoss.value(),
 		OutputTopics:          c.OutputTopics(),
+		KeylessTopics:         c.keylessTopics(),
 		ClientOpts:            opts,
 	}, nil
 }
@@ -164,6 +165,16 @@ func (c Kafka) OutputTopics() []string {
 		ts = append(ts, c.OutcomesTopic)
 	}
 	return ts
+}
+
+// keylessTopics are the output topics the gate writes records without a key to: the
+// overflow topic (and with it the rules' own, consume.Config.KeylessTopics) unless
+// GATE_OVERFLOW_KEEP_KEY.
+func (c Kafka) keylessTopics() []string {
+	if c.OverflowKeepKey {
+		return nil
+	}
+	return []string{c.OverflowTopic}
 }
 
 // orDisabled maps a setting's 0 (off) to the consumer's negative (disabled), its zero

@@ -238,6 +238,12 @@ type Config struct {
 	// before consuming, the gate checks that they and InputTopic exist and that it may
 	// read and write them (see preflight.go). Empty checks the input topic only.
 	OutputTopics []string
+	// KeylessTopics are those of OutputTopics the gate writes records without a key to:
+	// the overflow topic unless GATE_OVERFLOW_KEEP_KEY. The rules' own topics, whose
+	// records drop the key as overflow ones do, count as keyless when the overflow topic
+	// (RuleTopics' fallback) is listed. A compacted one (cleanup.policy compact) refuses
+	// every such record, so the preflight reports it (keylessProblems).
+	KeylessTopics []string
 	// RuleTopics, if set, is the watch of the rules' own topics (action topic:NAME),
 	// shared with the router: a produce to one that fails for want of the topic or the
 	// WRITE ACL marks it missing, and the output watch checks each one every few

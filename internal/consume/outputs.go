@@ -280,13 +280,21 @@ func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[str
 			continue
 		}
 		topic := *t.Topic
-		var leaderless, short []string
-		isr := -1 // the fewest in-sync replicas among short
+		var leaderless, short, few []string
+		isr := -1      // the fewest in-sync replicas among short
+		replicas := -1 // the fewest replicas among few
 		for _, p := range t.Partitions {
 			id := strconv.Itoa(int(p.Partition))
 			switch {
 			case p.Leader < 0:
 				leaderless = append(leaderless, id)
+			case minISR[topic] > 0 && len(p.Replicas) < minISR[topic]:
+				// Fewer replicas than min.insync.replicas: no broker coming back lets a
+				// write through, only a change of the topic does.
+				few = append(few, id)
+				if replicas < 0 || len(p.Replicas) < replicas {
+					replicas = len(p.Replicas)
+				}
 			case minISR[topic] > 0 && len(p.ISR) < minISR[topic]:
 				short = append(short, id)
 				if isr < 0 || len(p.ISR) < isr {
@@ -302,6 +310,12 @@ func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[str
 			found[problemOutputs+topic+"/isr"] = fmt.Sprintf("kafka: output topic %q: partitions %s have as few as %d in-sync replica(s), fewer than its min.insync.replicas %d, "+
 				"so the brokers refuse acks=all writes (NOT_ENOUGH_REPLICAS) until a replica is back; their records wait and are retried, nothing is committed past them",
 				topic, strings.Join(short, ","), isr, minISR[topic])
+		}
+		if len(few) > 0 {
+			found[problemOutputs+topic+"/replicas"] = fmt.Sprintf("kafka: output topic %q: partitions %s have only %d replica(s), fewer than its min.insync.replicas %d, "+
+				"so the brokers refuse every acks=all write (NOT_ENOUGH_REPLICAS) whatever brokers are up: lower the topic's min.insync.replicas or add replicas; "+
+				"their records wait and are retried, nothing is committed past them",
+				topic, strings.Join(few, ","), replicas, minISR[topic])
 		}
 	}
 	return found, nil

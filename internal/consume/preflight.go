@@ -155,6 +155,7 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 	if len(found) == 0 {
 		// Before the first produce, which fixes a partition's batch limit in the client.
 		c.readBatchLimits(ctx, c.cl, topics[1:])
+		found = append(found, c.keylessProblems(ctx, topics[1:])...)
 	}
 
 	dg := kmsg.NewPtrDescribeGroupsRequest()
@@ -246,6 +247,71 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 		}
 	}
 	return found, transient, nil
+}
+
+// keylessProblems names each of topics that is compacted (cleanup.policy compact, or
+// compact,delete) while the gate writes records without a key to it (Config.KeylessTopics,
+// and the rules' own topics with them): Kafka refuses every such record
+// (INVALID_RECORD, "Compacted topic cannot accept message without key"). Unchecked, the
+// gate started ready and sent every overflow record to the dead-letter topic, retried
+// alone then dead-lettered alone, two round trips a record, with no line said. A topic
+// the gate may not describe (DESCRIBE_CONFIGS) is not checked.
+func (c *Consumer) keylessProblems(ctx context.Context, topics []string) []string {
+	w := c.cfg.RuleTopics
+	topics = slices.DeleteFunc(slices.Clone(topics), func(t string) bool {
+		return !slices.Contains(c.cfg.KeylessTopics, t) && !(c.rulesKeyless() && w.Watched(t))
+	})
+	return c.compactedProblems(ctx, c.cl, topics)
+}
+
+// rulesKeyless reports that the rules' own topics get records without a key: the
+// router drops it from theirs as from overflow ones.
+func (c *Consumer) rulesKeyless() bool {
+	w := c.cfg.RuleTopics
+	return w != nil && slices.Contains(c.cfg.KeylessTopics, w.Fallback())
+}
+
+// compactedProblems names each of topics, written without keys, that is compacted
+// (keylessProblems), asking with cl.
+func (c *Consumer) compactedProblems(ctx context.Context, cl *kgo.Client, topics []string) []string {
+	if len(topics) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, t := range topics {
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType = kmsg.ConfigResourceTypeTopic
+		r.ResourceName = t
+		r.ConfigNames = []string{"cleanup.policy"}
+		req.Resources = append(req.Resources, r)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		c.log.Debug("kafka: could not read the output topics' cleanup.policy", "err", err)
+		return nil
+	}
+	var found []string
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			c.log.Debug("kafka: could not read an output topic's cleanup.policy", "topic", r.ResourceName, "err", err)
+			continue
+		}
+		for _, cfg := range r.Configs {
+			if cfg.Name != "cleanup.policy" || cfg.Value == nil || !slices.ContainsFunc(strings.Split(*cfg.Value, ","), func(p string) bool { return strings.TrimSpace(p) == "compact" }) {
+				continue
+			}
+			found = append(found, compactedProblem(r.ResourceName, *cfg.Value))
+		}
+	}
+	return found
+}
+
+// compactedProblem is the problem of topic, compacted (cleanup.policy policy), that the
+// gate writes records without a key to.
+func compactedProblem(topic, policy string) string {
+	return fmt.Sprintf("topic %q: cleanup.policy=%s: the brokers refuse every record without a key to it (INVALID_RECORD), "+
+		"and the gate writes its overflow and rule-topic records without one (GATE_OVERFLOW_KEEP_KEY=false), so each would go to the dead-letter topic: "+
+		"set cleanup.policy=delete on the topic (or GATE_OVERFLOW_KEEP_KEY=true, if every input record has a key)", topic, policy)
 }
 
 // topicsMetadata asks the brokers of cl about topics, with the gate's permissions on

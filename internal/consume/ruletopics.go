@@ -144,6 +144,15 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 	// not know (a rule the reload adds) would otherwise get batches up to
 	// GATE_KAFKA_MAX_MESSAGE_BYTES, every one over its own max.message.bytes refused.
 	c.readBatchLimits(ctx, cl, topics)
+	if c.rulesKeyless() {
+		// A compacted one refuses every record of its rules (keylessProblems).
+		if ps := c.compactedProblems(ctx, cl, topics); len(ps) > 0 {
+			for _, p := range ps {
+				errs = append(errs, errors.New(p))
+			}
+			return errors.Join(errs...)
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,137 @@
+package consume
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/route"
+)
+
+// TestPreflightCompactedKeylessTopic: an overflow topic made compacted
+// (cleanup.policy=compact) refuses every record without a key (Kafka answers
+// INVALID_RECORD: "Compacted topic cannot accept message without key"), and the gate
+// writes overflow records without one unless GATE_OVERFLOW_KEEP_KEY. The preflight
+// names the topic and the setting, and nothing is consumed until it is fixed. Before,
+// the gate started ready and sent every overflow record to the dead-letter topic, two
+// round trips alone each, with no log line (300 records: 7.3 s instead of 0.3 s, the 285
+// overflow records all dead-lettered). With the key kept, the topic takes the records.
+func TestPreflightCompactedKeylessTopic(t *testing.T) {
+	t.Parallel()
+	for _, keepKey := range []bool{false, true} {
+		t.Run("keep_key="+strconv.FormatBool(keepKey), func(t *testing.T) {
+			t.Parallel()
+			const parts, n = 2, 50
+			env := newEnv(t, parts)
+			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+			if !keepKey {
+				env.ccfg.KeylessTopics = []string{ovfTopic}
+			}
+			env.ccfg.PreflightInterval = 100 * time.Millisecond
+			adm := kadm.NewClient(producer(t, env.cluster))
+			setPolicy := func(p string) {
+				t.Helper()
+				rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr(p)}}, ovfTopic)
+				if err == nil {
+					_, err = rs.On(ovfTopic, nil)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			setPolicy("compact")
+			recs := make([]*kgo.Record, n)
+			for id := range recs {
+				recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+			}
+			produceAll(t, producer(t, env.cluster), recs)
+			g := env.start(t, "a")
+			if keepKey {
+				waitFor(t, 20*time.Second, "ready: the records keep their key", g.c.Ready)
+				return
+			}
+			waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
+				return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact") &&
+					strings.Contains(why, "GATE_OVERFLOW_KEEP_KEY")
+			})
+			if gi := env.cluster.GroupInfo(testGroup); gi != nil && len(gi.Commits[inTopic]) > 0 {
+				t.Errorf("committed %v before the topics were checked", gi.Commits[inTopic])
+			}
+			setPolicy("delete")
+			waitFor(t, 20*time.Second, "ready once the topic is not compacted", g.c.Ready)
+			out := collect(t, env.cluster, n, 30*time.Second, 200*time.Millisecond)
+			if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+				t.Fatalf("%d lost, %d duplicated", len(lost), len(dup))
+			}
+		})
+	}
+}
+
+// TestCheckTopicsCompactedRuleTopic: a rules reload naming a topic of its own that is
+// compacted is refused, the topic and the setting named, when the gate drops the key of
+// the rules' records (as of overflow ones); with the key kept it passes. Before, the
+// reload was put in use and every record of the rule went to the dead-letter topic.
+func TestCheckTopicsCompactedRuleTopic(t *testing.T) {
+	const audit = "audit"
+	for _, keepKey := range []bool{false, true} {
+		t.Run("keep_key="+strconv.FormatBool(keepKey), func(t *testing.T) {
+			env := newEnv(t, 1)
+			if err := env.cluster.CreateTopic(audit, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
+				t.Fatal(err)
+			}
+			env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+			if !keepKey {
+				env.ccfg.KeylessTopics = []string{ovfTopic}
+			}
+			env.ccfg.RuleTopics = route.NewTopicWatch(ovfTopic)
+			c, err := New(env.ccfg, nil, nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			err = c.CheckTopics(t.Context(), []string{audit})
+			switch {
+			case keepKey && err != nil:
+				t.Errorf("the records keep their key: %v, want nil", err)
+			case !keepKey && (err == nil || !strings.Contains(err.Error(), `topic "audit": cleanup.policy=compact`)):
+				t.Errorf("a compacted rule topic: %v, want a refusal naming it and cleanup.policy", err)
+			}
+		})
+	}
+}
+
+// TestDiagnoseOutputsMinInsyncAboveReplicas: an output topic whose min.insync.replicas
+// is above its replication factor refuses every acks=all write (NOT_ENOUGH_REPLICAS)
+// for good: no replica can come back. The gate says so and what to change. Before, it
+// said the brokers refused writes "until a replica is back", sending the on-call engineer
+// to look for a broker that is not down.
+func TestDiagnoseOutputsMinInsyncAboveReplicas(t *testing.T) {
+	env := newEnv(t, 1)
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	adm := kadm.NewClient(producer(t, env.cluster))
+	rs, err := adm.AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Name: "min.insync.replicas", Value: kadm.StringPtr("2")}}, accTopic)
+	if err == nil {
+		_, err = rs.On(accTopic, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(env.ccfg, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	found, err := c.diagnoseOutputs(t.Context(), c.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := found[problemOutputs+accTopic+"/replicas"]
+	if !strings.Contains(p, "only 1 replica") || !strings.Contains(p, "min.insync.replicas 2") || strings.Contains(p, "until a replica is back") {
+		t.Errorf("problem %q: want it to say the topic has only 1 replica, below its min.insync.replicas 2, for good", p)
+	}
+}
