@@ -137,6 +137,13 @@ func (c *Consumer) readBatchLimits(ctx context.Context, cl *kgo.Client, topics [
 		return
 	}
 	ns, errs, err := topicConfig(ctx, cl, topics, "max.message.bytes")
+	c.mergeBatchLimits(ns, errs, err)
+}
+
+// mergeBatchLimits takes the max.message.bytes read of the output topics (ns, and errs
+// and err as topicConfig returns them) for batchMaxBytes, and says a limit new or changed
+// below the gate's own.
+func (c *Consumer) mergeBatchLimits(ns map[string]int64, errs map[string]error, err error) {
 	if err != nil {
 		c.log.Debug("kafka: could not read the output topics' max.message.bytes; batches up to GATE_KAFKA_MAX_MESSAGE_BYTES", "err", err)
 		return
@@ -162,9 +169,9 @@ func (c *Consumer) readBatchLimits(ctx context.Context, cl *kgo.Client, topics [
 	}
 }
 
-// rereadBatchLimits reads the max.message.bytes of the output topics and of the rule
-// topics in use (not those marked missing: checkRuleTopics learns them anew when they
-// come back) again, with cl, and warns, once a change, of each topic whose batch limit
+// rereadBatchLimits reads the max.message.bytes (and cleanup.policy, checkCompacted) of
+// the output topics and of the rule topics in use (not those marked missing:
+// checkRuleTopics learns them anew when they come back) again, with cl, and warns, once a change, of each topic whose batch limit
 // (batchMaxBytes) changed: the client keeps the limit it asked for at its first record to
 // each partition (kgo.ProducerBatchMaxBytesFn), so the change takes effect when the gate
 // restarts. Having the client learn the topic anew instead (purged, as for a topic
@@ -173,14 +180,7 @@ func (c *Consumer) readBatchLimits(ctx context.Context, cl *kgo.Client, topics [
 // the idempotent producer's records renumbered, for a change a rolling restart applies
 // cleanly. A partition the client first produces to after the change gets the new limit.
 func (c *Consumer) rereadBatchLimits(ctx context.Context, cl *kgo.Client) {
-	topics := slices.Clone(c.cfg.OutputTopics) // the outcomes topic's left out by readBatchLimits
-	if w := c.cfg.RuleTopics; w != nil {
-		for _, t := range w.Topics() {
-			if !w.Missing(t) && !slices.Contains(topics, t) {
-				topics = append(topics, t)
-			}
-		}
-	}
+	topics := c.writtenTopics() // the outcomes topic's left out by readBatchLimits
 	if len(topics) == 0 {
 		return
 	}
@@ -188,7 +188,14 @@ func (c *Consumer) rereadBatchLimits(ctx context.Context, cl *kgo.Client) {
 	for i, t := range topics {
 		before[i] = c.batchMaxBytes(t)
 	}
-	c.readBatchLimits(ctx, cl, topics)
+	// cleanup.policy in the same request: a topic made compacted while the gate runs
+	// (checkCompacted).
+	settings, errs, err := topicSettings(ctx, cl, slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return t == c.cfg.OutcomesTopic }),
+		"max.message.bytes", "cleanup.policy")
+	c.mergeBatchLimits(intSetting(settings, "max.message.bytes"), errs, err)
+	if err == nil {
+		c.checkCompacted(ctx, settings)
+	}
 	for i, t := range topics {
 		if now := c.batchMaxBytes(t); now != before[i] {
 			c.log.Warn("kafka: an output topic's max.message.bytes changed; the producer keeps the limit it had until the gate restarts (restart the gates to apply it)",

@@ -66,6 +66,8 @@ type Consumer struct {
 	commitLog *throttle.Every
 	// fetchLog paces the log of fetch errors a retry may cure (see fetchErrors).
 	fetchLog *throttle.Every
+	// rerouteLog paces the log of records rerouted to dead letter (logRerouted).
+	rerouteLog rerouteLog
 	// fetchRefusedAt is when a poll last handed back a fetch error no retry cures
 	// (UnixNano; see fetchErrors), 0 when none is recorded.
 	fetchRefusedAt atomic.Int64
@@ -845,6 +847,7 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 	if rejected(err) {
 		if stage, moved := f.advance(); moved && stage < stageUndeliverable {
 			c.m.countRerouted(stage)
+			c.logRerouted(topic, err)
 		}
 	}
 	// Queued (and so awaiting its retry) before its problem is recorded: see

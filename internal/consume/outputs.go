@@ -262,18 +262,20 @@ func (c *Consumer) relearnTopic(ctx context.Context, cl *kgo.Client, t string) {
 	c.readBatchLimits(ctx, cl, []string{t})
 }
 
-// diagnoseOutputs returns, by problems key, what keeps the output topics from taking
-// writes: partitions without a leader, and partitions with fewer in-sync replicas than
-// their topic's min.insync.replicas (where the gate may read it; otherwise only the
-// leaderless ones are found).
+// diagnoseOutputs returns, by problems key, what keeps the output topics, and the rule
+// topics in use (whose records wait as theirs do), from taking writes: partitions
+// without a leader, and partitions with fewer in-sync replicas than their topic's
+// min.insync.replicas (where the gate may read it; otherwise only the leaderless ones
+// are found).
 func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := topicsMetadata(ctx, cl, c.cfg.OutputTopics)
+	topics := c.writtenTopics()
+	resp, err := topicsMetadata(ctx, cl, topics)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
-	minISR := c.minInsync(ctx, cl)
+	minISR := c.minInsync(ctx, cl, topics)
 	found := map[string]string{}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || kerr.ErrorForCode(t.ErrorCode) != nil {
@@ -321,11 +323,25 @@ func (c *Consumer) diagnoseOutputs(ctx context.Context, cl *kgo.Client) (map[str
 	return found, nil
 }
 
-// minInsync reads the output topics' min.insync.replicas; a topic the gate may not
-// describe (DESCRIBE_CONFIGS) is left out.
-func (c *Consumer) minInsync(ctx context.Context, cl *kgo.Client) map[string]int {
+// writtenTopics are the output topics and the rule topics in use (not those marked
+// missing: checkRuleTopics watches them, and their records go to overflow meanwhile).
+func (c *Consumer) writtenTopics() []string {
+	topics := slices.Clone(c.cfg.OutputTopics)
+	if w := c.cfg.RuleTopics; w != nil {
+		for _, t := range w.Topics() {
+			if !w.Missing(t) && !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
+	return topics
+}
+
+// minInsync reads the min.insync.replicas of topics; a topic the gate may not describe
+// (DESCRIBE_CONFIGS) is left out.
+func (c *Consumer) minInsync(ctx context.Context, cl *kgo.Client, topics []string) map[string]int {
 	out := map[string]int{}
-	ns, _, _ := topicConfig(ctx, cl, c.cfg.OutputTopics, "min.insync.replicas")
+	ns, _, _ := topicConfig(ctx, cl, topics, "min.insync.replicas")
 	for t, n := range ns {
 		out[t] = int(n)
 	}
@@ -336,12 +352,37 @@ func (c *Consumer) minInsync(ctx context.Context, cl *kgo.Client) map[string]int
 // value, each topic the broker would not describe with why (refused, unknown), and the
 // request's own error. A value that is not a number is left out.
 func topicConfig(ctx context.Context, cl *kgo.Client, topics []string, name string) (map[string]int64, map[string]error, error) {
+	settings, errs, err := topicSettings(ctx, cl, topics, name)
+	if err != nil || settings == nil {
+		return nil, errs, err
+	}
+	return intSetting(settings, name), errs, nil
+}
+
+// intSetting returns the integer setting name of each topic of settings (topicSettings);
+// a value that is not a number is left out.
+func intSetting(settings map[string]map[string]string, name string) map[string]int64 {
+	vals := map[string]int64{}
+	for t, s := range settings {
+		if v, ok := s[name]; ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				vals[t] = n
+			}
+		}
+	}
+	return vals
+}
+
+// topicSettings reads the settings names of topics in one request (DESCRIBE_CONFIGS):
+// each described topic's values by name, each topic the broker would not describe with
+// why (refused, unknown), and the request's own error.
+func topicSettings(ctx context.Context, cl *kgo.Client, topics []string, names ...string) (map[string]map[string]string, map[string]error, error) {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	for _, t := range topics {
 		r := kmsg.NewDescribeConfigsRequestResource()
 		r.ResourceType = kmsg.ConfigResourceTypeTopic
 		r.ResourceName = t
-		r.ConfigNames = []string{name}
+		r.ConfigNames = names
 		req.Resources = append(req.Resources, r)
 	}
 	if len(req.Resources) == 0 {
@@ -351,17 +392,16 @@ func topicConfig(ctx context.Context, cl *kgo.Client, topics []string, name stri
 	if err != nil {
 		return nil, nil, err
 	}
-	vals, errs := map[string]int64{}, map[string]error{}
+	vals, errs := map[string]map[string]string{}, map[string]error{}
 	for _, r := range resp.Resources {
 		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
 			errs[r.ResourceName] = err
 			continue
 		}
+		vals[r.ResourceName] = map[string]string{}
 		for _, cfg := range r.Configs {
-			if cfg.Name == name && cfg.Value != nil {
-				if n, err := strconv.ParseInt(*cfg.Value, 10, 64); err == nil {
-					vals[r.ResourceName] = n
-				}
+			if cfg.Value != nil && slices.Contains(names, cfg.Name) {
+				vals[r.ResourceName][cfg.Name] = *cfg.Value
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -257,11 +258,13 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 // alone then dead-lettered alone, two round trips a record, with no line said. A topic
 // the gate may not describe (DESCRIBE_CONFIGS) is not checked.
 func (c *Consumer) keylessProblems(ctx context.Context, topics []string) []string {
-	w := c.cfg.RuleTopics
-	topics = slices.DeleteFunc(slices.Clone(topics), func(t string) bool {
-		return !slices.Contains(c.cfg.KeylessTopics, t) && !(c.rulesKeyless() && w.Watched(t))
-	})
-	return c.compactedProblems(ctx, c.cl, topics)
+	return c.compactedProblems(ctx, c.cl, slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return !c.keyless(t) }))
+}
+
+// keyless reports that the gate writes records without a key to topic t
+// (keylessProblems).
+func (c *Consumer) keyless(t string) bool {
+	return slices.Contains(c.cfg.KeylessTopics, t) || c.rulesKeyless() && c.cfg.RuleTopics.Watched(t)
 }
 
 // rulesKeyless reports that the rules' own topics get records without a key: the
@@ -277,33 +280,27 @@ func (c *Consumer) compactedProblems(ctx context.Context, cl *kgo.Client, topics
 	if len(topics) == 0 {
 		return nil
 	}
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	for _, t := range topics {
-		r := kmsg.NewDescribeConfigsRequestResource()
-		r.ResourceType = kmsg.ConfigResourceTypeTopic
-		r.ResourceName = t
-		r.ConfigNames = []string{"cleanup.policy"}
-		req.Resources = append(req.Resources, r)
-	}
-	resp, err := req.RequestWith(ctx, cl)
+	settings, errs, err := topicSettings(ctx, cl, topics, "cleanup.policy")
 	if err != nil {
 		c.log.Debug("kafka: could not read the output topics' cleanup.policy", "err", err)
 		return nil
 	}
+	for t, err := range errs {
+		c.log.Debug("kafka: could not read an output topic's cleanup.policy", "topic", t, "err", err)
+	}
 	var found []string
-	for _, r := range resp.Resources {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			c.log.Debug("kafka: could not read an output topic's cleanup.policy", "topic", r.ResourceName, "err", err)
-			continue
-		}
-		for _, cfg := range r.Configs {
-			if cfg.Name != "cleanup.policy" || cfg.Value == nil || !slices.ContainsFunc(strings.Split(*cfg.Value, ","), func(p string) bool { return strings.TrimSpace(p) == "compact" }) {
-				continue
-			}
-			found = append(found, compactedProblem(r.ResourceName, *cfg.Value))
+	for _, t := range topics {
+		if policy := settings[t]["cleanup.policy"]; compacted(policy) {
+			found = append(found, compactedProblem(t, policy))
 		}
 	}
 	return found
+}
+
+// compacted reports that a topic of cleanup.policy policy is compacted (compact, or
+// compact,delete).
+func compacted(policy string) bool {
+	return slices.ContainsFunc(strings.Split(policy, ","), func(p string) bool { return strings.TrimSpace(p) == "compact" })
 }
 
 // compactedProblem is the problem of topic, compacted (cleanup.policy policy), that the
@@ -312,6 +309,37 @@ func compactedProblem(topic, policy string) string {
 	return fmt.Sprintf("topic %q: cleanup.policy=%s: the brokers refuse every record without a key to it (INVALID_RECORD), "+
 		"and the gate writes its overflow and rule-topic records without one (GATE_OVERFLOW_KEEP_KEY=false), so each would go to the dead-letter topic: "+
 		"set cleanup.policy=delete on the topic (or GATE_OVERFLOW_KEEP_KEY=true, if every input record has a key)", topic, policy)
+}
+
+// problemCompacted prefixes the problems key of a topic, written without keys, found
+// compacted while the gate runs (checkCompacted).
+const problemCompacted = "compacted/"
+
+// checkCompacted marks the gate not ready, naming the topic as the preflight does, for
+// each topic of settings (read again every Config.TopicConfigInterval, with the batch
+// limits: rereadBatchLimits) the gate writes without keys that is compacted: made so
+// while the gate runs, it refuses every such record, and each would go to the dead-letter
+// topic. The problem clears when the topic is read not compacted, or no longer written
+// without keys. A topic not described this time is left as it was.
+func (c *Consumer) checkCompacted(ctx context.Context, settings map[string]map[string]string) {
+	if c.problems.clear(func(k string) bool {
+		t, ok := strings.CutPrefix(k, problemCompacted)
+		if !ok {
+			return false
+		}
+		s, read := settings[t]
+		return read && !compacted(s["cleanup.policy"]) || !c.keyless(t)
+	}) {
+		c.log.Info("kafka: an output topic found compacted is no longer, or no longer written without keys")
+	}
+	for _, t := range slices.Sorted(maps.Keys(settings)) {
+		if !c.keyless(t) {
+			continue
+		}
+		if policy := settings[t]["cleanup.policy"]; compacted(policy) {
+			c.logProblem(ctx, problemCompacted+t, "kafka: "+compactedProblem(t, policy)+"; the gate is not ready until it is", "topic", t)
+		}
+	}
 }
 
 // topicsMetadata asks the brokers of cl about topics, with the gate's permissions on

@@ -452,6 +452,47 @@ func stampNow(r, in *kgo.Record, now time.Time) {
 	r.Timestamp = now
 }
 
+// rerouteLogEvery bounds how often records rerouted to dead letter are said, per
+// topic and error (logRerouted).
+const rerouteLogEvery = time.Minute
+
+// rerouteLog paces the warnings of logRerouted, one pace per topic and error. It is
+// safe for concurrent use.
+type rerouteLog struct {
+	mu    sync.Mutex
+	paces map[string]*throttle.Every
+}
+
+// allow reports whether to say a record topic refused with the error named reason, and
+// how many were rerouted since the last line (this one among them).
+func (l *rerouteLog) allow(topic, reason string) (bool, int) {
+	l.mu.Lock()
+	key := topic + "\x00" + reason
+	e := l.paces[key]
+	if e == nil {
+		if l.paces == nil {
+			l.paces = map[string]*throttle.Every{}
+		}
+		e = throttle.NewEvery(rerouteLogEvery, nil) // wall time: it paces a log
+		l.paces[key] = e
+	}
+	l.mu.Unlock()
+	ok, unlogged := e.Allow()
+	return ok, unlogged + 1
+}
+
+// logRerouted warns that topic refused a record for good with err and the gate rerouted
+// it to the dead-letter topic (stripped, when topic is that one), at most once a minute
+// per topic and error, with the count since the line before: a topic refusing every
+// record (too small a max.message.bytes, compacted, narrow timestamp bounds) would
+// otherwise only show in gate_records_rerouted_total.
+func (c *Consumer) logRerouted(topic string, err error) {
+	if ok, n := c.rerouteLog.allow(topic, errorName(err)); ok {
+		c.log.Warn("kafka: an output topic refuses records for good; they go to the dead-letter topic (reason rejected, stripped of their value when the dead-letter topic refuses them; the topic and error in gate-error-detail): check the topic's settings if it goes on",
+			"topic", topic, "err", err, "records", n)
+	}
+}
+
 // rejected reports a produce error that retrying the same record cannot cure.
 func rejected(err error) bool {
 	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage, kerr.InvalidTimestamp} {

@@ -135,3 +135,64 @@ func TestDiagnoseOutputsMinInsyncAboveReplicas(t *testing.T) {
 		t.Errorf("problem %q: want it to say the topic has only 1 replica, below its min.insync.replicas 2, for good", p)
 	}
 }
+
+// TestDiagnoseOutputsRuleTopic: a rule's own topic (action topic:NAME) that cannot take
+// acks=all writes is named as the gate's own output topics are, its min.insync.replicas
+// read. Before, only Config.OutputTopics were asked about: its records waited and
+// /readyz and the log named nothing.
+func TestDiagnoseOutputsRuleTopic(t *testing.T) {
+	const audit = "audit"
+	env := newEnv(t, 1)
+	if err := env.cluster.CreateTopic(audit, 1, map[string]string{"min.insync.replicas": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	w := route.NewTopicWatch(ovfTopic)
+	w.Use([]string{audit})
+	env.ccfg.RuleTopics = w
+	c, err := New(env.ccfg, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	found, err := c.diagnoseOutputs(t.Context(), c.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := found[problemOutputs+audit+"/replicas"]; !strings.Contains(p, `topic "audit"`) || !strings.Contains(p, "min.insync.replicas 2") {
+		t.Errorf("problems %q: want the rule topic named, below its min.insync.replicas 2", found)
+	}
+}
+
+// TestCompactedWhileRunning: an overflow topic made compacted while the gate runs
+// (every overflow record, keyless, refused: INVALID_RECORD) is found when the output
+// topics' settings are read again, with their max.message.bytes, and the gate is not
+// ready, the topic and setting named as at start; set back, it is ready again. Before,
+// only the start and a reload checked: the gate stayed ready and sent every overflow
+// record to the dead-letter topic.
+func TestCompactedWhileRunning(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	env.ccfg.KeylessTopics = []string{ovfTopic}
+	env.ccfg.TopicConfigInterval = 100 * time.Millisecond
+	adm := kadm.NewClient(producer(t, env.cluster))
+	setPolicy := func(p string) {
+		t.Helper()
+		rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr(p)}}, ovfTopic)
+		if err == nil {
+			_, err = rs.On(ovfTopic, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := env.start(t, "a")
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+	setPolicy("compact")
+	waitNotReady(t, g, 20*time.Second, `the overflow topic and cleanup.policy named`, func(why string) bool {
+		return strings.Contains(why, `topic "overflow"`) && strings.Contains(why, "cleanup.policy=compact")
+	})
+	setPolicy("delete")
+	waitFor(t, 20*time.Second, "ready once the topic is not compacted", g.c.Ready)
+}

@@ -1276,6 +1276,7 @@ func (c *Consumer) rememberRejected(fs []*failed) (transient bool) {
 		case stage < stageUndeliverable:
 			if moved {
 				c.m.countRerouted(stage)
+				c.logRerouted(f.out.Topic, f.err)
 			}
 		case c.cfg.OnUndeliverable == UndeliverableSkip:
 			c.skipUndeliverable(f.in, f.out.Topic, f.err)
