@@ -58,9 +58,14 @@ func TestRedisMemoryPerTeamAsDocumented(t *testing.T) {
 	for i := range teams {
 		g.l.CheckAt(clk.Now(), name(i), 1)
 	}
-	clk.Advance(time.Second)
-	if r := g.tk.Tick(ctx); r.Writes != teams || r.Errors != 0 {
-		t.Fatalf("tick = %+v, want %d writes", r, teams)
+	// Ticked until every team is written: on a loaded machine a tick's pipeline of
+	// 20,000 writes can outlast its deadline, and the tick carries them to the next.
+	for written, ticks := 0, 0; written < teams; ticks++ {
+		if ticks == 10 {
+			t.Fatalf("%d of %d teams written after %d ticks", written, teams, ticks)
+		}
+		clk.Advance(time.Second)
+		written += g.tk.Tick(ctx).Writes
 	}
 	counter := float64(usedMemory(t, c)-before) / teams
 
