@@ -106,15 +106,35 @@ func (l *Limiter) CheckEventAt(now, at time.Time, team string, n int64) Decision
 // so that gate_limiter_event_time_clamped_total, added up over the limiters, counts
 // records, once each.
 func (l *Limiter) ClampEventTime(now, at time.Time) time.Time {
-	switch {
-	case l.ring == nil || at.IsZero():
+	if l.ring == nil || at.IsZero() {
 		return at
-	case at.Before(now.Add(-l.cfg.MaxEventAge)):
-		return now.Add(-l.cfg.MaxEventAge)
-	case at.After(now.Add(MaxFutureSkew)):
-		return now
+	}
+	if ns, clamp := l.eventNs(now, at); clamp != clampNone {
+		return time.Unix(0, ns)
 	}
 	return at
+}
+
+// Why a check under EventClock counted a record at another time than its own (eventNs).
+const (
+	clampNone   = iota
+	clampTooOld // older than MaxEventAge: counted that old
+	clampFuture // more than MaxFutureSkew ahead: counted now
+)
+
+// eventNs is the time, in Unix ns, a check at wall time now counts a record of event
+// time at in (now for a zero at), and whether and why it clamped at. The one rule for
+// checkEvent and ClampEventTime.
+func (l *Limiter) eventNs(now, at time.Time) (int64, int) {
+	switch {
+	case at.IsZero():
+		return now.UnixNano(), clampNone
+	case at.Before(now.Add(-l.cfg.MaxEventAge)):
+		return now.UnixNano() - l.maxAgeNs, clampTooOld
+	case at.After(now.Add(MaxFutureSkew)):
+		return now.UnixNano(), clampFuture
+	}
+	return at.UnixNano(), clampNone
 }
 
 // CheckEventTally is CheckEventAt counting its decision, and a clamped timestamp, in t
@@ -134,18 +154,12 @@ func (l *Limiter) checkEvent(now, at time.Time, team string, n int64, t *Tally) 
 		st = &own
 	}
 	wall := now.UnixNano()
-	var ns int64
-	switch {
-	case at.IsZero():
-		ns = wall
-	case at.Before(now.Add(-l.cfg.MaxEventAge)):
-		ns = wall - l.maxAgeNs
+	ns, clamp := l.eventNs(now, at)
+	switch clamp {
+	case clampTooOld:
 		st.tooOld++
-	case at.After(now.Add(MaxFutureSkew)):
-		ns = wall
+	case clampFuture:
 		st.future++
-	default:
-		ns = at.UnixNano()
 	}
 	ep := floorDiv(ns, l.windowNs)
 	h := maphash.String(l.seed, team)
