@@ -59,7 +59,10 @@ func refusingReload(t *testing.T, srv *redistest.Server, rulesText string, env m
 // records, until the old tick could write them (when Redis took writes again).
 func TestRulesReloadWithWritesRefusedKeepsOldCounts(t *testing.T) {
 	srv := redistest.Start(t)
-	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n"
+	// An hour's window: with a minute's, a test that ran across the minute's end (its
+	// first 40 sent in the last second of one) saw the level slide below what it counts,
+	// and waited in vain for the 40 read back.
+	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1h:100]}\n"
 	// No hold: the team's level alone says where its records go.
 	g, cfg, path, logs, send := refusingReload(t, srv, team, map[string]string{"GATE_DIVERT_HOLD": "0"})
 	if got := send(40); got[cfg.AcceptedTopic] != 40 {
