@@ -20,7 +20,7 @@ import (
 
 // loadFlags is gate load's flag set, bound to spec, whose values are the defaults.
 func loadFlags(spec *load.Spec) *flag.FlagSet {
-	fs := flag.NewFlagSet("gate load", flag.ContinueOnError)
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	spec.AddFlags(fs)
 	return fs
 }
@@ -40,7 +40,7 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, nam
 		return err
 	}
 	if err := spec.Check(); err != nil {
-		return &cli.UsageError{Msg: "gate load: " + cli.OneLine(err)}
+		return &cli.UsageError{Msg: "load: " + cli.OneLine(err)}
 	}
 	cfg, err := config.Load(getenv, names)
 	if err != nil {
@@ -85,7 +85,7 @@ func loadCmd(ctx context.Context, args []string, getenv func(string) string, nam
 			if p == 0 {
 				// No broker reached, or the topic refused every record: a failure, named so
 				// even when the wait for the last acknowledgements timed out too.
-				err = errors.Join(fmt.Errorf("gate load: no record acknowledged by GATE_KAFKA_BROKERS=%s on topic %s (%d refused): is the broker reachable and the topic there?",
+				err = errors.Join(fmt.Errorf("load: no record acknowledged by GATE_KAFKA_BROKERS=%s on topic %s (%d refused): is the broker reachable and the topic there?",
 					strings.Join(cfg.KafkaBrokers, ","), cfg.InputTopic, f), err)
 			}
 			return errors.Join(err, werr)

@@ -75,6 +75,8 @@ func TestLoadNothingProducedFails(t *testing.T) {
 			err := loadCmd(t.Context(), []string{"-duration", "1500ms", "-rate", "400"}, getenvFrom(env), nil, clock.Real{}, &stdout, stderr)
 			if err == nil || cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), env["GATE_KAFKA_BROKERS"]) {
 				t.Errorf("gate load: err %v (exit %d); want a failure naming the brokers\nstdout:\n%s", err, cli.ExitCode(err), stdout.String())
+			} else if !strings.HasPrefix(err.Error(), "load: ") {
+				t.Errorf("gate load: err %q; want it to start \"load: \", as main prints it after \"gate: \"", err)
 			}
 			// The last line accounts for every record of the run (1.5 s at 400/s: 600):
 			// acknowledged, refused, unanswered when the wait ended, or skipped.

@@ -399,6 +399,7 @@ func TestRunCommands(t *testing.T) {
 		stdoutHas  string
 		stderrHas  string
 		errHas     string
+		errNot     string // the error must not hold it either
 		wantNilErr bool
 	}{
 		{args: []string{"help"}, stdoutHas: "Usage: gate", wantNilErr: true},
@@ -418,8 +419,9 @@ func TestRunCommands(t *testing.T) {
 		{args: []string{"run", "--help"}, stderrHas: "Usage: gate", wantNilErr: true},
 		{args: []string{"version", "-h"}, stderrHas: "Usage: gate", wantNilErr: true},
 		{args: []string{"load", "-h"}, stderrHas: "Usage: gate load", wantNilErr: true},
-		{args: []string{"load", "-rate", "0"}, usageErr: true, errHas: "gate load: -rate 0"},
-		{args: []string{"load", "extra"}, usageErr: true, errHas: "gate load takes flags only"},
+		{args: []string{"load", "-rate", "0"}, usageErr: true, errHas: "load: -rate 0", errNot: "gate load"},
+		{args: []string{"load", "extra"}, usageErr: true, errHas: "load takes flags only", errNot: "gate load"},
+		{args: []string{"load", "-nope"}, usageErr: true, errHas: "load: flag provided but not defined: -nope", errNot: "gate load"},
 		{args: []string{"-help"}, stdoutHas: "load [flags]\n          produce the demo load", wantNilErr: true},
 		// The demo is cmd/gate-dev; the old subcommand says where it went.
 		{args: []string{"dev"}, usageErr: true, errHas: "go run ./cmd/gate-dev"},
@@ -438,6 +440,9 @@ func TestRunCommands(t *testing.T) {
 			}
 			if err != nil && (!strings.Contains(err.Error(), tt.errHas) || strings.Contains(err.Error(), "\n")) {
 				t.Errorf("error %q, want one line containing %q", err, tt.errHas)
+			}
+			if err != nil && tt.errNot != "" && strings.Contains(err.Error(), tt.errNot) {
+				t.Errorf("error %q holds %q (main prints it after \"gate: \")", err, tt.errNot)
 			}
 			if !strings.Contains(stdout.String(), tt.stdoutHas) || !strings.Contains(stderr.String(), tt.stderrHas) {
 				t.Errorf("stdout %q\nstderr %q", stdout.String(), stderr.String())
