@@ -212,7 +212,11 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 		return err
 	}
 	if updated == "" && len(live) == 0 {
-		_, err := fmt.Fprintf(stdout, "no live overrides in %s\n", key)
+		// No hash (List reads a missing one as empty; the commands keep a marker in any
+		// other): said, as set and delete say it, since gates that read it before keep
+		// enforcing the set they last read, and "no live overrides" alone reads as none in
+		// force.
+		_, err := fmt.Fprintf(stdout, "no live overrides in %s: %s does not exist (gates that read it before keep the set they last read: docs/operations.md, Overrides hash lost)\n", key, key)
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

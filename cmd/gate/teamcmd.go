@@ -168,6 +168,21 @@ func teamOne(ctx context.Context, base, team string, stdout io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// A forced key: why it is limited whatever its figures, once per rule.
+	forcedBy := map[string]bool{}
+	for _, l := range t.Limits {
+		if !l.Forced || forcedBy[l.Rule] {
+			continue
+		}
+		forcedBy[l.Rule] = true
+		why := "forced by GATE_FORCE_OVERFLOW: every record of it goes to overflow (reason forced)"
+		if l.Rule != "" {
+			why = "forced by rule " + l.Rule + "'s force list: every record of it the rule matches takes the rule's action (reason forced)"
+		}
+		if _, err := fmt.Fprintf(stdout, "%s whatever its level; its threshold applies once it is taken out of the list\n", why); err != nil {
+			return err
+		}
+	}
 	// Keys under the floor, and teams rotating identities: what the table's figures mean.
 	for _, l := range t.Limits {
 		if l.UnderFloor {
@@ -305,10 +320,13 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 }
 
 // underText is the UNDER IN column of l: how long its level takes to drain under its
-// threshold, for a limited team. A wait of 0 for a team over its threshold and not held
+// threshold, for a limited team, or "forced" for a forced key, which no level releases. A wait of 0 for a team over its threshold and not held
 // is no wait: under the event clock the view gives none (how soon depends on the
 // partitions' event time), and "0s" would read as under now.
 func underText(l endpoints.LimitJSON) string {
+	if l.Forced {
+		return "forced" // never under while it is in the force list
+	}
 	if !l.Limited || l.SecondsUntilUnder <= 0 && l.DivertedSince == nil {
 		return "-"
 	}

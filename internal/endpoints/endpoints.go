@@ -77,6 +77,7 @@ func TeamsFor(cfg config.Config, g *gate.Gate) *TeamAPI {
 		return nil
 	}
 	rules := FixedRules(g.Lim, g.Extra...)
+	rules()[0].Force = cfg.ForceOverflow // FixedRules answers one slice: a forced team is said limited, and why
 	if g.CurrentRules() != nil {
 		rules = g.CurrentRules
 	}

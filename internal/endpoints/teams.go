@@ -116,6 +116,9 @@ type LimitJSON struct {
 	Pending            int64    `json:"pending"`
 	Tier               string   `json:"tier"`
 	Limited            bool     `json:"limited"`
+	// Forced: the key is in the rule's force list (GATE_FORCE_OVERFLOW without rules), so
+	// every record of it takes the rule's action whatever its level: Limited is true.
+	Forced bool `json:"forced,omitempty"`
 	// SecondsUntilUnder is how long the level takes to drain under the threshold if the
 	// team sends nothing more (0 when it is under, and under the event clock, where that
 	// depends on the partitions' event time).
@@ -175,6 +178,9 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 	field := keypart.Escape(key)
 	for _, rl := range rs {
 		keys := []string{key}
+		// A forced key takes the action on every record, its level and threshold
+		// whatever: limited, as its records are, not "under its limits".
+		forced := slices.Contains(rl.Force, key)
 		for _, rt := range rl.Lims[0].Rotating() {
 			// The collapsed key (the field and ':'), which ?top=N names under
 			// on_cardinality collapse, is the rotating team's too.
@@ -198,13 +204,18 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 				if s, ok := l.Snapshot(now, k); ok {
 					row := limitView(now, l, s)
 					row.Rule = rl.Name
+					if forced && k == key {
+						row.Forced, row.Limited = true, true
+					}
 					v.Limits = append(v.Limits, row)
-					v.Limited = v.Limited || s.Limited
+					v.Limited = v.Limited || row.Limited
 				} else if n, floor, ok := l.Untracked(now, k); ok && n > 0 && k == key {
 					thr := l.Config().Threshold
 					v.Limits = append(v.Limits, LimitJSON{Rule: rl.Name, Window: l.Config().Window.String(), Threshold: thr,
 						Level: float64(n), Pressure: float64(n) / float64(thr), Tier: limit.TierOf(float64(n) / float64(thr)).String(),
-						FleetShare: 1, UnderFloor: true, Floor: floor, ThresholdMode: "static", ThresholdSource: limit.SourceStatic.String()})
+						FleetShare: 1, UnderFloor: true, Floor: floor, ThresholdMode: "static", ThresholdSource: limit.SourceStatic.String(),
+						Forced: forced, Limited: forced})
+					v.Limited = v.Limited || forced
 				}
 			}
 		}
@@ -397,6 +408,11 @@ func (a *TeamAPI) rank(now time.Time, n int) TopAnswer {
 				add(s.Team)
 			}
 		}
+		// A forced key is over whatever its level, ranked with the teams over their limits
+		// (when this gate has state for it): Top, by pressure, may not name it.
+		for _, k := range rl.Force {
+			add(k)
+		}
 		// A team rotating identities may have no cached key for Top to name (under
 		// on_cardinality overflow or tag its keys under the floor stay in the sketch), yet
 		// overflow sends its records away: named by its id, as /v1/teams/{team} finds it.
@@ -408,6 +424,9 @@ func (a *TeamAPI) rank(now time.Time, n int) TopAnswer {
 		p := 0.0
 		for _, l := range t.Limits {
 			p = max(p, l.Pressure)
+			if l.Forced {
+				p = math.Inf(1) // every record of it is sent away, as over its limit
+			}
 		}
 		// Every record of its keys under the floor goes to overflow, whatever their level:
 		// it is over its limit, ranked with the most pressed.

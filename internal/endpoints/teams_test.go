@@ -429,3 +429,26 @@ func TestTeamAPIUnknownPathIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// A forced key is limited whatever its level, and ?top=N ranks it with the teams over
+// their limits, ahead of a team under its own: every record of it is sent away.
+func TestTeamAPIForcedKeyRankedOver(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for team, n := range map[string]int{"busy": 90, "forced": 1, "quiet": 2} {
+		for range n {
+			lim.CheckAt(t0, team, 1)
+		}
+	}
+	rs := []gate.RuleLimits{{Lims: []*limit.Limiter{lim}, Force: []string{"forced"}}}
+	api := NewTeamAPI(GateJSON{}, func() []gate.RuleLimits { return rs })
+	ans := api.rank(t0, 2)
+	if len(ans.Teams) != 2 || ans.Teams[0].Team != "forced" || !ans.Teams[0].Limited || !ans.Teams[0].Limits[0].Forced ||
+		ans.Teams[1].Team != "busy" || ans.Teams[1].Limited || ans.Teams[1].Limits[0].Forced {
+		t.Errorf("?top=2: %+v", ans.Teams)
+	}
+}

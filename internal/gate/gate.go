@@ -77,6 +77,9 @@ type RuleLimits struct {
 	Name        string
 	Lims        []*limit.Limiter // one per limit, the first primary
 	KeyPrefixes []string         // each limiter's (config.RuleKeyPrefix)
+	// Force are the keys that take the rule's action whatever their level (a rule's
+	// force, GATE_FORCE_OVERFLOW without rules), for the team view to say so.
+	Force []string
 }
 
 // Options are what the caller changes in a gate: serve sets Writer and Clock, the demo
