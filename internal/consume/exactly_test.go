@@ -1398,3 +1398,76 @@ func TestExactlyOnceResyncFailureLogSaysWhatFailed(t *testing.T) {
 		t.Errorf("recovery line %q: want it to say that re-reading the committed offsets after an abort failed", msg)
 	}
 }
+
+// TestExactlyOnceResyncFailureCountsOneAbort: a transaction the gate asked to commit
+// aborts (its offset commit refused once), and re-reading the group's committed offsets
+// after it fails (errResync): the session is rebuilt and the records replayed. That is
+// one transaction aborted, and gate_transactions_total{result="aborted"} (the ratio
+// GateTransactionsAborting alerts on) must say one. Before, transact counted the abort
+// and the loop counted it again when it recovered from the failed re-read.
+func TestExactlyOnceResyncFailureCountsOneAbort(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	env := newEOSEnv(t, 1)
+	env.ccfg.Jitter = shortJitter
+	var refuse, failFetch atomic.Bool
+	refuse.Store(true)
+	var fetchFailed atomic.Int64
+	env.cluster.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		if !refuse.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		failFetch.Store(true)
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	env.cluster.ControlKey(kmsg.OffsetFetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		if !failFetch.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		fetchFailed.Add(1)
+		r := req.(*kmsg.OffsetFetchRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		for _, rg := range r.Groups {
+			g := kmsg.NewOffsetFetchResponseGroup()
+			g.Group, g.ErrorCode = rg.Group, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+		}
+		return resp, nil, true
+	})
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	g := env.start(t, "a")
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	if fetchFailed.Load() != 1 {
+		t.Fatalf("%d offset fetches failed, want the one re-read after the refused commit", fetchFailed.Load())
+	}
+	if got := testutil.ToFloat64(g.c.m.recoveries.WithLabelValues("group_churn")); got != 1 {
+		t.Errorf("gate_transaction_recoveries_total{cause=group_churn} = %v, want 1 (the failed re-read)", got)
+	}
+	if got := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")); got != 1 {
+		t.Errorf("gate_transactions_total{result=aborted} = %v for the one transaction aborted, want 1", got)
+	}
+	g.stop(t)
+}

@@ -528,6 +528,9 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		n        txnCounts
 		failures int                                     // transactions in a row aborted by failed produces: the backoff's attempts
 		logs     = throttle.NewEvery(retryLogEvery, nil) // wall time: it paces a log
+		// settled: no transaction has ended since the start, or the last one committed;
+		// not after an abort or a rebuilt client, whose records are polled again.
+		settled = true
 	)
 	for {
 		if c.txn.unfenced {
@@ -544,6 +547,11 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 				return n, err
 			}
 		}
+		// Only a commit is progress (watchdog.go), but a gate that waits in this poll
+		// with nothing to do is idle, however long: the stall clock starts when records
+		// come. Else the idle time counted as a stall once they did, and until their
+		// transaction committed the gate was not ready and not live.
+		idle := settled && !c.hasWork()
 		fetches := c.pollTxn(ctx)
 		if fetches.IsClientClosed() {
 			return n, errors.New("kafka client closed while consuming")
@@ -556,8 +564,12 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 			}
 			continue
 		}
+		if idle {
+			c.progressed()
+		}
 		// Records polled together with a cancellation are routed and committed too.
 		res, err := c.transact(ctx, endCtx, ws)
+		settled = err == nil && res.committed
 		c.closedProblems(ctx, res.failures, res.outcomeErr)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -579,7 +591,11 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 				return n, err
 			}
 			n.aborted++
-			c.m.transactions.WithLabelValues("aborted").Inc()
+			if !errors.Is(err, errResync) {
+				// After a failed re-read the transaction had ended, aborted, and transact
+				// counted it: once is what GateTransactionsAborting's ratio takes.
+				c.m.transactions.WithLabelValues("aborted").Inc()
+			}
 			continue
 		}
 		if res.committed {

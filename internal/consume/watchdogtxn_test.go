@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -215,5 +216,68 @@ func TestWatchdogEveryProduceFailing(t *testing.T) {
 			waitCommitted(t, env.cluster, 1, 30*time.Second)
 			waitFor(t, 20*time.Second, "ready and live again", func() bool { return g.c.Ready() && g.c.Live() == nil })
 		})
+	}
+}
+
+// TestWatchdogExactlyOnceIdleThenRecords: an exactly-once gate idle for longer than
+// StallRestart (its input quiet), then given records whose transaction takes a while to
+// end (here its offset commit answered after 600 ms, well within StallNotReady: a loaded
+// coordinator, or an end waiting behind a rebalance), is not stalled: the stall clock
+// starts when the work does. Before, only a commit restarted it, so the idle time counted
+// as stall time: from the first record polled until its transaction committed the gate
+// was not ready and not live (gate_stalled_seconds the whole idle time, the error line
+// that has Kubernetes restart it logged), and an end that waited out a rebalance for as
+// long as the liveness probe's failures take got a healthy gate restarted.
+func TestWatchdogExactlyOnceIdleThenRecords(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	env.ccfg.StallNotReady = time.Second
+	env.ccfg.StallRestart = 2 * time.Second
+	var slow atomic.Bool
+	var held atomic.Int64
+	env.cluster.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		if slow.Load() {
+			held.Add(1)
+			env.cluster.SleepControl(func() { time.Sleep(600 * time.Millisecond) })
+		}
+		return nil, nil, false
+	})
+	prod := producer(t, env.cluster)
+	batch := func(from int) []*kgo.Record {
+		recs := make([]*kgo.Record, 10)
+		for i := range recs {
+			recs[i] = inputRecord(from+i, "team-"+strconv.Itoa(i%3))
+		}
+		return recs
+	}
+	g := env.start(t, "a")
+	produceAll(t, prod, batch(0))
+	waitCommitted(t, env.cluster, 1, 20*time.Second)
+	// Idle past StallRestart: ready and live throughout.
+	for deadline := time.Now().Add(env.ccfg.StallRestart + time.Second); time.Now().Before(deadline); {
+		if !g.c.Ready() || g.c.Live() != nil {
+			t.Fatalf("an idle gate: ready %v (%v), live %v", g.c.Ready(), g.c.NotReady(), g.c.Live())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	slow.Store(true)
+	produceAll(t, prod, batch(10))
+	var stalled []string
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if s := g.c.Stalled(); s >= env.ccfg.StallNotReady || g.c.Live() != nil {
+			stalled = append(stalled, fmt.Sprintf("stalled %s (live: %v)", s.Round(time.Millisecond), g.c.Live()))
+		}
+		if held.Load() > 0 && len(committedBehind(env.cluster, 1)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the records after the idle time not committed: %v", committedBehind(env.cluster, 1))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(stalled) > 0 {
+		t.Errorf("the first transaction after %s idle, its commit 600 ms long, was taken for a stall %d times, first %s",
+			env.ccfg.StallRestart+time.Second, len(stalled), stalled[0])
 	}
 }

@@ -194,7 +194,11 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 			}
 			next[r.Partition] = r.Offset + 1
 			if r.Offset >= end-1 {
+				// Read to its end: no more of its fetches. The rows the gates write
+				// meanwhile would keep coming, read for nothing, and a poll of them
+				// would not be a stall: a partition that stopped answering went unseen.
 				delete(left, r.Partition)
+				cl.RemoveConsumePartitions(map[string][]int32{topic: {r.Partition}})
 			}
 			if r.Attrs.IsControl() {
 				// The key: version (int16), then type (int16): 0 abort, 1 commit.

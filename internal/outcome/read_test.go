@@ -420,3 +420,73 @@ func TestScanKeepsWhatTheDocsSayOfARow(t *testing.T) {
 		t.Errorf("Scan kept %.1f bytes a row to count each once (rows %d to %d); docs/outcomes.md says %d", kept, n/10, n, said)
 	}
 }
+
+// The gates write rows all the while a Scan reads: a partition read to its end goes on
+// receiving them. A partition whose leader stops answering fails the read after a stall
+// all the same, naming it; the rows fetched from the partitions already read were taken
+// for progress, and the read waited for its caller's limit (gate outcomes' 5 minutes,
+// whose error blames a long -since).
+func TestScanFailsWhenALeaderIsUnavailableOnABusyTopic(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "outcomes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	for p := range int32(2) {
+		if err := c.MoveTopicPartition("outcomes", p, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	row := func(p int32, seq int) *kgo.Record {
+		r := Row{Schema: SchemaVersion, ID: "g/1/" + strconv.Itoa(seq), Gate: "g", IntervalStart: start, IntervalEnd: start.Add(time.Minute),
+			Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed", Records: 1}
+		return &kgo.Record{Partition: p, Key: []byte("42"), Value: AppendJSON(nil, &r)}
+	}
+	for p := range int32(2) {
+		if err := cl.ProduceSync(t.Context(), row(p, 0)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var down atomic.Bool
+	gone := func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if c.CurrentNode() == 1 && down.Load() {
+			return nil, errors.New("broker 1 is down"), true // the connection closed
+		}
+		return nil, nil, false
+	}
+	c.ControlKey(int16(kmsg.ListOffsets), gone)
+	c.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		down.Store(true) // the offsets are listed: the read has begun
+		return gone(r)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	defer cancel()
+	// A gate writing a row to partition 0, whose broker answers, every 100 ms.
+	writing := make(chan struct{})
+	go func() {
+		defer close(writing)
+		for seq := 1; ctx.Err() == nil; seq++ {
+			_ = cl.ProduceSync(ctx, row(0, seq)).FirstErr()
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	began := time.Now()
+	_, err = Scan(ctx, "outcomes", start.Add(-time.Hour), "", func(*Row) {}, kgo.SeedBrokers(c.ListenAddrs()...))
+	took := time.Since(began).Round(time.Second)
+	cancel()
+	<-writing
+	if err == nil || took > 35*time.Second || !strings.Contains(err.Error(), "partition 1") {
+		t.Fatalf("after %s: %v, want an error naming partition 1 within 35 s (a stall, then its offsets not listed)", took, err)
+	}
+	t.Logf("after %s: %v", took, err)
+}

@@ -21,6 +21,7 @@ type Engine struct {
 	records    int64
 	bytes      int64
 	minHistory time.Duration
+	longest    time.Duration // the longest window of any candidate's limits
 	err        error
 	// With workers (Workers; parallel.go), cands keep the clock (each one's next tick)
 	// and the workers' candidates route; by is the member records are dealt by.
@@ -57,6 +58,7 @@ func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 				shortest = w
 			}
 			c.idle = max(c.idle, s.l.Config().IdleTimeout)
+			e.longest = max(e.longest, s.l.Config().Window)
 			timed = timed || s.l.DivertHold() > 0
 		}
 		// The gate's read delay (tick.Ticker's readDelay: a quarter of its interval, within
@@ -286,6 +288,13 @@ func (e *Engine) Report(top int) *Report {
 	}
 	if len(e.cands) == 2 {
 		r.Diff = diff(e.cands[0].b.teams, e.cands[1].b.teams)
+	}
+	if e.longest > time.Minute && e.records > 0 {
+		// A gate running before the range had the windows before it: replay's are empty,
+		// so a long window's level is short of a gate's until the end of the window after
+		// the one the range starts in.
+		r.Notes = append(r.Notes, fmt.Sprintf("counts start at the range's start, as a fleet started then would count: the longest window, %s, sees nothing from before it, so the range's first %s to %s is judged on less than a gate running before it had, and fewer records are limited there; start the range %s before the part that matters",
+			e.longest, e.longest, 2*e.longest, 2*e.longest))
 	}
 	if e.minHistory > 0 {
 		span := e.now.Sub(e.first)

@@ -608,3 +608,25 @@ func joinFirst(s []string, n int) string {
 	}
 	return out
 }
+
+// TestReplaySaysLongWindowsStartEmpty: counts start at the range's start, so a limit of a
+// long window judges the range's first window or two on less than a fleet running before
+// it had: a team steady at 1.5 × its limit of an hour, which a running gate limits from
+// the first record, is limited only from 40 minutes in (6,000 records, a sixth of four
+// hours, reported accepted). The report said nothing of it; it now says so, and how far
+// before the part that matters to start. A limit of a minute gets no such note.
+func TestReplaySaysLongWindowsStartEmpty(t *testing.T) {
+	recs := steady(nil, "hot", 0, 4*time.Hour, 150) // 9,000 an hour
+	cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1h", "GATE_THRESHOLD": "6000", "GATE_LIMIT_MODE": "divert"})
+	r := replayRecords(t, "hour", cfg, recs, 5)
+	if k := r.Candidates[0].Keys; len(k) != 1 || !k[0].FirstLimited.Equal(start.Add(40*time.Minute)) {
+		t.Fatalf("keys %+v: want hot limited from 40 minutes in", k)
+	}
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "longest window, 1h0m0s,") || !strings.Contains(r.Notes[0], "start the range 2h0m0s before the part that matters") {
+		t.Errorf("notes %q: want the range's first hour or two said to be judged on less, and to start it 2h before", r.Notes)
+	}
+	cfg = testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "150", "GATE_LIMIT_MODE": "divert"})
+	if r := replayRecords(t, "minute", cfg, recs, 5); len(r.Notes) != 0 {
+		t.Errorf("notes %q of a limit of a minute: want none", r.Notes)
+	}
+}

@@ -383,15 +383,16 @@ func (m *merge) findEnd(q *queue) {
 
 // replayTime is q.recs[i]'s replay time in Unix ns: its timestamp, or the partition's
 // next record's when that is earlier; false while the next record may yet come. A next
-// record without a timestamp (Kafka's -1, before 1970 here) is no earlier time: it would
-// put this record in 1969, before -from (the engine routes such a record itself at the
-// replay's clock).
+// record without a timestamp (Kafka's -1, before 1970 here, or 0, a producer's unset one,
+// as the engine and the gate's event clock take it) is no earlier time: it would put
+// this record in 1969 or 1970, before -from (the engine routes such a record itself at
+// the replay's clock).
 func (q *queue) replayTime(i int) (int64, bool) {
 	at := q.recs[i].Timestamp.UnixNano()
 	switch {
 	case i+1 < len(q.recs):
-		if next := q.recs[i+1].Timestamp.UnixNano(); next >= 0 {
-			return min(at, next), true
+		if next := q.recs[i+1].Timestamp; next.UnixMilli() > 0 {
+			return min(at, next.UnixNano()), true
 		}
 		return at, true
 	case q.exhausted():

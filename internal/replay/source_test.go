@@ -445,6 +445,27 @@ func TestReplayTimeIgnoresNextWithoutTimestamp(t *testing.T) {
 	}
 }
 
+// A record followed by one stamped 0 (a producer's unset timestamp, which the engine and
+// the gate's event clock take for none, as Kafka's -1) keeps its own replay time too: 0
+// pulled it to 1970, so that -from 9s dropped the record stamped 9s, the first of the
+// range, and -to let one at or past it in.
+func TestReplayTimeIgnoresNextWithTimestampZero(t *testing.T) {
+	base := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	rec := func(off int64, at time.Time) *kgo.Record { return &kgo.Record{Offset: off, Timestamp: at} }
+	recs := map[int32][]*kgo.Record{0: {
+		rec(0, base.Add(8*time.Second)), rec(1, base.Add(9*time.Second)), rec(2, time.UnixMilli(0)),
+		rec(3, base.Add(11*time.Second)), rec(4, base.Add(20*time.Second)), rec(5, time.UnixMilli(0)), rec(6, base.Add(21*time.Second)),
+	}}
+	// -from 9s (ListOffsets starts at 1), -to 20s (it ends at 4; the last stable offset 7).
+	m := newMerge([]PartitionRange{{Partition: 0, Start: 1, End: 4}})
+	m.bound(base.Add(9*time.Second), base.Add(20*time.Second), map[int32]int64{0: 7})
+	got := strings.Join(mergeAll(m, base, recs), " ")
+	untimed := time.UnixMilli(0).Sub(base).Milliseconds() // the record stamped 0: the engine routes it at its clock
+	if want := fmt.Sprintf("0/1@9000 0/2@%d 0/3@11000", untimed); got != want {
+		t.Errorf("merged %s, want %s: the record at 9s in the range, the one at 20s out of it", got, want)
+	}
+}
+
 // TestReadFailsWhenALeaderIsUnavailable: partition 1's leader stops answering once the
 // read has listed its offsets. The read fails with an error naming the partition, not
 // a wait that lasts until the operator gives up, saying a transaction may be open.
