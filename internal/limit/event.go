@@ -1,8 +1,11 @@
 package limit
 
 import (
+	"cmp"
 	"hash/maphash"
 	"math"
+	"slices"
+	"sort"
 	"sync/atomic"
 	"time"
 )
@@ -264,8 +267,10 @@ func (l *Limiter) tableIfAny(ep int64) *epochTable {
 
 // seedPrev sets a new entry's count of the window before its own from this gate's entry of
 // that window, if any, so a team over its limit at the end of a window is not let through
-// at the start of the next while its first read is on the way. The caller holds a lock of
-// window ep's table, never one of ep−1's: the lookup is lock-free.
+// at the start of the next while its first read is on the way; and its tier, so that the
+// first check's tier change (gate_limiter_tier_transitions_total) is from the tier the team
+// was in, not from idle at every window's start. The caller holds a lock of window ep's
+// table, never one of ep−1's: the lookup is lock-free. e is not yet published.
 func (l *Limiter) seedPrev(e *entry, ep int64, h uint64, team string) {
 	pt := l.tableIfAny(ep - 1)
 	if pt == nil {
@@ -273,6 +278,7 @@ func (l *Limiter) seedPrev(e *entry, ep int64, h uint64, team string) {
 	}
 	if pe, _ := pt.shards[h&l.mask].idx.tab.Load().lookup(h, team); pe != nil {
 		e.unsent[1].Store(math.Float64bits(pe.evCount()))
+		e.thr.Store(pe.thr.Load() & (tierMask << tierShift)) // the threshold is looked up afresh
 	}
 }
 
@@ -344,6 +350,15 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 	idleSecs := uint32(max(min(l.cfg.IdleTimeout, 2*l.cfg.Window)/time.Second, 2))
 	liveSecs := uint32(max(l.cfg.SyncInterval/2/time.Second, 2))
 	rp := l.readPolicy()
+	// The windows' tables by epoch: a team is counted in the tiers once, in its newest
+	// window (as Snapshot and Top show it), not once for every window that still caches it.
+	var tables []*epochTable
+	for i := range l.ring {
+		if tbl := l.ring[i].Load(); tbl != nil && !tbl.dead.Load() && tbl.epoch >= oldest {
+			tables = append(tables, tbl)
+		}
+	}
+	slices.SortFunc(tables, func(a, b *epochTable) int { return cmp.Compare(a.epoch, b.epoch) })
 	for i := range l.ring {
 		tbl := l.ring[i].Load()
 		if tbl == nil || tbl.dead.Load() {
@@ -359,6 +374,7 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 		}
 		// How far the wall clock is through the window: 1 for windows past.
 		progress := min(max(float64(ns-tbl.epoch*l.windowNs)*l.invWindow, 0), 1)
+		newer := tables[sort.Search(len(tables), func(j int) bool { return tables[j].epoch > tbl.epoch }):]
 		entries := 0
 		for j := range tbl.shards {
 			sh := &tbl.shards[j]
@@ -404,7 +420,9 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 						sh.transitions[old*numTiers+tier].Add(1)
 					}
 				}
-				into.Tiers[tier]++
+				if len(newer) == 0 || !l.inNewerWindow(newer, team) {
+					into.Tiers[tier]++
+				}
 				reason, due := rp.due(ns, e.readAt.Load(), p, tier, e.evPending(), fthr)
 				due = due && idle <= liveSecs
 				// A window that has ended gets no more counts here: write what it holds.
@@ -438,6 +456,20 @@ func (l *Limiter) sweepEvent(now time.Time, into *Sweep, cw coldWrites) {
 		}
 	}
 	into.Overfull = l.eventOverfull()
+}
+
+// inNewerWindow reports whether team is cached in one of tables, the windows newer than
+// the one a sweep is visiting it in: its tier is then counted in the newest of them, not
+// here. The nearest first (a team sending steadily is in the next window), each lookup
+// lock-free (the caller holds a lock of an older window's table, as seedPrev's caller does).
+func (l *Limiter) inNewerWindow(tables []*epochTable, team string) bool {
+	h := maphash.String(l.seed, team)
+	for _, t := range tables {
+		if e, _ := t.shards[h&l.mask].idx.tab.Load().lookup(h, team); e != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // eventOverfull is the inserts into a full window's cache that could evict nothing, over

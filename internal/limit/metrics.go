@@ -44,7 +44,7 @@ func newCollector(l *Limiter) *collector {
 		fullest: prometheus.NewDesc("gate_limiter_cache_fullest_entries",
 			"Teams in the fullest of the caches GATE_CACHE_CAPACITY bounds each: the one cache under GATE_CLOCK=wall (gate_limiter_cache_entries); under GATE_CLOCK=event, the fullest window's cache (gate_limiter_cache_entries adds up every window's). Past the capacity, that cache evicts.", nil, nil),
 		tiers: prometheus.NewDesc("gate_limiter_tier_entities",
-			"Cached teams per pressure tier, as of the last tick.", []string{"tier"}, nil),
+			"Cached teams per pressure tier, as of the last tick; under GATE_CLOCK=event each team once, in the tier of the newest window it is cached in (as the team view shows it).", []string{"tier"}, nil),
 		transitions: prometheus.NewDesc("gate_limiter_tier_transitions_total",
 			"Tier changes seen by checks.", []string{"from", "to"}, nil),
 		evictions: prometheus.NewDesc("gate_limiter_evictions_total",

@@ -82,7 +82,9 @@ type Sweep struct {
 	// the previous one (no sweep ran for a whole window), or too old for their epoch tag
 	// to tell (unsentEpoch).
 	Stale int64
-	// Entries is how many teams are cached after the sweep; Tiers splits them by tier.
+	// Entries is how many teams are cached after the sweep; Tiers splits them by tier
+	// (under EventClock, where Entries adds up every window's cache, each team once, in
+	// its newest window's tier).
 	Entries int
 	// Fullest is how many teams the fullest cache the capacity bounds holds after the
 	// sweep, as gate_limiter_cache_fullest_entries: Entries under the wall clock; under
