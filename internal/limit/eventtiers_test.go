@@ -15,7 +15,6 @@ import (
 // once for every window it had been seen in.
 func TestEventSweepTiersCountTeamsOnce(t *testing.T) {
 	l, clk, reg := newTest(t, eventConfig(time.Minute, 100))
-	const perWindow = 90
 	var sw *Sweep
 	for s := range 6 * 60 { // six windows, a second at a time, a team at 90 % of its limit
 		now := t0.Add(time.Duration(s) * time.Second)
