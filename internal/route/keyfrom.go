@@ -84,6 +84,12 @@ func ParseKeyFrom(s string) (KeyFrom, error) {
 		if arg == "" {
 			return KeyFrom{}, fmt.Errorf("%w %q: empty header name (want header:NAME)", ErrBadKeyFrom, s)
 		}
+		// As a json: field's: "header:ip " (a copy-pasted non-breaking space, a YAML block
+		// scalar's line break) names a header no producer sends, every record missing its
+		// key (dead-lettered, header_missing) without a word at start.
+		if strings.TrimSpace(arg) != arg {
+			return KeyFrom{}, fmt.Errorf("%w %q: header name %q starts or ends with a space", ErrBadKeyFrom, s, arg)
+		}
 		return KeyFrom{src: sourceHeader, header: arg}, nil
 	case kind == "json" && hasArg:
 		fields, err := parseFields(arg)

@@ -80,6 +80,8 @@ func TestParseKeyFromErrors(t *testing.T) {
 		{"json: team_id", `field " team_id" starts or ends with a space`},
 		{"json:a. b", `field "a. b": path part " b" starts or ends with a space`},
 		{"header:", "empty header name"},
+		{"header: ip", `header name " ip" starts or ends with a space`},
+		{"header:ip\n", `header name "ip\n" starts or ends with a space`},
 		{"key:x", "source key takes no argument"},
 	}
 	for _, tt := range tests {

@@ -414,11 +414,11 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 
 // keyFromProblem is what is wrong with the key source v, whose ParseKeyFrom error is err:
 // for a json: source whose form is right and a field wrong (empty, or starting or ending
-// with a space), v and what is wrong with the field; else v and the forms a source takes,
-// want.
+// with a space), or a header: source whose name starts or ends with a space, v and what is
+// wrong with the field or name; else v and the forms a source takes, want.
 func keyFromProblem(v string, err error, want string) string {
 	q := strconv.Quote(v)
-	if _, why, ok := strings.Cut(err.Error(), q+": "); ok && strings.HasPrefix(why, "field ") {
+	if _, why, ok := strings.Cut(err.Error(), q+": "); ok && (strings.HasPrefix(why, "field ") || strings.HasPrefix(why, "header name ")) {
 		return q + ": " + why
 	}
 	return q + ": want " + want

@@ -805,3 +805,45 @@ func TestShadowDropNeedsNoOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// A window written without a unit (60:1000, seconds meant, as a cron or a TTL says them) is
+// refused saying to add one. Before, "60" was "not a whole number of seconds", which 60 is.
+func TestParseLimitWindowWithoutUnit(t *testing.T) {
+	for in, want := range map[string]string{
+		"60:1000":    `"60:1000": window "60" has no unit: write 60s for 60 seconds`,
+		"3600:20000": `window "3600" has no unit: write 3600s for 3600 seconds`,
+		"1.5:9":      `window "1.5" has no unit: write it in s, m or h, such as 90s or 1.5m`,
+	} {
+		_, err := ParseLimit(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseLimit(%q): %v, want it to say %q", in, err, want)
+		}
+	}
+	_, err := Parse("rules.yaml", []byte("rules:\n  - {name: r, key: key, limits: [1m:1000, 3600:20000]}\n"), Options{})
+	if err == nil || !strings.Contains(err.Error(), `rules.yaml:2:43: rules[0] "r".limits[1]: "3600:20000": window "3600" has no unit: write 3600s for 3600 seconds`) {
+		t.Errorf("Parse: %v", err)
+	}
+}
+
+// A header name that starts or ends with a space (a block scalar's line break, a
+// copy-pasted non-breaking space, "header: ip" quoted) names a header no producer sends:
+// every record missing its key, dead-lettered (header_missing) by a rule's default, or a
+// match that never holds, without a word from the gate or gate rules check. It is refused
+// as a json: field's is.
+func TestParseHeaderNameSpaces(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - name: a\n    key: |\n      header:ip\n    limits: [1m:1]\n"+
+		"    match:\n      - field: \"header: source\"\n        in: [x]\n  - name: b\n    key: \"header:ip\\u00a0\"\n    limits: [1m:1]\n"), Options{})
+	for _, want := range []string{
+		`r.yaml:3:10: rules[0] "a".key: "header:ip\n": header name "ip\n" starts or ends with a space`,
+		`r.yaml:7:16: rules[0] "a".match[0].field: "header: source": header name " source" starts or ends with a space`,
+		`r.yaml:10:10: rules[1] "b".key: "header:ip\u00a0": header name "ip\u00a0" starts or ends with a space`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant %s", err, want)
+		}
+	}
+	// A space inside a name is the name's own.
+	if _, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: header:x client ip, limits: [1m:1]}\n"), Options{}); err != nil {
+		t.Errorf("a space inside a header name: %v", err)
+	}
+}

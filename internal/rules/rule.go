@@ -85,6 +85,9 @@ var durationRE = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|Â
 // time.ParseDuration does not know.
 var dayRE = regexp.MustCompile(`^([0-9]+(\.[0-9]*)?|\.[0-9]+)d`)
 
+// bareRE is a number without a unit (60, 1.5), which time.ParseDuration refuses but for 0.
+var bareRE = regexp.MustCompile(`^([0-9]+(\.[0-9]*)?|\.[0-9]+)$`)
+
 // DurationOutOfRange reports whether s is written as a duration that time.ParseDuration
 // refuses all the same: one past a time.Duration's range (about 2562047h either way),
 // which its error does not tell from a typo.
@@ -116,6 +119,15 @@ func ParseLimit(s string) (Limit, error) {
 			how = fmt.Sprintf("write %dh for %s", n*24, w)
 		}
 		return Limit{}, fmt.Errorf("%q: window %q: durations have no unit d: %s", s, w, how)
+	}
+	if !tooLong && err != nil && bareRE.MatchString(w) {
+		// 60:1000, seconds meant (as a TTL or a cron says them): a whole number of
+		// seconds, which "not a whole number of seconds" would deny.
+		how := "write it in s, m or h, such as 90s or 1.5m"
+		if n, err := strconv.ParseUint(w, 10, 64); err == nil {
+			how = fmt.Sprintf("write %ds for %d seconds", n, n)
+		}
+		return Limit{}, fmt.Errorf("%q: window %q has no unit: %s", s, w, how)
 	}
 	if !tooLong && (err != nil || d < time.Second || d%time.Second != 0) {
 		return Limit{}, fmt.Errorf("%q: window %q is not a whole number of seconds such as 1h", s, w)
