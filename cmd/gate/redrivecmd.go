@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,7 +34,10 @@ gate-source, gate-original-timestamp, gate-dropped: every gate-* header) are lef
 that a gate routing the record again does not pass its first failure's on to accepted or
 overflow; a dead letter stamped anew (rejected) gets back the timestamp its
 gate-original-timestamp kept. A dead letter whose value was not kept (gate-dropped) is
-not copied: its line names where it still is in the input (gate-source).
+not copied: its line names where it still is in the input (gate-source). Nor is one
+stamped outside the times the input topic takes (message.timestamp.before.max.ms,
+after.max.ms): its line says when it was stamped, and the error gives the -offsets that
+copy it once the topic takes it, as it does for the copies the broker refused.
 
 The dead letters copied are those whose record times are from -from to -to (T: a time,
 RFC 3339, or a duration before now, 24h), or exactly -offsets, and with -reason those of
@@ -129,6 +133,24 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		}
 	}
 
+	// Dead letters keep their old timestamps: one outside the input topic's timestamp
+	// bounds is left out and named (and its offsets given for a run once the bounds take
+	// it), not produced, as the broker refuses its batch whole and franz-go fails every
+	// record buffered behind it in the partition (one old letter of 300 kept 128 others
+	// from being copied).
+	bcl := prod
+	if bcl == nil {
+		if bcl, err = kgo.NewClient(opts...); err != nil {
+			return fmt.Errorf("creating the Kafka client: %w", err)
+		}
+		defer bcl.Close()
+	}
+	tooOld, tooNew, berr := consume.TopicTimestampBounds(ctx, bcl, cfg.InputTopic)
+	if berr != nil {
+		log.Info("redrive: every dead letter is copied whatever its timestamp; timestamp bounds of the input topic (message.timestamp.before.max.ms, after.max.ms) refuse a batch with one outside them whole (INVALID_TIMESTAMP)",
+			"err", berr)
+	}
+
 	// What is handed to the producer is produced on a context of its own, given a last
 	// half minute once ctx is done (Ctrl-C): the offsets printed count it as read, and a
 	// copy resumed after them (docs/operations.md) leaves behind any that failed for the
@@ -143,26 +165,50 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		// failedBy is failed by reason: the line's reasons count what was copied, as its
 		// total does ("re-drove 0 dead letters (not_json 2)" said two were).
 		failedBy = map[string]int{}
+		// notCopied are the dead letters whose copies failed, for the -offsets of a run
+		// that copies them again: the range again copied twice every one that went through.
+		notCopied []readLetter
+		outside   int // left out for their timestamps (outsideBounds), in notCopied
 	)
+	// again counts, by partition, the dead letters read that a run of -offsets with the
+	// same -reason copies: those in -from and -to, and those outside (-offsets has no
+	// times); inTime those in.
+	again, inTime := map[int32]int{}, map[int32]int{}
 	copied := map[string]int{} // by reason
 	other := map[string]int{}  // of a reason not asked for, by reason
 	var dropped []string       // lines for the dead letters without their value
 	from, to := rng.From, rng.To
 	rng.From, rng.To = time.Time{}, time.Time{} // the exact offsets found above
 	parts, rerr := replay.Read(ctx, rng, func(r *kgo.Record, _ time.Time) {
-		if !from.IsZero() && r.Timestamp.Before(from) || !to.IsZero() && !r.Timestamp.Before(to) {
-			return
-		}
+		inRange := (from.IsZero() || !r.Timestamp.Before(from)) && (to.IsZero() || r.Timestamp.Before(to))
 		out, reason, src := redriven(r)
 		// Named on the line as every reason is: a blank there read as a figure misplaced.
 		reason = cmp.Or(reason, "no gate-error")
-		if reasons != nil && !reasons[reason] {
-			other[reason]++
+		switch {
+		case reasons != nil && !reasons[reason]:
+			if inRange {
+				other[reason]++
+			}
+			return
+		case out == nil:
+			if inRange {
+				dropped = append(dropped, fmt.Sprintf("not copied: %s/%d/%d (%s) kept no value; the record is in the input at %s",
+					r.Topic, r.Partition, r.Offset, reason, cmp.Or(src, "(no gate-source)")))
+			}
 			return
 		}
-		if out == nil {
-			dropped = append(dropped, fmt.Sprintf("not copied: %s/%d/%d (%s) kept no value; the record is in the input at %s",
-				r.Topic, r.Partition, r.Offset, reason, cmp.Or(src, "(no gate-source)")))
+		again[r.Partition]++
+		if !inRange {
+			return
+		}
+		inTime[r.Partition]++
+		letter := readLetter{partition: r.Partition, offset: r.Offset, again: again[r.Partition], inTime: inTime[r.Partition]}
+		if why := outsideBounds(out.Timestamp, clk.Now(), tooOld, tooNew, cfg.InputTopic); why != "" {
+			dropped = append(dropped, fmt.Sprintf("not copied: %s/%d/%d (%s) %s", r.Topic, r.Partition, r.Offset, reason, why))
+			mu.Lock()
+			outside++
+			notCopied = append(notCopied, letter)
+			mu.Unlock()
 			return
 		}
 		copied[reason]++
@@ -172,6 +218,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 					mu.Lock()
 					failed++
 					failedBy[reason]++
+					notCopied = append(notCopied, letter)
 					firstErr = cmp.Or(firstErr, err)
 					mu.Unlock()
 				}
@@ -228,10 +275,95 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if rerr != nil {
 		return fmt.Errorf("reading %s (what was read is copied): %w", rng.Topic, rerr)
 	}
-	if failed > 0 {
-		return fmt.Errorf("copying to %s: %d of %d dead letters not known to be copied (a second run of their offsets may copy some twice), the first error: %w", cfg.InputTopic, failed, n, firstErr)
+	if failed == 0 && (outside == 0 || o.dryRun) {
+		return nil
 	}
-	return nil
+	var why []error
+	if outside > 0 {
+		letters := "dead letters"
+		if outside == 1 {
+			letters = "dead letter"
+		}
+		why = append(why, fmt.Errorf("%d %s stamped outside the times %s takes not copied (named above)", outside, letters, cfg.InputTopic))
+	}
+	if failed > 0 {
+		why = append(why, fmt.Errorf("%d of %d dead letters not known to be copied, the first error: %w", failed, n, firstErr))
+	}
+	offsets, twice, untimed := letterOffsets(notCopied)
+	rerun := "gate redrive -offsets " + offsets
+	if o.topic != "" {
+		rerun += " -topic " + o.topic
+	}
+	if o.reasons != "" {
+		rerun += " -reason " + quoteArg(o.reasons)
+	}
+	also := ""
+	if untimed > 0 {
+		also = fmt.Sprintf(", %d are outside -from and -to", untimed)
+	}
+	return fmt.Errorf("copying to %s: %w; to copy them again: %s (of those it copies, %d went through already%s)",
+		cfg.InputTopic, errors.Join(why...), rerun, twice, also)
+}
+
+// boundsMargin is how far inside the input topic's timestamp bounds a dead letter must be
+// to be copied: the broker judges it by its own clock, later.
+const boundsMargin = time.Minute
+
+// outsideBounds says why a record stamped at is outside the timestamps topic takes at
+// now (TopicTimestampBounds: tooOld before now, tooNew after, 0 for none), within
+// boundsMargin of them; "" when it is inside, or has no timestamp (Kafka's -1).
+func outsideBounds(at, now time.Time, tooOld, tooNew time.Duration, topic string) string {
+	switch {
+	case at.UnixMilli() < 0:
+		return ""
+	case tooOld > 0 && at.Before(now.Add(-tooOld+boundsMargin)):
+		return fmt.Sprintf("stamped %s (%s ago): %s takes records up to message.timestamp.before.max.ms %s old, less a minute for the copy",
+			at.UTC().Format(time.RFC3339Nano), now.Sub(at).Round(time.Second), topic, tooOld)
+	case tooNew > 0 && at.After(now.Add(tooNew-boundsMargin)):
+		return fmt.Sprintf("stamped %s (%s ahead): %s takes records up to message.timestamp.after.max.ms %s ahead, less a minute for the copy",
+			at.UTC().Format(time.RFC3339Nano), at.Sub(now).Round(time.Second), topic, tooNew)
+	}
+	return ""
+}
+
+// quoteArg is a, quoted for a shell when it holds a space ("no gate-error").
+func quoteArg(a string) string {
+	if strings.ContainsAny(a, " '") {
+		return strconv.Quote(a)
+	}
+	return a
+}
+
+// readLetter is a dead letter read in -from and -to: its partition and offset, and how
+// many of its partition's dead letters read a run of -offsets would copy, up to it and
+// with it: of every time (again), and in -from and -to (inTime).
+type readLetter struct {
+	partition     int32
+	offset        int64
+	again, inTime int
+}
+
+// letterOffsets is ls as -offsets takes them, a range a partition from its first to its
+// last, and how many dead letters not in ls a run of them copies (one range a partition):
+// in -from and -to, which went through (twice), and outside them (untimed).
+func letterOffsets(ls []readLetter) (offsets string, twice, untimed int) {
+	ls = slices.Clone(ls)
+	slices.SortFunc(ls, func(a, b readLetter) int {
+		return cmp.Or(cmp.Compare(a.partition, b.partition), cmp.Compare(a.offset, b.offset))
+	})
+	var out []string
+	for i := 0; i < len(ls); {
+		j := i + 1
+		for j < len(ls) && ls[j].partition == ls[i].partition {
+			j++
+		}
+		first, last := ls[i], ls[j-1]
+		out = append(out, fmt.Sprintf("%d:%d-%d", first.partition, first.offset, last.offset+1))
+		twice += last.inTime - first.inTime + 1 - (j - i)
+		untimed += last.again - first.again - (last.inTime - first.inTime)
+		i = j
+	}
+	return strings.Join(out, ","), twice, untimed
 }
 
 // redriveGrace is how long a redrive stopped (Ctrl-C) gives the producer to send the
