@@ -92,7 +92,8 @@ func newTopCache() *ttlcache.Cache[int, cachedTop] {
 // TeamJSON is one team on this gate: one entry in Limits per limit (GATE_WINDOW's first,
 // then GATE_LIMITS' in order), and Limited when any of them is. A team rotating
 // identities under a rule (Rotating) has, under on_cardinality collapse, its collapsed
-// key's rows as its rows of that rule, and is Limited under overflow.
+// key's rows as its rows of that rule, and is Limited under overflow; so does a user key
+// of it that is not cached (its records are checked so), besides its own under_floor row.
 type TeamJSON struct {
 	Gate    *GateJSON   `json:"gate,omitempty"` // GET /v1/teams/{team} only: ?top=N says it once
 	Team    string      `json:"team"`
@@ -181,11 +182,14 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 		// A forced key takes the action on every record, its level and threshold
 		// whatever: limited, as its records are, not "under its limits".
 		forced := slices.Contains(rl.Force, key)
+		// A user key of a rotating team, not cached: its checks answer as the team's
+		// rotation says (on_cardinality), not by its own count under the floor.
+		member, isMember := rl.Lims[0].RotatingFor(key)
 		for _, rt := range rl.Lims[0].Rotating() {
 			// The collapsed key (the field and ':'), which ?top=N names under
 			// on_cardinality collapse, is the rotating team's too.
 			collapsed := rt.Team + ":"
-			if rt.Team != field && rt.Team != key && key != collapsed {
+			if rt.Team != field && rt.Team != key && key != collapsed && (!isMember || member.Team != rt.Team) {
 				continue
 			}
 			v.Rotating = append(v.Rotating, RotatingJSON{Rule: rl.Name, Keys: rt.Keys, Since: rt.Since.UTC(), OnCardinality: rt.Action.String()})

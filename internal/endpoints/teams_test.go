@@ -333,6 +333,73 @@ func TestTeamAPIRotatingCollapsedTeam(t *testing.T) {
 	}
 }
 
+// A user key of a team rotating identities, under its floor and not cached, is checked as
+// its team's rotation says, not as its own: asked for (an operator looking into why a
+// user's events went to overflow), the view says the team rotates and what the key's
+// records get: limited under overflow, the collapsed key's row under collapse, rotating
+// and not limited under tag. A user of the team cached before the rotation is checked as
+// before, and shown so. It said "under its floor, not limited" for a key whose every
+// record went to overflow.
+func TestTeamAPIRotatingTeamsUserKey(t *testing.T) {
+	t.Parallel()
+	for _, action := range []limit.CardinalityAction{limit.CardinalityOverflow, limit.CardinalityCollapse, limit.CardinalityTag} {
+		t.Run(action.String(), func(t *testing.T) {
+			t0 := time.Unix(1_700_000_000, 0)
+			user, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10_000, SketchWidth: limit.DefaultSketchWidth,
+				KeyCardinality: 100, OnCardinality: action}, clock.NewFake(t0), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 150 { // at its floor (100) before the rotation: cached
+				user.CheckAt(t0, "rot:cached", 1)
+			}
+			for i := range 300 {
+				user.CheckAt(t0, fmt.Sprintf("rot:id-%d", i), 1)
+			}
+			var sw limit.Sweep
+			user.Sweep(t0, &sw)
+			if len(user.Rotating()) != 1 {
+				t.Fatalf("rotating %+v, want rot", user.Rotating())
+			}
+			if action == limit.CardinalityCollapse {
+				for i := range 10_100 { // the collapsed key over its threshold
+					user.CheckAt(t0, fmt.Sprintf("rot:new-%d", i), 1)
+				}
+			}
+			var d limit.Decision
+			for range 3 {
+				d = user.CheckAt(t0, "rot:alice", 1)
+			}
+			wantLimited := action != limit.CardinalityTag
+			if d.Limited != wantLimited {
+				t.Fatalf("rot:alice's check: %+v, want limited %v", d, wantLimited)
+			}
+			rs := []gate.RuleLimits{{Name: "team-user", Lims: []*limit.Limiter{user}}}
+			mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, func() []gate.RuleLimits { return rs }))
+			get := func(key string) TeamJSON {
+				t.Helper()
+				rec := httptest.NewRecorder()
+				mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/"+key, nil))
+				var v TeamJSON
+				if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || rec.Code != http.StatusOK {
+					t.Fatalf("GET /v1/teams/%s: %d %v %s", key, rec.Code, err, rec.Body)
+				}
+				return v
+			}
+			v := get("rot:alice")
+			if v.Limited != wantLimited || len(v.Rotating) != 1 || v.Rotating[0].Rule != "team-user" || v.Rotating[0].OnCardinality != action.String() {
+				t.Errorf("rot:alice: limited %v, rotating %+v; want limited %v (as its checks), rotating under team-user", v.Limited, v.Rotating, wantLimited)
+			}
+			if action == limit.CardinalityCollapse && !slices.ContainsFunc(v.Limits, func(l LimitJSON) bool { return l.Limited && !l.UnderFloor }) {
+				t.Errorf("rot:alice: rows %+v, want the collapsed key's, limited", v.Limits)
+			}
+			if c := get("rot:cached"); c.Limited || len(c.Rotating) != 0 || len(c.Limits) != 1 {
+				t.Errorf("rot:cached, cached before the rotation and checked as before: limited %v, rotating %+v, %d rows; want its own row, not limited", c.Limited, c.Rotating, len(c.Limits))
+			}
+		})
+	}
+}
+
 // A query parameter the team view does not take is refused, naming it: ?tpo=100 (a typo)
 // answered with the default 20 teams read as all there are, and /v1/teams/a?b (a key's ?
 // not written %3F) answered for team a.

@@ -91,6 +91,11 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 			rl.KeyPrefixes = append(rl.KeyPrefixes, cfg.RuleKeyPrefix(r, i))
 			tlims = append(tlims, tick.Limit{Lim: l, KeyPrefix: rl.KeyPrefixes[i]})
 		}
+		// A team the primary limit finds rotating identities stays out of the further
+		// limits' caches too (limit.FollowRotation).
+		for _, l := range rl.Lims[1:] {
+			l.FollowRotation(rl.Lims[0])
+		}
 		gen.rules = append(gen.rules, rl)
 	}
 	scfg := cfg.SyncConfig()

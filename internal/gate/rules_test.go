@@ -668,3 +668,43 @@ func TestRulesReloadCostChangeStartsCountsAfresh(t *testing.T) {
 		t.Errorf("an events rule's keys: %v, want gate:rule:team as ever", rs[0].KeyPrefixes)
 	}
 }
+
+// A rule's further limit whose floor is 0 (10s:100: 1% of it is one record, under the
+// sketch's two) caches every key, and so, once the primary limit has found a team rotating
+// identities and stopped caching its keys, cached and wrote to Redis each of its fresh
+// keys still, one a record (PostHog #83004 on the rule's second limit): 2,000 more here.
+// Such keys stay in its sketch while the team rotates, as under a floor; the primary's
+// on_cardinality decides their records.
+func TestRulesFurtherLimitKeepsRotatingKeysOutOfTheCache(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := rulesConfig(t, srv.URL(), "rules:\n  - {name: user, key: json:team_id+distinct_id, missing: skip, max_keys: 50, on_cardinality: overflow, limits: [1m:1000, 10s:100]}\n")
+	g := startReloading(t, cfg, "further")
+	id := 0
+	send := func(n int) map[string]int {
+		topics := map[string]int{}
+		for range n {
+			id++
+			var out kgo.Record
+			switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: fmt.Appendf(nil, `{"team_id":"t1","distinct_id":"u%d"}`, id)}, &route.Scratch{}, &out)
+			topics[out.Topic]++
+		}
+		return topics
+	}
+	send(500)
+	lims := g.CurrentRules()[0].Lims
+	waitFor(t, "t1 found rotating", func() bool { return len(lims[0].Rotating()) == 1 })
+	if f := lims[1].Config().Threshold; f != 100 {
+		t.Fatalf("further limit's threshold %d, want 100", f)
+	}
+	before := lims[1].Len()
+	got := send(2000)
+	if got[cfg.OverflowTopic] != 2000 {
+		t.Fatalf("a rotating team's fresh keys: %v, want all to overflow", got)
+	}
+	if grown := lims[1].Len() - before; grown > 0 {
+		t.Errorf("the further limit (10s:100, no floor) cached %d more keys for 2,000 fresh keys of a rotating team, want none", grown)
+	}
+	if lims[0].Len() != 0 {
+		t.Errorf("the primary limit cached %d keys, want none", lims[0].Len())
+	}
+}

@@ -30,7 +30,9 @@ import (
 //     a standard error of 6.5%). A sweep finding more distinct keys than the bound marks
 //     the team rotating, logged and counted once; it stays so until a window ends under
 //     the bound. Keys met before the team became a candidate are not in the estimate: a
-//     team is detected by the time it has 1.5 × the bound keys.
+//     team with 1.5 × the bound keys in a window is detected in it, one with fewer (but
+//     more than the bound) in the next window, by 2.5 × the bound keys and two windows
+//     (TestRotationFoundWithinTwoWindows).
 //
 // While a team is rotating, a record of a key of it that is not cached is checked as the team's
 // collapsed key, the team followed by ':' (no key a record makes can end so: an empty
@@ -387,6 +389,58 @@ func (l *Limiter) Rotating() []RotatingTeam {
 		}
 	}
 	return out
+}
+
+// FollowRotation has l, a further limit of a rule whose primary limit (the one that finds
+// teams rotating identities) is primary, keep a key of a team primary finds rotating in
+// its sketch while the key is not cached, even when l has no floor (a small threshold
+// over a large fleet), where it caches every other key: the primary answers such keys as
+// on_cardinality says, and l, caching each, cached and wrote to Redis a fresh key per
+// record after the primary had stopped (PostHog #83004 on a rule's second limit). Call it
+// before l checks a record; it does nothing unless l keeps a sketch and primary bounds
+// its keys' cardinality.
+func (l *Limiter) FollowRotation(primary *Limiter) {
+	if l.sk == nil || l.card != nil || primary == nil || primary == l || primary.card == nil {
+		return
+	}
+	l.follow = primary.card
+}
+
+// rotatingKey reports whether key is a key of a team found rotating (not its collapsed
+// key, which only the primary limit checks).
+func (cd *cardinality) rotatingKey(key string) bool {
+	p := cd.cands.Load()
+	if p == nil {
+		return false
+	}
+	for _, c := range *p {
+		if len(key) > len(c.collapsed) && strings.HasPrefix(key, c.collapsed) {
+			return c.rotating.Load()
+		}
+	}
+	return false
+}
+
+// RotatingFor reports the rotation a check of key would answer by now: key's team (its
+// first part) rotating identities, and key neither cached (a user at its floor before the
+// rotation is checked as before), nor overridden (always cached), nor a collapsed key. A
+// view's question (the team view's, for a user asked about by its key), not a check's.
+func (l *Limiter) RotatingFor(key string) (RotatingTeam, bool) {
+	if l.card == nil || l.collapsedKey(key) || strings.IndexByte(key, ':') < 0 || l.overridden(key) {
+		return RotatingTeam{}, false
+	}
+	team := teamOf(key)
+	for _, rt := range l.Rotating() {
+		if rt.Team != team {
+			continue
+		}
+		h := maphash.String(l.seed, key)
+		if e, _ := l.shards[h&l.mask].idx.tab.Load().lookup(h, key); e != nil {
+			return RotatingTeam{}, false
+		}
+		return rt, true
+	}
+	return RotatingTeam{}, false
 }
 
 // InheritRotation takes over old's teams rotating identities and candidates, with their

@@ -464,3 +464,96 @@ func TestRotationFoundAtTheWindowsEnd(t *testing.T) {
 		t.Errorf("a fresh key of rot: %+v, want rotating", d)
 	}
 }
+
+// A rotating team's record under on_cardinality overflow or tag is answered without the
+// cache (no key is looked up and found, none inserted): neither a hit nor a miss of
+// gate_limiter_cache_total, as a check answered from the sketch is not. Each was counted
+// a hit: 1,000 of them here, where no check ever found its key cached.
+func TestRotatingChecksAreNoCacheHits(t *testing.T) {
+	for _, a := range []CardinalityAction{CardinalityOverflow, CardinalityTag} {
+		t.Run(a.String(), func(t *testing.T) {
+			l, _, reg := newTest(t, rotationCfg(a))
+			startRotation(t, l)
+			seq := 10_000
+			rotate(l, at(3*time.Second), "rot", 1000, &seq)
+			var tally Tally
+			for i := range 1000 {
+				l.CheckTally(at(3*time.Second), fmt.Sprintf("rot:tallied-%d", i), 1, &tally)
+			}
+			l.AddTally(&tally)
+			if got := metricValue(t, reg, "gate_limiter_rotation_records_total", map[string]string{"on_cardinality": a.String()}); got != 2000 {
+				t.Fatalf("gate_limiter_rotation_records_total = %v, want 2,000", got)
+			}
+			if got := metricValue(t, reg, "gate_limiter_cache_total", map[string]string{"result": "hit"}); got != 0 {
+				t.Errorf("gate_limiter_cache_total{result=hit} = %v, want 0: no check found its key cached", got)
+			}
+		})
+	}
+}
+
+// A further limit following the primary's rotations (FollowRotation) with no floor of its
+// own keeps a rotating team's keys in its sketch, none cached, and when the rotation ends
+// caches such a key with what it sent meanwhile: its window is not forgotten. Other
+// teams' keys are cached as every key is without a floor.
+func TestFollowRotationWithoutAFloor(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityOverflow))
+	f, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 100, SketchWidth: DefaultSketchWidth}) // floor 1: none
+	f.FollowRotation(l)
+	if fl := f.untrackedFloor.Load(); fl != 0 {
+		t.Fatalf("further limit's floor %d, want 0", fl)
+	}
+	startRotation(t, l)
+	sweep(t, f, at(2*time.Second))
+	for i := range 500 {
+		k := fmt.Sprintf("rot:fresh-%d", i)
+		l.CheckAt(at(3*time.Second), k, 1)
+		f.CheckAt(at(3*time.Second), k, 1)
+	}
+	f.CheckAt(at(3*time.Second), "ok:u1", 1)
+	sweep(t, l, at(61*time.Second))
+	sweep(t, f, at(61*time.Second))
+	for range 40 { // in window 1, which the sliding window still covers at 121 s
+		f.CheckAt(at(100*time.Second), "rot:heavy", 1)
+	}
+	if n := f.Len(); n != 1 {
+		t.Errorf("further limit cached %d keys, want ok:u1 alone", n)
+	}
+	if sw := sweep(t, l, at(121*time.Second)); len(sw.Rotations) != 1 || sw.Rotations[0].Started {
+		t.Fatalf("rotations %+v, want rot released", sw.Rotations)
+	}
+	f.CheckAt(at(121*time.Second), "rot:heavy", 1)
+	if s, ok := f.Snapshot(at(121*time.Second), "rot:heavy"); !ok || s.Pending < 41 {
+		t.Errorf("rot:heavy after the rotation: cached %v, pending %d; want cached with its 41 records", ok, s.Pending)
+	}
+}
+
+// A team minting keys at an even rate is found within two windows of its rotation's start,
+// by 2.5 × the bound keys (and the count's error) at most: keys it sent before it became a
+// candidate (half the bound of records) are not counted, so a team with 1 to 1.5 × the
+// bound keys a window is found only in its second window, once it has the bound there
+// (after about 2.3 and 2.45 × the bound keys here). Faster ones are found in their first.
+// The docs said a team is found by 1.5 × the bound keys at most.
+func TestRotationFoundWithinTwoWindows(t *testing.T) {
+	for _, perWindow := range []int{1300, 1450, 3000} {
+		t.Run(fmt.Sprint(perWindow), func(t *testing.T) {
+			l, _, _ := newTest(t, rotationCfg(CardinalityOverflow)) // bound 1,000
+			seq, found, perTick := 0, time.Duration(0), perWindow/60
+			for s := time.Duration(0); s < 3*time.Minute && found == 0; s += time.Second {
+				for j := range perTick {
+					seq++
+					l.CheckAt(at(s+time.Duration(j)*time.Second/time.Duration(perTick)), fmt.Sprintf("rot:id-%d", seq), 1)
+				}
+				if sw := sweep(t, l, at(s+time.Second)); len(sw.Rotations) > 0 {
+					found = s + time.Second
+				}
+			}
+			t.Logf("%d keys a window: found at %s, after %d keys (%.2f × the bound)", perWindow, found, seq, float64(seq)/1000)
+			if found == 0 || found > 2*time.Minute || seq > 3000 {
+				t.Errorf("%d keys a window: found at %s after %d keys, want within two windows and 2.5 × the bound (2,500 keys; 3,000 with the count's error)", perWindow, found, seq)
+			}
+			if perWindow >= 2000 && found >= time.Minute {
+				t.Errorf("%d keys a window: found at %s, want in the first window (over 1.5 × the bound in it)", perWindow, found)
+			}
+		})
+	}
+}

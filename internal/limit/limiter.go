@@ -89,6 +89,9 @@ type Limiter struct {
 	fleetSize      atomic.Int64 // gates sharing the input, ≥ 1 (SetFleetSize)
 	untrackedFloor atomic.Int64 // records of a key at the default threshold; 0: none untracked
 	card           *cardinality // teams rotating identities (cardinality.go); nil without a bound
+	// follow is the rotating teams of the rule's primary limit, for a further limit of the
+	// rule (FollowRotation); nil otherwise.
+	follow *cardinality
 
 	// EventClock only (ring is nil otherwise): one cache per window, in a ring indexed by
 	// epoch modulo its length, which covers every window MaxEventAge reaches, and what

@@ -153,7 +153,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.decisions, allowed, "allowed")
 	counter(c.decisions, limited, "limited")
-	counter(c.cache, allowed+limited-min(misses+untracked, allowed+limited), "hit")
+	// Checks that found no key cached: misses, the sketch's answers, and a rotating team's
+	// records under on_cardinality overflow or tag, answered without the cache (under
+	// collapse each is a check of the collapsed key, counted as one).
+	uncached := misses + untracked
+	if cd := l.card; cd != nil && cd.action != CardinalityCollapse {
+		uncached += rotated
+	}
+	counter(c.cache, allowed+limited-min(uncached, allowed+limited), "hit")
 	counter(c.cache, misses, "miss")
 	counter(c.cache, l.swept.queued.Load(), "sync_queued")
 	counter(c.evictions, evicted, "capacity")

@@ -260,7 +260,7 @@ func (l *Limiter) readFloorShare() float64 {
 // minting a key per record would be cached, and written, key by key, and never found.
 func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally *Tally) (Decision, bool) {
 	floor := l.untrackedFloor.Load()
-	if floor == 0 && l.card == nil {
+	if floor == 0 && l.card == nil && l.follow == nil {
 		return Decision{}, false
 	}
 	if l.overridden(team) {
@@ -297,7 +297,13 @@ func (l *Limiter) checkUntracked(ns int64, h uint64, team string, n int64, tally
 		}
 	}
 	if floor == 0 {
-		return Decision{}, false
+		// Every key is cached, but a key of a team the rule's primary limit finds rotating
+		// (FollowRotation): counted here as under a floor, a counter's worth, and cached
+		// with those counts once the rotation ends.
+		if l.follow == nil || !l.follow.rotatingKey(team) {
+			return Decision{}, false
+		}
+		floor = maxSketchFloor
 	}
 	c := l.sk.cells(h)
 	// The sliding window's count, as a cached key's level weighs it: a key whose rate
