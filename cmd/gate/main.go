@@ -27,7 +27,8 @@
 //   - SIGTERM or SIGINT stops the consumer first (no new poll; in-flight records
 //     awaited; acknowledged offsets committed; the group left), then the tick, whose
 //     final flush writes the counts of the last records routed to Redis, then the HTTP
-//     server and the Redis clients; the process exits 0. A second signal kills it.
+//     server and the Redis clients; the process exits 0. A second signal ends it at once,
+//     with a line on stderr and exit status 128 + its number (143 for SIGTERM).
 //
 // Subcommands (commands.go; gate help lists them with their flags): serve or run (the
 // default), env (the variable table as Markdown), load (the demo load, to a real broker),
@@ -63,9 +64,15 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// After the first signal, restore the default handling, so a second one kills a
-	// shutdown that hangs instead of being swallowed.
-	go func() { <-ctx.Done(); stop() }()
+	// A second signal ends a shutdown that hangs, or that the operator will not wait for.
+	// Handled here rather than by restoring the default action after the first: the
+	// kernel does not deliver a signal left to its default action to the first process of
+	// a PID namespace, which the gate is in its container (the image's entrypoint), and
+	// the second SIGTERM was ignored, or ended the process with the Go runtime's fallback
+	// status 2, a configuration error's.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go exitOnSecondSignal(sigs, serving(os.Args[1:]), os.Stderr, os.Exit)
 	err := run(ctx, os.Args[1:], host{
 		environ:  os.Environ(),
 		getenv:   os.Getenv,
@@ -77,6 +84,31 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gate: "+cli.OneLine(err))
 		os.Exit(cli.ExitCode(err))
 	}
+}
+
+// exitOnSecondSignal waits for two signals on sigs, then says on stderr that the
+// shutdown was cut short (and, when the process serves, what that costs) and exits (exit)
+// with 128 + the second signal's number, the status of a process that signal killed: 143
+// for SIGTERM, 130 for SIGINT.
+func exitOnSecondSignal(sigs <-chan os.Signal, serves bool, stderr io.Writer, exit func(int)) {
+	<-sigs
+	sig := <-sigs
+	code := 1
+	if s, ok := sig.(syscall.Signal); ok {
+		code = 128 + int(s)
+	}
+	msg := fmt.Sprintf("gate: second signal (%s): exiting at once, the shutdown cut short", sig)
+	if serves {
+		msg += ": the records routed since the last commit (or in the open transaction) are routed again by the partitions' next owner, and the counts not yet written to Redis are lost"
+	}
+	fmt.Fprintln(stderr, msg)
+	exit(code)
+}
+
+// serving reports whether args (the process's, after its name) run the gate: serve,
+// run or no command.
+func serving(args []string) bool {
+	return len(args) == 0 || args[0] == "serve" || args[0] == "run"
 }
 
 // hostname is os.Hostname, or "pid" and the process id when there is none.

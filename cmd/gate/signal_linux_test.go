@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestSecondSignalEndsTheShutdown runs the built binary, as a child process and as the
+// first process of a PID namespace of its own (as in a container, whose entrypoint the
+// gate is): a SIGTERM during a shutdown that waits on records the brokers refuse ends it
+// at once, with exit status 143 (128 + SIGTERM, what Kubernetes shows for a process
+// SIGTERM killed) and a line saying the shutdown was cut short. As the first process of
+// a namespace the kernel ignores a signal whose handling is the default, and the gate,
+// having restored it, exited 2 (the Go runtime's fallback), the status of a
+// configuration error, with nothing in its log after "shutting down".
+func TestSecondSignalEndsTheShutdown(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		attr *syscall.SysProcAttr
+	}{
+		{"child", nil},
+		{"pid 1", &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			bin := gateBinary(t)
+			kc, kenv := kafkaEnv(t)
+			// The input first, then every produce refused (retriably): the gate's records
+			// stay in flight, and its shutdown waits GATE_SHUTDOWN_TIMEOUT for them.
+			prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs := make([]*kgo.Record, 100)
+			for i := range recs {
+				recs[i] = &kgo.Record{Topic: "events", Value: fmt.Appendf(nil, `{"team_id":"t%d"}`, i%10)}
+			}
+			err = prod.ProduceSync(context.Background(), recs...).FirstErr()
+			prod.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var refused atomic.Int64
+			kc.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				kc.KeepControl()
+				refused.Add(1)
+				req := r.(*kmsg.ProduceRequest)
+				resp := req.ResponseKind().(*kmsg.ProduceResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewProduceResponseTopic()
+					st.Topic, st.TopicID = rt.Topic, rt.TopicID
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewProduceResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotEnoughReplicas.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp, nil, true
+			})
+
+			cmd := exec.Command(bin)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GATE_HTTP_ADDR=127.0.0.1:0",
+				"GATE_REDIS_URLS=redis://" + closedPort(t), "GATE_KAFKA_BROKERS=" + kenv["GATE_KAFKA_BROKERS"],
+				"GATE_GROUP_ID=second-signal", "GATE_SHUTDOWN_TIMEOUT=60s"}
+			cmd.SysProcAttr = tt.attr
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			if err := cmd.Start(); err != nil {
+				if tt.attr != nil && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
+					if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+						t.Fatalf("no PID namespace here (%v); CI=%s, so this is a failure, not a skip: run the suite as root, as CI does", err, os.Getenv("CI"))
+					}
+					t.Skipf("no PID namespace here: %v (set CI=true to make this a failure)", err)
+				}
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			waitFor(t, 20*time.Second, "produces refused", func() bool { return refused.Load() > 0 })
+
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "shutting down", func() bool { return strings.Contains(stderr.String(), `"msg":"shutting down"`) })
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-exited:
+				code := 0
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					code = ee.ExitCode()
+				}
+				if code != 143 {
+					t.Errorf("exit status %d after a second SIGTERM (%v), want 143\n%s", code, err, stderr)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("still running 10s after a second SIGTERM\n%s", stderr)
+			}
+			if logs := stderr.String(); !strings.Contains(logs, "second signal") || strings.Contains(logs, `"msg":"stopped"`) {
+				t.Errorf("want a line on the second signal, and no stopped line:\n%s", logs)
+			}
+		})
+	}
+}
