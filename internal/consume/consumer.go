@@ -336,6 +336,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		c.log.Error("final commit failed; the next owner replays from the last commit", "err", err)
 	}
+	// Where each partition's next owner starts, for the stop line: committed alone is
+	// what the final commit moved, empty when the interval's commits had covered
+	// everything, which read as nothing committed.
+	at := c.resumeOffsets()
 	// Leaving the group revokes everything: onRevoked commits again (a no-op when
 	// nothing moved) without waiting, as closing is set. Set only now: a revoke during
 	// the drain above (another member joining) must wait for the partitions' records
@@ -351,8 +355,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if left > 0 || unwritten > 0 {
 		lvl = slog.LevelWarn
 	}
-	c.log.Log(bg, lvl, "consumer stopped", "committed", committed, "abandoned_records", left, "outcome_rows_unwritten", unwritten)
+	c.log.Log(bg, lvl, "consumer stopped", "committed", committed, "committed_offsets", at, "abandoned_records", left, "outcome_rows_unwritten", unwritten)
 	return runErr
+}
+
+// resumeOffsets is the offset last committed for each partition owned that has one:
+// where its next owner starts.
+func (c *Consumer) resumeOffsets() map[int32]int64 {
+	at := map[int32]int64{}
+	for _, p := range c.snapshot(nil) {
+		p.mu.Lock()
+		if p.committed >= 0 {
+			at[p.id] = p.committed
+		}
+		p.mu.Unlock()
+	}
+	return at
 }
 
 // beforeRouting runs Config.BeforeRouting, if any, and returns ctx's error once it has.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,64 @@ func TestFinalCommitRefusedNotLoggedCommitted(t *testing.T) {
 	for _, line := range lines {
 		if m, _ := line["committed"].(map[string]any); len(m) > 0 {
 			t.Errorf("%q line says committed %v, though the coordinator refused every commit: %v", line["msg"], m, line)
+		}
+	}
+}
+
+// TestStopLineSaysWhereEachPartitionResumes: at least once, a shutdown after the
+// interval's commits had covered every record logs "consumer stopped" with the offset each
+// partition's next owner starts at (committed_offsets). Before, the line's only offsets
+// were committed, what the final commit moved: empty here, read as nothing committed.
+func TestStopLineSaysWhereEachPartitionResumes(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 40
+	env := newEnv(t, parts)
+	env.ccfg.CommitInterval = 100 * time.Millisecond
+	logs := &syncBuffer{}
+	env.logs = logs
+	a := env.start(t, "a")
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%5))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	collect(t, env.cluster, n, 30*time.Second, 0)
+	ends := map[int32]int64{}
+	waitFor(t, 30*time.Second, "every partition committed at its end by the interval's commits", func() bool {
+		gi := env.cluster.GroupInfo(testGroup)
+		if gi == nil {
+			return false
+		}
+		total := int64(0)
+		for p := range int32(parts) {
+			c, ok := gi.Commits[inTopic][p]
+			if !ok {
+				return false
+			}
+			ends[p] = c.Offset
+			total += c.Offset
+		}
+		return total == n
+	})
+	a.stop(t)
+	var stop map[string]any
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "consumer stopped" {
+			stop = line
+		}
+	}
+	if stop == nil {
+		t.Fatalf("no \"consumer stopped\" line:\n%s", logs.String())
+	}
+	at, ok := stop["committed_offsets"].(map[string]any)
+	if !ok {
+		t.Fatalf("the stop line names no committed_offsets: %v", stop)
+	}
+	for p, end := range ends {
+		if got, _ := at[strconv.Itoa(int(p))].(float64); int64(got) != end {
+			t.Errorf("committed_offsets[%d] = %v, want %d, the group's commit (line %v)", p, at[strconv.Itoa(int(p))], end, stop)
 		}
 	}
 }
