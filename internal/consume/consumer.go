@@ -151,7 +151,7 @@ type Consumer struct {
 	reroutes map[rerouteKey]reroute
 	// recoveries are when the loop last rebuilt a fenced session (see recoverFenced);
 	// the loop's own.
-	recoveries []time.Time
+	recoveries []recovery
 	// unstable is the unstable-offsets watch's (unstable.go), the output watch's own.
 	unstable unstableWatch
 	// out writes outcome rows (outcomes.go); nil when Config.OutcomesTopic is empty.

@@ -938,9 +938,40 @@ func TestExactlyOnceRecoverBounds(t *testing.T) {
 	if err := c.recoverFenced(kerr.InvalidProducerEpoch, time.Minute, false); err == nil || !strings.Contains(err.Error(), "times within") {
 		t.Errorf("one recovery too many: %v, want an error", err)
 	}
-	c.recoveries[0] = c.recoveries[0].Add(-recoveryWindow) // the oldest is out of the window
+	c.recoveries[0].at = c.recoveries[0].at.Add(-recoveryWindow) // the oldest is out of the window
 	if err := c.recoverFenced(kerr.ProducerFenced, time.Minute, false); err != nil {
 		t.Errorf("after the window: %v", err)
+	}
+}
+
+// TestExactlyOnceRecoveryLimitSaysWhatFailed: the error that stops a gate after too
+// many rebuilt sessions names what the counted ones were. Five transaction ends with an
+// unknown outcome (a coordinator not answering), then one transaction fenced after its
+// timeout: before, the error said "transactions outlived the transaction timeout … 6
+// times … raise it", advice for a failure that happened once.
+func TestExactlyOnceRecoveryLimitSaysWhatFailed(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	cfg := env.ccfg
+	cfg.TransactionalID, cfg.TransactionTimeout = "gate-x", 2*time.Second
+	c, err := New(cfg, nil, nil, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Close() }()
+	for i := range maxRecoveries {
+		if err := c.recoverFenced(kerr.CoordinatorNotAvailable, time.Second, false); err != nil {
+			t.Fatalf("recovery %d: %v", i+1, err)
+		}
+	}
+	err = c.recoverFenced(kerr.ProducerFenced, time.Minute, false)
+	if err == nil {
+		t.Fatal("one recovery too many: nil, want an error")
+	}
+	want := fmt.Sprintf("could not be ended %d times", maxRecoveries+1)
+	if msg := err.Error(); !strings.Contains(msg, want) || !strings.Contains(msg, "1 outlived the transaction timeout") ||
+		!strings.Contains(msg, fmt.Sprintf("%d ended with an unknown outcome", maxRecoveries)) || strings.Contains(msg, "raise it") {
+		t.Errorf("the stop error: %q, want %q with 1 timed out and %d unknown outcomes, and no advice to raise the timeout", msg, want, maxRecoveries)
 	}
 }
 

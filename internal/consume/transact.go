@@ -407,6 +407,14 @@ func outcomeUnknown(err error) bool {
 	return ke.Retriable || errors.Is(err, kerr.UnknownServerError) || errors.Is(err, kerr.RequestTimedOut)
 }
 
+// recovery is a session rebuilt after a transaction could not be ended (recoverFenced),
+// counted toward maxRecoveries: when, and whether the transaction outlived the
+// transaction timeout (a fence) rather than ending with an unknown outcome.
+type recovery struct {
+	at   time.Time
+	slow bool
+}
+
 // recoverFenced is called after a transaction of open could not be ended with err.
 // If the broker may have fenced the producer itself, because the transaction
 // outlived the transaction timeout (see maxRecoveries), it replaces the session with
@@ -438,29 +446,46 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	}
 	now := time.Now()
 	recent := c.recoveries[:0]
-	for _, t := range c.recoveries {
-		if now.Sub(t) < recoveryWindow {
-			recent = append(recent, t)
+	slow := 0 // of recent, the transactions that outlived the timeout
+	for _, r := range c.recoveries {
+		if now.Sub(r.at) < recoveryWindow {
+			recent = append(recent, r)
+			if r.slow {
+				slow++
+			}
 		}
 	}
 	c.recoveries = recent
-	if !isFence && !churn && len(recent) >= maxRecoveries {
-		return fmt.Errorf("%w (ending transactions failed %d times within %s)", err, len(recent)+1, recoveryWindow)
-	}
 	if !churn && len(recent) >= maxRecoveries {
-		return fmt.Errorf("%w (transactions outlived the transaction timeout of %s %d times within %s: "+
-			"raise it above the group's session and rebalance timeouts and the time a transaction stays open "+
-			"(the transaction interval, %s, then the time its records in flight take to produce), "+
-			"and check that no other instance uses transactional id %q)", err, timeout, len(recent)+1, recoveryWindow,
-			c.cfg.TransactionInterval, id)
+		if isFence {
+			slow++
+		}
+		// Said by what the counted recoveries were, not by this last one alone: five
+		// ends refused with an unknown outcome and then one slow transaction are no
+		// transaction timeout to raise.
+		switch n := len(recent) + 1; slow {
+		case 0:
+			return fmt.Errorf("%w (ending transactions failed %d times within %s)", err, n, recoveryWindow)
+		case n:
+			return fmt.Errorf("%w (transactions outlived the transaction timeout of %s %d times within %s: "+
+				"raise it above the group's session and rebalance timeouts and the time a transaction stays open "+
+				"(the transaction interval, %s, then the time its records in flight take to produce), "+
+				"and check that no other instance uses transactional id %q)", err, timeout, n, recoveryWindow,
+				c.cfg.TransactionInterval, id)
+		default:
+			return fmt.Errorf("%w (transactions could not be ended %d times within %s: %d outlived the transaction "+
+				"timeout of %s, %d ended with an unknown outcome (a broker not answering, a lost connection); "+
+				"see gate_transaction_recoveries_total by cause and the warnings before this)", err, n, recoveryWindow,
+				slow, timeout, n-slow)
+		}
 	}
 	cause := "group_churn"
 	switch {
 	case !isFence && !churn:
-		c.recoveries = append(c.recoveries, now)
+		c.recoveries = append(c.recoveries, recovery{at: now})
 		cause = "end_error"
 	case !churn:
-		c.recoveries = append(c.recoveries, now)
+		c.recoveries = append(c.recoveries, recovery{at: now, slow: true})
 		cause = "slow_transaction"
 	}
 	c.m.recoveries.WithLabelValues(cause).Inc()
