@@ -1634,3 +1634,45 @@ func TestBadWindowReportedAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestDesignStatesHowOverridesScale: docs/design.md's "Several limits per team" gave a
+// further limit's override as `override × limit threshold / GATE_THRESHOLD`, a variable
+// GATE_LIMITS requires unset (its default, 1000000, as gate env shows it): with
+// GATE_LIMITS=1m:5000,1h:100000 and team1=10000 that reads 1000 an hour, where the gates
+// give team1 200000 (the primary's threshold, GATE_LIMITS' first, is what an override
+// is a factor of). The formula, taken with the value it names, must give what the gates
+// build.
+func TestDesignStatesHowOverridesScale(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"GATE_LIMITS": "1m:5000,1h:100000", "GATE_OVERRIDES": "team1=10000"}
+	c, err := loadMap(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.ExtraLimitConfigs()[0].Overrides["team1"]
+	doc, err := os.ReadFile("../../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	m := regexp.MustCompile("`override × limit threshold / ([^`]+)`").FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal("docs/design.md gives no formula `override × limit threshold / ...`; has its wording changed?")
+	}
+	// What the divisor names, in this environment.
+	defaults, err := loadMap(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	divisors := map[string]int64{
+		"GATE_THRESHOLD":          defaults.Threshold, // unset with GATE_LIMITS: its default
+		"the primary's threshold": c.Threshold,
+	}
+	div, ok := divisors[m[1]]
+	if !ok {
+		t.Fatalf("docs/design.md divides by %q, which this test does not know; add it", m[1])
+	}
+	if stated := 10000 * c.Limits[0].Threshold / div; stated != got {
+		t.Errorf("docs/design.md: %q with %v: team1=10000 gets %d an hour by the formula, %d by the gates", m[0], env, stated, got)
+	}
+}

@@ -94,7 +94,8 @@ func (c Config) OverridesConfig() overrides.Config {
 
 // ExtraLimitConfigs returns one limiter configuration per GATE_LIMITS entry: the primary's
 // settings with the entry's window and threshold, and the overrides scaled by
-// threshold / GATE_THRESHOLD.
+// threshold / the primary's threshold (GATE_LIMITS' first, which Load puts in Threshold:
+// GATE_THRESHOLD itself is unset beside GATE_LIMITS).
 func (c Limiter) ExtraLimitConfigs() []limit.Config {
 	out := make([]limit.Config, len(c.Limits))
 	for i, e := range c.Limits {

@@ -3,6 +3,8 @@ package tick
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -248,5 +250,63 @@ func TestMultiKeysExpireByTheirOwnWindow(t *testing.T) {
 	}
 	if ttl := rc.TTL(ctx, Key("t", "team-a", lh.Epoch(clk.Now()))).Val(); ttl <= 2*time.Hour || ttl > 2*time.Hour+KeyTTLMargin {
 		t.Errorf("hour key TTL = %s, want within (2h, 2h + margin]", ttl)
+	}
+}
+
+// TestDesignStatesEachLimitsKeyLifetime: docs/design.md's "Several limits per team", where
+// an operator sizing Redis for GATE_LIMITS reads how long each limit's keys live, said
+// they expire after GATE_REDIS_KEY_TTL raised to 2 × their own window "and to 2 × the
+// primary's": with GATE_LIMITS=1h:…,1m:… the minute limit's keys would live 2 hours, 120
+// keys a team where the tick leaves 2 or 3 (measured here as the tick writes them). The
+// section must give the limit's own window only, as configuration.md's
+// GATE_REDIS_KEY_TTL does.
+func TestDesignStatesEachLimitsKeyLifetime(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart.Add(59 * time.Second))
+	lh, err := limit.New(limit.Config{Window: time.Hour, Threshold: 100000}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := limit.New(limit.Config{Window: time.Minute, Threshold: 1000}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URL()}, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = clients[0].Close() })
+	tk, err := NewMulti([]Limit{{Lim: lh}, {Lim: lm, KeyPrefix: "t:w60"}}, []redis.UniversalClient{clients[0]}, Config{KeyPrefix: "t"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm.Check("team-a", 1)
+	if r := tk.Tick(context.Background()); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v, want 1 write and no error", r)
+	}
+	ttl := rc.TTL(context.Background(), Key("t:w60", "team-a", lm.Epoch(clk.Now()))).Val()
+	if ttl > 2*time.Minute+KeyTTLMargin {
+		t.Fatalf("the further minute limit's key lives %s, more than 2 × its own window + margin", ttl)
+	}
+
+	doc, err := os.ReadFile("../../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	i := strings.Index(s, "\n## Several limits per team")
+	if i < 0 {
+		t.Fatal(`docs/design.md has no "Several limits per team" section`)
+	}
+	s = s[i+1:]
+	s = s[:strings.Index(s, "\n## ")]
+	j := strings.Index(s, "- each key expires")
+	if j < 0 {
+		t.Fatal(`docs/design.md's "Several limits per team" no longer says when each key expires; has its wording changed?`)
+	}
+	item := strings.Join(strings.Fields(s[j:j+strings.Index(s[j:], "\n- ")]), " ")
+	if strings.Contains(item, "primary") {
+		t.Errorf("docs/design.md, Several limits per team: %q: a further limit's keys live 2 × its own window + %v (%s measured for a minute limit under an hour's), whatever the primary's window", item, KeyTTLMargin, ttl.Round(time.Second))
 	}
 }
