@@ -66,7 +66,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		}),
 		outcomeFolded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gate_outcome_folded_records_total",
-			Help: "Records counted in a folded outcome row (no key) because GATE_OUTCOMES_MAX_ROWS rows were held when their key first came in a seal.",
+			Help: "Records counted in a folded outcome row (no key) because GATE_OUTCOMES_MAX_ROWS rows were held when their key first came in a seal, counted once the row is written (acknowledged at-least-once, its transaction committed exactly-once).",
 		}),
 		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_rebalances_total",

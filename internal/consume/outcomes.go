@@ -87,6 +87,10 @@ type outcomeRow struct {
 	chunk int64
 	// info: the seal record, not a row (gate_outcome_rows_total counts rows).
 	info bool
+	// folded is the records of a folded row (keys past GATE_OUTCOMES_MAX_ROWS), 0 for
+	// any other: gate_outcome_folded_records_total counts them once the row is written,
+	// as gate_outcome_rows_total counts rows.
+	folded int64
 	// failing: its produce failed and it is being retried, counted in
 	// rowRetries.pending until acknowledged. Only its promise reads and writes it (one
 	// at a time: a row is produced again only after its promise failed).
@@ -187,13 +191,6 @@ func (c *Consumer) seal(ps []*partition) []*outcomeRow {
 		}
 		p.out.from = -1
 	}
-	var folded int64
-	for _, a := range c.out.aggs {
-		folded += a.Folded()
-	}
-	if folded > 0 {
-		c.m.outcomeFolded.Add(float64(folded))
-	}
 	c.out.seq++
 	id := fmt.Sprintf("%s/%s/%d", c.cfg.Gate, c.out.run, c.out.seq)
 	// Keys that read back alike (bytes not UTF-8) as one row: a reader would keep one.
@@ -226,6 +223,9 @@ func (c *Consumer) seal(ps []*partition) []*outcomeRow {
 			r.rec.Key = keys[len(keys)-len(t) : len(keys) : len(keys)]
 		}
 		from = ends[i]
+		if rows[i].Folded {
+			r.folded = rows[i].Records
+		}
 		out[i] = r
 	}
 	info := &recs[len(rows)]
@@ -233,8 +233,10 @@ func (c *Consumer) seal(ps []*partition) []*outcomeRow {
 	info.rec = kgo.Record{Topic: c.cfg.OutcomesTopic, Key: []byte(c.cfg.Gate),
 		Value: outcome.AppendSealJSON(nil, &outcome.SealInfo{Schema: outcome.SchemaVersion, Seal: id, Gate: c.cfg.Gate, Rows: len(rows), Sources: sources})}
 	out[len(rows)] = info
-	// gate_outcome_rows_total counts the rows once written (onOutcomeProduced, transact):
-	// a row sealed may never be, its transaction aborted or its gate gone first.
+	// gate_outcome_rows_total counts the rows once written (onOutcomeProduced, transact),
+	// and gate_outcome_folded_records_total the folded rows' records: a row sealed may
+	// never be, its transaction aborted (its records then folded again in the next) or
+	// its gate gone first.
 	return out
 }
 
@@ -349,6 +351,9 @@ func (c *Consumer) onOutcomeProduced(rec *kgo.Record, err error) {
 		c.out.unwritten.Add(-1)
 		if !r.info {
 			c.m.outcomeRows.Inc()
+		}
+		if r.folded > 0 {
+			c.m.outcomeFolded.Add(float64(r.folded))
 		}
 		if r.seal.rows.Add(-1) == 0 {
 			for _, b := range r.seal.batches {
@@ -508,19 +513,22 @@ func (c *Consumer) rowsUnwrittenOf(ids []int32) int64 {
 }
 
 // sealTxn seals into the open transaction everything routed into it (exactly-once), and
-// returns how many rows (seal record aside) it produced: written if the transaction
-// commits.
-func (c *Consumer) sealTxn() int {
+// returns how many rows (seal record aside) it produced and how many records its folded
+// rows count: written if the transaction commits.
+func (c *Consumer) sealTxn() (n int, folded int64) {
 	if c.out == nil {
-		return 0
+		return 0, 0
 	}
 	ps := counted(c.snapshot(nil))
 	// A partition revoked meanwhile is no longer among them: its records' counts are
 	// in the aggregates all the same, and the transaction aborts.
 	rows := c.seal(ps)
+	for _, r := range rows {
+		folded += r.folded
+	}
 	c.txn.pending.Add(len(rows))
 	c.produceRows(c.txn.ctx, rows)
-	return max(len(rows)-1, 0)
+	return max(len(rows)-1, 0), folded
 }
 
 // onOutcomeProducedTxn is the promise of a row in a transaction: a failure aborts the

@@ -967,6 +967,69 @@ func TestOutcomeRowsMetricCountsWritten(t *testing.T) {
 	}
 }
 
+// gate_outcome_folded_records_total counts the records of the folded rows written (keys
+// past GATE_OUTCOMES_MAX_ROWS), as gate_outcome_rows_total counts rows: at least once,
+// those of folded rows the outcomes topic acknowledged; exactly once, those of the
+// transactions that committed. While every produce to the topic fails it stays at 0, and
+// once the topic takes writes it equals the records of the folded rows a reader finds
+// (read_committed). Before, it counted a seal's folded records when sealed: exactly once,
+// every aborted transaction's again when its records were routed anew (1,146 against 398
+// in the rows), at least once while no row was written.
+func TestOutcomeFoldedMetricCountsWritten(t *testing.T) {
+	t.Parallel()
+	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			const parts, n = 2, 400
+			env := newEnv(t, parts)
+			env.ccfg.Delivery = d
+			withOutcomes(t, env)
+			env.ccfg.OutcomesMaxRows = 1 // every team but a seal's first folded
+			f := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: outTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+			a := env.start(t, "a")
+			produceAll(t, producer(t, env.cluster), outcomesTraffic(0, n))
+			if d == ExactlyOnce {
+				waitFor(t, 30*time.Second, "transactions aborted for their rows", func() bool {
+					return testutil.ToFloat64(a.c.m.transactions.WithLabelValues("aborted")) >= 2
+				})
+			} else {
+				waitFor(t, 30*time.Second, "rows failing, being retried", func() bool { return a.c.rowsRetrying() > 0 })
+			}
+			if got := testutil.ToFloat64(a.c.m.outcomeFolded); got != 0 {
+				t.Errorf("gate_outcome_folded_records_total = %v while every row is refused, want 0", got)
+			}
+			f.Remove()
+			waitCommitted(t, env.cluster, parts, 30*time.Second)
+			a.stop(t)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.ConsumeTopics(outTopic),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond), readCommitted())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			var folded, records int64
+			for start := time.Now(); time.Since(start) < 2*time.Second || records < n && time.Since(start) < 30*time.Second; {
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+					if row, err := outcome.Decode(r.Value); err == nil {
+						records += row.Records
+						if row.Folded {
+							folded += row.Records
+						}
+					}
+				})
+				cancel()
+			}
+			if folded == 0 {
+				t.Fatal("no folded row written: the test tests little")
+			}
+			if got := testutil.ToFloat64(a.c.m.outcomeFolded); got != float64(folded) {
+				t.Errorf("gate_outcome_folded_records_total = %v, the topic's folded rows count %d records (read_committed)", got, folded)
+			}
+		})
+	}
+}
+
 // fullBufferOutcomesEnv is an at-least-once gate's environment with outcomes on whose
 // producer buffer fills at 10 records (startBlocked), the revoke timeout revoke, and a
 // commit interval long enough that a revoke's or a loss's seal has rows to write.

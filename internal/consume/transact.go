@@ -861,7 +861,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	c.routeTxn(ws)
 	c.fillTxn(pollCtx, start, &res)
 	// The transaction's outcome rows, in it: they commit or abort with its records.
-	rows := c.sealTxn()
+	rows, folded := c.sealTxn()
 	end, what := kgo.TryCommit, "committing"
 	if err := c.cl.Flush(ctx); err != nil {
 		// Only ctx ends a Flush: the shutdown timeout passed.
@@ -925,6 +925,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	if committed {
 		c.m.transactions.WithLabelValues("committed").Inc()
 		c.m.outcomeRows.Add(float64(rows)) // written only now: an aborted one's are not
+		c.m.outcomeFolded.Add(float64(folded))
 	} else {
 		c.m.transactions.WithLabelValues("aborted").Inc()
 		offs = nil

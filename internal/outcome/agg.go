@@ -384,9 +384,26 @@ func (a *Agg) Record(f *Fate) {
 		a.add(first, at, h, iv, f)
 		if took {
 			// The new row's copy of the key: f.Key may alias the record or the router's
-			// scratch, which the next record writes over.
-			a.budget.keep(a.entries[len(a.entries)-1].key)
+			// scratch, which the next record writes over. A composite key keeps its team
+			// too (below).
+			e := &a.entries[len(a.entries)-1]
+			a.budget.keep(e.key)
+			if len(e.team) < len(e.key) {
+				a.budget.keep(e.team)
+			}
 		}
+		return
+	}
+	if f.Team != "" && len(f.Team) < len(f.Key) {
+		// A new key of its team (a user, under a rule keyed by team and user): counted in
+		// its team's row of the rule, outcome and reason, as a team's row under a
+		// composite key is written (no threshold: that was a user's), if the team is kept,
+		// else folded there. Folded at once, a kept team's limiting by a per-user rule,
+		// a row per user and so what brings the cap near, left its history once the cap
+		// was reached. A kept team's rows stay a handful (rules × outcomes × reasons).
+		g := *f
+		g.Key, g.Threshold, g.Forced, g.Limiter = f.Team, 0, false, nil
+		a.Record(&g)
 		return
 	}
 	// The budget is spent: the folded row of its interval, kind, rule and reason, which
@@ -551,6 +568,7 @@ func (a *Agg) reset() {
 	}
 	a.budget.give(a.held)
 	a.held = 0
+	a.folded = 0 // the seal's rows count them (Folded: since the last seal)
 }
 
 // Seal returns the rows the aggs recorded since their last seal, one per (interval, key,

@@ -642,3 +642,45 @@ func TestSealKeepsBoundedMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptTeamKeepsItsUsersLimiting: under a rule keyed by team and user, a team's
+// accepted records count in its team's row and its limited ones in a row per user, a key
+// of its own. Once GATE_OUTCOMES_MAX_ROWS is reached, a user of a team kept before the cap
+// (by its own row, or a user's, in any Agg) is counted in its team's row of that rule,
+// outcome and reason, as a team's row under a composite key is written (key the team, no
+// threshold), not in the folded row of no team: docs/outcomes.md promises that a team's
+// limiting never leaves its history. A team not kept is folded as before. Before, every
+// user past the cap went to the folded row, and the team's history showed no limiting.
+func TestKeptTeamKeepsItsUsersLimiting(t *testing.T) {
+	b := NewBudget(3)
+	a0, a1 := NewAgg(time.Minute, b), NewAgg(time.Minute, b)
+	a0.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "42", Team: "42", Bytes: 10})
+	a1.Record(&Fate{At: t0, Kind: Overflow, Rule: "user", Reason: "rate_limited", Key: "9:u0", Team: "9", Bytes: 10, Threshold: 5})
+	a0.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "7", Team: "7", Bytes: 10}) // the cap
+	for i := range 50 {
+		u := strconv.Itoa(i)
+		a1.Record(&Fate{At: t0, Kind: Overflow, Rule: "user", Reason: "rate_limited", Key: "42:u" + u, Team: "42", Bytes: 10, Threshold: 5})
+		a0.Record(&Fate{At: t0, Kind: Overflow, Rule: "user", Reason: "rate_limited", Key: "9:u" + u + "x", Team: "9", Bytes: 10, Threshold: 5, Forced: true})
+		a1.Record(&Fate{At: t0, Kind: Overflow, Rule: "user", Reason: "rate_limited", Key: "5:u" + u, Team: "5", Bytes: 10, Threshold: 5})
+	}
+	if n := a0.Folded() + a1.Folded(); n != 50 {
+		t.Errorf("folded %d records, want 50 (team 5's: no key of it came before the cap)", n)
+	}
+	rows := Seal("g", "s", a0, a1)
+	for team, want := range map[string]int64{"42": 50, "9": 51, "5": 0} {
+		if h := TeamHistory(rows, team); h.Total.Limited != want {
+			t.Errorf("team %s's history: %d limited, want %d (rows %+v)", team, h.Total.Limited, want, rows)
+		}
+	}
+	for _, r := range rows {
+		if r.Key == r.Team && r.Rule == "user" && (r.Threshold != 0 || r.ThresholdSource != "") {
+			t.Errorf("team row %+v of users counted past the cap: want no threshold, as a team's row under a composite key", r)
+		}
+	}
+	if len(rows) > 3+2+1 {
+		t.Errorf("%d rows: want the cap's 3, teams 42's and 9's rows of their users and one folded (%+v)", len(rows), rows)
+	}
+	if b.Used() != 0 {
+		t.Errorf("after the seal the budget holds %d rows, want 0", b.Used())
+	}
+}

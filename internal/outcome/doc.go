@@ -21,8 +21,10 @@
 //   - Memory is bounded: a Budget shared by a gate's Aggs caps the rows held at once.
 //     Keys that arrive once it is spent are summed into one row per (interval, rule,
 //     outcome, reason) with an empty key and "folded": true, their records counted in
-//     gate_outcome_folded_records_total. Keys are taken first come: a key that
-//     sends much arrives early in each seal, so the keys that matter stay exact.
+//     gate_outcome_folded_records_total; a new key of a team kept before (a user of
+//     it, under a composite key) is counted in its team's row instead. Keys are taken
+//     first come: a key that sends much arrives early in each seal, so the keys that
+//     matter stay exact.
 //   - Recording allocates nothing once a row exists: the lookup uses the record's own
 //     key bytes, and only a new row copies it.
 //

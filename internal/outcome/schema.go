@@ -35,8 +35,9 @@ type Row struct {
 	IntervalEnd   time.Time `json:"interval_end"`
 	// Team is Key's team: Key for a key of one field, a composite key's first field.
 	Team string `json:"team"`
-	// Key is the key the rule counted by; for accepted rows (no rule acted) the team.
-	// Empty for a record no key could be read from, and in a folded row.
+	// Key is the key the rule counted by; for accepted rows (no rule acted) the team, and
+	// for the new keys of a kept team once the row budget was spent (Agg.Record). Empty
+	// for a record no key could be read from, and in a folded row.
 	Key string `json:"key"`
 	// Rule is the rule whose action the record got (a named rule of the rules file),
 	// or the shadow rule over it; empty without a rules file and for accepted rows.
