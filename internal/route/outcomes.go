@@ -35,6 +35,13 @@ func teamOf(key string, composite bool) string {
 // decides itself (dead-lettered after the broker refused it), whose row must count under
 // its team. It may alias rec or s (valid until s is used again).
 func (r *Router) TeamOf(rec *kgo.Record, s *Scratch) string {
+	if r.plan.shared && r.plan.enforcedJSON {
+		// RouteInto dead-letters a value that is no JSON object before any rule checks it
+		// (rulesJSON), a first rule reading a header or the record key included.
+		if _, code := jsonObject(rec.Value, r.cfg.ValidateJSON, s); code != reasonNone {
+			return ""
+		}
+	}
 	shadow := ""
 	for i := range r.rules {
 		st := &r.rules[i]

@@ -371,6 +371,33 @@ func TestTeamOfFirstRuleChecked(t *testing.T) {
 	}
 }
 
+// A value that is no JSON object (with GATE_VALIDATE_JSON, no valid JSON) is
+// dead-lettered before any rule is checked when an enforced rule reads JSON, whatever the
+// rules before it read: RouteInto gives it no team, and TeamOf (the team of its row when
+// the consumer dead-letters it again, rejected, or skips it) gives none either. Before,
+// TeamOf gave the key of a first rule reading a header (an IP), which had checked nothing.
+func TestTeamOfNotJSONBeforeAnyRule(t *testing.T) {
+	for _, validate := range []bool{false, true} {
+		f := newRuleFixture(t, Config{ValidateJSON: validate},
+			ruleSpec{Rule{Name: "ip", Key: mustKeyFrom(t, "header:ip"), SkipMissing: true, Action: ActionOverflow}, []limit.Config{{Threshold: 1000}}},
+			ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Threshold: 1000}}},
+		)
+		s := Scratch{Outcomes: outcome.NewAgg(60e9, nil)}
+		var out kgo.Record
+		values := []string{`not json`, `[1]`, `{"team_id":1}`}
+		if validate {
+			values = append(values, `{"team_id":1,`)
+		}
+		for _, v := range values {
+			o := f.r.RouteInto(t0, input(v, "", "ip", "10.0.0.1"), &s, &out)
+			want := teamOf(o.Team, false)
+			if got := f.r.TeamOf(input(v, "", "ip", "10.0.0.1"), &s); got != want {
+				t.Errorf("validate %v, %s: routed %s/%s under team %q, TeamOf = %q", validate, v, o.Route, o.Reason, want, got)
+			}
+		}
+	}
+}
+
 // In a dry run a record a later rule would dead-letter, after an earlier rule was over
 // for it, is accepted: its row is the dead letter's as a dry run has it (reason dry_run),
 // naming no rule, as enforcement's dead_letter row names none. Before, it named the

@@ -14,7 +14,7 @@
 //     with a warning.
 //   - After that, the files are read again when a connection is being set up (its
 //     handshake asks for the client certificate or checks the server's), or when the
-//     expiry gauge is collected, at most once per Options.Interval: a new connection uses
+//     metrics are collected, at most once per Options.Interval: a new connection uses
 //     what the files held at most one interval before. Their contents are compared, not
 //     their names or modification times, so an in-place write and a Kubernetes symlink
 //     swap are seen alike. No goroutine runs and nothing watches the files in between.
@@ -28,7 +28,8 @@
 //     warning once per distinct state of the files, not once per check, and counted in
 //     gate_tls_reload_errors_total{target}; a good reload is logged at info and counted
 //     in gate_tls_reloads_total{target}. gate_tls_client_cert_expiry_timestamp_seconds
-//     gives the NotAfter of the certificate in use.
+//     gives the NotAfter of the certificate in use; once it has passed, with no valid
+//     certificate in the files, that is warned about once.
 //   - The server's certificate is checked against the current CA bundle and the name
 //     the connection is for (the configuration's ServerName, else the host dialed), as
 //     crypto/tls checks it: chain, validity at the Options.Clock's time, server-auth key
@@ -107,8 +108,9 @@ type Reloader struct {
 	cur  atomic.Pointer[material]
 	next atomic.Int64 // UnixNano of the next read of the files
 
-	mu      sync.Mutex // serializes reads of the files; guards lastBad
+	mu      sync.Mutex // serializes reads of the files; guards lastBad and expired
 	lastBad string     // the failed state last warned about; "" when the files are good
+	expired *material  // the material whose client certificate was last warned of as expired
 
 	reloads, failures prometheus.Counter
 }
@@ -160,25 +162,44 @@ func New(f Files, o Options) (*Reloader, error) {
 		Help: "Times TLS certificate or CA files changed into something unreadable or invalid; the last good ones stay in use.",
 	})
 	if o.Reg != nil {
-		cs := []prometheus.Collector{r.reloads, r.failures}
+		m := metrics{r: r, cs: []prometheus.Collector{r.reloads, r.failures}}
 		if f.CertFile != "" {
-			cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			m.cs = append(m.cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "gate_tls_client_cert_expiry_timestamp_seconds", ConstLabels: labels,
 				Help: "NotAfter of the TLS client certificate in use for new connections, in Unix seconds.",
 			}, func() float64 {
-				// What a new connection would present: the files read when due, so that a
-				// renewal shows without waiting for a connection (a Redis pool may open
-				// none for days) and the expiry alert does not fire on one that worked.
-				return float64(r.current().cert.Leaf.NotAfter.Unix())
+				return float64(r.cur.Load().cert.Leaf.NotAfter.Unix()) // read when due by metrics.Collect
 			}))
 		}
-		for _, c := range cs {
-			if err := o.Reg.Register(c); err != nil {
-				return nil, fmt.Errorf("registering the %s TLS reload metrics: %w", r.target, err)
-			}
+		if err := o.Reg.Register(m); err != nil {
+			return nil, fmt.Errorf("registering the %s TLS reload metrics: %w", r.target, err)
 		}
 	}
 	return r, nil
+}
+
+// metrics are a Reloader's metrics. Collecting them reads the files first when due, as
+// a new connection does, so that a change shows without waiting for one (a Redis pool
+// may open none for days, and with only a CA file no other metric reads them): a
+// renewal in the expiry gauge (the expiry alert does not fire on one that worked), a CA
+// added to the bundle in gate_tls_reloads_total (the CA rotation waits for it), a file
+// turned bad in gate_tls_reload_errors_total.
+type metrics struct {
+	r  *Reloader
+	cs []prometheus.Collector
+}
+
+func (m metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.cs {
+		c.Describe(ch)
+	}
+}
+
+func (m metrics) Collect(ch chan<- prometheus.Metric) {
+	m.r.current()
+	for _, c := range m.cs {
+		c.Collect(ch)
+	}
 }
 
 // read returns the files' contents: CA, certificate, key (nil for a file not set).
@@ -321,8 +342,23 @@ func (r *Reloader) current() *material {
 	if due() { // not read by another handshake meanwhile
 		r.next.Store(now + r.interval.Nanoseconds())
 		r.reload()
+		r.warnExpired()
 	}
 	return r.cur.Load()
+}
+
+// warnExpired says, once per certificate, that the client certificate in use has
+// expired and the files hold no valid one (a renewal that failed): every new connection
+// is refused, with an alert that need not say why (Java's Kafka answers "unknown
+// certificate", as for a CA it does not trust). r.mu is held.
+func (r *Reloader) warnExpired() {
+	m := r.cur.Load()
+	if m.cert == nil || m == r.expired || !r.clock.Now().After(m.cert.Leaf.NotAfter) {
+		return
+	}
+	r.expired = m
+	r.log.Warn("the client certificate in use has expired and the files hold no valid one: servers refuse every new connection; renew it (cert-manager: kubectl describe certificate)",
+		"var", r.files.CertVar, "file", r.files.CertFile, "not_after", m.cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
 }
 
 // reload reads the files and puts what they hold in use if it changed and is valid.

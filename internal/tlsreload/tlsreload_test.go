@@ -834,3 +834,91 @@ func TestClientCertWithoutClientAuthUsage(t *testing.T) {
 		t.Errorf("after a renewal into a server-only certificate: %d warnings, want 1", w)
 	}
 }
+
+// A CA bundle alone (TLS without a client certificate, so no expiry gauge) changed on
+// disk shows when the metrics are scraped, though no connection is opened meanwhile (a
+// Redis pool keeps its connections for days): the CA rotation's runbook waits for
+// gate_tls_reloads_total to go up before moving the servers to the new CA, and the
+// alert on gate_tls_reload_errors_total must see a bundle that turned bad. Before, with
+// only CA files, the files were read at a new connection alone: the counter stayed at 0.
+func TestScrapeReadsCAOnlyFiles(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ca.crt"), f.serverCA.pem)
+	fs := files(dir)
+	fs.CertFile, fs.KeyFile = "", ""
+	o := f.options()
+	o.Target = "redis"
+	r, err := New(fs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := newCA(t, "server CA 2")
+	write(t, filepath.Join(dir, "ca.crt"), append(append([]byte{}, f.serverCA.pem...), second.pem...))
+	f.clk.Advance(time.Second)
+	if _, err := f.reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(r.reloads); n != 1 || f.log.count("TLS files reloaded") != 1 {
+		t.Errorf("after a CA added to the bundle and a scrape: gate_tls_reloads_total = %v, %d lines \"TLS files reloaded\"; want 1 and 1:\n%s",
+			n, f.log.count("TLS files reloaded"), f.log.buf.String())
+	}
+	// A bundle turned bad is counted and warned of at the next scrape too.
+	write(t, filepath.Join(dir, "ca.crt"), []byte("not a certificate\n"))
+	f.clk.Advance(time.Second)
+	if _, err := f.reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(r.failures); n != 1 || f.log.count(warning) != 1 {
+		t.Errorf("after the bundle turned bad and a scrape: gate_tls_reload_errors_total = %v, %d warnings; want 1 and 1", n, f.log.count(warning))
+	}
+}
+
+// The client certificate in use expires and the files hold nothing newer (a renewal
+// that failed): every new connection is refused by the servers, whose alert names no
+// cause the gate could fix from (Java's Kafka answers "unknown certificate", as for a CA
+// it does not trust). The gate says it once, naming the variable and the expiry; before,
+// it said nothing of its own certificate. A renewal then put in use is said as before.
+func TestExpiredCertInUseWarned(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir, r, _ := f.start(t)
+	handshake := func() {
+		t.Helper()
+		if _, err := r.Config("localhost").GetClientCertificate(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const expiredLine = "the client certificate in use has expired"
+	handshake()
+	if n := f.log.count(expiredLine); n != 0 {
+		t.Fatalf("%d lines of an expired certificate while it is valid:\n%s", n, f.log.buf.String())
+	}
+	f.clk.Advance(13 * time.Hour) // client-1 is valid 12 hours
+	for range 3 {
+		f.clk.Advance(time.Second)
+		handshake()
+	}
+	if _, err := f.reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	out := f.log.buf.String()
+	if n := f.log.count(expiredLine); n != 1 || !strings.Contains(out, "GATE_KAFKA_TLS_CERT_FILE") ||
+		!strings.Contains(out, f.c1.tls.Leaf.NotAfter.UTC().Format(time.RFC3339)) {
+		t.Errorf("after the certificate in use expired: %d lines %q, want 1 naming GATE_KAFKA_TLS_CERT_FILE and its NotAfter:\n%s", n, expiredLine, out)
+	}
+	// Renewed: taken, and no further line of an expired certificate.
+	now := f.clk.Now()
+	renewed := f.clientCA.issueValid(t, "client-1", now.Add(-time.Minute), now.Add(24*time.Hour))
+	write(t, filepath.Join(dir, "tls.crt"), renewed.certPEM)
+	write(t, filepath.Join(dir, "tls.key"), renewed.keyPEM)
+	f.clk.Advance(time.Second)
+	handshake()
+	if m := r.current(); !bytes.Equal(m.cert.Certificate[0], renewed.tls.Certificate[0]) {
+		t.Errorf("the renewal is not in use")
+	}
+	if n := f.log.count(expiredLine); n != 1 {
+		t.Errorf("after the renewal: %d lines %q, want still 1", n, expiredLine)
+	}
+}
