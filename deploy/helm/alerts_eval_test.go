@@ -303,7 +303,7 @@ func TestTransactionRecoveriesAlertSumsCauses(t *testing.T) {
 }
 
 // TestRedisErrorsAlertSumsCauses: GateRedisErrors' threshold is failed Redis pipelines a
-// second, per gate and instance (0.1/s by default), whatever failed them: an instance
+// tick, per gate and instance (0.1/s at the default 1s tick), whatever failed them: an instance
 // flapping between hanging (timeout) and refusing connections (connection) fails the
 // gate's ticks as much as one failing one way. 4 of each a minute, 0.13/s, fire it; 4 of
 // one alone, 0.07/s, do not, nor do 4 a minute on each of two instances. Before, it took
@@ -353,7 +353,7 @@ func TestOverridesHashMissingAlertPerRule(t *testing.T) {
 }
 
 // TestRedisRefusingWritesAlertSumsCauses: GateRedisRefusingWrites' threshold is writes
-// refused a second, per gate and instance (0.1/s by default), whatever Redis refused them
+// refused a tick, per gate and instance (0.1/s at the default 1s tick), whatever Redis refused them
 // with: in a failover the old primary answers readonly and the new one noreplicas until
 // its replicas attach, taking turns, and the gate's counts go unwritten either way. 4 of
 // each a minute, 0.13/s, fire it; 4 of one alone, 0.07/s, do not, nor do 4 a minute on
@@ -382,6 +382,34 @@ func TestRedisRefusingWritesAlertSumsCauses(t *testing.T) {
 	for _, want := range []string{"Redis instance 0", "oom, readonly, misconf and noreplicas together", "gate_limiter_errors_total{cause}"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("GateRedisRefusingWrites says\n%s\nwant it to say %q", text, want)
+		}
+	}
+}
+
+// TestRedisErrorAlertsScaleWithTheTick: a gate counts at most one failed pipeline a tick
+// for each Redis instance (tick's report), so at a sync.tickInterval of 10s a Redis that
+// fails every tick counts 0.1 a second, and a fixed threshold of 0.1/s could never be
+// passed: GateRedisErrors and GateRedisRefusingWrites stayed silent through a whole
+// outage. The threshold is the share of ticks that fail (0.1/s at the default 1s).
+func TestRedisErrorAlertsScaleWithTheTick(t *testing.T) {
+	for _, tc := range []struct {
+		alert, tick, load string // load: failures a minute, as a series' rise
+		want              bool
+	}{
+		// Redis down: every 10s tick fails.
+		{"GateRedisErrors", "10s", `cause="connection", redis_instance="0"} 0+6x20`, true},
+		{"GateRedisRefusingWrites", "10s", `cause="readonly", redis_instance="1"} 0+6x20`, true},
+		// Half the 10s ticks fail; one tick in twenty does not fire it.
+		{"GateRedisErrors", "10s", `cause="timeout", redis_instance="0"} 0+3x20`, true},
+		{"GateRedisErrors", "10s", `cause="timeout", redis_instance="0"} 0+0.3x20`, false},
+		// The default tick: as before, 0.1/s.
+		{"GateRedisErrors", "1s", `cause="timeout", redis_instance="0"} 0+7x20`, true},
+		{"GateRedisErrors", "1s", `cause="timeout", redis_instance="0"} 0+4x20`, false},
+	} {
+		load := fmt.Sprintf("  gate_limiter_errors_total{%s, %s\n", evalPod, tc.load)
+		vals := fmt.Sprintf("prometheusRule: {enabled: true}\nsync: {tickInterval: %s}", tc.tick)
+		if got := firingAtWith(t, vals, tc.alert, load, 15)[0]; got != tc.want {
+			t.Errorf("tick %s, %s: %s fired %v, want %v", tc.tick, strings.TrimSpace(load), tc.alert, got, tc.want)
 		}
 	}
 }
