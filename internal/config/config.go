@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"time"
 
 	"github.com/capturegate/gate/internal/tick"
@@ -37,6 +38,14 @@ const HTTPShutdownTimeout = 5 * time.Second
 // tick's final flush (tick.DefaultFlushTimeout) and the HTTP server's close. The gate logs
 // it at start (shutdown_bound); the chart's terminationGracePeriodSeconds (TestGracePeriod)
 // and docker-compose's stop_grace_period (TestComposeStopGracePeriod) are held to it.
+//
+// GATE_SHUTDOWN_TIMEOUT has no upper bound: a value near the longest duration (an
+// operator's "wait for ever") gives the longest duration, where the sum overflowed to a
+// negative bound in the start line.
 func (c Config) ShutdownBound() time.Duration {
-	return c.ShutdownTimeout + 2*c.RevokeTimeout + tick.DefaultFlushTimeout + HTTPShutdownTimeout
+	rest := 2*c.RevokeTimeout + tick.DefaultFlushTimeout + HTTPShutdownTimeout
+	if c.ShutdownTimeout > math.MaxInt64-rest {
+		return math.MaxInt64
+	}
+	return c.ShutdownTimeout + rest
 }

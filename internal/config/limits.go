@@ -36,7 +36,7 @@ type Limiter struct {
 	// The live overrides' size (internal/overrides).
 	OverridesMaxEntries int `envconfig:"OVERRIDES_MAX_ENTRIES" default:"1000000" desc:"Most teams the live overrides hash may hold (default 1000000): a larger one is not read, every gate keeping the limits in force and counting gate_overrides_refresh_errors_total{cause=too_large}, and gate overrides list refusing it too; a million teams take each gate about a second to read, in commands of about a millisecond each, and a few hundred MB of memory."`
 
-	SyncInterval      time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
+	SyncInterval      time.Duration `envconfig:"SYNC_INTERVAL" default:"15s" desc:"How often a team at normal pressure (50-80% of its threshold) is read from Redis, low and idle teams every 4 times that and hot ones every half (default 15s, at most 8784h: 366 days); shorter gives every gate a fresher fleet-wide view for more Redis reads."`
 	HotEveryTick      bool          `envconfig:"HOT_EVERY_TICK" default:"true" desc:"Read teams at 80% of their threshold or more on every tick instead of every half GATE_SYNC_INTERVAL (default true); it cuts the time a fleet takes to divert a team that jumps over its limit from about 20s to about 2s, for a few extra reads of busy teams only."`
 	PendingReadShare  float64       `envconfig:"PENDING_READ_SHARE" default:"0.05" desc:"Read a team on the next tick once the events this gate counted since its last read reach this share of the team's threshold divided by the gates in the fleet, or never if negative (default 0.05); smaller catches a sudden jump sooner and costs more reads."`
 	SyncFloor         float64       `envconfig:"SYNC_FLOOR" default:"0.01" desc:"Pressure (level / threshold, above 0 and below 0.1) under which a team seen only in passing is never read from Redis (default 0.01), divided by the gates in the fleet; a rule keyed by several fields (a user within a team) neither caches nor writes a key under it (docs/design.md). Higher keeps a flood of one-off teams from becoming a flood of reads, at the cost of judging more small teams on local counts alone."`
@@ -162,7 +162,11 @@ func (c Limiter) validate(bad report) {
 	if c.Threshold < 1 || c.Threshold > limit.MaxThreshold {
 		bad("THRESHOLD", fmt.Sprintf("a whole number from 1 to %d", int64(limit.MaxThreshold)))
 	}
-	bad.positive("SYNC_INTERVAL", c.SyncInterval)
+	// Low and idle teams are read every 4 x the interval: past a quarter of the longest
+	// duration that overflowed, and they were read on every tick.
+	if c.SyncInterval <= 0 || c.SyncInterval > rules.MaxWindow {
+		bad("SYNC_INTERVAL", "a duration above zero of at most 8784h (366 days) such as 15s")
+	}
 	bad.positive("OVERRIDES_REFRESH", c.OverridesRefresh)
 	bad.atLeast("OVERRIDES_MAX_ENTRIES", c.OverridesMaxEntries, 1)
 	if c.PendingReadShare == 0 || c.PendingReadShare > 1 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/tick"
 	"github.com/capturegate/gate/internal/tlsreload"
 )
@@ -32,7 +33,7 @@ type Redis struct {
 	RedisUsername         string         `envconfig:"REDIS_USERNAME" default:"" desc:"Redis ACL user the gate logs in as on every instance of GATE_REDIS_URLS, in place of any user name in the URLs, with GATE_REDIS_PASSWORD (default none), the URLs' user, else Redis's default user, being used without it; in sentinel mode it is the primary's, GATE_REDIS_SENTINEL_USERNAME being the sentinels'."`
 	RedisPassword         secret         `envconfig:"REDIS_PASSWORD" default:"" desc:"Redis password for every instance of GATE_REDIS_URLS, in place of any password in the URLs, taken as is, so it need not be URL-escaped (default none), the URLs' password, if any, being used without it; in sentinel mode it is the primary's, GATE_REDIS_SENTINEL_PASSWORD being the sentinels'; set it from a Secret, it is never logged."`
 	RedisPrefix           string         `envconfig:"REDIS_PREFIX" default:"gate" desc:"First part of every counter key {prefix}:{team}:{epoch} ({prefix}/bytes:{team}:{epoch} with GATE_COST=bytes) (default gate); gates with the same prefix on the same Redis share their limits, so give each fleet its own."`
-	RedisKeyTTL           time.Duration  `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry of each counter key: this value raised to 2 x the limit's window (default 0, meaning exactly that; 3 x the window for a learned limit, GATE_THRESHOLD_MODE=adaptive, whose fold reads the window two back; 2 x the window plus GATE_MAX_EVENT_AGE with GATE_CLOCK=event), plus 30 s for clock skew between gates. The previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer. Profile keys (adaptive mode) live 7 days and hold flags GATE_DIVERT_HOLD, whatever this says."`
+	RedisKeyTTL           time.Duration  `envconfig:"REDIS_KEY_TTL" default:"0" desc:"Expiry of each counter key: this value raised to 2 x the limit's window (default 0, meaning exactly that; 3 x the window for a learned limit, GATE_THRESHOLD_MODE=adaptive, whose fold reads the window two back; 2 x the window plus GATE_MAX_EVENT_AGE with GATE_CLOCK=event), plus 30 s for clock skew between gates; at most 8784h (366 days). The previous epoch must outlive a whole window or over-limit teams get free traffic, so longer only keeps dead keys around longer. Profile keys (adaptive mode) live 7 days and hold flags GATE_DIVERT_HOLD, whatever this says."`
 	RedisTLSCAFile        string         `envconfig:"REDIS_TLS_CA_FILE" default:"" desc:"PEM file of the CA certificates that sign the Redis servers' certificates, for rediss:// URLs (default none), the system's CA certificates being used without it; read again when it changes, as GATE_KAFKA_TLS_CERT_FILE; refused with a URL's skip_verify=true, which turns the check off."`
 	RedisTLSCertFile      string         `envconfig:"REDIS_TLS_CERT_FILE" default:"" desc:"PEM client certificate for mutual TLS with rediss:// URLs, with GATE_REDIS_TLS_KEY_FILE (default none); read again when it changes, as GATE_KAFKA_TLS_CERT_FILE."`
 	RedisTLSKeyFile       string         `envconfig:"REDIS_TLS_KEY_FILE" default:"" desc:"PEM private key of GATE_REDIS_TLS_CERT_FILE (default none); read again with it."`
@@ -401,8 +402,11 @@ func (c Redis) validateBetween(bad report) {
 // validate checks the tick's and Redis's variables' values, each on its own.
 func (c Redis) validate(bad report) {
 	bad.positive("TICK_INTERVAL", c.TickInterval)
-	if c.RedisKeyTTL < 0 {
-		bad("REDIS_KEY_TTL", "0 (meaning 2 x GATE_WINDOW) or a positive duration such as 120s")
+	// The tick sets a counter's TTL to this plus tick.KeyTTLMargin: near the longest
+	// duration the sum overflowed, and Redis refused every write. A year, the longest
+	// window, keeps dead keys long enough.
+	if c.RedisKeyTTL < 0 || c.RedisKeyTTL > rules.MaxWindow {
+		bad("REDIS_KEY_TTL", "0 (meaning 2 x GATE_WINDOW) or a positive duration of at most 8784h (366 days) such as 120s")
 	}
 	if c.RedisMode.value() == tick.ModeSentinel {
 		if c.RedisSentinelMaster == "" {
