@@ -386,8 +386,9 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 	for {
 		// While records or outcome rows are being retried, poll nothing new: a failing
 		// broker must slow consumption, not grow the retry queue (or the seals awaiting
-		// their rows, which hold the commits).
-		if err := waitUntil(ctx, func() bool { return c.retry.pending.Load() == 0 && c.rowsRetrying() == 0 }); err != nil {
+		// their rows, which hold the commits). Nor while the polls not yet wholly
+		// acknowledged keep as much input as the producer's buffer may hold (inputFull).
+		if err := waitUntil(ctx, func() bool { return c.retry.pending.Load() == 0 && c.rowsRetrying() == 0 && !c.inputFull() }); err != nil {
 			return nil
 		}
 		// The routing context exists before the poll returns: a rebalance that starts
@@ -422,6 +423,26 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// inputFull reports whether the input records kept for the polls not yet wholly
+// acknowledged, of the partitions routing, reach MaxBufferedRecords or MaxBufferedBytes.
+// A poll's input records (and its slab) are kept until its last record is acknowledged
+// (ackBatch): the producer's buffer bounds the records unacknowledged, not those kept
+// for them. One output partition refusing writes while the others take theirs held
+// back every poll with a record for it, so the gate read on until that partition alone
+// filled the buffer, keeping the buffer's size times the output partitions in input.
+// A stopped partition's stuck record is never acknowledged: its polls are left out.
+func (c *Consumer) inputFull() bool {
+	var records, bytes int64
+	for _, p := range c.snapshot(nil) {
+		if p.stopped.Load() {
+			continue
+		}
+		r, b := p.held()
+		records, bytes = records+r, bytes+b
+	}
+	return records > 0 && (records >= int64(c.cfg.MaxBufferedRecords) || bytes >= int64(c.cfg.MaxBufferedBytes))
 }
 
 // onBlocked is called (on a goroutine of its own) when a rebalance waits for the poll
@@ -792,7 +813,11 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	// complete and its records recycled (ackBatch), maybe before the loop ends.
 	last := w.recs[len(w.recs)-1]
 	end, epoch := last.Offset+1, last.LeaderEpoch
-	b := w.p.add(end, epoch, len(w.recs))
+	var size int64
+	for _, in := range w.recs {
+		size += recordBytes(in)
+	}
+	b := w.p.add(end, epoch, len(w.recs), size)
 	var now time.Time
 	rctx := c.route
 	// The records in flight in one slab, reused once all are done (slab.go): b holds

@@ -22,11 +22,11 @@ import (
 // long as it takes, which is right (nothing is lost or reordered), and tells the gate
 // nothing meanwhile. Records then wait unacknowledged, and the gate would only say, two
 // minutes later, that it makes no progress. So when output records have waited
-// outputStuckAfter with none acknowledged, the gate asks the cluster why: an output
+// outputStuckAfter unacknowledged (outputsStuck), the gate asks the cluster why: an output
 // partition without a leader, or with fewer in-sync replicas than its
 // min.insync.replicas, is named in /readyz and an error line (not ready: an operator
-// must bring a broker back). The problem clears, with a line, once records are
-// acknowledged again. Nothing is dead-lettered for it: it is the cluster's state, not
+// must bring a broker back). The problem clears, with a line, once no record has waited
+// that long. Nothing is dead-lettered for it: it is the cluster's state, not
 // the record's.
 const (
 	outputCheckEvery = 5 * time.Second
@@ -171,7 +171,7 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 			c.checkUnstable(ctx, cl, time.Now())
 		}
 		waiting := c.producerBuffered()
-		if waiting == 0 || time.Since(time.Unix(0, c.ackAt.Load())) < outputStuckAfter {
+		if waiting == 0 || !c.outputsStuck(time.Now()) {
 			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) }) {
 				c.log.Info("kafka: output partitions take writes again")
 			}
@@ -191,6 +191,37 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 			c.logProblem(ctx, k, found[k], "records_waiting", waiting)
 		}
 	}
+}
+
+// outputsStuck reports whether output records have waited outputStuckAfter
+// unacknowledged: none acknowledged for that long, or, at least once, a poll's records
+// routed that long ago still waiting. One output partition refused (no leader, too few
+// in-sync replicas) while the others take writes keeps the acknowledgements coming:
+// asked about those alone, the watch said nothing until the producer's buffer filled
+// with that partition's records, up to GATE_MAX_BUFFERED_RECORDS later. Exactly once,
+// the transaction's end waits for every record, so that acknowledgements stop.
+func (c *Consumer) outputsStuck(now time.Time) bool {
+	if now.Sub(time.Unix(0, c.ackAt.Load())) >= outputStuckAfter {
+		return true
+	}
+	oldest := c.oldestWaiting()
+	return oldest > 0 && now.Sub(time.Unix(0, oldest)) >= outputStuckAfter
+}
+
+// oldestWaiting returns when the poll of the oldest records routed and not yet
+// acknowledged began (Unix ns), 0 when none waits; a stopped partition's are left out,
+// as its stopping record is never acknowledged.
+func (c *Consumer) oldestWaiting() int64 {
+	var oldest int64
+	for _, p := range c.snapshot(nil) {
+		if p.stopped.Load() {
+			continue
+		}
+		if at := p.oldestWaiting(); at > 0 && (oldest == 0 || at < oldest) {
+			oldest = at
+		}
+	}
+	return oldest
 }
 
 // staleTopics is a set of topic names, safe for concurrent use.

@@ -211,7 +211,7 @@ func (c *Consumer) retryLoop(ctx context.Context) {
 		case transient:
 			if ok, unlogged := logs.Allow(); ok {
 				c.log.Warn("produce failed; retrying, and not committing past the failed records",
-					"records", n, "topic", brokerErr.out.Topic, "attempt", brokerErr.attempts+1, "err", brokerErr.err,
+					"records", n, "topic", brokerErr.out.Topic, "partition", brokerErr.out.Partition, "attempt", brokerErr.attempts+1, "err", brokerErr.err,
 					"retries_unlogged", unlogged)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -65,6 +66,12 @@ type batch struct {
 	end       int64 // offset after the batch's last record
 	epoch     int32 // leader epoch of the last record, committed with the offset
 	remaining atomic.Int64
+	// at is when the batch was registered (Unix ns): its records have waited at most
+	// since then (see Consumer.oldestWaiting).
+	at int64
+	// records and bytes are the poll's input records (their keys, values and headers),
+	// all kept in memory until the batch completes (Consumer.inputFull).
+	records, bytes int64
 	// slab is the batch's records in flight (routeWork, routeTxnWork), put back for
 	// reuse by the call that takes remaining to zero (Consumer.ackBatch).
 	slab []failed
@@ -83,9 +90,10 @@ func newPartition(topic string, id int32) *partition {
 	return &partition{topic: topic, id: id, acked: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
 }
 
-// add registers a batch of n records ending (exclusive) at end, before any is produced.
-func (p *partition) add(end int64, epoch int32, n int) *batch {
-	b := &batch{p: p, end: end, epoch: epoch}
+// add registers a batch of n records of size bytes ending (exclusive) at end, before any
+// is produced.
+func (p *partition) add(end int64, epoch int32, n int, size int64) *batch {
+	b := &batch{p: p, end: end, epoch: epoch, at: time.Now().UnixNano(), records: int64(n), bytes: size}
 	b.remaining.Store(int64(n))
 	p.mu.Lock()
 	p.batches = append(p.batches, b)
@@ -114,7 +122,7 @@ func (p *partition) addSeal(from int64, rows *sealBatch) *batch {
 	if i > 0 {
 		epoch = p.batches[i-1].epoch
 	}
-	b := &batch{p: p, end: from, epoch: epoch, seal: true, rows: rows}
+	b := &batch{p: p, end: from, epoch: epoch, seal: true, rows: rows, at: time.Now().UnixNano()}
 	b.remaining.Store(1)
 	p.batches = slices.Insert(p.batches, i, b)
 	return b
@@ -156,6 +164,34 @@ func (p *partition) inFlight() (records int64, rows bool) {
 		records += n
 	}
 	return records, rows
+}
+
+// oldestWaiting returns when the oldest batch of p not yet acknowledged was registered
+// (Unix ns), 0 when every one is. Not always the first: a seal goes before the batches
+// whose records its rows count (addSeal).
+func (p *partition) oldestWaiting() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var oldest int64
+	for _, b := range p.batches {
+		if b.remaining.Load() > 0 && (oldest == 0 || b.at < oldest) {
+			oldest = b.at
+		}
+	}
+	return oldest
+}
+
+// held returns the input records of p's batches not yet complete, and their bytes.
+func (p *partition) held() (records, bytes int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range p.batches {
+		if !b.seal && b.remaining.Load() > 0 {
+			records += b.records
+			bytes += b.bytes
+		}
+	}
+	return records, bytes
 }
 
 // sealsUnwritten adds to seals the seals whose rows count records of p and are not all
