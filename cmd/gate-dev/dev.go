@@ -233,6 +233,16 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	if err != nil {
 		return err
 	}
+	// The demo's rules take the window as theirs, and a rule's window is a whole number of
+	// seconds (gate serve's GATE_WINDOW may be 1.5s): say so of the flag or variable given,
+	// not of lines of the demo's own rules, which the user never wrote.
+	if cfg.RulesFile == "" && cfg.Window%time.Second != 0 {
+		const why = "the demo's rules take it as their window, a whole number of seconds such as 10s"
+		if _, ok := flagEnv["GATE_WINDOW"]; ok {
+			return &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -window %s: %s", cfg.Window, why)}
+		}
+		return config.Problems{fmt.Errorf("GATE_WINDOW=%q: %s", getenv("GATE_WINDOW"), why)}
+	}
 	log := gate.NewLogger(cfg, stderr)
 	redis.SetLogger(gate.RedisLogger{Log: log.With("component", "redis")})
 
@@ -467,9 +477,9 @@ view:
 		runErr = fmt.Errorf("writing output: %w", err)
 	}
 	s := stats.snapshot(time.Now(), counts.Produced.Load(), nil)
-	if _, err := fmt.Fprintf(stdout, "gate-dev stopped after %s: in=%d accepted=%d overflow=%d rule_topics=%d dead_letter=%d load_failed=%d\n",
+	if _, err := fmt.Fprintf(stdout, "gate-dev stopped after %s: in=%d accepted=%d overflow=%d rule_topics=%d dead_letter=%d dropped=%d load_failed=%d\n",
 		time.Since(start).Round(time.Second), s.produced, s.routed[route.Accepted], s.routed[route.Overflow], s.routed[route.RuleTopic], s.routed[route.DeadLetter],
-		counts.Failed.Load()); err != nil && runErr == nil {
+		s.routed[route.Dropped], counts.Failed.Load()); err != nil && runErr == nil {
 		runErr = fmt.Errorf("writing output: %w", err)
 	}
 	return runErr

@@ -85,7 +85,7 @@ func runDev(t *testing.T, args []string, env map[string]string, deps devDeps) st
 	return stdout.String()
 }
 
-var devTotals = regexp.MustCompile(`(?m)^gate-dev stopped after \S+: in=(\d+) accepted=(\d+) overflow=(\d+) rule_topics=(\d+) dead_letter=(\d+) load_failed=(\d+)$`)
+var devTotals = regexp.MustCompile(`(?m)^gate-dev stopped after \S+: in=(\d+) accepted=(\d+) overflow=(\d+) rule_topics=(\d+) dead_letter=(\d+) dropped=\d+ load_failed=(\d+)$`)
 
 // devTotalsOf returns the totals line of a whole run's output: records in, accepted, to
 // overflow, to rules' topics, to dead letter, and the load's failures.
@@ -498,6 +498,43 @@ func TestDevRulesFile(t *testing.T) {
 	}
 }
 
+// A rule whose action is drop writes its records nowhere: the view counts them as
+// dropped, so that its totals still add up to what was produced, and the demo, seeing
+// every record routed, stops at the end of its -duration. Uncounted, the totals fell
+// short by every dropped record and the demo waited its whole drain (devDrainTimeout) for
+// records that would never be routed.
+func TestDevRulesFileDrop(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte(`rules:
+  - {name: hot, key: json:team_id, match: [{field: json:team_id, in: ["1"]}], limits: ["10s:100"], action: drop}
+  - {name: team, key: json:team_id, limits: ["10s:100"]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out := runDev(t, devRulesFileArgs(), map[string]string{"GATE_RULES_FILE": file}, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+	took := time.Since(start)
+	if !strings.Contains(out, "(dropped)") || !regexp.MustCompile(` dropped=[1-9]\d*/s`).MatchString(out) {
+		t.Errorf("the view does not show the hot rule's records dropped:\n%s", out)
+	}
+	in, accepted, overflow, ruleTopics, dead, failed := devTotalsOf(t, out)
+	m := regexp.MustCompile(`(?m)^gate-dev stopped after .* dropped=(\d+) `).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the totals line does not say how many records were dropped: %s", devTotals.FindString(out))
+	}
+	dropped, _ := strconv.ParseInt(m[1], 10, 64)
+	if dropped == 0 || failed != 0 {
+		t.Errorf("want records dropped and no load failures: %s", devTotals.FindString(out))
+	}
+	if sum := accepted + overflow + ruleTopics + dead + dropped; sum < in {
+		t.Errorf("accepted + overflow + rule topics + dead letter + dropped = %d, produced %d: %s", sum, in, devTotals.FindString(out))
+	}
+	if took >= 3*time.Second+devDrainTimeout {
+		t.Errorf("a 3s run took %v: it waited its whole drain for the dropped records", took.Round(time.Millisecond))
+	}
+}
+
 // A rules file with a problem is a configuration error, before anything starts.
 func TestDevRulesFileBad(t *testing.T) {
 	t.Parallel()
@@ -509,6 +546,29 @@ func TestDevRulesFileBad(t *testing.T) {
 	err := dev(t.Context(), devRulesFileArgs(), getenvFrom(map[string]string{"GATE_RULES_FILE": file}), nil, &stdout, &stderr, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
 	if err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "GATE_RULES_FILE=") || !strings.Contains(err.Error(), `threshold "0"`) {
 		t.Errorf("err = %v (exit %d), want a configuration error naming GATE_RULES_FILE", err, cli.ExitCode(err))
+	}
+}
+
+// A window the demo's rules cannot take (a rule's window is a whole number of seconds,
+// while gate serve's GATE_WINDOW may be 1.5s) is a bad flag or variable: exit status 2,
+// naming the flag or variable given, as docs/demo.md says, not exit status 1 naming lines
+// of "gate-dev's rules", a file the user never wrote.
+func TestDevWindowNotWholeSeconds(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{args: []string{"-window", "1500ms"}, want: `-window 1.5s`},
+		{env: map[string]string{"GATE_WINDOW": "10.5s"}, want: `GATE_WINDOW="10.5s"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"-duration", "1s", "-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, c.args...)
+		err := dev(t.Context(), args, getenvFrom(c.env), nil, &stdout, &stderr, devDeps{lookPath: noRedisServer, isTerminal: notTerminal})
+		if err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "gate-dev's rules:") {
+			t.Errorf("%v %v: err = %v (exit %d), want exit 2 naming %s", c.args, c.env, err, cli.ExitCode(err), c.want)
+		}
 	}
 }
 

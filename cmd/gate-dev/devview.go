@@ -22,15 +22,17 @@ import (
 // rule, the records its action took; and per key ever sent away, the records sent away
 // and its last decision.
 type devStats struct {
-	routed [numRoutes]atomic.Int64 // by route.Route: accepted, overflow, dead letter, rule topics
+	routed [numRoutes]atomic.Int64 // by route.Route: accepted, overflow, dead letter, rule topics, dropped
 
 	mu    sync.Mutex
 	teams map[string]*teamStats
 	rules map[string]*ruleStats
 }
 
-// numRoutes is how many routes a record can take, route.RuleTopic the last.
-const numRoutes = int(route.RuleTopic) + 1
+// numRoutes is how many routes a record can take, route.Dropped (a rule's action: drop,
+// written nowhere) the last: uncounted, dropped records left the totals short of what was
+// produced, and the end of a run waited its whole drain for them.
+const numRoutes = int(route.Dropped) + 1
 
 type teamStats struct {
 	away int64          // records sent to overflow or a rule's topic
@@ -273,8 +275,8 @@ func rates(prev, cur devSnapshot, last devRates, start time.Time, top int) devRa
 // writeLine is the view on a non-terminal: one plain line a second.
 func (r devRates) writeLine(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "t=%s in=%.0f/s accepted=%.0f/s overflow=%.0f/s rule_topics=%.0f/s dead_letter=%.0f/s",
-		r.elapsed, r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.RuleTopic], r.routed[route.DeadLetter])
+	fmt.Fprintf(&b, "t=%s in=%.0f/s accepted=%.0f/s overflow=%.0f/s rule_topics=%.0f/s dead_letter=%.0f/s dropped=%.0f/s",
+		r.elapsed, r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.RuleTopic], r.routed[route.DeadLetter], r.routed[route.Dropped])
 	for i, g := range r.gates {
 		fmt.Fprintf(&b, " gate%d[partitions=%.0f pipeline=%.2fms cmds/tick=%.1f]", i+1, g.partitions, g.pipelineMs, g.commands)
 	}
@@ -312,9 +314,9 @@ func (r devRates) writeScreen(w io.Writer, header string) error {
 	b.WriteString("\x1b[H\x1b[2J") // home, clear
 	b.WriteString(header)
 	fmt.Fprintf(&b, "\nup %s   (Ctrl-C stops: load, then both gates with a final commit and tick flush)\n\n", r.elapsed)
-	fmt.Fprintf(&b, "%-10s %12s %12s %12s %12s %14s\n", "records", "in", "accepted", "overflow", "rule topics", "dead letter")
-	fmt.Fprintf(&b, "%-10s %12.0f %12.0f %12.0f %12.0f %14.0f\n", "per second", r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.RuleTopic], r.routed[route.DeadLetter])
-	fmt.Fprintf(&b, "%-10s %12d %12d %12d %12d %14d\n\n", "total", r.total.produced, r.total.routed[route.Accepted], r.total.routed[route.Overflow], r.total.routed[route.RuleTopic], r.total.routed[route.DeadLetter])
+	fmt.Fprintf(&b, "%-10s %12s %12s %12s %12s %14s %12s\n", "records", "in", "accepted", "overflow", "rule topics", "dead letter", "dropped")
+	fmt.Fprintf(&b, "%-10s %12.0f %12.0f %12.0f %12.0f %14.0f %12.0f\n", "per second", r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.RuleTopic], r.routed[route.DeadLetter], r.routed[route.Dropped])
+	fmt.Fprintf(&b, "%-10s %12d %12d %12d %12d %14d %12d\n\n", "total", r.total.produced, r.total.routed[route.Accepted], r.total.routed[route.Overflow], r.total.routed[route.RuleTopic], r.total.routed[route.DeadLetter], r.total.routed[route.Dropped])
 	if len(r.rules) > 0 {
 		fmt.Fprintf(&b, "%-18s %-10s %12s %12s\n", "rule", "sent to", "per second", "total")
 		for _, ru := range r.rules {
