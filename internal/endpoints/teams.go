@@ -44,9 +44,9 @@ type TeamAPI struct {
 	// each rule that has state for it.
 	rules func() []gate.RuleLimits
 	// tops holds the encoded answer per N with when it was computed; nil until first
-	// used (NewTeamAPI). ttlcache's own expiry (wall clock, twice topCacheTTL) frees
-	// memory; whether an answer is fresh is decided by the limiter's clock, so tests
-	// drive it.
+	// used (NewTeamAPI). An answer expires twice topCacheTTL (wall clock) after it is
+	// made and is deleted by a timer set with it (top); whether an answer is fresh is
+	// decided by the limiter's clock, so tests drive it.
 	tops *ttlcache.Cache[int, cachedTop]
 	// gate names the limits this gate enforces, so an answer says whose it is.
 	gate GateJSON
@@ -356,6 +356,11 @@ func (a *TeamAPI) top(w http.ResponseWriter, r *http.Request) {
 	body := encodeJSON(ans)
 	if a.tops != nil {
 		a.tops.Set(n, cachedTop{at: now, body: body}, ttlcache.DefaultTTL)
+		// ttlcache deletes an expired answer only when that N is asked again or
+		// topCacheEntries others displace it (its cleanup goroutine, Start, needs a life
+		// the view does not have): each N asked once was held for good, up to 64
+		// answers of 1.5 MB (?top=1000 at three limits).
+		time.AfterFunc(3*topCacheTTL, a.tops.DeleteExpired) // topCacheTTL after it expires
 	}
 	writeBody(w, http.StatusOK, body)
 }

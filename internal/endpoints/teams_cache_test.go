@@ -105,3 +105,32 @@ func BenchmarkTeamTop(b *testing.B) {
 		})
 	}
 }
+
+// An answer to ?top=N is let go once it can no longer be served (twice topCacheTTL of
+// the wall clock), whether or not that N is asked again. ttlcache drops an expired item
+// only when asked for it or displaced by topCacheEntries others, its cleanup goroutine not
+// being run: every N asked once stayed in memory for good, 64 answers of ?top=937 to
+// ?top=1000 of a gate with three limits holding 97 MB.
+func TestTeamTopAnswersFreed(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.CheckAt(t0, "a", 1)
+	api := NewTeamAPI(GateJSON{}, FixedRules(lim))
+	mux := NewMux(prometheus.NewRegistry(), nil, api)
+	const asked = 5
+	for n := range asked {
+		topOf(t, mux, n+1)
+	}
+	deadline := time.Now().Add(2*topCacheTTL + 3*time.Second)
+	for api.tops.Metrics().Evictions < asked {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after %d answers to ?top=N were made, %d of them freed; want all, expired %s after they were made",
+				2*topCacheTTL+3*time.Second, asked, api.tops.Metrics().Evictions, 2*topCacheTTL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
