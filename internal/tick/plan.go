@@ -82,7 +82,7 @@ type plan struct {
 	// What failed, command by command: a pipeline can partly fail, as when Redis
 	// refuses writes (OOM, READONLY, MISCONF) and still answers reads.
 	failedWrites int // counts whose batch was refused or unanswered, or whose key failed
-	failedReads  int // MGETs that failed
+	failedReads  int // teams whose read failed, as reads counts them (not MGETs: 5 of 300 when all failed)
 	tryAgain     int // commands answered TRYAGAIN or left with an ASK (a slot in migration): retried next tick
 	causes       causeSet
 }
@@ -97,6 +97,9 @@ func (p *plan) has(part int) bool {
 type readCmd struct {
 	cmd   *redis.SliceCmd
 	teams []readRef
+	// unsent: failed before it was sent, its lane's node hung (queueReads), and counted
+	// in failedReads then
+	unsent bool
 }
 
 // holdWrite is one hold flag to set, on a lane's node.

@@ -163,8 +163,8 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 	}
 	if part&partReads != 0 {
 		for _, rc := range p.rcmds {
-			if err := rc.cmd.Err(); err != nil && note(err) {
-				p.failedReads++
+			if err := rc.cmd.Err(); err != nil && note(err) && !rc.unsent {
+				p.failedReads += len(rc.teams)
 			}
 		}
 	}
@@ -265,8 +265,8 @@ func (t *Ticker) queueReads(ctx context.Context, p *plan, pipes []redis.Pipeline
 			// wait for them.
 			cmd := redis.NewSliceCmd(ctx)
 			cmd.SetErr(context.DeadlineExceeded)
-			p.rcmds = append(p.rcmds, readCmd{cmd, reads})
-			p.failedReads++
+			p.rcmds = append(p.rcmds, readCmd{cmd: cmd, teams: reads, unsent: true})
+			p.failedReads += len(reads)
 			continue
 		}
 		for j := 0; j < len(reads); {
@@ -277,7 +277,7 @@ func (t *Ticker) queueReads(ctx context.Context, p *plan, pipes []redis.Pipeline
 			for ; k < len(reads) && (k == j || len(keys)+readKeys(reads[k].r) <= t.cfg.KeysPerCommand); k++ {
 				keys = t.appendReadKeys(keys, reads[k])
 			}
-			p.rcmds = append(p.rcmds, readCmd{pipe.MGet(ctx, keys...), reads[j:k]})
+			p.rcmds = append(p.rcmds, readCmd{cmd: pipe.MGet(ctx, keys...), teams: reads[j:k]})
 			j = k
 		}
 	}
