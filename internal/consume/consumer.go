@@ -813,11 +813,11 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	// complete and its records recycled (ackBatch), maybe before the loop ends.
 	last := w.recs[len(w.recs)-1]
 	end, epoch := last.Offset+1, last.LeaderEpoch
+	b := w.p.add(end, epoch, len(w.recs), 0)
+	// The input bytes the batch keeps, summed as the records are routed and added once
+	// the loop ends: inputFull reads the poll being routed at its records alone.
 	var size int64
-	for _, in := range w.recs {
-		size += recordBytes(in)
-	}
-	b := w.p.add(end, epoch, len(w.recs), size)
+	defer func() { b.bytes.Add(size) }()
 	var now time.Time
 	rctx := c.route
 	// The records in flight in one slab, reused once all are done (slab.go): b holds
@@ -840,6 +840,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		}
 		f := &fs[i]
 		f.b, f.in = b, in
+		size += recordBytes(in) // read before it is produced: acknowledged, it is recycled
 		if c.router.RouteInto(now, in, s, &f.out).Route == route.Dropped {
 			// Written nowhere (a drop rule; its outcome row counts it): done at once.
 			c.ackBatch(b, 1)

@@ -70,8 +70,10 @@ type batch struct {
 	// since then (see Consumer.oldestWaiting).
 	at int64
 	// records and bytes are the poll's input records (their keys, values and headers),
-	// all kept in memory until the batch completes (Consumer.inputFull).
-	records, bytes int64
+	// all kept in memory until the batch completes (Consumer.inputFull). bytes is added
+	// to as they are routed (routeWork sums them in its loop, not in a pass of its own).
+	records int64
+	bytes   atomic.Int64
 	// slab is the batch's records in flight (routeWork, routeTxnWork), put back for
 	// reuse by the call that takes remaining to zero (Consumer.ackBatch).
 	slab []failed
@@ -93,7 +95,8 @@ func newPartition(topic string, id int32) *partition {
 // add registers a batch of n records of size bytes ending (exclusive) at end, before any
 // is produced.
 func (p *partition) add(end int64, epoch int32, n int, size int64) *batch {
-	b := &batch{p: p, end: end, epoch: epoch, at: time.Now().UnixNano(), records: int64(n), bytes: size}
+	b := &batch{p: p, end: end, epoch: epoch, at: time.Now().UnixNano(), records: int64(n)}
+	b.bytes.Store(size)
 	b.remaining.Store(int64(n))
 	p.mu.Lock()
 	p.batches = append(p.batches, b)
@@ -188,7 +191,7 @@ func (p *partition) held() (records, bytes int64) {
 	for _, b := range p.batches {
 		if !b.seal && b.remaining.Load() > 0 {
 			records += b.records
-			bytes += b.bytes
+			bytes += b.bytes.Load()
 		}
 	}
 	return records, bytes
