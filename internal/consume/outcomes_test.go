@@ -474,7 +474,7 @@ func TestOutcomesAtLeastOnceRebalance(t *testing.T) {
 func TestOutcomesRevokeWithinRevokeTimeout(t *testing.T) {
 	t.Parallel()
 	const parts, n = 4, 400
-	env := fullBufferOutcomesEnv(t, parts, 2*time.Second)
+	env := fullBufferOutcomesEnv(t, parts, 4*time.Second)
 	produceAll(t, producer(t, env.cluster), holdBatch(0, n))
 	a := startBlocked(t, env, "a")
 	revoked := func() bool { return testutil.ToFloat64(a.c.m.rebalances.WithLabelValues("revoked")) > 0 }

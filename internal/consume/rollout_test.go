@@ -62,6 +62,9 @@ func rollingUpdate(t *testing.T, d Delivery, proto GroupProtocol) {
 	// The defaults: 6 gates ticking at 50 ms time Redis out on 2 cores under -race, and
 	// commits every 100 ms, held by a join's, hold fetching (2 × the interval) there.
 	env.tickEvery, env.ccfg.CommitInterval = time.Second, DefaultCommitInterval
+	// And a join's commits, held 2.5 s by a rebalance of 13 s under a load of 50 on 2
+	// cores, held fetching at the default 2 s, warning: that hold is commithold_test's.
+	env.ccfg.CommitHoldAfter = 10 * time.Second
 	prod := producer(t, env.cluster)
 
 	teamOf := func(id int) string {
