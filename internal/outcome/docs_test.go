@@ -111,3 +111,65 @@ func TestDocsJqRecipe(t *testing.T) {
 		t.Errorf("the recipe\n%s\ngave %+v\n want %+v", script, got, want)
 	}
 }
+
+// sealOverlapJq is docs/outcomes.md's recipe for finding the records an at-least-once
+// gate routed twice: a sh block of kcat piped into a jq that reads the seal records.
+var sealOverlapJq = regexp.MustCompile("(?s)```sh\n(kcat -C [^\n]*? -q)( \\| *\n *jq [^\n]*select\\(\\.seal\\).*?\n)```")
+
+// TestDocsSealOverlapRecipe runs docs/outcomes.md's recipe for the input offsets two
+// seals count (a replay after a crash, at least once: their rows count those records
+// twice, which neither gate outcomes nor the rows recipe can tell) on seal records as
+// the gate writes them: a seal, written twice (retried), and the seal of the next owner
+// of its partition, which routed again from before its end. It must name the offsets
+// both count and the two seals, and nothing else. Before, the docs said seal records'
+// sources overlap and gave no way to find where.
+func TestDocsSealOverlapRecipe(t *testing.T) {
+	jq, err := exec.LookPath("jq")
+	if err != nil {
+		if redistest.InCI() {
+			t.Fatalf("jq not on PATH (%v); CI=%s, so this is a failure, not a skip", err, os.Getenv("CI"))
+		}
+		t.Skip("jq not on PATH (the Debian package jq; set CI=true to make this a failure)")
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "outcomes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := sealOverlapJq.FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/outcomes.md has no sh block of kcat ... -q | jq ... select(.seal) ...: a reader told that records routed twice are two seals over overlapping offsets has no way to find them")
+	}
+	var stream []byte
+	seal := func(id string, srcs ...Source) {
+		a := NewAgg(time.Minute, NewBudget(4))
+		a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "42", Team: "42", Bytes: 10})
+		rows := Seal("gate-0", id, a)
+		buf, ends := AppendRowsJSON(nil, rows, nil)
+		from := 0
+		for _, end := range ends {
+			stream = append(append(stream, buf[from:end]...), '\n')
+			from = end
+		}
+		stream = append(AppendSealJSON(stream, &SealInfo{Schema: SchemaVersion, Seal: id, Gate: "gate-0", Rows: len(rows), Sources: srcs}), '\n')
+	}
+	seal("gate-0/1-a/7", Source{"events", 0, 100, 199}, Source{"events", 1, 0, 50})
+	seal("gate-0/1-a/7", Source{"events", 0, 100, 199}, Source{"events", 1, 0, 50}) // written again
+	seal("gate-0/2-b/1", Source{"events", 0, 150, 250})                             // crashed: routed again from 150
+	seal("gate-1/3-c/1", Source{"events", 0, 251, 300}, Source{"events", 1, 51, 60})
+
+	rowsFile := filepath.Join(t.TempDir(), "rows")
+	if err := os.WriteFile(rowsFile, stream, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `cat "$ROWS"` + strings.ReplaceAll(string(m[2]), "jq ", jq+" ")
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "ROWS="+rowsFile)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v running\n%s\nstderr: %s", err, script, err.(*exec.ExitError).Stderr)
+	}
+	want := `{"topic":"events","partition":0,"first_offset":150,"last_offset":199,"seals":["gate-0/1-a/7","gate-0/2-b/1"]}`
+	if got := strings.TrimSpace(string(out)); got != want {
+		t.Errorf("the recipe\n%s\ngave %s\n want %s", script, got, want)
+	}
+}

@@ -258,6 +258,29 @@ func TestScanCountsNewerSchemaRows(t *testing.T) {
 	}
 }
 
+// A newer schema may change a field's type (what makes a new number: a field that
+// changes meaning), so that its rows do not decode as this schema's at all. They are
+// still rows of a newer schema, counted as such: before, gate outcomes called them
+// "records ... not outcome rows of schema 1" and never said a newer gate wrote them.
+func TestScanCountsNewerSchemaRowsOfChangedFields(t *testing.T) {
+	c, cl := outcomesTopic(t, 1)
+	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	newer := fmt.Sprintf(`{"schema":%d,"id":"g/1/1","gate":"g","interval_start":%q,"interval_end":%q,"team":"42","key":"42",`+
+		`"rule":"","outcome":"accepted","reason":"allowed","records":"12","bytes":{"value":1200},"threshold":0,"threshold_source":""}`,
+		SchemaVersion+1, start.Format(time.RFC3339), start.Add(time.Minute).Format(time.RFC3339))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("42"), Value: []byte(newer)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	read, err := Scan(t.Context(), "outcomes", start.Add(-time.Hour), "42", func(*Row) {}, kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read.Skipped != 1 || read.Newer != 1 || read.NewestSchema != SchemaVersion+1 {
+		t.Errorf("skipped %d, newer %d (newest schema %d); want 1, 1 (schema %d): a row of schema %d whose fields changed type",
+			read.Skipped, read.Newer, read.NewestSchema, SchemaVersion+1, SchemaVersion+1)
+	}
+}
+
 // The rows of a newer schema a Scan says it could not count are rows it would have
 // counted: not a newer gate's seal records (keyed by the gate, no rows), not the rows of
 // an aborted transaction (a read_committed reader has none), and, for one team, not

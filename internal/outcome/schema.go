@@ -193,6 +193,20 @@ func Decode(b []byte) (Row, error) {
 		Seal string `json:"seal"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
+		// A newer schema may change a field's type: its rows fail to decode as this
+		// one's, yet are a newer gate's rows, or seal records, not garbage.
+		var v struct {
+			Schema int    `json:"schema"`
+			Seal   string `json:"seal"`
+		}
+		if json.Unmarshal(b, &v) == nil {
+			switch {
+			case v.Seal != "":
+				return Row{Schema: v.Schema}, ErrSealRecord
+			case v.Schema > SchemaVersion:
+				return Row{Schema: v.Schema}, fmt.Errorf("%w: decoding an outcome row: schema %d, this gate reads %d: %w", ErrNewerSchema, v.Schema, SchemaVersion, err)
+			}
+		}
 		return r.Row, fmt.Errorf("decoding an outcome row: %w", err)
 	}
 	if r.Seal != "" {

@@ -844,6 +844,10 @@ transactionInterval apart, and a transaction's end waits out a rebalance. */ -}}
 {{- if and $v.kafka.tls.secretName (not $v.kafka.tls.enabled) -}}
 {{- fail "capture-gate: kafka.tls.secretName is set but kafka.tls.enabled is false; enable TLS or drop the Secret" -}}
 {{- end -}}
+{{- /* The gate takes GATE_KAFKA_TLS_SERVER_NAME as TLS on, whatever GATE_KAFKA_TLS says. */ -}}
+{{- if and $v.kafka.tls.serverName (not $v.kafka.tls.enabled) -}}
+{{- fail "capture-gate: kafka.tls.serverName is set but kafka.tls.enabled is false: the gate would connect over TLS all the same (any GATE_KAFKA_TLS_* variable turns it on); enable TLS or drop the server name" -}}
+{{- end -}}
 {{- if ne (empty $v.kafka.tls.certKey) (empty $v.kafka.tls.keyKey) -}}
 {{- fail "capture-gate: kafka.tls.certKey and kafka.tls.keyKey go together (mutual TLS), or neither" -}}
 {{- end -}}
