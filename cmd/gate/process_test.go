@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capturegate/gate/internal/endpoints"
 )
 
 // The tests in this file run the built binary as a separate process: what an operator's
@@ -203,5 +209,42 @@ func TestBinaryOverridesRedisDownOneLine(t *testing.T) {
 				t.Errorf("exit status %d (want 1), stdout %q, stderr (want one line, %q...):\n%s", r.code, r.stdout, tt.want, r.stderr)
 			}
 		})
+	}
+}
+
+// gate healthcheck asks the gate at GATE_HTTP_ADDR itself, never through the proxy of
+// HTTP_PROXY, which many containers have for their way out: with a host name there (this
+// host's, as GATE_HTTP_ADDR=$(hostname):8080 binds the pod's address alone), the check
+// went to the proxy, and a healthy gate was reported unhealthy (exit status 1,
+// "proxyconnect tcp: ..."), or the proxy answered for it.
+func TestBinaryHealthcheckIgnoresHTTPProxy(t *testing.T) {
+	t.Parallel()
+	name, err := os.Hostname()
+	if err != nil {
+		t.Skipf("no host name: %v", err)
+	}
+	addrs, err := net.LookupHost(name)
+	if err != nil || len(addrs) == 0 {
+		t.Skipf("host name %q does not resolve: %v", name, err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(addrs[0], "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s, %q's address: %v", addrs[0], name, err)
+	}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: endpoints.NewMux(prometheus.NewRegistry(), nil, nil)}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	proxy := listen(t)
+	res := runBinary(t, 30*time.Second, map[string]string{
+		"GATE_HTTP_ADDR": net.JoinHostPort(name, port),
+		"HTTP_PROXY":     "http://" + proxy.addr(),
+		"HTTPS_PROXY":    "http://" + proxy.addr(),
+	}, "healthcheck", "-path", "/healthz")
+	if res.code != 0 {
+		t.Errorf("gate healthcheck of a healthy gate at %s:%s with HTTP_PROXY set: exit %d\n%s", name, port, res.code, res.stderr)
+	}
+	if proxy.connected(t) {
+		t.Error("gate healthcheck connected to HTTP_PROXY's proxy")
 	}
 }

@@ -94,3 +94,26 @@ func TestRunbookKcatCommandsNameTheBroker(t *testing.T) {
 		}
 	}
 }
+
+// TestRunbookKafkaCommandsNameTheBroker: Kafka's own tools have no default cluster
+// either (kafka-configs without one exits with "Either --bootstrap-server or
+// --bootstrap-controller must be specified."), and an admin command needs its
+// arguments, so each one the runbook prints must name the broker, as the others do with
+// --bootstrap-server <broker>, or elide its arguments with "…" where the command around
+// it gives them.
+func TestRunbookKafkaCommandsNameTheBroker(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(b)), " ")
+	cmds := regexp.MustCompile("`(kafka-(?:configs|consumer-groups|topics|acls|transactions|features)(?:\\.sh)?(?: [^`]*)?)`").FindAllStringSubmatch(doc, -1)
+	if len(cmds) == 0 {
+		t.Fatal("no kafka-* command in docs/operations.md: nothing checked")
+	}
+	for _, m := range cmds {
+		if !strings.Contains(m[1], "--bootstrap-server ") && !strings.Contains(m[1], "…") {
+			t.Errorf("runbook command %q names no broker (--bootstrap-server <broker>): Kafka's tools exit without one", m[1])
+		}
+	}
+}

@@ -190,8 +190,9 @@ type Counts struct {
 // spec.Duration passes, then waits (bounded) for the last acknowledgements. Record i
 // (from 0) is due i/Rate after the start, the first at once, so a run of spec.Duration
 // makes ceil(Duration x Rate) records, those due before its end, when the broker keeps
-// up; the records a stall put more than a tenth of a second behind are skipped, so the
-// rate holds after it and the run ends on time. A refused record is counted and logged
+// up; the records a stall (a broker slow, refusing them with a retriable error, or not
+// answering) put more than a tenth of a second behind are skipped, so the rate holds after
+// it and the run ends on time. A refused record is counted and logged
 // once per reason; it stops nothing.
 func Produce(ctx context.Context, cl *kgo.Client, topic string, spec Spec, counts *Counts, log *slog.Logger) error {
 	gen := NewGenerator(spec, time.Now)
@@ -209,8 +210,11 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, spec Spec, count
 			}
 		}
 	}
-	// The run's end is a timer, not a deadline on ctx: the records are produced with ctx,
-	// and those of the last step, produced at the end, must not be cancelled by it.
+	// The run's end is a timer, not a deadline on ctx, and the records are produced with
+	// a context that ends with neither: those handed to the client, the last step's at
+	// the end or the linger's at Ctrl-C, are sent and waited for (flush), not withdrawn
+	// unsent. Produce does not block (room, below), so nothing waits on ctx there.
+	rctx := context.WithoutCancel(ctx)
 	total := int64(math.MaxInt64)
 	var end <-chan time.Time
 	if spec.Duration > 0 {
@@ -220,15 +224,32 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, spec Spec, count
 		end = timer.C
 	}
 	var sent, skipped int64
+	// A record is handed to the client only while its buffer has room for it: Produce
+	// blocks on a full buffer until the broker takes records, which one refusing them (a
+	// retriable error, retried for ever) or not answering never does, and the run would
+	// not end. Records not handed over stay due, and are skipped as any fallen behind.
+	maxRecs, _ := cl.OptValue(kgo.MaxBufferedRecords).(int64)
+	maxBytes, _ := cl.OptValue(kgo.MaxBufferedBytes).(int64)
+	room := func(r *kgo.Record) bool { // as the client counts a record: key and value (no headers)
+		return (maxRecs <= 0 || cl.BufferedProduceRecords() < maxRecs) &&
+			(maxBytes <= 0 || cl.BufferedProduceBytes()+int64(len(r.Key)+len(r.Value)) <= maxBytes)
+	}
+	var next *kgo.Record // made but not yet handed over, for want of room
 	produce := func(due int64) {
 		for ; sent < due && ctx.Err() == nil; sent++ {
-			rec := gen.Next()
-			rec.Topic = topic
+			if next == nil {
+				next = gen.Next()
+				next.Topic = topic
+			}
+			if !room(next) {
+				return
+			}
 			counts.Sent.Add(1)
-			cl.Produce(ctx, rec, done)
+			cl.Produce(rctx, next, done)
+			next = nil
 		}
 	}
-	// step produces the records due, counted from the run's start. After a stall (a broker too slow for the rate, blocking Produce), it catches
+	// step produces the records due, counted from the run's start. After a stall (a broker too slow for the rate, the client's buffer full), it catches
 	// up by at most a tenth of a second of records and skips the rest for good: the
 	// backlog is not sent later at up to ten times the rate, nor at the run's end.
 	step := func(due int64) {
@@ -250,6 +271,12 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, spec Spec, count
 			return flush(ctx, cl)
 		case <-end:
 			step(total) // those due since the last tick
+			// Those still not handed over (the client's buffer full) are skipped: the
+			// run ends on time, and its records, sent and skipped, are its schedule's.
+			if rest := total - skipped - sent; rest > 0 && ctx.Err() == nil {
+				skipped += rest
+				counts.Skipped.Add(rest)
+			}
 			return flush(ctx, cl)
 		case now := <-tick.C:
 			step(int64(now.Sub(start).Seconds()*float64(spec.Rate)) + 1)

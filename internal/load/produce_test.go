@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -150,5 +151,97 @@ func TestProduceSlowBrokerEndsOnTime(t *testing.T) {
 	p, sk := counts.Produced.Load(), counts.Skipped.Load()
 	if p+sk != 1000 || sk < 500 {
 		t.Errorf("-rate 1000 -duration 1s on a broker taking 50 records/s: produced %d, skipped %d (returned after %s); want 1,000 in all, most skipped", p, sk, took.Round(time.Millisecond))
+	}
+}
+
+// A broker that takes no record (every produce refused with a retriable error, as
+// NOT_ENOUGH_REPLICAS while the ISR is short, so the client retries and its buffer fills)
+// does not hold a -duration run past its end: the run ends, every record of its schedule
+// either handed to the client or skipped. Before, Produce blocked on the full buffer and
+// -duration 1s ran until Ctrl-C.
+func TestProduceRefusingBrokerEndsOnTime(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	c.ControlKey(kmsg.Produce.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotEnoughReplicas.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cl.Close)
+	t.Cleanup(cancel)
+	spec := DefaultSpec()
+	spec.Rate, spec.Duration = 100, time.Second
+	var counts Counts
+	done := make(chan error, 1)
+	go func() { done <- Produce(ctx, cl, "events", spec, &counts, slog.New(slog.DiscardHandler)) }()
+	select {
+	case <-done: // the flush's wait for acknowledgements that never come times out: an error
+	case <-time.After(30 * time.Second):
+		cancel() // as Ctrl-C would
+		<-done
+		t.Fatalf("-rate 100 -duration 1s on a broker refusing every record: still running after 30 s (sent %d, skipped %d)", counts.Sent.Load(), counts.Skipped.Load())
+	}
+	if got := counts.Sent.Load() + counts.Skipped.Load(); got != 100 || counts.Produced.Load() != 0 {
+		t.Errorf("-rate 100 -duration 1s: sent %d, skipped %d, produced %d; want the run's 100 sent or skipped, none produced", counts.Sent.Load(), counts.Skipped.Load(), counts.Produced.Load())
+	}
+}
+
+// Ctrl-C (ctx cancelled) stops making records; the ones already handed to the client are
+// still sent and waited for, as at a -duration's end, not withdrawn. Before, the records
+// waiting in the client's linger were cancelled and never sent: gate load's last line
+// counted them as unanswered by the broker, and a run stopped before its first batch went
+// out failed with "no record acknowledged ... is the broker reachable" against a healthy
+// one. A linger far longer than the run makes every record wait there.
+func TestProduceInterruptedSendsWhatItMade(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	spec := DefaultSpec()
+	spec.Rate = 100
+	var counts Counts
+	done := make(chan error, 1)
+	go func() { done <- Produce(ctx, cl, "events", spec, &counts, slog.New(slog.DiscardHandler)) }()
+	for deadline := time.Now().Add(30 * time.Second); counts.Sent.Load() < 20; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("20 records not made within 30 s (sent %d)", counts.Sent.Load())
+		}
+	}
+	cancel() // Ctrl-C
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s, p, f := counts.Sent.Load(), counts.Produced.Load(), counts.Failed.Load(); p != s || f != 0 {
+		t.Errorf("interrupted after %d records handed to the client: produced %d, failed %d; want every one produced", s, p, f)
 	}
 }
