@@ -303,3 +303,58 @@ func TestClockCheckLeavesRedisWideErrorsToTheTick(t *testing.T) {
 		})
 	}
 }
+
+// TestCounterTTLRefusedIsAnError: a Redis user without PEXPIRE (an ACL written for the
+// tick before its write script, which sent EXPIRE, and not brought up to date) has every
+// counter the script creates left without a TTL, never to expire: Redis grows by a key
+// per team and window for good. The script's refused PEXPIRE was ignored, and the tick
+// said nothing (no error, no log line); it is now an error of cause redis, logged with
+// the key, and the count, written, is not sent again.
+func TestCounterTTLRefusedIsAnError(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	rules := slices.DeleteFunc(documentedACL(), func(r any) bool { return r == "+pexpire" })
+	if err := admin.Do(ctx, rules...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URLAs("gate", "gate-pw")}, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = clients[0].Close() })
+	clk := clock.NewFake(epochStart)
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	tk, err := New(l, []redis.UniversalClient{clients[0]}, Config{}, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := l.Epoch(clk.Now())
+	l.Check("team", 150)
+	clk.Advance(time.Second)
+	r := tk.Tick(ctx)
+	for range 2 {
+		clk.Advance(time.Second)
+		tk.Tick(ctx)
+	}
+	key := KeyFor(ModeStandalone, DefaultKeyPrefix, "team", ep)
+	if ttl := admin.PTTL(ctx, key).Val(); ttl >= 0 {
+		t.Fatalf("%s has a TTL (%v) without +pexpire: the test's premise is gone", key, ttl)
+	}
+	if got := stored(t, admin, ModeStandalone, DefaultKeyPrefix, "team", ep); got != 150 {
+		t.Errorf("Redis holds %d, want the 150 counted, written once", got)
+	}
+	if r.Errors != 1 || r.Writes != 1 {
+		t.Errorf("tick writing a counter whose TTL Redis refused = %+v, want 1 write and 1 error", r)
+	}
+	if got := testutil.ToFloat64(tk.m.errors.WithLabelValues(causeRedis.String(), "0")); got != 1 {
+		t.Errorf("errors{cause=redis} = %v, want 1", got)
+	}
+	if lines := logs.lines("PEXPIRE "+key+" refused", "never expires"); len(lines) != 1 {
+		t.Errorf("want one line naming %s, its TTL refused; log:\n%s", key, logs.buf.String())
+	}
+}

@@ -24,7 +24,8 @@
 //     (counted in ticks Redis answered the lane's writes in, so an outage ages none) are
 //     sent again; older ones are reported lost.
 //   - A counter's TTL is set once, when a write creates it: KeyTTL (at least 2 of its own limit's windows)
-//     plus a margin for clock skew between gates.
+//     plus a margin for clock skew between gates. A PEXPIRE refused (an ACL without it) is
+//     an error, counted and logged: the counter, written, would never expire.
 //   - Counts Redis has not taken stay in the level until it takes them. A pipeline can
 //     partly fail, and every command's error is checked, not only the pipeline's: when
 //     writes fail while the same pipeline's reads succeed (Redis refusing writes: OOM

@@ -107,8 +107,10 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 			} else {
 				b.out, b.failed, b.err = b.result(t.cfg.Mode == ModeCluster)
 			}
-			if len(b.failed) > 0 && p.sendErr == nil {
-				p.sendErr = b.err // a key that failed on its own: the script's reply says which
+			if b.err != nil && p.sendErr == nil {
+				// A key that failed on its own, or whose TTL was refused: the script's reply
+				// says which.
+				p.sendErr = b.err
 			}
 		}
 		t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches) + len(p.pcmds) + p.holdEvals))
@@ -153,6 +155,8 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 			case len(b.failed) > 0:
 				p.failedWrites += len(b.failed)
 				causes.add(causeRedis)
+			case b.err != nil:
+				causes.add(causeRedis) // written, a TTL refused
 			}
 		}
 		for _, pc := range p.pcmds {

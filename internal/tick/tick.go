@@ -365,7 +365,8 @@ func (t *Ticker) Drain(ctx context.Context) (dropped int64, err error) {
 			return dropped, t.flush(fctx, &dropped)
 		case <-timer.C:
 		}
-		// A flush ends at its first tick that writes nothing: Redis still failing.
+		// A flush ends at its first tick that writes nothing: Redis still failing, or a
+		// slot still in migration.
 		if t.flush(ctx, &dropped) == nil {
 			return dropped, nil
 		}
@@ -387,7 +388,8 @@ func (t *Ticker) readDelay() time.Duration {
 }
 
 // Flush writes every pending count, tick after tick without reads, until none is left,
-// a tick with a failed instance writes nothing more, or ctx ends. A failed instance costs
+// a tick writes nothing (an instance failed, or a cluster slot in migration refused the
+// writes), or ctx ends. A failed instance costs
 // only its own counts: the others' are written past the first tick's key budget.
 func (t *Ticker) Flush(ctx context.Context) error {
 	var dropped int64
@@ -405,9 +407,13 @@ func (t *Ticker) flush(ctx context.Context, dropped *int64) error {
 			return nil
 		case ctx.Err() != nil:
 			return fmt.Errorf("flushing %d pending counts: %w", len(t.pending), ctx.Err())
-		case r.Errors > 0 && r.Writes == 0:
+		case r.Writes == 0 && r.Errors > 0:
 			// Each tick that writes takes what it wrote out of pending: the loop ends.
 			return fmt.Errorf("flushing %d pending counts: Redis failed", len(t.pending))
+		case r.Writes == 0:
+			// No error, nothing written: TRYAGAIN, a cluster slot in migration. Sent again
+			// at once, they were refused again tick after tick until ctx ended.
+			return fmt.Errorf("flushing %d pending counts: Redis wrote none (a cluster slot in migration)", len(t.pending))
 		}
 	}
 }

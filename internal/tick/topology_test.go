@@ -360,6 +360,53 @@ func TestClusterTryAgainDuringMigration(t *testing.T) {
 	}
 }
 
+// TestFlushEndsOnATickThatWritesNothing: a flush (the final one at shutdown; a retired
+// rule set's Drain, each interval) ends at its first tick that writes nothing, as Drain
+// says. A slot in migration refuses the writes with TRYAGAIN, no error: the flush sent
+// them again at once, tick after tick, each a round of the client's TRYAGAIN retries
+// against the migrating node, until its context ended (5 s at shutdown; Drain's, the
+// gate's, not before the migration did).
+func TestFlushEndsOnATickThatWritesNothing(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	cc, err := DialCluster(cl.URLs(), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(epochStart.Add(30 * time.Second))
+	g := newTopologyGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, Config{Mode: ModeCluster}, cc)
+	ctx := context.Background()
+	ep := g.l.Epoch(clk.Now())
+	g.l.Check("mover", 10)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v", r)
+	}
+	key := ClusterKey(DefaultKeyPrefix, "mover", ep)
+	mv := newSlotMove(t, cl, key)
+	mv.start(key)
+
+	g.l.Check("mover", 5)
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	before := g.tk.tickN
+	err = g.tk.Flush(fctx)
+	ticks := g.tk.tickN - before
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || ticks != 1 {
+		t.Errorf("flush during a migration: %d ticks, %v; want it to end after the tick that wrote nothing, with an error", ticks, err)
+	}
+	if g.tk.PendingWrites() != 1 {
+		t.Errorf("pending writes = %d, want the count kept", g.tk.PendingWrites())
+	}
+
+	mv.finish()
+	if err := g.tk.Flush(ctx); err != nil {
+		t.Fatalf("flush after the migration: %v", err)
+	}
+	if got := stored(t, cc, ModeCluster, DefaultKeyPrefix, "mover", ep); got != 15 {
+		t.Errorf("Redis holds %d, want 15", got)
+	}
+}
+
 // slotMove moves the slot of a key of cluster cl from its owner to another primary, in a
 // rebalance's steps: start (the slot IMPORTING and MIGRATING, a first key moved), then
 // finish (its other keys moved, the slot the new owner's). A step that fails fails the

@@ -61,7 +61,9 @@ import (
 // is an operator's error (a key of the wrong type) in any case.
 //
 // Reply: {1, last, position, error, position, error...} when applied, for each counter
-// that failed; {0, last} when a repeat, {0, before, "position,position..."} when a repeat
+// that failed, and -position for one written whose PEXPIRE was refused (an ACL without
+// it: the key would never expire, which an error must say; its count is in, not to be
+// sent again); {0, last} when a repeat, {0, before, "position,position..."} when a repeat
 // of the lane's latest batch (before: the number the lane held before it was applied;
 // positions: its counters that failed then, if any); {2, last} when its predecessor was
 // not applied; last is the number the lane held before. A last
@@ -91,7 +93,11 @@ for i = 2, #KEYS do
   if a ~= '0' then
     local v = pcall('INCRBY', KEYS[i], a)
     if v == tonumber(a) then
-      pcall('PEXPIRE', KEYS[i], ttl)
+      local e = pcall('PEXPIRE', KEYS[i], ttl)
+      if type(e) == 'table' then
+        out[#out+1] = 1-i
+        out[#out+1] = e.err
+      end
     elseif type(v) == 'table' then
       out[#out+1] = i-1
       out[#out+1] = v.err
@@ -100,8 +106,10 @@ for i = 2, #KEYS do
 end
 if #out > 2 then
   local f = {}
-  for j = 3, #out, 2 do f[#f+1] = out[j] end
-  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. last .. ' ' .. table.concat(f, ','), 'PX', ARGV[2])
+  for j = 3, #out, 2 do if out[j] > 0 then f[#f+1] = out[j] end end
+  if #f > 0 then
+    redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. last .. ' ' .. table.concat(f, ','), 'PX', ARGV[2])
+  end
 end
 return out`
 
@@ -247,11 +255,22 @@ func (b *batch) result(cluster bool) (outcome, []int64, error) {
 	}
 	var failed []int64
 	for j := 2; j+1 < len(v); j += 2 {
-		if i, ok := v[j].(int64); ok {
-			failed = append(failed, i)
-			if args := b.cmd.Args(); err == nil && 3+int(i) < len(args) {
-				err = fmt.Errorf("writing %v: %v", args[3+int(i)], v[j+1]) // args: eval, script, numkeys, KEYS...
+		i, ok := v[j].(int64)
+		if !ok {
+			continue
+		}
+		args := b.cmd.Args() // eval, script, numkeys, KEYS...
+		if i < 0 {
+			// Written, its TTL refused (an ACL without PEXPIRE): the count is in, but the
+			// key never expires, which only an error says.
+			if err == nil && 3-int(i) < len(args) {
+				err = fmt.Errorf("PEXPIRE %v refused: the counter, written, never expires: %v", args[3-int(i)], v[j+1])
 			}
+			continue
+		}
+		failed = append(failed, i)
+		if err == nil && 3+int(i) < len(args) {
+			err = fmt.Errorf("writing %v: %v", args[3+int(i)], v[j+1])
 		}
 	}
 	return outApplied, failed, err
