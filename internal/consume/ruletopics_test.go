@@ -11,8 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/capturegate/gate/internal/route"
 )
@@ -512,5 +515,81 @@ func TestRuleTopicLeaderElectionIsNotMissing(t *testing.T) {
 	waitFor(t, 30*time.Second, "two checks answered LEADER_NOT_AVAILABLE", func() bool { return answered.Load() >= 2 })
 	if w.Missing(merges) || !g.c.Ready() {
 		t.Errorf("the rule topic answered LEADER_NOT_AVAILABLE: marked missing %v, not ready %v; want neither", w.Missing(merges), g.c.NotReady())
+	}
+}
+
+// TestRuleTopicACLRevokedExactlyOncePreKIP890: with exactly-once delivery on brokers whose
+// transactions predate KIP-890 part 2, the WRITE ACL on a rule's own topic revoked while
+// the gate runs. The refusal leaves the Kafka client unable to go on, so the gate builds
+// a new one; the topic is marked missing by then, and no record goes to it any more, so
+// the new client is built at once: every other team's records are routed, and the rule's
+// go to overflow naming the topic. Before, the gate waited closedTopicRetry (10 s; here
+// far longer) before it built the new client, as for one of its own topics, and held up
+// every team's records meanwhile.
+func TestRuleTopicACLRevokedExactlyOncePreKIP890(t *testing.T) {
+	t.Parallel()
+	const merges = "merges"
+	allow := func(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
+		var acls []kfake.ACL
+		for _, op := range ops {
+			acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
+		}
+		return acls
+	}
+	var acls []kfake.ACL
+	acls = append(acls, allow(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allow(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	for _, tp := range []string{accTopic, ovfTopic, dlqTopic, merges} {
+		acls = append(acls, allow(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	}
+	acls = append(acls, allow(kmsg.ACLResourceTypeTransactionalId, "gate-g", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
+		kfake.SeedTopics(1, merges), kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.MaxVersions(kversion.V3_9_0()),
+		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "gate", "gate-secret", acls...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	env := newEnv(t, 2)
+	env.cluster = c
+	env.ccfg.Delivery = ExactlyOnce
+	env.ccfg.Brokers = c.ListenAddrs()
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges}
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.SASL(plain.Auth{User: "gate", Pass: "gate-secret"}.AsMechanism()))
+	env.before = func(c *Consumer) { c.txn.closedRetry = time.Hour } // for one of the gate's own topics
+	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
+	admin := kgo.SASL(plain.Auth{User: "admin", Pass: "admin"}.AsMechanism())
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admCl.Close)
+	adm := kadm.NewClient(admCl)
+	g := env.start(t, "g")
+	defer g.stop(t)
+	waitFor(t, 20*time.Second, "ready", g.c.Ready)
+
+	write := kadm.NewACLs().Allow("User:gate").AllowHosts("*").Topics(merges).Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral)
+	if _, err := adm.DeleteACLs(context.Background(), write); err != nil {
+		t.Fatal(err)
+	}
+	in := badAndGood(20)
+	produceAll(t, admCl, in)
+	o := collect(t, c, len(in), time.Minute, 300*time.Millisecond, readCommitted(), admin)
+	if lost, dup := o.conservation(len(in)); len(lost)+len(dup) > 0 {
+		t.Fatalf("lost %v, duplicated %v; missing %v, not ready %v", lost, dup, w.Missing(merges), g.c.NotReady())
+	}
+	if len(o.recs[accTopic]) != 15 || len(o.recs[ovfTopic]) != 5 {
+		t.Errorf("%d accepted, %d on overflow: want the 15 of team good accepted, the rule's 5 on overflow", len(o.recs[accTopic]), len(o.recs[ovfTopic]))
+	}
+	for _, r := range o.recs[ovfTopic] {
+		if header(r, route.HeaderRuleTopicMissing) != merges {
+			t.Errorf("on overflow without naming the rule topic: %v", r.Headers)
+		}
+	}
+	if nr := strings.Join(g.c.NotReady(), "; "); !strings.Contains(nr, `rule topic "merges"`) {
+		t.Errorf("not ready reasons %q, want the rule topic named", nr)
 	}
 }

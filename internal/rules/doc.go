@@ -16,13 +16,14 @@
 //   - Parse reads a whole file or nothing: every problem is reported, each naming the
 //     file, its line and column, and the field at fault (rules[2] "merges".limits[0]), on
 //     one line joined by "; ". A file that is not YAML is one problem in the same form,
-//     without a field: FILE:LINE:COL: and the YAML library's message, at the line and
-//     column where the file stops being YAML (column 1 where finding it would read too
-//     much). Unknown fields, duplicate names and windows, empty limits,
-//     malformed keys and topics are errors, never ignored. A limit is read as an entry of
-//     GATE_LIMITS is, by the same function (ParseLimit): a window of whole seconds, longer
-//     than GATE_TICK_INTERVAL (Options.MinWindow), so that a rule's windows' Redis keys
-//     never meet.
+//     without a field: FILE:LINE:COL: and the YAML library's message (naming a tab found
+//     there, which the library's message often does not), at the line and column where
+//     the file stops being YAML (column 1 where finding it would read too much). A file of
+//     nothing but comments and --- is an empty file. Unknown fields, duplicate names and
+//     windows, empty limits, malformed keys and topics are errors, never ignored. A limit
+//     is read as an entry of GATE_LIMITS is, by the same function (ParseLimit): a window
+//     of whole seconds, longer than GATE_TICK_INTERVAL (Options.MinWindow), so that a
+//     rule's windows' Redis keys never meet.
 //   - What a record gets from several rules (the strongest action of the enforced rules
 //     over; shadow rules never change it) and how rules count a record another rule sent
 //     away are the router's: route.NewRules states them. MaxRules bounds a set.

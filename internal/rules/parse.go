@@ -58,7 +58,7 @@ type Problem struct {
 	File      string
 	Line, Col int
 	// Path names the field: rules[1] "team-user".limits[0]; empty for a file that is not
-	// YAML, whose Msg is the YAML library's.
+	// YAML, whose Msg is the YAML library's (with a tab there named).
 	Path string
 	Msg  string
 }
@@ -123,7 +123,9 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 			}
 		}
 	}
-	if len(doc.Content) == 0 {
+	// A document with nothing in it (a file of comments and ---) is an empty file too,
+	// not one that is no mapping: its node is placed past the file's last line.
+	if len(doc.Content) == 0 || doc.Content[0].Tag == "!!null" && doc.Content[0].Value == "" && doc.Content[0].Anchor == "" {
 		p.bad(&yaml.Node{Line: 1, Column: 1}, "rules", "the file is empty: want a list of rules under rules:")
 		return nil, p.result()
 	}

@@ -85,6 +85,10 @@ func TestParseProblems(t *testing.T) {
 	}{
 		{"not yaml", "rules: [", []string{"rules.yaml:1:9: did not find expected node content"}},
 		{"empty", "", []string{"rules.yaml:1:1: rules: the file is empty"}},
+		// An empty document (a file of comments and ---) is an empty file: not a document
+		// that is no mapping, at a line past the file's end (2:1, 4:1).
+		{"only a document marker", "---\n", []string{"rules.yaml:1:1: rules: the file is empty"}},
+		{"comments and a document marker", "# the gate's rules\n---\n# none yet\n", []string{"rules.yaml:1:1: rules: the file is empty"}},
 		{"no rules", "rule: []\n", []string{`rules.yaml:1:1: rule: unknown field (want rules:)`, "rules.yaml:1:1: rules: missing"}},
 		{"empty list", "rules: []\n", []string{"rules.yaml:1:8: rules: want a list of at least one rule"}},
 		{"field errors", `rules:
@@ -306,6 +310,10 @@ func TestParseSyntaxErrors(t *testing.T) {
 		{"a tab", "rules:\n  - name: a\n\tkey: key\n", 3, 1, "found a tab character that violates indentation"},
 		// A tab after the spaces of an indentation: the tab, not the line's start.
 		{"a tab among the spaces of an indentation", "rules:\n  - name: a\n  \tkey: key\n", 3, 3, "found a tab character that violates indentation"},
+		// A tab the library finds no indentation, where it says only that it cannot start
+		// a token: what is wrong is said, as for the tabs above.
+		{"a tab before a list item", "rules:\n  - name: a\n    key: key\n    limits:\n    \t- 1m:1\n", 5, 5, "found character that cannot start any token (a tab: YAML indents with spaces only)"},
+		{"a line of a tab alone", "rules:\n" + rule + "\t\n", 5, 1, "found character that cannot start any token (a tab: YAML indents with spaces only)"},
 		// The second ':' (and its space) makes key: x a mapping in a plain value.
 		{"a second colon", "rules:\n" + rule + "  - name: b\n    key: key: x\n    limits: [1m:1]\n", 6, 13, "mapping values are not allowed in this context"},
 		{"a second colon in a name", "rules:\n  - name: a: b\n    key: key\n    limits: [1m:1]\n", 2, 12, "mapping values are not allowed in this context"},

@@ -16,12 +16,16 @@ import (
 // syntaxProblem is the Problem of a file yaml.v3 cannot read (err, from reading data):
 // its message without the library's "yaml: line N: " prefix, at the line and column
 // syntaxPlace finds (the library gives no column), or else at the library's line,
-// column 1.
+// column 1. A tab there is named: the library's message for most tabs ("found character
+// that cannot start any token") does not say which character, and a tab looks like spaces.
 func syntaxProblem(file string, data []byte, err error) *Problem {
 	msg, line := yamlMessage(err)
 	col := 1
-	if l, c := syntaxPlace(data, msg); l > 0 {
+	if l, c, at := syntaxPlace(data, msg); l > 0 {
 		line, col = l, c
+		if at == '\t' && !strings.Contains(msg, "tab") {
+			msg += " (a tab: YAML indents with spaces only)"
+		}
 	}
 	return &Problem{File: file, Line: max(line, 1), Col: col, Msg: msg}
 }
@@ -51,8 +55,9 @@ const syntaxSearchBytes = 512 << 10
 const msgKeyColon = "could not find expected ':'"
 
 // syntaxPlace is the line and column at which data stops being readable YAML, with the
-// error msg: 0, 0 if data is empty, or if finding the line would read more than
-// syntaxSearchBytes; column 1 if finding the column would.
+// error msg, and the character there (0 at the line's end): 0, 0 if data is empty, or if
+// finding the line would read more than syntaxSearchBytes; column 1 if finding the column
+// would.
 //
 // The line is the one after the longest run of whole lines that reads without that error
 // (cleanly, or cut inside a construct a later line closes). The library's own line does
@@ -69,11 +74,11 @@ const msgKeyColon = "could not find expected ':'"
 // lines before it, reads without the error or is cut inside a construct. It is counted as
 // the library counts a field's (yaml.Node.Column): from 1, in characters (a tab is one),
 // a byte order mark that starts the file none (the library takes it for the encoding).
-func syntaxPlace(data []byte, msg string) (line, col int) {
+func syntaxPlace(data []byte, msg string) (line, col int, at rune) {
 	// Lines and columns are counted in what the library reads.
 	data, ok := asUTF8(data)
 	if !ok {
-		return 0, 0
+		return 0, 0, 0
 	}
 	// ends[i] is the end of line i+1, its line break included: LF, CR LF or CR alone, as
 	// YAML breaks lines (a file saved with CR alone would be one line otherwise).
@@ -98,14 +103,14 @@ func syntaxPlace(data []byte, msg string) (line, col int) {
 		}
 		m := s.read(cut, "")
 		if s.r.n > syntaxSearchBytes {
-			return 0, 0
+			return 0, 0, 0
 		}
 		if m != msg {
 			line = i + 2
 		}
 	}
 	if line == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	start := 0
 	if line >= 2 {
@@ -137,11 +142,12 @@ func syntaxPlace(data []byte, msg string) (line, col int) {
 	}
 	// The cut at the line's start reads without the error (the line search found it so):
 	// column 1 at worst.
+	first, _ := utf8.DecodeRune(text[from:])
 	for k := len(text); k > from; {
 		m := s.read(start+k, "")
 		ok := m != msg || inside(start+k)
 		if s.r.n > syntaxSearchBytes {
-			return line, 1
+			return line, 1, first
 		}
 		if ok {
 			// The library knows a key of a block mapping for one only at its ':', and finds
@@ -151,15 +157,16 @@ func syntaxPlace(data []byte, msg string) (line, col int) {
 				_, w := utf8.DecodeLastRune(text[from:k])
 				k -= w
 				if m = s.read(start+k, ""); s.r.n > syntaxSearchBytes {
-					return line, 1
+					return line, 1, first
 				}
 			}
-			return line, utf8.RuneCount(text[from:k]) + 1
+			r, _ := utf8.DecodeRune(text[k:])
+			return line, utf8.RuneCount(text[from:k]) + 1, r
 		}
 		_, w := utf8.DecodeLastRune(text[from:k])
 		k -= w
 	}
-	return line, 1
+	return line, 1, first
 }
 
 // asUTF8 is data as the library reads it, in UTF-8: data itself, or, for text in UTF-16
