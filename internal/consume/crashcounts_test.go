@@ -298,12 +298,17 @@ func TestCrashCountsInRedis(t *testing.T) {
 			// A moment comes once a second when the commits keep their phase; a loaded
 			// machine delays some (10 s found none once, beside the rest of the suite).
 			pollUntil(t, 40*time.Second, "moment to end the gate", func() bool {
+				// The round trips first, the clocks read last: read before them, now was
+				// a Redis and a broker round trip old when the gate was ended, on a loaded
+				// machine past the next tick (ended 25 ms after it, 341 ms after the last
+				// commit, a case that must end it before the tick).
+				written, committed := teamCount(t, rc, crashTeam), committedSum(env.cluster, parts)
 				lc := lastCommit.Load()
 				var at time.Time
 				if lc > 0 {
 					at = time.Unix(0, lc)
 				}
-				return tc.when(at, time.Now(), teamCount(t, rc, crashTeam), committedSum(env.cluster, parts))
+				return tc.when(at, time.Now(), written, committed)
 			})
 			lc := time.Unix(0, lastCommit.Load())
 			endAt := time.Now()

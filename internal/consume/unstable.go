@@ -85,18 +85,22 @@ func (c *Consumer) checkUnstable(ctx context.Context, cl *kgo.Client, now time.T
 		return
 	}
 	slices.Sort(held)
-	where := "__consumer_offsets"
+	// The commands as an operator runs them: the tool wants the broker, and abort the
+	// partition and the transaction's start offset, which find-hanging answers.
+	where, part := "__consumer_offsets", "--partition N"
 	if n, err := offsetsPartitions(ctx, cl); err == nil && n > 0 {
-		where = fmt.Sprintf("__consumer_offsets partition %d", groupOffsetsPartition(c.cfg.GroupID, n))
+		p := groupOffsetsPartition(c.cfg.GroupID, n)
+		where, part = fmt.Sprintf("__consumer_offsets partition %d", p), fmt.Sprintf("--partition %d", p)
 	}
 	// The message stays the same while the same partitions are held, so that it is
 	// logged once (logProblem), not every round.
 	c.logProblem(ctx, problemUnstable, fmt.Sprintf("kafka: the committed offsets of input partitions %s/%v have been unstable "+
 		"(UNSTABLE_OFFSET_COMMIT) for over %s, longer than a transaction may stay open (GATE_TRANSACTION_TIMEOUT and the brokers' "+
 		"abort sweep): a transaction holding them on %s was never ended (a hanging transaction), and the gate cannot start them "+
-		"(nor the partitions assigned with them); find it with `kafka-transactions.sh --bootstrap-server BROKER find-hanging --topic __consumer_offsets` and end it "+
-		"with `kafka-transactions.sh abort`, after which the gate starts them by itself",
-		c.cfg.InputTopic, held, bound, where), "group", c.cfg.GroupID)
+		"(nor the partitions assigned with them); find it with `kafka-transactions.sh --bootstrap-server BROKER find-hanging --topic __consumer_offsets %s` "+
+		"and end it with `kafka-transactions.sh --bootstrap-server BROKER abort --topic __consumer_offsets %s --start-offset START` (START: its StartOffset "+
+		"in find-hanging's answer), after which the gate starts them by itself",
+		c.cfg.InputTopic, held, bound, where, part, part), "group", c.cfg.GroupID)
 }
 
 // unstablePartitions asks the group coordinator, with RequireStable, for the committed

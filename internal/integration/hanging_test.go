@@ -81,7 +81,8 @@ func TestHangingTransaction(t *testing.T) {
 		code, body := g.Get(t, "/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "UNSTABLE_OFFSET_COMMIT") &&
 			strings.Contains(body, s.n.In+"/[0 1]") && strings.Contains(body, "__consumer_offsets partition") &&
-			strings.Contains(body, "kafka-transactions.sh")
+			strings.Contains(body, "kafka-transactions.sh --bootstrap-server BROKER abort --topic __consumer_offsets --partition ") &&
+			strings.Contains(body, "--start-offset START")
 	})
 	faulttest.WaitFor(t, time.Minute, "an error line naming the hanging transaction", func() bool {
 		return strings.Contains(g.Logs(), `"level":"ERROR","msg":"kafka: the committed offsets of input partitions `+s.n.In+`/[0 1] have been unstable`)
