@@ -813,7 +813,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	// complete and its records recycled (ackBatch), maybe before the loop ends.
 	last := w.recs[len(w.recs)-1]
 	end, epoch := last.Offset+1, last.LeaderEpoch
-	b := w.p.add(end, epoch, len(w.recs), 0)
+	b := w.p.add(end, epoch, len(w.recs))
 	// The input bytes the batch keeps, summed as the records are routed and added once
 	// the loop ends: inputFull reads the poll being routed at its records alone.
 	var size int64

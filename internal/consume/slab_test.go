@@ -16,7 +16,7 @@ func TestSlabBackOnlyWhenBatchDone(t *testing.T) {
 	c := &Consumer{}
 	p := newPartition("in", 0)
 	in := &kgo.Record{Value: []byte(`{"team_id":"t"}`)}
-	b := p.add(3, 0, 3, 0)
+	b := p.add(3, 0, 3)
 	fs := c.slabs.get(3)
 	b.slab = fs
 	for i := range fs {
@@ -44,7 +44,7 @@ func TestSlabUnroutedCompletesBatch(t *testing.T) {
 	c := &Consumer{}
 	p := newPartition("in", 0)
 	recs := []*kgo.Record{{Offset: 10}, {Offset: 11}, {Offset: 12}, {Offset: 13}}
-	b := p.add(14, 0, len(recs), 0)
+	b := p.add(14, 0, len(recs))
 	b.slab = c.slabs.get(len(recs))
 	c.unroute(work{p: p, recs: recs}, b, 1) // 11, 12, 13 not routed
 	if b.slab == nil {

@@ -92,11 +92,10 @@ func newPartition(topic string, id int32) *partition {
 	return &partition{topic: topic, id: id, acked: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
 }
 
-// add registers a batch of n records of size bytes ending (exclusive) at end, before any
-// is produced.
-func (p *partition) add(end int64, epoch int32, n int, size int64) *batch {
+// add registers a batch of n records ending (exclusive) at end, before any is produced;
+// its bytes are added as they are routed.
+func (p *partition) add(end int64, epoch int32, n int) *batch {
 	b := &batch{p: p, end: end, epoch: epoch, at: time.Now().UnixNano(), records: int64(n)}
-	b.bytes.Store(size)
 	b.remaining.Store(int64(n))
 	p.mu.Lock()
 	p.batches = append(p.batches, b)

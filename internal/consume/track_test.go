@@ -15,8 +15,8 @@ import (
 func TestResumeAtBackKeepsAwaiting(t *testing.T) {
 	t.Parallel()
 	p := newPartition("events", 0)
-	b1 := p.add(200, 1, 5, 0) // offsets [100, 200): 5 records in flight
-	b2 := p.add(300, 1, 3, 0) // [200, 300): 3 records in flight
+	b1 := p.add(200, 1, 5) // offsets [100, 200): 5 records in flight
+	b2 := p.add(300, 1, 3) // [200, 300): 3 records in flight
 	_, gen0, _ := p.advance()
 
 	p.resumeAt(kgo.EpochOffset{Epoch: 2, Offset: 250})
@@ -49,7 +49,7 @@ func TestSealBatchAfterAGap(t *testing.T) {
 	p := newPartition("events", 0)
 	p.out = &outcomeState{from: -1}
 	p.out.hold.Store(-1)
-	b := p.add(200, 1, 2, 0) // [100, 200), counted and not sealed
+	b := p.add(200, 1, 2) // [100, 200), counted and not sealed
 	p.out.from, p.out.to = 100, 200
 	p.out.hold.Store(100)
 	b.remaining.Store(0)
@@ -84,7 +84,7 @@ func TestCommitWaitsForSealRows(t *testing.T) {
 	p.out = &outcomeState{from: -1}
 	p.out.hold.Store(-1)
 	seal := func(from, to int64, epoch int32) *batch {
-		b := p.add(to, epoch, int(to-from), 0) // routed and counted
+		b := p.add(to, epoch, int(to-from)) // routed and counted
 		p.out.from, p.out.to = from, to
 		p.out.hold.Store(from)
 		b.remaining.Store(0) // every output acknowledged
@@ -119,8 +119,8 @@ func TestCommitWaitsForSealRows(t *testing.T) {
 	// A seal's rows acknowledged after the batch before it was popped, the records'
 	// outputs after that: the offset offered at the seal is its first record's, with
 	// the epoch of the record before it (the popped batch's), not another's.
-	before := p.add(450, 4, 1, 0) // [400, 450), counted by an earlier seal
-	after := p.add(500, 5, 1, 0)  // [450, 500), this seal's
+	before := p.add(450, 4, 1) // [400, 450), counted by an earlier seal
+	after := p.add(500, 5, 1)  // [450, 500), this seal's
 	fourth := p.addSeal(450, nil)
 	before.remaining.Store(0)
 	want("the batch before the seal acknowledged", 450, 4)
@@ -137,7 +137,7 @@ func TestRewindMovesTheHold(t *testing.T) {
 	p := newPartition("events", 0)
 	p.out = &outcomeState{from: 150, to: 300}
 	p.out.hold.Store(150)
-	p.add(300, 1, 3, 0)
+	p.add(300, 1, 3)
 	p.resumeAt(kgo.EpochOffset{Epoch: 2, Offset: 120})
 	if p.out.hold.Load() != 120 || p.out.from != 120 || p.out.to != 120 {
 		t.Errorf("after a rewind to 120: hold %d, from %d, to %d; want 120 each", p.out.hold.Load(), p.out.from, p.out.to)
