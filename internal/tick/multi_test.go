@@ -324,3 +324,97 @@ func TestDesignStatesEachLimitsKeyLifetime(t *testing.T) {
 		t.Errorf("docs/design.md, Several limits per team: %q: a further limit's keys live 2 × its own window + %v (%s measured for a minute limit under an hour's), whatever the primary's window", item, KeyTTLMargin, ttl.Round(time.Second))
 	}
 }
+
+// TestPrimaryTeamNeverMeetsAFurtherLimitsKeys: GATE_LIMITS' further limits keep their keys
+// under {prefix}:w{seconds}, the primary under {prefix}, so a primary team spelt
+// "w3600:x" (a composite key's first field "w3600", say) had the keys of the hour limit's
+// team "x" that carry no epoch: its hold flag and profile. Held by the minute limit, it
+// held "x" in the hour limit fleet-wide, far under its threshold, when the two limits had
+// the same threshold (found in review). A
+// primary team of that form is written escaped ('w' as %77), and so is one starting with
+// an escape, so that no two teams of the two limits share a key.
+func TestPrimaryTeamNeverMeetsAFurtherLimitsKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := clock.NewFake(epochStart.Add(59 * time.Second))
+	lm, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, Mode: limit.Divert, DivertHold: time.Hour}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same threshold: a hold flag says which it was set under, and a gate ignores one
+	// of another (an override changed since).
+	lh, err := limit.New(limit.Config{Window: time.Hour, Threshold: 100, Mode: limit.Divert, DivertHold: time.Hour}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URL()}, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = clients[0].Close() })
+	tk, err := NewMulti([]Limit{{Lim: lm}, {Lim: lh, KeyPrefix: "t:w3600"}}, []redis.UniversalClient{clients[0]}, Config{KeyPrefix: "t"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm.Check("w3600:x", 150)
+	if d := lm.Check("w3600:x", 1); !d.Held {
+		t.Fatalf("minute limit, w3600:x at 150 of 100: %+v, want held", d)
+	}
+	ctx := context.Background()
+	tick := func() {
+		t.Helper()
+		clk.Advance(time.Second)
+		if r := tk.Tick(ctx); r.Errors != 0 {
+			t.Fatalf("tick = %+v, want no error", r)
+		}
+	}
+	tick()
+	if n := rc.Exists(ctx, HoldKeyFor(ModeStandalone, "t", "w3600:x")).Val(); n != 1 {
+		t.Fatalf("no hold flag written for the minute limit's w3600:x (%s)", HoldKeyFor(ModeStandalone, "t", "w3600:x"))
+	}
+	// The hour limit meets x now: its first read fetches x's hold flag.
+	if d := lh.Check("x", 1); d.Limited {
+		t.Fatalf("hour limit, x at 1 of 100: %+v, want allowed", d)
+	}
+	tick()
+	tick()
+	if d := lh.Check("x", 1); d.Limited || d.Held {
+		t.Errorf("hour limit, x at 2 of 100 after the ticks: %+v, want allowed: the minute limit's hold of w3600:x is no hold of x", d)
+	}
+	if d := lm.Check("w3600:x", 0); !d.Held {
+		t.Errorf("minute limit, w3600:x after the ticks: %+v, want still held", d)
+	}
+}
+
+// TestTeamKeysNeverMeet: no two teams, nor a team of the primary limit and one of a
+// further limit ({prefix}:w{seconds}), share a key of any kind, in any topology; teams
+// not of the escaped forms keep the keys they always had.
+func TestTeamKeysNeverMeet(t *testing.T) {
+	teams := []string{"x", "w", "w:x", "w1", "w1:", "w60", "w60:x", "w60:x:1", "w3600:x", "wx:1", "w60x:1",
+		"%", "%7760:x", "%77", "%2577", "%25", "%2525", "%3A", "%77x", "%7760", "60:x", "x:w60:x", "W60:x", ""}
+	prefixes := []string{"t", "t:w60", "t:w3600", "t:w1"}
+	for _, m := range []Mode{ModeStandalone, ModeSentinel, ModeCluster} {
+		seen := map[string]string{}
+		for _, p := range prefixes {
+			for _, team := range teams {
+				for _, k := range []string{KeyFor(m, p, team, 7), HoldKeyFor(m, p, team), ProfileKeyFor(m, p, team)} {
+					who := fmt.Sprintf("prefix %q team %q", p, team)
+					if o, ok := seen[k]; ok {
+						t.Errorf("%s: key %q is %s's and %s's", m, k, o, who)
+					}
+					seen[k] = who
+				}
+			}
+		}
+	}
+	// Unchanged keys for every team not of the escaped forms.
+	for team, want := range map[string]string{"x": "t:x:7", "w": "t:w:7", "w:x": "t:w:x:7", "w60x:1": "t:w60x:1:7",
+		"%3A": "t:%3A:7", "%": "t:%:7", "60:x": "t:60:x:7", "W60:x": "t:W60:x:7", "w60:x": "t:%7760:x:7", "%7760": "t:%257760:7"} {
+		if got := Key("t", team, 7); got != want {
+			t.Errorf("Key(t, %q, 7) = %q, want %q", team, got, want)
+		}
+	}
+	if got := ClusterKey("t", "w60:x", 7); !strings.HasSuffix(got, "}:w60:x:7") {
+		t.Errorf("ClusterKey(t, w60:x, 7) = %q: cluster keys, whose hash tag comes first, never met and are unchanged", got)
+	}
+}

@@ -86,15 +86,46 @@ func ClusterKey(prefix, team string, epoch int64) string {
 
 // appendTeamKey appends the part every key of team's starts with: {prefix}:{team}, or in
 // cluster mode {prefix}:{sN}:{team}, its shard's hash tag putting all of them in one slot.
+// Outside cluster mode the team is written as appendTeam writes it.
 func appendTeamKey(b []byte, m Mode, prefix, team string) []byte {
 	b = append(b, prefix...)
 	if m == ModeCluster {
 		b = append(b, ":{s"...)
 		b = strconv.AppendInt(b, int64(ClusterShard(team)), 10)
 		b = append(b, '}')
+		return append(append(b, ':'), team...)
 	}
-	return append(append(b, ':'), team...)
+	return appendTeam(append(b, ':'), team)
 }
+
+// appendTeam appends team as a standalone or sentinel key holds it: as it is, but for a
+// team that starts with 'w', digits and ':' ("w60:x"), written %77 in place of its 'w',
+// and one that starts with %77 or %25, written %25 in place of its '%'.
+//
+// GATE_LIMITS' further limits keep their keys under {prefix}:w{seconds} and the primary
+// under {prefix}, so the primary's team "w60:x" spelt the 60-second limit's team x's keys
+// that carry no epoch (its hold flag, its profile): held by one limit, x was held by the
+// other. No key of the primary's starts {prefix}:w{digits}: now, and the escape is one to
+// one (a key starting %77 or %25 is an escaped team's, any other is the team as it is).
+// Cluster keys need none: their hash tag comes before the team, and a further limit's
+// "w{seconds}" before its tag. Every team of another form keeps the keys it always had.
+func appendTeam(b []byte, team string) []byte {
+	switch {
+	case strings.HasPrefix(team, "%77") || strings.HasPrefix(team, "%25"):
+		return append(append(b, "%25"...), team[1:]...)
+	case len(team) > 2 && team[0] == 'w' && isDigit(team[1]):
+		i := 2
+		for i < len(team) && isDigit(team[i]) {
+			i++
+		}
+		if i < len(team) && team[i] == ':' {
+			return append(append(b, "%77"...), team[1:]...)
+		}
+	}
+	return append(b, team...)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // ClusterShard returns team's shard in cluster mode, 0..ClusterShards-1: its FNV-1a hash
 // modulo ClusterShards, which every gate computes alike.
