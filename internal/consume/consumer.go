@@ -55,6 +55,11 @@ type Consumer struct {
 	// live is cl, for the metrics' scrapes: with exactly-once delivery the loop
 	// replaces cl when it rebuilds a fenced session (see recoverFenced).
 	live atomic.Pointer[kgo.Client]
+	// closedUnder is the client a poll found closed by another than the loop (a test
+	// ending the gate as a crash would, closing it under the running loop): the loop does
+	// not close it again (closeClient), as franz-go's Close run twice at once races with
+	// itself (each kills the fetch sessions: a data race under -race in v1.22.2).
+	closedUnder atomic.Pointer[kgo.Client]
 
 	partsMu sync.Mutex
 	parts   map[int32]*partition
@@ -405,6 +410,7 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 			c.progressed()
 		}
 		if fetches.IsClientClosed() {
+			c.closedUnder.Store(c.cl)
 			c.cl.AllowRebalance()
 			return errors.New("kafka client closed while consuming")
 		}
@@ -483,6 +489,9 @@ func (c *Consumer) unroute(w work, b *batch, i int) {
 // everything, committing in onRevoked, a no-op after the final commit) for at most
 // RevokeTimeout: a coordinator that stopped answering must not hold the shutdown.
 func (c *Consumer) closeClient(closeFn func()) {
+	if c.closedUnder.Load() == c.cl {
+		return // closed by another, perhaps still closing (closedUnder)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

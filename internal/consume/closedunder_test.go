@@ -1,0 +1,71 @@
+package consume
+
+import (
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// closeCounter counts the closes of the clients it hooks (OnClientClosed runs once at
+// the end of each Close).
+type closeCounter struct{ n atomic.Int64 }
+
+func (h *closeCounter) OnClientClosed(*kgo.Client) { h.n.Add(1) }
+
+// TestClientClosedUnderTheLoopIsNotClosedAgain: a client closed by another while the
+// loop runs (the crash tests end a gate so, as a SIGKILL would) was closed again by the
+// loop as it stopped, at the same time when the loop found it closed first: franz-go's
+// Close run twice at once races with itself (each kills the fetch sessions; a data race
+// in v1.22.2, which failed every consume test after it under -race). The loop now leaves
+// a client it found closed alone: one close, the closer's.
+func TestClientClosedUnderTheLoopIsNotClosedAgain(t *testing.T) {
+	t.Parallel()
+	for _, eos := range []bool{false, true} {
+		name := "at-least-once"
+		if eos {
+			name = "exactly-once"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var env *gateEnv
+			if eos {
+				env = newEOSEnv(t, 2)
+			} else {
+				env = newEnv(t, 2)
+			}
+			closes := &closeCounter{}
+			env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.WithHooks(closes))
+			prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prod.Close()
+			var recs []*kgo.Record
+			for id := range 50 {
+				recs = append(recs, inputRecord(id, "team-"+strconv.Itoa(id%5)))
+			}
+			produceAll(t, prod, recs)
+			g := env.start(t, "a")
+			deadline := time.Now().Add(30 * time.Second)
+			for !g.c.Ready() {
+				if time.Now().After(deadline) {
+					t.Fatal("the gate never became ready")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			g.c.cl.Close() // under the running loop, not through it
+			select {
+			case <-g.done: // an error or not: its client was closed under it
+			case <-time.After(60 * time.Second):
+				t.Fatal("the gate's Run did not return after its client was closed")
+			}
+			g.cancel = nil // stopped already
+			if n := closes.n.Load(); n != 1 {
+				t.Errorf("the client was closed %d times, want once (by its closer): the loop closed it again", n)
+			}
+		})
+	}
+}
