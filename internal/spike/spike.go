@@ -10,8 +10,10 @@
 //   - Bounded: a Profile is ProfileSize (128) bytes whatever the history.
 //   - Robust to a daily and a weekly cycle: the baseline is a level times a factor per hour
 //     of the day times a factor per day of the week (an evening peak, or a Monday after a
-//     quiet weekend, is the team's usual volume, not a spike); to steady growth: the level
-//     follows the deseasonalised volume within a day or so; and to the spike it is meant to
+//     quiet weekend, is the team's usual volume, not a spike, once the team has seen that
+//     day of the week: one first seen on a weekend takes its first Monday's rise for a
+//     spike until MaxSpike); to steady growth: the level follows the deseasonalised volume
+//     within a day or so; and to the spike it is meant to
 //     catch: a window over the threshold is not learned from, and one between Clip × and
 //     Factor × the baseline is learned from as Clip × it.
 //   - A spike ends: a team over its threshold, and over Clip × its baseline since, for
