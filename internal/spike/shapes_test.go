@@ -517,3 +517,46 @@ func TestTeamFirstSeenOnAWeekend(t *testing.T) {
 		}
 	}
 }
+
+// TestLastingStepInCapMode: in cap mode a limiter counts only the records it admits, so
+// the learner is folded a spiking team's threshold, not its volume, and a spike ended by
+// re-learning (MaxSpike) re-learns the team at its threshold, Factor × its old baseline:
+// a step of up to some 12 × is accepted within MaxSpike (2 h 36 min here), as in divert
+// mode, and a larger one after a re-learning more for each further Factor it is over
+// (5 h 16 min for 16 × and 20 ×, 7 h 56 min for 100 ×), past MaxSpike. docs/design.md
+// says so.
+func TestLastingStepInCapMode(t *testing.T) {
+	c := cfg(t)
+	const day = 1440
+	maxW := int64(c.MaxSpike / c.Window)
+	for _, s := range []struct {
+		x        float64
+		min, max time.Duration // when the step is accepted, after it
+	}{{6, 0, c.MaxSpike}, {12, 0, c.MaxSpike}, {20, c.MaxSpike, 2*c.MaxSpike + time.Hour}, {100, 2 * c.MaxSpike, 3*c.MaxSpike + time.Hour}} {
+		step := int64(3*day + 14*60)
+		end := step + 3*day
+		r := rand.New(rand.NewPCG(35, 2))
+		ln := trLearner{c: c, team: "cap"}
+		last := int64(-1)
+		for e := range end {
+			usual := daily(1000, e)
+			if e >= step {
+				usual *= s.x
+			}
+			cnt := poisson(r, usual)
+			admitted := cnt
+			if thr, ok := c.Threshold(&ln.p, e); ok && cnt > thr {
+				admitted = thr // cap admits up to the threshold, and counts only that
+				if cnt > 1.01*thr && e >= step {
+					last = e
+				}
+			}
+			ln.observe(e, admitted)
+		}
+		took := time.Duration(last-step+1) * c.Window
+		t.Logf("a step to %g × in cap mode: capped until %s after it (MaxSpike %s, %d windows)", s.x, took, c.MaxSpike, maxW)
+		if last < step || took < s.min || took > s.max {
+			t.Errorf("a step to %g × in cap mode: capped until %s after it, want within [%s, %s]", s.x, took, s.min, s.max)
+		}
+	}
+}
