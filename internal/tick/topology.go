@@ -100,19 +100,25 @@ func appendTeamKey(b []byte, m Mode, prefix, team string) []byte {
 
 // appendTeam appends team as a standalone or sentinel key holds it: as it is, but for a
 // team that starts with 'w', digits and ':' ("w60:x"), written %77 in place of its 'w',
-// and one that starts with %77 or %25, written %25 in place of its '%'.
+// one that starts with "rule:", written %72 in place of its 'r', and one that starts with
+// %77, %72 or %25, written %25 in place of its '%'.
 //
 // GATE_LIMITS' further limits keep their keys under {prefix}:w{seconds} and the primary
 // under {prefix}, so the primary's team "w60:x" spelt the 60-second limit's team x's keys
 // that carry no epoch (its hold flag, its profile): held by one limit, x was held by the
-// other. No key of the primary's starts {prefix}:w{digits}: now, and the escape is one to
-// one (a key starting %77 or %25 is an escaped team's, any other is the team as it is).
-// Cluster keys need none: their hash tag comes before the team, and a further limit's
-// "w{seconds}" before its tag. Every team of another form keeps the keys it always had.
+// other. A rule's keys are under {prefix}:rule:{name}, which the primary's team
+// "rule:{name}:x" spelt likewise (a fleet rolling out its first rules file runs both). No
+// key of the primary's starts {prefix}:w{digits}: or {prefix}:rule: now, and the escape is
+// one to one (a key starting %77, %72 or %25 is an escaped team's, any other is the team
+// as it is). Cluster keys need none: their hash tag comes before the team, and a further
+// limit's "w{seconds}" or a rule's "rule:{name}" before its tag. Every team of another
+// form keeps the keys it always had.
 func appendTeam(b []byte, team string) []byte {
 	switch {
-	case strings.HasPrefix(team, "%77") || strings.HasPrefix(team, "%25"):
+	case strings.HasPrefix(team, "%77") || strings.HasPrefix(team, "%72") || strings.HasPrefix(team, "%25"):
 		return append(append(b, "%25"...), team[1:]...)
+	case strings.HasPrefix(team, "rule:"):
+		return append(append(b, "%72"...), team[1:]...)
 	case len(team) > 2 && team[0] == 'w' && isDigit(team[1]):
 		i := 2
 		for i < len(team) && isDigit(team[i]) {
