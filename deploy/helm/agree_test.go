@@ -174,6 +174,13 @@ var agreeCases = []agreeCase{
 	{"coldWriteInterval 90s window 2m", `{limit: {window: 2m}, sync: {coldWriteInterval: 90s}}`, true},
 	{"coldWriteInterval 2m window 90s", `{limit: {window: 90s}, sync: {coldWriteInterval: 2m}}`, false},
 	{"coldWriteInterval 5m with rules (each rule's window caps it)", "{sync: {coldWriteInterval: 5m}, rules: [{name: all, key: 'json:team_id', limits: ['1h:10']}]}", true},
+	// GATE_REDIS_KEY_TTL: 0, or a duration of at most 8784h (366 days).
+	{"keyTTL 8784h", `redis: {keyTTL: 8784h}`, true},
+	{"keyTTL 8785h", `redis: {keyTTL: 8785h}`, false},
+	{"keyTTL 8784h0.5s", `redis: {keyTTL: 8784h0.5s}`, false},
+	// GATE_FORCE_OVERFLOW: each team once.
+	{"forceOverflow distinct", `routing: {forceOverflow: [a, b]}`, true},
+	{"forceOverflow a team twice", `routing: {forceOverflow: [a, b, a]}`, false},
 	// GATE_THRESHOLD_MODE adaptive: a window that divides an hour.
 	{"adaptive window 20m", `limit: {window: 20m, thresholdMode: adaptive}`, true},
 	{"adaptive window 7m", `limit: {window: 7m, thresholdMode: adaptive}`, false},

@@ -1351,6 +1351,26 @@ func TestLimitsFirstIsPrimary(t *testing.T) {
 	}
 }
 
+// With GATE_LIMITS, GATE_WINDOW must be unset: an error measured against the primary
+// window names GATE_LIMITS's first window, which the operator set, not GATE_WINDOW (its
+// default 60s), which setting would only be refused.
+func TestLimitsErrorsNameTheirWindow(t *testing.T) {
+	t.Parallel()
+	for _, env := range []map[string]string{
+		{"GATE_LIMITS": "1h:10", "GATE_TICK_INTERVAL": "2h", "GATE_SYNC_INTERVAL": "2h"},
+		{"GATE_LIMITS": "7m:10,1h:100", "GATE_THRESHOLD_MODE": "adaptive"},
+		{"GATE_LIMITS": "1h:10", "GATE_THRESHOLD_MODE": "adaptive", "GATE_ADAPTIVE_HALF_LIFE": "30m", "GATE_ADAPTIVE_MIN_HISTORY": "30m", "GATE_ADAPTIVE_MAX_SPIKE": "2h"},
+	} {
+		_, err := loadMap(env)
+		if err == nil {
+			t.Fatalf("%v loaded without error", env)
+		}
+		if msg := err.Error(); strings.Contains(msg, "GATE_WINDOW") || !strings.Contains(msg, "GATE_LIMITS's first window") {
+			t.Errorf("%v: error %q\nwant it to name GATE_LIMITS's first window, not GATE_WINDOW", env, msg)
+		}
+	}
+}
+
 // The gate without rules names GATE_COST's unit in its keys as a bytes rule does: events
 // keep {prefix} and {prefix}:w{seconds}, as ever; bytes are under {prefix}/bytes, so a
 // gate restarted with another cost reads none of the other unit's counts.

@@ -49,6 +49,13 @@ type Limiter struct {
 	MaxEventAge       time.Duration `envconfig:"MAX_EVENT_AGE" default:"15m" desc:"With GATE_CLOCK=event, the oldest a record's time may be: an older one is counted and judged as if it were this old, and one more than 5s ahead of the gate's clock as if it were now, both counted in gate_limiter_event_time_clamped_total (default 15m); longer lets a longer backlog replay in its own windows, for more Redis memory (each window's counts are kept this much longer); at most 8784h (366 days)."`
 }
 
+// The primary window as errors name it: GATE_WINDOW, or GATE_LIMITS's first pair's,
+// GATE_WINDOW being unset beside it.
+const (
+	windowVar    = envPrefix + "_WINDOW"
+	limitsWindow = envPrefix + "_LIMITS's first window"
+)
+
 // LimitConfig maps Config to the limiter's settings. Every field is set explicitly, so
 // none falls back to a library default the operator did not see in `gate env`.
 func (c Limiter) LimitConfig() limit.Config {
@@ -152,8 +159,8 @@ func (c Limiter) divertRelease() float64 {
 }
 
 // validate checks the limiter's variables' values, each on its own, and what adaptive
-// mode needs of them.
-func (c Limiter) validate(bad report) {
+// mode needs of them; window names the primary window (Config.validate).
+func (c Limiter) validate(bad report, window string) {
 	if c.Window < time.Millisecond {
 		bad("WINDOW", "a duration of at least 1ms such as 60s")
 	} else if c.Window > rules.MaxWindow {
@@ -183,7 +190,7 @@ func (c Limiter) validate(bad report) {
 	if c.DivertRelease <= 0 || c.DivertRelease > 1 {
 		bad("DIVERT_RELEASE", "a share above 0 and at most 1 such as 0.8")
 	}
-	c.validateAdaptive(bad)
+	c.validateAdaptive(bad, window)
 	// A rules file's windows are its rules' (GATE_WINDOW unset): each rule's limit takes
 	// the interval capped at its own window (RuleLimitConfigs).
 	if c.ColdWriteInterval < 0 || c.RulesFile == "" && c.windowOK() && c.ColdWriteInterval > c.Window {
@@ -229,7 +236,7 @@ func (c Limiter) windowOK() bool {
 
 // validateAdaptive checks the GATE_ADAPTIVE_* values, whatever the mode (a bad value is
 // bad before it is used), and what adaptive mode needs of the rest.
-func (c Limiter) validateAdaptive(bad report) {
+func (c Limiter) validateAdaptive(bad report, window string) {
 	if !(c.AdaptiveFactor > spike.DefaultClip) || c.AdaptiveFactor > 1000 {
 		bad("ADAPTIVE_FACTOR", "a number above 1.5 and at most 1000 such as 4")
 	}
@@ -241,7 +248,10 @@ func (c Limiter) validateAdaptive(bad report) {
 	}
 	// In static mode the learner runs on adaptive rules only, whose windows divide an
 	// hour: a static GATE_WINDOW over an hour does not make these values bad.
-	w, name, two := c.Window, "GATE_WINDOW", "two GATE_WINDOWs"
+	w, name, two := c.Window, window, "two GATE_WINDOWs"
+	if window != windowVar {
+		two = "twice " + window
+	}
 	if c.ThresholdMode != adaptiveMode && w > time.Hour {
 		w, name, two = time.Hour, "an adaptive rule's longest window", "two hours"
 	}
@@ -252,7 +262,7 @@ func (c Limiter) validateAdaptive(bad report) {
 	}
 	switch {
 	case ok && (c.Window > time.Hour || time.Hour%c.Window != 0): // a bad window is its own problem
-		bad("THRESHOLD_MODE", fmt.Sprintf("static unless GATE_WINDOW (%s) divides an hour, such as 60s (adaptive learns per hour of the day)", c.Window))
+		bad("THRESHOLD_MODE", fmt.Sprintf("static unless %s (%s) divides an hour, such as 60s (adaptive learns per hour of the day)", window, c.Window))
 	case c.Clock.Clock == limit.EventClock:
 		bad("THRESHOLD_MODE", "static with GATE_CLOCK=event (learned thresholds are kept under the wall clock only)")
 	}

@@ -77,6 +77,7 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 	// GATE_LIMITS, when set, is every limit: its first is the primary, in place of
 	// GATE_WINDOW and GATE_THRESHOLD (setting those too would leave two primaries). Only
 	// the environment tells a value set from a default, so this rule is Load's.
+	window := windowVar
 	if len(c.Limits) > 0 {
 		if strings.TrimSpace(getenv(envPrefix+"_WINDOW")) != "" || strings.TrimSpace(getenv(envPrefix+"_THRESHOLD")) != "" {
 			p.add(&varError{Key: envPrefix + "_LIMITS", Value: raw[envPrefix+"_LIMITS"],
@@ -85,6 +86,7 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 		} else {
 			c.Window, c.Threshold = c.Limits[0].Window, c.Limits[0].Threshold
 			c.Limits = c.Limits[1:]
+			window = limitsWindow // GATE_WINDOW is unset: a message naming it would send the operator to set it
 		}
 	}
 	// With a rules file each rule says its own key, limits, mode, cost, threshold mode and
@@ -105,7 +107,7 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 	}
 	// A value that failed holds a zero, not the operator's value: it is not reported
 	// again, and the rules between values wait until every value reads.
-	for _, e := range c.validate(len(failed) == 0) {
+	for _, e := range c.validate(len(failed) == 0, window) {
 		if ve, ok := e.(*varError); ok && !failed[ve.Key] {
 			ve.Value = raw[ve.Key] // as the operator wrote it
 			p.add(ve)

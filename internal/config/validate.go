@@ -17,7 +17,7 @@ import (
 // enums), that package's function decides and Validate only words the message. The rules
 // between values run once every value is sane. The error is a Problems.
 func (c Config) Validate() error {
-	if p := c.validate(true); len(p) > 0 {
+	if p := c.validate(true, windowVar); len(p) > 0 {
 		return p
 	}
 	return nil
@@ -26,14 +26,16 @@ func (c Config) Validate() error {
 // validate is Validate, the rules between values only if between. Each part of Config
 // checks its own values, then, once every value is sane, the rules between them; the rules
 // between the values of several parts are here. Problems are reported in the calls' order.
-func (c Config) validate(between bool) Problems {
+// window names GATE_WINDOW's value in the messages: windowVar, or limitsWindow when it is
+// GATE_LIMITS's first pair's.
+func (c Config) validate(between bool, window string) Problems {
 	var p Problems
 	bad := report(func(key, want string) {
 		key = envPrefix + "_" + key
 		p.add(&varError{Key: key, Value: c.shown(key), Want: want})
 	})
 
-	c.Limiter.validate(bad)
+	c.Limiter.validate(bad, window)
 	c.Redis.validate(bad)
 	c.Kafka.validate(bad)
 	c.Process.validate(bad)
@@ -54,12 +56,12 @@ func (c Config) validate(between bool) Problems {
 	// rules file's windows are its rules' (GATE_WINDOW unset): the rules check each one
 	// against the tick.
 	if c.RulesFile == "" && c.TickInterval >= c.Window {
-		bad("TICK_INTERVAL", fmt.Sprintf("a duration shorter than GATE_WINDOW (%s)", c.Window))
+		bad("TICK_INTERVAL", fmt.Sprintf("a duration shorter than %s (%s)", window, c.Window))
 	}
 	// Each further limit needs its own epochs, and a tick per epoch at least.
 	for _, e := range c.Limits {
 		if e.Window == c.Window {
-			bad("LIMITS", fmt.Sprintf("windows other than GATE_WINDOW (%s): each limit needs its own", c.Window))
+			bad("LIMITS", fmt.Sprintf("windows other than %s (%s): each limit needs its own", window, c.Window))
 			break
 		}
 		if e.Window <= c.TickInterval {

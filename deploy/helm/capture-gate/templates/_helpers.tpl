@@ -648,6 +648,10 @@ alone at start. The password may come from envFrom or extraEnv, which the chart 
 {{- end }}
 - name: GATE_REDIS_PREFIX
   value: {{ default (include "capture-gate.fullname" .) $v.redis.prefix | quote }}
+{{- /* The gate adds a margin to the expiry, so it takes at most a year, the longest window. */}}
+{{- if gt (include "capture-gate.nanoseconds" $v.redis.keyTTL | int64) (mul 8784 3600 1000000000) }}
+{{- fail (printf "capture-gate: redis.keyTTL (%s) must be at most 8784h (366 days)" $v.redis.keyTTL) }}
+{{- end }}
 - name: GATE_REDIS_KEY_TTL
   value: {{ $v.redis.keyTTL | quote }}
 - name: GATE_REDIS_READ_TIMEOUT
