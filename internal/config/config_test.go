@@ -317,6 +317,13 @@ func TestLoadConfigValid(t *testing.T) {
 				t.Errorf("limit overrides %v", got)
 			}
 		}},
+		// A key holding '=' (a base64 id's padding) is one the gate builds and gate overrides
+		// set takes: its limit is after the last '=', a limit holding none.
+		{"override of a key holding =", map[string]string{"GATE_OVERRIDES": "dGVhbQ===5000,a=b=7"}, func(t *testing.T, c Config) {
+			if want := (overrideList{"dGVhbQ==": 5000, "a=b": 7}); !maps.Equal(c.Overrides, want) {
+				t.Errorf("overrides %v, want %v", c.Overrides, want)
+			}
+		}},
 		{"override at the maximum", map[string]string{"GATE_OVERRIDES": "big=" + strconv.FormatInt(limit.MaxThreshold, 10)}, func(t *testing.T, c Config) {
 			if c.Overrides["big"] != limit.MaxThreshold {
 				t.Errorf("overrides %v", c.Overrides)
@@ -1338,8 +1345,8 @@ func TestLimitsFirstIsPrimary(t *testing.T) {
 	if c.Window != time.Minute || c.Threshold != 1000 || len(c.Limits) != 1 || c.Limits[0].Window != time.Hour || c.Limits[0].Threshold != 20000 {
 		t.Errorf("window %s threshold %d limits %+v", c.Window, c.Threshold, c.Limits)
 	}
-	if got := c.LimitFactor(0); got != 20 {
-		t.Errorf("the hour limit scales overrides by %v, want 20", got)
+	if got := c.ExtraLimitConfigs()[0].Overrides["a"]; got != 200 {
+		t.Errorf("the hour limit's override of a %d, want 200 (10 × 20)", got)
 	}
 	if got := c.LimitKeyPrefix(0); got != "gate:w3600" {
 		t.Errorf("the hour limit's key prefix %q", got)
@@ -1664,6 +1671,20 @@ func TestBadWindowReportedAlone(t *testing.T) {
 // give team1 200000 (the primary's threshold, GATE_LIMITS' first, is what an override
 // is a factor of). The formula, taken with the value it names, must give what the gates
 // build.
+// A further limit's override is override × its threshold / the primary's, rounded: a
+// product at a half rounds up, as the float factor 2.3 (a hair under it) did not.
+func TestFurtherLimitOverrideRoundsExactly(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(map[string]string{"GATE_LIMITS": "1m:1000,1h:2300", "GATE_OVERRIDES": "a=25,b=15,c=1000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"a": 58, "b": 35, "c": 2300} // 57.5, 34.5, 2300
+	if got := c.ExtraLimitConfigs()[0].Overrides; !maps.Equal(got, want) {
+		t.Errorf("the hour limit's overrides %v, want %v", got, want)
+	}
+}
+
 func TestDesignStatesHowOverridesScale(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"GATE_LIMITS": "1m:5000,1h:100000", "GATE_OVERRIDES": "team1=10000"}

@@ -27,12 +27,14 @@ func (o *overrideList) Decode(text string) error {
 		if entry == "" {
 			return fmt.Errorf("entry %d is empty", i+1)
 		}
-		team, lim, ok := strings.Cut(entry, "=")
-		team, lim = strings.TrimSpace(team), strings.TrimSpace(lim)
-		switch {
-		case !ok:
+		// The limit is after the last '=': a limit holds none, a team may (a base64 id's
+		// padding), as the keys the gate builds and gate overrides set takes do.
+		eq := strings.LastIndexByte(entry, '=')
+		if eq < 0 {
 			return fmt.Errorf("entry %q has no '='", entry)
-		case team == "":
+		}
+		team, lim := strings.TrimSpace(entry[:eq]), strings.TrimSpace(entry[eq+1:])
+		if team == "" {
 			return fmt.Errorf("entry %q has no team", entry)
 		}
 		if _, dup := m[team]; dup {

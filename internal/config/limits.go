@@ -102,13 +102,14 @@ func (c Config) OverridesConfig() overrides.Config {
 // ExtraLimitConfigs returns one limiter configuration per GATE_LIMITS entry: the primary's
 // settings with the entry's window and threshold, and the overrides scaled by
 // threshold / the primary's threshold (GATE_LIMITS' first, which Load puts in Threshold:
-// GATE_THRESHOLD itself is unset beside GATE_LIMITS).
+// GATE_THRESHOLD itself is unset beside GATE_LIMITS), as the live ones are
+// (overrides.Extra{Threshold: that threshold, Primary: Threshold}).
 func (c Limiter) ExtraLimitConfigs() []limit.Config {
 	out := make([]limit.Config, len(c.Limits))
 	for i, e := range c.Limits {
 		lc := c.LimitConfig()
 		lc.Window, lc.Threshold = e.Window, e.Threshold
-		lc.Overrides = overrides.Scale(lc.Overrides, c.LimitFactor(i))
+		lc.Overrides = overrides.Scale(lc.Overrides, e.Threshold, c.Threshold)
 		// At most its window, as a rule's further limit's (RuleLimitConfigs).
 		lc.ColdWriteInterval = min(lc.ColdWriteInterval, e.Window)
 		if lc.DivertHold == 0 {
@@ -120,12 +121,6 @@ func (c Limiter) ExtraLimitConfigs() []limit.Config {
 		out[i] = lc
 	}
 	return out
-}
-
-// LimitFactor is GATE_LIMITS entry i's threshold over GATE_THRESHOLD: what an override
-// is multiplied by in that limit.
-func (c Limiter) LimitFactor(i int) float64 {
-	return float64(c.Limits[i].Threshold) / float64(c.Threshold)
 }
 
 // PrimaryKeyPrefix is the Redis key prefix of the gate without rules' primary limit:

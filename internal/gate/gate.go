@@ -251,7 +251,7 @@ func (g *Gate) limiters(cfg config.Config) error {
 func (g *Gate) overridesAndRouter(cfg config.Config, client redis.UniversalClient, log *slog.Logger) error {
 	var ovrExtra []overrides.Extra
 	for i, l := range g.Extra {
-		ovrExtra = append(ovrExtra, overrides.Extra{Lim: l, Factor: cfg.LimitFactor(i)})
+		ovrExtra = append(ovrExtra, overrides.Extra{Lim: l, Threshold: cfg.Limits[i].Threshold, Primary: cfg.Threshold})
 	}
 	ocfg := cfg.OverridesConfig()
 	ocfg.Extra = ovrExtra

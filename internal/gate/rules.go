@@ -120,7 +120,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 		ocfg.Key = overrides.Key(cfg.RulePrefix(r.Name)) // kept whatever else of the rule changes
 		ocfg.Base = nil
 		for j, l := range rl.Lims[1:] {
-			ocfg.Extra = append(ocfg.Extra, overrides.Extra{Lim: l, Factor: float64(r.Limits[j+1].Threshold) / float64(r.Limits[0].Threshold)})
+			ocfg.Extra = append(ocfg.Extra, overrides.Extra{Lim: l, Threshold: r.Limits[j+1].Threshold, Primary: r.Limits[0].Threshold})
 		}
 		reg := prometheus.WrapRegistererWith(prometheus.Labels{"rule": r.Name}, gen.reg)
 		ref, err := overrides.New(ocfg, rl.Lims[0], g.instances[0], reg, g.log.With("component", "overrides", "rule", r.Name))

@@ -57,7 +57,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
+	"math/bits"
 	"strconv"
 	"sync"
 	"time"
@@ -127,22 +127,39 @@ type Config struct {
 }
 
 // Extra is a further limiter and the factor its overrides are the primary's times: its
-// default threshold over the primary's.
+// default threshold over the primary's, Threshold / Primary.
 type Extra struct {
-	Lim    *limit.Limiter
-	Factor float64
+	Lim                *limit.Limiter
+	Threshold, Primary int64
 }
 
-// Scale returns m's thresholds times f, rounded, clamped to 1..limit.MaxThreshold.
-func Scale(m map[string]int64, f float64) map[string]int64 {
+// Scale returns m's thresholds times thr / primary (a further limit's threshold over the
+// primary's), rounded half up, clamped to 1..limit.MaxThreshold. thr and primary must be
+// at least 1.
+func Scale(m map[string]int64, thr, primary int64) map[string]int64 {
 	if m == nil {
 		return nil
 	}
 	out := make(map[string]int64, len(m))
 	for team, t := range m {
-		out[team] = int64(min(max(math.Round(float64(t)*f), 1), limit.MaxThreshold))
+		out[team] = scale(t, thr, primary)
 	}
 	return out
+}
+
+// scale is t × thr / primary rounded half up: (2·t·thr + primary) / (2·primary), in 128
+// bits (each is up to 2^43). In integers, not times a float factor: 2300/1000 is a hair
+// under 2.3 as a float, and 25 × it rounded 57.5 down to 57.
+func scale(t, thr, primary int64) int64 {
+	hi, lo := bits.Mul64(uint64(t), 2*uint64(thr))
+	lo, carry := bits.Add64(lo, uint64(primary), 0)
+	hi += carry
+	d := 2 * uint64(primary)
+	if hi >= d {
+		return limit.MaxThreshold // a quotient past 64 bits
+	}
+	q, _ := bits.Div64(hi, lo, d)
+	return int64(min(max(q, 1), limit.MaxThreshold))
 }
 
 // Refresher reads the live overrides and applies them to a limiter.
@@ -200,6 +217,11 @@ func New(cfg Config, lim *limit.Limiter, client redis.UniversalClient, reg prome
 	}
 	if cfg.Interval < 0 || cfg.Timeout < 0 || cfg.MaxEntries < 0 {
 		return nil, errors.New("overrides: negative interval, timeout or maximum")
+	}
+	for _, e := range cfg.Extra {
+		if e.Threshold < 1 || e.Primary < 1 {
+			return nil, fmt.Errorf("overrides: further limit's thresholds %d / %d: want both at least 1", e.Threshold, e.Primary)
+		}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -384,7 +406,7 @@ func (r *Refresher) apply(live map[string]int64) (map[string]int64, error) {
 	}
 	for _, e := range r.cfg.Extra {
 		// Cannot fail: Scale keeps every threshold in range.
-		if err := e.Lim.SetOverrides(Scale(merged, e.Factor)); err != nil {
+		if err := e.Lim.SetOverrides(Scale(merged, e.Threshold, e.Primary)); err != nil {
 			return nil, fmt.Errorf("applying %s to the %s limit: %w", r.cfg.Key, e.Lim.Config().Window, err)
 		}
 	}

@@ -197,7 +197,7 @@ func TestRefreshScalesExtraLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hour, err := limit.New(limit.Config{Window: time.Hour, Threshold: 20000, Overrides: Scale(base, 20)}, nil, nil)
+	hour, err := limit.New(limit.Config{Window: time.Hour, Threshold: 20000, Overrides: Scale(base, 20000, 1000)}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,24 +205,46 @@ func TestRefreshScalesExtraLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{Key: key, Base: base, Timeout: 300 * time.Millisecond, Extra: []Extra{{hour, 20}, {tiny, 0.01}}}, lim, srv.Client(t), nil, nil)
+	// 2300 over 1000: a float factor, a hair under 2.3, rounded 25 × it (57.5) down.
+	day, err := limit.New(limit.Config{Window: 24 * time.Hour, Threshold: 2300, Overrides: Scale(base, 2300, 1000)}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Key: key, Base: base, Timeout: 300 * time.Millisecond, Extra: []Extra{{hour, 20000, 1000}, {tiny, 10, 1000}, {day, 2300, 1000}}}, lim, srv.Client(t), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := Set(ctx, srv.Client(t), key, "b", 250, time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	if err := Set(ctx, srv.Client(t), key, "c", 25, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := hour.Overrides(), map[string]int64{"a": 200, "b": 5000}; !maps.Equal(got, want) {
+	if got, want := hour.Overrides(), map[string]int64{"a": 200, "b": 5000, "c": 500}; !maps.Equal(got, want) {
 		t.Errorf("hour overrides %v, want %v", got, want)
 	}
-	if got, want := tiny.Overrides(), map[string]int64{"a": 1, "b": 3}; !maps.Equal(got, want) { // 0.1 → 1 (at least 1), 2.5 → 3
+	if got, want := tiny.Overrides(), map[string]int64{"a": 1, "b": 3, "c": 1}; !maps.Equal(got, want) { // 0.1 → 1 (at least 1), 2.5 → 3, 0.25 → 1
 		t.Errorf("second overrides %v, want %v", got, want)
 	}
-	if got := Scale(map[string]int64{"x": limit.MaxThreshold}, 2)["x"]; got != limit.MaxThreshold {
-		t.Errorf("Scale past the maximum = %d", got)
+	if got, want := day.Overrides(), map[string]int64{"a": 23, "b": 575, "c": 58}; !maps.Equal(got, want) { // 57.5 → 58
+		t.Errorf("day overrides %v, want %v", got, want)
+	}
+	for _, tc := range []struct{ t, thr, primary, want int64 }{
+		{limit.MaxThreshold, 2, 1, limit.MaxThreshold},                                   // past the maximum
+		{limit.MaxThreshold, limit.MaxThreshold, 1, limit.MaxThreshold},                  // past 64 bits
+		{limit.MaxThreshold, limit.MaxThreshold, limit.MaxThreshold, limit.MaxThreshold}, // × 1
+		{1, 1, limit.MaxThreshold, 1},                                                    // at least 1
+		{limit.MaxThreshold, 1, limit.MaxThreshold, 1},
+		{limit.MaxThreshold, 3, 2, limit.MaxThreshold},
+		{limit.MaxThreshold - 1, 1, 2, limit.MaxThreshold / 2}, // (2^43 − 2) / 2
+		{limit.MaxThreshold, 1, 2, limit.MaxThreshold/2 + 1},   // (2^43 − 1) / 2 = … .5, up
+	} {
+		if got := Scale(map[string]int64{"x": tc.t}, tc.thr, tc.primary)["x"]; got != tc.want {
+			t.Errorf("Scale(%d, %d / %d) = %d, want %d", tc.t, tc.thr, tc.primary, got, tc.want)
+		}
 	}
 }
 
