@@ -374,7 +374,7 @@ func parseOffsets(cmd, v string) ([]replay.PartitionRange, error) {
 		return &cli.UsageError{Msg: fmt.Sprintf("%s: -offsets %q: want P:A-B (partition P, offsets A to B−1), comma separated; %q is not", cmd, v, part)}
 	}
 	var out []replay.PartitionRange
-	seen := map[int32]bool{}
+	seen := map[int32]string{} // partition → its range as given
 	for part := range strings.SplitSeq(v, ",") {
 		p, ab, ok := strings.Cut(part, ":")
 		a, b, ok2 := strings.Cut(ab, "-")
@@ -384,10 +384,18 @@ func parseOffsets(cmd, v string) ([]replay.PartitionRange, error) {
 		pn, err1 := strconv.ParseInt(p, 10, 32)
 		an, err2 := strconv.ParseInt(a, 10, 64)
 		bn, err3 := strconv.ParseInt(b, 10, 64)
-		if errors.Join(err1, err2, err3) != nil || pn < 0 || an < 0 || bn < an || seen[int32(pn)] {
+		if errors.Join(err1, err2, err3) != nil || pn < 0 || an < 0 {
 			return nil, bad(part)
 		}
-		seen[int32(pn)] = true
+		// Well-formed, but not a range the read can take: said for what it is, not as a
+		// range that is not P:A-B.
+		if bn < an {
+			return nil, &cli.UsageError{Msg: fmt.Sprintf("%s: -offsets %q: %s ends before it starts: want P:A-B with A at most B (partition P, offsets A to B−1)", cmd, v, part)}
+		}
+		if prev, ok := seen[int32(pn)]; ok {
+			return nil, &cli.UsageError{Msg: fmt.Sprintf("%s: -offsets %q: partition %d is given twice (%s and %s): one range a partition", cmd, v, pn, prev, part)}
+		}
+		seen[int32(pn)] = part
 		out = append(out, replay.PartitionRange{Partition: int32(pn), Start: an, End: bn})
 	}
 	return out, nil

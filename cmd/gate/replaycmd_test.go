@@ -122,6 +122,10 @@ func TestReplayCommandRefusesBadFlags(t *testing.T) {
 		{[]string{"-from", "1h", "-to", "2h"}, "-to 2h (2026-03-14T13:09:26Z) is not after -from 1h (2026-03-14T14:09:26Z)"},
 		{[]string{"-offsets", "0:5"}, "want P:A-B"},
 		{[]string{"-offsets", "0:9-5"}, "want P:A-B"},
+		// Well-formed ranges the replay cannot take are said for what they are, not as
+		// ranges that are not P:A-B.
+		{[]string{"-offsets", "0:9-5"}, "0:9-5 ends before it starts"},
+		{[]string{"-offsets", "0:1-2,1:0-9,0:3-4"}, "partition 0 is given twice (0:1-2 and 0:3-4): one range a partition"},
 		{[]string{"-offsets", "0:1-5", "-from", "1h"}, "-offsets replaces -from and -to"},
 		{[]string{"-top", "0"}, "-top 0"},
 		{[]string{"-workers", "-2"}, "-workers -2"},

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/outcome"
 
 	"bytes"
@@ -169,7 +170,7 @@ func newSVGChart(k *KeyReport) *svgChart {
 	next := func(i int) bool { return i+1 < len(pts) && pts[i+1].Minute.Sub(pts[i].Minute) == time.Minute }
 
 	c := &svgChart{
-		Title: ruleName(k.Rule) + " · " + k.Key + ": level and threshold per minute",
+		Title: ruleName(k.Rule) + " · " + cli.Shown(k.Key) + ": level and threshold per minute",
 		W:     chartW, H: chartH,
 		X0: f1(chartPadL), X1: f1(chartPadL + plotW), Y0: f1(chartPadT), Y1: f1(chartPadT + plotH),
 		YMid: f1(y(ymax / 2)), YMaxLabel: fmtNum(ymax), YMidLabel: fmtNum(ymax / 2),
@@ -294,6 +295,10 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		return fmt.Sprint(v)
 	},
 	"rule": ruleName,
+	// A key or team is whatever bytes an event carried: one that is not plain printable
+	// text is shown quoted, as the text report shows it, not as the browser would (invalid
+	// UTF-8 and a NUL as �, control characters as nothing: distinct keys alike).
+	"key": cli.Shown,
 	"minute": func(t time.Time) string {
 		return fmtTime(t, "2006-01-02 15:04")
 	},
@@ -388,7 +393,7 @@ svg.chart text { font-family: system-ui, sans-serif; font-size: 12px; fill: #333
 <table>
 <tr><th class="l">rule</th><th class="l">key</th><th>limited</th><th>tagged</th><th>shadow over</th><th class="l">first limited</th><th class="l">last limited</th><th>peak ratio</th></tr>
 {{- range .Keys}}
-<tr><td class="l">{{rule .Rule}}</td><td class="l"><code>{{.Key}}</code></td><td>{{num .Limited}}</td><td>{{num .Tagged}}</td><td>{{num .ShadowOver}}</td><td class="l">{{minute .FirstLimited}}</td><td class="l">{{minute .LastLimited}}</td><td>{{ratio .PeakRatio}}</td></tr>
+<tr><td class="l">{{rule .Rule}}</td><td class="l"><code>{{key .Key}}</code></td><td>{{num .Limited}}</td><td>{{num .Tagged}}</td><td>{{num .ShadowOver}}</td><td class="l">{{minute .FirstLimited}}</td><td class="l">{{minute .LastLimited}}</td><td>{{ratio .PeakRatio}}</td></tr>
 {{- end}}
 </table>
 {{- else}}
@@ -400,7 +405,7 @@ svg.chart text { font-family: system-ui, sans-serif; font-size: 12px; fill: #333
 <p class="muted">Charts for the first {{len .Charts}} keys; {{num .ChartMore}} more are in the table only.</p>
 {{- end}}
 {{- range .Charts}}
-<h4>{{rule .Key.Rule}} · <code>{{.Key.Key}}</code></h4>
+<h4>{{rule .Key.Rule}} · <code>{{key .Key.Key}}</code></h4>
 {{- with .SVG}}
 {{template "chart" .}}
 {{- else}}
@@ -415,7 +420,7 @@ svg.chart text { font-family: system-ui, sans-serif; font-size: 12px; fill: #333
 <table>
 <tr><th class="l">team</th><th>limited under {{.NameA}}</th><th>under {{.NameB}}</th><th>change</th></tr>
 {{- range .DiffRows}}
-<tr><td class="l"><code>{{.Team}}</code></td><td>{{num .A}}</td><td>{{num .B}}</td><td>{{signed .Change}}</td></tr>
+<tr><td class="l"><code>{{key .Team}}</code></td><td>{{num .A}}</td><td>{{num .B}}</td><td>{{signed .Change}}</td></tr>
 {{- end}}
 </table>
 {{- if .DiffMore}}

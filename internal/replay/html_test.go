@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // htmlSampleReport is a report as a replay comparing two candidates could write: keys
@@ -339,5 +340,39 @@ rules:
 	}
 	if len(ch.Levels) > 0 || len(ch.Dots) > 0 {
 		t.Errorf("a level drawn for a key no level was seen of: lines %q, dots %v (series %+v)", ch.Levels, ch.Dots, steady.Series)
+	}
+}
+
+// A key is whatever bytes an event carried (a binary record key, a header): the page
+// shows one that is not plain printable text quoted, as the text report does
+// (TestWriteTextQuotesOddKeys). As they were, "t\xff", "t\xfe" and "t\x00" all read
+// "t�" (the browser's replacement character), and "t\x1b" as "t": three keys the page
+// called the same, none of them one a user could look up or override.
+func TestWriteHTMLQuotesOddKeys(t *testing.T) {
+	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	odd := map[string]string{ // key → as the page must show it, HTML-escaped
+		"t\xff":        `&#34;t\xff&#34;`,
+		"t\xfe":        `&#34;t\xfe&#34;`,
+		"t\x00":        `&#34;t\x00&#34;`,
+		"t\x1b[31m":    `&#34;t\x1b[31m&#34;`,
+		`"quoted"`:     `&#34;\&#34;quoted\&#34;&#34;`,
+		"team-b:<svc>": "team-b:&lt;svc&gt;", // plain text: as it is
+	}
+	r := &Report{Topic: "events", From: at, To: at.Add(time.Hour), Records: 10,
+		Candidates: []CandidateReport{{Name: "a", KeysAffected: len(odd)}, {Name: "b"}}}
+	for k := range odd {
+		r.Candidates[0].Keys = append(r.Candidates[0].Keys, KeyReport{Rule: "r", Key: k, Team: k, Limited: 1, FirstLimited: at, LastLimited: at,
+			Threshold: 10, PeakRatio: 1.5, Series: []Point{{Minute: at, Level: 15, Threshold: 10, Affected: 1}}})
+		r.Diff = append(r.Diff, TeamDiff{Team: k, A: 1, Change: 1})
+	}
+	page := string(renderHTML(t, r))
+	if !utf8.ValidString(page) || strings.ContainsAny(page, "\x00\x1b\uFFFD") {
+		t.Errorf("the page holds a key's raw bytes (invalid UTF-8, a NUL, an escape)")
+	}
+	for k, want := range odd {
+		// The keys table, the chart's heading and its title, and the diff's team.
+		if n := strings.Count(page, want); n < 4 {
+			t.Errorf("key %q is shown as %s %d times, want 4 (table, chart heading and title, diff)", k, want, n)
+		}
 	}
 }
