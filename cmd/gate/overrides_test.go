@@ -317,7 +317,7 @@ func TestOverridesRunbookCopyRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backup := regexp.MustCompile("`(gate overrides list \\| awk '[^`]*' > overrides\\.txt)`").FindSubmatch(doc)
+	backup := regexp.MustCompile("`(gate overrides list > overrides\\.list && awk '[^`]*' overrides\\.list > overrides\\.txt)`").FindSubmatch(doc)
 	restore := regexp.MustCompile(`(?m)^\s*(while read -r team limit; do .*; done < overrides\.txt)$`).FindSubmatch(doc)
 	if backup == nil || restore == nil {
 		t.Fatalf("docs/operations.md: no copy (%q) or no restore loop (%q)", backup, restore)
@@ -359,6 +359,52 @@ func TestOverridesRunbookCopyRestores(t *testing.T) {
 	}
 }
 
+// TestOverridesRunbookCopyKeepsTheLastOnABadEntry: the runbook's regular copy of the live
+// set (docs/operations.md, Overrides hash lost), run again once the hash holds an entry
+// that is no limit (a hand-written HSET, which the gates refuse the whole set for), keeps
+// the copy it took before. The copy was `gate overrides list | awk ... > overrides.txt`:
+// list failed, awk read nothing, and the copy a restore would need was written over with
+// an empty one, exit status 0.
+func TestOverridesRunbookCopyKeepsTheLastOnABadEntry(t *testing.T) {
+	t.Parallel()
+	bin := gateBinary(t)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("`(gate overrides list[^`]*> overrides\\.txt)`").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/operations.md: no copy of the live set to overrides.txt")
+	}
+	backup := string(m[1])
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	if err := rs.Client(t).HSet(ctx, "gate:overrides", "team-1", "5", "team-2", "6", ".updated", "2026-01-01T00:00:00Z").Err(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	run := func() {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", backup)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GATE_REDIS_URLS=" + rs.URL()}
+		out, _ := cmd.CombinedOutput() // failing is what the bad entry should make it do
+		t.Logf("%s:\n%s", backup, out)
+	}
+	run()
+	first, err := os.ReadFile(filepath.Join(dir, "overrides.txt"))
+	if err != nil || string(first) != "team-1  5\nteam-2  6\n" {
+		t.Fatalf("first copy: %q (%v), want both teams", first, err)
+	}
+	if err := rs.Client(t).HSet(ctx, "gate:overrides", "team-3", "lots").Err(); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	if again, err := os.ReadFile(filepath.Join(dir, "overrides.txt")); err != nil || string(again) != string(first) {
+		t.Errorf("the copy taken with an entry that is no limit in the hash: %q (%v), want the last good copy kept, %q", again, err, first)
+	}
+}
+
 // The runbook's copy and restore (docs/operations.md, Overrides hash lost) on a gate with
 // a rules file, whose every rule has its own hash ({prefix}:rule:{name}:overrides) and
 // whose gate overrides needs -rule: the copy of rule $RULE's hash, written back with the
@@ -394,7 +440,7 @@ func TestOverridesRunbookRulesCopyRestores(t *testing.T) {
 		}
 		return got[0]
 	}
-	backup := pick("copy", regexp.MustCompile("`(gate overrides [^`]*list \\| awk '[^`]*' > [^`]*)`"))
+	backup := pick("copy", regexp.MustCompile("`(gate overrides [^`]*list > [^`]* && awk '[^`]*' [^`]* > [^`]*)`"))
 	restore := pick("restore loop", regexp.MustCompile(`(?m)^\s*(while read -r team limit; do .*; done < .*)$`))
 	bulk := pick("redis-cli line", regexp.MustCompile(`(?m)^\s*(awk -v key=.*\| redis-cli -u "\$URL")$`))
 
