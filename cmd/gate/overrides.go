@@ -150,7 +150,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	note := warnNoFleet(ctx, c, cfg.RedisPrefix, stderr)
+	note := warnNoFleet(ctx, c, cfg.RedisPrefix, *rule, key, stderr)
 	if err := overridesDo(ctx, c, cfg, limitOf(cfg, getenv, *rule, r), verb, key, team, lim, clk, stdout); err != nil {
 		// Name the instance tried: a timeout from go-redis names none.
 		return fmt.Errorf("%w (GATE_REDIS_URLS=%s)", err, cfg.RedisURLs)
@@ -354,14 +354,26 @@ func (ol overriddenLimit) fallback(team string) string {
 
 // warnNoFleet warns on w when no gate has run under prefix for tick.LiveTTL: its live
 // key is missing. An override written under a prefix no gate reads changes nothing, and a
-// chart release's gates use the release's name, not the default prefix. It only warns:
-// an override may be set before the fleet starts, and gates older than the live key do
+// chart release's gates use the release's name, not the default prefix. Likewise when the
+// gate that last set the key runs a rules file (tick.LiveValue) and hash, the overrides
+// hash of rule (none: the gate's own), is not one of its rules': run from a shell without
+// GATE_RULES_FILE and without -rule, gate overrides wrote {prefix}:overrides, which no gate
+// with rules reads, and said the gates apply it. It only warns: an override may be set
+// before the fleet starts or its rules file changes, and gates older than the live key do
 // not set it. When the key cannot be read, it returns a note saying so, for the caller to
 // print once its command has worked: when that fails too (Redis is down), its error says
 // why, alone.
-func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix string, w io.Writer) (note string) {
+func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix, rule, hash string, w io.Writer) (note string) {
 	key := tick.LiveKeyFor(prefix)
-	err := c.Get(ctx, key).Err()
+	v, err := c.Get(ctx, key).Result()
+	if rules, withRules := tick.LiveRulesOf(v); err == nil && withRules && !slices.Contains(rules, rule) {
+		what := "names no rule (-rule)"
+		if rule != "" {
+			what = fmt.Sprintf("names rule %q", rule)
+		}
+		_, _ = fmt.Fprintf(w, "warning: the gates with GATE_REDIS_PREFIX=%q run a rules file, of rules %s (as the last to set %s says), and this command %s: "+
+			"no gate reads %s. Set GATE_RULES_FILE to theirs and name the rule with -rule\n", prefix, strings.Join(rules, ", "), key, what, hash)
+	}
 	switch {
 	case errors.Is(err, redis.Nil):
 		_, _ = fmt.Fprintf(w, "warning: no gate has run with GATE_REDIS_PREFIX=%q in the last %s (%s is not set): "+

@@ -19,6 +19,7 @@ import (
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/tick"
 )
 
 // gate overrides warns, before it writes, when no gate runs under its prefix: the live
@@ -47,6 +48,25 @@ func TestOverridesWarnWhenNoGateUsesThePrefix(t *testing.T) {
 	}
 	if _, warn := do("list"); warn != "" {
 		t.Errorf("a fleet under gate, stderr %q, want nothing", warn)
+	}
+	// Its gates run a rules file (the live key says so): the gate's own hash, which
+	// gate overrides writes without -rule (from a shell without GATE_RULES_FILE), and a
+	// rule they do not run are read by none of them; the hash of one of their rules is.
+	if err := rs.Client(t).Set(context.Background(), "gate:live", tick.LiveValue("gate-a", []string{"team", "team-user"}), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		warn string // "": none
+	}{
+		{[]string{"set", "team-a", "5000"}, `run a rules file, of rules team, team-user (as the last to set gate:live says), and this command names no rule (-rule): no gate reads gate:overrides`},
+		{[]string{"-rule", "other", "set", "team-a", "5000"}, `and this command names rule "other": no gate reads gate:rule:other:overrides`},
+		{[]string{"-rule", "team", "set", "team-a", "5000"}, ""},
+		{[]string{"-rule", "team-user", "list"}, ""},
+	} {
+		if _, warn := do(c.args...); c.warn == "" && warn != "" || !strings.Contains(warn, c.warn) {
+			t.Errorf("overrides %v with the gates running rules: stderr %q, want %q", c.args, warn, c.warn)
+		}
 	}
 }
 

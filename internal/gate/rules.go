@@ -104,6 +104,9 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	scfg.Fleet = g.fleet
 	scfg.Unwritten = g.unwritten
 	scfg.Dropped = g.dropped
+	for _, rl := range gen.rules {
+		scfg.LiveRules = append(scfg.LiveRules, rl.Name)
+	}
 	if scfg.Writer != "" && gen.n > 1 {
 		// Each tick writes under a name of its own: two generations' ticks overlap for a
 		// tick, and a writer's batches are numbered in one sequence.

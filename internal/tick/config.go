@@ -64,6 +64,10 @@ type Config struct {
 	// while that one's keys live. Default: 16 random hex digits. The gate passes its host
 	// name and start time.
 	Writer string
+	// LiveRules are, with a rules file, its rules' names: the live key says so
+	// (LiveValue), so that gate overrides can tell an operator who writes a hash the
+	// gates do not read (the gate's own without a rule, a rule they do not run).
+	LiveRules []string
 	// Redirects, when set, is the cluster client's redirect counter, made and watching
 	// the client before this tick (NewRedirects): a gate's successive rule sets' ticks
 	// share it. Nil: the tick makes its own, with its metrics, and watches a cluster

@@ -7,6 +7,7 @@ package tick
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -22,11 +23,35 @@ const LiveTTL = 10 * time.Minute
 // and an override written under the default one would change nothing, silently.
 func LiveKeyFor(prefix string) string { return prefix + ":live" }
 
+// liveRules starts the rules' part of a live key's value.
+const liveRules = " rules="
+
+// LiveValue is what the live key holds: writer, and with a rules file (rules not empty)
+// " rules=" and the rules' names, comma separated (a rule's name holds neither a space
+// nor a comma).
+func LiveValue(writer string, rules []string) string {
+	if len(rules) == 0 {
+		return writer
+	}
+	return writer + liveRules + strings.Join(rules, ",")
+}
+
+// LiveRulesOf reads a live key's value (LiveValue): the rules of the gate that set it,
+// and whether it runs a rules file. A gate older than the rules' part sets its writer
+// alone, read as a gate without rules.
+func LiveRulesOf(v string) (rules []string, withRules bool) {
+	i := strings.Index(v, liveRules)
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Split(v[i+len(liveRules):], ","), true
+}
+
 // markLive sets the live key (checkClock calls it, once a minute). A failure is the
 // tick's to report (the same Redis, the same ACL: SET on the prefix's keys).
 func (t *Ticker) markLive(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
-	_ = t.instances[0].Set(cctx, LiveKeyFor(t.cfg.KeyPrefix), t.cfg.Writer, LiveTTL).Err()
+	_ = t.instances[0].Set(cctx, LiveKeyFor(t.cfg.KeyPrefix), LiveValue(t.cfg.Writer, t.cfg.LiveRules), LiveTTL).Err()
 	t.m.commands.WithLabelValues("set").Inc()
 }
