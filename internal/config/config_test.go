@@ -456,6 +456,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_KAFKA_BROKERS", value: "kafka", want: `entry "kafka" is not host:port`},
 		{key: "GATE_KAFKA_BROKERS", value: "a:9092,,b:9092", want: "entry 2 is empty"},
 		{key: "GATE_KAFKA_BROKERS", value: "a:99999", want: "not host:port"},
+		{key: "GATE_KAFKA_BROKERS", value: "a:+9092", want: "not host:port"},
 		{key: "GATE_INPUT_TOPIC", value: "events in", want: "a Kafka topic name"},
 		{key: "GATE_ACCEPTED_TOPIC", value: "events", want: "the input and the outputs must all differ"},
 		{key: "GATE_OUTCOMES_TOPIC", value: "events_overflow", want: "the input and the outputs must all differ"},
@@ -652,6 +653,9 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_MAX_READS_PER_TICK", value: "-1", want: "at least 1"},
 		{key: "GATE_HTTP_ADDR", value: "8080", want: "host:port"},
 		{key: "GATE_HTTP_ADDR", value: ":http-alt", want: "host:port"},
+		// strconv's signed forms are no port: ":+80" listened on 80 (review).
+		{key: "GATE_HTTP_ADDR", value: ":+80", want: "host:port"},
+		{key: "GATE_HTTP_ADDR", value: ":-0", want: "host:port"},
 		{key: "GATE_LOG_LEVEL", value: "verbose", want: "want debug, info, warn or error"},
 		{key: "GATE_LOG_LEVEL", value: "info+2", want: "want debug, info, warn or error"},
 		{key: "GATE_LOG_FORMAT", value: "xml", want: "want json or text"},

@@ -155,6 +155,11 @@ func durationExample(key string) string {
 }
 
 func validPort(s string) bool {
+	// Digits only: strconv takes "+80" and "-0", which Go's net package then listens on
+	// or dials as ports 80 and 0, forms no operator means and no other tool reads alike.
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return false
+	}
 	n, err := strconv.Atoi(s)
-	return err == nil && n >= 0 && n <= 65535
+	return err == nil && n <= 65535
 }
