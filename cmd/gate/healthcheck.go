@@ -69,12 +69,7 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return fmt.Errorf("healthcheck: %w", err)
 	}
-	// Not http.DefaultClient: its HTTP_PROXY / HTTPS_PROXY, set in many containers for their
-	// way out, would take the check of this gate (a GATE_HTTP_ADDR host other than a
-	// loopback address, or -addr's) to a proxy, which fails it or answers for another.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy, tr.DisableKeepAlives = nil, true
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	resp, err := directClient().Do(req) // never through HTTP_PROXY
 	// The deadline alone reads "context deadline exceeded": say it is -timeout's (the
 	// caller's context still live), as gate team does, and how long it waited.
 	if errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {

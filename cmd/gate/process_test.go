@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capturegate/gate/internal/endpoints"
+	"github.com/capturegate/gate/internal/limit"
 )
 
 // The tests in this file run the built binary as a separate process: what an operator's
@@ -246,5 +247,50 @@ func TestBinaryHealthcheckIgnoresHTTPProxy(t *testing.T) {
 	}
 	if proxy.connected(t) {
 		t.Error("gate healthcheck connected to HTTP_PROXY's proxy")
+	}
+}
+
+// gate team asks the gate at GATE_HTTP_ADDR (or -addr) itself, as gate healthcheck does,
+// never through HTTP_PROXY's proxy: with a host name there, the question went to the
+// proxy, which failed it (exit status 1) or answered for another gate.
+func TestBinaryTeamIgnoresHTTPProxy(t *testing.T) {
+	t.Parallel()
+	name, err := os.Hostname()
+	if err != nil {
+		t.Skipf("no host name: %v", err)
+	}
+	addrs, err := net.LookupHost(name)
+	if err != nil || len(addrs) == 0 {
+		t.Skipf("host name %q does not resolve: %v", name, err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(addrs[0], "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s, %q's address: %v", addrs[0], name, err)
+	}
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		lim.Check("whale", 1)
+	}
+	api := endpoints.NewTeamAPI(endpoints.GateJSON{RedisPrefix: "gate", ConsumerGroup: "gate"}, endpoints.FixedRules(lim))
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: endpoints.NewMux(prometheus.NewRegistry(), nil, api)}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	proxy := listen(t)
+	for _, args := range [][]string{{"team", "whale"}, {"team", "-top", "5"}} {
+		res := runBinary(t, 30*time.Second, map[string]string{
+			"GATE_HTTP_ADDR": net.JoinHostPort(name, port),
+			"HTTP_PROXY":     "http://" + proxy.addr(),
+			"HTTPS_PROXY":    "http://" + proxy.addr(),
+		}, args...)
+		if res.code != 0 || !strings.Contains(res.stdout, "whale") {
+			t.Errorf("gate %s of a gate at %s:%s with HTTP_PROXY set: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), name, port, res.code, res.stdout, res.stderr)
+		}
+		if proxy.connected(t) {
+			t.Errorf("gate %s connected to HTTP_PROXY's proxy", strings.Join(args, " "))
+		}
 	}
 }

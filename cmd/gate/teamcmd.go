@@ -227,7 +227,7 @@ func askGate(ctx context.Context, u string, limit int64) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("asking %s: %w", u, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := directClient().Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("asking the gate at %s: %w", u, err)
 	}
@@ -237,6 +237,16 @@ func askGate(ctx context.Context, u string, limit int64) (int, []byte, error) {
 		return 0, nil, fmt.Errorf("reading the answer from %s: %w", u, err)
 	}
 	return resp.StatusCode, body, nil
+}
+
+// directClient is the client gate team and gate healthcheck ask a gate with. Not
+// http.DefaultClient: its HTTP_PROXY / HTTPS_PROXY, set in many containers for their way
+// out, would take the question to a gate (a GATE_HTTP_ADDR host other than a loopback
+// address, or -addr's) to a proxy, which fails it or answers for another.
+func directClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy, tr.DisableKeepAlives = nil, true
+	return &http.Client{Transport: tr}
 }
 
 // teamTop runs `gate team -top n` against the gate at base: its n teams closest to or
@@ -291,7 +301,7 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 	fmt.Fprintln(tw, "WINDOW\tTHRESHOLD\tLEVEL\tPRESSURE\tTIER\tLIMITED\tUNDER IN")
 	for _, t := range a.Teams {
 		for _, l := range t.Limits {
-			fmt.Fprintf(tw, "%s\t", cli.Shown(t.Team))
+			fmt.Fprintf(tw, "%s\t", shownTeam(t))
 			if byRule {
 				fmt.Fprintf(tw, "%s\t", orDash(l.Rule))
 			}
@@ -302,7 +312,7 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 		// or tag caches none of its keys under the floor): a row of its own, so that no
 		// team the heading counts is missing from the table.
 		for _, r := range t.Rotating {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\trotating\t%v\t-\n", cli.Shown(t.Team), r.Rule, r.OnCardinality == limit.CardinalityOverflow.String())
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\trotating\t%v\t-\n", shownTeam(t), r.Rule, r.OnCardinality == limit.CardinalityOverflow.String())
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -311,12 +321,18 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 	for _, t := range a.Teams {
 		for _, r := range t.Rotating {
 			if _, err := fmt.Fprintf(stdout, "%s: rotating identities under rule %s since %s: about %d distinct keys this window on this gate, more than its max_keys; its keys under the floor take on_cardinality: %s\n",
-				cli.Shown(t.Team), r.Rule, r.Since.UTC().Format(time.RFC3339), r.Keys, r.OnCardinality); err != nil {
+				shownTeam(t), r.Rule, r.Since.UTC().Format(time.RFC3339), r.Keys, r.OnCardinality); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// shownTeam is t's key as gate team shows a key (cli.Shown): from team_quoted when it is
+// not UTF-8, as the JSON's team has each such byte U+FFFD.
+func shownTeam(t endpoints.TeamJSON) string {
+	return cmp.Or(t.TeamQuoted, cli.Shown(t.Team))
 }
 
 // underText is the UNDER IN column of l: how long its level takes to drain under its

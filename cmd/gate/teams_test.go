@@ -362,6 +362,38 @@ func TestTeamCommandOddNamesQuoted(t *testing.T) {
 	}
 }
 
+// gate team -top names a key that is not UTF-8 (a binary record key) as gate team TEAM
+// does, quoted: the JSON's team has each such byte U+FFFD, so "t\xff" and "t\xfe" were
+// two rows both "t\ufffd", neither a key gate team or gate overrides would find.
+func TestTeamTopQuotesKeysThatAreNotUTF8(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 10}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, team := range []string{"t\xff", "t\xfe"} {
+		for range 40 {
+			lim.CheckAt(t0, team, 1)
+		}
+	}
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{}, endpoints.FixedRules(lim))))
+	defer srv.Close()
+	var out strings.Builder
+	if err := teamCmd(t.Context(), []string{"-addr", strings.TrimPrefix(srv.URL, "http://"), "-top", "5"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var teams []string
+	for line := range strings.Lines(out.String()) {
+		if f := strings.Fields(line); len(f) > 1 && f[1] == "1m0s" {
+			teams = append(teams, f[0])
+		}
+	}
+	if want := []string{`"t\xfe"`, `"t\xff"`}; !slices.Equal(teams, want) {
+		t.Errorf("gate team -top: teams %q, want %q\n%s", teams, want, out.String())
+	}
+}
+
 // Under the event clock the view gives no wait until a limited team is under (how soon
 // depends on its partitions' event time, not the wall clock: seconds_until_under is 0);
 // gate team must not print that 0 as "under in 0s" for a team that is over.

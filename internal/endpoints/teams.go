@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jellydator/ttlcache/v3"
 
@@ -95,10 +96,14 @@ func newTopCache() *ttlcache.Cache[int, cachedTop] {
 // key's rows as its rows of that rule, and is Limited under overflow; so does a user key
 // of it that is not cached (its records are checked so), besides its own under_floor row.
 type TeamJSON struct {
-	Gate    *GateJSON   `json:"gate,omitempty"` // GET /v1/teams/{team} only: ?top=N says it once
-	Team    string      `json:"team"`
-	Limited bool        `json:"limited"`
-	Limits  []LimitJSON `json:"limits"`
+	Gate *GateJSON `json:"gate,omitempty"` // GET /v1/teams/{team} only: ?top=N says it once
+	Team string    `json:"team"`
+	// TeamQuoted is Team in Go syntax when it is not UTF-8 (a binary record key), which
+	// JSON cannot hold: encoding/json writes each such byte U+FFFD, so "t\xff" and
+	// "t\xfe" both read "t\ufffd", a key no gate counts.
+	TeamQuoted string      `json:"team_quoted,omitempty"`
+	Limited    bool        `json:"limited"`
+	Limits     []LimitJSON `json:"limits"`
 	// Rotating: the rules under which the team (a key's first field) rotates identities.
 	Rotating []RotatingJSON `json:"rotating,omitempty"`
 }
@@ -173,6 +178,9 @@ func (a *TeamAPI) now() time.Time { return a.rules()[0].Lims[0].Clock().Now() }
 // may have evicted or expired it on its own: then that row is left out.
 func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSON, bool) {
 	v := TeamJSON{Team: key}
+	if !utf8.ValidString(key) {
+		v.TeamQuoted = strconv.Quote(key)
+	}
 	// A rule records a rotating team as its keys' first field, escaped (keypart): team
 	// a:b as a%3Ab. It is asked for by its id (the team rule's key), or by that field
 	// (as the rotation's log line names it).

@@ -3,6 +3,7 @@ package endpoints
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -517,5 +518,44 @@ func TestTeamAPIForcedKeyRankedOver(t *testing.T) {
 	if len(ans.Teams) != 2 || ans.Teams[0].Team != "forced" || !ans.Teams[0].Limited || !ans.Teams[0].Limits[0].Forced ||
 		ans.Teams[1].Team != "busy" || ans.Teams[1].Limited || ans.Teams[1].Limits[0].Forced {
 		t.Errorf("?top=2: %+v", ans.Teams)
+	}
+}
+
+// A key that is not UTF-8 (a binary record key) is named in team_quoted, in Go syntax, by
+// both forms of the view: JSON cannot hold its bytes (team has each U+FFFD), and "t\xff"
+// and "t\xfe" read the same there.
+func TestTeamAPIQuotesKeysThatAreNotUTF8(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, team := range []string{"t\xff", "t\xfe", "plain"} {
+		lim.CheckAt(t0, team, 1)
+	}
+	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, FixedRules(lim)))
+	get := func(path string, v any) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if err := json.Unmarshal(rec.Body.Bytes(), v); rec.Code != http.StatusOK || err != nil {
+			t.Fatalf("GET %s: %d %v\n%s", path, rec.Code, err, rec.Body)
+		}
+	}
+	var one TeamJSON
+	get("/v1/teams/t%FF", &one)
+	if one.TeamQuoted != `"t\xff"` {
+		t.Errorf("/v1/teams/t%%FF: team_quoted %q, want %q", one.TeamQuoted, `"t\xff"`)
+	}
+	var top struct{ Teams []TeamJSON }
+	get("/v1/teams?top=3", &top)
+	quoted := map[string]string{}
+	for _, v := range top.Teams {
+		quoted[v.Team+" "+v.TeamQuoted] = v.TeamQuoted
+	}
+	want := map[string]string{"plain ": "", "t\ufffd \"t\\xfe\"": `"t\xfe"`, "t\ufffd \"t\\xff\"": `"t\xff"`}
+	if !maps.Equal(quoted, want) {
+		t.Errorf("?top=3: team and team_quoted %q, want %q", quoted, want)
 	}
 }
