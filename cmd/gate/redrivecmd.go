@@ -159,7 +159,10 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	defer endProduce()
 	defer context.AfterFunc(ctx, func() { time.AfterFunc(redriveGrace, endProduce) })()
 	var (
-		mu       sync.Mutex
+		mu sync.Mutex
+		// answered waits for every copy's callback: Close fails what the producer still
+		// holds in callbacks that run after it returns, uncounted below without it.
+		answered sync.WaitGroup
 		failed   int
 		firstErr error
 		// failedBy is failed by reason: the line's reasons count what was copied, as its
@@ -213,7 +216,9 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		copied[reason]++
 		if prod != nil {
+			answered.Add(1)
 			prod.Produce(pctx, out, func(_ *kgo.Record, err error) {
+				defer answered.Done()
 				if err != nil {
 					mu.Lock()
 					failed++
@@ -229,6 +234,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		if prod.Flush(pctx) != nil {
 			prod.Close() // what it still holds fails, counted below
 		}
+		answered.Wait()
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -272,13 +278,18 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		read = append(read, fmt.Sprintf("%d:%d-%d", p.Partition, p.Start, p.End))
 	}
 	fmt.Fprintf(stdout, "%s; read offsets %s\n", line, cmp.Or(strings.Join(read, ","), "none"))
-	if rerr != nil {
-		return fmt.Errorf("reading %s (what was read is copied): %w", rng.Topic, rerr)
-	}
 	if failed == 0 && (outside == 0 || o.dryRun) {
+		if rerr != nil {
+			return fmt.Errorf("reading %s (what was read is copied): %w", rng.Topic, rerr)
+		}
 		return nil
 	}
 	var why []error
+	if rerr != nil {
+		// The read stopped (Ctrl-C) or failed: resuming after the offsets printed leaves
+		// behind the dead letters read and not copied, given below.
+		why = append(why, fmt.Errorf("reading %s stopped after the offsets printed: %w", rng.Topic, rerr))
+	}
 	if outside > 0 {
 		letters := "dead letters"
 		if outside == 1 {

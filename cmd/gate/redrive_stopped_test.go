@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// refuseProduce makes the broker answer every produce request, while on, with err for
+// each of its partitions (of any topic: only gate redrive produces once it is set),
+// calling first before each it answers so.
+func refuseProduce(c *kfake.Cluster, err *kerr.Error, first func()) *atomic.Bool {
+	var on atomic.Bool
+	on.Store(true)
+	c.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !on.Load() {
+			return nil, nil, false
+		}
+		first()
+		req := kreq.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, tp := range req.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
+			for _, rp := range tp.Partitions {
+				pr := kmsg.NewProduceResponseTopicPartition()
+				pr.Partition, pr.ErrorCode = rp.Partition, err.Code
+				rt.Partitions = append(rt.Partitions, pr)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	return &on
+}
+
+// produceLetters writes n not_json dead letters to events_dead_letter, each in a batch
+// of its own, their values {0 to {n-1 then 600 x.
+func produceLetters(t *testing.T, cl *kgo.Client, n int) {
+	t.Helper()
+	for i := range n {
+		r := &kgo.Record{Topic: "events_dead_letter", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "{%d %s", i, strings.Repeat("x", 600)),
+			Timestamp: testNow.Add(-time.Hour), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}}
+		if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// notCopied matches gate redrive's error naming the dead letters it did not copy.
+var notCopied = regexp.MustCompile(`(\d+) of (\d+) dead letters not known to be copied.*to copy them again: gate redrive -offsets (\S+)`)
+
+// A redrive stopped (Ctrl-C) while the broker holds its copies back (NOT_ENOUGH_REPLICAS,
+// retried) fails the copies still unsent when its half minute for them ends, and says
+// so: it counted them before the client's callbacks for them had run, and said
+// "re-drove 40 dead letters … (not_json 40)", exit status 0, with none in the input.
+func TestRedriveStoppedCountsTheCopiesItGaveUp(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produceLetters(t, cl, 40)
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	refuseProduce(c, kerr.NotEnoughReplicas, stop)
+	var stdout, stderr bytes.Buffer
+	err = run(ctx, []string{"redrive"}, testHost(env), &stdout, &stderr) // takes redriveGrace
+	t.Logf("gate redrive stopped, the broker taking nothing: %v\n%s", err, stdout.String())
+	if out := stdout.String(); !strings.HasPrefix(out, "re-drove 0 dead letters ") {
+		t.Errorf("gate redrive stopped, the broker taking nothing, said:\n%s", out)
+	}
+	if m := notCopied.FindStringSubmatch(fmt.Sprint(err)); m == nil || m[1] != m[2] {
+		t.Errorf("gate redrive stopped, the broker taking nothing: %v; want every copy named as not copied", err)
+	}
+}
+
+// A redrive stopped (Ctrl-C) as it reads names the copies the broker refused as well as
+// where the read stopped: its error said "reading events_dead_letter (what was read is
+// copied): context canceled", though some were not, and gave no -offsets for them, so
+// the docs' resume (from where the printed offsets end) left them out of the input.
+func TestRedriveStoppedNamesTheRefusedCopies(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 200
+	produceLetters(t, cl, n)
+	env["GATE_KAFKA_FETCH_MAX_BYTES"] = "1024" // a fetch a batch: the read is under way at the stop
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	refusing := refuseProduce(c, kerr.InvalidRecord, func() {})
+	// The stop comes as the read fetches partition 1 from offset 40: partition 0's dead
+	// letters (the merge hands on those of one time by partition) have been handed on,
+	// and their copies refused, by then.
+	c.ControlKey(kmsg.Fetch.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		for _, tp := range kr.(*kmsg.FetchRequest).Topics {
+			for _, p := range tp.Partitions {
+				if p.Partition == 1 && p.FetchOffset >= 40 {
+					stop()
+					return nil, nil, false
+				}
+			}
+		}
+		c.KeepControl()
+		return nil, nil, false
+	})
+	var stdout, stderr bytes.Buffer
+	err = run(ctx, []string{"redrive"}, testHost(env), &stdout, &stderr)
+	t.Logf("gate redrive stopped, the broker refusing: %v\n%s", err, stdout.String())
+	read := regexp.MustCompile(`read offsets (\S+)`).FindStringSubmatch(stdout.String())
+	if read == nil {
+		t.Fatalf("gate redrive stopped printed no offsets:\n%s", stdout.String())
+	}
+	m := notCopied.FindStringSubmatch(fmt.Sprint(err))
+	if m == nil {
+		t.Fatalf("gate redrive stopped, the broker refusing every copy: %v; want the copies refused named, with their -offsets", err)
+	}
+
+	// The docs' resume, from where the printed offsets end, and the error's run.
+	refusing.Store(false)
+	var resume []string
+	for p := range strings.SplitSeq(read[1], ",") {
+		part, ab, _ := strings.Cut(p, ":")
+		_, end, _ := strings.Cut(ab, "-")
+		resume = append(resume, fmt.Sprintf("%s:%s-%d", part, end, n))
+	}
+	for _, offsets := range []string{strings.Join(resume, ","), m[3]} {
+		stdout.Reset()
+		if err := run(t.Context(), []string{"redrive", "-offsets", offsets}, testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("gate redrive -offsets %s: %v\n%s", offsets, err, stderr.String())
+		}
+		t.Logf("gate redrive -offsets %s:\n%s", offsets, stdout.String())
+	}
+	in, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("events"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	got := map[string]int{}
+	for total := 0; total < n; {
+		pctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		fs := in.PollFetches(pctx)
+		waited := pctx.Err() != nil && fs.NumRecords() == 0 // before cancel, which sets it
+		cancel()
+		if waited {
+			break // nothing more within 10 s: the counts below say what is missing
+		}
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v, _, _ := strings.Cut(string(r.Value), " ")
+			got[v]++
+			total++
+		})
+	}
+	for i := range n {
+		if v := fmt.Sprintf("{%d", i); got[v] != 1 {
+			t.Errorf("dead letter %s is in the input %d times after the stopped redrive and the runs it asks for, want 1", v, got[v])
+		}
+	}
+}
