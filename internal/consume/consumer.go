@@ -60,6 +60,10 @@ type Consumer struct {
 	// not close it again (closeClient), as franz-go's Close run twice at once races with
 	// itself (each kills the fetch sessions: a data race under -race in v1.22.2).
 	closedUnder atomic.Pointer[kgo.Client]
+	// closeMu is held by each close of the client (closeClient's, and whoever else's): a
+	// close the loop starts before it finds the client closed by another (a transaction
+	// whose end failed, rebuilding the client) must wait for that one, not run beside it.
+	closeMu sync.Mutex
 
 	partsMu sync.Mutex
 	parts   map[int32]*partition
@@ -495,6 +499,8 @@ func (c *Consumer) closeClient(closeFn func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		c.closeMu.Lock()
+		defer c.closeMu.Unlock()
 		closeFn()
 	}()
 	t := time.NewTimer(c.cfg.RevokeTimeout)

@@ -95,7 +95,7 @@ func (g *crashGate) end(t *testing.T, redisToo bool, env *gateEnv) func() {
 			}
 		}
 	}
-	g.c.cl.Close()
+	crashClient(g.c)
 	g.cancel()
 	g.cancel = nil
 	select {

@@ -206,7 +206,7 @@ func TestOutcomesExactlyOnceConservation(t *testing.T) {
 	b := env.start(t, "b")
 	step()
 	// b crashes: its client goes away without ending its transaction.
-	b.c.cl.Close()
+	crashClient(b.c)
 	b.cancel()
 	b.cancel = nil
 	select {
