@@ -72,18 +72,31 @@ func TestTickSlowQuantileWithinTheInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	const interval = 200 * time.Millisecond
-	reg := prometheus.NewRegistry()
-	tk, err := New(l, []redis.UniversalClient{clients[0]}, Config{TickInterval: interval}, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 8 {
-		l.Check("team", 1)
-		clk.Advance(interval)
-		start := time.Now()
-		tk.Tick(context.Background())
-		if took := time.Since(start); took >= interval {
-			t.Fatalf("a tick took %s, not within its %s interval: the test needs them within", took, interval)
+	// Eight ticks each within the interval, on a tick of their own: a loaded machine (CI
+	// beside other work) once held one past it, 796 ms, a sample the quantile then rightly
+	// puts over the interval. Such a run is started again, on a fresh registry, up to ten
+	// times; the ticks' deadline (3/4 of the interval) is what keeps them within.
+	var reg *prometheus.Registry
+	var slowest time.Duration
+	for attempt := 0; ; attempt++ {
+		reg = prometheus.NewRegistry()
+		tk, err := New(l, []redis.UniversalClient{clients[0]}, Config{TickInterval: interval}, reg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slowest = 0
+		for range 8 {
+			l.Check("team", 1)
+			clk.Advance(interval)
+			start := time.Now()
+			tk.Tick(context.Background())
+			slowest = max(slowest, time.Since(start))
+		}
+		if slowest < interval {
+			break
+		}
+		if attempt == 9 {
+			t.Fatalf("in ten runs of eight ticks, a tick took as long as %s in each, not within its %s interval: the test needs them within", slowest, interval)
 		}
 	}
 	fams, err := reg.Gather()
