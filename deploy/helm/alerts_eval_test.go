@@ -510,6 +510,32 @@ func TestInputRecordsLostAlertFiresOnAFreshGate(t *testing.T) {
 	}
 }
 
+// TestInputRecordsLostAlertSkipsAMissedScrape: a gate that lost 500 records long ago and
+// lost none since is not new because one scrape of it failed (a timeout, the pod
+// throttled, Prometheus restarted): the failed scrape marks its series stale, and 15
+// minutes later GateInputRecordsLost, a critical alert with no for, looked back at the gap,
+// found no series there and counted the whole 500 again as lost in the last 15 minutes.
+// It stays silent. A series that is new still counts whole.
+func TestInputRecordsLostAlertSkipsAMissedScrape(t *testing.T) {
+	lost := func(samples string) string {
+		return fmt.Sprintf("  gate_records_lost_total{%s, topic=\"events\", partition=\"0\", cause=\"retention\"} %s\n", evalPod, samples)
+	}
+	at := []int{20, 25, 26, 27, 30, 60}
+	for _, tc := range []struct {
+		what, load string
+		want       []bool
+	}{
+		{"500 since minute 0, one scrape missed at minute 11", lost("500x10 stale 500x60"), []bool{false, false, false, false, false, false}},
+		{"500 since minute 0, not scraped from minute 11 to 18", lost("500x10 stale _x6 500x60"), []bool{false, false, false, false, false, false}},
+		{"500 since minute 0, not scraped from minute 11 to 50", lost("500x10 stale _x38 500x30"), []bool{false, false, false, false, false, false}},
+		{"born at 500 at minute 24", lost("_x24 500x50"), []bool{false, true, true, true, true, false}},
+	} {
+		if got := firingAt(t, "GateInputRecordsLost", tc.load, at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: GateInputRecordsLost at minutes %v fired %v, want %v", tc.what, at, got, tc.want)
+		}
+	}
+}
+
 // TestInputRecordsLostAlertSumsPartitions: GateInputRecordsLost's threshold is input
 // records lost in 15 minutes: a topic's retention catching a lagging fleet deletes records
 // of every partition, on every gate, the loss the sum of them. With the threshold at 1000,
@@ -553,8 +579,9 @@ func TestInputRecordsLostAlertSumsPartitions(t *testing.T) {
 // GATE_COMMIT_INTERVAL (a group coordinator gone, the READ ACL on the group revoked) holds
 // fetching its input (gate_fetch_held_by_commits 1) until one succeeds. A gate caught up
 // when it holds has no lag it knows of (its lag is read from fetches, held too) and
-// nothing in flight: it does not stall, stays ready and routes nothing, with its commit
-// errors only in a counter and a warn line. GateFetchHeldByCommits fires while the hold
+// nothing in flight, and routes nothing, with its commit errors only in a counter and a
+// warn line; the held offsets are its work all the same (it stalls: see
+// TestFetchHeldByCommitsAlertSaysTheGateStalls). GateFetchHeldByCommits fires while the hold
 // lasts past its 5 minutes (not for a coordinator's failover of seconds) and resolves at
 // the first commit that succeeds. Before, no alert watched it.
 func TestFetchHeldByCommitsAlert(t *testing.T) {
@@ -576,6 +603,26 @@ func TestFetchHeldByCommitsAlert(t *testing.T) {
 	}
 	text := alertText(t, "GateFetchHeldByCommits", map[string]string{"namespace": "ingest", "pod": "gate-capture-gate-7d9f8b6c5-x2k4p"}, 1)
 	for _, want := range []string{"gate-capture-gate-7d9f8b6c5-x2k4p", "routes nothing", "gate_commit_errors_total", "interval commit failed"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GateFetchHeldByCommits says\n%s\nwant it to say %q", text, want)
+		}
+	}
+}
+
+// TestFetchHeldByCommitsAlertSaysTheGateStalls: the held offsets count as the gate's work
+// (internal/consume hasWork), so a gate holding its fetches stalls: gate_stalled_seconds
+// grows, /readyz fails past GATE_STALL_NOT_READY (2 minutes) and /healthz past
+// GATE_STALL_RESTART (10 minutes), before GateFetchHeldByCommits fires at 5. What it says
+// says so. Before, it said the gate stays ready and shows no stall, sending the on-call
+// elsewhere for the GateStalled and GateNotReady of the same gate.
+func TestFetchHeldByCommitsAlertSaysTheGateStalls(t *testing.T) {
+	text := alertText(t, "GateFetchHeldByCommits", map[string]string{"namespace": "ingest", "pod": "gate-capture-gate-7d9f8b6c5-x2k4p"}, 1)
+	for _, bad := range []string{"stays ready", "neither stall"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("GateFetchHeldByCommits says\n%s\nwhich it must not: %q", text, bad)
+		}
+	}
+	for _, want := range []string{"GATE_STALL_NOT_READY", "GATE_STALL_RESTART", "gate_stalled_seconds"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("GateFetchHeldByCommits says\n%s\nwant it to say %q", text, want)
 		}
