@@ -447,10 +447,11 @@ func (l *Limiter) RotatingFor(key string) (RotatingTeam, bool) {
 // windows' registers: a rules reload builds new limiters for a rule that did not change,
 // and a team found rotating must not be let through until the new limiter has counted
 // 1.5 × the bound of its keys again. Under a higher bound than old's (max_keys raised), a
-// team stays rotating only while its window's keys are over the new bound: the operator
-// raised it to let the team through, and a release waits for a window's end otherwise
-// (the sweep finds it rotating again if its keys pass the new bound). Call it before l
-// checks a record; it does nothing unless both limiters bound their keys' cardinality.
+// team stays rotating only while its keys in the current window or the last one that ended
+// are over the new bound: the operator raised it to let the team through, and a release
+// waits for a window's end otherwise (the sweep finds it rotating again if its keys pass
+// the new bound). Call it before l checks a record; it does nothing unless both limiters
+// bound their keys' cardinality.
 func (l *Limiter) InheritRotation(old *Limiter) {
 	if l.card == nil || old == nil || old.card == nil {
 		return
@@ -461,6 +462,7 @@ func (l *Limiter) InheritRotation(old *Limiter) {
 	// reload counted twice: a team with 0.5 to 1 × the bound of steady users was taken
 	// for rotating, its users limited as one.
 	l.adoptSeed(old)
+	oldCur := floorDiv(old.clock.Now().UnixNano(), old.windowNs)
 	old.card.mu.Lock()
 	p := old.card.cands.Load()
 	var cands []*rotation
@@ -496,7 +498,17 @@ func (l *Limiter) InheritRotation(old *Limiter) {
 				}
 				x.merge(&o.regs[i])
 			}
-			r.rotating.Store(o.rotating.Load() && (l.card.bound <= old.card.bound || o.distinct.Load() > l.card.bound))
+			// The window that ended counts with the current one, whose keys are those since
+			// its first sweep: judged on those alone, a team still minting over the new
+			// bound was released by a reload early in a window, let through until its
+			// window's count passed the bound again, and found (and logged) anew.
+			keys := o.distinct.Load()
+			for i := range o.regs {
+				if e := o.regs[i].epoch.Load(); e != noEpoch && e >= oldCur-1 {
+					keys = max(keys, o.regs[i].estimate())
+				}
+			}
+			r.rotating.Store(o.rotating.Load() && (l.card.bound <= old.card.bound || keys > l.card.bound))
 			r.since.Store(o.since.Load())
 			r.distinct.Store(o.distinct.Load())
 			cands = append(cands, r)

@@ -362,6 +362,41 @@ func startRotation(t *testing.T, l *Limiter) {
 	}
 }
 
+// A reload raising the bound (max_keys 1,000 → 2,000) early in a window keeps a team still
+// minting over the new bound (3,000 keys a window) rotating: the window that ended counts,
+// not only the current one's keys since its first sweep. Judged on those (51 a second into
+// the window), the team was released at the reload, its fresh keys let through
+// unflagged (2,250 of them), and found and reported rotating again 45 s later.
+func TestInheritRotationRaisedBoundEarlyInAWindow(t *testing.T) {
+	old, clk, _ := newTest(t, rotationCfg(CardinalityOverflow))
+	seq := 0
+	for s := time.Duration(0); s < 61*time.Second; s += time.Second { // 50 keys a second
+		rotate(old, at(s), "rot", 50, &seq)
+		sweep(t, old, at(s+time.Second))
+	}
+	if rs := old.Rotating(); len(rs) != 1 {
+		t.Fatalf("rotating before the reload: %+v, want rot", rs)
+	}
+	clk.Set(at(61 * time.Second))
+	cfg := rotationCfg(CardinalityOverflow)
+	cfg.KeyCardinality = 2000
+	l, _, _ := newTest(t, cfg)
+	l.InheritRotation(old)
+	let, found := 0, 0
+	for s := 61 * time.Second; s < 2*time.Minute; s += time.Second {
+		for range 50 {
+			seq++
+			if d := l.CheckAt(at(s), fmt.Sprintf("rot:id-%d", seq), 1); !d.Rotating {
+				let++
+			}
+		}
+		found += len(sweep(t, l, at(s+time.Second)).Rotations)
+	}
+	if let != 0 || found != 0 {
+		t.Errorf("after max_keys 1,000 -> 2,000 a second into a window, a team of 3,000 keys a window: %d fresh keys not rotating, %d rotations started or ended; want 0 and 0", let, found)
+	}
+}
+
 // A reload that lengthens the rule's window (1m → 1h) keeps the keys the rotating team had
 // in the minute: they are keys of the hour holding it too. So the hour ends over the bound
 // and the team stays rotating through the next one, as a limiter on the hour all along
