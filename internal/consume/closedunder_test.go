@@ -9,14 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// crashClient closes c's Kafka client as a crash would, under its running loop: under
-// closeMu, as the loop's own closes are, so that two never run at once.
-func crashClient(c *Consumer) {
-	c.closeMu.Lock()
-	defer c.closeMu.Unlock()
-	c.cl.Close()
-}
-
 // closeCounter counts the closes of the clients it hooks (OnClientClosed runs once at
 // the end of each Close).
 type closeCounter struct{ n atomic.Int64 }
@@ -64,7 +56,7 @@ func TestClientClosedUnderTheLoopIsNotClosedAgain(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			crashClient(g.c) // under the running loop, not through it
+			g.c.Close() // under the running loop, not through it
 			select {
 			case <-g.done: // an error or not: its client was closed under it
 			case <-time.After(60 * time.Second):

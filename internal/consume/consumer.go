@@ -60,9 +60,9 @@ type Consumer struct {
 	// not close it again (closeClient), as franz-go's Close run twice at once races with
 	// itself (each kills the fetch sessions: a data race under -race in v1.22.2).
 	closedUnder atomic.Pointer[kgo.Client]
-	// closeMu is held by each close of the client (closeClient's, and whoever else's): a
-	// close the loop starts before it finds the client closed by another (a transaction
-	// whose end failed, rebuilding the client) must wait for that one, not run beside it.
+	// closeMu is held by each close of the client (closeClient's, Close's): a close the
+	// loop starts before it finds the client closed by another (a transaction whose end
+	// failed, rebuilding the client) must wait for that one, not run beside it.
 	closeMu sync.Mutex
 
 	partsMu sync.Mutex
@@ -295,8 +295,13 @@ func (c *Consumer) Ready() bool {
 }
 
 // Close releases the client of a Consumer whose Run is never called (Run closes it
-// itself when it returns).
-func (c *Consumer) Close() { c.cl.Close() }
+// itself when it returns). Beside a running Run it closes the client under it, as a
+// crash would (the tests' SIGKILL), never at once with Run's own close (closeMu).
+func (c *Consumer) Close() {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	c.cl.Close()
+}
 
 // Run consumes until ctx ends, then shuts down gracefully (see the package doc) and
 // closes the client. It returns an error only when the loop stopped for another reason.

@@ -95,7 +95,7 @@ func (g *crashGate) end(t *testing.T, redisToo bool, env *gateEnv) func() {
 			}
 		}
 	}
-	crashClient(g.c)
+	g.c.Close()
 	g.cancel()
 	g.cancel = nil
 	select {

@@ -542,7 +542,7 @@ func TestExactlyOnceCrash(t *testing.T) {
 			collect(t, env.cluster, half+1, 20*time.Second, 0)
 
 			// The crash: the client goes away without ending the transaction.
-			crashClient(a.c)
+			a.c.Close()
 			close(br.release)
 			a.cancel()
 			a.cancel = nil
@@ -1265,7 +1265,7 @@ func TestExactlyOnceCrashFirstTransactionStartLatest(t *testing.T) {
 	collect(t, env.cluster, after/2, 20*time.Second, 0)
 
 	// The crash: the client goes away without ending the transaction.
-	crashClient(a.c)
+	a.c.Close()
 	close(br.release)
 	a.cancel()
 	a.cancel = nil

@@ -206,7 +206,7 @@ func TestOutcomesExactlyOnceConservation(t *testing.T) {
 	b := env.start(t, "b")
 	step()
 	// b crashes: its client goes away without ending its transaction.
-	crashClient(b.c)
+	b.c.Close()
 	b.cancel()
 	b.cancel = nil
 	select {
