@@ -40,12 +40,20 @@ type multiGate struct {
 // newMultiGate returns a per-minute and a per-hour limiter synced by one ticker.
 func newMultiGate(t *testing.T, clk clock.Clock, minThr, hourThr int64, srv *redistest.Server) *multiGate {
 	t.Helper()
+	return newMultiGateOf(t, clk, limit.Config{Threshold: minThr}, limit.Config{Threshold: hourThr}, srv)
+}
+
+// newMultiGateOf is newMultiGate with the two limiters' settings, their windows set to a
+// minute and an hour: the primary's keys under t, the hour's under t:w3600.
+func newMultiGateOf(t *testing.T, clk clock.Clock, mc, hc limit.Config, srv *redistest.Server) *multiGate {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	lm, err := limit.New(limit.Config{Window: time.Minute, Threshold: minThr}, clk, prometheus.WrapRegistererWith(prometheus.Labels{"limit": "1m0s"}, reg))
+	mc.Window, hc.Window = time.Minute, time.Hour
+	lm, err := limit.New(mc, clk, prometheus.WrapRegistererWith(prometheus.Labels{"limit": "1m0s"}, reg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lh, err := limit.New(limit.Config{Window: time.Hour, Threshold: hourThr}, clk, prometheus.WrapRegistererWith(prometheus.Labels{"limit": "1h0m0s"}, reg))
+	lh, err := limit.New(hc, clk, prometheus.WrapRegistererWith(prometheus.Labels{"limit": "1h0m0s"}, reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,25 +345,11 @@ func TestPrimaryTeamNeverMeetsAFurtherLimitsKeys(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client(t)
 	clk := clock.NewFake(epochStart.Add(59 * time.Second))
-	lm, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, Mode: limit.Divert, DivertHold: time.Hour}, clk, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The same threshold: a hold flag says which it was set under, and a gate ignores one
 	// of another (an override changed since).
-	lh, err := limit.New(limit.Config{Window: time.Hour, Threshold: 100, Mode: limit.Divert, DivertHold: time.Hour}, clk, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clients, err := Dial([]string{srv.URL()}, RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = clients[0].Close() })
-	tk, err := NewMulti([]Limit{{Lim: lm}, {Lim: lh, KeyPrefix: "t:w3600"}}, []redis.UniversalClient{clients[0]}, Config{KeyPrefix: "t"}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lc := limit.Config{Threshold: 100, Mode: limit.Divert, DivertHold: time.Hour}
+	g := newMultiGateOf(t, clk, lc, lc, srv)
+	lm, lh, tk := g.min, g.hour, g.tk
 	lm.Check("w3600:x", 150)
 	if d := lm.Check("w3600:x", 1); !d.Held {
 		t.Fatalf("minute limit, w3600:x at 150 of 100: %+v, want held", d)
