@@ -44,6 +44,22 @@ func documentedACL() []any {
 	return acl
 }
 
+// dialGate sets up, on srv, the gate's ACL user of docs/operations.md less the commands
+// in without, and returns a client of that user (closed at cleanup).
+func dialGate(t *testing.T, srv *redistest.Server, without ...string) redis.UniversalClient {
+	t.Helper()
+	rules := slices.DeleteFunc(documentedACL(), func(r any) bool { return slices.Contains(without, r.(string)) })
+	if err := srv.Client(t).Do(context.Background(), rules...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := Dial([]string{srv.URLAs("gate", "gate-pw")}, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = clients[0].Close() })
+	return clients[0]
+}
+
 // documentedSentinelACL is docs/operations.md's ACL SETUSER command for the sentinels'
 // user (`ACL SETUSER gate-sentinel ...`), read from the doc, the password given as
 // sentinel-pw.
@@ -135,14 +151,7 @@ func TestTickNeedsOnlyTheDocumentedRedisCommands(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	if err := admin.Do(ctx, documentedACL()...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	clients, err := Dial([]string{srv.URLAs("gate", "gate-pw")}, RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = clients[0].Close() })
+	clients := []redis.UniversalClient{dialGate(t, srv)}
 	clk := clock.NewFake(epochStart)
 	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, clk, nil)
 	if err != nil {
@@ -183,18 +192,11 @@ func TestRunWithTheDocumentedACL(t *testing.T) {
 			srv := redistest.Start(t)
 			admin := srv.Client(t)
 			ctx := context.Background()
-			rules := documentedACL()
+			var without []string
 			if !withTime {
-				rules = slices.DeleteFunc(rules, func(r any) bool { return r == "+time" })
+				without = append(without, "+time")
 			}
-			if err := admin.Do(ctx, rules...).Err(); err != nil {
-				t.Fatal(err)
-			}
-			clients, err := Dial([]string{srv.URLAs("gate", "gate-pw")}, RedisOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = clients[0].Close() })
+			clients := []redis.UniversalClient{dialGate(t, srv, without...)}
 			reg := prometheus.NewRegistry()
 			l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, nil, reg)
 			if err != nil {
@@ -314,15 +316,7 @@ func TestCounterTTLRefusedIsAnError(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	rules := slices.DeleteFunc(documentedACL(), func(r any) bool { return r == "+pexpire" })
-	if err := admin.Do(ctx, rules...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	clients, err := Dial([]string{srv.URLAs("gate", "gate-pw")}, RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = clients[0].Close() })
+	clients := []redis.UniversalClient{dialGate(t, srv, "+pexpire")}
 	clk := clock.NewFake(epochStart)
 	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, clk, nil)
 	if err != nil {
