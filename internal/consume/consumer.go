@@ -60,10 +60,12 @@ type Consumer struct {
 	// not close it again (closeClient), as franz-go's Close run twice at once races with
 	// itself (each kills the fetch sessions: a data race under -race in v1.22.2).
 	closedUnder atomic.Pointer[kgo.Client]
-	// closeMu is held by each close of the client (closeClient's, Close's): a close the
-	// loop starts before it finds the client closed by another (a transaction whose end
-	// failed, rebuilding the client) must wait for that one, not run beside it.
-	closeMu sync.Mutex
+	// closeMus holds a mutex for each client (closeLock), held by each close of it
+	// (closeClient's, Close's): a close the loop starts before it finds the client closed
+	// by another (a transaction whose end failed, rebuilding the client) must wait for
+	// that one, not run beside it. One a client, not one for all: a rebuilt client's
+	// close must not wait for its predecessor's, still under way past RevokeTimeout.
+	closeMus sync.Map // *kgo.Client → *sync.Mutex
 
 	partsMu sync.Mutex
 	parts   map[int32]*partition
@@ -296,11 +298,19 @@ func (c *Consumer) Ready() bool {
 
 // Close releases the client of a Consumer whose Run is never called (Run closes it
 // itself when it returns). Beside a running Run it closes the client under it, as a
-// crash would (the tests' SIGKILL), never at once with Run's own close (closeMu).
+// crash would (the tests' SIGKILL), never at once with Run's own close (closeLock).
 func (c *Consumer) Close() {
-	c.closeMu.Lock()
-	defer c.closeMu.Unlock()
-	c.cl.Close()
+	cl := c.cl
+	mu := c.closeLock(cl)
+	mu.Lock()
+	defer mu.Unlock()
+	cl.Close()
+}
+
+// closeLock is cl's close mutex (Consumer.closeMus).
+func (c *Consumer) closeLock(cl *kgo.Client) *sync.Mutex {
+	mu, _ := c.closeMus.LoadOrStore(cl, new(sync.Mutex))
+	return mu.(*sync.Mutex)
 }
 
 // Run consumes until ctx ends, then shuts down gracefully (see the package doc) and
@@ -502,10 +512,11 @@ func (c *Consumer) closeClient(closeFn func()) {
 		return // closed by another, perhaps still closing (closedUnder)
 	}
 	done := make(chan struct{})
+	mu := c.closeLock(c.cl)
 	go func() {
 		defer close(done)
-		c.closeMu.Lock()
-		defer c.closeMu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
 		closeFn()
 	}()
 	t := time.NewTimer(c.cfg.RevokeTimeout)
