@@ -102,8 +102,8 @@ type cardinality struct {
 	action CardinalityAction
 	teams  *sketch // records under the floor by team, sampled (cardSample)
 
-	mu    sync.Mutex                  // nominations and the sweep's changes to cands
-	cands atomic.Pointer[[]*rotation] // copy on write; nil while there is none
+	mu    sync.Mutex              // nominations and the sweep's changes to cands
+	cands atomic.Pointer[candSet] // nil while there is none (candidates.go)
 
 	detected atomic.Uint64 // teams found rotating
 }
@@ -213,15 +213,11 @@ func (l *Limiter) observe(key string, h uint64, ep int64) *rotation {
 		return nil
 	}
 	var r *rotation
+	var team string
+	var th uint64
+	hashed := false
 	if cands != nil {
-		// Candidates are few (at most 2 × a window's records under the floor ÷ the bound):
-		// a compare of the key's start with each costs less than hashing its team.
-		for _, c := range *cands {
-			if strings.HasPrefix(key, c.collapsed) {
-				r = c
-				break
-			}
-		}
+		r, team, th, hashed = cands.of(key)
 	}
 	if r != nil {
 		if x := &r.regs[ep&1]; x.epoch.Load() == ep {
@@ -235,8 +231,10 @@ func (l *Limiter) observe(key string, h uint64, ep int64) *rotation {
 	if h%cardSample != 0 {
 		return nil
 	}
-	team := teamOf(key)
-	th := maphash.String(l.seed, team)
+	if !hashed {
+		team = teamOf(key)
+		th = maphash.String(l.seed, team)
+	}
 	sl := cd.teams.slot(ep)
 	if sl == nil {
 		return nil
@@ -255,22 +253,16 @@ func (l *Limiter) nominate(team string, th uint64, ep int64) {
 	cd := l.card
 	cd.mu.Lock()
 	defer cd.mu.Unlock()
-	var list []*rotation
-	if p := cd.cands.Load(); p != nil {
-		for _, c := range *p {
-			if c.h == th && c.team == team {
-				return
-			}
-		}
-		list = append(list, *p...)
+	cs := cd.cands.Load()
+	if cs != nil && cs.team(team, th) != nil {
+		return
 	}
 	t := strings.Clone(team) // the key may alias a record's buffer
 	r := &rotation{team: t, h: th, collapsed: t + ":", lastSeen: ep}
 	r.regs[0].epoch.Store(noEpoch)
 	r.regs[1].epoch.Store(noEpoch)
 	r.regs[ep&1].clear(ep)
-	list = append(list, r)
-	cd.cands.Store(&list)
+	cd.cands.Store(cs.with(r, l.seed))
 }
 
 // rotatingCheck answers a check at unix ns ns of a key under the floor of rotating team r.
@@ -327,8 +319,8 @@ func (l *Limiter) sweepCardinality(ns, cur int64, into *Sweep) {
 	cd.mu.Lock()
 	defer cd.mu.Unlock()
 	p = cd.cands.Load()
-	keep := make([]*rotation, 0, len(*p))
-	for _, r := range *p {
+	keep := make([]*rotation, 0, len(p.list))
+	for _, r := range p.list {
 		x := &r.regs[cur&1]
 		if x.epoch.Load() != cur {
 			// A window ended: the team stays a candidate while that window had half the
@@ -357,10 +349,11 @@ func (l *Limiter) sweepCardinality(ns, cur int64, into *Sweep) {
 			keep = append(keep, r)
 		}
 	}
-	if len(keep) == 0 {
+	switch {
+	case len(keep) == 0:
 		cd.cands.Store(nil)
-	} else {
-		cd.cands.Store(&keep)
+	case len(keep) < len(p.list):
+		cd.cands.Store(newCandSet(keep, l.seed))
 	}
 }
 
@@ -383,7 +376,7 @@ func (l *Limiter) Rotating() []RotatingTeam {
 		return nil
 	}
 	var out []RotatingTeam
-	for _, r := range *p {
+	for _, r := range p.list {
 		if r.rotating.Load() {
 			out = append(out, RotatingTeam{Team: r.team, Keys: r.distinct.Load(), Since: time.Unix(0, r.since.Load()), Action: l.card.action})
 		}
@@ -413,12 +406,8 @@ func (cd *cardinality) rotatingKey(key string) bool {
 	if p == nil {
 		return false
 	}
-	for _, c := range *p {
-		if len(key) > len(c.collapsed) && strings.HasPrefix(key, c.collapsed) {
-			return c.rotating.Load()
-		}
-	}
-	return false
+	c, _, _, _ := p.of(key)
+	return c != nil && len(key) > len(c.collapsed) && c.rotating.Load()
 }
 
 // RotatingFor reports the rotation a check of key would answer by now: key's team (its
@@ -467,7 +456,7 @@ func (l *Limiter) InheritRotation(old *Limiter) {
 	p := old.card.cands.Load()
 	var cands []*rotation
 	if p != nil {
-		for _, o := range *p {
+		for _, o := range p.list {
 			// The team's hash (nominate compares it) and the registers' hashes of the
 			// window's keys are this limiter's, its seed the old one's.
 			//
@@ -518,6 +507,6 @@ func (l *Limiter) InheritRotation(old *Limiter) {
 	l.card.mu.Lock()
 	defer l.card.mu.Unlock()
 	if len(cands) > 0 {
-		l.card.cands.Store(&cands)
+		l.card.cands.Store(newCandSet(cands, l.seed))
 	}
 }

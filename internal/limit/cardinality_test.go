@@ -3,6 +3,7 @@ package limit
 import (
 	"fmt"
 	"hash/maphash"
+	"sync"
 	"testing"
 	"time"
 )
@@ -346,7 +347,7 @@ func TestInheritRotation(t *testing.T) {
 		t.Errorf("a fresh key of rot: %+v, want it checked as the rotating team's", d)
 	}
 	l.nominate("rot", maphash.String(l.seed, "rot"), 0)
-	if n := len(*l.card.cands.Load()); n != 1 {
+	if n := len(l.card.cands.Load().list); n != 1 {
 		t.Errorf("%d candidates after rot was nominated again, want 1", n)
 	}
 }
@@ -425,7 +426,7 @@ func TestInheritRotationLongerWindow(t *testing.T) {
 		t.Errorf("rotations at the end of the second hour %+v, want rot released (10 keys)", sw.Rotations)
 	}
 	if p := l.card.cands.Load(); p != nil {
-		t.Errorf("candidates after the release: %d, want none (no hour since the first had 500 keys)", len(*p))
+		t.Errorf("candidates after the release: %d, want none (no hour since the first had 500 keys)", len(p.list))
 	}
 }
 
@@ -469,7 +470,7 @@ func TestInheritRotationCountsAKeyOnce(t *testing.T) {
 	if sw := sweep(t, old, at(2*time.Second)); len(sw.Rotations) != 0 {
 		t.Fatalf("rotations before the reload %+v, want none", sw.Rotations)
 	}
-	if p := old.card.cands.Load(); p == nil || len(*p) != 1 {
+	if p := old.card.cands.Load(); p == nil || len(p.list) != 1 {
 		t.Fatalf("big not a candidate before the reload")
 	}
 	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
@@ -590,5 +591,124 @@ func TestRotationFoundWithinTwoWindows(t *testing.T) {
 				t.Errorf("%d keys a window: found at %s, want in the first window (over 1.5 × the bound in it)", perWindow, found)
 			}
 		})
+	}
+}
+
+// Many candidates (ordinary teams busy enough to be, under a lowered bound), past the few
+// a check compares its key's start with: the candidates are found by their team's hash,
+// each nominated once, the rotating team among them found and acted on (its fresh keys,
+// and a further limit following it), the ordinary ones neither, and a candidate dropped
+// by the sweep is gone from the lookup. The lookup had been a scan of every candidate,
+// 2,964 ns a check under 1,000 of them (BenchmarkCheckUntracked/candidates).
+func TestManyCandidatesFoundByTeam(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityOverflow)) // floor 100, bound 1,000
+	f, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 100, SketchWidth: DefaultSketchWidth})
+	f.FollowRotation(l)
+	const teams = 60
+	now := at(time.Second)
+	seq := 0
+	for range 12 { // 50 users × 12 = 600 records a team, a user's 12 under the floor
+		for tm := range teams {
+			for u := range 50 {
+				if d := l.CheckAt(now, fmt.Sprintf("team-%d:user-%d", tm, u), 1); d.Limited || d.Rotating {
+					t.Fatalf("team-%d:user-%d: %+v", tm, u, d)
+				}
+			}
+		}
+		rotate(l, now, "rot", 200, &seq)
+	}
+	cs := l.card.cands.Load()
+	if cs == nil || cs.tab == nil || len(cs.list) < teams/2 {
+		t.Fatalf("candidates %v, want most of the %d teams, looked up by hash", cs, teams)
+	}
+	seen := map[string]bool{}
+	for _, r := range cs.list {
+		if seen[r.team] {
+			t.Errorf("%s a candidate twice", r.team)
+		}
+		seen[r.team] = true
+		if c, _, _, _ := cs.of(r.team + ":someone"); c != r {
+			t.Errorf("a key of %s finds %v", r.team, c)
+		}
+	}
+	if !seen["rot"] {
+		t.Fatal("rot is no candidate")
+	}
+	sw := sweep(t, l, at(2*time.Second))
+	if len(sw.Rotations) != 1 || sw.Rotations[0].Team != "rot" || !sw.Rotations[0].Started {
+		t.Fatalf("rotations %+v, want rot alone started", sw.Rotations)
+	}
+	now = at(3 * time.Second)
+	if d := rotate(l, now, "rot", 1, &seq); !d.Rotating || !d.Limited {
+		t.Errorf("rot's fresh key: %+v, want rotating, limited (overflow)", d)
+	}
+	if d := l.CheckAt(now, "team-7:user-new", 1); d.Rotating || d.Limited {
+		t.Errorf("an ordinary candidate's new user: %+v", d)
+	}
+	if !l.card.rotatingKey("rot:fresh") || l.card.rotatingKey("rot:") || l.card.rotatingKey("team-7:user-1") || l.card.rotatingKey("rot") {
+		t.Error("rotatingKey: want rot's keys alone, not its collapsed key or team")
+	}
+	// Two windows on, with rot alone still minting: the ordinary teams are dropped.
+	sweep(t, l, at(61*time.Second))
+	rotate(l, at(62*time.Second), "rot", 2000, &seq)
+	sweep(t, l, at(121*time.Second))
+	cs = l.card.cands.Load()
+	if cs == nil || len(cs.list) != 1 || cs.list[0].team != "rot" {
+		t.Fatalf("candidates after two quiet windows %v, want rot alone", cs)
+	}
+	if c, _, _, _ := cs.of("team-7:user-1"); c != nil {
+		t.Errorf("team-7 found after it was dropped: %s", c.team)
+	}
+	if d := rotate(l, at(122*time.Second), "rot", 1, &seq); !d.Rotating {
+		t.Errorf("rot's fresh key after the others were dropped: %+v, want rotating", d)
+	}
+}
+
+// Nominations, lookups and sweeps at once (the race detector's test): checks on four
+// goroutines make hundreds of teams candidates, the set growing its table and sharing its
+// list with the next, while sweeps rebuild it and Rotating reads it.
+func TestCandidatesChangedUnderChecks(t *testing.T) {
+	l, _, _ := newTest(t, rotationCfg(CardinalityCollapse))
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range 30 {
+				now := at(time.Duration(r) * time.Second)
+				for tm := range 50 {
+					for u := range 20 {
+						l.CheckAt(now, fmt.Sprintf("t%d-%d:u%d", g, tm, u), 1)
+					}
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for s := 0; ; s++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var sw Sweep
+			l.Sweep(at(time.Duration(s%120)*time.Second), &sw)
+			l.Rotating()
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-done
+	if cs := l.card.cands.Load(); cs != nil {
+		seen := map[string]bool{}
+		for _, r := range cs.list {
+			if seen[r.team] {
+				t.Errorf("%s a candidate twice", r.team)
+			}
+			seen[r.team] = true
+		}
 	}
 }

@@ -16,15 +16,25 @@ const benchWindowChecks = 1 << 20
 // under a floor of 300 (threshold 30,000), "cached" the same keys with every key cached
 // (SketchWidth 0, capacity 300,000 against 5 million keys: evicting), the keys built in a reused buffer as the router's are; "rotating" is
 // "untracked" with one record in five from a team with a fresh key each, found rotating
-// and collapsed. A minute passes every benchWindowChecks checks, with its sweep (untimed).
+// and collapsed; "candidates" is "untracked" with 1,000 teams under a max_keys of 1,000,
+// each with a thousand records a window and so a candidate for rotation (cardinality.go),
+// though none rotates. A minute passes every benchWindowChecks checks, with its sweep
+// (untimed).
 func BenchmarkCheckUntracked(b *testing.B) {
 	for _, v := range []struct {
 		name     string
 		sketch   int
 		rotating bool
-	}{{"untracked", DefaultSketchWidth, false}, {"rotating", DefaultSketchWidth, true}, {"cached", 0, false}} {
+		teams    int
+		bound    int64
+	}{
+		{"untracked", DefaultSketchWidth, false, 100_000, DefaultKeyCardinality},
+		{"rotating", DefaultSketchWidth, true, 100_000, DefaultKeyCardinality},
+		{"candidates", DefaultSketchWidth, false, 1000, 1000},
+		{"cached", 0, false, 100_000, DefaultKeyCardinality},
+	} {
 		b.Run(v.name, func(b *testing.B) {
-			l, err := New(Config{Window: time.Minute, Threshold: 30_000, SketchWidth: v.sketch, KeyCardinality: DefaultKeyCardinality}, nil, nil)
+			l, err := New(Config{Window: time.Minute, Threshold: 30_000, SketchWidth: v.sketch, KeyCardinality: v.bound}, nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -37,7 +47,7 @@ func BenchmarkCheckUntracked(b *testing.B) {
 					buf = strconv.AppendInt(append(buf[:0], "rot:id-"...), int64(seq), 10)
 					return unsafe.String(&buf[0], len(buf))
 				}
-				buf = strconv.AppendInt(append(strconv.AppendInt(append(buf[:0], "team-"...), int64(i%100_000), 10), ":user-"...), int64(i/100_000%50), 10)
+				buf = strconv.AppendInt(append(strconv.AppendInt(append(buf[:0], "team-"...), int64(i%v.teams), 10), ":user-"...), int64(i/v.teams%50), 10)
 				return unsafe.String(&buf[0], len(buf))
 			}
 			for i := range 1 << 20 {
@@ -45,6 +55,15 @@ func BenchmarkCheckUntracked(b *testing.B) {
 			}
 			var sw Sweep
 			l.Sweep(now, &sw) // finds rot rotating
+			if v.bound < DefaultKeyCardinality {
+				n := 0
+				if cs := l.card.cands.Load(); cs != nil {
+					n = len(cs.list)
+				}
+				if n < v.teams/2 {
+					b.Fatalf("%d candidates, want most of the %d teams", n, v.teams)
+				}
+			}
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
