@@ -181,6 +181,25 @@ var agreeCases = []agreeCase{
 	// GATE_FORCE_OVERFLOW: each team once.
 	{"forceOverflow distinct", `routing: {forceOverflow: [a, b]}`, true},
 	{"forceOverflow a team twice", `routing: {forceOverflow: [a, b, a]}`, false},
+	// GATE_FORCE_OVERFLOW: the gate trims each entry's spaces, so " a" and "a" are one
+	// team twice, and " a" forces a, not the key " a".
+	{"forceOverflow a team twice, once spaced", `routing: {forceOverflow: [" a", a]}`, false},
+	{"forceOverflow a team with a space inside", `routing: {forceOverflow: ["a b"]}`, true},
+	// GATE_KAFKA_BROKERS: host:port, the port from 1 to 65535, no user info.
+	{"brokers host:9092", `kafka: {brokers: ["kafka-0.kafka:9092"]}`, true},
+	{"brokers [::1]:9092", `kafka: {brokers: ["[::1]:9092"]}`, true},
+	{"brokers port 65535", `kafka: {brokers: ["kafka:65535"]}`, true},
+	{"brokers port 09092", `kafka: {brokers: ["kafka:09092"]}`, true},
+	{"brokers port 0", `kafka: {brokers: ["kafka:0"]}`, false},
+	{"brokers port 00", `kafka: {brokers: ["kafka:00"]}`, false},
+	{"brokers port 65536", `kafka: {brokers: ["kafka:65536"]}`, false},
+	{"brokers port 99999", `kafka: {brokers: ["kafka:99999"]}`, false},
+	{"brokers user info", `kafka: {brokers: ["user@kafka:9092"]}`, false},
+	{"brokers two colons", `kafka: {brokers: ["a:b:9092"]}`, false},
+	// GATE_KAFKA_CLIENT_ID: at most 247 bytes.
+	{"clientId 247 bytes", `kafka: {clientId: "` + strings.Repeat("c", 247) + `"}`, true},
+	{"clientId 248 bytes", `kafka: {clientId: "` + strings.Repeat("c", 248) + `"}`, false},
+	{"clientId 124 two-byte characters", `kafka: {clientId: "` + strings.Repeat("é", 124) + `"}`, false},
 	// GATE_THRESHOLD_MODE adaptive: a window that divides an hour.
 	{"adaptive window 20m", `limit: {window: 20m, thresholdMode: adaptive}`, true},
 	{"adaptive window 7m", `limit: {window: 7m, thresholdMode: adaptive}`, false},

@@ -457,6 +457,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_KAFKA_BROKERS", value: "a:9092,,b:9092", want: "entry 2 is empty"},
 		{key: "GATE_KAFKA_BROKERS", value: "a:99999", want: "not host:port"},
 		{key: "GATE_KAFKA_BROKERS", value: "a:+9092", want: "not host:port"},
+		{key: "GATE_KAFKA_BROKERS", value: "a:00", want: "not host:port"},
 		{key: "GATE_INPUT_TOPIC", value: "events in", want: "a Kafka topic name"},
 		{key: "GATE_ACCEPTED_TOPIC", value: "events", want: "the input and the outputs must all differ"},
 		{key: "GATE_OUTCOMES_TOPIC", value: "events_overflow", want: "the input and the outputs must all differ"},

@@ -32,7 +32,7 @@ func (b *brokerList) Decode(text string) error {
 		switch {
 		case s == "":
 			return fmt.Errorf("entry %d is empty", i+1)
-		case err != nil || host == "" || !validPort(port) || port == "0":
+		case err != nil || host == "" || !validPort(port) || strings.Trim(port, "0") == "": // port 0 or 00
 			return fmt.Errorf("entry %q is not host:port", s)
 		}
 		out = append(out, s)

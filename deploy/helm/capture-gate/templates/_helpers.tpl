@@ -336,6 +336,9 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.kafka.onUndeliverable | quote }}
 - name: GATE_ON_DATA_LOSS
   value: {{ $v.kafka.onDataLoss | quote }}
+{{- if gt (len $v.kafka.clientId) 247 }}
+{{- fail (printf "capture-gate: kafka.clientId is %d bytes, over the 247 the gate takes (its outcomes client adds -outcomes, and the client refuses an id over 256); the gate refuses it at start" (len $v.kafka.clientId)) }}
+{{- end }}
 - name: GATE_KAFKA_CLIENT_ID
   value: {{ default (include "capture-gate.fullname" .) $v.kafka.clientId | quote }}
 - name: GATE_MAX_POLL_RECORDS
