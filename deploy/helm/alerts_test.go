@@ -528,3 +528,61 @@ func TestRunbookLogCommandsReadWholeLogs(t *testing.T) {
 		t.Fatal("no `kubectl logs -l` command in docs/operations.md: nothing checked")
 	}
 }
+
+// runbookSections returns the text of each heading's section of docs/operations.md (to
+// the next heading), by the anchor GitHub gives the heading.
+func runbookSections(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+	secs := map[string]string{}
+	cur := ""
+	inFence := false
+	for l := range strings.Lines(string(b)) {
+		if strings.HasPrefix(l, "```") {
+			inFence = !inFence
+		}
+		if !inFence && strings.HasPrefix(l, "#") {
+			h := strings.TrimSpace(strings.TrimLeft(l, "#"))
+			cur = strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(h), ""), " ", "-")
+		}
+		secs[cur] += l
+	}
+	return secs
+}
+
+// TestRunbookSectionsNameTheirAlerts: the runbook entry an alert's runbook_url opens names
+// the alert, so that whoever is paged finds what fired and what it means where they land.
+// Nine of the chart's alerts led to entries that never said their name, and
+// GateRedisLostAcknowledgedWrites, which any topology fires, to one titled for Sentinel.
+func TestRunbookSectionsNameTheirAlerts(t *testing.T) {
+	secs := runbookSections(t)
+	_, spec := promRule(t, mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true}")))
+	groups, errs := rulefmt.Parse(spec, false, model.UTF8Validation, promql, slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	n := 0
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			n++
+			_, anchor, _ := strings.Cut(r.Annotations["runbook_url"], "#")
+			sec, ok := secs[anchor]
+			switch {
+			case !ok:
+				t.Errorf("%s: runbook anchor %q is no heading of docs/operations.md", r.Alert, anchor)
+			case !strings.Contains(sec, "`"+r.Alert+"`"):
+				t.Errorf("%s: its runbook entry (#%s) never names it", r.Alert, anchor)
+			}
+		}
+	}
+	if n != len(allAlerts) {
+		t.Errorf("%d alerts rendered, want %d", n, len(allAlerts))
+	}
+	if sec := secs["redis-lost-acknowledged-writes-or-its-primary-switched"]; !strings.Contains(sec, "Standalone and Cluster") {
+		t.Error("the lost-writes entry says nothing of standalone and Cluster Redis")
+	}
+}
