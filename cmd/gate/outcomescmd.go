@@ -117,6 +117,10 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	// this shell's at its default) that began before the read: left out, and said, as
 	// support would otherwise read a team's figures short without a word.
 	longer, longest := 0, time.Duration(0)
+	// A team's records the gates folded (keys past GATE_OUTCOMES_MAX_ROWS) are in rows of
+	// no team, not in its history: counted, as seen in its partitions (folded rows, keyed
+	// by none, are spread over all), so that a history short by them is not read as whole.
+	var folded int64
 	whole := func(r *outcome.Row) {
 		if !r.IntervalEnd.After(from) || !until.IsZero() && !r.IntervalStart.Before(until) {
 			return
@@ -124,6 +128,10 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		if r.IntervalStart.Before(scanFrom) {
 			longer++
 			longest = max(longest, r.IntervalEnd.Sub(r.IntervalStart))
+			return
+		}
+		if team != "" && r.Folded {
+			folded += r.Records
 			return
 		}
 		each(r)
@@ -164,6 +172,10 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	span := "since " + minute(from)
 	if !until.IsZero() {
 		span = "from " + minute(from) + " to " + minute(until)
+	}
+	if folded > 0 {
+		fmt.Fprintf(stderr, "gate outcomes: at least %s records of the intervals %s were folded (keys past the gates' GATE_OUTCOMES_MAX_ROWS), in rows that name no team: "+
+			"those of team %s, if any, are not counted here (gate outcomes -top counts them all, as %s)\n", outcome.Thousands(folded), span, cli.Shown(team), outcome.NoKey)
 	}
 	if team != "" {
 		return printHistory(stdout, hist.History(), cfg.OutcomesTopic, span)

@@ -274,6 +274,34 @@ func TestOutcomesTopNamesFoldedRows(t *testing.T) {
 	}
 }
 
+// A team's records the gates folded (keys past GATE_OUTCOMES_MAX_ROWS) are in rows that
+// name no team, and not in its history: gate outcomes TEAM says how many it saw in the
+// intervals shown, where it said nothing and support read a team whose overflow was all
+// folded as never limited. A folded row of an interval before -since is not counted.
+func TestOutcomesTeamSaysRecordsWereFolded(t *testing.T) {
+	t.Parallel()
+	c, env := outcomesTopicEnv(t, 1)
+	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	folded := func(at time.Time, n int64) *kgo.Record {
+		r := outcome.Row{Schema: outcome.SchemaVersion, ID: "g1/1-x/" + strconv.FormatInt(n, 10), Gate: "g1", IntervalStart: at, IntervalEnd: at.Add(time.Minute),
+			Outcome: "overflow", Reason: "rate_limited", Records: n, Folded: true}
+		return &kgo.Record{Topic: "outcomes", Value: outcome.AppendJSON(nil, &r)}
+	}
+	produceRows(t, c, testRow(at, "42", "42", "", "accepted", "allowed", 100), folded(at, 1234), folded(at.Add(-48*time.Hour), 7))
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := outcomesCmd(ctx, []string{"42"}, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
+		t.Fatalf("gate outcomes 42: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "team 42: 100 records") || !strings.Contains(stdout.String(), "never limited") {
+		t.Errorf("gate outcomes 42: want its 100 records, never limited:\n%s", stdout.String())
+	}
+	if got := stderr.String(); !strings.Contains(got, "1,234 records") || !strings.Contains(got, "folded") || !strings.Contains(got, outcome.NoKey) {
+		t.Errorf("gate outcomes 42 said nothing of the 1,234 records folded in its intervals:\n%s", got)
+	}
+}
+
 // outcomesTopicEnv is a broker with an outcomes topic of parts partitions and the
 // environment that names it.
 func outcomesTopicEnv(t *testing.T, parts int32) (*kfake.Cluster, map[string]string) {

@@ -22,14 +22,16 @@ import (
 // Key, Rule, Outcome, Reason, Folded) is dropped. With team set, it reads only the
 // partitions the gates' producers put that team's rows in (they are keyed by team, placed
 // by Kafka's default partitioner: the partition of each of its TeamNames), and passes
-// only its rows: what it holds is that team's, whatever the topic holds. opts are the
-// client's (brokers, TLS, SASL). A record that is not a row of this schema is counted in
+// only its rows, and the folded rows found there (Row.Folded: they name no team, and
+// may hold some of its records): what it holds is that team's, whatever the topic holds.
+// opts are the client's (brokers, TLS, SASL). A record that is not a row of this schema is counted in
 // Skipped, not passed, where a row would have been passed (committed; with team set,
 // keyed by one of its names); seal records, of any schema, are not. Offsets retention
 // deletes after Scan looked them up (or while it reads) are noted in Gone, and the read
 // goes on from what is left; a partition whose rows from since on may be among those
-// retention deleted before, in Trimmed. A partition that sends nothing for stallAfter and
-// whose offsets cannot be listed fails the read, naming it.
+// retention deleted before, in Trimmed. A partition it reads whose offsets cannot be
+// listed, at the start or once it sent nothing for stallAfter, fails the read, naming
+// it; one it does not read (another team's) holds up nothing.
 //
 // Memory: the rows are the caller's to keep or not; Scan remembers a 16-byte hash of each
 // row it passes (to know a row written again: a retry after an answer lost), 35 to 56
@@ -51,50 +53,52 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	tds, err := adm.ListTopics(ctx, topic)
 	if err == nil {
-		err = ends.Error()
+		err = tds.Error()
 	}
 	if err != nil {
-		return read, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
+		return read, fmt.Errorf("listing the partitions of %s: %w", topic, err)
 	}
-	// With team set, the partitions of its names (TeamNames: a team with ':' or '%' has
-	// two, each the Kafka key of its rows).
+	// The partitions to read: every one, or, with team set, those of its names (TeamNames:
+	// a team with ':' or '%' has two, each the Kafka key of its rows). Only theirs must be
+	// listed below: another's leader unavailable holds up no team whose rows are elsewhere.
 	var names []string
-	var only map[int32]bool
-	if team != "" {
-		n := 0
-		ends.Each(func(kadm.ListedOffset) { n++ })
-		names, only = TeamNames(team), map[int32]bool{}
-		for _, name := range names {
-			only[int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(name)}, n))] = true
+	need := map[int32]bool{}
+	parts := tds[topic].Partitions
+	if team == "" {
+		for p := range parts {
+			need[p] = true
 		}
+	} else {
+		names = TeamNames(team)
+		for _, name := range names {
+			need[int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(name)}, len(parts)))] = true
+		}
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err := listed(topic, need, ends, err); err != nil {
+		return read, fmt.Errorf("listing the end offsets of %w", err)
 	}
 	// Kafka takes a negative timestamp for a special offset (-1 the end, -2 the start, ...)
 	// and refuses any other (UNSUPPORTED_VERSION): a since before 1970 reads from the
 	// epoch, which no record's timestamp is before.
 	starts, err := adm.ListOffsetsAfterMilli(ctx, max(since.UnixMilli(), 0), topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return read, fmt.Errorf("finding the offsets of %s at %s: %w", topic, since.Format(time.RFC3339), err)
+	if err := listed(topic, need, starts, err); err != nil {
+		return read, fmt.Errorf("finding the offsets at %s of %w", since.Format(time.RFC3339), err)
 	}
 	// Where each partition starts: a lookup by time that lands there, past rows retention
 	// deleted, cannot tell whether they were from before since (Kafka keeps no time of
 	// them), so the read says the rows since then may be short (Trimmed).
 	kept, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = kept.Error()
-	}
-	if err != nil {
-		return read, fmt.Errorf("listing the start offsets of %s: %w", topic, err)
+	if err := listed(topic, need, kept, err); err != nil {
+		return read, fmt.Errorf("listing the start offsets of %w", err)
 	}
 	from := map[int32]kgo.Offset{}
 	left := map[int32]int64{} // partition → its end, while records remain before it
 	next := map[int32]int64{} // partition → the offset to read next
 	starts.Each(func(o kadm.ListedOffset) {
-		if only != nil && !only[o.Partition] {
+		if !need[o.Partition] {
 			return
 		}
 		// The read begins at the start of a partition retention deleted rows of, at a row
@@ -141,7 +145,7 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 			return
 		}
 		row := &d.row
-		if team != "" && !slices.Contains(names, row.Team) {
+		if team != "" && !row.Folded && !slices.Contains(names, row.Team) {
 			return
 		}
 		id := [2]uint64{rowHash(seeds[0], row), rowHash(seeds[1], row)}
@@ -227,6 +231,27 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 		})
 	}
 	return read, nil
+}
+
+// listed checks that a listing of topic's offsets (l, err: kadm's answer, err a failed
+// shard's, whose partitions l lacks) holds each partition of need, and names the first
+// that it does not: "TOPIC partition P: why".
+func listed(topic string, need map[int32]bool, l kadm.ListedOffsets, err error) error {
+	for _, p := range slices.Sorted(maps.Keys(need)) {
+		var perr error
+		switch o, ok := l.Lookup(topic, p); {
+		case ok && o.Err == nil:
+			continue
+		case ok:
+			perr = o.Err
+		case err != nil:
+			perr = err
+		default:
+			perr = errors.New("not listed")
+		}
+		return fmt.Errorf("%s partition %d: %w", topic, p, perr)
+	}
+	return nil
 }
 
 // decoded is a record Scan read: its row, or why it is none (Decode's error), and its

@@ -93,6 +93,42 @@ func TestScanOneTeam(t *testing.T) {
 	}
 }
 
+// A team of bytes that are not UTF-8 (a binary record key) has its rows written with each
+// such byte U+FFFD, the Kafka key too (MergeAsEncoded): Scan of the team as the events
+// have it ("t\xfe", as gate team quotes it) reads that partition and passes those rows,
+// and TeamHistory sums them, where both found nothing.
+func TestScanOneTeamNotUTF8(t *testing.T) {
+	const parts = 8
+	c, cl := outcomesTopic(t, parts)
+	const team = "t\xfe"
+	p := kgo.StickyKeyPartitioner(nil).ForTopic("outcomes")
+	if p.Partition(&kgo.Record{Key: []byte(team)}, parts) == p.Partition(&kgo.Record{Key: []byte(asEncoded(team))}, parts) {
+		t.Fatalf("%q and its encoding share a partition of %d: the test needs them apart", team, parts)
+	}
+	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	rows := MergeAsEncoded([]Row{
+		{Schema: SchemaVersion, ID: "g/1/1", Gate: "g", IntervalStart: start, IntervalEnd: start.Add(time.Minute), Team: team, Key: team,
+			Outcome: "accepted", Reason: "allowed", Records: 7},
+		{Schema: SchemaVersion, ID: "g/1/1", Gate: "g", IntervalStart: start, IntervalEnd: start.Add(time.Minute), Team: team, Key: team + ":u1",
+			Rule: "user", Outcome: "overflow", Reason: "rate_limited", Records: 5},
+	})
+	for i := range rows { // keyed as the gate keys them (consume's seal): by the row's team
+		if err := cl.ProduceSync(t.Context(), &kgo.Record{Key: []byte(rows[i].Team), Value: AppendJSON(nil, &rows[i])}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []Row
+	if _, err := Scan(t.Context(), "outcomes", start.Add(-time.Hour), team, func(r *Row) { got = append(got, *r) }, kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Errorf("Scan %q passed %d rows, want 2", team, len(got))
+	}
+	if h := TeamHistory(got, team); h.Total.Accepted != 7 || h.Total.Limited != 5 {
+		t.Errorf("TeamHistory %q: %d accepted, %d limited; want 7 and 5", team, h.Total.Accepted, h.Total.Limited)
+	}
+}
+
 // Summaries, summing rows as they come, give what TeamHistory gives each team from all
 // its rows: the totals, what limited it, its first and last limited interval.
 func TestSummariesAreHistories(t *testing.T) {
@@ -372,6 +408,59 @@ func TestScanFailsWhenALeaderIsUnavailable(t *testing.T) {
 		t.Fatalf("after %s: %v (context: %v), want an error naming partition 1 before the context's end", time.Since(began).Round(time.Second), err, ctx.Err())
 	}
 	t.Logf("after %s: %v", time.Since(began).Round(time.Second), err)
+}
+
+// A partition whose leader is unavailable from the start (its broker down, no replica to
+// take over) fails a Scan that would read it, naming it, and holds up no Scan of a team
+// whose rows are elsewhere: gate outcomes of such a team failed at once, listing the
+// offsets of every partition, with franz-go's word for the closed connection ("is SASL
+// missing?"), though its partition answered.
+func TestScanOneTeamWhileAnotherPartitionIsDown(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "outcomes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	for p := range int32(2) {
+		if err := c.MoveTopicPartition("outcomes", p, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	team := ""
+	for i := 0; team == ""; i++ {
+		if k := strconv.Itoa(i); kgo.StickyKeyPartitioner(nil).ForTopic("outcomes").Partition(&kgo.Record{Key: []byte(k)}, 2) == 0 {
+			team = k
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	r := Row{Schema: SchemaVersion, ID: "g/1/1", Gate: "g", IntervalStart: start, IntervalEnd: start.Add(time.Minute),
+		Team: team, Key: team, Outcome: "accepted", Reason: "allowed", Records: 1}
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Key: []byte(team), Value: AppendJSON(nil, &r)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	down := func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if c.CurrentNode() == 1 {
+			return nil, errors.New("broker 1 is down"), true // the connection closed
+		}
+		return nil, nil, false
+	}
+	c.ControlKey(int16(kmsg.ListOffsets), down)
+	c.ControlKey(int16(kmsg.Fetch), down)
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	defer cancel()
+	n := 0
+	if _, err := Scan(ctx, "outcomes", start.Add(-time.Hour), team, func(*Row) { n++ }, kgo.SeedBrokers(c.ListenAddrs()...)); err != nil || n != 1 {
+		t.Errorf("Scan of team %s (partition 0) with partition 1 down: %d rows, %v; want its 1 row", team, n, err)
+	}
+	if _, err := Scan(ctx, "outcomes", start.Add(-time.Hour), "", func(*Row) {}, kgo.SeedBrokers(c.ListenAddrs()...)); err == nil || !strings.Contains(err.Error(), "partition 1") {
+		t.Errorf("Scan of every team with partition 1 down: %v, want an error naming partition 1", err)
+	}
 }
 
 // What a Scan keeps of each row it passes, to count a row written again once, is what

@@ -51,8 +51,11 @@ type History struct {
 // have it, in the rows of a rule keyed by the team alone (and of the records it
 // accepted), and, for a team holding ':' or '%', the team as a composite key's first field
 // escapes it, in the rows of a rule keyed by the team and more fields. A team holding
-// neither has one name.
+// neither has one name. Each is as a row reads back (asEncoded): a byte that is not UTF-8
+// is U+FFFD in a row's team and its Kafka key (MergeAsEncoded), so "t\xff" (a binary
+// record key, as gate team quotes it) would otherwise match none of its rows.
 func TeamNames(team string) []string {
+	team = asEncoded(team)
 	if esc := keypart.Escape(team); esc != team {
 		return []string{team, esc}
 	}
