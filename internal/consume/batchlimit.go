@@ -184,10 +184,7 @@ func (c *Consumer) rereadBatchLimits(ctx context.Context, cl *kgo.Client) {
 	if len(topics) == 0 {
 		return
 	}
-	before := make([]int32, len(topics))
-	for i, t := range topics {
-		before[i] = c.batchMaxBytes(t)
-	}
+	before := c.batchLimitsOf(topics)
 	// cleanup.policy in the same request: a topic made compacted while the gate runs
 	// (checkCompacted).
 	settings, errs, err := topicSettings(ctx, cl, slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return t == c.cfg.OutcomesTopic }),
@@ -196,6 +193,21 @@ func (c *Consumer) rereadBatchLimits(ctx context.Context, cl *kgo.Client) {
 	if err == nil {
 		c.checkCompacted(ctx, settings)
 	}
+	c.sayBatchLimitChanges(topics, before)
+}
+
+// batchLimitsOf is the batch limit (batchMaxBytes) of each of topics.
+func (c *Consumer) batchLimitsOf(topics []string) []int32 {
+	out := make([]int32, len(topics))
+	for i, t := range topics {
+		out[i] = c.batchMaxBytes(t)
+	}
+	return out
+}
+
+// sayBatchLimitChanges warns of each of topics whose batch limit is no longer before's
+// (batchLimitsOf, before the limits were read again).
+func (c *Consumer) sayBatchLimitChanges(topics []string, before []int32) {
 	for i, t := range topics {
 		if now := c.batchMaxBytes(t); now != before[i] {
 			c.log.Warn("kafka: an output topic's max.message.bytes changed; the producer keeps the limit it had until the gate restarts (restart the gates to apply it)",

@@ -341,3 +341,55 @@ func TestRecordAtOutputTopicLimitDelivered(t *testing.T) {
 		t.Errorf("a record one byte over %s's max.message.bytes went to %s, want %s", accTopic, got[0], dlqTopic)
 	}
 }
+
+// TestRuleTopicBatchLimitChangeSaidAfterReload: a rule topic's max.message.bytes changed
+// while the gate runs, and a rules reload checking that topic (CheckTopics, any edit of
+// the file) before the limits are read again: the change is said all the same, with what
+// to do, as for any output topic. Before, the reload's check took the new limit in
+// silently (its line saying the batches to the topic stay within it), so the periodic
+// read found nothing changed and never said that the producer keeps the old one until
+// the gate restarts: records over the old limit kept going to dead letter unexplained.
+func TestRuleTopicBatchLimitChangeSaidAfterReload(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	const merges = "merges"
+	small := "4096"
+	if err := env.cluster.CreateTopic(merges, 1, map[string]string{"max.message.bytes": small}); err != nil {
+		t.Fatal(err)
+	}
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges} // as the gate's (internal/gate)
+	env.ccfg.TopicConfigInterval = time.Hour                               // read again below, by hand
+	logs := &syncBuffer{}
+	env.logs = logs
+	ruleTopicRouter(t, env, merges, []string{merges}, nil)
+	g := env.start(t, "g")
+	defer g.stop(t)
+	waitFor(t, 20*time.Second, "the rule topic's batch limit read at start", func() bool { return g.c.batchMaxBytes(merges) == 4096 })
+	prod := producer(t, env.cluster)
+	produceAll(t, prod, []*kgo.Record{inputRecord(1, "bad")}) // the partition's batch limit taken: 4096
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	big := "16384"
+	resp, err := kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &big}}, merges)
+	if err == nil {
+		_, err = resp.On(merges, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.c.CheckTopics(ctx, []string{merges}); err != nil { // a rules reload's check
+		t.Fatal(err)
+	}
+	g.c.rereadBatchLimits(ctx, g.c.live.Load())
+	var said []string
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, "max.message.bytes changed") && strings.Contains(l, `"topic":"`+merges+`"`) {
+			said = append(said, l)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], `"batch_limit_in_use":4096`) || !strings.Contains(said[0], `"batch_limit_new":16384`) {
+		t.Errorf("%s's max.message.bytes raised from 4096 to 16384, a reload between: said %q, want one line naming both and a restart", merges, said)
+	}
+}

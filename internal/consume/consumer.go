@@ -145,6 +145,9 @@ type Consumer struct {
 	// batchLimits are the output topics' max.message.bytes, read at preflight, which
 	// the producer's batches to them stay within (batchlimit.go).
 	batchLimits batchLimits
+	// topicIDs are the IDs of the topics the gate checks, as the cluster last gave them:
+	// a rule topic created again while no rule used it is learned anew (ruletopics.go).
+	topicIDs topicIDs
 	// added is the input topic's partition count the gate knows, for partitions added
 	// while it runs (added.go).
 	added addedWatch

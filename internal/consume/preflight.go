@@ -144,6 +144,7 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 		return nil, nil, fmt.Errorf("metadata: %w", err)
 	}
 	c.sawInput(partitionCount(resp, c.cfg.InputTopic)) // partitions added later are new to the group (added.go)
+	c.topicIDs.note(resp)
 	for _, t := range topics {
 		want := int32(opWrite)
 		if t == c.cfg.InputTopic {

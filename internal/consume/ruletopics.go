@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -107,7 +108,7 @@ var ErrUnasked = errors.New("kafka could not be asked")
 // CheckTopics checks that each of topics exists and that the gate may write to it, as
 // preflight checks the gate's own topics: a rules reload naming a topic that fails is
 // refused (internal/gate). Topics that pass get their batch limits read, as the
-// preflight reads the gate's own (readBatchLimits). The error names every topic that fails, and what to do; when
+// preflight reads the gate's own (readBatchLimits), a change of a known one said. The error names every topic that fails, and what to do; when
 // none is known to fail but the cluster could not be asked about some, it wraps
 // ErrUnasked instead.
 func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
@@ -140,10 +141,29 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	for _, t := range c.topicIDs.note(resp) {
+		if w := c.cfg.RuleTopics; w == nil || !w.Watched(t) {
+			// No rule in use sends to it, and it was deleted and created again since the
+			// gate last saw it: the client may hold the old topic's ID, failing every
+			// produce to it with UNKNOWN_TOPIC_ID once the reload puts it in use (the
+			// gate not ready, its rule's records to overflow, until checkRuleTopics
+			// learned it anew). A topic in use is checkRuleTopics's to learn anew.
+			c.relearnTopic(ctx, cl, t)
+		}
+	}
 	// Each topic's batch limit, before its rule is put in use: a topic the preflight did
 	// not know (a rule the reload adds) would otherwise get batches up to
 	// GATE_KAFKA_MAX_MESSAGE_BYTES, every one over its own max.message.bytes refused.
+	// A known one's change is said here, as rereadBatchLimits says it (the client keeps
+	// the limit it took until the gate restarts): merged here unsaid, at any edit of the
+	// rules file, it was never said, the periodic read finding nothing changed.
+	known := slices.DeleteFunc(slices.Clone(topics), func(t string) bool {
+		_, ok := c.batchLimits.get(t)
+		return !ok
+	})
+	before := c.batchLimitsOf(known)
 	c.readBatchLimits(ctx, cl, topics)
+	c.sayBatchLimitChanges(known, before)
 	if c.rulesKeyless() {
 		// A compacted one refuses every record of its rules (keylessProblems).
 		if ps := c.compactedProblems(ctx, cl, topics); len(ps) > 0 {
@@ -154,6 +174,33 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 		}
 	}
 	return nil
+}
+
+// topicIDs are topics' IDs as metadata answers gave them, safe for concurrent use: a
+// topic whose ID changed was deleted and created again.
+type topicIDs struct {
+	mu sync.Mutex
+	m  map[string][16]byte
+}
+
+// note records the ID resp gives each topic it knows (none for a broker too old to give
+// IDs), and returns the topics whose ID it had recorded and that changed.
+func (ids *topicIDs) note(resp *kmsg.MetadataResponse) (changed []string) {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	for _, rt := range resp.Topics {
+		if rt.Topic == nil || rt.ErrorCode != 0 || rt.TopicID == ([16]byte{}) {
+			continue
+		}
+		if old, ok := ids.m[*rt.Topic]; ok && old != rt.TopicID {
+			changed = append(changed, *rt.Topic)
+		}
+		if ids.m == nil {
+			ids.m = map[string][16]byte{}
+		}
+		ids.m[*rt.Topic] = rt.TopicID
+	}
+	return changed
 }
 
 // topicUnanswered reports that the metadata answer resp says nothing of topic t's
@@ -178,6 +225,7 @@ func (c *Consumer) topicProblems(ctx context.Context, cl *kgo.Client, topics []s
 	if err != nil {
 		return nil, nil, fmt.Errorf("metadata: %w", err)
 	}
+	c.topicIDs.note(resp)
 	found, unasked = map[string]string{}, map[string]bool{}
 	for _, t := range topics {
 		if p := topicProblem(resp, t, opWrite); p != "" {

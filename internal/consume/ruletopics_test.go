@@ -593,3 +593,55 @@ func TestRuleTopicACLRevokedExactlyOncePreKIP890(t *testing.T) {
 		t.Errorf("not ready reasons %q, want the rule topic named", nr)
 	}
 }
+
+// A rule topic that a reload retires, that is deleted and created again while no rule
+// uses it, and that a later reload brings back (checked first, CheckTopics): the rule's
+// records go to it from the first, and the gate stays ready. Before, the client still
+// held the deleted topic's ID, every produce to it failed with UNKNOWN_TOPIC_ID, and
+// right after a reload the gate had checked, it went not ready saying the topic must be
+// created, its rule's records to overflow, until the periodic check learned it anew.
+func TestRuleTopicCreatedAgainWhileRetiredTakesRecordsOnceBack(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	const merges = "merges"
+	prod := producer(t, env.cluster)
+	adm := kadm.NewClient(prod)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, merges); err != nil {
+		t.Fatal(err)
+	}
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges} // as the gate's (internal/gate)
+	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
+	g := env.start(t, "g")
+	defer g.stop(t)
+	produceAll(t, prod, []*kgo.Record{inputRecord(0, "bad")}) // the client learns the topic
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+
+	w.Use(nil) // a reload retires the rule
+	if _, err := adm.DeleteTopics(ctx, merges); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, merges); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.c.CheckTopics(ctx, []string{merges}); err != nil { // a reload brings it back
+		t.Fatal(err)
+	}
+	w.Use([]string{merges})
+	produceAll(t, prod, []*kgo.Record{inputRecord(1, "bad")})
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+	ends, err := adm.ListEndOffsets(ctx, merges, ovfTopic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]int64{}
+	ends.Each(func(o kadm.ListedOffset) { on[o.Topic] += o.Offset })
+	if on[merges] != 1 || on[ovfTopic] != 0 || w.Missing(merges) || !g.c.Ready() {
+		t.Errorf("the rule's record after the reload: %d on %s, %d on overflow; marked missing %v, not ready %q; want it on %s, the gate ready",
+			on[merges], merges, on[ovfTopic], w.Missing(merges), g.c.NotReady(), merges)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -84,6 +85,9 @@ type parser struct {
 	file string
 	o    Options
 	errs Problems
+	// topics are the rules' topics read so far, by their name with '.' as '_' (collision):
+	// the topic and the rule whose it is.
+	topics map[string][2]string
 }
 
 func (p *parser) bad(n *yaml.Node, path, format string, args ...any) {
@@ -582,6 +586,31 @@ func (p *parser) either(v *yaml.Node, path, off, on, want string) bool {
 	return false
 }
 
+// collision is the topic that Kafka takes for rule topic t, of the rule at rule, and
+// what names it (a GATE_ variable, or the rule whose topic it is): another name equal to
+// t but for '.' and '_', which Kafka's names share (its metrics), so that it refuses to
+// create one beside the other ("collides with existing topic"). t is recorded for the
+// rules after; "" for none.
+func (p *parser) collision(t, rule string) (other, of string) {
+	unified := func(s string) string { return strings.ReplaceAll(s, ".", "_") }
+	for _, g := range slices.Sorted(maps.Keys(p.o.Topics)) {
+		if g != t && unified(g) == unified(t) {
+			return g, p.o.Topics[g]
+		}
+	}
+	if o, ok := p.topics[unified(t)]; ok {
+		if o[0] != t {
+			return o[0], o[1] + "'s topic"
+		}
+		return "", ""
+	}
+	if p.topics == nil {
+		p.topics = map[string][2]string{}
+	}
+	p.topics[unified(t)] = [2]string{t, rule}
+	return "", ""
+}
+
 // action reads overflow, tag, topic:NAME or drop.
 func (p *parser) action(n *yaml.Node, path string) Action {
 	switch v := n.Value; {
@@ -597,6 +626,8 @@ func (p *parser) action(n *yaml.Node, path string) Action {
 			p.bad(n, path, "%q: want topic:NAME, NAME a Kafka topic name (1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-')", v)
 		} else if variable, used := p.o.Topics[t]; used {
 			p.bad(n, path, "%q: %s is %s, and a rule's topic must be one of its own (for the overflow topic, action: overflow)", v, t, variable)
+		} else if other, of := p.collision(t, strings.TrimSuffix(path, ".action")); other != "" {
+			p.bad(n, path, "%q: %s and %s (%s) differ only in '.' and '_', which Kafka takes for one: it refuses to create either beside the other", v, t, other, of)
 		}
 		return Action{Kind: Topic, Topic: t}
 	default:

@@ -170,6 +170,16 @@ func TestParseProblems(t *testing.T) {
 		}},
 		{"topic", "rules:\n  - {name: a, key: key, limits: [1m:1], action: topic:a/b}\n  - {name: b, key: key, limits: [1m:1], action: discard}\n",
 			[]string{`rules.yaml:2:49: rules[0] "a".action: "topic:a/b": want topic:NAME`, `rules.yaml:3:49: rules[1] "b".action: "discard": want overflow, tag, topic:NAME or drop`}},
+		// Kafka takes '.' and '_' in a topic's name for one, and refuses to create a topic
+		// whose name differs from another's only there ("collides with existing topic"):
+		// such a rule topic could never exist, the gate waiting for it at start, routing
+		// nothing, and saying to create it. The same topic in two rules is one topic.
+		{"topic colliding", "rules:\n  - {name: a, key: key, limits: [1m:1], action: topic:events.overflow}\n" +
+			"  - {name: b, key: key, limits: [1m:1], action: topic:merges.eu}\n  - {name: c, key: key, limits: [1m:1], action: topic:merges_eu}\n" +
+			"  - {name: d, key: key, limits: [1m:1], action: topic:merges.eu}\n", []string{
+			`rules.yaml:2:49: rules[0] "a".action: "topic:events.overflow": events.overflow and events_overflow (GATE_OVERFLOW_TOPIC) differ only in '.' and '_'`,
+			`rules.yaml:4:49: rules[2] "c".action: "topic:merges_eu": merges_eu and merges.eu (rules[1] "b"'s topic) differ only in '.' and '_'`,
+		}},
 		// Without outcomes a dropped record would vanish unrecorded.
 		{"drop", "rules:\n  - {name: a, key: key, limits: [1m:1], action: drop}\n",
 			[]string{`rules.yaml:2:49: rules[0] "a".action: drop: needs GATE_OUTCOMES_TOPIC set`}},
