@@ -14,7 +14,7 @@ import (
 // again: on three Apache Kafka brokers with the coordinator SIGKILLed, about 5 s of
 // routing (16,500 records) was routed twice, where a gate's own crash replays about one
 // CommitInterval. So once no commit has succeeded for CommitHoldAfter (2 ×
-// CommitInterval) while there was something to commit, the gate stops fetching new
+// CommitInterval, at least a second) while there was something to commit, the gate stops fetching new
 // input (the input topic's fetches paused; the records in flight are still produced and
 // acknowledged) and says so; the first commit that succeeds resumes it. A rebalance then
 // replays at most what was fetched before the hold: about CommitHoldAfter +
@@ -30,6 +30,12 @@ import (
 // answered during it (the coordinator slow with it, while the later ones fail) covers
 // none of what was routed between its send and the hold, and resuming on it would let
 // the gate fetch on while every commit since fails.
+// minCommitHoldAfter is the least CommitHoldAfter defaults to: a commit answered within
+// it is a slow coordinator, not a dead one. Below a commit's round trip (GATE_COMMIT_INTERVAL
+// 10 ms, commits answered in 25 ms) every commit held fetching until its answer, with a
+// warning each time, though none failed.
+const minCommitHoldAfter = time.Second
+
 type commitHold struct {
 	mu     sync.Mutex
 	lastOK time.Time // the last commit that succeeded, or found nothing to commit

@@ -456,3 +456,36 @@ func TestIntervalCommitCanceledAtShutdownIsNoError(t *testing.T) {
 	}
 	waitCommitted(t, env.cluster, parts, 20*time.Second)
 }
+
+// TestCommitHoldNotForSlowCommits: at-least-once with a short GATE_COMMIT_INTERVAL
+// (10 ms), every offset commit succeeds but is answered after 100 ms, as on a loaded
+// cluster. The commits must keep up with the input, and, none failing, fetching must
+// never be held. Before, every tick queued one more commit in franz-go behind the
+// unanswered ones, each with the offsets of its send: 20 s after the input ended the
+// group's commits covered 300 of its 400 records, and fell further behind the longer
+// the gate ran. And the hold came at 2 × GATE_COMMIT_INTERVAL (20 ms) without an answer,
+// with a warning at every slow commit.
+func TestCommitHoldNotForSlowCommits(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEnv(t, parts)
+	env.ccfg.CommitInterval = 10 * time.Millisecond
+	var logs logSink
+	env.logs = &logs
+	env.cluster.ControlKey(kmsg.OffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		env.cluster.SleepControl(func() { time.Sleep(100 * time.Millisecond) })
+		return nil, nil, false // then committed as usual
+	})
+	prod := producer(t, env.cluster)
+	g := env.start(t, "a")
+	for i := range 5 {
+		produceAll(t, prod, holdBatch(i*100, 100))
+		waitCommitted(t, env.cluster, parts, 20*time.Second)
+	}
+	g.stop(t)
+	if strings.Contains(logs.String(), "fetching the input stops until one succeeds") {
+		t.Errorf("fetching held though every commit succeeded (GATE_COMMIT_INTERVAL %s, commits answered in 100 ms): %d holds",
+			env.ccfg.CommitInterval, strings.Count(logs.String(), "fetching the input stops until one succeeds"))
+	}
+}

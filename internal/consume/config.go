@@ -184,9 +184,9 @@ type Config struct {
 	CommitInterval time.Duration
 	// CommitHoldAfter is how long interval commits may fail (at-least-once) before the
 	// gate stops fetching new input until one succeeds (commithold.go); zero is
-	// 2 × CommitInterval. It bounds what a rebalance after a group coordinator's death
-	// replays: what was fetched before the hold, not everything routed while commits
-	// failed.
+	// 2 × CommitInterval, at least minCommitHoldAfter. It bounds what a rebalance after
+	// a group coordinator's death replays: what was fetched before the hold, not
+	// everything routed while commits failed.
 	CommitHoldAfter time.Duration
 	// ProduceRetries bounds how often the client retries a record a broker failed with
 	// a retriable error before reporting it failed; the gate then logs and counts it
@@ -391,7 +391,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.MaxBufferedRecords, DefaultMaxBufferedRecords, "MaxBufferedRecords")
 	def(&c.MaxBufferedBytes, DefaultMaxBufferedBytes, "MaxBufferedBytes")
 	defDur(&c.CommitInterval, DefaultCommitInterval, "CommitInterval")
-	defDur(&c.CommitHoldAfter, 2*c.CommitInterval, "CommitHoldAfter")
+	defDur(&c.CommitHoldAfter, max(2*c.CommitInterval, minCommitHoldAfter), "CommitHoldAfter")
 	defDur(&c.RevokeTimeout, DefaultRevokeTimeout, "RevokeTimeout")
 	defDur(&c.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout")
 	defDur(&c.TransactionTimeout, DefaultTransactionTimeout, "TransactionTimeout")

@@ -73,6 +73,8 @@ type Consumer struct {
 	// commitMu orders issuing commits: an interval commit snapshotted before a revoke
 	// is issued (and so, by franz-go's ordering, completes) before the revoke's own.
 	commitMu sync.Mutex
+	// commitPending is set while an interval commit awaits its answer (commitLoop).
+	commitPending atomic.Bool
 	// commitLog paces the log of failed interval commits (see logCommitFailure).
 	commitLog *throttle.Every
 	// fetchLog paces the log of fetch errors a retry may cure (see fetchErrors).
@@ -1124,6 +1126,13 @@ func (c *Consumer) commitLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if c.commitPending.Load() {
+				// franz-go queues a commit behind the one unanswered, with the offsets of
+				// its send: with commits slower than the interval, the queue (a goroutine
+				// each) and the committed offsets' lag grew without bound. The next tick
+				// after the answer commits what is acknowledged by then.
+				continue
+			}
 			if _, err := c.commit(ctx, false, nil); err != nil && ctx.Err() == nil {
 				c.log.Warn("commit failed; retried next interval", "err", err)
 			}
@@ -1192,7 +1201,11 @@ func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int3
 		c.cl.CommitOffsetsSync(ctx, req, done)
 		return took, result
 	}
-	c.cl.CommitOffsets(ctx, req, done)
+	c.commitPending.Store(true)
+	c.cl.CommitOffsets(ctx, req, func(cl *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		done(cl, req, resp, err)
+		c.commitPending.Store(false)
+	})
 	return sent, nil
 }
 

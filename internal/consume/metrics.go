@@ -54,7 +54,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		}),
 		commitHeld: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gate_fetch_held_by_commits",
-			Help: "1 while fetching the input is held because offset commits have failed for 2 × GATE_COMMIT_INTERVAL (at-least-once; a dead group coordinator, say), so that a rebalance replays no more than was fetched before; 0 otherwise.",
+			Help: "1 while fetching the input is held because offset commits have failed for 2 × GATE_COMMIT_INTERVAL, at least 1 s (at-least-once; a dead group coordinator, say), so that a rebalance replays no more than was fetched before; 0 otherwise.",
 		}),
 		committed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gate_committed_offset",
