@@ -196,6 +196,11 @@ var agreeCases = []agreeCase{
 	{"brokers port 99999", `kafka: {brokers: ["kafka:99999"]}`, false},
 	{"brokers user info", `kafka: {brokers: ["user@kafka:9092"]}`, false},
 	{"brokers two colons", `kafka: {brokers: ["a:b:9092"]}`, false},
+	// GATE_COMMIT_INTERVAL: at least 10ms.
+	{"commitInterval 10ms", `kafka: {commitInterval: 10ms}`, true},
+	{"commitInterval .01s", `kafka: {commitInterval: .01s}`, true},
+	{"commitInterval 9ms", `kafka: {commitInterval: 9ms}`, false},
+	{"commitInterval 1ns", `kafka: {commitInterval: 1ns}`, false},
 	// GATE_KAFKA_CLIENT_ID: at most 247 bytes.
 	{"clientId 247 bytes", `kafka: {clientId: "` + strings.Repeat("c", 247) + `"}`, true},
 	{"clientId 248 bytes", `kafka: {clientId: "` + strings.Repeat("c", 248) + `"}`, false},

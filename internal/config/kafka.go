@@ -36,7 +36,7 @@ type Kafka struct {
 	DryRun                bool            `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
 	OverflowKeepKey       bool            `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow and on a rule's own topic (action topic:NAME) (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one; a compacted topic then refuses those records)."`
 	MaxPollRecords        int             `envconfig:"MAX_POLL_RECORDS" default:"10000" desc:"Most records routed per poll (default 10000); rebalances wait for a poll's records to be handed to the producer, so smaller lets a rebalance through sooner, larger batches more."`
-	CommitInterval        time.Duration   `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"With GATE_DELIVERY=at-least-once, how often offsets acknowledged on the output topics are committed, and outcome rows written (default 1s); a crash replays at most about this much traffic (twice this with GATE_OUTCOMES_TOPIC, the commits stopping at the last outcome seal), and shorter means more commit requests. Exactly-once commits offsets in its transactions (GATE_TRANSACTION_INTERVAL) and does not use it."`
+	CommitInterval        time.Duration   `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"With GATE_DELIVERY=at-least-once, how often offsets acknowledged on the output topics are committed, and outcome rows written, at least 10ms (default 1s); a crash replays at most about this much traffic (twice this with GATE_OUTCOMES_TOPIC, the commits stopping at the last outcome seal), and shorter means more commit requests. Exactly-once commits offsets in its transactions (GATE_TRANSACTION_INTERVAL) and does not use it."`
 	ProduceRetries        int             `envconfig:"PRODUCE_RETRIES" default:"0" desc:"Tries the client makes for an output record a broker failed with a retriable error before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it; 0 for no bound, the client retrying in order until the record is written (default 0); a bound shows broker errors sooner in gate_produce_errors_total but can reorder a key's records, a broker failing for long shows in gate_stalled_seconds either way."`
 	MaxBufferedRecords    int             `envconfig:"MAX_BUFFERED_RECORDS" default:"50000" desc:"Most output records waiting for the broker's acknowledgement; routing blocks when reached, so a slow broker slows consumption instead of growing memory. Nor is anything polled while the polls not yet wholly acknowledged keep as many input records, as one output partition refusing writes holds every poll with a record for it (default 50000)."`
 	MaxBufferedBytes      int             `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, and of input records kept for them, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB); at least 1048576 and GATE_KAFKA_MAX_MESSAGE_BYTES less 61 (a record batch's header), as the client refuses a record larger than it."`
@@ -97,6 +97,9 @@ const kafkaRecordBatchHeader = 61
 // kafkaMaxClientID is the longest GATE_KAFKA_CLIENT_ID: the client refuses an id over
 // 256 bytes, and the tools send it with "-" and their name (gate outcomes: "-outcomes").
 const kafkaMaxClientID = 256 - len("-outcomes")
+
+// minCommitInterval is the shortest GATE_COMMIT_INTERVAL.
+const minCommitInterval = 10 * time.Millisecond
 
 // kafkaHeartbeatInterval is how often a member of a classic group heartbeats (franz-go's
 // and Kafka's default), a third of GATE_KAFKA_SESSION_TIMEOUT when that is shorter, as
@@ -272,7 +275,11 @@ func (c Kafka) validate(bad report) {
 	}
 	bad.atLeast("MAX_KEY_BYTES", c.MaxKeyBytes, 1)
 	bad.atLeast("MAX_POLL_RECORDS", c.MaxPollRecords, 1)
-	bad.positive("COMMIT_INTERVAL", c.CommitInterval)
+	// A floor, not just above zero: at 1ns the commit loop spins, and with outcomes on
+	// every poll seals its rows.
+	if c.CommitInterval < minCommitInterval {
+		bad("COMMIT_INTERVAL", "a duration of at least 10ms such as 1s")
+	}
 	bad.atLeast("PRODUCE_RETRIES", c.ProduceRetries, 0)
 	bad.atLeast("MAX_BUFFERED_RECORDS", c.MaxBufferedRecords, 1)
 	bad.atLeast("MAX_BUFFERED_BYTES", c.MaxBufferedBytes, 1<<20)

@@ -1018,6 +1018,9 @@ each rule's windows.
 {{- fail (printf "capture-gate: limit.thresholdMode adaptive needs a limit.window (%s) that divides an hour, such as 60s: adaptive learns per hour of the day" $v.limit.window) -}}
 {{- end -}}
 {{- end -}}
+{{- if lt (include "capture-gate.nanoseconds" $v.kafka.commitInterval | int64) (mul 10 $ms) -}}
+{{- fail (printf "capture-gate: kafka.commitInterval (%s) must be at least 10ms: shorter, the commit loop spins" $v.kafka.commitInterval) -}}
+{{- end -}}
 {{- if lt (include "capture-gate.nanoseconds" $v.limit.cacheIdleTimeout | int64) $sec -}}
 {{- fail (printf "capture-gate: limit.cacheIdleTimeout (%s) must be at least 1s: the gate keeps when a team was last seen in whole seconds" $v.limit.cacheIdleTimeout) -}}
 {{- end -}}
