@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/redistest"
 )
@@ -41,7 +42,8 @@ func ownMetric(name string) bool {
 }
 
 // TestMetricNamesFile starts a gate (Redis in sentinel mode, so that the sentinel-only
-// metrics are there too), routes a few records through it and checks
+// metrics are there too; its descriptions those of one with TLS to Kafka and a client
+// certificate, for the TLS metrics), routes a few records through it and checks
 // deploy/helm/testdata/metrics.txt against the names on its /metrics: every name in the
 // file is exported, and every gate_ metric exported (franz-go's aside) is in the file.
 // -update-metric-names rewrites the file.
@@ -111,7 +113,13 @@ func TestMetricNamesFile(t *testing.T) {
 	// query of one fails the chart's tests rather than passing unchecked; the scrape
 	// above waits for the gate's histograms. franz-go's are left out: kprom describes
 	// histograms it only fills when asked to.
-	cfg, err := config.Load(getenvFrom(env), slices.Collect(maps.Keys(env)))
+	// Described with TLS to Kafka and a client certificate, whose reloader's metrics a
+	// gate without TLS lacks (the chart's TLS alerts read them); nothing is dialed.
+	ca := faulttest.NewCA(t)
+	client := ca.Issue(t, "gate")
+	described := withEnv(env, map[string]string{"GATE_KAFKA_TLS": "true", "GATE_KAFKA_TLS_CA_FILE": ca.CAFile,
+		"GATE_KAFKA_TLS_CERT_FILE": client.CertFile, "GATE_KAFKA_TLS_KEY_FILE": client.KeyFile})
+	cfg, err := config.Load(getenvFrom(described), slices.Collect(maps.Keys(described)))
 	if err != nil {
 		t.Fatal(err)
 	}

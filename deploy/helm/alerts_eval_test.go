@@ -695,3 +695,41 @@ func TestRecordSharesCountRuleTopics(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSAlerts: GateTLSFilesRefused fires for 15 minutes after a change the gate could not
+// use, per gate and target, not for a counter at rest; GateTLSClientCertExpiring fires
+// once the certificate in use has less than 7 days left (the expiry a constant gauge,
+// time() moving), and not for one renewed (the gauge moved on).
+func TestTLSAlerts(t *testing.T) {
+	at := []int{3, 10, 25}
+	for _, tc := range []struct {
+		what, samples string
+		want          []bool
+	}{
+		{"none refused", "0x30", []bool{false, false, false}},
+		{"one refused at minute 5", "0x4 1x30", []bool{false, true, false}},
+		{"refused at 1, and ever since at 1", "1x30", []bool{false, false, false}},
+	} {
+		load := fmt.Sprintf("  gate_tls_reload_errors_total{%s, target=\"kafka\"} %s\n", evalPod, tc.samples)
+		if got := firingAt(t, "GateTLSFilesRefused", load, at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: GateTLSFilesRefused at minutes %v fired %v, want %v", tc.what, at, got, tc.want)
+		}
+	}
+	// The certificate expires 7 days and 10 minutes after the load starts; renewed at
+	// minute 20 to 90 days on.
+	const day = 86400
+	expiring := fmt.Sprintf("  gate_tls_client_cert_expiry_timestamp_seconds{%s, target=\"redis\"} %dx40\n", evalPod, 7*day+600)
+	if got, want := firingAt(t, "GateTLSClientCertExpiring", expiring, 5, 9, 11, 30), []bool{false, false, true, true}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("a certificate expiring at 7 days 10 minutes: GateTLSClientCertExpiring at minutes 5, 9, 11, 30 fired %v, want %v", got, want)
+	}
+	renewed := fmt.Sprintf("  gate_tls_client_cert_expiry_timestamp_seconds{%s, target=\"redis\"} %dx19 %dx20\n", evalPod, 7*day+600, 90*day)
+	if got, want := firingAt(t, "GateTLSClientCertExpiring", renewed, 11, 30), []bool{true, false}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("renewed at minute 20: GateTLSClientCertExpiring at minutes 11, 30 fired %v, want %v", got, want)
+	}
+	text := alertText(t, "GateTLSFilesRefused", map[string]string{"namespace": "ingest", "pod": "gate-capture-gate-7d9f8b6c5-x2k4p", "target": "kafka"}, 1)
+	for _, want := range []string{"gate-capture-gate-7d9f8b6c5-x2k4p", "for kafka", "last good ones"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GateTLSFilesRefused says\n%s\nwant it to say %q", text, want)
+		}
+	}
+}
