@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -201,14 +202,14 @@ type refusal struct {
 }
 
 // setRefused records err, the last PING's failure of instance i, when Redis itself gave
-// it (a reply, not a timeout or a closed connection), it is errWantsTLS or the TLS
+// it (a reply, not a timeout or a closed connection), it is errWantsTLS or errNoTLS, or the TLS
 // handshake failed on a certificate (tlsreload.Refused), and forgets a refusal
 // otherwise. It returns the refusal recorded ("" for none).
 func (r *Readiness) setRefused(i int, err error) string {
 	var ref refusal
 	if redisErr, ok := errors.AsType[redis.Error](err); ok {
 		ref.msg = redisErr.Error()
-	} else if errors.Is(err, errWantsTLS) {
+	} else if errors.Is(err, errWantsTLS) || errors.Is(err, errNoTLS) {
 		ref.msg = err.Error()
 	} else if tlsreload.Refused(err) {
 		ref = refusal{msg: err.Error(), tls: true}
@@ -255,6 +256,8 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		}
 		if errors.Is(err, io.EOF) && plainText(r.clients[i]) {
 			err = fmt.Errorf("%w (%w)", errWantsTLS, err)
+		} else if errors.Is(err, context.DeadlineExceeded) && !plainText(r.clients[i]) && answersPlain(ctx, r.clients[i]) {
+			err = fmt.Errorf("%w (%w)", errNoTLS, err)
 		}
 		cause := r.setRefused(i, err)
 		if cause == "" {
@@ -278,6 +281,46 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 // errWantsTLS is a plain connection closed before Redis's first reply: what a Redis that
 // requires TLS does, and the client reports as a bare EOF, which reads as Redis down.
 var errWantsTLS = errors.New("the connection was closed without a reply: a Redis that requires TLS closes a plain one (if so, write its URL rediss:// in GATE_REDIS_URLS), as does a proxy with no Redis behind it")
+
+// errNoTLS is a TLS connection that got no reply where a plain one is answered: a Redis
+// without TLS takes the handshake's first bytes for a command that has not ended, and
+// waits, so the PING times out as for a Redis that is down.
+var errNoTLS = errors.New("no reply over TLS, but a plain-text PING is answered there: the Redis does not use TLS (if so, write its URL redis://, not rediss://, in GATE_REDIS_URLS)")
+
+// answersPlain reports whether the address c (a TLS client) connects to answers a
+// plain-text PING with a Redis reply, within a second: asked only once a PING over TLS
+// has timed out. A sentinel client's is not known here, and is not asked.
+func answersPlain(ctx context.Context, c redis.UniversalClient) bool {
+	var addr string
+	switch c := c.(type) {
+	case *redis.Client:
+		addr = c.Options().Addr
+	case *redis.ClusterClient:
+		if a := c.Options().Addrs; len(a) > 0 {
+			addr = a[0]
+		}
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return false // a failover (sentinel) client's Addr is no address
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	buf := make([]byte, 16)
+	n, _ := io.ReadAtLeast(conn, buf, 1)
+	// +PONG, or an error reply (-NOAUTH: a password is wanted first): Redis, in plain text.
+	return n > 0 && (buf[0] == '+' || buf[0] == '-')
+}
 
 // plainText reports whether c connects without TLS (redis:// URLs).
 func plainText(c redis.UniversalClient) bool {

@@ -240,3 +240,29 @@ func readyzUntil(mux http.Handler, timeout time.Duration, done func(body string)
 	}
 	return code, body
 }
+
+// TestReadyzSaysARedisHasNoTLS: a rediss:// URL to a Redis without TLS gets no reply (the
+// Redis takes the handshake's first bytes for a command that has not ended, and waits),
+// and /readyz said "no PING reply yet", as for a Redis that is down; the log line said
+// "context deadline exceeded". Both now say the Redis answers in plain text, and that its
+// URL is redis://.
+func TestReadyzSaysARedisHasNoTLS(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), TLSConfig: &tls.Config{ServerName: "localhost", MinVersion: tls.VersionTLS12}, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	var logs faulttest.Buffer
+	r := &Readiness{kafka: func() []string { return nil }, clients: []redis.UniversalClient{c}, urls: []string{"rediss://" + srv.Addr()},
+		timeout: time.Second, up: make([]bool, 1), log: slog.New(slog.NewTextHandler(&logs, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	mux := NewMux(prometheus.NewRegistry(), r, nil)
+	code, body := readyzUntil(mux, 20*time.Second, func(body string) bool {
+		return strings.Contains(body, "redis://, not rediss://") && strings.Contains(logs.String(), "redis://, not rediss://")
+	})
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "rediss://"+srv.Addr()) || !strings.Contains(body, "redis://, not rediss://") {
+		t.Errorf("/readyz with a TLS connection to a plain Redis: %d %q; want 503 naming the instance and redis://", code, body)
+	}
+}
