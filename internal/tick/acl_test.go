@@ -352,3 +352,62 @@ func TestCounterTTLRefusedIsAnError(t *testing.T) {
 		t.Errorf("want one line naming %s, its TTL refused; log:\n%s", key, logs.buf.String())
 	}
 }
+
+// TestRunbookSaysWhatCauseRedisIs: a gate whose Redis user lacks one command the tick
+// needs (here +eval, as after an ACL written for an older gate) fails every tick with an
+// error reply, counted as cause redis, which fires GateRedisErrors. The runbook entry that
+// alert opens (docs/operations.md, "Redis down or refusing writes") must say what that
+// cause means and what to do, naming the error replies it stands for and the commands the
+// gate needs: before, its "What to do" had a bullet for every cause but redis.
+func TestRunbookSaysWhatCauseRedisIs(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	clients := []redis.UniversalClient{dialGate(t, srv, "+eval")}
+	clk := clock.NewFake(epochStart)
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	tk, err := New(l, clients, Config{}, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Check("team", 150)
+	clk.Advance(time.Second)
+	if r := tk.Tick(ctx); r.Errors != 1 || r.Writes != 0 {
+		t.Fatalf("tick without +eval = %+v, want 1 error and no write", r)
+	}
+	if got := testutil.ToFloat64(tk.m.errors.WithLabelValues(causeRedis.String(), "0")); got != 1 {
+		t.Fatalf("errors{cause=redis} = %v, want 1: the scenario is meant to give cause redis", got)
+	}
+	if lines := logs.lines("level=WARN", "cause=redis", "NOPERM"); len(lines) != 1 {
+		t.Fatalf("want one warning with cause=redis naming NOPERM; log:\n%s", logs.buf.String())
+	}
+
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, entry, _ := strings.Cut(string(doc), "\n### Redis down or refusing writes\n")
+	entry, _, _ = strings.Cut(entry, "\n### ")
+	_, todo, ok := strings.Cut(entry, "**What to do.**")
+	if !ok {
+		t.Fatal(`docs/operations.md: no "Redis down or refusing writes" entry with a "**What to do.**"`)
+	}
+	var bullet string
+	for b := range strings.SplitSeq(todo, "\n- ") {
+		lead, _, _ := strings.Cut(b, ":")
+		if strings.Contains(lead, "`redis`") {
+			bullet = b
+		}
+	}
+	if bullet == "" {
+		t.Fatal("the runbook's \"Redis down or refusing writes\" has no \"What to do\" bullet for cause `redis`, which GateRedisErrors fires on")
+	}
+	for _, want := range []string{"NOPERM", "WRONGPASS", "LOADING", "#what-the-gate-needs-from-redis"} {
+		if !strings.Contains(bullet, want) {
+			t.Errorf("the runbook's bullet for cause `redis` does not name %s:\n- %s", want, bullet)
+		}
+	}
+}

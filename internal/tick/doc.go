@@ -41,8 +41,8 @@
 //     readonly, noreplicas, misconf, redis, parse) and logged, never returned to a check: the
 //     limiter's views go stale and keep draining (fail-open), dead connections are replaced
 //     by the client's pool, and the next tick tries again. The log says when an instance
-//     starts failing, then at most once a minute while it goes on (or when the causes
-//     change), and when it works again: not a line per tick.
+//     starts failing, then at most once a minute while it goes on (sooner for a cause
+//     no line named within the minute), and when it works again: not a line per tick.
 //   - A team is always sent to the same Redis instance, by a stable hash of its name that
 //     every gate in the fleet computes alike (standalone mode).
 //   - In cluster mode (Config.Mode) there is one ClusterClient and, each tick, one of its

@@ -1,7 +1,7 @@
 // Redis errors: their causes, as the errors metric labels them, and their logs. An error
 // is counted and logged, never returned to a check. The log says when an instance starts
-// failing, then at most once a minute while it goes on (sooner when the causes change),
-// and when it works again: not a line a tick.
+// failing, then at most once a minute while it goes on (sooner for a cause no line named
+// within the minute), and when it works again: not a line a tick.
 
 package tick
 
@@ -200,9 +200,9 @@ func (t *Ticker) unreadable(i int, kind valueKind, key string, v any, err error)
 const errorLogInterval = time.Minute
 
 // errLog rate-limits one Redis instance's failure logs: the first failed pipeline is
-// logged at once, then one line per errorLogInterval (its pace), or sooner when the
-// causes change, each saying how many failed since the last; the first pipeline to
-// succeed after logged failures is logged too. The pace outlasts a recovery: failures
+// logged at once, then one line per errorLogInterval (its pace), or sooner for a cause
+// no line named within it, each saying how many failed since the last; the first
+// pipeline to succeed after logged failures is logged too. The pace outlasts a recovery: failures
 // that come and go (a Redis at its maxmemory whose keys expire, one answering near the
 // timeout) fail and recover tick after tick, and a fresh pace at each recovery logged
 // both, two lines a tick. Wall time, not the limiter's clock: it paces a log.
@@ -211,9 +211,12 @@ type errLog struct {
 	clock   clock.Clock     // wall time, for failing_for
 	failing bool
 	logged  bool      // a line said these failures: their end is logged too
-	causes  causeSet  // as last logged
 	since   time.Time // when the failures began
 	ticks   int       // failed pipelines since the failures began
+	// causeLogged is when a line last named each cause: a cause is logged at once only
+	// when no line named it within errorLogInterval, so that failures whose causes
+	// alternate (a full Redis that also stalls: oom, then timeout) are not a line a tick.
+	causeLogged [numCauses]time.Time
 }
 
 func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
@@ -228,12 +231,20 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 		e.failing, e.since, e.ticks = true, now, 0
 	}
 	e.ticks++
-	if p.causes != e.causes {
-		e.pace.Reset() // a new cause is logged at once
+	for c := range numCauses {
+		if p.causes.has(c) && (e.causeLogged[c].IsZero() || now.Sub(e.causeLogged[c]) >= errorLogInterval) {
+			e.pace.Reset() // a cause no line named within the interval is logged at once
+			break
+		}
 	}
 	ok, quiet := e.pace.Allow()
 	if !ok {
 		return
+	}
+	for c := range numCauses {
+		if p.causes.has(c) {
+			e.causeLogged[c] = now
+		}
 	}
 	msg := "redis pipeline failed; counts kept for the next tick, views go stale"
 	switch {
@@ -248,7 +259,7 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 	log.Warn(msg, "instance", instance, "cause", p.causes.String(),
 		"failed_writes", p.failedWrites, "writes", p.writes, "failed_reads", p.failedReads, "reads", p.reads,
 		"failed_unlogged", quiet, "failing_for", now.Sub(e.since).Round(time.Millisecond), "err", p.err)
-	e.logged, e.causes = true, p.causes
+	e.logged = true
 }
 
 func (e *errLog) recovered(log *slog.Logger, instance string, took time.Duration) {
@@ -259,7 +270,7 @@ func (e *errLog) recovered(log *slog.Logger, instance string, took time.Duration
 		log.Info("redis pipeline succeeds again; counts kept meanwhile are written from now on", "instance", instance,
 			"failed_ticks", e.ticks, "failing_for", e.clock.Now().Sub(e.since).Round(time.Millisecond), "pipeline", took)
 	}
-	// The pace and the causes last logged stay: the next failures are logged at once
-	// only past errorLogInterval, or with other causes.
+	// The pace and when each cause was last logged stay: the next failures are logged at
+	// once only past errorLogInterval, or with a cause not logged within it.
 	e.failing, e.logged = false, false
 }

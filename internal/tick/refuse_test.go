@@ -286,3 +286,49 @@ func TestRefusedWritesFailOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisCausesAlternatingLogOncePerMinute: a Redis under pressure whose failures go on
+// with causes that alternate (here writes refused at maxmemory on one tick, the server
+// stalled past the read timeout on the next, as a full Redis that also swaps does) logs
+// each cause when first seen, then once per errorLogInterval, as one steady cause is.
+// Before, each change of the causes logged at once: a line every tick.
+func TestRedisCausesAlternatingLogOncePerMinute(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{}, srv)
+	logs := g.withLog()
+	g.tk.errLogs[0].clock = clk // the logs' pace, on the test's clock
+	srv.RefuseWrites(t, redistest.RefuseOOM)
+	const ticks = 10
+	for i := range ticks {
+		g.l.Check("team", 1)
+		clk.Advance(time.Second)
+		if i%2 == 1 {
+			srv.Pause(t)
+		}
+		r := g.tk.Tick(context.Background())
+		if i%2 == 1 {
+			srv.Resume(t)
+		}
+		if r.Errors != 1 {
+			t.Fatalf("tick %d = %+v, want it failed", i, r)
+		}
+	}
+	for _, c := range []string{"oom", "timeout"} {
+		if got := testutil.ToFloat64(g.tk.m.errors.WithLabelValues(c, "0")); got != ticks/2 {
+			t.Fatalf("errors{cause=%q} = %v, want %d: the scenario is meant to alternate the causes", c, got, ticks/2)
+		}
+	}
+	if warns := logs.lines("level=WARN", "redis"); len(warns) != 2 {
+		t.Errorf("%d failure lines over %d failed ticks in 10 s with two alternating causes, want 2 (each cause once, then once a minute):\n%s",
+			len(warns), ticks, strings.Join(warns, "\n"))
+	}
+	clk.Advance(errorLogInterval)
+	g.l.Check("team", 1)
+	clk.Advance(time.Second)
+	g.tk.Tick(context.Background())
+	warns := logs.lines("level=WARN", "redis")
+	if len(warns) < 1 || !strings.Contains(warns[len(warns)-1], "failed_unlogged=") || strings.Contains(warns[len(warns)-1], "failed_unlogged=0") {
+		t.Errorf("a minute on, the line does not count the failures left unlogged:\n%s", strings.Join(warns, "\n"))
+	}
+}

@@ -9,6 +9,7 @@ package tick
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -132,6 +133,11 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 	// answered last, is what it keeps (in half of TestClusterSlotMigrationKeyByKey's runs).
 	var causes causeSet
 	note := func(err error) bool {
+		if errors.Is(err, context.Canceled) {
+			// The gate stopping cut the pipeline short, not Redis: what it did not
+			// settle stays pending or in doubt, for the final flush.
+			return false
+		}
 		if redis.IsTryAgainError(err) {
 			p.tryAgain++
 			t.m.redirects.WithLabelValues("tryagain").Inc()
@@ -172,8 +178,8 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 			}
 		}
 	}
-	if causes == 0 && p.tryAgain > 0 {
-		p.sendErr = nil // only TRYAGAIN: nothing to report
+	if causes == 0 && (p.tryAgain > 0 || errors.Is(p.sendErr, context.Canceled)) {
+		p.sendErr = nil // only TRYAGAIN, or the gate stopping: nothing to report
 		return
 	}
 	if causes == 0 {

@@ -411,6 +411,38 @@ func TestRunFlushesOnStop(t *testing.T) {
 	}
 }
 
+// TestRunStoppedMidTickLogsNoRedisFailure: a gate stopped (SIGTERM) while a tick prepares
+// its pipeline, its sweep under way, has the pipeline cut short by its own context, not by
+// Redis. Before, that was counted as errors{cause="connection"} and logged as "redis
+// pipeline failed ... cause=connection err=\"context canceled\"" (then "succeeds again"
+// from the final flush), sending whoever read a rollout's logs to check the network. The
+// counts cut short are written by the final flush, once.
+func TestRunStoppedMidTickLogsNoRedisFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	g := newGate(t, nil, limit.Config{Window: time.Minute, ColdWriteInterval: writeEveryTick}, Config{TickInterval: 100 * time.Millisecond}, srv)
+	logs := g.withLog()
+	ctx, cancel := context.WithCancel(context.Background())
+	g.tk.onPhase = func(part int, _ time.Time, ended bool) {
+		if part == partWrites && !ended {
+			cancel() // the gate stopping as the tick starts
+		}
+	}
+	now := time.Now()
+	g.l.CheckAt(now, "team", 9)
+	g.tk.Run(ctx)
+	for c := range numCauses {
+		if v := testutil.ToFloat64(g.tk.m.errors.WithLabelValues(c.String(), "0")); v != 0 {
+			t.Errorf("errors{cause=%q} = %v after a stop mid-tick, want 0: Redis failed nothing", c, v)
+		}
+	}
+	if warns := logs.lines("level=WARN"); len(warns) != 0 {
+		t.Errorf("a stop mid-tick logged %d warnings, want none:\n%s", len(warns), logs.buf.String())
+	}
+	if got := getInt(t, srv.Client(t), Key(DefaultKeyPrefix, "team", g.l.Epoch(now))); got != 9 {
+		t.Errorf("after Run returned: %d in Redis, want the 9 counted, once (final flush)", got)
+	}
+}
+
 func TestParseURL(t *testing.T) {
 	for _, tc := range []struct {
 		url string
