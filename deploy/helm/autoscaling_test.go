@@ -301,3 +301,30 @@ func fmtInt32Ptr(p *int32) string {
 	}
 	return strconv.Itoa(int(*p))
 }
+
+// TestKEDAExtraMetadataKeepsTheTrigger: extraMetadata may not set a trigger key the chart
+// sets from the gate's own values. Rendered twice in the trigger's metadata, the last copy
+// wins without a word when Helm installs it: KEDA would scale on another topic, group or
+// cluster than the one the gate reads, or past the partition count.
+func TestKEDAExtraMetadataKeepsTheTrigger(t *testing.T) {
+	base := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "autoscaling: {keda: {enabled: true}}"))
+	so := scaledObject(t, base)
+	triggers, _, _ := unstructured.NestedSlice(so.Object, "spec", "triggers")
+	set, _, _ := unstructured.NestedStringMap(triggers[0].(map[string]any), "metadata")
+	if len(set) < 7 {
+		t.Fatalf("trigger metadata %v: want the chart's keys", set)
+	}
+	for key := range set {
+		vals := mergeValues(base, map[string]any{"autoscaling": map[string]any{"keda": map[string]any{"extraMetadata": map[string]any{key: "other"}}}})
+		_, err := render(t, vals, capabilities(kedaAPI...))
+		if err == nil || !strings.Contains(err.Error(), "autoscaling.keda.extraMetadata sets "+key) {
+			t.Errorf("extraMetadata.%s: error %v, want one naming it", key, err)
+		}
+	}
+	// A key the chart leaves to the user still reaches the trigger.
+	so = scaledObject(t, mergeValues(base, mustParse(t, "autoscaling: {keda: {extraMetadata: {tls: enable}}}")))
+	triggers, _, _ = unstructured.NestedSlice(so.Object, "spec", "triggers")
+	if got, _, _ := unstructured.NestedString(triggers[0].(map[string]any), "metadata", "tls"); got != "enable" {
+		t.Errorf("extraMetadata.tls reached the trigger as %q, want enable", got)
+	}
+}

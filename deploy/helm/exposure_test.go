@@ -168,6 +168,28 @@ networkPolicy:
 	}
 }
 
+// TestNetworkPolicyPortsAsTheGateReadsThem: a port written with leading zeros, which the
+// schema and the gate take in kafka.brokers, redis.urls and redis.sentinel.addrs (the gate
+// dials 09092 as 9092), is the same port in the NetworkPolicy: not read as octal, which
+// gave 0 for 09092 (the API server refuses the policy) and 64 for 0100 (the gate cut off
+// from a broker on port 100).
+func TestNetworkPolicyPortsAsTheGateReadsThem(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	np, _ := networkPolicy(t, mergeValues(base, mustParse(t, `
+networkPolicy: {enabled: true}
+kafka: {brokers: [k-0:09092, k-1:0100]}
+redis:
+  mode: sentinel
+  urls: [redis://redis:06379]
+  sentinel: {master: m, addrs: [s-0:02637, s-1:0100]}`)))
+	want := [][]string{{"9092", "100"}, {"6379", "2637", "100"}}
+	for i, w := range want {
+		if got := egressPorts(np.Spec.Egress[i]); !slices.Equal(got, w) {
+			t.Errorf("egress rule %d ports %v, want %v", i, got, w)
+		}
+	}
+}
+
 // TestTeamViewOffByDefault: the team view (team names and rates, on the port Prometheus
 // scrapes) is off unless turned on, in the gate and in the chart, which sets it always
 // (http.teamApi), so that a gate's default changing back could not turn it on unseen.

@@ -170,6 +170,28 @@ func TestPodDisruptionBudgetEvictsUnhealthy(t *testing.T) {
 	}
 }
 
+// TestPodDisruptionBudgetAllowsADrain: maxUnavailable is a count of at least 1 or a
+// percentage above 0% (Kubernetes rounds it up to at least one pod): 0 or 0% would hold
+// every node drain and cluster upgrade behind the gates forever, and a negative count or a
+// word is refused by the API server at install, after the render.
+func TestPodDisruptionBudgetAllowsADrain(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	for _, ok := range []string{"1", "2", `"1%"`, `"50%"`, `"100%"`} {
+		objs, err := decode(mustRender(t, mergeValues(base, mustParse(t, "podDisruptionBudget: {maxUnavailable: "+ok+"}")), capabilities()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := objs.typed["PodDisruptionBudget"][0].(*policyv1.PodDisruptionBudget).Spec.MaxUnavailable.String(); got != strings.Trim(ok, `"`) {
+			t.Errorf("maxUnavailable %s rendered as %s", ok, got)
+		}
+	}
+	for _, bad := range []string{"0", `"0"`, `"0%"`, `"00%"`, "-1", `"abc"`, `"150%"`, `"5 %"`} {
+		if _, err := render(t, mergeValues(base, mustParse(t, "podDisruptionBudget: {maxUnavailable: "+bad+"}")), capabilities()); err == nil {
+			t.Errorf("podDisruptionBudget.maxUnavailable %s rendered; want an error", bad)
+		}
+	}
+}
+
 // TestExtras: extraContainers, extraVolumes, extraVolumeMounts and extraEnvFrom reach
 // the pod, after the chart's own.
 func TestExtras(t *testing.T) {

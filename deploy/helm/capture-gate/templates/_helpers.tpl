@@ -124,9 +124,15 @@ ports of kafka.brokers. */}}
 {{- $ports := list -}}
 {{- range .Values.networkPolicy.kafka.ports }}{{ $ports = append $ports (int64 .) }}{{ end -}}
 {{- if not $ports -}}
-{{- range .Values.kafka.brokers }}{{ $ports = append $ports (regexFind "[0-9]+$" . | int64) }}{{ end -}}
+{{- range .Values.kafka.brokers }}{{ $ports = append $ports (include "capture-gate.port" (regexFind "[0-9]+$" .) | int64) }}{{ end -}}
 {{- end -}}
 {{- toJson (uniq $ports) -}}
+{{- end -}}
+
+{{/* A port as the gate dials it: decimal, leading zeros and all (int64 would read "0100"
+as octal, 64, and "09092" as 0). */}}
+{{- define "capture-gate.port" -}}
+{{- regexReplaceAll "^0+" . "" | default "0" -}}
 {{- end -}}
 
 {{/* networkPolicy.redis.ports, or the ports of redis.urls (6379 when a URL names none) and,
@@ -144,10 +150,10 @@ of a URL that fails to parse, a password holding '/' or '?' with it. */ -}}
 {{- $_ := include "capture-gate.redisURLs" . -}}
 {{- range .Values.redis.urls -}}
 {{- $port := regexFind ":[0-9]+$" (urlParse .).host | trimPrefix ":" -}}
-{{- $ports = append $ports (default "6379" $port | int64) -}}
+{{- $ports = append $ports (include "capture-gate.port" (default "6379" $port) | int64) -}}
 {{- end -}}
 {{- if eq .Values.redis.mode "sentinel" -}}
-{{- range .Values.redis.sentinel.addrs }}{{ $ports = append $ports (regexFind "[0-9]+$" . | int64) }}{{ end -}}
+{{- range .Values.redis.sentinel.addrs }}{{ $ports = append $ports (include "capture-gate.port" (regexFind "[0-9]+$" .) | int64) }}{{ end -}}
 {{- end -}}
 {{- end -}}
 {{- toJson (uniq $ports) -}}
@@ -776,6 +782,15 @@ nothing; fails with a message naming the values to change.
 {{- end -}}
 {{- if and $a.keda.enabled (hasKey $a.keda.extraMetadata "offsetResetPolicy") -}}
 {{- fail "capture-gate: autoscaling.keda.extraMetadata sets offsetResetPolicy, which the chart sets from kafka.startOffset (where the gate starts a partition without a committed offset); set kafka.startOffset instead" -}}
+{{- end -}}
+{{- /* The trigger's other keys the chart sets: rendered twice, the last copy would win
+unsaid at install, and KEDA scale on another cluster, topic or group than the gate's. */ -}}
+{{- if $a.keda.enabled -}}
+{{- range $key, $from := dict "bootstrapServers" "kafka.brokers" "consumerGroup" "kafka.groupId" "topic" "topics.input" "lagThreshold" "autoscaling.keda.lagThreshold" "activationLagThreshold" "autoscaling.keda.activationLagThreshold" "allowIdleConsumers" "autoscaling.maxReplicas" -}}
+{{- if hasKey $a.keda.extraMetadata $key -}}
+{{- fail (printf "capture-gate: autoscaling.keda.extraMetadata sets %s, which the chart sets from %s so that KEDA scales on what the gate reads; set %s instead" $key $from $from) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if and $a.keda.enabled (or $v.kafka.tls.enabled (ne $v.kafka.sasl.mechanism "none")) (not $a.keda.authenticationRef) -}}
 {{- fail "capture-gate: autoscaling.keda.authenticationRef is required with kafka.tls or kafka.sasl: KEDA reads the group's lag from the brokers itself and needs a TriggerAuthentication for them" -}}
