@@ -201,6 +201,11 @@ var agreeCases = []agreeCase{
 	{"commitInterval .01s", `kafka: {commitInterval: .01s}`, true},
 	{"commitInterval 9ms", `kafka: {commitInterval: 9ms}`, false},
 	{"commitInterval 1ns", `kafka: {commitInterval: 1ns}`, false},
+	// GATE_REDIS_SENTINEL_ADDRS: host:port as brokers are.
+	{"sentinel addrs s:26379", `redis: {mode: sentinel, urls: ["redis://primary:6379"], sentinel: {master: m, addrs: ["s:26379"]}}`, true},
+	{"sentinel addrs [fd00::1]:26379", `redis: {mode: sentinel, urls: ["redis://primary:6379"], sentinel: {master: m, addrs: ["[fd00::1]:26379"]}}`, true},
+	{"sentinel addrs port 0", `redis: {mode: sentinel, urls: ["redis://primary:6379"], sentinel: {master: m, addrs: ["s:0"]}}`, false},
+	{"sentinel addrs port 99999", `redis: {mode: sentinel, urls: ["redis://primary:6379"], sentinel: {master: m, addrs: ["s:99999"]}}`, false},
 	// GATE_KAFKA_CLIENT_ID: at most 247 bytes.
 	{"clientId 247 bytes", `kafka: {clientId: "` + strings.Repeat("c", 247) + `"}`, true},
 	{"clientId 248 bytes", `kafka: {clientId: "` + strings.Repeat("c", 248) + `"}`, false},
