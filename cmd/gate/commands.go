@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -281,6 +282,23 @@ func envCmd(_ context.Context, args []string, h host, stdout, stderr io.Writer) 
 		}
 		return config.Problems{&printedProblems{path: "the GATE_* environment", n: len(ps), err: err}}
 	}
-	_, err = fmt.Fprintf(stdout, "ok: %d GATE_* variables set, the rest at their defaults\n", len(names))
+	// Counted as the gate reads them: a value of spaces only is unset, and a Kubernetes
+	// service link is ignored, not a setting.
+	links := config.ServiceLinks(h.getenv, names)
+	set := 0
+	for _, n := range names {
+		if strings.TrimSpace(h.getenv(n)) != "" && !slices.Contains(links, n) {
+			set++
+		}
+	}
+	noun := "variables"
+	if set == 1 {
+		noun = "variable"
+	}
+	line := fmt.Sprintf("ok: %d GATE_* %s set, the rest at their defaults", set, noun)
+	if len(links) > 0 {
+		line += fmt.Sprintf(" (%d ignored as Kubernetes service links: %s)", len(links), strings.Join(links, ", "))
+	}
+	_, err = fmt.Fprintln(stdout, line)
 	return err
 }

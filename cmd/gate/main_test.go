@@ -592,3 +592,25 @@ func TestEnvCheck(t *testing.T) {
 		t.Errorf("env -check of a bad environment: %v (%T), stdout %q, stderr %q; want both problems, as configuration problems", err, err, stdout.String(), stderr.String())
 	}
 }
+
+// gate env -check counts the variables the gate uses: not those it ignores, as a
+// Kubernetes service link or a value of spaces only (unset, as the gate reads it).
+func TestEnvCheckCountsWhatTheGateUses(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"GATE_THRESHOLD":     "5000",
+		"GATE_WINDOW":        "  ",
+		"GATE_SERVICE_HOST":  "10.0.0.1",
+		"GATE_SERVICE_PORT":  "8080",
+		"GATE_PORT":          "tcp://10.0.0.1:8080",
+		"GATE_PORT_8080_TCP": "tcp://10.0.0.1:8080",
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"env", "-check"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("env -check: %v\n%s", err, stderr.String())
+	}
+	want := "ok: 1 GATE_* variable set, the rest at their defaults (4 ignored as Kubernetes service links: GATE_PORT, GATE_PORT_8080_TCP, GATE_SERVICE_HOST, GATE_SERVICE_PORT)\n"
+	if got := stdout.String(); got != want {
+		t.Errorf("env -check printed\n%q, want\n%q", got, want)
+	}
+}

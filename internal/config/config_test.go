@@ -1515,7 +1515,7 @@ func TestNoVariableLooksLikeAServiceLink(t *testing.T) {
 			t.Errorf("%s=%s is not taken for a service link", name, value)
 		}
 	}
-	if got, want := serviceLinks(getenvFrom(kubernetesServiceLinks), append(slices.Collect(maps.Keys(kubernetesServiceLinks)), "GATE_WINDOW", "GATE_TYPO")),
+	if got, want := ServiceLinks(getenvFrom(kubernetesServiceLinks), append(slices.Collect(maps.Keys(kubernetesServiceLinks)), "GATE_WINDOW", "GATE_TYPO")),
 		slices.Sorted(maps.Keys(kubernetesServiceLinks)); !slices.Equal(got, want) {
 		t.Errorf("serviceLinks = %v, want %v", got, want)
 	}

@@ -97,9 +97,9 @@ func isLinkPort(s string) bool {
 	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == s
 }
 
-// serviceLinks returns, sorted, the names among names that Load ignores as
+// ServiceLinks returns, sorted, the names among names that Load ignores as
 // Kubernetes service links.
-func serviceLinks(getenv func(string) string, names []string) []string {
+func ServiceLinks(getenv func(string) string, names []string) []string {
 	known := make(map[string]bool)
 	for _, f := range configFields() {
 		known[f.key] = true
@@ -115,7 +115,7 @@ func serviceLinks(getenv func(string) string, names []string) []string {
 
 // LogServiceLinks says, at debug level, which variables were ignored as service links.
 func LogServiceLinks(log *slog.Logger, getenv func(string) string, names []string) {
-	if links := serviceLinks(getenv, names); len(links) > 0 {
+	if links := ServiceLinks(getenv, names); len(links) > 0 {
 		log.Debug("ignoring Kubernetes service link variables (set enableServiceLinks: false on the pod to leave them out)",
 			"names", links)
 	}
