@@ -27,8 +27,10 @@
 //   - SIGTERM or SIGINT stops the consumer first (no new poll; in-flight records
 //     awaited; acknowledged offsets committed; the group left), then the tick, whose
 //     final flush writes the counts of the last records routed to Redis, then the HTTP
-//     server and the Redis clients; the process exits 0. A second signal ends it at once,
-//     with a line on stderr and exit status 128 + its number (143 for SIGTERM).
+//     server and the Redis clients; the process exits 0. A second signal, half a second
+//     or more after the first, ends it at once, with a line on stderr and exit status
+//     128 + its number (143 for SIGTERM); one sooner is the first sent twice (timeout(1)
+//     signals the process and its group).
 //
 // Subcommands (commands.go; gate help lists them with their flags): serve or run (the
 // default), env (the variable table as Markdown), load (the demo load, to a real broker),
@@ -72,7 +74,7 @@ func main() {
 	// status 2, a configuration error's.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go exitOnSecondSignal(sigs, serving(os.Args[1:]), os.Stderr, os.Exit)
+	go exitOnSecondSignal(sigs, serving(os.Args[1:]), time.Now, os.Stderr, os.Exit)
 	err := run(ctx, os.Args[1:], host{
 		environ:  os.Environ(),
 		getenv:   os.Getenv,
@@ -86,13 +88,28 @@ func main() {
 	}
 }
 
-// exitOnSecondSignal waits for two signals on sigs, then says on stderr that the
-// shutdown was cut short (and, when the process serves, what that costs) and exits (exit)
-// with 128 + the second signal's number, the status of a process that signal killed: 143
-// for SIGTERM, 130 for SIGINT.
-func exitOnSecondSignal(sigs <-chan os.Signal, serves bool, stderr io.Writer, exit func(int)) {
+// sameSignal is how soon after the first a signal is taken for the same one sent twice,
+// not an operator's second: coreutils' timeout sends its SIGTERM to the process and then
+// to its process group, which holds the process, and a shell's kill 0 and a supervisor
+// signalling every process of a group likewise; each cut a gate's shutdown short at once
+// (exit 143, uncommitted records routed again, counts unwritten). An operator's second
+// Ctrl-C comes later than this.
+const sameSignal = 500 * time.Millisecond
+
+// exitOnSecondSignal waits for two signals on sigs, the second sameSignal or more after
+// the first (now reads the clock), then says on stderr that the shutdown was cut short
+// (and, when the process serves, what that costs) and exits (exit) with 128 + the second
+// signal's number, the status of a process that signal killed: 143 for SIGTERM, 130 for
+// SIGINT.
+func exitOnSecondSignal(sigs <-chan os.Signal, serves bool, now func() time.Time, stderr io.Writer, exit func(int)) {
 	<-sigs
-	sig := <-sigs
+	first := now()
+	var sig os.Signal
+	for sig = range sigs {
+		if now().Sub(first) >= sameSignal {
+			break
+		}
+	}
 	code := 1
 	if s, ok := sig.(syscall.Signal); ok {
 		code = 128 + int(s)
