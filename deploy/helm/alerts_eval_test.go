@@ -733,3 +733,21 @@ func TestTLSAlerts(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordSharesCountRejectedRecordsOnce: a record the broker refuses for good is
+// counted twice in gate_records_total, where it was routed and again as dead_letter
+// reason rejected. GateDeadLetterRateHigh's and GateOverflowShareJump's denominators
+// counted it twice, the shares low by it: 15 of 1,000 records refused read as 1.478 %,
+// and every record refused as 50 %. Each record is counted once now, as the dashboard's
+// panel counts it.
+func TestRecordSharesCountRejectedRecordsOnce(t *testing.T) {
+	// 1000 records a minute: 985 accepted, 15 overflow, all 15 refused by the overflow
+	// topic and rerouted to dead letter (rejected): 1.5 % dead-lettered.
+	load := fmt.Sprintf("  gate_records_total{%s, route=\"accepted\", reason=\"allowed\"} 0+985x30\n", evalPod) +
+		fmt.Sprintf("  gate_records_total{%s, route=\"overflow\", reason=\"rate_limited\"} 0+15x30\n", evalPod) +
+		fmt.Sprintf("  gate_records_total{%s, route=\"dead_letter\", reason=\"rejected\"} 0+15x30\n", evalPod)
+	v := queryAt(t, alertExpr(t, mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true, alerts: {GateDeadLetterRateHigh: {threshold: 0}}}")), "GateDeadLetterRateHigh"), load, 25)[0]
+	if len(v) != 1 || v[0].F < 0.0149 || v[0].F > 0.0151 {
+		t.Errorf("GateDeadLetterRateHigh's share with 15 of 1000 records rejected: %v, want 0.015", v)
+	}
+}

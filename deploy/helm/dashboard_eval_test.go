@@ -104,3 +104,22 @@ func TestOverridesAgePanelPerRule(t *testing.T) {
 		t.Errorf("Since the last good read shows at most %.0fs, want %.0fs: rule users last read at minute 4", oldest, want)
 	}
 }
+
+// TestDeadLetterSharePanelCountsEachRecordOnce: a record the broker refused on its output
+// topic is counted twice in gate_records_total, where it was first routed and as
+// dead_letter/rejected; "Dead letter share by reason" divides by the records routed, each
+// once. Before, the refused records were in the denominator twice: an accepted topic
+// refusing every record (its max.message.bytes lowered) read as 50 % dead-lettered, not
+// 100 %.
+func TestDeadLetterSharePanelCountsEachRecordOnce(t *testing.T) {
+	load := "gate_records_total{" + dashPod + `, route="accepted", reason="allowed"} 0+600x30` + "\n" +
+		"gate_records_total{" + dashPod + `, route="dead_letter", reason="rejected"} 0+600x30` + "\n" +
+		"gate_records_total{" + dashPod + `, route="dead_letter", reason="not_json"} 0+0x30`
+	share := 0.0
+	for _, s := range queryAt(t, panelQueries(t, "Dead letter share by reason")[0], load, 25)[0] {
+		share += s.F
+	}
+	if math.Abs(share-1) > 0.001 {
+		t.Errorf("Dead letter share by reason adds up to %.3f with every record refused and dead-lettered, want 1", share)
+	}
+}

@@ -108,6 +108,8 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 			Help: "Time brokers throttled the gate's requests, by broker: a client quota (produce or fetch bytes, request time) on the gate's client id or principal. Nothing is lost; routing slows down.",
 		}, []string{"broker"}),
 	}
+	// Every bounded label's series at zero from the start: one born at its first value is
+	// no increase to increase() or rate().
 	for _, e := range []string{"assigned", "revoked", "lost"} {
 		m.rebalances.WithLabelValues(e)
 	}
@@ -116,6 +118,9 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 	}
 	for _, a := range []string{"stopped", "skipped"} {
 		m.undeliverable.WithLabelValues(a)
+	}
+	for _, to := range []string{"dead_letter", "dead_letter_stripped"} {
+		m.rerouted.WithLabelValues(to)
 	}
 	for _, r := range []string{"group_churn", "slow_transaction", "end_error"} {
 		m.recoveries.WithLabelValues(r)
