@@ -546,6 +546,18 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 	}
 	// Leaving the group revokes everything: onRevoked drops the partitions' state.
 	c.closeClient(c.tx.CloseAllowingRebalance)
+	// Unless the session did not pass that revoke on (a rearm that failed, an assignment
+	// racing the leave: a CI run under load left a gate two partitions and their series
+	// after it stopped): the gate owns nothing once it has left.
+	if left := c.snapshot(nil); len(left) > 0 {
+		ids := make([]int32, 0, len(left))
+		for _, p := range left {
+			ids = append(ids, p.id)
+		}
+		slices.Sort(ids)
+		c.drop(ids)
+		c.releaseStopped(ids)
+	}
 	c.ready.Store(false)
 	c.log.Info("consumer stopped", "transactions_committed", n.committed, "transactions_aborted", n.aborted)
 	return runErr
