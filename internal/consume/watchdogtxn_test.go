@@ -234,8 +234,11 @@ func TestWatchdogEveryProduceFailing(t *testing.T) {
 func TestWatchdogExactlyOnceIdleThenRecords(t *testing.T) {
 	t.Parallel()
 	env := newEOSEnv(t, 1)
-	env.ccfg.StallNotReady = time.Second
-	env.ccfg.StallRestart = 2 * time.Second
+	// StallNotReady 3 s against a 600 ms commit: at 1 s, the transaction's own time on a
+	// loaded CI machine (-race, two cores) took it past the threshold (1.007 s) with no
+	// idle time counted. The idle time, over StallRestart, still exceeds both.
+	env.ccfg.StallNotReady = 3 * time.Second
+	env.ccfg.StallRestart = 6 * time.Second
 	var slow atomic.Bool
 	var held atomic.Int64
 	env.cluster.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
