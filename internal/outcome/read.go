@@ -238,20 +238,25 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 // that it does not: "TOPIC partition P: why".
 func listed(topic string, need map[int32]bool, l kadm.ListedOffsets, err error) error {
 	for _, p := range slices.Sorted(maps.Keys(need)) {
-		var perr error
-		switch o, ok := l.Lookup(topic, p); {
-		case ok && o.Err == nil:
-			continue
-		case ok:
-			perr = o.Err
-		case err != nil:
-			perr = err
-		default:
-			perr = errors.New("not listed")
+		if perr := listingErr(topic, p, l, err); perr != nil {
+			return fmt.Errorf("%s partition %d: %w", topic, p, perr)
 		}
-		return fmt.Errorf("%s partition %d: %w", topic, p, perr)
 	}
 	return nil
+}
+
+// listingErr is why partition p of topic is not in a listing of its offsets (l, err:
+// kadm's answer, err a failed shard's, whose partitions l lacks); nil when it is.
+func listingErr(topic string, p int32, l kadm.ListedOffsets, err error) error {
+	switch o, ok := l.Lookup(topic, p); {
+	case ok && o.Err == nil:
+		return nil
+	case ok:
+		return o.Err
+	case err != nil:
+		return err
+	}
+	return errors.New("not listed")
 }
 
 // decoded is a record Scan read: its row, or why it is none (Decode's error), and its
@@ -371,16 +376,9 @@ func answering(ctx context.Context, adm *kadm.Client, topic string, left map[int
 func Unanswered(topic string, parts []int32, l kadm.ListedOffsets, err error, waited time.Duration) error {
 	var errs error
 	for _, p := range parts {
-		var perr error
-		switch o, ok := l.Lookup(topic, p); {
-		case ok && o.Err == nil:
+		perr := listingErr(topic, p, l, err)
+		if perr == nil {
 			continue
-		case ok:
-			perr = o.Err
-		case err != nil:
-			perr = err
-		default:
-			perr = errors.New("not listed")
 		}
 		errs = errors.Join(errs, fmt.Errorf("reading %s partition %d: nothing fetched for %s and its offsets cannot be listed (its leader unavailable?): %w", topic, p, waited, perr))
 	}
