@@ -2,11 +2,13 @@ package consume
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestPartitionsAddedWhileRunning: partitions added to the input topic while a gate runs
@@ -133,8 +135,12 @@ func TestPartitionsAddedReadByAGateStartedAfter(t *testing.T) {
 	env := newEnv(t, before)
 	env.ccfg.StartOffset = StartLatest
 	env.ccfg.ClientOpts = append(testClientOpts(), kgo.MetadataMaxAge(5*time.Minute))
+	ends := endsLookedUp(t, env)
 	a := env.start(t, "a")
 	waitFor(t, 20*time.Second, "the group's assignment", a.c.Ready)
+	// Ready is joined and assigned; where a latest start is, is looked up after: a record
+	// produced before that is behind the start (CI once: partition 1 never committed).
+	waitFor(t, 20*time.Second, "the ends of the first partitions looked up", func() bool { return ends(before) })
 	prod := producer(t, env.cluster)
 	produceAll(t, prod, []*kgo.Record{inputRecord(0, "team-a")})
 	waitCommitted(t, env.cluster, before, 20*time.Second)
@@ -179,5 +185,39 @@ func TestPartitionsAddedReadByAGateStartedAfter(t *testing.T) {
 	o := collect(t, env.cluster, n, 20*time.Second, 500*time.Millisecond)
 	if lost, dup := o.conservation(n); len(lost) > 0 || len(dup) > 0 {
 		t.Errorf("%d records: not routed %v, routed more than once %v", n, lost, dup)
+	}
+}
+
+// endsLookedUp watches the input's end offset lookups (ListOffsets, latest) the broker
+// answers, and returns whether those of partitions 0 to n-1 have all been: a gate
+// starting them at StartLatest starts there, and a record produced after starts after.
+// The broker answers requests one at a time, so a record produced once it returns true
+// is written after the lookups.
+func endsLookedUp(t *testing.T, env *gateEnv) func(n int32) bool {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[int32]bool{}
+	env.cluster.ControlKey(kmsg.ListOffsets.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rt := range kreq.(*kmsg.ListOffsetsRequest).Topics {
+			for _, rp := range rt.Partitions {
+				if rt.Topic == inTopic && rp.Timestamp == -1 {
+					seen[rp.Partition] = true
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	return func(n int32) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for p := range n {
+			if !seen[p] {
+				return false
+			}
+		}
+		return true
 	}
 }
