@@ -70,8 +70,13 @@ func addPartitionsWhileRunning(t *testing.T, start StartOffset, d Delivery, prot
 	env.ccfg.Delivery = d
 	env.ccfg.GroupProtocol = proto
 	env.ccfg.ClientOpts = append(testClientOpts(), kgo.MetadataMaxAge(metadataAge))
+	ends := endsLookedUp(t, env)
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "the group's assignment", g.c.Ready)
+	if start == StartLatest {
+		// The first records after the start: see TestPartitionsAddedReadByAGateStartedAfter.
+		waitFor(t, 20*time.Second, "the ends of the first partitions looked up", func() bool { return ends(before) })
+	}
 
 	produce := func(from int, parts []int32, each int) int {
 		t.Helper()
