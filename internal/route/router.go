@@ -644,6 +644,11 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		o.KeyRule = r.rules[teamRule].Name
 	}
 	if failed != reasonNone {
+		// Dead-lettered: by failedRule, which could not read the record, or before any
+		// rule (-1: no JSON object); the rules from there on never checked it.
+		for j := max(failedRule, 0); j < len(r.rules); j++ {
+			s.ruleN[j][resultDeadLetter]++
+		}
 		o = r.deadOrDry(rec, s, out, o, failed, failedRule, failedKey)
 		if s.Outcomes != nil {
 			r.recordOutcome(s, now, rec, &o, teamRule, &ro)

@@ -89,10 +89,8 @@ type ruleState struct {
 	// the shared pass found and sharedValue keeps, and so costs next to nothing to read
 	// before this rule's check, for its limiter to prefetch its slot (Limiter.Prefetch).
 	prefetchNext bool
-	// gate_rule_records_total by result, resolved once; nil for the implicit rule. under,
-	// over, ... are the same counters by name.
-	results                                     [numResults]prometheus.Counter
-	under, over, unmatched, missing, notChecked prometheus.Counter
+	// gate_rule_records_total by result, resolved once; nil for the implicit rule.
+	results [numResults]prometheus.Counter
 }
 
 // The results of a rule for one record, gate_rule_records_total's result label.
@@ -102,11 +100,15 @@ const (
 	resultUnmatched
 	resultMissing
 	resultNotChecked
+	// resultDeadLetter: the record was dead-lettered, by this rule (its key or match
+	// field could not be read), by an earlier one, or before any (no JSON object): a
+	// rule's results sum to the records routed.
+	resultDeadLetter
 	numResults
 )
 
 // resultNames is read-only.
-var resultNames = [numResults]string{"under", "over", "unmatched", "missing", "not_checked"}
+var resultNames = [numResults]string{"under", "over", "unmatched", "missing", "not_checked", "dead_letter"}
 
 // MaxRules bounds a router's rules: the rules over a record are kept in one word.
 const MaxRules = 64
@@ -199,7 +201,9 @@ func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
 			Name: "gate_rule_records_total",
 			Help: "Records each rule saw, by result: under or over (a shadow rule's over is what it would have done), " +
 				"unmatched (its match did not hold), missing (its key was absent and it skips such records, or a shadow rule could not read its key or match field), " +
-				"not_checked (for a record an earlier enforced rule sent away with an action at least as strong).",
+				"not_checked (for a record an earlier enforced rule sent away with an action at least as strong), " +
+				"dead_letter (the record was dead-lettered: this rule could not read its key or match field, or an earlier rule could not, " +
+				"or its value is no JSON object; in a dry run, accepted instead).",
 		}, []string{"rule", "result"})
 		topicRecords = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_rule_topic_records_total",
@@ -247,8 +251,6 @@ func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
 			for res := range numResults {
 				st.results[res] = records.WithLabelValues(ru.Name, resultNames[res])
 			}
-			st.under, st.over, st.unmatched, st.missing, st.notChecked =
-				st.results[resultUnder], st.results[resultOver], st.results[resultUnmatched], st.results[resultMissing], st.results[resultNotChecked]
 		}
 		st.Key.lax = !r.cfg.ValidateJSON
 		st.Match = slices.Clone(ru.Match)

@@ -73,7 +73,7 @@ func (f *ruleFixture) ruleCount(rule, result string) float64 {
 }
 
 func (s *ruleState) counter(result string) prometheus.Counter {
-	return map[string]prometheus.Counter{"under": s.under, "over": s.over, "unmatched": s.unmatched, "missing": s.missing, "not_checked": s.notChecked}[result]
+	return s.results[slices.Index(resultNames[:], result)]
 }
 
 func mustKey(t testing.TB, s string) KeyFrom {
@@ -1246,5 +1246,51 @@ func TestRulesOneRuleFileRoutesAsFileless(t *testing.T) {
 			}
 			p.finish(t)
 		})
+	}
+}
+
+// gate_rule_records_total counts, for every rule, each record routed once: a record
+// dead-lettered (a key or match field an enforced rule cannot read, a value that is no
+// JSON object) is dead_letter for the rule that could not read it and for every rule
+// after it, which never saw it; the rules before keep what they found. It counted
+// nothing for any rule from the one that failed on, so a rule's results summed short of
+// the records, the dead letters nowhere.
+func TestRuleRecordsCountDeadLetters(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "team", Key: mustKey(t, "json:team_id"), Action: ActionOverflow},
+			[]limit.Config{{Window: time.Minute, Threshold: 1000}}},
+		ruleSpec{Rule{Name: "user", Key: mustKey(t, "json:team_id+distinct_id"), Action: ActionOverflow},
+			[]limit.Config{{Window: time.Minute, Threshold: 1000}}},
+		ruleSpec{Rule{Name: "ip", Key: mustKey(t, "header:ip"), Action: ActionOverflow, SkipMissing: true},
+			[]limit.Config{{Window: time.Minute, Threshold: 1000}}},
+	)
+	s := &Scratch{}
+	for _, v := range []string{
+		`{"team_id":"t1","distinct_id":"u1"}`, // under for all, ip missing
+		`{"team_id":"t1"}`,                    // team under; user cannot read its key
+		`{"distinct_id":"u1"}`,                // team cannot read its key
+		"\x00binary",                          // no JSON object: no rule reads it
+	} {
+		var out kgo.Record
+		f.r.RouteInto(f.clk.Now(), input(v, ""), s, &out)
+	}
+	s.Flush()
+	want := map[string]map[string]float64{
+		"team": {"under": 2, "dead_letter": 2},
+		"user": {"under": 1, "dead_letter": 3},
+		"ip":   {"missing": 1, "dead_letter": 3},
+	}
+	for rule, results := range want {
+		sum := 0.0
+		for _, res := range resultNames {
+			got := f.ruleCount(rule, res)
+			sum += got
+			if got != results[res] {
+				t.Errorf("rule %s, result %s: %v, want %v", rule, res, got, results[res])
+			}
+		}
+		if sum != 4 {
+			t.Errorf("rule %s counted %v records, want the 4 routed", rule, sum)
+		}
 	}
 }
