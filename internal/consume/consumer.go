@@ -839,6 +839,10 @@ func (c *Consumer) setLag(p *partition, hwm, stable, next int64) {
 		if next >= 0 && stable >= 0 {
 			p.lag.Store(max(stable-next, 0))
 		}
+		if next >= 0 && hwm >= 0 {
+			p.next.Store(next)
+			p.lagAt.Store(time.Now().UnixNano())
+		}
 	}
 }
 

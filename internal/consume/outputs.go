@@ -170,6 +170,7 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 		if c.exactlyOnce() {
 			c.checkUnstable(ctx, cl, time.Now())
 		}
+		c.refreshLag(ctx, cl, time.Now())
 		waiting := c.producerBuffered()
 		if waiting == 0 || !c.outputsStuck(time.Now()) {
 			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) }) {

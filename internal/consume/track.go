@@ -44,6 +44,10 @@ type partition struct {
 	// lag is the partition's lag as last seen (see Consumer.setLag), for the
 	// progress watchdog.
 	lag atomic.Int64
+	// next is the offset the lag was last measured from (setLag's next), lagAt when
+	// (Unix ns; 0: never): a partition polled no longer (polling held, fetching
+	// paused) has its lag measured again from there (Consumer.refreshLag).
+	next, lagAt atomic.Int64
 	// movedTo is where the gate last moved the client past lost records (loss.go), so
 	// that a second out-of-range fetch before anything more is read starts from there,
 	// not from a committed offset that may still be below the first gap. Read and
