@@ -26,14 +26,16 @@ const (
 	ReadTTL                       // its view is older than TTL
 	ReadRetry                     // its last read failed (ApplyLocal): due until one succeeds
 	ReadProfile                   // its learned profile is due for a look (Config.Adaptive)
-	numReadReasons
+	// NumReadReasons is how many reasons there are: those above are 0 to NumReadReasons-1
+	// (the tick makes each one's series at the start).
+	NumReadReasons
 )
 
-var readReasonNames = [numReadReasons]string{"first", "pending", "hot", "cadence", "ttl", "retry", "profile"}
+var readReasonNames = [NumReadReasons]string{"first", "pending", "hot", "cadence", "ttl", "retry", "profile"}
 
 // String returns the reason's name as used in metrics.
 func (r ReadReason) String() string {
-	if r < numReadReasons {
+	if r < NumReadReasons {
 		return readReasonNames[r]
 	}
 	return "unknown"

@@ -148,9 +148,9 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	} else {
 		_, err = pipe.Exec(cctx)
 	}
-	t.m.commands.WithLabelValues("incrby").Inc()
-	t.m.commands.WithLabelValues("pexpire").Inc()
-	t.m.commands.WithLabelValues("get").Add(2)
+	t.m.commands.WithLabelValues(cmdIncrby).Inc()
+	t.m.commands.WithLabelValues(cmdPexpire).Inc()
+	t.m.commands.WithLabelValues(cmdGet).Add(2)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil && !errors.Is(err, redis.Nil) {

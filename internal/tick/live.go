@@ -53,5 +53,5 @@ func (t *Ticker) markLive(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
 	_ = t.instances[0].Set(cctx, LiveKeyFor(t.cfg.KeyPrefix), LiveValue(t.cfg.Writer, t.cfg.LiveRules), LiveTTL).Err()
-	t.m.commands.WithLabelValues("set").Inc()
+	t.m.commands.WithLabelValues(cmdSet).Inc()
 }

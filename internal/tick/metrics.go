@@ -1,6 +1,6 @@
 // The tick's metrics (gate_limiter_*, gate_fleet_gates, gate_redis_evicted_keys_total). The series of every batch
-// outcome, profile-write result, drop reason and error cause of each instance exist at
-// zero from the start (the redirect kinds too: NewRedirects), so a rate of one is defined
+// outcome, profile-write result, drop reason, read reason, Redis command and error cause
+// of each instance exist at zero from the start (the redirect kinds too: NewRedirects), so a rate of one is defined
 // before its first event. They are registered on New's registry when it is not nil, and a
 // registration that fails fails New. The redirect counter is Config.Redirects' when set,
 // the dropped counter Config.Dropped's.
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capturegate/gate/internal/limit"
 )
 
 type metrics struct {
@@ -105,6 +107,13 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 	for o := range numOutcomes {
 		m.batches.WithLabelValues(o.String())
 	}
+	// Every reason and command from the start, at zero (TestReadsAndCommandsExistFromTheStart).
+	for r := range limit.NumReadReasons {
+		m.reads.WithLabelValues(r.String())
+	}
+	for _, c := range []string{cmdEval, cmdMget, cmdSet, cmdGet, cmdIncrby, cmdPexpire} {
+		m.commands.WithLabelValues(c)
+	}
 	for _, r := range []string{"set", "lost"} {
 		m.profiles.WithLabelValues(r)
 	}
@@ -156,3 +165,13 @@ func tickBuckets(interval time.Duration) []float64 {
 	}
 	return prometheus.ExponentialBuckets(interval.Seconds()/2048, 2, 18)
 }
+
+// The commands gate_limiter_redis_commands_total counts, its command label.
+const (
+	cmdEval    = "eval"    // the write script, a hold flag's, a profile's
+	cmdMget    = "mget"    // the reads
+	cmdSet     = "set"     // a hold flag, the live view's key
+	cmdGet     = "get"     // the fleet count
+	cmdIncrby  = "incrby"  // the fleet count
+	cmdPexpire = "pexpire" // the fleet count
+)

@@ -114,12 +114,12 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 				p.sendErr = b.err
 			}
 		}
-		t.m.commands.WithLabelValues("eval").Add(float64(len(p.batches) + len(p.pcmds) + p.holdEvals))
+		t.m.commands.WithLabelValues(cmdEval).Add(float64(len(p.batches) + len(p.pcmds) + p.holdEvals))
 		t.profileResults(p)
-		t.m.commands.WithLabelValues("set").Add(float64(p.holdSets))
+		t.m.commands.WithLabelValues(cmdSet).Add(float64(p.holdSets))
 	}
 	if part&partReads != 0 {
-		t.m.commands.WithLabelValues("mget").Add(float64(len(p.rcmds)))
+		t.m.commands.WithLabelValues(cmdMget).Add(float64(len(p.rcmds)))
 	}
 	if p.sendErr == nil {
 		return
