@@ -170,7 +170,7 @@ func tickBuckets(interval time.Duration) []float64 {
 const (
 	cmdEval    = "eval"    // the write script, a hold flag's, a profile's
 	cmdMget    = "mget"    // the reads
-	cmdSet     = "set"     // a hold flag, the live view's key
+	cmdSet     = "set"     // a lane's one hold flag; the gate's live key (markLive)
 	cmdGet     = "get"     // the fleet count
 	cmdIncrby  = "incrby"  // the fleet count
 	cmdPexpire = "pexpire" // the fleet count
