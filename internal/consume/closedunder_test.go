@@ -3,10 +3,12 @@ package consume
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // closeCounter counts the closes of each client it hooks (OnClientClosed runs once at
@@ -100,4 +102,52 @@ func TestClientClosedUnderTheLoopIsNotClosedAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Close beside a running exactly-once Run closes the client in use when the loop has
+// rebuilt its session (a transaction outlived its timeout, as in
+// TestExactlyOnceTimeoutRecovers), and Run returns. Close read the client's field, which
+// the loop writes as it rebuilds, without synchronizing with it; it reads the client
+// the loop publishes (Consumer.live). The race detector did not report the old read
+// here (the loop's own later reads of the field take the write's place in its history),
+// so this guards the behaviour: the client closed is the rebuilt one.
+func TestCloseAfterSessionRebuilt(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	env.ccfg.TransactionTimeout = time.Second
+	var held atomic.Bool
+	env.cluster.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if held.CompareAndSwap(false, true) {
+			env.cluster.SleepControl(func() { time.Sleep(1500 * time.Millisecond) })
+		}
+		return nil, nil, false
+	})
+	// A producer id asked for after the held commit: the rebuilt session's. Seen on the
+	// broker's side, which shares no lock with the gate's loop.
+	var rebuilt atomic.Bool
+	env.cluster.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		if held.Load() {
+			rebuilt.Store(true)
+		}
+		return nil, nil, false
+	})
+	a := env.start(t, "a")
+	var recs []*kgo.Record
+	for id := range 20 {
+		recs = append(recs, inputRecord(id, "team-a"))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	for deadline := time.Now().Add(30 * time.Second); !rebuilt.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no session rebuilt within 30s (offset commit held: %v)", held.Load())
+		}
+	}
+	a.c.Close()
+	select {
+	case <-a.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the gate's Run did not return after its client was closed")
+	}
+	a.cancel = nil
 }

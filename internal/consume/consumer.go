@@ -305,7 +305,9 @@ func (c *Consumer) Ready() bool {
 // itself when it returns). Beside a running Run it closes the client under it, as a
 // crash would (the tests' SIGKILL), never at once with Run's own close (closeLock).
 func (c *Consumer) Close() {
-	cl := c.cl
+	// c.live, not c.cl: the exactly-once loop writes c.cl as it rebuilds its session,
+	// and publishes the client in c.live.
+	cl := c.live.Load()
 	mu := c.closeLock(cl)
 	mu.Lock()
 	defer mu.Unlock()
