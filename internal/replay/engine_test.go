@@ -630,3 +630,69 @@ func TestReplaySaysLongWindowsStartEmpty(t *testing.T) {
 		t.Errorf("notes %q of a limit of a minute: want none", r.Notes)
 	}
 }
+
+// A record a rule dead-letters (its key or match field unreadable: the rule its
+// gate-error-detail names) is in that rule's DEAD LETTER, on one goroutine and on
+// several: the column read 0 for every rule, whatever they dead-lettered, as a dead
+// letter's outcome row names no rule. A value that is not JSON is no rule's (its detail
+// names none): in the total only.
+func TestRuleDeadLettersCountedAtTheRule(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_CLOCK": "event"})
+	yaml := `
+rules:
+- {name: team, key: json:team_id, limits: ["1m:1000"]}
+- {name: plan, key: json:team_id, match: [{field: json:plan, in: [free]}], limits: ["1m:1000"]}
+- {name: session, key: json:team_id+session_id, limits: ["1m:1000"]}
+`
+	var recs []*kgo.Record
+	add := func(n int, v string) {
+		for range n {
+			recs = append(recs, &kgo.Record{Topic: "events", Value: []byte(v), Timestamp: start.Add(time.Duration(len(recs)) * time.Second)})
+		}
+	}
+	add(5, `{"team_id":"a","plan":"free","session_id":"s"}`)            // accepted
+	add(3, `{"plan":"free","session_id":"s"}`)                          // team: field_missing
+	add(2, `{"team_id":"a","plan":"free","plan":"x","session_id":"s"}`) // plan: ambiguous_team
+	add(4, `{"team_id":"a","plan":"free"}`)                             // session: field_missing
+	add(1, `not json`)                                                  // no rule's
+	for _, workers := range []int{1, 3} {
+		c, err := NewCandidate("c", cfg, testRules(t, cfg, yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewEngine(cfg.TickInterval, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Workers(workers)
+		for _, r := range recs {
+			e.Route(r)
+		}
+		got := e.Report(5).Candidates[0]
+		want := map[string]int64{"team": 3, "plan": 2, "session": 4}
+		for _, rf := range got.Rules {
+			if rf.DeadLetter != want[rf.Rule] || rf.Records != want[rf.Rule] {
+				t.Errorf("%d workers: rule %s: %d dead letters of %d records, want %d of %d", workers, rf.Rule, rf.DeadLetter, rf.Records, want[rf.Rule], want[rf.Rule])
+			}
+		}
+		if got.Total.DeadLetter != 10 || got.Total.Accepted != 5 {
+			t.Errorf("%d workers: total %+v, want 10 dead letters and 5 accepted", workers, got.Total)
+		}
+	}
+}
+
+// -json's lists are lists whatever they hold: "keys" (and "rules", for the GATE_* limits
+// over an empty range) were null when empty, so that a script iterating them (jq's
+// .candidates[].keys[]) failed on a quiet range, where nothing was limited, or an empty one.
+func TestReportListsAreNeverNull(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_THRESHOLD": "100000", "GATE_WINDOW": "1m"})
+	for name, recs := range map[string][]*kgo.Record{"empty": nil, "quiet": steady(nil, "quiet", 0, 5*time.Minute, 10)} {
+		b, err := json.Marshal(replayRecords(t, "c", cfg, recs, 5).Candidates) // the partitions are gate replay's to set
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("null")) {
+			t.Errorf("%s range: the report has a null list: %s", name, b)
+		}
+	}
+}

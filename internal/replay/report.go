@@ -98,9 +98,9 @@ func (t *Totals) add(r *outcome.Row) {
 	t.Records += n
 }
 
-// RuleFate is what one rule did: the records whose fate it decided, and as a shadow
-// rule the records it was over. Rule is empty for the gate's limits without a rules
-// file.
+// RuleFate is what one rule did: the records whose fate it decided (dead-lettered
+// included: its key or match field unreadable), and as a shadow rule the records it was
+// over. Rule is empty for the gate's limits without a rules file.
 type RuleFate struct {
 	Rule string `json:"rule"`
 	Totals
@@ -166,15 +166,21 @@ type builder struct {
 	teams   map[string]int64 // records limited, by team
 	folded  int64
 	ruleSet []string
+	// deadAt counts the records each rule dead-lettered (route.Outcome.DeadRule): their
+	// outcome rows name no rule.
+	deadAt map[string]int64
 }
 
 func newBuilder() *builder {
-	return &builder{rules: map[string]*Totals{}, dead: map[string]int64{}, keys: map[keyID]*KeyReport{}, teams: map[string]int64{}}
+	return &builder{rules: map[string]*Totals{}, dead: map[string]int64{}, keys: map[keyID]*KeyReport{}, teams: map[string]int64{}, deadAt: map[string]int64{}}
 }
 
 // observe follows the decision a record got: the level of the key it was decided on.
 // It allocates only for a key newly within half of its threshold.
 func (b *builder) observe(now time.Time, o *route.Outcome) {
+	if o.DeadRule != "" {
+		b.deadAt[o.DeadRule]++
+	}
 	d := &o.Decision
 	if d.Threshold <= 0 || o.Team == "" {
 		return
@@ -297,6 +303,9 @@ func (b *builder) merge(o *builder) {
 	for t, n := range o.teams {
 		b.teams[t] += n
 	}
+	for r, n := range o.deadAt {
+		b.deadAt[r] += n
+	}
 	b.folded += o.folded
 	maps.Copy(b.keys, o.keys)
 }
@@ -316,7 +325,9 @@ func (t *Totals) plus(o *Totals) {
 
 // report is the candidate's report with its top most affected keys.
 func (b *builder) report(name string, top int) CandidateReport {
-	c := CandidateReport{Name: name, Total: b.total, Folded: b.folded}
+	// Empty lists, not null ones, in -json: a script iterating them (jq's .keys[]) fails
+	// on a null, as on a quiet range where nothing was limited.
+	c := CandidateReport{Name: name, Total: b.total, Folded: b.folded, Rules: []RuleFate{}, Keys: []KeyReport{}}
 	if len(b.dead) > 0 {
 		c.DeadLetters = maps.Clone(b.dead)
 	}
@@ -337,6 +348,9 @@ func (b *builder) report(name string, top int) CandidateReport {
 		if p := b.rules[r]; p != nil {
 			t = *p
 		}
+		// The records the rule dead-lettered: their fate was its doing.
+		t.DeadLetter += b.deadAt[r]
+		t.Records += b.deadAt[r]
 		c.Rules = append(c.Rules, RuleFate{Rule: r, Totals: t})
 	}
 	var keys []*KeyReport

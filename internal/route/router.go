@@ -148,6 +148,12 @@ type Outcome struct {
 	// listed first changes no record's team; empty for the gate without rules and when
 	// Team is empty), for a caller that follows keys rule by rule (gate replay).
 	KeyRule string
+	// DeadRule is, for a record dead-lettered (or, in dry run, that would be) because a
+	// rule could not read its key or match field, that rule's name: the one its
+	// gate-error-detail names. Empty otherwise, and for a value that is no JSON object
+	// (no rule's fault). Outcome rows name no rule for a dead letter; gate replay counts
+	// it at its rule by this.
+	DeadRule string
 	// Enforced and EnforcedReason are where the record would go, and why, were the gate
 	// enforcing. They equal Route and Reason except in dry run, where Route is always
 	// Accepted and Reason is dry_run for a record enforcement would divert.
@@ -779,6 +785,9 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 // rule's fault, and reads the same whatever rule found it.
 func (r *Router) deadOrDry(rec *kgo.Record, s *Scratch, out *kgo.Record, o Outcome, failed reasonCode, failedRule int, failedKey *KeyFrom) Outcome {
 	o.Enforced, o.EnforcedReason = DeadLetter, failed.String()
+	if failed != reasonNotJSON && failedRule >= 0 {
+		o.DeadRule = r.rules[failedRule].Name
+	}
 	if r.cfg.DryRun {
 		// Dry run sends everything to accepted, counting what enforcement would have done.
 		s.diverted[failed]++

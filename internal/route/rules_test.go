@@ -998,7 +998,8 @@ func fileDetail(reason, d string) string {
 // file-less gate wrote (out) and decided (o): the same record, but for what docs/rules.md
 // says a rule's name adds: gate-overflow-rule: NAME after gate-overflow-reason on a record
 // that leaves the accepted topic, and the rule named in gate-error-detail; and Outcome's
-// Rule (when the rule acted) and KeyRule (when its key was read).
+// Rule (when the rule acted), KeyRule (when its key was read) and DeadRule (when it
+// could not be: the rule gate-error-detail names).
 func expectFromFileless(out kgo.Record, o Outcome) (kgo.Record, Outcome) {
 	want := out
 	want.Headers = nil
@@ -1020,6 +1021,9 @@ func expectFromFileless(out kgo.Record, o Outcome) (kgo.Record, Outcome) {
 	}
 	if o.Enforced == Overflow {
 		o.Rule = diffRuleName
+	}
+	if o.Enforced == DeadLetter && o.EnforcedReason != ReasonNotJSON {
+		o.DeadRule = diffRuleName
 	}
 	return want, o
 }
