@@ -44,7 +44,8 @@ type partition struct {
 	// lag is the partition's lag as last seen (see Consumer.setLag), for the
 	// progress watchdog.
 	lag atomic.Int64
-	// next is the offset the lag was last measured from (setLag's next), lagAt when
+	// next is the offset the lag was last measured from (setLag's next; where an
+	// aborted transaction's records are read again: rewindTxnStarts), lagAt when
 	// (Unix ns; 0: never): a partition polled no longer (polling held, fetching
 	// paused) has its lag measured again from there (Consumer.refreshLag).
 	next, lagAt atomic.Int64

@@ -982,9 +982,15 @@ func (c *Consumer) rewindTxnStarts() {
 			continue
 		}
 		from.p.lag.Store(max(from.p.lag.Load(), 1))
+		again := from.offset
 		if off, ok := cur[id]; !ok || off.Offset < from.offset {
 			set[id] = kgo.EpochOffset{Epoch: -1, Offset: from.offset}
+		} else {
+			again = off.Offset
 		}
+		// A lag measured again before the poll (refreshLag) is from where it is read
+		// again: from past the records, where their poll left it, it read 0.
+		from.p.next.Store(again)
 	}
 	if len(set) > 0 {
 		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: set})

@@ -20,8 +20,8 @@ import (
 // again, are lag: see rewindTxnStarts), or records handed to the producer and not yet
 // acknowledged, or awaiting a retry, or a transaction being ended, or offsets to commit
 // while fetching is held for want of a successful commit (commithold.go): the fetches
-// paused, no fetch updates a partition's lag, which then reads what it last was (0 on a
-// gate that had caught up) however many records wait.
+// paused, the lag is measured from the input's end only every 10 s (refreshLag), and
+// reads 0 on a gate that had caught up until then, however many records wait.
 
 // Defaults for Config.StallNotReady and Config.StallRestart.
 const (

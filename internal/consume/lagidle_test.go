@@ -1,0 +1,46 @@
+package consume
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestLagRefreshedOnAnIdleGateStartsTheStallClock: an idle gate is no stalled one, and
+// the records that end its idling have waited no longer than since they came. When a
+// partition's lag is measured from the input's end (it was not polled for a while) and
+// finds records an idle gate has not polled yet (here its fetches fail; a leader moving,
+// a rebalance), the stall is counted from then. It was counted from the gate's last
+// progress, before it idled: the idle time was a stall at once, the gate not ready and
+// not live however briefly the records had waited.
+func TestLagRefreshedOnAnIdleGateStartsTheStallClock(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	g := env.start(t, "a")
+	prod := partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, 1)
+	waitCommitted(t, env.cluster, 1, 20*time.Second)
+
+	// Idle: the lag is measured from the input's end, and there is none.
+	p := g.c.owned(0)
+	at := p.lagAt.Load()
+	waitFor(t, 40*time.Second, "the idle partition's lag measured from the input's end", func() bool { return p.lagAt.Load() > at })
+	if lag := p.lag.Load(); lag != 0 {
+		t.Fatalf("an idle partition's lag: %d", lag)
+	}
+
+	hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
+		Err: kerr.NotLeaderForPartition, Count: -1})
+	defer hold.Remove()
+	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
+	came := time.Now()
+	produceTo(t, prod, 0, 1, 10)
+	waitFor(t, 40*time.Second, "the records not polled counted as lag", func() bool { return p.lag.Load() > 0 })
+	stalled, waited := g.c.Stalled(), time.Since(came)
+	if stalled > waited {
+		t.Errorf("stalled %v: counted from before the records came %v ago (the gate's idle time)", stalled, waited)
+	}
+}
