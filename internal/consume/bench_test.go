@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -484,7 +485,10 @@ func (e *benchEnv) runGate(b *testing.B, start time.Time) (time.Duration, *prome
 		r, lims = e.rules(b, e, reg)
 		stopTick = e.redis.startTickOf(b, lims, reg)
 	} else {
-		lim, err := limit.New(limit.Config{}, nil, reg)
+		// One hash seed for the limiter and the outcome aggregates, as a gate has it.
+		seed := maphash.MakeSeed()
+		e.cfg.HashSeed = seed
+		lim, err := limit.New(limit.Config{HashSeed: seed}, nil, reg)
 		if err != nil {
 			b.Fatal(err)
 		}

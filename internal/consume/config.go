@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -344,6 +345,10 @@ type Config struct {
 	// OutcomesMaxRows caps the rows held between seals, for every partition together;
 	// keys past it are folded (outcome.Budget). Zero is DefaultOutcomesMaxRows.
 	OutcomesMaxRows int
+	// HashSeed is the seed the router's limiters hash keys with (limit.Config.HashSeed),
+	// given to the outcome aggregates so that the hash a record's team is touched with
+	// serves its check too (outcome.NewAggSeeded). The zero Seed: a random one.
+	HashSeed maphash.Seed
 	// Gate names this gate in its outcome rows (the host name).
 	Gate string
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -128,8 +129,12 @@ func (c *Consumer) initOutcomes() {
 	if c.exactlyOnce() {
 		c.out.promise = c.onOutcomeProducedTxn
 	}
+	seed := c.cfg.HashSeed
+	if seed == (maphash.Seed{}) {
+		seed = maphash.MakeSeed()
+	}
 	for i := range c.scratch {
-		a := outcome.NewAgg(c.cfg.OutcomesInterval, c.out.budget)
+		a := outcome.NewAggSeeded(c.cfg.OutcomesInterval, c.out.budget, seed)
 		c.out.aggs = append(c.out.aggs, a)
 		c.scratch[i].Outcomes = a
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/outcome"
 	"github.com/capturegate/gate/internal/route"
 )
@@ -1056,4 +1059,37 @@ func startBlocked(t *testing.T, env *gateEnv, name string) *testGate {
 		return held.Load() > 0 && g.c.live.Load().BufferedProduceRecords() >= 10
 	})
 	return g
+}
+
+// The outcome aggregates hash with Config.HashSeed, the router's limiters' (a gate gives
+// both one, so that a team's hash for its row serves its check), every one of them; with
+// none given, they share one of their own.
+func TestOutcomeAggregatesTakeTheHashSeed(t *testing.T) {
+	seed := maphash.MakeSeed()
+	for _, given := range []maphash.Seed{seed, {}} {
+		lim, err := limit.New(limit.Config{HashSeed: given}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kf, _ := route.ParseKeyFrom("json:team_id")
+		r, err := route.New(route.Config{KeyFrom: kf, AcceptedTopic: accTopic, OverflowTopic: ovfTopic, DeadLetterTopic: dlqTopic}, lim, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: "in", GroupID: "g",
+			OutcomesTopic: outTopic, Gate: "g", HashSeed: given}, r, nil, prometheus.NewRegistry(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.scratch) == 0 || c.scratch[0].Outcomes == nil {
+			t.Fatal("no outcome aggregates")
+		}
+		first := c.scratch[0].Outcomes.Seed()
+		for i := range c.scratch {
+			if got := c.scratch[i].Outcomes.Seed(); got != first || given != (maphash.Seed{}) && got != given {
+				t.Errorf("given seed %v: aggregate %d hashes with %v, the first with %v", given != (maphash.Seed{}), i, got, first)
+			}
+		}
+		c.Close()
+	}
 }

@@ -8,6 +8,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"strings"
@@ -58,6 +59,10 @@ type Gate struct {
 	cfg       config.Config
 	instances []redis.UniversalClient
 	log       *slog.Logger
+	// seed is every limiter's hash seed and the outcome aggregates' (limit.Config.HashSeed,
+	// consume.Config.HashSeed): a record's team, hashed once for its outcome row, is
+	// checked with that hash.
+	seed      maphash.Seed
 	writer    string
 	gens      int               // generations built
 	reload    time.Duration     // how often the rules file is read again
@@ -112,7 +117,7 @@ type Options struct {
 // clients and closes them (CloseRedis) after the tick's final flush; on failure they are
 // closed already.
 func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
-	g := &Gate{Reg: prometheus.NewRegistry(), log: log}
+	g := &Gate{Reg: prometheus.NewRegistry(), log: log, seed: maphash.MakeSeed()}
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -200,6 +205,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	}
 	ccfg.ClientOpts = append(ccfg.ClientOpts, o.ClientOpts...)
 	ccfg.Gate = o.Host
+	ccfg.HashSeed = g.seed
 	// A restarted gate routes its first record on the live overrides, not GATE_OVERRIDES
 	// alone: a team cut off by one would be let through, a team raised by one diverted.
 	ccfg.BeforeRouting = g.awaitOverrides
@@ -233,10 +239,13 @@ func (g *Gate) limiters(cfg config.Config) error {
 		return prometheus.WrapRegistererWith(prometheus.Labels{"limit": w.String()}, g.Reg)
 	}
 	var err error
-	if g.Lim, err = limit.New(cfg.LimitConfig(), nil, limReg(cfg.Window)); err != nil {
+	lc := cfg.LimitConfig()
+	lc.HashSeed = g.seed
+	if g.Lim, err = limit.New(lc, nil, limReg(cfg.Window)); err != nil {
 		return fmt.Errorf("building the limiter: %w", err)
 	}
 	for _, lc := range cfg.ExtraLimitConfigs() {
+		lc.HashSeed = g.seed
 		l, err := limit.New(lc, nil, limReg(lc.Window))
 		if err != nil {
 			return fmt.Errorf("building the %s limiter: %w", lc.Window, err)

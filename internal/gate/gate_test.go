@@ -2,7 +2,9 @@ package gate
 
 import (
 	"errors"
+	"hash/maphash"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/limit"
 )
 
 func load(t *testing.T, env map[string]string) config.Config {
@@ -83,5 +86,52 @@ func TestNewConfigurationError(t *testing.T) {
 	_, err := New(cfg, slog.New(slog.DiscardHandler), Options{})
 	if !errors.As(err, new(config.Problems)) {
 		t.Errorf("err = %v, want a config.Problems naming GATE_REDIS_TLS_CA_FILE", err)
+	}
+}
+
+// Every limiter of a gate, with or without a rules file, hashes keys with the seed its
+// outcome aggregates are given (consume.Config.HashSeed): the hash a record's team is
+// touched with for its row is then the one its check takes (route's
+// TestOutcomesSharedSeedChecksAlike). With seeds apart, every record was hashed twice.
+func TestLimitersShareTheOutcomesHashSeed(t *testing.T) {
+	t.Parallel()
+	rulesPath := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesPath, []byte("rules:\n  - {name: team, key: json:team_id, limits: [1m:100, 1h:1000]}\n  - {name: user, key: json:team_id+distinct_id, limits: [1m:10]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"without rules", map[string]string{"GATE_LIMITS": "1m:1000,1h:20000"}},
+		{"with rules", map[string]string{"GATE_RULES_FILE": rulesPath}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1", "GATE_REDIS_URLS": "redis://127.0.0.1:1/0", "GATE_OUTCOMES_TOPIC": "outcomes"}
+			maps.Copy(env, c.env)
+			g, err := New(load(t, env), slog.New(slog.DiscardHandler), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.CloseRedis(slog.New(slog.DiscardHandler))
+			defer g.Consumer.Close()
+			lims := append([]*limit.Limiter{g.Lim}, g.Extra...)
+			if gen := g.gen.Load(); gen != nil {
+				for _, rl := range gen.rules {
+					lims = append(lims, rl.Lims...)
+				}
+			}
+			if want := map[string]int{"without rules": 2, "with rules": 4}[c.name]; len(lims) != want {
+				t.Fatalf("%d limiters, want %d", len(lims), want)
+			}
+			for i, l := range lims {
+				if l.Seed() != g.seed {
+					t.Errorf("limiter %d hashes with a seed of its own", i)
+				}
+			}
+			if g.seed == (maphash.Seed{}) {
+				t.Error("no seed")
+			}
+		})
 	}
 }

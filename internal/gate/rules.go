@@ -83,6 +83,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 		rl := RuleLimits{Name: r.Name, Force: r.Force}
 		for i, lc := range cfg.RuleLimitConfigs(r) {
 			reg := prometheus.WrapRegistererWith(prometheus.Labels{"rule": r.Name, "limit": lc.Window.String()}, gen.reg)
+			lc.HashSeed = g.seed
 			l, err := limit.New(lc, nil, reg)
 			if err != nil {
 				return nil, fmt.Errorf("building rule %s's %s limiter: %w", r.Name, lc.Window, err)

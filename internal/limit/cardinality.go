@@ -274,7 +274,7 @@ func (l *Limiter) rotatingCheck(ns int64, h uint64, r *rotation, n int64, tally 
 	}
 	switch l.card.action {
 	case CardinalityCollapse:
-		return l.check(time.Unix(0, ns), r.collapsed, n, tally)
+		return l.check(time.Unix(0, ns), r.collapsed, maphash.String(l.seed, r.collapsed), n, tally)
 	case CardinalityOverflow:
 		if tally != nil {
 			tally.count(true)

@@ -3,6 +3,7 @@ package limit
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"time"
 
@@ -225,6 +226,12 @@ type Config struct {
 	// Shards is the number of independently locked parts of the cache, rounded up to a
 	// power of two. Default 256.
 	Shards int
+
+	// HashSeed seeds the hash a key is looked up by; the zero Seed is a random one. A
+	// gate gives its limiters and its outcome aggregates one seed, so that the hash of a
+	// record's team, made once for its outcome row, serves the check too
+	// (CheckTallyHashed).
+	HashSeed maphash.Seed
 }
 
 // Defaults for Config.

@@ -149,7 +149,7 @@ func (l *Limiter) CheckEventTally(now, at time.Time, team string, n int64, t *Ta
 // checkEvent is CheckEventTally, counting in the limiter's counters when t is nil.
 func (l *Limiter) checkEvent(now, at time.Time, team string, n int64, t *Tally) Decision {
 	if l.ring == nil {
-		return l.check(now, team, n, t)
+		return l.check(now, team, maphash.String(l.seed, team), n, t)
 	}
 	var own Tally
 	st := t

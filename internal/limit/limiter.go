@@ -189,10 +189,13 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 	if clk == nil {
 		clk = clock.Real{}
 	}
+	if cfg.HashSeed == (maphash.Seed{}) {
+		cfg.HashSeed = maphash.MakeSeed()
+	}
 	l := &Limiter{
 		cfg:      cfg,
 		clock:    clk,
-		seed:     maphash.MakeSeed(),
+		seed:     cfg.HashSeed,
 		shards:   make([]shard, cfg.Shards),
 		mask:     uint64(cfg.Shards - 1),
 		windowNs: cfg.Window.Nanoseconds(),
@@ -255,23 +258,32 @@ func (l *Limiter) Check(team string, n int64) Decision {
 // CheckAt is Check at a time the caller read, so a worker routing a batch of records can
 // read the clock once per batch.
 func (l *Limiter) CheckAt(now time.Time, team string, n int64) Decision {
-	return l.check(now, team, n, nil)
+	return l.check(now, team, maphash.String(l.seed, team), n, nil)
 }
 
 // CheckTally is CheckAt counting its decision in t, which the calling goroutine owns, rather
 // than in the limiter's counters: a worker routing a batch adds its tally to them once a
 // batch (AddTally), sparing every check a locked add (tally.go).
 func (l *Limiter) CheckTally(now time.Time, team string, n int64, t *Tally) Decision {
-	return l.check(now, team, n, t)
+	return l.check(now, team, maphash.String(l.seed, team), n, t)
 }
+
+// CheckTallyHashed is CheckTally of team whose hash h the caller made already, with
+// maphash.String(l.Seed(), team): a router that hashed a record's team for its outcome row
+// (outcome.Agg.Touch, of the same seed) spares the check its own.
+func (l *Limiter) CheckTallyHashed(now time.Time, team string, h uint64, n int64, t *Tally) Decision {
+	return l.check(now, team, h, n, t)
+}
+
+// Seed returns the seed of the hash keys are looked up by (Config.HashSeed).
+func (l *Limiter) Seed() maphash.Seed { return l.seed }
 
 // check is CheckTally, counting in the limiter's counters when tally is nil (CheckAt). The
 // wrappers only pass its result on: one that kept the Decision to count it after the call
 // had the compiler store it in byte-sized parts and load it back whole, a store the load
 // cannot be forwarded from, which cost more than a check's lookup (15 ns on AMD EPYC).
-func (l *Limiter) check(now time.Time, team string, n int64, tally *Tally) Decision {
+func (l *Limiter) check(now time.Time, team string, h uint64, n int64, tally *Tally) Decision {
 	ns := now.UnixNano()
-	h := maphash.String(l.seed, team)
 	if l.skPrefetch.Load() && !l.collapsedKey(team) {
 		// The lookup and the sketch's lines then miss the caches together, not one
 		// after the other. The window from the span, as checkUntracked has it: a

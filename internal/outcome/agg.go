@@ -215,7 +215,7 @@ func (a *Agg) Touch(key string) uint64 {
 // classOf returns the class of rule, reason and topic (a Topic row's, else "") + 1, or 0
 // past maxClasses.
 func (a *Agg) classOf(rule, reason, topic string) uint16 {
-	if a.lastClass != 0 && rule == a.lastRule && reason == a.lastReason && topic == a.lastTopic {
+	if a.lastClass != 0 && same(rule, a.lastRule) && same(reason, a.lastReason) && same(topic, a.lastTopic) {
 		return a.lastClass
 	}
 	c := uint16(0)
@@ -234,6 +234,14 @@ func (a *Agg) classOf(rule, reason, topic string) uint16 {
 	}
 	a.lastRule, a.lastReason, a.lastTopic, a.lastClass = rule, reason, topic, c
 	return c
+}
+
+// same reports whether a and b are one string, its bytes at one place (or both empty):
+// the router's rule names and reasons are constants, so the pair last looked up is found
+// with compares inline, not a call to compare bytes for each of the three (classOf falls
+// back to comparing them).
+func same(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b))
 }
 
 // index maps a key to its first row: open addressing, linear probing, a power of two
@@ -287,8 +295,8 @@ const maxClasses = 1 << 12
 
 const firstSlots = 1 << 10
 
-func newIndex() index {
-	return index{seed: maphash.MakeSeed(), slots: make([]slot, firstSlots)}
+func newIndex(seed maphash.Seed) index {
+	return index{seed: seed, slots: make([]slot, firstSlots)}
 }
 
 // find returns key's first row (-1: none) and the slot it is in or would go in.
@@ -350,11 +358,21 @@ func (a *Agg) put(i uint64, h uint64, key string, row int32) {
 // NewAgg returns an Agg of the given interval (rows' interval_start is a multiple of it
 // since the Unix epoch), drawing its rows from budget (nil: no cap).
 func NewAgg(interval time.Duration, budget *Budget) *Agg {
+	return NewAggSeeded(interval, budget, maphash.MakeSeed())
+}
+
+// NewAggSeeded is NewAgg hashing keys with seed, which a gate gives its limiters too
+// (limit.Config.HashSeed): Touch's hash of a team is then the limiter's, and the router
+// checks the team with it (limit.Limiter.CheckTallyHashed) rather than hashing it again.
+func NewAggSeeded(interval time.Duration, budget *Budget, seed maphash.Seed) *Agg {
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	return &Agg{ivNs: int64(interval), budget: budget, slots: newIndex(), curFrom: 1, curTo: 0}
+	return &Agg{ivNs: int64(interval), budget: budget, slots: newIndex(seed), curFrom: 1, curTo: 0}
 }
+
+// Seed returns the seed of the hash Touch returns.
+func (a *Agg) Seed() maphash.Seed { return a.slots.seed }
 
 // Record counts f: route.Scratch.Outcomes is an Agg, called with a Fate on the caller's
 // stack (a pointer, as the Fate is some 200 bytes).
@@ -561,7 +579,7 @@ func (a *Agg) reset() {
 	clear(a.entries) // the strings go
 	a.entries = a.entries[:0]
 	if cap(a.entries) > 2*max(n, firstSlots) {
-		a.entries, a.slots = nil, newIndex()
+		a.entries, a.slots = nil, newIndex(a.slots.seed) // the seed stays: a limiter may share it
 	} else {
 		clear(a.slots.slots)
 		a.slots.used = 0

@@ -189,6 +189,11 @@ func TestAggMatchesReference(t *testing.T) {
 				f := Fate{At: base.Add(time.Duration(rng.IntN(90_000)) * time.Millisecond), Kind: Kind(rng.IntN(int(numKinds))),
 					Rule: rules[rng.IntN(3)], Reason: reasons[rng.IntN(3)], Key: string([]byte(key)), Bytes: rng.IntN(1000)}
 				f.Team = f.Key
+				if rng.IntN(4) == 0 {
+					// The same rule and reason at another place: the pair last looked up
+					// is found by where its bytes are first, by the bytes then.
+					f.Rule, f.Reason = string([]byte(f.Rule)), string([]byte(f.Reason))
+				}
 				k := id{iv: a.interval(f.At), kind: f.Kind, rule: f.Rule, reason: f.Reason, key: f.Key}
 				if budget > 0 && !rowsHeld[k] && !(k.key != "" && keysHeld[k.key]) && int64(len(rowsHeld)) >= budget {
 					k.key, k.folded = "", true

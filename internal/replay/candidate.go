@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"hash/maphash"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -87,10 +88,12 @@ func (c *Candidate) build(base time.Time) error {
 	rcfg := cfg.RouteConfig()
 	rcfg.DryRun = false
 	c.stores, c.adaptive = nil, 0
-	c.agg = outcome.NewAgg(time.Minute, outcome.NewBudget(c.rows))
+	// One hash seed for the limiters and the aggregate, as a gate has it.
+	seed := maphash.MakeSeed()
+	c.agg = outcome.NewAggSeeded(time.Minute, outcome.NewBudget(c.rows), seed)
 	c.sc = route.Scratch{Outcomes: c.agg}
 	exact := func(lc limit.Config) limit.Config {
-		lc.SketchWidth, lc.KeyCardinality = 0, 0
+		lc.SketchWidth, lc.KeyCardinality, lc.HashSeed = 0, 0, seed
 		return lc
 	}
 	var err error

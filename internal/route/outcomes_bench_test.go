@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -27,8 +28,11 @@ func BenchmarkRouteOutcomesTurns(b *testing.B) {
 	for i := range recs {
 		recs[i] = input(fmt.Sprintf(`{"team_id":"team-%d","event":"$pageview","distinct_id":"user-%d","properties":{"$current_url":"https://example.com/a/b","$browser":"Firefox","seq":%d}}`, z.Uint64(), i%5000, i), "k")
 	}
-	f := newFixture(b, Config{}, limit.Config{Threshold: limit.MaxThreshold})
-	aggs := []*outcome.Agg{nil, outcome.NewAgg(time.Minute, nil)}
+	// One hash seed for the limiter and the Agg, as a gate gives them (the check then
+	// takes the hash Touch made of the team).
+	seed := maphash.MakeSeed()
+	f := newFixture(b, Config{}, limit.Config{Threshold: limit.MaxThreshold, HashSeed: seed})
+	aggs := []*outcome.Agg{nil, outcome.NewAggSeeded(time.Minute, nil, seed)}
 	meds := inTurns(b, []string{"off", "on"}, func(i int) float64 {
 		s := Scratch{Outcomes: aggs[i]}
 		var out kgo.Record

@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"hash/maphash"
 	"testing"
 	"time"
 
@@ -81,6 +82,67 @@ func TestOutcomesTouchedAhead(t *testing.T) {
 	}
 	if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("rows:\n got %v\nwant %v", got, want)
+	}
+}
+
+// A router whose limiter shares its hash seed with the outcome aggregate (as a gate's do)
+// checks a team with the hash its row was touched with (limit.Limiter.CheckTallyHashed):
+// its decisions, its limiter's counts and its rows are those of a router whose seeds
+// differ, for teams touched ahead (plain strings and numbers), touched after the read
+// (escapes), limited, and for a record without a team, and it allocates nothing.
+func TestOutcomesSharedSeedChecksAlike(t *testing.T) {
+	seed := maphash.MakeSeed()
+	shared := newFixture(t, Config{}, limit.Config{Threshold: 3, HashSeed: seed})
+	apart := newFixture(t, Config{}, limit.Config{Threshold: 3})
+	aggShared, aggApart := outcome.NewAggSeeded(60e9, nil, seed), outcome.NewAgg(60e9, nil)
+	if shared.lim.Seed() != aggShared.Seed() || apart.lim.Seed() == aggApart.Seed() {
+		t.Fatal("the seeds are not as the test needs them")
+	}
+	sS, sA := Scratch{Outcomes: aggShared}, Scratch{Outcomes: aggApart}
+	values := []string{`{"team_id":"a","x":1}`, `{"team_id":7,"x":1}`, `{"team_id":"b\u0031","x":1}`, `{"x":1,"team_id":"c"}`, `{"x":1}`}
+	for round := range 5 {
+		for _, v := range values {
+			var outS, outA kgo.Record
+			oS, oA := shared.r.RouteInto(t0, input(v, ""), &sS, &outS), apart.r.RouteInto(t0, input(v, ""), &sA, &outA)
+			if oS != oA || outS.Topic != outA.Topic {
+				t.Errorf("round %d, %s: %+v to %s with one seed, %+v to %s with two", round, v, oS, outS.Topic, oA, outA.Topic)
+			}
+		}
+	}
+	sS.Flush()
+	sA.Flush()
+	// Each team's entry is where a lookup of its own hash finds it (the team view's, an
+	// override's), not only where the next record's touch would.
+	for _, team := range []string{"a", "7", "b1", "c"} {
+		if st, ok := shared.lim.Snapshot(t0, team); !ok || st.Level < 3 {
+			t.Errorf("team %s with one seed: %+v, found %v; want it cached at its level", team, st, ok)
+		}
+	}
+	if got, want := shared.counts(), apart.counts(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("limiter counts: %v with one seed, %v with two", got, want)
+	}
+	want := map[string]int64{
+		"a|a||accepted|allowed": 3, "a|a||overflow|rate_limited": 2,
+		"7|7||accepted|allowed": 3, "7|7||overflow|rate_limited": 2,
+		"b1|b1||accepted|allowed": 3, "b1|b1||overflow|rate_limited": 2,
+		"c|c||accepted|allowed": 3, "c|c||overflow|rate_limited": 2,
+		"|||dead_letter|field_missing": 5,
+	}
+	for name, agg := range map[string]*outcome.Agg{"one seed": aggShared, "two seeds": aggApart} {
+		if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("rows with %s:\n got %v\nwant %v", name, got, want)
+		}
+	}
+	if raceEnabled {
+		return // the race detector allocates
+	}
+	// Accepted (an overflow's headers are a new slice), a row once made.
+	free := newFixture(t, Config{}, limit.Config{Threshold: limit.MaxThreshold, HashSeed: seed})
+	in := input(`{"team_id":"a","x":1}`, "")
+	var out kgo.Record
+	free.r.RouteInto(t0, in, &sS, &out)
+	if n := testing.AllocsPerRun(1000, func() { free.r.RouteInto(t0, in, &sS, &out) }); n != 0 {
+		t.Errorf("RouteInto with one seed: %v allocations a record, want 0", n)
 	}
 }
 

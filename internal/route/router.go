@@ -596,10 +596,14 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		case len(st.Limiters) == 1:
 			// One limit, the usual rule: a direct check on the wall clock, as every gate
 			// without a rules file has it, without r.check's call.
-			if l := st.Limiters[0]; !r.event {
-				d = l.CheckTally(now, key, n, &s.tally[i])
-			} else {
+			if l := st.Limiters[0]; r.event {
 				d = r.check(l, now, &at, key, n, &s.tally[i])
+			} else if s.touchedRule == i && !st.Key.Composite() && l.Seed() == s.Outcomes.Seed() {
+				// The key was hashed for its outcome row (Touch) with the limiter's seed
+				// (a gate gives both one): the check takes that hash.
+				d = l.CheckTallyHashed(now, key, s.touched, n, &s.tally[i])
+			} else {
+				d = l.CheckTally(now, key, n, &s.tally[i])
 			}
 			if d.Limited {
 				over = 0
