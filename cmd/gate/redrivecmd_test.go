@@ -128,6 +128,7 @@ func TestRedriveCommand(t *testing.T) {
 		{"redrive", "-from", "1h", "-offsets", "0:0-5"},
 		{"redrive", "-topic", "events"},
 		{"redrive", "-from", "1h", "-to", "2h"},
+		{"redrive", "-from", "2099-01-01T00:00:00Z"}, // after now: nothing is there yet
 	} {
 		if err := run(t.Context(), args, testHost(env), &stdout, &stderr); !errors.As(err, new(*cli.UsageError)) {
 			t.Errorf("gate %q: %v, want a usage error", args, err)

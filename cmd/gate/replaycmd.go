@@ -193,6 +193,13 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	}
 	partial := false
 	if err != nil {
+		if errors.Is(err, replay.ErrNoTopic) {
+			which := "GATE_INPUT_TOPIC's, as -topic is not given"
+			if o.topic != "" {
+				which = "-topic's"
+			}
+			return fmt.Errorf("replaying %s (%s): %w", rng.Topic, which, err)
+		}
 		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 			return fmt.Errorf("replaying %s: %w", rng.Topic, err)
 		}
@@ -308,6 +315,12 @@ func parseRange(cmd, from, to, offsets string, now time.Time) (replay.Range, err
 	}
 	if rng.To, err = parseWhen(cmd, "to", to, now); err != nil {
 		return rng, err
+	}
+	if rng.From.After(now) {
+		// Nothing is there yet: the range was read as empty, "replayed 0 records", with
+		// no word of why (a year mistyped, a local time read as UTC).
+		return rng, &cli.UsageError{Msg: fmt.Sprintf("%s: -from %s (%s) is after now (%s): no record is there yet",
+			cmd, from, rng.From.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))}
 	}
 	if !rng.From.IsZero() && !rng.To.IsZero() && !rng.To.After(rng.From) {
 		return rng, &cli.UsageError{Msg: fmt.Sprintf("%s: -to %s (%s) is not after -from %s (%s)",

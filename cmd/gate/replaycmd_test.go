@@ -120,6 +120,8 @@ func TestReplayCommandRefusesBadFlags(t *testing.T) {
 		// Durations count back from now (testNow, 15:09:26): -to 2h is before -from 1h,
 		// which the times say and the flags' values alone do not.
 		{[]string{"-from", "1h", "-to", "2h"}, "-to 2h (2026-03-14T13:09:26Z) is not after -from 1h (2026-03-14T14:09:26Z)"},
+		// A -from after now read nothing and said only "replayed 0 records".
+		{[]string{"-from", "2026-03-15T09:00:00+01:00"}, "-from 2026-03-15T09:00:00+01:00 (2026-03-15T08:00:00Z) is after now (2026-03-14T15:09:26Z)"},
 		{[]string{"-offsets", "0:5"}, "want P:A-B"},
 		{[]string{"-offsets", "0:9-5"}, "want P:A-B"},
 		// Well-formed ranges the replay cannot take are said for what they are, not as
@@ -183,6 +185,30 @@ func TestReplayFailureStopsWorkers(t *testing.T) {
 	}
 	if n := workers() - before; n > 0 {
 		t.Errorf("%d replay workers still running after gate replay failed: %v", n, err)
+	}
+}
+
+// A topic that does not exist is said to be so, with where its name came from (-topic,
+// else GATE_INPUT_TOPIC), not as the broker's UNKNOWN_TOPIC_OR_PARTITION ("This server
+// does not host this topic-partition"), which reads as a fault of the cluster's.
+func TestReplayOfAMissingTopicSaysSo(t *testing.T) {
+	t.Parallel()
+	_, env := kafkaEnv(t)
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-topic", "evnets"}, nil, "replaying evnets (-topic's): listing the offsets of evnets: the topic does not exist"},
+		{nil, map[string]string{"GATE_INPUT_TOPIC": "evnets"}, "replaying evnets (GATE_INPUT_TOPIC's, as -topic is not given): listing the offsets of evnets: the topic does not exist"},
+	} {
+		e := maps.Clone(env)
+		maps.Copy(e, tc.env)
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"replay"}, tc.args...), testHost(e), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "does not host") {
+			t.Errorf("gate replay %q of a missing topic: %v; want %q", tc.args, err, tc.want)
+		}
 	}
 }
 

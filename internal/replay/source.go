@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/outcome"
@@ -42,6 +43,9 @@ const stallAfter = 10 * time.Second
 // maxQueued is how many records a partition may hold waiting for the others before its
 // fetches pause.
 const maxQueued = 50_000
+
+// ErrNoTopic is Read's error for a topic the cluster does not have.
+var ErrNoTopic = errors.New("the topic does not exist")
 
 // Read reads rng with a client of opts of its own: it joins no group, commits nothing and
 // produces nothing. It hands every record to fn once with its replay time, in
@@ -165,6 +169,11 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 		if err == nil {
 			err = l.Error()
 		}
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			// The broker's words ("does not host this topic-partition") read as its fault,
+			// not as a name mistyped.
+			return nil, fmt.Errorf("listing the offsets of %s: %w", rng.Topic, ErrNoTopic)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("listing the %s offsets of %s: %w", what, rng.Topic, err)
 		}
@@ -176,7 +185,7 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 		return nil, nil, err
 	}
 	if len(ends[rng.Topic]) == 0 {
-		return nil, nil, fmt.Errorf("listing the offsets of %s: the topic does not exist", rng.Topic)
+		return nil, nil, fmt.Errorf("listing the offsets of %s: %w", rng.Topic, ErrNoTopic)
 	}
 	if len(rng.Offsets) > 0 {
 		// Exact offsets, each partition's end no further than its last stable offset: a

@@ -526,3 +526,21 @@ func TestReadOffsetsBelowTheLogStartSayWhere(t *testing.T) {
 		t.Errorf("offsets 0:20-30: %d records, %v; want 10", n, err)
 	}
 }
+
+// A topic that does not exist is said to be so, named, in one line for each way a range
+// is given (from the start, from a time, exact offsets): the broker's own answer
+// (UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition") reads as
+// a fault of the broker's, not a topic name mistyped in -topic or GATE_INPUT_TOPIC.
+func TestReadOfATopicThatDoesNotExist(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "events"))
+	for _, rng := range []Range{
+		{Topic: "evnets"},
+		{Topic: "evnets", From: time.Now().Add(-time.Hour)},
+		{Topic: "evnets", Offsets: []PartitionRange{{Partition: 0, Start: 0, End: 10}}},
+	} {
+		_, err := Read(t.Context(), rng, func(*kgo.Record, time.Time) {}, nil, kgo.SeedBrokers(c.ListenAddrs()...))
+		if err == nil || !strings.Contains(err.Error(), "evnets") || !strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "does not host") {
+			t.Errorf("range %+v of a topic that does not exist: %v; want it said, the topic named", rng, err)
+		}
+	}
+}
