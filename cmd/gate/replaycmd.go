@@ -210,6 +210,9 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		cutOffsets(stderr, rng.Offsets, parts)
 	}
 	rep := eng.Report(o.top)
+	if parts == nil {
+		parts = []replay.PartitionRange{} // stopped before the offsets were listed: [] in -json, not null
+	}
 	rep.Topic, rep.Partitions, rep.Partial = rng.Topic, parts, partial
 	if page != nil {
 		f := page

@@ -286,3 +286,31 @@ func TestReplayRulesReadsTheEnvironmentAsAGateWithRules(t *testing.T) {
 		}
 	}
 }
+
+// A replay stopped before it read anything (Ctrl-C as it starts) writes a report a script
+// can take as it takes any: "partitions" an empty list, not null, and no record times,
+// not "0001-01-01T00:00:00Z" as the first and last record's.
+func TestReplayStoppedAtOnceReportsNoNullsNorYearOne(t *testing.T) {
+	t.Parallel()
+	_, env := kafkaEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"replay", "-json"}, testHost(env), &stdout, &stderr)
+	if !errors.Is(err, errReplayStopped) {
+		t.Fatalf("gate replay stopped at once: %v, want it stopped\n%s", err, stderr.String())
+	}
+	var rep map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("the report: %v\n%s", err, stdout.String())
+	}
+	if ps, ok := rep["partitions"].([]any); !ok || len(ps) != 0 {
+		t.Errorf(`"partitions": %v, want []`, rep["partitions"])
+	}
+	if strings.Contains(stdout.String(), "0001-01-01") {
+		t.Errorf("the report gives year one for a time:\n%s", stdout.String())
+	}
+	if rep["partial"] != true {
+		t.Errorf(`"partial": %v, want true`, rep["partial"])
+	}
+}

@@ -15,11 +15,12 @@ import (
 // replays of the same records write it byte for byte alike.
 type Report struct {
 	// Input is what was read: the topic, each partition's offsets, and the range of
-	// record times (From is the first record's, To the last's).
+	// record times (From is the first record's, To the last's; left out of the JSON when
+	// no record was read, not year one).
 	Topic      string           `json:"topic"`
 	Partitions []PartitionRange `json:"partitions"`
-	From       time.Time        `json:"from"`
-	To         time.Time        `json:"to"`
+	From       time.Time        `json:"from,omitzero"`
+	To         time.Time        `json:"to,omitzero"`
 	Records    int64            `json:"records"`
 	Bytes      int64            `json:"bytes"`
 	// Partial says the replay was stopped before the end of its range.
