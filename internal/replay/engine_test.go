@@ -696,3 +696,48 @@ func TestReportListsAreNeverNull(t *testing.T) {
 		}
 	}
 }
+
+// A record two rules tag has one outcome row, the first's (or, sent away by a third, that
+// rule's): each rule's TAGGED counts every record it tagged, the second's as well, which
+// showed 0 though its gate-tag header was on every one of them. The total counts each
+// record once.
+func TestEveryTaggingRuleCountsItsTags(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_CLOCK": "event"})
+	yaml := `
+rules:
+- {name: tag-a, key: json:team_id, limits: ["1m:1"], action: tag}
+- {name: tag-b, key: json:team_id, limits: ["1m:1"], action: tag}
+- {name: cap, key: json:team_id, limits: ["1m:4"], action: overflow}
+`
+	var recs []*kgo.Record
+	for i := range 8 {
+		recs = append(recs, &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"a"}`), Timestamp: start.Add(time.Duration(i) * time.Second)})
+	}
+	for _, workers := range []int{1, 3} {
+		c, err := NewCandidate("c", cfg, testRules(t, cfg, yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewEngine(cfg.TickInterval, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Workers(workers)
+		for _, r := range recs {
+			e.Route(r)
+		}
+		got := e.Report(5).Candidates[0]
+		by := map[string]Totals{}
+		for _, rf := range got.Rules {
+			by[rf.Rule] = rf.Totals
+		}
+		a, b, cp := by["tag-a"], by["tag-b"], by["cap"]
+		if a.Tagged == 0 || cp.Overflow == 0 || b.Tagged != a.Tagged || a.Tagged <= got.Total.Tagged {
+			t.Errorf("%d workers: tag-a %+v, tag-b %+v, cap %+v, total %+v: want both tagging rules to count every record they tagged, some of them overflowed by cap",
+				workers, a, b, cp, got.Total)
+		}
+		if b.Records != 0 || got.Total.Records != 8 {
+			t.Errorf("%d workers: tag-b decided %d records, the total %d: want 0 (its tags are beside other rules' rows) and 8", workers, b.Records, got.Total.Records)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"maps"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -101,7 +102,9 @@ func (t *Totals) add(r *outcome.Row) {
 
 // RuleFate is what one rule did: the records whose fate it decided (dead-lettered
 // included: its key or match field unreadable), and as a shadow rule the records it was
-// over. Rule is empty for the gate's limits without a rules file.
+// over. Tagged counts every record it tagged, those whose fate another rule decided (a
+// rule before it that tagged them too, one after that sent them away) beside its
+// Records, as ShadowOver is. Rule is empty for the gate's limits without a rules file.
 type RuleFate struct {
 	Rule string `json:"rule"`
 	Totals
@@ -170,10 +173,14 @@ type builder struct {
 	// deadAt counts the records each rule dead-lettered (route.Outcome.DeadRule): their
 	// outcome rows name no rule.
 	deadAt map[string]int64
+	// taggedBeside counts the records each rule tagged whose outcome row is another
+	// rule's (route.Outcome.TaggedBy): a record two rules tag has one row, the first's.
+	taggedBeside map[string]int64
 }
 
 func newBuilder() *builder {
-	return &builder{rules: map[string]*Totals{}, dead: map[string]int64{}, keys: map[keyID]*KeyReport{}, teams: map[string]int64{}, deadAt: map[string]int64{}}
+	return &builder{rules: map[string]*Totals{}, dead: map[string]int64{}, keys: map[keyID]*KeyReport{}, teams: map[string]int64{}, deadAt: map[string]int64{},
+		taggedBeside: map[string]int64{}}
 }
 
 // observe follows the decision a record got: the level of the key it was decided on.
@@ -181,6 +188,13 @@ func newBuilder() *builder {
 func (b *builder) observe(now time.Time, o *route.Outcome) {
 	if o.DeadRule != "" {
 		b.deadAt[o.DeadRule]++
+	}
+	for t := o.TaggedBy; t != 0; t &= t - 1 {
+		// Each rule that tagged the record but the one its row names (the rule whose
+		// action it got, when that was tag).
+		if i := bits.TrailingZeros64(t); i < len(b.ruleSet) && (o.Reason != route.ReasonTagged || b.ruleSet[i] != o.Rule) {
+			b.taggedBeside[b.ruleSet[i]]++
+		}
 	}
 	d := &o.Decision
 	if d.Threshold <= 0 || o.Team == "" {
@@ -307,6 +321,9 @@ func (b *builder) merge(o *builder) {
 	for r, n := range o.deadAt {
 		b.deadAt[r] += n
 	}
+	for r, n := range o.taggedBeside {
+		b.taggedBeside[r] += n
+	}
 	b.folded += o.folded
 	maps.Copy(b.keys, o.keys)
 }
@@ -352,6 +369,9 @@ func (b *builder) report(name string, top int) CandidateReport {
 		// The records the rule dead-lettered: their fate was its doing.
 		t.DeadLetter += b.deadAt[r]
 		t.Records += b.deadAt[r]
+		// The records it tagged whose fate another rule decided (a row of theirs): tagged
+		// beside it, as shadow_over is, not among its records.
+		t.Tagged += b.taggedBeside[r]
 		c.Rules = append(c.Rules, RuleFate{Rule: r, Totals: t})
 	}
 	var keys []*KeyReport

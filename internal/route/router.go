@@ -154,6 +154,10 @@ type Outcome struct {
 	// (no rule's fault). Outcome rows name no rule for a dead letter; gate replay counts
 	// it at its rule by this.
 	DeadRule string
+	// TaggedBy has, with rules, bit i set for each rule (index i in the rules) that
+	// tagged the record: the rule whose action it got among them when that was tag. Its
+	// outcome row names one rule; gate replay counts the others' tags by this.
+	TaggedBy uint64
 	// Enforced and EnforcedReason are where the record would go, and why, were the gate
 	// enforcing. They equal Route and Reason except in dry run, where Route is always
 	// Accepted and Reason is dry_run for a record enforcement would divert.
@@ -666,6 +670,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		return o
 	}
 
+	o.TaggedBy = ro.tagged
 	code, route := reasonAllowed, Accepted
 	var st *ruleState
 	if ro.action != 0 {
