@@ -128,7 +128,6 @@ func TestRedriveCommand(t *testing.T) {
 		{"redrive", "-from", "1h", "-offsets", "0:0-5"},
 		{"redrive", "-topic", "events"},
 		{"redrive", "-from", "1h", "-to", "2h"},
-		{"redrive", "-from", "2099-01-01T00:00:00Z"}, // after now: nothing is there yet
 	} {
 		if err := run(t.Context(), args, testHost(env), &stdout, &stderr); !errors.As(err, new(*cli.UsageError)) {
 			t.Errorf("gate %q: %v, want a usage error", args, err)
@@ -305,5 +304,34 @@ func TestRedriveWithinTheInputTopicsLimit(t *testing.T) {
 	ends.Each(func(o kadm.ListedOffset) { copied += o.Offset })
 	if copied != n {
 		t.Errorf("the input holds %d of the %d dead letters re-driven", copied, n)
+	}
+}
+
+// A dead letter's time is its own, not this host's: the input's (a producer's clock) or,
+// for a rejected one, the clock of the gate that refused it, either of which may be ahead
+// of the clock gate redrive runs by. A -from after now selects those letters, each judged
+// by its own time, and is no mistake to refuse ("no record is there yet" while one is).
+func TestRedriveFromAfterNowTakesLettersStampedAhead(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	dls := []*kgo.Record{
+		{Key: []byte("now"), Value: []byte("{bad"), Timestamp: testNow.Add(-time.Minute), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}},
+		{Key: []byte("ahead"), Value: []byte("{bad"), Timestamp: testNow.Add(10 * time.Minute), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}},
+	}
+	if err := cl.ProduceSync(t.Context(), dls...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	from := testNow.Add(5 * time.Minute).Format(time.RFC3339)
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"redrive", "-dry-run", "-from", from}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate redrive -from %s (after now, a letter stamped after it): %v\n%s", from, err, stderr.String())
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "would re-drive 1 dead letter from events_dead_letter to events") {
+		t.Errorf("gate redrive -from %s said:\n%s", from, out)
 	}
 }

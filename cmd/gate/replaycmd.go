@@ -96,9 +96,18 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if o.top < 1 {
 		return &cli.UsageError{Msg: fmt.Sprintf("replay: -top %d: want a number of keys of 1 or more", o.top)}
 	}
-	rng, err := parseRange("replay", o.from, o.to, o.offsets, clk.Now())
+	now := clk.Now()
+	rng, err := parseRange("replay", o.from, o.to, o.offsets, now)
 	if err != nil {
 		return err
+	}
+	if rng.From.After(now) {
+		// Nothing is there yet: the range was read as empty, "replayed 0 records", with
+		// no word of why (a year mistyped, a local time read as UTC). Replay's alone:
+		// gate redrive judges each dead letter by its own time, which a producer's clock
+		// or the refusing gate's may have put after this host's now.
+		return &cli.UsageError{Msg: fmt.Sprintf("replay: -from %s (%s) is after now (%s): no record is there yet",
+			o.from, rng.From.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))}
 	}
 	if o.rules != "" && o.against != "current" {
 		// Every set replayed is a rules file: the environment is read as a gate with
@@ -318,12 +327,6 @@ func parseRange(cmd, from, to, offsets string, now time.Time) (replay.Range, err
 	}
 	if rng.To, err = parseWhen(cmd, "to", to, now); err != nil {
 		return rng, err
-	}
-	if rng.From.After(now) {
-		// Nothing is there yet: the range was read as empty, "replayed 0 records", with
-		// no word of why (a year mistyped, a local time read as UTC).
-		return rng, &cli.UsageError{Msg: fmt.Sprintf("%s: -from %s (%s) is after now (%s): no record is there yet",
-			cmd, from, rng.From.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))}
 	}
 	if !rng.From.IsZero() && !rng.To.IsZero() && !rng.To.After(rng.From) {
 		return rng, &cli.UsageError{Msg: fmt.Sprintf("%s: -to %s (%s) is not after -from %s (%s)",
