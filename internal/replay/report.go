@@ -63,7 +63,7 @@ type CandidateReport struct {
 // Overflow + Topic + Dropped.
 type Totals struct {
 	Records    int64 `json:"records"`
-	Accepted   int64 `json:"accepted"` // Tagged among them
+	Accepted   int64 `json:"accepted"` // Tagged among them, but for a rule (RuleFate: its tags beside)
 	Tagged     int64 `json:"tagged"`
 	Limited    int64 `json:"limited"`
 	Overflow   int64 `json:"overflow"`
