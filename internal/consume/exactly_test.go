@@ -893,8 +893,11 @@ func TestExactlyOnceTimeoutRecovers(t *testing.T) {
 	if !held.Load() {
 		t.Fatal("no transaction offset commit was held: the test tests nothing")
 	}
-	if len(a.c.recoveries) != 1 {
-		t.Errorf("%d recoveries, want 1", len(a.c.recoveries))
+	// At least the held one: under CI's load another transaction once outlived the 1 s
+	// timeout too (2 recoveries), recovered the same way; the gate carrying on (above)
+	// and every record once (below) are what this asserts.
+	if len(a.c.recoveries) < 1 {
+		t.Errorf("%d recoveries, want the held transaction's", len(a.c.recoveries))
 	}
 	lost, dup := out.conservation(n)
 	if len(lost) > 0 || len(dup) > 0 {
