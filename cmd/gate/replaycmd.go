@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
@@ -137,21 +142,34 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if o.topic != "" {
 		rng.Topic = o.topic
 	}
-	first, err := replayCandidate(cfg, o.rules)
+	first, set, err := replayCandidate(cfg, o.rules)
 	if err != nil {
 		return err
 	}
 	cands := []*replay.Candidate{first}
+	// The rules' own topics, each with the sets that send records there (checked once
+	// the range is read: a missing one is a note, not a refusal, as the rehearsal is
+	// the point).
+	topicSets := map[string][]string{}
+	addTopics := func(c *replay.Candidate, set *rules.Set) {
+		if set != nil {
+			for _, t := range set.Topics() {
+				topicSets[t] = append(topicSets[t], c.Name())
+			}
+		}
+	}
+	addTopics(first, set)
 	if o.against != "" {
 		file := o.against
 		if file == "current" {
 			file = ""
 		}
-		second, err := replayCandidate(cfg, file)
+		second, set, err := replayCandidate(cfg, file)
 		if err != nil {
 			return err
 		}
 		cands = append(cands, second)
+		addTopics(second, set)
 	}
 	eng, err := replay.NewEngine(cfg.TickInterval, cands...)
 	if err != nil {
@@ -219,6 +237,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		cutOffsets(stderr, rng.Offsets, parts)
 	}
 	rep := eng.Report(o.top)
+	rep.Notes = append(rep.Notes, missingRuleTopics(ctx, opts, topicSets)...)
 	if parts == nil {
 		parts = []replay.PartitionRange{} // stopped before the offsets were listed: [] in -json, not null
 	}
@@ -256,16 +275,47 @@ var errReplayStopped = errors.New("replay stopped before the end of its range: t
 
 // replayCandidate is the set of limits of the rules file file, or, when file is empty,
 // the environment's (GATE_RULES_FILE, else the GATE_* limits).
-func replayCandidate(cfg config.Config, file string) (*replay.Candidate, error) {
+func replayCandidate(cfg config.Config, file string) (*replay.Candidate, *rules.Set, error) {
 	file = cmp.Or(file, cfg.RulesFile)
 	if file == "" {
-		return replay.NewCandidate("GATE_* limits", cfg, nil)
+		c, err := replay.NewCandidate("GATE_* limits", cfg, nil)
+		return c, nil, err
 	}
 	set, err := rules.ReadFile(file, replayRulesOptions(cfg))
 	if err != nil {
-		return nil, config.Problems{fmt.Errorf("rules file %s: %w", file, err)}
+		return nil, nil, config.Problems{fmt.Errorf("rules file %s: %w", file, err)}
 	}
-	return replay.NewCandidate(file, cfg, set)
+	c, err := replay.NewCandidate(file, cfg, set)
+	return c, set, err
+}
+
+// missingRuleTopics returns a note for each rule topic (a rules file's action
+// topic:NAME, with the sets naming it) the cluster does not have: replay counts records
+// into it as any other, where a gate refuses the file (not ready at start; at a reload it
+// keeps its rules) until the topic is created. A listing that fails is a note too.
+func missingRuleTopics(ctx context.Context, opts []kgo.Opt, topicSets map[string][]string) []string {
+	if len(topicSets) == 0 || ctx.Err() != nil { // stopped: the report says partial
+		return nil
+	}
+	topics := slices.Sorted(maps.Keys(topicSets))
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(opts...)
+	if err == nil {
+		defer cl.Close()
+		var listed kadm.TopicDetails
+		if listed, err = kadm.NewClient(cl).ListTopics(ctx, topics...); err == nil {
+			var notes []string
+			for _, t := range topics {
+				if d, ok := listed[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+					notes = append(notes, fmt.Sprintf("rule topic %s does not exist: a gate with %s refuses it until the topic is created (not ready at start; at a reload it keeps the rules it has), where this replay counts records into it",
+						t, strings.Join(topicSets[t], " and ")))
+				}
+			}
+			return notes
+		}
+	}
+	return []string{fmt.Sprintf("the rules' topics (%s) could not be checked: %v", strings.Join(topics, ", "), err)}
 }
 
 // replayRulesOptions are the options replay reads a rules file with: the gate's, but

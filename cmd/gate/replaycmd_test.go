@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/cli"
@@ -312,5 +313,37 @@ func TestReplayStoppedAtOnceReportsNoNullsNorYearOne(t *testing.T) {
 	}
 	if rep["partial"] != true {
 		t.Errorf(`"partial": %v, want true`, rep["partial"])
+	}
+}
+
+// A rules file whose rule sends records to a topic the cluster does not have is a file a
+// gate refuses (not ready at start; kept rules at a reload), while replay counted
+// records into the topic as into any other: the report says the topic does not exist
+// and which file names it, in the text and in -json's notes; a topic that exists is not
+// named.
+func TestReplaySaysARuleTopicDoesNotExist(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(t.Context(), 1, 1, nil, "merges"); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte("rules:\n  - {name: merges, key: json:team_id, limits: [1m:5], action: topic:merges}\n  - {name: hot, key: json:team_id, limits: [1m:50], action: topic:no-such-topic}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "rule topic no-such-topic does not exist: a gate with " + file + " refuses it"
+	for _, args := range [][]string{{"-rules", file}, {"-rules", file, "-json"}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), append([]string{"replay"}, args...), testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("gate replay %q: %v\n%s", args, err, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), want) || strings.Contains(stdout.String(), "rule topic merges") {
+			t.Errorf("gate replay %q: want %q, and nothing of merges:\n%s", args, want, stdout.String())
+		}
 	}
 }

@@ -81,6 +81,9 @@ func (c *Candidate) start(first time.Time) error {
 	return c.build(first.Add(-time.Hour).Truncate(time.Second))
 }
 
+// Name is the candidate's name: its rules file, or "GATE_* limits".
+func (c *Candidate) Name() string { return c.name }
+
 // build makes the limiters, the stores and the router on a clock fixed at base.
 func (c *Candidate) build(base time.Time) error {
 	cfg, set := c.cfg, c.set
