@@ -41,6 +41,17 @@ func kafkaEnv(t *testing.T) (*kfake.Cluster, map[string]string) {
 	return c, map[string]string{"GATE_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ",")}
 }
 
+// kafkaClient is a client of c with opts, closed when the test ends.
+func kafkaClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
 // getenvFrom is the injected environment of a test: a map, so tests run in parallel
 // without touching the process environment.
 func getenvFrom(m map[string]string) func(string) string {

@@ -130,11 +130,7 @@ func TestOutcomesSinceWholeIntervals(t *testing.T) {
 			IntervalEnd: start.Add(length), Team: "42", Key: "42", Outcome: out, Reason: reason, Records: n}
 		return &kgo.Record{Topic: "outcomes", Key: []byte("42"), Value: outcome.AppendJSON(nil, &r), Timestamp: sealed}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c)
 	if err := cl.ProduceSync(t.Context(),
 		row(h(13, 0), time.Hour, h(13, 59), "accepted", "allowed", 1),   // ended before from
 		row(h(12, 0), 3*time.Hour, h(13, 30), "accepted", "allowed", 2), // began before the read: partly unseen
@@ -308,11 +304,7 @@ func outcomesTopicEnv(t *testing.T, parts int32) (*kfake.Cluster, map[string]str
 	t.Helper()
 	c, env := kafkaEnv(t)
 	env["GATE_OUTCOMES_TOPIC"] = "outcomes"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c)
 	if _, err := kadm.NewClient(cl).CreateTopic(t.Context(), parts, 1, nil, "outcomes"); err != nil {
 		t.Fatal(err)
 	}
@@ -329,11 +321,7 @@ func testRow(at time.Time, team, key, rule, out, reason string, n int64) *kgo.Re
 
 func produceRows(t *testing.T, c *kfake.Cluster, rows ...*kgo.Record) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c)
 	if err := cl.ProduceSync(t.Context(), rows...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -476,11 +464,7 @@ func TestOutcomesSaysRetentionDeletedSinceRows(t *testing.T) {
 	old, kept := testRow(now.Add(-3*time.Hour), "42", "42", "", "overflow", "rate_limited", 500), testRow(now.Add(-time.Hour), "7", "7", "", "accepted", "allowed", 1)
 	old.Timestamp, kept.Timestamp = now.Add(-3*time.Hour), now.Add(-time.Hour)
 	produceRows(t, c, old, kept)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c)
 	to := kadm.Offsets{}
 	to.Add(kadm.Offset{Topic: "outcomes", Partition: 0, At: 1})
 	if _, err := kadm.NewClient(cl).DeleteRecords(t.Context(), to); err != nil {
@@ -540,11 +524,7 @@ func TestOutcomesTeamHistoryHoldsIntervalsNotRows(t *testing.T) {
 	at := time.Now().UTC().Truncate(time.Minute).Add(-30 * time.Minute)
 	// Uncompressed, as a fetch's bytes are then its records' (a fetch is some 1 MB a
 	// partition, what the read buffers whatever the rows it has read).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("outcomes"), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("outcomes"), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	var recs []*kgo.Record
 	for i := range n {
 		start, gate := at.Add(time.Duration(i%30)*time.Minute), "gate-"+strconv.Itoa(i%10)
@@ -583,7 +563,7 @@ func TestOutcomesTeamHistoryHoldsIntervalsNotRows(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
 	defer cancel()
-	err = outcomesCmd(ctx, []string{"-since", "1h", "42"}, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr)
+	err := outcomesCmd(ctx, []string{"-since", "1h", "42"}, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr)
 	close(stop)
 	<-sampled
 	if err != nil {

@@ -64,11 +64,7 @@ func refusePartition(t *testing.T, c *kfake.Cluster, p int32, err *kerr.Error) *
 func TestRedriveNamesTheLettersNotCopied(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"))
 	const n, keys = 60, 10
 	var dls []*kgo.Record
 	for i := range n {
@@ -84,7 +80,7 @@ func TestRedriveNamesTheLettersNotCopied(t *testing.T) {
 	}
 	refusing := refusePartition(t, c, 1, kerr.InvalidRecord)
 	var stdout, stderr bytes.Buffer
-	err = run(t.Context(), []string{"redrive", "-reason", "not_json"}, testHost(env), &stdout, &stderr)
+	err := run(t.Context(), []string{"redrive", "-reason", "not_json"}, testHost(env), &stdout, &stderr)
 	t.Logf("gate redrive into a partition refusing records: %v\n%s", err, stdout.String())
 	if err == nil {
 		t.Fatal("gate redrive into a partition refusing every record: no error")

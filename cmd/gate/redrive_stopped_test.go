@@ -68,17 +68,13 @@ var notCopied = regexp.MustCompile(`(\d+) of (\d+) dead letters not known to be 
 func TestRedriveStoppedCountsTheCopiesItGaveUp(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c)
 	produceLetters(t, cl, 40)
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
 	refuseProduce(c, kerr.NotEnoughReplicas, stop)
 	var stdout, stderr bytes.Buffer
-	err = run(ctx, []string{"redrive"}, testHost(env), &stdout, &stderr) // takes redriveGrace
+	err := run(ctx, []string{"redrive"}, testHost(env), &stdout, &stderr) // takes redriveGrace
 	t.Logf("gate redrive stopped, the broker taking nothing: %v\n%s", err, stdout.String())
 	if out := stdout.String(); !strings.HasPrefix(out, "re-drove 0 dead letters ") {
 		t.Errorf("gate redrive stopped, the broker taking nothing, said:\n%s", out)
@@ -95,11 +91,7 @@ func TestRedriveStoppedCountsTheCopiesItGaveUp(t *testing.T) {
 func TestRedriveStoppedNamesTheRefusedCopies(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c)
 	const n = 200
 	produceLetters(t, cl, n)
 	env["GATE_KAFKA_FETCH_MAX_BYTES"] = "1024" // a fetch a batch: the read is under way at the stop
@@ -122,7 +114,7 @@ func TestRedriveStoppedNamesTheRefusedCopies(t *testing.T) {
 		return nil, nil, false
 	})
 	var stdout, stderr bytes.Buffer
-	err = run(ctx, []string{"redrive"}, testHost(env), &stdout, &stderr)
+	err := run(ctx, []string{"redrive"}, testHost(env), &stdout, &stderr)
 	t.Logf("gate redrive stopped, the broker refusing: %v\n%s", err, stdout.String())
 	read := regexp.MustCompile(`read offsets (\S+)`).FindStringSubmatch(stdout.String())
 	if read == nil {

@@ -93,14 +93,6 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	rng.Topic = cmp.Or(o.topic, cfg.DeadLetterTopic)
-	// A topic that does not exist: said with where its name came from (a name mistyped).
-	noTopic := func(err error) error {
-		which := "GATE_DEAD_LETTER_TOPIC's, as -topic is not given"
-		if o.topic != "" {
-			which = "-topic's"
-		}
-		return fmt.Errorf("redrive: reading %s (%s): %w", rng.Topic, which, err)
-	}
 	if rng.Topic == cfg.InputTopic {
 		return &cli.UsageError{Msg: fmt.Sprintf("redrive: -topic %s is the input topic (GATE_INPUT_TOPIC): it copies dead letters into it", rng.Topic)}
 	}
@@ -115,7 +107,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		// stamped when refused, the others keep their input's), which replay's reading by
 		// time (a record at its next one's time when that is earlier) would skip some of.
 		if rng.Offsets, err = replay.Offsets(ctx, replay.Range{Topic: rng.Topic, From: rng.From}, opts...); errors.Is(err, replay.ErrNoTopic) {
-			return noTopic(err)
+			return noTopic("redrive: reading", rng.Topic, o.topic != "", "GATE_DEAD_LETTER_TOPIC", err)
 		} else if err != nil {
 			return err
 		}
@@ -241,7 +233,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		}
 	}, nil, opts...)
 	if errors.Is(rerr, replay.ErrNoTopic) { // -offsets: nothing read, nothing handed on
-		return noTopic(rerr)
+		return noTopic("redrive: reading", rng.Topic, o.topic != "", "GATE_DEAD_LETTER_TOPIC", rerr)
 	}
 	if prod != nil {
 		if prod.Flush(pctx) != nil {

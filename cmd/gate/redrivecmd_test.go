@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -247,11 +246,7 @@ func TestRedriveLineNamesEveryReason(t *testing.T) {
 // header the reason ("": none).
 func produceDeadLetters(t *testing.T, c *kfake.Cluster, reasons ...string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"))
 	var recs []*kgo.Record
 	for _, reason := range reasons {
 		r := &kgo.Record{Value: []byte("{bad")}
@@ -273,11 +268,7 @@ func produceDeadLetters(t *testing.T, c *kfake.Cluster, reasons ...string) {
 func TestRedriveWithinTheInputTopicsLimit(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"))
 	limit := "8192"
 	if _, err := kadm.NewClient(cl).AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, "events"); err != nil {
 		t.Fatal(err)
@@ -315,11 +306,7 @@ func TestRedriveWithinTheInputTopicsLimit(t *testing.T) {
 func TestRedriveFromAfterNowTakesLettersStampedAhead(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events_dead_letter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"))
 	dls := []*kgo.Record{
 		{Key: []byte("now"), Value: []byte("{bad"), Timestamp: testNow.Add(-time.Minute), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}},
 		{Key: []byte("ahead"), Value: []byte("{bad"), Timestamp: testNow.Add(10 * time.Minute), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}},
@@ -334,31 +321,5 @@ func TestRedriveFromAfterNowTakesLettersStampedAhead(t *testing.T) {
 	}
 	if out := stdout.String(); !strings.HasPrefix(out, "would re-drive 1 dead letter from events_dead_letter to events") {
 		t.Errorf("gate redrive -from %s said:\n%s", from, out)
-	}
-}
-
-// A dead-letter topic that does not exist is said to be so, with where its name came
-// from (-topic, else GATE_DEAD_LETTER_TOPIC), by a range of times and by -offsets alike:
-// the broker's UNKNOWN_TOPIC_OR_PARTITION read as the cluster's fault, and by -offsets
-// the error said "(what was read is copied)" of a read that never began.
-func TestRedriveOfAMissingTopicSaysSo(t *testing.T) {
-	t.Parallel()
-	_, env := kafkaEnv(t)
-	for _, tc := range []struct {
-		args []string
-		env  map[string]string
-		want string
-	}{
-		{[]string{"-topic", "evnets_dead_letter", "-from", "1h"}, nil, "redrive: reading evnets_dead_letter (-topic's): listing the offsets of evnets_dead_letter: the topic does not exist"},
-		{[]string{"-topic", "evnets_dead_letter", "-offsets", "0:0-5", "-dry-run"}, nil, "redrive: reading evnets_dead_letter (-topic's): listing the offsets of evnets_dead_letter: the topic does not exist"},
-		{[]string{"-from", "1h"}, map[string]string{"GATE_DEAD_LETTER_TOPIC": "evnets_dead_letter"}, "(GATE_DEAD_LETTER_TOPIC's, as -topic is not given)"},
-	} {
-		e := maps.Clone(env)
-		maps.Copy(e, tc.env)
-		var stdout, stderr bytes.Buffer
-		err := run(t.Context(), append([]string{"redrive"}, tc.args...), testHost(e), &stdout, &stderr)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "does not host") || strings.Contains(err.Error(), "what was read") {
-			t.Errorf("gate redrive %q of a missing topic: %v; want %q", tc.args, err, tc.want)
-		}
 	}
 }

@@ -221,11 +221,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	partial := false
 	if err != nil {
 		if errors.Is(err, replay.ErrNoTopic) {
-			which := "GATE_INPUT_TOPIC's, as -topic is not given"
-			if o.topic != "" {
-				which = "-topic's"
-			}
-			return fmt.Errorf("replaying %s (%s): %w", rng.Topic, which, err)
+			return noTopic("replaying", rng.Topic, o.topic != "", "GATE_INPUT_TOPIC", err)
 		}
 		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 			return fmt.Errorf("replaying %s: %w", rng.Topic, err)
@@ -267,6 +263,17 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		err = errReplayStopped
 	}
 	return err
+}
+
+// noTopic is the error of a tool (doing: "replaying") whose topic does not exist
+// (replay.ErrNoTopic), saying where its name came from, -topic (flag) or the variable
+// named, as a name mistyped is the usual cause.
+func noTopic(doing, topic string, flag bool, variable string, err error) error {
+	from := variable + "'s, as -topic is not given"
+	if flag {
+		from = "-topic's"
+	}
+	return fmt.Errorf("%s %s (%s): %w", doing, topic, from, err)
 }
 
 // errReplayStopped ends a replay stopped (Ctrl-C, SIGTERM) before the end of its range,

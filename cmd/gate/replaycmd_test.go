@@ -27,11 +27,7 @@ import (
 func TestReplayCommand(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
 	at := testNow.Add(-time.Hour).Truncate(time.Minute)
 	var recs []*kgo.Record
 	for i := range 3000 {
@@ -190,9 +186,11 @@ func TestReplayFailureStopsWorkers(t *testing.T) {
 }
 
 // A topic that does not exist is said to be so, with where its name came from (-topic,
-// else GATE_INPUT_TOPIC), not as the broker's UNKNOWN_TOPIC_OR_PARTITION ("This server
-// does not host this topic-partition"), which reads as a fault of the cluster's.
-func TestReplayOfAMissingTopicSaysSo(t *testing.T) {
+// else the variable), not as the broker's UNKNOWN_TOPIC_OR_PARTITION ("This server does
+// not host this topic-partition"), which reads as a fault of the cluster's: gate replay's
+// input, and gate redrive's dead-letter topic by a range of times and by -offsets (whose
+// error said "(what was read is copied)" of a read that never began).
+func TestMissingTopicSaysWhereItsNameCameFrom(t *testing.T) {
 	t.Parallel()
 	_, env := kafkaEnv(t)
 	for _, tc := range []struct {
@@ -200,15 +198,18 @@ func TestReplayOfAMissingTopicSaysSo(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{[]string{"-topic", "evnets"}, nil, "replaying evnets (-topic's): listing the offsets of evnets: the topic does not exist"},
-		{nil, map[string]string{"GATE_INPUT_TOPIC": "evnets"}, "replaying evnets (GATE_INPUT_TOPIC's, as -topic is not given): listing the offsets of evnets: the topic does not exist"},
+		{[]string{"replay", "-topic", "evnets"}, nil, "replaying evnets (-topic's): listing the offsets of evnets: the topic does not exist"},
+		{[]string{"replay"}, map[string]string{"GATE_INPUT_TOPIC": "evnets"}, "replaying evnets (GATE_INPUT_TOPIC's, as -topic is not given): listing the offsets of evnets: the topic does not exist"},
+		{[]string{"redrive", "-topic", "evnets_dead_letter", "-from", "1h"}, nil, "redrive: reading evnets_dead_letter (-topic's): listing the offsets of evnets_dead_letter: the topic does not exist"},
+		{[]string{"redrive", "-topic", "evnets_dead_letter", "-offsets", "0:0-5", "-dry-run"}, nil, "redrive: reading evnets_dead_letter (-topic's): listing the offsets of evnets_dead_letter: the topic does not exist"},
+		{[]string{"redrive", "-from", "1h"}, map[string]string{"GATE_DEAD_LETTER_TOPIC": "evnets_dead_letter"}, "(GATE_DEAD_LETTER_TOPIC's, as -topic is not given)"},
 	} {
 		e := maps.Clone(env)
 		maps.Copy(e, tc.env)
 		var stdout, stderr bytes.Buffer
-		err := run(t.Context(), append([]string{"replay"}, tc.args...), testHost(e), &stdout, &stderr)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "does not host") {
-			t.Errorf("gate replay %q of a missing topic: %v; want %q", tc.args, err, tc.want)
+		err := run(t.Context(), tc.args, testHost(e), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "does not host") || strings.Contains(err.Error(), "what was read") {
+			t.Errorf("gate %q of a missing topic: %v; want %q", tc.args, err, tc.want)
 		}
 	}
 }
@@ -219,11 +220,7 @@ func TestReplayOfAMissingTopicSaysSo(t *testing.T) {
 func TestReplayOffsetsPastTheEndSaySo(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var recs []*kgo.Record
 	for i := range 10 {
 		recs = append(recs, &kgo.Record{Value: []byte(`{"team_id":"a"}`), Timestamp: testNow.Add(-time.Hour + time.Duration(i)*time.Second)})
@@ -324,11 +321,7 @@ func TestReplayStoppedAtOnceReportsNoNullsNorYearOne(t *testing.T) {
 func TestReplaySaysARuleTopicDoesNotExist(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, c)
 	if _, err := kadm.NewClient(cl).CreateTopic(t.Context(), 1, 1, nil, "merges"); err != nil {
 		t.Fatal(err)
 	}

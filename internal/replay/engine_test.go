@@ -239,13 +239,23 @@ func TestReplayHoldsOnTheWallClock(t *testing.T) {
 // as cfg says, and reports its top keys.
 func replayRecords(t testing.TB, name string, cfg config.Config, recs []*kgo.Record, top int) *Report {
 	t.Helper()
-	c, err := NewCandidate(name, cfg, nil)
+	return replaySet(t, name, cfg, nil, recs, 0, top)
+}
+
+// replaySet is replayRecords of the rule set set (nil: the GATE_* limits) on workers
+// workers (0: the engine's default).
+func replaySet(t testing.TB, name string, cfg config.Config, set *rules.Set, recs []*kgo.Record, workers, top int) *Report {
+	t.Helper()
+	c, err := NewCandidate(name, cfg, set)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e, err := NewEngine(cfg.TickInterval, c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if workers > 0 {
+		e.Workers(workers)
 	}
 	for _, r := range recs {
 		e.Route(r)
@@ -656,19 +666,7 @@ rules:
 	add(4, `{"team_id":"a","plan":"free"}`)                             // session: field_missing
 	add(1, `not json`)                                                  // no rule's
 	for _, workers := range []int{1, 3} {
-		c, err := NewCandidate("c", cfg, testRules(t, cfg, yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := NewEngine(cfg.TickInterval, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Workers(workers)
-		for _, r := range recs {
-			e.Route(r)
-		}
-		got := e.Report(5).Candidates[0]
+		got := replaySet(t, "c", cfg, testRules(t, cfg, yaml), recs, workers, 5).Candidates[0]
 		want := map[string]int64{"team": 3, "plan": 2, "session": 4}
 		for _, rf := range got.Rules {
 			if rf.DeadLetter != want[rf.Rule] || rf.Records != want[rf.Rule] {
@@ -714,19 +712,7 @@ rules:
 		recs = append(recs, &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"a"}`), Timestamp: start.Add(time.Duration(i) * time.Second)})
 	}
 	for _, workers := range []int{1, 3} {
-		c, err := NewCandidate("c", cfg, testRules(t, cfg, yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := NewEngine(cfg.TickInterval, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Workers(workers)
-		for _, r := range recs {
-			e.Route(r)
-		}
-		got := e.Report(5).Candidates[0]
+		got := replaySet(t, "c", cfg, testRules(t, cfg, yaml), recs, workers, 5).Candidates[0]
 		by := map[string]Totals{}
 		for _, rf := range got.Rules {
 			by[rf.Rule] = rf.Totals

@@ -64,19 +64,7 @@ func TestReplayTicksThroughAGap(t *testing.T) {
 			recs := append(steady(nil, "held", 0, time.Minute, 150), event("held", "u", at))
 			want := asAGate(t, cfg, recs)
 			for _, workers := range []int{1, 2} {
-				c, err := NewCandidate(clk, cfg, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				e, err := NewEngine(cfg.TickInterval, c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				e.Workers(workers)
-				for _, r := range recs {
-					e.Route(r)
-				}
-				if got := e.Report(5).Candidates[0].Total.Limited; got != want {
+				if got := replaySet(t, clk, cfg, nil, recs, workers, 5).Candidates[0].Total.Limited; got != want {
 					t.Errorf("%s clock, a record at %s after a minute at 1.5 × (%d workers): replay limits %d, a gate %d", clk, at, workers, got, want)
 				}
 			}
