@@ -189,13 +189,16 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer) (*Limiter, erro
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	if cfg.HashSeed == (maphash.Seed{}) {
-		cfg.HashSeed = maphash.MakeSeed()
+	// The seed in use is l.seed alone (InheritState may replace it): cfg keeps what was
+	// asked for.
+	seed := cfg.HashSeed
+	if seed == (maphash.Seed{}) {
+		seed = maphash.MakeSeed()
 	}
 	l := &Limiter{
 		cfg:      cfg,
 		clock:    clk,
-		seed:     cfg.HashSeed,
+		seed:     seed,
 		shards:   make([]shard, cfg.Shards),
 		mask:     uint64(cfg.Shards - 1),
 		windowNs: cfg.Window.Nanoseconds(),
