@@ -991,6 +991,10 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 		c.revokedTxn(ids)
 		return
 	}
+	// Wall time, not c.clock (a routing clock a test may drive): how long the group's
+	// rebalance waited on this member, the figure an operator compares with
+	// GATE_REVOKE_TIMEOUT.
+	began := time.Now()
 	var left int64
 	// Nothing routes during a revoke: the partitions' outcome rows go out, and are
 	// awaited, with their records, the seal and the wait within one RevokeTimeout. A
@@ -1023,12 +1027,14 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 		lvl = slog.LevelWarn
 	}
 	c.log.Log(ctx, lvl, "partitions revoked", "topic", c.cfg.InputTopic, "partitions", ids,
-		"committed", committed, "abandoned_records", left, "outcome_rows_unwritten", unwritten, "commit_err", err)
+		"committed", committed, "abandoned_records", left, "outcome_rows_unwritten", unwritten, "commit_err", err,
+		"took", time.Since(began).Round(time.Millisecond).String())
 }
 
 // onLost drops the partitions' state without committing: the group has already moved
 // on, and a commit would be refused or, worse, overwrite the new owner's.
 func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	began := time.Now() // wall time, as onRevoked's
 	ids := slices.Sorted(slices.Values(lost[c.cfg.InputTopic]))
 	if c.exactlyOnce() {
 		c.txn.rebalanced.Store(true)
@@ -1070,7 +1076,7 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 	}
 	c.m.rebalances.WithLabelValues("lost").Inc()
 	c.log.Log(ctx, slog.LevelWarn, "partitions lost; their uncommitted records will be replayed by the next owner",
-		"topic", c.cfg.InputTopic, "partitions", ids, "in_flight_records", left)
+		"topic", c.cfg.InputTopic, "partitions", ids, "in_flight_records", left, "took", time.Since(began).Round(time.Millisecond).String())
 }
 
 func (c *Consumer) drop(ids []int32) {
