@@ -1,12 +1,15 @@
 package consume
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -150,4 +153,34 @@ func TestCloseAfterSessionRebuilt(t *testing.T) {
 		t.Fatal("the gate's Run did not return after its client was closed")
 	}
 	a.cancel = nil
+}
+
+// An exactly-once transaction whose end failed because its client was closed under the
+// loop (Close) stops the loop: before, the failure was taken for an end of unknown
+// outcome, and the loop closed the client a second time (the closes
+// TestClientClosedUnderTheLoopIsNotClosedAgain counts, which a CI run under load met) and
+// rebuilt a session, a client no one would close.
+func TestTransactionEndOnAClosedClientIsNoRecovery(t *testing.T) {
+	closes := &closeCounter{}
+	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: "in", GroupID: "g", Gate: "g",
+		Delivery: ExactlyOnce, TransactionalID: "g-0", ClientOpts: []kgo.Opt{kgo.WithHooks(closes)}},
+		nil, nil, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl := c.cl
+	endErr := fmt.Errorf("ending the transaction: %w", kgo.ErrClientClosed)
+	if err := c.recoverFenced(endErr, time.Second, false); !errors.Is(err, kgo.ErrClientClosed) {
+		t.Errorf("recoverFenced(%v) = %v: want the error back, the loop stopping", endErr, err)
+	}
+	if c.cl != cl || c.live.Load() != cl {
+		t.Error("a new session was built for a client closed under the loop")
+	}
+	if n := closes.of(cl); n != 0 {
+		t.Errorf("the loop closed the client %d times: want it left to its closer", n)
+	}
+	if len(c.recoveries) != 0 {
+		t.Errorf("%d recoveries counted: want none", len(c.recoveries))
+	}
 }

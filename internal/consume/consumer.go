@@ -55,10 +55,11 @@ type Consumer struct {
 	// live is cl, for the metrics' scrapes: with exactly-once delivery the loop
 	// replaces cl when it rebuilds a fenced session (see recoverFenced).
 	live atomic.Pointer[kgo.Client]
-	// closedUnder is the client a poll found closed by another than the loop (a test
-	// ending the gate as a crash would, closing it under the running loop): the loop does
-	// not close it again (closeClient), as franz-go's Close run twice at once races with
-	// itself (each kills the fetch sessions: a data race under -race in v1.22.2).
+	// closedUnder is the client Close closed, or a poll found closed by another than the
+	// loop (a test ending the gate as a crash would, closing it under the running loop):
+	// the loop does not close it again (closeClient), as franz-go's Close run twice at
+	// once races with itself (each kills the fetch sessions: a data race under -race in
+	// v1.22.2), and run twice in turn is a second close the crash tests count.
 	closedUnder atomic.Pointer[kgo.Client]
 	// closeMus holds a mutex for each client (closeLock), held by each close of it
 	// (closeClient's, Close's): a close the loop starts before it finds the client closed
@@ -311,6 +312,10 @@ func (c *Consumer) Close() {
 	mu := c.closeLock(cl)
 	mu.Lock()
 	defer mu.Unlock()
+	// Marked under the lock: a close the loop started meanwhile (a transaction whose end
+	// this close failed, rebuilding the client) finds it closed once it has the lock,
+	// and leaves it, rather than closing it a second time.
+	c.closedUnder.Store(cl)
 	cl.Close()
 }
 
@@ -515,15 +520,19 @@ func (c *Consumer) unroute(w work, b *batch, i int) {
 // everything, committing in onRevoked, a no-op after the final commit) for at most
 // RevokeTimeout: a coordinator that stopped answering must not hold the shutdown.
 func (c *Consumer) closeClient(closeFn func()) {
-	if c.closedUnder.Load() == c.cl {
+	cl := c.cl
+	if c.closedUnder.Load() == cl {
 		return // closed by another, perhaps still closing (closedUnder)
 	}
 	done := make(chan struct{})
-	mu := c.closeLock(c.cl)
+	mu := c.closeLock(cl)
 	go func() {
 		defer close(done)
 		mu.Lock()
 		defer mu.Unlock()
+		if c.closedUnder.Load() == cl {
+			return // Close closed it while this close waited for the lock
+		}
 		closeFn()
 	}()
 	t := time.NewTimer(c.cfg.RevokeTimeout)

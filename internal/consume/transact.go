@@ -438,6 +438,12 @@ type recovery struct {
 // again.
 func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) error {
 	id, timeout := c.cfg.TransactionalID, c.cfg.TransactionTimeout
+	if errors.Is(err, kgo.ErrClientClosed) {
+		// Closed by another (Close, under the running loop): nothing to recover, and a
+		// session rebuilt now would be a client no one closes.
+		c.closedUnder.Store(c.cl)
+		return err
+	}
 	isFence := fenced(err)
 	if !isFence {
 		if !errors.Is(err, errResync) && !outcomeUnknown(err) {
