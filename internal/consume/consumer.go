@@ -974,6 +974,7 @@ func (c *Consumer) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 	c.partsMu.Lock()
 	for _, id := range ids {
 		p := newPartition(c.cfg.InputTopic, id)
+		p.assignedAt = time.Now().UnixNano() // wall time, as setLag's lagAt
 		c.attachOutcomes(p)
 		c.parts[id] = p
 	}

@@ -19,15 +19,27 @@ const lagStale = 2 * outputCheckEvery
 // while the input grew, an outage's backlog showing as none (the chart's
 // GateConsumerLagGrowing never fired). The input's end is listed (with exactly-once,
 // its last stable offset too, as the fetches give it) and the lag measured from where
-// it was last (partition.next). A partition never measured is left to its first poll.
-// A listing that fails for some partitions (a broker not answering) measures the others;
-// with exactly-once, a partition without its last stable offset has its metric measured
-// and the watchdog's lag left as it was. What fails is tried again at the next check.
+// it was last (partition.next). A partition no poll has measured lagStale after its
+// assignment (assigned while polling was held, as when a peer left during an output
+// outage, or without a record since) is measured from the group's committed offset,
+// else, starting at the earliest, from the partition's first offset; starting at the
+// latest with nothing committed, it is left to its first poll (where it starts is not
+// known). A listing that fails for some partitions (a broker not answering) measures
+// the others; with exactly-once, a partition without its last stable offset has its
+// metric measured and the watchdog's lag left as it was. What fails is tried again at
+// the next check.
 func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time) {
 	var stale []*partition
+	unmeasured := 0 // of stale, the partitions measured by no poll yet
 	for _, p := range c.snapshot(nil) {
-		if at := p.lagAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) >= lagStale && !p.gone.Load() {
+		if p.gone.Load() {
+			continue
+		}
+		if at := p.lagAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) >= lagStale {
 			stale = append(stale, p)
+		} else if at == 0 && p.assignedAt != 0 && now.Sub(time.Unix(0, p.assignedAt)) >= lagStale {
+			stale = append(stale, p)
+			unmeasured++
 		}
 	}
 	if len(stale) == 0 {
@@ -53,6 +65,20 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 			stable = nil // the watchdog's lags are left as they are (below)
 		}
 	}
+	var committed kadm.OffsetResponses
+	var starts kadm.ListedOffsets
+	if unmeasured > 0 {
+		// Where the partitions measured by no poll start: their group's commits.
+		if committed, err = adm.FetchOffsets(lctx, c.cfg.GroupID); err != nil {
+			c.log.Debug("kafka: could not fetch the group's offsets to measure the lag of partitions not polled since their assignment", "err", err)
+			committed = nil
+		}
+		if c.cfg.StartOffset == StartEarliest {
+			if starts, err = adm.ListStartOffsets(lctx, c.cfg.InputTopic); !partial(err) {
+				starts = nil
+			}
+		}
+	}
 	// Records an idle gate has not polled yet are work from now: the stall clock starts
 	// here, as it does at an idle gate's first poll, not at the progress before it idled
 	// (which made the idle time a stall at once: not ready, not live).
@@ -61,6 +87,12 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 		end, ok := ends.Lookup(c.cfg.InputTopic, p.id)
 		if !ok || end.Err != nil {
 			continue
+		}
+		from := p.next.Load()
+		if p.lagAt.Load() == 0 {
+			if from, ok = c.startOf(p.id, committed, starts); !ok {
+				continue
+			}
 		}
 		st := end.Offset
 		if c.exactlyOnce() {
@@ -72,9 +104,25 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 				st = -1
 			}
 		}
-		c.setLag(p, end.Offset, st, p.next.Load())
+		c.setLag(p, end.Offset, st, from)
 	}
 	if idle && c.hasWork() {
 		c.progressed()
 	}
+}
+
+// startOf is where partition id of the input is read from by a member assigned it that
+// has not polled it yet: the group's committed offset, else (nothing committed) the
+// partition's first offset when the gate starts at the earliest. ok is false when
+// neither is known (a listing failed, or the gate starts at the latest).
+func (c *Consumer) startOf(id int32, committed kadm.OffsetResponses, starts kadm.ListedOffsets) (int64, bool) {
+	if o, ok := committed.Lookup(c.cfg.InputTopic, id); ok && o.Err == nil && o.At >= 0 {
+		return o.At, true
+	} else if committed == nil || ok && o.Err != nil {
+		return 0, false // not known whether anything is committed
+	}
+	if s, ok := starts.Lookup(c.cfg.InputTopic, id); ok && s.Err == nil {
+		return s.Offset, true
+	}
+	return 0, false
 }

@@ -2,11 +2,14 @@ package consume
 
 import (
 	"errors"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,6 +39,51 @@ func TestLagGrowsWhilePollingIsHeld(t *testing.T) {
 	waitFor(t, 40*time.Second, "the lag to count the records written while polling is held", func() bool {
 		return lag() >= more && g.c.owned(0).lag.Load() >= more
 	})
+}
+
+// TestLagOfAPartitionAssignedWhileFetchingIsHeld: a partition assigned to a gate whose
+// fetching is held (offset commits failing; a peer left meanwhile) is polled by no one,
+// and its lag was measured only once a poll had: gate_partition_lag_records had no
+// series for it, and the watchdog no lag, however far its input grew for as long as the
+// hold lasted. It is measured from the group's committed offset, where its next poll
+// starts.
+func TestLagOfAPartitionAssignedWhileFetchingIsHeld(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 2)
+	env.ccfg.CommitInterval = 100 * time.Millisecond
+	env.ccfg.ShutdownTimeout = time.Second
+	a := env.start(t, "a")
+	b := env.start(t, "b")
+	waitFor(t, 30*time.Second, "each gate owning one partition", func() bool {
+		return len(a.c.snapshot(nil)) == 1 && len(b.c.snapshot(nil)) == 1
+	})
+	moved := int32(1) // b's partition
+	if a.c.owned(1) != nil {
+		moved = 0
+	}
+	prod := partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, 5)
+	produceTo(t, prod, 1, 5, 5)
+	waitCommitted(t, env.cluster, 2, 20*time.Second)
+
+	fault := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.UnknownServerError, Count: -1})
+	defer fault.Remove()
+	produceTo(t, prod, 1-moved, 10, 1) // routed, acknowledged, not committed
+	waitFor(t, 20*time.Second, "a's fetching held after failed commits", func() bool {
+		return slices.Contains(a.c.live.Load().PauseFetchTopics(), inTopic)
+	})
+	b.stop(t)
+	waitFor(t, 30*time.Second, "b's partition assigned to a", func() bool { return a.c.owned(moved) != nil })
+	const more = 50
+	produceTo(t, prod, moved, 11, more)
+	label := strconv.Itoa(int(moved))
+	waitFor(t, 60*time.Second, "the lag of the partition a was assigned while held to count the records written since", func() bool {
+		p := a.c.owned(moved)
+		return testutil.ToFloat64(a.c.m.lag.WithLabelValues(label)) >= more && p != nil && p.lag.Load() >= more
+	})
+	if p := a.c.owned(moved); p.polled.Load() {
+		t.Fatal("a polled the partition: its lag was not measured for want of a poll")
+	}
 }
 
 // TestLagRefreshedWithABrokerDown: the input's ends listed while one broker does not
@@ -82,4 +130,42 @@ func TestLagRefreshedWithABrokerDown(t *testing.T) {
 	waitFor(t, 60*time.Second, "partition 0's lag, led by the broker that answers, to count the records written while held", func() bool {
 		return testutil.ToFloat64(g.c.m.lag.WithLabelValues("0")) >= more
 	})
+}
+
+// startOf: where a partition no poll has measured starts, as the gate's next poll of it
+// will: the group's commit, else the first offset for a gate starting at the earliest;
+// not known when the group's offsets could not be fetched or say nothing certain.
+func TestStartOfAnUnpolledPartition(t *testing.T) {
+	c := &Consumer{cfg: Config{InputTopic: inTopic}}
+	committed := kadm.OffsetResponses{inTopic: {
+		0: {Offset: kadm.Offset{Topic: inTopic, Partition: 0, At: 7}},
+		1: {Offset: kadm.Offset{Topic: inTopic, Partition: 1, At: -1}},
+		2: {Offset: kadm.Offset{Topic: inTopic, Partition: 2}, Err: kerr.UnknownServerError},
+	}}
+	starts := kadm.ListedOffsets{inTopic: {
+		0: {Topic: inTopic, Partition: 0, Offset: 2},
+		1: {Topic: inTopic, Partition: 1, Offset: 3},
+		2: {Topic: inTopic, Partition: 2, Offset: 4},
+		3: {Topic: inTopic, Partition: 3, Offset: 5},
+	}}
+	for _, tc := range []struct {
+		name      string
+		part      int32
+		committed kadm.OffsetResponses
+		starts    kadm.ListedOffsets
+		want      int64
+		ok        bool
+	}{
+		{"committed", 0, committed, starts, 7, true},
+		{"nothing committed, starting at the earliest", 1, committed, starts, 3, true},
+		{"not in the group's offsets, starting at the earliest", 3, committed, starts, 5, true},
+		{"nothing committed, starting at the latest", 1, committed, nil, 0, false},
+		{"the partition's commit failed", 2, committed, starts, 0, false},
+		{"the group's offsets not fetched", 0, nil, starts, 0, false},
+	} {
+		got, ok := c.startOf(tc.part, tc.committed, tc.starts)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: startOf = %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
 }

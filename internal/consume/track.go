@@ -49,6 +49,10 @@ type partition struct {
 	// (Unix ns; 0: never): a partition polled no longer (polling held, fetching
 	// paused) has its lag measured again from there (Consumer.refreshLag).
 	next, lagAt atomic.Int64
+	// assignedAt is when the partition was assigned (Unix ns): one no poll has measured
+	// lagStale after it (polling held from the start, or no record since) is measured
+	// from the group's committed offset (Consumer.refreshLag).
+	assignedAt int64
 	// movedTo is where the gate last moved the client past lost records (loss.go), so
 	// that a second out-of-range fetch before anything more is read starts from there,
 	// not from a committed offset that may still be below the first gap. Read and
