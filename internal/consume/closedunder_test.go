@@ -160,27 +160,45 @@ func TestCloseAfterSessionRebuilt(t *testing.T) {
 // outcome, and the loop closed the client a second time (the closes
 // TestClientClosedUnderTheLoopIsNotClosedAgain counts, which a CI run under load met) and
 // rebuilt a session, a client no one would close.
+//
+// Nor when the end failed otherwise (a connection cut as the client closed) once Close
+// had closed the client: a CI run's crash test rebuilt the session while that close was
+// under way, and the new client's metrics, registered while the closed one's still
+// were, panicked as a duplicate registration.
 func TestTransactionEndOnAClosedClientIsNoRecovery(t *testing.T) {
-	closes := &closeCounter{}
-	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: "in", GroupID: "g", Gate: "g",
-		Delivery: ExactlyOnce, TransactionalID: "g-0", ClientOpts: []kgo.Opt{kgo.WithHooks(closes)}},
-		nil, nil, prometheus.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl := c.cl
-	endErr := fmt.Errorf("ending the transaction: %w", kgo.ErrClientClosed)
-	if err := c.recoverFenced(endErr, time.Second, false); !errors.Is(err, kgo.ErrClientClosed) {
-		t.Errorf("recoverFenced(%v) = %v: want the error back, the loop stopping", endErr, err)
-	}
-	if c.cl != cl || c.live.Load() != cl {
-		t.Error("a new session was built for a client closed under the loop")
-	}
-	if n := closes.of(cl); n != 0 {
-		t.Errorf("the loop closed the client %d times: want it left to its closer", n)
-	}
-	if len(c.recoveries) != 0 {
-		t.Errorf("%d recoveries counted: want none", len(c.recoveries))
+	for _, tc := range []struct {
+		name   string
+		closed bool // Close called first
+		endErr error
+	}{
+		{"the end failed as closed", false, fmt.Errorf("ending the transaction: %w", kgo.ErrClientClosed)},
+		{"the end failed otherwise after Close", true, errors.New("ending the transaction: broker connection closed")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			closes := &closeCounter{}
+			c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: "in", GroupID: "g", Gate: "g",
+				Delivery: ExactlyOnce, TransactionalID: "g-0", ClientOpts: []kgo.Opt{kgo.WithHooks(closes)}},
+				nil, nil, prometheus.NewRegistry(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cl := c.cl
+			if tc.closed {
+				c.Close()
+			}
+			if err := c.recoverFenced(tc.endErr, time.Second, false); !errors.Is(err, tc.endErr) {
+				t.Errorf("recoverFenced(%v) = %v: want the error back, the loop stopping", tc.endErr, err)
+			}
+			if c.cl != cl || c.live.Load() != cl {
+				t.Error("a new session was built for a client closed under the loop")
+			}
+			if n, want := closes.of(cl), map[bool]int{false: 0, true: 1}[tc.closed]; n != want {
+				t.Errorf("the client was closed %d times: want %d, its closer's", n, want)
+			}
+			if len(c.recoveries) != 0 {
+				t.Errorf("%d recoveries counted: want none", len(c.recoveries))
+			}
+		})
 	}
 }

@@ -521,9 +521,6 @@ func (c *Consumer) unroute(w work, b *batch, i int) {
 // RevokeTimeout: a coordinator that stopped answering must not hold the shutdown.
 func (c *Consumer) closeClient(closeFn func()) {
 	cl := c.cl
-	if c.closedUnder.Load() == cl {
-		return // closed by another, perhaps still closing (closedUnder)
-	}
 	done := make(chan struct{})
 	mu := c.closeLock(cl)
 	go func() {
@@ -531,7 +528,10 @@ func (c *Consumer) closeClient(closeFn func()) {
 		mu.Lock()
 		defer mu.Unlock()
 		if c.closedUnder.Load() == cl {
-			return // Close closed it while this close waited for the lock
+			// Closed by another (closedUnder): not again. Its close is over once its lock
+			// is free (Close holds it), so a session built after this returns registers
+			// its metrics once the closed client's are gone.
+			return
 		}
 		closeFn()
 	}()
