@@ -1,6 +1,7 @@
 package route
 
 import (
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,9 +111,10 @@ func (c routeCase) setup(tb testing.TB) (*Router, *kgo.Record) {
 // limit no key reaches.
 func (c routeCase) setupRules(tb testing.TB) (*Router, *kgo.Record) {
 	var specs []ruleSpec
+	seed := maphash.MakeSeed() // one for every limiter, as the gate gives them
 	for _, br := range benchRules[:c.rules] {
 		specs = append(specs, ruleSpec{Rule{Name: br.name, Key: mustKeyFrom(tb, br.key), Match: br.match, SkipMissing: br.skip, Action: ActionOverflow},
-			[]limit.Config{{Threshold: limit.MaxThreshold}}})
+			[]limit.Config{{Threshold: limit.MaxThreshold, HashSeed: seed}}})
 	}
 	f := newRuleFixture(tb, Config{}, specs...)
 	in := input("", c.key)

@@ -3,6 +3,7 @@ package route
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"time"
@@ -193,6 +194,11 @@ type Scratch struct {
 	touchedRule int
 	touched     uint64
 	ahead       touchAhead // the one JSON reader's key, touched as soon as found
+	// hashes holds, by rule, the hash of the record's key a rule whose key a later rule
+	// reads too (ruleState.keyShared) checked it with, valid where its bit of hashed is
+	// set; the later rule's check takes it (ruleState.sameKey).
+	hashes [MaxRules]uint64
+	hashed uint64
 
 	// What this goroutine counted since its last Flush, for the router that counted it
 	// (owner): records by reason, dry run's diverted ones, and each rule's first limit's
@@ -486,7 +492,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		return r.routeOnce(now, rec, out)
 	}
 	s.own(r)
-	s.touchedRule, s.ahead.ok = -1, false
+	s.touchedRule, s.ahead.ok, s.hashed = -1, false, 0
 	var o Outcome
 	var ro ruleOutcome
 	var js string // the value, when the rules' fields are read in one shared pass
@@ -606,6 +612,16 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 				// The key was hashed for its outcome row (Touch) with the limiter's seed
 				// (a gate gives both one): the check takes that hash.
 				d = l.CheckTallyHashed(now, key, s.touched, n, &s.tally[i])
+				if st.keyShared {
+					s.hashes[i], s.hashed = s.touched, s.hashed|1<<uint(i)
+				}
+			} else if j := st.sameKey; j >= 0 && s.hashed&(1<<uint(j)) != 0 && l.Seed() == r.rules[j].Limiters[0].Seed() {
+				// An earlier rule of this key hashed it with this limiter's seed.
+				d = l.CheckTallyHashed(now, key, s.hashes[j], n, &s.tally[i])
+			} else if st.keyShared {
+				h := maphash.String(l.Seed(), key)
+				s.hashes[i], s.hashed = h, s.hashed|1<<uint(i)
+				d = l.CheckTallyHashed(now, key, h, n, &s.tally[i])
 			} else {
 				d = l.CheckTally(now, key, n, &s.tally[i])
 			}

@@ -89,6 +89,13 @@ type ruleState struct {
 	// the shared pass found and sharedValue keeps, and so costs next to nothing to read
 	// before this rule's check, for its limiter to prefetch its slot (Limiter.Prefetch).
 	prefetchNext bool
+	// sameKey is the first rule before this one that reads the same key (-1: none), whose
+	// hash of the record's key this rule's check takes when both limiters hash with one
+	// seed (a gate gives them one): two rules of one key, such as a team's and its
+	// events', hash it once. keyShared: a rule after this one has it as its sameKey, so
+	// this one keeps its hash (Scratch.hashes).
+	sameKey   int
+	keyShared bool
 	// gate_rule_records_total by result, resolved once; nil for the implicit rule.
 	results [numResults]prometheus.Counter
 }
@@ -295,6 +302,13 @@ func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
 	// no shared pass to set up. Otherwise one shared pass reads the fields of them all.
 	first := &r.rules[0]
 	r.plan.shared = readers > 1 || readers == 1 && (first.Key.src != sourceJSON || len(first.Match) > 0)
+	for i := range r.rules {
+		st := &r.rules[i]
+		st.sameKey = slices.IndexFunc(r.rules[:i], func(o ruleState) bool { return o.Key.String() == st.Key.String() })
+		if st.sameKey >= 0 {
+			r.rules[st.sameKey].keyShared = true
+		}
+	}
 	for i := 0; i+1 < len(r.rules) && r.plan.shared; i++ {
 		nx := &r.rules[i+1]
 		r.rules[i].prefetchNext = len(nx.Match) == 0 && nx.Key.src == sourceJSON && len(nx.Key.fields) == 1 &&

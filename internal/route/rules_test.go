@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strings"
@@ -1296,5 +1297,83 @@ func TestRuleRecordsCountDeadLetters(t *testing.T) {
 		if sum != 4 {
 			t.Errorf("rule %s counted %v records, want the 4 routed", rule, sum)
 		}
+	}
+}
+
+// Rules of one key whose limiters hash with one seed (a gate gives them one) hash a
+// record's key once: the later rule's check takes the earlier one's hash. Decisions,
+// counts and where each key's entry is found are those of limiters with a seed each,
+// whichever rules a record reaches (a match unmet, a key missing, a composite key of
+// the same field between them), with and without outcomes; a wrong hash taken (another
+// key's) fails the lookups below. And a team rule checked alone is not slowed by it:
+// 0 allocations.
+func TestRulesOfOneKeyHashItOnce(t *testing.T) {
+	seed := maphash.MakeSeed()
+	build := func(seed maphash.Seed, thr int64, tag bool) *ruleFixture {
+		lc := []limit.Config{{Threshold: thr, HashSeed: seed}}
+		specs := []ruleSpec{
+			{Rule{Name: "team", Key: mustKey(t, "json:team_id"), SkipMissing: true, Action: ActionOverflow}, lc},
+			{Rule{Name: "team-user", Key: mustKey(t, "json:team_id+distinct_id"), SkipMissing: true, Action: ActionOverflow}, lc},
+			{Rule{Name: "events", Key: mustKey(t, "json:team_id"), Action: ActionOverflow,
+				Match: []RuleMatch{{Field: mustKey(t, "json:event"), Values: []string{"$pageview"}}}}, lc},
+		}
+		if tag {
+			specs = append(specs, ruleSpec{Rule{Name: "team-tag", Key: mustKey(t, "json:team_id"), Action: ActionTag}, lc})
+		}
+		return newRuleFixture(t, Config{}, specs...)
+	}
+	shared, apart := build(seed, 4, true), build(maphash.Seed{}, 4, true)
+	if shared.r.rules[2].sameKey != 0 || shared.r.rules[3].sameKey != 0 || shared.r.rules[1].sameKey != -1 || !shared.r.rules[0].keyShared {
+		t.Fatalf("sameKey %d %d %d: want the events and tag rules to take the team rule's hash",
+			shared.r.rules[1].sameKey, shared.r.rules[2].sameKey, shared.r.rules[3].sameKey)
+	}
+	values := []string{
+		`{"team_id":"a","distinct_id":"u1","event":"$pageview"}`,
+		`{"team_id":"a","distinct_id":"u2","event":"$identify"}`,
+		`{"team_id":7,"distinct_id":"u1","event":"$pageview"}`,
+		`{"distinct_id":"u1","event":"$pageview"}`, // no team: the team rule skips it
+		`{"team_id":"b","event":"$pageview"}`,      // no user
+	}
+	for _, outcomes := range []bool{false, true} {
+		var sS, sA Scratch
+		if outcomes {
+			sS.Outcomes, sA.Outcomes = outcome.NewAggSeeded(60e9, nil, seed), outcome.NewAgg(60e9, nil)
+		}
+		for round := range 4 {
+			for _, v := range values {
+				var outS, outA kgo.Record
+				oS, oA := shared.r.RouteInto(t0, input(v, ""), &sS, &outS), apart.r.RouteInto(t0, input(v, ""), &sA, &outA)
+				if oS != oA || outS.Topic != outA.Topic || len(outS.Headers) != len(outA.Headers) {
+					t.Errorf("outcomes %v, round %d, %s: %+v to %s with one seed, %+v to %s with a seed each", outcomes, round, v, oS, outS.Topic, oA, outA.Topic)
+				}
+			}
+		}
+		sS.Flush()
+		sA.Flush()
+	}
+	for _, rule := range []string{"team", "team-user", "events", "team-tag"} {
+		if got, want := shared.counts(rule), apart.counts(rule); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("rule %s counts: %v with one seed, %v with a seed each", rule, got, want)
+		}
+	}
+	// Each key's entry is where a lookup of its own hash finds it.
+	for rule, keys := range map[string][]string{"team": {"a", "7", "b"}, "events": {"a", "7", "b"}, "team-tag": {"a", "7", "b"}} {
+		for _, k := range keys {
+			if _, ok := shared.lims[rule][0].Snapshot(t0, k); !ok {
+				t.Errorf("rule %s, key %s: not found by its own hash", rule, k)
+			}
+		}
+	}
+	if raceEnabled {
+		return // the race detector allocates
+	}
+	// Accepted (a tag or an overflow's headers are a new slice), every rule checked.
+	free := build(seed, limit.MaxThreshold, false)
+	in := input(values[0], "")
+	var s Scratch
+	var out kgo.Record
+	free.r.RouteInto(t0, in, &s, &out)
+	if n := testing.AllocsPerRun(1000, func() { free.r.RouteInto(t0, in, &s, &out) }); n != 0 {
+		t.Errorf("RouteInto: %v allocations a record, want 0", n)
 	}
 }
