@@ -202,3 +202,44 @@ func TestTransactionEndOnAClosedClientIsNoRecovery(t *testing.T) {
 		})
 	}
 }
+
+// clientCounter counts the clients made and each one's closes.
+type clientCounter struct {
+	closeCounter
+	made atomic.Int64
+}
+
+func (h *clientCounter) OnNewClient(*kgo.Client) { h.made.Add(1) }
+
+// Close beside an exactly-once loop rebuilding its session (a transaction's end failed
+// with its outcome unknown) leaves no client open and closes none twice, whichever of
+// the two comes first: before, a Close that came after the loop's check built a new
+// session no one closed, and one that read the client the loop was replacing closed it a
+// second time.
+func TestCloseBesideASessionRebuildClosesEveryClientOnce(t *testing.T) {
+	for i := range 20 {
+		hooks := &clientCounter{}
+		c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: "in", GroupID: "g", Gate: "g",
+			Delivery: ExactlyOnce, TransactionalID: "g-0", RevokeTimeout: time.Second, ClientOpts: []kgo.Opt{kgo.WithHooks(hooks)}},
+			nil, nil, prometheus.NewRegistry(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_ = c.recoverFenced(errors.New("ending the transaction: connection reset"), time.Second, false)
+		})
+		wg.Go(c.Close)
+		wg.Wait()
+		made := hooks.made.Load()
+		hooks.mu.Lock()
+		closed, most := len(hooks.n), 0
+		for _, n := range hooks.n {
+			most = max(most, n)
+		}
+		hooks.mu.Unlock()
+		if int64(closed) != made || most != 1 {
+			t.Fatalf("round %d: %d clients made, %d closed, one %d times: want every one closed once", i, made, closed, most)
+		}
+	}
+}

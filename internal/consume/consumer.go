@@ -61,12 +61,16 @@ type Consumer struct {
 	// once races with itself (each kills the fetch sessions: a data race under -race in
 	// v1.22.2), and run twice in turn is a second close the crash tests count.
 	closedUnder atomic.Pointer[kgo.Client]
-	// closeMus holds a mutex for each client (closeLock), held by each close of it
-	// (closeClient's, Close's): a close the loop starts before it finds the client closed
-	// by another (a transaction whose end failed, rebuilding the client) must wait for
-	// that one, not run beside it. One a client, not one for all: a rebuilt client's
-	// close must not wait for its predecessor's, still under way past RevokeTimeout.
-	closeMus sync.Map // *kgo.Client → *sync.Mutex
+	// closeMus holds each client's close (closeOf), taken by each closer of it
+	// (closeClient's, Close's): a client is closed once, by whichever comes first, and
+	// a close the loop starts while Close closes it (a transaction whose end that close
+	// failed, rebuilding the client) waits for that one to finish. One a client, not one
+	// for all: a rebuilt client's close must not wait for its predecessor's, still under
+	// way past RevokeTimeout.
+	closeMus sync.Map // *kgo.Client → *clientClose
+	// shut is set by Close: the exactly-once loop builds no new session after it
+	// (rebuild), which no one would close.
+	shut atomic.Bool
 
 	partsMu sync.Mutex
 	parts   map[int32]*partition
@@ -304,25 +308,47 @@ func (c *Consumer) Ready() bool {
 
 // Close releases the client of a Consumer whose Run is never called (Run closes it
 // itself when it returns). Beside a running Run it closes the client under it, as a
-// crash would (the tests' SIGKILL), never at once with Run's own close (closeLock).
+// crash would (the tests' SIGKILL), never at once with Run's own close (closeOf), and
+// the loop builds no client after it (shut).
 func (c *Consumer) Close() {
+	c.shut.Store(true)
 	// c.live, not c.cl: the exactly-once loop writes c.cl as it rebuilds its session,
-	// and publishes the client in c.live.
-	cl := c.live.Load()
-	mu := c.closeLock(cl)
-	mu.Lock()
-	defer mu.Unlock()
-	// Marked under the lock: a close the loop started meanwhile (a transaction whose end
-	// this close failed, rebuilding the client) finds it closed once it has the lock,
-	// and leaves it, rather than closing it a second time.
-	c.closedUnder.Store(cl)
-	cl.Close()
+	// and publishes the client in c.live; one it publishes as this closes the one
+	// before is closed too (the loop, seeing shut, closes it itself if this did not).
+	for {
+		cl := c.live.Load()
+		// Marked first: the loop, finding it closed, stops rather than rebuilding.
+		c.closedUnder.Store(cl)
+		c.closeOf(cl).do(cl.Close)
+		if c.live.Load() == cl {
+			return
+		}
+	}
 }
 
-// closeLock is cl's close mutex (Consumer.closeMus).
-func (c *Consumer) closeLock(cl *kgo.Client) *sync.Mutex {
-	mu, _ := c.closeMus.LoadOrStore(cl, new(sync.Mutex))
-	return mu.(*sync.Mutex)
+// clientClose is one client's close: done once, by whichever closer takes mu first.
+type clientClose struct {
+	mu     sync.Mutex
+	closed bool
+}
+
+// do runs closeFn unless the client was closed already, and reports whether it ran. It
+// returns once the client's close, this one or another's, is over.
+func (cc *clientClose) do(closeFn func()) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return false
+	}
+	cc.closed = true
+	closeFn()
+	return true
+}
+
+// closeOf is cl's close (Consumer.closeMus).
+func (c *Consumer) closeOf(cl *kgo.Client) *clientClose {
+	cc, _ := c.closeMus.LoadOrStore(cl, new(clientClose))
+	return cc.(*clientClose)
 }
 
 // Run consumes until ctx ends, then shuts down gracefully (see the package doc) and
@@ -518,22 +544,20 @@ func (c *Consumer) unroute(w work, b *batch, i int) {
 
 // closeClient runs closeFn (the client's, which leaves the group and so revokes
 // everything, committing in onRevoked, a no-op after the final commit) for at most
-// RevokeTimeout: a coordinator that stopped answering must not hold the shutdown.
+// RevokeTimeout: a coordinator that stopped answering must not hold the shutdown. A
+// client closed by another (Close, or closed under the loop: closedUnder) is not closed
+// again; a close of it under way is waited for, so that a session built after this
+// returns registers its metrics once the closed client's are gone.
 func (c *Consumer) closeClient(closeFn func()) {
 	cl := c.cl
+	if c.closedUnder.Load() == cl {
+		closeFn = func() {} // closed by another, perhaps by no closeOf (a poll found it closed)
+	}
 	done := make(chan struct{})
-	mu := c.closeLock(cl)
+	cc := c.closeOf(cl)
 	go func() {
 		defer close(done)
-		mu.Lock()
-		defer mu.Unlock()
-		if c.closedUnder.Load() == cl {
-			// Closed by another (closedUnder): not again. Its close is over once its lock
-			// is free (Close holds it), so a session built after this returns registers
-			// its metrics once the closed client's are gone.
-			return
-		}
-		closeFn()
+		cc.do(closeFn)
 	}()
 	t := time.NewTimer(c.cfg.RevokeTimeout)
 	defer t.Stop()

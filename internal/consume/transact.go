@@ -236,7 +236,7 @@ func (c *Consumer) awaitTransactionTimeout(ctx context.Context, err error) error
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	return c.newSession()
+	return c.resumeSession()
 }
 
 // closedTopicRetry is how long a gate whose client an output topic closed to it left
@@ -276,7 +276,7 @@ func (c *Consumer) awaitClosedTopic(ctx context.Context, err error) error {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	return c.newSession()
+	return c.resumeSession()
 }
 
 // closedTopics returns the topics that the problems say refuse the gate's writes: the
@@ -325,6 +325,29 @@ func (c *Consumer) closedProblems(ctx context.Context, fs []*failed, rowErr erro
 	for _, t := range topics {
 		c.produceProblem(t, errs[t])
 	}
+}
+
+// errShut stops the exactly-once loop when Close has closed the consumer's client under
+// it: no session is built to go on with.
+var errShut = errors.New("the consumer was closed while running")
+
+// resumeSession is newSession for a loop that closed its session's client to go on
+// with a new one, unless Close has run (Consumer.shut): then it returns errShut, and a
+// session built as Close ran is closed, whoever closes it first (Close, which sets shut
+// before it reads the client to close, may have read the one before).
+func (c *Consumer) resumeSession() error {
+	if c.shut.Load() {
+		return errShut
+	}
+	if err := c.newSession(); err != nil {
+		return err
+	}
+	if c.shut.Load() {
+		c.closedUnder.Store(c.cl)
+		c.closeOf(c.cl).do(c.cl.Close)
+		return errShut
+	}
+	return nil
 }
 
 // newSession builds the transactional client, and makes it the consumer's.
@@ -521,7 +544,7 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	c.closeClient(c.tx.CloseAllowingRebalance)
 	c.ready.Store(false)
 	c.txn.interrupted.Store(false)
-	return c.newSession()
+	return c.resumeSession()
 }
 
 // runTxn is Run with exactly-once delivery.
