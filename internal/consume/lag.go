@@ -21,24 +21,28 @@ const lagStale = 2 * outputCheckEvery
 // its last stable offset too, as the fetches give it) and the lag measured from where
 // it was last (partition.next). A partition no poll has measured lagStale after its
 // assignment (assigned while polling was held, as when a peer left during an output
-// outage, or without a record since) is measured from the group's committed offset,
-// else, starting at the earliest, from the partition's first offset; starting at the
-// latest with nothing committed, it is left to its first poll (where it starts is not
-// known). A listing that fails for some partitions (a broker not answering) measures
+// outage, or without a record since) is measured from the group's committed offset at
+// every check until a poll measures it (setLagRefreshed), else, starting at the
+// earliest, from the partition's first offset; starting at the latest with nothing
+// committed, it is left to its first poll (where it starts is not known). A listing that fails for some partitions (a broker not answering) measures
 // the others; with exactly-once, a partition without its last stable offset has its
 // metric measured and the watchdog's lag left as it was. What fails is tried again at
 // the next check.
 func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time) {
-	var stale []*partition
+	type staleLag struct {
+		p  *partition
+		at int64 // its lagAt when found stale: 0, measured by no poll yet
+	}
+	var stale []staleLag
 	unmeasured := 0 // of stale, the partitions measured by no poll yet
 	for _, p := range c.snapshot(nil) {
 		if p.gone.Load() {
 			continue
 		}
 		if at := p.lagAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) >= lagStale {
-			stale = append(stale, p)
+			stale = append(stale, staleLag{p, at})
 		} else if at == 0 && p.assignedAt != 0 && now.Sub(time.Unix(0, p.assignedAt)) >= lagStale {
-			stale = append(stale, p)
+			stale = append(stale, staleLag{p, 0})
 			unmeasured++
 		}
 	}
@@ -83,14 +87,15 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 	// here, as it does at an idle gate's first poll, not at the progress before it idled
 	// (which made the idle time a stall at once: not ready, not live).
 	idle := !c.hasWork()
-	for _, p := range stale {
+	for _, sl := range stale {
+		p := sl.p
 		end, ok := ends.Lookup(c.cfg.InputTopic, p.id)
 		if !ok || end.Err != nil {
 			continue
 		}
-		from := p.next.Load()
-		if p.lagAt.Load() == 0 {
-			if from, ok = c.startOf(p.id, committed, starts); !ok {
+		var start int64
+		if sl.at == 0 {
+			if start, ok = c.startOf(p.id, committed, starts); !ok {
 				continue
 			}
 		}
@@ -104,7 +109,7 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 				st = -1
 			}
 		}
-		c.setLag(p, end.Offset, st, from)
+		c.setLagRefreshed(p, sl.at, end.Offset, st, start)
 	}
 	if idle && c.hasWork() {
 		c.progressed()
@@ -125,4 +130,31 @@ func (c *Consumer) startOf(id int32, committed kadm.OffsetResponses, starts kadm
 		return s.Offset, true
 	}
 	return 0, false
+}
+
+// setLagRefreshed sets p's lag as refreshLag measured it from the input's end (hwm, and
+// stable as setLag's), p's lagAt having read at: not if a poll has measured p since (its
+// lagAt moved), whose measure is the newer. A partition measured by polls is measured
+// from where they left it (partition.next), and its lagAt moves on. One no poll has
+// measured (at 0) is measured from start, the group's committed offset, and keeps
+// neither: it is measured from the committed offset again at the next refresh, as an
+// open transaction's commit may yet move it (the offsets are fetched without waiting
+// for one), and a poll's measure takes over from the first.
+func (c *Consumer) setLagRefreshed(p *partition, at, hwm, stable, start int64) {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	if p.gone.Load() || p.lagAt.Load() != at {
+		return
+	}
+	next := start
+	if at != 0 {
+		next = p.next.Load()
+	}
+	c.m.setLag(p.id, hwm, next)
+	if stable >= 0 {
+		p.lag.Store(max(stable-next, 0))
+	}
+	if at != 0 {
+		p.lagAt.Store(time.Now().UnixNano())
+	}
 }

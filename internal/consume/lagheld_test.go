@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -77,9 +78,10 @@ func TestLagOfAPartitionAssignedWhileFetchingIsHeld(t *testing.T) {
 	const more = 50
 	produceTo(t, prod, moved, 11, more)
 	label := strconv.Itoa(int(moved))
-	waitFor(t, 60*time.Second, "the lag of the partition a was assigned while held to count the records written since", func() bool {
+	// From b's last commit (5), not from the partition's start (0: 55).
+	waitFor(t, 60*time.Second, "the lag of the partition a was assigned while held to be the records written since b's last commit", func() bool {
 		p := a.c.owned(moved)
-		return testutil.ToFloat64(a.c.m.lag.WithLabelValues(label)) >= more && p != nil && p.lag.Load() >= more
+		return testutil.ToFloat64(a.c.m.lag.WithLabelValues(label)) == more && p != nil && p.lag.Load() == more
 	})
 	if p := a.c.owned(moved); p.polled.Load() {
 		t.Fatal("a polled the partition: its lag was not measured for want of a poll")
@@ -167,5 +169,44 @@ func TestStartOfAnUnpolledPartition(t *testing.T) {
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: startOf = %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// A refresh's measure is dropped when a poll measured the partition after the refresh
+// read it (a poll's is the newer), and a partition no poll has measured keeps neither
+// position nor time from it: the next refresh measures it from the committed offset
+// again. Before, a poll landing between the refresh's reads left the partition measured
+// from 0, or from a commit behind where the poll had read to, and an idle partition
+// kept that lag (no empty poll measures it), holding the gate as one with work.
+func TestLagRefreshYieldsToAPoll(t *testing.T) {
+	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: inTopic, GroupID: "g", Gate: "g"}, nil, nil, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := newPartition(inTopic, 0)
+	c.parts[0] = p
+	lag := func() float64 { return testutil.ToFloat64(c.m.lag.WithLabelValues("0")) }
+
+	c.setLagRefreshed(p, 0, 55, 55, 5) // never polled: from the commit
+	if lag() != 50 || p.lag.Load() != 50 || p.lagAt.Load() != 0 || p.next.Load() != 0 {
+		t.Errorf("unpolled: lag %v (watchdog %d), lagAt %d, next %d: want 50, 50, and neither position nor time kept",
+			lag(), p.lag.Load(), p.lagAt.Load(), p.next.Load())
+	}
+	c.setLag(p, 60, 60, 58) // a poll read to 58
+	at := p.lagAt.Load()
+	c.setLagRefreshed(p, 0, 70, 70, 5) // read before that poll: dropped
+	if lag() != 2 || p.lag.Load() != 2 || p.next.Load() != 58 || p.lagAt.Load() != at {
+		t.Errorf("after a poll: lag %v (watchdog %d), next %d: want the poll's 2 and 58", lag(), p.lag.Load(), p.next.Load())
+	}
+	c.setLagRefreshed(p, at, 70, 70, 5) // measured by polls: from where they left it
+	if lag() != 12 || p.lag.Load() != 12 || p.next.Load() != 58 || p.lagAt.Load() == at {
+		t.Errorf("refreshed after polls: lag %v (watchdog %d), next %d, lagAt moved %v: want 12, from 58, lagAt moved",
+			lag(), p.lag.Load(), p.next.Load(), p.lagAt.Load() != at)
+	}
+	c.setLag(p, 80, 80, 79)
+	c.setLagRefreshed(p, at, 90, 90, 5) // read before the last poll: dropped
+	if lag() != 1 || p.next.Load() != 79 {
+		t.Errorf("after a second poll: lag %v, next %d: want the poll's 1 and 79", lag(), p.next.Load())
 	}
 }

@@ -483,9 +483,17 @@ func TestOutcomesRevokeWithinRevokeTimeout(t *testing.T) {
 	env.logs = logs
 	startBlocked(t, env, "a")
 	env.logs = nil
+	start := time.Now()
 	env.start(t, "b")
 	line := waitLogLine(t, logs, "partitions revoked")
 	withinRevokeTimeout(t, env, line, "the revoke")
+	// And the rebalance did not wait long before the callback either: routing blocked in
+	// Produce is cancelled for it (onBlocked). Loose: the second member's join and the
+	// rejoin took 3 s of a CI run's 7 s.
+	if took := time.Since(start); took > 3*env.ccfg.RevokeTimeout {
+		t.Errorf("the revoke ended %s after the second member started: want within 3 × GATE_REVOKE_TIMEOUT (%s)",
+			took.Round(10*time.Millisecond), env.ccfg.RevokeTimeout)
+	}
 }
 
 // withinRevokeTimeout fails the test when a revoke's or loss's log line says it took
