@@ -3,6 +3,7 @@ package consume
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -241,5 +242,68 @@ func TestCloseBesideASessionRebuildClosesEveryClientOnce(t *testing.T) {
 		if int64(closed) != made || most != 1 {
 			t.Fatalf("round %d: %d clients made, %d closed, one %d times: want every one closed once", i, made, closed, most)
 		}
+	}
+}
+
+// An exactly-once session rebuilt after its client's close outlived RevokeTimeout (a
+// coordinator slow to answer the leave) is built once that close is over: before, the
+// new client registered its metrics (kprom's) beside the closed one's, still
+// registered, and the process panicked on the duplicate registration.
+func TestSessionRebuiltOnceTheSlowCloseIsOver(t *testing.T) {
+	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: "in", GroupID: "g", Gate: "g",
+		Delivery: ExactlyOnce, TransactionalID: "g-0", RevokeTimeout: 20 * time.Millisecond},
+		nil, nil, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	old := c.cl
+	release := make(chan struct{})
+	closed := c.closeClient(func() { <-release; old.Close() }) // returns at RevokeTimeout, the close held
+	built := make(chan error, 1)
+	go func() { built <- c.resumeSession(closed) }()
+	select {
+	case err := <-built:
+		t.Fatalf("a session was built (%v) while the closed client's close was under way", err)
+	case <-time.After(200 * time.Millisecond): // a window to see the wrong thing in, not a wait
+	}
+	close(release)
+	if err := <-built; err != nil {
+		t.Fatalf("the session was not rebuilt once the close was over: %v", err)
+	}
+	if c.cl == old || c.live.Load() != c.cl {
+		t.Error("no new client in use")
+	}
+}
+
+// The closes kept for each client (Consumer.closeMus) do not keep the clients alive:
+// a session rebuilt again and again (an output topic deleted: every 10 s) kept every
+// client it had built, each with its metadata and buffers.
+func TestRebuiltSessionsLeaveNoClientBehind(t *testing.T) {
+	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, InputTopic: "in", GroupID: "g", Gate: "g",
+		Delivery: ExactlyOnce, TransactionalID: "g-0", RevokeTimeout: time.Second},
+		nil, nil, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const rebuilds = 8
+	for range rebuilds {
+		if err := c.resumeSession(c.closeClient(c.cl.Close)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var kept int
+	for range 10 { // the collector may need more than one cycle to free a client
+		runtime.GC()
+		c.dropCollectedCloses()
+		kept = 0
+		c.closeMus.Range(func(any, any) bool { kept++; return true })
+		if kept <= 1 {
+			break
+		}
+	}
+	if kept > 1 {
+		t.Errorf("%d closes kept after %d rebuilds: want at most the live client's", kept, rebuilds)
 	}
 }

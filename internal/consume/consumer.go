@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -66,8 +67,10 @@ type Consumer struct {
 	// a close the loop starts while Close closes it (a transaction whose end that close
 	// failed, rebuilding the client) waits for that one to finish. One a client, not one
 	// for all: a rebuilt client's close must not wait for its predecessor's, still under
-	// way past RevokeTimeout.
-	closeMus sync.Map // *kgo.Client → *clientClose
+	// way past RevokeTimeout. Keyed weakly: a closed client is not kept alive by its
+	// entry, which goes once the client is collected (dropCollectedCloses); a session
+	// rebuilt every 10 s (an output topic deleted) kept every client it had ever built.
+	closeMus sync.Map // weak.Pointer[kgo.Client] → *clientClose
 	// shut is set by Close: the exactly-once loop builds no new session after it
 	// (rebuild), which no one would close.
 	shut atomic.Bool
@@ -309,7 +312,8 @@ func (c *Consumer) Ready() bool {
 // Close releases the client of a Consumer whose Run is never called (Run closes it
 // itself when it returns). Beside a running Run it closes the client under it, as a
 // crash would (the tests' SIGKILL), never at once with Run's own close (closeOf), and
-// the loop builds no client after it (shut).
+// the loop builds no client after it (shut); a client the loop was building as Close ran
+// may be closed by the loop after Close returns, before Run does.
 func (c *Consumer) Close() {
 	c.shut.Store(true)
 	// c.live, not c.cl: the exactly-once loop writes c.cl as it rebuilds its session,
@@ -347,8 +351,19 @@ func (cc *clientClose) do(closeFn func()) bool {
 
 // closeOf is cl's close (Consumer.closeMus).
 func (c *Consumer) closeOf(cl *kgo.Client) *clientClose {
-	cc, _ := c.closeMus.LoadOrStore(cl, new(clientClose))
+	cc, _ := c.closeMus.LoadOrStore(weak.Make(cl), new(clientClose))
 	return cc.(*clientClose)
+}
+
+// dropCollectedCloses drops the closes of clients the garbage collector has freed:
+// no one can close those again.
+func (c *Consumer) dropCollectedCloses() {
+	c.closeMus.Range(func(k, _ any) bool {
+		if k.(weak.Pointer[kgo.Client]).Value() == nil {
+			c.closeMus.Delete(k)
+		}
+		return true
+	})
 }
 
 // Run consumes until ctx ends, then shuts down gracefully (see the package doc) and
@@ -546,9 +561,11 @@ func (c *Consumer) unroute(w work, b *batch, i int) {
 // everything, committing in onRevoked, a no-op after the final commit) for at most
 // RevokeTimeout: a coordinator that stopped answering must not hold the shutdown. A
 // client closed by another (Close, or closed under the loop: closedUnder) is not closed
-// again; a close of it under way is waited for, so that a session built after this
-// returns registers its metrics once the closed client's are gone.
-func (c *Consumer) closeClient(closeFn func()) {
+// again; a close of it under way is waited for as this one would be. The channel
+// returned is closed once the client's close is over, past RevokeTimeout too: a
+// session built before then would register its client's metrics beside the closed
+// one's (resumeSession waits for it).
+func (c *Consumer) closeClient(closeFn func()) <-chan struct{} {
 	cl := c.cl
 	if c.closedUnder.Load() == cl {
 		closeFn = func() {} // closed by another, perhaps by no closeOf (a poll found it closed)
@@ -567,6 +584,7 @@ func (c *Consumer) closeClient(closeFn func()) {
 		c.log.Warn("leaving the consumer group did not finish in time; the group times this member out instead",
 			"waited", c.cfg.RevokeTimeout.String())
 	}
+	return done
 }
 
 // problemFetch keys the problem of a topic (or, "", the group) that the brokers refuse

@@ -227,7 +227,7 @@ func (c *Consumer) awaitTransactionTimeout(ctx context.Context, err error) error
 	c.problems.set(problemTxnTimeout, "kafka: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, "unknown: the gate may not read it"))
 	c.log.Error("kafka: the brokers refuse to begin transactions: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, "unknown: the gate may not read it")+"; not ready",
 		"retry_in", txnTimeoutRetry.String(), "err", err)
-	c.closeClient(c.tx.CloseAllowingRebalance)
+	closed := c.closeClient(c.tx.CloseAllowingRebalance)
 	c.ready.Store(false)
 	c.txn.interrupted.Store(false)
 	t := time.NewTimer(txnTimeoutRetry)
@@ -236,7 +236,7 @@ func (c *Consumer) awaitTransactionTimeout(ctx context.Context, err error) error
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	return c.resumeSession()
+	return c.resumeSession(closed)
 }
 
 // closedTopicRetry is how long a gate whose client an output topic closed to it left
@@ -267,7 +267,7 @@ func (c *Consumer) awaitClosedTopic(ctx context.Context, err error) error {
 		"Kafka 3.x, or transaction.version below 2) leave the Kafka client unable to go on; not ready, building a new Kafka client "+
 		"under the same transactional id (the transaction's records are replayed); create the topic or grant the gate's principal the WRITE ACL on it",
 		"topics", topics, "retry_in", wait.String(), "err", err)
-	c.closeClient(c.tx.CloseAllowingRebalance)
+	closed := c.closeClient(c.tx.CloseAllowingRebalance)
 	c.ready.Store(false)
 	c.txn.interrupted.Store(false)
 	t := time.NewTimer(wait)
@@ -276,7 +276,7 @@ func (c *Consumer) awaitClosedTopic(ctx context.Context, err error) error {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	return c.resumeSession()
+	return c.resumeSession(closed)
 }
 
 // closedTopics returns the topics that the problems say refuse the gate's writes: the
@@ -332,10 +332,15 @@ func (c *Consumer) closedProblems(ctx context.Context, fs []*failed, rowErr erro
 var errShut = errors.New("the consumer was closed while running")
 
 // resumeSession is newSession for a loop that closed its session's client to go on
-// with a new one, unless Close has run (Consumer.shut): then it returns errShut, and a
-// session built as Close ran is closed, whoever closes it first (Close, which sets shut
-// before it reads the client to close, may have read the one before).
-func (c *Consumer) resumeSession() error {
+// with a new one (closed: that close, closeClient's), unless Close has run
+// (Consumer.shut): then it returns errShut, and a session built as Close ran is closed,
+// whoever closes it first (Close, which sets shut before it reads the client to close,
+// may have read the one before). It first waits for the closed client's close to be
+// over, however long past RevokeTimeout: its metrics leave the registry only then, and
+// the new client's, registered before, were a duplicate registration (a panic).
+func (c *Consumer) resumeSession(closed <-chan struct{}) error {
+	<-closed
+	c.dropCollectedCloses()
 	if c.shut.Load() {
 		return errShut
 	}
@@ -343,8 +348,7 @@ func (c *Consumer) resumeSession() error {
 		return err
 	}
 	if c.shut.Load() {
-		c.closedUnder.Store(c.cl)
-		c.closeOf(c.cl).do(c.cl.Close)
+		<-c.closeClient(c.cl.Close) // not again if Close closed it
 		return errShut
 	}
 	return nil
@@ -541,10 +545,10 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 		"transaction_interval", c.cfg.TransactionInterval.String(), "cause", cause, "counted_recoveries", len(c.recoveries), "err", err)
 	// Leaving the group revokes everything: onRevoked drops the partitions' state, and
 	// the new member is assigned afresh.
-	c.closeClient(c.tx.CloseAllowingRebalance)
+	closed := c.closeClient(c.tx.CloseAllowingRebalance)
 	c.ready.Store(false)
 	c.txn.interrupted.Store(false)
-	return c.resumeSession()
+	return c.resumeSession(closed)
 }
 
 // runTxn is Run with exactly-once delivery.
@@ -752,7 +756,7 @@ func (c *Consumer) stopped(ctx context.Context, err error) error {
 	if errors.Is(err, kgo.ErrClientClosed) {
 		c.closedUnder.Store(c.cl) // not closed again: closedUnder
 	}
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, errShut) {
 		c.log.Error("ending the last transaction failed; the broker aborts it and the partitions' next owner replays it", "err", err)
 		return nil
 	}
