@@ -56,11 +56,11 @@ type Consumer struct {
 	// live is cl, for the metrics' scrapes: with exactly-once delivery the loop
 	// replaces cl when it rebuilds a fenced session (see recoverFenced).
 	live atomic.Pointer[kgo.Client]
-	// closedUnder is the client Close closed, or a poll found closed by another than the
-	// loop (a test ending the gate as a crash would, closing it under the running loop):
-	// the loop does not close it again (closeClient), as franz-go's Close run twice at
-	// once races with itself (each kills the fetch sessions: a data race under -race in
-	// v1.22.2), and run twice in turn is a second close the crash tests count.
+	// closedUnder is the client a poll found closed by another than the loop (a test
+	// ending the gate as a crash would, closing it under the running loop): the loop does
+	// not close it again (closeClient), as franz-go's Close run twice at once races with
+	// itself (each kills the fetch sessions: a data race under -race in v1.22.2), and run
+	// twice in turn is a second close the crash tests count.
 	closedUnder atomic.Pointer[kgo.Client]
 	// closeMus holds each client's close (closeOf), taken by each closer of it
 	// (closeClient's, Close's): a client is closed once, by whichever comes first, and
@@ -321,8 +321,9 @@ func (c *Consumer) Close() {
 	// before is closed too (the loop, seeing shut, closes it itself if this did not).
 	for {
 		cl := c.live.Load()
-		// Marked first: the loop, finding it closed, stops rather than rebuilding.
-		c.closedUnder.Store(cl)
+		// Not marked closedUnder before it is closed: the loop's closeClient, finding it
+		// so, would take its close as done (do of nothing) and no one would close it.
+		// The loop learns of this close by shut.
 		c.closeOf(cl).do(cl.Close)
 		if c.live.Load() == cl {
 			return
@@ -887,15 +888,23 @@ func (c *Consumer) stableEnd(ftp kgo.FetchTopicPartition) int64 {
 func (c *Consumer) setLag(p *partition, hwm, stable, next int64) {
 	c.partsMu.Lock()
 	defer c.partsMu.Unlock()
-	if !p.gone.Load() {
-		c.m.setLag(p.id, hwm, next)
-		if next >= 0 && stable >= 0 {
-			p.lag.Store(max(stable-next, 0))
-		}
-		if next >= 0 && hwm >= 0 {
-			p.next.Store(next)
-			p.lagAt.Store(time.Now().UnixNano())
-		}
+	c.setLagLocked(p, hwm, stable, next, true)
+}
+
+// setLagLocked is setLag with partsMu held; keep false leaves p's next and lagAt as they
+// are (a measure from the committed offset of a partition no poll has measured:
+// setLagRefreshed).
+func (c *Consumer) setLagLocked(p *partition, hwm, stable, next int64, keep bool) {
+	if p.gone.Load() {
+		return
+	}
+	c.m.setLag(p.id, hwm, next)
+	if next >= 0 && stable >= 0 {
+		p.lag.Store(max(stable-next, 0))
+	}
+	if keep && next >= 0 && hwm >= 0 {
+		p.next.Store(next)
+		p.lagAt.Store(time.Now().UnixNano())
 	}
 }
 

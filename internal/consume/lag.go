@@ -24,10 +24,10 @@ const lagStale = 2 * outputCheckEvery
 // outage, or without a record since) is measured from the group's committed offset at
 // every check until a poll measures it (setLagRefreshed), else, starting at the
 // earliest, from the partition's first offset; starting at the latest with nothing
-// committed, it is left to its first poll (where it starts is not known). A listing that fails for some partitions (a broker not answering) measures
-// the others; with exactly-once, a partition without its last stable offset has its
-// metric measured and the watchdog's lag left as it was. What fails is tried again at
-// the next check.
+// committed, it is left to its first poll (where it starts is not known). A listing
+// that fails for some partitions (a broker not answering) measures the others; with
+// exactly-once, a partition without its last stable offset has its metric measured and
+// the watchdog's lag left as it was. What fails is tried again at the next check.
 func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time) {
 	type staleLag struct {
 		p  *partition
@@ -143,18 +143,12 @@ func (c *Consumer) startOf(id int32, committed kadm.OffsetResponses, starts kadm
 func (c *Consumer) setLagRefreshed(p *partition, at, hwm, stable, start int64) {
 	c.partsMu.Lock()
 	defer c.partsMu.Unlock()
-	if p.gone.Load() || p.lagAt.Load() != at {
+	if p.lagAt.Load() != at {
 		return
 	}
-	next := start
-	if at != 0 {
-		next = p.next.Load()
-	}
-	c.m.setLag(p.id, hwm, next)
-	if stable >= 0 {
-		p.lag.Store(max(stable-next, 0))
-	}
-	if at != 0 {
-		p.lagAt.Store(time.Now().UnixNano())
+	if at == 0 {
+		c.setLagLocked(p, hwm, stable, start, false)
+	} else {
+		c.setLagLocked(p, hwm, stable, p.next.Load(), true)
 	}
 }

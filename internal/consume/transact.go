@@ -465,11 +465,10 @@ type recovery struct {
 // again.
 func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) error {
 	id, timeout := c.cfg.TransactionalID, c.cfg.TransactionTimeout
-	if errors.Is(err, kgo.ErrClientClosed) || c.closedUnder.Load() == c.cl {
+	if errors.Is(err, kgo.ErrClientClosed) || c.shut.Load() {
 		// Closed by another (Close, under the running loop; its end may fail otherwise
-		// than as closed): nothing to recover, and a session rebuilt now would be a
-		// client no one closes, registering its metrics while the closed one's are.
-		c.closedUnder.Store(c.cl)
+		// than as closed): nothing to recover (resumeSession would build nothing), and
+		// no recovery to log or count.
 		return err
 	}
 	isFence := fenced(err)
