@@ -9,15 +9,114 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/capturegate/gate/internal/limit"
 )
 
-var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/row.golden.json")
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/*.golden.json")
+
+// checkGolden compares got with testdata/name, which -update-golden rewrites to got
+// first.
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *updateGolden {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s: encoding changed:\n got %s\nwant %s(go test ./internal/outcome -update-golden, and say so in docs/outcomes.md)", name, got, want)
+	}
+}
+
+// jsonNames returns the JSON names of v's struct fields, and of the struct fields of
+// its slices' elements (Sources' Source), by their tags: the fields a golden must show.
+func jsonNames(v reflect.Type) []string {
+	var names []string
+	for f := range v.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			name = f.Name
+		}
+		names = append(names, name)
+		if f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct {
+			for _, n := range jsonNames(f.Type.Elem()) {
+				names = append(names, name+"."+n)
+			}
+		}
+	}
+	return names
+}
+
+// goldenNames returns the names of the members of the JSON object js, and of the
+// objects in its arrays' ("sources.topic").
+func goldenNames(t *testing.T, js []byte) map[string]bool {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(js, &m); err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	names := map[string]bool{}
+	for k, v := range m {
+		names[k] = true
+		if a, ok := v.([]any); ok {
+			for _, e := range a {
+				if o, ok := e.(map[string]any); ok {
+					for k2 := range o {
+						names[k+"."+k2] = true
+					}
+				}
+			}
+		}
+	}
+	return names
+}
+
+// sameRow reports whether a and b are the same row, their times the same instants.
+func sameRow(a, b Row) bool {
+	if !a.IntervalStart.Equal(b.IntervalStart) || !a.IntervalEnd.Equal(b.IntervalEnd) {
+		return false
+	}
+	a.IntervalStart, a.IntervalEnd, b.IntervalStart, b.IntervalEnd = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return a == b
+}
+
+// checkRowGolden checks row r against golden name: AppendJSON writes it, encoding/json
+// writes it (Row's tags), and Decode reads it back as r, every field.
+func checkRowGolden(t *testing.T, name string, r Row) []byte {
+	t.Helper()
+	got := append(AppendJSON(nil, &r), '\n')
+	checkGolden(t, name, got)
+	want, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(append(js, '\n'), want) {
+		t.Errorf("%s: encoding/json (Row's tags) writes\n%s\nwant %s", name, js, want)
+	}
+	back, err := Decode(want)
+	if err != nil || !sameRow(back, r) {
+		t.Errorf("%s: decoded %+v, %v; want %+v", name, back, err, r)
+	}
+	return want
+}
 
 var t0 = time.Date(2026, 11, 28, 14, 2, 30, 0, time.UTC)
 
@@ -31,22 +130,101 @@ func TestSchemaGolden(t *testing.T) {
 	if len(rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(rows))
 	}
-	got := append(AppendJSON(nil, &rows[0]), '\n')
-	if *updateGolden {
-		if err := os.WriteFile("testdata/row.golden.json", got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile("testdata/row.golden.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("row encoding changed:\n got %s\nwant %s(go test ./internal/outcome -update-golden, and say so in docs/outcomes.md)", got, want)
-	}
+	got := checkRowGolden(t, "row.golden.json", rows[0])
 	back, err := Decode(got)
 	if err != nil || back.Records != 2 || back.Bytes != 1024 || back.Outcome != "topic:merges-slow" || !back.IntervalStart.Equal(t0.Truncate(time.Minute)) {
 		t.Errorf("decoded %+v, %v", back, err)
+	}
+}
+
+// A folded row (the keys past GATE_OUTCOMES_MAX_ROWS, summed) is pinned as the row of
+// TestSchemaGolden is: its "folded":true, which that row, not folded, leaves out, and
+// its empty key and team. Between them the two goldens show every field of Row.
+func TestSchemaGoldenFolded(t *testing.T) {
+	a := NewAgg(time.Minute, NewBudget(1))
+	a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "42", Team: "42", Bytes: 10, Threshold: 5000}) // the budget
+	a.Record(&Fate{At: t0, Kind: Overflow, Rule: "team", Reason: "rate_limited", Key: "7", Team: "7", Bytes: 300, Threshold: 100})
+	a.Record(&Fate{At: t0.Add(time.Second), Kind: Overflow, Rule: "team", Reason: "rate_limited", Key: "8", Team: "8", Bytes: 212, Threshold: 100, Forced: true})
+	var folded []Row
+	for _, r := range Seal("gate-0", "gate-0/1764338400000-9f3a61c2/7", a) {
+		if r.Folded {
+			folded = append(folded, r)
+		}
+	}
+	if len(folded) != 1 || folded[0].Records != 2 || folded[0].Key != "" || folded[0].Team != "" {
+		t.Fatalf("folded rows %+v, want one of 2 records, no key", folded)
+	}
+	got := checkRowGolden(t, "row_folded.golden.json", folded[0])
+	plain, err := os.ReadFile("testdata/row.golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := goldenNames(t, got)
+	for k := range goldenNames(t, plain) {
+		shown[k] = true
+	}
+	for _, name := range jsonNames(reflect.TypeFor[Row]()) {
+		if !shown[name] {
+			t.Errorf("Row's field %q is in neither row.golden.json nor row_folded.golden.json: pin it", name)
+		}
+	}
+}
+
+// A seal's record is pinned as a row is: every field of SealInfo and of its Sources,
+// as AppendSealJSON writes them, read back as they were, and told from a row.
+func TestSealSchemaGolden(t *testing.T) {
+	s := SealInfo{Schema: SchemaVersion, Seal: "gate-0/1764338400000-9f3a61c2/7", Gate: "gate-0", Rows: 3,
+		Sources: []Source{{Topic: "events", Partition: 3, FirstOffset: 100, LastOffset: 199}}}
+	got := append(AppendSealJSON(nil, &s), '\n')
+	checkGolden(t, "seal.golden.json", got)
+	want, err := os.ReadFile("testdata/seal.golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back SealInfo
+	if err := json.Unmarshal(want, &back); err != nil || fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", s) {
+		t.Errorf("seal.golden.json reads back as %+v, %v; want %+v", back, err, s)
+	}
+	if _, err := Decode(want); !errors.Is(err, ErrSealRecord) {
+		t.Errorf("Decode(seal.golden.json) = %v, want ErrSealRecord", err)
+	}
+	shown := goldenNames(t, want)
+	for _, name := range jsonNames(reflect.TypeFor[SealInfo]()) {
+		if !shown[name] {
+			t.Errorf("SealInfo's field %q is not in seal.golden.json: pin it", name)
+		}
+	}
+}
+
+// A row's threshold_source is where its threshold came from when its first record was
+// routed: forced for a forced key, whatever its limit says (its override here), the
+// limit's source otherwise (override), static for a threshold without a limit, and
+// none without a key or a threshold. Learned: route's TestOutcomeThresholdSourceLearned.
+func TestRowThresholdSource(t *testing.T) {
+	lim, err := limit.New(limit.Config{Threshold: 1000, Overrides: map[string]int64{"o": 50, "f": 60}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAgg(time.Minute, nil)
+	for _, f := range []Fate{
+		{Key: "s", Kind: Accepted, Reason: "allowed", Threshold: 5},
+		{Key: "o", Kind: Overflow, Reason: "rate_limited", Threshold: 50, Limiter: lim},
+		{Key: "d", Kind: Accepted, Reason: "allowed", Threshold: 1000, Limiter: lim},
+		{Key: "f", Kind: Overflow, Reason: "forced", Threshold: 60, Limiter: lim, Forced: true},
+		{Key: "g", Kind: Overflow, Reason: "forced", Threshold: 7, Forced: true},
+		{Key: "n", Kind: Accepted, Reason: "allowed"},
+		{Kind: DeadLetter, Reason: "not_json", Threshold: 9, Forced: true},
+	} {
+		f.At, f.Team = t0, f.Key
+		a.Record(&f)
+	}
+	got := map[string]string{}
+	for _, r := range Seal("g", "s", a) {
+		got[r.Key] = fmt.Sprintf("%d %s", r.Threshold, r.ThresholdSource)
+	}
+	want := map[string]string{"s": "5 static", "o": "50 override", "d": "1000 static", "f": "60 forced", "g": "7 forced", "n": "0 ", "": "0 "}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("thresholds by key:\n got %v\nwant %v", got, want)
 	}
 }
 

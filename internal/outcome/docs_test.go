@@ -173,3 +173,33 @@ func TestDocsSealOverlapRecipe(t *testing.T) {
 		t.Errorf("the recipe\n%s\ngave %s\n want %s", script, got, want)
 	}
 }
+
+// docsJSON is a json block of docs/outcomes.md.
+var docsJSON = regexp.MustCompile("(?s)```json\n(.*?)```")
+
+// TestDocsShowGoldens: docs/outcomes.md's examples of a row and of a seal record are the
+// goldens (testdata/row.golden.json, testdata/seal.golden.json), their lines joined: the
+// schema a reader is shown is the one the tests pin.
+func TestDocsShowGoldens(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "outcomes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]bool{}
+	for _, m := range docsJSON.FindAllSubmatch(doc, -1) {
+		var b strings.Builder
+		for line := range strings.Lines(string(m[1])) {
+			b.WriteString(strings.TrimSpace(line))
+		}
+		shown[b.String()] = true
+	}
+	for _, name := range []string{"row.golden.json", "seal.golden.json"} {
+		g, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !shown[strings.TrimSpace(string(g))] {
+			t.Errorf("docs/outcomes.md shows no json block of testdata/%s (%s): the documented schema and the pinned one differ", name, bytes.TrimSpace(g))
+		}
+	}
+}

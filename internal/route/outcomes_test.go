@@ -10,6 +10,7 @@ import (
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/outcome"
+	"github.com/capturegate/gate/internal/spike"
 )
 
 // rowsOf seals agg and returns its rows by "team|key|rule|outcome|reason": records.
@@ -484,5 +485,134 @@ func TestOutcomeDryRunDeadLetterAfterRuleOver(t *testing.T) {
 		if got := rowsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("dry run %v: rows\n got %v\nwant %v", dry, got, want)
 		}
+	}
+}
+
+// thresholdsOf seals agg and returns each row's threshold and source by "key outcome
+// reason".
+func thresholdsOf(agg *outcome.Agg) map[string]string {
+	got := map[string]string{}
+	for _, r := range outcome.Seal("g", "s", agg) {
+		got[r.Key+" "+r.Outcome+" "+r.Reason] = fmt.Sprintf("%d %s", r.Threshold, r.ThresholdSource)
+	}
+	return got
+}
+
+// A forced key's row that its rule acted on has the source forced, as the issue's
+// "threshold and its source (static, override, learned, forced)" asks: a team key in a
+// rule's forced list (forced over the key's override, which stays its threshold), a
+// user's under a composite key, and a team in a gate without a rules file
+// (GATE_FORCE_OVERFLOW). Another key of the same rule keeps its own source.
+func TestOutcomeThresholdSourceForced(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow, Forced: []string{"1"}},
+			[]limit.Config{{Threshold: 1000, Overrides: map[string]int64{"1": 500}}}})
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	for range 2 {
+		f.r.RouteInto(t0, input(`{"team_id":1}`, ""), &s, &out)
+	}
+	f.r.RouteInto(t0, input(`{"team_id":2}`, ""), &s, &out)
+	want := map[string]string{
+		"1 overflow forced":  "500 forced",
+		"2 accepted allowed": "1000 static",
+	}
+	if got := thresholdsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("team rule, team 1 forced: thresholds by row:\n got %v\nwant %v", got, want)
+	}
+
+	// A user forced under a composite key: the user's row is forced; the team's row of
+	// another user's accepted record has none (the decision was a user's).
+	g := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "user", Key: mustKeyFrom(t, "json:team_id+distinct_id"), Action: ActionOverflow, Forced: []string{"1:u1"}},
+			[]limit.Config{{Threshold: 10}}})
+	agg = outcome.NewAgg(60e9, nil)
+	s = Scratch{Outcomes: agg}
+	g.r.RouteInto(t0, input(`{"team_id":1,"distinct_id":"u1"}`, ""), &s, &out)
+	g.r.RouteInto(t0, input(`{"team_id":1,"distinct_id":"u2"}`, ""), &s, &out)
+	want = map[string]string{
+		"1:u1 overflow forced": "10 forced",
+		"1 accepted allowed":   "0 ",
+	}
+	if got := thresholdsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("user rule, 1:u1 forced: thresholds by row:\n got %v\nwant %v", got, want)
+	}
+
+	// No rules file: GATE_FORCE_OVERFLOW's team.
+	h := newFixture(t, Config{ForceOverflow: []string{"9"}}, limit.Config{Threshold: 2})
+	agg = outcome.NewAgg(60e9, nil)
+	s = Scratch{Outcomes: agg}
+	h.r.RouteInto(t0, input(`{"team_id":9}`, ""), &s, &out)
+	h.r.RouteInto(t0, input(`{"team_id":1}`, ""), &s, &out)
+	want = map[string]string{
+		"9 overflow forced":  "2 forced",
+		"1 accepted allowed": "2 static",
+	}
+	if got := thresholdsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("no rules file, team 9 forced: thresholds by row:\n got %v\nwant %v", got, want)
+	}
+}
+
+// A key whose threshold its limit learned (an adaptive limit, the team's profile
+// applied by the tick's read: limit.ApplyProfile) has rows with that threshold and the
+// source learned, the accepted row and the overflow row past it; a key of the same limit
+// with no profile stays static, and one with an override is override, over what it
+// learned.
+func TestOutcomeThresholdSourceLearned(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow},
+			[]limit.Config{{Threshold: 1_000_000, Window: time.Minute, Adaptive: &spike.Config{}, Overrides: map[string]int64{"3": 50}}}})
+	lim := f.lims["team"][0]
+	cfg := lim.Adaptive()
+	if cfg == nil {
+		t.Fatal("the limit is not adaptive")
+	}
+	// The teams met, with outcomes off; the sweep plans their profiles' reads, and the
+	// tick hands teams 1 and 3 a day's history at 50 records a window: 4 × 50 = 200.
+	var out kgo.Record
+	for _, team := range []string{"1", "3"} {
+		f.r.RouteInto(t0, input(`{"team_id":`+team+`}`, ""), &Scratch{}, &out)
+	}
+	var sw limit.Sweep
+	lim.Sweep(t0, &sw)
+	learned := 0
+	for i := range sw.Reads {
+		r := &sw.Reads[i]
+		if r.Team != "1" && r.Team != "3" {
+			continue
+		}
+		if !r.Profile {
+			t.Fatalf("%s's read does not ask for its profile: %+v", r.Team, *r)
+		}
+		p := spike.Profile{Epoch: r.Epoch - 1, Windows: 1440, Level: 50}
+		for cfg.NextFold(&p, "") <= r.Epoch+1 { // not due for a fold: applied as it is
+			p.Epoch++
+		}
+		lim.ApplyProfile(r, p, true, 0, t0)
+		learned++
+	}
+	if learned != 2 {
+		t.Fatalf("%d of teams 1 and 3 read, want both", learned)
+	}
+	if thr, src := lim.ThresholdOf("1"); thr != 200 || src != limit.SourceLearned {
+		t.Fatalf("team 1's threshold %d (%s), want 200 learned", thr, src)
+	}
+
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	for range 300 {
+		f.r.RouteInto(t0, input(`{"team_id":1}`, ""), &s, &out)
+	}
+	f.r.RouteInto(t0, input(`{"team_id":2}`, ""), &s, &out)
+	f.r.RouteInto(t0, input(`{"team_id":3}`, ""), &s, &out)
+	want := map[string]string{
+		"1 accepted allowed":      "200 learned",
+		"1 overflow rate_limited": "200 learned",
+		"2 accepted allowed":      "1000000 static",
+		"3 accepted allowed":      "50 override",
+	}
+	if got := thresholdsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("thresholds by row:\n got %v\nwant %v", got, want)
 	}
 }
