@@ -1,10 +1,8 @@
 package integration
 
 import (
-	"encoding/json"
-	"time"
-
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -65,87 +63,35 @@ func outcomesOnApacheKafka(t *testing.T, delivery string) {
 	}
 	// The distinct records on the outputs, by team and outcome (at least once a record
 	// the SIGKILL left uncommitted is on them twice).
-	want := map[string]map[string]int64{}
-	seen := map[string]bool{}
-	for _, r := range s.k.ReadAll(t, opts, s.n.Outs()...) {
-		id := faultHeader(r)
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		var v struct {
-			Team string `json:"team_id"`
-		}
-		team := ""
-		if json.Unmarshal(r.Value, &v) == nil {
-			team = v.Team
-		}
-		kind := map[string]string{s.n.Acc: "accepted", s.n.Ovf: "overflow", s.n.Dlq: "dead_letter"}[r.Topic]
-		if want[team] == nil {
-			want[team] = map[string]int64{}
-		}
-		want[team][kind]++
-	}
+	want := faulttest.OutputTally(s.k.ReadAll(t, opts, s.n.Outs()...), map[string]string{s.n.Acc: "accepted", s.n.Ovf: "overflow", s.n.Dlq: "dead_letter"})
 	var rows []outcome.Row
 	read, err := outcome.Scan(t.Context(), outTopic, time.Now().Add(-time.Hour), "", func(r *outcome.Row) { rows = append(rows, *r) }, kgo.SeedBrokers(s.k.Brokers))
 	if err != nil || read.Skipped > 0 {
 		t.Fatalf("reading the outcomes: %v (%d records skipped)", err, read.Skipped)
 	}
-	got := map[string]map[string]int64{}
-	for _, r := range rows {
-		if r.Outcome == "shadow_over" {
-			continue
-		}
-		if got[r.Team] == nil {
-			got[r.Team] = map[string]int64{}
-		}
-		got[r.Team][r.Outcome] += r.Records
-	}
+	got := faulttest.RowTally(rows)
 	if want["hot"]["overflow"] == 0 || want[""]["dead_letter"] == 0 {
 		t.Fatalf("outputs by team %v: want the hot team overflowing and dead letters", want)
 	}
-	var twice int64
-	for _, m := range []map[string]map[string]int64{want, got} { // every team and kind of either
-		for team, kinds := range m {
-			for kind := range kinds {
-				g, w := got[team][kind], want[team][kind]
-				switch {
-				case eos && g != w:
-					t.Errorf("team %q %s: outcomes count %d, the output topics hold %d", team, kind, g, w)
-				}
-			}
+	if eos {
+		for _, d := range faulttest.Differences(got, want) {
+			t.Error(d)
 		}
-	}
-	if !eos {
+	} else {
 		// A record routed again may meet another outcome the second time (the first
 		// gate overflowed it, the next accepted it): the lower bound is the team's.
-		for team, kinds := range want {
-			var g, w int64
-			for kind, n := range kinds {
-				g, w = g+got[team][kind], w+n
-			}
-			if g < w {
+		for team := range want {
+			if g, w := got.Total(team), want.Total(team); g < w {
 				t.Errorf("team %q: outcomes count %d records, fewer than the %d distinct ones on the outputs", team, g, w)
 			}
 		}
 	}
-	for _, m := range []map[string]map[string]int64{got, want} {
-		for _, kinds := range m {
-			for _, n := range kinds {
-				twice += n
-			}
-		}
-		twice = -twice // got's total less want's
+	var twice int64 // got's total less want's
+	for team := range got {
+		twice += got.Total(team)
+	}
+	for team := range want {
+		twice -= want.Total(team)
 	}
 	t.Logf("FIGURES real_kafka_outcomes delivery=%s in=%d out=%d rows=%d teams=%d counted_twice=%d", delivery, rep.Inputs, rep.Outputs, len(rows), len(want), twice)
-}
-
-// faultHeader is a test record's id (faulttest.IDHeader).
-func faultHeader(r *kgo.Record) string {
-	for _, h := range r.Headers {
-		if h.Key == faulttest.IDHeader {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

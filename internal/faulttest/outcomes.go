@@ -1,0 +1,89 @@
+package faulttest
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/outcome"
+)
+
+// Tally is records by team and outcome (an outcome row's Team and Outcome).
+type Tally map[string]map[string]int64
+
+func (t Tally) add(team, kind string, n int64) {
+	if t[team] == nil {
+		t[team] = map[string]int64{}
+	}
+	t[team][kind] += n
+}
+
+// Total is the records of team, every outcome.
+func (t Tally) Total(team string) int64 {
+	var n int64
+	for _, c := range t[team] {
+		n += c
+	}
+	return n
+}
+
+// OutputTally tallies the distinct test records (IDHeader) among outputs by team (the
+// value's team_id; "" for a value that is no JSON object with one, as the gate's outcome
+// row of a dead letter has it) and outcome, kinds giving each output topic's outcome
+// (accepted, overflow, dead_letter). A record on the outputs twice (at least once, routed
+// again after a crash) counts once, under its first copy's topic.
+func OutputTally(outputs []*kgo.Record, kinds map[string]string) Tally {
+	t := Tally{}
+	seen := map[string]bool{}
+	for _, r := range outputs {
+		id, _ := Header(r, IDHeader)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		var v struct {
+			Team string `json:"team_id"`
+		}
+		team := ""
+		if json.Unmarshal(r.Value, &v) == nil {
+			team = v.Team
+		}
+		t.add(team, kinds[r.Topic], 1)
+	}
+	return t
+}
+
+// RowTally tallies the records outcome rows count by team and outcome, shadow_over rows
+// left out: they are beside a record's own outcome, not one.
+func RowTally(rows []outcome.Row) Tally {
+	t := Tally{}
+	for _, r := range rows {
+		if r.Outcome != "shadow_over" {
+			t.add(r.Team, r.Outcome, r.Records)
+		}
+	}
+	return t
+}
+
+// Differences lists, sorted, each team and outcome whose count differs between got (the
+// outcome rows') and want (the output topics'), of every team and outcome either has.
+func Differences(got, want Tally) []string {
+	var out []string
+	seen := map[[2]string]bool{}
+	for _, m := range []Tally{want, got} {
+		for team, kinds := range m {
+			for kind := range kinds {
+				if k := [2]string{team, kind}; !seen[k] {
+					seen[k] = true
+					if g, w := got[team][kind], want[team][kind]; g != w {
+						out = append(out, fmt.Sprintf("team %q %s: outcomes count %d, the output topics hold %d", team, kind, g, w))
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
