@@ -1,0 +1,126 @@
+package gate
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// A reloaded rules file naming a rule topic that exists but that the gate's principal
+// may not WRITE to (it may DESCRIBE it) is refused as a bad file is, through the gate's
+// own check (Consumer.CheckTopics) on a broker with ACLs: the rules in use stay, the
+// refusal is counted once and logged once naming the topic and the WRITE ACL, and
+// gate_rules_file_valid is 0. Once WRITE is granted, the same file is put in use at the
+// next read, without another edit.
+func TestRulesReloadNamingTopicWithoutWriteACLRefused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	allow := func(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
+		var acls []kfake.ACL
+		for _, op := range ops {
+			acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
+		}
+		return acls
+	}
+	var acls []kfake.ACL
+	acls = append(acls, allow(kmsg.ACLResourceTypeTopic, "events", kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allow(kmsg.ACLResourceTypeGroup, "capture-gate", kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	for _, tp := range []string{"events_accepted", "events_overflow", "events_dead_letter"} {
+		acls = append(acls, allow(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	}
+	acls = append(acls, allow(kmsg.ACLResourceTypeTopic, "merges", kmsg.ACLOperationDescribe)...) // no WRITE
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter", "merges"),
+		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "gate", "gate-secret", acls...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, path, teamRule)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS":        strings.Join(kc.ListenAddrs(), ","),
+		"GATE_KAFKA_SASL_MECHANISM": "plain",
+		"GATE_KAFKA_SASL_USERNAME":  "gate",
+		"GATE_KAFKA_SASL_PASSWORD":  "gate-secret",
+		"GATE_REDIS_URLS":           srv.URL(),
+		"GATE_RULES_FILE":           path,
+	})
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	g, err := New(cfg, log, Options{Writer: "reload-acl-test", RulesReload: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.RunTick(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; g.Consumer.Close(); g.CloseRedis(log) })
+	first := g.gen.Load()
+
+	writeRules(t, path, teamRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
+	waitFor(t, "the edit naming a topic without WRITE to be refused", func() bool {
+		return labelValue(t, g, "gate_rules_loads_total", "result", "error") == 1
+	})
+	time.Sleep(300 * time.Millisecond) // a few more reads: still refused, counted and logged once
+	if g.gen.Load() != first {
+		t.Fatalf("a rules file naming a topic the gate may not write was put in use: rules %+v", g.CurrentRules())
+	}
+	if rs := g.CurrentRules(); len(rs) != 1 || rs[0].Name != "team" {
+		t.Errorf("rules in use after the refusal: %+v, want the team rule alone", rs)
+	}
+	if got := labelValue(t, g, "gate_rules_loads_total", "result", "error"); got != 1 {
+		t.Errorf("the refusal counted %v times, want once", got)
+	}
+	if got := labelValue(t, g, "gate_rules_loads_total", "result", "unchecked"); got != 0 {
+		t.Errorf("the refusal counted unchecked %v times: Kafka answered, the topic is closed to the gate", got)
+	}
+	if v := gaugeValue(t, g, "gate_rules_file_valid"); v != 0 {
+		t.Errorf("gate_rules_file_valid %v while the edit is refused, want 0", v)
+	}
+	var refused []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "rules file changed but cannot be used") {
+			refused = append(refused, l)
+		}
+	}
+	const why = `topic \"merges\": no permission to write it: grant the WRITE ACL on it to the gate's principal`
+	if len(refused) != 1 || !strings.Contains(refused[0], why) || !strings.Contains(refused[0], "level=ERROR") {
+		t.Errorf("refusal lines %q, want one error line saying %s", refused, why)
+	}
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.SASL(plain.Auth{User: "admin", Pass: "admin"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	write := kadm.NewACLs().Allow("User:gate").AllowHosts("*").Topics("merges").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral)
+	rs, err := kadm.NewClient(admCl).CreateACLs(context.Background(), write)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	waitFor(t, "the same edit in use once WRITE is granted", func() bool { return g.gen.Load() != first })
+	if rs := g.CurrentRules(); len(rs) != 2 || rs[1].Name != "merges" {
+		t.Errorf("rules in use: %+v", rs)
+	}
+	if v := gaugeValue(t, g, "gate_rules_file_valid"); v != 1 {
+		t.Errorf("gate_rules_file_valid %v once the edit is in use, want 1", v)
+	}
+}
