@@ -38,6 +38,12 @@ func docFigures(res map[string]float64) []docFigure {
 		}
 		return fmt.Sprintf("%.1f to %.1f million", lo/1e6, hi/1e6)
 	}
+	metOrMissed := func(met bool) string {
+		if met {
+			return "met"
+		}
+		return "**missed**"
+	}
 	return []docFigure{
 		{"docs/benchmarks.md", "Four real gate processes (`BenchmarkFleetProcessWindow`) hold a capped team at 2 × to " +
 			format(res["fleet_process_worst_window"]) + " of its limit, worst window."},
@@ -51,6 +57,13 @@ func docFigures(res map[string]float64) []docFigure {
 		{"docs/design.md", "One rule costs what no file costs (" + format(res["route_one_rule_vs_no_file_ratio"]) +
 			" ×); three rules cost " + format(res["route_three_rules_vs_one_rule_ratio"]) + " × one"},
 		{"docs/design.md", fmt.Sprintf("a gate costs Redis %.2f × what it did", res["redis_cpu_vs_baseline"])},
+		{"docs/benchmarks.md", format(res["redis_commands_per_tick_rules3"]) + " commands and " + format(res["redis_writes_per_tick_rules3"]) +
+			" counts written a tick, " + format(res["redis_cpu_s_per_million_events_rules3"]) + " CPU-s per million events; " +
+			format(res["redis_cpu_rules3_vs_one_rule"]) + " × the one rule's Redis CPU and " + format(res["redis_commands_rules3_vs_one_rule"]) + " × its commands"},
+		{"docs/benchmarks.md", "no file " + format(res["route_ns_per_record_no_file"]) + " ns a record, one rule " + format(res["route_ns_per_record_one_rule"]) +
+			", three rules " + format(res["route_ns_per_record_three_rules"]) + "; **one rule ÷ no file " + format(res["route_one_rule_vs_no_file_ratio"]) +
+			"** (goal ≤ 1.05, " + metOrMissed(res["route_one_rule_vs_no_file_ratio"] <= 1.05) + "), **three rules ÷ one rule " +
+			format(res["route_three_rules_vs_one_rule_ratio"]) + "** (goal ≤ 1.2, " + metOrMissed(res["route_three_rules_vs_one_rule_ratio"] <= 1.2) + ")"},
 		{"docs/rules.md", "it reads and decides " + millions("replay_records_per_s", "real_kafka_replay_records_per_s") +
 			" records a second on its two workers (a per-user rule and a team rule; " +
 			millions("replay_one_worker_records_per_s", "real_kafka_replay_one_worker_records_per_s") + " on one)"},
