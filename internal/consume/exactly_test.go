@@ -321,10 +321,23 @@ func exactlyOnceRebalance(t *testing.T, interval time.Duration) {
 
 	a := env.start(t, "a")
 	step := func() { time.Sleep(700 * time.Millisecond) }
+	// A gate joining owns partitions before the next step: on a loaded machine its join
+	// took longer than a step, and a gate stopped before it owned any had no revoke to
+	// count (gate_rebalances_total{event=revoked}, asserted below).
+	joined := func(g *testGate) {
+		waitFor(t, 30*time.Second, "gate "+g.name+" owning partitions", func() bool {
+			g.c.partsMu.Lock()
+			defer g.c.partsMu.Unlock()
+			return len(g.c.parts) > 0
+		})
+	}
+	joined(a)
 	step()
 	b := env.start(t, "b")
+	joined(b)
 	step()
 	c := env.start(t, "c")
+	joined(c)
 	step()
 	b.stop(t)
 	step()
