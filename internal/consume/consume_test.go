@@ -463,6 +463,17 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 	}
 }
 
+// waitOwning waits until g owns input partitions: a gate started joins its group in its
+// own time, longer than any fixed step on a loaded machine.
+func waitOwning(t *testing.T, g *testGate) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "gate "+g.name+" owning partitions", func() bool {
+		g.c.partsMu.Lock()
+		defer g.c.partsMu.Unlock()
+		return len(g.c.parts) > 0
+	})
+}
+
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -324,20 +324,13 @@ func exactlyOnceRebalance(t *testing.T, interval time.Duration) {
 	// A gate joining owns partitions before the next step: on a loaded machine its join
 	// took longer than a step, and a gate stopped before it owned any had no revoke to
 	// count (gate_rebalances_total{event=revoked}, asserted below).
-	joined := func(g *testGate) {
-		waitFor(t, 30*time.Second, "gate "+g.name+" owning partitions", func() bool {
-			g.c.partsMu.Lock()
-			defer g.c.partsMu.Unlock()
-			return len(g.c.parts) > 0
-		})
-	}
-	joined(a)
+	waitOwning(t, a)
 	step()
 	b := env.start(t, "b")
-	joined(b)
+	waitOwning(t, b)
 	step()
 	c := env.start(t, "c")
-	joined(c)
+	waitOwning(t, c)
 	step()
 	b.stop(t)
 	step()

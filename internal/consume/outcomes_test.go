@@ -205,8 +205,12 @@ func TestOutcomesExactlyOnceConservation(t *testing.T) {
 	}()
 	step := func() { time.Sleep(600 * time.Millisecond) }
 	a := env.start(t, "a")
+	waitOwning(t, a)
 	step()
 	b := env.start(t, "b")
+	// b routes in transactions of its own before it crashes (a join slower than a step,
+	// on a loaded machine, would leave it nothing to abort).
+	waitOwning(t, b)
 	step()
 	// b crashes: its client goes away without ending its transaction.
 	b.c.Close()
