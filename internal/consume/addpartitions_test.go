@@ -174,8 +174,21 @@ func TestPartitionsAddedReadByAGateStartedAfter(t *testing.T) {
 		}
 		n++
 	}
-	// Some seconds for a's watch (every 5 s), then b takes over: a leaves the group.
-	time.Sleep(2 * outputCheckEvery)
+	// a's watch (every 5 s) commits the added partitions' start for the group; then b
+	// takes over, a leaving the group. Polled, not slept: on a loaded machine a fixed
+	// wait may end before the watch has run.
+	waitFor(t, 30*time.Second, "commit of the added partitions' start", func() bool {
+		gi := env.cluster.GroupInfo(testGroup)
+		if gi == nil {
+			return false
+		}
+		for p := int32(before); p < after; p++ {
+			if _, ok := gi.Commits[inTopic][p]; !ok {
+				return false
+			}
+		}
+		return true
+	})
 	b := env.start(t, "b")
 	a.stop(t)
 	waitFor(t, 20*time.Second, "b's assignment", b.c.Ready)

@@ -32,7 +32,7 @@ func newRefresher(t *testing.T, srv *redistest.Server, base map[string]int64) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{Key: key, Base: base, Timeout: 300 * time.Millisecond}, lim, srv.Client(t), prometheus.NewRegistry(), nil)
+	r, err := New(Config{Key: key, Base: base, Timeout: 10 * time.Second}, lim, srv.Client(t), prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestRefreshScalesExtraLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{Key: key, Base: base, Timeout: 300 * time.Millisecond, Extra: []Extra{{hour, 20000, 1000}, {tiny, 10, 1000}, {day, 2300, 1000}}}, lim, srv.Client(t), nil, nil)
+	r, err := New(Config{Key: key, Base: base, Timeout: 10 * time.Second, Extra: []Extra{{hour, 20000, 1000}, {tiny, 10, 1000}, {day, 2300, 1000}}}, lim, srv.Client(t), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +542,7 @@ func TestInheritKeepsTheLastRefreshTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{Key: key, Timeout: 300 * time.Millisecond}, lim, srv.Client(t), prometheus.NewRegistry(), nil)
+	r, err := New(Config{Key: key, Timeout: 10 * time.Second}, lim, srv.Client(t), prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

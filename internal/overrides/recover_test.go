@@ -72,7 +72,7 @@ func TestRunSaysWhenRedisAnswersAgainWithoutAHash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{Key: key, Interval: 20 * time.Millisecond, Timeout: 300 * time.Millisecond}, lim, srv.Client(t), prometheus.NewRegistry(), log)
+	r, err := New(Config{Key: key, Interval: 20 * time.Millisecond, Timeout: 10 * time.Second}, lim, srv.Client(t), prometheus.NewRegistry(), log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,9 @@ func TestSentinelFailoverLosesNoCounts(t *testing.T) {
 	}
 	clk := clock.NewFake(epochStart)
 	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: 10 * time.Minute, Threshold: 1_000_000},
-		Config{Mode: ModeSentinel, TickInterval: 100 * time.Millisecond}, fc)
+		// TickTimeout far past 3/4 of the interval: the test asserts ticks without errors,
+		// which a loaded machine's late answer would fail.
+		Config{Mode: ModeSentinel, TickInterval: 100 * time.Millisecond, TickTimeout: 10 * time.Second}, fc)
 	logs := g.withLog()
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()
@@ -379,7 +381,7 @@ func TestRestartAfterLongOutageReplaysKeptBatches(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewFake(epochStart)
 	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000},
-		Config{TickInterval: 100 * time.Millisecond}, srv)
+		Config{TickInterval: 100 * time.Millisecond, TickTimeout: 10 * time.Second}, srv) // no late answer fails a tick
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()
 	var counted int64
