@@ -562,22 +562,15 @@ func TestPreflightMissingACL(t *testing.T) {
 	for _, tc := range deliveries() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			allow := func(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
-				var acls []kfake.ACL
-				for _, op := range ops {
-					acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
-				}
-				return acls
-			}
 			var acls []kfake.ACL
-			acls = append(acls, allow(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-			acls = append(acls, allow(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, allowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
 			for _, tp := range []string{accTopic, dlqTopic} {
-				acls = append(acls, allow(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+				acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
 			}
-			acls = append(acls, allow(kmsg.ACLResourceTypeTopic, ovfTopic, kmsg.ACLOperationDescribe)...)
-			acls = append(acls, allow(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-			acls = append(acls, allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+			acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, ovfTopic, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, allowACL(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, allowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 				kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
 				kfake.User("PLAIN", "gate", "gate-secret", acls...))
@@ -622,21 +615,14 @@ func TestPreflightMissingACL(t *testing.T) {
 func TestOutputACLRevokedExactlyOncePreKIP890(t *testing.T) {
 	t.Parallel()
 	const parts, n = 3, 100
-	allow := func(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
-		var acls []kfake.ACL
-		for _, op := range ops {
-			acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
-		}
-		return acls
-	}
 	var acls []kfake.ACL
-	acls = append(acls, allow(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allow(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
 	for _, tp := range []string{accTopic, ovfTopic, dlqTopic, outTopic} {
-		acls = append(acls, allow(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+		acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
 	}
-	acls = append(acls, allow(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic, outTopic),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.MaxVersions(kversion.V3_9_0()),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
@@ -731,20 +717,13 @@ func TestOutputACLRevokedExactlyOncePreKIP890(t *testing.T) {
 // only that it had not joined the group, its heartbeats refused.
 func TestPreflightKIP848GroupWithoutRead(t *testing.T) {
 	t.Parallel()
-	allow := func(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
-		var acls []kfake.ACL
-		for _, op := range ops {
-			acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
-		}
-		return acls
-	}
 	var acls []kfake.ACL
-	acls = append(acls, allow(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allow(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationDescribe)...) // no READ
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationDescribe)...) // no READ
 	for _, tp := range []string{accTopic, ovfTopic, dlqTopic} {
-		acls = append(acls, allow(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+		acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
 	}
-	acls = append(acls, allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
 		kfake.User("PLAIN", "gate", "gate-secret", acls...))

@@ -35,22 +35,15 @@ const (
 // It returns the cluster and an admin client of it.
 func ruleTopicACLCluster(t *testing.T) (*kfake.Cluster, *kadm.Client, kgo.Opt) {
 	t.Helper()
-	allow := func(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
-		var acls []kfake.ACL
-		for _, op := range ops {
-			acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
-		}
-		return acls
-	}
 	var acls []kfake.ACL
-	acls = append(acls, allow(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allow(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
 	for _, tp := range []string{accTopic, ovfTopic, dlqTopic} {
-		acls = append(acls, allow(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+		acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
 	}
-	acls = append(acls, allow(kmsg.ACLResourceTypeTopic, ruleACLTopic, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allow(kmsg.ACLResourceTypeTransactionalId, "gate-g", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, ruleACLTopic, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeTransactionalId, "gate-g", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 		kfake.SeedTopics(1, ruleACLTopic, noACLTopic), kfake.GroupMinSessionTimeout(100*time.Millisecond),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),

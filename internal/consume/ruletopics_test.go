@@ -529,21 +529,14 @@ func TestRuleTopicLeaderElectionIsNotMissing(t *testing.T) {
 func TestRuleTopicACLRevokedExactlyOncePreKIP890(t *testing.T) {
 	t.Parallel()
 	const merges = "merges"
-	allow := func(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
-		var acls []kfake.ACL
-		for _, op := range ops {
-			acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
-		}
-		return acls
-	}
 	var acls []kfake.ACL
-	acls = append(acls, allow(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allow(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
 	for _, tp := range []string{accTopic, ovfTopic, dlqTopic, merges} {
-		acls = append(acls, allow(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+		acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
 	}
-	acls = append(acls, allow(kmsg.ACLResourceTypeTransactionalId, "gate-g", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeTransactionalId, "gate-g", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, allowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 		kfake.SeedTopics(1, merges), kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.MaxVersions(kversion.V3_9_0()),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
