@@ -3,7 +3,6 @@ package gate
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -50,16 +49,8 @@ func TestRulesReloadWithRedisDownKeepsUnwrittenCounts(t *testing.T) {
 		"GATE_REDIS_URLS":    srv.URL(),
 		"GATE_RULES_FILE":    path,
 	})
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	g, err := New(cfg, log, Options{Writer: "reload-outage", RulesReload: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); g.RunTick(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; g.Consumer.Close(); g.CloseRedis(log) })
+	g, logs := startReloadingLogged(t, cfg, "reload-outage")
+	ctx := context.Background()
 
 	send := func(n int) {
 		for range n {

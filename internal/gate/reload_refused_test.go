@@ -1,8 +1,6 @@
 package gate
 
 import (
-	"context"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,16 +28,7 @@ func refusingReload(t *testing.T, srv *redistest.Server, rulesText string, env m
 		vars[k] = v
 	}
 	cfg := load(t, vars)
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	g, err := New(cfg, log, Options{Writer: "reload-refused", RulesReload: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); g.RunTick(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; g.Consumer.Close(); g.CloseRedis(log) })
+	g, logs := startReloadingLogged(t, cfg, "reload-refused")
 	send := func(n int) map[string]int {
 		topics := map[string]int{}
 		for range n {

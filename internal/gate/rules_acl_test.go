@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,16 +50,7 @@ func TestRulesReloadNamingTopicWithoutWriteACLRefused(t *testing.T) {
 		"GATE_REDIS_URLS":           srv.URL(),
 		"GATE_RULES_FILE":           path,
 	})
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	g, err := New(cfg, log, Options{Writer: "reload-acl-test", RulesReload: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); g.RunTick(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; g.Consumer.Close(); g.CloseRedis(log) })
+	g, logs := startReloadingLogged(t, cfg, "reload-acl-test")
 	first := g.gen.Load()
 
 	writeRules(t, path, teamRule+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")

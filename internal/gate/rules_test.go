@@ -364,7 +364,15 @@ func rulesConfig(t *testing.T, redisURL, text string) config.Config {
 // tick until the test ends.
 func startReloading(t *testing.T, cfg config.Config, writer string) *Gate {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
+	g, _ := startReloadingLogged(t, cfg, writer)
+	return g
+}
+
+// startReloadingLogged is startReloading, returning the gate's log too (text lines).
+func startReloadingLogged(t *testing.T, cfg config.Config, writer string) (*Gate, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	g, err := New(cfg, log, Options{Writer: writer, RulesReload: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +381,7 @@ func startReloading(t *testing.T, cfg config.Config, writer string) *Gate {
 	done := make(chan struct{})
 	go func() { defer close(done); g.RunTick(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; g.Consumer.Close(); g.CloseRedis(log) })
-	return g
+	return g, logs
 }
 
 // waitFor polls cond until it holds, failing the test after 30 s.
