@@ -39,7 +39,8 @@ type clockCheck struct {
 
 // checkClock measures the offset once per clockCheckInterval, sets the gauge and warns
 // (at most every ten minutes) while it is over half the read delay; it sets the live key
-// (markLive) at the same pace.
+// (markLive) at the same pace. A check that TIME got no answer for (nor a refusal) is
+// tried again at the next tick.
 func (t *Ticker) checkClock(ctx context.Context) {
 	c := &t.clockCheck
 	if c.wall == nil {
@@ -52,7 +53,6 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	if !c.last.IsZero() && start.Sub(c.last) < clockCheckInterval {
 		return
 	}
-	c.last = start
 	// The same minute's other errand: the key that tells operator tools a fleet runs
 	// under this prefix.
 	t.markLive(ctx)
@@ -61,10 +61,14 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	theirs, err := t.instances[0].Time(cctx).Result()
 	if err != nil {
 		if !timeRefused(err) {
-			// Redis out of reach, or refusing every command (NOAUTH, WRONGPASS, LOADING...):
-			// the tick's to report, as it does, with the error.
+			// Redis out of reach, refusing every command (NOAUTH, WRONGPASS, LOADING...),
+			// or no answer before the errands' deadline (a loaded host's tick running
+			// late): the tick's to report, as it does, with the error. The check, and the
+			// live key with it, are tried again at the next tick: marked done, a gate
+			// whose first check came too late had no live key and no offset for a minute.
 			return
 		}
+		c.last = start
 		// TIME alone refused: an ACL without +time (NOPERM), or the command renamed away,
 		// under which the offset is never measured and GateClockSkew can never fire.
 		t.countError(classify(err), 0)
@@ -74,6 +78,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 		}
 		return
 	}
+	c.last = start
 	rtt := c.wall.Now().Sub(start)
 	// Redis read its clock about half the round trip after we sent.
 	offset := start.Add(rtt / 2).Sub(theirs)
