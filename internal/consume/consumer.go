@@ -56,14 +56,11 @@ type Consumer struct {
 	// live is cl, for the metrics' scrapes: with exactly-once delivery the loop
 	// replaces cl when it rebuilds a fenced session (see recoverFenced).
 	live atomic.Pointer[kgo.Client]
-	// closedUnder is the client a poll found closed by another than the loop (a test
-	// ending the gate as a crash would, closing it under the running loop): the loop does
-	// not close it again (closeClient), as franz-go's Close run twice at once races with
-	// itself (each kills the fetch sessions: a data race under -race in v1.22.2), and run
-	// twice in turn is a second close the crash tests count.
-	closedUnder atomic.Pointer[kgo.Client]
 	// closeMus holds each client's close (closeOf), taken by each closer of it
-	// (closeClient's, Close's): a client is closed once, by whichever comes first, and
+	// (closeClient's, Close's): a client is closed once, by whichever comes first (franz-go's
+	// Close run twice at once races with itself, each killing the fetch sessions: a data
+	// race under -race in v1.22.2; run twice in turn, a second close the crash tests
+	// count), and
 	// a close the loop starts while Close closes it (a transaction whose end that close
 	// failed, rebuilding the client) waits for that one to finish. One a client, not one
 	// for all: a rebuilt client's close must not wait for its predecessor's, still under
@@ -321,9 +318,7 @@ func (c *Consumer) Close() {
 	// before is closed too (the loop, seeing shut, closes it itself if this did not).
 	for {
 		cl := c.live.Load()
-		// Not marked closedUnder before it is closed: the loop's closeClient, finding it
-		// so, would take its close as done (do of nothing) and no one would close it.
-		// The loop learns of this close by shut.
+		// The loop learns of this close by shut, and its own close of cl waits for it.
 		c.closeOf(cl).do(cl.Close)
 		if c.live.Load() == cl {
 			return
@@ -483,7 +478,6 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 			c.progressed()
 		}
 		if fetches.IsClientClosed() {
-			c.closedUnder.Store(c.cl)
 			c.cl.AllowRebalance()
 			return errors.New("kafka client closed while consuming")
 		}
@@ -561,18 +555,14 @@ func (c *Consumer) unroute(w work, b *batch, i int) {
 // closeClient runs closeFn (the client's, which leaves the group and so revokes
 // everything, committing in onRevoked, a no-op after the final commit) for at most
 // RevokeTimeout: a coordinator that stopped answering must not hold the shutdown. A
-// client closed by another (Close, or closed under the loop: closedUnder) is not closed
-// again; a close of it under way is waited for as this one would be. The channel
+// client closed by another (Close, under the running loop) is not closed again; a close
+// of it under way is waited for as this one would be. The channel
 // returned is closed once the client's close is over, past RevokeTimeout too: a
 // session built before then would register its client's metrics beside the closed
 // one's (resumeSession waits for it).
 func (c *Consumer) closeClient(closeFn func()) <-chan struct{} {
-	cl := c.cl
-	if c.closedUnder.Load() == cl {
-		closeFn = func() {} // closed by another, perhaps by no closeOf (a poll found it closed)
-	}
 	done := make(chan struct{})
-	cc := c.closeOf(cl)
+	cc := c.closeOf(c.cl)
 	go func() {
 		defer close(done)
 		cc.do(closeFn)

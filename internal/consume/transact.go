@@ -629,7 +629,6 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		idle := settled && !c.hasWork()
 		fetches := c.pollTxn(ctx)
 		if fetches.IsClientClosed() {
-			c.closedUnder.Store(c.cl)
 			return n, errors.New("kafka client closed while consuming")
 		}
 		c.fetchErrors(fetches)
@@ -752,9 +751,6 @@ func (c *Consumer) rebalanceTold(ctx context.Context) bool {
 // error ending the last transaction is logged instead, as at-least-once mode logs a
 // failed final commit: the partitions' next owner replays what it did not commit.
 func (c *Consumer) stopped(ctx context.Context, err error) error {
-	if errors.Is(err, kgo.ErrClientClosed) {
-		c.closedUnder.Store(c.cl) // not closed again: closedUnder
-	}
 	if err != nil && ctx.Err() != nil && !errors.Is(err, errShut) {
 		c.log.Error("ending the last transaction failed; the broker aborts it and the partitions' next owner replays it", "err", err)
 		return nil
@@ -1136,7 +1132,6 @@ func (c *Consumer) fillTxn(pollCtx context.Context, start time.Time, res *txnRes
 		until := quietUntil(time.Now(), deadline, c.cfg.TransactionInterval)
 		fetches := c.pollTxnUntil(pollCtx, until, c.cfg.TransactionMaxRecords-res.records)
 		if fetches.IsClientClosed() {
-			c.closedUnder.Store(c.cl)
 			return // End fails and says so
 		}
 		c.txn.filling = true
