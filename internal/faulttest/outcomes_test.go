@@ -72,8 +72,5 @@ func TestOutcomesExactlyOnceUnderKillAndRebalance(t *testing.T) {
 	for _, d := range faulttest.Differences(faulttest.RowTally(rows), want) {
 		t.Error(d)
 	}
-	// Read uncommitted, the topic holds the rows of aborted transactions too (those a
-	// kill or a fence left open): counted in no committed row.
-	raw := faulttest.ReadTopics(t, f.c, time.Minute, nil, outcomesTopic)
-	t.Logf("exactly-once with outcomes: %s; %d committed rows, %d outcome records read uncommitted", r, len(rows), len(raw))
+	t.Logf("exactly-once with outcomes: %s; %d committed rows", r, len(rows))
 }

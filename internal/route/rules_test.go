@@ -1350,6 +1350,11 @@ func TestRulesOfOneKeyHashItOnce(t *testing.T) {
 		}
 		sS.Flush()
 		sA.Flush()
+		if outcomes {
+			if got, want := rowsOf(sS.Outcomes), rowsOf(sA.Outcomes); !maps.Equal(got, want) {
+				t.Errorf("outcome rows %v with one seed, %v with a seed each", got, want)
+			}
+		}
 	}
 	for _, rule := range []string{"team", "team-user", "events", "team-tag"} {
 		if got, want := shared.counts(rule), apart.counts(rule); fmt.Sprint(got) != fmt.Sprint(want) {
