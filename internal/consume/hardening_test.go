@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/route"
 )
 
@@ -563,14 +564,14 @@ func TestPreflightMissingACL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var acls []kfake.ACL
-			acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-			acls = append(acls, allowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
 			for _, tp := range []string{accTopic, dlqTopic} {
-				acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+				acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
 			}
-			acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, ovfTopic, kmsg.ACLOperationDescribe)...)
-			acls = append(acls, allowACL(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-			acls = append(acls, allowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, ovfTopic, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 				kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
 				kfake.User("PLAIN", "gate", "gate-secret", acls...))
@@ -616,13 +617,13 @@ func TestOutputACLRevokedExactlyOncePreKIP890(t *testing.T) {
 	t.Parallel()
 	const parts, n = 3, 100
 	var acls []kfake.ACL
-	acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
 	for _, tp := range []string{accTopic, ovfTopic, dlqTopic, outTopic} {
-		acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+		acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
 	}
-	acls = append(acls, allowACL(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic, outTopic),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.MaxVersions(kversion.V3_9_0()),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
@@ -718,12 +719,12 @@ func TestOutputACLRevokedExactlyOncePreKIP890(t *testing.T) {
 func TestPreflightKIP848GroupWithoutRead(t *testing.T) {
 	t.Parallel()
 	var acls []kfake.ACL
-	acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationDescribe)...) // no READ
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationDescribe)...) // no READ
 	for _, tp := range []string{accTopic, ovfTopic, dlqTopic} {
-		acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+		acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
 	}
-	acls = append(acls, allowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
 		kfake.User("PLAIN", "gate", "gate-secret", acls...))

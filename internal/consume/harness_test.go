@@ -404,13 +404,3 @@ func forcedRuleRouter(t testing.TB, rcfg route.Config, ru route.Rule, reg promet
 	}
 	return r
 }
-
-// allowACL is an ACL allowing each of ops on the literal resource name of type res, for
-// kfake.User.
-func allowACL(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
-	var acls []kfake.ACL
-	for _, op := range ops {
-		acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
-	}
-	return acls
-}

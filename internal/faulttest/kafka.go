@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Group timings the gates run with in these tests, through their own settings (StartGate
@@ -29,4 +30,14 @@ func NewCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// AllowACL is kfake ACLs allowing each of ops on the literal resource name of type res
+// (for kfake.User).
+func AllowACL(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
+	var acls []kfake.ACL
+	for _, op := range ops {
+		acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
+	}
+	return acls
 }

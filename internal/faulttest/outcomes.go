@@ -1,9 +1,12 @@
 package faulttest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -86,4 +89,19 @@ func Differences(got, want Tally) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ReadRows reads the outcome rows of topic written in the last hour, as a read_committed
+// reader (gate outcomes) has them (outcome.Scan), opts the reading client's (brokers,
+// TLS, SASL). It fails the test on an error or a record that is no row of this schema.
+func ReadRows(t testing.TB, topic string, opts ...kgo.Opt) []outcome.Row {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var rows []outcome.Row
+	read, err := outcome.Scan(ctx, topic, time.Now().Add(-time.Hour), "", func(r *outcome.Row) { rows = append(rows, *r) }, opts...)
+	if err != nil || read.Skipped > 0 {
+		t.Fatalf("reading the outcomes of %s: %v (%d records skipped)", topic, err, read.Skipped)
+	}
+	return rows
 }

@@ -1,7 +1,6 @@
 package faulttest_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -9,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/faulttest"
-	"github.com/capturegate/gate/internal/outcome"
 )
 
 // TestOutcomesExactlyOnceUnderKillAndRebalance is issue Outcomes' conservation on the
@@ -61,14 +59,7 @@ func TestOutcomesExactlyOnceUnderKillAndRebalance(t *testing.T) {
 	if want["hot"]["overflow"] == 0 || want[""]["dead_letter"] == 0 {
 		t.Fatalf("outputs by team %v: want the hot team overflowing and dead letters", want)
 	}
-	var rows []outcome.Row
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	read, err := outcome.Scan(ctx, outcomesTopic, time.Now().Add(-time.Hour), "", func(r *outcome.Row) { rows = append(rows, *r) },
-		kgo.SeedBrokers(f.c.ListenAddrs()...))
-	if err != nil || read.Skipped > 0 {
-		t.Fatalf("reading the outcomes: %v (%d records skipped)", err, read.Skipped)
-	}
+	rows := faulttest.ReadRows(t, outcomesTopic, kgo.SeedBrokers(f.c.ListenAddrs()...))
 	for _, d := range faulttest.Differences(faulttest.RowTally(rows), want) {
 		t.Error(d)
 	}

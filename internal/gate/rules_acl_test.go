@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/redistest"
 )
 
@@ -26,12 +27,12 @@ func TestRulesReloadNamingTopicWithoutWriteACLRefused(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	var acls []kfake.ACL
-	acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, "events", kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, allowACL(kmsg.ACLResourceTypeGroup, "capture-gate", kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, "events", kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeGroup, "capture-gate", kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
 	for _, tp := range []string{"events_accepted", "events_overflow", "events_dead_letter"} {
-		acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+		acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
 	}
-	acls = append(acls, allowACL(kmsg.ACLResourceTypeTopic, "merges", kmsg.ACLOperationDescribe)...) // no WRITE
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, "merges", kmsg.ACLOperationDescribe)...) // no WRITE
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
 		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter", "merges"),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
@@ -106,14 +107,4 @@ func TestRulesReloadNamingTopicWithoutWriteACLRefused(t *testing.T) {
 	if v := gaugeValue(t, g, "gate_rules_file_valid"); v != 1 {
 		t.Errorf("gate_rules_file_valid %v once the edit is in use, want 1", v)
 	}
-}
-
-// allowACL is an ACL allowing each of ops on the literal resource name of type res, for
-// kfake.User.
-func allowACL(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {
-	var acls []kfake.ACL
-	for _, op := range ops {
-		acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
-	}
-	return acls
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/faulttest"
-	"github.com/capturegate/gate/internal/outcome"
 )
 
 // TestOutcomesOnApacheKafka: gates with outcomes on, through a gate joining and leaving
@@ -64,11 +63,7 @@ func outcomesOnApacheKafka(t *testing.T, delivery string) {
 	// The distinct records on the outputs, by team and outcome (at least once a record
 	// the SIGKILL left uncommitted is on them twice).
 	want := faulttest.OutputTally(s.k.ReadAll(t, opts, s.n.Outs()...), map[string]string{s.n.Acc: "accepted", s.n.Ovf: "overflow", s.n.Dlq: "dead_letter"})
-	var rows []outcome.Row
-	read, err := outcome.Scan(t.Context(), outTopic, time.Now().Add(-time.Hour), "", func(r *outcome.Row) { rows = append(rows, *r) }, kgo.SeedBrokers(s.k.Brokers))
-	if err != nil || read.Skipped > 0 {
-		t.Fatalf("reading the outcomes: %v (%d records skipped)", err, read.Skipped)
-	}
+	rows := faulttest.ReadRows(t, outTopic, kgo.SeedBrokers(s.k.Brokers))
 	got := faulttest.RowTally(rows)
 	if want["hot"]["overflow"] == 0 || want[""]["dead_letter"] == 0 {
 		t.Fatalf("outputs by team %v: want the hot team overflowing and dead letters", want)
