@@ -871,13 +871,18 @@ func TestOutcomesAtLeastOnceLost(t *testing.T) {
 	counted := map[string]int64{} // by seal: the records its rows count
 	covered := map[string]int64{} // by seal: the offsets its sources name
 	var total int64
-	deadline := time.Now().Add(20 * time.Second)
-	for idle := 0; idle < 5 && time.Now().Before(deadline); {
+	// Read until the rows count the records routed and five polls in a row find nothing
+	// more: on a loaded machine the client's first polls may find nothing yet (CI once
+	// read no row at all, the five idle polls spent before the first fetch).
+	deadline := time.Now().Add(60 * time.Second)
+	for idle := 0; (total < 2*n || idle < 5) && time.Now().Before(deadline); {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		fs := cl.PollFetches(ctx)
 		cancel()
 		if fs.NumRecords() == 0 {
 			idle++
+		} else {
+			idle = 0
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			row, err := outcome.Decode(r.Value)
