@@ -3,6 +3,9 @@ package consume
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -479,10 +482,39 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s after %s", what, timeout)
+			t.Fatalf("no %s after %s; %s", what, timeout, dumpGoroutines(t))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// dumpGoroutines writes every goroutine's stack to a file in the temporary directory,
+// which outlives the test, and returns a line naming it: a wait that runs out in a CI run
+// (seen once: an exactly-once gate that neither fetched nor began a transaction for 30 s)
+// then shows where the gate's loop and the client's goroutines were, which its log alone
+// cannot. The package's tests run in parallel: the dump holds theirs too.
+func dumpGoroutines(t *testing.T) string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	f, err := os.CreateTemp("", "gate-stacks-"+name+"-*.txt")
+	if err == nil {
+		_, err = f.Write(buf)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Sprintf("goroutine stacks not written: %v", err)
+	}
+	return "goroutine stacks in " + f.Name()
 }
 
 // waitNotReady waits up to timeout for g's not-ready reasons, joined, to satisfy named;
@@ -492,7 +524,7 @@ func waitNotReady(t *testing.T, g *testGate, timeout time.Duration, want string,
 	deadline := time.Now().Add(timeout)
 	for why := strings.Join(g.c.NotReady(), "; "); !named(why); why = strings.Join(g.c.NotReady(), "; ") {
 		if time.Now().After(deadline) {
-			t.Fatalf("not ready because %q; want %s", why, want)
+			t.Fatalf("not ready because %q; want %s; %s", why, want, dumpGoroutines(t))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

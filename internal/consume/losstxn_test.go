@@ -243,8 +243,8 @@ func readAgainAt40(t *testing.T, env *gateEnv, g *testGate) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("offsets 40..49 not read again, or partition 0 not committed to its end (90), after %s: ids 40..49 routed %v times, "+
-				"partition 0 committed at %d, lost %v, group generation %d, not ready: %q",
-				within, seen, at, lostMetric(t, g.reg, 0, "broker"), gi.Epoch, g.c.NotReady())
+				"partition 0 committed at %d, lost %v, group generation %d, not ready: %q; %s",
+				within, seen, at, lostMetric(t, g.reg, 0, "broker"), gi.Epoch, g.c.NotReady(), dumpGoroutines(t))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
