@@ -563,15 +563,8 @@ func TestPreflightMissingACL(t *testing.T) {
 	for _, tc := range deliveries() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var acls []kfake.ACL
-			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-			for _, tp := range []string{accTopic, dlqTopic} {
-				acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-			}
-			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, ovfTopic, kmsg.ACLOperationDescribe)...)
-			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+			acls := faulttest.GateNeeds{Input: inTopic, Group: testGroup, Outputs: []string{accTopic, dlqTopic}, TransactionalID: "gate-a"}.ACLs()
+			acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, ovfTopic, kmsg.ACLOperationDescribe)...) // no WRITE
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 				kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
 				kfake.User("PLAIN", "gate", "gate-secret", acls...))
@@ -616,14 +609,7 @@ func TestPreflightMissingACL(t *testing.T) {
 func TestOutputACLRevokedExactlyOncePreKIP890(t *testing.T) {
 	t.Parallel()
 	const parts, n = 3, 100
-	var acls []kfake.ACL
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	for _, tp := range []string{accTopic, ovfTopic, dlqTopic, outTopic} {
-		acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	}
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTransactionalId, "gate-a", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	acls := faulttest.GateNeeds{Input: inTopic, Group: testGroup, Outputs: []string{accTopic, ovfTopic, dlqTopic, outTopic}, TransactionalID: "gate-a"}.ACLs()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic, outTopic),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.MaxVersions(kversion.V3_9_0()),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
@@ -718,13 +704,8 @@ func TestOutputACLRevokedExactlyOncePreKIP890(t *testing.T) {
 // only that it had not joined the group, its heartbeats refused.
 func TestPreflightKIP848GroupWithoutRead(t *testing.T) {
 	t.Parallel()
-	var acls []kfake.ACL
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	acls := faulttest.GateNeeds{Input: inTopic, Outputs: []string{accTopic, ovfTopic, dlqTopic}}.ACLs()
 	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationDescribe)...) // no READ
-	for _, tp := range []string{accTopic, ovfTopic, dlqTopic} {
-		acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	}
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
 		kfake.User("PLAIN", "gate", "gate-secret", acls...))

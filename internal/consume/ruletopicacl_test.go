@@ -37,15 +37,8 @@ const (
 // It returns the cluster and an admin client of it.
 func ruleTopicACLCluster(t *testing.T) (*kfake.Cluster, *kadm.Client, kgo.Opt) {
 	t.Helper()
-	var acls []kfake.ACL
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	for _, tp := range []string{accTopic, ovfTopic, dlqTopic} {
-		acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	}
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, ruleACLTopic, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTransactionalId, "gate-g", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	acls := faulttest.GateNeeds{Input: inTopic, Group: testGroup, Outputs: []string{accTopic, ovfTopic, dlqTopic}, TransactionalID: "gate-g"}.ACLs()
+	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, ruleACLTopic, kmsg.ACLOperationDescribe)...) // no WRITE
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 		kfake.SeedTopics(1, ruleACLTopic, noACLTopic), kfake.GroupMinSessionTimeout(100*time.Millisecond),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),

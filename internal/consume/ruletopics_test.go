@@ -530,14 +530,7 @@ func TestRuleTopicLeaderElectionIsNotMissing(t *testing.T) {
 func TestRuleTopicACLRevokedExactlyOncePreKIP890(t *testing.T) {
 	t.Parallel()
 	const merges = "merges"
-	var acls []kfake.ACL
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, inTopic, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeGroup, testGroup, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	for _, tp := range []string{accTopic, ovfTopic, dlqTopic, merges} {
-		acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	}
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTransactionalId, "gate-g", kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+	acls := faulttest.GateNeeds{Input: inTopic, Group: testGroup, Outputs: []string{accTopic, ovfTopic, dlqTopic, merges}, TransactionalID: "gate-g"}.ACLs()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, inTopic), kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 		kfake.SeedTopics(1, merges), kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.MaxVersions(kversion.V3_9_0()),
 		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),

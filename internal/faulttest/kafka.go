@@ -32,6 +32,38 @@ func NewCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	return c
 }
 
+// GateNeeds is a gate's resources on a cluster with ACLs, as docs/operations.md's table
+// "What the gate needs from the cluster" lists them (TestGateNeedsAsDocumented keeps
+// ACLs to that table).
+type GateNeeds struct {
+	Input, Group string
+	// Outputs are the topics the gate writes: its three, the outcomes topic, rules' own.
+	Outputs []string
+	// TransactionalID is an exactly-once gate's id ("": at least once, none needed).
+	TransactionalID string
+}
+
+// ACLs returns the ACLs the table grants n's principal: READ and DESCRIBE on the input
+// and the group, WRITE and DESCRIBE on each output and the transactional id, and the
+// cluster's IDEMPOTENT_WRITE (for kfake.User). A test of a missing one leaves that
+// resource out of n and grants what it wants of it itself.
+func (n GateNeeds) ACLs() []kfake.ACL {
+	var acls []kfake.ACL
+	if n.Input != "" {
+		acls = append(acls, AllowACL(kmsg.ACLResourceTypeTopic, n.Input, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	}
+	if n.Group != "" {
+		acls = append(acls, AllowACL(kmsg.ACLResourceTypeGroup, n.Group, kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
+	}
+	for _, tp := range n.Outputs {
+		acls = append(acls, AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	}
+	if n.TransactionalID != "" {
+		acls = append(acls, AllowACL(kmsg.ACLResourceTypeTransactionalId, n.TransactionalID, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
+	}
+	return append(acls, AllowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationIdempotentWrite)...)
+}
+
 // AllowACL is kfake ACLs allowing each of ops on the literal resource name of type res
 // (for kfake.User).
 func AllowACL(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) []kfake.ACL {

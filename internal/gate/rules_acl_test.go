@@ -26,12 +26,7 @@ import (
 func TestRulesReloadNamingTopicWithoutWriteACLRefused(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	var acls []kfake.ACL
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, "events", kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeGroup, "capture-gate", kmsg.ACLOperationRead, kmsg.ACLOperationDescribe)...)
-	for _, tp := range []string{"events_accepted", "events_overflow", "events_dead_letter"} {
-		acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, tp, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)...)
-	}
+	acls := faulttest.GateNeeds{Input: "events", Group: "capture-gate", Outputs: []string{"events_accepted", "events_overflow", "events_dead_letter"}}.ACLs()
 	acls = append(acls, faulttest.AllowACL(kmsg.ACLResourceTypeTopic, "merges", kmsg.ACLOperationDescribe)...) // no WRITE
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
 		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter", "merges"),
