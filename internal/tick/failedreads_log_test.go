@@ -21,8 +21,8 @@ func TestFailedReadsLoggedAsTeams(t *testing.T) {
 	const teams = 300 // in MGETs of 200 keys, a few of them
 	srv := redistest.Start(t)
 	clk := clock.NewFake(epochStart.Add(5 * time.Second))
-	g := newGateWith(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 100}, Config{},
-		RedisOptions{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, srv)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 100},
+		Config{TickTimeout: 10 * time.Second}, srv) // the stalled read phase alone waits stallWait (stallCtx)
 	logs := g.withLog()
 	ctx := context.Background()
 	for i := range teams {
@@ -32,7 +32,7 @@ func TestFailedReadsLoggedAsTeams(t *testing.T) {
 		t.Fatalf("write phase = %+v, want the %d teams' counts written", r, teams)
 	}
 	srv.Pause(t)
-	r := g.tk.ReadPhase(ctx)
+	r := g.tk.ReadPhase(stallCtx(ctx, t))
 	srv.Resume(t)
 	if r.FailedReads != teams {
 		t.Fatalf("read phase during the stall = %+v, want the %d teams' reads failed", r, teams)

@@ -310,8 +310,8 @@ func TestRunawayKeyDivertedWithTheSketch(t *testing.T) {
 func TestFleetCountStallCountsGateOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client(t)
-	g := newGateWith(t, nil, limit.Config{Window: time.Minute}, Config{KeyPrefix: "fs", Writer: "w0", TickTimeout: 300 * time.Millisecond},
-		RedisOptions{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, srv)
+	g := newGate(t, nil, limit.Config{Window: time.Minute},
+		Config{KeyPrefix: "fs", Writer: "w0", TickTimeout: 10 * time.Second}, srv) // the stalled count alone waits stallWait (stallCtx)
 	ctx := context.Background()
 	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
 	at := func(s int, off time.Duration) time.Time { return slot0.Add(time.Duration(s)*FleetSlot + off) }
@@ -320,7 +320,7 @@ func TestFleetCountStallCountsGateOnce(t *testing.T) {
 
 	g.tk.countFleet(ctx, at(0, time.Second)) // a first, clean count
 	srv.Pause(t)
-	g.tk.countFleet(ctx, at(1, time.Second)) // times out: Redis has the INCRBY in its socket
+	g.tk.countFleet(stallCtx(ctx, t), at(1, time.Second)) // times out: Redis has the INCRBY in its socket
 	srv.Resume(t)
 	deadline := time.Now().Add(10 * time.Second)
 	for {

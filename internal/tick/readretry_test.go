@@ -5,40 +5,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 )
 
-// Short socket timeouts, so that a Redis stalled for readRetryStall fails a tick by timeout
-// well within the stall, on a loaded machine too.
-const (
-	readRetryTimeout = 150 * time.Millisecond
-	readRetryStall   = 300 * time.Millisecond
-)
+// readRetryStall is how long Redis stalls: longer than the tick made during the stall
+// waits for it (stallWait), so that tick fails by timeout within the stall.
+const readRetryStall = 2 * stallWait
 
-// newShortGate is newGate with readRetryTimeout on every socket read and write.
-func newShortGate(t *testing.T, clk clock.Clock, lc limit.Config, srv *redistest.Server) *gate {
+// newRetryGate is newGate with seconds for the ticks that must succeed; the one made
+// during the stall waits stallWait (stallCtx).
+func newRetryGate(t *testing.T, clk clock.Clock, lc limit.Config, srv *redistest.Server) *gate {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	l, err := limit.New(lc, clk, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clients, err := Dial([]string{srv.URL()}, RedisOptions{ReadTimeout: readRetryTimeout, WriteTimeout: readRetryTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := clients[0]
-	t.Cleanup(func() { _ = c.Close() })
-	tk, err := New(l, []redis.UniversalClient{c}, Config{}, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &gate{l: l, tk: tk, reg: reg}
+	return newGate(t, clk, lc, Config{TickTimeout: 10 * time.Second}, srv)
 }
 
 // readsTotal is the gate's gate_limiter_reads_total for reason (0 when never counted).
@@ -76,31 +56,32 @@ func TestFailedReadRetriedNextTick(t *testing.T) {
 	for _, lc := range []limit.Clock{limit.WallClock, limit.EventClock} {
 		t.Run(lc.String(), func(t *testing.T) {
 			srv := redistest.Start(t)
+			bg := context.Background()
 			clk := clock.NewFake(epochStart.Add(5 * time.Second))
 			cfg := limit.Config{Window: time.Minute, Threshold: threshold, Mode: limit.Divert, Clock: lc, MaxEventAge: 5 * time.Minute}
 			check := func(g *gate, team string, n int64) limit.Decision {
 				now := clk.Now()
 				return g.l.CheckEventAt(now, now, team, n) // CheckAt(now, …) under the wall clock
 			}
-			tick := func(g *gate, what string) TickResult {
+			tick := func(ctx context.Context, g *gate, what string) TickResult {
 				t.Helper()
-				r := g.tk.Tick(context.Background())
+				r := g.tk.Tick(ctx)
 				t.Logf("%s: %+v", what, r)
 				return r
 			}
 
 			// The fleet: another gate that counted 6 × the team's limit in this window and
 			// wrote it through its tick.
-			fleet := newShortGate(t, clk, cfg, srv)
+			fleet := newRetryGate(t, clk, cfg, srv)
 			check(fleet, "team", fleetAt)
-			if r := tick(fleet, "fleet tick"); r.Errors != 0 || r.Writes < 1 {
+			if r := tick(bg, fleet, "fleet tick"); r.Errors != 0 || r.Writes < 1 {
 				t.Fatalf("fleet tick = %+v, want its counts written", r)
 			}
 
 			// The gate under test, its connection to Redis open (a tick for another team).
-			g := newShortGate(t, clk, cfg, srv)
+			g := newRetryGate(t, clk, cfg, srv)
 			check(g, "warm-up", 1)
-			if r := tick(g, "warm-up tick"); r.Errors != 0 {
+			if r := tick(bg, g, "warm-up tick"); r.Errors != 0 {
 				t.Fatalf("warm-up tick = %+v, want no error", r)
 			}
 
@@ -113,7 +94,7 @@ func TestFailedReadRetriedNextTick(t *testing.T) {
 			srv.Pause(t)
 			t.Cleanup(func() { srv.Resume(t) })
 			stalled := time.Now()
-			r := tick(g, "tick during the stall")
+			r := tick(stallCtx(bg, t), g, "tick during the stall")
 			if r.FailedReads != 1 {
 				t.Fatalf("tick during the stall = %+v, want the team's read failed", r)
 			}
@@ -129,7 +110,7 @@ func TestFailedReadRetriedNextTick(t *testing.T) {
 			clk.Advance(g.tk.Config().TickInterval)
 			deadline := time.Now().Add(30 * time.Second)
 			for n := 1; ; n++ {
-				r = tick(g, "tick after the stall")
+				r = tick(bg, g, "tick after the stall")
 				if r.Errors == 0 {
 					break
 				}

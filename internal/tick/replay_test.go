@@ -224,8 +224,8 @@ func TestResendFoundAppliedKeepsAFailedKeysCount(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client(t)
 	clk := clock.NewFake(epochStart.Add(10 * time.Second))
-	g := newGateWith(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{},
-		RedisOptions{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, srv)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000},
+		Config{TickTimeout: 10 * time.Second}, srv) // the stalled tick alone waits stallWait (stallCtx)
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()
 	bad := Key(DefaultKeyPrefix, "team-a", ep)
@@ -240,7 +240,7 @@ func TestResendFoundAppliedKeepsAFailedKeysCount(t *testing.T) {
 	g.l.Check("team-a", 5)
 	g.l.Check("team-b", 3)
 	srv.Pause(t)
-	r := g.tk.Tick(ctx)
+	r := g.tk.Tick(stallCtx(ctx, t))
 	srv.Resume(t)
 	if r.Batches[outUnknown] != 1 {
 		t.Fatalf("tick during the stall = %+v, want its batch in doubt", r)

@@ -22,8 +22,10 @@ func TestStallCountsOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client(t)
 	clk := clock.NewFake(epochStart.Add(10 * time.Second))
-	g := newGateWith(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{},
-		RedisOptions{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, srv)
+	// Generous timeouts for the ticks that must succeed; those made while Redis is stopped
+	// wait stallWait (stallCtx).
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000},
+		Config{TickTimeout: 10 * time.Second}, srv)
 	ep := g.l.Epoch(clk.Now())
 	ctx := context.Background()
 
@@ -33,7 +35,7 @@ func TestStallCountsOnce(t *testing.T) {
 	}
 	g.l.Check("team", 100)
 	srv.Pause(t)
-	r := g.tk.Tick(ctx)
+	r := g.tk.Tick(stallCtx(ctx, t))
 	if r.Errors != 1 || r.Batches[outUnknown] != 1 {
 		srv.Resume(t)
 		t.Fatalf("tick during the stall = %+v, want 1 error and 1 batch of unknown outcome", r)
@@ -43,7 +45,7 @@ func TestStallCountsOnce(t *testing.T) {
 	// first would make the resend look like a repeat, and lose it).
 	g.l.Check("team", 7)
 	clk.Advance(time.Second)
-	r = g.tk.Tick(ctx)
+	r = g.tk.Tick(stallCtx(ctx, t))
 	srv.Resume(t)
 	if r.Errors != 1 || r.Batches[outUnknown] != 1 || r.CarriedWrites != 2 {
 		t.Fatalf("second tick during the stall = %+v, want the one batch in doubt resent and the new count kept back", r)

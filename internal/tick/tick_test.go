@@ -34,13 +34,29 @@ func newGate(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, servers 
 // testRedisOptions are newGate's client timeouts: a loaded CI machine can keep a local
 // redis-server from answering within the production defaults (250 ms reads), which failed
 // a tick of TestRunawayKeyFidelityWithTheSketch in CI. A test that wants a stall to fail a
-// tick says so with its Config's TickTimeout (the tick's context deadline) or newGateWith.
+// tick says so with the tick's context deadline: its Config's TickTimeout, or stallCtx.
 func testRedisOptions() RedisOptions {
 	return RedisOptions{ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, DialTimeout: 30 * time.Second}
 }
 
-// newGateWith is newGate with the client's settings given: short timeouts make a stall
-// outlast a tick's wait.
+// stallWait is how long a tick made while a test holds Redis stopped (Pause) waits for it
+// (stallCtx). The clients bound socket reads by the context's deadline
+// (ContextTimeoutEnabled) and the tick classifies it as a socket timeout, so such a test's
+// gate keeps generous timeouts (testRedisOptions, a TickTimeout of seconds) for the ticks
+// that must succeed: with 100 ms ones, a loaded CI machine can time them out. Long enough
+// that the stalled tick sends its commands before the deadline on a loaded machine too: a
+// test may wait for Redis to apply them on waking.
+const stallWait = 500 * time.Millisecond
+
+// stallCtx is ctx with a deadline stallWait from now, for a tick made while Redis is
+// stopped.
+func stallCtx(ctx context.Context, t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(ctx, stallWait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newGateWith is newGate with the client's settings given.
 func newGateWith(t testing.TB, clk clock.Clock, lc limit.Config, sc Config, ro RedisOptions, servers ...*redistest.Server) *gate {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -419,7 +435,8 @@ func TestRunFlushesOnStop(t *testing.T) {
 // counts cut short are written by the final flush, once.
 func TestRunStoppedMidTickLogsNoRedisFailure(t *testing.T) {
 	srv := redistest.Start(t)
-	g := newGate(t, nil, limit.Config{Window: time.Minute, ColdWriteInterval: writeEveryTick}, Config{TickInterval: 100 * time.Millisecond}, srv)
+	g := newGate(t, nil, limit.Config{Window: time.Minute, ColdWriteInterval: writeEveryTick},
+		Config{TickInterval: 100 * time.Millisecond, TickTimeout: 10 * time.Second}, srv) // the final flush's ticks: seconds, not 75 ms
 	logs := g.withLog()
 	ctx, cancel := context.WithCancel(context.Background())
 	g.tk.onPhase = func(part int, _ time.Time, ended bool) {
