@@ -1,8 +1,6 @@
 package consume
 
 import (
-	"bufio"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,10 +93,8 @@ func TestFinalCommitRefusedNotLoggedCommitted(t *testing.T) {
 		}
 	}
 	var lines []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
-	for sc.Scan() {
-		var line map[string]any
-		if json.Unmarshal(sc.Bytes(), &line) == nil && (line["msg"] == "consumer stopped" || line["msg"] == "partitions revoked") {
+	for _, line := range logLines(t, logs.String()) {
+		if line["msg"] == "consumer stopped" || line["msg"] == "partitions revoked" {
 			lines = append(lines, line)
 		}
 	}
@@ -148,14 +144,7 @@ func TestStopLineSaysWhereEachPartitionResumes(t *testing.T) {
 		return total == n
 	})
 	a.stop(t)
-	var stop map[string]any
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
-	for sc.Scan() {
-		var line map[string]any
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "consumer stopped" {
-			stop = line
-		}
-	}
+	stop := lastLine(t, logs.String(), "consumer stopped")
 	if stop == nil {
 		t.Fatalf("no \"consumer stopped\" line:\n%s", logs.String())
 	}

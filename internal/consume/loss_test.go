@@ -1,7 +1,6 @@
 package consume
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -47,18 +46,45 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// logLines returns the lines of a gate's JSON log, each decoded, in order, failing the
+// test on a line that is not JSON. The tests' one reader of a log: a bufio.Scanner left
+// at its default buffer stops at the first line over 64 KB (franz-go logs a large
+// group's assignment on one) and says so only through Err, which the scanners each test
+// had kept did not all ask: the lines after it were never seen.
+func logLines(t testing.TB, logs string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for l := range strings.SplitSeq(logs, "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		var line map[string]any
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatalf("log line not JSON: %v: %s", err, l)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// lastLine returns the last line of logs whose msg is msg, or nil.
+func lastLine(t testing.TB, logs string, msg string) map[string]any {
+	t.Helper()
+	var found map[string]any
+	for _, l := range logLines(t, logs) {
+		if l["msg"] == msg {
+			found = l
+		}
+	}
+	return found
+}
+
 // lossLines returns the JSON log lines that report lost records (those with a
 // lost_records attribute).
 func lossLines(t *testing.T, logs *syncBuffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var line map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatalf("log line not JSON: %v: %s", err, sc.Bytes())
-		}
+	for _, line := range logLines(t, logs.String()) {
 		if _, ok := line["lost_records"]; ok {
 			out = append(out, line)
 		}

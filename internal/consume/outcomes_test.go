@@ -1,7 +1,6 @@
 package consume
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -360,14 +359,7 @@ func TestShutdownRowsRefusedLogged(t *testing.T) {
 			}
 		}
 	}
-	var stopped map[string]any
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
-	for sc.Scan() {
-		var line map[string]any
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "consumer stopped" {
-			stopped = line
-		}
-	}
+	stopped := lastLine(t, logs.String(), "consumer stopped")
 	if stopped == nil {
 		t.Fatalf("no \"consumer stopped\" line:\n%s", logs.String())
 	}
@@ -523,10 +515,8 @@ func waitLogLine(t *testing.T, logs *syncBuffer, msg string) map[string]any {
 	t.Helper()
 	var line map[string]any
 	waitFor(t, 30*time.Second, "a line "+strconv.Quote(msg), func() bool {
-		sc := bufio.NewScanner(strings.NewReader(logs.String()))
-		for sc.Scan() {
-			var l map[string]any
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l["msg"] == msg {
+		for _, l := range logLines(t, logs.String()) {
+			if l["msg"] == msg {
 				line = l
 				return true
 			}

@@ -1,9 +1,7 @@
 package consume
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -157,18 +155,11 @@ func TestPreflightRuleTopicWithoutWriteACL(t *testing.T) {
 func preflightErrorLines(t *testing.T, logs, problem string) int {
 	t.Helper()
 	n := 0
-	sc := bufio.NewScanner(strings.NewReader(logs))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		var line struct {
-			Level    string `json:"level"`
-			Msg      string `json:"msg"`
-			Problems string `json:"problems"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			continue
-		}
-		if line.Level == "ERROR" && strings.Contains(line.Msg, "cannot start consuming") && strings.Contains(line.Problems, problem) {
+	for _, line := range logLines(t, logs) {
+		lvl, _ := line["level"].(string)
+		msg, _ := line["msg"].(string)
+		problems, _ := line["problems"].(string)
+		if lvl == "ERROR" && strings.Contains(msg, "cannot start consuming") && strings.Contains(problems, problem) {
 			n++
 		}
 	}
