@@ -474,6 +474,7 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 		pctx, cancel := c.pollContext(ctx)
 		fetches := c.cl.PollRecords(pctx, c.cfg.MaxPollRecords)
 		cancel()
+		nudgeFetch(c.cl, fetches)
 		if fetches.NumRecords() > 0 {
 			c.progressed()
 		}
@@ -496,6 +497,17 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// pollContext bounds a poll: to nudgeAfter, so that a poll with no record asks the fetch
+// loops to start (nudgeFetch), and to Config.CommitInterval, so that the periodic seal
+// runs on an idle gate too.
+func (c *Consumer) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	wait := nudgeAfter
+	if c.out != nil {
+		wait = min(wait, c.cfg.CommitInterval)
+	}
+	return context.WithTimeout(ctx, wait)
 }
 
 // inputFull reports whether the input records kept for the polls not yet wholly

@@ -327,14 +327,6 @@ func (c *Consumer) sealDue() {
 	}
 }
 
-// pollContext bounds a poll so the periodic seal runs on an idle gate too.
-func (c *Consumer) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.out == nil {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, c.cfg.CommitInterval)
-}
-
 // onOutcomeProduced is the promise of an at-least-once row: acknowledged, it counts
 // toward its seal; failed, it is produced again after a backoff (retryRows), the
 // partitions' commits held meanwhile, the problem reported as for any output topic.

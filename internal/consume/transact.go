@@ -759,9 +759,12 @@ func (c *Consumer) stopped(ctx context.Context, err error) error {
 }
 
 // pollTxn polls the records a transaction opens with: no more than
-// Config.TransactionMaxRecords. A revoke or a loss cuts the poll short (see rearm).
+// Config.TransactionMaxRecords, waiting nudgeAfter at most (none: nudgeFetch). A revoke
+// or a loss cuts the poll short (see rearm).
 func (c *Consumer) pollTxn(ctx context.Context) kgo.Fetches {
-	return c.pollTxnUntil(ctx, time.Time{}, c.cfg.TransactionMaxRecords)
+	fetches := c.pollTxnUntil(ctx, time.Now().Add(nudgeAfter), c.cfg.TransactionMaxRecords)
+	nudgeFetch(c.cl, fetches)
+	return fetches
 }
 
 // pollTxnUntil is pollTxn that also returns at deadline (unless it is zero), with at
