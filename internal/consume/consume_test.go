@@ -490,9 +490,10 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 
 // dumpGoroutines writes every goroutine's stack to a file in the temporary directory,
 // which outlives the test, and returns a line naming it: a wait that runs out in a CI run
-// (seen once: an exactly-once gate that neither fetched nor began a transaction for 30 s)
 // then shows where the gate's loop and the client's goroutines were, which its log alone
-// cannot. The package's tests run in parallel: the dump holds theirs too.
+// cannot (an exactly-once gate that fetched nothing for 30 s, its log silent: the dump
+// showed no fetch loop in franz-go, nudge.go). The package's tests run in parallel: the
+// dump holds theirs too.
 func dumpGoroutines(t *testing.T) string {
 	buf := make([]byte, 1<<20)
 	for {
