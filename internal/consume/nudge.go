@@ -9,10 +9,10 @@ import (
 // A fetch loop franz-go stops with nothing left to start it again. franz-go runs one
 // fetch loop per broker, started when a consumer session begins or a partition becomes
 // fetchable, and a start asked for while a loop runs is left to that loop (it goes round
-// once more). A loop that loaded its session just before the session was stopped finds
-// it cancelled and ends (kgo v1.22.2, source.loopFetch: workLoop.hardFinish), dropping any
-// start asked for meanwhile: that of the next session, when two sessions follow each
-// other that fast. The gate restarts the session twice in a row when it moves a
+// once more). As its code reads, a loop that loaded its session just before the session
+// was stopped finds it cancelled and ends (kgo v1.22.2, source.loopFetch:
+// workLoop.hardFinish), dropping any start asked for meanwhile: that of the next session,
+// when two sessions follow each other that fast. The gate restarts the session twice in a row when it moves a
 // partition right after a transaction ends (the end resets the session to the committed
 // offsets, the move resets it again): a broker's loss below the last commit
 // (resumeTxnGaps), an aborted transaction's partitions put back where it began
