@@ -41,33 +41,39 @@ func TestGateNeedsAsDocumented(t *testing.T) {
 		{"cluster", kmsg.ACLResourceTypeCluster, "kafka-cluster"},
 		{"transactional id (`GATE_DELIVERY=exactly-once`)", kmsg.ACLResourceTypeTransactionalId, "txn"},
 	}
-	// The table's rows, by their first cell: "| first | needs | ACL operations |".
-	table := map[string][]string{}
-	for line := range strings.SplitSeq(string(doc), "\n") {
-		if body, ok := strings.CutPrefix(strings.TrimSpace(line), "|"); ok {
-			if cells := strings.Split(strings.TrimSuffix(body, "|"), "|"); len(cells) == 3 {
-				for i := range cells {
-					cells[i] = strings.TrimSpace(cells[i])
-				}
-				table[cells[0]] = cells
+	// The section's table: the ACL operations cell of each row, by its first cell
+	// ("| first | needs | ACL operations |").
+	_, section, _ := strings.Cut(string(doc), "### What the gate needs from the cluster\n")
+	ops := map[string]string{}
+	inTable := false
+	for line := range strings.SplitSeq(section, "\n") {
+		body, ok := strings.CutPrefix(line, "|")
+		if !ok {
+			if inTable {
+				break // the table ended
 			}
+			continue
+		}
+		inTable = true
+		if cells := strings.Split(strings.TrimSuffix(body, "|"), "|"); len(cells) == 3 {
+			ops[strings.TrimSpace(cells[0])] = cells[2]
 		}
 	}
 	other := regexp.MustCompile("\\([^)]*for `gate [^)]*\\)")
 	op := regexp.MustCompile("`([A-Z_]+)`")
 	for _, r := range rows {
-		var cells []string
-		for first, c := range table {
-			if first == r.first || strings.HasPrefix(first, r.first+" (") {
-				cells = c
+		cell, ok := ops[r.first]
+		for first, c := range ops {
+			if !ok && strings.HasPrefix(first, r.first+" (") { // a row whose first cell goes on
+				cell, ok = c, true
 			}
 		}
-		if cells == nil {
+		if !ok {
 			t.Errorf("docs/operations.md: no row %q in the table of what the gate needs", r.first)
 			continue
 		}
 		var documented []string
-		for _, m := range op.FindAllStringSubmatch(other.ReplaceAllString(cells[2], ""), -1) {
+		for _, m := range op.FindAllStringSubmatch(other.ReplaceAllString(cell, ""), -1) {
 			documented = append(documented, m[1])
 		}
 		got := slices.Clone(granted[r.res][r.name])

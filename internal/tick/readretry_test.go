@@ -14,13 +14,6 @@ import (
 // waits for it (stallWait), so that tick fails by timeout within the stall.
 const readRetryStall = 2 * stallWait
 
-// newRetryGate is newGate with seconds for the ticks that must succeed; the one made
-// during the stall waits stallWait (stallCtx).
-func newRetryGate(t *testing.T, clk clock.Clock, lc limit.Config, srv *redistest.Server) *gate {
-	t.Helper()
-	return newGate(t, clk, lc, Config{TickTimeout: 10 * time.Second}, srv)
-}
-
 // readsTotal is the gate's gate_limiter_reads_total for reason (0 when never counted).
 func readsTotal(t *testing.T, g *gate, reason string) float64 {
 	t.Helper()
@@ -72,14 +65,14 @@ func TestFailedReadRetriedNextTick(t *testing.T) {
 
 			// The fleet: another gate that counted 6 × the team's limit in this window and
 			// wrote it through its tick.
-			fleet := newRetryGate(t, clk, cfg, srv)
+			fleet := newGate(t, clk, cfg, Config{TickTimeout: 10 * time.Second}, srv) // seconds for the ticks that must succeed
 			check(fleet, "team", fleetAt)
 			if r := tick(bg, fleet, "fleet tick"); r.Errors != 0 || r.Writes < 1 {
 				t.Fatalf("fleet tick = %+v, want its counts written", r)
 			}
 
 			// The gate under test, its connection to Redis open (a tick for another team).
-			g := newRetryGate(t, clk, cfg, srv)
+			g := newGate(t, clk, cfg, Config{TickTimeout: 10 * time.Second}, srv) // the tick in the stall alone waits stallWait (stallCtx)
 			check(g, "warm-up", 1)
 			if r := tick(bg, g, "warm-up tick"); r.Errors != 0 {
 				t.Fatalf("warm-up tick = %+v, want no error", r)
