@@ -504,12 +504,11 @@ func (c *Consumer) restart(ctx context.Context, p *partition, start, end kgo.Epo
 }
 
 // position returns where the gate stands in partition id: past its committed offset
-// when it read records since (the client's position), else the group's committed
-// offset, asked of the broker (the client takes a partition it has read but never
-// committed for committed at 0, and rewinds there when a transaction aborts); with
-// none there, the client's own, where it was moved back to after reading the
-// partition. read is false when the group has no committed offset and the gate read
-// nothing.
+// when it read records since, or where the gate moved it back to (the client's
+// position), else the group's committed offset, asked of the broker; with none there,
+// the client's own committed offset (franz-go shows one only for a partition the group
+// has committed). read is false when the group has no committed offset and the gate
+// read nothing.
 func (c *Consumer) position(ctx context.Context, p *partition) (pos kgo.EpochOffset, read bool, err error) {
 	id := p.id
 	if off, ok := c.cl.UncommittedOffsets()[c.cfg.InputTopic][id]; ok {

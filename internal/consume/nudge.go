@@ -10,7 +10,7 @@ import (
 // fetch loop per broker, started when a consumer session begins or a partition becomes
 // fetchable, and a start asked for while a loop runs is left to that loop (it goes round
 // once more). As its code reads, a loop that loaded its session just before the session
-// was stopped finds it cancelled and ends (kgo v1.22.2, source.loopFetch:
+// was stopped finds it cancelled and ends (kgo v1.22.2 and v1.22.3, source.loopFetch:
 // workLoop.hardFinish), dropping any start asked for meanwhile: that of the next session,
 // when two sessions follow each other that fast. The gate restarts the session twice in a row when it moves a
 // partition right after a transaction ends (the end resets the session to the committed

@@ -89,6 +89,9 @@ type txnState struct {
 	// ending is set while End runs: the gate polls nothing until it returns, so an End
 	// the broker does not answer is work waiting (watchdog.go), not an idle gate.
 	ending atomic.Bool
+	// untold holds the checks of dropRevokedUntold put off while a transaction ends:
+	// see rewinding.
+	untold untoldChecks
 	// unfenced is set by newSession: the session's producer id is not initialised yet,
 	// and a transaction its transactional id left open may still hold the group's
 	// offsets (see fenceOpen). The loop's goroutine only.
@@ -184,7 +187,7 @@ type txnCounts struct{ committed, aborted int }
 
 // A transaction can outlive Config.TransactionTimeout without the gate being slow:
 // GroupTransactSession.End holds its TxnOffsetCommit while the group joins and syncs
-// (franz-go v1.22.2, kgo/txn.go commitTransactionOffsets: g.waitJoinSyncMu), and a
+// (franz-go v1.22.2 and v1.22.3, kgo/txn.go commitTransactionOffsets: g.waitJoinSyncMu), and a
 // join waits for every member, a dead one until its session times out (up to the
 // rebalance timeout for a live but slow one). The broker then aborts the transaction
 // and bumps the producer's epoch, and the offset commit or the EndTxn that follows is
@@ -811,14 +814,28 @@ func (c *Consumer) interruptTxn() {
 // the watchdog (an idle gate went not ready, then failed its liveness probe), its
 // series still exported. franz-go calls onAssigned after every revoke, told or not,
 // and forgets a revoked partition's offsets first: a partition polled here whose
-// offsets the client no longer holds, and not in assigned, is no longer this gate's.
-// The open transaction, which may hold its records, is interrupted (it aborts).
+// offsets the client no longer holds (heldOffsets), and not in assigned, is no longer
+// this gate's. The open transaction, which may hold its records, is interrupted (it
+// aborts).
+//
+// While a transaction ends the check waits for the end's rewind (untoldChecks): an
+// aborted transaction's partitions the group has no commit for are held without
+// offsets the client shows from End's rewind until rewindTxnStarts sets them.
 func (c *Consumer) dropRevokedUntold(cl *kgo.Client, assigned []int32) {
-	held := cl.CommittedOffsets()[c.cfg.InputTopic]
+	if c.txn.untold.putOff(assigned) {
+		return
+	}
+	c.dropUnheld(cl, assigned)
+}
+
+// dropUnheld drops, as revoked untold, the partitions polled here that are not in
+// assigned and whose offsets the client no longer holds.
+func (c *Consumer) dropUnheld(cl *kgo.Client, assigned []int32) {
+	held := heldOffsets(cl, c.cfg.InputTopic)
 	var ids []int32
 	c.partsMu.Lock()
 	for id, p := range c.parts {
-		if _, ok := held[id]; !ok && p.polled.Load() && !slices.Contains(assigned, id) {
+		if !held[id] && p.polled.Load() && !slices.Contains(assigned, id) {
 			ids = append(ids, id)
 		}
 	}
@@ -828,6 +845,74 @@ func (c *Consumer) dropRevokedUntold(cl *kgo.Client, assigned []int32) {
 	}
 	slices.Sort(ids)
 	c.revokedTxn(ids, "seen_at", "assignment")
+}
+
+// heldOffsets returns the partitions of topic the client holds offsets for: those the
+// group committed (CommittedOffsets, since franz-go v1.22.3 only those with a commit)
+// and those read or set past it (UncommittedOffsets: a partition without a commit
+// once a poll returned its records, or once SetOffsets moved it). A revoked partition
+// is in neither: franz-go forgets its offsets before onAssigned.
+func heldOffsets(cl *kgo.Client, topic string) map[int32]bool {
+	held := map[int32]bool{}
+	for id := range cl.CommittedOffsets()[topic] {
+		held[id] = true
+	}
+	for id := range cl.UncommittedOffsets()[topic] {
+		held[id] = true
+	}
+	return held
+}
+
+// untoldChecks puts off dropRevokedUntold's check while a transaction ends. End's
+// rewind after an abort moves the client back to the group's commits, and a partition
+// the group has no commit for back to where the client began reading it, without a
+// mark: from then until rewindTxnStarts sets it again (SetOffsets), the client shows
+// no offsets for it, and a check in between (onAssigned runs on the group's goroutine,
+// beside End: the next step of the rebalance that interrupted the transaction) took
+// the partition, still owned, for revoked, and every later transaction holding its
+// records aborted. The loop checks again once the rewind is over (settle). The mutex
+// orders a check put off against the loop's taking them: none is left behind.
+type untoldChecks struct {
+	mu        sync.Mutex
+	rewinding bool
+	due       bool    // a check was put off
+	assigned  []int32 // the partitions the callbacks put off were given meanwhile
+}
+
+// start marks a transaction's end and rewind as under way.
+func (u *untoldChecks) start() {
+	u.mu.Lock()
+	u.rewinding = true
+	u.mu.Unlock()
+}
+
+// putOff reports whether a check of assigned must wait for the rewind, noting it.
+func (u *untoldChecks) putOff(assigned []int32) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.rewinding {
+		return false
+	}
+	u.due = true
+	u.assigned = append(u.assigned, assigned...)
+	return true
+}
+
+// settle ends the rewind and returns whether a check was put off, and the partitions
+// given meanwhile (not revoked: assigned since).
+func (u *untoldChecks) settle() (due bool, assigned []int32) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	due, assigned = u.due, u.assigned
+	u.rewinding, u.due, u.assigned = false, false, nil
+	return due, assigned
+}
+
+// checkUntold runs the check put off while the transaction ended, if any.
+func (c *Consumer) checkUntold() {
+	if due, assigned := c.txn.untold.settle(); due {
+		c.dropUnheld(c.cl, assigned)
+	}
 }
 
 // revokedTxn gives up the partitions ids under exactly-once delivery: the session aborts
@@ -854,8 +939,10 @@ func (c *Consumer) rearm(ctx context.Context) error {
 	}
 	c.txn.interrupted.Store(false) // before End: see transact
 	c.txn.ending.Store(true)
+	c.txn.untold.start()
 	_, err := c.tx.End(ctx, kgo.TryAbort)
 	c.txn.ending.Store(false)
+	c.checkUntold()
 	c.txn.rearms.Add(1)
 	if err != nil {
 		return fmt.Errorf("ending an empty transaction after a rebalance: %w", err)
@@ -950,6 +1037,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	// pass on the next one until a transaction ends (see rearm).
 	c.txn.interrupted.Store(false)
 	c.txn.ending.Store(true)
+	c.txn.untold.start()
 	committed, err := c.tx.End(ctx, end)
 	c.txn.ending.Store(false)
 	if err == nil && committed {
@@ -960,6 +1048,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	if err == nil && !committed {
 		c.rewindTxnStarts()
 	}
+	c.checkUntold() // the rewind is over: see untoldChecks
 	if err == nil && len(c.txn.gaps) > 0 {
 		c.resumeTxnGaps(ctx)
 	}
@@ -997,9 +1086,10 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 }
 
 // rewindTxnStarts puts each partition an aborted transaction routed back where the
-// transaction began reading it, when the session's rewind went below that: to offset 0
-// for a partition the group has not committed yet (franz-go's placeholder), which would
-// route the records Config.StartOffset skipped (StartLatest: the whole log). Only a
+// transaction began reading it, when the session's rewind went below that, and where
+// the group has not committed it: franz-go rewinds such a partition to where it began
+// reading it (v1.22.2 went to offset 0, which routed the records Config.StartOffset
+// skipped), and shows no offsets for it until it is set (untoldChecks). Only a
 // partition owned throughout, its state the one the transaction routed (a rebalance
 // can abort the transaction and leave it here: cooperative-sticky keeps what it can); a
 // partition revoked since is its next owner's, who starts from the commit. The records
@@ -1075,9 +1165,9 @@ func (c *Consumer) commitTxnStarts(ws []work) bool {
 		if cur == nil {
 			cur = c.cl.CommittedOffsets()[c.cfg.InputTopic]
 		}
-		// franz-go's placeholder for a partition the group has not committed is offset
-		// 0 (or none): committing where the transaction began is then harmless anyway,
-		// as the client reads from there.
+		// franz-go shows no committed offset for a partition the group has not
+		// committed (v1.22.2 showed offset 0): committing where the transaction began
+		// is then harmless anyway, as the client reads from there.
 		if off, ok := cur[w.p.id]; ok && off.Offset > 0 {
 			w.p.startCommitted = true
 			continue
