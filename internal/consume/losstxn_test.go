@@ -478,3 +478,36 @@ func TestRetentionGapInFirstTransaction(t *testing.T) {
 	}
 	checkLossLine(t, logs, 0, "retention", 0, 80)
 }
+
+// Exactly once, a partition the group has never committed, whose transaction aborts
+// (every produce refused): between the abort's end and the gate's rewind franz-go shows
+// no offsets for it (v1.22.3: none committed, none read past where reading began), and
+// a check for partitions revoked untold there (onAssigned, on the group's goroutine:
+// the next step of a rebalance) took it, still the client's, for revoked: the gate
+// dropped its state (gate_owned_partitions 0, its lag series and the watchdog's view of
+// it gone until the next rebalance). The check waits for the rewind: the partition
+// stays the gate's, and once produces are accepted its records are committed.
+func TestUntoldRevokeCheckWaitsForTheRewind(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 1)
+	var checks atomic.Int32
+	env.before = func(c *Consumer) {
+		c.txn.beforeRewind = func() {
+			if checks.Load() == 0 {
+				checks.Add(1)
+				c.dropRevokedUntold(c.cl, nil) // as onAssigned, given nothing new
+			}
+		}
+	}
+	refuse := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	g := env.start(t, "a")
+	produceTo(t, partProducer(t, env.cluster), 0, 0, 20)
+	waitFor(t, 30*time.Second, "a transaction aborted, checked for untold revokes before the rewind", func() bool {
+		return checks.Load() > 0 && testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) > 0
+	})
+	if owned := gaugeValue(t, g, "gate_owned_partitions"); owned != 1 {
+		t.Errorf("gate_owned_partitions = %v after the check, want 1: the partition is still the gate's", owned)
+	}
+	refuse.Remove()
+	waitCommitted(t, env.cluster, 1, 30*time.Second)
+}

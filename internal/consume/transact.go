@@ -82,6 +82,9 @@ type txnState struct {
 	// runs as soon as End returns, where a revoke can land.
 	rearms   atomic.Int64
 	afterEnd func()
+	// beforeRewind, when set (by tests), runs as soon as End returns, before the
+	// gate's rewind: where onAssigned can run on the group's goroutine (untoldChecks).
+	beforeRewind func()
 	// closedRetry is how long awaitClosedTopic waits before it builds a new client;
 	// zero is closedTopicRetry (tests shorten it).
 	closedRetry time.Duration
@@ -1040,6 +1043,9 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	c.txn.untold.start()
 	committed, err := c.tx.End(ctx, end)
 	c.txn.ending.Store(false)
+	if c.txn.beforeRewind != nil {
+		c.txn.beforeRewind()
+	}
 	if err == nil && committed {
 		// Only a commit is progress: an aborted transaction's records are polled and
 		// routed again, and a gate whose every transaction aborts is stuck (watchdog.go).
