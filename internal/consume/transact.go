@@ -92,8 +92,8 @@ type txnState struct {
 	// ending is set while End runs: the gate polls nothing until it returns, so an End
 	// the broker does not answer is work waiting (watchdog.go), not an idle gate.
 	ending atomic.Bool
-	// untold holds the checks of dropRevokedUntold put off while a transaction ends:
-	// see rewinding.
+	// untold holds the checks of dropRevokedUntold put off while a transaction ends
+	// (untoldChecks).
 	untold untoldChecks
 	// unfenced is set by newSession: the session's producer id is not initialised yet,
 	// and a transaction its transactional id left open may still hold the group's
@@ -872,9 +872,11 @@ func heldOffsets(cl *kgo.Client, topic string) map[int32]bool {
 // mark: from then until rewindTxnStarts sets it again (SetOffsets), the client shows
 // no offsets for it, and a check in between (onAssigned runs on the group's goroutine,
 // beside End: the next step of the rebalance that interrupted the transaction) took
-// the partition, still owned, for revoked, and every later transaction holding its
-// records aborted. The loop checks again once the rewind is over (settle). The mutex
-// orders a check put off against the loop's taking them: none is left behind.
+// the partition, still the client's, for revoked: the gate dropped its state
+// (gate_owned_partitions, its lag series and the watchdog's view of it) until the next
+// rebalance. The loop checks again once the rewind is over (settle), giving the check
+// the partitions assigned meanwhile. The mutex orders a check put off against the
+// loop's taking them: none is left behind.
 type untoldChecks struct {
 	mu        sync.Mutex
 	rewinding bool
