@@ -363,15 +363,28 @@ func TestGroupCoordinatorDies(t *testing.T) {
 	for _, g := range gates {
 		waitReady(t, g)
 		// The failover takes longer than 2 × GATE_COMMIT_INTERVAL (the controller fences
-		// the dead broker after 6 s): every gate's commits stop succeeding, whether they
-		// fail or the client holds them in flight, and it holds its fetches.
-		if strings.Contains(g.Logs(), "fetching the input stops until one succeeds") &&
-			strings.Contains(g.Logs(), "kafka: offsets commit again; fetching the input resumes") {
+		// the dead broker after 6 s): a gate's commits stop succeeding, whether they
+		// fail or the client holds them in flight, and it holds its fetches. A gate
+		// that lost its partitions first (its heartbeats failed before two commit
+		// intervals had) has nothing to commit, which counts as a success (commithold.go):
+		// it has nothing to hold either, and replays nothing it fetched. Seen once in 11
+		// runs; the other gate holds.
+		logs := g.Logs()
+		stopped := strings.Contains(logs, "fetching the input stops until one succeeds")
+		switch {
+		case stopped && strings.Contains(logs, "kafka: offsets commit again; fetching the input resumes"):
 			held++
-		} else {
-			t.Errorf("gate %s did not hold its fetches while no commit succeeded, and resume", g.Name)
+		case !stopped && strings.Contains(logs, "partitions lost"):
+			t.Logf("gate %s lost its partitions before its commits had failed for 2 × GATE_COMMIT_INTERVAL: nothing to hold", g.Name)
+		case stopped:
+			t.Errorf("gate %s held its fetches while no commit succeeded and never resumed", g.Name)
+		default:
+			t.Errorf("gate %s neither held its fetches while no commit succeeded nor lost its partitions", g.Name)
 		}
 		g.Term(t, time.Minute)
+	}
+	if held == 0 {
+		t.Errorf("neither gate held its fetches while no commit succeeded, and resumed")
 	}
 	rep := s.checkConserved("at-least-once", acked, "through the group coordinator's death")
 	// 2 × the commit interval before the hold, one interval's commit behind, 1 s for
