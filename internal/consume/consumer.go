@@ -1051,6 +1051,9 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 		return
 	}
 	if c.exactlyOnce() {
+		if c.txn.beforeRevoke != nil {
+			c.txn.beforeRevoke()
+		}
 		c.revokedTxn(ids)
 		return
 	}

@@ -1415,8 +1415,9 @@ func TestExactlyOnceRefusedOffsetCommitBacksOff(t *testing.T) {
 		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
 	}
 	t.Logf("%d transactions aborted for a refused offset commit", refused.Load())
-	// Backing off (10 ms to 500 ms here, doubling), 2 s hold some 10 attempts; without,
-	// one every few milliseconds.
+	// Each refusal waits rebalanceToldWithin (1 s) for a rebalance that would explain it,
+	// then backs off (10 ms to 500 ms here, doubling): 2 s hold two or three attempts;
+	// without, one every few milliseconds.
 	if got := refused.Load(); got > 30 {
 		t.Errorf("%d transactions aborted for a refused offset commit within 2 s: the gate did not back off", got)
 	}

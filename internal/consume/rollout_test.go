@@ -329,9 +329,28 @@ func overflowed(t *testing.T, g *testGate) float64 {
 // brokers for, and a backoff before the replay): the revoke is logged as such.
 func TestExactlyOnceKIP848RevokeIsNoRefusal(t *testing.T) {
 	t.Parallel()
+	kip848RevokeIsNoRefusal(t, 0)
+}
+
+// TestExactlyOnceKIP848LateRevokeIsNoRefusal is TestExactlyOnceKIP848RevokeIsNoRefusal
+// with each revoke passed on 300 ms after the session has it, as under -race on two busy
+// cores the group's goroutine ran that late: the gate waited 100 ms for it, then took the
+// abort for the brokers' refusal and warned (seen in TestRollingUpdate, the whole
+// package running).
+func TestExactlyOnceKIP848LateRevokeIsNoRefusal(t *testing.T) {
+	t.Parallel()
+	kip848RevokeIsNoRefusal(t, 300*time.Millisecond)
+}
+
+// kip848RevokeIsNoRefusal is a member joining and leaving an exactly-once gate's KIP-848
+// group, each revoke passed on to the gate late by late.
+func kip848RevokeIsNoRefusal(t *testing.T, late time.Duration) {
 	const parts = 8
 	env := newEOSEnv(t, parts)
 	env.ccfg.GroupProtocol = GroupConsumer
+	if late > 0 {
+		env.before = func(c *Consumer) { c.txn.beforeRevoke = func() { time.Sleep(late) } }
+	}
 	logs := &syncBuffer{}
 	env.logs = logs
 	stop := trickle(t, env)
