@@ -741,8 +741,8 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 // taking the abort for the brokers' refusal (rebalanceTold). The revoke comes on the
 // group's goroutine, which the scheduler may run late: under -race on two busy cores it
 // came past the 100 ms this once was, and a rolling update warned
-// (TestExactlyOnceKIP848LateRevokeIsNoRefusal). A refusal that no rebalance explains is
-// replayed after this and its backoff: a second, while the brokers refuse.
+// (TestExactlyOnceKIP848LateRevokeIsNoRefusal). A refusal no rebalance explains is
+// replayed after this second and then its backoff.
 const rebalanceToldWithin = time.Second
 
 // rebalanceTold reports whether a revoke, a loss or an assignment is passed on to the
