@@ -785,7 +785,6 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 			}
 		}
 		p := c.partition(ftp.Partition)
-		p.polled.Store(true)
 		if p.stopped.Load() {
 			return // fetched before it was paused: nothing past the stop is routed
 		}

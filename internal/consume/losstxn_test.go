@@ -511,3 +511,64 @@ func TestUntoldRevokeCheckWaitsForTheRewind(t *testing.T) {
 	refuse.Remove()
 	waitCommitted(t, env.cluster, 1, 30*time.Second)
 }
+
+// Exactly once, a partition the group has never committed whose polls so far returned
+// only a control record (an upstream transaction's abort marker: no record of it went
+// into a transaction of the gate's), when another partition's transaction aborts: the
+// abort's rewind moves the client back to where it began reading each partition the
+// group has not committed, and until a poll returns the marker again franz-go shows no
+// offsets for it (v1.22.3). A check for partitions revoked untold there (onAssigned:
+// the rebalance step an abort often comes with) took it, still the client's, for
+// revoked and dropped its state: gate_owned_partitions 1 of 2, and its next records
+// routed on detached state, counted in no outcome row. Only a partition whose records
+// went into a transaction is the check's to judge: a commit gives it the group's
+// offset, an abort's rewind marks it (rewindTxnStarts).
+func TestUntoldRevokeCheckKeepsAPartitionOfOnlyAMarker(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 2)
+	upstream, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.TransactionalID("input-writer"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(inTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(upstream.Close)
+	if err := upstream.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	r := inputRecord(1000, "team-1")
+	r.Partition = 1
+	if err := upstream.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := upstream.EndTransaction(t.Context(), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	var checked atomic.Bool
+	env.before = func(c *Consumer) {
+		c.txn.afterEnd = func() {
+			// After an aborted transaction's end and rewind, before the next poll: as
+			// onAssigned, given nothing new.
+			if testutil.ToFloat64(c.m.transactions.WithLabelValues("aborted")) > 0 && !checked.Swap(true) {
+				c.dropRevokedUntold(c.cl, nil)
+			}
+		}
+	}
+	g := env.start(t, "a")
+	waitFor(t, 30*time.Second, "partition 1's abort marker polled", func() bool {
+		p := g.c.owned(1)
+		return p != nil && p.next.Load() >= 2
+	})
+	refuse := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	prod := partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, 10)
+	waitFor(t, 30*time.Second, "a transaction aborted, then checked for untold revokes", checked.Load)
+	if owned := gaugeValue(t, g, "gate_owned_partitions"); owned != 2 {
+		t.Errorf("gate_owned_partitions = %v after the check, want 2: partition 1 is still the gate's", owned)
+	}
+	if g.c.owned(1) == nil {
+		t.Errorf("partition 1's state dropped by the check")
+	}
+	refuse.Remove()
+	produceTo(t, prod, 1, 10, 5)
+	waitCommitted(t, env.cluster, 2, 30*time.Second)
+}

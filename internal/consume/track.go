@@ -33,10 +33,13 @@ type partition struct {
 	gen int
 
 	gone atomic.Bool // revoked or lost: late acknowledgements and retries are dropped
-	// polled is set once a poll returned records of the partition (control records
-	// too): the client then holds offsets for it until it is revoked or lost (see
-	// Consumer.dropRevokedUntold).
-	polled atomic.Bool
+	// transacted is set once records of the partition went into a transaction
+	// (exactly-once): the client then holds offsets for it until it is revoked or lost,
+	// the group's once a transaction commits, marked by rewindTxnStarts once one aborts
+	// (see Consumer.dropRevokedUntold). A poll alone gives no such hold: an abort's
+	// rewind hides a partition the group has not committed until a poll returns its
+	// records again.
+	transacted atomic.Bool
 	// stopped is set when a record of the partition is refused by every topic and
 	// Config.OnUndeliverable is stop, or records of it were lost before the gate read
 	// them and Config.OnDataLoss is stop: nothing more of it is routed or committed.

@@ -823,10 +823,11 @@ func (c *Consumer) interruptTxn() {
 // a heartbeat's reconciliation) stayed owned here for good, its lag counted as work by
 // the watchdog (an idle gate went not ready, then failed its liveness probe), its
 // series still exported. franz-go calls onAssigned after every revoke, told or not,
-// and forgets a revoked partition's offsets first: a partition polled here whose
-// offsets the client no longer holds (heldOffsets), and not in assigned, is no longer
-// this gate's. The open transaction, which may hold its records, is interrupted (it
-// aborts).
+// and forgets a revoked partition's offsets first: a partition whose records went into
+// a transaction here (partition.transacted), whose offsets the client no longer holds
+// (heldOffsets), and not in assigned, is no longer this gate's. One only polled is not
+// judged: an abort's rewind hides its offsets until a poll returns its records again.
+// The open transaction, which may hold its records, is interrupted (it aborts).
 //
 // While a transaction ends the check waits for the end's rewind (untoldChecks): an
 // aborted transaction's partitions the group has no commit for are held without
@@ -838,14 +839,14 @@ func (c *Consumer) dropRevokedUntold(cl *kgo.Client, assigned []int32) {
 	c.dropUnheld(cl, assigned)
 }
 
-// dropUnheld drops, as revoked untold, the partitions polled here that are not in
+// dropUnheld drops, as revoked untold, the partitions transacted here that are not in
 // assigned and whose offsets the client no longer holds.
 func (c *Consumer) dropUnheld(cl *kgo.Client, assigned []int32) {
 	held := heldOffsets(cl, c.cfg.InputTopic)
 	var ids []int32
 	c.partsMu.Lock()
 	for id, p := range c.parts {
-		if !held[id] && p.polled.Load() && !slices.Contains(assigned, id) {
+		if !held[id] && p.transacted.Load() && !slices.Contains(assigned, id) {
 			ids = append(ids, id)
 		}
 	}
@@ -1144,6 +1145,7 @@ func (c *Consumer) routeTxn(ws []work) {
 	}
 	for _, w := range ws {
 		c.txn.routed[w.p.id] = true
+		w.p.transacted.Store(true)
 		if _, ok := c.txn.from[w.p.id]; !ok {
 			c.txn.from[w.p.id] = txnStart{w.p, w.recs[0].Offset}
 		}
