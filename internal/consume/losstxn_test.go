@@ -520,9 +520,9 @@ func TestUntoldRevokeCheckWaitsForTheRewind(t *testing.T) {
 // offsets for it (v1.22.3). A check for partitions revoked untold there (onAssigned:
 // the rebalance step an abort often comes with) took it, still the client's, for
 // revoked and dropped its state: gate_owned_partitions 1 of 2, and its next records
-// routed on detached state, counted in no outcome row. Only a partition whose records
-// went into a transaction is the check's to judge: a commit gives it the group's
-// offset, an abort's rewind marks it (rewindTxnStarts).
+// routed on detached state (no lag; seals whose sources name none of its offsets). Only
+// a partition whose records went into a transaction is the check's to judge: a commit
+// gives it the group's offset, an abort's rewind marks it (rewindTxnStarts).
 func TestUntoldRevokeCheckKeepsAPartitionOfOnlyAMarker(t *testing.T) {
 	t.Parallel()
 	env := newEOSEnv(t, 2)
