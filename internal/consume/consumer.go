@@ -394,6 +394,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	// Nothing routes any more: every partition's outcome rows go out with the drain.
 	c.sealALO(c.produceCtx)
+	c.sendNow(grace)
 	left := c.waitInFlight(grace, nil)
 	// Whatever is still buffered is failed now: a broker that stopped answering does
 	// not hold the shutdown past its timeout. Nothing unacknowledged is committed.
@@ -1075,6 +1076,7 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	defer cancelSeal()
 	defer context.AfterFunc(wctx, cancelSeal)()
 	c.sealALO(sctx)
+	c.sendNow(wctx)
 	if !c.closing.Load() {
 		left = c.waitInFlight(wctx, ids)
 	}
@@ -1192,6 +1194,15 @@ func (c *Consumer) waitInFlight(ctx context.Context, ids []int32) int64 {
 		return n == 0 && !rows
 	})
 	return n
+}
+
+// sendNow has the producer send what it buffers without its linger (franz-go's, 10 ms by
+// default) until ctx ends: for a wait on what was just produced, such as a seal's rows at
+// a revoke or the shutdown, which nothing produced after them would join. It does not
+// wait itself: franz-go's Flush waits for every buffered record, the partitions the
+// caller does not wait for included.
+func (c *Consumer) sendNow(ctx context.Context) {
+	go func() { _ = c.cl.Flush(ctx) }()
 }
 
 // commitLoop commits acknowledged offsets every CommitInterval.

@@ -1109,3 +1109,47 @@ func TestOutcomeAggregatesTakeTheHashSeed(t *testing.T) {
 		c.Close()
 	}
 }
+
+// At-least-once, what a revoke or the shutdown waits for goes out at once, not after the
+// producer's linger: the seal's rows, produced just before the wait, and the records
+// still buffered, which nothing produced after them would send. With a linger longer
+// than GATE_REVOKE_TIMEOUT and GATE_SHUTDOWN_TIMEOUT (franz-go allows a minute; its
+// default is 10 ms, which every revoke and shutdown with outcomes on waited out), a
+// revoke abandons nothing, a shutdown leaves no record or row unwritten, and the rows
+// count every record once. Before, the revoke waited its whole timeout and abandoned
+// the revoked partitions' records (their next owner routed them again: duplicates), and
+// the shutdown its whole grace, failing the rest.
+func TestRevokeAndShutdownSendWithoutTheLinger(t *testing.T) {
+	t.Parallel()
+	const parts, n = 4, 400
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.ProducerLinger(time.Minute))
+	prod := producer(t, env.cluster)
+	logs := &syncBuffer{}
+	env.logs = logs
+	a := env.start(t, "a")
+	env.logs = nil
+	produceAll(t, prod, outcomesTraffic(0, n))
+	// Every record routed and held by the linger (the rows of the seals since, too).
+	waitFor(t, 30*time.Second, "every record routed and buffered", func() bool {
+		return gaugeValue(t, a, "gate_inflight_records") >= n
+	})
+	b := env.start(t, "b")
+	line := waitLogLine(t, logs, "partitions revoked")
+	if left, _ := line["abandoned_records"].(float64); left != 0 {
+		t.Errorf("the revoke abandoned %v records (line %v)", left, line)
+	}
+	if rows, _ := line["outcome_rows_unwritten"].(float64); rows != 0 {
+		t.Errorf("the revoke left %v outcome rows unwritten (line %v)", rows, line)
+	}
+	a.stop(t)
+	b.stop(t)
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	waitCommitted(t, env.cluster, parts, 30*time.Second)
+	got, _ := readOutcomes(t, env, n, false, 20*time.Second, 300*time.Millisecond)
+	sameCounts(t, "linger", got, out.byTeam())
+}
