@@ -78,10 +78,11 @@ func replayIsFaithful(t *testing.T, clk string) {
 	s.waitOutputsGrow(45_000, "three gates") // long enough that where each key first crossed weighs little
 	stop()
 	s.waitDrained()
-	liveOver := 0.0
+	liveOver, failedTicks := 0.0, 0.0
 	for _, g := range gates {
 		_, body := g.Get(t, "/metrics")
 		liveOver += metricValue(body, "gate_rule_records_total", `result="over"`, `rule="would-be"`)
+		failedTicks += metricValue(body, "gate_limiter_errors_total")
 	}
 	for _, g := range gates {
 		g.Term(t, time.Minute)
@@ -152,7 +153,11 @@ func replayIsFaithful(t *testing.T, clk string) {
 	// (100 ms) late in a window moves some 33 of the hot team's 3,300 records, 1.4 % of the
 	// 2,300 it overflows a window: 1 % is less than a tick, and a CI run, the limit package
 	// beside it, failed at 2.2 % (live under replay, as late ticks make it). Two ticks late
-	// a window are allowed there (2.9 %); more, or live over replay, is a fault.
+	// a window are allowed there (2.9 %), and a tick more for each of the gates' failed
+	// pipelines (gate_limiter_errors_total: a Redis read timing out on a loaded machine,
+	// the counts kept for the next tick): a CI run with five failed 2.97 %. More, or live
+	// over replay, is a fault.
+	const hotPerTick = 33 // the hot team's records a tick: 3,300 a 10 s window, 100 ms ticks
 	var worst float64
 	for rule, keys := range live {
 		for key, n := range keys {
@@ -160,10 +165,10 @@ func replayIsFaithful(t *testing.T, clk string) {
 			worst = max(worst, d)
 			limit := 0.01
 			if rule == "team" && n <= got[rule][key] {
-				limit = 0.029
+				limit = 0.029 + failedTicks*hotPerTick/float64(n)
 			}
 			if d > limit {
-				t.Errorf("rule %s key %s: replay %d, live %d (%.2f %% apart, %.1f %% allowed)", rule, key, got[rule][key], n, 100*d, 100*limit)
+				t.Errorf("rule %s key %s: replay %d, live %d (%.2f %% apart, %.2f %% allowed)", rule, key, got[rule][key], n, 100*d, 100*limit)
 			}
 		}
 	}
@@ -182,7 +187,7 @@ func replayIsFaithful(t *testing.T, clk string) {
 			t.Errorf("%s grew from %d to %d records during the replay", topic, sum(ends[topic]), sum(ps))
 		}
 	}
-	t.Logf("FIGURES replay_faithful clock=%s records=%d keys=%d worst_key_gap=%.4f shadow_over replay=%d live_metric=%.0f", clk, rep.Records, len(live["would-be"]), worst, c.Total.ShadowOver, liveOver)
+	t.Logf("FIGURES replay_faithful clock=%s records=%d keys=%d worst_key_gap=%.4f shadow_over replay=%d live_metric=%.0f failed_ticks=%.0f", clk, rep.Records, len(live["would-be"]), worst, c.Total.ShadowOver, liveOver, failedTicks)
 }
 
 // metricValue sums the samples of name whose labels include every one of labels.
