@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/testflags"
 )
 
 // kfakeChildEnv, set in a child's environment, makes the test binary serve a kfake
@@ -47,11 +49,7 @@ func TestMain(m *testing.M) {
 	// and not GOMAXPROCS's two, took it from ~190 s to ~120 s on two cores beside another
 	// package's tests, as make test runs it.
 	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", "4")
-	}
+	testflags.Parallel(4)
 	os.Exit(m.Run())
 }
 

@@ -20,6 +20,7 @@ import (
 // gate's keys, its counters and holds, are under {prefix}/bytes, as a bytes rule's are
 // under /bytes; an events gate's are {prefix} as ever.
 func TestFilelessCostChangeStartsCountsAfresh(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)

@@ -17,6 +17,7 @@ import (
 // no rule uses: a 10s rule's keys lived 150s, not 50s, and a GATE_REDIS_KEY_TTL under
 // 120s was raised "to 2 x GATE_WINDOW".
 func TestRulesKeyTTLFollowsTheRulesWindow(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	cfg := rulesConfig(t, srv.URL(), "rules:\n  - {name: team, key: json:team_id, limits: [10s:100]}\n")
 	if ttl, clamped := cfg.KeyTTL(); clamped {
@@ -47,6 +48,7 @@ func TestRulesKeyTTLFollowsTheRulesWindow(t *testing.T) {
 // days. Before, the tick raised every limit's expiry to 2 × its first limit's window: a
 // per-user rule listed after a daily team rule kept each user's keys 48 hours.
 func TestRulesKeyTTLIsEachRulesOwn(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	cfg := rulesConfig(t, srv.URL(), "rules:\n  - {name: daily, key: json:team_id, limits: [24h:1000000]}\n  - {name: user, key: json:team_id+distinct_id, limits: [10s:100]}\n")
 	g := startReloading(t, cfg, "key-ttl-each")

@@ -19,6 +19,7 @@ import (
 // tick read Redis; with Redis down at the reload, for as long as it stayed down. What the
 // old generation counted reaches Redis once: by its own tick, not the new one's too.
 func TestRulesReloadKeepsHeldTeam(t *testing.T) {
+	t.Parallel()
 	for _, redisDown := range []bool{false, true} {
 		name := "redis up"
 		if redisDown {

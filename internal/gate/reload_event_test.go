@@ -19,6 +19,7 @@ import (
 // read Redis; with Redis down at the reload, for as long as it stayed down. What the old
 // generation counted reaches Redis once.
 func TestRulesReloadKeepsLimitedTeamOnEventClock(t *testing.T) {
+	t.Parallel()
 	for _, redisDown := range []bool{false, true} {
 		name := "redis up"
 		if redisDown {

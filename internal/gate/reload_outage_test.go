@@ -40,6 +40,7 @@ func (s *syncBuffer) String() string {
 // fleet-wide. The old tick's final flush failed and its counts were dropped: after the
 // reload a team could exceed its limit by what the gate routed during the outage.
 func TestRulesReloadWithRedisDownKeepsUnwrittenCounts(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	const team = "rules:\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"

@@ -15,6 +15,7 @@ import (
 // limiters started with none, and its refreshers could not read the hash: a team given a
 // raised limit fell back to the rule's threshold for as long as Redis was down.
 func TestRulesReloadKeepsLiveOverridesWithRedisDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n")
@@ -68,6 +69,7 @@ func TestRulesReloadKeepsLiveOverridesWithRedisDown(t *testing.T) {
 // read before the new rules are put in use. Redis answers late (paused for 2 s, within the
 // read timeout), so a rule put in use at once would route on its static limit meanwhile.
 func TestRulesReloadNewRuleStartsWithItsLiveOverrides(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, limits: [1m:100]}\n")

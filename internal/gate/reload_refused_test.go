@@ -47,6 +47,7 @@ func refusingReload(t *testing.T, srv *redistest.Server, rulesText string, env m
 // and a team Redis had at 40 of 100 but the gate at 120 was let through again, 60
 // records, until the old tick could write them (when Redis took writes again).
 func TestRulesReloadWithWritesRefusedKeepsOldCounts(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	// An hour's window: with a minute's, a test that ran across the minute's end (its
 	// first 40 sent in the last second of one) saw the level slide below what it counts,
@@ -95,6 +96,7 @@ func TestRulesReloadWithWritesRefusedKeepsOldCounts(t *testing.T) {
 // they were counted on the retired rules' metrics, no longer shown: only the log line
 // "retired rules' counts written" gave them.
 func TestRulesReloadRetiredDroppedCountsShown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const team = "rules:\n  - {name: team, key: json:team_id, limits: [2s:1000]}\n"
 	g, cfg, path, logs, send := refusingReload(t, srv, team, map[string]string{

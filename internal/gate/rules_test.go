@@ -42,6 +42,7 @@ const fleetRules = `rules:
 // /w{seconds}), and the team rule, which the runaway user's diverted records do not reach,
 // diverts nobody.
 func TestRulesFleet(t *testing.T) {
+	t.Parallel()
 	t.Run("standalone", func(t *testing.T) {
 		srv := redistest.Start(t)
 		rdb := srv.Client(t)
@@ -179,6 +180,7 @@ func testRulesFleet(t *testing.T, env map[string]string, keysOf func(context.Con
 // counts when it stopped); a bad edit keeps the rules in use and is counted; a renamed
 // rule counts under its new keys.
 func TestRulesFileReload(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	write := func(s string) { t.Helper(); writeRules(t, path, s) }
@@ -259,6 +261,7 @@ func TestRulesFileReload(t *testing.T) {
 // nodes only, counted no MOVED: gate_limiter_redis_redirects_total stopped at the first
 // reload. The counter is now the client's, for its life.
 func TestRulesReloadKeepsCountingRedirects(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartCluster(t, 3, 0)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	write := func(threshold int) {
@@ -398,6 +401,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // unchanged (an unrelated rule added): its fresh keys keep going where on_cardinality
 // says, not accepted until the new limiter finds it again, 1.5 × max_keys keys later.
 func TestRulesReloadKeepsRotatingTeam(t *testing.T) {
+	t.Parallel()
 	g, cfg, send := rotatingTeamReload(t, userRule(50)+"  - {name: ev, key: json:event, missing: skip, limits: [1m:100]}\n")
 	got := send(60)
 	t.Logf("after the reload, 60 fresh keys of t1: %v; rotating teams %v", got, g.CurrentRules()[0].Lims[0].Rotating())
@@ -410,6 +414,7 @@ func TestRulesReloadKeepsRotatingTeam(t *testing.T) {
 // once: the operator raised the bound for it, and its rotation, found under the old bound,
 // would otherwise last until the window ends (a day, with a 1d window).
 func TestRulesReloadRaisingMaxKeysReleasesTeam(t *testing.T) {
+	t.Parallel()
 	g, cfg, send := rotatingTeamReload(t, userRule(100_000))
 	got := send(60)
 	if got[cfg.AcceptedTopic] != 60 {
@@ -463,6 +468,7 @@ func rotatingTeamReload(t *testing.T, edit string) (*Gate, config.Config, func(n
 // in use stay and the refusal is counted; the same rule naming a topic that exists is
 // put in use.
 func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
 		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter", "merges"))
@@ -621,6 +627,7 @@ func gaugeValue(t *testing.T, g *Gate, name string) float64 {
 // the bytes it had counted made the team thousands of events over its limit, diverted (and
 // held) for up to two windows.
 func TestRulesReloadCostChangeStartsCountsAfresh(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, cost: bytes, limits: [1m:100000]}\n")
@@ -684,6 +691,7 @@ func TestRulesReloadCostChangeStartsCountsAfresh(t *testing.T) {
 // Such keys stay in its sketch while the team rotates, as under a floor; the primary's
 // on_cardinality decides their records.
 func TestRulesFurtherLimitKeepsRotatingKeysOutOfTheCache(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	cfg := rulesConfig(t, srv.URL(), "rules:\n  - {name: user, key: json:team_id+distinct_id, missing: skip, max_keys: 50, on_cardinality: overflow, limits: [1m:1000, 10s:100]}\n")
 	g := startReloading(t, cfg, "further")

@@ -18,6 +18,7 @@ import (
 	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/kafkatest"
 	"github.com/capturegate/gate/internal/redistest"
+	"github.com/capturegate/gate/internal/testflags"
 )
 
 // shared is the single-node JVM broker the tests share when they run on the JVM: each
@@ -47,11 +48,7 @@ func TestMain(m *testing.M) {
 	// The tests mostly wait (for groups, brokers, sessions), each with a light load:
 	// four at a time, unless -test.parallel says otherwise, keeps the package within a
 	// few minutes on two cores.
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", "4")
-	}
+	testflags.Parallel(4)
 	code := m.Run()
 	shared.Close()
 	sharedSASL.Close()
