@@ -9,7 +9,7 @@ import (
 )
 
 // TestMain runs eight parallel tests at a time: the reload tests mostly wait (on the rules
-// file's period, ticks, a topic check left unanswered), the package using some 8 s of CPU
+// file's period, ticks, a topic check left unanswered), the package using some 10 s of CPU
 // in 80 s of wall time under -race on two cores when they ran one at a time.
 func TestMain(m *testing.M) {
 	flag.Parse()
