@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -42,7 +41,6 @@ func TestMain(m *testing.M) {
 	// The process tests mostly wait on the gates they start (its listeners, its
 	// shutdown): six at a time took the package from 65 s to 48 s of wall time under
 	// -race on two cores, its CPU time the same (23 s).
-	flag.Parse()
 	testflags.Parallel(6)
 	code := m.Run()
 	if builtGate.dir != "" {

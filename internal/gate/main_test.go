@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"flag"
 	"os"
 	"testing"
 
@@ -12,7 +11,6 @@ import (
 // file's period, ticks, a topic check left unanswered), the package using some 10 s of CPU
 // in 80 s of wall time under -race on two cores when they ran one at a time.
 func TestMain(m *testing.M) {
-	flag.Parse()
 	testflags.Parallel(8)
 	os.Exit(m.Run())
 }

@@ -11,11 +11,15 @@ import (
 )
 
 // Parallel makes n the number of parallel tests run at a time (-test.parallel), unless
-// the command line set it; go test's default is GOMAXPROCS. It is for a TestMain, after
-// flag.Parse, in a package whose parallel tests mostly wait (on brokers, sessions,
-// timeouts, a process they started): n of them at a time overlap their waits where
-// GOMAXPROCS's two, on a CI machine, would leave the cores idle.
+// the command line set it; go test's default is GOMAXPROCS. It is for a TestMain (it
+// parses the command line if the TestMain has not), in a package whose parallel tests
+// mostly wait (on brokers, sessions, timeouts, a process they started): n of them at a
+// time overlap their waits where GOMAXPROCS's two, on a CI machine, would leave the
+// cores idle.
 func Parallel(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
 	if !set {

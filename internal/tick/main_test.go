@@ -1,7 +1,6 @@
 package tick
 
 import (
-	"flag"
 	"os"
 	"testing"
 
@@ -12,7 +11,6 @@ import (
 // hung nodes, ticks), and six took the package from 119 s to 84 s of wall time under
 // -race on two cores, its CPU time the same (43 s).
 func TestMain(m *testing.M) {
-	flag.Parse()
 	testflags.Parallel(6)
 	os.Exit(m.Run())
 }
