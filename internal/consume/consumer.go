@@ -136,6 +136,9 @@ type Consumer struct {
 	problems problems
 	// progressAt is when the loop last made progress (Unix ns; see watchdog.go).
 	progressAt atomic.Int64
+	// lagRefreshed, when set (by tests), runs as soon as refreshLag has set the lags it
+	// measured: where a Stalled read sees the work they are.
+	lagRefreshed func()
 	// ackAt is when the brokers last acknowledged output records (Unix ns; see
 	// outputs.go).
 	ackAt atomic.Int64

@@ -85,8 +85,15 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 	}
 	// Records an idle gate has not polled yet are work from now: the stall clock starts
 	// here, as it does at an idle gate's first poll, not at the progress before it idled
-	// (which made the idle time a stall at once: not ready, not live).
-	idle := !c.hasWork()
+	// (which made the idle time a stall at once: not ready, not live). It starts before
+	// the first lag is set, which makes the gate one with work: started after, a Stalled
+	// read in between (a probe, the stall metric) counted the idle time, and a gate idle
+	// past GATE_STALL_RESTART failed /healthz and logged that it should be restarted. On a
+	// gate that stays idle (no lag found) it is no stall either: Stalled reads 0 without
+	// work.
+	if !c.hasWork() {
+		c.progressed()
+	}
 	for _, sl := range stale {
 		p := sl.p
 		end, ok := ends.Lookup(c.cfg.InputTopic, p.id)
@@ -111,8 +118,8 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 		}
 		c.setLagRefreshed(p, sl.at, end.Offset, st, start)
 	}
-	if idle && c.hasWork() {
-		c.progressed()
+	if c.lagRefreshed != nil {
+		c.lagRefreshed()
 	}
 }
 

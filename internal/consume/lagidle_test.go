@@ -1,6 +1,9 @@
 package consume
 
 import (
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,10 +18,31 @@ import (
 // finds records an idle gate has not polled yet (here its fetches fail; a leader moving,
 // a rebalance), the stall is counted from then. It was counted from the gate's last
 // progress, before it idled: the idle time was a stall at once, the gate not ready and
-// not live however briefly the records had waited.
+// not live however briefly the records had waited. And it is started before the lag is
+// set, not after: a Stalled read between the two (a probe; here the lagRefreshed hook,
+// which reads it there) counted the idle time, for an instant.
 func TestLagRefreshedOnAnIdleGateStartsTheStallClock(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
+	var came atomic.Int64 // when the records the gate cannot fetch were produced (Unix ns)
+	var mu sync.Mutex
+	var early []string       // stalls read as the lag was set, longer than the records had been there
+	var checked atomic.Int64 // lag refreshes since the records came
+	env.before = func(c *Consumer) {
+		c.lagRefreshed = func() {
+			at := came.Load()
+			if at == 0 {
+				return
+			}
+			s := c.Stalled()
+			defer checked.Add(1)
+			if there := time.Since(time.Unix(0, at)); s > there { // read after s, as in the test below
+				mu.Lock()
+				early = append(early, fmt.Sprintf("stalled %s as the lag was set, the records there %s", s.Round(time.Millisecond), there.Round(time.Millisecond)))
+				mu.Unlock()
+			}
+		}
+	}
 	g := env.start(t, "a")
 	prod := partProducer(t, env.cluster)
 	produceTo(t, prod, 0, 0, 1)
@@ -36,11 +60,17 @@ func TestLagRefreshedOnAnIdleGateStartsTheStallClock(t *testing.T) {
 		Err: kerr.NotLeaderForPartition, Count: -1})
 	defer hold.Remove()
 	waitFor(t, 20*time.Second, "partition 0's fetches held", func() bool { return hold.Hits() >= 2 })
-	came := time.Now()
+	came.Store(time.Now().UnixNano())
 	produceTo(t, prod, 0, 1, 10)
 	waitFor(t, 40*time.Second, "the records not polled counted as lag", func() bool { return p.lag.Load() > 0 })
-	stalled, waited := g.c.Stalled(), time.Since(came)
+	stalled, waited := g.c.Stalled(), time.Since(time.Unix(0, came.Load()))
 	if stalled > waited {
 		t.Errorf("stalled %v: counted from before the records came %v ago (the gate's idle time)", stalled, waited)
+	}
+	waitFor(t, 20*time.Second, "the lag refresh that found the records ended", func() bool { return checked.Load() > 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(early) > 0 {
+		t.Errorf("the idle time counted as the lag was set, before the stall clock started (%d times): %s", len(early), early[0])
 	}
 }
