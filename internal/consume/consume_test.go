@@ -477,6 +477,17 @@ func waitOwning(t *testing.T, g *testGate) {
 	})
 }
 
+// unwell is "" while c is ready and live, else what it answered: its readiness, the
+// reasons NotReady gave and Live's error, each read once, so that a message says what was
+// seen when the check failed, not what a second read (a stall just over, say) finds.
+func unwell(c *Consumer) string {
+	ready, why, live := c.Ready(), c.NotReady(), c.Live()
+	if ready && live == nil {
+		return ""
+	}
+	return fmt.Sprintf("ready %v (%v), live %v", ready, why, live)
+}
+
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

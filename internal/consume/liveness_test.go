@@ -449,8 +449,8 @@ func TestWatchdog(t *testing.T) {
 				waitCommitted(t, env.cluster, parts, 20*time.Second)
 				// Idle for several times StallRestart: still ready and live.
 				for deadline := time.Now().Add(4 * env.ccfg.StallRestart); time.Now().Before(deadline); {
-					if !g.c.Ready() || g.c.Live() != nil {
-						t.Fatalf("an idle gate: ready %v (%v), live %v", g.c.Ready(), g.c.NotReady(), g.c.Live())
+					if u := unwell(g.c); u != "" {
+						t.Fatalf("an idle gate: %s", u)
 					}
 					time.Sleep(20 * time.Millisecond)
 				}

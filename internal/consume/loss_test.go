@@ -917,7 +917,7 @@ func TestGapToLogEndClearsLag(t *testing.T) {
 	if got := testutil.ToFloat64(g.c.m.lag.WithLabelValues("0")); got != 0 {
 		t.Errorf("gate_partition_lag_records{partition=0} = %v after going on at the log end, want 0", got)
 	}
-	if !g.c.Ready() || g.c.Live() != nil {
-		t.Errorf("an idle gate after a gap to the log end: ready %v (%v), live %v", g.c.Ready(), g.c.NotReady(), g.c.Live())
+	if u := unwell(g.c); u != "" {
+		t.Errorf("an idle gate after a gap to the log end: %s", u)
 	}
 }

@@ -65,8 +65,8 @@ func TestWatchdogIdleAfterTransactionalInput(t *testing.T) {
 				return ok && gc.Offset >= n
 			})
 			for deadline := time.Now().Add(4 * env.ccfg.StallRestart); time.Now().Before(deadline); {
-				if !g.c.Ready() || g.c.Live() != nil {
-					t.Fatalf("an idle gate: ready %v (%v), live %v", g.c.Ready(), g.c.NotReady(), g.c.Live())
+				if u := unwell(g.c); u != "" {
+					t.Fatalf("an idle gate: %s", u)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -126,8 +126,8 @@ func TestWatchdogExactlyOnceWaitsForOpenInputTransaction(t *testing.T) {
 		return ok && gc.Offset >= n
 	})
 	for deadline := time.Now().Add(env.ccfg.StallRestart + env.ccfg.StallNotReady); time.Now().Before(deadline); {
-		if !g.c.Ready() || g.c.Live() != nil {
-			t.Fatalf("a gate waiting for an input transaction to end: ready %v (%v), live %v", g.c.Ready(), g.c.NotReady(), g.c.Live())
+		if u := unwell(g.c); u != "" {
+			t.Fatalf("a gate waiting for an input transaction to end: %s", u)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -265,8 +265,8 @@ func TestWatchdogExactlyOnceIdleThenRecords(t *testing.T) {
 	waitCommitted(t, env.cluster, 1, 20*time.Second)
 	// Idle past StallRestart: ready and live throughout.
 	for deadline := time.Now().Add(env.ccfg.StallRestart + time.Second); time.Now().Before(deadline); {
-		if !g.c.Ready() || g.c.Live() != nil {
-			t.Fatalf("an idle gate: ready %v (%v), live %v", g.c.Ready(), g.c.NotReady(), g.c.Live())
+		if u := unwell(g.c); u != "" {
+			t.Fatalf("an idle gate: %s", u)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
