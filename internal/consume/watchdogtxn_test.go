@@ -238,8 +238,10 @@ func TestWatchdogExactlyOnceIdleThenRecords(t *testing.T) {
 	// the gate not ready and not live while idle or at once after. What the test holds
 	// the gate to after the idle time is the clock itself, never ahead of the records
 	// (below), not these: a loaded CI machine's transaction (-race, two cores) took 1.007 s
-	// with StallNotReady at 1 s, and once more than 3 s in a whole -race run, no idle
-	// time counted either time.
+	// with StallNotReady at 1 s, no idle time counted. (Once, in a whole -race run, Live
+	// failed for an instant as the records came, Stalled reading 0 just before: the idle
+	// time counted. The one path found that did so was the lag measured from the input's
+	// end, set before the stall clock was started: TestLagRefreshedOnAnIdleGateStartsTheStallClock.)
 	env.ccfg.StallNotReady = 3 * time.Second
 	env.ccfg.StallRestart = 6 * time.Second
 	var slow atomic.Bool
