@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/maphash"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -1127,9 +1128,11 @@ func TestRevokeAndShutdownSendWithoutTheLinger(t *testing.T) {
 	env.ccfg.ClientOpts = append(testClientOpts(), kgo.ProducerLinger(time.Minute))
 	prod := producer(t, env.cluster)
 	logs := &syncBuffer{}
-	env.logs = logs
+	// Debug: franz-go's lines too (its flush, its produce requests), for a failure to
+	// show where the records waited (a -race run of the whole suite abandoned 146 once).
+	env.logs, env.logLevel = logs, slog.LevelDebug
 	a := env.start(t, "a")
-	env.logs = nil
+	env.logs, env.logLevel = nil, 0
 	produceAll(t, prod, outcomesTraffic(0, n))
 	// Every record routed and held by the linger (the rows of the seals since, too).
 	waitFor(t, 30*time.Second, "every record routed and buffered", func() bool {
@@ -1138,7 +1141,8 @@ func TestRevokeAndShutdownSendWithoutTheLinger(t *testing.T) {
 	b := env.start(t, "b")
 	line := waitLogLine(t, logs, "partitions revoked")
 	if left, _ := line["abandoned_records"].(float64); left != 0 {
-		t.Errorf("the revoke abandoned %v records (line %v)", left, line)
+		t.Errorf("the revoke abandoned %v records (line %v); the client holds %d records now; gate a's log:\n%s",
+			left, line, a.c.producerBuffered(), logs.String())
 	}
 	if rows, _ := line["outcome_rows_unwritten"].(float64); rows != 0 {
 		t.Errorf("the revoke left %v outcome rows unwritten (line %v)", rows, line)
