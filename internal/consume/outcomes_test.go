@@ -1128,7 +1128,7 @@ func TestRevokeAndShutdownSendWithoutTheLinger(t *testing.T) {
 	env.ccfg.ClientOpts = append(testClientOpts(), kgo.ProducerLinger(time.Minute))
 	prod := producer(t, env.cluster)
 	logs := &syncBuffer{}
-	// Debug: franz-go's lines too (its flush, its produce requests), for a failure to
+	// Debug: franz-go's lines too (its flush, the group's steps), for a failure to
 	// show where the records waited (a -race run of the whole suite abandoned 146 once).
 	env.logs, env.logLevel = logs, slog.LevelDebug
 	a := env.start(t, "a")
