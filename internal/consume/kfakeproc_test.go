@@ -3,7 +3,6 @@ package consume
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -48,7 +47,6 @@ func TestMain(m *testing.M) {
 	// used some 20 % of two cores): four at a time, unless -test.parallel says otherwise,
 	// and not GOMAXPROCS's two, took it from ~190 s to ~120 s on two cores beside another
 	// package's tests, as make test runs it.
-	flag.Parse()
 	testflags.Parallel(4)
 	os.Exit(m.Run())
 }

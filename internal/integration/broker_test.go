@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"regexp"
@@ -44,7 +43,6 @@ var saslConfig = map[string]string{"transaction.max.timeout.ms": "30000"}
 var sharedSASL = kafkatest.NewShared(kafkatest.Options{SASL: saslUsers, Config: saslConfig})
 
 func TestMain(m *testing.M) {
-	flag.Parse()
 	// The tests mostly wait (for groups, brokers, sessions), each with a light load:
 	// four at a time, unless -test.parallel says otherwise, keeps the package within a
 	// few minutes on two cores.
