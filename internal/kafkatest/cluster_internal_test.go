@@ -90,10 +90,48 @@ mkdir -p "$out" && : > "$out/kafka_2.13-` + Version + `.jar" && cp "$pom" "$out/
 	if string(got) != string(want) {
 		t.Fatalf("the jars in %s were resolved from another POM", tools.Jars)
 	}
+	// The brokers' logging configuration is the source's, wherever the test binary was
+	// built (make test builds with -trimpath: no source directory to find it in).
+	log4j, err := os.ReadFile(tools.Log4j)
+	if err != nil {
+		t.Fatalf("the brokers' log4j configuration %s: %v", tools.Log4j, err)
+	}
+	if want, _ := os.ReadFile(filepath.Join("maven", "log4j2.xml")); string(log4j) != string(want) {
+		t.Fatalf("%s is not maven/log4j2.xml", tools.Log4j)
+	}
 	// Another POM, another directory.
 	a, errA := cacheDir(getenv, []byte("<project>a</project>"))
 	b, errB := cacheDir(getenv, []byte("<project>b</project>"))
 	if errA != nil || errB != nil || a == b {
 		t.Fatalf("cacheDir of two POMs: %q (%v), %q (%v); want two directories", a, errA, b, errB)
+	}
+}
+
+// TestWriteOnceReplacesAnotherContent: writeOnce names a file by its content, writes it
+// when absent, leaves it when it holds that content, and writes it again when it holds
+// anything else (cut short by a full disk, say), never handing back a file that differs.
+func TestWriteOnceReplacesAnotherContent(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache") // created by the first call
+	p, err := writeOnce(dir, "conf", ".xml", []byte("<a/>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, err := writeOnce(dir, "conf", ".xml", []byte("<a/>")); err != nil || q != p {
+		t.Fatalf("the same content again: %q, %v; want %q", q, err, p)
+	}
+	if q, _ := writeOnce(dir, "conf", ".xml", []byte("<b/>")); q == p {
+		t.Fatalf("another content shares the file %s", p)
+	}
+	if err := os.WriteFile(p, []byte("<"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := writeOnce(dir, "conf", ".xml", []byte("<a/>")); err != nil || q != p {
+		t.Fatalf("after the file was cut short: %q, %v; want %q", q, err, p)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "<a/>" {
+		t.Fatalf("%s holds %q, want <a/>", p, b)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.partial")); len(left) > 0 {
+		t.Fatalf("temporary files left: %v", left)
 	}
 }

@@ -3,6 +3,7 @@ package kafkatest
 import (
 	"bytes"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -31,7 +31,7 @@ const minJava = 17
 type Tools struct {
 	Java  string // the java binary
 	Jars  string // directory of the runtime jars (java -cp 'Jars/*')
-	Log4j string // our log4j2 configuration (maven/log4j2.xml)
+	Log4j string // our log4j2 configuration: maven/log4j2.xml, written out (writeOnce)
 	// Archive is the class-data-sharing archive of a broker's classes (archive.go) the
 	// default Options' JVMs map, or "" for none; ArchiveErr says why there is none.
 	Archive    string
@@ -50,15 +50,16 @@ func IsMissing(err error) bool {
 	return errors.As(err, &m)
 }
 
-// sourceDir is the directory of this package's source (maven/ lives there). Tests run
-// from a checkout, so the file the compiler saw is there.
-func sourceDir() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("kafkatest: cannot locate the package's source directory")
-	}
-	return filepath.Dir(file), nil
-}
+// The POM Kafka's jars are resolved from and the brokers' logging configuration, built
+// into the package rather than read from its source directory: found through the
+// compiler's file names (runtime.Caller), they were lost to -trimpath, which make test
+// builds with so that a clone in another directory reuses the build cache.
+var (
+	//go:embed maven/pom.xml
+	pomXML []byte
+	//go:embed maven/log4j2.xml
+	log4jXML []byte
+)
 
 // CacheDir is where the jars are resolved to: $GATETEST_KAFKA_JARS when set, else
 // kafka-Version-<digest of maven/pom.xml> under the user's cache directory
@@ -69,19 +70,22 @@ func CacheDir(getenv func(string) string) (string, error) {
 	if d := getenv("GATETEST_KAFKA_JARS"); d != "" {
 		return d, nil
 	}
-	src, err := sourceDir()
-	if err != nil {
-		return "", err
-	}
-	pom, err := os.ReadFile(filepath.Join(src, "maven", "pom.xml"))
-	if err != nil {
-		return "", fmt.Errorf("kafkatest: reading the POM: %w", err)
-	}
-	return cacheDir(getenv, pom)
+	return cacheDir(getenv, pomXML)
 }
 
 // cacheDir is CacheDir for the POM pom, without GATETEST_KAFKA_JARS.
 func cacheDir(getenv func(string) string, pom []byte) (string, error) {
+	base, err := cacheBase(getenv)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(pom)
+	return filepath.Join(base, "kafka-"+Version+"-"+hex.EncodeToString(sum[:6])), nil
+}
+
+// cacheBase is the directory kafkatest keeps what outlives a checkout in: capture-gate
+// under $XDG_CACHE_HOME, else under ~/.cache.
+func cacheBase(getenv func(string) string) (string, error) {
 	base := getenv("XDG_CACHE_HOME")
 	if base == "" {
 		home := getenv("HOME")
@@ -90,8 +94,38 @@ func cacheDir(getenv func(string) string, pom []byte) (string, error) {
 		}
 		base = filepath.Join(home, ".cache")
 	}
-	sum := sha256.Sum256(pom)
-	return filepath.Join(base, "capture-gate", "kafka-"+Version+"-"+hex.EncodeToString(sum[:6])), nil
+	return filepath.Join(base, "capture-gate"), nil
+}
+
+// writeOnce returns the path of a file in dir holding content, named prefix, a digest
+// of content and suffix, writing it first when there is none: concurrent callers (test
+// binaries of several packages) write the same bytes, each to a file of its own renamed
+// into place, so none reads a file half written.
+func writeOnce(dir, prefix, suffix string, content []byte) (string, error) {
+	sum := sha256.Sum256(content)
+	path := filepath.Join(dir, prefix+"-"+hex.EncodeToString(sum[:6])+suffix)
+	if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, content) {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("kafkatest: creating %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, prefix+"-*.partial")
+	if err != nil {
+		return "", fmt.Errorf("kafkatest: writing %s: %w", path, err)
+	}
+	_, err = f.Write(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("kafkatest: writing %s: %w", path, err)
+	}
+	return path, nil
 }
 
 // FindTools finds java (JAVA_HOME's, else the one on PATH) and checks that it is at
@@ -104,10 +138,6 @@ func FindTools(getenv func(string) string) (Tools, error) {
 	if err != nil {
 		return Tools{}, err
 	}
-	src, err := sourceDir()
-	if err != nil {
-		return Tools{}, err
-	}
 	dir, err := CacheDir(getenv)
 	if err != nil {
 		return Tools{}, err
@@ -117,11 +147,19 @@ func FindTools(getenv func(string) string) (Tools, error) {
 	// again, which would replace (remove) that directory.
 	byHand := getenv("GATETEST_KAFKA_JARS") != "" && fileExists(filepath.Join(dir, "kafka_2.13-"+Version+".jar"))
 	if !byHand {
-		if err := resolve(filepath.Join(src, "maven", "pom.xml"), dir); err != nil {
+		if err := resolve(pomXML, dir); err != nil {
 			return Tools{}, err
 		}
 	}
-	tools := Tools{Java: java, Jars: dir, Log4j: filepath.Join(src, "maven", "log4j2.xml")}
+	base, err := cacheBase(getenv)
+	if err != nil {
+		base = os.TempDir() // jars in GATETEST_KAFKA_JARS need no cache of ours
+	}
+	log4j, err := writeOnce(base, "log4j2", ".xml", log4jXML)
+	if err != nil {
+		return Tools{}, err
+	}
+	tools := Tools{Java: java, Jars: dir, Log4j: log4j}
 	tools.Archive, tools.ArchiveErr = sharedArchive(tools, version)
 	return tools, nil
 }
@@ -164,10 +202,10 @@ func findJava(getenv func(string) string) (string, []byte, error) {
 // completeMark is written into the cache directory once every jar is in it.
 const completeMark = ".complete"
 
-// resolve copies the runtime dependencies of pom into dir with Maven, unless dir holds
-// a completed resolution. It resolves into a sibling directory and renames it, so a
+// resolve copies the runtime dependencies of the POM pom into dir with Maven, unless dir
+// holds a completed resolution. It resolves into a sibling directory and renames it, so a
 // resolution cut short leaves nothing that looks complete.
-func resolve(pom, dir string) error {
+func resolve(pomXML []byte, dir string) error {
 	if fileExists(filepath.Join(dir, completeMark)) {
 		return nil
 	}
@@ -193,6 +231,16 @@ func resolve(pom, dir string) error {
 	tmp := dir + ".partial"
 	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("kafkatest: clearing %s: %w", tmp, err)
+	}
+	// Maven reads a POM from a file: this one's, beside the cache, gone once resolved.
+	pomDir, err := os.MkdirTemp(filepath.Dir(dir), "pom-")
+	if err != nil {
+		return fmt.Errorf("kafkatest: writing the POM for Maven: %w", err)
+	}
+	defer os.RemoveAll(pomDir)
+	pom := filepath.Join(pomDir, "pom.xml")
+	if err := os.WriteFile(pom, pomXML, 0o644); err != nil {
+		return fmt.Errorf("kafkatest: writing the POM for Maven: %w", err)
 	}
 	start := time.Now()
 	cmd := exec.Command(mvn, "-B", "-q", "-f", pom, "dependency:copy-dependencies",
