@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -1111,6 +1114,66 @@ func TestOutcomeAggregatesTakeTheHashSeed(t *testing.T) {
 	}
 }
 
+// produceTrace counts, by broker, the produce requests a client wrote and the answers it
+// read, and when it last did each: for a test whose records were not acknowledged to say
+// whether they were never sent or sent and not answered. (The client's debug log, which
+// has every request, is not the gate's: it logs franz-go's info lines.)
+type produceTrace struct {
+	mu sync.Mutex
+	by map[int32]*produceCounts
+}
+
+type produceCounts struct {
+	wrote, read, failed int
+	lastWrote, lastRead time.Time
+}
+
+func (p *produceTrace) count(node int32, read bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.by == nil {
+		p.by = make(map[int32]*produceCounts)
+	}
+	c := p.by[node]
+	if c == nil {
+		c = &produceCounts{}
+		p.by[node] = c
+	}
+	now := time.Now()
+	switch {
+	case err != nil:
+		c.failed++
+	case read:
+		c.read, c.lastRead = c.read+1, now
+	default:
+		c.wrote, c.lastWrote = c.wrote+1, now
+	}
+}
+
+func (p *produceTrace) OnBrokerWrite(m kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Produce) {
+		p.count(m.NodeID, false, err)
+	}
+}
+
+func (p *produceTrace) OnBrokerRead(m kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Produce) {
+		p.count(m.NodeID, true, err)
+	}
+}
+
+func (p *produceTrace) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b strings.Builder
+	for _, node := range slices.Sorted(maps.Keys(p.by)) {
+		c := p.by[node]
+		fmt.Fprintf(&b, "[broker %d: %d written (last %s), %d answered (last %s), %d failed] ", node,
+			c.wrote, c.lastWrote.Format("15:04:05.000"), c.read, c.lastRead.Format("15:04:05.000"), c.failed)
+	}
+	return b.String()
+}
+
 // At-least-once, what a revoke or the shutdown waits for goes out at once, not after the
 // producer's linger: the seal's rows, produced just before the wait, and the records
 // still buffered, which nothing produced after them would send. With a linger longer
@@ -1125,7 +1188,8 @@ func TestRevokeAndShutdownSendWithoutTheLinger(t *testing.T) {
 	const parts, n = 4, 400
 	env := newEnv(t, parts)
 	withOutcomes(t, env)
-	env.ccfg.ClientOpts = append(testClientOpts(), kgo.ProducerLinger(time.Minute))
+	trace := &produceTrace{}
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.ProducerLinger(time.Minute), kgo.WithHooks(trace))
 	prod := producer(t, env.cluster)
 	logs := &syncBuffer{}
 	// Debug: franz-go's lines too (its flush, the group's steps), for a failure to
@@ -1141,8 +1205,8 @@ func TestRevokeAndShutdownSendWithoutTheLinger(t *testing.T) {
 	b := env.start(t, "b")
 	line := waitLogLine(t, logs, "partitions revoked")
 	if left, _ := line["abandoned_records"].(float64); left != 0 {
-		t.Errorf("the revoke abandoned %v records (line %v); the client holds %d records now; gate a's log:\n%s",
-			left, line, a.c.producerBuffered(), logs.String())
+		t.Errorf("the revoke abandoned %v records (line %v); the client holds %d records now; its produce requests by broker, to now: %s; gate a's log:\n%s",
+			left, line, a.c.producerBuffered(), trace, logs.String())
 	}
 	if rows, _ := line["outcome_rows_unwritten"].(float64); rows != 0 {
 		t.Errorf("the revoke left %v outcome rows unwritten (line %v)", rows, line)
