@@ -248,10 +248,10 @@ func resolve(pomXML []byte, dir string) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kafkatest: resolving Apache Kafka %s with Maven (%s): %w\n%s", Version, pom, err, tail(out.Bytes(), 4<<10))
+		return fmt.Errorf("kafkatest: resolving Apache Kafka %s with Maven (internal/kafkatest/maven/pom.xml): %w\n%s", Version, err, tail(out.Bytes(), 4<<10))
 	}
 	if !fileExists(filepath.Join(tmp, "kafka_2.13-"+Version+".jar")) {
-		return fmt.Errorf("kafkatest: Maven resolved %s without kafka_2.13-%s.jar", pom, Version)
+		return fmt.Errorf("kafkatest: Maven resolved internal/kafkatest/maven/pom.xml without kafka_2.13-%s.jar", Version)
 	}
 	if err := os.WriteFile(filepath.Join(tmp, completeMark), []byte(time.Since(start).String()+"\n"), 0o644); err != nil {
 		return fmt.Errorf("kafkatest: marking the jar cache complete: %w", err)
