@@ -147,7 +147,7 @@ func FindTools(getenv func(string) string) (Tools, error) {
 	// again, which would replace (remove) that directory.
 	byHand := getenv("GATETEST_KAFKA_JARS") != "" && fileExists(filepath.Join(dir, "kafka_2.13-"+Version+".jar"))
 	if !byHand {
-		if err := resolve(pomXML, dir); err != nil {
+		if err := resolve(dir); err != nil {
 			return Tools{}, err
 		}
 	}
@@ -202,10 +202,10 @@ func findJava(getenv func(string) string) (string, []byte, error) {
 // completeMark is written into the cache directory once every jar is in it.
 const completeMark = ".complete"
 
-// resolve copies the runtime dependencies of the POM pom into dir with Maven, unless dir
-// holds a completed resolution. It resolves into a sibling directory and renames it, so a
-// resolution cut short leaves nothing that looks complete.
-func resolve(pomXML []byte, dir string) error {
+// resolve copies the runtime dependencies of maven/pom.xml (pomXML) into dir with Maven,
+// unless dir holds a completed resolution. It resolves into a sibling directory and
+// renames it, so a resolution cut short leaves nothing that looks complete.
+func resolve(dir string) error {
 	if fileExists(filepath.Join(dir, completeMark)) {
 		return nil
 	}
