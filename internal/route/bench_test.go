@@ -110,9 +110,19 @@ func (c routeCase) setup(tb testing.TB) (*Router, *kgo.Record) {
 // setupRules is setup for a router with the first c.rules of benchRules, each with one
 // limit no key reaches.
 func (c routeCase) setupRules(tb testing.TB) (*Router, *kgo.Record) {
+	idx := make([]int, c.rules)
+	for i := range idx {
+		idx[i] = i
+	}
+	return c.setupRuleSet(tb, idx)
+}
+
+// setupRuleSet is setupRules for the rules of benchRules at idx, in that order.
+func (c routeCase) setupRuleSet(tb testing.TB, idx []int) (*Router, *kgo.Record) {
 	var specs []ruleSpec
 	seed := maphash.MakeSeed() // one for every limiter, as the gate gives them
-	for _, br := range benchRules[:c.rules] {
+	for _, i := range idx {
+		br := benchRules[i]
 		specs = append(specs, ruleSpec{Rule{Name: br.name, Key: mustKeyFrom(tb, br.key), Match: br.match, SkipMissing: br.skip, Action: ActionOverflow},
 			[]limit.Config{{Threshold: limit.MaxThreshold, HashSeed: seed}}})
 	}
@@ -303,6 +313,56 @@ func BenchmarkRouteTurns(b *testing.B) {
 	})
 	b.ReportMetric(meds[1]/meds[0], "1rule/nofile")
 	b.ReportMetric(meds[2]/meds[1], "3rules/1rule")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkRouteRuleCost is what each of BenchmarkRouteTurns's three rules adds to the
+// team rule alone, measured as it does, in turns: the team rule, the team and event-type
+// rules (a header match, the team's key: its hash shared), the team and per-user rules
+// (a composite key of team_id and distinct_id: joined, hashed and checked as a long
+// key), and all three. It reports each router's median and, in ns a record, what the
+// event-type rule (events_ns) and the per-user rule (user_ns) add, and what the three
+// add together (both_ns): where the three-rule goal's budget (three rules ≤ 1.2 × one)
+// goes, part by part, beside limit's BenchmarkCheck (a check alone).
+func BenchmarkRouteRuleCost(b *testing.B) {
+	const turn = 1 << 16
+	c := routeCases(b)[slices.IndexFunc(routeCases(b), func(c routeCase) bool { return c.name == "json_3rules" })]
+	sets := []struct {
+		name string
+		idx  []int
+	}{{"team", []int{0}}, {"team+events", []int{0, 2}}, {"team+user", []int{0, 1}}, {"all3", []int{0, 1, 2}}}
+	type contender struct {
+		r  *Router
+		in *kgo.Record
+	}
+	names := make([]string, len(sets))
+	cs := make([]contender, len(sets))
+	for i, set := range sets {
+		names[i] = set.name
+		r, in := c.setupRuleSet(b, set.idx)
+		if _, o := r.Route(t0, in, &Scratch{}); o.Route != Accepted {
+			b.Fatalf("%s: %s %s", set.name, o.Route, o.Reason)
+		}
+		cs[i] = contender{r, in}
+	}
+	meds := inTurns(b, names, func(i int) float64 {
+		c := cs[i]
+		var s Scratch
+		var out kgo.Record
+		start := time.Now()
+		for i := range turn {
+			c.r.RouteInto(t0, c.in, &s, &out)
+			if i&255 == 255 {
+				s.Flush()
+			}
+		}
+		s.Flush()
+		return float64(time.Since(start).Nanoseconds()) / turn
+	})
+	b.ReportMetric(meds[1]-meds[0], "events_ns")
+	b.ReportMetric(meds[2]-meds[0], "user_ns")
+	b.ReportMetric(meds[3]-meds[0], "both_ns")
+	b.ReportMetric(meds[3]/meds[0], "all3/team")
 	b.ReportMetric(0, "ns/op")
 }
 
