@@ -448,17 +448,12 @@ func (a *Agg) Bump(at time.Time, key string, kind Kind, rule, topic, reason stri
 // its key both, so an h that is not key's finds no row: it reports false, and Record then
 // counts the record where it belongs.
 //
-// It is find, count and bumpSlot written out in one function, the interval and the class
-// of the record's rule and reason read from what the last record left (interval, classOf)
-// unless they changed: nearly every record is counted in its key's slot, and the calls
-// between them, each passing the strings again, took about a third of its time
-// (BenchmarkRouteOutcomesTurns).
+// It is find, count and bumpSlot written out in one function: nearly every record is
+// counted in its key's slot, and the calls between them, each passing the strings
+// again, took about a third of its time (BenchmarkRouteOutcomesTurns).
 func (a *Agg) BumpHashed(h uint64, at time.Time, key string, kind Kind, rule, topic, reason string, bytes int) bool {
 	topic = topicOf(kind, topic)
-	iv := a.cur
-	if ns := at.UnixNano(); ns < a.curFrom || ns >= a.curTo {
-		iv = a.interval(at)
-	}
+	iv := a.interval(at)
 	x := &a.slots
 	mask := uint64(len(x.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
@@ -469,16 +464,10 @@ func (a *Agg) BumpHashed(h uint64, at time.Time, key string, kind Kind, rule, to
 		if s.h != h || !a.keyIs(s, key) {
 			continue
 		}
-		if s.class != 0 && s.iv == iv && s.kind == kind {
-			c := a.lastClass
-			if c == 0 || !same(rule, a.lastRule) || !same(reason, a.lastReason) || !same(topic, a.lastTopic) {
-				c = a.classOf(rule, reason, topic)
-			}
-			if s.class == c {
-				s.records++
-				s.bytes += int64(bytes)
-				return true
-			}
+		if s.class != 0 && s.iv == iv && s.kind == kind && s.class == a.classOf(rule, reason, topic) {
+			s.records++
+			s.bytes += int64(bytes)
+			return true
 		}
 		return a.bump(s.row-1, iv, kind, rule, topic, reason, bytes)
 	}

@@ -271,6 +271,29 @@ func embeddedAsObject(tb testing.TB, event []byte) []byte {
 	return slices.Concat(event[:r.Index], []byte(r.Str), event[r.Index+len(r.Raw):])
 }
 
+// contender is a router and the record it routes in BenchmarkRouteTurns's turns.
+type contender struct {
+	r  *Router
+	in *kgo.Record
+}
+
+// turn routes c's record 1<<16 times, as a partition worker does (RouteInto into a record
+// it owns, the Scratch flushed every 256 records), and returns the time a record.
+func (c contender) turn() float64 {
+	const n = 1 << 16
+	var s Scratch
+	var out kgo.Record
+	start := time.Now()
+	for i := range n {
+		c.r.RouteInto(t0, c.in, &s, &out)
+		if i&255 == 255 {
+			s.Flush()
+		}
+	}
+	s.Flush()
+	return float64(time.Since(start).Nanoseconds()) / n
+}
+
 // BenchmarkRouteTurns routes the same cached record through a router without a rules file,
 // one with a one-rule file (the same team rule) and one with three rules (benchRules),
 // in turns of 1<<16 records each, one after another in every round (b.N rounds), on one
@@ -278,7 +301,6 @@ func embeddedAsObject(tb testing.TB, event []byte) []byte {
 // path's goals (issue "One way through the gate": one rule ÷ no file ≤ 1.05, three rules
 // ÷ one rule ≤ 1.2), measured side by side so that a noisy machine moves all three alike.
 func BenchmarkRouteTurns(b *testing.B) {
-	const turn = 1 << 16
 	cases := routeCases(b)
 	find := func(name string) routeCase {
 		i := slices.IndexFunc(cases, func(c routeCase) bool { return c.name == name })
@@ -287,30 +309,13 @@ func BenchmarkRouteTurns(b *testing.B) {
 		}
 		return cases[i]
 	}
-	type contender struct {
-		r  *Router
-		in *kgo.Record
-	}
 	names := []string{"json", "json_1rule", "json_3rules"}
 	var cs []contender
 	for _, name := range names {
 		r, in := find(name).setup(b)
 		cs = append(cs, contender{r: r, in: in})
 	}
-	meds := inTurns(b, names, func(i int) float64 {
-		c := cs[i]
-		var s Scratch
-		var out kgo.Record
-		start := time.Now()
-		for i := range turn {
-			c.r.RouteInto(t0, c.in, &s, &out)
-			if i&255 == 255 {
-				s.Flush()
-			}
-		}
-		s.Flush()
-		return float64(time.Since(start).Nanoseconds()) / turn
-	})
+	meds := inTurns(b, names, func(i int) float64 { return cs[i].turn() })
 	b.ReportMetric(meds[1]/meds[0], "1rule/nofile")
 	b.ReportMetric(meds[2]/meds[1], "3rules/1rule")
 	b.ReportMetric(0, "ns/op")
@@ -325,16 +330,12 @@ func BenchmarkRouteTurns(b *testing.B) {
 // add together (both_ns): where the three-rule goal's budget (three rules ≤ 1.2 × one)
 // goes, part by part, beside limit's BenchmarkCheck (a check alone).
 func BenchmarkRouteRuleCost(b *testing.B) {
-	const turn = 1 << 16
-	c := routeCases(b)[slices.IndexFunc(routeCases(b), func(c routeCase) bool { return c.name == "json_3rules" })]
+	cases := routeCases(b)
+	c := cases[slices.IndexFunc(cases, func(c routeCase) bool { return c.name == "json_3rules" })]
 	sets := []struct {
 		name string
 		idx  []int
 	}{{"team", []int{0}}, {"team+events", []int{0, 2}}, {"team+user", []int{0, 1}}, {"all3", []int{0, 1, 2}}}
-	type contender struct {
-		r  *Router
-		in *kgo.Record
-	}
 	names := make([]string, len(sets))
 	cs := make([]contender, len(sets))
 	for i, set := range sets {
@@ -345,20 +346,7 @@ func BenchmarkRouteRuleCost(b *testing.B) {
 		}
 		cs[i] = contender{r, in}
 	}
-	meds := inTurns(b, names, func(i int) float64 {
-		c := cs[i]
-		var s Scratch
-		var out kgo.Record
-		start := time.Now()
-		for i := range turn {
-			c.r.RouteInto(t0, c.in, &s, &out)
-			if i&255 == 255 {
-				s.Flush()
-			}
-		}
-		s.Flush()
-		return float64(time.Since(start).Nanoseconds()) / turn
-	})
+	meds := inTurns(b, names, func(i int) float64 { return cs[i].turn() })
 	b.ReportMetric(meds[1]-meds[0], "events_ns")
 	b.ReportMetric(meds[2]-meds[0], "user_ns")
 	b.ReportMetric(meds[3]-meds[0], "both_ns")
