@@ -322,6 +322,7 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		"outcomes_topic", cfg.OutcomesTopic,
 		"outcomes_interval", cfg.OutcomesInterval.String(),
 		"outcomes_max_rows", cfg.OutcomesMaxRows,
+		"outcomes_flush_interval", cfg.OutcomesFlushInterval.String(),
 		"rules_file", cfg.RulesFile, // with one, the next line names the rules; key_from ... overrides are not used
 		"key_from", cfg.KeyFrom.String(),
 		"max_key_bytes", cfg.MaxKeyBytes,

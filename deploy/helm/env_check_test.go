@@ -168,3 +168,35 @@ func TestOutcomesIntervalAsGate(t *testing.T) {
 		})
 	}
 }
+
+// TestOutcomesFlushIntervalAsGate: the chart renders an outcomes.flushInterval exactly
+// when the gate takes it as GATE_OUTCOMES_FLUSH_INTERVAL (from 100ms to 10m).
+func TestOutcomesFlushIntervalAsGate(t *testing.T) {
+	bin, err := gateBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := readValues(t, "testdata/defaults.yaml")
+	base["outcomes"] = map[string]any{"topic": "events_outcomes"}
+	d := renderDeployment(t, base, capabilities())
+	for _, flush := range []string{"100ms", "0.1s", "10s", "1m", "10m", "600s", "99ms", "10m0.001s", "1h"} {
+		t.Run(flush, func(t *testing.T) {
+			gd := d.DeepCopy()
+			for i, e := range gd.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "GATE_OUTCOMES_FLUSH_INTERVAL" {
+					gd.Spec.Template.Spec.Containers[0].Env[i].Value = flush
+				}
+			}
+			out, gateErr := gateCheck(bin, gd)
+			vals := readValues(t, "testdata/defaults.yaml")
+			vals["outcomes"] = map[string]any{"topic": "events_outcomes", "flushInterval": flush}
+			_, chartErr := render(t, vals, capabilities())
+			if (gateErr == nil) != (chartErr == nil) {
+				t.Fatalf("the gate's check: %v %s\nthe chart's render: %v", gateErr, out, chartErr)
+			}
+			if chartErr != nil && !strings.Contains(chartErr.Error(), "outcomes.flushInterval ("+flush+") must be") {
+				t.Fatalf("the chart's error %q does not name outcomes.flushInterval (%s) and what it must be", chartErr, flush)
+			}
+		})
+	}
+}

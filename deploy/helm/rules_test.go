@@ -104,7 +104,8 @@ func TestDropRuleNeedsOutcomes(t *testing.T) {
 	}
 	objs := renderObjects(t, mergeValues(base, mustParse(t, drop+"outcomes: {topic: events_outcomes}\n")))
 	env := envOf(objs.typed["Deployment"][0].(*appsv1.Deployment).Spec.Template.Spec.Containers[0])
-	if env["GATE_OUTCOMES_TOPIC"].Value != "events_outcomes" || env["GATE_OUTCOMES_INTERVAL"].Value != "1m" || env["GATE_OUTCOMES_MAX_ROWS"].Value != "100000" {
+	if env["GATE_OUTCOMES_TOPIC"].Value != "events_outcomes" || env["GATE_OUTCOMES_INTERVAL"].Value != "1m" || env["GATE_OUTCOMES_MAX_ROWS"].Value != "100000" ||
+		env["GATE_OUTCOMES_FLUSH_INTERVAL"].Value != "10s" {
 		t.Errorf("outcomes env: %v", env)
 	}
 }

@@ -112,6 +112,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 			TransactionMaxRecords: consume.DefaultTransactionMaxRecords,
 			OutcomesInterval:      consume.DefaultOutcomesInterval,
 			OutcomesMaxRows:       consume.DefaultOutcomesMaxRows,
+			OutcomesFlushInterval: consume.DefaultOutcomesFlushInterval,
 		},
 		Limiter: Limiter{
 			LimitMode:           limit.Divert,
@@ -464,6 +465,8 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_OUTCOMES_TOPIC", value: "a/b", want: "a Kafka topic name"},
 		{key: "GATE_OUTCOMES_INTERVAL", value: "7s", want: "divides an hour"},
 		{key: "GATE_OUTCOMES_MAX_ROWS", value: "0", want: "GATE_OUTCOMES_MAX_ROWS"},
+		{key: "GATE_OUTCOMES_FLUSH_INTERVAL", value: "50ms", want: "GATE_OUTCOMES_FLUSH_INTERVAL=\"50ms\": want a duration from 100ms to 10m such as 10s"},
+		{key: "GATE_OUTCOMES_FLUSH_INTERVAL", value: "11m", want: "from 100ms to 10m"},
 		{key: "GATE_OVERFLOW_TOPIC", value: "events_accepted", want: "must all differ"},
 		{key: "GATE_DEAD_LETTER_TOPIC", value: strings.Repeat("x", 250), want: "a Kafka topic name"},
 		{key: "GATE_KAFKA_START_OFFSET", value: "newest", want: `GATE_KAFKA_START_OFFSET="newest": unknown start offset "newest"; want earliest or latest`},
@@ -1108,6 +1111,7 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		"GATE_DELIVERY": "exactly-once", "GATE_TRANSACTIONAL_ID": "gate-7", "GATE_TRANSACTION_TIMEOUT": "75s",
 		"GATE_ON_UNDELIVERABLE": "Skip", "GATE_ON_DATA_LOSS": "STOP",
 		"GATE_CLOCK": "event", "GATE_EVENT_TIME_FROM": "json:meta.ts", "GATE_MAX_EVENT_AGE": "2h",
+		"GATE_OUTCOMES_FLUSH_INTERVAL": "3s",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -1139,7 +1143,8 @@ func TestConfigMapsToRouterAndConsumer(t *testing.T) {
 		cc.RevokeTimeout != 3*time.Second || cc.ShutdownTimeout != 4*time.Second || len(cc.ClientOpts) != 7 ||
 		cc.Delivery != consume.ExactlyOnce || cc.TransactionalID != "gate-7" || cc.TransactionTimeout != 75*time.Second ||
 		cc.StartOffset != consume.StartLatest || cc.OnUndeliverable != consume.UndeliverableSkip || cc.OnDataLoss != consume.DataLossStop ||
-		!slices.Equal(cc.OutputTopics, []string{"ok", "over", "dlq"}) || cc.KeylessTopics != nil {
+		!slices.Equal(cc.OutputTopics, []string{"ok", "over", "dlq"}) || cc.KeylessTopics != nil ||
+		cc.OutcomesFlushInterval != 3*time.Second {
 		t.Errorf("consume config %+v", cc)
 	}
 	// Overflow records without their key: a compacted overflow topic refuses them.

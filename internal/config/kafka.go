@@ -36,7 +36,7 @@ type Kafka struct {
 	DryRun                bool            `envconfig:"DRY_RUN" default:"false" desc:"Send every record to the accepted topic but count and report decisions as if enforced, in gate_dry_run_diverted_total (default false); for trying a threshold on live traffic."`
 	OverflowKeepKey       bool            `envconfig:"OVERFLOW_KEEP_KEY" default:"false" desc:"Keep the record key on overflow and on a rule's own topic (action topic:NAME) (default false: dropped, so a hot team's overflow spreads over every partition instead of loading one; a compacted topic then refuses those records)."`
 	MaxPollRecords        int             `envconfig:"MAX_POLL_RECORDS" default:"10000" desc:"Most records routed per poll (default 10000); rebalances wait for a poll's records to be handed to the producer, so smaller lets a rebalance through sooner, larger batches more."`
-	CommitInterval        time.Duration   `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"With GATE_DELIVERY=at-least-once, how often offsets acknowledged on the output topics are committed, and outcome rows written, at least 10ms (default 1s); a crash replays at most about this much traffic (twice this with GATE_OUTCOMES_TOPIC, the commits stopping at the last outcome seal), and shorter means more commit requests. Exactly-once commits offsets in its transactions (GATE_TRANSACTION_INTERVAL) and does not use it."`
+	CommitInterval        time.Duration   `envconfig:"COMMIT_INTERVAL" default:"1s" desc:"With GATE_DELIVERY=at-least-once, how often offsets acknowledged on the output topics are committed, at least 10ms (default 1s); a crash replays at most about this much traffic (with GATE_OUTCOMES_TOPIC this plus GATE_OUTCOMES_FLUSH_INTERVAL, the commits stopping at the last outcome seal), and shorter means more commit requests. Exactly-once commits offsets in its transactions (GATE_TRANSACTION_INTERVAL) and does not use it."`
 	ProduceRetries        int             `envconfig:"PRODUCE_RETRIES" default:"0" desc:"Tries the client makes for an output record a broker failed with a retriable error before reporting it failed, after which the gate logs, counts and produces it again with backoff, never committing past it; 0 for no bound, the client retrying in order until the record is written (default 0); a bound shows broker errors sooner in gate_produce_errors_total but can reorder a key's records, a broker failing for long shows in gate_stalled_seconds either way."`
 	MaxBufferedRecords    int             `envconfig:"MAX_BUFFERED_RECORDS" default:"50000" desc:"Most output records waiting for the broker's acknowledgement; routing blocks when reached, so a slow broker slows consumption instead of growing memory. Nor is anything polled while the polls not yet wholly acknowledged keep as many input records, as one output partition refusing writes holds every poll with a record for it (default 50000)."`
 	MaxBufferedBytes      int             `envconfig:"MAX_BUFFERED_BYTES" default:"268435456" desc:"Most bytes of output records waiting for acknowledgement, and of input records kept for them, as GATE_MAX_BUFFERED_RECORDS (default 268435456, 256 MiB); at least 1048576 and GATE_KAFKA_MAX_MESSAGE_BYTES less 61 (a record batch's header), as the client refuses a record larger than it."`
@@ -67,6 +67,7 @@ type Kafka struct {
 	OutcomesTopic         string          `envconfig:"OUTCOMES_TOPIC" default:"" desc:"Topic every record's fate is written to as outcome rows, one per interval, key, rule, outcome and reason, keyed by team (docs/outcomes.md; read them with gate outcomes); with GATE_DELIVERY=exactly-once in the transaction of the records they count, with at-least-once before those records' offsets are committed (default none); needed by a rule's action drop."`
 	OutcomesInterval      time.Duration   `envconfig:"OUTCOMES_INTERVAL" default:"1m" desc:"With GATE_OUTCOMES_TOPIC, the outcome rows' interval: each row counts records routed within one interval_start + this (default 1m); from 1s to 1h, dividing an hour."`
 	OutcomesMaxRows       int             `envconfig:"OUTCOMES_MAX_ROWS" default:"100000" desc:"With GATE_OUTCOMES_TOPIC, the most outcome rows the gate holds between writes, kept in about 1 KB each with several CPUs (600 bytes with one; 100 MB at the default, and about 500 bytes more a row while a seal's rows are written) (default 100000); keys that come once it is reached are summed in one row per rule, outcome and reason, marked folded (gate_outcome_folded_records_total)."`
+	OutcomesFlushInterval time.Duration   `envconfig:"OUTCOMES_FLUSH_INTERVAL" default:"10s" desc:"With GATE_OUTCOMES_TOPIC and GATE_DELIVERY=at-least-once, how often the gate seals its outcome rows and writes them (and on revoke and at shutdown) (default 10s); a partition's offsets are committed only up to its last seal, so a crash replays about this plus GATE_COMMIT_INTERVAL. Each seal writes a row per key, rule, outcome and reason seen since the last, so shorter means more rows and more of the gate's CPU (a seal a second wrote a row per active team a second); from 100ms to 10m. Exactly once, each transaction is a seal."`
 	TransactionTimeout    time.Duration   `envconfig:"TRANSACTION_TIMEOUT" default:"90s" desc:"With GATE_DELIVERY=exactly-once, how long the brokers let a transaction stay open before aborting it, longer than GATE_KAFKA_REBALANCE_TIMEOUT and GATE_KAFKA_SESSION_TIMEOUT (a transaction's end waits out a rebalance, which waits out a dead member's session) and at most the brokers' transaction.max.timeout.ms (default 90s); a crashed gate's open transaction holds back read-committed consumers of its output partitions, and the input partitions' next owner, for up to this long."`
 }
 
@@ -150,6 +151,7 @@ func (c Kafka) ConsumeConfig(r Reload) (consume.Config, error) {
 		OutcomesTopic:         c.OutcomesTopic,
 		OutcomesInterval:      c.OutcomesInterval,
 		OutcomesMaxRows:       c.OutcomesMaxRows,
+		OutcomesFlushInterval: c.OutcomesFlushInterval,
 		OnUndeliverable:       c.OnUndeliverable.value(),
 		StallNotReady:         orDisabled(c.StallNotReady),
 		StallRestart:          orDisabled(c.StallRestart),
@@ -329,6 +331,9 @@ func (c Kafka) validate(bad report) {
 		bad("OUTCOMES_INTERVAL", "a duration from 1s to 1h that divides an hour, such as 1m")
 	}
 	bad.atLeast("OUTCOMES_MAX_ROWS", c.OutcomesMaxRows, 1)
+	if c.OutcomesFlushInterval < 100*time.Millisecond || c.OutcomesFlushInterval > 10*time.Minute {
+		bad("OUTCOMES_FLUSH_INTERVAL", "a duration from 100ms to 10m such as 10s")
+	}
 	if c.TransactionalID != "" && !validTransactionalID(c.TransactionalID) {
 		bad("TRANSACTIONAL_ID", "1 to 200 of a-z, A-Z, 0-9, '.', '_' and '-' such as capture-gate-0")
 	}

@@ -33,6 +33,9 @@ const (
 	// 100,000 rows are about 20 MB.
 	DefaultOutcomesInterval = time.Minute
 	DefaultOutcomesMaxRows  = 100_000
+	// DefaultOutcomesFlushInterval is the gate's GATE_OUTCOMES_FLUSH_INTERVAL: see
+	// Config.OutcomesFlushInterval.
+	DefaultOutcomesFlushInterval = 10 * time.Second
 
 	// Records whose produce failed are produced again after a backoff whose cap grows
 	// from retryMinBackoff to retryMaxBackoff: long enough not to hammer a failing
@@ -345,6 +348,15 @@ type Config struct {
 	// OutcomesMaxRows caps the rows held between seals, for every partition together;
 	// keys past it are folded (outcome.Budget). Zero is DefaultOutcomesMaxRows.
 	OutcomesMaxRows int
+	// OutcomesFlushInterval is, at least once, how often the rows are sealed and
+	// written (and on revoke and at shutdown). A partition's offsets are committed only
+	// up to its last seal, so it is also how far the commits trail the routing: a crash
+	// replays about this + CommitInterval. Each seal writes a row per key seen since
+	// the last, so it sets the rows' volume: a seal a second wrote a row per active team
+	// a second, and cost the gate more than counting its records (docs/outcomes.md).
+	// Zero is CommitInterval, a seal a commit; the gate gives DefaultOutcomesFlushInterval.
+	// Exactly once, each transaction is a seal, and this is not used.
+	OutcomesFlushInterval time.Duration
 	// HashSeed is the seed the router's limiters hash keys with (limit.Config.HashSeed),
 	// given to the outcome aggregates so that the hash a record's team is touched with
 	// serves its check too (outcome.NewAggSeeded). The zero Seed: a random one.
@@ -404,6 +416,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.OutcomesTopic != "" {
 		defDur(&c.OutcomesInterval, DefaultOutcomesInterval, "OutcomesInterval")
 		def(&c.OutcomesMaxRows, DefaultOutcomesMaxRows, "OutcomesMaxRows")
+		defDur(&c.OutcomesFlushInterval, c.CommitInterval, "OutcomesFlushInterval")
 	}
 	defDur(&c.TransactionInterval, DefaultTransactionInterval, "TransactionInterval")
 	defDur(&c.PreflightInterval, DefaultPreflightInterval, "PreflightInterval")

@@ -504,12 +504,12 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 }
 
 // pollContext bounds a poll: to nudgeAfter, so that a poll with no record asks the fetch
-// loops to start (nudgeFetch), and to Config.CommitInterval, so that the periodic seal
-// runs on an idle gate too.
+// loops to start (nudgeFetch), and to Config.OutcomesFlushInterval, so that the periodic
+// seal runs on an idle gate too.
 func (c *Consumer) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	wait := nudgeAfter
 	if c.out != nil {
-		wait = min(wait, c.cfg.CommitInterval)
+		wait = min(wait, c.cfg.OutcomesFlushInterval)
 	}
 	return context.WithTimeout(ctx, wait)
 }

@@ -62,7 +62,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		}, []string{"partition"}),
 		outcomeRows: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gate_outcome_rows_total",
-			Help: "Outcome rows written to GATE_OUTCOMES_TOPIC (one per key, rule, outcome and reason of a seal: a transaction with exactly-once delivery, a commit interval with at-least-once), counted once acknowledged (at-least-once) or once their transaction committed (exactly-once); seal records and aborted transactions' rows not counted.",
+			Help: "Outcome rows written to GATE_OUTCOMES_TOPIC (one per key, rule, outcome and reason of a seal: a transaction with exactly-once delivery, GATE_OUTCOMES_FLUSH_INTERVAL with at-least-once), counted once acknowledged (at-least-once) or once their transaction committed (exactly-once); seal records and aborted transactions' rows not counted.",
 		}),
 		outcomeFolded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gate_outcome_folded_records_total",

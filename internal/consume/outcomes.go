@@ -313,14 +313,14 @@ func (c *Consumer) sealALO(ctx context.Context) {
 	}
 }
 
-// sealDue seals when GATE_COMMIT_INTERVAL has passed since the last seal (at-least-once;
-// the poll loop's, between polls).
+// sealDue seals when OutcomesFlushInterval (GATE_OUTCOMES_FLUSH_INTERVAL) has passed
+// since the last seal (at-least-once; the poll loop's, between polls).
 func (c *Consumer) sealDue() {
 	if c.out == nil {
 		return
 	}
 	c.out.sealMu.Lock()
-	due := c.clock.Now().Sub(c.out.sealed) >= c.cfg.CommitInterval
+	due := c.clock.Now().Sub(c.out.sealed) >= c.cfg.OutcomesFlushInterval
 	c.out.sealMu.Unlock()
 	if due {
 		c.sealALO(c.route)

@@ -1221,3 +1221,45 @@ func TestRevokeAndShutdownSendWithoutTheLinger(t *testing.T) {
 	got, _ := readOutcomes(t, env, n, false, 20*time.Second, 300*time.Millisecond)
 	sameCounts(t, "linger", got, out.byTeam())
 }
+
+// At least once, outcome rows are sealed every OutcomesFlushInterval
+// (GATE_OUTCOMES_FLUSH_INTERVAL), not every commit: a seal writes a row per key seen since
+// the last, and one a commit interval (1 s) wrote a row per active team a second. Between
+// two seals the commits, which run every CommitInterval all the same, stop at the first
+// record not sealed, so no record is committed before its row is written; the seal at
+// shutdown then writes every row and commits every record.
+func TestOutcomesSealedEveryFlushIntervalNotEveryCommit(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 400
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	// Commits every 100 ms (the harness's); no seal due until the gate stops.
+	env.ccfg.OutcomesFlushInterval = time.Hour
+	prod := producer(t, env.cluster)
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "gate a owning every partition", func() bool { return len(owned(a)) == parts })
+	produceAll(t, prod, outcomesTraffic(0, n))
+	outs := collect(t, env.cluster, n, 30*time.Second, 0)
+	// Every record is routed and acknowledged. Wait for commit passes after two of the
+	// idle gate's polls have ended (each bounded by nudgeAfter, after which a seal due is
+	// made) and three commit intervals more: each pass finding nothing it may commit
+	// notes the time it answered.
+	routed := time.Now()
+	waitFor(t, 30*time.Second, "commits after two idle polls", func() bool {
+		a.c.hold.mu.Lock()
+		defer a.c.hold.mu.Unlock()
+		return a.c.hold.lastOK.After(routed.Add(2*nudgeAfter + 3*env.ccfg.CommitInterval))
+	})
+	if got := testutil.ToFloat64(a.c.m.outcomeRows); got != 0 {
+		t.Errorf("%v outcome rows written before the flush interval passed: sealed a commit interval", got)
+	}
+	if got := committedSum(env.cluster, parts); got != 0 {
+		t.Errorf("%d records committed before their rows were written", got)
+	}
+	a.stop(t) // seals, writes the rows, commits
+	if got := committedSum(env.cluster, parts); got != n {
+		t.Errorf("committed %d records after the shutdown's seal, want %d", got, n)
+	}
+	got, _ := readOutcomes(t, env, n, false, 30*time.Second, 0)
+	sameCounts(t, "sealed at shutdown", got, outs.byTeam())
+}

@@ -447,6 +447,8 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
   value: {{ $v.outcomes.interval | quote }}
 - name: GATE_OUTCOMES_MAX_ROWS
   value: {{ $v.outcomes.maxRows | int64 | quote }}
+- name: GATE_OUTCOMES_FLUSH_INTERVAL
+  value: {{ $v.outcomes.flushInterval | quote }}
 {{- else }}
 {{- range $v.rules }}
 {{- if and (eq (toString .action) "drop") (not .shadow) }}
@@ -837,6 +839,11 @@ outcomes.topic, as the schema's list of intervals was. */ -}}
 {{- $outcomesNs := include "capture-gate.nanoseconds" $v.outcomes.interval | int64 -}}
 {{- if or (lt $outcomesNs $sec) (gt $outcomesNs (mul 3600 $sec)) (ne (mod (mul 3600 $sec) $outcomesNs) 0) -}}
 {{- fail (printf "capture-gate: outcomes.interval (%s) must be from 1s to 1h and divide an hour, such as 1m, 8s or 90s (the gate refuses it at start otherwise)" $v.outcomes.interval) -}}
+{{- end -}}
+{{- /* GATE_OUTCOMES_FLUSH_INTERVAL's, likewise. */ -}}
+{{- $flushNs := include "capture-gate.nanoseconds" $v.outcomes.flushInterval | int64 -}}
+{{- if or (lt $flushNs (div $sec 10)) (gt $flushNs (mul 600 $sec)) -}}
+{{- fail (printf "capture-gate: outcomes.flushInterval (%s) must be from 100ms to 10m such as 10s (the gate refuses it at start otherwise)" $v.outcomes.flushInterval) -}}
 {{- end -}}
 {{- if le (include "capture-gate.exactSeconds" $v.kafka.rebalanceTimeout | float64) (include "capture-gate.exactSeconds" $v.kafka.revokeTimeout | float64) -}}
 {{- fail (printf "capture-gate: kafka.rebalanceTimeout (%s) must be longer than kafka.revokeTimeout (%s): a rebalance waits for the revoked partitions' drain" $v.kafka.rebalanceTimeout $v.kafka.revokeTimeout) -}}
