@@ -353,7 +353,7 @@ type Config struct {
 	// up to its last seal, so it is also how far the commits trail the routing: a crash
 	// replays about this + CommitInterval. Each seal writes a row per key seen since
 	// the last, so it sets the rows' volume: a seal a second wrote a row per active team
-	// a second, and cost the gate more than counting its records (docs/outcomes.md).
+	// a second (docs/outcomes.md).
 	// Zero is CommitInterval, a seal a commit; the gate gives DefaultOutcomesFlushInterval.
 	// Exactly once, each transaction is a seal, and this is not used.
 	OutcomesFlushInterval time.Duration
