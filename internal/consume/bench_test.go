@@ -80,7 +80,7 @@ func BenchmarkEndToEndSameClock(b *testing.B) {
 
 // BenchmarkOutcomes is the gate with outcomes off and on (GATE_OUTCOMES_TOPIC), in each
 // delivery mode, each "on" run right after its "off", on BenchmarkEndToEndSameClock's
-// broker and clock, over runs of some seconds (make bench: 2,000,000 records a run):
+// broker and clock, over runs of some seconds (make bench: 4,000,000 records a run):
 // outcomes_vs_off_ratio. The gates seal as the gate does by default, every
 // GATE_OUTCOMES_FLUSH_INTERVAL (10 s): a run of 4,000,000 records (3 s or so) ends
 // before its first periodic seal, so its rows are all written at its graceful stop and

@@ -66,6 +66,7 @@ var badConfig = map[string]string{
 	"GATE_OUTCOMES_TOPIC":          "out comes",
 	"GATE_OUTCOMES_INTERVAL":       "7s",
 	"GATE_OUTCOMES_MAX_ROWS":       "0",
+	"GATE_OUTCOMES_FLUSH_INTERVAL": "50ms",
 	"GATE_WINDOW":                  "1 minute",
 	"GATE_THRESHOLD":               "-5",
 	"GATE_LIMITS":                  "1h",
