@@ -137,41 +137,23 @@ func expandEnv(v string, defined map[string]string) string {
 // time.ParseDuration reads): the schema's list of 23 intervals refused 8s, 45s, 90s,
 // 1.5s and 60s, all of which the gate takes.
 func TestOutcomesIntervalAsGate(t *testing.T) {
-	bin, err := gateBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := readValues(t, "testdata/defaults.yaml")
-	base["outcomes"] = map[string]any{"topic": "events_outcomes"}
-	d := renderDeployment(t, base, capabilities())
-	for _, interval := range []string{
+	outcomesValueAsGate(t, "interval", "GATE_OUTCOMES_INTERVAL", []string{
 		"1s", "1.5s", "8s", "45s", "60s", "1m", "90s", "1m30s", "2.5m", "1500ms", "3600s", "1h", "60m",
 		"0.5s", "999ms", "7s", "50s", "61m", "2h", "1h0m0.000000001s",
-	} {
-		t.Run(interval, func(t *testing.T) {
-			gd := d.DeepCopy()
-			for i, e := range gd.Spec.Template.Spec.Containers[0].Env {
-				if e.Name == "GATE_OUTCOMES_INTERVAL" {
-					gd.Spec.Template.Spec.Containers[0].Env[i].Value = interval
-				}
-			}
-			out, gateErr := gateCheck(bin, gd)
-			vals := readValues(t, "testdata/defaults.yaml")
-			vals["outcomes"] = map[string]any{"topic": "events_outcomes", "interval": interval}
-			_, chartErr := render(t, vals, capabilities())
-			if (gateErr == nil) != (chartErr == nil) {
-				t.Fatalf("the gate's check: %v %s\nthe chart's render: %v", gateErr, out, chartErr)
-			}
-			if chartErr != nil && !strings.Contains(chartErr.Error(), "outcomes.interval ("+interval+") must be") {
-				t.Fatalf("the chart's error %q does not name outcomes.interval (%s) and what it must be", chartErr, interval)
-			}
-		})
-	}
+	})
 }
 
 // TestOutcomesFlushIntervalAsGate: the chart renders an outcomes.flushInterval exactly
 // when the gate takes it as GATE_OUTCOMES_FLUSH_INTERVAL (from 100ms to 10m).
 func TestOutcomesFlushIntervalAsGate(t *testing.T) {
+	outcomesValueAsGate(t, "flushInterval", "GATE_OUTCOMES_FLUSH_INTERVAL",
+		[]string{"100ms", "0.1s", "10s", "1m", "10m", "600s", "99ms", "10m0.001s", "1h"})
+}
+
+// outcomesValueAsGate checks, for each of values, that the chart renders outcomes.KEY
+// (with outcomes on) exactly when the gate's start-up check takes it as the variable
+// name, and that the chart's refusal names outcomes.KEY and what it must be.
+func outcomesValueAsGate(t *testing.T, key, name string, values []string) {
 	bin, err := gateBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -179,23 +161,23 @@ func TestOutcomesFlushIntervalAsGate(t *testing.T) {
 	base := readValues(t, "testdata/defaults.yaml")
 	base["outcomes"] = map[string]any{"topic": "events_outcomes"}
 	d := renderDeployment(t, base, capabilities())
-	for _, flush := range []string{"100ms", "0.1s", "10s", "1m", "10m", "600s", "99ms", "10m0.001s", "1h"} {
-		t.Run(flush, func(t *testing.T) {
+	for _, v := range values {
+		t.Run(v, func(t *testing.T) {
 			gd := d.DeepCopy()
 			for i, e := range gd.Spec.Template.Spec.Containers[0].Env {
-				if e.Name == "GATE_OUTCOMES_FLUSH_INTERVAL" {
-					gd.Spec.Template.Spec.Containers[0].Env[i].Value = flush
+				if e.Name == name {
+					gd.Spec.Template.Spec.Containers[0].Env[i].Value = v
 				}
 			}
 			out, gateErr := gateCheck(bin, gd)
 			vals := readValues(t, "testdata/defaults.yaml")
-			vals["outcomes"] = map[string]any{"topic": "events_outcomes", "flushInterval": flush}
+			vals["outcomes"] = map[string]any{"topic": "events_outcomes", key: v}
 			_, chartErr := render(t, vals, capabilities())
 			if (gateErr == nil) != (chartErr == nil) {
 				t.Fatalf("the gate's check: %v %s\nthe chart's render: %v", gateErr, out, chartErr)
 			}
-			if chartErr != nil && !strings.Contains(chartErr.Error(), "outcomes.flushInterval ("+flush+") must be") {
-				t.Fatalf("the chart's error %q does not name outcomes.flushInterval (%s) and what it must be", chartErr, flush)
+			if chartErr != nil && !strings.Contains(chartErr.Error(), "outcomes."+key+" ("+v+") must be") {
+				t.Fatalf("the chart's error %q does not name outcomes.%s (%s) and what it must be", chartErr, key, v)
 			}
 		})
 	}
