@@ -1263,3 +1263,36 @@ func TestOutcomesSealedEveryFlushIntervalNotEveryCommit(t *testing.T) {
 	got, _ := readOutcomes(t, env, n, false, 30*time.Second, 0)
 	sameCounts(t, "sealed at shutdown", got, outs.byTeam())
 }
+
+// At least once, a revoke seals whatever the flush interval: the revoked partition's
+// records, routed and not yet sealed (a flush interval is 10 s of them by default), get
+// their rows and are committed before the partition moves, so its next owner routes none
+// of them again and every record is on the outputs, and in the rows, once.
+func TestOutcomesRevokeSealsBeforeTheFlushInterval(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 400
+	env := newEnv(t, parts)
+	withOutcomes(t, env)
+	env.ccfg.OutcomesFlushInterval = time.Hour // no seal due but the revoke's and the stops'
+	prod := producer(t, env.cluster)
+	a := env.start(t, "a")
+	waitFor(t, 20*time.Second, "gate a owning every partition", func() bool { return len(owned(a)) == parts })
+	produceAll(t, prod, outcomesTraffic(0, n))
+	collect(t, env.cluster, n, 30*time.Second, 0)
+	b := env.start(t, "b")
+	waitFor(t, 30*time.Second, "the partitions shared by a and b", func() bool {
+		return len(owned(a)) == 1 && len(owned(b)) == 1 && b.c.Ready()
+	})
+	waitFor(t, 20*time.Second, "the revoke's rows written", func() bool { return testutil.ToFloat64(a.c.m.outcomeRows) > 0 })
+	if got := committedSum(env.cluster, parts); got == 0 {
+		t.Errorf("nothing committed after the revoke: the revoked partition's records are routed again")
+	}
+	a.stop(t)
+	b.stop(t)
+	outs := collect(t, env.cluster, n, 30*time.Second, 2*time.Second)
+	if outs.n != n {
+		t.Errorf("%d records on the outputs, want the %d routed once", outs.n, n)
+	}
+	got, _ := readOutcomes(t, env, n, false, 30*time.Second, time.Second)
+	sameCounts(t, "sealed at the revoke and the stops", got, outs.byTeam())
+}
