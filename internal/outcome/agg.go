@@ -247,8 +247,10 @@ func same(a, b string) bool {
 // index maps a key to its first row: open addressing, linear probing, a power of two
 // slots at most half full, each one cache line holding the key's hash, up to slotKey
 // bytes of the key itself, and the first row's identity (interval, kind, and rule and
-// reason as a class) and counts. A record of the key's first row, nearly every record
-// (a team's accepted row), so reads and writes one line: with a Go map, finding a key
+// reason as a class) and counts. The first row is the one the key's records last went
+// to through the chain (bumpFront), so a record of it, nearly every record (a team's
+// accepted row, or its overflow row while it is held), reads and writes one line: with
+// a Go map, finding a key
 // read the map's group, the key's bytes and then the row, three lines far apart for a
 // gate's thousands of teams. The counts a slot holds are its row's, added to the row's
 // own (those counted by the chain, Record's path) when the Agg is sealed (settle).
@@ -266,11 +268,11 @@ const longKey = 255
 
 type slot struct {
 	h    uint64
-	row  int32 // the key's first row + 1; 0: an empty slot
+	row  int32 // the key's first row (its chain's head) + 1; 0: an empty slot
 	klen uint8 // len(key), or longKey
 	kind Kind  // the first row's
 	// class is the first row's rule and reason (Agg.classOf) + 1; 0: records are
-	// never counted in the slot (a folded first row).
+	// never counted in the slot (a folded first row, or a class past maxClasses).
 	class          uint16
 	iv             int64 // the first row's
 	records, bytes int64 // counted in the slot, not yet in the row
@@ -464,13 +466,52 @@ func (a *Agg) BumpHashed(h uint64, at time.Time, key string, kind Kind, rule, to
 		if s.h != h || !a.keyIs(s, key) {
 			continue
 		}
-		if s.class != 0 && s.iv == iv && s.kind == kind && s.class == a.classOf(rule, reason, topic) {
+		c := a.classOf(rule, reason, topic)
+		if s.class != 0 && s.iv == iv && s.kind == kind && s.class == c {
 			s.records++
 			s.bytes += int64(bytes)
 			return true
 		}
-		return a.bump(s.row-1, iv, kind, rule, topic, reason, bytes)
+		return a.bumpFront(s, iv, kind, c, rule, topic, reason, bytes)
 	}
+}
+
+// bumpFront counts a record in the row of its key's chain (s, its slot) that it belongs
+// to, as bump does, and makes that row the chain's first, the one the slot counts: a
+// key's records come in runs of one row (a team is accepted, then held over its limit
+// for a while, its records all overflow), and counted along the chain every record of
+// the second run read a row of entries, a line missing the caches for a gate's
+// thousands of teams (half of BumpHashed's time in BenchmarkOutcomes' gate). The slot's
+// counts go to the row it counted first (settled as at a seal). Which row heads a chain
+// changes nothing else: a key's rows are its chain's in any order, and a seal writes
+// them in entries' order.
+func (a *Agg) bumpFront(s *slot, iv int64, kind Kind, c uint16, rule, topic, reason string, bytes int) bool {
+	head := s.row - 1
+	prev := int32(-1)
+	for i := head; i >= 0; prev, i = i, a.entries[i].next {
+		e := &a.entries[i]
+		if e.iv != iv || e.kind != kind || e.reason != reason || e.rule != rule || e.topic != topic || e.folded {
+			continue
+		}
+		if prev < 0 || c == 0 {
+			// The first row already (a class past maxClasses, or its slot counting
+			// nothing), or a row the slot could not count: counted in the row.
+			e.records++
+			e.bytes += int64(bytes)
+			return true
+		}
+		if s.records != 0 {
+			h := &a.entries[head]
+			h.records += s.records
+			h.bytes += s.bytes
+		}
+		a.entries[prev].next = e.next
+		e.next = head
+		s.row, s.kind, s.iv, s.class = i+1, kind, iv, c
+		s.records, s.bytes = 1, int64(bytes)
+		return true
+	}
+	return false
 }
 
 // count counts a record in its key's existing row, first being the key's first row (-1:

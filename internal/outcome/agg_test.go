@@ -541,6 +541,53 @@ func TestBumpHashed(t *testing.T) {
 	}
 }
 
+// TestBumpSwitchesRuns: a key whose records come in runs of one row then another
+// (accepted, held and overflowing, accepted again, then a new interval) is counted
+// exactly in each row through BumpHashed, the slot following each run (bumpFront), and
+// its rows are sealed in the order they were first made.
+func TestBumpSwitchesRuns(t *testing.T) {
+	a := NewAgg(time.Minute, nil)
+	at := time.Unix(1_800_000_000, 0)
+	h := a.Touch("t1")
+	type run struct {
+		at     time.Time
+		kind   Kind
+		rule   string
+		reason string
+		n      int
+	}
+	runs := []run{
+		{at, Accepted, "", "allowed", 5},
+		{at, Overflow, "team", "rate_limited", 7},
+		{at, Accepted, "", "allowed", 3},
+		{at, Tagged, "user", "tagged", 2},
+		{at, Overflow, "team", "rate_limited", 4},
+		{at.Add(time.Minute), Overflow, "team", "rate_limited", 6},
+		{at, Accepted, "", "allowed", 1}, // a late record of the first interval
+	}
+	for _, r := range runs {
+		for range r.n {
+			if !a.BumpHashed(h, r.at, "t1", r.kind, r.rule, "", r.reason, 10) {
+				a.Record(&Fate{At: r.at, Kind: r.kind, Rule: r.rule, Reason: r.reason, Key: "t1", Team: "t1", Bytes: 10})
+			}
+		}
+	}
+	var got []string
+	for _, r := range Seal("g", "s", a) {
+		got = append(got, fmt.Sprintf("%d %s %s %d/%d", r.IntervalStart.Unix(), r.Outcome, r.Rule, r.Records, r.Bytes))
+	}
+	iv := at.Truncate(time.Minute).Unix()
+	want := []string{
+		fmt.Sprintf("%d accepted  9/90", iv),
+		fmt.Sprintf("%d overflow team 11/110", iv),
+		fmt.Sprintf("%d tagged user 2/20", iv),
+		fmt.Sprintf("%d overflow team 6/60", iv+60),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestSealMergesAggs: rows counted by several Aggs sharing a budget (a gate's routing
 // goroutines), through Touch and BumpHashed or Record as the router counts them, seal
 // into one row per interval, outcome, rule, reason and key, or one folded row per
