@@ -135,9 +135,18 @@ part end-to-end repeat 6 bench/consume.test -test.v -test.run '^$' -test.bench '
 part end-to-end-shared-cores repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkEndToEndSharedCores$' -test.benchtime 1000000x
 part end-to-end-same-clock repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkEndToEndSameClock$' -test.benchtime 300000x
 part rotation-gate repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRotationGate$' -test.benchtime 1000000x
-# Outcomes five times of 4,000,000 records: runs of 2,000,000 lasted a second each, and
-# their on ÷ off ratios ranged from 0.91 to 1.01 on one machine.
-part outcomes repeat 5 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkOutcomes$' -test.benchtime 4000000x
+# Outcomes six times of 4,000,000 records (runs of 2,000,000 lasted a second each, and
+# their on ÷ off ratios ranged from 0.91 to 1.01 on one machine), each gate with outcomes
+# run after the same gate without in three, before it in the other three: a pair's
+# second run is slower for being second (BenchmarkOutcomes).
+outcomes() {
+	local rc=0 k
+	for ((k = 0; k < 6; k++)); do
+		bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkOutcomes$' -test.benchtime 4000000x -outcomes-first=$((k % 2)) || rc=1
+	done
+	return $rc
+}
+part outcomes outcomes
 part real-kafka repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x
 part real-kafka-replicated repeat 4 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafkaReplicated$' -test.benchtime 300000x
 # gate replay against a bare consume of the same 1,000,000 records, in turns, on kfake and
