@@ -250,9 +250,8 @@ func same(a, b string) bool {
 // reason as a class) and counts. The first row is the one the key's records last went
 // to through the chain (bumpFront), so a record of it, nearly every record (a team's
 // accepted row, or its overflow row while it is held), reads and writes one line: with
-// a Go map, finding a key
-// read the map's group, the key's bytes and then the row, three lines far apart for a
-// gate's thousands of teams. The counts a slot holds are its row's, added to the row's
+// a Go map, finding a key read the map's group, the key's bytes and then the row, three
+// lines far apart for a gate's thousands of teams. The counts a slot holds are its row's, added to the row's
 // own (those counted by the chain, Record's path) when the Agg is sealed (settle).
 type index struct {
 	seed  maphash.Seed
