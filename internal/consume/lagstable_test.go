@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,19 @@ func TestLagRefreshWithoutTheStableEnd(t *testing.T) {
 		}
 	}
 
+	// Refreshes that ended after the fault refused a listing of the stable end: the
+	// first of them measured the partition without it. Counted by the hook, not by
+	// watching one partition's lagAt, so a reassignment (a new partition) under a loaded
+	// machine cannot hide the refresh.
+	var stable atomic.Pointer[kfake.FaultHandle]
+	var after atomic.Int64
+	env.before = func(c *Consumer) {
+		c.lagRefreshed = func() {
+			if f := stable.Load(); f != nil && f.Hits() > 0 {
+				after.Add(1)
+			}
+		}
+	}
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "every record below the open transaction committed", func() bool {
 		gi := env.cluster.GroupInfo(testGroup)
@@ -53,13 +67,17 @@ func TestLagRefreshWithoutTheStableEnd(t *testing.T) {
 		gc, ok := gi.Commits[inTopic][0]
 		return ok && gc.Offset >= n
 	})
-	p := g.c.owned(0)
-	stable := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: inTopic, Partitions: []int32{0},
+	stable.Store(env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: inTopic, Partitions: []int32{0},
 		Err: kerr.NotLeaderForPartition, Count: -1,
-		When: func(req kmsg.Request) bool { return req.(*kmsg.ListOffsetsRequest).IsolationLevel == 1 }})
-	defer stable.Remove()
-	at := p.lagAt.Load()
-	waitFor(t, 40*time.Second, "the lag measured again, its stable end refused", func() bool { return stable.Hits() > 0 && p.lagAt.Load() > at })
+		When: func(req kmsg.Request) bool { return req.(*kmsg.ListOffsetsRequest).IsolationLevel == 1 }}))
+	defer stable.Load().Remove()
+	// A refresh comes every outputCheckEvery for a partition unpolled for lagStale, and
+	// the refused listing is retried until the refresh's deadline (outputCheckEvery).
+	waitFor(t, 90*time.Second, "a lag refresh ended with its stable end refused", func() bool { return after.Load() > 0 })
+	p := g.c.owned(0)
+	if p == nil {
+		t.Fatal("the gate owns no partition 0")
+	}
 	if lag := p.lag.Load(); lag != 0 {
 		t.Errorf("the watchdog's lag %d: the open transaction's records counted as work", lag)
 	}
