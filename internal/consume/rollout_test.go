@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -413,5 +414,70 @@ func TestStopWhileAskingGroupProtocolIsNoWarning(t *testing.T) {
 	g.stop(t)
 	if strings.Contains(logs.String(), `"level":"WARN"`) {
 		t.Errorf("a stop while the gate asked for the group protocols logged a warning:\n%s", logs.String())
+	}
+}
+
+// TestExactlyOnceRefusedAsItStopsIsNoWarning: a gate stopped while its last transaction
+// ends (a rollout stopping an old pod as the new one joins) can have that transaction's
+// offset commit refused: under the consumer group protocol the heartbeat End forces
+// learns the new member's share, and the session aborts. The stop had cut short the gate's
+// wait for the revoke that explains it, and the abort was taken for the brokers'
+// refusal: a warning sending the operator to the brokers (seen in TestRollingUpdate,
+// exactly-once/consumer, under -race with the whole suite). The partitions' next owner
+// replays the transaction, and nothing is lost or duplicated.
+func TestExactlyOnceRefusedAsItStopsIsNoWarning(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEOSEnv(t, parts)
+	logs := &syncBuffer{}
+	env.logs = logs
+	var stopA atomic.Pointer[context.CancelFunc]
+	env.ctx = func(ctx context.Context) context.Context {
+		ctx, cancel := context.WithCancel(ctx)
+		stopA.CompareAndSwap(nil, &cancel)
+		return ctx
+	}
+	// Once armed, the next offset commit stops the gate and is refused as a revoke's
+	// abort leaves it (franz-go aborts for UNKNOWN_SERVER_ERROR as for a fenced epoch).
+	var armed, refused atomic.Bool
+	env.cluster.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		if !armed.Load() || refused.Swap(true) {
+			return nil, nil, false
+		}
+		(*stopA.Load())()
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	stop := trickle(t, env)
+	a := env.start(t, "a")
+	waitFor(t, 30*time.Second, "a owning every partition", func() bool { return len(owned(a)) == parts })
+	armed.Store(true)
+	waitFor(t, 30*time.Second, "an offset commit refused as a stopped", refused.Load)
+	a.stop(t)
+	env.ctx = nil
+	b := env.start(t, "b")
+	n := stop()
+	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	b.stop(t)
+	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Errorf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	for _, line := range logLines(t, logs.String()) {
+		if line["level"] == "WARN" || line["level"] == "ERROR" {
+			t.Errorf("logged through a stop whose last commit was refused: %v", line)
+		}
 	}
 }
