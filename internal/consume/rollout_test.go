@@ -420,13 +420,27 @@ func TestStopWhileAskingGroupProtocolIsNoWarning(t *testing.T) {
 // TestExactlyOnceRefusedAsItStopsIsNoWarning: a gate stopped while its last transaction
 // ends (a rollout stopping an old pod as the new one joins) can have that transaction's
 // offset commit refused: under the consumer group protocol the heartbeat End forces
-// learns the new member's share, and the session aborts. The stop had cut short the gate's
+// learns the new member's share, and the session aborts. The stop cut short the gate's
 // wait for the revoke that explains it, and the abort was taken for the brokers'
 // refusal: a warning sending the operator to the brokers (seen in TestRollingUpdate,
-// exactly-once/consumer, under -race with the whole suite). The partitions' next owner
-// replays the transaction, and nothing is lost or duplicated.
+// exactly-once/consumer, under -race with the whole suite). The stop comes as the commit
+// is refused, or while the gate waits for the revoke after it. The partitions' next
+// owner replays the transaction: nothing is lost or duplicated.
 func TestExactlyOnceRefusedAsItStopsIsNoWarning(t *testing.T) {
 	t.Parallel()
+	for _, waiting := range []bool{false, true} {
+		name := "stopped as refused"
+		if waiting {
+			name = "stopped while awaiting the revoke"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			refusedAsItStops(t, waiting)
+		})
+	}
+}
+
+func refusedAsItStops(t *testing.T, waiting bool) {
 	const parts = 2
 	env := newEOSEnv(t, parts)
 	logs := &syncBuffer{}
@@ -437,15 +451,25 @@ func TestExactlyOnceRefusedAsItStopsIsNoWarning(t *testing.T) {
 		stopA.CompareAndSwap(nil, &cancel)
 		return ctx
 	}
-	// Once armed, the next offset commit stops the gate and is refused as a revoke's
-	// abort leaves it (franz-go aborts for UNKNOWN_SERVER_ERROR as for a fenced epoch).
-	var armed, refused atomic.Bool
+	var armed, refused, stopped atomic.Bool
+	stop := func() {
+		if refused.Load() && !stopped.Swap(true) {
+			(*stopA.Load())()
+		}
+	}
+	if waiting {
+		env.before = func(c *Consumer) { c.txn.awaitingRevoke = stop }
+	}
+	// Once armed, the next offset commit is refused as a revoke's abort leaves it
+	// (franz-go aborts for UNKNOWN_SERVER_ERROR as for a fenced epoch).
 	env.cluster.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
 		if !armed.Load() || refused.Swap(true) {
 			return nil, nil, false
 		}
-		(*stopA.Load())()
+		if !waiting {
+			stop()
+		}
 		r := req.(*kmsg.TxnOffsetCommitRequest)
 		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 		for _, rt := range r.Topics {
@@ -460,15 +484,15 @@ func TestExactlyOnceRefusedAsItStopsIsNoWarning(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	stop := trickle(t, env)
+	produce := trickle(t, env)
 	a := env.start(t, "a")
 	waitFor(t, 30*time.Second, "a owning every partition", func() bool { return len(owned(a)) == parts })
 	armed.Store(true)
-	waitFor(t, 30*time.Second, "an offset commit refused as a stopped", refused.Load)
+	waitFor(t, 30*time.Second, "gate a stopped after its offset commit was refused", stopped.Load)
 	a.stop(t)
-	env.ctx = nil
+	env.ctx, env.before = nil, nil
 	b := env.start(t, "b")
-	n := stop()
+	n := produce()
 	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
 	waitCommitted(t, env.cluster, parts, 20*time.Second)
 	b.stop(t)
@@ -479,5 +503,8 @@ func TestExactlyOnceRefusedAsItStopsIsNoWarning(t *testing.T) {
 		if line["level"] == "WARN" || line["level"] == "ERROR" {
 			t.Errorf("logged through a stop whose last commit was refused: %v", line)
 		}
+	}
+	if !strings.Contains(logs.String(), "the last transaction aborted as the gate stopped") {
+		t.Errorf("no line says the last transaction aborted as the gate stopped:\n%s", logs.String())
 	}
 }

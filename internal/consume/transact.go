@@ -88,6 +88,8 @@ type txnState struct {
 	// beforeRevoke, when set (by tests), runs as onRevoked begins: a group goroutine
 	// the scheduler is slow to run passes a revoke on late.
 	beforeRevoke func()
+	// awaitingRevoke, when set (by tests), runs as rebalanceTold begins its wait.
+	awaitingRevoke func()
 	// closedRetry is how long awaitClosedTopic waits before it builds a new client;
 	// zero is closedTopicRetry (tests shorten it).
 	closedRetry time.Duration
@@ -695,17 +697,18 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		if res.startErr != nil && !errors.Is(res.startErr, context.Canceled) {
 			transient = true
 		}
-		if res.refused && ctx.Err() != nil {
-			// Stopping: the revoke that usually explains the abort (a rollout's new pod
-			// joining as this one leaves) is passed on only after End, and the stop does
-			// not wait for it; the brokers' refusing again cannot hold up a gate that is
-			// leaving. Not a warning: the partitions' next owner replays the records
-			// (TestExactlyOnceRefusedAsItStopsIsNoWarning).
-			c.log.Info("the last transaction aborted as the gate stopped (its offset commit refused, as a revoke does); "+
-				"the partitions' next owner replays its records", "records", res.records)
-			return n, nil
-		}
 		if res.refused && !res.churn && !c.rebalanceTold(ctx) {
+			if ctx.Err() != nil {
+				// Stopping, before or while it waited: the revoke that usually explains
+				// the abort (a rollout's new pod joining as this one leaves) is passed on
+				// only after End, and the stop does not wait for it; the brokers refusing
+				// again cannot hold up a gate that is leaving. Not a warning: the
+				// partitions' next owner replays the records
+				// (TestExactlyOnceRefusedAsItStopsIsNoWarning).
+				c.log.Info("the last transaction aborted as the gate stopped (its offset commit refused, as a revoke does); "+
+					"the partitions' next owner replays its records", "records", res.records)
+				return n, nil
+			}
 			// No rebalance explains it: the brokers refused the commit, and may again at
 			// once (franz-go does not retry these).
 			transient = true
@@ -764,6 +767,9 @@ const rebalanceToldWithin = time.Second
 // update logged a warning sending the operator to the brokers, and delayed the replay
 // by a backoff.
 func (c *Consumer) rebalanceTold(ctx context.Context) bool {
+	if c.txn.awaitingRevoke != nil {
+		c.txn.awaitingRevoke()
+	}
 	wctx, cancel := context.WithTimeout(ctx, rebalanceToldWithin)
 	defer cancel()
 	_ = waitUntil(wctx, c.txn.rebalanced.Load) // a stop cuts the wait short, not what was told
