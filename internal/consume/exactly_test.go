@@ -1385,19 +1385,7 @@ func TestExactlyOnceRefusedOffsetCommitBacksOff(t *testing.T) {
 			return nil, nil, false
 		}
 		refused.Add(1)
-		r := req.(*kmsg.TxnOffsetCommitRequest)
-		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refuseTxnOffsetCommit(req, kerr.UnknownServerError), nil, true
 	})
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
@@ -1481,19 +1469,7 @@ func TestExactlyOnceResyncFailureCountsOneAbort(t *testing.T) {
 			return nil, nil, false
 		}
 		failFetch.Store(true)
-		r := req.(*kmsg.TxnOffsetCommitRequest)
-		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refuseTxnOffsetCommit(req, kerr.UnknownServerError), nil, true
 	})
 	env.cluster.ControlKey(kmsg.OffsetFetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
@@ -1532,4 +1508,22 @@ func TestExactlyOnceResyncFailureCountsOneAbort(t *testing.T) {
 		t.Errorf("gate_transactions_total{result=aborted} = %v for the one transaction aborted, want 1", got)
 	}
 	g.stop(t)
+}
+
+// refuseTxnOffsetCommit answers req, a TxnOffsetCommit, refusing every partition in it
+// with err.
+func refuseTxnOffsetCommit(req kmsg.Request, err *kerr.Error) kmsg.Response {
+	r := req.(*kmsg.TxnOffsetCommitRequest)
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, err.Code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
