@@ -712,7 +712,18 @@ func (l *Limiter) Prefetch(key string) {
 	if l.count.Load() < prefetchKeys || l.ring != nil {
 		return
 	}
-	h := maphash.String(l.seed, key)
+	l.PrefetchHashed(maphash.String(l.seed, key))
+}
+
+// PrefetchHashed is Prefetch of a key whose hash (by Seed) the caller has: for the
+// router's one JSON reader, which hashes its key as soon as it finds it, well before the
+// check (route's touchAhead), whatever the count of keys: the hash, Prefetch's cost, is
+// paid for the check anyway, and the slot's line then comes while the rest of the value
+// is read. It changes nothing a check decides or counts.
+func (l *Limiter) PrefetchHashed(h uint64) {
+	if l.ring != nil {
+		return
+	}
 	t := l.shards[h&l.mask].idx.tab.Load()
 	cpu.Prefetch(unsafe.Pointer(&t.ents[t.start(h)]))
 }

@@ -374,9 +374,9 @@ func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, reasonC
 		at = s.at
 	}
 	var ahead *touchAhead
-	if s.Outcomes != nil && len(k.fields) == 1 && len(k.fields[0].parts) == 1 {
+	if s.ahead.s = s; s.ahead.on() && len(k.fields) == 1 && len(k.fields[0].parts) == 1 {
 		ahead = &s.ahead
-		ahead.s, ahead.ok = s, false
+		ahead.ok = false
 	}
 	if members(js, start, k.top, at, nil, ahead) < 0 && !k.lax {
 		return "", s.fail(malformed()) // not reached: the value is valid JSON

@@ -1,9 +1,11 @@
 package route
 
 import (
+	"hash/maphash"
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -145,22 +147,35 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Ou
 	s.Outcomes.Record(&f)
 }
 
-// touchAhead has the outcomes row of a record's team fetched (outcome.Agg.Touch) as soon
-// as the router's one JSON reader (a gate without a rules file, or a file whose first
-// rule alone reads JSON: not a shared pass) has found its key's field, before it looks
-// through the rest of the value for a second member of that name, which on an event with
-// the team first is most of the read: the row's line, which misses the caches between
-// two of a team's records, then has that long to come, not the check's time alone.
+// touchAhead hashes the key the router's one JSON reader (a gate without a rules file, or
+// a file whose first rule alone reads JSON: not a shared pass) reads as soon as it has
+// found the key's field, before it looks through the rest of the value for a second
+// member of that name, which on an event with the team first is most of the read, and
+// has the lines the record then needs fetched with that hash: the slot of the key's
+// limiter (lim, set by RouteInto for a rule of one limit on the wall clock:
+// limit.Limiter.PrefetchHashed), and its outcomes row (outcome.Agg.Touch) when outcomes
+// are on. Those lines, which miss the caches between two of a team's records under a
+// gate's thousands of teams, then have that long to come, not the check's time alone,
+// and the check takes the hash (CheckTallyHashed) rather than hashing the key again.
 // Only a plain value, a string without escapes or a number, is touched: what fieldValue
 // would return for it without allocating; the read then returns it as it is, the field
 // having been found once. A value found twice (ambiguous) was touched for nothing.
 type touchAhead struct {
-	s  *Scratch
-	ok bool   // touched for this read: v, at and the hash in s.ahead
+	s   *Scratch
+	lim *limit.Limiter // the limiter of the key being read, or nil (RouteInto)
+	ok  bool           // touched for this read: v, at and h
+	// by is the limiter whose seed h is by, its slot for v prefetched, or nil: a check of
+	// v by it takes h. lim itself without outcomes; with them when the gate gave the Agg
+	// lim's seed. Kept apart from lim, which RouteInto unsets once the key is read.
+	by *limit.Limiter
 	at int    // where v's member value starts
 	v  string // the value touched
-	h  uint64 // Touch's hash of v
+	h  uint64 // the hash of v: Touch's with outcomes on, else by lim's seed
 }
+
+// on reports whether a read of a key of one JSON field touches it: when outcomes are on,
+// or a limiter is to be prefetched.
+func (t *touchAhead) on() bool { return t.s != nil && (t.s.Outcomes != nil || t.lim != nil) }
 
 // touch touches the value at js[at], if it is a plain one.
 func (t *touchAhead) touch(js string, at int) {
@@ -188,7 +203,27 @@ func (t *touchAhead) touch(js string, at int) {
 		return
 	}
 	t.v, t.at, t.ok = v, at, true
-	t.h = t.s.Outcomes.Touch(v)
+	t.by = nil
+	if out := t.s.Outcomes; out != nil {
+		t.h = out.Touch(v)
+		if t.lim != nil && t.lim.Seed() == out.Seed() {
+			t.by = t.lim
+		}
+	} else {
+		t.h, t.by = maphash.String(t.lim.Seed(), v), t.lim
+	}
+	if t.by != nil {
+		t.by.PrefetchHashed(t.h)
+	}
+}
+
+// hashOf returns the hash of key by lim's seed when touch made it (key being the value
+// it touched, as the read returned it), and whether it did.
+func (t *touchAhead) hashOf(lim *limit.Limiter, key string) (uint64, bool) {
+	if t.ok && t.by == lim && lim != nil && len(key) == len(t.v) && unsafe.StringData(key) == unsafe.StringData(t.v) {
+		return t.h, true
+	}
+	return 0, false
 }
 
 // recordShadow tells s.Outcomes that shadow rule st was over rec (key, its decision d, of

@@ -553,7 +553,11 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 				continue
 			}
 		}
+		if st.prefetchOwn {
+			s.ahead.lim = st.Limiters[0] // fetched with the key's hash as soon as it is found
+		}
 		key, kf := r.read(&st.Key, rec, js, noJSON, s, r.maxKey)
+		s.ahead.lim = nil
 		if kf != reasonNone {
 			if st.SkipMissing && missingKey(kf) || st.Shadow {
 				// Skipped; a shadow rule's unreadable key too: it never dead-letters.
@@ -608,6 +612,13 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			// without a rules file has it, without r.check's call.
 			if l := st.Limiters[0]; r.event {
 				d = r.check(l, now, &at, key, n, &s.tally[i])
+			} else if h, ok := s.ahead.hashOf(l, key); ok {
+				// Hashed by the limiter's seed as its field was found (touchAhead), its
+				// slot fetched since: the check takes that hash.
+				d = l.CheckTallyHashed(now, key, h, n, &s.tally[i])
+				if st.keyShared {
+					s.hashes[i], s.hashed = h, s.hashed|1<<uint(i)
+				}
 			} else if s.touchedRule == i && !st.Key.Composite() && l.Seed() == s.Outcomes.Seed() {
 				// The key was hashed for its outcome row (Touch) with the limiter's seed
 				// (a gate gives both one): the check takes that hash.

@@ -89,6 +89,10 @@ type ruleState struct {
 	// the shared pass found and sharedValue keeps, and so costs next to nothing to read
 	// before this rule's check, for its limiter to prefetch its slot (Limiter.Prefetch).
 	prefetchNext bool
+	// prefetchOwn: this rule's key is the one JSON reader's (not a shared pass) and of one
+	// top-level field, checked by one limit on the wall clock: its limiter's slot is
+	// fetched with the key's hash as soon as the field is found (touchAhead).
+	prefetchOwn bool
 	// sameKey is the first rule before this one that reads the same key (-1: none), whose
 	// hash of the record's key this rule's check takes when both limiters hash with one
 	// seed (a gate gives them one): two rules of one key, such as a team's and its
@@ -309,6 +313,8 @@ func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
 			r.rules[st.sameKey].keyShared = true
 		}
 	}
+	first.prefetchOwn = !r.plan.shared && first.Key.src == sourceJSON && len(first.Key.fields) == 1 &&
+		len(first.Key.fields[0].parts) == 1 && len(first.Limiters) == 1 && first.Limiters[0].Config().Clock != limit.EventClock
 	for i := 0; i+1 < len(r.rules) && r.plan.shared; i++ {
 		nx := &r.rules[i+1]
 		r.rules[i].prefetchNext = len(nx.Match) == 0 && nx.Key.src == sourceJSON && len(nx.Key.fields) == 1 &&
