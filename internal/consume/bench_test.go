@@ -352,6 +352,9 @@ type benchEnv struct {
 	// pass-through is then runPassthroughBehind. Unset, each side has its own end
 	// (runGate's, runPassthrough's).
 	sameEnd func(b *testing.B, start time.Time, stop func()) time.Duration
+	// commitDone, when set (a test's), is told each of passthroughBehind's commits
+	// ending, before the pass-through looks at its result.
+	commitDone func(sync bool, err error)
 }
 
 // with gives e the redis-server its gate runs sync with, and returns e.
