@@ -344,19 +344,7 @@ func TestCommitHoldNotEndedByACommitSentBefore(t *testing.T) {
 		if !failing.Load() {
 			return nil, nil, false
 		}
-		creq := req.(*kmsg.OffsetCommitRequest)
-		resp := creq.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range creq.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refuseOffsetCommit(req, kerr.UnknownServerError), nil, true
 	})
 	produceAll(t, prod, holdBatch(100, 100))
 	waitFor(t, 20*time.Second, "a commit held", func() bool { return seen.Load() == 1 })

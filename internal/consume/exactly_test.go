@@ -1527,3 +1527,21 @@ func refuseTxnOffsetCommit(req kmsg.Request, err *kerr.Error) kmsg.Response {
 	}
 	return resp
 }
+
+// refuseOffsetCommit answers req, an OffsetCommit, refusing every partition in it with
+// err.
+func refuseOffsetCommit(req kmsg.Request, err *kerr.Error) kmsg.Response {
+	r := req.(*kmsg.OffsetCommitRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, err.Code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

@@ -54,19 +54,7 @@ func TestPassthroughBehindStopsWithACommitInFlight(t *testing.T) {
 		env.cluster.SleepControl(func() { <-release })
 		// Not applied, as a commit a stop gives up may never reach the broker: only the
 		// last commit sending its offsets again puts the group at the input's end.
-		oc := req.(*kmsg.OffsetCommitRequest)
-		resp := oc.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, tp := range oc.Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.RequestTimedOut.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return refuseOffsetCommit(req, kerr.RequestTimedOut), nil, true
 	})
 
 	cfg, err := env.ccfg.withDefaults()
