@@ -175,7 +175,7 @@ type touchAhead struct {
 
 // on reports whether a read of a key of one JSON field touches it: when outcomes are on,
 // or a limiter is to be prefetched.
-func (t *touchAhead) on() bool { return t.s != nil && (t.s.Outcomes != nil || t.lim != nil) }
+func (t *touchAhead) on() bool { return t.s.Outcomes != nil || t.lim != nil }
 
 // touch touches the value at js[at], if it is a plain one.
 func (t *touchAhead) touch(js string, at int) {

@@ -612,29 +612,30 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			// without a rules file has it, without r.check's call.
 			if l := st.Limiters[0]; r.event {
 				d = r.check(l, now, &at, key, n, &s.tally[i])
-			} else if h, ok := s.ahead.hashOf(l, key); ok {
-				// Hashed by the limiter's seed as its field was found (touchAhead), its
-				// slot fetched since: the check takes that hash.
-				d = l.CheckTallyHashed(now, key, h, n, &s.tally[i])
-				if st.keyShared {
-					s.hashes[i], s.hashed = h, s.hashed|1<<uint(i)
-				}
-			} else if s.touchedRule == i && !st.Key.Composite() && l.Seed() == s.Outcomes.Seed() {
-				// The key was hashed for its outcome row (Touch) with the limiter's seed
-				// (a gate gives both one): the check takes that hash.
-				d = l.CheckTallyHashed(now, key, s.touched, n, &s.tally[i])
-				if st.keyShared {
-					s.hashes[i], s.hashed = s.touched, s.hashed|1<<uint(i)
-				}
-			} else if j := st.sameKey; j >= 0 && s.hashed&(1<<uint(j)) != 0 && l.Seed() == r.rules[j].Limiters[0].Seed() {
-				// An earlier rule of this key hashed it with this limiter's seed.
-				d = l.CheckTallyHashed(now, key, s.hashes[j], n, &s.tally[i])
-			} else if st.keyShared {
-				h := maphash.String(l.Seed(), key)
-				s.hashes[i], s.hashed = h, s.hashed|1<<uint(i)
-				d = l.CheckTallyHashed(now, key, h, n, &s.tally[i])
 			} else {
-				d = l.CheckTally(now, key, n, &s.tally[i])
+				// The key's hash by the limiter's seed, when one is at hand, and the
+				// check takes it rather than hashing the key again.
+				h, hashed := s.ahead.hashOf(l, key) // as its field was found (touchAhead), its slot fetched since
+				switch {
+				case hashed:
+				case s.touchedRule == i && !st.Key.Composite() && l.Seed() == s.Outcomes.Seed():
+					// Hashed for its outcome row (Touch) with the limiter's seed (a gate
+					// gives both one).
+					h, hashed = s.touched, true
+				case st.sameKey >= 0 && s.hashed&(1<<uint(st.sameKey)) != 0 && l.Seed() == r.rules[st.sameKey].Limiters[0].Seed():
+					// An earlier rule of this key hashed it with this limiter's seed.
+					h, hashed = s.hashes[st.sameKey], true
+				case st.keyShared:
+					h, hashed = maphash.String(l.Seed(), key), true
+				}
+				if hashed {
+					d = l.CheckTallyHashed(now, key, h, n, &s.tally[i])
+					if st.keyShared { // a later rule of this key takes its hash
+						s.hashes[i], s.hashed = h, s.hashed|1<<uint(i)
+					}
+				} else {
+					d = l.CheckTally(now, key, n, &s.tally[i])
+				}
 			}
 			if d.Limited {
 				over = 0
