@@ -309,8 +309,18 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("/readyz after Redis stopped: %d %q", code, body)
 	}
 
+	// A kept-alive connection, idle when the gate stops: the HTTP server's Shutdown
+	// closes it (after the listener), so its end says run shut the server down. A dial
+	// after run returned could not say so: another test's listener may take the port.
+	idle := idleHTTPConn(t, g.addr)
 	if err := g.stop(t); err != nil {
 		t.Fatalf("run returned %v after cancellation, want nil\n%s", err, g.stderr)
+	}
+	if err := idle.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := idle.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("an idle HTTP connection still open after run returned: read %d bytes, %v, want EOF", n, err)
 	}
 	logs := g.stderr.String()
 	for _, want := range []string{`"msg":"gate started","version":"dev","commit":"` + buildinfo.Get().Commit + `"`, `"franz_go_version":"` + buildinfo.Get().FranzGo + `"`, `"msg":"partitions assigned"`, `"msg":"consumer stopped"`, `"redis_key_ttl":"1s (at least 2 x each limit's window)"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"ready: every redis instance has answered"`, `"msg":"stopped"`} {
@@ -318,9 +328,35 @@ func TestServeEndToEnd(t *testing.T) {
 			t.Errorf("logs lack %s:\n%s", want, logs)
 		}
 	}
-	if _, err := net.DialTimeout("tcp", g.addr, time.Second); err == nil {
-		t.Errorf("HTTP listener %s still open after run returned", g.addr)
+}
+
+// idleHTTPConn opens a connection to addr, asks it for /healthz with keep-alive and
+// reads the whole answer, leaving the connection open and idle.
+func idleHTTPConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gate\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("GET /healthz on a kept-alive connection: %v", err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("GET /healthz on a kept-alive connection: %d, close %v", resp.StatusCode, resp.Close)
+	}
+	return c
 }
 
 func TestReadyzWithoutRedis(t *testing.T) {
