@@ -225,15 +225,14 @@ func rollingUpdate(t *testing.T, d Delivery, proto GroupProtocol) {
 	}
 	// A new gate meets the whale as first contact: allowed until its first read of it
 	// (its first tick), at most the whale's threshold as this gate's own count says
-	// (share 1 before a second read). An old gate holds it throughout.
+	// (share 1 before a second read). An old gate holds it throughout. Records, not
+	// routings: an aborted transaction's records routed again are judged, not counted
+	// again (route.Scratch.Replay), and on a slow host a gate aborts and replays often
+	// as the fleet rebalances (in CI one routed 331 whale records as accepted, repeats
+	// among them).
 	accMu.Lock()
 	for g, ids := range whaleAcc {
-		k := 0
-		for _, id := range ids {
-			if id >= rollFrom {
-				k++
-			}
-		}
+		k := len(distinctFrom(ids, rollFrom))
 		if fresh := g >= "d"; k > 0 && !fresh || fresh && k > 300 {
 			t.Errorf("whale over its limit before the rollout: gate %s accepted %d of its records during and after it", g, k)
 		}
@@ -260,13 +259,8 @@ func rollingUpdate(t *testing.T, d Delivery, proto GroupProtocol) {
 	}
 	accMu.Lock()
 	for g, ids := range whaleAcc {
-		k := 0
-		for _, id := range ids {
-			if id >= rollFrom {
-				k++
-			}
-		}
-		t.Logf("whale accepted by %s: %d, %d of them from the rollout on: %v", g, len(ids), k, ids[max(0, len(ids)-k):][:min(k, 20)])
+		from := distinctFrom(ids, rollFrom)
+		t.Logf("whale accepted by %s: %d routings, %d records from the rollout on: %v", g, len(ids), len(from), from[:min(len(from), 20)])
 	}
 	accMu.Unlock()
 	mu.Lock()
@@ -276,6 +270,19 @@ func rollingUpdate(t *testing.T, d Delivery, proto GroupProtocol) {
 		}
 	}
 	mu.Unlock()
+}
+
+// distinctFrom returns the ids of ids from on, each once, in the order first seen.
+func distinctFrom(ids []int, from int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, id := range ids {
+		if id >= from && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // moreSent waits until n more records than now are sent.
