@@ -391,7 +391,10 @@ func measureTickFailover(t *testing.T, run int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newTopologyGate(t, clock.Real{}, limit.Config{Window: time.Minute, Threshold: 1 << 40}, Config{Mode: ModeSentinel}, fc)
+	// Every tick writes the team's counts: under a threshold of 2^40 it is a cold team,
+	// whose counts would wait for the window's end or the final flush, and the
+	// failover would meet no write to lose.
+	g := newTopologyGate(t, clock.Real{}, limit.Config{Window: time.Minute, Threshold: 1 << 40, ColdWriteInterval: writeEveryTick}, Config{Mode: ModeSentinel}, fc)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { defer close(ran); g.tk.Run(ctx) }()
