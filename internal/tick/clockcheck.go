@@ -3,8 +3,9 @@
 // reads the others' counts a tick late, and nothing else says so. Once a minute, in the
 // time Run leaves between ticks (ending an eighth of an interval before the next
 // boundary), it reads the first instance's TIME, sets gate_limiter_clock_offset_seconds,
-// and warns, at most every ten minutes, while the offset is over half the read delay or
-// TIME is refused.
+// and warns, at most every ten minutes, while the offset is over half the read delay by
+// more than half the round trip (what the measurement cannot tell apart), or TIME is
+// refused.
 
 package tick
 
@@ -38,7 +39,8 @@ type clockCheck struct {
 }
 
 // checkClock measures the offset once per clockCheckInterval, sets the gauge and warns
-// (at most every ten minutes) while it is over half the read delay; it sets the live key
+// (at most every ten minutes) while it is over half the read delay by more than half the
+// round trip; it sets the live key
 // (markLive) at the same pace. A check that TIME got no answer for (nor a refusal) is
 // tried again at the next tick.
 func (t *Ticker) checkClock(ctx context.Context) {
@@ -80,10 +82,13 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	}
 	c.last = start
 	rtt := c.wall.Now().Sub(start)
-	// Redis read its clock about half the round trip after we sent.
+	// Redis read its clock somewhere in the round trip: the midpoint is the estimate, and
+	// half the round trip its uncertainty (NTP's). An offset within that of the limit is
+	// no evidence: a loaded host's late answer (a 44 ms round trip at a 12.5 ms limit)
+	// warned of a clock that was right.
 	offset := start.Add(rtt / 2).Sub(theirs)
 	t.m.clockOffset.Set(offset.Seconds())
-	if limit := t.readDelay() / 2; offset > limit || offset < -limit {
+	if limit := t.readDelay() / 2; offset.Abs()-rtt/2 > limit {
 		if ok, quiet := c.warn.Allow(); ok {
 			t.log.Warn("this host's clock is off Redis's by more than the tick can absorb: other gates' counts are read a tick late here, and counts near a window's edge go to a neighbouring epoch; check the node's time service (NTP, chrony)",
 				"offset", offset.Round(time.Millisecond), "round_trip", rtt.Round(time.Millisecond), "limit", limit, "warnings_unlogged", quiet)
