@@ -40,9 +40,8 @@ type clockCheck struct {
 
 // checkClock measures the offset once per clockCheckInterval, sets the gauge and warns
 // (at most every ten minutes) while it is over half the read delay by more than half the
-// round trip; it sets the live key
-// (markLive) at the same pace. A check that TIME got no answer for (nor a refusal) is
-// tried again at the next tick.
+// round trip; it sets the live key (markLive) at the same pace. A check that TIME got no
+// answer for (nor a refusal) is tried again at the next tick.
 func (t *Ticker) checkClock(ctx context.Context) {
 	c := &t.clockCheck
 	if c.wall == nil {
