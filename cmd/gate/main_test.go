@@ -208,20 +208,6 @@ func get(t *testing.T, addr, path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// closedPort returns a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 var tickCount = regexp.MustCompile(`(?m)^gate_limiter_tick_duration_seconds_count (\d+)$`)
 
 func TestServeEndToEnd(t *testing.T) {
