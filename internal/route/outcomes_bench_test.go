@@ -21,8 +21,25 @@ import (
 // out (outcomes_vs_off_ratio in make bench has them). The Agg is sealed after every
 // turn, untimed, as the consumer seals once a commit interval: a turn's first record of
 // each team makes its row anew.
-func BenchmarkRouteOutcomesTurns(b *testing.B) {
+func BenchmarkRouteOutcomesTurns(b *testing.B) { benchRouteOutcomesTurns(b, 0) }
+
+// BenchmarkRouteOutcomesEvicted is BenchmarkRouteOutcomesTurns with the caches the gate's
+// other work shares with the routing modelled: after each record, in both turns, 2 KB
+// cleared on through 16 MB (the client decodes, batches and compresses, and the broker
+// on the same two cores writes, some kilobytes a record), so that a team's lines leave
+// the caches between two of its records as in the gate (BenchmarkOutcomes), not as in
+// the routing alone. Its on ÷ off is outcomes' cost where their lines are waited for.
+func BenchmarkRouteOutcomesEvicted(b *testing.B) { benchRouteOutcomesTurns(b, 2<<10) }
+
+// benchRouteOutcomesTurns is BenchmarkRouteOutcomesTurns clearing evict bytes (0: none)
+// between two records.
+func benchRouteOutcomesTurns(b *testing.B, evict int) {
 	const turn = 1 << 18
+	var junk []byte
+	at := 0
+	if evict > 0 {
+		junk = make([]byte, 16<<20)
+	}
 	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, 9_999)
 	recs := make([]*kgo.Record, turn)
 	for i := range recs {
@@ -39,6 +56,13 @@ func BenchmarkRouteOutcomesTurns(b *testing.B) {
 		start := time.Now()
 		for i, rec := range recs {
 			f.r.RouteInto(t0, rec, &s, &out)
+			if evict > 0 {
+				if at+evict > len(junk) {
+					at = 0
+				}
+				clear(junk[at : at+evict])
+				at += evict
+			}
 			if i&255 == 255 {
 				s.Flush()
 			}
