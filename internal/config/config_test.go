@@ -626,7 +626,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_REDIS_URLS", value: "redis://", want: "no host"},
 		{key: "GATE_REDIS_URLS", value: "redis://a:1,,redis://b:1", want: "entry 2 is empty"},
 		{key: "GATE_REDIS_URLS", value: "redis://a:1/0,redis://:pw@a:1/0", want: "same instance"},
-		{key: "GATE_REDIS_URLS", value: "redis://a:1/notadb", want: "bad redis URL"},
+		{key: "GATE_REDIS_URLS", value: "redis://a:1/notadb", want: "tick: bad redis URL"}, // the package renamed from sync
 		{key: "GATE_REDIS_KEY_TTL", value: "-1s", want: "0 (meaning 2 x GATE_WINDOW)"},
 		{key: "GATE_REDIS_KEY_TTL", value: "8785h", want: "at most 8784h (366 days)"},
 		{key: "GATE_REDIS_TLS_CA_FILE", value: "/etc/gate/ca.pem", want: "unset unless GATE_REDIS_URLS has rediss:// URLs"},

@@ -102,7 +102,7 @@ const (
 )
 
 // ErrBadConfig wraps every configuration error.
-var ErrBadConfig = errors.New("sync: invalid configuration")
+var ErrBadConfig = errors.New("tick: invalid configuration")
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Mode == "" {

@@ -43,7 +43,7 @@ const (
 )
 
 // ErrBadURL wraps every Redis URL error.
-var ErrBadURL = errors.New("sync: bad redis URL")
+var ErrBadURL = errors.New("tick: bad redis URL")
 
 // Dial returns one client per URL (redis:// or rediss://, password and database in the
 // URL). The clients connect lazily: Dial succeeds while Redis is down, and the tick keeps

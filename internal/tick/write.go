@@ -227,10 +227,10 @@ func (b *batch) result(cluster bool) (outcome, []int64, error) {
 		return outUnknown, nil, err
 	}
 	if len(v) == 0 {
-		return outUnknown, nil, errors.New("sync: empty reply from the write script")
+		return outUnknown, nil, errors.New("tick: empty reply from the write script")
 	}
 	if len(v) < 2 {
-		return outUnknown, nil, fmt.Errorf("sync: short reply from the write script: %v", v)
+		return outUnknown, nil, fmt.Errorf("tick: short reply from the write script: %v", v)
 	}
 	b.last, _ = v[1].(int64)
 	switch x, _ := v[0].(int64); x {
