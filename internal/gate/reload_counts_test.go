@@ -65,7 +65,7 @@ func TestRulesReloadKeepsHeldTeam(t *testing.T) {
 			if redisDown {
 				// The new generation's ticks cannot read the team: it stays held on what
 				// the gate knew.
-				time.Sleep(2 * first.ticker.Config().TickInterval)
+				waitTicks(t, g.gen.Load(), 2)
 				if got := send(20); got[cfg.AcceptedTopic] != 0 {
 					t.Errorf("two ticks later, Redis still down: %v, want all 20 diverted", got)
 				}
@@ -87,7 +87,7 @@ func TestRulesReloadKeepsHeldTeam(t *testing.T) {
 				return n
 			}
 			waitFor(t, "every record counted in Redis", func() bool { return sum() >= 280 })
-			time.Sleep(2 * first.ticker.Config().TickInterval) // the generations' ticks, and the old one's final flush, done
+			waitRetired(t, first, g.gen.Load()) // the old generation's final flush done, and two of the new one's ticks
 			if n := sum(); n != 280 {
 				t.Errorf("t1's counts in Redis after the reload: %d, want the 280 records counted once", n)
 			}

@@ -65,7 +65,7 @@ func TestRulesReloadKeepsLimitedTeamOnEventClock(t *testing.T) {
 				t.Errorf("a team at 220 of 100 after a comment-only reload: %v, want all 60 diverted", got)
 			}
 			if redisDown {
-				time.Sleep(2 * first.ticker.Config().TickInterval)
+				waitTicks(t, g.gen.Load(), 2)
 				if got := send(20); got[cfg.AcceptedTopic] != 0 {
 					t.Errorf("two ticks later, Redis still down: %v, want all 20 diverted", got)
 				}
@@ -87,7 +87,7 @@ func TestRulesReloadKeepsLimitedTeamOnEventClock(t *testing.T) {
 				return n
 			}
 			waitFor(t, "every record counted in Redis", func() bool { return sum() >= 280 })
-			time.Sleep(2 * first.ticker.Config().TickInterval) // the generations' ticks, and the old one's final flush, done
+			waitRetired(t, first, g.gen.Load()) // the old generation's final flush done, and two of the new one's ticks
 			if n := sum(); n != 280 {
 				t.Errorf("t1's counts in Redis after the reload: %d, want the 280 records counted once", n)
 			}

@@ -83,7 +83,7 @@ func TestRulesReloadWithWritesRefusedKeepsOldCounts(t *testing.T) {
 		return strings.Contains(logs.String(), "retired rules' counts not written yet")
 	})
 	// A tick more: a team under its limit is released by the sweep after the read.
-	time.Sleep(2 * first.ticker.Config().TickInterval)
+	waitTicks(t, g.gen.Load(), 2)
 	s, _ := g.CurrentRules()[0].Lims[0].Snapshot(time.Now(), "t1")
 	if got := send(60); got[cfg.AcceptedTopic] != 0 {
 		t.Errorf("t1 at 120 of 100 (40 in Redis, 80 refused) after a reload, read at %.0f: %v, want all 60 diverted", s.Estimate, got)
