@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// ticksOf returns how many ticks gen's ticker has ended (gate_limiter_tick_duration_
-// seconds' count in the generation's registry): every tick observes it, failed or not,
-// and so does each tick of a final flush.
+// ticksOf returns how many ticks gen's ticker has ended: the count of
+// gate_limiter_tick_duration_seconds in the generation's registry, which every tick
+// observes, failed or not, each tick of a final flush too.
 func ticksOf(t *testing.T, gen *generation) uint64 {
 	t.Helper()
 	mfs, err := gen.reg.Gather()
