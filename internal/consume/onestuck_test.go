@@ -117,7 +117,10 @@ func TestOneOutputPartitionRefusedBoundsHeldInput(t *testing.T) {
 	}
 	produceAll(t, prod, recs)
 
-	// Until the gate has stopped reading: its held input no longer grows.
+	// Until the gate has stopped reading: at its bound first (a gate slow to join, on a
+	// loaded machine, would otherwise leave the loop below at 0 held, checking nothing),
+	// then its held input no longer growing.
+	waitFor(t, 60*time.Second, "the gate to stop reading at its bound of held input", g.c.inputFull)
 	var held, most int64
 	for quiet := 0; quiet < 25; {
 		time.Sleep(100 * time.Millisecond)

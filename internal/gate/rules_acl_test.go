@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -46,6 +45,7 @@ func TestRulesReloadNamingTopicWithoutWriteACLRefused(t *testing.T) {
 		"GATE_REDIS_URLS":           srv.URL(),
 		"GATE_RULES_FILE":           path,
 	})
+	checks := topicChecks(kc, "merges")
 	g, logs := startReloadingLogged(t, cfg, "reload-acl-test")
 	first := g.gen.Load()
 
@@ -53,7 +53,7 @@ func TestRulesReloadNamingTopicWithoutWriteACLRefused(t *testing.T) {
 	waitFor(t, "the edit naming a topic without WRITE to be refused", func() bool {
 		return labelValue(t, g, "gate_rules_loads_total", "result", "error") == 1
 	})
-	time.Sleep(300 * time.Millisecond) // a few more reads: still refused, counted and logged once
+	waitChecks(t, checks, 3) // a few more reads: still refused, counted and logged once
 	if g.gen.Load() != first {
 		t.Fatalf("a rules file naming a topic the gate may not write was put in use: rules %+v", g.CurrentRules())
 	}

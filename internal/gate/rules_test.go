@@ -496,6 +496,7 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 		"GATE_REDIS_URLS":    srv.URL(),
 		"GATE_RULES_FILE":    path,
 	})
+	checks := topicChecks(kc, "no-such-topic")
 	g := startReloading(t, cfg, "reload-topic-test")
 	first := g.gen.Load()
 
@@ -503,7 +504,7 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 	waitFor(t, "the edit naming a missing topic to be refused", func() bool {
 		return labelValue(t, g, "gate_rules_loads_total", "result", "error") == 1
 	})
-	time.Sleep(200 * time.Millisecond) // a few more reads: still refused, counted once
+	waitChecks(t, checks, 3) // a few more reads: still refused, counted once
 	if g.gen.Load() != first {
 		t.Fatalf("a rules file naming a missing topic was put in use: rules %+v", g.CurrentRules())
 	}
@@ -516,6 +517,31 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 	if rs := g.CurrentRules(); len(rs) != 2 || rs[1].Name != "merges" {
 		t.Errorf("rules in use: %+v", rs)
 	}
+}
+
+// topicChecks counts the gate's checks of topic: the Metadata requests naming it, which
+// only Consumer.CheckTopics sends for a topic no rule in use names, once a read of a
+// rules file naming it (a refused edit is read, parsed and checked again at every read).
+func topicChecks(kc *kfake.Cluster, topic string) *atomic.Int64 {
+	n := new(atomic.Int64)
+	kc.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		m := req.(*kmsg.MetadataRequest)
+		if slices.ContainsFunc(m.Topics, func(rt kmsg.MetadataRequestTopic) bool { return rt.Topic != nil && *rt.Topic == topic }) {
+			n.Add(1)
+		}
+		return nil, nil, false // answered as the cluster answers it
+	})
+	return n
+}
+
+// waitChecks waits for more checks counted by checks (topicChecks), from now: a test
+// that a refused edit stays refused, counted and logged once, over reads that happened,
+// not over a sleep a loaded machine may pass with none.
+func waitChecks(t *testing.T, checks *atomic.Int64, more int64) {
+	t.Helper()
+	from := checks.Load()
+	waitFor(t, fmt.Sprintf("%d more checks of the rule's topic", more), func() bool { return checks.Load() >= from+more })
 }
 
 // teamRule is the one-rule file the topic-check tests start from.

@@ -115,10 +115,19 @@ func TestSentinelNeedsOnlyTheDocumentedSentinelACL(t *testing.T) {
 		}
 		return log
 	}
-	// The subscription's health check pings after 3 s without a message.
-	time.Sleep(4 * time.Second)
-	set.Failover(t)
+	// The subscription's health check pings after 3 s without a message: its PING is
+	// what the ACL LOG below must have seen, so wait for it (the sentinel's CLIENT LIST
+	// shows it as the subscribed connection's last command), not for 4 s that a loaded
+	// machine may pass with the check not yet run.
 	deadline := time.Now().Add(30 * time.Second)
+	for !subscriptionPinged(t, sentinel, "gate-sentinel") && len(refused()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the client's subscription to the sentinel sent no health check PING in 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	set.Failover(t)
+	deadline = time.Now().Add(30 * time.Second)
 	for set.CurrentPrimary(t) != set.Replicas[0].Addr() {
 		if time.Now().After(deadline) {
 			t.Fatal("no failover within 30 s")
@@ -141,6 +150,23 @@ func TestSentinelNeedsOnlyTheDocumentedSentinelACL(t *testing.T) {
 	if log := refused(); len(log) > 0 {
 		t.Errorf("the sentinel refused the gate's client (ACL LOG): %v", log)
 	}
+}
+
+// subscriptionPinged reports whether a connection of user to the sentinel that
+// subscribes to a channel last ran PING (CLIENT LIST: sub=1 and cmd=ping).
+func subscriptionPinged(t *testing.T, sentinel *redis.Client, user string) bool {
+	t.Helper()
+	list, err := sentinel.Do(context.Background(), "CLIENT", "LIST").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(list, "\n") {
+		f := " " + line + " "
+		if strings.Contains(f, " user="+user+" ") && !strings.Contains(f, " sub=0 ") && strings.Contains(f, " cmd=ping ") {
+			return true
+		}
+	}
+	return false
 }
 
 // TestTickNeedsOnlyTheDocumentedRedisCommands: a Redis ACL user limited to the commands
