@@ -692,10 +692,28 @@ func TestExactlyOnceIdleRebalance(t *testing.T) {
 			return total == parts && !overlap
 		})
 	}
-	// Settled: no further revoke is pending in the group.
-	time.Sleep(500 * time.Millisecond)
-	if total, each, overlap := owned(); total != parts || overlap {
-		t.Errorf("owned partitions by gate %v (overlap %v), want %d in all", each, overlap, parts)
+	// Settled: the group stable with the three, every partition assigned, and the gates
+	// owning what it assigned them (a revoke left unhandled keeps a gate's old
+	// partitions), read from the broker, not guessed from half a second of quiet.
+	var gi *kfake.GroupInfo
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		gi = env.cluster.GroupInfo(testGroup)
+		total, each, overlap := owned()
+		if gi != nil && gi.State == "Stable" && len(gi.Members) == 3 && gi.NumAssigned() == parts && total == parts && !overlap {
+			var want []int
+			for i := range gi.Members {
+				want = append(want, gi.Members[i].NumAssigned())
+			}
+			slices.Sort(want)
+			if slices.Equal(slices.Sorted(slices.Values(each)), want) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("owned partitions by gate %v (overlap %v), want %d in all, as the group assigned them: %+v", each, overlap, parts, gi)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	for _, g := range gates {
 		if !g.c.Ready() {
