@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -543,6 +544,37 @@ func waitNotReady(t *testing.T, g *testGate, timeout time.Duration, want string,
 }
 
 // counterSum adds up every series of a counter family on reg.
+// requestsCounted counts the requests of key c is sent from now on, each answered as c
+// answers it.
+func requestsCounted(c *kfake.Cluster, key kmsg.Key) *atomic.Int64 {
+	n := new(atomic.Int64)
+	c.ControlKey(key.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		n.Add(1)
+		return nil, nil, false
+	})
+	return n
+}
+
+// waitMore waits for n to count more from now: a test that something happens once over
+// the attempts that came, not over a sleep a loaded machine may pass with none.
+func waitMore(t *testing.T, n *atomic.Int64, more int64, what string) {
+	t.Helper()
+	from := n.Load()
+	waitFor(t, 60*time.Second, what, func() bool { return n.Load() >= from+more })
+}
+
+// waitMoreFetchErrors waits for g to count more fetch errors (gate_fetch_errors_total)
+// from now: a test that a refusal is logged once over the refusals that came, not over a
+// sleep a loaded machine may pass with no fetch made.
+func waitMoreFetchErrors(t *testing.T, g *testGate, more float64) {
+	t.Helper()
+	from := counterSum(t, g.reg, "gate_fetch_errors_total")
+	waitFor(t, 60*time.Second, fmt.Sprintf("%v more fetch errors", more), func() bool {
+		return counterSum(t, g.reg, "gate_fetch_errors_total") >= from+more
+	})
+}
+
 func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()

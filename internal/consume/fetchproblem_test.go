@@ -33,9 +33,9 @@ func TestInputFetchRefusedIsAProblem(t *testing.T) {
 	waitFor(t, 20*time.Second, "the refused fetch logged", func() bool {
 		return strings.Contains(logs.String(), "TOPIC_AUTHORIZATION_FAILED")
 	})
-	time.Sleep(time.Second)
+	waitMoreFetchErrors(t, g, 100) // refused again and again, with no backoff
 	if n := strings.Count(logs.String(), "TOPIC_AUTHORIZATION_FAILED"); n > 6 { // msg and err of each line
-		t.Errorf("the refused fetch logged %d times in about a second, want it paced (at most 3 lines):\n%.1000s", n, logs.String())
+		t.Errorf("the refused fetch logged %d times over a hundred refusals, want it paced (at most 3 lines):\n%.1000s", n, logs.String())
 	}
 	if why := strings.Join(g.c.NotReady(), ";"); !strings.Contains(why, strconv.Quote(inTopic)) {
 		t.Fatalf("ready (%q) while every fetch of the input topic is refused", why)
@@ -83,7 +83,10 @@ func TestGroupRefusedIsAProblem(t *testing.T) {
 	waitFor(t, 20*time.Second, "the refused group logged", func() bool {
 		return strings.Contains(logs.String(), "GROUP_AUTHORIZATION_FAILED")
 	})
-	time.Sleep(2 * time.Second)
+	// Refused twice more (each join or heartbeat the fault answers), not a sleep a
+	// loaded machine may pass with no request made.
+	hits := fault.Hits()
+	waitFor(t, 30*time.Second, "two more refused joins or heartbeats", func() bool { return fault.Hits() >= hits+2 })
 	n := 0
 	for line := range strings.Lines(logs.String()) {
 		if strings.Contains(line, "GROUP_AUTHORIZATION_FAILED") {
@@ -91,7 +94,7 @@ func TestGroupRefusedIsAProblem(t *testing.T) {
 		}
 	}
 	if n != 1 {
-		t.Errorf("the refused group logged %d times in about 2 s, want once:\n%.3000s", n, logs.String())
+		t.Errorf("the refused group logged %d times over two more refusals, want once:\n%.3000s", n, logs.String())
 	}
 	fault.Remove()
 	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(1, "team-1")})
@@ -121,6 +124,7 @@ func TestPreflightProblemLoggedOncePaced(t *testing.T) {
 	env.ccfg.PreflightInterval = 20 * time.Millisecond
 	var logs logSink
 	env.logs = &logs
+	checks := requestsCounted(c, kmsg.DescribeGroups) // one a preflight check
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "the missing topic reported", func() bool {
 		return strings.Contains(strings.Join(g.c.NotReady(), ";"), `topic "overflow" does not exist`)
@@ -129,9 +133,9 @@ func TestPreflightProblemLoggedOncePaced(t *testing.T) {
 	waitFor(t, 20*time.Second, "the missing topic logged", func() bool {
 		return strings.Contains(logs.String(), "cannot start consuming")
 	})
-	time.Sleep(time.Second) // about 50 checks
+	waitMore(t, checks, 10, "ten more preflight checks")
 	if n := strings.Count(logs.String(), "cannot start consuming"); n != 1 {
-		t.Errorf("the missing topic logged %d times in about a second of checks every 20ms, want once", n)
+		t.Errorf("the missing topic logged %d times over ten more checks, want once", n)
 	}
 	if err := c.CreateTopic(ovfTopic, 1, nil); err != nil {
 		t.Fatal(err)

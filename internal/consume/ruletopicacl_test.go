@@ -101,6 +101,7 @@ func TestPreflightRuleTopicWithoutWriteACL(t *testing.T) {
 			logs := &syncBuffer{}
 			env.logs = logs
 			w := ruleTopicRouter(t, env, ruleACLTopic, []string{ruleACLTopic}, nil)
+			checks := requestsCounted(c, kmsg.DescribeGroups) // one a preflight check
 			g := env.start(t, "g")
 			defer g.stop(t)
 			waitNotReady(t, g, 20*time.Second, "the rule topic's missing WRITE ACL named", func(why string) bool {
@@ -113,7 +114,7 @@ func TestPreflightRuleTopicWithoutWriteACL(t *testing.T) {
 			}
 			defer prodCl.Close()
 			produceAll(t, prodCl, in)
-			time.Sleep(time.Second) // a routing gate would have routed them by now
+			waitMore(t, checks, 3, "three more preflight checks") // a routing gate would have routed them by now
 
 			why := strings.Join(g.c.NotReady(), "; ")
 			if g.c.Ready() || !strings.Contains(why, noWriteProblem) {

@@ -116,7 +116,7 @@ func TestSASLRefusedWhileRunningIsNamed(t *testing.T) {
 	refuse.Store(true)
 	produceAll(t, admCl, recs[n/2:])
 	waitNotReady(t, g, 20*time.Second, "the broker's SASL refusal and GATE_KAFKA_SASL_USERNAME/PASSWORD named", saslNamed)
-	time.Sleep(3 * time.Second) // refused by every re-authentication, join and fetch meanwhile
+	waitMoreFetchErrors(t, g, 3) // refused by every re-authentication, join and fetch meanwhile
 	errorLines := 0
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, `"level":"ERROR"`) && saslNamed(line) {
@@ -127,7 +127,7 @@ func TestSASLRefusedWhileRunningIsNamed(t *testing.T) {
 		t.Errorf("%d error lines name the refused login and its variables, want 1:\n%s", errorLines, logs.String())
 	}
 	if !saslNamed(strings.Join(g.c.NotReady(), "; ")) {
-		t.Errorf("3 s on, not ready because %q; want the refused login named still", strings.Join(g.c.NotReady(), "; "))
+		t.Errorf("three refused fetches on, not ready because %q; want the refused login named still", strings.Join(g.c.NotReady(), "; "))
 	}
 
 	refuse.Store(false)

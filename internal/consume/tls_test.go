@@ -105,7 +105,7 @@ func TestTLSRefusedWhileRunningIsNamed(t *testing.T) {
 	}
 	produceAll(t, prod, recs[n/2:])
 	waitNotReady(t, g, 20*time.Second, "the failed TLS handshake and GATE_KAFKA_TLS_CA_FILE named", tlsNamed)
-	time.Sleep(2 * time.Second) // refused at every join and fetch meanwhile
+	waitMoreFetchErrors(t, g, 3) // refused at every join and fetch meanwhile
 	errorLines := 0
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, `"level":"ERROR"`) && tlsNamed(line) {
