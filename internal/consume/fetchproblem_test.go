@@ -33,7 +33,7 @@ func TestInputFetchRefusedIsAProblem(t *testing.T) {
 	waitFor(t, 20*time.Second, "the refused fetch logged", func() bool {
 		return strings.Contains(logs.String(), "TOPIC_AUTHORIZATION_FAILED")
 	})
-	waitMoreFetchErrors(t, g, 100) // refused again and again, with no backoff
+	waitMoreFetchErrors(t, g, 100)                                              // refused again and again, with no backoff
 	if n := strings.Count(logs.String(), "TOPIC_AUTHORIZATION_FAILED"); n > 6 { // msg and err of each line
 		t.Errorf("the refused fetch logged %d times over a hundred refusals, want it paced (at most 3 lines):\n%.1000s", n, logs.String())
 	}
