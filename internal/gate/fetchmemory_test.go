@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -131,7 +130,11 @@ func TestFetchMaxBytesBoundsCompressedBacklog(t *testing.T) {
 	waitFor(t, "the producer buffer to fill", func() bool {
 		return gauge(t, g, "gate_kafka_buffered_produce_bytes") > buffered-size
 	})
-	time.Sleep(2 * time.Second) // the client fetches what it will while routing waits
+	// The client fetches what it will while routing waits: one fetch buffered (franz-go
+	// holds one a broker until it is polled), waited for, not slept for.
+	waitFor(t, "the client to hold a fetch not yet polled", func() bool {
+		return gauge(t, g, "gate_kafka_buffered_fetch_bytes") > 0
+	})
 	held := liveHeap() - base
 	// Records in flight, the poll and the fetch, and the gate's own (its team cache, its
 	// metrics: 14 MiB).
