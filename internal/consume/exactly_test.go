@@ -1434,7 +1434,10 @@ func TestExactlyOnceRefusedOffsetCommitBacksOff(t *testing.T) {
 	g := env.start(t, "a")
 	produceAll(t, producer(t, env.cluster), recs)
 	waitFor(t, 10*time.Second, "a refused offset commit", func() bool { return refused.Load() > 0 })
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the outage
+	// At least one replay refused too: the back-off ran, whatever a loaded machine made
+	// of the 2 s.
+	waitFor(t, 30*time.Second, "a second refused offset commit", func() bool { return refused.Load() >= 2 })
 	down.Store(false)
 	waitCommitted(t, env.cluster, parts, 20*time.Second)
 	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, readCommitted())
