@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,8 +86,16 @@ func TestFinalCommitRefusedNotLoggedCommitted(t *testing.T) {
 	waitFor(t, 10*time.Second, "every output record acknowledged", func() bool {
 		return a.c.outstanding.Load() == 0 && a.c.retry.pending.Load() == 0
 	})
-	env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.GroupAuthorizationFailed, Count: -1})
+	refused := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.GroupAuthorizationFailed, Count: -1})
 	a.stop(t)
+	if refused.Hits() == 0 {
+		t.Fatal("the shutdown sent no commit for the coordinator to refuse: the test tests nothing")
+	}
+	if !slices.ContainsFunc(logLines(t, logs.String()), func(line map[string]any) bool {
+		return (line["level"] == "WARN" || line["level"] == "ERROR") && strings.Contains(fmt.Sprint(line), "GROUP_AUTHORIZATION_FAILED")
+	}) {
+		t.Errorf("the refused final commit logged no warning or error naming GROUP_AUTHORIZATION_FAILED:\n%s", logs.String())
+	}
 	if gi := env.cluster.GroupInfo(testGroup); gi != nil {
 		if c, ok := gi.Commits[inTopic][0]; ok {
 			t.Fatalf("partition 0 committed at %d: the fault let a commit through, the test tests nothing", c.Offset)

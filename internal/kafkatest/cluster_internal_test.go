@@ -70,8 +70,8 @@ mkdir -p "$out" && : > "$out/kafka_2.13-` + Version + `.jar" && cp "$pom" "$out/
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	tools, err := FindTools(getenv)
-	if IsMissing(err) {
-		t.Skipf("%v", err) // no Java 17: FindTools stops before the jars
+	if IsMissing(err) && !inCI(os.Getenv) {
+		t.Skipf("%v; skipping (set CI=true to make this a failure)", err) // no Java 17: FindTools stops before the jars
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -204,6 +204,9 @@ func TestStaticModeUntouched(t *testing.T) {
 	l.CheckAt(now, "t", 50)
 	var sw Sweep
 	l.Sweep(now, &sw)
+	if len(sw.Reads) == 0 {
+		t.Fatal("the sweep planned no read of the team checked: nothing to look at")
+	}
 	for _, r := range sw.Reads {
 		if r.Profile || r.Fold {
 			t.Errorf("static mode read asks for a profile: %+v", r)

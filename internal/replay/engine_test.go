@@ -668,7 +668,13 @@ rules:
 	for _, workers := range []int{1, 3} {
 		got := replaySet(t, "c", cfg, testRules(t, cfg, yaml), recs, workers, 5).Candidates[0]
 		want := map[string]int64{"team": 3, "plan": 2, "session": 4}
+		if len(got.Rules) != len(want) {
+			t.Errorf("%d workers: %d rules reported, want %d: %+v", workers, len(got.Rules), len(want), got.Rules)
+		}
 		for _, rf := range got.Rules {
+			if _, ok := want[rf.Rule]; !ok {
+				t.Errorf("%d workers: rule %q reported, not in the file", workers, rf.Rule)
+			}
 			if rf.DeadLetter != want[rf.Rule] || rf.Records != want[rf.Rule] {
 				t.Errorf("%d workers: rule %s: %d dead letters of %d records, want %d of %d", workers, rf.Rule, rf.DeadLetter, rf.Records, want[rf.Rule], want[rf.Rule])
 			}

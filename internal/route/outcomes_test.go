@@ -256,10 +256,12 @@ func TestOutcomeThresholdOfItsLimit(t *testing.T) {
 	agg = outcome.NewAgg(60e9, nil)
 	s = Scratch{Outcomes: agg}
 	g.r.RouteInto(t0, input(`{"team_id":1}`, ""), &s, &out)
-	for _, r := range outcome.Seal("g", "s", agg) {
-		if r.Threshold != 500 || r.ThresholdSource != "override" {
-			t.Errorf("team rule's accepted row: threshold %d (%s), want 500 (override)", r.Threshold, r.ThresholdSource)
-		}
+	rows := outcome.Seal("g", "s", agg)
+	if len(rows) != 1 || rows[0].Outcome != "accepted" {
+		t.Fatalf("team rule alone: rows %+v, want its one accepted row", rows)
+	}
+	if r := rows[0]; r.Threshold != 500 || r.ThresholdSource != "override" {
+		t.Errorf("team rule's accepted row: threshold %d (%s), want 500 (override)", r.Threshold, r.ThresholdSource)
 	}
 }
 

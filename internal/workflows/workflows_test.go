@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -178,17 +179,25 @@ func TestMissingTargetCaught(t *testing.T) {
 // DEBIAN_FRONTEND set before sudo never reached apt-get. apt-get, sudo and id are
 // stand-ins that record what they were asked; PATH holds nothing else of the machine's.
 func TestDepsTestInstallsNoninteractively(t *testing.T) {
+	missing := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatalf("no %s: %v; CI is set, so this is a failure, not a skip", what, err)
+		}
+		t.Skipf("no %s: %v; skipping (set CI=true to make this a failure)", what, err)
+	}
 	mk, err := exec.LookPath("make")
 	if err != nil {
-		t.Skipf("no make: %v", err)
+		missing(t, "make", err)
 	}
 	for _, uid := range []string{"0", "1000"} {
 		t.Run("uid"+uid, func(t *testing.T) {
 			bin, log := t.TempDir(), filepath.Join(t.TempDir(), "apt.log")
+			sudoLog := filepath.Join(t.TempDir(), "sudo.log")
 			for _, tool := range []string{"bash", "env", "chmod", "git", "sed", "awk"} {
 				p, err := exec.LookPath(tool)
 				if err != nil {
-					t.Skipf("no %s: %v", tool, err)
+					missing(t, tool, err)
 				}
 				if err := os.Symlink(p, filepath.Join(bin, tool)); err != nil {
 					t.Fatal(err)
@@ -197,7 +206,8 @@ func TestDepsTestInstallsNoninteractively(t *testing.T) {
 			stubs := map[string]string{
 				"id": "echo " + uid,
 				// sudo's env_reset: the command gets PATH, not the caller's environment.
-				"sudo": `exec env -i PATH="$PATH" "$@"`,
+				"sudo": `echo "$*" >> ` + sudoLog + `
+exec env -i PATH="$PATH" "$@"`,
 				// install finds no package before an update; it adds each package's program.
 				"apt-get": `echo "DEBIAN_FRONTEND=$DEBIAN_FRONTEND $*" >> ` + log + `
 [ "$1" = install ] || exit 0
@@ -234,6 +244,14 @@ done`,
 				if !slices.Contains(install, pkg) {
 					t.Errorf("apt-get install ran as %q: %s missing", lines[1], pkg)
 				}
+			}
+			// Root runs apt-get itself; anyone else through sudo, both runs.
+			sudo, _ := os.ReadFile(sudoLog)
+			switch runs := strings.Count(string(sudo), "apt-get"); {
+			case uid == "0" && len(sudo) > 0:
+				t.Errorf("as root, make deps-test ran sudo: %q", sudo)
+			case uid != "0" && runs != 2:
+				t.Errorf("as uid %s, apt-get ran %d times through sudo (%q), want update and install both", uid, runs, sudo)
 			}
 		})
 	}
