@@ -543,7 +543,6 @@ func waitNotReady(t *testing.T, g *testGate, timeout time.Duration, want string,
 	}
 }
 
-// counterSum adds up every series of a counter family on reg.
 // requestsCounted counts the requests of key c is sent from now on, each answered as c
 // answers it.
 func requestsCounted(c *kfake.Cluster, key kmsg.Key) *atomic.Int64 {
@@ -575,6 +574,7 @@ func waitMoreFetchErrors(t *testing.T, g *testGate, more float64) {
 	})
 }
 
+// counterSum adds up every series of a counter family on reg.
 func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
