@@ -555,23 +555,21 @@ func requestsCounted(c *kfake.Cluster, key kmsg.Key) *atomic.Int64 {
 	return n
 }
 
-// waitMore waits for n to count more from now: a test that something happens once over
-// the attempts that came, not over a sleep a loaded machine may pass with none.
-func waitMore(t *testing.T, n *atomic.Int64, more int64, what string) {
+// waitMore waits for count to grow by more from now: a test that something happens once
+// over the attempts that came, not over a sleep a loaded machine may pass with none.
+func waitMore(t *testing.T, what string, more float64, count func() float64) {
 	t.Helper()
-	from := n.Load()
-	waitFor(t, 60*time.Second, what, func() bool { return n.Load() >= from+more })
+	from := count()
+	waitFor(t, 60*time.Second, what, func() bool { return count() >= from+more })
 }
 
-// waitMoreFetchErrors waits for g to count more fetch errors (gate_fetch_errors_total)
-// from now: a test that a refusal is logged once over the refusals that came, not over a
-// sleep a loaded machine may pass with no fetch made.
+// loaded is n's count, for waitMore.
+func loaded(n *atomic.Int64) func() float64 { return func() float64 { return float64(n.Load()) } }
+
+// waitMoreFetchErrors is waitMore of g's gate_fetch_errors_total.
 func waitMoreFetchErrors(t *testing.T, g *testGate, more float64) {
 	t.Helper()
-	from := counterSum(t, g.reg, "gate_fetch_errors_total")
-	waitFor(t, 60*time.Second, fmt.Sprintf("%v more fetch errors", more), func() bool {
-		return counterSum(t, g.reg, "gate_fetch_errors_total") >= from+more
-	})
+	waitMore(t, fmt.Sprintf("%v more fetch errors", more), more, func() float64 { return counterSum(t, g.reg, "gate_fetch_errors_total") })
 }
 
 // counterSum adds up every series of a counter family on reg.

@@ -85,8 +85,7 @@ func TestGroupRefusedIsAProblem(t *testing.T) {
 	})
 	// Refused twice more (each join or heartbeat the fault answers), not a sleep a
 	// loaded machine may pass with no request made.
-	hits := fault.Hits()
-	waitFor(t, 30*time.Second, "two more refused joins or heartbeats", func() bool { return fault.Hits() >= hits+2 })
+	waitMore(t, "two more refused joins or heartbeats", 2, func() float64 { return float64(fault.Hits()) })
 	n := 0
 	for line := range strings.Lines(logs.String()) {
 		if strings.Contains(line, "GROUP_AUTHORIZATION_FAILED") {
@@ -133,7 +132,7 @@ func TestPreflightProblemLoggedOncePaced(t *testing.T) {
 	waitFor(t, 20*time.Second, "the missing topic logged", func() bool {
 		return strings.Contains(logs.String(), "cannot start consuming")
 	})
-	waitMore(t, checks, 10, "ten more preflight checks")
+	waitMore(t, "ten more preflight checks", 10, loaded(checks))
 	if n := strings.Count(logs.String(), "cannot start consuming"); n != 1 {
 		t.Errorf("the missing topic logged %d times over ten more checks, want once", n)
 	}
