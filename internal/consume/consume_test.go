@@ -543,18 +543,6 @@ func waitNotReady(t *testing.T, g *testGate, timeout time.Duration, want string,
 	}
 }
 
-// requestsCounted counts the requests of key c is sent from now on, each answered as c
-// answers it.
-func requestsCounted(c *kfake.Cluster, key kmsg.Key) *atomic.Int64 {
-	n := new(atomic.Int64)
-	c.ControlKey(key.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		n.Add(1)
-		return nil, nil, false
-	})
-	return n
-}
-
 // waitMore waits for count to grow by more from now: a test that something happens once
 // over the attempts that came, not over a sleep a loaded machine may pass with none.
 func waitMore(t *testing.T, what string, more float64, count func() float64) {
@@ -563,7 +551,7 @@ func waitMore(t *testing.T, what string, more float64, count func() float64) {
 	waitFor(t, 60*time.Second, what, func() bool { return count() >= from+more })
 }
 
-// loaded is n's count, for waitMore.
+// loaded is n's count (faulttest.RequestsCounted's, say), for waitMore.
 func loaded(n *atomic.Int64) func() float64 { return func() float64 { return float64(n.Load()) } }
 
 // waitMoreFetchErrors is waitMore of g's gate_fetch_errors_total.

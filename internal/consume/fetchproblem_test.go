@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/faulttest"
 )
 
 // TestInputFetchRefusedIsAProblem: the gate's READ ACL on its input topic is revoked
@@ -123,7 +125,7 @@ func TestPreflightProblemLoggedOncePaced(t *testing.T) {
 	env.ccfg.PreflightInterval = 20 * time.Millisecond
 	var logs logSink
 	env.logs = &logs
-	checks := requestsCounted(c, kmsg.DescribeGroups) // one a preflight check
+	checks := faulttest.RequestsCounted(c, kmsg.DescribeGroups, nil) // one a preflight check
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "the missing topic reported", func() bool {
 		return strings.Contains(strings.Join(g.c.NotReady(), ";"), `topic "overflow" does not exist`)

@@ -101,7 +101,7 @@ func TestPreflightRuleTopicWithoutWriteACL(t *testing.T) {
 			logs := &syncBuffer{}
 			env.logs = logs
 			w := ruleTopicRouter(t, env, ruleACLTopic, []string{ruleACLTopic}, nil)
-			checks := requestsCounted(c, kmsg.DescribeGroups) // one a preflight check
+			checks := faulttest.RequestsCounted(c, kmsg.DescribeGroups, nil) // one a preflight check
 			g := env.start(t, "g")
 			defer g.stop(t)
 			waitNotReady(t, g, 20*time.Second, "the rule topic's missing WRITE ACL named", func(why string) bool {

@@ -1,6 +1,7 @@
 package faulttest
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,22 @@ func NewCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// RequestsCounted counts the requests of key c receives from now on that match (every
+// one when match is nil), each answered as c answers it: for a test to wait until the
+// gate has made some attempts (its preflight checks, its checks of a rule's topic)
+// rather than sleep for them, which a loaded machine may pass with none made.
+func RequestsCounted(c *kfake.Cluster, key kmsg.Key, match func(kmsg.Request) bool) *atomic.Int64 {
+	n := new(atomic.Int64)
+	c.ControlKey(key.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if match == nil || match(req) {
+			n.Add(1)
+		}
+		return nil, nil, false
+	})
+	return n
 }
 
 // GateNeeds is a gate's resources on a cluster with ACLs, as docs/operations.md's table

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/route"
@@ -523,16 +524,9 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 // only Consumer.CheckTopics sends for a topic no rule in use names, once a read of a
 // rules file naming it (a refused edit is read, parsed and checked again at every read).
 func topicChecks(kc *kfake.Cluster, topic string) *atomic.Int64 {
-	n := new(atomic.Int64)
-	kc.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		m := req.(*kmsg.MetadataRequest)
-		if slices.ContainsFunc(m.Topics, func(rt kmsg.MetadataRequestTopic) bool { return rt.Topic != nil && *rt.Topic == topic }) {
-			n.Add(1)
-		}
-		return nil, nil, false // answered as the cluster answers it
+	return faulttest.RequestsCounted(kc, kmsg.Metadata, func(req kmsg.Request) bool {
+		return slices.ContainsFunc(req.(*kmsg.MetadataRequest).Topics, func(rt kmsg.MetadataRequestTopic) bool { return rt.Topic != nil && *rt.Topic == topic })
 	})
-	return n
 }
 
 // waitChecks waits for more checks counted by checks (topicChecks), from now: a test

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 )
@@ -119,15 +120,11 @@ func TestSentinelNeedsOnlyTheDocumentedSentinelACL(t *testing.T) {
 	// what the ACL LOG below must have seen, so wait for it (the sentinel's CLIENT LIST
 	// shows it as the subscribed connection's last command), not for 4 s that a loaded
 	// machine may pass with the check not yet run.
-	deadline := time.Now().Add(30 * time.Second)
-	for !subscriptionPinged(t, sentinel, "gate-sentinel") && len(refused()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the client's subscription to the sentinel sent no health check PING in 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	faulttest.WaitFor(t, 30*time.Second, "the client's subscription to the sentinel to send its health check PING", func() bool {
+		return subscriptionPinged(t, sentinel, "gate-sentinel") || len(refused()) > 0
+	})
 	set.Failover(t)
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for set.CurrentPrimary(t) != set.Replicas[0].Addr() {
 		if time.Now().After(deadline) {
 			t.Fatal("no failover within 30 s")
