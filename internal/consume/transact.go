@@ -1103,11 +1103,15 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	} else {
 		c.m.transactions.WithLabelValues("aborted").Inc()
 		offs = nil
-		if end == kgo.TryCommit {
+		if end == kgo.TryCommit && pollCtx.Err() == nil {
 			// An abort the gate did not ask for: franz-go retries a commit that failed
 			// as an abort and rewinds to the offsets it last committed, but a broker can
 			// apply a commit and still answer it with an error. Polling again from
 			// franz-go's offsets would route a committed poll twice: take the group's.
+			// Not when stopping: nothing is polled again, and the partitions' next owner
+			// starts from the group's offsets. That re-read waited out the shutdown
+			// timeout while another member's transaction (a rollout's new pod) held the
+			// offsets unstable, then failed the stop with an error.
 			if err := c.resyncOffsetsRetrying(ctx); err != nil {
 				return res, fmt.Errorf("re-reading the committed offsets after a transaction the broker did not confirm: %w: %w", errResync, err)
 			}
