@@ -113,26 +113,17 @@ check:
 # internal/integration took 168 s, consume 131, tick 108, limit 101, replay 72; under
 # load from other work, 269, 141, 150, 190, 173.
 #
-# SLOW_PKGS go first: go test runs the packages in the order given, TEST_P of them at
+# SLOW_PKGS go first: go test runs the packages in the order given, GOMAXPROCS of them at
 # a time, and ./... alone is alphabetical, which started internal/integration (the
 # longest, mostly waiting on its JVM brokers) after two thirds of the others and tick
 # last but three: the run then ended minutes after the rest, on one package. On a
 # 2-core AMD EPYC VM, warm build cache, the -race run took 10 min 14 s in the
 # alphabetical order and 8 min 46 s in this one (2026-12-01). A package listed twice
 # runs once; a name here that is no package fails the run.
-#
-# TEST_P: packages tested at once, at least 4 (go test's default is GOMAXPROCS). The big
-# packages mostly wait: consume's tests on kfake's timers, integration's on JVM brokers
-# (the -race run's CPU was 1.5 cores of 2 at -p 2). On the 2-core AMD EPYC VM
-# (2026-12-04), the -race run took about 535 s at -p 2, 464 s at -p 3 and 423 s at -p 4,
-# for 800 to 840 CPU-s each: more packages at once fill the waits. The load found three
-# tests that a busy host failed (the clock check's estimate, the memory sizing's tick
-# deadline, and a stopping exactly-once gate's re-read of its offsets), each fixed.
-TEST_P ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? 4 : n )))
 SLOW_PKGS := ./internal/integration/ ./internal/consume/ ./internal/tick/ ./internal/replay/ \
 	./internal/gate/ ./cmd/gate/ ./internal/faulttest/ ./internal/limit/
 test: deps-test check
-	$(GO) test -race -count=1 -timeout 12m -p $(TEST_P) $(if $(filter ./...,$(PKGS)),$(SLOW_PKGS)) $(PKGS)
+	$(GO) test -race -count=1 -timeout 12m $(if $(filter ./...,$(PKGS)),$(SLOW_PKGS)) $(PKGS)
 	$(MAKE) --no-print-directory test-norace
 	cd deploy/compose && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory test-chart
