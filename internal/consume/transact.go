@@ -1111,7 +1111,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 			// Not when stopping: nothing is polled again, and the partitions' next owner
 			// starts from the group's offsets. That re-read waited out the shutdown
 			// timeout while another member's transaction (a rollout's new pod) held the
-			// offsets unstable, then failed the stop with an error.
+			// offsets unstable, then logged the last transaction as failed, at error.
 			if err := c.resyncOffsetsRetrying(ctx); err != nil {
 				return res, fmt.Errorf("re-reading the committed offsets after a transaction the broker did not confirm: %w: %w", errResync, err)
 			}
