@@ -1520,15 +1520,7 @@ func TestExactlyOnceResyncFailureCountsOneAbort(t *testing.T) {
 			return nil, nil, false
 		}
 		fetchFailed.Add(1)
-		r := req.(*kmsg.OffsetFetchRequest)
-		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		for _, rg := range r.Groups {
-			g := kmsg.NewOffsetFetchResponseGroup()
-			g.Group, g.ErrorCode = rg.Group, kerr.GroupAuthorizationFailed.Code
-			resp.Groups = append(resp.Groups, g)
-		}
-		return resp, nil, true
+		return refuseOffsetFetch(req, kerr.GroupAuthorizationFailed), nil, true
 	})
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
@@ -1551,6 +1543,20 @@ func TestExactlyOnceResyncFailureCountsOneAbort(t *testing.T) {
 		t.Errorf("gate_transactions_total{result=aborted} = %v for the one transaction aborted, want 1", got)
 	}
 	g.stop(t)
+}
+
+// refuseOffsetFetch answers req, an OffsetFetch, with err for the group, in both of the
+// request's forms (the group's fields up to v7, Groups from v8 on).
+func refuseOffsetFetch(req kmsg.Request, err *kerr.Error) kmsg.Response {
+	r := req.(*kmsg.OffsetFetchRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	resp.ErrorCode = err.Code
+	for _, rg := range r.Groups {
+		g := kmsg.NewOffsetFetchResponseGroup()
+		g.Group, g.ErrorCode = rg.Group, err.Code
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
 }
 
 // refuseTxnOffsetCommit answers req, a TxnOffsetCommit, refusing every partition in it

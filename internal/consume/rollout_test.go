@@ -498,14 +498,7 @@ func refusedAsItStops(t *testing.T, waiting, unstable bool) {
 				return nil, nil, false
 			}
 			unstableAnswers.Add(1)
-			resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
-			resp.ErrorCode = kerr.UnstableOffsetCommit.Code
-			for _, rg := range r.Groups {
-				g := kmsg.NewOffsetFetchResponseGroup()
-				g.Group, g.ErrorCode = rg.Group, kerr.UnstableOffsetCommit.Code
-				resp.Groups = append(resp.Groups, g)
-			}
-			return resp, nil, true
+			return refuseOffsetFetch(req, kerr.UnstableOffsetCommit), nil, true
 		})
 	}
 	produce := trickle(t, env)
