@@ -551,8 +551,8 @@ func waitMore(t *testing.T, what string, more float64, count func() float64) {
 	waitFor(t, 60*time.Second, what, func() bool { return count() >= from+more })
 }
 
-// loaded is n's count (faulttest.RequestsCounted's, say), for waitMore.
-func loaded(n *atomic.Int64) func() float64 { return func() float64 { return float64(n.Load()) } }
+// countOf is n's count (faulttest.RequestsCounted's, say), for waitMore.
+func countOf(n *atomic.Int64) func() float64 { return func() float64 { return float64(n.Load()) } }
 
 // waitMoreFetchErrors is waitMore of g's gate_fetch_errors_total.
 func waitMoreFetchErrors(t *testing.T, g *testGate, more float64) {

@@ -134,7 +134,7 @@ func TestPreflightProblemLoggedOncePaced(t *testing.T) {
 	waitFor(t, 20*time.Second, "the missing topic logged", func() bool {
 		return strings.Contains(logs.String(), "cannot start consuming")
 	})
-	waitMore(t, "ten more preflight checks", 10, loaded(checks))
+	waitMore(t, "ten more preflight checks", 10, countOf(checks))
 	if n := strings.Count(logs.String(), "cannot start consuming"); n != 1 {
 		t.Errorf("the missing topic logged %d times over ten more checks, want once", n)
 	}

@@ -114,7 +114,7 @@ func TestPreflightRuleTopicWithoutWriteACL(t *testing.T) {
 			}
 			defer prodCl.Close()
 			produceAll(t, prodCl, in)
-			waitMore(t, "three more preflight checks", 3, loaded(checks)) // a routing gate would have routed them by now
+			waitMore(t, "three more preflight checks", 3, countOf(checks)) // a routing gate would have routed them by now
 
 			why := strings.Join(g.c.NotReady(), "; ")
 			if g.c.Ready() || !strings.Contains(why, noWriteProblem) {

@@ -124,13 +124,8 @@ func TestSentinelNeedsOnlyTheDocumentedSentinelACL(t *testing.T) {
 		return subscriptionPinged(t, sentinel, "gate-sentinel") || len(refused()) > 0
 	})
 	set.Failover(t)
+	faulttest.WaitFor(t, 30*time.Second, "the failover to the replica", func() bool { return set.CurrentPrimary(t) == set.Replicas[0].Addr() })
 	deadline := time.Now().Add(30 * time.Second)
-	for set.CurrentPrimary(t) != set.Replicas[0].Addr() {
-		if time.Now().After(deadline) {
-			t.Fatal("no failover within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	// The old primary takes writes until the sentinel turns it into a replica: the
 	// client must move to the new one on +switch-master.
 	promoted := set.Replicas[0].Client(t)

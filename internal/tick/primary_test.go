@@ -16,21 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 )
-
-// pollFor polls ok every 20 ms until it holds, failing the test after timeout.
-func pollFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s", what, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // incrWriter sends INCRBY key 1 through a client, one at a time, from its own goroutine
 // until stopped, keeping each acknowledged reply and when it came.
@@ -135,7 +124,7 @@ func TestPrimaryWatchReportsFailover(t *testing.T) {
 	const key = "gate:failover:0"
 
 	wr := startIncrWriter(t, fc, key)
-	pollFor(t, 10*time.Second, "writes acknowledged before the failover", func() bool { return wr.acked.Load() >= 100 })
+	faulttest.WaitFor(t, 10*time.Second, "writes acknowledged before the failover", func() bool { return wr.acked.Load() >= 100 })
 	if p := w.Primary(); p != old {
 		t.Fatalf("watch's primary = %q, want %s", p, old)
 	}
@@ -146,7 +135,7 @@ func TestPrimaryWatchReportsFailover(t *testing.T) {
 	set.Failover(t)
 	start := time.Now()
 	var ackedAtSwitch int64 = -1
-	pollFor(t, 15*time.Second, "writes landing on the promoted replica", func() bool {
+	faulttest.WaitFor(t, 15*time.Second, "writes landing on the promoted replica", func() bool {
 		if ackedAtSwitch < 0 && w.Primary() == promoted {
 			ackedAtSwitch = wr.acked.Load()
 		}
@@ -252,16 +241,16 @@ func TestPrimaryFailoverLossMeasured(t *testing.T) {
 		for _, lag := range []int{1, 3, 10} {
 			redisConfigSet(t, pc, "min-replicas-to-write", "1", "min-replicas-max-lag", strconv.Itoa(lag))
 			wr := startIncrWriter(t, pc, "gate:split:"+strconv.Itoa(lag))
-			pollFor(t, 10*time.Second, "writes", func() bool { return wr.acked.Load() >= 100 })
+			faulttest.WaitFor(t, 10*time.Second, "writes", func() bool { return wr.acked.Load() >= 100 })
 			set.Replicas[0].Pause(t)
 			paused := time.Now()
 			before := wr.acked.Load()
-			pollFor(t, time.Duration(lag+5)*time.Second, "NOREPLICAS", func() bool { return wr.refused.Load() > 0 })
+			faulttest.WaitFor(t, time.Duration(lag+5)*time.Second, "NOREPLICAS", func() bool { return wr.refused.Load() > 0 })
 			wr.Stop()
 			t.Logf("min-replicas-max-lag %d: writes refused (NOREPLICAS) %s after the replica stopped; %d writes acknowledged meanwhile",
 				lag, wr.firstRefusal.Sub(paused).Round(time.Millisecond), wr.acked.Load()-before)
 			set.Replicas[0].Resume(t)
-			pollFor(t, 10*time.Second, "writes accepted again", func() bool { return pc.IncrBy(context.Background(), "gate:x", 1).Err() == nil })
+			faulttest.WaitFor(t, 10*time.Second, "writes accepted again", func() bool { return pc.IncrBy(context.Background(), "gate:x", 1).Err() == nil })
 		}
 	})
 	t.Run("WAIT cost", func(t *testing.T) {
@@ -321,12 +310,12 @@ func measurePlannedFailover(t *testing.T, run, replicas, minRepl, onOld int) {
 	}
 	key := "gate:failover:" + strconv.Itoa(run)
 	wr := startIncrWriter(t, fc, key)
-	pollFor(t, 10*time.Second, "writes", func() bool { return wr.acked.Load() >= 100 })
+	faulttest.WaitFor(t, 10*time.Second, "writes", func() bool { return wr.acked.Load() >= 100 })
 	old := w.Primary()
 	set.Failover(t)
 	start := time.Now()
 	var at int64 = -1
-	pollFor(t, 30*time.Second, "writes on the new primary", func() bool {
+	faulttest.WaitFor(t, 30*time.Second, "writes on the new primary", func() bool {
 		if p := w.Primary(); at < 0 && p != old {
 			at = wr.acked.Load()
 		}
@@ -414,12 +403,12 @@ func measureTickFailover(t *testing.T, run int) {
 			}
 		}
 	}()
-	pollFor(t, 10*time.Second, "first primary", func() bool { return w.Primary() != "" && counted.Load() > 2000 })
+	faulttest.WaitFor(t, 10*time.Second, "first primary", func() bool { return w.Primary() != "" && counted.Load() > 2000 })
 	old := w.Primary()
 	set.Failover(t)
-	pollFor(t, 30*time.Second, "switch", func() bool { return w.Primary() != old })
+	faulttest.WaitFor(t, 30*time.Second, "switch", func() bool { return w.Primary() != old })
 	switched := time.Now()
-	pollFor(t, 10*time.Second, "two ticks on the new primary", func() bool { return time.Since(switched) > 2*time.Second })
+	faulttest.WaitFor(t, 10*time.Second, "two ticks on the new primary", func() bool { return time.Since(switched) > 2*time.Second })
 	close(stop)
 	<-checked
 	cancel()

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 )
@@ -618,7 +619,7 @@ func TestRunFinalFlushOutlastsABriefRefusal(t *testing.T) {
 	}
 	cancel()
 	refused := g.tk.m.errors.WithLabelValues("noreplicas", "0")
-	pollFor(t, 30*time.Second, "the final flush refused", func() bool { return testutil.ToFloat64(refused) >= 1 })
+	faulttest.WaitFor(t, 30*time.Second, "the final flush refused", func() bool { return testutil.ToFloat64(refused) >= 1 })
 	if err := rc.ConfigSet(context.Background(), "min-replicas-to-write", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
