@@ -21,7 +21,7 @@ import (
 // end as of its assignment, past every record written to it before, though each was
 // written after the group began reading the topic, skipped without a word.
 //
-// So each gate watches the input topic's partition count (every outputCheckEvery, and
+// So each gate watches the input topic's partition count (every Config.WatchInterval, and
 // at each assignment that holds a partition beyond the count it knows): once it grows,
 // it refreshes the client's metadata at once (the leader then has them assigned), and
 // with StartLatest it first commits the log start offset of each added partition the
@@ -36,7 +36,7 @@ import (
 // the instant between this gate's look at the group's offsets and its commit moves the
 // group's offset back, and that partition's next owner routes again what the first did
 // (twice, under exactly-once too). Only a gate's first check after the growth commits,
-// within outputCheckEvery of it, before such a gate is likely to own one.
+// within Config.WatchInterval of it, before such a gate is likely to own one.
 
 // addedWatch is the input topic's partition count the gate knows.
 type addedWatch struct {

@@ -272,6 +272,12 @@ type Config struct {
 	// max.message.bytes are read again, so that a limit an operator changes is logged
 	// with what to do (DefaultTopicConfigInterval).
 	TopicConfigInterval time.Duration
+	// WatchInterval is how often the gate asks the cluster what its own polls and
+	// produces do not tell it: why output records wait (once they have waited two
+	// intervals), whether partitions were added to the input, whether the rule topics are
+	// there, whether exactly-once offsets stay unstable, and the lag of the partitions no
+	// poll has measured for two intervals (DefaultWatchInterval).
+	WatchInterval time.Duration
 	// Jitter draws each produce-retry delay (and each wait before an aborted
 	// transaction's replay): it returns a value in [0, n). Nil is math/rand/v2's
 	// Int64N, seeded at random in each process, so that no two gates draw the same
@@ -421,6 +427,7 @@ func (c Config) withDefaults() (Config, error) {
 	defDur(&c.TransactionInterval, DefaultTransactionInterval, "TransactionInterval")
 	defDur(&c.PreflightInterval, DefaultPreflightInterval, "PreflightInterval")
 	defDur(&c.TopicConfigInterval, DefaultTopicConfigInterval, "TopicConfigInterval")
+	defDur(&c.WatchInterval, DefaultWatchInterval, "WatchInterval")
 	if c.Jitter == nil {
 		c.Jitter = rand.Int64N // safe for concurrent use, seeded at random per process
 	}

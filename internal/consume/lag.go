@@ -10,8 +10,9 @@ import (
 )
 
 // lagStale is how long a partition's lag may go unmeasured by polls before refreshLag
-// measures it: two output checks, so a partition polled at all is left to its polls.
-const lagStale = 2 * outputCheckEvery
+// measures it: two watch intervals (10 s by default), so a partition polled at all is
+// left to its polls.
+func (c *Consumer) lagStale() time.Duration { return 2 * c.cfg.WatchInterval }
 
 // refreshLag measures again the lag of the owned partitions whose polls have not for
 // lagStale: the gate polls nothing while records await a retry or rows of outcomes
@@ -34,6 +35,7 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 		at int64 // its lagAt when found stale: 0, measured by no poll yet
 	}
 	var stale []staleLag
+	lagStale := c.lagStale()
 	unmeasured := 0 // of stale, the partitions measured by no poll yet
 	for _, p := range c.snapshot(nil) {
 		if p.gone.Load() {
@@ -49,7 +51,7 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 	if len(stale) == 0 {
 		return
 	}
-	lctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+	lctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
 	defer cancel()
 	adm := kadm.NewClient(cl)
 	// A listing some brokers did not answer (*kadm.ShardErrors) still holds the others'

@@ -25,6 +25,7 @@ import (
 func TestLagGrowsWhilePollingIsHeld(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
+	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
 	g := env.start(t, "a")
 	prod := partProducer(t, env.cluster)
 	produceTo(t, prod, 0, 0, 10)
@@ -51,6 +52,7 @@ func TestLagGrowsWhilePollingIsHeld(t *testing.T) {
 func TestLagOfAPartitionAssignedWhileFetchingIsHeld(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 2)
+	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
 	env.ccfg.CommitInterval = 100 * time.Millisecond
 	env.ccfg.ShutdownTimeout = time.Second
 	a := env.start(t, "a")
@@ -110,6 +112,7 @@ func TestLagRefreshedWithABrokerDown(t *testing.T) {
 		}
 	}
 	env := newEnv(t, 1)
+	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
 	env.cluster = c
 	env.ccfg.Brokers = c.ListenAddrs()
 	g := env.start(t, "a")

@@ -24,6 +24,8 @@ import (
 func TestLagRefreshedOnAnIdleGateStartsTheStallClock(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
+	// The lag refresh and the output checks, not 5 s apart.
+	env.ccfg.WatchInterval = time.Second
 	var came atomic.Int64 // when the records the gate cannot fetch were produced (Unix ns)
 	var mu sync.Mutex
 	var early []string       // stalls read as the lag was set, longer than the records had been there

@@ -23,6 +23,7 @@ func TestLagRefreshWithoutTheStableEnd(t *testing.T) {
 	t.Parallel()
 	const n, open = 10, 5
 	env := newEOSEnv(t, 1)
+	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))
@@ -71,8 +72,8 @@ func TestLagRefreshWithoutTheStableEnd(t *testing.T) {
 		Err: kerr.NotLeaderForPartition, Count: -1,
 		When: func(req kmsg.Request) bool { return req.(*kmsg.ListOffsetsRequest).IsolationLevel == 1 }}))
 	defer stable.Load().Remove()
-	// A refresh comes every outputCheckEvery for a partition unpolled for lagStale, and
-	// the refused listing is retried until the refresh's deadline (outputCheckEvery).
+	// A refresh comes every watch interval for a partition unpolled for two, and the
+	// refused listing is retried until the refresh's deadline (watchRequestTimeout).
 	waitFor(t, 90*time.Second, "a lag refresh ended with its stable end refused", func() bool { return after.Load() > 0 })
 	p := g.c.owned(0)
 	if p == nil {

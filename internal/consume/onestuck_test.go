@@ -19,7 +19,7 @@ import (
 // TestOneOutputPartitionLeaderless: one partition of the accepted topic loses its leader
 // while its other partitions take writes, and input keeps coming. The records keyed to
 // that partition wait (the client retries them; nothing is committed past them), and
-// after 10 s /readyz names the topic and partition, as it does when every output
+// after two watch intervals (10 s by default) /readyz names the topic and partition, as it does when every output
 // partition is down; once the leader is back they are delivered, the gate ready again,
 // and every input record is on an output topic once. Before, the output watch asked
 // the cluster only when no output record at all had been acknowledged for 10 s: the
@@ -30,6 +30,8 @@ func TestOneOutputPartitionLeaderless(t *testing.T) {
 	t.Parallel()
 	const parts = 2
 	env := newEnv(t, parts)
+	// The lag refresh and the output checks, not 5 s apart.
+	env.ccfg.WatchInterval = time.Second
 	env.ccfg.ProduceRetries = 0 // the default: the client retries in order
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
 	g := env.start(t, "a")

@@ -22,16 +22,20 @@ import (
 // long as it takes, which is right (nothing is lost or reordered), and tells the gate
 // nothing meanwhile. Records then wait unacknowledged, and the gate would only say, two
 // minutes later, that it makes no progress. So when output records have waited
-// outputStuckAfter unacknowledged (outputsStuck), the gate asks the cluster why: an output
+// two watch intervals unacknowledged (outputsStuck), the gate asks the cluster why: an output
 // partition without a leader, or with fewer in-sync replicas than its
 // min.insync.replicas, is named in /readyz and an error line (not ready: an operator
 // must bring a broker back). The problem clears, with a line, once no record has waited
 // that long. Nothing is dead-lettered for it: it is the cluster's state, not
 // the record's.
 const (
-	outputCheckEvery = 5 * time.Second
-	outputStuckAfter = 10 * time.Second
-	problemOutputs   = "outputs/"
+	// DefaultWatchInterval is Config.WatchInterval's default.
+	DefaultWatchInterval = 5 * time.Second
+	// watchRequestTimeout bounds each of the watch's requests to the cluster: a
+	// deadline, not an interval, and so not shortened with Config.WatchInterval (a
+	// loaded broker's answer is no less slow for a shorter watch).
+	watchRequestTimeout = 5 * time.Second
+	problemOutputs      = "outputs/"
 )
 
 // ackHook notes when the brokers last acknowledged a batch of output records.
@@ -137,7 +141,7 @@ func (r withoutKpromBuffered) MustRegister(cs ...prometheus.Collector) {
 // watchOutputs runs the output watch until ctx ends.
 func (c *Consumer) watchOutputs(ctx context.Context) {
 	c.ackAt.Store(time.Now().UnixNano())
-	t := time.NewTicker(outputCheckEvery)
+	t := time.NewTicker(c.cfg.WatchInterval)
 	defer t.Stop()
 	limits := time.NewTicker(c.cfg.TopicConfigInterval)
 	defer limits.Stop()
@@ -148,66 +152,78 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 		case <-limits.C:
 			if cl := c.live.Load(); cl != nil && c.preflighted.Load() {
 				// After the preflight, which read them first.
-				rctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+				rctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
 				c.rereadBatchLimits(rctx, cl)
 				cancel()
 			}
 			continue
 		case <-t.C:
 		}
-		cl := c.live.Load()
-		if cl == nil {
-			continue
+		if cl := c.live.Load(); cl != nil {
+			c.watchRound(ctx, cl)
 		}
-		c.purgeStale(ctx, cl)
-		if c.preflighted.Load() {
-			// Before, the preflight reports a missing rule topic: nothing is routed yet.
-			c.checkRuleTopics(ctx, cl)
-			actx, cancel := context.WithTimeout(ctx, outputCheckEvery)
-			c.checkAdded(actx, cl)
-			cancel()
-		}
-		if c.exactlyOnce() {
-			c.checkUnstable(ctx, cl, time.Now())
-		}
-		c.refreshLag(ctx, cl, time.Now())
-		waiting := c.producerBuffered()
-		if waiting == 0 || !c.outputsStuck(time.Now()) {
-			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) }) {
-				c.log.Info("kafka: output partitions take writes again")
-			}
-			continue
-		}
-		found, err := c.diagnoseOutputs(ctx, cl)
-		if err != nil {
-			c.log.Debug("kafka: could not ask the cluster why output records wait", "err", err)
-			continue
-		}
-		if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) && found[k] == "" }) && len(found) == 0 {
-			// Records still wait, but the cluster no longer says why: it has recovered
-			// and the client's retries are on their way.
-			c.log.Info("kafka: output partitions take writes again")
-		}
-		for _, k := range slices.Sorted(maps.Keys(found)) {
-			c.logProblem(ctx, k, found[k], "records_waiting", waiting)
+		if c.watched != nil {
+			c.watched()
 		}
 	}
 }
 
-// outputsStuck reports whether output records have waited outputStuckAfter
-// unacknowledged: none acknowledged for that long, or, at least once, a poll's records
-// routed that long ago still waiting. One output partition refused (no leader, too few
-// in-sync replicas) while the others take writes keeps the acknowledgements coming:
-// asked about those alone, the watch said nothing until the producer's buffer filled
-// with that partition's records, up to GATE_MAX_BUFFERED_RECORDS later. Exactly once,
-// the transaction's end waits for every record, so that acknowledgements stop.
+// watchRound is one round of the output watch with client cl.
+func (c *Consumer) watchRound(ctx context.Context, cl *kgo.Client) {
+	c.purgeStale(ctx, cl)
+	if c.preflighted.Load() {
+		// Before, the preflight reports a missing rule topic: nothing is routed yet.
+		c.checkRuleTopics(ctx, cl)
+		actx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
+		c.checkAdded(actx, cl)
+		cancel()
+	}
+	if c.exactlyOnce() {
+		c.checkUnstable(ctx, cl, time.Now())
+	}
+	c.refreshLag(ctx, cl, time.Now())
+	waiting := c.producerBuffered()
+	if waiting == 0 || !c.outputsStuck(time.Now()) {
+		if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) }) {
+			c.log.Info("kafka: output partitions take writes again")
+		}
+		return
+	}
+	found, err := c.diagnoseOutputs(ctx, cl)
+	if err != nil {
+		c.log.Debug("kafka: could not ask the cluster why output records wait", "err", err)
+		return
+	}
+	if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) && found[k] == "" }) && len(found) == 0 {
+		// Records still wait, but the cluster no longer says why: it has recovered
+		// and the client's retries are on their way.
+		c.log.Info("kafka: output partitions take writes again")
+	}
+	for _, k := range slices.Sorted(maps.Keys(found)) {
+		c.logProblem(ctx, k, found[k], "records_waiting", waiting)
+	}
+}
+
+// outputsStuck reports whether output records have waited stuckAfter unacknowledged:
+// none acknowledged for that long, or, at least once, a poll's records routed that long
+// ago still waiting. One output partition refused (no leader, too few in-sync replicas)
+// while the others take writes keeps the acknowledgements coming: asked about those
+// alone, the watch said nothing until the producer's buffer filled with that partition's
+// records, up to GATE_MAX_BUFFERED_RECORDS later. Exactly once, the transaction's end
+// waits for every record, so that acknowledgements stop.
 func (c *Consumer) outputsStuck(now time.Time) bool {
-	if now.Sub(time.Unix(0, c.ackAt.Load())) >= outputStuckAfter {
+	after := c.stuckAfter()
+	if now.Sub(time.Unix(0, c.ackAt.Load())) >= after {
 		return true
 	}
 	oldest := c.oldestWaiting()
-	return oldest > 0 && now.Sub(time.Unix(0, oldest)) >= outputStuckAfter
+	return oldest > 0 && now.Sub(time.Unix(0, oldest)) >= after
 }
+
+// stuckAfter is how long output records wait unacknowledged before the watch asks the
+// cluster why: two watch intervals (10 s by default), so that one slow round trip is
+// never taken for a fault.
+func (c *Consumer) stuckAfter() time.Duration { return 2 * c.cfg.WatchInterval }
 
 // oldestWaiting returns when the poll of the oldest records routed and not yet
 // acknowledged began (Unix ns), 0 when none waits; a stopped partition's are left out,
@@ -266,7 +282,7 @@ func (c *Consumer) purgeStale(ctx context.Context, cl *kgo.Client) {
 	if len(topics) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+	ctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
 	defer cancel()
 	found, unasked, err := c.topicProblems(ctx, cl, topics)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 
 // Rule topics: a rule's own topic (action topic:NAME) is one of the gate's output topics,
 // checked at start with the others (preflight), before a reload puts a rule set in use
-// (CheckTopics), and every outputCheckEvery while the gate runs. Unlike the accepted,
+// (CheckTopics), and every Config.WatchInterval while the gate runs. Unlike the accepted,
 // overflow and dead-letter topics, one rule topic serves only the records one rule
 // diverts: when it is missing or closed to the gate, waiting for it would hold up every
 // team behind those records. So the topic is marked missing in Config.RuleTopics (the
@@ -89,7 +89,7 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 			// it is purged: forget it before its records go to it again, so that the
 			// client learns the topic anew (records of it still buffered fail, and go to
 			// overflow, as it is still marked missing).
-			rctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+			rctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
 			c.relearnTopic(rctx, cl, t)
 			cancel()
 		}

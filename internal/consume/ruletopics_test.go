@@ -280,22 +280,26 @@ func TestRuleTopicMissingCounted(t *testing.T) {
 // nothing is routed until it exists. The rule topic watch, which runs from the start,
 // marked it missing meanwhile too, saying "every other record is routed as ever" (false:
 // nothing was), and kept the mark once the preflight had found the topic created: the
-// rule's first records, up to outputCheckEvery's worth, went to overflow instead of the
+// rule's first records, up to a watch interval's worth, went to overflow instead of the
 // topic the preflight had just checked.
 func TestRuleTopicMissingAtStartTakesRecordsOnceCreated(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 2)
+	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
 	const merges = "merges"
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges}
 	env.ccfg.PreflightInterval = 100 * time.Millisecond
 	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
+	var rounds atomic.Int64 // of the output watch, which checks the rule topics
+	env.before = func(c *Consumer) { c.watched = func() { rounds.Add(1) } }
 	g := env.start(t, "g")
 	defer g.stop(t)
 	preflightProblem := `topic "` + merges + `" does not exist`
 	waitFor(t, 20*time.Second, "the preflight naming the topic", func() bool {
 		return strings.Contains(strings.Join(g.c.NotReady(), ";"), preflightProblem)
 	})
-	time.Sleep(outputCheckEvery + time.Second) // the rule topic watch has run meanwhile
+	seen := rounds.Load()
+	waitFor(t, 30*time.Second, "two rounds of the rule topic watch", func() bool { return rounds.Load() >= seen+2 })
 	if nr := strings.Join(g.c.NotReady(), "; "); strings.Contains(nr, "routed as ever") || w.Missing(merges) {
 		t.Errorf("before the preflight passed: marked missing %v, not ready %q: nothing is routed yet", w.Missing(merges), nr)
 	}
@@ -487,6 +491,7 @@ func TestRuleTopicCreatedAgainBatchLimitReadAgain(t *testing.T) {
 func TestRuleTopicLeaderElectionIsNotMissing(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
+	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
 	const merges = "merges"
 	prod := producer(t, env.cluster)
 	if _, err := kadm.NewClient(prod).CreateTopic(context.Background(), 1, 1, nil, merges); err != nil {

@@ -326,7 +326,7 @@ func (c *Consumer) closedProblems(ctx context.Context, fs []*failed, rowErr erro
 	}
 	topics := slices.Sorted(maps.Keys(errs))
 	if len(topics) > 1 {
-		qctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+		qctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
 		found, _, err := c.topicProblems(qctx, c.cl, topics)
 		cancel()
 		if err == nil && len(found) > 0 {

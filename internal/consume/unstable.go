@@ -22,7 +22,7 @@ import (
 // marker when it cannot find the partition's leader while a restarted node is still
 // fenced) holds the offset for good: the gate owns the partition, routes nothing of it
 // (nor of the partitions assigned with it: franz-go fetches their offsets together),
-// has no lag to report and would look healthy. So every outputCheckEvery the watch asks
+// has no lag to report and would look healthy. So every Config.WatchInterval the watch asks
 // the same question of the partitions the gate owns; a partition answered
 // UNSTABLE_OFFSET_COMMIT without a break for longer than any transaction of the fleet may
 // stay open (the gate's own GATE_TRANSACTION_TIMEOUT plus the brokers' abort sweep) makes
@@ -106,7 +106,7 @@ func (c *Consumer) checkUnstable(ctx context.Context, cl *kgo.Client, now time.T
 // unstablePartitions asks the group coordinator, with RequireStable, for the committed
 // offsets of input partitions ids and returns those it answered UNSTABLE_OFFSET_COMMIT.
 func (c *Consumer) unstablePartitions(ctx context.Context, cl *kgo.Client, ids []int32) ([]int32, error) {
-	ctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+	ctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
 	defer cancel()
 	_, errs, err := c.offsetFetch(ctx, cl, ids, true)
 	if err != nil {
@@ -123,7 +123,7 @@ func (c *Consumer) unstablePartitions(ctx context.Context, cl *kgo.Client, ids [
 
 // offsetsPartitions is the number of partitions of __consumer_offsets.
 func offsetsPartitions(ctx context.Context, cl *kgo.Client) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, outputCheckEvery)
+	ctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
 	defer cancel()
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
