@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -127,17 +128,26 @@ func (s *scenario) record(id int) *kgo.Record {
 }
 
 // produceLoad produces records at about 1000/s until the returned stop is called; stop
-// returns how many were acknowledged. A record the broker refuses is counted in
-// refused (a test with brokers down expects some); records produced but not
-// acknowledged are not counted as input by the checks (they read the input topic).
+// waits for the records still in flight and returns how many were acknowledged. Records
+// produced but not acknowledged (a broker down refused them) are not counted; the checks
+// read the input topic for what is there. Up to loadInFlight batches are in flight at
+// once: waiting on each batch's acknowledgement, as it once did, bound the rate to the
+// round trip's (some 170 records a second on three loaded JVM brokers), and the tests'
+// waits for so many more records took most of their time.
 func (s *scenario) produceLoad(opts ...kgo.Opt) (stop func() int64) {
 	t := s.t
 	t.Helper()
-	cl := s.k.Client(t, append([]kgo.Opt{kgo.RecordRetries(5)}, opts...)...)
+	// A record not acknowledged within 10 s fails, as a batch's ProduceSync under a 10 s
+	// deadline once did.
+	cl := s.k.Client(t, append([]kgo.Opt{kgo.RecordRetries(5), kgo.RecordDeliveryTimeout(10 * time.Second)}, opts...)...)
 	quit, done := make(chan struct{}), make(chan struct{})
 	var acked atomic.Int64
 	go func() {
 		defer close(done)
+		const loadInFlight = 8
+		slots := make(chan struct{}, loadInFlight)
+		var inFlight sync.WaitGroup
+		defer inFlight.Wait()
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for id := 0; ; {
@@ -146,18 +156,14 @@ func (s *scenario) produceLoad(opts ...kgo.Opt) (stop func() int64) {
 				return
 			case <-tick.C:
 			}
-			recs := make([]*kgo.Record, 10)
-			for i := range recs {
-				recs[i] = s.record(id)
-				id++
+			select {
+			case <-quit:
+				return
+			case slots <- struct{}{}:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			for _, r := range cl.ProduceSync(ctx, recs...) {
-				if r.Err == nil {
-					acked.Add(1)
-				}
-			}
-			cancel()
+			inFlight.Add(1)
+			s.produceBatch(cl, id, 10, &acked, func() { <-slots; inFlight.Done() })
+			id += 10
 		}
 	}()
 	var once atomic.Bool
@@ -170,6 +176,23 @@ func (s *scenario) produceLoad(opts ...kgo.Opt) (stop func() int64) {
 	}
 	t.Cleanup(func() { stop() })
 	return stop
+}
+
+// produceBatch produces input records from to from+n-1 with cl, counting each one
+// acknowledged in acked, and calls done once every one is acknowledged or failed.
+func (s *scenario) produceBatch(cl *kgo.Client, from, n int, acked *atomic.Int64, done func()) {
+	var left atomic.Int32
+	left.Store(int32(n))
+	for id := from; id < from+n; id++ {
+		cl.Produce(context.Background(), s.record(id), func(_ *kgo.Record, err error) {
+			if err == nil {
+				acked.Add(1)
+			}
+			if left.Add(-1) == 0 {
+				done()
+			}
+		})
+	}
 }
 
 // outputs counts the records on the output topics (markers included).
