@@ -20,6 +20,8 @@ import (
 func TestClusterAuthorizationProblemSaysWhatToGrant(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
+	// Its record is never produced: the stop gives it up after a second, not 10.
+	env.ccfg.ShutdownTimeout = time.Second
 	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(1, "t")}) // before the refusals begin
 	env.cluster.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
@@ -53,6 +55,8 @@ func TestClusterAuthorizationProblemStaysWhenRecordsGivenUp(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 2)
 	env.ccfg.RevokeTimeout = 500 * time.Millisecond
+	// b's record is never produced: its stop gives it up after a second, not 10.
+	env.ccfg.ShutdownTimeout = time.Second
 	env.ccfg.Jitter = shortJitter
 	// Eager range assignment over members sorted by client id: alone, a owns both
 	// partitions; once b ("a-gate" sorts first) joins, b gets partition 0 and a keeps 1.
