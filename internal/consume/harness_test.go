@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/route"
@@ -300,6 +301,25 @@ func collect(t testing.TB, c *kfake.Cluster, want int, timeout, settle time.Dura
 			o.ids[id] = append(o.ids[id], r.Topic)
 			o.n++
 		})
+	}
+	return o
+}
+
+// collectAll reads every output topic to the end it has now (faulttest.ReadTopics: once
+// no transaction is open on it), for a test whose gates have stopped and which cannot
+// tell how many records to expect: rather than reading for a fixed time.
+func collectAll(t testing.TB, c *kfake.Cluster, opts ...kgo.Opt) *outputs {
+	t.Helper()
+	o := &outputs{recs: map[string][]*kgo.Record{}, ids: map[int][]string{}}
+	for _, r := range faulttest.ReadTopics(t, c, 30*time.Second, opts, accTopic, ovfTopic, dlqTopic) {
+		o.recs[r.Topic] = append(o.recs[r.Topic], r)
+		id, err := strconv.Atoi(header(r, idHeader))
+		if err != nil {
+			t.Errorf("output record on %s without a test id header: %v", r.Topic, r.Headers)
+			continue
+		}
+		o.ids[id] = append(o.ids[id], r.Topic)
+		o.n++
 	}
 	return o
 }

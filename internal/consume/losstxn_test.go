@@ -413,7 +413,7 @@ func TestRetentionGapInOpenTransactionOutcomes(t *testing.T) {
 		return len(committedBehind(env.cluster, 2)) == 0 && env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 180
 	})
 	g.stop(t)
-	out := collect(t, env.cluster, 1<<30, 5*time.Second, 0, readCommitted())
+	out := collectAll(t, env.cluster, readCommitted())
 	got, _ := readOutcomes(t, env, int64(out.n), true, 20*time.Second, 500*time.Millisecond)
 	sameCounts(t, "read_committed", got, out.byTeam())
 }
