@@ -364,6 +364,7 @@ func TestScanCountsOnlyNewerRowsItWouldCount(t *testing.T) {
 // gate outcomes' 5-minute limit, whose error blamed a long -since ("give a later
 // -since"), which would not help.
 func TestScanFailsWhenALeaderIsUnavailable(t *testing.T) {
+	t.Parallel() // it waits out stallAfter, 10 s, on a cluster of its own
 	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "outcomes"))
 	if err != nil {
 		t.Fatal(err)
@@ -539,6 +540,7 @@ func TestScanKeepsWhatTheDocsSayOfARow(t *testing.T) {
 // for progress, and the read waited for its caller's limit (gate outcomes' 5 minutes,
 // whose error blames a long -since).
 func TestScanFailsWhenALeaderIsUnavailableOnABusyTopic(t *testing.T) {
+	t.Parallel() // it waits out stallAfter, 10 s, on a cluster of its own
 	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "outcomes"))
 	if err != nil {
 		t.Fatal(err)
