@@ -487,7 +487,7 @@ func TestOutputTopicDeletedAndCreatedAgain(t *testing.T) {
 				const parts, n1, n2 = 2, 20, 40
 				env := newEnv(t, parts)
 				env.ccfg.Delivery = tc.d
-				env.ccfg.WatchInterval = time.Second // the output watch, not 5 s apart
+				env.ccfg.WatchInterval = time.Second // the output watch every second, not every 5 s
 				// The retries of the records meanwhile at a tenth of their delays: the
 				// first after the output watch found the topic (every watch interval) is
 				// what the test waits for, not how long the gate backs off.

@@ -25,7 +25,7 @@ import (
 func TestLagGrowsWhilePollingIsHeld(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
-	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
+	env.ccfg.WatchInterval = time.Second // the lag refreshed every second, not every 5 s
 	g := env.start(t, "a")
 	prod := partProducer(t, env.cluster)
 	produceTo(t, prod, 0, 0, 10)
@@ -52,7 +52,7 @@ func TestLagGrowsWhilePollingIsHeld(t *testing.T) {
 func TestLagOfAPartitionAssignedWhileFetchingIsHeld(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 2)
-	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
+	env.ccfg.WatchInterval = time.Second // the lag refreshed every second, not every 5 s
 	env.ccfg.CommitInterval = 100 * time.Millisecond
 	env.ccfg.ShutdownTimeout = time.Second
 	a := env.start(t, "a")
@@ -112,7 +112,7 @@ func TestLagRefreshedWithABrokerDown(t *testing.T) {
 		}
 	}
 	env := newEnv(t, 1)
-	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
+	env.ccfg.WatchInterval = time.Second // the lag refreshed every second, not every 5 s
 	env.cluster = c
 	env.ccfg.Brokers = c.ListenAddrs()
 	g := env.start(t, "a")

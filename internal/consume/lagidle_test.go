@@ -24,7 +24,7 @@ import (
 func TestLagRefreshedOnAnIdleGateStartsTheStallClock(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
-	// The lag refresh and the output checks, not 5 s apart.
+	// The lag refreshed every second, not every 5 s.
 	env.ccfg.WatchInterval = time.Second
 	var came atomic.Int64 // when the records the gate cannot fetch were produced (Unix ns)
 	var mu sync.Mutex

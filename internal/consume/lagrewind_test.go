@@ -19,7 +19,7 @@ import (
 func TestLagRefreshAfterAnAbortedTransaction(t *testing.T) {
 	t.Parallel()
 	env := newEOSEnv(t, 1)
-	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
+	env.ccfg.WatchInterval = time.Second // the lag refreshed every second, not every 5 s
 	g := env.start(t, "a")
 	prod := partProducer(t, env.cluster)
 	produceTo(t, prod, 0, 0, 1)

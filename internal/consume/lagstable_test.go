@@ -23,7 +23,7 @@ func TestLagRefreshWithoutTheStableEnd(t *testing.T) {
 	t.Parallel()
 	const n, open = 10, 5
 	env := newEOSEnv(t, 1)
-	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
+	env.ccfg.WatchInterval = time.Second // the lag refreshed every second, not every 5 s
 	recs := make([]*kgo.Record, n)
 	for id := range recs {
 		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%7))

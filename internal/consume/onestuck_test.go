@@ -19,18 +19,18 @@ import (
 // TestOneOutputPartitionLeaderless: one partition of the accepted topic loses its leader
 // while its other partitions take writes, and input keeps coming. The records keyed to
 // that partition wait (the client retries them; nothing is committed past them), and
-// after two watch intervals (10 s by default) /readyz names the topic and partition, as it does when every output
-// partition is down; once the leader is back they are delivered, the gate ready again,
-// and every input record is on an output topic once. Before, the output watch asked
-// the cluster only when no output record at all had been acknowledged for 10 s: the
-// other partitions' acknowledgements kept it quiet, and the gate stayed ready with
-// nothing said, its commits frozen, until the producer's buffer filled
-// (GATE_MAX_BUFFERED_RECORDS, 50,000 by default).
+// after two watch intervals (10 s by default) /readyz names the topic and partition, as
+// it does when every output partition is down; once the leader is back they are
+// delivered, the gate ready again, and every input record is on an output topic once.
+// Before, the output watch asked the cluster only when no output record at all had been
+// acknowledged for 10 s: the other partitions' acknowledgements kept it quiet, and the
+// gate stayed ready with nothing said, its commits frozen, until the producer's buffer
+// filled (GATE_MAX_BUFFERED_RECORDS, 50,000 by default).
 func TestOneOutputPartitionLeaderless(t *testing.T) {
 	t.Parallel()
 	const parts = 2
 	env := newEnv(t, parts)
-	// The lag refresh and the output checks, not 5 s apart.
+	// Outputs found stuck after 2 s, not 10.
 	env.ccfg.WatchInterval = time.Second
 	env.ccfg.ProduceRetries = 0 // the default: the client retries in order
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}

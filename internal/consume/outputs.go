@@ -21,9 +21,9 @@ import (
 // error (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER while no leader is elected) for as
 // long as it takes, which is right (nothing is lost or reordered), and tells the gate
 // nothing meanwhile. Records then wait unacknowledged, and the gate would only say, two
-// minutes later, that it makes no progress. So when output records have waited
-// two watch intervals unacknowledged (outputsStuck), the gate asks the cluster why: an output
-// partition without a leader, or with fewer in-sync replicas than its
+// minutes later, that it makes no progress. So when output records have waited two
+// watch intervals unacknowledged (outputsStuck), the gate asks the cluster why: an
+// output partition without a leader, or with fewer in-sync replicas than its
 // min.insync.replicas, is named in /readyz and an error line (not ready: an operator
 // must bring a broker back). The problem clears, with a line, once no record has waited
 // that long. Nothing is dead-lettered for it: it is the cluster's state, not
@@ -221,8 +221,8 @@ func (c *Consumer) outputsStuck(now time.Time) bool {
 }
 
 // stuckAfter is how long output records wait unacknowledged before the watch asks the
-// cluster why: two watch intervals (10 s by default), so that one slow round trip is
-// never taken for a fault.
+// cluster why: two watch intervals (10 s by default), far above a loaded broker's
+// acknowledgement.
 func (c *Consumer) stuckAfter() time.Duration { return 2 * c.cfg.WatchInterval }
 
 // oldestWaiting returns when the poll of the oldest records routed and not yet

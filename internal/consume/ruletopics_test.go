@@ -285,7 +285,7 @@ func TestRuleTopicMissingCounted(t *testing.T) {
 func TestRuleTopicMissingAtStartTakesRecordsOnceCreated(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 2)
-	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
+	env.ccfg.WatchInterval = time.Second // the rule topics checked every second, not every 5 s
 	const merges = "merges"
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic, merges}
 	env.ccfg.PreflightInterval = 100 * time.Millisecond
@@ -491,7 +491,7 @@ func TestRuleTopicCreatedAgainBatchLimitReadAgain(t *testing.T) {
 func TestRuleTopicLeaderElectionIsNotMissing(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
-	env.ccfg.WatchInterval = time.Second // the lag refresh and the output checks, not 5 s apart
+	env.ccfg.WatchInterval = time.Second // the rule topics checked every second, not every 5 s
 	const merges = "merges"
 	prod := producer(t, env.cluster)
 	if _, err := kadm.NewClient(prod).CreateTopic(context.Background(), 1, 1, nil, merges); err != nil {

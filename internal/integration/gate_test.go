@@ -127,7 +127,7 @@ func (s *scenario) record(id int) *kgo.Record {
 	}
 }
 
-// produceLoad produces records at about 1000/s until the returned stop is called; stop
+// produceLoad produces records at up to 1000/s until the returned stop is called; stop
 // waits for the records still in flight and returns how many were acknowledged. Records
 // produced but not acknowledged (a broker down refused them) are not counted; the checks
 // read the input topic for what is there. Up to loadInFlight batches are in flight at
