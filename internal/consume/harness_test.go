@@ -291,18 +291,22 @@ func collect(t testing.TB, c *kfake.Cluster, want int, timeout, settle time.Dura
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		fs := cl.PollFetches(ctx)
 		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			o.recs[r.Topic] = append(o.recs[r.Topic], r)
-			id, err := strconv.Atoi(header(r, idHeader))
-			if err != nil {
-				t.Errorf("output record on %s without a test id header: %v", r.Topic, r.Headers)
-				return
-			}
-			o.ids[id] = append(o.ids[id], r.Topic)
-			o.n++
-		})
+		fs.EachRecord(func(r *kgo.Record) { o.add(t, r) })
 	}
 	return o
+}
+
+// add counts output record r, by its test id.
+func (o *outputs) add(t testing.TB, r *kgo.Record) {
+	t.Helper()
+	o.recs[r.Topic] = append(o.recs[r.Topic], r)
+	id, err := strconv.Atoi(header(r, idHeader))
+	if err != nil {
+		t.Errorf("output record on %s without a test id header: %v", r.Topic, r.Headers)
+		return
+	}
+	o.ids[id] = append(o.ids[id], r.Topic)
+	o.n++
 }
 
 // collectAll reads every output topic to the end it has now (faulttest.ReadTopics: once
@@ -312,14 +316,7 @@ func collectAll(t testing.TB, c *kfake.Cluster, opts ...kgo.Opt) *outputs {
 	t.Helper()
 	o := &outputs{recs: map[string][]*kgo.Record{}, ids: map[int][]string{}}
 	for _, r := range faulttest.ReadTopics(t, c, 30*time.Second, opts, accTopic, ovfTopic, dlqTopic) {
-		o.recs[r.Topic] = append(o.recs[r.Topic], r)
-		id, err := strconv.Atoi(header(r, idHeader))
-		if err != nil {
-			t.Errorf("output record on %s without a test id header: %v", r.Topic, r.Headers)
-			continue
-		}
-		o.ids[id] = append(o.ids[id], r.Topic)
-		o.n++
+		o.add(t, r)
 	}
 	return o
 }
