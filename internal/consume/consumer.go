@@ -139,8 +139,8 @@ type Consumer struct {
 	// lagRefreshed, when set (by tests), runs as soon as refreshLag has set the lags it
 	// measured: where a Stalled read sees the work they are.
 	lagRefreshed func()
-	// watched, when set (by tests), runs after each round of the output watch: a test
-	// waits for rounds rather than for a time.
+	// watched, when set (by tests), runs after each round of the output watch that ran
+	// (a client to ask with): a test waits for rounds rather than for a time.
 	watched func()
 	// ackAt is when the brokers last acknowledged output records (Unix ns; see
 	// outputs.go).

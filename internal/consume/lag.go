@@ -35,15 +35,15 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 		at int64 // its lagAt when found stale: 0, measured by no poll yet
 	}
 	var stale []staleLag
-	lagStale := c.lagStale()
+	staleAfter := c.lagStale()
 	unmeasured := 0 // of stale, the partitions measured by no poll yet
 	for _, p := range c.snapshot(nil) {
 		if p.gone.Load() {
 			continue
 		}
-		if at := p.lagAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) >= lagStale {
+		if at := p.lagAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) >= staleAfter {
 			stale = append(stale, staleLag{p, at})
-		} else if at == 0 && p.assignedAt != 0 && now.Sub(time.Unix(0, p.assignedAt)) >= lagStale {
+		} else if at == 0 && p.assignedAt != 0 && now.Sub(time.Unix(0, p.assignedAt)) >= staleAfter {
 			stale = append(stale, staleLag{p, 0})
 			unmeasured++
 		}

@@ -159,9 +159,11 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 			continue
 		case <-t.C:
 		}
-		if cl := c.live.Load(); cl != nil {
-			c.watchRound(ctx, cl)
+		cl := c.live.Load()
+		if cl == nil {
+			continue // an exactly-once session being rebuilt: no round
 		}
+		c.watchRound(ctx, cl)
 		if c.watched != nil {
 			c.watched()
 		}
