@@ -139,6 +139,9 @@ type Consumer struct {
 	// lagRefreshed, when set (by tests), runs as soon as refreshLag has set the lags it
 	// measured: where a Stalled read sees the work they are.
 	lagRefreshed func()
+	// revokeWaited, when set (by tests), runs in an at-least-once revoke once it has
+	// stopped waiting for the partitions' records in flight, before its commit.
+	revokeWaited func()
 	// watched, when set (by tests), runs after each round of the output watch that ran
 	// (a client to ask with): a test waits for rounds rather than for a time.
 	watched func()
@@ -989,8 +992,9 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 		}
 		return
 	}
-	if f.b.p.gone.Load() {
-		// Revoked or lost: the new owner replays from the last commit.
+	if f.b.p.gone.Load() || f.b.p.abandoned.Load() {
+		// Revoked or lost (or being revoked, given up): the new owner replays from the
+		// last commit.
 		if f.attempts > 0 {
 			c.retryDone()
 		}
@@ -1085,6 +1089,16 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	c.sendNow(wctx)
 	if !c.closing.Load() {
 		left = c.waitInFlight(wctx, ids)
+	}
+	// What the wait did not see acknowledged is given up now, not once the commit below
+	// has come back: a retry begun meanwhile could write, after the commit, a record the
+	// partition's next owner writes again. (One handed to the client before now may
+	// still land: at least once, a revoke that stops waiting cannot call it back.)
+	for _, p := range c.snapshot(ids) {
+		p.abandoned.Store(true)
+	}
+	if c.revokeWaited != nil {
+		c.revokeWaited()
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
 	committed, err := c.commit(cctx, true, ids)

@@ -240,7 +240,7 @@ func (c *Consumer) quiesce(ctx context.Context) error {
 func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 	mark := c.retry.pushes.Load()
 	for i, f := range items {
-		if f.b.p.gone.Load() || f.b.p.stopped.Load() {
+		if f.b.p.givenUp() {
 			c.retryDone() // the partition's new owner replays it, or it stopped before it
 			continue
 		}
@@ -261,6 +261,11 @@ func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 		if f.alone && c.quiesce(ctx) != nil {
 			// Alone: what this round produced before it must be answered first.
 			return
+		}
+		if f.b.p.givenUp() {
+			// Revoked (or stopped) while this round waited: given up, as above.
+			c.retryDone()
+			continue
 		}
 		c.m.retries.Inc()
 		alone := f.alone

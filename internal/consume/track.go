@@ -33,6 +33,10 @@ type partition struct {
 	gen int
 
 	gone atomic.Bool // revoked or lost: late acknowledgements and retries are dropped
+	// abandoned is set when an at-least-once revoke has stopped waiting for the
+	// partition's records in flight (Consumer.onRevoked), before gone: a record of it
+	// that fails from then on is given up, not retried.
+	abandoned atomic.Bool
 	// transacted is set once records of the partition went into a transaction
 	// (exactly-once): the client then holds offsets for it until it is revoked or lost,
 	// the group's once a transaction commits, marked by rewindTxnStarts once one aborts
@@ -102,6 +106,12 @@ type batch struct {
 
 func newPartition(topic string, id int32) *partition {
 	return &partition{topic: topic, id: id, acked: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
+}
+
+// givenUp reports whether a failed record of p is given up rather than retried: p was
+// revoked or lost, its revoke stopped waiting for it, or it was stopped.
+func (p *partition) givenUp() bool {
+	return p.gone.Load() || p.abandoned.Load() || p.stopped.Load()
 }
 
 // add registers a batch of n records ending (exclusive) at end, before any is produced;
