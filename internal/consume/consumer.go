@@ -134,8 +134,11 @@ type Consumer struct {
 	// problems are conditions an operator must fix; the consumer is not ready while
 	// any holds.
 	problems problems
-	// progressAt is when the loop last made progress (Unix ns; see watchdog.go).
+	// progressAt is when the loop last made progress, on the monotonic clock: ns since
+	// born, at least 1 (0: never; see watchdog.go).
 	progressAt atomic.Int64
+	// born is when New ran, the monotonic clock's reading the watchdog measures from.
+	born time.Time
 	// lagRefreshed, when set (by tests), runs as soon as refreshLag has set the lags it
 	// measured: where a Stalled read sees the work they are.
 	lagRefreshed func()
@@ -211,6 +214,7 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Consumer{
+		born:    time.Now(),
 		cfg:     cfg,
 		reg:     reg,
 		router:  router,
