@@ -255,18 +255,19 @@ func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 			}
 			return
 		}
-		f.out = *c.retryRecord(f)
-		f.attempts++
 		f.alone = f.isolate
 		if f.alone && c.quiesce(ctx) != nil {
 			// Alone: what this round produced before it must be answered first.
 			return
 		}
 		if f.b.p.givenUp() {
-			// Revoked (or stopped) while this round waited: given up, as above.
+			// Revoked (or stopped) while this round waited: given up, as above, before
+			// its record is built (a rule's missing topic counted for it).
 			c.retryDone()
 			continue
 		}
+		f.out = *c.retryRecord(f)
+		f.attempts++
 		c.m.retries.Inc()
 		alone := f.alone
 		c.produce(f) // f may be acknowledged, and its slab reused, before this returns
