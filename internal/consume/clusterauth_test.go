@@ -1,7 +1,6 @@
 package consume
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,40 +52,22 @@ func TestClusterAuthorizationProblemSaysWhatToGrant(t *testing.T) {
 // its next record failed.
 func TestClusterAuthorizationProblemStaysWhenRecordsGivenUp(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, 2)
-	env.ccfg.RevokeTimeout = 500 * time.Millisecond
+	env := newMovingEnv(t)
 	// b's record is never produced: its stop gives it up after a second, not 10.
 	env.ccfg.ShutdownTimeout = time.Second
-	env.ccfg.Jitter = shortJitter
-	// Eager range assignment over members sorted by client id: alone, a owns both
-	// partitions; once b ("a-gate" sorts first) joins, b gets partition 0 and a keeps 1.
-	base := append(testClientOpts(), kgo.Balancers(kgo.RangeBalancer()))
-	opts := func(id string) []kgo.Opt { return append(slices.Clip(base), kgo.ClientID(id)) }
 	env.cluster.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
 		resp := req.(*kmsg.InitProducerIDRequest).ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp, nil, true
 	})
-	env.ccfg.ClientOpts = opts("b-gate")
-	a := env.start(t, "a")
-	waitFor(t, 20*time.Second, "a ready", a.c.Ready)
-
-	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableIdempotentWrite())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	r := inputRecord(0, "t")
-	r.Partition = 0
-	produceAll(t, prod, []*kgo.Record{r})
+	a := env.startA(t)
+	produceToPartition0(t, env.cluster, inputRecord(0, "t"), kgo.DisableIdempotentWrite())
 	waitFor(t, 20*time.Second, "a not ready naming the cluster ACL", func() bool {
 		return strings.Contains(strings.Join(a.c.NotReady(), "; "), "IDEMPOTENT_WRITE")
 	})
 
-	env.ccfg.ClientOpts = opts("a-gate")
-	b := env.start(t, "b")
+	b := env.startB(t)
 	defer b.stop(t)
 	waitFor(t, 20*time.Second, "partition 0 moved to b", func() bool {
 		return b.c.owned(0) != nil && a.c.owned(0) == nil && a.c.owned(1) != nil

@@ -23,9 +23,10 @@ import (
 // itself.
 func TestProduceProblemOfRecordsGivenUpCleared(t *testing.T) {
 	t.Parallel()
-	env, fault := newRevokeEnv(t)
+	env := newMovingEnv(t)
+	fault := refuseDeadLetters(env)
 	a := env.startA(t)
-	env.deadLetterOnPartition0(t)
+	produceToPartition0(t, env.cluster, inputRecord(0, "")) // not JSON: a dead letter
 	want := `producing to topic "` + dlqTopic + `" fails`
 	waitFor(t, 20*time.Second, "a not ready naming the dead-letter topic", func() bool {
 		return strings.Contains(strings.Join(a.c.NotReady(), "; "), want)
@@ -61,7 +62,8 @@ func TestProduceProblemOfRecordsGivenUpCleared(t *testing.T) {
 // then.
 func TestRevokeGivesUpBeforeItsCommit(t *testing.T) {
 	t.Parallel()
-	env, fault := newRevokeEnv(t)
+	env := newMovingEnv(t)
+	fault := refuseDeadLetters(env)
 	type seen struct{ inFlight, attempts int64 }
 	var once sync.Once
 	result := make(chan seen, 1)
@@ -80,7 +82,7 @@ func TestRevokeGivesUpBeforeItsCommit(t *testing.T) {
 	}
 	a := env.startA(t)
 	env.before = nil
-	env.deadLetterOnPartition0(t)
+	produceToPartition0(t, env.cluster, inputRecord(0, "")) // not JSON: a dead letter
 	waitFor(t, 20*time.Second, "a's dead letter refused and awaiting a retry", func() bool { return a.c.retry.pending.Load() > 0 })
 
 	env.startB(t)
@@ -95,50 +97,12 @@ func TestRevokeGivesUpBeforeItsCommit(t *testing.T) {
 	waitFor(t, 20*time.Second, "a gave the record up", func() bool { return a.c.retry.pending.Load() == 0 })
 }
 
-// revokeEnv is the setup of the tests of a record that fails while its partition moves:
-// two gates over two partitions whose eager range assignment (members sorted by client
-// id) gives a, alone, both partitions, and once b ("a-gate" sorts first) joins, gives b
-// partition 0 and leaves a partition 1; a revoke waits 500 ms for records in flight.
-type revokeEnv struct {
-	*gateEnv
-	base []kgo.Opt
-}
-
-// newRevokeEnv returns the setup, and the fault by which the dead-letter topic refuses
-// every produce (TOPIC_AUTHORIZATION_FAILED) until removed.
-func newRevokeEnv(t *testing.T) (*revokeEnv, *kfake.FaultHandle) {
-	env := &revokeEnv{newEnv(t, 2), append(testClientOpts(), kgo.Balancers(kgo.RangeBalancer()))}
-	env.ccfg.RevokeTimeout = 500 * time.Millisecond
-	env.ccfg.Jitter = shortJitter
-	return env, env.cluster.Fault(kfake.Fault{
+// refuseDeadLetters makes the dead-letter topic refuse every produce
+// (TOPIC_AUTHORIZATION_FAILED) until the fault is removed.
+func refuseDeadLetters(env *movingEnv) *kfake.FaultHandle {
+	return env.cluster.Fault(kfake.Fault{
 		Keys: []kmsg.Key{kmsg.Produce}, Topic: dlqTopic, Err: kerr.TopicAuthorizationFailed, Count: -1,
 	})
-}
-
-// startA starts gate a, alone, and waits until it is ready.
-func (e *revokeEnv) startA(t *testing.T) *testGate {
-	e.ccfg.ClientOpts = append(slices.Clip(e.base), kgo.ClientID("b-gate"))
-	a := e.start(t, "a")
-	waitFor(t, 20*time.Second, "a ready", a.c.Ready)
-	return a
-}
-
-// startB starts gate b, which takes partition 0 from a.
-func (e *revokeEnv) startB(t *testing.T) *testGate {
-	e.ccfg.ClientOpts = append(slices.Clip(e.base), kgo.ClientID("a-gate"))
-	return e.start(t, "b")
-}
-
-// deadLetterOnPartition0 produces a record that is not JSON, a dead letter, to partition 0.
-func (e *revokeEnv) deadLetterOnPartition0(t *testing.T) {
-	prod, err := kgo.NewClient(kgo.SeedBrokers(e.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	bad := inputRecord(0, "")
-	bad.Partition = 0
-	produceAll(t, prod, []*kgo.Record{bad})
 }
 
 // TestFinalCommitRefusedNotLoggedCommitted: at least once, a shutdown whose final commit

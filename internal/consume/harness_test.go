@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -420,4 +421,48 @@ func forcedRuleRouter(t testing.TB, rcfg route.Config, ru route.Rule, reg promet
 		t.Fatal(err)
 	}
 	return r
+}
+
+// movingEnv is the setup of the tests of a record that fails while its partition moves
+// to another gate: two gates over two partitions whose eager range assignment (members
+// sorted by client id) gives a, alone, both partitions, and once b ("a-gate" sorts first)
+// joins, gives b partition 0 and leaves a partition 1; a revoke waits 500 ms for the
+// records in flight, and retries wait little (shortJitter).
+type movingEnv struct {
+	*gateEnv
+	base []kgo.Opt
+}
+
+func newMovingEnv(t *testing.T) *movingEnv {
+	env := &movingEnv{newEnv(t, 2), append(testClientOpts(), kgo.Balancers(kgo.RangeBalancer()))}
+	env.ccfg.RevokeTimeout = 500 * time.Millisecond
+	env.ccfg.Jitter = shortJitter
+	return env
+}
+
+// startA starts gate a, alone, and waits until it is ready.
+func (e *movingEnv) startA(t *testing.T) *testGate {
+	e.ccfg.ClientOpts = append(slices.Clip(e.base), kgo.ClientID("b-gate"))
+	a := e.start(t, "a")
+	waitFor(t, 20*time.Second, "a ready", a.c.Ready)
+	return a
+}
+
+// startB starts gate b, which takes partition 0 from a.
+func (e *movingEnv) startB(t *testing.T) *testGate {
+	e.ccfg.ClientOpts = append(slices.Clip(e.base), kgo.ClientID("a-gate"))
+	return e.start(t, "b")
+}
+
+// produceToPartition0 produces r to the input's partition 0 with a client of its own,
+// made with opts besides.
+func produceToPartition0(t *testing.T, c *kfake.Cluster, r *kgo.Record, opts ...kgo.Opt) {
+	t.Helper()
+	prod, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	r.Partition = 0
+	produceAll(t, prod, []*kgo.Record{r})
 }
