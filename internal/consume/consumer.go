@@ -996,9 +996,8 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 		}
 		return
 	}
-	if f.b.p.gone.Load() || f.b.p.abandoned.Load() {
-		// Revoked or lost (or being revoked, given up): the new owner replays from the
-		// last commit.
+	if f.b.p.released() {
+		// The new owner replays from the last commit.
 		if f.attempts > 0 {
 			c.retryDone()
 		}

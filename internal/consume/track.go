@@ -108,11 +108,13 @@ func newPartition(topic string, id int32) *partition {
 	return &partition{topic: topic, id: id, acked: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
 }
 
+// released reports whether p is another gate's now, or about to be: revoked or lost, or
+// its revoke stopped waiting for its records.
+func (p *partition) released() bool { return p.gone.Load() || p.abandoned.Load() }
+
 // givenUp reports whether a failed record of p is given up rather than retried: p was
-// revoked or lost, its revoke stopped waiting for it, or it was stopped.
-func (p *partition) givenUp() bool {
-	return p.gone.Load() || p.abandoned.Load() || p.stopped.Load()
-}
+// released, or stopped.
+func (p *partition) givenUp() bool { return p.released() || p.stopped.Load() }
 
 // add registers a batch of n records ending (exclusive) at end, before any is produced;
 // its bytes are added as they are routed.
