@@ -143,22 +143,8 @@ func (c *Consumer) commitAddedStarts(ctx context.Context, cl *kgo.Client, ids []
 		}
 		commit[id] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
 	}
-	var result error
-	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: commit},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err == nil {
-				for _, t := range resp.Topics {
-					for _, rp := range t.Partitions {
-						if e := kerr.ErrorForCode(rp.ErrorCode); e != nil && err == nil {
-							err = fmt.Errorf("partition %d: %w", rp.Partition, e)
-						}
-					}
-				}
-			}
-			result = err
-		})
-	if result != nil {
-		return nil, fmt.Errorf("committing: %w", result)
+	if err := c.commitInput(ctx, cl, commit); err != nil {
+		return nil, fmt.Errorf("committing: %w", err)
 	}
 	done := make(map[int32]int64, len(commit))
 	for id, o := range commit {

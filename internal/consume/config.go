@@ -92,8 +92,10 @@ const (
 	// StartEarliest starts at the oldest record the partition still holds: a new group
 	// routes what was written before it existed. franz-go's default.
 	StartEarliest StartOffset = iota
-	// StartLatest starts at the partition's end when the group first reads it: a new
-	// group routes only what is written from then on. A partition added to the topic
+	// StartLatest starts at the partition's end when the group is first assigned it: a
+	// new group routes only what is written from then on, the gate committing that
+	// start at the assignment (latest.go), so that a partition that moves, or whose
+	// gate stops, before it was read keeps it. A partition added to the topic
 	// while gates run is read from its start (added.go): every record in it was
 	// written since.
 	StartLatest
@@ -165,9 +167,10 @@ type Config struct {
 	GroupProtocol GroupProtocol
 	// StartOffset is where the group starts a partition it has no committed offset for
 	// (a new group, or a partition new to it): StartEarliest, the default, or
-	// StartLatest. It sets franz-go's ConsumeStartOffset; with exactly-once and
-	// StartLatest, the gate also commits where it starts such a partition before
-	// producing its first records (see commitTxnStarts), so that a transaction aborted
+	// StartLatest. It sets franz-go's ConsumeStartOffset; with StartLatest the gate
+	// commits such a partition's end at its assignment (commitLatestStarts), and should
+	// that fail, with exactly-once it commits where it starts the partition before
+	// producing its first records (commitTxnStarts), so that a transaction aborted
 	// before the group's first commit of it is replayed from there by its next owner.
 	//
 	// Where a partition resumes on OFFSET_OUT_OF_RANGE is not decided here, nor by

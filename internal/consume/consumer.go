@@ -1024,17 +1024,30 @@ func (c *Consumer) onProduced(r *kgo.Record, err error) {
 
 // onAssigned creates state for new partitions. With exactly-once delivery it first
 // drops the partitions revoked without a call to onRevoked (dropRevokedUntold); with
-// StartLatest it commits the start of partitions added to the topic (checkAdded).
+// StartLatest it commits the start of partitions the group has no offset for: those
+// added to the topic at their log start (checkAdded), the others at their end
+// (commitLatestStarts).
 func (c *Consumer) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	ids := slices.Sorted(slices.Values(assigned[c.cfg.InputTopic]))
 	if c.exactlyOnce() {
 		c.dropRevokedUntold(cl, ids)
 	}
-	if c.cfg.StartOffset == StartLatest && c.assignsAdded(ids) {
-		// Partitions added to the topic since the gate first saw it: their start is
-		// committed before franz-go, once this returns, fetches their offsets (added.go).
+	if c.cfg.StartOffset == StartLatest && len(ids) > 0 {
+		// Their start is committed before franz-go, once this returns, fetches their
+		// offsets: partitions added to the topic since the gate first saw it at their
+		// log start (added.go), the others the group is new to at their end (latest.go).
 		actx, cancel := context.WithTimeout(ctx, c.cfg.RevokeTimeout)
-		c.checkAdded(actx, cl)
+		if c.assignsAdded(ids) {
+			c.checkAdded(actx, cl)
+		}
+		if started, err := c.commitLatestStarts(actx, cl, ids); err != nil {
+			c.log.Warn("kafka: committing where the group starts partitions it has no offset for failed; "+
+				"a partition that moves before this gate commits it starts at the log's end as of its next owner's assignment",
+				"topic", c.cfg.InputTopic, "partitions", ids, "err", err)
+		} else if len(started) > 0 {
+			c.log.Info("kafka: the group starts partitions it has no offset for at their end (GATE_KAFKA_START_OFFSET=latest); committed",
+				"topic", c.cfg.InputTopic, "start_committed", started)
+		}
 		cancel()
 	}
 	c.partsMu.Lock()

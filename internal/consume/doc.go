@@ -81,8 +81,9 @@
 //     backoff, 100 ms growing to 5 s) or when the group rebalances before it ends (the
 //     records are replayed by whichever member owns their partition next; with
 //     Config.StartOffset StartLatest, a partition the group never committed has where
-//     the gate started it committed, outside the transaction, before its first records
-//     are produced, so its next owner does not start at the log's end). A record
+//     the gate started it committed, outside the transaction, at its assignment (or,
+//     should that fail, before its first records are produced), so its next owner does
+//     not start at the log's end). A record
 //     the broker rejects for good is replayed alone, then to the dead-letter topic,
 //     then without its value, then Config.OnUndeliverable decides, as in at-least-once
 //     mode. After an abort the gate did not ask for (franz-go retries a commit that

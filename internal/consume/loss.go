@@ -457,21 +457,7 @@ func (c *Consumer) stopAtGap(p *partition, g gap, what string, attrs []any) {
 // commitNow commits offset to for input partition id outside any transaction and
 // waits for the answer: the request's error or the partition's own, whichever came.
 func (c *Consumer) commitNow(ctx context.Context, id int32, to kgo.EpochOffset) error {
-	var result error
-	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: {id: to}},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err == nil {
-				for _, t := range resp.Topics {
-					for _, rp := range t.Partitions {
-						if e := kerr.ErrorForCode(rp.ErrorCode); e != nil && err == nil {
-							err = e
-						}
-					}
-				}
-			}
-			result = err
-		})
-	return result
+	return c.commitInput(ctx, c.cl, map[int32]kgo.EpochOffset{id: to})
 }
 
 // restart handles an out-of-range fetch of a partition the gate has read nothing of

@@ -124,3 +124,78 @@ func TestStartOffsetConfig(t *testing.T) {
 		t.Errorf("start offset 7: error %v", err)
 	}
 }
+
+// TestStartLatestKeptWhenTheFirstOwnerLeavesUnread: a new group with StartLatest whose
+// first gate leaves before it has read anything of its partitions (a pod rolled, or
+// crash-looping, in a fleet's first minutes) keeps where the group started them: the
+// records written after the group joined are routed by the next owner, and none written
+// before. Kafka's own consumers start such a partition at the log's end as of the next
+// owner's join, past the records written in between; the gate commits the start at
+// assignment instead.
+func TestStartLatestKeptWhenTheFirstOwnerLeavesUnread(t *testing.T) {
+	t.Parallel()
+	const parts, before, after = 2, 10, 10
+	for _, tc := range []struct {
+		name   string
+		newEnv func(*testing.T, int32) *gateEnv
+		opts   []kgo.Opt
+	}{
+		{"at-least-once", func(t *testing.T, n int32) *gateEnv { return newEnv(t, n) }, nil},
+		{"exactly-once", newEOSEnv, []kgo.Opt{readCommitted()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := tc.newEnv(t, parts)
+			env.ccfg.StartOffset = StartLatest
+			prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(prod.Close)
+			rec := func(id int) *kgo.Record {
+				r := inputRecord(id, "team-"+strconv.Itoa(id%3))
+				r.Partition = int32(id) % parts
+				return r
+			}
+			var old, recs []*kgo.Record
+			for id := range before {
+				old = append(old, rec(id))
+			}
+			for id := before; id < before+after; id++ {
+				recs = append(recs, rec(id))
+			}
+			produceAll(t, prod, old) // in the log before the group exists
+
+			a := env.start(t, "a")
+			waitFor(t, 20*time.Second, "gate a's assignment", a.c.Ready)
+			a.stop(t) // assigned both partitions, read nothing of them
+			produceAll(t, prod, recs)
+			b := env.start(t, "b")
+			waitFor(t, 20*time.Second, "gate b's assignment", b.c.Ready)
+			out := collect(t, env.cluster, after, 30*time.Second, time.Second, tc.opts...)
+			b.stop(t)
+
+			var oldSeen, missing []int
+			for id := range before {
+				if len(out.ids[id]) > 0 {
+					oldSeen = append(oldSeen, id)
+				}
+			}
+			for id := before; id < before+after; id++ {
+				switch n := len(out.ids[id]); {
+				case n == 0:
+					missing = append(missing, id)
+				case n > 1:
+					t.Errorf("record %d seen %d times", id, n)
+				}
+			}
+			if len(oldSeen) > 0 {
+				t.Errorf("%d of the %d records written before the group joined were routed: %v", len(oldSeen), before, oldSeen)
+			}
+			if len(missing) > 0 {
+				t.Errorf("%d of the %d records written after the group joined, while no gate ran, were never routed: %v",
+					len(missing), after, missing)
+			}
+		})
+	}
+}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/outcome"
 	"github.com/capturegate/gate/internal/route"
@@ -1191,6 +1190,8 @@ func (c *Consumer) routeTxn(ws []work) {
 // whatever aborts the transaction (a rebalance that moves the partition, a crash, a
 // fence) would lose them. From there it replays them, and nothing written before the
 // group first read the partition. With StartEarliest the next owner starts below them.
+// The start is normally committed already, at the assignment (commitLatestStarts,
+// which franz-go then shows as committed): this is for when that commit failed.
 // It reports whether ws may be routed: if not, the transaction must abort
 // (txnState.skipped, and startErr says why when the commit failed).
 func (c *Consumer) commitTxnStarts(ws []work) bool {
@@ -1222,21 +1223,7 @@ func (c *Consumer) commitTxnStarts(ws []work) bool {
 		c.txn.skipped.Store(true)
 		return false
 	}
-	var err error
-	c.cl.CommitOffsetsSync(c.txn.ctx, map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: offs},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
-			if cerr != nil {
-				err = cerr
-				return
-			}
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil && err == nil {
-						err = fmt.Errorf("partition %d: %w", p.Partition, perr)
-					}
-				}
-			}
-		})
+	err := c.commitInput(c.txn.ctx, c.cl, offs)
 	if err != nil {
 		c.txn.startErr = fmt.Errorf("committing the start offsets of %s, partitions the group never committed: %w", c.cfg.InputTopic, err)
 		c.txn.skipped.Store(true)
