@@ -1045,7 +1045,7 @@ func (c *Consumer) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 				"a partition that moves before this gate commits it starts at the log's end as of its next owner's assignment",
 				"topic", c.cfg.InputTopic, "partitions", ids, "err", err)
 		} else if len(started) > 0 {
-			c.log.Info("kafka: the group starts partitions it has no offset for at their end (GATE_KAFKA_START_OFFSET=latest); committed",
+			c.log.Info("kafka: start committed at the end of partitions the group has no offset for (GATE_KAFKA_START_OFFSET=latest)",
 				"topic", c.cfg.InputTopic, "start_committed", started)
 		}
 		cancel()
