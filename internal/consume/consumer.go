@@ -87,7 +87,7 @@ type Consumer struct {
 	// rerouteLog paces the log of records rerouted to dead letter (logRerouted).
 	rerouteLog rerouteLog
 	// fetchRefusedAt is when a poll last handed back a fetch error no retry cures
-	// (UnixNano; see fetchErrors), 0 when none is recorded.
+	// (a mono reading; see fetchErrors), 0 when none is recorded.
 	fetchRefusedAt atomic.Int64
 	// hold is the commit hold (commithold.go).
 	hold commitHold
@@ -134,11 +134,11 @@ type Consumer struct {
 	// problems are conditions an operator must fix; the consumer is not ready while
 	// any holds.
 	problems problems
-	// progressAt is when the loop last made progress, on the monotonic clock: ns since
-	// born, at least 1 (0: never; see watchdog.go).
+	// progressAt is when the loop last made progress, a mono reading (0: never; see
+	// watchdog.go).
 	progressAt atomic.Int64
-	// born is when New ran, the monotonic clock's reading the watchdog measures from.
-	born time.Time
+	// mono is the clock of every age the consumer measures (mono.go).
+	mono mono
 	// lagRefreshed, when set (by tests), runs as soon as refreshLag has set the lags it
 	// measured: where a Stalled read sees the work they are.
 	lagRefreshed func()
@@ -148,7 +148,7 @@ type Consumer struct {
 	// watched, when set (by tests), runs after each round of the output watch that ran
 	// (a client to ask with): a test waits for rounds rather than for a time.
 	watched func()
-	// ackAt is when the brokers last acknowledged output records (Unix ns; see
+	// ackAt is when the brokers last acknowledged output records (a mono reading; see
 	// outputs.go).
 	ackAt atomic.Int64
 	// produceBlocked is set while a produce problem (see produceProblem) is recorded,
@@ -214,7 +214,7 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Consumer{
-		born:    time.Now(),
+		mono:    newMono(),
 		cfg:     cfg,
 		reg:     reg,
 		router:  router,
@@ -283,7 +283,7 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 	// poll ever clears, and an idle gate reads as stalled (watchdog.go).
 	opts = append(opts, kgo.KeepControlRecords())
 	opts = append(opts, kgoLoggerOpt(c.log)...)
-	opts = append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt}))
+	opts = append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt, c.mono}))
 	if c.exactlyOnce() {
 		// Only here is the producer's lock held for long (a Begin or an aborting End
 		// getting a producer ID): at least once, outstanding counts the records in flight
@@ -641,7 +641,7 @@ func (c *Consumer) fetchErrors(fetches kgo.Fetches) {
 		c.m.fetchErrors.Inc()
 		if msg := c.fetchProblem(topic, err); msg != "" {
 			refused = true
-			c.fetchRefusedAt.Store(time.Now().UnixNano())
+			c.fetchRefusedAt.Store(c.mono.now())
 			attrs := []any{"err", err}
 			key := problemFetch + topic
 			if topic != "" {
@@ -671,7 +671,7 @@ func (c *Consumer) fetchErrors(fetches kgo.Fetches) {
 // would otherwise keep the gate not ready until its next record.
 func (c *Consumer) fetchRefusalOver(polled bool) {
 	at := c.fetchRefusedAt.Load()
-	if at == 0 || !polled && time.Since(time.Unix(0, at)) < fetchRefusedQuiet {
+	if at == 0 || !polled && c.mono.since(at) < fetchRefusedQuiet {
 		return
 	}
 	if !c.fetchRefusedAt.CompareAndSwap(at, 0) {
@@ -875,7 +875,7 @@ func (c *Consumer) partition(id int32) *partition {
 	defer c.partsMu.Unlock()
 	p := c.parts[id]
 	if p == nil {
-		p = newPartition(c.cfg.InputTopic, id)
+		p = newPartition(c.cfg.InputTopic, id, c.mono)
 		if c.exactlyOnce() {
 			p.gone.Store(true) // no outcomes: its transaction aborts
 			return p
@@ -919,7 +919,7 @@ func (c *Consumer) setLagLocked(p *partition, hwm, stable, next int64, keep bool
 	}
 	if keep && next >= 0 && hwm >= 0 {
 		p.next.Store(next)
-		p.lagAt.Store(time.Now().UnixNano())
+		p.lagAt.Store(c.mono.now())
 	}
 }
 
@@ -1052,8 +1052,8 @@ func (c *Consumer) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 	}
 	c.partsMu.Lock()
 	for _, id := range ids {
-		p := newPartition(c.cfg.InputTopic, id)
-		p.assignedAt = time.Now().UnixNano() // wall time, as setLag's lagAt
+		p := newPartition(c.cfg.InputTopic, id, c.mono)
+		p.assignedAt = c.mono.now()
 		c.attachOutcomes(p)
 		c.parts[id] = p
 	}

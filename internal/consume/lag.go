@@ -29,7 +29,7 @@ func (c *Consumer) lagStale() time.Duration { return 2 * c.cfg.WatchInterval }
 // that fails for some partitions (a broker not answering) measures the others; with
 // exactly-once, a partition without its last stable offset has its metric measured and
 // the watchdog's lag left as it was. What fails is tried again at the next check.
-func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time) {
+func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client) {
 	type staleLag struct {
 		p  *partition
 		at int64 // its lagAt when found stale: 0, measured by no poll yet
@@ -41,9 +41,9 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client, now time.Time
 		if p.gone.Load() {
 			continue
 		}
-		if at := p.lagAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) >= staleAfter {
+		if at := p.lagAt.Load(); at != 0 && c.mono.since(at) >= staleAfter {
 			stale = append(stale, staleLag{p, at})
-		} else if at == 0 && p.assignedAt != 0 && now.Sub(time.Unix(0, p.assignedAt)) >= staleAfter {
+		} else if at == 0 && p.assignedAt != 0 && c.mono.since(p.assignedAt) >= staleAfter {
 			stale = append(stale, staleLag{p, 0})
 			unmeasured++
 		}

@@ -192,7 +192,7 @@ func TestLagRefreshYieldsToAPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	p := newPartition(inTopic, 0)
+	p := newPartition(inTopic, 0, newMono())
 	c.parts[0] = p
 	lag := func() float64 { return testutil.ToFloat64(c.m.lag.WithLabelValues("0")) }
 

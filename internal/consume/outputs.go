@@ -39,12 +39,15 @@ const (
 )
 
 // ackHook notes when the brokers last acknowledged a batch of output records.
-type ackHook struct{ at *atomic.Int64 }
+type ackHook struct {
+	at   *atomic.Int64 // a mono reading
+	mono mono
+}
 
 var _ kgo.HookProduceBatchWritten = ackHook{}
 
 func (h ackHook) OnProduceBatchWritten(kgo.BrokerMetadata, string, int32, kgo.ProduceBatchMetrics) {
-	h.at.Store(time.Now().UnixNano())
+	h.at.Store(h.mono.now())
 }
 
 // bufferedHook counts the records handed to the client whose promise has not run, and
@@ -140,7 +143,7 @@ func (r withoutKpromBuffered) MustRegister(cs ...prometheus.Collector) {
 
 // watchOutputs runs the output watch until ctx ends.
 func (c *Consumer) watchOutputs(ctx context.Context) {
-	c.ackAt.Store(time.Now().UnixNano())
+	c.ackAt.Store(c.mono.now())
 	t := time.NewTicker(c.cfg.WatchInterval)
 	defer t.Stop()
 	limits := time.NewTicker(c.cfg.TopicConfigInterval)
@@ -183,9 +186,9 @@ func (c *Consumer) watchRound(ctx context.Context, cl *kgo.Client) {
 	if c.exactlyOnce() {
 		c.checkUnstable(ctx, cl, time.Now())
 	}
-	c.refreshLag(ctx, cl, time.Now())
+	c.refreshLag(ctx, cl)
 	waiting := c.producerBuffered()
-	if waiting == 0 || !c.outputsStuck(time.Now()) {
+	if waiting == 0 || !c.outputsStuck() {
 		if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, problemOutputs) }) {
 			c.log.Info("kafka: output partitions take writes again")
 		}
@@ -213,13 +216,13 @@ func (c *Consumer) watchRound(ctx context.Context, cl *kgo.Client) {
 // alone, the watch said nothing until the producer's buffer filled with that partition's
 // records, up to GATE_MAX_BUFFERED_RECORDS later. Exactly once, the transaction's end
 // waits for every record, so that acknowledgements stop.
-func (c *Consumer) outputsStuck(now time.Time) bool {
+func (c *Consumer) outputsStuck() bool {
 	after := c.stuckAfter()
-	if now.Sub(time.Unix(0, c.ackAt.Load())) >= after {
+	if c.mono.since(c.ackAt.Load()) >= after {
 		return true
 	}
 	oldest := c.oldestWaiting()
-	return oldest > 0 && now.Sub(time.Unix(0, oldest)) >= after
+	return oldest > 0 && c.mono.since(oldest) >= after
 }
 
 // stuckAfter is how long output records wait unacknowledged before the watch asks the
@@ -228,7 +231,7 @@ func (c *Consumer) outputsStuck(now time.Time) bool {
 func (c *Consumer) stuckAfter() time.Duration { return 2 * c.cfg.WatchInterval }
 
 // oldestWaiting returns when the poll of the oldest records routed and not yet
-// acknowledged began (Unix ns), 0 when none waits; a stopped partition's are left out,
+// acknowledged began (a mono reading), 0 when none waits; a stopped partition's are left out,
 // as its stopping record is never acknowledged.
 func (c *Consumer) oldestWaiting() int64 {
 	var oldest int64

@@ -41,7 +41,7 @@ func TestInputRecycledWhenBatchDone(t *testing.T) {
 	var pools countingPools
 	recs, want := pooledInput(t, &pools, n)
 	c := &Consumer{}
-	b := newPartition("in", 0).add(n, 0, n)
+	b := newPartition("in", 0, newMono()).add(n, 0, n)
 	b.slab = c.slabs.get(n)
 	fs := b.slab
 	for i, in := range recs {

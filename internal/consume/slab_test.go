@@ -14,7 +14,7 @@ import (
 // input record; before that the batch still holds it, contents intact.
 func TestSlabBackOnlyWhenBatchDone(t *testing.T) {
 	c := &Consumer{}
-	p := newPartition("in", 0)
+	p := newPartition("in", 0, newMono())
 	in := &kgo.Record{Value: []byte(`{"team_id":"t"}`)}
 	b := p.add(3, 0, 3)
 	fs := c.slabs.get(3)
@@ -42,7 +42,7 @@ func TestSlabBackOnlyWhenBatchDone(t *testing.T) {
 // routing stopped midway gives its slab back once the routed ones are acknowledged.
 func TestSlabUnroutedCompletesBatch(t *testing.T) {
 	c := &Consumer{}
-	p := newPartition("in", 0)
+	p := newPartition("in", 0, newMono())
 	recs := []*kgo.Record{{Offset: 10}, {Offset: 11}, {Offset: 12}, {Offset: 13}}
 	b := p.add(14, 0, len(recs))
 	b.slab = c.slabs.get(len(recs))

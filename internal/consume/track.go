@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -20,6 +19,7 @@ import (
 type partition struct {
 	topic string
 	id    int32
+	mono  mono // the consumer's: when its batches were registered
 
 	mu      sync.Mutex
 	batches []*batch // unacknowledged or not yet popped, in offset order
@@ -53,10 +53,10 @@ type partition struct {
 	lag atomic.Int64
 	// next is the offset the lag was last measured from (setLag's next; where an
 	// aborted transaction's records are read again: rewindTxnStarts), lagAt when
-	// (Unix ns; 0: never): a partition polled no longer (polling held, fetching
+	// (a mono reading; 0: never): a partition polled no longer (polling held, fetching
 	// paused) has its lag measured again from there (Consumer.refreshLag).
 	next, lagAt atomic.Int64
-	// assignedAt is when the partition was assigned (Unix ns): one no poll has measured
+	// assignedAt is when the partition was assigned (a mono reading): one no poll has measured
 	// lagStale after it (polling held from the start, or no record since) is measured
 	// from the group's committed offset (Consumer.refreshLag).
 	assignedAt int64
@@ -82,7 +82,7 @@ type batch struct {
 	end       int64 // offset after the batch's last record
 	epoch     int32 // leader epoch of the last record, committed with the offset
 	remaining atomic.Int64
-	// at is when the batch was registered (Unix ns): its records have waited at most
+	// at is when the batch was registered (its partition's mono reading): its records have waited at most
 	// since then (see Consumer.oldestWaiting).
 	at int64
 	// records and bytes are the poll's input records (their keys, values and headers),
@@ -104,8 +104,8 @@ type batch struct {
 	rows *sealBatch
 }
 
-func newPartition(topic string, id int32) *partition {
-	return &partition{topic: topic, id: id, acked: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
+func newPartition(topic string, id int32, m mono) *partition {
+	return &partition{topic: topic, id: id, mono: m, acked: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
 }
 
 // released reports whether p is another gate's now, or about to be: revoked or lost, or
@@ -119,7 +119,7 @@ func (p *partition) givenUp() bool { return p.released() || p.stopped.Load() }
 // add registers a batch of n records ending (exclusive) at end, before any is produced;
 // its bytes are added as they are routed.
 func (p *partition) add(end int64, epoch int32, n int) *batch {
-	b := &batch{p: p, end: end, epoch: epoch, at: time.Now().UnixNano(), records: int64(n)}
+	b := &batch{p: p, end: end, epoch: epoch, at: p.mono.now(), records: int64(n)}
 	b.remaining.Store(int64(n))
 	p.mu.Lock()
 	p.batches = append(p.batches, b)
@@ -148,7 +148,7 @@ func (p *partition) addSeal(from int64, rows *sealBatch) *batch {
 	if i > 0 {
 		epoch = p.batches[i-1].epoch
 	}
-	b := &batch{p: p, end: from, epoch: epoch, seal: true, rows: rows, at: time.Now().UnixNano()}
+	b := &batch{p: p, end: from, epoch: epoch, seal: true, rows: rows, at: p.mono.now()}
 	b.remaining.Store(1)
 	p.batches = slices.Insert(p.batches, i, b)
 	return b
@@ -193,7 +193,7 @@ func (p *partition) inFlight() (records int64, rows bool) {
 }
 
 // oldestWaiting returns when the oldest batch of p not yet acknowledged was registered
-// (Unix ns), 0 when every one is. Not always the first: a seal goes before the batches
+// (a mono reading), 0 when every one is. Not always the first: a seal goes before the batches
 // whose records its rows count (addSeal).
 func (p *partition) oldestWaiting() int64 {
 	p.mu.Lock()

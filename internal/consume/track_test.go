@@ -14,7 +14,7 @@ import (
 // from ever being committed.
 func TestResumeAtBackKeepsAwaiting(t *testing.T) {
 	t.Parallel()
-	p := newPartition("events", 0)
+	p := newPartition("events", 0, newMono())
 	b1 := p.add(200, 1, 5) // offsets [100, 200): 5 records in flight
 	b2 := p.add(300, 1, 3) // [200, 300): 3 records in flight
 	_, gen0, _ := p.advance()
@@ -46,7 +46,7 @@ func TestResumeAtBackKeepsAwaiting(t *testing.T) {
 // acknowledged.
 func TestSealBatchAfterAGap(t *testing.T) {
 	t.Parallel()
-	p := newPartition("events", 0)
+	p := newPartition("events", 0, newMono())
 	p.out = &outcomeState{from: -1}
 	p.out.hold.Store(-1)
 	b := p.add(200, 1, 2) // [100, 200), counted and not sealed
@@ -80,7 +80,7 @@ func TestSealBatchAfterAGap(t *testing.T) {
 // records until its rows are acknowledged, then at the second's.
 func TestCommitWaitsForSealRows(t *testing.T) {
 	t.Parallel()
-	p := newPartition("events", 0)
+	p := newPartition("events", 0, newMono())
 	p.out = &outcomeState{from: -1}
 	p.out.hold.Store(-1)
 	seal := func(from, to int64, epoch int32) *batch {
@@ -134,7 +134,7 @@ func TestCommitWaitsForSealRows(t *testing.T) {
 // what is routed again from there is not committed before it is sealed.
 func TestRewindMovesTheHold(t *testing.T) {
 	t.Parallel()
-	p := newPartition("events", 0)
+	p := newPartition("events", 0, newMono())
 	p.out = &outcomeState{from: 150, to: 300}
 	p.out.hold.Store(150)
 	p.add(300, 1, 3)
@@ -149,7 +149,7 @@ func TestRewindMovesTheHold(t *testing.T) {
 // seal whose rows were all acknowledged.
 func TestRowsUnwrittenOfPartitions(t *testing.T) {
 	c := &Consumer{parts: map[int32]*partition{}, out: &outcomes{}}
-	p0, p1, p2 := newPartition(inTopic, 0), newPartition(inTopic, 1), newPartition(inTopic, 2)
+	p0, p1, p2 := newPartition(inTopic, 0, newMono()), newPartition(inTopic, 1, newMono()), newPartition(inTopic, 2, newMono())
 	c.parts[0], c.parts[1], c.parts[2] = p0, p1, p2
 	both, own, done := &sealBatch{}, &sealBatch{}, &sealBatch{}
 	both.rows.Store(5)

@@ -33,12 +33,8 @@ const (
 	DefaultStallRestart = 10 * time.Minute
 )
 
-// progressed notes progress now. On the monotonic clock, as Stalled reads it: as Unix
-// time, a step of the wall clock (an NTP correction, a VM resumed) moved every stall
-// by the step, a step forward past GATE_STALL_RESTART failing /healthz on a gate that
-// was progressing; and a wall and a monotonic reading of one instant (time.Now takes
-// them one after the other) can be a preemption apart.
-func (c *Consumer) progressed() { c.progressAt.Store(max(int64(time.Since(c.born)), 1)) }
+// progressed notes progress now, on the monotonic clock (mono.go).
+func (c *Consumer) progressed() { c.progressAt.Store(c.mono.now()) }
 
 // hasWork reports whether the gate has records to route or to see acknowledged.
 func (c *Consumer) hasWork() bool {
@@ -63,7 +59,7 @@ func (c *Consumer) Stalled() time.Duration {
 	if at == 0 || !c.hasWork() {
 		return 0
 	}
-	return max(time.Since(c.born)-time.Duration(at), 0)
+	return max(c.mono.since(at), 0)
 }
 
 // stallProblem is NotReady's line about a stall past Config.StallNotReady, or "".
