@@ -2,12 +2,16 @@ package consume
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestStartOffset: a new consumer group with StartLatest routes only the records written
@@ -196,6 +200,99 @@ func TestStartLatestKeptWhenTheFirstOwnerLeavesUnread(t *testing.T) {
 				t.Errorf("%d of the %d records written after the group joined, while no gate ran, were never routed: %v",
 					len(missing), after, missing)
 			}
+		})
+	}
+}
+
+// TestStartLatestCommitRefusedAtAssignment: the start commit at the assignment (latest.go)
+// refused is logged once, with the error, and the gate goes on: it routes what is
+// written from then on and commits it. Exactly once, the first transaction then commits
+// where it began before producing any of its records (commitTxnStarts), so that an
+// abort still hands its next owner that start.
+func TestStartLatestCommitRefusedAtAssignment(t *testing.T) {
+	t.Parallel()
+	const before, after = 5, 5
+	for _, tc := range []struct {
+		name   string
+		newEnv func(*testing.T, int32) *gateEnv
+		opts   []kgo.Opt
+	}{
+		{"at-least-once", func(t *testing.T, n int32) *gateEnv { return newEnv(t, n) }, nil},
+		{"exactly-once", newEOSEnv, []kgo.Opt{readCommitted()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := tc.newEnv(t, 1)
+			env.ccfg.StartOffset = StartLatest
+			logs := &syncBuffer{}
+			env.logs = logs
+			var commits atomic.Int64
+			env.cluster.ControlKey(kmsg.OffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				env.cluster.KeepControl()
+				if commits.Add(1) == 1 {
+					return refuseOffsetCommit(req, kerr.TopicAuthorizationFailed), nil, true
+				}
+				return nil, nil, false
+			})
+			// The gate looks the end up for its commit, then franz-go for its start (the
+			// group having no offset): records produced before the second are behind it.
+			var lookups atomic.Int64
+			env.cluster.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				env.cluster.KeepControl()
+				for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
+					for _, rp := range rt.Partitions {
+						if rt.Topic == inTopic && rp.Timestamp == -1 {
+							lookups.Add(1)
+						}
+					}
+				}
+				return nil, nil, false
+			})
+			prod := producer(t, env.cluster)
+			var old, recs []*kgo.Record
+			for id := range before {
+				old = append(old, inputRecord(id, "team-a"))
+			}
+			for id := before; id < before+after; id++ {
+				recs = append(recs, inputRecord(id, "team-a"))
+			}
+			produceAll(t, prod, old)
+
+			br := &blockingRouter{from: before, blocked: make(chan struct{}), release: make(chan struct{})}
+			env.wrap = func(r Router) Router { br.Router = r; return br }
+			g := env.start(t, "a")
+			waitFor(t, 20*time.Second, "the gate's assignment", g.c.Ready)
+			const warn = "kafka: committing where the group starts partitions it has no offset for failed"
+			if n := strings.Count(logs.String(), warn); n != 1 || !strings.Contains(logs.String(), "TOPIC_AUTHORIZATION_FAILED") {
+				t.Fatalf("the refused start commit logged %d times (want 1, with the error):\n%s", n, logs.String())
+			}
+			if gi := env.cluster.GroupInfo(testGroup); gi != nil && len(gi.Commits[inTopic]) > 0 {
+				t.Fatalf("an offset committed though the start commit was refused: %v", gi.Commits[inTopic])
+			}
+			waitFor(t, 20*time.Second, "franz-go's lookup of where it starts the partition", func() bool { return lookups.Load() >= 2 })
+			produceAll(t, prod, recs)
+			select {
+			case <-br.blocked:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the gate never routed the new records")
+			}
+			if tc.name == "exactly-once" {
+				// Held in the first transaction, whose start is committed already.
+				gi := env.cluster.GroupInfo(testGroup)
+				if c, ok := gi.Commits[inTopic][0]; !ok || c.Offset != before {
+					t.Errorf("exactly once, the first transaction's start: committed %v (found %v), want offset %d", c, ok, before)
+				}
+			}
+			close(br.release)
+			out := collect(t, env.cluster, after, 30*time.Second, 500*time.Millisecond, tc.opts...)
+			if lost, dup := out.conservation(before + after); len(dup) > 0 || !slices.Equal(lost, []int{0, 1, 2, 3, 4}) {
+				t.Errorf("routed: not %v (want the %d written before the group joined), more than once %v", lost, before, dup)
+			}
+			waitFor(t, 20*time.Second, "the routed records committed", func() bool {
+				gi := env.cluster.GroupInfo(testGroup)
+				return gi != nil && gi.Commits[inTopic][0].Offset == before+after
+			})
+			g.stop(t)
 		})
 	}
 }
