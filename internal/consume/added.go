@@ -108,13 +108,24 @@ func (c *Consumer) checkAdded(ctx context.Context, cl *kgo.Client) {
 // this gate does not own (a partition it owns started where it was assigned), its log
 // start offset. It returns the offsets committed.
 func (c *Consumer) commitAddedStarts(ctx context.Context, cl *kgo.Client, ids []int32) (map[int32]int64, error) {
+	owned := func(id int32) bool { return len(c.snapshot([]int32{id})) > 0 }
+	return c.commitStarts(ctx, cl, ids, owned, kadm.NewClient(cl).ListStartOffsets, "start")
+}
+
+// commitStarts commits, for each partition of ids the group has no offset for (and, when
+// skip is not nil, skip does not report), the offset list gives it (what names them in
+// errors: start, end). A partition whose offset fetch reports an offset a transaction
+// commits (UNSTABLE_OFFSET_COMMIT) has a reader already, and is left alone. It returns
+// the offsets committed.
+func (c *Consumer) commitStarts(ctx context.Context, cl *kgo.Client, ids []int32, skip func(int32) bool,
+	list func(context.Context, ...string) (kadm.ListedOffsets, error), what string) (map[int32]int64, error) {
 	offs, errs, err := c.offsetFetch(ctx, cl, ids, true)
 	if err != nil {
 		return nil, fmt.Errorf("fetching the group's offsets: %w", err)
 	}
 	var todo []int32
 	for _, id := range ids {
-		if _, ok := offs[id]; ok || len(c.snapshot([]int32{id})) > 0 {
+		if _, ok := offs[id]; ok || skip != nil && skip(id) {
 			continue
 		}
 		if err := errs[id]; err != nil {
@@ -128,18 +139,18 @@ func (c *Consumer) commitAddedStarts(ctx context.Context, cl *kgo.Client, ids []
 	if len(todo) == 0 {
 		return nil, nil
 	}
-	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, c.cfg.InputTopic)
+	listed, err := list(ctx, c.cfg.InputTopic)
 	if err == nil {
-		err = starts.Error()
+		err = listed.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing the start offsets: %w", err)
+		return nil, fmt.Errorf("listing the %s offsets: %w", what, err)
 	}
-	commit := map[int32]kgo.EpochOffset{}
+	commit := make(map[int32]kgo.EpochOffset, len(todo))
 	for _, id := range todo {
-		o, ok := starts.Lookup(c.cfg.InputTopic, id)
+		o, ok := listed.Lookup(c.cfg.InputTopic, id)
 		if !ok {
-			return nil, fmt.Errorf("no start offset listed for partition %d", id)
+			return nil, fmt.Errorf("no %s offset listed for partition %d", what, id)
 		}
 		commit[id] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
 	}

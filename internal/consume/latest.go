@@ -2,7 +2,6 @@ package consume
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -47,54 +46,12 @@ func (c *Consumer) commitLatestStarts(ctx context.Context, cl *kgo.Client, ids [
 	if len(asked) == 0 {
 		return nil, nil
 	}
-	offs, errs, err := c.offsetFetch(ctx, cl, asked, true)
-	if err != nil {
-		return nil, fmt.Errorf("fetching the group's offsets: %w", err)
-	}
-	var todo []int32
-	for _, id := range asked {
-		if _, ok := offs[id]; ok {
-			continue
-		}
-		if err := errs[id]; err != nil {
-			if errors.Is(err, kerr.UnstableOffsetCommit) {
-				continue // a transaction commits an offset for it: its start is in it
-			}
-			return nil, fmt.Errorf("fetching the group's offset of partition %d: %w", id, err)
-		}
-		todo = append(todo, id)
-	}
-	if len(todo) == 0 {
-		return nil, nil
-	}
 	adm := kadm.NewClient(cl)
 	list := adm.ListEndOffsets
 	if c.exactlyOnce() {
 		list = adm.ListCommittedOffsets // the last stable offset, as a read_committed client's end
 	}
-	ends, err := list(ctx, c.cfg.InputTopic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing the end offsets: %w", err)
-	}
-	commit := make(map[int32]kgo.EpochOffset, len(todo))
-	for _, id := range todo {
-		o, ok := ends.Lookup(c.cfg.InputTopic, id)
-		if !ok {
-			return nil, fmt.Errorf("no end offset listed for partition %d", id)
-		}
-		commit[id] = kgo.EpochOffset{Epoch: o.LeaderEpoch, Offset: o.Offset}
-	}
-	if err := c.commitInput(ctx, cl, commit); err != nil {
-		return nil, fmt.Errorf("committing: %w", err)
-	}
-	done := make(map[int32]int64, len(commit))
-	for id, o := range commit {
-		done[id] = o.Offset
-	}
-	return done, nil
+	return c.commitStarts(ctx, cl, asked, nil, list, "end")
 }
 
 // commitInput commits offs, offsets of input partitions, for the group through cl,

@@ -139,14 +139,7 @@ func TestStartOffsetConfig(t *testing.T) {
 func TestStartLatestKeptWhenTheFirstOwnerLeavesUnread(t *testing.T) {
 	t.Parallel()
 	const parts, before, after = 2, 10, 10
-	for _, tc := range []struct {
-		name   string
-		newEnv func(*testing.T, int32) *gateEnv
-		opts   []kgo.Opt
-	}{
-		{"at-least-once", func(t *testing.T, n int32) *gateEnv { return newEnv(t, n) }, nil},
-		{"exactly-once", newEOSEnv, []kgo.Opt{readCommitted()}},
-	} {
+	for _, tc := range deliveryModes() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env := tc.newEnv(t, parts)
@@ -178,28 +171,7 @@ func TestStartLatestKeptWhenTheFirstOwnerLeavesUnread(t *testing.T) {
 			waitFor(t, 20*time.Second, "gate b's assignment", b.c.Ready)
 			out := collect(t, env.cluster, after, 30*time.Second, time.Second, tc.opts...)
 			b.stop(t)
-
-			var oldSeen, missing []int
-			for id := range before {
-				if len(out.ids[id]) > 0 {
-					oldSeen = append(oldSeen, id)
-				}
-			}
-			for id := before; id < before+after; id++ {
-				switch n := len(out.ids[id]); {
-				case n == 0:
-					missing = append(missing, id)
-				case n > 1:
-					t.Errorf("record %d seen %d times", id, n)
-				}
-			}
-			if len(oldSeen) > 0 {
-				t.Errorf("%d of the %d records written before the group joined were routed: %v", len(oldSeen), before, oldSeen)
-			}
-			if len(missing) > 0 {
-				t.Errorf("%d of the %d records written after the group joined, while no gate ran, were never routed: %v",
-					len(missing), after, missing)
-			}
+			out.checkStartLatest(t, before, after)
 		})
 	}
 }
@@ -212,14 +184,7 @@ func TestStartLatestKeptWhenTheFirstOwnerLeavesUnread(t *testing.T) {
 func TestStartLatestCommitRefusedAtAssignment(t *testing.T) {
 	t.Parallel()
 	const before, after = 5, 5
-	for _, tc := range []struct {
-		name   string
-		newEnv func(*testing.T, int32) *gateEnv
-		opts   []kgo.Opt
-	}{
-		{"at-least-once", func(t *testing.T, n int32) *gateEnv { return newEnv(t, n) }, nil},
-		{"exactly-once", newEOSEnv, []kgo.Opt{readCommitted()}},
-	} {
+	for _, tc := range deliveryModes() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env := tc.newEnv(t, 1)
@@ -294,5 +259,49 @@ func TestStartLatestCommitRefusedAtAssignment(t *testing.T) {
 			})
 			g.stop(t)
 		})
+	}
+}
+
+// checkStartLatest fails t unless o, the outputs of a group started with StartLatest
+// after records 0 to before-1 were written, holds none of those and each of the after
+// records written since exactly once.
+func (o *outputs) checkStartLatest(t *testing.T, before, after int) {
+	t.Helper()
+	var oldSeen, missing []int
+	for id := range before {
+		if len(o.ids[id]) > 0 {
+			oldSeen = append(oldSeen, id)
+		}
+	}
+	for id := before; id < before+after; id++ {
+		switch n := len(o.ids[id]); {
+		case n == 0:
+			missing = append(missing, id)
+		case n > 1:
+			t.Errorf("record %d, written after the group joined, routed %d times", id, n)
+		}
+	}
+	if len(oldSeen) > 0 {
+		t.Errorf("%d of the %d records written before the group joined were routed: %v", len(oldSeen), before, head(oldSeen))
+	}
+	if len(missing) > 0 {
+		t.Errorf("%d of the %d records written after the group joined were never routed: %v", len(missing), after, head(missing))
+	}
+}
+
+// deliveryModes are the two delivery modes a test runs in: an environment of each, and
+// the options its outputs are read with (read_committed, exactly once).
+func deliveryModes() []struct {
+	name   string
+	newEnv func(*testing.T, int32) *gateEnv
+	opts   []kgo.Opt
+} {
+	return []struct {
+		name   string
+		newEnv func(*testing.T, int32) *gateEnv
+		opts   []kgo.Opt
+	}{
+		{"at-least-once", func(t *testing.T, n int32) *gateEnv { return newEnv(t, n) }, nil},
+		{"exactly-once", newEOSEnv, []kgo.Opt{readCommitted()}},
 	}
 }
