@@ -21,11 +21,11 @@ import (
 // So with StartLatest each gate, as it is assigned partitions the group has no offset
 // for, commits their end as their start before franz-go, once onAssigned returns,
 // fetches their offsets: franz-go then starts them there, and so does any later owner.
-// The commit carries the assignment's generation, so only the owner's lands. The end is
-// the one franz-go would have started at: the last stable offset when the input is read
-// read_committed (exactly-once), else the high watermark. It costs an offset fetch at
-// each assignment, and a listing and a commit only while the group is new to a
-// partition.
+// The commit carries the assignment's generation (its member epoch under KIP-848), so
+// only the owner's lands. The end is the one franz-go would have started at: the last
+// stable offset when the input is read read_committed (exactly-once), else the high
+// watermark. It costs an offset fetch at each assignment, and a listing and a commit
+// only while the group is new to a partition.
 //
 // A failure is logged, not retried: the partition then starts as Kafka's consumers
 // start it, and under exactly-once commitTxnStarts still commits where the first
