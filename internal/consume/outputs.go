@@ -231,8 +231,8 @@ func (c *Consumer) outputsStuck() bool {
 func (c *Consumer) stuckAfter() time.Duration { return 2 * c.cfg.WatchInterval }
 
 // oldestWaiting returns when the poll of the oldest records routed and not yet
-// acknowledged began (a mono reading), 0 when none waits; a stopped partition's are left out,
-// as its stopping record is never acknowledged.
+// acknowledged began (a mono reading), 0 when none waits; a stopped partition's are left
+// out, as its stopping record is never acknowledged.
 func (c *Consumer) oldestWaiting() int64 {
 	var oldest int64
 	for _, p := range c.snapshot(nil) {

@@ -52,13 +52,13 @@ type partition struct {
 	// progress watchdog.
 	lag atomic.Int64
 	// next is the offset the lag was last measured from (setLag's next; where an
-	// aborted transaction's records are read again: rewindTxnStarts), lagAt when
-	// (a mono reading; 0: never): a partition polled no longer (polling held, fetching
+	// aborted transaction's records are read again: rewindTxnStarts), lagAt when (a
+	// mono reading; 0: never): a partition polled no longer (polling held, fetching
 	// paused) has its lag measured again from there (Consumer.refreshLag).
 	next, lagAt atomic.Int64
-	// assignedAt is when the partition was assigned (a mono reading): one no poll has measured
-	// lagStale after it (polling held from the start, or no record since) is measured
-	// from the group's committed offset (Consumer.refreshLag).
+	// assignedAt is when the partition was assigned (a mono reading): one no poll has
+	// measured lagStale after it (polling held from the start, or no record since) is
+	// measured from the group's committed offset (Consumer.refreshLag).
 	assignedAt int64
 	// movedTo is where the gate last moved the client past lost records (loss.go), so
 	// that a second out-of-range fetch before anything more is read starts from there,
@@ -82,8 +82,8 @@ type batch struct {
 	end       int64 // offset after the batch's last record
 	epoch     int32 // leader epoch of the last record, committed with the offset
 	remaining atomic.Int64
-	// at is when the batch was registered (its partition's mono reading): its records have waited at most
-	// since then (see Consumer.oldestWaiting).
+	// at is when the batch was registered (its partition's mono reading): its records
+	// have waited at most since then (see Consumer.oldestWaiting).
 	at int64
 	// records and bytes are the poll's input records (their keys, values and headers),
 	// all kept in memory until the batch completes (Consumer.inputFull). bytes is added
