@@ -193,8 +193,8 @@ func (p *partition) inFlight() (records int64, rows bool) {
 }
 
 // oldestWaiting returns when the oldest batch of p not yet acknowledged was registered
-// (a mono reading), 0 when every one is. Not always the first: a seal goes before the batches
-// whose records its rows count (addSeal).
+// (a mono reading), 0 when every one is. Not always the first: a seal goes before the
+// batches whose records its rows count (addSeal).
 func (p *partition) oldestWaiting() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
