@@ -465,3 +465,118 @@ func TestQuietLaneLetsGoOfStaleBatches(t *testing.T) {
 		t.Errorf("%d batches kept of an epoch no longer written, want none", n)
 	}
 }
+
+// TestLossFoundThoughTwoBatchesInDoubt: as TestLossFoundThoughTheRevealingReplyIsLost, but
+// the first write after the loss is two batches of the lane in one pipeline (here three
+// counts at KeysPerCommand 2; in production any tick of a lane with more counts than
+// KeysPerCommand, or limits of two lifetimes), both applied, both replies lost. Their
+// resends are both repeats: the first's reply said where the lane stands now, the second's
+// where it stood before the second alone, so neither said it was behind before the first,
+// and the batch Redis had lost was neither sent again nor reported lost.
+func TestLossFoundThoughTwoBatchesInDoubt(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clients, err := Dial([]string{srv.URL()}, testRedisOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqKey := laneKey(ModeStandalone, DefaultKeyPrefix, "w1", 0)
+	var armed atomic.Bool
+	clients[0].AddHook(dialWrapHook{func(cn net.Conn) net.Conn {
+		return &dropReplyConn{Conn: cn, marker: []byte(seqKey), armed: &armed, onDrop: func() {}}
+	}})
+	clk := clock.NewFake(epochStart.Add(10 * time.Second))
+	g := newTopologyGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000},
+		Config{Writer: "w1", KeysPerCommand: 2}, clients[0])
+	ep := g.l.Epoch(clk.Now())
+	ctx := context.Background()
+
+	g.l.Check("team-a", 10)
+	if r := g.tk.Tick(ctx); r.Errors != 0 || r.Writes != 1 {
+		t.Fatalf("tick = %+v", r)
+	}
+	// The loss: everything the gate wrote is gone.
+	if err := rc.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The next tick writes two batches on the lane, both applied, their replies lost.
+	g.l.Check("team-a", 1)
+	g.l.Check("team-b", 7)
+	g.l.Check("team-c", 3)
+	clk.Advance(time.Second)
+	armed.Store(true)
+	if r := g.tk.Tick(ctx); r.Batches[outUnknown] != 2 {
+		t.Fatalf("tick whose replies are lost = %+v, want its two batches in doubt", r)
+	}
+	if armed.Load() {
+		t.Fatal("the fault never fired")
+	}
+	replayed := 0
+	for i := 0; ; i++ {
+		clk.Advance(time.Second)
+		r := g.tk.Tick(ctx)
+		replayed += r.Batches[outReplayed]
+		if r.Errors == 0 && r.CarriedWrites == 0 && len(g.tk.pending) == 0 {
+			break
+		}
+		if i == 5 {
+			t.Fatalf("writes never settled: %+v", r)
+		}
+	}
+	for team, want := range map[string]int64{"team-a": 11, "team-b": 7, "team-c": 3} {
+		if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, team, ep); got != want {
+			t.Errorf("%s holds %d, want the %d counted (batches replayed: %d)", team, got, want, replayed)
+		}
+	}
+	if replayed != 1 {
+		t.Errorf("batches replayed = %d, want the 1 Redis lost", replayed)
+	}
+}
+
+// TestWriteScriptRepeatSaysWhereItsRunBegan drives writeScript by hand through the cases
+// where a lane's batches applied one after another in a pipeline come back as repeats: the
+// resend of the lane's latest batch says where the lane stood before the first of them and
+// which that first was, so that the gate sends again exactly the batches confirmed before
+// that first and above that number (recoverLost), not those of the run itself.
+func TestWriteScriptRepeatSaysWhereItsRunBegan(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	ctx := context.Background()
+	seqKey := "gate:w:w1:seq"
+	run := func(seq, pred int64) []any {
+		t.Helper()
+		v, err := rc.Eval(ctx, writeScript, []string{seqKey, "gate:c"}, seq, 60000, 60000, pred, 1).Slice()
+		if err != nil {
+			t.Fatalf("batch %d: %v", seq, err)
+		}
+		return v
+	}
+	want := func(got []any, want ...any) {
+		t.Helper()
+		if fmt.Sprintf("%v", got) != fmt.Sprintf("%v", []any(want)) {
+			t.Errorf("reply %v, want %v", got, want)
+		}
+	}
+	want(run(1, 0), int64(1), int64(0))
+	rc.FlushAll(ctx) // Redis loses batch 1
+	// Batches 2 and 3 in one pipeline, both applied, their replies lost.
+	want(run(2, 0), int64(1), int64(0))
+	want(run(3, 2), int64(1), int64(2))
+	// Resent: 2 finds the lane past it; 3, the latest, says the lane stood at 0 before 2.
+	want(run(2, 0), int64(0), int64(3))
+	want(run(3, 2), int64(0), int64(0), "", int64(2))
+	// Batch 4 applied alone: its own run.
+	want(run(4, 0), int64(1), int64(3))
+	want(run(4, 0), int64(0), int64(3), "", int64(4))
+	// Batch 5 applied, 6 not sent (its pipeline cut short); resent, 5 is a repeat and 6
+	// is applied after it: 6 joins 5's run, which began at 5 with the lane at 4.
+	want(run(5, 0), int64(1), int64(4))
+	want(run(5, 0), int64(0), int64(4), "", int64(5))
+	want(run(6, 5), int64(1), int64(5))
+	want(run(6, 0), int64(0), int64(4), "", int64(5))
+	// A batch behind a predecessor not applied is refused.
+	want(run(8, 7), int64(2), int64(6))
+	if got, _ := rc.Get(ctx, "gate:c").Int64(); got != 5 {
+		t.Errorf("counter = %d, want the 5 batches applied once each", got)
+	}
+}

@@ -46,7 +46,7 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 	ln := &t.lanes[b.lane]
 	switch o {
 	case outApplied, outDuplicate:
-		t.recoverLost(ln, b.last, res)
+		t.recoverLost(ln, b.last, b.first, res)
 		applied := b.items[:0:0]
 		for j, it := range b.items {
 			if b.doubt {
@@ -97,16 +97,24 @@ func (t *Ticker) settle(b *batch, res *TickResult) outcome {
 }
 
 // recoverLost is called with each answer of the write script on a lane: last is the
-// number the lane held in Redis before the batch. Batches confirmed earlier with a higher
-// number are no longer in Redis: a failover promoted a replica that had not received them,
-// or Redis restarted without them. Their counts go back to pending and are sent again in
-// new batches; batches confirmed too long ago to be kept are reported as lost.
-func (t *Ticker) recoverLost(ln *lane, last int64, res *TickResult) {
-	i := len(ln.kept)
+// number the lane held in Redis before the batch, or before the run of batches it was
+// applied in, whose first is first (0: none said). Batches confirmed earlier with a higher
+// number, below first, are no longer in Redis: a failover promoted a replica that had not
+// received them, or Redis restarted without them. Their counts go back to pending and are
+// sent again in new batches; batches confirmed too long ago to be kept are reported as
+// lost. Those from first on are the run's own, applied after last.
+func (t *Ticker) recoverLost(ln *lane, last, first int64, res *TickResult) {
+	end := len(ln.kept)
+	if first > 0 {
+		for end > 0 && int64(ln.kept[end-1].seq) >= first {
+			end--
+		}
+	}
+	i := end
 	for i > 0 && int64(ln.kept[i-1].seq) > last {
 		i--
 	}
-	for _, b := range ln.kept[i:] {
+	for _, b := range ln.kept[i:end] {
 		var n int64
 		for _, it := range b.items {
 			if it.k.epoch < t.limits[it.k.lim].oldest {
@@ -122,8 +130,7 @@ func (t *Ticker) recoverLost(ln *lane, last int64, res *TickResult) {
 		res.Batches[outReplayed]++
 		t.m.batches.WithLabelValues(outReplayed.String()).Inc()
 	}
-	clear(ln.kept[i:])
-	ln.kept = ln.kept[:i]
+	ln.kept = slices.Delete(ln.kept, i, end)
 	// The sequence key lives as long as the counters (seqTTL); a lane idle for longer
 	// starts again from 0 without having lost anything that still counts.
 	if ln.forgot > 0 && int64(ln.forgot) > last && time.Duration(t.tickN-ln.forgotTick)*t.cfg.TickInterval < t.seqTTLDur() {

@@ -50,11 +50,18 @@ import (
 // 0.0087 → 0.0078 CPU-s a second; four: 0.0064 → 0.0053 each).
 // What the script costs Redis, against INCRBY + EXPIRE per count: docs/benchmarks.md.
 //
-// The sequence key holds the lane's number and the number it held before that batch
-// ("7 4"), so that the resend of the lane's latest batch after a lost reply, found a
-// repeat, still says where the lane stood before it: the first write after Redis lost
-// batches is the one whose reply reveals the loss, and a reply lost then hid it for good.
-// A batch with counters that failed keeps their positions there too ("7 4 2,5"), so that
+// The sequence key holds the lane's number, the number it held before the run of batches
+// the latest belongs to, and that run's first batch ("7 4:6"): a run is a lane's batches
+// applied one after another, each found its predecessor in the pipeline just applied (a
+// batch with none begins one). Then the resend of the lane's latest batch after a lost
+// reply, found a repeat, still says where the lane stood before the run: the first write
+// after Redis lost batches is the one whose reply reveals the loss, and a reply lost then
+// hid it for good; with two of a lane's batches in one pipeline, both replies lost, the
+// second alone would say only that the first was applied (TestLossFoundThoughTwoBatchesInDoubt).
+// The run's first batch bounds what that reveals: batches confirmed below it and above the
+// number before it were lost; the run's own, confirmed by the resends before the latest's,
+// were not. A value without a run ("7 4", "7") is read as a run of its latest batch.
+// A batch with counters that failed keeps their positions there too ("7 4:6 2,5"), so that
 // its resend, found a repeat, hands them back and their counts stay pending: else they
 // would be taken as written, lost. Only the lane's latest batch keeps them (an earlier
 // one of two in doubt would not), and only until the lane's next batch; a counter failing
@@ -63,28 +70,32 @@ import (
 // Reply: {1, last, position, error, position, error...} when applied, for each counter
 // that failed, and -position for one written whose PEXPIRE was refused (an ACL without
 // it: the key would never expire, which an error must say; its count is in, not to be
-// sent again); {0, last} when a repeat, {0, before, "position,position..."} when a repeat
-// of the lane's latest batch (before: the number the lane held before it was applied;
-// positions: its counters that failed then, if any); {2, last} when its predecessor was
-// not applied; last is the number the lane held before. A last
-// below a number this writer saw applied means Redis lost batches it had acknowledged (a
-// failover promoted a replica that had not received them, or Redis restarted without
-// them): the tick sends those again from what it kept (Config.KeepConfirmed).
+// sent again); {0, last} when a repeat, {0, before, "position,position...", first} when a
+// repeat of the lane's latest batch (before: the number the lane held before its run;
+// positions: its counters that failed then, if any; first: the run's first batch); {2,
+// last} when its predecessor was not applied; last is the number the lane held before. A
+// last (or before) below a number this writer saw applied means Redis lost batches it had
+// acknowledged (a failover promoted a replica that had not received them, or Redis
+// restarted without them): the tick sends those again from what it kept
+// (Config.KeepConfirmed).
 const writeScript = `
 local seq = tonumber(ARGV[1])
-local cur = redis.call('GET', KEYS[1]) or '0'
-local sp = string.find(cur, ' ', 1, true)
-local last = tonumber(sp and string.sub(cur, 1, sp - 1) or cur)
+local cur = redis.call('GET', KEYS[1])
+local last, before, start, failed = 0, 0, 0, ''
+if cur then
+  local l, b, s, f = string.match(cur, '^(%d+) ?(%d*):?(%d*) ?([%d,]*)$')
+  last = tonumber(l) or 0
+  before, start, failed = tonumber(b) or last, tonumber(s) or last, f or ''
+end
 if seq <= last then
-  if seq == last and sp then
-    local rest = string.sub(cur, sp + 1)
-    local sp2 = string.find(rest, ' ', 1, true)
-    return {0, tonumber(sp2 and string.sub(rest, 1, sp2 - 1) or rest) or last, sp2 and string.sub(rest, sp2 + 1) or ''}
-  end
+  if seq == last then return {0, before, failed, start} end
   return {0, last}
 end
-if last < tonumber(ARGV[4]) then return {2, last} end
-redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. last, 'PX', ARGV[2])
+local pred = tonumber(ARGV[4])
+if last < pred then return {2, last} end
+if pred == 0 or last ~= pred then before, start = last, seq end
+local head = ARGV[1] .. ' ' .. before .. ':' .. start
+redis.call('SET', KEYS[1], head, 'PX', ARGV[2])
 local ttl = ARGV[3]
 local pcall = redis.pcall
 local out = {1, last}
@@ -108,7 +119,7 @@ if #out > 2 then
   local f = {}
   for j = 3, #out, 2 do if out[j] > 0 then f[#f+1] = out[j] end end
   if #f > 0 then
-    redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. last .. ' ' .. table.concat(f, ','), 'PX', ARGV[2])
+    redis.call('SET', KEYS[1], head .. ' ' .. table.concat(f, ','), 'PX', ARGV[2])
   end
 end
 return out`
@@ -189,7 +200,11 @@ type batch struct {
 	out    outcome
 	failed []int64
 	err    error
-	last   int64 // the lane's number before this batch, as the script read it
+	last   int64 // the lane's number before this batch (or its run, in a repeat's reply), as the script read it
+	// first is the first batch of the run a repeat of the lane's latest batch was applied
+	// in (writeScript), 0 when the reply did not say: batches confirmed from it on are the
+	// run's own, not lost whatever last says.
+	first int64
 }
 
 type item struct {
@@ -233,10 +248,14 @@ func (b *batch) result(cluster bool) (outcome, []int64, error) {
 		return outUnknown, nil, fmt.Errorf("tick: short reply from the write script: %v", v)
 	}
 	b.last, _ = v[1].(int64)
+	b.first = 0
 	switch x, _ := v[0].(int64); x {
 	case 0:
 		// A repeat; of the lane's latest batch, with the positions of its counters that
-		// failed when it was applied.
+		// failed when it was applied, and its run's first batch.
+		if len(v) > 3 {
+			b.first, _ = v[3].(int64)
+		}
 		var failed []int64
 		if len(v) > 2 {
 			ps, _ := v[2].(string)
