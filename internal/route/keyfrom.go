@@ -395,12 +395,15 @@ func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, reasonC
 // at[k.idx[i]], a field another rule read already taken as read), and joins them in the
 // scratch buffer, so it costs no allocation once the buffer has grown to fit.
 //
-// A key found too long is key_too_long only once every field has been read: a field after
-// the long ones that is missing makes the key missing (a rule's missing: skip applies), and
-// one that cannot be used is that field's fault, as it would be were the others short.
+// Every field is read before the key is judged, so that the order the key names them in
+// does not matter: a field there but unusable (an object, an array, a boolean, ambiguous)
+// is the record's fault, dead-lettered, even when another field is missing; else a missing
+// (or empty) field makes the key missing, which a rule's missing: skip applies to; only
+// then is a key too long key_too_long. Of several of a kind, the first named is reported.
 func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKey int) (string, reasonCode) {
 	buf := s.key[:0]
-	long := 0 // once the key is too long: its size when found so, a lower bound
+	long := 0        // once the key is too long: its size when found so, a lower bound
+	var miss failure // the first field missing, if any
 	for i := range k.fields {
 		var val string
 		var code reasonCode
@@ -410,10 +413,16 @@ func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKe
 			val, code = k.fieldValue(js, i, at[i], 0, s)
 		}
 		if code != reasonNone {
-			s.key = buf
-			return "", code
+			if !missingKey(code) {
+				s.key = buf
+				return "", code // s.why is this field's
+			}
+			if miss.reason == reasonNone {
+				miss = s.why
+			}
+			continue
 		}
-		if long > 0 {
+		if long > 0 || miss.reason != reasonNone {
 			continue // only read, for a failure of its own
 		}
 		if i > 0 {
@@ -430,6 +439,9 @@ func (k *KeyFrom) joinFields(js string, at []int, shared bool, s *Scratch, maxKe
 		}
 	}
 	s.key = buf
+	if miss.reason != reasonNone {
+		return "", s.fail(miss)
+	}
 	if long > 0 {
 		return "", s.fail(failure{reason: reasonKeyTooLong, size: long})
 	}

@@ -174,6 +174,16 @@ func TestTeamJSON(t *testing.T) {
 		{"composite too long", "json:a+b", `{"a":"` + strings.Repeat("x", 200) + `","b":"` + strings.Repeat("y", 56) + `"}`, "", reasonKeyTooLong, "257 bytes or more"},
 		{"composite too long, then missing", "json:a+b", `{"a":"` + strings.Repeat("x", 300) + `"}`, "", reasonFieldMissing, `json field "b" not found`},
 		{"composite too long, then empty", "json:a+b", `{"a":"` + strings.Repeat("x", 300) + `","b":""}`, "", reasonFieldEmpty, `json field "b" is an empty string`},
+		// A field there and unusable is the record's fault whichever field is missing and
+		// in whatever order the key names them (docs/rules.md: dead-lettered either way).
+		{"composite missing, then object", "json:b+a", `{"a":{"x":1}}`, "", reasonFieldType, `json field "a" is an object`},
+		{"composite object, then missing", "json:a+b", `{"a":{"x":1}}`, "", reasonFieldType, `json field "a" is an object`},
+		{"composite empty, then object", "json:a+b", `{"a":"","b":{"o":1}}`, "", reasonFieldType, `json field "b" is an object`},
+		{"composite null, then array", "json:a+b", `{"a":null,"b":[1]}`, "", reasonFieldType, `json field "b" is an array`},
+		{"composite null, then ambiguous", "json:a+b", `{"a":null,"b":1,"b":2}`, "", reasonAmbiguousTeam, `json field "b" appears more than once`},
+		{"composite missing, then boolean, then array", "json:c+a+b", `{"a":true,"b":[1]}`, "", reasonFieldType, `json field "a" is a boolean`},
+		{"composite too long, then missing, then object", "json:a+b+c", `{"a":"` + strings.Repeat("x", 300) + `","c":{}}`, "", reasonFieldType, `json field "c" is an object`},
+		{"composite missing, then empty", "json:a+b", `{"b":""}`, "", reasonFieldMissing, `json field "a" not found`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1382,3 +1382,36 @@ func TestRulesOfOneKeyHashItOnce(t *testing.T) {
 		t.Errorf("RouteInto: %v allocations a record, want 0", n)
 	}
 }
+
+// TestCompositeKeyUnusableWhateverTheOrder: a composite key with one field missing and
+// another there but unusable is dead-lettered for the unusable one, whatever the order the
+// key names them in and whether the rule reads its fields alone or in the rules' shared
+// pass (a second rule reading one of them): docs/rules.md says so. It was judged by the
+// first field to fail, so json:b+a let {"a":{"x":1}} pass as missing (missing: skip) where
+// json:a+b dead-lettered it.
+func TestCompositeKeyUnusableWhateverTheOrder(t *testing.T) {
+	big := []limit.Config{{Window: time.Minute, Threshold: 1 << 40}}
+	for _, c := range []struct{ value, reason, detail string }{
+		{`{"a":{"x":1}}`, ReasonFieldType, `json field "a" is an object, want a string or a number`},
+		{`{"a":"","b":{"o":1}}`, ReasonFieldType, `json field "b" is an object, want a string or a number`},
+		{`{"a":null,"b":[1]}`, ReasonFieldType, `json field "b" is an array, want a string or a number`},
+		{`{"b":1,"b":2}`, ReasonAmbiguousTeam, `json field "b" appears more than once`},
+	} {
+		for _, key := range []string{"json:a+b", "json:b+a"} {
+			for _, shared := range []bool{false, true} {
+				specs := []ruleSpec{{Rule{Name: "user", Key: mustKey(t, key), SkipMissing: true, Action: ActionOverflow}, big}}
+				if shared {
+					specs = append(specs, ruleSpec{Rule{Name: "by-a", Key: mustKey(t, "json:a"), SkipMissing: true, Action: ActionOverflow}, big})
+				}
+				r := newRuleFixture(t, Config{}, specs...).r
+				var s Scratch
+				var out kgo.Record
+				o := r.RouteInto(t0, input(c.value, ""), &s, &out)
+				detail := headerValues(&out, HeaderErrorDetail)
+				if o.Route != DeadLetter || o.Reason != c.reason || !slices.Equal(detail, []string{"rule user: " + c.detail}) {
+					t.Errorf("%s under %s (shared pass %v): %s %s %q, want a dead letter: %s", c.value, key, shared, o.Route, o.Reason, detail, c.detail)
+				}
+			}
+		}
+	}
+}
