@@ -50,8 +50,11 @@ func (w *TopicWatch) flag(topic string) *atomic.Bool {
 	return f
 }
 
-// Use makes topics the rule topics in use (a new rule set's): the watch checks these,
-// and forgets whatever it knew of the others.
+// Use makes topics the rule topics in use (a new rule set's): the watch checks these.
+// A topic no longer in use keeps its mark: the old rules' router routes on until the new
+// one is stored, and while its topic is missing its records must go on to overflow
+// (RetiredGone marks one found missing after); a topic used again was checked by the
+// reload, and its mark is cleared.
 func (w *TopicWatch) Use(topics []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -65,11 +68,6 @@ func (w *TopicWatch) Use(topics []string) {
 			// In use again (a reload checked it first): whatever it was marked while no
 			// rule used it (RetiredGone) is stale.
 			w.flags[t].Store(false)
-		}
-	}
-	for t, f := range w.flags {
-		if !w.used[t] {
-			f.Store(false)
 		}
 	}
 }

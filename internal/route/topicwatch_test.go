@@ -91,6 +91,33 @@ func TestRetiredGone(t *testing.T) {
 	}
 }
 
+// A reload that drops the rule of a topic marked missing leaves the mark: the old router
+// routes on until the new one is stored, and its records for the topic go to overflow as
+// before, not to the missing topic, where each would fail (an exactly-once transaction
+// aborted) before it was rerouted. The mark was cleared by Use, before the new router took
+// over.
+func TestMissingMarkKeptWhenItsRuleIsDropped(t *testing.T) {
+	w := NewTopicWatch(topicOverflow)
+	f := newRuleFixture(t, Config{RuleTopics: w},
+		ruleSpec{Rule{Name: "merges", Key: mustKey(t, "json:team_id"), Action: ActionTopic, Topic: "events_merges"},
+			[]limit.Config{{Window: time.Minute, Threshold: 1}}},
+	)
+	w.Use([]string{"events_merges"})
+	w.SetMissing("events_merges", true)
+	w.Use(nil) // a reload without the rule, its router not yet stored
+	f.r.Route(f.clk.Now(), event("t1", "u", "e"), nil)
+	if out, _ := f.r.Route(f.clk.Now(), event("t1", "u", "e"), nil); out.Topic != topicOverflow {
+		t.Errorf("the old router, over the rule, sent to %s, want %s: the topic is missing", out.Topic, topicOverflow)
+	}
+	if !w.Missing("events_merges") || w.RetiredGone("events_merges") {
+		t.Error("the retired topic's mark was lost, or is said again")
+	}
+	w.Use([]string{"events_merges"})
+	if w.Missing("events_merges") {
+		t.Error("a topic used again (the reload checked it) still marked missing")
+	}
+}
+
 // A record a rule would send to its own topic while that topic is marked missing is
 // counted in an outcome row of overflow, under the rule and the reason it was over for
 // (rate_limited, or forced), as docs/outcomes.md says: its row names no topic (the
