@@ -33,8 +33,9 @@ import (
 // (outcomeState.hold), and each seal adds a batch to every partition it covers
 // (track.go) that completes when every row of the seal is acknowledged, so an offset is
 // committed only once the rows counting the records before it are. The poll loop seals
-// every GATE_COMMIT_INTERVAL (and polls no longer than that, so an idle gate's last
-// records get theirs), a revoke and shutdown seal before they commit. What can count
+// every Config.OutcomesFlushInterval (GATE_OUTCOMES_FLUSH_INTERVAL; and polls no longer
+// than that, so an idle gate's last records get theirs), a revoke and shutdown seal
+// before they commit. What can count
 // twice is what can be routed twice: the records after the last commit, routed again by
 // a partition's next owner after a crash or a loss; their seals' sources overlap.
 

@@ -324,7 +324,12 @@ func (c *Consumer) retryRecord(f *failed) *kgo.Record {
 				}
 			}
 		}
-		hdrs := append(f.out.Headers[:len(f.out.Headers):len(f.out.Headers)], kgo.RecordHeader{Key: route.HeaderRuleTopicMissing, Value: []byte(f.out.Topic)})
+		// Where the router puts it: after the overflow headers, before the rules' tags.
+		at := len(f.out.Headers)
+		for at > 0 && f.out.Headers[at-1].Key == route.HeaderTag {
+			at--
+		}
+		hdrs := slices.Insert(slices.Clip(f.out.Headers), at, kgo.RecordHeader{Key: route.HeaderRuleTopicMissing, Value: []byte(f.out.Topic)})
 		return &kgo.Record{Topic: w.Fallback(), Key: f.out.Key, Value: f.out.Value, Headers: hdrs, Timestamp: f.out.Timestamp}
 	}
 	return &kgo.Record{Topic: f.out.Topic, Key: f.out.Key, Value: f.out.Value, Headers: f.out.Headers, Timestamp: f.out.Timestamp}

@@ -637,3 +637,30 @@ func TestRuleTopicCreatedAgainWhileRetiredTakesRecordsOnceBack(t *testing.T) {
 			on[merges], merges, on[ovfTopic], w.Missing(merges), g.c.NotReady(), merges)
 	}
 }
+
+// A record the consumer reroutes from its missing rule topic carries the
+// gate-rule-topic-missing header where the router puts it on the records it sends to
+// overflow itself: after the overflow headers, before the rules' gate-tag headers. The
+// consumer had appended it after the tags.
+func TestReroutedRuleTopicHeaderWhereTheRouterPutsIt(t *testing.T) {
+	w := route.NewTopicWatch(ovfTopic)
+	w.Use([]string{"merges"})
+	w.SetMissing("merges", true)
+	c := &Consumer{cfg: Config{RuleTopics: w}}
+	f := &failed{out: kgo.Record{Topic: "merges", Headers: []kgo.RecordHeader{
+		{Key: "gate-source"}, {Key: route.HeaderOverflowReason}, {Key: route.HeaderOverflowRule, Value: []byte("bad-teams")},
+		{Key: route.HeaderTag, Value: []byte("t1")}, {Key: route.HeaderTag, Value: []byte("t2")},
+	}}}
+	r := c.retryRecord(f)
+	var keys []string
+	for _, h := range r.Headers {
+		keys = append(keys, h.Key)
+	}
+	want := []string{"gate-source", route.HeaderOverflowReason, route.HeaderOverflowRule, route.HeaderRuleTopicMissing, route.HeaderTag, route.HeaderTag}
+	if r.Topic != ovfTopic || strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Errorf("rerouted to %s with headers %v, want %s with %v", r.Topic, keys, ovfTopic, want)
+	}
+	if len(f.out.Headers) != 5 {
+		t.Errorf("the failed record's own headers changed: %v", f.out.Headers)
+	}
+}
