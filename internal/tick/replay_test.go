@@ -312,18 +312,7 @@ func TestLossFoundThoughTheRevealingReplyIsLost(t *testing.T) {
 	if armed.Load() {
 		t.Fatal("the fault never fired")
 	}
-	replayed := 0
-	for i := 0; ; i++ {
-		clk.Advance(time.Second)
-		r := g.tk.Tick(ctx)
-		replayed += r.Batches[outReplayed]
-		if r.Errors == 0 && r.CarriedWrites == 0 && len(g.tk.pending) == 0 {
-			break
-		}
-		if i == 5 {
-			t.Fatalf("writes never settled: %+v", r)
-		}
-	}
+	replayed := tickUntilSettled(t, g, clk)
 	if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, "team-a", ep); got != 16 {
 		t.Errorf("team-a holds %d, want the 16 counted (batches replayed: %d)", got, replayed)
 	}
@@ -511,18 +500,7 @@ func TestLossFoundThoughTwoBatchesInDoubt(t *testing.T) {
 	if armed.Load() {
 		t.Fatal("the fault never fired")
 	}
-	replayed := 0
-	for i := 0; ; i++ {
-		clk.Advance(time.Second)
-		r := g.tk.Tick(ctx)
-		replayed += r.Batches[outReplayed]
-		if r.Errors == 0 && r.CarriedWrites == 0 && len(g.tk.pending) == 0 {
-			break
-		}
-		if i == 5 {
-			t.Fatalf("writes never settled: %+v", r)
-		}
-	}
+	replayed := tickUntilSettled(t, g, clk)
 	for team, want := range map[string]int64{"team-a": 11, "team-b": 7, "team-c": 3} {
 		if got := stored(t, rc, ModeStandalone, DefaultKeyPrefix, team, ep); got != want {
 			t.Errorf("%s holds %d, want the %d counted (batches replayed: %d)", team, got, want, replayed)
@@ -578,5 +556,22 @@ func TestWriteScriptRepeatSaysWhereItsRunBegan(t *testing.T) {
 	want(run(8, 7), int64(2), int64(6))
 	if got, _ := rc.Get(ctx, "gate:c").Int64(); got != 5 {
 		t.Errorf("counter = %d, want the 5 batches applied once each", got)
+	}
+}
+
+// tickUntilSettled ticks g a second apart until nothing is pending, in doubt or failing,
+// and returns how many batches the ticks replayed.
+func tickUntilSettled(t *testing.T, g *gate, clk *clock.Fake) (replayed int) {
+	t.Helper()
+	for i := 0; ; i++ {
+		clk.Advance(time.Second)
+		r := g.tk.Tick(context.Background())
+		replayed += r.Batches[outReplayed]
+		if r.Errors == 0 && r.CarriedWrites == 0 && len(g.tk.pending) == 0 {
+			return replayed
+		}
+		if i == 5 {
+			t.Fatalf("writes never settled: %+v", r)
+		}
 	}
 }
