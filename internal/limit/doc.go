@@ -35,8 +35,9 @@
 //   - With Config.SketchWidth, a key under its floor (SyncFloor × its threshold ÷ the
 //     fleet's size, SetFleetSize) is counted in a fixed-size sketch and neither cached nor
 //     handed to the tick; the record that brings it to its floor caches it with the
-//     sketch's counts, never fewer than its own (sketch.go). The fleet's count of a key
-//     every gate keeps in its sketch is under SyncFloor of its threshold.
+//     sketch's counts less an estimate of the other keys' records they hold, which may
+//     be under its own by that noise (sketch.go). The fleet's count of a key every gate
+//     keeps in its sketch is under SyncFloor of its threshold.
 //   - Threshold overrides are swapped atomically: a check sees either the old set or the new
 //     one, never a mix.
 //   - With Config.Adaptive, a team's threshold is its override, else its learned threshold
