@@ -198,6 +198,38 @@ func TestTickNeedsOnlyTheDocumentedRedisCommands(t *testing.T) {
 	}
 }
 
+// TestBytesCostUnderTheDocumentedACL: with GATE_COST=bytes the counters are under
+// {prefix}/bytes (config.PrimaryKeyPrefix), which the documented ACL must cover too: its
+// example once granted ~gate:* alone, so that every write and read of a bytes gate was
+// refused (NOPERM) and the limiter failed open.
+func TestBytesCostUnderTheDocumentedACL(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	clients := []redis.UniversalClient{dialGate(t, srv)}
+	clk := clock.NewFake(epochStart)
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prefix = DefaultKeyPrefix + "/bytes" // config.PrimaryKeyPrefix with GATE_COST=bytes
+	tk, err := NewMulti([]Limit{{Lim: l, KeyPrefix: prefix}}, clients, Config{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := l.Epoch(clk.Now())
+	l.Check("team", 150)
+	for i := range 3 {
+		clk.Advance(time.Second)
+		if r := tk.Tick(ctx); r.Errors != 0 {
+			t.Fatalf("tick %d of a bytes gate with the documented ACL = %+v", i, r)
+		}
+	}
+	if got := stored(t, admin, ModeStandalone, prefix, "team", ep); got != 150 {
+		t.Errorf("Redis holds %d under %s, want 150", got, prefix)
+	}
+}
+
 // TestRunWithTheDocumentedACL runs what the gate runs, Run (aligned ticks, the clock
 // check, the final flush), not Tick alone, as a user with the documented ACL: no Redis
 // error, and the clock offset measured. Without +time the clock check used to fail
