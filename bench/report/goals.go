@@ -108,7 +108,7 @@ var rows = []row{
 	{"outcomes_alloc_bytes_per_record", nil, "bytes allocated per record by the gate writing outcomes, less the gate without, means (0 on the hot path: route's TestOutcomesNoAllocation; the rest is the seals')"},
 	{"outcomes_eos_alloc_bytes_per_record", nil, "the same, exactly once"},
 	{"outcomes_eos_cpu_vs_off_ratio", nil, "the bench process's CPU per record, on ÷ off, exactly once, ratio of the means"},
-	{"outcomes_rows_per_million_records", nil, "outcome rows written a million records at least once (a seal every GATE_COMMIT_INTERVAL: a row per team that routed in it), means"},
+	{"outcomes_rows_per_million_records", nil, "outcome rows written a million records at least once (a seal every GATE_OUTCOMES_FLUSH_INTERVAL, 10 s, which a run of 4,000,000 records ends before: its rows are its stop's seal, a row per team that routed in it), means"},
 	{"outcomes_eos_rows_per_million_records", nil, "the same exactly once (a seal every transaction, GATE_TRANSACTION_INTERVAL)"},
 	{"outcomes_short_run_vs_off_ratio", nil, "BenchmarkEndToEndSameClock's runs of 300,000 records, shorter than one GATE_COMMIT_INTERVAL: every row written after the last record and awaited, a shutdown's cost timed as a rate"},
 	{"outcomes_short_run_eos_vs_off_ratio", nil, "the same, exactly once"},
