@@ -1179,6 +1179,22 @@ func TestNotesStateTheLimitsUnit(t *testing.T) {
 	}
 }
 
+// TestNotesStateEveryLimit: NOTES.txt's limit line says what the gates enforce: with
+// limit.extra each further limit, and with thresholdMode adaptive that limit.threshold
+// holds only until a team has its history, not "1000000 events per 60s per team" alone.
+func TestNotesStateEveryLimit(t *testing.T) {
+	for over, want := range map[string]string{
+		"limit: {extra: [{window: 1h, threshold: 20000000}, {window: 24h, threshold: 200000000}]}": "limit           1000000 events per 60s per team; 20000000 per 1h; 200000000 per 24h (divert)",
+		"limit: {thresholdMode: adaptive}": "limit           1000000 events per 60s per team, until a team has 24h of history: then learned, 4 x its usual volume (divert)",
+	} {
+		vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, over))
+		r := mustRender(t, vals, capabilities())
+		if !strings.Contains(r.notes, want) {
+			t.Errorf("%s: NOTES.txt lacks %q:\n%s", over, want, r.notes)
+		}
+	}
+}
+
 // A redis.urls entry holding a password is refused, its message showing none of the
 // password: before, one holding ':' was shown in part (u:a:b shown u:a:xxxxx) and one
 // holding an unescaped '/' was not seen at all, and went into the Deployment as a plain
