@@ -29,12 +29,12 @@ const appVersionEnv = "testdata/appversion-env.txt"
 // version is that or later, and the chart sets no variable (in any value set) that the
 // gate of its appVersion does not know: the gate refuses unknown GATE_ names, so the
 // chart's default image would crash-loop. A chart that starts setting a new variable
-// fails here until `make release` ships a gate that knows it. Where the clone has tags:
-// the release is tagged; with them or, in a clone without tags, at the release's commit
-// ("release x.y.z"): the variable list is the one written there (a hand edit that lets
+// fails here until `make release` ships a gate that knows it. Where the clone has tags,
+// the release is tagged. At the tag, or in a clone without tags at the release's commit
+// ("release x.y.z"), the variable list is the one written there (a hand edit that lets
 // the chart set a variable the release does not know fails), and a chart changed since
-// has a newer chart version. With tags or without, the binary's
-// version (make build's VERSION) is that release too: the tree says it, not a tag.
+// has a newer chart version. With tags or without, the binary's version (make build's
+// VERSION) is that release too: the tree says it, not a tag.
 func TestVersionsMoveTogether(t *testing.T) {
 	chart := readFile(t, "capture-gate/Chart.yaml")
 	appVersion, chartVersion := chartField("appVersion").FindStringSubmatch(chart), chartField("version").FindStringSubmatch(chart)

@@ -34,9 +34,10 @@ import (
 //   - The fleet-wide count a read misses of a key over its limit is at most what the gates
 //     counted of it before promotion, each under its floor: SyncFloor × threshold. Its
 //     carried counts are the sketch's less an estimate of the noise (below, carry): over
-//     or under its own by what that estimate misses. What promotions carried is remembered (carriedCounts), so a key demoted or evicted and promoted again is
-//     not carried twice, unless its shard remembers a capacity's worth of teams already:
-//     then at most the floor, per gate, and upwards only.
+//     or under its own by what that estimate misses. What promotions carried is
+//     remembered (carriedCounts), so a key demoted or evicted and promoted again is not
+//     carried twice, unless its shard remembers a capacity's worth of teams already: then
+//     at most the floor, per gate, and upwards only.
 //   - The noise: a key's counter in one row holds, besides its own records, those of the
 //     keys sharing it; with M records in a window and W counters a row, M ÷ W on average,
 //     and the least of four rows is less. With the default width (65,536) and a million
