@@ -164,69 +164,44 @@ func subscriptionPinged(t *testing.T, sentinel *redis.Client, user string) bool 
 // TestTickNeedsOnlyTheDocumentedRedisCommands: a Redis ACL user limited to the commands
 // docs/operations.md lists for the tick ("What the gate needs from Redis") and to the
 // gate's keys writes, resends and reads: what a platform team that locks Redis down gives
-// the gate must be enough, and the list must stay true as the tick changes.
+// the gate must be enough, and the list must stay true as the tick changes. With
+// GATE_COST=bytes too, whose counters are under {prefix}/bytes (config.PrimaryKeyPrefix):
+// the example once granted ~gate:* alone, so that every write and read of a bytes gate
+// was refused (NOPERM) and the limiter failed open.
 func TestTickNeedsOnlyTheDocumentedRedisCommands(t *testing.T) {
-	srv := redistest.Start(t)
-	admin := srv.Client(t)
-	ctx := context.Background()
-	clients := []redis.UniversalClient{dialGate(t, srv)}
-	clk := clock.NewFake(epochStart)
-	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, clk, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(l, []redis.UniversalClient{clients[0]}, Config{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := l.Epoch(clk.Now())
-	l.Check("team", 150)
-	for i := range 3 {
-		clk.Advance(time.Second)
-		if r := tk.Tick(ctx); r.Errors != 0 {
-			t.Fatalf("tick %d with the documented ACL = %+v", i, r)
-		}
-	}
-	if got := stored(t, admin, ModeStandalone, DefaultKeyPrefix, "team", ep); got != 150 {
-		t.Errorf("Redis holds %d, want 150", got)
-	}
-	if d := l.Check("team", 0); !d.Limited {
-		t.Errorf("team at 1.5 × its limit not limited after reads: %+v", d)
-	}
-	if err := clients[0].Ping(ctx).Err(); err != nil {
-		t.Errorf("PING (readiness) with the documented ACL: %v", err)
-	}
-}
-
-// TestBytesCostUnderTheDocumentedACL: with GATE_COST=bytes the counters are under
-// {prefix}/bytes (config.PrimaryKeyPrefix), which the documented ACL must cover too: its
-// example once granted ~gate:* alone, so that every write and read of a bytes gate was
-// refused (NOPERM) and the limiter failed open.
-func TestBytesCostUnderTheDocumentedACL(t *testing.T) {
-	srv := redistest.Start(t)
-	admin := srv.Client(t)
-	ctx := context.Background()
-	clients := []redis.UniversalClient{dialGate(t, srv)}
-	clk := clock.NewFake(epochStart)
-	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, clk, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const prefix = DefaultKeyPrefix + "/bytes" // config.PrimaryKeyPrefix with GATE_COST=bytes
-	tk, err := NewMulti([]Limit{{Lim: l, KeyPrefix: prefix}}, clients, Config{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := l.Epoch(clk.Now())
-	l.Check("team", 150)
-	for i := range 3 {
-		clk.Advance(time.Second)
-		if r := tk.Tick(ctx); r.Errors != 0 {
-			t.Fatalf("tick %d of a bytes gate with the documented ACL = %+v", i, r)
-		}
-	}
-	if got := stored(t, admin, ModeStandalone, prefix, "team", ep); got != 150 {
-		t.Errorf("Redis holds %d under %s, want 150", got, prefix)
+	for cost, prefix := range map[string]string{"events": DefaultKeyPrefix, "bytes": DefaultKeyPrefix + "/bytes"} {
+		t.Run(cost, func(t *testing.T) {
+			srv := redistest.Start(t)
+			admin := srv.Client(t)
+			ctx := context.Background()
+			clients := []redis.UniversalClient{dialGate(t, srv)}
+			clk := clock.NewFake(epochStart)
+			l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, clk, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk, err := NewMulti([]Limit{{Lim: l, KeyPrefix: prefix}}, clients, Config{}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep := l.Epoch(clk.Now())
+			l.Check("team", 150)
+			for i := range 3 {
+				clk.Advance(time.Second)
+				if r := tk.Tick(ctx); r.Errors != 0 {
+					t.Fatalf("tick %d with the documented ACL = %+v", i, r)
+				}
+			}
+			if got := stored(t, admin, ModeStandalone, prefix, "team", ep); got != 150 {
+				t.Errorf("Redis holds %d under %s, want 150", got, prefix)
+			}
+			if d := l.Check("team", 0); !d.Limited {
+				t.Errorf("team at 1.5 × its limit not limited after reads: %+v", d)
+			}
+			if err := clients[0].Ping(ctx).Err(); err != nil {
+				t.Errorf("PING (readiness) with the documented ACL: %v", err)
+			}
+		})
 	}
 }
 
