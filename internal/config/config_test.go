@@ -25,6 +25,7 @@ import (
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/spike"
 	"github.com/capturegate/gate/internal/tick"
 )
@@ -1729,5 +1730,52 @@ func TestDesignStatesHowOverridesScale(t *testing.T) {
 	}
 	if stated := 10000 * c.Limits[0].Threshold / div; stated != got {
 		t.Errorf("docs/design.md: %q with %v: team1=10000 gets %d an hour by the formula, %d by the gates", m[0], env, stated, got)
+	}
+}
+
+// TestDocumentedACLGrantsEveryKeyPrefix: docs/operations.md's example Redis ACL ("For
+// example: `ACL SETUSER gate ...`") grants, under the default prefix, the keys of every
+// prefix the gate derives (PrimaryKeyPrefix, LimitKeyPrefix and RuleKeyPrefix, in both
+// costs): it once granted ~gate:* alone, and a GATE_COST=bytes gate's every tick was
+// refused (its counters under gate/bytes). A key pattern a prefix grows is then found
+// here, not by an operator whose limiter fails open.
+func TestDocumentedACLGrantsEveryKeyPrefix(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lead = "For example: `ACL SETUSER gate "
+	i := strings.Index(string(doc), lead)
+	if i < 0 {
+		t.Fatalf("docs/operations.md has no %s...`", lead)
+	}
+	acl := string(doc[i+len(lead):])
+	var grants []string // key patterns: each a prefix followed by '*'
+	for _, f := range strings.Fields(acl[:strings.IndexByte(acl, '`')]) {
+		if p, ok := strings.CutPrefix(f, "~"); ok {
+			if !strings.HasSuffix(p, "*") || strings.ContainsAny(strings.TrimSuffix(p, "*"), "*?[") {
+				t.Fatalf("key pattern %s: this test reads only PREFIX*", f)
+			}
+			grants = append(grants, strings.TrimSuffix(p, "*"))
+		}
+	}
+	granted := func(key string) bool {
+		return slices.ContainsFunc(grants, func(p string) bool { return strings.HasPrefix(key, p) })
+	}
+	for _, cost := range []string{"events", "bytes"} {
+		cfg, err := loadMap(map[string]string{"GATE_COST": cost, "GATE_LIMITS": "1m:1000,1h:20000"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rule := rules.Rule{Name: "team", Limits: []rules.Limit{{Window: time.Minute}, {Window: time.Hour}}}
+		if cost == "bytes" {
+			rule.Cost = route.CostBytes
+		}
+		for _, p := range []string{cfg.PrimaryKeyPrefix(), cfg.LimitKeyPrefix(0), cfg.RuleKeyPrefix(rule, 0), cfg.RuleKeyPrefix(rule, 1)} {
+			if key := p + ":team-1:29000000"; !granted(key) {
+				t.Errorf("GATE_COST=%s: key %s is granted by none of the documented ACL's key patterns %q", cost, key, grants)
+			}
+		}
 	}
 }
