@@ -66,7 +66,7 @@ func TestAdaptiveProfileLostInRedis(t *testing.T) {
 
 // TestAdaptiveProfileWriteRefused: a profile write Redis refuses (OOM: used memory over
 // maxmemory under noeviction) is one failed pipeline of one cause, counted once in
-// gate_limiter_errors_total, as its help says ("one per failed pipeline and cause"), not
+// gate_limiter_errors_total, as its help says ("one a tick per cause"), not
 // once for the script and again for the pipeline. The fold lost is not retried as such:
 // once Redis takes writes again, the team's next fold is stored, covering both periods.
 func TestAdaptiveProfileWriteRefused(t *testing.T) {
