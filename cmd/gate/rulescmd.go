@@ -20,7 +20,8 @@ Reads the rules file FILE as a gate started with GATE_RULES_FILE=FILE would, wit
 environment's topics and tick interval, and prints each rule and where its keys are in
 Redis, or every problem in the file on stderr, one a line as FILE:LINE:COL: ... (exit
 status 2). Run it before a rules file is deployed: a gate keeps its rules in use when the
-file changes into one it cannot use.
+file changes into one it cannot use. The topics of topic:NAME actions are not checked
+(that needs the broker): it names each, and a gate refuses the file while one is missing.
 `
 
 // rulesCmd runs `gate rules check FILE`.
@@ -100,6 +101,14 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 	}
 	if tick.Mode(cfg.RedisMode) == tick.ModeCluster {
 		if _, err := fmt.Fprintf(stdout, "GATE_REDIS_MODE=cluster: {sN} is the key's shard in braces, its hash tag (N from 0 to %d)\n", tick.ClusterShards-1); err != nil {
+			return err
+		}
+	}
+	// The rules' topics need a broker to check, which this command does not ask: a gate
+	// refuses a file whose topic is missing or not writable, at start and at a reload, so
+	// the check says what it left to the gate rather than pass such a file silently.
+	for _, t := range set.Topics() {
+		if _, err := fmt.Fprintf(stdout, "topic %s: not checked here; the gate needs it to exist with WRITE allowed (max.message.bytes as the overflow topic's) and refuses the file at start or reload otherwise\n", t); err != nil {
 			return err
 		}
 	}

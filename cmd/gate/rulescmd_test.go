@@ -54,6 +54,19 @@ func TestRulesCheck(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// A topic:NAME action's topic needs the broker: the check says it did not look, so a
+	// file passing it is not taken for one a gate will take (a shadow rule's topic is not
+	// the gate's: none is named above).
+	if strings.Contains(out, "topic merges") {
+		t.Errorf("a shadow rule's topic named as one the gate needs:\n%s", out)
+	}
+	topicFile := filepath.Join(dir, "topic.yaml")
+	if err := os.WriteFile(topicFile, []byte("rules:\n  - {name: merges, key: json:team_id, limits: [1m:5], action: topic:events_merges_overflow}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := do(nil, "check", topicFile); err != nil || !strings.Contains(out, "topic events_merges_overflow: not checked here; the gate needs it to exist with WRITE allowed") {
+		t.Errorf("check of a rule with its own topic: %v\n%s\nwant a line saying the topic was not checked", err, out)
+	}
 	// Every problem on a line of its own on stderr, as FILE:LINE:COL: (a gate's log has
 	// them on one); the error counts them.
 	out, stderr, err := doAll(map[string]string{"GATE_INPUT_TOPIC": "raw"}, "check", bad)

@@ -11,7 +11,7 @@
 //     output topics. So, summed over a team's rows but shadow_over, records equal what
 //     the gate wrote for it (or dropped).
 //   - Rows are partial sums: a gate seals many times within an interval (every
-//     transaction with exactly-once delivery, every commit interval with at-least-once),
+//     transaction with exactly-once delivery, every GATE_OUTCOMES_FLUSH_INTERVAL with at-least-once),
 //     and a reader sums the rows of one (interval_start, team, key, rule, outcome,
 //     reason). A seal merges the Aggs of a gate's routing goroutines (Seal): one row per
 //     key, rule, outcome and reason whichever partition counted it. Each row names its
