@@ -455,6 +455,15 @@ func (a *TeamAPI) rank(now time.Time, n int) TopAnswer {
 		return p
 	}
 	slices.SortFunc(out.Teams, func(x, y TeamJSON) int {
+		// A limited key first: one held in overflow (GATE_DIVERT_HOLD) sends every record
+		// away though its pressure may have fallen near 0, as the runbook's "teams in
+		// overflow" step expects to find it here.
+		if x.Limited != y.Limited {
+			if x.Limited {
+				return -1
+			}
+			return 1
+		}
 		if c := cmp.Compare(maxPressure(y), maxPressure(x)); c != 0 {
 			return c
 		}

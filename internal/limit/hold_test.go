@@ -37,6 +37,17 @@ func TestHoldKeepsATeamDiverted(t *testing.T) {
 	if !ok || !st.HeldSince.Equal(at(time.Second)) || st.ReleaseAt.Before(at(21*time.Second)) || st.ReleaseAt.After(at(22*time.Second)) {
 		t.Errorf("team view while held: since %v, release at %v; want since 1 s (the first sweep), release at 21–22 s", st.HeldSince.Sub(t0), st.ReleaseAt.Sub(t0))
 	}
+	// Top lists a held team before one under its limit whose pressure is higher: every
+	// record of the held one is still sent away, and the runbook looks for teams in
+	// overflow in gate team -top.
+	now := at(20500 * time.Millisecond)
+	l.CheckAt(now, "b", 500)
+	if b, _ := l.Snapshot(now, "b"); b.Limited || b.Pressure() <= st.Pressure() {
+		t.Fatalf("b: %+v, want under its limit with a pressure over held a's %.2f", b, st.Pressure())
+	}
+	if top := l.Top(now, 1); len(top) != 1 || top[0].Team != "a" {
+		t.Errorf("Top(1) while a is held: %+v, want a (limited) before b (higher pressure, not limited)", top)
+	}
 	sweepEvery(t, l, 20*time.Second, 23*time.Second)
 	if d := l.CheckAt(at(23*time.Second), "a", 0); d.Limited || d.Held {
 		t.Errorf("23 s on, under the release level for over 10 s: %+v, want released", d)

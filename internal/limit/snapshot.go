@@ -89,8 +89,10 @@ func (l *Limiter) Snapshot(now time.Time, team string) (TeamState, bool) {
 	return l.state(now, e, team), true
 }
 
-// Top returns the n cached teams with the highest pressure (level / threshold) at now,
-// highest first. It visits every cached team, taking each shard's mutex in turn: an
+// Top returns the n cached teams limited at now (over their limit, or held in overflow
+// under Config.DivertHold, whose level may have fallen far below it: every record of theirs
+// is still sent away) and then with the highest pressure (level / threshold), each part
+// highest pressure first. It visits every cached team, taking each shard's mutex in turn: an
 // operator's query, not something to call per record.
 func (l *Limiter) Top(now time.Time, n int) []TeamState {
 	if n <= 0 {
@@ -118,6 +120,12 @@ func (l *Limiter) Top(now time.Time, n int) []TeamState {
 		}
 	}
 	slices.SortFunc(all, func(a, b TeamState) int {
+		if a.Limited != b.Limited {
+			if a.Limited {
+				return -1
+			}
+			return 1
+		}
 		if c := cmp.Compare(b.Pressure(), a.Pressure()); c != 0 {
 			return c
 		}
