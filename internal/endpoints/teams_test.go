@@ -559,3 +559,47 @@ func TestTeamAPIQuotesKeysThatAreNotUTF8(t *testing.T) {
 		t.Errorf("?top=3: team and team_quoted %q, want %q", quoted, want)
 	}
 }
+
+// TestTeamAPIHeldKeyRankedFirst: a key held in overflow (DivertHold) whose level fell
+// under its limit is still limited, every record of it sent away, so ?top=1 names it
+// before a busier key under its limits: the runbook's "teams in overflow" looks here.
+func TestTeamAPIHeldKeyRankedFirst(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_040, 0).Truncate(time.Minute)
+	clk := clock.NewFake(t0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, DivertHold: 10 * time.Second, DivertRelease: 0.8}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour, err := limit.New(limit.Config{Window: time.Hour, Threshold: 1000}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At its limit, as the fleet's count says (a read of 100 in the window before t0), then
+	// draining for 20 s, sweeps a second apart and no read: under its release level (80)
+	// since about 12 s, under DivertHold's 10 s, so still held.
+	lim.CheckAt(t0, "held", 1)
+	var sw limit.Sweep
+	lim.Sweep(t0, &sw)
+	for i := range sw.Reads {
+		lim.ApplyRead(&sw.Reads[i], 0, 100, t0)
+	}
+	if d := lim.CheckAt(t0, "held", 0); !d.Held {
+		t.Fatalf("at its limit: %+v, want held", d)
+	}
+	for s := 1; s <= 20; s++ {
+		lim.Sweep(t0.Add(time.Duration(s)*time.Second), new(limit.Sweep))
+	}
+	now := t0.Add(20 * time.Second)
+	lim.CheckAt(now, "busy", 90)
+	hour.CheckAt(now, "busy", 90)
+	h, _ := lim.Snapshot(now, "held")
+	b, _ := lim.Snapshot(now, "busy")
+	if !h.Limited || h.HeldSince.IsZero() || h.Pressure() >= b.Pressure() || b.Limited {
+		t.Fatalf("held %+v, busy %+v: want held limited under busy's pressure, busy not limited", h, b)
+	}
+	api := NewTeamAPI(GateJSON{}, FixedRules(lim, hour))
+	if ans := api.rank(now, 1); len(ans.Teams) != 1 || ans.Teams[0].Team != "held" || !ans.Teams[0].Limited {
+		t.Errorf("?top=1 while held is held: %+v, want held", ans.Teams)
+	}
+}
