@@ -241,3 +241,31 @@ func TestReplayClockEventRefusesLearnedThresholds(t *testing.T) {
 		t.Errorf("gate replay -clock event -rules %s: %v; want it to reach the broker (and fail to dial it)", static, err)
 	}
 }
+
+// gate replay -clock event reads a rules file as the gate in its environment would:
+// a rule's track: above_floor and max_keys (kept in a sketch on the wall clock only) are
+// refused under GATE_CLOCK=event, which the gate refuses them under, and not for the
+// flag, as replay counts every key exactly on either clock. The flag's clock was read
+// as GATE_CLOCK: the file was refused naming a variable nobody had set.
+func TestReplayClockEventReadsTheFileAsTheGate(t *testing.T) {
+	t.Parallel()
+	tracked := filepath.Join(t.TempDir(), "tracked.yaml")
+	if err := os.WriteFile(tracked, []byte("rules:\n  - name: team-user\n    key: json:team_id+distinct_id\n    limits: [1m:100]\n    track: above_floor\n    max_keys: 500\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replayed := func(env map[string]string, args ...string) error {
+		e := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1"}
+		maps.Copy(e, env)
+		var stdout, stderr bytes.Buffer
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		return run(ctx, append([]string{"replay", "-from", "1h", "-rules", tracked}, args...), testHost(e), &stdout, &stderr)
+	}
+	if err := replayed(nil, "-clock", "event"); err == nil || strings.Contains(err.Error(), "GATE_CLOCK") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("gate replay -clock event -rules %s: %v; want it to reach the broker (and fail to dial it)", tracked, err)
+	}
+	err := replayed(map[string]string{"GATE_CLOCK": "event"})
+	if err == nil || !strings.Contains(err.Error(), "GATE_CLOCK=event") || !strings.Contains(err.Error(), ".track") {
+		t.Errorf("gate replay -rules %s under GATE_CLOCK=event: %v; want the file refused as the gate refuses it, naming track and GATE_CLOCK=event", tracked, err)
+	}
+}

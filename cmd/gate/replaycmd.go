@@ -126,13 +126,18 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if err != nil {
 		return err
 	}
+	// The files are read as a gate in this environment reads them, before -clock: the
+	// flag's clock is replay's, not GATE_CLOCK, and what the parser keeps from the wall
+	// clock only (track: above_floor, max_keys) is an economy of Redis replay does not
+	// have (it counts every key exactly on either clock).
+	ropts := replayRulesOptions(cfg)
 	if o.clock != "" {
 		c, err := limit.ParseClock(o.clock)
 		if err != nil {
 			return &cli.UsageError{Msg: fmt.Sprintf("replay: -clock %q: want wall or event", o.clock)}
 		}
 		if c == limit.EventClock && cfg.Clock.Clock != limit.EventClock {
-			if err := learnedOnWallOnly(cfg, o.rules, o.against); err != nil {
+			if err := learnedOnWallOnly(cfg, ropts, o.rules, o.against); err != nil {
 				return err
 			}
 		}
@@ -142,7 +147,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if o.topic != "" {
 		rng.Topic = o.topic
 	}
-	first, set, err := replayCandidate(cfg, o.rules)
+	first, set, err := replayCandidate(cfg, ropts, o.rules)
 	if err != nil {
 		return err
 	}
@@ -151,10 +156,23 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	// the range is read: a missing one is a note, not a refusal, as the rehearsal is
 	// the point).
 	topicSets := map[string][]string{}
+	// Replay reads a drop rule whether or not GATE_OUTCOMES_TOPIC is set (it records
+	// every fate); a gate in this environment refuses it when unset, which is said.
+	var notes []string
 	addTopics := func(c *replay.Candidate, set *rules.Set) {
-		if set != nil {
-			for _, t := range set.Topics() {
-				topicSets[t] = append(topicSets[t], c.Name())
+		if set == nil {
+			return
+		}
+		for _, t := range set.Topics() {
+			topicSets[t] = append(topicSets[t], c.Name())
+		}
+		if cfg.OutcomesTopic != "" {
+			return
+		}
+		for _, r := range set.Rules {
+			if r.Action.Kind == rules.Drop && !r.Shadow {
+				notes = append(notes, fmt.Sprintf("rule %s of %s drops records: a gate in this environment refuses the file (action drop needs GATE_OUTCOMES_TOPIC, so that nothing vanishes unrecorded), where this replay counts them as dropped",
+					r.Name, c.Name()))
 			}
 		}
 	}
@@ -164,7 +182,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		if file == "current" {
 			file = ""
 		}
-		second, set, err := replayCandidate(cfg, file)
+		second, set, err := replayCandidate(cfg, ropts, file)
 		if err != nil {
 			return err
 		}
@@ -233,6 +251,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		cutOffsets(stderr, rng.Offsets, parts)
 	}
 	rep := eng.Report(o.top)
+	rep.Notes = append(rep.Notes, notes...)
 	rep.Notes = append(rep.Notes, missingRuleTopics(ctx, opts, topicSets)...)
 	if parts == nil {
 		parts = []replay.PartitionRange{} // stopped before the offsets were listed: [] in -json, not null
@@ -281,14 +300,14 @@ func noTopic(doing, topic string, flag bool, variable string, err error) error {
 var errReplayStopped = errors.New("replay stopped before the end of its range: the report (marked partial) covers what was read")
 
 // replayCandidate is the set of limits of the rules file file, or, when file is empty,
-// the environment's (GATE_RULES_FILE, else the GATE_* limits).
-func replayCandidate(cfg config.Config, file string) (*replay.Candidate, *rules.Set, error) {
+// the environment's (GATE_RULES_FILE, else the GATE_* limits); a file is read with ropts.
+func replayCandidate(cfg config.Config, ropts rules.Options, file string) (*replay.Candidate, *rules.Set, error) {
 	file = cmp.Or(file, cfg.RulesFile)
 	if file == "" {
 		c, err := replay.NewCandidate("GATE_* limits", cfg, nil)
 		return c, nil, err
 	}
-	set, err := rules.ReadFile(file, replayRulesOptions(cfg))
+	set, err := rules.ReadFile(file, ropts)
 	if err != nil {
 		return nil, nil, config.Problems{fmt.Errorf("rules file %s: %w", file, err)}
 	}
@@ -339,7 +358,7 @@ func replayRulesOptions(cfg config.Config) rules.Options {
 // adaptive), which are kept on the wall clock only: replayed on the event clock they
 // failed to build, blaming GATE_CLOCK, which the user had not set. rulesFile and against are
 // the flags; a file that cannot be read is left for the replay to report.
-func learnedOnWallOnly(cfg config.Config, rulesFile, against string) error {
+func learnedOnWallOnly(cfg config.Config, ropts rules.Options, rulesFile, against string) error {
 	files := []string{cmp.Or(rulesFile, cfg.RulesFile)}
 	if against != "" {
 		if against == "current" {
@@ -359,7 +378,7 @@ func learnedOnWallOnly(cfg config.Config, rulesFile, against string) error {
 		}
 		// Read as the replay reads it: without outcomes a drop rule fails here, and the
 		// replay's own read then blamed GATE_CLOCK.
-		set, err := rules.ReadFile(file, replayRulesOptions(cfg))
+		set, err := rules.ReadFile(file, ropts)
 		if err != nil {
 			continue
 		}

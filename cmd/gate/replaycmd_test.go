@@ -340,3 +340,37 @@ func TestReplaySaysARuleTopicDoesNotExist(t *testing.T) {
 		}
 	}
 }
+
+// A drop rule is read by replay whether or not GATE_OUTCOMES_TOPIC is set (it records
+// every fate), where a gate in that environment refuses the file: the report says so,
+// naming the rule and the variable, and not once the variable is set, nor for a drop
+// rule in shadow (which a gate takes without outcomes).
+func TestReplaySaysADropRuleNeedsOutcomes(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Value: []byte(`{"team_id":"a"}`), Timestamp: testNow.Add(-time.Minute)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte("rules:\n  - {name: bots, key: json:team_id, limits: [1m:5], action: drop}\n  - {name: trial, key: json:team_id, limits: [1m:5], action: drop, shadow: true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "rule bots of " + file + " drops records: a gate in this environment refuses the file (action drop needs GATE_OUTCOMES_TOPIC"
+	for _, outcomes := range []string{"", "outcomes"} {
+		e := maps.Clone(env)
+		if outcomes != "" {
+			e["GATE_OUTCOMES_TOPIC"] = outcomes
+		}
+		for _, args := range [][]string{{"-rules", file}, {"-rules", file, "-json"}} {
+			var stdout, stderr bytes.Buffer
+			if err := run(t.Context(), append([]string{"replay", "-from", "1h"}, args...), testHost(e), &stdout, &stderr); err != nil {
+				t.Fatalf("gate replay %q: %v\n%s", args, err, stderr.String())
+			}
+			out := stdout.String()
+			if strings.Contains(out, want) != (outcomes == "") || strings.Contains(out, "rule trial") {
+				t.Errorf("gate replay %q with GATE_OUTCOMES_TOPIC=%q: want the note %q only without it, and nothing of trial:\n%s", args, outcomes, want, out)
+			}
+		}
+	}
+}

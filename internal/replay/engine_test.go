@@ -733,3 +733,34 @@ rules:
 		}
 	}
 }
+
+// A rules file read as a gate on the wall clock reads it (track: above_floor, max_keys:
+// what it keeps of its quiet keys in a sketch) replays on the event clock, as gate
+// replay -clock event does, and decides as the file without them: replay counts every
+// key exactly on either clock.
+func TestReplayOnTheEventClockIgnoresTheSketch(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_CLOCK": "event"})
+	const rule = "rules:\n  - name: team-user\n    key: json:team_id+distinct_id\n    limits: [1m:50]\n"
+	wall := cfg.RulesOptions()
+	wall.EventClock, wall.Outcomes = false, true
+	tracked, err := rules.Parse("rules.yaml", []byte(rule+"    track: above_floor\n    max_keys: 5\n"), wall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := tracked.Rules[0]; !r.AboveFloor || r.MaxKeys != 5 {
+		t.Fatalf("read on the wall clock: %+v, want track above_floor and max_keys 5", r)
+	}
+	a, err := NewCandidate("tracked", cfg, tracked)
+	if err != nil {
+		t.Fatalf("a rule with track: above_floor on the event clock: %v", err)
+	}
+	b, err := NewCandidate("plain", cfg, testRules(t, cfg, rule))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, a, b)
+	got, want := r.Candidates[0], r.Candidates[1]
+	if got.Total != want.Total || got.Total.Overflow == 0 {
+		t.Errorf("tracked %+v, plain %+v: want the same fates, some over the limit", got.Total, want.Total)
+	}
+}
