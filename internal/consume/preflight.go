@@ -259,7 +259,11 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 // alone then dead-lettered alone, two round trips a record, with no line said. A topic
 // the gate may not describe (DESCRIBE_CONFIGS) is not checked.
 func (c *Consumer) keylessProblems(ctx context.Context, topics []string) []string {
-	return c.compactedProblems(ctx, c.cl, slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return !c.keyless(t) }))
+	var out []string
+	for _, p := range c.compactedProblems(ctx, c.cl, slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return !c.keyless(t) })) {
+		out = append(out, p.Problem)
+	}
+	return out
 }
 
 // keyless reports that the gate writes records without a key to topic t
@@ -277,7 +281,7 @@ func (c *Consumer) rulesKeyless() bool {
 
 // compactedProblems names each of topics, written without keys, that is compacted
 // (keylessProblems), asking with cl.
-func (c *Consumer) compactedProblems(ctx context.Context, cl *kgo.Client, topics []string) []string {
+func (c *Consumer) compactedProblems(ctx context.Context, cl *kgo.Client, topics []string) []*TopicError {
 	if len(topics) == 0 {
 		return nil
 	}
@@ -289,10 +293,10 @@ func (c *Consumer) compactedProblems(ctx context.Context, cl *kgo.Client, topics
 	for t, err := range errs {
 		c.log.Debug("kafka: could not read an output topic's cleanup.policy", "topic", t, "err", err)
 	}
-	var found []string
+	var found []*TopicError
 	for _, t := range topics {
 		if policy := settings[t]["cleanup.policy"]; compacted(policy) {
-			found = append(found, compactedProblem(t, policy))
+			found = append(found, &TopicError{Topic: t, Problem: compactedProblem(t, policy)})
 		}
 	}
 	return found

@@ -105,10 +105,20 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 // retriable), not that the topic is missing or closed to the gate.
 var ErrUnasked = errors.New("kafka could not be asked")
 
+// TopicError is one topic's problem, as CheckTopics finds it: its error joins one a
+// topic that fails, so that a caller can say which of its rules name it.
+type TopicError struct {
+	Topic   string
+	Problem string // names the topic, and what to do
+}
+
+func (e *TopicError) Error() string { return e.Problem }
+
 // CheckTopics checks that each of topics exists and that the gate may write to it, as
 // preflight checks the gate's own topics: a rules reload naming a topic that fails is
 // refused (internal/gate). Topics that pass get their batch limits read, as the
-// preflight reads the gate's own (readBatchLimits), a change of a known one said. The error names every topic that fails, and what to do; when
+// preflight reads the gate's own (readBatchLimits), a change of a known one said. The
+// error joins a *TopicError for every topic that fails, naming it and what to do; when
 // none is known to fail but the cluster could not be asked about some, it wraps
 // ErrUnasked instead.
 func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
@@ -132,7 +142,7 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 		case topicUnanswered(resp, t):
 			unasked = append(unasked, errors.New(p))
 		default:
-			errs = append(errs, errors.New(p))
+			errs = append(errs, &TopicError{Topic: t, Problem: p})
 		}
 	}
 	if len(errs) == 0 && len(unasked) > 0 {
@@ -168,7 +178,7 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 		// A compacted one refuses every record of its rules (keylessProblems).
 		if ps := c.compactedProblems(ctx, cl, topics); len(ps) > 0 {
 			for _, p := range ps {
-				errs = append(errs, errors.New(p))
+				errs = append(errs, p)
 			}
 			return errors.Join(errs...)
 		}

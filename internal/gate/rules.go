@@ -179,9 +179,28 @@ func (g *Gate) checkRuleTopics(ctx context.Context, set *rules.Set) error {
 	if err := g.Consumer.CheckTopics(ctx, topics); errors.Is(err, consume.ErrUnasked) {
 		return fmt.Errorf("%w: %w", rules.ErrUnchecked, err)
 	} else if err != nil {
-		return fmt.Errorf("a rule's topic cannot take the gate's records: %w", err)
+		// Each topic's problem at each rule that names it, as a parse problem is said
+		// (FILE:LINE:COL and the field): the operator fixes the file or the topic there.
+		var ps rules.Problems
+		for _, e := range joined(err) {
+			if te := (*consume.TopicError)(nil); errors.As(e, &te) {
+				ps = append(ps, set.TopicProblems(te.Topic, "a rule's topic cannot take the gate's records: "+te.Problem)...)
+			}
+		}
+		if len(ps) == 0 {
+			return fmt.Errorf("a rule's topic cannot take the gate's records: %w", err)
+		}
+		return ps
 	}
 	return nil
+}
+
+// joined is err's errors when it joins several, else err.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // describe is gen's rule names and their keys' prefixes, for the log.

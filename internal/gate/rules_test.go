@@ -498,10 +498,11 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 		"GATE_RULES_FILE":    path,
 	})
 	checks := topicChecks(kc, "no-such-topic")
-	g := startReloading(t, cfg, "reload-topic-test")
+	g, logs := startReloadingLogged(t, cfg, "reload-topic-test")
 	first := g.gen.Load()
 
-	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:no-such-topic'}\n")
+	const merges = "  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:no-such-topic'}"
+	writeRules(t, path, team+merges+"\n")
 	waitFor(t, "the edit naming a missing topic to be refused", func() bool {
 		return labelValue(t, g, "gate_rules_loads_total", "result", "error") == 1
 	})
@@ -511,6 +512,12 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 	}
 	if got := labelValue(t, g, "gate_rules_loads_total", "result", "error"); got != 1 {
 		t.Errorf("the refusal counted %v times, want once", got)
+	}
+	// Said as a parse problem is: the file, the action's line and column, the rule.
+	at := fmt.Sprintf(`%s:3:%d: rules[1] \"merges\".action: a rule's topic cannot take the gate's records: topic \"no-such-topic\" does not exist`,
+		path, strings.Index(merges, "'topic:")+1)
+	if n := strings.Count(logs.String(), "rules file changed but cannot be used"); n != 1 || !strings.Contains(logs.String(), at) {
+		t.Errorf("%d refusal lines, want one saying %s:\n%s", n, at, logs.String())
 	}
 
 	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")

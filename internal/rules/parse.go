@@ -302,6 +302,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		case "action":
 			if p.scalar(v, fp) {
 				r.Action = p.action(v, fp)
+				r.ActionAt = Place{Line: v.Line, Col: v.Column, Path: fp}
 			}
 		case "force":
 			if v.Kind != yaml.SequenceNode {

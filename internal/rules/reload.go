@@ -217,7 +217,11 @@ func (r *Reloader) read(ctx context.Context, now time.Time) bool {
 				}
 				return false
 			}
-			err = fmt.Errorf("%w: %s: %w", ErrRules, r.path, cerr)
+			if ps := Problems(nil); errors.As(cerr, &ps) {
+				err = fmt.Errorf("%w: %w", ErrRules, cerr) // each names the file, at its place
+			} else {
+				err = fmt.Errorf("%w: %s: %w", ErrRules, r.path, cerr)
+			}
 		}
 	}
 	if err != nil {

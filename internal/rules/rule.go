@@ -63,6 +63,17 @@ type Rule struct {
 	// writes every key. Default: above_floor for a key of several fields or a rule with a
 	// match, all otherwise.
 	AboveFloor bool
+	// ActionAt is where the action is written (zero when not: the default overflow), for
+	// a problem of it found once the file is read (its topic missing at a reload), said
+	// at its place as a parse problem is.
+	ActionAt Place
+}
+
+// Place is where a field is written in a rules file: its line and column, and its path
+// (rules[1] "hot".action).
+type Place struct {
+	Line, Col int
+	Path      string
 }
 
 // Limit is one window and its threshold, as an entry of GATE_LIMITS.
@@ -191,6 +202,19 @@ func (a Action) String() string {
 		return "drop"
 	}
 	return "topic:" + a.Topic
+}
+
+// TopicProblems is msg, a problem of topic (missing, or closed to the gate), said at
+// the action of each enforced rule of s that sends records to it, as a parse problem is
+// said: FILE:LINE:COL: rules[1] "hot".action: msg.
+func (s *Set) TopicProblems(topic, msg string) Problems {
+	var out Problems
+	for _, r := range s.Rules {
+		if r.Action.Kind == Topic && !r.Shadow && r.Action.Topic == topic {
+			out = append(out, &Problem{File: s.Source, Line: r.ActionAt.Line, Col: r.ActionAt.Col, Path: r.ActionAt.Path, Msg: msg})
+		}
+	}
+	return out
 }
 
 // Topics are the topics of the set's enforced topic:NAME actions, each once, in rule
