@@ -22,6 +22,9 @@ Redis, or every problem in the file on stderr, one a line as FILE:LINE:COL: ... 
 status 2). Run it before a rules file is deployed: a gate keeps its rules in use when the
 file changes into one it cannot use. The topics of topic:NAME actions are not checked
 (that needs the broker): it names each, and a gate refuses the file while one is missing.
+Variables a rules file replaces (GATE_THRESHOLD, GATE_OVERRIDES, ...) set in this
+environment are not the file's problem, but a gate with the file refuses to start with
+them: a note on stderr names them.
 `
 
 // rulesCmd runs `gate rules check FILE`.
@@ -41,6 +44,15 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 	cfg, err := config.Load(config.RulesFileEnv(getenv, path), names)
 	if err != nil {
 		return err
+	}
+	if set := config.RulesFileConflicts(getenv); len(set) > 0 {
+		// Not the file's problem (a shell may hold them), but where this environment is
+		// the gate's, the gate would refuse to start: said, so that a passing check is not
+		// taken for a deployment that starts.
+		if _, err := fmt.Fprintf(stderr, "gate rules check: note: %s set here: a gate started with a rules file refuses to start with them (each rule says its own key, limits, mode, cost, threshold mode and forced keys); unset them where the gate runs this file\n",
+			strings.Join(set, ", ")); err != nil {
+			return err
+		}
 	}
 	set, err := rules.ReadFile(path, cfg.RulesOptions())
 	var ps rules.Problems

@@ -42,10 +42,17 @@ func TestRulesCheck(t *testing.T) {
 		out, _, err := doAll(env, args...)
 		return out, err
 	}
-	// GATE_KEY_FROM set in the shell is not the file's business.
-	out, err := do(map[string]string{"GATE_KEY_FROM": "json:x", "GATE_REDIS_PREFIX": "prod"}, "check", good)
+	// GATE_KEY_FROM set in the shell is not the file's business, but a gate in this
+	// environment would refuse to start with the file: said on stderr.
+	out, note, err := doAll(map[string]string{"GATE_KEY_FROM": "json:x", "GATE_OVERRIDES": "a=5", "GATE_REDIS_PREFIX": "prod"}, "check", good)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(note, "note: GATE_KEY_FROM, GATE_OVERRIDES set here: a gate started with a rules file refuses to start with them") {
+		t.Errorf("stderr %q: want a note naming GATE_KEY_FROM and GATE_OVERRIDES, which a gate with the file refuses", note)
+	}
+	if _, note, err := doAll(map[string]string{"GATE_REDIS_PREFIX": "prod"}, "check", good); err != nil || note != "" {
+		t.Errorf("gate rules check in a clean environment: %v, stderr %q; want none", err, note)
 	}
 	for _, want := range []string{"3 rules", "team-user", "learned-user: its further limits keep keys under their floor", "its first, adaptive, caches and writes every key", "json:team_id+distinct_id (skip if missing)", "1m0s:5000,1h0m0s:100000", "cap",
 		"json:event in [$identify]", "topic:merges (shadow)", "prod:rule:merges:{key}:{epoch}",

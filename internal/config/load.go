@@ -93,13 +93,7 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 	// forced keys: the variables that say them for the gate without rules would be
 	// ignored, so setting one is an error.
 	if c.RulesFile != "" {
-		var set []string
-		for _, v := range rulesReplace {
-			if strings.TrimSpace(getenv(envPrefix+"_"+v)) != "" {
-				set = append(set, envPrefix+"_"+v)
-			}
-		}
-		if len(set) > 0 {
+		if set := RulesFileConflicts(getenv); len(set) > 0 {
 			p.add(&varError{Key: envPrefix + "_RULES_FILE", Value: raw[envPrefix+"_RULES_FILE"],
 				Want: "a rules file with " + strings.Join(set, ", ") + " unset: each rule says its own key, limits, mode, cost, threshold mode and forced keys"})
 			failed[envPrefix+"_RULES_FILE"] = true
@@ -121,6 +115,20 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 
 // rulesReplace are the variables a rules file replaces (GATE_RULES_FILE).
 var rulesReplace = []string{"KEY_FROM", "WINDOW", "THRESHOLD", "LIMITS", "LIMIT_MODE", "COST", "THRESHOLD_MODE", "OVERRIDES", "FORCE_OVERFLOW"}
+
+// RulesFileConflicts are the variables getenv sets that a rules file replaces
+// (GATE_THRESHOLD, ...): a gate with GATE_RULES_FILE refuses to start with any of them.
+// RulesFileEnv reads them as unset, so that gate rules check can say them apart from
+// the file's problems.
+func RulesFileConflicts(getenv func(string) string) []string {
+	var set []string
+	for _, v := range rulesReplace {
+		if strings.TrimSpace(getenv(envPrefix+"_"+v)) != "" {
+			set = append(set, envPrefix+"_"+v)
+		}
+	}
+	return set
+}
 
 // Names returns the GATE_ variable names Load checks for typos, from environ (the
 // process environment, os.Environ), since getenv cannot list what it holds; a name counts
