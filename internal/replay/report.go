@@ -111,7 +111,10 @@ type RuleFate struct {
 }
 
 // KeyReport is one key as a rule saw it: the records limited (or tagged, or over a
-// shadow rule) and when, and how far over its threshold it went.
+// shadow rule) and when, and how far over its threshold it went. Its Tagged counts the
+// records whose fate was the rule's tag, unlike its RuleFate's: a record another rule
+// tagged first, or sent away after, is counted at that rule's key (an outcome row names
+// one rule and key), so a rule's keys' Tagged may sum to less than its RuleFate's.
 type KeyReport struct {
 	Rule       string `json:"rule"`
 	Key        string `json:"key"`
