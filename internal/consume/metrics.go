@@ -78,7 +78,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		}, []string{"partition"}),
 		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gate_fetch_errors_total",
-			Help: "Fetch errors reported by the client, which retries them.",
+			Help: "Fetch errors the client hands back, not cured by its own retries (a fetch or group refused, a session ended, a connection or login refused), each counted; the gate polls again, and a refusal also makes it not ready.",
 		}),
 		undeliverable: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_records_undeliverable_total",
