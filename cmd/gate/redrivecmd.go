@@ -38,12 +38,15 @@ not copied: its line names where it still is in the input (gate-source). Nor is 
 stamped outside the times the input topic takes (message.timestamp.before.max.ms,
 after.max.ms): its line says when it was stamped, and the error gives the -offsets that
 copy it once the topic takes it, as it does for the copies the broker refused.
+A dead-letter topic of message.timestamp.type=LogAppendTime keeps when each record was
+dead-lettered, not its input record's time: its copies carry that (said on stderr).
 
 The dead letters copied are those whose record times are from -from to -to (T: a time,
 RFC 3339, or a duration before now, 24h), or exactly -offsets, and with -reason those of
 the gate-error reasons given (not_json,rejected). It joins no group and commits nothing:
 a range copied twice is in the input twice; the offsets it read are printed, as
--offsets takes them. -dry-run copies nothing and says what it would copy.
+-offsets takes them (a range past a partition's end is read to it, and said). -dry-run
+copies nothing and says what it would copy.
 `
 
 type redriveOpts struct {
@@ -101,6 +104,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	asked := rng.Offsets // -offsets's ranges, nil without it
 	if len(rng.Offsets) == 0 {
 		// Read from the first offset at or after -from to the end, each dead letter judged
 		// by its own time: a dead-letter topic's times go back and forth (a rejected one is
@@ -146,6 +150,14 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return fmt.Errorf("creating the Kafka client: %w", err)
 		}
 		defer bcl.Close()
+	}
+	// A dead-letter topic whose broker stamps append times replaced each dead letter's
+	// time (its input record's, which the docs promise the copy) with when it was
+	// dead-lettered: said, as its copies carry that time and -from and -to select by it.
+	if appended, err := consume.TopicAppendTimed(ctx, bcl, rng.Topic); err != nil {
+		log.Debug("redrive: the dead-letter topic's message.timestamp.type not read", "err", err)
+	} else if appended {
+		fmt.Fprintf(stderr, "gate redrive: %s stamps each record when appended (message.timestamp.type=LogAppendTime): a dead letter's time is when it was dead-lettered, not its input record's; its copy carries that time, and -from and -to select by it\n", rng.Topic)
 	}
 	tooOld, tooNew, berr := consume.TopicTimestampBounds(ctx, bcl, cfg.InputTopic)
 	if berr != nil {
@@ -197,8 +209,10 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return
 		case out == nil:
 			if inRange {
+				// Header values as the record has them, quoted when odd: a newline in one
+				// would print a line of its own, read as the command's.
 				dropped = append(dropped, fmt.Sprintf("not copied: %s/%d/%d (%s) kept no value; the record is in the input at %s",
-					r.Topic, r.Partition, r.Offset, reason, cmp.Or(src, "(no gate-source)")))
+					r.Topic, r.Partition, r.Offset, cli.Shown(reason), cmp.Or(cli.Shown(src), "(no gate-source)")))
 			}
 			return
 		}
@@ -209,7 +223,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		inTime[r.Partition]++
 		letter := readLetter{partition: r.Partition, offset: r.Offset, again: again[r.Partition], inTime: inTime[r.Partition]}
 		if why := outsideBounds(out.Timestamp, clk.Now(), tooOld, tooNew, cfg.InputTopic); why != "" {
-			dropped = append(dropped, fmt.Sprintf("not copied: %s/%d/%d (%s) %s", r.Topic, r.Partition, r.Offset, reason, why))
+			dropped = append(dropped, fmt.Sprintf("not copied: %s/%d/%d (%s) %s", r.Topic, r.Partition, r.Offset, cli.Shown(reason), why))
 			mu.Lock()
 			outside++
 			notCopied = append(notCopied, letter)
@@ -251,10 +265,10 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	for _, r := range slices.Sorted(maps.Keys(copied)) {
 		n += copied[r]
 		if f := failedBy[r]; f > 0 {
-			by = append(by, fmt.Sprintf("%s %d of %d", r, copied[r]-f, copied[r]))
+			by = append(by, fmt.Sprintf("%s %d of %d", cli.Shown(r), copied[r]-f, copied[r]))
 			continue
 		}
-		by = append(by, fmt.Sprintf("%s %d", r, copied[r]))
+		by = append(by, fmt.Sprintf("%s %d", cli.Shown(r), copied[r]))
 	}
 	verb := "re-drove"
 	if o.dryRun {
@@ -274,7 +288,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		total := 0
 		for _, r := range slices.Sorted(maps.Keys(other)) {
 			total += other[r]
-			left = append(left, fmt.Sprintf("%s %d", r, other[r]))
+			left = append(left, fmt.Sprintf("%s %d", cli.Shown(r), other[r]))
 		}
 		line += fmt.Sprintf("; %d of other reasons left (%s)", total, strings.Join(left, ", "))
 	}
@@ -283,9 +297,21 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		read = append(read, fmt.Sprintf("%d:%d-%d", p.Partition, p.Start, p.End))
 	}
 	fmt.Fprintf(stdout, "%s; read offsets %s\n", line, cmp.Or(strings.Join(read, ","), "none"))
+	if rerr == nil {
+		// A range of -offsets past a partition's end read less than asked: said, as a
+		// mistyped range otherwise copied nothing and said nothing of why.
+		cutOffsets(stderr, "redrive", asked, parts)
+	}
 	if failed == 0 && (outside == 0 || o.dryRun) {
 		if rerr != nil {
-			return fmt.Errorf("reading %s (what was read is copied): %w", rng.Topic, rerr)
+			done := "what was read is copied"
+			switch {
+			case len(read) == 0:
+				done = "nothing read" // an -offsets partition it does not have, say
+			case o.dryRun:
+				done = "a dry run: nothing copied"
+			}
+			return fmt.Errorf("reading %s (%s): %w", rng.Topic, done, rerr)
 		}
 		return nil
 	}

@@ -323,3 +323,74 @@ func TestRedriveFromAfterNowTakesLettersStampedAhead(t *testing.T) {
 		t.Errorf("gate redrive -from %s said:\n%s", from, out)
 	}
 }
+
+// gate redrive's texts as an operator reads them: a range of -offsets past a partition's
+// end says it read less than asked (it copied nothing and exited 0 without a word), a
+// header value with a newline is quoted rather than printed as a line of its own, a
+// dead-letter topic stamping append times is said to (its copies carry when each was
+// dead-lettered, not the input's time the docs promise), and a dry run stopped does not
+// claim to have copied what it read.
+func TestRedriveSaysWhatItDidNot(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c)
+	forged := "events/0/1\nre-drove 999 dead letters"
+	recs := []*kgo.Record{
+		{Topic: "events_dead_letter", Partition: 0, Value: []byte("{bad"), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}},
+		{Topic: "events_dead_letter", Partition: 0, Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("rejected")},
+			{Key: "gate-dropped", Value: []byte("1")}, {Key: "gate-source", Value: []byte(forged)}}},
+	}
+	pcl := kafkaClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := pcl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	redrive := func(env map[string]string, args ...string) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"redrive"}, args...), testHost(env), &stdout, &stderr)
+		return stdout.String(), stderr.String(), err
+	}
+	out, errOut, err := redrive(env, "-offsets", "0:100-200", "-dry-run")
+	if err != nil || !strings.Contains(errOut, "gate redrive: partition 0 ends at offset 2: -offsets 0:100-200 read nothing") {
+		t.Errorf("gate redrive -offsets past the end: %v\nstdout %s\nstderr %s\nwant it to say the range was cut", err, out, errOut)
+	}
+	out, _, err = redrive(env, "-offsets", "0:0-2", "-dry-run")
+	if err != nil || strings.Contains(out, "\nre-drove 999") || !strings.Contains(out, strconv.Quote(forged)) {
+		t.Errorf("gate redrive with a gate-source holding a newline: %v\n%s\nwant it quoted, on the dropped letter's line", err, out)
+	}
+
+	// A dead-letter topic of append times.
+	if _, err := kadm.NewClient(cl).CreateTopic(t.Context(), 1, 1, map[string]*string{"message.timestamp.type": kadm.StringPtr("LogAppendTime")}, "appended_dead_letter"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pcl.ProduceSync(t.Context(), &kgo.Record{Topic: "appended_dead_letter", Value: []byte("{bad"), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err = redrive(env, "-topic", "appended_dead_letter", "-from", "1h", "-dry-run")
+	if err != nil || !strings.Contains(errOut, "appended_dead_letter stamps each record when appended (message.timestamp.type=LogAppendTime)") {
+		t.Errorf("gate redrive of a LogAppendTime topic: %v\n%s\nwant it to say the times are append times", err, errOut)
+	}
+	if _, errOut, _ := redrive(env, "-from", "1h", "-dry-run"); strings.Contains(errOut, "LogAppendTime") {
+		t.Errorf("gate redrive of a CreateTime topic says:\n%s", errOut)
+	}
+
+	// A dry run stopped: nothing was copied, and the error does not say otherwise.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	err = run(ctx, []string{"redrive", "-offsets", "0:0-2", "-dry-run"}, testHost(env), &stdout, &stderr)
+	if err != nil && strings.Contains(err.Error(), "what was read is copied") {
+		t.Errorf("gate redrive -dry-run stopped: %v; a dry run copies nothing", err)
+	}
+}
+
+// An -offsets partition the dead-letter topic does not have fails the command without
+// claiming that what was read is copied: nothing was.
+func TestRedriveOffsetsOfAPartitionNotThere(t *testing.T) {
+	t.Parallel()
+	_, env := kafkaEnv(t)
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"redrive", "-offsets", "7:0-5"}, testHost(env), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "nothing read") || !strings.Contains(err.Error(), "partition 7") {
+		t.Errorf("gate redrive -offsets 7:0-5 on a topic of 2 partitions: %v; want an error naming partition 7 and that nothing was read", err)
+	}
+}

@@ -248,7 +248,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		fmt.Fprintln(stderr, "gate replay: stopped; reporting what was read")
 	}
 	if !partial {
-		cutOffsets(stderr, rng.Offsets, parts)
+		cutOffsets(stderr, "replay", rng.Offsets, parts)
 	}
 	rep := eng.Report(o.top)
 	rep.Notes = append(rep.Notes, notes...)
@@ -499,7 +499,7 @@ func parseOffsets(cmd, v string) ([]replay.PartitionRange, error) {
 // cutOffsets says which -offsets ranges (asked) went past their partition's end, where
 // the read stopped (read): the report alone gave the records read with no word that the
 // range was cut, or "replayed 0 records" for one wholly past the end.
-func cutOffsets(w io.Writer, asked, read []replay.PartitionRange) {
+func cutOffsets(w io.Writer, cmd string, asked, read []replay.PartitionRange) {
 	for _, a := range asked {
 		i := slices.IndexFunc(read, func(r replay.PartitionRange) bool { return r.Partition == a.Partition })
 		if i < 0 || read[i].End >= a.End {
@@ -510,7 +510,7 @@ func cutOffsets(w io.Writer, asked, read []replay.PartitionRange) {
 		if r.End > r.Start {
 			got = fmt.Sprintf("%d-%d", r.Start, r.End)
 		}
-		fmt.Fprintf(w, "gate replay: partition %d ends at offset %d: -offsets %d:%d-%d read %s\n", a.Partition, r.End, a.Partition, a.Start, a.End, got)
+		fmt.Fprintf(w, "gate %s: partition %d ends at offset %d: -offsets %d:%d-%d read %s\n", cmd, a.Partition, r.End, a.Partition, a.Start, a.End, got)
 	}
 }
 

@@ -57,3 +57,20 @@ func TopicTimestampBounds(ctx context.Context, cl *kgo.Client, topic string) (be
 	}
 	return bound(beforeMax), bound(afterMax), nil
 }
+
+// TopicAppendTimed reports, read with cl (DESCRIBE_CONFIGS), whether topic's broker stamps
+// each record with its append time (message.timestamp.type=LogAppendTime) in place of
+// the producer's: a dead-letter topic of that type keeps when each record was
+// dead-lettered, not its input record's time, which gate redrive copies back. err says
+// why it could not be read.
+func TopicAppendTimed(ctx context.Context, cl *kgo.Client, topic string) (bool, error) {
+	const typ = "message.timestamp.type"
+	settings, errs, err := topicSettings(ctx, cl, []string{topic}, typ)
+	if err == nil {
+		err = errs[topic]
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the timestamp type of %s: %w", topic, err)
+	}
+	return settings[topic][typ] == "LogAppendTime", nil
+}
