@@ -137,6 +137,11 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		each(r)
 	}
 	read, err := scanOutcomes(ctx, outcomesLimit, sinceFlag, cfg.OutcomesTopic, scanFrom, team, whole, opts...)
+	if errors.Is(err, outcome.ErrNoTopic) {
+		// Named as the variable it came from: the broker's UNKNOWN_TOPIC_OR_PARTITION
+		// said neither that nor that the topic is missing.
+		return fmt.Errorf("reading %s (GATE_OUTCOMES_TOPIC's): %w", cfg.OutcomesTopic, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -245,10 +250,12 @@ func printMostLimited(w io.Writer, top []outcome.Summary, limited, rows int, top
 		fmt.Fprintf(w, "the %d teams limited in %s %s, most records limited first\n", len(top), topic, span)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEAM\tRECORDS\tACCEPTED\tLIMITED\tDEAD LETTER\tFIRST LIMITED\tLAST LIMITED\tBY")
+	// RECORDS is the sum of the four columns after it: skipped ones have their own, as in
+	// a team's history (without it, a team's figures did not add up).
+	fmt.Fprintln(tw, "TEAM\tRECORDS\tACCEPTED\tLIMITED\tDEAD LETTER\tSKIPPED\tFIRST LIMITED\tLAST LIMITED\tBY")
 	for _, s := range top {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cli.Shown(s.Team), outcome.Thousands(s.Records), outcome.Thousands(s.Accepted),
-			outcome.Thousands(s.Limited), outcome.Thousands(s.DeadLetter), minute(s.FirstLimited), minute(s.LastLimited), s.By)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cli.Shown(s.Team), outcome.Thousands(s.Records), outcome.Thousands(s.Accepted),
+			outcome.Thousands(s.Limited), outcome.Thousands(s.DeadLetter), outcome.Thousands(s.Skipped), minute(s.FirstLimited), minute(s.LastLimited), s.By)
 	}
 	return tw.Flush()
 }

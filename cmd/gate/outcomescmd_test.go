@@ -508,6 +508,31 @@ func TestOutcomesTopSaysWhatItLeavesOut(t *testing.T) {
 	}
 }
 
+// -top's RECORDS is the sum of the columns beside it: records a gate skipped as
+// undeliverable have a column of their own, as in a team's history (they were in
+// RECORDS alone, and a team's figures did not add up).
+func TestOutcomesTopColumnsAddUp(t *testing.T) {
+	at := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	s := outcome.NewSummaries()
+	for _, r := range []outcome.Row{
+		{Outcome: "accepted", Records: 1000},
+		{Outcome: "overflow", Reason: "rate_limited", Records: 20},
+		{Outcome: "dead_letter", Reason: "not_json", Records: 2},
+		{Outcome: "dropped", Reason: "undeliverable", Records: 3},
+	} {
+		r.Team, r.Key, r.IntervalStart, r.IntervalEnd = "42", "42", at, at.Add(time.Minute)
+		s.Add(&r)
+	}
+	var b strings.Builder
+	if err := printMostLimited(&b, s.Top(1), s.Limited(), s.Rows(), "outcomes", "since "+minute(at)); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "SKIPPED") || !strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "42 1,025 1,000 20 2 3 ") {
+		t.Errorf("gate outcomes -top:\n%s\nwant 42's 1,025 records as 1,000 accepted, 20 limited, 2 dead letters and 3 skipped", b.String())
+	}
+}
+
 // gate outcomes TEAM sums the team's rows into its intervals as it reads them: a busy
 // team has a row from every gate at every seal (a second at least once, a tenth of one
 // exactly once: millions a day), and holding them all before summing them took some 800
@@ -574,5 +599,18 @@ func TestOutcomesTeamHistoryHoldsIntervalsNotRows(t *testing.T) {
 	}
 	if held := float64(peak-base) / n; held > perRow {
 		t.Errorf("gate outcomes 42 held %.0f bytes a row of the team's %d (%.1f MB), want at most %d", held, n, float64(peak-base)/(1<<20), perRow)
+	}
+}
+
+// gate outcomes with a GATE_OUTCOMES_TOPIC the cluster does not have says so, naming the
+// variable, rather than the broker's UNKNOWN_TOPIC_OR_PARTITION.
+func TestOutcomesTopicMissingSaysSo(t *testing.T) {
+	t.Parallel()
+	_, env := kafkaEnv(t)
+	env["GATE_OUTCOMES_TOPIC"] = "nope"
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"outcomes", "-top", "5"}, testHost(env), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "reading nope (GATE_OUTCOMES_TOPIC's): listing the partitions of nope: the topic does not exist") {
+		t.Errorf("gate outcomes with a missing topic: %v; want it to name GATE_OUTCOMES_TOPIC and say the topic does not exist", err)
 	}
 }

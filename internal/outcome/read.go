@@ -15,6 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// ErrNoTopic is Scan's error for a topic the cluster does not have.
+var ErrNoTopic = errors.New("the topic does not exist")
+
 // Scan reads the rows written to topic from since (by record timestamp) up to the end
 // the topic had when Scan began, as a read_committed reader sees them (rows of aborted
 // transactions, and of transactions still open, are not rows), and passes each to each
@@ -56,6 +59,9 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	tds, err := adm.ListTopics(ctx, topic)
 	if err == nil {
 		err = tds.Error()
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return read, fmt.Errorf("listing the partitions of %s: %w", topic, ErrNoTopic)
 	}
 	if err != nil {
 		return read, fmt.Errorf("listing the partitions of %s: %w", topic, err)

@@ -197,7 +197,7 @@ func (iv *Interval) by(keep func(string) bool) string {
 // Summary is one team's totals, for the most limited teams.
 type Summary struct {
 	Team                                   string
-	Records, Accepted, Limited, DeadLetter int64
+	Records, Accepted, Limited, DeadLetter, Skipped int64 // Records the sum of the others
 	FirstLimited, LastLimited              time.Time
 	By                                     string // what limited it (ByString)
 }
@@ -271,7 +271,7 @@ func (s *Summaries) Top(n int) []Summary {
 		}
 		tt := t.total
 		out = append(out, Summary{Team: team, Records: tt.Accepted + tt.Limited + tt.DeadLetter + tt.Skipped, Accepted: tt.Accepted, Limited: tt.Limited,
-			DeadLetter: tt.DeadLetter, FirstLimited: t.firstLimited, LastLimited: t.lastLimited, By: tt.LimitedBy()})
+			DeadLetter: tt.DeadLetter, Skipped: tt.Skipped, FirstLimited: t.firstLimited, LastLimited: t.lastLimited, By: tt.LimitedBy()})
 	}
 	slices.SortFunc(out, func(a, b Summary) int { return cmp.Or(cmp.Compare(b.Limited, a.Limited), cmp.Compare(a.Team, b.Team)) })
 	if len(out) > n {
