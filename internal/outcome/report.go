@@ -196,10 +196,10 @@ func (iv *Interval) by(keep func(string) bool) string {
 
 // Summary is one team's totals, for the most limited teams.
 type Summary struct {
-	Team                                   string
+	Team                                            string
 	Records, Accepted, Limited, DeadLetter, Skipped int64 // Records the sum of the others
-	FirstLimited, LastLimited              time.Time
-	By                                     string // what limited it (ByString)
+	FirstLimited, LastLimited                       time.Time
+	By                                              string // what limited it (ByString)
 }
 
 // Summaries sums rows into each team's totals as they are read (Scan), for the most
