@@ -1519,3 +1519,20 @@ func refuseOffsetCommit(req kmsg.Request, err *kerr.Error) kmsg.Response {
 	}
 	return resp
 }
+
+// Exactly once, a revoke's line gives took, as the at-least-once one does: the runbook
+// reads every gate's partitions revoked lines for how long each held the rebalance.
+func TestExactlyOnceRevokeLineSaysHowLongItTook(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 4)
+	logs := &syncBuffer{}
+	env.logs = logs
+	env.start(t, "a")
+	env.logs = nil
+	env.start(t, "b")
+	line := waitLogLine(t, logs, "partitions revoked")
+	s, _ := line["took"].(string)
+	if _, err := time.ParseDuration(s); err != nil {
+		t.Errorf("exactly once, the revoke line %v: took %q: %v; want a duration", line, line["took"], err)
+	}
+}

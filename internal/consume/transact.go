@@ -946,14 +946,17 @@ func (c *Consumer) checkUntold() {
 // revokedTxn gives up the partitions ids under exactly-once delivery: the session aborts
 // the open transaction, if any (interrupted here), so there is nothing to await or
 // commit, and the partitions' next owner replays from the last commit. attrs are added
-// to the log line.
+// to the log line, which gives took as the at-least-once one does: how long this member
+// held the group's rebalance (wall time, as onRevoked's).
 func (c *Consumer) revokedTxn(ids []int32, attrs ...any) {
+	began := time.Now()
 	c.txn.rebalanced.Store(true)
 	c.interruptTxn()
 	c.drop(ids)
 	c.releaseStopped(ids)
 	c.m.rebalances.WithLabelValues("revoked").Inc()
-	c.log.Info("partitions revoked", append([]any{"topic", c.cfg.InputTopic, "partitions", ids}, attrs...)...)
+	c.log.Info("partitions revoked", append([]any{"topic", c.cfg.InputTopic, "partitions", ids,
+		"took", time.Since(began).Round(time.Millisecond).String()}, attrs...)...)
 }
 
 // rearm ends the session's transaction, with nothing in it, after a revoke or a loss
