@@ -1730,3 +1730,21 @@ func TestReadDueAfterClockStepBack(t *testing.T) {
 		t.Errorf("after the read: %+v, want level 0", d)
 	}
 }
+
+// A capacity under the shards' number bounds the whole cache, not each shard: GATE_CACHE_CAPACITY
+// once said such a capacity may hold up to about 256 teams, and a chart alert was then set
+// against 256 at least, which a cache of 100 never reaches.
+func TestSmallCapacityHoldsItsCapacity(t *testing.T) {
+	for _, capacity := range []int{1, 10, 100, 300} {
+		l, err := New(Config{Threshold: 1000, Capacity: capacity}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5000 {
+			l.Check(fmt.Sprint("team-", i), 1)
+		}
+		if n := l.Len(); n > capacity {
+			t.Errorf("capacity %d holds %d teams", capacity, n)
+		}
+	}
+}
