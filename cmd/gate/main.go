@@ -204,8 +204,8 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	// actual address when GATE_HTTP_ADDR asks for port 0.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		// The Kafka client joins the group as soon as it is built: leave it, so a failed
-		// start holds no partitions until its session times out.
+		// The client joins the group only once the consumer's preflight passes (at Run),
+		// but it is open: close it, as every start that fails does.
 		consumer.Close()
 		return fmt.Errorf("GATE_HTTP_ADDR=%q: listening: %w", cfg.HTTPAddr, err)
 	}

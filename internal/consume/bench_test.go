@@ -564,7 +564,7 @@ func (e *benchEnv) runGate(b *testing.B, start time.Time) (time.Duration, *prome
 // produced, as the gate does: the pass-through a user would write after reading
 // franz-go's kgo.WithPools.
 func (e *benchEnv) runPassthrough(b *testing.B, pooled bool) {
-	opts := e.cfg.clientOpts()
+	opts := append(e.cfg.clientOpts(), kgo.ConsumeTopics(e.cfg.InputTopic))
 	if pooled {
 		opts = append(opts, kgo.WithPools(new(fetchPools)))
 	}

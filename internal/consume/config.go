@@ -469,12 +469,16 @@ func (s StartOffset) offset() kgo.Offset {
 }
 
 // clientOpts are the franz-go options the gate runs with. The pass-through benchmark
-// uses the same ones, so the two are compared like for like.
+// uses the same ones (with kgo.ConsumeTopics), so the two are compared like for like.
+// The input topic is not among them: franz-go joins the group once it knows a topic to
+// consume, and the gate adds it once its preflight passes (Consumer.join). Built with
+// it, a gate whose topics or permissions failed the checks (a new setting naming a topic
+// not created yet, in a rollout's first pod) joined at once and held its share of the
+// partitions, routing none of them, until a check passed.
 func (c Config) clientOpts() []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ConsumerGroup(c.GroupID),
-		kgo.ConsumeTopics(c.InputTopic),
 		kgo.ConsumeStartOffset(c.StartOffset.offset()),
 		// Out-of-range fetches come back as errors, for the gate to count and decide
 		// (loss.go) rather than the client to resume somewhere in silence.

@@ -284,6 +284,11 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 	opts = append(opts, kgo.KeepControlRecords())
 	opts = append(opts, kgoLoggerOpt(c.log)...)
 	opts = append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt, c.mono}))
+	if c.preflighted.Load() {
+		// A client rebuilt once the preflight passed (exactly once: a recovery's session)
+		// joins at once, as the one it replaces had.
+		opts = append(opts, kgo.ConsumeTopics(c.cfg.InputTopic))
+	}
 	if c.exactlyOnce() {
 		// Only here is the producer's lock held for long (a Begin or an aborting End
 		// getting a producer ID): at least once, outstanding counts the records in flight

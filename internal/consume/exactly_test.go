@@ -1527,8 +1527,13 @@ func TestExactlyOnceRevokeLineSaysHowLongItTook(t *testing.T) {
 	env := newEOSEnv(t, 4)
 	logs := &syncBuffer{}
 	env.logs = logs
-	env.start(t, "a")
+	a := env.start(t, "a")
 	env.logs = nil
+	waitFor(t, 30*time.Second, "gate a owning every partition", func() bool {
+		a.c.partsMu.Lock()
+		defer a.c.partsMu.Unlock()
+		return len(a.c.parts) == 4
+	})
 	env.start(t, "b")
 	line := waitLogLine(t, logs, "partitions revoked")
 	s, _ := line["took"].(string)

@@ -82,6 +82,7 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 			}
 			c.preflightWait.Store(nil)
 			c.preflighted.Store(true)
+			c.join()
 			c.logGroupProtocol(ctx)
 			return nil
 		}
@@ -115,6 +116,11 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 		t.Reset(c.cfg.PreflightInterval)
 	}
 }
+
+// join has the client consume the input topic, which makes it join the group: only once
+// the preflight has passed (Config.clientOpts), so that a gate that cannot route takes
+// no partition from those that can.
+func (c *Consumer) join() { c.cl.AddConsumeTopics(c.cfg.InputTopic) }
 
 // preflight returns what stops the gate from working: topics missing, permissions
 // lacking (found), and answers that a retry cures (transient: a group coordinator not

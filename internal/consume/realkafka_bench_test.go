@@ -332,7 +332,7 @@ func (e *benchEnv) passthroughBehind(ctx context.Context) error {
 		}
 	}
 	bg := context.WithoutCancel(ctx)
-	opts := append(e.cfg.clientOpts(), kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	opts := append(e.cfg.clientOpts(), kgo.ConsumeTopics(e.cfg.InputTopic), kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 		if err := cl.Flush(ctx); err != nil {
 			commitEr.CompareAndSwap(nil, &err)
 		}
@@ -582,7 +582,7 @@ func (e *benchEnv) passthroughEOS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sess, err := kgo.NewGroupTransactSession(cfg.clientOpts()...)
+	sess, err := kgo.NewGroupTransactSession(append(cfg.clientOpts(), kgo.ConsumeTopics(cfg.InputTopic))...)
 	if err != nil {
 		return err
 	}
