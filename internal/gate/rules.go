@@ -181,14 +181,17 @@ func (g *Gate) checkRuleTopics(ctx context.Context, set *rules.Set) error {
 	} else if err != nil {
 		// Each topic's problem at each rule that names it, as a parse problem is said
 		// (FILE:LINE:COL and the field): the operator fixes the file or the topic there.
+		// Anything else (not a topic's, or a topic no rule names) is kept as it is.
 		var ps rules.Problems
 		for _, e := range joined(err) {
+			var at rules.Problems
 			if te := (*consume.TopicError)(nil); errors.As(e, &te) {
-				ps = append(ps, set.TopicProblems(te.Topic, "a rule's topic cannot take the gate's records: "+te.Problem)...)
+				at = set.TopicProblems(te.Topic, "a rule's topic cannot take the gate's records: "+te.Problem)
 			}
-		}
-		if len(ps) == 0 {
-			return fmt.Errorf("a rule's topic cannot take the gate's records: %w", err)
+			if len(at) == 0 {
+				at = rules.Problems{fmt.Errorf("a rule's topic cannot take the gate's records: %w", e)}
+			}
+			ps = append(ps, at...)
 		}
 		return ps
 	}

@@ -429,6 +429,16 @@ func TestSetTopics(t *testing.T) {
 	if got := s.Topics(); len(got) != 2 || got[0] != "x" || got[1] != "y" {
 		t.Errorf("topics %v, want [x y]", got)
 	}
+	// A topic's problem is said at each enforced rule sending to it, at its action: a and
+	// c for x (line 2 and 4), not e's shadow topic.
+	got := s.TopicProblems("x", "gone")
+	want := []string{`r.yaml:2:49: rules[0] "a".action: gone`, `r.yaml:4:49: rules[2] "c".action: gone`}
+	if len(got) != len(want) || got[0].Error() != want[0] || got[1].Error() != want[1] {
+		t.Errorf("x's problems %q, want %q", got, want)
+	}
+	if got := s.TopicProblems("not-yet", "gone"); len(got) != 0 {
+		t.Errorf("a shadow rule's topic's problems %q, want none", got)
+	}
 }
 
 // A rule keyed by several fields bounds each team's keys (max_keys, default
