@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 // FleetSlot is how long one count of the fleet lasts: in each slot of the wall clock every
@@ -26,6 +28,9 @@ const FleetSlot = 5 * time.Second
 // are a little apart count in different slots (a count near a slot's edge), each slot
 // holding part of the fleet. Slots of the tick's length start at its boundaries, and the
 // count, a quarter interval in, falls in the same slot on every gate.
+// fleetWarnEvery is how often, at most, the fleet count's refusals are logged.
+const fleetWarnEvery = 10 * time.Minute
+
 func (t *Ticker) fleetSlot() time.Duration { return max(FleetSlot, t.cfg.TickInterval) }
 
 // FleetKeyFor is the counter of slot's gates. Its last part is no number, ":hold",
@@ -157,6 +162,17 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 		var re redis.Error
 		if errors.As(err, &re) {
 			t.countError(classify(err), 0)
+			// Redis answers, refusing: said here, as the tick, which reports its own
+			// pipelines' errors, sends nothing while every key is quiet (a cold write a
+			// window), and a password rotated on Redis first went unsaid that long while
+			// GateRedisErrors fired on this count.
+			if t.fleetWarn == nil {
+				t.fleetWarn = throttle.NewEvery(fleetWarnEvery, nil)
+			}
+			if ok, quiet := t.fleetWarn.Allow(); ok {
+				t.log.Warn("redis refuses the fleet count, made every 5 s whatever the traffic: the tick's writes and reads are refused too once it has any to send (NOAUTH or WRONGPASS: the gate's user or password is not Redis's; NOPERM: its ACL; READONLY: a replica)",
+					"instance", 0, "cause", classify(err).String(), "err", err, "warnings_unlogged", quiet)
+			}
 		}
 		if ierr := incr.Err(); ierr == nil || !errors.As(ierr, &re) {
 			// The INCRBY was applied (a GET failed on its own: on a cluster the slots'

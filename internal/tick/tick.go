@@ -47,11 +47,12 @@ type Ticker struct {
 	ttlGroups   int         // distinct TTLs of the limits (limitState.ttlGroup)
 	partOf      []int       // by lane, its pipeline this tick (pipelines)
 
-	tickN         uint64    // ticks so far
-	fleet         *Fleet    // Run's count of the fleet (fleet.go): Config.Fleet, or its own
-	split         splitTick // a split tick between its write and read phases
-	clockCheck              // Run's, once a minute
-	evictionWatch           // Run's, once a minute, after the clock check (evictwatch.go)
+	tickN         uint64          // ticks so far
+	fleet         *Fleet          // Run's count of the fleet (fleet.go): Config.Fleet, or its own
+	split         splitTick       // a split tick between its write and read phases
+	clockCheck                    // Run's, once a minute
+	fleetWarn     *throttle.Every // the fleet count's refusals, said at most every fleetWarnEvery
+	evictionWatch                 // Run's, once a minute, after the clock check (evictwatch.go)
 	// onPhase, when set (tests), is called by Run as each phase of a tick starts, and as
 	// its write phase ends, with the tick's boundary.
 	onPhase func(part int, boundary time.Time, ended bool)

@@ -1,0 +1,57 @@
+package tick
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// A Redis that refuses the gate once it runs (its password rotated on Redis before the
+// gates', their connections dropped) is said by the fleet count, which runs every 5 s
+// whatever the traffic: the tick reports its own pipelines only, and sends nothing while
+// every key is quiet (a cold write a window), so a gate with idle teams counted
+// gate_limiter_errors_total{cause="redis"} (GateRedisErrors) and logged no line naming
+// WRONGPASS for up to a window. One line, however many counts are refused.
+func TestFleetCountRefusedIsSaid(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	client := dialGate(t, srv)
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	tk, err := New(l, []redis.UniversalClient{client}, Config{}, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
+	at := func(s int) time.Time { return slot0.Add(time.Duration(s)*FleetSlot + time.Second) }
+	tk.countFleet(ctx, at(0))
+	if lines := logs.lines("redis refuses the fleet count"); len(lines) != 0 {
+		t.Fatalf("a count Redis took is said refused: %q", lines)
+	}
+	if err := admin.Do(ctx, "ACL", "SETUSER", "gate", "resetpass", ">rotated-pw").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "KILL", "USER", "gate").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for s := 1; s <= 3; s++ {
+		tk.countFleet(ctx, at(s))
+	}
+	if lines := logs.lines("redis refuses the fleet count", "WRONGPASS"); len(lines) != 1 {
+		t.Errorf("want one line saying Redis refuses the gate (WRONGPASS); log:\n%s", logs.buf.String())
+	}
+	if got := testutil.ToFloat64(tk.m.errors.WithLabelValues(causeRedis.String(), "0")); got != 3 {
+		t.Errorf("errors{cause=redis} = %v, want 3, one a refused count", got)
+	}
+}
