@@ -271,8 +271,12 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		if cause != warned {
 			lvl, warned = slog.LevelWarn, cause
 		}
-		r.log.Log(ctx, lvl, "redis not reachable yet; /readyz answers 503 until it is",
-			"instance", i, "url", r.urls[i], "attempt", attempt, "err", err)
+		msg := "redis not reachable yet; /readyz answers 503 until it is"
+		if cause != "\x00" {
+			// It answers, refusing (a password, an ACL, a scheme): not a Redis to wait for.
+			msg = "redis answers but refuses the gate's PING; /readyz answers 503 until it takes it"
+		}
+		r.log.Log(ctx, lvl, msg, "instance", i, "url", r.urls[i], "attempt", attempt, "err", err)
 		timer.Reset(delay)
 		delay = min(2*delay, probeMaxDelay)
 	}

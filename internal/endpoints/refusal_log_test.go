@@ -67,4 +67,9 @@ func TestReadinessWarnsWhenTheCauseChanges(t *testing.T) {
 	if len(warns) != 2 || strings.Contains(warns[0], "WRONGPASS") || !strings.Contains(warns[1], "WRONGPASS") {
 		t.Errorf("warnings %q; want two: that Redis cannot be reached, then that it refuses the password (WRONGPASS)", warns)
 	}
+	// Each says what it is: a Redis not reached, then one that answers and refuses (it was
+	// "not reachable yet" too, sending the operator to the network).
+	if len(warns) == 2 && (!strings.Contains(warns[0], "redis not reachable yet") || !strings.Contains(warns[1], "redis answers but refuses the gate's PING")) {
+		t.Errorf("warnings %q; want the first to say Redis is not reachable, the second that it refuses", warns)
+	}
 }
