@@ -660,9 +660,15 @@ func (c *Consumer) fetchErrors(fetches kgo.Fetches) {
 			c.logProblem(context.Background(), key, msg, attrs...)
 			return
 		}
-		// franz-go retries fetches itself; this is for the operator.
+		// franz-go retries fetches itself; this is for the operator. An error of no topic
+		// is the group session's (a broker gone, the coordinator moving): said as such,
+		// naming no partition 0 it is not about.
 		if ok, unlogged := c.fetchLog.Allow(); ok {
-			c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err, "errors_unlogged", unlogged)
+			if topic == "" {
+				c.log.Warn("consumer group session failed; the client retries", "err", err, "errors_unlogged", unlogged)
+			} else {
+				c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err, "errors_unlogged", unlogged)
+			}
 		}
 	})
 	if !refused {
