@@ -170,7 +170,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 			return
 		}
 		for _, r := range set.Rules {
-			if r.Action.Kind == rules.Drop && !r.Shadow {
+			if r.Enforces(rules.Drop) { // as the parser refuses it without outcomes
 				notes = append(notes, fmt.Sprintf("rule %s of %s drops records: a gate in this environment refuses the file (action drop needs GATE_OUTCOMES_TOPIC, so that nothing vanishes unrecorded), where this replay counts them as dropped",
 					r.Name, c.Name()))
 			}

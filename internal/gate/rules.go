@@ -185,7 +185,7 @@ func (g *Gate) checkRuleTopics(ctx context.Context, set *rules.Set) error {
 		var ps rules.Problems
 		for _, e := range joined(err) {
 			var at rules.Problems
-			if te := (*consume.TopicError)(nil); errors.As(e, &te) {
+			if te, ok := errors.AsType[*consume.TopicError](e); ok {
 				at = set.TopicProblems(te.Topic, "a rule's topic cannot take the gate's records: "+te.Problem)
 			}
 			if len(at) == 0 {

@@ -398,7 +398,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 		}
 		r.MaxKeys = 0
 	}
-	if r.Action.Kind == Drop && !r.Shadow && !p.o.Outcomes {
+	if r.Enforces(Drop) && !p.o.Outcomes {
 		// A shadow rule drops nothing, and trying a drop rule in shadow first is how one
 		// is brought in: only an enforced one needs its records counted somewhere.
 		p.bad(got["action"], path+".action", "drop: needs GATE_OUTCOMES_TOPIC set, so that every dropped record is counted in the outcomes (nothing vanishes unrecorded); a shadow rule, which drops nothing, does not")

@@ -69,6 +69,10 @@ type Rule struct {
 	ActionAt Place
 }
 
+// Enforces reports whether r, not in shadow, acts with an action of kind k: a shadow rule
+// sends no record anywhere (its topic is not the gate's, its drop loses nothing).
+func (r Rule) Enforces(k ActionKind) bool { return r.Action.Kind == k && !r.Shadow }
+
 // Place is where a field is written in a rules file: its line and column, and its path
 // (rules[1] "hot".action).
 type Place struct {
@@ -210,7 +214,7 @@ func (a Action) String() string {
 func (s *Set) TopicProblems(topic, msg string) Problems {
 	var out Problems
 	for _, r := range s.Rules {
-		if r.Action.Kind == Topic && !r.Shadow && r.Action.Topic == topic {
+		if r.Enforces(Topic) && r.Action.Topic == topic {
 			out = append(out, &Problem{File: s.Source, Line: r.ActionAt.Line, Col: r.ActionAt.Col, Path: r.ActionAt.Path, Msg: msg})
 		}
 	}
@@ -224,7 +228,7 @@ func (s *Set) TopicProblems(topic, msg string) Problems {
 func (s *Set) Topics() []string {
 	var out []string
 	for _, r := range s.Rules {
-		if r.Action.Kind == Topic && !r.Shadow && !slices.Contains(out, r.Action.Topic) {
+		if r.Enforces(Topic) && !slices.Contains(out, r.Action.Topic) {
 			out = append(out, r.Action.Topic)
 		}
 	}
