@@ -1779,3 +1779,29 @@ func TestDocumentedACLGrantsEveryKeyPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadConfigNamesTheVariableSet: a rule between two variables that fails on one left
+// at its default names the other as the operator set it, that the line leads to the
+// setting they made (raising GATE_REVOKE_TIMEOUT alone was reported on
+// GATE_KAFKA_REBALANCE_TIMEOUT, which the operator had never set).
+func TestLoadConfigNamesTheVariableSet(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"GATE_REVOKE_TIMEOUT": "2m"},
+			`GATE_KAFKA_REBALANCE_TIMEOUT="60s": unset, its default, against GATE_REVOKE_TIMEOUT="2m" as set; want a duration longer than GATE_REVOKE_TIMEOUT (2m0s)`},
+		{map[string]string{"GATE_TICK_INTERVAL": "20s"}, `GATE_SYNC_INTERVAL="15s": unset, its default, against GATE_TICK_INTERVAL="20s" as set; want`},
+		{map[string]string{"GATE_STALL_NOT_READY": "15m"}, `GATE_STALL_RESTART="10m": unset, its default, against GATE_STALL_NOT_READY="15m" as set; want`},
+		// Both set: the message is as it was, naming the one the rule is on.
+		{map[string]string{"GATE_REVOKE_TIMEOUT": "2m", "GATE_KAFKA_REBALANCE_TIMEOUT": "90s"},
+			`GATE_KAFKA_REBALANCE_TIMEOUT="90s": want a duration longer than GATE_REVOKE_TIMEOUT (2m0s)`},
+	}
+	for _, tt := range tests {
+		_, err := loadMap(tt.env)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("env %v: got %v, want it to say %s", tt.env, err, tt.want)
+		}
+	}
+}

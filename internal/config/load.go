@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -104,6 +105,9 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 	for _, e := range c.validate(len(failed) == 0, window) {
 		if ve, ok := e.(*varError); ok && !failed[ve.Key] {
 			ve.Value = raw[ve.Key] // as the operator wrote it
+			if ve.Detail == "" && ve.Value != "" && strings.TrimSpace(getenv(ve.Key)) == "" {
+				ve.Detail = againstSet(ve, getenv, raw)
+			}
 			p.add(ve)
 		}
 	}
@@ -145,4 +149,34 @@ func Names(environ []string, getenv func(string) string) []string {
 		}
 	}
 	return names
+}
+
+// againstSet is the detail of a rule between variables that failed on ve's, left unset:
+// the value is its default, and the variables the rule names that the operator did set
+// are named with their values, so that the line leads to the setting made (raising
+// GATE_REVOKE_TIMEOUT alone fails on GATE_KAFKA_REBALANCE_TIMEOUT's default).
+func againstSet(ve *varError, getenv func(string) string, raw map[string]string) string {
+	var set []string
+	for rest := ve.Want; ; {
+		i := strings.Index(rest, envPrefix+"_")
+		if i < 0 {
+			break
+		}
+		rest = rest[i:]
+		n := strings.IndexFunc(rest, func(r rune) bool { return !(r == '_' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') })
+		if n < 0 {
+			n = len(rest)
+		}
+		name := rest[:n]
+		rest = rest[n:]
+		if v, ok := raw[name]; ok && name != ve.Key && strings.TrimSpace(getenv(name)) != "" {
+			if s := fmt.Sprintf("%s=%q", name, v); !slices.Contains(set, s) {
+				set = append(set, s)
+			}
+		}
+	}
+	if len(set) == 0 {
+		return "unset, its default"
+	}
+	return "unset, its default, against " + strings.Join(set, " and ") + " as set"
 }
