@@ -141,6 +141,23 @@ func classify(err error) cause {
 	return causeConnection
 }
 
+// loginRefusal reports whether err is Redis refusing the gate's login or rights, which
+// no retry cures: NOAUTH (no password given), WRONGPASS (the wrong user or password),
+// NOPERM (an ACL without a command or key the tick uses), or the protocol error Redis
+// answers a command of more than ten arguments (or a long one) from a client not logged
+// in with, closing the connection: "unauthenticated multibulk length" (or "bulk length").
+func loginRefusal(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && (redis.HasErrorPrefix(err, "NOAUTH") || redis.HasErrorPrefix(err, "WRONGPASS") ||
+		redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), "Protocol error: unauthenticated"))
+}
+
+// loginRefusedMsg is what the tick's line says of a refused login or right.
+const loginRefusedMsg = "redis refuses the gate's commands: its login or rights, not the network (NOAUTH, or a protocol error " +
+	"naming unauthenticated: Redis wants a password the gate does not give, GATE_REDIS_PASSWORD or GATE_REDIS_URLS's; " +
+	"WRONGPASS: the user or password is not Redis's; NOPERM: the user's ACL lacks a command or key the tick uses, " +
+	"docs/operations.md)"
+
 // valueKind is a kind of value the tick reads from Redis, as the log of one it cannot
 // read names it.
 type valueKind uint8
@@ -253,6 +270,8 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 		msg = "redis TLS handshake failed on a certificate, not the network: check GATE_REDIS_TLS_CA_FILE against Redis's " +
 			"(of another CA, expired, not for its host name) or, on a remote error, GATE_REDIS_TLS_CERT_FILE and " +
 			"GATE_REDIS_TLS_KEY_FILE (Redis refuses the gate's); counts kept for the next tick, views go stale"
+	case p.refusedLogin:
+		msg = loginRefusedMsg + "; counts kept for the next tick, views go stale"
 	case p.causes&^refusals == 0:
 		msg = "redis refused writes; counts kept in the level and for the next tick"
 	}

@@ -85,6 +85,9 @@ type plan struct {
 	failedReads  int // teams whose read failed, as reads counts them (not MGETs: 5 of 300 when all failed)
 	tryAgain     int // commands answered TRYAGAIN or left with an ASK (a slot in migration): retried next tick
 	causes       causeSet
+	// refusedLogin: a command was refused for the gate's login or rights (loginRefusal),
+	// which its log line names, as no retry cures them.
+	refusedLogin bool
 }
 
 // has reports whether the plan has work in the given parts.

@@ -148,6 +148,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 			return false
 		}
 		causes.add(classify(err))
+		p.refusedLogin = p.refusedLogin || loginRefusal(err)
 		return true
 	}
 	if part&partWrites != 0 {

@@ -1,0 +1,47 @@
+package tick
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// TestRefusedLoginSaysSo: a gate without the password of a Redis that has one has each
+// pipeline refused, and the tick's line says what to look at. Redis refuses a command of
+// more than ten arguments from a client not logged in as a protocol error
+// ("unauthenticated multibulk length", the tick's scripts with their keys) and a shorter
+// one with NOAUTH: the first line said only "redis pipeline failed" with either error.
+func TestRefusedLoginSaysSo(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartWith(t, redistest.Options{Password: "right"})
+	for _, teams := range []int{1, 50} {
+		client, err := Dial([]string{srv.URLAs("", "")}, testRedisOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client[0].Close() })
+		l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := &logBuffer{}
+		tk, err := New(l, []redis.UniversalClient{client[0]}, Config{KeyPrefix: "t"}, nil, slog.New(slog.NewTextHandler(logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range teams {
+			l.Check(fmt.Sprintf("team-%d", i), 1)
+		}
+		tk.Tick(context.Background())
+		if lines := logs.lines("redis refuses the gate's commands", "GATE_REDIS_PASSWORD"); len(lines) != 1 {
+			t.Errorf("%d teams: want one line saying Redis refuses the gate and naming the password; log:\n%s", teams, logs.buf.String())
+		}
+	}
+}
