@@ -218,6 +218,12 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		again[r.Partition]++
 		if !inRange {
+			if !from.IsZero() && r.Timestamp.UnixMilli() < 0 {
+				// No time selects it: named, as the line's count would read as every
+				// dead letter in the range.
+				dropped = append(dropped, fmt.Sprintf("not copied: %s/%d/%d (%s) has no timestamp (-1), which no -from selects: -offsets %d:%d-%d copies it",
+					r.Topic, r.Partition, r.Offset, cli.Shown(reason), r.Partition, r.Offset, r.Offset+1))
+			}
 			return
 		}
 		inTime[r.Partition]++

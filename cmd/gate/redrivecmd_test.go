@@ -400,3 +400,28 @@ func TestRedriveOffsetsOfAPartitionNotThere(t *testing.T) {
 		t.Errorf("gate redrive -offsets 7:0-5 on a topic of 2 partitions: %v; want an error naming partition 7 and that nothing was read", err)
 	}
 }
+
+// A dead letter without a timestamp (-1: a record of message format v0, or a producer
+// that sent none) is outside every -from, as no time selects it: it was left out without
+// a word, and the line's count read as every dead letter there was in the range. It is
+// named, with the -offsets that copy it.
+func TestRedriveFromNamesLettersWithoutATime(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, at := range []time.Time{testNow.Add(-10 * time.Minute), time.UnixMilli(-1), testNow.Add(-5 * time.Minute)} {
+		r := &kgo.Record{Partition: 0, Value: []byte("{bad"), Timestamp: at, Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}}
+		if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"redrive", "-dry-run", "-from", "30m"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate redrive -from 30m: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "not copied: events_dead_letter/0/1 (not_json) has no timestamp (-1), which no -from selects: -offsets 0:1-2 copies it") ||
+		!strings.Contains(out, "would re-drive 2 dead letters") {
+		t.Errorf("gate redrive -from 30m over a dead letter without a timestamp said:\n%s", out)
+	}
+}
