@@ -161,3 +161,40 @@ func (c *Consumer) setLagRefreshed(p *partition, at, hwm, stable, start int64) {
 		c.setLagLocked(p, hwm, stable, p.next.Load(), true)
 	}
 }
+
+// stableEnd is where the records of ftp the gate can poll end: the high watermark, or
+// with exactly-once delivery, which reads read_committed, the last stable offset. The
+// records of a transaction an upstream producer keeps open are not lag the gate can
+// route: it waits for their transaction to end, and that wait is no stall (watchdog.go).
+func (c *Consumer) stableEnd(ftp kgo.FetchTopicPartition) int64 {
+	if c.exactlyOnce() && ftp.LastStableOffset >= 0 {
+		return min(ftp.HighWatermark, ftp.LastStableOffset)
+	}
+	return ftp.HighWatermark
+}
+
+// setLag sets the lag of p unless it was revoked or lost meanwhile, which would leave
+// a series for a partition this gate no longer owns: the metric from hwm, the
+// watchdog's from stable (see stableEnd).
+func (c *Consumer) setLag(p *partition, hwm, stable, next int64) {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	c.setLagLocked(p, hwm, stable, next, true)
+}
+
+// setLagLocked is setLag with partsMu held; keep false leaves p's next and lagAt as they
+// are (a measure from the committed offset of a partition no poll has measured:
+// setLagRefreshed).
+func (c *Consumer) setLagLocked(p *partition, hwm, stable, next int64, keep bool) {
+	if p.gone.Load() {
+		return
+	}
+	c.m.setLag(p.id, hwm, next)
+	if next >= 0 && stable >= 0 {
+		p.lag.Store(max(stable-next, 0))
+	}
+	if keep && next >= 0 && hwm >= 0 {
+		p.next.Store(next)
+		p.lagAt.Store(c.mono.now())
+	}
+}

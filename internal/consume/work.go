@@ -1,0 +1,245 @@
+// A poll's work: each partition's records routed in offset order by one goroutine,
+// partitions in parallel (process, both delivery modes). At least once, each record is
+// handed to the producer (routeWork), and its acknowledgement (onProduced) moves its
+// partition's committable offset (track.go) or queues it for a retry (retry.go).
+
+package consume
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/route"
+)
+
+// work is one partition's records from one poll.
+type work struct {
+	p    *partition
+	recs []*kgo.Record // without control records (see dataRecords)
+	hwm  int64
+	// stable is where the records the gate can poll end: hwm, or with exactly-once
+	// (read_committed) the last stable offset, below an open transaction's records.
+	stable int64
+	// next is the offset after the last record polled, control records included (never
+	// before the last of recs): where the partition's lag is measured from once every
+	// record of recs is routed.
+	next int64
+}
+
+// works gathers a poll's records of the input topic, one work item per partition.
+func (c *Consumer) works(fetches kgo.Fetches) []work {
+	var ws []work
+	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if ftp.Topic != c.cfg.InputTopic {
+			return
+		}
+		recs, next := dataRecords(ftp.Records)
+		if next < 0 {
+			c.m.setLag(ftp.Partition, ftp.HighWatermark, -1)
+			return
+		}
+		// A partition spread over several fetches comes back in fetch order, which is
+		// offset order: merge it into one work item so one goroutine routes it.
+		for i := range ws {
+			if ws[i].p.id == ftp.Partition {
+				// Clip: the first slice's spare capacity belongs to the client.
+				ws[i].recs = append(slices.Clip(ws[i].recs), recs...)
+				ws[i].hwm = max(ws[i].hwm, ftp.HighWatermark)
+				ws[i].stable = max(ws[i].stable, c.stableEnd(ftp))
+				ws[i].next = next
+				return
+			}
+		}
+		p := c.partition(ftp.Partition)
+		if p.stopped.Load() {
+			return // fetched before it was paused: nothing past the stop is routed
+		}
+		if len(recs) == 0 {
+			// Only control records: nothing to route, but the partition's position moved
+			// past them (a record of it polled later in this poll sets its lag again).
+			c.setLag(p, ftp.HighWatermark, c.stableEnd(ftp), next)
+			return
+		}
+		ws = append(ws, work{p: p, recs: recs, hwm: ftp.HighWatermark, stable: c.stableEnd(ftp), next: next})
+	})
+	return ws
+}
+
+// dataRecords returns recs without their control records (transaction markers, polled
+// only so that the gate sees its position move: see clientOpts), which it recycles, and
+// the offset after the last record of either kind (-1 when recs is empty). recs comes
+// back as is when it holds none, else in a slice of its own: recs is the client's.
+func dataRecords(recs []*kgo.Record) ([]*kgo.Record, int64) {
+	if len(recs) == 0 {
+		return recs, -1
+	}
+	next := recs[len(recs)-1].Offset + 1
+	i := slices.IndexFunc(recs, func(r *kgo.Record) bool { return r.Attrs.IsControl() })
+	if i < 0 {
+		return recs, next
+	}
+	data := recs[:i:i]
+	for _, r := range recs[i:] {
+		if r.Attrs.IsControl() {
+			r.Recycle()
+			continue
+		}
+		data = append(data, r)
+	}
+	return data, next
+}
+
+// process routes ws with routeFn: each partition's records in order, by one goroutine,
+// partitions in parallel. It returns when every record has been handed to the producer,
+// and what each goroutine counted is in the metrics (route.Scratch.Flush).
+func (c *Consumer) process(ws []work, routeFn func(work, *route.Scratch)) {
+	switch n := min(len(ws), len(c.scratch)); n {
+	case 0:
+	case 1:
+		s := &c.scratch[0]
+		for _, w := range ws {
+			routeFn(w, s)
+		}
+		s.Flush()
+	default:
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for g := range n {
+			wg.Go(func() {
+				s := &c.scratch[g]
+				for i := next.Add(1) - 1; i < int64(len(ws)); i = next.Add(1) - 1 {
+					routeFn(ws[i], s)
+				}
+				s.Flush()
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// partition returns the state of an owned partition. Polls return only assigned
+// partitions, and assignment creates the state, so the fallback is defensive; except
+// with exactly-once delivery, where a revoke can run between a poll and its routing:
+// the partition is then no longer ours, its records go into a transaction that aborts,
+// and it gets detached state, already gone.
+func (c *Consumer) partition(id int32) *partition {
+	c.partsMu.Lock()
+	defer c.partsMu.Unlock()
+	p := c.parts[id]
+	if p == nil {
+		p = newPartition(c.cfg.InputTopic, id, c.mono)
+		if c.exactlyOnce() {
+			p.gone.Store(true) // no outcomes: its transaction aborts
+			return p
+		}
+		c.attachOutcomes(p)
+		c.parts[id] = p
+	}
+	return p
+}
+
+// routeWork routes one partition's records in offset order and hands them to the
+// producer; Produce blocks while the producer's buffer is full.
+func (c *Consumer) routeWork(w work, s *route.Scratch) {
+	// Read before any record is produced: once all are acknowledged the batch is
+	// complete and its records recycled (ackBatch), maybe before the loop ends.
+	last := w.recs[len(w.recs)-1]
+	end, epoch := last.Offset+1, last.LeaderEpoch
+	b := w.p.add(end, epoch, len(w.recs))
+	// The input bytes the batch keeps, summed as the records are routed and added once
+	// the loop ends: inputFull reads the poll being routed at its records alone.
+	var size int64
+	defer func() { b.bytes.Add(size) }()
+	var now time.Time
+	rctx := c.route
+	// The records in flight in one slab, reused once all are done (slab.go): b holds
+	// it until then.
+	fs := c.slabs.get(len(w.recs))
+	b.slab = fs
+	beginOutcomes(w.p, w.recs[0])
+	for i, in := range w.recs {
+		if i%clockRefresh == 0 {
+			now = c.clock.Now()
+		}
+		if rctx.Err() != nil || c.runCtx.Err() != nil || c.retry.pending.Load() > 0 && !c.holdRouting(rctx, w.p) {
+			// Shutting down, a rebalance waiting, or the partition revoked or
+			// stopped: the rest is not routed now.
+			if i > 0 { // w.recs[i-1] is not recycled: the batch awaits w.recs[i:]
+				endOutcomes(w.p, w.recs[i].Offset)
+			}
+			c.unroute(w, b, i)
+			return
+		}
+		f := &fs[i]
+		f.b, f.in = b, in
+		size += recordBytes(in) // read before it is produced: acknowledged, it is recycled
+		if c.router.RouteInto(now, in, s, &f.out).Route == route.Dropped {
+			// Written nowhere (a drop rule; its outcome row counts it): done at once.
+			c.ackBatch(b, 1)
+			continue
+		}
+		// Counted one by one as handed over, not for the poll at once: a routing that
+		// waits for the retries (holdRouting) must not count as records in flight, or
+		// the retries would wait for it in turn.
+		c.outstanding.Add(1)
+		c.cl.Produce(rctx, &f.out, c.promise)
+	}
+	endOutcomes(w.p, end)
+	c.setLag(w.p, w.hwm, w.stable, w.next) // every record routed: past the control records after them too
+}
+
+// produce hands f.out to the producer; onProduced acknowledges it in its batch or
+// queues it for a retry.
+func (c *Consumer) produce(f *failed) {
+	c.outstanding.Add(1)
+	c.cl.Produce(c.produceCtx, &f.out, c.promise)
+}
+
+// onProduced is the promise of every record the consumer produces. Each is the out field
+// of a failed, its first field, so the pointer converts back (the unsafe.Pointer rule for
+// a struct and its first field).
+func (c *Consumer) onProduced(r *kgo.Record, err error) {
+	// Last, so that a failure is queued before the retry loop can see quiescence.
+	defer c.outstanding.Add(-1)
+	f := (*failed)(unsafe.Pointer(r))
+	if err == nil {
+		c.producedOK(r.Topic)
+		retried := f.attempts > 0
+		c.ackBatch(f.b, 1) // f may be reused from here on
+		if retried {
+			c.retryDone()
+		}
+		return
+	}
+	if f.b.p.released() {
+		// The new owner replays from the last commit.
+		if f.attempts > 0 {
+			c.retryDone()
+		}
+		return
+	}
+	f.err = err
+	topic := r.Topic
+	if rejected(err) {
+		if stage, moved := f.advance(); moved && stage < stageUndeliverable {
+			c.m.countRerouted(stage)
+			c.logRerouted(topic, err)
+		}
+	}
+	// Queued (and so awaiting its retry) before its problem is recorded: see
+	// produceSettled. The retry loop takes it only once this promise has returned.
+	c.retry.push(f)
+	if !errors.Is(err, context.Canceled) {
+		// A record failed because its routing context ended (a rebalance waiting, or
+		// the end of the shutdown's grace) is no broker error: it is produced again.
+		c.m.produceError(topic, err)
+		c.produceProblem(topic, err)
+	}
+}
