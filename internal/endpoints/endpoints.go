@@ -36,6 +36,7 @@ import (
 
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/gate"
+	"github.com/capturegate/gate/internal/tick"
 	"github.com/capturegate/gate/internal/tlsreload"
 )
 
@@ -130,9 +131,12 @@ type Readiness struct {
 	live      func() error    // nil while the consumer is not stuck for good (see /healthz)
 	overrides func() []string // the live overrides hashes the gate waits to read before it routes
 	clients   []redis.UniversalClient
-	urls      []string // redacted, for logs and the 503 body
-	timeout   time.Duration
-	log       *slog.Logger
+	// rights asks an instance that answered PING whether the gate may run the tick's
+	// commands (tick.ProbeRights): nil when it may, or when it cannot tell.
+	rights  func(context.Context, redis.UniversalClient) error
+	urls    []string // redacted, for logs and the 503 body
+	timeout time.Duration
+	log     *slog.Logger
 
 	mu sync.Mutex
 	up []bool
@@ -163,6 +167,9 @@ func newReadiness(clients []redis.UniversalClient, cfg config.Config, kafka func
 		timeout: cfg.RedisDialTimeout + cfg.RedisWriteTimeout + cfg.RedisReadTimeout,
 		log:     log.With("component", "readiness"),
 		up:      make([]bool, len(clients)),
+		rights: func(ctx context.Context, c redis.UniversalClient) error {
+			return tick.ProbeRights(ctx, c, cfg.RedisPrefix)
+		},
 	}
 	r.urls = cfg.RedisLabels()
 	return r
@@ -182,6 +189,8 @@ func (r *Readiness) waiting() []string {
 		case up:
 		case i < len(r.refused) && r.refused[i].tls:
 			why = append(why, "redis "+r.urls[i]+" fails the TLS handshake: "+r.refused[i].msg)
+		case i < len(r.refused) && r.refused[i].rights:
+			why = append(why, "redis "+r.urls[i]+" refuses the tick's commands: "+r.refused[i].msg)
 		case i < len(r.refused) && r.refused[i].msg != "":
 			why = append(why, "redis "+r.urls[i]+" refuses PING: "+r.refused[i].msg)
 		default:
@@ -197,18 +206,22 @@ func (r *Readiness) waiting() []string {
 // refusal is why an instance's last PING failed, when an operator must fix it: Redis's
 // error, or (tls) the TLS handshake's.
 type refusal struct {
-	msg string
-	tls bool
+	msg    string
+	tls    bool
+	rights bool // PING answered, a command of the tick's refused (tick.ProbeRights)
 }
 
 // setRefused records err, the last PING's failure of instance i, when Redis itself gave
 // it (a reply, not a timeout or a closed connection), it is errWantsTLS or errNoTLS, or the TLS
 // handshake failed on a certificate (tlsreload.Refused), and forgets a refusal
 // otherwise. It returns the refusal recorded ("" for none).
-func (r *Readiness) setRefused(i int, err error) string {
+func (r *Readiness) setRefused(i int, err error, rights bool) string {
 	var ref refusal
 	if redisErr, ok := errors.AsType[redis.Error](err); ok {
-		ref.msg = redisErr.Error()
+		ref.msg, ref.rights = redisErr.Error(), rights
+		if rights {
+			ref.msg = err.Error() // which of the tick's commands, then Redis's error
+		}
 	} else if errors.Is(err, errWantsTLS) || errors.Is(err, errNoTLS) {
 		ref.msg = err.Error()
 	} else if tlsreload.Refused(err) {
@@ -246,6 +259,12 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		pctx, cancel := context.WithTimeout(ctx, r.timeout)
 		err := r.clients[i].Ping(pctx).Err()
 		cancel()
+		rights := false
+		if err == nil && r.rights != nil {
+			pctx, cancel := context.WithTimeout(ctx, r.timeout)
+			err, rights = r.rights(pctx, r.clients[i]), true
+			cancel()
+		}
 		if err == nil {
 			r.markUp(i, attempt)
 			r.checkEviction(ctx, i)
@@ -259,7 +278,7 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		} else if errors.Is(err, context.DeadlineExceeded) && !plainText(r.clients[i]) && answersPlain(ctx, r.clients[i]) {
 			err = fmt.Errorf("%w (%w)", errNoTLS, err)
 		}
-		cause := r.setRefused(i, err)
+		cause := r.setRefused(i, err, rights)
 		if cause == "" {
 			cause = "\x00"
 		}
@@ -272,7 +291,11 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 			lvl, warned = slog.LevelWarn, cause
 		}
 		msg := "redis not reachable yet; /readyz answers 503 until it is"
-		if cause != "\x00" {
+		if rights {
+			// It takes the PING, and refuses what the tick sends: every tick would be
+			// refused, the gate's counts shared with no other gate.
+			msg = "redis answers but refuses the tick's commands (its user's ACL: docs/operations.md, What the gate needs from Redis); /readyz answers 503 until it takes them"
+		} else if cause != "\x00" {
 			// It answers, refusing (a password, an ACL, a scheme): not a Redis to wait for.
 			msg = "redis answers but refuses the gate's PING; /readyz answers 503 until it takes it"
 		}

@@ -45,3 +45,35 @@ func TestRefusedLoginSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// TestWritesRefusedForRightsSaySo: a user that may read but not run the write script (an
+// ACL written before it, without +eval) has its reads answered and its writes refused:
+// the line said "views go stale", though they were fresh; what it means is that the
+// counts reach no other gate, each gate limiting alone.
+func TestWritesRefusedForRightsSaySo(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	if err := admin.Do(context.Background(), "ACL", "SETUSER", "old", "on", ">pw", "~t:*", "-@all", "+get", "+set", "+mget", "+ping", "+hello").Err(); err != nil {
+		t.Fatal(err)
+	}
+	client, err := Dial([]string{srv.URLAs("old", "pw")}, testRedisOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client[0].Close() })
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	tk, err := New(l, []redis.UniversalClient{client[0]}, Config{KeyPrefix: "t"}, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Check("team-a", 1)
+	r := tk.Tick(context.Background())
+	if lines := logs.lines("redis refuses the gate's commands", "reach no other gate"); len(lines) != 1 || r.FailedReads != 0 {
+		t.Errorf("tick %+v; want one line saying the counts reach no other gate; log:\n%s", r, logs.buf.String())
+	}
+}

@@ -143,13 +143,15 @@ func classify(err error) cause {
 
 // loginRefusal reports whether err is Redis refusing the gate's login or rights, which
 // no retry cures: NOAUTH (no password given), WRONGPASS (the wrong user or password),
-// NOPERM (an ACL without a command or key the tick uses), or the protocol error Redis
+// NOPERM (an ACL without a command or key the tick uses; inside a script, Redis 7.0 says
+// "The user executing the script can't …"), or the protocol error Redis
 // answers a command of more than ten arguments (or a long one) from a client not logged
 // in with, closing the connection: "unauthenticated multibulk length" (or "bulk length").
 func loginRefusal(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && (redis.HasErrorPrefix(err, "NOAUTH") || redis.HasErrorPrefix(err, "WRONGPASS") ||
-		redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), "Protocol error: unauthenticated"))
+		redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), "Protocol error: unauthenticated") ||
+		strings.Contains(err.Error(), "The user executing the script can't"))
 }
 
 // loginRefusedMsg is what the tick's line says of a refused login or right.
@@ -270,6 +272,10 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 		msg = "redis TLS handshake failed on a certificate, not the network: check GATE_REDIS_TLS_CA_FILE against Redis's " +
 			"(of another CA, expired, not for its host name) or, on a remote error, GATE_REDIS_TLS_CERT_FILE and " +
 			"GATE_REDIS_TLS_KEY_FILE (Redis refuses the gate's); counts kept for the next tick, views go stale"
+	case p.refusedLogin && p.failedReads == 0 && p.failedWrites > 0:
+		// Reads answered, writes refused (an ACL without +eval): the views are fresh,
+		// but hold none of this gate's counts, nor those of any gate refused alike.
+		msg = loginRefusedMsg + "; this gate's counts are kept for the next tick and reach no other gate meanwhile: each gate refused so limits by its own counts alone"
 	case p.refusedLogin:
 		msg = loginRefusedMsg + "; counts kept for the next tick, views go stale"
 	case p.causes&^refusals == 0:

@@ -1,0 +1,86 @@
+package endpoints
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/faulttest"
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// TestReadinessWaitsForTheTicksRights: a gate whose Redis user answers PING but may not
+// run the tick's commands (an ACL written before the write script, without +eval; one
+// without +pexpire, whose counters would never expire) was ready, and every tick was
+// refused: the counts reached no other gate, each gate limiting alone, N gates letting
+// N times a limit through, with only GateRedisErrors to say so after five minutes. A
+// rollout with such an ACL must stop at its first pod, as one with a topic's ACL missing
+// does: /readyz names the refusal until the rights are granted.
+func TestReadinessWaitsForTheTicksRights(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	for _, tc := range []struct{ user, acl, refused string }{
+		{"old", "+get +set +incrby +pexpire +mget +ping +hello +info", "'eval'"},
+		{"noexpire", "+eval +get +set +incrby +mget +ping +hello +info", "PEXPIRE"},
+		{"keys", "+eval +get +set +incrby +pexpire +mget +ping +hello +info", "one of the keys"},
+	} {
+		pattern := "~gate:*"
+		if tc.user == "keys" {
+			pattern = "~other:*"
+		}
+		args := []any{"ACL", "SETUSER", tc.user, "on", ">pw", "resetkeys", pattern, "-@all"}
+		for _, a := range strings.Fields(tc.acl) {
+			args = append(args, a)
+		}
+		if err := admin.Do(ctx, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{"GATE_REDIS_URLS": srv.URLAs(tc.user, "pw")}
+		cfg, err := config.Load(func(k string) string { return env[k] }, slices.Collect(maps.Keys(env)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := cfg.RedisOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients, err := cfg.DialRedis(o, config.Reload{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = clients[0].Close() })
+		var logs faulttest.Buffer
+		r := newReadiness(clients, cfg, func() []string { return nil }, slog.New(slog.NewTextHandler(&logs, nil)))
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); r.Run(rctx) }()
+		waitFor := func(what string, cond func() bool) {
+			t.Helper()
+			for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: no %s in 30s; /readyz %q; log:\n%s", tc.user, what, r.reasons(), logs.String())
+				}
+			}
+		}
+		waitFor("reason naming the refusal", func() bool {
+			why := strings.Join(r.reasons(), "; ")
+			return strings.Contains(why, "refuses the tick's commands") && strings.Contains(why, tc.refused)
+		})
+		if !strings.Contains(logs.String(), "redis answers but refuses the tick's commands") {
+			t.Errorf("%s: no warning of the refusal; log:\n%s", tc.user, logs.String())
+		}
+		if err := admin.Do(ctx, "ACL", "SETUSER", tc.user, "~gate:*", "+eval", "+pexpire").Err(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor("readiness once granted", func() bool { return len(r.reasons()) == 0 })
+		cancel()
+		<-done
+	}
+}
