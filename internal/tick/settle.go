@@ -31,9 +31,13 @@ func (t *Ticker) settleWrites(res *TickResult) {
 		ln.doubt = slices.DeleteFunc(ln.doubt, func(b *batch) bool { return !b.doubt })
 	}
 	if res.Batches[outReplayed]+res.Batches[outLost] > 0 {
-		t.log.Warn("redis lost writes it had acknowledged (a failover to a replica that had not received them, or a restart); this gate's are sent again",
-			"replayed_batches", res.Batches[outReplayed], "replayed_counts", res.Replayed,
-			"lost_batches", res.Batches[outLost], "keep_confirmed", t.cfg.KeepConfirmed)
+		// Once a minute at most: a lane's sequence key evicted tick after tick (an
+		// allkeys-* policy under another tenant's pressure) is lost every tick.
+		if ok, quiet := t.lostLog.Allow(); ok {
+			t.log.Warn("redis lost writes it had acknowledged (a failover to a replica that had not received them, a restart, or its sequence key evicted); this gate's are sent again",
+				"replayed_batches", res.Batches[outReplayed], "replayed_counts", res.Replayed,
+				"lost_batches", res.Batches[outLost], "keep_confirmed", t.cfg.KeepConfirmed, "warnings_unlogged", quiet)
+		}
 	}
 	if t.retired.Load() {
 		t.cfg.Unwritten.publish(t)

@@ -35,6 +35,9 @@ type Ticker struct {
 	errLogs   []errLog // by instance; each written only by its instance's pipeline goroutine
 	// parseLogs pace the logs of values read that do not parse, by kind (unreadable).
 	parseLogs [numValueKinds]*throttle.Every
+	// lostLog paces the warning of writes Redis lost after acknowledging them
+	// (settleWrites): a sequence key evicted tick after tick warned once a tick.
+	lostLog *throttle.Every
 
 	// Owned by the tick goroutine.
 	pending map[countKey]int64 // counts Redis has not confirmed: unsent, refused or in doubt
@@ -205,6 +208,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	for k := range t.parseLogs {
 		t.parseLogs[k] = throttle.NewEvery(errorLogInterval, nil) // wall time: it paces a log
 	}
+	t.lostLog = throttle.NewEvery(errorLogInterval, nil)
 	if t.fleet = cfg.Fleet; t.fleet == nil {
 		t.fleet = NewFleet()
 	}
