@@ -1805,3 +1805,35 @@ func TestLoadConfigNamesTheVariableSet(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadConfigLeavesOutRulesOverAWrongValue: a value that is wrong is reported alone,
+// not again as the other side of every rule between it and another variable: a
+// GATE_REDIS_MODE misspelt also told the operator to unset GATE_REDIS_SENTINEL_MASTER
+// and GATE_REDIS_SENTINEL_ADDRS (wanted "unless GATE_REDIS_MODE=sentinel"), the opposite
+// of the fix, and GATE_TICK_INTERVAL past the window reported GATE_SYNC_INTERVAL's
+// default against it.
+func TestLoadConfigLeavesOutRulesOverAWrongValue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env  map[string]string
+		want string // the one problem
+	}{
+		{map[string]string{"GATE_TRANSACTION_TIMEOUT": "90"}, "GATE_TRANSACTION_TIMEOUT"},
+		{map[string]string{"GATE_REDIS_MODE": "sentinal", "GATE_REDIS_SENTINEL_MASTER": "mymaster", "GATE_REDIS_SENTINEL_ADDRS": "s-0:26379"}, "GATE_REDIS_MODE"},
+		{map[string]string{"GATE_TICK_INTERVAL": "2m"}, "GATE_TICK_INTERVAL"},
+	}
+	for _, tt := range tests {
+		_, err := loadMap(tt.env)
+		var p Problems
+		if !errors.As(err, &p) || len(p) != 1 || !strings.HasPrefix(p[0].Error(), tt.want+"=") {
+			t.Errorf("env %v: got %v; want one problem, on %s", tt.env, err, tt.want)
+		}
+	}
+	// Two wrong values each naming the other are both reported: neither is left out for
+	// the other's sake.
+	_, err := loadMap(map[string]string{"GATE_TICK_INTERVAL": "2m", "GATE_WINDOW": "30s", "GATE_SYNC_INTERVAL": "1s"})
+	var p Problems
+	if !errors.As(err, &p) || len(p) == 0 {
+		t.Errorf("a tick past the window and a sync interval under the tick: got %v, want problems", err)
+	}
+}

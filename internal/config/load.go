@@ -102,8 +102,9 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 	}
 	// A value that failed holds a zero, not the operator's value: it is not reported
 	// again, and the rules between values wait until every value reads.
-	for _, e := range c.validate(len(failed) == 0, window) {
-		if ve, ok := e.(*varError); ok && !failed[ve.Key] {
+	vs := c.validate(len(failed) == 0, window)
+	for _, e := range vs {
+		if ve, ok := e.(*varError); ok && !failed[ve.Key] && !overWrongValue(ve, failed, vs) {
 			ve.Value = raw[ve.Key] // as the operator wrote it
 			if ve.Detail == "" && ve.Value != "" && strings.TrimSpace(getenv(ve.Key)) == "" {
 				ve.Detail = againstSet(ve, getenv, raw)
@@ -151,28 +152,59 @@ func Names(environ []string, getenv func(string) string) []string {
 	return names
 }
 
-// againstSet is the detail of a rule between variables that failed on ve's, left unset:
-// the value is its default, and the variables the rule names that the operator did set
-// are named with their values, so that the line leads to the setting made (raising
-// GATE_REVOKE_TIMEOUT alone fails on GATE_KAFKA_REBALANCE_TIMEOUT's default).
-func againstSet(ve *varError, getenv func(string) string, raw map[string]string) string {
-	var set []string
-	for rest := ve.Want; ; {
+// overWrongValue reports whether ve is a rule between its variable and another that is
+// wrong itself: one that failed to read (failed: its value is a zero), or whose own
+// problem (among vs) names no other variable with a problem. The other is reported, and
+// ve would restate its fault from the wrong side: a GATE_REDIS_MODE misspelt told the
+// operator to unset GATE_REDIS_SENTINEL_MASTER ("unless GATE_REDIS_MODE=sentinel"). Two
+// problems naming each other are both kept.
+func overWrongValue(ve *varError, failed map[string]bool, vs Problems) bool {
+	problem := map[string]*varError{}
+	for _, e := range vs {
+		if o, ok := e.(*varError); ok {
+			problem[o.Key] = o
+		}
+	}
+	for _, name := range varsNamed(ve.Want, ve.Key) {
+		if failed[name] {
+			return true
+		}
+		if o := problem[name]; o != nil && !slices.ContainsFunc(varsNamed(o.Want, o.Key), func(n string) bool { return failed[n] || problem[n] != nil }) {
+			return true
+		}
+	}
+	return false
+}
+
+// varsNamed returns the GATE_ variables want names, but self, each once.
+func varsNamed(want, self string) []string {
+	var names []string
+	for rest := want; ; {
 		i := strings.Index(rest, envPrefix+"_")
 		if i < 0 {
-			break
+			return names
 		}
 		rest = rest[i:]
 		n := strings.IndexFunc(rest, func(r rune) bool { return !(r == '_' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') })
 		if n < 0 {
 			n = len(rest)
 		}
-		name := rest[:n]
+		if name := rest[:n]; name != self && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
 		rest = rest[n:]
-		if v, ok := raw[name]; ok && name != ve.Key && strings.TrimSpace(getenv(name)) != "" {
-			if s := fmt.Sprintf("%s=%q", name, v); !slices.Contains(set, s) {
-				set = append(set, s)
-			}
+	}
+}
+
+// againstSet is the detail of a rule between variables that failed on ve's, left unset:
+// the value is its default, and the variables the rule names that the operator did set
+// are named with their values, so that the line leads to the setting made (raising
+// GATE_REVOKE_TIMEOUT alone fails on GATE_KAFKA_REBALANCE_TIMEOUT's default).
+func againstSet(ve *varError, getenv func(string) string, raw map[string]string) string {
+	var set []string
+	for _, name := range varsNamed(ve.Want, ve.Key) {
+		if v, ok := raw[name]; ok && strings.TrimSpace(getenv(name)) != "" {
+			set = append(set, fmt.Sprintf("%s=%q", name, v))
 		}
 	}
 	if len(set) == 0 {
