@@ -1837,3 +1837,24 @@ func TestLoadConfigLeavesOutRulesOverAWrongValue(t *testing.T) {
 		t.Errorf("a tick past the window and a sync interval under the tick: got %v, want problems", err)
 	}
 }
+
+// TestLoadConfigKafkaTLSFalseWithItsFiles: GATE_KAFKA_TLS=false beside another
+// GATE_KAFKA_TLS_* variable, which turns TLS on, was taken silently, the gate dialling
+// over TLS all the same (the chart refuses the pair): against a plain listener it waited
+// 40 s for a metadata timeout that named no TLS. It is refused, naming what is set.
+func TestLoadConfigKafkaTLSFalseWithItsFiles(t *testing.T) {
+	t.Parallel()
+	_, err := loadMap(map[string]string{"GATE_KAFKA_TLS": "false", "GATE_KAFKA_TLS_SERVER_NAME": "kafka.internal"})
+	if err == nil || !strings.Contains(err.Error(), `GATE_KAFKA_TLS="false"`) || !strings.Contains(err.Error(), "GATE_KAFKA_TLS_SERVER_NAME") {
+		t.Errorf("GATE_KAFKA_TLS=false with GATE_KAFKA_TLS_SERVER_NAME: %v; want it refused, naming both", err)
+	}
+	for _, env := range []map[string]string{
+		{"GATE_KAFKA_TLS_SERVER_NAME": "kafka.internal"},
+		{"GATE_KAFKA_TLS": "true", "GATE_KAFKA_TLS_SERVER_NAME": "kafka.internal"},
+		{"GATE_KAFKA_TLS": "false"},
+	} {
+		if _, err := loadMap(env); err != nil {
+			t.Errorf("%v: %v", env, err)
+		}
+	}
+}

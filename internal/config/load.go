@@ -90,6 +90,22 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 			window = limitsWindow // GATE_WINDOW is unset: a message naming it would send the operator to set it
 		}
 	}
+	// Any other GATE_KAFKA_TLS_* variable turns TLS on (KafkaTLSOn): GATE_KAFKA_TLS=false
+	// beside one would be overruled without a word, and a gate meant to dial a plain
+	// listener would wait on its TLS handshakes for a metadata timeout naming no TLS.
+	if !failed[envPrefix+"_KAFKA_TLS"] && !c.KafkaTLS && strings.TrimSpace(getenv(envPrefix+"_KAFKA_TLS")) != "" {
+		var on []string
+		for _, v := range []string{"KAFKA_TLS_CA_FILE", "KAFKA_TLS_CERT_FILE", "KAFKA_TLS_KEY_FILE", "KAFKA_TLS_SERVER_NAME"} {
+			if strings.TrimSpace(getenv(envPrefix+"_"+v)) != "" {
+				on = append(on, envPrefix+"_"+v)
+			}
+		}
+		if len(on) > 0 {
+			p.add(&varError{Key: envPrefix + "_KAFKA_TLS", Value: raw[envPrefix+"_KAFKA_TLS"],
+				Want: "true or unset with " + strings.Join(on, ", ") + " set, which turn TLS on; or those unset, for a broker without TLS"})
+			failed[envPrefix+"_KAFKA_TLS"] = true
+		}
+	}
 	// With a rules file each rule says its own key, limits, mode, cost, threshold mode and
 	// forced keys: the variables that say them for the gate without rules would be
 	// ignored, so setting one is an error.
