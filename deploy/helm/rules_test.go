@@ -238,3 +238,54 @@ func TestRuleMatchValuesAreStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesRenderOnlyAsTheGateTakesThem: rules values the gate refuses at start must not
+// render. The rules ConfigMap does not roll the pods (the gate reloads it), so a file the
+// gate refuses installed and upgraded with --wait, the running pods kept their rules and
+// only GateRulesFileInvalid fired, until the next pod to start (a crash, a drain, a
+// scale-up) crash-looped on it. Each case is also given to `gate rules check` as the
+// chart would render it, so that the chart's checks and the gate's cannot drift apart.
+func TestRulesRenderOnlyAsTheGateTakesThem(t *testing.T) {
+	bin, err := gateBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := readValues(t, "testdata/defaults.yaml")
+	for _, tc := range []struct{ name, rules, want string }{
+		{"what the gate takes", "[{name: a, key: 'json:team_id+distinct_id', limits: ['1m:5', '1h:100'], max_keys: 10, on_cardinality: tag}, " +
+			"{name: b, key: 'json:team_id', limits: ['1m:5'], threshold_mode: adaptive}, {name: c, key: 'header:event', limits: ['90s:010'], action: 'topic:merges.x'}, " +
+			"{name: d, key: 'json:token', limits: ['2m:5'], action: 'topic:merges.x'}, {name: e, key: 'json:ip', limits: ['1m:8796093022207'], match: [{field: 'header:event', in: [a]}]}]", ""},
+		{"names twice", "[{name: a, key: 'json:team_id', limits: ['1m:5']}, {name: a, key: 'json:token', limits: ['1m:5']}]", `rule name "a" is used twice`},
+		{"threshold 0", "[{name: a, key: 'json:team_id', limits: ['1m:0']}]", "threshold"},
+		{"window not whole seconds", "[{name: a, key: 'json:team_id', limits: ['1500ms:5', '1h:50']}]", "whole number of seconds"},
+		{"window twice", "[{name: a, key: 'json:team_id', limits: ['1m:5', '60s:6']}]", "twice"},
+		{"window past a year", "[{name: a, key: 'json:team_id', limits: ['10000h:5']}]", "8784h"},
+		{"the gate's own topic", "[{name: a, key: 'json:team_id', limits: ['1m:5'], action: 'topic:events_accepted'}]", "topics.accepted"},
+		{"a topic Kafka takes for the gate's", "[{name: a, key: 'json:team_id', limits: ['1m:5'], action: 'topic:events.overflow'}]", "differ only in '.' and '_'"},
+		{"two rules' topics Kafka takes for one", "[{name: a, key: 'json:team_id', limits: ['1m:5'], action: 'topic:merges.x'}, {name: b, key: 'json:token', limits: ['1m:5'], action: 'topic:merges_x'}]", "differ only in '.' and '_'"},
+		{"max_keys on one field", "[{name: a, key: 'json:team_id', limits: ['1m:5'], max_keys: 10}]", "max_keys"},
+		{"on_cardinality with track all", "[{name: a, key: 'json:team_id+distinct_id', limits: ['1m:5'], track: all, on_cardinality: tag}]", "on_cardinality"},
+		{"adaptive over a window not dividing an hour", "[{name: a, key: 'json:team_id', limits: ['7m:5'], threshold_mode: adaptive}]", "divides an hour"},
+	} {
+		vals := mergeValues(base, mustParse(t, "rules: "+tc.rules+"\n"))
+		_, rerr := render(t, vals, capabilities())
+		if tc.want == "" {
+			if rerr != nil {
+				t.Errorf("%s: render: %v; want it rendered, as the gate takes it", tc.name, rerr)
+			}
+		} else if rerr == nil || !strings.Contains(rerr.Error(), tc.want) {
+			t.Errorf("%s: render: %v; want it refused, saying %q", tc.name, rerr, tc.want)
+		}
+		// The gate refuses the same file, and takes the one the chart renders.
+		body := "rules: " + tc.rules + "\n"
+		path := filepath.Join(t.TempDir(), "rules.yaml")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "rules", "check", path)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		if out, err := cmd.CombinedOutput(); (err == nil) != (tc.want == "") {
+			t.Errorf("%s: gate rules check: %v; the chart and the gate disagree on the file:\n%s\n%s", tc.name, err, body, out)
+		}
+	}
+}

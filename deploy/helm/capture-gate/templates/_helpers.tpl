@@ -756,6 +756,7 @@ capture-gate.validate: the rules across values that the schema cannot state. Ren
 nothing; fails with a message naming the values to change.
 */}}
 {{- define "capture-gate.validate" -}}
+{{- include "capture-gate.validateRules" . -}}
 {{- $v := .Values -}}
 {{- $partitions := include "capture-gate.partitions" . | int64 -}}
 {{- $a := $v.autoscaling -}}
@@ -1155,3 +1156,99 @@ that reaches the gates through it. */}}
 {{- define "capture-gate.rulesFile" -}}
 {{ include "capture-gate.rulesDir" . }}/rules.yaml
 {{- end }}
+
+{{/*
+capture-gate.validateRules: what the gate's rules parser refuses in rules that the schema
+cannot state (internal/rules: a name once, each limit's window a whole number of seconds
+up to 8784h and once a rule, a threshold from 1, a topic of the rule's own, the
+cardinality fields only where a rule counts a team's keys, an adaptive rule's window
+dividing an hour). The rules ConfigMap does not roll the pods: a file the gate refuses
+would install, and crash-loop the next pod to start. TestRulesRenderOnlyAsTheGateTakesThem
+gives each case to the gate too.
+*/}}
+{{- define "capture-gate.validateRules" -}}
+{{- $v := .Values -}}
+{{- $sec := 1000000000 | int64 -}}
+{{- $hour := mul 3600 $sec -}}
+{{- $names := dict -}}
+{{- /* The gate's own topics, by how Kafka tells topics apart ('.' and '_' as one). */ -}}
+{{- $own := dict -}}
+{{- range $t := list (list $v.topics.input "topics.input") (list $v.topics.accepted "topics.accepted") (list $v.topics.overflow "topics.overflow") (list $v.topics.deadLetter "topics.deadLetter") (list $v.outcomes.topic "outcomes.topic") -}}
+{{- if index $t 0 -}}
+{{- $_ := set $own (replace "." "_" (toString (index $t 0))) (list (toString (index $t 0)) (index $t 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- $ruleTopics := dict -}}
+{{- range $i, $r := $v.rules -}}
+{{- $name := toString $r.name -}}
+{{- if hasKey $names $name -}}
+{{- fail (printf "capture-gate: rule name %q is used twice (rules[%d] and rules[%d]): names must differ" $name (index $names $name) $i) -}}
+{{- end -}}
+{{- $_ := set $names $name $i -}}
+{{- $windows := dict -}}
+{{- range $j, $l := $r.limits -}}
+{{- $win := regexFind "^[^:]+" (toString $l) -}}
+{{- $ns := include "capture-gate.nanoseconds" $win | int64 -}}
+{{- if or (lt $ns $sec) (ne (mod $ns $sec) 0) -}}
+{{- fail (printf "capture-gate: rule %q's limit %q: its window must be a whole number of seconds such as 1h (a further limit's Redis keys are named by it)" $name (toString $l)) -}}
+{{- end -}}
+{{- if gt $ns (mul 8784 $hour) -}}
+{{- fail (printf "capture-gate: rule %q's limit %q: its window must be at most 8784h (366 days)" $name (toString $l)) -}}
+{{- end -}}
+{{- if hasKey $windows (toString $ns) -}}
+{{- fail (printf "capture-gate: rule %q's limit %q: its window appears twice in the rule (with %q): each limit needs a window of its own" $name (toString $l) (index $windows (toString $ns))) -}}
+{{- end -}}
+{{- $_ := set $windows (toString $ns) (toString $l) -}}
+{{- /* The threshold without leading zeros (int64 would read "010" as octal). */ -}}
+{{- $thr := regexReplaceAll "^0+" (regexFind "[0-9]+$" (toString $l)) "" | default "0" -}}
+{{- if or (gt (len $thr) 13) (lt (int64 $thr) 1) (gt (int64 $thr) 8796093022207) -}}
+{{- fail (printf "capture-gate: rule %q's limit %q: its threshold must be a whole number from 1 to 8796093022207" $name (toString $l)) -}}
+{{- end -}}
+{{- end -}}
+{{- $action := toString ($r.action | default "overflow") -}}
+{{- if hasPrefix "topic:" $action -}}
+{{- $t := trimPrefix "topic:" $action -}}
+{{- $u := replace "." "_" $t -}}
+{{- if hasKey $own $u -}}
+{{- $o := index $own $u -}}
+{{- if eq (index $o 0) $t -}}
+{{- fail (printf "capture-gate: rule %q's action %q: %s is %s, and a rule's topic must be one of its own (for the overflow topic, action: overflow)" $name $action $t (index $o 1)) -}}
+{{- end -}}
+{{- fail (printf "capture-gate: rule %q's action %q: %s and %s (%s) differ only in '.' and '_', which Kafka takes for one" $name $action $t (index $o 0) (index $o 1)) -}}
+{{- end -}}
+{{- if and (hasKey $ruleTopics $u) (ne (index (index $ruleTopics $u) 0) $t) -}}
+{{- $o := index $ruleTopics $u -}}
+{{- fail (printf "capture-gate: rule %q's action %q: %s and %s (rule %q's topic) differ only in '.' and '_', which Kafka takes for one" $name $action $t (index $o 0) (index $o 1)) -}}
+{{- end -}}
+{{- $_ := set $ruleTopics $u (list $t $name) -}}
+{{- end -}}
+{{- /* A team's keys are counted (max_keys, on_cardinality) only for a key of several
+       fields, among those kept under their floor: in a sketch, on the wall clock under
+       static thresholds. */ -}}
+{{- $composite := and (hasPrefix "json:" (toString $r.key)) (contains "+" (toString $r.key)) -}}
+{{- $adaptive := eq (toString $r.threshold_mode) "adaptive" -}}
+{{- $aboveFloor := or $composite (not (empty $r.match)) -}}
+{{- if hasKey $r "track" -}}{{- $aboveFloor = eq (toString $r.track) "above_floor" -}}{{- end -}}
+{{- if and (eq $v.limit.clock "event") (hasKey $r "track") (eq (toString $r.track) "above_floor") -}}
+{{- fail (printf "capture-gate: rule %q's track must be all with limit.clock event: keys under their floor are counted in a sketch on the wall clock only" $name) -}}
+{{- end -}}
+{{- range $f := list "max_keys" "on_cardinality" -}}
+{{- if hasKey $r $f -}}
+{{- if not $composite -}}
+{{- fail (printf "capture-gate: rule %q's %s is only for a key of several fields (json:team_id+distinct_id): its first field is the team whose keys are counted" $name $f) -}}
+{{- else if or (not $aboveFloor) (eq $v.limit.clock "event") $adaptive -}}
+{{- fail (printf "capture-gate: rule %q's %s needs track: above_floor (the default for a key of several fields), static thresholds and limit.clock wall: a team's keys are counted among those under their floor, in a sketch" $name $f) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and $adaptive $r.limits -}}
+{{- $first := include "capture-gate.nanoseconds" (regexFind "^[^:]+" (toString (index $r.limits 0))) | int64 -}}
+{{- if or (gt $first $hour) (ne (mod $hour $first) 0) -}}
+{{- fail (printf "capture-gate: rule %q's threshold_mode must be static unless its first limit's window divides an hour, such as 1m (adaptive learns per hour of the day)" $name) -}}
+{{- end -}}
+{{- if eq $v.limit.clock "event" -}}
+{{- fail (printf "capture-gate: rule %q's threshold_mode must be static with limit.clock event (learned thresholds are kept under the wall clock only)" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
