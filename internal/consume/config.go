@@ -492,6 +492,10 @@ func (c Config) clientOpts() []kgo.Opt {
 		// acks=all and the idempotent producer are franz-go's defaults: an acknowledged
 		// record is on every in-sync replica, and client retries write no duplicates.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// Input written in transactions is routed only once committed, and never when
+		// aborted, in both delivery modes: an aborted record is no data, and read
+		// uncommitted, at least once routed it and counted it against its team.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
 	if c.ProduceRetries > 0 {
 		opts = append(opts, kgo.RecordRetries(c.ProduceRetries))
@@ -509,9 +513,6 @@ func (c Config) clientOpts() []kgo.Opt {
 			// slow poll cannot get this member kicked out of the group.
 			kgo.TransactionalID(c.TransactionalID),
 			kgo.TransactionTimeout(c.TransactionTimeout),
-			// Input written in transactions is routed only once committed, and never
-			// when aborted.
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		)
 	default:
 		// Rebalance callbacks never run while a poll's records are being routed, so

@@ -162,12 +162,12 @@ func (c *Consumer) setLagRefreshed(p *partition, at, hwm, stable, start int64) {
 	}
 }
 
-// stableEnd is where the records of ftp the gate can poll end: the high watermark, or
-// with exactly-once delivery, which reads read_committed, the last stable offset. The
+// stableEnd is where the records of ftp the gate can poll end: reading read_committed
+// (both delivery modes), the last stable offset, else the high watermark. The
 // records of a transaction an upstream producer keeps open are not lag the gate can
 // route: it waits for their transaction to end, and that wait is no stall (watchdog.go).
 func (c *Consumer) stableEnd(ftp kgo.FetchTopicPartition) int64 {
-	if c.exactlyOnce() && ftp.LastStableOffset >= 0 {
+	if ftp.LastStableOffset >= 0 {
 		return min(ftp.HighWatermark, ftp.LastStableOffset)
 	}
 	return ftp.HighWatermark

@@ -1,0 +1,48 @@
+package consume
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestAtLeastOnceSkipsAbortedInput: records an upstream producer wrote in a transaction
+// it aborted are not data, and no reader of read_committed ever sees them; at least
+// once the gate read uncommitted and routed them (5 aborted records of 10 reached
+// accepted, counted against their team's limit), and records of a transaction still
+// open before it committed. It reads committed in both delivery modes.
+func TestAtLeastOnceSkipsAbortedInput(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	upstream, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.TransactionalID("input-writer"),
+		kgo.DefaultProduceTopic(inTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(upstream.Close)
+	write := func(from int, end kgo.TransactionEndTry) {
+		if err := upstream.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for id := from; id < from+5; id++ {
+			if err := upstream.ProduceSync(t.Context(), inputRecord(id, "team-1")).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := upstream.EndTransaction(t.Context(), end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, kgo.TryAbort)
+	write(5, kgo.TryCommit)
+	g := env.start(t, "a")
+	collect(t, env.cluster, 5, 30*time.Second, 0)
+	g.stop(t)
+	out := collectAll(t, env.cluster)
+	for id := range 10 {
+		if got := len(out.ids[id]); (id < 5) != (got == 0) {
+			t.Errorf("input %d (aborted: %v) routed %d times", id, id < 5, got)
+		}
+	}
+}
