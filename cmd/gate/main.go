@@ -254,7 +254,9 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 			runErr = err
 		}
 	case err := <-consumed:
-		// The consumer stops on its own only when its client is closed under it.
+		// The consumer stops on its own only when its client is closed under it, or its
+		// input topic is deleted (consume.InputGoneError: started again, it takes the topic
+		// up as it is now).
 		runErr = fmt.Errorf("the Kafka consumer stopped: %w", err)
 		log.Error("Kafka consumer stopped; shutting down", "err", err)
 	case err := <-served:

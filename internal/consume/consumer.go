@@ -162,6 +162,10 @@ type Consumer struct {
 	// added is the input topic's partition count the gate knows, for partitions added
 	// while it runs (added.go).
 	added addedWatch
+	// inputID is the input topic's identity (inputwatch.go); stopRun ends Run with the
+	// cause when the topic goes, set by Run before the watch starts.
+	inputID inputIdentity
+	stopRun context.CancelCauseFunc
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)
@@ -381,6 +385,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.log.Info("consumer started", "brokers", c.cfg.Brokers, "input_topic", c.cfg.InputTopic, "group", c.cfg.GroupID,
 		"delivery", c.cfg.Delivery.String())
 	bg := context.WithoutCancel(ctx)
+	// The input topic deleted under the gate ends the run as a shutdown does, with the
+	// cause returned (inputwatch.go).
+	ctx, c.stopRun = context.WithCancelCause(ctx)
+	defer c.stopRun(nil)
 
 	// Records are produced until the shutdown timeout has passed after ctx ends.
 	grace, stopGrace := graceContext(ctx, c.cfg.ShutdownTimeout)
@@ -440,6 +448,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		lvl = slog.LevelWarn
 	}
 	c.log.Log(bg, lvl, "consumer stopped", "committed", committed, "committed_offsets", at, "abandoned_records", left, "outcome_rows_unwritten", unwritten)
+	if gone, ok := errors.AsType[*InputGoneError](context.Cause(ctx)); ok && runErr == nil {
+		return gone
+	}
 	return runErr
 }
 

@@ -182,6 +182,9 @@ func (c *Consumer) watchRound(ctx context.Context, cl *kgo.Client) {
 		actx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
 		c.checkAdded(actx, cl)
 		cancel()
+		actx, cancel = context.WithTimeout(ctx, watchRequestTimeout)
+		c.checkInputIdentity(actx, cl)
+		cancel()
 	}
 	if c.exactlyOnce() {
 		c.checkUnstable(ctx, cl, time.Now())

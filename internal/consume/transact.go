@@ -36,6 +36,10 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 	// Transactions end with endCtx, never ctx: an End cut short leaves the client unable
 	// to tell whether the transaction committed. Once ctx ends, the transaction still
 	// open gets ShutdownTimeout.
+	// The input topic deleted under the gate ends the run as a shutdown does, with the
+	// cause returned (inputwatch.go).
+	ctx, c.stopRun = context.WithCancelCause(ctx)
+	defer c.stopRun(nil)
 	endCtx, stop := graceContext(ctx, c.cfg.ShutdownTimeout)
 	defer stop()
 	var (
@@ -72,6 +76,9 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 	}
 	c.ready.Store(false)
 	c.log.Info("consumer stopped", "transactions_committed", n.committed, "transactions_aborted", n.aborted)
+	if gone, ok := errors.AsType[*InputGoneError](context.Cause(ctx)); ok && runErr == nil {
+		return gone
+	}
 	return runErr
 }
 

@@ -1,0 +1,114 @@
+// The input topic watched for being deleted, or deleted and created again, while the
+// gate runs. Either way it is no longer the topic the client and the group's state are
+// of: franz-go keeps the old topic's id and fails every fetch of it with
+// UNKNOWN_TOPIC_ID (thousands a second, each a warning's count, the gate ready with no
+// lag), never taking the new topic up, and the group's committed offsets went with the
+// old topic. The gate stops, as a Kafka Streams application does when a source topic
+// goes: its partitions dropped and its open transaction aborted first, so that nothing
+// of the old topic's offsets is committed onto the new one. Started again (its pod
+// restarted), its preflight waits for the topic and it reads the new one from
+// GATE_KAFKA_START_OFFSET.
+
+package consume
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// inputIdentity is what the gate knows of its input topic's identity: its topic id
+// once seen (a broker before Kafka 2.8 gives none: then only a deletion is told), and
+// how many rounds in a row found it missing.
+type inputIdentity struct {
+	mu      sync.Mutex
+	id      [16]byte
+	known   bool
+	missing int
+}
+
+// missingRounds is how many watch rounds in a row must find the input topic missing
+// before the gate takes it for deleted: one broker's answer just after a change of
+// leadership may lag.
+const missingRounds = 2
+
+// InputGoneError is what Run returns when the input topic was deleted, or deleted and
+// created again, while the gate ran.
+type InputGoneError struct {
+	Topic     string
+	Recreated bool // created again (another topic id), not only deleted
+}
+
+func (e *InputGoneError) Error() string {
+	what := "was deleted"
+	if e.Recreated {
+		what = "was deleted and created again (its topic id changed)"
+	}
+	return fmt.Sprintf("kafka: the input topic %q %s while the gate ran: the gate stops, to start afresh on the topic as it is now "+
+		"(its client keeps the old topic's id, and the group's offsets went with the old topic); started again, it waits for the topic "+
+		"and reads it from GATE_KAFKA_START_OFFSET", e.Topic, what)
+}
+
+// checkInputIdentity asks the cluster for the input topic, and stops the gate (stopRun)
+// once it finds it deleted or created again. A failed request is left to the next round.
+func (c *Consumer) checkInputIdentity(ctx context.Context, cl *kgo.Client) {
+	resp, err := topicsMetadata(ctx, cl, []string{c.cfg.InputTopic})
+	if err != nil {
+		c.log.Debug("kafka: could not look at the input topic", "err", err)
+		return
+	}
+	i := slices.IndexFunc(resp.Topics, func(t kmsg.MetadataResponseTopic) bool {
+		return t.Topic != nil && *t.Topic == c.cfg.InputTopic
+	})
+	if i < 0 {
+		return
+	}
+	t := resp.Topics[i]
+	w := &c.inputID
+	w.mu.Lock()
+	var gone *InputGoneError
+	switch {
+	case t.ErrorCode == kerr.UnknownTopicOrPartition.Code:
+		if w.missing++; w.missing >= missingRounds {
+			gone = &InputGoneError{Topic: c.cfg.InputTopic}
+		}
+	case t.ErrorCode != 0:
+		w.missing = 0 // another refusal (an ACL): the preflight's and fetches' to tell
+	case t.TopicID == [16]byte{}:
+		w.missing = 0
+	case w.known && t.TopicID != w.id:
+		gone = &InputGoneError{Topic: c.cfg.InputTopic, Recreated: true}
+	default:
+		w.id, w.known, w.missing = t.TopicID, true, 0
+	}
+	w.mu.Unlock()
+	if gone != nil {
+		c.inputGone(gone)
+	}
+}
+
+// inputGone stops the gate for err: every partition dropped (nothing of the old topic is
+// committed, as for partitions lost) and, exactly once, the open transaction aborted.
+func (c *Consumer) inputGone(err *InputGoneError) {
+	c.partsMu.Lock()
+	ids := make([]int32, 0, len(c.parts))
+	for id := range c.parts {
+		ids = append(ids, id)
+	}
+	c.partsMu.Unlock()
+	slices.Sort(ids)
+	c.drop(ids)
+	c.releaseStopped(ids)
+	if c.exactlyOnce() {
+		c.interruptTxn()
+	}
+	c.log.Error(err.Error(), "topic", err.Topic, "partitions_dropped", ids)
+	if c.stopRun != nil {
+		c.stopRun(err)
+	}
+}
