@@ -90,7 +90,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		}, []string{"topic", "partition", "cause"}),
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_transaction_recoveries_total",
-			Help: "Exactly-once delivery: Kafka clients rebuilt to recover a transaction, by cause: group_churn (the broker aborted a transaction that outlived GATE_TRANSACTION_TIMEOUT while the group rebalanced, or the group's committed offsets could not be re-read after an abort; never counted toward the limit), slow_transaction (it outlived the timeout otherwise and fenced the producer), or end_error (ending a transaction failed otherwise, its outcome unknown). Five slow_transaction and end_error within 10 minutes are recovered from; the sixth stops the gate and is not counted. Zero in at-least-once mode.",
+			Help: "Exactly-once delivery: Kafka clients rebuilt to recover a transaction, by cause: group_churn (the broker aborted a transaction that outlived GATE_TRANSACTION_TIMEOUT while the group rebalanced, or the group's committed offsets could not be re-read after an abort; never counted toward the limit), slow_transaction (it outlived the timeout otherwise and fenced the producer), end_error (ending a transaction failed otherwise, its outcome unknown), or id_unmapped (the brokers no longer map the transactional id to the producer: it expired, unused for transactional.id.expiration.ms, or another instance took it). Five slow_transaction, end_error and id_unmapped within 10 minutes are recovered from; the sixth stops the gate and is not counted. Zero in at-least-once mode.",
 		}, []string{"cause"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_transactions_total",
@@ -122,7 +122,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 	for _, to := range []string{"dead_letter", "dead_letter_stripped"} {
 		m.rerouted.WithLabelValues(to)
 	}
-	for _, r := range []string{"group_churn", "slow_transaction", "end_error"} {
+	for _, r := range []string{"group_churn", "slow_transaction", "end_error", "id_unmapped"} {
 		m.recoveries.WithLabelValues(r)
 	}
 	if reg == nil {

@@ -319,7 +319,13 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 		}
 		churn = errors.Is(err, errResync)
 	}
-	if isFence && open < timeout {
+	// A producer id the brokers no longer map to the transactional id: the id expired,
+	// unused for transactional.id.expiration.ms (7 days by default: a gate whose
+	// partitions were idle that long met it at its next record, and exited blaming
+	// another instance), or another instance took it over since. A new session maps it
+	// again; another instance would fence it back, which the recoveries' bound stops.
+	unmapped := errors.Is(err, kerr.InvalidProducerIDMapping)
+	if isFence && open < timeout && !unmapped {
 		return fmt.Errorf("%w (fenced %s into a transaction, within the transaction timeout of %s: "+
 			"another live instance is using transactional id %q)", err, open.Round(time.Millisecond), timeout, id)
 	}
@@ -360,6 +366,9 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	}
 	cause := "group_churn"
 	switch {
+	case unmapped && !churn:
+		c.recoveries = append(c.recoveries, recovery{at: now})
+		cause = "id_unmapped"
 	case !isFence && !churn:
 		c.recoveries = append(c.recoveries, recovery{at: now})
 		cause = "end_error"
@@ -372,6 +381,10 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	msg := "the broker aborted a transaction that outlived the transaction timeout and fenced the producer; " +
 		"rebuilding the Kafka client under the same transactional id, the transaction's records since its last commit are replayed"
 	switch {
+	case unmapped:
+		msg = "the brokers no longer map the transactional id to this producer: it expired, unused for the brokers' " +
+			"transactional.id.expiration.ms (7 days by default), or another instance took it; rebuilding the Kafka client " +
+			"under the same transactional id, which resumes from the group's committed offsets"
 	case errors.Is(err, errResync):
 		// The transaction ended, aborted: what failed is the re-read after it.
 		msg = "re-reading the group's committed offsets after an aborted transaction failed; rebuilding the Kafka client " +
