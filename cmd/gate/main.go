@@ -160,6 +160,18 @@ func run(ctx context.Context, args []string, h host, stdout, stderr io.Writer) e
 	}
 	switch name {
 	case "help", "-h", "-help", "--help":
+		switch {
+		case name == "help" && len(args) > 1:
+			return &cli.UsageError{Msg: "help takes one command at most, whose usage it prints"}
+		case name == "help" && len(args) == 1 && args[0] != "run" && args[0] != "dev":
+			// help COMMAND: the command's usage, as COMMAND -h prints it.
+			c, ok := lookupCommand(args[0])
+			if !ok {
+				_, _ = io.WriteString(stderr, helpText())
+				return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q (want %s)", args[0], commandNames())}
+			}
+			return c.run(ctx, []string{"-h"}, h, stdout, stderr)
+		}
 		_, err := io.WriteString(stdout, helpText())
 		return err
 	case "run":

@@ -438,6 +438,11 @@ func TestRunCommands(t *testing.T) {
 		{args: []string{"help"}, stdoutHas: "Usage: gate", wantNilErr: true},
 		{args: []string{"-h"}, stdoutHas: "Usage: gate", wantNilErr: true},
 		{args: []string{"--help"}, stdoutHas: "Usage: gate", wantNilErr: true},
+		// help COMMAND is the command's usage, as COMMAND -h; a command unknown is refused.
+		{args: []string{"help", "env"}, stderrHas: "Usage: gate env", wantNilErr: true},
+		{args: []string{"help", "load"}, stderrHas: "Usage: gate load", wantNilErr: true},
+		{args: []string{"help", "bogus"}, usageErr: true, stderrHas: "Usage: gate", errHas: `unknown command "bogus"`},
+		{args: []string{"help", "env", "more"}, usageErr: true, errHas: "help takes one command"},
 		{args: []string{"env"}, stdoutHas: "| `GATE_WINDOW` |", wantNilErr: true},
 		{args: []string{"bogus"}, usageErr: true, stderrHas: "Usage: gate", errHas: `unknown command "bogus"`},
 		{args: []string{"-x"}, usageErr: true, errHas: `unknown command "-x"`},

@@ -496,7 +496,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_KEY_FROM", value: "header:", want: "want json:FIELD"},
 		{key: "GATE_MAX_KEY_BYTES", value: "0", want: "at least 1"},
 		{key: "GATE_VALIDATE_JSON", value: "strict", want: "true or false"},
-		{key: "GATE_COST", value: "records", want: "want events or bytes"},
+		{key: "GATE_COST", value: "records", want: `GATE_COST="records": unknown cost "records"; want events or bytes`},
 		{key: "GATE_LIMITS", value: "1h", want: `entry "1h" has no ':'`},
 		{key: "GATE_LIMITS", value: "1h:100,,24h:1000", want: "entry 2 is empty"},
 		{key: "GATE_LIMITS", value: "hourly:100", want: "not a whole number of seconds"},

@@ -165,6 +165,15 @@ type cost struct{ route.Cost }
 
 func (cost) want() string { return "events or bytes" }
 
+// Decode reads GATE_COST, saying only what is wrong: the router's own error names its
+// package and the values wanted, which the line's want says already.
+func (c *cost) Decode(text string) error {
+	if err := c.Cost.UnmarshalText([]byte(text)); err != nil {
+		return fmt.Errorf("unknown cost %q", text)
+	}
+	return nil
+}
+
 // teamList is GATE_FORCE_OVERFLOW: team names separated by commas.
 type teamList []string
 
