@@ -41,6 +41,10 @@ func TestFailedReadsLoggedAsTeams(t *testing.T) {
 	if len(lines) != 1 {
 		t.Fatalf("%d failure lines, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
+	// A timeout says which settings bound the wait: a slow Redis and a dead one look alike.
+	if !strings.Contains(lines[0], "GATE_REDIS_READ_TIMEOUT") {
+		t.Errorf("failure line of a timeout does not name GATE_REDIS_READ_TIMEOUT\n%s", lines[0])
+	}
 	if want := fmt.Sprintf("failed_reads=%d reads=%d", teams, teams); !strings.Contains(lines[0], want) {
 		t.Errorf("failure line does not say %q: every team's read failed\n%s", want, lines[0])
 	}
