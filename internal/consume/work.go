@@ -151,7 +151,11 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	// Read before any record is produced: once all are acknowledged the batch is
 	// complete and its records recycled (ackBatch), maybe before the loop ends.
 	last := w.recs[len(w.recs)-1]
-	end, epoch := last.Offset+1, last.LeaderEpoch
+	// Past the control records after the last one too (the commit marker that ends an
+	// upstream transaction, which read_committed returns with its records): a commit
+	// stopping before it left the group a record behind for good where the input ended
+	// there, as lag tools (and KEDA) read the group.
+	end, epoch := max(last.Offset+1, w.next), last.LeaderEpoch
 	b := w.p.add(end, epoch, len(w.recs))
 	// The input bytes the batch keeps, summed as the records are routed and added once
 	// the loop ends: inputFull reads the poll being routed at its records alone.
