@@ -1,15 +1,18 @@
 // Watching the primary in sentinel mode. PrimaryWatch logs and counts each switch of the
 // primary the gate writes to, when the client opens its first connection to the new one.
 // It only reports: the counts a switch loses are found by the tick, and sent again if
-// still in the batches it keeps (settle.go). It runs no goroutine and sends no command.
+// still in the batches it keeps (settle.go). It runs no goroutine and sends no command;
+// while no sentinel answers, it has the client connect to the primary they last named.
 
 package tick
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/throttle"
 )
 
 // PrimaryWatch reports every switch of the primary that a sentinel-mode client (from
@@ -41,8 +45,9 @@ import (
 //     and new address, the master name) and counted once, when the first connection to the
 //     new address is opened, whether or not any command failed. The client's first
 //     connection is not a switch: it is logged at info.
-//   - It runs no goroutine, opens no connection and sends no command: there is nothing to
-//     start or stop, and it lasts as long as the client.
+//   - It runs no goroutine and sends no command: there is nothing to start or stop, and
+//     it lasts as long as the client. It opens a connection only when no sentinel answers
+//     the client's dialer, to the primary they last named (fallback).
 //   - It reports; it neither prevents nor measures the loss.
 //   - A switch and back between two dials (A → B → A with no connection ever opened to B)
 //     is not seen; Sentinel's failover-timeout (3 min by default) between two failovers of
@@ -52,6 +57,11 @@ type PrimaryWatch struct {
 	log      *slog.Logger
 	clk      clock.Clock
 	switches prometheus.Counter
+
+	// dial opens a connection as the client's dialer does, to an address given
+	// (fallback); fallbackLog paces fallback's line.
+	dial        func(context.Context, string, string) (net.Conn, error)
+	fallbackLog *throttle.Every
 
 	mu      sync.Mutex
 	primary string    // address of the last connection opened; "" before the first
@@ -82,8 +92,41 @@ func WatchPrimary(c *redis.Client, master string, reg prometheus.Registerer, log
 			return nil, fmt.Errorf("registering the primary watch's metric: %w", err)
 		}
 	}
+	o := c.Options()
+	w.dial = redis.NewDialer(&redis.Options{DialTimeout: o.DialTimeout, TLSConfig: o.TLSConfig})
+	w.fallbackLog = throttle.NewEvery(time.Minute, clk)
 	c.AddHook(primaryHook{w})
 	return w, nil
+}
+
+// sentinelsUnreachable reports whether err is go-redis's failover dialer finding no
+// sentinel to ask for the primary: none answered, none refused (a refusal, a password or
+// an ACL, is the operator's to fix, and readiness names it).
+func sentinelsUnreachable(err error) bool {
+	var re redis.Error
+	return err != nil && strings.Contains(err.Error(), "all sentinels specified in configuration are unreachable") && !errors.As(err, &re)
+}
+
+// fallback dials the primary the sentinels last named, for a connection the failover
+// dialer could not open because no sentinel answered (sentinelsUnreachable): the
+// sentinels are asked on each new connection, and without this one lost while they were
+// down was never opened again, the primary however healthy. A failover meanwhile goes
+// unseen until a sentinel answers again: the old primary, demoted, answers READONLY,
+// which the tick counts as writes refused. It logs at most once a minute.
+func (w *PrimaryWatch) fallback(ctx context.Context, network string, cause error) (net.Conn, error) {
+	last := w.Primary()
+	if last == "" || w.dial == nil {
+		return nil, cause
+	}
+	cn, err := w.dial(ctx, network, last)
+	if err != nil {
+		return nil, cause
+	}
+	if ok, quiet := w.fallbackLog.Allow(); ok {
+		w.log.Warn("redis: no sentinel answers; connecting to the last primary they named until one does (a failover meanwhile is not seen)",
+			"master", w.master, "primary", last, "connections_unlogged", quiet, "err", cause)
+	}
+	return cn, nil
 }
 
 // Primary returns the address the client's last new connection went to: the primary as
@@ -120,6 +163,9 @@ type primaryHook struct{ w *PrimaryWatch }
 func (h primaryHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cn, err := next(ctx, network, addr) // addr is go-redis's placeholder; the dialer asks the sentinels
+		if sentinelsUnreachable(err) {
+			cn, err = h.w.fallback(ctx, network, err)
+		}
 		if err == nil && cn != nil {
 			if ra := cn.RemoteAddr(); ra != nil {
 				h.w.connected(ra.String())
