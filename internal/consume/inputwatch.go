@@ -22,13 +22,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// inputIdentity is what the gate knows of its input topic's identity: its topic id
-// once seen (a broker before Kafka 2.8 gives none: then only a deletion is told), and
-// how many rounds in a row found it missing.
+// inputIdentity counts the watch rounds in a row that found the input topic missing. Its
+// topic id is the one the preflight recorded with the others' (Consumer.topicIDs; a
+// broker before Kafka 2.8 gives none: then only a deletion is told), so that a topic
+// created again between the preflight and the first round is told too.
 type inputIdentity struct {
 	mu      sync.Mutex
-	id      [16]byte
-	known   bool
 	missing int
 }
 
@@ -68,23 +67,21 @@ func (c *Consumer) checkInputIdentity(ctx context.Context, cl *kgo.Client) {
 	if i < 0 {
 		return
 	}
-	t := resp.Topics[i]
+	changed := c.topicIDs.note(resp)
 	w := &c.inputID
 	w.mu.Lock()
 	var gone *InputGoneError
-	switch {
-	case t.ErrorCode == kerr.UnknownTopicOrPartition.Code:
+	switch code := resp.Topics[i].ErrorCode; {
+	case code == kerr.UnknownTopicOrPartition.Code:
 		if w.missing++; w.missing >= missingRounds {
 			gone = &InputGoneError{Topic: c.cfg.InputTopic}
 		}
-	case t.ErrorCode != 0:
-		w.missing = 0 // another refusal (an ACL): the preflight's and fetches' to tell
-	case t.TopicID == [16]byte{}:
-		w.missing = 0
-	case w.known && t.TopicID != w.id:
+	case code != 0:
+		w.missing = 0 // another refusal (an ACL): the preflight's and the fetches' to tell
+	case slices.Contains(changed, c.cfg.InputTopic):
 		gone = &InputGoneError{Topic: c.cfg.InputTopic, Recreated: true}
 	default:
-		w.id, w.known, w.missing = t.TopicID, true, 0
+		w.missing = 0
 	}
 	w.mu.Unlock()
 	if gone != nil {
