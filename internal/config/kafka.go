@@ -131,6 +131,7 @@ func (c Kafka) ConsumeConfig(r Reload) (consume.Config, error) {
 	}
 	return consume.Config{
 		Brokers:               slices.Clone(c.KafkaBrokers),
+		TLS:                   c.KafkaTLSOn(),
 		InputTopic:            c.InputTopic,
 		GroupID:               c.GroupID,
 		GroupProtocol:         c.KafkaGroupProtocol.value(),

@@ -159,6 +159,10 @@ func (p GroupProtocol) String() string {
 type Config struct {
 	// Brokers are the seed brokers, host:port.
 	Brokers []string
+	// TLS says the client dials the brokers over TLS (set in ClientOpts): a start-up
+	// check that cannot reach them then asks whether they answer in plain text
+	// (plainbroker.go).
+	TLS bool
 	// InputTopic is the topic read; GroupID the consumer group shared by a fleet.
 	InputTopic string
 	GroupID    string

@@ -73,6 +73,8 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 			found = append(found, p) // not a topic's or a permission's: the login's
 		} else if p := tlsProblem(err); p != "" {
 			found = append(found, p) // the handshake's
+		} else if p := c.plainListener(ctx, err); p != "" {
+			found = append(found, p) // TLS to a listener without it
 		} else if err != nil {
 			found = append(found, "checking topics and permissions: "+err.Error())
 		}
