@@ -102,6 +102,7 @@ func (c *Consumer) inputGone(err *InputGoneError) {
 	c.drop(ids)
 	c.releaseStopped(ids)
 	if c.exactlyOnce() {
+		c.txn.inputGone.Store(true)
 		c.interruptTxn()
 	}
 	c.log.Error(err.Error(), "topic", err.Topic, "partitions_dropped", ids)

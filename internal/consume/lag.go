@@ -65,11 +65,10 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client) {
 		c.log.Debug("kafka: could not list the input's ends to measure the lag of partitions not polled", "err", err)
 		return
 	}
-	var stable kadm.ListedOffsets
-	if c.exactlyOnce() {
-		if stable, err = adm.ListCommittedOffsets(lctx, c.cfg.InputTopic); !partial(err) {
-			stable = nil // the watchdog's lags are left as they are (below)
-		}
+	// The last stable offsets: the input is read read_committed in both delivery modes.
+	stable, err := adm.ListCommittedOffsets(lctx, c.cfg.InputTopic)
+	if !partial(err) {
+		stable = nil // the watchdog's lags are left as they are (below)
 	}
 	var committed kadm.OffsetResponses
 	var starts kadm.ListedOffsets
@@ -108,15 +107,11 @@ func (c *Consumer) refreshLag(ctx context.Context, cl *kgo.Client) {
 				continue
 			}
 		}
-		st := end.Offset
-		if c.exactlyOnce() {
-			// Without its last stable offset the watchdog's lag is left as it was (-1):
-			// from the end, an open upstream transaction's records counted as work.
-			if s, ok := stable.Lookup(c.cfg.InputTopic, p.id); ok && s.Err == nil {
-				st = min(st, s.Offset)
-			} else {
-				st = -1
-			}
+		// Without its last stable offset the watchdog's lag is left as it was (-1): from
+		// the end, an open upstream transaction's records counted as work.
+		st := int64(-1)
+		if s, ok := stable.Lookup(c.cfg.InputTopic, p.id); ok && s.Err == nil {
+			st = min(end.Offset, s.Offset)
 		}
 		c.setLagRefreshed(p, sl.at, end.Offset, st, start)
 	}

@@ -47,10 +47,7 @@ func (c *Consumer) commitLatestStarts(ctx context.Context, cl *kgo.Client, ids [
 		return nil, nil
 	}
 	adm := kadm.NewClient(cl)
-	list := adm.ListEndOffsets
-	if c.exactlyOnce() {
-		list = adm.ListCommittedOffsets // the last stable offset, as a read_committed client's end
-	}
+	list := adm.ListCommittedOffsets // the last stable offset, as a read_committed client's end (both modes)
 	return c.commitStarts(ctx, cl, asked, nil, list, "end")
 }
 

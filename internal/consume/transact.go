@@ -330,6 +330,8 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	res.outcomeErr = c.outcomeFailed()
 	res.startErr = c.txn.startErr
 	switch {
+	case c.txn.inputGone.Load():
+		end, what = kgo.TryAbort, "aborting: the input topic went"
 	case len(res.failures) > 0:
 		end, what = kgo.TryAbort, "aborting after failed produces"
 	case res.startErr != nil:

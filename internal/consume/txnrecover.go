@@ -284,8 +284,9 @@ func outcomeUnknown(err error) bool {
 // counted toward maxRecoveries: when, and whether the transaction outlived the
 // transaction timeout (a fence) rather than ending with an unknown outcome.
 type recovery struct {
-	at   time.Time
-	slow bool
+	at       time.Time
+	slow     bool
+	unmapped bool // the transactional id no longer mapped to the producer (id_unmapped)
 }
 
 // recoverFenced is called after a transaction of open could not be ended with err.
@@ -324,34 +325,49 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	// partitions were idle that long met it at its next record, and exited blaming
 	// another instance), or another instance took it over since. A new session maps it
 	// again; another instance would fence it back, which the recoveries' bound stops.
-	unmapped := errors.Is(err, kerr.InvalidProducerIDMapping)
-	if isFence && open < timeout && !unmapped {
+	unmappedNow := errors.Is(err, kerr.InvalidProducerIDMapping)
+	if isFence && open < timeout && !unmappedNow {
 		return fmt.Errorf("%w (fenced %s into a transaction, within the transaction timeout of %s: "+
 			"another live instance is using transactional id %q)", err, open.Round(time.Millisecond), timeout, id)
 	}
 	now := time.Now()
 	recent := c.recoveries[:0]
-	slow := 0 // of recent, the transactions that outlived the timeout
+	slow, unmapped := 0, 0 // of recent, the transactions that outlived the timeout; the ids unmapped
 	for _, r := range c.recoveries {
 		if now.Sub(r.at) < recoveryWindow {
 			recent = append(recent, r)
-			if r.slow {
+			switch {
+			case r.slow:
 				slow++
+			case r.unmapped:
+				unmapped++
 			}
 		}
 	}
 	c.recoveries = recent
 	if !churn && len(recent) >= maxRecoveries {
-		if isFence {
+		switch {
+		case unmappedNow:
+			unmapped++
+		case isFence:
 			slow++
 		}
 		// Said by what the counted recoveries were, not by this last one alone: five
 		// ends refused with an unknown outcome and then one slow transaction are no
 		// transaction timeout to raise.
-		switch n := len(recent) + 1; slow {
-		case 0:
+		switch n := len(recent) + 1; {
+		case unmapped == n:
+			// Mapped again and again taken: another instance uses the id.
+			return fmt.Errorf("%w (the brokers stopped mapping transactional id %q to this gate's producer %d times within %s: "+
+				"another live instance is using it)", err, id, n, recoveryWindow)
+		case unmapped > 0:
+			return fmt.Errorf("%w (transactions could not be ended %d times within %s: %d outlived the transaction timeout of %s, "+
+				"%d found the transactional id %q no longer mapped to this gate's producer, %d ended with an unknown outcome; "+
+				"see gate_transaction_recoveries_total by cause and the warnings before this)", err, n, recoveryWindow,
+				slow, timeout, unmapped, id, n-slow-unmapped)
+		case slow == 0:
 			return fmt.Errorf("%w (ending transactions failed %d times within %s)", err, n, recoveryWindow)
-		case n:
+		case slow == n:
 			return fmt.Errorf("%w (transactions outlived the transaction timeout of %s %d times within %s: "+
 				"raise it above the group's session and rebalance timeouts and the time a transaction stays open "+
 				"(the transaction interval, %s, then the time its records in flight take to produce), "+
@@ -366,8 +382,8 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	}
 	cause := "group_churn"
 	switch {
-	case unmapped && !churn:
-		c.recoveries = append(c.recoveries, recovery{at: now})
+	case unmappedNow && !churn:
+		c.recoveries = append(c.recoveries, recovery{at: now, unmapped: true})
 		cause = "id_unmapped"
 	case !isFence && !churn:
 		c.recoveries = append(c.recoveries, recovery{at: now})
@@ -381,7 +397,7 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	msg := "the broker aborted a transaction that outlived the transaction timeout and fenced the producer; " +
 		"rebuilding the Kafka client under the same transactional id, the transaction's records since its last commit are replayed"
 	switch {
-	case unmapped:
+	case unmappedNow:
 		msg = "the brokers no longer map the transactional id to this producer: it expired, unused for the brokers' " +
 			"transactional.id.expiration.ms (7 days by default), or another instance took it; rebuilding the Kafka client " +
 			"under the same transactional id, which resumes from the group's committed offsets"

@@ -33,6 +33,7 @@ type txnState struct {
 	// the open transaction, so routing stops (skipped) and the poll is woken.
 	interrupted atomic.Bool
 	skipped     atomic.Bool
+	inputGone   atomic.Bool // the input topic went (inputwatch.go): every transaction aborts
 	// filling is set while fillTxn handles a poll's fetch errors, the transaction open
 	// with records in it; gapMet, when that poll met input records lost (loss.go), whose
 	// handling then waits for the transaction's abort, and gaps the broker losses among

@@ -31,6 +31,8 @@ type work struct {
 	// before the last of recs): where the partition's lag is measured from once every
 	// record of recs is routed.
 	next int64
+	// nextEpoch is the leader epoch of the record before next (a control record's too).
+	nextEpoch int32
 }
 
 // works gathers a poll's records of the input topic, one work item per partition.
@@ -39,6 +41,10 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if ftp.Topic != c.cfg.InputTopic {
 			return
+		}
+		var nextEpoch int32 = -1
+		if n := len(ftp.Records); n > 0 {
+			nextEpoch = ftp.Records[n-1].LeaderEpoch
 		}
 		recs, next := dataRecords(ftp.Records)
 		if next < 0 {
@@ -53,7 +59,7 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 				ws[i].recs = append(slices.Clip(ws[i].recs), recs...)
 				ws[i].hwm = max(ws[i].hwm, ftp.HighWatermark)
 				ws[i].stable = max(ws[i].stable, c.stableEnd(ftp))
-				ws[i].next = next
+				ws[i].next, ws[i].nextEpoch = next, nextEpoch
 				return
 			}
 		}
@@ -67,7 +73,7 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 			c.setLag(p, ftp.HighWatermark, c.stableEnd(ftp), next)
 			return
 		}
-		ws = append(ws, work{p: p, recs: recs, hwm: ftp.HighWatermark, stable: c.stableEnd(ftp), next: next})
+		ws = append(ws, work{p: p, recs: recs, hwm: ftp.HighWatermark, stable: c.stableEnd(ftp), next: next, nextEpoch: nextEpoch})
 	})
 	return ws
 }
@@ -155,7 +161,10 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 	// upstream transaction, which read_committed returns with its records): a commit
 	// stopping before it left the group a record behind for good where the input ended
 	// there, as lag tools (and KEDA) read the group.
-	end, epoch := max(last.Offset+1, w.next), last.LeaderEpoch
+	end, epoch := last.Offset+1, last.LeaderEpoch
+	if w.next > end {
+		end, epoch = w.next, w.nextEpoch
+	}
 	b := w.p.add(end, epoch, len(w.recs))
 	// The input bytes the batch keeps, summed as the records are routed and added once
 	// the loop ends: inputFull reads the poll being routed at its records alone.

@@ -1,0 +1,54 @@
+package consume
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestInputGoneAbortsTheOpenTransaction: exactly once, the input watch finding the topic
+// gone while a transaction holding its records is open (routing over, the transaction
+// filling) ended the run as a shutdown does, which commits what was routed: the old
+// topic's offsets were committed onto the topic's name, all 10 records visible to a
+// read_committed reader. The transaction aborts.
+func TestInputGoneAbortsTheOpenTransaction(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.Delivery = ExactlyOnce
+	env.ccfg.TransactionTimeout = 30 * time.Second
+	env.ccfg.TransactionInterval = 20 * time.Second // quiet after 2 s
+	g := env.start(t, "a")
+	prod := producer(t, env.cluster)
+	var recs []*kgo.Record
+	for id := range 10 {
+		recs = append(recs, inputRecord(id, "team-1"))
+	}
+	produceAll(t, prod, recs)
+	collect(t, env.cluster, 10, 30*time.Second, 0) // read uncommitted: routed into the open transaction
+	if gi := env.cluster.GroupInfo(testGroup); gi != nil {
+		if gc, ok := gi.Commits[inTopic][0]; ok {
+			t.Fatalf("committed %d before inputGone: the test raced", gc.Offset)
+		}
+	}
+	g.c.inputGone(&InputGoneError{Topic: inTopic, Recreated: true})
+	var err error
+	select {
+	case err = <-g.done:
+		g.cancel = nil
+	case <-time.After(30 * time.Second):
+		t.Fatal("still running")
+	}
+	if _, ok := errors.AsType[*InputGoneError](err); !ok {
+		t.Errorf("Run returned %v", err)
+	}
+	if gi := env.cluster.GroupInfo(testGroup); gi != nil {
+		if gc, ok := gi.Commits[inTopic][0]; ok {
+			t.Errorf("the old topic's offset %d was committed after the input was found gone", gc.Offset)
+		}
+	}
+	if out := collect(t, env.cluster, 10, 3*time.Second, 0, readCommitted()); len(out.ids) > 0 {
+		t.Errorf("%d records of the transaction open when the input was found gone committed", len(out.ids))
+	}
+}
