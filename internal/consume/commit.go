@@ -47,6 +47,12 @@ func (c *Consumer) commitLoop(ctx context.Context) {
 // revoke and stop lines say was committed, none of a refused commit's) or sent
 // (asynchronous).
 func (c *Consumer) commit(ctx context.Context, sync bool, ids []int32) (map[int32]int64, error) {
+	if c.inputDoubt.Load() {
+		if len(c.snapshot(ids)) == 0 {
+			return nil, nil // nothing owned (the input gone, its partitions dropped): nothing withheld
+		}
+		return nil, errInputDoubt
+	}
 	c.commitMu.Lock()
 	defer c.commitMu.Unlock()
 	offs := make(map[int32]kgo.EpochOffset)

@@ -166,6 +166,11 @@ type Consumer struct {
 	// cause when the topic goes, set by Run before the watch starts.
 	inputID inputIdentity
 	stopRun context.CancelCauseFunc
+	// inputDoubt is set when a fetch of the input fails with UNKNOWN_TOPIC_ID or
+	// UNKNOWN_TOPIC_OR_PARTITION, until the watch finds the topic as it was: offsets are
+	// committed by topic name, and those of a topic deleted and created again would be
+	// the new one's. Nothing is committed meanwhile (errInputDoubt).
+	inputDoubt atomic.Bool
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)

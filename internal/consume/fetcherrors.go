@@ -55,6 +55,9 @@ func (c *Consumer) fetchErrors(fetches kgo.Fetches) {
 		if c.dataLoss(fetches, topic, p, err) {
 			return // records gone before they were read: counted and reported (loss.go)
 		}
+		if topic == c.cfg.InputTopic && (errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)) {
+			c.inputDoubt.Store(true) // deleted, or created again? no commit until the watch has looked (inputwatch.go)
+		}
 		c.m.fetchErrors.Inc()
 		if msg := c.fetchProblem(topic, err); msg != "" {
 			refused = true

@@ -13,6 +13,7 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -21,6 +22,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// errInputDoubt is why no offset is committed while the input topic is in doubt
+// (Consumer.inputDoubt).
+var errInputDoubt = errors.New("the input topic's fetches fail with UNKNOWN_TOPIC_ID or UNKNOWN_TOPIC_OR_PARTITION (deleted, or deleted and created again?): " +
+	"no offset is committed until the output watch has found it as it was")
 
 // inputIdentity counts the watch rounds in a row that found the input topic missing. Its
 // topic id is the one the preflight recorded with the others' (Consumer.topicIDs; a
@@ -82,6 +88,7 @@ func (c *Consumer) checkInputIdentity(ctx context.Context, cl *kgo.Client) {
 		gone = &InputGoneError{Topic: c.cfg.InputTopic, Recreated: true}
 	default:
 		w.missing = 0
+		c.inputDoubt.Store(false) // the topic as it was: its fetches' errors were passing
 	}
 	w.mu.Unlock()
 	if gone != nil {

@@ -80,3 +80,26 @@ func TestInputTopicDeletedStopsTheGate(t *testing.T) {
 		})
 	}
 }
+
+// TestInputTopicInDoubtCommitsNothing: between the input topic's deletion and the watch
+// round that tells it (5 to 10 s by default), the commits went on by topic name: on a
+// topic created again meanwhile they became the new topic's offsets, its first records
+// skipped by the gate started again. A fetch failing with UNKNOWN_TOPIC_ID or
+// UNKNOWN_TOPIC_OR_PARTITION puts the input in doubt, and nothing is committed until the
+// watch has found the topic as it was.
+func TestInputTopicInDoubtCommitsNothing(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.WatchInterval = time.Hour // no watch round: the doubt stands
+	g := env.start(t, "a")
+	prod := producer(t, env.cluster)
+	produceAll(t, prod, []*kgo.Record{inputRecord(0, "team-1")})
+	collect(t, env.cluster, 1, 30*time.Second, 0)
+	if _, err := kadm.NewClient(prod).DeleteTopic(t.Context(), inTopic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the input in doubt", g.c.inputDoubt.Load)
+	if _, err := g.c.commit(t.Context(), true, nil); !errors.Is(err, errInputDoubt) {
+		t.Errorf("a commit with the input in doubt: %v, want errInputDoubt", err)
+	}
+}

@@ -332,6 +332,9 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	switch {
 	case c.txn.inputGone.Load():
 		end, what = kgo.TryAbort, "aborting: the input topic went"
+	case c.inputDoubt.Load():
+		// Its offsets are committed by topic name: a topic created again would take them.
+		end, what = kgo.TryAbort, "aborting: the input topic in doubt"
 	case len(res.failures) > 0:
 		end, what = kgo.TryAbort, "aborting after failed produces"
 	case res.startErr != nil:
