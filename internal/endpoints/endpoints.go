@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,7 +169,9 @@ func newReadiness(clients []redis.UniversalClient, cfg config.Config, kafka func
 		log:     log.With("component", "readiness"),
 		up:      make([]bool, len(clients)),
 		rights: func(ctx context.Context, c redis.UniversalClient) error {
-			return tick.ProbeRights(ctx, c, cfg.RedisPrefix)
+			// The counters of GATE_COST=bytes are under {prefix}/bytes: an ACL of
+			// ~{prefix}:* alone refuses them.
+			return tick.ProbeRights(ctx, c, slices.Compact([]string{cfg.RedisPrefix, cfg.PrimaryKeyPrefix()})...)
 		},
 	}
 	r.urls = cfg.RedisLabels()

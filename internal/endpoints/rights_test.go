@@ -30,6 +30,8 @@ func TestReadinessWaitsForTheTicksRights(t *testing.T) {
 		{"old", "+get +set +incrby +pexpire +mget +ping +hello +info", "'eval'"},
 		{"noexpire", "+eval +get +set +incrby +mget +ping +hello +info", "PEXPIRE"},
 		{"keys", "+eval +get +set +incrby +pexpire +mget +ping +hello +info", "one of the keys"},
+		// GATE_COST=bytes keeps the counters under gate/bytes: ~gate:* alone refuses them.
+		{"bytes", "+eval +get +set +incrby +pexpire +mget +ping +hello +info", "gate/bytes:probe:rights"},
 	} {
 		pattern := "~gate:*"
 		if tc.user == "keys" {
@@ -43,6 +45,9 @@ func TestReadinessWaitsForTheTicksRights(t *testing.T) {
 			t.Fatal(err)
 		}
 		env := map[string]string{"GATE_REDIS_URLS": srv.URLAs(tc.user, "pw")}
+		if tc.user == "bytes" {
+			env["GATE_COST"] = "bytes"
+		}
 		cfg, err := config.Load(func(k string) string { return env[k] }, slices.Collect(maps.Keys(env)))
 		if err != nil {
 			t.Fatal(err)
@@ -76,7 +81,7 @@ func TestReadinessWaitsForTheTicksRights(t *testing.T) {
 		if !strings.Contains(logs.String(), "redis answers but refuses the tick's commands") {
 			t.Errorf("%s: no warning of the refusal; log:\n%s", tc.user, logs.String())
 		}
-		if err := admin.Do(ctx, "ACL", "SETUSER", tc.user, "~gate:*", "+eval", "+pexpire").Err(); err != nil {
+		if err := admin.Do(ctx, "ACL", "SETUSER", tc.user, "~gate:*", "~gate/bytes:*", "+eval", "+pexpire").Err(); err != nil {
 			t.Fatal(err)
 		}
 		waitFor("readiness once granted", func() bool { return len(r.reasons()) == 0 })

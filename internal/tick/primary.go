@@ -7,6 +7,7 @@
 package tick
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,7 @@ type PrimaryWatch struct {
 	// dial opens a connection as the client's dialer does, to an address given
 	// (fallback); fallbackLog paces fallback's line.
 	dial        func(context.Context, string, string) (net.Conn, error)
+	dialTimeout time.Duration
 	fallbackLog *throttle.Every
 
 	mu      sync.Mutex
@@ -94,6 +96,7 @@ func WatchPrimary(c *redis.Client, master string, reg prometheus.Registerer, log
 	}
 	o := c.Options()
 	w.dial = redis.NewDialer(&redis.Options{DialTimeout: o.DialTimeout, TLSConfig: o.TLSConfig})
+	w.dialTimeout = cmp.Or(o.DialTimeout, 5*time.Second)
 	w.fallbackLog = throttle.NewEvery(time.Minute, clk)
 	c.AddHook(primaryHook{w})
 	return w, nil
@@ -118,7 +121,11 @@ func (w *PrimaryWatch) fallback(ctx context.Context, network string, cause error
 	if last == "" || w.dial == nil {
 		return nil, cause
 	}
-	cn, err := w.dial(ctx, network, last)
+	// A budget of its own: the failover dialer spent the attempt's asking sentinels that
+	// hang (an address that takes connections and never answers).
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.dialTimeout)
+	defer cancel()
+	cn, err := w.dial(dctx, network, last)
 	if err != nil {
 		return nil, cause
 	}
@@ -163,7 +170,9 @@ type primaryHook struct{ w *PrimaryWatch }
 func (h primaryHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cn, err := next(ctx, network, addr) // addr is go-redis's placeholder; the dialer asks the sentinels
-		if sentinelsUnreachable(err) {
+		// A dial that timed out may have spent its time on a sentinel that hangs (go-redis
+		// then returns the deadline alone): the primary is tried too.
+		if sentinelsUnreachable(err) || errors.Is(err, context.DeadlineExceeded) {
 			cn, err = h.w.fallback(ctx, network, err)
 		}
 		if err == nil && cn != nil {

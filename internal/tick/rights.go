@@ -27,11 +27,21 @@ return redis.call('GET', KEYS[1])`
 const rightsTTL = 5 * time.Second
 
 // ProbeRights runs on c the commands the tick sends (the write script's, MGET for reads,
-// SET for hold flags) on the key {prefix}:probe:rights, which expires within seconds, and
-// returns Redis's refusal of one for the gate's login or rights (NOAUTH, WRONGPASS,
-// NOPERM: a command or the key pattern). It returns nil for any other outcome, answered or
-// not: those the gate fails open through.
-func ProbeRights(ctx context.Context, c redis.UniversalClient, prefix string) error {
+// SET for hold flags) on the key {prefix}:probe:rights of each of prefixes (the gate's,
+// and its counters' when they are another: {prefix}/bytes), which expires within
+// seconds, and returns Redis's refusal of one for the gate's login or rights (NOAUTH,
+// WRONGPASS, NOPERM: a command or the key pattern). It returns nil for any other
+// outcome, answered or not: those the gate fails open through.
+func ProbeRights(ctx context.Context, c redis.UniversalClient, prefixes ...string) error {
+	for _, prefix := range prefixes {
+		if err := probeRights(ctx, c, prefix); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func probeRights(ctx context.Context, c redis.UniversalClient, prefix string) error {
 	key := prefix + ":probe:rights"
 	ttl := rightsTTL.Milliseconds()
 	p := c.Pipeline()
