@@ -95,7 +95,7 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 	// listener would wait on its TLS handshakes for a metadata timeout naming no TLS.
 	if !failed[envPrefix+"_KAFKA_TLS"] && !c.KafkaTLS && strings.TrimSpace(getenv(envPrefix+"_KAFKA_TLS")) != "" {
 		var on []string
-		for _, v := range []string{"KAFKA_TLS_CA_FILE", "KAFKA_TLS_CERT_FILE", "KAFKA_TLS_KEY_FILE", "KAFKA_TLS_SERVER_NAME"} {
+		for _, v := range []string{"KAFKA_TLS_CA_FILE", "KAFKA_TLS_CERT_FILE", "KAFKA_TLS_SERVER_NAME"} { // as KafkaTLSOn reads them
 			if strings.TrimSpace(getenv(envPrefix+"_"+v)) != "" {
 				on = append(on, envPrefix+"_"+v)
 			}

@@ -275,7 +275,8 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 	case p.causes == 1<<causeTimeout:
 		// No answer in time: the operator's question is whether Redis is slow or gone.
 		msg = "redis pipeline failed: no answer within the timeout (GATE_REDIS_READ_TIMEOUT and GATE_REDIS_WRITE_TIMEOUT, " +
-			"250ms by default: a Redis slower than that, one not answering, or the network between); counts kept for the next tick, views go stale"
+			"250ms by default, GATE_REDIS_DIAL_TIMEOUT for a connection, the tick's own bound: a Redis slower than that, one not answering, " +
+			"or the network between); counts kept for the next tick, views go stale"
 	case p.refusedLogin && p.failedReads == 0 && p.failedWrites > 0:
 		// Reads answered, writes refused (an ACL without +eval): the views are fresh,
 		// but hold none of this gate's counts, nor those of any gate refused alike.
