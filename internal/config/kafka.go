@@ -159,6 +159,7 @@ func (c Kafka) ConsumeConfig(r Reload) (consume.Config, error) {
 		OnDataLoss:            c.OnDataLoss.value(),
 		OutputTopics:          c.OutputTopics(),
 		KeylessTopics:         c.keylessTopics(),
+		DeadLetterTopic:       c.DeadLetterTopic,
 		ClientOpts:            opts,
 	}, nil
 }

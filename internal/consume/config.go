@@ -249,6 +249,9 @@ type Config struct {
 	// before consuming, the gate checks that they and InputTopic exist and that it may
 	// read and write them (see preflight.go). Empty checks the input topic only.
 	OutputTopics []string
+	// DeadLetterTopic is the one of OutputTopics dead letters go to: the preflight warns
+	// when it is compacted (deadLetterCompacted). Empty: not checked.
+	DeadLetterTopic string
 	// KeylessTopics are those of OutputTopics the gate writes records without a key to:
 	// the overflow topic unless GATE_OVERFLOW_KEEP_KEY. The rules' own topics, whose
 	// records drop the key as overflow ones do, count as keyless when the overflow topic

@@ -171,6 +171,7 @@ type Consumer struct {
 	// committed by topic name, and those of a topic deleted and created again would be
 	// the new one's. Nothing is committed meanwhile (errInputDoubt).
 	inputDoubt atomic.Bool
+	dltWarned  atomic.Bool // deadLetterCompacted asked (preflight.go)
 
 	scratch []route.Scratch          // one per routing goroutine
 	slabs   slabs                    // records in flight, reused (slab.go)

@@ -166,6 +166,7 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 		// Before the first produce, which fixes a partition's batch limit in the client.
 		c.readBatchLimits(ctx, c.cl, topics[1:])
 		found = append(found, c.keylessProblems(ctx, topics[1:])...)
+		c.deadLetterCompacted(ctx)
 	}
 
 	dg := kmsg.NewPtrDescribeGroupsRequest()
@@ -322,6 +323,29 @@ func compactedProblem(topic, policy string) string {
 	return fmt.Sprintf("topic %q: cleanup.policy=%s: the brokers refuse every record without a key to it (INVALID_RECORD), "+
 		"and the gate writes its overflow and rule-topic records without one (GATE_OVERFLOW_KEEP_KEY=false), so each would go to the dead-letter topic: "+
 		"set cleanup.policy=delete on the topic (or GATE_OVERFLOW_KEEP_KEY=true, if every input record has a key)", topic, policy)
+}
+
+// deadLetterCompacted warns, once a run, when the dead-letter topic is compacted: it
+// refuses a dead letter without a key (INVALID_RECORD: the record, refused by every
+// topic, then stops its partition), and keeps only the last dead letter of each key, a
+// null value deleting the others. A warning, not a refusal: input records that all have
+// keys are dead-lettered there, and a gate that ran so must still start. A topic the
+// gate may not describe is not checked.
+func (c *Consumer) deadLetterCompacted(ctx context.Context) {
+	t := c.cfg.DeadLetterTopic
+	if t == "" || !c.dltWarned.CompareAndSwap(false, true) {
+		return
+	}
+	settings, _, err := topicSettings(ctx, c.cl, []string{t}, "cleanup.policy")
+	if err != nil {
+		c.dltWarned.Store(false) // asked again at the next preflight, if any
+		return
+	}
+	if policy := settings[t]["cleanup.policy"]; compacted(policy) {
+		c.log.Warn("kafka: the dead-letter topic is compacted: it refuses a dead letter without a key (its input partition then stops, "+
+			"the record refused by every topic) and keeps only the last dead letter of each key; set cleanup.policy=delete on it",
+			"topic", t, "cleanup.policy", policy)
+	}
 }
 
 // problemCompacted prefixes the problems key of a topic, written without keys, found

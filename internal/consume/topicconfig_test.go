@@ -196,3 +196,33 @@ func TestCompactedWhileRunning(t *testing.T) {
 	setPolicy("delete")
 	waitFor(t, 20*time.Second, "ready once the topic is not compacted", g.c.Ready)
 }
+
+// TestPreflightWarnsOfACompactedDeadLetterTopic: a compacted dead-letter topic refuses a
+// dead letter without a key (its input record had none: the record is then refused by
+// every topic and its partition stops), and keeps only the last dead letter of each key,
+// a null value deleting the others: nothing said so at start. The preflight warns,
+// naming the topic; the gate runs (input records with keys are dead-lettered there).
+func TestPreflightWarnsOfACompactedDeadLetterTopic(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}
+	env.ccfg.DeadLetterTopic = dlqTopic
+	logs := &syncBuffer{}
+	env.logs = logs
+	adm := kadm.NewClient(producer(t, env.cluster))
+	rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact")}}, dlqTopic)
+	if err == nil {
+		_, err = rs.On(dlqTopic, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.start(t, "a")
+	waitFor(t, 20*time.Second, "a warning of the compacted dead-letter topic", func() bool {
+		return strings.Contains(logs.String(), "the dead-letter topic is compacted") && strings.Contains(logs.String(), `"topic":"`+dlqTopic+`"`)
+	})
+	produceAll(t, producer(t, env.cluster), []*kgo.Record{inputRecord(0, "team-1")})
+	if out := collect(t, env.cluster, 1, 30*time.Second, 0); out.n != 1 {
+		t.Errorf("the gate with a compacted dead-letter topic routed %d of 1", out.n)
+	}
+}
