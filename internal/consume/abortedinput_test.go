@@ -16,22 +16,10 @@ import (
 func TestAtLeastOnceSkipsAbortedInput(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
-	upstream, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.TransactionalID("input-writer"),
-		kgo.DefaultProduceTopic(inTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(upstream.Close)
+	up := upstream(t, env.cluster)
 	write := func(from int, end kgo.TransactionEndTry) {
-		if err := upstream.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for id := from; id < from+5; id++ {
-			if err := upstream.ProduceSync(t.Context(), inputRecord(id, "team-1")).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := upstream.EndTransaction(t.Context(), end); err != nil {
+		writeInTxn(t, up, from, from+5)
+		if err := up.EndTransaction(t.Context(), end); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -238,6 +238,34 @@ func inputRecord(id int, team string) *kgo.Record {
 	}
 }
 
+// upstream is a transactional producer of input records (transactional id
+// "input-writer"), as a pipeline's upstream writes in transactions; closed when the test
+// ends.
+func upstream(t testing.TB, c *kfake.Cluster) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("input-writer"),
+		kgo.TransactionTimeout(time.Minute), kgo.DefaultProduceTopic(inTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// writeInTxn begins a transaction of up (upstream) and writes the input records of ids
+// from to to-1 (team-1) in it, leaving it open.
+func writeInTxn(t testing.TB, up *kgo.Client, from, to int) {
+	t.Helper()
+	if err := up.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for id := from; id < to; id++ {
+		if err := up.ProduceSync(t.Context(), inputRecord(id, "team-1")).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // producer writes input records.
 func producer(t testing.TB, c *kfake.Cluster) *kgo.Client {
 	t.Helper()

@@ -1,7 +1,6 @@
 package consume
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,22 +22,7 @@ func TestLagRefreshAtLeastOnceStopsAtTheStableEnd(t *testing.T) {
 		recs[id] = inputRecord(id, "team-1")
 	}
 	produceAll(t, producer(t, env.cluster), recs)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.TransactionalID("input-writer"),
-		kgo.TransactionTimeout(time.Minute), kgo.DefaultProduceTopic(inTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prod.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := prod.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	for id := n; id < n+5; id++ {
-		if err := prod.ProduceSync(ctx, inputRecord(id, "team-1")).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeInTxn(t, upstream(t, env.cluster), n, n+5) // left open
 	var refreshed atomic.Int64
 	env.before = func(c *Consumer) { c.lagRefreshed = func() { refreshed.Add(1) } }
 	g := env.start(t, "a")

@@ -1,7 +1,6 @@
 package consume
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -21,22 +20,8 @@ func TestStartLatestAtLeastOnceStartsAtTheStableEnd(t *testing.T) {
 		before = append(before, inputRecord(id, "team-1"))
 	}
 	produceAll(t, producer(t, env.cluster), before)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.TransactionalID("input-writer"),
-		kgo.TransactionTimeout(time.Minute), kgo.DefaultProduceTopic(inTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prod.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := prod.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	for id := 5; id < 10; id++ {
-		if err := prod.ProduceSync(ctx, inputRecord(id, "team-1")).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	up := upstream(t, env.cluster)
+	writeInTxn(t, up, 5, 10)
 	env.start(t, "a")
 	waitFor(t, 20*time.Second, "a start committed", func() bool {
 		gi := env.cluster.GroupInfo(testGroup)
@@ -46,7 +31,7 @@ func TestStartLatestAtLeastOnceStartsAtTheStableEnd(t *testing.T) {
 		_, ok := gi.Commits[inTopic][0]
 		return ok
 	})
-	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := up.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
 	out := collect(t, env.cluster, 5, 10*time.Second, 0)
