@@ -35,6 +35,7 @@ var errInputDoubt = errors.New("the input topic's fetches fail with UNKNOWN_TOPI
 type inputIdentity struct {
 	mu      sync.Mutex
 	missing int
+	gone    bool // told once: the run is ending
 }
 
 // missingRounds is how many watch rounds in a row must find the input topic missing
@@ -76,6 +77,10 @@ func (c *Consumer) checkInputIdentity(ctx context.Context, cl *kgo.Client) {
 	changed := c.topicIDs.note(resp)
 	w := &c.inputID
 	w.mu.Lock()
+	if w.gone {
+		w.mu.Unlock()
+		return
+	}
 	var gone *InputGoneError
 	switch code := resp.Topics[i].ErrorCode; {
 	case code == kerr.UnknownTopicOrPartition.Code:
@@ -90,6 +95,7 @@ func (c *Consumer) checkInputIdentity(ctx context.Context, cl *kgo.Client) {
 		w.missing = 0
 		c.inputDoubt.Store(false) // the topic as it was: its fetches' errors were passing
 	}
+	w.gone = gone != nil
 	w.mu.Unlock()
 	if gone != nil {
 		c.inputGone(gone)
