@@ -211,7 +211,21 @@ func validTransactionalID(s string) bool { return len(s) <= 200 && route.CheckTo
 // KafkaTLSOn reports whether the gate dials the brokers over TLS: GATE_KAFKA_TLS, or any
 // other GATE_KAFKA_TLS_* variable set (kafkaTLS), as the start line says it.
 func (c Kafka) KafkaTLSOn() bool {
-	return c.KafkaTLS || c.KafkaTLSCAFile != "" || c.KafkaTLSCertFile != "" || c.KafkaTLSServerName != ""
+	return c.KafkaTLS || len(c.kafkaTLSImpliedBy()) > 0
+}
+
+// kafkaTLSImpliedBy names the GATE_KAFKA_TLS_* variables set that turn TLS on without
+// GATE_KAFKA_TLS: the one list KafkaTLSOn and Load's refusal of GATE_KAFKA_TLS=false read.
+func (c Kafka) kafkaTLSImpliedBy() []string {
+	var set []string
+	for _, v := range []struct{ name, value string }{
+		{"KAFKA_TLS_CA_FILE", c.KafkaTLSCAFile}, {"KAFKA_TLS_CERT_FILE", c.KafkaTLSCertFile}, {"KAFKA_TLS_SERVER_NAME", c.KafkaTLSServerName},
+	} {
+		if v.value != "" {
+			set = append(set, envPrefix+"_"+v.name)
+		}
+	}
+	return set
 }
 
 // kafkaTLS returns the client option that dials the brokers over TLS, or nil when TLS

@@ -94,13 +94,7 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 	// beside one would be overruled without a word, and a gate meant to dial a plain
 	// listener would wait on its TLS handshakes for a metadata timeout naming no TLS.
 	if !failed[envPrefix+"_KAFKA_TLS"] && !c.KafkaTLS && strings.TrimSpace(getenv(envPrefix+"_KAFKA_TLS")) != "" {
-		var on []string
-		for _, v := range []string{"KAFKA_TLS_CA_FILE", "KAFKA_TLS_CERT_FILE", "KAFKA_TLS_SERVER_NAME"} { // as KafkaTLSOn reads them
-			if strings.TrimSpace(getenv(envPrefix+"_"+v)) != "" {
-				on = append(on, envPrefix+"_"+v)
-			}
-		}
-		if len(on) > 0 {
+		if on := c.kafkaTLSImpliedBy(); len(on) > 0 {
 			p.add(&varError{Key: envPrefix + "_KAFKA_TLS", Value: raw[envPrefix+"_KAFKA_TLS"],
 				Want: "true or unset with " + strings.Join(on, ", ") + " set, which turn TLS on; or those unset, for a broker without TLS"})
 			failed[envPrefix+"_KAFKA_TLS"] = true
