@@ -113,8 +113,14 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 	// A value that failed holds a zero, not the operator's value: it is not reported
 	// again, and the rules between values wait until every value reads.
 	vs := c.validate(len(failed) == 0, window)
+	problem := map[string]*varError{} // each variable's problem among vs
 	for _, e := range vs {
-		if ve, ok := e.(*varError); ok && !failed[ve.Key] && !overWrongValue(ve, failed, vs) {
+		if o, ok := e.(*varError); ok {
+			problem[o.Key] = o
+		}
+	}
+	for _, e := range vs {
+		if ve, ok := e.(*varError); ok && !failed[ve.Key] && !overWrongValue(ve, failed, problem) {
 			ve.Value = raw[ve.Key] // as the operator wrote it
 			if ve.Detail == "" && ve.Value != "" && strings.TrimSpace(getenv(ve.Key)) == "" {
 				ve.Detail = againstSet(ve, getenv, raw)
@@ -164,17 +170,11 @@ func Names(environ []string, getenv func(string) string) []string {
 
 // overWrongValue reports whether ve is a rule between its variable and another that is
 // wrong itself: one that failed to read (failed: its value is a zero), or whose own
-// problem (among vs) names no other variable with a problem. The other is reported, and
+// problem (problem, by variable) names no other variable with a problem. The other is reported, and
 // ve would restate its fault from the wrong side: a GATE_REDIS_MODE misspelt told the
 // operator to unset GATE_REDIS_SENTINEL_MASTER ("unless GATE_REDIS_MODE=sentinel"). Two
 // problems naming each other are both kept.
-func overWrongValue(ve *varError, failed map[string]bool, vs Problems) bool {
-	problem := map[string]*varError{}
-	for _, e := range vs {
-		if o, ok := e.(*varError); ok {
-			problem[o.Key] = o
-		}
-	}
+func overWrongValue(ve *varError, failed map[string]bool, problem map[string]*varError) bool {
 	for _, name := range varsNamed(ve.Want, ve.Key) {
 		if failed[name] {
 			return true
