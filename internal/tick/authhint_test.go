@@ -22,20 +22,7 @@ func TestRefusedLoginSaysSo(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartWith(t, redistest.Options{Password: "right"})
 	for _, teams := range []int{1, 50} {
-		client, err := Dial([]string{srv.URLAs("", "")}, testRedisOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = client[0].Close() })
-		l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logs := &logBuffer{}
-		tk, err := New(l, []redis.UniversalClient{client[0]}, Config{KeyPrefix: "t"}, nil, slog.New(slog.NewTextHandler(logs, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, tk, logs := loggedTicker(t, srv.URLAs("", ""))
 		for i := range teams {
 			l.Check(fmt.Sprintf("team-%d", i), 1)
 		}
@@ -57,7 +44,19 @@ func TestWritesRefusedForRightsSaySo(t *testing.T) {
 	if err := admin.Do(context.Background(), "ACL", "SETUSER", "old", "on", ">pw", "~t:*", "-@all", "+get", "+set", "+mget", "+ping", "+hello").Err(); err != nil {
 		t.Fatal(err)
 	}
-	client, err := Dial([]string{srv.URLAs("old", "pw")}, testRedisOptions())
+	l, tk, logs := loggedTicker(t, srv.URLAs("old", "pw"))
+	l.Check("team-a", 1)
+	r := tk.Tick(context.Background())
+	if lines := logs.lines("redis refuses the gate's commands", "reach no other gate"); len(lines) != 1 || r.FailedReads != 0 {
+		t.Errorf("tick %+v; want one line saying the counts reach no other gate; log:\n%s", r, logs.buf.String())
+	}
+}
+
+// loggedTicker is a Ticker of a limiter of its own (a minute's window, a threshold of
+// 100) on the Redis at url, under prefix t, logging to the buffer it returns.
+func loggedTicker(t *testing.T, url string) (*limit.Limiter, *Ticker, *logBuffer) {
+	t.Helper()
+	client, err := Dial([]string{url}, testRedisOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +70,5 @@ func TestWritesRefusedForRightsSaySo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Check("team-a", 1)
-	r := tk.Tick(context.Background())
-	if lines := logs.lines("redis refuses the gate's commands", "reach no other gate"); len(lines) != 1 || r.FailedReads != 0 {
-		t.Errorf("tick %+v; want one line saying the counts reach no other gate; log:\n%s", r, logs.buf.String())
-	}
+	return l, tk, logs
 }
