@@ -514,7 +514,8 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 		// Routing stops when ctx ends or a rebalance wants to run (onBlocked); what
 		// it did not hand to the producer is neither committed nor skipped: the
 		// client is moved back to it (unroute).
-		c.process(c.works(fetches), c.routeWork)
+		ws, _ := c.works(fetches) // a poll of markers alone got empty batches
+		c.process(ws, c.routeWork)
 		if len(c.rewinds) > 0 {
 			c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: c.rewinds})
 			c.rewinds = nil

@@ -118,8 +118,11 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 			return n, errors.New("kafka client closed while consuming")
 		}
 		c.fetchErrors(fetches)
-		ws := c.works(fetches)
-		if len(ws) == 0 {
+		// A poll of control records alone (an aborted upstream transaction's marker)
+		// still runs a transaction: it commits the offsets past them, with the records
+		// of any poll that follows within it.
+		ws, moved := c.works(fetches)
+		if len(ws) == 0 && !moved {
 			if err := c.rearm(endCtx); err != nil || ctx.Err() != nil {
 				return n, c.stopped(ctx, err)
 			}
@@ -551,7 +554,7 @@ func (c *Consumer) fillTxn(pollCtx context.Context, start time.Time, res *txnRes
 		if c.txn.gapMet {
 			return // the transaction aborts, this poll unrouted: replayed from the last commit
 		}
-		ws := c.works(fetches)
+		ws, _ := c.works(fetches) // markers alone: End commits the position past them
 		if len(ws) == 0 {
 			if !time.Now().Before(until) && pollCtx.Err() == nil {
 				return // the input went quiet: its records are committed now, not at the deadline

@@ -35,9 +35,16 @@ type work struct {
 	nextEpoch int32
 }
 
-// works gathers a poll's records of the input topic, one work item per partition.
-func (c *Consumer) works(fetches kgo.Fetches) []work {
-	var ws []work
+// works gathers a poll's records of the input topic, one work item per partition, and
+// reports whether the poll moved a partition past control records alone (moved): the
+// markers of upstream transactions, an aborted one's with none of its records (read
+// committed drops them). Their offsets must be committed too, though nothing is routed:
+// an input ending in such a poll (an upstream transaction aborted, then quiet) was left
+// uncommitted for good, lag to every tool that reads the group's commits (and KEDA,
+// which scales on it). At least once, such a partition gets an empty batch, complete at
+// once, that the commit moves past in offset order; exactly once, the caller runs a
+// transaction for the offsets.
+func (c *Consumer) works(fetches kgo.Fetches) (ws []work, moved bool) {
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if ftp.Topic != c.cfg.InputTopic {
 			return
@@ -71,11 +78,15 @@ func (c *Consumer) works(fetches kgo.Fetches) []work {
 			// Only control records: nothing to route, but the partition's position moved
 			// past them (a record of it polled later in this poll sets its lag again).
 			c.setLag(p, ftp.HighWatermark, c.stableEnd(ftp), next)
+			if !c.exactlyOnce() {
+				p.add(next, nextEpoch, 0)
+			}
+			moved = true
 			return
 		}
 		ws = append(ws, work{p: p, recs: recs, hwm: ftp.HighWatermark, stable: c.stableEnd(ftp), next: next, nextEpoch: nextEpoch})
 	})
-	return ws
+	return ws, moved
 }
 
 // dataRecords returns recs without their control records (transaction markers, polled
