@@ -265,6 +265,7 @@ func TestRulesRenderOnlyAsTheGateTakesThem(t *testing.T) {
 		{"two rules' topics Kafka takes for one", "[{name: a, key: 'json:team_id', limits: ['1m:5'], action: 'topic:merges.x'}, {name: b, key: 'json:token', limits: ['1m:5'], action: 'topic:merges_x'}]", "differ only in '.' and '_'"},
 		{"max_keys on one field", "[{name: a, key: 'json:team_id', limits: ['1m:5'], max_keys: 10}]", "max_keys"},
 		{"on_cardinality with track all", "[{name: a, key: 'json:team_id+distinct_id', limits: ['1m:5'], track: all, on_cardinality: tag}]", "on_cardinality"},
+		{"a force key twice", "[{name: a, key: 'json:team_id', limits: ['1m:5'], force: [t1, t2, t1]}]", `"t1" appears twice`},
 		{"adaptive over a window not dividing an hour", "[{name: a, key: 'json:team_id', limits: ['7m:5'], threshold_mode: adaptive}]", "divides an hour"},
 	} {
 		vals := mergeValues(base, mustParse(t, "rules: "+tc.rules+"\n"))

@@ -234,6 +234,13 @@ func pairs(p *parser, m *yaml.Node, path string) func(func(k, v *yaml.Node) bool
 	}
 }
 
+// forcedAt is an entry of a rule's force list and its field path, as written (its index
+// counting every entry, an empty one too).
+type forcedAt struct {
+	n    *yaml.Node
+	path string
+}
+
 // rule reads rules[i].
 func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 	path := fmt.Sprintf("rules[%d]", i)
@@ -254,7 +261,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 	}
 	r := Rule{Mode: limit.Divert, Cost: route.CostEvents, Action: Action{Kind: Overflow}}
 	got := map[string]*yaml.Node{}
-	var forced []*yaml.Node // the force list's keys, checked against the key once read
+	var forced []forcedAt // the force list's keys, checked against the key once read
 	for k, v := range pairs(p, n, path) {
 		if !slices.Contains(ruleFields, k.Value) {
 			p.bad(k, path+"."+k.Value, "unknown field (want one of %s)", strings.Join(ruleFields, ", "))
@@ -309,14 +316,21 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 				p.bad(v, fp, "want a list of keys such as [team-1, team-2]")
 				break
 			}
+			first := map[string]int{} // a key's first line: a second is a mistake, as in GATE_FORCE_OVERFLOW
 			for j, e := range v.Content {
-				if p.scalar(e, fmt.Sprintf("%s[%d]", fp, j)) {
+				ep := fmt.Sprintf("%s[%d]", fp, j)
+				if p.scalar(e, ep) {
 					if e.Value == "" {
-						p.bad(e, fmt.Sprintf("%s[%d]", fp, j), "an empty key")
+						p.bad(e, ep, "an empty key")
 						continue
 					}
+					if line, ok := first[e.Value]; ok {
+						p.bad(e, ep, "%q appears twice (first at line %d)", e.Value, line)
+						continue
+					}
+					first[e.Value] = e.Line
 					r.Force = append(r.Force, e.Value)
-					forced = append(forced, e)
+					forced = append(forced, forcedAt{e, ep})
 				}
 			}
 		case "shadow":
@@ -342,9 +356,9 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 			}
 		}
 	}
-	for j, e := range forced { // checked once the key is read, whatever the fields' order
-		if err := r.Key.CheckKey(e.Value, p.o.MaxKeyBytes); err != nil {
-			p.bad(e, fmt.Sprintf("%s.force[%d]", path, j), "%v", err)
+	for _, f := range forced { // checked once the key is read, whatever the fields' order
+		if err := r.Key.CheckKey(f.n.Value, p.o.MaxKeyBytes); err != nil {
+			p.bad(f.n, f.path, "%v", err)
 		}
 	}
 	if got["max_keys"] == nil {

@@ -875,3 +875,19 @@ func TestParseHeaderNameSpaces(t *testing.T) {
 		t.Errorf("a space inside a header name: %v", err)
 	}
 }
+
+// A key listed twice in a rule's force is refused, as GATE_FORCE_OVERFLOW=t1,t1 is (team
+// "t1" appears twice): a list an operator edits by hand, where a second entry is a
+// mistake (meant for another key), said at the second with the first's line. The index
+// is the entry's in the list as written, an empty entry before it counted.
+func TestParseForceKeyTwice(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - name: a\n    key: key\n    limits: [1m:1]\n    force:\n      - t1\n      - t2\n      - t1\n"), Options{})
+	const want = `r.yaml:8:9: rules[0] "a".force[2]: "t1" appears twice (first at line 6)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want %s", err, want)
+	}
+	_, err = Parse("r.yaml", []byte("rules:\n  - {name: a, key: json:t+u, limits: [1m:1], force: [\"\", \"x\"]}\n"), Options{})
+	if want := `rules[0] "a".force[1]: "x" has 1 parts`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want %s", err, want)
+	}
+}

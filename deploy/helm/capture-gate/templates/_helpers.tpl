@@ -1159,7 +1159,7 @@ that reaches the gates through it. */}}
 
 {{/*
 capture-gate.validateRules: what the gate's rules parser refuses in rules that the schema
-cannot state (internal/rules: a name once, each limit's window a whole number of seconds
+cannot state (internal/rules: a name once, a force key once, each limit's window a whole number of seconds
 up to 8784h and once a rule, a threshold from 1, a topic of the rule's own, the
 cardinality fields only where a rule counts a team's keys, an adaptive rule's window
 dividing an hour). The rules ConfigMap does not roll the pods: a file the gate refuses
@@ -1204,6 +1204,13 @@ gives each case to the gate too.
 {{- if or (gt (len $thr) 13) (lt (int64 $thr) 1) (gt (int64 $thr) 8796093022207) -}}
 {{- fail (printf "capture-gate: rule %q's limit %q: its threshold must be a whole number from 1 to 8796093022207" $name (toString $l)) -}}
 {{- end -}}
+{{- end -}}
+{{- $forced := dict -}}
+{{- range $j, $k := $r.force -}}
+{{- if hasKey $forced (toString $k) -}}
+{{- fail (printf "capture-gate: rule %q's force[%d]: %q appears twice (force[%d]): list each key once" $name $j (toString $k) (index $forced (toString $k))) -}}
+{{- end -}}
+{{- $_ := set $forced (toString $k) $j -}}
 {{- end -}}
 {{- $action := toString ($r.action | default "overflow") -}}
 {{- if hasPrefix "topic:" $action -}}
