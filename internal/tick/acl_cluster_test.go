@@ -95,3 +95,63 @@ func TestClusterTickNeedsOnlyTheDocumentedRedisCommands(t *testing.T) {
 		t.Errorf("PING (readiness) in cluster mode with the documented ACL: %v", err)
 	}
 }
+
+// TestProbeRightsAsksEveryClusterPrimary: Redis Cluster keeps its ACLs per node (ACL
+// SETUSER is not passed on), so a grant an operator added on two primaries of three, by
+// hand, leaves the third refusing the tick's writes of every key in its slots: a third of
+// the teams never shared. Readiness's probe asked the node owning its one key only, and
+// passed. It asks every primary now, with a key in each one's slots, and names the node.
+func TestProbeRightsAsksEveryClusterPrimary(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	// The primary refusing is one the one key gate:probe:rights is not in: asked there
+	// (GET), the others answer MOVED.
+	deny := -1
+	for i, s := range cl.Primaries {
+		if err := s.Client(t).Get(ctx, "gate:probe:rights").Err(); err != nil && strings.HasPrefix(err.Error(), "MOVED") {
+			deny = i
+			break
+		}
+	}
+	if deny < 0 {
+		t.Fatal("every primary owns gate:probe:rights's slot")
+	}
+	var urls []string
+	for i, s := range cl.Primaries {
+		acl := []any{"ACL", "SETUSER", "gate", "on", ">pw", "resetkeys", "~gate:*", "-@all",
+			"+get", "+set", "+incrby", "+pexpire", "+mget", "+ping", "+hello", "+info", "+cluster|slots", "+cluster|shards", "+readonly"}
+		if i != deny {
+			acl = append(acl, "+eval")
+		}
+		if err := s.Client(t).Do(ctx, acl...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, s.URLAs("gate", "pw"))
+	}
+	cc, err := DialCluster(urls, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	err = ProbeRights(ctx, cc, "gate")
+	if err == nil || !strings.Contains(err.Error(), cl.Primaries[deny].Addr()) || !strings.Contains(strings.ToLower(err.Error()), "eval") {
+		t.Fatalf("probe with one primary of three without +eval = %v; want its refusal, naming %s", err, cl.Primaries[deny].Addr())
+	}
+	if err := cl.Primaries[deny].Client(t).Do(ctx, "ACL", "SETUSER", "gate", "+eval").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ProbeRights(ctx, cc, "gate"); err != nil {
+		t.Errorf("probe with every primary granted: %v", err)
+	}
+}
+
+// keySlot is Redis Cluster's: the slots CLUSTER KEYSLOT gives (the specification's
+// example, 123456789, is CRC16 0x31C3).
+func TestKeySlot(t *testing.T) {
+	for tag, want := range map[string]uint16{"123456789": 0x31C3, "foo": 12182, "somekey": 11058, "0": 13907} {
+		if got := keySlot(tag); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", tag, got, want)
+		}
+	}
+}

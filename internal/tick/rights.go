@@ -11,6 +11,8 @@ package tick
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,17 +34,72 @@ const rightsTTL = 5 * time.Second
 // seconds, and returns Redis's refusal of one for the gate's login or rights (NOAUTH,
 // WRONGPASS, NOPERM: a command or the key pattern). It returns nil for any other
 // outcome, answered or not: those the gate fails open through.
+//
+// On a Redis Cluster it asks every primary, with a key in each one's slots
+// ({prefix}:probe:rights:{TAG}), and names the node refusing: a cluster keeps its ACLs per
+// node (ACL SETUSER is not passed on), so a grant added by hand on some primaries only
+// left the tick's writes to the others refused, their teams never shared, where one key
+// asked one node.
 func ProbeRights(ctx context.Context, c redis.UniversalClient, prefixes ...string) error {
+	tags, nodes := []string{""}, []string{""}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		if t, n := primaryTags(ctx, cc); len(t) > 0 {
+			tags, nodes = t, n
+		}
+	}
 	for _, prefix := range prefixes {
-		if err := probeRights(ctx, c, prefix); err != nil {
-			return err
+		for i, tag := range tags {
+			if err := probeRights(ctx, c, prefix+":probe:rights"+tag); err != nil {
+				if nodes[i] != "" {
+					return fmt.Errorf("primary %s: %w", nodes[i], err)
+				}
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-func probeRights(ctx context.Context, c redis.UniversalClient, prefix string) error {
-	key := prefix + ":probe:rights"
+// primaryTags returns a hash tag ":{N}" whose slot each primary of cc serves (CLUSTER
+// SLOTS, which the cluster client needs too), and the primaries' addresses; none when
+// the slots cannot be read (the probe then asks one key, as elsewhere).
+func primaryTags(ctx context.Context, cc *redis.ClusterClient) (tags, nodes []string) {
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, nil
+	}
+	for _, r := range slots {
+		if len(r.Nodes) == 0 || slices.Contains(nodes, r.Nodes[0].Addr) {
+			continue
+		}
+		for n := 0; n < 1<<20; n++ {
+			tag := strconv.Itoa(n)
+			if s := int(keySlot(tag)); s >= int(r.Start) && s <= int(r.End) {
+				tags, nodes = append(tags, ":{"+tag+"}"), append(nodes, r.Nodes[0].Addr)
+				break
+			}
+		}
+	}
+	return tags, nodes
+}
+
+// keySlot is Redis Cluster's slot of a key that is all hash tag: CRC16 (XMODEM) mod 16384.
+func keySlot(tag string) uint16 {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc & 16383
+}
+
+func probeRights(ctx context.Context, c redis.UniversalClient, key string) error {
 	ttl := rightsTTL.Milliseconds()
 	p := c.Pipeline()
 	// Named by what they are for the tick: a refusal inside the script (Redis 7.0)
