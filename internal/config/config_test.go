@@ -1858,3 +1858,40 @@ func TestLoadConfigKafkaTLSFalseWithItsFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadConfigEnumerationsIgnoreCase: every variable naming one of a few values takes
+// it in any case, as GATE_DELIVERY=Exactly-Once and GATE_REDIS_MODE=Cluster are taken;
+// GATE_COST=Bytes alone was refused ("unknown cost").
+func TestLoadConfigEnumerationsIgnoreCase(t *testing.T) {
+	t.Parallel()
+	for name, value := range map[string]string{
+		"GATE_COST": "bytes", "GATE_DELIVERY": "exactly-once", "GATE_REDIS_MODE": "cluster",
+		"GATE_KAFKA_GROUP_PROTOCOL": "consumer", "GATE_KAFKA_START_OFFSET": "latest",
+		"GATE_KAFKA_SASL_MECHANISM": "scram-sha-256", "GATE_ON_UNDELIVERABLE": "skip",
+		"GATE_ON_DATA_LOSS": "stop", "GATE_THRESHOLD_MODE": "adaptive", "GATE_CLOCK": "event",
+		"GATE_LOG_LEVEL": "debug", "GATE_LOG_FORMAT": "text",
+	} {
+		env := map[string]string{name: value}
+		// What each needs beside it to load at all.
+		switch name {
+		case "GATE_REDIS_MODE":
+			env["GATE_REDIS_URLS"] = "redis://127.0.0.1:7000"
+		case "GATE_KAFKA_SASL_MECHANISM":
+			env["GATE_KAFKA_SASL_USERNAME"], env["GATE_KAFKA_SASL_PASSWORD"], env["GATE_KAFKA_TLS"] = "u", "p", "true"
+		}
+		want, err := loadMap(env)
+		if err != nil {
+			t.Errorf("%s=%s: %v", name, value, err)
+			continue
+		}
+		env[name] = strings.ToUpper(value[:1]) + value[1:]
+		got, err := loadMap(env)
+		if err != nil {
+			t.Errorf("%s=%s: %v, want it taken as %s", name, env[name], err, value)
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s=%s loads otherwise than %s", name, env[name], value)
+		}
+	}
+}

@@ -168,7 +168,7 @@ func (cost) want() string { return "events or bytes" }
 // Decode reads GATE_COST, saying only what is wrong: the router's own error names its
 // package and the values wanted, which the line's want says already.
 func (c *cost) Decode(text string) error {
-	if err := c.Cost.UnmarshalText([]byte(text)); err != nil {
+	if err := c.Cost.UnmarshalText([]byte(strings.ToLower(text))); err != nil { // in any case, as every enumeration
 		return fmt.Errorf("unknown cost %q", text)
 	}
 	return nil
