@@ -297,7 +297,7 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		if rights {
 			// It takes the PING, and refuses what the tick sends: every tick would be
 			// refused, the gate's counts shared with no other gate.
-			msg = "redis answers but refuses the tick's commands (its user's ACL: docs/operations.md, What the gate needs from Redis); /readyz answers 503 until it takes them"
+			msg = "redis answers but refuses the tick's commands (its user's ACL, or a command renamed or disabled on the server: docs/operations.md, What the gate needs from Redis); /readyz answers 503 until it takes them"
 		} else if cause != "\x00" {
 			// It answers, refusing (a password, an ACL, a scheme): not a Redis to wait for.
 			msg = "redis answers but refuses the gate's PING; /readyz answers 503 until it takes it"

@@ -140,6 +140,13 @@ func StartWith(t testing.TB, opts Options) *Server {
 	return start(t, nil, nil, opts)
 }
 
+// StartArgs is Start with further redis-server arguments, such as a command renamed or
+// disabled ("--rename-command", "EVAL", ""), as a hardened or managed Redis has it.
+func StartArgs(t testing.TB, args ...string) *Server {
+	t.Helper()
+	return start(t, nil, args, Options{})
+}
+
 // start is Start with a config file written by conf (given the server's directory, it
 // returns the file's path; nil for none), extra command-line arguments and opts.
 func start(t testing.TB, conf func(dir string) string, extra []string, opts Options) *Server {

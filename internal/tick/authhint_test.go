@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +72,26 @@ func loggedTicker(t *testing.T, url string) (*limit.Limiter, *Ticker, *logBuffer
 		t.Fatal(err)
 	}
 	return l, tk, logs
+}
+
+// TestEvalDisabledSaysSo: a Redis without EVAL (renamed or disabled, rename-command EVAL
+// "": hardened and managed Redis do it) refuses every tick's writes for good, as an ACL
+// without +eval does: the gate's counts reach no other gate. Readiness's probe passed it
+// ("unknown command" is not a refusal of the login), and the tick's line said only that
+// the pipeline failed. The probe refuses it now, saying the command is missing on the
+// server, and so does the tick's line.
+func TestEvalDisabledSaysSo(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartArgs(t, "--rename-command", "EVAL", "")
+	c := srv.Client(t)
+	err := ProbeRights(context.Background(), c, "t")
+	if err == nil || !strings.Contains(err.Error(), "unknown command") || !strings.Contains(err.Error(), "renamed or disabled") {
+		t.Errorf("probe of a Redis without EVAL = %v; want it refused, saying EVAL is renamed or disabled", err)
+	}
+	l, tk, logs := loggedTicker(t, srv.URL())
+	l.Check("team-a", 1)
+	tk.Tick(context.Background())
+	if lines := logs.lines("renamed or disabled", "reach no other gate"); len(lines) != 1 {
+		t.Errorf("want one line saying EVAL is missing and the counts reach no other gate; log:\n%s", logs.buf.String())
+	}
 }

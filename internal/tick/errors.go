@@ -154,6 +154,17 @@ func loginRefusal(err error) bool {
 		strings.Contains(err.Error(), "The user executing the script can't"))
 }
 
+// commandMissing reports whether err is Redis answering that it has no such command: one
+// renamed or disabled on the server (rename-command; a managed Redis without scripting),
+// which no retry cures either.
+func commandMissing(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && redis.HasErrorPrefix(err, "unknown command") // it takes "ERR " off
+}
+
+// commandMissingHint is what a line says of a command the server does not have.
+const commandMissingHint = "the server has no such command: renamed or disabled (rename-command, or a Redis without scripting), where the gate needs EVAL, MGET, SET, GET, INCRBY and PEXPIRE as they are"
+
 // loginRefusedMsg is what the tick's line says of a refused login or right.
 const loginRefusedMsg = "redis refuses the gate's commands: its login or rights, not the network (NOAUTH, or a protocol error " +
 	"naming unauthenticated: Redis wants a password the gate does not give, GATE_REDIS_PASSWORD or GATE_REDIS_URLS's; " +
@@ -277,6 +288,8 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 		msg = "redis pipeline failed: no answer within the timeout (GATE_REDIS_READ_TIMEOUT and GATE_REDIS_WRITE_TIMEOUT, " +
 			"250ms by default, GATE_REDIS_DIAL_TIMEOUT for a connection, the tick's own bound: a Redis slower than that, one not answering, " +
 			"or the network between); counts kept for the next tick, views go stale"
+	case p.missingCommand:
+		msg = "redis refuses the gate's commands: " + commandMissingHint + "; this gate's counts are kept for the next tick and reach no other gate meanwhile: each gate so refused limits by its own counts alone"
 	case p.refusedLogin && p.failedReads == 0 && p.failedWrites > 0:
 		// Reads answered, writes refused (an ACL without +eval): the views are fresh,
 		// but hold none of this gate's counts, nor those of any gate refused alike.

@@ -88,6 +88,8 @@ type plan struct {
 	// refusedLogin: a command was refused for the gate's login or rights (loginRefusal),
 	// which its log line names, as no retry cures them.
 	refusedLogin bool
+	// missingCommand: a command the server does not have (commandMissing).
+	missingCommand bool
 }
 
 // has reports whether the plan has work in the given parts.

@@ -32,8 +32,9 @@ const rightsTTL = 5 * time.Second
 // SET for hold flags) on the key {prefix}:probe:rights of each of prefixes (the gate's,
 // and its counters' when they are another: {prefix}/bytes), which expires within
 // seconds, and returns Redis's refusal of one for the gate's login or rights (NOAUTH,
-// WRONGPASS, NOPERM: a command or the key pattern). It returns nil for any other
-// outcome, answered or not: those the gate fails open through.
+// WRONGPASS, NOPERM: a command or the key pattern), or of a command the server does not
+// have (renamed or disabled: ERR unknown command). It returns nil for any other outcome,
+// answered or not: those the gate fails open through.
 //
 // On a Redis Cluster it asks every primary, with a key in each one's slots
 // ({prefix}:probe:rights:{TAG}), and names the node refusing: a cluster keeps its ACLs per
@@ -114,8 +115,13 @@ func probeRights(ctx context.Context, c redis.UniversalClient, key string) error
 	}
 	_, _ = p.Exec(ctx)
 	for _, c := range cmds {
-		if err := c.cmd.Err(); err != nil && loginRefusal(err) {
+		err := c.cmd.Err()
+		switch {
+		case err == nil:
+		case loginRefusal(err):
 			return fmt.Errorf("%s: %w", c.what, err)
+		case commandMissing(err):
+			return fmt.Errorf("%s: %w (%s)", c.what, err, commandMissingHint)
 		}
 	}
 	return nil

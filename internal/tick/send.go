@@ -149,6 +149,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 		}
 		causes.add(classify(err))
 		p.refusedLogin = p.refusedLogin || loginRefusal(err)
+		p.missingCommand = p.missingCommand || commandMissing(err)
 		return true
 	}
 	if part&partWrites != 0 {
