@@ -170,7 +170,7 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 				t.fleetWarn = throttle.NewEvery(fleetWarnEvery, nil)
 			}
 			if ok, quiet := t.fleetWarn.Allow(); ok {
-				t.log.Warn("redis refuses the fleet count, made every 5 s whatever the traffic: the tick's writes and reads are refused too once it has any to send (NOAUTH or WRONGPASS: the gate's user or password is not Redis's; NOPERM: its ACL; READONLY: a replica)",
+				t.log.Warn("redis refuses the fleet count, made every 5 s whatever the traffic: "+fleetRefusalHint(err),
 					"instance", 0, "cause", classify(err).String(), "err", err, "warnings_unlogged", quiet)
 			}
 		}
@@ -216,4 +216,28 @@ func (t *Ticker) countFleet(ctx context.Context, now time.Time) {
 	}
 	f.size = size
 	t.applyFleet(size)
+}
+
+// fleetRefusalHint says what a refusal of the fleet count means for the tick, by its
+// cause: one hint for all named the gate's password first, to an operator whose Redis was
+// full (OOM) or whose cluster was down.
+func fleetRefusalHint(err error) string {
+	switch {
+	case loginRefusal(err):
+		return "the tick's writes and reads are refused too once it has any to send (NOAUTH or WRONGPASS: the gate's user or password is not Redis's; NOPERM: its ACL)"
+	case commandMissing(err):
+		return "the tick's are refused too (" + commandMissingHint + ")"
+	}
+	switch classify(err) {
+	case causeOOM:
+		return "Redis is at its maxmemory under maxmemory-policy noeviction (OOM): the tick's writes are refused too, its reads answered, each gate limiting by its own counts and those read before"
+	case causeReadOnly:
+		return "the instance is a replica (READONLY): the tick's writes are refused too until the gate is pointed at the primary (a failover the client has not followed, or GATE_REDIS_URLS naming a replica)"
+	case causeNoReplicas, causeMisconf:
+		return "Redis refuses writes (NOREPLICAS: fewer replicas than min-replicas-to-write; MISCONF: its last snapshot failed): the tick's writes are refused too, its reads answered"
+	}
+	if redis.HasErrorPrefix(err, "CLUSTERDOWN") {
+		return "the Redis Cluster is down (CLUSTERDOWN: slots without a primary): the tick's writes and reads to those slots fail too until it is whole"
+	}
+	return "the tick's commands may be refused too"
 }

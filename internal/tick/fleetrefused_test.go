@@ -3,6 +3,7 @@ package tick
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,5 +54,31 @@ func TestFleetCountRefusedIsSaid(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(tk.m.errors.WithLabelValues(causeRedis.String(), "0")); got != 3 {
 		t.Errorf("errors{cause=redis} = %v, want 3, one a refused count", got)
+	}
+}
+
+// TestFleetCountRefusedSaysItsCause: the fleet count's line gave one hint for every
+// refusal, naming the gate's password and ACL first: a Redis at its maxmemory
+// (noeviction, OOM), whose reads are still answered, sent the operator to the
+// credentials. The line names the cause it got, and the password only for a login's.
+func TestFleetCountRefusedSaysItsCause(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	client := dialGate(t, srv)
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	tk, err := New(l, []redis.UniversalClient{client}, Config{}, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.RefuseWrites(t, redistest.RefuseOOM)
+	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
+	tk.countFleet(ctx, slot0.Add(time.Second))
+	lines := logs.lines("redis refuses the fleet count", "maxmemory")
+	if len(lines) != 1 || strings.Contains(lines[0], "WRONGPASS") || strings.Contains(lines[0], "password") {
+		t.Errorf("want one line naming Redis's maxmemory, not the gate's password; log:\n%s", logs.buf.String())
 	}
 }
