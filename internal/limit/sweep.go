@@ -60,6 +60,11 @@ type Read struct {
 	// gate's records since, scaled by its fleet factor, stand for. Otherwise each other
 	// gate's last write is on average half a tick old (fleetFactor's unseen part).
 	Fresh bool
+	// Refused, set by the tick, says Redis refuses the fleet's writes: the read holds the
+	// other gates' counts only as this gate's fleet factor predicts them (FleetFactor),
+	// so the factor is kept as it was, not learned from it. Learned from reads that grew
+	// as the factor said, it ran away (a factor of 4 was 1,024 within 20 s).
+	Refused bool
 	// Profile asks the tick to fetch the team's learned profile with the read and hand it
 	// to ApplyProfile (Config.Adaptive); Fold to fetch its shared count of Epoch−2 too, to
 	// fold it.
@@ -522,6 +527,19 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 	return a
 }
 
+// FleetFactor is the fleet factor of r's team as of its last read (fleetFactor): the
+// fleet's records per record counted here, about N for one of N gates sharing the team
+// evenly. It is 1 before a read, after a failed one (ApplyLocal), and under EventClock,
+// whose view has none. The tick scales by it this gate's counts Redis refuses, which
+// stand for the other gates' refused alike.
+func (l *Limiter) FleetFactor(r *Read) float64 {
+	if l.ring != nil || r.e == nil || r.e.readAt.Load() == 0 {
+		return 1
+	}
+	_, _, f := unpackView(r.e.estimate.Load())
+	return max(f, 1)
+}
+
 // lockedEntry locks r's shard and returns the entry r was planned for, where it is now: a
 // rebuild since may have moved it to a newer table (its old copy says where); nil when
 // the team left the cache (evicted or expired) since the sweep, a new entry of the same
@@ -581,6 +599,11 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 	}
 	win := float64(l.windowNs)
 	lastEst, _, lastFactor := unpackView(e.estimate.Load())
+	if r.Refused {
+		// What the others counted is in the read as this factor predicted it (and nothing
+		// of theirs is unseen): kept, as a read holds nothing to learn it from.
+		return max(lastFactor, 1), 0
+	}
 	share := 1 / lastFactor // 1 after a failed read (ApplyLocal)
 	dt := float64(ns - readTime(at))
 	if dt <= 0 {

@@ -7,6 +7,7 @@ package tick
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -19,11 +20,22 @@ import (
 // the level, and a team over its limit would be let through for as long as Redis refuses
 // writes. They stay in every read until they are written (and so in what Redis returns)
 // or dropped (stale epoch).
+//
+// fleetRefused: while the instance refuses this gate's writes it refuses every gate's, and
+// what the others count is missing from the read too. Each gate adding its own alone, N
+// gates sharing a team let N times its limit through (4 gates, a team at 4 × its limit:
+// 4,706 of 4,800 records admitted in 2 minutes, about 1,200 allowed;
+// TestFleetRefusingWritesKeepsLimit). The refused counts are scaled by the team's fleet
+// factor (limit.Limiter.FleetFactor: the fleet's records per record counted here, about
+// N for one of N gates sharing it evenly, 1 for a gate that has it alone), so the read
+// grows as the fleet's count would; the factor is not learned from such a read
+// (limit.Read.Refused), which holds this gate's prediction, not the fleet's count.
 func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 	res.Reads = 0
 	applyAt := t.limits[0].l.Clock().Now()
 	for i := range t.plans {
 		p := &t.plans[i]
+		refused := p.causes&refusals != 0 || p.refusedLogin || p.missingCommand
 		for _, rc := range p.rcmds {
 			if rc.cmd.Err() != nil {
 				// Fail open: rebuild these views from what this gate counted, so that
@@ -59,8 +71,15 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 					res.FailedReads++
 					continue
 				}
-				curr += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch})
-				prev += t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch - 1})
+				// Refused, the other gates' counts are not in Redis either: they are what
+				// this gate's fleet factor, learned while Redis took writes, predicts from
+				// its own (fleetRefused).
+				f := 1.0
+				if rr.r.Refused = refused; refused {
+					f = l.FleetFactor(rr.r) // kept as it was while the refusal lasts: Read.Refused
+				}
+				curr += scaled(t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch}), f)
+				prev += scaled(t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch - 1}), f)
 				rr.r.Fresh = fresh
 				a := l.ApplyRead(rr.r, curr, prev, applyAt)
 				// The profile before the hold flag: a flag set under a learned threshold
@@ -107,4 +126,12 @@ func counterValue(v any) (int64, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("reading counter: unexpected %T", v)
+}
+
+// scaled is n records scaled by fleet factor f (≥ 1), rounded.
+func scaled(n int64, f float64) int64 {
+	if n <= 0 || f <= 1 {
+		return n
+	}
+	return int64(math.Round(float64(n) * f))
 }
