@@ -140,6 +140,9 @@ type Consumer struct {
 	// watched, when set (by tests), runs after each round of the output watch that ran
 	// (a client to ask with): a test waits for rounds rather than for a time.
 	watched func()
+	// quota is the quota hook of the client last built (clientOpts), told the client's
+	// session timeout once it exists (noteSession).
+	quota *quotaHook
 	// ackAt is when the brokers last acknowledged output records (a mono reading; see
 	// outputs.go).
 	ackAt atomic.Int64
@@ -250,8 +253,16 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 	if c.cl, err = kgo.NewClient(c.clientOpts()...); err != nil {
 		return nil, fmt.Errorf("creating the Kafka client: %w", err)
 	}
+	c.noteSession(c.cl)
 	c.live.Store(c.cl)
 	return c, nil
+}
+
+// noteSession tells the quota hook of cl, the client just built, its session timeout.
+func (c *Consumer) noteSession(cl *kgo.Client) {
+	if d, ok := cl.OptValue(kgo.SessionTimeout).(time.Duration); ok && c.quota != nil {
+		c.quota.setSessionTimeout(d)
+	}
 }
 
 // clientOpts are the options of the consumer's client: the configuration's, its
@@ -285,7 +296,8 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 	// poll ever clears, and an idle gate reads as stalled (watchdog.go).
 	opts = append(opts, kgo.KeepControlRecords())
 	opts = append(opts, kgoLoggerOpt(c.log)...)
-	opts = append(opts, kgo.WithHooks(newQuotaHook(c.m.throttled, c.log), ackHook{&c.ackAt, c.mono}))
+	c.quota = newQuotaHook(c.m.throttled, c.log)
+	opts = append(opts, kgo.WithHooks(c.quota, ackHook{&c.ackAt, c.mono}))
 	if c.preflighted.Load() {
 		// A client rebuilt once the preflight passed (exactly once: a recovery's session)
 		// joins at once, as the one it replaces had.

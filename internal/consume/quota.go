@@ -3,6 +3,7 @@ package consume
 import (
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,17 +21,26 @@ const throttleLogEvery = time.Minute
 // principal) answers late, or tells the client to wait, and says for how long; franz-go
 // waits as told. Nothing is lost, but the gate routes slower than its input may grow,
 // so the time is counted per broker in gate_broker_throttled_seconds_total and
-// warned about, at most once a minute.
+// warned about, at most once a minute. A throttle of half the session timeout or more
+// is warned of apart: franz-go waits it out before any further request to that broker,
+// the group's heartbeats included, and the group may drop the gate.
 type quotaHook struct {
 	seconds *prometheus.CounterVec
 	log     *slog.Logger
 	every   *throttle.Every
+	// risk paces the warning of a throttle near the session timeout (session, set once
+	// the client exists; 0: unknown), said even within the minute of a shorter one's.
+	risk    *throttle.Every
+	session atomic.Int64
 }
+
+// setSessionTimeout tells h the group's session timeout (the client's).
+func (h *quotaHook) setSessionTimeout(d time.Duration) { h.session.Store(int64(d)) }
 
 var _ kgo.HookBrokerThrottle = (*quotaHook)(nil)
 
 func newQuotaHook(seconds *prometheus.CounterVec, log *slog.Logger) *quotaHook {
-	return &quotaHook{seconds: seconds, log: log, every: throttle.NewEvery(throttleLogEvery, nil)}
+	return &quotaHook{seconds: seconds, log: log, every: throttle.NewEvery(throttleLogEvery, nil), risk: throttle.NewEvery(throttleLogEvery, nil)}
 }
 
 // OnBrokerThrottle is franz-go's hook, called with each response that carries a
@@ -41,6 +51,18 @@ func (h *quotaHook) OnBrokerThrottle(meta kgo.BrokerMetadata, interval time.Dura
 	}
 	broker := strconv.Itoa(int(meta.NodeID))
 	h.seconds.WithLabelValues(broker).Add(interval.Seconds())
+	if session := time.Duration(h.session.Load()); session > 0 && interval >= session/2 {
+		// franz-go sends a broker's requests one after another and waits out a throttle
+		// before the next: the heartbeats and commits to that broker wait as long.
+		if ok, unlogged := h.risk.Allow(); ok {
+			h.log.Warn("kafka: a broker throttles the gate's requests (a client quota on its client id or principal) for half GATE_KAFKA_SESSION_TIMEOUT or more: "+
+				"the client holds every request to that broker meanwhile, heartbeats and commits too, so the group may drop this gate and give its partitions to another, "+
+				"which routes again what this gate routed and had not committed (at least once: written twice; exactly once: its transaction aborts); "+
+				"raise the quota (producer_byte_rate) or add gates",
+				"broker", broker, "throttle", interval.String(), "session_timeout", session.String(), "throttles_unlogged", unlogged)
+		}
+		return
+	}
 	if ok, unlogged := h.every.Allow(); ok {
 		h.log.Warn("kafka: a broker is throttling the gate's requests (a client quota on its client id or principal): routing slows down, nothing is lost; raise the quota or add gates if the lag grows",
 			"broker", broker, "throttle", interval.String(), "throttles_unlogged", unlogged)

@@ -202,6 +202,7 @@ func (c *Consumer) newSession() error {
 		return fmt.Errorf("creating the transactional Kafka client: %w", err)
 	}
 	c.tx, c.cl = tx, tx.Client()
+	c.noteSession(c.cl)
 	c.live.Store(c.cl)
 	c.txn.unfenced = true
 	return nil
