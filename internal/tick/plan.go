@@ -167,15 +167,27 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], profiles: p.profiles[:0], pcmds: p.pcmds[:0], lanes: p.lanes}
 	}
 	clear(t.open)
-	budget := t.cfg.KeysPerTick
+	budget := t.keyBudget()
+	sent := false // a batch in doubt resent this tick
 	for li := range t.lanes {
 		ln := &t.lanes[li]
 		ln.hung = false
 		p := &t.plans[ln.inst]
-		for _, b := range ln.doubt {
+		for j, b := range ln.doubt {
+			if t.budgetCap > 0 && sent && len(b.items) > budget {
+				// Over what the ticks that timed out left the budget (fitBudget): the
+				// lane's batches from here on wait for a later tick, in order (a lane's
+				// numbers may be sent in any number of ticks, never out of order); the
+				// first always goes, so that a backlog moves.
+				for _, w := range ln.doubt[j:] {
+					res.CarriedWrites += len(w.items)
+				}
+				break
+			}
 			p.batches = append(p.batches, b)
 			p.writes += len(b.items)
 			budget -= len(b.items)
+			sent = true
 		}
 	}
 	for k, n := range t.pending {
@@ -203,6 +215,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		b.items = append(b.items, item{k, n})
 		t.plans[t.lanes[li].inst].writes++
 	}
+	t.usedKeys = t.keyBudget() - budget
 	// Hold flags: one SET each, refreshed every tick while the team is over its release
 	// level, living as long as a hold. A few teams at most (those over their limit).
 	for li := range t.limits {
@@ -273,6 +286,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 			res.Reads++
 			t.m.reads.WithLabelValues(rr.r.Reason.String()).Inc()
 		}
+		t.usedKeys += max(budget, 0) - max(keys, 0)
 		if over && len(t.putOff) > res.SkippedReads {
 			// Teams put off before and not due now (read in the meantime, or gone)
 			// start again from nothing when they are due again.

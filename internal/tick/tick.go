@@ -38,6 +38,11 @@ type Ticker struct {
 	// lostLog paces the warning of writes Redis lost after acknowledging them
 	// (settleWrites): a sequence key evicted tick after tick warned once a tick.
 	lostLog *throttle.Every
+	// budgetCap is the key budget the ticks that timed out left (fitBudget; 0: none,
+	// Config.KeysPerTick), usedKeys the keys the tick planned (writes, and reads by
+	// their keys), budgetLog paces the line saying the budget was cut.
+	budgetCap, usedKeys int
+	budgetLog           *throttle.Every
 
 	// Owned by the tick goroutine.
 	pending map[countKey]int64 // counts Redis has not confirmed: unsent, refused or in doubt
@@ -499,6 +504,7 @@ func (t *Ticker) tick(ctx context.Context, withReads bool) TickResult {
 // finish ends a tick, whole or split: each instance's pipeline metrics and failure log,
 // then the tick's.
 func (t *Ticker) finish(commands int, took time.Duration) {
+	t.fitBudget()
 	for i := range t.plans {
 		p := &t.plans[i]
 		if !p.has(partWrites | partReads) {
@@ -513,6 +519,48 @@ func (t *Ticker) finish(commands int, took time.Duration) {
 	t.m.pendingWrites.Set(float64(len(t.pending)))
 	t.m.tickCommands.Observe(float64(commands))
 	t.m.tickDur.Observe(took.Seconds())
+}
+
+// keyBudget is the keys a tick may plan: Config.KeysPerTick, or less while fitBudget
+// holds it lower.
+func (t *Ticker) keyBudget() int {
+	if t.budgetCap > 0 && t.budgetCap < t.cfg.KeysPerTick {
+		return t.budgetCap
+	}
+	return t.cfg.KeysPerTick
+}
+
+// fitBudget fits the next ticks' key budget to what Redis answers in time: a tick that
+// timed out with more than one command's keys (Config.KeysPerCommand, the least it cuts
+// to) halves it (to half the keys it planned), and a tick that did not raises it by half
+// again, back to Config.KeysPerTick. Sent whole, a
+// backlog (150,000 teams due for reads under a per-user rule, or written after an
+// outage) timed out tick after tick, nothing read or written, for as long as it lasted
+// (a third gate joining the demo: over a minute, a team at twice its limit let through;
+// TestBacklogFitsTheTickTimeout): a failed read stays due, and writes in doubt are sent
+// again whole. Cut to what fits, each tick gets its share through, the reads nearest
+// their limit first.
+func (t *Ticker) fitBudget() {
+	timedOut := false
+	for i := range t.plans {
+		timedOut = timedOut || t.plans[i].causes.has(causeTimeout)
+	}
+	switch {
+	case timedOut && t.usedKeys > t.cfg.KeysPerCommand:
+		t.budgetCap = max(t.usedKeys/2, t.cfg.KeysPerCommand)
+		if t.budgetLog == nil {
+			t.budgetLog = throttle.NewEvery(time.Minute, nil)
+		}
+		if ok, quiet := t.budgetLog.Allow(); ok {
+			t.log.Warn("redis ticks time out with this many keys: the next ticks carry fewer (the teams nearest their limit read first, "+
+				"the rest of the writes and reads carried) until they fit, then more again up to GATE_KEYS_PER_TICK",
+				"keys", t.usedKeys, "next_budget", t.budgetCap, "tick_timeout", t.cfg.TickTimeout.String(), "warnings_unlogged", quiet)
+		}
+	case !timedOut && t.budgetCap > 0:
+		if t.budgetCap += t.budgetCap / 2; t.budgetCap >= t.cfg.KeysPerTick {
+			t.budgetCap = 0
+		}
+	}
 }
 
 // shrink rebuilds the pending maps once they hold an eighth of what they once held: a Go
