@@ -138,6 +138,21 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 				continue
 			}
 		}
+		// The floor is GATE_SYNC_FLOOR x threshold / the gates, and a floor under 2
+		// records keeps no key apart (limit.setFloor): a per-user limit of 300 keeps none
+		// from 2 gates on at the default 1%.
+		var fleets []string
+		for i, l := range r.Limits {
+			if i == 0 && r.Adaptive {
+				continue
+			}
+			unit := ""
+			if len(fleets) == 0 {
+				unit = " gates"
+			}
+			fleets = append(fleets, fmt.Sprintf("%d%s (%s)", int64(cfg.SyncFloor*float64(l.Threshold)/2), unit, l))
+		}
+		line += "; kept apart on fleets of up to " + strings.Join(fleets, ", ") + " (past that its floor is under 2 records: every key cached and written; a higher GATE_SYNC_FLOOR raises it)"
 		if r.Key.Composite() && r.MaxKeys > 0 {
 			line += fmt.Sprintf("; a team with more than %d keys a window: on_cardinality %s", r.MaxKeys, r.OnCardinality)
 		}

@@ -56,7 +56,9 @@ func TestRulesCheck(t *testing.T) {
 	}
 	for _, want := range []string{"3 rules", "team-user", "learned-user: its further limits keep keys under their floor", "its first, adaptive, caches and writes every key", "json:team_id+distinct_id (skip if missing)", "1m0s:5000,1h0m0s:100000", "cap",
 		"json:event in [$identify]", "topic:merges (shadow)", "prod:rule:merges:{key}:{epoch}",
-		"team-user: keys under their floor", "a team with more than 100000 keys a window: on_cardinality collapse"} {
+		"team-user: keys under their floor", "a team with more than 100000 keys a window: on_cardinality collapse",
+		// The floor is under 2 records past SyncFloor × threshold / 2 gates: no sketch.
+		"kept apart on fleets of up to 25 gates (1m0s:5000), 500 (1h0m0s:100000)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
