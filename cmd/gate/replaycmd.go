@@ -249,6 +249,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	}
 	if !partial {
 		cutOffsets(stderr, "replay", rng.Offsets, parts)
+		notes = append(notes, trimmedNotes(ctx, stderr, rng, opts)...)
 	}
 	rep := eng.Report(o.top)
 	rep.Notes = append(rep.Notes, notes...)
@@ -282,6 +283,26 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		err = errReplayStopped
 	}
 	return err
+}
+
+// trimmedNotes says which partitions of rng a read from -from began at their first
+// record kept, retention having deleted those before it (replay.Trimmed): some of the
+// range's may be among them, and the report covers only what is kept. Said on stderr
+// too; a failure to tell is said there alone.
+func trimmedNotes(ctx context.Context, stderr io.Writer, rng replay.Range, opts []kgo.Opt) []string {
+	trimmed, err := replay.Trimmed(ctx, rng, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "gate replay: whether retention deleted records of the range is not known: %v\n", err)
+		return nil
+	}
+	var notes []string
+	for _, tp := range trimmed {
+		n := fmt.Sprintf("%s partition %d starts at offset %d, retention having deleted the records before it: records since -from (%s) may have been among them, Kafka keeping no time of a deleted record; the replay covers what is kept",
+			rng.Topic, tp.Partition, tp.Start, rng.From.UTC().Format(time.RFC3339))
+		fmt.Fprintln(stderr, "gate replay: "+n)
+		notes = append(notes, n)
+	}
+	return notes
 }
 
 // noTopic is the error of a tool (doing: "replaying") whose topic does not exist

@@ -374,3 +374,39 @@ func TestReplaySaysADropRuleNeedsOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// gate replay -from before what retention kept replayed from the oldest record kept and
+// said nothing: a report of "yesterday" on a topic of 12 hours' retention read as whole,
+// and a range wholly deleted read 0 records, exit 0. It says which partitions start at
+// their first record kept, records deleted before it, on stderr and among the report's
+// notes.
+func TestReplayFromBeforeRetentionSaysSo(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := range 10 {
+		recs = append(recs, &kgo.Record{Value: []byte(`{"team_id":"a"}`), Timestamp: testNow.Add(-time.Hour + time.Duration(i)*time.Minute)})
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: "events", Partition: 0, At: 5})
+	if _, err := kadm.NewClient(cl).DeleteRecords(t.Context(), del); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		from string
+		said bool
+	}{{"2h", true}, {"50m", false}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), []string{"replay", "-from", tc.from}, testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("gate replay -from %s: %v\n%s", tc.from, err, stderr.String())
+		}
+		const want = "partition 0 starts at offset 5, retention having deleted the records before it"
+		if got := strings.Contains(stdout.String(), want); got != tc.said {
+			t.Errorf("gate replay -from %s: report says %q: %v, want %v:\n%s", tc.from, want, got, tc.said, stdout.String())
+		}
+	}
+}

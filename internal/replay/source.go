@@ -160,6 +160,52 @@ func Offsets(ctx context.Context, rng Range, opts ...kgo.Opt) ([]PartitionRange,
 	return parts, err
 }
 
+// TrimmedPartition is a partition whose read of a range starts at the first record it
+// keeps (Start, above 0), retention (or DeleteRecords) having deleted those before it.
+type TrimmedPartition struct {
+	Partition int32
+	Start     int64
+}
+
+// Trimmed returns the partitions of rng.Topic whose read from rng.From starts at their
+// first record kept, records before it deleted: Kafka keeps no time of a deleted record,
+// so some of them may have been rng's, the read a part of the range it was asked for.
+// None without From (a read from each partition's start reads what is kept) or with
+// rng.Offsets (refused below the start: offsets).
+func Trimmed(ctx context.Context, rng Range, opts ...kgo.Opt) ([]TrimmedPartition, error) {
+	if rng.From.IsZero() || len(rng.Offsets) > 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating the Kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, rng.Topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the start offsets of %s: %w", rng.Topic, err)
+	}
+	from, err := adm.ListOffsetsAfterMilli(ctx, rng.From.UnixMilli(), rng.Topic)
+	if err == nil {
+		err = from.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the offsets of %s from %s: %w", rng.Topic, rng.From.Format(time.RFC3339), err)
+	}
+	var out []TrimmedPartition
+	starts.Each(func(s kadm.ListedOffset) {
+		if f, ok := from.Lookup(rng.Topic, s.Partition); ok && s.Offset > 0 && f.Offset == s.Offset {
+			out = append(out, TrimmedPartition{Partition: s.Partition, Start: s.Offset})
+		}
+	})
+	slices.SortFunc(out, func(a, b TrimmedPartition) int { return int(a.Partition - b.Partition) })
+	return out, nil
+}
+
 // offsets finds each partition's [start, end) of rng, and its last stable offset (hard):
 // with -to, end is where ListOffsets found it, which a record stamped far ahead can put
 // early (merge.bound).

@@ -544,3 +544,58 @@ func TestReadOfATopicThatDoesNotExist(t *testing.T) {
 		}
 	}
 }
+
+// TestTrimmedSaysRetentionTookTheRangesStart: a -from before what retention kept read
+// from the oldest record kept and said nothing of it (a replay of "yesterday" on a topic
+// of 12 hours' retention reported half a day as if whole; a range wholly deleted read 0
+// records, exit 0). Trimmed names each partition whose read starts at its first record
+// kept, records having been deleted before it; one whose range starts past that, or
+// that nothing was deleted from, is not named.
+func TestTrimmedSaysRetentionTookTheRangesStart(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "events"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	var recs []*kgo.Record
+	for i := range 10 {
+		for p := range int32(2) {
+			recs = append(recs, &kgo.Record{Partition: p, Timestamp: t0.Add(time.Duration(i) * time.Minute), Value: []byte("{}")})
+		}
+	}
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	if err := pcl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: "events", Partition: 0, At: 5}) // partition 0 keeps 12:05 on
+	if _, err := kadm.NewClient(cl).DeleteRecords(t.Context(), del); err != nil {
+		t.Fatal(err)
+	}
+	opt := kgo.SeedBrokers(c.ListenAddrs()...)
+	for _, tc := range []struct {
+		from time.Time
+		want []TrimmedPartition
+	}{
+		{t0, []TrimmedPartition{{Partition: 0, Start: 5}}},
+		{t0.Add(5 * time.Minute), []TrimmedPartition{{Partition: 0, Start: 5}}}, // its first kept: an earlier one may have been deleted
+		{t0.Add(6 * time.Minute), nil},
+	} {
+		got, err := Trimmed(t.Context(), Range{Topic: "events", From: tc.from}, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("from %s: trimmed %v, want %v", tc.from.Format("15:04"), got, tc.want)
+		}
+	}
+	if got, err := Trimmed(t.Context(), Range{Topic: "events"}, opt); err != nil || got != nil {
+		t.Errorf("no -from: %v, %v; want none", got, err)
+	}
+}
