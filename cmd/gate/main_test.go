@@ -309,7 +309,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("an idle HTTP connection still open after run returned: read %d bytes, %v, want EOF", n, err)
 	}
 	logs := g.stderr.String()
-	for _, want := range []string{`"msg":"gate started","version":"dev","commit":"` + buildinfo.Get().Commit + `"`, `"franz_go_version":"` + buildinfo.Get().FranzGo + `"`, `"msg":"partitions assigned"`, `"msg":"consumer stopped"`, `"redis_key_ttl":"1s (at least 2 x each limit's window)"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"ready: every redis instance has answered"`, `"msg":"stopped"`} {
+	for _, want := range []string{`"msg":"gate started","version":"dev","commit":"` + buildinfo.Get().Commit + `"`, `"franz_go_version":"` + buildinfo.Get().FranzGo + `"`, `"msg":"partitions assigned"`, `"msg":"consumer stopped"`, `"redis_key_ttl":"1s (at least 2 x each limit's window)"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"redis ready: every instance has answered (/readyz waits for Kafka too)"`, `"msg":"stopped"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %s:\n%s", want, logs)
 		}
@@ -499,7 +499,7 @@ func TestReadyzWithoutKafka(t *testing.T) {
 		"GATE_HTTP_ADDR":     "127.0.0.1:0",
 	})
 	waitFor(t, 10*time.Second, "the redis PING", func() bool {
-		return strings.Contains(g.stderr.String(), "ready: every redis instance has answered")
+		return strings.Contains(g.stderr.String(), "redis ready: every instance has answered")
 	})
 	if code, body := get(t, g.addr, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "consumer group") {
 		t.Errorf("/readyz without a broker: %d %q, want 503 about the consumer group", code, body)

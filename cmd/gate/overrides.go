@@ -172,7 +172,7 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 		if err := overrides.Set(ctx, c, key, team, lim, clk.Now()); err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(stdout, "set %s = %d in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s)\n", cli.Shown(team), lim, key, cfg.OverridesRefresh); err != nil {
+		if _, err := fmt.Fprintf(stdout, "set %s = %d in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s as set here: the gates' own may differ)\n", cli.Shown(team), lim, key, cfg.OverridesRefresh); err != nil {
 			return err
 		}
 		if existsErr == nil && existed == 0 {
@@ -204,7 +204,7 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", shown, key)
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to %s within GATE_OVERRIDES_REFRESH (%s)\n", shown, key, ol.fallback(team), cfg.OverridesRefresh)
+		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to %s within GATE_OVERRIDES_REFRESH (%s as set here: the gates' own may differ)\n", shown, key, ol.fallback(team), cfg.OverridesRefresh)
 		return err
 	}
 	live, updated, err := overrides.List(ctx, c, key, cfg.OverridesConfig().MaxEntries)

@@ -31,7 +31,9 @@ GET /v1/teams/TEAM, and prints it as a table; with -top N, lists its N teams clo
 over their limits (highest pressure first, N from 1 to 1000), from GET /v1/teams?top=N.
 Each gate sees the teams of the partitions it owns: ask the gates that consume them. A
 team the gate has no state for (it has sent nothing there lately) is an error: exit
-status 1. The gate serves these with GATE_TEAM_API=true only.
+status 1. The gate serves these with GATE_TEAM_API=true only. UNDER IN is how long a
+limited team's level takes to drain under its threshold if it sends nothing more: a team
+still sending is limited longer.
 `
 
 // teamLimit bounds gate team's request, so that a gate that does not answer (overloaded,

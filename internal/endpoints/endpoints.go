@@ -374,7 +374,7 @@ func (r *Readiness) markUp(i, attempt int) {
 		}
 	}
 	r.ok.Store(true)
-	r.log.Info("ready: every redis instance has answered")
+	r.log.Info("redis ready: every instance has answered (/readyz waits for Kafka too)")
 }
 
 // checkEviction warns once, when instance i first answers, if it may evict the gate's
