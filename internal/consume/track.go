@@ -127,6 +127,23 @@ func (p *partition) add(end int64, epoch int32, n int) *batch {
 	return b
 }
 
+// addEmpty registers that p's position moved to end past control records alone (a poll
+// of transaction markers): a batch of no record, complete at once, that a commit moves
+// past in offset order. One behind a batch still waiting on its records is extended
+// rather than another added: markers polled while a produce is retried piled up batches.
+func (p *partition) addEmpty(end int64, epoch int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.batches); n > 0 {
+		if b := p.batches[n-1]; b.records == 0 && !b.seal && b.remaining.Load() == 0 {
+			b.end, b.epoch = end, epoch
+			return
+		}
+	}
+	b := &batch{p: p, end: end, epoch: epoch, at: p.mono.now()}
+	p.batches = append(p.batches, b)
+}
+
 // addSeal registers the batch of an outcome seal (outcomes.go) whose rows count p's
 // records from offset from on, which completes when the seal's rows are acknowledged.
 // It ends at from and goes before every batch that ends past it, the batches of the

@@ -167,3 +167,28 @@ func TestRowsUnwrittenOfPartitions(t *testing.T) {
 		}
 	}
 }
+
+// addEmpty extends an empty batch already complete rather than adding another: while a
+// batch waits on a record being retried, every poll of transaction markers alone added a
+// batch behind it, a pile nothing bounded. The commit moves past them all once it
+// completes.
+func TestAddEmptyExtendsTheLastEmptyBatch(t *testing.T) {
+	p := newPartition("in", 0, newMono())
+	b := p.add(10, 3, 1)
+	p.addEmpty(12, 3)
+	p.addEmpty(14, 4)
+	if n := len(p.batches); n != 2 {
+		t.Fatalf("%d batches after two polls of markers behind a waiting one, want 2", n)
+	}
+	if off, _, _ := p.advance(); off.Offset != -1 {
+		t.Errorf("advanced to %d with a record unacknowledged, want nothing", off.Offset)
+	}
+	b.remaining.Add(-1)
+	if off, _, _ := p.advance(); off.Offset != 14 || off.Epoch != 4 {
+		t.Errorf("advanced to %+v, want offset 14, epoch 4: past both polls of markers", off)
+	}
+	p.addEmpty(16, 4) // nothing waiting: a batch of its own, popped at once
+	if off, _, _ := p.advance(); off.Offset != 16 {
+		t.Errorf("advanced to %d after markers alone, want 16", off.Offset)
+	}
+}

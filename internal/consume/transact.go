@@ -120,9 +120,10 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		c.fetchErrors(fetches)
 		// A poll of control records alone (an aborted upstream transaction's marker)
 		// still runs a transaction: it commits the offsets past them, with the records
-		// of any poll that follows within it.
+		// of any poll that follows within it. Not once a revoke interrupted the session:
+		// ending it would be refused as revoked, and read as the brokers refusing it.
 		ws, moved := c.works(fetches)
-		if len(ws) == 0 && !moved {
+		if len(ws) == 0 && (!moved || c.txn.interrupted.Load()) {
 			if err := c.rearm(endCtx); err != nil || ctx.Err() != nil {
 				return n, c.stopped(ctx, err)
 			}

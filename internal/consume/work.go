@@ -79,7 +79,7 @@ func (c *Consumer) works(fetches kgo.Fetches) (ws []work, moved bool) {
 			// past them (a record of it polled later in this poll sets its lag again).
 			c.setLag(p, ftp.HighWatermark, c.stableEnd(ftp), next)
 			if !c.exactlyOnce() {
-				p.add(next, nextEpoch, 0)
+				p.addEmpty(next, nextEpoch)
 			}
 			moved = true
 			return

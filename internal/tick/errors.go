@@ -90,6 +90,11 @@ type causeSet uint16
 // refusals are the causes of a Redis that refuses writes while it answers reads.
 const refusals causeSet = 1<<causeOOM | 1<<causeReadOnly | 1<<causeMisconf | 1<<causeNoReplicas
 
+// fleetRefusals are the refusals every gate writing to the instance meets alike (apply.go,
+// fleetRefused): not READONLY, which a gate whose client has not followed a failover
+// meets alone.
+const fleetRefusals causeSet = 1<<causeOOM | 1<<causeMisconf | 1<<causeNoReplicas
+
 func (s *causeSet) add(c cause)     { *s |= 1 << c }
 func (s causeSet) has(c cause) bool { return s&(1<<c) != 0 }
 

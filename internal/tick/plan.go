@@ -66,8 +66,10 @@ type plan struct {
 	lanes   []int    // the instance's lanes, in order
 	writes  int      // counts in batches
 	reads   int      // teams read
-	err     error    // the first command's error that makes the pipeline failed (not TRYAGAIN)
-	dur     time.Duration
+	// readKeys is the keys the reads carry (readCost), with writes what fitBudget weighs.
+	readKeys int
+	err      error // the first command's error that makes the pipeline failed (not TRYAGAIN)
+	dur      time.Duration
 	// The last send's (a split tick sends twice).
 	sent    int
 	sendErr error
@@ -167,18 +169,21 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		*p = plan{batches: p.batches[:0], rcmds: p.rcmds[:0], holds: p.holds[:0], profiles: p.profiles[:0], pcmds: p.pcmds[:0], lanes: p.lanes}
 	}
 	clear(t.open)
-	budget := t.keyBudget()
-	sent := false // a batch in doubt resent this tick
+	budget := t.cfg.KeysPerTick
+	// left is each instance's own budget, what the ticks that timed out on it left
+	// (fitBudget; the whole budget otherwise): a hung instance's cut costs no other its
+	// writes or reads.
+	left := t.instanceBudgets()
 	for li := range t.lanes {
 		ln := &t.lanes[li]
 		ln.hung = false
 		p := &t.plans[ln.inst]
 		for j, b := range ln.doubt {
-			if t.budgetCap > 0 && sent && len(b.items) > budget {
-				// Over what the ticks that timed out left the budget (fitBudget): the
-				// lane's batches from here on wait for a later tick, in order (a lane's
-				// numbers may be sent in any number of ticks, never out of order); the
-				// first always goes, so that a backlog moves.
+			if p.writes > 0 && len(b.items) > left[ln.inst] {
+				// Over what the ticks that timed out on the instance left it: the lane's
+				// batches from here on wait for a later tick, in order (a lane's numbers
+				// may be sent over any number of ticks, never out of order); the
+				// instance's first always goes, so that a backlog moves.
 				for _, w := range ln.doubt[j:] {
 					res.CarriedWrites += len(w.items)
 				}
@@ -187,7 +192,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 			p.batches = append(p.batches, b)
 			p.writes += len(b.items)
 			budget -= len(b.items)
-			sent = true
+			left[ln.inst] -= len(b.items)
 		}
 	}
 	for k, n := range t.pending {
@@ -196,11 +201,12 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 			continue // all of it in doubt, resent above
 		}
 		li := t.laneFor(k.team)
-		if budget < 1 || len(t.lanes[li].doubt) > 0 {
+		if budget < 1 || left[t.lanes[li].inst] < 1 || len(t.lanes[li].doubt) > 0 {
 			res.CarriedWrites++
 			continue
 		}
 		budget--
+		left[t.lanes[li].inst]--
 		g := t.limits[k.lim].ttlGroup
 		o := li*t.ttlGroups + g
 		b := t.open[o]
@@ -215,7 +221,6 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 		b.items = append(b.items, item{k, n})
 		t.plans[t.lanes[li].inst].writes++
 	}
-	t.usedKeys = t.keyBudget() - budget
 	// Hold flags: one SET each, refreshed every tick while the team is over its release
 	// level, living as long as a hold. A few teams at most (those over their limit).
 	for li := range t.limits {
@@ -264,8 +269,17 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 			// carries on every tick, would read no team ever (ageing no help: the read put
 			// off ages as those behind it do). A tick goes over by three keys at most.
 			c := readCost(rr.r)
-			if res.Reads >= maxReads || c > keys && !(res.Reads == 0 && keys >= 2) {
-				keys = 0 // in order: a cheaper read after this one waits as well
+			li := t.laneFor(rr.r.Team)
+			inst := t.lanes[li].inst
+			// Over what the ticks that timed out on its instance left it (fitBudget): its
+			// instance's reads from here on wait, the others' go on.
+			instFull := c > left[inst] && t.plans[inst].reads > 0
+			if res.Reads >= maxReads || c > keys && !(res.Reads == 0 && keys >= 2) || instFull {
+				if instFull {
+					left[inst] = 0
+				} else {
+					keys = 0 // in order: a cheaper read after this one waits as well
+				}
 				res.SkippedReads++
 				k := teamRef{rr.lim, rr.r.Team}
 				if po, ok := t.putOff[k]; !ok || po.tick != t.tickN { // a team read in two epochs counts once
@@ -277,16 +291,16 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 				continue
 			}
 			keys -= c
+			left[inst] -= c
 			if over {
 				delete(t.putOff, teamRef{rr.lim, rr.r.Team})
 			}
-			li := t.laneFor(rr.r.Team)
 			t.laneReads[li] = append(t.laneReads[li], rr)
-			t.plans[t.lanes[li].inst].reads++
+			t.plans[inst].reads++
+			t.plans[inst].readKeys += c
 			res.Reads++
 			t.m.reads.WithLabelValues(rr.r.Reason.String()).Inc()
 		}
-		t.usedKeys += max(budget, 0) - max(keys, 0)
 		if over && len(t.putOff) > res.SkippedReads {
 			// Teams put off before and not due now (read in the meantime, or gone)
 			// start again from nothing when they are due again.

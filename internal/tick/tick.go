@@ -38,11 +38,11 @@ type Ticker struct {
 	// lostLog paces the warning of writes Redis lost after acknowledging them
 	// (settleWrites): a sequence key evicted tick after tick warned once a tick.
 	lostLog *throttle.Every
-	// budgetCap is the key budget the ticks that timed out left (fitBudget; 0: none,
-	// Config.KeysPerTick), usedKeys the keys the tick planned (writes, and reads by
-	// their keys), budgetLog paces the line saying the budget was cut.
-	budgetCap, usedKeys int
-	budgetLog           *throttle.Every
+	// instCap is each instance's key budget as the ticks that timed out on it left it
+	// (fitBudget; 0: none, Config.KeysPerTick); instLeft what a tick's plan has left of
+	// it (instanceBudgets); budgetLog paces the line saying a budget was cut.
+	instCap, instLeft []int
+	budgetLog         *throttle.Every
 
 	// Owned by the tick goroutine.
 	pending map[countKey]int64 // counts Redis has not confirmed: unsent, refused or in doubt
@@ -521,44 +521,55 @@ func (t *Ticker) finish(commands int, took time.Duration) {
 	t.m.tickDur.Observe(took.Seconds())
 }
 
-// keyBudget is the keys a tick may plan: Config.KeysPerTick, or less while fitBudget
-// holds it lower.
-func (t *Ticker) keyBudget() int {
-	if t.budgetCap > 0 && t.budgetCap < t.cfg.KeysPerTick {
-		return t.budgetCap
+// instanceBudgets returns each instance's key budget for the tick being planned (written
+// down as the plan takes from it): its cap (fitBudget), else Config.KeysPerTick.
+func (t *Ticker) instanceBudgets() []int {
+	if len(t.instCap) != len(t.plans) {
+		t.instCap, t.instLeft = make([]int, len(t.plans)), make([]int, len(t.plans))
 	}
-	return t.cfg.KeysPerTick
+	for i, c := range t.instCap {
+		t.instLeft[i] = t.cfg.KeysPerTick
+		if c > 0 {
+			t.instLeft[i] = c
+		}
+	}
+	return t.instLeft
 }
 
-// fitBudget fits the next ticks' key budget to what Redis answers in time: a tick that
-// timed out with more than one command's keys (Config.KeysPerCommand, the least it cuts
-// to) halves it (to half the keys it planned), and a tick that did not raises it by half
-// again, back to Config.KeysPerTick. Sent whole, a
-// backlog (150,000 teams due for reads under a per-user rule, or written after an
-// outage) timed out tick after tick, nothing read or written, for as long as it lasted
-// (a third gate joining the demo: over a minute, a team at twice its limit let through;
+// fitBudget fits each instance's key budget to what it answers in time: a tick that timed
+// out on it with more than one command's keys (Config.KeysPerCommand, the least it cuts
+// to) halves it (to half the keys planned for it, writes and reads), and a tick that did
+// not raises it by half again, back to Config.KeysPerTick. Sent whole, a backlog (150,000
+// teams due for reads under a per-user rule, or written after an outage) timed out tick
+// after tick, nothing read or written, for as long as it lasted (a third gate joining
+// the demo: over a minute, a team at twice its limit let through;
 // TestBacklogFitsTheTickTimeout): a failed read stays due, and writes in doubt are sent
 // again whole. Cut to what fits, each tick gets its share through, the reads nearest
-// their limit first.
+// their limit first. Each instance's own: a hung one, timing out every tick, costs the
+// others nothing (TestHungInstanceCutsNoOtherBudget). Not in cluster mode, whose one
+// pipeline serves every node: a hung node would cut the budget of all.
 func (t *Ticker) fitBudget() {
-	timedOut := false
-	for i := range t.plans {
-		timedOut = timedOut || t.plans[i].causes.has(causeTimeout)
+	if t.cfg.Mode == ModeCluster || len(t.instCap) != len(t.plans) {
+		return
 	}
-	switch {
-	case timedOut && t.usedKeys > t.cfg.KeysPerCommand:
-		t.budgetCap = max(t.usedKeys/2, t.cfg.KeysPerCommand)
-		if t.budgetLog == nil {
-			t.budgetLog = throttle.NewEvery(time.Minute, nil)
-		}
-		if ok, quiet := t.budgetLog.Allow(); ok {
-			t.log.Warn("redis ticks time out with this many keys: the next ticks carry fewer (the teams nearest their limit read first, "+
-				"the rest of the writes and reads carried) until they fit, then more again up to GATE_KEYS_PER_TICK",
-				"keys", t.usedKeys, "next_budget", t.budgetCap, "tick_timeout", t.cfg.TickTimeout.String(), "warnings_unlogged", quiet)
-		}
-	case !timedOut && t.budgetCap > 0:
-		if t.budgetCap += t.budgetCap / 2; t.budgetCap >= t.cfg.KeysPerTick {
-			t.budgetCap = 0
+	for i := range t.plans {
+		p := &t.plans[i]
+		used := p.writes + p.readKeys
+		switch timedOut := p.causes.has(causeTimeout); {
+		case timedOut && used > t.cfg.KeysPerCommand:
+			t.instCap[i] = max(used/2, t.cfg.KeysPerCommand)
+			if t.budgetLog == nil {
+				t.budgetLog = throttle.NewEvery(time.Minute, nil)
+			}
+			if ok, quiet := t.budgetLog.Allow(); ok {
+				t.log.Warn("redis ticks time out with this many keys: the next ticks carry fewer (the teams nearest their limit read first, "+
+					"the rest of the writes and reads carried) until they fit, then more again up to GATE_KEYS_PER_TICK",
+					"instance", i, "keys", used, "next_budget", t.instCap[i], "tick_timeout", t.cfg.TickTimeout.String(), "warnings_unlogged", quiet)
+			}
+		case !timedOut && t.instCap[i] > 0:
+			if t.instCap[i] += t.instCap[i] / 2; t.instCap[i] >= t.cfg.KeysPerTick {
+				t.instCap[i] = 0
+			}
 		}
 	}
 }
