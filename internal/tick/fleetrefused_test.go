@@ -24,16 +24,7 @@ func TestFleetCountRefusedIsSaid(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	client := dialGate(t, srv)
-	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &logBuffer{}
-	tk, err := New(l, []redis.UniversalClient{client}, Config{}, nil, slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk, logs := fleetTicker(t, srv)
 	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
 	at := func(s int) time.Time { return slot0.Add(time.Duration(s)*FleetSlot + time.Second) }
 	tk.countFleet(ctx, at(0))
@@ -64,6 +55,20 @@ func TestFleetCountRefusedIsSaid(t *testing.T) {
 func TestFleetCountRefusedSaysItsCause(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
+	tk, logs := fleetTicker(t, srv)
+	srv.RefuseWrites(t, redistest.RefuseOOM)
+	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
+	tk.countFleet(ctx, slot0.Add(time.Second))
+	lines := logs.lines("redis refuses the fleet count", "maxmemory")
+	if len(lines) != 1 || strings.Contains(lines[0], "WRONGPASS") || strings.Contains(lines[0], "password") {
+		t.Errorf("want one line naming Redis's maxmemory, not the gate's password; log:\n%s", logs.buf.String())
+	}
+}
+
+// fleetTicker is a Ticker on srv as the documented ACL's user (dialGate), of a limiter of
+// its own, logging to the buffer it returns: what the fleet count's tests count with.
+func fleetTicker(t *testing.T, srv *redistest.Server) (*Ticker, *logBuffer) {
+	t.Helper()
 	client := dialGate(t, srv)
 	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, nil, nil)
 	if err != nil {
@@ -74,11 +79,5 @@ func TestFleetCountRefusedSaysItsCause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.RefuseWrites(t, redistest.RefuseOOM)
-	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
-	tk.countFleet(ctx, slot0.Add(time.Second))
-	lines := logs.lines("redis refuses the fleet count", "maxmemory")
-	if len(lines) != 1 || strings.Contains(lines[0], "WRONGPASS") || strings.Contains(lines[0], "password") {
-		t.Errorf("want one line naming Redis's maxmemory, not the gate's password; log:\n%s", logs.buf.String())
-	}
+	return tk, logs
 }
