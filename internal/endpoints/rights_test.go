@@ -2,15 +2,10 @@ package endpoints
 
 import (
 	"context"
-	"log/slog"
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/capturegate/gate/internal/config"
-	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/redistest"
 )
 
@@ -48,24 +43,7 @@ func TestReadinessWaitsForTheTicksRights(t *testing.T) {
 		if tc.user == "bytes" {
 			env["GATE_COST"] = "bytes"
 		}
-		cfg, err := config.Load(func(k string) string { return env[k] }, slices.Collect(maps.Keys(env)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, err := cfg.RedisOptions()
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients, err := cfg.DialRedis(o, config.Reload{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = clients[0].Close() })
-		var logs faulttest.Buffer
-		r := newReadiness(clients, cfg, func() []string { return nil }, slog.New(slog.NewTextHandler(&logs, nil)))
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); r.Run(rctx) }()
+		r, logs := readinessFromEnv(t, env)
 		waitFor := func(what string, cond func() bool) {
 			t.Helper()
 			for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
@@ -85,7 +63,5 @@ func TestReadinessWaitsForTheTicksRights(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor("readiness once granted", func() bool { return len(r.reasons()) == 0 })
-		cancel()
-		<-done
 	}
 }

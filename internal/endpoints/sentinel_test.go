@@ -1,21 +1,15 @@
 package endpoints
 
 import (
-	"context"
 	"io"
-	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/capturegate/gate/internal/config"
-	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/redistest"
 )
 
@@ -46,25 +40,7 @@ func TestReadyzNamesTheSentinelPassword(t *testing.T) {
 			if tc.password != "" {
 				env["GATE_REDIS_SENTINEL_PASSWORD"] = tc.password
 			}
-			cfg, err := config.Load(func(k string) string { return env[k] }, slices.Collect(maps.Keys(env)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			o, err := cfg.RedisOptions()
-			if err != nil {
-				t.Fatal(err)
-			}
-			clients, err := cfg.DialRedis(o, config.Reload{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = clients[0].Close() })
-			var logs faulttest.Buffer
-			r := newReadiness(clients, cfg, func() []string { return nil }, slog.New(slog.NewTextHandler(&logs, nil)))
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); r.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-done })
+			r, logs := readinessFromEnv(t, env)
 			srv := httptest.NewServer(NewMux(prometheus.NewRegistry(), r, nil))
 			t.Cleanup(srv.Close)
 
