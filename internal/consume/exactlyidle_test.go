@@ -6,7 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestExactlyOnceIdleTransactionalIDExpired: a gate whose partitions had no input for
@@ -29,11 +28,7 @@ func TestExactlyOnceIdleTransactionalIDExpired(t *testing.T) {
 	env.ccfg.Delivery = ExactlyOnce
 	g := env.start(t, "a")
 	prod := producer(t, c)
-	var recs []*kgo.Record
-	for id := range 10 {
-		recs = append(recs, inputRecord(id, "team-1"))
-	}
-	produceAll(t, prod, recs)
+	produceAll(t, prod, teamInputs("team-1", 0, 10))
 	collect(t, c, 10, 30*time.Second, 0, readCommitted())
 	// Idle until the brokers have expired the gate's transactional id: polled, not slept.
 	adm := kadm.NewClient(prod)
@@ -50,11 +45,7 @@ func TestExactlyOnceIdleTransactionalIDExpired(t *testing.T) {
 			t.Fatal("the transactional id did not expire in 30 s")
 		}
 	}
-	recs = nil
-	for id := 10; id < 20; id++ {
-		recs = append(recs, inputRecord(id, "team-1"))
-	}
-	produceAll(t, prod, recs)
+	produceAll(t, prod, teamInputs("team-1", 10, 20))
 	out := collect(t, c, 20, 30*time.Second, 0, readCommitted())
 	if lost, dup := out.conservation(20); len(lost)+len(dup) > 0 {
 		t.Errorf("after the id expired: lost %v, duplicated %v", lost, dup)

@@ -259,11 +259,20 @@ func writeInTxn(t testing.TB, up *kgo.Client, from, to int) {
 	if err := up.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	for id := from; id < to; id++ {
-		if err := up.ProduceSync(t.Context(), inputRecord(id, "team-1")).FirstErr(); err != nil {
+	for _, r := range teamInputs("team-1", from, to) {
+		if err := up.ProduceSync(t.Context(), r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// teamInputs are the input records of ids from to to-1, all of team.
+func teamInputs(team string, from, to int) []*kgo.Record {
+	var recs []*kgo.Record
+	for id := from; id < to; id++ {
+		recs = append(recs, inputRecord(id, team))
+	}
+	return recs
 }
 
 // producer writes input records.

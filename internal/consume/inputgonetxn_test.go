@@ -4,8 +4,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestInputGoneAbortsTheOpenTransaction: exactly once, the input watch finding the topic
@@ -52,11 +50,7 @@ func openTransactionOfTen(t *testing.T) (*gateEnv, *testGate) {
 	env.ccfg.TransactionInterval = 20 * time.Second // quiet after 2 s
 	g := env.start(t, "a")
 	prod := producer(t, env.cluster)
-	var recs []*kgo.Record
-	for id := range 10 {
-		recs = append(recs, inputRecord(id, "team-1"))
-	}
-	produceAll(t, prod, recs)
+	produceAll(t, prod, teamInputs("team-1", 0, 10))
 	collect(t, env.cluster, 10, 30*time.Second, 0) // read uncommitted: routed into the open transaction
 	if gi := env.cluster.GroupInfo(testGroup); gi != nil {
 		if gc, ok := gi.Commits[inTopic][0]; ok {

@@ -32,11 +32,7 @@ func TestInputTopicDeletedStopsTheGate(t *testing.T) {
 			}
 			g := env.start(t, "a")
 			prod := producer(t, env.cluster)
-			var recs []*kgo.Record
-			for id := range 10 {
-				recs = append(recs, inputRecord(id, "team-1"))
-			}
-			produceAll(t, prod, recs)
+			produceAll(t, prod, teamInputs("team-1", 0, 10))
 			collect(t, env.cluster, 10, 30*time.Second, 0, readCommitted())
 			adm := kadm.NewClient(prod)
 			if _, err := adm.DeleteTopic(t.Context(), inTopic); err != nil {
