@@ -145,13 +145,3 @@ func TestProbeRightsAsksEveryClusterPrimary(t *testing.T) {
 		t.Errorf("probe with every primary granted: %v", err)
 	}
 }
-
-// keySlot is Redis Cluster's: the slots CLUSTER KEYSLOT gives (the specification's
-// example, 123456789, is CRC16 0x31C3).
-func TestKeySlot(t *testing.T) {
-	for tag, want := range map[string]uint16{"123456789": 0x31C3, "foo": 12182, "somekey": 11058, "0": 13907} {
-		if got := keySlot(tag); got != want {
-			t.Errorf("keySlot(%q) = %d, want %d", tag, got, want)
-		}
-	}
-}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -61,44 +62,34 @@ func ProbeRights(ctx context.Context, c redis.UniversalClient, prefixes ...strin
 	return nil
 }
 
-// primaryTags returns a hash tag ":{N}" whose slot each primary of cc serves (CLUSTER
-// SLOTS, which the cluster client needs too), and the primaries' addresses; none when
-// the slots cannot be read (the probe then asks one key, as elsewhere).
+// primaryTags returns a hash tag ":{N}" in the slots of each primary of cc, and the
+// primaries' addresses, found by the cluster client's own map of the slots (MasterForKey,
+// as the fleet count finds its key's node); none when the primaries cannot be listed
+// (the probe then asks one key, as elsewhere).
 func primaryTags(ctx context.Context, cc *redis.ClusterClient) (tags, nodes []string) {
-	//lint:ignore SA1019 CLUSTER SHARDS needs Redis 7; the gate runs on 6.x too, and go-redis asks CLUSTER SLOTS itself.
-	slots, err := cc.ClusterSlots(ctx).Result()
-	if err != nil {
+	var mu sync.Mutex
+	masters := 0
+	if err := cc.ForEachMaster(ctx, func(context.Context, *redis.Client) error {
+		mu.Lock()
+		masters++
+		mu.Unlock()
+		return nil
+	}); err != nil {
 		return nil, nil
 	}
-	for _, r := range slots {
-		if len(r.Nodes) == 0 || slices.Contains(nodes, r.Nodes[0].Addr) {
-			continue
+	// 16,384 tags reach every slot at least once or so; a primary without a slot has none
+	// to probe.
+	for n := 0; len(nodes) < masters && n < 1<<16; n++ {
+		tag := ":{" + strconv.Itoa(n) + "}"
+		node, err := cc.MasterForKey(ctx, tag)
+		if err != nil {
+			return nil, nil
 		}
-		for n := 0; n < 1<<20; n++ {
-			tag := strconv.Itoa(n)
-			if s := int(keySlot(tag)); s >= int(r.Start) && s <= int(r.End) {
-				tags, nodes = append(tags, ":{"+tag+"}"), append(nodes, r.Nodes[0].Addr)
-				break
-			}
+		if addr := node.Options().Addr; !slices.Contains(nodes, addr) {
+			tags, nodes = append(tags, tag), append(nodes, addr)
 		}
 	}
 	return tags, nodes
-}
-
-// keySlot is Redis Cluster's slot of a key that is all hash tag: CRC16 (XMODEM) mod 16384.
-func keySlot(tag string) uint16 {
-	var crc uint16
-	for i := 0; i < len(tag); i++ {
-		crc ^= uint16(tag[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc & 16383
 }
 
 func probeRights(ctx context.Context, c redis.UniversalClient, key string) error {
