@@ -10,15 +10,14 @@ package consume
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -47,33 +46,17 @@ func unreached(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
-// answersPlainKafka reports whether addr answers an ApiVersions request (v0) sent in
-// plain text with a response of the same correlation id, within plainProbeTimeout.
+// answersPlainKafka reports whether addr answers an ApiVersions request sent in plain
+// text, within plainProbeTimeout: a client of its own, without TLS or SASL (a broker
+// answers ApiVersions before authentication).
 func answersPlainKafka(ctx context.Context, addr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, plainProbeTimeout)
 	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(plainProbeTimeout))
 	if err != nil {
 		return false
 	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	const corr = 0x6761_7465 // "gate"
-	req := kmsg.NewApiVersionsRequest()
-	// The request header v1: api key, version, correlation id, client id (null).
-	msg := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
-	msg = binary.BigEndian.AppendUint16(msg, 0)
-	msg = binary.BigEndian.AppendUint32(msg, corr)
-	msg = binary.BigEndian.AppendUint16(msg, 0xffff)
-	msg = req.AppendTo(msg)
-	if _, err := conn.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)); err != nil {
-		return false
-	}
-	var resp [8]byte // size, correlation id
-	if _, err := io.ReadFull(conn, resp[:]); err != nil {
-		return false
-	}
-	return binary.BigEndian.Uint32(resp[4:]) == corr
+	defer cl.Close()
+	_, err = kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	return err == nil
 }
