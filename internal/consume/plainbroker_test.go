@@ -2,10 +2,12 @@ package consume
 
 import (
 	"crypto/tls"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -24,4 +26,38 @@ func TestTLSToAPlainListenerSaysSo(t *testing.T) {
 	waitFor(t, 60*time.Second, "a reason naming TLS", func() bool {
 		return strings.Contains(strings.Join(g.c.NotReady(), "; "), "answers in plain text: its listener has no TLS")
 	})
+}
+
+// answersPlainKafka says yes to a Kafka listener in plain text only: a TLS listener (the
+// gate's TLS failing for another reason, a certificate) and a port that is no Kafka's
+// are not taken for one.
+func TestAnswersPlainKafkaOnlyForAPlainKafka(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	if !answersPlainKafka(t.Context(), env.cluster.ListenAddrs()[0]) {
+		t.Error("a plain Kafka listener not taken for one")
+	}
+	ca := faulttest.NewCA(t)
+	tlsAddr := ca.ClientCertRequired(t, ca.Issue(t, "127.0.0.1"))
+	if answersPlainKafka(t.Context(), tlsAddr) {
+		t.Error("a TLS listener taken for a plain Kafka one")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() { // a port that answers with something else
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("-ERR unknown command\r\n"))
+			_ = c.Close()
+		}
+	}()
+	if answersPlainKafka(t.Context(), ln.Addr().String()) {
+		t.Error("a port answering something else taken for a plain Kafka listener")
+	}
 }
