@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/limit"
@@ -387,4 +391,80 @@ func TestFleetRefusingWritesKeepsLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadOnlyAloneIsNotScaled: READONLY can be one gate's alone, its client still on a
+// primary since demoted while the others write to the new one, whose counts its reads
+// (of the replica) hold. Scaled as a fleet-wide refusal, this gate's refused counts
+// stood for the others' a second time, and a team under its limit was limited (26 of
+// this gate's ~67 records in 30 s in a reviewer's run, 36 here). READONLY adds this gate's own
+// refused counts, unscaled.
+func TestReadOnlyAloneIsNotScaled(t *testing.T) {
+	t.Parallel()
+	const gates, threshold = 4, 600
+	perSecond := threshold * 9 / 10 / 60 // 0.9 × the limit
+	primary, replica := redistest.Start(t), redistest.Start(t)
+	ctx := context.Background()
+	rc := replica.Client(t)
+	if err := rc.Do(ctx, "REPLICAOF", "127.0.0.1", strconv.Itoa(portOf(t, primary.Addr()))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(rc.Info(ctx, "replication").Val(), "master_link_status:up"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica never linked to the primary")
+		}
+	}
+	clk := clock.NewFake(epochStart)
+	lc := limit.Config{Window: time.Minute, Threshold: threshold, Mode: limit.Cap}
+	// Gate 0 dials where target says: the primary, then the replica, as a client that
+	// has not followed a failover.
+	var target atomic.Value
+	target.Store(primary.Addr())
+	c0 := redis.NewClient(&redis.Options{Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, target.Load().(string))
+	}, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
+	gs := []*gate{newTopologyGate(t, clk, lc, Config{KeyPrefix: "t"}, c0)}
+	for range gates - 1 {
+		gs = append(gs, newGate(t, clk, lc, Config{KeyPrefix: "t"}, primary))
+	}
+	send := func(seconds int) (limited int) {
+		for range seconds {
+			for j := range perSecond {
+				now := clk.Now().Add(time.Duration(j) * time.Second / time.Duration(perSecond))
+				if gs[j%gates].l.CheckEventAt(now, now, "team", 1).Limited && j%gates == 0 {
+					limited++
+				}
+			}
+			clk.Advance(time.Second)
+			for _, g := range gs {
+				g.tk.Tick(ctx)
+			}
+		}
+		return limited
+	}
+	if n := send(90); n != 0 {
+		t.Fatalf("gate 0 limited %d records of a team at 0.9 × its limit with Redis healthy", n)
+	}
+	target.Store(replica.Addr())
+	// Every connection to the primary dropped: the other gates' reconnect to it, gate 0's
+	// to the replica.
+	if err := primary.Client(t).Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no").Err(); err != nil && !strings.Contains(err.Error(), "EOF") {
+		t.Logf("dropping the primary's connections: %v", err)
+	}
+	if n := send(30); n != 0 {
+		t.Errorf("gate 0, alone refused READONLY, limited %d records of a team at 0.9 × its limit: the others' counts taken twice", n)
+	}
+}
+
+func portOf(t *testing.T, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
