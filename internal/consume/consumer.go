@@ -45,6 +45,9 @@ type Consumer struct {
 	reg    prometheus.Registerer
 	cl     *kgo.Client
 	tx     *kgo.GroupTransactSession // exactly-once only: the session that owns cl
+	// prod is the client the output is produced through at least once, apart from cl's
+	// group (producer.go); nil exactly once, where cl produces in its transactions.
+	prod *kgo.Client
 	// live is cl, for the metrics' scrapes: with exactly-once delivery the loop
 	// replaces cl when it rebuilds a fenced session (see recoverFenced).
 	live atomic.Pointer[kgo.Client]
@@ -255,7 +258,28 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 	}
 	c.noteSession(c.cl)
 	c.live.Store(c.cl)
+	if c.prod, err = kgo.NewClient(c.producerOpts()...); err != nil {
+		c.cl.Close()
+		return nil, fmt.Errorf("creating the Kafka producer's client: %w", err)
+	}
 	return c, nil
+}
+
+// The client label of franz-go's metrics (gate_kafka_*): the consumer group's client
+// (exactly once, the one that produces in its transactions too), and at least once the
+// producer's (producer.go).
+const (
+	clientGroup    = "group"
+	clientProducer = "producer"
+)
+
+// kpromHooks is franz-go's metrics (kprom) of a client, registered in reg labelled
+// client=name: each client gets a kprom of its own, a closed client unregisters its
+// collectors and a rebuilt one registers them anew.
+func kpromHooks(reg prometheus.Registerer, name string) kgo.Opt {
+	// kprom's gatherer is only used by its own HTTP handler, which the gate does not
+	// serve: the gate's registry is served with everything else.
+	return kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(prometheus.WrapRegistererWith(prometheus.Labels{"client": name}, reg))))
 }
 
 // noteSession tells the quota hook of cl, the client just built, its session timeout.
@@ -279,13 +303,11 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		kgo.OnPartitionsCallbackBlocked(c.onBlocked),
 	)
 	if c.reg != nil {
-		// kprom's gatherer is only used by its own HTTP handler, which the gate does not
-		// serve: the gate's registry is served with everything else.
 		reg := c.reg
 		if c.exactlyOnce() {
 			reg = withoutKpromBuffered{reg} // served from bufferedHook (metrics.go)
 		}
-		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("gate_kafka", kprom.Registerer(reg))))
+		opts = append(opts, kpromHooks(reg, clientGroup))
 	}
 	// Both delivery modes recycle their input records once every record of a poll's
 	// batch is done (ackBatch).
@@ -321,8 +343,8 @@ func (c *Consumer) producerBuffered() int64 {
 		n, _ := bufferedCounts(c.buffered.Load())
 		return n
 	}
-	if cl := c.live.Load(); cl != nil {
-		return cl.BufferedProduceRecords()
+	if c.prod != nil {
+		return c.prod.BufferedProduceRecords()
 	}
 	return 0
 }
@@ -345,6 +367,7 @@ func (c *Consumer) Ready() bool {
 // may be closed by the loop after Close returns, before Run does.
 func (c *Consumer) Close() {
 	c.shut.Store(true)
+	defer c.closeProducer()
 	// c.live, not c.cl: the exactly-once loop writes c.cl as it rebuilds its session,
 	// and publishes the client in c.live; one it publishes as this closes the one
 	// before is closed too (the loop, seeing shut, closes it itself if this did not).
@@ -457,6 +480,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// first record and the next owner routes everything since again.
 	c.closing.Store(true)
 	c.closeClient(c.cl.CloseAllowingRebalance)
+	c.closeProducer() // after the group's client: its revoke may still wait for acknowledgements
 	c.ready.Store(false)
 	// Rows unwritten hold the commits at their seal: the records they count are routed
 	// and counted again by the partitions' next owner, though none is abandoned.

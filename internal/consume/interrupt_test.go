@@ -43,7 +43,7 @@ func TestExactlyOnceRevokeCancelledProduceIsNoFailure(t *testing.T) {
 
 	g := env.start(t, "a")
 	waitFor(t, 20*time.Second, "routing blocked on a full buffer", func() bool {
-		cl := g.c.live.Load()
+		cl := g.c.liveProducer()
 		return held.Load() > 0 && cl != nil && cl.BufferedProduceRecords() >= 10
 	})
 	g.c.interruptTxn() // what onRevoked does

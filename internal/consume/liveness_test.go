@@ -394,7 +394,7 @@ func TestHungBrokerBoundsShutdownAndRebalance(t *testing.T) {
 			held := hangProduce(t, env.cluster)
 			a := env.start(t, "a")
 			waitFor(t, 20*time.Second, "the producer blocked on a full buffer", func() bool {
-				return held.Load() > 0 && a.c.live.Load().BufferedProduceRecords() >= 10
+				return held.Load() > 0 && a.c.liveProducer().BufferedProduceRecords() >= 10
 			})
 			if tc.d == AtLeastOnce {
 				// A joining member gets its partitions long before the rebalance timeout.

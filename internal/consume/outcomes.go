@@ -414,7 +414,7 @@ func (c *Consumer) produceRows(ctx context.Context, rows []*outcomeRow) {
 	if limit == 0 {
 		for _, r := range rows {
 			r.chunk = 0
-			c.cl.Produce(ctx, &r.rec, c.out.promise)
+			c.producer().Produce(ctx, &r.rec, c.out.promise)
 		}
 		return
 	}
@@ -449,7 +449,7 @@ func (c *Consumer) produceRows(ctx context.Context, rows []*outcomeRow) {
 		r.chunk = limit
 		l, a := left, acked
 		l.Add(1)
-		c.cl.Produce(ctx, &r.rec, func(rec *kgo.Record, err error) {
+		c.producer().Produce(ctx, &r.rec, func(rec *kgo.Record, err error) {
 			c.out.promise(rec, err)
 			if l.Add(-1) == 0 {
 				close(a)

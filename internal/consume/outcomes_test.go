@@ -1081,7 +1081,7 @@ func startBlocked(t *testing.T, env *gateEnv, name string) *testGate {
 	held := hangProduce(t, env.cluster)
 	g := env.start(t, name)
 	waitFor(t, 20*time.Second, "the producer blocked on a full buffer", func() bool {
-		return held.Load() > 0 && g.c.live.Load().BufferedProduceRecords() >= 10
+		return held.Load() > 0 && g.c.liveProducer().BufferedProduceRecords() >= 10
 	})
 	return g
 }

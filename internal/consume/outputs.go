@@ -313,6 +313,9 @@ func (c *Consumer) purgeStale(ctx context.Context, cl *kgo.Client) {
 // refuse (MESSAGE_TOO_LARGE) and the gate dead-letter records the new topic takes, or,
 // smaller, had every full batch refused.
 func (c *Consumer) relearnTopic(ctx context.Context, cl *kgo.Client, t string) {
+	if c.prod != nil {
+		c.prod.PurgeTopicsFromProducing(t) // the client that produces to it (producer.go)
+	}
 	cl.PurgeTopicsFromProducing(t)
 	c.batchLimits.forget(t)
 	c.readBatchLimits(ctx, cl, []string{t})

@@ -22,8 +22,11 @@ const throttleLogEvery = time.Minute
 // waits as told. Nothing is lost, but the gate routes slower than its input may grow,
 // so the time is counted per broker in gate_broker_throttled_seconds_total and
 // warned about, at most once a minute. A throttle of half the session timeout or more
-// is warned of apart: franz-go waits it out before any further request to that broker,
-// the group's heartbeats included, and the group may drop the gate.
+// met by the group's client is warned of apart: franz-go waits it out before any
+// further request of that client to that broker, the group's heartbeats included, and
+// the group may drop the gate. At least once the output is produced through a client of
+// its own (producer.go), whose throttles hold none of the group's requests: its hook
+// (forProducer) knows no session timeout.
 type quotaHook struct {
 	seconds *prometheus.CounterVec
 	log     *slog.Logger
@@ -36,6 +39,12 @@ type quotaHook struct {
 
 // setSessionTimeout tells h the group's session timeout (the client's).
 func (h *quotaHook) setSessionTimeout(d time.Duration) { h.session.Store(int64(d)) }
+
+// forProducer is h for the at-least-once producer's client: its throttles counted and
+// warned of with the group client's, at one pace, never as a risk to the group.
+func (h *quotaHook) forProducer() *quotaHook {
+	return &quotaHook{seconds: h.seconds, log: h.log, every: h.every, risk: h.risk}
+}
 
 var _ kgo.HookBrokerThrottle = (*quotaHook)(nil)
 
@@ -52,13 +61,14 @@ func (h *quotaHook) OnBrokerThrottle(meta kgo.BrokerMetadata, interval time.Dura
 	broker := strconv.Itoa(int(meta.NodeID))
 	h.seconds.WithLabelValues(broker).Add(interval.Seconds())
 	if session := time.Duration(h.session.Load()); session > 0 && interval >= session/2 {
-		// franz-go sends a broker's requests one after another and waits out a throttle
-		// before the next: the heartbeats and commits to that broker wait as long.
+		// franz-go sends a client's requests to a broker one after another and waits out
+		// a throttle before the next: the heartbeats and commits to that broker wait as
+		// long.
 		if ok, unlogged := h.risk.Allow(); ok {
-			h.log.Warn("kafka: a broker throttles the gate's requests (a client quota on its client id or principal) for half GATE_KAFKA_SESSION_TIMEOUT or more: "+
+			h.log.Warn("kafka: a broker throttles the gate's group client (a client quota on its client id or principal) for half GATE_KAFKA_SESSION_TIMEOUT or more: "+
 				"the client holds every request to that broker meanwhile, heartbeats and commits too, so the group may drop this gate and give its partitions to another, "+
-				"which routes again what this gate routed and had not committed (at least once: written twice; exactly once: its transaction aborts); "+
-				"raise the quota (producer_byte_rate) or add gates",
+				"which routes again what this gate routed and had not committed (at least once: written twice; exactly once, where it produces too: its transaction aborts); "+
+				"raise the quota (producer_byte_rate exactly once, consumer_byte_rate or request_percentage) or add gates",
 				"broker", broker, "throttle", interval.String(), "session_timeout", session.String(), "throttles_unlogged", unlogged)
 		}
 		return

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/faulttest"
@@ -48,5 +49,22 @@ func TestNoteSessionReadsTheClients(t *testing.T) {
 	c.noteSession(cl)
 	if got := time.Duration(c.quota.session.Load()); got != 8*time.Second {
 		t.Errorf("session timeout noted %v, want 8s", got)
+	}
+}
+
+// At least once the output is produced through a client apart from the group's
+// (producer.go): its throttles, however long, hold none of the group's requests, and
+// its hook says so (routing slows down), counting them with the group client's.
+func TestProducerThrottleIsNoRiskToTheGroup(t *testing.T) {
+	var logs faulttest.Buffer
+	seconds := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"broker"})
+	h := newQuotaHook(seconds, slog.New(slog.NewTextHandler(&logs, nil)))
+	h.setSessionTimeout(45 * time.Second)
+	h.forProducer().OnBrokerThrottle(kgo.BrokerMetadata{NodeID: 1}, 50*time.Second, true)
+	if s := logs.String(); !strings.Contains(s, "routing slows down") || strings.Contains(s, "may drop") {
+		t.Errorf("the producer's client throttled 50 s against a 45 s session: %s", s)
+	}
+	if got := testutil.ToFloat64(seconds.WithLabelValues("1")); got != 50 {
+		t.Errorf("throttled seconds counted %v, want 50", got)
 	}
 }

@@ -232,5 +232,6 @@ func (c *Consumer) waitInFlight(ctx context.Context, ids []int32) int64 {
 // wait itself: franz-go's Flush waits for every buffered record, the partitions the
 // caller does not wait for included.
 func (c *Consumer) sendNow(ctx context.Context) {
-	go func() { _ = c.cl.Flush(ctx) }()
+	cl := c.producer()
+	go func() { _ = cl.Flush(ctx) }()
 }

@@ -213,7 +213,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 		// waits for the retries (holdRouting) must not count as records in flight, or
 		// the retries would wait for it in turn.
 		c.outstanding.Add(1)
-		c.cl.Produce(rctx, &f.out, c.promise)
+		c.prod.Produce(rctx, &f.out, c.promise)
 	}
 	endOutcomes(w.p, end)
 	c.setLag(w.p, w.hwm, w.stable, w.next) // every record routed: past the control records after them too
@@ -223,7 +223,7 @@ func (c *Consumer) routeWork(w work, s *route.Scratch) {
 // queues it for a retry.
 func (c *Consumer) produce(f *failed) {
 	c.outstanding.Add(1)
-	c.cl.Produce(c.produceCtx, &f.out, c.promise)
+	c.prod.Produce(c.produceCtx, &f.out, c.promise)
 }
 
 // onProduced is the promise of every record the consumer produces. Each is the out field
