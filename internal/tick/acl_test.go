@@ -484,3 +484,36 @@ func TestClockCheckCutShortIsTriedAgain(t *testing.T) {
 		t.Errorf("live key after the next check: %q (%v), want the writer %q", v, err, tk.cfg.Writer)
 	}
 }
+
+// The documented ACL serves a GATE_REDIS_URLS naming a database other than 0: go-redis
+// selects it (SELECT) on every connection it opens, which an ACL without +select refuses
+// (NOPERM), every PING and tick with it, so the gate never became ready (a review of the
+// docs found it).
+func TestDocumentedACLTakesADatabaseOtherThanZero(t *testing.T) {
+	srv := redistest.Start(t)
+	if err := srv.Client(t).Do(context.Background(), documentedACL()...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := Dial([]string{strings.TrimSuffix(srv.URLAs("gate", "gate-pw"), "/0") + "/1"}, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = clients[0].Close() }()
+	if err := clients[0].Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("PING on database 1 with the documented ACL: %v", err)
+	}
+	clk := clock.NewFake(epochStart)
+	l, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100, ColdWriteInterval: writeEveryTick}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(l, []redis.UniversalClient{clients[0]}, Config{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Check("team", 150)
+	clk.Advance(time.Second)
+	if r := tk.Tick(context.Background()); r.Errors != 0 {
+		t.Fatalf("a tick on database 1 with the documented ACL = %+v", r)
+	}
+}
