@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/capturegate/gate/internal/cpu"
+	"github.com/capturegate/gate/internal/keypart"
 	"github.com/capturegate/gate/internal/limit"
 )
 
@@ -124,6 +125,24 @@ func (b *Budget) isKept(key string) bool {
 	_, ok := b.kept[key]
 	b.mu.RUnlock()
 	return ok
+}
+
+// isKeptTeam is isKept of a team under any of its spellings: rows of one team carry its
+// id as a team rule's key has it ("c:1") and as a composite key's first field, escaped
+// ("c%3A1", keypart), which TeamOf reads as one team; kept under one, a team is kept
+// under the other, and its users past the cap count in its row.
+func (b *Budget) isKeptTeam(team string) bool {
+	if b == nil || b.max <= 0 || team == "" {
+		return false
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, k := range [...]string{team, keypart.Value(team), keypart.Escape(team)} {
+		if _, ok := b.kept[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // forget starts the kept keys afresh: the Aggs of the budget were sealed.
@@ -392,8 +411,12 @@ func (a *Agg) Record(f *Fate) {
 	// Kept by another Agg of the budget counts as kept here (Budget.kept).
 	kept := f.Key != "" && first >= 0 // "" is the folded rows' too: not a kept key
 	took := !kept && a.budget.take()
-	if !kept && !took && a.budget.isKept(f.Key) {
-		kept = true
+	if !kept && !took {
+		if f.Key == f.Team {
+			kept = a.budget.isKeptTeam(f.Key)
+		} else {
+			kept = a.budget.isKept(f.Key)
+		}
 	}
 	if kept {
 		a.budget.force()

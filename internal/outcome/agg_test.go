@@ -963,3 +963,33 @@ func TestHeavyKeysKeepTheirRowsOverTheCap(t *testing.T) {
 		t.Logf("seal %d: %d keys, %d rows kept exact (%d records), %d records folded; the %d heaviest keys sent %d", seal, len(sent), len(exact), perSeal-folded, folded, top, inHeavy)
 	}
 }
+
+// A team whose id holds a ':' is spelled two ways in its rows: as a team rule's key
+// ("c:1") and as a composite key's first field, escaped ("c%3A1", TeamOf reads it back).
+// Kept under one spelling before the cap, it is kept under the other: its users' records
+// past the cap count in its row of their rule, not in the folded row of no team (a
+// reviewer's run: 60 of the team's 61 records, all 40 limited, folded, `gate outcomes
+// c:1` saying it was never limited, where a team without ':' kept them).
+func TestKeptTeamSpelledEitherWayKeepsItsUsers(t *testing.T) {
+	for _, first := range []string{"c:1", "c%3A1"} {
+		t.Run(first, func(t *testing.T) {
+			b := NewBudget(2)
+			a := NewAgg(time.Minute, b)
+			// The team kept by a record of its own (a team rule's key, or a user's team row).
+			a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: first, Team: first, Bytes: 10})
+			a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "other", Team: "other", Bytes: 10}) // the cap
+			for i := range 20 {
+				u := strconv.Itoa(i)
+				a.Record(&Fate{At: t0, Kind: Overflow, Rule: "team-user", Reason: "rate_limited", Key: "c%3A1:u" + u, Team: "c%3A1", Bytes: 10, Threshold: 5})
+				a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "c:1", Team: "c:1", Bytes: 10})
+			}
+			if n := a.Folded(); n != 0 {
+				t.Errorf("folded %d records of a kept team, want 0", n)
+			}
+			h := TeamHistory(Seal("g", "s", a), "c:1")
+			if h.Total.Limited != 20 || h.Total.Accepted != 21 {
+				t.Errorf("team c:1's history: %d accepted, %d limited; want 21 and 20", h.Total.Accepted, h.Total.Limited)
+			}
+		})
+	}
+}
