@@ -764,3 +764,27 @@ func TestReplayOnTheEventClockIgnoresTheSketch(t *testing.T) {
 		t.Errorf("tracked %+v, plain %+v: want the same fates, some over the limit", got.Total, want.Total)
 	}
 }
+
+// With two candidates -json's "diff" is a list whatever it holds: two sets limiting
+// alike left it out (omitempty), so a script reading .diff[] failed on the answer it
+// wanted most, "nothing changes", where the docs say the lists are never null (a
+// reviewer's `-rules r1.yaml -against r1.yaml | jq -c .diff` printed null). With one
+// candidate there is no diff to give, and none is written.
+func TestReportDiffIsAListWithTwoCandidates(t *testing.T) {
+	cfg := testConfig(t, map[string]string{"GATE_THRESHOLD": "100000", "GATE_WINDOW": "1m"})
+	a, b := rulesAgainstEnv(t, cfg, "rules:\n- name: team\n  key: json:team_id\n  limits: [1m:100000]\n  action: overflow\n")
+	for _, cands := range [][]*Candidate{{a, b}, {a}} {
+		e, err := NewEngine(time.Second, cands...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Route(event("quiet", "u", 0))
+		js, err := json.Marshal(e.Report(5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := bytes.Contains(js, []byte(`"diff":[]`)), len(cands) == 2; got != want || bytes.Contains(js, []byte(`"diff":null`)) {
+			t.Errorf("%d candidates, nothing limited: %s; want \"diff\":[] with two, no diff with one", len(cands), js)
+		}
+	}
+}

@@ -28,8 +28,10 @@ type Report struct {
 	Partial    bool              `json:"partial,omitempty"`
 	Candidates []CandidateReport `json:"candidates"`
 	// Diff is, with two candidates, every team whose records limited differ, the most
-	// changed first: what the first candidate does to it against the second.
-	Diff []TeamDiff `json:"diff,omitempty"`
+	// changed first: what the first candidate does to it against the second. Empty, not
+	// nil, with two candidates that limit alike (-json writes [], a list as every other);
+	// nil, and left out, with one.
+	Diff []TeamDiff `json:"diff,omitzero"`
 	// Notes say what the figures cannot (too little history for a learned threshold).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -406,7 +408,7 @@ func rank(set []string, r string) int {
 
 // diff compares the teams limited under a and b.
 func diff(a, b map[string]int64) []TeamDiff {
-	var out []TeamDiff
+	out := []TeamDiff{}
 	for t, n := range a {
 		if m := b[t]; m != n {
 			out = append(out, TeamDiff{Team: t, A: n, B: m, Change: n - m})

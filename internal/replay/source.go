@@ -16,7 +16,8 @@ import (
 
 // Range is what a replay reads from Topic: every partition's records whose replay times
 // (merge) are from From to To (found through ListOffsets, then by the records read; zero:
-// the partition's start, and its last stable offset when the read begins), or, when
+// the partition's start, and its end offset when the read begins, read once the
+// transactions open there end), or, when
 // Offsets is set, exactly those offsets.
 type Range struct {
 	Topic    string
@@ -146,8 +147,8 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record, time.Time), progr
 
 // Offsets is what a Read of rng would read, partition by partition, before it bounds
 // the range by its records' times: from the first offset at or after From (each
-// partition's start without it) to the first at or after To (its last stable offset
-// without it), or rng.Offsets cut at the last stable offsets. A reader that judges each
+// partition's start without it) to the first at or after To (its end offset without
+// it), or rng.Offsets cut at the end offsets. A reader that judges each
 // record by its own time, as gate redrive does (a dead-letter topic's times go back and
 // forth, a rejected one stamped when refused), reads these exact offsets instead.
 func Offsets(ctx context.Context, rng Range, opts ...kgo.Opt) ([]PartitionRange, error) {
@@ -206,7 +207,7 @@ func Trimmed(ctx context.Context, rng Range, opts ...kgo.Opt) ([]TrimmedPartitio
 	return out, nil
 }
 
-// offsets finds each partition's [start, end) of rng, and its last stable offset (hard):
+// offsets finds each partition's [start, end) of rng, and its end offset (hard):
 // with -to, end is where ListOffsets found it, which a record stamped far ahead can put
 // early (merge.bound).
 func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange, map[int32]int64, error) {
@@ -225,8 +226,12 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 		}
 		return l, nil
 	}
-	// The last stable offset: a read_committed reader gets nothing past it.
-	ends, err := list("last stable", func() (kadm.ListedOffsets, error) { return adm.ListCommittedOffsets(ctx, rng.Topic) })
+	// The end offset (high watermark), not the last stable offset: a range past a
+	// transaction still open is read once it ends, as a gate reads it (read_committed, the
+	// fetch waits; the progress line names the partitions waited for). Ended at the last
+	// stable offset, such a range left out every record after the open transaction's
+	// first, and said nothing.
+	ends, err := list("end", func() (kadm.ListedOffsets, error) { return adm.ListEndOffsets(ctx, rng.Topic) })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -234,8 +239,8 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 		return nil, nil, fmt.Errorf("listing the offsets of %s: %w", rng.Topic, ErrNoTopic)
 	}
 	if len(rng.Offsets) > 0 {
-		// Exact offsets, each partition's end no further than its last stable offset: a
-		// read_committed reader gets nothing past it, and would wait for it. A start below
+		// Exact offsets, each partition's end no further than its end offset (a range past
+		// an open transaction waits for it, as above). A start below
 		// the log start (retention deleted it since the offsets were noted) is refused
 		// saying where the partition starts now: the fetch's OFFSET_OUT_OF_RANGE did not.
 		starts, err := list("start", func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, rng.Topic) })
@@ -300,9 +305,9 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 // queue is one partition's records waiting to be handed on.
 type queue struct {
 	PartitionRange
-	// hint is where ListOffsets found -to, or End when End is exact (the last stable
-	// offset, or -offsets); hard the offset the partition may be read to: End, or the last
-	// stable offset past hint, as a record stamped far ahead can put hint early
+	// hint is where ListOffsets found -to, or End when End is exact (the end offset, or
+	// -offsets); hard the offset the partition may be read to: End, or the end offset
+	// past hint, as a record stamped far ahead can put hint early
 	// (merge.findEnd). Once the partition ends, hard is its end.
 	hint, hard int64
 	next       int64 // the offset after the last one received
@@ -351,7 +356,7 @@ func newMerge(parts []PartitionRange) *merge {
 	return m
 }
 
-// bound has q read its partition to hard, the last stable offset, when q's End was found
+// bound has q read its partition to hard, the end offset, when q's End was found
 // by -to's time (and its records before -from skipped): m's range by replay times.
 func (m *merge) bound(from, to time.Time, hard map[int32]int64) {
 	if !from.IsZero() {
@@ -523,7 +528,7 @@ func (m *merge) emit(fn func(*kgo.Record, time.Time)) {
 func (m *merge) done() bool { return len(m.live) == 0 }
 
 // leaders checks, after a stall, that the partitions waited for still answer: their
-// last stable offsets are listed, within stallAfter. A partition whose leader is
+// offsets are listed, within stallAfter. A partition whose leader is
 // unavailable (its broker down, no replica to take over) sends nothing and the client
 // retries its fetches for ever: the read fails naming it, rather than waiting as for an
 // open transaction, whose partition answers.
