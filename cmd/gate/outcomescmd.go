@@ -180,7 +180,7 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	}
 	if folded > 0 {
 		fmt.Fprintf(stderr, "gate outcomes: at least %s records of the intervals %s were folded (keys past the gates' GATE_OUTCOMES_MAX_ROWS), in rows that name no team: "+
-			"those of team %s, if any, are not counted here (gate outcomes -top counts them all, as %s)\n", outcome.Thousands(folded), span, cli.Shown(team), outcome.NoKey)
+			"those of team %s, if any, are not counted here (gate outcomes -top lists the limited ones among them as %s)\n", outcome.Thousands(folded), span, cli.Shown(team), outcome.NoKey)
 	}
 	if team != "" {
 		return printHistory(stdout, hist.History(), cfg.OutcomesTopic, span)

@@ -141,7 +141,10 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		// The floor is GATE_SYNC_FLOOR x threshold / the gates, and a floor under 2
 		// records keeps no key apart (limit.setFloor): a per-user limit of 300 keeps none
 		// from 2 gates on at the default 1%.
+		// A limit whose floor is under 2 records on one gate keeps none apart on any
+		// fleet: said so, not "up to 0 gates" under a line saying its keys stay apart.
 		var fleets []string
+		apart := false
 		for i, l := range r.Limits {
 			if i == 0 && r.Adaptive {
 				continue
@@ -150,9 +153,19 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 			if len(fleets) == 0 {
 				unit = " gates"
 			}
-			fleets = append(fleets, fmt.Sprintf("%d%s (%s)", int64(cfg.SyncFloor*float64(l.Threshold)/2), unit, l))
+			n := int64(cfg.SyncFloor * float64(l.Threshold) / 2)
+			if n < 1 {
+				fleets = append(fleets, fmt.Sprintf("none (%s)", l))
+				continue
+			}
+			apart = true
+			fleets = append(fleets, fmt.Sprintf("%d%s (%s)", n, unit, l))
 		}
-		line += "; kept apart on fleets of up to " + strings.Join(fleets, ", ") + " (past that its floor is under 2 records: every key cached and written; a higher GATE_SYNC_FLOOR raises it)"
+		if !apart {
+			line = fmt.Sprintf("%s: every key is cached and written to Redis on any fleet, even of one gate: its floor (GATE_SYNC_FLOOR x threshold / the gates in the fleet) is under 2 records (track: above_floor keeps none apart; a higher GATE_SYNC_FLOOR or threshold raises it)", r.Name)
+		} else {
+			line += "; kept apart on fleets of up to " + strings.Join(fleets, ", ") + " (past that its floor is under 2 records: every key cached and written; a higher GATE_SYNC_FLOOR raises it)"
+		}
 		if r.Key.Composite() && r.MaxKeys > 0 {
 			line += fmt.Sprintf("; a team with more than %d keys a window: on_cardinality %s", r.MaxKeys, r.OnCardinality)
 		}

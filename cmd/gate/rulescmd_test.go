@@ -63,6 +63,25 @@ func TestRulesCheck(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// A per-user limit whose floor is under 2 records even on one gate (30 at the
+	// default 1%: 0.3) keeps no key apart on any fleet: said so, where the line said its
+	// keys stay in a sketch, "kept apart on fleets of up to 0 gates" (a reviewer's file).
+	small := filepath.Join(dir, "small.yaml")
+	if err := os.WriteFile(small, []byte("rules:\n  - {name: user, key: \"json:team_id+distinct_id\", limits: [1m:30]}\n  - {name: two, key: \"json:team_id+distinct_id\", limits: [1m:30, 1h:5000]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = do(nil, "check", small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"user: every key is cached and written to Redis on any fleet, even of one gate", "two: keys under their floor", "kept apart on fleets of up to none (1m0s:30), 25 (1h0m0s:5000)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "up to 0") || strings.Contains(out, "user: keys under their floor") {
+		t.Errorf("a limit of 30 said to keep keys apart:\n%s", out)
+	}
 	// A topic:NAME action's topic needs the broker: the check says it did not look, so a
 	// file passing it is not taken for one a gate will take (a shadow rule's topic is not
 	// the gate's: none is named above).
