@@ -381,7 +381,9 @@ type Config struct {
 	Gate string
 
 	// ClientOpts are added to the client's options after the gate's own: TLS, SASL, and
-	// in tests shorter fetch waits and session timeouts.
+	// in tests shorter fetch waits and session timeouts. At least once they go to the
+	// producer's client too (producer.go), but for the consumer's and the group's: a hook
+	// among them sees both clients.
 	ClientOpts []kgo.Opt
 }
 

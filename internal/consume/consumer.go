@@ -360,8 +360,9 @@ func (c *Consumer) Ready() bool {
 	return c.ready.Load() && c.preflighted.Load() && c.problems.empty() && c.stallProblem() == ""
 }
 
-// Close releases the client of a Consumer whose Run is never called (Run closes it
-// itself when it returns). Beside a running Run it closes the client under it, as a
+// Close releases the clients of a Consumer whose Run is never called (Run closes them
+// itself when it returns): the group's and, at least once, the producer's (producer.go).
+// Beside a running Run it closes them under it, as a
 // crash would (the tests' SIGKILL), never at once with Run's own close (closeOf), and
 // the loop builds no client after it (shut); a client the loop was building as Close ran
 // may be closed by the loop after Close returns, before Run does.

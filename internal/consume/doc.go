@@ -1,7 +1,9 @@
-// Package consume is the gate's Kafka loop: one franz-go client per process that reads
+// Package consume is the gate's Kafka loop: a franz-go client per process that reads
 // the input topic as a member of a consumer group, routes every record through a Router
-// (internal/route, which asks the limiter) and produces it to its output topic, and
-// commits input offsets only behind what the broker has acknowledged (at-least-once,
+// (internal/route, which asks the limiter) and produces it to its output topic (at least
+// once through a second client of its own, so that a produce throttle holds none of the
+// group's requests: producer.go), and commits input offsets only behind what the broker
+// has acknowledged (at-least-once,
 // the default) or together with the output in transactions that span polls, up to
 // Config.TransactionInterval and Config.TransactionMaxRecords (exactly-once,
 // Config.Delivery).
@@ -66,7 +68,8 @@
 //   - Run stops gracefully when its context ends, within Config.ShutdownTimeout + 2 ×
 //     Config.RevokeTimeout whatever hangs: no new poll, in-flight produces awaited (up to
 //     Config.ShutdownTimeout, after which what is buffered is failed), acknowledged
-//     offsets committed (up to Config.RevokeTimeout), the group left (the same).
+//     offsets committed (up to Config.RevokeTimeout), the group left (the same), then
+//     the producer's client closed (about a second at most).
 //
 // Guarantees (exactly-once, Config.Delivery = ExactlyOnce):
 //

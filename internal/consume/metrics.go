@@ -176,12 +176,14 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 		// under the producer's lock (withoutKpromBuffered keeps them out).
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "gate_kafka_buffered_produce_records_total",
-				Help: "Total number of records buffered within the client ready to be produced",
+				Name:        "gate_kafka_buffered_produce_records_total",
+				Help:        "Total number of records buffered within the client ready to be produced",
+				ConstLabels: prometheus.Labels{"client": clientGroup}, // as kprom's would have it (kpromHooks)
 			}, func() float64 { n, _ := bufferedCounts(c.buffered.Load()); return float64(n) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "gate_kafka_buffered_produce_bytes",
-				Help: "Total number of bytes buffered within the client ready to be produced",
+				Name:        "gate_kafka_buffered_produce_bytes",
+				Help:        "Total number of bytes buffered within the client ready to be produced",
+				ConstLabels: prometheus.Labels{"client": clientGroup},
 			}, func() float64 { _, n := bufferedCounts(c.buffered.Load()); return float64(n) }),
 		)
 	}

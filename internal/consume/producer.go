@@ -53,7 +53,9 @@ func (c *Consumer) producerOpts() []kgo.Opt {
 	if c.reg != nil {
 		opts = append(opts, kpromHooks(c.reg, clientProducer))
 	}
-	opts = append(opts, kgoLoggerOpt(c.log)...)
+	if c.log != nil {
+		opts = append(opts, kgoLoggerOpt(c.log.With("kafka_client", clientProducer))...) // franz-go's lines say which client
+	}
 	return append(opts, kgo.WithHooks(c.quota.forProducer(), ackHook{&c.ackAt, c.mono}))
 }
 
