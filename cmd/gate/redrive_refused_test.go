@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -37,22 +38,12 @@ func refusePartition(t *testing.T, c *kfake.Cluster, p int32, err *kerr.Error) *
 		if !on.Load() || !hit {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, tp := range req.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			for _, rp := range tp.Partitions {
-				pr := kmsg.NewProduceResponseTopicPartition()
-				pr.Partition = rp.Partition
-				pr.ErrorCode = kerr.NotEnoughReplicas.Code
-				if rp.Partition == p {
-					pr.ErrorCode = err.Code
-				}
-				rt.Partitions = append(rt.Partitions, pr)
+		return faulttest.ProduceRefused(req, func(_ int, rp *kmsg.ProduceRequestTopicPartition) int16 {
+			if rp.Partition == p {
+				return err.Code
 			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+			return kerr.NotEnoughReplicas.Code
+		}), nil, true
 	})
 	return &on
 }
@@ -171,23 +162,13 @@ func refuseOlderThan(t *testing.T, c *kfake.Cluster, cutoff time.Time) *atomic.I
 		if len(bad) == 0 {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for i, tp := range req.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = kerr.NotEnoughReplicas.Code
-				if bad[[2]int32{int32(i), p.Partition}] {
-					rp.ErrorCode = kerr.InvalidTimestamp.Code
-					refused.Add(1)
-				}
-				rt.Partitions = append(rt.Partitions, rp)
+		return faulttest.ProduceRefused(req, func(i int, p *kmsg.ProduceRequestTopicPartition) int16 {
+			if bad[[2]int32{int32(i), p.Partition}] {
+				refused.Add(1)
+				return kerr.InvalidTimestamp.Code
 			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+			return kerr.NotEnoughReplicas.Code
+		}), nil, true
 	})
 	return &refused
 }

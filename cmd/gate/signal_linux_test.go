@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -57,19 +57,7 @@ func TestSecondSignalEndsTheShutdown(t *testing.T) {
 			kc.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
 				kc.KeepControl()
 				refused.Add(1)
-				req := r.(*kmsg.ProduceRequest)
-				resp := req.ResponseKind().(*kmsg.ProduceResponse)
-				for _, rt := range req.Topics {
-					st := kmsg.NewProduceResponseTopic()
-					st.Topic, st.TopicID = rt.Topic, rt.TopicID
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewProduceResponseTopicPartition()
-						sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotEnoughReplicas.Code
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp, nil, true
+				return faulttest.ProduceRefused(r.(*kmsg.ProduceRequest), faulttest.NotEnoughReplicas), nil, true
 			})
 
 			cmd := exec.Command(bin)

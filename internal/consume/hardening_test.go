@@ -51,23 +51,13 @@ func validateTimestamps(t *testing.T, c *kfake.Cluster, maxAhead time.Duration) 
 		if !any {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, tp := range req.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = kerr.NotEnoughReplicas.Code
-				if bad(p.Records) {
-					rp.ErrorCode = kerr.InvalidTimestamp.Code
-					refused.Add(1)
-				}
-				rt.Partitions = append(rt.Partitions, rp)
+		return faulttest.ProduceRefused(req, func(_ int, p *kmsg.ProduceRequestTopicPartition) int16 {
+			if bad(p.Records) {
+				refused.Add(1)
+				return kerr.InvalidTimestamp.Code
 			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+			return kerr.NotEnoughReplicas.Code
+		}), nil, true
 	})
 	return &refused
 }

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -28,21 +28,8 @@ func TestProduceThrottleKeepsTheGroup(t *testing.T) {
 	produceAll(t, producer(t, env.cluster), teamInputs("team-1", 0, 20))
 	throttled := make(chan struct{})
 	env.cluster.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		req := kreq.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		resp.SetVersion(req.GetVersion())
+		resp := faulttest.ProduceRefused(kreq.(*kmsg.ProduceRequest), faulttest.NotEnoughReplicas)
 		resp.ThrottleMillis = 6000
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotEnoughReplicas.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
 		close(throttled)
 		return resp, nil, true // once: the control is dropped once it handled a request
 	})

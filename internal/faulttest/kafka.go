@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -89,4 +90,32 @@ func AllowACL(res kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) [
 		acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true})
 	}
 	return acls
+}
+
+// ProduceRefused is a broker's answer to req that writes none of it: each partition
+// refused with the code code returns for it (topic index i into req.Topics, and the
+// partition's part of the request), kerr.NotEnoughReplicas.Code for one a test only holds
+// back (retriable: the client sends it again). For a kfake control function that
+// answers a produce itself.
+func ProduceRefused(req *kmsg.ProduceRequest, code func(i int, p *kmsg.ProduceRequestTopicPartition) int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	resp.SetVersion(req.GetVersion())
+	for i := range req.Topics {
+		tp := &req.Topics[i]
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
+		for j := range tp.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = tp.Partitions[j].Partition
+			rp.ErrorCode = code(i, &tp.Partitions[j])
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// NotEnoughReplicas is ProduceRefused's code for a partition held back.
+func NotEnoughReplicas(int, *kmsg.ProduceRequestTopicPartition) int16 {
+	return kerr.NotEnoughReplicas.Code
 }
