@@ -313,10 +313,13 @@ func (c *Consumer) purgeStale(ctx context.Context, cl *kgo.Client) {
 // refuse (MESSAGE_TOO_LARGE) and the gate dead-letter records the new topic takes, or,
 // smaller, had every full batch refused.
 func (c *Consumer) relearnTopic(ctx context.Context, cl *kgo.Client, t string) {
+	// From the client that produces to it (producer.go): at least once the group's
+	// client produces nothing.
 	if c.prod != nil {
-		c.prod.PurgeTopicsFromProducing(t) // the client that produces to it (producer.go)
+		c.prod.PurgeTopicsFromProducing(t)
+	} else {
+		cl.PurgeTopicsFromProducing(t)
 	}
-	cl.PurgeTopicsFromProducing(t)
 	c.batchLimits.forget(t)
 	c.readBatchLimits(ctx, cl, []string{t})
 }
