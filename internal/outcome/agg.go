@@ -137,7 +137,13 @@ func (b *Budget) isKeptTeam(team string) bool {
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	for _, k := range [...]string{team, keypart.Value(team), keypart.Escape(team)} {
+	// A team without ':' or '%' is spelt one way: one look-up, on the path every new
+	// key takes past the cap.
+	spellings, n := [...]string{team, "", ""}, 1
+	if strings.ContainsAny(team, ":%") {
+		spellings[1], spellings[2], n = keypart.Value(team), keypart.Escape(team), 3
+	}
+	for _, k := range spellings[:n] {
 		if _, ok := b.kept[k]; ok {
 			return true
 		}
