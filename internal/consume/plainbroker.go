@@ -21,8 +21,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// plainProbeTimeout bounds the plain-text question: a broker answers in milliseconds.
-const plainProbeTimeout = time.Second
+// plainProbeTimeout bounds the plain-text question. A broker answers in milliseconds, but
+// a starved host (a pod at its CPU limit as it starts) may take seconds to dial and read
+// (with 1 s, a test on a loaded 2-core CI machine saw no mismatch named in a minute of
+// checks). The question is asked only when the brokers cannot be reached, so a longer
+// bound delays nothing that works.
+const plainProbeTimeout = 5 * time.Second
 
 // plainListener returns the problem of a gate dialling TLS (Config.TLS) to brokers that
 // answer in plain text, when err, the start-up check's, is one of reaching them; "" when
