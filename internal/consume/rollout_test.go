@@ -63,6 +63,11 @@ func rollingUpdate(t *testing.T, d Delivery, proto GroupProtocol) {
 	// And a join's commits, held 2.5 s by a rebalance of 13 s under a load of 50 on 2
 	// cores, held fetching at the default 2 s, warning: that hold is commithold_test's.
 	env.ccfg.CommitHoldAfter = 10 * time.Second
+	// And a member's rejoin, starved for over 20 s (the rebalance timeout and franz-go's
+	// request overhead, 10 s each), failed its JoinGroup on a read timeout in CI: the
+	// group lost its partitions, and their records went out twice. A rollout waits for a
+	// slow member as long as the chart's default rebalance timeout, 60 s.
+	env.ccfg.ClientOpts = append(testClientOpts(), kgo.RebalanceTimeout(60*time.Second))
 	prod := producer(t, env.cluster)
 
 	teamOf := func(id int) string {
