@@ -27,7 +27,9 @@ after -since, whole, and, with -until, begins before it), its records accepted (
 rule's topic, dropped) and by which rule, dead-lettered, skipped as undeliverable
 (GATE_ON_UNDELIVERABLE=skip), and the first and last interval it was limited in. Without TEAM, the N
 teams with the most records limited. TEAM is the team as the events have it: the rows of
-a composite key's rules, which name it escaped (':' as %3A, '%' as %25), count too. T is
+a composite key's rules, which name it escaped (':' as %3A, '%' as %25), count too;
+"(no key)" the rows of no team, as -top lists them (keys folded past
+GATE_OUTCOMES_MAX_ROWS, records no key could be read from), from every partition. T is
 a time (RFC 3339, 2026-11-24T14:00:00Z) or a duration before now (24h, 7d). It reads
 from -since to the topic's end whatever -until says, and gives up after 5 minutes, a limit
 of its own: a later -since reads less.
@@ -107,6 +109,13 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		hist = outcome.NewTeamSum(team)
 		each = hist.Add
 	}
+	// The rows of no team, listed by -top as NoKey, are keyed by none: spread over every
+	// partition, read whole, folded ones among them.
+	noKey := team == outcome.NoKey
+	scanTeam := team
+	if noKey {
+		scanTeam = ""
+	}
 	// Rows are found by their records' timestamps, when they were sealed: every row of an
 	// interval is sealed after the interval began. Reading from an interval before from
 	// finds every row of each interval that ends after from, the one from falls in whole;
@@ -130,13 +139,13 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 			longest = max(longest, r.IntervalEnd.Sub(r.IntervalStart))
 			return
 		}
-		if team != "" && r.Folded {
+		if team != "" && !noKey && r.Folded {
 			folded += r.Records
 			return
 		}
 		each(r)
 	}
-	read, err := scanOutcomes(ctx, outcomesLimit, sinceFlag, cfg.OutcomesTopic, scanFrom, team, whole, opts...)
+	read, err := scanOutcomes(ctx, outcomesLimit, sinceFlag, cfg.OutcomesTopic, scanFrom, scanTeam, whole, opts...)
 	if errors.Is(err, outcome.ErrNoTopic) {
 		// Named as the variable it came from: the broker's UNKNOWN_TOPIC_OR_PARTITION
 		// said neither that nor that the topic is missing.

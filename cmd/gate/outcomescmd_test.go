@@ -270,6 +270,52 @@ func TestOutcomesTopNamesFoldedRows(t *testing.T) {
 	}
 }
 
+// TestOutcomesNoKeyHistory: -top lists the rows of no team as "(no key)", and
+// `gate outcomes '(no key)'` is their history. It read the partition "(no key)" would
+// be keyed to and found nothing there: rows of no team are keyed by none, spread over
+// every partition (the gates' folded rows), and a folded row is theirs, not another
+// team's left out.
+func TestOutcomesNoKeyHistory(t *testing.T) {
+	t.Parallel()
+	const parts = 4
+	c, env := outcomesTopicEnv(t, parts)
+	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	var recs []*kgo.Record
+	for p, n := range []int64{30, 20} { // folded rows in two partitions, as gates spread them
+		r := outcome.Row{Schema: outcome.SchemaVersion, ID: "g1/1-x/" + strconv.Itoa(p), Gate: "g1", IntervalStart: at, IntervalEnd: at.Add(time.Minute),
+			Outcome: "overflow", Reason: "rate_limited", Records: n, Folded: true}
+		recs = append(recs, &kgo.Record{Topic: "outcomes", Partition: int32(p), Value: outcome.AppendJSON(nil, &r)})
+	}
+	unread := outcome.Row{Schema: outcome.SchemaVersion, ID: "g1/1-x/9", Gate: "g1", IntervalStart: at, IntervalEnd: at.Add(time.Minute),
+		Outcome: "dead_letter", Reason: "not_json", Records: 5}
+	recs = append(recs, &kgo.Record{Topic: "outcomes", Partition: 3, Value: outcome.AppendJSON(nil, &unread)})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	produceRows(t, c, testRow(at, "7", "7", "", "overflow", "rate_limited", 20))
+
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := outcomesCmd(ctx, []string{outcome.NoKey}, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
+		t.Fatalf("gate outcomes %q: %v\n%s", outcome.NoKey, err, stderr.String())
+	}
+	got := stdout.String()
+	for _, want := range []string{"team " + outcome.NoKey + ": 55 records", "50 records (overflow 50)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("gate outcomes %q lacks %q:\n%s", outcome.NoKey, want, got)
+		}
+	}
+	if strings.Contains(stderr.String(), "folded") {
+		t.Errorf("gate outcomes %q called its own rows another team's folded ones:\n%s", outcome.NoKey, stderr.String())
+	}
+}
+
 // A team's records the gates folded (keys past GATE_OUTCOMES_MAX_ROWS) are in rows that
 // name no team, and not in its history: gate outcomes TEAM says how many it saw in the
 // intervals shown, where it said nothing and support read a team whose overflow was all

@@ -92,9 +92,14 @@ type TeamSum struct {
 // span is an interval's bounds in Unix ns.
 type span struct{ start, end int64 }
 
-// NewTeamSum returns team's empty TeamSum.
+// NewTeamSum returns team's empty TeamSum. NoKey's sums the rows of no team, as
+// Summaries lists them.
 func NewTeamSum(team string) *TeamSum {
-	return &TeamSum{team: team, names: TeamNames(team), byStart: map[span]*Interval{}, gates: map[string]bool{}}
+	names := TeamNames(team)
+	if team == NoKey {
+		names = []string{""}
+	}
+	return &TeamSum{team: team, names: names, byStart: map[span]*Interval{}, gates: map[string]bool{}}
 }
 
 // Add counts r in its interval if it is a row of the team (by any of its TeamNames).
