@@ -16,7 +16,6 @@ import (
 
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
-	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/tick"
 )
 
@@ -39,14 +38,7 @@ type crashGate struct {
 func startCrashGate(t *testing.T, env *gateEnv, name string) *crashGate {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	lim, err := limit.New(env.lcfg, nil, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := route.New(env.rcfg, lim, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim, r := env.limiterRouter(t, reg)
 	cfg := env.ccfg
 	// Its wind-down, with the brokers refusing it, in a second.
 	cfg.ShutdownTimeout, cfg.RevokeTimeout = time.Second, time.Second

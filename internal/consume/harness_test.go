@@ -127,9 +127,10 @@ type testGate struct {
 	done   chan error
 }
 
-func (e *gateEnv) start(t testing.TB, name string) *testGate {
+// limiterRouter builds a gate's limiter and router from the environment's
+// configuration, their metrics in reg.
+func (e *gateEnv) limiterRouter(t testing.TB, reg prometheus.Registerer) (*limit.Limiter, *route.Router) {
 	t.Helper()
-	reg := prometheus.NewRegistry()
 	lim, err := limit.New(e.lcfg, nil, reg)
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +139,13 @@ func (e *gateEnv) start(t testing.TB, name string) *testGate {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return lim, r
+}
+
+func (e *gateEnv) start(t testing.TB, name string) *testGate {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	lim, r := e.limiterRouter(t, reg)
 	log := testLogger(t, name)
 	if e.logs != nil {
 		log = slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: e.logLevel})).With("gate", name)

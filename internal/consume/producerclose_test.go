@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capturegate/gate/internal/limit"
-	"github.com/capturegate/gate/internal/route"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,14 +15,7 @@ func TestCloseWithoutRunReleasesBothClients(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, 1)
 	reg := prometheus.NewRegistry()
-	lim, err := limit.New(env.lcfg, nil, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := route.New(env.rcfg, lim, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r := env.limiterRouter(t, reg)
 	c, err := New(env.ccfg, r, nil, reg, testLogger(t, "a"))
 	if err != nil {
 		t.Fatal(err)
