@@ -36,7 +36,7 @@ const numRoutes = int(route.Dropped) + 1
 
 type teamStats struct {
 	away int64          // records sent to overflow or a rule's topic
-	last limit.Decision // the latest check of the key by either gate
+	last limit.Decision // the latest check of the key by rule, by either gate
 	rule string         // with rules: the rule that last sent it away
 }
 
@@ -91,7 +91,13 @@ func (s *devStats) record(o route.Outcome) {
 		ts.away++
 		ts.rule = o.Rule
 	}
-	ts.last = o.Decision
+	// The level and threshold shown beside the rule are that rule's: a key of several
+	// rules (a team's under a team rule and an event rule) is checked by each against
+	// its own threshold, and a record the sending rule did not decide (another rule's
+	// key, or the rule gone in a reload) showed another rule's figures under its name.
+	if o.KeyRule == ts.rule {
+		ts.last = o.Decision
+	}
 }
 
 // wrap returns a router that counts r's outcomes in s.
