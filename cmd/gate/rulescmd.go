@@ -149,14 +149,17 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 			if i == 0 && r.Adaptive {
 				continue
 			}
-			unit := ""
-			if len(fleets) == 0 {
-				unit = " gates"
-			}
 			n := int64(cfg.SyncFloor * float64(l.Threshold) / 2)
 			if n < 1 {
 				fleets = append(fleets, fmt.Sprintf("none (%s)", l))
 				continue
+			}
+			unit := ""
+			if len(fleets) == 0 {
+				unit = " gates"
+				if n == 1 {
+					unit = " gate"
+				}
 			}
 			apart = true
 			fleets = append(fleets, fmt.Sprintf("%d%s (%s)", n, unit, l))
