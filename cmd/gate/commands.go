@@ -299,6 +299,12 @@ func envCmd(_ context.Context, args []string, h host, stdout, stderr io.Writer) 
 	if len(links) > 0 {
 		line += fmt.Sprintf(" (%d ignored as Kubernetes service links: %s)", len(links), strings.Join(links, ", "))
 	}
+	if f := strings.TrimSpace(h.getenv("GATE_RULES_FILE")); f != "" {
+		// The file is not read here (a pipeline checks a pod's environment where it is
+		// not mounted), and "ok" alone read as if it had been: a missing or bad file
+		// passed, and the gate then refused to start.
+		line += fmt.Sprintf("; the rules file %s (GATE_RULES_FILE) is not read here: gate rules check %s checks it", cli.Shown(f), cli.Shown(f))
+	}
 	_, err = fmt.Fprintln(stdout, line)
 	return err
 }

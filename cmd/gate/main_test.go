@@ -652,3 +652,19 @@ func TestEnvCheckCountsWhatTheGateUses(t *testing.T) {
 		t.Errorf("env -check printed\n%q, want\n%q", got, want)
 	}
 }
+
+// gate env -check reads none of the files the variables name, a rules file's included:
+// its "ok" said nothing of one, and a missing or bad rules file passed the check (a
+// reviewer's), the gate then refusing to start. It says the file was not read, and what
+// checks it.
+func TestEnvCheckSaysTheRulesFileIsNotRead(t *testing.T) {
+	env := map[string]string{"GATE_RULES_FILE": "/nonexistent/rules.yaml"}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"env", "-check"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("env -check: %v\n%s", err, stderr.String())
+	}
+	want := "ok: 1 GATE_* variable set, the rest at their defaults; the rules file /nonexistent/rules.yaml (GATE_RULES_FILE) is not read here: gate rules check /nonexistent/rules.yaml checks it\n"
+	if got := stdout.String(); got != want {
+		t.Errorf("env -check printed\n%q, want\n%q", got, want)
+	}
+}
