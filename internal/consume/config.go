@@ -265,6 +265,10 @@ type Config struct {
 	// to the overflow topic meanwhile, so a missing rule topic holds up no record
 	// (ruletopics.go). The topics in use at start belong in OutputTopics too.
 	RuleTopics *route.TopicWatch
+	// RuleTopicAt, when set, says where the rules in use name a rule topic (FILE:LINE:COL
+	// and the field, "" for a topic no rule names): the start-up check's problem of a
+	// rule's topic says so, as a reload's does, and the operator finds the rule.
+	RuleTopicAt func(topic string) string
 	// BeforeRouting, if set, is called once the preflight has passed, before the first
 	// poll; nothing is routed until it returns (the gate waits there for its first read of
 	// the live overrides, internal/gate). It must return soon after ctx ends.

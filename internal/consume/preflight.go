@@ -159,6 +159,9 @@ func (c *Consumer) preflight(ctx context.Context) (found, transient []string, er
 			want = opRead
 		}
 		if p := topicProblem(resp, t, want); p != "" {
+			if at := c.ruleTopicAt(t); at != "" {
+				p += " (the topic of " + at + ")"
+			}
 			found = append(found, p)
 		}
 	}
@@ -658,4 +661,13 @@ func (c *Consumer) logGroupProtocol(ctx context.Context) {
 		"(Kafka 4.0 or later, with the group.version feature at 1 or more and consumer among group.coordinator.rebalance.protocols); "+
 		"running the classic one, under which GATE_KAFKA_SESSION_TIMEOUT is the session timeout",
 		"group_protocol_asked", asked.String(), "group_protocol", GroupClassic.String())
+}
+
+// ruleTopicAt is where the rules in use name topic t (Config.RuleTopicAt), "" for one of
+// the gate's own topics or without rules.
+func (c *Consumer) ruleTopicAt(t string) string {
+	if c.cfg.RuleTopicAt == nil || c.cfg.RuleTopics == nil || !c.cfg.RuleTopics.Watched(t) {
+		return ""
+	}
+	return c.cfg.RuleTopicAt(t)
 }

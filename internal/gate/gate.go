@@ -214,6 +214,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		// watched while the gate runs (consume's ruletopics.go).
 		ccfg.OutputTopics = append(ccfg.OutputTopics, g.gen.Load().topics...)
 		ccfg.RuleTopics = g.topics
+		ccfg.RuleTopicAt = func(t string) string { return g.gen.Load().set.TopicAt(t) }
 	}
 	var r consume.Router = g.Router
 	if set != nil {

@@ -527,6 +527,49 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 	}
 }
 
+// A gate starting with a rules file whose rule names a topic the cluster does not have
+// is not ready, and its problem names the rule and where the file names the topic, as a
+// reload's refusal does: it said only `topic "no-such-topic" does not exist`, and the
+// operator had to search the file for the rule (a reviewer's run).
+func TestRulesStartNamingMissingTopicSaysWhichRule(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	const merges = "  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:no-such-topic'}"
+	writeRules(t, path, teamRule+merges+"\n")
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": strings.Join(kc.ListenAddrs(), ","),
+		"GATE_REDIS_URLS":    srv.URL(),
+		"GATE_RULES_FILE":    path,
+	})
+	log := slog.New(slog.DiscardHandler)
+	g, err := New(cfg, log, Options{Writer: "start-topic-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Consumer.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; g.CloseRedis(log) })
+	want := fmt.Sprintf(`topic "no-such-topic" does not exist: create it (the gate does not) (the topic of %s:3:%d: rules[1] "merges".action)`,
+		path, strings.Index(merges, "'topic:")+1)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		said := strings.Join(g.Consumer.NotReady(), "; ")
+		if strings.Contains(said, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready for %q after 30s, want it saying %q", said, want)
+		}
+	}
+}
+
 // topicChecks counts the gate's checks of topic: the Metadata requests naming it, which
 // only Consumer.CheckTopics sends for a topic no rule in use names, once a read of a
 // rules file naming it (a refused edit is read, parsed and checked again at every read).

@@ -221,6 +221,17 @@ func (s *Set) TopicProblems(topic, msg string) Problems {
 	return out
 }
 
+// TopicAt is where each enforced rule of s that sends records to topic names it, as a
+// parse problem says a place (FILE:LINE:COL: rules[1] "hot".action), joined by "; ";
+// "" when none does.
+func (s *Set) TopicAt(topic string) string {
+	var at []string
+	for _, p := range s.TopicProblems(topic, "") {
+		at = append(at, strings.TrimSuffix(p.Error(), ": "))
+	}
+	return strings.Join(at, "; ")
+}
+
 // Topics are the topics of the set's enforced topic:NAME actions, each once, in rule
 // order: the gate's own topics of its rules, checked at start and before a reload is
 // taken. A shadow rule's topic is not one: the rule never sends a record there, and
