@@ -398,7 +398,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 			}
 		}
 		r.MaxKeys = 0
-	} else if !r.AboveFloor || noSketch != "" {
+	} else if !r.AboveFloor && !trackUnknown(got["track"]) || noSketch != "" {
 		// A team's keys are counted among those under the floor, in the first limit's
 		// sketch: with every key cached, or no sketch there, there are none.
 		why := "only with track: above_floor (the default for a key of several fields)"
@@ -599,6 +599,12 @@ func (p *parser) either(v *yaml.Node, path, off, on, want string) bool {
 		p.bad(v, path, "%q: want %s", v.Value, want)
 	}
 	return false
+}
+
+// trackUnknown reports whether track, as written, is neither of its values: a problem of
+// its own, which says nothing of max_keys and on_cardinality.
+func trackUnknown(v *yaml.Node) bool {
+	return v != nil && (v.Kind != yaml.ScalarNode || v.Value != "all" && v.Value != "above_floor")
 }
 
 // collision is the topic that Kafka takes for rule topic t, of the rule at rule, and

@@ -168,6 +168,12 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:2:69: rules[0] "a".track: "some": want all`,
 			`rules.yaml:3:84: rules[1] "b".max_keys: only with track: above_floor`,
 		}},
+		// A track that is neither value is its own problem, not also max_keys' and
+		// on_cardinality's "only with track: above_floor" (a reviewer's file had three
+		// problems for one).
+		{"track unknown beside max_keys", "rules:\n  - {name: a, key: json:team_id+distinct_id, limits: [1m:1], track: some, max_keys: 5, on_cardinality: tag}\n", []string{
+			`rules.yaml:2:69: rules[0] "a".track: "some": want all`,
+		}},
 		{"topic", "rules:\n  - {name: a, key: key, limits: [1m:1], action: topic:a/b}\n  - {name: b, key: key, limits: [1m:1], action: discard}\n",
 			[]string{`rules.yaml:2:49: rules[0] "a".action: "topic:a/b": want topic:NAME`, `rules.yaml:3:49: rules[1] "b".action: "discard": want overflow, tag, topic:NAME or drop`}},
 		// Kafka takes '.' and '_' in a topic's name for one, and refuses to create a topic
