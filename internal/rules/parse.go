@@ -550,8 +550,20 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 			for j, v := range list.Content {
 				if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 					// A field that is absent or null reads no value: in no list.
-					p.bad(v, fmt.Sprintf("%s[%d]", lp, j), "null matches nothing: a field that is absent or null reads no value, in no list "+
-						"(not_in holds for it); quote it, \"null\", for the text null")
+					// The advice quotes what was written: ~ and an empty entry are YAML's
+					// null too, and "quote null" named a word the file did not hold.
+					what, advice := "null", "quote it, \"null\", for the text null"
+					switch v.Value {
+					case "null", "":
+						if v.Value == "" {
+							advice = "an empty entry is YAML's null: write a value, or quote \"\" for the empty text"
+						}
+					default:
+						what = fmt.Sprintf("null (%s)", v.Value)
+						advice = fmt.Sprintf("quote it, %q, for the text %s", v.Value, v.Value)
+					}
+					p.bad(v, fmt.Sprintf("%s[%d]", lp, j), "%s matches nothing: a field that is absent or null reads no value, in no list "+
+						"(not_in holds for it); %s", what, advice)
 					continue
 				}
 				if v.Kind == yaml.ScalarNode && v.Tag == "!!bool" && field != nil && strings.HasPrefix(field.Value, "json:") {

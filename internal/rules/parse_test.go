@@ -669,6 +669,15 @@ func TestParseMatchNull(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("%v, want %s", err, want)
 	}
+	// ~ is YAML's null too: the advice quotes what the file holds (it said "null").
+	_, err = Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], match: [{field: header:x, in: [~]}]}\n"), Options{})
+	if want := `null (~) matches nothing: a field that is absent or null reads no value, in no list (not_in holds for it); quote it, "~", for the text ~`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want %s", err, want)
+	}
+	_, err = Parse("r.yaml", []byte("rules:\n  - name: a\n    key: key\n    limits: [1m:1]\n    match:\n      - field: header:x\n        in:\n          - a\n          -\n"), Options{})
+	if want := `null matches nothing: a field that is absent or null reads no value, in no list (not_in holds for it); an empty entry is YAML's null`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want %s", err, want)
+	}
 	if _, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: key, limits: [1m:1], match: [{field: header:x, in: [a, \"null\"]}]}\n"), Options{}); err != nil {
 		t.Errorf("a quoted null: %v", err)
 	}
