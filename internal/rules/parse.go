@@ -157,6 +157,7 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		p.bad(list, "rules", "want a list of at least one rule")
 	case len(list.Content) > MaxRules:
 		p.bad(list, "rules", "%d rules: at most %d", len(list.Content), MaxRules)
+		listOK = true // their own problems too: every problem at once
 	default:
 		listOK = true
 	}

@@ -906,3 +906,24 @@ func TestParseForceKeyTwice(t *testing.T) {
 		t.Errorf("%v, want %s", err, want)
 	}
 }
+
+// A file of more than MaxRules rules is refused with its rules' own problems beside the
+// count: every problem at once. It said only "66 rules: at most 64", and the next check,
+// the count fixed, the rest (a reviewer's file).
+func TestParseTooManyRulesSaysTheirProblemsToo(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for i := range MaxRules + 2 {
+		w := "1m"
+		if i == 3 {
+			w = "1500ms"
+		}
+		fmt.Fprintf(&b, "  - {name: r%d, key: key, limits: [%s:1]}\n", i, w)
+	}
+	_, err := Parse("r.yaml", []byte(b.String()), Options{})
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 2 || !strings.Contains(ps[0].Error(), fmt.Sprintf("%d rules: at most %d", MaxRules+2, MaxRules)) ||
+		!strings.Contains(ps[1].Error(), `r.yaml:5:35: rules[3] "r3".limits[0]: "1500ms:1": window "1500ms" is not a whole number of seconds`) {
+		t.Errorf("%d rules, one with a bad window: %v", MaxRules+2, err)
+	}
+}
