@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"net/http"
@@ -321,6 +322,9 @@ func (a *TeamAPI) team(w http.ResponseWriter, r *http.Request) {
 	v, ok := a.view(now, a.rules(), r.PathValue("team"))
 	if !ok {
 		msg := "team not cached on this gate: it has sent nothing here lately (each gate sees the teams of the partitions it owns)"
+		if hint := keyHint(a.rules(), r.PathValue("team")); hint != "" {
+			msg += "; " + hint
+		}
 		if why := a.notReadyReasons(); len(why) > 0 {
 			msg += "; this gate is not ready (/readyz): " + strings.Join(why, "; ")
 		}
@@ -490,4 +494,32 @@ func writeBody(w http.ResponseWriter, code int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
+}
+
+// keyHint says why key is no key a rule of rs builds, when it holds ':' and no rule keyed
+// by several fields takes it (its values' ':' not written %3A, say): "" when one does, or
+// no rule reads such keys. Asked for "phc_x:user:1", the view said the key had sent
+// nothing lately, where `gate overrides` names its escaped forms.
+func keyHint(rs []gate.RuleLimits, key string) string {
+	if !strings.Contains(key, ":") {
+		return ""
+	}
+	var first string
+	for _, rl := range rs {
+		if !rl.Key.Composite() {
+			continue
+		}
+		err := rl.Key.CheckKey(key, 0)
+		if err == nil {
+			return ""
+		}
+		if first == "" {
+			name := "GATE_KEY_FROM"
+			if rl.Name != "" {
+				name = "rule " + rl.Name
+			}
+			first = fmt.Sprintf("and it is no key %s builds: %v", name, err)
+		}
+	}
+	return first
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
 )
 
 func TestTeamAPI(t *testing.T) {
@@ -601,5 +602,47 @@ func TestTeamAPIHeldKeyRankedFirst(t *testing.T) {
 	api := NewTeamAPI(GateJSON{}, FixedRules(lim, hour))
 	if ans := api.rank(now, 1); len(ans.Teams) != 1 || ans.Teams[0].Team != "held" || !ans.Teams[0].Limited {
 		t.Errorf("?top=1 while held is held: %+v, want held", ans.Teams)
+	}
+}
+
+// A key asked for that no rule builds, a composite key whose value's ':' is not written
+// %3A ("phc_x:user:1" for token phc_x and distinct_id user:1), is said to be so, with its
+// escaped forms, as gate overrides says; the view said only that it had sent nothing
+// lately (a reviewer's). A key a composite rule builds, or one without ':', is answered
+// as before.
+func TestTeamAPINamesAKeyNoRuleBuilds(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 100}, clock.NewFake(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := route.ParseKeyFrom("json:token+distinct_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	team, err := route.ParseKeyFrom("json:token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := []gate.RuleLimits{{Name: "team-user", Lims: []*limit.Limiter{lim}, Key: user}, {Name: "team", Lims: []*limit.Limiter{lim}, Key: team}}
+	mux := NewMux(prometheus.NewRegistry(), nil, NewTeamAPI(GateJSON{}, func() []gate.RuleLimits { return rs }))
+	get := func(path string) string {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var e map[string]string
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != http.StatusNotFound {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+		return e["error"]
+	}
+	if got := get("/v1/teams/phc_x:user:1"); !strings.Contains(got, "team not cached on this gate") ||
+		!strings.Contains(got, `and it is no key rule team-user builds: "phc_x:user:1" has 3 parts`) || !strings.Contains(got, "phc_x:user%3A1") {
+		t.Errorf("GET phc_x:user:1: %s", got)
+	}
+	for _, path := range []string{"/v1/teams/phc_x:user%253A1", "/v1/teams/whale"} {
+		if got := get(path); strings.Contains(got, "no key") {
+			t.Errorf("GET %s: %s", path, got)
+		}
 	}
 }

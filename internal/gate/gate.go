@@ -85,6 +85,9 @@ type RuleLimits struct {
 	// Force are the keys that take the rule's action whatever their level (a rule's
 	// force, GATE_FORCE_OVERFLOW without rules), for the team view to say so.
 	Force []string
+	// Key is where the rule reads its key (GATE_KEY_FROM without rules): the team view
+	// says what is wrong with a key no rule builds (a composite key's ':' not escaped).
+	Key route.KeyFrom
 }
 
 // Options are what the caller changes in a gate: serve sets Writer and Clock, the demo
