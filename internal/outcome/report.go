@@ -92,12 +92,12 @@ type TeamSum struct {
 // span is an interval's bounds in Unix ns.
 type span struct{ start, end int64 }
 
-// NewTeamSum returns team's empty TeamSum. NoKey's sums the rows of no team, as
-// Summaries lists them.
+// NewTeamSum returns team's empty TeamSum. NoKey's sums the rows Summaries lists under
+// it: those of no team, and of a team whose id is NoKey.
 func NewTeamSum(team string) *TeamSum {
 	names := TeamNames(team)
 	if team == NoKey {
-		names = []string{""}
+		names = append(names, "")
 	}
 	return &TeamSum{team: team, names: names, byStart: map[span]*Interval{}, gates: map[string]bool{}}
 }
