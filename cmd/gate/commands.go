@@ -268,7 +268,8 @@ func envCmd(_ context.Context, args []string, h host, stdout, stderr io.Writer) 
 		return config.WriteEnvTable(stdout)
 	}
 	names := h.names()
-	if _, err := config.Load(h.getenv, names); err != nil {
+	cfg, err := config.Load(h.getenv, names)
+	if err != nil {
 		var ps config.Problems
 		if !errors.As(err, &ps) {
 			return err
@@ -299,7 +300,7 @@ func envCmd(_ context.Context, args []string, h host, stdout, stderr io.Writer) 
 	if len(links) > 0 {
 		line += fmt.Sprintf(" (%d ignored as Kubernetes service links: %s)", len(links), strings.Join(links, ", "))
 	}
-	if f := strings.TrimSpace(h.getenv("GATE_RULES_FILE")); f != "" {
+	if f := cfg.RulesFile; f != "" {
 		// The file is not read here (a pipeline checks a pod's environment where it is
 		// not mounted), and "ok" alone read as if it had been: a missing or bad file
 		// passed, and the gate then refused to start.

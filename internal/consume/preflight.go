@@ -663,10 +663,10 @@ func (c *Consumer) logGroupProtocol(ctx context.Context) {
 		"group_protocol_asked", asked.String(), "group_protocol", GroupClassic.String())
 }
 
-// ruleTopicAt is where the rules in use name topic t (Config.RuleTopicAt), "" for one of
-// the gate's own topics or without rules.
+// ruleTopicAt is where the rules in use name topic t (Config.RuleTopicAt), "" for a
+// topic no rule names, or without rules.
 func (c *Consumer) ruleTopicAt(t string) string {
-	if c.cfg.RuleTopicAt == nil || c.cfg.RuleTopics == nil || !c.cfg.RuleTopics.Watched(t) {
+	if c.cfg.RuleTopicAt == nil {
 		return ""
 	}
 	return c.cfg.RuleTopicAt(t)
