@@ -56,9 +56,10 @@ type Candidate struct {
 // is rebuilt every GATE_TICK_INTERVAL of record time from the counts in memory, as a
 // gate's is from Redis, and a key over its limit is held (GATE_DIVERT_HOLD) as the
 // gate holds it. Either way every key is counted exactly: the sketch a per-user rule
-// keeps its quiet keys in, and with it max_keys, are the fleet's economy of Redis, not
-// a decision, and their hashes are seeded per process, which would make two replays
-// differ.
+// keeps its quiet keys in is the fleet's economy of Redis, and its hashes are seeded
+// per process, which would make two replays differ. With it goes max_keys, which is a
+// decision (a rotating team's keys get on_cardinality's action): gate replay says so
+// in a note for each rule that has one.
 func NewCandidate(name string, cfg config.Config, set *rules.Set) (*Candidate, error) {
 	c := &Candidate{name: name, cfg: cfg, set: set, wall: cfg.Clock.Clock == limit.WallClock, b: newBuilder(), rows: MaxRowsPerMinute}
 	if set != nil {
