@@ -285,6 +285,8 @@ func ruleName(r string) string {
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+	"named":  namedRules,
+	"legend": func() string { return strings.ToUpper(ruleLegend[:1]) + ruleLegend[1:] },
 	"num": func(v any) string {
 		switch n := v.(type) {
 		case int:
@@ -376,6 +378,9 @@ svg.chart text { font-family: system-ui, sans-serif; font-size: 12px; fill: #333
 <tr><td class="l">{{rule .Rule}}</td><td>{{num .Accepted}}</td><td>{{num .Tagged}}</td><td>{{num .Overflow}}</td><td>{{num .Topic}}</td><td>{{num .Dropped}}</td><td>{{num .DeadLetter}}</td><td>{{num .ShadowOver}}</td></tr>
 {{- end}}
 </table>
+{{- if named .Rules}}
+<p class="muted">{{legend}}.</p>
+{{- end}}
 {{- else}}
 <p class="muted">No rule acted on any record.</p>
 {{- end}}

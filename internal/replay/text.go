@@ -41,6 +41,9 @@ func WriteText(w io.Writer, r *Report) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if namedRules(c.Rules) {
+			fmt.Fprintln(w, ruleLegend)
+		}
 		if len(c.DeadLetters) > 0 {
 			var parts []string
 			for _, reason := range slices.Sorted(maps.Keys(c.DeadLetters)) {
@@ -93,4 +96,16 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 	}
 	return nil
+}
+
+// ruleLegend says what a rules file's rows count, under the rules table: not every
+// record a rule checked (the gate's gate_rule_records_total), which read as a rule's
+// ACCEPTED of 0 beside thousands accepted, and dead letters summing to less than the
+// total's (a review took both for wrong figures).
+const ruleLegend = "each rule: the records whose fate it decided (a dead letter where it could not read its key or match field, a tag where it tagged); a record no rule acted on, and a value that is no JSON object, are in the totals only"
+
+// namedRules reports whether rules are a rules file's: the gate's limits without one
+// are one row, every record's.
+func namedRules(rules []RuleFate) bool {
+	return slices.ContainsFunc(rules, func(r RuleFate) bool { return r.Rule != "" })
 }

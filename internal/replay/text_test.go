@@ -112,3 +112,36 @@ func TestWriteTextSaysTeamsNotListed(t *testing.T) {
 		t.Errorf("the text lists %d of 62 teams and does not say 12 are left out:\n%s", maxDiffRows, out)
 	}
 }
+
+// A rules file's per-rule rows count the records whose fate each rule decided, not every
+// record it checked as the gate's gate_rule_records_total does: a review read an
+// overflow rule's ACCEPTED of 0 beside thousands accepted, and dead letters summing to
+// less than the total's (a value no JSON object is no rule's), as wrong figures. Both
+// reports say what a row counts under the table; the gate's limits without a rules file,
+// one row of every record, need no such line.
+func TestRulesTableSaysWhatARowCounts(t *testing.T) {
+	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		rules []RuleFate
+		want  bool
+	}{
+		{[]RuleFate{{Rule: "team-user"}, {Rule: "team"}}, true},
+		{[]RuleFate{{Rule: ""}}, false},
+	} {
+		r := &Report{Topic: "events", From: at, To: at.Add(time.Hour), Records: 10, Candidates: []CandidateReport{{Name: "a", Rules: c.rules}}}
+		var b bytes.Buffer
+		if err := WriteText(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), "each rule: the records whose fate it decided"); got != c.want {
+			t.Errorf("rules %v: the text says what a row counts: %v, want %v:\n%s", c.rules, got, c.want, b.String())
+		}
+		b.Reset()
+		if err := WriteHTML(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), "Each rule: the records whose fate it decided"); got != c.want {
+			t.Errorf("rules %v: the page says what a row counts: %v, want %v", c.rules, got, c.want)
+		}
+	}
+}
