@@ -114,17 +114,28 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		return &cli.UsageError{Msg: fmt.Sprintf("replay: -from %s (%s) is after now (%s): no record is there yet",
 			o.from, rng.From.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))}
 	}
+	// What the environment sets that a gate would act on and replay does not, said
+	// among the report's notes (a review ran GATE_THRESHOLD=5 and GATE_DRY_RUN=true
+	// beside -rules and was told nothing of either).
+	var envNotes []string
 	if o.rules != "" && o.against != "current" {
 		// Every set replayed is a rules file: the environment is read as a gate with
 		// -rules's file reads it (as gate rules check does), not as one without, whose
 		// GATE_WINDOW no rule uses (a GATE_TICK_INTERVAL of 1m, which a gate with rules of
 		// hours takes, failed the replay against it). -against current replays the GATE_*
 		// limits when GATE_RULES_FILE is unset: they are read, and checked, as they are.
+		if set := config.RulesFileConflicts(getenv); len(set) > 0 {
+			envNotes = append(envNotes, fmt.Sprintf("%s set here: replay leaves them out, and a gate started with a rules file in this environment refuses to start with them (each rule says its own key, limits, mode, cost, threshold mode and forced keys)",
+				strings.Join(set, ", ")))
+		}
 		getenv = config.RulesFileEnv(getenv, o.rules)
 	}
 	cfg, err := config.Load(getenv, names)
 	if err != nil {
 		return err
+	}
+	if cfg.DryRun {
+		envNotes = append(envNotes, "GATE_DRY_RUN is set: a gate in this environment sends every record to the accepted topic; this report says where enforcing would send them")
 	}
 	// The files are read as a gate in this environment reads them, before -clock: the
 	// flag's clock is replay's, not GATE_CLOCK, and what the parser keeps from the wall
@@ -158,7 +169,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	topicSets := map[string][]string{}
 	// Replay reads a drop rule whether or not GATE_OUTCOMES_TOPIC is set (it records
 	// every fate); a gate in this environment refuses it when unset, which is said.
-	var notes []string
+	notes := envNotes
 	addTopics := func(c *replay.Candidate, set *rules.Set) {
 		if set == nil {
 			return

@@ -418,6 +418,44 @@ func TestReplaySaysMaxKeysIsNotApplied(t *testing.T) {
 	}
 }
 
+// The environment may set what a gate acts on and replay does not: GATE_THRESHOLD beside
+// -rules (left out, as a gate with a rules file refuses it) and GATE_DRY_RUN (replay
+// reports enforcement). A review ran both and was told nothing: the report names them,
+// and says nothing of them when they are unset.
+func TestReplaySaysWhatTheEnvironmentSetsThatItLeavesOut(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Value: []byte(`{"team_id":"a"}`), Timestamp: testNow.Add(-time.Minute)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte("rules:\n  - {name: teams, key: json:team_id, limits: [1m:50]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wants := []string{
+		"GATE_THRESHOLD set here: replay leaves them out, and a gate started with a rules file in this environment refuses to start with them",
+		"GATE_DRY_RUN is set: a gate in this environment sends every record to the accepted topic",
+	}
+	for _, set := range []bool{false, true} {
+		e := maps.Clone(env)
+		if set {
+			e["GATE_THRESHOLD"], e["GATE_DRY_RUN"] = "5", "true"
+		}
+		for _, args := range [][]string{{"-rules", file}, {"-rules", file, "-json"}} {
+			var stdout, stderr bytes.Buffer
+			if err := run(t.Context(), append([]string{"replay", "-from", "1h"}, args...), testHost(e), &stdout, &stderr); err != nil {
+				t.Fatalf("gate replay %q: %v\n%s", args, err, stderr.String())
+			}
+			for _, want := range wants {
+				if strings.Contains(stdout.String(), want) != set {
+					t.Errorf("gate replay %q, GATE_THRESHOLD and GATE_DRY_RUN set %v: the note %q shown %v:\n%s", args, set, want, !set, stdout.String())
+				}
+			}
+		}
+	}
+}
+
 // gate replay -from before what retention kept replayed from the oldest record kept and
 // said nothing: a report of "yesterday" on a topic of 12 hours' retention read as whole,
 // and a range wholly deleted read 0 records, exit 0. It says which partitions start at
