@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -64,17 +65,17 @@ func commands() []command {
 		{name: "outcomes", args: "[TEAM]", summary: "print a team's outcomes (accepted, limited and by which rule, per interval) from GATE_OUTCOMES_TOPIC, or the most limited teams",
 			flags: func() *flag.FlagSet { return outcomesFlags(new(string), new(string), new(int)) },
 			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
-				return outcomesCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
+				return brokerHint(outcomesCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr), h.getenv)
 			}},
 		{name: "replay", summary: "replay the input topic through a rules file or GATE_* limits, and report what the gate would have done",
 			flags: func() *flag.FlagSet { return replayFlags(new(replayOpts)) },
 			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
-				return replayCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
+				return brokerHint(replayCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr), h.getenv)
 			}},
 		{name: "redrive", summary: "copy dead letters back into the input topic once their cause is fixed: key, value, original timestamp and headers, the gate's left out",
 			flags: func() *flag.FlagSet { return redriveFlags(new(redriveOpts)) },
 			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
-				return redriveCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr)
+				return brokerHint(redriveCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr), h.getenv)
 			}},
 		{name: "rules", args: "check FILE", summary: "check a rules file (GATE_RULES_FILE) and print its rules",
 			run: func(_ context.Context, args []string, h host, stdout, stderr io.Writer) error {
@@ -222,6 +223,21 @@ func writeUsage(w io.Writer, usage string, fs *flag.FlagSet) {
 		_, _ = io.WriteString(w, "\nFlags:\n")
 		writeFlags(w, fs, "  ")
 	}
+}
+
+// brokerHint adds to a tool's err, when it is a failure to reach a broker (a dial
+// refused or timed out), where the brokers' addresses came from: GATE_KAFKA_BROKERS, or
+// its default when unset. A review ran gate replay without it and read only "dial tcp
+// 127.0.0.1:9092: connect: connection refused", naming neither.
+func brokerHint(err error, getenv func(string) string) error {
+	var op *net.OpError
+	if err == nil || !errors.As(err, &op) || op.Op != "dial" {
+		return err
+	}
+	if v := strings.TrimSpace(getenv("GATE_KAFKA_BROKERS")); v != "" {
+		return fmt.Errorf("%w (the brokers are GATE_KAFKA_BROKERS's: %s)", err, v)
+	}
+	return fmt.Errorf("%w (GATE_KAFKA_BROKERS is unset: the brokers are its default; set it to the cluster's)", err)
 }
 
 // toolClientOpts are the Kafka client options of a tool that connects as the gate does
