@@ -144,8 +144,12 @@ type svgPoint struct{ X, Y string }
 // minute, [Minute, Minute+1m): the threshold and the shading cover the whole minute, the
 // level is drawn at its middle. Lines are broken where minutes are missing rather than
 // drawn across what was not seen.
+//
+// A key whose every minute has no threshold, one only a shadow rule was over, has no
+// level to draw either (Point): nil too, and the page says why, where it drew a shaded
+// plot on a 0 to 1 axis under a legend promising a level and a threshold.
 func newSVGChart(k *KeyReport) *svgChart {
-	if len(k.Series) == 0 {
+	if !slices.ContainsFunc(k.Series, func(p Point) bool { return p.Threshold > 0 }) {
 		return nil
 	}
 	pts := slices.Clone(k.Series)
@@ -414,7 +418,11 @@ svg.chart text { font-family: system-ui, sans-serif; font-size: 12px; fill: #333
 {{- with .SVG}}
 {{template "chart" .}}
 {{- else}}
+{{- if .Key.Series}}
+<p class="muted">No level to draw: only a shadow rule was over it, and what the record's own decision carries is another rule's (its minutes over are in the table).</p>
+{{- else}}
 <p class="muted">No minutes near its threshold.</p>
+{{- end}}
 {{- end}}
 {{- end}}
 {{- end}}

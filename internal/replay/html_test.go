@@ -376,3 +376,24 @@ func TestWriteHTMLQuotesOddKeys(t *testing.T) {
 		}
 	}
 }
+
+// A key only a shadow rule was over has minutes affected and no level nor threshold in
+// any of them (Point): the page drew it a plot shaded whole on a 0 to 1 axis, no line,
+// under a legend promising a level and a threshold. It draws no chart for such a key and
+// says why; a key with one minute of level keeps its chart.
+func TestShadowOnlyKeyHasNoEmptyChart(t *testing.T) {
+	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	shadow := KeyReport{Rule: "team-tight", Key: "1", Team: "1", ShadowOver: 40, FirstLimited: at, LastLimited: at.Add(time.Minute),
+		Series: []Point{{Minute: at, Affected: 20}, {Minute: at.Add(time.Minute), Affected: 20}}}
+	limited := KeyReport{Rule: "team", Key: "2", Team: "2", Limited: 10, FirstLimited: at, LastLimited: at, Threshold: 100, PeakRatio: 1.5,
+		Series: []Point{{Minute: at, Level: 150, Threshold: 100, Affected: 10}}}
+	r := &Report{Topic: "events", From: at, To: at.Add(time.Hour), Records: 100,
+		Candidates: []CandidateReport{{Name: "a", KeysAffected: 2, Keys: []KeyReport{shadow, limited}}}}
+	page := string(renderHTML(t, r))
+	if n := strings.Count(page, `<svg class="chart"`); n != 1 {
+		t.Errorf("%d charts, want 1 (the limited key's, none for the shadow-only key's)", n)
+	}
+	if !strings.Contains(page, "No level to draw: only a shadow rule was over it") {
+		t.Error("the page does not say why the shadow-only key has no chart")
+	}
+}
