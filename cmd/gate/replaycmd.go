@@ -158,7 +158,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	if o.topic != "" {
 		rng.Topic = o.topic
 	}
-	first, set, err := replayCandidate(cfg, ropts, o.rules)
+	first, set, err := replayCandidate(cfg, ropts, o.rules, "-rules")
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 		if file == "current" {
 			file = ""
 		}
-		second, set, err := replayCandidate(cfg, ropts, file)
+		second, set, err := replayCandidate(cfg, ropts, file, "-against")
 		if err != nil {
 			return err
 		}
@@ -226,6 +226,11 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 			return fmt.Errorf("writing the report page %s: it is a directory", o.html)
 		}
 		if page, err = os.CreateTemp(filepath.Dir(o.html), "."+filepath.Base(o.html)+".*"); err != nil {
+			// The page is written to a file of its own beside -html's first: its name in
+			// the error (".x.html.3063130959") is no name the user gave.
+			if pe, ok := errors.AsType[*os.PathError](err); ok {
+				err = fmt.Errorf("its directory %s: %w", filepath.Dir(o.html), pe.Err)
+			}
 			return fmt.Errorf("writing the report page %s: %w", o.html, err)
 		}
 		defer func() {
@@ -344,7 +349,13 @@ var errReplayStopped = errors.New("replay stopped before the end of its range: t
 
 // replayCandidate is the set of limits of the rules file file, or, when file is empty,
 // the environment's (GATE_RULES_FILE, else the GATE_* limits); a file is read with ropts.
-func replayCandidate(cfg config.Config, ropts rules.Options, file string) (*replay.Candidate, *rules.Set, error) {
+func replayCandidate(cfg config.Config, ropts rules.Options, file, flag string) (*replay.Candidate, *rules.Set, error) {
+	// Where the file's name came from, for its errors: the flag, or GATE_RULES_FILE (a
+	// review's "-against nosuch.yaml" was told only "rules file nosuch.yaml").
+	from := flag
+	if file == "" {
+		from = "GATE_RULES_FILE"
+	}
 	file = cmp.Or(file, cfg.RulesFile)
 	if file == "" {
 		c, err := replay.NewCandidate("GATE_* limits", cfg, nil)
@@ -352,7 +363,7 @@ func replayCandidate(cfg config.Config, ropts rules.Options, file string) (*repl
 	}
 	set, err := rules.ReadFile(file, ropts)
 	if err != nil {
-		return nil, nil, config.Problems{fmt.Errorf("rules file %s: %w", file, err)}
+		return nil, nil, config.Problems{fmt.Errorf("rules file %s (%s): %w", file, from, err)}
 	}
 	c, err := replay.NewCandidate(file, cfg, set)
 	return c, set, err

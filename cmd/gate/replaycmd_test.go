@@ -131,7 +131,12 @@ func TestReplayCommandRefusesBadFlags(t *testing.T) {
 		{[]string{"-workers", "1000"}, "-workers 1000: want a number of goroutines up to 256"},
 		{[]string{"-clock", "processing"}, `-clock "processing": want wall or event`},
 		{[]string{"extra"}, "takes no arguments"},
-		{[]string{"-rules", "/nonexistent/rules.yaml"}, "/nonexistent/rules.yaml"},
+		{[]string{"-rules", "/nonexistent/rules.yaml"}, "/nonexistent/rules.yaml (-rules)"},
+		// Each file's error names the flag that gave it (a review's -against nosuch.yaml
+		// was told only "rules file nosuch.yaml"), and a page that cannot be written its
+		// directory, not the name of the file written first beside -html's.
+		{[]string{"-against", "/nonexistent/other.yaml"}, "rules file /nonexistent/other.yaml (-against)"},
+		{[]string{"-html", "/nonexistent/dir/x.html"}, "writing the report page /nonexistent/dir/x.html: its directory /nonexistent/dir: no such file or directory"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(t.Context(), append([]string{"replay"}, tc.args...), testHost(env), &stdout, &stderr)
@@ -243,6 +248,13 @@ func TestReplayOffsetsPastTheEndSaySo(t *testing.T) {
 		if tc.want == "" && strings.Contains(stderr.String(), "ends at offset") || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("gate replay -offsets %s: stderr %q, want %q", tc.offsets, stderr.String(), tc.want)
 		}
+	}
+	// A partition the topic does not have says which it has (a review's -offsets 7:0-10
+	// was told only "it has no partition 7").
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"replay", "-offsets", "7:0-10"}, testHost(env), &stdout, &stderr)
+	if want := "reading events: it has no partition 7 (it has 2: 0 to 1)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("gate replay -offsets 7:0-10: %v, want %q", err, want)
 	}
 }
 

@@ -134,6 +134,7 @@ type svgChart struct {
 	YMidLabel  string
 	Start, End string
 	LegendY    string
+	NoLevel    bool // no minute has a level (only a shadow rule was over the key)
 }
 
 type svgRect struct{ X, Y, W, H string }
@@ -146,10 +147,11 @@ type svgPoint struct{ X, Y string }
 // drawn across what was not seen.
 //
 // A key whose every minute has no threshold, one only a shadow rule was over, has no
-// level to draw either (Point): nil too, and the page says why, where it drew a shaded
-// plot on a 0 to 1 axis under a legend promising a level and a threshold.
+// level to draw either (Point): its chart shades the minutes it was over and is marked
+// NoLevel, drawn without the axis's figures and the level's and threshold's legend (it
+// had a 0 to 1 axis under a legend promising both).
 func newSVGChart(k *KeyReport) *svgChart {
-	if !slices.ContainsFunc(k.Series, func(p Point) bool { return p.Threshold > 0 }) {
+	if len(k.Series) == 0 {
 		return nil
 	}
 	pts := slices.Clone(k.Series)
@@ -181,6 +183,7 @@ func newSVGChart(k *KeyReport) *svgChart {
 		Start: fmtTime(t0, "2006-01-02 15:04"), End: fmtTime(t1, "2006-01-02 15:04") + " UTC",
 		PlotW: f1(plotW), PlotH: f1(plotH), LabelX: f1(chartPadL - 6), TimeY: f1(chartPadT + plotH + 18),
 		LegendY: f1(chartPadT / 2),
+		NoLevel: !slices.ContainsFunc(pts, func(p Point) bool { return p.Threshold > 0 }),
 	}
 	// Consecutive affected minutes make one rectangle: abutting translucent ones would
 	// show seams where their antialiased edges overlap.
@@ -416,13 +419,12 @@ svg.chart text { font-family: system-ui, sans-serif; font-size: 12px; fill: #333
 {{- range .Charts}}
 <h4>{{rule .Key.Rule}} · <code>{{key .Key.Key}}</code></h4>
 {{- with .SVG}}
+{{- if .NoLevel}}
+<p class="muted">Only a shadow rule was over it: the minutes it was over are shaded; it has no level of its own to draw (the records' decisions were another rule's).</p>
+{{- end}}
 {{template "chart" .}}
 {{- else}}
-{{- if .Key.Series}}
-<p class="muted">No level to draw: only a shadow rule was over it, and what the record's own decision carries is another rule's (its minutes over are in the table).</p>
-{{- else}}
 <p class="muted">No minutes near its threshold.</p>
-{{- end}}
 {{- end}}
 {{- end}}
 {{- end}}
@@ -459,18 +461,25 @@ svg.chart text { font-family: system-ui, sans-serif; font-size: 12px; fill: #333
 {{- range .Dots}}
 <circle cx="{{.X}}" cy="{{.Y}}" r="3.5" fill="` + levelColour + `"/>
 {{- end}}
+{{- if not .NoLevel}}
 <text x="{{.LabelX}}" y="{{.Y0}}" text-anchor="end" dominant-baseline="middle">{{.YMaxLabel}}</text>
 <text x="{{.LabelX}}" y="{{.YMid}}" text-anchor="end" dominant-baseline="middle">{{.YMidLabel}}</text>
 <text x="{{.LabelX}}" y="{{.Y1}}" text-anchor="end" dominant-baseline="middle">0</text>
+{{- end}}
 <text x="{{.X0}}" y="{{.TimeY}}">{{.Start}}</text>
 <text x="{{.X1}}" y="{{.TimeY}}" text-anchor="end">{{.End}}</text>
 <g transform="translate({{.X0}} {{.LegendY}})">
+{{- if .NoLevel}}
+<rect x="0" y="-7" width="24" height="14" fill="` + shadeColour + `" fill-opacity="` + shadeOpacity + `"/>
+<text x="30" y="0" dominant-baseline="middle">minutes with records over in shadow (no level of its own)</text>
+{{- else}}
 <line x1="0" y1="0" x2="24" y2="0" stroke="` + levelColour + `" stroke-width="2"/>
 <text x="30" y="0" dominant-baseline="middle">level (the window count the gate compares)</text>
 <line x1="320" y1="0" x2="344" y2="0" stroke="` + thresholdColour + `" stroke-width="2"/>
 <text x="350" y="0" dominant-baseline="middle">threshold</text>
 <rect x="440" y="-7" width="24" height="14" fill="` + shadeColour + `" fill-opacity="` + shadeOpacity + `"/>
 <text x="470" y="0" dominant-baseline="middle">minutes with records limited, tagged or over in shadow</text>
+{{- end}}
 </g>
 </svg>
 {{- end}}`

@@ -155,8 +155,8 @@ func TestHTMLChartEdgeCases(t *testing.T) {
 	}
 	// Two points of the same minute, no threshold, level 0: nothing divides by zero.
 	c = newSVGChart(&KeyReport{Series: []Point{{Minute: m}, {Minute: m}}})
-	if len(c.Thresholds) != 0 {
-		t.Errorf("threshold 0 drawn: %q", c.Thresholds)
+	if len(c.Thresholds) != 0 || !c.NoLevel {
+		t.Errorf("threshold 0 drawn: %q, or the chart not marked as having no level", c.Thresholds)
 	}
 	// Level 5 of threshold 0 (no level seen, TestHTMLChartDrawsNoLevelNotSeen) beside one
 	// of the same minute seen: one dot, and still no NaN.
@@ -379,9 +379,10 @@ func TestWriteHTMLQuotesOddKeys(t *testing.T) {
 
 // A key only a shadow rule was over has minutes affected and no level nor threshold in
 // any of them (Point): the page drew it a plot shaded whole on a 0 to 1 axis, no line,
-// under a legend promising a level and a threshold. It draws no chart for such a key and
-// says why; a key with one minute of level keeps its chart.
-func TestShadowOnlyKeyHasNoEmptyChart(t *testing.T) {
+// under a legend promising a level and a threshold. Its chart keeps the shaded minutes
+// (TestHTMLChartDrawsNoLevelNotSeen) without the axis's figures and that legend, and the
+// page says why; a key with a level keeps both.
+func TestShadowOnlyKeyChartPromisesNoLevel(t *testing.T) {
 	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
 	shadow := KeyReport{Rule: "team-tight", Key: "1", Team: "1", ShadowOver: 40, FirstLimited: at, LastLimited: at.Add(time.Minute),
 		Series: []Point{{Minute: at, Affected: 20}, {Minute: at.Add(time.Minute), Affected: 20}}}
@@ -390,10 +391,20 @@ func TestShadowOnlyKeyHasNoEmptyChart(t *testing.T) {
 	r := &Report{Topic: "events", From: at, To: at.Add(time.Hour), Records: 100,
 		Candidates: []CandidateReport{{Name: "a", KeysAffected: 2, Keys: []KeyReport{shadow, limited}}}}
 	page := string(renderHTML(t, r))
-	if n := strings.Count(page, `<svg class="chart"`); n != 1 {
-		t.Errorf("%d charts, want 1 (the limited key's, none for the shadow-only key's)", n)
+	if n := strings.Count(page, `<svg class="chart"`); n != 2 {
+		t.Fatalf("%d charts, want 2", n)
 	}
-	if !strings.Contains(page, "No level to draw: only a shadow rule was over it") {
-		t.Error("the page does not say why the shadow-only key has no chart")
+	// Each key's part of the page: from its heading to the next one's.
+	i, j := strings.Index(page, "<h4>team-tight"), strings.Index(page, "<h4>team ·")
+	if i < 0 || j < i {
+		t.Fatalf("the keys' headings are not in the table's order (%d, %d)", i, j)
+	}
+	shadowPart, limitedPart := page[i:j], page[j:]
+	if !strings.Contains(shadowPart, "Only a shadow rule was over it") || strings.Contains(shadowPart, "level (the window count") ||
+		!strings.Contains(shadowPart, "over in shadow (no level of its own)") {
+		t.Errorf("the shadow-only key's chart promises a level, or does not say it has none:\n%s", shadowPart)
+	}
+	if !strings.Contains(limitedPart, "level (the window count the gate compares)") || strings.Contains(limitedPart, "Only a shadow rule") {
+		t.Errorf("the limited key's chart lost its legend:\n%s", limitedPart)
 	}
 }

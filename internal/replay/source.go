@@ -251,7 +251,7 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 		for i, asked := range out {
 			e, ok := ends.Lookup(rng.Topic, asked.Partition)
 			if !ok || asked.Partition < 0 {
-				return nil, nil, fmt.Errorf("reading %s: it has no partition %d", rng.Topic, asked.Partition)
+				return nil, nil, fmt.Errorf("reading %s: it has no partition %d (it has %d: 0 to %d)", rng.Topic, asked.Partition, len(ends[rng.Topic]), len(ends[rng.Topic])-1)
 			}
 			out[i].End = min(asked.End, e.Offset)
 			out[i].Start = min(asked.Start, out[i].End)

@@ -21,7 +21,10 @@ func minute(t time.Time) string { return fmtTime(t, "2006-01-02 15:04Z") }
 // affected keys, and with two candidates the teams whose records limited change.
 func WriteText(w io.Writer, r *Report) error {
 	n := outcome.Thousands
-	fmt.Fprintf(w, "replayed %s records (%s bytes) of %s from %s to %s\n", n(r.Records), n(r.Bytes), cli.Shown(r.Topic), minute(r.From), minute(r.To))
+	// To the second, as the page has them: a range of under a minute read "from 05:03Z
+	// to 05:03Z" (a review's).
+	second := func(t time.Time) string { return fmtTime(t, "2006-01-02 15:04:05Z") }
+	fmt.Fprintf(w, "replayed %s records (%s bytes) of %s from %s to %s\n", n(r.Records), n(r.Bytes), cli.Shown(r.Topic), second(r.From), second(r.To))
 	if r.Partial {
 		fmt.Fprintln(w, "PARTIAL: stopped before the end of the range; the figures cover what was read")
 	}
@@ -84,7 +87,7 @@ func WriteText(w io.Writer, r *Report) error {
 		fmt.Fprintf(tw, "TEAM\tLIMITED (%s)\tLIMITED (%s)\tCHANGE\n", a, b)
 		shown := min(len(r.Diff), maxDiffRows)
 		for _, d := range r.Diff[:shown] {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%+d\n", cli.Shown(d.Team), n(d.A), n(d.B), d.Change)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cli.Shown(d.Team), n(d.A), n(d.B), signed(d.Change))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -108,4 +111,13 @@ const ruleLegend = "each rule: the records whose fate it decided (a dead letter 
 // are one row, every record's.
 func namedRules(rules []RuleFate) bool {
 	return slices.ContainsFunc(rules, func(r RuleFate) bool { return r.Rule != "" })
+}
+
+// signed is n grouped by thousands as the columns beside it are, with its sign: +12,227
+// or -12,227 (it was -12227).
+func signed(n int64) string {
+	if n < 0 {
+		return "-" + outcome.Thousands(-n)
+	}
+	return "+" + outcome.Thousands(n)
 }
