@@ -145,3 +145,21 @@ func TestRulesTableSaysWhatARowCounts(t *testing.T) {
 		}
 	}
 }
+
+// The text's range is to the second, as the page's is (a range of 45 s read "from
+// 05:03Z to 05:03Z"), and its diff's change is grouped by thousands as the columns
+// beside it are (it read -12227 beside 12,227).
+func TestWriteTextRangeToTheSecondAndChangeGrouped(t *testing.T) {
+	at := time.Date(2024, 5, 1, 5, 3, 5, 0, time.UTC)
+	r := &Report{Topic: "events", From: at, To: at.Add(45 * time.Second), Records: 10, Candidates: []CandidateReport{{Name: "a"}, {Name: "b"}},
+		Diff: []TeamDiff{{Team: "t1", A: 0, B: 12227, Change: -12227}, {Team: "t2", A: 1500, B: 0, Change: 1500}}}
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"from 2024-05-01 05:03:05Z to 2024-05-01 05:03:50Z", "-12,227", "+1,500"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the text lacks %q:\n%s", want, b.String())
+		}
+	}
+}
