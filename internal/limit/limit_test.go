@@ -1748,3 +1748,32 @@ func TestSmallCapacityHoldsItsCapacity(t *testing.T) {
 		}
 	}
 }
+
+// A full cache whose keys are all seen within the same second (a capacity below the keys
+// a second brings: GATE_CACHE_CAPACITY=10 beside the demo's hundreds of teams) chose
+// its victim among equally recent keys by where its sample began: a team at 3 × its
+// limit was evicted, its level with it, every few records, and a review's gate limited
+// none of its 60,000 records. Among keys seen in the same second the one with the lowest
+// level goes: the hot team keeps its level and is limited once over, as with a cache
+// that holds it.
+func TestCapacityKeepsTheHotKeyOfASecond(t *testing.T) {
+	l, _, _ := newTest(t, Config{Threshold: 100, Capacity: 10, Shards: 1})
+	limited := 0
+	for i := range 3000 {
+		if i%3 == 0 {
+			if l.Check("hot", 1).Limited {
+				limited++
+			}
+			continue
+		}
+		l.Check(fmt.Sprintf("cold-%d", i), 1) // a team of one record, all in one second
+	}
+	// 1,000 records of the hot team at a threshold of 100: all but the first 100 or so
+	// over, on the clock that never moved.
+	if limited < 800 {
+		t.Errorf("the hot team was limited %d times of 1,000 at a threshold of 100, want 800 or more: evicted with its level among keys of one second", limited)
+	}
+	if !cached(l, "hot") {
+		t.Error("the hot team is not cached")
+	}
+}
