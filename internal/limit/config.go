@@ -256,6 +256,10 @@ const (
 	MaxFutureSkew = 5 * time.Second
 )
 
+// minShardKeys is the capacity a shard keeps at least, by default: fewer shards for a
+// small capacity (Config.Shards).
+const minShardKeys = 16
+
 // MaxEventWindows bounds MaxEventAge / Window with the event clock: one slot of state
 // per window is kept. CheckEventAge applies it.
 const MaxEventWindows = 1 << 20
@@ -328,7 +332,14 @@ func (c Config) withDefaults() (Config, error) {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
 	if c.Shards == 0 {
+		// At least minShardKeys of the capacity a shard: a full cache evicts from the
+		// shard a new key lands in, choosing among its keys, and a capacity spread thinner
+		// (GATE_CACHE_CAPACITY=10 over 256 shards) left a shard one key or none to choose
+		// from, a hot team's with its level among them (TestCapacityKeepsTheHotKeyOfASecond).
 		c.Shards = DefaultShards
+		for c.Shards > 1 && c.Capacity/c.Shards < minShardKeys {
+			c.Shards /= 2
+		}
 	}
 	if c.MaxEventAge == 0 {
 		c.MaxEventAge = DefaultMaxEventAge

@@ -1757,7 +1757,7 @@ func TestSmallCapacityHoldsItsCapacity(t *testing.T) {
 // level goes: the hot team keeps its level and is limited once over, as with a cache
 // that holds it.
 func TestCapacityKeepsTheHotKeyOfASecond(t *testing.T) {
-	l, _, _ := newTest(t, Config{Threshold: 100, Capacity: 10, Shards: 1})
+	l, _, _ := newTest(t, Config{Threshold: 100, Capacity: 10})
 	limited := 0
 	for i := range 3000 {
 		if i%3 == 0 {
