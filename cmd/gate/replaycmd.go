@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -253,13 +254,16 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 	}
 	began := clk.Now()
 	var shown time.Time
+	quiet := waitNote(ctx, stderr, brokerWait, fmt.Sprintf("gate replay: no answer yet from the brokers (%s); waiting, Ctrl-C stops\n", strings.Join(cfg.KafkaBrokers, ",")))
 	pace := func(p replay.Progress) { // Read reports every fetch: a line a second at most
+		quiet()
 		if now := clk.Now(); len(p.Waiting) > 0 || now.Sub(shown) >= time.Second {
 			shown = now
 			replayProgress(stderr, p, now.Sub(began))
 		}
 	}
 	parts, err := replay.Read(ctx, rng, eng.RouteAt, pace, opts...)
+	quiet()
 	if err == nil {
 		err = eng.Err()
 	}
@@ -272,7 +276,12 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, n
 			return fmt.Errorf("replaying %s: %w", rng.Topic, err)
 		}
 		partial = true // Ctrl-C: report what was read
-		fmt.Fprintln(stderr, "gate replay: stopped; reporting what was read")
+		if parts != nil {
+			fmt.Fprintln(stderr, "gate replay: stopped; reporting what was read")
+		} else {
+			// Not even the range's offsets listed: the report is empty for that reason.
+			fmt.Fprintln(stderr, "gate replay: stopped before the brokers answered: nothing was read")
+		}
 	}
 	if !partial {
 		cutOffsets(stderr, "replay", rng.Offsets, parts)
@@ -341,6 +350,32 @@ func noTopic(doing, topic string, flag bool, variable string, err error) error {
 		from = "-topic's"
 	}
 	return fmt.Errorf("%s %s (%s): %w", doing, topic, from, err)
+}
+
+// brokerWait is how long replay waits for the brokers' first answer before it says it is
+// waiting: a broker that takes connections and never answers left it silent for as long
+// as the client's retries took (41 s in a review's), then an i/o timeout.
+const brokerWait = 5 * time.Second
+
+// waitNote writes note to w once wait has passed, unless quiet is called first (or ctx
+// ends). Once quiet returns, waitNote writes nothing more to w, so that the caller may
+// write to it (quiet may be called any number of times). The wait is on the wall clock:
+// it paces what is said, as a progress line is paced.
+func waitNote(ctx context.Context, w io.Writer, wait time.Duration, note string) (quiet func()) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(done)
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		case <-t.C:
+			_, _ = io.WriteString(w, note)
+		}
+	}()
+	return func() { once.Do(func() { close(stop); <-done }) }
 }
 
 // errReplayStopped ends a replay stopped (Ctrl-C, SIGTERM) before the end of its range,

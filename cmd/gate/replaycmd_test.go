@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -294,6 +295,59 @@ func TestReplayRulesReadsTheEnvironmentAsAGateWithRules(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "(1m0s)") {
 			t.Errorf("%v gate replay -against current (the GATE_* limits): %v; want the problem with GATE_WINDOW (1m0s)", vars, err)
 		}
+	}
+}
+
+// A broker that takes connections and never answers left gate replay silent for as long
+// as the client's retries took (41 s in a review's), and a Ctrl-C then printed an empty
+// report as if the range were empty. It says, after brokerWait, that it waits for the
+// brokers, naming them, and once stopped that they never answered.
+func TestReplaySaysItWaitsForSilentBrokers(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() { // accepts, reads nothing, answers nothing
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	env := map[string]string{"GATE_KAFKA_BROKERS": ln.Addr().String()}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout bytes.Buffer
+	var stderr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"replay", "-from", "1h"}, testHost(env), &stdout, &stderr) }()
+	want := "gate replay: no answer yet from the brokers (" + ln.Addr().String() + "); waiting, Ctrl-C stops"
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), want); time.Sleep(50 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("gate replay ended before saying it waits: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gate replay said nothing of the silent brokers in a minute:\n%s", stderr.String())
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, errReplayStopped) {
+		t.Errorf("gate replay stopped: %v, want it stopped", err)
+	}
+	if !strings.Contains(stderr.String(), "gate replay: stopped before the brokers answered: nothing was read") {
+		t.Errorf("gate replay stopped while the brokers were silent does not say so:\n%s", stderr.String())
 	}
 }
 
