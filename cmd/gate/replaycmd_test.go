@@ -371,6 +371,19 @@ func TestReplayStoppedAtOnceReportsNoNullsNorYearOne(t *testing.T) {
 	if ps, ok := rep["partitions"].([]any); !ok || len(ps) != 0 {
 		t.Errorf(`"partitions": %v, want []`, rep["partitions"])
 	}
+	// Every field there whatever its value (a review found notes, dead_letters and
+	// partial left out when empty or false, where the lists beside them are []).
+	if ns, ok := rep["notes"].([]any); !ok || len(ns) != 0 {
+		t.Errorf(`"notes": %v, want []`, rep["notes"])
+	}
+	if p, ok := rep["partial"].(bool); !ok || !p {
+		t.Errorf(`"partial": %v, want true`, rep["partial"])
+	}
+	for _, c := range rep["candidates"].([]any) {
+		if d, ok := c.(map[string]any)["dead_letters"].(map[string]any); !ok || len(d) != 0 {
+			t.Errorf(`a candidate's "dead_letters": %v, want {}`, c.(map[string]any)["dead_letters"])
+		}
+	}
 	if strings.Contains(stdout.String(), "0001-01-01") {
 		t.Errorf("the report gives year one for a time:\n%s", stdout.String())
 	}

@@ -259,7 +259,7 @@ func (e *Engine) Report(top int) *Report {
 			e.routeAt(r, time.Unix(0, 0))
 		}
 	}
-	r := &Report{From: e.first, To: e.now, Records: e.records, Bytes: e.bytes}
+	r := &Report{From: e.first, To: e.now, Records: e.records, Bytes: e.bytes, Notes: []string{}}
 	if e.workers != nil {
 		// The workers' reports, summed, become the candidates' own; their limiters,
 		// which never routed, have nothing to seal or flush below.

@@ -25,7 +25,7 @@ type Report struct {
 	Records    int64            `json:"records"`
 	Bytes      int64            `json:"bytes"`
 	// Partial says the replay was stopped before the end of its range.
-	Partial    bool              `json:"partial,omitempty"`
+	Partial    bool              `json:"partial"`
 	Candidates []CandidateReport `json:"candidates"`
 	// Diff is, with two candidates, every team whose records limited differ, the most
 	// changed first: what the first candidate does to it against the second. Empty, not
@@ -33,7 +33,7 @@ type Report struct {
 	// nil, and left out, with one.
 	Diff []TeamDiff `json:"diff,omitzero"`
 	// Notes say what the figures cannot (too little history for a learned threshold).
-	Notes []string `json:"notes,omitempty"`
+	Notes []string `json:"notes"`
 }
 
 // PartitionRange is the offsets read from one partition: [Start, End).
@@ -51,7 +51,7 @@ type CandidateReport struct {
 	Total Totals     `json:"total"`
 	Rules []RuleFate `json:"rules"`
 	// DeadLetters counts the dead-lettered records by the gate's reason.
-	DeadLetters map[string]int64 `json:"dead_letters,omitempty"`
+	DeadLetters map[string]int64 `json:"dead_letters"`
 	// KeysAffected is how many keys any rule limited, tagged or found over in shadow;
 	// Keys are the most affected of them, most first.
 	KeysAffected int         `json:"keys_affected"`
@@ -350,10 +350,8 @@ func (t *Totals) plus(o *Totals) {
 func (b *builder) report(name string, top int) CandidateReport {
 	// Empty lists, not null ones, in -json: a script iterating them (jq's .keys[]) fails
 	// on a null, as on a quiet range where nothing was limited.
-	c := CandidateReport{Name: name, Total: b.total, Folded: b.folded, Rules: []RuleFate{}, Keys: []KeyReport{}}
-	if len(b.dead) > 0 {
-		c.DeadLetters = maps.Clone(b.dead)
-	}
+	c := CandidateReport{Name: name, Total: b.total, Folded: b.folded, Rules: []RuleFate{}, Keys: []KeyReport{}, DeadLetters: map[string]int64{}}
+	maps.Copy(c.DeadLetters, b.dead)
 	names := slices.Clone(b.order)
 	for _, r := range b.ruleSet { // every rule of the set, in its order, even one that did nothing
 		if !slices.Contains(names, r) {
