@@ -632,7 +632,7 @@ func TestReplaySaysLongWindowsStartEmpty(t *testing.T) {
 	if k := r.Candidates[0].Keys; len(k) != 1 || !k[0].FirstLimited.Equal(start.Add(40*time.Minute)) {
 		t.Fatalf("keys %+v: want hot limited from 40 minutes in", k)
 	}
-	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "longest window, 1h0m0s,") || !strings.Contains(r.Notes[0], "start the range 2h0m0s before the part that matters") {
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "longest window, 1h,") || !strings.Contains(r.Notes[0], "start the range 2h before the part that matters") {
 		t.Errorf("notes %q: want the range's first hour or two said to be judged on less, and to start it 2h before", r.Notes)
 	}
 	cfg = testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "150", "GATE_LIMIT_MODE": "divert"})
