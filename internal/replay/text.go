@@ -79,6 +79,14 @@ func WriteText(w io.Writer, r *Report) error {
 	if len(r.Candidates) == 2 {
 		a, b := cli.Shown(r.Candidates[0].Name), cli.Shown(r.Candidates[1].Name)
 		if len(r.Diff) == 0 {
+			// The diff is of records limited; tags are not limits, but two sets that
+			// tag differently are not alike (a review read "alike" beside 15,460 more
+			// records tagged by one).
+			ta, tb := r.Candidates[0].Total.Tagged, r.Candidates[1].Total.Tagged
+			if ta != tb {
+				_, err := fmt.Fprintf(w, "\n%s and %s limit every team alike; they tag differently: %s and %s records tagged\n", a, b, n(ta), n(tb))
+				return err
+			}
 			_, err := fmt.Fprintf(w, "\n%s and %s limit every team alike\n", a, b)
 			return err
 		}

@@ -163,3 +163,19 @@ func TestWriteTextRangeToTheSecondAndChangeGrouped(t *testing.T) {
 		}
 	}
 }
+
+// Two sets that limit alike but tag differently are not said to be alike without a word
+// of their tags (a review read "limit every team alike" beside 15,460 more records tagged
+// by one).
+func TestWriteTextAlikeSaysTagsDiffer(t *testing.T) {
+	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	r := &Report{Topic: "events", From: at, To: at.Add(time.Hour), Records: 20000,
+		Candidates: []CandidateReport{{Name: "a", Total: Totals{Tagged: 15460}}, {Name: "b"}}}
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "a and b limit every team alike; they tag differently: 15,460 and 0 records tagged"; !strings.Contains(b.String(), want) {
+		t.Errorf("want %q:\n%s", want, b.String())
+	}
+}
