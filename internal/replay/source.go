@@ -91,10 +91,14 @@ func Read(ctx context.Context, rng Range, fn func(*kgo.Record, time.Time), progr
 		stalled := pctx.Err() != nil && fs.NumRecords() == 0 // before cancel, which sets it
 		cancel()
 		if err := ctx.Err(); err != nil {
+			m.drain(fn)
 			return m.read(), err
 		}
 		if stalled {
 			if err := m.leaders(ctx, adm, rng.Topic); err != nil {
+				if ctx.Err() != nil {
+					m.drain(fn) // stopped during the check
+				}
 				return m.read(), err
 			}
 			if progress != nil {
@@ -317,10 +321,17 @@ type queue struct {
 	start      bool  // past the records before -from
 	paused     bool
 	ended      bool // its fetches paused for good
+	// stopped: the read stops here (merge.drain), and what q holds is all it gets: its
+	// last record's time is its own, as if nothing came after it.
+	stopped bool
 }
 
 // exhausted reports whether q has received every record it may read.
 func (q *queue) exhausted() bool { return q.next >= q.hard }
+
+// final reports whether q gets no record after those it holds: read to its end, or the
+// read stopped.
+func (q *queue) final() bool { return q.stopped || q.exhausted() }
 
 // merge hands on the records of several partitions in the order of their replay times: a
 // record's time, or its partition's next record's when that is earlier, so that one
@@ -455,7 +466,7 @@ func (q *queue) replayTime(i int) (int64, bool) {
 			return min(at, next.UnixNano()), true
 		}
 		return at, true
-	case q.exhausted():
+	case q.final():
 		return at, true
 	}
 	return 0, false
@@ -482,6 +493,13 @@ func (m *merge) ready(q *queue) bool {
 			q.pop()
 			continue
 		}
+		if q.stopped && m.to != 0 && at >= m.to {
+			// Past -to, a drain's record whose end findEnd could not yet tell: not
+			// the range's.
+			clear(q.recs)
+			q.recs = q.recs[:0]
+			return false
+		}
 		q.start = true
 		q.head = at
 		return true
@@ -505,7 +523,7 @@ func (m *merge) emit(fn func(*kgo.Record, time.Time)) {
 		var best *queue
 		for _, q := range m.live {
 			if !m.ready(q) {
-				if !q.exhausted() {
+				if !q.final() {
 					return // its next record may yet be earlier
 				}
 				continue
@@ -526,6 +544,18 @@ func (m *merge) emit(fn func(*kgo.Record, time.Time)) {
 }
 
 func (m *merge) done() bool { return len(m.live) == 0 }
+
+// drain hands on, in order, every record m holds, the read stopping (Ctrl-C): a record
+// waits for its partition's next one to know its replay time, and a stopped read's last
+// record of each partition was held back and left out of the report (a review's 100
+// records read, 99 reported). Nothing comes after them now: each is judged at its own
+// time, as at a partition's end.
+func (m *merge) drain(fn func(*kgo.Record, time.Time)) {
+	for _, q := range m.live {
+		q.stopped = true
+	}
+	m.emit(fn)
+}
 
 // leaders checks, after a stall, that the partitions waited for still answer: their
 // offsets are listed, within stallAfter. A partition whose leader is

@@ -656,3 +656,35 @@ func TestReadWaitsForAnOpenTransaction(t *testing.T) {
 		t.Errorf("read %d records to %v; want 2 (the aborted one left out), to offset 3", n, parts)
 	}
 }
+
+// A read stopped (Ctrl-C) hands on the records it holds: each partition's last record
+// waits for the next to know its replay time, and was left out of a stopped replay's
+// report (a review's 100 records before an open transaction reported as 99). Drained,
+// they go in order, each at its own time, but for one past -to.
+func TestMergeDrainHandsOnWhatItHolds(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	rec := func(p int32, off int64, ms int64) *kgo.Record {
+		return &kgo.Record{Partition: p, Offset: off, Timestamp: base.Add(time.Duration(ms) * time.Millisecond)}
+	}
+	m := newMerge([]PartitionRange{{Partition: 0, Start: 0, End: 10}, {Partition: 1, Start: 0, End: 10}})
+	m.bound(time.Time{}, base.Add(8*time.Millisecond), map[int32]int64{0: 10, 1: 10})
+	var got []string
+	fn := func(r *kgo.Record, at time.Time) {
+		got = append(got, fmt.Sprintf("%d/%d@%d", r.Partition, r.Offset, at.Sub(base).Milliseconds()))
+	}
+	m.add(0, []*kgo.Record{rec(0, 0, 1), rec(0, 1, 6)})
+	m.add(1, []*kgo.Record{rec(1, 0, 3), rec(1, 1, 9)})
+	m.emit(fn)
+	// 0/1's time waits for partition 0's next record (it may be earlier than 3 ms), and
+	// 1/0 waits for it in turn.
+	if s := strings.Join(got, " "); s != "0/0@1" {
+		t.Fatalf("before the stop: %s, want 0/0@1 (the rest held back)", s)
+	}
+	m.drain(fn)
+	if s, want := strings.Join(got, " "), "0/0@1 1/0@3 0/1@6"; s != want {
+		t.Errorf("drained: %s, want %s (1/1 at 9 ms is past -to, 8 ms)", s, want)
+	}
+	if r := m.read(); r[0].End != 2 || r[1].End != 2 {
+		t.Errorf("read to %v, want both partitions to offset 2", r)
+	}
+}
