@@ -33,6 +33,13 @@ func TestToolsNameTheBrokersTheyCouldNotReach(t *testing.T) {
 	if !errors.Is(unset, dial) || !strings.Contains(unset.Error(), "GATE_KAFKA_BROKERS is unset: the brokers are its default") {
 		t.Errorf("with GATE_KAFKA_BROKERS unset: %v", unset)
 	}
+	// A broker that took the connection and never answered: a read's timeout, the
+	// brokers named all the same (a review's gate outcomes waited 40 s and said only
+	// "i/o timeout").
+	read := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")}
+	if got := brokerHint(read, func(string) string { return addr }); !errors.Is(got, read) || !strings.Contains(got.Error(), want) {
+		t.Errorf("a read's timeout: %v, want %q", got, want)
+	}
 	other := errors.New("the topic does not exist")
 	if got := brokerHint(other, func(string) string { return addr }); got != other {
 		t.Errorf("an error that is no dial's became %v", got)

@@ -226,12 +226,13 @@ func writeUsage(w io.Writer, usage string, fs *flag.FlagSet) {
 }
 
 // brokerHint adds to a tool's err, when it is a failure to reach a broker (a dial
-// refused or timed out), where the brokers' addresses came from: GATE_KAFKA_BROKERS, or
-// its default when unset. A review ran gate replay without it and read only "dial tcp
-// 127.0.0.1:9092: connect: connection refused", naming neither.
+// refused or timed out, or a connection that took no request or gave no answer: a
+// broker that accepts and stays silent), where the brokers' addresses came from:
+// GATE_KAFKA_BROKERS, or its default when unset. A review ran gate replay without it and
+// read only "dial tcp 127.0.0.1:9092: connect: connection refused", naming neither.
 func brokerHint(err error, getenv func(string) string) error {
 	var op *net.OpError
-	if err == nil || !errors.As(err, &op) || op.Op != "dial" {
+	if err == nil || !errors.As(err, &op) || op.Op != "dial" && op.Op != "read" && op.Op != "write" {
 		return err
 	}
 	if v := strings.TrimSpace(getenv("GATE_KAFKA_BROKERS")); v != "" {

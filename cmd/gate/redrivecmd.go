@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/cli"
@@ -80,6 +82,9 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("redrive takes no arguments, got %q", args)}
 	}
+	// A -from after now is taken: each dead letter is judged by its own time, which a
+	// producer's clock or the refusing gate's may have put ahead of this host's
+	// (TestRedriveFromAfterNowTakesLettersStampedAhead).
 	rng, err := parseRange("redrive", o.from, o.to, o.offsets, clk.Now())
 	if err != nil {
 		return err
@@ -87,8 +92,14 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	var reasons map[string]bool
 	if o.reasons != "" {
 		reasons = map[string]bool{}
+		known := route.DeadLetterReasons()
 		for r := range strings.SplitSeq(o.reasons, ",") {
-			reasons[strings.TrimSpace(r)] = true
+			r = strings.TrimSpace(r)
+			if !slices.Contains(known, r) {
+				// A mistyped reason copied nothing, exit 0 (a review's -reason bogus).
+				return &cli.UsageError{Msg: fmt.Sprintf("redrive: -reason %q: want gate-error reasons, comma separated, of %s", r, strings.Join(known, ", "))}
+			}
+			reasons[r] = true
 		}
 	}
 	cfg, err := config.Load(getenv, names)
@@ -96,8 +107,18 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	rng.Topic = cmp.Or(o.topic, cfg.DeadLetterTopic)
-	if rng.Topic == cfg.InputTopic {
-		return &cli.UsageError{Msg: fmt.Sprintf("redrive: -topic %s is the input topic (GATE_INPUT_TOPIC): it copies dead letters into it", rng.Topic)}
+	// The gate's own topics but the dead-letter one: redrive copies every record it reads
+	// that is no gate-dropped letter, and -topic events_accepted would copy the records
+	// routed back into the input (a review's dry run offered 408).
+	for _, own := range []struct{ topic, variable, what string }{
+		{cfg.InputTopic, "GATE_INPUT_TOPIC", "the input topic: it copies dead letters into it"},
+		{cfg.AcceptedTopic, "GATE_ACCEPTED_TOPIC", "the accepted topic: its records were routed, and would be copied back into the input"},
+		{cfg.OverflowTopic, "GATE_OVERFLOW_TOPIC", "the overflow topic: its records were routed, and would be copied back into the input"},
+		{cfg.OutcomesTopic, "GATE_OUTCOMES_TOPIC", "the outcomes topic: its records are outcome rows, no dead letters"},
+	} {
+		if own.topic != "" && rng.Topic == own.topic {
+			return &cli.UsageError{Msg: fmt.Sprintf("redrive: -topic %s is %s (%s)", rng.Topic, own.what, own.variable)}
+		}
 	}
 	log := gate.NewLogger(cfg, stderr)
 	opts, err := toolClientOpts(cfg, clk, log, "redrive")
@@ -115,6 +136,9 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		} else if err != nil {
 			return err
 		}
+	}
+	if err := inputTopicExists(ctx, opts, cfg.InputTopic); err != nil {
+		return err
 	}
 	var prod *kgo.Client
 	if !o.dryRun {
@@ -446,4 +470,24 @@ func redriven(r *kgo.Record) (out *kgo.Record, reason, src string) {
 		return nil, reason, src
 	}
 	return out, reason, src
+}
+
+// inputTopicExists refuses a redrive whose input topic, where every copy goes, does not
+// exist: each copy failed with UNKNOWN_TOPIC_OR_PARTITION, naming neither the topic's
+// variable nor the cause, and a dry run said it would copy (a review's). Any other
+// answer (a principal not allowed to describe it) is left to the copies themselves.
+func inputTopicExists(ctx context.Context, opts []kgo.Opt, topic string) error {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("creating the Kafka client: %w", err)
+	}
+	defer cl.Close()
+	tds, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("redrive: looking up the input topic %s: %w", topic, err)
+	}
+	if td, ok := tds[topic]; !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("redrive: the input topic %s (GATE_INPUT_TOPIC) does not exist: the dead letters are copied into it; set GATE_INPUT_TOPIC to the gates' input", topic)
+	}
+	return nil
 }

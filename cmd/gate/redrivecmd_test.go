@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,11 +17,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/faulttest"
 )
 
 // redriveDocs is docs/operations.md's re-drive recipe: a sh block of gate redrive lines.
@@ -205,15 +208,22 @@ func TestRedriveFailedCountsByReason(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
 	produceDeadLetters(t, c, "not_json", "not_json", "field_missing")
-	// An input topic the cluster does not have: every copy fails.
-	env["GATE_INPUT_TOPIC"] = "events_gone"
+	// Every copy fails: the broker refuses each batch to either partition (an input
+	// topic that does not exist is refused before any copy:
+	// TestRedriveRefusesWhatCannotBeMeant).
+	c.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return faulttest.ProduceRefused(kreq.(*kmsg.ProduceRequest), func(int, *kmsg.ProduceRequestTopicPartition) int16 {
+			return kerr.InvalidRecord.Code
+		}), nil, true
+	})
 	var stdout, stderr bytes.Buffer
 	err := run(t.Context(), []string{"redrive", "-topic", "events_dead_letter"}, testHost(env), &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "3 of 3 dead letters not known to be copied") {
-		t.Errorf("gate redrive to a missing input topic: %v", err)
+		t.Errorf("gate redrive to an input topic refusing its writes: %v", err)
 	}
-	if out := stdout.String(); !strings.HasPrefix(out, "re-drove 0 dead letters from events_dead_letter to events_gone (field_missing 0 of 1, not_json 0 of 2); ") {
-		t.Errorf("gate redrive to a missing input topic said:\n%s", out)
+	if out := stdout.String(); !strings.HasPrefix(out, "re-drove 0 dead letters from events_dead_letter to events (field_missing 0 of 1, not_json 0 of 2); ") {
+		t.Errorf("gate redrive to an input topic refusing its writes said:\n%s", out)
 	}
 }
 
@@ -228,7 +238,8 @@ func TestRedriveLineNamesEveryReason(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-reason", "notjson"}, "would re-drive 0 dead letters from events_dead_letter to events; 4 of other reasons left (field_missing 1, no gate-error 1, not_json 2); "},
+		// A reason no letter here has (a misspelt one is refused: TestRedriveRefusesWhatCannotBeMeant).
+		{[]string{"-reason", "key_missing"}, "would re-drive 0 dead letters from events_dead_letter to events; 4 of other reasons left (field_missing 1, no gate-error 1, not_json 2); "},
 		{nil, "would re-drive 4 dead letters from events_dead_letter to events (field_missing 1, no gate-error 1, not_json 2); "},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -423,5 +434,51 @@ func TestRedriveFromNamesLettersWithoutATime(t *testing.T) {
 	if !strings.Contains(out, "not copied: events_dead_letter/0/1 (not_json) has no timestamp (-1), which no -from selects: -offsets 0:1-2 copies it") ||
 		!strings.Contains(out, "would re-drive 2 dead letters") {
 		t.Errorf("gate redrive -from 30m over a dead letter without a timestamp said:\n%s", out)
+	}
+}
+
+// gate redrive copies every record it reads that is no dropped letter: pointed at one of
+// the gate's own topics it would copy routed records, or outcome rows, back into the
+// input (a review's dry run of -topic events_accepted offered 408), and a mistyped
+// -reason copied nothing, exit 0. Each is refused, naming the topic's variable or the
+// reasons there are; so is an input topic that does not exist, dry run or not, which
+// failed every copy with UNKNOWN_TOPIC_OR_PARTITION (and a dry run said it would copy).
+func TestRedriveRefusesWhatCannotBeMeant(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Value: []byte("{bad"), Timestamp: testNow.Add(-time.Minute),
+		Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	env["GATE_OUTCOMES_TOPIC"] = "events_outcomes"
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-dry-run", "-topic", "events_accepted"}, nil, "-topic events_accepted is the accepted topic: its records were routed, and would be copied back into the input (GATE_ACCEPTED_TOPIC)"},
+		{[]string{"-dry-run", "-topic", "events_overflow"}, nil, "(GATE_OVERFLOW_TOPIC)"},
+		{[]string{"-dry-run", "-topic", "events_outcomes"}, nil, "is the outcomes topic: its records are outcome rows, no dead letters (GATE_OUTCOMES_TOPIC)"},
+		{[]string{"-dry-run", "-topic", "events"}, nil, "is the input topic"},
+		{[]string{"-dry-run", "-reason", "not_json,bogus"}, nil, `-reason "bogus": want gate-error reasons, comma separated, of not_json, field_missing`},
+		{[]string{"-dry-run"}, map[string]string{"GATE_INPUT_TOPIC": "nosuch_in"}, "the input topic nosuch_in (GATE_INPUT_TOPIC) does not exist"},
+		{nil, map[string]string{"GATE_INPUT_TOPIC": "nosuch_in"}, "the input topic nosuch_in (GATE_INPUT_TOPIC) does not exist"},
+	} {
+		e := maps.Clone(env)
+		maps.Copy(e, tc.env)
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"redrive"}, tc.args...), testHost(e), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("gate redrive %q %v: %v, want an error with %q\n%s", tc.args, tc.env, err, tc.want, stdout.String())
+		}
+	}
+	// The same dead letter with a reason it has, into the input that exists: copied.
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"redrive", "-reason", "not_json"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate redrive -reason not_json: %v\n%s", err, stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "re-drove 1 dead letter") {
+		t.Errorf("gate redrive -reason not_json said:\n%s", stdout.String())
 	}
 }

@@ -65,6 +65,13 @@ const (
 	ReasonRejected      = "rejected"       // DeadLetter: the broker refused the routed record for good
 )
 
+// DeadLetterReasons are the gate-error values a dead letter can carry, in the order
+// above: what gate redrive -reason takes.
+func DeadLetterReasons() []string {
+	return []string{ReasonNotJSON, ReasonFieldMissing, ReasonFieldType, ReasonFieldEmpty, ReasonAmbiguousTeam,
+		ReasonKeyTooLong, ReasonHeaderMissing, ReasonKeyMissing, ReasonRejected}
+}
+
 // reasonCode is a reason as a small integer, to index the pre-resolved metrics and header
 // values without a map lookup.
 type reasonCode uint8
