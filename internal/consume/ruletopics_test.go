@@ -30,6 +30,7 @@ import (
 // Before rule topics were watched, the failed record was retried without end and no
 // partition routed past it.
 func TestRuleTopicMissingHoldsUpNothing(t *testing.T) {
+	t.Parallel()
 	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
 		t.Run(d.String(), func(t *testing.T) {
 			t.Parallel()
@@ -162,6 +163,7 @@ func badAndGood(n int) []*kgo.Record {
 // and the rule's records go to it. franz-go keeps the deleted topic's ID and fails every
 // produce to the new topic with UNKNOWN_TOPIC_ID until the topic is purged from it.
 func TestRuleTopicDeletedAndCreatedAgain(t *testing.T) {
+	t.Parallel()
 	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
 		t.Run(d.String(), func(t *testing.T) {
 			t.Parallel()
@@ -340,6 +342,7 @@ func TestRuleTopicMissingAtStartTakesRecordsOnceCreated(t *testing.T) {
 // operator who fixed it by removing the rule waited for ever. A rule topic a reload puts
 // in use while the preflight waits is checked by it too.
 func TestPreflightChecksRuleTopicsInUse(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		reload []string // the rule topics in use after the reload
