@@ -211,6 +211,7 @@ func TestTickNeedsOnlyTheDocumentedRedisCommands(t *testing.T) {
 // silently, leaving gate_limiter_clock_offset_seconds unset and GateClockSkew unable to
 // fire; it now warns and counts the error.
 func TestRunWithTheDocumentedACL(t *testing.T) {
+	t.Parallel()
 	for _, withTime := range []bool{true, false} {
 		t.Run(fmt.Sprintf("time=%v", withTime), func(t *testing.T) {
 			t.Parallel()

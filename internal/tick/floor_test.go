@@ -74,6 +74,7 @@ func TestKeyOverOnlyFleetWideIsLimited(t *testing.T) {
 // 1.03] × its threshold a window, fleet-wide, on 1, 4 and 16 gates
 // (fleet_user_rule_admitted_worst_window in make bench is this figure, worst window).
 func TestRunawayKeyFidelityWithTheSketch(t *testing.T) {
+	t.Parallel()
 	for _, gates := range []int{1, 4, 16} {
 		for _, x := range []int{2, 10} {
 			t.Run(fmt.Sprintf("%dgates/%dx", gates, x), func(t *testing.T) {
@@ -256,6 +257,7 @@ func TestRestartedGateRelearnsAKey(t *testing.T) {
 // 4 or 16 gates among noise keys under the floor, is diverted (90% of its records or more
 // in a tick) within 2 ticks of the exact fleet-wide count crossing its threshold.
 func TestRunawayKeyDivertedWithTheSketch(t *testing.T) {
+	t.Parallel()
 	const threshold = 12_000
 	for _, gates := range []int{1, 4, 16} {
 		t.Run(fmt.Sprintf("%dgates", gates), func(t *testing.T) {
