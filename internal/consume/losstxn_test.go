@@ -102,6 +102,7 @@ func lossInTxnEnv(t *testing.T, onLoss DataLoss, setup ...func(*gateEnv)) (env *
 // transaction then aborted (a failed produce) they were neither delivered nor counted:
 // skipped in silence.
 func TestRetentionGapInOpenTransaction(t *testing.T) {
+	t.Parallel()
 	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
 	hold := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{0},
 		Err: kerr.NotLeaderForPartition, Count: -1})
@@ -144,6 +145,7 @@ func TestRetentionGapInOpenTransaction(t *testing.T) {
 // routes those records once, not twice (the transaction's offset commit left the
 // partition out before, while its records were on the outputs).
 func TestBrokerLossInOpenTransaction(t *testing.T) {
+	t.Parallel()
 	for _, onLoss := range []DataLoss{DataLossContinue, DataLossStop} {
 		t.Run(onLoss.String(), func(t *testing.T) {
 			env, g, prod, stop := lossInTxnEnv(t, onLoss)
@@ -256,6 +258,7 @@ func readAgainAt40(t *testing.T, env *gateEnv, g *testGate) {
 // Before, the abort put it back at the commit, and offsets 40..49 of the new log were
 // never read.
 func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
+	t.Parallel()
 	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
 	divergeAt40(t, env, g, prod)
 	stop() // the input goes quiet: the transaction ends
@@ -274,6 +277,7 @@ func TestBrokerLossBelowCommitInOpenTransaction(t *testing.T) {
 // (the partition was kept), franz-go validated nothing either: the abort put partition 0
 // back at 50, offsets 40..49 of the new log were never read, and nothing said so.
 func TestBrokerLossBelowCommitKeptThroughRebalance(t *testing.T) {
+	t.Parallel()
 	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
 	before := env.cluster.GroupInfo(testGroup).Epoch
 	bystander, err := kgo.NewClient(append(testClientOpts(), kgo.SeedBrokers(env.cluster.ListenAddrs()...),
@@ -305,6 +309,7 @@ func TestBrokerLossBelowCommitKeptThroughRebalance(t *testing.T) {
 // records for nothing, and a gap met inside the next transaction again could abort it
 // too. Partition 1 keeps the transaction open; partition 0, committed to 50, loses 50..119.
 func TestGapOutsideTheOpenTransaction(t *testing.T) {
+	t.Parallel()
 	env := newEOSEnv(t, 2)
 	env.ccfg.TransactionInterval = 20 * time.Second
 	spy := &spyRouter{ids: map[int]int{}}
@@ -369,6 +374,7 @@ func abortOne(t *testing.T, env *gateEnv, g *testGate) {
 // counted none of them. (kfake keeps the old records at those offsets: the same records
 // here, read as the new log's.)
 func TestBrokerLossNewLogCounted(t *testing.T) {
+	t.Parallel()
 	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue)
 	divergeAt40(t, env, g, prod)
 	stop()
@@ -394,6 +400,7 @@ func TestBrokerLossNewLogCounted(t *testing.T) {
 // reader finds count, per team, exactly what it finds on the outputs, the gap met in an
 // open transaction (which aborts with its rows) and a later transaction aborting.
 func TestRetentionGapInOpenTransactionOutcomes(t *testing.T) {
+	t.Parallel()
 	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue, func(env *gateEnv) {
 		withOutcomes(t, env)
 		env.lcfg.Threshold = 1_000_000
@@ -426,6 +433,7 @@ func TestRetentionGapInOpenTransactionOutcomes(t *testing.T) {
 // at 80. Before, the gate took the partition for one it had read nothing of: no loss
 // counted or logged, the partition stopped and the gate not ready until restarted.
 func TestRetentionGapInFirstTransaction(t *testing.T) {
+	t.Parallel()
 	env := newEOSEnv(t, 2)
 	env.ccfg.TransactionInterval = 20 * time.Second
 	logs := &syncBuffer{}
