@@ -255,6 +255,8 @@ func printMostLimited(w io.Writer, top []outcome.Summary, limited, rows int, top
 	if limited > len(top) {
 		fmt.Fprintf(w, "the %d teams with the most records limited, of %d limited, in %s %s (-top %d lists them all)\n",
 			len(top), limited, topic, span, limited)
+	} else if len(top) == 1 {
+		fmt.Fprintf(w, "the one team limited in %s %s\n", topic, span) // not "the 1 teams"
 	} else {
 		fmt.Fprintf(w, "the %d teams limited in %s %s, most records limited first\n", len(top), topic, span)
 	}

@@ -555,6 +555,16 @@ func TestOutcomesTopSaysWhatItLeavesOut(t *testing.T) {
 			t.Errorf("-top %d heading %q, want %q", c.n, head, c.want)
 		}
 	}
+	// One team limited: not "the 1 teams limited" (a review's).
+	one := outcome.NewSummaries()
+	one.Add(&outcome.Row{Team: "a", Key: "a", Outcome: "overflow", Reason: "rate_limited", Records: 5, IntervalStart: at, IntervalEnd: at.Add(time.Minute)})
+	var b strings.Builder
+	if err := printMostLimited(&b, one.Top(5), one.Limited(), one.Rows(), "outcomes", "since "+minute(at)); err != nil {
+		t.Fatal(err)
+	}
+	if head, _, _ := strings.Cut(b.String(), "TEAM"); head != "the one team limited in outcomes since 2026-11-28 14:00:00Z\n" {
+		t.Errorf("one team limited: heading %q", head)
+	}
 }
 
 // -top's RECORDS is the sum of the columns beside it: records a gate skipped as
