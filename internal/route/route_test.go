@@ -765,3 +765,18 @@ func TestRedrivenDeadLetterOneReason(t *testing.T) {
 		t.Errorf("DeadLetter: gate-error %q, want only %s", vs, ReasonRejected)
 	}
 }
+
+// DeadLetterReasons, what gate redrive -reason takes, is every reason routed to the
+// dead-letter topic and no other: a reason added there without it would be refused by
+// redrive as no gate-error reason.
+func TestDeadLetterReasonsAreTheDeadLetterRoutes(t *testing.T) {
+	var want []string
+	for c := reasonCode(1); c < numReasons; c++ {
+		if c.route() == DeadLetter {
+			want = append(want, c.String())
+		}
+	}
+	if got := DeadLetterReasons(); !slices.Equal(got, want) {
+		t.Errorf("DeadLetterReasons() = %v, want the dead-letter routes' reasons %v", got, want)
+	}
+}
