@@ -75,26 +75,7 @@ func TestRulesHelp(t *testing.T) {
 // timeout with an error naming the Redis instance it tried, not a bare "i/o timeout".
 func TestOverridesUnansweredRedisNamed(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
+	ln := silentListener(t)
 	url := "redis://" + ln.Addr().String() + "/0"
 	env := map[string]string{"GATE_REDIS_URLS": url, "GATE_REDIS_READ_TIMEOUT": "200ms", "GATE_REDIS_WRITE_TIMEOUT": "200ms"}
 	for _, args := range [][]string{{"set", "7", "10"}, {"delete", "7"}, {"list"}} {
@@ -268,4 +249,32 @@ func TestReplayClockEventReadsTheFileAsTheGate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "GATE_CLOCK=event") || !strings.Contains(err.Error(), ".track") {
 		t.Errorf("gate replay -rules %s under GATE_CLOCK=event: %v; want the file refused as the gate refuses it, naming track and GATE_CLOCK=event", tracked, err)
 	}
+}
+
+// silentListener is a loopback listener that takes every connection and never reads nor
+// answers (a server hung, or a port forwarded to nothing), closed with its connections
+// when t ends.
+func silentListener(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return ln
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -304,26 +303,7 @@ func TestReplayRulesReadsTheEnvironmentAsAGateWithRules(t *testing.T) {
 // brokers, naming them, and once stopped that they never answered.
 func TestReplaySaysItWaitsForSilentBrokers(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() { // accepts, reads nothing, answers nothing
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
+	ln := silentListener(t)
 	env := map[string]string{"GATE_KAFKA_BROKERS": ln.Addr().String()}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -426,15 +406,8 @@ func TestReplaySaysARuleTopicDoesNotExist(t *testing.T) {
 // rule in shadow (which a gate takes without outcomes).
 func TestReplaySaysADropRuleNeedsOutcomes(t *testing.T) {
 	t.Parallel()
-	c, env := kafkaEnv(t)
-	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{Value: []byte(`{"team_id":"a"}`), Timestamp: testNow.Add(-time.Minute)}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(file, []byte("rules:\n  - {name: bots, key: json:team_id, limits: [1m:5], action: drop}\n  - {name: trial, key: json:team_id, limits: [1m:5], action: drop, shadow: true}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	env, file := replayOneEvent(t, `{"team_id":"a"}`,
+		"  - {name: bots, key: json:team_id, limits: [1m:5], action: drop}\n  - {name: trial, key: json:team_id, limits: [1m:5], action: drop, shadow: true}\n")
 	want := "rule bots of " + file + " drops records: a gate in this environment refuses the file (action drop needs GATE_OUTCOMES_TOPIC"
 	for _, outcomes := range []string{"", "outcomes"} {
 		e := maps.Clone(env)
@@ -462,18 +435,10 @@ func TestReplaySaysADropRuleNeedsOutcomes(t *testing.T) {
 // says nothing of a rule keyed by team alone, which has none.
 func TestReplaySaysMaxKeysIsNotApplied(t *testing.T) {
 	t.Parallel()
-	c, env := kafkaEnv(t)
-	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{Value: []byte(`{"team_id":"a","distinct_id":"u1"}`), Timestamp: testNow.Add(-time.Minute)}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(file, []byte("rules:\n"+
+	env, file := replayOneEvent(t, `{"team_id":"a","distinct_id":"u1"}`,
 		"  - {name: users, key: json:team_id+distinct_id, limits: [1m:5], max_keys: 300, on_cardinality: overflow}\n"+
-		"  - {name: people, key: json:team_id+distinct_id, limits: [1m:5]}\n"+
-		"  - {name: teams, key: json:team_id, limits: [1m:50]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+			"  - {name: people, key: json:team_id+distinct_id, limits: [1m:5]}\n"+
+			"  - {name: teams, key: json:team_id, limits: [1m:50]}\n")
 	wants := []string{
 		"rule users of " + file + " has max_keys 300, which replay does not apply",
 		"more than 300 keys in a window (on one gate) for rotating identities and gives its keys under the floor on_cardinality's overflow",
@@ -503,15 +468,7 @@ func TestReplaySaysMaxKeysIsNotApplied(t *testing.T) {
 // and says nothing of them when they are unset.
 func TestReplaySaysWhatTheEnvironmentSetsThatItLeavesOut(t *testing.T) {
 	t.Parallel()
-	c, env := kafkaEnv(t)
-	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{Value: []byte(`{"team_id":"a"}`), Timestamp: testNow.Add(-time.Minute)}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(file, []byte("rules:\n  - {name: teams, key: json:team_id, limits: [1m:50]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	env, file := replayOneEvent(t, `{"team_id":"a"}`, "  - {name: teams, key: json:team_id, limits: [1m:50]}\n")
 	wants := []string{
 		"GATE_THRESHOLD set here: replay leaves them out, and a gate started with a rules file in this environment refuses to start with them",
 		"GATE_DRY_RUN is set: a gate in this environment sends every record to the accepted topic",
@@ -569,4 +526,20 @@ func TestReplayFromBeforeRetentionSaysSo(t *testing.T) {
 			t.Errorf("gate replay -from %s: report says %q: %v, want %v:\n%s", tc.from, want, got, tc.said, stdout.String())
 		}
 	}
+}
+
+// replayOneEvent is the replay notes' tests' set-up: a cluster whose input holds one
+// event (value), a minute old, and a rules file of rules (its YAML, "rules:" added).
+func replayOneEvent(t *testing.T, value, rules string) (env map[string]string, file string) {
+	t.Helper()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Value: []byte(value), Timestamp: testNow.Add(-time.Minute)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	file = filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte("rules:\n"+rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return env, file
 }
