@@ -137,10 +137,8 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 	}
-	if err := inputTopicExists(ctx, opts, cfg.InputTopic); err != nil {
-		return err
-	}
 	var prod *kgo.Client
+	batchMax := cfg.KafkaMaxMessageBytes // the producer's limit, the input topic's once read (below)
 	if !o.dryRun {
 		// Acks from every in-sync replica, idempotent: franz-go's defaults, as the gate's.
 		// No kgo.RecordDeliveryTimeout: franz-go counts it from the record's timestamp, and
@@ -149,18 +147,12 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		// (franz-go asks for a partition's limit at its first record): one below
 		// GATE_KAFKA_MAX_MESSAGE_BYTES refused every full batch whole, and a redrive of
 		// 300 letters the topic had taken one by one copied none.
-		batchMax := cfg.KafkaMaxMessageBytes
 		prod, err = kgo.NewClient(append(slices.Clone(opts), kgo.DefaultProduceTopic(cfg.InputTopic),
 			kgo.ProducerBatchMaxBytesFn(func(string) int32 { return consume.ClientBatchLimit(batchMax) }))...)
 		if err != nil {
 			return fmt.Errorf("creating the Kafka producer: %w", err)
 		}
 		defer prod.Close()
-		var lerr error
-		if batchMax, lerr = consume.TopicBatchMaxBytes(ctx, prod, cfg.InputTopic, batchMax); lerr != nil {
-			log.Info("redrive: batches up to GATE_KAFKA_MAX_MESSAGE_BYTES; a lower max.message.bytes of the input topic refuses larger ones (MESSAGE_TOO_LARGE)",
-				"gate_max_message_bytes", batchMax, "err", lerr)
-		}
 	}
 
 	// Dead letters keep their old timestamps: one outside the input topic's timestamp
@@ -174,6 +166,16 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return fmt.Errorf("creating the Kafka client: %w", err)
 		}
 		defer bcl.Close()
+	}
+	if err := inputTopicExists(ctx, bcl, cfg.InputTopic); err != nil {
+		return err
+	}
+	if prod != nil {
+		var lerr error
+		if batchMax, lerr = consume.TopicBatchMaxBytes(ctx, prod, cfg.InputTopic, batchMax); lerr != nil {
+			log.Info("redrive: batches up to GATE_KAFKA_MAX_MESSAGE_BYTES; a lower max.message.bytes of the input topic refuses larger ones (MESSAGE_TOO_LARGE)",
+				"gate_max_message_bytes", batchMax, "err", lerr)
+		}
 	}
 	// A dead-letter topic whose broker stamps append times replaced each dead letter's
 	// time (its input record's, which the docs promise the copy) with when it was
@@ -476,12 +478,7 @@ func redriven(r *kgo.Record) (out *kgo.Record, reason, src string) {
 // exist: each copy failed with UNKNOWN_TOPIC_OR_PARTITION, naming neither the topic's
 // variable nor the cause, and a dry run said it would copy (a review's). Any other
 // answer (a principal not allowed to describe it) is left to the copies themselves.
-func inputTopicExists(ctx context.Context, opts []kgo.Opt, topic string) error {
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("creating the Kafka client: %w", err)
-	}
-	defer cl.Close()
+func inputTopicExists(ctx context.Context, cl *kgo.Client, topic string) error {
 	tds, err := kadm.NewClient(cl).ListTopics(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("redrive: looking up the input topic %s: %w", topic, err)
