@@ -88,7 +88,7 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		}
 		var lims []string
 		for _, l := range r.Limits {
-			lims = append(lims, l.String())
+			lims = append(lims, limitText(l))
 		}
 		mode := r.Mode.String()
 		if r.Adaptive {
@@ -151,7 +151,7 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 			}
 			n := int64(cfg.SyncFloor * float64(l.Threshold) / 2)
 			if n < 1 {
-				fleets = append(fleets, fmt.Sprintf("none (%s)", l))
+				fleets = append(fleets, fmt.Sprintf("none (%s)", limitText(l)))
 				continue
 			}
 			unit := ""
@@ -162,7 +162,7 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 				}
 			}
 			apart = true
-			fleets = append(fleets, fmt.Sprintf("%d%s (%s)", n, unit, l))
+			fleets = append(fleets, fmt.Sprintf("%d%s (%s)", n, unit, limitText(l)))
 		}
 		if !apart {
 			line = fmt.Sprintf("%s: every key is cached and written to Redis on any fleet, even of one gate: its floor (GATE_SYNC_FLOOR x threshold / the gates in the fleet) is under 2 records (track: above_floor keeps none apart; a higher GATE_SYNC_FLOOR or threshold raises it)", r.Name)
@@ -192,6 +192,12 @@ func ruleKeys(cfg config.Config, r rules.Rule) string {
 		keys[i] = cfg.RuleKeyPrefix(r, i) + ":" + tag + "{key}:{epoch}"
 	}
 	return strings.Join(keys, ", ")
+}
+
+// limitText is l as a rules file writes it (1h:5000), where Limit.String, the metrics'
+// label, has time.Duration's 1h0m0s.
+func limitText(l rules.Limit) string {
+	return fmt.Sprintf("%s:%d", cli.Duration(l.Window), l.Threshold)
 }
 
 func orDash(s string) string {

@@ -54,11 +54,11 @@ func TestRulesCheck(t *testing.T) {
 	if _, note, err := doAll(map[string]string{"GATE_REDIS_PREFIX": "prod"}, "check", good); err != nil || note != "" {
 		t.Errorf("gate rules check in a clean environment: %v, stderr %q; want none", err, note)
 	}
-	for _, want := range []string{"3 rules", "team-user", "learned-user: its further limits keep keys under their floor", "its first, adaptive, caches and writes every key", "json:team_id+distinct_id (skip if missing)", "1m0s:5000,1h0m0s:100000", "cap",
+	for _, want := range []string{"3 rules", "team-user", "learned-user: its further limits keep keys under their floor", "its first, adaptive, caches and writes every key", "json:team_id+distinct_id (skip if missing)", "1m:5000,1h:100000", "cap",
 		"json:event in [$identify]", "topic:merges (shadow)", "prod:rule:merges:{key}:{epoch}",
 		"team-user: keys under their floor", "a team with more than 100000 keys a window: on_cardinality collapse",
 		// The floor is under 2 records past SyncFloor × threshold / 2 gates: no sketch.
-		"kept apart on fleets of up to 25 gates (1m0s:5000), 500 (1h0m0s:100000)"} {
+		"kept apart on fleets of up to 25 gates (1m:5000), 500 (1h:100000)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -74,8 +74,8 @@ func TestRulesCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"user: every key is cached and written to Redis on any fleet, even of one gate", "two: keys under their floor", "kept apart on fleets of up to none (1m0s:30), 25 (1h0m0s:5000)",
-		"kept apart on fleets of up to 1 gate (1m0s:300)"} { // not "1 gates"
+	for _, want := range []string{"user: every key is cached and written to Redis on any fleet, even of one gate", "two: keys under their floor", "kept apart on fleets of up to none (1m:30), 25 (1h:5000)",
+		"kept apart on fleets of up to 1 gate (1m:300)"} { // not "1 gates"
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
