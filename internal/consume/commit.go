@@ -161,3 +161,13 @@ func (c *Consumer) commitResponse(resp *kmsg.OffsetCommitResponse, byID map[int3
 	}
 	return first
 }
+
+// loggedOffsets is offsets, what a commit moved, for a log line: none is an empty object,
+// which reads as nothing moved, where a nil map is logged as null, which read as a fault
+// (the revoke of leaving the group, whose commit usually has nothing left to move).
+func loggedOffsets(offsets map[int32]int64) map[int32]int64 {
+	if offsets == nil {
+		return map[int32]int64{}
+	}
+	return offsets
+}

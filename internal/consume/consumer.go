@@ -490,7 +490,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if left > 0 || unwritten > 0 {
 		lvl = slog.LevelWarn
 	}
-	c.log.Log(bg, lvl, "consumer stopped", "committed", committed, "committed_offsets", at, "abandoned_records", left, "outcome_rows_unwritten", unwritten)
+	c.log.Log(bg, lvl, "consumer stopped", "committed", loggedOffsets(committed), "committed_offsets", at, "abandoned_records", left, "outcome_rows_unwritten", unwritten)
 	if gone, ok := errors.AsType[*InputGoneError](context.Cause(ctx)); ok && runErr == nil {
 		return gone
 	}

@@ -162,6 +162,7 @@ func TestFinalCommitRefusedNotLoggedCommitted(t *testing.T) {
 // interval's commits had covered every record logs "consumer stopped" with the offset each
 // partition's next owner starts at (committed_offsets). Before, the line's only offsets
 // were committed, what the final commit moved: empty here, read as nothing committed.
+// That committed, and the shutdown revoke line's, are {} (they were null).
 func TestStopLineSaysWhereEachPartitionResumes(t *testing.T) {
 	t.Parallel()
 	const parts, n = 2, 40
@@ -205,6 +206,17 @@ func TestStopLineSaysWhereEachPartitionResumes(t *testing.T) {
 	for p, end := range ends {
 		if got, _ := at[strconv.Itoa(int(p))].(float64); int64(got) != end {
 			t.Errorf("committed_offsets[%d] = %v, want %d, the group's commit (line %v)", p, at[strconv.Itoa(int(p))], end, stop)
+		}
+	}
+	// Nothing was left for the final commit, nor for the revoke of leaving the group:
+	// each line says so with an empty object, not null, which read as a fault.
+	for _, msg := range []string{"consumer stopped", "partitions revoked"} {
+		line := lastLine(t, logs.String(), msg)
+		if line == nil {
+			t.Fatalf("no %q line:\n%s", msg, logs.String())
+		}
+		if m, ok := line["committed"].(map[string]any); !ok || len(m) != 0 {
+			t.Errorf("%q line: committed = %#v, want {} (nothing moved)", msg, line["committed"])
 		}
 	}
 }

@@ -124,7 +124,7 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 		lvl = slog.LevelWarn
 	}
 	c.log.Log(ctx, lvl, "partitions revoked", "topic", c.cfg.InputTopic, "partitions", ids,
-		"committed", committed, "abandoned_records", left, "outcome_rows_unwritten", unwritten, "commit_err", err,
+		"committed", loggedOffsets(committed), "abandoned_records", left, "outcome_rows_unwritten", unwritten, "commit_err", err,
 		"took", time.Since(began).Round(time.Millisecond).String())
 }
 
