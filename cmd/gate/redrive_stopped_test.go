@@ -125,21 +125,73 @@ func TestRedriveStoppedNamesTheRefusedCopies(t *testing.T) {
 		t.Fatalf("gate redrive stopped, the broker refusing every copy: %v; want the copies refused named, with their -offsets", err)
 	}
 
-	// The docs' resume, from where the printed offsets end, and the error's run.
+	// The error's two runs: the copies refused again, and the rest from where the read
+	// stopped (the docs' resume, which an operator wrote from the offsets printed).
 	refusing.Store(false)
-	var resume []string
-	for p := range strings.SplitSeq(read[1], ",") {
-		part, ab, _ := strings.Cut(p, ":")
-		_, end, _ := strings.Cut(ab, "-")
-		resume = append(resume, fmt.Sprintf("%s:%s-%d", part, end, n))
+	rest := goOn.FindStringSubmatch(fmt.Sprint(err))
+	if rest == nil {
+		t.Fatalf("gate redrive stopped: %v; want the run that goes on from where it stopped", err)
 	}
-	for _, offsets := range []string{strings.Join(resume, ","), m[3]} {
+	for _, offsets := range []string{rest[1], m[3]} {
 		stdout.Reset()
 		if err := run(t.Context(), []string{"redrive", "-offsets", offsets}, testHost(env), &stdout, &stderr); err != nil {
 			t.Fatalf("gate redrive -offsets %s: %v\n%s", offsets, err, stderr.String())
 		}
 		t.Logf("gate redrive -offsets %s:\n%s", offsets, stdout.String())
 	}
+	eachLetterInInputOnce(t, c, n)
+}
+
+// goOn matches gate redrive's error giving the run that copies what a stopped read left.
+var goOn = regexp.MustCompile(`to go on from where it stopped: gate redrive -offsets (\S+)`)
+
+// A redrive stopped (Ctrl-C) as it reads, every copy taken, gives the run that copies the
+// rest: it said "reading events_dead_letter (what was read is copied): context
+// canceled" and printed the offsets read, leaving the operator to write the -offsets of
+// the rest from them (and from each partition's end, which it did not print).
+func TestRedriveStoppedGivesTheRunThatGoesOn(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c)
+	const n = 200
+	produceLetters(t, cl, n)
+	env["GATE_KAFKA_FETCH_MAX_BYTES"] = "1024" // a fetch a batch: the read is under way at the stop
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	c.ControlKey(kmsg.Fetch.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		for _, tp := range kr.(*kmsg.FetchRequest).Topics {
+			for _, p := range tp.Partitions {
+				if p.Partition == 1 && p.FetchOffset >= 40 {
+					stop()
+					return nil, nil, false
+				}
+			}
+		}
+		c.KeepControl()
+		return nil, nil, false
+	})
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"redrive", "-from", "3h"}, testHost(env), &stdout, &stderr)
+	t.Logf("gate redrive -from 3h stopped: %v\n%s", err, stdout.String())
+	rest := goOn.FindStringSubmatch(fmt.Sprint(err))
+	if rest == nil {
+		t.Fatalf("gate redrive stopped: %v; want the run that goes on from where it stopped", err)
+	}
+	if !strings.Contains(err.Error(), "whatever its time") {
+		t.Errorf("gate redrive -from stopped: %v; want it said that -offsets copies whatever the time", err)
+	}
+	stdout.Reset()
+	if err := run(t.Context(), []string{"redrive", "-offsets", rest[1]}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate redrive -offsets %s: %v\n%s", rest[1], err, stderr.String())
+	}
+	t.Logf("gate redrive -offsets %s:\n%s", rest[1], stdout.String())
+	eachLetterInInputOnce(t, c, n)
+}
+
+// eachLetterInInputOnce fails t unless each of the n dead letters produceLetters wrote
+// is in the input topic once.
+func eachLetterInInputOnce(t *testing.T, c *kfake.Cluster, n int) {
+	t.Helper()
 	in, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("events"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {

@@ -47,8 +47,9 @@ The dead letters copied are those whose record times are from -from to -to (T: a
 RFC 3339, or a duration before now, 24h), or exactly -offsets, and with -reason those of
 the gate-error reasons given (not_json,rejected). It joins no group and commits nothing:
 a range copied twice is in the input twice; the offsets it read are printed, as
--offsets takes them (a range past a partition's end is read to it, and said). -dry-run
-copies nothing and says what it would copy.
+-offsets takes them (a range past a partition's end is read to it, and said), and a copy
+stopped (Ctrl-C) or failed before its end gives the -offsets run that goes on from
+there. -dry-run copies nothing and says what it would copy.
 `
 
 type redriveOpts struct {
@@ -334,6 +335,18 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		// mistyped range otherwise copied nothing and said nothing of why.
 		cutOffsets(stderr, "redrive", asked, parts)
 	}
+	// A read stopped (Ctrl-C) or failed before the ends it set out for: the run that
+	// copies the rest, from where each partition's read ended, which an operator
+	// otherwise wrote from the offsets printed.
+	rest := ""
+	if rerr != nil {
+		if r := restOffsets(rng.Offsets, parts); r != "" {
+			rest = "; to go on from where it stopped: " + o.again(r)
+			if o.from != "" || o.to != "" {
+				rest += " (-offsets copies every dead letter in them, whatever its time: -from and -to chose by time)"
+			}
+		}
+	}
 	if failed == 0 && (outside == 0 || o.dryRun) {
 		if rerr != nil {
 			done := "what was read is copied"
@@ -343,7 +356,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 			case o.dryRun:
 				done = "a dry run: nothing copied"
 			}
-			return fmt.Errorf("reading %s (%s): %w", rng.Topic, done, rerr)
+			return fmt.Errorf("reading %s (%s): %w%s", rng.Topic, done, rerr, rest)
 		}
 		return nil
 	}
@@ -364,19 +377,47 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		why = append(why, fmt.Errorf("%d of %d dead letters not known to be copied, the first error: %w", failed, n, firstErr))
 	}
 	offsets, twice, untimed := letterOffsets(notCopied)
-	rerun := "gate redrive -offsets " + offsets
-	if o.topic != "" {
-		rerun += " -topic " + o.topic
-	}
-	if o.reasons != "" {
-		rerun += " -reason " + quoteArg(o.reasons)
-	}
 	also := ""
 	if untimed > 0 {
 		also = fmt.Sprintf(", %d are outside -from and -to", untimed)
 	}
-	return fmt.Errorf("copying to %s: %w; to copy them again: %s (of those it copies, %d went through already%s)",
-		cfg.InputTopic, errors.Join(why...), rerun, twice, also)
+	return fmt.Errorf("copying to %s: %w; to copy them again: %s (of those it copies, %d went through already%s)%s",
+		cfg.InputTopic, errors.Join(why...), o.again(offsets), twice, also, rest)
+}
+
+// again is the gate redrive command that copies offsets (as -offsets takes them) as o
+// did: from its topic, of its reasons, a dry run if it was one.
+func (o *redriveOpts) again(offsets string) string {
+	cmd := "gate redrive -offsets " + offsets
+	if o.topic != "" {
+		cmd += " -topic " + o.topic
+	}
+	if o.reasons != "" {
+		cmd += " -reason " + quoteArg(o.reasons)
+	}
+	if o.dryRun {
+		cmd += " -dry-run"
+	}
+	return cmd
+}
+
+// restOffsets is, as -offsets takes them, what a read of planned that stopped at read
+// (the ranges it read, by partition) left: of each planned range, from where its
+// partition's read ended (its start when none was read) to its end; "" for none.
+func restOffsets(planned, read []replay.PartitionRange) string {
+	var rest []string
+	for _, p := range planned {
+		at := p.Start
+		for _, r := range read {
+			if r.Partition == p.Partition {
+				at = max(at, r.End)
+			}
+		}
+		if at < p.End {
+			rest = append(rest, fmt.Sprintf("%d:%d-%d", p.Partition, at, p.End))
+		}
+	}
+	return strings.Join(rest, ",")
 }
 
 // boundsMargin is how far inside the input topic's timestamp bounds a dead letter must be

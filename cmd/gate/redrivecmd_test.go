@@ -139,9 +139,9 @@ func TestRedriveCommand(t *testing.T) {
 }
 
 // A redrive stopped (Ctrl-C) as it copies still copies every dead letter it read: the
-// offsets it prints are what docs/operations.md says to resume after ("after an
-// interrupted copy give -offsets from where its printed offsets end"), so one read and
-// not copied is left behind by that recipe. The records handed to the producer when
+// offsets it prints are where a resume starts (docs/operations.md: the -offsets run an
+// interrupted copy's error gives goes on from where each partition's read ended), so
+// one read and not copied is left behind by that. The records handed to the producer when
 // the stop came had their context canceled with it, and failed unsent, the half minute
 // given to the flush for them notwithstanding.
 func TestRedriveStoppedCopiesWhatItRead(t *testing.T) {
@@ -179,7 +179,7 @@ func TestRedriveStoppedCopiesWhatItRead(t *testing.T) {
 	if m == nil {
 		t.Fatalf("gate redrive stopped printed no offsets:\n%s", stdout.String())
 	}
-	// The docs' recipe: again from where the printed offsets end.
+	// Again from where the printed offsets end, as the run the error gives does.
 	var resume []string
 	for p := range strings.SplitSeq(m[1], ",") {
 		part, ab, _ := strings.Cut(p, ":")
