@@ -315,7 +315,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		if v <= 0 {
 			return "—" // only a shadow rule was over: no ratio of its own
 		}
-		return ratioDown(v, 1) + "×"
+		return ratioDown(v, 2) + "×" // as the text report has it
 	},
 	"signed": func(n int64) string {
 		if n > 0 {

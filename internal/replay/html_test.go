@@ -125,7 +125,7 @@ func TestWriteHTMLIsDeterministicAndSelfContained(t *testing.T) {
 	for _, want := range []string{
 		"events.ingest", "2024-05-01 10:00:00 – 2024-05-01 11:59:59 UTC", "9,720", "12,345,678",
 		"Partial:", "2h of history",
-		"(GATE_* limits)", "3.2×", "No minutes near its threshold.",
+		"(GATE_* limits)", "3.20×", "No minutes near its threshold.",
 		"team-b:svc-&lt;x&gt;", // escaped, not markup
 		"<title>ingest-per-team · team-a: level and threshold per minute</title>",
 		"changes, per team", "-866", "&#43;800", "And 5 more teams.", // html/template writes + as &#43;

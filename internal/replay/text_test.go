@@ -81,10 +81,11 @@ func TestPeakRatioNotRoundedUpToThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	if strings.Contains(page, "1.0×") {
-		t.Errorf("the page shows a key under its threshold at 1.0×")
+	if strings.Contains(page, "1.00×") {
+		t.Errorf("the page shows a key under its threshold at 1.00×")
 	}
-	for _, want := range []string{"<td>0.9×</td>", "<td>2.3×</td>"} {
+	// The page's figures are the text's (it gave one decimal where the text gave two).
+	for _, want := range []string{"<td>0.99×</td>", "<td>0.96×</td>", "<td>2.30×</td>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}
