@@ -171,8 +171,19 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 // refused as a bad file is (rules.ReloadOptions.Check). A check Kafka could not answer
 // (a broker's brief outage) says nothing of the file: neither refused nor taken, it is
 // made again at the next read.
+//
+// Only the topics the rules in use do not send to are checked: one they do is watched
+// (route.TopicWatch), and its loss makes the gate not ready and sends its records to
+// overflow, holding up nothing else. Checked, every edit was refused while it was lost,
+// a limit raised mid-incident on another rule too.
 func (g *Gate) checkRuleTopics(ctx context.Context, set *rules.Set) error {
-	topics := set.Topics()
+	var topics []string
+	cur := g.gen.Load()
+	for _, t := range set.Topics() {
+		if cur == nil || !slices.Contains(cur.topics, t) {
+			topics = append(topics, t)
+		}
+	}
 	if len(topics) == 0 || g.Consumer == nil {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -520,10 +521,33 @@ func TestRulesReloadNamingMissingTopicRefused(t *testing.T) {
 		t.Errorf("%d refusal lines, want one saying %s:\n%s", n, at, logs.String())
 	}
 
-	writeRules(t, path, team+"  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n")
+	const inUse = "  - {name: merges, key: json:team_id, limits: [1m:5], action: 'topic:merges'}\n"
+	writeRules(t, path, team+inUse)
 	waitFor(t, "the edit naming an existing topic to be in use", func() bool { return g.gen.Load() != first })
 	if rs := g.CurrentRules(); len(rs) != 2 || rs[1].Name != "merges" {
 		t.Errorf("rules in use: %+v", rs)
+	}
+
+	// The topic in use lost: an edit of another rule is put in use all the same (the
+	// loss is the topic watch's, which sends the rule's records to overflow). It was
+	// refused for the topic, and every edit with it until the topic came back: a limit
+	// raised mid-incident too (a reviewer's run).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if rs, err := kadm.NewClient(cl).DeleteTopics(t.Context(), "merges"); err != nil || rs.Error() != nil {
+		t.Fatalf("deleting topic merges: %v %v", err, rs.Error())
+	}
+	inUseGen := g.gen.Load()
+	writeRules(t, path, "rules:\n  - {name: team, key: json:team_id, limits: [1m:2000]}\n"+inUse)
+	waitFor(t, "the edit of another rule to be in use while the rule topic in use is lost", func() bool { return g.gen.Load() != inUseGen })
+	if rs := g.CurrentRules(); len(rs) != 2 || rs[0].Lims[0].Config().Threshold != 2000 {
+		t.Errorf("rules in use: %+v", rs)
+	}
+	if got := labelValue(t, g, "gate_rules_loads_total", "result", "error"); got != 1 {
+		t.Errorf("refusals counted %v, want still the one naming no-such-topic", got)
 	}
 }
 
