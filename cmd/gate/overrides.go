@@ -50,9 +50,13 @@ func overridesFlags(rule *string) *flag.FlagSet {
 // overridesCmd runs `gate overrides ...` against the Redis the environment names.
 // clk dates the change (the hash's marker field).
 func overridesCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
+	// bad is a command not written as the usage says, which it prints; badValue a team or
+	// a limit the command cannot take, said alone: the usage printed before it buried the
+	// one line that says what is wrong (a key's escaping, say).
+	badValue := func(msg string) error { return &cli.UsageError{Msg: "overrides: " + msg} }
 	bad := func(msg string) error {
 		writeUsage(stderr, overridesUsage, overridesFlags(new(string)))
-		return &cli.UsageError{Msg: "overrides: " + msg}
+		return badValue(msg)
 	}
 	rule := new(string)
 	fs := overridesFlags(rule)
@@ -82,7 +86,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 		team = args[0]
 		n, err := overrides.ParseLimit(args[1])
 		if err != nil {
-			return bad(fmt.Sprintf("set %s: %v", cli.Shown(team), err))
+			return badValue(fmt.Sprintf("set %s: %v", cli.Shown(team), err))
 		}
 		lim = n
 	case "delete":
@@ -96,7 +100,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	// delete takes the empty team: an entry written by hand can hold one, and it makes
 	// every gate refuse the whole hash until it is removed.
 	if verb == "set" && team == "" || (verb == "set" || verb == "delete") && team == overrides.MarkerField {
-		return bad(fmt.Sprintf("team %q cannot be overridden", team))
+		return badValue(fmt.Sprintf("team %q cannot be overridden", team))
 	}
 
 	cfg, err := config.Load(getenv, names)
@@ -118,7 +122,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	// and a force list's are. delete takes any key, to clean one up.
 	if verb == "set" {
 		if err := keyFrom.CheckKey(team, cfg.MaxKeyBytes); err != nil {
-			return bad(fmt.Sprintf("set %s: %v", cli.Shown(team), err))
+			return badValue(fmt.Sprintf("set %s: %v", cli.Shown(team), err))
 		}
 	}
 	ropts, err := cfg.RedisOptions()

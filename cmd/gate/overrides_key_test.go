@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/capturegate/gate/internal/redistest"
@@ -41,6 +42,11 @@ func TestOverridesSetRefusesKeyNoRuleBuilds(t *testing.T) {
 		if err == nil || n != 0 {
 			t.Errorf("overrides %q: err %v, %s exists=%d, stdout %q; want the key refused and nothing written",
 				tc.args, err, tc.hash, n, stdout.String())
+		}
+		// The one line saying what is wrong, not under the usage (a reviewer's run: 14
+		// lines of it before the key's escaping).
+		if strings.Contains(stderr.String(), "Usage:") {
+			t.Errorf("overrides %q printed the usage for a key it refuses:\n%s", tc.args, stderr.String())
 		}
 	}
 }

@@ -122,22 +122,26 @@ func TestOverridesCommand(t *testing.T) {
 	}
 	env["GATE_REDIS_PREFIX"] = "ops"
 
+	// A command not written as the usage says prints it; a team or a limit it cannot take
+	// is said in one line alone (usage false), exit status 2 either way.
 	for _, tt := range []struct {
-		args []string
-		want string
+		args  []string
+		want  string
+		usage bool
 	}{
-		{nil, "want list, set TEAM LIMIT or delete TEAM"},
-		{[]string{"set", "a"}, "set takes TEAM LIMIT"},
-		{[]string{"set", "a", "0"}, `limit "0" is not a whole number`},
-		{[]string{"set", "a", "lots"}, `limit "lots" is not a whole number`},
-		{[]string{"delete"}, "delete takes TEAM"},
-		{[]string{"list", "x"}, "list takes no arguments"},
-		{[]string{"purge"}, `unknown action "purge"`},
-		{[]string{"set", ".updated", "5"}, "cannot be overridden"},
+		{nil, "want list, set TEAM LIMIT or delete TEAM", true},
+		{[]string{"set", "a"}, "set takes TEAM LIMIT", true},
+		{[]string{"set", "a", "0"}, `limit "0" is not a whole number`, false},
+		{[]string{"set", "a", "lots"}, `limit "lots" is not a whole number`, false},
+		{[]string{"delete"}, "delete takes TEAM", true},
+		{[]string{"list", "x"}, "list takes no arguments", true},
+		{[]string{"purge"}, `unknown action "purge"`, true},
+		{[]string{"set", ".updated", "5"}, "cannot be overridden", false},
 	} {
 		_, stderr, err := do(tt.args...)
-		if err == nil || !strings.Contains(err.Error(), tt.want) || cli.ExitCode(err) != 2 || !strings.Contains(stderr, "Usage: gate overrides") {
-			t.Errorf("overrides %q: %v (exit %d), want a usage error with %q", tt.args, err, cli.ExitCode(err), tt.want)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || cli.ExitCode(err) != 2 || strings.Contains(stderr, "Usage: gate overrides") != tt.usage {
+			t.Errorf("overrides %q: %v (exit %d, usage printed %v), want a usage error with %q, the usage printed %v",
+				tt.args, err, cli.ExitCode(err), strings.Contains(stderr, "Usage: gate overrides"), tt.want, tt.usage)
 		}
 	}
 	// Redis unreachable: a plain error naming what was being done.

@@ -165,7 +165,7 @@ func teamOne(ctx context.Context, base, team string, stdout io.Writer) error {
 			fmt.Fprintf(tw, "%s\t", l.Rule)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\t%.0f\t%s\t%d\t%.2f\t%s\t%s\t%s\t%s\n",
-			l.Window, thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending, l.FleetShare, since, release, base, spiking)
+			windowText(l.Window), thr, l.Level, 100*l.Pressure, l.Tier, l.Limited, under, l.GlobalEstimate, age, l.Pending, l.FleetShare, since, release, base, spiking)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -308,7 +308,7 @@ func teamTop(ctx context.Context, base string, n int, stdout io.Writer) error {
 				fmt.Fprintf(tw, "%s\t", orDash(l.Rule))
 			}
 			under := underText(l)
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\n", l.Window, thresholdText(l), l.Level, 100*l.Pressure, l.Tier, l.Limited, under)
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%s\t%v\t%s\n", windowText(l.Window), thresholdText(l), l.Level, 100*l.Pressure, l.Tier, l.Limited, under)
 		}
 		// A team rotating identities may have no limit row at all (on_cardinality overflow
 		// or tag caches none of its keys under the floor): a row of its own, so that no
@@ -381,4 +381,13 @@ func gateURL(cmd, addr string, getenv func(string) string) (string, error) {
 		host = "127.0.0.1" // a listen-anywhere address: ask the local gate
 	}
 	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// windowText is a limit's window, the API's time.Duration text (1m0s), as a rules file
+// and GATE_LIMITS write it (1m); the JSON keeps its text.
+func windowText(w string) string {
+	if d, err := time.ParseDuration(w); err == nil {
+		return cli.Duration(d)
+	}
+	return w
 }

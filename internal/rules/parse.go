@@ -491,7 +491,10 @@ func (p *parser) limits(n *yaml.Node, path string) []Limit {
 			continue
 		}
 		if j, dup := windows[l.Window]; dup {
-			p.bad(e, ep, "window %s is %s[%d]'s too: each limit of a rule needs its own window", l.Window, path, j)
+			// The windows as the file writes them (60s and 1m), not time.Duration's 1m0s.
+			w, _, _ := strings.Cut(e.Value, ":")
+			prev, _, _ := strings.Cut(n.Content[j].Value, ":")
+			p.bad(e, ep, "window %s is %s[%d]'s too (%s): each limit of a rule needs its own window", strings.TrimSpace(w), path, j, strings.TrimSpace(prev))
 			continue
 		}
 		windows[l.Window] = i

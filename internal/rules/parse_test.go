@@ -109,7 +109,7 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:4:14: rules[0] "Team".limits[0]: "1m" has no ':' between window and threshold`,
 			`rules.yaml:4:18: rules[0] "Team".limits[1]: "0s:5": window "0s" is not a whole number of seconds`,
 			`rules.yaml:4:24: rules[0] "Team".limits[2]: "1m:0": threshold "0" is not a whole number from 1`,
-			`rules.yaml:4:39: rules[0] "Team".limits[4]: window 1m0s is rules[0] "Team".limits[3]'s too`,
+			`rules.yaml:4:39: rules[0] "Team".limits[4]: window 60s is rules[0] "Team".limits[3]'s too (1m)`,
 			`rules.yaml:5:11: rules[0] "Team".mode: "drop": want divert or cap`,
 			`rules.yaml:6:11: rules[0] "Team".cost: "records": want events or bytes`,
 			`rules.yaml:7:13: rules[0] "Team".action: "topic:events": events is GATE_INPUT_TOPIC`,
