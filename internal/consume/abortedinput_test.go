@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,4 +82,88 @@ func TestInputEndingInAnAbortedTransactionIsCommitted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExactlyOnceRevokeAfterMarkerPollIsNoRefusal: exactly once, a poll of an aborted
+// upstream transaction's markers alone runs a transaction of offsets only; when a revoke
+// lands between that poll and its transaction (a member joining), the transaction is not
+// begun (the revoke interrupted the session: its End would abort), the loop rearms, and
+// nothing is logged as the brokers refusing it; every record is routed once.
+func TestExactlyOnceRevokeAfterMarkerPollIsNoRefusal(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEOSEnv(t, parts)
+	logs := &syncBuffer{}
+	env.logs = logs
+	var armed atomic.Bool
+	landed := make(chan bool, 1) // whether the revoke landed, once the hook is over
+	var b atomic.Pointer[testGate]
+	var cons atomic.Pointer[Consumer]
+	env.before = func(c *Consumer) {
+		if !cons.CompareAndSwap(nil, c) {
+			return // b's consumer: no hook
+		}
+		c.txn.afterPoll = func(fs kgo.Fetches) {
+			if !armed.Load() || fs.NumRecords() == 0 || !allControl(fs) || !armed.CompareAndSwap(true, false) {
+				return
+			}
+			// The markers' poll: a member joins now, and the revoke lands before the
+			// poll's records are looked at.
+			go func() { b.Store(env.start(t, "b")) }()
+			deadline := time.Now().Add(30 * time.Second)
+			for !c.txn.interrupted.Load() && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			landed <- c.txn.interrupted.Load()
+		}
+	}
+	up := upstream(t, env.cluster)
+	writeInTxn(t, up, 0, 20)
+	if err := up.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	a := env.start(t, "a")
+	collect(t, env.cluster, 20, 30*time.Second, 0, readCommitted())
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	armed.Store(true)
+	writeInTxn(t, up, 20, 40)
+	if err := up.EndTransaction(t.Context(), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ok := <-landed:
+		if !ok {
+			t.Fatal("no revoke landed between the markers' poll and its transaction: the test tests nothing")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no poll of the aborted transaction's markers alone")
+	}
+	waitFor(t, 30*time.Second, "b started", func() bool { return b.Load() != nil })
+	waitFor(t, 30*time.Second, "b owning a partition", func() bool { return len(owned(b.Load())) > 0 })
+	writeInTxn(t, up, 40, 60)
+	if err := up.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	out := collect(t, env.cluster, 40, 30*time.Second, 300*time.Millisecond, readCommitted())
+	b.Load().stop(t)
+	a.stop(t)
+	for id := range 60 {
+		if got, aborted := len(out.ids[id]), id >= 20 && id < 40; aborted != (got == 0) || got > 1 {
+			t.Errorf("input %d (aborted: %v) routed %d times", id, aborted, got)
+		}
+	}
+	for _, line := range logLines(t, logs.String()) {
+		if line["level"] == "WARN" || line["level"] == "ERROR" {
+			t.Errorf("logged through a revoke after a poll of markers: %v", line)
+		}
+	}
+}
+
+// allControl reports whether every record fs holds is a control record (a transaction's
+// marker): read_committed, an aborted transaction's records are dropped, its markers kept
+// (kgo.KeepControlRecords).
+func allControl(fs kgo.Fetches) bool {
+	all := true
+	fs.EachRecord(func(r *kgo.Record) { all = all && r.Attrs.IsControl() })
+	return all
 }

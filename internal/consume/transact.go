@@ -117,6 +117,9 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		if fetches.IsClientClosed() {
 			return n, errors.New("kafka client closed while consuming")
 		}
+		if c.txn.afterPoll != nil {
+			c.txn.afterPoll(fetches)
+		}
 		c.fetchErrors(fetches)
 		// A poll of control records alone (an aborted upstream transaction's marker)
 		// still runs a transaction: it commits the offsets past them, with the records

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // txnStart is where the open transaction began reading a partition, and the
@@ -69,6 +71,9 @@ type txnState struct {
 	beforeRevoke func()
 	// awaitingRevoke, when set (by tests), runs as rebalanceTold begins its wait.
 	awaitingRevoke func()
+	// afterPoll, when set (by tests), runs as a poll returns, before its records are
+	// looked at: where a revoke can land between the poll and its transaction.
+	afterPoll func(kgo.Fetches)
 	// closedRetry is how long awaitClosedTopic waits before it builds a new client;
 	// zero is closedTopicRetry (tests shorten it).
 	closedRetry time.Duration
