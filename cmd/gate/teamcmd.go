@@ -154,6 +154,9 @@ func teamOne(ctx context.Context, base, team string, stdout io.Writer) error {
 		age := "never read"
 		if l.EstimateAgeSeconds != nil {
 			age = (time.Duration(*l.EstimateAgeSeconds * float64(time.Second))).Round(100 * time.Millisecond).String()
+			if l.EstimateLocal {
+				age += " (Redis unread: local)" // the last read failed: the estimate is this gate's
+			}
 		}
 		under := underText(l)
 		since, release := "-", "-"

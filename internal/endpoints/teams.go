@@ -118,8 +118,11 @@ type LimitJSON struct {
 	Pressure  float64 `json:"pressure"`
 	// GlobalEstimate is the fleet-wide estimate at the last read from Redis, and
 	// EstimateAgeSeconds its age (null: never read, the level is this gate's counts only).
+	// EstimateLocal: that read failed (Redis out of reach), and the estimate is this
+	// gate's own rebuild then, its age the rebuild's.
 	GlobalEstimate     float64  `json:"global_estimate"`
 	EstimateAgeSeconds *float64 `json:"estimate_age_seconds"`
+	EstimateLocal      bool     `json:"estimate_local"`
 	Pending            int64    `json:"pending"`
 	Tier               string   `json:"tier"`
 	Limited            bool     `json:"limited"`
@@ -277,7 +280,7 @@ func limitView(now time.Time, lim *limit.Limiter, s limit.TeamState) LimitJSON {
 	}
 	if !s.ReadAt.IsZero() {
 		age := now.Sub(s.ReadAt).Seconds()
-		l.EstimateAgeSeconds = &age
+		l.EstimateAgeSeconds, l.EstimateLocal = &age, s.Local
 	}
 	return l
 }

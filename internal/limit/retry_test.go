@@ -65,6 +65,11 @@ func TestFailedReadRetriedNextSweep(t *testing.T) {
 			if d := rt.check(t0, "a", 0); d.Level != 20 {
 				t.Errorf("level after the failed read = %v, want 20 (rebuilt from local counts)", d.Level)
 			}
+			// The team view says the estimate is this gate's rebuild, not the fleet's: it
+			// gave the rebuild's time as the read's, fresh through a whole outage.
+			if s, ok := rt.l.Snapshot(t0, "a"); !ok || !s.Local {
+				t.Errorf("snapshot after a failed read: %+v, want Local", s)
+			}
 			// Redis stays down three more ticks: every one retries, and the view keeps
 			// draining (wall clock) with a record counted on each.
 			for s := 1; s <= 3; s++ {
@@ -91,6 +96,9 @@ func TestFailedReadRetriedNextSweep(t *testing.T) {
 			rt.l.ApplyRead(r, 53, 0, at(4*time.Second))
 			if got := rt.check(at(4*time.Second), "a", 0).Level; got != 53 {
 				t.Errorf("level after the read = %v, want 53", got)
+			}
+			if s, ok := rt.l.Snapshot(at(4*time.Second), "a"); !ok || s.Local {
+				t.Errorf("snapshot after a read: %+v, want it not Local", s)
 			}
 			// 5%: idle above the floor, read at the low cadence (4 × 8 s) and no sooner.
 			var secs []int

@@ -22,9 +22,12 @@ type TeamState struct {
 	// fleet's.
 	Level float64
 	// Estimate is the fleet-wide estimate at the last read, ReadAt when it was read (zero:
-	// never read, the level is local counts only).
+	// never read, the level is local counts only). Local: that read failed (Redis out of
+	// reach), and Estimate is this gate's own rebuild then (ApplyLocal: the last estimate
+	// aged, and its own counts), not the fleet's.
 	Estimate float64
 	ReadAt   time.Time
+	Local    bool
 	// Pending is what this gate counted since the last read.
 	Pending int64
 	// FleetShare is this gate's share of the team's traffic as its reads measured it (1:
@@ -155,7 +158,7 @@ func (l *Limiter) state(now time.Time, e *entry, team string) TeamState {
 		Source:     src,
 	}
 	if at := e.readAt.Load(); at != 0 {
-		s.ReadAt = time.Unix(0, readTime(at))
+		s.ReadAt, s.Local = time.Unix(0, readTime(at)), at&readLocal != 0
 		s.FleetShare = 1 / factor
 	}
 	if l.adapt != nil {
@@ -234,7 +237,7 @@ func (l *Limiter) eventState(e *entry, team string, progress float64) TeamState 
 		s.Source = SourceOverride
 	}
 	if at := e.readAt.Load(); at != 0 {
-		s.ReadAt = time.Unix(0, readTime(at))
+		s.ReadAt, s.Local = time.Unix(0, readTime(at)), at&readLocal != 0
 	}
 	return s
 }
