@@ -100,3 +100,32 @@ func TestHungInstanceCutsNoOtherBudget(t *testing.T) {
 		t.Errorf("%d of %d teams of the healthy instance behind its count after 8 ticks with the other instance hung", behind, len(healthy))
 	}
 }
+
+// TestStalledRedisIsNotBlamedOnTickSize: a tick of a few hundred keys timing out on a
+// Redis that stalls (a stopped process, a long script) is the server's, not the tick's
+// size: the budget is not cut and no line says the ticks carry too many keys. It said
+// "redis ticks time out with this many keys … keys=206 next_budget=200" (a review, a
+// redis-server stopped for 10 s).
+func TestStalledRedisIsNotBlamedOnTickSize(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000},
+		Config{KeyPrefix: "st", TickTimeout: 300 * time.Millisecond}, srv)
+	logs := g.withLog()
+	srv.Pause(t)
+	defer srv.Resume(t)
+	for range 3 {
+		for i := range 3 * g.tk.cfg.KeysPerCommand / 2 { // a command and a half's keys
+			g.l.Check("t"+strconv.Itoa(i), 1)
+		}
+		clk.Advance(time.Second)
+		g.tk.Tick(context.Background())
+	}
+	if got := g.tk.plans[0].causes; !got.has(causeTimeout) {
+		t.Fatalf("the ticks on a paused redis-server did not time out (causes %v): the test tests nothing", got)
+	}
+	if lines := logs.lines("redis ticks time out with this many keys"); len(lines) > 0 || g.tk.instCap[0] != 0 {
+		t.Errorf("a stalled Redis blamed on the tick's size: budget %d, lines %q", g.tk.instCap[0], lines)
+	}
+}

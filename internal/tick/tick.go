@@ -537,7 +537,7 @@ func (t *Ticker) instanceBudgets() []int {
 }
 
 // fitBudget fits each instance's key budget to what it answers in time: a tick that timed
-// out on it with more than one command's keys (Config.KeysPerCommand, the least it cuts
+// out on it with two commands' keys or more (Config.KeysPerCommand, the least it cuts
 // to) halves it (to half the keys planned for it, writes and reads), and a tick that did
 // not raises it by half again, back to Config.KeysPerTick. Sent whole, a backlog (150,000
 // teams due for reads under a per-user rule, or written after an outage) timed out tick
@@ -556,7 +556,10 @@ func (t *Ticker) fitBudget() {
 		p := &t.plans[i]
 		used := p.writes + p.readKeys
 		switch timedOut := p.causes.has(causeTimeout); {
-		case timedOut && used > t.cfg.KeysPerCommand:
+		case timedOut && used >= 2*t.cfg.KeysPerCommand:
+			// A tick of fewer keys than two commands' timing out is a Redis that stalls (a
+			// stopped process, a long script), not one given too much: cut, it was told of
+			// as "ticks time out with this many keys" for 206 keys, the cut to 200.
 			t.instCap[i] = max(used/2, t.cfg.KeysPerCommand)
 			if t.budgetLog == nil {
 				t.budgetLog = throttle.NewEvery(time.Minute, nil)
