@@ -11,8 +11,10 @@ package tick
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,10 +113,39 @@ func probeRights(ctx context.Context, c redis.UniversalClient, key string) error
 		switch {
 		case err == nil:
 		case loginRefusal(err):
+			if call := scriptCall(rightsScript, err); call != "" {
+				// Redis 7.0 names no command of a script it refused one inside.
+				return fmt.Errorf("%s: %w (the call refused: %s, +%s missing)", c.what, err, call, strings.ToLower(call))
+			}
 			return fmt.Errorf("%s: %w", c.what, err)
 		case commandMissing(err):
 			return fmt.Errorf("%s: %w (%s)", c.what, err, commandMissingHint)
 		}
 	}
 	return nil
+}
+
+// scriptLine finds the line of a script a refusal inside it names ("… script: …, on
+// @user_script:3."); callName the command a line calls.
+var (
+	scriptLine = regexp.MustCompile(`@user_script:(\d+)`)
+	callName   = regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
+)
+
+// scriptCall returns the command script calls on the line err, a refusal of a call
+// inside it, names, or "" when err names no line of it or the line calls none.
+func scriptCall(script string, err error) string {
+	m := scriptLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	n, _ := strconv.Atoi(m[1])
+	lines := strings.Split(script, "\n")
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	if c := callName.FindStringSubmatch(lines[n-1]); c != nil {
+		return strings.ToUpper(c[1])
+	}
+	return ""
 }
