@@ -184,12 +184,17 @@ func (c *Consumer) setLagLocked(p *partition, hwm, stable, next int64, keep bool
 	if p.gone.Load() {
 		return
 	}
-	c.m.setLag(p.id, hwm, next)
+	from := next
+	if d := p.doneAt.Load(); d > 0 && next >= 0 {
+		from = min(from, d-1) // exactly once: from what is committed (partition.doneAt)
+	}
+	c.m.setLag(p.id, hwm, from)
 	if next >= 0 && stable >= 0 {
 		p.lag.Store(max(stable-next, 0))
 	}
 	if keep && next >= 0 && hwm >= 0 {
 		p.next.Store(next)
+		p.hwm.Store(hwm)
 		p.lagAt.Store(c.mono.now())
 	}
 }

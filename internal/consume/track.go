@@ -56,6 +56,16 @@ type partition struct {
 	// mono reading; 0: never): a partition polled no longer (polling held, fetching
 	// paused) has its lag measured again from there (Consumer.refreshLag).
 	next, lagAt atomic.Int64
+	// doneAt is, exactly once, the offset + 1 the partition's records are committed to
+	// here (0: none read yet): the start of the first transaction that read it, then
+	// each commit's offset. The lag metric counts from it (Consumer.setLag): a record
+	// polled into a transaction that aborts is not routed, and through an output outage
+	// every poll reached the input's end again, the metric reading 0 while nothing
+	// committed.
+	doneAt atomic.Int64
+	// hwm is the high watermark the lag metric was last set from (-1 before): a commit
+	// sets the metric again from it (Consumer.afterEnd).
+	hwm atomic.Int64
 	// assignedAt is when the partition was assigned (a mono reading): one no poll has
 	// measured lagStale after it (polling held from the start, or no record since) is
 	// measured from the group's committed offset (Consumer.refreshLag).
@@ -105,7 +115,9 @@ type batch struct {
 }
 
 func newPartition(topic string, id int32, m mono) *partition {
-	return &partition{topic: topic, id: id, mono: m, acked: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
+	p := &partition{topic: topic, id: id, mono: m, acked: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
+	p.hwm.Store(-1)
+	return p
 }
 
 // released reports whether p is another gate's now, or about to be: revoked or lost, or

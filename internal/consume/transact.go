@@ -468,6 +468,7 @@ func (c *Consumer) routeTxn(ws []work) {
 		w.p.transacted.Store(true)
 		if _, ok := c.txn.from[w.p.id]; !ok {
 			c.txn.from[w.p.id] = txnStart{w.p, w.recs[0].Offset}
+			w.p.doneAt.CompareAndSwap(0, w.recs[0].Offset+1) // the first read here: nothing routed past it yet
 		}
 	}
 	if c.cfg.StartOffset == StartLatest && !c.commitTxnStarts(ws) {
@@ -825,8 +826,14 @@ func (c *Consumer) afterEnd(committed map[int32]kgo.EpochOffset) {
 	c.partsMu.Lock()
 	defer c.partsMu.Unlock()
 	for id, off := range committed {
-		if c.parts[id] != nil {
+		if p := c.parts[id]; p != nil {
 			c.m.committed.WithLabelValues(itoa(id)).Set(float64(off.Offset))
+			p.doneAt.Store(off.Offset + 1)
+			// The lag from what is now committed, not from the last poll's measure,
+			// which counted this transaction's records still.
+			if hwm, next := p.hwm.Load(), p.next.Load(); hwm >= 0 {
+				c.m.setLag(id, hwm, min(next, off.Offset))
+			}
 		}
 	}
 	for k := range c.reroutes {
