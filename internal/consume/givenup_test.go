@@ -220,3 +220,36 @@ func TestStopLineSaysWhereEachPartitionResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingNewAssignedIsNoInfoLine: a rebalance that assigns a member nothing new (the
+// member that keeps its partitions as another joins, cooperatively) logs no "partitions
+// assigned" line at info: it logged one of null partitions, often twice a rebalance (a
+// review).
+func TestNothingNewAssignedIsNoInfoLine(t *testing.T) {
+	t.Parallel()
+	const parts = 4
+	env := newEnv(t, parts)
+	logs := &syncBuffer{}
+	env.logs = logs
+	a := env.start(t, "a")
+	waitFor(t, 30*time.Second, "a owning every partition", func() bool { return len(owned(a)) == parts })
+	env.logs = nil
+	b := env.start(t, "b")
+	waitFor(t, 30*time.Second, "b taking partitions from a", func() bool { return len(owned(b)) > 0 && len(owned(a)) < parts })
+	b.stop(t)
+	waitFor(t, 30*time.Second, "a owning every partition again", func() bool { return len(owned(a)) == parts })
+	a.stop(t)
+	n := 0
+	for _, line := range logLines(t, logs.String()) {
+		if line["msg"] != "partitions assigned" || line["level"] != "INFO" {
+			continue
+		}
+		n++
+		if ps, _ := line["partitions"].([]any); len(ps) == 0 {
+			t.Errorf("an info line of no partition assigned: %v", line)
+		}
+	}
+	if n < 2 {
+		t.Errorf("%d info lines of partitions assigned, want the start's and the return's at least:\n%s", n, logs.String())
+	}
+}

@@ -57,7 +57,13 @@ func (c *Consumer) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 	c.m.initLost(c.cfg.InputTopic, ids)
 	c.txn.rebalanced.Store(true)
 	c.ready.Store(true)
-	c.log.Info("partitions assigned", "topic", c.cfg.InputTopic, "partitions", ids, "owned", owned)
+	// A cooperative rebalance calls this on every member, most given nothing new: said at
+	// debug, not as an assignment of null partitions, twice a rebalance at info.
+	lvl := slog.LevelInfo
+	if len(ids) == 0 {
+		lvl, ids = slog.LevelDebug, []int32{}
+	}
+	c.log.Log(ctx, lvl, "partitions assigned", "topic", c.cfg.InputTopic, "partitions", ids, "owned", owned)
 }
 
 // onRevoked waits (briefly) for the revoked partitions' in-flight records, commits what
