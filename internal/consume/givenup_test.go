@@ -253,3 +253,43 @@ func TestNothingNewAssignedIsNoInfoLine(t *testing.T) {
 		t.Errorf("%d info lines of partitions assigned, want the start's and the return's at least:\n%s", n, logs.String())
 	}
 }
+
+// TestExactlyOnceStopLineSaysWhereEachPartitionResumes: exactly once, the stop line gives
+// the offset each partition's next owner starts at (committed_offsets), as at least once
+// it does: it gave only how many transactions committed and aborted (a review).
+func TestExactlyOnceStopLineSaysWhereEachPartitionResumes(t *testing.T) {
+	t.Parallel()
+	const parts, n = 2, 40
+	env := newEOSEnv(t, parts)
+	logs := &syncBuffer{}
+	env.logs = logs
+	a := env.start(t, "a")
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%5))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
+	collect(t, env.cluster, n, 30*time.Second, 0, readCommitted())
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	a.stop(t)
+	gi := env.cluster.GroupInfo(testGroup)
+	stop := lastLine(t, logs.String(), "consumer stopped")
+	if stop == nil || gi == nil {
+		t.Fatalf("no \"consumer stopped\" line, or no group:\n%s", logs.String())
+	}
+	at, ok := stop["committed_offsets"].(map[string]any)
+	if !ok {
+		t.Fatalf("the stop line names no committed_offsets: %v", stop)
+	}
+	total := int64(0)
+	for p := range int32(parts) {
+		c := gi.Commits[inTopic][p]
+		total += c.Offset
+		if got, _ := at[strconv.Itoa(int(p))].(float64); int64(got) != c.Offset {
+			t.Errorf("committed_offsets[%d] = %v, want %d, the group's commit (line %v)", p, at[strconv.Itoa(int(p))], c.Offset, stop)
+		}
+	}
+	if total != n {
+		t.Errorf("the group's commits sum to %d, want %d", total, n)
+	}
+}

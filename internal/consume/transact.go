@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -60,6 +61,14 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 			c.log.Warn("could not end the session's empty transaction before leaving the group", "err", err)
 		}
 	}
+	// Where each partition's next owner starts, for the stop line, as at least once:
+	// what the last commit here reached (partition.doneAt), before leaving drops them.
+	at := map[int32]int64{}
+	for _, p := range c.snapshot(nil) {
+		if d := p.doneAt.Load(); d > 0 {
+			at[p.id] = d - 1
+		}
+	}
 	// Leaving the group revokes everything: onRevoked drops the partitions' state.
 	c.closeClient(c.tx.CloseAllowingRebalance)
 	// Unless the session did not pass that revoke on (a rearm that failed, an assignment
@@ -75,7 +84,7 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 		c.releaseStopped(ids)
 	}
 	c.ready.Store(false)
-	c.log.Info("consumer stopped", "transactions_committed", n.committed, "transactions_aborted", n.aborted)
+	c.log.Info("consumer stopped", "transactions_committed", n.committed, "transactions_aborted", n.aborted, "committed_offsets", at)
 	if gone, ok := errors.AsType[*InputGoneError](context.Cause(ctx)); ok && runErr == nil {
 		return gone
 	}
@@ -214,6 +223,10 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 				attrs := []any{"records", res.records, "failed", len(res.failures), "topic", topic, "attempt", failures + 1}
 				if err != nil {
 					attrs = append(attrs, "err", err) // none for a refused commit: franz-go keeps it
+				}
+				if ctx.Err() != nil {
+					// Stopping: not replayed here, where nothing is polled again.
+					msg = strings.Replace(msg, "its records are replayed", "the gate stops: the partitions' next owner routes its records", 1)
 				}
 				c.log.Warn(msg, append(attrs, "aborts_unlogged", unlogged)...)
 			}
