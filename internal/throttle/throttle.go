@@ -51,3 +51,12 @@ func (e *Every) Reset() {
 	defer e.mu.Unlock()
 	e.last = time.Time{}
 }
+
+// Forget drops the count of events held back since the last one let through, which the
+// caller has accounted for otherwise (a line summing a failure's whole stretch); the pace
+// stays.
+func (e *Every) Forget() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.suppressed = 0
+}

@@ -30,6 +30,10 @@ func TestEvery(t *testing.T) {
 	e.Reset()
 	step(0, true, 1) // Reset lets the next one through, with the count kept
 	step(0, false, 0)
+	step(0, false, 0)
+	e.Forget()
+	step(10*time.Second, true, 0) // Forget drops the two held back; the pace stays
+	step(0, false, 0)
 }
 
 // TestEveryConcurrent: of many callers at one instant, exactly one is let through, and

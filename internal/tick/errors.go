@@ -317,6 +317,10 @@ func (e *errLog) recovered(log *slog.Logger, instance string, took time.Duration
 	if e.logged {
 		log.Info("redis pipeline succeeds again; counts kept meanwhile are written from now on", "instance", instance,
 			"failed_ticks", e.ticks, "failing_for", e.clock.Now().Sub(e.since).Round(time.Millisecond), "pipeline", took)
+		// The stretch's failures left unlogged are in failed_ticks: not counted again as
+		// the next stretch's first line's failed_unlogged (a refusal of another cause,
+		// logged at once, said 29 of the OOM stretch before it).
+		e.pace.Forget()
 	}
 	// The pace and when each cause was last logged stay: the next failures are logged at
 	// once only past errorLogInterval, or with a cause not logged within it.

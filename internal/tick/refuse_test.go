@@ -190,6 +190,44 @@ func TestRedisFailingOnAndOffLogsOncePerMinute(t *testing.T) {
 	}
 }
 
+// TestNextStretchCountsNoneOfTheLastUnlogged: the failures of a stretch whose recovery was
+// logged (failed_ticks counts them all) are not counted again as left unlogged on the
+// next stretch's first line: a refusal of another cause, logged at once, said
+// failed_unlogged=29, the OOM stretch's before it (a review).
+func TestNextStretchCountsNoneOfTheLastUnlogged(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{}, srv)
+	logs := g.withLog()
+	g.tk.errLogs[0].clock = clk
+	tick := func(wantErr bool) {
+		t.Helper()
+		g.l.Check("team", 1)
+		clk.Advance(time.Second)
+		if r := g.tk.Tick(context.Background()); (r.Errors == 1) != wantErr {
+			t.Fatalf("tick = %+v, want failed %v", r, wantErr)
+		}
+	}
+	srv.RefuseWrites(t, redistest.RefuseOOM)
+	for range 5 {
+		tick(true) // the first logged, four left out
+	}
+	srv.AcceptWrites(t)
+	tick(false)
+	if oks := logs.lines("level=INFO", "succeeds again", "failed_ticks=5"); len(oks) != 1 {
+		t.Fatalf("no recovery line counting the stretch's 5 failed ticks:\n%s", strings.Join(logs.lines("redis"), "\n"))
+	}
+	srv.RefuseWrites(t, redistest.RefuseNoReplicas)
+	tick(true)
+	warns := logs.lines("level=WARN", "redis refused writes")
+	if len(warns) != 2 {
+		t.Fatalf("%d refusal lines, want the OOM's and the NOREPLICAS' (another cause: at once):\n%s", len(warns), strings.Join(warns, "\n"))
+	}
+	if !strings.Contains(warns[1], "failed_unlogged=0") {
+		t.Errorf("the NOREPLICAS line counts the OOM stretch's failures as its own left unlogged: %s", warns[1])
+	}
+}
+
 // TestPipelinePartlyFails: one team's INCRBY fails (its key holds a list: WRONGTYPE)
 // while the rest of the same pipeline, other teams' writes and every read, succeeds. The
 // failed team stays limited on its own counts; the others' writes land and leave pending.
