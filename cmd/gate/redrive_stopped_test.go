@@ -101,18 +101,7 @@ func TestRedriveStoppedNamesTheRefusedCopies(t *testing.T) {
 	// The stop comes as the read fetches partition 1 from offset 40: partition 0's dead
 	// letters (the merge hands on those of one time by partition) have been handed on,
 	// and their copies refused, by then.
-	c.ControlKey(kmsg.Fetch.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		for _, tp := range kr.(*kmsg.FetchRequest).Topics {
-			for _, p := range tp.Partitions {
-				if p.Partition == 1 && p.FetchOffset >= 40 {
-					stop()
-					return nil, nil, false
-				}
-			}
-		}
-		c.KeepControl()
-		return nil, nil, false
-	})
+	stopReadingAt(c, 1, 40, stop)
 	var stdout, stderr bytes.Buffer
 	err := run(ctx, []string{"redrive"}, testHost(env), &stdout, &stderr)
 	t.Logf("gate redrive stopped, the broker refusing: %v\n%s", err, stdout.String())
@@ -142,6 +131,22 @@ func TestRedriveStoppedNamesTheRefusedCopies(t *testing.T) {
 	eachLetterInInputOnce(t, c, n)
 }
 
+// stopReadingAt calls stop as the read fetches partition from offset at or past it.
+func stopReadingAt(c *kfake.Cluster, partition int32, offset int64, stop func()) {
+	c.ControlKey(kmsg.Fetch.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		for _, tp := range kr.(*kmsg.FetchRequest).Topics {
+			for _, p := range tp.Partitions {
+				if p.Partition == partition && p.FetchOffset >= offset {
+					stop()
+					return nil, nil, false
+				}
+			}
+		}
+		c.KeepControl()
+		return nil, nil, false
+	})
+}
+
 // goOn matches gate redrive's error giving the run that copies what a stopped read left.
 var goOn = regexp.MustCompile(`to go on from where it stopped: gate redrive -offsets (\S+)`)
 
@@ -158,18 +163,7 @@ func TestRedriveStoppedGivesTheRunThatGoesOn(t *testing.T) {
 	env["GATE_KAFKA_FETCH_MAX_BYTES"] = "1024" // a fetch a batch: the read is under way at the stop
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	c.ControlKey(kmsg.Fetch.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		for _, tp := range kr.(*kmsg.FetchRequest).Topics {
-			for _, p := range tp.Partitions {
-				if p.Partition == 1 && p.FetchOffset >= 40 {
-					stop()
-					return nil, nil, false
-				}
-			}
-		}
-		c.KeepControl()
-		return nil, nil, false
-	})
+	stopReadingAt(c, 1, 40, stop)
 	var stdout, stderr bytes.Buffer
 	err := run(ctx, []string{"redrive", "-from", "3h"}, testHost(env), &stdout, &stderr)
 	t.Logf("gate redrive -from 3h stopped: %v\n%s", err, stdout.String())

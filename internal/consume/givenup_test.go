@@ -171,11 +171,7 @@ func TestStopLineSaysWhereEachPartitionResumes(t *testing.T) {
 	logs := &syncBuffer{}
 	env.logs = logs
 	a := env.start(t, "a")
-	recs := make([]*kgo.Record, n)
-	for id := range recs {
-		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%5))
-	}
-	produceAll(t, producer(t, env.cluster), recs)
+	produceTeams(t, env, n, 5)
 	collect(t, env.cluster, n, 30*time.Second, 0)
 	ends := map[int32]int64{}
 	waitFor(t, 30*time.Second, "every partition committed at its end by the interval's commits", func() bool {
@@ -264,11 +260,7 @@ func TestExactlyOnceStopLineSaysWhereEachPartitionResumes(t *testing.T) {
 	logs := &syncBuffer{}
 	env.logs = logs
 	a := env.start(t, "a")
-	recs := make([]*kgo.Record, n)
-	for id := range recs {
-		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%5))
-	}
-	produceAll(t, producer(t, env.cluster), recs)
+	produceTeams(t, env, n, 5)
 	collect(t, env.cluster, n, 30*time.Second, 0, readCommitted())
 	waitCommitted(t, env.cluster, parts, 20*time.Second)
 	a.stop(t)
@@ -292,4 +284,15 @@ func TestExactlyOnceStopLineSaysWhereEachPartitionResumes(t *testing.T) {
 	if total != n {
 		t.Errorf("the group's commits sum to %d, want %d", total, n)
 	}
+}
+
+// produceTeams writes the input records of ids 0 to n-1, of teams team-0 to
+// team-(teams-1) in turn.
+func produceTeams(t *testing.T, env *gateEnv, n, teams int) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for id := range recs {
+		recs[id] = inputRecord(id, "team-"+strconv.Itoa(id%teams))
+	}
+	produceAll(t, producer(t, env.cluster), recs)
 }
