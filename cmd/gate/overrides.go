@@ -190,6 +190,11 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 			_, err := fmt.Fprintf(stdout, "note: %s is in %s: the gates %s (reason forced) whatever its limit; this override applies once it is taken out of it\n", cli.Shown(team), ol.forceName, ol.forced)
 			return err
 		}
+		if ol.unknown {
+			// Nothing here says what the gates force: not said as if none were.
+			_, err := fmt.Fprintf(stdout, "note: this environment sets none of the gates' limits (GATE_THRESHOLD, GATE_LIMITS, GATE_FORCE_OVERFLOW, GATE_RULES_FILE): whether the gates force %s is not known here\n", cli.Shown(team))
+			return err
+		}
 		return nil
 	case "delete":
 		shown := cli.Shown(team)
@@ -208,7 +213,7 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", shown, key)
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to %s within GATE_OVERRIDES_REFRESH (%s as set here: the gates' own may differ)\n", shown, key, ol.fallback(team), cfg.OverridesRefresh)
+		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to %s within GATE_OVERRIDES_REFRESH (%s), both as set here%s\n", shown, key, ol.fallback(team), cfg.OverridesRefresh, ol.notTheFleets())
 		return err
 	}
 	live, updated, err := overrides.List(ctx, c, key, cfg.OverridesConfig().MaxEntries)
@@ -234,7 +239,11 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 	if updated == "" {
 		updated = "at an unknown time (no " + overrides.MarkerField + " field)"
 	}
-	_, err = fmt.Fprintf(stdout, "%d live overrides in %s, last changed %s\n", len(live), key, updated)
+	noun := "live overrides"
+	if len(live) == 1 {
+		noun = "live override"
+	}
+	_, err = fmt.Fprintf(stdout, "%d %s in %s, last changed %s\n", len(live), noun, key, updated)
 	return err
 }
 
@@ -309,6 +318,18 @@ type overriddenLimit struct {
 	threshold int64  // the default threshold; 0: not known here (a rule taken as given)
 	thrName   string // what sets it, for a message
 	adaptive  string // the setting that makes thresholds learned, "" when they are not
+	// unknown: the environment sets none of the limit's variables, its figures being the
+	// defaults, which the gates' own may well not be.
+	unknown bool
+}
+
+// notTheFleets is what a message giving ol's figures adds when they are this
+// environment's defaults only.
+func (ol overriddenLimit) notTheFleets() string {
+	if ol.unknown {
+		return ": this environment sets none of the gates' limits (GATE_THRESHOLD, GATE_LIMITS, GATE_OVERRIDES, GATE_RULES_FILE), so these are the defaults, not the gates'; run it with their GATE_* variables"
+	}
+	return ": the gates' own may differ"
 }
 
 // limitOf is the limit the live overrides of rule ("": the gate's without rules) are laid
@@ -335,6 +356,8 @@ func limitOf(cfg config.Config, getenv func(string) string, rule string, r *rule
 	if cfg.LimitConfig().Adaptive != nil {
 		ol.adaptive = "GATE_THRESHOLD_MODE=adaptive"
 	}
+	ol.unknown = !slices.ContainsFunc([]string{"GATE_THRESHOLD", "GATE_LIMITS", "GATE_OVERRIDES", "GATE_FORCE_OVERFLOW", "GATE_THRESHOLD_MODE"},
+		func(v string) bool { return strings.TrimSpace(getenv(v)) != "" })
 	return ol
 }
 

@@ -71,6 +71,10 @@ func TestOverridesDeleteNamesTheFallbackInForce(t *testing.T) {
 		{map[string]string{"GATE_THRESHOLD_MODE": "adaptive", "GATE_THRESHOLD": "2000"}, "", "falls back to its learned threshold (GATE_THRESHOLD_MODE=adaptive; GATE_THRESHOLD, 2000, until it has one)", ""},
 		{map[string]string{"GATE_RULES_FILE": path}, "static", "falls back to rule static's threshold, 100,", "GATE_THRESHOLD"},
 		{map[string]string{"GATE_RULES_FILE": path}, "learned", "falls back to its learned threshold (rule learned's threshold_mode: adaptive; its threshold, 300, until it has one)", "GATE_THRESHOLD"},
+		// None of the limit's variables set (the docs' example: only the Redis URL and
+		// prefix): the figure is a default, said so, where it was given as the gates'
+		// (a review: "falls back to GATE_THRESHOLD, 1000000" of gates with GATE_LIMITS).
+		{map[string]string{}, "", "so these are the defaults, not the gates'", "the gates' own may differ"},
 	} {
 		env := map[string]string{"GATE_REDIS_URLS": rs.URL(), "GATE_REDIS_PREFIX": "d" + string(rune('a'+i))}
 		for k, v := range tc.env {
@@ -86,7 +90,9 @@ func TestOverridesDeleteNamesTheFallbackInForce(t *testing.T) {
 			}
 			return stdout.String()
 		}
-		do("set", "t1", "5")
+		if out := do("set", "t1", "5"); strings.Contains(out, "is not known here") != (len(tc.env) == 0) {
+			t.Errorf("set with %v: %q; want it to say whether t1 is forced is not known here only when no limit is set", tc.env, out)
+		}
 		if out := do("delete", "t1"); !strings.Contains(out, tc.want) || tc.not != "" && strings.Contains(out, tc.not) {
 			t.Errorf("delete with %v, rule %q: %q, want %q in it (and not %q)", tc.env, tc.rule, out, tc.want, tc.not)
 		}

@@ -618,7 +618,7 @@ func TestOverridesDeleteRemovesAnEmptyTeam(t *testing.T) {
 	if out, err := do("delete", ""); err != nil || !strings.Contains(out, `deleted "" from empty:overrides`) {
 		t.Errorf(`delete "": stdout %q, err %v`, out, err)
 	}
-	if out, err := do("list"); err != nil || !strings.Contains(out, "1 live overrides in empty:overrides") {
+	if out, err := do("list"); err != nil || !strings.Contains(out, "1 live override in empty:overrides") {
 		t.Errorf("list after the delete: %q %v", out, err)
 	}
 	if _, err := do("set", "", "5"); err == nil || cli.ExitCode(err) != 2 {

@@ -351,7 +351,11 @@ func underText(l endpoints.LimitJSON) string {
 	if !l.Limited || l.SecondsUntilUnder <= 0 && l.DivertedSince == nil {
 		return "-"
 	}
-	return (time.Duration(l.SecondsUntilUnder * float64(time.Second))).Round(time.Second).String()
+	d := time.Duration(l.SecondsUntilUnder * float64(time.Second))
+	if d < time.Second/2 && !l.Forced && l.SecondsUntilUnder > 0 {
+		return "<1s" // rounded, "0s" beside LIMITED true read as a contradiction
+	}
+	return cli.Duration(d.Round(time.Second))
 }
 
 // thresholdText is l's threshold as the tables show it, with where it comes from when it

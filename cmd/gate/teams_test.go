@@ -48,7 +48,7 @@ func TestTeamCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"team whale: LIMITED", `as seen by the gate at ` + addr + `: Redis prefix "prod-gate"`, `consumer group "prod-gate"`, "WINDOW", "\n1m ", "10 (override)", "40", "400%", "hot", "3m0s", "never read",
+	for _, want := range []string{"team whale: LIMITED", `as seen by the gate at ` + addr + `: Redis prefix "prod-gate"`, `consumer group "prod-gate"`, "WINDOW", "\n1m ", "10 (override)", "40", "400%", "hot", " 3m ", "never read",
 		"DIVERTED SINCE", t0.UTC().Format(time.RFC3339), "not before " + t0.Add(time.Minute).UTC().Format(time.RFC3339)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -511,4 +511,19 @@ func field(line string, i int) string {
 		return f[i]
 	}
 	return ""
+}
+
+// TestUnderTextOfALimitedTeamIsNeverZero: a limited team a fraction of a second over its
+// threshold (cap mode holds teams there) shows UNDER IN <1s, not 0s beside LIMITED true,
+// which read as a contradiction (a review); longer waits as an operator writes them.
+func TestUnderTextOfALimitedTeamIsNeverZero(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		secs float64
+		want string
+	}{{0.0057, "<1s"}, {0.6, "1s"}, {180, "3m"}, {5400, "1h30m"}} {
+		if got := underText(endpoints.LimitJSON{Limited: true, SecondsUntilUnder: tc.secs}); got != tc.want {
+			t.Errorf("underText(limited, %v s) = %q, want %q", tc.secs, got, tc.want)
+		}
+	}
 }
