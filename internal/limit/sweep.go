@@ -580,9 +580,12 @@ const maxFleetFactor = 1024
 // last read (r.flushed), fleet what the whole fleet added meanwhile, and M = fleetMass ×
 // threshold. Between two reads in one epoch the fleet's part is exact: the growth of the
 // shared count of r.Epoch, the last read's count being its estimate (less what it added
-// as unseen) less prev × (1 − its progress). Otherwise (the first read, one after a
-// failed read, one across an epoch boundary) it is the estimate's share of the time
-// since, at most a window: the same in a steady fleet. A gate alone converges on 1.
+// as unseen) less prev × (1 − its progress). Across one epoch boundary it is as exact:
+// all of curr, and prev's growth since the last read, whose count of that epoch was its
+// estimate less the epoch before's drain over the rest of it. Otherwise (the first read,
+// one after a failed read, one a window or more after the last) it is the estimate's
+// share of the time since, at most a window: the same in a steady fleet. A gate alone
+// stays at 1.
 //
 // Every gate writes once a tick. A fresh read (r.Fresh: the fleet's ticks aligned, every
 // write before any read) misses nothing the others counted up to the tick's boundary. An
@@ -621,14 +624,27 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 		gap = 0
 	}
 	var fleet float64
-	if start := r.Epoch * l.windowNs; at&readLocal == 0 && at >= start {
+	start := r.Epoch * l.windowNs
+	switch c := min((1-share)*gap/rateDt, 0.5); {
+	case at&readLocal == 0 && at >= start:
 		// The growth since the last read, whose estimate held its unseen part: (1 − share)
 		// × the fleet's rate × half a tick, which at the fleet's rate now (exact in a
 		// steady fleet) makes fleet = grown + c × fleet.
 		grown := float64(curr) - (lastEst - float64(prev)*(1-float64(at-start)/win))
-		c := min((1-share)*gap/rateDt, 0.5)
 		fleet = max(grown/(1-c), 0)
-	} else {
+	case at&readLocal == 0 && readTime(at) >= start-l.windowNs:
+		// The last read was in the epoch before, prev's now: what that epoch's count was
+		// then is the last estimate less what of the epoch before it was left (its drain,
+		// the view's, times the rest of that epoch); the growth is prev's since, and all
+		// of curr. The estimate's share of the time since, as an epoch boundary once took,
+		// counted the last window's records, seen at that read, as grown when none came:
+		// each read of a team idle since cut every gate's share (a lone gate's to 0.56 at
+		// the first boundary), and its next burst counted 1 / share times a record.
+		_, drain, _ := unpackView(e.estimate.Load())
+		then := lastEst - drain*float64(start-readTime(at))
+		grown := float64(curr) + max(float64(prev)-then, 0)
+		fleet = max(grown/(1-c), 0)
+	default:
 		fleet = est * min(dt, win) / win
 	}
 	m := fleetMass * thr

@@ -171,3 +171,40 @@ func TestRedisCommandsDocumented(t *testing.T) {
 		t.Errorf("commands counted: %v; want the fleet count's and the reads'", seen)
 	}
 }
+
+// TestLoneGateShareStaysWholeAcrossIdleWindows: a gate alone keeps its share of a team's
+// traffic at 1 through a team's bursts, one a window, and its idle seconds between them.
+// The read across an epoch boundary took the fleet's growth as the estimate's share of
+// the time since, counting the last window's records, seen at the read before, as grown
+// when none came: the share fell to 0.56 at the first boundary and swung from 0.37 to
+// 0.93 after, each record of the next burst counting 1 / share times (a review: cap mode
+// admitted 158, 64, 76 of bursts the sliding window had room for more of; here the
+// second burst got 9 of the 20 the window's room held).
+func TestLoneGateShareStaysWholeAcrossIdleWindows(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: 10 * time.Second, Threshold: 200, Mode: limit.Cap}, Config{KeyPrefix: "sh"}, srv)
+	var accepted []int
+	for w := range 4 {
+		clk.Advance(time.Second)
+		n := 0
+		for range 1000 {
+			if !g.l.Check("b", 1).Limited {
+				n++
+			}
+		}
+		accepted = append(accepted, n)
+		for s := range 9 {
+			clk.Advance(time.Second)
+			g.tk.Tick(context.Background())
+			if st, ok := g.l.Snapshot(clk.Now(), "b"); !ok || st.FleetShare < 0.99 {
+				t.Fatalf("window %d, second %d: share %.3f, want 1 for a gate alone (accepted so far %v)", w, s+2, st.FleetShare, accepted)
+			}
+		}
+	}
+	// The sliding window's room one second into a window after a full one: about 200 ×
+	// 0.1 = 20; after one of about 20, nearly the whole threshold.
+	if accepted[1] < 15 || accepted[1] > 25 || accepted[2] < 150 {
+		t.Errorf("bursts accepted %v, want about 200, 20, 180+, ...", accepted)
+	}
+}
