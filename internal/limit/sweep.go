@@ -601,7 +601,7 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 		return 1, 0
 	}
 	win := float64(l.windowNs)
-	lastEst, _, lastFactor := unpackView(e.estimate.Load())
+	lastEst, lastDrain, lastFactor := unpackView(e.estimate.Load())
 	if r.Refused {
 		// What the others counted is in the read as this factor predicted it (and nothing
 		// of theirs is unseen): kept, as a read holds nothing to learn it from.
@@ -640,8 +640,7 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 		// counted the last window's records, seen at that read, as grown when none came:
 		// each read of a team idle since cut every gate's share (a lone gate's to 0.56 at
 		// the first boundary), and its next burst counted 1 / share times a record.
-		_, drain, _ := unpackView(e.estimate.Load())
-		then := lastEst - drain*float64(start-readTime(at))
+		then := lastEst - lastDrain*float64(start-readTime(at))
 		grown := float64(curr) + max(float64(prev)-then, 0)
 		fleet = max(grown/(1-c), 0)
 	default:
