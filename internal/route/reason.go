@@ -65,11 +65,16 @@ const (
 	ReasonRejected      = "rejected"       // DeadLetter: the broker refused the routed record for good
 )
 
-// DeadLetterReasons are the gate-error values a dead letter can carry, in the order
-// above: what gate redrive -reason takes.
+// DeadLetterReasons are the gate-error values a dead letter can carry, the reasons whose
+// route is DeadLetter in reasonCode's order: what gate redrive -reason takes.
 func DeadLetterReasons() []string {
-	return []string{ReasonNotJSON, ReasonFieldMissing, ReasonFieldType, ReasonFieldEmpty, ReasonAmbiguousTeam,
-		ReasonKeyTooLong, ReasonHeaderMissing, ReasonKeyMissing, ReasonRejected}
+	var out []string
+	for c := reasonNone + 1; c < numReasons; c++ {
+		if c.route() == DeadLetter {
+			out = append(out, c.String())
+		}
+	}
+	return out
 }
 
 // reasonCode is a reason as a small integer, to index the pre-resolved metrics and header
