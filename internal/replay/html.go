@@ -317,12 +317,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return ratioDown(v, 2) + "×" // as the text report has it
 	},
-	"signed": func(n int64) string {
-		if n > 0 {
-			return "+" + outcome.Thousands(n)
-		}
-		return outcome.Thousands(n)
-	},
+	"signed": signed,
 	"reason": func(s string) string { return cmp.Or(s, "(no reason)") },
 }).Parse(pageHTML))
 

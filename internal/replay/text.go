@@ -122,10 +122,10 @@ func namedRules(rules []RuleFate) bool {
 }
 
 // signed is n grouped by thousands as the columns beside it are, with its sign: +12,227
-// or -12,227 (it was -12227).
+// or -12,227 (the text had -12227); the page's change column too.
 func signed(n int64) string {
-	if n < 0 {
-		return "-" + outcome.Thousands(-n)
+	if n > 0 {
+		return "+" + outcome.Thousands(n)
 	}
-	return "+" + outcome.Thousands(n)
+	return outcome.Thousands(n)
 }
