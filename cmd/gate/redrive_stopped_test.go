@@ -90,13 +90,8 @@ func TestRedriveStoppedCountsTheCopiesItGaveUp(t *testing.T) {
 // the docs' resume (from where the printed offsets end) left them out of the input.
 func TestRedriveStoppedNamesTheRefusedCopies(t *testing.T) {
 	t.Parallel()
-	c, env := kafkaEnv(t)
-	cl := kafkaClient(t, c)
 	const n = 200
-	produceLetters(t, cl, n)
-	env["GATE_KAFKA_FETCH_MAX_BYTES"] = "1024" // a fetch a batch: the read is under way at the stop
-	ctx, stop := context.WithCancel(t.Context())
-	defer stop()
+	c, env, ctx, stop := stoppableRedrive(t, n)
 	refusing := refuseProduce(c, kerr.InvalidRecord, func() {})
 	// The stop comes as the read fetches partition 1 from offset 40: partition 0's dead
 	// letters (the merge hands on those of one time by partition) have been handed on,
@@ -131,6 +126,19 @@ func TestRedriveStoppedNamesTheRefusedCopies(t *testing.T) {
 	eachLetterInInputOnce(t, c, n)
 }
 
+// stoppableRedrive is a broker holding n dead letters (produceLetters), fetched a batch at
+// a time (so that a stop finds the read under way), the environment of a redrive of them,
+// and the context a test stops it with (stop; ended with t).
+func stoppableRedrive(t *testing.T, n int) (*kfake.Cluster, map[string]string, context.Context, context.CancelFunc) {
+	t.Helper()
+	c, env := kafkaEnv(t)
+	produceLetters(t, kafkaClient(t, c), n)
+	env["GATE_KAFKA_FETCH_MAX_BYTES"] = "1024"
+	ctx, stop := context.WithCancel(t.Context())
+	t.Cleanup(stop)
+	return c, env, ctx, stop
+}
+
 // stopReadingAt calls stop as the read fetches partition from offset at or past it.
 func stopReadingAt(c *kfake.Cluster, partition int32, offset int64, stop func()) {
 	c.ControlKey(kmsg.Fetch.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
@@ -156,13 +164,8 @@ var goOn = regexp.MustCompile(`to go on from where it stopped: gate redrive -off
 // the rest from them (and from each partition's end, which it did not print).
 func TestRedriveStoppedGivesTheRunThatGoesOn(t *testing.T) {
 	t.Parallel()
-	c, env := kafkaEnv(t)
-	cl := kafkaClient(t, c)
 	const n = 200
-	produceLetters(t, cl, n)
-	env["GATE_KAFKA_FETCH_MAX_BYTES"] = "1024" // a fetch a batch: the read is under way at the stop
-	ctx, stop := context.WithCancel(t.Context())
-	defer stop()
+	c, env, ctx, stop := stoppableRedrive(t, n)
 	stopReadingAt(c, 1, 40, stop)
 	var stdout, stderr bytes.Buffer
 	err := run(ctx, []string{"redrive", "-from", "3h"}, testHost(env), &stdout, &stderr)
