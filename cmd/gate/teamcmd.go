@@ -21,6 +21,7 @@ import (
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/endpoints"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
 )
 
 const teamUsage = `Usage: gate team [-addr HOST:PORT] TEAM
@@ -358,10 +359,14 @@ func underText(l endpoints.LimitJSON) string {
 	return cli.Duration(d.Round(time.Second))
 }
 
-// thresholdText is l's threshold as the tables show it, with where it comes from when it
-// is not the configured one.
+// thresholdText is l's threshold as the tables show it, in bytes when it counts bytes
+// (GATE_COST=bytes: the level beside it too), with where it comes from when it is not
+// the configured one.
 func thresholdText(l endpoints.LimitJSON) string {
 	thr := strconv.FormatInt(l.Threshold, 10)
+	if l.Unit == route.CostBytes.String() {
+		thr += " bytes"
+	}
 	switch {
 	case l.Override:
 		thr += " (override)"

@@ -21,6 +21,7 @@ import (
 	"github.com/capturegate/gate/internal/endpoints"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/spike"
 )
 
@@ -524,6 +525,43 @@ func TestUnderTextOfALimitedTeamIsNeverZero(t *testing.T) {
 	}{{0.0057, "<1s"}, {0.6, "1s"}, {180, "3m"}, {5400, "1h30m"}} {
 		if got := underText(endpoints.LimitJSON{Limited: true, SecondsUntilUnder: tc.secs}); got != tc.want {
 			t.Errorf("underText(limited, %v s) = %q, want %q", tc.secs, got, tc.want)
+		}
+	}
+}
+
+// TestTeamTablesSayBytes: a limit that counts bytes (GATE_COST=bytes, a rule's cost:
+// bytes) shows its threshold as bytes in gate team's table and in -top's, so that 20000
+// is not read as 20000 events; one that counts events shows the number alone.
+func TestTeamTablesSayBytes(t *testing.T) {
+	t0 := time.Now()
+	newLim := func() *limit.Limiter {
+		lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 20000}, clock.NewFake(t0), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim.CheckAt(t0, "2", 1500)
+		return lim
+	}
+	rules := []gate.RuleLimits{{Name: "team-bytes", Lims: []*limit.Limiter{newLim()}, Cost: route.CostBytes}, {Name: "team", Lims: []*limit.Limiter{newLim()}}}
+	srv := httptest.NewServer(endpoints.NewMux(prometheus.NewRegistry(), nil, endpoints.NewTeamAPI(endpoints.GateJSON{}, func() []gate.RuleLimits { return rules })))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, args := range [][]string{{"2"}, {"-top", "5"}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), append([]string{"team", "-addr", addr}, args...), testHost(nil), &stdout, &stderr); err != nil {
+			t.Fatalf("gate team %s: %v\n%s", args, err, stderr.String())
+		}
+		var bytesRow, eventsRow string
+		for line := range strings.Lines(stdout.String()) {
+			switch f := strings.Fields(line); {
+			case slices.Contains(f, "team-bytes"):
+				bytesRow = line
+			case slices.Contains(f, "team"):
+				eventsRow = line
+			}
+		}
+		if !strings.Contains(bytesRow, "20000 bytes") || eventsRow == "" || strings.Contains(eventsRow, "bytes") || !strings.Contains(eventsRow, "20000") {
+			t.Errorf("gate team %s: want 20000 bytes on team-bytes's row only:\n%s", args, stdout.String())
 		}
 	}
 }

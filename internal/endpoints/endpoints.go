@@ -82,6 +82,7 @@ func TeamsFor(cfg config.Config, g *gate.Gate) *TeamAPI {
 	rules := FixedRules(g.Lim, g.Extra...)
 	rules()[0].Force = cfg.ForceOverflow // FixedRules answers one slice: a forced team is said limited, and why
 	rules()[0].Key = cfg.KeyFrom.KeyFrom
+	rules()[0].Cost = cfg.Cost.Cost
 	if g.CurrentRules() != nil {
 		rules = g.CurrentRules
 	}

@@ -110,8 +110,11 @@ type TeamJSON struct {
 }
 
 type LimitJSON struct {
-	Rule      string  `json:"rule,omitempty"` // with rules: the rule this row is of
-	Window    string  `json:"window"`
+	Rule   string `json:"rule,omitempty"` // with rules: the rule this row is of
+	Window string `json:"window"`
+	// Unit is what Threshold, Level, GlobalEstimate and Pending count: "events", or
+	// "bytes" of value (GATE_COST, a rule's cost).
+	Unit      string  `json:"unit"`
 	Threshold int64   `json:"threshold"`
 	Override  bool    `json:"override"`
 	Level     float64 `json:"level"`
@@ -219,7 +222,7 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 			for _, k := range keys {
 				if s, ok := l.Snapshot(now, k); ok {
 					row := limitView(now, l, s)
-					row.Rule = rl.Name
+					row.Rule, row.Unit = rl.Name, rl.Cost.String()
 					if forced && k == key {
 						row.Forced, row.Limited = true, true
 					}
@@ -227,7 +230,7 @@ func (a *TeamAPI) view(now time.Time, rs []gate.RuleLimits, key string) (TeamJSO
 					v.Limited = v.Limited || row.Limited
 				} else if n, floor, ok := l.Untracked(now, k); ok && n > 0 && k == key {
 					thr := l.Config().Threshold
-					v.Limits = append(v.Limits, LimitJSON{Rule: rl.Name, Window: l.Config().Window.String(), Threshold: thr,
+					v.Limits = append(v.Limits, LimitJSON{Rule: rl.Name, Window: l.Config().Window.String(), Unit: rl.Cost.String(), Threshold: thr,
 						Level: float64(n), Pressure: float64(n) / float64(thr), Tier: limit.TierOf(float64(n) / float64(thr)).String(),
 						FleetShare: 1, UnderFloor: true, Floor: floor, ThresholdMode: "static", ThresholdSource: limit.SourceStatic.String(),
 						Forced: forced, Limited: forced})

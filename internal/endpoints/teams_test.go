@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
@@ -644,5 +645,51 @@ func TestTeamAPINamesAKeyNoRuleBuilds(t *testing.T) {
 		if got := get(path); strings.Contains(got, "no key") {
 			t.Errorf("GET %s: %s", path, got)
 		}
+	}
+}
+
+// TestTeamViewSaysItsUnit: under GATE_COST=bytes (a rule's cost: bytes) a threshold of
+// 20000 is 20000 bytes of value a window, and the view says so beside the figures, as
+// it says events otherwise: the team view of a gate without rules (TeamsFor, its
+// configuration's cost) and a rule of each cost.
+func TestTeamViewSaysItsUnit(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	newLim := func() *limit.Limiter {
+		lim, err := limit.New(limit.Config{Window: time.Minute, Threshold: 20000}, clock.NewFake(t0), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim.CheckAt(t0, "2", 1500)
+		return lim
+	}
+	unitOf := func(api *TeamAPI) []string {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		NewMux(prometheus.NewRegistry(), nil, api).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/teams/2", nil))
+		var v TeamJSON
+		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+			t.Fatalf("%v\n%s", err, rec.Body)
+		}
+		var units []string
+		for _, l := range v.Limits {
+			units = append(units, l.Unit)
+		}
+		return units
+	}
+	for _, c := range []struct{ cost, want string }{{"", "events"}, {"events", "events"}, {"bytes", "bytes"}} {
+		cfg, err := config.Load(func(k string) string {
+			return map[string]string{"GATE_COST": c.cost, "GATE_TEAM_API": "true"}[k]
+		}, []string{"GATE_COST", "GATE_TEAM_API"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := unitOf(TeamsFor(cfg, &gate.Gate{Lim: newLim()})); !slices.Equal(got, []string{c.want}) {
+			t.Errorf("GATE_COST=%q: units %q, want [%s]", c.cost, got, c.want)
+		}
+	}
+	rules := []gate.RuleLimits{{Name: "team-bytes", Lims: []*limit.Limiter{newLim()}, Cost: route.CostBytes}, {Name: "team", Lims: []*limit.Limiter{newLim()}}}
+	if got := unitOf(NewTeamAPI(GateJSON{}, func() []gate.RuleLimits { return rules })); !slices.Equal(got, []string{"bytes", "events"}) {
+		t.Errorf("rules of cost bytes, events: units %q", got)
 	}
 }

@@ -88,6 +88,9 @@ type RuleLimits struct {
 	// Key is where the rule reads its key (GATE_KEY_FROM without rules): the team view
 	// says what is wrong with a key no rule builds (a composite key's ':' not escaped).
 	Key route.KeyFrom
+	// Cost is what the rule's records count (GATE_COST without rules): its thresholds and
+	// levels are in events, or in bytes of value.
+	Cost route.Cost
 }
 
 // Options are what the caller changes in a gate: serve sets Writer and Clock, the demo

@@ -80,7 +80,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	cfg := g.cfg
 	var tlims []tick.Limit
 	for _, r := range set.Rules {
-		rl := RuleLimits{Name: r.Name, Force: r.Force, Key: r.Key}
+		rl := RuleLimits{Name: r.Name, Force: r.Force, Key: r.Key, Cost: r.Cost}
 		for i, lc := range cfg.RuleLimitConfigs(r) {
 			reg := prometheus.WrapRegistererWith(prometheus.Labels{"rule": r.Name, "limit": lc.Window.String()}, gen.reg)
 			lc.HashSeed = g.seed
