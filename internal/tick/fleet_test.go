@@ -208,3 +208,68 @@ func TestLoneGateShareStaysWholeAcrossIdleWindows(t *testing.T) {
 		t.Errorf("bursts accepted %v, want about 200, 20, 180+, ...", accepted)
 	}
 }
+
+// TestTwoGatesShareABurstyTeamOnAlignedTicks: two gates ticking as Run ticks them (every
+// gate's write phase, then every gate's read phase), a capped team sending one burst of
+// 1,000 records a window, a second into it, half to each gate. The first bursts are
+// first contact, each gate admitting the threshold by its own count (share 1 until a read
+// measures it: the burst of the window after, all limited in cap mode, is counted by no
+// one and measures nothing), so 2 × the threshold twice; from the fourth window on the
+// fleet admits what the sliding window has room for, within a tenth of the threshold, and
+// each gate's share is a half: 400, 0, 400, 0, 212, 10, 202, 0, then 200, 0 a window pair.
+// Whole ticks run in turn (Tick, a gate reading before the other wrote) gave 400, 0, 223,
+// 85, 70, 149, 33, 158, 100, 61, 148, 34, always under the room but never settling: the
+// running share is measured on aligned reads, as every gate reads in production.
+func TestTwoGatesShareABurstyTeamOnAlignedTicks(t *testing.T) {
+	const thr = 200
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	var gs []*gate
+	for range 2 {
+		gs = append(gs, newGate(t, clk, limit.Config{Window: 10 * time.Second, Threshold: thr, Mode: limit.Cap},
+			Config{KeyPrefix: "burst", TickInterval: time.Second, TickTimeout: time.Minute}, srv))
+	}
+	var accepted []int
+	for w := range 12 {
+		clk.Advance(time.Second)
+		n := 0
+		for i := range 1000 {
+			if !gs[i%2].l.Check("b", 1).Limited {
+				n++
+			}
+		}
+		accepted = append(accepted, n)
+		for range 9 {
+			clk.Advance(time.Second)
+			for _, g := range gs {
+				if r := g.tk.WritePhase(t.Context()); r.Errors != 0 {
+					t.Fatalf("write phase failed: %+v", r)
+				}
+			}
+			for _, g := range gs {
+				if r := g.tk.ReadPhase(t.Context()); r.Errors != 0 {
+					t.Fatalf("read phase failed: %+v", r)
+				}
+			}
+		}
+		if w < 4 {
+			continue
+		}
+		for i, g := range gs {
+			if st, ok := g.l.Snapshot(clk.Now(), "b"); !ok || st.FleetShare < 0.45 || st.FleetShare > 0.55 {
+				t.Errorf("window %d: gate %d's share %.3f, want about 0.5 (accepted %v)", w, i, st.FleetShare, accepted)
+			}
+		}
+	}
+	if accepted[0] > 2*thr || accepted[2] > 2*thr {
+		t.Errorf("first bursts accepted %v: more than each gate's threshold", accepted[:3])
+	}
+	for w := 4; w < len(accepted); w++ {
+		// The sliding window's room a second into window w: the threshold less nine
+		// tenths of what the window before admitted.
+		room := max(0, thr-accepted[w-1]*9/10)
+		if d := accepted[w] - room; d > thr/10 || d < -thr/10 {
+			t.Errorf("window %d accepted %d where the sliding window had room for %d (accepted %v)", w, accepted[w], room, accepted)
+		}
+	}
+}
