@@ -176,7 +176,7 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 		if err := overrides.Set(ctx, c, key, team, lim, clk.Now()); err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(stdout, "set %s = %d in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s as set here: the gates' own may differ)\n", cli.Shown(team), lim, key, cfg.OverridesRefresh); err != nil {
+		if _, err := fmt.Fprintf(stdout, "set %s = %d%s in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s as set here: the gates' own may differ)\n", cli.Shown(team), lim, ol.unit(), key, cfg.OverridesRefresh); err != nil {
 			return err
 		}
 		if existsErr == nil && existed == 0 {
@@ -229,7 +229,11 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "TEAM\tLIMIT\n")
+	if ol.bytes {
+		fmt.Fprintf(tw, "TEAM\tLIMIT (BYTES)\n")
+	} else {
+		fmt.Fprintf(tw, "TEAM\tLIMIT\n")
+	}
 	for _, t := range slices.Sorted(maps.Keys(live)) {
 		fmt.Fprintf(tw, "%s\t%s\n", cli.Shown(t), strconv.FormatInt(live[t], 10))
 	}
@@ -321,6 +325,17 @@ type overriddenLimit struct {
 	// unknown: the environment sets none of the limit's variables, its figures being the
 	// defaults, which the gates' own may well not be.
 	unknown bool
+	// bytes: the limit counts bytes of value (GATE_COST=bytes, a rule's cost: bytes), so
+	// an override is bytes a window, and the messages say so.
+	bytes bool
+}
+
+// unit is what follows a limit's figure in a message: " bytes" for a limit in bytes.
+func (ol overriddenLimit) unit() string {
+	if ol.bytes {
+		return " bytes"
+	}
+	return ""
 }
 
 // notTheFleets is what a message giving ol's figures adds when they are this
@@ -338,7 +353,7 @@ func limitOf(cfg config.Config, getenv func(string) string, rule string, r *rule
 	switch {
 	case r != nil:
 		ol := overriddenLimit{force: r.Force, forceName: "rule " + rule + "'s force list", forced: "give its records the rule's action",
-			threshold: r.Limits[0].Threshold, thrName: "rule " + rule + "'s threshold"}
+			threshold: r.Limits[0].Threshold, thrName: "rule " + rule + "'s threshold", bytes: r.Cost == route.CostBytes}
 		if r.Adaptive {
 			ol.adaptive, ol.thrName = "rule "+rule+"'s threshold_mode: adaptive", "its threshold" // the rule named once
 		}
@@ -349,7 +364,7 @@ func limitOf(cfg config.Config, getenv func(string) string, rule string, r *rule
 		return overriddenLimit{thrName: "rule " + rule + "'s threshold"}
 	}
 	ol := overriddenLimit{force: cfg.ForceOverflow, forceName: "GATE_FORCE_OVERFLOW", forced: "send its records to overflow", base: cfg.Overrides,
-		threshold: cfg.Threshold, thrName: "GATE_THRESHOLD"}
+		threshold: cfg.Threshold, thrName: "GATE_THRESHOLD", bytes: cfg.Cost.Cost == route.CostBytes}
 	if strings.TrimSpace(getenv("GATE_LIMITS")) != "" {
 		ol.thrName = "GATE_LIMITS' first threshold" // GATE_THRESHOLD is then unset
 	}
@@ -367,11 +382,11 @@ func limitOf(cfg config.Config, getenv func(string) string, rule string, r *rule
 // back on a learned threshold of a few thousand was read as back on a million.
 func (ol overriddenLimit) fallback(team string) string {
 	if t, ok := ol.base[team]; ok {
-		return fmt.Sprintf("its GATE_OVERRIDES limit, %d,", t)
+		return fmt.Sprintf("its GATE_OVERRIDES limit, %d%s,", t, ol.unit())
 	}
 	thr := ol.thrName
 	if ol.threshold > 0 {
-		thr = fmt.Sprintf("%s, %d,", ol.thrName, ol.threshold)
+		thr = fmt.Sprintf("%s, %d%s,", ol.thrName, ol.threshold, ol.unit())
 	}
 	if ol.adaptive != "" {
 		return fmt.Sprintf("its learned threshold (%s; %s until it has one)", ol.adaptive, thr)

@@ -807,3 +807,46 @@ func TestOverridesRunbookRestoreIsOneChange(t *testing.T) {
 		}
 	}
 }
+
+// TestOverridesSayBytes: an override of a limit that counts bytes (GATE_COST=bytes, a
+// rule's cost: bytes) is bytes of value a window, and set, list and delete say so, where
+// "= 20000" read as 20000 events; a limit in events keeps its figure alone.
+func TestOverridesSayBytes(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte("rules:\n  - {name: volume, key: json:team_id, limits: [1m:50000], cost: bytes}\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	do := func(env map[string]string, args ...string) string {
+		t.Helper()
+		env["GATE_REDIS_URLS"], env["GATE_REDIS_PREFIX"] = rs.URL(), "ops"
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), append([]string{"overrides"}, args...), testHost(env), &stdout, &stderr); err != nil {
+			t.Fatalf("overrides %q: %v\n%s", args, err, stderr.String())
+		}
+		return stdout.String()
+	}
+	noRules := map[string]string{"GATE_COST": "bytes", "GATE_THRESHOLD": "30000"}
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{noRules, []string{"set", "t1", "20000"}, "set t1 = 20000 bytes in ops:overrides"},
+		{noRules, []string{"list"}, "LIMIT (BYTES)"},
+		{noRules, []string{"delete", "t1"}, "falls back to GATE_THRESHOLD, 30000 bytes,"},
+		{map[string]string{"GATE_RULES_FILE": path}, []string{"-rule", "volume", "set", "t1", "20000"}, "set t1 = 20000 bytes in ops:rule:volume:overrides"},
+		{map[string]string{"GATE_RULES_FILE": path}, []string{"-rule", "volume", "delete", "t1"}, "rule volume's threshold, 50000 bytes,"},
+	} {
+		if out := do(c.env, c.args...); !strings.Contains(out, c.want) {
+			t.Errorf("overrides %q: want %q in\n%s", c.args, c.want, out)
+		}
+	}
+	// Events: the figure alone.
+	for _, args := range [][]string{{"-rule", "team", "set", "t1", "700"}, {"-rule", "team", "list"}} {
+		if out := do(map[string]string{"GATE_RULES_FILE": path}, args...); strings.Contains(out, "bytes") || strings.Contains(out, "BYTES") {
+			t.Errorf("overrides %q of a rule in events says bytes:\n%s", args, out)
+		}
+	}
+}
