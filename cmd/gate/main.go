@@ -312,6 +312,9 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 	lc, tc := lim.Config(), t.Config()
 	log.Info("gate started", append(buildinfo.Get().LogAttrs(),
 		"http_addr", addr,
+		// What the fleet's gates compare (tick.LimitsHash): a gate whose hash differs
+		// from the others' enforces other limits (GateFleetLimitsDisagree).
+		"limits_hash", tick.LimitsHash(tc.LiveLimits),
 		"kafka_brokers", strings.Join(cfg.KafkaBrokers, ","),
 		"input_topic", cfg.InputTopic,
 		"accepted_topic", cfg.AcceptedTopic,

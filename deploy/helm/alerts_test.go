@@ -158,7 +158,7 @@ var allAlerts = []string{"GateDown", "GateNotReady", "GateStalled", "GateConsume
 	"GateFetchHeldByCommits", "GateFetchErrors",
 	"GateDeadLetterRateHigh", "GateOverflowShareJump", "GateLimiterCacheNearCapacity", "GateLimiterCacheOverfull", "GateTeamRotatingIdentities", "GateLimiterPendingWritesNearCap",
 	"GateLimiterCountsDropped", "GateTransactionsAborting", "GateTransactionRecoveries", "GateOverridesStale",
-	"GateOverridesHashMissing", "GateRulesFileInvalid", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched",
+	"GateOverridesHashMissing", "GateRulesFileInvalid", "GateFleetLimitsDisagree", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched",
 	"GateTLSFilesRefused", "GateTLSClientCertExpiring"}
 
 // TestPrometheusRuleParses renders the alerts with the chart's defaults and with

@@ -198,6 +198,7 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 		for i, l := range g.Extra {
 			tlims = append(tlims, tick.Limit{Lim: l, KeyPrefix: cfg.LimitKeyPrefix(i)})
 		}
+		scfg.LiveLimits = limitsDesc([]ruleDesc{fixedDescOf(cfg.KeyFrom.KeyFrom, cfg.ForceOverflow, len(tlims))}, tlims)
 		if g.Ticker, err = tick.NewMulti(tlims, instances, scfg, g.Reg, log.With("component", "tick")); err != nil {
 			return nil, fmt.Errorf("building the tick: %w", err)
 		}

@@ -105,9 +105,12 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	scfg.Fleet = g.fleet
 	scfg.Unwritten = g.unwritten
 	scfg.Dropped = g.dropped
-	for _, rl := range gen.rules {
+	var descs []ruleDesc
+	for i, rl := range gen.rules {
 		scfg.LiveRules = append(scfg.LiveRules, rl.Name)
+		descs = append(descs, ruleDescOf(set.Rules[i]))
 	}
+	scfg.LiveLimits = limitsDesc(descs, tlims)
 	if scfg.Writer != "" && gen.n > 1 {
 		// Each tick writes under a name of its own: two generations' ticks overlap for a
 		// tick, and a writer's batches are numbered in one sequence.
@@ -218,6 +221,10 @@ func joined(err error) []error {
 }
 
 // describe is gen's rule names and their keys' prefixes, for the log.
+// limitsHash is the hash of the generation's limits as the fleet compares them
+// (tick.LimitsHash): the gates whose lines give another run other limits.
+func (gen *generation) limitsHash() string { return tick.LimitsHash(gen.ticker.Config().LiveLimits) }
+
 func (gen *generation) describe() (names, prefixes []string) {
 	for _, r := range gen.rules {
 		names, prefixes = append(names, r.Name), append(prefixes, r.KeyPrefixes[0])
@@ -257,7 +264,7 @@ func (c genCollector) Collect(ch chan<- prometheus.Metric) { c.g.gen.Load().reg.
 func (g *Gate) LogRules() {
 	if gen := g.gen.Load(); gen != nil {
 		names, prefixes := gen.describe()
-		g.log.Info("rules in use", "generation", gen.n, "file", gen.set.Source, "rules", names, "key_prefixes", prefixes)
+		g.log.Info("rules in use", "generation", gen.n, "file", gen.set.Source, "rules", names, "key_prefixes", prefixes, "limits_hash", gen.limitsHash())
 	}
 }
 
@@ -317,7 +324,7 @@ func (g *Gate) RunTick(ctx context.Context) {
 		g.topics.Use(gen.topics)
 		g.gen.Store(gen)
 		names, prefixes := gen.describe()
-		g.log.Info("rules in use", "generation", gen.n, "file", set.Source, "rules", names, "key_prefixes", prefixes)
+		g.log.Info("rules in use", "generation", gen.n, "file", set.Source, "rules", names, "key_prefixes", prefixes, "limits_hash", gen.limitsHash())
 		retiring.Add(1)
 		go func() {
 			defer retiring.Done()

@@ -68,6 +68,10 @@ type Config struct {
 	// (LiveValue), so that gate overrides can tell an operator who writes a hash the
 	// gates do not read (the gate's own without a rule, a rule they do not run).
 	LiveRules []string
+	// LiveLimits describes the limits this gate enforces, every setting that changes how
+	// a key is counted or judged (agree.go): the fleet's gates compare its hash
+	// (LimitsHash) once a minute and warn when they disagree. Empty: not compared.
+	LiveLimits string
 	// Redirects, when set, is the cluster client's redirect counter, made and watching
 	// the client before this tick (NewRedirects): a gate's successive rule sets' ticks
 	// share it. Nil: the tick makes its own, with its metrics, and watches a cluster

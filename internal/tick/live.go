@@ -54,4 +54,9 @@ func (t *Ticker) markLive(ctx context.Context) {
 	defer cancel()
 	_ = t.instances[0].Set(cctx, LiveKeyFor(t.cfg.KeyPrefix), LiveValue(t.cfg.Writer, t.cfg.LiveRules), LiveTTL).Err()
 	t.m.commands.WithLabelValues(cmdSet).Inc()
+	now := time.Now()
+	if t.clockCheck.wall != nil { // the clock check's, which tests set
+		now = t.clockCheck.wall.Now()
+	}
+	t.checkAgreement(ctx, now)
 }

@@ -34,6 +34,7 @@ type metrics struct {
 	redirects     *prometheus.CounterVec
 	batches       *prometheus.CounterVec
 	clockOffset   prometheus.Gauge
+	limitVariants prometheus.Gauge
 	profiles      *prometheus.CounterVec
 	evicted       *prometheus.CounterVec
 }
@@ -99,6 +100,8 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 			Help: "Batches of counts sent to Redis, by outcome: applied; duplicate (a resend that found its batch applied: an earlier reply was lost); refused (an error reply: its counts go again in a new batch); unknown (no reply: resent as it is next tick); replayed (confirmed, then lost by Redis in a failover or restart: its counts sent again); lost (the same, confirmed too long ago to be kept, one per lane and event)."}, []string{"outcome"}),
 		clockOffset: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_limiter_clock_offset_seconds",
 			Help: "This host's clock minus the first Redis instance's (TIME, corrected by half the round trip), measured once a minute: epochs are cut and ticks aligned on the hosts' clocks, and a gate off the others by more than a quarter of GATE_TICK_INTERVAL reads their counts a tick late."}),
+		limitVariants: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_fleet_limit_variants",
+			Help: "The sets of limits the gates sharing this gate's Redis prefix enforced in the last whole minute, as each gate hashes its own (the limits_hash of its start and rules lines), counted once a minute: 1 when they agree; more while a rules change reaches every gate (a minute or two), or for as long as some gate runs other rules or GATE_* limits, whose counts then corrupt the shared counters (GateFleetLimitsDisagree). 0 before the first count."}),
 		profiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_profile_writes_total",
 			Help: "GATE_THRESHOLD_MODE=adaptive: learned profiles this gate folded and sent, by result: set; lost (another gate had folded it first: harmless, the fold is deterministic)."}, []string{"result"}),
 		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_redis_evicted_keys_total",
@@ -143,7 +146,7 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.tickDur, m.pipelineDur, m.pipelineSize, m.tickCommands, m.pendingSync,
-		m.pendingWrites, m.fleetGates, m.drift, m.staleness, m.errors, m.commands, m.reads, m.skippedReads, m.batches, m.clockOffset, m.profiles, m.evicted} {
+		m.pendingWrites, m.fleetGates, m.drift, m.staleness, m.errors, m.commands, m.reads, m.skippedReads, m.batches, m.clockOffset, m.limitVariants, m.profiles, m.evicted} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering tick metrics: %w", err)
 		}

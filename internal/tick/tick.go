@@ -59,6 +59,7 @@ type Ticker struct {
 	fleet         *Fleet          // Run's count of the fleet (fleet.go): Config.Fleet, or its own
 	split         splitTick       // a split tick between its write and read phases
 	clockCheck                    // Run's, once a minute
+	agree         agreeCheck      // the fleet's agreement on limits, checked with the live key (agree.go)
 	fleetWarn     *throttle.Every // the fleet count's refusals, said at most every fleetWarnEvery
 	evictionWatch                 // Run's, once a minute, after the clock check (evictwatch.go)
 	// onPhase, when set (tests), is called by Run as each phase of a tick starts, and as
