@@ -187,6 +187,9 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if !until.IsZero() {
 		span = "from " + minute(from) + " to " + minute(until)
 	}
+	if read.FoldedUnread != nil {
+		fmt.Fprintf(stderr, "gate outcomes: the rows of no team were not read (%v): records of the intervals %s folded past the gates' GATE_OUTCOMES_MAX_ROWS, if any, are not counted\n", read.FoldedUnread, span)
+	}
 	if folded > 0 {
 		fmt.Fprintf(stderr, "gate outcomes: at least %s records of the intervals %s were folded (keys past the gates' GATE_OUTCOMES_MAX_ROWS), in rows that name no team: "+
 			"those of team %s, if any, are not counted here (gate outcomes -top lists the limited ones among them as %s)\n", outcome.Thousands(folded), span, cli.Shown(team), outcome.NoKey)

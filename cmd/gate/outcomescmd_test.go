@@ -673,3 +673,38 @@ func TestOutcomesTopicMissingSaysSo(t *testing.T) {
 		t.Errorf("gate outcomes with a missing topic: %v; want it to name GATE_OUTCOMES_TOPIC and say the topic does not exist", err)
 	}
 }
+
+// TestOutcomesTeamFindsFoldedRowsInTheirPartition: the gates key the rows of no team
+// (folded past GATE_OUTCOMES_MAX_ROWS) by the empty key, so they sit in that key's
+// partition, and gate outcomes TEAM reads it beside the team's: a team whose records were
+// all folded is told of them, not "no outcomes" alone. A review's team of 200 records,
+// all folded into rows of other partitions than its own, read "no outcomes" without a
+// word.
+func TestOutcomesTeamFindsFoldedRowsInTheirPartition(t *testing.T) {
+	t.Parallel()
+	const parts = 4
+	c, env := outcomesTopicEnv(t, parts)
+	partOf := func(key []byte) int {
+		return kgo.StickyKeyPartitioner(nil).ForTopic("outcomes").Partition(&kgo.Record{Key: key}, parts)
+	}
+	team := ""
+	for i := 0; team == ""; i++ {
+		if k := "late-" + strconv.Itoa(i); partOf([]byte(k)) != partOf([]byte{}) {
+			team = k
+		}
+	}
+	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	r := outcome.Row{Schema: outcome.SchemaVersion, ID: "g1/1-x/1", Gate: "g1", IntervalStart: at, IntervalEnd: at.Add(time.Minute),
+		Outcome: "accepted", Reason: "allowed", Records: 200, Folded: true}
+	produceRows(t, c, &kgo.Record{Topic: "outcomes", Key: []byte{}, Value: outcome.AppendJSON(nil, &r)})
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := outcomesCmd(ctx, []string{team}, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
+		t.Fatalf("gate outcomes %s: %v\n%s", team, err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "no outcomes") || !strings.Contains(stderr.String(), "at least 200 records") {
+		t.Errorf("gate outcomes %s (partition %d; folded rows in %d): want no outcomes of its own and the 200 folded records said:\n%s%s",
+			team, partOf([]byte(team)), partOf([]byte{}), stdout.String(), stderr.String())
+	}
+}

@@ -227,6 +227,13 @@ func (c *Consumer) seal(ps []*partition) []*outcomeRow {
 		if t := rows[i].Team; t != "" {
 			keys = append(keys, t...)
 			r.rec.Key = keys[len(keys)-len(t) : len(keys) : len(keys)]
+		} else {
+			// The rows of no team (folded, or no key read) keyed by the empty key, not
+			// none: in one partition (Kafka's partitioner hashes any key that is there),
+			// which gate outcomes TEAM reads beside the team's for its folded records.
+			// Keyed by none they were spread over every partition, and a team whose
+			// records were all folded elsewhere read "no outcomes" without a word.
+			r.rec.Key = []byte{}
 		}
 		from = ends[i]
 		if rows[i].Folded {

@@ -1036,6 +1036,7 @@ func TestOutcomeFoldedMetricCountsWritten(t *testing.T) {
 			}
 			defer cl.Close()
 			var folded, records int64
+			foldedIn := map[int32]int{} // partition → folded rows
 			for start := time.Now(); time.Since(start) < 2*time.Second || records < n && time.Since(start) < 30*time.Second; {
 				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
@@ -1043,6 +1044,7 @@ func TestOutcomeFoldedMetricCountsWritten(t *testing.T) {
 						records += row.Records
 						if row.Folded {
 							folded += row.Records
+							foldedIn[r.Partition]++
 						}
 					}
 				})
@@ -1050,6 +1052,13 @@ func TestOutcomeFoldedMetricCountsWritten(t *testing.T) {
 			}
 			if folded == 0 {
 				t.Fatal("no folded row written: the test tests little")
+			}
+			// Keyed by the empty key, the folded rows are in its partition, which gate
+			// outcomes TEAM reads beside the team's; keyed by none they were spread over
+			// every partition, and a team's folded records elsewhere went unsaid.
+			empty := int32(kgo.StickyKeyPartitioner(nil).ForTopic(outTopic).Partition(&kgo.Record{Key: []byte{}}, 3))
+			if len(foldedIn) != 1 || foldedIn[empty] == 0 {
+				t.Errorf("folded rows by partition %v, want all in partition %d (the empty key's)", foldedIn, empty)
 			}
 			if got := testutil.ToFloat64(a.c.m.outcomeFolded); got != float64(folded) {
 				t.Errorf("gate_outcome_folded_records_total = %v, the topic's folded rows count %d records (read_committed)", got, folded)

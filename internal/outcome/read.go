@@ -24,9 +24,11 @@ var ErrNoTopic = errors.New("the topic does not exist")
 // once, in its partition's order: a row seen again with the same (ID, IntervalStart,
 // Key, Rule, Outcome, Reason, Folded) is dropped. With team set, it reads only the
 // partitions the gates' producers put that team's rows in (they are keyed by team, placed
-// by Kafka's default partitioner: the partition of each of its TeamNames), and passes
-// only its rows, and the folded rows found there (Row.Folded: they name no team, and
-// may hold some of its records): what it holds is that team's, whatever the topic holds.
+// by Kafka's default partitioner: the partition of each of its TeamNames) and the
+// partition of the rows of no team (keyed by the empty key: the gates' folded rows), and
+// passes only its rows, and the folded rows found there (Row.Folded: they name no team,
+// and may hold some of its records): what it holds is that team's, whatever the topic
+// holds.
 // opts are the client's (brokers, TLS, SASL). A record that is not a row of this schema is counted in
 // Skipped, not passed, where a row would have been passed (committed; with team set,
 // keyed by one of its names); seal records, of any schema, are not. Offsets retention
@@ -79,10 +81,28 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	} else {
 		names = TeamNames(team)
 		for _, name := range names {
-			need[int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(name)}, len(parts)))] = true
+			need[partitionOf(topic, []byte(name), len(parts))] = true
+		}
+	}
+	// With team set, the partition of the rows of no team too (keyed by the empty key),
+	// for the folded rows, which may hold some of its records: when not one of the
+	// team's, it is read if it can be listed, and otherwise left out (FoldedUnread), the
+	// team's own rows read all the same.
+	folded := int32(-1)
+	if p := partitionOf(topic, []byte{}, len(parts)); team != "" && !need[p] {
+		folded, need[p] = p, true
+	}
+	// dropFolded leaves the folded rows' partition out when a listing lacks it.
+	dropFolded := func(l kadm.ListedOffsets, err error) {
+		if folded >= 0 && need[folded] {
+			if ferr := listingErr(topic, folded, l, err); ferr != nil {
+				delete(need, folded)
+				read.FoldedUnread = fmt.Errorf("%s partition %d: %w", topic, folded, ferr)
+			}
 		}
 	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
+	dropFolded(ends, err)
 	if err := listed(topic, need, ends, err); err != nil {
 		return read, fmt.Errorf("listing the end offsets of %w", err)
 	}
@@ -90,6 +110,7 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	// and refuses any other (UNSUPPORTED_VERSION): a since before 1970 reads from the
 	// epoch, which no record's timestamp is before.
 	starts, err := adm.ListOffsetsAfterMilli(ctx, max(since.UnixMilli(), 0), topic)
+	dropFolded(starts, err)
 	if err := listed(topic, need, starts, err); err != nil {
 		return read, fmt.Errorf("finding the offsets at %s of %w", since.Format(time.RFC3339), err)
 	}
@@ -97,6 +118,7 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	// deleted, cannot tell whether they were from before since (Kafka keeps no time of
 	// them), so the read says the rows since then may be short (Trimmed).
 	kept, err := adm.ListStartOffsets(ctx, topic)
+	dropFolded(kept, err)
 	if err := listed(topic, need, kept, err); err != nil {
 		return read, fmt.Errorf("listing the start offsets of %w", err)
 	}
@@ -286,6 +308,10 @@ type Scanned struct {
 	// Trimmed is the partitions whose oldest rows retention deleted, the read beginning at
 	// the oldest row left, after since: rows since then may be among those deleted.
 	Trimmed []Trimmed
+	// FoldedUnread, for one team's Scan, is why the partition of the rows of no team
+	// (keyed by the empty key: the folded rows) was not read: it could not be listed.
+	// Nil when it was read, or is one of the team's.
+	FoldedUnread error
 }
 
 // Trimmed is a partition the read began at its start, retention having deleted the rows
@@ -407,4 +433,10 @@ func rowHash(seed maphash.Seed, r *Row) uint64 {
 	}
 	h.Write(b[:])
 	return h.Sum64()
+}
+
+// partitionOf is the partition of topic (of n) Kafka's default partitioner gives a
+// record keyed by key, as the gates' producers place their rows.
+func partitionOf(topic string, key []byte, n int) int32 {
+	return int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: key}, n))
 }
