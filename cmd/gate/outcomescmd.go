@@ -155,13 +155,13 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	if n := read.Skipped - read.Newer; n > 0 {
-		fmt.Fprintf(stderr, "gate outcomes: %d records of %s are not outcome rows of schema %d; skipped\n", n, cfg.OutcomesTopic, outcome.SchemaVersion)
+		fmt.Fprintf(stderr, "gate outcomes: %s of %s %s not outcome rows of schema %d; skipped\n", counted(int64(n), "record"), cfg.OutcomesTopic, areOrIs(n), outcome.SchemaVersion)
 	}
 	if read.Newer > 0 {
 		// Rows a newer gate wrote: this reader cannot count them, and its figures are short
 		// by them; a newer gate outcomes can.
-		fmt.Fprintf(stderr, "gate outcomes: %d rows of %s are of schema %d, newer than this gate outcomes reads (%d), and are not counted: "+
-			"read them with gate outcomes of the gates' version\n", read.Newer, cfg.OutcomesTopic, read.NewestSchema, outcome.SchemaVersion)
+		fmt.Fprintf(stderr, "gate outcomes: %s of %s %s of schema %d, newer than this gate outcomes reads (%d), and not counted: "+
+			"read them with gate outcomes of the gates' version\n", counted(int64(read.Newer), "row"), cfg.OutcomesTopic, areOrIs(read.Newer), read.NewestSchema, outcome.SchemaVersion)
 	}
 	if longer > 0 {
 		rows := "rows"
@@ -191,8 +191,8 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintf(stderr, "gate outcomes: the rows of no team were not read (%v): records of the intervals %s folded past the gates' GATE_OUTCOMES_MAX_ROWS, if any, are not counted\n", read.FoldedUnread, span)
 	}
 	if folded > 0 {
-		fmt.Fprintf(stderr, "gate outcomes: at least %s records of the intervals %s were folded (keys past the gates' GATE_OUTCOMES_MAX_ROWS), in rows that name no team: "+
-			"those of team %s, if any, are not counted here (gate outcomes -top lists the limited ones among them as %s)\n", outcome.Thousands(folded), span, cli.Shown(team), outcome.NoKey)
+		fmt.Fprintf(stderr, "gate outcomes: at least %s of the intervals %s were folded (keys past the gates' GATE_OUTCOMES_MAX_ROWS), in rows that name no team: "+
+			"those of team %s, if any, are not counted here (gate outcomes -top lists the limited ones among them as %s)\n", counted(folded, "record"), span, cli.Shown(team), outcome.NoKey)
 	}
 	if team != "" {
 		return printHistory(stdout, hist.History(), cfg.OutcomesTopic, span)
@@ -221,6 +221,23 @@ func scanOutcomes(ctx context.Context, limit time.Duration, since string, topic 
 	return read, err
 }
 
+// counted is n of what (a singular noun), its plural when n is not 1: "1 record",
+// "1,234 records".
+func counted(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return outcome.Thousands(n) + " " + what + "s"
+}
+
+// areOrIs is the verb after counted(n, ...).
+func areOrIs(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
 // minute formats the start or end of an interval.
 func minute(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 
@@ -231,12 +248,12 @@ func printHistory(w io.Writer, h outcome.History, topic, span string) error {
 		return err
 	}
 	t := h.Total
-	fmt.Fprintf(w, "team %s: %s records from %s to %s (gates: %d)\n", cli.Shown(h.Team),
-		outcome.Thousands(t.Accepted+t.Limited+t.DeadLetter+t.Skipped), minute(t.Start), minute(t.End), len(h.Gates))
+	fmt.Fprintf(w, "team %s: %s from %s to %s (gates: %d)\n", cli.Shown(h.Team),
+		counted(t.Accepted+t.Limited+t.DeadLetter+t.Skipped, "record"), minute(t.Start), minute(t.End), len(h.Gates))
 	if h.FirstLimited.IsZero() {
 		fmt.Fprintln(w, "never limited")
 	} else {
-		fmt.Fprintf(w, "limited from %s to %s: %s records (%s)\n", minute(h.FirstLimited), minute(h.LastLimited), outcome.Thousands(t.Limited), t.LimitedBy())
+		fmt.Fprintf(w, "limited from %s to %s: %s (%s)\n", minute(h.FirstLimited), minute(h.LastLimited), counted(t.Limited, "record"), t.LimitedBy())
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INTERVAL\tACCEPTED\tTAGGED\tLIMITED\tDEAD LETTER\tSKIPPED\tSHADOW OVER\tBY")
@@ -252,12 +269,16 @@ func printHistory(w io.Writer, h outcome.History, topic, span string) error {
 // the last one listed is left out by its name, and would otherwise vanish unsaid).
 func printMostLimited(w io.Writer, top []outcome.Summary, limited, rows int, topic, span string) error {
 	if len(top) == 0 {
-		_, err := fmt.Fprintf(w, "no team limited in %s %s (%d rows read)\n", topic, span, rows)
+		_, err := fmt.Fprintf(w, "no team limited in %s %s (%s read)\n", topic, span, counted(int64(rows), "row"))
 		return err
 	}
 	if limited > len(top) {
-		fmt.Fprintf(w, "the %d teams with the most records limited, of %d limited, in %s %s (-top %d lists them all)\n",
-			len(top), limited, topic, span, limited)
+		most := fmt.Sprintf("the %d teams", len(top))
+		if len(top) == 1 {
+			most = "the team" // not "the 1 teams"
+		}
+		fmt.Fprintf(w, "%s with the most records limited, of %d limited, in %s %s (-top %d lists them all)\n",
+			most, limited, topic, span, limited)
 	} else if len(top) == 1 {
 		fmt.Fprintf(w, "the one team limited in %s %s\n", topic, span) // not "the 1 teams"
 	} else {
@@ -266,7 +287,10 @@ func printMostLimited(w io.Writer, top []outcome.Summary, limited, rows int, top
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// RECORDS is the sum of the four columns after it: skipped ones have their own, as in
 	// a team's history (without it, a team's figures did not add up).
-	fmt.Fprintln(tw, "TEAM\tRECORDS\tACCEPTED\tLIMITED\tDEAD LETTER\tSKIPPED\tFIRST LIMITED\tLAST LIMITED\tBY")
+	// LIMITED FROM and UNTIL: the first limited interval's start, the last's end, as a
+	// history's "limited from … to …" (a column "LAST LIMITED" gave 09:41 for a team last
+	// limited in the 09:40 interval, read as a time it was limited).
+	fmt.Fprintln(tw, "TEAM\tRECORDS\tACCEPTED\tLIMITED\tDEAD LETTER\tSKIPPED\tLIMITED FROM\tLIMITED UNTIL\tBY")
 	for _, s := range top {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cli.Shown(s.Team), outcome.Thousands(s.Records), outcome.Thousands(s.Accepted),
 			outcome.Thousands(s.Limited), outcome.Thousands(s.DeadLetter), outcome.Thousands(s.Skipped), minute(s.FirstLimited), minute(s.LastLimited), s.By)

@@ -708,3 +708,28 @@ func TestOutcomesTeamFindsFoldedRowsInTheirPartition(t *testing.T) {
 			team, partOf([]byte(team)), partOf([]byte{}), stdout.String(), stderr.String())
 	}
 }
+
+// TestOutcomesSaysOneAsOne: a figure of 1 takes the singular ("1 record", "the team with
+// the most records limited", where a review read "1 records" and "the 1 teams"), and -top
+// heads the limited span's columns as the history says it: LIMITED FROM the first limited
+// interval's start, UNTIL the last one's end.
+func TestOutcomesSaysOneAsOne(t *testing.T) {
+	t.Parallel()
+	c, env := outcomesTopicEnv(t, 1)
+	at := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	produceRows(t, c, testRow(at, "7", "7", "team", "overflow", "rate_limited", 1), testRow(at, "8", "8", "team", "overflow", "rate_limited", 5))
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"7"}, []string{"team 7: 1 record from", ": 1 record (team overflow 1)"}},
+		{[]string{"-top", "1"}, []string{"the team with the most records limited, of 2 limited", "LIMITED FROM", "LIMITED UNTIL", minute(at.Add(time.Minute))}},
+	} {
+		out := runOutcomes(t, env, tc.args...)
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("gate outcomes %v: want %q in\n%s", tc.args, w, out)
+			}
+		}
+	}
+}
