@@ -63,8 +63,16 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 		t, ok := strings.CutPrefix(k, problemRuleTopics)
 		return !ok || w.Watched(t)
 	}
-	if c.problems.clear(func(k string) bool { return !inUse(k) }) {
-		c.log.Info("kafka: a rule topic that was missing is no longer used by the rules in use")
+	var gone []string // the topics of the problems cleared, named in the line
+	if c.problems.clear(func(k string) bool {
+		if inUse(k) {
+			return false
+		}
+		gone = append(gone, strings.TrimPrefix(k, problemRuleTopics))
+		return true
+	}) {
+		slices.Sort(gone)
+		c.log.Info("kafka: a rule topic that was missing is no longer used by the rules in use", "topics", gone)
 	}
 	if len(topics) == 0 {
 		return

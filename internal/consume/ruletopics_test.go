@@ -1,8 +1,10 @@
 package consume
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -665,5 +667,20 @@ func TestReroutedRuleTopicHeaderWhereTheRouterPutsIt(t *testing.T) {
 	}
 	if len(f.out.Headers) != 5 {
 		t.Errorf("the failed record's own headers changed: %v", f.out.Headers)
+	}
+}
+
+// TestRuleTopicNoLongerUsedIsNamed: the line that says a rule topic that was missing is
+// no longer used by the rules in use (a reload dropped its rule) names the topic, where it
+// said only that one was (a review, black-box).
+func TestRuleTopicNoLongerUsedIsNamed(t *testing.T) {
+	var logs bytes.Buffer
+	w := route.NewTopicWatch(ovfTopic)
+	w.Use(nil) // the rules in use send to no topic of their own
+	c := &Consumer{cfg: Config{RuleTopics: w}, log: slog.New(slog.NewJSONHandler(&logs, nil))}
+	c.problems.set(problemRuleTopics+"merges", `kafka: rule topic "merges": does not exist`)
+	c.checkRuleTopics(t.Context(), nil) // no topic to ask Kafka about: no client needed
+	if !strings.Contains(logs.String(), "no longer used by the rules in use") || !strings.Contains(logs.String(), `"topics":["merges"]`) {
+		t.Errorf("the line does not name the topic no rule uses:\n%s", logs.String())
 	}
 }
