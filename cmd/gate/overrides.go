@@ -154,7 +154,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	note := warnNoFleet(ctx, c, cfg.RedisPrefix, *rule, key, stderr)
+	note := warnNoFleet(ctx, c, cfg.RedisPrefix, *rule, key, clk.Now(), stderr)
 	if err := overridesDo(ctx, c, cfg, limitOf(cfg, getenv, *rule, r), verb, key, team, lim, clk, stdout); err != nil {
 		// Name the instance tried: a timeout from go-redis names none.
 		return fmt.Errorf("%w (GATE_REDIS_URLS=%s)", err, cfg.RedisURLs)
@@ -405,16 +405,35 @@ func (ol overriddenLimit) fallback(team string) string {
 // not set it. When the key cannot be read, it returns a note saying so, for the caller to
 // print once its command has worked: when that fails too (Redis is down), its error says
 // why, alone.
-func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix, rule, hash string, w io.Writer) (note string) {
+//
+// The rules are every gate's that added its limits to the fleet's minute keys in the last
+// two minutes before now (tick.LimitsRulesOf), when any did: the live key holds the last
+// setter's alone, and in a fleet whose gates ran different rules files the warning came
+// and went, saying no gate read a hash one of them did (a review). Gates older than those
+// keys leave the live key's.
+func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix, rule, hash string, now time.Time, w io.Writer) (note string) {
 	key := tick.LiveKeyFor(prefix)
 	v, err := c.Get(ctx, key).Result()
-	if rules, withRules := tick.LiveRulesOf(v); err == nil && withRules && !slices.Contains(rules, rule) {
+	rules, withRules := tick.LiveRulesOf(v)
+	whose := fmt.Sprintf("as the last to set %s says", key)
+	minute := now.Unix() / 60
+	var minutes []string
+	for _, m := range []int64{minute, minute - 1} {
+		if lv, lerr := c.Get(ctx, tick.LimitsKeyFor(prefix, m)).Result(); lerr == nil {
+			minutes = append(minutes, lv)
+		}
+	}
+	if len(minutes) > 0 {
+		rules, withRules = tick.LimitsRulesOf(minutes...)
+		whose = "as every gate that compared its limits in the last two minutes says"
+	}
+	if err == nil && withRules && !slices.Contains(rules, rule) {
 		what := "names no rule (-rule)"
 		if rule != "" {
 			what = fmt.Sprintf("names rule %q", rule)
 		}
-		_, _ = fmt.Fprintf(w, "warning: the gates with GATE_REDIS_PREFIX=%q run a rules file, of rules %s (as the last to set %s says), and this command %s: "+
-			"no gate reads %s. Set GATE_RULES_FILE to theirs and name the rule with -rule\n", prefix, strings.Join(rules, ", "), key, what, hash)
+		_, _ = fmt.Fprintf(w, "warning: the gates with GATE_REDIS_PREFIX=%q run a rules file, of rules %s (%s), and this command %s: "+
+			"no gate reads %s. Set GATE_RULES_FILE to theirs and name the rule with -rule\n", prefix, strings.Join(rules, ", "), whose, what, hash)
 	}
 	switch {
 	case errors.Is(err, redis.Nil):

@@ -68,6 +68,27 @@ func TestOverridesWarnWhenNoGateUsesThePrefix(t *testing.T) {
 			t.Errorf("overrides %v with the gates running rules: stderr %q, want %q", c.args, warn, c.warn)
 		}
 	}
+	// Gates that disagree: one runs rule extra beside the others' (the limits keys of the
+	// minutes hold every gate's rules), and the last to set the live key is one of the
+	// others. Its hash is read, by the one gate: no warning, where the live key alone
+	// warned every other minute. A rule none of them runs is still warned of.
+	m := testNow.Unix() / 60 // testHost's clock
+	for _, k := range []int64{m - 1, m} {
+		if err := rs.Client(t).Set(context.Background(), tick.LimitsKeyFor("gate", k), "aaaa=extra,team,team-user;bbbb=team,team-user;", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		warn string
+	}{
+		{[]string{"-rule", "extra", "list"}, ""},
+		{[]string{"-rule", "other", "list"}, `of rules extra, team, team-user (as every gate that compared its limits in the last two minutes says), and this command names rule "other"`},
+	} {
+		if _, warn := do(c.args...); c.warn == "" && warn != "" || !strings.Contains(warn, c.warn) {
+			t.Errorf("overrides %v with the gates disagreeing: stderr %q, want %q", c.args, warn, c.warn)
+		}
+	}
 }
 
 // gate overrides set/list/delete manage the live hash; errors are usage errors with a

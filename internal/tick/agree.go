@@ -46,9 +46,9 @@ func LimitsKeyFor(prefix string, minute int64) string {
 	return prefix + ":limits:" + strconv.FormatInt(minute, 10)
 }
 
-// agreeScript adds ARGV[1] (a hash and a comma) to the minute's key unless it holds it,
-// the key living ARGV[2] ms, and returns what the key holds. A key grown past 4 KB (some
-// 300 variants: no fleet's) takes no more, so that a bug cannot grow it without bound.
+// agreeScript adds ARGV[1] (an entry: limitsEntry) to the minute's key unless it holds
+// it, the key living ARGV[2] ms, and returns what the key holds. A key grown past 4 KB
+// (tens of variants: no fleet's) takes no more, so that a bug cannot grow it without bound.
 const agreeScript = `
 local v = redis.call('GET', KEYS[1]) or ''
 if not string.find(v, ARGV[1], 1, true) and #v < 4096 then
@@ -57,6 +57,35 @@ if not string.find(v, ARGV[1], 1, true) and #v < 4096 then
 end
 return v
 `
+
+// limitsEntry is a gate's entry in a minute's key: its limits' hash, then, with a rules
+// file, its rules' names (a rule's name holds neither ',' nor ';'), "HASH=r1,r2;" ("HASH=;"
+// without one). The names are what gate overrides reads to tell whether any gate reads a
+// rule's overrides hash (LimitsRulesOf): every gate's, where the live key holds the last
+// setter's alone.
+func limitsEntry(hash string, rules []string) string {
+	return hash + "=" + strings.Join(rules, ",") + ";"
+}
+
+// LimitsRulesOf reads minute keys' values (LimitsKeyFor): the rules of every gate that
+// added an entry, each once, and whether any of them runs a rules file.
+func LimitsRulesOf(values ...string) (rules []string, withRules bool) {
+	for _, v := range values {
+		for e := range strings.SplitSeq(v, ";") {
+			_, names, ok := strings.Cut(e, "=")
+			if !ok || names == "" {
+				continue
+			}
+			withRules = true
+			for n := range strings.SplitSeq(names, ",") {
+				if !slices.Contains(rules, n) {
+					rules = append(rules, n)
+				}
+			}
+		}
+	}
+	return rules, withRules
+}
 
 // agreeWarnAfter is how many checks in a row (a minute apart) must see several hashes
 // before the gate warns: a rules change leaves the fleet split for a minute or two (the
@@ -93,7 +122,7 @@ func (t *Ticker) checkAgreement(ctx context.Context, now time.Time) {
 	minute := now.Unix() / 60
 	pipe := t.instances[0].Pipeline()
 	// Each minute's key lives three minutes: read a minute after, whatever the clocks.
-	add := pipe.Eval(cctx, agreeScript, []string{LimitsKeyFor(t.cfg.KeyPrefix, minute)}, a.hash+",", (3 * time.Minute).Milliseconds())
+	add := pipe.Eval(cctx, agreeScript, []string{LimitsKeyFor(t.cfg.KeyPrefix, minute)}, limitsEntry(a.hash, t.cfg.LiveRules), (3 * time.Minute).Milliseconds())
 	before := pipe.Get(cctx, LimitsKeyFor(t.cfg.KeyPrefix, minute-1))
 	_, _ = pipe.Exec(cctx) // each command's error is read below
 	t.m.commands.WithLabelValues(cmdEval).Inc()
@@ -135,8 +164,8 @@ func (t *Ticker) checkAgreement(ctx context.Context, now time.Time) {
 // hashesOf reads a minute's key: its hashes, each once, in the order added.
 func hashesOf(v string) []string {
 	var out []string
-	for h := range strings.SplitSeq(v, ",") {
-		if h != "" && !slices.Contains(out, h) {
+	for e := range strings.SplitSeq(v, ";") {
+		if h, _, _ := strings.Cut(e, "="); h != "" && !slices.Contains(out, h) {
 			out = append(out, h)
 		}
 	}
