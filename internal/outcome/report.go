@@ -32,7 +32,8 @@ type Interval struct {
 	// the records GATE_ON_UNDELIVERABLE=skip skipped: neither limited nor dead-lettered.
 	Accepted, Tagged, Limited, DeadLetter, Skipped, ShadowOver int64
 	// By is what limited or tagged the records, "RULE OUTCOME" (no rule: the gate's
-	// GATE_LIMITS), and shadow rules over, "RULE shadow_over": records each.
+	// GATE_LIMITS), shadow rules over, "RULE shadow_over", and in a dry run what would have
+	// limited the records accepted, "RULE dry_run": records each.
 	By map[string]int64
 }
 
@@ -159,6 +160,12 @@ func (iv *Interval) add(r *Row) {
 	switch {
 	case r.Outcome == "accepted":
 		iv.Accepted += r.Records
+		if r.Reason == reasonDryRun {
+			// A dry run's record enforcement would have sent elsewhere: accepted, and
+			// said in BY as "RULE dry_run" (a review read "never limited" with no sign
+			// that a dry run would have limited the team).
+			iv.By[strings.TrimSpace(r.Rule+" "+reasonDryRun)] += r.Records
+		}
 	case r.Outcome == "tagged":
 		iv.Accepted += r.Records
 		iv.Tagged += r.Records
@@ -175,6 +182,10 @@ func (iv *Interval) add(r *Row) {
 		iv.By[by] += r.Records
 	}
 }
+
+// reasonDryRun is a dry run's reason for a record enforcement would have sent elsewhere
+// (route.ReasonDryRun).
+const reasonDryRun = "dry_run"
 
 // ByString is By as one line, most records first: "user overflow 1,200; merges topic:slow 40".
 func (iv *Interval) ByString() string { return iv.by(func(string) bool { return true }) }

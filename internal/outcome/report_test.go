@@ -75,3 +75,24 @@ func TestTeamOfOnlyReadsKeyEscapes(t *testing.T) {
 		t.Errorf("-top of teams A and %%41: %+v, want two teams of 1 record each", top)
 	}
 }
+
+// A dry run's records that enforcement would have sent elsewhere (accepted, reason
+// dry_run) are accepted, not limited, and said in BY as "RULE dry_run", where a team a
+// dry run would have limited read "never limited" with no sign of it (a review).
+func TestDryRunSaysWhatWouldHaveLimited(t *testing.T) {
+	h0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	rows := []Row{
+		{Team: "dr", Key: "dr", Outcome: "accepted", Reason: "allowed", Gate: "a", IntervalStart: h0, IntervalEnd: h0.Add(time.Minute), Records: 240},
+		{Team: "dr", Key: "dr:u1", Rule: "user", Outcome: "accepted", Reason: "dry_run", Gate: "a", IntervalStart: h0, IntervalEnd: h0.Add(time.Minute), Records: 60},
+	}
+	h := TeamHistory(rows, "dr")
+	if h.Total.Accepted != 300 || h.Total.Limited != 0 || !h.FirstLimited.IsZero() {
+		t.Errorf("dry run: accepted %d, limited %d (from %s), want 300 accepted, none limited", h.Total.Accepted, h.Total.Limited, h.FirstLimited)
+	}
+	if got := h.Intervals[0].ByString(); got != "user dry_run 60" {
+		t.Errorf("BY %q, want %q", got, "user dry_run 60")
+	}
+	if got := h.Total.LimitedBy(); got != "" {
+		t.Errorf("limited by %q, want nothing", got)
+	}
+}
