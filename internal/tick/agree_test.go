@@ -72,7 +72,8 @@ func TestFleetThatDisagreesOnLimitsIsToldOf(t *testing.T) {
 
 // TestLimitsHashTellsLimitsApart: the hash changes with the limits' text and only with it.
 func TestLimitsHashTellsLimitsApart(t *testing.T) {
-	if LimitsHash("a") != LimitsHash("a") || LimitsHash("a") == LimitsHash("b") || len(LimitsHash("a")) != 12 {
-		t.Errorf("LimitsHash: %q %q", LimitsHash("a"), LimitsHash("b"))
+	a, again, b := LimitsHash("rule team cap"), LimitsHash(strings.Join([]string{"rule", "team", "cap"}, " ")), LimitsHash("rule team divert")
+	if a != again || a == b || len(a) != 12 {
+		t.Errorf("LimitsHash: %q, again %q, of other limits %q", a, again, b)
 	}
 }
