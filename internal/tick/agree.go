@@ -98,11 +98,10 @@ const agreeWarnEvery = 10 * time.Minute
 
 // agreeCheck is the state of the fleet's agreement as this gate last saw it.
 type agreeCheck struct {
-	hash     string // this gate's limits' hash (LimitsHash of Config.LiveLimits)
-	split    int    // checks in a row that saw several hashes
-	warned   bool   // a warning was logged since the fleet last agreed
-	warn     *throttle.Every
-	variants int // the last check's count, -1 before any
+	hash   string // this gate's limits' hash (LimitsHash of Config.LiveLimits)
+	split  int    // checks in a row that saw several hashes
+	warned bool   // a warning was logged since the fleet last agreed
+	warn   *throttle.Every
 }
 
 // checkAgreement adds this gate's limits' hash to the minute's key and counts the hashes
@@ -137,7 +136,6 @@ func (t *Ticker) checkAgreement(ctx context.Context, now time.Time) {
 		return
 	}
 	hashes := hashesOf(v)
-	a.variants = len(hashes)
 	t.m.limitVariants.Set(float64(len(hashes)))
 	if len(hashes) <= 1 {
 		if a.warned {
