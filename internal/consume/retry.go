@@ -210,7 +210,13 @@ func (c *Consumer) retryLoop(ctx context.Context) {
 			c.log.Debug("produces cut short by their routing context ending; producing them again", "records", n)
 		case transient:
 			if ok, unlogged := logs.Allow(); ok {
-				c.log.Warn("produce failed; retrying, and not committing past the failed records",
+				msg := "produce failed; retrying, and not committing past the failed records"
+				if w := c.cfg.RuleTopics; w != nil && w.Missing(brokerErr.out.Topic) {
+					// Not retried to it: retryRecord sends a missing rule topic's records
+					// to overflow (a review read "retrying" of records that went there).
+					msg = "produce to a missing rule topic failed; its records go to the overflow topic instead (gate-rule-topic-missing), and nothing is committed past them until written there"
+				}
+				c.log.Warn(msg,
 					"records", n, "topic", brokerErr.out.Topic, "partition", brokerErr.out.Partition, "attempt", brokerErr.attempts+1, "err", brokerErr.err,
 					"retries_unlogged", unlogged)
 			}
