@@ -164,12 +164,8 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 			"read them with gate outcomes of the gates' version\n", counted(int64(read.Newer), "row"), cfg.OutcomesTopic, areOrIs(read.Newer), read.NewestSchema, outcome.SchemaVersion)
 	}
 	if longer > 0 {
-		rows := "rows"
-		if longer == 1 {
-			rows = "row"
-		}
-		fmt.Fprintf(stderr, "gate outcomes: left out %d %s of intervals up to %s long, longer than GATE_OUTCOMES_INTERVAL here (%s), which began before the read could see all their rows: "+
-			"set GATE_OUTCOMES_INTERVAL as the gates have it\n", longer, rows, longest, cfg.OutcomesInterval)
+		fmt.Fprintf(stderr, "gate outcomes: left out %s of intervals up to %s long, longer than GATE_OUTCOMES_INTERVAL here (%s), which began before the read could see all their rows: "+
+			"set GATE_OUTCOMES_INTERVAL as the gates have it\n", counted(int64(longer), "row"), longest, cfg.OutcomesInterval)
 	}
 	for _, tr := range read.Trimmed {
 		held := "holds no rows"

@@ -243,11 +243,7 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 	if updated == "" {
 		updated = "at an unknown time (no " + overrides.MarkerField + " field)"
 	}
-	noun := "live overrides"
-	if len(live) == 1 {
-		noun = "live override"
-	}
-	_, err = fmt.Fprintf(stdout, "%d %s in %s, last changed %s\n", len(live), noun, key, updated)
+	_, err = fmt.Fprintf(stdout, "%s in %s, last changed %s\n", counted(int64(len(live)), "live override"), key, updated)
 	return err
 }
 

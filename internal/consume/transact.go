@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -207,26 +206,29 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		if transient {
 			// Something retrying may cure (the broker is failing): wait before the
 			// replay, as the at-least-once retries do.
-			msg := "produce failed; transaction aborted, its records are replayed"
+			msg := "produce failed; transaction aborted, "
 			topic, err := c.cfg.OutcomesTopic, res.outcomeErr
 			if len(res.failures) > 0 {
 				topic, err = res.failures[0].out.Topic, res.failures[0].err
 			} else if res.startErr != nil {
-				msg = "committing where the group starts partitions it never committed failed; transaction aborted, its records are replayed"
+				msg = "committing where the group starts partitions it never committed failed; transaction aborted, "
 				topic, err = c.cfg.InputTopic, res.startErr
 			} else if res.refused {
 				msg = "transaction aborted though the gate asked to commit (the brokers refused its offset commit, " +
-					"the heartbeat after it, or its end); its records are replayed"
+					"the heartbeat after it, or its end); "
 				topic, err = c.cfg.InputTopic, nil
+			}
+			// What becomes of its records: replayed here, or, stopping, where nothing is
+			// polled again, by the partitions' next owner.
+			if ctx.Err() != nil {
+				msg += "the gate stops: the partitions' next owner routes its records"
+			} else {
+				msg += "its records are replayed"
 			}
 			if ok, unlogged := logs.Allow(); ok {
 				attrs := []any{"records", res.records, "failed", len(res.failures), "topic", topic, "attempt", failures + 1}
 				if err != nil {
 					attrs = append(attrs, "err", err) // none for a refused commit: franz-go keeps it
-				}
-				if ctx.Err() != nil {
-					// Stopping: not replayed here, where nothing is polled again.
-					msg = strings.Replace(msg, "its records are replayed", "the gate stops: the partitions' next owner routes its records", 1)
 				}
 				c.log.Warn(msg, append(attrs, "aborts_unlogged", unlogged)...)
 			}

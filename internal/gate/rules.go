@@ -220,11 +220,11 @@ func joined(err error) []error {
 	return []error{err}
 }
 
-// describe is gen's rule names and their keys' prefixes, for the log.
 // limitsHash is the hash of the generation's limits as the fleet compares them
 // (tick.LimitsHash): the gates whose lines give another run other limits.
 func (gen *generation) limitsHash() string { return tick.LimitsHash(gen.ticker.Config().LiveLimits) }
 
+// describe is gen's rule names and their keys' prefixes, for the log.
 func (gen *generation) describe() (names, prefixes []string) {
 	for _, r := range gen.rules {
 		names, prefixes = append(names, r.Name), append(prefixes, r.KeyPrefixes[0])

@@ -56,7 +56,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	}
 	// The same minute's other errand: the key that tells operator tools a fleet runs
 	// under this prefix.
-	t.markLive(ctx)
+	t.markLive(ctx, start)
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
 	theirs, err := t.instances[0].Time(cctx).Result()

@@ -47,16 +47,13 @@ func LiveRulesOf(v string) (rules []string, withRules bool) {
 	return strings.Split(v[i+len(liveRules):], ","), true
 }
 
-// markLive sets the live key (checkClock calls it, once a minute). A failure is the
+// markLive sets the live key and, at now (the clock check's wall clock), compares the
+// fleet's limits (checkAgreement); checkClock calls it, once a minute. A failure is the
 // tick's to report (the same Redis, the same ACL: SET on the prefix's keys).
-func (t *Ticker) markLive(ctx context.Context) {
+func (t *Ticker) markLive(ctx context.Context, now time.Time) {
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
 	defer cancel()
 	_ = t.instances[0].Set(cctx, LiveKeyFor(t.cfg.KeyPrefix), LiveValue(t.cfg.Writer, t.cfg.LiveRules), LiveTTL).Err()
 	t.m.commands.WithLabelValues(cmdSet).Inc()
-	now := time.Now()
-	if t.clockCheck.wall != nil { // the clock check's, which tests set
-		now = t.clockCheck.wall.Now()
-	}
 	t.checkAgreement(ctx, now)
 }

@@ -30,7 +30,7 @@ func TestLiveKeyNamesTheRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk.markLive(ctx)
+		tk.markLive(ctx, time.Now())
 		v, err := rc.Get(ctx, LiveKeyFor(DefaultKeyPrefix)).Result()
 		if err != nil {
 			t.Fatal(err)
