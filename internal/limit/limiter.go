@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,7 +148,9 @@ type shard struct {
 	// carried: what promotions out of the sketch carried of each team, by window, for the
 	// windows the sketch still holds (carry, carriedCounts); under mu.
 	carried map[string]carriedCounts
-	_       [64]byte // keep neighbouring shards' hot words off this shard's lines
+	// expect: teams put in the cache by Expect, not yet planned for a read; under mu.
+	expect map[string]struct{}
+	_      [64]byte // keep neighbouring shards' hot words off this shard's lines
 }
 
 // epochSpan caches the current epoch and its bounds, so a check finds its epoch with two
@@ -699,6 +702,37 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
+}
+
+// Expect puts key in the cache, uncounted, for the next sweep to plan its first read
+// whatever its level (ReadPrimed; a team never read is otherwise read only once its own
+// count reaches the sync floor): a gate that takes partitions over with records waiting
+// has their keys read before it routes them (the tick's TickNow), so that a team the
+// fleet holds or has over its limit is not admitted, up to its whole threshold, by this
+// gate's own count of the backlog. A key cached already is left as it is, read or due
+// as its tier says; until its read is planned, the sweep neither demotes it to the sketch
+// nor counts it idle. It changes no count. Not under the event clock, whose reads are
+// by each record's window (nothing is done).
+func (l *Limiter) Expect(now time.Time, key string) {
+	if l.ring != nil {
+		return
+	}
+	h := maphash.String(l.seed, key)
+	sh := &l.shards[h&l.mask]
+	if e, _ := sh.idx.tab.Load().lookup(h, key); e != nil {
+		return
+	}
+	e := l.insert(h, key, now.UnixNano())
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	// By name: the sweep looks the team up as it walks the cache (an entry evicted or
+	// moved since is found there or not at all).
+	if e.readAt.Load() == 0 {
+		if sh.expect == nil {
+			sh.expect = map[string]struct{}{}
+		}
+		sh.expect[strings.Clone(key)] = struct{}{} // key may alias a record's buffer
+	}
 }
 
 // prefetchKeys is how many cached keys a limiter holds before Prefetch fetches anything:

@@ -26,12 +26,13 @@ const (
 	ReadTTL                       // its view is older than TTL
 	ReadRetry                     // its last read failed (ApplyLocal): due until one succeeds
 	ReadProfile                   // its learned profile is due for a look (Config.Adaptive)
+	ReadPrimed                    // never read, put in the cache by Expect: read whatever its level
 	// NumReadReasons is how many reasons there are: those above are 0 to NumReadReasons-1
 	// (the tick makes each one's series at the start).
 	NumReadReasons
 )
 
-var readReasonNames = [NumReadReasons]string{"first", "pending", "hot", "cadence", "ttl", "retry", "profile"}
+var readReasonNames = [NumReadReasons]string{"first", "pending", "hot", "cadence", "ttl", "retry", "profile", "primed"}
 
 // String returns the reason's name as used in metrics.
 func (r ReadReason) String() string {
@@ -297,7 +298,13 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				}
 				return true
 			}
-			if lvl < demoteUnder && l.demotable(e, team, cur) {
+			// Put in by Expect and never read: its first read is planned below whatever
+			// its level, and it stays cached for it.
+			expected := false
+			if len(sh.expect) > 0 && e.readAt.Load() == 0 {
+				_, expected = sh.expect[team]
+			}
+			if lvl < demoteUnder && !expected && l.demotable(e, team, cur) {
 				unsent := sh.idx.remove(e)
 				l.count.Add(-1)
 				sh.demoted.Add(1)
@@ -323,6 +330,9 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				sp, stier, sthr, quiet = l.syncPressure(ls, e, thr, lvl, p, tier)
 			}
 			reason, due := rp.due(ns, e.readAt.Load(), sp, stier, e.pending(), sthr)
+			if expected {
+				reason, due = ReadPrimed, true
+			}
 			if quiet && reason == ReadTTL {
 				due = false // its profile looks read it (sweepLearned)
 			}
@@ -368,7 +378,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 					// adaptive mode, its first look at the team's profile too (no learned
 					// state yet): its pressure is the static threshold's until then, and
 					// the tick judges the flag by the learned one the look sets.
-					Hold:    l.holds.fleet && (tier >= Normal || reason == ReadFirst || reason == ReadRetry || e.thr.Load()&heldBit != 0 || (look && ls == nil)),
+					Hold:    l.holds.fleet && (tier >= Normal || reason == ReadFirst || reason == ReadPrimed || reason == ReadRetry || e.thr.Load()&heldBit != 0 || (look && ls == nil)),
 					Profile: look, Fold: fold,
 					e: e, tab: tab, sh: sh, flushed: pend,
 				})
@@ -386,6 +396,7 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 		}
 		clear(sh.orphans)
 		sh.orphans = sh.orphans[:0]
+		clear(sh.expect) // every one still cached was planned above
 		sh.mu.Unlock()
 	}
 }
