@@ -53,6 +53,11 @@ const readAging = 0.1
 // says) ranks as one as far under it. By pressure alone, teams at 5 × their threshold read
 // every tick put a team at 0.95 × off for 40 ticks, one at 50 × for 490.
 func (t *Ticker) readPriority(rr readRef) float64 {
+	if rr.r.Reason == limit.ReadPrimed {
+		// Its records wait for it (TickNow): a gate taking partitions over routes none
+		// of them until this tick has read it: before any other read.
+		return 2
+	}
 	p := rr.r.Pressure
 	if p > 1 {
 		p = 1 / p

@@ -27,7 +27,9 @@ import (
 // limiter's counts and reads go in the same pipeline per instance per tick, within one
 // shared key budget.
 type Ticker struct {
-	cfg       Config
+	cfg Config
+	// nowReq carries TickNow's requests to Run, each closed once its tick is made.
+	nowReq    chan chan struct{}
 	limits    []limitState // limits[0] is the primary
 	instances []redis.UniversalClient
 	log       *slog.Logger
@@ -200,6 +202,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	}
 	t := &Ticker{
 		cfg:       cfg,
+		nowReq:    make(chan chan struct{}),
 		limits:    states,
 		instances: instances,
 		log:       log,
@@ -257,19 +260,33 @@ func (t *Ticker) Config() Config { return t.cfg }
 func (t *Ticker) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	wait := func(until time.Time) bool {
+	// wait waits until until; serving, it makes the ticks TickNow asks for meanwhile.
+	// Not while a split tick's reads wait for the fleet's writes: made early, they would
+	// miss some and be applied as reads that follow them all (Read.Fresh).
+	wait := func(until time.Time, serving bool) bool {
 		timer.Reset(time.Until(until))
-		select {
-		case <-ctx.Done():
-			return false
-		case <-timer.C:
-			return true
+		var now chan chan struct{}
+		if serving {
+			now = t.nowReq
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-timer.C:
+				return true
+			case done := <-now:
+				tctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
+				t.Tick(tctx)
+				cancel()
+				close(done)
+			}
 		}
 	}
 	t.countFleet(ctx, time.Now()) // before the first tick: the floors start at the fleet's size
 	for {
 		at := nextTick(time.Now(), t.cfg.TickInterval)
-		if !wait(at) {
+		if !wait(at, true) {
 			break
 		}
 		// The tick's deadline: a node that hangs costs its teams this tick, never the next
@@ -282,7 +299,7 @@ func (t *Ticker) Run(ctx context.Context) {
 		if t.onPhase != nil {
 			t.onPhase(partWrites, at, true)
 		}
-		if !wait(at.Add(t.readDelay())) {
+		if !wait(at.Add(t.readDelay()), false) {
 			cancel()
 			break // the final flush makes the planned reads first
 		}
@@ -336,6 +353,30 @@ func (t *Ticker) Run(ctx context.Context) {
 	}
 	if err != nil {
 		t.log.Warn("final flush of pending counts incomplete", "err", err, "pending_writes", len(t.pending))
+	}
+}
+
+// TickNow has Run make a whole tick now, between the ones it schedules, and returns once
+// it is made: the writes of the counts due and the reads of the teams due, those Expect
+// put in the cache among them (limit.ReadPrimed), their views applied. A gate calls it
+// before routing the first records of partitions it takes over (consume's Config.Prime).
+// The tick is as any Tick: not aligned with the fleet's (its reads add half a tick of the
+// others' traffic as unseen), bounded by Config.TickTimeout, its failures counted and
+// logged, never returned. A request made while a split tick's reads wait for the
+// fleet's writes is served after them. It returns ctx's error when ctx ends first (Run
+// not running, or Redis slow): the tick, if begun, still ends as Run's.
+func (t *Ticker) TickNow(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case t.nowReq <- done:
+	case <-ctx.Done():
+		return fmt.Errorf("asking the tick for a tick now: %w", ctx.Err())
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for a tick now: %w", ctx.Err())
 	}
 }
 

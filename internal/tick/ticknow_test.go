@@ -1,0 +1,72 @@
+package tick
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/redistest"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestTickNowReadsExpectedKeys: a gate that takes partitions over puts the keys of the
+// records waiting there in its cache (limit.Limiter.Expect) and has Run make a tick at
+// once (TickNow): the fleet's hold of a team is then this gate's before its first record
+// of it, where that record was first contact, admitted by this gate's own count (gate c,
+// the old way: a tick made now reads nothing of a team it has never counted). A team the
+// fleet has under its limit stays allowed; the reads count as primed.
+func TestTickNowReadsExpectedKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	gs, clk := holdGates(t, 3, srv)
+	a, b, c := gs[0], gs[1], gs[2]
+	now := epochStart.Add(500 * time.Millisecond)
+	a.l.CheckAt(now, "whale", 610)
+	if d := a.l.CheckAt(now, "whale", 1); !d.Held {
+		t.Fatalf("gate a at 611: %+v, want held", d)
+	}
+	a.l.CheckAt(now, "quiet", 5)
+	now = epochStart.Add(time.Second)
+	clk.Set(now)
+	tickAll(t, a) // the counts and the hold flag in Redis
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, g := range []*gate{b, c} {
+		done := make(chan struct{})
+		go func() { defer close(done); g.tk.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+	}
+	b.l.Expect(now, "whale")
+	b.l.Expect(now, "quiet")
+	for _, g := range []*gate{b, c} {
+		tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := g.tk.TickNow(tctx); err != nil {
+			t.Fatalf("TickNow: %v", err)
+		}
+		tcancel()
+	}
+	if d := b.l.CheckAt(now, "whale", 1); !d.Held {
+		t.Errorf("gate b's first record of the held team, its key expected: %+v, want held", d)
+	}
+	if d := b.l.CheckAt(now, "quiet", 1); d.Limited {
+		t.Errorf("gate b's first record of a quiet team: %+v, want allowed", d)
+	}
+	if d := c.l.CheckAt(now, "whale", 1); d.Limited {
+		t.Errorf("gate c, nothing expected: %+v, want first contact (allowed): the test no longer shows what Expect adds", d)
+	}
+	if n := testutil.ToFloat64(b.tk.m.reads.WithLabelValues("primed")); n != 2 {
+		t.Errorf("gate b's primed reads: %v, want 2", n)
+	}
+}
+
+// TestTickNowEndsWithItsContext: without Run, TickNow returns its context's error, not
+// hanging the caller (a gate routes its records as first contact then).
+func TestTickNowEndsWithItsContext(t *testing.T) {
+	srv := redistest.Start(t)
+	gs, _ := holdGates(t, 1, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := gs[0].tk.TickNow(ctx); err == nil {
+		t.Error("TickNow without Run: nil error, want its context's")
+	}
+}
