@@ -521,32 +521,17 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			continue
 		}
 		if len(st.Match) > 0 {
-			matched, unreadable := true, false
-			for j := range st.Match {
-				m := &st.Match[j]
-				v, mf := r.read(&m.Field, rec, js, noJSON, s, maxMatchBytes)
-				if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
-					if st.Shadow {
-						// A shadow rule never changes where a record goes: a field it
-						// cannot read leaves the record to the enforced rules, counted
-						// missing, as its unreadable key is.
-						matched, unreadable = false, true
-						break
-					}
-					failed, failedRule, failedKey = mf, i, &m.Field
-					break
+			matched, mf, field := r.matchOf(st, rec, js, noJSON, s)
+			if mf != reasonNone {
+				if st.Shadow {
+					// A shadow rule never changes where a record goes: a field it cannot
+					// read leaves the record to the enforced rules, counted missing, as
+					// its unreadable key is.
+					s.ruleN[i][resultMissing]++
+					continue
 				}
-				if (mf == reasonNone && slices.Contains(m.Values, v)) == m.Not {
-					matched = false
-					break
-				}
-			}
-			if failed != reasonNone {
+				failed, failedRule, failedKey = mf, i, field
 				break
-			}
-			if unreadable {
-				s.ruleN[i][resultMissing]++
-				continue
 			}
 			if !matched {
 				s.ruleN[i][resultUnmatched]++

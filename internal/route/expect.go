@@ -1,0 +1,119 @@
+package route
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// matchOf reads st's match fields from rec as RouteInto does (js and noJSON as there):
+// whether every one holds, or the code and field of the first one that cannot be read.
+// A field absent, empty or of another type reads no value, which is in no list.
+func (r *Router) matchOf(st *ruleState, rec *kgo.Record, js string, noJSON bool, s *Scratch) (matched bool, failed reasonCode, field *KeyFrom) {
+	for j := range st.Match {
+		m := &st.Match[j]
+		v, mf := r.read(&m.Field, rec, js, noJSON, s, maxMatchBytes)
+		if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
+			return false, mf, &m.Field
+		}
+		if (mf == reasonNone && slices.Contains(m.Values, v)) == m.Not {
+			return false, reasonNone, nil
+		}
+	}
+	return true, reasonNone, nil
+}
+
+// Which keys Expect puts in the limiters' caches: those of at least expectMinRecords of
+// the records it is given, at most expectMaxKeys of them (the keys of most records
+// first), found among the first expectMaxTracked distinct keys.
+const (
+	expectMinRecords = 2
+	expectMaxKeys    = 4096
+	expectMaxTracked = 1 << 16
+)
+
+// Expect puts the keys by which the router's enforced rules would check recs in their
+// limiters' caches, uncounted and due for a first read whatever their level
+// (limit.Limiter.Expect), and returns how many it put in (a key cached already counts,
+// and is left as it is). A gate calls it, then the tick's TickNow, before routing the
+// first records of partitions it takes over: a team the fleet holds in overflow, or has
+// over its limit, is then limited from its first waiting record, where it was first
+// contact, admitted by this gate's own count until the tick's next read, its backlog
+// routed in the meanwhile (up to its whole threshold, docs/design.md).
+//
+// Only the keys of at least two of recs are put in, at most 4,096, those of most records
+// first: a team that sends a fresh key on every record (a distinct_id a record) fills no
+// cache, nor costs a read, and a key of one waiting record is judged as first contact,
+// one record. Keys are read as RouteInto reads them (a rule's match, then its key; a
+// record no rule can read is skipped), each rule as if it were the only one: a rule a
+// record would not be checked by (an earlier one sends it away) still has its key read,
+// which costs a read and changes nothing. Shadow rules are left out. It counts nothing,
+// in the limiters or the metrics, and changes nothing of where recs go; under the event
+// clock it does nothing (limit.Limiter.Expect). s is the
+// caller's Scratch, as RouteInto's, and holds nothing of it after.
+func (r *Router) Expect(now time.Time, recs []*kgo.Record, s *Scratch) int {
+	if r.event {
+		return 0 // the limiters read by each record's window: they expect nothing
+	}
+	s.own(r)
+	type ruleKey struct {
+		rule int
+		key  string
+	}
+	counts := map[ruleKey]int{}
+	for _, rec := range recs {
+		s.touchedRule, s.ahead.ok, s.hashed = -1, false, 0
+		var js string
+		noJSON := false
+		if r.plan.shared {
+			var failed reasonCode
+			if js, failed = r.rulesJSON(rec, s); failed != reasonNone {
+				if r.plan.enforcedJSON {
+					continue // dead-lettered: no rule checks it
+				}
+				noJSON = true
+			}
+		}
+		for i := range r.rules {
+			st := &r.rules[i]
+			if st.Shadow {
+				continue
+			}
+			if len(st.Match) > 0 {
+				if matched, mf, _ := r.matchOf(st, rec, js, noJSON, s); !matched || mf != reasonNone {
+					continue
+				}
+			}
+			key, kf := r.read(&st.Key, rec, js, noJSON, s, r.maxKey)
+			if kf != reasonNone {
+				continue
+			}
+			k := ruleKey{i, key}
+			if n, ok := counts[k]; ok {
+				counts[k] = n + 1
+			} else if len(counts) < expectMaxTracked {
+				// A copy: key may alias the record or s's buffers.
+				counts[ruleKey{i, strings.Clone(key)}] = 1
+			}
+		}
+	}
+	keys := make([]ruleKey, 0, len(counts))
+	for k, n := range counts {
+		if n >= expectMinRecords {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b ruleKey) int {
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a.rule, b.rule), strings.Compare(a.key, b.key))
+	})
+	keys = keys[:min(len(keys), expectMaxKeys)]
+	for _, k := range keys {
+		for _, l := range r.rules[k.rule].Limiters {
+			l.Expect(now, k.key)
+		}
+	}
+	return len(keys)
+}
