@@ -552,6 +552,7 @@ func (c *Consumer) pollLoop(ctx context.Context) error {
 		// it did not hand to the producer is neither committed nor skipped: the
 		// client is moved back to it (unroute).
 		ws, _ := c.works(fetches) // a poll of markers alone got empty batches
+		c.prime(c.route, ws)
 		c.process(ws, c.routeWork)
 		if len(c.rewinds) > 0 {
 			c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: c.rewinds})

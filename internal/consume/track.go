@@ -37,6 +37,9 @@ type partition struct {
 	// partition's records in flight (Consumer.onRevoked), before gone: a record of it
 	// that fails from then on is given up, not retried.
 	abandoned atomic.Bool
+	// primed is set once the records of the partition's first poll here were handed to
+	// Config.Prime (prime, on the polling goroutine).
+	primed atomic.Bool
 	// transacted is set once records of the partition went into a transaction
 	// (exactly-once): the client then holds offsets for it until it is revoked or lost,
 	// the group's once a transaction commits, marked by rewindTxnStarts once one aborts

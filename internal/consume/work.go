@@ -89,6 +89,25 @@ func (c *Consumer) works(fetches kgo.Fetches) (ws []work, moved bool) {
 	return ws, moved
 }
 
+// prime hands Config.Prime the records of the partitions ws holds for the first time
+// since they were assigned here (a partition's first poll), before any of ws is routed.
+// A partition another member owns now (exactly once, detached: its records abort) is
+// left out.
+func (c *Consumer) prime(ctx context.Context, ws []work) {
+	if c.cfg.Prime == nil {
+		return
+	}
+	var recs []*kgo.Record
+	for _, w := range ws {
+		if !w.p.gone.Load() && !w.p.primed.Swap(true) {
+			recs = append(recs, w.recs...)
+		}
+	}
+	if len(recs) > 0 {
+		c.cfg.Prime(ctx, recs)
+	}
+}
+
 // dataRecords returns recs without their control records (transaction markers, polled
 // only so that the gate sees its position move: see clientOpts), which it recycles, and
 // the offset after the last record of either kind (-1 when recs is empty). recs comes

@@ -216,6 +216,8 @@ func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
 	// A restarted gate routes its first record on the live overrides, not GATE_OVERRIDES
 	// alone: a team cut off by one would be let through, a team raised by one diverted.
 	ccfg.BeforeRouting = g.awaitOverrides
+	// A partition taken over with records waiting: their keys read before they are routed.
+	ccfg.Prime = g.prime
 	if set != nil {
 		// A rule's own topic is one of the gate's: checked at start with the others, and
 		// watched while the gate runs (consume's ruletopics.go).
@@ -327,4 +329,27 @@ type RedisLogger struct{ Log *slog.Logger }
 
 func (l RedisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.Log.DebugContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// prime is the consumer's Prime: the keys of the records waiting in partitions this gate
+// has just taken over, of at least two records each, are put in the limiters' caches
+// and read in a tick made at once, before any of them is routed (route.Router.Expect,
+// tick.Ticker.TickNow). Bounded by two tick intervals: a tick in progress is waited
+// for, then this one, which TickTimeout bounds; past that, or with Redis out of reach,
+// the records are routed as first contact, as without it.
+func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
+	r, tk := g.Router, g.Ticker
+	if gen := g.gen.Load(); gen != nil {
+		r, tk = gen.router, gen.ticker
+	}
+	start := time.Now()
+	n := r.Expect(start, recs, new(route.Scratch))
+	if n == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*tk.Config().TickInterval)
+	defer cancel()
+	err := tk.TickNow(ctx)
+	g.log.Debug("read the keys of records waiting in partitions taken over, before routing them",
+		"records", len(recs), "keys", n, "took", time.Since(start), "err", err)
 }

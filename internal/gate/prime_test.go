@@ -1,0 +1,152 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// TestTakingOverABacklogOfAHeldTeam: a gate that starts with records of a team the fleet
+// holds in overflow waiting for it (a restart, a rebalance after a crash) reads the
+// team's key before it routes them (Config.Prime: route.Router.Expect, tick.TickNow),
+// and sends none of them to the accepted topic. Before, the team was first contact to
+// the new gate, admitted by its own count of the backlog until its first tick, one
+// threshold of records (50 here) routed in the meanwhile; a team with a single waiting
+// record is still judged as first contact, and teams under their limit are accepted.
+func TestTakingOverABacklogOfAHeldTeam(t *testing.T) {
+	t.Parallel()
+	const threshold = 50
+	srv := redistest.Start(t)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(1, "events", "events_accepted", "events_overflow", "events_dead_letter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS":   strings.Join(kc.ListenAddrs(), ","),
+		"GATE_REDIS_URLS":      srv.URL(),
+		"GATE_THRESHOLD":       strconv.Itoa(threshold),
+		"GATE_TICK_INTERVAL":   "200ms",
+		"GATE_COMMIT_INTERVAL": "100ms",
+	})
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.DefaultProduceTopic("events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	produce := func(from, to int, team func(int) string) {
+		t.Helper()
+		var recs []*kgo.Record
+		for id := from; id < to; id++ {
+			recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, `{"team_id":%q,"id":%d}`, team(id), id),
+				Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(strconv.Itoa(id))}}})
+		}
+		if err := pcl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+			t.Fatalf("producing records %d to %d: %v", from, to, err)
+		}
+	}
+	routed := func() int64 {
+		var n int64
+		for _, topic := range []string{"events_accepted", "events_overflow", "events_dead_letter"} {
+			n += kc.PartitionInfo(topic, 0).HighWatermark
+		}
+		return n
+	}
+	run := func(name string) (stop func()) {
+		log := slog.New(slog.DiscardHandler)
+		g, err := New(cfg, log, Options{Writer: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { g.RunTick(ctx) })
+		wg.Go(func() { g.RunOverrides(ctx) })
+		wg.Go(func() {
+			if err := g.Consumer.Run(ctx); err != nil {
+				t.Errorf("gate %s: Run: %v", name, err)
+			}
+		})
+		return func() { cancel(); wg.Wait(); g.Consumer.Close(); g.CloseRedis(log) }
+	}
+
+	// Gate a holds the whale: 200 records against a threshold of 50.
+	stopA := run("a")
+	produce(0, 200, func(int) string { return "whale" })
+	waitFor(t, "gate a to route the whale's 200 records", func() bool { return routed() == 200 })
+	stopA() // its counts and the hold flag written by its final flush, its offsets committed
+
+	// Waiting for gate b: 300 more of the whale's, 20 of a team under its limit, and one
+	// of a team never seen.
+	backlog := func(id int) string {
+		switch {
+		case id < 500:
+			return "whale"
+		case id < 520:
+			return "small"
+		}
+		return "single"
+	}
+	produce(200, 521, backlog)
+	stopB := run("b")
+	defer stopB()
+	waitFor(t, "gate b to route the backlog", func() bool { return routed() == 521 })
+
+	accepted := map[string]int{}
+	for _, r := range readAll(t, kc, "events_accepted") {
+		id, _ := strconv.Atoi(headerValue(r, "id"))
+		if id >= 200 {
+			accepted[backlog(id)]++
+		}
+	}
+	if accepted["whale"] != 0 {
+		t.Errorf("gate b accepted %d of the held whale's 300 waiting records, want none", accepted["whale"])
+	}
+	if accepted["small"] != 20 || accepted["single"] != 1 {
+		t.Errorf("gate b accepted %d of small's 20 and %d of single's 1, want all", accepted["small"], accepted["single"])
+	}
+}
+
+// readAll reads every record of topic's partition 0 up to its high watermark.
+func readAll(t *testing.T, kc *kfake.Cluster, topic string) []*kgo.Record {
+	t.Helper()
+	end := kc.PartitionInfo(topic, 0).HighWatermark
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for int64(len(recs)) < end {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("reading %s: %d of %d records: %v", topic, len(recs), end, err)
+		}
+		recs = append(recs, fs.Records()...)
+	}
+	return recs
+}
+
+// headerValue is the value of rec's header key, "" without one.
+func headerValue(rec *kgo.Record, key string) string {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
