@@ -63,7 +63,9 @@ func (r *Router) Expect(now time.Time, recs []*kgo.Record, s *Scratch) int {
 		rule int
 		key  string
 	}
-	counts := map[ruleKey]int{}
+	// Counts by pointer: assigning to a string key present already stores the new key's
+	// string in the map, which here would be the record's bytes, not the copy.
+	counts := map[ruleKey]*int{}
 	for _, rec := range recs {
 		s.touchedRule, s.ahead.ok, s.hashed = -1, false, 0
 		var js string
@@ -91,23 +93,22 @@ func (r *Router) Expect(now time.Time, recs []*kgo.Record, s *Scratch) int {
 			if kf != reasonNone {
 				continue
 			}
-			k := ruleKey{i, key}
-			if n, ok := counts[k]; ok {
-				counts[k] = n + 1
+			if n, ok := counts[ruleKey{i, key}]; ok {
+				*n++
 			} else if len(counts) < expectMaxTracked {
 				// A copy: key may alias the record or s's buffers.
-				counts[ruleKey{i, strings.Clone(key)}] = 1
+				counts[ruleKey{i, strings.Clone(key)}] = new(1)
 			}
 		}
 	}
 	keys := make([]ruleKey, 0, len(counts))
 	for k, n := range counts {
-		if n >= expectMinRecords {
+		if *n >= expectMinRecords {
 			keys = append(keys, k)
 		}
 	}
 	slices.SortFunc(keys, func(a, b ruleKey) int {
-		return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a.rule, b.rule), strings.Compare(a.key, b.key))
+		return cmp.Or(cmp.Compare(*counts[b], *counts[a]), cmp.Compare(a.rule, b.rule), strings.Compare(a.key, b.key))
 	})
 	keys = keys[:min(len(keys), expectMaxKeys)]
 	for _, k := range keys {
