@@ -95,6 +95,9 @@ type gateEnv struct {
 	// tickEvery, when set, is the tick interval of the gates started next (50 ms when
 	// zero).
 	tickEvery time.Duration
+	// prime, with redis, has the gates started next read the keys of a partition's first
+	// poll before routing it, as the gate does (Config.Prime).
+	prime bool
 }
 
 func newEnv(t testing.TB, parts int32) *gateEnv {
@@ -158,6 +161,30 @@ func (e *gateEnv) start(t testing.TB, name string) *testGate {
 	if e.wrap != nil {
 		rt = e.wrap(rt)
 	}
+	var tk *tick.Ticker
+	if e.redis != nil {
+		cl := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+		t.Cleanup(func() { _ = cl.Close() })
+		every := e.tickEvery
+		if every == 0 {
+			every = 50 * time.Millisecond
+		}
+		var err error
+		if tk, err = tick.New(lim, []redis.UniversalClient{cl}, tick.Config{TickInterval: every}, reg, log); err != nil {
+			t.Fatal(err)
+		}
+		if e.prime {
+			// As the gate primes (internal/gate's prime): the waiting records' keys read
+			// in a tick made at once, for up to two intervals.
+			cfg.Prime = func(ctx context.Context, recs []*kgo.Record) {
+				if r.Expect(time.Now(), recs, new(route.Scratch)) > 0 {
+					ctx, cancel := context.WithTimeout(ctx, 2*every)
+					defer cancel()
+					_ = tk.TickNow(ctx)
+				}
+			}
+		}
+	}
 	c, err := New(cfg, rt, nil, reg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -172,17 +199,7 @@ func (e *gateEnv) start(t testing.TB, name string) *testGate {
 	g := &testGate{name: name, c: c, lim: lim, reg: reg, cancel: cancel, done: make(chan error, 1)}
 
 	var tickDone chan struct{}
-	if e.redis != nil {
-		cl := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
-		t.Cleanup(func() { _ = cl.Close() })
-		every := e.tickEvery
-		if every == 0 {
-			every = 50 * time.Millisecond
-		}
-		tk, err := tick.New(lim, []redis.UniversalClient{cl}, tick.Config{TickInterval: every}, reg, log)
-		if err != nil {
-			t.Fatal(err)
-		}
+	if tk != nil {
 		tickCtx, stopTick := context.WithCancel(context.Background())
 		tickDone = make(chan struct{})
 		go func() { defer close(tickDone); tk.Run(tickCtx) }()
