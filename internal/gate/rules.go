@@ -321,6 +321,7 @@ func (g *Gate) RunTick(ctx context.Context) {
 		// A rule that was not in use (nothing carried over) routes on its live overrides
 		// from its first record too.
 		g.awaitFirstReads(ctx, gen.overrides)
+		g.primeReload(ctx, old, gen)
 		g.topics.Use(gen.topics)
 		g.gen.Store(gen)
 		names, prefixes := gen.describe()
@@ -351,6 +352,55 @@ func (g *Gate) RunTick(ctx context.Context) {
 			}
 		}()
 	}
+}
+
+// reloadPrimeKeys bounds the keys of each changed limit primeReload reads.
+const reloadPrimeKeys = 4096
+
+// primeReload has the new tick read, before gen routes a record, the keys each changed
+// rule's old limiters found near or over their limits: a rule of the same name, key and
+// cost whose limits changed (a threshold raised or lowered, the mode) keeps its counters
+// in Redis, limit by limit of the same window, but its new limiters inherit nothing of
+// the old (limit.Limiter.InheritState is for unchanged limits), and every key was first
+// contact to them, judged by this gate's own count until its count reached the sync
+// floor and a tick read it: a review's fleet admitted 2,220 in the 10 s after a limit
+// raised from 1,000 to 2,000 (docs/rules.md). The keys the old limiter had at half of the
+// lower of the two thresholds or more, or limited (at most 4,096 of a limit, most
+// pressing first), go in the new one's cache for its first read (limit.Limiter.Expect),
+// and a tick is made at once (tick.Ticker.TickNow), waited for up to two tick
+// intervals.
+func (g *Gate) primeReload(ctx context.Context, old, gen *generation) {
+	now := time.Now()
+	n := 0
+	for i, r := range gen.set.Rules {
+		k := slices.IndexFunc(old.set.Rules, func(o rules.Rule) bool { return o.Name == r.Name })
+		if k < 0 {
+			continue
+		}
+		pr := old.set.Rules[k]
+		if pr.Key.String() != r.Key.String() || pr.Cost != r.Cost || slices.Equal(pr.Limits, r.Limits) {
+			continue // another key or unit: other counts; the same limits: inherited
+		}
+		for j, l := range gen.rules[i].Lims {
+			if j >= len(pr.Limits) || pr.Limits[j].Window != r.Limits[j].Window {
+				continue // another window: other epochs, other counters
+			}
+			for _, st := range old.rules[k].Lims[j].Top(now, reloadPrimeKeys) {
+				if st.Limited || st.Level >= float64(min(st.Threshold, r.Limits[j].Threshold))/2 {
+					l.Expect(now, st.Team)
+					n++
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, 2*gen.ticker.Config().TickInterval)
+	defer cancel()
+	err := gen.ticker.TickNow(tctx)
+	g.log.Debug("read the keys near or over their limits under the old rules before the new ones route",
+		"generation", gen.n, "keys", n, "took", time.Since(now), "err", err)
 }
 
 // start runs gen's tick and overrides refreshers; the function returned stops them and
