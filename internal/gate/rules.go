@@ -385,11 +385,13 @@ func (g *Gate) primeReload(ctx context.Context, old, gen *generation) {
 			if j >= len(pr.Limits) || pr.Limits[j].Window != r.Limits[j].Window {
 				continue // another window: other epochs, other counters
 			}
-			for _, st := range old.rules[k].Lims[j].Top(now, reloadPrimeKeys) {
-				if st.Limited || st.Level >= float64(min(st.Threshold, r.Limits[j].Threshold))/2 {
-					l.Expect(now, st.Team)
-					n++
-				}
+			ol := old.rules[k].Lims[j]
+			// Half the lower threshold: a key's override, if it has one, is the same
+			// under both (the rule's hash of overrides is kept).
+			half := float64(min(pr.Limits[j].Threshold, r.Limits[j].Threshold)) / 2
+			for _, team := range ol.Pressing(now, half, reloadPrimeKeys) {
+				l.Expect(now, team)
+				n++
 			}
 		}
 	}

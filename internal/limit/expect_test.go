@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -81,5 +82,25 @@ func TestExpectUnderTheEventClockDoesNothing(t *testing.T) {
 	l.Expect(at(time.Second), "a")
 	if l.Len() != 0 {
 		t.Errorf("%d keys cached, want 0", l.Len())
+	}
+}
+
+// Pressing lists the keys held, at their threshold or at minLevel or more, the most
+// pressing first, at most n, and no other.
+func TestPressingListsKeysNearOrOverTheirLimits(t *testing.T) {
+	l, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 100, Overrides: map[string]int64{"big": 1000}})
+	now := at(time.Second)
+	l.CheckAt(now, "over", 150)
+	l.CheckAt(now, "near", 60)
+	l.CheckAt(now, "low", 10)
+	l.CheckAt(now, "big", 300) // 0.3 of its override: over minLevel all the same
+	if got, want := l.Pressing(now, 50, 10), []string{"over", "near", "big"}; !slices.Equal(got, want) {
+		t.Errorf("Pressing(50, 10) = %q, want %q", got, want)
+	}
+	if got, want := l.Pressing(now, 50, 2), []string{"over", "near"}; !slices.Equal(got, want) {
+		t.Errorf("Pressing(50, 2) = %q, want %q", got, want)
+	}
+	if got, want := l.Pressing(now, 1000, 10), []string{"over"}; !slices.Equal(got, want) {
+		t.Errorf("Pressing(1000, 10) = %q, want %q (at its threshold)", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -135,6 +136,43 @@ func (l *Limiter) Top(now time.Time, n int) []TeamState {
 		return cmp.Compare(a.Team, b.Team)
 	})
 	return all[:min(n, len(all))]
+}
+
+// Pressing returns the cached keys held, or whose level at now is at least minLevel or
+// their threshold, at most n of them, the highest pressure (level ÷ threshold) first:
+// what a rules reload has the new limiters of a changed rule read before they are used
+// (internal/gate). Unlike Top it builds no TeamState for the keys it leaves out, and so
+// costs a cache of 300,000 keys a walk, not a slice of them all. Nil under the event
+// clock.
+func (l *Limiter) Pressing(now time.Time, minLevel float64, n int) []string {
+	if l.ring != nil || n <= 0 {
+		return nil
+	}
+	ns := now.UnixNano()
+	type key struct {
+		team string
+		p    float64
+	}
+	var found []key
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		sh.idx.all(func(_ uint32, e *entry, team string) bool {
+			thr := float64(l.threshold(e, team))
+			lvl := e.level(ns, l.readFloor.Load())
+			if e.thr.Load()&heldBit != 0 || lvl >= thr || lvl >= minLevel {
+				found = append(found, key{strings.Clone(team), lvl / thr}) // team is the table's
+			}
+			return true
+		})
+		sh.mu.Unlock()
+	}
+	slices.SortFunc(found, func(a, b key) int { return cmp.Or(cmp.Compare(b.p, a.p), strings.Compare(a.team, b.team)) })
+	out := make([]string, 0, min(n, len(found)))
+	for _, k := range found[:min(n, len(found))] {
+		out = append(out, k.team)
+	}
+	return out
 }
 
 func (l *Limiter) state(now time.Time, e *entry, team string) TeamState {
