@@ -454,8 +454,7 @@ func (l *Limiter) insert(h uint64, team string, ns int64) *entry {
 // go to the shard's orphans, so the next sweep still writes them. It returns nil when tbl
 // was retired meanwhile: the caller looks its window up again.
 func (l *Limiter) insertIn(shards []shard, tbl *epochTable, h uint64, team string, ns int64) *entry {
-	idx := h & l.mask
-	sh := &shards[idx]
+	sh := &shards[h&l.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if tbl != nil && tbl.dead.Load() {
@@ -465,6 +464,14 @@ func (l *Limiter) insertIn(shards []shard, tbl *epochTable, h uint64, team strin
 		return e
 	}
 	sh.misses.Add(1)
+	return l.insertLocked(shards, tbl, h, team, ns)
+}
+
+// insertLocked is insertIn's insert of team, not cached, into its shard of shards, whose
+// mutex the caller holds.
+func (l *Limiter) insertLocked(shards []shard, tbl *epochTable, h uint64, team string, ns int64) *entry {
+	idx := h & l.mask
+	sh := &shards[idx]
 	// Capacity bounds each window's cache under EventClock: a new window fills while the
 	// last one's entries are still cached, and must not evict its own.
 	n := l.count.Add(1)
@@ -704,35 +711,39 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// Expect puts key in the cache, uncounted, for the next sweep to plan its first read
-// whatever its level (ReadPrimed; a team never read is otherwise read only once its own
-// count reaches the sync floor): a gate that takes partitions over with records waiting
-// has their keys read before it routes them (the tick's TickNow), so that a team the
-// fleet holds or has over its limit is not admitted, up to its whole threshold, by this
-// gate's own count of the backlog. A key cached already is left as it is, read or due
-// as its tier says; until its read is planned, the sweep neither demotes it to the sketch
-// nor counts it idle. It changes no count. Not under the event clock, whose reads are
-// by each record's window (nothing is done).
-func (l *Limiter) Expect(now time.Time, key string) {
+// Expect marks key for a read at the next sweep whatever its level (ReadPrimed; a team
+// never read is otherwise read only once its own count reaches the sync floor), putting
+// it in the cache, uncounted, if it is not there: a gate that takes partitions over with
+// records waiting has their keys read before it routes them (the tick's TickNow), so that
+// a team the fleet holds or has over its limit is not admitted, up to its whole
+// threshold, by this gate's own count of the backlog. A key cached already is marked too
+// (never read, or read at a level the fleet has since left behind: a gate taking over a
+// dead peer's partitions had met the team on its own), unless a read of it was applied
+// within the last tick interval. It reports whether it marked key. Until its read is
+// planned, the sweep does not demote the key to the sketch. It changes no count, and an
+// insert here is no cache miss. Not under the event clock, whose reads are by each
+// record's window (nothing is done).
+func (l *Limiter) Expect(now time.Time, key string) bool {
 	if l.ring != nil {
-		return
+		return false
 	}
+	ns := now.UnixNano()
 	h := maphash.String(l.seed, key)
 	sh := &l.shards[h&l.mask]
-	if e, _ := sh.idx.tab.Load().lookup(h, key); e != nil {
-		return
-	}
-	e := l.insert(h, key, now.UnixNano())
+	// Under the mutex, insert and mark: a sweep between them would find the key unmarked
+	// and could demote it, its mark then lost.
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	// By name: the sweep looks the team up as it walks the cache (an entry evicted or
-	// moved since is found there or not at all).
-	if e.readAt.Load() == 0 {
-		if sh.expect == nil {
-			sh.expect = map[string]struct{}{}
-		}
-		sh.expect[strings.Clone(key)] = struct{}{} // key may alias a record's buffer
+	if e, _ := sh.idx.tab.Load().lookup(h, key); e == nil {
+		l.insertLocked(l.shards, nil, h, key, ns)
+	} else if at := e.readAt.Load(); at != 0 && at&readLocal == 0 && ns-readTime(at) < max(l.readFloor.Load(), 0) {
+		return false // read within the last tick: the fleet's count as of then
 	}
+	if sh.expect == nil {
+		sh.expect = map[string]struct{}{}
+	}
+	sh.expect[strings.Clone(key)] = struct{}{} // by name, as the sweep finds it; key may alias a record's buffer
+	return true
 }
 
 // prefetchKeys is how many cached keys a limiter holds before Prefetch fetches anything:

@@ -26,7 +26,7 @@ const (
 	ReadTTL                       // its view is older than TTL
 	ReadRetry                     // its last read failed (ApplyLocal): due until one succeeds
 	ReadProfile                   // its learned profile is due for a look (Config.Adaptive)
-	ReadPrimed                    // never read, put in the cache by Expect: read whatever its level
+	ReadPrimed                    // marked by Expect: read whatever its level
 	// NumReadReasons is how many reasons there are: those above are 0 to NumReadReasons-1
 	// (the tick makes each one's series at the start).
 	NumReadReasons
@@ -298,10 +298,10 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 				}
 				return true
 			}
-			// Put in by Expect and never read: its first read is planned below whatever
-			// its level, and it stays cached for it.
+			// Marked by Expect: its read is planned below whatever its level, and it stays
+			// cached for it.
 			expected := false
-			if len(sh.expect) > 0 && e.readAt.Load() == 0 {
+			if len(sh.expect) > 0 {
 				_, expected = sh.expect[team]
 			}
 			if lvl < demoteUnder && !expected && l.demotable(e, team, cur) {

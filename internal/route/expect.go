@@ -35,16 +35,17 @@ const (
 	expectMaxTracked = 1 << 16
 )
 
-// Expect puts the keys by which the router's enforced rules would check recs in their
-// limiters' caches, uncounted and due for a first read whatever their level
-// (limit.Limiter.Expect), and returns how many it put in (a key cached already counts,
-// and is left as it is). A gate calls it, then the tick's TickNow, before routing the
-// first records of partitions it takes over: a team the fleet holds in overflow, or has
-// over its limit, is then limited from its first waiting record, where it was first
-// contact, admitted by this gate's own count until the tick's next read, its backlog
+// Expect marks the keys by which the router's enforced rules would check recs for a read
+// at the limiters' next tick whatever their level, putting them in the caches, uncounted,
+// if they are not there (limit.Limiter.Expect), and returns how many it marked (a key
+// whose read a limiter applied within the last tick is not). A gate calls it, then the
+// tick's TickNow, before routing the records waiting in partitions it takes over: a team
+// the fleet holds in overflow, or has over its limit, is then limited from its first
+// waiting record, where it was first contact (or judged on what this gate alone had
+// seen of it), admitted by this gate's own count until the tick's next read, its backlog
 // routed in the meanwhile (up to its whole threshold, docs/design.md).
 //
-// Only the keys of at least two of recs are put in, at most 4,096, those of most records
+// Only the keys of at least two of recs are marked, at most 4,096, those of most records
 // first: a team that sends a fresh key on every record (a distinct_id a record) fills no
 // cache, nor costs a read, and a key of one waiting record is judged as first contact,
 // one record. Keys are read as RouteInto reads them (a rule's match, then its key; a
@@ -52,8 +53,8 @@ const (
 // record would not be checked by (an earlier one sends it away) still has its key read,
 // which costs a read and changes nothing. Shadow rules are left out. It counts nothing,
 // in the limiters or the metrics, and changes nothing of where recs go; under the event
-// clock it does nothing (limit.Limiter.Expect). s is the
-// caller's Scratch, as RouteInto's, and holds nothing of it after.
+// clock it does nothing (limit.Limiter.Expect). s is the caller's Scratch, as
+// RouteInto's, and holds nothing of it after.
 func (r *Router) Expect(now time.Time, recs []*kgo.Record, s *Scratch) int {
 	if r.event {
 		return 0 // the limiters read by each record's window: they expect nothing
@@ -110,11 +111,15 @@ func (r *Router) Expect(now time.Time, recs []*kgo.Record, s *Scratch) int {
 	slices.SortFunc(keys, func(a, b ruleKey) int {
 		return cmp.Or(cmp.Compare(*counts[b], *counts[a]), cmp.Compare(a.rule, b.rule), strings.Compare(a.key, b.key))
 	})
-	keys = keys[:min(len(keys), expectMaxKeys)]
-	for _, k := range keys {
+	marked := 0
+	for _, k := range keys[:min(len(keys), expectMaxKeys)] {
+		m := false
 		for _, l := range r.rules[k.rule].Limiters {
-			l.Expect(now, k.key)
+			m = l.Expect(now, k.key) || m
+		}
+		if m {
+			marked++
 		}
 	}
-	return len(keys)
+	return marked
 }
