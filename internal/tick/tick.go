@@ -28,8 +28,8 @@ import (
 // shared key budget.
 type Ticker struct {
 	cfg Config
-	// nowReq carries TickNow's requests to Run, each closed once its tick is made.
-	nowReq    chan chan struct{}
+	// nowReq carries TickNow's requests to Run, each answered with its tick's result.
+	nowReq    chan chan TickResult
 	limits    []limitState // limits[0] is the primary
 	instances []redis.UniversalClient
 	log       *slog.Logger
@@ -202,7 +202,7 @@ func NewMulti(limits []Limit, instances []redis.UniversalClient, cfg Config, reg
 	}
 	t := &Ticker{
 		cfg:       cfg,
-		nowReq:    make(chan chan struct{}),
+		nowReq:    make(chan chan TickResult),
 		limits:    states,
 		instances: instances,
 		log:       log,
@@ -265,7 +265,7 @@ func (t *Ticker) Run(ctx context.Context) {
 	// miss some and be applied as reads that follow them all (Read.Fresh).
 	wait := func(until time.Time, serving bool) bool {
 		timer.Reset(time.Until(until))
-		var now chan chan struct{}
+		var now chan chan TickResult
 		if serving {
 			now = t.nowReq
 		}
@@ -277,9 +277,8 @@ func (t *Ticker) Run(ctx context.Context) {
 				return true
 			case done := <-now:
 				tctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
-				t.Tick(tctx)
+				done <- t.Tick(tctx)
 				cancel()
-				close(done)
 			}
 		}
 	}
@@ -358,22 +357,27 @@ func (t *Ticker) Run(ctx context.Context) {
 
 // TickNow has Run make a whole tick now, between the ones it schedules, and returns once
 // it is made: the writes of the counts due and the reads of the teams due, those Expect
-// put in the cache among them (limit.ReadPrimed), their views applied. A gate calls it
-// before routing the first records of partitions it takes over (consume's Config.Prime).
-// The tick is as any Tick: not aligned with the fleet's (its reads add half a tick of the
+// marked among them (limit.ReadPrimed), their views applied. A gate calls it before
+// routing the records waiting in partitions it takes over (consume's Config.Prime). The
+// tick is as any Tick: not aligned with the fleet's (its reads add half a tick of the
 // others' traffic as unseen), bounded by Config.TickTimeout, its failures counted and
-// logged, never returned. A request made while a split tick's reads wait for the
-// fleet's writes is served after them. It returns ctx's error when ctx ends first (Run
-// not running, or Redis slow): the tick, if begun, still ends as Run's.
+// logged as any tick's. It returns an error when some of its reads failed or were put
+// off (the views of those teams are this gate's own until a later tick reads them), or
+// ctx ended first (Run not running, or busy with a tick past ctx's end: the tick, if
+// begun, still ends as Run's). A request made while a split tick's reads wait for the
+// fleet's writes is served after them.
 func (t *Ticker) TickNow(ctx context.Context) error {
-	done := make(chan struct{})
+	done := make(chan TickResult, 1) // Run's send never waits for a caller gone
 	select {
 	case t.nowReq <- done:
 	case <-ctx.Done():
 		return fmt.Errorf("asking the tick for a tick now: %w", ctx.Err())
 	}
 	select {
-	case <-done:
+	case res := <-done:
+		if res.FailedReads > 0 || res.SkippedReads > 0 {
+			return fmt.Errorf("a tick now: %d reads failed, %d put off (over the tick's key budget)", res.FailedReads, res.SkippedReads)
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for a tick now: %w", ctx.Err())

@@ -70,3 +70,22 @@ func TestTickNowEndsWithItsContext(t *testing.T) {
 		t.Error("TickNow without Run: nil error, want its context's")
 	}
 }
+
+// TestTickNowSaysItsReadsFailed: with Redis gone, TickNow's tick fails its reads and says
+// so (a gate then knows its waiting records go as first contact), where it returned nil.
+func TestTickNowSaysItsReadsFailed(t *testing.T) {
+	srv := redistest.Start(t)
+	gs, _ := holdGates(t, 1, srv)
+	g := gs[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.tk.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	srv.Stop(t)
+	g.l.Expect(epochStart, "whale")
+	tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer tcancel()
+	if err := g.tk.TickNow(tctx); err == nil || tctx.Err() != nil {
+		t.Errorf("TickNow with Redis gone: %v (context: %v), want its failed read said", err, tctx.Err())
+	}
+}
