@@ -274,13 +274,15 @@ type Config struct {
 	// the live overrides, internal/gate). It must return soon after ctx ends.
 	BeforeRouting func(ctx context.Context)
 	// Prime, if set, is given the records of every partition a poll returns for the first
-	// time since it was assigned here (at start, and after each rebalance that brought it),
-	// before any of them is routed: the gate has their keys read from Redis there
-	// (route.Router.Expect, then the tick's TickNow), so that a team the fleet holds or has
-	// over its limit is limited from the first of its records waiting, not admitted by
-	// this gate's own count of them until its next tick. It should return within about a
-	// tick, and soon after ctx ends (at least once, a rebalance waiting for the poll ends
-	// it). Nothing is routed meanwhile, and a rebalance waits for it.
+	// time since it was assigned here (at start, and after each rebalance that brought
+	// it), and every eighth record of its later polls until one reaches the end of what it
+	// can poll, before any of them is routed: the gate has their keys read from Redis
+	// there (route.Router.Expect, then the tick's TickNow), so that a team the fleet holds
+	// or has over its limit is limited from the first of its records waiting, not
+	// admitted by this gate's own count of them until its next tick. Nothing is routed
+	// meanwhile, and a rebalance waits for it: it should return within about a tick, and
+	// soon after ctx ends (at least once a rebalance waiting for the poll ends ctx;
+	// exactly once, the consumer's stop).
 	Prime func(ctx context.Context, recs []*kgo.Record)
 	// StallNotReady is how long the gate may make no progress (no poll or commit; exactly
 	// once, no transaction committed) while it has work before it reports not ready

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/route"
 )
 
@@ -106,4 +107,136 @@ type primeWatch struct {
 func (w *primeWatch) RouteInto(now time.Time, in *kgo.Record, s *route.Scratch, out *kgo.Record) route.Outcome {
 	w.routed(in)
 	return w.Router.RouteInto(now, in, s, out)
+}
+
+// TestPrimeSamplesALaggingPartitionUntilCaughtUp: a partition whose backlog is longer than
+// a poll has every eighth record of its later polls handed to Prime too (a review: a
+// held team's 300 records behind 48,000 of another team's were met as first contact, 50
+// accepted), until a poll reaches its end; from there on nothing is primed.
+func TestPrimeSamplesALaggingPartitionUntilCaughtUp(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	env := newEnv(t, 1)
+	env.ccfg.MaxPollRecords = 10
+	var mu sync.Mutex
+	var calls [][]int // the ids of each Prime call
+	env.ccfg.Prime = func(_ context.Context, recs []*kgo.Record) {
+		var ids []int
+		for _, r := range recs {
+			id, _ := strconv.Atoi(header(r, idHeader))
+			ids = append(ids, id)
+		}
+		mu.Lock()
+		calls = append(calls, ids)
+		mu.Unlock()
+	}
+	prod := producer(t, env.cluster)
+	backlog := make([]*kgo.Record, n)
+	for i := range backlog {
+		backlog[i] = inputRecord(i, "team-1")
+	}
+	produceAll(t, prod, backlog)
+	g := env.start(t, "a")
+	collect(t, env.cluster, n, 30*time.Second, 0)
+	mu.Lock()
+	first := len(calls)
+	primed := 0
+	for i, ids := range calls {
+		primed += len(ids)
+		if i > 0 && len(ids) > 2 {
+			t.Errorf("a later poll of at most 10 records primed %d of them (%v), want every eighth", len(ids), ids)
+		}
+	}
+	if first < 2 || len(calls[0]) == 0 {
+		t.Errorf("Prime called %d times for a backlog of %d polled 10 at a time, want the first poll and samples of the later ones", first, n)
+	}
+	if lo := len(calls[0]) + (n-len(calls[0]))/8 - 1; primed < lo {
+		t.Errorf("%d records primed, want at least %d (the first poll and an eighth of the rest)", primed, lo)
+	}
+	mu.Unlock()
+	more := make([]*kgo.Record, 20)
+	for i := range more {
+		more[i] = inputRecord(n+i, "team-1")
+	}
+	produceAll(t, prod, more)
+	collect(t, env.cluster, n+20, 30*time.Second, 0)
+	mu.Lock()
+	if len(calls) != first {
+		t.Errorf("Prime called %d more times once the partition had caught up: %v", len(calls)-first, calls[first:])
+	}
+	mu.Unlock()
+	g.stop(t)
+}
+
+// TestSurvivorTakingOverPrimesATeamItHadMet: a gate that takes a stopped peer's partition
+// over, with a held team's records waiting there, reads the team before routing them
+// though it had the team cached already, met on its own partition under the sync floor
+// and never read (or read long before, at its own low level). A review's survivor
+// accepted 998 of a held team's 1,500 waiting records so: Expect left a cached key as
+// it was.
+func TestSurvivorTakingOverPrimesATeamItHadMet(t *testing.T) {
+	t.Parallel()
+	const threshold = 50
+	env := newEnv(t, 2)
+	env.redis = redistest.Start(t)
+	env.prime = true
+	env.lcfg.Threshold = threshold
+	env.lcfg.DivertHold = time.Minute
+	env.tickEvery = 200 * time.Millisecond
+	var mu sync.Mutex
+	accepted := map[string]int{} // gate -> the whale's records it accepted, of the backlog
+	const from = 1000            // the backlog's first id
+	watch := func(name string) func(Router) Router {
+		return func(r Router) Router {
+			return &watchRouter{Router: r, seen: func(id int, o route.Outcome) {
+				if o.Team == "whale" && o.Route == route.Accepted && id >= from {
+					mu.Lock()
+					accepted[name]++
+					mu.Unlock()
+				}
+			}}
+		}
+	}
+	env.wrap = watch("a")
+	a := env.start(t, "a")
+	env.wrap = watch("b")
+	b := env.start(t, "b")
+	waitFor(t, 30*time.Second, "each gate owning one partition", func() bool { return len(owned(a)) == 1 && len(owned(b)) == 1 })
+	pa, pb := owned(a)[0], owned(b)[0]
+	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	to := func(p int32, ids ...int) []*kgo.Record {
+		var recs []*kgo.Record
+		for _, id := range ids {
+			r := inputRecord(id, "whale")
+			r.Partition = p
+			recs = append(recs, r)
+		}
+		return recs
+	}
+	seq := func(lo, hi int) []int {
+		var ids []int
+		for i := lo; i < hi; i++ {
+			ids = append(ids, i)
+		}
+		return ids
+	}
+	// Gate b meets the whale: two records, under the floor, cached.
+	produceAll(t, prod, to(pb, 0, 1))
+	// Gate a holds it: 200 against 50.
+	produceAll(t, prod, to(pa, seq(2, 202)...))
+	collect(t, env.cluster, 202, 30*time.Second, 0)
+	waitFor(t, 30*time.Second, "the whale diverted by gate a", func() bool { return overflowed(t, a) > 0 })
+	a.stop(t) // its final flush: the counts and the hold flag in Redis
+	produceAll(t, prod, to(pa, seq(from, from+300)...))
+	collect(t, env.cluster, 502, 30*time.Second, 0)
+	mu.Lock()
+	defer mu.Unlock()
+	if accepted["b"] != 0 {
+		t.Errorf("gate b accepted %d of the held whale's 300 records waiting in the partition it took over, want none", accepted["b"])
+	}
+	_ = b
 }

@@ -38,8 +38,9 @@ type partition struct {
 	// that fails from then on is given up, not retried.
 	abandoned atomic.Bool
 	// primed is set once the records of the partition's first poll here were handed to
-	// Config.Prime (prime, on the polling goroutine).
-	primed atomic.Bool
+	// Config.Prime, caughtUp once a poll of it reached the end of what it could poll,
+	// from when on it is primed no more (prime, on the polling goroutine).
+	primed, caughtUp atomic.Bool
 	// transacted is set once records of the partition went into a transaction
 	// (exactly-once): the client then holds offsets for it until it is revoked or lost,
 	// the group's once a transaction commits, marked by rewindTxnStarts once one aborts

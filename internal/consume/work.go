@@ -89,18 +89,36 @@ func (c *Consumer) works(fetches kgo.Fetches) (ws []work, moved bool) {
 	return ws, moved
 }
 
-// prime hands Config.Prime the records of the partitions ws holds for the first time
-// since they were assigned here (a partition's first poll), before any of ws is routed.
-// A partition another member owns now (exactly once, detached: its records abort) is
-// left out.
+// primeStride is which of a lagging partition's records after its first poll Prime is
+// given: every primeStride-th. A team heavy in the backlog shows in the sample, as two
+// records or more (route.Router.Expect's rule), for an eighth of the first poll's cost
+// (reading the keys costs about what routing the records does).
+const primeStride = 8
+
+// prime hands Config.Prime, before any of ws is routed, the records of each partition's
+// first poll since it was assigned here, and every primeStride-th record of its later
+// polls until one reaches the end of what it can poll (w.stable): a backlog longer than a
+// poll has its later keys read too, as they come. A partition another member owns now
+// (exactly once, detached: its records abort) is left out.
 func (c *Consumer) prime(ctx context.Context, ws []work) {
 	if c.cfg.Prime == nil {
 		return
 	}
 	var recs []*kgo.Record
 	for _, w := range ws {
-		if !w.p.gone.Load() && !w.p.primed.Swap(true) {
+		p := w.p
+		if p.gone.Load() || p.caughtUp.Load() {
+			continue
+		}
+		if !p.primed.Swap(true) {
 			recs = append(recs, w.recs...)
+		} else {
+			for i := 0; i < len(w.recs); i += primeStride {
+				recs = append(recs, w.recs[i])
+			}
+		}
+		if w.next >= w.stable {
+			p.caughtUp.Store(true) // what comes next arrives live, met as any team's records are
 		}
 	}
 	if len(recs) > 0 {
