@@ -332,9 +332,9 @@ func (l RedisLogger) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // prime is the consumer's Prime: the keys of the records waiting in partitions this gate
-// has just taken over, of at least two records each, are put in the limiters' caches
-// and read in a tick made at once, before any of them is routed (route.Router.Expect,
-// tick.Ticker.TickNow). Bounded by two tick intervals: a tick in progress is waited
+// has just taken over, of at least two records each, are marked in the limiters (put in
+// their caches if not there) and read in a tick made at once, before any of them is
+// routed (route.Router.Expect, tick.Ticker.TickNow). Bounded by two tick intervals: a tick in progress is waited
 // for, then this one, which TickTimeout bounds; past that, or with Redis out of reach,
 // the records are routed as first contact, as without it.
 func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
@@ -349,7 +349,12 @@ func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*tk.Config().TickInterval)
 	defer cancel()
-	err := tk.TickNow(ctx)
+	if err := tk.TickNow(ctx); err != nil {
+		// Said once an assignment, not a tick: the tick's own lines say why Redis failed.
+		g.log.Info("records waiting in partitions taken over routed before all their keys were read: judged as first contact",
+			"records", len(recs), "keys", n, "took", time.Since(start), "err", err)
+		return
+	}
 	g.log.Debug("read the keys of records waiting in partitions taken over, before routing them",
-		"records", len(recs), "keys", n, "took", time.Since(start), "err", err)
+		"records", len(recs), "keys", n, "took", time.Since(start))
 }

@@ -390,8 +390,9 @@ func (g *Gate) primeReload(ctx context.Context, old, gen *generation) {
 			// under both (the rule's hash of overrides is kept).
 			half := float64(min(pr.Limits[j].Threshold, r.Limits[j].Threshold)) / 2
 			for _, team := range ol.Pressing(now, half, reloadPrimeKeys) {
-				l.Expect(now, team)
-				n++
+				if l.Expect(now, team) {
+					n++
+				}
 			}
 		}
 	}
@@ -400,9 +401,13 @@ func (g *Gate) primeReload(ctx context.Context, old, gen *generation) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, 2*gen.ticker.Config().TickInterval)
 	defer cancel()
-	err := gen.ticker.TickNow(tctx)
+	if err := gen.ticker.TickNow(tctx); err != nil {
+		g.log.Info("rules put in use before all the keys near or over their limits under the old rules were read",
+			"generation", gen.n, "keys", n, "took", time.Since(now), "err", err)
+		return
+	}
 	g.log.Debug("read the keys near or over their limits under the old rules before the new ones route",
-		"generation", gen.n, "keys", n, "took", time.Since(now), "err", err)
+		"generation", gen.n, "keys", n, "took", time.Since(now))
 }
 
 // start runs gen's tick and overrides refreshers; the function returned stops them and
