@@ -28,6 +28,7 @@ import (
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
+	"github.com/capturegate/gate/internal/throttle"
 	"github.com/capturegate/gate/internal/tick"
 )
 
@@ -75,7 +76,15 @@ type Gate struct {
 	// routing is set once the consumer may route: the first reads of the live overrides
 	// have finished, or overrides.StartWait has passed (awaitOverrides).
 	routing atomic.Bool
+	// primeOff is when priming may be tried again (unix ns) after one whose tick failed:
+	// a catch-up primes every poll, and with Redis hung each would wait for a tick
+	// bound to fail. primeLog paces the line that says so.
+	primeOff atomic.Int64
+	primeLog *throttle.Every
 }
+
+// primePause is how long priming rests after a prime whose tick failed.
+const primePause = 10 * time.Second
 
 // RuleLimits is one rule's limiters and where their keys are in Redis.
 type RuleLimits struct {
@@ -123,7 +132,7 @@ type Options struct {
 // clients and closes them (CloseRedis) after the tick's final flush; on failure they are
 // closed already.
 func New(cfg config.Config, log *slog.Logger, o Options) (_ *Gate, err error) {
-	g := &Gate{Reg: prometheus.NewRegistry(), log: log, seed: maphash.MakeSeed()}
+	g := &Gate{Reg: prometheus.NewRegistry(), log: log, seed: maphash.MakeSeed(), primeLog: throttle.NewEvery(time.Minute, nil)}
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -343,6 +352,9 @@ func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
 		r, tk = gen.router, gen.ticker
 	}
 	start := time.Now()
+	if start.UnixNano() < g.primeOff.Load() {
+		return // a prime failed lately: routed as first contact, not held up again
+	}
 	n := r.Expect(start, recs, new(route.Scratch))
 	if n == 0 {
 		return
@@ -350,9 +362,12 @@ func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
 	ctx, cancel := context.WithTimeout(ctx, 2*tk.Config().TickInterval)
 	defer cancel()
 	if err := tk.TickNow(ctx); err != nil {
-		// Said once an assignment, not a tick: the tick's own lines say why Redis failed.
-		g.log.Info("records waiting in partitions taken over routed before all their keys were read: judged as first contact",
-			"records", len(recs), "keys", n, "took", time.Since(start), "err", err)
+		g.primeOff.Store(time.Now().Add(primePause).UnixNano())
+		// At most once a minute: the tick's own lines say why Redis failed.
+		if ok, left := g.primeLog.Allow(); ok {
+			g.log.Info("records waiting in partitions taken over routed before all their keys were read: judged as first contact; priming rests 10s",
+				"records", len(recs), "keys", n, "took", time.Since(start), "err", err, "lines_left_out", left)
+		}
 		return
 	}
 	g.log.Debug("read the keys of records waiting in partitions taken over, before routing them",

@@ -150,3 +150,44 @@ func headerValue(rec *kgo.Record, key string) string {
 	}
 	return ""
 }
+
+// A prime whose tick fails (Redis out of reach) is said in one line, and priming rests
+// for primePause: a catch-up primes every poll, and with Redis hung each poll would wait
+// for a tick bound to fail, where the gate must fail open.
+func TestPrimeRestsAfterItsTickFailed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	url := srv.URL()
+	srv.Stop(t)
+	cfg := load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    url,
+		"GATE_TICK_INTERVAL": "200ms",
+	})
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	g, err := New(cfg, log, Options{Writer: "prime-rest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.RunTick(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; g.Consumer.Close(); g.CloseRedis(log) })
+	recs := []*kgo.Record{{Value: []byte(`{"team_id":"a"}`)}, {Value: []byte(`{"team_id":"a"}`)}}
+	g.prime(ctx, recs)
+	if n := labelValue(t, g, "gate_limiter_reads_total", "reason", "primed"); n != 1 {
+		t.Fatalf("primed reads after the first prime: %v, want 1", n)
+	}
+	start := time.Now()
+	g.prime(ctx, recs)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("a prime while priming rests took %s: want it skipped", took)
+	}
+	if n := labelValue(t, g, "gate_limiter_reads_total", "reason", "primed"); n != 1 {
+		t.Errorf("primed reads after a prime while priming rests: %v, want still 1", n)
+	}
+	if n := strings.Count(logs.String(), "routed before all their keys were read"); n != 1 {
+		t.Errorf("%d lines saying the prime failed, want 1:\n%s", n, logs.String())
+	}
+}
