@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capturegate/gate/internal/throttle"
 )
@@ -65,8 +66,9 @@ const problemTxnInit = "produce/transaction-init"
 // txnTimeoutRetry builds a new client to try again. Exiting instead would only make
 // Kubernetes restart it into the same refusal.
 func (c *Consumer) awaitTransactionTimeout(ctx context.Context, err error) error {
-	c.problems.set(problemTxnTimeout, "kafka: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, "unknown: the gate may not read it"))
-	c.log.Error("kafka: the brokers refuse to begin transactions: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, "unknown: the gate may not read it")+"; not ready",
+	why := c.txnTimeoutRefusal(ctx)
+	c.problems.set(problemTxnTimeout, "kafka: "+why)
+	c.log.Error("kafka: the brokers refuse to begin transactions: "+why+"; not ready",
 		"retry_in", txnTimeoutRetry.String(), "err", err)
 	closed := c.closeClient(c.tx.CloseAllowingRebalance)
 	c.ready.Store(false)
@@ -78,6 +80,24 @@ func (c *Consumer) awaitTransactionTimeout(ctx context.Context, err error) error
 	case <-t.C:
 	}
 	return c.resumeSession(closed)
+}
+
+// txnTimeoutRefusal says why the brokers refuse the gate's transaction timeout, with
+// their transaction.max.timeout.ms read again at each refusal: the preflight's read may
+// have come before the gate's principal could (DESCRIBE_CONFIGS granted at the same
+// moment, or by an operator answering the refusal; in a CI run the ACL had not reached
+// the broker when the gate started, and every retry said "unknown" for minutes).
+func (c *Consumer) txnTimeoutRefusal(ctx context.Context) string {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	meta := kmsg.NewPtrMetadataRequest() // no topics: the brokers alone
+	meta.Topics = []kmsg.MetadataRequestTopic{}
+	if resp, err := meta.RequestWith(rctx, c.cl); err == nil && len(resp.Brokers) > 0 {
+		if p := c.transactionTimeoutProblem(rctx, resp.Brokers[0].NodeID); p != "" {
+			return p
+		}
+	}
+	return transactionTimeoutMessage(c.cfg.TransactionTimeout, "unknown: the gate may not read it")
 }
 
 // closedTopicRetry is how long a gate whose client an output topic closed to it left
