@@ -428,6 +428,15 @@ func topicProblem(resp *kmsg.MetadataResponse, t string, want int32) string {
 // which a gate's principal may lack: then the check is skipped, and the refusal is
 // reported when it comes (produceProblem).
 func (c *Consumer) transactionTimeoutProblem(ctx context.Context, broker int32) string {
+	if max, ok := c.brokerTxnMax(ctx, broker); ok && c.cfg.TransactionTimeout > max {
+		return transactionTimeoutMessage(c.cfg.TransactionTimeout, max.String())
+	}
+	return ""
+}
+
+// brokerTxnMax reads broker's transaction.max.timeout.ms; ok is false when it cannot
+// (no DESCRIBE_CONFIGS on the cluster, say).
+func (c *Consumer) brokerTxnMax(ctx context.Context, broker int32) (max time.Duration, ok bool) {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	res := kmsg.NewDescribeConfigsRequestResource()
 	res.ResourceType = kmsg.ConfigResourceTypeBroker
@@ -437,12 +446,12 @@ func (c *Consumer) transactionTimeoutProblem(ctx context.Context, broker int32) 
 	resp, err := req.RequestWith(ctx, c.cl)
 	if err != nil {
 		c.log.Debug("kafka: could not read the brokers' transaction.max.timeout.ms", "err", err)
-		return ""
+		return 0, false
 	}
 	for _, r := range resp.Resources {
 		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
 			c.log.Debug("kafka: could not read the brokers' transaction.max.timeout.ms", "err", err)
-			return ""
+			return 0, false
 		}
 		for _, cfg := range r.Configs {
 			if cfg.Name != "transaction.max.timeout.ms" || cfg.Value == nil {
@@ -450,14 +459,12 @@ func (c *Consumer) transactionTimeoutProblem(ctx context.Context, broker int32) 
 			}
 			ms, err := strconv.ParseInt(*cfg.Value, 10, 64)
 			if err != nil {
-				return ""
+				return 0, false
 			}
-			if max := time.Duration(ms) * time.Millisecond; c.cfg.TransactionTimeout > max {
-				return transactionTimeoutMessage(c.cfg.TransactionTimeout, max.String())
-			}
+			return time.Duration(ms) * time.Millisecond, true
 		}
 	}
-	return ""
+	return 0, false
 }
 
 // transactionTimeoutMessage says that the gate's transaction timeout is above the

@@ -66,9 +66,9 @@ const problemTxnInit = "produce/transaction-init"
 // txnTimeoutRetry builds a new client to try again. Exiting instead would only make
 // Kubernetes restart it into the same refusal.
 func (c *Consumer) awaitTransactionTimeout(ctx context.Context, err error) error {
-	why := c.txnTimeoutRefusal(ctx)
-	c.problems.set(problemTxnTimeout, "kafka: "+why)
-	c.log.Error("kafka: the brokers refuse to begin transactions: "+why+"; not ready",
+	brokerMax := c.refusedTxnMax(ctx)
+	c.problems.set(problemTxnTimeout, "kafka: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, brokerMax))
+	c.log.Error("kafka: the brokers refuse to begin transactions: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, brokerMax)+"; not ready",
 		"retry_in", txnTimeoutRetry.String(), "err", err)
 	closed := c.closeClient(c.tx.CloseAllowingRebalance)
 	c.ready.Store(false)
@@ -82,22 +82,23 @@ func (c *Consumer) awaitTransactionTimeout(ctx context.Context, err error) error
 	return c.resumeSession(closed)
 }
 
-// txnTimeoutRefusal says why the brokers refuse the gate's transaction timeout, with
-// their transaction.max.timeout.ms read again at each refusal: the preflight's read may
-// have come before the gate's principal could (DESCRIBE_CONFIGS granted at the same
-// moment, or by an operator answering the refusal; in a CI run the ACL had not reached
-// the broker when the gate started, and every retry said "unknown" for minutes).
-func (c *Consumer) txnTimeoutRefusal(ctx context.Context) string {
+// refusedTxnMax is the brokers' transaction.max.timeout.ms as a refusal of the gate's
+// transaction timeout names it, read again at each refusal ("unknown: ..." when it
+// cannot be): the preflight's read may have come before the gate's principal could
+// (DESCRIBE_CONFIGS granted at the same moment, or by an operator answering the
+// refusal; in a CI run the ACL had not reached the broker when the gate started, and
+// every retry said "unknown" for minutes).
+func (c *Consumer) refusedTxnMax(ctx context.Context) string {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	meta := kmsg.NewPtrMetadataRequest() // no topics: the brokers alone
 	meta.Topics = []kmsg.MetadataRequestTopic{}
 	if resp, err := meta.RequestWith(rctx, c.cl); err == nil && len(resp.Brokers) > 0 {
-		if p := c.transactionTimeoutProblem(rctx, resp.Brokers[0].NodeID); p != "" {
-			return p
+		if max, ok := c.brokerTxnMax(rctx, resp.Brokers[0].NodeID); ok {
+			return max.String()
 		}
 	}
-	return transactionTimeoutMessage(c.cfg.TransactionTimeout, "unknown: the gate may not read it")
+	return "unknown: the gate may not read it"
 }
 
 // closedTopicRetry is how long a gate whose client an output topic closed to it left
