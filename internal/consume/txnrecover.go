@@ -69,11 +69,11 @@ func (c *Consumer) awaitTransactionTimeout(ctx context.Context, err error) error
 	brokerMax := c.refusedTxnMax(ctx)
 	c.problems.set(problemTxnTimeout, "kafka: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, brokerMax))
 	c.log.Error("kafka: the brokers refuse to begin transactions: "+transactionTimeoutMessage(c.cfg.TransactionTimeout, brokerMax)+"; not ready",
-		"retry_in", txnTimeoutRetry.String(), "err", err)
+		"retry_in", cmp.Or(c.txn.timeoutRetry, txnTimeoutRetry).String(), "err", err)
 	closed := c.closeClient(c.tx.CloseAllowingRebalance)
 	c.ready.Store(false)
 	c.txn.interrupted.Store(false)
-	t := time.NewTimer(txnTimeoutRetry)
+	t := time.NewTimer(cmp.Or(c.txn.timeoutRetry, txnTimeoutRetry))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -77,6 +77,9 @@ type txnState struct {
 	// closedRetry is how long awaitClosedTopic waits before it builds a new client;
 	// zero is closedTopicRetry (tests shorten it).
 	closedRetry time.Duration
+	// timeoutRetry is how long awaitTransactionTimeout waits before it builds a new
+	// client; txnTimeoutRetry when zero (tests shorten it).
+	timeoutRetry time.Duration
 
 	// ending is set while End runs: the gate polls nothing until it returns, so an End
 	// the broker does not answer is work waiting (watchdog.go), not an idle gate.

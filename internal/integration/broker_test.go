@@ -31,7 +31,6 @@ var saslUsers = map[string]string{
 	kafkatest.AdminUser: "admin-secret",
 	"gate":              "gate-secret", // never DESCRIBE_CONFIGS on the cluster
 	"describer":         "describer-secret",
-	"late":              "late-secret", // DESCRIBE_CONFIGS once its gate has been refused (TestTransactionTimeoutAboveBrokerMax)
 }
 
 // saslConfig is the SASL broker's own setting: transactions of at most 30 s
