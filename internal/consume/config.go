@@ -275,14 +275,14 @@ type Config struct {
 	BeforeRouting func(ctx context.Context)
 	// Prime, if set, is given the records of every partition a poll returns for the first
 	// time since it was assigned here (at start, and after each rebalance that brought
-	// it), and a sample of its later polls' records (every eighth, at most 256 a poll) until
-	// one reaches the end of what it can poll, before any of them is routed: the gate has their keys read from Redis
-	// there (route.Router.Expect, then the tick's TickNow), so that a team the fleet holds
-	// or has over its limit is limited from the first of its records waiting, not
-	// admitted by this gate's own count of them until its next tick. Nothing is routed
-	// meanwhile, and a rebalance waits for it: it should return within about a tick, and
-	// soon after ctx ends (at least once a rebalance waiting for the poll ends ctx;
-	// exactly once, the consumer's stop).
+	// it), and a sample of its later polls' records (every eighth, at most 256 a poll)
+	// until one reaches the end of what it can poll, before any of them is routed: the
+	// gate has their keys read from Redis there (route.Router.Expect, then the tick's
+	// TickNow), so that a team the fleet holds or has over its limit is limited from the
+	// first of its records waiting, not admitted by this gate's own count of them until
+	// its next tick. Nothing is routed meanwhile, and a rebalance waits for it: it should
+	// return within about a tick, and soon after ctx ends (at least once a rebalance
+	// waiting for the poll ends ctx; exactly once, the consumer's stop).
 	Prime func(ctx context.Context, recs []*kgo.Record)
 	// StallNotReady is how long the gate may make no progress (no poll or commit; exactly
 	// once, no transaction committed) while it has work before it reports not ready

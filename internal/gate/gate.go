@@ -343,9 +343,10 @@ func (l RedisLogger) Printf(ctx context.Context, format string, v ...any) {
 // prime is the consumer's Prime: the keys of the records waiting in partitions this gate
 // has just taken over, of at least two records each, are marked in the limiters (put in
 // their caches if not there) and read in a tick made at once, before any of them is
-// routed (route.Router.Expect, tick.Ticker.TickNow). Bounded by two tick intervals: a tick in progress is waited
-// for, then this one, which TickTimeout bounds; past that, or with Redis out of reach,
-// the records are routed as first contact, as without it.
+// routed (route.Router.Expect, tick.Ticker.TickNow). Bounded by two tick intervals: a
+// tick in progress is waited for, then this one, which TickTimeout bounds; past that,
+// or with Redis out of reach, the records are routed as first contact, as without it,
+// and priming rests for primePause.
 func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
 	r, tk := g.Router, g.Ticker
 	if gen := g.gen.Load(); gen != nil {

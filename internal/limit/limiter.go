@@ -148,7 +148,7 @@ type shard struct {
 	// carried: what promotions out of the sketch carried of each team, by window, for the
 	// windows the sketch still holds (carry, carriedCounts); under mu.
 	carried map[string]carriedCounts
-	// expect: teams put in the cache by Expect, not yet planned for a read; under mu.
+	// expect: the teams Expect marked, not yet planned for a read; under mu.
 	expect map[string]struct{}
 	_      [64]byte // keep neighbouring shards' hot words off this shard's lines
 }

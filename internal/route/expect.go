@@ -9,24 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// matchOf reads st's match fields from rec as RouteInto does (js and noJSON as there):
-// whether every one holds, or the code and field of the first one that cannot be read.
-// A field absent, empty or of another type reads no value, which is in no list.
-func (r *Router) matchOf(st *ruleState, rec *kgo.Record, js string, noJSON bool, s *Scratch) (matched bool, failed reasonCode, field *KeyFrom) {
-	for j := range st.Match {
-		m := &st.Match[j]
-		v, mf := r.read(&m.Field, rec, js, noJSON, s, maxMatchBytes)
-		if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
-			return false, mf, &m.Field
-		}
-		if (mf == reasonNone && slices.Contains(m.Values, v)) == m.Not {
-			return false, reasonNone, nil
-		}
-	}
-	return true, reasonNone, nil
-}
-
-// Which keys Expect puts in the limiters' caches: those of at least expectMinRecords of
+// Which keys Expect marks: those of at least expectMinRecords of
 // the records it is given, at most expectMaxKeys of them (the keys of most records
 // first), found among the first expectMaxTracked distinct keys.
 const (

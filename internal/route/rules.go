@@ -479,3 +479,20 @@ func (r *Router) read(k *KeyFrom, rec *kgo.Record, js string, noJSON bool, s *Sc
 	}
 	return k.team(rec, s, maxKey)
 }
+
+// matchOf reads st's match fields from rec as RouteInto does (js and noJSON as there):
+// whether every one holds, or the code and field of the first one that cannot be read.
+// A field absent, empty or of another type reads no value, which is in no list.
+func (r *Router) matchOf(st *ruleState, rec *kgo.Record, js string, noJSON bool, s *Scratch) (matched bool, failed reasonCode, field *KeyFrom) {
+	for j := range st.Match {
+		m := &st.Match[j]
+		v, mf := r.read(&m.Field, rec, js, noJSON, s, maxMatchBytes)
+		if mf != reasonNone && !missingKey(mf) && mf != reasonFieldType {
+			return false, mf, &m.Field
+		}
+		if (mf == reasonNone && slices.Contains(m.Values, v)) == m.Not {
+			return false, reasonNone, nil
+		}
+	}
+	return true, reasonNone, nil
+}
