@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/capturegate/gate/internal/limit"
 )
 
 // applyReads applies the reads sent; fresh says they were made after every gate of the
@@ -49,6 +51,7 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 				// keeps them due, so they are read again next tick.
 				for _, rr := range rc.teams {
 					t.limits[rr.lim].l.ApplyLocal(rr.r, applyAt)
+					res.notePrimedMissed(rr.r)
 				}
 				res.FailedReads += len(rc.teams)
 				continue
@@ -75,6 +78,7 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 					t.unreadable(i, valueCounter, t.key(rr.lim, rr.r.Team, epoch), v, nil)
 					l.ApplyLocal(rr.r, applyAt)
 					res.FailedReads++
+					res.notePrimedMissed(rr.r)
 					continue
 				}
 				// Refused, the other gates' counts are not in Redis either: they are what
@@ -140,4 +144,11 @@ func scaled(n int64, f float64) int64 {
 		return n
 	}
 	return int64(math.Round(float64(n) * f))
+}
+
+// notePrimedMissed counts r in PrimedMissed when it is a read of a key Expect marked.
+func (res *TickResult) notePrimedMissed(r *limit.Read) {
+	if r.Reason == limit.ReadPrimed {
+		res.PrimedMissed++
+	}
 }

@@ -123,8 +123,11 @@ type TickResult struct {
 	Commands      int // Redis commands sent
 	CarriedWrites int // counts left for a later tick (budget or failure)
 	SkippedReads  int // due reads not made this tick (budget)
-	Dropped       int64
-	Errors        int // instances whose pipeline failed
+	// PrimedMissed is how many of FailedReads and SkippedReads were of keys Expect
+	// marked (limit.ReadPrimed): what TickNow's caller was waiting for.
+	PrimedMissed int
+	Dropped      int64
+	Errors       int // instances whose pipeline failed
 	// Batches by outcome: applied, found applied already (a resend after a lost reply),
 	// refused (an error reply), unknown (no reply; resent next tick as they are),
 	// replayed (confirmed before, found lost by Redis, counts sent again), lost (the same,
@@ -361,8 +364,9 @@ func (t *Ticker) Run(ctx context.Context) {
 // routing the records waiting in partitions it takes over (consume's Config.Prime). The
 // tick is as any Tick: not aligned with the fleet's (its reads add half a tick of the
 // others' traffic as unseen), bounded by Config.TickTimeout, its failures counted and
-// logged as any tick's. It returns an error when some of its reads failed or were put
-// off (the views of those teams are this gate's own until a later tick reads them), or
+// logged as any tick's. It returns an error when a read of a key Expect marked failed
+// or was put off (its view is this gate's own until a later tick reads it; another
+// team's failed read, on another instance say, is no concern of the caller's), or
 // ctx ended first (Run not running, or busy with a tick past ctx's end: the tick, if
 // begun, still ends as Run's). A request made while a split tick's reads wait for the
 // fleet's writes is served after them.
@@ -375,8 +379,9 @@ func (t *Ticker) TickNow(ctx context.Context) error {
 	}
 	select {
 	case res := <-done:
-		if res.FailedReads > 0 || res.SkippedReads > 0 {
-			return fmt.Errorf("a tick now: %d reads failed, %d put off (over the tick's key budget)", res.FailedReads, res.SkippedReads)
+		if res.PrimedMissed > 0 {
+			return fmt.Errorf("a tick now: %d reads of the keys marked failed or were put off (%d failed, %d put off of all its reads)",
+				res.PrimedMissed, res.FailedReads, res.SkippedReads)
 		}
 		return nil
 	case <-ctx.Done():

@@ -2,9 +2,12 @@ package tick
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/capturegate/gate/internal/clock"
+	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -87,5 +90,40 @@ func TestTickNowSaysItsReadsFailed(t *testing.T) {
 	defer tcancel()
 	if err := g.tk.TickNow(tctx); err == nil || tctx.Err() != nil {
 		t.Errorf("TickNow with Redis gone: %v (context: %v), want its failed read said", err, tctx.Err())
+	}
+}
+
+// TestTickNowLeavesOtherTeamsFailuresAside: a tick now whose reads of the keys marked
+// were made says nothing of another team's read that failed (on another instance, down):
+// the gate would have rested its priming for that. Before, any failed or put off read
+// of the tick made TickNow return an error.
+func TestTickNowLeavesOtherTeamsFailuresAside(t *testing.T) {
+	up, down := redistest.Start(t), redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	g := newGate(t, clk, limit.Config{Window: fleetWindow, Threshold: 600}, Config{TickInterval: time.Second}, up, down)
+	var marked, other string
+	for i := 0; marked == "" || other == ""; i++ {
+		k := fmt.Sprintf("team-%d", i)
+		if InstanceFor(k, 2) == 0 && marked == "" {
+			marked = k
+		} else if InstanceFor(k, 2) == 1 && other == "" {
+			other = k
+		}
+	}
+	now := epochStart.Add(500 * time.Millisecond)
+	g.l.CheckAt(now, other, 500) // due for its first read, on the instance that will be down
+	down.Stop(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.tk.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	g.l.Expect(now, marked)
+	tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer tcancel()
+	if err := g.tk.TickNow(tctx); err != nil {
+		t.Errorf("TickNow, the marked key read and another team's read failed: %v, want nil", err)
+	}
+	if n := testutil.ToFloat64(g.tk.m.reads.WithLabelValues("primed")); n != 1 {
+		t.Errorf("primed reads: %v, want 1", n)
 	}
 }
