@@ -3,6 +3,8 @@ package tick
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,5 +127,50 @@ func TestTickNowLeavesOtherTeamsFailuresAside(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(g.tk.m.reads.WithLabelValues("primed")); n != 1 {
 		t.Errorf("primed reads: %v, want 1", n)
+	}
+}
+
+// TestTickNowWaitsOutASplitTicksReads: asked between a split tick's write phase and its
+// read phase, Run makes the tick now after the read phase, not before it: made early, the
+// planned reads would miss other gates' writes and be applied as following them all.
+func TestTickNowWaitsOutASplitTicksReads(t *testing.T) {
+	srv := redistest.Start(t)
+	g := newGate(t, nil, limit.Config{Window: fleetWindow, Threshold: 600}, Config{TickInterval: 200 * time.Millisecond}, srv)
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	asked := make(chan error, 1)
+	var once sync.Once
+	g.tk.onPhase = func(part int, _ time.Time, ended bool) {
+		switch {
+		case part == partWrites && ended:
+			once.Do(func() {
+				note("writes ended, tick now asked")
+				go func() {
+					err := g.tk.TickNow(ctx)
+					note("tick now made")
+					asked <- err
+				}()
+			})
+		case part == partReads && !ended:
+			note("reads began")
+		}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); g.tk.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case err := <-asked:
+		if err != nil {
+			t.Fatalf("TickNow: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tick now within 30 s")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if i, j := slices.Index(order, "reads began"), slices.Index(order, "tick now made"); i < 0 || j < i {
+		t.Errorf("order %q: want the split tick's reads to begin before the tick now is made", order)
 	}
 }
