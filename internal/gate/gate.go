@@ -360,9 +360,7 @@ func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
 	if n == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*tk.Config().TickInterval)
-	defer cancel()
-	if err := tk.TickNow(ctx); err != nil {
+	if err := readMarked(ctx, tk); err != nil {
 		g.primeOff.Store(time.Now().Add(primePause).UnixNano())
 		// At most once a minute: the tick's own lines say why Redis failed.
 		if ok, left := g.primeLog.Allow(); ok {
@@ -373,4 +371,13 @@ func (g *Gate) prime(ctx context.Context, recs []*kgo.Record) {
 	}
 	g.log.Debug("read the keys of records waiting in partitions taken over, before routing them",
 		"records", len(recs), "keys", n, "took", time.Since(start))
+}
+
+// readMarked has tk make a tick at once for the keys just marked in its limiters
+// (tick.Ticker.TickNow), waited for up to two tick intervals: a tick in progress, then
+// this one, which TickTimeout bounds.
+func readMarked(ctx context.Context, tk *tick.Ticker) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*tk.Config().TickInterval)
+	defer cancel()
+	return tk.TickNow(ctx)
 }

@@ -399,9 +399,7 @@ func (g *Gate) primeReload(ctx context.Context, old, gen *generation) {
 	if n == 0 {
 		return
 	}
-	tctx, cancel := context.WithTimeout(ctx, 2*gen.ticker.Config().TickInterval)
-	defer cancel()
-	if err := gen.ticker.TickNow(tctx); err != nil {
+	if err := readMarked(ctx, gen.ticker); err != nil {
 		g.log.Info("rules put in use before all the keys near or over their limits under the old rules were read",
 			"generation", gen.n, "keys", n, "took", time.Since(now), "err", err)
 		return
