@@ -211,7 +211,7 @@ func (c *Consumer) retryLoop(ctx context.Context) {
 		case transient:
 			if ok, unlogged := logs.Allow(); ok {
 				msg := "produce failed; retrying, and not committing past the failed records"
-				if w := c.cfg.RuleTopics; w != nil && w.Missing(brokerErr.out.Topic) {
+				if c.ruleTopicGone(brokerErr.out.Topic, brokerErr.err) {
 					// Not retried to it: retryRecord sends a missing rule topic's records
 					// to overflow (a review read "retrying" of records that went there).
 					msg = "produce to a missing rule topic failed; its records go to the overflow topic instead (gate-rule-topic-missing), and nothing is committed past them until written there"

@@ -41,6 +41,15 @@ func topicClosed(err error) bool {
 	return false
 }
 
+// ruleTopicGone reports whether records whose produce to topic failed with err go to
+// the overflow topic when retried (retryRecord): topic is marked missing, or err is the
+// failure produceProblem marks a rule topic in use missing for. The retry loop may take
+// a failure up before its promise has called produceProblem, so the mark alone is late.
+func (c *Consumer) ruleTopicGone(topic string, err error) bool {
+	w := c.cfg.RuleTopics
+	return w != nil && (w.Missing(topic) || w.Watched(topic) && topicClosed(err))
+}
+
 // ruleTopicMissing marks topic missing and the gate not ready, saying why (once per
 // distinct reason).
 func (c *Consumer) ruleTopicMissing(ctx context.Context, topic, why string) {

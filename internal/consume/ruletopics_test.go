@@ -714,3 +714,32 @@ func TestMissingRuleTopicRetryLineSaysOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryLineSaysOverflowBeforeTheTopicIsMarked: the retry loop may take up a failed
+// produce to a missing rule topic before its promise has marked the topic missing
+// (produceProblem runs after the push that wakes the loop), and then said "retrying" of
+// records that go to overflow (a CI run of TestMissingRuleTopicRetryLineSaysOverflow).
+// The line is chosen by the failure itself: the same test produceProblem marks by.
+func TestRetryLineSaysOverflowBeforeTheTopicIsMarked(t *testing.T) {
+	logs := &syncBuffer{}
+	w := route.NewTopicWatch(ovfTopic)
+	w.Use([]string{"merges"}) // in use, not yet marked missing
+	c := &Consumer{
+		cfg: Config{RuleTopics: w, Jitter: func(n int64) int64 { return n - 1 }},
+		log: slog.New(slog.NewJSONHandler(logs, nil)),
+	}
+	c.retry.init()
+	c.retry.push(&failed{out: kgo.Record{Topic: "merges"}, err: kerr.UnknownTopicOrPartition})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); c.retryLoop(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(logs.String(), `"topic":"merges"`) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(logs.String(), "its records go to the overflow topic instead") {
+		t.Errorf("the retry line does not say the records go to overflow:\n%s", logs.String())
+	}
+}
