@@ -12,12 +12,15 @@ import (
 	"github.com/capturegate/gate/internal/route"
 )
 
-// A rule whose limit is changed by a reload (a threshold raised or lowered) keeps its
-// counters in Redis, and a team over the new limit is limited from its first record
-// under the new rules: the keys the old limiter had near or over its limit are read
-// before the new rules route (primeReload). Before, every key was first contact to the
-// new limiter, admitted by this gate's own count until it reached the sync floor and a
-// tick read it: 10 of the whale's 10 records after the edit went to accepted.
+// A learned limit (threshold_mode: adaptive) changed by a reload (its static threshold
+// raised or lowered) keeps its counters in Redis, but its new limiter takes nothing over
+// from the old (limit.InheritState refuses learned thresholds): a team over the new limit
+// is limited from its first record under the new rules because the keys the old limiter
+// had near or over its limit are read before the new rules route (primeReload). Without
+// that read every key was first contact to the new limiter, admitted by this gate's own
+// count until it reached the sync floor and a tick read it: 10 of the whale's 10 records
+// after the edit went to accepted (as they did for every changed limit before a static
+// one took its old one's keys over).
 func TestRulesReloadChangedLimitReadsPressingKeysFirst(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -32,7 +35,7 @@ func TestRulesReloadChangedLimitReadsPressingKeysFirst(t *testing.T) {
 			srv := redistest.Start(t)
 			path := filepath.Join(t.TempDir(), "rules.yaml")
 			rule := func(thr int) string {
-				return fmt.Sprintf("rules:\n  - {name: team, key: json:team_id, limits: [1m:%d]}\n", thr)
+				return fmt.Sprintf("rules:\n  - {name: team, key: json:team_id, limits: [1m:%d], threshold_mode: adaptive}\n", thr)
 			}
 			writeRules(t, path, rule(tc.from))
 			cfg := load(t, map[string]string{
@@ -57,6 +60,70 @@ func TestRulesReloadChangedLimitReadsPressingKeysFirst(t *testing.T) {
 			waitFor(t, "the edit in use", func() bool { return g.gen.Load() != first })
 			if got := send(10); got[cfg.AcceptedTopic] != 0 {
 				t.Errorf("the whale's first records under the new limit of %d (300 in Redis): %v, want none accepted", tc.to, got)
+			}
+		})
+	}
+}
+
+// A reload that changes a rule's thresholds keeps what its old limiters knew of each key
+// (limit.InheritState, as for unchanged limits): the same windows count into the same
+// Redis keys, and only the threshold a key is judged by moves. With Redis down at the
+// reload, nothing can be read (primeReload's tick fails) and new limiters that knew
+// nothing admitted a team held in overflow under its old limit, each gate by its own
+// count, until Redis came back: here 300 sent, held under 100, the limit raised to 200
+// (still under the team's count) or lowered to 50, then 10 more of the team. Raised
+// far above its count (1,000), the team's hold, kept over the reload, ends at the new
+// limiters' first sweep, and its records are accepted again.
+func TestRulesReloadChangedLimitWithRedisDownKeepsTheKeysState(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		from, to int
+	}{
+		{"raised", 100, 200},
+		{"lowered", 100, 50},
+		{"raised-above", 100, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			path := filepath.Join(t.TempDir(), "rules.yaml")
+			rule := func(thr int) string {
+				return fmt.Sprintf("rules:\n  - {name: team, key: json:team_id, limits: [1m:%d]}\n", thr)
+			}
+			writeRules(t, path, rule(tc.from))
+			cfg := load(t, map[string]string{
+				"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+				"GATE_REDIS_URLS":    srv.URL(),
+				"GATE_RULES_FILE":    path,
+			})
+			g := startReloading(t, cfg, "reload-down")
+			send := func(n int) map[string]int {
+				topics := map[string]int{}
+				for range n {
+					var out kgo.Record
+					switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"whale"}`)}, &route.Scratch{}, &out)
+					topics[out.Topic]++
+				}
+				return topics
+			}
+			if got := send(300); got[cfg.AcceptedTopic] != tc.from {
+				t.Fatalf("the whale's first 300 records: %v, want %d accepted", got, tc.from)
+			}
+			first := g.gen.Load()
+			waitTicks(t, first, 2) // read back from Redis: the level is the fleet's
+			srv.Stop(t)
+			writeRules(t, path, rule(tc.to))
+			waitFor(t, "the edit in use", func() bool { return g.gen.Load() != first })
+			if tc.to > 300 {
+				waitTicks(t, g.gen.Load(), 2)
+				if got := send(10); got[cfg.AcceptedTopic] != 10 {
+					t.Errorf("the whale's records under a limit raised to %d (300 counted), Redis down, a tick on: %v, want all accepted", tc.to, got)
+				}
+				return
+			}
+			if got := send(10); got[cfg.AcceptedTopic] != 0 {
+				t.Errorf("the whale's records under the new limit of %d (300 counted), Redis down: %v, want none accepted", tc.to, got)
 			}
 		})
 	}

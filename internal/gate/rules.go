@@ -33,11 +33,11 @@ import (
 // down or refusing writes) it keeps writing, under its own writer, until Redis takes it
 // (tick.Drain), and the gate's other ticks add it to their reads of the same keys
 // (tick.Unwritten), counting its drops meanwhile on the gate's metrics (tick.Dropped).
-// The limiters of a rule whose name,
-// key, limits and cost did not change start from the old ones' view of each key (its last
-// read, what the old ones counted since, its hold: limit.InheritState); the others start
-// empty and read each key's fleet-wide count, and any hold, from Redis when they first
-// meet it, as a restarted gate's do. A rule whose name, cost and windows did not change
+// The limiters of a rule whose name, key and cost did not change start, limit by limit
+// of the same window, from the old ones' view of each key (its last read, what the old
+// ones counted since, its hold: limit.InheritState), whatever their thresholds now; the
+// others start empty and read each key's fleet-wide count, and any hold, from Redis when
+// they first meet it, as a restarted gate's do. A rule whose name, cost and windows did not change
 // keeps its keys, and so its counts (config.RuleKeyPrefix). Counters of the metrics a
 // generation registers start again from 0, but for gate_limiter_dropped_counts_total.
 
@@ -51,6 +51,9 @@ type generation struct {
 	overrides []*overrides.Refresher // one per rule
 	router    *route.Router
 	topics    []string // the rules' own topics (action topic:NAME)
+	// inherited are the limiters that took their old ones' keys over (InheritState):
+	// primeReload reads none of theirs.
+	inherited map[*limit.Limiter]bool
 }
 
 // ruleSet is the rule set the gate starts with: Options.Rules, else GATE_RULES_FILE's
@@ -76,7 +79,7 @@ func (g *Gate) ruleSet(cfg config.Config, o Options, log *slog.Logger) (*rules.S
 // newGeneration builds the parts of set, registering nothing outside its own registry.
 func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	g.gens++
-	gen := &generation{n: g.gens, set: set, reg: prometheus.NewRegistry()}
+	gen := &generation{n: g.gens, set: set, reg: prometheus.NewRegistry(), inherited: map[*limit.Limiter]bool{}}
 	cfg := g.cfg
 	var tlims []tick.Limit
 	for _, r := range set.Rules {
@@ -145,13 +148,20 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 					if prev.set.Rules[k].Key.String() == r.Key.String() {
 						rl.Lims[0].InheritRotation(pr.Lims[0])
 					}
-					// With its limits and cost too, what each key's limiter knew: the last
-					// read of the fleet's count, what the old one counted since (its tick
-					// writes that, not this one's), and the hold. After the overrides: a
-					// hold is kept under the threshold it was held under.
-					if pp := prev.set.Rules[k]; pp.Key.String() == r.Key.String() && slices.Equal(pp.Limits, r.Limits) && pp.Cost == r.Cost {
+					// With its cost too, what each key's limiter knew, limit by limit of the
+					// same Redis keys (the same window; limit.InheritState refuses another,
+					// and learned thresholds): the last read of the fleet's count, what the
+					// old one counted since (its tick writes that, not this one's), and the
+					// hold. Thresholds and mode may have changed: counts carry over, and each
+					// key is judged afresh by the new threshold. After the overrides: a hold
+					// is kept under the threshold it was held under, and the first sweep
+					// releases it if that rose above the team's level. Without it a limit
+					// raised or lowered with Redis down let held teams through.
+					if pp := prev.set.Rules[k]; pp.Key.String() == r.Key.String() && pp.Cost == r.Cost {
 						for j, l := range rl.Lims {
-							l.InheritState(pr.Lims[j])
+							if o := slices.Index(pr.KeyPrefixes, rl.KeyPrefixes[j]); o >= 0 && l.InheritState(pr.Lims[o]) {
+								gen.inherited[l] = true
+							}
 						}
 					}
 				}
@@ -357,18 +367,18 @@ func (g *Gate) RunTick(ctx context.Context) {
 // reloadPrimeKeys bounds the keys of each changed limit primeReload reads.
 const reloadPrimeKeys = 4096
 
-// primeReload has the new tick read, before gen routes a record, the keys each changed
-// rule's old limiters found near or over their limits: a rule of the same name, key and
-// cost whose limits changed (a threshold raised or lowered, the mode) keeps its counters
-// in Redis, limit by limit of the same window, but its new limiters inherit nothing of
-// the old (limit.Limiter.InheritState is for unchanged limits), and every key was first
-// contact to them, judged by this gate's own count until its count reached the sync
-// floor and a tick read it: a review's fleet admitted 2,220 in the 10 s after a limit
-// raised from 1,000 to 2,000 (docs/rules.md). The keys the old limiter had at half of the
-// lower of the two thresholds or more, or limited (at most 4,096 of a limit, most
-// pressing first), go in the new one's cache for its first read (limit.Limiter.Expect),
-// and a tick is made at once (tick.Ticker.TickNow), waited for up to two tick
-// intervals.
+// primeReload has the new tick read, before gen routes a record, the keys the old
+// limiters found near or over their limits, for each new limiter of a kept rule (the same
+// name, key and cost) that did not take its old one's keys over (limit.InheritState:
+// learned thresholds, on either side). It keeps its counters in Redis, limit by limit of
+// the same window, but knew nothing, and every key was first contact, judged by this
+// gate's own count until its count reached the sync floor and a tick read it: a review's
+// fleet admitted 2,220 in the 10 s after a limit raised from 1,000 to 2,000, when
+// changed limits were not inherited (docs/rules.md). The keys the old limiter had at half
+// of the lower of the two thresholds or more, or limited (at most 4,096 of a limit, most
+// pressing first), go in the new one's cache for its first read
+// (limit.Limiter.Expect), and a tick is made at once (tick.Ticker.TickNow), waited for
+// up to two tick intervals.
 func (g *Gate) primeReload(ctx context.Context, old, gen *generation) {
 	now := time.Now()
 	n := 0
@@ -378,18 +388,19 @@ func (g *Gate) primeReload(ctx context.Context, old, gen *generation) {
 			continue
 		}
 		pr := old.set.Rules[k]
-		if pr.Key.String() != r.Key.String() || pr.Cost != r.Cost || slices.Equal(pr.Limits, r.Limits) {
-			continue // another key or unit: other counts; the same limits: inherited
+		if pr.Key.String() != r.Key.String() || pr.Cost != r.Cost {
+			continue // another key or unit: other counts
 		}
-		for j, l := range gen.rules[i].Lims {
-			if j >= len(pr.Limits) || pr.Limits[j].Window != r.Limits[j].Window {
-				continue // another window: other epochs, other counters
+		rl, orl := gen.rules[i], old.rules[k]
+		for j, l := range rl.Lims {
+			o := slices.Index(orl.KeyPrefixes, rl.KeyPrefixes[j])
+			if gen.inherited[l] || o < 0 || pr.Limits[o].Window != r.Limits[j].Window {
+				continue // inherited; or another window: other epochs, other counters
 			}
-			ol := old.rules[k].Lims[j]
 			// Half the lower threshold: a key's override, if it has one, is the same
 			// under both (the rule's hash of overrides is kept).
-			half := float64(min(pr.Limits[j].Threshold, r.Limits[j].Threshold)) / 2
-			for _, team := range ol.Pressing(now, half, reloadPrimeKeys) {
+			half := float64(min(pr.Limits[o].Threshold, r.Limits[j].Threshold)) / 2
+			for _, team := range orl.Lims[o].Pressing(now, half, reloadPrimeKeys) {
 				if l.Expect(now, team) {
 					n++
 				}

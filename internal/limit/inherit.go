@@ -6,9 +6,14 @@ import (
 )
 
 // InheritState takes over what old knows of each key it caches: a rules reload builds new
-// limiters for a rule whose name, key, windows, thresholds and cost did not change, and
-// one that knew nothing let a team far over its limit, even held, through until its tick
-// read the team again (for as long as the store was out of reach). Each key keeps its last
+// limiters for a rule whose name, key and cost did not change, each limit from the old
+// one of the same window (whose Redis keys it counts into), and one that knew nothing let
+// a team far over its limit, even held, through until its tick read the team again (for
+// as long as the store was out of reach). The thresholds may differ: what is taken over is
+// counts, not verdicts. Each key's threshold is looked up afresh at its next check, and a
+// hold is kept under the threshold it was held under, which l's first sweep compares
+// with l's (a threshold raised above the team's level releases it, as an override raised
+// does); until then, at most a tick, the team stays held. Each key keeps its last
 // read of the fleet's count (the estimate, when it was read, the fleet factor, whether the
 // read failed and must be made again), what old counted of it since that read, and its
 // hold (since when, when it was last over its release level, the threshold it is held
@@ -29,14 +34,15 @@ import (
 // InheritRotation does, for the same reason: l has hashed nothing yet), and each key is
 // seen now. Under the event clock each window's cache is taken over so (inheritEvent).
 // With learned thresholds on either side, or a different window or clock, it does
-// nothing: the keys start afresh there, as before.
-func (l *Limiter) InheritState(old *Limiter) {
+// nothing: the keys start afresh there, as before. It reports whether it took old's keys
+// over.
+func (l *Limiter) InheritState(old *Limiter) bool {
 	if old == nil || (l.ring == nil) != (old.ring == nil) || l.adapt != nil || old.adapt != nil || l.windowNs != old.windowNs {
-		return
+		return false
 	}
 	if l.ring != nil {
 		l.inheritEvent(old)
-		return
+		return true
 	}
 	l.adoptSeed(old)
 	// The tick interval as old's sweeps measured it: the floor the estimate is under the
@@ -82,26 +88,32 @@ func (l *Limiter) InheritState(old *Limiter) {
 			}
 			sh.mu.Unlock()
 			if holds && thr&heldBit != 0 {
-				// Held by a check since old's last sweep, the team has no state there yet: l's
-				// first sweep starts it, from the held bit.
 				old.holds.mu.Lock()
 				st := old.holds.teams[team]
 				var cp hold
 				if st != nil {
 					cp = *st
+				} else {
+					// Held by a check since old's last sweep, the team has no state there
+					// yet: started here under old's threshold, which l's first sweep
+					// compares with its own (started there from the held bit, it would be
+					// l's, and a limit raised above the team's level would not release it).
+					cp = hold{since: ns, lastOver: ns, thr: old.threshold(oe, team)}
 				}
 				old.holds.mu.Unlock()
-				if st != nil {
-					l.holds.mu.Lock()
-					cp.sweep = l.holds.sweep
-					l.holds.teams[strings.Clone(team)] = &cp
-					l.holds.mu.Unlock()
+				l.holds.mu.Lock()
+				if st == nil {
+					l.holds.startsLocal.Add(1) // as the first sweep to see a hold counts it
 				}
+				cp.sweep = l.holds.sweep
+				l.holds.teams[strings.Clone(team)] = &cp
+				l.holds.mu.Unlock()
 			}
 			return true
 		})
 		osh.mu.Unlock()
 	}
+	return true
 }
 
 // inheritEvent is InheritState under the event clock: each window's cache that a record

@@ -118,3 +118,61 @@ func TestInheritStateEventClock(t *testing.T) {
 		t.Errorf("new limiter's sweep hands %+v to its tick: counted by the old one", s.Counts)
 	}
 }
+
+// TestInheritStateUnderARaisedThreshold: a reload that raises a rule's threshold keeps
+// each team's count (the same window, the same Redis keys) and judges it by the new
+// threshold: a team held under the old one and under the new release level now is
+// released by the new limiter's first sweep, as an override raised releases it, whether
+// the old limiter's sweeps had tracked the hold (b) or a check had set it since the last
+// one (a). That one was taken up by the new sweep as held under the new threshold, and
+// stayed held for DivertHold.
+func TestInheritStateUnderARaisedThreshold(t *testing.T) {
+	old, _, _ := newTest(t, holdConfig()) // 600
+	establish(t, old, t0, "a", 590)       // under its threshold: not held
+	establish(t, old, t0, "b", 600)       // held, and the sweeps track it
+	sweep(t, old, at(time.Second))
+	now := at(1500 * time.Millisecond)
+	old.CheckAt(now, "a", 30)
+	if d := old.CheckAt(now, "a", 0); !d.Held { // at 605, since the sweep
+		t.Fatalf("a at its threshold: %+v, want held", d)
+	}
+	if d := old.CheckAt(now, "b", 0); !d.Held {
+		t.Fatalf("b: %+v, want held", d)
+	}
+
+	cfg := holdConfig()
+	cfg.Threshold = 1000 // release level 800: a and b, at about 600, are under it
+	l, _, _ := newTest(t, cfg)
+	if !l.InheritState(old) {
+		t.Fatal("InheritState took nothing over under a changed threshold")
+	}
+	for _, team := range []string{"a", "b"} {
+		was, _ := old.Snapshot(now, team)
+		got, ok := l.Snapshot(now, team)
+		if !ok || got.Level != was.Level || !got.ReadAt.Equal(was.ReadAt) {
+			t.Errorf("%s after the reload: %+v (cached %v), want its count as before: %+v", team, got, ok, was)
+		}
+	}
+	for _, team := range []string{"a", "b"} {
+		if d := l.CheckAt(now, team, 0); !d.Held {
+			t.Errorf("%s right after the reload, before the new limiter's first sweep: %+v, want held still", team, d)
+		}
+	}
+	sweep(t, l, at(2*time.Second))
+	for _, team := range []string{"a", "b"} {
+		if d := l.CheckAt(at(2500*time.Millisecond), team, 0); d.Limited || d.Held {
+			t.Errorf("%s at %.0f under a threshold raised to 1000, after the first sweep: %+v, want released", team, d.Level, d)
+		}
+	}
+
+	// Lowered: the same counts are over it, and both stay limited.
+	cfg.Threshold = 300
+	low, _, _ := newTest(t, cfg)
+	low.InheritState(old)
+	sweep(t, low, at(2*time.Second))
+	for _, team := range []string{"a", "b"} {
+		if d := low.CheckAt(at(2500*time.Millisecond), team, 0); !d.Limited {
+			t.Errorf("%s at %.0f under a threshold lowered to 300: %+v, want limited", team, d.Level, d)
+		}
+	}
+}
