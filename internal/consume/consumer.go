@@ -87,9 +87,12 @@ type Consumer struct {
 	// hold is the commit hold (commithold.go).
 	hold commitHold
 
-	retry   retryQueue
-	ready   atomic.Bool // has joined the group and holds an assignment (maybe empty)
-	closing atomic.Bool // shutting down: revokes do not wait for in-flight records
+	retry retryQueue
+	// checkRules asks the output watch for a check of the rule topics out of its
+	// schedule (checkRuleTopicsSoon).
+	checkRules chan struct{}
+	ready      atomic.Bool // has joined the group and holds an assignment (maybe empty)
+	closing    atomic.Bool // shutting down: revokes do not wait for in-flight records
 	// preflighted is set once the preflight has passed: until then it reports the topics
 	// missing, the rule topic watch waits (nothing is routed yet), and the consumer is
 	// not ready, though franz-go may have joined the group already.
@@ -240,6 +243,7 @@ func New(cfg Config, router Router, clk clock.Clock, reg prometheus.Registerer, 
 		c.startRuleTopics = cfg.RuleTopics.Topics()
 	}
 	c.retry.init()
+	c.checkRules = make(chan struct{}, 1)
 	c.initOutcomes()
 	c.produceCtx = context.Background()
 	c.promise = c.onProduced

@@ -160,6 +160,11 @@ func (c *Consumer) watchOutputs(ctx context.Context) {
 				cancel()
 			}
 			continue
+		case <-c.checkRules:
+			if cl := c.live.Load(); cl != nil && c.preflighted.Load() {
+				c.checkRuleTopics(ctx, cl)
+			}
+			continue
 		case <-t.C:
 		}
 		cl := c.live.Load()
@@ -313,15 +318,22 @@ func (c *Consumer) purgeStale(ctx context.Context, cl *kgo.Client) {
 // refuse (MESSAGE_TOO_LARGE) and the gate dead-letter records the new topic takes, or,
 // smaller, had every full batch refused.
 func (c *Consumer) relearnTopic(ctx context.Context, cl *kgo.Client, t string) {
-	// From the client that produces to it (producer.go): at least once the group's
-	// client produces nothing.
-	if c.prod != nil {
-		c.prod.PurgeTopicsFromProducing(t)
-	} else {
-		cl.PurgeTopicsFromProducing(t)
-	}
+	c.purgeProducing(cl, t)
 	c.batchLimits.forget(t)
 	c.readBatchLimits(ctx, cl, []string{t})
+}
+
+// purgeProducing has the client that produces to topic t forget it, failing the records
+// of it it holds ("topic purged while buffered"): at least once the producer
+// (producer.go), the group's client producing nothing; with exactly-once delivery cl, the
+// session's client (nil between two sessions: nothing held).
+func (c *Consumer) purgeProducing(cl *kgo.Client, t string) {
+	switch {
+	case c.prod != nil:
+		c.prod.PurgeTopicsFromProducing(t)
+	case cl != nil:
+		cl.PurgeTopicsFromProducing(t)
+	}
 }
 
 // diagnoseOutputs returns, by problems key, what keeps the output topics, and the rule

@@ -51,12 +51,35 @@ func (c *Consumer) ruleTopicGone(topic string, err error) bool {
 }
 
 // ruleTopicMissing marks topic missing and the gate not ready, saying why (once per
-// distinct reason).
-func (c *Consumer) ruleTopicMissing(ctx context.Context, topic, why string) {
-	c.cfg.RuleTopics.SetMissing(topic, true)
+// distinct reason). It reports whether the topic was not marked missing before.
+func (c *Consumer) ruleTopicMissing(ctx context.Context, topic, why string) bool {
+	newly := c.cfg.RuleTopics.SetMissing(topic, true)
 	c.logProblem(ctx, problemRuleTopics+topic,
 		fmt.Sprintf("kafka: rule topic %q: %s; its rule's records go to the overflow topic (header %s) until the topic exists and the gate's principal may WRITE to it; every other record is routed as ever",
 			topic, why, route.HeaderRuleTopicMissing), "topic", topic)
+	return newly
+}
+
+// slowFlush is how long an exactly-once transaction's records may take to be
+// acknowledged before the rule topics are checked out of the watch's schedule
+// (checkRuleTopicsSoon): a flush takes some milliseconds, and one that takes a second
+// may wait on a rule topic deleted under it.
+const slowFlush = time.Second
+
+// checkRuleTopicsSoon has the output watch check the rule topics now, not at its next
+// round (up to WatchInterval, 5 s, away): an exactly-once transaction whose records wait
+// on a rule topic deleted under it holds every team's records with them until the topic
+// is found missing (ruleTopicMissing), which fails its records at once; the client's own
+// retries took some 10 s on Apache Kafka 4.3. A check already asked for is not asked
+// again.
+func (c *Consumer) checkRuleTopicsSoon() {
+	if w := c.cfg.RuleTopics; w == nil || len(w.Topics()) == 0 {
+		return
+	}
+	select {
+	case c.checkRules <- struct{}{}:
+	default:
+	}
 }
 
 // checkRuleTopics checks every rule topic in use: one found missing or closed is marked
@@ -97,7 +120,16 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 		}
 		if p := found[t]; p != "" {
 			// The problem names the topic as the start-up check does; the line names it once.
-			c.ruleTopicMissing(ctx, t, strings.TrimLeft(strings.TrimPrefix(p, fmt.Sprintf("topic %q", t)), ": "))
+			if c.ruleTopicMissing(ctx, t, strings.TrimLeft(strings.TrimPrefix(p, fmt.Sprintf("topic %q", t)), ": ")) {
+				// Found missing now: the records of it the client holds would wait out its
+				// retries, and with exactly-once delivery the transaction holding them
+				// with every other team's records (some 10 s on Apache Kafka 4.3, the
+				// topic deleted under load). Failed at once, they go to overflow as the
+				// router sends the rule's records now: retried (retryRecord), or routed
+				// again after the abort. Here, not in produceProblem: that runs in a
+				// promise, which a purge, failing promises, must not be called from.
+				c.purgeProducing(cl, t)
+			}
 			continue
 		}
 		if w.Missing(t) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -741,5 +742,122 @@ func TestRetryLineSaysOverflowBeforeTheTopicIsMarked(t *testing.T) {
 	<-done
 	if !strings.Contains(logs.String(), "its records go to the overflow topic instead") {
 		t.Errorf("the retry line does not say the records go to overflow:\n%s", logs.String())
+	}
+}
+
+// TestRuleTopicFoundMissingFailsItsBufferedRecords: records of a rule topic that the
+// client holds, retrying, when the rule topic check finds the topic missing fail at once
+// and go to overflow (retryRecord), rather than waiting out the client's retries: with
+// exactly-once delivery the transaction holding them waits with them, every team's
+// records in it (some 10 s on Apache Kafka 4.3, a topic deleted under load). Here the
+// broker refuses the topic's produces for as long as the test runs (NOT_ENOUGH_REPLICAS,
+// which franz-go retries without end) while the check's metadata answer says it is gone.
+func TestRuleTopicFoundMissingFailsItsBufferedRecords(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "merges"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	goneUnderCheck(t, c, prod, "merges")
+	w := route.NewTopicWatch(ovfTopic)
+	w.Use([]string{"merges"})
+	logs := &syncBuffer{}
+	cons := &Consumer{cfg: Config{RuleTopics: w}, prod: prod, log: slog.New(slog.NewJSONHandler(logs, nil))}
+	failed := make(chan error, 1)
+	prod.Produce(t.Context(), &kgo.Record{Topic: "merges", Value: []byte("v")}, func(_ *kgo.Record, err error) { failed <- err })
+	select {
+	case err := <-failed:
+		t.Fatalf("the record failed before the topic was found missing: %v", err)
+	case <-time.After(300 * time.Millisecond): // retried meanwhile
+	}
+	cons.checkRuleTopics(t.Context(), prod)
+	select {
+	case err := <-failed:
+		if err == nil || !w.Missing("merges") {
+			t.Errorf("the record's produce ended with %v, the topic marked missing %v; want it failed, the topic missing", err, w.Missing("merges"))
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the record was still being retried a minute after its rule topic was found missing (marked %v)", w.Missing("merges"))
+	}
+}
+
+// goneUnderCheck has cluster c answer the rule topic check's metadata requests (they ask
+// for the topic's authorized operations; the client's own do not) saying topic is gone,
+// and refuse every produce naming it (NOT_ENOUGH_REPLICAS, retried by franz-go without
+// end), for as long as the test runs: Apache Kafka for some seconds after a deletion
+// under load. cl reads the topic's metadata first.
+func goneUnderCheck(t *testing.T, c *kfake.Cluster, cl *kgo.Client, topic string) {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	gone, err := req.RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := gone.Topics[0].TopicID // a produce names it by ID from version 13 on
+	gone.Topics[0].ErrorCode, gone.Topics[0].Partitions = kerr.UnknownTopicOrPartition.Code, nil
+	c.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		m := kreq.(*kmsg.MetadataRequest)
+		if !m.IncludeTopicAuthorizedOperations || len(m.Topics) != 1 || m.Topics[0].Topic == nil || *m.Topics[0].Topic != topic {
+			return nil, nil, false
+		}
+		resp := *gone
+		resp.Topics = slices.Clone(gone.Topics)
+		resp.SetVersion(m.GetVersion())
+		return &resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		p := kreq.(*kmsg.ProduceRequest)
+		if !slices.ContainsFunc(p.Topics, func(tp kmsg.ProduceRequestTopic) bool { return tp.Topic == topic || tp.TopicID == id }) {
+			return nil, nil, false
+		}
+		return faulttest.ProduceRefused(p, faulttest.NotEnoughReplicas), nil, true
+	})
+}
+
+// TestExactlyOnceSlowFlushChecksTheRuleTopics: exactly once, a transaction whose records
+// wait on a rule topic gone under it (the brokers refuse its produces, retriably, while
+// their metadata says it is missing: Apache Kafka for some 10 s after a deletion) holds
+// every team's records with it. A flush that takes a second has the rule topics checked
+// at once, out of the watch's schedule (here an hour away), and the topic found missing
+// fails its records (ruleTopicMissing), so the transaction aborts and its replay sends
+// the rule's records to overflow: the other team's record is committed. Before, it
+// waited until the watch's next round (5 s by default), or here for as long as the
+// refusals lasted.
+func TestExactlyOnceSlowFlushChecksTheRuleTopics(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, 1)
+	env.ccfg.Delivery = ExactlyOnce
+	env.ccfg.WatchInterval = time.Hour
+	env.ccfg.ProduceRetries = 0 // the default: the client retries a record until written
+	const merges = "merges"
+	prod := producer(t, env.cluster)
+	if _, err := kadm.NewClient(prod).CreateTopic(t.Context(), 1, 1, nil, merges); err != nil {
+		t.Fatal(err)
+	}
+	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
+	g := env.start(t, "g")
+	defer g.stop(t)
+	produceAll(t, prod, []*kgo.Record{inputRecord(0, "bad"), inputRecord(1, "good")})
+	collect(t, env.cluster, 1, time.Minute, 0, readCommitted()) // the gate routes: the topic is there
+
+	goneUnderCheck(t, env.cluster, prod, merges)
+	produceAll(t, prod, []*kgo.Record{inputRecord(2, "bad"), inputRecord(3, "good")})
+	o := collect(t, env.cluster, 3, 2*time.Minute, 0, readCommitted()) // record 0 is on the rule topic
+	if got := o.ids[3]; len(got) != 1 || got[0] != accTopic {
+		t.Errorf("the good team's record behind the rule topic's: on %v, want committed on %s once", got, accTopic)
+	}
+	if got := o.ids[2]; len(got) != 1 || got[0] != ovfTopic || !w.Missing(merges) {
+		t.Errorf("the rule's record: on %v (the topic marked missing %v), want on %s", got, w.Missing(merges), ovfTopic)
 	}
 }

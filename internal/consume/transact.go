@@ -342,7 +342,10 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 	// The transaction's outcome rows, in it: they commit or abort with its records.
 	rows, folded := c.sealTxn()
 	end, what := kgo.TryCommit, "committing"
-	if err := c.cl.Flush(ctx); err != nil {
+	slow := time.AfterFunc(slowFlush, c.checkRuleTopicsSoon)
+	err := c.cl.Flush(ctx)
+	slow.Stop()
+	if err != nil {
 		// Only ctx ends a Flush: the shutdown timeout passed.
 		end, what = kgo.TryAbort, "aborting after "+err.Error()
 	} else {
