@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/redistest"
 	"github.com/capturegate/gate/internal/route"
 )
@@ -32,33 +33,12 @@ func TestRulesReloadChangedLimitReadsPressingKeysFirst(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := redistest.Start(t)
-			path := filepath.Join(t.TempDir(), "rules.yaml")
-			rule := func(thr int) string {
-				return fmt.Sprintf("rules:\n  - {name: team, key: json:team_id, limits: [1m:%d], threshold_mode: adaptive}\n", thr)
-			}
-			writeRules(t, path, rule(tc.from))
-			cfg := load(t, map[string]string{
-				"GATE_KAFKA_BROKERS": "127.0.0.1:1",
-				"GATE_REDIS_URLS":    srv.URL(),
-				"GATE_RULES_FILE":    path,
-			})
-			g := startReloading(t, cfg, "reload-prime")
-			send := func(n int) map[string]int {
-				topics := map[string]int{}
-				for range n {
-					var out kgo.Record
-					switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"whale"}`)}, &route.Scratch{}, &out)
-					topics[out.Topic]++
-				}
-				return topics
-			}
-			send(300)
-			first := g.gen.Load()
+			w := startWhale(t, "reload-prime", "threshold_mode: adaptive", tc.from)
+			w.send(300)
+			first := w.g.gen.Load()
 			waitTicks(t, first, 2) // the 300 written to Redis
-			writeRules(t, path, rule(tc.to))
-			waitFor(t, "the edit in use", func() bool { return g.gen.Load() != first })
-			if got := send(10); got[cfg.AcceptedTopic] != 0 {
+			w.reload(tc.to)
+			if got := w.send(10); got[w.cfg.AcceptedTopic] != 0 {
 				t.Errorf("the whale's first records under the new limit of %d (300 in Redis): %v, want none accepted", tc.to, got)
 			}
 		})
@@ -86,45 +66,77 @@ func TestRulesReloadChangedLimitWithRedisDownKeepsTheKeysState(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := redistest.Start(t)
-			path := filepath.Join(t.TempDir(), "rules.yaml")
-			rule := func(thr int) string {
-				return fmt.Sprintf("rules:\n  - {name: team, key: json:team_id, limits: [1m:%d]}\n", thr)
-			}
-			writeRules(t, path, rule(tc.from))
-			cfg := load(t, map[string]string{
-				"GATE_KAFKA_BROKERS": "127.0.0.1:1",
-				"GATE_REDIS_URLS":    srv.URL(),
-				"GATE_RULES_FILE":    path,
-			})
-			g := startReloading(t, cfg, "reload-down")
-			send := func(n int) map[string]int {
-				topics := map[string]int{}
-				for range n {
-					var out kgo.Record
-					switchRouter{g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"whale"}`)}, &route.Scratch{}, &out)
-					topics[out.Topic]++
-				}
-				return topics
-			}
-			if got := send(300); got[cfg.AcceptedTopic] != tc.from {
+			w := startWhale(t, "reload-down", "", tc.from)
+			if got := w.send(300); got[w.cfg.AcceptedTopic] != tc.from {
 				t.Fatalf("the whale's first 300 records: %v, want %d accepted", got, tc.from)
 			}
-			first := g.gen.Load()
-			waitTicks(t, first, 2) // read back from Redis: the level is the fleet's
-			srv.Stop(t)
-			writeRules(t, path, rule(tc.to))
-			waitFor(t, "the edit in use", func() bool { return g.gen.Load() != first })
+			waitTicks(t, w.g.gen.Load(), 2) // read back from Redis: the level is the fleet's
+			w.srv.Stop(t)
+			w.reload(tc.to)
 			if tc.to > 300 {
-				waitTicks(t, g.gen.Load(), 2)
-				if got := send(10); got[cfg.AcceptedTopic] != 10 {
+				waitTicks(t, w.g.gen.Load(), 2)
+				if got := w.send(10); got[w.cfg.AcceptedTopic] != 10 {
 					t.Errorf("the whale's records under a limit raised to %d (300 counted), Redis down, a tick on: %v, want all accepted", tc.to, got)
 				}
 				return
 			}
-			if got := send(10); got[cfg.AcceptedTopic] != 0 {
+			if got := w.send(10); got[w.cfg.AcceptedTopic] != 0 {
 				t.Errorf("the whale's records under the new limit of %d (300 counted), Redis down: %v, want none accepted", tc.to, got)
 			}
 		})
 	}
+}
+
+// whale is a gate whose rules file has one rule, team, keyed by team_id, of one limit a
+// minute, and the redis-server it syncs with: its tests send records of one team, whale,
+// and reload the rule with another threshold.
+type whale struct {
+	t    *testing.T
+	srv  *redistest.Server
+	path string
+	opts string // the rule's further fields, written after its limits
+	cfg  config.Config
+	g    *Gate
+}
+
+// startWhale starts a whale gate named name whose rule has a threshold of thr and the
+// fields opts (e.g. "threshold_mode: adaptive"), if any.
+func startWhale(t *testing.T, name, opts string, thr int) *whale {
+	t.Helper()
+	w := &whale{t: t, srv: redistest.Start(t), path: filepath.Join(t.TempDir(), "rules.yaml"), opts: opts}
+	writeRules(t, w.path, w.rule(thr))
+	w.cfg = load(t, map[string]string{
+		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
+		"GATE_REDIS_URLS":    w.srv.URL(),
+		"GATE_RULES_FILE":    w.path,
+	})
+	w.g = startReloading(t, w.cfg, name)
+	return w
+}
+
+func (w *whale) rule(thr int) string {
+	opts := ""
+	if w.opts != "" {
+		opts = ", " + w.opts
+	}
+	return fmt.Sprintf("rules:\n  - {name: team, key: json:team_id, limits: [1m:%d]%s}\n", thr, opts)
+}
+
+// send routes n records of the whale and returns how many went to each topic.
+func (w *whale) send(n int) map[string]int {
+	topics := map[string]int{}
+	for range n {
+		var out kgo.Record
+		switchRouter{w.g}.RouteInto(time.Now(), &kgo.Record{Topic: "events", Value: []byte(`{"team_id":"whale"}`)}, &route.Scratch{}, &out)
+		topics[out.Topic]++
+	}
+	return topics
+}
+
+// reload writes the rule with threshold thr and waits until the gate routes on it.
+func (w *whale) reload(thr int) {
+	w.t.Helper()
+	first := w.g.gen.Load()
+	writeRules(w.t, w.path, w.rule(thr))
+	waitFor(w.t, "the edit in use", func() bool { return w.g.gen.Load() != first })
 }
