@@ -326,7 +326,7 @@ func (c *Consumer) relearnTopic(ctx context.Context, cl *kgo.Client, t string) {
 // purgeProducing has the client that produces to topic t forget it, failing the records
 // of it it holds ("topic purged while buffered"): at least once the producer
 // (producer.go), the group's client producing nothing; with exactly-once delivery cl, the
-// session's client (nil between two sessions: nothing held).
+// session's client (between two sessions the closed one: the purge does nothing).
 func (c *Consumer) purgeProducing(cl *kgo.Client, t string) {
 	switch {
 	case c.prod != nil:

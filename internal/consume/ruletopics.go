@@ -51,13 +51,12 @@ func (c *Consumer) ruleTopicGone(topic string, err error) bool {
 }
 
 // ruleTopicMissing marks topic missing and the gate not ready, saying why (once per
-// distinct reason). It reports whether the topic was not marked missing before.
-func (c *Consumer) ruleTopicMissing(ctx context.Context, topic, why string) bool {
-	newly := c.cfg.RuleTopics.SetMissing(topic, true)
+// distinct reason).
+func (c *Consumer) ruleTopicMissing(ctx context.Context, topic, why string) {
+	c.cfg.RuleTopics.SetMissing(topic, true)
 	c.logProblem(ctx, problemRuleTopics+topic,
 		fmt.Sprintf("kafka: rule topic %q: %s; its rule's records go to the overflow topic (header %s) until the topic exists and the gate's principal may WRITE to it; every other record is routed as ever",
 			topic, why, route.HeaderRuleTopicMissing), "topic", topic)
-	return newly
 }
 
 // slowFlush is how long an exactly-once transaction's records may take to be
@@ -120,14 +119,17 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 		}
 		if p := found[t]; p != "" {
 			// The problem names the topic as the start-up check does; the line names it once.
-			if c.ruleTopicMissing(ctx, t, strings.TrimLeft(strings.TrimPrefix(p, fmt.Sprintf("topic %q", t)), ": ")) {
-				// Found missing now: the records of it the client holds would wait out its
-				// retries, and with exactly-once delivery the transaction holding them
-				// with every other team's records (some 10 s on Apache Kafka 4.3, the
-				// topic deleted under load). Failed at once, they go to overflow as the
-				// router sends the rule's records now: retried (retryRecord), or routed
-				// again after the abort. Here, not in produceProblem: that runs in a
-				// promise, which a purge, failing promises, must not be called from.
+			c.ruleTopicMissing(ctx, t, strings.TrimLeft(strings.TrimPrefix(p, fmt.Sprintf("topic %q", t)), ": "))
+			if c.stillMissing(ctx, cl, t) {
+				// The records of it the client holds would wait out its retries, and with
+				// exactly-once delivery the transaction holding them with every other
+				// team's records (some 10 s on Apache Kafka 4.3, the topic deleted under
+				// load). Failed at once, they go to overflow as the router sends the
+				// rule's records now: retried (retryRecord), or routed again after the
+				// abort. At every check that finds it missing, not only the one that marks
+				// it: a failed produce may have marked it (produceProblem) with others
+				// of it still held. Here, not in produceProblem: that runs in a promise,
+				// which a purge, failing promises, must not be called from.
 				c.purgeProducing(cl, t)
 			}
 			continue
@@ -147,6 +149,17 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 			c.log.Info("kafka: rule topic takes writes again; its rule's records go to it again", "topic", t)
 		}
 	}
+}
+
+// stillMissing asks the cluster about rule topic t again, one answer having said it is
+// missing or closed, and reports whether it says so again: a purge of t (which, exactly
+// once, aborts the transaction holding its records, every team's) is not made on one
+// broker's answer alone, which may lag (a topic just created).
+func (c *Consumer) stillMissing(ctx context.Context, cl *kgo.Client, t string) bool {
+	ctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
+	defer cancel()
+	found, unasked, err := c.topicProblems(ctx, cl, []string{t})
+	return err == nil && !unasked[t] && found[t] != ""
 }
 
 // ErrUnasked is wrapped by a CheckTopics error that says the cluster could not be asked

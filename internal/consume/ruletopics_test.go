@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -752,8 +753,21 @@ func TestRetryLineSaysOverflowBeforeTheTopicIsMarked(t *testing.T) {
 // records in it (some 10 s on Apache Kafka 4.3, a topic deleted under load). Here the
 // broker refuses the topic's produces for as long as the test runs (NOT_ENOUGH_REPLICAS,
 // which franz-go retries without end) while the check's metadata answer says it is gone.
+//
+// Marked missing before the check (marked: a failed produce of another of its records
+// had, produceProblem), the record was purged by no check, only the one that marked it
+// did (a review).
 func TestRuleTopicFoundMissingFailsItsBufferedRecords(t *testing.T) {
 	t.Parallel()
+	for _, marked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("marked=%v", marked), func(t *testing.T) {
+			t.Parallel()
+			ruleTopicFoundMissing(t, marked)
+		})
+	}
+}
+
+func ruleTopicFoundMissing(t *testing.T, marked bool) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "merges"))
 	if err != nil {
 		t.Fatal(err)
@@ -775,6 +789,9 @@ func TestRuleTopicFoundMissingFailsItsBufferedRecords(t *testing.T) {
 	case err := <-failed:
 		t.Fatalf("the record failed before the topic was found missing: %v", err)
 	case <-time.After(300 * time.Millisecond): // retried meanwhile
+	}
+	if marked {
+		w.SetMissing("merges", true)
 	}
 	cons.checkRuleTopics(t.Context(), prod)
 	select {
