@@ -34,7 +34,7 @@ import (
 // (tick.Drain), and the gate's other ticks add it to their reads of the same keys
 // (tick.Unwritten), counting its drops meanwhile on the gate's metrics (tick.Dropped).
 // The limiters of a rule whose name, key and cost did not change start, limit by limit
-// of the same window, from the old ones' view of each key (its last read, what the old
+// of the same Redis keys and window, from the old ones' view of each key (its last read, what the old
 // ones counted since, its hold: limit.InheritState), whatever their thresholds now; the
 // others start empty and read each key's fleet-wide count, and any hold, from Redis when
 // they first meet it, as a restarted gate's do. A rule whose name, cost and windows did not change
@@ -155,7 +155,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 					// hold. Thresholds and mode may have changed: counts carry over, and each
 					// key is judged afresh by the new threshold. After the overrides: a hold
 					// is kept under the threshold it was held under, and the first sweep
-					// releases it if that rose above the team's level. Without it a limit
+					// releases it if the team is under the new release level. Without it a limit
 					// raised or lowered with Redis down let held teams through.
 					if pp := prev.set.Rules[k]; pp.Key.String() == r.Key.String() && pp.Cost == r.Cost {
 						for j, l := range rl.Lims {

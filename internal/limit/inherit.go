@@ -12,8 +12,9 @@ import (
 // as long as the store was out of reach). The thresholds may differ: what is taken over is
 // counts, not verdicts. Each key's threshold is looked up afresh at its next check, and a
 // hold is kept under the threshold it was held under, which l's first sweep compares
-// with l's (a threshold raised above the team's level releases it, as an override raised
-// does); until then, at most a tick, the team stays held. Each key keeps its last
+// with l's (a threshold raised so that the team's level is under its release level
+// releases it, as an override raised does); until then, at most a tick, the team stays
+// held. A hold is taken over only where both limiters hold (divert mode). Each key keeps its last
 // read of the fleet's count (the estimate, when it was read, the fleet factor, whether the
 // read failed and must be made again), what old counted of it since that read, and its
 // hold (since when, when it was last over its release level, the threshold it is held
