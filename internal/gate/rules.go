@@ -34,11 +34,12 @@ import (
 // (tick.Drain), and the gate's other ticks add it to their reads of the same keys
 // (tick.Unwritten), counting its drops meanwhile on the gate's metrics (tick.Dropped).
 // The limiters of a rule whose name, key and cost did not change start, limit by limit
-// of the same Redis keys and window, from the old ones' view of each key (its last read, what the old
-// ones counted since, its hold: limit.InheritState), whatever their thresholds now; the
-// others start empty and read each key's fleet-wide count, and any hold, from Redis when
-// they first meet it, as a restarted gate's do. A rule whose name, cost and windows did not change
-// keeps its keys, and so its counts (config.RuleKeyPrefix). Counters of the metrics a
+// of the same Redis keys and window, from the old ones' view of each key (its last read,
+// what the old ones counted since, its hold: limit.InheritState), whatever their
+// thresholds now; the others start empty and read each key's fleet-wide count, and any
+// hold, from Redis when they first meet it, as a restarted gate's do. A rule whose name,
+// cost and windows did not change keeps its keys, and so its counts
+// (config.RuleKeyPrefix). Counters of the metrics a
 // generation registers start again from 0, but for gate_limiter_dropped_counts_total.
 
 // generation is the parts of one rule set.
@@ -155,8 +156,8 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 					// hold. Thresholds and mode may have changed: counts carry over, and each
 					// key is judged afresh by the new threshold. After the overrides: a hold
 					// is kept under the threshold it was held under, and the first sweep
-					// releases it if the team is under the new release level. Without it a limit
-					// raised or lowered with Redis down let held teams through.
+					// releases it if the team is under the new release level. Without it, a
+					// limit raised or lowered with Redis down let held teams through.
 					if pp := prev.set.Rules[k]; pp.Key.String() == r.Key.String() && pp.Cost == r.Cost {
 						for j, l := range rl.Lims {
 							if o := slices.Index(pr.KeyPrefixes, rl.KeyPrefixes[j]); o >= 0 && l.InheritState(pr.Lims[o]) {

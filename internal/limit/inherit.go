@@ -7,15 +7,15 @@ import (
 
 // InheritState takes over what old knows of each key it caches: a rules reload builds new
 // limiters for a rule whose name, key and cost did not change, each limit from the old
-// one of the same window (whose Redis keys it counts into), and one that knew nothing let
-// a team far over its limit, even held, through until its tick read the team again (for
-// as long as the store was out of reach). The thresholds may differ: what is taken over is
-// counts, not verdicts. Each key's threshold is looked up afresh at its next check, and a
-// hold is kept under the threshold it was held under, which l's first sweep compares
-// with l's (a threshold raised so that the team's level is under its release level
-// releases it, as an override raised does); until then, at most a tick, the team stays
-// held. A hold is taken over only where both limiters hold (divert mode). Each key keeps its last
-// read of the fleet's count (the estimate, when it was read, the fleet factor, whether the
+// one of the same Redis keys and window, and one that knew nothing let a team far over
+// its limit, even held, through until its tick read the team again (for as long as the
+// store was out of reach). The thresholds may differ: what is taken over is counts, not
+// verdicts. Each key's threshold is looked up afresh at its next check, and a hold is
+// kept under the threshold it was held under, which l's first sweep compares with l's (a
+// threshold raised so that the team's level is under its release level releases it, as
+// an override raised does); until then, at most a tick, the team stays held. A hold is
+// taken over only where both limiters hold (divert mode). Each key keeps its last read
+// of the fleet's count (the estimate, when it was read, the fleet factor, whether the
 // read failed and must be made again), what old counted of it since that read, and its
 // hold (since when, when it was last over its release level, the threshold it is held
 // under), so a check of l limits the team as a check of old would have.
@@ -98,7 +98,8 @@ func (l *Limiter) InheritState(old *Limiter) bool {
 					// Held by a check since old's last sweep, the team has no state there
 					// yet: started here under old's threshold, which l's first sweep
 					// compares with its own (started there from the held bit, it would be
-					// l's, and a limit raised above the team's level would not release it).
+					// l's, and a limit raised past the team's release level would not
+					// release it).
 					cp = hold{since: ns, lastOver: ns, thr: old.threshold(oe, team)}
 				}
 				old.holds.mu.Unlock()
