@@ -164,16 +164,8 @@ func TestPrimeRestsAfterItsTickFailed(t *testing.T) {
 		"GATE_REDIS_URLS":    url,
 		"GATE_TICK_INTERVAL": "200ms",
 	})
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	g, err := New(cfg, log, Options{Writer: "prime-rest"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); g.RunTick(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; g.Consumer.Close(); g.CloseRedis(log) })
+	g, logs := startReloadingLogged(t, cfg, "prime-rest") // no rules file: nothing reloads
+	ctx := t.Context()
 	recs := []*kgo.Record{{Value: []byte(`{"team_id":"a"}`)}, {Value: []byte(`{"team_id":"a"}`)}}
 	g.prime(ctx, recs)
 	if n := labelValue(t, g, "gate_limiter_reads_total", "reason", "primed"); n != 1 {
