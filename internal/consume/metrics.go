@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*metrics, error) {
 	m := &metrics{
 		produceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_produce_errors_total",
-			Help: "Output records whose produce failed after the client's retries, by output topic and error; each is produced again (never skipped).",
+			Help: "Output records whose produce failed after the client's retries, by output topic and error (Kafka's error name, or the client's own: record_timeout, record_retries, client_closed, canceled, purged for a topic the gate had the client forget, a rule topic found missing or a topic created again, other); each is produced again (never skipped), a missing rule topic's record to the overflow topic.",
 		}, []string{"topic", "error"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gate_produce_retries_total",
@@ -248,8 +248,16 @@ func errorName(err error) string {
 		return "client_closed"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "canceled"
+	case err.Error() == errPurgedText:
+		return "purged"
 	}
 	return "other"
 }
+
+// errPurgedText is the message of franz-go's error for a record failed by
+// PurgeTopicsFromProducing (purgeProducing), which it does not export: a rule topic found
+// missing, or an output topic created again. Read by its text, which
+// TestRuleTopicFoundMissingFailsItsBufferedRecords pins to the franz-go in go.mod.
+const errPurgedText = "topic purged while buffered"
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -797,7 +798,10 @@ func ruleTopicFoundMissing(t *testing.T, marked bool) {
 	select {
 	case err := <-failed:
 		if err == nil || !w.Missing("merges") {
-			t.Errorf("the record's produce ended with %v, the topic marked missing %v; want it failed, the topic missing", err, w.Missing("merges"))
+			t.Fatalf("the record's produce ended with %v, the topic marked missing %v; want it failed, the topic missing", err, w.Missing("merges"))
+		}
+		if got := errorName(err); got != "purged" {
+			t.Errorf("gate_produce_errors_total's error label for the purged record (%v) = %q, want purged", err, got)
 		}
 	case <-time.After(time.Minute):
 		t.Fatalf("the record was still being retried a minute after its rule topic was found missing (marked %v)", w.Missing("merges"))
@@ -863,6 +867,8 @@ func TestExactlyOnceSlowFlushChecksTheRuleTopics(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := ruleTopicRouter(t, env, merges, []string{merges}, nil)
+	logs := &syncBuffer{}
+	env.logs = logs
 	g := env.start(t, "g")
 	defer g.stop(t)
 	produceAll(t, prod, []*kgo.Record{inputRecord(0, "bad"), inputRecord(1, "good")})
@@ -876,5 +882,16 @@ func TestExactlyOnceSlowFlushChecksTheRuleTopics(t *testing.T) {
 	}
 	if got := o.ids[2]; len(got) != 1 || got[0] != ovfTopic || !w.Missing(merges) {
 		t.Errorf("the rule's record: on %v (the topic marked missing %v), want on %s", got, w.Missing(merges), ovfTopic)
+	}
+	// What an operator reads of it: the purge counted as such, not as "other", and the
+	// abort's line saying where the rule's records went, not a broker failure's backoff.
+	if got := testutil.ToFloat64(g.c.m.produceErrors.WithLabelValues(merges, "purged")); got < 1 {
+		t.Errorf("gate_produce_errors_total{topic=%q,error=purged} = %v, want at least 1", merges, got)
+	}
+	if got := testutil.ToFloat64(g.c.m.produceErrors.WithLabelValues(merges, "other")); got != 0 {
+		t.Errorf("gate_produce_errors_total{topic=%q,error=other} = %v, want 0", merges, got)
+	}
+	if want := "produce to a missing rule topic failed; transaction aborted, its rule's records go to the overflow topic instead"; !strings.Contains(logs.String(), want) {
+		t.Errorf("no line %q in the gate's logs:\n%s", want, logs.String())
 	}
 }

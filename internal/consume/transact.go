@@ -210,6 +210,12 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 			topic, err := c.cfg.OutcomesTopic, res.outcomeErr
 			if len(res.failures) > 0 {
 				topic, err = res.failures[0].out.Topic, res.failures[0].err
+				if c.ruleTopicGone(topic, err) {
+					// closedProblems, or the check that purged its records, marked it:
+					// the replay sends the rule's records to overflow, not there again.
+					msg = "produce to a missing rule topic failed; transaction aborted, its rule's records go to the overflow topic instead (" +
+						route.HeaderRuleTopicMissing + "), "
+				}
 			} else if res.startErr != nil {
 				msg = "committing where the group starts partitions it never committed failed; transaction aborted, "
 				topic, err = c.cfg.InputTopic, res.startErr
