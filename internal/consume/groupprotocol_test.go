@@ -2,12 +2,14 @@ package consume
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -233,5 +235,74 @@ func testGroupProtocolRefusedByALiveGroupNamed(t *testing.T, d Delivery, opts []
 	out := collect(t, env.cluster, n, 30*time.Second, 300*time.Millisecond, opts...)
 	if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
 		t.Fatalf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+}
+
+// TestKIP848ThrottleWarningTakesTheGroupsSessionTimeout: under KIP-848 the brokers set
+// the group's session timeout (its consumer.session.timeout.ms, else their
+// group.consumer.session.timeout.ms), and the client's GATE_KAFKA_SESSION_TIMEOUT is not
+// sent. The throttle warning took the client's all the same: with the test's 3 s, a 10 s
+// throttle was said to risk the group against a 45 s (or here 50 s) session, and the
+// line named a variable that applies to nothing. The gate now reads the group's, keeps
+// it over a rebuilt client's (exactly once, a recovery), and names the setting.
+func TestKIP848ThrottleWarningTakesTheGroupsSessionTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		group string // the group's consumer.session.timeout.ms, "" for none
+		want  time.Duration
+		from  string
+	}{
+		{"group-sets-one", "50000", 50 * time.Second, "the group's consumer.session.timeout.ms"},
+		{"group-sets-none", "", kip848SessionDefault, "Kafka's default"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := newEnv(t, 2)
+			env.ccfg.GroupProtocol = GroupConsumer
+			logs := &syncBuffer{}
+			env.logs = logs
+			if tc.group != "" {
+				req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+				res := kmsg.NewIncrementalAlterConfigsRequestResource()
+				res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, testGroup
+				c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+				c.Name, c.Value = "consumer.session.timeout.ms", kmsg.StringPtr(tc.group)
+				res.Configs = append(res.Configs, c)
+				req.Resources = append(req.Resources, res)
+				resp, err := req.RequestWith(t.Context(), producer(t, env.cluster))
+				if err == nil {
+					err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+				}
+				if err != nil {
+					t.Fatalf("setting the group's consumer.session.timeout.ms: %v", err)
+				}
+			}
+			g := env.start(t, "a")
+			waitFor(t, 20*time.Second, "ready", g.c.Ready)
+			waitFor(t, 20*time.Second, "the group protocol line", func() bool {
+				return strings.Contains(logs.String(), `"msg":"kafka: consumer group protocol"`)
+			})
+			if !strings.Contains(logs.String(), `"session_timeout":"`+tc.want.String()+`","session_timeout_from":"`+tc.from) {
+				t.Errorf("the group protocol line does not give session_timeout %s from %q: %s", tc.want, tc.from, logs.String())
+			}
+			g.c.noteSession(g.c.cl) // as a rebuilt client does: its option (3 s here) is not the group's
+			if got := time.Duration(g.c.quota.session.Load()); got != tc.want {
+				t.Fatalf("the throttle warning's session timeout is %v, want the group's %v", got, tc.want)
+			}
+
+			var said faulttest.Buffer
+			h := g.c.quota
+			h.log = slog.New(slog.NewTextHandler(&said, nil))
+			h.OnBrokerThrottle(kgo.BrokerMetadata{NodeID: 0}, 10*time.Second, true)
+			if s := said.String(); !strings.Contains(s, "routing slows down") || strings.Contains(s, "may drop") {
+				t.Errorf("a 10 s throttle against a %v session: %s", tc.want, s)
+			}
+			h.OnBrokerThrottle(kgo.BrokerMetadata{NodeID: 0}, tc.want/2+time.Second, true)
+			s := said.String()
+			if !strings.Contains(s, "may drop this gate") || !strings.Contains(s, "group.consumer.session.timeout.ms") || strings.Contains(s, "half GATE_KAFKA_SESSION_TIMEOUT") {
+				t.Errorf("a throttle of over half the group's %v session must say the group may drop the gate, naming the brokers' setting, not GATE_KAFKA_SESSION_TIMEOUT: %s", tc.want, s)
+			}
+		})
 	}
 }

@@ -661,13 +661,56 @@ func (c *Consumer) logGroupProtocol(ctx context.Context) {
 		})
 	}
 	if offered {
-		c.log.Info("kafka: consumer group protocol", "group_protocol", asked.String())
+		session, from := c.groupSessionTimeout(ctx)
+		if c.quota != nil {
+			c.quota.setGroupSession(session)
+		}
+		c.log.Info("kafka: consumer group protocol", "group_protocol", asked.String(), "session_timeout", session.String(), "session_timeout_from", from)
 		return
 	}
 	c.log.Warn("kafka: GATE_KAFKA_GROUP_PROTOCOL is consumer but the brokers do not run the KIP-848 consumer group protocol "+
 		"(Kafka 4.0 or later, with the group.version feature at 1 or more and consumer among group.coordinator.rebalance.protocols); "+
 		"running the classic one, under which GATE_KAFKA_SESSION_TIMEOUT is the session timeout",
 		"group_protocol_asked", asked.String(), "group_protocol", GroupClassic.String())
+}
+
+// kip848SessionDefault is Kafka's default group.consumer.session.timeout.ms: a KIP-848
+// group's session timeout when the gate may not read its own.
+const kip848SessionDefault = 45 * time.Second
+
+// groupSessionTimeout is the session timeout the brokers apply to the gate's group under
+// KIP-848's protocol, where the client's (GATE_KAFKA_SESSION_TIMEOUT) is not sent, and
+// from says where it was read: the group's consumer.session.timeout.ms, which Apache
+// Kafka describes as the group's own (GROUP_CONFIG) or, unset, as the brokers'
+// group.consumer.session.timeout.ms (DEFAULT_CONFIG); Kafka's default when the gate may
+// not read it (DESCRIBE_CONFIGS on the group) or the answer holds no value. The quota
+// hook's warning of a throttle near it takes it.
+func (c *Consumer) groupSessionTimeout(ctx context.Context) (d time.Duration, from string) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
+	res.ResourceName = c.cfg.GroupID
+	res.ConfigNames = []string{"consumer.session.timeout.ms"}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err == nil && len(resp.Resources) == 1 {
+		err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+	}
+	if err != nil {
+		return kip848SessionDefault, fmt.Sprintf("Kafka's default group.consumer.session.timeout.ms: the group's consumer.session.timeout.ms could not be read: %v", err)
+	}
+	for _, cfg := range resp.Resources[0].Configs {
+		if cfg.Name != "consumer.session.timeout.ms" || cfg.Value == nil {
+			continue
+		}
+		if ms, err := strconv.ParseInt(*cfg.Value, 10, 64); err == nil && ms > 0 {
+			if cfg.Source == kmsg.ConfigSourceGroupConfig {
+				return time.Duration(ms) * time.Millisecond, "the group's consumer.session.timeout.ms"
+			}
+			return time.Duration(ms) * time.Millisecond, "the brokers' group.consumer.session.timeout.ms (the group sets none of its own)"
+		}
+	}
+	return kip848SessionDefault, "Kafka's default group.consumer.session.timeout.ms: the brokers' answer held no value"
 }
 
 // ruleTopicAt is where the rules in use name topic t (Config.RuleTopicAt), "" for a

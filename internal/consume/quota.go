@@ -35,10 +35,26 @@ type quotaHook struct {
 	// the client exists; 0: unknown), said even within the minute of a shorter one's.
 	risk    *throttle.Every
 	session atomic.Int64
+	// kip848: the group runs KIP-848's protocol, whose session timeout is the brokers'
+	// (setGroupSession), the client's own applying to nothing.
+	kip848 atomic.Bool
 }
 
-// setSessionTimeout tells h the group's session timeout (the client's).
-func (h *quotaHook) setSessionTimeout(d time.Duration) { h.session.Store(int64(d)) }
+// setSessionTimeout tells h the group's session timeout (the client's): under the
+// classic protocol, the one the group applies; under KIP-848's, ignored.
+func (h *quotaHook) setSessionTimeout(d time.Duration) {
+	if !h.kip848.Load() {
+		h.session.Store(int64(d))
+	}
+}
+
+// setGroupSession tells h the group runs KIP-848's protocol, under which the brokers set
+// the session timeout, d (groupSessionTimeout), and no client's option does: a rebuilt
+// client's setSessionTimeout then changes nothing.
+func (h *quotaHook) setGroupSession(d time.Duration) {
+	h.kip848.Store(true)
+	h.session.Store(int64(d))
+}
 
 // forProducer is h for the at-least-once producer's client: its throttles counted and
 // warned of with the group client's, at one pace, never as a risk to the group.
@@ -64,8 +80,12 @@ func (h *quotaHook) OnBrokerThrottle(meta kgo.BrokerMetadata, interval time.Dura
 		// franz-go sends a client's requests to a broker one after another and waits out
 		// a throttle before the next: the heartbeats and commits to that broker wait as
 		// long.
+		setting := "GATE_KAFKA_SESSION_TIMEOUT"
+		if h.kip848.Load() {
+			setting = "the group's session timeout (KIP-848: the group's consumer.session.timeout.ms, else the brokers' group.consumer.session.timeout.ms; not GATE_KAFKA_SESSION_TIMEOUT)"
+		}
 		if ok, unlogged := h.risk.Allow(); ok {
-			h.log.Warn("kafka: a broker throttles the gate's group client (a client quota on its client id or principal) for half GATE_KAFKA_SESSION_TIMEOUT or more: "+
+			h.log.Warn("kafka: a broker throttles the gate's group client (a client quota on its client id or principal) for half "+setting+" or more: "+
 				"the client holds every request to that broker meanwhile, heartbeats and commits too, so the group may drop this gate and give its partitions to another, "+
 				"which routes again what this gate routed and had not committed (at least once: written twice; exactly once, where it produces too: its transaction aborts); "+
 				"raise the quota (producer_byte_rate exactly once, consumer_byte_rate or request_percentage) or add gates",
