@@ -41,6 +41,12 @@ func conservation(t *testing.T, protocol, delivery string) {
 		if want := `"group_protocol":"` + protocol + `"`; !strings.Contains(g.Logs(), want) {
 			t.Errorf("gate %s does not log %s", g.Name, want)
 		}
+		// Under KIP-848 the session timeout is the brokers': Apache Kafka describes the
+		// group's consumer.session.timeout.ms, unset, as their
+		// group.consumer.session.timeout.ms (kafkatest's brokers set 8 s).
+		if want := `"session_timeout":"8s","session_timeout_from":"the brokers' group.consumer.session.timeout.ms`; protocol == "consumer" && !strings.Contains(g.Logs(), want) {
+			t.Errorf("gate %s does not log %s", g.Name, want)
+		}
 	}
 	stop := s.produceLoad()
 	s.waitOutputsGrow(2000, "three gates")
