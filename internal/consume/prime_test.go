@@ -240,3 +240,58 @@ func TestSurvivorTakingOverPrimesATeamItHadMet(t *testing.T) {
 	}
 	_ = b
 }
+
+// TestPrimeCutShortPrimesTheFirstPollAgain: at least once, a rebalance waiting for the
+// poll being primed ends the routing context (onBlocked): Prime's read is cut short and
+// nothing of the poll is routed, the client moved back to it. The partition, kept, polls
+// the same records again, and was then taken for one primed already: its first poll,
+// the backlog a takeover is primed for, was only sampled (every eighth record), so a
+// held team's waiting records were judged on this gate's own count. It is primed whole
+// again.
+func TestPrimeCutShortPrimesTheFirstPollAgain(t *testing.T) {
+	t.Parallel()
+	const n, poll = 200, 10
+	env := newEnv(t, 1)
+	env.ccfg.MaxPollRecords = poll
+	var c *Consumer
+	env.before = func(cons *Consumer) { c = cons }
+	var mu sync.Mutex
+	var calls [][]int // the ids of each Prime call
+	env.ccfg.Prime = func(ctx context.Context, recs []*kgo.Record) {
+		var ids []int
+		for _, r := range recs {
+			id, _ := strconv.Atoi(header(r, idHeader))
+			ids = append(ids, id)
+		}
+		mu.Lock()
+		calls = append(calls, ids)
+		first := len(calls) == 1
+		mu.Unlock()
+		if first {
+			// A rebalance wanting to run as the first poll is primed, as franz-go says
+			// one does (OnPartitionsCallbackBlocked): the read ends with the context.
+			c.onBlocked(ctx, nil)
+			<-ctx.Done()
+		}
+	}
+	prod := producer(t, env.cluster)
+	backlog := make([]*kgo.Record, n)
+	for i := range backlog {
+		backlog[i] = inputRecord(i, "team-1")
+	}
+	produceAll(t, prod, backlog)
+	g := env.start(t, "a")
+	o := collect(t, env.cluster, n, 30*time.Second, 0)
+	if lost, dup := o.conservation(n); len(lost) > 0 || len(dup) > 0 {
+		t.Errorf("%d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) < 2 {
+		t.Fatalf("Prime called %d times, want the cut call and the records polled again: %v", len(calls), calls)
+	}
+	if len(calls[1]) != len(calls[0]) || calls[1][0] != calls[0][0] {
+		t.Errorf("after a prime cut short, the first poll polled again (%v) was primed as %v, want whole", calls[0], calls[1])
+	}
+	g.stop(t)
+}

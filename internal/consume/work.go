@@ -108,7 +108,8 @@ func (c *Consumer) prime(ctx context.Context, ws []work) {
 		return
 	}
 	var recs []*kgo.Record
-	var lagging []work // primed before: sampled
+	var lagging []work             // primed before: sampled
+	var first, caught []*partition // primed here for the first time; found caught up here
 	n := 0
 	for _, w := range ws {
 		p := w.p
@@ -117,12 +118,14 @@ func (c *Consumer) prime(ctx context.Context, ws []work) {
 		}
 		if !p.primed.Swap(true) {
 			recs = append(recs, w.recs...)
+			first = append(first, p)
 		} else {
 			lagging = append(lagging, w)
 			n += len(w.recs)
 		}
 		if w.next >= w.stable {
 			p.caughtUp.Store(true) // what comes next arrives live, met as any team's records are
+			caught = append(caught, p)
 		}
 	}
 	stride := max(8, (n+primeSample-1)/primeSample)
@@ -133,6 +136,17 @@ func (c *Consumer) prime(ctx context.Context, ws []work) {
 	}
 	if len(recs) > 0 {
 		c.cfg.Prime(ctx, recs)
+	}
+	if ctx.Err() != nil {
+		// Cut short (at least once, a rebalance waiting for this poll): none of ws is
+		// routed, and a partition kept polls these records again: its first poll is then
+		// primed whole again, not sampled as a later one, and a lagging one's sampled.
+		for _, p := range first {
+			p.primed.Store(false)
+		}
+		for _, p := range caught {
+			p.caughtUp.Store(false)
+		}
 	}
 }
 
