@@ -111,6 +111,25 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// Whose history a rule keyed by something else (an event, an IP) is filed under: the
+	// field is chosen when the file does not say, and may not be the team.
+	how := "team:"
+	if set.Team.IsZero() {
+		how = "not given: the first field of the first composite key, else of the first rule without a match; team: sets it"
+	}
+	var apart []string
+	for _, r := range set.Rules {
+		if r.Key.Members()[0].String() != set.OutcomesTeam().String() {
+			apart = append(apart, r.Name)
+		}
+	}
+	line := fmt.Sprintf("outcome rows' team (GATE_OUTCOMES_TOPIC): %s (%s)", set.OutcomesTeam(), how)
+	if len(apart) > 0 {
+		line += "; rows of " + strings.Join(apart, ", ") + " are filed under the record's team, their key after it (team:key)"
+	}
+	if _, err := fmt.Fprintln(stdout, line); err != nil {
+		return err
+	}
 	if tick.Mode(cfg.RedisMode) == tick.ModeCluster {
 		if _, err := fmt.Fprintf(stdout, "GATE_REDIS_MODE=cluster: {sN} is the key's shard in braces, its hash tag (N from 0 to %d)\n", tick.ClusterShards-1); err != nil {
 			return err

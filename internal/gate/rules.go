@@ -173,6 +173,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 	}
 	rcfg := cfg.RouteConfig()
 	rcfg.RuleTopics = g.topics
+	rcfg.OutcomesTeam = set.Team
 	if gen.router, err = route.NewRules(rcfg, rrs, gen.reg); err != nil {
 		return nil, fmt.Errorf("building the router: %w", err)
 	}

@@ -129,6 +129,7 @@ func (c *Candidate) build(base time.Time) error {
 		c.use(lims...)
 		rrs = append(rrs, config.RouteRule(r, lims))
 	}
+	rcfg.OutcomesTeam = set.Team
 	if c.router, err = route.NewRules(rcfg, rrs, nil); err != nil {
 		return fmt.Errorf("building the router of %s: %w", c.name, err)
 	}

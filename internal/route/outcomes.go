@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/keypart"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/outcome"
 )
@@ -74,6 +75,12 @@ func (r *Router) TeamOf(rec *kgo.Record, s *Scratch) string {
 			return "" // dead-lettered by this rule's key
 		}
 		team := teamOf(key, st.Key.Composite())
+		if !st.teamFirst {
+			// As rowKey: the record's team read by the outcomes' team field, where it can be.
+			if t, code := r.teamKey.team(rec, s, r.maxKey); code == reasonNone {
+				team = keypart.Escape(t)
+			}
+		}
 		if !st.Shadow {
 			return team
 		}
@@ -87,7 +94,7 @@ func (r *Router) TeamOf(rec *kgo.Record, s *Scratch) string {
 // recordOutcome tells s.Outcomes the fate of rec as o says it; teamRule is the rule whose
 // key o.Team is (-1: none read), ro what the rules decided. A record whose row exists
 // is counted in it (Agg.Bump); only a new row needs the whole Fate.
-func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Outcome, teamRule int, ro *ruleOutcome) {
+func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, js string, noJSON bool, o *Outcome, teamRule int, ro *ruleOutcome) {
 	var kind outcome.Kind
 	// A record an enforced rule dead-letters got no rule's action, whatever rules were
 	// over it before: in a dry run too, whose row is then the dead letter's, accepted.
@@ -115,15 +122,20 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Ou
 		topic = r.rules[ro.rule].Topic
 	}
 	hashed := false
+	decision := false // key is the key the decision was about, o.Team (after its team or not)
 	if teamRule >= 0 {
-		key = o.Team
-		team = teamOf(o.Team, r.rules[teamRule].Key.Composite())
+		var prefixed bool
+		key, team, prefixed = r.rowKey(&r.rules[teamRule], o.Team, rec, js, noJSON, s)
 		if !acted || kind == outcome.Accepted {
 			key = team // no rule's key: the team's row
+			decision = !prefixed && len(team) == len(o.Team)
+		} else {
+			decision = true
 		}
 		// o.Team is the touched rule's key still, so team is what was touched: its hash
-		// is known. key is team when as long (team is o.Team's first field).
-		hashed = teamRule == s.touchedRule && len(key) == len(team)
+		// is known. key is team when as long (team is o.Team's first field). Not so of
+		// a team read by the outcomes' team field.
+		hashed = !prefixed && teamRule == s.touchedRule && len(key) == len(team)
 	}
 	if hashed {
 		if s.Outcomes.BumpHashed(s.touched, now, key, kind, rule, topic, o.Reason, len(rec.Value)) {
@@ -132,11 +144,11 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, o *Ou
 	} else if s.Outcomes.Bump(now, key, kind, rule, topic, o.Reason, len(rec.Value)) {
 		return
 	}
-	f := outcome.Fate{At: now, Kind: kind, Rule: rule, Reason: o.Reason, Key: key, Team: team, Topic: topic, Bytes: len(rec.Value), Forced: acted && ro.forced && len(key) == len(o.Team)}
+	f := outcome.Fate{At: now, Kind: kind, Rule: rule, Reason: o.Reason, Key: key, Team: team, Topic: topic, Bytes: len(rec.Value), Forced: acted && ro.forced && decision}
 	// The threshold is of the key the decision was about (o.Team): a row keyed by that
 	// key has it, from the limit that decided (the first one over, for a rule that acted
 	// over a further limit); a team's row under a composite key has none of its own.
-	if teamRule >= 0 && len(key) == len(o.Team) {
+	if teamRule >= 0 && decision {
 		st := &r.rules[teamRule]
 		lim := st.Limiters[0]
 		if acted && ro.limit > 0 {
@@ -229,7 +241,7 @@ func (t *touchAhead) hashOf(lim *limit.Limiter, key string) (uint64, bool) {
 // recordShadow tells s.Outcomes that shadow rule st was over rec (key, its decision d, of
 // its limit over: an index into st.Limiters, -1 for a forced or rotating key, whose d is
 // the first limit's): a shadow_over row beside the record's own outcome.
-func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, st *ruleState, key string, d limit.Decision, over int, forced bool) {
+func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, js string, noJSON bool, st *ruleState, key string, d limit.Decision, over int, forced bool) {
 	reason := ReasonRateLimited
 	switch {
 	case forced:
@@ -237,6 +249,52 @@ func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, st *ru
 	case d.Rotating:
 		reason = ReasonKeyCardinality
 	}
+	key, team, _ := r.rowKey(st, key, rec, js, noJSON, s)
 	s.Outcomes.Record(&outcome.Fate{At: now, Kind: outcome.ShadowOver, Rule: st.Name, Reason: reason, Key: key,
-		Team: teamOf(key, st.Key.Composite()), Bytes: len(rec.Value), Threshold: d.Threshold, Forced: forced, Limiter: st.Limiters[max(over, 0)]})
+		Team: team, Bytes: len(rec.Value), Threshold: d.Threshold, Forced: forced, Limiter: st.Limiters[max(over, 0)]})
+}
+
+// rowKey is the key and team of the outcome row of rec under rule st, whose key of rec is
+// key: key and its team (teamOf) when st's key starts with the outcomes' team field
+// (teamFirst); else the record's team read by that field, escaped as a composite key's
+// part, and key after it (team:key, key escaped too when of one field), so that a rule
+// keyed by something other than the team (an event type, an IP) files its rows under
+// the team whose records it limited, not under an event or an address as if it were a
+// team. A record whose team that field cannot read keeps key's own (prefixed false).
+// The strings may alias key, rec or s.okey (valid until the next rowKey with s).
+func (r *Router) rowKey(st *ruleState, key string, rec *kgo.Record, js string, noJSON bool, s *Scratch) (rowKey, team string, prefixed bool) {
+	team = teamOf(key, st.Key.Composite())
+	if st.teamFirst {
+		return key, team, false
+	}
+	t, ok := r.readTeam(rec, js, noJSON, s)
+	if !ok {
+		return key, team, false
+	}
+	s.okey = keypart.Append(s.okey[:0], t)
+	n := len(s.okey)
+	s.okey = append(s.okey, ':')
+	if st.Key.Composite() {
+		s.okey = append(s.okey, key...) // its parts escaped already
+	} else {
+		s.okey = keypart.Append(s.okey, key)
+	}
+	k := bytesString(s.okey)
+	return k, k[:n], true
+}
+
+// readTeam reads rec's team by the outcomes' team field (Router.teamKey): from the shared
+// pass's fields when it has one (js, noJSON as RouteInto's), else by itself. A key of
+// one field never writes s's key buffer: what a rule read stays as it is.
+func (r *Router) readTeam(rec *kgo.Record, js string, noJSON bool, s *Scratch) (string, bool) {
+	k := &r.teamKey
+	if k.src == sourceJSON && k.idx != nil && r.plan.shared {
+		if noJSON {
+			return "", false
+		}
+		v, code := k.sharedValue(js, 0, s.at, s)
+		return v, code == reasonNone
+	}
+	v, code := k.team(rec, s, r.maxKey)
+	return v, code == reasonNone
 }

@@ -306,8 +306,8 @@ func TestOutcomesShadowRuleFirstKeepsTeamRows(t *testing.T) {
 		t.Errorf("Outcome: team %q of rule %q, threshold %d; want the team rule's 1 (500)", o.Team, o.KeyRule, o.Decision.Threshold)
 	}
 	want := map[string]int64{
-		"1|1||accepted|allowed":                         2,
-		"10.0.0.1|10.0.0.1|ip|shadow_over|rate_limited": 1,
+		"1|1||accepted|allowed":                    2,
+		"1|1:10.0.0.1|ip|shadow_over|rate_limited": 1, // the IP's row under its record's team (rowKey)
 	}
 	got := map[string]int64{}
 	for _, r := range outcome.Seal("g", "s", agg) {
@@ -425,7 +425,7 @@ func TestTeamOfFirstRuleChecked(t *testing.T) {
 	for _, c := range []struct{ value, team string }{
 		{`{"team_id":1,"distinct_id":"u1","event":"x"}`, "1"},
 		{`{"team_id":2,"event":"x"}`, "2"},
-		{`{"team_id":3,"distinct_id":"u1","event":"$merge"}`, "$merge"},
+		{`{"team_id":3,"distinct_id":"u1","event":"$merge"}`, "3"}, // merges is keyed by event: the record's team, read by team_id (TeamField)
 		{`{"distinct_id":"u1","event":"x"}`, ""},
 		{`not json`, ""},
 	} {
@@ -616,5 +616,63 @@ func TestOutcomeThresholdSourceLearned(t *testing.T) {
 	}
 	if got := thresholdsOf(agg); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("thresholds by row:\n got %v\nwant %v", got, want)
+	}
+}
+
+// A rule keyed by something other than the team (an event type here, as an IP or a
+// user-agent rule is) files its outcome rows under the team of the records it limited,
+// its key after the team's (team:key): before, its rows' team was the event, so
+// `gate outcomes 42` said the team was never limited, and -top listed "$pageview" as
+// a team (a review, black-box: 150 of a team's 200 records overflowed by the event
+// rule, none of them in the team's history). The team is read by the first field of
+// the first composite key, else of the first rule without a match (TeamField), or by
+// Config.OutcomesTeam (a rules file's team:), whatever order the rules are in.
+func TestOutcomesRuleNotKeyedByTheTeamFilesUnderTheTeam(t *testing.T) {
+	team := func() ruleSpec {
+		return ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Threshold: 1000}}}
+	}
+	ev := func() ruleSpec {
+		return ruleSpec{Rule{Name: "ev", Key: mustKeyFrom(t, "json:event"), Action: ActionOverflow}, []limit.Config{{Threshold: 50}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		rules    func() []ruleSpec
+		teamOf   string // the rows' team
+		limitKey string // the ev rule's row's key
+	}{
+		{"team-first", Config{}, func() []ruleSpec { return []ruleSpec{team(), ev()} }, "42", "42:$pageview%3Ax"},
+		{"event-first-team-given", Config{OutcomesTeam: mustKeyFrom(t, "json:team_id")}, func() []ruleSpec { return []ruleSpec{ev(), team()} }, "42", "42:$pageview%3Ax"},
+		// Without team:, the first rule's field is the team's: the docs say to set team:.
+		{"event-first", Config{}, func() []ruleSpec { return []ruleSpec{ev(), team()} }, "$pageview:x", "$pageview:x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newRuleFixture(t, tc.cfg, tc.rules()...)
+			agg := outcome.NewAgg(60e9, nil)
+			s := Scratch{Outcomes: agg}
+			var out kgo.Record
+			in := input(`{"team_id":"42","event":"$pageview:x"}`, "")
+			for range 200 {
+				f.r.RouteInto(t0, in, &s, &out)
+			}
+			s.Flush()
+			got := map[string]int64{}
+			for _, r := range outcome.Seal("g", "s", agg) {
+				got[fmt.Sprintf("%s|%s|%s|%s", r.Team, r.Key, r.Rule, r.Outcome)] += r.Records
+				if r.Outcome == "overflow" && r.Threshold != 50 {
+					t.Errorf("the ev rule's row: threshold %d, want its 50", r.Threshold)
+				}
+			}
+			want := map[string]int64{
+				tc.teamOf + "|" + tc.teamOf + "||accepted":     50,
+				tc.teamOf + "|" + tc.limitKey + "|ev|overflow": 150,
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("rows:\n got %v\nwant %v", got, want)
+			}
+			if got := f.r.TeamOf(in, &s); got != tc.teamOf {
+				t.Errorf("TeamOf = %q, want %q", got, tc.teamOf)
+			}
+		})
 	}
 }

@@ -76,6 +76,12 @@ type Config struct {
 	// consumer: a rule whose topic it marks missing sends its records to OverflowTopic
 	// instead (TopicWatch). Nil: a router's rule topics are taken to exist.
 	RuleTopics *TopicWatch
+	// OutcomesTeam, for a router with rules, is the key of one field an outcome row's team
+	// is read by (a rules file's team:): a rule whose key does not start with it (keyed by
+	// an event type, an IP) files its rows under the record's team read so, its key after
+	// it (outcomes.go). The zero value means the first field of the first enforced rule's
+	// key. A router without rules (New, NewMulti) reads its team from KeyFrom.
+	OutcomesTeam KeyFrom
 	// MaxKeyBytes is the longest team key routed; a longer one is dead-lettered
 	// (key_too_long), as no team id is that long and each one costs the limiter a cache
 	// entry. 0 means DefaultMaxKeyBytes (256).
@@ -171,6 +177,7 @@ type Outcome struct {
 type Scratch struct {
 	key  []byte // a composite team key being joined
 	keep []byte // with rules: Outcome.Team, kept past the next rule's key
+	okey []byte // an outcome row's key under a rule not keyed by the team (rowKey)
 	at   []int  // a composite key's fields: where each one's value is (see members)
 	end  []int  // with rules read in one shared pass: where each value found ends (members' ends)
 	// With rules read in one shared pass: the value of each top-level field of the plan
@@ -287,6 +294,9 @@ type Router struct {
 	plan      fieldPlan
 	ruleTopic [][3]prometheus.Counter
 	named     bool
+	// teamKey is the field outcome rows' team is read by (Config.OutcomesTeam), for the
+	// records of a rule whose key does not start with it (ruleState.teamFirst).
+	teamKey KeyFrom
 
 	// Counters resolved once per label set, so Route does no label lookup.
 	records    [numReasons]prometheus.Counter
@@ -638,7 +648,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		s.ruleN[i][resultOver]++
 		if st.Shadow {
 			if s.Outcomes != nil {
-				r.recordShadow(s, now, rec, st, key, d, over, forced)
+				r.recordShadow(s, now, rec, js, noJSON, st, key, d, over, forced)
 			}
 			continue
 		}
@@ -678,7 +688,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		}
 		o = r.deadOrDry(rec, s, out, o, failed, failedRule, failedKey)
 		if s.Outcomes != nil {
-			r.recordOutcome(s, now, rec, &o, teamRule, &ro)
+			r.recordOutcome(s, now, rec, js, noJSON, &o, teamRule, &ro)
 		}
 		return o
 	}
@@ -723,7 +733,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		o.Route, o.Reason = Accepted, code.String()
 		r.fill(out, rec, Accepted, rec.Key, 0)
 		if s.Outcomes != nil {
-			r.recordOutcome(s, now, rec, &o, teamRule, &ro)
+			r.recordOutcome(s, now, rec, js, noJSON, &o, teamRule, &ro)
 		}
 		return o
 	}
@@ -738,7 +748,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		s.records[code]++
 		*out = kgo.Record{}
 		if s.Outcomes != nil {
-			r.recordOutcome(s, now, rec, &o, teamRule, &ro)
+			r.recordOutcome(s, now, rec, js, noJSON, &o, teamRule, &ro)
 		}
 		return o
 	default: // Overflow, RuleTopic
@@ -795,7 +805,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 	// read as late as it can be, so that its line has come by then (it reads o, ro and
 	// rec, none of which building out changed).
 	if s.Outcomes != nil {
-		r.recordOutcome(s, now, rec, &o, teamRule, &ro)
+		r.recordOutcome(s, now, rec, js, noJSON, &o, teamRule, &ro)
 	}
 	return o
 }

@@ -100,6 +100,10 @@ type ruleState struct {
 	// this one keeps its hash (Scratch.hashes).
 	sameKey   int
 	keyShared bool
+	// teamFirst: the rule's key starts with the outcomes' team field (Router.teamKey), so
+	// its key's first field is the record's team (teamOf); else its outcome rows are
+	// filed under the team read by that field (rowKey).
+	teamFirst bool
 	// gate_rule_records_total by result, resolved once; nil for the implicit rule.
 	results [numResults]prometheus.Counter
 }
@@ -320,10 +324,55 @@ func (r *Router) addRules(rules []Rule) ([]prometheus.Collector, error) {
 		r.rules[i].prefetchNext = len(nx.Match) == 0 && nx.Key.src == sourceJSON && len(nx.Key.fields) == 1 &&
 			len(nx.Key.fields[0].parts) == 1 && nx.Key.idx[0] < 64 // a value sharedValue keeps
 	}
+	// The outcomes' team field (teamField). Read by the shared pass when there is one, as
+	// a rule's field is.
+	tk := r.cfg.OutcomesTeam
+	if tk.IsZero() {
+		tk = teamField(r.rules)
+	} else if tk.Composite() {
+		return nil, fmt.Errorf("%w: the outcomes' team key %s: want a key of one field", ErrBadConfig, tk)
+	}
+	tk.lax = !r.cfg.ValidateJSON
+	r.teamKey = tk
+	for i := range r.rules {
+		r.rules[i].teamFirst = r.rules[i].Key.Members()[0].String() == tk.String()
+	}
+	if tk.src == sourceJSON && r.plan.shared {
+		r.plan.add(&r.teamKey)
+	}
 	if !r.named {
 		return nil, nil
 	}
 	return []prometheus.Collector{records, topicRecords}, nil
+}
+
+// teamField is the field outcome rows' team is read by when Config.OutcomesTeam does not
+// say (TeamField).
+func teamField(rules []ruleState) KeyFrom {
+	enforced := func(st ruleState) bool { return !st.Shadow }
+	for _, pick := range []func(st ruleState) bool{
+		func(st ruleState) bool { return enforced(st) && st.Key.Composite() },
+		func(st ruleState) bool { return enforced(st) && len(st.Match) == 0 },
+		enforced,
+	} {
+		if i := slices.IndexFunc(rules, pick); i >= 0 {
+			return rules[i].Key.Members()[0]
+		}
+	}
+	return rules[0].Key.Members()[0]
+}
+
+// TeamField is the key of one field outcome rows' team is read by, for rules whose
+// router is given no Config.OutcomesTeam: the first field of the first enforced rule's
+// key that is composite (a composite key's first field is its team, as in
+// json:team_id+distinct_id), else of the first enforced rule that matches every record
+// (no match), else of the first enforced rule, else of the first rule.
+func TeamField(rules []Rule) KeyFrom {
+	st := make([]ruleState, len(rules))
+	for i, ru := range rules {
+		st[i].Rule = ru
+	}
+	return teamField(st)
 }
 
 // fieldPlan is every top-level JSON member name a router's rules read.

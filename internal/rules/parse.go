@@ -141,13 +141,30 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		p.bad(root, "(top)", "want a mapping with one key, rules:")
 		return nil, p.result()
 	}
-	var list *yaml.Node
+	var list, team *yaml.Node
 	for k, v := range pairs(p, root, "(top)") {
-		if k.Value != "rules" {
-			p.bad(k, k.Value, "unknown field (want rules:)")
-			continue
+		switch k.Value {
+		case "rules":
+			list = v
+		case "team":
+			team = v
+		default:
+			p.bad(k, k.Value, "unknown field (want rules:, and team: if you choose it)")
 		}
-		list = v
+	}
+	var teamKey route.KeyFrom
+	if team != nil {
+		k, err := route.ParseKeyFrom(team.Value)
+		switch {
+		case team.Kind != yaml.ScalarNode:
+			p.bad(team, "team", "want a key of one field: json:FIELD, header:NAME or key")
+		case err != nil:
+			p.bad(team, "team", "%v", err)
+		case k.Composite():
+			p.bad(team, "team", "%s has %d fields: want a key of one field, what identifies a team (json:team_id, say)", team.Value, len(k.Members()))
+		default:
+			teamKey = k
+		}
 	}
 	listOK := false
 	switch {
@@ -166,7 +183,7 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 	if !listOK {
 		return nil, p.result()
 	}
-	s := &Set{Source: file}
+	s := &Set{Source: file, Team: teamKey}
 	names := map[string]int{}
 	for i, n := range list.Content {
 		r, ok := p.rule(n, i)

@@ -89,7 +89,7 @@ func TestParseProblems(t *testing.T) {
 		// that is no mapping, at a line past the file's end (2:1, 4:1).
 		{"only a document marker", "---\n", []string{"rules.yaml:1:1: rules: the file is empty"}},
 		{"comments and a document marker", "# the gate's rules\n---\n# none yet\n", []string{"rules.yaml:1:1: rules: the file is empty"}},
-		{"no rules", "rule: []\n", []string{`rules.yaml:1:1: rule: unknown field (want rules:)`, "rules.yaml:1:1: rules: missing"}},
+		{"no rules", "rule: []\n", []string{`rules.yaml:1:1: rule: unknown field (want rules:, and team: if you choose it)`, "rules.yaml:1:1: rules: missing"}},
 		{"empty list", "rules: []\n", []string{"rules.yaml:1:8: rules: want a list of at least one rule"}},
 		{"field errors", `rules:
   - name: Team
@@ -240,7 +240,7 @@ func TestParseTopLevelProblemsBesideRules(t *testing.T) {
 		want       []string
 	}{
 		{"unknown key", "version: 2\nrules:\n  - {name: a, key: key, limits: [1m:1], mode: drop}\n", []string{
-			`rules.yaml:1:1: version: unknown field (want rules:)`,
+			`rules.yaml:1:1: version: unknown field (want rules:, and team: if you choose it)`,
 			`rules.yaml:3:47: rules[0] "a".mode: "drop": want divert or cap`,
 		}},
 		{"rules twice", "rules:\n  - {name: a, key: key, limits: [1m:0]}\nrules:\n  - {name: b, key: key, limits: [1m:1]}\n", []string{
@@ -925,5 +925,36 @@ func TestParseTooManyRulesSaysTheirProblemsToo(t *testing.T) {
 	if !errors.As(err, &ps) || len(ps) != 2 || !strings.Contains(ps[0].Error(), fmt.Sprintf("%d rules: at most %d", MaxRules+2, MaxRules)) ||
 		!strings.Contains(ps[1].Error(), `r.yaml:5:35: rules[3] "r3".limits[0]: "1500ms:1": window "1500ms" is not a whole number of seconds`) {
 		t.Errorf("%d rules, one with a bad window: %v", MaxRules+2, err)
+	}
+}
+
+// team: names the field outcome rows' team is read by (route.Config.OutcomesTeam): a key
+// of one field. Without it the router takes route.TeamField of the rules: the first
+// field of the first composite key, else of the first rule without a match.
+func TestParseTeam(t *testing.T) {
+	const rules = "rules:\n  - {name: ev, key: json:event, limits: [1m:50]}\n  - {name: team, key: json:team_id, limits: [1m:1000]}\n"
+	s, err := Parse("rules.yaml", []byte("team: json:team_id\n"+rules), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.OutcomesTeam().String(); got != "json:team_id" || s.Team.String() != "json:team_id" {
+		t.Errorf("team: json:team_id read as %q (outcomes team %q)", s.Team, got)
+	}
+	s, err = Parse("rules.yaml", []byte(rules), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Team.IsZero() || s.OutcomesTeam().String() != "json:event" {
+		t.Errorf("without team: the set's team is %q and the outcomes' %q, want none and the first rule's json:event", s.Team, s.OutcomesTeam())
+	}
+	for _, c := range []struct{ team, want string }{
+		{"json:team_id+distinct_id", `rules.yaml:1:7: team: json:team_id+distinct_id has 2 fields: want a key of one field`},
+		{"[json:team_id]", `rules.yaml:1:7: team: want a key of one field`},
+		{"jsn:team_id", `rules.yaml:1:7: team: `},
+	} {
+		_, err := Parse("rules.yaml", []byte("team: "+c.team+"\n"+rules), Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("team: %s: %v, want %q", c.team, err, c.want)
+		}
 	}
 }

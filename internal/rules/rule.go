@@ -19,6 +19,23 @@ type Set struct {
 	// implicit rule of a gate without a rules file.
 	Source string
 	Rules  []Rule
+	// Team is the file's team: (a key of one field), what outcome rows' team is read by
+	// (route.Config.OutcomesTeam); zero when the file does not say, the router then taking
+	// route.TeamField of the rules.
+	Team route.KeyFrom
+}
+
+// OutcomesTeam is the key of one field outcome rows' team is read by under s: its team:,
+// else route.TeamField of its rules.
+func (s *Set) OutcomesTeam() route.KeyFrom {
+	if !s.Team.IsZero() {
+		return s.Team
+	}
+	rs := make([]route.Rule, len(s.Rules))
+	for i, r := range s.Rules {
+		rs[i] = route.Rule{Key: r.Key, Match: make([]route.RuleMatch, len(r.Match)), Shadow: r.Shadow}
+	}
+	return route.TeamField(rs)
 }
 
 // Rule is one rule of a Set.
