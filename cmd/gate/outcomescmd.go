@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -145,7 +146,12 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 		}
 		each(r)
 	}
-	read, err := scanOutcomes(ctx, outcomesLimit, sinceFlag, cfg.OutcomesTopic, scanFrom, scanTeam, whole, opts...)
+	// As gate replay says (waitNote): a broker that takes connections and never answers
+	// left it silent for as long as the client's retries took (40 s in a review's). Any
+	// answer read from a broker quiets it.
+	quiet := waitNote(ctx, stderr, brokerWait, fmt.Sprintf("gate outcomes: no answer yet from the brokers (%s); waiting, Ctrl-C stops\n", strings.Join(cfg.KafkaBrokers, ",")))
+	read, err := scanOutcomes(ctx, outcomesLimit, sinceFlag, cfg.OutcomesTopic, scanFrom, scanTeam, whole, append(opts, kgo.WithHooks(brokerAnswered(quiet)))...)
+	quiet()
 	if errors.Is(err, outcome.ErrNoTopic) {
 		// Named as the variable it came from: the broker's UNKNOWN_TOPIC_OR_PARTITION
 		// said neither that nor that the topic is missing.
@@ -215,6 +221,15 @@ func scanOutcomes(ctx context.Context, limit time.Duration, since string, topic 
 			"give a later -since: %w", limit, since, topic, err)
 	}
 	return read, err
+}
+
+// brokerAnswered is a kgo hook calling itself at each response read from a broker.
+type brokerAnswered func()
+
+func (f brokerAnswered) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		f()
+	}
 }
 
 // counted is n of what (a singular noun), its plural when n is not 1: "1 record",

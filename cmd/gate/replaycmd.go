@@ -37,8 +37,9 @@ const replayUsage = `Usage: gate replay [-rules FILE] [-against FILE|current] [-
 Replays the input topic (GATE_INPUT_TOPIC on GATE_KAFKA_BROKERS, with the GATE_KAFKA_TLS_*
 and GATE_KAFKA_SASL_* settings) through the gate's router and limiter and reports what
 the gate would have done: per rule, the records accepted, tagged, sent to overflow or a
-topic, dropped and dead-lettered; per key, the most limited first, its records limited,
-its first and last limited minute and its peak over its threshold. It judges as one
+topic, dropped and dead-lettered; per key, the most affected first (its records limited,
+tagged or over a shadow rule, together), its records limited, its first and last limited
+minute and its peak over its threshold. It judges as one
 fleet that sees every partition, counting in memory: it joins no consumer group, commits
 nothing, and writes to no topic and no Redis.
 
