@@ -413,3 +413,34 @@ func TestRulesFileColdWriteNotCheckedAgainstGateWindow(t *testing.T) {
 		t.Errorf("GATE_COLD_WRITE_INTERVAL=5m without a rules file: %v; want it refused against GATE_WINDOW (60s)", err)
 	}
 }
+
+// TestRulesFileAdaptiveNotCheckedAgainstGateWindow: with a rules file GATE_WINDOW must be
+// unset, and each adaptive rule's durations are checked against its own first window as
+// the file is read (RulesOptions' Check). GATE_ADAPTIVE_MAX_SPIKE=1h1m, which an adaptive
+// rule of 10 s takes (an hour and 20 s), was refused against GATE_WINDOW's default (an
+// hour and two minutes), as was GATE_ADAPTIVE_MIN_HISTORY=30s with no adaptive rule (a
+// review). What no window changes is still refused.
+func TestRulesFileAdaptiveNotCheckedAgainstGateWindow(t *testing.T) {
+	c, err := loadMap(map[string]string{"GATE_RULES_FILE": "rules.yaml", "GATE_ADAPTIVE_MAX_SPIKE": "1h1m", "GATE_ADAPTIVE_MIN_HISTORY": "30s", "GATE_ADAPTIVE_HALF_LIFE": "30s"})
+	if err != nil {
+		t.Fatalf("GATE_RULES_FILE with GATE_ADAPTIVE_MAX_SPIKE=1h1m, _MIN_HISTORY=30s, _HALF_LIFE=30s: %v; want it loaded (each adaptive rule's window is checked with the file)", err)
+	}
+	check := c.RulesOptions().Check
+	ten := rules.Rule{Name: "r", Adaptive: true, Limits: []rules.Limit{{Window: 10 * time.Second, Threshold: 500}}}
+	if err := check(ten); err != nil {
+		t.Errorf("an adaptive rule of 10 s under these: %v, want it taken", err)
+	}
+	minute := rules.Rule{Name: "m", Adaptive: true, Limits: []rules.Limit{{Window: time.Minute, Threshold: 500}}}
+	if err := check(minute); err == nil || !strings.Contains(err.Error(), "GATE_ADAPTIVE") {
+		t.Errorf("an adaptive rule of a minute under these: %v, want it refused, naming the variable", err)
+	}
+	for k, v := range map[string]string{"GATE_ADAPTIVE_MAX_SPIKE": "59m", "GATE_ADAPTIVE_MIN_HISTORY": "0s", "GATE_ADAPTIVE_HALF_LIFE": "-1s"} {
+		if _, err := loadMap(map[string]string{"GATE_RULES_FILE": "rules.yaml", k: v}); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("GATE_RULES_FILE with %s=%s: %v; want it refused", k, v, err)
+		}
+	}
+	// Without a rules file, GATE_WINDOW's check stands.
+	if _, err := loadMap(map[string]string{"GATE_ADAPTIVE_MAX_SPIKE": "1h1m"}); err == nil || !strings.Contains(err.Error(), "GATE_ADAPTIVE_MAX_SPIKE") {
+		t.Errorf("GATE_ADAPTIVE_MAX_SPIKE=1h1m without a rules file: %v; want it refused against GATE_WINDOW (60s)", err)
+	}
+}
