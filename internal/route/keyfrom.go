@@ -119,6 +119,12 @@ func parseFields(list string) ([]jsonField, error) {
 		if name == "" {
 			return nil, fmt.Errorf("field %d of %d is empty (fields are joined with +)", i+1, len(names))
 		}
+		// json:team_id+header:ip would read a member named "header:ip", which no record
+		// has: every record missing its key (dead-lettered), without a word at start. A
+		// composite key joins JSON fields only.
+		if src, _, ok := strings.Cut(name, ":"); ok && i > 0 && (src == "header" || src == "json") {
+			return nil, fmt.Errorf("field %q names a source of its own: a composite key joins fields of one JSON value (json:A+B), never a header or another source", name)
+		}
 		parts := strings.Split(name, ".")
 		escaped := make([]string, len(parts))
 		members := make([]memberName, len(parts))

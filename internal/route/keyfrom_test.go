@@ -613,3 +613,20 @@ func TestTeamNumberMustBeWhole(t *testing.T) {
 		}
 	}
 }
+
+// json:team_id+header:ip read a JSON member named "header:ip", which no record has: every
+// record dead-lettered (field_missing) without a word at start (a review). A composite
+// key joins JSON fields only: refused, saying so. A member whose name holds ':' is
+// still one field.
+func TestParseKeyFromCompositeOfAnotherSource(t *testing.T) {
+	for _, s := range []string{"json:team_id+header:ip", "json:team_id+json:distinct_id"} {
+		if _, err := ParseKeyFrom(s); err == nil || !strings.Contains(err.Error(), "names a source of its own") {
+			t.Errorf("ParseKeyFrom(%q) = %v, want it refused as another source", s, err)
+		}
+	}
+	for _, s := range []string{"json:a:b", "json:team_id+$set:once", "json:team_id+key"} {
+		if _, err := ParseKeyFrom(s); err != nil {
+			t.Errorf("ParseKeyFrom(%q) = %v, want it read", s, err)
+		}
+	}
+}
