@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -100,6 +101,21 @@ func (p *parser) bad(n *yaml.Node, path, format string, args ...any) {
 func Parse(file string, data []byte, o Options) (*Set, error) {
 	var doc yaml.Node
 	p := &parser{file: file, o: o}
+	utf16 := bytes.HasPrefix(data, []byte{0xFF, 0xFE}) || bytes.HasPrefix(data, []byte{0xFE, 0xFF})
+	if !utf16 && !utf8.Valid(data) {
+		// The YAML reader says "invalid trailing UTF-8 octet" a line or more past the byte
+		// (a Latin-1 é, a review's): named where it is, and what is wanted. A file in
+		// UTF-16 after its byte order mark the reader takes as it is.
+		line, col, b := firstInvalidUTF8(data)
+		p.bad(&yaml.Node{Line: line, Column: col}, "(file)", "byte 0x%02X is not UTF-8: a rules file is UTF-8 text (save it as UTF-8; UTF-16 with its byte order mark reads too)", b)
+		return nil, p.result()
+	}
+	if d, ok := bytes.CutPrefix(bytes.TrimLeft(data, "\ufeff"), []byte("%YAML")); ok && !bytes.HasPrefix(bytes.TrimLeft(d, " \t"), []byte("1.1")) {
+		// yaml.v3 takes %YAML 1.1 alone, and refuses 1.2 as "incompatible": the file is
+		// read as YAML 1.2 without the directive (a review's file, to the docs' letter).
+		p.bad(&yaml.Node{Line: 1, Column: 1}, "(file)", "a %%YAML directive other than 1.1: remove the line (the file is read as YAML 1.2 without it)")
+		return nil, p.result()
+	}
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		p.errs = append(p.errs, syntaxProblem(file, data, err))
 		return nil, p.result()
@@ -217,6 +233,25 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		return nil, p.result()
 	}
 	return s, nil
+}
+
+// firstInvalidUTF8 is where data's first byte that is not UTF-8 is (line and column from
+// 1, the column in characters as the YAML reader counts them), and the byte.
+func firstInvalidUTF8(data []byte) (line, col int, b byte) {
+	line, col = 1, 1
+	for len(data) > 0 {
+		r, n := utf8.DecodeRune(data)
+		if r == utf8.RuneError && n <= 1 {
+			return line, col, data[0]
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		data = data[n:]
+	}
+	return line, col, 0
 }
 
 // result is the problems found, in the file's order, whichever check found them (a

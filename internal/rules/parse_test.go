@@ -958,3 +958,23 @@ func TestParseTeam(t *testing.T) {
 		}
 	}
 }
+
+// A file that is not UTF-8 (a Latin-1 é) was told "invalid trailing UTF-8 octet" a line
+// past the byte; a %YAML 1.2 directive, to the docs' letter (the file is YAML 1.2), was
+// "found incompatible YAML document". Each is named where it is, with what to do (a
+// review). %YAML 1.1 reads as before.
+func TestParseEncodingAndDirective(t *testing.T) {
+	const rule = "rules:\n  - {name: a, key: json:team_id, limits: [1m:5]}\n"
+	for _, c := range []struct{ data, want string }{
+		{"rules:\n  - name: caf\xe9\n    key: json:team_id\n    limits: [1m:5]\n", "rules.yaml:2:14: (file): byte 0xE9 is not UTF-8"},
+		{"# caf\xe9\n" + rule, "rules.yaml:1:6: (file): byte 0xE9 is not UTF-8"},
+		{"%YAML 1.2\n---\n" + rule, "rules.yaml:1:1: (file): a %YAML directive other than 1.1: remove the line"},
+	} {
+		if _, err := Parse("rules.yaml", []byte(c.data), Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.data, err, c.want)
+		}
+	}
+	if _, err := Parse("rules.yaml", []byte("%YAML 1.1\n---\n"+rule), Options{}); err != nil {
+		t.Errorf("%%YAML 1.1: %v, want it read", err)
+	}
+}
