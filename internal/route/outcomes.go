@@ -124,8 +124,12 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, js st
 	hashed := false
 	decision := false // key is the key the decision was about, o.Team (after its team or not)
 	if teamRule >= 0 {
-		var prefixed bool
-		key, team, prefixed = r.rowKey(&r.rules[teamRule], o.Team, rec, js, noJSON, s)
+		prefixed := false
+		if st := &r.rules[teamRule]; st.teamFirst { // rowKey's usual case, here without its call
+			key, team = o.Team, teamOf(o.Team, st.Key.Composite())
+		} else {
+			key, team, prefixed = r.rowKey(st, o.Team, rec, js, noJSON, s)
+		}
 		if !acted || kind == outcome.Accepted {
 			key = team // no rule's key: the team's row
 			decision = !prefixed && len(team) == len(o.Team)
