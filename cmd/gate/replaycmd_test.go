@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -542,4 +543,52 @@ func replayOneEvent(t *testing.T, value, rules string) (env map[string]string, f
 		t.Fatal(err)
 	}
 	return env, file
+}
+
+// A rule keyed by something other than the team (here by distinct_id alone) listed the
+// keys it limited as the teams limited differently, "u0" to "u6", and the teams whose
+// records they were, loud and quiet, nowhere (a review): its rows are filed under the
+// record's team (route.TeamField: the team rule's field), so the teams are listed.
+func TestReplayDiffListsTheTeamsOfARuleNotKeyedByTheTeam(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
+	at := testNow.Add(-time.Hour).Truncate(time.Minute)
+	var recs []*kgo.Record
+	for i := range 700 {
+		team := "quiet"
+		if i%3 != 0 {
+			team = "loud"
+		}
+		recs = append(recs, &kgo.Record{Key: []byte(team), Value: fmt.Appendf(nil, `{"team_id":%q,"distinct_id":"u%d"}`, team, i%7),
+			Timestamp: at.Add(time.Duration(i) * 20 * time.Millisecond)})
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	const team = "- name: team\n  key: json:team_id\n  limits: [1m:100000]\n"
+	if err := os.WriteFile(a, []byte("rules:\n"+team+"- name: user\n  key: json:distinct_id\n  limits: [1m:40]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte("rules:\n"+team), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"replay", "-rules", a, "-against", b, "-from", "2h", "-json"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate replay: %v\n%s", err, stderr.String())
+	}
+	var rep replay.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var teams []string
+	for _, d := range rep.Diff {
+		teams = append(teams, d.Team)
+	}
+	slices.Sort(teams)
+	if !slices.Equal(teams, []string{"loud", "quiet"}) {
+		t.Errorf("teams limited differently: %q, want loud and quiet (the users' teams)", teams)
+	}
 }
