@@ -591,4 +591,19 @@ func TestReplayDiffListsTheTeamsOfARuleNotKeyedByTheTeam(t *testing.T) {
 	if !slices.Equal(teams, []string{"loud", "quiet"}) {
 		t.Errorf("teams limited differently: %q, want loud and quiet (the users' teams)", teams)
 	}
+	// Each user's key, reported under its team (loud:u1), has the levels the user's
+	// limiter had: its threshold and peak were 0, kept under the user's key alone.
+	n := 0
+	for _, k := range rep.Candidates[0].Keys {
+		if k.Rule != "user" {
+			continue
+		}
+		n++
+		if !strings.Contains(k.Key, ":u") || k.Threshold != 40 || k.PeakRatio < 1 || len(k.Series) == 0 || k.Series[0].Threshold != 40 {
+			t.Errorf("key %q of rule user: threshold %d, peak %.2f, series %+v; want its team's prefix, 40, a peak over 1 and the levels", k.Key, k.Threshold, k.PeakRatio, k.Series)
+		}
+	}
+	if n == 0 {
+		t.Errorf("no key of rule user reported: %+v", rep.Candidates[0].Keys)
+	}
 }

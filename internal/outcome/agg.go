@@ -1,6 +1,7 @@
 package outcome
 
 import (
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -68,6 +69,9 @@ type Fate struct {
 	// Limiter is the limit whose threshold Threshold is, asked for its source when the
 	// row is made (nil: static, or none without a Threshold; Forced: forced).
 	Limiter *limit.Limiter
+	// LimiterKey is the key Limiter knows the row's key by, when it is not Key: a rule
+	// not keyed by the team, whose row's key is the record's team and then its own.
+	LimiterKey string
 }
 
 // Budget caps the rows a gate's Aggs hold at once. The zero Budget has no cap.
@@ -623,7 +627,7 @@ func (a *Agg) add(first int32, at, h uint64, iv int64, f *Fate) {
 		case f.Forced:
 			e.source = "forced"
 		case f.Limiter != nil:
-			_, src := f.Limiter.ThresholdOf(f.Key)
+			_, src := f.Limiter.ThresholdOf(cmp.Or(f.LimiterKey, f.Key))
 			e.source = src.String()
 		case f.Threshold > 0:
 			e.source = limit.SourceStatic.String()

@@ -285,7 +285,7 @@ func (e *Engine) Report(top int) *Report {
 		for _, s := range c.stores {
 			s.flush(e.now)
 		}
-		r.Candidates = append(r.Candidates, c.b.report(c.name, top))
+		r.Candidates = append(r.Candidates, c.b.report(c.name, top, c.router.LimiterKey))
 	}
 	if len(e.cands) == 2 {
 		r.Diff = diff(e.cands[0].b.teams, e.cands[1].b.teams)

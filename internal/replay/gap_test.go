@@ -46,7 +46,7 @@ func asAGate(t *testing.T, cfg config.Config, recs []*kgo.Record) int64 {
 		c.route(r.Timestamp, r)
 	}
 	c.seal()
-	return c.b.report("gate", 5).Total.Limited
+	return c.b.report("gate", 5, nil).Total.Limited
 }
 
 // TestReplayTicksThroughAGap: a gate ticks every GATE_TICK_INTERVAL whether records come

@@ -347,7 +347,8 @@ func (t *Totals) plus(o *Totals) {
 }
 
 // report is the candidate's report with its top most affected keys.
-func (b *builder) report(name string, top int) CandidateReport {
+func (b *builder) report(name string, top int, limiterKey func(rule, team, key string) string) CandidateReport {
+	b.levelsOfRows(limiterKey)
 	// Empty lists, not null ones, in -json: a script iterating them (jq's .keys[]) fails
 	// on a null, as on a quiet range where nothing was limited.
 	c := CandidateReport{Name: name, Total: b.total, Folded: b.folded, Rules: []RuleFate{}, Keys: []KeyReport{}, DeadLetters: map[string]int64{}}
@@ -394,6 +395,39 @@ func (b *builder) report(name string, top int) CandidateReport {
 		c.Keys = append(c.Keys, kc)
 	}
 	return c
+}
+
+// levelsOfRows gives each key a row made under a rule not keyed by the team (its key the
+// record's team and then the rule's: route's rowKey) the levels, threshold and peak that
+// observe followed under the rule's own key (route.Outcome.Team, the limiter's), which
+// limiterKey (route.Router.LimiterKey, nil: none) reads back from the row's: before,
+// such a key was reported with no threshold nor peak, its levels kept under a key with
+// no row. A key the rule limited for two teams gives both its levels. Idempotent.
+func (b *builder) levelsOfRows(limiterKey func(rule, team, key string) string) {
+	if limiterKey == nil {
+		return
+	}
+	for id, k := range b.keys {
+		if k.affected() == 0 {
+			continue
+		}
+		lk := limiterKey(id.rule, k.Team, id.key)
+		src := b.keys[keyID{id.rule, lk}]
+		if lk == "" || lk == id.key || src == nil {
+			continue
+		}
+		for _, sp := range src.Series {
+			if sp.Threshold == 0 {
+				continue
+			}
+			if p := k.point(sp.Minute); sp.Level > p.Level || p.Threshold == 0 {
+				p.Level, p.Threshold = sp.Level, sp.Threshold
+			}
+		}
+		if src.PeakRatio > k.PeakRatio {
+			k.PeakRatio, k.Threshold = src.PeakRatio, src.Threshold
+		}
+	}
 }
 
 // rank is r's place in the rule set (a rule not in it last).

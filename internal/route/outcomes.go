@@ -76,7 +76,9 @@ func (r *Router) TeamOf(rec *kgo.Record, s *Scratch) string {
 		}
 		team := teamOf(key, st.Key.Composite())
 		if !st.teamFirst {
-			// As rowKey: the record's team read by the outcomes' team field, where it can be.
+			// As rowKey: the record's team read by the outcomes' team field; none when it
+			// cannot be read.
+			team = ""
 			if t, code := r.teamKey.team(rec, s, r.maxKey); code == reasonNone {
 				team = keypart.Escape(t)
 			}
@@ -149,6 +151,9 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, js st
 		return
 	}
 	f := outcome.Fate{At: now, Kind: kind, Rule: rule, Reason: o.Reason, Key: key, Team: team, Topic: topic, Bytes: len(rec.Value), Forced: acted && ro.forced && decision}
+	if decision && len(key) != len(o.Team) {
+		f.LimiterKey = o.Team // a rule not keyed by the team: the row's key is after the team's
+	}
 	// The threshold is of the key the decision was about (o.Team): a row keyed by that
 	// key has it, from the limit that decided (the first one over, for a rule that acted
 	// over a further limit); a team's row under a composite key has none of its own.
@@ -253,9 +258,13 @@ func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, js str
 	case d.Rotating:
 		reason = ReasonKeyCardinality
 	}
-	key, team, _ := r.rowKey(st, key, rec, js, noJSON, s)
-	s.Outcomes.Record(&outcome.Fate{At: now, Kind: outcome.ShadowOver, Rule: st.Name, Reason: reason, Key: key,
-		Team: team, Bytes: len(rec.Value), Threshold: d.Threshold, Forced: forced, Limiter: st.Limiters[max(over, 0)]})
+	rk, team, prefixed := r.rowKey(st, key, rec, js, noJSON, s)
+	f := outcome.Fate{At: now, Kind: outcome.ShadowOver, Rule: st.Name, Reason: reason, Key: rk,
+		Team: team, Bytes: len(rec.Value), Threshold: d.Threshold, Forced: forced, Limiter: st.Limiters[max(over, 0)]}
+	if prefixed {
+		f.LimiterKey = key
+	}
+	s.Outcomes.Record(&f)
 }
 
 // rowKey is the key and team of the outcome row of rec under rule st, whose key of rec is
@@ -264,20 +273,20 @@ func (r *Router) recordShadow(s *Scratch, now time.Time, rec *kgo.Record, js str
 // part, and key after it (team:key, key escaped too when of one field), so that a rule
 // keyed by something other than the team (an event type, an IP) files its rows under
 // the team whose records it limited, not under an event or an address as if it were a
-// team. A record whose team that field cannot read keeps key's own (prefixed false).
-// The strings may alias key, rec or s.okey (valid until the next rowKey with s).
+// team. A record whose team that field cannot read has no team: key alone, escaped as
+// after a team (two fields then never read as one), in the rows of no team, not under
+// an event's value as a team of its own. prefixed is whether the row's key is not key
+// itself (LimiterKey reads it back). The strings may alias key, rec or s.okey (valid
+// until the next rowKey with s).
 func (r *Router) rowKey(st *ruleState, key string, rec *kgo.Record, js string, noJSON bool, s *Scratch) (rowKey, team string, prefixed bool) {
-	team = teamOf(key, st.Key.Composite())
 	if st.teamFirst {
-		return key, team, false
+		return key, teamOf(key, st.Key.Composite()), false
 	}
-	t, ok := r.readTeam(rec, js, noJSON, s)
-	if !ok {
-		return key, team, false
+	s.okey = s.okey[:0]
+	if t, ok := r.readTeam(rec, js, noJSON, s); ok {
+		s.okey = append(keypart.Append(s.okey, t), ':')
 	}
-	s.okey = keypart.Append(s.okey[:0], t)
-	n := len(s.okey)
-	s.okey = append(s.okey, ':')
+	n := max(len(s.okey)-1, 0)
 	if st.Key.Composite() {
 		s.okey = append(s.okey, key...) // its parts escaped already
 	} else {
@@ -285,6 +294,29 @@ func (r *Router) rowKey(st *ruleState, key string, rec *kgo.Record, js string, n
 	}
 	k := bytesString(s.okey)
 	return k, k[:n], true
+}
+
+// LimiterKey is the key rule's limiter decided on for an outcome row of this router's
+// with key and team (Row.Key, Row.Team): key itself, for a rule keyed by the team (its
+// key's first field the outcomes' team field); for another, key without its team
+// (rowKey), read back from its escape when of one field. "" for a rule the router does
+// not have. A replay's report finds a row's key's levels by it.
+func (r *Router) LimiterKey(rule, team, key string) string {
+	i := slices.IndexFunc(r.rules, func(st ruleState) bool { return st.Name == rule })
+	if i < 0 {
+		return ""
+	}
+	st := &r.rules[i]
+	if st.teamFirst {
+		return key
+	}
+	if team != "" {
+		key = strings.TrimPrefix(key, team+":")
+	}
+	if !st.Key.Composite() {
+		key = keypart.Value(key)
+	}
+	return key
 }
 
 // readTeam reads rec's team by the outcomes' team field (Router.teamKey): from the shared
@@ -297,7 +329,9 @@ func (r *Router) readTeam(rec *kgo.Record, js string, noJSON bool, s *Scratch) (
 			return "", false
 		}
 		v, code := k.sharedValue(js, 0, s.at, s)
-		return v, code == reasonNone
+		// As a rule's key: a team longer than GATE_MAX_KEY_BYTES is none (a row holding a
+		// team of 600 KB would be refused by the topic, and its retries stop polling).
+		return v, code == reasonNone && len(v) <= r.maxKey
 	}
 	v, code := k.team(rec, s, r.maxKey)
 	return v, code == reasonNone

@@ -3,6 +3,7 @@ package route
 import (
 	"fmt"
 	"hash/maphash"
+	"strings"
 	"testing"
 	"time"
 
@@ -674,5 +675,58 @@ func TestOutcomesRuleNotKeyedByTheTeamFilesUnderTheTeam(t *testing.T) {
 				t.Errorf("TeamOf = %q, want %q", got, tc.teamOf)
 			}
 		})
+	}
+}
+
+// The rows of a rule not keyed by the team, filed under the record's team (rowKey), as a
+// review found them wanting: the threshold's source is asked of the limiter by the key
+// it knows (an override read "static", asked by the row's team:key); a team longer than
+// GATE_MAX_KEY_BYTES is no team (its row held the whole team, 600 KB, for the topic to
+// refuse); and a record with no team files the rule's key, escaped as after a team, in
+// the rows of no team, where it was taken for a team and could share a row with a
+// team's key ({"event":"42:$pageview"} and team 42's $pageview were one row).
+func TestOutcomesRuleNotKeyedByTheTeamRowsHold(t *testing.T) {
+	f := newRuleFixture(t, Config{OutcomesTeam: mustKeyFrom(t, "json:team_id"), MaxKeyBytes: 64},
+		ruleSpec{Rule{Name: "ev", Key: mustKeyFrom(t, "json:event"), Action: ActionOverflow}, []limit.Config{{Threshold: 1, Overrides: map[string]int64{"$pageview": 1}}}},
+		ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), SkipMissing: true, Action: ActionOverflow}, []limit.Config{{Threshold: 1000}}},
+	)
+	agg := outcome.NewAgg(60e9, nil)
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	long := strings.Repeat("t", 100)
+	for _, v := range []string{
+		`{"event":"42:$pageview"}`, `{"event":"42:$pageview"}`, // no team: its key escaped, no team
+		`{"team_id":"42","event":"$pageview"}`, `{"team_id":"42","event":"$pageview"}`,
+		`{"team_id":"` + long + `","event":"$pageview"}`, // a team too long: none
+	} {
+		f.r.RouteInto(t0, input(v, ""), &s, &out)
+	}
+	s.Flush()
+	got := map[string]int64{}
+	for _, r := range outcome.Seal("g", "s", agg) {
+		got[fmt.Sprintf("%s|%s|%s|%s", r.Team, r.Key, r.Rule, r.Outcome)] += r.Records
+		if r.Key == "42:$pageview" && r.ThresholdSource != "override" {
+			t.Errorf("row %q: threshold %d from %q, want the override's 1", r.Key, r.Threshold, r.ThresholdSource)
+		}
+		if len(r.Team) > 64 {
+			t.Errorf("a row's team of %d bytes, over GATE_MAX_KEY_BYTES", len(r.Team))
+		}
+	}
+	want := map[string]int64{ // each key's first record is under its threshold of 1
+		"|||accepted": 1, "|42%3A$pageview|ev|overflow": 1,
+		"42|42||accepted": 1, "42|42:$pageview|ev|overflow": 1,
+		"|$pageview|ev|overflow": 1,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows:\n got %v\nwant %v", got, want)
+	}
+	if got := f.r.TeamOf(input(`{"event":"42:$pageview"}`, ""), &s); got != "" {
+		t.Errorf("TeamOf a record without a team = %q, want none", got)
+	}
+	if got := f.r.LimiterKey("ev", "42", "42:$pageview"); got != "$pageview" {
+		t.Errorf("LimiterKey of team 42's row = %q, want $pageview", got)
+	}
+	if got := f.r.LimiterKey("ev", "", "42%3A$pageview"); got != "42:$pageview" {
+		t.Errorf("LimiterKey of a row of no team = %q, want 42:$pageview", got)
 	}
 }
