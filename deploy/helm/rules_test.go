@@ -73,7 +73,8 @@ func TestRulesConfigMap(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gate rules check of the rendered file: %v\n%s\nfile:\n%s", err, out, body)
 	}
-	for _, want := range []string{"4 rules", "merge-events", "topic:events_merges", "team-user", "try-ip", "tag (shadow)"} {
+	for _, want := range []string{"4 rules", "merge-events", "topic:events_merges", "team-user", "try-ip", "tag (shadow)",
+		"outcome rows' team (GATE_OUTCOMES_TOPIC): json:team_id (team:); rows of try-ip are filed under the record's team"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("gate rules check output lacks %q:\n%s", want, out)
 		}
