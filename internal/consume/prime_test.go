@@ -121,13 +121,8 @@ func TestPrimeSamplesALaggingPartitionUntilCaughtUp(t *testing.T) {
 	var mu sync.Mutex
 	var calls [][]int // the ids of each Prime call
 	env.ccfg.Prime = func(_ context.Context, recs []*kgo.Record) {
-		var ids []int
-		for _, r := range recs {
-			id, _ := strconv.Atoi(header(r, idHeader))
-			ids = append(ids, id)
-		}
 		mu.Lock()
-		calls = append(calls, ids)
+		calls = append(calls, recordIDs(recs))
 		mu.Unlock()
 	}
 	prod := producer(t, env.cluster)
@@ -258,13 +253,8 @@ func TestPrimeCutShortPrimesTheFirstPollAgain(t *testing.T) {
 	var mu sync.Mutex
 	var calls [][]int // the ids of each Prime call
 	env.ccfg.Prime = func(ctx context.Context, recs []*kgo.Record) {
-		var ids []int
-		for _, r := range recs {
-			id, _ := strconv.Atoi(header(r, idHeader))
-			ids = append(ids, id)
-		}
 		mu.Lock()
-		calls = append(calls, ids)
+		calls = append(calls, recordIDs(recs))
 		first := len(calls) == 1
 		mu.Unlock()
 		if first {
@@ -294,4 +284,14 @@ func TestPrimeCutShortPrimesTheFirstPollAgain(t *testing.T) {
 		t.Errorf("after a prime cut short, the first poll polled again (%v) was primed as %v, want whole", calls[0], calls[1])
 	}
 	g.stop(t)
+}
+
+// recordIDs are the ids of recs (inputRecord's), in order.
+func recordIDs(recs []*kgo.Record) []int {
+	ids := make([]int, 0, len(recs))
+	for _, r := range recs {
+		id, _ := strconv.Atoi(header(r, idHeader))
+		ids = append(ids, id)
+	}
+	return ids
 }
