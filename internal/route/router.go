@@ -79,8 +79,8 @@ type Config struct {
 	// OutcomesTeam, for a router with rules, is the key of one field an outcome row's team
 	// is read by (a rules file's team:): a rule whose key does not start with it (keyed by
 	// an event type, an IP) files its rows under the record's team read so, its key after
-	// it (outcomes.go). The zero value means the first field of the first enforced rule's
-	// key. A router without rules (New, NewMulti) reads its team from KeyFrom.
+	// it (outcomes.go). The zero value means TeamField of the rules. A router without
+	// rules (New, NewMulti) reads its team from KeyFrom.
 	OutcomesTeam KeyFrom
 	// MaxKeyBytes is the longest team key routed; a longer one is dead-lettered
 	// (key_too_long), as no team id is that long and each one costs the limiter a cache
