@@ -107,16 +107,25 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
+	if *rule != "" && !rules.ValidName(*rule) {
+		// No gate reads the hash of a name no rule can have (gate:rule:a:b:overrides).
+		return bad(fmt.Sprintf("-rule %q is no rule's name (1 to 40 of a-z 0-9 _ -, starting and ending with a letter or digit)", *rule))
+	}
 	r, err := checkRule(cfg, *rule)
 	if err != nil {
 		return err
 	}
 	keyFrom := cfg.KeyFrom.KeyFrom
+	unchecked := "" // a note: the key could not be checked here
 	switch {
 	case r != nil:
 		keyFrom = r.Key
 	case *rule != "":
 		keyFrom = route.KeyFrom{} // taken as given: its key is not known here
+		if verb == "set" {
+			unchecked = fmt.Sprintf("note: %s not checked against rule %q's key: GATE_RULES_FILE is not set here (set it to the gates' file to have it checked); "+
+				"a composite key joins its values with ':', each value's ':' written %%3A and '%%' %%25 (phc_x:user%%3A1)\n", cli.Shown(team), *rule)
+		}
 	}
 	// A key the gates never build names nothing they count: refused, as GATE_OVERRIDES'
 	// and a force list's are. delete takes any key, to clean one up.
@@ -159,7 +168,7 @@ func overridesCmd(ctx context.Context, args []string, getenv func(string) string
 		// Name the instance tried: a timeout from go-redis names none.
 		return fmt.Errorf("%w (GATE_REDIS_URLS=%s)", err, cfg.RedisURLs)
 	}
-	_, err = io.WriteString(stderr, note)
+	_, err = io.WriteString(stderr, unchecked+note)
 	return err
 }
 
@@ -178,6 +187,16 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 		}
 		if _, err := fmt.Fprintf(stdout, "set %s = %d%s in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s as set here: the gates' own may differ)\n", cli.Shown(team), lim, ol.unit(), key, cfg.OverridesRefresh); err != nil {
 			return err
+		}
+		// An entry the gates cannot read (written by hand) has every gate refuse the whole
+		// hash and keep the set it last read: this override would never apply, and the
+		// line above would say it does.
+		if h, err := overrides.Read(ctx, c, key, cfg.OverridesConfig().MaxEntries); err == nil {
+			if _, err := overrides.Parse(h); err != nil {
+				if _, err := fmt.Fprintf(stdout, "warning: every gate refuses %s as it stands, keeping the set it last read, so this override does not apply: %v; delete or fix that entry (gate overrides delete)\n", key, err); err != nil {
+					return err
+				}
+			}
 		}
 		if existsErr == nil && existed == 0 {
 			if _, err := fmt.Fprintf(stdout, "%s did not exist: the live set is now %s alone, in place of any set the gates kept from a lost hash (if it was lost, restore it: docs/operations.md, Overrides hash lost)\n", key, cli.Shown(team)); err != nil {
@@ -422,6 +441,10 @@ func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix, rule, has
 	if len(minutes) > 0 {
 		rules, withRules = tick.LimitsRulesOf(minutes...)
 		whose = "as every gate that compared its limits in the last two minutes says"
+	}
+	if err == nil && !withRules && rule != "" {
+		_, _ = fmt.Fprintf(w, "warning: the gates with GATE_REDIS_PREFIX=%q run no rules file (%s), and this command names rule %q: "+
+			"no gate reads %s. Without -rule it writes the hash they read\n", prefix, whose, rule, hash)
 	}
 	if err == nil && withRules && !slices.Contains(rules, rule) {
 		what := "names no rule (-rule)"

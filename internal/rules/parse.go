@@ -78,6 +78,10 @@ var ErrRules = errors.New("rules")
 
 var nameRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9])?$`)
 
+// ValidName reports whether name can be a rule's name: 1 to 40 of a-z 0-9 _ -, starting
+// and ending with a letter or digit.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
 // The fields of a rule, in the order the docs list them.
 var ruleFields = []string{"name", "key", "missing", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow", "force", "max_keys", "on_cardinality", "track"}
 
