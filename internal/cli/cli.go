@@ -50,9 +50,10 @@ func Set(fs *flag.FlagSet, name string) bool {
 // a table), a tab or a newline would break the columns, and an escape sequence would
 // reach the terminal. One that starts with '"' is quoted too: as it is, it would read as
 // the quoted form of another (and docs/operations.md's copy of the overrides leaves out
-// what is shown quoted).
+// what is shown quoted). So is one that starts or ends with a space: as it is, "t1 "
+// reads as t1 (gate overrides set 't1 ' 5 printed "set t1  = 5", a review).
 func Shown(s string) string {
-	if utf8.ValidString(s) && !strings.HasPrefix(s, `"`) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if utf8.ValidString(s) && !strings.HasPrefix(s, `"`) && strings.TrimSpace(s) == s && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		return s
 	}
 	return strconv.Quote(s)

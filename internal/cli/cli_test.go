@@ -129,6 +129,9 @@ func TestShown(t *testing.T) {
 		// it is, it would read as the quoted form of another key.
 		`"x\ny"`: `"\"x\\ny\""`,
 		`"acme"`: `"\"acme\""`,
+		// One that starts or ends with a space: as it is, "t1 " reads as t1.
+		"t1 ": `"t1 "`,
+		" t1": `" t1"`,
 	} {
 		if got := Shown(in); got != want {
 			t.Errorf("Shown(%q) = %s, want %s", in, got, want)
