@@ -415,7 +415,8 @@ func (ol overriddenLimit) fallback(team string) string {
 // gate that last set the key runs a rules file (tick.LiveValue) and hash, the overrides
 // hash of rule (none: the gate's own), is not one of its rules': run from a shell without
 // GATE_RULES_FILE and without -rule, gate overrides wrote {prefix}:overrides, which no gate
-// with rules reads, and said the gates apply it. It only warns: an override may be set
+// with rules reads, and said the gates apply it. And when the gates run no rules file and
+// hash is a rule's (-rule), which none of them reads. It only warns: an override may be set
 // before the fleet starts or its rules file changes, and gates older than the live key do
 // not set it. When the key cannot be read, it returns a note saying so, for the caller to
 // print once its command has worked: when that fails too (Redis is down), its error says
