@@ -30,15 +30,7 @@ func TestReplayCommand(t *testing.T) {
 	c, env := kafkaEnv(t)
 	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
 	at := testNow.Add(-time.Hour).Truncate(time.Minute)
-	var recs []*kgo.Record
-	for i := range 3000 {
-		team := "quiet"
-		if i%3 != 0 {
-			team = "loud"
-		}
-		recs = append(recs, &kgo.Record{Key: []byte(team), Value: fmt.Appendf(nil, `{"team_id":%q}`, team),
-			Timestamp: at.Add(time.Duration(i) * 20 * time.Millisecond)})
-	}
+	recs := loudAndQuiet(at, 3000, func(team string, _ int) []byte { return fmt.Appendf(nil, `{"team_id":%q}`, team) })
 	recs = append(recs, &kgo.Record{Value: []byte("not json"), Timestamp: at})
 	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -554,15 +546,9 @@ func TestReplayDiffListsTheTeamsOfARuleNotKeyedByTheTeam(t *testing.T) {
 	c, env := kafkaEnv(t)
 	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events"))
 	at := testNow.Add(-time.Hour).Truncate(time.Minute)
-	var recs []*kgo.Record
-	for i := range 700 {
-		team := "quiet"
-		if i%3 != 0 {
-			team = "loud"
-		}
-		recs = append(recs, &kgo.Record{Key: []byte(team), Value: fmt.Appendf(nil, `{"team_id":%q,"distinct_id":"u%d"}`, team, i%7),
-			Timestamp: at.Add(time.Duration(i) * 20 * time.Millisecond)})
-	}
+	recs := loudAndQuiet(at, 700, func(team string, i int) []byte {
+		return fmt.Appendf(nil, `{"team_id":%q,"distinct_id":"u%d"}`, team, i%7)
+	})
 	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -606,4 +592,18 @@ func TestReplayDiffListsTheTeamsOfARuleNotKeyedByTheTeam(t *testing.T) {
 	if n == 0 {
 		t.Errorf("no key of rule user reported: %+v", rep.Candidates[0].Keys)
 	}
+}
+
+// loudAndQuiet are n records from at on, 20 ms apart, two of every three of team loud and
+// the third of team quiet, each keyed by its team, record i's value value(team, i).
+func loudAndQuiet(at time.Time, n int, value func(team string, i int) []byte) []*kgo.Record {
+	recs := make([]*kgo.Record, 0, n)
+	for i := range n {
+		team := "quiet"
+		if i%3 != 0 {
+			team = "loud"
+		}
+		recs = append(recs, &kgo.Record{Key: []byte(team), Value: value(team, i), Timestamp: at.Add(time.Duration(i) * 20 * time.Millisecond)})
+	}
+	return recs
 }

@@ -117,13 +117,14 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 	if set.Team.IsZero() {
 		how = "not given: the first field of the first composite key, else of the first rule without a match; team: sets it"
 	}
+	team := set.OutcomesTeam()
 	var apart []string
 	for _, r := range set.Rules {
-		if r.Key.Members()[0].String() != set.OutcomesTeam().String() {
+		if r.Key.Members()[0].String() != team.String() {
 			apart = append(apart, r.Name)
 		}
 	}
-	line := fmt.Sprintf("outcome rows' team (GATE_OUTCOMES_TOPIC): %s (%s)", set.OutcomesTeam(), how)
+	line := fmt.Sprintf("outcome rows' team (GATE_OUTCOMES_TOPIC): %s (%s)", team, how)
 	if len(apart) > 0 {
 		line += "; rows of " + strings.Join(apart, ", ") + " are filed under the record's team, their key after it (team:key)"
 	}

@@ -126,11 +126,7 @@ func TestPrimeSamplesALaggingPartitionUntilCaughtUp(t *testing.T) {
 		mu.Unlock()
 	}
 	prod := producer(t, env.cluster)
-	backlog := make([]*kgo.Record, n)
-	for i := range backlog {
-		backlog[i] = inputRecord(i, "team-1")
-	}
-	produceAll(t, prod, backlog)
+	produceAll(t, prod, teamRecords(0, n, "team-1"))
 	g := env.start(t, "a")
 	collect(t, env.cluster, n, 30*time.Second, 0)
 	mu.Lock()
@@ -265,11 +261,7 @@ func TestPrimeCutShortPrimesTheFirstPollAgain(t *testing.T) {
 		}
 	}
 	prod := producer(t, env.cluster)
-	backlog := make([]*kgo.Record, n)
-	for i := range backlog {
-		backlog[i] = inputRecord(i, "team-1")
-	}
-	produceAll(t, prod, backlog)
+	produceAll(t, prod, teamRecords(0, n, "team-1"))
 	g := env.start(t, "a")
 	o := collect(t, env.cluster, n, 30*time.Second, 0)
 	if lost, dup := o.conservation(n); len(lost) > 0 || len(dup) > 0 {
@@ -294,4 +286,13 @@ func recordIDs(recs []*kgo.Record) []int {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// teamRecords are n input records of team, ids from first on.
+func teamRecords(first, n int, team string) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = inputRecord(first+i, team)
+	}
+	return recs
 }
