@@ -189,8 +189,12 @@ func (e *entry) level(now, floor int64) float64 {
 	if el > 0 {
 		base -= drain * float64(el)
 	}
+	local := at&readLocal != 0
+	if local {
+		factor = 1 // rebuilt from this gate's counts: the view keeps the last read's factor for the next one (ApplyLocal)
+	}
 	lvl := max(base, 0) + factor*float64(e.pending())
-	if at&readLocal != 0 || factor < 2 {
+	if local || factor < 2 {
 		return lvl // rebuilt locally, or most of the team's records seen here: no saw tooth
 	}
 	if d := el - floor; d > 0 {

@@ -33,7 +33,8 @@ type TeamState struct {
 	Pending int64
 	// FleetShare is this gate's share of the team's traffic as its reads measured it (1:
 	// alone, or not measured yet): the level counts each record here as 1 / FleetShare of
-	// the fleet's.
+	// the fleet's. Local, the level counts them as 1 each, and FleetShare is what the last
+	// read that answered measured, kept for the next one.
 	FleetShare float64
 	Tier       Tier
 	Limited    bool

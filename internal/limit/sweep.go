@@ -484,11 +484,25 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 	thr := float64(l.threshold(e, r.Team))
 	// The level less what is still unsent: those records stay pending. From here the view
 	// drains as the reference design's leaky bucket does (threshold / window), and counts
-	// only this gate's records (factor 1): with the store out of reach nothing says how the
-	// fleet moves, and the limiter fails open.
+	// only this gate's records (a local view's level takes factor 1: entry.level): with
+	// the store out of reach nothing says how the fleet moves, and the limiter fails open.
 	est := e.level(ns, l.readFloor.Load()) - float64(e.pending()-e.flushed.Load())
-	e.estimate.Store(packView(max(est, 0), thr/float64(l.windowNs), 1))
+	// The fleet factor the last read learned is kept in the view, unused by its level: a
+	// failed read learns none, and the reads after it need it. While Redis refuses every
+	// gate's writes, a read that answers is grown by this gate's refused counts scaled by
+	// it (FleetFactor; a refused read keeps the factor it finds); reset to 1 by one read
+	// that failed meanwhile, each gate counted its own refused records alone and a fleet of
+	// 4 admitted 4 × a team's limit for the rest of the refusal
+	// (TestFleetRefusingWritesKeepsLimitThroughAFailedRead).
+	factor := 1.0
+	if e.readAt.Load() != 0 {
+		_, _, factor = unpackView(e.estimate.Load())
+	}
+	// readAt first: a check between the two stores takes the last read's estimate with
+	// factor 1 (local), less than the fleet's, never this local estimate with the fleet's
+	// factor, more than it, which could start a hold.
 	e.readAt.Store(readStamp(ns, true))
+	e.estimate.Store(packView(max(est, 0), thr/float64(l.windowNs), max(factor, 1)))
 	e.flushed.Add(-r.flushed)
 }
 
@@ -540,8 +554,8 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 
 // FleetFactor is the fleet factor of r's team as of its last read (fleetFactor): the
 // fleet's records per record counted here, about N for one of N gates sharing the team
-// evenly. It is 1 before a read, after a failed one (ApplyLocal), and under EventClock,
-// whose view has none. The tick scales by it this gate's counts Redis refuses, which
+// evenly. It is 1 before a read and under EventClock, whose view has none; a failed read
+// (ApplyLocal) keeps the last one learned. The tick scales by it this gate's counts Redis refuses, which
 // stand for the other gates' refused alike.
 func (l *Limiter) FleetFactor(r *Read) float64 {
 	if l.ring != nil || r.e == nil || r.e.readAt.Load() == 0 {
@@ -618,7 +632,7 @@ func (l *Limiter) fleetFactor(e *entry, r *Read, curr, prev int64, est float64, 
 		// of theirs is unseen): kept, as a read holds nothing to learn it from.
 		return max(lastFactor, 1), 0
 	}
-	share := 1 / lastFactor // 1 after a failed read (ApplyLocal)
+	share := 1 / lastFactor // as the last read measured it: a failed read (ApplyLocal) keeps it
 	dt := float64(ns - readTime(at))
 	if dt <= 0 {
 		return lastFactor, 0

@@ -388,46 +388,90 @@ func TestFleetRefusingWritesKeepsLimit(t *testing.T) {
 	for _, mode := range []limit.Mode{limit.Cap, limit.Divert} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			const gates, threshold = 4, 600  // a minute's window
-			const healthy, refused = 90, 120 // seconds
-			perSecond := 4 * threshold / 60  // 4 × the limit, spread over the gates
-			srv := redistest.Start(t)
-			clk := clock.NewFake(epochStart)
-			lc := limit.Config{Window: time.Minute, Threshold: threshold, Mode: mode}
-			var gs []*gate
-			for range gates {
-				gs = append(gs, newGate(t, clk, lc, Config{KeyPrefix: "t"}, srv))
-			}
-			send := func(seconds int) (admitted int) {
-				for range seconds {
-					for j := range perSecond {
-						now := clk.Now().Add(time.Duration(j) * time.Second / time.Duration(perSecond))
-						if !gs[j%gates].l.CheckEventAt(now, now, "team", 1).Limited {
-							admitted++
-						}
-					}
-					clk.Advance(time.Second)
-					for _, g := range gs {
-						g.tk.Tick(context.Background())
-					}
-				}
-				return admitted
-			}
-			before := send(healthy)
-			srv.RefuseWrites(t, redistest.RefuseOOM)
-			during := send(refused)
-			allowed := threshold * refused / 60
-			t.Logf("%s: healthy %d s admitted %d; writes refused %d s admitted %d of %d, the limit allowing about %d",
-				mode, healthy, before, refused, during, refused*perSecond, allowed)
-			if during > allowed*3/2 {
-				t.Errorf("%d gates admitted %d records in %d s of refused writes, the limit about %d: each gate limited by its own counts alone",
-					gates, during, refused, allowed)
-			}
-			if mode == limit.Cap && during < allowed/2 {
-				t.Errorf("%d gates admitted %d records in %d s of refused writes, the limit about %d: the others' counts overestimated",
-					gates, during, refused, allowed)
-			}
+			refusingFleet(t, mode, -1)
 		})
+	}
+}
+
+// TestFleetRefusingWritesKeepsLimitThroughAFailedRead: a read that fails while Redis
+// refuses writes (a full Redis that also stalls past the tick's deadline, say) rebuilt the
+// team's view from this gate's counts (limit.Limiter.ApplyLocal), fleet factor 1, and the
+// refused reads after it kept that factor (a refused read learns none): each gate scaled
+// the others' refused records by 1, counting its own alone, and 4 gates admitted 3,824 of
+// 4,800 records in 120 s of refusal with every gate's reads failed once at its 30th second
+// (1,041 without that failed tick, about 1,200 allowed); 1,060 now. The failed read keeps
+// the factor it cannot learn anew.
+func TestFleetRefusingWritesKeepsLimitThroughAFailedRead(t *testing.T) {
+	t.Parallel()
+	refusingFleet(t, limit.Cap, 30)
+}
+
+// refusingFleet is TestFleetRefusingWritesKeepsLimit's fleet of 4 gates sharing a team at 4
+// × its limit, in mode: 90 s with Redis healthy, then 120 s of refused writes, after which
+// the records the fleet admitted must be about what the limit allows. With failAt >= 0,
+// every gate's tick at that second of the refusal is made with Redis stalled past its
+// deadline: its reads fail, its writes too.
+func refusingFleet(t *testing.T, mode limit.Mode, failAt int) {
+	const gates, threshold = 4, 600  // a minute's window
+	const healthy, refused = 90, 120 // seconds
+	perSecond := 4 * threshold / 60  // 4 × the limit, spread over the gates
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epochStart)
+	lc := limit.Config{Window: time.Minute, Threshold: threshold, Mode: mode}
+	var gs []*gate
+	for range gates {
+		gs = append(gs, newGate(t, clk, lc, Config{KeyPrefix: "t"}, srv))
+	}
+	second := -1 // of the refusal, -1 before it
+	failed := 0
+	send := func(seconds int) (admitted int) {
+		for range seconds {
+			for j := range perSecond {
+				now := clk.Now().Add(time.Duration(j) * time.Second / time.Duration(perSecond))
+				if !gs[j%gates].l.CheckEventAt(now, now, "team", 1).Limited {
+					admitted++
+				}
+			}
+			clk.Advance(time.Second)
+			stall := failAt >= 0 && second == failAt
+			if stall {
+				srv.Pause(t)
+			}
+			for _, g := range gs {
+				ctx := context.Background()
+				if stall {
+					ctx = stallCtx(ctx, t)
+				}
+				if r := g.tk.Tick(ctx); stall {
+					failed += r.FailedReads
+				}
+			}
+			if stall {
+				srv.Resume(t)
+			}
+			if second >= 0 {
+				second++
+			}
+		}
+		return admitted
+	}
+	before := send(healthy)
+	srv.RefuseWrites(t, redistest.RefuseOOM)
+	second = 0
+	during := send(refused)
+	if failAt >= 0 && failed == 0 {
+		t.Fatal("no read failed: the scenario is meant to fail every gate's reads of one tick")
+	}
+	allowed := threshold * refused / 60
+	t.Logf("%s: healthy %d s admitted %d; writes refused %d s admitted %d of %d, the limit allowing about %d (reads failed at second %d: %d)",
+		mode, healthy, before, refused, during, refused*perSecond, allowed, failAt, failed)
+	if during > allowed*3/2 {
+		t.Errorf("%d gates admitted %d records in %d s of refused writes, the limit about %d: each gate limited by its own counts alone",
+			gates, during, refused, allowed)
+	}
+	if mode == limit.Cap && during < allowed/2 {
+		t.Errorf("%d gates admitted %d records in %d s of refused writes, the limit about %d: the others' counts overestimated",
+			gates, during, refused, allowed)
 	}
 }
 
