@@ -146,7 +146,7 @@ func TestOutcomesEmptyTeamRefused(t *testing.T) {
 
 // gate team and gate healthcheck read the gate's address from GATE_HTTP_ADDR: a bad one
 // stops them with a line naming the variable (exit status 2), as the gate's own check
-// does; a bad -addr names -addr.
+// does; a bad -addr, or one given empty, names -addr.
 func TestGateAddrErrorNamesItsSource(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -159,6 +159,11 @@ func TestGateAddrErrorNamesItsSource(t *testing.T) {
 		{[]string{"healthcheck"}, map[string]string{"GATE_HTTP_ADDR": "bad"}, `GATE_HTTP_ADDR="bad"`},
 		{[]string{"team", "-addr", "nope", "42"}, map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:1"}, `-addr "nope"`},
 		{[]string{"healthcheck", "-addr", "nope"}, nil, `-addr "nope"`},
+		// Given empty (a script's variable unset), -addr was taken as not given: the
+		// command asked GATE_HTTP_ADDR's gate, or 127.0.0.1:8080, without a word.
+		{[]string{"team", "-addr", "", "42"}, map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:1"}, `-addr is empty`},
+		{[]string{"team", "-addr=", "-top", "5"}, nil, `-addr is empty`},
+		{[]string{"healthcheck", "-addr", ""}, map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:1"}, `-addr is empty`},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(t.Context(), tt.args, testHost(tt.env), &stdout, &stderr)

@@ -57,7 +57,7 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 	if o.timeout <= 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: -timeout %s: want a positive duration, such as 2s", o.timeout)}
 	}
-	base, err := gateURL("healthcheck", o.addr, getenv)
+	base, err := gateURL("healthcheck", o.addr, fs, getenv)
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 		fs.Usage()
 		return &cli.UsageError{Msg: fmt.Sprintf("team: want one TEAM, or -top N to list the teams closest to their limits; got %q", args)}
 	}
-	base, err := gateURL("team", addr, getenv)
+	base, err := gateURL("team", addr, fs, getenv)
 	if err != nil {
 		return err
 	}
@@ -377,8 +377,13 @@ func thresholdText(l endpoints.LimitJSON) string {
 }
 
 // gateURL is the http:// base of the gate a subcommand (cmd) asks: addr, else
-// GATE_HTTP_ADDR, else :8080, a listen-anywhere host meaning this machine's gate.
-func gateURL(cmd, addr string, getenv func(string) string) (string, error) {
+// GATE_HTTP_ADDR, else :8080, a listen-anywhere host meaning this machine's gate. fs is the
+// subcommand's parsed flags: an -addr given empty (a variable of a script unset, say) is
+// refused rather than taken as not given, which asked another gate than the one meant.
+func gateURL(cmd, addr string, fs *flag.FlagSet, getenv func(string) string) (string, error) {
+	if addr == "" && cli.Set(fs, "addr") {
+		return "", &cli.UsageError{Msg: fmt.Sprintf("%s: -addr is empty: want HOST:PORT such as 127.0.0.1:8080 (or leave -addr out for GATE_HTTP_ADDR's)", cmd)}
+	}
 	// Trimmed, as config.Load reads it: the address the gate listens on.
 	env := strings.TrimSpace(getenv("GATE_HTTP_ADDR"))
 	target := cmp.Or(addr, env, ":8080")
