@@ -473,7 +473,7 @@ func (k KeyFrom) CheckKey(key string, maxKey int) error {
 		return nil
 	}
 	parts := strings.Split(key, ":")
-	want := fmt.Sprintf("a key of %s is its %d values joined with ':', each value's ':' written %%3A and '%%' %%25 (token phc_x and distinct_id user:1: phc_x:user%%3A1)", k, len(k.fields))
+	want := fmt.Sprintf("a key of %s is its %d values joined with ':', each value's ':' written %%3A and '%%' %%25 (%s)", k, len(k.fields), k.keyExample())
 	if len(parts) != len(k.fields) {
 		return fmt.Errorf("%q has %d parts%s: %s", key, len(parts), escapedForms(parts, len(k.fields)), want)
 	}
@@ -495,6 +495,33 @@ func (k KeyFrom) CheckKey(key string, maxKey int) error {
 		}
 	}
 	return nil
+}
+
+// keyExample is an example of a composite key of k's, its fields named as k names them,
+// the last value holding a ':' (team_id 42 and distinct_id user:1: 42:user%3A1): an
+// example of fields the operator's key does not have (token, distinct_id) had them look
+// for what token is.
+func (k KeyFrom) keyExample() string {
+	vals := make([]string, len(k.fields))
+	var b strings.Builder
+	for i, f := range k.fields {
+		vals[i] = strconv.Itoa(42 + i)
+		if i == len(k.fields)-1 {
+			vals[i] = "user:1"
+		}
+		if i > 0 {
+			b.WriteString(" and ")
+		}
+		b.WriteString(f.name + " " + vals[i])
+	}
+	b.WriteString(": ")
+	for i, v := range vals {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		b.WriteString(keypart.Escape(v))
+	}
+	return b.String()
 }
 
 // badPercent is the index of the first '%' of a composite key's part that is neither %25

@@ -495,7 +495,8 @@ func TestLoneSurrogateThenEscape(t *testing.T) {
 
 // A key written for a composite rule (a force entry, GATE_FORCE_OVERFLOW, gate overrides
 // set) but not escaped is refused with the key escaped, where that can be told: every way
-// of joining too many parts into the rule's values, and a lone '%' written %25.
+// of joining too many parts into the rule's values, and a lone '%' written %25; with an
+// example of the rule's own fields.
 func TestCheckKeyShowsEscapedForm(t *testing.T) {
 	t.Parallel()
 	k2 := mustKeyFrom(t, "json:token+distinct_id")
@@ -519,6 +520,12 @@ func TestCheckKeyShowsEscapedForm(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("CheckKey(%q) = %v, want it to contain %q", tt.key, err, tt.want)
 		}
+	}
+	// The example is of the rule's own fields: it said token and distinct_id whatever they
+	// were.
+	kt := mustKeyFrom(t, "json:team_id+session.id+distinct_id")
+	if err := kt.CheckKey("42:s:u:1", 0); err == nil || !strings.Contains(err.Error(), "(team_id 42 and session.id 43 and distinct_id user:1: 42:43:user%3A1)") {
+		t.Errorf("CheckKey of team_id+session.id+distinct_id = %v, want its example of its fields", err)
 	}
 	for _, key := range []string{"phc_x:user%3A1", "a%25:b", "phc_x%3Auser:1"} {
 		if err := k2.CheckKey(key, 0); err != nil {
