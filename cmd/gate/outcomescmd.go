@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -259,8 +260,15 @@ func printHistory(w io.Writer, h outcome.History, topic, span string) error {
 		return err
 	}
 	t := h.Total
-	fmt.Fprintf(w, "team %s: %s from %s to %s (gates: %d)\n", cli.Shown(h.Team),
-		counted(t.Accepted+t.Limited+t.DeadLetter+t.Skipped, "record"), minute(t.Start), minute(t.End), len(h.Gates))
+	// The gates that wrote a team's rows at once, not their names over the range: a
+	// rollout gives every pod a new name, and a day of them said "gates: 24" of a fleet
+	// of 8.
+	gates := strconv.Itoa(len(h.Gates))
+	if h.MostGates < len(h.Gates) {
+		gates = fmt.Sprintf("at most %d an interval, %d names in all", h.MostGates, len(h.Gates))
+	}
+	fmt.Fprintf(w, "team %s: %s from %s to %s (gates: %s)\n", cli.Shown(h.Team),
+		counted(t.Accepted+t.Limited+t.DeadLetter+t.Skipped, "record"), minute(t.Start), minute(t.End), gates)
 	if h.FirstLimited.IsZero() {
 		fmt.Fprintln(w, "never limited")
 	} else {

@@ -653,7 +653,7 @@ func TestOutcomesTeamHistoryHoldsIntervalsNotRows(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gate outcomes 42: %v\n%s", err, stderr.String())
 	}
-	if want := "team 42: 100,000 records from " + minute(at) + " to " + minute(at.Add(30*time.Minute)) + " (gates: 10)"; !strings.Contains(stdout.String(), want) {
+	if want := "team 42: 100,000 records from " + minute(at) + " to " + minute(at.Add(30*time.Minute)) + " (gates: at most 1 an interval, 10 names in all)"; !strings.Contains(stdout.String(), want) {
 		t.Errorf("gate outcomes 42 lacks %q:\n%s", want, stdout.String())
 	}
 	if held := float64(peak-base) / n; held > perRow {
@@ -763,5 +763,32 @@ func TestOutcomesSaysItWaitsForSilentBrokers(t *testing.T) {
 	case <-done:
 	case <-time.After(time.Minute):
 		t.Fatal("gate outcomes did not stop within a minute of its context ending")
+	}
+}
+
+// The history's first line counts the gates that wrote a team's rows at once, and says
+// how many names wrote them in all when that is more: a rollout's pods write under new
+// names, and "gates: 4" of a fleet of 2 sent support looking for gates that never ran.
+func TestOutcomesHistoryCountsGatesAtOnce(t *testing.T) {
+	t.Parallel()
+	h0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	row := func(i int, gate string) outcome.Row {
+		at := h0.Add(time.Duration(i) * time.Minute)
+		return outcome.Row{Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed", Gate: gate, IntervalStart: at, IntervalEnd: at.Add(time.Minute), Records: 1}
+	}
+	for _, c := range []struct {
+		rows []outcome.Row
+		want string
+	}{
+		{[]outcome.Row{row(0, "a"), row(0, "b"), row(1, "c"), row(1, "d")}, "(gates: at most 2 an interval, 4 names in all)"},
+		{[]outcome.Row{row(0, "a"), row(0, "b"), row(1, "a"), row(1, "b")}, "(gates: 2)"},
+	} {
+		var out bytes.Buffer
+		if err := printHistory(&out, outcome.TeamHistory(c.rows, "42"), "outcomes", "since 1h"); err != nil {
+			t.Fatal(err)
+		}
+		if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasSuffix(first, c.want) {
+			t.Errorf("first line %q, want it to end %q", first, c.want)
+		}
 	}
 }

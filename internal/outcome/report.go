@@ -45,7 +45,12 @@ type History struct {
 	// FirstLimited and LastLimited are the first interval with a limited record's start
 	// and the last one's end; zero when none was.
 	FirstLimited, LastLimited time.Time
-	Gates                     []string
+	// Gates are the names of the gates that wrote the rows, over the whole range; MostGates
+	// is the most that wrote rows of one interval. A gate's name is its host's, and a pod
+	// replaced (a rollout, a restart elsewhere) writes under a new one: over a day Gates can
+	// list several times the gates that ever ran at once.
+	Gates     []string
+	MostGates int
 }
 
 // TeamNames returns the names a team's rows give it (Row.Team): the team as the events
@@ -87,7 +92,8 @@ type TeamSum struct {
 	team    string
 	names   []string
 	byStart map[span]*Interval
-	gates   map[string]bool
+	gates   map[string]int32 // each gate's index, in the order met
+	ivGates map[span][]int32 // the gates of each interval, by index
 }
 
 // span is an interval's bounds in Unix ns.
@@ -100,7 +106,7 @@ func NewTeamSum(team string) *TeamSum {
 	if team == NoKey {
 		names = append(names, "")
 	}
-	return &TeamSum{team: team, names: names, byStart: map[span]*Interval{}, gates: map[string]bool{}}
+	return &TeamSum{team: team, names: names, byStart: map[span]*Interval{}, gates: map[string]int32{}, ivGates: map[span][]int32{}}
 }
 
 // Add counts r in its interval if it is a row of the team (by any of its TeamNames).
@@ -108,8 +114,15 @@ func (s *TeamSum) Add(r *Row) {
 	if !slices.Contains(s.names, r.Team) {
 		return
 	}
-	s.gates[r.Gate] = true
+	g, ok := s.gates[r.Gate]
+	if !ok {
+		g = int32(len(s.gates))
+		s.gates[r.Gate] = g
+	}
 	k := span{r.IntervalStart.UnixNano(), r.IntervalEnd.UnixNano()}
+	if gs := s.ivGates[k]; !slices.Contains(gs, g) {
+		s.ivGates[k] = append(gs, g)
+	}
 	iv := s.byStart[k]
 	if iv == nil {
 		iv = &Interval{Start: r.IntervalStart, End: r.IntervalEnd, By: map[string]int64{}}
@@ -152,6 +165,9 @@ func (s *TeamSum) History() History {
 		}
 	}
 	h.Gates = slices.Sorted(maps.Keys(s.gates))
+	for _, gs := range s.ivGates {
+		h.MostGates = max(h.MostGates, len(gs))
+	}
 	return h
 }
 

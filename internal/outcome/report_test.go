@@ -96,3 +96,23 @@ func TestDryRunSaysWhatWouldHaveLimited(t *testing.T) {
 		t.Errorf("limited by %q, want nothing", got)
 	}
 }
+
+// A team's gates are counted as they ran at once (MostGates), beside every name that wrote
+// its rows over the range (Gates): a rollout's pods take new names, and the names alone
+// made a fleet of 2 read as 4.
+func TestHistoryCountsGatesAtOnce(t *testing.T) {
+	h0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	var rows []Row
+	for i, gates := range [][]string{{"gate-a", "gate-b"}, {"gate-a", "gate-c"}, {"gate-c", "gate-d"}} {
+		at := h0.Add(time.Duration(i) * time.Minute)
+		for _, g := range gates {
+			for range 2 { // two rows of a gate in one interval count it once
+				rows = append(rows, Row{Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed", Gate: g, IntervalStart: at, IntervalEnd: at.Add(time.Minute), Records: 1})
+			}
+		}
+	}
+	h := TeamHistory(rows, "42")
+	if len(h.Gates) != 4 || h.MostGates != 2 {
+		t.Errorf("gates %v, at most %d in an interval; want 4 names, at most 2", h.Gates, h.MostGates)
+	}
+}
