@@ -33,6 +33,12 @@ var agreeCases = []agreeCase{
 	{"divertHold 0s event clock", `limit: {divertHold: "0s", clock: event}`, true},
 	{"divertHold 0ms event clock", `limit: {divertHold: "0ms", clock: event}`, true},
 	{"divertHold 1m event clock", `limit: {divertHold: "1m", clock: event}`, false},
+	// GATE_MAX_EVENT_AGE: the event clock's; on the wall clock its default alone (it
+	// bounds nothing there, and was taken silently).
+	{"maxEventAge 1h event clock", `limit: {maxEventAge: "1h", clock: event}`, true},
+	{"maxEventAge 1h wall clock", `limit: {maxEventAge: "1h"}`, false},
+	{"maxEventAge 900s wall clock", `limit: {maxEventAge: "900s"}`, true},
+	{"maxEventAge 15m wall clock", `limit: {maxEventAge: "15m"}`, true},
 	{"divertHold -1s", `limit: {divertHold: "-1s"}`, false},
 	{"divertHold 5 (no unit)", `limit: {divertHold: "5"}`, false},
 	{"divertHold abc", `limit: {divertHold: "abc"}`, false},

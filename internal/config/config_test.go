@@ -558,6 +558,8 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_EVENT_TIME_FROM", value: "header:ts", want: "want timestamp or json:FIELD"},
 		{key: "GATE_EVENT_TIME_FROM", value: "json:ts", want: "timestamp unless GATE_CLOCK=event"},
 		{key: "GATE_MAX_EVENT_AGE", value: "0s", want: "above zero"},
+		// Set on the wall clock it did nothing, silently.
+		{key: "GATE_MAX_EVENT_AGE", value: "1h", want: "unset (or its default, 15m) unless GATE_CLOCK=event"},
 		{key: "GATE_MAX_EVENT_AGE", value: "10000h", want: "at most 1048576 of the shortest window", env: map[string]string{"GATE_CLOCK": "event", "GATE_WINDOW": "10ms", "GATE_TICK_INTERVAL": "5ms", "GATE_SYNC_INTERVAL": "5ms"}},
 		{key: "GATE_DELIVERY", value: "exactly-twice", want: "want at-least-once or exactly-once"},
 		{key: "GATE_TRANSACTIONAL_ID", value: "gate-0", want: "unset unless GATE_DELIVERY=exactly-once"},
@@ -1212,8 +1214,8 @@ func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
 		{"GATE_THRESHOLD": "1", "GATE_SYNC_FLOOR": "0.0999", "GATE_PENDING_READ_SHARE": "1"},
 		{"GATE_THRESHOLD": strconv.FormatInt(limit.MaxThreshold, 10), "GATE_CACHE_CAPACITY": "1"},
 		{"GATE_KEYS_PER_COMMAND": "2", "GATE_KEYS_PER_TICK": "2", "GATE_MAX_PENDING_WRITES": "1", "GATE_MAX_READS_PER_TICK": "1", "GATE_OVERRIDES_MAX_ENTRIES": "1"},
-		// GATE_MAX_EVENT_AGE is the event clock's: under the wall clock it bounds nothing.
-		{"GATE_WINDOW": "1s", "GATE_TICK_INTERVAL": "500ms", "GATE_MAX_EVENT_AGE": "720h"},
+		// The longest GATE_MAX_EVENT_AGE, on the event clock it bounds.
+		{"GATE_CLOCK": "event", "GATE_WINDOW": "1m", "GATE_MAX_EVENT_AGE": "8784h"},
 	} {
 		c, err := loadMap(env)
 		if err != nil {

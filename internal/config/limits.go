@@ -46,7 +46,7 @@ type Limiter struct {
 	CacheIdleTimeout  time.Duration `envconfig:"CACHE_IDLE_TIMEOUT" default:"300s" desc:"A team not seen for this long is dropped from memory (default 300s, at least 1s), unless its last read found it at half its threshold or more, or it is held: such a team is kept until its window ages it out; shorter frees memory sooner, but a team that returns is treated as first contact until its next read."`
 	Clock             clockSetting  `envconfig:"CLOCK" default:"wall" desc:"Which time a record is counted and judged at: wall (when the gate reads it) or event (its own timestamp, from GATE_EVENT_TIME_FROM), so that a gate catching up on a backlog at ten times the normal rate judges each window's traffic in its own window instead of sending well-behaved teams to overflow (default wall); with event, every gate keeps a window of state per window a team is seen in, and Redis keeps each window's counts GATE_MAX_EVENT_AGE longer."`
 	EventTimeFrom     eventTimeFrom `envconfig:"EVENT_TIME_FROM" default:"timestamp" desc:"With GATE_CLOCK=event, where a record's time is read: timestamp (the Kafka record timestamp) or json:FIELD (a top-level or dotted field holding an RFC 3339 string or a Unix time in seconds, milliseconds, microseconds or nanoseconds as a JSON number, not a string) (default timestamp); a record whose field is missing, unreadable, before 1970 or 0 (a producer's unset time, such as Go's zero time 0001-01-01T00:00:00Z or an unset number 0) is judged at its record timestamp and counted in gate_event_time_unreadable_total, and one with no record timestamp (Kafka's -1 or 0: a message of format v0, or a client that set none) is judged now and counted there too."`
-	MaxEventAge       time.Duration `envconfig:"MAX_EVENT_AGE" default:"15m" desc:"With GATE_CLOCK=event, the oldest a record's time may be: an older one is counted and judged as if it were this old, and one more than 5s ahead of the gate's clock as if it were now, both counted in gate_limiter_event_time_clamped_total (default 15m); longer lets a longer backlog replay in its own windows, for more Redis memory (each window's counts are kept this much longer); at most 8784h (366 days)."`
+	MaxEventAge       time.Duration `envconfig:"MAX_EVENT_AGE" default:"15m" desc:"With GATE_CLOCK=event, the oldest a record's time may be: an older one is counted and judged as if it were this old, and one more than 5s ahead of the gate's clock as if it were now, both counted in gate_limiter_event_time_clamped_total (default 15m); longer lets a longer backlog replay in its own windows, for more Redis memory (each window's counts are kept this much longer); at most 8784h (366 days); on the wall clock only its default is taken (any other value would bound nothing)."`
 }
 
 // The primary window as errors name it: GATE_WINDOW, or GATE_LIMITS's first pair's,
@@ -206,6 +206,12 @@ func (c Limiter) validate(bad report, window string) {
 func (c Limiter) validateBetween(bad report) {
 	if c.EventTimeFrom.String() != "timestamp" && c.Clock.Clock != limit.EventClock {
 		bad("EVENT_TIME_FROM", "timestamp unless GATE_CLOCK=event")
+	}
+	// On the wall clock every record is judged when the gate reads it, whatever its age:
+	// a bound on its age set there would do nothing, most likely with GATE_CLOCK=event
+	// meant and missing.
+	if c.MaxEventAge != limit.DefaultMaxEventAge && c.Clock.Clock != limit.EventClock {
+		bad("MAX_EVENT_AGE", "unset (or its default, 15m) unless GATE_CLOCK=event: the wall clock judges every record when the gate reads it")
 	}
 	// The event clock keeps a window of state per window back to GATE_MAX_EVENT_AGE.
 	if c.Clock.Clock == limit.EventClock {

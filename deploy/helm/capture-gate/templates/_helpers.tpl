@@ -522,11 +522,13 @@ YAML list. Empty optional settings are left out (the gate's default is then empt
 {{- if eq $v.limit.clock "event" }}
 - name: GATE_EVENT_TIME_FROM
   value: {{ $v.limit.eventTimeFrom | quote }}
-{{- else if ne $v.limit.eventTimeFrom "timestamp" }}
-{{- fail (printf "capture-gate: limit.eventTimeFrom (%s) is only read with limit.clock event" $v.limit.eventTimeFrom) }}
-{{- end }}
 - name: GATE_MAX_EVENT_AGE
   value: {{ $v.limit.maxEventAge | quote }}
+{{- else if ne $v.limit.eventTimeFrom "timestamp" }}
+{{- fail (printf "capture-gate: limit.eventTimeFrom (%s) is only read with limit.clock event" $v.limit.eventTimeFrom) }}
+{{- else if ne (include "capture-gate.nanoseconds" $v.limit.maxEventAge) (include "capture-gate.nanoseconds" "15m") }}
+{{- fail (printf "capture-gate: limit.maxEventAge (%s) is only read with limit.clock event: leave it at 15m on the wall clock, which judges every record when the gate reads it" $v.limit.maxEventAge) }}
+{{- end }}
 {{- if $v.rules }}
 {{- else if $v.limit.extra }}
 {{- /* Several limits: GATE_LIMITS holds them all, limit.window:limit.threshold first (the
