@@ -701,18 +701,20 @@ func TestRecordSharesCountRuleTopics(t *testing.T) {
 // once the certificate in use has less than 7 days left (the expiry a constant gauge,
 // time() moving), and not for one renewed (the gauge moved on).
 func TestTLSAlerts(t *testing.T) {
-	at := []int{3, 10, 25}
 	for _, tc := range []struct {
 		what, samples string
+		at            []int
 		want          []bool
 	}{
-		{"none refused", "0x30", []bool{false, false, false}},
-		{"one refused at minute 5", "0x4 1x30", []bool{false, true, false}},
-		{"refused at 1, and ever since at 1", "1x30", []bool{false, false, false}},
+		{"none refused", "0x30", []int{3, 10, 25}, []bool{false, false, false}},
+		{"one refused at minute 5", "0x4 1x30", []int{3, 10, 25}, []bool{false, true, false}},
+		{"refused at 1 for an hour and a half, and ever since at 1", "1x120", []int{80, 95, 110}, []bool{false, false, false}},
+		// A pod that refused a change before its first scrape: its series is born at 1.
+		{"born at 1 at minute 5", "_x5 1x30", []int{3, 10, 25}, []bool{false, true, false}},
 	} {
 		load := fmt.Sprintf("  gate_tls_reload_errors_total{%s, target=\"kafka\"} %s\n", evalPod, tc.samples)
-		if got := firingAt(t, "GateTLSFilesRefused", load, at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("%s: GateTLSFilesRefused at minutes %v fired %v, want %v", tc.what, at, got, tc.want)
+		if got := firingAt(t, "GateTLSFilesRefused", load, tc.at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: GateTLSFilesRefused at minutes %v fired %v, want %v", tc.what, tc.at, got, tc.want)
 		}
 	}
 	// The certificate expires 7 days and 10 minutes after the load starts; renewed at
@@ -749,5 +751,90 @@ func TestRecordSharesCountRejectedRecordsOnce(t *testing.T) {
 	v := queryAt(t, alertExpr(t, mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true, alerts: {GateDeadLetterRateHigh: {threshold: 0}}}")), "GateDeadLetterRateHigh"), load, 25)[0]
 	if len(v) != 1 || v[0].F < 0.0149 || v[0].F > 0.0151 {
 		t.Errorf("GateDeadLetterRateHigh's share with 15 of 1000 records rejected: %v, want 0.015", v)
+	}
+}
+
+// TestCountedAlertsFireOnAFreshGate: a gate's counters are made at 0 at start, but one that
+// counts before Prometheus first scrapes it (30 s at the default interval) is first seen
+// at that count, from which increase() counts nothing: a record skipped in a new pod's
+// first seconds never fired GateRecordsSkipped (nor the other alerts on a counter's
+// growth). Each counts such a series whole, as GateInputRecordsLost does, and stays
+// silent on a series at rest.
+func TestCountedAlertsFireOnAFreshGate(t *testing.T) {
+	for _, c := range []struct {
+		alert, series string
+		window        int // minutes
+	}{
+		{"GateRecordsSkipped", `gate_records_undeliverable_total{%s, action="skipped"}`, 15},
+		{"GateLimiterCacheOverfull", `gate_limiter_cache_overfull_total{%s}`, 10},
+		{"GateLimiterCountsDropped", `gate_limiter_dropped_counts_total{%s, reason="write_cap"}`, 10},
+		{"GateLimiterCountsDropped", `gate_limiter_displaced_counts_total{%s}`, 10},
+		{"GateTransactionRecoveries", `gate_transaction_recoveries_total{%s, cause="slow_transaction"}`, 10},
+		{"GateRedisLostAcknowledgedWrites", `gate_limiter_write_batches_total{%s, outcome="lost"}`, 15},
+	} {
+		series := fmt.Sprintf(c.series, evalPod)
+		n := 3 // at GateTransactionRecoveries' threshold, over the others'
+		w := c.window
+		for _, tc := range []struct {
+			what, samples string
+			at            []int
+			want          []bool
+		}{
+			{"born at 3 at minute 5", fmt.Sprintf("_x5 %dx%d", n, 2*w+30), []int{4, 6, 4 + w, 6 + w}, []bool{false, true, true, false}},
+			{"at 3 for 100 minutes", fmt.Sprintf("%dx100", n), []int{80, 90, 99}, []bool{false, false, false}},
+			{"grown from 0 to 3 at minute 80", fmt.Sprintf("0x79 %dx30", n), []int{79, 81, 78 + w, 81 + w}, []bool{false, true, true, false}},
+		} {
+			load := "  " + series + " " + tc.samples + "\n"
+			if got := firingAt(t, c.alert, load, tc.at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("%s, %s: %s at minutes %v fired %v, want %v", series, tc.what, c.alert, tc.at, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestFleetAlerts: with no gate scraped at all every other alert is silent (their series
+// are the gates' own): GateFleetAbsent fires then, and not while one is scraped; it is not
+// rendered when the fleet may be at zero on purpose (KEDA down to minReplicas 0). Pods the
+// Deployment wants and cannot have (a quota, no node with room) have no series either:
+// GateReplicasUnavailable reads the Deployment's.
+func TestFleetAlerts(t *testing.T) {
+	up := fmt.Sprintf("  up{%s} 1x10 _x20\n", evalPod)
+	if got, want := firingAt(t, "GateFleetAbsent", up, 5, 15, 25), []bool{false, true, true}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("a gate scraped to minute 10, none after: GateFleetAbsent at minutes 5, 15, 25 fired %v, want %v", got, want)
+	}
+	other := "  up{namespace=\"ingest\", pod=\"other-release-7d9f8b6c5-x2k4p\"} 1x30\n"
+	if got, want := firingAt(t, "GateFleetAbsent", other, 5), []bool{true}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("only another release's pod scraped: GateFleetAbsent fired %v, want %v", got, want)
+	}
+	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t,
+		"prometheusRule: {enabled: true}\nautoscaling: {minReplicas: 0, keda: {enabled: true}}\ncapabilityChecks: false"))
+	u, _ := promRule(t, vals)
+	for _, g := range u.Object["spec"].(map[string]any)["groups"].([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			if r.(map[string]any)["alert"] == "GateFleetAbsent" {
+				t.Error("GateFleetAbsent rendered for a fleet KEDA scales to zero")
+			}
+		}
+	}
+	unavailable := "  kube_deployment_status_replicas_unavailable{namespace=\"ingest\", deployment=\"gate-capture-gate\"} 0x5 3x20 0x10\n" +
+		"  kube_deployment_status_replicas_unavailable{namespace=\"ingest\", deployment=\"other-release\"} 5x40\n"
+	if got, want := firingAt(t, "GateReplicasUnavailable", unavailable, 4, 10, 30), []bool{false, true, false}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("3 replicas unavailable from minute 6 to 25: GateReplicasUnavailable at minutes 4, 10, 30 fired %v, want %v", got, want)
+	}
+}
+
+// TestRedisEvictingKeysAlert: an instance evicting keys fires GateRedisEvictingKeys once for
+// the fleet (every gate counts the same instance's evictions), and not for evictions that
+// stopped more than 15 minutes ago.
+func TestRedisEvictingKeysAlert(t *testing.T) {
+	load := ""
+	for _, pod := range []string{"gate-capture-gate-7d9f8b6c5-x2k4p", "gate-capture-gate-7d9f8b6c5-q8w2z"} {
+		load += fmt.Sprintf("  gate_redis_evicted_keys_total{namespace=\"ingest\", pod=%q, redis_instance=\"0\"} 0x100 519x60\n", pod)
+	}
+	const values = "prometheusRule: {enabled: true}"
+	for _, c := range []struct{ at, want int }{{99, 0}, {101, 1}, {114, 1}, {130, 0}} {
+		if got := alertSeries(t, values, "GateRedisEvictingKeys", load, c.at); got != c.want {
+			t.Errorf("two gates seeing 519 keys evicted at minute 100: GateRedisEvictingKeys at minute %d fired %d alerts, want %d", c.at, got, c.want)
+		}
 	}
 }

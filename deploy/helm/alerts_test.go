@@ -32,6 +32,7 @@ var externalMetrics = map[string]string{
 	"up":                    "Prometheus' own, one per scrape target",
 	"kube_pod_status_ready": "kube-state-metrics",
 	"kube_pod_status_phase": "kube-state-metrics",
+	"kube_deployment_status_replicas_unavailable": "kube-state-metrics",
 }
 
 var exportedMetrics = sync.OnceValues(func() (map[string]bool, error) {
@@ -153,13 +154,13 @@ func promRule(t *testing.T, vals map[string]any) (*unstructured.Unstructured, []
 }
 
 // allAlerts are the alerts the chart defines, each on by default.
-var allAlerts = []string{"GateDown", "GateNotReady", "GateStalled", "GateConsumerLagGrowing", "GateRedisErrors",
-	"GateRedisRefusingWrites", "GateTickSlow", "GateClockSkew", "GatePartitionStopped", "GateRecordsSkipped", "GateInputRecordsLost",
+var allAlerts = []string{"GateDown", "GateNotReady", "GateReplicasUnavailable", "GateStalled", "GateConsumerLagGrowing", "GateRedisErrors",
+	"GateRedisRefusingWrites", "GateRedisEvictingKeys", "GateTickSlow", "GateClockSkew", "GatePartitionStopped", "GateRecordsSkipped", "GateInputRecordsLost",
 	"GateFetchHeldByCommits", "GateFetchErrors",
 	"GateDeadLetterRateHigh", "GateOverflowShareJump", "GateLimiterCacheNearCapacity", "GateLimiterCacheOverfull", "GateTeamRotatingIdentities", "GateLimiterPendingWritesNearCap",
 	"GateLimiterCountsDropped", "GateTransactionsAborting", "GateTransactionRecoveries", "GateOverridesStale",
 	"GateOverridesHashMissing", "GateRulesFileInvalid", "GateFleetLimitsDisagree", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched",
-	"GateTLSFilesRefused", "GateTLSClientCertExpiring"}
+	"GateTLSFilesRefused", "GateTLSClientCertExpiring", "GateFleetAbsent"}
 
 // TestPrometheusRuleParses renders the alerts with the chart's defaults and with
 // testdata/operations.yaml, and checks them as Prometheus would load them (rulefmt: the
@@ -227,7 +228,12 @@ func TestPrometheusRuleParses(t *testing.T) {
 						t.Errorf("%s: runbook_url %q: want %s#<a heading of docs/operations.md>", where, r.Annotations["runbook_url"], tc.base)
 					}
 					checkNames(t, where, r.Expr, true)
-					if r.Alert != "GateNotReady" && !strings.Contains(r.Expr, tc.selector) {
+					// The release, on every alert: two releases in one namespace fired
+					// alerts of the same labels where summed by namespace.
+					if r.Labels["capture_gate"] != u.GetName() {
+						t.Errorf("%s: label capture_gate = %q, want the release's full name %q", where, r.Labels["capture_gate"], u.GetName())
+					}
+					if r.Alert != "GateNotReady" && r.Alert != "GateReplicasUnavailable" && !strings.Contains(r.Expr, tc.selector) {
 						t.Errorf("%s: %q does not select the release's gates with %s", where, r.Expr, tc.selector)
 					}
 				}
