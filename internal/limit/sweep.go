@@ -555,8 +555,8 @@ func (l *Limiter) ApplyRead(r *Read, curr, prev int64, now time.Time) Applied {
 // FleetFactor is the fleet factor of r's team as of its last read (fleetFactor): the
 // fleet's records per record counted here, about N for one of N gates sharing the team
 // evenly. It is 1 before a read and under EventClock, whose view has none; a failed read
-// (ApplyLocal) keeps the last one learned. The tick scales by it this gate's counts Redis refuses, which
-// stand for the other gates' refused alike.
+// (ApplyLocal) keeps the last one learned. The tick scales by it this gate's counts Redis
+// refuses, which stand for the other gates' refused alike.
 func (l *Limiter) FleetFactor(r *Read) float64 {
 	if l.ring != nil || r.e == nil || r.e.readAt.Load() == 0 {
 		return 1
