@@ -10,6 +10,7 @@ import (
 
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/tick"
 )
@@ -217,7 +218,7 @@ func ruleKeys(cfg config.Config, r rules.Rule) string {
 // limitText is l as a rules file writes it (1h:5000), where Limit.String, the metrics'
 // label, has time.Duration's 1h0m0s.
 func limitText(l rules.Limit) string {
-	return fmt.Sprintf("%s:%d", cli.Duration(l.Window), l.Threshold)
+	return fmt.Sprintf("%s:%d", durtext.String(l.Window), l.Threshold)
 }
 
 func orDash(s string) string {

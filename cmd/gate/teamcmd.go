@@ -19,6 +19,7 @@ import (
 
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/endpoints"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
@@ -356,7 +357,7 @@ func underText(l endpoints.LimitJSON) string {
 	if d < time.Second/2 && !l.Forced && l.SecondsUntilUnder > 0 {
 		return "<1s" // rounded, "0s" beside LIMITED true read as a contradiction
 	}
-	return cli.Duration(d.Round(time.Second))
+	return durtext.String(d.Round(time.Second))
 }
 
 // thresholdText is l's threshold as the tables show it, in bytes when it counts bytes
@@ -404,7 +405,7 @@ func gateURL(cmd, addr string, fs *flag.FlagSet, getenv func(string) string) (st
 // and GATE_LIMITS write it (1m); the JSON keeps its text.
 func windowText(w string) string {
 	if d, err := time.ParseDuration(w); err == nil {
-		return cli.Duration(d)
+		return durtext.String(d)
 	}
 	return w
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -126,17 +125,4 @@ func isNegativeNumber(fs *flag.FlagSet, a string) bool {
 func isBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
-}
-
-// Duration is d as an operator writes it: time.Duration's String without its trailing
-// zero units (1h, 48h, 1h30m, 90s as 1m30s), where String gives 1h0m0s and 48h0m0s.
-func Duration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"testing"
-	"time"
 
 	"github.com/capturegate/gate/internal/config"
 )
@@ -135,17 +134,6 @@ func TestShown(t *testing.T) {
 	} {
 		if got := Shown(in); got != want {
 			t.Errorf("Shown(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
-func TestDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		time.Hour: "1h", 48 * time.Hour: "48h", 90 * time.Minute: "1h30m", 90 * time.Second: "1m30s",
-		time.Minute: "1m", 500 * time.Millisecond: "500ms", time.Hour + time.Second: "1h0m1s", 10 * time.Minute: "10m", 0: "0s",
-	} {
-		if got := Duration(d); got != want {
-			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

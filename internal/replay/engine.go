@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/route"
 )
 
@@ -295,13 +295,13 @@ func (e *Engine) Report(top int) *Report {
 		// so a long window's level is short of a gate's until the end of the window after
 		// the one the range starts in.
 		r.Notes = append(r.Notes, fmt.Sprintf("counts start at the range's start, as a fleet started then would count: the longest window, %s, sees nothing from before it, so the range's first %s to %s is judged on less than a gate running before it had, and fewer records are limited there; start the range %s before the part that matters",
-			cli.Duration(e.longest), cli.Duration(e.longest), cli.Duration(2*e.longest), cli.Duration(2*e.longest)))
+			durtext.String(e.longest), durtext.String(e.longest), durtext.String(2*e.longest), durtext.String(2*e.longest)))
 	}
 	if e.minHistory > 0 {
 		span := e.now.Sub(e.first)
-		note := fmt.Sprintf("learned thresholds: a team's is learned after %s of its history; replay learns from the start of the range, as a fleet started then would", cli.Duration(e.minHistory))
+		note := fmt.Sprintf("learned thresholds: a team's is learned after %s of its history; replay learns from the start of the range, as a fleet started then would", durtext.String(e.minHistory))
 		if span < e.minHistory+24*time.Hour {
-			note += fmt.Sprintf(", and this range (%s) is too short for a fair answer: start it at least %s before the part that matters", cli.Duration(span.Round(time.Minute)), cli.Duration(e.minHistory+24*time.Hour))
+			note += fmt.Sprintf(", and this range (%s) is too short for a fair answer: start it at least %s before the part that matters", durtext.String(span.Round(time.Minute)), durtext.String(e.minHistory+24*time.Hour))
 		}
 		r.Notes = append(r.Notes, note)
 	}
