@@ -474,12 +474,12 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_KAFKA_START_OFFSET", value: "none", want: "want earliest or latest"},
 		{key: "GATE_KAFKA_GROUP_PROTOCOL", value: "eager", want: `GATE_KAFKA_GROUP_PROTOCOL="eager": unknown group protocol "eager"; want classic or consumer`},
 		{key: "GATE_TRANSACTION_TIMEOUT", value: "30s", env: map[string]string{"GATE_DELIVERY": "exactly-once"},
-			want: "a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s) and GATE_KAFKA_SESSION_TIMEOUT (45s)"},
-		{key: "GATE_STALL_NOT_READY", value: "30s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s)"},
-		{key: "GATE_STALL_RESTART", value: "1m", want: "longer than GATE_STALL_NOT_READY (2m0s)"},
+			want: "a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m) and GATE_KAFKA_SESSION_TIMEOUT (45s)"},
+		{key: "GATE_STALL_NOT_READY", value: "30s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m)"},
+		{key: "GATE_STALL_RESTART", value: "1m", want: "longer than GATE_STALL_NOT_READY (2m)"},
 		// With GATE_STALL_NOT_READY off, GATE_STALL_RESTART is the only stall bound: one
 		// within a rebalance would restart a healthy gate waiting behind it.
-		{key: "GATE_STALL_RESTART", value: "30s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m0s)", env: map[string]string{"GATE_STALL_NOT_READY": "0"}},
+		{key: "GATE_STALL_RESTART", value: "30s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1m)", env: map[string]string{"GATE_STALL_NOT_READY": "0"}},
 		{key: "GATE_STALL_RESTART", value: "5s", want: "longer than GATE_KAFKA_REBALANCE_TIMEOUT (1s) plus GATE_TRANSACTION_INTERVAL (5s)",
 			env: map[string]string{"GATE_STALL_NOT_READY": "0", "GATE_DELIVERY": "exactly-once", "GATE_KAFKA_REBALANCE_TIMEOUT": "1s", "GATE_REVOKE_TIMEOUT": "500ms", "GATE_TRANSACTION_INTERVAL": "5s"}},
 		// Exactly once only a committed transaction is progress, and a healthy gate's commits
@@ -503,8 +503,8 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_LIMITS", value: "1500ms:100", want: "not a whole number of seconds"},
 		{key: "GATE_LIMITS", value: "1h:0", want: "threshold \"0\" is not a whole number from 1"},
 		{key: "GATE_LIMITS", value: "1h:" + tooBig, want: "is not a whole number from 1"},
-		{key: "GATE_LIMITS", value: "1h:100,60m:200", want: "window 1h0m0s appears twice"},
-		{key: "GATE_LIMITS", value: "1m:100,60s:200", want: "window 1m0s appears twice"},
+		{key: "GATE_LIMITS", value: "1h:100,60m:200", want: "window 1h appears twice"},
+		{key: "GATE_LIMITS", value: "1m:100,60s:200", want: "window 1m appears twice"},
 		{key: "GATE_LIMITS", value: "1m:100,1h:1000", want: "not both", env: map[string]string{"GATE_THRESHOLD": "5"}},
 		{key: "GATE_LIMITS", value: "1m:100,1h:1000", want: "not both", env: map[string]string{"GATE_WINDOW": "30s"}},
 		{key: "GATE_LIMITS", value: "1h:100,1s:5", want: "windows longer than GATE_TICK_INTERVAL (1s)"},
@@ -560,7 +560,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_MAX_EVENT_AGE", value: "0s", want: "above zero"},
 		// Set on the wall clock it did nothing, silently.
 		{key: "GATE_MAX_EVENT_AGE", value: "1h", want: "unset (or its default, 15m) unless GATE_CLOCK=event"},
-		{key: "GATE_MAX_EVENT_AGE", value: "10000h", want: "at most 1048576 of the shortest window", env: map[string]string{"GATE_CLOCK": "event", "GATE_WINDOW": "10ms", "GATE_TICK_INTERVAL": "5ms", "GATE_SYNC_INTERVAL": "5ms"}},
+		{key: "GATE_MAX_EVENT_AGE", value: "10000h", want: "at most 1048576 of the shortest window (10ms)", env: map[string]string{"GATE_CLOCK": "event", "GATE_WINDOW": "10ms", "GATE_TICK_INTERVAL": "5ms", "GATE_SYNC_INTERVAL": "5ms"}},
 		{key: "GATE_DELIVERY", value: "exactly-twice", want: "want at-least-once or exactly-once"},
 		{key: "GATE_TRANSACTIONAL_ID", value: "gate-0", want: "unset unless GATE_DELIVERY=exactly-once"},
 		{key: "GATE_TRANSACTIONAL_ID", value: "gate 0", want: "1 to 200 of a-z", env: map[string]string{"GATE_DELIVERY": "exactly-once"}},
@@ -583,7 +583,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_OVERRIDES_REFRESH", value: "-1m", want: "above zero"},
 		{key: "GATE_OVERRIDES_MAX_ENTRIES", value: "0", want: "at least 1"},
 		{key: "GATE_OVERRIDES_MAX_ENTRIES", value: "1e6", want: "whole number"},
-		{key: "GATE_SYNC_INTERVAL", value: "500ms", want: "no shorter than GATE_TICK_INTERVAL"},
+		{key: "GATE_SYNC_INTERVAL", value: "500ms", want: "no shorter than GATE_TICK_INTERVAL (1s)"},
 		{key: "GATE_HOT_EVERY_TICK", value: "maybe", want: "want true or false"},
 		{key: "GATE_PENDING_READ_SHARE", value: "five percent", want: "want a number"},
 		{key: "GATE_PENDING_READ_SHARE", value: "NaN", want: "want a number"},
@@ -596,8 +596,8 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_DIVERT_HOLD", value: "soon", want: "want a duration such as 60s, or 0 for no hold"},
 		{key: "GATE_DIVERT_HOLD", value: "30s", want: "0 or unset with GATE_CLOCK=event", env: map[string]string{"GATE_CLOCK": "event"}},
 		{key: "GATE_THRESHOLD_MODE", value: "learned", want: "want static or adaptive"},
-		{key: "GATE_THRESHOLD_MODE", value: "adaptive", want: "divides an hour", env: map[string]string{"GATE_WINDOW": "7m"}},
-		{key: "GATE_THRESHOLD_MODE", value: "adaptive", want: "divides an hour", env: map[string]string{"GATE_WINDOW": "2h", "GATE_COLD_WRITE_INTERVAL": "1m"}},
+		{key: "GATE_THRESHOLD_MODE", value: "adaptive", want: "static unless GATE_WINDOW (7m) divides an hour", env: map[string]string{"GATE_WINDOW": "7m"}},
+		{key: "GATE_THRESHOLD_MODE", value: "adaptive", want: "static unless GATE_WINDOW (2h) divides an hour", env: map[string]string{"GATE_WINDOW": "2h", "GATE_COLD_WRITE_INTERVAL": "1m"}},
 		{key: "GATE_THRESHOLD_MODE", value: "adaptive", want: "static with GATE_CLOCK=event", env: map[string]string{"GATE_CLOCK": "event"}},
 		{key: "GATE_ADAPTIVE_FACTOR", value: "1.5", want: "above 1.5"},
 		{key: "GATE_ADAPTIVE_FACTOR", value: "NaN", want: "want a number"},
@@ -607,14 +607,15 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_ADAPTIVE_FLOOR", value: "10.5", want: "whole number"},
 		{key: "GATE_ADAPTIVE_CEILING", value: "50", want: "from GATE_ADAPTIVE_FLOOR (100)"},
 		{key: "GATE_ADAPTIVE_CEILING", value: "-1", want: "0 for none"},
-		{key: "GATE_ADAPTIVE_HALF_LIFE", value: "10s", want: "at least GATE_WINDOW (1m0s)"},
+		{key: "GATE_ADAPTIVE_HALF_LIFE", value: "10s", want: "at least GATE_WINDOW (1m)"},
 		{key: "GATE_ADAPTIVE_HALF_LIFE", value: "soon", want: "duration"},
-		{key: "GATE_ADAPTIVE_MAX_SPIKE", value: "30m", want: "from 1h2m0s (an hour and two GATE_WINDOWs) to 168h"},
-		{key: "GATE_ADAPTIVE_MAX_SPIKE", value: "200h", want: "from 1h2m0s"},
-		{key: "GATE_ADAPTIVE_MIN_HISTORY", value: "0s", want: "at least GATE_WINDOW"},
+		{key: "GATE_ADAPTIVE_MAX_SPIKE", value: "30m", want: "from 1h2m (an hour and two GATE_WINDOWs) to 168h"},
+		{key: "GATE_ADAPTIVE_MAX_SPIKE", value: "200h", want: "from 1h2m"},
+		{key: "GATE_ADAPTIVE_MAX_SPIKE", value: "30m", want: "from 1h to 168h such as 3h, at least an hour and two of each adaptive rule's first windows", env: map[string]string{"GATE_RULES_FILE": "rules.yaml"}},
+		{key: "GATE_ADAPTIVE_MIN_HISTORY", value: "0s", want: "at least GATE_WINDOW (1m)"},
 		{key: "GATE_DIVERT_RELEASE", value: "0", want: "above 0 and at most 1"},
 		{key: "GATE_DIVERT_RELEASE", value: "1.5", want: "above 0 and at most 1"},
-		{key: "GATE_COLD_WRITE_INTERVAL", value: "2m", want: "at most the window"},
+		{key: "GATE_COLD_WRITE_INTERVAL", value: "2m", want: "at most the window (1m)"},
 		{key: "GATE_COLD_WRITE_INTERVAL", value: "-1s", want: "or 0 or unset for once a window"}, // 0 is taken: not "above 0"
 		{key: "GATE_COLD_WRITE_INTERVAL", value: "soon", want: "duration"},
 		{key: "GATE_CACHE_CAPACITY", value: "0", want: "at least 1"},
@@ -622,8 +623,8 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_CACHE_TTL", value: "0s", want: "above zero"},
 		{key: "GATE_CACHE_IDLE_TIMEOUT", value: "-5m", want: "at least 1s"},
 		{key: "GATE_TICK_INTERVAL", value: "0s", want: "above zero"},
-		{key: "GATE_TICK_INTERVAL", value: "2m", want: "shorter than GATE_WINDOW", env: map[string]string{"GATE_SYNC_INTERVAL": "5m"}},
-		{key: "GATE_TICK_INTERVAL", value: "60s", want: "shorter than GATE_WINDOW", env: map[string]string{"GATE_SYNC_INTERVAL": "5m"}},
+		{key: "GATE_TICK_INTERVAL", value: "2m", want: "shorter than GATE_WINDOW (1m)", env: map[string]string{"GATE_SYNC_INTERVAL": "5m"}},
+		{key: "GATE_TICK_INTERVAL", value: "60s", want: "shorter than GATE_WINDOW (1m)", env: map[string]string{"GATE_SYNC_INTERVAL": "5m"}},
 		{key: "GATE_REDIS_URLS", value: "http://127.0.0.1:6379", want: "scheme must be redis or rediss"},
 		{key: "GATE_REDIS_URLS", value: "127.0.0.1:6379", want: "redis://"},
 		{key: "GATE_REDIS_URLS", value: "redis://", want: "no host"},
@@ -1393,6 +1394,20 @@ func TestLimitsErrorsNameTheirWindow(t *testing.T) {
 	}
 }
 
+// A further limit on the primary window (a Config built otherwise than by Load, whose
+// GATE_LIMITS refuses a window twice) is refused naming the window as an operator writes it.
+func TestLimitsOnThePrimaryWindow(t *testing.T) {
+	t.Parallel()
+	c, err := loadMap(map[string]string{"GATE_WINDOW": "1h", "GATE_LIMITS": ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Limits = limitList{{Window: time.Hour, Threshold: 10}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "want windows other than GATE_WINDOW (1h): each limit needs its own") {
+		t.Errorf("a further limit of GATE_WINDOW's hour: %v", err)
+	}
+}
+
 // The gate without rules names GATE_COST's unit in its keys as a bytes rule does: events
 // keep {prefix} and {prefix}:w{seconds}, as ever; bytes are under {prefix}/bytes, so a
 // gate restarted with another cost reads none of the other unit's counts.
@@ -1793,12 +1808,12 @@ func TestLoadConfigNamesTheVariableSet(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"GATE_REVOKE_TIMEOUT": "2m"},
-			`GATE_KAFKA_REBALANCE_TIMEOUT="60s": unset, its default, against GATE_REVOKE_TIMEOUT="2m" as set; want a duration longer than GATE_REVOKE_TIMEOUT (2m0s)`},
+			`GATE_KAFKA_REBALANCE_TIMEOUT="60s": unset, its default, against GATE_REVOKE_TIMEOUT="2m" as set; want a duration longer than GATE_REVOKE_TIMEOUT (2m)`},
 		{map[string]string{"GATE_TICK_INTERVAL": "20s"}, `GATE_SYNC_INTERVAL="15s": unset, its default, against GATE_TICK_INTERVAL="20s" as set; want`},
 		{map[string]string{"GATE_STALL_NOT_READY": "15m"}, `GATE_STALL_RESTART="10m": unset, its default, against GATE_STALL_NOT_READY="15m" as set; want`},
 		// Both set: the message is as it was, naming the one the rule is on.
 		{map[string]string{"GATE_REVOKE_TIMEOUT": "2m", "GATE_KAFKA_REBALANCE_TIMEOUT": "90s"},
-			`GATE_KAFKA_REBALANCE_TIMEOUT="90s": want a duration longer than GATE_REVOKE_TIMEOUT (2m0s)`},
+			`GATE_KAFKA_REBALANCE_TIMEOUT="90s": want a duration longer than GATE_REVOKE_TIMEOUT (2m)`},
 	}
 	for _, tt := range tests {
 		_, err := loadMap(tt.env)

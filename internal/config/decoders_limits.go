@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
@@ -79,7 +80,7 @@ func (l *limitList) Decode(text string) error {
 		}
 		for _, o := range out {
 			if o.Window == e.Window {
-				return fmt.Errorf("window %s appears twice", e.Window)
+				return fmt.Errorf("window %s appears twice", durtext.String(e.Window))
 			}
 		}
 		out = append(out, extraLimit(e))

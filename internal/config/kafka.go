@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/tlsreload"
 )
@@ -376,10 +377,10 @@ func (c Kafka) validate(bad report) {
 // exactly once a rebalance plus GATE_TRANSACTION_INTERVAL. 0 (off) is no bound.
 func (c Kafka) stallBound(bad report, key string, d time.Duration) {
 	if d > 0 && d <= c.KafkaRebalanceTimeout {
-		bad(key, fmt.Sprintf("0 (off) or a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s), the longest a healthy gate waits behind a rebalance", c.KafkaRebalanceTimeout))
+		bad(key, fmt.Sprintf("0 (off) or a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s), the longest a healthy gate waits behind a rebalance", durtext.String(c.KafkaRebalanceTimeout)))
 	} else if c.Delivery.value() == consume.ExactlyOnce && d > 0 && d <= c.KafkaRebalanceTimeout+c.TransactionInterval {
 		bad(key, fmt.Sprintf("0 (off) or, with GATE_DELIVERY=exactly-once, a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s) plus GATE_TRANSACTION_INTERVAL (%s): "+
-			"only a committed transaction is progress, commits come GATE_TRANSACTION_INTERVAL apart, and a transaction's end waits out a rebalance", c.KafkaRebalanceTimeout, c.TransactionInterval))
+			"only a committed transaction is progress, commits come GATE_TRANSACTION_INTERVAL apart, and a transaction's end waits out a rebalance", durtext.String(c.KafkaRebalanceTimeout), durtext.String(c.TransactionInterval)))
 	}
 }
 
@@ -413,7 +414,7 @@ func (c Kafka) validateBetween(bad report) {
 	}
 	// A drain longer than the rebalance would get the gate evicted while it drains.
 	if c.KafkaRebalanceTimeout <= c.RevokeTimeout {
-		bad("KAFKA_REBALANCE_TIMEOUT", fmt.Sprintf("a duration longer than GATE_REVOKE_TIMEOUT (%s)", c.RevokeTimeout))
+		bad("KAFKA_REBALANCE_TIMEOUT", fmt.Sprintf("a duration longer than GATE_REVOKE_TIMEOUT (%s)", durtext.String(c.RevokeTimeout)))
 	}
 	// Ending a transaction waits for a rebalance in progress, and a join waits for a
 	// dead member's session (a slow one's rebalance timeout): a transaction timeout
@@ -421,7 +422,7 @@ func (c Kafka) validateBetween(bad report) {
 	// fenced whenever a peer crashes.
 	if c.Delivery.value() == consume.ExactlyOnce && (c.TransactionTimeout <= c.KafkaRebalanceTimeout || c.TransactionTimeout <= c.KafkaSessionTimeout) {
 		bad("TRANSACTION_TIMEOUT", fmt.Sprintf("a duration longer than GATE_KAFKA_REBALANCE_TIMEOUT (%s) and GATE_KAFKA_SESSION_TIMEOUT (%s): "+
-			"a transaction's end waits out a rebalance, which waits out a dead member's session", c.KafkaRebalanceTimeout, c.KafkaSessionTimeout))
+			"a transaction's end waits out a rebalance, which waits out a dead member's session", durtext.String(c.KafkaRebalanceTimeout), durtext.String(c.KafkaSessionTimeout)))
 	}
 	// A gate waiting behind a rebalance is not stuck; one not ready is restarted later.
 	// Exactly once, only a committed transaction is progress (internal/consume's
@@ -430,7 +431,7 @@ func (c Kafka) validateBetween(bad report) {
 	// it for stalled between commits.
 	c.stallBound(bad, "STALL_NOT_READY", c.StallNotReady)
 	if c.StallRestart > 0 && c.StallRestart <= c.StallNotReady {
-		bad("STALL_RESTART", fmt.Sprintf("0 (off) or a duration longer than GATE_STALL_NOT_READY (%s)", c.StallNotReady))
+		bad("STALL_RESTART", fmt.Sprintf("0 (off) or a duration longer than GATE_STALL_NOT_READY (%s)", durtext.String(c.StallNotReady)))
 	} else if c.StallNotReady == 0 {
 		// The only stall bound: within a rebalance, it would restart a healthy gate
 		// waiting behind one (and the restart start another rebalance).

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
@@ -189,7 +190,7 @@ func (c Limiter) validate(bad report, window string) {
 	// A rules file's windows are its rules' (GATE_WINDOW unset): each rule's limit takes
 	// the interval capped at its own window (RuleLimitConfigs).
 	if c.ColdWriteInterval < 0 || c.RulesFile == "" && c.windowOK() && c.ColdWriteInterval > c.Window {
-		bad("COLD_WRITE_INTERVAL", fmt.Sprintf("a duration of at most the window (%s), such as 30s, or 0 or unset for once a window", c.Window))
+		bad("COLD_WRITE_INTERVAL", fmt.Sprintf("a duration of at most the window (%s), such as 30s, or 0 or unset for once a window", durtext.String(c.Window)))
 	}
 	bad.atLeast("CACHE_CAPACITY", c.CacheCapacity, 1)
 	bad.positive("CACHE_TTL", c.CacheTTL)
@@ -220,7 +221,7 @@ func (c Limiter) validateBetween(bad report) {
 			shortest = min(shortest, e.Window)
 		}
 		if limit.CheckEventAge(c.MaxEventAge, shortest) != nil {
-			bad("MAX_EVENT_AGE", fmt.Sprintf("a duration of at most %d of the shortest window (%s)", limit.MaxEventWindows, shortest))
+			bad("MAX_EVENT_AGE", fmt.Sprintf("a duration of at most %d of the shortest window (%s)", limit.MaxEventWindows, durtext.String(shortest)))
 		} else if c.MaxEventAge > rules.MaxWindow {
 			// A key lives 2 × its window plus this, each at most a year: no overflow.
 			bad("MAX_EVENT_AGE", "a duration of at most 8784h (366 days) such as 1h")
@@ -258,7 +259,7 @@ func (c Limiter) validateAdaptive(bad report, window string) {
 			bad("ADAPTIVE_HALF_LIFE", "a duration above zero such as 72h, at least each adaptive rule's first window")
 		}
 		if c.AdaptiveMaxSpike < spike.MaxFoldEvery || c.AdaptiveMaxSpike > 7*24*time.Hour {
-			bad("ADAPTIVE_MAX_SPIKE", fmt.Sprintf("a duration from %s to 168h such as 3h, at least an hour and two of each adaptive rule's first windows", spike.MaxFoldEvery))
+			bad("ADAPTIVE_MAX_SPIKE", fmt.Sprintf("a duration from %s to 168h such as 3h, at least an hour and two of each adaptive rule's first windows", durtext.String(spike.MaxFoldEvery)))
 		}
 		if c.AdaptiveMinHistory <= 0 {
 			bad("ADAPTIVE_MIN_HISTORY", "a duration above zero such as 24h, at least each adaptive rule's first window")
@@ -281,7 +282,7 @@ func (c Limiter) validateAdaptive(bad report, window string) {
 	}
 	switch {
 	case ok && (c.Window > time.Hour || time.Hour%c.Window != 0): // a bad window is its own problem
-		bad("THRESHOLD_MODE", fmt.Sprintf("static unless %s (%s) divides an hour, such as 60s (adaptive learns per hour of the day)", window, c.Window))
+		bad("THRESHOLD_MODE", fmt.Sprintf("static unless %s (%s) divides an hour, such as 60s (adaptive learns per hour of the day)", window, durtext.String(c.Window)))
 	case c.Clock.Clock == limit.EventClock:
 		bad("THRESHOLD_MODE", "static with GATE_CLOCK=event (learned thresholds are kept under the wall clock only)")
 	}
@@ -292,13 +293,13 @@ func (c Limiter) validateAdaptive(bad report, window string) {
 // against w only when ok (a bad GATE_WINDOW is its own problem).
 func (c Limiter) validateAdaptiveWindow(bad report, ok bool, w time.Duration, name, two string) {
 	if ok && c.AdaptiveHalfLife < w {
-		bad("ADAPTIVE_HALF_LIFE", fmt.Sprintf("a duration of at least %s (%s) such as 72h", name, w))
+		bad("ADAPTIVE_HALF_LIFE", fmt.Sprintf("a duration of at least %s (%s) such as 72h", name, durtext.String(w)))
 	}
 	if lo := spike.MaxFoldEvery + 2*w; ok && c.AdaptiveMaxSpike < lo || c.AdaptiveMaxSpike > 7*24*time.Hour {
-		bad("ADAPTIVE_MAX_SPIKE", fmt.Sprintf("a duration from %s (an hour and %s) to 168h such as 3h", lo, two))
+		bad("ADAPTIVE_MAX_SPIKE", fmt.Sprintf("a duration from %s (an hour and %s) to 168h such as 3h", durtext.String(lo), two))
 	}
 	if ok && c.AdaptiveMinHistory < w {
-		bad("ADAPTIVE_MIN_HISTORY", fmt.Sprintf("a duration of at least %s (%s) such as 24h", name, w))
+		bad("ADAPTIVE_MIN_HISTORY", fmt.Sprintf("a duration of at least %s (%s) such as 24h", name, durtext.String(w)))
 	}
 }
 

@@ -136,7 +136,7 @@ func TestRuleLimitsTheGateCannotBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = rules.Parse("r.yaml", []byte("rules:\n  - name: r\n    key: json:team_id\n    limits: [1h:1000]\n    threshold_mode: adaptive\n"), c.RulesOptions())
-	if err == nil || !strings.Contains(err.Error(), `r.yaml:4:13: rules[0] "r".limits: limit 1h0m0s:1000`) {
+	if err == nil || !strings.Contains(err.Error(), `r.yaml:4:13: rules[0] "r".limits: limit 1h:1000`) {
 		t.Fatalf("err = %v, want the rule's limits named at r.yaml:4:13", err)
 	}
 	if _, err := rules.Parse("r.yaml", []byte("rules:\n  - {name: r, key: json:team_id, limits: [1m:1000], threshold_mode: adaptive}\n"), c.RulesOptions()); err != nil {
@@ -146,11 +146,11 @@ func TestRuleLimitsTheGateCannotBuild(t *testing.T) {
 
 // An adaptive rule whose first window makes a GATE_ADAPTIVE_* value bad (valid against
 // GATE_WINDOW's minute) is refused naming the variable and what the rule's window needs of
-// it, not in the learner's own words ("max spike 1h30m0s"), which name no variable.
+// it, not in the learner's own words ("max spike 1h30m"), which name no variable.
 func TestAdaptiveRuleNamesTheVariable(t *testing.T) {
 	for _, tc := range []struct{ key, value, want string }{
-		{"GATE_ADAPTIVE_MAX_SPIKE", "90m", `GATE_ADAPTIVE_MAX_SPIKE="1h30m0s": want a duration from 2h0m0s (an hour and two of the rule's first windows) to 168h`},
-		{"GATE_ADAPTIVE_HALF_LIFE", "10m", `GATE_ADAPTIVE_HALF_LIFE="10m0s": want a duration of at least the rule's first window (30m0s)`},
+		{"GATE_ADAPTIVE_MAX_SPIKE", "90m", `GATE_ADAPTIVE_MAX_SPIKE="1h30m0s": want a duration from 2h (an hour and two of the rule's first windows) to 168h`},
+		{"GATE_ADAPTIVE_HALF_LIFE", "10m", `GATE_ADAPTIVE_HALF_LIFE="10m0s": want a duration of at least the rule's first window (30m)`},
 	} {
 		c, err := loadMap(map[string]string{tc.key: tc.value})
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"time"
+
+	"github.com/capturegate/gate/internal/durtext"
 )
 
 // Validate checks each value's range and the rules between values: every rule on the
@@ -56,23 +58,23 @@ func (c Config) validate(between bool, window string) Problems {
 	// rules file's windows are its rules' (GATE_WINDOW unset): the rules check each one
 	// against the tick.
 	if c.RulesFile == "" && c.TickInterval >= c.Window {
-		bad("TICK_INTERVAL", fmt.Sprintf("a duration shorter than %s (%s)", window, c.Window))
+		bad("TICK_INTERVAL", fmt.Sprintf("a duration shorter than %s (%s)", window, durtext.String(c.Window)))
 	}
 	// Each further limit needs its own epochs, and a tick per epoch at least.
 	for _, e := range c.Limits {
 		if e.Window == c.Window {
-			bad("LIMITS", fmt.Sprintf("windows other than %s (%s): each limit needs its own", window, c.Window))
+			bad("LIMITS", fmt.Sprintf("windows other than %s (%s): each limit needs its own", window, durtext.String(c.Window)))
 			break
 		}
 		if e.Window <= c.TickInterval {
-			bad("LIMITS", fmt.Sprintf("windows longer than GATE_TICK_INTERVAL (%s)", c.TickInterval))
+			bad("LIMITS", fmt.Sprintf("windows longer than GATE_TICK_INTERVAL (%s)", durtext.String(c.TickInterval)))
 			break
 		}
 	}
 	c.Limiter.validateBetween(bad)
 	// Reads happen on ticks: a sync interval shorter than a tick could not be honoured.
 	if c.SyncInterval < c.TickInterval {
-		bad("SYNC_INTERVAL", fmt.Sprintf("a duration no shorter than GATE_TICK_INTERVAL (%s)", c.TickInterval))
+		bad("SYNC_INTERVAL", fmt.Sprintf("a duration no shorter than GATE_TICK_INTERVAL (%s)", durtext.String(c.TickInterval)))
 	}
 	return p
 }
