@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
 )
@@ -482,7 +483,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 	if r.Adaptive && len(r.Limits) > 0 {
 		switch w := r.Limits[0].Window; {
 		case w > time.Hour || time.Hour%w != 0:
-			p.bad(got["threshold_mode"], path+".threshold_mode", "static unless the first limit's window (%s) divides an hour, such as 1m (adaptive learns per hour of the day)", w)
+			p.bad(got["threshold_mode"], path+".threshold_mode", "static unless the first limit's window (%s) divides an hour, such as 1m (adaptive learns per hour of the day)", durtext.String(w))
 		case p.o.EventClock:
 			p.bad(got["threshold_mode"], path+".threshold_mode", "static with GATE_CLOCK=event (learned thresholds are kept under the wall clock only)")
 		}
@@ -543,7 +544,7 @@ func (p *parser) limits(n *yaml.Node, path string) []Limit {
 			continue
 		}
 		if l.Window <= p.o.MinWindow {
-			p.bad(e, ep, "%q: want a window longer than GATE_TICK_INTERVAL (%s)", e.Value, p.o.MinWindow)
+			p.bad(e, ep, "%q: want a window longer than GATE_TICK_INTERVAL (%s)", e.Value, durtext.String(p.o.MinWindow))
 			continue
 		}
 		if j, dup := windows[l.Window]; dup {

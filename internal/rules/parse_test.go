@@ -158,7 +158,7 @@ func TestParseProblems(t *testing.T) {
 			[]string{`rules.yaml:2:34: rules[0] "a".limits[0]: "1m:0": threshold "0"`, `rules.yaml:3:47: rules[1] "a".mode: "drop": want divert or cap`,
 				`rules.yaml:3:5: rules[1]: name "a" is rules[0]'s too`}},
 		{"adaptive window", "rules:\n  - {name: a, key: key, limits: [7m:1], threshold_mode: adaptive}\n",
-			[]string{`rules.yaml:2:57: rules[0] "a".threshold_mode: static unless the first limit's window (7m0s) divides an hour`}},
+			[]string{`rules.yaml:2:57: rules[0] "a".threshold_mode: static unless the first limit's window (7m) divides an hour`}},
 		{"cardinality", "rules:\n  - {name: a, key: json:team_id, limits: [1m:1], max_keys: 10}\n  - {name: b, key: json:team_id+distinct_id, limits: [1m:1], max_keys: -1, on_cardinality: drop}\n", []string{
 			`rules.yaml:2:60: rules[0] "a".max_keys: only for a key of several fields`,
 			`rules.yaml:3:72: rules[1] "b".max_keys: "-1": want a whole number`,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
 )
@@ -103,7 +104,9 @@ type Limit struct {
 	Threshold int64
 }
 
-func (l Limit) String() string { return fmt.Sprintf("%s:%d", l.Window, l.Threshold) }
+// String is the limit as a rules file or GATE_LIMITS writes it (1h:1000, not
+// 1h0m0s:1000), for the messages people read; ParseLimit reads it back.
+func (l Limit) String() string { return fmt.Sprintf("%s:%d", durtext.String(l.Window), l.Threshold) }
 
 // MaxWindow bounds a limit's window (and GATE_WINDOW and GATE_MAX_EVENT_AGE): a key lives
 // 2 × its window (plus the event clock's MaxEventAge), which must not overflow a
