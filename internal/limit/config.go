@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/spike"
 )
 
@@ -268,7 +269,7 @@ const MaxEventWindows = 1 << 20
 // windows of it.
 func CheckEventAge(maxEventAge, window time.Duration) error {
 	if window > 0 && maxEventAge/window > MaxEventWindows {
-		return fmt.Errorf("max event age %s: at most %d windows of %s", maxEventAge, MaxEventWindows, window)
+		return fmt.Errorf("max event age %s: at most %d windows of %s", durtext.String(maxEventAge), MaxEventWindows, durtext.String(window))
 	}
 	return nil
 }
@@ -346,7 +347,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	var errs []error
 	if c.Window < time.Millisecond {
-		errs = append(errs, fmt.Errorf("window %s: must be at least 1ms", c.Window))
+		errs = append(errs, fmt.Errorf("window %s: must be at least 1ms", durtext.String(c.Window)))
 	}
 	if err := checkThreshold(c.Threshold); err != nil {
 		errs = append(errs, fmt.Errorf("default threshold: %w", err))
@@ -363,7 +364,7 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("%w: %d", ErrBadClock, c.Clock))
 	}
 	if c.MaxEventAge < 0 {
-		errs = append(errs, fmt.Errorf("max event age %s: must be positive", c.MaxEventAge))
+		errs = append(errs, fmt.Errorf("max event age %s: must be positive", durtext.String(c.MaxEventAge)))
 	} else if c.Clock == EventClock && c.Window >= time.Millisecond {
 		// Only the event clock keeps a slot per window back to MaxEventAge; the wall
 		// clock never reads it.
@@ -372,11 +373,11 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.SyncInterval < 0 {
-		errs = append(errs, fmt.Errorf("sync interval %s: must be positive", c.SyncInterval))
+		errs = append(errs, fmt.Errorf("sync interval %s: must be positive", durtext.String(c.SyncInterval)))
 	}
 	if c.ColdWriteInterval > c.Window {
 		// Past a window a cold count could be displaced by the next epoch's in its slot.
-		errs = append(errs, fmt.Errorf("cold write interval %s: must not exceed the window %s", c.ColdWriteInterval, c.Window))
+		errs = append(errs, fmt.Errorf("cold write interval %s: must not exceed the window %s", durtext.String(c.ColdWriteInterval), durtext.String(c.Window)))
 	}
 	if c.ColdWriteShare < 0 || c.ColdWriteShare > 1 {
 		errs = append(errs, fmt.Errorf("cold write share %v: must be within 0..1", c.ColdWriteShare))
@@ -391,7 +392,7 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("divert release %g: must be in (0, 1]", c.DivertRelease))
 	}
 	if c.Clock == EventClock && (c.DivertHold > 0 || c.DivertRelease < 1) {
-		errs = append(errs, fmt.Errorf("divert hold %s, release %g: not supported with the event clock (hold < 0 and release 1 only)", c.DivertHold, c.DivertRelease))
+		errs = append(errs, fmt.Errorf("divert hold %s, release %g: not supported with the event clock (hold < 0 and release 1 only)", durtext.String(c.DivertHold), c.DivertRelease))
 	}
 	if c.Adaptive != nil {
 		a := *c.Adaptive
@@ -402,7 +403,7 @@ func (c Config) withDefaults() (Config, error) {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("adaptive thresholds: %w", err))
 		case a.Window != c.Window:
-			errs = append(errs, fmt.Errorf("adaptive thresholds: window %s, limiter's %s: must be the same", a.Window, c.Window))
+			errs = append(errs, fmt.Errorf("adaptive thresholds: window %s, limiter's %s: must be the same", durtext.String(a.Window), durtext.String(c.Window)))
 		case c.Clock == EventClock:
 			errs = append(errs, errors.New("adaptive thresholds: not supported with the event clock"))
 		default:
@@ -413,11 +414,11 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("capacity %d: must be at least 1", c.Capacity))
 	}
 	if c.TTL < 0 || c.IdleTimeout < 0 {
-		errs = append(errs, fmt.Errorf("ttl %s, idle timeout %s: must be positive", c.TTL, c.IdleTimeout))
+		errs = append(errs, fmt.Errorf("ttl %s, idle timeout %s: must be positive", durtext.String(c.TTL), durtext.String(c.IdleTimeout)))
 	} else if c.IdleTimeout > 0 && c.IdleTimeout < time.Second {
 		// Entries keep when they were last seen in whole seconds (sweep): under a second,
 		// every entry expired at every sweep.
-		errs = append(errs, fmt.Errorf("idle timeout %s: must be at least 1s", c.IdleTimeout))
+		errs = append(errs, fmt.Errorf("idle timeout %s: must be at least 1s", durtext.String(c.IdleTimeout)))
 	}
 	if c.KeyCardinality < 0 {
 		errs = append(errs, fmt.Errorf("key cardinality %d: must not be negative", c.KeyCardinality))

@@ -53,6 +53,8 @@ import (
 	"hash/fnv"
 	"math"
 	"time"
+
+	"github.com/capturegate/gate/internal/durtext"
 )
 
 // Slots is how many parts of the day the seasonal profile keeps: one per hour.
@@ -120,7 +122,7 @@ var ErrBadConfig = errors.New("spike: invalid configuration")
 // WithDefaults returns c with defaults filled in, or an error naming the first invalid field.
 func (c Config) WithDefaults() (Config, error) {
 	if c.Window <= 0 || c.Window > time.Hour || (time.Hour)%c.Window != 0 {
-		return c, fmt.Errorf("%w: window %s must divide an hour", ErrBadConfig, c.Window)
+		return c, fmt.Errorf("%w: window %s must divide an hour", ErrBadConfig, durtext.String(c.Window))
 	}
 	if c.Factor == 0 {
 		c.Factor = DefaultFactor
@@ -154,11 +156,11 @@ func (c Config) WithDefaults() (Config, error) {
 	case c.Floor < 0 || c.Ceiling < 0 || (c.Ceiling > 0 && c.Ceiling < c.Floor):
 		return c, fmt.Errorf("%w: floor %g, ceiling %g: want 0 ≤ floor ≤ ceiling (0: none)", ErrBadConfig, c.Floor, c.Ceiling)
 	case c.LevelHalfLife < c.Window || c.SeasonHalfLife < 24*time.Hour || c.MinHistory < 0:
-		return c, fmt.Errorf("%w: level half-life %s (at least a window), season half-life %s (at least a day), min history %s", ErrBadConfig, c.LevelHalfLife, c.SeasonHalfLife, c.MinHistory)
+		return c, fmt.Errorf("%w: level half-life %s (at least a window), season half-life %s (at least a day), min history %s", ErrBadConfig, durtext.String(c.LevelHalfLife), durtext.String(c.SeasonHalfLife), durtext.String(c.MinHistory))
 	case c.WeekHalfLife < 7*24*time.Hour:
-		return c, fmt.Errorf("%w: week half-life %s, want at least a week", ErrBadConfig, c.WeekHalfLife)
+		return c, fmt.Errorf("%w: week half-life %s, want at least a week", ErrBadConfig, durtext.String(c.WeekHalfLife))
 	case c.MaxSpike < MaxFoldEvery+2*c.Window || c.MaxSpike > 7*24*time.Hour:
-		return c, fmt.Errorf("%w: max spike %s, want from %s (a fold period and two windows) to a week", ErrBadConfig, c.MaxSpike, MaxFoldEvery+2*c.Window)
+		return c, fmt.Errorf("%w: max spike %s, want from %s (a fold period and two windows) to a week", ErrBadConfig, durtext.String(c.MaxSpike), durtext.String(MaxFoldEvery+2*c.Window))
 	}
 	return c, nil
 }
