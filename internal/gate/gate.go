@@ -24,6 +24,7 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
@@ -267,7 +268,7 @@ func (g *Gate) limiters(cfg config.Config) error {
 		lc.HashSeed = g.seed
 		l, err := limit.New(lc, nil, limReg(lc.Window))
 		if err != nil {
-			return fmt.Errorf("building the %s limiter: %w", lc.Window, err)
+			return fmt.Errorf("building the %s limiter: %w", durtext.String(lc.Window), err)
 		}
 		g.Extra = append(g.Extra, l)
 	}

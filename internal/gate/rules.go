@@ -17,6 +17,7 @@ import (
 
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
@@ -90,7 +91,7 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 			lc.HashSeed = g.seed
 			l, err := limit.New(lc, nil, reg)
 			if err != nil {
-				return nil, fmt.Errorf("building rule %s's %s limiter: %w", r.Name, lc.Window, err)
+				return nil, fmt.Errorf("building rule %s's %s limiter: %w", r.Name, durtext.String(lc.Window), err)
 			}
 			rl.Lims = append(rl.Lims, l)
 			rl.KeyPrefixes = append(rl.KeyPrefixes, cfg.RuleKeyPrefix(r, i))

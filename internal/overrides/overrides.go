@@ -65,6 +65,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/throttle"
 )
@@ -413,7 +414,7 @@ func (r *Refresher) apply(live map[string]int64) (map[string]int64, error) {
 	for _, e := range r.cfg.Extra {
 		// Cannot fail: Scale keeps every threshold in range.
 		if err := e.Lim.SetOverrides(Scale(merged, e.Threshold, e.Primary)); err != nil {
-			return nil, fmt.Errorf("applying %s to the %s limit: %w", r.cfg.Key, e.Lim.Config().Window, err)
+			return nil, fmt.Errorf("applying %s to the %s limit: %w", r.cfg.Key, durtext.String(e.Lim.Config().Window), err)
 		}
 	}
 	r.loaded.Set(float64(len(merged)))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/outcome"
 	"github.com/capturegate/gate/internal/route"
@@ -122,7 +123,7 @@ func (c *Candidate) build(base time.Time) error {
 		for _, lc := range cfg.RuleLimitConfigs(r) {
 			l, err := limit.New(exact(lc), clk, nil)
 			if err != nil {
-				return fmt.Errorf("building rule %s's %s limiter: %w", r.Name, lc.Window, err)
+				return fmt.Errorf("building rule %s's %s limiter: %w", r.Name, durtext.String(lc.Window), err)
 			}
 			lims = append(lims, l)
 		}

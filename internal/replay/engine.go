@@ -46,7 +46,7 @@ func NewEngine(tick time.Duration, cands ...*Candidate) (*Engine, error) {
 		return nil, fmt.Errorf("replay: %d candidates (want one, or two to compare)", len(cands))
 	}
 	if tick <= 0 {
-		return nil, fmt.Errorf("replay: tick interval %s (want a positive duration)", tick)
+		return nil, fmt.Errorf("replay: tick interval %s (want a positive duration)", durtext.String(tick))
 	}
 	e := &Engine{cands: cands}
 	for _, c := range cands {

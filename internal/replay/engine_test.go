@@ -788,3 +788,11 @@ func TestReportDiffIsAListWithTwoCandidates(t *testing.T) {
 		}
 	}
 }
+
+// A tick interval that is no duration to tick by is refused, written as an operator
+// writes it (-1m, not -1m0s).
+func TestNewEngineRefusesTick(t *testing.T) {
+	if _, err := NewEngine(-time.Minute, nil); err == nil || err.Error() != "replay: tick interval -1m (want a positive duration)" {
+		t.Errorf("NewEngine(-1m): %v", err)
+	}
+}
