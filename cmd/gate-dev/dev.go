@@ -27,6 +27,7 @@ import (
 
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/endpoints"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/load"
@@ -239,7 +240,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	if cfg.RulesFile == "" && cfg.Window%time.Second != 0 {
 		const why = "the demo's rules take it as their window, a whole number of seconds such as 10s"
 		if _, ok := flagEnv["GATE_WINDOW"]; ok {
-			return &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -window %s: %s", cfg.Window, why)}
+			return &cli.UsageError{Msg: fmt.Sprintf("gate-dev: -window %s: %s", durtext.String(cfg.Window), why)}
 		}
 		return config.Problems{fmt.Errorf("GATE_WINDOW=%q: %s", getenv("GATE_WINDOW"), why)}
 	}
@@ -478,7 +479,7 @@ view:
 	}
 	s := stats.snapshot(time.Now(), counts.Produced.Load(), nil)
 	if _, err := fmt.Fprintf(stdout, "gate-dev stopped after %s: in=%d accepted=%d overflow=%d rule_topics=%d dead_letter=%d dropped=%d load_failed=%d\n",
-		time.Since(start).Round(time.Second), s.produced, s.routed[route.Accepted], s.routed[route.Overflow], s.routed[route.RuleTopic], s.routed[route.DeadLetter],
+		durtext.String(time.Since(start).Round(time.Second)), s.produced, s.routed[route.Accepted], s.routed[route.Overflow], s.routed[route.RuleTopic], s.routed[route.DeadLetter],
 		s.routed[route.Dropped], counts.Failed.Load()); err != nil && runErr == nil {
 		runErr = fmt.Errorf("writing output: %w", err)
 	}
@@ -668,7 +669,7 @@ func devHeader(o devOptions, cfg config.Config, set *rules.Set, at devPlaces) st
 	} else {
 		lc := cfg.LimitConfig()
 		fmt.Fprintf(&b, "gate-dev: %d gates in consumer group %s share two rules: team-user, %d records per %s window per user within a team, then team, %d per team (%s mode)\n",
-			devGates, cfg.GroupID, max(lc.Threshold/devUserShare, 1), lc.Window, lc.Threshold, lc.Mode)
+			devGates, cfg.GroupID, max(lc.Threshold/devUserShare, 1), durtext.String(lc.Window), lc.Threshold, lc.Mode)
 	}
 	topics := strings.Join([]string{cfg.AcceptedTopic, cfg.OverflowTopic, cfg.DeadLetterTopic}, ", ")
 	if rt := ruleTopics(set); len(rt) > 0 {
@@ -767,7 +768,7 @@ func devHeaderHTTP(b *strings.Builder, cfg config.Config, at devPlaces) {
 	// The demo's own defaults its gates run with, which gate serve's differ from (the
 	// window and threshold are in the rules file): without them a third gate would write
 	// no outcome rows, and gate outcomes would leave out what it routes.
-	demo := fmt.Sprintf(" GATE_SYNC_INTERVAL=%s", cfg.SyncInterval)
+	demo := fmt.Sprintf(" GATE_SYNC_INTERVAL=%s", durtext.String(cfg.SyncInterval))
 	if cfg.OutcomesTopic != "" {
 		demo += " GATE_OUTCOMES_TOPIC=" + cfg.OutcomesTopic
 	}

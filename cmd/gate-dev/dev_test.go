@@ -470,7 +470,7 @@ func TestDevRulesFile(t *testing.T) {
 	for _, want := range []string{
 		"gate-dev: 2 gates in consumer group capture-gate share the 2 rules of " + file + " (as at start; the gates read it again when it changes):\n",
 		"       hot: key json:team_id where json:team_id in [1], limits 10s:100 (divert mode), over them: topic:hot_team\n",
-		"       team: key json:team_id, limits 10s:100,1m0s:1000 (cap mode), over them: overflow\n",
+		"       team: key json:team_id, limits 10s:100,1m:1000 (cap mode), over them: overflow\n",
 		"events (6 partitions) -> events_accepted, events_overflow, events_dead_letter; the rules' topics hot_team; outcomes to events_outcomes (gate outcomes TEAM reads them)\n",
 		"GATE_RULES_FILE=" + file + " ",
 		"team_id 1 sends 30% (600/s)",

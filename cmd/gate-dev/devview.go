@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
 )
@@ -282,7 +283,7 @@ func rates(prev, cur devSnapshot, last devRates, start time.Time, top int) devRa
 func (r devRates) writeLine(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "t=%s in=%.0f/s accepted=%.0f/s overflow=%.0f/s rule_topics=%.0f/s dead_letter=%.0f/s dropped=%.0f/s",
-		r.elapsed, r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.RuleTopic], r.routed[route.DeadLetter], r.routed[route.Dropped])
+		durtext.String(r.elapsed), r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.RuleTopic], r.routed[route.DeadLetter], r.routed[route.Dropped])
 	for i, g := range r.gates {
 		fmt.Fprintf(&b, " gate%d[partitions=%.0f pipeline=%.2fms cmds/tick=%.1f]", i+1, g.partitions, g.pipelineMs, g.commands)
 	}
@@ -319,7 +320,7 @@ func (r devRates) writeScreen(w io.Writer, header string) error {
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J") // home, clear
 	b.WriteString(header)
-	fmt.Fprintf(&b, "\nup %s   (Ctrl-C stops: load, then both gates with a final commit and tick flush)\n\n", r.elapsed)
+	fmt.Fprintf(&b, "\nup %s   (Ctrl-C stops: load, then both gates with a final commit and tick flush)\n\n", durtext.String(r.elapsed))
 	fmt.Fprintf(&b, "%-10s %12s %12s %12s %12s %14s %12s\n", "records", "in", "accepted", "overflow", "rule topics", "dead letter", "dropped")
 	fmt.Fprintf(&b, "%-10s %12.0f %12.0f %12.0f %12.0f %14.0f %12.0f\n", "per second", r.in, r.routed[route.Accepted], r.routed[route.Overflow], r.routed[route.RuleTopic], r.routed[route.DeadLetter], r.routed[route.Dropped])
 	fmt.Fprintf(&b, "%-10s %12d %12d %12d %12d %14d %12d\n\n", "total", r.total.produced, r.total.routed[route.Accepted], r.total.routed[route.Overflow], r.total.routed[route.RuleTopic], r.total.routed[route.DeadLetter], r.total.routed[route.Dropped])

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capturegate/gate/internal/cli"
+	"github.com/capturegate/gate/internal/durtext"
 )
 
 const healthcheckUsage = `Usage: gate healthcheck [-addr HOST:PORT] [-path /readyz] [-timeout 2s]
@@ -55,7 +56,7 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: path %q must start with /", o.path)}
 	}
 	if o.timeout <= 0 {
-		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: -timeout %s: want a positive duration, such as 2s", o.timeout)}
+		return &cli.UsageError{Msg: fmt.Sprintf("healthcheck: -timeout %s: want a positive duration, such as 2s", durtext.String(o.timeout))}
 	}
 	base, err := gateURL("healthcheck", o.addr, fs, getenv)
 	if err != nil {
@@ -73,7 +74,7 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 	// The deadline alone reads "context deadline exceeded": say it is -timeout's (the
 	// caller's context still live), as gate team does, and how long it waited.
 	if errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {
-		return fmt.Errorf("healthcheck: no answer from %s within %s (-timeout): %w", u, o.timeout, err)
+		return fmt.Errorf("healthcheck: no answer from %s within %s (-timeout): %w", u, durtext.String(o.timeout), err)
 	}
 	if err != nil {
 		return fmt.Errorf("healthcheck: asking %s: %w", u, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/outcome"
 )
@@ -172,7 +173,7 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	}
 	if longer > 0 {
 		fmt.Fprintf(stderr, "gate outcomes: left out %s of intervals up to %s long, longer than GATE_OUTCOMES_INTERVAL here (%s), which began before the read could see all their rows: "+
-			"set GATE_OUTCOMES_INTERVAL as the gates have it\n", counted(int64(longer), "row"), longest, cfg.OutcomesInterval)
+			"set GATE_OUTCOMES_INTERVAL as the gates have it\n", counted(int64(longer), "row"), durtext.String(longest), durtext.String(cfg.OutcomesInterval))
 	}
 	for _, tr := range read.Trimmed {
 		held := "holds no rows"
@@ -219,7 +220,7 @@ func scanOutcomes(ctx context.Context, limit time.Duration, since string, topic 
 	read, err := outcome.Scan(ctx, topic, from, team, each, opts...)
 	if err != nil && errors.Is(context.Cause(ctx), errOutcomesLimit) {
 		return read, fmt.Errorf("gate outcomes gave up after %s, its own limit on a read (-since %s of %s): "+
-			"give a later -since: %w", limit, since, topic, err)
+			"give a later -since: %w", durtext.String(limit), since, topic, err)
 	}
 	return read, err
 }

@@ -162,7 +162,7 @@ func TestOutcomesSinceWholeIntervals(t *testing.T) {
 	}
 	// The one it saw part of is said: GATE_OUTCOMES_INTERVAL here is shorter than the
 	// gate's that wrote it (support's shell at the default, the gates at 1h, say).
-	if want := "gate outcomes: left out 1 row of intervals up to 3h0m0s long, longer than GATE_OUTCOMES_INTERVAL here (1h0m0s), which began before the read could see all their rows"; !strings.Contains(stderr.String(), want) {
+	if want := "gate outcomes: left out 1 row of intervals up to 3h long, longer than GATE_OUTCOMES_INTERVAL here (1h), which began before the read could see all their rows"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 	}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/overrides"
 	"github.com/capturegate/gate/internal/route"
@@ -185,7 +186,7 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 		if err := overrides.Set(ctx, c, key, team, lim, clk.Now()); err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(stdout, "set %s = %d%s in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s as set here: the gates' own may differ)\n", cli.Shown(team), lim, ol.unit(), key, cfg.OverridesRefresh); err != nil {
+		if _, err := fmt.Fprintf(stdout, "set %s = %d%s in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s as set here: the gates' own may differ)\n", cli.Shown(team), lim, ol.unit(), key, durtext.String(cfg.OverridesRefresh)); err != nil {
 			return err
 		}
 		// An entry the gates cannot read (written by hand) has every gate refuse the whole
@@ -232,7 +233,7 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 			_, err := fmt.Fprintf(stdout, "%s has no live override in %s; nothing changed\n", shown, key)
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to %s within GATE_OVERRIDES_REFRESH (%s), both as set here%s\n", shown, key, ol.fallback(team), cfg.OverridesRefresh, ol.notTheFleets())
+		_, err = fmt.Fprintf(stdout, "deleted %s from %s; it falls back to %s within GATE_OVERRIDES_REFRESH (%s), both as set here%s\n", shown, key, ol.fallback(team), durtext.String(cfg.OverridesRefresh), ol.notTheFleets())
 		return err
 	}
 	live, updated, err := overrides.List(ctx, c, key, cfg.OverridesConfig().MaxEntries)
@@ -460,7 +461,7 @@ func warnNoFleet(ctx context.Context, c redis.UniversalClient, prefix, rule, has
 		_, _ = fmt.Fprintf(w, "warning: no gate has run with GATE_REDIS_PREFIX=%q in the last %s (%s is not set): "+
 			"no gate reads these overrides. Gates deployed by the Helm chart use the release's name as their prefix; "+
 			"run this inside one of their pods (the chart's NOTES print the command) or set GATE_REDIS_PREFIX to theirs\n",
-			prefix, tick.LiveTTL, key)
+			prefix, durtext.String(tick.LiveTTL), key)
 	case err != nil:
 		return fmt.Sprintf("note: could not tell whether any gate runs with GATE_REDIS_PREFIX=%q (GET %s: %v)\n", prefix, key, err)
 	}

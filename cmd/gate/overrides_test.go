@@ -38,8 +38,8 @@ func TestOverridesWarnWhenNoGateUsesThePrefix(t *testing.T) {
 		return stdout.String(), stderr.String()
 	}
 	out, warn := do("set", "team-a", "5000")
-	if !strings.Contains(warn, `no gate has run with GATE_REDIS_PREFIX="gate"`) || !strings.Contains(warn, "gate:live is not set") ||
-		!strings.Contains(out, "set team-a = 5000 in gate:overrides") {
+	if !strings.Contains(warn, `no gate has run with GATE_REDIS_PREFIX="gate"`) || !strings.Contains(warn, "in the last 10m (gate:live is not set)") ||
+		!strings.Contains(out, "set team-a = 5000 in gate:overrides; gates apply it within GATE_OVERRIDES_REFRESH (1m as set here") {
 		t.Errorf("no fleet under gate: stdout %q, stderr %q", out, warn)
 	}
 	// A fleet runs under the prefix (its gates set the key once a minute): no warning.

@@ -22,6 +22,7 @@ import (
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/consume"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/replay"
 	"github.com/capturegate/gate/internal/route"
@@ -433,10 +434,10 @@ func outsideBounds(at, now time.Time, tooOld, tooNew time.Duration, topic string
 		return ""
 	case tooOld > 0 && at.Before(now.Add(-tooOld+boundsMargin)):
 		return fmt.Sprintf("stamped %s (%s ago): %s takes records up to message.timestamp.before.max.ms %s old, less a minute for the copy",
-			at.UTC().Format(time.RFC3339Nano), now.Sub(at).Round(time.Second), topic, tooOld)
+			at.UTC().Format(time.RFC3339Nano), durtext.String(now.Sub(at).Round(time.Second)), topic, durtext.String(tooOld))
 	case tooNew > 0 && at.After(now.Add(tooNew-boundsMargin)):
 		return fmt.Sprintf("stamped %s (%s ahead): %s takes records up to message.timestamp.after.max.ms %s ahead, less a minute for the copy",
-			at.UTC().Format(time.RFC3339Nano), at.Sub(now).Round(time.Second), topic, tooNew)
+			at.UTC().Format(time.RFC3339Nano), durtext.String(at.Sub(now).Round(time.Second)), topic, durtext.String(tooNew))
 	}
 	return ""
 }

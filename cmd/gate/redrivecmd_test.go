@@ -482,3 +482,17 @@ func TestRedriveRefusesWhatCannotBeMeant(t *testing.T) {
 		t.Errorf("gate redrive -reason not_json said:\n%s", stdout.String())
 	}
 }
+
+// A record outside the timestamps its topic takes is explained with the durations as an
+// operator writes them (25h ago, 24h old), not as time.Duration's String (25h0m0s).
+func TestOutsideBoundsText(t *testing.T) {
+	now := time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)
+	if got, want := outsideBounds(now.Add(-25*time.Hour), now, 24*time.Hour, 0, "events"),
+		"stamped 2026-11-26T13:00:00Z (25h ago): events takes records up to message.timestamp.before.max.ms 24h old, less a minute for the copy"; got != want {
+		t.Errorf("too old: %q, want %q", got, want)
+	}
+	if got, want := outsideBounds(now.Add(2*time.Hour), now, 0, time.Hour, "events"),
+		"stamped 2026-11-27T16:00:00Z (2h ahead): events takes records up to message.timestamp.after.max.ms 1h ahead, less a minute for the copy"; got != want {
+		t.Errorf("too new: %q, want %q", got, want)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/clock"
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/outcome"
@@ -617,7 +618,7 @@ func replayProgress(w io.Writer, p replay.Progress, took time.Duration) {
 	rate := float64(p.Done) / took.Seconds()
 	eta := "-"
 	if rate > 0 {
-		eta = time.Duration(float64(p.Total-p.Done) / rate * float64(time.Second)).Round(time.Second).String()
+		eta = durtext.String(time.Duration(float64(p.Total-p.Done) / rate * float64(time.Second)).Round(time.Second))
 	}
 	// Whole percents, rounded down: 100% once every record is read, not at 99.5%.
 	fmt.Fprintf(w, "gate replay: %s of %s records (%d%%), %s/s, at %s, %s left\n", outcome.Thousands(p.Done), outcome.Thousands(p.Total),

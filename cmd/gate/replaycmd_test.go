@@ -153,6 +153,12 @@ func TestReplayProgressLine(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("progress line %q, want %q", b.String(), want)
 	}
+	// Time left is written as an operator writes a duration: 3m, not 3m0s.
+	b.Reset()
+	replayProgress(&b, p, time.Minute)
+	if !strings.HasSuffix(b.String(), ", 3m left\n") {
+		t.Errorf("progress line %q after a minute of a quarter: want 3m left", b.String())
+	}
 	// Near the end: 100% only once every record is read, not with records still to go.
 	b.Reset()
 	replayProgress(&b, replay.Progress{Done: 9_999_000, Total: 10_000_000, At: p.At}, 20*time.Second)
@@ -284,8 +290,8 @@ func TestReplayRulesReadsTheEnvironmentAsAGateWithRules(t *testing.T) {
 		}
 		var stdout, stderr bytes.Buffer
 		err := run(t.Context(), []string{"replay", "-rules", hour, "-against", "current"}, testHost(e), &stdout, &stderr)
-		if err == nil || !strings.Contains(err.Error(), "(1m0s)") {
-			t.Errorf("%v gate replay -against current (the GATE_* limits): %v; want the problem with GATE_WINDOW (1m0s)", vars, err)
+		if err == nil || !strings.Contains(err.Error(), "(1m)") {
+			t.Errorf("%v gate replay -against current (the GATE_* limits): %v; want the problem with GATE_WINDOW (1m)", vars, err)
 		}
 	}
 }

@@ -156,7 +156,7 @@ func TestRulesCheckReadsTheEnvironmentAsAGateWithRules(t *testing.T) {
 		}
 	}
 	_, stderr, err := check(map[string]string{"GATE_TICK_INTERVAL": "2m", "GATE_SYNC_INTERVAL": "5m"}, minute)
-	if cli.ExitCode(err) != 2 || !strings.Contains(stderr, minute+`:2:46: rules[0] "team".limits[0]: "1m:1000": want a window longer than GATE_TICK_INTERVAL (2m0s)`) {
+	if cli.ExitCode(err) != 2 || !strings.Contains(stderr, minute+`:2:46: rules[0] "team".limits[0]: "1m:1000": want a window longer than GATE_TICK_INTERVAL (2m)`) {
 		t.Errorf("a window under the tick interval: %v, stderr %q", err, stderr)
 	}
 }

@@ -85,7 +85,7 @@ func teamCmd(ctx context.Context, args []string, getenv func(string) string, std
 	// (the caller's context still live), and how long it waited for which gate.
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return fmt.Errorf("team: no answer from the gate at %s within %s, the command's limit (is it overloaded, or is that not its HTTP address?): %w",
-			strings.TrimPrefix(base, "http://"), teamLimit, err)
+			strings.TrimPrefix(base, "http://"), durtext.String(teamLimit), err)
 	}
 	return err
 }
@@ -155,7 +155,7 @@ func teamOne(ctx context.Context, base, team string, stdout io.Writer) error {
 		}
 		age := "never read"
 		if l.EstimateAgeSeconds != nil {
-			age = (time.Duration(*l.EstimateAgeSeconds * float64(time.Second))).Round(100 * time.Millisecond).String()
+			age = durtext.String((time.Duration(*l.EstimateAgeSeconds * float64(time.Second))).Round(100 * time.Millisecond))
 			if l.EstimateLocal {
 				age += " (Redis unread: local)" // the last read failed: the estimate is this gate's
 			}
