@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/capturegate/gate/internal/durtext"
 )
 
 // The commit hold (at-least-once). The gate commits acknowledged offsets every
@@ -100,7 +102,7 @@ func (c *Consumer) checkCommitHold(now time.Time) {
 	h.held, h.since = true, now
 	cl.PauseFetchTopics(c.cfg.InputTopic)
 	c.m.commitHeld.Set(1)
-	c.log.Warn("kafka: no offset commit has succeeded for "+now.Sub(h.lastOK).Round(time.Millisecond).String()+
+	c.log.Warn("kafka: no offset commit has succeeded for "+durtext.String(now.Sub(h.lastOK).Round(time.Millisecond))+
 		"; fetching the input stops until one succeeds, so that a rebalance replays no more than was fetched before "+
 		"(records in flight are still produced)", "input_topic", c.cfg.InputTopic, "hold_after", c.cfg.CommitHoldAfter.String())
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/route"
 )
 
@@ -433,7 +434,7 @@ func (c Config) withDefaults() (Config, error) {
 		if *v == 0 {
 			*v = d
 		} else if *v < 0 {
-			errs = append(errs, fmt.Errorf("%s %s is negative", name, *v))
+			errs = append(errs, fmt.Errorf("%s %s is negative", name, durtext.String(*v)))
 		}
 	}
 	def(&c.MaxPollRecords, DefaultMaxPollRecords, "MaxPollRecords")

@@ -624,8 +624,8 @@ func TestExactlyOnceConfig(t *testing.T) {
 		t.Error("New accepted exactly-once without a transactional id")
 	}
 	bad := eos
-	bad.TransactionalID, bad.TransactionTimeout = "x", -time.Second
-	if _, err := bad.withDefaults(); err == nil || !strings.Contains(err.Error(), "TransactionTimeout -1s is negative") {
+	bad.TransactionalID, bad.TransactionTimeout = "x", -time.Minute
+	if _, err := bad.withDefaults(); err == nil || !strings.Contains(err.Error(), "TransactionTimeout -1m is negative") {
 		t.Errorf("negative transaction timeout: error %v", err)
 	}
 	bad = base
@@ -997,7 +997,7 @@ func TestExactlyOnceRecoverBounds(t *testing.T) {
 			t.Fatalf("recovery %d from group churn: %v", i+1, err)
 		}
 	}
-	if err := c.recoverFenced(kerr.InvalidProducerEpoch, time.Minute, false); err == nil || !strings.Contains(err.Error(), "times within") {
+	if err := c.recoverFenced(kerr.InvalidProducerEpoch, time.Minute, false); err == nil || !strings.Contains(err.Error(), "times within 10m") {
 		t.Errorf("one recovery too many: %v, want an error", err)
 	}
 	c.recoveries[0].at = c.recoveries[0].at.Add(-recoveryWindow) // the oldest is out of the window
@@ -1030,8 +1030,8 @@ func TestExactlyOnceRecoveryLimitSaysWhatFailed(t *testing.T) {
 	if err == nil {
 		t.Fatal("one recovery too many: nil, want an error")
 	}
-	want := fmt.Sprintf("could not be ended %d times", maxRecoveries+1)
-	if msg := err.Error(); !strings.Contains(msg, want) || !strings.Contains(msg, "1 outlived the transaction timeout") ||
+	want := fmt.Sprintf("could not be ended %d times within 10m", maxRecoveries+1)
+	if msg := err.Error(); !strings.Contains(msg, want) || !strings.Contains(msg, "1 outlived the transaction timeout of 2s") ||
 		!strings.Contains(msg, fmt.Sprintf("%d ended with an unknown outcome", maxRecoveries)) || strings.Contains(msg, "raise it") {
 		t.Errorf("the stop error: %q, want %q with 1 timed out and %d unknown outcomes, and no advice to raise the timeout", msg, want, maxRecoveries)
 	}

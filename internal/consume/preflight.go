@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/throttle"
 )
 
@@ -429,7 +430,7 @@ func topicProblem(resp *kmsg.MetadataResponse, t string, want int32) string {
 // reported when it comes (produceProblem).
 func (c *Consumer) transactionTimeoutProblem(ctx context.Context, broker int32) string {
 	if max, ok := c.brokerTxnMax(ctx, broker); ok && c.cfg.TransactionTimeout > max {
-		return transactionTimeoutMessage(c.cfg.TransactionTimeout, max.String())
+		return transactionTimeoutMessage(c.cfg.TransactionTimeout, durtext.String(max))
 	}
 	return ""
 }
@@ -471,7 +472,7 @@ func (c *Consumer) brokerTxnMax(ctx context.Context, broker int32) (max time.Dur
 // brokers' maximum (brokerMax, or "unknown").
 func transactionTimeoutMessage(gate time.Duration, brokerMax string) string {
 	return fmt.Sprintf("GATE_TRANSACTION_TIMEOUT (%s) is above the brokers' transaction.max.timeout.ms (%s): they refuse every transaction; "+
-		"lower GATE_TRANSACTION_TIMEOUT or raise transaction.max.timeout.ms", gate, brokerMax)
+		"lower GATE_TRANSACTION_TIMEOUT or raise transaction.max.timeout.ms", durtext.String(gate), brokerMax)
 }
 
 // produceProblem marks the gate not ready when a produce failed for a reason only an

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/capturegate/gate/internal/durtext"
 	"github.com/capturegate/gate/internal/throttle"
 )
 
@@ -95,7 +96,7 @@ func (c *Consumer) refusedTxnMax(ctx context.Context) string {
 	meta.Topics = []kmsg.MetadataRequestTopic{}
 	if resp, err := meta.RequestWith(rctx, c.cl); err == nil && len(resp.Brokers) > 0 {
 		if max, ok := c.brokerTxnMax(rctx, resp.Brokers[0].NodeID); ok {
-			return max.String()
+			return durtext.String(max)
 		}
 	}
 	return "unknown: the gate may not read it"
@@ -350,7 +351,7 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 	unmappedNow := errors.Is(err, kerr.InvalidProducerIDMapping)
 	if isFence && open < timeout && !unmappedNow {
 		return fmt.Errorf("%w (fenced %s into a transaction, within the transaction timeout of %s: "+
-			"another live instance is using transactional id %q)", err, open.Round(time.Millisecond), timeout, id)
+			"another live instance is using transactional id %q)", err, durtext.String(open.Round(time.Millisecond)), durtext.String(timeout), id)
 	}
 	now := time.Now()
 	recent := c.recoveries[:0]
@@ -381,25 +382,25 @@ func (c *Consumer) recoverFenced(err error, open time.Duration, churn bool) erro
 		case unmapped == n:
 			// Mapped again and again taken: another instance uses the id.
 			return fmt.Errorf("%w (the brokers stopped mapping transactional id %q to this gate's producer %d times within %s: "+
-				"another live instance is using it)", err, id, n, recoveryWindow)
+				"another live instance is using it)", err, id, n, durtext.String(recoveryWindow))
 		case unmapped > 0:
 			return fmt.Errorf("%w (transactions could not be ended %d times within %s: %d outlived the transaction timeout of %s, "+
 				"%d found the transactional id %q no longer mapped to this gate's producer, %d ended with an unknown outcome; "+
-				"see gate_transaction_recoveries_total by cause and the warnings before this)", err, n, recoveryWindow,
-				slow, timeout, unmapped, id, n-slow-unmapped)
+				"see gate_transaction_recoveries_total by cause and the warnings before this)", err, n, durtext.String(recoveryWindow),
+				slow, durtext.String(timeout), unmapped, id, n-slow-unmapped)
 		case slow == 0:
-			return fmt.Errorf("%w (ending transactions failed %d times within %s)", err, n, recoveryWindow)
+			return fmt.Errorf("%w (ending transactions failed %d times within %s)", err, n, durtext.String(recoveryWindow))
 		case slow == n:
 			return fmt.Errorf("%w (transactions outlived the transaction timeout of %s %d times within %s: "+
 				"raise it above the group's session and rebalance timeouts and the time a transaction stays open "+
 				"(the transaction interval, %s, then the time its records in flight take to produce), "+
-				"and check that no other instance uses transactional id %q)", err, timeout, n, recoveryWindow,
-				c.cfg.TransactionInterval, id)
+				"and check that no other instance uses transactional id %q)", err, durtext.String(timeout), n, durtext.String(recoveryWindow),
+				durtext.String(c.cfg.TransactionInterval), id)
 		default:
 			return fmt.Errorf("%w (transactions could not be ended %d times within %s: %d outlived the transaction "+
 				"timeout of %s, %d ended with an unknown outcome (a broker not answering, a lost connection); "+
-				"see gate_transaction_recoveries_total by cause and the warnings before this)", err, n, recoveryWindow,
-				slow, timeout, n-slow)
+				"see gate_transaction_recoveries_total by cause and the warnings before this)", err, n, durtext.String(recoveryWindow),
+				slow, durtext.String(timeout), n-slow)
 		}
 	}
 	cause := "group_churn"

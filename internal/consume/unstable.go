@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/durtext"
 )
 
 // The unstable-offsets watch (exactly-once only). Before an exactly-once member reads a
@@ -100,7 +102,7 @@ func (c *Consumer) checkUnstable(ctx context.Context, cl *kgo.Client, now time.T
 		"(nor the partitions assigned with them); find it with `kafka-transactions.sh --bootstrap-server BROKER find-hanging --topic __consumer_offsets %s` "+
 		"and end it with `kafka-transactions.sh --bootstrap-server BROKER abort --topic __consumer_offsets %s --start-offset START` (START: its StartOffset "+
 		"in find-hanging's answer), after which the gate starts them by itself",
-		c.cfg.InputTopic, held, bound, where, part, part), "group", c.cfg.GroupID)
+		c.cfg.InputTopic, held, durtext.String(bound), where, part, part), "group", c.cfg.GroupID)
 }
 
 // unstablePartitions asks the group coordinator, with RequireStable, for the committed

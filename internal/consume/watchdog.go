@@ -3,6 +3,8 @@ package consume
 import (
 	"fmt"
 	"time"
+
+	"github.com/capturegate/gate/internal/durtext"
 )
 
 // The progress watchdog: a gate that makes no progress while it has work is stuck,
@@ -76,7 +78,7 @@ func (c *Consumer) stallProblem() string {
 		if c.fetchHeld() {
 			why = "no offset commit succeeds, and fetching the input is held until one does (gate_fetch_held_by_commits)"
 		}
-		return fmt.Sprintf("kafka: no progress for %s while records wait (no poll, commit or committed transaction): %s", d.Round(time.Second), why)
+		return fmt.Sprintf("kafka: no progress for %s while records wait (no poll, commit or committed transaction): %s", durtext.String(d.Round(time.Second)), why)
 	}
 	if c.stallLogged.Swap(false) {
 		c.log.Info("kafka: progressing again; the stall is over")
@@ -97,7 +99,7 @@ func (c *Consumer) Live() error {
 			c.log.Error("kafka: no progress past GATE_STALL_RESTART while records wait (no poll, commit or committed transaction); /healthz fails so that the gate is restarted",
 				"stalled", d.Round(time.Second).String(), "stall_restart", c.cfg.StallRestart.String())
 		}
-		return fmt.Errorf("kafka: no progress for %s while records wait (GATE_STALL_RESTART is %s)", d.Round(time.Second), c.cfg.StallRestart)
+		return fmt.Errorf("kafka: no progress for %s while records wait (GATE_STALL_RESTART is %s)", durtext.String(d.Round(time.Second)), durtext.String(c.cfg.StallRestart))
 	}
 	c.deadLogged.Store(false)
 	return nil

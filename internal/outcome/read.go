@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/durtext"
 )
 
 // ErrNoTopic is Scan's error for a topic the cluster does not have.
@@ -412,7 +414,7 @@ func Unanswered(topic string, parts []int32, l kadm.ListedOffsets, err error, wa
 		if perr == nil {
 			continue
 		}
-		errs = errors.Join(errs, fmt.Errorf("reading %s partition %d: nothing fetched for %s and its offsets cannot be listed (its leader unavailable?): %w", topic, p, waited, perr))
+		errs = errors.Join(errs, fmt.Errorf("reading %s partition %d: nothing fetched for %s and its offsets cannot be listed (its leader unavailable?): %w", topic, p, durtext.String(waited), perr))
 	}
 	return errs
 }

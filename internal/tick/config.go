@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/capturegate/gate/internal/durtext"
 )
 
 // Config holds the tick's settings. The zero value of a field means its default.
@@ -152,13 +154,13 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, err)
 	}
 	if c.TickInterval < 0 {
-		errs = append(errs, fmt.Errorf("tick interval %s: must be positive", c.TickInterval))
+		errs = append(errs, fmt.Errorf("tick interval %s: must be positive", durtext.String(c.TickInterval)))
 	}
 	if c.KeepConfirmed < 0 {
-		errs = append(errs, fmt.Errorf("keep confirmed %s: must be positive", c.KeepConfirmed))
+		errs = append(errs, fmt.Errorf("keep confirmed %s: must be positive", durtext.String(c.KeepConfirmed)))
 	}
 	if c.TickTimeout < 0 {
-		errs = append(errs, fmt.Errorf("tick timeout %s: must be positive", c.TickTimeout))
+		errs = append(errs, fmt.Errorf("tick timeout %s: must be positive", durtext.String(c.TickTimeout)))
 	}
 	if c.Mode == ModeCluster && strings.ContainsAny(c.Writer, "{}") {
 		errs = append(errs, fmt.Errorf("writer %q: must not contain braces in cluster mode", c.Writer))
