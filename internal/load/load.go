@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/durtext"
 )
 
 // The teams of the load, and the generator's pace.
@@ -73,7 +75,7 @@ func DefaultSpec() Spec {
 func (s Spec) Check() error {
 	var errs []error
 	if s.Duration < 0 {
-		errs = append(errs, fmt.Errorf("-duration %s is negative", s.Duration))
+		errs = append(errs, fmt.Errorf("-duration %s is negative", durtext.String(s.Duration)))
 	}
 	if s.Teams < 1 {
 		errs = append(errs, fmt.Errorf("-teams %d: want at least 1", s.Teams))

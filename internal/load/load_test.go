@@ -81,3 +81,12 @@ func TestCheckZipfFinite(t *testing.T) {
 		t.Errorf("Check with -zipf 1e300 = %v", err)
 	}
 }
+
+// A negative -duration is refused, written as an operator writes it (-1m, not -1m0s).
+func TestCheckNegativeDuration(t *testing.T) {
+	s := DefaultSpec()
+	s.Duration = -time.Minute
+	if err := s.Check(); err == nil || !strings.Contains(err.Error(), "-duration -1m is negative") {
+		t.Errorf("Check with -duration -1m: %v", err)
+	}
+}
