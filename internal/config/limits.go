@@ -212,7 +212,7 @@ func (c Limiter) validateBetween(bad report) {
 	// a bound on its age set there would do nothing, most likely with GATE_CLOCK=event
 	// meant and missing.
 	if c.MaxEventAge != limit.DefaultMaxEventAge && c.Clock.Clock != limit.EventClock {
-		bad("MAX_EVENT_AGE", "unset (or its default, 15m) unless GATE_CLOCK=event: the wall clock judges every record when the gate reads it")
+		bad("MAX_EVENT_AGE", fmt.Sprintf("unset (or its default, %s) unless GATE_CLOCK=event: the wall clock judges every record when the gate reads it", durtext.String(limit.DefaultMaxEventAge)))
 	}
 	// The event clock keeps a window of state per window back to GATE_MAX_EVENT_AGE.
 	if c.Clock.Clock == limit.EventClock {
