@@ -146,11 +146,12 @@ func TestRuleLimitsTheGateCannotBuild(t *testing.T) {
 
 // An adaptive rule whose first window makes a GATE_ADAPTIVE_* value bad (valid against
 // GATE_WINDOW's minute) is refused naming the variable and what the rule's window needs of
-// it, not in the learner's own words ("max spike 1h30m"), which name no variable.
+// it, not in the learner's own words ("max spike 1h30m"), which name no variable; its value
+// as an operator writes one (1h30m for 90m, where it was time.Duration's 1h30m0s).
 func TestAdaptiveRuleNamesTheVariable(t *testing.T) {
 	for _, tc := range []struct{ key, value, want string }{
-		{"GATE_ADAPTIVE_MAX_SPIKE", "90m", `GATE_ADAPTIVE_MAX_SPIKE="1h30m0s": want a duration from 2h (an hour and two of the rule's first windows) to 168h`},
-		{"GATE_ADAPTIVE_HALF_LIFE", "10m", `GATE_ADAPTIVE_HALF_LIFE="10m0s": want a duration of at least the rule's first window (30m)`},
+		{"GATE_ADAPTIVE_MAX_SPIKE", "90m", `GATE_ADAPTIVE_MAX_SPIKE="1h30m": want a duration from 2h (an hour and two of the rule's first windows) to 168h`},
+		{"GATE_ADAPTIVE_HALF_LIFE", "10m", `GATE_ADAPTIVE_HALF_LIFE="10m": want a duration of at least the rule's first window (30m)`},
 	} {
 		c, err := loadMap(map[string]string{tc.key: tc.value})
 		if err != nil {

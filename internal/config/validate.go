@@ -98,11 +98,18 @@ func (bad report) atLeast(key string, n, lo int) {
 }
 
 // shown is the value of variable key as an error shows it: secrets and passwords
-// redacted by their types' String.
+// redacted by their types' String, a duration as an operator writes one (1h30m, not
+// time.Duration's 1h30m0s). Load's errors quote the value as set; this is for the checks
+// made after it, where the environment's string is gone (a rules file's rule against
+// GATE_ADAPTIVE_*).
 func (c Config) shown(key string) string {
 	for _, f := range configFields() {
 		if f.key == key {
-			return fmt.Sprint(reflect.ValueOf(c).FieldByIndex(f.index).Interface())
+			v := reflect.ValueOf(c).FieldByIndex(f.index).Interface()
+			if d, ok := v.(time.Duration); ok {
+				return durtext.String(d)
+			}
+			return fmt.Sprint(v)
 		}
 	}
 	return ""
