@@ -82,6 +82,42 @@ func TestRedriveStoppedCountsTheCopiesItGaveUp(t *testing.T) {
 	if m := notCopied.FindStringSubmatch(fmt.Sprint(err)); m == nil || m[1] != m[2] {
 		t.Errorf("gate redrive stopped, the broker taking nothing: %v; want every copy named as not copied", err)
 	}
+	// Said at the stop, not only at the half minute's end: a second Ctrl-C in it exited
+	// at once, saying nothing of what was copied (a review: 12 of 40 in the input).
+	if e := stderr.String(); !strings.Contains(e, "redrive: stopping: waiting for the copies not yet acknowledged") || !strings.Contains(e, "a second Ctrl-C exits at once") {
+		t.Errorf("gate redrive stopped with copies in flight said nothing of them at the stop:\n%s", e)
+	}
+}
+
+// A redrive whose copies the brokers keep waiting (retried: a leader moving, too few
+// in-sync replicas) says so after redriveStallWarn, and goes on waiting for them: it said
+// nothing for as long as it waited (a review's, 45 s and more), stdout and stderr empty.
+func TestRedriveSaysItsCopiesWait(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c)
+	produceLetters(t, cl, 5)
+	refusing := refuseProduce(c, kerr.NotEnoughReplicas, func() {})
+	var stdout bytes.Buffer
+	stderr := new(syncBuffer)
+	done := make(chan error, 1)
+	go func() { done <- run(t.Context(), []string{"redrive"}, testHost(env), &stdout, stderr) }()
+	const said = "redrive: copies wait, none acknowledged"
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(stderr.String(), said); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gate redrive waiting on refused copies for 2 minutes said nothing:\n%s", stderr.String())
+		}
+	}
+	refusing.Store(false) // the brokers take them now
+	if err := <-done; err != nil {
+		t.Fatalf("gate redrive, its copies taken after the wait: %v\n%s", err, stderr.String())
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "re-drove 5 dead letters ") {
+		t.Errorf("gate redrive, its copies taken after the wait, said:\n%s", out)
+	}
+	if e := stderr.String(); !strings.Contains(e, `"waiting":5`) && !strings.Contains(e, "waiting=5") {
+		t.Errorf("the wait's line does not count the 5 copies waiting:\n%s", e)
+	}
 }
 
 // A redrive stopped (Ctrl-C) as it reads names the copies the broker refused as well as

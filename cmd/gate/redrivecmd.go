@@ -7,11 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -199,7 +201,23 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	// stop. On ctx, those still in the producer's buffer failed unsent (38 of 40 in a test).
 	pctx, endProduce := context.WithCancel(context.WithoutCancel(ctx))
 	defer endProduce()
-	defer context.AfterFunc(ctx, func() { time.AfterFunc(redriveGrace, endProduce) })()
+	// handed and acked count the copies given to the producer and those it answered,
+	// either way: what the stop's line and the wait's say is still in flight.
+	var handed, acked atomic.Int64
+	defer context.AfterFunc(ctx, func() {
+		time.AfterFunc(redriveGrace, endProduce)
+		if n := handed.Load() - acked.Load(); prod != nil && n > 0 {
+			// Said at once: the copies' half minute passed in silence, and a second
+			// Ctrl-C in it exits at once, saying nothing of what was copied.
+			log.Warn("redrive: stopping: waiting for the copies not yet acknowledged, then saying which are not known to be copied; a second Ctrl-C exits at once, without saying which were (copied again, a letter is in the input twice)",
+				"copies", n, "wait", durtext.String(redriveGrace))
+		}
+	})()
+	stopWatch := func() {}
+	if prod != nil {
+		stopWatch = watchRedriveCopies(&handed, &acked, log, cfg.InputTopic)
+		defer stopWatch() // idempotent: stopped before the lines below are written
+	}
 	var (
 		mu sync.Mutex
 		// answered waits for every copy's callback: Close fails what the producer still
@@ -267,8 +285,10 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		copied[reason]++
 		if prod != nil {
 			answered.Add(1)
+			handed.Add(1)
 			prod.Produce(pctx, out, func(_ *kgo.Record, err error) {
 				defer answered.Done()
+				acked.Add(1)
 				if err != nil {
 					mu.Lock()
 					failed++
@@ -289,6 +309,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		answered.Wait()
 	}
+	stopWatch()
 	mu.Lock()
 	defer mu.Unlock()
 	for _, l := range dropped {
@@ -480,6 +501,46 @@ func letterOffsets(ls []readLetter) (offsets string, twice, untimed int) {
 		i = j
 	}
 	return strings.Join(out, ","), twice, untimed
+}
+
+// redriveStallWarn is how long copies may wait unacknowledged, none answered meanwhile,
+// before gate redrive says so: a broker that retries them (a leader moving, too few in-sync
+// replicas) held a review's redrive for minutes without a word.
+const redriveStallWarn = 10 * time.Second
+
+// watchRedriveCopies warns, through log, each redriveStallWarn that copies handed to the
+// producer wait with none of them answered (acked) meanwhile, until the returned stop is
+// called (which returns once the watch has ended).
+func watchRedriveCopies(handed, acked *atomic.Int64, log *slog.Logger, topic string) (stop func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		last, since := acked.Load(), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				a := acked.Load()
+				if a != last || handed.Load() == a {
+					last, since = a, now // answered meanwhile, or nothing waiting
+					continue
+				}
+				if now.Sub(since) >= redriveStallWarn {
+					log.Warn("redrive: copies wait, none acknowledged: the brokers keep them (a leader moving, too few in-sync replicas, a quota); gate redrive waits for them (Ctrl-C stops it, giving them "+durtext.String(redriveGrace)+", then says which are not known to be copied)",
+						"topic", topic, "waiting", handed.Load()-a, "for", durtext.String(now.Sub(since).Round(time.Second)))
+					since = now
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		<-ended
+	}
 }
 
 // redriveGrace is how long a redrive stopped (Ctrl-C) gives the producer to send the
