@@ -140,6 +140,16 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		} else if err != nil {
 			return err
 		}
+		// Dead letters retention deleted since -from are gone unsaid otherwise: the count
+		// reads as every letter of the range (a review's -from 6h said 5 of 8, 3 deleted).
+		trimmed, terr := replay.Trimmed(ctx, replay.Range{Topic: rng.Topic, From: rng.From}, opts...)
+		if terr != nil {
+			fmt.Fprintf(stderr, "gate redrive: whether retention deleted dead letters of the range is not known: %v\n", terr)
+		}
+		for _, tp := range trimmed {
+			fmt.Fprintf(stderr, "gate redrive: %s partition %d starts at offset %d, retention having deleted the dead letters before it: letters since -from (%s) may have been among them, Kafka keeping no time of a deleted record; only those kept are copied\n",
+				rng.Topic, tp.Partition, tp.Start, rng.From.UTC().Format(time.RFC3339))
+		}
 	}
 	var prod *kgo.Client
 	batchMax := cfg.KafkaMaxMessageBytes // the producer's limit, the input topic's once read (below)
@@ -547,9 +557,21 @@ func watchRedriveCopies(handed, acked *atomic.Int64, log *slog.Logger, topic str
 // dead letters it was handed before the stop.
 const redriveGrace = 30 * time.Second
 
+// gateHeaders are the headers the gate adds to the records it writes, which a copy of a
+// dead letter leaves out: those of its refusal, and any a record routed before carried. A
+// producer's own header that starts gate- is kept: every gate-* was dropped, and a fleet
+// keyed by one (GATE_KEY_FROM=header:gate-team) had every copy dead-lettered again,
+// header_missing (a review).
+var gateHeaders = map[string]bool{
+	route.HeaderError: true, route.HeaderErrorDetail: true, route.HeaderSource: true,
+	route.HeaderOverflowReason: true, route.HeaderOverflowLimit: true, route.HeaderOverflowRule: true,
+	route.HeaderTag: true, route.HeaderRuleTopicMissing: true,
+	consume.HeaderOriginalTimestamp: true, consume.HeaderDropped: true,
+}
+
 // redriven is the input record dead letter r was made from: its key, value and headers
-// but the gate's (gate-*), and the timestamp its gate-original-timestamp kept, else its
-// own; nil when r kept no value (gate-dropped). reason and src are r's gate-error and
+// but the gate's (gateHeaders), and the timestamp its gate-original-timestamp kept, else
+// its own; nil when r kept no value (gate-dropped). reason and src are r's gate-error and
 // gate-source.
 func redriven(r *kgo.Record) (out *kgo.Record, reason, src string) {
 	out = &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
@@ -567,7 +589,7 @@ func redriven(r *kgo.Record) (out *kgo.Record, reason, src string) {
 		case consume.HeaderDropped:
 			valueDropped = true
 		}
-		if !strings.HasPrefix(h.Key, "gate-") {
+		if !gateHeaders[h.Key] {
 			out.Headers = append(out.Headers, h)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/faulttest"
+	"github.com/capturegate/gate/internal/route"
 )
 
 // redriveDocs is docs/operations.md's re-drive recipe: a sh block of gate redrive lines.
@@ -494,5 +495,73 @@ func TestOutsideBoundsText(t *testing.T) {
 	if got, want := outsideBounds(now.Add(2*time.Hour), now, 0, time.Hour, "events"),
 		"stamped 2026-11-27T16:00:00Z (2h ahead): events takes records up to message.timestamp.after.max.ms 1h ahead, less a minute for the copy"; got != want {
 		t.Errorf("too new: %q, want %q", got, want)
+	}
+}
+
+// A copy leaves out the gate's own headers, and keeps a producer's that start gate- too:
+// every gate-* was dropped, and a fleet keyed by one (GATE_KEY_FROM=header:gate-team) had
+// each copy dead-lettered again, header_missing (a review).
+func TestRedriveKeepsAProducersGateHeader(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"))
+	dl := &kgo.Record{Key: []byte("k"), Value: []byte("{}"), Timestamp: testNow.Add(-time.Minute), Headers: []kgo.RecordHeader{
+		{Key: "gate-team", Value: []byte("t1")}, {Key: "trace", Value: []byte("x")},
+		{Key: route.HeaderError, Value: []byte("header_missing")}, {Key: route.HeaderErrorDetail, Value: []byte("no header gate-team")},
+		{Key: route.HeaderSource, Value: []byte("events/0/7")}, {Key: route.HeaderOverflowReason, Value: []byte("rate_limited")},
+		{Key: route.HeaderTag, Value: []byte("watch")},
+	}}
+	if err := cl.ProduceSync(t.Context(), dl).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"redrive"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate redrive: %v\n%s", err, stderr.String())
+	}
+	in := kafkaClient(t, c, kgo.ConsumeTopics("events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	fs := in.PollRecords(ctx, 10)
+	if fs.NumRecords() != 1 {
+		t.Fatalf("the input holds %d records after redriving one dead letter: %v", fs.NumRecords(), fs.Errors())
+	}
+	var got []string
+	for _, h := range fs.Records()[0].Headers {
+		got = append(got, h.Key+"="+string(h.Value))
+	}
+	if want := []string{"gate-team=t1", "trace=x"}; !slices.Equal(got, want) {
+		t.Errorf("the copy's headers %q, want %q: the producer's kept, the gate's left out", got, want)
+	}
+}
+
+// Dead letters since -from that retention deleted are said to be gone: the count read as
+// every letter of the range (a review's: 5 of 8, 3 deleted, stderr empty).
+func TestRedriveSaysRetentionDeletedLetters(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 8 {
+		r := &kgo.Record{Partition: 0, Key: fmt.Appendf(nil, "k%d", i), Value: []byte("{bad"), Timestamp: testNow.Add(-time.Hour),
+			Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}}
+		if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := kadm.NewClient(cl).DeleteRecords(t.Context(), kadm.Offsets{"events_dead_letter": {0: {Topic: "events_dead_letter", Partition: 0, At: 3}}})
+	if err == nil {
+		err = del.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"redrive", "-from", "6h", "-dry-run"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate redrive -from 6h -dry-run: %v\n%s", err, stderr.String())
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "would re-drive 5 dead letters") {
+		t.Errorf("gate redrive -from 6h -dry-run said:\n%s", out)
+	}
+	if e := stderr.String(); !strings.Contains(e, "events_dead_letter partition 0 starts at offset 3, retention having deleted the dead letters before it") {
+		t.Errorf("gate redrive said nothing of the 3 dead letters retention deleted:\n%s", e)
 	}
 }
