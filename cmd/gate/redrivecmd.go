@@ -215,13 +215,14 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	// either way: what the stop's line and the wait's say is still in flight.
 	var handed, acked atomic.Int64
 	defer context.AfterFunc(ctx, func() {
-		time.AfterFunc(redriveGrace, endProduce)
 		if n := handed.Load() - acked.Load(); prod != nil && n > 0 {
 			// Said at once: the copies' half minute passed in silence, and a second
-			// Ctrl-C in it exits at once, saying nothing of what was copied.
+			// Ctrl-C in it exits at once, saying nothing of what was copied. Before the
+			// timer: the lines written once the wait ends come after it.
 			log.Warn("redrive: stopping: waiting for the copies not yet acknowledged, then saying which are not known to be copied; a second Ctrl-C exits at once, without saying which were (copied again, a letter is in the input twice)",
 				"copies", n, "wait", durtext.String(redriveGrace))
 		}
+		time.AfterFunc(redriveGrace, endProduce)
 	})()
 	stopWatch := func() {}
 	if prod != nil {
