@@ -251,6 +251,10 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	copied := map[string]int{} // by reason
 	other := map[string]int{}  // of a reason not asked for, by reason
 	var dropped []string       // lines for the dead letters without their value
+	// sources are the gate-source of each dead letter copied (or left out for its time)
+	// in this run; twins counts those left out for one already there.
+	sources := map[string]struct{}{}
+	twins := 0
 	from, to := rng.From, rng.To
 	rng.From, rng.To = time.Time{}, time.Time{} // the exact offsets found above
 	parts, rerr := replay.Read(ctx, rng, func(r *kgo.Record, _ time.Time) {
@@ -284,6 +288,17 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return
 		}
 		inTime[r.Partition]++
+		if src != "" {
+			// At least once a gate can write a dead letter twice (a rebalance replays
+			// what it routed since its last commit): one input record, two letters of
+			// one gate-source, which were both copied, two records in the input for one
+			// (a review). The first is copied, the others counted.
+			if _, dup := sources[src]; dup {
+				twins++
+				return
+			}
+			sources[src] = struct{}{}
+		}
 		letter := readLetter{partition: r.Partition, offset: r.Offset, again: again[r.Partition], inTime: inTime[r.Partition]}
 		if why := outsideBounds(out.Timestamp, clk.Now(), tooOld, tooNew, cfg.InputTopic); why != "" {
 			dropped = append(dropped, fmt.Sprintf("not copied: %s/%d/%d (%s) %s", r.Topic, r.Partition, r.Offset, cli.Shown(reason), why))
@@ -347,6 +362,9 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	line := fmt.Sprintf("%s %d %s from %s to %s", verb, n-failed, letters, rng.Topic, cfg.InputTopic)
 	if len(by) > 0 {
 		line += " (" + strings.Join(by, ", ") + ")"
+	}
+	if twins > 0 {
+		line += fmt.Sprintf("; %s of an input record already copied left out (the same gate-source: written twice at least once)", counted(int64(twins), "dead letter"))
 	}
 	if len(other) > 0 {
 		// By reason: a -reason misspelt copies nothing, and this says what is there.

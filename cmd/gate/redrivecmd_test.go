@@ -565,3 +565,35 @@ func TestRedriveSaysRetentionDeletedLetters(t *testing.T) {
 		t.Errorf("gate redrive said nothing of the 3 dead letters retention deleted:\n%s", e)
 	}
 }
+
+// At least once a gate can write a dead letter twice (a rebalance replays what it routed
+// since its last commit): two letters of one gate-source, one input record. Both were
+// copied, two records in the input for one (a review); the second is left out and said.
+func TestRedriveCopiesAnInputRecordOnce(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"))
+	letter := func(key, src string) *kgo.Record {
+		return &kgo.Record{Key: []byte(key), Value: []byte("{bad"), Timestamp: testNow.Add(-time.Minute), Headers: []kgo.RecordHeader{
+			{Key: route.HeaderError, Value: []byte("not_json")}, {Key: route.HeaderSource, Value: []byte(src)}}}
+	}
+	if err := cl.ProduceSync(t.Context(), letter("a", "events/0/7"), letter("a", "events/0/7"), letter("b", "events/1/3")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"redrive"}, testHost(env), &stdout, &stderr); err != nil {
+		t.Fatalf("gate redrive: %v\n%s", err, stderr.String())
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "re-drove 2 dead letters ") || !strings.Contains(out, "; 1 dead letter of an input record already copied left out (the same gate-source") {
+		t.Errorf("gate redrive of two letters of one input record and another said:\n%s", out)
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(t.Context(), "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copied int64
+	ends.Each(func(o kadm.ListedOffset) { copied += o.Offset })
+	if copied != 2 {
+		t.Errorf("the input holds %d records, want 2: the two letters of one input record copied once", copied)
+	}
+}
