@@ -576,20 +576,8 @@ func watchRedriveCopies(handed, acked *atomic.Int64, log *slog.Logger, topic str
 // dead letters it was handed before the stop.
 const redriveGrace = 30 * time.Second
 
-// gateHeaders are the headers the gate adds to the records it writes, which a copy of a
-// dead letter leaves out: those of its refusal, and any a record routed before carried. A
-// producer's own header that starts gate- is kept: every gate-* was dropped, and a fleet
-// keyed by one (GATE_KEY_FROM=header:gate-team) had every copy dead-lettered again,
-// header_missing (a review).
-var gateHeaders = map[string]bool{
-	route.HeaderError: true, route.HeaderErrorDetail: true, route.HeaderSource: true,
-	route.HeaderOverflowReason: true, route.HeaderOverflowLimit: true, route.HeaderOverflowRule: true,
-	route.HeaderTag: true, route.HeaderRuleTopicMissing: true,
-	consume.HeaderOriginalTimestamp: true, consume.HeaderDropped: true,
-}
-
 // redriven is the input record dead letter r was made from: its key, value and headers
-// but the gate's (gateHeaders), and the timestamp its gate-original-timestamp kept, else
+// but the gate's (consume.GateHeader), and the timestamp its gate-original-timestamp kept, else
 // its own; nil when r kept no value (gate-dropped). reason and src are r's gate-error and
 // gate-source.
 func redriven(r *kgo.Record) (out *kgo.Record, reason, src string) {
@@ -608,7 +596,10 @@ func redriven(r *kgo.Record) (out *kgo.Record, reason, src string) {
 		case consume.HeaderDropped:
 			valueDropped = true
 		}
-		if !gateHeaders[h.Key] {
+		if !consume.GateHeader(h.Key) {
+			// The gate's own only: every gate-* was left out, and a fleet keyed by a
+			// producer's (GATE_KEY_FROM=header:gate-team) had each copy dead-lettered
+			// again, header_missing (a review).
 			out.Headers = append(out.Headers, h)
 		}
 	}

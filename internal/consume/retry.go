@@ -455,6 +455,21 @@ const HeaderOriginalTimestamp = "gate-original-timestamp"
 // key): too large for the dead-letter topic as it was. It says what was left out.
 const HeaderDropped = "gate-dropped"
 
+// GateHeader reports whether key is a header the gate writes on the records it produces:
+// the router's (route.Header*) and those of a dead letter refused or stripped here. One
+// list beside the last of them, for what takes a record written by the gate back to the
+// input (gate redrive), which must leave these out and keep a producer's own gate-* ones.
+func GateHeader(key string) bool {
+	switch key {
+	case route.HeaderError, route.HeaderErrorDetail, route.HeaderSource,
+		route.HeaderOverflowReason, route.HeaderOverflowLimit, route.HeaderOverflowRule,
+		route.HeaderTag, route.HeaderRuleTopicMissing,
+		HeaderOriginalTimestamp, HeaderDropped:
+		return true
+	}
+	return false
+}
+
 // stampNow gives r the timestamp now, keeping in's in a header (once).
 func stampNow(r, in *kgo.Record, now time.Time) {
 	for _, h := range r.Headers {
