@@ -215,3 +215,45 @@ func TestFailedReadSnapshot(t *testing.T) {
 		})
 	}
 }
+
+// A read that failed keeps the fleet factor the last answered read learned, for the reads
+// after it (the tick scales this gate's counts Redis refuses by it), while the rebuilt
+// view's level counts this gate's records one each: fail-open. Packed as 1, one failed
+// read during a refusal of every gate's writes left each gate counting its own refused
+// records alone (TestFleetRefusingWritesKeepsLimitThroughAFailedRead, internal/tick).
+func TestFailedReadKeepsTheFleetFactor(t *testing.T) {
+	rt := newRetryTeam(t, WallClock, nil)
+	rt.check(t0, "a", 20)
+	r := rt.read(t, 0, "a")
+	rt.l.ApplyRead(r, 20, 0, t0) // the first read: factor 1
+	rt.check(at(time.Second), "a", 10)
+	next := func(from int) (*Read, int) {
+		for s := from; s <= 200; s++ {
+			if r := rt.read(t, s, "a"); r != nil {
+				return r, s
+			}
+		}
+		t.Fatal("no read of the team in 200 s")
+		return nil, 0
+	}
+	r, s := next(1)
+	rt.l.ApplyRead(r, 20+50, 0, at(time.Duration(s)*time.Second)) // the fleet counted 50 as this gate counted 10
+	learned := rt.l.FleetFactor(r)
+	if learned <= 1 {
+		t.Fatalf("fleet factor %v after a read of the fleet's 50 to this gate's 10, want above 1", learned)
+	}
+	rt.check(at(time.Duration(s+1)*time.Second), "a", 1)
+	r, s = next(s + 1)
+	now := at(time.Duration(s) * time.Second)
+	rt.l.ApplyLocal(r, now)
+	if got := rt.l.FleetFactor(r); got != learned {
+		t.Errorf("fleet factor %v after a failed read, want the last answered read's %v", got, learned)
+	}
+	before := rt.check(now, "a", 0).Level
+	if got := rt.check(now, "a", 1).Level; got != before {
+		t.Fatalf("a check's level %v, want the level before its record (%v)", got, before)
+	}
+	if got := rt.check(now, "a", 0).Level; math.Abs(got-(before+1)) > 1e-9 {
+		t.Errorf("level %v after one record on the rebuilt view, want %v: one each, fail-open", got, before+1)
+	}
+}
