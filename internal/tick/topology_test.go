@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -525,42 +527,153 @@ func TestClusterFleetCountStallCountsGateOnce(t *testing.T) {
 	ctx := context.Background()
 	slot0 := time.Unix(1_800_000_000, 0).Truncate(FleetSlot)
 	at := func(s int, off time.Duration) time.Time { return slot0.Add(time.Duration(s)*FleetSlot + off) }
-	slot := at(1, 0).UnixNano() / int64(FleetSlot)
-	key := FleetKeyFor("fcs", slot)
-	owner := cl.Owner(t, key)
-	oc := owner.Client(t)
-
 	g.tk.countFleet(ctx, at(0, time.Second)) // a first, clean count: the client has its slot map
-	// Several connections to the node in the client's pool, as a gate's client has from
-	// its other users (readiness, overrides, the tick's own pipelines): a resend after a
-	// timeout takes another one, on which the command is written again.
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Go(func() {
-			pipe := cc.Pipeline()
-			for range 2000 {
-				pipe.Get(ctx, key)
+
+	// The stall must catch the INCRBY in the node's socket, which the client cannot
+	// always be made to do: a connection it had to open to the stopped node sends only
+	// its handshake. Such an attempt says nothing of a resend; it is logged, with what
+	// the client saw, and the next slot tried. The assertion is on an attempt whose
+	// INCRBY reached the node.
+	for attempt := 1; ; attempt++ {
+		s := attempt // slot s, this attempt's own counter
+		key := FleetKeyFor("fcs", at(s, 0).UnixNano()/int64(FleetSlot))
+		owner := cl.Owner(t, key)
+		oc := owner.Client(t)
+		node := clusterNodeFor(t, cc, key, owner.Addr())
+		rec := &stallRecorder{}
+		node.AddHook(rec)
+		// Several connections to the node in the client's pool, as a gate's client has
+		// from its other users (readiness, overrides, the tick's own pipelines): a resend
+		// after a timeout takes another one, on which the command is written again.
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				pipe := cc.Pipeline()
+				for range 2000 {
+					pipe.Get(ctx, key)
+				}
+				_, _ = pipe.Exec(ctx)
+			})
+		}
+		wg.Wait()
+		before := incrbyCalls(t, oc)
+		owner.Pause(t)
+		g.tk.countFleet(ctx, at(s, time.Second)) // times out: the node has the INCRBY in its socket
+		owner.Resume(t)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if n, _ := oc.Get(ctx, key).Int(); n >= 1 {
+				break
 			}
-			_, _ = pipe.Exec(ctx)
-		})
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n, _ := oc.Get(ctx, key).Int(); n == 0 {
+			calls := incrbyCalls(t, oc)
+			if calls != before {
+				t.Fatalf("the stalled INCRBY reached the node (%d INCRBY calls, %d before) and was not applied; the client saw: %s", calls, before, rec)
+			}
+			if attempt == 3 {
+				t.Fatalf("in %d attempts the stalled INCRBY never reached the node; the client saw: %s", attempt, rec)
+			}
+			t.Logf("attempt %d: the INCRBY never reached the stopped node; the client saw: %s", attempt, rec)
+			continue
+		}
+		time.Sleep(200 * time.Millisecond)         // any resent INCRBY behind it is applied too
+		g.tk.countFleet(ctx, at(s, 2*time.Second)) // the next tick, same slot
+		if n, _ := oc.Get(ctx, key).Int(); n != 1 {
+			t.Errorf("slot counter of one gate = %d after a stalled INCRBY on its node and the next tick, want 1; the client saw: %s", n, rec)
+		}
+		return
 	}
-	wg.Wait()
-	owner.Pause(t)
-	g.tk.countFleet(ctx, at(1, time.Second)) // times out: the node has the INCRBY in its socket
-	owner.Resume(t)
-	deadline := time.Now().Add(10 * time.Second)
+}
+
+// clusterNodeFor returns the client cc sends key's commands to, once it names addr, the
+// slot's owner: a slot map read while the cluster settled may name another node, whose
+// MOVED reply a stall test would take for the stall.
+func clusterNodeFor(t *testing.T, cc *redis.ClusterClient, key, addr string) *redis.Client {
+	t.Helper()
+	ctx := t.Context()
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if n, _ := oc.Get(ctx, key).Int(); n >= 1 {
-			break
+		node, err := cc.MasterForKey(ctx, key)
+		if err == nil && node.Options().Addr == addr {
+			return node
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the stalled INCRBY was never applied")
+			t.Fatalf("the cluster client never sent %q to its owner %s (last: %v, %v)", key, addr, node, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		cc.ReloadState(ctx)
+		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond)         // any resent INCRBY behind it is applied too
-	g.tk.countFleet(ctx, at(1, 2*time.Second)) // the next tick, same slot
-	if n, _ := oc.Get(ctx, key).Int(); n != 1 {
-		t.Errorf("slot counter of one gate = %d after a stalled INCRBY on its node and the next tick, want 1", n)
+}
+
+// incrbyCalls returns the INCRBY commands the server of c has run.
+func incrbyCalls(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_incrby:calls=")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		var calls int
+		if _, err := fmt.Sscan(n, &calls); err != nil {
+			t.Fatalf("INFO commandstats: %q: %v", line, err)
+		}
+		return calls
+	}
+	return 0
+}
+
+// stallRecorder records a node client's dials and its pipelines that hold an INCRBY,
+// with their outcomes: what a stall test says when the stall caught nothing.
+type stallRecorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *stallRecorder) add(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, fmt.Sprintf(format, args...))
+}
+
+func (r *stallRecorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.events) == 0 {
+		return "nothing"
+	}
+	return strings.Join(r.events, "; ")
+}
+
+func (r *stallRecorder) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		r.add("dial %s: %v", addr, err)
+		return c, err
+	}
+}
+
+func (*stallRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (r *stallRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		var names []string
+		for _, c := range cmds {
+			names = append(names, c.Name())
+		}
+		if slices.Contains(names, "incrby") || slices.Contains(names, "hello") {
+			r.add("pipeline %s: %v", strings.Join(names, " "), err)
+		}
+		return err
 	}
 }
