@@ -148,8 +148,17 @@ func packView(est, drainPerNs, factor float64) uint64 {
 }
 
 func unpackView(w uint64) (est, drainPerNs, factor float64) {
-	return float64(math.Float32frombits(uint32(w))), fromBF16(uint16(w >> 32)), fromBF16(uint16(w >> 48))
+	return float64(math.Float32frombits(uint32(w))), fromBF16(uint16(w >> 32)), fromBF16(uint16(w>>48) &^ 0x8000)
 }
+
+// viewLocal is the fleet factor's sign bit in the estimate word (a factor is at least 1),
+// set in a view a failed read rebuilt from this gate's counts (ApplyLocal), whose level
+// takes factor 1, as readLocal says in readAt. Both are set: a check loads readAt, then
+// the estimate, and ApplyLocal stores the estimate first, so that a check between the
+// two stores takes the new, local view with the last read's time (drained by longer
+// than it was: lower, for an instant) rather than the last read's estimate as of now,
+// undrained, with factor 1 (TestCheckBetweenAFailedReadsStores).
+const viewLocal = 1 << 63
 
 // toBF16 rounds f to the nearest bfloat16 (ties to even). f is finite.
 func toBF16(f float64) uint16 {
@@ -183,13 +192,16 @@ func (e *entry) level(now, floor int64) float64 {
 	if at == 0 {
 		return float64(e.pending())
 	}
-	est, drain, factor := unpackView(e.estimate.Load())
+	w := e.estimate.Load()
+	est, drain, factor := unpackView(w)
 	base := est
 	el := now - at
 	if el > 0 {
 		base -= drain * float64(el)
 	}
-	local := at&readLocal != 0
+	// Local by either word: a check between a read's two stores finds one of them new
+	// (viewLocal).
+	local := at&readLocal != 0 || w&viewLocal != 0
 	if local {
 		factor = 1 // rebuilt from this gate's counts: the view keeps the last read's factor for the next one (ApplyLocal)
 	}

@@ -119,6 +119,10 @@ type Limiter struct {
 	// unswept for longer than the tag can tell (entry.addUnsent, unsentEpoch). Written
 	// when a check's epoch span changes and by the sweep; read on those rare paths only.
 	highEpoch atomic.Int64
+	// afterViewEstimate, when set (by tests), runs in ApplyLocal between its stores of
+	// the view's estimate and its read time, under the shard's mutex: where a check
+	// racing the tick can find the entry.
+	afterViewEstimate func()
 }
 
 // shard is one independently locked part of the cache. A check reads its index without

@@ -257,3 +257,41 @@ func TestFailedReadKeepsTheFleetFactor(t *testing.T) {
 		t.Errorf("level %v after one record on the rebuilt view, want %v: one each, fail-open", got, before+1)
 	}
 }
+
+// A check racing a failed read's apply (ApplyLocal stores the view's estimate and its
+// read time, two words) reads a level between the level before and after it. With the
+// read time stored first, a check between the two stores took the last answered read's
+// estimate, of half an hour before, as of now, undrained: a team at half its limit read
+// at 1.005 × it, and was limited (and could be held for a window).
+func TestCheckBetweenAFailedReadsStores(t *testing.T) {
+	rt := newRetryTeam(t, WallClock, nil)
+	rt.check(t0, "a", 20)
+	next := func(from int) (*Read, int) {
+		t.Helper()
+		for s := from; s <= from+600; s++ {
+			if r := rt.read(t, s, "a"); r != nil {
+				return r, s
+			}
+		}
+		t.Fatalf("no read of the team from second %d on for 600 s", from)
+		return nil, 0
+	}
+	r := rt.read(t, 0, "a")
+	rt.l.ApplyRead(r, 20, 1000, t0) // the fleet at its limit in the window before
+	rt.check(at(1800*time.Second), "a", 1)
+	r, s := next(1800)
+	now := at(time.Duration(s) * time.Second)
+	before := rt.check(now, "a", 0)
+	if before.Limited || before.Level > 700 {
+		t.Fatalf("level %v (limited %v) half an hour on, want the window before's 1,000 half aged out", before.Level, before.Limited)
+	}
+	var between Decision
+	rt.l.afterViewEstimate = func() { between = rt.check(now, "a", 0) }
+	rt.l.ApplyLocal(r, now)
+	rt.l.afterViewEstimate = nil
+	after := rt.check(now, "a", 0)
+	if between.Limited || between.Level > max(before.Level, after.Level)+1e-9 {
+		t.Errorf("a check between the failed read's two stores: level %v, limited %v; want at most the level before (%v) or after (%v)",
+			between.Level, between.Limited, before.Level, after.Level)
+	}
+}

@@ -498,11 +498,16 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 	if e.readAt.Load() != 0 {
 		_, _, factor = unpackView(e.estimate.Load())
 	}
-	// readAt first: a check between the two stores takes the last read's estimate with
-	// factor 1 (local), less than the fleet's, never this local estimate with the fleet's
-	// factor, more than it, which could start a hold.
+	// The estimate first, marked local (viewLocal): a check between the two stores takes
+	// this local view, factor 1, drained from the last read's time, lower than it is for
+	// an instant; stored the other way round, such a check took the last read's estimate
+	// as of now, undrained (a team at half its limit read at 1.005 × it, limited, and
+	// perhaps held for a window).
+	e.estimate.Store(packView(max(est, 0), thr/float64(l.windowNs), max(factor, 1)) | viewLocal)
+	if l.afterViewEstimate != nil {
+		l.afterViewEstimate()
+	}
 	e.readAt.Store(readStamp(ns, true))
-	e.estimate.Store(packView(max(est, 0), thr/float64(l.windowNs), max(factor, 1)))
 	e.flushed.Add(-r.flushed)
 }
 
