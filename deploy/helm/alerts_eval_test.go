@@ -21,6 +21,18 @@ import (
 // evalPod is a gate pod the chart's default selector picks (release gate, namespace ingest).
 const evalPod = `namespace="ingest", pod="gate-capture-gate-7d9f8b6c5-x2k4p"`
 
+// gateScraped is the series Prometheus keeps of the gate of evalPod itself, started at
+// minute start and scraped from then on for minutes minutes: up, and the process's start
+// time (the alerts on a counter's growth count a new series whole only on a gate scraped
+// in the hour before their window, or started in it or since).
+func gateScraped(start, minutes int) string {
+	skip := ""
+	if start > 0 {
+		skip = fmt.Sprintf("_x%d ", start)
+	}
+	return fmt.Sprintf("  up{%s} %s1x%d\n  process_start_time_seconds{%s} %s%dx%d\n", evalPod, skip, minutes, evalPod, skip, start*60, minutes)
+}
+
 // firingAt evaluates the chart's alert name (rendered with the defaults) with
 // Prometheus' query engine at each of at, minutes after the start of load, and returns
 // whether it fired then: as Prometheus does, once its expression returns a series. load
@@ -504,7 +516,7 @@ func TestInputRecordsLostAlertFiresOnAFreshGate(t *testing.T) {
 		// A gate restarted in place (same pod, same labels): the counter starts again.
 		{"500 since minute 0, restarted at minute 22 and born at 200 at minute 23", lost("0", "500x21 _ 200x30"), []bool{false, true, true, false}},
 	} {
-		if got := firingAt(t, "GateInputRecordsLost", tc.load, at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+		if got := firingAt(t, "GateInputRecordsLost", tc.load+gateScraped(0, 55), at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%s: GateInputRecordsLost at minutes %v fired %v, want %v", tc.what, at, got, tc.want)
 		}
 	}
@@ -530,7 +542,7 @@ func TestInputRecordsLostAlertSkipsAMissedScrape(t *testing.T) {
 		{"500 since minute 0, not scraped from minute 11 to 50", lost("500x10 stale _x38 500x30"), []bool{false, false, false, false, false, false}},
 		{"born at 500 at minute 24", lost("_x24 500x50"), []bool{false, true, true, true, true, false}},
 	} {
-		if got := firingAt(t, "GateInputRecordsLost", tc.load, at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+		if got := firingAt(t, "GateInputRecordsLost", tc.load+gateScraped(0, 80), at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%s: GateInputRecordsLost at minutes %v fired %v, want %v", tc.what, at, got, tc.want)
 		}
 	}
@@ -703,16 +715,17 @@ func TestRecordSharesCountRuleTopics(t *testing.T) {
 func TestTLSAlerts(t *testing.T) {
 	for _, tc := range []struct {
 		what, samples string
+		started       int // the gate's minute of start (gateScraped)
 		at            []int
 		want          []bool
 	}{
-		{"none refused", "0x30", []int{3, 10, 25}, []bool{false, false, false}},
-		{"one refused at minute 5", "0x4 1x30", []int{3, 10, 25}, []bool{false, true, false}},
-		{"refused at 1 for an hour and a half, and ever since at 1", "1x120", []int{80, 95, 110}, []bool{false, false, false}},
+		{"none refused", "0x30", 0, []int{3, 10, 25}, []bool{false, false, false}},
+		{"one refused at minute 5", "0x4 1x30", 0, []int{3, 10, 25}, []bool{false, true, false}},
+		{"refused at 1 for an hour and a half, and ever since at 1", "1x120", 0, []int{80, 95, 110}, []bool{false, false, false}},
 		// A pod that refused a change before its first scrape: its series is born at 1.
-		{"born at 1 at minute 5", "_x5 1x30", []int{3, 10, 25}, []bool{false, true, false}},
+		{"born at 1 at minute 5", "_x5 1x30", 5, []int{3, 10, 25}, []bool{false, true, false}},
 	} {
-		load := fmt.Sprintf("  gate_tls_reload_errors_total{%s, target=\"kafka\"} %s\n", evalPod, tc.samples)
+		load := fmt.Sprintf("  gate_tls_reload_errors_total{%s, target=\"kafka\"} %s\n", evalPod, tc.samples) + gateScraped(tc.started, 120)
 		if got := firingAt(t, "GateTLSFilesRefused", load, tc.at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%s: GateTLSFilesRefused at minutes %v fired %v, want %v", tc.what, tc.at, got, tc.want)
 		}
@@ -777,17 +790,53 @@ func TestCountedAlertsFireOnAFreshGate(t *testing.T) {
 		w := c.window
 		for _, tc := range []struct {
 			what, samples string
+			gate          string // the gate's own series (gateScraped)
 			at            []int
 			want          []bool
 		}{
-			{"born at 3 at minute 5", fmt.Sprintf("_x5 %dx%d", n, 2*w+30), []int{4, 6, 4 + w, 6 + w}, []bool{false, true, true, false}},
-			{"at 3 for 100 minutes", fmt.Sprintf("%dx100", n), []int{80, 90, 99}, []bool{false, false, false}},
-			{"grown from 0 to 3 at minute 80", fmt.Sprintf("0x79 %dx30", n), []int{79, 81, 78 + w, 81 + w}, []bool{false, true, true, false}},
+			{"a gate started at minute 5, born at 3", fmt.Sprintf("_x5 %dx%d", n, 2*w+30), gateScraped(5, 2*w+30), []int{4, 6, 4 + w, 6 + w}, []bool{false, true, true, false}},
+			{"a gate of an hour, born at 3 at minute 65", fmt.Sprintf("_x65 %dx%d", n, 2*w+30), gateScraped(0, 2*w+95), []int{64, 66, 64 + w, 66 + w}, []bool{false, true, true, false}},
+			{"at 3 for 100 minutes", fmt.Sprintf("%dx100", n), gateScraped(0, 100), []int{80, 90, 99}, []bool{false, false, false}},
+			{"grown from 0 to 3 at minute 80", fmt.Sprintf("0x79 %dx30", n), gateScraped(0, 110), []int{79, 81, 78 + w, 81 + w}, []bool{false, true, true, false}},
 		} {
-			load := "  " + series + " " + tc.samples + "\n"
+			load := "  " + series + " " + tc.samples + "\n" + tc.gate
 			if got := firingAt(t, c.alert, load, tc.at...); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("%s, %s: %s at minutes %v fired %v, want %v", series, tc.what, c.alert, tc.at, got, tc.want)
 			}
+		}
+	}
+}
+
+// TestCountedAlertsQuietAfterAPrometheusGap: Prometheus down (or its storage lost) for two
+// hours leaves no sample of any series in the hour before an alert's window when it
+// scrapes again: each series looked born then, and every alert on a counter's growth
+// fired on its gates' lifetime totals, nothing having grown. They stay silent; a gate
+// started in the gap still counts whole.
+func TestCountedAlertsQuietAfterAPrometheusGap(t *testing.T) {
+	for _, c := range []struct {
+		alert, series string
+		n             int
+	}{
+		{"GateRecordsSkipped", `gate_records_undeliverable_total{%s, action="skipped"}`, 3},
+		{"GateLimiterCacheOverfull", `gate_limiter_cache_overfull_total{%s}`, 3},
+		{"GateLimiterCountsDropped", `gate_limiter_dropped_counts_total{%s, reason="write_cap"}`, 3},
+		{"GateTransactionRecoveries", `gate_transaction_recoveries_total{%s, cause="slow_transaction"}`, 3},
+		{"GateRedisLostAcknowledgedWrites", `gate_limiter_write_batches_total{%s, outcome="lost"}`, 3},
+		{"GateTLSFilesRefused", `gate_tls_reload_errors_total{%s, target="redis"}`, 3},
+		{"GateInputRecordsLost", `gate_records_lost_total{%s, topic="events", partition="0", cause="retention"}`, 500},
+	} {
+		series := fmt.Sprintf(c.series, evalPod)
+		// Scraped to minute 10, not from 11 to 130, again from 131.
+		gap := fmt.Sprintf("  %s %dx10 _x120 %dx40\n", series, c.n, c.n) +
+			fmt.Sprintf("  up{%s} 1x10 _x120 1x40\n  process_start_time_seconds{%s} 0x10 _x120 0x40\n", evalPod, evalPod)
+		if got, want := firingAt(t, c.alert, gap, 131, 140, 150), []bool{false, false, false}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s at %d before and after two hours unscraped: %s at minutes 131, 140, 150 fired %v, want %v", series, c.n, c.alert, got, want)
+		}
+		// A gate started at minute 100, in the gap, its first scrape at minute 131.
+		fresh := fmt.Sprintf("  %s _x131 %dx40\n", series, c.n) +
+			fmt.Sprintf("  up{%s} _x131 1x40\n  process_start_time_seconds{%s} _x131 6000x40\n", evalPod, evalPod)
+		if got, want := firingAt(t, c.alert, fresh, 132), []bool{true}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s at %d on a gate started in the gap: %s at minute 132 fired %v, want %v", series, c.n, c.alert, got, want)
 		}
 	}
 }
