@@ -46,7 +46,8 @@ type History struct {
 	// and the last one's end; zero when none was.
 	FirstLimited, LastLimited time.Time
 	// Gates are the names of the gates that wrote the rows, over the whole range; MostGates
-	// is the most that wrote rows of one interval. A gate's name is its host's, and a pod
+	// is the most that wrote rows of intervals holding one instant (mostAtOnce: gates of
+	// another GATE_OUTCOMES_INTERVAL write other bounds). A gate's name is its host's, and a pod
 	// replaced (a rollout, a restart elsewhere) writes under a new one: over a day Gates can
 	// list several times the gates that ever ran at once.
 	Gates     []string
@@ -165,10 +166,31 @@ func (s *TeamSum) History() History {
 		}
 	}
 	h.Gates = slices.Sorted(maps.Keys(s.gates))
-	for _, gs := range s.ivGates {
-		h.MostGates = max(h.MostGates, len(gs))
-	}
+	h.MostGates = mostAtOnce(s.ivGates)
 	return h
+}
+
+// mostAtOnce is the most gates that wrote rows of intervals holding one instant, from
+// each interval's gates: at the start of each interval, those of every interval then
+// running. Not of one interval alone: gates of another GATE_OUTCOMES_INTERVAL (a rollout
+// changing it) write intervals of other bounds, and a fleet of 4 split so read 2.
+func mostAtOnce(ivGates map[span][]int32) int {
+	spans := slices.SortedFunc(maps.Keys(ivGates), func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	most := 0
+	var running []span // the intervals begun and not ended at the instant looked at
+	seen := map[int32]struct{}{}
+	for _, sp := range spans {
+		running = slices.DeleteFunc(running, func(r span) bool { return r.end <= sp.start })
+		running = append(running, sp)
+		clear(seen)
+		for _, r := range running {
+			for _, g := range ivGates[r] {
+				seen[g] = struct{}{}
+			}
+		}
+		most = max(most, len(seen))
+	}
+	return most
 }
 
 func (iv *Interval) add(r *Row) {

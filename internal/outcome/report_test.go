@@ -115,4 +115,23 @@ func TestHistoryCountsGatesAtOnce(t *testing.T) {
 	if len(h.Gates) != 4 || h.MostGates != 2 {
 		t.Errorf("gates %v, at most %d in an interval; want 4 names, at most 2", h.Gates, h.MostGates)
 	}
+	// A rollout from GATE_OUTCOMES_INTERVAL 60s to 30s: two gates write minutes, two
+	// half minutes, all four at once. Counted by the intervals of one set of bounds alone,
+	// the fleet read 2.
+	rows = nil
+	for m := range 3 {
+		at := h0.Add(time.Duration(m) * time.Minute)
+		for _, g := range []string{"gate-a", "gate-b"} {
+			rows = append(rows, Row{Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed", Gate: g, IntervalStart: at, IntervalEnd: at.Add(time.Minute), Records: 1})
+		}
+		for half := range 2 {
+			from := at.Add(time.Duration(half) * 30 * time.Second)
+			for _, g := range []string{"gate-c", "gate-d"} {
+				rows = append(rows, Row{Team: "42", Key: "42", Outcome: "accepted", Reason: "allowed", Gate: g, IntervalStart: from, IntervalEnd: from.Add(30 * time.Second), Records: 1})
+			}
+		}
+	}
+	if h := TeamHistory(rows, "42"); h.MostGates != 4 {
+		t.Errorf("two gates writing minutes and two half minutes: at most %d at once, want 4", h.MostGates)
+	}
 }
