@@ -59,6 +59,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		{[]string{"team", "-h"}, []string{"Usage: gate team", "-addr HOST:PORT", "-top N"}},
 		{[]string{"healthcheck", "-h"}, []string{"Usage: gate healthcheck", "-addr HOST:PORT", "-path PATH", "-timeout duration", "(default 2s)"}},
 		{[]string{"env", "-h"}, []string{"Usage: gate env [-check]", "Markdown table", "exit status 2", "-check"}},
+		// The gate's own headers left out, a producer's gate-* kept: it said every gate-*.
+		{[]string{"redrive", "-h"}, []string{"Usage: gate redrive", "gate-rule-topic-missing) are left out", "a producer's own header\nthat starts gate- is kept"}},
 	} {
 		var stdout, stderr bytes.Buffer
 		if err := run(t.Context(), tt.args, testHost(nil), &stdout, &stderr); err != nil {

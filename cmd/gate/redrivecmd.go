@@ -35,10 +35,11 @@ const redriveUsage = `Usage: gate redrive [-from T] [-to T | -offsets P:A-B,...]
 Copies dead letters (GATE_DEAD_LETTER_TOPIC, or -topic) back into the input topic
 (GATE_INPUT_TOPIC), once what sent them there is fixed, each with its key, value, headers
 and its original timestamp. The gate's own headers (gate-error, gate-error-detail,
-gate-source, gate-original-timestamp, gate-dropped: every gate-* header) are left out, so
-that a gate routing the record again does not pass its first failure's on to accepted or
-overflow; a dead letter stamped anew (rejected) gets back the timestamp its
-gate-original-timestamp kept. A dead letter whose value was not kept (gate-dropped) is
+gate-source, gate-original-timestamp, gate-dropped, and a routing's gate-overflow-*,
+gate-tag, gate-rule-topic-missing) are left out, so that a gate routing the record again
+does not pass its first failure's on to accepted or overflow (a producer's own header
+that starts gate- is kept); a dead letter stamped anew (rejected) gets back the timestamp
+its gate-original-timestamp kept. A dead letter whose value was not kept (gate-dropped) is
 not copied: its line names where it still is in the input (gate-source). Nor is one
 stamped outside the times the input topic takes (message.timestamp.before.max.ms,
 after.max.ms): its line says when it was stamped, and the error gives the -offsets that
