@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/durtext"
 )
 
 // refuseProduce makes the broker answer every produce request, while on, with err for
@@ -117,6 +119,46 @@ func TestRedriveSaysItsCopiesWait(t *testing.T) {
 	}
 	if e := stderr.String(); !strings.Contains(e, `"waiting":5`) && !strings.Contains(e, "waiting=5") {
 		t.Errorf("the wait's line does not count the 5 copies waiting:\n%s", e)
+	}
+}
+
+// A redrive stopped (Ctrl-C) while its copies wait says, every redriveStallWarn of the
+// stop's grace, that it is stopping and how long is left of it: its wait's line went on
+// saying "Ctrl-C stops it" in the grace, where a second Ctrl-C exits without saying
+// which copies went through (a review).
+func TestRedriveStoppingSaysSoWhileItsCopiesWait(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c)
+	produceLetters(t, cl, 5)
+	refuseProduce(c, kerr.NotEnoughReplicas, func() {})
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var stdout bytes.Buffer
+	stderr := new(syncBuffer)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"redrive"}, testHost(env), &stdout, stderr) }()
+	const waits = "redrive: copies wait, none acknowledged"
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(stderr.String(), waits); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gate redrive waiting on refused copies for 2 minutes said nothing:\n%s", stderr.String())
+		}
+	}
+	before := len(stderr.String())
+	stop()
+	select {
+	case err := <-done: // after redriveGrace
+		t.Logf("gate redrive stopped, its copies waiting: %v", err)
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("gate redrive stopped, its copies waiting, had not ended 3 minutes on:\n%s", stderr.String())
+	}
+	after := stderr.String()[before:]
+	if strings.Contains(after, "Ctrl-C stops it") {
+		t.Errorf("gate redrive stopped said to press Ctrl-C to stop it in its grace:\n%s", after)
+	}
+	stopping := regexp.MustCompile(`redrive: stopping: 5 copies still wait, none acknowledged; \S+ left, then it says which are not known to be copied; a second Ctrl-C exits at once without saying`)
+	if !stopping.MatchString(after) {
+		t.Errorf("gate redrive stopped, its copies waiting %s, did not say it is stopping and how long is left:\n%s", durtext.String(redriveGrace), after)
 	}
 }
 

@@ -227,7 +227,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	})()
 	stopWatch := func() {}
 	if prod != nil {
-		stopWatch = watchRedriveCopies(&handed, &acked, log, cfg.InputTopic)
+		stopWatch = watchRedriveCopies(ctx, &handed, &acked, log, cfg.InputTopic)
 		defer stopWatch() // idempotent: stopped before the lines below are written
 	}
 	var (
@@ -540,29 +540,46 @@ const redriveStallWarn = 10 * time.Second
 
 // watchRedriveCopies warns, through log, each redriveStallWarn that copies handed to the
 // producer wait with none of them answered (acked) meanwhile, until the returned stop is
-// called (which returns once the watch has ended).
-func watchRedriveCopies(handed, acked *atomic.Int64, log *slog.Logger, topic string) (stop func()) {
+// called (which returns once the watch has ended). Once ctx is done (Ctrl-C) it says the
+// command is stopping and how long is left of redriveGrace: its advice to press Ctrl-C
+// read, in that grace, as a call for the second one that exits without saying.
+func watchRedriveCopies(ctx context.Context, handed, acked *atomic.Int64, log *slog.Logger, topic string) (stop func()) {
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ended)
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		last, since := acked.Load(), time.Now()
+		stopping, stoppedAt := ctx.Done(), time.Time{}
 		for {
 			select {
 			case <-done:
 				return
+			case <-stopping:
+				stopping, stoppedAt = nil, time.Now()
 			case now := <-tick.C:
 				a := acked.Load()
 				if a != last || handed.Load() == a {
 					last, since = a, now // answered meanwhile, or nothing waiting
 					continue
 				}
-				if now.Sub(since) >= redriveStallWarn {
-					log.Warn("redrive: copies wait, none acknowledged: the brokers keep them (a leader moving, too few in-sync replicas, a quota); gate redrive waits for them (Ctrl-C stops it, giving them "+durtext.String(redriveGrace)+", then says which are not known to be copied)",
-						"topic", topic, "waiting", handed.Load()-a, "for", durtext.String(now.Sub(since).Round(time.Second)))
-					since = now
+				if now.Sub(since) < redriveStallWarn {
+					continue
 				}
+				waiting, waited := handed.Load()-a, durtext.String(now.Sub(since).Round(time.Second))
+				since = now
+				if !stoppedAt.IsZero() {
+					left := max(redriveGrace-now.Sub(stoppedAt), 0).Round(time.Second)
+					copies := fmt.Sprintf("%d copies still wait", waiting)
+					if waiting == 1 {
+						copies = "1 copy still waits"
+					}
+					log.Warn(fmt.Sprintf("redrive: stopping: %s, none acknowledged; %s left, then it says which are not known to be copied; a second Ctrl-C exits at once without saying",
+						copies, durtext.String(left)), "topic", topic, "waiting", waiting, "for", waited)
+					continue
+				}
+				log.Warn("redrive: copies wait, none acknowledged: the brokers keep them (a leader moving, too few in-sync replicas, a quota); gate redrive waits for them (Ctrl-C stops it, giving them "+durtext.String(redriveGrace)+", then says which are not known to be copied)",
+					"topic", topic, "waiting", waiting, "for", waited)
 			}
 		}
 	}()
