@@ -215,7 +215,9 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	// handed and acked count the copies given to the producer and those it answered,
 	// either way: what the stop's line and the wait's say is still in flight.
 	var handed, acked atomic.Int64
-	defer context.AfterFunc(ctx, func() {
+	stopSaid := make(chan struct{}) // closed once the stop's line is written
+	stopStop := context.AfterFunc(ctx, func() {
+		defer close(stopSaid)
 		if n := handed.Load() - acked.Load(); prod != nil && n > 0 {
 			// Said at once: the copies' half minute passed in silence, and a second
 			// Ctrl-C in it exits at once, saying nothing of what was copied. Before the
@@ -224,7 +226,19 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 				"copies", n, "wait", durtext.String(redriveGrace))
 		}
 		time.AfterFunc(redriveGrace, endProduce)
-	})()
+	})
+	// endStop ends the stop's wait for ctx, or waits for its line once it has started:
+	// a stop as the copies were answered wrote it after the summary, or after the command
+	// returned. Once: a second call would wait for a line never written.
+	var endStopOnce sync.Once
+	endStop := func() {
+		endStopOnce.Do(func() {
+			if !stopStop() {
+				<-stopSaid
+			}
+		})
+	}
+	defer endStop()
 	stopWatch := func() {}
 	if prod != nil {
 		stopWatch = watchRedriveCopies(ctx, &handed, &acked, log, cfg.InputTopic)
@@ -337,6 +351,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		answered.Wait()
 	}
 	stopWatch()
+	endStop()
 	mu.Lock()
 	defer mu.Unlock()
 	for _, l := range dropped {
