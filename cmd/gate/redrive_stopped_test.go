@@ -61,7 +61,7 @@ func produceLetters(t *testing.T, cl *kgo.Client, n int) {
 }
 
 // notCopied matches gate redrive's error naming the dead letters it did not copy.
-var notCopied = regexp.MustCompile(`(\d+) of (\d+) dead letters not known to be copied.*to copy them again: gate redrive -offsets (\S+)`)
+var notCopied = regexp.MustCompile(`(?s)(\d+) of (\d+) dead letters not known to be copied.*to copy them again: gate redrive -offsets (\S+)`)
 
 // A redrive stopped (Ctrl-C) while the broker holds its copies back (NOT_ENOUGH_REPLICAS,
 // retried) fails the copies still unsent when its half minute for them ends, and says

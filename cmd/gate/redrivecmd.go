@@ -266,10 +266,9 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	copied := map[string]int{} // by reason
 	other := map[string]int{}  // of a reason not asked for, by reason
 	var dropped []string       // lines for the dead letters without their value
-	// sources are the gate-source of each dead letter copied (or left out for its time)
-	// in this run; twins counts those left out for one already there.
-	sources := map[string]struct{}{}
-	twins := 0
+	// sources are, by gate-source, the first dead letter of each in this run (copied or
+	// left out for its time), and the letters of the same gate-source met after it.
+	sources := map[string]*redriveSource{}
 	from, to := rng.From, rng.To
 	rng.From, rng.To = time.Time{}, time.Time{} // the exact offsets found above
 	parts, rerr := replay.Read(ctx, rng, func(r *kgo.Record, _ time.Time) {
@@ -303,23 +302,28 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return
 		}
 		inTime[r.Partition]++
+		letter := readLetter{partition: r.Partition, offset: r.Offset, again: again[r.Partition], inTime: inTime[r.Partition]}
+		first := &redriveSource{}
 		if src != "" {
 			// At least once a gate can write a dead letter twice (a rebalance replays
 			// what it routed since its last commit): one input record, two letters of
 			// one gate-source, which were both copied, two records in the input for one
-			// (a review). The first is copied, the others counted.
-			if _, dup := sources[src]; dup {
-				twins++
+			// (a review). The first is copied, the others kept aside: left out if it
+			// went through, not copied (given again with it) if it did not.
+			if s, dup := sources[src]; dup {
+				mu.Lock()
+				s.twins = append(s.twins, letter)
+				mu.Unlock()
 				return
 			}
-			sources[src] = struct{}{}
+			sources[src] = first
 		}
-		letter := readLetter{partition: r.Partition, offset: r.Offset, again: again[r.Partition], inTime: inTime[r.Partition]}
 		if why := outsideBounds(out.Timestamp, clk.Now(), tooOld, tooNew, cfg.InputTopic); why != "" {
 			dropped = append(dropped, fmt.Sprintf("not copied: %s/%d/%d (%s) %s", r.Topic, r.Partition, r.Offset, cli.Shown(reason), why))
 			mu.Lock()
 			outside++
 			notCopied = append(notCopied, letter)
+			first.notCopied = true
 			mu.Unlock()
 			return
 		}
@@ -335,6 +339,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 					failed++
 					failedBy[reason]++
 					notCopied = append(notCopied, letter)
+					first.notCopied = true
 					firstErr = cmp.Or(firstErr, err)
 					mu.Unlock()
 				}
@@ -354,6 +359,19 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	endStop()
 	mu.Lock()
 	defer mu.Unlock()
+	// The letters of an input record met earlier in this run: left out when the first
+	// went through (or, a dry run, would); else not copied, and given with it again: a
+	// letter counted as copied, its first's copy refused, was in no run's -offsets, and
+	// its twin left out said "already copied" of one that was not (a review).
+	twins, twinsNotCopied := 0, 0
+	for _, s := range sources {
+		if s.notCopied {
+			notCopied = append(notCopied, s.twins...)
+			twinsNotCopied += len(s.twins)
+			continue
+		}
+		twins += len(s.twins)
+	}
 	for _, l := range dropped {
 		fmt.Fprintln(stdout, l)
 	}
@@ -380,7 +398,10 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		line += " (" + strings.Join(by, ", ") + ")"
 	}
 	if twins > 0 {
-		line += fmt.Sprintf("; %s of an input record already copied left out (the same gate-source: written twice at least once)", counted(int64(twins), "dead letter"))
+		line += fmt.Sprintf("; %s of an input record met earlier in this run left out (the same gate-source: written twice at least once)", counted(int64(twins), "dead letter"))
+	}
+	if twinsNotCopied > 0 {
+		line += fmt.Sprintf("; %s of an input record met earlier in this run not copied, as the first of it was not", counted(int64(twinsNotCopied), "dead letter"))
 	}
 	if len(other) > 0 {
 		// By reason: a -reason misspelt copies nothing, and this says what is there.
@@ -442,6 +463,9 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	if failed > 0 {
 		why = append(why, fmt.Errorf("%d of %d dead letters not known to be copied, the first error: %w", failed, n, firstErr))
+	}
+	if twinsNotCopied > 0 {
+		why = append(why, fmt.Errorf("%s of an input record met earlier in this run not copied, as the first of it was not (the run below copies one of them)", counted(int64(twinsNotCopied), "dead letter")))
 	}
 	offsets, twice, untimed := letterOffsets(notCopied)
 	also := ""
@@ -514,6 +538,14 @@ func quoteArg(a string) string {
 		return strconv.Quote(a)
 	}
 	return a
+}
+
+// redriveSource is, in a redrive, the first dead letter of a gate-source met: whether it
+// was not copied (its copy failed, or it was left out for its time), and the letters of
+// the same gate-source met after it (twins), kept out of the producer.
+type redriveSource struct {
+	notCopied bool
+	twins     []readLetter
 }
 
 // readLetter is a dead letter read in -from and -to: its partition and offset, and how
