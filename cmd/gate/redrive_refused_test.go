@@ -267,3 +267,38 @@ func TestLetterOffsets(t *testing.T) {
 		t.Errorf("letterOffsets = %q, %d twice, %d untimed; want 0:7-9,1:10-41, 2, 4", offsets, twice, untimed)
 	}
 }
+
+// A dead letter of an input record met earlier in a run whose first letter was stamped
+// outside the times the input takes is not copied either, and in the -offsets that copy
+// the first: it was left out as "already copied", and the -offsets given left it out.
+func TestRedriveTwinOfALetterOutsideTheInputsTimes(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	old := testNow.Add(-72 * time.Hour)
+	var dls []*kgo.Record
+	for _, src := range []string{"events/0/7", "events/0/7", "events/1/3"} {
+		dls = append(dls, &kgo.Record{Key: []byte("k"), Value: []byte("{bad"), Timestamp: testNow.Add(-time.Hour), Headers: []kgo.RecordHeader{
+			{Key: "gate-error", Value: []byte("rejected")}, {Key: "gate-source", Value: []byte(src)},
+			{Key: "gate-original-timestamp", Value: strconv.AppendInt(nil, old.UnixMilli(), 10)}}})
+	}
+	dls[2].Headers = dls[2].Headers[:2] // stamped an hour ago, which the input takes
+	if err := cl.ProduceSync(t.Context(), dls...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	describeTopicConfigs(c, "events", map[string]string{"message.timestamp.type": "CreateTime",
+		"message.timestamp.before.max.ms": "86400000", "message.timestamp.after.max.ms": "9223372036854775807"})
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"redrive"}, testHost(env), &stdout, &stderr)
+	t.Logf("gate redrive: %v\n%s", err, stdout.String())
+	if out := stdout.String(); !strings.Contains(out, "re-drove 1 dead letter ") || strings.Contains(out, "left out") ||
+		!strings.Contains(out, "; 1 dead letter of an input record met earlier in this run not copied, as the first of it was not") {
+		t.Errorf("gate redrive of two letters of one input record too old for the input, and another, said:\n%s", out)
+	}
+	if err == nil || !strings.Contains(err.Error(), "gate redrive -offsets 0:0-2 ") {
+		t.Errorf("gate redrive: %v, want the -offsets of both letters of the input record too old for the input", err)
+	}
+	if copied := inputRecords(t, cl); copied != 1 {
+		t.Errorf("the input holds %d records, want the 1 it takes", copied)
+	}
+}
