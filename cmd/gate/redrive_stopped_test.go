@@ -48,12 +48,14 @@ func refuseProduce(c *kfake.Cluster, err *kerr.Error, first func()) *atomic.Bool
 }
 
 // produceLetters writes n not_json dead letters to events_dead_letter, each in a batch
-// of its own, their values {0 to {n-1 then 600 x.
+// of its own, their values {0 to {n-1 then 600 x, their gate-source events/0/0 to
+// events/0/n-1.
 func produceLetters(t *testing.T, cl *kgo.Client, n int) {
 	t.Helper()
 	for i := range n {
 		r := &kgo.Record{Topic: "events_dead_letter", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "{%d %s", i, strings.Repeat("x", 600)),
-			Timestamp: testNow.Add(-time.Hour), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")}}}
+			Timestamp: testNow.Add(-time.Hour), Headers: []kgo.RecordHeader{{Key: "gate-error", Value: []byte("not_json")},
+				{Key: "gate-source", Value: fmt.Appendf(nil, "events/0/%d", i)}}}
 		if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
@@ -254,6 +256,11 @@ func TestRedriveStoppedGivesTheRunThatGoesOn(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "whatever its time") {
 		t.Errorf("gate redrive -from stopped: %v; want it said that -offsets copies whatever the time", err)
+	}
+	// A run knows the letters of one gate-source it met itself only: said, as the run
+	// that goes on copies again a second letter of an input record copied before the stop.
+	if !strings.Contains(err.Error(), "a dead letter there of an input record this run copied before the stop, the same gate-source, is copied again") {
+		t.Errorf("gate redrive stopped: %v; want it said that the run that goes on copies again the letters of input records copied before the stop", err)
 	}
 	stdout.Reset()
 	if err := run(t.Context(), []string{"redrive", "-offsets", rest[1]}, testHost(env), &stdout, &stderr); err != nil {

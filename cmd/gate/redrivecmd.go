@@ -363,7 +363,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	// went through (or, a dry run, would); else not copied, and given with it again: a
 	// letter counted as copied, its first's copy refused, was in no run's -offsets, and
 	// its twin left out said "already copied" of one that was not (a review).
-	twins, twinsNotCopied := 0, 0
+	twins, twinsNotCopied, sourcesCopied := 0, 0, 0
 	for _, s := range sources {
 		if s.notCopied {
 			notCopied = append(notCopied, s.twins...)
@@ -371,6 +371,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 			continue
 		}
 		twins += len(s.twins)
+		sourcesCopied++
 	}
 	for _, l := range dropped {
 		fmt.Fprintln(stdout, l)
@@ -432,6 +433,11 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 			rest = "; to go on from where it stopped: " + o.again(r)
 			if o.from != "" || o.to != "" {
 				rest += " (-offsets copies every dead letter in them, whatever its time: -from and -to chose by time)"
+			}
+			if sourcesCopied > 0 {
+				// The letters of one gate-source are known for a run only: a second
+				// letter of an input record copied before the stop is copied again.
+				rest += " (a dead letter there of an input record this run copied before the stop, the same gate-source, is copied again: a run leaves out only those of input records it met itself)"
 			}
 		}
 	}
