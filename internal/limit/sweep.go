@@ -501,7 +501,7 @@ func (l *Limiter) ApplyLocal(r *Read, now time.Time) {
 	// The estimate first, marked local (viewLocal): a check between the two stores takes
 	// this local view, factor 1, drained from the last read's time, lower than it is for
 	// an instant; stored the other way round, such a check took the last read's estimate
-	// as of now, undrained (a team at half its limit read at 1.005 × it, limited, and
+	// as of now, undrained (a team at half its limit read at 1.02 × it, limited, and
 	// perhaps held for a window).
 	e.estimate.Store(packView(max(est, 0), thr/float64(l.windowNs), max(factor, 1)) | viewLocal)
 	if l.afterViewEstimate != nil {
