@@ -694,8 +694,13 @@ func (c *Consumer) groupSessionTimeout(ctx context.Context) (d time.Duration, fr
 	res.ConfigNames = []string{"consumer.session.timeout.ms"}
 	req.Resources = append(req.Resources, res)
 	resp, err := req.RequestWith(ctx, c.cl)
-	if err == nil && len(resp.Resources) == 1 {
-		err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+	if err == nil {
+		if len(resp.Resources) != 1 {
+			// A proxy or a broker of its own answering none: read as one, the gate panicked.
+			err = fmt.Errorf("the brokers answered %d resources for the one asked", len(resp.Resources))
+		} else {
+			err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+		}
 	}
 	if err != nil {
 		return kip848SessionDefault, fmt.Sprintf("Kafka's default group.consumer.session.timeout.ms: the group's consumer.session.timeout.ms could not be read: %v", err)
