@@ -156,8 +156,9 @@ func (g *Gate) newGeneration(set *rules.Set) (*generation, error) {
 					// old one counted since (its tick writes that, not this one's), and the
 					// hold. Thresholds and mode may have changed: counts carry over, and each
 					// key is judged afresh by the new threshold. After the overrides: a hold
-					// is kept under the threshold it was held under, and the first sweep
-					// releases it if the team is under the new release level. Without it, a
+					// is kept under the threshold it was held under; the first sweep releases
+					// it if the threshold rose and the team is under its new release level
+					// (lowered, the hold runs its DivertHold). Without it, a
 					// limit raised or lowered with Redis down let held teams through.
 					if pp := prev.set.Rules[k]; pp.Key.String() == r.Key.String() && pp.Cost == r.Cost {
 						for j, l := range rl.Lims {
