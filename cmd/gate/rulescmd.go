@@ -114,17 +114,7 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 	}
 	// Whose history a rule keyed by something else (an event, an IP) is filed under: the
 	// field is chosen when the file does not say, and may not be the team.
-	how := "team:"
-	if set.Team.IsZero() {
-		how = "not given: the first field of the first composite key, else of the first rule without a match; team: sets it"
-	}
-	team := set.OutcomesTeam()
-	var apart []string
-	for _, r := range set.Rules {
-		if r.Key.Members()[0].String() != team.String() {
-			apart = append(apart, r.Name)
-		}
-	}
+	team, how, apart := set.OutcomesFiling()
 	line := fmt.Sprintf("outcome rows' team (GATE_OUTCOMES_TOPIC): %s (%s)", team, how)
 	if len(apart) > 0 {
 		line += "; rows of " + strings.Join(apart, ", ") + " are filed under the record's team, their key after it (team:key)"

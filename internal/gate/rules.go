@@ -277,9 +277,25 @@ func (c genCollector) Collect(ch chan<- prometheus.Metric) { c.g.gen.Load().reg.
 // LogRules logs the rules in use, if any: serve's line after "gate started".
 func (g *Gate) LogRules() {
 	if gen := g.gen.Load(); gen != nil {
-		names, prefixes := gen.describe()
-		g.log.Info("rules in use", "generation", gen.n, "file", gen.set.Source, "rules", names, "key_prefixes", prefixes, "limits_hash", gen.limitsHash())
+		g.logRulesInUse(gen)
 	}
+}
+
+// logRulesInUse is the line of the rules gen puts in use: with outcomes on, what their
+// rows' team is read by, how it was chosen, and the rules whose rows are filed under it
+// (rules.Set.OutcomesFiling): a file without team: may take another field for the team,
+// and said nowhere, a team's rows went under an IP (a review).
+func (g *Gate) logRulesInUse(gen *generation) {
+	names, prefixes := gen.describe()
+	attrs := []any{"generation", gen.n, "file", gen.set.Source, "rules", names, "key_prefixes", prefixes, "limits_hash", gen.limitsHash()}
+	if g.cfg.OutcomesTopic != "" {
+		team, how, apart := gen.set.OutcomesFiling()
+		attrs = append(attrs, "outcomes_team", team.String(), "outcomes_team_from", how)
+		if len(apart) > 0 {
+			attrs = append(attrs, "outcomes_rows_after_the_team", apart)
+		}
+	}
+	g.log.Info("rules in use", attrs...)
 }
 
 // CurrentRules are the limiters of the rules in use (nil without rules).
@@ -338,8 +354,7 @@ func (g *Gate) RunTick(ctx context.Context) {
 		g.primeReload(ctx, old, gen)
 		g.topics.Use(gen.topics)
 		g.gen.Store(gen)
-		names, prefixes := gen.describe()
-		g.log.Info("rules in use", "generation", gen.n, "file", set.Source, "rules", names, "key_prefixes", prefixes, "limits_hash", gen.limitsHash())
+		g.logRulesInUse(gen)
 		retiring.Add(1)
 		go func() {
 			defer retiring.Done()

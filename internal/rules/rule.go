@@ -39,6 +39,26 @@ func (s *Set) OutcomesTeam() route.KeyFrom {
 	return route.TeamField(rs)
 }
 
+// OutcomesFiling says how outcome rows are filed under s: the team field (OutcomesTeam),
+// how it was chosen (the file's team:, or, not given, the rule it was taken from), and
+// the rules whose key does not start with it, whose rows are filed under the record's
+// team, their key after it. One text for gate rules check and the gate's rules line: a
+// file without team: whose rules start with two fields (a team rule and one keyed by
+// an IP and a user agent) may take the other for the team, silently otherwise.
+func (s *Set) OutcomesFiling() (team route.KeyFrom, how string, apart []string) {
+	team = s.OutcomesTeam()
+	how = "team:"
+	if s.Team.IsZero() {
+		how = "not given: the first field of the first composite key, else of the first rule without a match; team: sets it"
+	}
+	for _, r := range s.Rules {
+		if r.Key.Members()[0].String() != team.String() {
+			apart = append(apart, r.Name)
+		}
+	}
+	return team, how, apart
+}
+
 // Rule is one rule of a Set.
 type Rule struct {
 	// Name is the rule's stable name: its metrics' label, its part of the Redis keys and
