@@ -291,3 +291,32 @@ func TestRulesRenderOnlyAsTheGateTakesThem(t *testing.T) {
 		}
 	}
 }
+
+// rulesTeam is the rules file's team:, a key of one field: without rules it was left out
+// unsaid, and a composite key or a typo rendered, for the gates to refuse the file (at
+// start; at a live edit, keeping the old rules). The chart refuses both; a key of one
+// field is written as the file's team:.
+func TestRulesTeamChecked(t *testing.T) {
+	base := readValues(t, "testdata/defaults.yaml")
+	rule := "rules:\n  - {name: team, key: json:team_id, limits: ['1m:10']}\n"
+	for _, tc := range []struct{ values, want string }{
+		{"rulesTeam: json:team_id\n", "rulesTeam (json:team_id) is set without rules"},
+		{rule + "rulesTeam: json:team_id+distinct_id\n", "rulesTeam"},
+		{rule + "rulesTeam: jsn:team_id\n", "rulesTeam"},
+	} {
+		if _, err := render(t, mergeValues(base, mustParse(t, tc.values)), capabilities()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("render of %q: %v; want it refused, saying %q", tc.values, err, tc.want)
+		}
+	}
+	r, err := render(t, mergeValues(base, mustParse(t, rule+"rulesTeam: json:team_id\n")), capabilities())
+	if err != nil {
+		t.Fatalf("render of a rule with rulesTeam json:team_id: %v", err)
+	}
+	found := false
+	for _, f := range r.files {
+		found = found || strings.Contains(f, "rules.yaml:") && strings.Contains(f, "team: json:team_id")
+	}
+	if !found {
+		t.Error("no rules ConfigMap with team: json:team_id")
+	}
+}

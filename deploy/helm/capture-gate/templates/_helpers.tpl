@@ -1170,6 +1170,17 @@ gives each case to the gate too.
 */}}
 {{- define "capture-gate.validateRules" -}}
 {{- $v := .Values -}}
+{{- /* rulesTeam is the rules file's team: (one field, in the key language): without rules
+       there is no file and it would be left out unsaid; a composite key or a typo the
+       gates would refuse, at start or at a reload (which keeps the old rules). */ -}}
+{{- if $v.rulesTeam -}}
+{{- if not $v.rules -}}
+{{- fail (printf "capture-gate: rulesTeam (%s) is set without rules: it is the rules file's team:, and with no rules there is no file" $v.rulesTeam) -}}
+{{- end -}}
+{{- if not (regexMatch "^(json:[^+]+|header:[^+]+|key)$" (toString $v.rulesTeam)) -}}
+{{- fail (printf "capture-gate: rulesTeam %q: want a key of one field, json:FIELD, header:NAME or key (the team: of docs/rules.md)" (toString $v.rulesTeam)) -}}
+{{- end -}}
+{{- end -}}
 {{- $sec := 1000000000 | int64 -}}
 {{- $hour := mul 3600 $sec -}}
 {{- $names := dict -}}
