@@ -115,3 +115,21 @@ func TestPressingListsKeysNearOrOverTheirLimits(t *testing.T) {
 		t.Errorf("Pressing(1000, 10) = %q, want %q (at its threshold)", got, want)
 	}
 }
+
+// A cached key idle past GATE_CACHE_IDLE_TIMEOUT when Expect marks it is read at the next
+// sweep, not dropped as idle: the sweep expired it before looking at the mark, and
+// cleared the mark with the others, so no primed read was made and the backlog's first
+// records of the key met it as first contact (a review).
+func TestExpectedKeyIdlePastTheTimeoutIsRead(t *testing.T) {
+	l, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 1000, SyncInterval: 8 * time.Second, IdleTimeout: 10 * time.Second})
+	l.CheckAt(at(time.Second), "idle", 1)
+	sweep(t, l, at(5*time.Second))
+	now := at(12 * time.Second)
+	if !l.Expect(now, "idle") {
+		t.Fatal("Expect marked nothing")
+	}
+	sw := sweep(t, l, now)
+	if r := findRead(sw, "idle"); r == nil || r.Reason != ReadPrimed {
+		t.Errorf("the read of a key idle 11 s under a 10 s timeout, marked by Expect: %+v (expired %d, cached %d); want primed", r, sw.Expired, l.Len())
+	}
+}

@@ -285,7 +285,15 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 			// the window held it. Its level drains as the window ages out (its reads go
 			// on), and it expires then. A team never read is judged on its own counts,
 			// which drain only once a read is applied: its idleness decides.
-			if l.cfg.IdleTimeout > 0 && nowSeen-min(seen, nowSeen) >= idleSecs &&
+			// Marked by Expect: its read is planned below whatever its level, and it stays
+			// cached for it, however long it was idle (Expect does not touch it: a key
+			// idle past the timeout as it was marked was dropped here, the mark with it,
+			// and its backlog's first records met as first contact).
+			expected := false
+			if len(sh.expect) > 0 {
+				_, expected = sh.expect[team]
+			}
+			if l.cfg.IdleTimeout > 0 && nowSeen-min(seen, nowSeen) >= idleSecs && !expected &&
 				e.thr.Load()&heldBit == 0 && (e.readAt.Load() == 0 || lvl < tierNormal*fthr) {
 				unsent := sh.idx.remove(e)
 				l.count.Add(-1)
@@ -297,12 +305,6 @@ func (l *Limiter) sweepWall(now time.Time, into *Sweep, cw coldWrites) {
 					l.forgetLearned(sh, e, team, ns, into)
 				}
 				return true
-			}
-			// Marked by Expect: its read is planned below whatever its level, and it stays
-			// cached for it.
-			expected := false
-			if len(sh.expect) > 0 {
-				_, expected = sh.expect[team]
 			}
 			if lvl < demoteUnder && !expected && l.demotable(e, team, cur) {
 				unsent := sh.idx.remove(e)
