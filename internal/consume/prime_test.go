@@ -296,3 +296,29 @@ func teamRecords(first, n int, team string) []*kgo.Record {
 	}
 	return recs
 }
+
+// primeSample bounds the sample of a poll's lagging partitions' records, all of them
+// together: each partition was sampled from its own first record on, so a poll of 600
+// lagging partitions of 5 records each had every one of its 600 partitions' first
+// record read (a review). The sample stays spread over the poll.
+func TestPrimeSampleBoundsAPollOfManyPartitions(t *testing.T) {
+	var got []*kgo.Record
+	c := &Consumer{cfg: Config{Prime: func(_ context.Context, recs []*kgo.Record) { got = append(got, recs...) }}}
+	var ws []work
+	for i := range 600 {
+		p := &partition{}
+		p.primed.Store(true) // its first poll primed before: lagging, sampled
+		recs := make([]*kgo.Record, 5)
+		for j := range recs {
+			recs[j] = &kgo.Record{Partition: int32(i), Offset: int64(j)}
+		}
+		ws = append(ws, work{p: p, recs: recs, next: 5, stable: 1000})
+	}
+	c.prime(t.Context(), ws)
+	if len(got) > primeSample || len(got) < primeSample/2 {
+		t.Errorf("%d records sampled of a poll of 3,000 over 600 lagging partitions, want at most %d and near it", len(got), primeSample)
+	}
+	if last := got[len(got)-1].Partition; last < 590 {
+		t.Errorf("the sample ends at partition %d of 600: want it spread over the poll", last)
+	}
+}

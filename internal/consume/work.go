@@ -128,11 +128,16 @@ func (c *Consumer) prime(ctx context.Context, ws []work) {
 			caught = append(caught, p)
 		}
 	}
+	// One stride over the lagging partitions' records taken together: each sampled from
+	// its own first record, every partition added one at least, and a poll of 600 lagging
+	// partitions of 5 records each had all 600 read (a review).
 	stride := max(8, (n+primeSample-1)/primeSample)
+	at := 0 // the next sampled record's index in w.recs, counted on from the partition before
 	for _, w := range lagging {
-		for i := 0; i < len(w.recs); i += stride {
-			recs = append(recs, w.recs[i])
+		for ; at < len(w.recs); at += stride {
+			recs = append(recs, w.recs[at])
 		}
+		at -= len(w.recs)
 	}
 	if len(recs) > 0 {
 		c.cfg.Prime(ctx, recs)
