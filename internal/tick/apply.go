@@ -51,7 +51,7 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 				// keeps them due, so they are read again next tick.
 				for _, rr := range rc.teams {
 					t.limits[rr.lim].l.ApplyLocal(rr.r, applyAt)
-					res.notePrimedMissed(rr.r)
+					t.notePrimedMissed(res, rr.r)
 				}
 				res.FailedReads += len(rc.teams)
 				continue
@@ -78,7 +78,7 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 					t.unreadable(i, valueCounter, t.key(rr.lim, rr.r.Team, epoch), v, nil)
 					l.ApplyLocal(rr.r, applyAt)
 					res.FailedReads++
-					res.notePrimedMissed(rr.r)
+					t.notePrimedMissed(res, rr.r)
 					continue
 				}
 				// Refused, the other gates' counts are not in Redis either: they are what
@@ -146,9 +146,13 @@ func scaled(n int64, f float64) int64 {
 	return int64(math.Round(float64(n) * f))
 }
 
-// notePrimedMissed counts r in PrimedMissed when it is a read of a key Expect marked.
-func (res *TickResult) notePrimedMissed(r *limit.Read) {
+// notePrimedMissed counts r in res.PrimedMissed when it is a read of a key Expect marked,
+// and in the misses the next TickNow reports (primedMissed): a tick Run scheduled may take
+// the mark between Expect and TickNow's own tick, which then reads the key as any due
+// read, and TickNow said all was read (a review).
+func (t *Ticker) notePrimedMissed(res *TickResult, r *limit.Read) {
 	if r.Reason == limit.ReadPrimed {
 		res.PrimedMissed++
+		t.primedMissed.Add(1)
 	}
 }

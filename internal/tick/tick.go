@@ -29,12 +29,15 @@ import (
 type Ticker struct {
 	cfg Config
 	// nowReq carries TickNow's requests to Run, each answered with its tick's result.
-	nowReq    chan chan TickResult
-	limits    []limitState // limits[0] is the primary
-	instances []redis.UniversalClient
-	log       *slog.Logger
-	m         *metrics
-	errLogs   []errLog // by instance; each written only by its instance's pipeline goroutine
+	nowReq chan chan TickResult
+	// primedMissed counts the reads of keys Expect marked that failed or were put off,
+	// by any tick, since TickNow last answered: its answer's PrimedMissed.
+	primedMissed atomic.Int64
+	limits       []limitState // limits[0] is the primary
+	instances    []redis.UniversalClient
+	log          *slog.Logger
+	m            *metrics
+	errLogs      []errLog // by instance; each written only by its instance's pipeline goroutine
 	// parseLogs pace the logs of values read that do not parse, by kind (unreadable).
 	parseLogs [numValueKinds]*throttle.Every
 	// lostLog paces the warning of writes Redis lost after acknowledging them
@@ -280,7 +283,9 @@ func (t *Ticker) Run(ctx context.Context) {
 				return true
 			case done := <-now:
 				tctx, cancel := context.WithTimeout(ctx, t.cfg.TickTimeout)
-				done <- t.Tick(tctx)
+				res := t.Tick(tctx)
+				res.PrimedMissed = int(t.primedMissed.Swap(0)) // its own and those of the ticks since the last
+				done <- res
 				cancel()
 			}
 		}
@@ -365,7 +370,8 @@ func (t *Ticker) Run(ctx context.Context) {
 // tick is as any Tick: not aligned with the fleet's (its reads add half a tick of the
 // others' traffic as unseen), bounded by Config.TickTimeout, its failures counted and
 // logged as any tick's. It returns an error when a read of a key Expect marked failed
-// or was put off (its view is this gate's own until a later tick reads it; another
+// or was put off, by its tick or one Run made since the last TickNow (its view is this
+// gate's own until a later tick reads it; another
 // team's failed read, on another instance say, is no concern of the caller's), or
 // ctx ended first (Run not running, or busy with a tick past ctx's end: the tick, if
 // begun, still ends as Run's). A request made while a split tick's reads wait for the
@@ -380,7 +386,7 @@ func (t *Ticker) TickNow(ctx context.Context) error {
 	select {
 	case res := <-done:
 		if res.PrimedMissed > 0 {
-			return fmt.Errorf("a tick now: %d reads of the keys marked failed or were put off (%d failed, %d put off of all its reads)",
+			return fmt.Errorf("a tick now: %d reads of the keys marked failed or were put off, by it or a tick since the last tick now (%d failed, %d put off of all its reads)",
 				res.PrimedMissed, res.FailedReads, res.SkippedReads)
 		}
 		return nil

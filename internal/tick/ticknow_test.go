@@ -95,6 +95,35 @@ func TestTickNowSaysItsReadsFailed(t *testing.T) {
 	}
 }
 
+// TestTickNowSaysAScheduledTicksFailedReadOfItsKeys: a tick Run makes may take a mark
+// between Expect and TickNow's own tick, its read of the key failing; TickNow's tick then
+// read the key again as any due read, failed again, and TickNow said all was read (a
+// review): the gate went on priming as if the key had been read.
+func TestTickNowSaysAScheduledTicksFailedReadOfItsKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	gs, _ := holdGates(t, 1, srv)
+	g := gs[0]
+	srv.Stop(t)
+	g.l.Expect(epochStart, "whale")
+	if res := g.tk.Tick(context.Background()); res.PrimedMissed != 1 {
+		t.Fatalf("a tick with Redis gone after Expect: %d primed reads missed (%+v), want 1", res.PrimedMissed, res)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.tk.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer tcancel()
+	if err := g.tk.TickNow(tctx); err == nil || tctx.Err() != nil {
+		t.Errorf("TickNow after a tick that took the mark and failed its read: %v (context: %v), want the failed read said", err, tctx.Err())
+	}
+	// Said once: the next tick now has nothing of it to say (the key's reads since are
+	// no longer primed).
+	if err := g.tk.TickNow(tctx); err != nil {
+		t.Errorf("a second TickNow: %v, want nil", err)
+	}
+}
+
 // TestTickNowLeavesOtherTeamsFailuresAside: a tick now whose reads of the keys marked
 // were made says nothing of another team's read that failed (on another instance, down):
 // the gate would have rested its priming for that. Before, any failed or put off read
