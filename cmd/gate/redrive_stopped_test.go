@@ -98,21 +98,9 @@ func TestRedriveStoppedCountsTheCopiesItGaveUp(t *testing.T) {
 // nothing for as long as it waited (a review's, 45 s and more), stdout and stderr empty.
 func TestRedriveSaysItsCopiesWait(t *testing.T) {
 	t.Parallel()
-	c, env := kafkaEnv(t)
-	cl := kafkaClient(t, c)
-	produceLetters(t, cl, 5)
-	refusing := refuseProduce(c, kerr.NotEnoughReplicas, func() {})
-	var stdout bytes.Buffer
-	stderr := new(syncBuffer)
-	done := make(chan error, 1)
-	go func() { done <- run(t.Context(), []string{"redrive"}, testHost(env), &stdout, stderr) }()
-	const said = "redrive: copies wait, none acknowledged"
-	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(stderr.String(), said); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gate redrive waiting on refused copies for 2 minutes said nothing:\n%s", stderr.String())
-		}
-	}
-	refusing.Store(false) // the brokers take them now
+	w := startWaitingRedrive(t, t.Context())
+	stdout, stderr, done := w.stdout, w.stderr, w.done
+	w.refusing.Store(false) // the brokers take them now
 	if err := <-done; err != nil {
 		t.Fatalf("gate redrive, its copies taken after the wait: %v\n%s", err, stderr.String())
 	}
@@ -124,28 +112,44 @@ func TestRedriveSaysItsCopiesWait(t *testing.T) {
 	}
 }
 
+// waitingRedrive is a gate redrive run by startWaitingRedrive: its output, its error
+// once it ends, and the switch of the brokers' refusal of its copies.
+type waitingRedrive struct {
+	stdout   *bytes.Buffer
+	stderr   *syncBuffer
+	done     chan error
+	refusing *atomic.Bool
+}
+
+// startWaitingRedrive runs gate redrive on ctx over 5 dead letters whose copies the broker
+// keeps waiting (NOT_ENOUGH_REPLICAS, retried while refusing holds), and returns once it
+// has said that they wait.
+func startWaitingRedrive(t *testing.T, ctx context.Context) waitingRedrive {
+	t.Helper()
+	c, env := kafkaEnv(t)
+	produceLetters(t, kafkaClient(t, c), 5)
+	w := waitingRedrive{stdout: new(bytes.Buffer), stderr: new(syncBuffer), done: make(chan error, 1),
+		refusing: refuseProduce(c, kerr.NotEnoughReplicas, func() {})}
+	go func() { w.done <- run(ctx, []string{"redrive"}, testHost(env), w.stdout, w.stderr) }()
+	const said = "redrive: copies wait, none acknowledged"
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(w.stderr.String(), said); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gate redrive waiting on refused copies for 2 minutes said nothing:\n%s", w.stderr.String())
+		}
+	}
+	return w
+}
+
 // A redrive stopped (Ctrl-C) while its copies wait says, every redriveStallWarn of the
 // stop's grace, that it is stopping and how long is left of it: its wait's line went on
 // saying "Ctrl-C stops it" in the grace, where a second Ctrl-C exits without saying
 // which copies went through (a review).
 func TestRedriveStoppingSaysSoWhileItsCopiesWait(t *testing.T) {
 	t.Parallel()
-	c, env := kafkaEnv(t)
-	cl := kafkaClient(t, c)
-	produceLetters(t, cl, 5)
-	refuseProduce(c, kerr.NotEnoughReplicas, func() {})
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	var stdout bytes.Buffer
-	stderr := new(syncBuffer)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"redrive"}, testHost(env), &stdout, stderr) }()
-	const waits = "redrive: copies wait, none acknowledged"
-	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(stderr.String(), waits); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gate redrive waiting on refused copies for 2 minutes said nothing:\n%s", stderr.String())
-		}
-	}
+	w := startWaitingRedrive(t, ctx)
+	stderr, done := w.stderr, w.done
 	before := len(stderr.String())
 	stop()
 	select {

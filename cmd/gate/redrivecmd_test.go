@@ -556,6 +556,13 @@ func TestRedriveSaysRetentionDeletedLetters(t *testing.T) {
 	}
 }
 
+// sourcedLetter is a not_json dead letter of key, a minute old, of the input record src
+// (its gate-source).
+func sourcedLetter(key, src string) *kgo.Record {
+	return &kgo.Record{Key: []byte(key), Value: []byte("{bad"), Timestamp: testNow.Add(-time.Minute), Headers: []kgo.RecordHeader{
+		{Key: route.HeaderError, Value: []byte("not_json")}, {Key: route.HeaderSource, Value: []byte(src)}}}
+}
+
 // At least once a gate can write a dead letter twice (a rebalance replays what it routed
 // since its last commit): two letters of one gate-source, one input record. Both were
 // copied, two records in the input for one (a review); the second is left out and said.
@@ -563,11 +570,7 @@ func TestRedriveCopiesAnInputRecordOnce(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
 	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"))
-	letter := func(key, src string) *kgo.Record {
-		return &kgo.Record{Key: []byte(key), Value: []byte("{bad"), Timestamp: testNow.Add(-time.Minute), Headers: []kgo.RecordHeader{
-			{Key: route.HeaderError, Value: []byte("not_json")}, {Key: route.HeaderSource, Value: []byte(src)}}}
-	}
-	if err := cl.ProduceSync(t.Context(), letter("a", "events/0/7"), letter("a", "events/0/7"), letter("b", "events/1/3")).FirstErr(); err != nil {
+	if err := cl.ProduceSync(t.Context(), sourcedLetter("a", "events/0/7"), sourcedLetter("a", "events/0/7"), sourcedLetter("b", "events/1/3")).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
@@ -593,11 +596,7 @@ func TestRedriveTwinOfALetterNotCopied(t *testing.T) {
 	t.Parallel()
 	c, env := kafkaEnv(t)
 	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"))
-	letter := func(key, src string) *kgo.Record {
-		return &kgo.Record{Key: []byte(key), Value: []byte("{bad"), Timestamp: testNow.Add(-time.Minute), Headers: []kgo.RecordHeader{
-			{Key: route.HeaderError, Value: []byte("not_json")}, {Key: route.HeaderSource, Value: []byte(src)}}}
-	}
-	if err := cl.ProduceSync(t.Context(), letter("a", "events/0/7"), letter("a", "events/0/7"), letter("b", "events/1/3")).FirstErr(); err != nil {
+	if err := cl.ProduceSync(t.Context(), sourcedLetter("a", "events/0/7"), sourcedLetter("a", "events/0/7"), sourcedLetter("b", "events/1/3")).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	refusing := refuseProduce(c, kerr.InvalidRecord, func() {})
