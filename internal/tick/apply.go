@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/capturegate/gate/internal/limit"
 )
@@ -51,7 +52,7 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 				// keeps them due, so they are read again next tick.
 				for _, rr := range rc.teams {
 					t.limits[rr.lim].l.ApplyLocal(rr.r, applyAt)
-					t.notePrimedMissed(res, rr.r)
+					t.notePrimedMissed(res, rr.r, rr.lim)
 				}
 				res.FailedReads += len(rc.teams)
 				continue
@@ -78,7 +79,7 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 					t.unreadable(i, valueCounter, t.key(rr.lim, rr.r.Team, epoch), v, nil)
 					l.ApplyLocal(rr.r, applyAt)
 					res.FailedReads++
-					t.notePrimedMissed(res, rr.r)
+					t.notePrimedMissed(res, rr.r, rr.lim)
 					continue
 				}
 				// Refused, the other gates' counts are not in Redis either: they are what
@@ -92,6 +93,7 @@ func (t *Ticker) applyReads(res *TickResult, fresh bool) {
 				prev += scaled(t.notInRedis(countKey{rr.lim, rr.r.Team, rr.r.Epoch - 1}), f)
 				rr.r.Fresh = fresh
 				a := l.ApplyRead(rr.r, curr, prev, applyAt)
+				t.noteRead(rr.r, rr.lim)
 				// The profile before the hold flag: a flag set under a learned threshold
 				// is judged by this gate's learned threshold, which a first look sets.
 				if len(pvals) > 0 {
@@ -147,12 +149,43 @@ func scaled(n int64, f float64) int64 {
 }
 
 // notePrimedMissed counts r in res.PrimedMissed when it is a read of a key Expect marked,
-// and in the misses the next TickNow reports (primedMissed): a tick Run scheduled may take
+// and keeps its key for the next TickNow (primedMissed): a tick Run scheduled may take
 // the mark between Expect and TickNow's own tick, which then reads the key as any due
 // read, and TickNow said all was read (a review).
-func (t *Ticker) notePrimedMissed(res *TickResult, r *limit.Read) {
-	if r.Reason == limit.ReadPrimed {
-		res.PrimedMissed++
-		t.primedMissed.Add(1)
+func (t *Ticker) notePrimedMissed(res *TickResult, r *limit.Read, lim int) {
+	if r.Reason != limit.ReadPrimed {
+		return
 	}
+	res.PrimedMissed++
+	k := teamRef{lim, r.Team}
+	if _, ok := t.primedMissed[k]; ok {
+		return
+	}
+	if len(t.primedMissed) >= maxPrimedMissed {
+		t.primedMore++
+		return
+	}
+	k.team = strings.Clone(k.team) // kept past the sweep whose read it was
+	t.primedMissed[k] = struct{}{}
+}
+
+// maxPrimedMissed bounds the keys primedMissed holds: a gate's prime sample (some
+// hundreds of keys a poll) between two TickNows.
+const maxPrimedMissed = 1 << 14
+
+// noteRead forgets a key whose read a tick applied from Redis: a primed read missed
+// before is no longer missed.
+func (t *Ticker) noteRead(r *limit.Read, lim int) {
+	if len(t.primedMissed) > 0 {
+		delete(t.primedMissed, teamRef{lim, r.Team})
+	}
+}
+
+// takePrimedMissed returns how many keys Expect marked were missed and not read since
+// the last call (primedMissed), and forgets them.
+func (t *Ticker) takePrimedMissed() int {
+	n := len(t.primedMissed) + t.primedMore
+	clear(t.primedMissed)
+	t.primedMore = 0
+	return n
 }

@@ -286,7 +286,7 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 					keys = 0 // in order: a cheaper read after this one waits as well
 				}
 				res.SkippedReads++
-				t.notePrimedMissed(res, rr.r)
+				t.notePrimedMissed(res, rr.r, rr.lim)
 				k := teamRef{rr.lim, rr.r.Team}
 				if po, ok := t.putOff[k]; !ok || po.tick != t.tickN { // a team read in two epochs counts once
 					if !ok {
