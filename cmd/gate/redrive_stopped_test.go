@@ -193,6 +193,12 @@ func TestRedriveStoppedNamesTheRefusedCopies(t *testing.T) {
 		t.Fatalf("gate redrive stopped, the broker refusing every copy: %v; want the copies refused named, with their -offsets", err)
 	}
 
+	// Two runs given, each knowing only its own letters: an input record with a refused
+	// letter before the stop and another past it would be copied by both, said (a
+	// review: said only of input records the stopped run copied, none here).
+	if !strings.Contains(err.Error(), "an input record with a dead letter in each, the same gate-source, is copied by both") {
+		t.Errorf("gate redrive stopped with copies refused: %v; want it said that the two runs it gives both copy an input record with a letter in each", err)
+	}
 	// The error's two runs: the copies refused again, and the rest from where the read
 	// stopped (the docs' resume, which an operator wrote from the offsets printed).
 	refusing.Store(false)

@@ -363,11 +363,12 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	// went through (or, a dry run, would); else not copied, and given with it again: a
 	// letter counted as copied, its first's copy refused, was in no run's -offsets, and
 	// its twin left out said "already copied" of one that was not (a review).
-	twins, twinsNotCopied, sourcesCopied := 0, 0, 0
+	twins, twinsNotCopied, sourcesCopied, sourcesNotCopied := 0, 0, 0, 0
 	for _, s := range sources {
 		if s.notCopied {
 			notCopied = append(notCopied, s.twins...)
 			twinsNotCopied += len(s.twins)
+			sourcesNotCopied++
 			continue
 		}
 		twins += len(s.twins)
@@ -438,6 +439,11 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 				// The letters of one gate-source are known for a run only: a second
 				// letter of an input record copied before the stop is copied again.
 				rest += " (a dead letter there of an input record this run copied before the stop, the same gate-source, is copied again: a run leaves out only those of input records it met itself)"
+			}
+			if sourcesNotCopied > 0 {
+				// Two runs given: each copies its own letter of an input record whose
+				// letter before the stop was not copied and whose other is past it.
+				rest += " (with the run that copies again the letters not copied: an input record with a dead letter in each, the same gate-source, is copied by both, twice in the input; a run leaves out only the second letters it meets itself)"
 			}
 		}
 	}
