@@ -176,6 +176,68 @@ func TestExactlyOnceCommitAppliedButErrored(t *testing.T) {
 	}
 }
 
+// TestExactlyOnceAbortAfterCommitAppliedButErrored: after a commit the broker applied and
+// answered with an error, franz-go's own record of the commits stays at the one before,
+// and every abort rewinds to it: the gate's next abort of its own (a produce refused)
+// put an idle partition back below the group's commit, and its committed records were
+// routed and committed again (a review: records 10 to 19 twice). The gate moves to the
+// group's commits after such an abort too.
+func TestExactlyOnceAbortAfterCommitAppliedButErrored(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	env := newEOSEnv(t, parts)
+	env.ccfg.Jitter = shortJitter
+	env.ccfg.ProduceRetries = 1
+	var liar endTxnLiar
+	opt := liar.opt()
+	liar.armed.Store(false)
+	env.ccfg.ClientOpts = append(testClientOpts(), opt)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(env.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	produceTo := func(part int32, from, to int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for id := from; id < to; id++ {
+			r := inputRecord(id, "team-"+strconv.Itoa(id%3))
+			r.Partition = part
+			recs = append(recs, r)
+		}
+		produceAll(t, prod, recs)
+	}
+	committed := func(part int32) int64 {
+		if gi := env.cluster.GroupInfo(testGroup); gi != nil {
+			if c, ok := gi.Commits[inTopic][part]; ok {
+				return c.Offset
+			}
+		}
+		return -1
+	}
+	g := env.start(t, "a")
+	produceTo(0, 0, 10)
+	waitFor(t, 20*time.Second, "partition 0 committed at 10", func() bool { return committed(0) == 10 })
+	liar.armed.Store(true) // the next commit is applied and answered UNKNOWN_SERVER_ERROR
+	produceTo(0, 10, 20)
+	aborted := func() float64 { return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) }
+	waitFor(t, 20*time.Second, "the commit answered with an error, and its abort", func() bool { return liar.lied.Load() == 1 && aborted() >= 1 })
+	if c := committed(0); c != 20 {
+		t.Fatalf("partition 0 committed at %d after the commit the broker applied, want 20: the test no longer shows the case", c)
+	}
+	before := aborted()
+	fault := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: accTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+	produceTo(1, 20, 21) // partition 1 alone: the gate aborts, partition 0 idle
+	waitFor(t, 20*time.Second, "the gate's own abort", func() bool { return aborted() > before })
+	fault.Remove()
+	waitCommitted(t, env.cluster, parts, 20*time.Second)
+	out := collect(t, env.cluster, 21, 20*time.Second, 2*time.Second, readCommitted())
+	g.stop(t)
+	if lost, dup := out.conservation(21); len(lost) > 0 || len(dup) > 0 {
+		t.Fatalf("read_committed: %d lost %v, %d duplicated %v", len(lost), head(lost), len(dup), head(dup))
+	}
+}
+
 // endTxnLiar wraps the gate's connections to the broker and answers the first EndTxn
 // commit the broker applied with UNKNOWN_SERVER_ERROR instead of its real answer, as a
 // broker that applied the commit and then failed to say so would. It parses just

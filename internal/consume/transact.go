@@ -135,7 +135,16 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		// ending it would be refused as revoked, and read as the brokers refusing it.
 		ws, moved := c.works(fetches)
 		if len(ws) == 0 && (!moved || c.txn.interrupted.Load()) {
-			if err := c.rearm(endCtx); err != nil || ctx.Err() != nil {
+			err := c.rearm(endCtx)
+			if errors.Is(err, errResync) && ctx.Err() == nil {
+				// The empty transaction ended; the re-read after it failed: a new session
+				// reads the group's commits, as after a transaction's (recoverFenced).
+				if err := c.recoverFenced(err, 0, true); err != nil {
+					return n, err
+				}
+				continue
+			}
+			if err != nil || ctx.Err() != nil {
 				return n, c.stopped(ctx, err)
 			}
 			continue
@@ -436,8 +445,16 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 			// starts from the group's offsets. That re-read waited out the shutdown
 			// timeout while another member's transaction (a rollout's new pod) held the
 			// offsets unstable, then logged the last transaction as failed, at error.
+			c.txn.staleCommitted = true
 			if err := c.resyncOffsetsRetrying(ctx); err != nil {
 				return res, fmt.Errorf("re-reading the committed offsets after a transaction the broker did not confirm: %w: %w", errResync, err)
+			}
+		} else if c.txn.staleCommitted && pollCtx.Err() == nil {
+			// The gate's own abort, after one it did not ask for: franz-go rewound every
+			// partition to the commits it knows, older than the group's where the
+			// unconfirmed commit was applied (staleCommitted).
+			if err := c.resyncOffsetsRetrying(ctx); err != nil {
+				return res, fmt.Errorf("re-reading the committed offsets after an abort, franz-go's own behind the group's since a transaction the broker did not confirm: %w: %w", errResync, err)
 			}
 		}
 	}

@@ -227,6 +227,7 @@ func (c *Consumer) newSession() error {
 	c.noteSession(c.cl)
 	c.live.Store(c.cl)
 	c.txn.unfenced = true
+	c.txn.staleCommitted = false // the session reads the group's commits
 	return nil
 }
 

@@ -188,7 +188,9 @@ func (c *Consumer) revokedTxn(ids []int32, attrs ...any) {
 // seen while idle. The session passes only the first revoke and the first loss after
 // each End on to the consumer's callbacks; without an End, a later one would leave the
 // partitions' state, readiness and lag metrics stale. Nothing was polled since the last
-// End, so the rewind to the committed offsets that comes with it moves nothing.
+// End, so the rewind to the committed offsets that comes with it moves nothing, unless
+// franz-go's commits are behind the group's (staleCommitted): then the kept partitions
+// are moved to the group's commits again.
 func (c *Consumer) rearm(ctx context.Context) error {
 	if !c.txn.interrupted.Load() {
 		return nil
@@ -202,6 +204,11 @@ func (c *Consumer) rearm(ctx context.Context) error {
 	c.txn.rearms.Add(1)
 	if err != nil {
 		return fmt.Errorf("ending an empty transaction after a rebalance: %w", err)
+	}
+	if c.txn.staleCommitted && ctx.Err() == nil {
+		if err := c.resyncOffsetsRetrying(ctx); err != nil {
+			return fmt.Errorf("re-reading the committed offsets after an empty transaction's abort, franz-go's own behind the group's since a transaction the broker did not confirm: %w: %w", errResync, err)
+		}
 	}
 	return nil
 }

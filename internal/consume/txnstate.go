@@ -56,6 +56,15 @@ type txnState struct {
 	// the group has not committed could not be committed (commitTxnStarts): the
 	// transaction aborts with their records unrouted. The loop's goroutine only.
 	startErr error
+	// staleCommitted is set once the gate has moved its positions to the group's
+	// commits after a commit the broker may have applied and answered with an error
+	// (transact): franz-go's own record of what is committed, which every abort's
+	// rewind goes back to, stays at the commit before, and an abort would rewind a
+	// partition the aborted transaction held no records of below the group's commit,
+	// its committed records routed again (a review: 10 of 20 routed twice). While set,
+	// every abort is followed by a move to the group's commits. A new session, which
+	// reads the group's commits, clears it. The loop's goroutine only.
+	staleCommitted bool
 	// rebalanced is set by every rebalance callback: with the generation, how a
 	// transaction tells that the group rebalanced while it was open.
 	rebalanced atomic.Bool
