@@ -158,12 +158,10 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, js st
 	// key has it, from the limit that decided (the first one over, for a rule that acted
 	// over a further limit); a team's row under a composite key has none of its own.
 	if teamRule >= 0 && decision {
-		st := &r.rules[teamRule]
-		lim := st.Limiters[0]
-		if acted && ro.limit > 0 {
-			lim = st.Limiters[ro.limit]
-		}
-		f.Threshold, f.Limiter = o.Decision.Threshold, lim
+		// The limit the decision is of (ro.decided): a rule that did not act can have
+		// been over its second limit (a shadow rule's, the team's dead_letter row after
+		// its rule acted), and the first limit's source is not that threshold's.
+		f.Threshold, f.Limiter = o.Decision.Threshold, r.rules[teamRule].Limiters[ro.decided]
 	}
 	s.Outcomes.Record(&f)
 }

@@ -407,6 +407,53 @@ func TestOutcomeShadowThresholdOfItsLimit(t *testing.T) {
 	}
 }
 
+// The record's own row takes its threshold and its source from one limit, the one whose
+// decision it has: a team's accepted row under a shadow rule over its second limit, and
+// its dead_letter row after its rule acted over its second limit and a later rule
+// dead-lettered the record, had the second limit's threshold and the first limit's
+// source (an override there: "2 (override)" where the hour limit is static; a review).
+func TestOutcomeRowThresholdAndSourceOfOneLimit(t *testing.T) {
+	limits := []limit.Config{{Threshold: 1000, Window: time.Minute, Overrides: map[string]int64{"1": 500}}, {Threshold: 2, Window: time.Hour}}
+	for _, tc := range []struct {
+		name  string
+		rules []ruleSpec
+		value string // the last record's, after three of {"team_id":1,"distinct_id":"u"}
+		row   string // the row whose threshold is looked at
+	}{
+		{"accepted under a shadow rule", []ruleSpec{{Rule{Name: "watch", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow, Shadow: true}, limits}},
+			`{"team_id":1,"distinct_id":"u"}`, "accepted"},
+		{"dead_letter after its rule acted", []ruleSpec{
+			{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow}, limits},
+			{Rule{Name: "drop-user", Key: mustKeyFrom(t, "json:distinct_id"), Action: ActionDrop}, []limit.Config{{Threshold: 1000}}}},
+			`{"team_id":1}`, "dead_letter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newRuleFixture(t, Config{}, tc.rules...)
+			agg := outcome.NewAgg(60e9, nil)
+			s := Scratch{Outcomes: agg}
+			var out kgo.Record
+			for range 3 {
+				f.r.RouteInto(t0, input(`{"team_id":1,"distinct_id":"u"}`, ""), &s, &out)
+			}
+			outcome.Seal("g", "s1", agg) // the next seal's row is the last record's alone
+			f.r.RouteInto(t0, input(tc.value, ""), &s, &out)
+			n := 0
+			for _, r := range outcome.Seal("g", "s2", agg) {
+				if r.Outcome != tc.row {
+					continue
+				}
+				n++
+				if r.Threshold != 2 || r.ThresholdSource != "static" {
+					t.Errorf("%s row: threshold %d (%s), want the hour limit's 2 (static)", r.Outcome, r.Threshold, r.ThresholdSource)
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d %s rows, want 1", n, tc.row)
+			}
+		})
+	}
+}
+
 // TeamOf, the team of a record the consumer decides itself (exactly once: rejected by the
 // broker, or skipped as undeliverable), is the team RouteInto gives it: the first
 // enforced rule that checked it, past a rule whose key is missing under missing: skip (the

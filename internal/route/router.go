@@ -639,7 +639,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			d, over = r.checkLimits(st, now, &at, key, n, &s.tally[i], &s.again)
 		}
 		if !decided && teamRule == i {
-			o.Decision, decided = d, true
+			o.Decision, decided, ro.decided = d, true, max(over, 0)
 		}
 		if !forced && over < 0 && !d.Rotating {
 			s.ruleN[i][resultUnder]++
@@ -668,7 +668,7 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 		}
 		if act > ro.action {
 			ro.action, ro.rule, ro.forced, ro.limit, ro.rotating = act, i, forced, over, rotating
-			o.Team, o.Decision, teamRule, teamShadow = r.keepKey(key, s), d, i, false
+			o.Team, o.Decision, teamRule, teamShadow, ro.decided = r.keepKey(key, s), d, i, false, max(over, 0)
 		}
 	}
 	if failed != reasonNone && teamShadow {

@@ -133,6 +133,9 @@ type ruleOutcome struct {
 	action RuleAction // the strongest enforced action of the rules over; 0: none
 	rule   int        // the rule whose action that is
 	limit  int        // that rule's first limit over, -1 when forced
+	// decided is the index, into the Limiters of the rule whose key the record's team
+	// is, of the limit whose decision Outcome.Decision is: its row's threshold source.
+	decided int
 	over   uint64     // bit i: enforced rule i was over
 	tags   int        // tagging rules over: the gate-tag headers to add
 	forced bool       // the rule's key is in its Forced list
