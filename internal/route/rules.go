@@ -136,10 +136,10 @@ type ruleOutcome struct {
 	// decided is the index, into the Limiters of the rule whose key the record's team
 	// is, of the limit whose decision Outcome.Decision is: its row's threshold source.
 	decided int
-	over   uint64     // bit i: enforced rule i was over
-	tags   int        // tagging rules over: the gate-tag headers to add
-	forced bool       // the rule's key is in its Forced list
-	gone   bool       // the rule's own topic is missing: overflow instead
+	over    uint64 // bit i: enforced rule i was over
+	tags    int    // tagging rules over: the gate-tag headers to add
+	forced  bool   // the rule's key is in its Forced list
+	gone    bool   // the rule's own topic is missing: overflow instead
 	// rotating: the rule whose action that is acts for its key's team rotating
 	// identities (limit.Decision.Rotating: on_cardinality overflow or tag), not its own.
 	rotating bool
