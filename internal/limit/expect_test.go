@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -131,5 +132,29 @@ func TestExpectedKeyIdlePastTheTimeoutIsRead(t *testing.T) {
 	sw := sweep(t, l, now)
 	if r := findRead(sw, "idle"); r == nil || r.Reason != ReadPrimed {
 		t.Errorf("the read of a key idle 11 s under a 10 s timeout, marked by Expect: %+v (expired %d, cached %d); want primed", r, sw.Expired, l.Len())
+	}
+}
+
+// TestExpectedKeyNotEvictedByTheCapacity: a key Expect marked, in a cache at its
+// capacity that new keys keep filling (a takeover's backlog of many teams), stays
+// cached until its read: uncounted and seen in the second the others are, it was the
+// eviction's first choice, its mark left naming a key no sweep found (a review).
+func TestExpectedKeyNotEvictedByTheCapacity(t *testing.T) {
+	l, _, _ := newTest(t, Config{Window: time.Minute, Threshold: 1000, Capacity: 10})
+	now := at(time.Second)
+	for i := range 10 {
+		l.CheckAt(now, fmt.Sprintf("team-%d", i), 1)
+	}
+	if !l.Expect(now, "waiting") {
+		t.Fatal("Expect marked nothing")
+	}
+	for i := 10; i < 200; i++ {
+		l.CheckAt(now, fmt.Sprintf("team-%d", i), 1)
+	}
+	if !cached(l, "waiting") {
+		t.Fatalf("the key marked was evicted by 190 new keys in a cache of 10")
+	}
+	if r := findRead(sweep(t, l, now), "waiting"); r == nil || r.Reason != ReadPrimed {
+		t.Errorf("the read of the key marked: %+v, want primed", r)
 	}
 }

@@ -540,6 +540,13 @@ func (l *Limiter) evictOne(sh *shard, tbl *epochTable, ns int64) {
 		if e.thr.Load()&heldBit != 0 || lvl >= tierNormal*float64(l.threshold(e, team)) {
 			return i < evictionScan
 		}
+		// A key Expect marked waits for its read (a takeover's backlog): uncounted and
+		// seen now, it was the first choice among the keys of its second, its read lost.
+		if len(sh.expect) > 0 {
+			if _, ok := sh.expect[team]; ok {
+				return i < evictionScan
+			}
+		}
 		// The least recently seen, and of keys seen in the same second the lowest: a
 		// cache smaller than a second's keys saw them all at once, and a victim chosen by
 		// where the sample began took a team at 3 × its limit with its level every few
@@ -724,7 +731,7 @@ func floorDiv(a, b int64) int64 {
 // (never read, or read at a level the fleet has since left behind: a gate taking over a
 // dead peer's partitions had met the team on its own), unless a read of it was applied
 // within the last tick interval. It reports whether it marked key. Until its read is
-// planned, the sweep does not demote the key to the sketch. It changes no count, and an
+// planned, the sweep does not demote the key to the sketch nor the capacity evict it. It changes no count, and an
 // insert here is no cache miss. Not under the event clock, whose reads are by each
 // record's window (nothing is done).
 func (l *Limiter) Expect(now time.Time, key string) bool {
