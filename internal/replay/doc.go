@@ -15,9 +15,10 @@
 //     for the fleet's Redis (store.go), so that views are read, learned thresholds folded
 //     and holds shared as a fleet's are. What the gate reads from Redis at run time (the
 //     live overrides) is not replayed: GATE_OVERRIDES is.
-//   - A record's replay time is its timestamp, or its partition's next record's when that
-//     is earlier (merge): one record stamped far ahead moves the replay's clock no further
-//     than its neighbours, and -from and -to select by replay time.
+//   - A record's replay time is its timestamp, or the earliest of its partition's next
+//     replayLookAhead records' when that is earlier (merge): a record stamped far ahead,
+//     or a run of them shorter than that, moves the replay's clock no further than its
+//     neighbours, and -from and -to select by replay time.
 //   - Deterministic: records are routed in replay-time order across partitions (ties by
 //     partition, then offset), whatever way the fetches come, on limiters whose clock
 //     starts an hour before the range, and the report is sorted and in UTC: two replays

@@ -20,7 +20,7 @@ type simPart struct {
 }
 
 // refMerge is the documented semantics (merge), computed directly from whole logs.
-func refMerge(base time.Time, parts []simPart, from, to int64, ranged bool) (out []string, ends []int64) {
+func refMerge(base time.Time, parts []simPart, from, to int64, ranged bool, lookAhead int) (out []string, ends []int64) {
 	type item struct {
 		r  *kgo.Record
 		at int64
@@ -41,8 +41,8 @@ func refMerge(base time.Time, parts []simPart, from, to int64, ranged bool) (out
 		end := hard
 		for i, r := range data {
 			at := r.Timestamp.UnixNano()
-			if i+1 < len(data) {
-				at = min(at, data[i+1].Timestamp.UnixNano())
+			for _, nx := range data[i+1 : min(i+1+lookAhead, len(data))] {
+				at = min(at, nx.Timestamp.UnixNano())
 			}
 			if ranged && to != 0 && r.Offset >= p.end && at >= to {
 				end = r.Offset
@@ -79,7 +79,8 @@ func refMerge(base time.Time, parts []simPart, from, to int64, ranged bool) (out
 	}
 }
 
-// TestMergeMatchesModel: the merge hands on what the model says (replay times, order,
+// TestMergeMatchesModel: the merge hands on what the model says (replay times over a
+// look-ahead of 1 to 4 records, order,
 // -from and -to by replay time, ends, progress Done never past Total), over 3,000 random
 // logs of 1 to 3 partitions (far-ahead records, control records, gaps of aborted records,
 // exact -offsets ranges) and fetches of 1, 2, 3 and 100 records: whatever the batching.
@@ -160,7 +161,10 @@ func TestMergeMatchesModel(t *testing.T) {
 			}
 			parts = append(parts, sp)
 		}
-		want, wantEnds := refMerge(base, parts, from, to, ranged)
+		// A look-ahead of 1 to 4 records, against logs of up to 12: runs of records
+		// stamped ahead longer than it, and shorter.
+		lookAhead := 1 + rnd.IntN(4)
+		want, wantEnds := refMerge(base, parts, from, to, ranged, lookAhead)
 		var prs []PartitionRange
 		hard := map[int32]int64{}
 		for i, p := range parts {
@@ -169,6 +173,9 @@ func TestMergeMatchesModel(t *testing.T) {
 		}
 		for _, batch := range []int{1, 2, 3, 100} {
 			m := newMerge(prs)
+			for _, q := range m.all {
+				q.lookAhead = lookAhead
+			}
 			if ranged {
 				var f, tt time.Time
 				if from != 0 {

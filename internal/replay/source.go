@@ -324,7 +324,22 @@ type queue struct {
 	// stopped: the read stops here (merge.drain), and what q holds is all it gets: its
 	// last record's time is its own, as if nothing came after it.
 	stopped bool
+	// lookAhead is how many records after one its replay time looks at
+	// (replayLookAhead; tests give fewer). rt holds the replay times of recs[:len(rt)] in
+	// Unix ns (fillTimes); dq and tmp are fillTimes' scratch.
+	lookAhead int
+	rt        []int64
+	dq  []int
+	tmp []int64
 }
+
+// replayLookAhead is how many of its partition's next records a record's replay time
+// takes the earliest of: a producer whose clock is wrong sends its records in batches,
+// and a run of them stamped ahead, each replayed at the next one's time, moved the
+// replay's clock to theirs, every later record of the range then routed at that instant
+// (a review: a batch of 2 stamped a day ahead, 400 of 600 records limited; on the event
+// clock as well, the rest clamped as too old), and -to ended the partition there.
+const replayLookAhead = 1024
 
 // exhausted reports whether q has received every record it may read.
 func (q *queue) exhausted() bool { return q.next >= q.hard }
@@ -334,8 +349,8 @@ func (q *queue) exhausted() bool { return q.next >= q.hard }
 func (q *queue) final() bool { return q.stopped || q.exhausted() }
 
 // merge hands on the records of several partitions in the order of their replay times: a
-// record's time, or its partition's next record's when that is earlier, so that one
-// record stamped far ahead (a producer's clock; a CreateTime topic keeps what the
+// record's time, or the earliest of its partition's next records' (replayLookAhead) when
+// that is earlier, so that a record (or a run of them) stamped far ahead (a producer's clock; a CreateTime topic keeps what the
 // producer says) is replayed among its neighbours, not after every other partition, and
 // moves the replay's clock no further than they do. A record goes only when every
 // partition not yet at its end has one waiting whose time is known (its next record
@@ -357,7 +372,7 @@ type merge struct {
 func newMerge(parts []PartitionRange) *merge {
 	m := &merge{}
 	for _, p := range parts {
-		q := &queue{PartitionRange: p, next: p.Start, hint: p.End, hard: p.End, start: true}
+		q := &queue{PartitionRange: p, next: p.Start, hint: p.End, hard: p.End, start: true, lookAhead: replayLookAhead}
 		m.all = append(m.all, q)
 		m.total += p.End - p.Start
 		if p.End > p.Start {
@@ -446,30 +461,69 @@ func (m *merge) findEnd(q *queue) {
 			m.end(q, r.Offset)
 			clear(q.recs[i:])
 			q.recs = q.recs[:i]
+			// The records before it keep the times they have, taken over records past
+			// it (i's own took lookAhead after it: theirs are all known), as they
+			// would be had the end been found after they went.
+			q.rt = q.rt[:min(len(q.rt), i)]
 			return
 		}
 		q.scan = i + 1
 	}
 }
 
-// replayTime is q.recs[i]'s replay time in Unix ns: its timestamp, or the partition's
-// next record's when that is earlier; false while the next record may yet come. A next
-// record without a timestamp (Kafka's -1, before 1970 here, or 0, a producer's unset one,
-// as the engine and the gate's event clock take it) is no earlier time: it would put
-// this record in 1969 or 1970, before -from (the engine routes such a record itself at
-// the replay's clock).
+// replayTime is q.recs[i]'s replay time in Unix ns: its timestamp, or the earliest of
+// the partition's next lookAhead records' when that is earlier; false while those
+// may yet come. A record without a timestamp (Kafka's -1, before 1970 here, or 0, a
+// producer's unset one, as the engine and the gate's event clock take it) is no earlier
+// time for the records before it: it would put them in 1969 or 1970, before -from (the
+// engine routes such a record itself at the replay's clock).
 func (q *queue) replayTime(i int) (int64, bool) {
-	at := q.recs[i].Timestamp.UnixNano()
-	switch {
-	case i+1 < len(q.recs):
-		if next := q.recs[i+1].Timestamp; next.UnixMilli() > 0 {
-			return min(at, next.UnixNano()), true
+	if i >= len(q.rt) {
+		q.fillTimes()
+		if i >= len(q.rt) {
+			return 0, false
 		}
-		return at, true
-	case q.final():
-		return at, true
 	}
-	return 0, false
+	return q.rt[i], true
+}
+
+// fillTimes computes the replay times of the records after those rt holds whose next
+// lookAhead records are queued (all of them once q is final): from the last
+// record back, the earliest timestamp of the records after each within the look-ahead
+// is the front of a queue of indices whose timestamps rise from front to back, so each
+// record is looked at a few times, not replayLookAhead times.
+func (q *queue) fillTimes() {
+	n, from := len(q.recs), len(q.rt)
+	upto := n - q.lookAhead // recs[from:upto] have their look-ahead queued
+	if q.final() {
+		upto = n
+	}
+	if upto <= from {
+		return
+	}
+	tmp := slices.Grow(q.tmp[:0], upto-from)[:upto-from]
+	dq, h := q.dq[:0], 0
+	for j := n - 1; j >= from; j-- {
+		for h < len(dq) && dq[h] > j+q.lookAhead {
+			h++
+		}
+		ts := q.recs[j].Timestamp
+		at := ts.UnixNano()
+		if h < len(dq) {
+			at = min(at, q.recs[dq[h]].Timestamp.UnixNano())
+		}
+		if j < upto {
+			tmp[j-from] = at
+		}
+		if ts.UnixMilli() > 0 {
+			for len(dq) > h && q.recs[dq[len(dq)-1]].Timestamp.UnixNano() >= ts.UnixNano() {
+				dq = dq[:len(dq)-1]
+			}
+			dq = append(dq, j)
+		}
+	}
+	q.rt = append(q.rt, tmp...)
+	q.dq, q.tmp = dq[:0], tmp[:0]
 }
 
 // end ends q at offset off: what was read from there goes uncounted.
@@ -497,7 +551,7 @@ func (m *merge) ready(q *queue) bool {
 			// Past -to, a drain's record whose end findEnd could not yet tell: not
 			// the range's.
 			clear(q.recs)
-			q.recs = q.recs[:0]
+			q.recs, q.rt = q.recs[:0], q.rt[:0]
 			return false
 		}
 		q.start = true
@@ -511,9 +565,12 @@ func (m *merge) ready(q *queue) bool {
 func (q *queue) pop() {
 	q.recs[0] = nil
 	q.recs = q.recs[1:]
+	if len(q.rt) > 0 {
+		q.rt = q.rt[1:]
+	}
 	q.scan = max(q.scan-1, 0)
 	if len(q.recs) == 0 {
-		q.recs = q.recs[:0:0] // let the fetch's array go
+		q.recs, q.rt = q.recs[:0:0], q.rt[:0:0] // let the fetch's array go
 	}
 }
 

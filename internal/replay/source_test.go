@@ -374,6 +374,64 @@ func TestReadRecordStampedAhead(t *testing.T) {
 	}
 }
 
+// A run of records stamped ahead (a producer with a wrong clock sends its records in
+// batches) is replayed among its neighbours, as a single one is: each took the next
+// one's time, the run's last its own, and the replay's clock stayed there for the rest
+// of the partition (a review: a run of 2 a day ahead, 400 of 600 records of a calm team
+// limited on either clock; -to ended the partition at the run, its 500 later records
+// left out; -from 5m read from the run, the records before -from with it).
+func TestReadRunStampedAhead(t *testing.T) {
+	for _, run := range []int{2, 50} {
+		t.Run(fmt.Sprintf("run of %d", run), func(t *testing.T) {
+			c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			recs := steady(nil, "calm", 0, 10*time.Minute, 60)
+			var bad []*kgo.Record
+			for range run {
+				b := event("skewed", "u", 24*time.Hour)
+				b.Timestamp = b.Timestamp.Truncate(time.Millisecond)
+				bad = append(bad, b)
+			}
+			recs = append(recs[:100:100], append(bad, recs[100:]...)...)
+			if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				name string
+				rng  Range
+				want int64 // records of the range, the run's own among them
+			}{
+				{"whole topic", Range{Topic: "events"}, int64(600 + run)},
+				{"-from -to", Range{Topic: "events", From: start, To: start.Add(20 * time.Minute)}, int64(600 + run)},
+				{"-from 5m", Range{Topic: "events", From: start.Add(5 * time.Minute)}, 300},
+			} {
+				for _, clk := range []string{"wall", "event"} {
+					t.Run(tc.name+"/"+clk, func(t *testing.T) {
+						cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
+						e := benchEngine(t, cfg, nil, 1)
+						parts, err := Read(t.Context(), tc.rng, e.RouteAt, nil, kgo.SeedBrokers(c.ListenAddrs()...))
+						if err != nil {
+							t.Fatal(err)
+						}
+						r := e.Report(5)
+						total := r.Candidates[0].Total
+						if total.Records != tc.want || total.Limited != 0 {
+							t.Errorf("%d records, %d limited (offsets %v, clock %s to %s); want %d, none limited", total.Records, total.Limited, parts, r.From, r.To, tc.want)
+						}
+						if !r.To.Before(start.Add(10 * time.Minute)) {
+							t.Errorf("the replay's clock ended at %s, past the range's records", r.To)
+						}
+					})
+				}
+			}
+		})
+	}
+}
+
 // With -to, a partition whose range ends sooner than the others' (a quiet partition
 // beside a busy one) stops at its end as soon as its fetch holds the record there and the
 // next: read on past the offset ListOffsets found -to at (for a record stamped far ahead
@@ -668,6 +726,9 @@ func TestMergeDrainHandsOnWhatItHolds(t *testing.T) {
 	}
 	m := newMerge([]PartitionRange{{Partition: 0, Start: 0, End: 10}, {Partition: 1, Start: 0, End: 10}})
 	m.bound(time.Time{}, base.Add(8*time.Millisecond), map[int32]int64{0: 10, 1: 10})
+	for _, q := range m.all {
+		q.lookAhead = 1 // a record's time known from the next one alone
+	}
 	var got []string
 	fn := func(r *kgo.Record, at time.Time) {
 		got = append(got, fmt.Sprintf("%d/%d@%d", r.Partition, r.Offset, at.Sub(base).Milliseconds()))
