@@ -329,8 +329,8 @@ type queue struct {
 	// Unix ns (fillTimes); dq and tmp are fillTimes' scratch.
 	lookAhead int
 	rt        []int64
-	dq  []int
-	tmp []int64
+	dq        []int
+	tmp       []int64
 }
 
 // replayLookAhead is how many of its partition's next records a record's replay time
