@@ -355,20 +355,30 @@ func (t *Ticker) Run(ctx context.Context) {
 	// Tried again until FlushTimeout (within the shutdown bound the start line states):
 	// the counts are this gate's last, and a Redis that failed them for a moment (a
 	// connection reset, a node restarting, a refusal) would cost the fleet them for good.
-	// A retired tick's unwritten counts are Drain's, which its gate runs after (a rules
-	// reload): it keeps trying each interval, and says what it wrote and dropped.
-	err := t.Flush(fctx)
-	for wait := finalFlushRetry; err != nil && fctx.Err() == nil && !t.retired.Load(); wait = min(2*wait, finalFlushRetryMax) {
+	// A retired tick's unwritten counts are Drain's (or DrainBy's, the gate stopping),
+	// which its gate runs after (a rules reload): it keeps trying, and says what it wrote
+	// and dropped.
+	var dropped int64
+	if err := t.flushRetrying(fctx, &dropped, !t.retired.Load()); err != nil {
+		t.log.Warn("final flush of pending counts incomplete", "err", err, "pending_writes", len(t.pending))
+	}
+}
+
+// flushRetrying flushes until fctx ends, and, with retry, again while Redis fails it,
+// with waits doubling from finalFlushRetry to finalFlushRetryMax: a tick's last writes.
+func (t *Ticker) flushRetrying(fctx context.Context, dropped *int64, retry bool) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	err := t.flush(fctx, dropped)
+	for wait := finalFlushRetry; retry && err != nil && fctx.Err() == nil; wait = min(2*wait, finalFlushRetryMax) {
 		timer.Reset(wait)
 		select {
 		case <-fctx.Done():
 		case <-timer.C:
-			err = t.Flush(fctx)
+			err = t.flush(fctx, dropped)
 		}
 	}
-	if err != nil {
-		t.log.Warn("final flush of pending counts incomplete", "err", err, "pending_writes", len(t.pending))
-	}
+	return err
 }
 
 // TickNow has Run make a whole tick now, between the ones it schedules, and returns once
@@ -417,12 +427,12 @@ func (t *Ticker) PendingWrites() int { return len(t.pending) }
 // flush failed: Redis down or refusing writes), whose limiters no longer count: a rule
 // set a reload replaced. It flushes again each TickInterval until nothing is left to write,
 // the counts written or dropped as a tick drops them (an epoch no longer written), or ctx
-// ends, and then makes one last flush bounded by FlushTimeout. Its counts cannot go to
-// another tick: a batch in doubt is safe to send again only under this tick's writer and
-// number (writeScript), and only this tick's lanes can tell from an answer that Redis lost
-// batches it had confirmed, and send them again. With ctx done on entry it makes no flush
-// (Run made the last one). It returns the counts dropped meanwhile, and an error if some
-// are left unwritten.
+// ends, and then flushes for at most FlushTimeout more, again while Redis fails it. Its
+// counts cannot go to another tick: a batch in doubt is safe to send again only under
+// this tick's writer and number (writeScript), and only this tick's lanes can tell from
+// an answer that Redis lost batches it had confirmed, and send them again. With ctx done
+// on entry it makes no flush (the gate stopping: DrainBy). It returns the counts dropped
+// meanwhile, and an error if some are left unwritten.
 func (t *Ticker) Drain(ctx context.Context) (dropped int64, err error) {
 	if len(t.pending) == 0 {
 		return 0, nil
@@ -437,7 +447,7 @@ func (t *Ticker) Drain(ctx context.Context) (dropped int64, err error) {
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.FlushTimeout)
 			defer cancel()
-			return dropped, t.flush(fctx, &dropped)
+			return dropped, t.flushRetrying(fctx, &dropped, true)
 		case <-timer.C:
 		}
 		// A flush ends at its first tick that writes nothing: Redis still failing, or a
@@ -447,6 +457,20 @@ func (t *Ticker) Drain(ctx context.Context) (dropped int64, err error) {
 		}
 		timer.Reset(t.cfg.TickInterval)
 	}
+}
+
+// DrainBy is Drain for a gate that stops: a retired tick's Run returned (its final flush
+// one attempt) as the gate began to stop, and what it left is flushed, and again while
+// Redis fails it, until deadline (the gate's shutdown start + FlushTimeout, the bound
+// its own tick's final flush keeps): Drain, its context done, made no flush at all, and
+// a moment's refusal at shutdown lost the retired rules' counts (a review: 100 of 150).
+func (t *Ticker) DrainBy(deadline time.Time) (dropped int64, err error) {
+	if len(t.pending) == 0 {
+		return 0, nil
+	}
+	fctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	return dropped, t.flushRetrying(fctx, &dropped, true)
 }
 
 // nextTick is the first multiple of interval since the Unix epoch after now.

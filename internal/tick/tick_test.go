@@ -599,6 +599,49 @@ func TestFinalFlushWritesColdCounts(t *testing.T) {
 	}
 }
 
+// TestDrainByOutlastsABriefRefusal: a retired tick (a rules reload a tick before the gate
+// stops) whose final flush Redis refused for a moment has its counts written by DrainBy,
+// tried again until its deadline; its gate called Drain, its context done, which tried
+// none, and the retired rules' counts were lost (a review: 100 of 150).
+func TestDrainByOutlastsABriefRefusal(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	g := newGate(t, nil, limit.Config{Window: time.Hour}, Config{TickInterval: time.Hour, FlushTimeout: time.Minute}, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.tk.Run(ctx); close(done) }()
+	now := time.Now()
+	for range 9 {
+		g.l.CheckAt(now, "team", 1)
+	}
+	g.tk.Retire()
+	if err := rc.ConfigSet(context.Background(), "min-replicas-to-write", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done // its final flush, one attempt, refused
+	if g.tk.PendingWrites() == 0 {
+		t.Fatal("the retired tick's final flush wrote its counts: the test no longer shows the case")
+	}
+	refused := g.tk.m.errors.WithLabelValues("noreplicas", "0")
+	before := testutil.ToFloat64(refused)
+	drained := make(chan error, 1)
+	go func() {
+		_, err := g.tk.DrainBy(time.Now().Add(time.Minute))
+		drained <- err
+	}()
+	faulttest.WaitFor(t, 30*time.Second, "DrainBy refused", func() bool { return testutil.ToFloat64(refused) > before })
+	if err := rc.ConfigSet(context.Background(), "min-replicas-to-write", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-drained; err != nil {
+		t.Errorf("DrainBy: %v", err)
+	}
+	if got := getInt(t, rc, Key(DefaultKeyPrefix, "team", g.l.Epoch(now))); got != 9 {
+		t.Errorf("after DrainBy: %d in Redis, want the 9 counted", got)
+	}
+}
+
 // TestRunFinalFlushOutlastsABriefRefusal: Redis refusing writes for a moment as the gate
 // stops (a connection reset, a node restarting, here min-replicas-to-write unmet) does
 // not cost the gate's last counts: the final flush tries again until FlushTimeout. Before,
