@@ -56,7 +56,7 @@ func (c *Consumer) runTxn(ctx context.Context) error {
 	}
 	if runErr == nil {
 		// So that the session passes on the revoke of leaving (see rearm).
-		if err := c.rearm(endCtx); err != nil {
+		if err := c.rearm(endCtx, false); err != nil {
 			c.log.Warn("could not end the session's empty transaction before leaving the group", "err", err)
 		}
 	}
@@ -135,7 +135,7 @@ func (c *Consumer) txnLoop(ctx, endCtx context.Context) (txnCounts, error) {
 		// ending it would be refused as revoked, and read as the brokers refusing it.
 		ws, moved := c.works(fetches)
 		if len(ws) == 0 && (!moved || c.txn.interrupted.Load()) {
-			err := c.rearm(endCtx)
+			err := c.rearm(endCtx, ctx.Err() == nil)
 			if errors.Is(err, errResync) && ctx.Err() == nil {
 				// The empty transaction ended; the re-read after it failed: a new session
 				// reads the group's commits, as after a transaction's (recoverFenced).

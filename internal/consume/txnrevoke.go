@@ -189,9 +189,10 @@ func (c *Consumer) revokedTxn(ids []int32, attrs ...any) {
 // each End on to the consumer's callbacks; without an End, a later one would leave the
 // partitions' state, readiness and lag metrics stale. Nothing was polled since the last
 // End, so the rewind to the committed offsets that comes with it moves nothing, unless
-// franz-go's commits are behind the group's (staleCommitted): then the kept partitions
-// are moved to the group's commits again.
-func (c *Consumer) rearm(ctx context.Context) error {
+// franz-go's commits are behind the group's (staleCommitted): then, with resync (not
+// when stopping: nothing is polled again), the kept partitions are moved to the group's
+// commits again.
+func (c *Consumer) rearm(ctx context.Context, resync bool) error {
 	if !c.txn.interrupted.Load() {
 		return nil
 	}
@@ -205,7 +206,7 @@ func (c *Consumer) rearm(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ending an empty transaction after a rebalance: %w", err)
 	}
-	if c.txn.staleCommitted && ctx.Err() == nil {
+	if resync && c.txn.staleCommitted && ctx.Err() == nil {
 		if err := c.resyncOffsetsRetrying(ctx); err != nil {
 			return fmt.Errorf("re-reading the committed offsets after an empty transaction's abort, franz-go's own behind the group's since a transaction the broker did not confirm: %w: %w", errResync, err)
 		}

@@ -62,8 +62,11 @@ type txnState struct {
 	// rewind goes back to, stays at the commit before, and an abort would rewind a
 	// partition the aborted transaction held no records of below the group's commit,
 	// its committed records routed again (a review: 10 of 20 routed twice). While set,
-	// every abort is followed by a move to the group's commits. A new session, which
-	// reads the group's commits, clears it. The loop's goroutine only.
+	// every abort is followed by a move to the group's commits (not when stopping). A new
+	// session, which reads the group's commits, clears it. It is set too by an abort
+	// franz-go made of a commit for a rebalance, which sent none: the gate cannot tell
+	// the two apart, and the cost of the false alarm is an offset fetch per later abort.
+	// The loop's goroutine only.
 	staleCommitted bool
 	// rebalanced is set by every rebalance callback: with the generation, how a
 	// transaction tells that the group rebalanced while it was open.
