@@ -1177,7 +1177,7 @@ gives each case to the gate too.
 {{- if not $v.rules -}}
 {{- fail (printf "capture-gate: rulesTeam (%s) is set without rules: it is the rules file's team:, and with no rules there is no file" $v.rulesTeam) -}}
 {{- end -}}
-{{- if not (regexMatch `^(?:json:[^.+\s\v\x{85}\p{Z}](?:[^.+]*[^.+\s\v\x{85}\p{Z}])?(?:\.[^.+\s\v\x{85}\p{Z}](?:[^.+]*[^.+\s\v\x{85}\p{Z}])?)*|header:[^\s\v\x{85}\p{Z}](?:.*[^\s\v\x{85}\p{Z}])?|key)$` (toString $v.rulesTeam)) -}}
+{{- if not (regexMatch `^(?:json:[^.+\s\v\x{85}\p{Z}](?:[^.+]*[^.+\s\v\x{85}\p{Z}])?(?:\.[^.+\s\v\x{85}\p{Z}](?:[^.+]*[^.+\s\v\x{85}\p{Z}])?)*|header:[^\s\v\x{85}\p{Z}](?s:.*[^\s\v\x{85}\p{Z}])?|key)$` (toString $v.rulesTeam)) -}}
 {{- fail (printf "capture-gate: rulesTeam %q: want a key of one field, json:FIELD, header:NAME or key (the team: of docs/rules.md)" (toString $v.rulesTeam)) -}}
 {{- end -}}
 {{- end -}}
