@@ -367,6 +367,11 @@ func (g *Gate) RunTick(ctx context.Context) {
 				stopping = time.Now()
 			}
 			oldStop()
+			if stopping.IsZero() && ctx.Err() != nil {
+				// The gate began to stop while the tick made its final flush (a slow
+				// Redis): its Drain, ctx done, would try nothing (a review).
+				stopping = time.Now()
+			}
 			// With Redis down or refusing writes its final flush failed: the tick keeps
 			// what it could not write, and writes it when Redis answers, under its own
 			// writer (tick.Drain). Dropped, it was never counted fleet-wide, and the
