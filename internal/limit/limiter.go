@@ -610,6 +610,13 @@ func (l *Limiter) thresholdWord(e *entry, team string) (int64, uint64) {
 	return l.refreshThreshold(e, team, o)
 }
 
+// refreshThreshold stores e's threshold under overrides o's generation. The learned
+// threshold is read again once it is stored: the tick's change of it (setLearned) landing
+// between the read and the store found the word of the old generation and left it to
+// this refresh (storeThreshold), which stored the value from before the change under the
+// new generation, where no later check looked again (a review: a team learned at the
+// floor checked at the static threshold until its learned value or the overrides next
+// changed).
 func (l *Limiter) refreshThreshold(e *entry, team string, o *overrides) (int64, uint64) {
 	t, _ := l.effective(o, e, team) // override, learned, default
 	for {
@@ -618,9 +625,15 @@ func (l *Limiter) refreshThreshold(e *entry, team string, o *overrides) (int64, 
 			return t, v // a copy no longer read
 		}
 		nv := o.gen<<genShift | v&(tierMask<<tierShift|heldBit) | uint64(t) // keeps the tier and hold
-		if e.thr.CompareAndSwap(v, nv) {
-			return t, nv
+		if v != nv && !e.thr.CompareAndSwap(v, nv) {
+			continue
 		}
+		t2, _ := l.effective(o, e, team)
+		if t2 == t || l.overrides.Load() != o {
+			// Unchanged; or a newer set, whose checks refresh the word again.
+			return t2, nv
+		}
+		t = t2
 	}
 }
 
