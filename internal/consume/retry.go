@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -233,8 +234,23 @@ func (c *Consumer) retryLoop(ctx context.Context) {
 		if c.quiesce(ctx) != nil {
 			return
 		}
-		c.redeliver(ctx, c.retry.take())
+		c.redeliver(ctx, inReadOrder(c.retry.take()))
 	}
+}
+
+// inReadOrder sorts items by input partition and offset, the order they were read and
+// first produced in (one routing goroutine a partition; a key's records are in one
+// partition), keeping it for records of equal place. The queue holds them in the order
+// the client failed them, which is that order for one output partition but for a record
+// the client failed without buffering it: a routing context cancelled by a rebalance
+// fails a record waiting in Produce on a full buffer at once, and the record buffered
+// before it, of the same key, only at its next attempt; redelivered in that order, the
+// key's records were written out of order, both committed (a review).
+func inReadOrder(items []*failed) []*failed {
+	slices.SortStableFunc(items, func(a, b *failed) int {
+		return cmp.Or(cmp.Compare(a.in.Partition, b.in.Partition), cmp.Compare(a.in.Offset, b.in.Offset))
+	})
+	return items
 }
 
 // quiesce waits until every record handed to the client has been answered.
