@@ -16,9 +16,10 @@
 //     and holds shared as a fleet's are. What the gate reads from Redis at run time (the
 //     live overrides) is not replayed: GATE_OVERRIDES is.
 //   - A record's replay time is its timestamp, or the earliest of its partition's next
-//     replayLookAhead records' when that is earlier (merge): a record stamped far ahead,
-//     or a run of them shorter than that, moves the replay's clock no further than its
-//     neighbours, and -from and -to select by replay time.
+//     replayLookAhead records' no earlier than the replay times before it, when that is
+//     earlier (merge): a record stamped far ahead, or a run of them shorter than that,
+//     moves the replay's clock no further than its neighbours, one stamped behind moves
+//     no other record's, and -from and -to select by replay time.
 //   - Deterministic: records are routed in replay-time order across partitions (ties by
 //     partition, then offset), whatever way the fetches come, on limiters whose clock
 //     starts an hour before the range, and the report is sorted and in UTC: two replays

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -39,11 +40,23 @@ func refMerge(base time.Time, parts []simPart, from, to int64, ranged bool, look
 		}
 		var seq []item
 		end := hard
+		floor := int64(math.MinInt64) // the latest replay time so far; at first the first look-ahead's eighth
+		if len(data) > 0 {
+			var first []int64
+			for _, r := range data[:min(lookAhead+1, len(data))] {
+				first = append(first, r.Timestamp.UnixNano())
+			}
+			slices.Sort(first)
+			floor = first[len(first)/8]
+		}
 		for i, r := range data {
 			at := r.Timestamp.UnixNano()
 			for _, nx := range data[i+1 : min(i+1+lookAhead, len(data))] {
-				at = min(at, nx.Timestamp.UnixNano())
+				if t := nx.Timestamp.UnixNano(); t >= floor {
+					at = min(at, t)
+				}
 			}
+			floor = max(floor, at)
 			if ranged && to != 0 && r.Offset >= p.end && at >= to {
 				end = r.Offset
 				break

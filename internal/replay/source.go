@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -326,20 +327,32 @@ type queue struct {
 	stopped bool
 	// lookAhead is how many records after one its replay time looks at
 	// (replayLookAhead; tests give fewer). rt holds the replay times of recs[:len(rt)] in
-	// Unix ns (fillTimes); dq and tmp are fillTimes' scratch.
+	// Unix ns (fillTimes), floor the latest of every replay time computed; ts the
+	// records' own (stampOf), for fillTimes to scan without a record's line each.
 	lookAhead int
-	rt        []int64
+	rt, ts    []int64
+	floor     int64
+	tmp       []int64 // fillTimes' scratch
 	dq        []int
-	tmp       []int64
+}
+
+// stampOf is r's timestamp in Unix ns for fillTimes' look-ahead, or the largest int64 for
+// one without a timestamp (Kafka's -1, or 0: no time for the records before it).
+func stampOf(r *kgo.Record) int64 {
+	if r.Timestamp.UnixMilli() <= 0 {
+		return math.MaxInt64
+	}
+	return r.Timestamp.UnixNano()
 }
 
 // replayLookAhead is how many of its partition's next records a record's replay time
-// takes the earliest of: a producer whose clock is wrong sends its records in batches,
-// and a run of them stamped ahead, each replayed at the next one's time, moved the
-// replay's clock to theirs, every later record of the range then routed at that instant
-// (a review: a batch of 2 stamped a day ahead, 400 of 600 records limited; on the event
-// clock as well, the rest clamped as too old), and -to ended the partition there.
-const replayLookAhead = 1024
+// looks at. A producer whose clock is wrong sends its records in batches: a run of them
+// stamped ahead, each replayed at the next one's time, moved the replay's clock to
+// theirs, every later record of the range then routed at that instant (a review: a batch
+// of 2 stamped a day ahead, 400 of 600 records limited; on the event clock as well, the
+// rest clamped as too old), and -to ended the partition there. A run shorter than this is
+// replayed among its neighbours.
+const replayLookAhead = 128
 
 // exhausted reports whether q has received every record it may read.
 func (q *queue) exhausted() bool { return q.next >= q.hard }
@@ -349,8 +362,8 @@ func (q *queue) exhausted() bool { return q.next >= q.hard }
 func (q *queue) final() bool { return q.stopped || q.exhausted() }
 
 // merge hands on the records of several partitions in the order of their replay times: a
-// record's time, or the earliest of its partition's next records' (replayLookAhead) when
-// that is earlier, so that a record (or a run of them) stamped far ahead (a producer's clock; a CreateTime topic keeps what the
+// record's time, or the earliest of its partition's next records' (replayLookAhead) no
+// earlier than the replay times before it, so that a record (or a run of them) stamped far ahead (a producer's clock; a CreateTime topic keeps what the
 // producer says) is replayed among its neighbours, not after every other partition, and
 // moves the replay's clock no further than they do. A record goes only when every
 // partition not yet at its end has one waiting whose time is known (its next record
@@ -372,7 +385,7 @@ type merge struct {
 func newMerge(parts []PartitionRange) *merge {
 	m := &merge{}
 	for _, p := range parts {
-		q := &queue{PartitionRange: p, next: p.Start, hint: p.End, hard: p.End, start: true, lookAhead: replayLookAhead}
+		q := &queue{PartitionRange: p, next: p.Start, hint: p.End, hard: p.End, start: true, lookAhead: replayLookAhead, floor: math.MinInt64}
 		m.all = append(m.all, q)
 		m.total += p.End - p.Start
 		if p.End > p.Start {
@@ -432,6 +445,7 @@ func (m *merge) add(p int32, recs []*kgo.Record) {
 		q.next = r.Offset + 1
 		if !r.Attrs.IsControl() {
 			q.recs = append(q.recs, r)
+			q.ts = append(q.ts, stampOf(r))
 		}
 	}
 	m.offsets += q.next - next
@@ -460,7 +474,7 @@ func (m *merge) findEnd(q *queue) {
 		if at >= m.to {
 			m.end(q, r.Offset)
 			clear(q.recs[i:])
-			q.recs = q.recs[:i]
+			q.recs, q.ts = q.recs[:i], q.ts[:i]
 			// The records before it keep the times they have, taken over records past
 			// it (i's own took lookAhead after it: theirs are all known), as they
 			// would be had the end been found after they went.
@@ -472,11 +486,12 @@ func (m *merge) findEnd(q *queue) {
 }
 
 // replayTime is q.recs[i]'s replay time in Unix ns: its timestamp, or the earliest of
-// the partition's next lookAhead records' when that is earlier; false while those
-// may yet come. A record without a timestamp (Kafka's -1, before 1970 here, or 0, a
-// producer's unset one, as the engine and the gate's event clock take it) is no earlier
-// time for the records before it: it would put them in 1969 or 1970, before -from (the
-// engine routes such a record itself at the replay's clock).
+// the partition's next lookAhead records' timestamps that are no earlier than the replay
+// times before it, when that is earlier; false while those may yet come. A record without
+// a timestamp (Kafka's -1, before 1970 here, or 0, a producer's unset one, as the engine
+// and the gate's event clock take it) is no time for the records before it: it would put
+// them in 1969 or 1970, before -from (the engine routes such a record itself at the
+// replay's clock).
 func (q *queue) replayTime(i int) (int64, bool) {
 	if i >= len(q.rt) {
 		q.fillTimes()
@@ -487,43 +502,76 @@ func (q *queue) replayTime(i int) (int64, bool) {
 	return q.rt[i], true
 }
 
-// fillTimes computes the replay times of the records after those rt holds whose next
-// lookAhead records are queued (all of them once q is final): from the last
-// record back, the earliest timestamp of the records after each within the look-ahead
-// is the front of a queue of indices whose timestamps rise from front to back, so each
-// record is looked at a few times, not replayLookAhead times.
+// fillTimes computes, in order, the replay times of the records after those rt holds
+// whose next lookAhead records are queued (all of them once q is final). floor, the
+// latest replay time so far, keeps a record stamped behind (a late retry) out of the
+// times of the records before it: the earliest of the look-ahead pulled every one of
+// them back to its time (a review: 301 records at one instant).
 func (q *queue) fillTimes() {
-	n, from := len(q.recs), len(q.rt)
-	upto := n - q.lookAhead // recs[from:upto] have their look-ahead queued
+	n := len(q.recs)
+	upto := n - q.lookAhead // recs[:upto] have their look-ahead queued
 	if q.final() {
 		upto = n
 	}
+	if q.floor == math.MinInt64 && len(q.rt) == 0 && upto > 0 {
+		// The partition's first records: no replay time before them, the floor is the
+		// first look-ahead's time an eighth of the way up, so that a few stamped behind
+		// among them (one after the start of a -from range) pull none of them back, and
+		// a run stamped ahead at the start (where ListOffsets finds -from) still takes
+		// its neighbours' time.
+		var first []int64
+		for _, t := range q.ts[:min(q.lookAhead+1, n)] {
+			if t != math.MaxInt64 {
+				first = append(first, t)
+			}
+		}
+		if len(first) > 0 {
+			slices.Sort(first)
+			q.floor = first[len(first)/8]
+		}
+	}
+	from := len(q.rt)
 	if upto <= from {
 		return
 	}
-	tmp := slices.Grow(q.tmp[:0], upto-from)[:upto-from]
+	// The earliest of each look-ahead, from the last record back: the front of a queue of
+	// indices whose times rise from front to back. It is the time sought unless it is
+	// below the floor (a record stamped behind in the look-ahead), which a scan of the
+	// look-ahead then passes over: a record or two a partition, not every one.
+	wmin := slices.Grow(q.tmp[:0], upto-from)[:upto-from]
 	dq, h := q.dq[:0], 0
 	for j := n - 1; j >= from; j-- {
 		for h < len(dq) && dq[h] > j+q.lookAhead {
 			h++
 		}
-		ts := q.recs[j].Timestamp
-		at := ts.UnixNano()
-		if h < len(dq) {
-			at = min(at, q.recs[dq[h]].Timestamp.UnixNano())
-		}
 		if j < upto {
-			tmp[j-from] = at
+			wmin[j-from] = math.MaxInt64
+			if h < len(dq) {
+				wmin[j-from] = q.ts[dq[h]]
+			}
 		}
-		if ts.UnixMilli() > 0 {
-			for len(dq) > h && q.recs[dq[len(dq)-1]].Timestamp.UnixNano() >= ts.UnixNano() {
+		if t := q.ts[j]; t != math.MaxInt64 {
+			for len(dq) > h && q.ts[dq[len(dq)-1]] >= t {
 				dq = dq[:len(dq)-1]
 			}
 			dq = append(dq, j)
 		}
 	}
-	q.rt = append(q.rt, tmp...)
-	q.dq, q.tmp = dq[:0], tmp[:0]
+	for j := from; j < upto; j++ {
+		at := q.recs[j].Timestamp.UnixNano()
+		if m := wmin[j-from]; m >= q.floor {
+			at = min(at, m)
+		} else {
+			for _, t := range q.ts[j+1 : min(j+1+q.lookAhead, n)] {
+				if t < at && t >= q.floor {
+					at = t
+				}
+			}
+		}
+		q.rt = append(q.rt, at)
+		q.floor = max(q.floor, at)
+	}
+	q.tmp, q.dq = wmin[:0], dq[:0]
 }
 
 // end ends q at offset off: what was read from there goes uncounted.
@@ -551,7 +599,7 @@ func (m *merge) ready(q *queue) bool {
 			// Past -to, a drain's record whose end findEnd could not yet tell: not
 			// the range's.
 			clear(q.recs)
-			q.recs, q.rt = q.recs[:0], q.rt[:0]
+			q.recs, q.rt, q.ts = q.recs[:0], q.rt[:0], q.ts[:0]
 			return false
 		}
 		q.start = true
@@ -564,13 +612,13 @@ func (m *merge) ready(q *queue) bool {
 // pop takes q's first record off.
 func (q *queue) pop() {
 	q.recs[0] = nil
-	q.recs = q.recs[1:]
+	q.recs, q.ts = q.recs[1:], q.ts[1:]
 	if len(q.rt) > 0 {
 		q.rt = q.rt[1:]
 	}
 	q.scan = max(q.scan-1, 0)
 	if len(q.recs) == 0 {
-		q.recs, q.rt = q.recs[:0:0], q.rt[:0:0] // let the fetch's array go
+		q.recs, q.rt, q.ts = q.recs[:0:0], q.rt[:0:0], q.ts[:0:0] // let the fetch's array go
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -432,6 +433,64 @@ func TestReadRunStampedAhead(t *testing.T) {
 	}
 }
 
+// One record stamped behind its neighbours (a late retry, a producer whose clock is slow)
+// is replayed at its own time, the clock not going back for it, and moves no other
+// record's: with the look-ahead's earliest time, every record before it within the
+// look-ahead was pulled back to its time (a review: 301 records at one instant, 260 of
+// 601 limited; with -from, in-range records before it dropped as before -from).
+func TestReadRecordStampedBehind(t *testing.T) {
+	c := faulttest.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "events"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// Partition 0: a record stamped 5 minutes behind after its 500th (8m20s); partition
+	// 1: one stamped 4m50s after its 320th (5m20s), before -from 5m.
+	for p, c := range []struct {
+		at     int
+		behind time.Duration
+	}{{500, 500*time.Second - 5*time.Minute}, {320, 290 * time.Second}} {
+		recs := steady(nil, "calm", 0, 10*time.Minute, 60)
+		late := event("late", "u", c.behind)
+		late.Timestamp = late.Timestamp.Truncate(time.Millisecond)
+		recs = append(recs[:c.at:c.at], append([]*kgo.Record{late}, recs[c.at:]...)...)
+		for _, r := range recs {
+			r.Partition = int32(p)
+		}
+		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, clk := range []string{"wall", "event"} {
+		t.Run(clk, func(t *testing.T) {
+			cfg := testConfig(t, map[string]string{"GATE_CLOCK": clk, "GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
+			e := benchEngine(t, cfg, nil, 1)
+			if _, err := Read(t.Context(), Range{Topic: "events", Offsets: []PartitionRange{{Partition: 0, End: 601}}}, e.RouteAt, nil, kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
+				t.Fatal(err)
+			}
+			if tot := e.Report(5).Candidates[0].Total; tot.Records != 601 || tot.Limited != 0 {
+				t.Errorf("partition 0: %d records, %d limited; want 601, none (60 a minute against 100)", tot.Records, tot.Limited)
+			}
+		})
+	}
+	cfg := testConfig(t, map[string]string{"GATE_WINDOW": "1m", "GATE_THRESHOLD": "100", "GATE_LIMIT_MODE": "divert"})
+	e := benchEngine(t, cfg, nil, 1)
+	n := 0
+	count := func(r *kgo.Record, at time.Time) {
+		if r.Partition == 1 {
+			n++
+		}
+		e.RouteAt(r, at)
+	}
+	if _, err := Read(t.Context(), Range{Topic: "events", From: start.Add(5 * time.Minute)}, count, nil, kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
+		t.Fatal(err)
+	}
+	if n != 301 {
+		t.Errorf("-from 5m: %d records of partition 1, want its 300 from 5m on and the late one among them (read after the range began, replayed at the clock)", n)
+	}
+}
+
 // With -to, a partition whose range ends sooner than the others' (a quiet partition
 // beside a busy one) stops at its end as soon as its fetch holds the record there and the
 // next: read on past the offset ListOffsets found -to at (for a record stamped far ahead
@@ -494,7 +553,11 @@ func TestReadStopsAtTheEndOfTo(t *testing.T) {
 // routed it at the replay's clock instead of its own.
 func TestReplayTimeIgnoresNextWithoutTimestamp(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
-	q := &queue{recs: []*kgo.Record{{Timestamp: t0}, {Timestamp: time.UnixMilli(-1)}, {Timestamp: t0.Add(time.Second)}}, next: 3, hard: 3}
+	q := &queue{recs: []*kgo.Record{{Timestamp: t0}, {Timestamp: time.UnixMilli(-1)}, {Timestamp: t0.Add(time.Second)}}, next: 3, hard: 3,
+		lookAhead: replayLookAhead, floor: math.MinInt64}
+	for _, r := range q.recs {
+		q.ts = append(q.ts, stampOf(r))
+	}
 	if at, ok := q.replayTime(0); !ok || at != t0.UnixNano() {
 		t.Errorf("replay time of a record before one without a timestamp: %v (%v), want its own %v", time.Unix(0, at).UTC(), ok, t0)
 	}
