@@ -51,10 +51,15 @@ func refMerge(base time.Time, parts []simPart, from, to int64, ranged bool, look
 		}
 		for i, r := range data {
 			at := r.Timestamp.UnixNano()
-			for _, nx := range data[i+1 : min(i+1+lookAhead, len(data))] {
+			look := data[i+1 : min(i+1+lookAhead, len(data))]
+			behind := len(look) > 0 // every record of the look-ahead below the floor
+			for _, nx := range look {
 				if t := nx.Timestamp.UnixNano(); t >= floor {
-					at = min(at, t)
+					behind, at = false, min(at, t)
 				}
+			}
+			if behind {
+				at = min(at, floor)
 			}
 			floor = max(floor, at)
 			if ranged && to != 0 && r.Offset >= p.end && at >= to {

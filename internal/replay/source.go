@@ -513,14 +513,14 @@ func (q *queue) fillTimes() {
 	if q.final() {
 		upto = n
 	}
-	if q.floor == math.MinInt64 && len(q.rt) == 0 && upto > 0 {
-		// The partition's first records: no replay time before them, the floor is the
-		// first look-ahead's time an eighth of the way up, so that a few stamped behind
-		// among them (one after the start of a -from range) pull none of them back, and
-		// a run stamped ahead at the start (where ListOffsets finds -from) still takes
-		// its neighbours' time.
+	if from := len(q.rt); q.floor == math.MinInt64 && upto > from {
+		// The partition's first timed records: no replay time before them, the floor is
+		// the first look-ahead's time an eighth of the way up, so that a few stamped
+		// behind among them (one after the start of a -from range) pull none of them
+		// back, and a run stamped ahead at the start (where ListOffsets finds -from), up
+		// to seven eighths of it, still takes its neighbours' time.
 		var first []int64
-		for _, t := range q.ts[:min(q.lookAhead+1, n)] {
+		for _, t := range q.ts[from:min(from+q.lookAhead+1, n)] {
 			if t != math.MaxInt64 {
 				first = append(first, t)
 			}
@@ -562,14 +562,25 @@ func (q *queue) fillTimes() {
 		if m := wmin[j-from]; m >= q.floor {
 			at = min(at, m)
 		} else {
+			behind := true // every timed record of the look-ahead is below the floor
 			for _, t := range q.ts[j+1 : min(j+1+q.lookAhead, n)] {
-				if t < at && t >= q.floor {
-					at = t
+				if t >= q.floor && t != math.MaxInt64 {
+					behind, at = false, min(at, t)
 				}
+			}
+			if behind {
+				// Followed by a late batch alone: the replay time before it stands for
+				// its neighbours', or one stamped ahead kept its own and moved the clock
+				// (a review: -to ended the range there, 500 of 801 records left out).
+				at = min(at, q.floor)
 			}
 		}
 		q.rt = append(q.rt, at)
-		q.floor = max(q.floor, at)
+		if q.ts[j] != math.MaxInt64 {
+			// An untimed record's replay time (1969) is no floor: the records after it
+			// would take their look-ahead's earliest, a late one's (a review).
+			q.floor = max(q.floor, at)
+		}
 	}
 	q.tmp, q.dq = wmin[:0], dq[:0]
 }

@@ -491,6 +491,80 @@ func TestReadRecordStampedBehind(t *testing.T) {
 	}
 }
 
+// A record stamped ahead followed by a late batch longer than the look-ahead (every
+// record of it stamped behind the replay times so far) takes the replay time before it,
+// not its own: kept, it moved the clock a day ahead, and -to, which ListOffsets ended at
+// that record, ended the range there (a review: 300 of 801 records replayed). Untimed
+// records at a partition's start set no floor either: the timed ones after them took
+// their look-ahead's earliest, a late record's an hour back (a review).
+func TestMergeRecordStampedAheadBeforeALateBatch(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	var recs []*kgo.Record
+	add := func(ts time.Time) {
+		recs = append(recs, &kgo.Record{Partition: 0, Offset: int64(len(recs)), Timestamp: ts})
+	}
+	for i := range 300 {
+		add(t0.Add(time.Duration(i) * time.Second))
+	}
+	add(t0.Add(300*time.Second + 24*time.Hour)) // offset 300, a day ahead
+	for i := range 200 {
+		add(t0.Add(-time.Hour + time.Duration(i)*time.Millisecond)) // a late batch
+	}
+	for i := range 300 {
+		add(t0.Add(time.Duration(301+i) * time.Second))
+	}
+	m := newMerge([]PartitionRange{{Partition: 0, Start: 0, End: 300}}) // ListOffsets: -to at offset 300
+	m.bound(time.Time{}, t0.Add(20*time.Minute), map[int32]int64{0: int64(len(recs))})
+	var ats []time.Time
+	feed(m, recs, func(_ *kgo.Record, at time.Time) { ats = append(ats, at) })
+	if len(ats) != len(recs) {
+		t.Errorf("-to t0+20m: %d records replayed, want all %d (read %v)", len(ats), len(recs), m.read())
+	}
+	if len(ats) > 300 && ats[300].After(t0.Add(301*time.Second)) {
+		t.Errorf("the record stamped a day ahead replayed at %s", ats[300])
+	}
+
+	// 200 untimed records, then 400 a second apart, the 50th of them an hour behind.
+	recs = nil
+	for range 200 {
+		add(time.UnixMilli(-1))
+	}
+	for i := range 400 {
+		at := t0.Add(time.Duration(i) * time.Second)
+		if i == 50 {
+			at = t0.Add(-time.Hour)
+		}
+		add(at)
+	}
+	m = newMerge([]PartitionRange{{Partition: 0, Start: 0, End: int64(len(recs))}})
+	pulled := 0
+	feed(m, recs, func(r *kgo.Record, at time.Time) {
+		if r.Offset >= 200 && r.Offset != 250 && at.Before(t0) {
+			pulled++
+		}
+	})
+	if pulled > 0 {
+		t.Errorf("%d timed records replayed before their time, pulled back toward the one an hour behind", pulled)
+	}
+}
+
+// feed adds recs to m in fetches of 100 records of their partition, emitting to fn, until
+// m is done.
+func feed(m *merge, recs []*kgo.Record, fn func(*kgo.Record, time.Time)) {
+	for steps := 0; !m.done() && steps < 1000; steps++ {
+		for _, q := range m.live {
+			var b []*kgo.Record
+			for _, r := range recs {
+				if r.Partition == q.Partition && r.Offset >= q.next && len(b) < 100 {
+					b = append(b, r)
+				}
+			}
+			m.add(q.Partition, b)
+		}
+		m.emit(fn)
+	}
+}
+
 // With -to, a partition whose range ends sooner than the others' (a quiet partition
 // beside a busy one) stops at its end as soon as its fetch holds the record there and the
 // next: read on past the offset ListOffsets found -to at (for a record stamped far ahead
