@@ -363,11 +363,12 @@ func (q *queue) final() bool { return q.stopped || q.exhausted() }
 
 // merge hands on the records of several partitions in the order of their replay times: a
 // record's time, or the earliest of its partition's next records' (replayLookAhead) no
-// earlier than the replay times before it, so that a record (or a run of them) stamped far ahead (a producer's clock; a CreateTime topic keeps what the
-// producer says) is replayed among its neighbours, not after every other partition, and
-// moves the replay's clock no further than they do. A record goes only when every
-// partition not yet at its end has one waiting whose time is known (its next record
-// come, or none to come), so the order does not depend on how the fetches came.
+// earlier than the replay times before it, so that a record (or a run of them) stamped
+// far ahead (a producer's clock; a CreateTime topic keeps what the producer says) is
+// replayed among its neighbours, not after every other partition, and moves the
+// replay's clock no further than they do. A record goes only when every partition not
+// yet at its end has one waiting whose time is known (its look-ahead come, or none to
+// come), so the order does not depend on how the fetches came.
 //
 // With -from and -to, a partition's range is the records whose replay times are in
 // [from, to): ListOffsets, which looks at record times alone, gives where to start (no
