@@ -79,9 +79,16 @@ func (x *expander) nodeAt(n, at *yaml.Node) *yaml.Node {
 // nodeAt.
 func (x *expander) mapping(n, at *yaml.Node) {
 	var own, merged []*yaml.Node
+	var mergedFrom []int // how many of merged each merged mapping brought, in order
 	for i := 0; i+1 < len(n.Content) && !x.bad; i += 2 {
 		k, v := n.Content[i], x.nodeAt(n.Content[i+1], at)
-		if at != nil {
+		switch {
+		case k.Kind == yaml.AliasNode && k.Alias != nil:
+			// A key that is an alias is the value its anchor names, as YAML reads it:
+			// read by its own text, the anchor's name, it took *limits for a limits
+			// field (a review).
+			k = x.nodeAt(k, at)
+		case at != nil:
 			kc := *k
 			kc.Line, kc.Column = at.Line, at.Column
 			k = &kc
@@ -101,6 +108,7 @@ func (x *expander) mapping(n, at *yaml.Node) {
 				return
 			}
 			merged = append(merged, m.Content...)
+			mergedFrom = append(mergedFrom, len(m.Content))
 		}
 	}
 	if merged == nil {
@@ -112,6 +120,20 @@ func (x *expander) mapping(n, at *yaml.Node) {
 	given := map[string]bool{}
 	for i := 0; i < len(own); i += 2 {
 		given[own[i].Value] = true
+	}
+	// A key given twice in one merged mapping is said, as in a rule (pairs): kept first,
+	// the second was dropped without a word (a review).
+	start, seen := 0, map[string]bool{}
+	for _, m := range mergedFrom {
+		clear(seen)
+		for i := start; i+1 < start+m && i+1 < len(merged); i += 2 {
+			if k := merged[i]; k.Kind == yaml.ScalarNode && seen[k.Value] {
+				x.p.bad(k, k.Value, "given twice in the mapping <<: brings")
+			} else {
+				seen[k.Value] = true
+			}
+		}
+		start += m
 	}
 	for i := 0; i+1 < len(merged); i += 2 {
 		if k := merged[i]; !given[k.Value] {

@@ -1,0 +1,64 @@
+package rules
+
+import (
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// An alias used as a mapping key is read by its anchor's NAME, not by the value the
+// anchor names. In YAML, rule b below is {name: [1m:20], key: json:a, name: b}: a key
+// given twice (and a name that is no name). The parser takes the alias key for a
+// "limits" field (the anchor is called &limits) and accepts a rule b with limits [1m:20].
+func TestAliasKeyReadAsItsValue(t *testing.T) {
+	const f = "rules:\n" +
+		"  - &limits name: a\n" +
+		"    key: json:a\n" +
+		"    limits: [1m:10]\n" +
+		"  - *limits : [1m:20]\n" +
+		"    key: json:a\n" +
+		"    name: b\n"
+	// What YAML itself reads rule b as.
+	var v struct {
+		Rules []map[string]any `yaml:"rules"`
+	}
+	yerr := yaml.Unmarshal([]byte(f), &v)
+	t.Logf("yaml.v3 decoding the same file into maps: err=%v value=%v", yerr, v.Rules)
+	s, err := Parse("f.yaml", []byte(f), Options{Topics: topics, MinWindow: 100 * time.Millisecond})
+	if err == nil {
+		t.Fatalf("parsed: rule %q limits %v (alias key *limits, which YAML reads as the key \"name\", taken for a limits field)", s.Rules[1].Name, s.Rules[1].Limits)
+	}
+}
+
+// The same with a valid file: the second rule's alias key *k is "name" in YAML; the
+// parser reports an unknown field "k" and a missing name.
+func TestAliasKeyOfAValidFileTaken(t *testing.T) {
+	const f = "rules:\n" +
+		"  - &k name: a\n" +
+		"    key: json:a\n" +
+		"    limits: [1m:10]\n" +
+		"  - *k : b\n" +
+		"    key: json:a\n" +
+		"    limits: [1m:10]\n"
+	var v struct {
+		Rules []map[string]any `yaml:"rules"`
+	}
+	if err := yaml.Unmarshal([]byte(f), &v); err != nil || v.Rules[1]["name"] != "b" {
+		t.Fatalf("yaml: %v %v", err, v.Rules)
+	}
+	if _, err := Parse("f.yaml", []byte(f), Options{Topics: topics, MinWindow: 100 * time.Millisecond}); err != nil {
+		t.Fatalf("a valid file (YAML reads rules[1].name as b) refused: %v", err)
+	}
+}
+
+// A key given twice inside a mapping brought by a merge key is dropped silently, where
+// the same mapping written as the rule reports "given twice".
+func TestMergedMappingKeyGivenTwiceSaid(t *testing.T) {
+	const f = "rules:\n" +
+		"  - <<: {name: a, key: json:a, limits: [1m:10], limits: [1m:99999]}\n"
+	s, err := Parse("f.yaml", []byte(f), Options{Topics: topics, MinWindow: 100 * time.Millisecond})
+	if err == nil {
+		t.Fatalf("parsed, limits %v: the second limits: dropped without a word", s.Rules[0].Limits)
+	}
+}
