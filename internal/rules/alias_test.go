@@ -7,10 +7,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// An alias used as a mapping key is read by its anchor's NAME, not by the value the
-// anchor names. In YAML, rule b below is {name: [1m:20], key: json:a, name: b}: a key
-// given twice (and a name that is no name). The parser takes the alias key for a
-// "limits" field (the anchor is called &limits) and accepts a rule b with limits [1m:20].
+// An alias used as a mapping key is the value its anchor names, as YAML reads it: rule b
+// below is {name: [1m:20], key: json:a, name: b}, a name given twice (and a name that is
+// no name), refused. Read by the anchor's name, the alias key was taken for a limits
+// field (the anchor is called &limits), and a rule b with limits [1m:20] accepted (a
+// review).
 func TestAliasKeyReadAsItsValue(t *testing.T) {
 	const f = "rules:\n" +
 		"  - &limits name: a\n" +
@@ -31,8 +32,9 @@ func TestAliasKeyReadAsItsValue(t *testing.T) {
 	}
 }
 
-// The same with a valid file: the second rule's alias key *k is "name" in YAML; the
-// parser reports an unknown field "k" and a missing name.
+// The same with a valid file: the second rule's alias key *k is "name" in YAML, and the
+// file is taken; read by the anchor's name, it said "unknown field k" and "name
+// missing".
 func TestAliasKeyOfAValidFileTaken(t *testing.T) {
 	const f = "rules:\n" +
 		"  - &k name: a\n" +
@@ -52,8 +54,8 @@ func TestAliasKeyOfAValidFileTaken(t *testing.T) {
 	}
 }
 
-// A key given twice inside a mapping brought by a merge key is dropped silently, where
-// the same mapping written as the rule reports "given twice".
+// A key given twice inside a mapping brought by a merge key is said, as it is in the same
+// mapping written as the rule: the second was dropped without a word.
 func TestMergedMappingKeyGivenTwiceSaid(t *testing.T) {
 	const f = "rules:\n" +
 		"  - <<: {name: a, key: json:a, limits: [1m:10], limits: [1m:99999]}\n"
