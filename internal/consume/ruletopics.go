@@ -117,6 +117,13 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 		if unasked[t] {
 			continue // no answer on it this time: marked as it was
 		}
+		if !w.Watched(t) {
+			// A reload dropped its rules while this check asked: no rule sends to it, no
+			// reason to name (a review: named, with an error line, until the next check).
+			// Records the old rules sent there go to the fallback (RetiredGone) as a
+			// failed produce finds it gone.
+			continue
+		}
 		if p := found[t]; p != "" {
 			// The problem names the topic as the start-up check does; the line names it once.
 			c.ruleTopicMissing(ctx, t, strings.TrimLeft(strings.TrimPrefix(p, fmt.Sprintf("topic %q", t)), ": "))

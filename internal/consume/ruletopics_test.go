@@ -899,3 +899,40 @@ func TestExactlyOnceSlowFlushChecksTheRuleTopics(t *testing.T) {
 		t.Errorf("no line %q in the gate's logs:\n%s", want, logs.String())
 	}
 }
+
+// TestReloadRemovingARuleTopicDuringItsCheck: a rules reload that drops the rule of topic
+// "merges" (deleted by the operator) lands while the watch's check asks the cluster about
+// it: the check names no topic no rule uses as a reason the gate is not ready. It did,
+// with an error line, until the next check cleared it (a review).
+func TestReloadRemovingARuleTopicDuringItsCheck(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, ovfTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	w := route.NewTopicWatch(ovfTopic)
+	w.Use([]string{"merges"})
+	c.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if m := kreq.(*kmsg.MetadataRequest); m.IncludeTopicAuthorizedOperations {
+			w.Use(nil) // the reload removing the rule lands now
+		}
+		return nil, nil, false
+	})
+	logs := &syncBuffer{}
+	cons := &Consumer{cfg: Config{RuleTopics: w}, log: slog.New(slog.NewJSONHandler(logs, nil))}
+	cons.preflighted.Store(true)
+	cons.ready.Store(true)
+	cons.checkRuleTopics(t.Context(), cl)
+	if w.Watched("merges") {
+		t.Fatal("setup: merges still in use")
+	}
+	if why := cons.NotReady(); len(why) > 0 {
+		t.Errorf("not ready naming a rule topic no rule in use sends to: %q\nlog: %s", strings.Join(why, "; "), logs.String())
+	}
+}
