@@ -90,9 +90,14 @@ func (c *Consumer) awaitPreflight(ctx context.Context) error {
 			return nil
 		}
 		if len(found) == 0 {
-			// Only answers that a retry cures: retried quietly for a while.
+			// Only answers that a retry cures: retried quietly for a while. The problems
+			// an earlier check found are fixed: no longer said (a review: /readyz named a
+			// topic created since until the wait was over).
 			wait := strings.Join(transient, "; ")
 			c.preflightWait.Store(&wait)
+			if c.problems.clear(func(k string) bool { return strings.HasPrefix(k, "preflight/") }) {
+				logged = ""
+			}
 			if transientSince.IsZero() {
 				transientSince = time.Now()
 				c.log.Info("kafka: waiting for the cluster before consuming", "waiting_for", strings.Join(transient, "; "))
