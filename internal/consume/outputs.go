@@ -297,7 +297,7 @@ func (c *Consumer) purgeStale(ctx context.Context, cl *kgo.Client) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
 	defer cancel()
-	found, unasked, err := c.topicProblems(ctx, cl, topics)
+	found, unasked, _, err := c.topicProblems(ctx, cl, topics)
 	if err != nil {
 		c.log.Debug("kafka: could not check the output topics failing with UNKNOWN_TOPIC_ID", "err", err)
 		return

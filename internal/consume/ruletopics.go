@@ -108,7 +108,7 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 	if len(topics) == 0 {
 		return
 	}
-	found, unasked, err := c.topicProblems(ctx, cl, topics)
+	found, unasked, changed, err := c.topicProblems(ctx, cl, topics)
 	if err != nil {
 		c.log.Debug("kafka: could not check the rule topics", "err", err)
 		return
@@ -141,7 +141,9 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 			}
 			continue
 		}
-		if w.Missing(t) {
+		if w.Missing(t) || slices.Contains(changed, t) {
+			// Deleted and created again between two checks, it was never marked missing
+			// and the client kept the old ID, its rule's next record failing (a review).
 			// franz-go keeps a topic's ID for as long as it holds the topic, and fails
 			// every produce to one deleted and created again with UNKNOWN_TOPIC_ID until
 			// it is purged: forget it before its records go to it again, so that the
@@ -165,7 +167,7 @@ func (c *Consumer) checkRuleTopics(ctx context.Context, cl *kgo.Client) {
 func (c *Consumer) stillMissing(ctx context.Context, cl *kgo.Client, t string) bool {
 	ctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
 	defer cancel()
-	found, unasked, err := c.topicProblems(ctx, cl, []string{t})
+	found, unasked, _, err := c.topicProblems(ctx, cl, []string{t})
 	return err == nil && !unasked[t] && found[t] != ""
 }
 
@@ -221,14 +223,12 @@ func (c *Consumer) CheckTopics(ctx context.Context, topics []string) error {
 		return errors.Join(errs...)
 	}
 	for _, t := range c.topicIDs.note(resp) {
-		if w := c.cfg.RuleTopics; w == nil || !w.Watched(t) {
-			// No rule in use sends to it, and it was deleted and created again since the
-			// gate last saw it: the client may hold the old topic's ID, failing every
-			// produce to it with UNKNOWN_TOPIC_ID once the reload puts it in use (the
-			// gate not ready, its rule's records to overflow, until checkRuleTopics
-			// learned it anew). A topic in use is checkRuleTopics's to learn anew.
-			c.relearnTopic(ctx, cl, t)
-		}
+		// Deleted and created again since the gate last saw it: the client may hold the
+		// old topic's ID, failing every produce to it with UNKNOWN_TOPIC_ID once the
+		// reload puts it in use (the gate not ready, its rule's records to overflow). A
+		// topic in use too: this answer took the change the watch's next check would
+		// have learned it anew by (checkRuleTopics).
+		c.relearnTopic(ctx, cl, t)
 	}
 	// Each topic's batch limit, before its rule is put in use: a topic the preflight did
 	// not know (a rule the reload adds) would otherwise get batches up to
@@ -298,13 +298,14 @@ func topicUnanswered(resp *kmsg.MetadataResponse, t string) bool {
 // writing each, by topic; none for a topic it may write. A topic the answer says nothing
 // definite of (topicUnanswered: left out, or an error Kafka calls retriable, as while a
 // leader is elected) is in unasked, not found: the callers leave its state as it was,
-// rather than take a broker's passing answer for a missing topic.
-func (c *Consumer) topicProblems(ctx context.Context, cl *kgo.Client, topics []string) (found map[string]string, unasked map[string]bool, err error) {
+// rather than take a broker's passing answer for a missing topic. changed are the topics
+// whose ID the answer says is not the one the gate saw last (deleted and created again).
+func (c *Consumer) topicProblems(ctx context.Context, cl *kgo.Client, topics []string) (found map[string]string, unasked map[string]bool, changed []string, err error) {
 	resp, err := topicsMetadata(ctx, cl, topics)
 	if err != nil {
-		return nil, nil, fmt.Errorf("metadata: %w", err)
+		return nil, nil, nil, fmt.Errorf("metadata: %w", err)
 	}
-	c.topicIDs.note(resp)
+	changed = c.topicIDs.note(resp)
 	found, unasked = map[string]string{}, map[string]bool{}
 	for _, t := range topics {
 		if p := topicProblem(resp, t, opWrite); p != "" {
@@ -315,5 +316,5 @@ func (c *Consumer) topicProblems(ctx context.Context, cl *kgo.Client, topics []s
 			found[t] = p
 		}
 	}
-	return found, unasked, nil
+	return found, unasked, changed, nil
 }

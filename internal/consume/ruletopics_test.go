@@ -936,3 +936,45 @@ func TestReloadRemovingARuleTopicDuringItsCheck(t *testing.T) {
 		t.Errorf("not ready naming a rule topic no rule in use sends to: %q\nlog: %s", strings.Join(why, "; "), logs.String())
 	}
 }
+
+// TestRuleTopicCreatedAgainBetweenChecksLearnedAnew: rule topic "merges" deleted and
+// created again between two checks. The check after sees its new topic ID and has the
+// client learn it anew: it did nothing with it, the client kept the old ID, and the
+// rule's next record failed with UNKNOWN_TOPIC_ID (the gate then not ready, the record
+// to overflow; a review).
+func TestRuleTopicCreatedAgainBetweenChecksLearnedAnew(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, ovfTopic, "merges"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordRetries(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	w := route.NewTopicWatch(ovfTopic)
+	w.Use([]string{"merges"})
+	logs := &syncBuffer{}
+	cons := &Consumer{cfg: Config{RuleTopics: w}, prod: prod, log: slog.New(slog.NewJSONHandler(logs, nil))}
+	cons.checkRuleTopics(t.Context(), prod) // a round: notes the topic's ID
+	if err := prod.ProduceSync(t.Context(), &kgo.Record{Topic: "merges", Value: []byte("a")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(prod)
+	if _, err := adm.DeleteTopics(t.Context(), "merges"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(t.Context(), 1, 1, nil, "merges"); err != nil {
+		t.Fatal(err)
+	}
+	cons.checkRuleTopics(t.Context(), prod) // the next round: the topic exists, with a new ID
+	if w.Missing("merges") {
+		t.Fatal("marked missing")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "merges", Value: []byte("b")}).FirstErr(); err != nil {
+		t.Errorf("the rule's next record after a check that saw the topic's new ID: %v\nlog: %s", err, logs.String())
+	}
+}

@@ -179,7 +179,7 @@ func (c *Consumer) closedProblems(ctx context.Context, fs []*failed, rowErr erro
 	topics := slices.Sorted(maps.Keys(errs))
 	if len(topics) > 1 {
 		qctx, cancel := context.WithTimeout(ctx, watchRequestTimeout)
-		found, _, err := c.topicProblems(qctx, c.cl, topics)
+		found, _, _, err := c.topicProblems(qctx, c.cl, topics)
 		cancel()
 		if err == nil && len(found) > 0 {
 			topics = slices.DeleteFunc(topics, func(t string) bool { return found[t] == "" })
