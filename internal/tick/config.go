@@ -36,7 +36,8 @@ type Config struct {
 	KeysPerCommand int
 	// KeysPerTick bounds the keys one tick touches across all instances (each write is
 	// one key, each read the keys its MGET carries: readCost); the rest waits for the
-	// next tick, writes first. Default 500,000.
+	// next tick, writes first, leaving two keys for reads while some are due. Default
+	// 500,000.
 	KeysPerTick int
 	// MaxPendingWrites bounds the (team, epoch) counts kept waiting for Redis, for example
 	// while it is down. Past it new counts are dropped and counted. Default 1,000,000.

@@ -200,13 +200,27 @@ func (t *Ticker) prepare(withReads bool, res *TickResult) {
 			left[ln.inst] -= len(b.items)
 		}
 	}
+	// Keys the writes leave for the reads due: writing the whole budget tick after tick
+	// (more teams with counts than GATE_KEYS_PER_TICK) read no team ever, every gate
+	// deciding on its own counts a team the fleet had far over its limit (a review: 0
+	// reads in 20 ticks). Two keys, a tick's first read (below); a budget under four
+	// keeps them every other tick, so that the writes go on too.
+	reserve := 0
+	if withReads && (t.cfg.KeysPerTick >= 4 || t.tickN%2 == 0) {
+		for li := range t.limits {
+			if len(t.limits[li].sweep.Reads) > 0 {
+				reserve = 2
+				break
+			}
+		}
+	}
 	for k, n := range t.pending {
 		n -= t.doubt[k]
 		if n <= 0 {
 			continue // all of it in doubt, resent above
 		}
 		li := t.laneFor(k.team)
-		if budget < 1 || left[t.lanes[li].inst] < 1 || len(t.lanes[li].doubt) > 0 {
+		if budget <= reserve || left[t.lanes[li].inst] < 1 || len(t.lanes[li].doubt) > 0 {
 			res.CarriedWrites++
 			continue
 		}

@@ -154,3 +154,42 @@ func TestReadsUnderKeysLeftByWrites(t *testing.T) {
 		t.Error("no read in 6 ticks: the writes left two keys each tick, a read carries three")
 	}
 }
+
+// TestReadsNotStarvedByWrites: a gate whose writes take the whole key budget every tick
+// (more teams with counts a tick than GATE_KEYS_PER_TICK) still reads a team due: the
+// writes leave a read's two keys. Before, no team was read in 20 ticks, and one the fleet
+// had at 10 × its limit was never limited on this gate (a review).
+func TestReadsNotStarvedByWrites(t *testing.T) {
+	for _, keys := range []int{4, 2} { // under four, the reads' keys kept every other tick
+		t.Run(fmt.Sprintf("keys per tick %d", keys), func(t *testing.T) {
+			srv := redistest.Start(t)
+			rc := srv.Client(t)
+			clk := clock.NewFake(epochStart)
+			g := newGate(t, clk, limit.Config{Window: time.Minute, Threshold: 100}, Config{KeyPrefix: "t", KeysPerTick: keys}, srv)
+			ep := g.l.Epoch(clk.Now())
+			// The rest of the fleet has counted 10 × the victim's limit this window.
+			if err := rc.Set(context.Background(), g.tk.key(0, "victim", ep), 1000, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			reads, writes, limited := 0, 0, 0
+			for range 20 {
+				for _, b := range []string{"b0", "b1", "b2", "b3", "b4"} {
+					g.l.Check(b, 1)
+				}
+				if g.l.Check("victim", 5).Limited {
+					limited++
+				}
+				r := g.tk.Tick(context.Background())
+				reads += r.Reads
+				writes += r.Writes
+				clk.Advance(time.Second)
+			}
+			if reads == 0 || limited == 0 {
+				t.Errorf("%d reads in 20 ticks, the victim (10 × its limit fleet-wide) limited %d times of 20: want it read and limited", reads, limited)
+			}
+			if writes == 0 {
+				t.Errorf("no count written in 20 ticks: the reads' keys took the writes' budget")
+			}
+		})
+	}
+}
