@@ -600,21 +600,7 @@ func TestFinalFlushWritesColdCounts(t *testing.T) {
 // tried again until its deadline; its gate called Drain, its context done, which tried
 // none, and the retired rules' counts were lost (a review: 100 of 150).
 func TestDrainByOutlastsABriefRefusal(t *testing.T) {
-	srv := redistest.Start(t)
-	rc := srv.Client(t)
-	g := newGate(t, nil, limit.Config{Window: time.Hour}, Config{TickInterval: time.Hour, FlushTimeout: time.Minute}, srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { g.tk.Run(ctx); close(done) }()
-	now := time.Now()
-	for range 9 {
-		g.l.CheckAt(now, "team", 1)
-	}
-	g.tk.Retire()
-	if err := rc.ConfigSet(context.Background(), "min-replicas-to-write", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	g, rc, now, done := stoppedRefused(t, true)
 	<-done // its final flush, one attempt, refused
 	if g.tk.PendingWrites() == 0 {
 		t.Fatal("the retired tick's final flush wrote its counts: the test no longer shows the case")
@@ -643,20 +629,7 @@ func TestDrainByOutlastsABriefRefusal(t *testing.T) {
 // not cost the gate's last counts: the final flush tries again until FlushTimeout. Before,
 // it made one attempt, and the counts of the gate's last tick were lost to the fleet.
 func TestRunFinalFlushOutlastsABriefRefusal(t *testing.T) {
-	srv := redistest.Start(t)
-	rc := srv.Client(t)
-	g := newGate(t, nil, limit.Config{Window: time.Hour}, Config{TickInterval: time.Hour, FlushTimeout: time.Minute}, srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { g.tk.Run(ctx); close(done) }()
-	now := time.Now()
-	for range 9 {
-		g.l.CheckAt(now, "team", 1)
-	}
-	if err := rc.ConfigSet(context.Background(), "min-replicas-to-write", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	g, rc, now, done := stoppedRefused(t, false)
 	refused := g.tk.m.errors.WithLabelValues("noreplicas", "0")
 	faulttest.WaitFor(t, 30*time.Second, "the final flush refused", func() bool { return testutil.ToFloat64(refused) >= 1 })
 	if err := rc.ConfigSet(context.Background(), "min-replicas-to-write", "0").Err(); err != nil {
@@ -666,4 +639,29 @@ func TestRunFinalFlushOutlastsABriefRefusal(t *testing.T) {
 	if got := getInt(t, rc, Key(DefaultKeyPrefix, "team", g.l.Epoch(now))); got != 9 {
 		t.Errorf("after Run returned: %d in Redis, want the 9 counted (final flush, tried again)", got)
 	}
+}
+
+// stoppedRefused is a gate whose Run is stopped with 9 counts of "team" (counted at now)
+// unwritten and Redis refusing writes (min-replicas-to-write unmet), its tick retired
+// first if retired (a rules reload): rc is Redis' client, done closed when Run returns.
+func stoppedRefused(t *testing.T, retired bool) (g *gate, rc *redis.Client, now time.Time, done chan struct{}) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rc = srv.Client(t)
+	g = newGate(t, nil, limit.Config{Window: time.Hour}, Config{TickInterval: time.Hour, FlushTimeout: time.Minute}, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan struct{})
+	go func() { g.tk.Run(ctx); close(done) }()
+	now = time.Now()
+	for range 9 {
+		g.l.CheckAt(now, "team", 1)
+	}
+	if retired {
+		g.tk.Retire()
+	}
+	if err := rc.ConfigSet(context.Background(), "min-replicas-to-write", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	return g, rc, now, done
 }

@@ -100,20 +100,8 @@ func TestTickNowSaysItsReadsFailed(t *testing.T) {
 // read the key again as any due read, failed again, and TickNow said all was read (a
 // review): the gate went on priming as if the key had been read.
 func TestTickNowSaysAScheduledTicksFailedReadOfItsKeys(t *testing.T) {
-	srv := redistest.Start(t)
-	gs, _ := holdGates(t, 1, srv)
-	g := gs[0]
-	srv.Stop(t)
-	g.l.Expect(epochStart, "whale")
-	if res := g.tk.Tick(context.Background()); res.PrimedMissed != 1 {
-		t.Fatalf("a tick with Redis gone after Expect: %d primed reads missed (%+v), want 1", res.PrimedMissed, res)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); g.tk.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer tcancel()
+	_, g := missedByATick(t)
+	tctx := runTicks(t, g)
 	if err := g.tk.TickNow(tctx); err == nil || tctx.Err() != nil {
 		t.Errorf("TickNow after a tick that took the mark and failed its read: %v (context: %v), want the failed read said", err, tctx.Err())
 	}
@@ -130,21 +118,9 @@ func TestTickNowSaysAScheduledTicksFailedReadOfItsKeys(t *testing.T) {
 // where it said the marked key's read failed (the gate then rested its priming for 10 s
 // and logged its records as routed unread; a review).
 func TestTickNowQuietWhenItsTickReadTheKeyAScheduledTickMissed(t *testing.T) {
-	srv := redistest.Start(t)
-	gs, _ := holdGates(t, 1, srv)
-	g := gs[0]
-	srv.Stop(t)
-	g.l.Expect(epochStart, "whale")
-	if res := g.tk.Tick(context.Background()); res.PrimedMissed != 1 {
-		t.Fatalf("a tick with Redis gone after Expect: %d primed reads missed (%+v), want 1", res.PrimedMissed, res)
-	}
+	srv, g := missedByATick(t)
 	srv.Restart(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); g.tk.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer tcancel()
+	tctx := runTicks(t, g)
 	err := g.tk.TickNow(tctx)
 	st, ok := g.l.Snapshot(epochStart, "whale")
 	if !ok || st.ReadAt.IsZero() || st.Local {
@@ -233,4 +209,31 @@ func TestTickNowWaitsOutASplitTicksReads(t *testing.T) {
 	if i, j := slices.Index(order, "reads began"), slices.Index(order, "tick now made"); i < 0 || j < i {
 		t.Errorf("order %q: want the split tick's reads to begin before the tick now is made", order)
 	}
+}
+
+// missedByATick is a gate whose key "whale" Expect marked and whose tick, Redis stopped
+// (srv), took the mark and failed its read.
+func missedByATick(t *testing.T) (*redistest.Server, *gate) {
+	t.Helper()
+	srv := redistest.Start(t)
+	gs, _ := holdGates(t, 1, srv)
+	g := gs[0]
+	srv.Stop(t)
+	g.l.Expect(epochStart, "whale")
+	if res := g.tk.Tick(context.Background()); res.PrimedMissed != 1 {
+		t.Fatalf("a tick with Redis gone after Expect: %d primed reads missed (%+v), want 1", res.PrimedMissed, res)
+	}
+	return srv, g
+}
+
+// runTicks runs g's Run until the test ends, and returns a context for its TickNows (30 s).
+func runTicks(t *testing.T, g *gate) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.tk.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+	t.Cleanup(tcancel)
+	return tctx
 }
