@@ -335,6 +335,19 @@ func TestMergeRangeByReplayTime(t *testing.T) {
 	}
 }
 
+// calmWith is ten minutes of a calm team's records, 60 a minute from start, with n records
+// of team stamped at start+at (ahead of or behind their place) after the first after.
+func calmWith(after, n int, team string, at time.Duration) []*kgo.Record {
+	recs := steady(nil, "calm", 0, 10*time.Minute, 60)
+	var odd []*kgo.Record
+	for range n {
+		r := event(team, "u", at)
+		r.Timestamp = r.Timestamp.Truncate(time.Millisecond)
+		odd = append(odd, r)
+	}
+	return append(recs[:after:after], append(odd, recs[after:]...)...)
+}
+
 // One record stamped a day ahead (a producer with a wrong clock; a CreateTime topic
 // keeps what the producer says), read from a broker, neither moves the replay's clock
 // to that day (every later record routed at that frozen instant: a calm team at 60 a
@@ -347,10 +360,7 @@ func TestReadRecordStampedAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	recs := steady(nil, "calm", 0, 10*time.Minute, 60)
-	bad := event("skewed", "u", 24*time.Hour)
-	bad.Timestamp = bad.Timestamp.Truncate(time.Millisecond)
-	recs = append(recs[:100:100], append([]*kgo.Record{bad}, recs[100:]...)...)
+	recs := calmWith(100, 1, "skewed", 24*time.Hour)
 	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -390,14 +400,7 @@ func TestReadRunStampedAhead(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			recs := steady(nil, "calm", 0, 10*time.Minute, 60)
-			var bad []*kgo.Record
-			for range run {
-				b := event("skewed", "u", 24*time.Hour)
-				b.Timestamp = b.Timestamp.Truncate(time.Millisecond)
-				bad = append(bad, b)
-			}
-			recs = append(recs[:100:100], append(bad, recs[100:]...)...)
+			recs := calmWith(100, run, "skewed", 24*time.Hour)
 			if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
@@ -451,10 +454,7 @@ func TestReadRecordStampedBehind(t *testing.T) {
 		at     int
 		behind time.Duration
 	}{{500, 500*time.Second - 5*time.Minute}, {320, 290 * time.Second}} {
-		recs := steady(nil, "calm", 0, 10*time.Minute, 60)
-		late := event("late", "u", c.behind)
-		late.Timestamp = late.Timestamp.Truncate(time.Millisecond)
-		recs = append(recs[:c.at:c.at], append([]*kgo.Record{late}, recs[c.at:]...)...)
+		recs := calmWith(c.at, 1, "late", c.behind)
 		for _, r := range recs {
 			r.Partition = int32(p)
 		}
