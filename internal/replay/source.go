@@ -509,12 +509,15 @@ func (q *queue) replayTime(i int) (int64, bool) {
 // times of the records before it: the earliest of the look-ahead pulled every one of
 // them back to its time (a review: 301 records at one instant).
 func (q *queue) fillTimes() {
-	n := len(q.recs)
+	n, from := len(q.recs), len(q.rt)
 	upto := n - q.lookAhead // recs[:upto] have their look-ahead queued
 	if q.final() {
 		upto = n
 	}
-	if from := len(q.rt); q.floor == math.MinInt64 && upto > from {
+	if upto <= from {
+		return
+	}
+	if q.floor == math.MinInt64 {
 		// The partition's first timed records: no replay time before them, the floor is
 		// the first look-ahead's time an eighth of the way up, so that a few stamped
 		// behind among them (one after the start of a -from range) pull none of them
@@ -530,10 +533,6 @@ func (q *queue) fillTimes() {
 			slices.Sort(first)
 			q.floor = first[len(first)/8]
 		}
-	}
-	from := len(q.rt)
-	if upto <= from {
-		return
 	}
 	// The earliest of each look-ahead, from the last record back: the front of a queue of
 	// indices whose times rise from front to back. It is the time sought unless it is
