@@ -278,9 +278,17 @@ func (c *Consumer) redeliver(ctx context.Context, items []*failed) {
 			return
 		}
 		f.alone = f.isolate
-		if f.alone && c.quiesce(ctx) != nil {
-			// Alone: what this round produced before it must be answered first.
-			return
+		if f.alone {
+			// Alone: what this round produced before it must be answered first, and
+			// when one of those failed meanwhile, this record follows it into the next
+			// round, as above (sent now, it went ahead of the failed one's retry).
+			if c.quiesce(ctx) != nil {
+				return
+			}
+			if c.retry.pushes.Load() != mark {
+				c.retry.requeue(items[i:])
+				return
+			}
 		}
 		if f.b.p.givenUp() {
 			// Revoked (or stopped) while this round waited: given up, as above, before
