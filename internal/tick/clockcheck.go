@@ -35,7 +35,9 @@ const clockCheckInterval = time.Minute
 type clockCheck struct {
 	wall clock.Clock // this host's wall clock (the real one but in tests)
 	last time.Time   // the last check, on wall
-	warn *throttle.Every
+	// Each warning keeps its own pace: under one, a TIME refusal's warning held back the
+	// skew's for ten minutes once +time was allowed (a review).
+	warnTime, warnSkew *throttle.Every
 }
 
 // checkClock measures the offset once per clockCheckInterval, sets the gauge and warns
@@ -47,8 +49,9 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	if c.wall == nil {
 		c.wall = clock.Real{}
 	}
-	if c.warn == nil {
-		c.warn = throttle.NewEvery(10*time.Minute, c.wall)
+	if c.warnTime == nil {
+		c.warnTime = throttle.NewEvery(10*time.Minute, c.wall)
+		c.warnSkew = throttle.NewEvery(10*time.Minute, c.wall)
 	}
 	start := c.wall.Now()
 	if !c.last.IsZero() && start.Sub(c.last) < clockCheckInterval {
@@ -73,7 +76,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 		// TIME alone refused: an ACL without +time (NOPERM), or the command renamed away,
 		// under which the offset is never measured and GateClockSkew can never fire.
 		t.countError(classify(err), 0)
-		if ok, quiet := c.warn.Allow(); ok {
+		if ok, quiet := c.warnTime.Allow(); ok {
 			t.log.Warn("the clock check cannot run TIME on redis: this host's clock offset (gate_limiter_clock_offset_seconds) is not measured and the clock-skew alert cannot fire; allow +time for the gate's Redis user",
 				"err", err, "warnings_unlogged", quiet)
 		}
@@ -88,7 +91,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	offset := start.Add(rtt / 2).Sub(theirs)
 	t.m.clockOffset.Set(offset.Seconds())
 	if limit := t.readDelay() / 2; offset.Abs()-rtt/2 > limit {
-		if ok, quiet := c.warn.Allow(); ok {
+		if ok, quiet := c.warnSkew.Allow(); ok {
 			t.log.Warn("this host's clock is off Redis's by more than the tick can absorb: other gates' counts are read a tick late here, and counts near a window's edge go to a neighbouring epoch; check the node's time service (NTP, chrony)",
 				"offset", offset.Round(time.Millisecond), "round_trip", rtt.Round(time.Millisecond), "limit", limit, "warnings_unlogged", quiet)
 		}
