@@ -315,15 +315,27 @@ func (f Files) checkValidity(m *material, now time.Time) error {
 	return nil
 }
 
-// wholePEM reports whether every PEM block begun in b decodes: none is cut short.
+// wholePEM reports whether every PEM block begun in b decodes: none is cut short. A
+// block is begun by its BEGIN line, or by what a write cut short of one ends b with ("-"
+// to "-----BEGIN", which pem.Decode skips as text between blocks): a bundle read there
+// would be taken as its first CAs alone (a review).
 func wholePEM(b []byte) bool {
 	begun := bytes.Count(b, []byte("-----BEGIN "))
 	n := 0
-	for rest := b; ; n++ {
-		var p *pem.Block
-		if p, rest = pem.Decode(rest); p == nil {
+	rest := b
+	for ; ; n++ {
+		p, r := pem.Decode(rest)
+		if p == nil {
 			break
 		}
+		rest = r
+	}
+	tail := bytes.TrimRight(rest, " \t\r\n")
+	if i := bytes.LastIndexByte(tail, '\n'); i >= 0 {
+		tail = tail[i+1:]
+	}
+	if len(tail) > 0 && bytes.HasPrefix([]byte("-----BEGIN "), tail) {
+		return false
 	}
 	return n == begun
 }
@@ -515,13 +527,40 @@ func (r *Reloader) verify(cs tls.ConnectionState, name string) error {
 
 // Refused reports whether err is a TLS handshake that failed on a certificate: the
 // server's, refused here (not signed by a CA of the CA file or the system's, not for the
-// host name, expired), or the client's, refused by the server with a TLS alert (a client
-// certificate missing, expired or of a CA it does not trust). The server answers those,
-// unlike one that is down, and no retry cures them: the files must be fixed.
+// host name, expired), or the client's, refused by the server with a TLS alert about a
+// certificate (a client certificate missing, expired or of a CA it does not trust). The
+// server answers those, unlike one that is down, and no retry cures them: the files must
+// be fixed. Another alert (a protocol version the server does not speak, say) is not one:
+// saying to check the certificate files misled (a review).
 func Refused(err error) bool {
 	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
 		return true
 	}
 	opErr, ok := errors.AsType[*net.OpError](err)
-	return ok && opErr.Op == "remote error" // crypto/tls's error for the peer's alert
+	if !ok || opErr.Op != "remote error" { // crypto/tls's error for the peer's alert
+		return false
+	}
+	// The alert's type is crypto/tls's own, unexported; its text is tls.AlertError's of
+	// the same code.
+	for _, a := range certificateAlerts {
+		if opErr.Err.Error() == a.Error() {
+			return true
+		}
+	}
+	return false
+}
+
+// certificateAlerts are the TLS alerts (RFC 8446 section 6) about a certificate: the
+// client's refused or missing. handshake_failure is among them: OpenSSL (Redis's TLS)
+// answers a missing client certificate with it under TLS 1.2.
+var certificateAlerts = [...]tls.AlertError{
+	40,  // handshake_failure
+	42,  // bad_certificate
+	43,  // unsupported_certificate
+	44,  // certificate_revoked
+	45,  // certificate_expired
+	46,  // certificate_unknown
+	48,  // unknown_ca
+	49,  // access_denied
+	116, // certificate_required
 }
