@@ -475,12 +475,25 @@ func (l *Limiter) ApplyProfile(r *Read, p spike.Profile, found bool, count int64
 	// foreign: the stored profile was learned over other windows. Its key is the team's
 	// under the limiter's prefix, which a rule's first limit keeps when its window changes
 	// (or its limits are reordered), and its Epoch counts that window's: one whose last
-	// fold is further from now than a profile lives, either way, in this limiter's windows,
-	// is no profile of theirs (two adaptive windows, each dividing an hour, differ by 4% at
-	// least: their epochs now, by years). Read as one, a minute's volumes held the team to
-	// them per hour. It is started over, as a renamed rule's is, and replaced (the
-	// compare-and-set on its epoch) at the fold.
-	foreign := found && (p.Epoch-cur >= ttl || cur-p.Epoch >= ttl)
+	// fold is a year or more from now, either way, in this limiter's windows, is no
+	// profile of theirs (two adaptive windows, each dividing an hour, differ by 2% at
+	// least: their epochs now, by a year and more). Read as one, a minute's volumes held
+	// the team to them per hour. It is started over, as a renamed rule's is, and replaced
+	// (the compare-and-set on its epoch) at the fold.
+	//
+	// skewed: a stored profile's last fold is further from now than a profile lives (the
+	// store expires it a week after), by less than that: this gate's clock is off by a
+	// week or more (a host booted before its time service set it), or the clock of the
+	// gate that folded it last was. It is the team's profile, used as it is, and neither
+	// folded nor replaced here: taken for another window's, a gate whose clock was off
+	// wrote a fresh profile over every learned one it looked at (a review).
+	year := int64(365*24*time.Hour) / l.windowNs
+	foreign := found && (p.Epoch-cur >= year || cur-p.Epoch >= year)
+	if found && !foreign && (p.Epoch-cur >= ttl || cur-p.Epoch >= ttl) {
+		ls.prof, ls.next = p, cur+a.minPeriod
+		l.setLearned(e, r.Team, ls, l.Epoch(now))
+		return ProfileWrite{}, false
+	}
 	switch {
 	case !found || foreign:
 		p = spike.Profile{}

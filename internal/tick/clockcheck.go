@@ -37,7 +37,11 @@ type clockCheck struct {
 	last time.Time   // the last check, on wall
 	// Each warning keeps its own pace: under one, a TIME refusal's warning held back the
 	// skew's for ten minutes once +time was allowed (a review).
-	warnTime, warnSkew *throttle.Every
+	warnTime, warnSkew, warnProfiles *throttle.Every
+	// off is the last offset measured, less half its round trip (what the measurement
+	// cannot tell apart), as a magnitude: 0 until one is. Learned profiles are not written
+	// while it is a window or more (withholdProfile).
+	off time.Duration
 }
 
 // checkClock measures the offset once per clockCheckInterval, sets the gauge and warns
@@ -52,6 +56,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	if c.warnTime == nil {
 		c.warnTime = throttle.NewEvery(10*time.Minute, c.wall)
 		c.warnSkew = throttle.NewEvery(10*time.Minute, c.wall)
+		c.warnProfiles = throttle.NewEvery(10*time.Minute, c.wall)
 	}
 	start := c.wall.Now()
 	if !c.last.IsZero() && start.Sub(c.last) < clockCheckInterval {
@@ -90,6 +95,7 @@ func (t *Ticker) checkClock(ctx context.Context) {
 	// warned of a clock that was right.
 	offset := start.Add(rtt / 2).Sub(theirs)
 	t.m.clockOffset.Set(offset.Seconds())
+	c.off = max(offset.Abs()-rtt/2, 0)
 	if limit := t.readDelay() / 2; offset.Abs()-rtt/2 > limit {
 		if ok, quiet := c.warnSkew.Allow(); ok {
 			t.log.Warn("this host's clock is off Redis's by more than the tick can absorb: other gates' counts are read a tick late here, and counts near a window's edge go to a neighbouring epoch; check the node's time service (NTP, chrony)",
@@ -104,4 +110,25 @@ func (t *Ticker) checkClock(ctx context.Context) {
 func timeRefused(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && (redis.HasErrorPrefix(err, "NOPERM") || strings.HasPrefix(err.Error(), "ERR unknown command"))
+}
+
+// withholdProfile reports whether a profile ls's limiter folded is not to be written, this
+// host's clock being off Redis's by a window of the limiter or more, and says so (at most
+// every ten minutes). A fold is of the window two back by this host's clock: one ahead by
+// windows folds a window that has not ended (its counts partial or none), and puts the
+// profile's last fold ahead of the fleet's clock, which finds no fold due until its time
+// comes: the fleet's profile would take this host's error (a review: a gate two days
+// ahead froze every profile it folded for two days).
+func (t *Ticker) withholdProfile(ls *limitState) bool {
+	c := &t.clockCheck
+	w := ls.l.Config().Window
+	if c.off < w {
+		return false
+	}
+	t.m.profiles.WithLabelValues("withheld").Inc()
+	if ok, quiet := c.warnProfiles.Allow(); ok {
+		t.log.Warn("this host's clock is off Redis's by a window or more: the learned profiles it folds are not written, as they would fold the wrong windows into the fleet's; check the node's time service (NTP, chrony)",
+			"offset_at_least", c.off.Round(time.Millisecond), "window", w, "withheld_unlogged", quiet)
+	}
+	return true
 }

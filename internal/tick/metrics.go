@@ -103,7 +103,7 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 		limitVariants: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_fleet_limit_variants",
 			Help: "The sets of limits the gates sharing this gate's Redis prefix enforced in the last whole minute, as each gate hashes its own (the limits_hash of its start and rules lines), counted once a minute: 1 when they agree; more while a rules change reaches every gate (a minute or two), or for as long as some gate runs other rules or GATE_* limits, whose counts then corrupt the shared counters (GateFleetLimitsDisagree). 0 before the first count."}),
 		profiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_limiter_profile_writes_total",
-			Help: "GATE_THRESHOLD_MODE=adaptive: learned profiles this gate folded and sent, by result: set; lost (another gate had folded it first: harmless, the fold is deterministic)."}, []string{"result"}),
+			Help: "GATE_THRESHOLD_MODE=adaptive: learned profiles this gate folded and sent, by result: set; lost (another gate had folded it first: harmless, the fold is deterministic); withheld (not sent: this host's clock was off Redis's by a window or more, and its folds would take the wrong windows' counts)."}, []string{"result"}),
 		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gate_redis_evicted_keys_total",
 			Help: "Keys Redis reports it evicted (INFO stats evicted_keys, read once a minute, every primary of a cluster added up) since this gate first looked, by Redis instance (its index in GATE_REDIS_URLS): any key, the gate's among them; an evicted counter lets its team past its limit, an evicted write sequence a resent batch count twice. Stays 0 when INFO is refused."}, []string{"redis_instance"}),
 	}
@@ -117,7 +117,7 @@ func newMetrics(reg prometheus.Registerer, instances int, redirects *Redirects, 
 	for _, c := range []string{cmdEval, cmdMget, cmdSet, cmdGet, cmdIncrby, cmdPexpire} {
 		m.commands.WithLabelValues(c)
 	}
-	for _, r := range []string{"set", "lost"} {
+	for _, r := range []string{"set", "lost", "withheld"} {
 		m.profiles.WithLabelValues(r)
 	}
 	for i := range instances {

@@ -213,7 +213,7 @@ func (t *Ticker) applyProfile(i int, rr readRef, vals []any, now time.Time) {
 		}
 		count = c
 	}
-	if w, ok := ls.l.ApplyProfile(rr.r, p, found, count, now); ok {
+	if w, ok := ls.l.ApplyProfile(rr.r, p, found, count, now); ok && !t.withholdProfile(ls) {
 		ls.profiles = append(ls.profiles, w)
 	}
 }
