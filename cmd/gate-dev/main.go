@@ -11,7 +11,7 @@
 // the terminal view live here only, so that cmd/gate links none of them (cmd/gate's
 // TestProductionBinaryLinksNoDemoCode checks it).
 //
-// Exit status: 0 when the run ends (its -duration, or Ctrl-C / SIGTERM: the load stops,
+// Exit status: 0 when the run ends (its -duration, or Ctrl-C / SIGTERM / SIGHUP: the load stops,
 // the gates route what was produced, commit and flush); 2 for a bad flag or GATE_
 // variable; 1 for any other failure. A second signal kills it.
 package main
@@ -31,7 +31,10 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a terminal closed (or an SSH session lost) stops the demo as Ctrl-C
+	// does, its gates' final flush made, its redis-server and temporary rules file gone;
+	// left to kill it, they were left behind (a review).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	// After the first signal, restore the default handling, so a second one kills a
 	// shutdown that hangs instead of being swallowed.
 	go func() { <-ctx.Done(); stop() }()
