@@ -90,9 +90,9 @@ var devRulesIgnore = []string{"GATE_KEY_FROM", "GATE_LIMITS", "GATE_COST", "GATE
 func devRulesYAML(cfg config.Config) string {
 	w := cfg.Window.String()
 	return fmt.Sprintf("rules:\n"+
-		"  - {name: team-user, key: \"json:team_id+distinct_id\", missing: skip, limits: [\"%s:%d\"]}\n"+
+		"  - {name: team-user, key: \"json:team_id+distinct_id\", missing: skip, limits: [\"%s:%d\"], mode: %s}\n"+
 		"  - {name: team, key: json:team_id, limits: [\"%s:%d\"], mode: %s}\n",
-		w, max(cfg.Threshold/devUserShare, 1), w, cfg.Threshold, cfg.LimitMode)
+		w, max(cfg.Threshold/devUserShare, 1), cfg.LimitMode, w, cfg.Threshold, cfg.LimitMode)
 }
 
 // devDeps is what the tests replace.
@@ -299,6 +299,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	// 2. Redis.
 	rd, err := startDevRedis(ctx, getenv("GATE_REDIS_URLS"), cfg.RedisURLs.String(), deps.lookPath, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it ran (Ctrl-C), as a run that ends: status 0
+		}
 		return err
 	}
 	defer func() {

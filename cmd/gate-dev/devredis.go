@@ -50,6 +50,12 @@ func startDevRedis(ctx context.Context, urls, shown string, lookPath func(string
 		if err == nil {
 			return r, nil
 		}
+		if ctx.Err() != nil {
+			// Stopped while it started (Ctrl-C): no fault of redis-server's, and nothing
+			// to fall back to (it warned that redis-server would not start, then built
+			// both gates on a miniredis only to stop them; a review).
+			return devRedis{}, fmt.Errorf("starting redis-server: %w", ctx.Err())
+		}
 		log.Warn("could not start redis-server; using the embedded miniredis instead", "path", path, "err", err)
 	}
 	m := miniredis.NewMiniRedis()

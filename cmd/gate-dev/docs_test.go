@@ -146,12 +146,13 @@ func TestDocsListTheDemoDefaults(t *testing.T) {
 
 // TestDocsStateHowLongTheDemoKeepsRecords: README.md and docs/demo.md tell readers how
 // long a record stays on the demo's broker (how soon they must read it back), and the
-// broker keeps devRetentionBytes a partition, which at the default load is 30 to 45 s
+// broker keeps devRetentionBytes a partition, which at the default load is 20 to 45 s
 // (measured with kcat, the oldest record of events, events_accepted and events_overflow
-// partition 0 against the clock, at 50 to 85 s into a run). Each page says that span,
-// and none says "a few seconds", which sent readers rushing, or another span.
+// partition 0 against the clock, at 50 to 85 s into a run: 30 to 45 s on one machine,
+// 22 to 33 s on another, by how the load compresses). Each page says that span, and none
+// says "a few seconds", which sent readers rushing, or another span.
 func TestDocsStateHowLongTheDemoKeepsRecords(t *testing.T) {
-	const span = "30 to 45 seconds"
+	const span = "20 to 45 seconds"
 	for _, doc := range demoDocs {
 		b, err := os.ReadFile(filepath.Join("..", "..", doc))
 		if err != nil {
