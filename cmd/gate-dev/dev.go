@@ -232,6 +232,19 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 	}
 	cfg, err := config.Load(devGetenv, names)
 	if err != nil {
+		// A flag's value is checked as the variable it sets: say which flag that was, or
+		// the line names a GATE_ variable the user never set (a review).
+		var set []string
+		for _, f := range []string{"threshold", "window"} {
+			if k := "GATE_" + strings.ToUpper(f); strings.Contains(err.Error(), k) {
+				if _, ok := flagEnv[k]; ok {
+					set = append(set, "-"+f+" sets "+k)
+				}
+			}
+		}
+		if len(set) > 0 {
+			return fmt.Errorf("%w (%s)", err, strings.Join(set, ", "))
+		}
 		return err
 	}
 	// The demo's rules take the window as theirs, and a rule's window is a whole number of

@@ -256,6 +256,9 @@ func TestDevFlagsAndConfig(t *testing.T) {
 			errHas: "-threshold: with GATE_RULES_FILE each rule says its own limits"},
 		{name: "typo in env", args: devArgs(), names: []string{"GATE_TRESHOLD"}, errHas: "GATE_TRESHOLD: unknown variable (did you mean GATE_THRESHOLD?)"},
 		{name: "bad env", args: []string{"-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, env: map[string]string{"GATE_WINDOW": "1s"}, errHas: "GATE_TICK_INTERVAL"},
+		// A flag is checked as the variable it sets: the line says which flag set it.
+		{name: "bad threshold flag", args: []string{"-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-threshold", "0"}, errHas: "(-threshold sets GATE_THRESHOLD)"},
+		{name: "bad window flag", args: []string{"-kafka-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-window", "1s"}, errHas: "(-window sets GATE_WINDOW)"},
 		// The demo's rules say their own key, limits, cost, threshold mode and forced keys:
 		// these variables did nothing (GATE_LIMITS was refused as set beside GATE_WINDOW).
 		{name: "forced teams without a rules file", args: devArgs(), env: map[string]string{"GATE_FORCE_OVERFLOW": "1002"}, usageErr: true,
