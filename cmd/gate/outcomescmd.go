@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -135,6 +136,12 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	var folded int64
 	whole := func(r *outcome.Row) {
 		if !r.IntervalEnd.After(from) || !until.IsZero() && !r.IntervalStart.Before(until) {
+			return
+		}
+		if hist != nil && !hist.Of(r) && !(r.Folded && !noKey) {
+			// Another team's row of the partitions read: nothing of this history, and no
+			// row it left out (another team's hourly rows said this one's were short: a
+			// review).
 			return
 		}
 		if r.IntervalStart.Before(scanFrom) {
@@ -275,10 +282,19 @@ func printHistory(w io.Writer, h outcome.History, topic, span string) error {
 	} else {
 		fmt.Fprintf(w, "limited from %s to %s: %s (%s)\n", minute(h.FirstLimited), minute(h.LastLimited), counted(t.Limited, "record"), t.LimitedBy())
 	}
+	// Intervals of more than one length (gates that had GATE_OUTCOMES_INTERVAL changed
+	// under a rollout) say their length: two of one start printed alike (a review).
+	mixed := slices.ContainsFunc(h.Intervals, func(iv outcome.Interval) bool {
+		return iv.End.Sub(iv.Start) != h.Intervals[0].End.Sub(h.Intervals[0].Start)
+	})
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INTERVAL\tACCEPTED\tTAGGED\tLIMITED\tDEAD LETTER\tSKIPPED\tSHADOW OVER\tBY")
 	for _, iv := range h.Intervals {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", minute(iv.Start), outcome.Thousands(iv.Accepted), outcome.Thousands(iv.Tagged),
+		start := minute(iv.Start)
+		if mixed {
+			start += " +" + durtext.String(iv.End.Sub(iv.Start))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", start, outcome.Thousands(iv.Accepted), outcome.Thousands(iv.Tagged),
 			outcome.Thousands(iv.Limited), outcome.Thousands(iv.DeadLetter), outcome.Thousands(iv.Skipped), outcome.Thousands(iv.ShadowOver), iv.ByString())
 	}
 	return tw.Flush()

@@ -193,8 +193,14 @@ func teamOne(ctx context.Context, base, team string, stdout io.Writer) error {
 	// Keys under the floor, and teams rotating identities: what the table's figures mean.
 	for _, l := range t.Limits {
 		if l.UnderFloor {
-			if _, err := fmt.Fprintf(stdout, "rule %s (%s window): under its floor on this gate (%d records a window): counted in the rule's sketch (the level: at least its records), neither written to Redis nor read; it is cached at its floor\n",
-				l.Rule, l.Window, l.Floor); err != nil {
+			// In the rule's unit and the table's window text (a review: "records" of a
+			// bytes rule, "1m0s" beside the table's "1m").
+			unit := "records"
+			if l.Unit == route.CostBytes.String() {
+				unit = "bytes"
+			}
+			if _, err := fmt.Fprintf(stdout, "rule %s (%s window): under its floor on this gate (%d %s a window): counted in the rule's sketch (the level: at least its %s), neither written to Redis nor read; it is cached at its floor\n",
+				l.Rule, windowText(l.Window), l.Floor, unit, unit); err != nil {
 				return err
 			}
 		}
@@ -213,7 +219,7 @@ func teamOne(ctx context.Context, base, team string, stdout io.Writer) error {
 				hours[i] = fmt.Sprintf("%02d:00", h)
 			}
 			if _, err := fmt.Fprintf(stdout, "spike protection (%s window): daily pattern at %s UTC (a burst there three days running, such as a nightly import): the threshold of those hours follows their highest windows; a day without a burst there ends it\n",
-				l.Window, strings.Join(hours, ", ")); err != nil {
+				windowText(l.Window), strings.Join(hours, ", ")); err != nil {
 				return err
 			}
 		}
@@ -221,7 +227,7 @@ func teamOne(ctx context.Context, base, team string, stdout io.Writer) error {
 			continue
 		}
 		if _, err := fmt.Fprintf(stdout, "spike protection (%s window): over its learned threshold %d (its usual %.0f a window at this hour and day, times GATE_ADAPTIVE_FACTOR) since %s; if it stays over, it is re-learned at its new volume and accepted by %s (GATE_ADAPTIVE_MAX_SPIKE); an override or GATE_ADAPTIVE_CEILING still caps it\n",
-			l.Window, *l.LearnedThreshold, *l.Baseline, l.SpikeSince.UTC().Format(time.RFC3339), l.SpikeEnds.UTC().Format(time.RFC3339)); err != nil {
+			windowText(l.Window), *l.LearnedThreshold, *l.Baseline, l.SpikeSince.UTC().Format(time.RFC3339), l.SpikeEnds.UTC().Format(time.RFC3339)); err != nil {
 			return err
 		}
 	}

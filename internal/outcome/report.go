@@ -110,9 +110,12 @@ func NewTeamSum(team string) *TeamSum {
 	return &TeamSum{team: team, names: names, byStart: map[span]*Interval{}, gates: map[string]int32{}, ivGates: map[span][]int32{}}
 }
 
+// Of reports whether r is a row of the team (by any of its TeamNames): one Add counts.
+func (s *TeamSum) Of(r *Row) bool { return slices.Contains(s.names, r.Team) }
+
 // Add counts r in its interval if it is a row of the team (by any of its TeamNames).
 func (s *TeamSum) Add(r *Row) {
-	if !slices.Contains(s.names, r.Team) {
+	if !s.Of(r) {
 		return
 	}
 	g, ok := s.gates[r.Gate]
