@@ -11,6 +11,7 @@ import (
 	"github.com/capturegate/gate/internal/cli"
 	"github.com/capturegate/gate/internal/config"
 	"github.com/capturegate/gate/internal/durtext"
+	"github.com/capturegate/gate/internal/route"
 	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/tick"
 )
@@ -156,6 +157,11 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		// fleet: said so, not "up to 0 gates" under a line saying its keys stay apart.
 		var fleets []string
 		apart := false
+		// The floor is in the rule's unit: bytes for a bytes rule (a review).
+		units := "records"
+		if r.Cost == route.CostBytes {
+			units = "bytes"
+		}
 		for i, l := range r.Limits {
 			if i == 0 && r.Adaptive {
 				continue
@@ -166,7 +172,7 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 				continue
 			}
 			unit := ""
-			if len(fleets) == 0 {
+			if !apart { // the first fleet size says its unit, after a "none" too
 				unit = " gates"
 				if n == 1 {
 					unit = " gate"
@@ -176,9 +182,9 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 			fleets = append(fleets, fmt.Sprintf("%d%s (%s)", n, unit, limitText(l)))
 		}
 		if !apart {
-			line = fmt.Sprintf("%s: every key is cached and written to Redis on any fleet, even of one gate: its floor (GATE_SYNC_FLOOR x threshold / the gates in the fleet) is under 2 records (track: above_floor keeps none apart; a higher GATE_SYNC_FLOOR or threshold raises it)", r.Name)
+			line = fmt.Sprintf("%s: every key is cached and written to Redis on any fleet, even of one gate: its floor (GATE_SYNC_FLOOR x threshold / the gates in the fleet) is under 2 %s (track: above_floor keeps none apart; a higher GATE_SYNC_FLOOR or threshold raises it)", r.Name, units)
 		} else {
-			line += "; kept apart on fleets of up to " + strings.Join(fleets, ", ") + " (past that its floor is under 2 records: every key cached and written; a higher GATE_SYNC_FLOOR raises it)"
+			line += "; kept apart on fleets of up to " + strings.Join(fleets, ", ") + " (past that its floor is under 2 " + units + ": every key cached and written; a higher GATE_SYNC_FLOOR raises it)"
 		}
 		if r.Key.Composite() && r.MaxKeys > 0 {
 			line += fmt.Sprintf("; a team with more than %d keys a window: on_cardinality %s", r.MaxKeys, r.OnCardinality)

@@ -68,15 +68,17 @@ func TestRulesCheck(t *testing.T) {
 	// default 1%: 0.3) keeps no key apart on any fleet: said so, where the line said its
 	// keys stay in a sketch, "kept apart on fleets of up to 0 gates" (a reviewer's file).
 	small := filepath.Join(dir, "small.yaml")
-	if err := os.WriteFile(small, []byte("rules:\n  - {name: user, key: \"json:team_id+distinct_id\", limits: [1m:30]}\n  - {name: two, key: \"json:team_id+distinct_id\", limits: [1m:30, 1h:5000]}\n  - {name: one, key: \"json:team_id+distinct_id\", limits: [1m:300]}\n"), 0o644); err != nil {
+	if err := os.WriteFile(small, []byte("rules:\n  - {name: user, key: \"json:team_id+distinct_id\", limits: [1m:30]}\n  - {name: two, key: \"json:team_id+distinct_id\", limits: [1m:30, 1h:5000]}\n  - {name: one, key: \"json:team_id+distinct_id\", limits: [1m:300]}\n  - {name: bytes, key: \"json:team_id+distinct_id\", limits: [1m:30], cost: bytes}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err = do(nil, "check", small)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"user: every key is cached and written to Redis on any fleet, even of one gate", "two: keys under their floor", "kept apart on fleets of up to none (1m:30), 25 (1h:5000)",
-		"kept apart on fleets of up to 1 gate (1m:300)"} { // not "1 gates"
+	for _, want := range []string{"user: every key is cached and written to Redis on any fleet, even of one gate", "two: keys under their floor", "kept apart on fleets of up to none (1m:30), 25 gates (1h:5000)",
+		"kept apart on fleets of up to 1 gate (1m:300)", // not "1 gates"
+		// A bytes rule's floor is bytes (a review: "under 2 records").
+		"bytes: every key is cached and written to Redis on any fleet, even of one gate: its floor (GATE_SYNC_FLOOR x threshold / the gates in the fleet) is under 2 bytes"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
