@@ -236,7 +236,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, names [
 		// the line names a GATE_ variable the user never set (a review).
 		var set []string
 		for _, f := range []string{"threshold", "window"} {
-			if k := "GATE_" + strings.ToUpper(f); strings.Contains(err.Error(), k) {
+			if k := "GATE_" + strings.ToUpper(f); strings.Contains(err.Error(), k+"=") { // not GATE_THRESHOLD_MODE's
 				if _, ok := flagEnv[k]; ok {
 					set = append(set, "-"+f+" sets "+k)
 				}
