@@ -510,6 +510,7 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_LIMITS", value: "1h:100,1s:5", want: "windows longer than GATE_TICK_INTERVAL (1s)"},
 		{key: "GATE_FORCE_OVERFLOW", value: "a,,b", want: "entry 2 is empty"},
 		{key: "GATE_FORCE_OVERFLOW", value: "a,a", want: "twice"},
+		{key: "GATE_FORCE_OVERFLOW", value: "team1\nteam2\n", want: "entries are separated by commas"},
 		{key: "GATE_DRY_RUN", value: "yes please", want: "true or false"},
 		{key: "GATE_OVERFLOW_KEEP_KEY", value: "2", want: "true or false"},
 		{key: "GATE_MAX_POLL_RECORDS", value: "0", want: "at least 1"},
@@ -575,6 +576,11 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_OVERRIDES", value: "a=many", want: "not a whole number"},
 		{key: "GATE_OVERRIDES", value: "a=0", want: "from 1 to"},
 		{key: "GATE_OVERRIDES", value: "a=-3", want: "from 1 to"},
+		// Entries a line each (a Helm block scalar), or separated by ';' or a space, were
+		// read as one team named so: the teams listed kept the default threshold (a review).
+		{key: "GATE_OVERRIDES", value: "team1=5000\nteam2=200000\n", want: "entries are separated by commas"},
+		{key: "GATE_OVERRIDES", value: "team1=5000;team2=200000", want: "entries are separated by commas"},
+		{key: "GATE_OVERRIDES", value: "team1=5000 team2=200000", want: "entries are separated by commas"},
 		{key: "GATE_OVERRIDES", value: "a=" + tooBig, want: "from 1 to"},
 		{key: "GATE_OVERRIDES", value: "a=1,a=2", want: "twice"},
 		{key: "GATE_OVERRIDES", value: "a=1,", want: "empty"},

@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"net"
+	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/capturegate/gate/internal/consume"
 	"github.com/capturegate/gate/internal/route"
@@ -190,6 +192,9 @@ func (l *teamList) Decode(text string) error {
 		case seen[s]:
 			return fmt.Errorf("team %q appears twice", s)
 		}
+		if err := listSeparatorIn(s, false); err != nil {
+			return err
+		}
 		seen[s] = true
 		out = append(out, s)
 	}
@@ -209,4 +214,20 @@ func (m *saslMechanism) Decode(text string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown mechanism %q", text)
+}
+
+// afterLimit finds, in what GATE_OVERRIDES read as one entry's team, an entry's limit
+// and a separator other than a comma after it: team1=5000;team2 or team1=5000 team2.
+var afterLimit = regexp.MustCompile(`=[0-9]+[\s;]`)
+
+// listSeparatorIn refuses a team of GATE_OVERRIDES or GATE_FORCE_OVERFLOW that holds a
+// line break or other control character (a Helm block scalar of one entry a line), or,
+// found, entries separated by something other than a comma: read as one team named so,
+// the teams listed got nothing of it, silently (a review: team1=5000 and team2=200000 a
+// line each made one override, of a team "team1=5000\nteam2").
+func listSeparatorIn(team string, found bool) error {
+	if found || strings.ContainsFunc(team, unicode.IsControl) {
+		return fmt.Errorf("team %q holds a line break, a control character or another entry: entries are separated by commas", team)
+	}
+	return nil
 }

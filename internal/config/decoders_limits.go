@@ -38,6 +38,9 @@ func (o *overrideList) Decode(text string) error {
 		if team == "" {
 			return fmt.Errorf("entry %q has no team", entry)
 		}
+		if err := listSeparatorIn(team, afterLimit.MatchString(team)); err != nil {
+			return err
+		}
 		if _, dup := m[team]; dup {
 			return fmt.Errorf("team %q appears twice", team)
 		}
