@@ -90,7 +90,8 @@ func TeamsFor(cfg config.Config, g *gate.Gate) *TeamAPI {
 }
 
 // NewMux serves the operational endpoints: /metrics from reg, /healthz and /readyz from
-// ready, and the team view when teams is not nil.
+// ready, and the team view when teams is not nil. Without ready (nil), /healthz answers
+// live and /readyz not ready, saying it has nothing to judge by: it panicked (a review).
 func NewMux(reg *prometheus.Registry, ready *Readiness, teams *TeamAPI) *http.ServeMux {
 	mux := http.NewServeMux()
 	if teams != nil {
@@ -153,6 +154,9 @@ type Readiness struct {
 
 // reasons is why the gate is not ready, as /readyz names them: none when it is.
 func (r *Readiness) reasons() []string {
+	if r == nil {
+		return []string{"no readiness checks (a server built without them)"}
+	}
 	var why []string
 	why = append(why, r.kafka()...)
 	if r.overrides != nil {
@@ -219,8 +223,8 @@ type refusal struct {
 // setRefused records err, the last PING's failure of instance i, when Redis itself gave
 // it (a reply, not a timeout or a closed connection), it is errWantsTLS or errNoTLS, or the TLS
 // handshake failed on a certificate (tlsreload.Refused), and forgets a refusal
-// otherwise. It returns the refusal recorded ("" for none).
-func (r *Readiness) setRefused(i int, err error, rights bool) string {
+// otherwise. It returns the refusal recorded (a zero msg for none).
+func (r *Readiness) setRefused(i int, err error, rights bool) refusal {
 	var ref refusal
 	if redisErr, ok := errors.AsType[redis.Error](err); ok {
 		ref.msg, ref.rights = redisErr.Error(), rights
@@ -238,7 +242,23 @@ func (r *Readiness) setRefused(i int, err error, rights bool) string {
 		r.refused = make([]refusal, len(r.up))
 	}
 	r.refused[i] = ref
-	return ref.msg
+	return ref
+}
+
+// causeOf is what tells one refusal from another for the probe's warning: its text, but a
+// TLS refusal's without its digits, as crypto/x509 writes the time of the check into an
+// expired certificate's error ("current time … is after …"), and every attempt, a second
+// apart, read as a new cause, warned of (a review).
+func causeOf(ref refusal) string {
+	if !ref.tls {
+		return ref.msg
+	}
+	return "tls: " + strings.Map(func(c rune) rune {
+		if c >= '0' && c <= '9' {
+			return -1
+		}
+		return c
+	}, ref.msg)
 }
 
 // Run PINGs every instance, in parallel, until each has answered once or ctx ends.
@@ -283,7 +303,8 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 		} else if errors.Is(err, context.DeadlineExceeded) && !plainText(r.clients[i]) && answersPlain(ctx, r.clients[i]) {
 			err = fmt.Errorf("%w (%w)", errNoTLS, err)
 		}
-		cause := r.setRefused(i, err, rights)
+		ref := r.setRefused(i, err, rights)
+		cause := causeOf(ref)
 		if cause == "" {
 			cause = "\x00"
 		}
@@ -300,6 +321,9 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 			// It takes the PING, and refuses what the tick sends: every tick would be
 			// refused, the gate's counts shared with no other gate.
 			msg = "redis answers but refuses the tick's commands (its user's ACL, or a command renamed or disabled on the server: docs/operations.md, What the gate needs from Redis); /readyz answers 503 until it takes them"
+		} else if ref.tls {
+			// The handshake fails on a certificate, the server's or the gate's: files to fix.
+			msg = "the TLS handshake with redis fails on a certificate (the server's, or the gate's GATE_REDIS_TLS_* files); /readyz answers 503 until it succeeds"
 		} else if cause != "\x00" {
 			// It answers, refusing (a password, an ACL, a scheme): not a Redis to wait for.
 			msg = "redis answers but refuses the gate's PING; /readyz answers 503 until it takes it"

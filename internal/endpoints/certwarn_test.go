@@ -1,0 +1,98 @@
+package endpoints
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/faulttest"
+)
+
+// TestReadinessWarnsOnceOfAnExpiredCertificate: a rediss:// Redis whose certificate has
+// expired fails every handshake alike, and is warned of once, as a certificate the TLS
+// handshake fails on. crypto/x509 writes the time of the check into the error, every
+// attempt read as a new cause, and the gate warned every second, for ever, that Redis
+// refused its PING (a review).
+func TestReadinessWarnsOnceOfAnExpiredCertificate(t *testing.T) {
+	t.Parallel()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = c.(*tls.Conn).Handshake(); _ = c.Close() }()
+		}
+	}()
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}})
+	t.Cleanup(func() { _ = c.Close() })
+	var logs faulttest.Buffer
+	r := &Readiness{kafka: func() []string { return nil }, clients: []redis.UniversalClient{c}, urls: []string{"rediss://" + ln.Addr().String()},
+		timeout: 10 * time.Second, up: make([]bool, 1), log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(30 * time.Second); strings.Count(logs.String(), "attempt=") < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no three attempts in 30s; log:\n%s", logs.String())
+		}
+	}
+	var warns []string
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "level=WARN") {
+			warns = append(warns, line)
+		}
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], "the TLS handshake with redis fails on a certificate") {
+		t.Errorf("warnings %q; want one, that the TLS handshake fails on a certificate", warns)
+	}
+}
+
+// A mux built without readiness checks answers /readyz 503, saying so: it panicked (a
+// review), and a gate without them is not one to send traffic to.
+func TestReadyzWithoutReadiness(t *testing.T) {
+	mux := NewMux(prometheus.NewRegistry(), nil, nil)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "no readiness checks") {
+		t.Errorf("/readyz without readiness: %d %q, want 503 saying it has no checks", rec.Code, rec.Body.String())
+	}
+}
