@@ -220,6 +220,20 @@ var agreeCases = []agreeCase{
 	{"adaptive window 20m", `limit: {window: 20m, thresholdMode: adaptive}`, true},
 	{"adaptive window 7m", `limit: {window: 7m, thresholdMode: adaptive}`, false},
 	{"adaptive window 2h", `limit: {window: 2h, thresholdMode: adaptive, adaptive: {maxSpike: 6h}}`, false},
+	// GATE_MAX_BUFFERED_BYTES: at least GATE_KAFKA_MAX_MESSAGE_BYTES less a batch's 61-byte
+	// header (a review: the chart rendered less, every pod then refused to start).
+	{"maxBufferedBytes under maxMessageBytes", `kafka: {maxMessageBytes: 10485760, maxBufferedBytes: 8388608}`, false},
+	{"maxBufferedBytes at maxMessageBytes less 61", `kafka: {maxMessageBytes: 10485760, maxBufferedBytes: 10485699}`, true},
+	{"maxBufferedBytes 62 under maxMessageBytes", `kafka: {maxMessageBytes: 10485760, maxBufferedBytes: 10485698}`, false},
+	// GATE_SYNC_INTERVAL: at most 8784h (a review: 9000h rendered).
+	{"sync interval 9000h", `sync: {interval: 9000h}`, false},
+	// A zero written as a number where the docs offer "0" (a review: the schema took only
+	// strings).
+	{"stallNotReady 0 as a number", `kafka: {stallNotReady: 0, stallRestart: 0}`, true},
+	{"stallRestart 0 as a number", `kafka: {stallRestart: 0}`, true},
+	{"transactionInterval 0 as a number", `kafka: {delivery: exactly-once, transactionInterval: 0}`, true},
+	{"keyTTL 0 as a number", `redis: {keyTTL: 0}`, true},
+	{"stallRestart 5 as a number", `kafka: {stallRestart: 5}`, false},
 }
 
 // TestChartAgreesWithGate: for each of agreeCases the chart (values.schema.json, then

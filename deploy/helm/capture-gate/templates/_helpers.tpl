@@ -760,6 +760,11 @@ nothing; fails with a message naming the values to change.
 {{- define "capture-gate.validate" -}}
 {{- include "capture-gate.validateRules" . -}}
 {{- $v := .Values -}}
+{{- /* The producer's buffer holds the largest record a batch takes, as the gate checks
+       at start: rendered less, every pod refused to start. */ -}}
+{{- if lt ($v.kafka.maxBufferedBytes | int64) (sub ($v.kafka.maxMessageBytes | int64) 61) -}}
+{{- fail (printf "capture-gate: kafka.maxBufferedBytes (%d) must be at least kafka.maxMessageBytes (%d) less a record batch's 61-byte header: the producer's buffer must hold the largest record a batch takes" ($v.kafka.maxBufferedBytes | int64) ($v.kafka.maxMessageBytes | int64)) -}}
+{{- end -}}
 {{- $partitions := include "capture-gate.partitions" . | int64 -}}
 {{- $a := $v.autoscaling -}}
 {{- if and $a.keda.enabled $a.hpa.enabled -}}
@@ -1113,6 +1118,9 @@ each rule's windows.
 {{- end -}}
 {{- if lt (include "capture-gate.nanoseconds" $v.sync.interval | int64) $tick -}}
 {{- fail (printf "capture-gate: sync.interval (%s) must be at least sync.tickInterval (%s): reads are made on ticks" $v.sync.interval $v.sync.tickInterval) -}}
+{{- end -}}
+{{- if gt (include "capture-gate.nanoseconds" $v.sync.interval | int64) (mul 8784 $hour) -}}
+{{- fail (printf "capture-gate: sync.interval (%s) must be at most 8784h (366 days)" $v.sync.interval) -}}
 {{- end -}}
 {{- if and (not $v.rules) (gt (include "capture-gate.nanoseconds" $v.sync.coldWriteInterval | int64) $w) -}}
 {{- fail (printf "capture-gate: sync.coldWriteInterval (%s) must be at most %s (\"\" = once a window)" $v.sync.coldWriteInterval $windowName) -}}
