@@ -252,9 +252,19 @@ func (k *KeyFrom) team(rec *kgo.Record, s *Scratch, maxKey int) (string, reasonC
 	case sourceHeader:
 		found := false
 		for i := range rec.Headers {
-			if rec.Headers[i].Key == k.header {
+			if rec.Headers[i].Key != k.header {
+				continue
+			}
+			if !found {
 				team, found = bytesString(rec.Headers[i].Value), true
-				break
+				continue
+			}
+			// The header given again, with another value: Kafka's Java clients read the
+			// last (Headers.lastHeader), this the first, and two teams would be read from
+			// one record, as from a JSON field given twice (a review). The same value
+			// again is one team.
+			if string(rec.Headers[i].Value) != team {
+				return "", s.fail(failure{reason: reasonAmbiguousTeam, what: k.header})
 			}
 		}
 		if !found {
@@ -719,6 +729,9 @@ func (k *KeyFrom) detail(f failure, maxKey int) string {
 	case reasonKeyTooLong:
 		return fmt.Sprintf("team key is longer than the %d bytes allowed (%d bytes or more)", maxKey, f.size)
 	case reasonAmbiguousTeam:
+		if k.src == sourceHeader {
+			return fmt.Sprintf("header %q appears more than once, with different values", k.header)
+		}
 		if name := field(); name != f.what {
 			return fmt.Sprintf("json field %q is ambiguous: %q appears more than once in its object", name, f.what)
 		}

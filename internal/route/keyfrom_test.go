@@ -242,7 +242,11 @@ func TestTeamHeaderAndKey(t *testing.T) {
 		detail     string
 	}{
 		{"header", "header:team", &kgo.Record{Headers: hdrs("a", "1", "team", "t1")}, "t1", 0, ""},
-		{"header first wins", "header:team", &kgo.Record{Headers: hdrs("team", "t1", "team", "t2")}, "t1", 0, ""},
+		// Given twice with two values: two teams read from one record (Kafka's Java
+		// clients read the last, lastHeader), as from a JSON field given twice (a review:
+		// the first was taken). Given twice alike, it is one team.
+		{"header twice", "header:team", &kgo.Record{Headers: hdrs("team", "t1", "a", "1", "team", "t2")}, "", reasonAmbiguousTeam, `header "team" appears more than once, with different values`},
+		{"header twice alike", "header:team", &kgo.Record{Headers: hdrs("team", "t1", "team", "t1")}, "t1", 0, ""},
 		{"header not json", "header:team", &kgo.Record{Value: []byte("\xff"), Headers: hdrs("team", "t1")}, "t1", 0, ""},
 		{"header case-sensitive", "header:team", &kgo.Record{Headers: hdrs("Team", "t1")}, "", reasonHeaderMissing, `header "team" not found`},
 		{"header missing", "header:team", &kgo.Record{}, "", reasonHeaderMissing, `header "team" not found`},
