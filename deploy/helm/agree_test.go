@@ -234,6 +234,10 @@ var agreeCases = []agreeCase{
 	{"transactionInterval 0 as a number", `kafka: {delivery: exactly-once, transactionInterval: 0}`, true},
 	{"keyTTL 0 as a number", `redis: {keyTTL: 0}`, true},
 	{"stallRestart 5 as a number", `kafka: {stallRestart: 5}`, false},
+	// GATE_VALIDATE_JSON: only where the key is read from JSON.
+	{"validateJson with json:team_id", `routing: {validateJson: true}`, true},
+	{"validateJson with the record key", `routing: {validateJson: true, keyFrom: key}`, false},
+	{"validateJson with a header", `routing: {validateJson: true, keyFrom: "header:team"}`, false},
 }
 
 // TestChartAgreesWithGate: for each of agreeCases the chart (values.schema.json, then

@@ -431,7 +431,9 @@ func TestLoadConfigValid(t *testing.T) {
 		{"stall bound within transaction interval at least once", map[string]string{"GATE_KAFKA_REBALANCE_TIMEOUT": "1s",
 			"GATE_REVOKE_TIMEOUT": "500ms", "GATE_TRANSACTION_INTERVAL": "5s", "GATE_STALL_NOT_READY": "2s"}, nil},
 		{"any port", map[string]string{"GATE_HTTP_ADDR": "127.0.0.1:0"}, nil},
-		{"non-GATE variables ignored", map[string]string{"GATEWAY": "x", "HOME": "/root", "gate_window": "nonsense"}, nil},
+		// A lower-case name that is no variable of the gate's in another case is another
+		// program's (gate_window is refused: TestUnknownVariable).
+		{"non-GATE variables ignored", map[string]string{"GATEWAY": "x", "HOME": "/root", "gate_dir": "nonsense"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -511,6 +513,9 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_FORCE_OVERFLOW", value: "a,,b", want: "entry 2 is empty"},
 		{key: "GATE_FORCE_OVERFLOW", value: "a,a", want: "twice"},
 		{key: "GATE_FORCE_OVERFLOW", value: "team1\nteam2\n", want: "entries are separated by commas"},
+		// Validation of values no rule reads did nothing (a review).
+		{key: "GATE_VALIDATE_JSON", value: "true", want: "unless GATE_KEY_FROM reads JSON", env: map[string]string{"GATE_KEY_FROM": "key"}},
+		{key: "GATE_VALIDATE_JSON", value: "true", want: "with header:team no value is read", env: map[string]string{"GATE_KEY_FROM": "header:team"}},
 		{key: "GATE_DRY_RUN", value: "yes please", want: "true or false"},
 		{key: "GATE_OVERFLOW_KEEP_KEY", value: "2", want: "true or false"},
 		{key: "GATE_MAX_POLL_RECORDS", value: "0", want: "at least 1"},
@@ -944,6 +949,10 @@ func TestUnknownVariable(t *testing.T) {
 		{"GATE_SOMETHING_ELSE", "GATE_SOMETHING_ELSE: unknown variable (`gate env` lists the known ones)"},
 		{"GATE_TRESHOLD", "GATE_TRESHOLD: unknown variable (did you mean GATE_THRESHOLD?)"},
 		{"GATE_", "GATE_: unknown variable"},
+		// One of the gate's written in another case (a values file's lower-case names):
+		// neither read nor said (a review).
+		{"gate_threshold", "gate_threshold: unknown variable (did you mean GATE_THRESHOLD?)"},
+		{"Gate_Window", "Gate_Window: unknown variable (did you mean GATE_WINDOW?)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -965,7 +974,7 @@ func TestUnknownVariableLookalikeShownEscaped(t *testing.T) {
 		{"GATE_WINDOW ", `"GATE_WINDOW ": unknown variable (did you mean GATE_WINDOW?)`},
 		{"GATE_WINDOW\u200b", `"GATE_WINDOW\u200b": unknown variable (did you mean GATE_WINDOW?)`},
 		{"GATE_WIND\u041eW", `"GATE_WIND\u041eW": unknown variable`},
-		{"GATE_window", "GATE_window: unknown variable"}, // plain letters: as written
+		{"GATE_window", "GATE_window: unknown variable (did you mean GATE_WINDOW?)"}, // plain letters: as written
 	} {
 		t.Run(tt.want, func(t *testing.T) {
 			t.Parallel()
@@ -1916,5 +1925,15 @@ func TestLoadConfigEnumerationsIgnoreCase(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s=%s loads otherwise than %s", name, env[name], value)
 		}
+	}
+}
+
+// Names lists a variable of the gate's written in another case, for Load to refuse: it was
+// left out, and the variable ignored in silence (a review).
+func TestNamesAnyCase(t *testing.T) {
+	env := map[string]string{"gate_threshold": "5000", "GATE_WINDOW": "10s", "other": "x"}
+	got := Names([]string{"gate_threshold=5000", "GATE_WINDOW=10s", "other=x"}, func(k string) string { return env[k] })
+	if !slices.Equal(got, []string{"gate_threshold", "GATE_WINDOW"}) {
+		t.Errorf("Names = %q, want gate_threshold and GATE_WINDOW", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,7 +31,7 @@ type Kafka struct {
 	KafkaGroupProtocol    groupProtocol   `envconfig:"KAFKA_GROUP_PROTOCOL" default:"classic" desc:"Consumer group protocol, by Kafka's own names: classic (members assign partitions among themselves, cooperative-sticky; every broker) or consumer (KIP-848: the broker assigns, and a member joining or leaving moves only the partitions that change owner; Kafka 4.0 or later, franz-go advising 4.3 or later), a broker that does not offer it getting classic with a warning (default classic); under consumer the session timeout is the brokers' group.consumer.session.timeout.ms, not GATE_KAFKA_SESSION_TIMEOUT."`
 	KafkaStartOffset      startOffset     `envconfig:"KAFKA_START_OFFSET" default:"earliest" desc:"Where the group starts reading a partition it has no committed offset for, as when the group is new: earliest (the oldest record the partition still holds, so what was written before the group existed is routed too) or latest (only what is written from the group's first assignment of it on, the gate committing that start at once so that a partition moved or left before it was read keeps it; a partition added to the topic while gates run is read from its start, as every record in it was written since, and only one added while none runs, or seen by none that knew the topic before, starts at its end) (default earliest); it does not decide where a partition resumes when its committed offset is no longer in the log, and the chart gives the same value to KEDA as offsetResetPolicy."`
 	KeyFrom               keyFrom         `envconfig:"KEY_FROM" default:"json:team_id" desc:"Where a record's team is read: json:FIELD for a top-level or dotted field of a JSON value, json:A+B for several fields joined with ':', each value's ':' and '%' written %3A and %25 so that distinct values never make one team (a limit per user within a team), header:NAME, or key for the record key (default json:team_id)."`
-	ValidateJSON          bool            `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM, check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
+	ValidateJSON          bool            `envconfig:"VALIDATE_JSON" default:"false" desc:"With a json: GATE_KEY_FROM (refused with another, which reads no value), check that every value is valid JSON and dead-letter a corrupt one (not_json) even when its team is readable (default false: only records whose team cannot be read are dead-lettered); costs about 1 µs of CPU per KB of event."`
 	MaxKeyBytes           int             `envconfig:"MAX_KEY_BYTES" default:"256" desc:"Longest team key, in bytes (a composite key as escaped); a longer one sends the record to dead letter with reason key_too_long, and a longer key in GATE_FORCE_OVERFLOW, GATE_OVERRIDES, a rule's force list or gate overrides set is refused (default 256)."`
 	Cost                  cost            `envconfig:"COST" default:"events" desc:"What a record counts toward its team's window: events (1 per record) or bytes (its value's size), so that with bytes a team sending few huge events is limited too and every threshold is in bytes per window (default events); with bytes the counters, hold flags and learned profiles are under {prefix}/bytes in place of {prefix} ({prefix}/bytes:{team}:{epoch}), so a gate restarted with another cost starts its counts afresh rather than read bytes as events or events as bytes, while the live overrides stay in {prefix}:overrides and are read in the new unit."`
 	ForceOverflow         teamList        `envconfig:"FORCE_OVERFLOW" default:"" desc:"Comma-separated teams always sent to overflow with reason forced, whatever their rate, each written as GATE_KEY_FROM builds keys (a composite one escaped: token phc_x and distinct_id user:1 is phc_x:user%3A1) (default none)."`
@@ -393,6 +394,12 @@ func (c Kafka) validateBetween(bad report) {
 			bad("FORCE_OVERFLOW", fmt.Sprintf("keys as GATE_KEY_FROM builds them: %v", err))
 			break
 		}
+	}
+	// Validation checks what the key is read from: with a header or the record key, no
+	// value is read, and GATE_VALIDATE_JSON=true did nothing, silently (a review). A rules
+	// file's rules read as they say (GATE_KEY_FROM reads unset then).
+	if c.ValidateJSON && !strings.HasPrefix(c.KeyFrom.String(), "json:") {
+		bad("VALIDATE_JSON", fmt.Sprintf("false (or unset) unless GATE_KEY_FROM reads JSON (json:FIELD): with %s no value is read, so none is validated", c.KeyFrom.String()))
 	}
 	// A record routed to the topic it was read from would be read again, forever.
 	topics := map[string]string{}

@@ -40,8 +40,15 @@ func Load(getenv func(string) string, names []string) (Config, error) {
 	for _, n := range slices.Compact(slices.Sorted(slices.Values(names))) {
 		// A Kubernetes service link (GATE_SERVICE_HOST, ... of a Service named gate) is
 		// not a setting; serve logs the ones ignored (see servicelinks.go).
-		if strings.HasPrefix(n, envPrefix+"_") && !known[n] && !isServiceLink(n, getenv(n)) {
+		up := strings.ToUpper(n)
+		if strings.HasPrefix(n, envPrefix+"_") && !known[n] && known[up] {
+			p.add(&unknownVarError{Name: n, Suggest: up}) // GATE_window
+		} else if strings.HasPrefix(n, envPrefix+"_") && !known[n] && !isServiceLink(n, getenv(n)) {
 			p.add(&unknownVarError{Name: n, Suggest: closest(n, slices.Collect(maps.Keys(known)))})
+		} else if up != n && known[up] {
+			// A variable of the gate's written in another case (GATE_THRESHOLD in lower
+			// case, from a values file's names): not read, and was not said (a review).
+			p.add(&unknownVarError{Name: n, Suggest: up})
 		}
 	}
 
@@ -161,7 +168,8 @@ func Names(environ []string, getenv func(string) string) []string {
 	var names []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, envPrefix+"_") && getenv(name) != "" {
+		// Any case: one of the gate's variables written in another is refused (Load).
+		if strings.HasPrefix(strings.ToUpper(name), envPrefix+"_") && getenv(name) != "" {
 			names = append(names, name)
 		}
 	}

@@ -760,6 +760,11 @@ nothing; fails with a message naming the values to change.
 {{- define "capture-gate.validate" -}}
 {{- include "capture-gate.validateRules" . -}}
 {{- $v := .Values -}}
+{{- /* Validation checks the value the key is read from: the gate refuses it with a header
+       or the record key, which read none. */ -}}
+{{- if and $v.routing.validateJson (not $v.rules) (not (hasPrefix "json:" $v.routing.keyFrom)) -}}
+{{- fail (printf "capture-gate: routing.validateJson is true with routing.keyFrom %s, which reads no JSON value: none would be validated (the gate refuses it at start)" $v.routing.keyFrom) -}}
+{{- end -}}
 {{- /* The producer's buffer holds the largest record a batch takes, as the gate checks
        at start: rendered less, every pod refused to start. */ -}}
 {{- if lt ($v.kafka.maxBufferedBytes | int64) (sub ($v.kafka.maxMessageBytes | int64) 61) -}}
