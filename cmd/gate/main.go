@@ -419,7 +419,7 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		"log_format", string(cfg.LogFormat),
 	)...)
 	if ttl, clamped := cfg.KeyTTL(); clamped {
-		log.Warn("GATE_REDIS_KEY_TTL raised to 2 x GATE_WINDOW: a shorter expiry would drop the previous epoch while it still counts",
+		log.Warn("GATE_REDIS_KEY_TTL raised to the counters' lifetime (2 x GATE_WINDOW; 3 x with adaptive thresholds; 2 x plus GATE_MAX_EVENT_AGE on the event clock): a shorter expiry would drop an epoch while it still counts",
 			"asked", cfg.RedisKeyTTL.String(), "using", ttl.String())
 	}
 }
@@ -434,12 +434,13 @@ func divertHoldLine(lc limit.Config) string {
 }
 
 // keyTTLLine is GATE_REDIS_KEY_TTL as the start line says it: each limit's keys expire
-// after it raised to 2 × that limit's window (tick.NewMulti), 0 meaning that alone.
+// after it raised to that limit's counters' lifetime (tick.NewMulti, KeyLifetime), 0
+// meaning that alone.
 func keyTTLLine(ttl time.Duration) string {
 	if ttl == 0 {
-		return "2 x each limit's window"
+		return "each limit's counters' lifetime (2 x its window, 3 x adaptive, + GATE_MAX_EVENT_AGE on the event clock)"
 	}
-	return ttl.String() + " (at least 2 x each limit's window)"
+	return ttl.String() + " (at least each limit's counters' lifetime: 2 x its window, 3 x adaptive, + GATE_MAX_EVENT_AGE on the event clock)"
 }
 
 // writerName is this process's writer name in Redis (tick.Config.Writer): its host name,

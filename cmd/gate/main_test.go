@@ -309,7 +309,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("an idle HTTP connection still open after run returned: read %d bytes, %v, want EOF", n, err)
 	}
 	logs := g.stderr.String()
-	for _, want := range []string{`"msg":"gate started","version":"dev","commit":"` + buildinfo.Get().Commit + `"`, `"franz_go_version":"` + buildinfo.Get().FranzGo + `"`, `"msg":"partitions assigned"`, `"msg":"consumer stopped"`, `"redis_key_ttl":"1s (at least 2 x each limit's window)"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"redis ready: every instance has answered (/readyz waits for Kafka too)"`, `"msg":"stopped"`} {
+	for _, want := range []string{`"msg":"gate started","version":"dev","commit":"` + buildinfo.Get().Commit + `"`, `"franz_go_version":"` + buildinfo.Get().FranzGo + `"`, `"msg":"partitions assigned"`, `"msg":"consumer stopped"`, `"redis_key_ttl":"1s (at least each limit's counters' lifetime: 2 x its window, 3 x adaptive, + GATE_MAX_EVENT_AGE on the event clock)"`, `"msg":"GATE_REDIS_KEY_TTL raised`, `"msg":"redis ready: every instance has answered (/readyz waits for Kafka too)"`, `"msg":"stopped"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %s:\n%s", want, logs)
 		}

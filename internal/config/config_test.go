@@ -1031,22 +1031,36 @@ func TestKeyTTL(t *testing.T) {
 	tests := []struct {
 		window, set, want string
 		clamped           bool
+		env               map[string]string
 	}{
-		{"60s", "0", "2m", false},
-		{"60s", "30s", "2m", true},
-		{"60s", "2m", "2m", false},
-		{"60s", "10m", "10m", false},
-		{"10s", "0", "20s", false},
+		{"60s", "0", "2m", false, nil},
+		{"60s", "30s", "2m", true, nil},
+		{"60s", "2m", "2m", false, nil},
+		{"60s", "10m", "10m", false, nil},
+		{"10s", "0", "20s", false, nil},
+		// As the tick raises it (KeyLifetime): 3 x the window with adaptive thresholds, 2 x
+		// plus GATE_MAX_EVENT_AGE on the event clock. The floor was 2 x alone, and such a
+		// raise went unsaid (a review).
+		{"60s", "150s", "3m", true, map[string]string{"GATE_THRESHOLD_MODE": "adaptive"}},
+		{"60s", "5m", "1h2m", true, map[string]string{"GATE_CLOCK": "event", "GATE_MAX_EVENT_AGE": "1h", "GATE_DIVERT_HOLD": "0"}},
 	}
 	for _, tt := range tests {
-		c, err := loadMap(map[string]string{"GATE_WINDOW": tt.window, "GATE_REDIS_KEY_TTL": tt.set})
+		env := map[string]string{"GATE_WINDOW": tt.window, "GATE_REDIS_KEY_TTL": tt.set}
+		maps.Copy(env, tt.env)
+		c, err := loadMap(env)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, clamped := c.KeyTTL()
 		want, _ := time.ParseDuration(tt.want)
 		if got != want || clamped != tt.clamped {
-			t.Errorf("window %s ttl %s: got %s clamped=%v, want %s clamped=%v", tt.window, tt.set, got, clamped, want, tt.clamped)
+			t.Errorf("window %s ttl %s %v: got %s clamped=%v, want %s clamped=%v", tt.window, tt.set, tt.env, got, clamped, want, tt.clamped)
+		}
+		// The tick's own floor is the same.
+		if l, err := limit.New(c.LimitConfig(), nil, nil); err != nil {
+			t.Fatal(err)
+		} else if lt := max(c.RedisKeyTTL, l.KeyLifetime()); lt != got {
+			t.Errorf("window %s ttl %s %v: KeyTTL %s, the tick sets %s", tt.window, tt.set, tt.env, got, lt)
 		}
 		// The tick gets the setting as is, and raises it to each limit's own floor.
 		set, err := time.ParseDuration(tt.set)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/rules"
 	"github.com/capturegate/gate/internal/tick"
 	"github.com/capturegate/gate/internal/tlsreload"
@@ -46,16 +47,25 @@ type Redis struct {
 	MaxReadsPerTick       int            `envconfig:"MAX_READS_PER_TICK" default:"100000" desc:"Most team reads one tick makes, the teams nearest their limit first (under it or over it) and the rest planned again next tick (default 100000); it bounds Redis load in a read storm, at the cost of staler views for cooler teams."`
 }
 
-// KeyTTL returns the expiry to set on counter keys: GATE_REDIS_KEY_TTL raised to 2 × window
-// (0 means exactly that). clamped reports a non-zero setting that was raised, which the
-// caller logs: the operator asked for something else. With a rules file GATE_WINDOW is
-// unset and no rule's: GATE_REDIS_KEY_TTL as is, which the tick raises to each rule's
-// limit's 2 × window (its KeyLifetime).
+// KeyTTL returns the expiry to set on the primary limit's counter keys: GATE_REDIS_KEY_TTL
+// raised to the keys' lifetime, as the tick raises it (limit.Limiter.KeyLifetime): 2 ×
+// window, 3 × with adaptive thresholds, 2 × plus GATE_MAX_EVENT_AGE on the event clock (0
+// means exactly that). clamped reports a non-zero setting that was raised, which the
+// caller logs: the operator asked for something else (the floor was 2 × window alone, and
+// a raise to 3 × or to the event clock's went unsaid: a review). With a rules file
+// GATE_WINDOW is unset and no rule's: GATE_REDIS_KEY_TTL as is, which the tick raises to
+// each rule's limit's KeyLifetime.
 func (c Config) KeyTTL() (ttl time.Duration, clamped bool) {
 	if c.RulesFile != "" {
 		return c.RedisKeyTTL, false
 	}
 	floor := 2 * c.Window
+	switch {
+	case c.ThresholdMode == adaptiveMode:
+		floor = 3 * c.Window
+	case c.Clock.Clock == limit.EventClock:
+		floor = 2*c.Window + c.MaxEventAge
+	}
 	if c.RedisKeyTTL >= floor {
 		return c.RedisKeyTTL, false
 	}
