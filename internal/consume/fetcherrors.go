@@ -163,15 +163,16 @@ func saslProblem(err error) string {
 	return ""
 }
 
-// tlsProblem says that the TLS handshake with a broker fails on a certificate, with
-// crypto/tls's error, naming the variables to check; "" when err is no such failure. The
+// tlsProblem says that the TLS handshake with a broker fails (tlsreload.Failed), with
+// crypto/tls's error, naming the variables to check when a certificate is its cause; ""
+// when err is no such failure. The
 // brokers' certificate not signed by a CA of GATE_KAFKA_TLS_CA_FILE (else the system's:
 // a CA rotated out of order), not for their name or expired; or the gate's refused by
 // them (a remote error: none where they require one, or one they do not trust). The
 // files are read again at the next connection, but franz-go retries the handshake as it
 // does a broker down, so that the gate said only that it had not joined its group.
 func tlsProblem(err error) string {
-	if !tlsreload.Refused(err) { // as the tick and /readyz tell a Redis's apart
+	if !tlsreload.Failed(err) { // as the tick and /readyz tell a Redis's apart
 		return ""
 	}
 	// The handshake's own error, without what franz-go wrapped it in (the request that
@@ -181,6 +182,10 @@ func tlsProblem(err error) string {
 		why = v
 	} else if op, ok := errors.AsType[*net.OpError](err); ok {
 		why = op
+	}
+	if !tlsreload.Refused(err) {
+		// No certificate's fault: the files are not what to check (a review).
+		return fmt.Sprintf("kafka: the TLS handshake with the brokers fails: %v: they refuse it (a TLS version or cipher the two do not share); nothing is consumed meanwhile", why)
 	}
 	return fmt.Sprintf("kafka: the TLS handshake with the brokers fails: %v: check GATE_KAFKA_TLS_CA_FILE (their CA), GATE_KAFKA_TLS_SERVER_NAME "+
 		"and GATE_KAFKA_TLS_CERT_FILE (the gate's certificate, which they may refuse), read again at the next connection; nothing is consumed meanwhile", why)

@@ -217,12 +217,14 @@ func (r *Readiness) waiting() []string {
 type refusal struct {
 	msg    string
 	tls    bool
+	cert   bool // tls: on a certificate (tlsreload.Refused), not a TLS version
 	rights bool // PING answered, a command of the tick's refused (tick.ProbeRights)
 }
 
 // setRefused records err, the last PING's failure of instance i, when Redis itself gave
 // it (a reply, not a timeout or a closed connection), it is errWantsTLS or errNoTLS, or the TLS
-// handshake failed on a certificate (tlsreload.Refused), and forgets a refusal
+// handshake failed (tlsreload.Failed: on a certificate, or a TLS version the two do not
+// share), and forgets a refusal
 // otherwise. It returns the refusal recorded (a zero msg for none).
 func (r *Readiness) setRefused(i int, err error, rights bool) refusal {
 	var ref refusal
@@ -233,8 +235,8 @@ func (r *Readiness) setRefused(i int, err error, rights bool) refusal {
 		}
 	} else if errors.Is(err, errWantsTLS) || errors.Is(err, errNoTLS) {
 		ref.msg = err.Error()
-	} else if tlsreload.Refused(err) {
-		ref = refusal{msg: err.Error(), tls: true}
+	} else if tlsreload.Failed(err) {
+		ref = refusal{msg: err.Error(), tls: true, cert: tlsreload.Refused(err)}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -321,9 +323,11 @@ func (r *Readiness) probe(ctx context.Context, i int) {
 			// It takes the PING, and refuses what the tick sends: every tick would be
 			// refused, the gate's counts shared with no other gate.
 			msg = "redis answers but refuses the tick's commands (its user's ACL, or a command renamed or disabled on the server: docs/operations.md, What the gate needs from Redis); /readyz answers 503 until it takes them"
-		} else if ref.tls {
+		} else if ref.cert {
 			// The handshake fails on a certificate, the server's or the gate's: files to fix.
 			msg = "the TLS handshake with redis fails on a certificate (the server's, or the gate's GATE_REDIS_TLS_* files); /readyz answers 503 until it succeeds"
+		} else if ref.tls {
+			msg = "the TLS handshake with redis fails (the server refuses it: a TLS version or cipher the two do not share); /readyz answers 503 until it succeeds"
 		} else if cause != "\x00" {
 			// It answers, refusing (a password, an ACL, a scheme): not a Redis to wait for.
 			msg = "redis answers but refuses the gate's PING; /readyz answers 503 until it takes it"

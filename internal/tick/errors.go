@@ -50,7 +50,7 @@ type cause uint8
 const (
 	causeTimeout    cause = iota // no answer in time
 	causeConnection              // no connection, or it broke
-	causeTLS                     // the TLS handshake failed on a certificate (tlsreload.Refused)
+	causeTLS                     // the TLS handshake failed: a certificate, or a TLS version the two do not share (tlsreload.Failed)
 	causeRedis                   // an error reply not named below
 	causeOOM                     // write refused: used memory over maxmemory under noeviction
 	causeReadOnly                // write refused: a replica (a demoted primary)
@@ -140,8 +140,8 @@ func classify(err error) cause {
 		return causeNoReplicas
 	case errors.As(err, &re):
 		return causeRedis
-	case tlsreload.Refused(err):
-		return causeTLS // a Redis that answers, but whose certificate or the gate's is refused
+	case tlsreload.Failed(err):
+		return causeTLS // a Redis that answers, but whose certificate or the gate's is refused, or that shares no TLS version with the gate
 	}
 	return causeConnection
 }
@@ -284,10 +284,14 @@ func (e *errLog) failed(log *slog.Logger, instance string, p *plan) {
 	msg := "redis pipeline failed; counts kept for the next tick, views go stale"
 	switch {
 	case p.causes.has(causeTLS):
-		// Not the network: a certificate, which no retry cures.
+		// Not the network: a certificate, or a TLS version, which no retry cures.
 		msg = "redis TLS handshake failed on a certificate, not the network: check GATE_REDIS_TLS_CA_FILE against Redis's " +
 			"(of another CA, expired, not for its host name) or, on a remote error, GATE_REDIS_TLS_CERT_FILE and " +
 			"GATE_REDIS_TLS_KEY_FILE (Redis refuses the gate's); counts kept for the next tick, views go stale"
+		if !p.tlsCert {
+			msg = "redis TLS handshake failed, not the network: Redis refuses it with an alert about no certificate " +
+				"(a TLS version or cipher the two do not share: its tls-protocols); counts kept for the next tick, views go stale"
+		}
 	case p.causes == 1<<causeTimeout:
 		// No answer in time: the operator's question is whether Redis is slow or gone.
 		msg = "redis pipeline failed: no answer within the timeout (GATE_REDIS_READ_TIMEOUT and GATE_REDIS_WRITE_TIMEOUT, " +

@@ -97,6 +97,9 @@ type plan struct {
 	refusedLogin bool
 	// missingCommand: a command the server does not have (commandMissing).
 	missingCommand bool
+	// tlsCert: a TLS failure (causeTLS) was on a certificate (tlsreload.Refused), not a
+	// TLS version the two do not share: the line names the files then.
+	tlsCert bool
 }
 
 // has reports whether the plan has work in the given parts.

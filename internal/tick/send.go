@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/capturegate/gate/internal/tlsreload"
 )
 
 // send runs the given parts of every instance's plan, one pipeline per instance, in
@@ -150,6 +152,7 @@ func (t *Ticker) execute(ctx context.Context, i int, p *plan, part int) {
 		causes.add(classify(err))
 		p.refusedLogin = p.refusedLogin || loginRefusal(err)
 		p.missingCommand = p.missingCommand || commandMissing(err)
+		p.tlsCert = p.tlsCert || tlsreload.Refused(err)
 		return true
 	}
 	if part&partWrites != 0 {

@@ -79,6 +79,11 @@ func TestRefusedOnlyForCertificateAlerts(t *testing.T) {
 	if Refused(err) {
 		t.Errorf("Refused(%v) = true: a protocol version alert refuses no certificate", err)
 	}
+	// It is a handshake failure no retry cures all the same: the callers' problem, said
+	// without the certificate files.
+	if !Failed(err) {
+		t.Errorf("Failed(%v) = false: a handshake the server refuses is a failure", err)
+	}
 	// A certificate the server refuses is one (the fixture's server trusts the client CA
 	// only: a client certificate of the server CA is refused).
 	f2 := newFixture(t)

@@ -550,6 +550,18 @@ func Refused(err error) bool {
 	return false
 }
 
+// Failed reports whether err is a TLS handshake that failed where no retry cures it: a
+// certificate refused (Refused), or any other TLS alert from the server (a TLS version or
+// cipher the two do not share). The callers' problems and error causes are these; only
+// Refused's are said to be the certificate files'.
+func Failed(err error) bool {
+	if Refused(err) {
+		return true
+	}
+	opErr, ok := errors.AsType[*net.OpError](err)
+	return ok && opErr.Op == "remote error"
+}
+
 // certificateAlerts are the TLS alerts (RFC 8446 section 6) about a certificate: the
 // client's refused or missing. handshake_failure is among them: OpenSSL (Redis's TLS)
 // answers a missing client certificate with it under TLS 1.2.
