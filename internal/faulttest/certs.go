@@ -113,7 +113,24 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 // It returns the address; the listener closes when t ends.
 func (ca *CA) ClientCertRequired(t testing.TB, kp KeyPair) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{kp.TLS}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool})
+	return serveTLS(t, &tls.Config{Certificates: []tls.Certificate{kp.TLS}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool},
+		func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+}
+
+// TLSServer listens on a free loopback port as a TLS server of cfg that makes each
+// connection's handshake (answering a client it refuses with a TLS alert: an expired
+// certificate of its own, a TLS version it does not speak) and then closes it. It
+// returns the address; the listener closes when t ends.
+func TLSServer(t testing.TB, cfg *tls.Config) string {
+	t.Helper()
+	return serveTLS(t, cfg, func(c net.Conn) { _ = c.(*tls.Conn).Handshake() })
+}
+
+// serveTLS listens on a free loopback port for TLS connections of cfg, each handed to
+// serve and then closed. It returns the address; the listener closes when t ends.
+func serveTLS(t testing.TB, cfg *tls.Config, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +141,7 @@ func (ca *CA) ClientCertRequired(t testing.TB, kp KeyPair) string {
 			if err != nil {
 				return
 			}
-			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+			go func() { serve(c); _ = c.Close() }()
 		}
 	}()
 	return ln.Addr().String()

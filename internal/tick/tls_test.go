@@ -2,6 +2,7 @@ package tick
 
 import (
 	"context"
+	"crypto/tls"
 	"strings"
 	"testing"
 	"time"
@@ -23,24 +24,32 @@ import (
 // counted as cause="connection" and logged as any failed pipeline, as a Redis that is
 // down, sending an on-call engineer to the network. It is cause="tls" now, and the log
 // names the certificate problem and the variables to fix; retries and fail-open are
-// unchanged (every tick fails, once, and the counts are kept).
+// unchanged (every tick fails, once, and the counts are kept). A server that speaks only
+// TLS versions the gate does not (its tls-protocols) answers with an alert about no
+// certificate: a TLS failure all the same, said without sending the operator to the
+// certificate files (a review: any alert was taken for a certificate refused).
 func TestTLSRefusedHasItsOwnCause(t *testing.T) {
 	t.Parallel()
 	ca, other := faulttest.NewCA(t), faulttest.NewCA(t)
 	kp := ca.Issue(t, "redis")
+	certFiles := []string{"certificate", "GATE_REDIS_TLS_CA_FILE", "GATE_REDIS_TLS_CERT_FILE"}
 	for _, tc := range []struct {
 		name    string
 		url     func(t *testing.T) string
-		trusted string // the CA file the gate trusts
-		want    string // in the log's error
+		trusted string   // the CA file the gate trusts
+		says    []string // in the warning, besides its cause
+		not     []string // not in it
 	}{
 		{"server certificate of another CA", func(t *testing.T) string {
 			srv := redistest.StartWith(t, redistest.Options{TLS: &redistest.TLS{CertFile: kp.CertFile, KeyFile: kp.KeyFile, CAFile: ca.CAFile, RootCAs: ca.Pool}})
 			return srv.URL()
-		}, other.CAFile, "GATE_REDIS_TLS_CA_FILE"},
+		}, other.CAFile, certFiles, nil},
 		{"client certificate required", func(t *testing.T) string {
 			return "rediss://" + ca.ClientCertRequired(t, kp) + "/0"
-		}, ca.CAFile, "remote error: tls: "},
+		}, ca.CAFile, append(certFiles, "remote error: tls: "), nil},
+		{"TLS version refused", func(t *testing.T) string {
+			return "rediss://" + faulttest.TLSServer(t, &tls.Config{Certificates: []tls.Certificate{kp.TLS}, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}) + "/0"
+		}, ca.CAFile, []string{"alert about no certificate", "protocol version"}, []string{"GATE_REDIS_TLS_CA_FILE", "GATE_REDIS_TLS_CERT_FILE"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -78,9 +87,14 @@ func TestTLSRefusedHasItsOwnCause(t *testing.T) {
 			if len(warns) != 1 {
 				t.Fatalf("%d warnings over %d failed ticks, want 1:\n%s", len(warns), ticks, strings.Join(warns, "\n"))
 			}
-			for _, w := range []string{"cause=tls", "TLS handshake", "certificate", "GATE_REDIS_TLS_CA_FILE", "GATE_REDIS_TLS_CERT_FILE", tc.want} {
+			for _, w := range append([]string{"cause=tls", "TLS handshake"}, tc.says...) {
 				if !strings.Contains(warns[0], w) {
 					t.Errorf("warning does not say %q: %s", w, warns[0])
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(warns[0], w) {
+					t.Errorf("warning says %q: %s", w, warns[0])
 				}
 			}
 		})

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/capturegate/gate/internal/faulttest"
 )
 
 // A file read while a write in place has begun its next block's BEGIN line but not
@@ -54,24 +56,11 @@ func TestRefusedOnlyForCertificateAlerts(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	srv := f.serverCA.issue(t, "localhost", true)
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{srv.tls}, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _ = c.(*tls.Conn).Handshake(); _ = c.Close() }()
-		}
-	}()
+	addr := faulttest.TLSServer(t, &tls.Config{Certificates: []tls.Certificate{srv.tls}, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11})
 	_, _, dial := f.start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := dial(ctx, "tcp", ln.Addr().String())
+	c, err := dial(ctx, "tcp", addr)
 	if err == nil {
 		_ = c.Close()
 		t.Fatal("a handshake with a TLS 1.1 server succeeded")
