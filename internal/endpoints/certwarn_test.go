@@ -2,15 +2,8 @@ package endpoints
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,25 +23,9 @@ import (
 // refused its PING (a review).
 func TestReadinessWarnsOnceOfAnExpiredCertificate(t *testing.T) {
 	t.Parallel()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := faulttest.TLSServer(t, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}})
+	ca := faulttest.NewCA(t)
+	addr := faulttest.TLSServer(t, &tls.Config{Certificates: []tls.Certificate{ca.IssueExpired(t, "redis").TLS}})
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, TLSConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1"}})
 	t.Cleanup(func() { _ = c.Close() })
 	var logs faulttest.Buffer
 	r := &Readiness{kafka: func() []string { return nil }, clients: []redis.UniversalClient{c}, urls: []string{"rediss://" + addr},

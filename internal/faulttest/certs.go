@@ -68,6 +68,19 @@ func NewCA(t testing.TB) *CA {
 // 127.0.0.1, ::1 and localhost, and writes it and its key to PEM files.
 func (ca *CA) Issue(t testing.TB, name string) KeyPair {
 	t.Helper()
+	return ca.issue(t, name, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+}
+
+// IssueExpired is Issue of a certificate that expired a day ago: one a renewal never
+// replaced.
+func (ca *CA) IssueExpired(t testing.TB, name string) KeyPair {
+	t.Helper()
+	return ca.issue(t, name, time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
+}
+
+// issue is Issue valid from notBefore to notAfter.
+func (ca *CA) issue(t testing.TB, name string, notBefore, notAfter time.Time) KeyPair {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -76,8 +89,8 @@ func (ca *CA) Issue(t testing.TB, name string) KeyPair {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(ca.serial),
 		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:     []string{"localhost"},
