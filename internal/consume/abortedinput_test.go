@@ -70,9 +70,11 @@ func TestInputEndingInAnAbortedTransactionIsCommitted(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitCommitted(t, env.cluster, 1, 20*time.Second)
-			if lag := testutil.ToFloat64(g.c.m.lag.WithLabelValues("0")); lag != 0 {
-				t.Errorf("lag %v past the aborted transaction, want 0", lag)
-			}
+			// The broker holds the commit before the gate has its answer (exactly once,
+			// the transaction's end; the gauge is set from it): waited for, not read at
+			// once. Short of the fix the lag stays at the aborted records and their marker.
+			lag := func() float64 { return testutil.ToFloat64(g.c.m.lag.WithLabelValues("0")) }
+			waitFor(t, 20*time.Second, "lag 0 past the aborted transaction", func() bool { return lag() == 0 })
 			g.stop(t)
 			out := collectAll(t, env.cluster)
 			for id := range 10 {
