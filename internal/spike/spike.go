@@ -20,7 +20,9 @@
 //     MaxSpike is re-learned at the volume it has sent lately (Profile.Recent), so a
 //     lasting step up (a launch, a large customer) is accepted again within MaxSpike of
 //     its start, even one the day's cycle brings back under the threshold; a real spike
-//     shorter than that is caught whole.
+//     shorter than that is caught whole. An incident longer than MaxSpike, re-learned so,
+//     is re-learned again at what the team sends when, within the day, it falls under a
+//     Factor'th of that.
 //   - Silence is not a volume: a window with no records is not learned from, so a team
 //     coming back from a pause of hours or days at its usual volume is not a spike.
 //   - A burst at the same hour three days running (a nightly batch import) is a daily
@@ -39,7 +41,8 @@
 //     team whose volume falls by more than Factor on the hour every day (a business day's
 //     close) is not over its threshold in the window after.
 //   - A team with less than MinHistory of history has no learned threshold (Threshold
-//     returns false): the static one applies. Until it has a week, the days of the week it
+//     returns false): the static one applies. Its first window is not its level for good:
+//     one within its first hour under a Factor'th of the baseline starts it again. Until it has a week, the days of the week it
 //     has not seen count as its average day.
 //
 // The package knows nothing of Kafka or Redis: the caller folds each window's final count
@@ -460,10 +463,21 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 	s, d := c.slot(epoch), c.weekday(epoch)
 	sv, wv := p.season(s), p.week(d)
 	level := float64(p.Level)
+	perSlotPerDay := float64(time.Hour / c.Window)
+	if !c.Learned(p) && float64(p.Windows) <= perSlotPerDay+1 && count*c.Factor < level*sv*wv {
+		// Within the team's first hour, a window under a Factor'th of the baseline: the
+		// first window, which set the level, was no usual one (a queue's flush at 50 ×
+		// the team's volume), and the team is learned again from this window. Kept,
+		// that level was the baseline of every hour the first day had not reached,
+		// their seasons learned from it slowly: the threshold 16 to 24 × what the usual
+		// volume makes it on day 2, and every spike under that let through. Only in the first hour: later
+		// the hours' seasons hold the day's shape, which a drop by Factor may be part of.
+		p.Level, p.Recent, p.Windows, p.Season, p.Today = float32(count), float32(count), 1, [Slots]float16{}, 0
+		return false
+	}
 	// Recent takes every window, spikes included: the volume a lasting spike becomes.
 	wr := c.weight(RecentHalfLife)
 	p.Recent = float32(max(float64(p.Recent)+wr*(count/(sv*wv)-float64(p.Recent)), 0))
-	perSlotPerDay := float64(time.Hour / c.Window)
 	bit := uint32(1) << s
 	// A burst: over what the threshold is (or, while the team is being learned, would be),
 	// the hour's season included; in a pattern hour, its season left out, since that
@@ -513,6 +527,16 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 		}
 		clip := c.Clip * max(level*sv*wv, c.Floor/c.Factor)
 		switch {
+		case p.Relearned != 0 && epoch-p.Relearned <= c.perDay() && float64(p.Recent) < level/c.Factor:
+			// Re-learned at a new volume within the day, and sending under a Factor'th of
+			// it since (Recent, an hour's half-life: some two hours): that was an incident
+			// longer than MaxSpike, not a lasting step up, and the team is re-learned at
+			// what it sends now. Left to the level's half-life (72 h), a 4-hour incident
+			// at 10 × kept the threshold 36 × the usual volume two days on. Only after a
+			// re-learning: a team whose week is not learned yet sends as little on its
+			// first weekend, which is no step down.
+			p.Level, p.SpikeFrom = min(p.Recent, float32(count/(sv*wv))), 0
+			return false
 		case count < clip:
 			// Back under Clip × the baseline: the spike is over.
 			p.SpikeFrom = 0
@@ -653,6 +677,21 @@ func (c Config) foldSpan(p *Profile, epoch int64, count float64, span, applies i
 		// of that hour then learns as fast as when every window is folded.
 		n := count
 		if s, d := c.slot(e), c.weekday(e); s != obs || d != obsDay {
+			if p.Season[s] == 0 || p.Season[obs] == 0 {
+				// Of two hours, one not learned yet (taken as 1): how their volumes
+				// compare is not known, and the window is not learned from. Taken at the
+				// observed window's rate, a team first seen in a quiet hour that turns
+				// busy on the next had the quiet hour's season learn the busy volume,
+				// its threshold there 2.7 × what its volume makes it the next day. Not silence either:
+				// the epoch moves on, as a fold would move it, and the window is history
+				// (Windows), the team sending in it.
+				c.turnDay(p, e)
+				p.Epoch = e
+				if p.Windows < math.MaxUint32 {
+					p.Windows++
+				}
+				continue
+			}
 			n = rate * seasons[s] * weeks[d]
 		}
 		c.foldLead(p, e, n, applies-e, false)
@@ -708,13 +747,18 @@ func (c Config) NextFold(p *Profile, team string) int64 {
 	return f + ((-(f+phase))%k+k)%k
 }
 
-// Peak is the team's highest baseline over the day: Level × its largest hourly season.
+// Peak is the team's highest baseline over the day of its last fold and the day after
+// (the next fold is within MaxFoldEvery): Level × its largest hourly season × the larger
+// of those days' weekly factors. Without the weekly factor a team's busy day, its
+// threshold over the floor, was folded as if under it (every 37 windows, not 20, for a
+// day at 2 × where the others are at 0.9 ×, its threshold 1.4 × the floor).
 func (c Config) Peak(p *Profile) float64 {
 	top := 0.0
 	for s := range Slots {
 		top = max(top, p.season(s))
 	}
-	return float64(p.Level) * top
+	d := c.weekday(p.Epoch)
+	return float64(p.Level) * top * max(p.week(d), p.week((d+1)%Days))
 }
 
 // ProfileSize is the length of a Profile's binary form. UnmarshalBinary still reads the
