@@ -250,6 +250,12 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	return c
 }
 
+// rawClient is a client of the server (its password and TLS, as Client's) that does not
+// retry, for this package's own commands; the caller closes it.
+func (s *Server) rawClient() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.opts.Password, TLSConfig: s.opts.clientTLS(), MaxRetries: -1})
+}
+
 // Stop kills the server with SIGKILL and waits for the process to exit.
 // Nothing is saved. The address is kept so that Restart can bring a new
 // server up on the same port. Stop on a stopped server is a no-op.

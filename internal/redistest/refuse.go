@@ -80,7 +80,7 @@ func (s *Server) RefuseWrites(t testing.TB, how Refusal) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
 	defer cancel()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	c := s.rawClient()
 	defer c.Close()
 	do := func(args ...any) string {
 		t.Helper()
@@ -145,7 +145,7 @@ func (s *Server) AcceptWrites(t testing.TB) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
 	defer cancel()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	c := s.rawClient()
 	defer c.Close()
 	do := func(args ...any) {
 		t.Helper()

@@ -6,13 +6,24 @@ import (
 )
 
 // TestRefuseWrites: each refusal fails writes with its own error while reads still answer,
-// and AcceptWrites brings writes back.
+// and AcceptWrites brings writes back; on a server with a password too (RefuseWrites'
+// own client had none: NOAUTH).
 func TestRefuseWrites(t *testing.T) {
 	t.Parallel()
-	for _, how := range []Refusal{RefuseOOM, RefuseReadOnly, RefuseMisconf, RefuseNoReplicas} {
-		t.Run(how.String(), func(t *testing.T) {
+	type refusal struct {
+		how  Refusal
+		opts Options
+	}
+	cases := []refusal{{RefuseOOM, Options{}}, {RefuseReadOnly, Options{}}, {RefuseMisconf, Options{}}, {RefuseNoReplicas, Options{}},
+		{RefuseOOM, Options{Password: "pw"}}, {RefuseReadOnly, Options{Password: "pw"}}}
+	for _, tc := range cases {
+		how, opts, name := tc.how, tc.opts, tc.how.String()
+		if opts.Password != "" {
+			name += "/password"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s := Start(t)
+			s := StartWith(t, opts)
 			c := s.Client(t)
 			ctx := ctxTimeout(t, topologyTimeout)
 			s.RefuseWrites(t, how)

@@ -148,7 +148,9 @@ func (c *Cluster) MoveEmptySlot(t testing.TB, key string, to *Server) {
 	}
 	do := func(s *Server, args ...any) {
 		t.Helper()
-		if err := s.Client(t).Do(ctx, args...).Err(); err != nil {
+		rc := s.rawClient()
+		defer rc.Close()
+		if err := rc.Do(ctx, args...).Err(); err != nil {
 			t.Fatalf("redistest: %v on %s: %v", args, s.Addr(), err)
 		}
 	}
@@ -178,7 +180,10 @@ func (c *Cluster) MoveEmptySlot(t testing.TB, key string, to *Server) {
 func (c *Cluster) ownerAddr(t testing.TB, s *Server, key string) string {
 	t.Helper()
 	ctx := context.Background()
-	rc := s.Client(t)
+	// A client of its own, closed here: MoveEmptySlot asks every 20 ms for up to
+	// topologyTimeout, and Client's, closed at the test's end, kept a connection each.
+	rc := s.rawClient()
+	defer rc.Close()
 	slot, err := rc.ClusterKeySlot(ctx, key).Result()
 	if err != nil {
 		t.Fatalf("redistest: CLUSTER KEYSLOT %q on %s: %v", key, s.Addr(), err)
@@ -358,7 +363,7 @@ func lookCLI(t testing.TB) string {
 // waitFor runs the command on s until ok accepts its reply (as text) or deadline passes.
 func waitFor(t testing.TB, deadline time.Time, s *Server, ok func(string) bool, args ...any) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.opts.Password, MaxRetries: -1})
+	c := s.rawClient()
 	defer c.Close()
 	var last string
 	for time.Now().Before(deadline) {

@@ -19,6 +19,37 @@ func TestStartClusterServesKeys(t *testing.T) {
 	}
 }
 
+// TestOwnerLeavesNoConnection: Owner (and MoveEmptySlot's polling, the same ownerAddr)
+// closes the client it asks with: each call kept a connection to every node until the
+// test's end, some 1,500 a primary in a slow MoveEmptySlot (200 calls: 1 client before,
+// 201 after).
+func TestOwnerLeavesNoConnection(t *testing.T) {
+	t.Parallel()
+	c := StartCluster(t, 3, 0)
+	p := c.Primaries[0]
+	admin := p.Client(t) // one client of the test's own, counted in both
+	clients := func() int {
+		info, err := admin.Info(context.Background(), "clients").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(field(info, "connected_clients"))
+		return n
+	}
+	before := clients()
+	for i := range 50 {
+		c.Owner(t, fmt.Sprintf("k{%d}", i))
+	}
+	// Closed connections leave the server's count as it reads them: polled, not assumed.
+	deadline := time.Now().Add(topologyTimeout)
+	for clients() > before+1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if after := clients(); after > before+1 {
+		t.Errorf("connected_clients on %s: %d before 50 Owner calls, %d after", p.Addr(), before, after)
+	}
+}
+
 func TestStartSentinelKnowsPrimary(t *testing.T) {
 	t.Parallel()
 	s := StartSentinel(t, 1, 1)
