@@ -36,16 +36,23 @@ func (t Tally) Total(team string) int64 {
 // value's team_id; "" for a value that is no JSON object with one, as the gate's outcome
 // row of a dead letter has it) and outcome, kinds giving each output topic's outcome
 // (accepted, overflow, dead_letter). A record on the outputs twice (at least once, routed
-// again after a crash) counts once, under its first copy's topic.
+// again after a crash) counts once, under its first copy's topic: known by its IDHeader,
+// or, on a dead letter the gate stripped of its headers, by the input position it names
+// (gate-source, as Check finds it); one with neither counts each time.
 func OutputTally(outputs []*kgo.Record, kinds map[string]string) Tally {
 	t := Tally{}
 	seen := map[string]bool{}
 	for _, r := range outputs {
-		id, _ := Header(r, IDHeader)
-		if seen[id] {
+		key, ok := Header(r, IDHeader)
+		if !ok {
+			if src, has := Header(r, sourceHeader); has {
+				key, ok = sourceHeader+"="+src, true
+			}
+		}
+		if ok && seen[key] {
 			continue
 		}
-		seen[id] = true
+		seen[key] = ok
 		var v struct {
 			Team string `json:"team_id"`
 		}
