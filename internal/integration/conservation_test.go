@@ -51,9 +51,21 @@ func conservation(t *testing.T, protocol, delivery string) {
 	stop := s.produceLoad()
 	s.waitOutputsGrow(2000, "three gates")
 
+	// A gate owns a partition when it measures its lag (a series per partition owned,
+	// deleted at its revoke): d's join and b's restart moved partitions, which the
+	// rebalance counters could not say (they count a gate's first assignment, and
+	// cooperatively every rebalance of the group's start; a join may take from one member
+	// alone).
+	owning := func(name string) {
+		faulttest.WaitFor(t, time.Minute, "gate "+name+" owning a partition", func() bool {
+			_, m := gates[name].Get(t, "/metrics")
+			return strings.Contains(m, "\ngate_partition_lag_records{")
+		})
+	}
 	gates["d"] = start("d")
 	s.waitMembers(4)
 	s.waitOutputsGrow(1000, "four gates")
+	owning("d")
 	gates["d"].Term(t, time.Minute)
 	delete(gates, "d")
 	s.waitMembers(3)
@@ -63,15 +75,12 @@ func conservation(t *testing.T, protocol, delivery string) {
 	gates["b"] = start("b")
 	s.waitMembers(3)
 	s.waitOutputsGrow(1000, "after b's SIGKILL and restart")
+	owning("b")
 
 	acked := stop()
 	s.waitDrained()
 	for _, g := range gates {
 		waitReady(t, g)
-		_, m := g.Get(t, "/metrics")
-		if !metricAbove(m, "gate_rebalances_total", 0) {
-			t.Errorf("gate %s: gate_rebalances_total is 0 after the group changed", g.Name)
-		}
 	}
 	for _, g := range gates {
 		g.Term(t, time.Minute) // every transaction ends: committed, nothing left open
