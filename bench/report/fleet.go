@@ -59,7 +59,7 @@ func fleetFigures(b Samples, out map[string]float64) {
 	if v, ok := b.Mean("BenchmarkFleetRedis/baseline/n1", "gates_per_core"); ok {
 		out["gates_per_redis_core_baseline"] = v
 	}
-	if v, ok := b.Mean("BenchmarkFleetProcessWindow", "worst_window"); ok {
+	if v, ok := b.Farthest("BenchmarkFleetProcessWindow", "worst_window", 1); ok {
 		out["fleet_process_worst_window"] = v
 	}
 	if v, ok := b.Mean("BenchmarkMillionTeams", "tick_p99_ms"); ok {

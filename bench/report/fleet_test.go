@@ -85,3 +85,21 @@ func TestResultsMarkdownShowsEveryFigure(t *testing.T) {
 		t.Errorf("RESULTS.md's Fidelity section lacks the scenario cap_admitted_over_threshold_n4_x2:\n%s", fid)
 	}
 }
+
+// The worst-window figures are the run farthest from 1, not the runs' mean: with -count 2
+// (or a second iteration), a run at 0.95 and one at 1.05 made 1, the goal met (a review).
+func TestWorstWindowIsTheWorstRun(t *testing.T) {
+	raw := "BenchmarkFleetProcessWindow-2 \t 1\t 1 ns/op\t 0.95 worst_window\n" +
+		"BenchmarkFleetProcessWindow-2 \t 1\t 1 ns/op\t 1.05 worst_window\n" +
+		"BenchmarkFleetUserRule-2 \t 1\t 1 ns/op\t 1.01 worst_window\n" +
+		"BenchmarkFleetUserRule-2 \t 1\t 1 ns/op\t 0.90 worst_window\n"
+	f := Measure(mustParse(t, raw))
+	for key, want := range map[string]float64{"fleet_process_worst_window": 0.95, "fleet_user_rule_admitted_worst_window": 0.90} {
+		if v, ok := f.Values[key]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v, the run farthest from 1", key, v, ok, want)
+		}
+		if missed := GoalsMissed(f); !slices.ContainsFunc(missed, func(s string) bool { return strings.HasPrefix(s, "goal missed: "+key+" ") }) {
+			t.Errorf("goals missed = %q, want %s among them", missed, key)
+		}
+	}
+}

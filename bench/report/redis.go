@@ -106,7 +106,7 @@ func rotationFigures(b Samples, out map[string]float64) {
 			out[k.key] = v
 		}
 	}
-	if v, ok := b.Mean("BenchmarkFleetUserRule", "worst_window"); ok {
+	if v, ok := b.Farthest("BenchmarkFleetUserRule", "worst_window", 1); ok {
 		out["fleet_user_rule_admitted_worst_window"] = v
 	}
 }

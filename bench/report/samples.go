@@ -1,6 +1,9 @@
 package main
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // Samples holds every value seen per benchmark and unit, in input order (-count=N gives N).
 type Samples map[string]map[string][]float64
@@ -23,6 +26,23 @@ func (s Samples) Mean(name, unit string) (float64, bool) {
 		sum += v
 	}
 	return sum / float64(len(vs)), true
+}
+
+// Farthest is the value for name and unit farthest from v (the first of two as far): a
+// "worst window" over several runs is the worst run's, which a mean of the runs let a run
+// on the other side of v hide. ok is false when there are none.
+func (s Samples) Farthest(name, unit string, v float64) (float64, bool) {
+	vs := s[name][unit]
+	if len(vs) == 0 {
+		return 0, false
+	}
+	far := vs[0]
+	for _, x := range vs[1:] {
+		if math.Abs(x-v) > math.Abs(far-v) {
+			far = x
+		}
+	}
+	return far, true
 }
 
 // putRatio puts the mean of unit over benchmark a under keyA and over b under keyB (an

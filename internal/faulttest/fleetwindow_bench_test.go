@@ -24,16 +24,22 @@ import (
 // producer's time, within milliseconds of the gates'); windows 3-8 are steady.
 // fleet_process_worst_window is the window farthest from the threshold, ÷ threshold
 // (the simulation's cap_admitted_worst_window_n4_x2). It takes about a minute: run it with
-// -benchtime 1x.
+// -benchtime 1x. With more iterations worst_window is the worst of them all, mean_window
+// their mean.
 func BenchmarkFleetProcessWindow(b *testing.B) {
 	if gateBin == "" {
 		b.Skip("runs the built gate binary (not under -short)")
 	}
+	worst, sum, n := 1.0, 0.0, 0
 	for b.Loop() {
-		worst, mean := fleetProcessWindow(b)
-		b.ReportMetric(worst, "worst_window")
-		b.ReportMetric(mean, "mean_window")
+		w, mean := fleetProcessWindow(b)
+		if math.Abs(w-1) > math.Abs(worst-1) {
+			worst = w
+		}
+		sum, n = sum+mean, n+1
 	}
+	b.ReportMetric(worst, "worst_window")
+	b.ReportMetric(sum/float64(n), "mean_window")
 }
 
 func fleetProcessWindow(b *testing.B) (worst, mean float64) {
