@@ -63,12 +63,18 @@ func RunProblems(p *Parsed, f Figures) []string {
 }
 
 // GoalsMissed lists, one line each, the goals the figures miss, each judged on the figure
-// as measured, not as rounded.
+// as measured, not as rounded; and those a figure meets by less than go test's rounding of
+// what it printed (goal.undecided), which it does not show met.
 func GoalsMissed(f Figures) []string {
 	var out []string
 	for _, r := range goalRows() {
-		if v, ok := f.Values[r.key]; ok && !r.goal.met(v) {
+		v, ok := f.Values[r.key]
+		switch {
+		case !ok:
+		case !r.goal.met(v):
 			out = append(out, fmt.Sprintf("goal missed: %s = %s, goal %s: %s", r.key, format(roundFor(v, r.goal)), r.goal.text, r.goal.by(v)))
+		case r.goal.undecided(v):
+			out = append(out, fmt.Sprintf("goal not shown met: %s = %v, goal %s: within the rounding of the figures go test printed (±%s); measure it again", r.key, v, r.goal.text, format(printedError(v))))
 		}
 	}
 	return out

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -330,5 +332,37 @@ func TestMachineFromTheRun(t *testing.T) {
 	}
 	if want := "\nMachine: Test CPU 9000 @ 1.00GHz, "; !bytes.Contains(md, []byte(want)) {
 		t.Errorf("without the machine line, RESULTS.md lacks %q:\n%s", want, md[:min(len(md), 600)])
+	}
+}
+
+// A figure that meets its goal by less than go test's rounding of what it printed is not
+// shown met: 1.0304 misses ≤ 1.03 but prints as 1.030, and was judged met (a review);
+// 1000.49 prints as 1000 against ≤ 1000. One clear of the rounding is met, as is a count
+// of 0 against ≤ 0.
+func TestGoalAtItsLimitAfterRoundingIsNotShownMet(t *testing.T) {
+	for _, c := range []struct {
+		key      string
+		measured float64
+		shown    bool
+	}{
+		{"fleet_process_worst_window", 1.0304, false},
+		{"fleet_process_worst_window", 1.028, true},
+		{"tick_p99_ms_1m_teams", 1000.49, false},
+		{"tick_p99_ms_1m_teams", 998, true},
+		{"bench_failed_ticks", 0, true},
+	} {
+		// What go test prints of it, read back as the report reads raw.txt.
+		var r testing.BenchmarkResult
+		r.N = 1
+		r.Extra = map[string]float64{"x": c.measured}
+		f := strings.Fields(r.String())
+		printed, err := strconv.ParseFloat(f[slices.Index(f, "x")-1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		missed := GoalsMissed(Figures{Values: map[string]float64{c.key: printed}})
+		if shown := len(missed) == 0; shown != c.shown {
+			t.Errorf("%s measured %v, printed %v: shown met %v, want %v (%q)", c.key, c.measured, printed, shown, c.shown, missed)
+		}
 	}
 }

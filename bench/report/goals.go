@@ -13,16 +13,19 @@ type goal struct {
 	met  func(float64) bool
 	// by says by how much v misses the goal.
 	by func(float64) string
+	// bounds are the limits a figure is judged against (none for exactly: a figure is
+	// printed 0 only when it is).
+	bounds []float64
 }
 
 func atMost(x float64) goal {
 	return goal{fmt.Sprintf("≤ %g", x), func(v float64) bool { return v <= x },
-		func(v float64) string { return "over by " + gap(v-x) }}
+		func(v float64) string { return "over by " + gap(v-x) }, []float64{x}}
 }
 
 func atLeast(x float64) goal {
 	return goal{fmt.Sprintf("≥ %g", x), func(v float64) bool { return v >= x },
-		func(v float64) string { return "short by " + gap(x-v) }}
+		func(v float64) string { return "short by " + gap(x-v) }, []float64{x}}
 }
 
 func within(lo, hi float64) goal {
@@ -32,12 +35,45 @@ func within(lo, hi float64) goal {
 				return "below by " + gap(lo-v)
 			}
 			return "above by " + gap(v-hi)
-		}}
+		}, []float64{lo, hi}}
 }
 
 func exactly(x float64) goal {
 	return goal{fmt.Sprintf("= %g", x), func(v float64) bool { return v == x },
-		func(v float64) string { return "off by " + gap(math.Abs(v-x)) }}
+		func(v float64) string { return "off by " + gap(math.Abs(v-x)) }, nil}
+}
+
+// undecided reports whether v meets g by less than the rounding of the figures it comes
+// from (printedError): go test prints a benchmark's figures rounded (1.0304 as 1.030), so
+// a figure that close to a limit may be one past it, and is not shown met. A figure of 0
+// at a limit of 0 is decided: go test prints 0 as 0 (a count) and only a share under
+// 0.00000005 as 0.0000000, which reads as 0 too.
+func (g goal) undecided(v float64) bool {
+	if !g.met(v) {
+		return false
+	}
+	for _, b := range g.bounds {
+		if (v != 0 || b != 0) && math.Abs(v-b) < printedError(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// printedError bounds how far a figure near v can be from what go test printed of it, or
+// from a ratio of two such: half a unit of the last digit printed (testing's prettyPrint:
+// no decimals from 999.95, seven below 0.001), or 0.1% of v, a ratio's two roundings,
+// whichever is more.
+func printedError(v float64) float64 {
+	y := math.Abs(v)
+	half := 0.5
+	for _, edge := range []float64{999.95, 99.995, 9.9995, 0.99995, 0.099995, 0.0099995, 0.00099995} {
+		if y >= edge {
+			break
+		}
+		half /= 10
+	}
+	return max(half, 1e-3*y)
 }
 
 // row is one line of a table: a key, its goal (nil: none) and a note.
