@@ -684,7 +684,11 @@ func (c Config) foldSpan(p *Profile, epoch int64, count float64, span, applies i
 				// busy on the next had the quiet hour's season learn the busy volume,
 				// its threshold there 2.7 × what its volume makes it the next day. Not silence either:
 				// the epoch moves on, as a fold would move it, and the window is history
-				// (Windows), the team sending in it.
+				// (Windows), the team sending in it. Windows skipped before it end a
+				// spike, as in foldLead.
+				if e > p.Epoch+1 {
+					p.SpikeFrom = 0
+				}
 				c.turnDay(p, e)
 				p.Epoch = e
 				if p.Windows < math.MaxUint32 {
