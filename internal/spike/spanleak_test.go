@@ -36,3 +36,25 @@ func TestFoldSpanTakesNoRateIntoAnUnlearnedHour(t *testing.T) {
 		}
 	}
 }
+
+// TestSpanSkippingAfterAGapEndsTheSpike: a team in a spike, then nothing folded for hours
+// (silence), then a fold whose span starts in an hour not learned yet: the gap ends the
+// spike, as any gap does, and a spike seen at the fold is a new one, not the one before
+// the gap that would soon have lasted MaxSpike and re-learned the team at it.
+func TestSpanSkippingAfterAGapEndsTheSpike(t *testing.T) {
+	c := cfg(t)
+	var p Profile
+	p.Windows, p.Level, p.Recent = 10*1440, 1000, 1000
+	for s := range p.Season {
+		if s != 3 {
+			p.Season[s] = toF16(1, 0, s)
+		}
+	}
+	last := int64(10*1440 + 1*60) // 01:00
+	p.Epoch, p.SpikeFrom = last, last-30
+	obs := int64(10*1440 + 4*60 + 5) // 04:05: the span reaches back into hour 3
+	c.FoldSpan(&p, obs, 10*1000, 20)
+	if p.SpikeFrom <= last || p.Relearned != 0 {
+		t.Errorf("spike from window %d, re-learned at %d: want a new spike after the gap (%d to %d), not the one before it lasting MaxSpike", p.SpikeFrom, p.Relearned, last+1, obs-20)
+	}
+}
