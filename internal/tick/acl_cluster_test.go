@@ -61,6 +61,7 @@ func docsRedisGrants(t *testing.T) []string {
 // without it every tick fails (NOPERM), the counts are never shared and no team is
 // limited fleet-wide.
 func TestClusterTickNeedsOnlyTheDocumentedRedisCommands(t *testing.T) {
+	t.Parallel()
 	grants := docsRedisGrants(t)
 	if !slices.Contains(grants, "+eval") || !slices.Contains(grants, "+mget") {
 		t.Fatalf("grants read from docs/operations.md = %v: the parse is broken", grants)

@@ -57,6 +57,7 @@ func storedProfile(t *testing.T, srv *redistest.Server, team string) (spike.Prof
 // With about half of each window each, both gates fold every fold and mostly both write it,
 // one of the two losing the compare-and-set: harmless (they agree throughout).
 func TestAdaptiveFleetLearnsOneProfile(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("44 simulated hours")
 	}
@@ -309,6 +310,7 @@ func TestAdaptiveCluster(t *testing.T) {
 // within GATE_ADAPTIVE_MAX_SPIKE (3 h) of the step; from then on it is accepted, both
 // gates count the spike as re-learned and log it so.
 func TestAdaptiveFleetPauseAndStep(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("39 simulated hours")
 	}

@@ -92,6 +92,7 @@ func runCatchUp(tb testing.TB, lc limit.Clock) catchUpResult {
 // TestFleetEventClockCatchUp: catching up on ten windows at ten times the normal rate, no
 // team within its limit is limited under the event clock; under the wall clock they are.
 func TestFleetEventClockCatchUp(t *testing.T) {
+	t.Parallel()
 	ev := runCatchUp(t, limit.EventClock)
 	wall := runCatchUp(t, limit.WallClock)
 	t.Logf("catch-up, %d windows at %d×, %d gates, teams at %v of their limit: false overflow event %d of %d (%.4f), wall %d (%.4f), by team %v",

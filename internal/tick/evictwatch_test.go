@@ -26,6 +26,7 @@ import (
 // looked at the policy, once: a running gate whose counters Redis evicted (its teams let
 // past their limits) said nothing, in no metric and no log.
 func TestTickReportsEvictions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	c := srv.Client(t)

@@ -78,6 +78,7 @@ func (f *fleet) step(t testing.TB, team string, perGate int) (allowed int) {
 // overestimates the other gate's traffic by half (the fleet factor × 1.5 in
 // limit.ApplyRead) admits 0.926 and fails here; the old bound, [0.9, 1.1], passed it.
 func TestFleetCapAdmitsOneThresholdPerWindow(t *testing.T) {
+	t.Parallel()
 	const threshold = 6000
 	f := newFleet(t, 2, limit.Cap, threshold)
 	perGate := 2 * threshold / 60 / 2 // 2 × threshold per window, split evenly
@@ -97,6 +98,7 @@ func TestFleetCapAdmitsOneThresholdPerWindow(t *testing.T) {
 // TestFleetDivertsTeamOverLimit: a team that jumps from 0.5 × to 5 × its limit is diverted
 // wholly by every gate within a few seconds; before the jump nothing is diverted.
 func TestFleetDivertsTeamOverLimit(t *testing.T) {
+	t.Parallel()
 	const threshold = 6000
 	f := newFleet(t, 2, limit.Divert, threshold)
 	perTick := func(x float64) int { return int(x * threshold / 60 / 2) }

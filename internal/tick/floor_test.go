@@ -426,6 +426,7 @@ func TestFleetSharedByRuleSets(t *testing.T) {
 // records (1/64 of the fleet's) reach the pending-read share only after 1.6 windows, and
 // the idle cadence (4 × sync interval) next reads it a window later.
 func TestFleetDivertsNewTeamSpreadOverManyGates(t *testing.T) {
+	t.Parallel()
 	const gates, threshold = 64, 60_000
 	f := newFleet(t, gates, limit.Divert, threshold)
 	for _, g := range f.gates {

@@ -121,6 +121,7 @@ func TestHoldWithoutRedis(t *testing.T) {
 // (braces in names too): each hold flag lives in its team's slot, so the gate that meets
 // the teams reads their flags with their counters, one MGET per shard, and holds them.
 func TestHoldIsFleetWideCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	clk := clock.NewFake(epochStart)
 	lc := limit.Config{Window: fleetWindow, Threshold: 600, Mode: limit.Divert, SyncInterval: fleetWindow / 4,

@@ -157,6 +157,7 @@ func TestNewMultiRejectsSharedPrefix(t *testing.T) {
 // its count with the window's TTL, and every team over both limits has both flags set.
 // A batch or hold command whose keys spanned slots would be refused (CROSSSLOT).
 func TestMultiClusterSharesBatchesAcrossLimits(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	clk := clock.NewFake(epochStart.Add(30 * time.Second))
 	lc := limit.Config{Window: time.Minute, Threshold: 100, Mode: limit.Divert, DivertHold: 5 * time.Second, DivertRelease: 0.8}

@@ -33,6 +33,7 @@ import (
 // again. Every attempt must end with every count in Redis once. (Found by a reviewing
 // helper.)
 func TestClusterTryAgainBatchNotOvertaken(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	cc, err := DialCluster(cl.URLs(), RedisOptions{ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
 	if err != nil {

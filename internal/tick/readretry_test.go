@@ -41,6 +41,7 @@ func readsTotal(t *testing.T, g *gate, reason string) float64 {
 // over the team's limit one tick later, not a cadence later (up to a minute for a team
 // that looks idle from here, while the fleet is at 6 × its limit).
 func TestFailedReadRetriedNextTick(t *testing.T) {
+	t.Parallel()
 	const (
 		threshold = 100
 		fleetAt   = 6 * threshold // what the fleet counted in the current window

@@ -280,6 +280,7 @@ func TestPipelinePartlyFails(t *testing.T) {
 // would in Redis), and weigh in a read as Redis would weigh them; a team over its limit is
 // limited.
 func TestRefusedWritesFailOpen(t *testing.T) {
+	t.Parallel()
 	for _, lc := range []limit.Clock{limit.WallClock, limit.EventClock} {
 		t.Run(lc.String(), func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -335,6 +336,7 @@ func TestRefusedWritesFailOpen(t *testing.T) {
 // each cause when first seen, then once per errorLogInterval, as one steady cause is.
 // Before, each change of the causes logged at once: a line every tick.
 func TestRedisCausesAlternatingLogOncePerMinute(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	clk := clock.NewFake(epochStart)
 	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000}, Config{}, srv)

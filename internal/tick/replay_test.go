@@ -367,6 +367,7 @@ func TestKeptBatchesHoldItemsOnly(t *testing.T) {
 // were reported lost (outcome="lost"), never sent again. Nothing is confirmed while
 // nothing answers, so what is kept does not grow meanwhile.
 func TestRestartAfterLongOutageReplaysKeptBatches(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	clk := clock.NewFake(epochStart)
 	g := newGate(t, clk, limit.Config{ColdWriteInterval: writeEveryTick, Window: time.Minute, Threshold: 1_000_000},

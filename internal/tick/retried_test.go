@@ -81,6 +81,7 @@ func (dialWrapHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // kept, and the script finds it applied. Before, it was settled as refused, its counts
 // put in a new batch, and Redis held them twice (20 for 10).
 func TestClusterRetriedBatchCountsOnce(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	cc, err := DialCluster(cl.URLs(), RedisOptions{})
 	if err != nil {

@@ -46,6 +46,7 @@ func usedMemory(t *testing.T, c *redis.Client) int64 {
 // them, a counter takes about 140 bytes of used_memory and a profile about 300, more than
 // twice the figure. The documented figures must be within a quarter of the measurement.
 func TestRedisMemoryPerTeamAsDocumented(t *testing.T) {
+	t.Parallel()
 	const teams = 20_000
 	ctx := context.Background()
 	srv := redistest.Start(t)

@@ -19,6 +19,7 @@ import (
 // hold what was counted, once. Before writes were made safe to repeat: 101 counted, 201
 // held. While a batch is in doubt its lane gets no new batch.
 func TestStallCountsOnce(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rc := srv.Client(t)
 	clk := clock.NewFake(epochStart.Add(10 * time.Second))

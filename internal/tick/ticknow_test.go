@@ -136,6 +136,7 @@ func TestTickNowQuietWhenItsTickReadTheKeyAScheduledTickMissed(t *testing.T) {
 // the gate would have rested its priming for that. Before, any failed or put off read
 // of the tick made TickNow return an error.
 func TestTickNowLeavesOtherTeamsFailuresAside(t *testing.T) {
+	t.Parallel()
 	up, down := redistest.Start(t), redistest.Start(t)
 	clk := clock.NewFake(epochStart)
 	g := newGate(t, clk, limit.Config{Window: fleetWindow, Threshold: 600}, Config{TickInterval: time.Second}, up, down)
