@@ -36,7 +36,12 @@ func docFigures(res map[string]float64) []docFigure {
 		if lo > hi {
 			lo, hi = hi, lo
 		}
-		return fmt.Sprintf("%.1f to %.1f million", lo/1e6, hi/1e6)
+		// One decimal, or two where one would print the two alike ("0.8 to 0.8").
+		for d := 1; ; d++ {
+			if l, h := fmt.Sprintf("%.*f", d, lo/1e6), fmt.Sprintf("%.*f", d, hi/1e6); l != h || d == 3 {
+				return l + " to " + h + " million"
+			}
+		}
 	}
 	metOrMissed := func(met bool) string {
 		if met {
