@@ -42,8 +42,8 @@
 //     close) is not over its threshold in the window after.
 //   - A team with less than MinHistory of history has no learned threshold (Threshold
 //     returns false): the static one applies. Its first window is not its level for good:
-//     one within its first hour under a Factor'th of the baseline starts it again. Until it has a week, the days of the week it
-//     has not seen count as its average day.
+//     one within its first hour under a Factor'th of the baseline starts it again. Until
+//     it has a week, the days of the week it has not seen count as its average day.
 //
 // The package knows nothing of Kafka or Redis: the caller folds each window's final count
 // (Fold) and asks for a window's threshold (Threshold).
@@ -171,7 +171,8 @@ func (c Config) WithDefaults() (Config, error) {
 // Profile is one team's learned history: ProfileSize bytes in binary form.
 type Profile struct {
 	// Epoch is the last window folded in (unix time / Window); Windows how many were
-	// learned from (silent windows are not), capped at MaxUint32.
+	// learned from, or spanned by a fold but not learned from (FoldSpan, in an hour not
+	// learned yet): the team's history; silent windows are not. Capped at MaxUint32.
 	Epoch   int64
 	Windows uint32
 	// Level is the team's usual volume per window with the daily and weekly cycles taken
@@ -470,8 +471,9 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 		// the team's volume), and the team is learned again from this window. Kept,
 		// that level was the baseline of every hour the first day had not reached,
 		// their seasons learned from it slowly: the threshold 16 to 24 × what the usual
-		// volume makes it on day 2, and every spike under that let through. Only in the first hour: later
-		// the hours' seasons hold the day's shape, which a drop by Factor may be part of.
+		// volume makes it on day 2, and every spike under that let through. Only in the
+		// first hour: later the hours' seasons hold the day's shape, which a drop by
+		// Factor may be part of.
 		p.Level, p.Recent, p.Windows, p.Season, p.Today = float32(count), float32(count), 1, [Slots]float16{}, 0
 		return false
 	}
@@ -682,10 +684,10 @@ func (c Config) foldSpan(p *Profile, epoch int64, count float64, span, applies i
 				// compare is not known, and the window is not learned from. Taken at the
 				// observed window's rate, a team first seen in a quiet hour that turns
 				// busy on the next had the quiet hour's season learn the busy volume,
-				// its threshold there 2.7 × what its volume makes it the next day. Not silence either:
-				// the epoch moves on, as a fold would move it, and the window is history
-				// (Windows), the team sending in it. Windows skipped before it end a
-				// spike, as in foldLead.
+				// its threshold there 2.7 × what its volume makes it the next day. Not
+				// silence either: the epoch moves on, as a fold would move it, and the
+				// window is history (Windows), the team sending in it. Windows skipped
+				// before it end a spike, as in foldLead.
 				if e > p.Epoch+1 {
 					p.SpikeFrom = 0
 				}
