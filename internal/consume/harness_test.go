@@ -46,11 +46,6 @@ func newCluster(t testing.TB, parts int32) *kfake.Cluster {
 		kfake.SeedTopics(parts, inTopic),
 		kfake.SeedTopics(3, accTopic, ovfTopic, dlqTopic),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond),
-		// A KIP-848 member learns a new assignment (and that it must give partitions up)
-		// at its next heartbeat, at the interval the broker gives it: kfake's default,
-		// Kafka's, is 5 s, which every KIP-848 handover then waited for. The client's
-		// HeartbeatInterval (testClientOpts) applies to classic groups only.
-		kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "250"}),
 	)
 	if err != nil {
 		t.Fatalf("starting kfake: %v", err)
@@ -120,11 +115,7 @@ func newEnv(t testing.TB, parts int32) *gateEnv {
 			Brokers: c.ListenAddrs(), InputTopic: inTopic, GroupID: testGroup,
 			CommitInterval: 100 * time.Millisecond, ProduceRetries: 3,
 			RevokeTimeout: 5 * time.Second, ShutdownTimeout: 10 * time.Second,
-			// The watch (partitions added, rule topics, lag no poll measured, outputs
-			// waiting) every second, not every DefaultWatchInterval (5 s): what a test
-			// waits for from it otherwise takes 5 to 10 s. A test of the default sets it.
-			WatchInterval: time.Second,
-			ClientOpts:    testClientOpts(),
+			ClientOpts: testClientOpts(),
 		},
 	}
 }

@@ -22,7 +22,6 @@ import (
 // BenchmarkRealKafkaReplicated/passthrough on three brokers, 2026-12-04), and the last
 // commit sent nothing, its offsets taken as sent.
 func TestPassthroughBehindStopsWithACommitInFlight(t *testing.T) {
-	t.Parallel()
 	env := newEnv(t, 1)
 	const n = 200
 	recs := make([]*kgo.Record, n)

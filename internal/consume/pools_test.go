@@ -37,7 +37,6 @@ func (p *countingPools) PutDecompressBytes(b []byte) {
 // acknowledgement that completes their batch, not before: until then every record reads
 // as it was produced.
 func TestInputRecycledWhenBatchDone(t *testing.T) {
-	t.Parallel()
 	const n = 50
 	var pools countingPools
 	recs, want := pooledInput(t, &pools, n)
@@ -76,7 +75,6 @@ func TestInputRecycledWhenBatchDone(t *testing.T) {
 // failures. Before, exactly-once recycled nothing: its client had no pools, and every
 // poll's records and slab were garbage.
 func TestExactlyOnceInputRecycledWhenBatchDone(t *testing.T) {
-	t.Parallel()
 	for _, fail := range []bool{false, true} {
 		t.Run(map[bool]string{false: "all produced", true: "one failed"}[fail], func(t *testing.T) {
 			var pools countingPools
@@ -154,19 +152,8 @@ func pooledInput(t *testing.T, pools *countingPools, n int) (recs, want []*kgo.R
 	defer pr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// All buffered under the linger, one batch; Flush sends it at once rather than
-	// waiting the linger's second out (ProduceSync did, a second a call).
-	var failed atomic.Int32
-	for _, r := range want {
-		pr.Produce(ctx, r, func(r *kgo.Record, err error) {
-			if err != nil {
-				failed.Add(1)
-				t.Errorf("producing %s: %v", r.Key, err)
-			}
-		})
-	}
-	if err := pr.Flush(ctx); err != nil || failed.Load() > 0 {
-		t.Fatalf("producing the input: %v (%d failed)", err, failed.Load())
+	if err := pr.ProduceSync(ctx, want...).FirstErr(); err != nil {
+		t.Fatal(err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ConsumeTopics("in"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithPools(pools))

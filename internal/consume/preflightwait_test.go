@@ -15,7 +15,6 @@ import (
 // waited on quietly for a while), says the topic no more. /readyz went on saying the
 // topic did not exist until the wait's 30 s were up (a review).
 func TestPreflightProblemFixedClearsWhileItWaits(t *testing.T) {
-	t.Parallel()
 	env := newEOSEnv(t, 1)
 	env.ccfg.PreflightInterval = 100 * time.Millisecond
 	env.ccfg.OutputTopics = []string{accTopic, ovfTopic, dlqTopic}

@@ -17,7 +17,6 @@ import (
 // the false) was left recorded with produceBlocked false: no acknowledgement checked for
 // it any more, and the gate stayed not ready naming a topic that wrote again.
 func TestProduceProblemRacingARecoveryIsCleared(t *testing.T) {
-	t.Parallel()
 	rounds := 20000
 	if testing.Short() {
 		rounds = 2000

@@ -22,7 +22,6 @@ import (
 // round: before, it was produced alone all the same, and the key's records were written
 // B then A (a review's reading, [1 0] here).
 func TestRetryAloneWaitsForAnEarlierFailureOfItsRound(t *testing.T) {
-	t.Parallel()
 	env := newEnv(t, 1)
 	env.ccfg.ProduceRetries = 1 // A's failure reaches the gate rather than being retried for ever
 	env.ccfg.MaxBufferedRecords = 1

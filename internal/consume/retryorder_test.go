@@ -18,7 +18,6 @@ import (
 // committed (a review: accepted order [1 0]). The retries go in the order the records
 // were read.
 func TestRetriesKeepKeyOrderThroughARebalance(t *testing.T) {
-	t.Parallel()
 	env := newEnv(t, 1)
 	env.ccfg.ProduceRetries = 0 // the default: the client retries A for ever
 	env.ccfg.MaxBufferedRecords = 1

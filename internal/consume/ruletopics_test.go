@@ -238,7 +238,6 @@ func TestRuleTopicDeletedAndCreatedAgain(t *testing.T) {
 // sent to the topic ({reason="forced"}), whether the router sent it to overflow or the
 // retry of its failed produce to the topic did.
 func TestRuleTopicMissingCounted(t *testing.T) {
-	t.Parallel()
 	env := newEnv(t, 2)
 	const merges = "merges" // never created: deleted
 	reg := prometheus.NewRegistry()
