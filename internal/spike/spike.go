@@ -439,24 +439,14 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 	if p.Windows > 0 && epoch <= p.Epoch {
 		return false
 	}
-	if epoch > p.Epoch+1 {
-		// Windows skipped since the last fold are silence (no gate looked at the team):
-		// they end a spike as a silent window does, or a team back from a pause in a new
-		// spike would be taken for one in the spike before it, and re-learned at its
-		// first fold.
-		p.SpikeFrom = 0
-	}
-	c.turnDay(p, epoch)
-	p.Epoch = epoch
+	c.advance(p, epoch)
 	if count <= 0 {
 		// Silence: not learned from (a pause is not the team's new normal), but no
 		// longer a spike either.
 		p.SpikeFrom = 0
 		return false
 	}
-	if p.Windows < math.MaxUint32 {
-		p.Windows++
-	}
+	p.addWindow()
 	if p.Windows == 1 {
 		p.Level, p.Recent = float32(count), float32(count)
 		return false
@@ -588,6 +578,25 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 	return false
 }
 
+// advance moves p's epoch to window epoch, after p.Epoch: its days turn (turnDay), and
+// windows skipped since the last fold are silence (no gate looked at the team), which ends
+// a spike as a silent window does, or a team back from a pause in a new spike would be
+// taken for one in the spike before it, and re-learned at its first fold.
+func (c Config) advance(p *Profile, epoch int64) {
+	if epoch > p.Epoch+1 {
+		p.SpikeFrom = 0
+	}
+	c.turnDay(p, epoch)
+	p.Epoch = epoch
+}
+
+// addWindow counts a window of the team's history in Windows, capped at MaxUint32.
+func (p *Profile) addWindow() {
+	if p.Windows < math.MaxUint32 {
+		p.Windows++
+	}
+}
+
 // follow raises hour s's season sv to what admits a window of r × the team's level (for
 // its day of the week) at Clip × its volume, and returns it: a pattern hour's season
 // follows its highest windows.
@@ -688,14 +697,8 @@ func (c Config) foldSpan(p *Profile, epoch int64, count float64, span, applies i
 				// silence either: the epoch moves on, as a fold would move it, and the
 				// window is history (Windows), the team sending in it. Windows skipped
 				// before it end a spike, as in foldLead.
-				if e > p.Epoch+1 {
-					p.SpikeFrom = 0
-				}
-				c.turnDay(p, e)
-				p.Epoch = e
-				if p.Windows < math.MaxUint32 {
-					p.Windows++
-				}
+				c.advance(p, e)
+				p.addWindow()
 				continue
 			}
 			n = rate * seasons[s] * weeks[d]
