@@ -464,7 +464,7 @@ func (c Config) foldLead(p *Profile, epoch int64, count float64, lead int64, obs
 		// volume makes it on day 2, and every spike under that let through. Only in the
 		// first hour: later the hours' seasons hold the day's shape, which a drop by
 		// Factor may be part of.
-		p.Level, p.Recent, p.Windows, p.Season, p.Today = float32(count), float32(count), 1, [Slots]float16{}, 0
+		*p = Profile{Epoch: epoch, Windows: 1, Level: float32(count), Recent: float32(count)}
 		return false
 	}
 	// Recent takes every window, spikes included: the volume a lasting spike becomes.
