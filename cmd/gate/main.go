@@ -47,11 +47,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/capturegate/gate/internal/buildinfo"
@@ -80,6 +82,7 @@ func main() {
 		getenv:   os.Getenv,
 		hostname: hostname,
 		clock:    clock.Real{},
+		memory:   memoryHost{container: memlimit.FromCgroup, set: debug.SetMemoryLimit},
 	}, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -145,6 +148,7 @@ type host struct {
 	getenv   func(string) string // os.Getenv: reads a variable
 	hostname func() string       // this host's name: part of the default transactional id
 	clock    clock.Clock         // the wall clock: when `gate overrides` changed the hash
+	memory   memoryHost          // the container's memory limit and the runtime's (serve)
 }
 
 // names returns the GATE_ variables set (config.Names).
@@ -203,6 +207,13 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	log := gate.NewLogger(cfg, stderr)
 	config.LogServiceLinks(log, h.getenv, names)
 	redisLogsTo(log)
+	// Before anything allocates much. Tests running serve leave their process's alone.
+	var mem memLimit
+	if h.memory.set != nil {
+		if mem, err = setMemoryLimit(h.getenv, cfg.MemoryLimitRatio, h.memory); err != nil {
+			log.Warn("Go memory limit not set", "err", err)
+		}
+	}
 
 	writer := writerName(h.hostname(), os.Getpid(), h.clock.Now(), rand.Reader)
 	g, err := gate.New(cfg, log, gate.Options{Writer: writer, Host: h.hostname(), Clock: h.clock})
@@ -223,7 +234,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	}
 	mux, ready := endpoints.ForGate(cfg, g, log)
 	srv := endpoints.NewServer(mux, log)
-	logStartup(log, cfg, lim, ticker, ln.Addr().String())
+	logStartup(log, cfg, lim, ticker, ln.Addr().String(), mem)
 	g.LogRules()
 
 	// 2. Start. The tick's context is not ctx: the tick must keep running until everything
@@ -308,10 +319,12 @@ func redisLogsTo(log *slog.Logger) {
 // limiter and the tick actually use (with their defaults filled in), not what was asked
 // for, and Redis URLs without passwords. Durations are strings: slog's
 // JSON would print nanoseconds.
-func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick.Ticker, addr string) {
+func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick.Ticker, addr string, mem memLimit) {
 	lc, tc := lim.Config(), t.Config()
 	log.Info("gate started", append(buildinfo.Get().LogAttrs(),
 		"http_addr", addr,
+		"go_mem_limit", mem.bytes, // 0: none
+		"go_mem_limit_from", mem.from,
 		// What the fleet's gates compare (tick.LimitsHash): a gate whose hash differs
 		// from the others' enforces other limits (GateFleetLimitsDisagree).
 		"limits_hash", tick.LimitsHash(tc.LiveLimits),
@@ -417,6 +430,7 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		"team_api", cfg.TeamAPI,
 		"log_level", cfg.LogLevel.String(),
 		"log_format", string(cfg.LogFormat),
+		"memory_limit_ratio", cfg.MemoryLimitRatio,
 	)...)
 	if ttl, clamped := cfg.KeyTTL(); clamped {
 		log.Warn("GATE_REDIS_KEY_TTL raised to the counters' lifetime (2 x GATE_WINDOW; 3 x with adaptive thresholds; 2 x plus GATE_MAX_EVENT_AGE on the event clock): a shorter expiry would drop an epoch while it still counts",

@@ -50,7 +50,7 @@ func TestStartLineStatesEverySetting(t *testing.T) {
 	defer g.CloseRedis(discard)
 	defer g.Consumer.Close()
 	var out bytes.Buffer
-	logStartup(slog.New(slog.NewJSONHandler(&out, nil)), cfg, g.Lim, g.Ticker, "127.0.0.1:8080")
+	logStartup(slog.New(slog.NewJSONHandler(&out, nil)), cfg, g.Lim, g.Ticker, "127.0.0.1:8080", memLimit{})
 	var line map[string]any
 	if err := json.Unmarshal(bytes.SplitN(out.Bytes(), []byte("\n"), 2)[0], &line); err != nil || line["msg"] != "gate started" {
 		t.Fatalf("start line %q: %v", out.String(), err)
@@ -105,7 +105,7 @@ func TestStartLineKafkaTLSAsDialed(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out bytes.Buffer
-		logStartup(slog.New(slog.NewJSONHandler(&out, nil)), cfg, g.Lim, g.Ticker, "127.0.0.1:8080")
+		logStartup(slog.New(slog.NewJSONHandler(&out, nil)), cfg, g.Lim, g.Ticker, "127.0.0.1:8080", memLimit{})
 		g.CloseRedis(discard)
 		g.Consumer.Close()
 		var line map[string]any

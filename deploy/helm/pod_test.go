@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // TestPodTemplateIgnoresChartVersion: a new chart version that changes nothing in the
@@ -95,18 +94,22 @@ readinessProbe:
 	}
 }
 
-// TestGoMemLimit: GOMEMLIMIT is the container's memory limit in bytes, read by
-// Kubernetes, only when a limit is set, and extraEnv may replace it.
+// TestGoMemLimit: the gate sets the Go runtime's memory limit itself, to
+// goMemLimit.ratio of the container's memory limit (GATE_MEMORY_LIMIT_RATIO, 0 when
+// disabled: cmd/gate reads the limit from its cgroup); the chart sets no GOMEMLIMIT,
+// which would be the whole limit, and one in extraEnv is the only one (the gate defers
+// to it).
 func TestGoMemLimit(t *testing.T) {
 	base := readValues(t, "testdata/defaults.yaml")
 	for _, tc := range []struct {
-		name, values string
-		want         bool
+		name, values, want string
 	}{
-		{"default", "", true},
-		{"off", "goMemLimit: {enabled: false}", false},
-		{"no memory limit", "resources: {requests: {cpu: 500m, memory: 512Mi}, limits: null}", false},
-		{"cpu limit only", "resources: {limits: {memory: null, cpu: '2'}}", false},
+		{"default", "", "0.9"},
+		{"ratio", "goMemLimit: {ratio: 0.75}", "0.75"},
+		{"whole limit", "goMemLimit: {ratio: 1}", "1"},
+		{"off", "goMemLimit: {enabled: false}", "0"},
+		// The gate finds none in its cgroup, and sets none.
+		{"no memory limit", "resources: {requests: {cpu: 500m, memory: 512Mi}, limits: null}", "0.9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := base
@@ -114,17 +117,12 @@ func TestGoMemLimit(t *testing.T) {
 				vals = mergeValues(base, mustParse(t, tc.values))
 			}
 			c := renderDeployment(t, vals, capabilities()).Spec.Template.Spec.Containers[0]
-			e, ok := envOf(c)["GOMEMLIMIT"]
-			if ok != tc.want {
-				t.Fatalf("GOMEMLIMIT set: %v, want %v (resources %+v)", ok, tc.want, c.Resources)
+			env := envOf(c)
+			if e, ok := env["GATE_MEMORY_LIMIT_RATIO"]; !ok || e.Value != tc.want || e.ValueFrom != nil {
+				t.Errorf("GATE_MEMORY_LIMIT_RATIO %+v (set: %v), want %q", e, ok, tc.want)
 			}
-			if !ok {
-				return
-			}
-			ref := e.ValueFrom
-			if ref == nil || ref.ResourceFieldRef == nil || ref.ResourceFieldRef.Resource != "limits.memory" ||
-				ref.ResourceFieldRef.ContainerName != "gate" || !ref.ResourceFieldRef.Divisor.Equal(resource.MustParse("1")) {
-				t.Errorf("GOMEMLIMIT %+v: want resourceFieldRef limits.memory of container gate, divisor 1 (bytes)", e)
+			if e, ok := env["GOMEMLIMIT"]; ok {
+				t.Errorf("GOMEMLIMIT %+v set by the chart, want the gate's own limit", e)
 			}
 		})
 	}

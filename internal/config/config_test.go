@@ -159,6 +159,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 			TeamAPI:   false,       // off: it lists team names and rates to whoever reaches the port
 			LogLevel:  logLevel(0), // slog.LevelInfo
 			LogFormat: "json",
+			// Room for what the Go runtime does not count (serve's memory limit).
+			MemoryLimitRatio: 0.9,
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -600,6 +602,9 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_PENDING_READ_SHARE", value: "NaN", want: "want a number"},
 		{key: "GATE_PENDING_READ_SHARE", value: "1.5", want: "at most 1"},
 		{key: "GATE_PENDING_READ_SHARE", value: "0", want: "negative number to disable"},
+		{key: "GATE_MEMORY_LIMIT_RATIO", value: "1.1", want: "from 0 (no limit) to 1"},
+		{key: "GATE_MEMORY_LIMIT_RATIO", value: "-0.1", want: "from 0 (no limit) to 1"},
+		{key: "GATE_MEMORY_LIMIT_RATIO", value: "90%", want: "want a number"},
 		{key: "GATE_SYNC_FLOOR", value: "0.2", want: "below 0.1"},
 		{key: "GATE_SYNC_FLOOR", value: "0", want: "above 0"},
 		{key: "GATE_SYNC_FLOOR", value: "-0.01", want: "above 0"},

@@ -681,6 +681,10 @@ alone at start. The password may come from envFrom or extraEnv, which the chart 
   value: {{ $v.log.level | quote }}
 - name: GATE_LOG_FORMAT
   value: {{ $v.log.format | quote }}
+{{- /* The gate reads the container's memory limit from its cgroup and sets the Go
+runtime's to this share of it; a GOMEMLIMIT in extraEnv wins there. */}}
+- name: GATE_MEMORY_LIMIT_RATIO
+  value: {{ ternary $v.goMemLimit.ratio 0 $v.goMemLimit.enabled | toString | quote }}
 {{- end -}}
 
 {{/* Whether the PodMonitor / ServiceMonitor / PrometheusRule are rendered: whenever
