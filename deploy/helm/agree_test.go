@@ -96,11 +96,16 @@ var agreeCases = []agreeCase{
 	{"adaptive floor over max", `limit: {adaptive: {floor: 8796093022208}}`, false},
 	{"adaptive ceiling over max", `limit: {adaptive: {ceiling: 8796093022208}}`, false},
 	{"extra threshold over max", `limit: {extra: [{window: 1h, threshold: 8796093022208}]}`, false},
-	// GATE_WINDOW: from 1ms to 8784h (366 days).
-	{"window 1ms", `{limit: {window: 1ms}, sync: {tickInterval: 500us}}`, true},
-	{"window 1000000ns", `{limit: {window: 1000000ns}, sync: {tickInterval: 500us}}`, true},
-	{"window .001s", `{limit: {window: .001s}, sync: {tickInterval: 500us}}`, true},
-	{"window 999us", `{limit: {window: 999us}, sync: {tickInterval: 500us}}`, false},
+	// GATE_WINDOW: from 2ms (longer than a tick of 1ms, the shortest) to 8784h (366 days).
+	{"window 2ms", `{limit: {window: 2ms}, sync: {tickInterval: 1ms, interval: 1ms}}`, true},
+	{"window 2000000ns", `{limit: {window: 2000000ns}, sync: {tickInterval: 1ms, interval: 1ms}}`, true},
+	{"window .002s", `{limit: {window: .002s}, sync: {tickInterval: 1ms, interval: 1ms}}`, true},
+	{"window 1999us", `{limit: {window: 1999us}, sync: {tickInterval: 1ms, interval: 1ms}}`, false},
+	{"window 1ms", `{limit: {window: 1ms}, sync: {tickInterval: 500us}}`, false},
+	// GATE_TICK_INTERVAL: 1ms at least (1ns was taken: no Redis round trip fits).
+	{"tickInterval 1ms", `{limit: {window: 1s}, sync: {tickInterval: 1ms}}`, true},
+	{"tickInterval 999us", `{limit: {window: 1s}, sync: {tickInterval: 999us}}`, false},
+	{"tickInterval 1ns", `{limit: {window: 1s}, sync: {tickInterval: 1ns}}`, false},
 	{"window 500us", `{limit: {window: 500us}, sync: {tickInterval: 100us}}`, false},
 	{"window 500us default tick", `limit: {window: 500us}`, false},
 	{"window 8784h", `limit: {window: 8784h}`, true},

@@ -554,8 +554,9 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_KAFKA_SASL_PASSWORD", value: "hunter2", want: "unset unless GATE_KAFKA_SASL_MECHANISM is plain", env: map[string]string{"GATE_KAFKA_SASL_MECHANISM": "none"}},
 		{key: "GATE_WINDOW", value: "abc", want: `GATE_WINDOW="abc": want a duration such as 60s`},
 		{key: "GATE_WINDOW", value: "60", want: "want a duration"},
-		{key: "GATE_WINDOW", value: "0s", want: "at least 1ms"},
-		{key: "GATE_WINDOW", value: "-1m", want: "at least 1ms"},
+		{key: "GATE_WINDOW", value: "0s", want: "at least 2ms"},
+		{key: "GATE_WINDOW", value: "-1m", want: "at least 2ms"},
+		{key: "GATE_WINDOW", value: "1ms", want: "at least 2ms"},
 		{key: "GATE_THRESHOLD", value: "0", want: "from 1 to"},
 		{key: "GATE_THRESHOLD", value: "-5", want: "from 1 to"},
 		{key: "GATE_THRESHOLD", value: "1e6", want: "whole number"},
@@ -638,7 +639,10 @@ func TestLoadConfigMalformed(t *testing.T) {
 		{key: "GATE_CACHE_CAPACITY", value: "lots", want: "whole number"},
 		{key: "GATE_CACHE_TTL", value: "0s", want: "above zero"},
 		{key: "GATE_CACHE_IDLE_TIMEOUT", value: "-5m", want: "at least 1s"},
-		{key: "GATE_TICK_INTERVAL", value: "0s", want: "above zero"},
+		{key: "GATE_TICK_INTERVAL", value: "0s", want: "at least 1ms"},
+		// A tick a nanosecond long was accepted: none of its Redis round trips could fit.
+		{key: "GATE_TICK_INTERVAL", value: "1ns", want: "at least 1ms"},
+		{key: "GATE_TICK_INTERVAL", value: "999us", want: "at least 1ms"},
 		{key: "GATE_TICK_INTERVAL", value: "2m", want: "shorter than GATE_WINDOW (1m)", env: map[string]string{"GATE_SYNC_INTERVAL": "5m"}},
 		{key: "GATE_TICK_INTERVAL", value: "60s", want: "shorter than GATE_WINDOW (1m)", env: map[string]string{"GATE_SYNC_INTERVAL": "5m"}},
 		{key: "GATE_REDIS_URLS", value: "http://127.0.0.1:6379", want: "scheme must be redis or rediss"},
@@ -1245,7 +1249,7 @@ func TestAcceptedConfigIsAcceptedByLibraries(t *testing.T) {
 	t.Parallel()
 	for _, env := range []map[string]string{
 		nil,
-		{"GATE_WINDOW": "1ms", "GATE_TICK_INTERVAL": "500us", "GATE_SYNC_INTERVAL": "500us"},
+		{"GATE_WINDOW": "2ms", "GATE_TICK_INTERVAL": "1ms", "GATE_SYNC_INTERVAL": "1ms"},
 		{"GATE_THRESHOLD": "1", "GATE_SYNC_FLOOR": "0.0999", "GATE_PENDING_READ_SHARE": "1"},
 		{"GATE_THRESHOLD": strconv.FormatInt(limit.MaxThreshold, 10), "GATE_CACHE_CAPACITY": "1"},
 		{"GATE_KEYS_PER_COMMAND": "2", "GATE_KEYS_PER_TICK": "2", "GATE_MAX_PENDING_WRITES": "1", "GATE_MAX_READS_PER_TICK": "1", "GATE_OVERRIDES_MAX_ENTRIES": "1"},

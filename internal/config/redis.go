@@ -24,7 +24,7 @@ import (
 // Redis is Config's variables for the tick and Redis.
 type Redis struct {
 	// The tick (internal/tick) and Redis.
-	TickInterval          time.Duration  `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); ticks fall on the wall clock's multiples of it, the same instants on every gate, writes at the boundary and reads a quarter of it later, so every gate with this interval and a clock within that quarter of the others reads the whole fleet's writes; shorter lets the fleet react sooner, longer batches more work into each round trip."`
+	TickInterval          time.Duration  `envconfig:"TICK_INTERVAL" default:"1s" desc:"How often counts are written to Redis and due reads made, at least 1ms, shorter than GATE_WINDOW and no longer than GATE_SYNC_INTERVAL (default 1s); ticks fall on the wall clock's multiples of it, the same instants on every gate, writes at the boundary and reads a quarter of it later, so every gate with this interval and a clock within that quarter of the others reads the whole fleet's writes; shorter lets the fleet react sooner, longer batches more work into each round trip."`
 	RedisMode             redisMode      `envconfig:"REDIS_MODE" default:"standalone" desc:"Redis topology: standalone (independent instances listed in GATE_REDIS_URLS, teams spread by a stable hash), cluster (a Redis Cluster whose seed nodes are GATE_REDIS_URLS, database 0 only, keys hash-tagged by one of 256 shards) or sentinel (the primary that GATE_REDIS_SENTINEL_ADDRS know as GATE_REDIS_SENTINEL_MASTER, followed through failovers, with password, database and TLS from the one URL in GATE_REDIS_URLS, whose host is only the name the primary's and the sentinels' TLS certificates are checked against) (default standalone); cluster scales past one instance, sentinel survives losing the primary."`
 	RedisSentinelMaster   sentinelMaster `envconfig:"REDIS_SENTINEL_MASTER" default:"" desc:"With GATE_REDIS_MODE=sentinel, the name the sentinels know the primary by, as in their sentinel monitor line (default none)."`
 	RedisSentinelAddrs    sentinelAddrs  `envconfig:"REDIS_SENTINEL_ADDRS" default:"" desc:"With GATE_REDIS_MODE=sentinel, comma-separated sentinels as host:port, asked for the current primary (default none); list several, so that losing one still finds the primary."`
@@ -411,7 +411,11 @@ func (c Redis) validateBetween(bad report) {
 
 // validate checks the tick's and Redis's variables' values, each on its own.
 func (c Redis) validate(bad report) {
-	bad.positive("TICK_INTERVAL", c.TickInterval)
+	// A tick makes its round trips to Redis within three quarters of its interval: under
+	// a millisecond none could, and every tick would fail (1ns was accepted).
+	if c.TickInterval < time.Millisecond {
+		bad("TICK_INTERVAL", "a duration of at least 1ms such as 1s")
+	}
 	// The tick sets a counter's TTL to this plus tick.KeyTTLMargin: near the longest
 	// duration the sum overflowed, and Redis refused every write. A year, the longest
 	// window, keeps dead keys long enough.

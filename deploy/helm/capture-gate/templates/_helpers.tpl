@@ -1047,8 +1047,8 @@ each rule's windows.
 {{- end -}}
 {{- $w := include "capture-gate.nanoseconds" $window | int64 -}}
 {{- if not $v.rules -}}
-{{- if lt $w $ms -}}
-{{- fail (printf "capture-gate: limit.window (%s) must be at least 1ms" $v.limit.window) -}}
+{{- if lt $w (mul 2 $ms) -}}
+{{- fail (printf "capture-gate: limit.window (%s) must be at least 2ms (longer than a tick, itself 1ms at least)" $v.limit.window) -}}
 {{- end -}}
 {{- if gt $w (mul 8784 $hour) -}}
 {{- fail (printf "capture-gate: limit.window (%s) must be at most 8784h (366 days)" $v.limit.window) -}}
@@ -1086,6 +1086,9 @@ each rule's windows.
 {{- fail (printf "capture-gate: limit.adaptive.maxSpike (%s) must be from 1h plus twice %s to 168h (how long a team may stay over its learned threshold before it is re-learned)" $a.maxSpike $learnName) -}}
 {{- end -}}
 {{- $tick := include "capture-gate.nanoseconds" $v.sync.tickInterval | int64 -}}
+{{- if lt $tick $ms -}}
+{{- fail (printf "capture-gate: sync.tickInterval (%s) must be at least 1ms: a tick makes its Redis round trips within three quarters of it" $v.sync.tickInterval) -}}
+{{- end -}}
 {{- if $v.rules -}}
 {{- /* Under rules the windows are the rules': the gate checks the tick against each of
        them (and caps the cold-write interval at each rule's window), not against the
