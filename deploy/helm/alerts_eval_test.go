@@ -887,3 +887,103 @@ func TestRedisEvictingKeysAlert(t *testing.T) {
 		}
 	}
 }
+
+// heldFor reports whether the chart's alert name (rendered with the defaults) fires at
+// minute at having held for its `for:` of forMin minutes: the same label set returned at
+// every minute from at-forMin to at, as Prometheus requires of a pending alert (it
+// evaluates more often; a minute is enough here). firingAt leaves `for:` out, and with
+// it an alert whose label set changes before its `for:` is out, which never fires.
+func heldFor(t *testing.T, name string, forMin int, load string, at int) bool {
+	t.Helper()
+	vals := mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true}"))
+	mins := make([]int, 0, forMin+1)
+	for m := at - forMin; m <= at; m++ {
+		mins = append(mins, m)
+	}
+	var held map[string]bool
+	for i, v := range queryAt(t, alertExpr(t, vals, name), load, mins...) {
+		now := map[string]bool{}
+		for _, s := range v {
+			if i == 0 || held[s.Metric.String()] {
+				now[s.Metric.String()] = true
+			}
+		}
+		held = now
+	}
+	return len(held) > 0
+}
+
+// TestLagAlertFollowsAMovingPartition: partition 3 falls behind 20,000 records a minute
+// for 50 minutes while it changes gate every 10 minutes (restarts, a crash loop, scaling:
+// when lag grows), each gate dropping its series as the partition is revoked.
+// GateConsumerLagGrowing fires, as it does for a partition that stays on one gate, and
+// not on a lag that is high and flat. Before, it was per pod as well as partition: each
+// move started its `for: 15m` again, and it never fired on the partition 1.1 million
+// records behind (a review).
+func TestLagAlertFollowsAMovingPartition(t *testing.T) {
+	var moving strings.Builder
+	for i := range 5 {
+		skip := ""
+		if i > 0 {
+			skip = fmt.Sprintf("_x%d ", i*10)
+		}
+		fmt.Fprintf(&moving, "gate_partition_lag_records{namespace=\"ingest\", pod=\"gate-capture-gate-7d9f8b6c5-%s\", partition=\"3\"} %s%d+20000x9\n", strings.Repeat(string(rune('a'+i)), 5), skip, 100000+i*10*20000)
+	}
+	stays := "gate_partition_lag_records{" + evalPod + ", partition=\"3\"} 100000+20000x49\n"
+	flat := "gate_partition_lag_records{" + evalPod + ", partition=\"3\"} 500000x49\n"
+	for _, tc := range []struct {
+		name, load string
+		want       bool
+	}{{"on one gate", stays, true}, {"moving", moving.String(), true}, {"flat", flat, false}} {
+		if got := heldFor(t, "GateConsumerLagGrowing", 15, tc.load, 49); got != tc.want {
+			t.Errorf("GateConsumerLagGrowing on a partition %s at minute 49 fired %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestOverridesNeverReadAlert: a gate whose every read of the live overrides fails from
+// its start (an invalid entry, a WRONGTYPE key, Redis down through a deploy) keeps
+// gate_overrides_last_refresh_timestamp_seconds at 0, which GateOverridesStale cannot
+// measure from: GateOverridesNeverRead fires, per rule. Not on a rule that never had a
+// hash (0, no error counted), nor on a first read that failed once before the next one
+// succeeded, nor on a gate that has read once and failed since (GateOverridesStale's).
+func TestOverridesNeverReadAlert(t *testing.T) {
+	rule := evalPod + `, rule="team-user"`
+	for _, tc := range []struct {
+		name, load string
+		want       bool
+	}{
+		{"every read failing", "gate_overrides_last_refresh_timestamp_seconds{" + rule + "} 0x40\n" +
+			"gate_overrides_refresh_errors_total{" + rule + `, cause="invalid"} 0+1x40` + "\n", true},
+		{"no hash ever", "gate_overrides_last_refresh_timestamp_seconds{" + rule + "} 0x40\n" +
+			"gate_overrides_refresh_errors_total{" + rule + `, cause="invalid"} 0x40` + "\n", false},
+		{"one failed first read", "gate_overrides_last_refresh_timestamp_seconds{" + rule + "} 0 60x39\n" +
+			"gate_overrides_refresh_errors_total{" + rule + `, cause="redis"} 0 1x39` + "\n", false},
+		{"read once, failing since", "gate_overrides_last_refresh_timestamp_seconds{" + rule + "} 60x40\n" +
+			"gate_overrides_refresh_errors_total{" + rule + `, cause="redis"} 0+1x40` + "\n", false},
+	} {
+		if got := heldFor(t, "GateOverridesNeverRead", 5, tc.load, 40); got != tc.want {
+			t.Errorf("%s: GateOverridesNeverRead at minute 40 fired %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	text := alertText(t, "GateOverridesNeverRead", map[string]string{"namespace": "ingest", "pod": "gate-capture-gate-7d9f8b6c5-x2k4p", "rule": "team-user"}, 10)
+	for _, want := range []string{"rule team-user", "the rule's thresholds alone", "in the last 600s"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GateOverridesNeverRead says\n%s\nwant it to say %q", text, want)
+		}
+	}
+}
+
+// TestRuleTopicMissingAlert: records of a rule whose own topic is gone go to overflow,
+// counted in gate_rule_topic_records_total{reason="topic_missing"}; GateRuleTopicMissing
+// fires per rule while they do, summed over the gates, and not for the rule's records
+// written to its topic (reason rate_limited or forced).
+func TestRuleTopicMissingAlert(t *testing.T) {
+	load := "gate_rule_topic_records_total{" + evalPod + `, rule="merges", reason="topic_missing"} 0x10 0+600x20 12000x20` + "\n" +
+		"gate_rule_topic_records_total{" + evalPod + `, rule="merges", reason="rate_limited"} 0+600x50` + "\n"
+	at := []int{5, 12, 25, 38}
+	want := []bool{false, true, true, false}
+	if got := firingAt(t, "GateRuleTopicMissing", load, at...); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("GateRuleTopicMissing at minutes %v fired %v, want %v (the topic missing from 10 to 30)", at, got, want)
+	}
+}

@@ -158,8 +158,8 @@ var allAlerts = []string{"GateDown", "GateNotReady", "GateReplicasUnavailable", 
 	"GateRedisRefusingWrites", "GateRedisEvictingKeys", "GateTickSlow", "GateClockSkew", "GatePartitionStopped", "GateRecordsSkipped", "GateInputRecordsLost",
 	"GateFetchHeldByCommits", "GateFetchErrors",
 	"GateDeadLetterRateHigh", "GateOverflowShareJump", "GateLimiterCacheNearCapacity", "GateLimiterCacheOverfull", "GateTeamRotatingIdentities", "GateLimiterPendingWritesNearCap",
-	"GateLimiterCountsDropped", "GateTransactionsAborting", "GateTransactionRecoveries", "GateOverridesStale",
-	"GateOverridesHashMissing", "GateRulesFileInvalid", "GateFleetLimitsDisagree", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched",
+	"GateLimiterCountsDropped", "GateTransactionsAborting", "GateTransactionRecoveries", "GateOverridesStale", "GateOverridesNeverRead",
+	"GateOverridesHashMissing", "GateRuleTopicMissing", "GateRulesFileInvalid", "GateFleetLimitsDisagree", "GateRedisLostAcknowledgedWrites", "GateRedisPrimarySwitched",
 	"GateTLSFilesRefused", "GateTLSClientCertExpiring", "GateFleetAbsent"}
 
 // TestPrometheusRuleParses renders the alerts with the chart's defaults and with
@@ -267,7 +267,7 @@ func TestPrometheusRuleThresholds(t *testing.T) {
 		byName[r.Alert] = i
 	}
 	for _, tc := range []struct{ alert, exprSuffix, for_, severity string }{
-		{"GateConsumerLagGrowing", "> 250000) and (max by (namespace, pod, partition) (deriv(gate_partition_lag_records{namespace=\"ingest\", job=\"ingest/gate-capture-gate\"}[15m])) > 0)", "30m", "critical"},
+		{"GateConsumerLagGrowing", "> 250000) and (max by (namespace, partition) (deriv(gate_partition_lag_records{namespace=\"ingest\", job=\"ingest/gate-capture-gate\"}[15m])) > 0)", "30m", "critical"},
 		{"GateTickSlow", "> 0.5", "5m", "warning"},                       // 0.5 × sync.tickInterval (1s)
 		{"GateLimiterCacheNearCapacity", "> 270000", "15m", "warning"},   // 0.9 × limit.cacheCapacity
 		{"GateLimiterPendingWritesNearCap", "> 500000", "5m", "warning"}, // 0.5 × sync.maxPendingWrites

@@ -441,6 +441,12 @@ func renderDeployment(t *testing.T, vals map[string]any, caps *chartutil.Capabil
 	return objs.typed["Deployment"][0].(*appsv1.Deployment)
 }
 
+// chartSetsOtherwise are the gate's variables the chart covers by other means, and how.
+var chartSetsOtherwise = map[string]string{
+	// Also: the gate of the chart's appVersion may predate it (TestVersionsMoveTogether).
+	"GATE_MEMORY_LIMIT_RATIO": "goMemLimit.ratio sets GOMEMLIMIT, which wins over it in the gate",
+}
+
 // TestGateVariables checks the chart's GATE_ variables against the gate's own list
 // (`go run ./cmd/gate env`): every one set is known to the gate (which refuses unknown
 // GATE_ names at start-up), the required ones are always set, secrets come from Secrets,
@@ -484,7 +490,7 @@ func TestGateVariables(t *testing.T) {
 	}
 	t.Run("every gate variable has a value", func(t *testing.T) {
 		for name := range known {
-			if !covered[name] {
+			if !covered[name] && chartSetsOtherwise[name] == "" {
 				t.Errorf("%s is set by none of the value sets: map it to a value (and cover it in testdata/)", name)
 			}
 		}

@@ -2,7 +2,9 @@ package helm
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // TestPodTemplateIgnoresChartVersion: a new chart version that changes nothing in the
@@ -94,22 +97,32 @@ readinessProbe:
 	}
 }
 
-// TestGoMemLimit: the gate sets the Go runtime's memory limit itself, to
-// goMemLimit.ratio of the container's memory limit (GATE_MEMORY_LIMIT_RATIO, 0 when
-// disabled: cmd/gate reads the limit from its cgroup); the chart sets no GOMEMLIMIT,
-// which would be the whole limit, and one in extraEnv is the only one (the gate defers
-// to it).
+// TestGoMemLimit: GOMEMLIMIT is goMemLimit.ratio of the container's memory limit in
+// bytes, whatever form the limit is written in (as Kubernetes reads it), only when a limit
+// is set, and extraEnv may replace it. Not the whole limit, as before: the Go runtime
+// counts only its own memory, the kernel charges the pod for the rest too. The chart sets
+// it rather than GATE_MEMORY_LIMIT_RATIO (the gate's own, from its cgroup) so that the
+// gate of the chart's appVersion, which predates that variable, gets it too.
 func TestGoMemLimit(t *testing.T) {
 	base := readValues(t, "testdata/defaults.yaml")
 	for _, tc := range []struct {
-		name, values, want string
+		name, values string
+		limit        string // the limit as Kubernetes reads it; "" for no GOMEMLIMIT
+		ratio        float64
 	}{
-		{"default", "", "0.9"},
-		{"ratio", "goMemLimit: {ratio: 0.75}", "0.75"},
-		{"whole limit", "goMemLimit: {ratio: 1}", "1"},
-		{"off", "goMemLimit: {enabled: false}", "0"},
-		// The gate finds none in its cgroup, and sets none.
-		{"no memory limit", "resources: {requests: {cpu: 500m, memory: 512Mi}, limits: null}", "0.9"},
+		{"default", "", "1Gi", 0.9},
+		{"ratio", "goMemLimit: {ratio: 0.75}", "1Gi", 0.75},
+		{"whole limit", "goMemLimit: {ratio: 1}", "1Gi", 1},
+		{"Mi", "resources: {limits: {memory: 1536Mi}}", "1536Mi", 0.9},
+		{"decimal", "resources: {limits: {memory: 2G}}", "2G", 0.9},
+		{"fraction", "resources: {limits: {memory: 1.5Gi}}", "1.5Gi", 0.9},
+		{"bytes", "resources: {limits: {memory: 1073741824}}", "1073741824", 0.9},
+		{"bytes as a string", "resources: {limits: {memory: '805306368'}}", "805306368", 0.9},
+		{"exponent", "resources: {limits: {memory: 2e9}}", "2e9", 0.9},
+		{"k", "resources: {limits: {memory: 900000k}}", "900000k", 0.9},
+		{"off", "goMemLimit: {enabled: false}", "", 0},
+		{"no memory limit", "resources: {requests: {cpu: 500m, memory: 512Mi}, limits: null}", "", 0},
+		{"cpu limit only", "resources: {limits: {memory: null, cpu: '2'}}", "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := base
@@ -117,12 +130,20 @@ func TestGoMemLimit(t *testing.T) {
 				vals = mergeValues(base, mustParse(t, tc.values))
 			}
 			c := renderDeployment(t, vals, capabilities()).Spec.Template.Spec.Containers[0]
-			env := envOf(c)
-			if e, ok := env["GATE_MEMORY_LIMIT_RATIO"]; !ok || e.Value != tc.want || e.ValueFrom != nil {
-				t.Errorf("GATE_MEMORY_LIMIT_RATIO %+v (set: %v), want %q", e, ok, tc.want)
+			e, ok := envOf(c)["GOMEMLIMIT"]
+			if ok != (tc.limit != "") {
+				t.Fatalf("GOMEMLIMIT set: %v, want %v (resources %+v)", ok, tc.limit != "", c.Resources)
 			}
-			if e, ok := env["GOMEMLIMIT"]; ok {
-				t.Errorf("GOMEMLIMIT %+v set by the chart, want the gate's own limit", e)
+			if !ok {
+				return
+			}
+			q := resource.MustParse(tc.limit)
+			want := strconv.FormatInt(int64(math.Floor(float64(q.Value())*tc.ratio)), 10)
+			if e.Value != want || e.ValueFrom != nil {
+				t.Errorf("GOMEMLIMIT %+v, want %s (%v of %s)", e, want, tc.ratio, tc.limit)
+			}
+			if _, ok := envOf(c)["GATE_MEMORY_LIMIT_RATIO"]; ok {
+				t.Error("GATE_MEMORY_LIMIT_RATIO set: the gate of the chart's appVersion may not know it")
 			}
 		})
 	}
