@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // panelQueries returns the queries of the dashboard's panel titled title, as Grafana
@@ -121,5 +123,77 @@ func TestDeadLetterSharePanelCountsEachRecordOnce(t *testing.T) {
 	}
 	if math.Abs(share-1) > 0.001 {
 		t.Errorf("Dead letter share by reason adds up to %.3f with every record refused and dead-lettered, want 1", share)
+	}
+}
+
+// TestEveryAlertMetricIsOnAPanel: every gate metric an alert fires on is on some panel of
+// the dashboard, so that the on-call its runbook sends there sees which gate and since
+// when. GatePartitionStopped (critical) sent them to a dashboard that never showed
+// gate_partitions_stopped, and seven other alerts' metrics were on no panel (a review).
+func TestEveryAlertMetricIsOnAPanel(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "grafana", "gate-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Panels  []panel `json:"panels"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	}
+	var dash panel
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]bool{}
+	var walk func(ps []panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			walk(p.Panels)
+			for _, tg := range p.Targets {
+				// Grafana's variables, as panelQueries gives them, so that the parser takes it.
+				e := strings.NewReplacer("$__rate_interval", "5m", "$job", ".*", "$pod", ".*").Replace(tg.Expr)
+				names, err := metricNames(e)
+				if err != nil {
+					t.Fatalf("panel query %q: %v", tg.Expr, err)
+				}
+				for _, n := range names {
+					shown[strings.TrimSuffix(n, "_bucket")] = true
+				}
+			}
+		}
+	}
+	walk(dash.Panels)
+	_, spec := promRule(t, mergeValues(readValues(t, "testdata/defaults.yaml"), mustParse(t, "prometheusRule: {enabled: true}")))
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `json:"alert"`
+				Expr  string `json:"expr"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(spec, &rules); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			names, err := metricNames(r.Expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range names {
+				if strings.HasPrefix(m, "gate_") {
+					n++
+					if !shown[strings.TrimSuffix(m, "_bucket")] {
+						t.Errorf("%s fires on %s, which no dashboard panel shows", r.Alert, m)
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no alert read a gate metric: nothing checked")
 	}
 }
