@@ -19,7 +19,7 @@ import (
 var readyzReasonFuncs = map[string][]string{
 	"internal/consume":   {"NotReady", "stallProblem", "awaitPreflight", "preflight", "diagnoseOutputs", "compactedProblem", "plainListener"},
 	"internal/gate":      {"OverridesNotReady"},
-	"internal/endpoints": {"waiting"},
+	"internal/endpoints": {"waiting", "shutdownReasons"},
 }
 
 // readyzSinks are the consumer's methods that make a message a /readyz reason, and which

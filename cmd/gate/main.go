@@ -14,8 +14,9 @@
 //     variable (a typo) is an error too. Exit status 2, as for a command-line usage
 //     error; 1 for any other failure.
 //   - Nothing starts half-configured: every step that can fail (configuration, limiter,
-//     Redis clients, tick, router, Kafka client, HTTP listener) runs before the first
-//     goroutine starts.
+//     Redis clients, tick, router, Kafka client, HTTP listener) runs before the gate's
+//     own goroutines start (the Kafka client's start with it, and a failed step closes
+//     it).
 //   - Redis being down does not stop start-up or the process: /healthz answers 200 while
 //     the process runs; /readyz answers 503 until the gate has joined its consumer group,
 //     has read its live overrides once (the consumer routes nothing before, for at most
@@ -27,7 +28,9 @@
 //   - SIGTERM or SIGINT stops the consumer first (no new poll; in-flight records
 //     awaited; acknowledged offsets committed; the group left), then the tick, whose
 //     final flush writes the counts of the last records routed to Redis, then the HTTP
-//     server and the Redis clients; the process exits 0. A second signal, half a second
+//     server and the Redis clients; /readyz answers 503 "shutting down" from the signal
+//     on. The process exits 0, or 1 when the consumer's stop failed (an exactly-once
+//     transaction that could not be ended), which the log says. A second signal, half a second
 //     or more after the first, ends it at once, with a line on stderr and exit status
 //     128 + its number (143 for SIGTERM); one sooner is the first sent twice (timeout(1)
 //     signals the process and its group).
@@ -272,6 +275,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down", "cause", context.Cause(ctx))
+		ready.ShuttingDown()
 		stopConsume()
 		if err := <-consumed; err != nil {
 			runErr = err
@@ -282,9 +286,11 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 		// up as it is now).
 		runErr = fmt.Errorf("the Kafka consumer stopped: %w", err)
 		log.Error("Kafka consumer stopped; shutting down", "err", err)
+		ready.ShuttingDown()
 	case err := <-served:
 		runErr = fmt.Errorf("HTTP server on %s: %w", ln.Addr(), err)
 		log.Error("HTTP server failed; shutting down", "err", err)
+		ready.ShuttingDown()
 		stopConsume()
 		<-consumed
 	}

@@ -150,12 +150,35 @@ type Readiness struct {
 	// to the network. Nil until a PING fails.
 	refused []refusal
 	ok      atomic.Bool // every instance has answered; the fast path of /readyz
+	// stopping: the gate is shutting down (ShuttingDown), and routes nothing more.
+	stopping atomic.Bool
+}
+
+// shutdownReasons is /readyz's reason once the gate is shutting down, or nil.
+func (r *Readiness) shutdownReasons() []string {
+	if !r.stopping.Load() {
+		return nil
+	}
+	return []string{"shutting down: draining in-flight records, then leaving the consumer group"}
+}
+
+// ShuttingDown makes /readyz answer 503 "shutting down" from now on: the gate consumes
+// nothing more while it drains its in-flight records, commits and leaves its group. It
+// answered ready through the drain (up to GATE_SHUTDOWN_TIMEOUT), then "not joined to
+// consumer group yet" (a review).
+func (r *Readiness) ShuttingDown() {
+	if r != nil {
+		r.stopping.Store(true)
+	}
 }
 
 // reasons is why the gate is not ready, as /readyz names them: none when it is.
 func (r *Readiness) reasons() []string {
 	if r == nil {
 		return []string{"no readiness checks (a server built without them)"}
+	}
+	if why := r.shutdownReasons(); why != nil {
+		return why // the one reason: the others (not joined to the group "yet") would mislead
 	}
 	var why []string
 	why = append(why, r.kafka()...)

@@ -373,7 +373,13 @@ func (c *Cluster) launch(n *node) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.proc != nil {
-		return fmt.Errorf("kafkatest: node %d is already running", n.id)
+		select {
+		case <-n.proc.done:
+			// Exited by itself (crashed, killed from outside): stopped, as Running says.
+			n.proc = nil
+		default:
+			return fmt.Errorf("kafkatest: node %d is already running", n.id)
+		}
 	}
 	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -426,7 +432,12 @@ func (c *Cluster) waitBrokers(timeout time.Duration, ids ...int32) error {
 	var last error
 	for {
 		// Every node's process first: one that exited (its port taken) is found at once,
-		// not behind another node that cannot list it yet.
+		// not behind another node that cannot list it yet. A dedicated controller's too:
+		// without it no broker is listed, and its exit would be waited out to the timeout
+		// rather than retried on fresh ports (New).
+		if err := c.controllerRunning(); err != nil {
+			return err
+		}
 		for _, id := range ids {
 			n := c.nodes[id-1]
 			n.mu.Lock()
@@ -461,7 +472,8 @@ func (c *Cluster) waitBrokers(timeout time.Duration, ids ...int32) error {
 }
 
 // controllerRunning checks that a dedicated controller node has not exited (the brokers
-// being listed, it has started; one that could not bind its port exits).
+// being listed, it has started; one that could not bind its port exits). One stopped on
+// purpose (Kill, Stop) is no error here.
 func (c *Cluster) controllerRunning() error {
 	for _, n := range c.nodes {
 		if !n.controller {
@@ -470,6 +482,9 @@ func (c *Cluster) controllerRunning() error {
 		n.mu.Lock()
 		p := n.proc
 		n.mu.Unlock()
+		if p == nil {
+			continue
+		}
 		select {
 		case <-p.done:
 			return &exitedError{node: n.id, err: p.waitErr}
@@ -562,9 +577,17 @@ func (c *Cluster) Kill(id int) error {
 
 func (c *Cluster) kill(n *node) error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	p := n.proc
-	if p == nil {
+	n.mu.Unlock()
+	return c.killProc(n, p)
+}
+
+// killProc SIGKILLs p, n's process unless another has taken its place since (then p has
+// exited already, or is another caller's to end), and waits for it.
+func (c *Cluster) killProc(n *node, p *process) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p == nil || n.proc != p {
 		return nil
 	}
 	n.proc = nil
@@ -600,13 +623,17 @@ func (c *Cluster) Stop(id int) error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-		n.mu.Lock()
-		n.proc = nil
-		n.mu.Unlock()
-		return nil
 	case <-time.After(stopTimeout):
-		return c.kill(n)
+		return c.killProc(n, p)
 	}
+	// Only p: a Kill and a Restart while Stop waited started another, which is not
+	// Stop's to forget (Close would never kill it).
+	n.mu.Lock()
+	if n.proc == p {
+		n.proc = nil
+	}
+	n.mu.Unlock()
+	return nil
 }
 
 // Restart starts a stopped (or killed) node id again on its ports and data, and waits
@@ -619,10 +646,44 @@ func (c *Cluster) Restart(id int) error {
 	if err := c.launch(n); err != nil {
 		return err
 	}
-	if err := c.waitBrokers(readyTimeout, int32(id)); err != nil {
+	wait := func() error { return c.waitBrokers(readyTimeout, int32(id)) }
+	if n.controller {
+		// No client listener, never a broker in metadata: its controller port taking
+		// connections is what there is to wait for.
+		wait = func() error { return c.waitListening(n, readyTimeout) }
+	}
+	if err := wait(); err != nil {
 		return fmt.Errorf("%w\n%s", err, c.LogTail(id))
 	}
 	return nil
+}
+
+// waitListening polls until n's controller port takes a connection, failing early when
+// its process exits.
+func (c *Cluster) waitListening(n *node, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(n.ctrl))
+	for {
+		n.mu.Lock()
+		p := n.proc
+		n.mu.Unlock()
+		if p == nil {
+			return fmt.Errorf("kafkatest: node %d is stopped", n.id)
+		}
+		select {
+		case <-p.done:
+			return &exitedError{node: n.id, err: p.waitErr}
+		default:
+		}
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kafkatest: controller node %d not listening on %s within %v: %w", n.id, addr, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // Running reports whether node id's process is up.

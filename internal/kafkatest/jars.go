@@ -1,7 +1,9 @@
 package kafkatest
 
 import (
+	"archive/zip"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
@@ -146,6 +148,13 @@ func FindTools(getenv func(string) string) (Tools, error) {
 	// message suggests) carry no completeMark: they are used as they are, not resolved
 	// again, which would replace (remove) that directory.
 	byHand := getenv("GATETEST_KAFKA_JARS") != "" && fileExists(filepath.Join(dir, "kafka_2.13-"+Version+".jar"))
+	if !byHand && getenv("GATETEST_KAFKA_JARS") != "" && !fileExists(filepath.Join(dir, completeMark)) {
+		// A directory of the user's without this version's jars (another release's
+		// libs/, say): resolving into it would replace it, their files with it.
+		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+			return Tools{}, fmt.Errorf("kafkatest: GATETEST_KAFKA_JARS=%s holds no kafka_2.13-%s.jar: put Apache Kafka %s's libs/ there, or name an empty or missing directory for Maven to fetch them into, or unset it", dir, Version, Version)
+		}
+	}
 	if !byHand {
 		if err := resolve(dir); err != nil {
 			return Tools{}, err
@@ -243,15 +252,27 @@ func resolve(dir string) error {
 		return fmt.Errorf("kafkatest: writing the POM for Maven: %w", err)
 	}
 	start := time.Now()
-	cmd := exec.Command(mvn, "-B", "-q", "-f", pom, "dependency:copy-dependencies",
+	// -C: a checksum that does not match fails the download (Maven's default only
+	// warns, and -q hides the warning: a truncated jar was cached for good). Bounded, so
+	// that a download that hangs says so rather than the test binary's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), mavenTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mvn, "-B", "-q", "-C", "-f", pom, "dependency:copy-dependencies",
 		"-DoutputDirectory="+tmp, "-DincludeScope=runtime")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("not done within %v: %w", mavenTimeout, err)
+		}
 		return fmt.Errorf("kafkatest: resolving Apache Kafka %s with Maven (internal/kafkatest/maven/pom.xml): %w\n%s", Version, err, tail(out.Bytes(), 4<<10))
 	}
 	if !fileExists(filepath.Join(tmp, "kafka_2.13-"+Version+".jar")) {
 		return fmt.Errorf("kafkatest: Maven resolved internal/kafkatest/maven/pom.xml without kafka_2.13-%s.jar", Version)
+	}
+	if err := jarsReadable(tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, completeMark), []byte(time.Since(start).String()+"\n"), 0o644); err != nil {
 		return fmt.Errorf("kafkatest: marking the jar cache complete: %w", err)
@@ -261,6 +282,27 @@ func resolve(dir string) error {
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("kafkatest: moving the resolved jars into place: %w", err)
+	}
+	return nil
+}
+
+// mavenTimeout bounds a resolution: some 100 MB of jars on a slow link.
+const mavenTimeout = 15 * time.Minute
+
+// jarsReadable checks that every jar in dir opens as a zip: one cut short (a proxy's
+// truncated answer, checksummed or not) is otherwise cached for good, and every broker
+// then fails to start with a missing class, not naming the jar.
+func jarsReadable(dir string) error {
+	jars, err := filepath.Glob(filepath.Join(dir, "*.jar"))
+	if err != nil {
+		return err
+	}
+	for _, j := range jars {
+		r, err := zip.OpenReader(j)
+		if err != nil {
+			return fmt.Errorf("kafkatest: Maven gave %s, which is not a readable jar (%w): delete it from Maven's local repository (~/.m2/repository) and run the tests again, which fetch it anew", filepath.Base(j), err)
+		}
+		r.Close()
 	}
 	return nil
 }

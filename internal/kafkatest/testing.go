@@ -59,10 +59,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		}
 		c.Close()
 		if keep := o.Getenv("GATETEST_LOG_DIR"); keep != "" {
-			// The nodes' logs and data, for kafka-dump-log.sh: a fault the tail does not
-			// explain is found in them.
-			to := filepath.Join(keep, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-kafka")
-			if err := os.CopyFS(to, os.DirFS(dir)); err != nil {
+			if err := keepLogs(keep, t.Name(), dir); err != nil {
 				t.Errorf("GATETEST_LOG_DIR: %v", err)
 			}
 		}
@@ -172,4 +169,17 @@ func (c *Cluster) CreateTopic(t testing.TB, topic string, partitions int32, conf
 	if err != nil {
 		t.Fatalf("creating topic %s: %v", topic, err)
 	}
+}
+
+// keepLogs copies a cluster's directory (its nodes' logs and data, for
+// kafka-dump-log.sh: a fault the tail does not explain is found in them) into keep, as
+// test's, replacing an earlier run's, as the gates' logs are (internal/faulttest):
+// os.CopyFS writes over no file, and every run after the first into one directory
+// failed its tests.
+func keepLogs(keep, test, dir string) error {
+	to := filepath.Join(keep, strings.NewReplacer("/", "_", " ", "_").Replace(test)+"-kafka")
+	if err := os.RemoveAll(to); err != nil {
+		return err
+	}
+	return os.CopyFS(to, os.DirFS(dir))
 }
