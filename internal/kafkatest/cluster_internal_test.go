@@ -61,12 +61,17 @@ func TestJarCacheFollowsThePom(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// An mvn that resolves offline: the broker jar, and a copy of the POM it was given.
+	// An mvn that resolves offline: the broker jar (a readable one: resolve opens each),
+	// and a copy of the POM it was given.
 	bin := t.TempDir()
+	jar := filepath.Join(bin, "broker.jar")
+	if err := os.WriteFile(jar, []byte(jarBytes(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	mvn := `#!/bin/sh
 for a; do case "$a" in -DoutputDirectory=*) out="${a#*=}";; esac; done
 prev=""; for a; do [ "$prev" = -f ] && pom="$a"; prev="$a"; done
-mkdir -p "$out" && : > "$out/kafka_2.13-` + Version + `.jar" && cp "$pom" "$out/resolved-from.xml"
+mkdir -p "$out" && cp "` + jar + `" "$out/kafka_2.13-` + Version + `.jar" && cp "$pom" "$out/resolved-from.xml"
 `
 	if err := os.WriteFile(filepath.Join(bin, "mvn"), []byte(mvn), 0o755); err != nil {
 		t.Fatal(err)
