@@ -3,17 +3,9 @@ package compose
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"log/slog"
 	"maps"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capturegate/gate/internal/config"
+	"github.com/capturegate/gate/internal/faulttest"
 	"github.com/capturegate/gate/internal/gate"
 )
 
@@ -395,19 +388,14 @@ func exportedMetrics(t *testing.T) metricSet {
 		t.Fatal("a gate with rules exports no gate_rule_records_total or gate_rules_file_valid")
 	}
 	// A gate on Redis over TLS with a client certificate exports its TLS files' metrics.
-	dir := t.TempDir()
-	cert, key := selfSigned(t)
-	for f, b := range map[string][]byte{"ca.crt": cert, "tls.crt": cert, "tls.key": key} {
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ca := faulttest.NewCA(t)
+	kp := ca.Issue(t, "gate")
 	tlsVars := map[string]string{
 		"GATE_KAFKA_BROKERS":       "127.0.0.1:1",
 		"GATE_REDIS_URLS":          "rediss://127.0.0.1:1/0",
-		"GATE_REDIS_TLS_CA_FILE":   filepath.Join(dir, "ca.crt"),
-		"GATE_REDIS_TLS_CERT_FILE": filepath.Join(dir, "tls.crt"),
-		"GATE_REDIS_TLS_KEY_FILE":  filepath.Join(dir, "tls.key"),
+		"GATE_REDIS_TLS_CA_FILE":   ca.CAFile,
+		"GATE_REDIS_TLS_CERT_FILE": kp.CertFile,
+		"GATE_REDIS_TLS_KEY_FILE":  kp.KeyFile,
 	}
 	cfg, err = config.Load(func(k string) string { return tlsVars[k] }, slices.Collect(maps.Keys(tlsVars)))
 	if err != nil {
@@ -429,36 +417,6 @@ func exportedMetrics(t *testing.T) metricSet {
 		t.Fatal("a gate with TLS files exports no gate_tls_reload_errors_total or gate_tls_client_cert_expiry_timestamp_seconds")
 	}
 	return names
-}
-
-// selfSigned returns a self-signed certificate for 127.0.0.1, good for a day, and its
-// key, both PEM: a CA file and a client certificate the gate loads at start.
-func selfSigned(t *testing.T) (cert, key []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "compose test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
 
 func env(s types.ServiceConfig, k string) string {

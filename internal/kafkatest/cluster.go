@@ -439,17 +439,8 @@ func (c *Cluster) waitBrokers(timeout time.Duration, ids ...int32) error {
 			return err
 		}
 		for _, id := range ids {
-			n := c.nodes[id-1]
-			n.mu.Lock()
-			p := n.proc
-			n.mu.Unlock()
-			if p == nil {
-				return fmt.Errorf("kafkatest: node %d is stopped", n.id)
-			}
-			select {
-			case <-p.done:
-				return &exitedError{node: n.id, err: p.waitErr}
-			default:
+			if err := c.nodes[id-1].up(); err != nil {
+				return err
 			}
 		}
 		ready := 0
@@ -658,22 +649,31 @@ func (c *Cluster) Restart(id int) error {
 	return nil
 }
 
+// up reports whether n's process runs: an error when it was stopped, an *exitedError when
+// it exited by itself.
+func (n *node) up() error {
+	n.mu.Lock()
+	p := n.proc
+	n.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("kafkatest: node %d is stopped", n.id)
+	}
+	select {
+	case <-p.done:
+		return &exitedError{node: n.id, err: p.waitErr}
+	default:
+		return nil
+	}
+}
+
 // waitListening polls until n's controller port takes a connection, failing early when
 // its process exits.
 func (c *Cluster) waitListening(n *node, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(n.ctrl))
 	for {
-		n.mu.Lock()
-		p := n.proc
-		n.mu.Unlock()
-		if p == nil {
-			return fmt.Errorf("kafkatest: node %d is stopped", n.id)
-		}
-		select {
-		case <-p.done:
-			return &exitedError{node: n.id, err: p.waitErr}
-		default:
+		if err := n.up(); err != nil {
+			return err
 		}
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
