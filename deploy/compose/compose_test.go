@@ -462,3 +462,23 @@ func TestComposeStopGracePeriod(t *testing.T) {
 		t.Fatal("no gate service in docker-compose.yml")
 	}
 }
+
+// Every gate service restarts when its gate exits: a stopped container leaves Docker's
+// DNS, and with it Prometheus's targets (prometheus.yml's dns_sd_configs), so GateDown,
+// which reads up == 0 of a target Prometheus still has, never fired for it (a review).
+func TestGatesRestart(t *testing.T) {
+	t.Parallel()
+	gates := 0
+	for _, s := range loadProject(t).Services {
+		if !slices.Contains(s.Command, "serve") {
+			continue
+		}
+		gates++
+		if s.Restart != "unless-stopped" && s.Restart != "always" {
+			t.Errorf("service %s runs gate serve with restart %q, want unless-stopped", s.Name, s.Restart)
+		}
+	}
+	if gates == 0 {
+		t.Fatal("no service runs gate serve")
+	}
+}
