@@ -306,8 +306,9 @@ func (k *KeyFrom) team(rec *kgo.Record, s *Scratch, maxKey int) (string, reasonC
 // of each object on a dotted field's path (members), since a field can only be known to
 // appear once by reading them all; on a value valid as JSON the answer is the same as with
 // validation (FuzzTeam). An object that breaks off before its end is read as far as it
-// goes (see jsonFields). Nested values off the path are skipped by their brackets, and
-// nothing after the object's closing brace is read.
+// goes (see jsonFields). Nested values off the path are skipped by their brackets; past
+// the object's closing brace only white space may follow (moreAfter), and what the key is
+// read from must be JSON (jsonNumber, jsonString).
 //
 // gjson.Valid checks JSON syntax, not UTF-8: invalid UTF-8 inside a string is accepted, as
 // encoding/json.Valid accepts it, and a team key holding it is routed like any other (a
@@ -319,7 +320,7 @@ func (k *KeyFrom) jsonTeam(v []byte, s *Scratch, maxKey int) (string, reasonCode
 		return "", code
 	}
 	team, code := k.jsonFields(js, s, maxKey)
-	if k.lax && code != reasonNone && code != reasonKeyTooLong && !gjson.Valid(js) {
+	if k.lax && code != reasonNone && code != reasonKeyTooLong && code != reasonNotJSON && !gjson.Valid(js) {
 		// Without validation, the value is checked only where reading the team failed,
 		// to tell not_json from a missing or ambiguous field: bad records pay, good ones
 		// do not.
@@ -348,6 +349,11 @@ func checkObject(v []byte, validate bool, s *Scratch) (string, reasonCode) {
 	if tooDeep(v) {
 		return "", s.fail(failure{reason: reasonNotJSON, what: fmt.Sprintf("value nests deeper than %d levels", maxDepth)})
 	}
+	if bytes.HasPrefix(v, []byte("\xEF\xBB\xBF")) {
+		// Said as such: "not valid JSON" alone sent the operator looking for a fault
+		// that no viewer shows (a review). JSON text must not start with one (RFC 8259).
+		return "", s.fail(failure{reason: reasonNotJSON, what: "value starts with a UTF-8 byte order mark (EF BB BF), which JSON text must not: remove it where the events are written"})
+	}
 	js := bytesString(v)
 	if validate && !gjson.Valid(js) {
 		return "", s.fail(malformed())
@@ -364,6 +370,21 @@ func notObject(js string) failure {
 		return failure{reason: reasonNotJSON, what: "value is not valid JSON"}
 	}
 	return failure{reason: reasonNotJSON, what: "value is " + jsonKind(gjson.Parse(js)) + ", not a JSON object"}
+}
+
+// moreAfter reports whether js holds more than white space after its object, which
+// members walked to its end (end, just past the closing brace; not where it stopped
+// early, at a value, nor malformed): several events in one record, as a proxy batching
+// them line by line writes it. Read without validation, the record was counted once,
+// under the first event's team, the others' teams uncounted (a review); validated, it is
+// not JSON.
+func moreAfter(js string, end int) bool {
+	return end > 0 && js[end-1] == '}' && skipSpace(js, end) < len(js)
+}
+
+// severalValues is the failure for a value that holds more after its object (moreAfter).
+func severalValues() failure {
+	return failure{reason: reasonNotJSON, what: "value is not valid JSON: more follows its object (several events in one record?)"}
 }
 
 // malformed is the failure for a value the scanner could not read: only an invalid one.
@@ -394,8 +415,12 @@ func (k *KeyFrom) jsonFields(js string, s *Scratch, maxKey int) (string, reasonC
 		ahead = &s.ahead
 		ahead.ok = false
 	}
-	if members(js, start, k.top, at, nil, ahead) < 0 && !k.lax {
+	end := members(js, start, k.top, at, nil, ahead)
+	if end < 0 && !k.lax {
 		return "", s.fail(malformed()) // not reached: the value is valid JSON
+	}
+	if k.lax && moreAfter(js, end) {
+		return "", s.fail(severalValues())
 	}
 	if len(k.fields) == 1 {
 		if ahead != nil && ahead.ok && ahead.at == at[0] {
@@ -653,6 +678,9 @@ func (k *KeyFrom) fieldValue(js string, i, at, end int, s *Scratch) (string, rea
 	switch raw[0] {
 	case '"':
 		str := raw[1 : len(raw)-1]
+		if k.lax && !jsonString(str) {
+			return "", s.fail(malformed()) // validated, it is not JSON
+		}
 		if strings.IndexByte(str, '\\') >= 0 {
 			var ok bool
 			if str, ok = unescape(str); !ok { // into a new string: one allocation
@@ -672,7 +700,7 @@ func (k *KeyFrom) fieldValue(js string, i, at, end int, s *Scratch) (string, rea
 	case '[':
 		return "", s.fail(failure{reason: reasonFieldType, field: i, what: "an array"})
 	}
-	if !numberWhole(js, end) {
+	if !numberWhole(js, end) || k.lax && !jsonNumber(raw) {
 		return "", s.fail(malformed()) // only without validation: valid JSON has one whole
 	}
 	return raw, reasonNone // a number

@@ -539,10 +539,11 @@ func TestCheckKeyShowsEscapedForm(t *testing.T) {
 }
 
 // Without validation (the default), a team string the gate cannot decode is no team: an
-// escape that is none (\q, a \u with fewer than four hex digits) dead-letters the record
-// (not_json), and a raw control byte after an escape is kept, as it is in a string
-// without escapes. unescape used to stop there, as gjson does, so "a\qb" and "a\qc" were
-// both counted as team "a", a team of their own to a lenient decoder downstream.
+// escape that is none (\q, a \u with fewer than four hex digits) or a raw control byte
+// (JSON requires it escaped) dead-letters the record (not_json), as validation would.
+// unescape used to stop there, as gjson does, so "a\qb" and "a\qc" were both counted as
+// team "a", a team of their own to a lenient decoder downstream; and a raw control byte
+// was kept, "2<LF>" a key of its own beside "2" (a review).
 func TestUndecodableTeamStringNotTruncated(t *testing.T) {
 	k := mustKeyFrom(t, "json:team_id+u")
 	k.lax = true
@@ -554,9 +555,10 @@ func TestUndecodableTeamStringNotTruncated(t *testing.T) {
 		{`a\qc`, ""},
 		{`a\u00`, ""},
 		{`a\u12x4`, ""},
-		{"a\\nb\x01c", "a\nb\x01c:u1"},
-		{"a\\nb\x01d", "a\nb\x01d:u1"},
-		{"ab\x01c", "ab\x01c:u1"}, // no escape: kept as it always was
+		{"a\\nb\x01c", ""},
+		{"ab\x01c", ""},
+		{"2\n", ""},
+		{"a\\nb", "a\nb:u1"}, // escaped, a control byte is fine
 	} {
 		for _, single := range []bool{false, true} {
 			kk, want := k, tt.want

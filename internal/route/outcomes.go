@@ -209,12 +209,12 @@ func (t *touchAhead) touch(js string, at int) {
 			return
 		}
 		v = js[at+1 : end]
-		if v == "" || strings.IndexByte(v, '\\') >= 0 {
+		if v == "" || strings.IndexByte(v, '\\') >= 0 || !jsonString(v) {
 			return
 		}
 	case c == '-' || c >= '0' && c <= '9':
 		end := skipValue(js, at)
-		if end < 0 || !numberWhole(js, end) {
+		if end < 0 || !numberWhole(js, end) || !jsonNumber(js[at:end]) {
 			return
 		}
 		v = js[at:end]

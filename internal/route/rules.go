@@ -471,8 +471,12 @@ func (r *Router) rulesJSON(rec *kgo.Record, s *Scratch) (string, reasonCode) {
 		s.val = make([]string, len(r.plan.top))
 	}
 	s.vals = 0
-	if members(js, firstNonSpace(js), r.plan.top, s.at, s.end, nil) < 0 && r.cfg.ValidateJSON {
+	end := members(js, firstNonSpace(js), r.plan.top, s.at, s.end, nil)
+	if end < 0 && r.cfg.ValidateJSON {
 		return "", s.fail(malformed()) // not reached: the value is valid JSON
+	}
+	if !r.cfg.ValidateJSON && moreAfter(js, end) {
+		return "", s.fail(severalValues())
 	}
 	return js, reasonNone
 }

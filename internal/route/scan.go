@@ -479,10 +479,9 @@ func unescapedIs(raw, want string) bool {
 }
 
 // unescape returns the JSON string contents raw with its escapes decoded as encoding/json
-// decodes them (unescapedIs), every other byte as it is, a raw control byte too (lax
-// reading), as a string without escapes keeps it. ok is false when raw holds an escape
-// that is none (\q, a short \u): the string cannot be read. gjson stopped there, and at
-// a control byte, so that "a\qb" and "a\qc" both read "a", another team's key.
+// decodes them (unescapedIs), every other byte as it is. ok is false when raw holds an
+// escape that is none (\q, a short \u): the string cannot be read. gjson stopped there,
+// and at a control byte, so that "a\qb" and "a\qc" both read "a", another team's key.
 // One allocation: the decoded string is never longer than raw.
 func unescape(raw string) (string, bool) {
 	var b strings.Builder
@@ -506,7 +505,8 @@ func unescape(raw string) (string, bool) {
 
 // unescapeAt decodes the escape at raw[i] (a backslash): the rune it stands for and the
 // index just past it, a valid surrogate pair being one escape; a lone or malformed
-// surrogate is U+FFFD and the escape after it is left to be read on its own.
+// surrogate is U+FFFD, as encoding/json reads it (so "u\ud800", "u\udbff" and "u\ufffd"
+// are one key: docs/rules.md), and the escape after it is left to be read on its own.
 func unescapeAt(raw string, i int) (rune, int, bool) {
 	if i+1 >= len(raw) {
 		return 0, 0, false
@@ -542,6 +542,60 @@ func unescapeAt(raw string, i int) (rune, int, bool) {
 		return unicode.ReplacementChar, i + 6, true
 	}
 	return 0, 0, false
+}
+
+// jsonString reports whether the contents of a JSON string the lax scanner read to its
+// closing quote hold no raw control byte, which JSON requires escaped: without
+// validation "2<LF>" was read as a key of its own beside "2" (a review).
+func jsonString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonNumber reports whether s, a number's text as the lax scanner reads it (numberEnd:
+// any run of digits, '.', 'e', 'E', '+' and '-'), is one by JSON's grammar: an optional
+// '-', 0 or a digit 1-9 and more digits, then optionally '.' and digits, then optionally
+// 'e' or 'E', a sign and digits. Without validation 02, -02 and 1-2 were each a key of
+// their own beside 2 and -2 (a review), which no JSON decoder downstream reads.
+func jsonNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i++; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		j := i + 1
+		for i = j; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		}
+		if i == j {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		j := i
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		}
+		if i == j {
+			return false
+		}
+	}
+	return i == len(s)
 }
 
 // hex4 reads the four hexadecimal digits at s[i:].
