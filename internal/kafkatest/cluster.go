@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -753,9 +754,14 @@ func (c *Cluster) LogTails() string {
 	return strings.Join(parts, "\n")
 }
 
-// freePorts asks the kernel for n distinct free loopback ports. The listeners are all
-// open together, so none is handed out twice; another process could still take one
-// before the broker binds it, which makes the broker exit and New fail with its log.
+// freePorts returns n distinct free loopback ports, from below the kernel's ephemeral
+// range where it has room (lowPorts): the kernel hands out ports of that range to every
+// listen on port 0 and every outgoing connection, so a node's port taken while the node is
+// down (Restart binds its old ports: tens of seconds in a failover test) could be any
+// other test's listener's. Below it, only another cluster choosing the same port at once
+// can take one, as the random choice rarely does. The listeners are all open together,
+// so none is handed out twice; a port taken before the broker binds it makes the broker
+// exit, and New starts again on fresh ports.
 func freePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {
@@ -763,14 +769,41 @@ func freePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
+	lo, hi := lowPorts()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		addr := "127.0.0.1:0"
+		if hi > lo && tries < 50*n {
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+mrand.IntN(hi-lo)))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			if addr != "127.0.0.1:0" {
+				continue // in use: another
+			}
 			return nil, err
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// lowPorts is the range [lo, hi) of ports freePorts chooses from: from 20000 to the
+// start of the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 by
+// default), or none (lo = hi) where that leaves fewer than 2000 or cannot be read.
+func lowPorts() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0
+	}
+	start, err := strconv.Atoi(f[0])
+	if err != nil || start-20000 < 2000 {
+		return 0, 0
+	}
+	return 20000, start
 }
