@@ -114,6 +114,7 @@ var badConfig = map[string]string{
 	"GATE_TEAM_API":                "sure",
 	"GATE_LOG_LEVEL":               "verbose",
 	"GATE_LOG_FORMAT":              "xml",
+	"GATE_MEMORY_LIMIT_RATIO":      "1.5",
 }
 
 var freeForm = []string{
