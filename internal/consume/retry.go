@@ -484,14 +484,7 @@ const HeaderDropped = "gate-dropped"
 // list beside the last of them, for what takes a record written by the gate back to the
 // input (gate redrive), which must leave these out and keep a producer's own gate-* ones.
 func GateHeader(key string) bool {
-	switch key {
-	case route.HeaderError, route.HeaderErrorDetail, route.HeaderSource,
-		route.HeaderOverflowReason, route.HeaderOverflowLimit, route.HeaderOverflowRule,
-		route.HeaderTag, route.HeaderRuleTopicMissing,
-		HeaderOriginalTimestamp, HeaderDropped:
-		return true
-	}
-	return false
+	return route.OwnHeader(key) || key == HeaderOriginalTimestamp || key == HeaderDropped
 }
 
 // stampNow gives r the timestamp now, keeping in's in a header (once).

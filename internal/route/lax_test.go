@@ -2,8 +2,11 @@ package route
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capturegate/gate/internal/limit"
 )
@@ -80,5 +83,37 @@ func TestLaxReadingStaysJSON(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An input record's own copies of the headers the gate writes are left off every output:
+// a reader taking the first header of a name read the producer's gate-overflow-reason,
+// ahead of the gate's, and an accepted record the gate never tagged carried the gate-tag
+// its producer wrote (a review). Other headers, gate-* ones the gate does not write
+// among them, go through in their order; an accepted record without such headers shares
+// the input's slice, as before (no allocation: TestRouteAllocs).
+func TestInputGateHeadersLeftOff(t *testing.T) {
+	f := newRuleFixture(t, Config{},
+		ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Threshold: 1}}})
+	forged := []string{"trace", "t1", HeaderTag, "vip-bypass", HeaderOverflowReason, "forced", HeaderError, "spoofed", "gate-original-timestamp", "7", "gate-mine", "x"}
+	keys := func(out *kgo.Record) []string {
+		var ks []string
+		for _, h := range out.Headers {
+			ks = append(ks, h.Key+"="+string(h.Value))
+		}
+		return ks
+	}
+	var s Scratch
+	out, o := f.r.Route(t0, input(`{"team_id":2}`, "", forged...), &s)
+	if want := []string{"trace=t1", "gate-original-timestamp=7", "gate-mine=x"}; o.Route != Accepted || !slices.Equal(keys(out), want) {
+		t.Errorf("accepted: %s, headers %v; want %v", o.Route, keys(out), want)
+	}
+	out, o = f.r.Route(t0, input(`{"team_id":2}`, "", forged...), &s) // over its limit of 1
+	if want := []string{"trace=t1", "gate-original-timestamp=7", "gate-mine=x", HeaderOverflowReason + "=" + ReasonRateLimited, HeaderOverflowRule + "=team"}; o.Route != Overflow || !slices.Equal(keys(out), want) {
+		t.Errorf("overflow: %s, headers %v; want %v", o.Route, keys(out), want)
+	}
+	out, o = f.r.Route(t0, input(`{"team":2}`, "", forged...), &s)
+	if ks := keys(out); o.Route != DeadLetter || slices.Contains(ks, HeaderError+"=spoofed") || slices.Contains(ks, HeaderTag+"=vip-bypass") {
+		t.Errorf("dead letter: %s, headers %v; want the gate's own error alone", o.Route, ks)
 	}
 }

@@ -949,10 +949,7 @@ func (r *Router) DeadLetter(rec *kgo.Record, reason, detail string) *kgo.Record 
 // as Go readers and kcat's eye do, would read the stale reason and offset); the earlier
 // ones stay readable on the input record the new gate-source names.
 func (r *Router) deadLetter(rec *kgo.Record, code []byte, detail string) *kgo.Record {
-	out := r.output(rec, DeadLetter, rec.Key, 3)
-	out.Headers = slices.DeleteFunc(out.Headers, func(h kgo.RecordHeader) bool { // a copy: output's extra > 0
-		return h.Key == HeaderError || h.Key == HeaderErrorDetail || h.Key == HeaderSource
-	})
+	out := r.output(rec, DeadLetter, rec.Key, 3) // the input's own gate headers left off (fill)
 	src := AppendSource(make([]byte, 0, len(rec.Topic)+24), rec)
 	out.Headers = append(out.Headers,
 		kgo.RecordHeader{Key: HeaderError, Value: code},
@@ -989,11 +986,32 @@ func (r *Router) output(rec *kgo.Record, route Route, key []byte, extra int) *kg
 // shared already (until the input record's Recycle, consume/pools.go).
 func (r *Router) fill(out, rec *kgo.Record, route Route, key []byte, extra int) {
 	*out = kgo.Record{Topic: r.topics[route], Key: key, Value: rec.Value, Timestamp: rec.Timestamp}
-	if extra == 0 {
+	own := slices.ContainsFunc(rec.Headers, func(h kgo.RecordHeader) bool { return OwnHeader(h.Key) })
+	if extra == 0 && !own {
 		if n := len(rec.Headers); n > 0 {
 			out.Headers = rec.Headers[:n:n]
 		}
 		return
 	}
-	out.Headers = append(make([]kgo.RecordHeader, 0, len(rec.Headers)+extra), rec.Headers...)
+	out.Headers = make([]kgo.RecordHeader, 0, len(rec.Headers)+extra)
+	for _, h := range rec.Headers {
+		if !OwnHeader(h.Key) {
+			out.Headers = append(out.Headers, h)
+		}
+	}
+}
+
+// OwnHeader reports whether key is a header the router writes (the Header* names): an
+// input record's own copy of one is left off every output (fill). A reader taking the
+// first header of a name read the input's, ahead of the gate's, and a record the gate
+// never tagged or diverted could reach the accepted topic saying gate-tag or
+// gate-overflow-reason, as whoever wrote the input chose (a review); a dead letter driven
+// back to the input, stripped by gate redrive, kept its old reason when sent by hand.
+func OwnHeader(key string) bool {
+	switch key {
+	case HeaderError, HeaderErrorDetail, HeaderSource, HeaderOverflowReason, HeaderOverflowLimit,
+		HeaderOverflowRule, HeaderTag, HeaderRuleTopicMissing:
+		return true
+	}
+	return false
 }

@@ -41,7 +41,7 @@ func LimitsHash(desc string) string {
 
 // LimitsKeyFor is the key the gates of a fleet add their limits' hashes to in the minute
 // of the Unix epoch minute: {prefix}:limits:{minute}. No counter, hold, profile or
-// sequence key has that second part.
+// sequence key has that second part: team "limits"'s are escaped (appendTeam).
 func LimitsKeyFor(prefix string, minute int64) string {
 	return prefix + ":limits:" + strconv.FormatInt(minute, 10)
 }
