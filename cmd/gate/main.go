@@ -442,6 +442,17 @@ func logStartup(log *slog.Logger, cfg config.Config, lim *limit.Limiter, t *tick
 		log.Warn("GATE_REDIS_KEY_TTL raised to the counters' lifetime (2 x GATE_WINDOW; 3 x with adaptive thresholds; 2 x plus GATE_MAX_EVENT_AGE on the event clock): a shorter expiry would drop an epoch while it still counts",
 			"asked", cfg.RedisKeyTTL.String(), "using", ttl.String())
 	}
+	// Each can be meant (a lab, a network of its own), neither should be an accident: said
+	// where an operator reads the set-up (a security review found both silent).
+	if cfg.KafkaSASLMechanism == "plain" && !cfg.KafkaTLSOn() {
+		log.Warn("GATE_KAFKA_SASL_MECHANISM=plain without TLS: the password crosses the network as it is, to anyone on the path; set GATE_KAFKA_TLS=true")
+	}
+	for i, u := range cfg.RedisURLs {
+		if opt, err := tick.ParseURL(u); err == nil && opt.TLSConfig != nil && opt.TLSConfig.InsecureSkipVerify {
+			log.Warn("GATE_REDIS_URLS: skip_verify=true turns off the check of the Redis server's certificate: anyone on the path can stand in for it and read the password; drop it, and give GATE_REDIS_TLS_CA_FILE for a private CA",
+				"redis_instance", i)
+		}
+	}
 }
 
 // divertHoldLine is GATE_DIVERT_HOLD as the limiter keeps it, after its default (one

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,5 +117,55 @@ func TestStartLineKafkaTLSAsDialed(t *testing.T) {
 		if line["kafka_tls"] != tc.want {
 			t.Errorf("%v: kafka_tls %v, want %v", tc.env, line["kafka_tls"], tc.want)
 		}
+	}
+}
+
+// The start-up warns of a password sent in clear (SASL PLAIN without TLS) and of a Redis
+// whose certificate is not checked (skip_verify=true): each can be meant, neither should
+// be an accident, and both were silent (a security review). Not of SCRAM without TLS,
+// nor of PLAIN over TLS.
+func TestStartUpWarnsOfCredentialsInClear(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string // in the log's warnings
+	}{
+		{"plain without TLS", map[string]string{"GATE_KAFKA_SASL_MECHANISM": "plain", "GATE_KAFKA_SASL_USERNAME": "u", "GATE_KAFKA_SASL_PASSWORD": "p"},
+			[]string{"GATE_KAFKA_SASL_MECHANISM=plain without TLS"}},
+		{"plain over TLS", map[string]string{"GATE_KAFKA_SASL_MECHANISM": "plain", "GATE_KAFKA_SASL_USERNAME": "u", "GATE_KAFKA_SASL_PASSWORD": "p", "GATE_KAFKA_TLS": "true"}, nil},
+		{"scram without TLS", map[string]string{"GATE_KAFKA_SASL_MECHANISM": "scram-sha-512", "GATE_KAFKA_SASL_USERNAME": "u", "GATE_KAFKA_SASL_PASSWORD": "p"}, nil},
+		{"skip_verify", map[string]string{"GATE_REDIS_URLS": "rediss://127.0.0.1:1/0?skip_verify=true"}, []string{"skip_verify=true turns off"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1", "GATE_REDIS_URLS": "redis://127.0.0.1:1/0"}
+			maps.Copy(env, tc.env)
+			cfg, err := config.Load(getenvFrom(env), slices.Collect(maps.Keys(env)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			discard := slog.New(slog.DiscardHandler)
+			g, err := gate.New(cfg, discard, gate.Options{Writer: "start-line"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.CloseRedis(discard)
+			defer g.Consumer.Close()
+			var out bytes.Buffer
+			logStartup(slog.New(slog.NewJSONHandler(&out, nil)), cfg, g.Lim, g.Ticker, "127.0.0.1:8080", memLimit{})
+			var warns []string
+			for l := range strings.SplitSeq(out.String(), "\n") {
+				if strings.Contains(l, `"level":"WARN"`) {
+					warns = append(warns, l)
+				}
+			}
+			if len(warns) != len(tc.want) {
+				t.Fatalf("warnings %q, want %d: %q", warns, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(warns[i], w) || strings.Contains(warns[i], `"p"`) {
+					t.Errorf("warning %q, want it to say %q (and no password)", warns[i], w)
+				}
+			}
+		})
 	}
 }

@@ -327,10 +327,17 @@ restarts the gate: held to the same worst case. */ -}}
 password is GATE_REDIS_PASSWORD, from redis.passwordSecret). */}}
 {{- define "capture-gate.redisURLs" -}}
 {{- range $u := .Values.redis.urls -}}
-{{- /* A ':' before an '@': a password, even one holding '/', ':' or '@' unescaped, shown
-as xxxxx up to the last '@' (a user name alone is taken with its password from a Secret). */ -}}
-{{- if regexMatch "^rediss?://[^@]*:[^@]*@" $u -}}
-{{- fail (printf "capture-gate: redis.urls entry %q holds a password; put it in a Secret (redis.passwordSecret or redis.urlsSecret), never in values" (regexReplaceAll "^(rediss?://[^:@/]*):.*@" $u "${1}:xxxxx@")) -}}
+{{- /* A ':' before an '@': a password, even one holding '/', ':' or '@' unescaped, or
+after a user name holding '@' (svc@corp:PW@host: Go reads the user info up to the last
+'@'); shown with everything up to the last '@' as xxxxx (a user name alone is taken
+with its password from a Secret). */ -}}
+{{- if or (regexMatch "^rediss?://[^@]*:[^@]*@" $u) (regexMatch "^rediss?://[^/]*:[^/]*@" $u) -}}
+{{- $shown := regexReplaceAll "^(rediss?://[^:@/]*):.*@" $u "${1}:xxxxx@" -}}
+{{- if eq $shown $u -}}
+{{- /* No user name before the ':' the first form keeps: all of it hidden. */ -}}
+{{- $shown = regexReplaceAll "^(rediss?://).*@" $u "${1}xxxxx@" -}}
+{{- end -}}
+{{- fail (printf "capture-gate: redis.urls entry %q holds a password; put it in a Secret (redis.passwordSecret or redis.urlsSecret), never in values" $shown) -}}
 {{- end -}}
 {{- /* A user name and no password: go-redis logs in as that user only with a password,
 so the gate refuses it at start unless GATE_REDIS_PASSWORD (redis.passwordSecret) gives
