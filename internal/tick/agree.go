@@ -9,7 +9,7 @@
 //
 // So once a minute, with the live key, each gate adds the hash of its limits
 // (Config.LiveLimits: every rule's key, match, limits, mode, cost, action...) to the
-// minute's key, {prefix}:limits:{minute}, and reads the minute before's, whole by then:
+// minute's key, {prefix}:limits:{minute}:hashes, and reads the minute before's, whole by then:
 // the hashes of every gate that added one in that minute. More than one is a gauge
 // (gate_fleet_limit_variants) at once, and a warning once it has lasted agreeWarnAfter
 // checks, again at most every agreeWarnEvery while it lasts; the line names this gate's
@@ -40,10 +40,15 @@ func LimitsHash(desc string) string {
 }
 
 // LimitsKeyFor is the key the gates of a fleet add their limits' hashes to in the minute
-// of the Unix epoch minute: {prefix}:limits:{minute}. No counter, hold, profile or
-// sequence key has that second part: team "limits"'s are escaped (appendTeam).
+// of the Unix epoch minute: {prefix}:limits:{minute}:hashes. No team's key ends so (a
+// counter's last part is its epoch, a number; then :hold and :profile). Without its last
+// part it was team "limits"'s counter in standalone and sentinel mode, in the minute its
+// epoch's number was the minute's (every minute, on a 60-second window): any sender
+// could name that team, whose count writes then failed on the check's value, its count
+// reaching no other gate (a security review). Renamed rather than the team escaped: no
+// released gate writes this key, and every team keeps the key it always had.
 func LimitsKeyFor(prefix string, minute int64) string {
-	return prefix + ":limits:" + strconv.FormatInt(minute, 10)
+	return prefix + ":limits:" + strconv.FormatInt(minute, 10) + ":hashes"
 }
 
 // agreeScript adds ARGV[1] (an entry: limitsEntry) to the minute's key unless it holds

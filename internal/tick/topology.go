@@ -100,15 +100,8 @@ func appendTeamKey(b []byte, m Mode, prefix, team string) []byte {
 
 // appendTeam appends team as a standalone or sentinel key holds it: as it is, but for a
 // team that starts with 'w', digits and ':' ("w60:x"), written %77 in place of its 'w',
-// one that starts with "rule:", written %72 in place of its 'r', the team "limits",
-// written %6cimits, and one that starts with %77, %72, %6c or %25, written %25 in place of
-// its '%'.
-//
-// The fleet's limits check keeps {prefix}:limits:{Unix minute} (LimitsKeyFor), which team
-// "limits"'s counter spelt in the minute its epoch's number was the minute's (every
-// minute, on a 60-second window): any sender could name that team, whose writes then
-// failed on the check's value (ERR value is not an integer), its count reaching no other
-// gate, while the check read its counts as limits (a review).
+// one that starts with "rule:", written %72 in place of its 'r', and one that starts with
+// %77, %72 or %25, written %25 in place of its '%'.
 //
 // GATE_LIMITS' further limits keep their keys under {prefix}:w{seconds} and the primary
 // under {prefix}, so the primary's team "w60:x" spelt the 60-second limit's team x's keys
@@ -122,10 +115,8 @@ func appendTeamKey(b []byte, m Mode, prefix, team string) []byte {
 // form keeps the keys it always had.
 func appendTeam(b []byte, team string) []byte {
 	switch {
-	case strings.HasPrefix(team, "%77") || strings.HasPrefix(team, "%72") || strings.HasPrefix(team, "%6c") || strings.HasPrefix(team, "%25"):
+	case strings.HasPrefix(team, "%77") || strings.HasPrefix(team, "%72") || strings.HasPrefix(team, "%25"):
 		return append(append(b, "%25"...), team[1:]...)
-	case team == "limits":
-		return append(append(b, "%6c"...), team[1:]...)
 	case strings.HasPrefix(team, "rule:"):
 		return append(append(b, "%72"...), team[1:]...)
 	case len(team) > 2 && team[0] == 'w' && isDigit(team[1]):
