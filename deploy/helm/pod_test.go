@@ -2,9 +2,7 @@ package helm
 
 import (
 	"encoding/json"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -97,32 +95,18 @@ readinessProbe:
 	}
 }
 
-// TestGoMemLimit: GOMEMLIMIT is goMemLimit.ratio of the container's memory limit in
-// bytes, whatever form the limit is written in (as Kubernetes reads it), only when a limit
-// is set, and extraEnv may replace it. Not the whole limit, as before: the Go runtime
-// counts only its own memory, the kernel charges the pod for the rest too. The chart sets
-// it rather than GATE_MEMORY_LIMIT_RATIO (the gate's own, from its cgroup) so that the
-// gate of the chart's appVersion, which predates that variable, gets it too.
+// TestGoMemLimit: GOMEMLIMIT is the container's memory limit in bytes, read by
+// Kubernetes, only when a limit is set, and extraEnv may replace it.
 func TestGoMemLimit(t *testing.T) {
 	base := readValues(t, "testdata/defaults.yaml")
 	for _, tc := range []struct {
 		name, values string
-		limit        string // the limit as Kubernetes reads it; "" for no GOMEMLIMIT
-		ratio        float64
+		want         bool
 	}{
-		{"default", "", "1Gi", 0.9},
-		{"ratio", "goMemLimit: {ratio: 0.75}", "1Gi", 0.75},
-		{"whole limit", "goMemLimit: {ratio: 1}", "1Gi", 1},
-		{"Mi", "resources: {limits: {memory: 1536Mi}}", "1536Mi", 0.9},
-		{"decimal", "resources: {limits: {memory: 2G}}", "2G", 0.9},
-		{"fraction", "resources: {limits: {memory: 1.5Gi}}", "1.5Gi", 0.9},
-		{"bytes", "resources: {limits: {memory: 1073741824}}", "1073741824", 0.9},
-		{"bytes as a string", "resources: {limits: {memory: '805306368'}}", "805306368", 0.9},
-		{"exponent", "resources: {limits: {memory: 2e9}}", "2e9", 0.9},
-		{"k", "resources: {limits: {memory: 900000k}}", "900000k", 0.9},
-		{"off", "goMemLimit: {enabled: false}", "", 0},
-		{"no memory limit", "resources: {requests: {cpu: 500m, memory: 512Mi}, limits: null}", "", 0},
-		{"cpu limit only", "resources: {limits: {memory: null, cpu: '2'}}", "", 0},
+		{"default", "", true},
+		{"off", "goMemLimit: {enabled: false}", false},
+		{"no memory limit", "resources: {requests: {cpu: 500m, memory: 512Mi}, limits: null}", false},
+		{"cpu limit only", "resources: {limits: {memory: null, cpu: '2'}}", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := base
@@ -131,19 +115,16 @@ func TestGoMemLimit(t *testing.T) {
 			}
 			c := renderDeployment(t, vals, capabilities()).Spec.Template.Spec.Containers[0]
 			e, ok := envOf(c)["GOMEMLIMIT"]
-			if ok != (tc.limit != "") {
-				t.Fatalf("GOMEMLIMIT set: %v, want %v (resources %+v)", ok, tc.limit != "", c.Resources)
+			if ok != tc.want {
+				t.Fatalf("GOMEMLIMIT set: %v, want %v (resources %+v)", ok, tc.want, c.Resources)
 			}
 			if !ok {
 				return
 			}
-			q := resource.MustParse(tc.limit)
-			want := strconv.FormatInt(int64(math.Floor(float64(q.Value())*tc.ratio)), 10)
-			if e.Value != want || e.ValueFrom != nil {
-				t.Errorf("GOMEMLIMIT %+v, want %s (%v of %s)", e, want, tc.ratio, tc.limit)
-			}
-			if _, ok := envOf(c)["GATE_MEMORY_LIMIT_RATIO"]; ok {
-				t.Error("GATE_MEMORY_LIMIT_RATIO set: the gate of the chart's appVersion may not know it")
+			ref := e.ValueFrom
+			if ref == nil || ref.ResourceFieldRef == nil || ref.ResourceFieldRef.Resource != "limits.memory" ||
+				ref.ResourceFieldRef.ContainerName != "gate" || !ref.ResourceFieldRef.Divisor.Equal(resource.MustParse("1")) {
+				t.Errorf("GOMEMLIMIT %+v: want resourceFieldRef limits.memory of container gate, divisor 1 (bytes)", e)
 			}
 		})
 	}

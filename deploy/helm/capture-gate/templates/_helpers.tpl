@@ -212,27 +212,6 @@ format; one past Go's longest duration (about 2562047h), which the gate cannot r
 {{- $total -}}
 {{- end -}}
 
-{{/* capture-gate.bytes: a Kubernetes quantity (resources.limits.memory: 1Gi, 1536Mi, 1G,
-1073741824, 1.5Gi, 1e9, a number YAML read as 1.073741824e+09) in bytes, as a float. */}}
-{{- define "capture-gate.bytes" -}}
-{{- $q := toString . -}}
-{{- $num := regexFind "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)" $q -}}
-{{- $suffix := trimPrefix $num $q -}}
-{{- $units := dict "" 1.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 "P" 1000000000000000.0 "E" 1000000000000000000.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 -}}
-{{- $mult := 0.0 -}}
-{{- if hasKey $units $suffix -}}
-{{- $mult = get $units $suffix -}}
-{{- else if regexMatch "^[eE][+]?[0-9]{1,2}$" $suffix -}}
-{{- $mult = 1.0 -}}
-{{- /* Without leading zeros: int reads "09", as toString writes 1e9, as octal. */ -}}
-{{- range until (regexReplaceAll "^0+" (regexFind "[0-9]+" $suffix) "" | default "0" | int) -}}{{- $mult = mulf $mult 10 -}}{{- end -}}
-{{- end -}}
-{{- if or (not $num) (eq $mult 0.0) -}}
-{{- fail (printf "capture-gate: resources.limits.memory %q is not a quantity the chart reads (such as 1Gi, 1536Mi, 1G or a number of bytes)" $q) -}}
-{{- end -}}
-{{- mulf (float64 $num) $mult -}}
-{{- end -}}
-
 {{/* Whether an autoscaler owns the replica count. */}}
 {{- define "capture-gate.autoscaled" -}}
 {{- if or .Values.autoscaling.keda.enabled .Values.autoscaling.hpa.enabled }}true{{ end -}}
