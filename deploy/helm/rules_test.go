@@ -303,6 +303,13 @@ func TestRulesTeamChecked(t *testing.T) {
 	if _, err := render(t, mergeValues(base, mustParse(t, "rulesTeam: json:team_id\n")), capabilities()); err == nil || !strings.Contains(err.Error(), "rulesTeam (json:team_id) is set without rules") {
 		t.Errorf("render of rulesTeam without rules: %v; want it refused, saying so", err)
 	}
+	// The gate of the chart's appVersion (0.8.0) refuses a rules file with team: (unknown
+	// field): its pods would crash-loop (a rolling-update review). Refused with the
+	// default image; an image of the user's choosing is taken to have it.
+	if _, err := render(t, mergeValues(base, mustParse(t, rule+"rulesTeam: json:team_id\n")), capabilities()); err == nil || !strings.Contains(err.Error(), "which the gate of the chart's appVersion (0.8.0) does not know") {
+		t.Errorf("render of rulesTeam with the appVersion's image: %v; want it refused, saying why", err)
+	}
+	base = mergeValues(base, mustParse(t, "image: {tag: next}\n"))
 	// As the gate has them (internal/rules TestRulesTeamCasesAsTheChartHasThem reads the
 	// same file): the chart's first pattern refused header:x-team+id, which the gate reads,
 	// and rendered json:a..b and "json:team_id " for gates that refuse them (a review).

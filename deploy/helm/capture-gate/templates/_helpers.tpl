@@ -1203,6 +1203,13 @@ gives each case to the gate too.
 {{- if not (regexMatch `^(?:json:[^.+\s\v\x{85}\p{Z}](?:[^.+]*[^.+\s\v\x{85}\p{Z}])?(?:\.[^.+\s\v\x{85}\p{Z}](?:[^.+]*[^.+\s\v\x{85}\p{Z}])?)*|header:[^\s\v\x{85}\p{Z}](?s:.*[^\s\v\x{85}\p{Z}])?|key)$` (toString $v.rulesTeam)) -}}
 {{- fail (printf "capture-gate: rulesTeam %q: want a key of one field, json:FIELD, header:NAME or key (the team: of docs/rules.md)" (toString $v.rulesTeam)) -}}
 {{- end -}}
+{{- /* The rules file's team: is newer than the gate of appVersion 0.8.0, which refuses the
+file with it (unknown field): its pods would crash-loop, the running ones refuse the reload
+(a rolling-update review). Lifted with the release that ships it; an image of the user's
+choosing (image.tag or digest) is taken to have it. */ -}}
+{{- if and (semverCompare "<=0.8.0" .Chart.AppVersion) (not $v.image.tag) (not $v.image.digest) -}}
+{{- fail (printf "capture-gate: rulesTeam writes the rules file's team:, which the gate of the chart's appVersion (%s) does not know: it would refuse the file; set image.tag to a gate that has it, or leave rulesTeam unset" .Chart.AppVersion) -}}
+{{- end -}}
 {{- end -}}
 {{- $sec := 1000000000 | int64 -}}
 {{- $hour := mul 3600 $sec -}}
