@@ -37,22 +37,7 @@ func TestStartLineStatesEverySetting(t *testing.T) {
 	if len(vars) < 50 {
 		t.Fatalf("only %d variables in the table", len(vars))
 	}
-	cfg, err := config.Load(getenvFrom(map[string]string{
-		"GATE_KAFKA_BROKERS": "127.0.0.1:1",
-		"GATE_REDIS_URLS":    "redis://127.0.0.1:1/0",
-	}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	discard := slog.New(slog.DiscardHandler)
-	g, err := gate.New(cfg, discard, gate.Options{Writer: "start-line"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.CloseRedis(discard)
-	defer g.Consumer.Close()
-	var out bytes.Buffer
-	logStartup(slog.New(slog.NewJSONHandler(&out, nil)), cfg, g.Lim, g.Ticker, "127.0.0.1:8080", memLimit{})
+	out := startupLog(t, nil)
 	var line map[string]any
 	if err := json.Unmarshal(bytes.SplitN(out.Bytes(), []byte("\n"), 2)[0], &line); err != nil || line["msg"] != "gate started" {
 		t.Fatalf("start line %q: %v", out.String(), err)
@@ -137,21 +122,7 @@ func TestStartUpWarnsOfCredentialsInClear(t *testing.T) {
 		{"skip_verify", map[string]string{"GATE_REDIS_URLS": "rediss://127.0.0.1:1/0?skip_verify=true"}, []string{"skip_verify=true turns off"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1", "GATE_REDIS_URLS": "redis://127.0.0.1:1/0"}
-			maps.Copy(env, tc.env)
-			cfg, err := config.Load(getenvFrom(env), slices.Collect(maps.Keys(env)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			discard := slog.New(slog.DiscardHandler)
-			g, err := gate.New(cfg, discard, gate.Options{Writer: "start-line"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.CloseRedis(discard)
-			defer g.Consumer.Close()
-			var out bytes.Buffer
-			logStartup(slog.New(slog.NewJSONHandler(&out, nil)), cfg, g.Lim, g.Ticker, "127.0.0.1:8080", memLimit{})
+			out := startupLog(t, tc.env)
 			var warns []string
 			for l := range strings.SplitSeq(out.String(), "\n") {
 				if strings.Contains(l, `"level":"WARN"`) {
@@ -168,4 +139,26 @@ func TestStartUpWarnsOfCredentialsInClear(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startupLog is what logStartup writes for a gate configured by env, over a broker and a
+// Redis that never answer (GATE_KAFKA_BROKERS and GATE_REDIS_URLS unless env sets them).
+func startupLog(t *testing.T, env map[string]string) *bytes.Buffer {
+	t.Helper()
+	all := map[string]string{"GATE_KAFKA_BROKERS": "127.0.0.1:1", "GATE_REDIS_URLS": "redis://127.0.0.1:1/0"}
+	maps.Copy(all, env)
+	cfg, err := config.Load(getenvFrom(all), slices.Collect(maps.Keys(all)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	discard := slog.New(slog.DiscardHandler)
+	g, err := gate.New(cfg, discard, gate.Options{Writer: "start-line"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.CloseRedis(discard)
+	defer g.Consumer.Close()
+	var out bytes.Buffer
+	logStartup(slog.New(slog.NewJSONHandler(&out, nil)), cfg, g.Lim, g.Ticker, "127.0.0.1:8080", memLimit{})
+	return &out
 }
