@@ -54,7 +54,7 @@ func TestLaxReadingStaysJSON(t *testing.T) {
 			for _, validate := range []bool{false, true} {
 				for _, rules := range []bool{false, true} {
 					var r *Router
-					counts := func() map[string]int64 { return nil }
+					var counts func() map[string]int64 // the team rule's, or the limiter's
 					if rules {
 						rf := newRuleFixture(t, Config{ValidateJSON: validate},
 							ruleSpec{Rule{Name: "team", Key: mustKeyFrom(t, "json:team_id"), Action: ActionOverflow}, []limit.Config{{Threshold: 100}}},
