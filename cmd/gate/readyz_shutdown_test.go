@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -23,23 +24,7 @@ func TestReadyzSaysShuttingDown(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	kc, kenv := kafkaEnv(t)
-	prod := kafkaClient(t, kc)
-	recs := make([]*kgo.Record, 50)
-	for i := range recs {
-		recs[i] = &kgo.Record{Topic: "events", Value: fmt.Appendf(nil, `{"team_id":"t%d"}`, i%10)}
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	// Every write of the gate's refused from now on: its records stay in flight.
-	var refused atomic.Int64
-	kc.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		refused.Add(1)
-		return faulttest.ProduceRefused(r.(*kmsg.ProduceRequest), faulttest.NotEnoughReplicas), nil, true
-	})
+	refused := inputThenRefuseWrites(t, kc, 50) // the gate's records stay in flight
 	g := startGate(t, withEnv(kenv, map[string]string{
 		"GATE_HTTP_ADDR": "127.0.0.1:0", "GATE_REDIS_URLS": rs.URL(), "GATE_GROUP_ID": "readyz-shutdown",
 		"GATE_SHUTDOWN_TIMEOUT": "8s", // the drain: long enough to ask, short of cleanup's wait
@@ -62,4 +47,27 @@ func TestReadyzSaysShuttingDown(t *testing.T) {
 	if code, _ := get(t, g.addr, "/healthz"); code != 200 {
 		t.Errorf("/healthz while draining: %d, want 200 (the process is fine)", code)
 	}
+}
+
+// inputThenRefuseWrites produces n events of ten teams to c's input topic, then has c
+// refuse every produce after (retriably, NOT_ENOUGH_REPLICAS), counting them: a gate
+// started on it routes them and keeps them in flight, and its shutdown waits for them.
+func inputThenRefuseWrites(t *testing.T, c *kfake.Cluster, n int) *atomic.Int64 {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "events", Value: fmt.Appendf(nil, `{"team_id":"t%d"}`, i%10)}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := kafkaClient(t, c).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Int64
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		refused.Add(1)
+		return faulttest.ProduceRefused(r.(*kmsg.ProduceRequest), faulttest.NotEnoughReplicas), nil, true
+	})
+	return &refused
 }

@@ -1,21 +1,14 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/capturegate/gate/internal/faulttest"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestSecondSignalEndsTheShutdown runs the built binary, as a child process and as the
@@ -40,25 +33,7 @@ func TestSecondSignalEndsTheShutdown(t *testing.T) {
 			kc, kenv := kafkaEnv(t)
 			// The input first, then every produce refused (retriably): the gate's records
 			// stay in flight, and its shutdown waits GATE_SHUTDOWN_TIMEOUT for them.
-			prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs := make([]*kgo.Record, 100)
-			for i := range recs {
-				recs[i] = &kgo.Record{Topic: "events", Value: fmt.Appendf(nil, `{"team_id":"t%d"}`, i%10)}
-			}
-			err = prod.ProduceSync(context.Background(), recs...).FirstErr()
-			prod.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var refused atomic.Int64
-			kc.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-				kc.KeepControl()
-				refused.Add(1)
-				return faulttest.ProduceRefused(r.(*kmsg.ProduceRequest), faulttest.NotEnoughReplicas), nil, true
-			})
+			refused := inputThenRefuseWrites(t, kc, 100)
 
 			cmd := exec.Command(bin)
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GATE_HTTP_ADDR=127.0.0.1:0",
