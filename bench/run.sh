@@ -135,7 +135,8 @@ part end-to-end repeat 6 bench/consume.test -test.v -test.run '^$' -test.bench '
 part end-to-end-shared-cores repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkEndToEndSharedCores$' -test.benchtime 1000000x
 part end-to-end-same-clock repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkEndToEndSameClock$' -test.benchtime 300000x
 part rotation-gate repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRotationGate$' -test.benchtime 1000000x
-# Outcomes six times of 4,000,000 records (runs of 2,000,000 lasted a second each, and
+# Outcomes six times of 4,000,000 records, for the exactly-once figures and, at least
+# once, the pairs beside the turns below (runs of 2,000,000 lasted a second each, and
 # their on ÷ off ratios ranged from 0.91 to 1.01 on one machine), each gate with outcomes
 # run after the same gate without in three, before it in the other three: a pair's
 # second run is slower for being second (BenchmarkOutcomes).
@@ -147,6 +148,11 @@ outcomes() {
 	return $rc
 }
 part outcomes outcomes
+# outcomes_vs_off_ratio: the gates without and with outcomes in turns of a second, twelve
+# rounds a process, twice; then the same with the gate without outcomes in both turns,
+# what the method gives two equal gates (BenchmarkOutcomesTurns).
+part outcomes-turns repeat 2 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkOutcomesTurns$' -test.benchtime 12x
+part outcomes-turns-same-gate bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkOutcomesTurnsSameGate$' -test.benchtime 12x
 part real-kafka repeat 3 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafka$' -test.benchtime 300000x
 part real-kafka-replicated repeat 4 bench/consume.test -test.v -test.run '^$' -test.bench '^BenchmarkRealKafkaReplicated$' -test.benchtime 300000x
 # gate replay against a bare consume of the same 1,000,000 records, in turns, on kfake and

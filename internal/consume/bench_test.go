@@ -67,16 +67,16 @@ func BenchmarkEndToEnd(b *testing.B) {
 // (in a process of its own, sharing the cores with the client): the pass-through that
 // produces without waiting per poll and commits behind its acknowledgements, the gate,
 // the exactly-once pass-through with the gate's transaction policy, the exactly-once
-// gate, then the two gates writing outcome rows (GATE_OUTCOMES_TOPIC: outcomes_vs_off_ratio
-// and outcomes_eos_vs_off_ratio), each timed from its start to the same end read off the
-// broker (timeToSameEnd).
+// gate, then the two gates writing outcome rows (GATE_OUTCOMES_TOPIC:
+// outcomes_short_run_vs_off_ratio and outcomes_short_run_eos_vs_off_ratio), each timed
+// from its start to the same end read off the broker (timeToSameEnd).
 // Its ratios are the in-process broker's beside Apache Kafka's (kfake_* in
 // bench/results.json): BenchmarkEndToEnd's pass-through waits for each poll's
 // acknowledgements, a baseline for CPU, not for throughput.
 func BenchmarkEndToEndSameClock(b *testing.B) {
 	k, r, _ := startE2EBroker(b, false)
 	// Each gate writing outcomes right after the same gate without: their ratios
-	// (outcomes_vs_off_ratio) compare neighbours on a machine that drifts.
+	// compare neighbours on a machine that drifts.
 	runEndToEnd(b, []string{"passthrough", "gate", "gate-outcomes", "passthrough-eos", "exactly-once", "exactly-once-outcomes"}, e2ePin{}, func(b *testing.B, mode string) *benchEnv {
 		return newBrokerBenchEnv(b, k, mode, b.N).with(r).timeToSameEnd(b, k)
 	})
@@ -85,7 +85,8 @@ func BenchmarkEndToEndSameClock(b *testing.B) {
 // BenchmarkOutcomes is the gate with outcomes off and on (GATE_OUTCOMES_TOPIC), in each
 // delivery mode, each "on" run right after its "off", on BenchmarkEndToEndSameClock's
 // broker and clock, over runs of some seconds (make bench: 4,000,000 records a run):
-// outcomes_vs_off_ratio. The gates seal as the gate does by default, every
+// outcomes_pairs_vs_off_ratio and outcomes_eos_vs_off_ratio (outcomes_vs_off_ratio is
+// BenchmarkOutcomesTurns': a pair a process is too few). The gates seal as the gate does by default, every
 // GATE_OUTCOMES_FLUSH_INTERVAL (10 s): a run of 4,000,000 records (3 s or so) ends
 // before its first periodic seal, so its rows are all written at its graceful stop and
 // awaited (its clock stops at the commits, which wait for them), a seal of every team
