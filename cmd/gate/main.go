@@ -41,6 +41,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -261,6 +262,16 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 		defer close(overridesDone)
 		g.RunOverrides(probeCtx)
 	}()
+	memoryDone := make(chan struct{})
+	go func() {
+		defer close(memoryDone)
+		if mem.container == 0 {
+			return // not set from the container's limit: nothing to follow
+		}
+		t := time.NewTicker(cmp.Or(h.memory.every, memoryFollowEvery))
+		defer t.Stop()
+		followMemoryLimit(probeCtx, log, t.C, cfg.MemoryLimitRatio, h.memory, mem.container)
+	}()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	// The consumer checks records against lim; it stops first on shutdown, before the
@@ -304,6 +315,7 @@ func serve(ctx context.Context, h host, stderr io.Writer) error {
 	stopProbe()
 	<-probeDone
 	<-overridesDone
+	<-memoryDone
 	log.Info("stopped")
 	return runErr
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
@@ -14,6 +17,9 @@ import (
 type memLimit struct {
 	bytes int64
 	from  string
+	// container is the container's limit the runtime's was set from (0: not set from
+	// it), which serve then follows (followMemoryLimit).
+	container uint64
 }
 
 // memoryHost is what setMemoryLimit asks of the process: the container's memory limit
@@ -24,6 +30,7 @@ type memLimit struct {
 type memoryHost struct {
 	container func() (uint64, error)
 	set       func(int64) int64
+	every     time.Duration // how often serve reads the container's again; 0: memoryFollowEvery
 }
 
 // setMemoryLimit sets the runtime's soft memory limit to ratio (GATE_MEMORY_LIMIT_RATIO)
@@ -50,11 +57,63 @@ func setMemoryLimit(getenv func(string) string, ratio float64, m memoryHost) (me
 		return memLimit{from: "none: the container's memory limit could not be read"},
 			fmt.Errorf("reading the container's memory limit for the Go runtime's (GOMEMLIMIT sets one instead): %w", err)
 	}
-	// float64(math.MaxInt64) is 2^63, past int64: converted, it would be negative.
-	b := int64(math.MaxInt64)
-	if f := float64(n) * ratio; f < math.MaxInt64 {
-		b = int64(f)
-	}
+	b := shareOf(n, ratio)
 	m.set(b)
-	return memLimit{bytes: b, from: fmt.Sprintf("%s of the container's memory limit (%d bytes)", strconv.FormatFloat(ratio, 'f', -1, 64), n)}, nil
+	return memLimit{bytes: b, container: n, from: fmt.Sprintf("%s of the container's memory limit (%d bytes)", strconv.FormatFloat(ratio, 'f', -1, 64), n)}, nil
+}
+
+// memoryFollowEvery is how often serve reads the container's memory limit again
+// (followMemoryLimit): a pod resized in place (Kubernetes' InPlacePodVerticalScaling)
+// gets a new cgroup limit without a restart, and a runtime limit left at the old one
+// either lets the heap grow past the new limit until the kernel kills the process
+// (shrunk) or collects harder than it needs to (grown).
+const memoryFollowEvery = time.Minute
+
+// followMemoryLimit keeps the runtime's limit at ratio of the container's as the
+// container's changes, reading it at each tick until ctx ends: started by serve when
+// setMemoryLimit set a limit from the container's (m), whose limit then was last. A
+// change is logged once, with both limits; a read that fails is logged once until one
+// succeeds again, the limit left as it was; a container that no longer has a limit
+// leaves the runtime without one too.
+func followMemoryLimit(ctx context.Context, log *slog.Logger, ticks <-chan time.Time, ratio float64, m memoryHost, last uint64) {
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+		}
+		n, err := m.container()
+		switch {
+		case errors.Is(err, memlimit.ErrNoLimit):
+			n = 0
+		case err != nil:
+			if !failing {
+				log.Warn("reading the container's memory limit again failed; the Go memory limit stays as it was", "err", err)
+			}
+			failing = true
+			continue
+		}
+		failing = false
+		if n == last {
+			continue
+		}
+		b := int64(math.MaxInt64) // none
+		if n > 0 {
+			b = shareOf(n, ratio)
+		}
+		old := m.set(b)
+		log.Info("Go memory limit follows the container's", "container_limit", n, "container_limit_before", last,
+			"go_mem_limit", b, "go_mem_limit_before", old)
+		last = n
+	}
+}
+
+// shareOf is ratio of a container's limit of n bytes, in the runtime's terms.
+func shareOf(n uint64, ratio float64) int64 {
+	// float64(math.MaxInt64) is 2^63, past int64: converted, it would be negative.
+	if f := float64(n) * ratio; f < math.MaxInt64 {
+		return int64(f)
+	}
+	return math.MaxInt64
 }

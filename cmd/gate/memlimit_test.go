@@ -4,10 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"math"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 
@@ -125,5 +131,112 @@ func TestServeSetsTheMemoryLimit(t *testing.T) {
 	}
 	if len(f.set) != 1 || f.set[0] != want {
 		t.Errorf("runtime limits set: %v, want [%d]", f.set, want)
+	}
+}
+
+// A pod resized in place has a new cgroup limit and no restart: serve's follower sets
+// the runtime's limit to the ratio of each new container limit it reads, and leaves it
+// alone while the limit stays; a read that fails keeps the limit and is logged once
+// until one succeeds; a container whose limit goes leaves the runtime without one. Each
+// read answers from reads, which also paces the test with the follower; a tick sent
+// waits until the follower is done with the one before.
+func TestFollowMemoryLimit(t *testing.T) {
+	t.Parallel()
+	const gib = 1 << 30
+	type answer struct {
+		n   uint64
+		err error
+	}
+	reads := make(chan answer)
+	var set []int64
+	runtimeLimit := int64(966367641) // 0.9 GiB, as setMemoryLimit left it
+	m := memoryHost{
+		container: func() (uint64, error) { a := <-reads; return a.n, a.err },
+		set: func(n int64) int64 {
+			set = append(set, n)
+			old := runtimeLimit
+			runtimeLimit = n
+			return old
+		},
+	}
+	var logs strings.Builder
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	ticks := make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		followMemoryLimit(ctx, log, ticks, 0.9, m, gib)
+	}()
+	read := func(a answer) {
+		ticks <- time.Time{}
+		reads <- a
+	}
+	read(answer{n: gib})                                           // unchanged
+	read(answer{n: 2 * gib})                                       // grown
+	read(answer{err: errors.New("cgroup file gone")})              // failing: logged once,
+	read(answer{err: errors.New("cgroup file gone")})              // not twice
+	read(answer{n: gib / 2})                                       // shrunk
+	read(answer{err: fmt.Errorf("none: %w", memlimit.ErrNoLimit)}) // no limit any more
+	ticks <- time.Time{}                                           // the last read done
+	cancel()
+	reads <- answer{err: memlimit.ErrNoLimit} // the tick's read, unchanged
+	<-done
+
+	want := []int64{1932735283, 483183820, math.MaxInt64}
+	if !slices.Equal(set, want) {
+		t.Errorf("runtime limits set %v, want %v (0.9 of 2 GiB, of 0.5 GiB, then none)", set, want)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "reading the container's memory limit again failed"); n != 1 {
+		t.Errorf("the failing read logged %d times, want once:\n%s", n, out)
+	}
+	if n := strings.Count(out, `"msg":"Go memory limit follows the container's"`); n != 3 {
+		t.Errorf("%d changes logged, want 3:\n%s", n, out)
+	}
+	if !strings.Contains(out, `"container_limit":2147483648,"container_limit_before":1073741824,"go_mem_limit":1932735283,"go_mem_limit_before":966367641`) {
+		t.Errorf("the resize's line does not give both limits, before and after:\n%s", out)
+	}
+}
+
+// serve follows the container's limit while it runs (a pod resized in place): read
+// again every memoryHost.every, here 10ms, its new limit sets the runtime's, logged.
+func TestServeFollowsTheContainersLimit(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	var container atomic.Uint64
+	container.Store(1 << 30)
+	var mu sync.Mutex
+	var set []int64
+	env := map[string]string{
+		"GATE_KAFKA_BROKERS": closedPort(t),
+		"GATE_REDIS_URLS":    rs.URL(),
+		"GATE_HTTP_ADDR":     "127.0.0.1:0",
+	}
+	g := startGateFunc(t, func(ctx context.Context, stderr io.Writer) error {
+		h := testHost(env)
+		h.memory = memoryHost{
+			container: func() (uint64, error) { return container.Load(), nil },
+			set: func(n int64) int64 {
+				mu.Lock()
+				defer mu.Unlock()
+				set = append(set, n)
+				return 0
+			},
+			every: 10 * time.Millisecond,
+		}
+		return run(ctx, []string{"serve"}, h, io.Discard, stderr)
+	})
+	container.Store(2 << 30) // resized
+	waitFor(t, 10*time.Second, "the resize followed", func() bool {
+		return strings.Contains(g.stderr.String(), `"msg":"Go memory limit follows the container's","container_limit":2147483648`)
+	})
+	if err := g.stop(t); err != nil {
+		t.Fatalf("run returned %v, want nil", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int64{966367641, 1932735283}; !slices.Equal(set, want) {
+		t.Errorf("runtime limits set %v, want %v (0.9 of 1 GiB at start, of 2 GiB once resized)", set, want)
 	}
 }
