@@ -303,11 +303,20 @@ func (p *produceBatches) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _
 
 // processCPU returns the user and system CPU time this process has used, all threads.
 func processCPU(b *testing.B) time.Duration {
+	d, err := cpuUsed()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+// cpuUsed is processCPU for a caller without a b (a client hook's).
+func cpuUsed() (time.Duration, error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
+		return 0, fmt.Errorf("getrusage: %w", err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
 // startE2EProfile starts a CPU profile of mode's timed part when -e2e-cpuprofile is

@@ -8,7 +8,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -101,15 +100,15 @@ func runTurn(b *testing.B, k *kfakeProc, r *e2eRedis, mode string) turn {
 	start := time.Now()
 	elapsed, _ := env.runGate(b, start)
 	cpuEnd := processCPU(b)
-	if mark.file != nil {
-		pprof.StopCPUProfile()
-		if err := mark.file.Close(); err != nil {
-			b.Fatal(err)
-		}
-	}
 	at := mark.at.Load()
 	if at == 0 {
 		b.Fatalf("%s: the gate produced fewer than %d records", mode, mark.after)
+	}
+	if f := mark.file.Load(); f != nil {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	elapsed -= time.Unix(0, at).Sub(start)
 	cpu := cpuEnd - time.Duration(mark.cpu.Load())
@@ -120,13 +119,16 @@ func runTurn(b *testing.B, k *kfakeProc, r *e2eRedis, mode string) turn {
 
 // warmMark notes when the gate's client has buffered its after-th record to produce
 // (kgo.HookProduceRecordBuffered; at the first batch fetched when after is 0), and the
-// bench process's CPU time then, and starts a CPU profile there when profile is set.
+// bench process's CPU time then, and starts a CPU profile there when profile is set. The
+// hook runs on the client's goroutines: at is stored last, so that a reader that finds
+// it set finds cpu and file set too.
 type warmMark struct {
 	after   int64
 	profile string
-	file    *os.File // the profile's, once started
 	n       atomic.Int64
-	at, cpu atomic.Int64 // Unix ns; ns
+	once    atomic.Bool
+	file    atomic.Pointer[os.File] // the profile's, once started
+	at, cpu atomic.Int64            // Unix ns; ns
 }
 
 func (m *warmMark) OnProduceRecordBuffered(*kgo.Record) {
@@ -142,25 +144,26 @@ func (m *warmMark) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.Fetch
 }
 
 func (m *warmMark) mark() {
-	if !m.at.CompareAndSwap(0, time.Now().UnixNano()) {
+	if !m.once.CompareAndSwap(false, true) {
 		return
 	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(fmt.Sprintf("getrusage: %v", err)) // a hook has no b to fail
-	}
-	m.cpu.Store(ru.Utime.Nano() + ru.Stime.Nano())
-	if m.profile == "" {
-		return
-	}
-	f, err := os.Create(m.profile)
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
-	}
+	at := time.Now().UnixNano()
+	cpu, err := cpuUsed()
 	if err != nil {
-		panic(fmt.Sprintf("profiling the turn: %v", err))
+		panic(err) // a hook has no b to fail
 	}
-	m.file = f
+	m.cpu.Store(int64(cpu))
+	if m.profile != "" {
+		f, err := os.Create(m.profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			panic(fmt.Sprintf("profiling the turn: %v", err))
+		}
+		m.file.Store(f)
+	}
+	m.at.Store(at)
 }
 
 // median returns the median of v, which it sorts.
