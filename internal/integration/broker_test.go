@@ -213,11 +213,7 @@ func (k *kafka) CreateTopic(t *testing.T, topic string, partitions int32, config
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	resp, err := k.Admin.CreateTopic(ctx, partitions, max(k.Replicas, 1), cfg, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
+	if err := kafkatest.NewTopic(ctx, k.Admin, topic, partitions, max(k.Replicas, 1), cfg); err != nil {
 		t.Fatalf("creating topic %s: %v", topic, err)
 	}
 	// CreateTopics answers once the controller has the topic; a broker serves it once

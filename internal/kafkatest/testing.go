@@ -2,6 +2,7 @@ package kafkatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -162,13 +164,36 @@ func (c *Cluster) CreateTopic(t testing.TB, topic string, partitions int32, conf
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, err := kadm.NewClient(c.admin).CreateTopic(ctx, partitions, int16(min(c.Nodes(), 3)), cfg, topic)
+	if err := NewTopic(ctx, kadm.NewClient(c.admin), topic, partitions, int16(min(c.Nodes(), 3)), cfg); err != nil {
+		t.Fatalf("creating topic %s: %v", topic, err)
+	}
+}
+
+// NewTopic creates topic with adm. TOPIC_ALREADY_EXISTS is success when the topic has the
+// partitions and replicas asked for: the client retries a create the controller
+// answered NOT_CONTROLLER while its quorum moved (three nodes starting under load),
+// and the first attempt may have created the topic already (seen in CI: a test's own
+// topic refused as existing). A topic of another shape is someone else's: an error.
+func NewTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, replicas int16, cfg map[string]*string) error {
+	resp, err := adm.CreateTopic(ctx, partitions, replicas, cfg, topic)
 	if err == nil {
 		err = resp.Err
 	}
-	if err != nil {
-		t.Fatalf("creating topic %s: %v", topic, err)
+	if !errors.Is(err, kerr.TopicAlreadyExists) {
+		return err
 	}
+	td, derr := adm.ListTopics(ctx, topic)
+	if derr == nil {
+		derr = td.Error()
+	}
+	if derr != nil {
+		return fmt.Errorf("%w; describing it: %w", err, derr)
+	}
+	d := td[topic]
+	if got := int32(len(d.Partitions)); got != partitions || int16(d.Partitions.NumReplicas()) != replicas {
+		return fmt.Errorf("%w, with %d partitions of %d replicas, not the %d of %d asked for", err, got, d.Partitions.NumReplicas(), partitions, replicas)
+	}
+	return nil
 }
 
 // keepLogs copies a cluster's directory (its nodes' logs and data, for
