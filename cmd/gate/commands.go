@@ -63,7 +63,7 @@ func commands() []command {
 				return teamCmd(ctx, args, h.getenv, stdout, stderr)
 			}},
 		{name: "outcomes", args: "[TEAM]", summary: "print a team's outcomes (accepted, limited and by which rule, per interval) from GATE_OUTCOMES_TOPIC, or the most limited teams",
-			flags: func() *flag.FlagSet { return outcomesFlags(new(string), new(string), new(int)) },
+			flags: func() *flag.FlagSet { return outcomesFlags(new(string), new(string), new(int), new(bool)) },
 			run: func(ctx context.Context, args []string, h host, stdout, stderr io.Writer) error {
 				return brokerHint(outcomesCmd(ctx, args, h.getenv, h.names(), h.clock, stdout, stderr), h.getenv)
 			}},

@@ -22,7 +22,7 @@ import (
 	"github.com/capturegate/gate/internal/outcome"
 )
 
-const outcomesUsage = `Usage: gate outcomes [-since T] [-until T] [-top N] [TEAM]
+const outcomesUsage = `Usage: gate outcomes [-since T] [-until T] [-top N] [-json] [TEAM]
 
 Reads the outcome rows the gates wrote to GATE_OUTCOMES_TOPIC (on GATE_KAFKA_BROKERS,
 with the GATE_KAFKA_TLS_* and GATE_KAFKA_SASL_* settings) from -since to now, as a
@@ -36,14 +36,16 @@ a composite key's rules, which name it escaped (':' as %3A, '%' as %25), count t
 GATE_OUTCOMES_MAX_ROWS, records no key could be read from), from every partition. T is
 a time (RFC 3339, 2026-11-24T14:00:00Z) or a duration before now (24h, 7d). It reads
 from -since to the topic's end whatever -until says, and gives up after 5 minutes, a limit
-of its own: a later -since reads less.
+of its own: a later -since reads less. -json prints the same figures as one JSON object,
+for scripts (its fields: docs/outcomes.md).
 `
 
-func outcomesFlags(since, until *string, top *int) *flag.FlagSet {
+func outcomesFlags(since, until *string, top *int, asJSON *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("outcomes", flag.ContinueOnError)
 	fs.StringVar(since, "since", "24h", "read the rows from `T`: a time (RFC 3339) or a duration before now (24h, 7d)")
 	fs.StringVar(until, "until", "", "show only the intervals that begin before `T`, a time or a duration before now (default: now)")
 	fs.IntVar(top, "top", 20, "without TEAM, list the `N` teams with the most records limited")
+	fs.BoolVar(asJSON, "json", false, "print the history, or the most limited teams, as one JSON object (docs/outcomes.md); what was left out still goes to stderr")
 	return fs
 }
 
@@ -51,7 +53,8 @@ func outcomesFlags(since, until *string, top *int) *flag.FlagSet {
 func outcomesCmd(ctx context.Context, args []string, getenv func(string) string, names []string, clk clock.Clock, stdout, stderr io.Writer) error {
 	var sinceFlag, untilFlag string
 	var top int
-	fs := outcomesFlags(&sinceFlag, &untilFlag, &top)
+	var asJSON bool
+	fs := outcomesFlags(&sinceFlag, &untilFlag, &top, &asJSON)
 	args, done, err := parseCommand(fs, outcomesUsage, args, stderr)
 	if done || err != nil {
 		return err
@@ -204,6 +207,12 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if folded > 0 {
 		fmt.Fprintf(stderr, "gate outcomes: at least %s of the intervals %s were folded (keys past the gates' GATE_OUTCOMES_MAX_ROWS), in rows that name no team: "+
 			"those of team %s, if any, are not counted here (gate outcomes -top lists the limited ones among them as %s)\n", counted(folded, "record"), span, cli.Shown(team), outcome.NoKey)
+	}
+	if asJSON {
+		if team != "" {
+			return printJSON(stdout, historyJSON(hist.History(), cfg.OutcomesTopic, from, until))
+		}
+		return printJSON(stdout, mostLimitedJSON(sums.Top(top), sums.Limited(), sums.Rows(), cfg.OutcomesTopic, from, until))
 	}
 	if team != "" {
 		return printHistory(stdout, hist.History(), cfg.OutcomesTopic, span)

@@ -105,6 +105,44 @@ func TestOutcomesCommand(t *testing.T) {
 	if got := run("nobody"); !strings.Contains(got, "team nobody: no outcomes") {
 		t.Errorf("gate outcomes nobody:\n%s", got)
 	}
+
+	// -json: the same figures, under the field names docs/outcomes.md gives.
+	decode := func(args ...string) map[string]any {
+		t.Helper()
+		var v map[string]any
+		if err := json.Unmarshal([]byte(run(args...)), &v); err != nil {
+			t.Fatalf("gate outcomes %v: %v", args, err)
+		}
+		return v
+	}
+	h := decode("-json", "42")
+	total, _ := h["total"].(map[string]any)
+	ivs, _ := h["intervals"].([]any)
+	if h["schema"] != 1.0 || h["topic"] != "outcomes" || h["team"] != "42" || total == nil || len(ivs) != 3 ||
+		total["records"] != 1043.0 || total["limited"] != 240.0 || total["accepted"] != 800.0 || total["dead_letter"] != 3.0 || total["shadow_over"] != 7.0 ||
+		h["first_limited"] != m1.Format(time.RFC3339) || h["last_limited"] != now.Format(time.RFC3339) || h["most_gates"] != 1.0 {
+		t.Errorf("gate outcomes -json 42: %v", h)
+	}
+	if by, _ := total["by"].(map[string]any); by["user overflow"] != 200.0 || by["merges topic:merges-slow"] != 40.0 || by["watch shadow_over"] != 7.0 {
+		t.Errorf("gate outcomes -json 42: total's by %v, want user overflow 200, merges topic:merges-slow 40, watch shadow_over 7", total["by"])
+	}
+	if iv, _ := ivs[1].(map[string]any); iv["start"] != m1.Format(time.RFC3339) || iv["end"] != m2.Format(time.RFC3339) || iv["limited"] != 200.0 || iv["accepted"] != 300.0 {
+		t.Errorf("gate outcomes -json 42: second interval %v, want %s to %s, 300 accepted, 200 limited", ivs[1], minute(m1), minute(m2))
+	}
+	top := decode("-json", "-top", "5")
+	teams, _ := top["teams"].([]any)
+	if top["limited"] != 2.0 || len(teams) != 2 {
+		t.Fatalf("gate outcomes -json -top 5: %v, want teams 42 and 7 (8 never limited)", top)
+	}
+	if t42, _ := teams[0].(map[string]any); t42["team"] != "42" || t42["limited"] != 240.0 || t42["records"] != 1043.0 ||
+		t42["limited_from"] != m1.Format(time.RFC3339) || t42["limited_until"] != now.Format(time.RFC3339) {
+		t.Errorf("gate outcomes -json -top 5: first team %v", teams[0])
+	} else if by, _ := t42["limited_by"].(map[string]any); len(by) != 2 || by["user overflow"] != 200.0 || by["merges topic:merges-slow"] != 40.0 {
+		t.Errorf("gate outcomes -json -top 5: team 42 limited by %v, want user overflow 200 and merges topic:merges-slow 40 alone", t42["limited_by"])
+	}
+	if n := decode("-json", "nobody"); n["total"] != nil || n["intervals"] == nil || len(n["intervals"].([]any)) != 0 {
+		t.Errorf("gate outcomes -json nobody: %v, want no total and no intervals", n)
+	}
 }
 
 // -since D shows every interval that ends after D ago whole, the one D ago falls in too,

@@ -152,8 +152,14 @@ func TestSummariesAreHistories(t *testing.T) {
 	for _, sum := range top {
 		h := TeamHistory(rows, sum.Team)
 		tt := h.Total
+		limitedBy := map[string]int64{} // the history's counts by what limited, tags and shadow rules left out
+		for k, n := range tt.By {
+			if f := strings.Fields(k); Limited(f[len(f)-1]) {
+				limitedBy[k] = n
+			}
+		}
 		want := Summary{Team: sum.Team, Records: tt.Accepted + tt.Limited + tt.DeadLetter, Accepted: tt.Accepted, Limited: tt.Limited,
-			DeadLetter: tt.DeadLetter, FirstLimited: h.FirstLimited, LastLimited: h.LastLimited, By: tt.LimitedBy()}
+			DeadLetter: tt.DeadLetter, FirstLimited: h.FirstLimited, LastLimited: h.LastLimited, By: tt.LimitedBy(), LimitedBy: limitedBy}
 		if fmt.Sprint(sum) != fmt.Sprint(want) {
 			t.Errorf("team %s:\n summed %+v\nhistory %+v", sum.Team, sum, want)
 		}

@@ -233,8 +233,22 @@ func (iv *Interval) ByString() string { return iv.by(func(string) bool { return 
 
 // LimitedBy is ByString of what limited the records only (no tags, no shadow rules).
 func (iv *Interval) LimitedBy() string {
-	return iv.by(func(k string) bool { return Limited(k[strings.LastIndexByte(k, ' ')+1:]) })
+	return iv.by(limitedKey)
 }
+
+// limitedByCounts is LimitedBy's counts, a map of its own.
+func (iv *Interval) limitedByCounts() map[string]int64 {
+	m := map[string]int64{}
+	for k, n := range iv.By {
+		if limitedKey(k) {
+			m[k] = n
+		}
+	}
+	return m
+}
+
+// limitedKey reports whether By's key k ("RULE OUTCOME") names an outcome that limits.
+func limitedKey(k string) bool { return Limited(k[strings.LastIndexByte(k, ' ')+1:]) }
 
 func (iv *Interval) by(keep func(string) bool) string {
 	var keys []string
@@ -256,7 +270,9 @@ type Summary struct {
 	Team                                            string
 	Records, Accepted, Limited, DeadLetter, Skipped int64 // Records the sum of the others
 	FirstLimited, LastLimited                       time.Time
-	By                                              string // what limited it (ByString)
+	By                                              string // what limited it (LimitedBy)
+	// LimitedBy is By's counts: records by what limited them, "RULE OUTCOME".
+	LimitedBy map[string]int64
 }
 
 // Summaries sums rows into each team's totals as they are read (Scan), for the most
@@ -328,7 +344,8 @@ func (s *Summaries) Top(n int) []Summary {
 		}
 		tt := t.total
 		out = append(out, Summary{Team: team, Records: tt.Accepted + tt.Limited + tt.DeadLetter + tt.Skipped, Accepted: tt.Accepted, Limited: tt.Limited,
-			DeadLetter: tt.DeadLetter, Skipped: tt.Skipped, FirstLimited: t.firstLimited, LastLimited: t.lastLimited, By: tt.LimitedBy()})
+			DeadLetter: tt.DeadLetter, Skipped: tt.Skipped, FirstLimited: t.firstLimited, LastLimited: t.lastLimited, By: tt.LimitedBy(),
+			LimitedBy: tt.limitedByCounts()})
 	}
 	slices.SortFunc(out, func(a, b Summary) int { return cmp.Or(cmp.Compare(b.Limited, a.Limited), cmp.Compare(a.Team, b.Team)) })
 	if len(out) > n {
