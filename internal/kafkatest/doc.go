@@ -21,6 +21,9 @@
 //   - A cluster is one combined broker+controller node, or three (KRaft voters), each
 //     listening only on 127.0.0.1; Start returns once a metadata request lists every
 //     broker. Options.SASL adds PLAIN users and the StandardAuthorizer.
+//   - CreateTopic (NewTopic) takes a topic its own retried create finds existing (the
+//     controller answered NOT_CONTROLLER as its quorum moved, after the first attempt made
+//     it) when it has the partitions and replicas asked for; one of another shape fails.
 //   - Every JVM is killed (SIGKILL) at cleanup, and on Linux also when the test binary
 //     dies (parent-death signal), so no broker outlives its tests.
 //   - Without Java 17+ or Maven a test skips with one line saying what to install,
