@@ -131,7 +131,7 @@ func TestOutcomesCommand(t *testing.T) {
 	}
 	top := decode("-json", "-top", "5")
 	teams, _ := top["teams"].([]any)
-	if top["limited"] != 2.0 || len(teams) != 2 {
+	if top["limited_teams"] != 2.0 || len(teams) != 2 {
 		t.Fatalf("gate outcomes -json -top 5: %v, want teams 42 and 7 (8 never limited)", top)
 	}
 	if t42, _ := teams[0].(map[string]any); t42["team"] != "42" || t42["limited"] != 240.0 || t42["records"] != 1043.0 ||

@@ -90,9 +90,9 @@ type jsonMostLimited struct {
 	Topic  string     `json:"topic"`
 	Since  time.Time  `json:"since"`
 	Until  time.Time  `json:"until,omitzero"`
-	Rows   int        `json:"rows"`    // the rows read
-	Teams  int        `json:"limited"` // the teams limited, listed or not (-top)
-	Top    []jsonTeam `json:"teams"`   // the -top most limited, most records limited first
+	Rows   int        `json:"rows"`          // the rows read
+	Teams  int        `json:"limited_teams"` // the teams limited, listed or not (-top)
+	Top    []jsonTeam `json:"teams"`         // the -top most limited, most records limited first
 }
 
 func mostLimitedJSON(top []outcome.Summary, limited, rows int, topic string, since, until time.Time) jsonMostLimited {
