@@ -86,17 +86,17 @@ type jsonTeam struct {
 
 // jsonMostLimited is gate outcomes -json without TEAM.
 type jsonMostLimited struct {
-	Schema int        `json:"schema"`
-	Topic  string     `json:"topic"`
-	Since  time.Time  `json:"since"`
-	Until  time.Time  `json:"until,omitzero"`
-	Rows   int        `json:"rows"`          // the rows read
-	Teams  int        `json:"limited_teams"` // the teams limited, listed or not (-top)
-	Top    []jsonTeam `json:"teams"`         // the -top most limited, most records limited first
+	Schema       int        `json:"schema"`
+	Topic        string     `json:"topic"`
+	Since        time.Time  `json:"since"`
+	Until        time.Time  `json:"until,omitzero"`
+	Rows         int        `json:"rows"`          // the rows read
+	LimitedTeams int        `json:"limited_teams"` // the teams limited, listed or not (-top)
+	Top          []jsonTeam `json:"teams"`         // the -top most limited, most records limited first
 }
 
 func mostLimitedJSON(top []outcome.Summary, limited, rows int, topic string, since, until time.Time) jsonMostLimited {
-	out := jsonMostLimited{Schema: outcomesJSONSchema, Topic: topic, Since: since.UTC(), Until: until.UTC(), Rows: rows, Teams: limited,
+	out := jsonMostLimited{Schema: outcomesJSONSchema, Topic: topic, Since: since.UTC(), Until: until.UTC(), Rows: rows, LimitedTeams: limited,
 		Top: make([]jsonTeam, 0, len(top))}
 	for _, s := range top {
 		out.Top = append(out.Top, jsonTeam{Team: s.Team, Records: s.Records, Accepted: s.Accepted, Limited: s.Limited,
