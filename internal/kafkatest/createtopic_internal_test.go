@@ -16,8 +16,8 @@ import (
 
 // A create the controller answered NOT_CONTROLLER, retried by the client after its first
 // attempt had created the topic, finds it existing: that is the topic asked for, not a
-// failure (TestLeaderFailover failed so in a suite run under load, three nodes starting under load, its own
-// topic "already exists"). One of another shape is refused.
+// failure (TestLeaderFailover failed so in a suite run under load, three nodes starting,
+// on its own topic "already exists"). One of another shape is refused.
 func TestCreateTopicRetriedFindsItsOwnTopic(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {

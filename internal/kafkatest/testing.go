@@ -171,9 +171,10 @@ func (c *Cluster) CreateTopic(t testing.TB, topic string, partitions int32, conf
 
 // NewTopic creates topic with adm. TOPIC_ALREADY_EXISTS is success when the topic has the
 // partitions and replicas asked for: the client retries a create the controller
-// answered NOT_CONTROLLER while its quorum moved (three nodes starting under load),
-// and the first attempt may have created the topic already (seen in a suite run under load: a test's own
-// topic refused as existing). A topic of another shape is someone else's: an error.
+// answered NOT_CONTROLLER while its quorum moved (three nodes starting under load), and
+// the first attempt may have created the topic already (seen in a suite run under load:
+// a test's own topic refused as existing). A topic of another shape is someone else's:
+// an error.
 func NewTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, replicas int16, cfg map[string]*string) error {
 	resp, err := adm.CreateTopic(ctx, partitions, replicas, cfg, topic)
 	if err == nil {
