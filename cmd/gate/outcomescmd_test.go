@@ -383,6 +383,19 @@ func TestOutcomesTeamSaysRecordsWereFolded(t *testing.T) {
 	if got := stderr.String(); !strings.Contains(got, "1,234 records") || !strings.Contains(got, "folded") || !strings.Contains(got, "the limited ones among them as "+outcome.NoKey) {
 		t.Errorf("gate outcomes 42 said nothing of the 1,234 records folded in its intervals:\n%s", got)
 	}
+	// -json says the same on stderr, stdout one JSON object a script can read whole.
+	stdout.Reset()
+	stderr.Reset()
+	if err := outcomesCmd(ctx, []string{"-json", "42"}, getenvFrom(env), nil, clock.Real{}, &stdout, &stderr); err != nil {
+		t.Fatalf("gate outcomes -json 42: %v\n%s", err, stderr.String())
+	}
+	var h map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &h); err != nil || h["team"] != "42" {
+		t.Errorf("gate outcomes -json 42: %v; stdout:\n%s", err, stdout.String())
+	}
+	if got := stderr.String(); !strings.Contains(got, "1,234 records") || !strings.Contains(got, "folded") {
+		t.Errorf("gate outcomes -json 42 said nothing on stderr of the 1,234 records folded in its intervals:\n%s", got)
+	}
 }
 
 // outcomesTopicEnv is a broker with an outcomes topic of parts partitions and the
