@@ -338,7 +338,7 @@ func printMostLimited(w io.Writer, top []outcome.Summary, limited, rows int, top
 	fmt.Fprintln(tw, "TEAM\tRECORDS\tACCEPTED\tLIMITED\tDEAD LETTER\tSKIPPED\tLIMITED FROM\tLIMITED UNTIL\tBY")
 	for _, s := range top {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cli.Shown(s.Team), outcome.Thousands(s.Records), outcome.Thousands(s.Accepted),
-			outcome.Thousands(s.Limited), outcome.Thousands(s.DeadLetter), outcome.Thousands(s.Skipped), minute(s.FirstLimited), minute(s.LastLimited), s.By)
+			outcome.Thousands(s.Limited), outcome.Thousands(s.DeadLetter), outcome.Thousands(s.Skipped), minute(s.FirstLimited), minute(s.LastLimited), s.By())
 	}
 	return tw.Flush()
 }

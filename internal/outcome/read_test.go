@@ -159,8 +159,8 @@ func TestSummariesAreHistories(t *testing.T) {
 			}
 		}
 		want := Summary{Team: sum.Team, Records: tt.Accepted + tt.Limited + tt.DeadLetter, Accepted: tt.Accepted, Limited: tt.Limited,
-			DeadLetter: tt.DeadLetter, FirstLimited: h.FirstLimited, LastLimited: h.LastLimited, By: tt.LimitedBy(), LimitedBy: limitedBy}
-		if fmt.Sprint(sum) != fmt.Sprint(want) {
+			DeadLetter: tt.DeadLetter, FirstLimited: h.FirstLimited, LastLimited: h.LastLimited, LimitedBy: limitedBy}
+		if fmt.Sprint(sum) != fmt.Sprint(want) || sum.By() != tt.LimitedBy() {
 			t.Errorf("team %s:\n summed %+v\nhistory %+v", sum.Team, sum, want)
 		}
 	}

@@ -270,9 +270,15 @@ type Summary struct {
 	Team                                            string
 	Records, Accepted, Limited, DeadLetter, Skipped int64 // Records the sum of the others
 	FirstLimited, LastLimited                       time.Time
-	By                                              string // what limited it (LimitedBy)
-	// LimitedBy is By's counts: records by what limited them, "RULE OUTCOME".
+	// LimitedBy is its records by what limited them, "RULE OUTCOME" (Interval.By's
+	// limiting keys).
 	LimitedBy map[string]int64
+}
+
+// By is what limited the team, as a history's line says it (Interval.LimitedBy).
+func (s *Summary) By() string {
+	iv := Interval{By: s.LimitedBy}
+	return iv.ByString()
 }
 
 // Summaries sums rows into each team's totals as they are read (Scan), for the most
@@ -344,7 +350,7 @@ func (s *Summaries) Top(n int) []Summary {
 		}
 		tt := t.total
 		out = append(out, Summary{Team: team, Records: tt.Accepted + tt.Limited + tt.DeadLetter + tt.Skipped, Accepted: tt.Accepted, Limited: tt.Limited,
-			DeadLetter: tt.DeadLetter, Skipped: tt.Skipped, FirstLimited: t.firstLimited, LastLimited: t.lastLimited, By: tt.LimitedBy(),
+			DeadLetter: tt.DeadLetter, Skipped: tt.Skipped, FirstLimited: t.firstLimited, LastLimited: t.lastLimited,
 			LimitedBy: tt.limitedByCounts()})
 	}
 	slices.SortFunc(out, func(a, b Summary) int { return cmp.Or(cmp.Compare(b.Limited, a.Limited), cmp.Compare(a.Team, b.Team)) })
