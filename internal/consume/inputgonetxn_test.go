@@ -41,13 +41,16 @@ func TestInputInDoubtAbortsTheOpenTransaction(t *testing.T) {
 }
 
 // openTransactionOfTen starts an exactly-once gate whose transaction holds 10 records
-// routed and stays open (its interval 20 s), nothing committed yet.
+// routed and stays open (its interval 5 minutes), nothing committed yet.
 func openTransactionOfTen(t *testing.T) (*gateEnv, *testGate) {
 	t.Helper()
 	env := newEnv(t, 1)
 	env.ccfg.Delivery = ExactlyOnce
-	env.ccfg.TransactionTimeout = 30 * time.Second
-	env.ccfg.TransactionInterval = 20 * time.Second // quiet after 2 s
+	env.ccfg.TransactionTimeout = 6 * time.Minute
+	// The transaction commits once its input is quiet for a tenth of the interval: 30 s,
+	// well past what reading its 10 records takes on a loaded machine (at 2 s, a CI run
+	// saw the commit before the check below).
+	env.ccfg.TransactionInterval = 5 * time.Minute
 	g := env.start(t, "a")
 	prod := producer(t, env.cluster)
 	produceAll(t, prod, teamInputs("team-1", 0, 10))
