@@ -338,10 +338,11 @@ func TestRetriesKeepKeyOrder(t *testing.T) {
 	// Routing as slow as a loaded gate's, so that records are still being routed when
 	// earlier ones fail, as they are in production, rather than all buffered at once.
 	env.wrap = func(r Router) Router { return slowRouter{r, 100 * time.Microsecond} }
-	// A session outliving a loaded machine's pauses: the harness's 3 s lapsed in a CI run
-	// (28 s for this test, 6 s alone), and a gate that loses its partitions routes their
-	// uncommitted records again, as at-least-once should: every record twice, as nothing
-	// was committed while produces failed. That is not what this test is about.
+	// A session outliving a loaded machine's pauses. A CI run found every record twice
+	// (28 s for this test, 6 s alone): what one heartbeat refused while the produces fail
+	// gives (tried by hand), the gate losing its partitions and routing again, as at least
+	// once should, all that nothing had committed. The harness's 3 s session lapsing under
+	// that load does the same; it is not what this test is about.
 	env.ccfg.ClientOpts = append(slices.Clip(env.ccfg.ClientOpts), kgo.SessionTimeout(45*time.Second), kgo.RebalanceTimeout(60*time.Second))
 	// Eleven in a row: more than the client's old bound of 10 retries.
 	fault := failAcceptedProduces(env, 12)
