@@ -285,7 +285,7 @@ func printHistory(w io.Writer, h outcome.History, topic, span string) error {
 		gates = fmt.Sprintf("at most %d an interval, %d names in all", h.MostGates, len(h.Gates))
 	}
 	fmt.Fprintf(w, "team %s: %s from %s to %s (gates: %s)\n", cli.Shown(h.Team),
-		counted(t.Accepted+t.Limited+t.DeadLetter+t.Skipped, "record"), minute(t.Start), minute(t.End), gates)
+		counted(t.Records(), "record"), minute(t.Start), minute(t.End), gates)
 	if h.FirstLimited.IsZero() {
 		fmt.Fprintln(w, "never limited")
 	} else {

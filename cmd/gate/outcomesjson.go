@@ -17,7 +17,7 @@ const outcomesJSONSchema = 1
 type jsonInterval struct {
 	Start      time.Time        `json:"start"`
 	End        time.Time        `json:"end"`
-	Records    int64            `json:"records"` // accepted + limited + dead_letter + skipped
+	Records    int64            `json:"records"` // Interval.Records
 	Accepted   int64            `json:"accepted"`
 	Tagged     int64            `json:"tagged"`
 	Limited    int64            `json:"limited"`
@@ -32,7 +32,7 @@ func toJSONInterval(iv outcome.Interval) jsonInterval {
 	if by == nil {
 		by = map[string]int64{} // {} rather than null: a script reads by[...] alike
 	}
-	return jsonInterval{Start: iv.Start.UTC(), End: iv.End.UTC(), Records: iv.Accepted + iv.Limited + iv.DeadLetter + iv.Skipped,
+	return jsonInterval{Start: iv.Start.UTC(), End: iv.End.UTC(), Records: iv.Records(),
 		Accepted: iv.Accepted, Tagged: iv.Tagged, Limited: iv.Limited, DeadLetter: iv.DeadLetter, Skipped: iv.Skipped,
 		ShadowOver: iv.ShadowOver, By: by}
 }

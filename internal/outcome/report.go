@@ -37,6 +37,10 @@ type Interval struct {
 	By map[string]int64
 }
 
+// Records is every record the interval counts once: accepted (tagged ones among them),
+// limited, dead-lettered or skipped. Shadow rules' counts are of records counted already.
+func (iv *Interval) Records() int64 { return iv.Accepted + iv.Limited + iv.DeadLetter + iv.Skipped }
+
 // History is a team's outcomes over time.
 type History struct {
 	Team      string
@@ -349,7 +353,7 @@ func (s *Summaries) Top(n int) []Summary {
 			continue
 		}
 		tt := t.total
-		out = append(out, Summary{Team: team, Records: tt.Accepted + tt.Limited + tt.DeadLetter + tt.Skipped, Accepted: tt.Accepted, Limited: tt.Limited,
+		out = append(out, Summary{Team: team, Records: tt.Records(), Accepted: tt.Accepted, Limited: tt.Limited,
 			DeadLetter: tt.DeadLetter, Skipped: tt.Skipped, FirstLimited: t.firstLimited, LastLimited: t.lastLimited,
 			LimitedBy: tt.limitedByCounts()})
 	}
