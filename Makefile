@@ -113,8 +113,8 @@ check:
 # internal/integration took 168 s, consume 131, tick 108, limit 101, replay 72; under
 # load from other work, 269, 141, 150, 190, 173.
 #
-# SLOW_PKGS go first: go test runs the packages in the order given, RACE_P of them at a
-# time, and ./... alone is alphabetical, which started internal/integration (the
+# SLOW_PKGS go first: go test runs the packages in the order given, GOMAXPROCS of them at
+# a time, and ./... alone is alphabetical, which started internal/integration (the
 # longest, mostly waiting on its JVM brokers) after two thirds of the others and tick
 # last but three: the run then ended minutes after the rest, on one package. On a
 # 2-core AMD EPYC VM, warm build cache, the -race run took 10 min 14 s in the
@@ -122,13 +122,8 @@ check:
 # runs once; a name here that is no package fails the run.
 SLOW_PKGS := ./internal/integration/ ./internal/consume/ ./internal/tick/ ./internal/replay/ \
 	./internal/gate/ ./cmd/gate/ ./internal/faulttest/ ./internal/limit/
-# Packages run at once in the -race run: three, not go's one a core. On the 2-core AMD
-# EPYC VM (2026-12-07, the same hour) the -race run took 431 s at three and 605 s at two,
-# every test passing in both (docs/development.md: the tests that first failed at three,
-# each made to hold on a busy host).
-RACE_P ?= 3
 test: deps-test check
-	$(GO) test -race -p $(RACE_P) -count=1 -timeout 12m $(if $(filter ./...,$(PKGS)),$(SLOW_PKGS)) $(PKGS)
+	$(GO) test -race -count=1 -timeout 12m $(if $(filter ./...,$(PKGS)),$(SLOW_PKGS)) $(PKGS)
 	$(MAKE) --no-print-directory test-norace
 	cd deploy/compose && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory test-chart
