@@ -881,8 +881,15 @@ func TestGapToLogEndClearsLag(t *testing.T) {
 	env.ccfg.StallRestart = 600 * time.Millisecond
 	// Small fetches: a poll sees the records it does not return as lag.
 	env.ccfg.ClientOpts = append(env.ccfg.ClientOpts, kgo.FetchMaxPartitionBytes(512), kgo.FetchMaxBytes(512))
+	// Kept, and printed when the test fails: it failed once on a loaded machine (nothing
+	// committed in 20 s, 45 s in all against 3 s alone) with nothing to say why.
 	logs := &syncBuffer{}
 	env.logs = logs
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the gate's log:\n%s", logs.String())
+		}
+	})
 	prod := partProducer(t, env.cluster)
 	for id := range n { // one batch per record, so that a fetch returns a few
 		produceTo(t, prod, 0, id, 1)
