@@ -153,30 +153,32 @@ func inputEnd(c *kfake.Cluster) int64 {
 }
 
 // TestCrashCountsInRedis: what an unclean end of a gate does to its team's count in
-// Redis, with the defaults' intervals (GATE_COMMIT_INTERVAL 1 s, GATE_TICK_INTERVAL 1 s,
-// GATE_TRANSACTION_INTERVAL 100 ms). A gate routes one team's steady traffic (500
-// records a second) and ends; a second gate takes its partitions over, routes from the
-// group's committed offsets and stops cleanly (its final tick writes every count). Redis
-// then holds what the first gate's tick had written, F, plus every record from the
-// commits, C, to the input's end, N: F + N - C. The records routed between the last
-// tick's write and the last commit are counted by nobody; those between the last commit
-// and the tick's write, by both (docs/design.md, Guarantees: "Counts reach Redis once
-// per record counted"). Before the docs said so, they claimed a crash errs toward
-// limiting, never toward free traffic: 250 of 4,575 records (half a second of traffic)
-// were never counted when the kill fell after a commit, 335 of 1,125 exactly once.
+// Redis, with the defaults' intervals (GATE_TICK_INTERVAL 1 s, GATE_TRANSACTION_INTERVAL
+// 100 ms; GATE_COMMIT_INTERVAL 1 s, here 1.05 s, said below). A gate routes one team's
+// steady traffic (500 records a second) and ends; a second gate takes its partitions
+// over, routes from the group's committed offsets and stops cleanly (its final tick
+// writes every count). Redis then holds what the first gate's tick had written, F, plus
+// every record from the commits, C, to the input's end, N: F + N - C. The records routed
+// between the last tick's write and the last commit are counted by nobody; those between
+// the last commit and the tick's write, by both (docs/design.md, Guarantees: "Counts
+// reach Redis once per record counted"). Before the docs said so, they claimed a crash
+// errs toward limiting, never toward free traffic: 250 of 4,575 records (half a second
+// of traffic) were never counted when the kill fell after a commit, 335 of 1,125 exactly
+// once.
 func TestCrashCountsInRedis(t *testing.T) {
 	t.Parallel()
 	const parts, rate = 4, 500
+	const commitInterval = time.Second + 50*time.Millisecond
 	// After a tick's write and before the next commit: Redis ahead of the commits, what
 	// the kill leaves to be routed again counted already. Read, not inferred from the
 	// clocks: on a loaded machine the gate routes in bursts, and a tick's write can hold
 	// no record the last commit does not. The clocks only keep the next commit away
 	// until the gate is ended (end refuses every commit from then on): either the last
-	// commit came at least 300 ms before the tick and the tick is a quarter second old
-	// (the commits keep the phase the test gave them), or the last commit is under half
-	// a second old (GATE_COMMIT_INTERVAL 1 s: the next one is not due yet), whatever
-	// phase a loaded machine has pushed the commits to. With the first alone, a CI run
-	// found no moment in 40 s: its commits reached the broker late in each second.
+	// commit came at least 300 ms before the tick and the tick is a quarter second old,
+	// or the last commit is under half a second old (the commit interval 1.05 s: the next
+	// one is not due yet), whatever phase the commits have against the ticks. With the
+	// first alone, a CI run found no moment in 40 s: its commits reached the broker late
+	// in each second.
 	afterTick := func(m moment) bool {
 		if m.lastCommit.IsZero() || m.written <= m.committed {
 			return false
@@ -216,20 +218,20 @@ func TestCrashCountsInRedis(t *testing.T) {
 			// A tick's write, then the kill before the next commit: what was routed
 			// between the commit and the write is counted twice.
 			name: "at-least-once SIGKILL after a tick", delivery: AtLeastOnce, redis: true,
-			when: afterTick, twice: time.Second, // GATE_COMMIT_INTERVAL
+			when: afterTick, twice: commitInterval,
 		},
 		{
 			// The same with outcome rows: the commits stop at the last seal, so up to
 			// two commit intervals; the rows of the records sealed since count twice.
 			name: "at-least-once with outcomes SIGKILL after a tick", delivery: AtLeastOnce, outcomes: true, redis: true,
-			when: afterTick, twice: 2 * time.Second,
+			when: afterTick, twice: 2 * commitInterval,
 		},
 		{
 			// Cut off from the brokers while Redis answers (its session expires, or a
 			// pause outlasts it): its tick writes everything it counted, and all it
 			// routed since the last commit is counted twice.
 			name: "at-least-once session expired", delivery: AtLeastOnce,
-			when: afterTick, twice: time.Second,
+			when: afterTick, twice: commitInterval,
 		},
 		{
 			// Transactions end every 100 ms: a kill late in the tick's second loses what
@@ -251,7 +253,13 @@ func TestCrashCountsInRedis(t *testing.T) {
 			// The team over 10% of its threshold within the first second: warm, its counts
 			// written every tick (a cold team's wait for up to 0.5% of it: design.md).
 			env.lcfg = limit.Config{Window: time.Minute, Threshold: 5_000}
-			env.ccfg.CommitInterval = time.Second
+			// A commit interval a little over the tick's: the commits' phase against the
+			// ticks drifts 50 ms a second, so each case's moment comes round within 20 s
+			// whatever phase the gate's start gave them. At exactly 1 s the phase was the
+			// start's for good: a gate whose Run began late in the second (a loaded
+			// machine) committed after 850 ms past each tick, and the after-a-commit case
+			// found no moment in 40 s (CI; and here with the start moved to 900 ms).
+			env.ccfg.CommitInterval = commitInterval
 
 			// The commits (or, exactly once, the transactions' ends) the broker sees.
 			var lastCommit atomic.Int64
