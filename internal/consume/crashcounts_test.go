@@ -254,7 +254,7 @@ func TestCrashCountsInRedis(t *testing.T) {
 			// written every tick (a cold team's wait for up to 0.5% of it: design.md).
 			env.lcfg = limit.Config{Window: time.Minute, Threshold: 5_000}
 			// A commit interval a little over the tick's: the commits' phase against the
-			// ticks drifts 50 ms a second, so each case's moment comes round within 20 s
+			// ticks drifts 50 ms a commit, so each case's moment comes round within 21 s
 			// whatever phase the gate's start gave them. At exactly 1 s the phase was the
 			// start's for good: a gate whose Run began late in the second (a loaded
 			// machine) committed after 850 ms past each tick, and the after-a-commit case
@@ -303,8 +303,10 @@ func TestCrashCountsInRedis(t *testing.T) {
 			}
 			t.Cleanup(stopProducing)
 
-			// The commit loop's ticker starts with Run: half a second off the tick's, as
-			// the cases' moments need (not a wait for a condition: a phase of the clock).
+			// The commit loop's ticker starts with Run: half a second off the tick's, a
+			// phase every case finds its moment in at once (not a wait for a condition: a
+			// phase of the clock). A start that lands elsewhere costs time, not the
+			// moment: commitInterval's drift brings every phase round.
 			now := time.Now()
 			time.Sleep(now.Truncate(time.Second).Add(1500*time.Millisecond).Sub(now) % time.Second)
 			a := startCrashGate(t, env, "a")
