@@ -113,8 +113,11 @@
 //     transaction for ever; a fence behind a rebalance (a peer that died without leaving holds every
 //     join for its session) is the group's doing and never counts.
 //   - A record counts once toward its team however often its transaction is replayed
-//     by this gate: records below how far the limiter has counted a partition are
-//     judged without being counted again. A partition that moves to another gate
+//     by this gate, and goes where it went the first time: records below how far the
+//     limiter has counted a partition are not counted again, and take the decisions
+//     their first routing made (route.Decisions), kept until the group commits past
+//     them (judged afresh only after a rules reload, or when more than 4,096 offsets
+//     lie between two of them). A partition that moves to another gate
 //     mid-transaction is counted again there (at most the open transaction's records of
 //     it per rebalance).
 //   - A crashed instance's open transaction holds back read_committed readers of the

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/capturegate/gate/internal/faulttest"
+	"github.com/capturegate/gate/internal/limit"
 	"github.com/capturegate/gate/internal/route"
 )
 
@@ -421,6 +422,60 @@ func TestExactlyOnceReplayCountsOnce(t *testing.T) {
 	}
 	if st.Pending != n {
 		t.Fatalf("team-once counted %d for %d records after %v aborted transactions, want %d", st.Pending, n, aborted, n)
+	}
+}
+
+// TestExactlyOnceRetriedTransactionGoesWhereItWent: a team's 200 records, its threshold
+// 150, routed in a transaction whose overflow produce fails: the transaction aborts and
+// its records are routed again. They go where they went the first time, 150 accepted
+// and 50 to overflow, each record counted once (cap mode: the 150 it accepted; divert:
+// all 200). Before, the retry was judged against levels holding the first attempt's
+// counts of the same records, and none of them was accepted.
+func TestExactlyOnceRetriedTransactionGoesWhereItWent(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		mode    limit.Mode
+		counted int64
+	}{{limit.Cap, 150}, {limit.Divert, 200}} {
+		t.Run(c.mode.String(), func(t *testing.T) {
+			t.Parallel()
+			const parts, n, threshold = 1, 200, 150
+			env := newEOSEnv(t, parts)
+			env.ccfg.ProduceRetries = 1
+			env.lcfg.Threshold, env.lcfg.Mode = threshold, c.mode
+			fault := env.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: ovfTopic, Err: kerr.NotEnoughReplicas, Count: -1})
+			produceAll(t, producer(t, env.cluster), teamInputs("team-near", 0, n))
+			g := env.start(t, "a")
+			waitFor(t, 30*time.Second, "an aborted transaction", func() bool {
+				return testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted")) >= 1
+			})
+			fault.Remove()
+			out := collect(t, env.cluster, n, 30*time.Second, 100*time.Millisecond, readCommitted())
+			waitCommitted(t, env.cluster, parts, 20*time.Second)
+			if lost, dup := out.conservation(n); len(lost) > 0 || len(dup) > 0 {
+				t.Fatalf("read_committed: %d lost, %d duplicated", len(lost), len(dup))
+			}
+			aborted := testutil.ToFloat64(g.c.m.transactions.WithLabelValues("aborted"))
+			var accepted []int
+			for _, r := range out.recs[accTopic] {
+				id, _ := strconv.Atoi(header(r, idHeader))
+				accepted = append(accepted, id)
+			}
+			slices.Sort(accepted)
+			if len(accepted) != threshold || accepted[0] != 0 || accepted[len(accepted)-1] != threshold-1 {
+				t.Errorf("after %v aborted transactions, %d accepted (%v...), want the first %d, as the first attempt routed them", aborted, len(accepted), head(accepted), threshold)
+			}
+			if got := len(out.recs[ovfTopic]); got != n-threshold {
+				t.Errorf("%d to overflow, want %d", got, n-threshold)
+			}
+			st, ok := g.lim.Snapshot(time.Now(), "team-near")
+			if !ok {
+				t.Fatal("team-near not in the limiter")
+			}
+			if st.Pending != c.counted {
+				t.Errorf("team-near counted %d after %v aborted transactions, want %d", st.Pending, aborted, c.counted)
+			}
+		})
 	}
 }
 

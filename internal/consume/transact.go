@@ -409,6 +409,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 		// Only a commit is progress: an aborted transaction's records are polled and
 		// routed again, and a gate whose every transaction aborts is stuck (watchdog.go).
 		c.progressed()
+		c.txn.committed(offs)
 	}
 	if err == nil && !committed {
 		c.rewindTxnStarts()
@@ -688,9 +689,10 @@ func (c *Consumer) routeTxnWork(w work, s *route.Scratch) {
 	var now time.Time
 	next := w.recs[0].Offset
 	counted := c.txn.countedTo(w.p.id)
+	s.Decisions = c.txn.decisionsOf(w.p.id) // what the records below counted were given
 	beginOutcomes(w.p, w.recs[0])
 	defer func() {
-		s.Replay = false
+		s.Replay, s.Decisions = false, nil
 		c.txn.countTo(w.p.id, next)
 		endOutcomes(w.p, next)
 	}()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capturegate/gate/internal/route"
 )
 
 // txnStart is where the open transaction began reading a partition, and the
@@ -120,6 +122,40 @@ type txnState struct {
 	// below it was not committed by anyone since (or the commit would be above).
 	countedMu sync.Mutex
 	counted   map[int32]int64
+	// decisions holds, by input partition, the rules' decisions for the records the
+	// limiter counted and the group has not committed (route.Decisions): routed again
+	// after an abort, they go where they went. Under countedMu; a partition's is used by
+	// the goroutine routing it, and emptied by the loop's goroutine between transactions
+	// once they commit.
+	decisions map[int32]*route.Decisions
+}
+
+// decisionsOf returns partition p's decisions.
+func (t *txnState) decisionsOf(p int32) *route.Decisions {
+	t.countedMu.Lock()
+	defer t.countedMu.Unlock()
+	d := t.decisions[p]
+	if d == nil {
+		if t.decisions == nil {
+			t.decisions = make(map[int32]*route.Decisions)
+		}
+		d = new(route.Decisions)
+		t.decisions[p] = d
+	}
+	return d
+}
+
+// committed forgets the decisions of the records a transaction committed, offs being
+// the offsets it committed by partition: those records are never routed again. A
+// partition it committed nothing of keeps its own, for an abort's replay to come.
+func (t *txnState) committed(offs map[int32]kgo.EpochOffset) {
+	t.countedMu.Lock()
+	defer t.countedMu.Unlock()
+	for p, o := range offs {
+		if d := t.decisions[p]; d != nil {
+			d.DropBelow(o.Offset)
+		}
+	}
 }
 
 // countedTo returns the offset up to which partition p's records were counted.
@@ -148,6 +184,9 @@ func (t *txnState) uncountFrom(p int32, off int64) {
 	defer t.countedMu.Unlock()
 	if c, ok := t.counted[p]; ok && off < c {
 		t.counted[p] = max(off, 0)
+	}
+	if d := t.decisions[p]; d != nil {
+		d.DropFrom(max(off, 0))
 	}
 }
 

@@ -192,6 +192,11 @@ type Scratch struct {
 	// already (an aborted transaction's, routed again): they are judged, not counted
 	// again, so a retried transaction does not inflate its teams' levels.
 	Replay bool
+	// Decisions, when set by the caller, is the partition's record of the rules'
+	// decisions for its records in an open exactly-once transaction: RouteInto keeps
+	// each record's in it, and a record routed again (Replay) takes them from it, so
+	// that it goes where it went the first time (decisions.go).
+	Decisions *Decisions
 
 	// Outcomes, when set by the caller, is told every record's fate (outcomes.go): the
 	// consumer sets its partition's aggregate before routing the partition's records.
@@ -514,6 +519,17 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			failed, noJSON = reasonNone, true // a shadow rule never dead-letters a record
 		}
 	}
+	// dec, when set, keeps the record's decisions (replayed: gives them back).
+	dec, replayed := s.Decisions, false
+	if dec != nil {
+		if s.Replay {
+			if replayed = dec.replaying(r, rec.Offset); !replayed {
+				dec = nil // not held: judged afresh
+			}
+		} else {
+			dec.routing(r, rec.Offset)
+		}
+	}
 	failedRule := -1
 	teamRule := -1                 // the rule whose key o.Team is
 	teamShadow := false            // teamRule is a shadow rule: the first enforced rule checked takes over
@@ -638,6 +654,13 @@ func (r *Router) RouteInto(now time.Time, rec *kgo.Record, s *Scratch, out *kgo.
 			}
 		default:
 			d, over = r.checkLimits(st, now, &at, key, n, &s.tally[i], &s.again)
+		}
+		if dec != nil && !forced {
+			if replayed {
+				d, over = dec.replay(i, d, over)
+			} else {
+				dec.note(i, d, over)
+			}
 		}
 		if !decided && teamRule == i {
 			o.Decision, decided, ro.decided = d, true, max(over, 0)
