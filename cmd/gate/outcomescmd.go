@@ -127,8 +127,15 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	// interval is sealed after the interval began. Reading from an interval before from
 	// finds every row of each interval that ends after from, the one from falls in whole;
 	// the intervals that ended before it are left out, and so is one that began before
-	// the read did (longer than GATE_OUTCOMES_INTERVAL says), of which rows were missed.
-	scanFrom := from.Add(-cfg.OutcomesInterval)
+	// that interval (earliest: longer than GATE_OUTCOMES_INTERVAL says), of which rows
+	// were missed.
+	// The read begins clockSlack earlier still: a row's timestamp is its gate's clock at
+	// the seal, and a gate whose clock stepped back after it routed a record (NTP, a VM
+	// resumed) seals its row up to that step before the row's interval began. Read from
+	// the interval's start alone, such a row of the first interval shown was missed and
+	// the interval shown short as if whole.
+	earliest := from.Add(-cfg.OutcomesInterval)
+	scanFrom := earliest.Add(-clockSlack)
 	// Rows of an interval longer than GATE_OUTCOMES_INTERVAL says (the gates' set to 1h,
 	// this shell's at its default) that began before the read: left out, and said, as
 	// support would otherwise read a team's figures short without a word.
@@ -147,7 +154,7 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 			// review).
 			return
 		}
-		if r.IntervalStart.Before(scanFrom) {
+		if r.IntervalStart.Before(earliest) {
 			longer++
 			longest = max(longest, r.IntervalEnd.Sub(r.IntervalStart))
 			return
@@ -219,6 +226,10 @@ func outcomesCmd(ctx context.Context, args []string, getenv func(string) string,
 	}
 	return printMostLimited(stdout, sums.Top(top), sums.Limited(), sums.Rows(), cfg.OutcomesTopic, span)
 }
+
+// clockSlack is how far before its interval began a row sealed by a gate whose clock
+// stepped back may be timestamped and still be read (outcomesCmd).
+const clockSlack = time.Minute
 
 // outcomesLimit bounds a read of gate outcomes, so that a broker that stops answering
 // does not hold the command for ever. A long -since on a busy topic can reach it too.
