@@ -71,3 +71,27 @@ func TestHistoryIntervalsOfOneStartTellApart(t *testing.T) {
 		}
 	}
 }
+
+// A gate whose clock stepped back just after it routed a record seals that record's row
+// with a timestamp (its clock's) a little before the row's interval began. gate outcomes
+// -since finds rows by their timestamps: an interval it shows whole must hold such a row
+// too, not read short by it (before, it read from one interval before -since, which the
+// row's timestamp is before).
+func TestOutcomesSinceFindsRowsSealedAsTheClockSteppedBack(t *testing.T) {
+	t.Parallel()
+	c, env := outcomesTopicEnv(t, 1)
+	iv := time.Date(2026, 11, 28, 14, 59, 0, 0, time.UTC) // the interval [14:59, 15:00)
+	stepped := rowOf(iv, "g1/r/1", "g1", "42", "42", "accepted", "allowed", 5, time.Minute)
+	stepped.Timestamp = iv.Add(-500 * time.Millisecond) // routed at 14:59:00.3, sealed after the clock stepped back 0.8 s
+	produceRows(t, c, stepped, rowOf(iv, "g1/r/2", "g1", "42", "42", "accepted", "allowed", 10, time.Minute))
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	now := clock.NewFake(time.Date(2026, 11, 28, 15, 20, 0, 0, time.UTC))
+	if err := outcomesCmd(ctx, []string{"-since", "2026-11-28T14:59:59.9Z", "42"}, getenvFrom(env), nil, now, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if want := "team 42: 15 records"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("gate outcomes lacks %q:\n%s%s", want, stdout.String(), stderr.String())
+	}
+}
