@@ -1,0 +1,136 @@
+package consume
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capturegate/gate/internal/route"
+)
+
+// newLogRouter serves partition 0's records at offsets [from, to) as a broker's new log
+// would after an unclean leader election: the first time each is routed it is team
+// "hot"'s, every later time team "cold"'s (kfake keeps the old records at those offsets,
+// so the new log's other records are made here).
+type newLogRouter struct {
+	Router
+	from, to int64
+	mu       sync.Mutex
+	seen     map[int64]int
+}
+
+func (n *newLogRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratch, out *kgo.Record) route.Outcome {
+	if in.Partition == 0 && in.Offset >= n.from && in.Offset < n.to {
+		n.mu.Lock()
+		n.seen[in.Offset]++
+		first := n.seen[in.Offset] == 1
+		n.mu.Unlock()
+		team := "cold"
+		if first {
+			team = "hot"
+		}
+		var e event
+		_ = json.Unmarshal(in.Value, &e)
+		e.TeamID = team
+		in.Value, _ = json.Marshal(e)
+	}
+	return n.Router.RouteInto(now, in, sc, out)
+}
+
+// TestBrokerLossAboveCommitNewLogJudgedAfresh: the broker's log of partition 0 diverges
+// at 65, above the last commit (50), while offsets 50..79 are in an open transaction
+// (TestBrokerLossInOpenTransaction). The transaction aborts and the partition is read
+// again from 50; the records at 65..79 are the new leader's, other records than the
+// ones routed (here another team's, under its limit). They must be judged afresh: routed
+// by their own team's level, and counted. resumeTxnGaps skips goOnAt when the resume
+// offset is at or past the commit, so uncountFrom is never called: the records at
+// 65..79 are routed with Scratch.Replay (not counted) and take the decisions the old
+// records at those offsets were given (route.Decisions): team "hot"'s, over its
+// threshold of 1, to overflow.
+func TestBrokerLossAboveCommitNewLogJudgedAfresh(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 2)
+	env.ccfg.OnDataLoss = DataLossContinue
+	env.lcfg.Overrides = map[string]int64{"hot": 1}
+	logs := &syncBuffer{}
+	env.logs, env.logLevel = logs, slog.LevelDebug
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the gate's log:\n%s", logs.String())
+		}
+	})
+	env.ccfg.TransactionInterval = 20 * time.Second
+	spy := &spyRouter{ids: map[int]int{}}
+	env.wrap = func(r Router) Router {
+		spy.Router = r
+		return &newLogRouter{Router: spy, from: 65, to: 80, seen: map[int64]int{}}
+	}
+	prod := partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, 50)    // ids 0..49 at offsets 0..49
+	produceTo(t, prod, 1, 1000, 50) // ids 1000..1049
+	g := env.start(t, "a")
+	waitCommitted(t, env.cluster, 2, 40*time.Second)
+	var done atomic.Bool
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		for id := 5000; !done.Load(); id++ {
+			produceTo(t, prod, 1, id, 1)
+			time.Sleep(30 * time.Millisecond)
+		}
+	})
+	stop := func() { done.Store(true); bg.Wait() }
+	t.Cleanup(stop)
+	produceTo(t, prod, 0, 100, 30) // ids 100..129 at offsets 50..79
+	waitFor(t, 20*time.Second, "ids 100..129 routed", func() bool { return spy.routed(idRange(100, 130)) })
+	if gc := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; gc.Offset != 50 {
+		t.Fatalf("partition 0 committed at %d: the transaction ended already (want it open, the commit at 50)", gc.Offset)
+	}
+	// The log diverged at 65; the fetch at 80 is out of range once.
+	env.cluster.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		env.cluster.KeepControl()
+		return epochEnds(kreq, func(p int32) int64 {
+			if p == 0 {
+				return 65
+			}
+			return 1 << 40
+		}), nil, true
+	})
+	env.cluster.Fault(kfakeOutOfRangeOnce(0))
+	produceTo(t, prod, 0, 200, 10) // offsets 80..89
+	waitFor(t, 30*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "broker") > 0 })
+	stop()
+	waitFor(t, 30*time.Second, "partition 0 committed to its end", func() bool {
+		return env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 90
+	})
+	out := collect(t, env.cluster, 50+30+10, 20*time.Second, 300*time.Millisecond, readCommitted())
+	g.stop(t)
+	var over []int
+	for id := 115; id < 130; id++ {
+		for _, topic := range out.ids[id] {
+			if topic != accTopic {
+				over = append(over, id)
+			}
+		}
+	}
+	if len(over) > 0 {
+		t.Errorf("the new log's records at offsets 65..79 (team cold, under its limit): %d of 15 not accepted (ids %v): "+
+			"given the decisions of the old records at their offsets (team hot, over its limit)", len(over), over)
+	}
+	if st, ok := g.lim.Snapshot(time.Now(), "cold"); !ok || st.Pending != 15 {
+		t.Errorf("team cold counted %v (known %v), want 15: the new log's records were taken for replays", st.Pending, ok)
+	}
+}
+
+// kfakeOutOfRangeOnce makes one fetch of partition p of the input answer
+// OFFSET_OUT_OF_RANGE.
+func kfakeOutOfRangeOnce(p int32) kfake.Fault {
+	return kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{p}, Err: kerr.OffsetOutOfRange, Count: 1}
+}
