@@ -309,6 +309,11 @@ func (c *Consumer) gapInTxn(p *partition, g gap) {
 	if g.cause != lossBroker {
 		return // retention: met from the last commit, counted from there
 	}
+	// The records from the divergence on are the new log's, read again from the last
+	// commit after the abort: not the ones counted, nor given the decisions kept
+	// (route.Decisions). resumeTxnGaps calls goOnAt, which says so too, only for a
+	// divergence below the commit.
+	c.txn.uncountFrom(p.id, g.resume.Offset)
 	topic := c.cfg.InputTopic
 	attrs := c.countGap(p, g)
 	what := "lost by the broker (its log truncated: an unclean leader election, a lost disk) after the gate read them, in a transaction " +
