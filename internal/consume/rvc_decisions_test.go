@@ -3,6 +3,8 @@ package consume
 import (
 	"encoding/json"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,4 +135,111 @@ func TestBrokerLossAboveCommitNewLogJudgedAfresh(t *testing.T) {
 // OFFSET_OUT_OF_RANGE.
 func kfakeOutOfRangeOnce(p int32) kfake.Fault {
 	return kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: inTopic, Partitions: []int32{p}, Err: kerr.OffsetOutOfRange, Count: 1}
+}
+
+// teamRouter makes partition 0's records at offsets [from, to) team's, and keeps where
+// each went the first time it was routed.
+type teamRouter struct {
+	Router
+	team     string
+	from, to int64
+	mu       sync.Mutex
+	first    map[int64]route.Route
+}
+
+func (n *teamRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratch, out *kgo.Record) route.Outcome {
+	mine := in.Partition == 0 && in.Offset >= n.from && in.Offset < n.to
+	if mine {
+		var e event
+		_ = json.Unmarshal(in.Value, &e)
+		e.TeamID = n.team
+		in.Value, _ = json.Marshal(e)
+	}
+	o := n.Router.RouteInto(now, in, sc, out)
+	if mine {
+		n.mu.Lock()
+		if _, ok := n.first[in.Offset]; !ok {
+			n.first[in.Offset] = o.Route
+		}
+		n.mu.Unlock()
+	}
+	return o
+}
+
+// TestRetentionGapInsideCountedSpanGoesWhereItWent: partition 0's records at offsets
+// 50..79, a team's whose threshold is 20, are routed in a transaction (20 accepted, 10
+// to overflow, all 30 counted); retention then deletes the partition up to 65, and the
+// transaction aborts (a failed produce). Read again from the commit (50), the fetch is
+// out of range and the gap is handled outside a transaction (applyGap -> goOnAt), which
+// calls txnState.uncountFrom(65) as if the log had diverged there: the records at
+// 65..79, the same records, are counted a second time and, their decisions dropped
+// (Decisions.DropFrom), judged afresh against levels holding the first attempt's
+// counts: 65..69, accepted the first time, go to overflow. They should go where they
+// went, counted once (the limiter 30).
+func TestRetentionGapInsideCountedSpanGoesWhereItWent(t *testing.T) {
+	t.Parallel()
+	env := newEOSEnv(t, 2)
+	env.ccfg.OnDataLoss = DataLossContinue
+	env.lcfg.Overrides = map[string]int64{"near": 20}
+	logs := &syncBuffer{}
+	env.logs, env.logLevel = logs, slog.LevelDebug
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the gate's log:\n%s", logs.String())
+		}
+	})
+	env.ccfg.TransactionInterval = 20 * time.Second
+	spy := &spyRouter{ids: map[int]int{}}
+	tr := &teamRouter{team: "near", from: 50, to: 80, first: map[int64]route.Route{}}
+	env.wrap = func(r Router) Router { spy.Router = r; tr.Router = spy; return tr }
+	prod := partProducer(t, env.cluster)
+	produceTo(t, prod, 0, 0, 50)
+	produceTo(t, prod, 1, 1000, 50)
+	g := env.start(t, "a")
+	waitCommitted(t, env.cluster, 2, 40*time.Second)
+	var done atomic.Bool
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		for id := 5000; !done.Load(); id++ {
+			produceTo(t, prod, 1, id, 1)
+			time.Sleep(30 * time.Millisecond)
+		}
+	})
+	stop := func() { done.Store(true); bg.Wait() }
+	t.Cleanup(stop)
+	produceTo(t, prod, 0, 100, 30) // ids 100..129 at offsets 50..79
+	waitFor(t, 20*time.Second, "ids 100..129 routed", func() bool { return spy.routed(idRange(100, 130)) })
+	if gc := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; gc.Offset != 50 {
+		t.Fatalf("partition 0 committed at %d: the transaction ended already (want it open, the commit at 50)", gc.Offset)
+	}
+	if err := env.cluster.DeleteRecords(inTopic, 0, 65); err != nil {
+		t.Fatal(err)
+	}
+	abortOne(t, env, g)
+	waitFor(t, 30*time.Second, "the loss counted", func() bool { return lostMetric(t, g.reg, 0, "retention") > 0 })
+	stop()
+	waitFor(t, 30*time.Second, "partition 0 committed to its end", func() bool {
+		return env.cluster.GroupInfo(testGroup).Commits[inTopic][0].Offset == 80
+	})
+	out := collect(t, env.cluster, 50+15, 20*time.Second, 300*time.Millisecond, readCommitted())
+	g.stop(t)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var moved []string
+	for off := int64(65); off < 80; off++ {
+		id := int(off) + 50
+		want := accTopic
+		if tr.first[off] != route.Accepted {
+			want = ovfTopic
+		}
+		if got := out.ids[id]; len(got) != 1 || got[0] != want {
+			moved = append(moved, strconv.Itoa(id)+": "+strings.Join(got, ",")+" (first "+want+")")
+		}
+	}
+	if len(moved) > 0 {
+		t.Errorf("records at offsets 65..79, kept by retention, not where their first routing sent them: %v", moved)
+	}
+	if st, ok := g.lim.Snapshot(time.Now(), "near"); !ok || st.Pending != 30 {
+		t.Errorf("team near counted %v, want 30 (its 30 records once)", st.Pending)
+	}
 }
