@@ -263,7 +263,7 @@ func (c *Consumer) applyGap(ctx context.Context, p *partition, g gap, move bool,
 		c.stopAtGap(p, g, what, attrs)
 		return
 	}
-	err := c.goOnAt(ctx, p, g.resume, move)
+	err := c.goOnAt(ctx, p, g.resume, move, g.cause == lossBroker)
 	// The lag is measured from the resume offset now: the last poll's, from below the
 	// gap, would stay while nothing past the gap is polled (a gap up to the log end),
 	// and an idle gate would count as stalled (watchdog.go).
@@ -282,15 +282,20 @@ func (c *Consumer) countGap(p *partition, g gap) []any {
 }
 
 // goOnAt makes p go on at resume past a gap, moving the client there when move (franz-go
-// has not already), and commits it (commitGap).
-func (c *Consumer) goOnAt(ctx context.Context, p *partition, resume kgo.EpochOffset, move bool) error {
+// has not already), and commits it (commitGap). diverged says the broker's log diverged
+// at resume (a broker's loss): the records from there on are others than those counted.
+// A retention gap deletes the records below resume and leaves those from it on as they
+// were: counted, and given their decisions, once.
+func (c *Consumer) goOnAt(ctx context.Context, p *partition, resume kgo.EpochOffset, move, diverged bool) error {
 	if move {
 		// Epoch -1: set the position as it is, without franz-go validating it again.
 		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.cfg.InputTopic: {p.id: {Epoch: -1, Offset: resume.Offset}}})
 	}
 	p.movedTo, p.hasMoved = kgo.EpochOffset{Epoch: -1, Offset: resume.Offset}, true
-	// The records from resume on are the broker's new log's, not the ones counted.
-	c.txn.uncountFrom(p.id, resume.Offset)
+	if diverged {
+		// The records from resume on are the broker's new log's, not the ones counted.
+		c.txn.uncountFrom(p.id, resume.Offset)
+	}
 	return c.commitGap(ctx, p, resume)
 }
 
@@ -356,7 +361,7 @@ func (c *Consumer) resumeTxnGaps(ctx context.Context) {
 		if p.gone.Load() || c.owned(p.id) != p || p.stopped.Load() || !ok || g.resume.Offset >= at.Offset {
 			continue // revoked, stopped, or read again from the commit already
 		}
-		err := c.goOnAt(ctx, p, g.resume, true)
+		err := c.goOnAt(ctx, p, g.resume, true, true)
 		c.log.Warn("the partition goes on where the broker's log diverged, below its last commit: the records there are the new leader's",
 			"topic", c.cfg.InputTopic, "partition", p.id, "resumed_at", g.resume.Offset, "last_commit", at.Offset, "commit_err", err)
 	}
