@@ -29,3 +29,27 @@ func TestDecisionsMemoryBoundedByRecords(t *testing.T) {
 			records, apart, got, d.Len(), bound)
 	}
 }
+
+// docs/design.md: "A record is judged afresh ... when more than 4,096 offsets lay between
+// it and the record routed before it (a compacted input)". It is the other way round: a
+// record past such a gap starts the Decisions again (routing), and every record held
+// before it, of the same transaction, loses its decisions. The fixture's five records
+// (10..14: three accepted, two to overflow), then one of another team at 10,000:
+// replayed, 10..12 go to overflow, judged afresh against levels holding all five.
+func TestDecisionsGapForgetsTheRecordsBeforeIt(t *testing.T) {
+	f, recs := decisionsFixture(t)
+	var d Decisions
+	s := &Scratch{Decisions: &d}
+	first := routeAll(f.r, recs, s)
+	far := input(`{"team_id":"z"}`, "")
+	far.Offset = 10_000
+	var out kgo.Record
+	f.r.RouteInto(t0, far, s, &out)
+	s.Replay = true
+	again := routeAll(f.r, recs, s)
+	for i := range recs {
+		if again[i].route != first[i].route {
+			t.Errorf("offset %d, before the gap: replayed %s, first %s (decisions held for %d offsets)", recs[i].Offset, again[i].route, first[i].route, d.Len())
+		}
+	}
+}
