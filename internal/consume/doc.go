@@ -116,8 +116,8 @@
 //     by this gate, and goes where it went the first time: records below how far the
 //     limiter has counted a partition are not counted again, and take the decisions
 //     their first routing made (route.Decisions), kept until the group commits past
-//     them (judged afresh only after a rules reload, or when more than 4,096 offsets
-//     lie between two of them). A partition that moves to another gate
+//     them (judged afresh only after a rules reload, or past where a broker's loss
+//     made the log diverge). A partition that moves to another gate
 //     mid-transaction is counted again there (at most the open transaction's records of
 //     it per rebalance).
 //   - A crashed instance's open transaction holds back read_committed readers of the

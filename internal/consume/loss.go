@@ -319,6 +319,12 @@ func (c *Consumer) gapInTxn(p *partition, g gap) {
 	// (route.Decisions). resumeTxnGaps calls goOnAt, which says so too, only for a
 	// divergence below the commit.
 	c.txn.uncountFrom(p.id, g.resume.Offset)
+	if st, ok := c.txn.from[p.id]; ok && g.unlocated {
+		// Where the log diverged is unknown: any record the transaction routed may be
+		// another now. Judged afresh, as before decisions were kept; not counted again,
+		// as they may be the same.
+		c.txn.forgetDecisions(p.id, st.offset)
+	}
 	topic := c.cfg.InputTopic
 	attrs := c.countGap(p, g)
 	what := "lost by the broker (its log truncated: an unclean leader election, a lost disk) after the gate read them, in a transaction " +

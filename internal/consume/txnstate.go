@@ -147,13 +147,27 @@ func (t *txnState) decisionsOf(p int32) *route.Decisions {
 
 // committed forgets the decisions of the records a transaction committed, offs being
 // the offsets it committed by partition: those records are never routed again. A
-// partition it committed nothing of keeps its own, for an abort's replay to come.
-func (t *txnState) committed(offs map[int32]kgo.EpochOffset) {
+// partition it committed nothing of keeps its own, for an abort's replay to come; one no
+// longer owned (owned) and holding none is let go.
+func (t *txnState) committed(offs map[int32]kgo.EpochOffset, owned func(int32) bool) {
 	t.countedMu.Lock()
-	defer t.countedMu.Unlock()
-	for p, o := range offs {
-		if d := t.decisions[p]; d != nil {
+	var idle []int32
+	for p, d := range t.decisions {
+		if o, ok := offs[p]; ok {
 			d.DropBelow(o.Offset)
+		}
+		if d.Len() == 0 {
+			idle = append(idle, p)
+		}
+	}
+	t.countedMu.Unlock()
+	for _, p := range idle { // owned takes the partitions' lock: not under countedMu
+		if !owned(p) {
+			t.countedMu.Lock()
+			if d := t.decisions[p]; d != nil && d.Len() == 0 {
+				delete(t.decisions, p) // revoked, holding nothing: its memory goes with it
+			}
+			t.countedMu.Unlock()
 		}
 	}
 }
@@ -185,6 +199,16 @@ func (t *txnState) uncountFrom(p int32, off int64) {
 	if c, ok := t.counted[p]; ok && off < c {
 		t.counted[p] = max(off, 0)
 	}
+	if d := t.decisions[p]; d != nil {
+		d.DropFrom(max(off, 0))
+	}
+}
+
+// forgetDecisions forgets partition p's decisions from off on, leaving what it counted:
+// its records there are judged afresh when routed again, and not counted again.
+func (t *txnState) forgetDecisions(p int32, off int64) {
+	t.countedMu.Lock()
+	defer t.countedMu.Unlock()
 	if d := t.decisions[p]; d != nil {
 		d.DropFrom(max(off, 0))
 	}

@@ -19,23 +19,40 @@ import (
 //
 // Invariant: for every offset in [from, to), and only those, it holds the decision of
 // each of router's rules for the record at that offset as RouteInto made it when the
-// record was first routed with this Decisions (zero: not over, or not checked), and
-// RouteInto replays them only for a record in that span routed by that router: a record
-// outside it, or after the rules were reloaded, is judged afresh, as before. A
-// Decisions belongs to one partition and is used by one goroutine at a time.
+// record was first routed with this Decisions: a record a rule was over (or tagged, its
+// team rotating) for is in offs, with its rules' bytes in b; any other record of the span
+// had every rule not over, or not checked. RouteInto replays them only for a record in
+// that span routed by that router: a record outside it, or after the rules were
+// reloaded, is judged afresh, as before. So it takes 8 bytes and a byte a rule for each
+// record a rule was over for, whatever the offsets between records (a compacted input,
+// an upstream's aborted records). A Decisions belongs to one partition and is used by one
+// goroutine at a time.
 type Decisions struct {
 	router   *Router
-	from, to int64 // the offsets held; to == from when none
-	rules    int   // bytes a record: the router's rules
-	cur      int   // the index in b of the record being routed
-	b        []byte
+	from, to int64   // the offsets held; to == from when none
+	rules    int     // bytes a record in b: the router's rules
+	offs     []int64 // the records a rule was over for, ascending
+	b        []byte  // their decisions, rules bytes each, in offs' order
+	// cur is the index in offs of the record being routed or replayed (-1: it is not
+	// there), off its offset.
+	cur int
+	off int64
 }
 
 // Reset forgets every decision: the transaction that routed them committed, and its
-// records are never routed again.
+// records are never routed again. The room of a small transaction's is kept for the
+// next; a large one's is given back, so that a partition does not keep its largest.
 func (d *Decisions) Reset() {
-	d.router, d.from, d.to, d.b = nil, 0, 0, d.b[:0]
+	d.router, d.from, d.to = nil, 0, 0
+	if cap(d.b) > keepDecisions {
+		d.offs, d.b = nil, nil
+	} else {
+		d.offs, d.b = d.offs[:0], d.b[:0]
+	}
 }
+
+// keepDecisions is the most bytes of decisions Reset keeps room for.
+const keepDecisions = 64 << 10
 
 // DropBelow forgets the decisions of offsets below off: the group committed past them.
 func (d *Decisions) DropBelow(off int64) {
@@ -43,8 +60,9 @@ func (d *Decisions) DropBelow(off int64) {
 	case off >= d.to:
 		d.Reset()
 	case off > d.from:
-		k := int(off-d.from) * d.rules
-		d.b = d.b[:copy(d.b, d.b[k:])]
+		k, _ := slices.BinarySearch(d.offs, off)
+		d.offs = d.offs[:copy(d.offs, d.offs[k:])]
+		d.b = d.b[:copy(d.b, d.b[k*d.rules:])]
 		d.from = off
 	}
 }
@@ -56,34 +74,41 @@ func (d *Decisions) DropFrom(off int64) {
 	case off <= d.from:
 		d.Reset()
 	case off < d.to:
+		k, _ := slices.BinarySearch(d.offs, off)
+		d.offs, d.b = d.offs[:k], d.b[:k*d.rules]
 		d.to = off
-		d.b = d.b[:int(d.to-d.from)*d.rules]
 	}
 }
 
 // Len returns how many offsets it holds decisions for.
 func (d *Decisions) Len() int { return int(d.to - d.from) }
 
-// routing makes room for the decisions of the record at off, routed by r for the first
-// time, and makes it the record being routed. A record that does not follow the ones
-// held (another router, an offset not past them) starts the record afresh from it.
+// routing makes the record at off, routed by r for the first time, the record being
+// routed. A record that does not follow the ones held (another router, an offset not
+// past them) starts them afresh from it.
 func (d *Decisions) routing(r *Router, off int64) {
-	if d.router != r || off < d.to || d.to == d.from || off-d.to > maxDecisionGap {
-		d.router, d.rules, d.from, d.to, d.b = r, len(r.rules), off, off, d.b[:0]
+	if d.router != r || off < d.to || d.to == d.from {
+		d.router, d.rules, d.from = r, len(r.rules), off
+		d.offs, d.b = d.offs[:0], d.b[:0]
 	}
-	n := int(off+1-d.from) * d.rules
-	old := len(d.b)
-	d.b = slices.Grow(d.b, n-old)[:n]
-	clear(d.b[old:]) // offsets skipped (control records) and the record's own: none over
-	d.cur, d.to = n-d.rules, off+1
+	d.to, d.cur, d.off = off+1, -1, off
 }
 
 // note keeps rule i's decision d (over: the index of its first limit over, or -1) for
 // the record being routed, when there is one to keep.
 func (d *Decisions) note(i int, dec limit.Decision, over int) {
-	if v := decisionByte(dec, over); v != 0 {
-		d.b[d.cur+i] = v
+	v := decisionByte(dec, over)
+	if v == 0 {
+		return
 	}
+	if d.cur < 0 { // the record's first decision to keep: its room, every rule not over
+		d.cur = len(d.offs)
+		d.offs = append(d.offs, d.off)
+		n := len(d.b)
+		d.b = slices.Grow(d.b, d.rules)[:n+d.rules]
+		clear(d.b[n:])
+	}
+	d.b[d.cur*d.rules+i] = v
 }
 
 // replaying reports whether the record at off, routed again by r, has its decisions
@@ -92,26 +117,27 @@ func (d *Decisions) replaying(r *Router, off int64) bool {
 	if d.router != r || off < d.from || off >= d.to {
 		return false
 	}
-	d.cur = int(off-d.from) * d.rules
+	d.cur = -1
+	if k, ok := slices.BinarySearch(d.offs, off); ok {
+		d.cur = k
+	}
 	return true
 }
 
 // replay returns rule i's decision for the record being replayed: dec (the decision
-// made now, its threshold and level those of now) with the first attempt's verdict,
-// and its first limit over. A decision the first attempt could not keep is dec itself.
+// made now, its threshold and level those of now) with the first routing's verdict, and
+// its first limit over. A decision the first routing could not keep is dec itself.
 func (d *Decisions) replay(i int, dec limit.Decision, over int) (limit.Decision, int) {
-	v := d.b[d.cur+i]
+	var v byte
+	if d.cur >= 0 {
+		v = d.b[d.cur*d.rules+i]
+	}
 	if v == decisionUnkept {
 		return dec, over
 	}
 	dec.Limited, dec.Held, dec.Rotating = v&decisionLimited != 0, v&decisionHeld != 0, v&decisionRotating != 0
 	return dec, int(v>>decisionOverShift) - 1
 }
-
-// maxDecisionGap is the most offsets a record may follow the last one held by and still
-// be held with them: the offsets between take a byte a rule each. Past it (a compacted
-// input), the decisions start afresh from the record.
-const maxDecisionGap = 4096
 
 // A decision in a byte: its verdict's flags, and its first limit over + 1 in the top
 // four bits (0: none). Zero is a rule not over: under its limits, or not checked.

@@ -128,7 +128,7 @@ func TestDecisionByte(t *testing.T) {
 			v := limit.Decision{Threshold: 9}
 			v.Limited, v.Held, v.Rotating = flags&1 != 0, flags&2 != 0, flags&4 != 0
 			b := decisionByte(v, over)
-			d := Decisions{b: []byte{b}}
+			d := Decisions{rules: 1, b: []byte{b}}
 			now := limit.Decision{Threshold: 7}
 			got, gotOver := d.replay(0, now, -1)
 			switch {
@@ -180,5 +180,64 @@ func TestDecisionsAllocateNothing(t *testing.T) {
 	}
 	if d.Len() != 5 {
 		t.Errorf("%d offsets held, want 5", d.Len())
+	}
+	// Records over a limit, their decisions kept: room once, then none.
+	var limited limit.Decision
+	limited.Limited = true
+	over := func() {
+		for off := range int64(100) {
+			d.routing(f.r, off)
+			d.note(0, limited, 0)
+		}
+		d.DropBelow(100)
+	}
+	over()
+	if n := testing.AllocsPerRun(100, over); n != 0 {
+		t.Errorf("%v allocations per transaction of 100 records over a limit", n)
+	}
+}
+
+// The decisions a partition keeps take 8 bytes and a byte a rule for each record a rule
+// was over for, whatever the offsets between records: 1,000 records 4,000 offsets apart
+// (a compacted input, an upstream's aborted records skipped), of which 997 over the
+// hour's limit of 3, hold 997 offsets and bytes. Before, every offset between two records
+// took a byte a rule: 4 MB here, 2 GB for a default transaction of such records.
+func TestDecisionsMemoryBoundedByRecords(t *testing.T) {
+	f, _ := decisionsFixture(t)
+	var d Decisions
+	s := &Scratch{Decisions: &d}
+	const records, apart = 1000, 4000
+	for i := range records {
+		rec := input(`{"team_id":"b"}`, "")
+		rec.Offset = int64(i * apart)
+		var out kgo.Record
+		f.r.RouteInto(t0, rec, s, &out)
+	}
+	if len(d.offs) != records-3 || len(d.b) != (records-3)*len(f.r.rules) {
+		t.Errorf("%d records routed, %d offsets apart, %d over: %d offsets and %d bytes held, want %d of each",
+			records, apart, records-3, len(d.offs), len(d.b), records-3)
+	}
+	if d.Len() != (records-1)*apart+1 {
+		t.Errorf("the span held: %d offsets, want %d", d.Len(), (records-1)*apart+1)
+	}
+}
+
+// A record far past the one routed before it (10,000 offsets on) leaves the decisions
+// held before it: the fixture's five records (10..14: three accepted, two to overflow),
+// then one of another team at 10,000, replayed go where they went. Before, a gap of more
+// than 4,096 offsets started the decisions afresh from the far record, and the five were
+// judged afresh against levels holding their own counts: all to overflow.
+func TestDecisionsHeldAcrossAGap(t *testing.T) {
+	f, recs := decisionsFixture(t)
+	var d Decisions
+	s := &Scratch{Decisions: &d}
+	first := routeAll(f.r, recs, s)
+	far := input(`{"team_id":"z"}`, "")
+	far.Offset = 10_000
+	var out kgo.Record
+	f.r.RouteInto(t0, far, s, &out)
+	s.Replay = true
+	if again := routeAll(f.r, recs, s); !slices.Equal(again, first) {
+		t.Errorf("replayed after a record 10,000 offsets on:\n got %v\nwant %v", again, first)
 	}
 }

@@ -51,12 +51,11 @@ func (n *newLogRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratc
 // at 65, above the last commit (50), while offsets 50..79 are in an open transaction
 // (TestBrokerLossInOpenTransaction). The transaction aborts and the partition is read
 // again from 50; the records at 65..79 are the new leader's, other records than the
-// ones routed (here another team's, under its limit). They must be judged afresh: routed
-// by their own team's level, and counted. resumeTxnGaps skips goOnAt when the resume
-// offset is at or past the commit, so uncountFrom is never called: the records at
-// 65..79 are routed with Scratch.Replay (not counted) and take the decisions the old
-// records at those offsets were given (route.Decisions): team "hot"'s, over its
-// threshold of 1, to overflow.
+// ones routed (here another team's, under its limit): judged afresh, by their own team's
+// level, and counted. Before, the loss met in the transaction left the partition counted
+// to 80 (resumeTxnGaps uncounts only for a divergence below the commit): the new records
+// were routed as replays, not counted, and given the decisions kept for the old records
+// at their offsets (route.Decisions): team "hot"'s, over its threshold of 1, to overflow.
 func TestBrokerLossAboveCommitNewLogJudgedAfresh(t *testing.T) {
 	t.Parallel()
 	env := newEOSEnv(t, 2)
@@ -170,12 +169,12 @@ func (n *teamRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratch,
 // 50..79, a team's whose threshold is 20, are routed in a transaction (20 accepted, 10
 // to overflow, all 30 counted); retention then deletes the partition up to 65, and the
 // transaction aborts (a failed produce). Read again from the commit (50), the fetch is
-// out of range and the gap is handled outside a transaction (applyGap -> goOnAt), which
-// calls txnState.uncountFrom(65) as if the log had diverged there: the records at
-// 65..79, the same records, are counted a second time and, their decisions dropped
-// (Decisions.DropFrom), judged afresh against levels holding the first attempt's
-// counts: 65..69, accepted the first time, go to overflow. They should go where they
-// went, counted once (the limiter 30).
+// out of range and the gap is handled outside a transaction (applyGap -> goOnAt): the
+// records at 65..79 are the same records, and go where they went, counted once (the
+// limiter 30). Before, goOnAt uncounted the partition from 65 as if its log had diverged
+// there: those records were counted a second time and, their decisions dropped, judged
+// afresh against levels holding the first attempt's counts (65..69, accepted the first
+// time, to overflow).
 func TestRetentionGapInsideCountedSpanGoesWhereItWent(t *testing.T) {
 	t.Parallel()
 	env := newEOSEnv(t, 2)
