@@ -84,7 +84,7 @@ var nameRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9])?$`)
 func ValidName(name string) bool { return nameRE.MatchString(name) }
 
 // The fields of a rule, in the order the docs list them.
-var ruleFields = []string{"name", "key", "missing", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow", "force", "max_keys", "on_cardinality", "track"}
+var ruleFields = []string{"name", "key", "missing", "match", "limits", "threshold_mode", "mode", "cost", "action", "shadow", "force", "track", "max_keys", "on_cardinality"}
 
 // parser collects the problems of one file.
 type parser struct {
