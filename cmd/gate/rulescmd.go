@@ -23,7 +23,9 @@ environment's topics and tick interval, and prints each rule and where its keys 
 Redis, or every problem in the file on stderr, one a line as FILE:LINE:COL: ... (exit
 status 2). Run it before a rules file is deployed: a gate keeps its rules in use when the
 file changes into one it cannot use. The topics of topic:NAME actions are not checked
-(that needs the broker): it names each, and a gate refuses the file while one is missing.
+(that needs the broker): it names each; a gate started with the file routes nothing until
+each exists and takes its writes, and a reload that brings one in is refused while it does
+not.
 Variables a rules file replaces (GATE_THRESHOLD, GATE_OVERRIDES, ...) set in this
 environment are not the file's problem, but a gate with the file refuses to start with
 them: a note on stderr names them.
@@ -129,10 +131,12 @@ func rulesCmd(args []string, getenv func(string) string, names []string, stdout,
 		}
 	}
 	// The rules' topics need a broker to check, which this command does not ask: a gate
-	// refuses a file whose topic is missing or not writable, at start and at a reload, so
-	// the check says what it left to the gate rather than pass such a file silently.
+	// started with a file whose topic is missing or not writable waits, not ready, and a
+	// reload bringing such a topic in is refused, so the check says what it left to the
+	// gate rather than pass such a file silently.
 	for _, t := range set.Topics() {
-		if _, err := fmt.Fprintf(stdout, "topic %s: not checked here; the gate needs it to exist with WRITE allowed (max.message.bytes as the overflow topic's) and refuses the file at start or reload otherwise\n", t); err != nil {
+		if _, err := fmt.Fprintf(stdout, "topic %s: not checked here; the gate needs it to exist with WRITE allowed (max.message.bytes as the overflow topic's): "+
+			"a gate started with the file is not ready and routes nothing until it does, and a reload that brings the topic in is refused while it does not\n", t); err != nil {
 			return err
 		}
 	}

@@ -96,8 +96,17 @@ func TestRulesCheck(t *testing.T) {
 	if err := os.WriteFile(topicFile, []byte("rules:\n  - {name: merges, key: json:team_id, limits: [1m:5], action: topic:events_merges_overflow}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := do(nil, "check", topicFile); err != nil || !strings.Contains(out, "topic events_merges_overflow: not checked here; the gate needs it to exist with WRITE allowed") {
+	out, err = do(nil, "check", topicFile)
+	if err != nil || !strings.Contains(out, "topic events_merges_overflow: not checked here; the gate needs it to exist with WRITE allowed") {
 		t.Errorf("check of a rule with its own topic: %v\n%s\nwant a line saying the topic was not checked", err, out)
+	}
+	// What a gate does while the topic is missing: at start it waits, not ready, routing
+	// nothing (consume's preflight, every 5 s), and a reload refuses only a file that
+	// brings the topic in (gate.checkRuleTopics: one the rules in use send to is watched).
+	// The line said the gate "refuses the file at start or reload".
+	if !strings.Contains(out, "a gate started with the file is not ready and routes nothing until it does, and a reload that brings the topic in is refused while it does not") ||
+		strings.Contains(out, "refuses the file at start") {
+		t.Errorf("check of a rule with its own topic:\n%s\nwant it to say a gate waits at start, not ready, and refuses only a reload bringing the topic in", out)
 	}
 	// Every problem on a line of its own on stderr, as FILE:LINE:COL: (a gate's log has
 	// them on one); the error counts them.
