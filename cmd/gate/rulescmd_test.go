@@ -59,7 +59,7 @@ func TestRulesCheck(t *testing.T) {
 		"team-user: keys under their floor", "a team with more than 100000 keys a window: on_cardinality collapse",
 		// The floor is under 2 records past SyncFloor × threshold / 2 gates: no sketch.
 		"kept apart on fleets of up to 25 gates (1m:5000), 500 (1h:100000)",
-		"outcome rows' team (GATE_OUTCOMES_TOPIC): json:team_id (not given: the first field of the first composite key"} {
+		"outcome rows' team (GATE_OUTCOMES_TOPIC): json:team_id (not given: the first field of the first enforced rule's composite key"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -38,3 +38,25 @@ func TestDocsFieldsTableIsTheRuleFields(t *testing.T) {
 		t.Errorf("an unknown field: %v; want it to say %s", err, want)
 	}
 }
+
+// TestOutcomesFilingNamesEnforcedRules: how OutcomesFiling says the outcome rows' team was
+// chosen, for gate rules check and the rules in use line, is how route.TeamField chooses
+// it (docs/rules.md: "the first field of the first enforced rule's composite key ..., else
+// of the first enforced rule without a match"). A shadow rule keyed json:ip+ua listed
+// first is passed over for the team rule's json:team_id; the text said "the first field
+// of the first composite key", which is json:ip there.
+func TestOutcomesFilingNamesEnforcedRules(t *testing.T) {
+	set, err := Parse("rules.yaml", []byte("rules:\n"+
+		"  - {name: ipua, key: json:ip+ua, limits: [1m:1000], shadow: true}\n"+
+		"  - {name: team, key: json:team_id, limits: [1m:1000]}\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	team, how, apart := set.OutcomesFiling()
+	if team.String() != "json:team_id" || len(apart) != 1 || apart[0] != "ipua" {
+		t.Fatalf("team %s, rows apart %v; want json:team_id, ipua's apart", team, apart)
+	}
+	if want := "the first field of the first enforced rule's composite key, else of the first enforced rule without a match"; !strings.Contains(how, want) {
+		t.Errorf("how the team was chosen: %q; want it to say %q", how, want)
+	}
+}

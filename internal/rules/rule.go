@@ -49,7 +49,7 @@ func (s *Set) OutcomesFiling() (team route.KeyFrom, how string, apart []string) 
 	team = s.OutcomesTeam()
 	how = "team:"
 	if s.Team.IsZero() {
-		how = "not given: the first field of the first composite key, else of the first rule without a match; team: sets it"
+		how = "not given: the first field of the first enforced rule's composite key, else of the first enforced rule without a match; team: sets it"
 	}
 	for _, r := range s.Rules {
 		if r.Key.Members()[0].String() != team.String() {
