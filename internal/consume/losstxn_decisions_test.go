@@ -2,11 +2,9 @@ package consume
 
 import (
 	"encoding/json"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,42 +56,10 @@ func (n *newLogRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratc
 // at their offsets (route.Decisions): team "hot"'s, over its threshold of 1, to overflow.
 func TestBrokerLossAboveCommitNewLogJudgedAfresh(t *testing.T) {
 	t.Parallel()
-	env := newEOSEnv(t, 2)
-	env.ccfg.OnDataLoss = DataLossContinue
-	env.lcfg.Overrides = map[string]int64{"hot": 1}
-	logs := &syncBuffer{}
-	env.logs, env.logLevel = logs, slog.LevelDebug
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the gate's log:\n%s", logs.String())
-		}
+	env, g, prod, stop := lossInTxnEnv(t, DataLossContinue, func(env *gateEnv) {
+		env.lcfg.Overrides = map[string]int64{"hot": 1}
+		env.wrap = func(r Router) Router { return &newLogRouter{Router: r, from: 65, to: 80, seen: map[int64]int{}} }
 	})
-	env.ccfg.TransactionInterval = 20 * time.Second
-	spy := &spyRouter{ids: map[int]int{}}
-	env.wrap = func(r Router) Router {
-		spy.Router = r
-		return &newLogRouter{Router: spy, from: 65, to: 80, seen: map[int64]int{}}
-	}
-	prod := partProducer(t, env.cluster)
-	produceTo(t, prod, 0, 0, 50)    // ids 0..49 at offsets 0..49
-	produceTo(t, prod, 1, 1000, 50) // ids 1000..1049
-	g := env.start(t, "a")
-	waitCommitted(t, env.cluster, 2, 40*time.Second)
-	var done atomic.Bool
-	var bg sync.WaitGroup
-	bg.Go(func() {
-		for id := 5000; !done.Load(); id++ {
-			produceTo(t, prod, 1, id, 1)
-			time.Sleep(30 * time.Millisecond)
-		}
-	})
-	stop := func() { done.Store(true); bg.Wait() }
-	t.Cleanup(stop)
-	produceTo(t, prod, 0, 100, 30) // ids 100..129 at offsets 50..79
-	waitFor(t, 20*time.Second, "ids 100..129 routed", func() bool { return spy.routed(idRange(100, 130)) })
-	if gc := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; gc.Offset != 50 {
-		t.Fatalf("partition 0 committed at %d: the transaction ended already (want it open, the commit at 50)", gc.Offset)
-	}
 	// The log diverged at 65; the fetch at 80 is out of range once.
 	env.cluster.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		env.cluster.KeepControl()
@@ -177,40 +143,11 @@ func (n *teamRouter) RouteInto(now time.Time, in *kgo.Record, sc *route.Scratch,
 // time, to overflow).
 func TestRetentionGapInsideCountedSpanGoesWhereItWent(t *testing.T) {
 	t.Parallel()
-	env := newEOSEnv(t, 2)
-	env.ccfg.OnDataLoss = DataLossContinue
-	env.lcfg.Overrides = map[string]int64{"near": 20}
-	logs := &syncBuffer{}
-	env.logs, env.logLevel = logs, slog.LevelDebug
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the gate's log:\n%s", logs.String())
-		}
-	})
-	env.ccfg.TransactionInterval = 20 * time.Second
-	spy := &spyRouter{ids: map[int]int{}}
 	tr := &teamRouter{team: "near", from: 50, to: 80, first: map[int64]route.Route{}}
-	env.wrap = func(r Router) Router { spy.Router = r; tr.Router = spy; return tr }
-	prod := partProducer(t, env.cluster)
-	produceTo(t, prod, 0, 0, 50)
-	produceTo(t, prod, 1, 1000, 50)
-	g := env.start(t, "a")
-	waitCommitted(t, env.cluster, 2, 40*time.Second)
-	var done atomic.Bool
-	var bg sync.WaitGroup
-	bg.Go(func() {
-		for id := 5000; !done.Load(); id++ {
-			produceTo(t, prod, 1, id, 1)
-			time.Sleep(30 * time.Millisecond)
-		}
+	env, g, _, stop := lossInTxnEnv(t, DataLossContinue, func(env *gateEnv) {
+		env.lcfg.Overrides = map[string]int64{"near": 20}
+		env.wrap = func(r Router) Router { tr.Router = r; return tr }
 	})
-	stop := func() { done.Store(true); bg.Wait() }
-	t.Cleanup(stop)
-	produceTo(t, prod, 0, 100, 30) // ids 100..129 at offsets 50..79
-	waitFor(t, 20*time.Second, "ids 100..129 routed", func() bool { return spy.routed(idRange(100, 130)) })
-	if gc := env.cluster.GroupInfo(testGroup).Commits[inTopic][0]; gc.Offset != 50 {
-		t.Fatalf("partition 0 committed at %d: the transaction ended already (want it open, the commit at 50)", gc.Offset)
-	}
 	if err := env.cluster.DeleteRecords(inTopic, 0, 65); err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,8 @@ func (s *spyRouter) routed(ids []int) bool {
 
 // lossInTxnEnv is an exactly-once gate whose transaction is held open (20 s, partition 1
 // kept busy) after partition 0's records at offsets 50..79 (ids 100..129) were routed
-// into it; stop ends the load. Unless a setup takes the gate's log lines, a failed test
+// into it; stop ends the load. A setup's env.wrap wraps the router that sees which ids
+// were routed. Unless a setup takes the gate's log lines, a failed test
 // prints them, franz-go's included: these tests race a client's own recovery, and a
 // failure seen once in a CI run must say what the client did.
 func lossInTxnEnv(t *testing.T, onLoss DataLoss, setup ...func(*gateEnv)) (env *gateEnv, g *testGate, prod *kgo.Client, stop func()) {
@@ -69,7 +70,13 @@ func lossInTxnEnv(t *testing.T, onLoss DataLoss, setup ...func(*gateEnv)) (env *
 	}
 	env.ccfg.TransactionInterval = 20 * time.Second
 	spy := &spyRouter{ids: map[int]int{}}
-	env.wrap = func(r Router) Router { spy.Router = r; return spy }
+	outer := env.wrap // a setup's router, around the spy
+	env.wrap = func(r Router) Router {
+		if spy.Router = r; outer != nil {
+			return outer(spy)
+		}
+		return spy
+	}
 	prod = partProducer(t, env.cluster)
 	produceTo(t, prod, 0, 0, 50)    // ids 0..49 at offsets 0..49
 	produceTo(t, prod, 1, 1000, 50) // ids 1000..1049
