@@ -763,10 +763,18 @@ func TestOverridesRunbookRestoreIsOneChange(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("Overrides hash lost: %d redis-cli lines, want 2 (without rules, with)", len(lines))
 	}
-	const teams = 50
+	// Teams as the copy's awk keeps them: gate overrides list shows these as they are (no
+	// leading quote, printable, no space), and redis-cli reads a quote anywhere in an
+	// argument as quoting: unquoted, o'brien's line was refused ("Invalid argument(s)")
+	// and the rename went through without it, its last reply 1 as for the whole set.
+	odd := []string{"o'brien", `a"b`, `back\slash`, `end\`, `it's"both`}
+	teams := 50 + len(odd)
 	var file strings.Builder
-	for i := range teams {
+	for i := range 50 {
 		fmt.Fprintf(&file, "team-%d %d\n", i, i+1)
+	}
+	for i, team := range odd {
+		fmt.Fprintf(&file, "%s %d\n", team, 100+i)
 	}
 	for _, m := range lines {
 		line := string(m[1])
@@ -820,8 +828,14 @@ func TestOverridesRunbookRestoreIsOneChange(t *testing.T) {
 		if _, ok := h[overrides.MarkerField]; !ok {
 			t.Errorf("%s\nleft %s without its marker field %s", line, key, overrides.MarkerField)
 		}
-		if live, err := overrides.Parse(h); err != nil || len(live) != teams {
+		live, err := overrides.Parse(h)
+		if err != nil || len(live) != teams {
 			t.Errorf("%s\nleft %s with %d teams (%v), want %d", line, key, len(live), err, teams)
+		}
+		for i, team := range odd {
+			if live[team] != int64(100+i) {
+				t.Errorf("%s\nleft %s with %q at %d, want %d (redis-cli: %s)", line, key, team, live[team], 100+i, out)
+			}
 		}
 		if keys, _ := c.Keys(ctx, "*").Result(); len(keys) != 2 {
 			t.Errorf("%s\nleft keys %v, want %s and end only", line, keys, key)
