@@ -28,6 +28,7 @@ import (
 	"github.com/capturegate/gate/internal/gate"
 	"github.com/capturegate/gate/internal/replay"
 	"github.com/capturegate/gate/internal/route"
+	"github.com/capturegate/gate/internal/rules"
 )
 
 const redriveUsage = `Usage: gate redrive [-from T] [-to T | -offsets P:A-B,...] [-reason R,...] [-topic TOPIC] [-dry-run]
@@ -123,6 +124,19 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	} {
 		if own.topic != "" && rng.Topic == own.topic {
 			return &cli.UsageError{Msg: fmt.Sprintf("redrive: -topic %s is %s (%s)", rng.Topic, own.what, own.variable)}
+		}
+	}
+	// So are the rules' own topics (topic:NAME), when the rules file is at hand: their
+	// records were routed too.
+	if cfg.RulesFile != "" {
+		set, err := rules.ReadFile(cfg.RulesFile, cfg.RulesOptions())
+		if err != nil {
+			return config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
+		}
+		for _, r := range set.Rules {
+			if r.Enforces(rules.Topic) && r.Action.Topic == rng.Topic {
+				return &cli.UsageError{Msg: fmt.Sprintf("redrive: -topic %s is rule %s's own topic (its action in GATE_RULES_FILE): its records were routed, and would be copied back into the input", rng.Topic, r.Name)}
+			}
 		}
 	}
 	log := gate.NewLogger(cfg, stderr)

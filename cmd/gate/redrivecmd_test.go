@@ -431,7 +431,8 @@ func TestRedriveFromNamesLettersWithoutATime(t *testing.T) {
 // gate redrive copies every record it reads that is no dropped letter: pointed at one of
 // the gate's own topics it would copy routed records, or outcome rows, back into the
 // input (a review's dry run of -topic events_accepted offered 408), and a mistyped
-// -reason copied nothing, exit 0. Each is refused, naming the topic's variable or the
+// -reason copied nothing, exit 0; so would a rule's own topic (topic:NAME) with
+// GATE_RULES_FILE set. Each is refused, naming the topic's variable (or rule) or the
 // reasons there are; so is an input topic that does not exist, dry run or not, which
 // failed every copy with UNKNOWN_TOPIC_OR_PARTITION (and a dry run said it would copy).
 func TestRedriveRefusesWhatCannotBeMeant(t *testing.T) {
@@ -443,6 +444,11 @@ func TestRedriveRefusesWhatCannotBeMeant(t *testing.T) {
 		t.Fatal(err)
 	}
 	env["GATE_OUTCOMES_TOPIC"] = "events_outcomes"
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte("rules:\n  - {name: bots, key: json:team_id, limits: [1m:10], action: topic:events_bots}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withRules := map[string]string{"GATE_RULES_FILE": rulesFile}
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -452,6 +458,7 @@ func TestRedriveRefusesWhatCannotBeMeant(t *testing.T) {
 		{[]string{"-dry-run", "-topic", "events_overflow"}, nil, "(GATE_OVERFLOW_TOPIC)"},
 		{[]string{"-dry-run", "-topic", "events_outcomes"}, nil, "is the outcomes topic: its records are outcome rows, no dead letters (GATE_OUTCOMES_TOPIC)"},
 		{[]string{"-dry-run", "-topic", "events"}, nil, "is the input topic"},
+		{[]string{"-dry-run", "-topic", "events_bots"}, withRules, "-topic events_bots is rule bots's own topic (its action in GATE_RULES_FILE): its records were routed, and would be copied back into the input"},
 		{[]string{"-dry-run", "-reason", "not_json,bogus"}, nil, `-reason "bogus": want gate-error reasons, comma separated, of not_json, field_missing`},
 		{[]string{"-dry-run"}, map[string]string{"GATE_INPUT_TOPIC": "nosuch_in"}, "the input topic nosuch_in (GATE_INPUT_TOPIC) does not exist"},
 		{nil, map[string]string{"GATE_INPUT_TOPIC": "nosuch_in"}, "the input topic nosuch_in (GATE_INPUT_TOPIC) does not exist"},
