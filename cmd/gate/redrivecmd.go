@@ -127,8 +127,10 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		}
 	}
 	// So are the rules' own topics (topic:NAME), when the rules file is at hand: their
-	// records were routed too.
-	if cfg.RulesFile != "" {
+	// records were routed too. Read only for -topic: none is the dead-letter topic (the
+	// rules refuse the gate's topics), and a shell whose GATE_RULES_FILE is not there
+	// still redrives from it.
+	if o.topic != "" && cfg.RulesFile != "" {
 		set, err := rules.ReadFile(cfg.RulesFile, cfg.RulesOptions())
 		if err != nil {
 			return config.Problems{fmt.Errorf("GATE_RULES_FILE=%q: %w", cfg.RulesFile, err)}
