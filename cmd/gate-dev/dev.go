@@ -788,6 +788,24 @@ func devHeaderHTTP(b *strings.Builder, cfg config.Config, at devPlaces) {
 	if cfg.OutcomesTopic != "" {
 		demo += " GATE_OUTCOMES_TOPIC=" + cfg.OutcomesTopic
 	}
-	fmt.Fprintf(b, "       a third gate in the group: GATE_KAFKA_BROKERS=%s GATE_REDIS_URLS=%s GATE_REDIS_PREFIX=%s GATE_RULES_FILE=%s GATE_TEAM_API=true%s GATE_HTTP_ADDR=127.0.0.1:8080 bin/gate serve\n",
-		at.broker, at.redisURLs, cfg.RedisPrefix, at.rulesFile, demo)
+	fmt.Fprintf(b, "       a third gate in the group: GATE_KAFKA_BROKERS=%s GATE_REDIS_URLS=%s GATE_REDIS_PREFIX=%s GATE_RULES_FILE=%s GATE_TEAM_API=true%s GATE_HTTP_ADDR=%s bin/gate serve\n",
+		at.broker, at.redisURLs, cfg.RedisPrefix, at.rulesFile, demo, thirdGateAddr(at.http))
+}
+
+// thirdGateAddr is where the header's third gate serves its endpoints: gate serve's
+// default port, 127.0.0.1:8080, unless one of the demo's gates has that port
+// (-http-addr 127.0.0.1:8079 puts gate 2 on it), then the first port after it that
+// neither gate has, so that the command pasted does not fail to listen.
+func thirdGateAddr(gates []string) string {
+	taken := make(map[string]bool, len(gates))
+	for _, a := range gates {
+		if _, p, err := net.SplitHostPort(a); err == nil {
+			taken[p] = true
+		}
+	}
+	port := 8080
+	for taken[strconv.Itoa(port)] {
+		port++
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
