@@ -132,7 +132,7 @@ func parseDevFlags(args []string, stderr io.Writer) (devOptions, map[string]stri
 	fs.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "loopback host:port the embedded Kafka broker listens on, for kcat -b; port 0 picks a free one")
 	fs.StringVar(&o.httpAddr, "http-addr", o.httpAddr, "host:port of gate 1's HTTP endpoints (/metrics, /healthz, /readyz, /v1/teams), gate 2's on the next port; port 0 picks free ones")
 	fs.IntVar(&o.partitions, "partitions", o.partitions, "partitions of the input topic, shared by the two gates")
-	fs.IntVar(&o.top, "top", o.top, "teams shown in the top-by-overflow table")
+	fs.IntVar(&o.top, "top", o.top, "keys (teams, or team:user) listed as the top sent away, to overflow or a rule's topic (piped, the first 3 at most)")
 	fs.Int64Var(&o.threshold, "threshold", o.threshold, "records per window a team may send (GATE_THRESHOLD; this flag wins over it)")
 	fs.DurationVar(&o.window, "window", o.window, "length of the limit's window (GATE_WINDOW; this flag wins over it)")
 	fs.Usage = func() {
