@@ -311,8 +311,9 @@ type Config struct {
 	Jitter func(n int64) int64
 
 	// Delivery chooses at-least-once (the default) or exactly-once output. With
-	// ExactlyOnce, CommitInterval, RevokeTimeout and the gate's own produce retries
-	// do not apply: the input offsets are committed in the transaction of their
+	// ExactlyOnce, CommitInterval and the gate's own produce retries do not apply, nor
+	// RevokeTimeout to a revoke (it still bounds closing the client and leaving the
+	// group): the input offsets are committed in the transaction of their
 	// records, one transaction spanning polls (up to TransactionInterval and
 	// TransactionMaxRecords); a rebalance aborts the open one, and a failed produce
 	// aborts it and replays its records, every poll routed into it, from the last
