@@ -159,8 +159,6 @@ test-norace:
 test-chart:
 	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
-# The release notes of VERSION: its section of CHANGELOG.md, without the heading
-# (release.yml drafts the GitHub release with them). Fails when there is none.
 # Cuts release VERSION (x.y.z) from a clean tree: the CHANGELOG's Unreleased section
 # becomes its, the chart's version and appVersion move to it, and the list of variables
 # that release's gate knows is written for the chart test (tools/release;
@@ -174,6 +172,8 @@ release:
 	git tag -a 'v$(VERSION)' -m 'capture gate $(VERSION)'
 	@echo "released $(VERSION): push main and the tag (git push origin main v$(VERSION))"
 
+# The release notes of VERSION: its section of CHANGELOG.md, without the heading
+# (release.yml drafts the GitHub release with them). Fails when there is none.
 release-notes:
 	@awk -v v='$(VERSION)' '/^## \[/ { if (found) exit; found = index($$0, "## [" v "]") == 1; next } found' CHANGELOG.md > release-notes.tmp
 	@if [ ! -s release-notes.tmp ]; then rm -f release-notes.tmp; echo "CHANGELOG.md has no section for $(VERSION)" >&2; exit 1; fi
