@@ -189,8 +189,9 @@ type Scratch struct {
 	why  failure // the last failed key read's details, for its dead letter (fail)
 
 	// Replay is set by the caller while it routes records the limiter has counted
-	// already (an aborted transaction's, routed again): they are judged, not counted
-	// again, so a retried transaction does not inflate its teams' levels.
+	// already (an aborted transaction's, routed again): they are not counted again, so
+	// a retried transaction does not inflate its teams' levels, and, with Decisions,
+	// take the verdicts of their first routing rather than the levels' of now.
 	Replay bool
 	// Decisions, when set by the caller, is the partition's record of the rules'
 	// decisions for its records in an open exactly-once transaction: RouteInto keeps
