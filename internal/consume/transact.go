@@ -409,7 +409,7 @@ func (c *Consumer) transact(pollCtx, ctx context.Context, ws []work) (txnResult,
 		// Only a commit is progress: an aborted transaction's records are polled and
 		// routed again, and a gate whose every transaction aborts is stuck (watchdog.go).
 		c.progressed()
-		c.txn.committed(offs, func(id int32) bool { return c.owned(id) != nil })
+		c.txn.committed(offs)
 	}
 	if err == nil && !committed {
 		c.rewindTxnStarts()

@@ -147,27 +147,17 @@ func (t *txnState) decisionsOf(p int32) *route.Decisions {
 
 // committed forgets the decisions of the records a transaction committed, offs being
 // the offsets it committed by partition: those records are never routed again. A
-// partition it committed nothing of keeps its own, for an abort's replay to come; one no
-// longer owned (owned) and holding none is let go.
-func (t *txnState) committed(offs map[int32]kgo.EpochOffset, owned func(int32) bool) {
+// partition it committed nothing of keeps its own, for an abort's replay to come, unless
+// it holds none: its entry goes (a partition revoked for good takes no memory), made
+// again at its next routing.
+func (t *txnState) committed(offs map[int32]kgo.EpochOffset) {
 	t.countedMu.Lock()
-	var idle []int32
+	defer t.countedMu.Unlock()
 	for p, d := range t.decisions {
 		if o, ok := offs[p]; ok {
 			d.DropBelow(o.Offset)
-		}
-		if d.Len() == 0 {
-			idle = append(idle, p)
-		}
-	}
-	t.countedMu.Unlock()
-	for _, p := range idle { // owned takes the partitions' lock: not under countedMu
-		if !owned(p) {
-			t.countedMu.Lock()
-			if d := t.decisions[p]; d != nil && d.Len() == 0 {
-				delete(t.decisions, p) // revoked, holding nothing: its memory goes with it
-			}
-			t.countedMu.Unlock()
+		} else if d.Len() == 0 {
+			delete(t.decisions, p)
 		}
 	}
 }
@@ -199,9 +189,7 @@ func (t *txnState) uncountFrom(p int32, off int64) {
 	if c, ok := t.counted[p]; ok && off < c {
 		t.counted[p] = max(off, 0)
 	}
-	if d := t.decisions[p]; d != nil {
-		d.DropFrom(max(off, 0))
-	}
+	t.dropDecisionsFrom(p, off)
 }
 
 // forgetDecisions forgets partition p's decisions from off on, leaving what it counted:
@@ -209,6 +197,11 @@ func (t *txnState) uncountFrom(p int32, off int64) {
 func (t *txnState) forgetDecisions(p int32, off int64) {
 	t.countedMu.Lock()
 	defer t.countedMu.Unlock()
+	t.dropDecisionsFrom(p, off)
+}
+
+// dropDecisionsFrom drops partition p's decisions from off on. Under countedMu.
+func (t *txnState) dropDecisionsFrom(p int32, off int64) {
 	if d := t.decisions[p]; d != nil {
 		d.DropFrom(max(off, 0))
 	}

@@ -44,14 +44,15 @@ type Decisions struct {
 // next; a large one's is given back, so that a partition does not keep its largest.
 func (d *Decisions) Reset() {
 	d.router, d.from, d.to = nil, 0, 0
-	if cap(d.b) > keepDecisions {
+	if cap(d.b)+8*cap(d.offs) > keepDecisions {
 		d.offs, d.b = nil, nil
 	} else {
 		d.offs, d.b = d.offs[:0], d.b[:0]
 	}
 }
 
-// keepDecisions is the most bytes of decisions Reset keeps room for.
+// keepDecisions is the most bytes of decisions (their offsets and bytes) Reset keeps
+// room for.
 const keepDecisions = 64 << 10
 
 // DropBelow forgets the decisions of offsets below off: the group committed past them.

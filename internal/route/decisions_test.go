@@ -241,3 +241,26 @@ func TestDecisionsHeldAcrossAGap(t *testing.T) {
 		t.Errorf("replayed after a record 10,000 offsets on:\n got %v\nwant %v", again, first)
 	}
 }
+
+// A transaction's decisions that took more room than keepDecisions are given back once
+// it commits, their offsets counted with their bytes: 20,000 records over a rule's limit
+// take 20,000 bytes and 160,000 of offsets. Before, only the bytes were weighed, and a
+// one-rule partition kept up to eight times keepDecisions in offsets.
+func TestDecisionsGiveBackALargeTransactionsRoom(t *testing.T) {
+	f, _ := decisionsFixture(t)
+	var d Decisions
+	var limited limit.Decision
+	limited.Limited = true
+	const records = 20_000
+	for off := range int64(records) {
+		d.routing(f.r, off)
+		d.note(0, limited, 0)
+	}
+	if len(d.offs) != records {
+		t.Fatalf("%d records held, want %d", len(d.offs), records)
+	}
+	d.DropBelow(records)
+	if cap(d.offs) != 0 || cap(d.b) != 0 {
+		t.Errorf("after the commit, room kept for %d offsets and %d bytes, want none", cap(d.offs), cap(d.b))
+	}
+}
