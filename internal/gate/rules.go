@@ -296,6 +296,11 @@ func (g *Gate) logRulesInUse(gen *generation) {
 		}
 	}
 	g.log.Info("rules in use", attrs...)
+	if g.cfg.ValidateJSON && !gen.router.EnforcesJSON() {
+		// Accepted, as a reload may bring a JSON rule in; said, as it checks nothing now.
+		g.log.Warn("GATE_VALIDATE_JSON=true checks nothing with the rules in use: no enforced rule reads the value as JSON "+
+			"(a json: key or match field), so no record goes to dead letter as not_json", "generation", gen.n, "file", gen.set.Source)
+	}
 }
 
 // CurrentRules are the limiters of the rules in use (nil without rules).

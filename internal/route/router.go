@@ -479,6 +479,12 @@ func (r *Router) Config() Config {
 	return c
 }
 
+// EnforcesJSON is whether an enforced rule (the implicit one of a json: GATE_KEY_FROM,
+// or a file's rule not in shadow) reads a record's value as JSON, a key or a match field:
+// without one, Config.ValidateJSON validates nothing that routing depends on and no
+// record goes to dead letter as not_json.
+func (r *Router) EnforcesJSON() bool { return r.plan.enforcedJSON }
+
 // Route decides where rec goes and returns the record to produce there, a new one: rec
 // stays the caller's. now is the time the decision is made at (a worker may read the
 // clock once per batch); s holds the calling goroutine's buffers and may be nil, at the
