@@ -20,6 +20,10 @@ import (
 // ErrNoTopic is Scan's error for a topic the cluster does not have.
 var ErrNoTopic = errors.New("the topic does not exist")
 
+// ErrNoPartitions is Scan's error for a topic the cluster lists with no partitions: the
+// metadata of a topic being created or deleted.
+var ErrNoPartitions = errors.New("the topic is listed with no partitions (being created or deleted?)")
+
 // Scan reads the rows written to topic from since (by record timestamp) up to the end
 // the topic had when Scan began, as a read_committed reader sees them (rows of aborted
 // transactions, and of transactions still open, are not rows), and passes each to each
@@ -76,6 +80,10 @@ func Scan(ctx context.Context, topic string, since time.Time, team string, each 
 	var names []string
 	need := map[int32]bool{}
 	parts := tds[topic].Partitions
+	if len(parts) == 0 {
+		// Placing a team's names and the empty key (partitionOf) divides by the count.
+		return read, fmt.Errorf("listing the partitions of %s: %w", topic, ErrNoPartitions)
+	}
 	if team == "" {
 		for p := range parts {
 			need[p] = true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -615,4 +616,49 @@ func TestScanFailsWhenALeaderIsUnavailableOnABusyTopic(t *testing.T) {
 		t.Fatalf("after %s: %v, want an error naming partition 1 within 35 s (a stall, then its offsets not listed)", took, err)
 	}
 	t.Logf("after %s: %v", took, err)
+}
+
+// A topic listed with no partitions (the metadata of a topic being created or deleted)
+// fails a Scan, of every team or of one, with an error naming the topic: Scan divided by
+// its partition count, placing a team's names and the folded rows' empty key
+// (partitionOf), and panicked with an integer division by zero.
+func TestScanTopicOfNoPartitions(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "outcomes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	host, port, err := net.SplitHostPort(c.ListenAddrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every metadata answer lists the topic with no partitions, as a broker does while
+	// it is created or deleted.
+	c.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.MetadataRequest)
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		resp.Version = req.Version
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = 0, host, int32(p)
+		resp.Brokers = append(resp.Brokers, b)
+		resp.ControllerID = 0
+		st := kmsg.NewMetadataResponseTopic()
+		st.Topic = kmsg.StringPtr("outcomes")
+		st.TopicID = [16]byte{1}
+		resp.Topics = append(resp.Topics, st)
+		return resp, nil, true
+	})
+	for _, team := range []string{"", "42"} {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		_, err := Scan(ctx, "outcomes", time.Now().Add(-time.Hour), team, func(*Row) {}, kgo.SeedBrokers(c.ListenAddrs()...))
+		cancel()
+		if !errors.Is(err, ErrNoPartitions) || !strings.Contains(err.Error(), "outcomes") {
+			t.Errorf("Scan of team %q of a topic of no partitions: %v, want ErrNoPartitions naming the topic", team, err)
+		}
+	}
 }
