@@ -28,7 +28,7 @@ var ErrNoPartitions = errors.New("the topic is listed with no partitions (being 
 // the topic had when Scan began, as a read_committed reader sees them (rows of aborted
 // transactions, and of transactions still open, are not rows), and passes each to each
 // once, in its partition's order: a row seen again with the same (ID, IntervalStart,
-// Key, Rule, Outcome, Reason, Folded) is dropped. With team set, it reads only the
+// Team, Key, Rule, Outcome, Reason, Folded) is dropped. With team set, it reads only the
 // partitions the gates' producers put that team's rows in (they are keyed by team, placed
 // by Kafka's default partitioner: the partition of each of its TeamNames) and the
 // partition of the rows of no team (keyed by the empty key: the gates' folded rows), and
@@ -432,7 +432,7 @@ func rowHash(seed maphash.Seed, r *Row) uint64 {
 	var h maphash.Hash
 	h.SetSeed(seed)
 	var n [binary.MaxVarintLen64]byte
-	for _, s := range [...]string{r.ID, r.Key, r.Rule, r.Outcome, r.Reason} {
+	for _, s := range [...]string{r.ID, r.Team, r.Key, r.Rule, r.Outcome, r.Reason} {
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))]) // each string's length first: no two lists of strings write the same bytes
 		h.WriteString(s)
 	}

@@ -662,3 +662,33 @@ func TestScanTopicOfNoPartitions(t *testing.T) {
 		}
 	}
 }
+
+// A row's team is part of what makes it the same row written again: a seal's row of a
+// key of no team (a user id "42" read from a record whose team cannot be read) and team
+// 42's row of that rule, outcome and reason, keyed "42" too, are two rows, both passed.
+// Scan dropped the second as the first written again.
+func TestScanTellsRowsApartByTeam(t *testing.T) {
+	c, cl := outcomesTopic(t, 1)
+	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	var recs []*kgo.Record
+	for _, team := range []string{"42", "", "42"} { // team 42's row written again
+		r := Row{Schema: SchemaVersion, ID: "g/1/1", Gate: "g", IntervalStart: start, IntervalEnd: start.Add(time.Minute),
+			Team: team, Key: "42", Rule: "users", Outcome: "overflow", Reason: "rate_limited", Records: 5}
+		recs = append(recs, &kgo.Record{Key: []byte(team), Value: AppendJSON(nil, &r)})
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var teams []string
+	if _, err := Scan(t.Context(), "outcomes", start.Add(-time.Hour), "", func(r *Row) { teams = append(teams, r.Team) }, kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(teams) != fmt.Sprint([]string{"42", ""}) {
+		t.Errorf("Scan passed rows of teams %q, want team 42's once and the row of no team", teams)
+	}
+	// As MergeAsEncoded merges rows that encode alike: not those of two teams.
+	rows := []Row{{Team: "42", Key: "42\xff", Rule: "users", Records: 1}, {Team: "", Key: "42\xfe", Rule: "users", Records: 1}}
+	if got := MergeAsEncoded(rows); len(got) != 2 {
+		t.Errorf("MergeAsEncoded of a team's row and a row of no team: %+v, want both", got)
+	}
+}

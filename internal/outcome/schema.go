@@ -26,9 +26,10 @@ type Row struct {
 	Schema int `json:"schema"`
 	// ID names the seal that wrote the row: GATE/START-RANDOM/SEQ, the gate, when its
 	// consumer started (Unix ms) with a random suffix, and the seal's number. The seal's
-	// SealInfo record says which input offsets its rows count. (ID, IntervalStart, Key,
-	// Rule, Outcome, Reason, Folded) is unique to a row: a reader that sees it twice
-	// drops the second.
+	// SealInfo record says which input offsets its rows count. (ID, IntervalStart, Team,
+	// Key, Rule, Outcome, Reason, Folded) is unique to a row: a reader that sees it twice
+	// drops the second. Team is part of it: a key of no team is another row than a
+	// team's of the same bytes (a user id "42" and team 42).
 	ID            string    `json:"id"`
 	Gate          string    `json:"gate"`
 	IntervalStart time.Time `json:"interval_start"`
@@ -234,15 +235,15 @@ func MergeAsEncoded(rows []Row) []Row {
 		return rows
 	}
 	type same struct {
-		start, end                 int64
-		key, rule, outcome, reason string
-		folded                     bool
+		start, end                       int64
+		team, key, rule, outcome, reason string
+		folded                           bool
 	}
 	at := make(map[same]int, len(rows))
 	out := rows[:0]
 	for _, r := range rows {
 		r.Team, r.Key = asEncoded(r.Team), asEncoded(r.Key)
-		k := same{r.IntervalStart.UnixNano(), r.IntervalEnd.UnixNano(), r.Key, r.Rule, r.Outcome, r.Reason, r.Folded}
+		k := same{r.IntervalStart.UnixNano(), r.IntervalEnd.UnixNano(), r.Team, r.Key, r.Rule, r.Outcome, r.Reason, r.Folded}
 		if i, ok := at[k]; ok {
 			out[i].Records += r.Records
 			out[i].Bytes += r.Bytes
