@@ -60,8 +60,11 @@ type Fate struct {
 	Topic  string // Topic: the rule's topic
 	Reason string
 	// Key and Team are Row.Key and Row.Team; they may alias the record or the
-	// router's scratch: a new row copies them. Team is a prefix of Key. Rule, Topic
-	// and Reason are kept as given: they must not change (the router's are constants).
+	// router's scratch: a new row copies them. Team is a prefix of Key, and with it
+	// makes the row's identity: a key of no team is another row than a team's of the
+	// same bytes (a user id "42" under a rule keyed by users, read from a record of no
+	// team, and team 42's row). Rule, Topic and Reason are kept as given: they must not
+	// change (the router's are constants).
 	Key, Team string
 	Bytes     int
 	Threshold int64
@@ -79,14 +82,22 @@ type Budget struct {
 	max  int64
 	used atomic.Int64
 	// kept are the keys that drew a row from the budget since the last seal, whichever
-	// Agg drew it: a key kept by one routing goroutine is kept by all (Record), as the
+	// Agg drew it, each with its team (keptKey: a key of no team is not a team's of its
+	// bytes): a key kept by one routing goroutine is kept by all (Record), as the
 	// consumer hands a partition's polls to whichever goroutine is free, and a team's
 	// overflow routed by another goroutine than its first record's must not be folded.
 	// Written once per key a seal, not per record (a map: a sync.Map's Store cost some
 	// 700 ns, a third of a new row's cost); read, once the budget is spent, for each
 	// record of a key new to its Agg, under the read lock, which readers share.
 	mu   sync.RWMutex
-	kept map[string]struct{}
+	kept map[keptKey]struct{}
+}
+
+// keptKey is a kept key and how much shorter than it its team is (0: the team itself, a
+// team's own row; len(key): a key of no team), as the index tells rows apart (rowHash).
+type keptKey struct {
+	key   string
+	short int
 }
 
 // NewBudget returns a Budget of max rows (0: no cap).
@@ -107,26 +118,28 @@ func (b *Budget) take() bool {
 	return true
 }
 
-// keep marks key, which drew a row, as kept until the next seal.
-func (b *Budget) keep(key string) {
+// keep marks key of team (a prefix of key), which drew a row, as kept until the next
+// seal.
+func (b *Budget) keep(key, team string) {
 	if b == nil || b.max <= 0 || key == "" {
 		return
 	}
 	b.mu.Lock()
 	if b.kept == nil {
-		b.kept = make(map[string]struct{})
+		b.kept = make(map[keptKey]struct{})
 	}
-	b.kept[key] = struct{}{}
+	b.kept[keptKey{key, max(len(key)-len(team), 0)}] = struct{}{}
 	b.mu.Unlock()
 }
 
-// isKept reports whether key drew a row since the last seal, in any Agg of the budget.
-func (b *Budget) isKept(key string) bool {
+// isKept reports whether key of team (a prefix of key) drew a row since the last seal,
+// in any Agg of the budget.
+func (b *Budget) isKept(key, team string) bool {
 	if b == nil || b.max <= 0 || key == "" {
 		return false
 	}
 	b.mu.RLock()
-	_, ok := b.kept[key]
+	_, ok := b.kept[keptKey{key, max(len(key)-len(team), 0)}]
 	b.mu.RUnlock()
 	return ok
 }
@@ -148,7 +161,7 @@ func (b *Budget) isKeptTeam(team string) bool {
 		spellings[1], spellings[2], n = keypart.Value(team), keypart.Escape(team), 3
 	}
 	for _, k := range spellings[:n] {
-		if _, ok := b.kept[k]; ok {
+		if _, ok := b.kept[keptKey{key: k}]; ok { // a team's own row: its key the team
 			return true
 		}
 	}
@@ -238,6 +251,21 @@ func (a *Agg) Touch(key string) uint64 {
 	x := &a.slots
 	h := maphash.String(x.seed, key)
 	cpu.Prefetch(unsafe.Pointer(&x.slots[h&uint64(len(x.slots)-1)]))
+	return h
+}
+
+// rowHash returns the hash key's rows of team (a prefix of key) are indexed by: key's,
+// as Touch returns it, when team is key itself (a team's own rows, nearly every record's:
+// one compare), else key's mixed with how much shorter team is. A key's rows of one team
+// are then another chain than its rows of another, a key of no team's ("42", a user id
+// under a rule keyed by users, read from a record of no team) than team 42's own: for
+// one key, the hashes of two lengths differ in every case (an odd multiplier), so no two
+// such rows are ever found as one; the slot compares the key's bytes as before.
+func (a *Agg) rowHash(key, team string) uint64 {
+	h := maphash.String(a.slots.seed, key)
+	if len(team) < len(key) {
+		h ^= uint64(len(key)-len(team)) * 0x9e3779b97f4a7c15
+	}
 	return h
 }
 
@@ -408,7 +436,7 @@ func (a *Agg) Seed() maphash.Seed { return a.slots.seed }
 // stack (a pointer, as the Fate is some 200 bytes).
 func (a *Agg) Record(f *Fate) {
 	iv := a.interval(f.At)
-	h := maphash.String(a.slots.seed, f.Key)
+	h := a.rowHash(f.Key, f.Team)
 	first, at := a.find(f.Key, h)
 	if a.count(first, at, iv, f.Kind, f.Rule, topicOf(f.Kind, f.Topic), f.Reason, f.Bytes) {
 		return
@@ -425,7 +453,7 @@ func (a *Agg) Record(f *Fate) {
 		if f.Key == f.Team {
 			kept = a.budget.isKeptTeam(f.Key)
 		} else {
-			kept = a.budget.isKept(f.Key)
+			kept = a.budget.isKept(f.Key, f.Team)
 		}
 	}
 	if kept {
@@ -439,9 +467,9 @@ func (a *Agg) Record(f *Fate) {
 			// scratch, which the next record writes over. A composite key keeps its team
 			// too (below).
 			e := &a.entries[len(a.entries)-1]
-			a.budget.keep(e.key)
+			a.budget.keep(e.key, e.team)
 			if len(e.team) < len(e.key) {
-				a.budget.keep(e.team)
+				a.budget.keep(e.team, e.team)
 			}
 		}
 		return
@@ -470,17 +498,18 @@ func (a *Agg) Record(f *Fate) {
 	a.link(first, at, h, "", i)
 }
 
-// Bump counts one record of bytes bytes routed at at in key's row of its interval,
-// kind, rule, topic (Fate.Topic: a Topic record's) and reason, when key has that row
-// already: Record's work without a Fate, which the caller then needs only for a new row.
-// It reports whether it counted.
-func (a *Agg) Bump(at time.Time, key string, kind Kind, rule, topic, reason string, bytes int) bool {
-	return a.BumpHashed(maphash.String(a.slots.seed, key), at, key, kind, rule, topic, reason, bytes)
+// Bump counts one record of bytes bytes routed at at in the row of key and team (a
+// prefix of key, as Fate's) of its interval, kind, rule, topic (Fate.Topic: a Topic
+// record's) and reason, when that row exists already: Record's work without a Fate,
+// which the caller then needs only for a new row. It reports whether it counted.
+func (a *Agg) Bump(at time.Time, key, team string, kind Kind, rule, topic, reason string, bytes int) bool {
+	return a.BumpHashed(a.rowHash(key, team), at, key, kind, rule, topic, reason, bytes)
 }
 
-// BumpHashed is Bump of key whose hash h Touch returned. A slot matches on its hash and
-// its key both, so an h that is not key's finds no row: it reports false, and Record then
-// counts the record where it belongs.
+// BumpHashed is Bump of key whose hash h Touch returned: of key's rows whose team is key
+// itself (a team's own rows; another team's rows of key are hashed apart, rowHash). A slot
+// matches on its hash and its key both, so an h that is not key's finds no row: it
+// reports false, and Record then counts the record where it belongs.
 //
 // It is find, count and bumpSlot written out in one function: nearly every record is
 // counted in its key's slot, and the calls between them, each passing the strings
@@ -683,7 +712,7 @@ func (a *Agg) reset() {
 }
 
 // Seal returns the rows the aggs recorded since their last seal, one per (interval, key,
-// rule, outcome, reason) whichever agg counted it, in the order the aggs first saw them
+// team, rule, outcome, reason) whichever agg counted it, in the order the aggs first saw them
 // (aggs in turn), each stamped with gate and the seal's id, and starts them afresh,
 // giving their rows back to the budget. The aggs' rows are merged into the first's
 // (absorb), through its index: a gate's routing goroutines seal together, and a Go map of
@@ -745,14 +774,14 @@ func SealAppend(rows []Row, gate, id string, aggs ...*Agg) []Row {
 }
 
 // absorb adds e, a settled row of another Agg of the same interval, to a's row of the same
-// interval, key, kind, rule, reason and folding, or as a row of its own, a copy of e
+// interval, key and team, kind, rule, reason and folding, or as a row of its own, a copy of e
 // drawn from no budget (e's Agg gives its rows back when reset). Merged, the row keeps
 // the threshold and source of the one whose first record was routed first, whichever
 // Agg counted it (docs/outcomes.md: the threshold when the row's first record was
 // routed). a is settled and sealed: its slots' counts are not used again before it is
 // reset.
 func (a *Agg) absorb(e *entry) {
-	h := maphash.String(a.slots.seed, e.key)
+	h := a.rowHash(e.key, e.team)
 	first, at := a.find(e.key, h)
 	for i := first; i >= 0; i = a.entries[i].next {
 		if x := &a.entries[i]; x.iv == e.iv && x.kind == e.kind && x.folded == e.folded && x.rule == e.rule && x.reason == e.reason && x.topic == e.topic {

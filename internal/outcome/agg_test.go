@@ -382,7 +382,7 @@ func TestAggMatchesReference(t *testing.T) {
 				}
 				w := want[k]
 				want[k] = [2]int64{w[0] + 1, w[1] + int64(f.Bytes)}
-				if rng.IntN(2) == 0 && a.Bump(f.At, f.Key, f.Kind, f.Rule, f.Topic, f.Reason, f.Bytes) {
+				if rng.IntN(2) == 0 && a.Bump(f.At, f.Key, f.Team, f.Kind, f.Rule, f.Topic, f.Reason, f.Bytes) {
 					continue
 				}
 				a.Record(&f)
@@ -445,8 +445,14 @@ func TestRecordNoAllocation(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { a.Record(&f) }); n != 0 {
 		t.Errorf("%v allocations a record, want 0", n)
 	}
-	if n := testing.AllocsPerRun(1000, func() { a.Bump(f.At, f.Key, f.Kind, f.Rule, f.Topic, f.Reason, f.Bytes) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { a.Bump(f.At, f.Key, f.Team, f.Kind, f.Rule, f.Topic, f.Reason, f.Bytes) }); n != 0 {
 		t.Errorf("%v allocations a bump, want 0", n)
+	}
+	g := f
+	g.Team = "" // a key of no team: its row is hashed apart from the team's (rowHash)
+	a.Record(&g)
+	if n := testing.AllocsPerRun(1000, func() { a.Bump(g.At, g.Key, g.Team, g.Kind, g.Rule, g.Topic, g.Reason, g.Bytes) }); n != 0 {
+		t.Errorf("%v allocations a bump of a key of no team, want 0", n)
 	}
 }
 
@@ -711,7 +717,7 @@ func TestTopicRowsKeepTheirTopic(t *testing.T) {
 	g.Topic, g.Bytes = "merges-slower", 1
 	a.Record(&g) // the reloaded rule's topic
 	g.At = t0.Add(time.Second)
-	if !a.Bump(g.At, g.Key, g.Kind, g.Rule, g.Topic, g.Reason, g.Bytes) {
+	if !a.Bump(g.At, g.Key, g.Team, g.Kind, g.Rule, g.Topic, g.Reason, g.Bytes) {
 		t.Error("Bump did not count a record of merges-slower's row")
 	}
 	got := map[string][2]int64{}
@@ -992,4 +998,82 @@ func TestKeptTeamSpelledEitherWayKeepsItsUsers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A row's identity holds its team: a key of no team (a user id under a rule keyed by
+// users, read from a record whose team cannot be read: key "42", team "") is another row
+// than a team's of the same bytes (team 42's row of that rule, which its users past
+// GATE_OUTCOMES_MAX_ROWS are counted in). Numeric user and team ids meet: the two were
+// one row, keyed by the index by the key alone, the team's overflow and the records of
+// no team summed under whichever came first's team, and a key of no team kept the team of
+// its bytes kept past the cap (Budget.kept), or the other way round.
+func TestKeyOfNoTeamApartFromTheTeamOfItsBytes(t *testing.T) {
+	teamUsers := func(a *Agg, n int) {
+		for i := range n {
+			f := Fate{At: t0, Kind: Overflow, Rule: "users", Reason: "rate_limited", Key: "42:u" + strconv.Itoa(i), Team: "42", Bytes: 10, Threshold: 5}
+			if !a.Bump(f.At, f.Key, f.Team, f.Kind, f.Rule, f.Topic, f.Reason, f.Bytes) {
+				a.Record(&f)
+			}
+		}
+	}
+	noTeam := func(a *Agg, n int) {
+		for range n {
+			f := Fate{At: t0, Kind: Overflow, Rule: "users", Reason: "rate_limited", Key: "42", Bytes: 100, Threshold: 5}
+			if !a.Bump(f.At, f.Key, f.Team, f.Kind, f.Rule, f.Topic, f.Reason, f.Bytes) { // as the router counts
+				a.Record(&f)
+			}
+		}
+	}
+	type row struct {
+		team, key string
+		folded    bool
+	}
+	rowsOf := func(rows []Row) map[row]int64 {
+		got := map[row]int64{}
+		for _, r := range rows {
+			if r.Rule == "users" {
+				got[row{r.Team, r.Key, r.Folded}] += r.Records
+			}
+		}
+		return got
+	}
+	t.Run("team-kept", func(t *testing.T) {
+		b := NewBudget(2)
+		a, other := NewAgg(time.Minute, b), NewAgg(time.Minute, b)
+		a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "42", Team: "42", Bytes: 10}) // team 42 kept
+		a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "7", Team: "7", Bytes: 10})   // the cap
+		teamUsers(a, 10)
+		noTeam(a, 3)
+		noTeam(other, 2) // merged at the seal, through the first Agg's index
+		got := rowsOf(Seal("g", "s", a, other))
+		want := map[row]int64{{"42", "42", false}: 10, {"", "", true}: 5} // a key of no team new past the cap: folded
+		if !maps.Equal(got, want) {
+			t.Errorf("rows of rule users %v, want %v", got, want)
+		}
+	})
+	t.Run("no-team-kept", func(t *testing.T) {
+		b := NewBudget(2)
+		a, other := NewAgg(time.Minute, b), NewAgg(time.Minute, b)
+		noTeam(a, 3)                                                                               // key 42 of no team kept
+		a.Record(&Fate{At: t0, Kind: Accepted, Reason: "allowed", Key: "7", Team: "7", Bytes: 10}) // the cap
+		teamUsers(a, 10)
+		teamUsers(other, 4)
+		got := rowsOf(Seal("g", "s", a, other))
+		want := map[row]int64{{"", "42", false}: 3, {"", "", true}: 14} // team 42 not kept: its users folded
+		if !maps.Equal(got, want) {
+			t.Errorf("rows of rule users %v, want %v", got, want)
+		}
+	})
+	t.Run("no-cap", func(t *testing.T) {
+		a, other := NewAgg(time.Minute, nil), NewAgg(time.Minute, nil)
+		for _, x := range []*Agg{a, other} {
+			x.Record(&Fate{At: t0, Kind: Overflow, Rule: "users", Reason: "rate_limited", Key: "42", Team: "42", Bytes: 10})
+			noTeam(x, 2)
+		}
+		got := rowsOf(Seal("g", "s", a, other))
+		want := map[row]int64{{"42", "42", false}: 2, {"", "42", false}: 4}
+		if !maps.Equal(got, want) {
+			t.Errorf("rows of rule users %v, want %v", got, want)
+		}
+	})
 }

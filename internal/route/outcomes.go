@@ -147,7 +147,7 @@ func (r *Router) recordOutcome(s *Scratch, now time.Time, rec *kgo.Record, js st
 		if s.Outcomes.BumpHashed(s.touched, now, key, kind, rule, topic, o.Reason, len(rec.Value)) {
 			return
 		}
-	} else if s.Outcomes.Bump(now, key, kind, rule, topic, o.Reason, len(rec.Value)) {
+	} else if s.Outcomes.Bump(now, key, team, kind, rule, topic, o.Reason, len(rec.Value)) {
 		return
 	}
 	f := outcome.Fate{At: now, Kind: kind, Rule: rule, Reason: o.Reason, Key: key, Team: team, Topic: topic, Bytes: len(rec.Value), Forced: acted && ro.forced && decision}

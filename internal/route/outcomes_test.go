@@ -777,3 +777,42 @@ func TestOutcomesRuleNotKeyedByTheTeamRowsHold(t *testing.T) {
 		t.Errorf("LimiterKey of a row of no team = %q, want 42:$pageview", got)
 	}
 }
+
+// Past GATE_OUTCOMES_MAX_ROWS a kept team's new keys under a rule not keyed by the team
+// (a user id) are counted in the team's row of the rule, keyed by the team's id; a record
+// whose team cannot be read has the rule's key as its row's key, and no team. User ids
+// and team ids meet ("42" both): the team's row and the records of no team were one row,
+// Bump finding the team's by the key alone, team 42's overflow and the other's summed
+// under team 42. They are apart now, the records of no team, a key new past the cap,
+// folded.
+func TestOutcomesKeyOfNoTeamApartFromTheTeamOfItsBytes(t *testing.T) {
+	f := newRuleFixture(t, Config{OutcomesTeam: mustKeyFrom(t, "json:team_id")},
+		ruleSpec{Rule{Name: "users", Key: mustKeyFrom(t, "json:distinct_id"), Action: ActionOverflow}, []limit.Config{{Threshold: 1}}},
+	)
+	agg := outcome.NewAgg(60e9, outcome.NewBudget(2))
+	s := Scratch{Outcomes: agg}
+	var out kgo.Record
+	f.r.RouteInto(t0, input(`{"team_id":"42","distinct_id":"u0"}`, ""), &s, &out) // team 42 kept
+	f.r.RouteInto(t0, input(`{"team_id":"7","distinct_id":"v"}`, ""), &s, &out)   // the cap
+	for i := range 5 {
+		in := input(fmt.Sprintf(`{"team_id":"42","distinct_id":"u%d"}`, i+1), "")
+		f.r.RouteInto(t0, in, &s, &out) // accepted
+		f.r.RouteInto(t0, in, &s, &out) // overflow: a new key past the cap, in team 42's row
+	}
+	for range 3 { // the first accepted, in the row of no key; then overflow, keyed 42
+		f.r.RouteInto(t0, input(`{"distinct_id":"42"}`, ""), &s, &out)
+	}
+	s.Flush()
+	got := map[string]int64{}
+	for _, r := range outcome.Seal("g", "s", agg) {
+		got[fmt.Sprintf("%s|%s|%s|%s|%v", r.Team, r.Key, r.Rule, r.Outcome, r.Folded)] += r.Records
+	}
+	want := map[string]int64{
+		"42|42||accepted|false": 6, "7|7||accepted|false": 1,
+		"42|42|users|overflow|false": 5,
+		"|||accepted|true":           1, "||users|overflow|true": 2,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows:\n got %v\nwant %v", got, want)
+	}
+}
