@@ -329,6 +329,9 @@ func (c *Consumer) gapInTxn(p *partition, g gap) {
 	attrs := c.countGap(p, g)
 	what := "lost by the broker (its log truncated: an unclean leader election, a lost disk) after the gate read them, in a transaction " +
 		"still open: it is aborted, and the partition read again from its last commit"
+	if g.unlocated {
+		what += "; where the log diverged is unknown, so records below may have been replaced too, and those read again are judged afresh"
+	}
 	if c.cfg.OnDataLoss == DataLossStop {
 		if c.halt(p, fmt.Sprintf("partition %s/%d stopped at its last committed offset: %d input records, offsets %s, %s (GATE_ON_DATA_LOSS=stop); "+
 			"to go on without them, replay them from elsewhere if they are kept, then set GATE_ON_DATA_LOSS=continue and restart the gate",

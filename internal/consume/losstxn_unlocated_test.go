@@ -69,7 +69,9 @@ func unlocatedLoss(t *testing.T, env *gateEnv, end int64) (ends, epochs *atomic.
 // its limit). All 30 are judged afresh, accepted; 65..79, past the log end, are counted
 // again (the new log's records), 50..64 are not (they may be the same records). Without
 // forgetDecisions the records at 50..64 took the kept decisions (route.Decisions) of
-// the old ones at their offsets: team hot's, to overflow.
+// the old ones at their offsets: team hot's, to overflow. The loss line says where the
+// log diverged is unknown, as outside a transaction; before, it read as a located loss's,
+// its offsets as if the records below them were the ones the gate had read.
 func TestUnlocatedBrokerLossInOpenTransactionJudgedAfresh(t *testing.T) {
 	t.Parallel()
 	logs := &syncBuffer{}
@@ -132,5 +134,8 @@ func TestUnlocatedBrokerLossInOpenTransactionJudgedAfresh(t *testing.T) {
 	if got := lostMetric(t, g.reg, 0, "broker"); got != 15 {
 		t.Errorf("gate_records_lost_total{cause=broker} = %v, want 15 (offsets 65..79, once)", got)
 	}
-	checkLossLine(t, logs, 0, "broker", 65, 80)
+	line := checkLossLine(t, logs, 0, "broker", 65, 80)
+	if msg, _ := line["msg"].(string); !containsAll(msg, "in a transaction still open", "where the log diverged is unknown") {
+		t.Errorf("loss line %q: want it to say the transaction was open and where the log diverged is unknown", msg)
+	}
 }
