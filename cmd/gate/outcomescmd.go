@@ -281,6 +281,11 @@ func areOrIs(n int) string {
 // minute formats the start or end of an interval.
 func minute(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 
+// bound is minute for an interval's start or end, or a limited span's, which an interval
+// of a fraction of a second (GATE_OUTCOMES_INTERVAL=1.5s divides an hour) puts between
+// seconds: its fraction is kept, or two intervals printed as one second.
+func bound(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.999Z") }
+
 // printHistory prints h, read from topic over span ("since T", "from T to U").
 func printHistory(w io.Writer, h outcome.History, topic, span string) error {
 	if len(h.Intervals) == 0 {
@@ -296,11 +301,11 @@ func printHistory(w io.Writer, h outcome.History, topic, span string) error {
 		gates = fmt.Sprintf("at most %d an interval, %d names in all", h.MostGates, len(h.Gates))
 	}
 	fmt.Fprintf(w, "team %s: %s from %s to %s (gates: %s)\n", cli.Shown(h.Team),
-		counted(t.Records(), "record"), minute(t.Start), minute(t.End), gates)
+		counted(t.Records(), "record"), bound(t.Start), bound(t.End), gates)
 	if h.FirstLimited.IsZero() {
 		fmt.Fprintln(w, "never limited")
 	} else {
-		fmt.Fprintf(w, "limited from %s to %s: %s (%s)\n", minute(h.FirstLimited), minute(h.LastLimited), counted(t.Limited, "record"), t.LimitedBy())
+		fmt.Fprintf(w, "limited from %s to %s: %s (%s)\n", bound(h.FirstLimited), bound(h.LastLimited), counted(t.Limited, "record"), t.LimitedBy())
 	}
 	// Intervals of more than one length (gates that had GATE_OUTCOMES_INTERVAL changed
 	// under a rollout) say their length: two of one start printed alike (a review).
@@ -310,7 +315,7 @@ func printHistory(w io.Writer, h outcome.History, topic, span string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INTERVAL\tACCEPTED\tTAGGED\tLIMITED\tDEAD LETTER\tSKIPPED\tSHADOW OVER\tBY")
 	for _, iv := range h.Intervals {
-		start := minute(iv.Start)
+		start := bound(iv.Start)
 		if mixed {
 			start += " +" + durtext.String(iv.End.Sub(iv.Start))
 		}
@@ -349,7 +354,7 @@ func printMostLimited(w io.Writer, top []outcome.Summary, limited, rows int, top
 	fmt.Fprintln(tw, "TEAM\tRECORDS\tACCEPTED\tLIMITED\tDEAD LETTER\tSKIPPED\tLIMITED FROM\tLIMITED UNTIL\tBY")
 	for _, s := range top {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cli.Shown(s.Team), outcome.Thousands(s.Records), outcome.Thousands(s.Accepted),
-			outcome.Thousands(s.Limited), outcome.Thousands(s.DeadLetter), outcome.Thousands(s.Skipped), minute(s.FirstLimited), minute(s.LastLimited), s.By())
+			outcome.Thousands(s.Limited), outcome.Thousands(s.DeadLetter), outcome.Thousands(s.Skipped), bound(s.FirstLimited), bound(s.LastLimited), s.By())
 	}
 	return tw.Flush()
 }

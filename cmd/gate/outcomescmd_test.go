@@ -843,3 +843,32 @@ func TestOutcomesHistoryCountsGatesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// Intervals of a fraction of a second (GATE_OUTCOMES_INTERVAL=1.5s, which divides an
+// hour) print their starts with the fraction: a history of two such intervals printed
+// both as 14:00:01Z, as the span's end (a review).
+func TestOutcomesHistoryPrintsIntervalsBetweenSeconds(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	iv := func(i int) outcome.Interval {
+		start := t0.Add(time.Duration(i) * 1500 * time.Millisecond)
+		return outcome.Interval{Start: start, End: start.Add(1500 * time.Millisecond), Accepted: 10, Limited: 2, By: map[string]int64{"user overflow": 2}}
+	}
+	h := outcome.History{Team: "42", Intervals: []outcome.Interval{iv(1), iv(2)}, Gates: []string{"g1"}, MostGates: 1,
+		FirstLimited: iv(1).Start, LastLimited: iv(2).End}
+	h.Total = outcome.Interval{Start: iv(1).Start, End: iv(2).End, Accepted: 20, Limited: 4, By: map[string]int64{"user overflow": 4}}
+	var b strings.Builder
+	if err := printHistory(&b, h, "outcomes", "since x"); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"from 2026-11-28 14:00:01.5Z to 2026-11-28 14:00:04.5Z",
+		"limited from 2026-11-28 14:00:01.5Z to 2026-11-28 14:00:04.5Z",
+		"\n2026-11-28 14:00:01.5Z ", "\n2026-11-28 14:00:03Z ",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("history of 1.5s intervals lacks %q:\n%s", want, got)
+		}
+	}
+}
