@@ -160,7 +160,9 @@ var agreeCases = []agreeCase{
 	{"maxSpike 3h window 2h static", `limit: {window: 2h, adaptive: {maxSpike: 3h}}`, true},
 	{"maxSpike 2h59m window 2h static", `limit: {window: 2h, adaptive: {maxSpike: 2h59m}}`, false},
 	{"maxSpike 1h2m window 2h with rules (60s)", "{limit: {window: 2h, adaptive: {maxSpike: 1h2m}}, rules: [{name: all, key: 'json:team_id', limits: ['1m:10']}]}", true},
-	{"halfLife 30s with rules (60s)", "{limit: {adaptive: {halfLife: 30s}}, rules: [{name: all, key: 'json:team_id', limits: ['1m:10']}]}", false},
+	// With rules, against each adaptive rule's first window only (GATE_WINDOW unset):
+	// TestRulesAdaptiveDurationsAsTheGateChecksThem gives the rules to the gate too.
+	{"halfLife 30s with rules, none adaptive", "{limit: {adaptive: {halfLife: 30s}}, rules: [{name: all, key: 'json:team_id', limits: ['1m:10']}]}", true},
 	// GATE_TICK_INTERVAL: shorter than GATE_WINDOW (under rules, which leave it unset, than
 	// each rule's windows: the gate reads them from the file, which gate env -check does
 	// not, so TestRulesTickAgainstTheRulesWindows checks a rule's window the tick's), and

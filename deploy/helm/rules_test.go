@@ -369,3 +369,73 @@ func readTeamCases(t *testing.T) []teamCase {
 	}
 	return out
 }
+
+// TestRulesAdaptiveDurationsAsTheGateChecksThem: with rules, GATE_WINDOW is unset and the
+// gate checks limit.adaptive's halfLife, minHistory and maxSpike against each adaptive
+// rule's first window as it reads the file, and only maxSpike's 1h to 168h otherwise. The
+// chart checked them against the gate's default window (60s): it rendered durations too
+// short for an adaptive rule of 10m, a file every pod then refused at start, and refused
+// ones a rule of 10s or a file with no adaptive rule takes. Each case is given to `gate
+// rules check` too, with those variables set, so that the two cannot drift apart.
+func TestRulesAdaptiveDurationsAsTheGateChecksThem(t *testing.T) {
+	bin, err := gateBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := readValues(t, "testdata/defaults.yaml")
+	const (
+		static  = "[{name: a, key: 'json:team_id', limits: ['1m:10']}]"
+		a10s    = "[{name: a, key: 'json:team_id', limits: ['10s:10'], threshold_mode: adaptive}]"
+		a10m    = "[{name: a, key: 'json:team_id', limits: ['10m:10', '1h:100'], threshold_mode: adaptive}]"
+		a10s15m = "[{name: a, key: 'json:team_id', limits: ['10s:10'], threshold_mode: adaptive}, {name: b, key: 'json:token', limits: ['15m:10'], threshold_mode: adaptive}]"
+	)
+	for _, tc := range []struct {
+		name, rules string
+		adaptive    map[string]string // limit.adaptive value: its GATE_ADAPTIVE_ variable
+		want        string            // "" = taken; else a part of the chart's refusal
+	}{
+		{"defaults, rule of 10m", a10m, nil, ""},
+		{"maxSpike 1h1m, rule of 10s", a10s, map[string]string{"maxSpike": "1h1m"}, ""},
+		{"maxSpike 1h2m, rule of 10m", a10m, map[string]string{"maxSpike": "1h2m"}, "limit.adaptive.maxSpike (1h2m)"},
+		{"maxSpike 1h20m, rule of 10m", a10m, map[string]string{"maxSpike": "1h20m"}, ""},
+		{"maxSpike 1h20m, rules of 10s and 15m", a10s15m, map[string]string{"maxSpike": "1h20m"}, `rule "b"`},
+		{"halfLife 5m, rule of 10m", a10m, map[string]string{"halfLife": "5m"}, "limit.adaptive.halfLife (5m)"},
+		{"halfLife 10m, rule of 10m", a10m, map[string]string{"halfLife": "10m"}, ""},
+		{"minHistory 5m, rule of 10m", a10m, map[string]string{"minHistory": "5m"}, "limit.adaptive.minHistory (5m)"},
+		{"minHistory 30s, no adaptive rule", static, map[string]string{"minHistory": "30s"}, ""},
+		{"halfLife 30s, no adaptive rule", static, map[string]string{"halfLife": "30s"}, ""},
+		{"maxSpike 59m, no adaptive rule", static, map[string]string{"maxSpike": "59m"}, "limit.adaptive.maxSpike (59m)"},
+		{"maxSpike 169h, no adaptive rule", static, map[string]string{"maxSpike": "169h"}, "limit.adaptive.maxSpike (169h)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			values := "rules: " + tc.rules + "\n"
+			env := []string{"PATH=" + os.Getenv("PATH")}
+			if len(tc.adaptive) > 0 {
+				values += "limit: {adaptive: {"
+				for k, v := range tc.adaptive {
+					values += k + ": " + v + ", "
+					name := map[string]string{"halfLife": "HALF_LIFE", "minHistory": "MIN_HISTORY", "maxSpike": "MAX_SPIKE"}[k]
+					env = append(env, "GATE_ADAPTIVE_"+name+"="+v)
+				}
+				values += "}}\n"
+			}
+			_, rerr := render(t, mergeValues(base, mustParse(t, values)), capabilities())
+			if tc.want == "" {
+				if rerr != nil {
+					t.Errorf("render: %v; want it rendered, as the gate takes it", rerr)
+				}
+			} else if rerr == nil || !strings.Contains(rerr.Error(), tc.want) {
+				t.Errorf("render: %v; want it refused, saying %q (the gate refuses it at start)", rerr, tc.want)
+			}
+			path := filepath.Join(t.TempDir(), "rules.yaml")
+			if err := os.WriteFile(path, []byte("rules: "+tc.rules+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bin, "rules", "check", path)
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); (err == nil) != (tc.want == "") {
+				t.Errorf("gate rules check with %v: %v; the case says the gate %s it:\n%s", env[1:], err, map[bool]string{true: "takes", false: "refuses"}[tc.want == ""], out)
+			}
+		})
+	}
+}

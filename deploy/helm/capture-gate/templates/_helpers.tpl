@@ -1031,9 +1031,9 @@ them (the path's, or the db query parameter's; 0 when none). */ -}}
 {{/*
 capture-gate.validateLimit: the gate's bounds on the window and the durations measured
 against it (internal/config's Limiter.validate, validateAdaptive and Config.validate).
-Under rules GATE_WINDOW and GATE_THRESHOLD_MODE are unset, so the gate measures the adaptive
-and cache durations against its default window (60s) in static mode, and the tick against
-each rule's windows.
+Under rules GATE_WINDOW and GATE_THRESHOLD_MODE are unset: the gate measures the adaptive
+durations against each adaptive rule's first window, the tick against each rule's windows,
+and limit.maxEventAge against its default window (60s).
 */}}
 {{- define "capture-gate.validateLimit" -}}
 {{- $v := .Values -}}
@@ -1070,6 +1070,31 @@ each rule's windows.
 {{- if and (ne ($a.ceiling | int64) 0) (lt ($a.ceiling | int64) ($a.floor | int64)) -}}
 {{- fail (printf "capture-gate: limit.adaptive.ceiling (%d) must be 0 (none) or at least limit.adaptive.floor (%d)" ($a.ceiling | int64) ($a.floor | int64)) -}}
 {{- end -}}
+{{- $spike := include "capture-gate.nanoseconds" $a.maxSpike | int64 -}}
+{{- if $v.rules -}}
+{{- /* Under rules GATE_WINDOW is unset, its default no window of the gate's: the gate
+       checks these against each adaptive rule's first window as it reads the file
+       (refusing the file at start), and only maxSpike's hour to 168h otherwise. */ -}}
+{{- if or (lt $spike $hour) (gt $spike (mul 168 $hour)) -}}
+{{- fail (printf "capture-gate: limit.adaptive.maxSpike (%s) must be from 1h to 168h (how long a team may stay over its learned threshold before it is re-learned)" $a.maxSpike) -}}
+{{- end -}}
+{{- range $r := $v.rules -}}
+{{- if and (eq (toString $r.threshold_mode) "adaptive") $r.limits -}}
+{{- $first := regexFind "^[^:]+" (toString (index $r.limits 0)) -}}
+{{- $rw := include "capture-gate.nanoseconds" $first | int64 -}}
+{{- $rn := printf "rule %q's first window (%s)" (toString $r.name) $first -}}
+{{- if lt (include "capture-gate.nanoseconds" $a.halfLife | int64) $rw -}}
+{{- fail (printf "capture-gate: limit.adaptive.halfLife (%s) must be at least %s, which it learns over (the gate refuses the rules file at start otherwise)" $a.halfLife $rn) -}}
+{{- end -}}
+{{- if lt (include "capture-gate.nanoseconds" $a.minHistory | int64) $rw -}}
+{{- fail (printf "capture-gate: limit.adaptive.minHistory (%s) must be at least %s, which it learns over (the gate refuses the rules file at start otherwise)" $a.minHistory $rn) -}}
+{{- end -}}
+{{- if lt $spike (add $hour (mul 2 $rw)) -}}
+{{- fail (printf "capture-gate: limit.adaptive.maxSpike (%s) must be at least 1h plus twice %s (the gate refuses the rules file at start otherwise)" $a.maxSpike $rn) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
 {{- /* The learned level and history are measured in windows; in static mode only adaptive
        rules learn, whose windows divide an hour, so a longer window counts as an hour. */ -}}
 {{- $learn := $w -}}
@@ -1084,9 +1109,9 @@ each rule's windows.
 {{- if lt (include "capture-gate.nanoseconds" $a.minHistory | int64) $learn -}}
 {{- fail (printf "capture-gate: limit.adaptive.minHistory (%s) must be at least %s" $a.minHistory $learnName) -}}
 {{- end -}}
-{{- $spike := include "capture-gate.nanoseconds" $a.maxSpike | int64 -}}
 {{- if or (lt $spike (add $hour (mul 2 $learn))) (gt $spike (mul 168 $hour)) -}}
 {{- fail (printf "capture-gate: limit.adaptive.maxSpike (%s) must be from 1h plus twice %s to 168h (how long a team may stay over its learned threshold before it is re-learned)" $a.maxSpike $learnName) -}}
+{{- end -}}
 {{- end -}}
 {{- $tick := include "capture-gate.nanoseconds" $v.sync.tickInterval | int64 -}}
 {{- if lt $tick $ms -}}
