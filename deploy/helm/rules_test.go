@@ -439,3 +439,33 @@ func TestRulesAdaptiveDurationsAsTheGateChecksThem(t *testing.T) {
 		})
 	}
 }
+
+// TestRulesTeamRefusedForAnOldImageTag: the rules file's team: is newer than the gate of
+// 0.8.0, which refuses the file with it. The chart refused rulesTeam with the appVersion's
+// image (0.8.0) but rendered it for an image.tag naming that same gate, or an older one
+// (image.tag: 0.8.0, pinned as many pin the tag they run): every pod refused the file at
+// start. A tag of another form, or a digest, is taken to name a gate that has it.
+func TestRulesTeamRefusedForAnOldImageTag(t *testing.T) {
+	base := mergeValues(readValues(t, "testdata/defaults.yaml"),
+		mustParse(t, "rules:\n  - {name: team, key: json:team_id, limits: ['1m:10']}\nrulesTeam: json:team_id\n"))
+	for _, tc := range []struct {
+		image string
+		ok    bool
+	}{
+		{"{tag: '0.8.0'}", false},
+		{"{tag: v0.8.0}", false},
+		{"{tag: '0.7.1'}", false},
+		{"{tag: '0.8.1'}", true},
+		{"{tag: v0.9.0}", true},
+		{"{tag: next}", true},
+		{"{tag: '0.8.0', digest: 'sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'}", true},
+	} {
+		_, err := render(t, mergeValues(base, mustParse(t, "image: "+tc.image+"\n")), capabilities())
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("image %s: %v; want rulesTeam rendered", tc.image, err)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "rulesTeam")):
+			t.Errorf("image %s: %v; want rulesTeam refused, as that gate refuses the file with team:", tc.image, err)
+		}
+	}
+}

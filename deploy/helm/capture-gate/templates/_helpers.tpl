@@ -1230,10 +1230,16 @@ gives each case to the gate too.
 {{- end -}}
 {{- /* The rules file's team: is newer than the gate of appVersion 0.8.0, which refuses the
 file with it (unknown field): its pods would crash-loop, the running ones refuse the reload
-(a rolling-update review). Lifted with the release that ships it; an image of the user's
-choosing (image.tag or digest) is taken to have it. */ -}}
-{{- if and (semverCompare "<=0.8.0" .Chart.AppVersion) (not $v.image.tag) (not $v.image.digest) -}}
+(a rolling-update review). Lifted with the release that ships it. An image.tag of a version
+(0.8.0, v0.7.1) is held to the same; another tag, or a digest, is taken to have it. */ -}}
+{{- if not $v.image.digest -}}
+{{- if not $v.image.tag -}}
+{{- if semverCompare "<=0.8.0" .Chart.AppVersion -}}
 {{- fail (printf "capture-gate: rulesTeam writes the rules file's team:, which the gate of the chart's appVersion (%s) does not know: it would refuse the file; set image.tag to a gate that has it, or leave rulesTeam unset" .Chart.AppVersion) -}}
+{{- end -}}
+{{- else if and (regexMatch "^v?[0-9]+\\.[0-9]+\\.[0-9]+$" (toString $v.image.tag)) (semverCompare "<=0.8.0" (trimPrefix "v" (toString $v.image.tag))) -}}
+{{- fail (printf "capture-gate: rulesTeam writes the rules file's team:, which the gate of image.tag %s does not know (the gates of 0.8.0 and before refuse the file with it); set image.tag to a gate that has it, or leave rulesTeam unset" (toString $v.image.tag)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $sec := 1000000000 | int64 -}}
