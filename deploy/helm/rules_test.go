@@ -469,3 +469,46 @@ func TestRulesTeamRefusedForAnOldImageTag(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesMaxEventAgeAgainstTheRulesWindows: under limit.clock event the gate holds
+// GATE_MAX_EVENT_AGE to 1048576 of each window it keeps, a rule's as much as its default
+// window's (60s, GATE_WINDOW being unset under rules): the chart measured it against the
+// 60s alone, and rendered an age a rule of 10s is refused (3000h), every pod then refusing
+// the file at start. Each case is given to `gate rules check` too.
+func TestRulesMaxEventAgeAgainstTheRulesWindows(t *testing.T) {
+	bin, err := gateBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := readValues(t, "testdata/defaults.yaml")
+	for _, tc := range []struct {
+		name, rules, age string
+		want             string // "" = taken; else a part of the chart's refusal
+	}{
+		{"3000h, a rule of 10s", "[{name: a, key: 'json:team_id', limits: ['10s:10']}]", "3000h", `rule "a"'s window 10s`},
+		{"3000h, a rule's second limit of 10s", "[{name: a, key: 'json:team_id', limits: ['1m:10']}, {name: b, key: 'json:token', limits: ['1h:100', '10s:10']}]", "3000h", `rule "b"'s window 10s`},
+		{"2912h, a rule of 10s", "[{name: a, key: 'json:team_id', limits: ['10s:10']}]", "2912h", ""},
+		{"3000h, a rule of 1m", "[{name: a, key: 'json:team_id', limits: ['1m:10']}]", "3000h", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			values := "rules: " + tc.rules + "\nlimit: {clock: event, maxEventAge: " + tc.age + "}\n"
+			_, rerr := render(t, mergeValues(base, mustParse(t, values)), capabilities())
+			if tc.want == "" {
+				if rerr != nil {
+					t.Errorf("render: %v; want it rendered, as the gate takes it", rerr)
+				}
+			} else if rerr == nil || !strings.Contains(rerr.Error(), tc.want) {
+				t.Errorf("render: %v; want it refused, saying %q (the gate refuses the rules file at start)", rerr, tc.want)
+			}
+			path := filepath.Join(t.TempDir(), "rules.yaml")
+			if err := os.WriteFile(path, []byte("rules: "+tc.rules+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bin, "rules", "check", path)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GATE_CLOCK=event", "GATE_MAX_EVENT_AGE=" + tc.age}
+			if out, err := cmd.CombinedOutput(); (err == nil) != (tc.want == "") {
+				t.Errorf("gate rules check: %v; the case says the gate %s it:\n%s", err, map[bool]string{true: "takes", false: "refuses"}[tc.want == ""], out)
+			}
+		})
+	}
+}

@@ -1033,7 +1033,7 @@ capture-gate.validateLimit: the gate's bounds on the window and the durations me
 against it (internal/config's Limiter.validate, validateAdaptive and Config.validate).
 Under rules GATE_WINDOW and GATE_THRESHOLD_MODE are unset: the gate measures the adaptive
 durations against each adaptive rule's first window, the tick against each rule's windows,
-and limit.maxEventAge against its default window (60s).
+and limit.maxEventAge against its default window (60s) and each rule's windows.
 */}}
 {{- define "capture-gate.validateLimit" -}}
 {{- $v := .Values -}}
@@ -1167,7 +1167,8 @@ and limit.maxEventAge against its default window (60s).
 {{- end -}}
 {{- /* The event clock keeps a window of state per window back to limit.maxEventAge, at
        most 1048576 of the shortest window (limit.window's, limit.extra's; under rules the
-       gate's 60s) and at most 8784h, as the gate checks them at start. */ -}}
+       gate's 60s and every rule's limits', which it checks as it reads the file) and at
+       most 8784h, as the gate checks them at start. */ -}}
 {{- if eq $v.limit.clock "event" -}}
 {{- $age := include "capture-gate.nanoseconds" $v.limit.maxEventAge | int64 -}}
 {{- $shortest := $w -}}
@@ -1176,6 +1177,14 @@ and limit.maxEventAge against its default window (60s).
 {{- range $l := $v.limit.extra -}}
 {{- $ns := include "capture-gate.nanoseconds" $l.window | int64 -}}
 {{- if lt $ns $shortest }}{{ $shortest = $ns }}{{ $shortestName = toString $l.window }}{{ end -}}
+{{- end -}}
+{{- else -}}
+{{- range $r := $v.rules -}}
+{{- range $l := $r.limits -}}
+{{- $win := regexFind "^[^:]+" (toString $l) -}}
+{{- $ns := include "capture-gate.nanoseconds" $win | int64 -}}
+{{- if lt $ns $shortest }}{{ $shortest = $ns }}{{ $shortestName = printf "rule %q's window %s" (toString $r.name) $win }}{{ end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if gt (div $age $shortest) 1048576 -}}
