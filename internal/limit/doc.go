@@ -19,7 +19,8 @@
 //     once for writing to the shared store, also when its entry moves to a new table or is
 //     evicted or expired as the check counts it (it is then counted in the team's next
 //     entry), except when a whole window passes without a sweep (those counts are stale and
-//     reported as dropped) and, under EventClock, when a window's cache is dropped as a
+//     reported as dropped), past 2^46 records of a team in a window between two sweeps
+//     (8 × the largest threshold: reported as displaced) and, under EventClock, when a window's cache is dropped as a
 //     check counts into it (the record then counts as a check whose clock ran that late
 //     does: in a newer window, or dropped as stale). A team's counts go
 //     on the sweep after the check, except a cold team's (Config.ColdWriteInterval): those

@@ -246,7 +246,8 @@ func unsentEpoch(cur int64, high *atomic.Int64, v uint64) int64 {
 // n was added, n then being in no entry the tick reads: the caller counts it again in the
 // team's current entry. Counts of a later epoch in the slot, no later than high (the
 // limiter's highEpoch), were counted before the clock stepped back: they are kept, now
-// of epoch, with n.
+// of epoch, with n. n is not added to a full count (unsentFull): it is returned as
+// displaced then.
 func (e *entry) addUnsent(epoch, n int64, high *atomic.Int64) (displaced int64, moved bool) {
 	slot := &e.unsent[epoch&1]
 	tag := uint64(epoch) & epochTagMask
@@ -256,16 +257,47 @@ func (e *entry) addUnsent(epoch, n int64, high *atomic.Int64) (displaced int64, 
 			return 0, true
 		}
 		if v&epochTagMask == tag {
-			return 0, slot.Add(uint64(n)<<epochTagBits)&movedBit != 0
+			if v >= unsentFull {
+				return n, false // full: the team is far over any threshold (unsentFull)
+			}
+			d := uint64(n) << epochTagBits
+			if r := slot.Add(d); r&movedBit != 0 {
+				return addedPastFull(slot, r, d, n)
+			}
+			return 0, false
 		}
 		nv, lost := tag|uint64(n)<<epochTagBits, int64(v>>epochTagBits)
 		if ve := slotEpoch(epoch, v); lost > 0 && ve > epoch && ve <= high.Load() {
 			nv, lost = nv+v&^epochTagMask, 0 // the clock stepped back: counted now
+			if nv >= unsentFull {
+				nv, lost = v&^epochTagMask|tag, n // full (unsentFull): the earlier counts alone
+			}
 		}
 		if slot.CompareAndSwap(v, nv) {
 			return lost, false
 		}
 	}
+}
+
+// unsentFull is the least unsent word whose count is full: 2^46 records, 8 × the
+// largest threshold (MaxThreshold). A check adds at most MaxThreshold, so a full count
+// is never added to, and one under it leaves room for 8 checks racing past the test
+// before the count could reach the word's moved bit (2^47 records); checks of a huge
+// cost in divert mode did within a tick (17 of MaxThreshold), and the team's every check
+// then took the entry for one moved and looped for good, counting in the same entry.
+// What is not added is counted as displaced: the team's level is far over its threshold
+// either way.
+const unsentFull = 1 << (46 + epochTagBits)
+
+// addedPastFull is addUnsent's add of d (n records) whose result r has the moved bit:
+// the entry was moved or removed (moved), or the add itself carried the count into the
+// bit, checks racing past unsentFull, and it is taken out again (n displaced).
+func addedPastFull(slot *atomic.Uint64, r, d uint64, n int64) (displaced int64, moved bool) {
+	if (r-d)&movedBit != 0 {
+		return 0, true
+	}
+	slot.Add(-d)
+	return n, false
 }
 
 // removedCounts appends to counts, as team's, the counts in unsent, a removed entry's

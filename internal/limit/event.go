@@ -191,7 +191,11 @@ func (l *Limiter) checkEvent(now, at time.Time, team string, n int64, t *Tally) 
 	lvl := e.evLevel(float64(ns-ep*l.windowNs) * l.invWindow)
 	d := Decision{verdict: verdict{Limited: lvl >= fthr, Tier: tierOfLevel(lvl, fthr)}, Threshold: thr, Level: lvl}
 	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
-		if e.unsent[0].Add(uint64(n))&movedBit != 0 {
+		// As the wall clock's check: more than any threshold counts as any threshold. A
+		// cost of 2^62 or more reached the count word's moved bit, and the check looped
+		// for good recounting in the same entry.
+		n = min(n, MaxThreshold)
+		if r := e.unsent[0].Add(uint64(n)); r&movedBit != 0 && evMoved(sh, e, r, n) {
 			l.recountEvent(ep, h, team, n, wall)
 		}
 	}
@@ -212,10 +216,25 @@ func (l *Limiter) checkEvent(now, at time.Time, team string, n int64, t *Tally) 
 func (l *Limiter) recountEvent(ep int64, h uint64, team string, n, wall int64) {
 	for {
 		tbl := l.table(ep)
-		if e := l.insertIn(tbl.shards, tbl, h, team, wall); e != nil && e.unsent[0].Add(uint64(n))&movedBit == 0 {
-			return
+		if e := l.insertIn(tbl.shards, tbl, h, team, wall); e != nil {
+			if r := e.unsent[0].Add(uint64(n)); r&movedBit == 0 || !evMoved(&tbl.shards[h&l.mask], e, r, n) {
+				return
+			}
 		}
 	}
+}
+
+// evMoved says whether e, in shard sh, was moved or removed before a check's add of n
+// records to its count, which returned r, holding the moved bit: else the add carried
+// the count into the bit (2^20 checks of MaxThreshold in one window), and n is taken
+// out again and counted as displaced, the team being far over any threshold.
+func evMoved(sh *shard, e *entry, r uint64, n int64) bool {
+	if (r-uint64(n))&movedBit != 0 {
+		return true
+	}
+	e.unsent[0].Add(-uint64(n))
+	sh.displaced.Add(uint64(n))
+	return false
 }
 
 // table returns window ep's cache, making it if needed.
