@@ -223,8 +223,15 @@ func (cw *coldWrites) drain(team string, p float64, unsent int64, thr float64, d
 		// that have ended (the first one takes them, the rest find nothing). A point near
 		// the window's end, crossed by a sweep that came a little late, was seen only
 		// after the next boundary, where the last window's counts are stale (and the
-		// next window's checks displace them): lost to a tick's jitter.
-		if cw.now-floorDiv(cw.now, cw.every)*cw.every < off/4*3 {
+		// next window's checks displace them): lost to a tick's jitter. Nor is a point
+		// past the window's last sweep waited for: when the next sweep, as far off as this
+		// one was from the last, give or take half of that (a tick's jitter), may be in
+		// the next window, where the ended one's counts go stale, this one hands them over.
+		// Under a window of a few ticks, or one the tick does not divide, the sweeps fall
+		// at the same offsets of a window (0 s and 1 s of a 2 s one), and a team whose
+		// point was past the last of them never handed its counts over: the next window
+		// of the same parity displaced them, never written.
+		if pos := cw.now - floorDiv(cw.now, cw.every)*cw.every; pos < off/4*3 && pos+(cw.now-cw.prev)*3/2 < cw.every {
 			return drainNone
 		}
 		return drainEnded
