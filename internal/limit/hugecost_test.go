@@ -67,3 +67,22 @@ func TestEventHugeCostDoesNotHangChecks(t *testing.T) {
 		}
 	})
 }
+
+// A key under its floor, counted in the sketch, checked with a cost near MaxInt64: the
+// sketch's count plus the cost overflowed int64, read as under the floor, and the record
+// was admitted uncached and added to the sketch's 32-bit counters cut to 2^32 − 1, which
+// took one record off the key's count rather than put it over its limit. The cost is
+// clamped before the sketch sees it, as it was before the count.
+func TestHugeCostOfAnUntrackedKeyIsLimited(t *testing.T) {
+	l, _, _ := newTest(t, Config{Mode: Divert, Window: time.Minute, Threshold: 1000, SketchWidth: DefaultSketchWidth})
+	if l.untrackedFloor.Load() == 0 {
+		t.Fatal("no untracked floor: the test needs keys under it counted in the sketch")
+	}
+	l.CheckAt(t0, "k", 1) // under the floor: in the sketch
+	if d := l.CheckAt(t0, "k", math.MaxInt64); d.Level < float64(d.Threshold) && l.Len() == 0 {
+		t.Errorf("a check of cost MaxInt64 answered from the sketch, level %v, nothing cached", d.Level)
+	}
+	if d := l.CheckAt(t0, "k", 1); !d.Limited {
+		t.Errorf("after a check of cost MaxInt64 the key is not limited: level %v, threshold %d", d.Level, d.Threshold)
+	}
+}

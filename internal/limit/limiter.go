@@ -294,6 +294,11 @@ func (l *Limiter) Seed() maphash.Seed { return l.seed }
 // cannot be forwarded from, which cost more than a check's lookup (15 ns on AMD EPYC).
 func (l *Limiter) check(now time.Time, team string, h uint64, n int64, tally *Tally) Decision {
 	ns := now.UnixNano()
+	// More than any threshold counts as any threshold: a count of 2^47 would reach the
+	// unsent word's moved bit, and a sketch's count plus a cost near 2^63 overflowed, read
+	// as under the key's floor (clamped only where the entry counted it, a key under its
+	// floor was admitted, and its sketch counters lost a record).
+	n = min(n, MaxThreshold)
 	if l.skPrefetch.Load() && !l.collapsedKey(team) {
 		// The lookup and the sketch's lines then miss the caches together, not one
 		// after the other. The window from the span, as checkUntracked has it: a
@@ -339,9 +344,6 @@ func (l *Limiter) check(now time.Time, team string, h uint64, n int64, tally *Ta
 		d.Limited, d.Held = true, true
 	}
 	if n > 0 && (!d.Limited || l.cfg.Mode == Divert) {
-		// More than any threshold counts as any threshold: a count of 2^47 would reach the
-		// unsent word's moved bit.
-		n = min(n, MaxThreshold)
 		sp := l.span.Load()
 		if sp == nil || ns < sp.start || ns >= sp.end {
 			sp = l.spanAt(ns)
