@@ -297,8 +297,10 @@ func (l *Limiter) check(now time.Time, team string, h uint64, n int64, tally *Ta
 	// More than any threshold counts as any threshold: a count of 2^47 would reach the
 	// unsent word's moved bit, and a sketch's count plus a cost near 2^63 overflowed, read
 	// as under the key's floor (clamped only where the entry counted it, a key under its
-	// floor was admitted, and its sketch counters lost a record).
-	n = min(n, MaxThreshold)
+	// floor was admitted, and its sketch counters lost a record). A negative cost counts
+	// nothing, as an entry takes only n > 0: the sketch's 32-bit counters took −1 as
+	// 2^32 − 1 records.
+	n = min(max(n, 0), MaxThreshold)
 	if l.skPrefetch.Load() && !l.collapsedKey(team) {
 		// The lookup and the sketch's lines then miss the caches together, not one
 		// after the other. The window from the span, as checkUntracked has it: a
