@@ -115,6 +115,13 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		p.bad(&yaml.Node{Line: line, Column: col}, "(file)", "byte 0x%02X is not UTF-8: a rules file is UTF-8 text (save it as UTF-8; UTF-16 with its byte order mark reads too)", b)
 		return nil, p.result()
 	}
+	if line, col, ok := innerBOM(data); ok {
+		// The reader takes a byte order mark past the start for text: after a key's field
+		// it named a field no record has, in a match value a value none holds, before
+		// rules: an unknown field "rules" (files joined, one saved with a BOM).
+		p.bad(&yaml.Node{Line: line, Column: col}, "(file)", "a byte order mark (U+FEFF) inside the file, invisible in most editors: remove it (YAML takes one at the start only, where it says the encoding; a file saved with one, joined to another?)")
+		return nil, p.result()
+	}
 	if d, ok := bytes.CutPrefix(bytes.TrimLeft(data, "\ufeff"), []byte("%YAML")); ok && !bytes.HasPrefix(bytes.TrimLeft(d, " \t"), []byte("1.1")) {
 		// yaml.v3 takes %YAML 1.1 alone, and refuses 1.2 as "incompatible": the file is
 		// read as YAML 1.2 without the directive (a review's file, to the docs' letter).
@@ -257,6 +264,38 @@ func firstInvalidUTF8(data []byte) (line, col int, b byte) {
 		data = data[n:]
 	}
 	return line, col, 0
+}
+
+// innerBOM is where the first byte order mark (U+FEFF) of data past its start is (line
+// and column from 1, as firstInvalidUTF8's; YAML's line breaks, LF, CR LF and a CR alone),
+// in data as the YAML reader reads it (asUTF8); false when there is none, or data is
+// UTF-16 the reader refuses. An escape in a quoted value ("\ufeff") is no byte order mark.
+func innerBOM(data []byte) (line, col int, ok bool) {
+	const bom = "\uFEFF"
+	u, ok := asUTF8(data)
+	if !ok {
+		return 0, 0, false
+	}
+	u = bytes.TrimPrefix(u, []byte(bom)) // the encoding's, of no column
+	i := bytes.Index(u, []byte(bom))
+	if i < 0 {
+		return 0, 0, false
+	}
+	line, col = 1, 1
+	for k := 0; k < i; {
+		r, n := utf8.DecodeRune(u[k:])
+		switch {
+		case r == '\r' && k+1 < i && u[k+1] == '\n':
+			n = 2
+			fallthrough
+		case r == '\r' || r == '\n':
+			line, col = line+1, 1
+		default:
+			col++
+		}
+		k += n
+	}
+	return line, col, true
 }
 
 // result is the problems found, in the file's order, whichever check found them (a

@@ -978,3 +978,39 @@ func TestParseEncodingAndDirective(t *testing.T) {
 		t.Errorf("%%YAML 1.1: %v, want it read", err)
 	}
 }
+
+// A byte order mark anywhere but at the file's start (files joined, one saved with a BOM;
+// a value copied from a page) is invisible in most editors, and YAML takes it for text:
+// at the end of a key's field it named a field no record has (every record dead-lettered
+// or, with missing: skip, the rule counting none), in a match value a value no record
+// holds, both taken without a word; before rules: it made rules: an unknown field and
+// rules missing, and before a list item a syntax error a line further on. Each is named
+// where it is.
+func TestParseByteOrderMarkInsideTheFile(t *testing.T) {
+	const bom = "\uFEFF"
+	for _, c := range []struct {
+		name, data, want string
+	}{
+		{"after a key's field", "rules:\n  - name: a\n    key: json:team_id" + bom + "\n    limits: [1m:5]\n", "rules.yaml:3:22: (file): a byte order mark (U+FEFF)"},
+		{"in a match value", "rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5]\n    match:\n      - field: json:event\n        in: [" + bom + "click]\n", "rules.yaml:7:14: (file): a byte order mark (U+FEFF)"},
+		{"before rules:", "# managed by hand\n" + bom + "rules:\n  - {name: a, key: json:team_id, limits: [1m:5]}\n", "rules.yaml:2:1: (file): a byte order mark (U+FEFF)"},
+		{"before a list item", "rules:\n" + bom + "  - {name: a, key: json:team_id, limits: [1m:5]}\n", "rules.yaml:2:1: (file): a byte order mark (U+FEFF)"},
+		{"after one at the start, CRLF", bom + "rules:\r\n  - name: a" + bom + "\r\n    key: json:team_id\r\n    limits: [1m:5]\r\n", "rules.yaml:2:12: (file): a byte order mark (U+FEFF)"},
+		{"on the first line", bom + "rules: " + bom + "[]\n", "rules.yaml:1:8: (file): a byte order mark (U+FEFF)"},
+		{"UTF-16", inUTF16("rules:\n  - {name: a"+bom+", key: json:team_id, limits: [1m:5]}\n", binary.LittleEndian), "rules.yaml:2:13: (file): a byte order mark (U+FEFF)"},
+	} {
+		_, err := Parse("rules.yaml", []byte(c.data), Options{})
+		var ps Problems
+		if !errors.As(err, &ps) || len(ps) != 1 || !strings.HasPrefix(ps[0].Error(), c.want) {
+			t.Errorf("%s: %v\nwant one problem, %s...", c.name, err, c.want)
+		}
+	}
+	// One at the start is the encoding's, as before.
+	if _, err := Parse("rules.yaml", []byte(bom+"rules:\n  - {name: a, key: json:team_id, limits: [1m:5]}\n"), Options{}); err != nil {
+		t.Errorf("a byte order mark at the start: %v", err)
+	}
+	// Written as an escape in a quoted value, it is the value's: the file holds none.
+	if _, err := Parse("rules.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5]\n    match: [{field: json:event, in: [\"\\ufeffclick\"]}]\n"), Options{}); err != nil {
+		t.Errorf("an escaped U+FEFF: %v", err)
+	}
+}
