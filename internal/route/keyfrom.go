@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/capturegate/gate/internal/keypart"
@@ -87,8 +89,8 @@ func ParseKeyFrom(s string) (KeyFrom, error) {
 		// As a json: field's: "header:ip " (a copy-pasted non-breaking space, a YAML block
 		// scalar's line break) names a header no producer sends, every record missing its
 		// key (dead-lettered, header_missing) without a word at start.
-		if strings.TrimSpace(arg) != arg {
-			return KeyFrom{}, fmt.Errorf("%w %q: header name %q starts or ends with a space", ErrBadKeyFrom, s, arg)
+		if e := atEdges(arg); e != "" {
+			return KeyFrom{}, fmt.Errorf("%w %q: header name %q starts or ends with %s", ErrBadKeyFrom, s, arg, e)
 		}
 		return KeyFrom{src: sourceHeader, header: arg}, nil
 	case kind == "json" && hasArg:
@@ -106,6 +108,24 @@ func ParseKeyFrom(s string) (KeyFrom, error) {
 			ErrBadKeyFrom, s, kind)
 	}
 	return KeyFrom{}, fmt.Errorf("%w %q: unknown source %q (want json:FIELD, header:NAME or key)", ErrBadKeyFrom, s, kind)
+}
+
+// atEdges is what a field or header name starts or ends with that no name sent has there:
+// "a space" (unicode.IsSpace: a non-breaking one too, a line break), or "an invisible
+// character (U+200B)" (a format character, category Cf: a zero-width space, a word joiner,
+// a byte order mark, copied with the name from a page or a chat); "" for neither.
+func atEdges(name string) string {
+	if strings.TrimSpace(name) != name {
+		return "a space"
+	}
+	first, _ := utf8.DecodeRuneInString(name)
+	last, _ := utf8.DecodeLastRuneInString(name)
+	for _, r := range []rune{first, last} {
+		if unicode.Is(unicode.Cf, r) {
+			return fmt.Sprintf("an invisible character (U+%04X)", r)
+		}
+	}
+	return ""
 }
 
 // parseFields reads the FIELD[+FIELD...] list of a json: source.
@@ -134,11 +154,11 @@ func parseFields(list string) ([]jsonField, error) {
 			}
 			// json:team_id + distinct_id would read "team_id " and " distinct_id", members
 			// no record has: every record missing its key, without a word at start.
-			if strings.TrimSpace(p) != p {
+			if e := atEdges(p); e != "" {
 				if p != name {
-					return nil, fmt.Errorf("field %q: path part %q starts or ends with a space (parts are joined with . alone)", name, p)
+					return nil, fmt.Errorf("field %q: path part %q starts or ends with %s (parts are joined with . alone)", name, p, e)
 				}
-				return nil, fmt.Errorf("field %q starts or ends with a space (fields are joined with + alone: json:team_id+distinct_id)", name)
+				return nil, fmt.Errorf("field %q starts or ends with %s (fields are joined with + alone: json:team_id+distinct_id)", name, e)
 			}
 			// gjson.Escape backslash-escapes every character gjson would read as syntax
 			// (* ? | # @ ! [ { = < > …), so a field name means itself and nothing else.

@@ -82,6 +82,12 @@ func TestParseKeyFromErrors(t *testing.T) {
 		{"header:", "empty header name"},
 		{"header: ip", `header name " ip" starts or ends with a space`},
 		{"header:ip\n", `header name "ip\n" starts or ends with a space`},
+		// Invisible characters, copied from a page or a chat: no field or header of that
+		// name is sent, as for a space.
+		{"json:team_id\u200b", `field "team_id\u200b" starts or ends with an invisible character (U+200B)`},
+		{"json:\u200bteam_id+distinct_id", `field "\u200bteam_id" starts or ends with an invisible character (U+200B)`},
+		{"json:a.b\u2060", `field "a.b\u2060": path part "b\u2060" starts or ends with an invisible character (U+2060)`},
+		{"header:ip\ufeff", `header name "ip\ufeff" starts or ends with an invisible character (U+FEFF)`},
 		{"key:x", "source key takes no argument"},
 	}
 	for _, tt := range tests {
