@@ -553,6 +553,12 @@ func (p *parser) scalar(n *yaml.Node, path string) bool {
 		// 1m: 5000, the space after ':' that YAML's own mappings have (no '{' before it): a
 		// value meant as one, which the bare "want a single value" does not explain.
 		k, v := n.Content[0].Value, n.Content[1].Value
+		if n.Content[0].Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+			// ["1m":5]: a quoted key takes the ':' right after it (JSON's {"a":1}), so
+			// there is no space to blame; the quotes are at fault.
+			p.bad(n, path, "want a single value, not a mapping: YAML reads a quoted %q and the ':' right after it as key %q, value %q: write %s:%s, or quote it whole, \"%s:%s\"", k, k, v, k, v, k, v)
+			return false
+		}
 		p.bad(n, path, "want a single value, not the mapping YAML reads %q as (a space after ':'): write %s:%s, or quote it", k+": "+v, k, v)
 		return false
 	case n.Kind != yaml.ScalarNode:

@@ -785,6 +785,17 @@ func TestParseValueReadAsMapping(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}
+	// The window quoted, no space anywhere ("strings as numbers"): YAML takes the ':' right
+	// after a quoted key, in flow style, and the message blamed a space there is not.
+	_, err = Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [\"1m\":5000, '1h':9000]\n"), Options{})
+	for _, want := range []string{
+		`r.yaml:4:14: rules[0] "a".limits[0]: want a single value, not a mapping: YAML reads a quoted "1m" and the ':' right after it as key "1m", value "5000": write 1m:5000, or quote it whole, "1m:5000"`,
+		`r.yaml:4:25: rules[0] "a".limits[1]: want a single value, not a mapping: YAML reads a quoted "1h" and the ':' right after it as key "1h", value "9000": write 1h:9000, or quote it whole, "1h:9000"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant %s", err, want)
+		}
+	}
 }
 
 // A file's problems come in the file's order, whichever check found them: a name given
