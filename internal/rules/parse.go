@@ -181,13 +181,14 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		}
 	}
 	var teamKey route.KeyFrom
-	if team != nil {
+	if team != nil && (team.Kind != yaml.ScalarNode || p.scalar(team, "team")) {
 		k, err := route.ParseKeyFrom(team.Value)
 		switch {
 		case team.Kind != yaml.ScalarNode:
 			p.bad(team, "team", "want a key of one field: json:FIELD, header:NAME or key")
 		case err != nil:
-			p.bad(team, "team", "%v", err)
+			// As a rule's key: says it, not the router's "route: invalid key source".
+			p.bad(team, "team", "%s", keyFromProblem(team.Value, err, "json:FIELD, header:NAME or key"))
 		case k.Composite():
 			p.bad(team, "team", "%s has %d fields: want a key of one field, what identifies a team (json:team_id, say)", team.Value, len(k.Members()))
 		default:

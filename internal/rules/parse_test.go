@@ -967,7 +967,11 @@ func TestParseTeam(t *testing.T) {
 	for _, c := range []struct{ team, want string }{
 		{"json:team_id+distinct_id", `rules.yaml:1:7: team: json:team_id+distinct_id has 2 fields: want a key of one field`},
 		{"[json:team_id]", `rules.yaml:1:7: team: want a key of one field`},
-		{"jsn:team_id", `rules.yaml:1:7: team: `},
+		{"jsn:team_id", `rules.yaml:1:7: team: "jsn:team_id": want json:FIELD, header:NAME or key`},
+		// As a rule's key: says them, not the router's "route: invalid key source" nor, for
+		// team: left empty, an unknown source "".
+		{"", `rules.yaml:1:6: team: empty (null): want a single value`},
+		{"'json:team_id '", `rules.yaml:1:7: team: "json:team_id ": field "team_id " starts or ends with a space`},
 	} {
 		_, err := Parse("rules.yaml", []byte("team: "+c.team+"\n"+rules), Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
