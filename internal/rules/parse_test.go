@@ -107,7 +107,7 @@ func TestParseProblems(t *testing.T) {
 			`rules.yaml:2:11: rules[0].name: "Team": want 1 to 40 of a-z`,
 			`rules.yaml:3:10: rules[0] "Team".key: "jsn:team": want json:FIELD`,
 			`rules.yaml:4:14: rules[0] "Team".limits[0]: "1m" has no ':' between window and threshold`,
-			`rules.yaml:4:18: rules[0] "Team".limits[1]: "0s:5": window "0s" is not a whole number of seconds`,
+			`rules.yaml:4:18: rules[0] "Team".limits[1]: "0s:5": window "0s" is no time: want 1s or more`,
 			`rules.yaml:4:24: rules[0] "Team".limits[2]: "1m:0": threshold "0" is not a whole number from 1`,
 			`rules.yaml:4:39: rules[0] "Team".limits[4]: window 60s is rules[0] "Team".limits[3]'s too (1m)`,
 			`rules.yaml:5:11: rules[0] "Team".mode: "drop": want divert or cap`,
@@ -856,6 +856,23 @@ func TestShadowDropNeedsNoOutcomes(t *testing.T) {
 		}
 		if !c.ok && (err == nil || !strings.Contains(err.Error(), `rules[0] "a".action: drop: needs GATE_OUTCOMES_TOPIC set`)) {
 			t.Errorf("%q: %v, want drop refused without outcomes", c.yaml, err)
+		}
+	}
+}
+
+// A window of no time or less (0s:5, -1m:5, a bare 0) is refused as such. Before, 0s and
+// -1m were "not a whole number of seconds", which both are, and a bare 0 was told to be
+// written 0s, itself refused.
+func TestParseLimitWindowNotPositive(t *testing.T) {
+	for in, want := range map[string]string{
+		"0s:5":  `"0s:5": window "0s" is no time: want 1s or more, such as 1m`,
+		"0m:5":  `"0m:5": window "0m" is no time: want 1s or more, such as 1m`,
+		"-1m:5": `"-1m:5": window "-1m" is no time: want 1s or more, such as 1m`,
+		"0:5":   `"0:5": window "0" is no time: want 1s or more, such as 1m`,
+	} {
+		_, err := ParseLimit(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseLimit(%q): %v, want it to say %q", in, err, want)
 		}
 	}
 }

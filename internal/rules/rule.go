@@ -184,6 +184,11 @@ func ParseLimit(s string) (Limit, error) {
 		}
 		return Limit{}, fmt.Errorf("%q: window %q has no unit: %s", s, w, how)
 	}
+	if !tooLong && err == nil && d <= 0 {
+		// 0s, -1m, a bare 0 (which ParseDuration takes): whole numbers of seconds all
+		// the same, which "not a whole number of seconds" would deny.
+		return Limit{}, fmt.Errorf("%q: window %q is no time: want 1s or more, such as 1m", s, w)
+	}
 	if !tooLong && (err != nil || d < time.Second || d%time.Second != 0) {
 		return Limit{}, fmt.Errorf("%q: window %q is not a whole number of seconds such as 1h", s, w)
 	}
