@@ -80,6 +80,7 @@ func (x *expander) nodeAt(n, at *yaml.Node) *yaml.Node {
 func (x *expander) mapping(n, at *yaml.Node) {
 	var own, merged []*yaml.Node
 	var mergedFrom []int // how many of merged each merged mapping brought, in order
+	merges := 0          // merge keys read
 	for i := 0; i+1 < len(n.Content) && !x.bad; i += 2 {
 		k, v := n.Content[i], x.nodeAt(n.Content[i+1], at)
 		switch {
@@ -95,6 +96,13 @@ func (x *expander) mapping(n, at *yaml.Node) {
 		}
 		if k.Kind != yaml.ScalarNode || k.Tag != "!!merge" {
 			own = append(own, k, v)
+			continue
+		}
+		if merges++; merges > 1 {
+			// A key given twice, which YAML refuses (yaml.v3 decoding: "mapping key "<<"
+			// already defined") and readers take either way: the first merge won here, the
+			// last in PyYAML, without a word.
+			x.p.bad(k, "<<", "given twice in one mapping: merge several as <<: [*a, *b], the first listed winning")
 			continue
 		}
 		from := []*yaml.Node{v}

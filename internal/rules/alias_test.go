@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,36 @@ func TestMergedMappingKeyGivenTwiceSaid(t *testing.T) {
 	s, err := Parse("f.yaml", []byte(f), Options{Topics: topics, MinWindow: 100 * time.Millisecond})
 	if err == nil {
 		t.Fatalf("parsed, limits %v: the second limits: dropped without a word", s.Rules[0].Limits)
+	}
+}
+
+// A merge key given twice in one mapping (<<: *a, then <<: *b) is a key given twice, which
+// YAML does not allow, and readers disagree on: the rule below took a's key and limits
+// (the first merge winning) and b's mode, where PyYAML reads b's key and limits, without a
+// word. It is refused, saying how several mappings are merged: <<: [*a, *b].
+func TestMergeKeyGivenTwiceRefused(t *testing.T) {
+	const f = "rules:\n" +
+		"  - &a {name: a, key: json:team_id, limits: [1m:5]}\n" +
+		"  - &b {name: b, key: json:x, limits: [1h:5], mode: cap}\n" +
+		"  - <<: *a\n" +
+		"    <<: *b\n" +
+		"    name: c\n"
+	var v struct {
+		Rules []map[string]any `yaml:"rules"`
+	}
+	yerr := yaml.Unmarshal([]byte(f), &v)
+	t.Logf("yaml.v3 decoding the same file into maps: err=%v rules[2]=%v", yerr, v.Rules)
+	s, err := Parse("f.yaml", []byte(f), Options{Topics: topics, MinWindow: 100 * time.Millisecond})
+	if err == nil {
+		t.Fatalf("parsed: rule c has key %s, limits %v, mode %v, from two merge keys", s.Rules[2].Key, s.Rules[2].Limits, s.Rules[2].Mode)
+	}
+	const want = "f.yaml:5:5: <<: given twice in one mapping: merge several as <<: [*a, *b], the first listed winning"
+	if err.Error() != "rules: "+want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+	// The list form is taken, the first mapping winning.
+	s, err = Parse("f.yaml", []byte(strings.Replace(f, "  - <<: *a\n    <<: *b\n", "  - <<: [*a, *b]\n", 1)), Options{Topics: topics, MinWindow: 100 * time.Millisecond})
+	if err != nil || s.Rules[2].Key.String() != "json:team_id" || s.Rules[2].Mode.String() != "cap" {
+		t.Errorf("<<: [*a, *b]: %v", err)
 	}
 }
