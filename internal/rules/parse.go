@@ -248,45 +248,58 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 	return s, nil
 }
 
-// firstInvalidUTF8 is where data's first byte that is not UTF-8 is (line and column from
-// 1, the column in characters as the YAML reader counts them), and the byte.
+// firstInvalidUTF8 is where data's first byte that is not UTF-8 is (placeOf), and the
+// byte.
 func firstInvalidUTF8(data []byte) (line, col int, b byte) {
-	line, col = 1, 1
-	for len(data) > 0 {
-		r, n := utf8.DecodeRune(data)
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
 		if r == utf8.RuneError && n <= 1 {
-			return line, col, data[0]
+			line, col = placeOf(data, i)
+			return line, col, data[i]
 		}
-		if r == '\n' {
-			line, col = line+1, 1
-		} else {
-			col++
-		}
-		data = data[n:]
+		i += n
 	}
+	line, col = placeOf(data, len(data))
 	return line, col, 0
 }
 
-// innerBOM is where the first byte order mark (U+FEFF) of data past its start is (line
-// and column from 1, as firstInvalidUTF8's; YAML's line breaks, LF, CR LF and a CR alone),
-// in data as the YAML reader reads it (asUTF8); false when there is none, or data is
-// UTF-16 the reader refuses. An escape in a quoted value ("\ufeff") is no byte order mark.
+// innerBOM is where the first byte order mark (U+FEFF) of data past its start is
+// (placeOf), in data as the YAML reader reads it (asUTF8); false when there is none, or
+// data is UTF-16 the reader refuses. An escape in a quoted value ("\ufeff") is no byte
+// order mark.
 func innerBOM(data []byte) (line, col int, ok bool) {
-	const bom = "\uFEFF"
 	u, ok := asUTF8(data)
 	if !ok {
 		return 0, 0, false
 	}
-	u = bytes.TrimPrefix(u, []byte(bom)) // the encoding's, of no column
-	i := bytes.Index(u, []byte(bom))
+	from := 0
+	if bytes.HasPrefix(u, []byte(bom)) {
+		from = len(bom) // the encoding's
+	}
+	i := bytes.Index(u[from:], []byte(bom))
 	if i < 0 {
 		return 0, 0, false
 	}
+	line, col = placeOf(u, from+i)
+	return line, col, true
+}
+
+// bom is the byte order mark, in UTF-8.
+const bom = "\uFEFF"
+
+// placeOf is the line and column of data[i] as the YAML reader counts them (from 1):
+// lines broken by LF, CR LF or a CR alone, columns in characters, a byte order mark that
+// starts data of no column. data before i is UTF-8.
+func placeOf(data []byte, i int) (line, col int) {
 	line, col = 1, 1
-	for k := 0; k < i; {
-		r, n := utf8.DecodeRune(u[k:])
+	k := 0
+	if bytes.HasPrefix(data[:i], []byte(bom)) {
+		k = len(bom)
+	}
+	for k < i {
+		r, n := utf8.DecodeRune(data[k:])
 		switch {
-		case r == '\r' && k+1 < i && u[k+1] == '\n':
+		case r == '\r' && k+1 < i && data[k+1] == '\n':
 			n = 2
 			fallthrough
 		case r == '\r' || r == '\n':
@@ -296,7 +309,7 @@ func innerBOM(data []byte) (line, col int, ok bool) {
 		}
 		k += n
 	}
-	return line, col, true
+	return line, col
 }
 
 // result is the problems found, in the file's order, whichever check found them (a

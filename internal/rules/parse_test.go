@@ -1006,6 +1006,10 @@ func TestParseEncodingAndDirective(t *testing.T) {
 	for _, c := range []struct{ data, want string }{
 		{"rules:\n  - name: caf\xe9\n    key: json:team_id\n    limits: [1m:5]\n", "rules.yaml:2:14: (file): byte 0xE9 is not UTF-8"},
 		{"# caf\xe9\n" + rule, "rules.yaml:1:6: (file): byte 0xE9 is not UTF-8"},
+		// Lines broken as YAML breaks them: a CR alone too (the reader counts it a line).
+		{"\ufeff# caf\xe9\n" + rule, "rules.yaml:1:6: (file): byte 0xE9 is not UTF-8"}, // the byte order mark of no column, as the reader counts
+		{"rules:\r  - name: caf\xe9\r    key: json:team_id\r    limits: [1m:5]\r", "rules.yaml:2:14: (file): byte 0xE9 is not UTF-8"},
+		{"rules:\r\n  - name: caf\xe9\r\n    key: json:team_id\r\n    limits: [1m:5]\r\n", "rules.yaml:2:14: (file): byte 0xE9 is not UTF-8"},
 		{"%YAML 1.2\n---\n" + rule, "rules.yaml:1:1: (file): a %YAML directive other than 1.1: remove the line"},
 	} {
 		if _, err := Parse("rules.yaml", []byte(c.data), Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
