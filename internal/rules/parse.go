@@ -599,6 +599,15 @@ func (p *parser) limits(n *yaml.Node, path string) []Limit {
 		// As GATE_LIMITS's entries: the same function reads both.
 		l, err := ParseLimit(e.Value)
 		if err != nil {
+			if whole, meant, first, ok := thousands(n, i); ok {
+				// [1m:10,000]: YAML's flow list ends the entry at the ',', and "000 has no
+				// ':'" did not say where the ':' went. Said once a threshold, at its first
+				// group (1h:1,000,000's second is the same mistake).
+				if first {
+					p.bad(e, ep, "%v: a ',' in a threshold (%s) ends a list's entry in [ ]; write %s", err, whole, meant)
+				}
+				continue
+			}
 			p.bad(e, ep, "%v", err)
 			continue
 		}
@@ -617,6 +626,38 @@ func (p *parser) limits(n *yaml.Node, path string) []Limit {
 		out = append(out, l)
 	}
 	return out
+}
+
+// groupRE is a group of three digits, as a thousands separator leaves them.
+var groupRE = regexp.MustCompile(`^[0-9]{3}$`)
+
+// thousands reports whether limits entry i of the flow list n is a group of three digits
+// that a ',' cut from a threshold before it (1m:10,000 read as 1m:10 and 000): the limit
+// as written (1m:10,000) and as meant (1m:10000), and whether i is the threshold's first
+// such group.
+func thousands(n *yaml.Node, i int) (whole, meant string, firstGroup, ok bool) {
+	group := func(j int) bool {
+		return n.Content[j].Kind == yaml.ScalarNode && n.Content[j].Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 && groupRE.MatchString(n.Content[j].Value)
+	}
+	if n.Style&yaml.FlowStyle == 0 || !group(i) {
+		return "", "", false, false
+	}
+	first := i
+	for first > 0 && group(first) {
+		first--
+	}
+	if e := n.Content[first]; group(first) || e.Kind != yaml.ScalarNode || !strings.Contains(e.Value, ":") {
+		return "", "", false, false
+	}
+	last := i
+	for last+1 < len(n.Content) && group(last+1) {
+		last++
+	}
+	var parts []string
+	for _, e := range n.Content[first : last+1] {
+		parts = append(parts, strings.TrimSpace(e.Value))
+	}
+	return strings.Join(parts, ","), strings.Join(parts, ""), i == first+1, true
 }
 
 // matches reads a rule's match: a list of {field, in} or {field, not_in}.

@@ -1056,3 +1056,25 @@ func TestParseByteOrderMarkInsideTheFile(t *testing.T) {
 		t.Errorf("an escaped U+FEFF: %v", err)
 	}
 }
+
+// A threshold written with a thousands separator in a list in flow style, [1m:10,000], is
+// two entries to YAML, 1m:10 and 000: the second was refused as having no ':', which does
+// not say where the ':' went. It says the ',' ended the entry.
+func TestParseLimitThousandsSeparatorInFlowList(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:10,000]\n"), Options{})
+	const want = `r.yaml:4:20: rules[0] "a".limits[1]: "000" has no ':' between window and threshold: a ',' in a threshold (1m:10,000) ends a list's entry in [ ]; write 1m:10000`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+	// Said once a threshold, at its first group.
+	_, err = Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5, 1h:1,000,000]\n"), Options{})
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || !strings.Contains(ps[0].Error(), `r.yaml:4:25: rules[0] "a".limits[2]: "000" has no ':' between window and threshold: a ',' in a threshold (1h:1,000,000) ends a list's entry in [ ]; write 1h:1000000`) {
+		t.Errorf("1h:1,000,000: %v, want one problem", err)
+	}
+	// A list in block style keeps the ',': the threshold is refused as it is.
+	_, err = Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits:\n      - 1m:10,000\n"), Options{})
+	if want := `threshold "10,000" is not a whole number`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("block style: %v, want %s", err, want)
+	}
+}
