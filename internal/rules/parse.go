@@ -559,6 +559,11 @@ func keyFromProblem(v string, err error, want string) string {
 // scalar reports whether n is a scalar, reporting it when not.
 func (p *parser) scalar(n *yaml.Node, path string) bool {
 	switch {
+	case n.Style&yaml.TaggedStyle != 0 && !strings.HasPrefix(n.Tag, "!!"):
+		// !ENV ${X}, as tools that substitute environment variables read it: the text
+		// after the tag was taken as written, a match value ${X} matching no record.
+		p.bad(n, path, "tag %s: the gate reads YAML's own tags only (!!str and the like) and substitutes nothing, environment variables included: remove it", n.Tag)
+		return false
 	case n.Kind == yaml.ScalarNode && n.Tag == "!!null":
 		p.bad(n, path, "empty (null): want a single value")
 		return false

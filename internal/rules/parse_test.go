@@ -1078,3 +1078,22 @@ func TestParseLimitThousandsSeparatorInFlowList(t *testing.T) {
 		t.Errorf("block style: %v, want %s", err, want)
 	}
 }
+
+// A tag YAML's own schema does not have (!ENV, as tools that substitute environment
+// variables read it; !Ref) is refused where it is: the gate substitutes nothing, and
+// took the text after it as written, a match value ${EVENT} matching no record, without
+// a word. YAML's own tags read as before.
+func TestParseLocalTagRefused(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5]\n    match:\n      - field: json:event\n        in: [!ENV '${EVENT}']\n"), Options{})
+	const want = `r.yaml:7:14: rules[0] "a".match[0].in[0]: tag !ENV: the gate reads YAML's own tags only (!!str and the like) and substitutes nothing, environment variables included: remove it`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+	_, err = Parse("r.yaml", []byte("rules:\n  - name: a\n    key: !ENV json:${TEAM}\n    limits: [1m:5]\n"), Options{})
+	if want := `r.yaml:3:10: rules[0] "a".key: tag !ENV:`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+	if _, err := Parse("r.yaml", []byte("rules:\n  - name: !!str a\n    key: !<tag:yaml.org,2002:str> json:team_id\n    limits: [!!str 1m:5]\n    shadow: !!bool true\n"), Options{}); err != nil {
+		t.Errorf("YAML's own tags: %v", err)
+	}
+}
