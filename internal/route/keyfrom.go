@@ -92,6 +92,9 @@ func ParseKeyFrom(s string) (KeyFrom, error) {
 		if e := atEdges(arg); e != "" {
 			return KeyFrom{}, fmt.Errorf("%w %q: header name %q starts or ends with %s", ErrBadKeyFrom, s, arg, e)
 		}
+		if inner, ok := inQuotes(arg); ok {
+			return KeyFrom{}, fmt.Errorf("%w %q: header name %q is in quotes, which would be part of the name: write %s", ErrBadKeyFrom, s, arg, inner)
+		}
 		return KeyFrom{src: sourceHeader, header: arg}, nil
 	case kind == "json" && hasArg:
 		fields, err := parseFields(arg)
@@ -128,6 +131,15 @@ func atEdges(name string) string {
 	return ""
 }
 
+// inQuotes reports whether name is wrapped in a pair of double or single quotes, and
+// what is inside them.
+func inQuotes(name string) (string, bool) {
+	if len(name) >= 2 && (name[0] == '"' || name[0] == '\'') && name[len(name)-1] == name[0] {
+		return name[1 : len(name)-1], true
+	}
+	return "", false
+}
+
 // parseFields reads the FIELD[+FIELD...] list of a json: source.
 func parseFields(list string) ([]jsonField, error) {
 	if list == "" {
@@ -144,6 +156,11 @@ func parseFields(list string) ([]jsonField, error) {
 		// composite key joins JSON fields only.
 		if src, _, ok := strings.Cut(name, ":"); ok && i > 0 && (src == "header" || src == "json") {
 			return nil, fmt.Errorf("field %q names a source of its own: a composite key joins fields of one JSON value (json:A+B), never a header or another source", name)
+		}
+		// json:"team_id", quoted as JSON writes a member's name: the quotes would be part
+		// of it, a member no record has (every record missing its key, without a word).
+		if inner, ok := inQuotes(name); ok {
+			return nil, fmt.Errorf("field %q is in quotes, which would be part of the name: write %s", name, inner)
 		}
 		parts := strings.Split(name, ".")
 		escaped := make([]string, len(parts))

@@ -88,6 +88,12 @@ func TestParseKeyFromErrors(t *testing.T) {
 		{"json:\u200bteam_id+distinct_id", `field "\u200bteam_id" starts or ends with an invisible character (U+200B)`},
 		{"json:a.b\u2060", `field "a.b\u2060": path part "b\u2060" starts or ends with an invisible character (U+2060)`},
 		{"header:ip\ufeff", `header name "ip\ufeff" starts or ends with an invisible character (U+FEFF)`},
+		// Quotes around a name, as JSON writes member names: part of the name, which no
+		// record has.
+		{`json:"team_id"`, `field "\"team_id\"" is in quotes, which would be part of the name: write team_id`},
+		{`json:team_id+'distinct_id'`, `field "'distinct_id'" is in quotes, which would be part of the name: write distinct_id`},
+		{`json:"a.b"`, `field "\"a.b\"" is in quotes, which would be part of the name: write a.b`},
+		{`header:"ip"`, `header name "\"ip\"" is in quotes, which would be part of the name: write ip`},
 		{"key:x", "source key takes no argument"},
 	}
 	for _, tt := range tests {

@@ -919,6 +919,12 @@ func TestParseHeaderNameSpaces(t *testing.T) {
 	if want := `r.yaml:3:10: rules[0] "a".key: "json:team_id\u200b": field "team_id\u200b" starts or ends with an invisible character (U+200B)`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}
+	// Quotes around a field's name (JSON's way) named a member no record has, taken
+	// without a word.
+	_, err = Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:\"team_id\"\n    limits: [1m:1]\n"), Options{})
+	if want := `r.yaml:3:10: rules[0] "a".key: "json:\"team_id\"": field "\"team_id\"" is in quotes, which would be part of the name: write team_id`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
 	// A space inside a name is the name's own.
 	if _, err := Parse("r.yaml", []byte("rules:\n  - {name: a, key: header:x client ip, limits: [1m:1]}\n"), Options{}); err != nil {
 		t.Errorf("a space inside a header name: %v", err)
