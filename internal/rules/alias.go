@@ -136,7 +136,7 @@ func (x *expander) mapping(n, at *yaml.Node) {
 		clear(seen)
 		for i := start; i+1 < start+m && i+1 < len(merged); i += 2 {
 			if k := merged[i]; k.Kind == yaml.ScalarNode && seen[k.Value] {
-				x.p.bad(k, k.Value, "given twice in the mapping <<: brings")
+				x.p.bad(k, fieldName(k.Value), "given twice in the mapping <<: brings")
 			} else {
 				seen[k.Value] = true
 			}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -177,7 +178,7 @@ func Parse(file string, data []byte, o Options) (*Set, error) {
 		case "team":
 			team = v
 		default:
-			p.bad(k, k.Value, "unknown field (want rules:, and team: if you choose it)")
+			p.bad(k, fieldName(k.Value), "unknown field (want rules:, and team: if you choose it)")
 		}
 	}
 	var teamKey route.KeyFrom
@@ -326,6 +327,17 @@ func (p *parser) result() error {
 	return fmt.Errorf("%w: %w", ErrRules, p.errs)
 }
 
+// fieldName is a mapping key's name as a field path writes it: as it is, or quoted when
+// it is empty or holds a character that is not graphic or is a space (a zero-width space
+// copied with it, a line break), so that "shadow" and a zero-width space is not read as
+// shadow, nor a problem split over two lines.
+func fieldName(k string) string {
+	if k == "" || strings.IndexFunc(k, func(r rune) bool { return !unicode.IsGraphic(r) || unicode.IsSpace(r) }) >= 0 {
+		return strconv.Quote(k)
+	}
+	return k
+}
+
 // pairs yields a mapping's keys and values, reporting a key given twice (YAML allows no
 // duplicates, and a decoder would keep either).
 func pairs(p *parser, m *yaml.Node, path string) func(func(k, v *yaml.Node) bool) {
@@ -334,7 +346,7 @@ func pairs(p *parser, m *yaml.Node, path string) func(func(k, v *yaml.Node) bool
 		for i := 0; i+1 < len(m.Content); i += 2 {
 			k, v := m.Content[i], m.Content[i+1]
 			if seen[k.Value] {
-				p.bad(k, path+"."+k.Value, "given twice")
+				p.bad(k, path+"."+fieldName(k.Value), "given twice")
 				continue
 			}
 			seen[k.Value] = true
@@ -375,7 +387,7 @@ func (p *parser) rule(n *yaml.Node, i int) (Rule, bool) {
 	var forced []forcedAt // the force list's keys, checked against the key once read
 	for k, v := range pairs(p, n, path) {
 		if !slices.Contains(ruleFields, k.Value) {
-			p.bad(k, path+"."+k.Value, "unknown field (want one of %s)", strings.Join(ruleFields, ", "))
+			p.bad(k, path+"."+fieldName(k.Value), "unknown field (want one of %s)", strings.Join(ruleFields, ", "))
 			continue
 		}
 		got[k.Value] = v
@@ -691,7 +703,7 @@ func (p *parser) matches(n *yaml.Node, path string) []Match {
 				}
 				list, m.Not = v, k.Value == "not_in"
 			default:
-				p.bad(k, ep+"."+k.Value, "unknown field (want field, and in or not_in)")
+				p.bad(k, ep+"."+fieldName(k.Value), "unknown field (want field, and in or not_in)")
 			}
 		}
 		if field == nil {

@@ -1103,3 +1103,27 @@ func TestParseLocalTagRefused(t *testing.T) {
 		t.Errorf("YAML's own tags: %v", err)
 	}
 }
+
+// An unknown field whose name holds an invisible character (shadow and a zero-width
+// space, copied from a page), a space or a line break is named quoted, as a rule's name
+// is: printed as it is, "shadow: unknown field (want one of ..., shadow, ...)" named a
+// field the list holds, and a line break split the problem's line in two.
+func TestParseUnknownFieldNameQuoted(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("rules:\n  - name: a\n    key: json:team_id\n    limits: [1m:5]\n    shadow\u200b: true\n    \"mo de\": cap\n    \"x\\ny\": 1\n    colour: red\n"+
+		"    match: [{field: json:e, in: [a], \"in \": [b]}]\nteam\u200b: json:team_id\n"), Options{})
+	for _, want := range []string{
+		`r.yaml:5:5: rules[0] "a"."shadow\u200b": unknown field`,
+		`r.yaml:6:5: rules[0] "a"."mo de": unknown field`,
+		`r.yaml:7:5: rules[0] "a"."x\ny": unknown field`,
+		`r.yaml:8:5: rules[0] "a".colour: unknown field`,
+		`r.yaml:9:38: rules[0] "a".match[0]."in ": unknown field`,
+		`r.yaml:10:1: "team\u200b": unknown field`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant %s", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "\n") {
+		t.Errorf("a problem over two lines: %q", err)
+	}
+}
