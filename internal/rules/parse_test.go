@@ -357,6 +357,12 @@ func TestParseSyntaxErrors(t *testing.T) {
 		// and columns are the characters' it reads, not its bytes' (UTF-16LE's line was 3).
 		{"UTF-16LE", inUTF16("rules:\n  - name: a: b\n", binary.LittleEndian), 2, 12, "mapping values are not allowed in this context"},
 		{"UTF-16BE", inUTF16("rules:\n  - name: a\n    key: \"k€y\n    limits: [1m:1]\n", binary.BigEndian), 3, 10, "found unexpected end of stream"},
+		// A control character is named, as a tab is: the library's message does not say
+		// which, and it shows as nothing. A NUL is most often a file in UTF-16 without its
+		// byte order mark, every other byte 0.
+		{"a control character", "rules:\n  - name: a\x07\n", 2, 12, "control characters are not allowed (U+0007)"},
+		{"a NUL", "rules:\n  - name: a\x00\n", 2, 12, "control characters are not allowed (U+0000)"},
+		{"UTF-16LE without its byte order mark", inUTF16("rules: []\n", binary.LittleEndian)[2:], 1, 2, "control characters are not allowed (U+0000, a NUL: a file in UTF-16 without its byte order mark? save it as UTF-8)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := Parse("rules.yaml", []byte(c.yaml), Options{})

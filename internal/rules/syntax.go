@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -23,8 +24,16 @@ func syntaxProblem(file string, data []byte, err error) *Problem {
 	col := 1
 	if l, c, at := syntaxPlace(data, msg); l > 0 {
 		line, col = l, c
-		if at == '\t' && !strings.Contains(msg, "tab") {
+		switch {
+		case at == '\t' && !strings.Contains(msg, "tab"):
 			msg += " (a tab: YAML indents with spaces only)"
+		case msg == msgControl && at == 0 && bytes.Count(data, []byte{0}) >= len(data)/4:
+			// NULs (a control character is never at a line's end, at's other 0), about
+			// every other byte: UTF-16 without the byte order mark the library reads it by.
+			msg += " (U+0000, a NUL: a file in UTF-16 without its byte order mark? save it as UTF-8)"
+		case msg == msgControl:
+			// Which, as for a tab: the library does not say, and it shows as nothing.
+			msg += fmt.Sprintf(" (U+%04X)", at)
 		}
 	}
 	return &Problem{File: file, Line: max(line, 1), Col: col, Msg: msg}
@@ -50,6 +59,9 @@ func yamlMessage(err error) (string, int) {
 // read to its end). MaxRules rules in flow style, their closing ']' left out, are a
 // quarter of it; in block style a cut fails where the file breaks, soon.
 const syntaxSearchBytes = 512 << 10
+
+// msgControl is the library's message for a character YAML does not allow.
+const msgControl = "control characters are not allowed"
 
 // msgKeyColon is the library's message for a cut inside a key of a block mapping.
 const msgKeyColon = "could not find expected ':'"
