@@ -365,6 +365,12 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if errors.Is(rerr, replay.ErrNoTopic) { // -offsets: nothing read, nothing handed on
 		return noTopic("redrive: reading", rng.Topic, o.topic != "", "GATE_DEAD_LETTER_TOPIC", rerr)
 	}
+	if errors.Is(rerr, replay.ErrOffsets) {
+		// -offsets the topic cannot have (a partition it lacks, a start retention deleted):
+		// nothing read, nothing handed on, and the same -offsets fail alike on every run:
+		// no run to go on with (the error gave this one's again) and no line of 0 copied.
+		return fmt.Errorf("redrive: %w (nothing read)", rerr)
+	}
 	if prod != nil {
 		if prod.Flush(pctx) != nil {
 			prod.Close() // what it still holds fails, counted below

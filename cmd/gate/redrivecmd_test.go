@@ -403,6 +403,47 @@ func TestRedriveOffsetsOfAPartitionNotThere(t *testing.T) {
 	}
 }
 
+// -offsets the dead-letter topic cannot have, a partition it lacks or a start retention
+// deleted, fail alike on every run: the error gave the same command "to go on from where
+// it stopped", and a line on stdout that 0 dead letters were re-driven (a review's).
+// Each is refused, naming the partition, with no run to go on with and no line.
+func TestRedriveOffsetsTheTopicCannotHaveGiveNoRunToGoOn(t *testing.T) {
+	t.Parallel()
+	c, env := kafkaEnv(t)
+	cl := kafkaClient(t, c, kgo.DefaultProduceTopic("events_dead_letter"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 4 {
+		if err := cl.ProduceSync(t.Context(), sourcedLetter(fmt.Sprintf("k%d", i), fmt.Sprintf("events/0/%d", i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := kadm.NewClient(cl).DeleteRecords(t.Context(), kadm.Offsets{"events_dead_letter": {0: {Topic: "events_dead_letter", Partition: 0, At: 2}}})
+	if err == nil {
+		err = del.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ offsets, want string }{
+		{"7:0-5", "it has no partition 7 (it has 2: 0 to 1)"},
+		{"0:0-4", "partition 0 starts at offset 2 (the records before it deleted): offsets 0:0-4 start before it"},
+	} {
+		for _, dry := range []bool{false, true} {
+			args := []string{"redrive", "-offsets", tc.offsets}
+			if dry {
+				args = append(args, "-dry-run")
+			}
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), args, testHost(env), &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "go on") {
+				t.Errorf("gate %s: %v; want an error saying %q, giving no run to go on with", strings.Join(args, " "), err, tc.want)
+			}
+			if stdout.Len() > 0 {
+				t.Errorf("gate %s printed, though it read nothing:\n%s", strings.Join(args, " "), stdout.String())
+			}
+		}
+	}
+}
+
 // A dead letter without a timestamp (-1: a record of message format v0, or a producer
 // that sent none) is outside every -from, as no time selects it: it was left out without
 // a word, and the line's count read as every dead letter there was in the range. It is

@@ -49,6 +49,17 @@ const maxQueued = 50_000
 // ErrNoTopic is Read's error for a topic the cluster does not have.
 var ErrNoTopic = errors.New("the topic does not exist")
 
+// ErrOffsets is Read's error (errors.Is) for Range.Offsets the topic cannot have: a
+// partition it does not have, or a range that starts below a partition's first record
+// kept. Nothing was read, and a read of the same offsets fails alike.
+var ErrOffsets = errors.New("offsets the topic does not have")
+
+// offsetsError is an ErrOffsets saying which offsets and why.
+type offsetsError struct{ msg string }
+
+func (e *offsetsError) Error() string        { return e.msg }
+func (e *offsetsError) Is(target error) bool { return target == ErrOffsets }
+
 // Read reads rng with a client of opts of its own: it joins no group, commits nothing and
 // produces nothing. It hands every record to fn once with its replay time, in
 // replay-time order across partitions (ties by partition, then offset; see merge), so
@@ -256,13 +267,13 @@ func offsets(ctx context.Context, adm *kadm.Client, rng Range) ([]PartitionRange
 		for i, asked := range out {
 			e, ok := ends.Lookup(rng.Topic, asked.Partition)
 			if !ok || asked.Partition < 0 {
-				return nil, nil, fmt.Errorf("reading %s: it has no partition %d (it has %d: 0 to %d)", rng.Topic, asked.Partition, len(ends[rng.Topic]), len(ends[rng.Topic])-1)
+				return nil, nil, &offsetsError{fmt.Sprintf("reading %s: it has no partition %d (it has %d: 0 to %d)", rng.Topic, asked.Partition, len(ends[rng.Topic]), len(ends[rng.Topic])-1)}
 			}
 			out[i].End = min(asked.End, e.Offset)
 			out[i].Start = min(asked.Start, out[i].End)
 			if s, ok := starts.Lookup(rng.Topic, asked.Partition); ok && out[i].Start < min(s.Offset, out[i].End) {
-				return nil, nil, fmt.Errorf("reading %s: partition %d starts at offset %d (the records before it deleted): offsets %d:%d-%d start before it",
-					rng.Topic, asked.Partition, s.Offset, asked.Partition, asked.Start, asked.End)
+				return nil, nil, &offsetsError{fmt.Sprintf("reading %s: partition %d starts at offset %d (the records before it deleted): offsets %d:%d-%d start before it",
+					rng.Topic, asked.Partition, s.Offset, asked.Partition, asked.Start, asked.End)}
 			}
 		}
 		return out, nil, nil
