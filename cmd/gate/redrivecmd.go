@@ -287,6 +287,16 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	sources := map[string]*redriveSource{}
 	from, to := rng.From, rng.To
 	rng.From, rng.To = time.Time{}, time.Time{} // the exact offsets found above
+	// A read held at a partition's end by a transaction still open on the dead-letter
+	// topic (an exactly-once gate stopped mid-transaction, until the brokers abort it) is
+	// said each time the read has fetched nothing for a while, as gate replay says it:
+	// the command sat silent for as long (a review's 38 s on Apache Kafka).
+	readWaits := func(p replay.Progress) {
+		if len(p.Waiting) > 0 {
+			log.Warn("redrive: reading waits for partitions not at their end, nothing fetched for a while: a transaction still open on the dead-letter topic holds back what a read_committed reader gets (an exactly-once gate stopped mid-transaction, until the brokers abort it: GATE_TRANSACTION_TIMEOUT); Ctrl-C stops it, giving the -offsets run that goes on",
+				"topic", rng.Topic, "partitions", p.Waiting)
+		}
+	}
 	parts, rerr := replay.Read(ctx, rng, func(r *kgo.Record, _ time.Time) {
 		inRange := (from.IsZero() || !r.Timestamp.Before(from)) && (to.IsZero() || r.Timestamp.Before(to))
 		out, reason, src := redriven(r)
@@ -361,7 +371,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 				}
 			})
 		}
-	}, nil, opts...)
+	}, readWaits, opts...)
 	if errors.Is(rerr, replay.ErrNoTopic) { // -offsets: nothing read, nothing handed on
 		return noTopic("redrive: reading", rng.Topic, o.topic != "", "GATE_DEAD_LETTER_TOPIC", rerr)
 	}
