@@ -146,6 +146,12 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	// As gate replay says (waitNote): a broker that takes connections and never answers
+	// left it silent for as long as the client's retries took (41 s in a review's). Any
+	// answer read from a broker, by any of its clients, quiets it.
+	quiet := waitNote(ctx, stderr, brokerWait, fmt.Sprintf("gate redrive: no answer yet from the brokers (%s); waiting, Ctrl-C stops\n", strings.Join(cfg.KafkaBrokers, ",")))
+	defer quiet()
+	opts = append(opts, kgo.WithHooks(brokerAnswered(quiet)))
 	asked := rng.Offsets // -offsets's ranges, nil without it
 	if len(rng.Offsets) == 0 {
 		// Read from the first offset at or after -from to the end, each dead letter judged

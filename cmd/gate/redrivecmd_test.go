@@ -444,6 +444,44 @@ func TestRedriveOffsetsTheTopicCannotHaveGiveNoRunToGoOn(t *testing.T) {
 	}
 }
 
+// A broker that takes connections and never answers left gate redrive silent for as long
+// as the client's retries took (41 s on Apache Kafka's address in a review's, -offsets or
+// not), where gate replay and gate outcomes say after brokerWait that they wait: gate
+// redrive says so too, naming the brokers.
+func TestRedriveSaysItWaitsForSilentBrokers(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"redrive", "-dry-run"}, {"redrive", "-offsets", "0:0-5"}} {
+		t.Run(strings.Join(args[1:], " "), func(t *testing.T) {
+			t.Parallel()
+			ln := silentListener(t)
+			env := map[string]string{"GATE_KAFKA_BROKERS": ln.Addr().String()}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var stdout bytes.Buffer
+			var stderr syncBuffer
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, args, testHost(env), &stdout, &stderr) }()
+			want := "gate redrive: no answer yet from the brokers (" + ln.Addr().String() + "); waiting, Ctrl-C stops"
+			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), want); time.Sleep(50 * time.Millisecond) {
+				select {
+				case err := <-done:
+					t.Fatalf("gate %s ended before saying it waits: %v\n%s", strings.Join(args, " "), err, stderr.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("gate %s said nothing of the silent brokers in 30 s:\n%s", strings.Join(args, " "), stderr.String())
+				}
+			}
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("gate redrive did not stop within a minute of its context ending")
+			}
+		})
+	}
+}
+
 // A dead letter without a timestamp (-1: a record of message format v0, or a producer
 // that sent none) is outside every -from, as no time selects it: it was left out without
 // a word, and the line's count read as every dead letter there was in the range. It is
