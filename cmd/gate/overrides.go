@@ -180,10 +180,17 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 	case "set":
 		// For the note below only: Set reports a Redis error itself.
 		existed, existsErr := c.Exists(ctx, key).Result()
-		if err := checkRoom(ctx, c, key, team, cfg.OverridesConfig().MaxEntries); err != nil {
-			return err
+		// Refused when it would leave the hash over GATE_OVERRIDES_MAX_ENTRIES: every gate
+		// refuses such a hash as too large and keeps its limits, so neither this override
+		// nor any other change to the hash would apply.
+		maxEntries := cfg.OverridesConfig().MaxEntries
+		if maxEntries <= 0 {
+			maxEntries = overrides.DefaultMaxEntries
 		}
-		if err := overrides.Set(ctx, c, key, team, lim, clk.Now()); err != nil {
+		if teams, err := overrides.SetWithin(ctx, c, key, team, lim, clk.Now(), maxEntries); errors.Is(err, overrides.ErrTooLarge) {
+			return fmt.Errorf("%w: %s not set: %s holds %d teams, and the gates read no hash of more than %d (GATE_OVERRIDES_MAX_ENTRIES): they would keep their limits, applying neither this nor any other change to it; delete teams from it first (gate overrides delete), or raise GATE_OVERRIDES_MAX_ENTRIES on every gate",
+				overrides.ErrTooLarge, cli.Shown(team), key, teams, maxEntries)
+		} else if err != nil {
 			return err
 		}
 		if _, err := fmt.Fprintf(stdout, "set %s = %d%s in %s; gates apply it within GATE_OVERRIDES_REFRESH (%s as set here: the gates' own may differ)\n", cli.Shown(team), lim, ol.unit(), key, durtext.String(cfg.OverridesRefresh)); err != nil {
@@ -265,41 +272,6 @@ func overridesDo(ctx context.Context, c redis.UniversalClient, cfg config.Config
 	}
 	_, err = fmt.Fprintf(stdout, "%s in %s, last changed %s\n", counted(int64(len(live)), "live override"), key, updated)
 	return err
-}
-
-// checkRoom refuses a set that would leave the hash at key holding more teams than
-// maxEntries (GATE_OVERRIDES_MAX_ENTRIES): every gate refuses such a hash as too large and
-// keeps its limits, so neither this override nor any other change to the hash would
-// apply. It reads what a gate's read does (HLEN, HGET); when that fails, it lets the set
-// report Redis's error.
-func checkRoom(ctx context.Context, c redis.UniversalClient, key, team string, maxEntries int) error {
-	if maxEntries <= 0 {
-		maxEntries = overrides.DefaultMaxEntries
-	}
-	var n *redis.IntCmd
-	var has, marker *redis.StringCmd
-	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		n = p.HLen(ctx, key)
-		has = p.HGet(ctx, key, team)
-		marker = p.HGet(ctx, key, overrides.MarkerField)
-		return nil
-	})
-	if n.Err() != nil || has.Err() != nil && !errors.Is(has.Err(), redis.Nil) || marker.Err() != nil && !errors.Is(marker.Err(), redis.Nil) {
-		return nil
-	}
-	teams := n.Val()
-	if marker.Err() == nil {
-		teams--
-	}
-	after := teams
-	if errors.Is(has.Err(), redis.Nil) {
-		after++
-	}
-	if after > int64(maxEntries) {
-		return fmt.Errorf("%w: %s not set: %s holds %d teams, and the gates read no hash of more than %d (GATE_OVERRIDES_MAX_ENTRIES): they would keep their limits, applying neither this nor any other change to it; delete teams from it first (gate overrides delete), or raise GATE_OVERRIDES_MAX_ENTRIES on every gate",
-			overrides.ErrTooLarge, cli.Shown(team), key, teams, maxEntries)
-	}
-	return nil
 }
 
 // checkRule checks -rule against the environment: a gate with rules reads one hash per

@@ -646,6 +646,48 @@ func Set(ctx context.Context, c redis.UniversalClient, key, team string, lim int
 	return nil
 }
 
+// setWithinScript is SetWithin: HSET of the team and the marker (ARGV[1] to ARGV[4]), unless
+// the team is not in the hash and the hash holds ARGV[5] teams already, as a read counts
+// them (HLEN, less the marker): then it writes nothing and returns how many it holds; -1
+// once written. The count and the write are one command, so no other write comes between.
+var setWithinScript = redis.NewScript(`
+local n = redis.call('HLEN', KEYS[1])
+if n > 0 and redis.call('HGET', KEYS[1], ARGV[3]) then n = n - 1 end
+if not redis.call('HGET', KEYS[1], ARGV[1]) and n >= tonumber(ARGV[5]) then return n end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+return -1`)
+
+// SetWithin is Set for a hash the gates read with a maximum of maxEntries teams (0:
+// DefaultMaxEntries): a team not in it yet is refused when it holds maxEntries already, as
+// every gate would refuse the hash whole (ErrTooLarge) and keep its limits, applying
+// neither this override nor any other change to it. Refused so, it returns the teams the
+// hash holds and an error wrapping ErrTooLarge. The count and the write are one script:
+// checked apart, two operators adding a team each to a hash one short of the maximum both
+// passed the check, and the hash ended over it.
+func SetWithin(ctx context.Context, c redis.UniversalClient, key, team string, lim int64, now time.Time, maxEntries int) (int64, error) {
+	if team == "" || team == MarkerField {
+		return 0, fmt.Errorf("team %q cannot be overridden", team)
+	}
+	if _, err := ParseLimit(strconv.FormatInt(lim, 10)); err != nil {
+		return 0, err
+	}
+	if maxEntries <= 0 {
+		maxEntries = DefaultMaxEntries
+	}
+	n, err := setWithinScript.Run(ctx, c, []string{key}, team, lim, MarkerField, now.UTC().Format(time.RFC3339Nano), maxEntries).Int64()
+	if redis.HasErrorPrefix(err, "WRONGTYPE") {
+		// Said as a read says it: the script's error adds its hash and line to Redis's.
+		return 0, fmt.Errorf("setting %s: %w: %s: delete it, and set overrides with gate overrides set", team, ErrNotHash, key)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("setting %s in %s: %w", team, key, err)
+	}
+	if n >= 0 {
+		return n, tooLarge(key, n+1, maxEntries)
+	}
+	return 0, nil
+}
+
 // deleteScript is Delete: HDEL and the marker, in a hash that exists only. The marker
 // moves only when a team went: it is when the live set last changed (gate overrides list).
 var deleteScript = redis.NewScript(`

@@ -1,0 +1,46 @@
+package overrides
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capturegate/gate/internal/redistest"
+)
+
+// SetWithin refuses a new team to a hash at the maximum, saying how many it holds, takes
+// a team already in it (its limit changes, the count does not), and a Redis refusing
+// writes refuses it with its own reason, as Set.
+func TestSetWithinKeepsTheMaximum(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c := srv.Client(t)
+	for _, team := range []string{"a", "b"} {
+		if _, err := SetWithin(ctx, c, key, team, 5, time.Now(), 2); err != nil {
+			t.Fatalf("set %s: %v", team, err)
+		}
+	}
+	if n, err := SetWithin(ctx, c, key, "c", 5, time.Now(), 2); !errors.Is(err, ErrTooLarge) || n != 2 ||
+		!strings.Contains(err.Error(), "holds 3 teams, more than the 2 allowed") {
+		t.Errorf("a third team at a maximum of 2: %d, %v; want 2 and ErrTooLarge", n, err)
+	}
+	if _, err := SetWithin(ctx, c, key, "b", 9, time.Now(), 2); err != nil {
+		t.Errorf("a team already in a full hash: %v", err)
+	}
+	if h, err := c.HGetAll(ctx, key).Result(); err != nil || len(h) != 3 || h["b"] != "9" || h[MarkerField] == "" {
+		t.Errorf("hash %v (%v), want a=5, b=9 and the marker", h, err)
+	}
+	if err := c.Set(ctx, "gate:other", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetWithin(ctx, c, "gate:other", "a", 5, time.Now(), 2); !errors.Is(err, ErrNotHash) {
+		t.Errorf("SetWithin on a string: %v, want ErrNotHash", err)
+	}
+	srv.RefuseWrites(t, redistest.RefuseReadOnly)
+	if _, err := SetWithin(ctx, c, key, "a", 6, time.Now(), 2); err == nil || !strings.Contains(err.Error(), "READONLY") {
+		t.Errorf("SetWithin on a replica: %v, want Redis's READONLY", err)
+	}
+}
